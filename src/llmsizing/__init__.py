@@ -1,1 +1,24 @@
-"""llmsizing."""
+"""llmsizing: how many GPUs does it take to train, fine-tune or serve a language model?
+
+The library behind the book "How Many GPUs?". Every number in the book is computed here; the notebooks only
+call it. Units follow :mod:`llmsizing.units` (GiB for memory, decimal GB/s and TFLOP/s).
+"""
+
+from .activations import ActivationMemory, activation_memory
+from .catalog import GPU, get_gpu, get_model, gpu_table, list_gpus, list_models, model_entry, model_table
+from .flops import forward_flops_per_token, training_flops_per_token
+from .inference import InferenceMemory, inference_memory, kv_cache_bytes_per_token, weights_bytes
+from .memory import ModelStates, TrainingMemory, model_states, training_memory
+from .model import Model
+from .parallel import Parallel
+from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, bytes_per_element
+from .units import GB, GiB, fmt_bytes, fmt_count, fmt_gib
+
+__all__ = [
+    "ActivationMemory", "activation_memory", "GPU", "get_gpu", "get_model", "gpu_table", "list_gpus",
+    "list_models", "model_entry", "model_table", "forward_flops_per_token", "training_flops_per_token",
+    "InferenceMemory", "inference_memory", "kv_cache_bytes_per_token", "weights_bytes", "ModelStates",
+    "TrainingMemory", "model_states", "training_memory", "Model", "Parallel", "DTYPE_BYTES", "OPTIMIZERS",
+    "RECIPES", "bytes_per_element", "GB", "GiB", "fmt_bytes", "fmt_count", "fmt_gib",
+]
+__version__ = "0.1.0"

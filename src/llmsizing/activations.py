@@ -1,0 +1,177 @@
+"""Activation memory: the tensors a training step saves for the backward pass (chapter 4, "Activation memory";
+checked against PyTorch in chapter 5, "Measure it yourself").
+
+Source: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+(arXiv:2205.05198), Sec. 4. For a GPT layer in 16-bit with dropout they count, per layer,
+``s*b*h*(34 + 5*a*s/h)`` bytes: attention 11sbh + 5as^2b, MLP 19sbh, two LayerNorms 4sbh. With tensor
+parallelism ``t``: ``sbh(10 + 24/t + 5as/(ht))``; with sequence parallelism too: ``sbh(34 + 5as/h)/t``.
+
+This module rebuilds that count tensor by tensor so it generalises honestly:
+
+* grouped-query attention (K and V have ``kv_heads * head_dim`` columns, not ``h``);
+* a gated MLP (SwiGLU saves gate, up, SiLU(gate) and their product: ``4*s*b*f`` elements, as an unfused
+  PyTorch implementation does; Megatron's fused kernel saves ``3*s*b*f``);
+* LayerNorm or RMSNorm (both save their input; the fp32 per-token statistics are counted too);
+* dropout masks at ``mask_bytes`` per element (1 on CUDA; pass the activation width for CPU PyTorch);
+* ``attention="eager"`` saves the ``a*s^2`` softmax output (plus the dropout mask and output);
+  ``"flash"`` saves only Q, K, V, the output and an fp32 log-sum-exp per row (Dao et al. 2022);
+* recomputation: ``"selective"`` recomputes the attention core (drops the ``s^2`` terms), ``"full"`` keeps
+  only each layer's input plus one layer's working set during its backward.
+
+What it leaves out, on purpose: small int64 index tensors of the attention mask and rotary tables
+(independent of batch), and allocator rounding. Chapter 5 measures how much that misses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._validate import check_bool, check_choice, check_int, check_number
+from .catalog import resolve_model
+from .model import Model
+from .precision import DTYPE_BYTES
+
+ATTENTION = ("flash", "eager")
+RECOMPUTE = ("none", "selective", "full")
+ACTIVATION_DTYPES = ("bf16", "fp16", "fp32")
+
+#: Components of :attr:`ActivationMemory.breakdown`, in the order charts stack them.
+ACT_COMPONENTS = ("norms", "attention_projections", "attention_core", "mlp", "dropout_masks", "residuals",
+                  "embedding", "logits")
+
+
+@dataclass(frozen=True)
+class ActivationMemory:
+    """Activation bytes of one micro-batch on one GPU.
+
+    ``per_layer_bytes`` is what one layer keeps until its backward (with full recomputation: only its
+    input); ``layers_bytes`` is all layers, plus, with full recomputation, one layer's working set.
+    ``breakdown`` splits :attr:`total_bytes` by component (keys :data:`ACT_COMPONENTS`).
+    """
+
+    per_layer_bytes: float
+    layers_bytes: float
+    embedding_bytes: float
+    logits_bytes: float
+    breakdown: dict = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> float:
+        return self.layers_bytes + self.embedding_bytes + self.logits_bytes
+
+    def to_frame(self):
+        import pandas as pd
+
+        from .units import GiB
+
+        df = pd.DataFrame({"bytes": pd.Series(self.breakdown, dtype="float64")})
+        df.loc["total"] = self.total_bytes
+        df["GiB"] = df["bytes"] / GiB
+        df.index.name = "component"
+        return df
+
+
+def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str = "flash",
+                dropout: bool = False, tp: int = 1, sp: bool = False, mask_bytes: float = 1.0,
+                selective: bool = False) -> dict[str, float]:
+    """Bytes one layer saves for backward, by component, with no recomputation except ``selective``.
+
+    ``batch`` and ``seq`` may be NumPy arrays (the formula is plain arithmetic), which is how the widgets
+    sweep sequence length without a Python loop. No input checking: use :func:`activation_memory`.
+    """
+    p = DTYPE_BYTES[dtype]
+    s, b = seq, batch
+    h, a, g, d, f = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn_hidden
+    sb = s * b
+    r = tp if sp else 1                        # divisor for tensors TP replicates and SP splits
+    a_t, f_t = a / tp, f / tp                  # heads and MLP width per tensor-parallel rank
+    g_t = max(g / tp, 1)                       # KV heads are replicated when tp > kv_heads
+    stats = (2 if model.norm == "layernorm" else 1) * 4   # fp32 mean/rstd per token
+    m = mask_bytes if dropout else 0.0
+
+    norms = 2 * (p * sb * h + stats * sb) / r
+    projections = p * sb * h / r + p * sb * a_t * d          # QKV input + output-projection input
+    core = p * sb * (a_t * d + 2 * g_t * d)                  # Q, K, V
+    masks = 2 * m * sb * h / r                               # dropout after attention and after MLP
+    if attention == "flash":
+        core += 4 * b * a_t * s                              # fp32 log-sum-exp per row
+    elif not selective:
+        probs = a_t * s * s * b                              # softmax output (eager)
+        core += p * probs
+        if dropout:
+            core += p * probs                                # dropout output fed to attn @ V
+            masks += m * probs
+    mlp = p * sb * h / r + (4 if model.gated_mlp else 2) * p * sb * f_t
+    return {"norms": norms, "attention_projections": projections, "attention_core": core, "mlp": mlp,
+            "dropout_masks": masks}
+
+
+def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16",
+                      attention: str = "flash", dropout: bool = False, recompute: str = "none",
+                      tp: int = 1, sp: bool = False, mask_bytes: float = 1.0,
+                      logits_dtype: str = "fp32") -> ActivationMemory:
+    """Bytes saved for backward by one micro-batch of ``batch`` sequences of ``seq`` tokens, on one GPU.
+
+    In the simple case (GPT layer, 16-bit, dropout, eager attention, no TP) the per-layer figure is exactly
+    Korthikanti et al.'s ``s*b*h*(34 + 5*a*s/h)`` plus the fp32 norm statistics (``16*s*b`` bytes).
+    ``logits_bytes`` counts the final norm and LM-head inputs and the loss's saved log-probabilities,
+    ``b*s*V`` in ``logits_dtype`` (fp32 by default: often the largest single tensor with a 128K vocabulary).
+    ``tp``/``sp``: tensor parallelism divides the per-head and MLP tensors; sequence parallelism divides the
+    rest. Pipeline parallelism is not an argument: with 1F1B the first stage holds ``pp`` micro-batches of
+    ``L/pp`` layers, i.e. about the same bytes as here (Korthikanti Sec. 4.2.3).
+    """
+    model = resolve_model(model)
+    batch = check_int("batch", batch)
+    seq = check_int("seq", seq)
+    check_choice("dtype", dtype, ACTIVATION_DTYPES)
+    check_choice("attention", attention, ATTENTION)
+    check_bool("dropout", dropout)
+    check_choice("recompute", recompute, RECOMPUTE)
+    tp = check_int("tp", tp)
+    check_bool("sp", sp)
+    mask_bytes = check_number("mask_bytes", mask_bytes, minimum=0.0)
+    check_choice("logits_dtype", logits_dtype, ACTIVATION_DTYPES)
+    if model.heads % tp or model.ffn_hidden % tp:
+        raise ValueError(f"tp must divide heads ({model.heads}) and ffn_hidden ({model.ffn_hidden}), got {tp}")
+    if sp and tp == 1:
+        raise ValueError("sp=True needs tp > 1")
+
+    p = DTYPE_BYTES[dtype]
+    h, L, V = model.hidden, model.layers, model.vocab
+    sb = seq * batch
+    r = tp if sp else 1
+    kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, tp=tp, sp=sp,
+              mask_bytes=mask_bytes)
+    one_layer = layer_terms(model, **kw, selective=(recompute == "selective"))
+    per_layer = sum(one_layer.values())
+    comps = {k: L * v for k, v in one_layer.items()}
+    comps["residuals"] = 0.0
+    if recompute == "full":
+        per_layer = p * sb * h / r                           # the checkpointed layer input
+        comps = dict(layer_terms(model, **kw))               # one layer's working set during backward
+        comps["residuals"] = L * per_layer
+        layers = L * per_layer + sum(v for k, v in comps.items() if k != "residuals")
+    else:
+        layers = L * per_layer
+    stats = (2 if model.norm == "layernorm" else 1) * 4
+    embedding = 8 * sb + (mask_bytes * sb * h / r if dropout else 0.0)   # int64 token ids + dropout mask
+    logits = ((p * sb * h + stats * sb) / r                  # final norm input + statistics
+              + p * sb * h / r                               # LM-head input
+              + DTYPE_BYTES[logits_dtype] * sb * V / tp      # log-probabilities saved by the loss
+              + 8 * sb)                                      # int64 targets
+    comps["embedding"] = embedding
+    comps["logits"] = logits
+    comps = {k: comps[k] for k in ACT_COMPONENTS}
+    return ActivationMemory(per_layer, layers, embedding, logits, comps)
+
+
+def korthikanti_bytes_per_layer(model: Model, *, batch: int, seq: int, tp: int = 1, sp: bool = False) -> float:
+    """Korthikanti et al. 2022's closed form, as printed (16-bit, dropout, eager attention, f = 4h):
+    ``sbh(34 + 5as/h)``; with TP ``sbh(10 + 24/t + 5as/(ht))``; with TP+SP ``sbh(34 + 5as/h)/t``.
+    Kept verbatim so tests can compare the tensor-by-tensor count against the paper."""
+    s, b, h, a, t = seq, batch, model.hidden, model.heads, tp
+    if t == 1:
+        return s * b * h * (34 + 5 * a * s / h)
+    if sp:
+        return s * b * h * (34 + 5 * a * s / h) / t
+    return s * b * h * (10 + 24 / t + 5 * a * s / (h * t))

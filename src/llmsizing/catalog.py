@@ -1,0 +1,171 @@
+"""Catalogues of models and GPUs, read from the CSV files in the repository's ``data/`` folder.
+
+Every row carries its source and an as-of date; nothing in the library hard-codes a model shape or a GPU spec.
+Models are taught in chapter 1, GPUs are introduced in chapter 2 and used in every chapter after it.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from .model import Model
+
+#: ``data/`` at the repository root (the package is installed editable from ``src/``).
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+
+def _unknown(kind: str, name, known: list[str]) -> ValueError:
+    close = difflib.get_close_matches(str(name).lower(), known, n=1, cutoff=0.4)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return ValueError(f"unknown {kind} {name!r}.{hint} Known: {', '.join(known)}")
+
+
+def _read(filename: str) -> list[dict[str, str]]:
+    with open(DATA_DIR / filename, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# ----------------------------------------------------------------------------- models
+@dataclass(frozen=True)
+class ModelEntry:
+    """A catalogue row: the architecture plus the published parameter count and where it comes from."""
+
+    model: Model
+    published_params: int
+    published_rounded_to: int
+    source: str
+    as_of: str
+
+
+@cache
+def _model_entries() -> dict[str, ModelEntry]:
+    out = {}
+    for r in _read("models.csv"):
+        flag = lambda k: r[k].strip().lower() == "true"  # noqa: E731
+        m = Model(
+            name=r["name"], layers=int(r["layers"]), hidden=int(r["hidden"]), heads=int(r["heads"]),
+            kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]), ffn_hidden=int(r["ffn_hidden"]),
+            vocab=int(r["vocab"]), gated_mlp=flag("gated_mlp"), tied_embeddings=flag("tied_embeddings"),
+            norm=r["norm"], bias=flag("bias"), qkv_bias=flag("qkv_bias"), learned_pos=flag("learned_pos"),
+            max_seq=int(r["max_seq"]),
+        )
+        out[m.name] = ModelEntry(m, int(r["published_params"]), int(r["published_rounded_to"]),
+                                 r["source"], r["as_of"])
+    return out
+
+
+def list_models() -> list[str]:
+    """Names of the catalogued models, in catalogue order."""
+    return list(_model_entries())
+
+
+def get_model(name: str) -> Model:
+    """The catalogued :class:`Model` called ``name`` (e.g. ``"llama-2-7b"``)."""
+    if not isinstance(name, str):
+        raise TypeError(f"model name must be a string, got {type(name).__name__}")
+    entries = _model_entries()
+    if name not in entries:
+        raise _unknown("model", name, list(entries))
+    return entries[name].model
+
+
+def model_entry(name: str) -> ModelEntry:
+    """The catalogue row for ``name``: the model plus its published count, source and date."""
+    get_model(name)
+    return _model_entries()[name]
+
+
+def resolve_model(model: Model | str) -> Model:
+    """Accept a :class:`Model` or a catalogue name."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, str):
+        return get_model(model)
+    raise TypeError(f"model must be a Model or a catalogue name, got {type(model).__name__}")
+
+
+# ----------------------------------------------------------------------------- GPUs
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator. Units follow :mod:`llmsizing.units`: memory in GiB, bandwidth in decimal GB/s,
+    compute in dense TFLOP/s (no sparsity). ``fp8_dense_tflops`` is ``nan`` where the chip has no FP8."""
+
+    name: str
+    vendor: str
+    memory_gib: float
+    memory_bandwidth_gbps: float
+    bf16_dense_tflops: float
+    fp8_dense_tflops: float
+    link: str
+    link_bandwidth_gbps: float
+    link_direction: str
+    price_usd_per_gpu_hour: float
+    price_source: str
+    spec_source: str
+    as_of: str
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gib * 2**30)
+
+
+@cache
+def _gpus() -> dict[str, GPU]:
+    out = {}
+    for r in _read("gpus.csv"):
+        num = lambda k: float(r[k]) if r[k].strip() else math.nan  # noqa: E731
+        g = GPU(
+            name=r["name"], vendor=r["vendor"], memory_gib=num("memory_gib"),
+            memory_bandwidth_gbps=num("memory_bandwidth_gbps"), bf16_dense_tflops=num("bf16_dense_tflops"),
+            fp8_dense_tflops=num("fp8_dense_tflops"), link=r["link"], link_bandwidth_gbps=num("link_bandwidth_gbps"),
+            link_direction=r["link_direction"], price_usd_per_gpu_hour=num("price_usd_per_gpu_hour"),
+            price_source=r["price_source"], spec_source=r["spec_source"], as_of=r["as_of"],
+        )
+        out[g.name] = g
+    return out
+
+
+def list_gpus() -> list[str]:
+    """Names of the catalogued GPUs, in catalogue order."""
+    return list(_gpus())
+
+
+def get_gpu(name: str) -> GPU:
+    """The catalogued :class:`GPU` called ``name`` (e.g. ``"H100 SXM"``); case and spaces are forgiven."""
+    if isinstance(name, GPU):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"GPU name must be a string, got {type(name).__name__}")
+    gpus = _gpus()
+    if name in gpus:
+        return gpus[name]
+    norm = lambda s: s.lower().replace(" ", "").replace("-", "")  # noqa: E731
+    for k, g in gpus.items():
+        if norm(k) == norm(name):
+            return g
+    raise _unknown("GPU", name, list(gpus))
+
+
+def gpu_table():
+    """The GPU catalogue as a pandas DataFrame (for the book's tables)."""
+    import pandas as pd
+
+    return pd.DataFrame([g.__dict__ for g in _gpus().values()]).set_index("name")
+
+
+def model_table():
+    """The model catalogue as a DataFrame: shape, exact count, published count and source."""
+    import pandas as pd
+
+    rows = []
+    for e in _model_entries().values():
+        m = e.model
+        rows.append(dict(name=m.name, layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads,
+                         ffn_hidden=m.ffn_hidden, vocab=m.vocab, n_params=m.n_params,
+                         published_params=e.published_params, source=e.source, as_of=e.as_of))
+    return pd.DataFrame(rows).set_index("name")

@@ -1,0 +1,87 @@
+"""Inference memory: weights + KV cache + an overhead allowance (chapter 3, "Inference memory").
+
+Sources: the KV cache holds K and V for every layer, KV head and position (Pope et al. 2022, "Efficiently
+Scaling Transformer Inference", Sec. 3; grouped-query attention, Ainslie et al. 2023, divides it by
+``heads / kv_heads``). The rule of thumb it is compared with, memory = 1.2 x weights, is EleutherAI's
+"Transformer Math 101" and seed article 002.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._validate import check_choice, check_int, check_number
+from .catalog import resolve_model
+from .memory import _frame, default_overhead_bytes
+from .model import Model
+from .precision import DTYPE_BYTES, DTYPES
+
+#: The rule of thumb the chapter checks: total = RULE_OF_THUMB x weights.
+RULE_OF_THUMB = 1.2
+
+
+def weights_bytes(model: Model | str, dtype: str = "bf16") -> float:
+    """Bytes of the weights stored in ``dtype``.
+
+    Quantised formats (below 2 bytes) apply to the transformer blocks' linear layers only; embeddings,
+    LM head, norms and biases stay in bf16, as bitsandbytes, GPTQ and AWQ leave them by default.
+    """
+    model = resolve_model(model)
+    bpe = DTYPE_BYTES[check_choice("weights", dtype, DTYPES)]
+    if bpe >= 2:
+        return model.n_params * bpe
+    total = 0.0
+    for comp, _, shape, k in model.tensors():
+        n = shape[0] * (shape[1] if len(shape) == 2 else 1) * k
+        quantised = comp in ("attention", "mlp") and len(shape) == 2
+        total += n * (bpe if quantised else DTYPE_BYTES["bf16"])
+    return total
+
+
+def kv_cache_bytes_per_token(model: Model | str, dtype: str = "bf16") -> float:
+    """KV-cache bytes one token adds: ``2 (K and V) x layers x kv_heads x head_dim x bytes``."""
+    model = resolve_model(model)
+    return 2 * model.layers * model.kv_heads * model.head_dim * DTYPE_BYTES[check_choice("kv_cache", dtype, DTYPES)]
+
+
+@dataclass(frozen=True)
+class InferenceMemory:
+    n_params: int
+    batch: int
+    context: int
+    weights_bytes: float
+    kv_cache_bytes: float
+    overhead_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.kv_cache_bytes + self.overhead_bytes
+
+    @property
+    def rule_of_thumb_bytes(self) -> float:
+        """What the ``1.2 x weights`` rule predicts for the same weights."""
+        return RULE_OF_THUMB * self.weights_bytes
+
+    def to_frame(self):
+        return _frame({"weights": self.weights_bytes, "KV cache": self.kv_cache_bytes,
+                       "overhead": self.overhead_bytes, "total": self.total_bytes}, self.n_params)
+
+
+def inference_memory(model: Model | str, *, batch: int = 1, context: int = 4096, weights: str = "bf16",
+                     kv_cache: str = "bf16", overhead_bytes: float | None = None) -> InferenceMemory:
+    """Memory to serve ``model`` to ``batch`` sequences of ``context`` tokens (prompt + generated).
+
+    ``weights``/``kv_cache`` are dtypes from :data:`llmsizing.precision.DTYPES`. ``overhead_bytes`` defaults to
+    :func:`llmsizing.memory.default_overhead_bytes` of weights + cache (1 GiB + 8%): CUDA context,
+    workspaces, the transient activations of a forward pass and fragmentation. Taught in chapter 3.
+    """
+    model = resolve_model(model)
+    batch = check_int("batch", batch)
+    context = check_int("context", context)
+    w = weights_bytes(model, weights)
+    kv = kv_cache_bytes_per_token(model, kv_cache) * batch * context
+    if overhead_bytes is None:
+        overhead = default_overhead_bytes(w + kv)
+    else:
+        overhead = check_number("overhead_bytes", overhead_bytes)
+    return InferenceMemory(model.n_params, batch, context, w, kv, overhead)

@@ -1,0 +1,208 @@
+"""Model states (weights, gradients, optimizer) and the total training footprint per GPU.
+
+``model_states`` is taught in chapter 2 ("Bytes per parameter"); ``training_memory`` in chapter 4
+("Activation memory"). Sources are listed in :mod:`llmsizing.precision` and :mod:`llmsizing.activations`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._validate import check_choice, check_int, check_number
+from .catalog import resolve_model
+from .model import Model
+from .parallel import Parallel, resolve_parallel
+from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES
+from .units import GiB
+
+#: A fixed allowance for what no formula here models: the CUDA context and kernels (~0.3-0.6 GiB with
+#: lazy module loading), cuBLAS/cuDNN workspaces and NCCL communication buffers. An allowance, not a
+#: measurement; pass ``overhead_bytes=`` to use your own figure.
+FIXED_OVERHEAD_BYTES = 1 * GiB
+
+#: Allocator fragmentation as a fraction of the modelled tensors (PyTorch's caching allocator typically
+#: reserves a few per cent to ~10% more than it hands out). Also an allowance.
+FRAGMENTATION = 0.08
+
+
+def default_overhead_bytes(tensor_bytes: float) -> float:
+    """The book's default allowance: :data:`FIXED_OVERHEAD_BYTES` + :data:`FRAGMENTATION` x modelled tensors."""
+    return FIXED_OVERHEAD_BYTES + FRAGMENTATION * tensor_bytes
+
+
+def _frame(rows: dict[str, float], n_params: int):
+    import pandas as pd
+
+    df = pd.DataFrame({"bytes": pd.Series(rows, dtype="float64")})
+    df["GiB"] = df["bytes"] / GiB
+    df["bytes/param"] = df["bytes"] / n_params
+    df.index.name = "component"
+    return df
+
+
+# ----------------------------------------------------------------------------- model states
+@dataclass(frozen=True)
+class ModelStates:
+    """Bytes of the model states on one GPU. ``optimizer_bytes`` includes the fp32 master copy
+    (``master_bytes``) and the optimizer's own buffers (``optimizer_state_bytes``)."""
+
+    n_params: int
+    precision: str
+    optimizer: str
+    weights_bytes: float
+    gradients_bytes: float
+    master_bytes: float
+    optimizer_state_bytes: float
+    parallel: Parallel = Parallel()
+
+    @property
+    def optimizer_bytes(self) -> float:
+        return self.master_bytes + self.optimizer_state_bytes
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Bytes per parameter of the whole model (per-GPU bytes x GPUs sharing them, on one GPU just total)."""
+        return self.total_bytes / self.n_params
+
+    def to_frame(self):
+        """A DataFrame with one row per component (weights, gradients, master copy, optimizer states, total)."""
+        return _frame({"weights": self.weights_bytes, "gradients": self.gradients_bytes,
+                       "master copy": self.master_bytes, "optimizer states": self.optimizer_state_bytes,
+                       "total": self.total_bytes}, self.n_params)
+
+
+def optimizer_state_elements(model: Model, optimizer: str) -> float:
+    """How many numbers the optimizer keeps (before choosing their dtype).
+
+    Adafactor's factored second moment keeps ``r + c`` numbers per ``r x c`` matrix and the full vector for
+    1-D tensors (Shazeer & Stern 2018, Alg. 4), so it is computed tensor by tensor from :meth:`Model.tensors`.
+    """
+    opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
+    n = opt.states * model.n_params
+    if opt.factored:
+        n += sum((s[0] + s[1] if len(s) == 2 else math.prod(s)) * k for _, _, s, k in model.tensors())
+    return n
+
+
+def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
+                 parallel: Parallel | None = None) -> ModelStates:
+    """Bytes of weights, gradients and optimizer states (master copy included) for training ``model``.
+
+    ``precision`` is a recipe from :data:`llmsizing.precision.RECIPES` (``bf16-mixed``: 2 + 2 + 12 = 16 bytes
+    per parameter with AdamW), ``optimizer`` one of :data:`llmsizing.precision.OPTIMIZERS`.
+
+    With ``parallel``, bytes are per GPU: the model is split evenly over ``tp * pp`` GPUs, then ZeRO stage 1
+    shards the optimizer bytes over ``dp``, stage 2 also the gradients, stage 3 also the weights (ZeRO paper,
+    Fig. 1). The even split is an approximation: replicated norms and an uneven first/last pipeline stage are
+    refined in the parallelism chapters. Taught in chapter 2.
+    """
+    model = resolve_model(model)
+    recipe = RECIPES[check_choice("precision", precision, RECIPES)]
+    opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
+    par = resolve_parallel(parallel)
+    n = model.n_params
+    weights = n * DTYPE_BYTES[recipe.weights]
+    grads = n * DTYPE_BYTES[recipe.grads]
+    if recipe.extra_grads:
+        grads += n * DTYPE_BYTES[recipe.extra_grads]
+    master = n * DTYPE_BYTES[recipe.master] if recipe.master else 0.0
+    elements = optimizer_state_elements(model, optimizer)
+    if opt.dtype:  # quantised states: 1 byte each + one fp32 constant per block
+        states = elements * (DTYPE_BYTES[opt.dtype] + 4 / opt.block)
+    else:
+        states = elements * DTYPE_BYTES[recipe.states]
+    split = par.tp * par.pp
+    weights, grads, master, states = (x / split for x in (weights, grads, master, states))
+    if par.zero >= 1:
+        master, states = master / par.dp, states / par.dp
+    if par.zero >= 2:
+        grads = grads / par.dp
+    if par.zero >= 3:
+        weights = weights / par.dp
+    return ModelStates(n, precision, optimizer, weights, grads, master, states, par)
+
+
+# ----------------------------------------------------------------------------- training total
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Peak bytes on one GPU during a training step: model states + activations of ONE micro-batch +
+    an overhead allowance. Gradient accumulation multiplies the global batch, not the activations."""
+
+    states: ModelStates
+    activations: "ActivationMemory"  # noqa: F821
+    overhead_bytes: float
+    micro_batch: int
+    grad_accum: int
+    seq: int
+    flops_per_token: float
+
+    @property
+    def weights_bytes(self) -> float:
+        return self.states.weights_bytes
+
+    @property
+    def gradients_bytes(self) -> float:
+        return self.states.gradients_bytes
+
+    @property
+    def optimizer_bytes(self) -> float:
+        return self.states.optimizer_bytes
+
+    @property
+    def activations_bytes(self) -> float:
+        return self.activations.total_bytes
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+                + self.activations_bytes + self.overhead_bytes)
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per optimizer step: micro-batch x accumulation steps x data-parallel replicas."""
+        return self.micro_batch * self.grad_accum * self.states.parallel.dp
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq
+
+    def to_frame(self):
+        return _frame({"weights": self.weights_bytes, "gradients": self.gradients_bytes,
+                       "optimizer": self.optimizer_bytes, "activations": self.activations_bytes,
+                       "overhead": self.overhead_bytes, "total": self.total_bytes}, self.states.n_params)
+
+
+def training_memory(model: Model | str, *, batch: int, seq: int, precision: str = "bf16-mixed",
+                    optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
+                    dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
+                    overhead_bytes: float | None = None) -> TrainingMemory:
+    """Per-GPU training footprint: :func:`model_states` + :func:`~llmsizing.activations.activation_memory`
+    of one micro-batch of ``batch`` sequences of ``seq`` tokens + an overhead allowance
+    (:func:`default_overhead_bytes` unless ``overhead_bytes`` is given).
+
+    Activations are saved in the recipe's working dtype (fp32 for ``fp32``, else 16-bit). ``grad_accum``
+    only changes the global batch (``batch * grad_accum * dp``). ``flops_per_token`` is the compute one token
+    costs, including recomputation (about 6N, or 8N with full recomputation; see
+    :func:`~llmsizing.flops.training_flops_per_token`). Taught in chapter 4.
+    """
+    from .activations import activation_memory
+    from .flops import training_flops_per_token
+
+    model = resolve_model(model)
+    check_int("grad_accum", grad_accum)
+    par = resolve_parallel(parallel)
+    states = model_states(model, precision=precision, optimizer=optimizer, parallel=par)
+    act_dtype = "fp32" if RECIPES[precision].weights == "fp32" else RECIPES[precision].weights
+    acts = activation_memory(model, batch=batch, seq=seq, dtype=act_dtype, attention=attention,
+                             dropout=dropout, recompute=recompute, tp=par.tp, sp=par.sp)
+    if overhead_bytes is None:
+        overhead = default_overhead_bytes(states.total_bytes + acts.total_bytes)
+    else:
+        overhead = check_number("overhead_bytes", overhead_bytes)
+    flops = training_flops_per_token(model, seq=seq, recompute=recompute)
+    return TrainingMemory(states, acts, overhead, batch, grad_accum, seq, flops)

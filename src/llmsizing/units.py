@@ -1,0 +1,52 @@
+"""The book's units policy, in one place (taught in chapter 0, "Units and notation").
+
+* **Memory on a device** (weights, gradients, optimizer states, activations, KV cache, GPU capacity) is in
+  binary units: 1 GiB = 2**30 bytes. This is what ``nvidia-smi`` and ``torch.cuda.memory_allocated`` report,
+  and what HBM stacks are built in. Vendors print "80 GB" on an H100; the catalogue stores that as 80 GiB and
+  says so (the usable figure is a little lower).
+* **Bandwidth** (memory and links) is in decimal units: 1 GB/s = 10**9 bytes per second, as on spec sheets.
+  Every link bandwidth states whether it is one-way or bidirectional.
+* **Compute** is in decimal units: 1 TFLOP/s = 10**12 floating-point operations per second, dense (no
+  2:4 sparsity).
+* **Counts** (parameters, tokens) are decimal: 7B = 7 * 10**9.
+
+Every quantity in the library carries its unit in its name: ``_bytes``, ``_gib``, ``_gbps``, ``_tflops``, ``_s``.
+"""
+
+from __future__ import annotations
+
+KiB = 2**10
+MiB = 2**20
+GiB = 2**30
+TiB = 2**40
+
+KB = 10**3
+MB = 10**6
+GB = 10**9
+TB = 10**12
+
+
+def to_gib(n_bytes: float) -> float:
+    """Bytes to GiB (2**30 bytes)."""
+    return n_bytes / GiB
+
+
+def fmt_gib(n_bytes: float, digits: int = 1) -> str:
+    """Format a byte count in GiB, e.g. ``fmt_gib(16 * 2**30) == '16.0 GiB'``."""
+    return f"{n_bytes / GiB:,.{digits}f} GiB"
+
+
+def fmt_bytes(n_bytes: float, digits: int = 1) -> str:
+    """Format a byte count with the largest binary unit that keeps the number >= 1."""
+    for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n_bytes) >= size:
+            return f"{n_bytes / size:,.{digits}f} {unit}"
+    return f"{n_bytes:,.0f} B"
+
+
+def fmt_count(n: float, digits: int = 2) -> str:
+    """Format a count with a decimal suffix: ``fmt_count(6_738_415_616) == '6.74B'``."""
+    for suffix, size in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if abs(n) >= size:
+            return f"{n / size:,.{digits}f}{suffix}"
+    return f"{n:,.0f}"
