@@ -1,0 +1,93 @@
+# How Many GPUs? -- build and test. `make` (or `make help`) lists the targets.
+#
+# Everything runs from the project venv .venv, created from requirements.txt on
+# first use. Only the package registries are needed (PyPI for Python, npm
+# registry for the MathJax bundle); the built site itself is fully offline.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+MAKEFLAGS += --no-builtin-rules
+
+PYTHON      ?= python3
+VENV        := .venv
+PY          := $(VENV)/bin/python
+STAMP       := $(VENV)/.requirements-stamp
+MVENV       := .venv-measure
+MSTAMP      := $(MVENV)/.measure-stamp
+TORCH_SPEC  := torch==2.13.0
+ASSET_STAMP := _vendor_cache/static/vendor/mathjax/.version
+PYTEST_ARGS ?=
+
+# MPLBACKEND=Agg (or any non-inline backend) silently drops every figure from
+# the notebooks: never let it reach a kernel.
+unexport MPLBACKEND
+
+.PHONY: help
+help: ## Show this help
+	@echo "How Many GPUs? -- make targets:"
+	@grep -hE '^[a-zA-Z_.-]+:.*?## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+
+# --- environment -------------------------------------------------------------
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.txt
+	@touch $@
+
+.PHONY: venv
+venv: $(STAMP) ## Create/refresh .venv from requirements.txt (re-runs when it or pyproject.toml changes)
+
+$(ASSET_STAMP): tools/fetch_assets.py
+	$(PYTHON) tools/fetch_assets.py
+
+.PHONY: assets
+assets: $(ASSET_STAMP) ## Fetch MathJax from the npm registry into _vendor_cache/ (for the offline site)
+
+# --- the book ----------------------------------------------------------------
+
+.PHONY: book
+book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html, executing every notebook (warnings are errors)
+	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+
+.PHONY: test
+test: $(STAMP) ## Run unit tests (tests/) and strict nbval over every notebook in book/
+	$(PY) -m pytest tests book --nbval --nbval-current-env --nbval-cell-timeout=300 \
+	  -p no:cacheprovider -o console_output_style=classic $(PYTEST_ARGS)
+
+.PHONY: outputs
+outputs: $(STAMP) ## Re-execute all notebooks in place to refresh their stored outputs (for nbval)
+	$(PY) tools/refresh_outputs.py
+
+.PHONY: lab
+lab: $(STAMP) ## Open JupyterLab on book/ for a live workshop (offline once set up)
+	$(VENV)/bin/jupyter lab book/ --ServerApp.ip=127.0.0.1 \
+	  --LabApp.news_url=None \
+	  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
+
+.PHONY: check-site
+check-site: $(STAMP) ## Load every built page in headless Chromium: offline? math typeset? screenshots
+	@test -f _build/html/index.html || { echo "no _build/html: run 'make book' first" >&2; exit 1; }
+	$(PY) tools/check_site.py
+
+# --- optional extras ---------------------------------------------------------
+
+# torch is a heavy optional extra (hundreds of MB), kept out of .venv on purpose.
+$(MSTAMP): pyproject.toml
+	@test -x $(MVENV)/bin/python || $(PYTHON) -m venv $(MVENV)
+	$(MVENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" -e .
+	@touch $@
+
+.PHONY: measure
+measure: $(MSTAMP) ## Measure real memory with PyTorch (optional; own venv .venv-measure, heavy)
+	$(MVENV)/bin/python tools/measure_memory.py
+
+.PHONY: bench
+bench: $(STAMP) ## Run the benchmarks (benchmarks/bench.py)
+	$(PY) benchmarks/bench.py
+
+.PHONY: clean
+clean: ## Remove _build/ and the fetched asset cache _vendor_cache/
+	rm -rf _build _vendor_cache
