@@ -105,14 +105,52 @@ def render_parameter_counts(model="llama-2-7b", **changes) -> View:
     if changes:
         m = m.with_(**changes)
     parts = m.param_breakdown()
+    label = m.name
+    if changes:  # say what was changed, so a modified model is never shown under the catalogue name alone
+        label += " with " + ", ".join(f"{k}={v}" for k, v in changes.items())
     fig, ax = new_figure(7, 2.6)
     comps = [c for c in COMPONENTS if parts[c]]
     stacked_bars(ax, [m.name], {c: [parts[c]] for c in comps}, unit=1e9)
     ax.set_xlabel("parameters (billions)")
-    ax.legend(ncols=len(comps), loc="upper center", bbox_to_anchor=(0.5, -0.45), fontsize=8, frameon=False)
-    ax.set_title(f"{m.name}: {fmt_count(m.n_params)} parameters")
-    lines = [f"{m.name}: {m.n_params:,} parameters"]
+    fig.legend(*ax.get_legend_handles_labels(), ncols=len(comps), loc="outside lower center", fontsize=8,
+               frameon=False)
+    ax.set_title(f"{label}: {fmt_count(m.n_params)} parameters", fontsize=10)
+    lines = [f"{label}: {m.n_params:,} parameters"]
     lines += [f"  {c:<10s} {parts[c]:>16,d}  ({parts[c] / m.n_params:6.1%})" for c in comps]
+    return View(fig, "\n".join(lines))
+
+
+def render_parameter_shares(models=None) -> View:
+    """Where the parameters live, model by model: one bar per model (catalogue names or Models; default:
+    the whole catalogue), split by component as a share of that model's count. Chapter 1."""
+    from .catalog import list_models, resolve_model
+    from .model import COMPONENTS
+    from .units import fmt_count
+
+    if models is None:
+        models = list_models()
+    if isinstance(models, (str,)) or not hasattr(models, "__iter__"):
+        raise TypeError("models must be a list of catalogue names or Models")
+    ms = [resolve_model(m) for m in models]
+    if not ms:
+        raise ValueError("models must name at least one model")
+    parts = [m.param_breakdown() for m in ms]
+    comps = [c for c in COMPONENTS if any(p[c] for p in parts)]
+    fig, ax = new_figure(7.5, 0.42 * len(ms) + 1.4)
+    stacks = {c: [p[c] / m.n_params for p, m in zip(parts, ms)] for c in comps}
+    stacked_bars(ax, [m.name for m in ms], stacks, unit=0.01)
+    for i, m in enumerate(ms):
+        ax.annotate(fmt_count(m.n_params), (100, i), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the model's parameters (%)")
+    fig.legend(*ax.get_legend_handles_labels(), ncols=len(comps), loc="outside lower center", fontsize=8,
+               frameon=False)
+    ax.set_title("Where the parameters are (tied embeddings are counted once, as 'embedding')", fontsize=10)
+    head = f"{'model':<16s}{'params':>9s}" + "".join(f"{c:>11s}" for c in comps)
+    lines = [head] + [f"{m.name:<16s}{fmt_count(m.n_params):>9s}" + "".join(f"{p[c] / m.n_params:>11.1%}"
+                                                                               for c in comps)
+                      for p, m in zip(parts, ms)]
     return View(fig, "\n".join(lines))
 
 

@@ -190,3 +190,18 @@ class Model:
             )
         raise ValueError(f"unsupported model_type {mtype!r} in config; supported: llama, mistral, qwen2, gpt2. "
                          "Build a Model(...) by hand for other architectures.")
+
+
+# ----------------------------------------------------------------------------- approximations
+def approx_params_12lh2(model: Model) -> int:
+    """The popular shortcut ``N ~ 12 L h^2`` (chapter 1, "Counting parameters").
+
+    It counts only the transformer blocks of a GPT-2/GPT-3 style layer without GQA and with ``f = 4h``:
+    4 h^2 for the attention projections (q, k, v, o) plus 8 h^2 for a two-matrix MLP, and drops biases,
+    norms, embeddings and the LM head. Kaplan et al. 2020 (arXiv:2001.08361) Sec. 2.1 write it as
+    ``N ~ 2 d_model n_layer (2 d_attn + d_ff) = 12 n_layer d_model^2``. Compare with :attr:`Model.n_params`
+    to see how wrong it is for a given model; the book does so per catalogued model.
+    """
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a Model, got {type(model).__name__}")
+    return 12 * model.layers * model.hidden**2
