@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import check_choice, check_int, check_number
+from ._validate import check_bool, check_choice, check_int, check_number
 from .catalog import resolve_model
-from .memory import _frame, default_overhead_bytes
+from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _frame, default_overhead_bytes
 from .model import Model
 from .precision import DTYPE_BYTES, DTYPES
 
@@ -20,15 +20,17 @@ from .precision import DTYPE_BYTES, DTYPES
 RULE_OF_THUMB = 1.2
 
 
-def weights_bytes(model: Model | str, dtype: str = "bf16") -> float:
+def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool = False) -> float:
     """Bytes of the weights stored in ``dtype``.
 
     Quantised formats (below 2 bytes) apply to the transformer blocks' linear layers only; embeddings,
     LM head, norms and biases stay in bf16, as bitsandbytes, GPTQ and AWQ leave them by default.
+    ``quantize_all=True`` gives the naive figure ``n_params x bytes`` instead (every tensor in ``dtype``), to
+    show how much the bf16 embeddings cost.
     """
     model = resolve_model(model)
     bpe = DTYPE_BYTES[check_choice("weights", dtype, DTYPES)]
-    if bpe >= 2:
+    if bpe >= 2 or check_bool("quantize_all", quantize_all):
         return model.n_params * bpe
     total = 0.0
     for comp, _, shape, k in model.tensors():
@@ -85,3 +87,47 @@ def inference_memory(model: Model | str, *, batch: int = 1, context: int = 4096,
     else:
         overhead = check_number("overhead_bytes", overhead_bytes)
     return InferenceMemory(model.n_params, batch, context, w, kv, overhead)
+
+
+# ----------------------------------------------------------------------------- the x1.2 rule, checked
+def rule_of_thumb_breakeven_tokens(model: Model | str, *, weights: str = "bf16", kv_cache: str = "bf16",
+                                   with_overhead: bool = False) -> float:
+    """Cached tokens (``batch x context``, summed over sequences) at which the ``1.2 x weights`` rule stops
+    being enough.
+
+    With ``with_overhead=False`` (default): the token count at which the KV cache ALONE equals the rule's 20%
+    allowance, ``0.2 x weights / kv_bytes_per_token``. Beyond it the rule under-estimates whatever the
+    overhead is. With ``with_overhead=True``: the count at which the book's full estimate (weights + KV +
+    :func:`~llmsizing.memory.default_overhead_bytes`) equals the rule, solving
+    ``W + KV + 1 GiB + 0.08 (W + KV) = 1.2 W`` for KV. That can be 0.0 when the fixed 1 GiB alone exceeds the
+    rule's margin (small or heavily quantised models): the rule then under-estimates at any context.
+    Returns a float (a token count; compare it with ``batch * context``). Taught in chapter 3.
+    """
+    model = resolve_model(model)
+    w = weights_bytes(model, weights)
+    per_token = kv_cache_bytes_per_token(model, kv_cache)
+    margin = (RULE_OF_THUMB - 1) * w
+    if not check_bool("with_overhead", with_overhead):
+        return margin / per_token
+    kv = (margin - FIXED_OVERHEAD_BYTES - FRAGMENTATION * w) / (1 + FRAGMENTATION)
+    return max(kv, 0.0) / per_token
+
+
+def rule_of_thumb_table(cases, *, weights: str = "bf16", kv_cache: str = "bf16"):
+    """Compare :func:`inference_memory` with the ``1.2 x weights`` rule for each ``(model, batch, context)`` in
+    ``cases``. Returns a DataFrame in GiB with ``rule / book`` (below 1: the rule under-estimates). Chapter 3.
+    """
+    import pandas as pd
+
+    from .units import GiB
+
+    rows = []
+    for model, batch, context in cases:
+        m = resolve_model(model)
+        r = inference_memory(m, batch=batch, context=context, weights=weights, kv_cache=kv_cache)
+        rows.append({"model": m.name, "batch": batch, "context": context,
+                     "weights GiB": r.weights_bytes / GiB, "KV cache GiB": r.kv_cache_bytes / GiB,
+                     "overhead GiB": r.overhead_bytes / GiB, "book GiB": r.total_bytes / GiB,
+                     "rule x1.2 GiB": r.rule_of_thumb_bytes / GiB,
+                     "rule / book": r.rule_of_thumb_bytes / r.total_bytes})
+    return pd.DataFrame(rows)

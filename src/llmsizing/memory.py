@@ -127,6 +127,47 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     return ModelStates(n, precision, optimizer, weights, grads, master, states, par)
 
 
+def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=None):
+    """Bytes per parameter of the model states for every ``precision`` x ``optimizer`` pair (a DataFrame,
+    recipes as rows, optimizers as columns), each computed by :func:`model_states` on one GPU.
+
+    Most entries do not depend on the model (bf16-mixed + AdamW is 16 for every model). Two do a little:
+    Adafactor's factored moment depends on the tensor shapes, and 8-bit optimizers add one fp32 constant per
+    block of 2048 (Dettmers et al. 2022). Defaults: every recipe and optimizer. Taught in chapter 2.
+    """
+    import pandas as pd
+
+    model = resolve_model(model)
+    precisions = list(RECIPES) if precisions is None else [check_choice("precision", p, RECIPES) for p in precisions]
+    optimizers = (list(OPTIMIZERS) if optimizers is None
+                  else [check_choice("optimizer", o, OPTIMIZERS) for o in optimizers])
+    rows = {p: {o: model_states(model, precision=p, optimizer=o).bytes_per_param for o in optimizers}
+            for p in precisions}
+    df = pd.DataFrame.from_dict(rows, orient="index")[optimizers]
+    df.index.name = "recipe"
+    return df
+
+
+def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float = 1.0) -> int:
+    """The smallest number of ``gpu`` (a catalogue name or :class:`~llmsizing.catalog.GPU`) whose memory,
+    added up, holds ``n_bytes``: ``ceil(n_bytes / (usable_fraction x capacity))``.
+
+    This is a lower bound that assumes the bytes shard perfectly (ZeRO-3/FSDP for model states, or tensor
+    parallelism): nothing replicated, nothing else on the GPU. ``usable_fraction`` (0 < f <= 1) reserves part of
+    each GPU for what you are not counting (activations, CUDA context, fragmentation). Taught in chapter 2.
+    """
+    from .catalog import get_gpu
+
+    n_bytes = check_number("n_bytes", n_bytes)
+    frac = check_number("usable_fraction", usable_fraction, minimum=0.0, allow_equal=False, maximum=1.0)
+    g = get_gpu(gpu)
+    if n_bytes == 0:
+        return 0
+    # round the quotient first so that an exact multiple (e.g. 160 GiB on 80 GiB GPUs) is not bumped up by
+    # floating-point noise
+    return math.ceil(round(n_bytes / (frac * g.memory_bytes), 9))
+
+
 # ----------------------------------------------------------------------------- training total
 @dataclass(frozen=True)
 class TrainingMemory:
