@@ -155,6 +155,13 @@ class Model:
         name = name or config.get("_name_or_path") or str(mtype)
         if mtype in ("llama", "mistral", "qwen2"):
             heads = config["num_attention_heads"]
+            # Llama's attention_bias puts a bias on q, k, v AND o; mlp_bias on gate, up and down. A Model
+            # represents "biases everywhere" (bias) or "q, k, v only" (qkv_bias, Qwen2), not one without the
+            # other: refuse rather than return a count that is silently off.
+            attn_bias, mlp_bias = bool(config.get("attention_bias", False)), bool(config.get("mlp_bias", False))
+            if attn_bias != mlp_bias:
+                raise ValueError(f"attention_bias={attn_bias} with mlp_bias={mlp_bias} is not supported by "
+                                 "from_hf_config (Model has no field for biases on attention only or MLP only)")
             return cls(
                 name=name,
                 layers=config["num_hidden_layers"],
@@ -167,8 +174,8 @@ class Model:
                 gated_mlp=True,
                 tied_embeddings=bool(config.get("tie_word_embeddings", False)),
                 norm="rmsnorm",
-                bias=bool(config.get("mlp_bias", False)) and bool(config.get("attention_bias", False)),
-                qkv_bias=(mtype == "qwen2") or bool(config.get("attention_bias", False)),
+                bias=attn_bias and mlp_bias,
+                qkv_bias=(mtype == "qwen2"),
                 learned_pos=False,
                 max_seq=config.get("max_position_embeddings", 4096),
             )
