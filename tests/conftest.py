@@ -12,6 +12,13 @@ settings.register_profile(
     max_examples=60,
     deadline=None,
     derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("llmsizing")
+
+
+def pytest_configure(config):
+    # Hypothesis keeps a small cache in .hypothesis/ (git-ignored); pyproject's norecursedirs replaces
+    # pytest's defaults, so hypothesis warns that it skips that folder. Harmless: silence it.
+    config.addinivalue_line("filterwarnings", "ignore:Skipping collection of '.hypothesis':UserWarning")

@@ -19,9 +19,25 @@ from .model import Model
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
 
+def _suggest(name, known: list[str]) -> str | None:
+    """The known name closest to ``name``, compared case-, space- and hyphen-insensitively; a known name that
+    starts with (or contains) what was typed wins ("H100" -> "H100 SXM")."""
+    norm = lambda s: str(s).lower().replace(" ", "").replace("-", "").replace("_", "")  # noqa: E731
+    by_norm = {norm(k): k for k in known}
+    q = norm(name)
+    if not q:
+        return None
+    for test in (str.startswith, str.__contains__):
+        hits = [k for k in by_norm if test(k, q)]
+        if hits:
+            return by_norm[difflib.get_close_matches(q, hits, n=1, cutoff=0.0)[0]]
+    close = difflib.get_close_matches(q, list(by_norm), n=1, cutoff=0.4)
+    return by_norm[close[0]] if close else None
+
+
 def _unknown(kind: str, name, known: list[str]) -> ValueError:
-    close = difflib.get_close_matches(str(name).lower(), known, n=1, cutoff=0.4)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    close = _suggest(name, known)
+    hint = f" Did you mean {close!r}?" if close else ""
     return ValueError(f"unknown {kind} {name!r}.{hint} Known: {', '.join(known)}")
 
 
