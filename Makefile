@@ -67,8 +67,15 @@ lab: $(STAMP) ## Open JupyterLab on book/ for a live workshop (offline once set 
 	  --LabApp.news_url=None \
 	  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 
+# Playwright from PyPI drives Debian's /usr/bin/chromium (no browser download);
+# tools/check_site.py apt-get installs chromium if it is missing.
+PW_STAMP := $(VENV)/.playwright-stamp
+$(PW_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet playwright
+	@touch $@
+
 .PHONY: check-site
-check-site: $(STAMP) ## Load every built page in headless Chromium: offline? math typeset? screenshots
+check-site: $(PW_STAMP) ## Load every built page in headless Chromium: offline? math typeset? screenshots
 	@test -f _build/html/index.html || { echo "no _build/html: run 'make book' first" >&2; exit 1; }
 	$(PY) tools/check_site.py
 

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Check the built site the way a reader sees it, in headless Chromium.
+
+    make check-site        # after `make book`
+
+Serves _build/html on 127.0.0.1 (random port), opens every chapter page of
+_toc.yml in Debian's Chromium (/usr/bin/chromium, installed with apt-get if
+missing) driven by Playwright from PyPI (no browser download), and fails if
+
+* any request leaves localhost (they are also blocked, so none gets out),
+* any local request fails or answers >= 400 (a missing asset),
+* a page with math has no MathJax output (``mjx-container``) or has a TeX
+  error (``mjx-merror``) or an undefined macro (shown in red by MathJax),
+* an image did not load,
+* a widget view or widget control is in the DOM (widget cells must be tagged
+  remove-output; the static site shows no dead controls),
+* the page raised an uncaught JavaScript error.
+
+A full-page PNG screenshot of each page goes to _build/screenshots/.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+SHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def ensure_chromium() -> str:
+    if Path(CHROMIUM).exists():
+        return CHROMIUM
+    found = shutil.which("chromium")
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        sys.exit("Chromium not found: install Debian's 'chromium' package (apt-get install chromium)")
+    print("installing Debian chromium (apt-get) ...", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
+    return CHROMIUM
+
+
+def chapter_pages() -> list[str]:
+    sys.path.insert(0, str(ROOT / "tools"))
+    from refresh_outputs import toc_notebooks
+
+    return [nb.relative_to(ROOT).with_suffix(".html").as_posix() for nb in toc_notebooks()]
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep the report readable
+        pass
+
+
+def serve() -> tuple[http.server.ThreadingHTTPServer, int]:
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, httpd.server_address[1]
+
+
+def is_local(url: str) -> bool:
+    u = urlparse(url)
+    if u.scheme in ("data", "blob", "about", "chrome-error", "javascript"):
+        return True
+    return (u.hostname or "") in LOCAL_HOSTS
+
+
+def _router(problems: list[str]):
+    """Let local requests through; record and abort everything else."""
+
+    def route(route, request):
+        if is_local(request.url):
+            route.continue_()
+        else:
+            problems.append(f"off-localhost request blocked: {request.url}")
+            route.abort()
+
+    return route
+
+
+# Runs in the page: widget leftovers and broken images.
+PAGE_PROBE = """() => ({
+  widgetViews: document.querySelectorAll(
+    'script[type="application/vnd.jupyter.widget-view+json"], .jupyter-widgets, .widget-slider, .widget-dropdown, .widget-button'
+  ).length,
+  brokenImages: Array.from(document.images)
+    .filter(img => !(img.complete && img.naturalWidth > 0))
+    .map(img => img.getAttribute('src')),
+  images: document.images.length,
+  mathSource: document.querySelectorAll('span.math, div.math').length,
+  mathRendered: document.querySelectorAll('mjx-container').length,
+  mathUntypeset: Array.from(document.querySelectorAll('span.math, div.math'))
+    .filter(e => !e.querySelector('mjx-container'))
+    .map(e => e.textContent.trim().slice(0, 80)).slice(0, 5),
+  mathErrors: Array.from(document.querySelectorAll(
+      'mjx-merror, mjx-container [style*="color: red"]'))
+    .map(e => e.getAttribute('data-mjx-error')
+      || (e.closest('mjx-container').querySelector('mjx-assistive-mml') || e).textContent
+      || 'TeX error').slice(0, 5),
+})"""
+
+
+def main() -> int:
+    if not (HTML / "index.html").exists():
+        sys.exit("no _build/html: run `make book` first")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sys.exit("playwright missing: `make check-site` installs it into .venv")
+    chromium = ensure_chromium()
+    pages = chapter_pages()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    httpd, port = serve()
+    base = f"http://127.0.0.1:{port}/"
+    failures: dict[str, list[str]] = {}
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        for rel in pages:
+            problems: list[str] = []
+            context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+
+            context.route("**/*", _router(problems))
+            page = context.new_page()
+            page.on("pageerror", lambda exc, p=problems: p.append(f"JavaScript error: {exc}"))
+            page.on(
+                "response",
+                lambda resp, p=problems: p.append(f"HTTP {resp.status}: {resp.url}") if resp.status >= 400 else None,
+            )
+            page.on(
+                "requestfailed",
+                lambda req, p=problems: p.append(f"request failed: {req.url} ({req.failure})")
+                if is_local(req.url)
+                else None,
+            )
+            page.goto(base + rel, wait_until="load", timeout=60_000)
+            info = page.evaluate(PAGE_PROBE)
+            if info["mathSource"]:
+                try:
+                    page.wait_for_selector("mjx-container", state="attached", timeout=30_000)
+                    # give MathJax time to finish every expression on the page
+                    page.wait_for_function(
+                        "() => !window.MathJax || !MathJax.startup || !MathJax.startup.promise"
+                        " || MathJax.startup.promise.then(() => true)",
+                        timeout=30_000,
+                    )
+                except Exception:
+                    problems.append("page has math but MathJax rendered nothing (no mjx-container)")
+            page.wait_for_load_state("networkidle", timeout=30_000)
+            info = page.evaluate(PAGE_PROBE)
+            if info["mathUntypeset"]:
+                problems.append(f"math left untypeset: {info['mathUntypeset']}")
+            if info["mathErrors"]:
+                problems.append(f"MathJax errors: {info['mathErrors']}")
+            if info["brokenImages"]:
+                problems.append(f"images that did not load: {info['brokenImages']}")
+            if info["widgetViews"]:
+                problems.append(
+                    f"{info['widgetViews']} widget view(s)/control(s) on the static page "
+                    "(tag widget cells `remove-output`)"
+                )
+            shot = SHOTS / (Path(rel).stem + ".png")
+            page.screenshot(path=str(shot), full_page=True)
+            status = "FAIL" if problems else "ok  "
+            print(
+                f"{status} {rel}: math {info['mathRendered']}/{info['mathSource']}, "
+                f"images {info['images']}, screenshot {shot.relative_to(ROOT)}"
+            )
+            for p in problems:
+                print(f"     - {p}")
+            if problems:
+                failures[rel] = problems
+            context.close()
+        browser.close()
+    httpd.shutdown()
+
+    print(f"check-site: {len(pages) - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
