@@ -155,12 +155,346 @@ def render_parameter_shares(models=None) -> View:
 
 
 # =========================================================================== chapter 2: bytes per parameter
-# (render_model_states and friends go here)
+#: The recipe x optimizer pairs the chapter-2 figure compares (the selected pair is added if missing).
+MODEL_STATES_COMPARE = (
+    ("fp32", "adamw"), ("bf16-mixed", "adamw"), ("bf16-mixed-fp32-grads", "adamw"),
+    ("bf16-mixed-dual-grads", "adamw"), ("bf16-mixed", "adamw-8bit"), ("bf16-mixed", "lion"),
+    ("bf16-mixed", "adafactor"), ("bf16-mixed", "sgd"), ("bf16", "adamw"),
+)
+
+#: Line styles for GPU capacity lines (one per GPU type, in order).
+_CAPACITY_STYLES = ("--", "-.", ":", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 1)))
+
+
+def _gpu_lines(ax, gpus, count: int, *, horizontal: bool) -> list:
+    """Draw one dashed capacity line per GPU type at ``count`` x its memory (GiB); return the GPU objects."""
+    from .catalog import get_gpu
+
+    if isinstance(gpus, str):
+        gpus = (gpus,)
+    out = []
+    for i, name in enumerate(gpus):
+        g = get_gpu(name)
+        cap = count * g.memory_gib
+        label = f"{count} × {g.name} = {cap:,.0f} GiB" if count > 1 else f"{g.name} ({cap:g} GiB)"
+        style = dict(color="0.15", lw=1.1, ls=_CAPACITY_STYLES[i % len(_CAPACITY_STYLES)], label=label)
+        (ax.axvline if horizontal else ax.axhline)(cap, **style)
+        out.append(g)
+    return out
+
+
+def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="adamw",
+                        gpus=("A100 40GB", "H100 SXM", "H200", "B200"), count: int = 1,
+                        compare=MODEL_STATES_COMPARE) -> View:
+    """Model states (weights, gradients, master copy, optimizer states) of ``model`` for several recipe x
+    optimizer pairs, the selected ``precision`` x ``optimizer`` in bold, against the memory of ``count``
+    GPUs of each type in ``gpus``. The summary gives the minimum GPU counts from
+    :func:`llmsizing.memory.min_gpus_for_bytes`. Chapter 2."""
+    from ._validate import check_int
+    from .catalog import resolve_model
+    from .memory import min_gpus_for_bytes, model_states
+    from .units import GB, fmt_count
+
+    m = resolve_model(model)
+    count = check_int("count", count, maximum=4096)
+    sel = model_states(m, precision=precision, optimizer=optimizer)
+    pairs = list(compare)
+    if (precision, optimizer) not in pairs:
+        pairs.insert(0, (precision, optimizer))
+    states = [sel if p == (precision, optimizer) else model_states(m, precision=p[0], optimizer=p[1])
+              for p in pairs]
+    labels = [f"{p} + {o}: {s.bytes_per_param:.4g} B/param" for (p, o), s in zip(pairs, states)]
+    stacks = {"weights": [s.weights_bytes for s in states], "gradients": [s.gradients_bytes for s in states],
+              "master copy": [s.master_bytes for s in states],
+              "optimizer states": [s.optimizer_state_bytes for s in states]}
+    fig, ax = new_figure(7.5, 0.3 * len(pairs) + 1.9)
+    stacked_bars(ax, labels, stacks)
+    ax.get_yticklabels()[pairs.index((precision, optimizer))].set_fontweight("bold")
+    gs = _gpu_lines(ax, gpus, count, horizontal=True)
+    ax.set_xlim(0, max(max(s.total_bytes for s in states) / GiB * 1.05,
+                       max((count * g.memory_gib for g in gs), default=0) * 1.05))
+    ax.set_xlabel("model states (GiB, 1 GiB = 2³⁰ bytes)")
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_title(f"{m.name} ({fmt_count(m.n_params)} parameters): model states by recipe + optimizer",
+                 fontsize=10)
+    fig.legend(*ax.get_legend_handles_labels(), ncols=4, loc="outside lower center", fontsize=7.5,
+               frameon=False)
+    lines = [f"{m.name} ({m.n_params:,} params), {precision} + {optimizer}: {sel.bytes_per_param:.4g} B/param "
+             f"= {sel.total_bytes / GiB:,.1f} GiB = {sel.total_bytes / GB:,.1f} GB of model states",
+             "  " + " | ".join(f"{k} {v[pairs.index((precision, optimizer))] / GiB:,.1f} GiB"
+                               for k, v in stacks.items())]
+    for g in gs:
+        n = min_gpus_for_bytes(sel.total_bytes, g)
+        verdict = ""
+        if count > 1:
+            verdict = (f"; {count} of them hold {count * g.memory_gib:,.0f} GiB: "
+                       + ("enough for the states" if count >= n else "NOT enough"))
+        lines.append(f"  needs ≥ {n} × {g.name} ({g.memory_gib:g} GiB) just for the states{verdict}")
+    lines.append("  (perfect sharding, before activations and overhead: a lower bound)")
+    return View(fig, "\n".join(lines))
 
 
 # =========================================================================== chapter 3: inference memory
-# (render_inference_memory and friends go here)
+def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int = 1, weights="bf16",
+                            kv_cache="bf16", gpus=("A10", "L40S", "H100 SXM", "H200")) -> View:
+    """Serving memory of ``model`` (weights + KV cache + overhead allowance, from
+    :func:`llmsizing.inference.inference_memory`) next to the ``1.2 x weights`` rule of thumb, against GPU
+    capacities. Chapter 3."""
+    from .catalog import resolve_model
+    from .inference import RULE_OF_THUMB, inference_memory
+    from .memory import min_gpus_for_bytes
+    from .units import fmt_count
+
+    m = resolve_model(model)
+    r = inference_memory(m, batch=batch, context=context, weights=weights, kv_cache=kv_cache)
+    fig, ax = new_figure(7.5, 2.9)
+    labels = ["this book", f"×{RULE_OF_THUMB:g} rule"]
+    stacks = {"weights": [r.weights_bytes, r.weights_bytes], "KV cache": [r.kv_cache_bytes, 0.0],
+              "overhead": [r.overhead_bytes, 0.0]}
+    stacked_bars(ax, labels, stacks)
+    ax.barh([1], [(r.rule_of_thumb_bytes - r.weights_bytes) / GiB], left=[r.weights_bytes / GiB],
+            color="white", edgecolor="0.4", hatch="///", label=f"rule's +{RULE_OF_THUMB - 1:.0%}")
+    for i, total in enumerate((r.total_bytes, r.rule_of_thumb_bytes)):
+        ax.annotate(f"{total / GiB:,.1f} GiB", (total / GiB, i), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    gs = _gpu_lines(ax, gpus, 1, horizontal=True)
+    top = max(r.total_bytes, r.rule_of_thumb_bytes) / GiB
+    above = [g.memory_gib for g in gs if g.memory_gib >= top]  # show the first GPU that holds it, if any
+    ax.set_xlim(0, max(top * 1.15, min(above, default=0) * 1.05))
+    ax.set_xlabel("memory (GiB)")
+    ax.set_title(f"{m.name} ({fmt_count(m.n_params)}): batch {batch} × {context:,} tokens, "
+                 f"weights {weights}, KV cache {kv_cache}", fontsize=10)
+    fig.legend(*ax.get_legend_handles_labels(), ncols=4, loc="outside lower center", fontsize=7.5,
+               frameon=False)
+    lines = [f"{m.name}, batch {batch} × context {context:,}, weights {weights}, KV cache {kv_cache}:",
+             f"  weights {r.weights_bytes / GiB:,.2f} GiB + KV cache {r.kv_cache_bytes / GiB:,.2f} GiB "
+             f"+ overhead {r.overhead_bytes / GiB:,.2f} GiB = {r.total_bytes / GiB:,.2f} GiB",
+             f"  ×{RULE_OF_THUMB:g} rule: {r.rule_of_thumb_bytes / GiB:,.2f} GiB "
+             f"({r.rule_of_thumb_bytes / r.total_bytes - 1:+.0%} vs this book)"]
+    for g in gs:
+        n, n_rule = min_gpus_for_bytes(r.total_bytes, g), min_gpus_for_bytes(r.rule_of_thumb_bytes, g)
+        lines.append(f"  {g.name} ({g.memory_gib:g} GiB): needs ≥ {n} (rule says {n_rule})")
+    return View(fig, "\n".join(lines))
+
+
+def render_inference_vs_context(model="llama-3-8b", batches=(1, 8, 32), weights="bf16", kv_cache="bf16",
+                                contexts=tuple(2**k for k in range(9, 18)),
+                                gpus=("L40S", "H100 SXM", "H200")) -> View:
+    """Total serving memory (from :func:`llmsizing.inference.inference_memory`) against context length, one
+    line per batch size, with the ``1.2 x weights`` rule (flat: it ignores context and batch) and GPU
+    capacities. Chapter 3."""
+    import matplotlib.ticker
+
+    from .catalog import resolve_model
+    from .inference import RULE_OF_THUMB, inference_memory
+    from .units import fmt_count
+
+    m = resolve_model(model)
+    if isinstance(batches, int) or not batches:
+        raise TypeError("batches must be a non-empty list of integers, e.g. (1, 8, 32)")
+    if isinstance(contexts, int) or not contexts:
+        raise TypeError("contexts must be a non-empty list of integers")
+    contexts = sorted(contexts)
+    fig, ax = new_figure(7.5, 3.8)
+    lines = [f"{m.name}: total serving memory (GiB), weights {weights}, KV cache {kv_cache}",
+             f"{'context':>9s}" + "".join(f"{'batch ' + str(b):>11s}" for b in batches)]
+    table = {b: [inference_memory(m, batch=b, context=c, weights=weights, kv_cache=kv_cache) for c in contexts]
+             for b in batches}
+    colors = ("#4C72B0", "#DD8452", "#C44E52", "#55A868", "#8172B3", "#937860")
+    for i, b in enumerate(batches):
+        ax.plot(contexts, [r.total_bytes / GiB for r in table[b]], marker="o", ms=3, lw=1.6,
+                color=colors[i % len(colors)], label=f"batch {b}")
+    rule = table[batches[0]][0].rule_of_thumb_bytes / GiB
+    ax.axhline(rule, color="#8172B3", lw=2, alpha=0.6, label=f"×{RULE_OF_THUMB:g} rule ({rule:,.1f} GiB)")
+    _gpu_lines(ax, gpus, 1, horizontal=False)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(contexts, [f"{c // 1024}K" if c >= 1024 else str(c) for c in contexts])
+    ax.minorticks_off()
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:,.4g}"))
+    ax.set_xlabel("context per sequence (tokens)")
+    ax.set_ylabel("memory (GiB, log₂ scale)")
+    ax.set_title(f"{m.name} ({fmt_count(m.n_params)}): memory grows with batch × context; the rule does not",
+                 fontsize=10)
+    fig.legend(*ax.get_legend_handles_labels(), ncols=4, loc="outside lower center", fontsize=7.5,
+               frameon=False)
+    for j, c in enumerate(contexts):
+        lines.append(f"{c:>9,d}" + "".join(f"{table[b][j].total_bytes / GiB:>11,.1f}" for b in batches))
+    lines.append(f"×{RULE_OF_THUMB:g} rule: {rule:,.1f} GiB at every context and batch")
+    return View(fig, "\n".join(lines))
 
 
 # =========================================================================== chapter 4: activation memory
 # (render_activation_memory and friends go here)
+
+#: Display names and colours of the stacks in chapter 4's figures (activation components get their own
+#: names so they never share a colour with a model-state component).
+ACT_LABELS = {
+    "norms": "norm inputs", "attention_projections": "QKV / out-proj inputs",
+    "attention_core": "attention core (Q, K, V, scores)", "mlp": "MLP", "dropout_masks": "dropout masks",
+    "residuals": "layer inputs (checkpoints)", "embedding": "token ids", "logits": "logits + loss",
+}
+COLORS.update({
+    "norm inputs": "#F1CE63", "QKV / out-proj inputs": "#FF9D9A", "attention core (Q, K, V, scores)": "#E15759",
+    "MLP": "#59A14F", "dropout masks": "#9D7660", "layer inputs (checkpoints)": "#D37295",
+    "token ids": "#86BCB6", "logits + loss": "#499894",
+})
+RECOMPUTE_COLORS = {"none": "#C44E52", "selective": "#DD8452", "full": "#4C72B0"}
+
+
+def _seq_label(s: int) -> str:
+    return f"{s // 1024}K" if s % 1024 == 0 else f"{s:,}"
+
+
+class FixedView(View):
+    """A :class:`View` whose figure has fixed margins (see :func:`_fixed_figure`): saved without the
+    ``bbox_inches="tight"`` pass, which would draw the figure twice."""
+
+    def png(self) -> bytes:
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", dpi=DPI)
+        return buf.getvalue()
+
+
+def _fixed_figure(width: float, height: float, **margins):
+    """Like :func:`new_figure` but with fixed margins instead of constrained layout, which would cost a widget
+    redraw ~100 ms of text measuring on a 2-core machine."""
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    ax = fig.subplots()
+    fig.subplots_adjust(**margins)
+    return fig, ax
+
+
+def _zero3(zero3_gpus: int):
+    """Model states sharded ZeRO-3/FSDP-style over ``zero3_gpus`` GPUs (1 = a single GPU, nothing sharded)."""
+    from ._validate import check_int
+    from .parallel import Parallel
+
+    n = check_int("zero3_gpus", zero3_gpus)
+    return Parallel(dp=n, zero=3) if n > 1 else Parallel()
+
+
+def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1, attention: str = "flash",
+                             recompute: str = "none", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
+                             zero3_gpus: int = 8, dropout: bool = False) -> View:
+    """Per-GPU training memory (model states + activations by component + overhead) against ``gpu``'s
+    capacity, for sequence lengths 1K ... max(32K, ``seq``) with ``seq`` itself highlighted. Model states are
+    sharded over ``zero3_gpus`` GPUs (ZeRO-3/FSDP; 1 = one GPU). Chapter 4."""
+    import numpy as np
+
+    from .activations import ACT_COMPONENTS
+    from .catalog import get_gpu, resolve_model
+    from .memory import max_micro_batch, training_memory
+    from .units import fmt_gib
+
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    par = _zero3(zero3_gpus)
+    kw = dict(batch=batch, precision=precision, attention=attention, recompute=recompute, dropout=dropout,
+              parallel=par)
+    chosen = training_memory(m, seq=seq, **kw)               # validates every argument first
+    seqs = [2**k for k in range(10, 18) if 2**k <= max(32768, seq)]
+    seqs = sorted(set(seqs) | {seq})
+    runs = [chosen if s == seq else training_memory(m, seq=s, **kw) for s in seqs]
+    stacks = {"weights": [r.weights_bytes for r in runs], "gradients": [r.gradients_bytes for r in runs],
+              "optimizer": [r.optimizer_bytes for r in runs]}
+    for c in ACT_COMPONENTS:
+        vals = [r.activations.breakdown[c] for r in runs]
+        if any(vals):
+            stacks[ACT_LABELS[c]] = vals
+    stacks["overhead"] = [r.overhead_bytes for r in runs]
+    totals = np.array([r.total_bytes for r in runs]) / GiB
+
+    fig, ax = _fixed_figure(7.6, 3.9, left=0.08, right=0.69, bottom=0.13, top=0.92)
+    stacked_bars(ax, [_seq_label(s) for s in seqs], stacks, horizontal=False)
+    capacity_line(ax, g.memory_gib, g.name)
+    top = 1.12 * max(totals.max(), g.memory_gib)
+    if top > 2.5 * g.memory_gib:                              # keep the capacity line readable
+        top = 2.5 * g.memory_gib
+    ax.set_ylim(0, top)
+    for i, t in enumerate(totals):
+        if t > top:                                           # off the chart: print the total instead
+            ax.annotate(f"{t:,.0f}↑", (i, top), ha="center", va="top", fontsize=7, xytext=(0, -2),
+                        textcoords="offset points", color="white", fontweight="bold")
+    i_sel = seqs.index(seq)
+    ax.get_xticklabels()[i_sel].set_fontweight("bold")
+    ax.axvspan(i_sel - 0.5, i_sel + 0.5, color="0.9", zorder=0)
+    ax.set_xlabel("sequence length (tokens)")
+    ax.set_ylabel("GiB per GPU")
+    states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
+    ax.set_title(f"{m.name}, micro-batch {batch}, {attention} attention, recompute={recompute} ({states})",
+                 fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, reverse=True)
+
+    acts = chosen.activations
+    fit = "fits" if chosen.total_bytes <= g.memory_bytes else "does NOT fit"
+    bmax = max_micro_batch(m, g, seq, precision=precision, attention=attention, recompute=recompute,
+                           dropout=dropout, parallel=par)
+    lines = [f"{m.name} at {seq:,} tokens x micro-batch {batch}, {attention} attention, recompute={recompute}, "
+             f"{precision}, {states}:",
+             f"  model states     {fmt_gib(chosen.weights_bytes + chosen.gradients_bytes + chosen.optimizer_bytes):>12s}",
+             f"  activations      {fmt_gib(acts.total_bytes):>12s}"]
+    lines += [f"    {ACT_LABELS[c]:<34s}{fmt_gib(acts.breakdown[c]):>12s}" for c in ACT_COMPONENTS
+              if acts.breakdown[c]]
+    lines += [f"  overhead         {fmt_gib(chosen.overhead_bytes):>12s}",
+              f"  total            {fmt_gib(chosen.total_bytes):>12s}  -> {fit} on {g.name} ({g.memory_gib:g} GiB)",
+              f"  largest micro-batch that fits at {seq:,} tokens: {bmax}"]
+    return FixedView(fig, "\n".join(lines))
+
+
+#: Sequence lengths swept by :func:`render_max_micro_batch` (log-spaced integers, 512 ... 128K).
+MMB_SEQS = (512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152, 65536,
+            98304, 131072)
+
+
+def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
+                           zero3_gpus: int = 8, dropout: bool = False) -> View:
+    """The largest micro-batch that fits ``gpu`` as sequence length grows, one curve per recompute level
+    (colour) and attention kernel (solid flash, dashed eager); computed by
+    :func:`llmsizing.memory.max_micro_batch`. Chapter 4."""
+    import matplotlib.ticker
+    import numpy as np
+
+    from .catalog import get_gpu, resolve_model
+    from .memory import max_micro_batch
+
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    par = _zero3(zero3_gpus)
+    seqs = np.array(MMB_SEQS)
+    curves = {}
+    for rc in ("none", "selective", "full"):
+        for att in ("flash", "eager"):
+            curves[rc, att] = max_micro_batch(m, g, seqs, precision=precision, attention=att, recompute=rc,
+                                              dropout=dropout, parallel=par)
+    fig, ax = _fixed_figure(7.6, 3.6, left=0.08, right=0.70, bottom=0.14, top=0.92)
+    width = {"none": 3.2, "selective": 2.0, "full": 1.2}    # curves that coincide stay visible
+    for (rc, att), b in curves.items():
+        y = np.where(b > 0, b, np.nan).astype(float)
+        ax.plot(seqs, y, color=RECOMPUTE_COLORS[rc], ls="-" if att == "flash" else "--", lw=width[rc],
+                drawstyle="steps-mid", label=f"{att}, recompute={rc}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ticks = [s for s in seqs if s & (s - 1) == 0]
+    ax.set_xticks(ticks, [_seq_label(int(s)) for s in ticks])
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlabel("sequence length (tokens)")
+    ax.set_ylabel("largest micro-batch (sequences)")
+    states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
+    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:g} GiB), {precision}, {states}", fontsize=9)
+    ax.grid(True, which="major", lw=0.4, alpha=0.5)
+    if np.all([np.all(b == 0) for b in curves.values()]):
+        ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,
+                ha="center", va="center", color="#b00020")
+        ax.set_ylim(1, 2)
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+    show_seqs = [s for s in seqs if s in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)]
+    idx = [int(np.searchsorted(seqs, s)) for s in show_seqs]
+    head = f"{'kernel':<6s} {'recompute':<10s}" + "".join(f"{_seq_label(int(s)):>6s}" for s in show_seqs)
+    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {states} (0 = does not fit):", head]
+    for (rc, att), b in curves.items():
+        lines.append(f"{att:<6s} {rc:<10s}" + "".join(f"{int(b[i]):>6d}" for i in idx))
+    return FixedView(fig, "\n".join(lines))

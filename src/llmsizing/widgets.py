@@ -90,3 +90,105 @@ def _render_parameters(model, **fields):
     if "kv_heads" in fields and "heads" in changed:
         changed["kv_heads"] = fields["kv_heads"]
     return charts.render_parameter_counts(base, **changed)
+
+
+# =========================================================================== chapter 4: activation memory
+__all__ += ["activation_memory_widget", "max_micro_batch_widget"]
+
+_SEQS = [512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 65536, 131072]
+
+
+def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 4: model x sequence length x micro-batch x attention kernel x recompute (x GPU, x how many GPUs
+    share the model states) -> per-GPU training memory by component against the GPU's capacity."""
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "seq": W.SelectionSlider(options=_SEQS, value=8192, description="sequence", **_style()),
+        "batch": W.IntSlider(value=1, min=1, max=64, description="micro-batch", **_style()),
+        "attention": W.ToggleButtons(options=["flash", "eager"], value="flash", description="attention",
+                                     **_style()),
+        "recompute": W.ToggleButtons(options=["none", "selective", "full"], value="none",
+                                     description="recompute", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
+                                 **_style()),
+        "dropout": W.Checkbox(value=False, description="dropout", **_style()),
+    }
+    controls["attention"].style.button_width = "70px"
+    controls["recompute"].style.button_width = "70px"
+    return Dashboard(charts.render_activation_memory, controls)
+
+
+def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 4: the largest micro-batch that fits a GPU as sequence length grows, for each recompute level
+    and attention kernel."""
+    from .precision import RECIPES
+
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="precision", **_style()),
+        "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
+                                 **_style()),
+        "dropout": W.Checkbox(value=False, description="dropout", **_style()),
+    }
+    return Dashboard(charts.render_max_micro_batch, controls)
+
+
+# =========================================================================== chapter 2
+__all__ += ["model_states_widget"]
+
+#: What the chapter-2 widget compares the selected recipe + optimizer with (kept short: each redraw <= 100 ms).
+_WIDGET_STATES_COMPARE = (("fp32", "adamw"), ("bf16-mixed", "adamw"), ("bf16-mixed", "adamw-8bit"),
+                          ("bf16", "adamw"))
+
+
+def model_states_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 2: model x recipe x optimizer -> model states (weights, gradients, master copy, optimizer
+    states) against the memory of ``count`` GPUs of the chosen types, and the minimum GPU count for the
+    states alone (from :func:`llmsizing.memory.min_gpus_for_bytes`)."""
+    from .precision import OPTIMIZERS, RECIPES
+
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="recipe", **_style()),
+        "optimizer": W.Dropdown(options=list(OPTIMIZERS), value="adamw", description="optimizer", **_style()),
+        "count": W.IntSlider(value=1, min=1, max=64, description="GPUs per line", **_style()),
+        "gpus": W.SelectMultiple(options=list_gpus(), value=("A100 40GB", "H100 SXM", "H200", "B200"), rows=5,
+                                 description="GPUs", **_style()),
+    }
+    return Dashboard(_render_model_states, controls)
+
+
+def _render_model_states(model, precision, optimizer, count, gpus):
+    return charts.render_model_states(model, precision=precision, optimizer=optimizer, gpus=tuple(gpus),
+                                      count=count, compare=_WIDGET_STATES_COMPARE)
+
+
+# =========================================================================== chapter 3
+__all__ += ["inference_memory_widget"]
+
+
+def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 3: model x context x batch x weight dtype x KV-cache dtype -> weights + KV cache + overhead,
+    next to the 1.2 x weights rule of thumb and the chosen GPUs' capacities."""
+    from .precision import DTYPES
+
+    contexts = [2**k for k in range(7, 18)]
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "context": W.SelectionSlider(options=[(f"{c:,}", c) for c in contexts], value=8192,
+                                     description="context", **_style()),
+        "batch": W.IntSlider(value=1, min=1, max=256, description="batch", **_style()),
+        "weights": W.Dropdown(options=list(DTYPES), value="bf16", description="weights dtype", **_style()),
+        "kv_cache": W.Dropdown(options=["fp32", "bf16", "fp16", "fp8", "int8"], value="bf16",
+                               description="KV-cache dtype", **_style()),
+        "gpus": W.SelectMultiple(options=list_gpus(), value=("A10", "L40S", "H100 SXM", "H200"), rows=5,
+                                 description="GPUs", **_style()),
+    }
+    return Dashboard(_render_inference_memory, controls)
+
+
+def _render_inference_memory(model, context, batch, weights, kv_cache, gpus):
+    return charts.render_inference_memory(model, context=context, batch=batch, weights=weights,
+                                          kv_cache=kv_cache, gpus=tuple(gpus))
