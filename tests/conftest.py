@@ -22,3 +22,24 @@ def pytest_configure(config):
     # Hypothesis keeps a small cache in .hypothesis/ (git-ignored); pyproject's norecursedirs replaces
     # pytest's defaults, so hypothesis warns that it skips that folder. Harmless: silence it.
     config.addinivalue_line("filterwarnings", "ignore:Skipping collection of '.hypothesis':UserWarning")
+
+
+# ----------------------------------------------------------------------------- shared strategies
+from hypothesis import strategies as st  # noqa: E402
+
+from llmsizing import Model  # noqa: E402
+
+
+@st.composite
+def small_models(draw, *, gpt_like: bool | None = None) -> Model:
+    """Random small decoder-only architectures (GQA, gated or not, either norm, biases, tying)."""
+    heads = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    kv = draw(st.sampled_from([k for k in (1, 2, 4, 8, 16) if heads % k == 0]))
+    head_dim = draw(st.sampled_from([8, 16, 32, 64]))
+    return Model(
+        "random", layers=draw(st.integers(1, 8)), hidden=heads * head_dim, heads=heads, kv_heads=kv,
+        head_dim=head_dim, ffn_hidden=draw(st.sampled_from([16, 64, 128, 256, 512, 1024])),
+        vocab=draw(st.integers(1, 5000)), gated_mlp=draw(st.booleans()), tied_embeddings=draw(st.booleans()),
+        norm=draw(st.sampled_from(["layernorm", "rmsnorm"])), bias=draw(st.booleans()),
+        qkv_bias=draw(st.booleans()), learned_pos=draw(st.booleans()), max_seq=draw(st.integers(1, 4096)),
+    )

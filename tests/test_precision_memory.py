@@ -1,0 +1,304 @@
+"""Bytes per element, bytes per parameter for every recipe x optimizer, ZeRO sharding, training totals
+(chapter 2, "Bytes per parameter"; chapter 4 for ``training_memory``).
+
+Every expected value is hand arithmetic written out here, or a figure printed in a paper.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import small_models
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmsizing import (DTYPE_BYTES, OPTIMIZERS, RECIPES, Model, Parallel, bytes_per_element, get_model,
+                       model_states, training_memory)
+from llmsizing.memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, default_overhead_bytes
+from llmsizing.units import GiB
+
+Q8 = 2 * (1 + 4 / 2048)      # adamw-8bit: two int8 moments + one fp32 absmax per block of 2048 (Dettmers 2022)
+
+
+# ----------------------------------------------------------------------------- dtypes
+def test_dtype_bytes():
+    assert DTYPE_BYTES["fp32"] == 4 and DTYPE_BYTES["tf32"] == 4     # tf32 is stored as 32 bits
+    assert DTYPE_BYTES["bf16"] == 2 and DTYPE_BYTES["fp16"] == 2
+    assert DTYPE_BYTES["fp8"] == 1 and DTYPE_BYTES["int8"] == 1
+    assert DTYPE_BYTES["int4"] == 0.5
+
+
+def test_nf4_is_4_127_bits():
+    """QLoRA Sec. 3: 4 bits + 8/64 (fp8 constant per 64) + 32/(64*256) (fp32 per 256 constants) = 4.127 bits."""
+    bits = DTYPE_BYTES["nf4"] * 8
+    assert round(bits, 3) == 4.127
+    assert bits == pytest.approx(4 + 0.125 + 0.001953125, rel=1e-12)
+
+
+def test_bytes_per_element_validates():
+    assert bytes_per_element("bf16") == 2
+    with pytest.raises(ValueError, match="Did you mean 'bf16'"):
+        bytes_per_element("bf61")
+
+
+# ----------------------------------------------------------------------------- recipes x optimizers
+# Bytes per parameter, by hand: working weights + gradients (+ a second fp32 gradient buffer) + fp32 master +
+# optimizer moments in the recipe's state dtype (fp32, or bf16 for pure bf16).
+EXPECTED_BPP = {
+    #                          sgd          sgd-momentum     adam / adamw         lion             adamw-8bit
+    "fp32":                  (4 + 4,       4 + 4 + 4,       4 + 4 + 4 + 4,       4 + 4 + 4,       4 + 4 + Q8),
+    "bf16-mixed":            (2 + 2 + 4,   2 + 2 + 4 + 4,   2 + 2 + 4 + 4 + 4,   2 + 2 + 4 + 4,   2 + 2 + 4 + Q8),
+    "fp16-mixed":            (2 + 2 + 4,   2 + 2 + 4 + 4,   2 + 2 + 4 + 4 + 4,   2 + 2 + 4 + 4,   2 + 2 + 4 + Q8),
+    "bf16-mixed-fp32-grads": (2 + 4 + 4,   2 + 4 + 4 + 4,   2 + 4 + 4 + 4 + 4,   2 + 4 + 4 + 4,   2 + 4 + 4 + Q8),
+    "bf16-mixed-dual-grads": (2 + 2 + 4 + 4, 2 + 2 + 4 + 4 + 4, 2 + 2 + 4 + 4 + 4 + 4, 2 + 2 + 4 + 4 + 4,
+                              2 + 2 + 4 + 4 + Q8),
+    "bf16":                  (2 + 2,       2 + 2 + 2,       2 + 2 + 2 + 2,       2 + 2 + 2,       2 + 2 + Q8),
+}
+OPT_COLUMNS = {"sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2, "lion": 3, "adamw-8bit": 4}
+
+
+def test_headline_figures():
+    """The book's headline numbers: 16 (ZeRO paper), 18 (Megatron), 20 (EleutherAI's top), 8 (pure bf16)."""
+    m = get_model("llama-2-7b")
+    assert model_states(m).bytes_per_param == 16
+    assert model_states(m, precision="bf16-mixed-fp32-grads").bytes_per_param == 18
+    assert model_states(m, precision="bf16-mixed-dual-grads").bytes_per_param == 20
+    assert model_states(m, precision="bf16").bytes_per_param == 8
+
+
+def test_every_recipe_and_optimizer_is_tabulated():
+    assert set(EXPECTED_BPP) == set(RECIPES)
+    assert set(OPT_COLUMNS) | {"adafactor"} == set(OPTIMIZERS)
+
+
+@pytest.mark.parametrize("recipe", sorted(EXPECTED_BPP))
+@pytest.mark.parametrize("optimizer", sorted(OPT_COLUMNS))
+def test_bytes_per_param_table(recipe, optimizer):
+    expected = EXPECTED_BPP[recipe][OPT_COLUMNS[optimizer]]
+    for name in ("gpt2", "llama-2-7b"):
+        ms = model_states(name, precision=recipe, optimizer=optimizer)
+        assert ms.bytes_per_param == pytest.approx(expected, rel=1e-12)
+        assert ms.total_bytes == pytest.approx(expected * get_model(name).n_params, rel=1e-12)
+
+
+def test_components_bf16_mixed_adamw():
+    n = get_model("llama-2-7b").n_params
+    ms = model_states("llama-2-7b")
+    assert ms.weights_bytes == 2 * n
+    assert ms.gradients_bytes == 2 * n
+    assert ms.master_bytes == 4 * n
+    assert ms.optimizer_state_bytes == 8 * n
+    assert ms.optimizer_bytes == 12 * n     # the ZeRO paper's K = 12, master copy included
+    assert ms.total_bytes == 16 * n
+    df = ms.to_frame()
+    assert df.loc["total", "bytes"] == 16 * n
+    parts = df.drop(index="total")["bytes"].sum()
+    assert parts == 16 * n
+    assert df.loc["weights", "GiB"] == pytest.approx(2 * n / 2**30)
+    assert df.loc["total", "bytes/param"] == 16
+
+
+def test_seed_70b_needs_about_1_1_tb():
+    """Seed 004's 70B example: 16 B/param x 70e9 = 1.12e12 bytes (1.1 TB, decimal)."""
+    ms = model_states(get_model("llama-2-70b"))
+    assert ms.total_bytes / 1e12 == pytest.approx(16 * 68_976_648_192 / 1e12)
+    assert round(ms.total_bytes / 1e12, 1) == 1.1
+
+
+# ----------------------------------------------------------------------------- adafactor
+TINY = Model("tiny", layers=2, hidden=8, heads=2, kv_heads=1, head_dim=4, ffn_hidden=16, vocab=10,
+             gated_mlp=True, tied_embeddings=False, norm="rmsnorm")
+
+
+def test_tiny_model_count_by_hand():
+    per_layer = 8 + (8 * 8) + (4 * 8) + (4 * 8) + (8 * 8) + 8 + 16 * 8 + 16 * 8 + 8 * 16
+    assert per_layer == 592
+    assert TINY.n_params == 2 * per_layer + 10 * 8 + 8 + 10 * 8 == 1352
+
+
+def test_adafactor_factored_state_by_hand():
+    """Adafactor keeps r + c numbers per r x c matrix and the whole vector for 1-D tensors (Shazeer & Stern
+    2018). The tiny model's tensors, written out: per layer attn_norm 8, q (8x8) 16, k (4x8) 12, v (4x8) 12,
+    o (8x8) 16, mlp_norm 8, gate (16x8) 24, up (16x8) 24, down (8x16) 24; plus embed (10x8) 18, final norm 8,
+    lm_head (10x8) 18."""
+    per_layer = 8 + 16 + 12 + 12 + 16 + 8 + 24 + 24 + 24
+    elements = 2 * per_layer + 18 + 8 + 18
+    assert elements == 332
+    n = 1352
+    ms = model_states(TINY, optimizer="adafactor")             # bf16-mixed: 2 + 2 + 4 + fp32 states
+    assert ms.optimizer_state_bytes == 4 * elements
+    assert ms.total_bytes == (2 + 2 + 4) * n + 4 * elements
+    pure = model_states(TINY, precision="bf16", optimizer="adafactor")  # bf16 states
+    assert pure.total_bytes == (2 + 2) * n + 2 * elements
+
+
+def test_adafactor_is_tiny_for_a_big_model():
+    """For llama-2-7b the factored state is ~0.1% of the parameters, so bf16-mixed Adafactor is ~8 B/param."""
+    bpp = model_states("llama-2-7b", optimizer="adafactor").bytes_per_param
+    assert 8 < bpp < 8.01
+
+
+# ----------------------------------------------------------------------------- ZeRO and model parallelism
+@pytest.mark.parametrize("nd", [8, 64])
+def test_zero_stages_match_paper_formulas(nd):
+    """Rajbhandari et al. 2020, Sec. 5 / Fig. 1, with K = 12 (mixed-precision Adam): per GPU,
+    stage 0: (2 + 2 + K) psi; stage 1: (2 + 2 + K/Nd) psi; stage 2: (2 + (2 + K)/Nd) psi; stage 3:
+    (2 + 2 + K) psi / Nd."""
+    K = 12
+    psi = get_model("llama-2-7b").n_params
+    expected = {0: (2 + 2 + K) * psi, 1: (2 + 2 + K / nd) * psi, 2: (2 + (2 + K) / nd) * psi,
+                3: (2 + 2 + K) * psi / nd}
+    for stage, want in expected.items():
+        got = model_states("llama-2-7b", parallel=Parallel(dp=nd, zero=stage)).total_bytes
+        assert got == pytest.approx(want, rel=1e-12), stage
+
+
+def test_zero_paper_figure1():
+    """ZeRO Fig. 1: 7.5B parameters, Nd = 64: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB per GPU."""
+    psi = 7.5e9
+    got = [model_states("llama-2-7b", parallel=Parallel(dp=64, zero=z)).bytes_per_param * psi / 1e9
+           for z in range(4)]
+    assert [round(x, 1) for x in got] == [120.0, 31.4, 16.6, 1.9]
+
+
+def test_zero_stage_components():
+    n = get_model("gpt2").n_params
+    s1 = model_states("gpt2", parallel=Parallel(dp=8, zero=1))
+    assert (s1.weights_bytes, s1.gradients_bytes, s1.optimizer_bytes) == (2 * n, 2 * n, 12 * n / 8)
+    s2 = model_states("gpt2", parallel=Parallel(dp=8, zero=2))
+    assert (s2.weights_bytes, s2.gradients_bytes, s2.optimizer_bytes) == (2 * n, 2 * n / 8, 12 * n / 8)
+    s3 = model_states("gpt2", parallel=Parallel(dp=8, zero=3))
+    assert (s3.weights_bytes, s3.gradients_bytes, s3.optimizer_bytes) == (2 * n / 8, 2 * n / 8, 12 * n / 8)
+
+
+def test_dp_without_zero_replicates():
+    assert model_states("gpt2", parallel=Parallel(dp=8)).total_bytes == model_states("gpt2").total_bytes
+
+
+def test_tp_pp_split_evenly():
+    base = model_states("llama-2-70b").total_bytes
+    assert model_states("llama-2-70b", parallel=Parallel(tp=8)).total_bytes == pytest.approx(base / 8)
+    assert model_states("llama-2-70b", parallel=Parallel(tp=2, pp=4)).total_bytes == pytest.approx(base / 8)
+    assert model_states("llama-2-70b", parallel=Parallel(tp=2, pp=4, dp=4, zero=3)).total_bytes == \
+        pytest.approx(base / 32)
+
+
+def test_parallel_validation():
+    assert Parallel(tp=2, pp=3, dp=4).gpus == 24
+    with pytest.raises(ValueError, match="zero"):
+        Parallel(zero=4)
+    with pytest.raises(ValueError, match="sp"):
+        Parallel(sp=True)
+    with pytest.raises(TypeError, match="tp"):
+        Parallel(tp=2.0)
+    with pytest.raises(ValueError, match="dp"):
+        Parallel(dp=0)
+    with pytest.raises(TypeError, match="parallel"):
+        model_states("gpt2", parallel=8)
+
+
+# ----------------------------------------------------------------------------- training_memory
+def test_training_memory_adds_up():
+    tm = training_memory("llama-2-7b", batch=2, seq=1024)
+    ms = model_states("llama-2-7b")
+    assert tm.weights_bytes == ms.weights_bytes
+    assert tm.gradients_bytes == ms.gradients_bytes
+    assert tm.optimizer_bytes == ms.optimizer_bytes
+    modelled = ms.total_bytes + tm.activations_bytes
+    assert tm.overhead_bytes == pytest.approx(1 * GiB + 0.08 * modelled)
+    assert tm.total_bytes == pytest.approx(modelled + tm.overhead_bytes)
+    df = tm.to_frame()
+    assert df.loc["total", "bytes"] == pytest.approx(df.drop(index="total")["bytes"].sum())
+
+
+def test_default_overhead():
+    assert FIXED_OVERHEAD_BYTES == 2**30 and FRAGMENTATION == 0.08
+    assert default_overhead_bytes(0) == 2**30
+    assert default_overhead_bytes(100 * 2**30) == 2**30 + 8 * 2**30
+
+
+def test_training_memory_explicit_overhead():
+    tm = training_memory("gpt2", batch=1, seq=128, overhead_bytes=0)
+    assert tm.overhead_bytes == 0
+    assert tm.total_bytes == tm.weights_bytes + tm.gradients_bytes + tm.optimizer_bytes + tm.activations_bytes
+
+
+def test_grad_accum_changes_global_batch_not_memory():
+    a = training_memory("llama-2-7b", batch=4, seq=2048)
+    b = training_memory("llama-2-7b", batch=4, seq=2048, grad_accum=8)
+    assert b.total_bytes == a.total_bytes and b.activations_bytes == a.activations_bytes
+    assert (a.global_batch, b.global_batch) == (4, 32)
+    assert b.tokens_per_step == 32 * 2048
+    c = training_memory("llama-2-7b", batch=4, seq=2048, grad_accum=8, parallel=Parallel(dp=16, zero=3))
+    assert c.global_batch == 4 * 8 * 16
+
+
+def test_training_memory_activation_dtype_follows_recipe():
+    """fp32 training saves fp32 activations: the linear part doubles, so activations grow."""
+    a16 = training_memory("gpt2", batch=1, seq=256).activations_bytes
+    a32 = training_memory("gpt2", batch=1, seq=256, precision="fp32").activations_bytes
+    assert a32 > 1.5 * a16
+
+
+def test_full_recompute_costs_a_forward_pass():
+    """6N -> 8N per token (Korthikanti Sec. 5): full recomputation adds one forward (2N), so the ratio of
+    the parameter terms is 8/6; with the attention term it is exactly 4/3 of the no-recompute cost."""
+    none = training_memory("llama-2-7b", batch=1, seq=4096).flops_per_token
+    full = training_memory("llama-2-7b", batch=1, seq=4096, recompute="full").flops_per_token
+    assert full / none == pytest.approx(4 / 3, rel=1e-12)
+    n = get_model("llama-2-7b").n_params
+    # 6N (minus the embedding lookup, which is no matmul) plus attention 3 * 4 * s * a * d * L
+    lookup = 32000 * 4096
+    attn = 3 * 4 * 4096 * 32 * 128 * 32
+    assert none == 6 * (n - lookup) + attn
+
+
+# ----------------------------------------------------------------------------- invariants (hypothesis)
+RECIPE_ORDER = ["bf16", "bf16-mixed", "bf16-mixed-fp32-grads", "bf16-mixed-dual-grads"]
+
+
+@given(small_models(), st.sampled_from(sorted(RECIPES)), st.sampled_from(sorted(OPTIMIZERS)),
+       st.integers(1, 8))
+def test_more_layers_never_fewer_state_bytes(m, precision, optimizer, extra):
+    a = model_states(m, precision=precision, optimizer=optimizer)
+    b = model_states(m.with_(layers=m.layers + extra), precision=precision, optimizer=optimizer)
+    for f in ("weights_bytes", "gradients_bytes", "optimizer_bytes", "total_bytes"):
+        assert getattr(b, f) >= getattr(a, f), f
+    assert b.total_bytes > a.total_bytes
+
+
+@given(small_models(), st.sampled_from(sorted(OPTIMIZERS)))
+def test_smaller_recipe_never_more_bytes(m, optimizer):
+    totals = [model_states(m, precision=r, optimizer=optimizer).total_bytes for r in RECIPE_ORDER]
+    assert totals == sorted(totals)
+    assert model_states(m, precision="fp16-mixed", optimizer=optimizer).total_bytes == \
+        model_states(m, precision="bf16-mixed", optimizer=optimizer).total_bytes
+    assert model_states(m, precision="fp32", optimizer=optimizer).total_bytes >= \
+        model_states(m, precision="bf16", optimizer=optimizer).total_bytes
+
+
+@given(small_models(), st.sampled_from(sorted(RECIPES)))
+def test_8bit_adam_never_more_than_adam(m, precision):
+    assert model_states(m, precision=precision, optimizer="adamw-8bit").total_bytes <= \
+        model_states(m, precision=precision, optimizer="adamw").total_bytes
+
+
+@given(small_models(), st.integers(1, 64), st.sampled_from([1, 2, 3]))
+def test_zero_stages_never_increase_bytes(m, dp, _):
+    totals = [model_states(m, parallel=Parallel(dp=dp, zero=z)).total_bytes for z in range(4)]
+    assert all(x >= y for x, y in zip(totals, totals[1:]))
+
+
+@given(small_models(), st.integers(1, 4), st.integers(16, 512), st.integers(1, 8),
+       st.sampled_from(["none", "selective", "full"]), st.sampled_from(["flash", "eager"]))
+def test_more_layers_never_fewer_training_bytes(m, batch, seq, extra, recompute, attention):
+    a = training_memory(m, batch=batch, seq=seq, recompute=recompute, attention=attention)
+    b = training_memory(m.with_(layers=m.layers + extra), batch=batch, seq=seq, recompute=recompute,
+                        attention=attention)
+    assert b.total_bytes >= a.total_bytes
+    for x in (a, b):
+        for f in ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+                  "overhead_bytes", "total_bytes"):
+            v = getattr(x, f)
+            assert math.isfinite(v) and v >= 0, f
