@@ -175,3 +175,30 @@ def korthikanti_bytes_per_layer(model: Model, *, batch: int, seq: int, tp: int =
     if sp:
         return s * b * h * (34 + 5 * a * s / h) / t
     return s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
+
+
+def activation_coefficients(model: Model | str, *, dtype: str = "bf16", attention: str = "flash",
+                            dropout: bool = False, selective: bool = False, tp: int = 1, sp: bool = False,
+                            mask_bytes: float = 1.0) -> tuple[float, float]:
+    """One layer's saved bytes written as ``linear * s * b + quadratic * s**2 * b``: returns
+    ``(linear, quadratic)``.
+
+    Read off :func:`layer_terms` (exact, since every term there is ``s*b`` or ``s**2*b`` times a constant).
+    For Korthikanti et al. 2022's GPT case (16-bit, dropout, eager attention, f = 4h, no TP) this is
+    ``(34*h + 16, 5*a)``: their ``34*s*b*h + 5*a*s**2*b`` plus 16 bytes per token of fp32 LayerNorm statistics.
+    The quadratic term overtakes the linear one at ``s = linear / quadratic`` tokens. Taught in chapter 4.
+    """
+    model = resolve_model(model)
+    check_choice("dtype", dtype, ACTIVATION_DTYPES)
+    check_choice("attention", attention, ATTENTION)
+    check_bool("dropout", dropout)
+    check_bool("selective", selective)
+    tp = check_int("tp", tp)
+    check_bool("sp", sp)
+    mask_bytes = check_number("mask_bytes", mask_bytes, minimum=0.0)
+    kw = dict(batch=1, dtype=dtype, attention=attention, dropout=dropout, tp=tp, sp=sp, mask_bytes=mask_bytes,
+              selective=selective)
+    f1 = sum(layer_terms(model, seq=1, **kw).values())
+    f2 = sum(layer_terms(model, seq=2, **kw).values())
+    quadratic = (f2 - 2 * f1) / 2
+    return f1 - quadratic, quadratic

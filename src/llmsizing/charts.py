@@ -423,7 +423,7 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     ax.set_ylabel("GiB per GPU")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
     ax.set_title(f"{m.name}, micro-batch {batch}, {attention} attention, recompute={recompute} ({states})",
-                 fontsize=9)
+                 fontsize=9, loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, reverse=True)
 
     acts = chosen.activations
@@ -483,7 +483,7 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("largest micro-batch (sequences)")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
-    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:g} GiB), {precision}, {states}", fontsize=9)
+    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:g} GiB), {precision}, {states}", fontsize=9, loc="left")
     ax.grid(True, which="major", lw=0.4, alpha=0.5)
     if np.all([np.all(b == 0) for b in curves.values()]):
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,

@@ -247,3 +247,43 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
         overhead = check_number("overhead_bytes", overhead_bytes)
     flops = training_flops_per_token(model, seq=seq, recompute=recompute)
     return TrainingMemory(states, acts, overhead, batch, grad_accum, seq, flops)
+
+
+# ----------------------------------------------------------------------------- largest micro-batch
+def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
+                    attention: str = "flash", recompute: str = "none", dropout: bool = False,
+                    parallel: Parallel | None = None, overhead_bytes: float | None = None):
+    """The largest micro-batch (sequences) whose :func:`training_memory` fits ``gpu``'s memory, for one
+    sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an int array).
+
+    0 means not even one sequence fits (the model states alone may already be too large). Exact, not a
+    search: activation memory is linear in the micro-batch (Korthikanti et al. 2022, Sec. 4: every saved
+    tensor has a factor ``b``) and the default overhead allowance is linear in the bytes it covers, so the
+    per-GPU total is ``A(s) + b * B(s)`` with ``A``, ``B`` quadratics in ``s``. They are read off six calls of
+    :func:`training_memory`, which makes the sweep over sequence lengths a NumPy expression (no loop) that
+    agrees with :func:`training_memory` by construction. Taught in chapter 4.
+    """
+    import numpy as np
+
+    from .catalog import get_gpu
+
+    model = resolve_model(model)
+    capacity = get_gpu(gpu).memory_bytes
+    seqs = np.asarray(seq)
+    if seqs.ndim > 1 or seqs.size == 0 or seqs.dtype.kind not in "iu":
+        raise TypeError(f"seq must be an integer or a 1-D array of integers, got {seq!r}")
+    if (seqs < 1).any():
+        raise ValueError(f"seq must be >= 1, got {seqs.min():,}")
+    kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
+              dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes)
+    points = np.array([1024.0, 2048.0, 3072.0])
+    tot = np.array([[training_memory(model, batch=b, seq=int(s), **kw).total_bytes for s in points]
+                    for b in (1, 2)])
+    per_seq = np.polyfit(points, tot[1] - tot[0], 2)      # B(s): bytes one more sequence adds
+    fixed = np.polyfit(points, tot[0] - (tot[1] - tot[0]), 2)  # A(s): bytes at b = 0
+    s = seqs.astype(float)
+    room = capacity - np.polyval(fixed, s)
+    # round before flooring so that an exact fit is not lost to floating-point noise
+    b = np.floor(np.round(room / np.polyval(per_seq, s), 6))
+    b = np.maximum(b, 0).astype(np.int64)
+    return int(b) if seqs.ndim == 0 else b
