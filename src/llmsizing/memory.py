@@ -66,7 +66,8 @@ class ModelStates:
 
     @property
     def bytes_per_param(self) -> float:
-        """Bytes per parameter of the whole model (per-GPU bytes x GPUs sharing them, on one GPU just total)."""
+        """Bytes on this GPU divided by the model's parameter count: the familiar 16 (bf16-mixed AdamW) on one
+        GPU; with ``parallel`` it is the per-GPU share (e.g. 8 with ``Parallel(tp=2)``)."""
         return self.total_bytes / self.n_params
 
     def to_frame(self):
