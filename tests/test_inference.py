@@ -1,0 +1,140 @@
+"""Inference memory (chapter 3): weights, GQA-aware KV cache, overhead, quantised weights.
+
+KV cache per token = 2 (K and V) x layers x kv_heads x head_dim x bytes, computed here from the config
+fields of each model as published on the Hugging Face hub.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import small_models
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmsizing import get_model, inference_memory, kv_cache_bytes_per_token, weights_bytes
+from llmsizing.inference import RULE_OF_THUMB
+from llmsizing.units import GiB
+
+# (layers, kv_heads, head_dim) from each model's config.json
+KV_SHAPES = {
+    "llama-2-7b": (32, 32, 128),
+    "llama-2-13b": (40, 40, 128),
+    "llama-2-70b": (80, 8, 128),
+    "llama-3-8b": (32, 8, 128),
+    "llama-3-70b": (80, 8, 128),
+    "llama-3.1-405b": (126, 8, 128),
+    "mistral-7b": (32, 8, 128),
+    "qwen2-7b": (28, 4, 128),
+    "gpt2": (12, 12, 64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KV_SHAPES))
+def test_kv_cache_per_token_from_config(name):
+    L, g, d = KV_SHAPES[name]
+    assert kv_cache_bytes_per_token(name) == 2 * L * g * d * 2
+    assert kv_cache_bytes_per_token(name, "fp8") == 2 * L * g * d * 1
+    assert kv_cache_bytes_per_token(name, "fp32") == 2 * L * g * d * 4
+
+
+def test_kv_cache_known_values():
+    assert kv_cache_bytes_per_token("llama-2-7b") == 512 * 1024          # 0.5 MiB per token
+    assert kv_cache_bytes_per_token("llama-2-70b") == 320 * 1024         # GQA: 8 KV heads of 64
+    # GQA divides the cache by heads / kv_heads: llama-3-8b (8 of 32) is a quarter of llama-2-7b
+    assert kv_cache_bytes_per_token("llama-3-8b") * 4 == kv_cache_bytes_per_token("llama-2-7b")
+
+
+def test_llama2_7b_inference_by_hand():
+    """4,096 tokens of llama-2-7b's bf16 cache = 4096 x 0.5 MiB = 2 GiB; weights 2 bytes x 6.74B."""
+    im = inference_memory("llama-2-7b", batch=1, context=4096)
+    n = 6_738_415_616
+    assert im.weights_bytes == 2 * n
+    assert im.kv_cache_bytes == 2 * GiB
+    assert im.overhead_bytes == pytest.approx(GiB + 0.08 * (2 * n + 2 * GiB))
+    assert im.total_bytes == pytest.approx(2 * n + 2 * GiB + im.overhead_bytes)
+    assert im.rule_of_thumb_bytes == pytest.approx(1.2 * 2 * n)
+    assert RULE_OF_THUMB == 1.2
+    df = im.to_frame()
+    assert df.loc["total", "bytes"] == pytest.approx(im.total_bytes)
+    assert df.loc["KV cache", "GiB"] == 2.0
+
+
+def test_kv_cache_linear_in_batch_and_context():
+    one = inference_memory("mistral-7b", batch=1, context=1000).kv_cache_bytes
+    assert inference_memory("mistral-7b", batch=8, context=1000).kv_cache_bytes == 8 * one
+    assert inference_memory("mistral-7b", batch=1, context=32000).kv_cache_bytes == 32 * one
+    assert one == 1000 * 128 * 1024      # 2 x 32 x 8 x 128 x 2 = 128 KiB per token
+
+
+def test_explicit_overhead():
+    im = inference_memory("gpt2", batch=1, context=1024, overhead_bytes=0.0)
+    assert im.total_bytes == im.weights_bytes + im.kv_cache_bytes
+
+
+# ----------------------------------------------------------------------------- quantised weights
+def test_int4_quantises_only_the_block_linears_llama2_7b():
+    """Linear layers of the blocks: 32 x (4 x 4096^2 + 3 x 4096 x 11008); the rest (embeddings, LM head,
+    norms) stays bf16, as bitsandbytes/GPTQ/AWQ leave it."""
+    linear = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+    rest = 2 * 32000 * 4096 + (2 * 32 + 1) * 4096
+    assert linear + rest == 6_738_415_616
+    assert weights_bytes("llama-2-7b", "int4") == 0.5 * linear + 2 * rest
+    assert weights_bytes("llama-2-7b", "int8") == 1 * linear + 2 * rest
+    assert weights_bytes("llama-2-7b", "nf4") == pytest.approx((4.127 / 8) * linear + 2 * rest, rel=1e-4)
+    assert weights_bytes("llama-2-7b", "fp32") == 4 * 6_738_415_616
+    assert weights_bytes("llama-2-7b", "fp16") == 2 * 6_738_415_616
+
+
+def test_quantised_biases_stay_bf16_qwen2():
+    """Qwen2's q/k/v biases are 1-D: not quantised."""
+    h, g, d, L, f, V = 3584, 4, 128, 28, 18944, 152064
+    linear = L * (h * h + 2 * h * g * d + h * h + 3 * h * f)
+    rest = 7_615_616_512 - linear
+    assert rest == 2 * V * h + (2 * L + 1) * h + L * (h + 2 * g * d)
+    assert weights_bytes("qwen2-7b", "int4") == 0.5 * linear + 2 * rest
+
+
+# ----------------------------------------------------------------------------- invariants (hypothesis)
+DTYPE_ORDER = ["fp32", "bf16", "fp8", "nf4", "int4"]   # bytes per element, decreasing
+
+
+@given(small_models(), st.integers(1, 64), st.integers(1, 8192), st.integers(1, 8))
+def test_more_layers_never_fewer_inference_bytes(m, batch, context, extra):
+    a = inference_memory(m, batch=batch, context=context)
+    b = inference_memory(m.with_(layers=m.layers + extra), batch=batch, context=context)
+    assert b.weights_bytes > a.weights_bytes
+    assert b.kv_cache_bytes > a.kv_cache_bytes
+    assert b.total_bytes > a.total_bytes
+
+
+@given(small_models(), st.integers(1, 16), st.integers(1, 4096))
+def test_smaller_dtype_never_more_bytes(m, batch, context):
+    w = [weights_bytes(m, d) for d in DTYPE_ORDER]
+    assert w == sorted(w, reverse=True)
+    kv = [inference_memory(m, batch=batch, context=context, kv_cache=d).kv_cache_bytes for d in DTYPE_ORDER]
+    assert kv == sorted(kv, reverse=True)
+    tot = [inference_memory(m, batch=batch, context=context, weights=d, kv_cache=d).total_bytes
+           for d in DTYPE_ORDER]
+    assert tot == sorted(tot, reverse=True)
+
+
+@given(small_models(), st.integers(1, 16), st.integers(1, 4096))
+def test_fewer_kv_heads_never_more_cache(m, batch, context):
+    full = inference_memory(m.with_(kv_heads=m.heads), batch=batch, context=context).kv_cache_bytes
+    gqa = inference_memory(m, batch=batch, context=context).kv_cache_bytes
+    mqa = inference_memory(m.with_(kv_heads=1), batch=batch, context=context).kv_cache_bytes
+    assert mqa <= gqa <= full
+    assert gqa * m.heads == full * m.kv_heads       # exactly the GQA ratio
+
+
+@given(small_models(), st.integers(1, 16), st.integers(1, 4096),
+       st.sampled_from(DTYPE_ORDER), st.sampled_from(DTYPE_ORDER))
+def test_inference_fields_finite_and_positive(m, batch, context, w, kv):
+    im = inference_memory(m, batch=batch, context=context, weights=w, kv_cache=kv)
+    for f in ("weights_bytes", "kv_cache_bytes", "overhead_bytes", "total_bytes", "rule_of_thumb_bytes"):
+        v = getattr(im, f)
+        assert math.isfinite(v) and v > 0, f
+    assert im.kv_cache_bytes == kv_cache_bytes_per_token(m, kv) * batch * context
+
