@@ -51,6 +51,7 @@ assets: $(ASSET_STAMP) ## Fetch MathJax from the npm registry into _vendor_cache
 .PHONY: book
 book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html, executing every notebook (warnings are errors)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+	$(PY) tools/check_site.py --static
 
 .PHONY: test
 test: $(STAMP) ## Run unit tests (tests/) and strict nbval over every notebook in book/

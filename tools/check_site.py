@@ -2,6 +2,7 @@
 """Check the built site the way a reader sees it, in headless Chromium.
 
     make check-site        # after `make book`
+    python tools/check_site.py --static   # no browser; run by `make book`
 
 Serves _build/html on 127.0.0.1 (random port), opens every chapter page of
 _toc.yml in Debian's Chromium (/usr/bin/chromium, installed with apt-get if
@@ -17,6 +18,13 @@ missing) driven by Playwright from PyPI (no browser download), and fails if
 * the page raised an uncaught JavaScript error.
 
 A full-page PNG screenshot of each page goes to _build/screenshots/.
+
+With ``--static`` no browser is used: the built HTML and CSS are parsed for
+anything fetched from off the site (script/img/iframe/stylesheet/... URLs,
+CSS url()/@import), rendered widget views, and math pages that do not load the
+vendored MathJax. `make book` runs this mode, so CI does too; the browser check
+stays out of CI (it needs Debian's chromium, ~300 MB, and a browser is the
+flakiest part of any pipeline).
 """
 
 from __future__ import annotations
@@ -24,10 +32,12 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
+from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -125,9 +135,78 @@ PAGE_PROBE = """() => ({
 })"""
 
 
+class _RefCollector(HTMLParser):
+    """Collects URLs the browser would fetch by itself (not plain <a href> links)."""
+
+    FETCHING = {
+        "script": ("src",),
+        "img": ("src", "srcset"),
+        "iframe": ("src",),
+        "source": ("src", "srcset"),
+        "video": ("src", "poster"),
+        "audio": ("src",),
+        "embed": ("src",),
+        "object": ("data",),
+        "input": ("src",),
+    }
+
+    def __init__(self):
+        super().__init__()
+        self.refs: list[str] = []
+        self.widget_views = 0
+        self.math = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for name in self.FETCHING.get(tag, ()):
+            if a.get(name):
+                self.refs.append(a[name])
+        if tag == "link" and a.get("href"):
+            rel = (a.get("rel") or "").lower()
+            if any(r in rel for r in ("stylesheet", "preload", "icon", "modulepreload", "prefetch", "manifest")):
+                self.refs.append(a["href"])
+        if tag == "script" and a.get("type") == "application/vnd.jupyter.widget-view+json":
+            self.widget_views += 1
+        if tag in ("span", "div") and "math" in (a.get("class") or "").split():
+            self.math += 1
+
+
+EXTERNAL = re.compile(r"^\s*(https?:)?//", re.I)
+CSS_URL = re.compile(r"""(?:url\(\s*['"]?|@import\s+['"])\s*((?:https?:)?//[^'")\s]+)""", re.I)
+
+
+def static_check() -> int:
+    """Browser-free check of the built HTML/CSS (run by `make book` and so by CI)."""
+    problems: list[str] = []
+    pages = 0
+    for html in sorted(HTML.rglob("*.html")):
+        rel = html.relative_to(HTML).as_posix()
+        if rel.startswith("_static/"):
+            continue  # vendored docs/demo pages, never linked
+        pages += 1
+        parser = _RefCollector()
+        parser.feed(html.read_text(encoding="utf-8", errors="replace"))
+        for ref in parser.refs:
+            if EXTERNAL.match(ref):
+                problems.append(f"{rel}: loads {ref}")
+        if parser.widget_views:
+            problems.append(f"{rel}: {parser.widget_views} widget view(s) rendered (tag widget cells remove-output)")
+        if parser.math and not any("vendor/mathjax/" in r for r in parser.refs):
+            problems.append(f"{rel}: has math but does not load the local MathJax")
+    for css in sorted(HTML.rglob("*.css")):
+        for m in CSS_URL.finditer(css.read_text(encoding="utf-8", errors="replace")):
+            problems.append(f"{css.relative_to(HTML).as_posix()}: fetches {m.group(1)}")
+    for p in problems:
+        print(f"  - {p}")
+    print(f"static site check: {pages} pages, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
 def main() -> int:
     if not (HTML / "index.html").exists():
         sys.exit("no _build/html: run `make book` first")
+    if "--static" in sys.argv[1:]:
+        return static_check()
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
