@@ -40,7 +40,10 @@ class Dashboard(W.VBox):
         try:
             view = self.render(**self.values())
         except (ValueError, TypeError) as exc:
+            # show the library's message; clear the old figure so it can't be read as the answer
             self.error.value = f"<b style='color:#b00020'>⚠ {html.escape(str(exc))}</b>"
+            self.summary.value = ""
+            self.image.value = b""
             return
         self.error.value = ""
         self.summary.value = f"<pre style='line-height:1.25'>{html.escape(view.summary)}</pre>"
