@@ -66,7 +66,9 @@ outputs: $(STAMP) ## Re-execute all notebooks in place to refresh their stored o
 lab: $(STAMP) ## Open JupyterLab on book/ for a live workshop (offline once set up)
 	$(VENV)/bin/jupyter lab book/ --ServerApp.ip=127.0.0.1 \
 	  --LabApp.news_url=None \
-	  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
+	  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
+	  --LabApp.extension_manager=readonly \
+	  $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # Playwright from PyPI drives Debian's /usr/bin/chromium (no browser download);
 # tools/check_site.py apt-get installs chromium if it is missing.
