@@ -93,8 +93,9 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
     projections = p * sb * h / r + p * sb * a_t * d          # QKV input + output-projection input
     core = p * sb * (a_t * d + 2 * g_t * d)                  # Q, K, V
     masks = 2 * m * sb * h / r                               # dropout after attention and after MLP
-    if attention == "flash":
+    if attention == "flash" and not selective:
         core += 4 * b * a_t * s                              # fp32 log-sum-exp per row
+        # (selective recomputation reruns the whole core from Q, K, V, so it keeps no log-sum-exp either)
     elif not selective:
         probs = a_t * s * s * b                              # softmax output (eager)
         core += p * probs
