@@ -30,6 +30,11 @@ NORMS = ("layernorm", "rmsnorm")
 COMPONENTS = ("embedding", "position", "attention", "mlp", "norms", "lm_head")
 
 
+class _HFConfig(dict):
+    def __missing__(self, key):
+        raise ValueError(f"config.json (model_type {self.get('model_type')!r}) is missing the field {key!r}")
+
+
 @dataclass(frozen=True)
 class Model:
     """A decoder-only transformer, described by the numbers in its config file.
@@ -151,6 +156,7 @@ class Model:
             config = json.loads(Path(config).read_text())
         if not isinstance(config, dict):
             raise TypeError(f"config must be a dict or a path to config.json, got {type(config).__name__}")
+        config = _HFConfig(config)   # a missing required field raises ValueError naming it, not KeyError
         mtype = config.get("model_type")
         name = name or config.get("_name_or_path") or str(mtype)
         if mtype in ("llama", "mistral", "qwen2"):

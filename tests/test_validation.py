@@ -1,0 +1,220 @@
+"""Bad input raises ValueError/TypeError naming the parameter (and, for names, suggesting the closest);
+no public function returns a negative or NaN figure for valid input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import small_models
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmsizing import (Model, Parallel, activation_memory, bytes_per_element, forward_flops_per_token, get_gpu,
+                       get_model, inference_memory, kv_cache_bytes_per_token, model_states,
+                       training_flops_per_token, training_memory, weights_bytes)
+
+# (value, expected exception) for a parameter that must be a positive integer
+BAD_POSITIVE_INTS = [
+    (0, ValueError), (-1, ValueError), (-4096, ValueError),
+    (1.5, TypeError), (2.0, TypeError), (True, TypeError), (False, TypeError),
+    (float("nan"), TypeError), (float("inf"), TypeError), ("8", TypeError), (None, TypeError),
+]
+
+# function -> (callable taking one keyword override, the integer parameters it checks)
+INT_PARAMS = {
+    "activation_memory": (lambda **kw: activation_memory("gpt2", **{"batch": 1, "seq": 128, **kw}),
+                          ["batch", "seq", "tp"]),
+    "inference_memory": (lambda **kw: inference_memory("gpt2", **{"batch": 1, "context": 128, **kw}),
+                         ["batch", "context"]),
+    "training_memory": (lambda **kw: training_memory("gpt2", **{"batch": 1, "seq": 128, **kw}),
+                        ["batch", "seq", "grad_accum"]),
+    "training_flops_per_token": (lambda **kw: training_flops_per_token("gpt2", **{"seq": 128, **kw}), ["seq"]),
+    "forward_flops_per_token": (lambda **kw: forward_flops_per_token("gpt2", **{"seq": 128, **kw}), ["seq"]),
+}
+INT_CASES = [(f, p, v, e) for f, (_, ps) in INT_PARAMS.items() for p in ps for v, e in BAD_POSITIVE_INTS]
+
+
+@pytest.mark.parametrize("func,param,value,exc", INT_CASES,
+                         ids=[f"{f}-{p}-{v!r}" for f, p, v, _ in INT_CASES])
+def test_bad_integer_arguments_raise_and_name_the_parameter(func, param, value, exc):
+    call = INT_PARAMS[func][0]
+    with pytest.raises(exc) as e:
+        call(**{param: value})
+    assert param in str(e.value)
+
+
+MODEL_INT_FIELDS = ["layers", "hidden", "heads", "ffn_hidden", "vocab", "max_seq", "kv_heads", "head_dim"]
+MODEL_CASES = [(f, v, e) for f in MODEL_INT_FIELDS for v, e in BAD_POSITIVE_INTS if v is not None]
+
+
+@pytest.mark.parametrize("field,value,exc", MODEL_CASES, ids=[f"{f}-{v!r}" for f, v, _ in MODEL_CASES])
+def test_model_rejects_bad_sizes(field, value, exc):
+    kw = dict(name="m", layers=2, hidden=64, heads=4, ffn_hidden=256, vocab=100)
+    kw[field] = value
+    with pytest.raises(exc) as e:
+        Model(**kw)
+    assert field in str(e.value)
+
+
+def test_positive_range_is_stated():
+    with pytest.raises(ValueError) as e:
+        activation_memory("gpt2", batch=0, seq=128)
+    assert "batch" in str(e.value) and ">= 1" in str(e.value) and "0" in str(e.value)
+
+
+def test_numpy_integers_are_integers():
+    a = activation_memory("gpt2", batch=np.int64(2), seq=np.int32(128))
+    assert a.total_bytes == activation_memory("gpt2", batch=2, seq=128).total_bytes
+    assert inference_memory("gpt2", batch=np.int64(2), context=np.int16(64)).total_bytes > 0
+
+
+@pytest.mark.parametrize("field", ["gated_mlp", "tied_embeddings", "bias", "qkv_bias", "learned_pos"])
+@pytest.mark.parametrize("value", [1, 0, "yes", None])
+def test_model_flags_must_be_bools(field, value):
+    with pytest.raises(TypeError, match=field):
+        Model("m", layers=2, hidden=64, heads=4, ffn_hidden=256, vocab=100, **{field: value})
+
+
+def test_model_shape_consistency():
+    with pytest.raises(ValueError, match="kv_heads"):
+        Model("m", layers=2, hidden=64, heads=4, kv_heads=3, ffn_hidden=256, vocab=100)
+    with pytest.raises(ValueError, match="kv_heads"):
+        Model("m", layers=2, hidden=64, heads=4, kv_heads=8, ffn_hidden=256, vocab=100)
+    with pytest.raises(ValueError, match="divisible by heads"):
+        Model("m", layers=2, hidden=65, heads=4, ffn_hidden=256, vocab=100)
+    assert Model("m", layers=2, hidden=65, heads=4, head_dim=16, ffn_hidden=256, vocab=100).head_dim == 16
+    with pytest.raises(TypeError, match="name"):
+        Model("", layers=2, hidden=64, heads=4, ffn_hidden=256, vocab=100)
+    with pytest.raises(ValueError, match="Did you mean 'rmsnorm'"):
+        Model("m", layers=2, hidden=64, heads=4, ffn_hidden=256, vocab=100, norm="rms_norm")
+
+
+# ----------------------------------------------------------------------------- numbers
+@pytest.mark.parametrize("value,exc", [(float("nan"), ValueError), (float("inf"), ValueError),
+                                       (-float("inf"), ValueError), (-1.0, ValueError), (True, TypeError),
+                                       ("1e9", TypeError), (None, None)])
+def test_overhead_bytes(value, exc):
+    for f in (lambda v: inference_memory("gpt2", overhead_bytes=v),
+              lambda v: training_memory("gpt2", batch=1, seq=64, overhead_bytes=v)):
+        if exc is None:
+            assert f(value).overhead_bytes > 0        # None = the default allowance
+            continue
+        with pytest.raises(exc, match="overhead_bytes"):
+            f(value)
+
+
+@pytest.mark.parametrize("value,exc", [(float("nan"), ValueError), (float("inf"), ValueError),
+                                       (-0.5, ValueError), (True, TypeError), ("1", TypeError)])
+def test_mask_bytes(value, exc):
+    with pytest.raises(exc, match="mask_bytes"):
+        activation_memory("gpt2", batch=1, seq=64, dropout=True, mask_bytes=value)
+
+
+@pytest.mark.parametrize("param", ["dropout", "sp"])
+@pytest.mark.parametrize("value", [1, 0, "True", None])
+def test_activation_flags_must_be_bools(param, value):
+    with pytest.raises(TypeError, match=param):
+        activation_memory("gpt2", batch=1, seq=64, **{param: value})
+
+
+def test_tp_constraints():
+    with pytest.raises(ValueError, match="tp"):
+        activation_memory("gpt2", batch=1, seq=64, tp=5)            # 12 heads
+    with pytest.raises(ValueError, match="sp"):
+        activation_memory("gpt2", batch=1, seq=64, sp=True)         # sp needs tp > 1
+
+
+# ----------------------------------------------------------------------------- names, with suggestions
+NAME_CASES = [
+    ("precision", lambda v: model_states("gpt2", precision=v), "bf16_mixed", "bf16-mixed"),
+    ("precision", lambda v: training_memory("gpt2", batch=1, seq=64, precision=v), "BF16-Mixed", "bf16-mixed"),
+    ("optimizer", lambda v: model_states("gpt2", optimizer=v), "adam-w", "adamw"),
+    ("optimizer", lambda v: model_states("gpt2", optimizer=v), "adafacter", "adafactor"),
+    ("attention", lambda v: activation_memory("gpt2", batch=1, seq=64, attention=v), "flsh", "flash"),
+    ("recompute", lambda v: activation_memory("gpt2", batch=1, seq=64, recompute=v), "selectve", "selective"),
+    ("recompute", lambda v: training_flops_per_token("gpt2", seq=64, recompute=v), "ful", "full"),
+    ("dtype", lambda v: activation_memory("gpt2", batch=1, seq=64, dtype=v), "bf-16", "bf16"),
+    ("logits_dtype", lambda v: activation_memory("gpt2", batch=1, seq=64, logits_dtype=v), "fp23", "fp32"),
+    ("weights", lambda v: inference_memory("gpt2", weights=v), "int-4", "int4"),
+    ("weights", lambda v: weights_bytes("gpt2", v), "nf-4", "nf4"),
+    ("kv_cache", lambda v: inference_memory("gpt2", kv_cache=v), "fp-8", "fp8"),
+    ("kv_cache", lambda v: kv_cache_bytes_per_token("gpt2", v), "FP16", "fp16"),
+    ("dtype", bytes_per_element, "bfloat16", "bf16"),
+    ("model", get_model, "llama-2-7", "llama-2-7b"),
+    ("model", lambda v: model_states(v), "mistral7b", "mistral-7b"),
+    ("model", lambda v: inference_memory(v), "Llama-3-8B", "llama-3-8b"),
+    ("GPU", get_gpu, "H100", "H100 SXM"),
+    ("GPU", get_gpu, "a100-40", "A100 40GB"),
+]
+
+
+@pytest.mark.parametrize("param,call,typo,suggestion", NAME_CASES, ids=[f"{c[0]}-{c[2]}" for c in NAME_CASES])
+def test_unknown_names_suggest_the_closest(param, call, typo, suggestion):
+    with pytest.raises(ValueError) as e:
+        call(typo)
+    msg = str(e.value)
+    assert param in msg, msg
+    assert repr(typo) in msg, msg
+    assert f"Did you mean {suggestion!r}?" in msg, msg
+
+
+@pytest.mark.parametrize("call", [lambda v: model_states("gpt2", precision=v),
+                                  lambda v: activation_memory("gpt2", batch=1, seq=64, attention=v),
+                                  lambda v: inference_memory("gpt2", weights=v)])
+@pytest.mark.parametrize("value", [None, 16, b"bf16"])
+def test_names_must_be_strings(call, value):
+    with pytest.raises(TypeError):
+        call(value)
+
+
+def test_unknown_choice_lists_allowed_values():
+    with pytest.raises(ValueError) as e:
+        activation_memory("gpt2", batch=1, seq=64, attention="xformers")
+    assert "flash" in str(e.value) and "eager" in str(e.value)
+
+
+@pytest.mark.parametrize("bad", [42, None, ["gpt2"]])
+def test_model_argument_type(bad):
+    for f in (lambda m: model_states(m), lambda m: inference_memory(m),
+              lambda m: activation_memory(m, batch=1, seq=8), lambda m: training_memory(m, batch=1, seq=8)):
+        with pytest.raises(TypeError, match="model"):
+            f(bad)
+
+
+def test_hf_config_missing_field_is_a_value_error():
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "intermediate_size": 11008,
+           "vocab_size": 32000}
+    with pytest.raises(ValueError, match="num_attention_heads"):
+        Model.from_hf_config(cfg)
+    with pytest.raises(ValueError, match="n_embd"):
+        Model.from_hf_config({"model_type": "gpt2", "n_layer": 12})
+
+
+# ----------------------------------------------------------------------------- never negative, never NaN
+names = st.sampled_from(["bf16", "fp16", "fp32"])
+
+
+@given(small_models(), st.integers(1, 32), st.integers(1, 4096),
+       st.sampled_from(["fp32", "bf16-mixed", "fp16-mixed", "bf16-mixed-fp32-grads", "bf16-mixed-dual-grads",
+                        "bf16"]),
+       st.sampled_from(["sgd", "sgd-momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion"]),
+       st.sampled_from(["flash", "eager"]), st.sampled_from(["none", "selective", "full"]), st.booleans(),
+       st.integers(1, 16), st.integers(0, 3))
+def test_no_function_returns_negative_or_nan(m, batch, seq, precision, optimizer, attention, recompute, dropout,
+                                              dp, zero):
+    par = Parallel(dp=dp, zero=zero)
+    values = []
+    ms = model_states(m, precision=precision, optimizer=optimizer, parallel=par)
+    values += [ms.weights_bytes, ms.gradients_bytes, ms.optimizer_bytes, ms.total_bytes, ms.bytes_per_param]
+    tm = training_memory(m, batch=batch, seq=seq, precision=precision, optimizer=optimizer, attention=attention,
+                         recompute=recompute, dropout=dropout, parallel=par)
+    values += [tm.weights_bytes, tm.gradients_bytes, tm.optimizer_bytes, tm.activations_bytes, tm.overhead_bytes,
+               tm.total_bytes, tm.flops_per_token]
+    values += list(tm.to_frame()["bytes"])
+    im = inference_memory(m, batch=batch, context=seq)
+    values += [im.weights_bytes, im.kv_cache_bytes, im.overhead_bytes, im.total_bytes]
+    values += [forward_flops_per_token(m, seq=seq), training_flops_per_token(m, seq=seq, recompute=recompute)]
+    for v in values:
+        assert math.isfinite(v) and v >= 0, values
