@@ -365,6 +365,30 @@ def _fixed_figure(width: float, height: float, **margins):
     return fig, ax
 
 
+def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]], *, width: float = 0.8,
+                          unit: float = GiB) -> None:
+    """Vertical stacked bars like :func:`stacked_bars`, drawn as one PolyCollection per component (a widget
+    redraw with ~100 rectangles is several times faster than one ``Rectangle`` artist per bar)."""
+    import numpy as np
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
+
+    pos = np.arange(len(labels))
+    bottom = np.zeros(len(labels))
+    handles = []
+    for comp, vals in stacks.items():
+        vals = np.asarray(vals, dtype=float) / unit
+        x0, x1, top = pos - width / 2, pos + width / 2, bottom + vals
+        verts = np.stack([np.column_stack([x0, bottom]), np.column_stack([x1, bottom]),
+                          np.column_stack([x1, top]), np.column_stack([x0, top])], axis=1)
+        ax.add_collection(PolyCollection(verts, facecolors=COLORS.get(comp), edgecolors="none"))
+        handles.append(Patch(facecolor=COLORS.get(comp), label=comp))
+        bottom = top
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_xticks(pos, labels)
+    ax.legend(handles=handles[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+
+
 def _zero3(zero3_gpus: int):
     """Model states sharded ZeRO-3/FSDP-style over ``zero3_gpus`` GPUs (1 = a single GPU, nothing sharded)."""
     from ._validate import check_int
@@ -406,7 +430,7 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     totals = np.array([r.total_bytes for r in runs]) / GiB
 
     fig, ax = _fixed_figure(7.6, 3.9, left=0.08, right=0.69, bottom=0.13, top=0.92)
-    stacked_bars(ax, [_seq_label(s) for s in seqs], stacks, horizontal=False)
+    _fast_stacked_columns(ax, [_seq_label(s) for s in seqs], stacks)
     capacity_line(ax, g.memory_gib, g.name)
     top = 1.12 * max(totals.max(), g.memory_gib)
     if top > 2.5 * g.memory_gib:                              # keep the capacity line readable
@@ -424,7 +448,6 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
     ax.set_title(f"{m.name}, micro-batch {batch}, {attention} attention, recompute={recompute} ({states})",
                  fontsize=9, loc="left")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, reverse=True)
 
     acts = chosen.activations
     fit = "fits" if chosen.total_bytes <= g.memory_bytes else "does NOT fit"
