@@ -73,21 +73,37 @@ def book_notebooks() -> list[Path]:
 
 
 def widget_factories() -> set[str]:
-    """Public factory names of llmsizing.widgets (``__all__``, else public ``*_widget`` functions)."""
+    """Public factory names of llmsizing.widgets: everything put in ``__all__`` (``=``, ``+=``,
+    ``.append``/``.extend``) plus every public top-level function named ``*_widget``."""
     if not WIDGETS_PY.exists():
         return set()
     tree = ast.parse(WIDGETS_PY.read_text(encoding="utf-8"))
+    names: set[str] = set()
+
+    def add(value):
+        try:
+            v = ast.literal_eval(value)
+        except ValueError:
+            return
+        names.update([v] if isinstance(v, str) else v)
+
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
-            try:
-                return set(ast.literal_eval(node.value))
-            except ValueError:
-                break
-    return {
-        n.name
-        for n in tree.body
-        if isinstance(n, ast.FunctionDef) and not n.name.startswith("_") and n.name.endswith("_widget")
-    }
+            add(node.value)
+        elif isinstance(node, ast.AugAssign) and getattr(node.target, "id", None) == "__all__":
+            add(node.value)
+        elif (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and getattr(node.value.func.value, "id", None) == "__all__"
+            and node.value.func.attr in ("append", "extend")
+            and node.value.args
+        ):
+            add(node.value.args[0])
+        elif isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and node.name.endswith("_widget"):
+            names.add(node.name)
+    return names
 
 
 def _python_source(source: str) -> str:
@@ -101,6 +117,11 @@ def creates_widget(source: str, factories: set[str]) -> bool:
         tree = ast.parse(_python_source(source))
     except SyntaxError:
         return "ipywidgets" in source or any(re.search(rf"\b{f}\s*\(", source) for f in factories)
+    # names bound in this cell by `from llmsizing.widgets import x [as y]` count as factories too
+    factories = set(factories)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "llmsizing.widgets":
+            factories.update(a.asname or a.name for a in node.names)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             f = node.func
@@ -278,6 +299,8 @@ def test_detects_widget_tag_problems():
     assert check_widget_tags(_nb(_code("import ipywidgets as W\nW.IntSlider()", 1, tags=[REMOVE_TAG])), f)
     assert check_widget_tags(_nb(_code("print(42)", 1, [OUT], tags=[IGNORE_TAG])), f)
     assert not check_widget_tags(_nb(_code("%matplotlib inline\nfoo_widget(model='x')", 1, tags=[REMOVE_TAG, IGNORE_TAG])), f)
+    # a factory unknown to the scan but imported from llmsizing.widgets in the cell still counts
+    assert check_widget_tags(_nb(_code("from llmsizing.widgets import bar_widget as b\nb()", 1)), f)
 
 
 def test_detects_missing_title():
