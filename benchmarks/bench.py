@@ -1,0 +1,165 @@
+"""Benchmarks for the book: how fast each widget redraws, and (optionally) how long ``make test`` and
+``make book`` take.
+
+    .venv/bin/python benchmarks/bench.py                  # widget updates only (~1 minute)
+    .venv/bin/python benchmarks/bench.py --reps 40        # more repetitions
+    .venv/bin/python benchmarks/bench.py --per-control    # a line per control too
+    .venv/bin/python benchmarks/bench.py --make-test --make-book   # also time the two make targets
+
+A widget update is what a reader waits for after moving a control: the library computes, matplotlib draws,
+the PNG is encoded and handed to the ``Image`` widget (``Dashboard.update()``, triggered by setting the
+control's value). Every public factory in :mod:`llmsizing.widgets` (``__all__`` names ending in ``_widget``)
+is discovered and timed. Each repetition moves one control to a neighbouring valid value (cycling over the
+controls), so the median covers every control. The target is <= 100 ms per update on the book's 2-core
+machine. This script prints; it does not assert (timings are not tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_MS = 100.0
+
+
+def neighbour(ctrl):
+    """A valid value next to the control's current one (so that the update is a real redraw)."""
+    import ipywidgets as W
+
+    v = ctrl.value
+    if isinstance(ctrl, W.SelectMultiple):
+        opts = list(ctrl._options_values)
+        extra = next((o for o in opts if o not in v), None)
+        return tuple(v[:-1]) if extra is None and len(v) > 1 else tuple(v) + ((extra,) if extra else ())
+    if isinstance(v, bool):
+        return not v
+    if hasattr(ctrl, "_options_values"):
+        opts = list(ctrl._options_values)
+        i = opts.index(v)
+        return opts[i + 1] if i + 1 < len(opts) else opts[i - 1]
+    if isinstance(ctrl, W.FloatLogSlider):
+        return v * ctrl.base ** (ctrl.step if v * ctrl.base ** ctrl.step <= ctrl.base ** ctrl.max else -ctrl.step)
+    if hasattr(ctrl, "min") and hasattr(ctrl, "max") and not isinstance(v, tuple):
+        step = getattr(ctrl, "step", 1) or 1
+        return v + step if v + step <= ctrl.max else v - step
+    return None
+
+
+def find_dashboards(w):
+    from llmsizing.widgets import Dashboard
+
+    if isinstance(w, Dashboard):
+        return [w]
+    return [d for c in getattr(w, "children", ()) for d in find_dashboards(c)]
+
+
+def time_widget(name: str, reps: int, per_control: bool) -> dict:
+    import llmsizing.widgets as widgets
+
+    t0 = time.perf_counter()
+    w = getattr(widgets, name)()
+    build_ms = (time.perf_counter() - t0) * 1e3
+    boards = find_dashboards(w)
+    # (board, key, control, default, neighbour) for every control with a neighbouring value
+    moves = [(b, k, c, c.value, neighbour(c)) for b in boards for k, c in b.controls.items()]
+    moves = [m for m in moves if m[4] is not None and m[4] != m[3]]
+    times: list[float] = []
+    cpu: list[float] = []
+    by_control: dict[str, list[float]] = {}
+    errors = set()
+    for board, key, ctrl, default, alt in moves[:2]:          # warm-up (font cache, first PNG encode)
+        ctrl.value = alt
+        ctrl.value = default
+    n = reps * len(moves) if per_control else reps
+    for i in range(n):
+        board, key, ctrl, default, alt = moves[i % len(moves)]
+        ctrl.value = alt
+        t, c = time.perf_counter(), time.process_time()
+        ctrl.value = default                                 # the observer recomputes and redraws
+        dt, dc = (time.perf_counter() - t) * 1e3, (time.process_time() - c) * 1e3
+        # time the move away as well: both directions are what a reader sees
+        t, c = time.perf_counter(), time.process_time()
+        ctrl.value = alt
+        dt2, dc2 = (time.perf_counter() - t) * 1e3, (time.process_time() - c) * 1e3
+        ctrl.value = default
+        cpu += [dc, dc2]
+        if board.error.value:
+            errors.add(key)
+        times += [dt, dt2]
+        by_control.setdefault(key, []).extend([dt, dt2])
+    return {"name": name, "build_ms": build_ms, "times": times, "cpu": cpu, "by_control": by_control, "errors": errors,
+            "controls": len(moves)}
+
+
+def run_make(target: str) -> tuple[float, int, str]:
+    t = time.perf_counter()
+    proc = subprocess.run(["make", target], cwd=ROOT, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t
+    out = proc.stdout + proc.stderr
+    summary = ""
+    for line in reversed(out.splitlines()):
+        if re.search(r"\b(passed|failed|error|succeeded|build finished)\b", line, re.I):
+            summary = line.strip().strip("=").strip()
+            break
+    return elapsed, proc.returncode, summary
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=20, help="timed updates per widget (default 20)")
+    ap.add_argument("--per-control", action="store_true", help="time --reps updates of every control")
+    ap.add_argument("--only", default="", help="comma-separated widget factory names")
+    ap.add_argument("--make-test", action="store_true", help="also time `make test`")
+    ap.add_argument("--make-book", action="store_true", help="also time `make book`")
+    args = ap.parse_args(argv)
+
+    os.environ.pop("MPLBACKEND", None)
+    sys.path.insert(0, str(ROOT / "src"))
+    import llmsizing.widgets as widgets
+
+    names = sorted(n for n in widgets.__all__ if n.endswith("_widget"))
+    if args.only:
+        names = [n for n in names if n in args.only.split(",")]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"# widget update latency (compute + redraw), Python {platform.python_version()}, "
+          f"{os.cpu_count()} CPUs, load average {load:.1f}, target <= {TARGET_MS:.0f} ms")
+    print("# wall = what the reader waits; cpu = this process's CPU time (less sensitive to other load)")
+    print(f"{'widget':<28s} {'median ms':>9s} {'cpu ms':>7s} {'p90 ms':>7s} {'max ms':>7s} {'build ms':>8s} {'n':>4s}  "
+          f"{'slowest control (median)':<30s} ok")
+    worst = 0.0
+    for name in names:
+        r = time_widget(name, args.reps, args.per_control)
+        ts = sorted(r["times"])
+        med = statistics.median(ts)
+        p90 = ts[min(len(ts) - 1, int(0.9 * len(ts)))]
+        slow_key, slow = max(((k, statistics.median(v)) for k, v in r["by_control"].items()), key=lambda kv: kv[1])
+        worst = max(worst, med)
+        ok = "yes" if med <= TARGET_MS else "NO"
+        print(f"{name:<28s} {med:9.1f} {statistics.median(r['cpu']):7.1f} {p90:7.1f} {ts[-1]:7.1f} {r['build_ms']:8.1f} {len(ts):4d}  "
+              f"{slow_key + f' ({slow:.0f} ms)':<30s} {ok}")
+        if args.per_control:
+            for k, v in r["by_control"].items():
+                print(f"    {k:<24s} {statistics.median(v):9.1f}")
+        if r["errors"]:
+            print(f"    note: these controls' neighbouring value showed an error: {sorted(r['errors'])}")
+    print(f"# worst widget median: {worst:.1f} ms ({'within' if worst <= TARGET_MS else 'OVER'} the "
+          f"{TARGET_MS:.0f} ms target)")
+
+    for flag, target in ((args.make_test, "test"), (args.make_book, "book")):
+        if flag:
+            print(f"# make {target} ...", flush=True)
+            elapsed, rc, summary = run_make(target)
+            print(f"make {target:<5s} {elapsed:8.1f} s  exit {rc}  {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
