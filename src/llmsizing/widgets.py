@@ -83,6 +83,7 @@ def parameter_counts_widget(model: str = "llama-2-7b") -> Dashboard:
                     w.observe(box.update, names="value")
         box.update()
 
+    controls["model"].unobserve(box.update, names="value")   # load_preset redraws once, with the preset's fields
     controls["model"].observe(load_preset, names="value")
     return box
 
