@@ -530,3 +530,84 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     for (rc, att), b in curves.items():
         lines.append(f"{att:<6s} {rc:<10s}" + "".join(f"{int(b[i]):>6d}" for i in idx))
     return FixedView(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 5: measure it yourself
+#: Colour per precision mode and line style per attention kernel in chapter 5's figures.
+MEASURE_COLORS = {"fp32": "#4C72B0", "bf16": "#C44E52", "autocast-bf16": "#55A868"}
+MEASURE_STYLES = {"eager": "-", "flash": "--"}
+MEASURE_SWEEPS = ("seq", "batch", "recompute", "all")
+
+
+def render_prediction_vs_measurement(sweep: str = "seq", style: str = "gpt", dropout: bool = False) -> View:
+    """The library's activation prediction (lines / open markers) against PyTorch measurements (filled
+    markers) from ``data/activation_measurements.csv``, with GPU-style 1-byte dropout masks. ``sweep``:
+    ``"seq"`` (batch 2, no recomputation), ``"batch"`` (256 tokens), ``"recompute"`` (batch 2 x 256 tokens),
+    or ``"all"`` (every configuration: predicted vs measured, with the +/-5% band). Chapter 5."""
+    import numpy as np
+
+    from ._validate import check_bool, check_choice
+    from .measurements import TOLERANCE, compare_measurements
+
+    check_choice("sweep", sweep, MEASURE_SWEEPS)
+    check_choice("style", style, ("gpt", "llama"))
+    check_bool("dropout", dropout)
+    df = compare_measurements()
+    df = df[(df["style"] == style)]
+    MiB = 2**20
+    fig, ax = new_figure(7.2, 3.6)
+    lines = []
+    if sweep == "all":
+        for g, sub in df.groupby("group", sort=False):
+            mode = sub["mode"].iloc[0]
+            ax.scatter(sub["measured_bytes"] / MiB, sub["predicted_bytes"] / MiB, s=14,
+                       color=MEASURE_COLORS[mode], label=g, alpha=0.8)
+            worst = sub.loc[sub["error"].abs().idxmax(), "error"]
+            lines.append(f"{g:<15s} {len(sub):3d} configurations, worst error {worst:+.1%}")
+        lo, hi = df["measured_bytes"].min() / MiB / 1.2, df["measured_bytes"].max() / MiB * 1.2
+        xs = np.geomspace(lo, hi, 50)
+        ax.plot(xs, xs, color="0.2", lw=1, label="prediction = measurement")
+        ax.fill_between(xs, xs * (1 - TOLERANCE), xs * (1 + TOLERANCE), color="0.85", zorder=0,
+                        label=f"±{TOLERANCE:.0%}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured activations (MiB)")
+        ax.set_ylabel("predicted (MiB)")
+        ax.set_title(f"tiny {style.upper() if style == 'gpt' else 'Llama'}-style model: every configuration",
+                     fontsize=9, loc="left")
+    else:
+        sub = df[df["dropout"].gt(0) == dropout]
+        if sweep == "seq":
+            sub, x, xlabel = sub[(sub["batch"] == 2) & (sub["recompute"] == "none")], "seq", "sequence length"
+        elif sweep == "batch":
+            sub, x, xlabel = sub[(sub["seq"] == 256) & (sub["recompute"] == "none")], "batch", "micro-batch"
+        else:
+            sub = sub[(sub["batch"] == 2) & (sub["seq"] == 256)].copy()
+            sub["rc"] = sub["recompute"].map({"none": 0, "selective": 1, "full": 2})
+            x, xlabel = "rc", "recomputation"
+        for (mode, att), ser in sub.groupby(["mode", "attention"], sort=False):
+            if len(ser) < 2:
+                continue
+            ser = ser.sort_values(x)
+            c, ls = MEASURE_COLORS[mode], MEASURE_STYLES[att]
+            if mode != "autocast-bf16":    # autocast is predicted by the bf16 line: draw only its dots
+                ax.plot(ser[x], ser["predicted_bytes"] / MiB, color=c, ls=ls, lw=1.2, label=f"{mode}, {att}")
+            ax.plot(ser[x], ser["measured_bytes"] / MiB, color=c, ls="none", marker="o" if att == "eager" else "s",
+                    ms=4, label=f"{mode}, {att} (measured)")
+            worst = ser.loc[ser["error"].abs().idxmax(), "error"]
+            lines.append(f"{mode:<14s}{att:<6s} worst error {worst:+6.1%} over {len(ser)} points")
+        if sweep == "recompute":
+            ax.set_xticks([0, 1, 2], ["none", "selective", "full"])
+        else:
+            ax.set_xscale("log", base=2)
+            vals = sorted(sub[x].unique())
+            ax.set_xticks(vals, [str(v) for v in vals])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("activations (MiB)")
+        ax.set_title(f"{style}-style, dropout {'on' if dropout else 'off'}: lines = formula (autocast uses the "
+                     "bf16 line), markers = PyTorch", fontsize=8, loc="left")
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    head = f"Prediction vs measurement ({style}-style, sweep={sweep}" + \
+        (")" if sweep == "all" else f", dropout={'on' if dropout else 'off'})") + \
+        ", error = predicted/measured - 1, 1-byte masks:"
+    return View(fig, "\n".join([head] + ["  " + ln for ln in lines]))
