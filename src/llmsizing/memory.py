@@ -162,11 +162,11 @@ def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float = 1.0) -> 
     n_bytes = check_number("n_bytes", n_bytes)
     frac = check_number("usable_fraction", usable_fraction, minimum=0.0, allow_equal=False, maximum=1.0)
     g = get_gpu(gpu)
-    if n_bytes == 0:
-        return 0
-    # round the quotient first so that an exact multiple (e.g. 160 GiB on 80 GiB GPUs) is not bumped up by
-    # floating-point noise
-    return math.ceil(round(n_bytes / (frac * g.memory_bytes), 9))
+    cap = frac * g.memory_bytes
+    n = math.ceil(n_bytes / cap)
+    if n > 1 and n_bytes <= (n - 1) * cap:  # the quotient rounded up by floating-point noise
+        n -= 1
+    return n
 
 
 # ----------------------------------------------------------------------------- training total
