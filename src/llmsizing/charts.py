@@ -563,7 +563,7 @@ def render_prediction_vs_measurement(sweep: str = "seq", style: str = "gpt", dro
             ax.scatter(sub["measured_bytes"] / MiB, sub["predicted_bytes"] / MiB, s=14,
                        color=MEASURE_COLORS[mode], label=g, alpha=0.8)
             worst = sub.loc[sub["error"].abs().idxmax(), "error"]
-            lines.append(f"{g:<15s} {len(sub):3d} configurations, worst error {worst:+.1%}")
+            lines.append(f"{g:<15s} {len(sub):3d} configurations, worst error {worst:+.2%}")
         lo, hi = df["measured_bytes"].min() / MiB / 1.2, df["measured_bytes"].max() / MiB * 1.2
         xs = np.geomspace(lo, hi, 50)
         ax.plot(xs, xs, color="0.2", lw=1, label="prediction = measurement")
@@ -595,7 +595,7 @@ def render_prediction_vs_measurement(sweep: str = "seq", style: str = "gpt", dro
             ax.plot(ser[x], ser["measured_bytes"] / MiB, color=c, ls="none", marker="o" if att == "eager" else "s",
                     ms=4, label=f"{mode}, {att} (measured)")
             worst = ser.loc[ser["error"].abs().idxmax(), "error"]
-            lines.append(f"{mode:<14s}{att:<6s} worst error {worst:+6.1%} over {len(ser)} points")
+            lines.append(f"{mode:<14s}{att:<6s} worst error {worst:+7.2%} over {len(ser)} points")
         if sweep == "recompute":
             ax.set_xticks([0, 1, 2], ["none", "selective", "full"])
         else:

@@ -118,3 +118,34 @@ def worst_errors(df=None, by=("group",)):
                      "worst_error_cpu": sub.loc[sub["error_cpu"].abs().idxmax(), "error_cpu"],
                      "worst_state_error": sub.loc[sub["state_error"].abs().idxmax(), "state_error"]})
     return pd.DataFrame(rows).set_index(by)
+
+
+def component_comparison(df=None, **config):
+    """Predicted vs measured bytes by component (:data:`~llmsizing.activations.ACT_COMPONENTS`) for the one
+    measured configuration matching ``config`` (e.g. ``style="gpt", mode="autocast-bf16", attention="flash",
+    dropout=0.0, recompute="none", batch=2, seq=256``). Masks as CPU stored them, and the formula told that
+    width. Columns ``predicted``, ``measured``, ``measured - predicted`` (bytes)."""
+    import pandas as pd
+
+    from .activations import ACT_COMPONENTS
+
+    df = compare_measurements() if df is None else df
+    sel = df
+    for k, v in config.items():
+        if k not in df.columns:
+            raise ValueError(f"unknown column {k!r}; use one of {sorted(df.columns)}")
+        sel = sel[sel[k] == v]
+    if len(sel) != 1:
+        raise ValueError(f"{len(sel)} measured configurations match {config}; give more fields (style, mode, "
+                         "attention, dropout, recompute, batch, seq)")
+    row = sel.iloc[0]
+    dtype = "fp32" if row["mode"] == "fp32" else "bf16"
+    pred = activation_memory(measured_model(row), batch=int(row["batch"]), seq=int(row["seq"]), dtype=dtype,
+                             attention=str(row["attention"]), dropout=bool(row["dropout"] > 0),
+                             recompute=str(row["recompute"]), mask_bytes=float(row["cpu_mask_bytes"]))
+    out = pd.DataFrame({"predicted": [pred.breakdown[c] for c in ACT_COMPONENTS],
+                        "measured": [float(row[f"act_{c}"]) for c in ACT_COMPONENTS]}, index=list(ACT_COMPONENTS))
+    out.loc["total"] = out.sum()
+    out["measured - predicted"] = out["measured"] - out["predicted"]
+    out.index.name = "component"
+    return out
