@@ -105,9 +105,10 @@ def run_make(target: str) -> tuple[float, int, str]:
     elapsed = time.perf_counter() - t
     out = proc.stdout + proc.stderr
     summary = ""
-    for line in reversed(out.splitlines()):
-        if re.search(r"\b(passed|failed|error|succeeded|build finished)\b", line, re.I):
-            summary = line.strip().strip("=").strip()
+    for pattern in (r"\d+ (passed|failed)", r"build (succeeded|finished)", r"error"):
+        hits = [ln for ln in out.splitlines() if re.search(pattern, ln, re.I)]
+        if hits:
+            summary = hits[-1].strip().strip("=").strip()
             break
     return elapsed, proc.returncode, summary
 
