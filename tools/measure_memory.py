@@ -20,6 +20,18 @@ backward, AdamW step) on the CPU and records
 
 CPU memory is measured, not time, so a laptop is enough: the whole sweep takes a few minutes on 2 cores.
 torch is an optional, heavy dependency: the book only reads the CSV this script writes.
+
+What torch 2.13 on the CPU does (found by this tool, discussed in chapter 5):
+
+* dropout keeps a mask of the activation's dtype (0 or 1/(1-p)), not CUDA's 1-byte mask; the CSV gives both
+  the bytes and the element count of the masks (``mask_bytes``, ``mask_elements``);
+* ``scaled_dot_product_attention`` runs ``_scaled_dot_product_flash_attention_for_cpu`` (saves q, k, v, out and
+  an fp32 log-sum-exp) without dropout, but the "math" path (fp32 s^2 tensors) with dropout, hence the
+  :class:`FlashAttentionFn` stand-in for flash with dropout;
+* LayerNorm keeps its mean/rstd in the input dtype (bf16 in bf16; CUDA keeps fp32);
+* ``F.rms_norm`` is a composite that saves fp32 copies (hence :class:`RMSNormFn`, a fused-kernel stand-in);
+* autocast runs ``layer_norm`` in fp32 and keeps ``softmax`` in bf16; every linear layer saves its own bf16
+  cast of an fp32 input.
 """
 
 from __future__ import annotations
