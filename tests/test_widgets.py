@@ -64,7 +64,10 @@ def built(name: str):
 def control_cases() -> list[tuple[str, int, str]]:
     cases = []
     for name in factory_names():
-        _, boards = built(name)
+        try:
+            _, boards = built(name)
+        except Exception:      # reported by test_factory_builds_with_defaults, not as a collection error
+            continue
         for i, board in enumerate(boards):
             cases += [(name, i, key) for key in board.controls]
     return cases
