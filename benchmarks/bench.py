@@ -115,9 +115,24 @@ def clean_copy() -> Path:
     return dest
 
 
+#: Make's stamp files for the environment and the fetched assets. In a copy they must never be remade: the
+#: copy shares this checkout's .venv, and re-running ``pip install -e .`` there would point the editable
+#: install at the temporary copy (and break ``import llmsizing`` for everyone once it is deleted).
+STAMPS = (".venv/.requirements-stamp", "_vendor_cache/static/vendor/mathjax/.version")
+
+
+def editable_points_here() -> bool:
+    out = subprocess.run([str(ROOT / ".venv/bin/python"), "-c", "import llmsizing; print(llmsizing.__file__)"],
+                         capture_output=True, text=True)
+    return out.returncode == 0 and out.stdout.strip().startswith(str(ROOT / "src"))
+
+
 def run_make(target: str, cwd: Path = ROOT) -> tuple[float, int, str]:
+    cmd = ["make", target]
+    if cwd != ROOT:
+        cmd[1:1] = [arg for stamp in STAMPS for arg in ("-o", stamp)]   # -o: treat as up to date
     t = time.perf_counter()
-    proc = subprocess.run(["make", target], cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - t
     out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
     summary = ""
@@ -187,6 +202,10 @@ def main(argv=None) -> int:
     if cwd != ROOT:
         import shutil
 
+        if not editable_points_here():     # never leave the shared venv pointing at the copy
+            print("# WARNING: the editable install moved; re-installing it from this checkout", flush=True)
+            subprocess.run([str(ROOT / ".venv/bin/python"), "-m", "pip", "install", "--quiet", "--no-deps",
+                            "-e", str(ROOT)], check=False)
         shutil.rmtree(cwd, ignore_errors=True)
     return 0
 
