@@ -7,8 +7,8 @@ The tolerances are the book's stated targets, written out here (not read back fr
   GPU-style 1-byte dropout masks: within +/-5%;
 * the same runs with the masks as CPU PyTorch stores them (and the formula told that width): within +/-5%;
 * autocast (bf16 compute, fp32 weights) against the pure 16-bit formula: the formula is low, by at most 25%
-  when no s^2 tensor is kept in fp32 (flash attention, selective recomputation, or the GPT-style model whose CPU
-  softmax stays bf16), and by at most 60% (at <= 512 tokens; the gap grows with s) for the Llama-style model's
+  when no s^2 tensor is kept in fp32 (flash attention, or the GPT-style model whose CPU softmax stays bf16),
+  and by at most 60% (at <= 512 tokens; the gap grows with s) for the Llama-style model's
   eager attention, whose scores are fp32 under autocast (6 bytes per score instead of 2);
 * model states (parameters + gradients + AdamW moments) against model_states: within 0.1%.
 """
@@ -66,7 +66,9 @@ def test_autocast_gap_is_bounded_and_explained(cmp, group):
     sub = cmp[cmp["group"] == group]
     assert len(sub) > 0
     assert (sub["error"] < 0).all(), "autocast should save more than the pure 16-bit formula"
-    fp32_scores = (sub["style"] == "llama") & (sub["attention"] == "eager") & (sub["recompute"] != "selective")
+    # Llama eager under autocast keeps fp32 scores: for every layer (no recompute), or for the one layer being
+    # rebuilt during backward (selective and full recomputation report that peak too)
+    fp32_scores = (sub["style"] == "llama") & (sub["attention"] == "eager")
     assert (sub.loc[~fp32_scores, "error"] >= -AUTOCAST_BOUND).all(), sub.loc[~fp32_scores, "error"].min()
     assert (sub.loc[fp32_scores, "error"] >= -AUTOCAST_FP32_SCORES_BOUND).all()
     assert (sub["seq"] <= 512).all()

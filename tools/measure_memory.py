@@ -17,6 +17,9 @@ backward, AdamW step) on the CPU and records
   excluding parameters, views of parameters (``weight.t()``) and autocast's 16-bit copies of the weights
   (reported separately). Each storage is attributed to the component (norms, attention, MLP, ...) of the
   module that saved it last, using forward pre-hooks that tag the running module.
+* with recomputation (checkpointing), the peak: everything saved in the forward plus the new tensors the
+  most expensive layer saves while it is rebuilt during backward (tensors already alive since the forward,
+  such as a checkpoint's inputs, are not counted twice).
 
 CPU memory is measured, not time, so a laptop is enough: the whole sweep takes a few minutes on 2 cores.
 torch is an optional, heavy dependency: the book only reads the CSV this script writes.
@@ -415,6 +418,8 @@ class SavedTensors:
         if _is_weight_copy(t):
             self.weight_copies[ptr] = st.nbytes()
             return t
+        if self.phase == "backward" and ("forward", None, ptr) in self.store:
+            return t                  # already alive since the forward (e.g. a checkpoint's input): not new memory
         key = (self.phase, TAGGER.layer if self.phase == "backward" else None, ptr)
         rec = self.store.get(key)
         comp = TAGGER.stack[-1]
@@ -466,7 +471,7 @@ def measure(m: Model, *, batch, seq, mode, attention, dropout, recompute, seed=0
     work = by_layer.get(peak_layer, [])
     work_bytes = sum(r["nbytes"] for r in work)
     counted = list(fwd)
-    if recompute == "full":           # one layer's working set is alive while it is recomputed
+    if recompute != "none":           # one layer's rebuilt tensors are alive while it is recomputed
         counted += work
         for r in work:
             comps[r["component"] if r["component"] in comps else "residuals"] += r["nbytes"]

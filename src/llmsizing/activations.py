@@ -15,8 +15,9 @@ This module rebuilds that count tensor by tensor so it generalises honestly:
 * dropout masks at ``mask_bytes`` per element (1 on CUDA; pass the activation width for CPU PyTorch);
 * ``attention="eager"`` saves the ``a*s^2`` softmax output (plus the dropout mask and output);
   ``"flash"`` saves only Q, K, V, the output and an fp32 log-sum-exp per row (Dao et al. 2022);
-* recomputation: ``"selective"`` recomputes the attention core (drops the ``s^2`` terms), ``"full"`` keeps
-  only each layer's input plus one layer's working set during its backward.
+* recomputation: ``"selective"`` recomputes the attention core (keeps no ``s^2`` terms, but one layer's
+  rebuilt core is alive during its backward), ``"full"`` keeps only each layer's input plus one layer's
+  working set during its backward. Both report the peak, so ``full <= selective <= none`` from two layers up.
 
 What it leaves out, on purpose: small int64 index tensors of the attention mask and rotary tables
 (independent of batch), and allocator rounding. Chapter 5 measures how much that misses.
@@ -45,7 +46,8 @@ class ActivationMemory:
     """Activation bytes of one micro-batch on one GPU.
 
     ``per_layer_bytes`` is what one layer keeps until its backward (with full recomputation: only its
-    input); ``layers_bytes`` is all layers, plus, with full recomputation, one layer's working set.
+    input); ``layers_bytes`` is all layers plus, with recomputation, what one layer rebuilds during its
+    backward (its whole working set for ``"full"``, its attention core for ``"selective"``): the peak.
     ``breakdown`` splits :attr:`total_bytes` by component (keys :data:`ACT_COMPONENTS`).
     """
 
@@ -149,9 +151,17 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     comps["residuals"] = 0.0
     if recompute == "full":
         per_layer = p * sb * h / r                           # the checkpointed layer input
-        comps = dict(layer_terms(model, **kw))               # one layer's working set during backward
+        comps = dict(layer_terms(model, **kw))               # one layer's working set during backward,
+        comps["norms"] -= per_layer                          # whose first norm input IS its checkpoint
         comps["residuals"] = L * per_layer
-        layers = L * per_layer + sum(v for k, v in comps.items() if k != "residuals")
+        layers = sum(comps.values())
+    elif recompute == "selective":
+        # During backward each layer's attention core is rebuilt, one layer at a time: the peak holds the
+        # kept tensors of every layer plus ONE layer's recomputed core (what selective dropped).
+        rebuilt = layer_terms(model, **kw)
+        for k in one_layer:
+            comps[k] += rebuilt[k] - one_layer[k]
+        layers = L * per_layer + sum(rebuilt.values()) - per_layer
     else:
         layers = L * per_layer
     stats = (2 if model.norm == "layernorm" else 1) * 4
