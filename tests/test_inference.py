@@ -13,7 +13,7 @@ from conftest import small_models
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmsizing import get_model, inference_memory, kv_cache_bytes_per_token, weights_bytes
+from llmsizing import inference_memory, kv_cache_bytes_per_token, weights_bytes
 from llmsizing.inference import RULE_OF_THUMB
 from llmsizing.units import GiB
 

@@ -32,7 +32,6 @@ environment here for that reason.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import difflib
-import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -62,7 +61,8 @@ class ModelEntry:
 def _model_entries() -> dict[str, ModelEntry]:
     out = {}
     for r in _read("models.csv"):
-        flag = lambda k: r[k].strip().lower() == "true"  # noqa: E731
+        def flag(k, r=r):
+            return r[k].strip().lower() == "true"
         m = Model(
             name=r["name"], layers=int(r["layers"]), hidden=int(r["hidden"]), heads=int(r["heads"]),
             kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]), ffn_hidden=int(r["ffn_hidden"]),
@@ -109,14 +109,15 @@ def resolve_model(model: Model | str) -> Model:
 @dataclass(frozen=True)
 class GPU:
     """One accelerator. Units follow :mod:`llmsizing.units`: memory in GiB, bandwidth in decimal GB/s,
-    compute in dense TFLOP/s (no sparsity). ``fp8_dense_tflops`` is ``nan`` where the chip has no FP8."""
+    compute in dense TFLOP/s (no sparsity). ``fp8_dense_tflops`` is ``None`` where the chip has no FP8 (so arithmetic
+    on it fails loudly instead of returning NaN)."""
 
     name: str
     vendor: str
     memory_gib: float
     memory_bandwidth_gbps: float
     bf16_dense_tflops: float
-    fp8_dense_tflops: float
+    fp8_dense_tflops: float | None
     link: str
     link_bandwidth_gbps: float
     link_direction: str
@@ -134,7 +135,8 @@ class GPU:
 def _gpus() -> dict[str, GPU]:
     out = {}
     for r in _read("gpus.csv"):
-        num = lambda k: float(r[k]) if r[k].strip() else math.nan  # noqa: E731
+        def num(k, r=r):
+            return float(r[k]) if r[k].strip() else None
         g = GPU(
             name=r["name"], vendor=r["vendor"], memory_gib=num("memory_gib"),
             memory_bandwidth_gbps=num("memory_bandwidth_gbps"), bf16_dense_tflops=num("bf16_dense_tflops"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-import matplotlib
 from matplotlib.figure import Figure
 
 from .units import GiB
