@@ -96,49 +96,6 @@ def _render_parameters(model, **fields):
     return charts.render_parameter_counts(base, **changed)
 
 
-# =========================================================================== chapter 4: activation memory
-__all__ += ["activation_memory_widget", "max_micro_batch_widget"]
-
-_SEQS = [512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 65536, 131072]
-
-
-def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
-    """Chapter 4: model x sequence length x micro-batch x attention kernel x recompute (x GPU, x how many GPUs
-    share the model states) -> per-GPU training memory by component against the GPU's capacity."""
-    controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
-        "seq": W.SelectionSlider(options=_SEQS, value=8192, description="sequence", **_style()),
-        "batch": W.IntSlider(value=1, min=1, max=64, description="micro-batch", **_style()),
-        "attention": W.ToggleButtons(options=["flash", "eager"], value="flash", description="attention",
-                                     **_style()),
-        "recompute": W.ToggleButtons(options=["none", "selective", "full"], value="none",
-                                     description="recompute", **_style()),
-        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
-        "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
-                                 **_style()),
-        "dropout": W.Checkbox(value=False, description="dropout", **_style()),
-    }
-    controls["attention"].style.button_width = "70px"
-    controls["recompute"].style.button_width = "70px"
-    return Dashboard(charts.render_activation_memory, controls)
-
-
-def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
-    """Chapter 4: the largest micro-batch that fits a GPU as sequence length grows, for each recompute level
-    and attention kernel."""
-    from .precision import RECIPES
-
-    controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
-        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
-        "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="precision", **_style()),
-        "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
-                                 **_style()),
-        "dropout": W.Checkbox(value=False, description="dropout", **_style()),
-    }
-    return Dashboard(charts.render_max_micro_batch, controls)
-
-
 # =========================================================================== chapter 2
 __all__ += ["model_states_widget"]
 
@@ -196,3 +153,46 @@ def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
 def _render_inference_memory(model, context, batch, weights, kv_cache, gpus):
     return charts.render_inference_memory(model, context=context, batch=batch, weights=weights,
                                           kv_cache=kv_cache, gpus=tuple(gpus))
+
+
+# =========================================================================== chapter 4: activation memory
+__all__ += ["activation_memory_widget", "max_micro_batch_widget"]
+
+_SEQS = [512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 65536, 131072]
+
+
+def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 4: model x sequence length x micro-batch x attention kernel x recompute (x GPU, x how many GPUs
+    share the model states) -> per-GPU training memory by component against the GPU's capacity."""
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "seq": W.SelectionSlider(options=_SEQS, value=8192, description="sequence", **_style()),
+        "batch": W.IntSlider(value=1, min=1, max=64, description="micro-batch", **_style()),
+        "attention": W.ToggleButtons(options=["flash", "eager"], value="flash", description="attention",
+                                     **_style()),
+        "recompute": W.ToggleButtons(options=["none", "selective", "full"], value="none",
+                                     description="recompute", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
+                                 **_style()),
+        "dropout": W.Checkbox(value=False, description="dropout", **_style()),
+    }
+    controls["attention"].style.button_width = "70px"
+    controls["recompute"].style.button_width = "70px"
+    return Dashboard(charts.render_activation_memory, controls)
+
+
+def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 4: the largest micro-batch that fits a GPU as sequence length grows, for each recompute level
+    and attention kernel."""
+    from .precision import RECIPES
+
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="precision", **_style()),
+        "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
+                                 **_style()),
+        "dropout": W.Checkbox(value=False, description="dropout", **_style()),
+    }
+    return Dashboard(charts.render_max_micro_batch, controls)
