@@ -43,8 +43,9 @@ def test_gpu_row_complete(row):
     assert row["price_source"].strip(), "price_source missing"
     assert is_iso_date(row["as_of"]), f"as_of {row['as_of']!r} is not an ISO date"
     assert row["link_direction"] in {"one-way", "bidirectional"}
-    for col in ("memory_gib", "memory_bandwidth_gbps", "bf16_dense_tflops", "link_bandwidth_gbps",
-                "price_usd_per_gpu_hour"):
+    assert row["memory_source"].strip(), "memory_source missing"
+    for col in ("memory_mib", "memory_marketed_gb", "memory_bandwidth_gbps", "bf16_dense_tflops",
+                "link_bandwidth_gbps", "price_usd_per_gpu_hour"):
         v = float(row[col])
         assert math.isfinite(v) and v > 0, f"{col} = {row[col]!r}"
     if row["fp8_dense_tflops"].strip():       # empty = the chip has no FP8 tensor cores
@@ -56,20 +57,32 @@ def test_gpu_row_complete(row):
 def test_get_gpu_fields(name):
     g = get_gpu(name)
     assert isinstance(g, GPU) and g.name == name
-    assert g.memory_bytes == int(g.memory_gib * 2**30)
+    assert g.memory_bytes == g.memory_mib * 2**20 and g.memory_gib == g.memory_mib / 1024
     assert g.memory_gib > 0 and g.memory_bandwidth_gbps > 0 and g.bf16_dense_tflops > 0
     assert g.price_usd_per_gpu_hour > 0
     assert get_gpu(g) is g
 
 
+def test_reported_capacity_is_what_the_driver_prints():
+    """The capacity "fits" uses is the driver's total, typed here from nvidia-smi/rocm-smi output as printed in
+    public logs: an H100 80GB shows 81,559 MiB, an A10 23,028 MiB (ECC on), an MI300X 205,822,885,888 bytes."""
+    assert get_gpu("H100 SXM").memory_bytes == 81_559 * 2**20
+    assert get_gpu("A10").memory_bytes == 23_028 * 2**20
+    assert get_gpu("MI300X").memory_bytes == 205_822_885_888
+    for name in REQUIRED_GPUS:   # never more than the box says (marketed GB read as GiB, the generous reading)
+        g = get_gpu(name)
+        assert g.memory_gib <= g.memory_marketed_gb
+        assert g.memory_gib >= 0.9 * g.memory_marketed_gb
+
+
 def test_gpu_spec_sheet_figures():
     """A few figures from vendor datasheets, hard-coded (decimal GB/s, dense TFLOP/s)."""
-    assert get_gpu("H100 SXM").memory_gib == 80
+    assert get_gpu("H100 SXM").memory_marketed_gb == 80
     assert get_gpu("H100 SXM").memory_bandwidth_gbps == 3350
     assert get_gpu("A100 80GB").bf16_dense_tflops == 312
     assert get_gpu("A100 40GB").memory_bandwidth_gbps == 1555
-    assert get_gpu("MI300X").memory_gib == 192
-    assert get_gpu("H200").memory_gib == 141
+    assert get_gpu("MI300X").memory_marketed_gb == 192
+    assert get_gpu("H200").memory_marketed_gb == 141
     assert get_gpu("A100 80GB").fp8_dense_tflops is None   # Ampere has no FP8
 
 

@@ -172,6 +172,19 @@ def test_zero_stage_components():
     assert (s3.weights_bytes, s3.gradients_bytes, s3.optimizer_bytes) == (2 * n / 8, 2 * n / 8, 12 * n / 8)
 
 
+def test_dual_grads_fp32_copy_is_sharded_with_the_optimizer():
+    """DeepSpeed ZeRO-1/2 keep the fp32 gradient copy only for the GPU's own optimizer partition: at ZeRO-1
+    a GPU holds 2 (bf16 grads, replicated) + 4/dp (fp32 copy) bytes of gradients per parameter."""
+    n = get_model("gpt2").n_params
+    s0 = model_states("gpt2", precision="bf16-mixed-dual-grads", parallel=Parallel(dp=8, zero=0))
+    assert s0.gradients_bytes == (2 + 4) * n
+    s1 = model_states("gpt2", precision="bf16-mixed-dual-grads", parallel=Parallel(dp=8, zero=1))
+    assert s1.gradients_bytes == 2 * n + 4 * n / 8
+    assert s1.optimizer_bytes == 12 * n / 8
+    s2 = model_states("gpt2", precision="bf16-mixed-dual-grads", parallel=Parallel(dp=8, zero=2))
+    assert s2.gradients_bytes == (2 + 4) * n / 8
+
+
 def test_dp_without_zero_replicates():
     assert model_states("gpt2", parallel=Parallel(dp=8)).total_bytes == model_states("gpt2").total_bytes
 

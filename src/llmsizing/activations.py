@@ -159,6 +159,8 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
         # During backward each layer's attention core is rebuilt, one layer at a time: the peak holds the
         # kept tensors of every layer plus ONE layer's recomputed core (what selective dropped).
         rebuilt = layer_terms(model, **kw)
+        if attention == "flash":   # the rebuilt flash kernel saves a NEW output for its own backward
+            rebuilt["attention_core"] += DTYPE_BYTES[dtype] * batch * seq * model.heads / tp * model.head_dim
         for k in one_layer:
             comps[k] += rebuilt[k] - one_layer[k]
         layers = L * per_layer + sum(rebuilt.values()) - per_layer

@@ -109,12 +109,19 @@ def resolve_model(model: Model | str) -> Model:
 @dataclass(frozen=True)
 class GPU:
     """One accelerator. Units follow :mod:`llmsizing.units`: memory in GiB, bandwidth in decimal GB/s,
-    compute in dense TFLOP/s (no sparsity). ``fp8_dense_tflops`` is ``None`` where the chip has no FP8 (so arithmetic
-    on it fails loudly instead of returning NaN)."""
+    compute in dense TFLOP/s (no sparsity). ``fp8_dense_tflops`` is ``None`` where the chip has no FP8 (so
+    arithmetic on it fails loudly instead of returning NaN).
+
+    Memory: ``memory_mib`` is the total the driver reports (``nvidia-smi`` / ``rocm-smi``), which is what a
+    program can allocate before the CUDA context; every "does it fit" in the book uses it
+    (:attr:`memory_bytes`, :attr:`memory_gib`). ``memory_marketed_gb`` is the figure on the box ("80 GB" for an
+    H100, which reports 79.6 GiB; "24 GB" for an A10, which reports 22.5 GiB with ECC on)."""
 
     name: str
     vendor: str
-    memory_gib: float
+    memory_marketed_gb: float
+    memory_mib: int
+    memory_source: str
     memory_bandwidth_gbps: float
     bf16_dense_tflops: float
     fp8_dense_tflops: float | None
@@ -128,7 +135,18 @@ class GPU:
 
     @property
     def memory_bytes(self) -> int:
-        return int(self.memory_gib * 2**30)
+        """Bytes the driver reports as the GPU's total memory."""
+        return self.memory_mib * 2**20
+
+    @property
+    def memory_gib(self) -> float:
+        """:attr:`memory_bytes` in GiB (e.g. 79.65 for an H100 SXM)."""
+        return self.memory_mib / 1024
+
+    @property
+    def label(self) -> str:
+        """``"H100 SXM (79.6 GiB)"``: how charts name a GPU."""
+        return f"{self.name} ({self.memory_gib:.1f} GiB)"
 
 
 @cache
@@ -138,7 +156,8 @@ def _gpus() -> dict[str, GPU]:
         def num(k, r=r):
             return float(r[k]) if r[k].strip() else None
         g = GPU(
-            name=r["name"], vendor=r["vendor"], memory_gib=num("memory_gib"),
+            name=r["name"], vendor=r["vendor"], memory_marketed_gb=num("memory_marketed_gb"),
+            memory_mib=int(r["memory_mib"]), memory_source=r["memory_source"],
             memory_bandwidth_gbps=num("memory_bandwidth_gbps"), bf16_dense_tflops=num("bf16_dense_tflops"),
             fp8_dense_tflops=num("fp8_dense_tflops"), link=r["link"], link_bandwidth_gbps=num("link_bandwidth_gbps"),
             link_direction=r["link_direction"], price_usd_per_gpu_hour=num("price_usd_per_gpu_hour"),
@@ -173,7 +192,8 @@ def gpu_table():
     """The GPU catalogue as a pandas DataFrame (for the book's tables)."""
     import pandas as pd
 
-    return pd.DataFrame([g.__dict__ for g in _gpus().values()]).set_index("name")
+    rows = [{**g.__dict__, "memory_gib": g.memory_gib} for g in _gpus().values()]
+    return pd.DataFrame(rows).set_index("name")
 
 
 def model_table():

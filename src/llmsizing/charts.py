@@ -63,11 +63,11 @@ def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color:
     """Mark a GPU's memory capacity on a bar chart."""
     if horizontal:
         ax.axhline(gib, color=color, lw=1, ls="--")
-        ax.annotate(f"{label} ({gib:g} GiB)", (1.0, gib), xycoords=("axes fraction", "data"),
+        ax.annotate(f"{label} ({gib:.1f} GiB)", (1.0, gib), xycoords=("axes fraction", "data"),
                     ha="right", va="bottom", fontsize=8, color=color)
     else:
         ax.axvline(gib, color=color, lw=1, ls="--")
-        ax.annotate(f"{label}\n{gib:g} GiB", (gib, 1.0), xycoords=("data", "axes fraction"),
+        ax.annotate(f"{label}\n{gib:.1f} GiB", (gib, 1.0), xycoords=("data", "axes fraction"),
                     ha="left", va="top", fontsize=8, color=color)
 
 
@@ -163,6 +163,8 @@ MODEL_STATES_COMPARE = (
 
 #: Line styles for GPU capacity lines (one per GPU type, in order).
 _CAPACITY_STYLES = ("--", "-.", ":", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 1)))
+#: Greys and muted colours so neighbouring capacity lines differ in colour as well as dash pattern.
+_CAPACITY_COLORS = ("0.15", "#8C564B", "#1F77B4", "#7F7F7F", "#2CA02C")
 
 
 def _inch_margins(width: float, height: float, *, left: float, bottom: float, top: float = 0.3,
@@ -184,8 +186,9 @@ def _gpu_lines(ax, gpus, count: int, *, horizontal: bool) -> list:
     for i, name in enumerate(gpus):
         g = get_gpu(name)
         cap = count * g.memory_gib
-        label = f"{count} × {g.name} = {cap:,.0f} GiB" if count > 1 else f"{g.name} ({cap:g} GiB)"
-        style = dict(color="0.15", lw=1.1, ls=_CAPACITY_STYLES[i % len(_CAPACITY_STYLES)], label=label)
+        label = f"{count} × {g.name} = {cap:,.0f} GiB" if count > 1 else f"{g.name} ({cap:.1f} GiB)"
+        style = dict(color=_CAPACITY_COLORS[i % len(_CAPACITY_COLORS)], lw=1.1,
+                     ls=_CAPACITY_STYLES[i % len(_CAPACITY_STYLES)], label=label)
         (ax.axvline if horizontal else ax.axhline)(cap, **style)
         out.append(g)
     return out
@@ -237,7 +240,7 @@ def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="a
         if count > 1:
             verdict = (f"; {count} of them hold {count * g.memory_gib:,.0f} GiB: "
                        + ("enough for the states" if count >= n else "NOT enough"))
-        lines.append(f"  needs ≥ {n} × {g.name} ({g.memory_gib:g} GiB) just for the states{verdict}")
+        lines.append(f"  needs ≥ {n} × {g.name} ({g.memory_gib:.1f} GiB) just for the states{verdict}")
     lines.append("  (perfect sharding, before activations and overhead: a lower bound)")
     return FixedView(fig, "\n".join(lines))
 
@@ -281,7 +284,7 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
              f"({r.rule_of_thumb_bytes / r.total_bytes - 1:+.0%} vs this book)"]
     for g in gs:
         n, n_rule = min_gpus_for_bytes(r.total_bytes, g), min_gpus_for_bytes(r.rule_of_thumb_bytes, g)
-        lines.append(f"  {g.name} ({g.memory_gib:g} GiB): needs ≥ {n} (rule says {n_rule})")
+        lines.append(f"  {g.name} ({g.memory_gib:.1f} GiB): needs ≥ {n} (rule says {n_rule})")
     return FixedView(fig, "\n".join(lines))
 
 
@@ -468,7 +471,7 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     lines += [f"    {ACT_LABELS[c]:<34s}{fmt_gib(acts.breakdown[c]):>12s}" for c in ACT_COMPONENTS
               if acts.breakdown[c]]
     lines += [f"  overhead         {fmt_gib(chosen.overhead_bytes):>12s}",
-              f"  total            {fmt_gib(chosen.total_bytes):>12s}  -> {fit} on {g.name} ({g.memory_gib:g} GiB)",
+              f"  total            {fmt_gib(chosen.total_bytes):>12s}  -> {fit} on {g.name} ({g.memory_gib:.1f} GiB)",
               f"  largest micro-batch that fits at {seq:,} tokens: {bmax}"]
     return FixedView(fig, "\n".join(lines))
 
@@ -514,7 +517,7 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("largest micro-batch (sequences)")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
-    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:g} GiB), {precision}, {states}", fontsize=9, loc="left")
+    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {states}", fontsize=9, loc="left")
     ax.grid(True, which="major", lw=0.4, alpha=0.5)
     if np.all([np.all(b == 0) for b in curves.values()]):
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,

@@ -98,7 +98,8 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     per parameter with AdamW), ``optimizer`` one of :data:`llmsizing.precision.OPTIMIZERS`.
 
     With ``parallel``, bytes are per GPU: the model is split evenly over ``tp * pp`` GPUs, then ZeRO stage 1
-    shards the optimizer bytes over ``dp``, stage 2 also the gradients, stage 3 also the weights (ZeRO paper,
+    shards the optimizer bytes over ``dp`` (with a recipe's extra fp32 gradient copy, which DeepSpeed keeps
+    only for the GPU's own partition), stage 2 also the gradients, stage 3 also the weights (ZeRO paper,
     Fig. 1). The even split is an approximation: replicated norms and an uneven first/last pipeline stage are
     refined in the parallelism chapters. Taught in chapter 2.
     """
@@ -109,8 +110,8 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     n = model.n_params
     weights = n * DTYPE_BYTES[recipe.weights]
     grads = n * DTYPE_BYTES[recipe.grads]
-    if recipe.extra_grads:
-        grads += n * DTYPE_BYTES[recipe.extra_grads]
+    # the optimizer's own fp32 gradient copy (DeepSpeed ZeRO-1/2) belongs to the optimizer's partition
+    extra = n * DTYPE_BYTES[recipe.extra_grads] if recipe.extra_grads else 0.0
     master = n * DTYPE_BYTES[recipe.master] if recipe.master else 0.0
     elements = optimizer_state_elements(model, optimizer)
     if opt.dtype:  # quantised states: 1 byte each + one fp32 constant per block
@@ -118,14 +119,14 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     else:
         states = elements * DTYPE_BYTES[recipe.states]
     split = par.tp * par.pp
-    weights, grads, master, states = (x / split for x in (weights, grads, master, states))
+    weights, grads, extra, master, states = (x / split for x in (weights, grads, extra, master, states))
     if par.zero >= 1:
-        master, states = master / par.dp, states / par.dp
+        master, states, extra = master / par.dp, states / par.dp, extra / par.dp
     if par.zero >= 2:
         grads = grads / par.dp
     if par.zero >= 3:
         weights = weights / par.dp
-    return ModelStates(n, precision, optimizer, weights, grads, master, states, par)
+    return ModelStates(n, precision, optimizer, weights, grads + extra, master, states, par)
 
 
 def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=None):
