@@ -2,8 +2,8 @@
 
 * **Memory on a device** (weights, gradients, optimizer states, activations, KV cache, GPU capacity) is in
   binary units: 1 GiB = 2**30 bytes. This is what ``nvidia-smi`` and ``torch.cuda.memory_allocated`` report,
-  and what HBM stacks are built in. Vendors print "80 GB" on an H100; the catalogue stores that as 80 GiB and
-  says so (the usable figure is a little lower).
+  and what HBM stacks are built in. A GPU's capacity is what the driver reports (an H100 sold as "80 GB"
+  reports 81,559 MiB = 79.6 GiB); the catalogue keeps the marketed figure alongside.
 * **Bandwidth** (memory and links) is in decimal units: 1 GB/s = 10**9 bytes per second, as on spec sheets.
   Every link bandwidth states whether it is one-way or bidirectional.
 * **Compute** is in decimal units: 1 TFLOP/s = 10**12 floating-point operations per second, dense (no
