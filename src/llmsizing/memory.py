@@ -104,16 +104,37 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     refined in the parallelism chapters. Taught in chapter 2.
     """
     model = resolve_model(model)
-    recipe = RECIPES[check_choice("precision", precision, RECIPES)]
+    check_choice("precision", precision, RECIPES)
+    elements = optimizer_state_elements(model, optimizer)
+    return _states(model.n_params, elements, precision, optimizer, resolve_parallel(parallel))
+
+
+def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
+                            parallel: Parallel | None = None) -> ModelStates:
+    """:func:`model_states` for a bare parameter count, when there is no architecture to build (for example
+    "a 10B model" in an article). Same recipes, same ZeRO rules.
+
+    Only for optimizers whose state is elementwise (everything but Adafactor, whose factored moment depends on
+    the tensor shapes: build a :class:`~llmsizing.model.Model` for it). Taught in chapter 2.
+    """
+    n = check_int("n_params", n_params)
+    check_choice("precision", precision, RECIPES)
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
-    par = resolve_parallel(parallel)
-    n = model.n_params
+    if opt.factored:
+        raise ValueError(f"optimizer={optimizer!r} has a factored state that depends on the tensor shapes: "
+                         "use model_states with a Model")
+    return _states(n, opt.states * n, precision, optimizer, resolve_parallel(parallel))
+
+
+def _states(n: int, elements: float, precision: str, optimizer: str, par: Parallel) -> ModelStates:
+    """The recipe and ZeRO arithmetic shared by :func:`model_states` and :func:`model_states_for_params`:
+    ``n`` parameters, ``elements`` optimizer-state numbers."""
+    recipe, opt = RECIPES[precision], OPTIMIZERS[optimizer]
     weights = n * DTYPE_BYTES[recipe.weights]
     grads = n * DTYPE_BYTES[recipe.grads]
     # the optimizer's own fp32 gradient copy (DeepSpeed ZeRO-1/2) belongs to the optimizer's partition
     extra = n * DTYPE_BYTES[recipe.extra_grads] if recipe.extra_grads else 0.0
     master = n * DTYPE_BYTES[recipe.master] if recipe.master else 0.0
-    elements = optimizer_state_elements(model, optimizer)
     if opt.dtype:  # quantised states: 1 byte each + one fp32 constant per block
         states = elements * (DTYPE_BYTES[opt.dtype] + 4 / opt.block)
     else:

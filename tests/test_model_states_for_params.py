@@ -1,0 +1,28 @@
+"""model_states_for_params (chapter 2) agrees with model_states for every elementwise optimizer."""
+
+import pytest
+
+from llmsizing import Parallel, get_model, model_states
+from llmsizing.memory import model_states_for_params
+from llmsizing.precision import OPTIMIZERS, RECIPES
+
+
+@pytest.mark.parametrize("precision", list(RECIPES))
+@pytest.mark.parametrize("optimizer", [o for o, v in OPTIMIZERS.items() if not v.factored])
+@pytest.mark.parametrize("parallel", [None, Parallel(tp=2), Parallel(dp=8, zero=1), Parallel(dp=8, zero=3)])
+def test_same_as_model_states(precision, optimizer, parallel):
+    m = get_model("llama-2-13b")
+    a = model_states(m, precision=precision, optimizer=optimizer, parallel=parallel)
+    b = model_states_for_params(m.n_params, precision=precision, optimizer=optimizer, parallel=parallel)
+    assert b == a
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="factored"):
+        model_states_for_params(10**10, optimizer="adafactor")
+    with pytest.raises(TypeError, match="n_params"):
+        model_states_for_params(1e10)
+    with pytest.raises(ValueError, match="n_params"):
+        model_states_for_params(0)
+    with pytest.raises(ValueError, match="precision"):
+        model_states_for_params(10**10, precision="bf17")
