@@ -1,7 +1,7 @@
 """Inference memory: weights + KV cache + an overhead allowance (chapter 3, "Inference memory").
 
 Sources: the KV cache holds K and V for every layer, KV head and position (Pope et al. 2022, "Efficiently
-Scaling Transformer Inference", Sec. 3; grouped-query attention, Ainslie et al. 2023, divides it by
+Scaling Transformer Inference"; grouped-query attention, Ainslie et al. 2023, divides it by
 ``heads / kv_heads``). The rule of thumb it is compared with, memory = 1.2 x weights, is EleutherAI's
 "Transformer Math 101" and seed article 002.
 """
@@ -99,8 +99,9 @@ def rule_of_thumb_breakeven_tokens(model: Model | str, *, weights: str = "bf16",
     allowance, ``0.2 x weights / kv_bytes_per_token``. Beyond it the rule under-estimates whatever the
     overhead is. With ``with_overhead=True``: the count at which the book's full estimate (weights + KV +
     :func:`~llmsizing.memory.default_overhead_bytes`) equals the rule, solving
-    ``W + KV + 1 GiB + 0.08 (W + KV) = 1.2 W`` for KV. That can be 0.0 when the fixed 1 GiB alone exceeds the
-    rule's margin (small or heavily quantised models): the rule then under-estimates at any context.
+    ``W + KV + 1 GiB + 0.08 (W + KV) = 1.2 W`` for KV. That can be 0.0 when the allowance alone (1 GiB + 8% of
+    the weights) exceeds the rule's margin (small or heavily quantised models): the rule then under-estimates at
+    any context.
     Returns a float (a token count; compare it with ``batch * context``). Taught in chapter 3.
     """
     model = resolve_model(model)
