@@ -15,9 +15,11 @@ This module rebuilds that count tensor by tensor so it generalises honestly:
 * dropout masks at ``mask_bytes`` per element (1 on CUDA; pass the activation width for CPU PyTorch);
 * ``attention="eager"`` saves the ``a*s^2`` softmax output (plus the dropout mask and output);
   ``"flash"`` saves only Q, K, V, the output and an fp32 log-sum-exp per row (Dao et al. 2022);
-* recomputation: ``"selective"`` recomputes the attention core (keeps no ``s^2`` terms, but one layer's
-  rebuilt core is alive during its backward), ``"full"`` keeps only each layer's input plus one layer's
-  working set during its backward. Both report the peak, so ``full <= selective <= none`` from two layers up.
+* recomputation (Korthikanti et al. Sec. 5): ``"selective"`` recomputes the attention core (keeps no
+  ``s^2`` terms, but one layer's rebuilt core is alive during its backward, and a rebuilt flash kernel saves
+  a fresh output), ``"full"`` keeps only each layer's input plus one layer's working set during its
+  backward. Both report the peak, so ``full <= selective`` from two layers up and ``selective <= none`` for
+  eager attention; with flash, selective buys nothing (it is a hair above ``none``, as measured).
 
 What it leaves out, on purpose: small int64 index tensors of the attention mask and rotary tables
 (independent of batch), and allocator rounding. Chapter 5 measures how much that misses.
