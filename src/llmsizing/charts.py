@@ -336,7 +336,6 @@ def render_inference_vs_context(model="llama-3-8b", batches=(1, 8, 32), weights=
 
 
 # =========================================================================== chapter 4: activation memory
-# (render_activation_memory and friends go here)
 
 #: Display names and colours of the stacks in chapter 4's figures (activation components get their own
 #: names so they never share a colour with a model-state component).
