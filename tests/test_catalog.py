@@ -92,13 +92,16 @@ def test_get_gpu_forgives_case_and_spaces():
     assert get_gpu("A100-80GB").name == "A100 80GB"
 
 
-@pytest.mark.parametrize("typo,expected", [("H100", "H100 SXM"), ("A100 80", "A100 80GB"), ("mi300", "MI300X"),
-                                           ("4090", "RTX 4090"), ("L40", "L40S"), ("B20O", "B200")])
-def test_unknown_gpu_suggests_closest(typo, expected):
+@pytest.mark.parametrize("kind,typo,expected", [
+    ("GPU", "H100", "H100 SXM"), ("GPU", "A100 80", "A100 80GB"), ("GPU", "mi300", "MI300X"),
+    ("GPU", "4090", "RTX 4090"), ("GPU", "L40", "L40S"), ("GPU", "B20O", "B200"),
+    ("model", "llama-2-7", "llama-2-7b"), ("model", "Llama-2-7B", "llama-2-7b"), ("model", "mistral", "mistral-7b"),
+    ("model", "gpt-2", "gpt2"), ("model", "llama3-8b", "llama-3-8b"), ("model", "qwen2", "qwen2-7b")])
+def test_unknown_name_suggests_closest(kind, typo, expected):
     with pytest.raises(ValueError) as e:
-        get_gpu(typo)
+        (get_gpu if kind == "GPU" else get_model)(typo)
     msg = str(e.value)
-    assert "GPU" in msg and repr(typo) in msg
+    assert kind in msg and repr(typo) in msg
     assert f"Did you mean {expected!r}?" in msg
 
 
@@ -136,17 +139,6 @@ def test_model_table():
     assert (t["n_params"] > 0).all()
     exact = t.drop(index="gpt3-175b")
     assert (exact["n_params"] == exact["published_params"]).all()
-
-
-@pytest.mark.parametrize("typo,expected", [("llama-2-7", "llama-2-7b"), ("Llama-2-7B", "llama-2-7b"),
-                                           ("mistral", "mistral-7b"), ("gpt-2", "gpt2"),
-                                           ("llama3-8b", "llama-3-8b"), ("qwen2", "qwen2-7b")])
-def test_unknown_model_suggests_closest(typo, expected):
-    with pytest.raises(ValueError) as e:
-        get_model(typo)
-    msg = str(e.value)
-    assert "model" in msg and repr(typo) in msg
-    assert f"Did you mean {expected!r}?" in msg
 
 
 def test_unknown_model_without_close_match_lists_known():

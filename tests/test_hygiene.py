@@ -23,9 +23,10 @@ import ast
 import re
 from pathlib import Path
 
+import importlib.util
+
 import nbformat
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -36,26 +37,15 @@ IGNORE_TAG = "nbval-ignore-output"
 REMOVE_TAG = "remove-output"
 MEMORY_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{6,}")
 
+# tools/ is not a package: load the toc reader that `make outputs` uses, so both read _toc.yml the same way
+_spec = importlib.util.spec_from_file_location("refresh_outputs", ROOT / "tools" / "refresh_outputs.py")
+refresh_outputs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(refresh_outputs)
+
 
 # --------------------------------------------------------------------------- helpers
 def toc_entries() -> list[str]:
-    data = yaml.safe_load(TOC.read_text(encoding="utf-8"))
-    found: list[str] = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key in ("root", "file"):
-                if isinstance(node.get(key), str):
-                    found.append(node[key])
-            for value in node.values():
-                if isinstance(value, (dict, list)):
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(data)
-    return found
+    return refresh_outputs.toc_entries(TOC)
 
 
 def resolve(entry: str) -> Path | None:

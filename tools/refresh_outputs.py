@@ -48,8 +48,8 @@ VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
 
-def toc_notebooks(toc: Path = TOC) -> list[Path]:
-    """Notebooks listed in _toc.yml (root first), in order."""
+def toc_entries(toc: Path = TOC) -> list[str]:
+    """Every ``root``/``file`` entry of _toc.yml, as written (root first). tests/test_hygiene.py uses it too."""
     import yaml  # PyYAML ships with jupyter-book
 
     data = yaml.safe_load(toc.read_text(encoding="utf-8"))
@@ -68,8 +68,13 @@ def toc_notebooks(toc: Path = TOC) -> list[Path]:
                 walk(item)
 
     walk(data)
+    return files
+
+
+def toc_notebooks(toc: Path = TOC) -> list[Path]:
+    """Notebooks listed in _toc.yml (root first), in order."""
     out = []
-    for f in files:
+    for f in toc_entries(toc):
         p = ROOT / f
         if p.suffix == "":
             p = p.with_suffix(".ipynb")

@@ -25,6 +25,8 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
 
     Quantised formats (below 2 bytes) apply to the transformer blocks' linear layers only; embeddings,
     LM head, norms and biases stay in bf16, as bitsandbytes, GPTQ and AWQ leave them by default.
+    ``int4`` is exactly half a byte: the group scales of GPTQ/AWQ (one fp16 scale per 128 weights, +3%, plus
+    zero points) are not counted; ``nf4`` includes its quantisation constants (QLoRA).
     ``quantize_all=True`` gives the naive figure ``n_params x bytes`` instead (every tensor in ``dtype``), to
     show how much the bf16 embeddings cost.
     """

@@ -100,8 +100,9 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     With ``parallel``, bytes are per GPU: the model is split evenly over ``tp * pp`` GPUs, then ZeRO stage 1
     shards the optimizer bytes over ``dp`` (with a recipe's extra fp32 gradient copy, which DeepSpeed keeps
     only for the GPU's own partition), stage 2 also the gradients, stage 3 also the weights (ZeRO paper,
-    Fig. 1). The even split is an approximation: replicated norms and an uneven first/last pipeline stage are
-    refined in the parallelism chapters. Taught in chapter 2.
+    Fig. 1). The even split is an approximation: norms replicated under TP add < 0.01% (2e-5 of Llama-2-70B);
+    with pipeline parallelism the first and last stages also hold the embedding and LM head, e.g. 13% above
+    the even share for Llama-3-8B at ``pp=4``. The parallelism chapters refine both. Taught in chapter 2.
     """
     model = resolve_model(model)
     check_choice("precision", precision, RECIPES)
