@@ -13,7 +13,7 @@ from conftest import small_models
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmsizing import inference_memory, kv_cache_bytes_per_token, weights_bytes
+from llmsizing import get_model, inference_memory, kv_cache_bytes_per_token, weights_bytes
 from llmsizing.inference import RULE_OF_THUMB
 from llmsizing.units import GiB
 
@@ -62,10 +62,29 @@ def test_llama2_7b_inference_by_hand():
 
 
 def test_kv_cache_linear_in_batch_and_context():
-    one = inference_memory("mistral-7b", batch=1, context=1000).kv_cache_bytes
-    assert inference_memory("mistral-7b", batch=8, context=1000).kv_cache_bytes == 8 * one
-    assert inference_memory("mistral-7b", batch=1, context=32000).kv_cache_bytes == 32 * one
+    full = get_model("mistral-7b").with_(sliding_window=None)     # Mistral 7B v0.2: no window
+    one = inference_memory(full, batch=1, context=1000).kv_cache_bytes
+    assert inference_memory(full, batch=8, context=1000).kv_cache_bytes == 8 * one
+    assert inference_memory(full, batch=1, context=32000).kv_cache_bytes == 32 * one
     assert one == 1000 * 128 * 1024      # 2 x 32 x 8 x 128 x 2 = 128 KiB per token
+
+
+def test_sliding_window_caps_the_kv_cache_per_sequence():
+    # Mistral-7B v0.1's config.json: sliding_window 4096 (Jiang et al. 2023, Sec. 2: rolling buffer cache)
+    v01 = get_model("mistral-7b")
+    assert v01.sliding_window == 4096
+    per_token = 2 * 32 * 8 * 128 * 2
+    assert inference_memory(v01, batch=3, context=32000).kv_cache_bytes == 3 * 4096 * per_token
+    assert inference_memory(v01, batch=3, context=1000).kv_cache_bytes == 3 * 1000 * per_token
+
+
+@given(st.integers(1, 20000), st.integers(1, 64), st.integers(1, 8))
+def test_window_never_increases_the_kv_cache(window, context_k, batch):
+    base = get_model("llama-3-8b")
+    windowed = base.with_(sliding_window=window)
+    context = context_k * 512
+    assert (inference_memory(windowed, batch=batch, context=context).kv_cache_bytes
+            <= inference_memory(base, batch=batch, context=context).kv_cache_bytes)
 
 
 def test_explicit_overhead():

@@ -1,4 +1,12 @@
-"""Input checks shared by the library: bad input raises a clear error naming the parameter (chapter 0)."""
+"""Input checks shared by the library: bad input raises a clear error naming the parameter (chapter 0).
+
+This is the library's one normalisation point. Every public function passes its numbers through
+:func:`check_int` / :func:`check_number` and keeps what they RETURN: a Python ``int`` or ``float``, never the
+caller's NumPy scalar. That matters because NumPy integers are fixed-width: ``np.int32(4096) * np.int32(4096)
+* np.int32(32000)`` wraps around silently, and a sizing tool that returns a negative parameter count is worse
+than one that raises. Python integers never overflow, and Python floats that would become ``inf`` are
+refused here, with the parameter named, before any arithmetic.
+"""
 
 from __future__ import annotations
 
@@ -7,38 +15,68 @@ import math
 import numbers
 from collections.abc import Iterable
 
+#: The largest number any argument may have unless a function says otherwise: 2**53, the largest integer a
+#: float64 holds exactly (9.0e15: far beyond any real layer count, sequence, batch, or byte count per GPU).
+#: Keeping every input below it keeps every product the library forms finite (it would take 19 such factors
+#: to overflow a float), so no result is ever ``inf``.
+MAX_MEANINGFUL = 2**53
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, bool) or type(value).__name__ == "bool_"   # Python bool or numpy.bool_
+
 
 def check_int(name: str, value, *, minimum: int = 1, maximum: int | None = None) -> int:
-    """Return ``value`` if it is an integer in [minimum, maximum]; raise TypeError/ValueError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    """Return ``value`` as a Python ``int`` if it is an integer in [minimum, maximum]; raise otherwise.
+
+    NumPy integer scalars are accepted and converted; ``bool`` (Python's or NumPy's), floats (even ``2.0``)
+    and strings raise ``TypeError``. Without ``maximum`` the bound is :data:`MAX_MEANINGFUL`.
+    """
+    if _is_bool(value) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     value = int(value)
-    hi = "" if maximum is None else f" and <= {maximum:,}"
-    if value < minimum or (maximum is not None and value > maximum):
+    top = MAX_MEANINGFUL if maximum is None else maximum
+    if value < minimum or value > top:
+        hi = "" if maximum is None and value < minimum else f" and <= {top:,}"
         raise ValueError(f"{name} must be an integer >= {minimum:,}{hi}, got {value:,}")
     return value
 
 
 def check_number(name: str, value, *, minimum: float = 0.0, allow_equal: bool = True,
                  maximum: float | None = None) -> float:
-    """Return ``value`` as a float if it is a finite real number in range; raise otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    """Return ``value`` as a Python ``float`` if it is a finite real number in range; raise otherwise.
+
+    NumPy scalars (``np.float32``, ``np.int64``, ...) are accepted and converted; ``bool``, strings, NaN and
+    infinities are refused. Without ``maximum`` the bound is :data:`MAX_MEANINGFUL` (pass ``minimum=None``
+    for no lower bound, e.g. a signed difference to format).
+    """
+    if _is_bool(value) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:                       # a Python int beyond float range
+        raise ValueError(f"{name} is too large to be meaningful, got {value:.3e}") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
+    top = MAX_MEANINGFUL if maximum is None else maximum
+    if minimum is None:
+        if abs(value) > top:
+            raise ValueError(f"{name} must be between {-top:g} and {top:g}, got {value:g}")
+        return value
     low_ok = value >= minimum if allow_equal else value > minimum
     op = ">=" if allow_equal else ">"
-    hi = "" if maximum is None else f" and <= {maximum:g}"
-    if not low_ok or (maximum is not None and value > maximum):
+    if not low_ok or value > top:
+        hi = "" if maximum is None and not low_ok else f" and <= {top:g}"
         raise ValueError(f"{name} must be {op} {minimum:g}{hi}, got {value:g}")
     return value
 
 
 def check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool):
+    """Return ``value`` as a Python ``bool`` if it is one (NumPy's ``bool_`` too); raise ``TypeError`` for
+    anything else, including ``0``/``1`` and the strings ``"true"``/``"false"``."""
+    if not _is_bool(value):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return value
+    return bool(value)
 
 
 def check_choice(name: str, value, choices: Iterable[str]) -> str:
@@ -51,3 +89,15 @@ def check_choice(name: str, value, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(value.lower(), choices, n=1, cutoff=0.5)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ValueError(f"unknown {name} {value!r}.{hint} Allowed: {', '.join(choices)}")
+
+
+def check_sequence(name: str, value, *, example: str, allow_empty: bool = False) -> list:
+    """Return ``value`` as a list if it is a list-like of items (a list, tuple, set or array; not a string or
+    a dict, which would iterate over characters or keys); raise ``TypeError``/``ValueError`` naming ``name``.
+    The items themselves are checked by the caller."""
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a list, e.g. {example}; got {type(value).__name__} {value!r}")
+    items = list(value)
+    if not items and not allow_empty:
+        raise ValueError(f"{name} must not be empty, e.g. {example}")
+    return items

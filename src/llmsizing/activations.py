@@ -29,9 +29,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._validate import check_bool, check_choice, check_int, check_number
+from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int, check_number
 from .catalog import resolve_model
 from .model import Model
+from .parallel import check_layout
 from .precision import DTYPE_BYTES
 
 ATTENTION = ("flash", "eager")
@@ -81,8 +82,18 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
     """Bytes one layer saves for backward, by component, with no recomputation except ``selective``.
 
     ``batch`` and ``seq`` may be NumPy arrays (the formula is plain arithmetic), which is how the widgets
-    sweep sequence length without a Python loop. No input checking: use :func:`activation_memory`.
+    sweep sequence length without a Python loop. The arguments are checked as in :func:`activation_memory`
+    (arrays must hold integers >= 1).
     """
+    model = resolve_model(model)
+    batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
+    check_choice("dtype", dtype, ACTIVATION_DTYPES)
+    check_choice("attention", attention, ATTENTION)
+    check_bool("dropout", dropout)
+    tp, sp = check_int("tp", tp), check_bool("sp", sp)
+    check_layout(model, tp=tp, sp=sp)
+    mask_bytes = check_number("mask_bytes", mask_bytes)
+    check_bool("selective", selective)
     p = DTYPE_BYTES[dtype]
     s, b = seq, batch
     h, a, g, d, f = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn_hidden
@@ -111,6 +122,19 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
             "dropout_masks": masks}
 
 
+def _int_or_array(name: str, value):
+    """An int checked by :func:`check_int`, or a NumPy array of integers >= 1 (for vectorised sweeps)."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iu" or value.size == 0 or (value < 1).any():
+            raise ValueError(f"{name} as an array must hold integers >= 1, got {value!r}")
+        if (value > MAX_MEANINGFUL).any():
+            raise ValueError(f"{name} must be <= {MAX_MEANINGFUL:,}")
+        return value.astype(np.int64).astype(float)   # float: products of int64 could wrap around
+    return check_int(name, value)
+
+
 def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16",
                       attention: str = "flash", dropout: bool = False, recompute: str = "none",
                       tp: int = 1, sp: bool = False, mask_bytes: float = 1.0,
@@ -136,10 +160,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     check_bool("sp", sp)
     mask_bytes = check_number("mask_bytes", mask_bytes, minimum=0.0)
     check_choice("logits_dtype", logits_dtype, ACTIVATION_DTYPES)
-    if model.heads % tp or model.ffn_hidden % tp:
-        raise ValueError(f"tp must divide heads ({model.heads}) and ffn_hidden ({model.ffn_hidden}), got {tp}")
-    if sp and tp == 1:
-        raise ValueError("sp=True needs tp > 1")
+    check_layout(model, tp=tp, sp=sp)
 
     p = DTYPE_BYTES[dtype]
     h, L, V = model.hidden, model.layers, model.vocab
@@ -180,11 +201,16 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     return ActivationMemory(per_layer, layers, embedding, logits, comps)
 
 
-def korthikanti_bytes_per_layer(model: Model, *, batch: int, seq: int, tp: int = 1, sp: bool = False) -> float:
+def korthikanti_bytes_per_layer(model: Model | str, *, batch: int, seq: int, tp: int = 1,
+                                sp: bool = False) -> float:
     """Korthikanti et al. 2022's closed form, as printed (16-bit, dropout, eager attention, f = 4h):
     ``sbh(34 + 5as/h)``; with TP ``sbh(10 + 24/t + 5as/(ht))``; with TP+SP ``sbh(34 + 5as/h)/t``.
     Kept verbatim so tests can compare the tensor-by-tensor count against the paper."""
-    s, b, h, a, t = seq, batch, model.hidden, model.heads, tp
+    model = resolve_model(model)
+    s, b = check_int("seq", seq), check_int("batch", batch)
+    t, sp = check_int("tp", tp), check_bool("sp", sp)
+    check_layout(model, tp=t, sp=sp)
+    h, a = model.hidden, model.heads
     if t == 1:
         return s * b * h * (34 + 5 * a * s / h)
     if sp:

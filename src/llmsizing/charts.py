@@ -126,13 +126,11 @@ def render_parameter_shares(models=None) -> View:
     from .model import COMPONENTS
     from .units import fmt_count
 
+    from ._validate import check_sequence
+
     if models is None:
         models = list_models()
-    if isinstance(models, (str,)) or not hasattr(models, "__iter__"):
-        raise TypeError("models must be a list of catalogue names or Models")
-    ms = [resolve_model(m) for m in models]
-    if not ms:
-        raise ValueError("models must name at least one model")
+    ms = [resolve_model(m) for m in check_sequence("models", models, example="['gpt2', 'llama-3-8b']")]
     parts = [m.param_breakdown() for m in ms]
     comps = [c for c in COMPONENTS if any(p[c] for p in parts)]
     fig, ax = new_figure(7.5, 0.42 * len(ms) + 1.4)
@@ -178,12 +176,13 @@ def _inch_margins(width: float, height: float, *, left: float, bottom: float, to
 
 def _gpu_lines(ax, gpus, count: int, *, horizontal: bool) -> list:
     """Draw one dashed capacity line per GPU type at ``count`` x its memory (GiB); return the GPU objects."""
-    from .catalog import get_gpu
+    from ._validate import check_sequence
+    from .catalog import GPU, get_gpu
 
-    if isinstance(gpus, str):
+    if isinstance(gpus, (str, GPU)):
         gpus = (gpus,)
     out = []
-    for i, name in enumerate(gpus):
+    for i, name in enumerate(check_sequence("gpus", gpus, example="('H100 SXM', 'H200')", allow_empty=True)):
         g = get_gpu(name)
         cap = count * g.memory_gib
         label = f"{count} × {g.name} = {cap:,.0f} GiB" if count > 1 else f"{g.name} ({cap:.1f} GiB)"
@@ -201,7 +200,7 @@ def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="a
     optimizer pairs, the selected ``precision`` x ``optimizer`` in bold, against the memory of ``count``
     GPUs of each type in ``gpus``. The summary gives the minimum GPU counts from
     :func:`llmsizing.memory.min_gpus_for_bytes`. Chapter 2."""
-    from ._validate import check_int
+    from ._validate import check_int, check_sequence
     from .catalog import resolve_model
     from .memory import min_gpus_for_bytes, model_states
     from .units import GB, fmt_count
@@ -209,7 +208,11 @@ def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="a
     m = resolve_model(model)
     count = check_int("count", count, maximum=4096)
     sel = model_states(m, precision=precision, optimizer=optimizer)
-    pairs = list(compare)
+    pairs = check_sequence("compare", compare, example="[('bf16-mixed', 'adamw')]", allow_empty=True)
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, str) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"compare[{i}] must be a (precision, optimizer) pair, got {pair!r}")
+    pairs = [tuple(p) for p in pairs]
     if (precision, optimizer) not in pairs:
         pairs.insert(0, (precision, optimizer))
     states = [sel if p == (precision, optimizer) else model_states(m, precision=p[0], optimizer=p[1])
@@ -300,12 +303,12 @@ def render_inference_vs_context(model="llama-3-8b", batches=(1, 8, 32), weights=
     from .inference import RULE_OF_THUMB, inference_memory
     from .units import fmt_count
 
+    from ._validate import check_int, check_sequence
+
     m = resolve_model(model)
-    if isinstance(batches, int) or not batches:
-        raise TypeError("batches must be a non-empty list of integers, e.g. (1, 8, 32)")
-    if isinstance(contexts, int) or not contexts:
-        raise TypeError("contexts must be a non-empty list of integers")
-    contexts = sorted(contexts)
+    batches = [check_int("batches[]", b) for b in check_sequence("batches", batches, example="(1, 8, 32)")]
+    contexts = sorted({check_int("contexts[]", c)
+                       for c in check_sequence("contexts", contexts, example="(4096, 8192)")})
     fig, ax = _inch_margins(7.5, 3.8, left=0.75, bottom=0.95)
     lines = [f"{m.name}: total serving memory (GiB), weights {weights}, KV cache {kv_cache}",
              f"{'context':>9s}" + "".join(f"{'batch ' + str(b):>11s}" for b in batches)]
@@ -350,6 +353,14 @@ COLORS.update({
     "token ids": "#86BCB6", "logits + loss": "#499894",
 })
 RECOMPUTE_COLORS = {"none": "#C44E52", "selective": "#DD8452", "full": "#4C72B0"}
+
+
+def _mark_beyond_max_seq(ax, x0: float, x1: float, max_seq: int) -> None:
+    """Hatch the sequence lengths beyond the model's trained context (``Model.max_seq``): the memory is
+    computed the same way there, but running them assumes extended positions (RoPE scaling)."""
+    ax.axvspan(x0, x1, facecolor="none", edgecolor="0.75", hatch="//", lw=0, zorder=0.5)
+    ax.annotate(f"beyond max_seq ({_seq_label(max_seq)})", (x0, 1.0), xycoords=("data", "axes fraction"),
+                xytext=(3, -3), textcoords="offset points", ha="left", va="top", fontsize=7, color="0.4")
 
 
 def _seq_label(s: int) -> str:
@@ -453,6 +464,9 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     i_sel = seqs.index(seq)
     ax.get_xticklabels()[i_sel].set_fontweight("bold")
     ax.axvspan(i_sel - 0.5, i_sel + 0.5, color="0.9", zorder=0)
+    beyond = [i for i, s in enumerate(seqs) if s > m.max_seq]
+    if beyond:
+        _mark_beyond_max_seq(ax, beyond[0] - 0.5, len(seqs) - 0.5, m.max_seq)
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("GiB per GPU")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
@@ -472,6 +486,9 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     lines += [f"  overhead         {fmt_gib(chosen.overhead_bytes):>12s}",
               f"  total            {fmt_gib(chosen.total_bytes):>12s}  -> {fit} on {g.name} ({g.memory_gib:.1f} GiB)",
               f"  largest micro-batch that fits at {seq:,} tokens: {bmax}"]
+    if seq > m.max_seq:
+        lines.append(f"  ({seq:,} tokens is beyond the {m.max_seq:,} the model was trained with: "
+                     "this assumes extended positions, e.g. RoPE scaling)")
     return FixedView(fig, "\n".join(lines))
 
 
@@ -522,6 +539,9 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,
                 ha="center", va="center", color="#b00020")
         ax.set_ylim(1, 2)
+    if seqs[-1] > m.max_seq:
+        _mark_beyond_max_seq(ax, max(m.max_seq, seqs[0]), seqs[-1] * 1.15, m.max_seq)
+        ax.set_xlim(seqs[0] / 1.15, seqs[-1] * 1.15)
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
     show_seqs = [s for s in seqs if s in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)]

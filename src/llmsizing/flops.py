@@ -2,38 +2,56 @@
 
 Source: Kaplan et al. 2020 and Hoffmann et al. 2022 for C = 6N per token (forward 2N, backward 4N);
 Korthikanti et al. 2022, Sec. 5 (and Narayanan et al. 2021, Eq. 3) for the attention term and for full
-recomputation adding one more forward pass (8N instead of 6N).
+recomputation adding one more forward pass of the transformer layers.
+
+The attention term's causal-mask convention: by default the library counts the whole ``s x s`` score matrix,
+``QK^T`` and ``attn @ V`` at ``2 * s * heads * head_dim`` FLOPs each per token and layer, as Narayanan et al.
+2021 (Eq. 3) and PaLM's ``6N + 12 L H Q T`` (Chowdhery et al. 2022, App. B) do, and as MFU figures quoted from
+those papers assume. A causal kernel (FlashAttention with ``causal=True``) skips the masked upper triangle and
+executes about half of it; ``causal=True`` counts that half, as some papers and tools do. Only the attention
+term differs: for Llama-2-7B at ``s = 4096`` it is 14% of the forward FLOPs, so the halved count is 7% lower.
 """
 
 from __future__ import annotations
 
-from ._validate import check_choice, check_int
+from ._validate import check_bool, check_choice, check_int
 from .catalog import resolve_model
 from .model import Model
 
 RECOMPUTE = ("none", "selective", "full")
 
 
-def forward_flops_per_token(model: Model | str, *, seq: int) -> float:
-    """Forward FLOPs per token: 2 per weight of the matrix multiplies (embedding lookup excluded, LM head
-    included) plus attention's ``QK^T`` and ``attn @ V``: ``4 * seq * heads * head_dim`` per layer
-    (no causal-mask saving, as in Narayanan et al. 2021)."""
+def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
+    """Forward FLOPs per token of the attention core over all layers: ``QK^T`` and ``attn @ V``,
+    ``4 * seq * heads * head_dim * layers`` (halved with ``causal=True``: see the module docstring)."""
     model = resolve_model(model)
     seq = check_int("seq", seq)
+    full = 4 * seq * model.heads * model.head_dim * model.layers
+    return full / 2 if check_bool("causal", causal) else float(full)
+
+
+def forward_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
+    """Forward FLOPs per token: 2 per weight of the matrix multiplies (embedding lookup excluded, LM head
+    included) plus attention's ``QK^T`` and ``attn @ V`` (:func:`attention_flops_per_token`; the full
+    ``s x s`` matrix unless ``causal=True``)."""
+    model = resolve_model(model)
     parts = model.param_breakdown()
     # the input embedding is a lookup, not a matmul; with tied embeddings the same matrix IS the LM head
     matmul_params = model.n_params - parts["position"] - (0 if model.tied_embeddings else parts["embedding"])
-    attention = 4 * seq * model.heads * model.head_dim * model.layers
-    return 2 * matmul_params + attention
+    return 2 * matmul_params + attention_flops_per_token(model, seq=seq, causal=causal)
 
 
-def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "none") -> float:
-    """Training FLOPs per token: forward x 3 (backward costs two forwards), plus the recomputed part:
-    ``"full"`` one more forward (about 8N instead of 6N), ``"selective"`` the attention core again."""
+def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "none",
+                             causal: bool = False) -> float:
+    """Training FLOPs per token: forward x 3 (backward costs two forwards), plus what recomputation reruns:
+    ``"full"`` the forward of the transformer layers again (not the embedding lookup nor the LM head, which
+    sit outside the checkpointed layers: about 8N instead of 6N), ``"selective"`` the attention core again
+    (Korthikanti et al. 2022, Sec. 5)."""
     model = resolve_model(model)
     check_choice("recompute", recompute, RECOMPUTE)
-    fwd = forward_flops_per_token(model, seq=seq)
+    fwd = forward_flops_per_token(model, seq=seq, causal=causal)
+    attention = attention_flops_per_token(model, seq=seq, causal=causal)
     extra = {"none": 0.0,
-             "selective": 4 * seq * model.heads * model.head_dim * model.layers,
-             "full": fwd}[recompute]
+             "selective": attention,
+             "full": 2 * model.layers * model.params_per_layer + attention}[recompute]
     return 3 * fwd + extra

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import check_bool, check_choice, check_int, check_number
+from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
 from .catalog import resolve_model
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _frame, default_overhead_bytes
 from .model import Model
@@ -31,7 +31,7 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     show how much the bf16 embeddings cost.
     """
     model = resolve_model(model)
-    bpe = DTYPE_BYTES[check_choice("weights", dtype, DTYPES)]
+    bpe = DTYPE_BYTES[check_choice("dtype", dtype, DTYPES)]
     if bpe >= 2 or check_bool("quantize_all", quantize_all):
         return model.n_params * bpe
     total = 0.0
@@ -45,7 +45,20 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
 def kv_cache_bytes_per_token(model: Model | str, dtype: str = "bf16") -> float:
     """KV-cache bytes one token adds: ``2 (K and V) x layers x kv_heads x head_dim x bytes``."""
     model = resolve_model(model)
-    return 2 * model.layers * model.kv_heads * model.head_dim * DTYPE_BYTES[check_choice("kv_cache", dtype, DTYPES)]
+    return 2 * model.layers * model.kv_heads * model.head_dim * DTYPE_BYTES[check_choice("dtype", dtype, DTYPES)]
+
+
+def kv_cached_tokens(model: Model | str, context: int) -> int:
+    """Tokens one sequence keeps in the KV cache at ``context`` tokens: all of them, or at most the model's
+    ``sliding_window``. A windowed layer never attends further back, so the reference implementation keeps a
+    rolling buffer of ``window`` positions (Mistral's ``RotatingBufferCache``, Jiang et al. 2023, Sec. 2;
+    Hugging Face's ``SlidingWindowCache``). vLLM allocates blocks for the whole context for most models and
+    frees blocks outside the window only in its newer allocator, so a vLLM deployment can need the
+    uncapped figure: pass a model without ``sliding_window`` (``model.with_(sliding_window=None)``) for it.
+    Taught in chapter 3."""
+    model = resolve_model(model)
+    context = check_int("context", context)
+    return context if model.sliding_window is None else min(context, model.sliding_window)
 
 
 @dataclass(frozen=True)
@@ -75,15 +88,18 @@ def inference_memory(model: Model | str, *, batch: int = 1, context: int = 4096,
                      kv_cache: str = "bf16", overhead_bytes: float | None = None) -> InferenceMemory:
     """Memory to serve ``model`` to ``batch`` sequences of ``context`` tokens (prompt + generated).
 
-    ``weights``/``kv_cache`` are dtypes from :data:`llmsizing.precision.DTYPES`. ``overhead_bytes`` defaults to
+    ``weights``/``kv_cache`` are dtypes from :data:`llmsizing.precision.DTYPES`. With a ``sliding_window``
+    model the cache holds at most the window per sequence (:func:`kv_cached_tokens`). ``overhead_bytes`` defaults to
     :func:`llmsizing.memory.default_overhead_bytes` of weights + cache (1 GiB + 8%): CUDA context,
     workspaces, the transient activations of a forward pass and fragmentation. Taught in chapter 3.
     """
     model = resolve_model(model)
     batch = check_int("batch", batch)
     context = check_int("context", context)
+    check_choice("weights", weights, DTYPES)    # checked here so that an error names this function's argument
+    check_choice("kv_cache", kv_cache, DTYPES)
     w = weights_bytes(model, weights)
-    kv = kv_cache_bytes_per_token(model, kv_cache) * batch * context
+    kv = kv_cache_bytes_per_token(model, kv_cache) * batch * kv_cached_tokens(model, context)
     if overhead_bytes is None:
         overhead = default_overhead_bytes(w + kv)
     else:
@@ -107,6 +123,8 @@ def rule_of_thumb_breakeven_tokens(model: Model | str, *, weights: str = "bf16",
     Returns a float (a token count; compare it with ``batch * context``). Taught in chapter 3.
     """
     model = resolve_model(model)
+    check_choice("weights", weights, DTYPES)
+    check_choice("kv_cache", kv_cache, DTYPES)
     w = weights_bytes(model, weights)
     per_token = kv_cache_bytes_per_token(model, kv_cache)
     margin = (RULE_OF_THUMB - 1) * w
@@ -125,7 +143,10 @@ def rule_of_thumb_table(cases, *, weights: str = "bf16", kv_cache: str = "bf16")
     from .units import GiB
 
     rows = []
-    for model, batch, context in cases:
+    for i, case in enumerate(check_sequence("cases", cases, example="[('llama-3-8b', 1, 8192)]")):
+        if isinstance(case, (str, bytes)) or not hasattr(case, "__len__") or len(case) != 3:
+            raise TypeError(f"cases[{i}] must be a (model, batch, context) triple, got {case!r}")
+        model, batch, context = case
         m = resolve_model(model)
         r = inference_memory(m, batch=batch, context=context, weights=weights, kv_cache=kv_cache)
         rows.append({"model": m.name, "batch": batch, "context": context,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._validate import check_choice, check_int, check_number
+from ._validate import check_choice, check_int, check_number, check_sequence
 from .catalog import resolve_model
 from .model import Model
 from .parallel import Parallel, resolve_parallel
@@ -77,12 +77,13 @@ class ModelStates:
                        "total": self.total_bytes}, self.n_params)
 
 
-def optimizer_state_elements(model: Model, optimizer: str) -> float:
+def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
     """How many numbers the optimizer keeps (before choosing their dtype).
 
     Adafactor's factored second moment keeps ``r + c`` numbers per ``r x c`` matrix and the full vector for
     1-D tensors (Shazeer & Stern 2018, Alg. 4), so it is computed tensor by tensor from :meth:`Model.tensors`.
     """
+    model = resolve_model(model)
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
     n = opt.states * model.n_params
     if opt.factored:
@@ -107,7 +108,7 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     model = resolve_model(model)
     check_choice("precision", precision, RECIPES)
     elements = optimizer_state_elements(model, optimizer)
-    return _states(model.n_params, elements, precision, optimizer, resolve_parallel(parallel))
+    return _states(model.n_params, elements, precision, optimizer, resolve_parallel(parallel, model))
 
 
 def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
@@ -162,9 +163,12 @@ def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=Non
     import pandas as pd
 
     model = resolve_model(model)
-    precisions = list(RECIPES) if precisions is None else [check_choice("precision", p, RECIPES) for p in precisions]
-    optimizers = (list(OPTIMIZERS) if optimizers is None
-                  else [check_choice("optimizer", o, OPTIMIZERS) for o in optimizers])
+    precisions = (list(RECIPES) if precisions is None else
+                  [check_choice("precision", p, RECIPES)
+                   for p in check_sequence("precisions", precisions, example="['bf16-mixed', 'fp32']")])
+    optimizers = (list(OPTIMIZERS) if optimizers is None else
+                  [check_choice("optimizer", o, OPTIMIZERS)
+                   for o in check_sequence("optimizers", optimizers, example="['adamw', 'adamw-8bit']")])
     rows = {p: {o: model_states(model, precision=p, optimizer=o).bytes_per_param for o in optimizers}
             for p in precisions}
     df = pd.DataFrame.from_dict(rows, orient="index")[optimizers]
@@ -259,8 +263,9 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     from .flops import training_flops_per_token
 
     model = resolve_model(model)
-    check_int("grad_accum", grad_accum)
-    par = resolve_parallel(parallel)
+    batch, seq = check_int("batch", batch), check_int("seq", seq)
+    grad_accum = check_int("grad_accum", grad_accum)
+    par = resolve_parallel(parallel, model)
     states = model_states(model, precision=precision, optimizer=optimizer, parallel=par)
     act_dtype = "fp32" if RECIPES[precision].weights == "fp32" else RECIPES[precision].weights
     acts = activation_memory(model, batch=batch, seq=seq, dtype=act_dtype, attention=attention,

@@ -30,9 +30,15 @@ NORMS = ("layernorm", "rmsnorm")
 COMPONENTS = ("embedding", "position", "attention", "mlp", "norms", "lm_head")
 
 
-class _HFConfig(dict):
-    def __missing__(self, key):
-        raise ValueError(f"config.json (model_type {self.get('model_type')!r}) is missing the field {key!r}")
+#: MLP activation functions by their Hugging Face names (``hidden_act`` / ``activation_function``); with
+#: ``gated_mlp`` the activation is applied to the gate (``silu`` gives SwiGLU, ``gelu_pytorch_tanh`` GeGLU).
+ACTIVATIONS = ("silu", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+_HF_ACTIVATION_ALIASES = {"swish": "silu"}
+
+#: Config keys that mark a mixture-of-experts model (Mixtral, Qwen-MoE, OLMoE, DeepSeek, ...). A dense count of
+#: such a config is badly wrong (85% low for Mixtral 8x7B), so ``from_hf_config`` refuses it.
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+            "n_shared_experts", "num_shared_experts", "moe_num_experts")
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,16 @@ class Model:
     width of the MLP's inner layer; with ``gated_mlp`` (SwiGLU) the MLP has three matrices (gate, up, down),
     without it two (up, down). ``bias`` puts a bias on every linear layer (GPT-2 style); ``qkv_bias`` only on
     the query/key/value projections (Qwen2 style). LayerNorm always has a bias (2 vectors), RMSNorm only a gain.
+    ``activation`` is the MLP's activation function by its Hugging Face name (default: ``"silu"`` with a gated
+    MLP, ``"gelu_new"`` without); it changes no parameter count, only what the Hugging Face stack saves for
+    backward. ``sliding_window`` (``None``: full attention) limits how far back each token attends (Mistral
+    7B v0.1: 4096); it caps the KV cache (:func:`~llmsizing.inference.inference_memory`).
+
+    ``max_seq`` is the context the model was trained with. The library accepts longer sequences: none of its
+    memory formulas depends on the position encoding except learned positions (GPT-2 has exactly ``max_seq``
+    position rows and cannot run longer). For rotary models, a longer context assumes the positions are
+    extended (RoPE scaling or position interpolation, as Llama 3.1 does to 128K); the memory is the same, the
+    quality is the trainer's concern.
     """
 
     name: str
@@ -60,12 +76,15 @@ class Model:
     qkv_bias: bool = False
     learned_pos: bool = False
     max_seq: int = 4096
+    activation: str | None = None
+    sliding_window: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise TypeError(f"name must be a non-empty string, got {self.name!r}")
+        # every field keeps what its check returns (Python int/bool), so NumPy scalars cannot overflow later
         for f in ("layers", "hidden", "heads", "ffn_hidden", "vocab", "max_seq"):
-            check_int(f, getattr(self, f))
+            object.__setattr__(self, f, check_int(f, getattr(self, f)))
         kv = self.heads if self.kv_heads is None else check_int("kv_heads", self.kv_heads)
         if kv > self.heads or self.heads % kv:
             raise ValueError(f"kv_heads must divide heads ({self.heads}) and be <= heads, got {kv}")
@@ -76,8 +95,14 @@ class Model:
         object.__setattr__(self, "kv_heads", kv)
         object.__setattr__(self, "head_dim", hd)
         for f in ("gated_mlp", "tied_embeddings", "bias", "qkv_bias", "learned_pos"):
-            check_bool(f, getattr(self, f))
+            object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         check_choice("norm", self.norm, NORMS)
+        act = self.activation
+        if act is None:              # the usual pairing: SwiGLU for gated MLPs, GPT-2's gelu_new otherwise
+            act = "silu" if self.gated_mlp else "gelu_new"
+        object.__setattr__(self, "activation", check_choice("activation", act, ACTIVATIONS))
+        if self.sliding_window is not None:
+            object.__setattr__(self, "sliding_window", check_int("sliding_window", self.sliding_window))
 
     # ------------------------------------------------------------------ tensors
     def layer_tensors(self) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -147,62 +172,165 @@ class Model:
     # ------------------------------------------------------------------ Hugging Face
     @classmethod
     def from_hf_config(cls, config: dict | str | PathLike, name: str | None = None) -> "Model":
-        """Build a :class:`Model` from a Hugging Face ``config.json`` (a dict or a path to the file).
+        """Build a :class:`Model` from a Hugging Face ``config.json``: a dict, a path to the file, or a folder
+        that holds one (as ``save_pretrained`` writes it).
 
         Supported ``model_type``: ``llama``, ``mistral``, ``qwen2``, ``gpt2``. Anything else raises
-        ``ValueError``: a silently wrong architecture would give a silently wrong count.
+        ``ValueError``: a silently wrong architecture would give a silently wrong count. So does a config with
+        mixture-of-experts fields (:data:`MOE_KEYS`) under any ``model_type``.
+
+        Every key read is checked, and an error names the **config key** (``num_attention_heads must be an
+        integer >= 1, got 0``). Keys that Hugging Face fills with a default when absent or ``null``
+        (``num_key_value_heads``, ``head_dim``, ``n_inner``, ``tie_word_embeddings``, ...) get that default;
+        a present but invalid value (0, a float, ``"false"``) is refused, not replaced. Bias flags the Hugging
+        Face class ignores are ignored too: Qwen2 always has biases on q, k and v only, Mistral none.
+        Sliding windows: Mistral's ``sliding_window`` (v0.1: 4096; ``null`` from v0.2 on); Qwen2's only with
+        ``use_sliding_window`` and on every layer (``max_window_layers`` 0).
         """
-        if isinstance(config, (str, PathLike)):
-            config = json.loads(Path(config).read_text())
-        if not isinstance(config, dict):
-            raise TypeError(f"config must be a dict or a path to config.json, got {type(config).__name__}")
-        config = _HFConfig(config)   # a missing required field raises ValueError naming it, not KeyError
+        config, where = _load_hf_config(config)
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TypeError(f"name must be a non-empty string or None, got {name!r}")
         mtype = config.get("model_type")
-        name = name or config.get("_name_or_path") or str(mtype)
+        if not isinstance(mtype, str):
+            raise ValueError(f"{where}: model_type must be one of llama, mistral, qwen2, gpt2, got {mtype!r}")
+        moe = [k for k in MOE_KEYS if config.get(k) not in (None, 0, False)]
+        if moe:
+            raise ValueError(f"{where}: {', '.join(moe)} mark a mixture-of-experts model; from_hf_config counts "
+                             "dense models only (a dense count of Mixtral 8x7B would be 85% low)")
+        get = _ConfigReader(config, where, mtype)
+        name = name or str(config.get("_name_or_path") or mtype)
         if mtype in ("llama", "mistral", "qwen2"):
-            heads = config["num_attention_heads"]
-            # Llama's attention_bias puts a bias on q, k, v AND o; mlp_bias on gate, up and down. A Model
-            # represents "biases everywhere" (bias) or "q, k, v only" (qkv_bias, Qwen2), not one without the
-            # other: refuse rather than return a count that is silently off.
-            attn_bias, mlp_bias = bool(config.get("attention_bias", False)), bool(config.get("mlp_bias", False))
-            if attn_bias != mlp_bias:
-                raise ValueError(f"attention_bias={attn_bias} with mlp_bias={mlp_bias} is not supported by "
-                                 "from_hf_config (Model has no field for biases on attention only or MLP only)")
+            heads = get.int("num_attention_heads")
+            hidden = get.int("hidden_size")
+            bias = qkv_bias = False
+            if mtype == "llama":
+                # Llama's attention_bias puts a bias on q, k, v AND o; mlp_bias on gate, up and down. A Model
+                # represents "biases everywhere" (bias) or "q, k, v only" (qkv_bias), not one without the
+                # other: refuse rather than return a count that is silently off.
+                attn_bias, mlp_bias = get.bool("attention_bias", False), get.bool("mlp_bias", False)
+                if attn_bias != mlp_bias:
+                    raise ValueError(f"{where}: attention_bias={attn_bias} with mlp_bias={mlp_bias} is not "
+                                     "supported (Model has no field for biases on attention only or MLP only)")
+                bias = attn_bias
+            elif mtype == "qwen2":
+                qkv_bias = True          # Qwen2Attention hard-codes bias on q, k, v; attention_bias is ignored
+            window = get.int("sliding_window", None)
+            if mtype == "qwen2":
+                if not get.bool("use_sliding_window", False):
+                    window = None
+                elif window is not None and get.int("max_window_layers", 28, minimum=0) > 0:
+                    raise ValueError(f"{where}: use_sliding_window with max_window_layers > 0 mixes full and "
+                                     "windowed layers, which Model does not represent")
             return cls(
                 name=name,
-                layers=config["num_hidden_layers"],
-                hidden=config["hidden_size"],
+                layers=get.int("num_hidden_layers"),
+                hidden=hidden,
                 heads=heads,
-                kv_heads=config.get("num_key_value_heads") or heads,
-                head_dim=config.get("head_dim") or config["hidden_size"] // heads,
-                ffn_hidden=config["intermediate_size"],
-                vocab=config["vocab_size"],
+                kv_heads=get.int("num_key_value_heads", heads),
+                head_dim=get.int("head_dim", None),
+                ffn_hidden=get.int("intermediate_size"),
+                vocab=get.int("vocab_size"),
                 gated_mlp=True,
-                tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+                tied_embeddings=get.bool("tie_word_embeddings", False),
                 norm="rmsnorm",
-                bias=attn_bias and mlp_bias,
-                qkv_bias=(mtype == "qwen2"),
+                bias=bias,
+                qkv_bias=qkv_bias,
                 learned_pos=False,
-                max_seq=config.get("max_position_embeddings", 4096),
+                max_seq=get.int("max_position_embeddings", 4096),
+                activation=get.activation("hidden_act", "silu"),
+                sliding_window=window,
             )
         if mtype == "gpt2":
-            h = config["n_embd"]
+            h = get.int("n_embd")
             return cls(
                 name=name,
-                layers=config["n_layer"],
+                layers=get.int("n_layer"),
                 hidden=h,
-                heads=config["n_head"],
-                ffn_hidden=config.get("n_inner") or 4 * h,
-                vocab=config["vocab_size"],
+                heads=get.int("n_head"),
+                ffn_hidden=get.int("n_inner", 4 * h),
+                vocab=get.int("vocab_size"),
                 gated_mlp=False,
-                tied_embeddings=bool(config.get("tie_word_embeddings", True)),
+                tied_embeddings=get.bool("tie_word_embeddings", True),
                 norm="layernorm",
                 bias=True,
                 learned_pos=True,
-                max_seq=config.get("n_positions", 1024),
+                max_seq=get.int("n_positions", 1024),
+                activation=get.activation("activation_function", "gelu_new"),
             )
-        raise ValueError(f"unsupported model_type {mtype!r} in config; supported: llama, mistral, qwen2, gpt2. "
+        raise ValueError(f"{where}: unsupported model_type {mtype!r}; supported: llama, mistral, qwen2, gpt2. "
                          "Build a Model(...) by hand for other architectures.")
+
+
+def _load_hf_config(config) -> tuple[dict, str]:
+    """The config as a dict, and how to name it in errors (the file's path, or "config")."""
+    if isinstance(config, dict):
+        return config, "config"
+    if not isinstance(config, (str, PathLike)):
+        raise TypeError(f"config must be a dict or a path to config.json, got {type(config).__name__}")
+    path = Path(config)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no config file at {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read as a UTF-8 text file ({exc})") from None
+    if not text.strip():
+        raise ValueError(f"{path} is empty: expected a JSON object like a Hugging Face config.json")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object (a config.json), got a {type(data).__name__}")
+    return data, str(path)
+
+
+_REQUIRED = object()
+
+
+class _ConfigReader:
+    """Reads and checks config keys; every error names the key (and the file)."""
+
+    def __init__(self, config: dict, where: str, mtype: str):
+        self.config, self.where, self.mtype = config, where, mtype
+
+    def _value(self, key, default):
+        value = self.config.get(key)
+        if value is None:                 # absent or null: Hugging Face's default
+            if default is _REQUIRED:
+                raise ValueError(f"{self.where} (model_type {self.mtype!r}) is missing the key {key!r}")
+            return None, True
+        return value, False
+
+    def int(self, key: str, default=_REQUIRED, *, minimum: int = 1):
+        value, missing = self._value(key, default)
+        if missing:
+            return default
+        try:
+            return check_int(key, value, minimum=minimum)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{self.where}: {exc}") from None
+
+    def bool(self, key: str, default: bool) -> bool:
+        value, missing = self._value(key, default)
+        if missing:
+            return default
+        try:
+            return check_bool(key, value)
+        except TypeError as exc:
+            raise TypeError(f"{self.where}: {exc}") from None
+
+    def activation(self, key: str, default: str) -> str:
+        value, missing = self._value(key, default)
+        if missing:
+            return default
+        value = _HF_ACTIVATION_ALIASES.get(value, value) if isinstance(value, str) else value
+        try:
+            return check_choice(key, value, ACTIVATIONS)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{self.where}: {exc}") from None
 
 
 # ----------------------------------------------------------------------------- approximations

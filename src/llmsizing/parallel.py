@@ -25,25 +25,60 @@ class Parallel:
     sp: bool = False
 
     def __post_init__(self):
-        check_int("tp", self.tp)
-        check_int("pp", self.pp)
-        check_int("dp", self.dp)
-        check_int("zero", self.zero, minimum=0, maximum=3)
-        check_bool("sp", self.sp)
-        if self.sp and self.tp == 1:
-            raise ValueError("sp=True needs tp > 1: sequence parallelism splits along the tensor-parallel group")
+        # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy
+        for f in ("tp", "pp", "dp"):
+            object.__setattr__(self, f, check_int(f, getattr(self, f)))
+        object.__setattr__(self, "zero", check_int("zero", self.zero, minimum=0, maximum=3))
+        object.__setattr__(self, "sp", check_bool("sp", self.sp))
+        check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp)
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp
 
 
+def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False) -> None:
+    """Refuse a layout that cannot run: the one place these rules live (``Parallel``, :func:`resolve_parallel`
+    and :func:`~llmsizing.activations.activation_memory` all call it). ``model`` may be ``None`` (then only
+    the rules that need no architecture are checked).
+
+    * ``sp`` needs ``tp > 1``: sequence parallelism splits along the tensor-parallel group (Korthikanti
+      et al. 2022, Sec. 4.2.2).
+    * ``tp`` must divide the attention heads and the MLP width: Megatron-LM splits both column-wise and
+      asserts it (``num_attention_heads % tensor_model_parallel_size == 0``).
+    * KV heads: with ``tp <= kv_heads``, ``tp`` must divide them (each rank holds ``kv_heads / tp`` of them;
+      Megatron-LM asserts ``num_query_groups % tp == 0``). With ``tp > kv_heads`` Megatron-LM refuses, while
+      vLLM replicates each KV head ``tp / kv_heads`` times (so ``tp`` must be a multiple of ``kv_heads``);
+      the library follows vLLM and counts one KV head per rank.
+    * ``pp`` must not exceed the layer count: a pipeline stage needs at least one layer.
+    """
+    if sp and tp == 1:
+        raise ValueError("sp=True needs tp > 1: sequence parallelism splits along the tensor-parallel group")
+    if model is None:
+        return
+    if model.heads % tp:
+        raise ValueError(f"tp={tp} must divide the attention heads ({model.heads}): each tensor-parallel rank "
+                         "holds whole heads")
+    if model.ffn_hidden % tp:
+        raise ValueError(f"tp={tp} must divide ffn_hidden ({model.ffn_hidden}): the MLP is split column-wise")
+    g = model.kv_heads
+    if (tp <= g and g % tp) or (tp > g and tp % g):
+        raise ValueError(f"tp={tp} and the KV heads ({g}) must divide one another: below {g}, each rank holds "
+                         f"kv_heads/tp of them; above, vLLM replicates each KV head tp/kv_heads times "
+                         "(Megatron-LM refuses tp > kv_heads)")
+    if pp > model.layers:
+        raise ValueError(f"pp={pp} must be <= layers ({model.layers}): every pipeline stage needs a layer")
+
+
 SINGLE_GPU = Parallel()
 
 
-def resolve_parallel(parallel: Parallel | None) -> Parallel:
+def resolve_parallel(parallel: Parallel | None, model=None) -> Parallel:
+    """``parallel`` or the single-GPU layout for ``None``; with ``model``, also check that the layout can run
+    that model (:func:`check_layout`)."""
     if parallel is None:
         return SINGLE_GPU
     if not isinstance(parallel, Parallel):
         raise TypeError(f"parallel must be a Parallel(...) or None, got {type(parallel).__name__}")
+    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp)
     return parallel

@@ -15,6 +15,8 @@ Every quantity in the library carries its unit in its name: ``_bytes``, ``_gib``
 
 from __future__ import annotations
 
+from ._validate import check_int, check_number
+
 KiB = 2**10
 MiB = 2**20
 GiB = 2**30
@@ -33,11 +35,13 @@ def to_gib(n_bytes: float) -> float:
 
 def fmt_gib(n_bytes: float, digits: int = 1) -> str:
     """Format a byte count in GiB, e.g. ``fmt_gib(16 * 2**30) == '16.0 GiB'``."""
+    n_bytes, digits = _fmt_args("n_bytes", n_bytes, digits)
     return f"{n_bytes / GiB:,.{digits}f} GiB"
 
 
 def fmt_bytes(n_bytes: float, digits: int = 1) -> str:
     """Format a byte count with the largest binary unit that keeps the number >= 1."""
+    n_bytes, digits = _fmt_args("n_bytes", n_bytes, digits)
     for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if abs(n_bytes) >= size:
             return f"{n_bytes / size:,.{digits}f} {unit}"
@@ -46,7 +50,13 @@ def fmt_bytes(n_bytes: float, digits: int = 1) -> str:
 
 def fmt_count(n: float, digits: int = 2) -> str:
     """Format a count with a decimal suffix: ``fmt_count(6_738_415_616) == '6.74B'``."""
+    n, digits = _fmt_args("n", n, digits)
     for suffix, size in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
         if abs(n) >= size:
             return f"{n / size:,.{digits}f}{suffix}"
     return f"{n:,.0f}"
+
+
+def _fmt_args(name: str, value, digits) -> tuple[float, int]:
+    """The formatting helpers take any finite number (signed: differences are formatted too) and 0-12 digits."""
+    return check_number(name, value, minimum=None, maximum=1e30), check_int("digits", digits, minimum=0, maximum=12)

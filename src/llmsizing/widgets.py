@@ -54,10 +54,43 @@ def _style(desc_width: str = "110px") -> dict:
     return dict(style={"description_width": desc_width}, layout=W.Layout(width="330px"))
 
 
+def _up_to_max_seq(lengths, model) -> list[int]:
+    """The sequence lengths a slider offers for ``model``: those up to its trained context (``max_seq``),
+    and at least the shortest one. Longer contexts are still accepted by the library (see :class:`Model`)."""
+    return [n for n in lengths if n <= model.max_seq] or [lengths[0]]
+
+
+def _follow_max_seq(box: Dashboard, key: str, lengths, option) -> None:
+    """When the model changes, limit the ``key`` slider to the new model's ``max_seq`` (one redraw). The
+    length the reader last chose is remembered, so a model with a longer context brings it back."""
+    slider = box.controls[key]
+    wanted = {"value": slider.value}
+
+    def on_value(change):
+        wanted["value"] = change["new"]
+
+    def on_model(change):
+        allowed = _up_to_max_seq(lengths, get_model(change["new"]))
+        value = max([n for n in allowed if n <= wanted["value"]], default=allowed[0])
+        slider.unobserve(on_value, names="value")
+        slider.unobserve(box.update, names="value")
+        with box.hold_sync():
+            slider.options = [option(n) for n in allowed]
+            slider.value = value
+        slider.observe(box.update, names="value")
+        slider.observe(on_value, names="value")
+        box.update()
+
+    slider.observe(on_value, names="value")
+
+    box.controls["model"].unobserve(box.update, names="value")
+    box.controls["model"].observe(on_model, names="value")
+
+
 # =========================================================================== chapter 1
 def parameter_counts_widget(model: str = "llama-2-7b") -> Dashboard:
     """Chapter 1: start from a catalogued model and change its architecture; see the count by component."""
-    m = get_model(model)
+    m = get_model(model)                     # an unknown name raises the library's error, with a suggestion
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="start from", **_style()),
         "layers": W.IntSlider(value=m.layers, min=1, max=160, description="layers", **_style()),
@@ -110,6 +143,7 @@ def model_states_widget(model: str = "llama-3-8b") -> Dashboard:
     states alone (from :func:`llmsizing.memory.min_gpus_for_bytes`)."""
     from .precision import OPTIMIZERS, RECIPES
 
+    get_model(model)
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="recipe", **_style()),
@@ -129,16 +163,18 @@ def _render_model_states(model, precision, optimizer, count, gpus):
 # =========================================================================== chapter 3
 __all__ += ["inference_memory_widget"]
 
+_CONTEXTS = [2**k for k in range(7, 18)]
+
 
 def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
     """Chapter 3: model x context x batch x weight dtype x KV-cache dtype -> weights + KV cache + overhead,
     next to the 1.2 x weights rule of thumb and the chosen GPUs' capacities."""
     from .precision import DTYPES
 
-    contexts = [2**k for k in range(7, 18)]
+    contexts = _up_to_max_seq(_CONTEXTS, get_model(model))
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
-        "context": W.SelectionSlider(options=[(f"{c:,}", c) for c in contexts], value=8192,
+        "context": W.SelectionSlider(options=[(f"{c:,}", c) for c in contexts], value=min(8192, contexts[-1]),
                                      description="context", **_style()),
         "batch": W.IntSlider(value=1, min=1, max=256, description="batch", **_style()),
         "weights": W.Dropdown(options=list(DTYPES), value="bf16", description="weights dtype", **_style()),
@@ -147,7 +183,9 @@ def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
         "gpus": W.SelectMultiple(options=list_gpus(), value=("A10", "L40S", "H100 SXM", "H200"), rows=5,
                                  description="GPUs", **_style()),
     }
-    return Dashboard(_render_inference_memory, controls)
+    box = Dashboard(_render_inference_memory, controls)
+    _follow_max_seq(box, "context", _CONTEXTS, lambda c: (f"{c:,}", c))
+    return box
 
 
 def _render_inference_memory(model, context, batch, weights, kv_cache, gpus):
@@ -164,9 +202,10 @@ _SEQS = [512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 65
 def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
     """Chapter 4: model x sequence length x micro-batch x attention kernel x recompute (x GPU, x how many GPUs
     share the model states) -> per-GPU training memory by component against the GPU's capacity."""
+    seqs = _up_to_max_seq(_SEQS, get_model(model))
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
-        "seq": W.SelectionSlider(options=_SEQS, value=8192, description="sequence", **_style()),
+        "seq": W.SelectionSlider(options=seqs, value=min(8192, seqs[-1]), description="sequence", **_style()),
         "batch": W.IntSlider(value=1, min=1, max=64, description="micro-batch", **_style()),
         "attention": W.ToggleButtons(options=["flash", "eager"], value="flash", description="attention",
                                      **_style()),
@@ -179,7 +218,9 @@ def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
     }
     controls["attention"].style.button_width = "70px"
     controls["recompute"].style.button_width = "70px"
-    return Dashboard(charts.render_activation_memory, controls)
+    box = Dashboard(charts.render_activation_memory, controls)
+    _follow_max_seq(box, "seq", _SEQS, int)
+    return box
 
 
 def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
@@ -187,6 +228,7 @@ def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
     and attention kernel."""
     from .precision import RECIPES
 
+    get_model(model)
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
