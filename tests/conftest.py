@@ -43,3 +43,20 @@ def small_models(draw, *, gpt_like: bool | None = None) -> Model:
         norm=draw(st.sampled_from(["layernorm", "rmsnorm"])), bias=draw(st.booleans()),
         qkv_bias=draw(st.booleans()), learned_pos=draw(st.booleans()), max_seq=draw(st.integers(1, 4096)),
     )
+
+
+def pytest_terminal_summary(terminalreporter):
+    """After a run that included tests/test_fuzz.py, say how many generated calls it made (``make fuzz``)."""
+    import sys
+
+    fuzz = sys.modules.get("test_fuzz")
+    if fuzz is None or not fuzz.CALLS:
+        return
+    calls, returned = sum(fuzz.CALLS.values()), sum(fuzz.RETURNED.values())
+    terminalreporter.write_line(f"fuzz: {calls:,} generated calls over {len(fuzz.CALLS)} functions "
+                                f"({fuzz.EXAMPLES} examples each), {returned:,} returned a result, "
+                                "the rest raised ValueError/TypeError/FileNotFoundError")
+    if terminalreporter.config.getoption("verbose") > 0:
+        for name in sorted(fuzz.CALLS):
+            terminalreporter.write_line(f"  {name:<32s}{fuzz.CALLS[name]:>8,d} calls"
+                                        f"{fuzz.RETURNED.get(name, 0):>8,d} returned")

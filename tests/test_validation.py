@@ -218,3 +218,187 @@ def test_no_function_returns_negative_or_nan(m, batch, seq, precision, optimizer
     values += [forward_flops_per_token(m, seq=seq), training_flops_per_token(m, seq=seq, recompute=recompute)]
     for v in values:
         assert math.isfinite(v) and v >= 0, values
+
+
+# ----------------------------------------------------------------------------- NumPy scalars (issue: silent overflow)
+def test_numpy_int32_fields_do_not_overflow():
+    # Llama-2-7B's shape as np.int32: before normalisation, n_params wrapped around to -1,851,518,976
+    m = Model("m", layers=np.int32(32), hidden=np.int32(4096), heads=np.int32(32), ffn_hidden=np.int32(11008),
+              vocab=np.int32(32000))
+    assert m.n_params == 6_738_415_616          # the published Llama-2-7B count (Touvron et al. 2023b)
+    assert all(type(getattr(m, f)) is int for f in ("layers", "hidden", "heads", "ffn_hidden", "vocab",
+                                                     "kv_heads", "head_dim", "max_seq"))
+
+
+def test_numpy_int32_parallel_and_tokens_per_step():
+    p = Parallel(tp=np.int32(8), pp=np.int32(2**16), dp=np.int32(2**16))
+    assert p.gpus == 8 * 2**16 * 2**16 and type(p.tp) is int        # np.int32 product: 0
+    t = training_memory("llama-2-7b", batch=np.int32(2**15), seq=np.int32(2**16), grad_accum=np.int32(2**10))
+    assert t.tokens_per_step == 2**15 * 2**16 * 2**10
+
+
+def test_numpy_seq_in_flops_is_a_python_int():
+    # np.int32(4096)**2 * heads ... raised OverflowError before
+    a = training_flops_per_token("llama-2-7b", seq=np.int32(4096), recompute="selective")
+    assert a == training_flops_per_token("llama-2-7b", seq=4096, recompute="selective")
+
+
+@pytest.mark.parametrize("value", [np.bool_(True), np.bool_(False)])
+def test_numpy_bools_are_bools(value):
+    assert activation_memory("gpt2", batch=1, seq=64, dropout=value).total_bytes == \
+        activation_memory("gpt2", batch=1, seq=64, dropout=bool(value)).total_bytes
+
+
+@pytest.mark.parametrize("value", [2**54, 10**400])
+def test_numbers_too_large_to_mean_anything_are_refused(value):
+    with pytest.raises(ValueError, match="seq"):
+        activation_memory("gpt2", batch=1, seq=value)
+    with pytest.raises(ValueError, match="overhead_bytes"):
+        training_memory("gpt2", batch=1, seq=64, overhead_bytes=value)
+
+
+def test_min_gpus_with_a_vanishing_usable_fraction():
+    from llmsizing.memory import min_gpus_for_bytes
+
+    with pytest.raises(ValueError, match="usable_fraction"):
+        min_gpus_for_bytes(1.0, "A10", usable_fraction=5e-324)
+
+
+# ----------------------------------------------------------------------------- Hugging Face configs
+LLAMA_7B = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "num_key_value_heads": 32, "intermediate_size": 11008, "vocab_size": 32000,
+            "max_position_embeddings": 4096, "hidden_act": "silu", "tie_word_embeddings": False}
+
+
+@pytest.mark.parametrize("key,value,exc", [
+    ("num_attention_heads", 0, ValueError), ("num_hidden_layers", -1, ValueError), ("hidden_size", 4096.0, TypeError),
+    ("num_key_value_heads", 0, ValueError), ("num_key_value_heads", 8.5, TypeError), ("head_dim", 0, ValueError),
+    ("intermediate_size", "11008", TypeError), ("tie_word_embeddings", "false", TypeError),
+    ("tie_word_embeddings", 0, TypeError), ("attention_bias", "false", TypeError), ("hidden_act", "swiglu", ValueError),
+    ("max_position_embeddings", 0, ValueError),
+])
+def test_hf_config_errors_name_the_config_key(key, value, exc):
+    with pytest.raises(exc) as e:
+        Model.from_hf_config({**LLAMA_7B, key: value})
+    assert key in str(e.value), str(e.value)
+
+
+def test_hf_config_nulls_take_hugging_face_defaults():
+    m = Model.from_hf_config({**LLAMA_7B, "num_key_value_heads": None, "head_dim": None})
+    assert (m.kv_heads, m.head_dim, m.n_params) == (32, 128, 6_738_415_616)
+    gpt2 = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257}
+    assert Model.from_hf_config({**gpt2, "n_inner": None}).ffn_hidden == 4 * 768
+    with pytest.raises(ValueError, match="n_inner"):
+        Model.from_hf_config({**gpt2, "n_inner": 0})
+
+
+@pytest.mark.parametrize("key", ["num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok"])
+@pytest.mark.parametrize("mtype", ["llama", "mistral", "qwen2"])
+def test_hf_config_refuses_mixture_of_experts(key, mtype):
+    with pytest.raises(ValueError, match=key):
+        Model.from_hf_config({**LLAMA_7B, "model_type": mtype, key: 8})
+
+
+def test_hf_config_reads_activation_and_window():
+    gpt2 = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257}
+    assert Model.from_hf_config(gpt2).activation == "gelu_new"                # GPT2Config's default
+    assert Model.from_hf_config({**gpt2, "activation_function": "gelu"}).activation == "gelu"
+    assert Model.from_hf_config({**LLAMA_7B, "hidden_act": "swish"}).activation == "silu"
+    mistral = {**LLAMA_7B, "model_type": "mistral", "num_key_value_heads": 8, "intermediate_size": 14336,
+               "max_position_embeddings": 32768}
+    assert Model.from_hf_config({**mistral, "sliding_window": 4096}).sliding_window == 4096     # v0.1
+    assert Model.from_hf_config({**mistral, "sliding_window": None}).sliding_window is None     # v0.2, v0.3
+    # Qwen2: the window applies only with use_sliding_window (and then to every layer only if max_window_layers=0)
+    qwen = {**LLAMA_7B, "model_type": "qwen2", "sliding_window": 4096}
+    assert Model.from_hf_config(qwen).sliding_window is None
+    assert Model.from_hf_config({**qwen, "use_sliding_window": True, "max_window_layers": 0}).sliding_window == 4096
+    with pytest.raises(ValueError, match="max_window_layers"):
+        Model.from_hf_config({**qwen, "use_sliding_window": True, "max_window_layers": 28})
+
+
+def test_qwen2_attention_bias_is_ignored_as_hugging_face_ignores_it():
+    qwen = {**LLAMA_7B, "model_type": "qwen2"}
+    base = Model.from_hf_config(qwen)
+    assert Model.from_hf_config({**qwen, "attention_bias": False}) == base      # q, k, v biases all the same
+    assert base.qkv_bias and not base.bias
+    # 32 layers x (3 x 4096) bias entries on top of the bias-free Llama count
+    assert base.n_params == 6_738_415_616 + 32 * 3 * 4096
+
+
+def test_hf_config_files(tmp_path):
+    import json
+
+    with pytest.raises(FileNotFoundError, match="missing.json"):
+        Model.from_hf_config(tmp_path / "missing.json")
+    for text, what in (("", "empty"), ("{not json", "not valid JSON"), ("[1]", "JSON object")):
+        p = tmp_path / "config.json"
+        p.write_text(text)
+        with pytest.raises(ValueError) as e:
+            Model.from_hf_config(p)
+        assert str(p) in str(e.value) and what in str(e.value)
+    p.write_text(json.dumps(LLAMA_7B))
+    assert Model.from_hf_config(str(tmp_path)).n_params == 6_738_415_616       # the folder save_pretrained wrote
+
+
+# ----------------------------------------------------------------------------- layouts that cannot run
+@pytest.mark.parametrize("call", [
+    lambda p: model_states("gpt2", parallel=p),
+    lambda p: training_memory("gpt2", batch=1, seq=64, parallel=p),
+])
+def test_layouts_that_cannot_run_are_refused_everywhere(call):
+    with pytest.raises(ValueError, match="tp=5 must divide the attention heads"):
+        call(Parallel(tp=5))                                         # GPT-2 has 12 heads
+    with pytest.raises(ValueError, match="pp=13 must be <= layers"):
+        call(Parallel(pp=13))                                        # and 12 layers
+
+
+def test_kv_heads_and_tp_must_divide_one_another():
+    l3 = get_model("llama-3-8b")                                     # 32 heads, 8 KV heads
+    for tp in (2, 4, 8, 16, 32):                                     # vLLM replicates KV heads past 8
+        activation_memory(l3, batch=1, seq=64, tp=tp)
+    m = Model("m", layers=2, hidden=768, heads=12, kv_heads=6, ffn_hidden=3072, vocab=100)
+    with pytest.raises(ValueError, match="KV heads"):
+        activation_memory(m, batch=1, seq=64, tp=4)                  # 4 does not divide 6, nor 6 4
+    with pytest.raises(ValueError, match="KV heads"):
+        model_states(m, parallel=Parallel(tp=4))
+
+
+def test_sp_needs_tp_in_parallel():
+    with pytest.raises(ValueError, match="sp=True needs tp > 1"):
+        Parallel(sp=True)
+
+
+# ----------------------------------------------------------------------------- secondary helpers
+def test_secondary_helpers_validate():
+    from llmsizing.activations import korthikanti_bytes_per_layer
+    from llmsizing.inference import rule_of_thumb_table
+    from llmsizing.memory import bytes_per_param_table, optimizer_state_elements
+    from llmsizing.units import fmt_bytes, fmt_count, fmt_gib
+
+    with pytest.raises(ValueError, match="precisions"):
+        bytes_per_param_table("gpt2", precisions=[])
+    with pytest.raises(TypeError, match="optimizers"):
+        bytes_per_param_table("gpt2", optimizers="adamw")            # a string, not a list of names
+    assert optimizer_state_elements("gpt2", "adamw") == 2 * get_model("gpt2").n_params
+    with pytest.raises(ValueError, match="tp"):
+        korthikanti_bytes_per_layer(get_model("gpt2"), batch=1, seq=64, tp=0)
+    with pytest.raises(ValueError, match="batch"):
+        korthikanti_bytes_per_layer(get_model("gpt2"), batch=-1, seq=64)
+    with pytest.raises(TypeError, match=r"cases\[0\]"):
+        rule_of_thumb_table([("gpt2", 1)])
+    with pytest.raises(TypeError, match="cases"):
+        rule_of_thumb_table("gpt2")
+    for f in (fmt_gib, fmt_bytes, fmt_count):
+        with pytest.raises(ValueError):
+            f(float("nan"))
+        with pytest.raises(ValueError, match="digits"):
+            f(1.0, -1)
+    assert fmt_gib(-2**30) == "-1.0 GiB"                             # signed differences still format
+
+
+@pytest.mark.parametrize("factory", ["parameter_counts_widget", "model_states_widget", "inference_memory_widget",
+                                     "activation_memory_widget", "max_micro_batch_widget"])
+def test_widget_factories_give_the_library_error(factory):
+    widgets = pytest.importorskip("llmsizing.widgets")
+    with pytest.raises(ValueError, match="Did you mean 'llama-3-8b'"):
+        getattr(widgets, factory)("llama-3-8")

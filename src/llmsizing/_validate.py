@@ -15,6 +15,8 @@ import math
 import numbers
 from collections.abc import Iterable
 
+import numpy as np
+
 #: The largest number any argument may have unless a function says otherwise: 2**53, the largest integer a
 #: float64 holds exactly (9.0e15: far beyond any real layer count, sequence, batch, or byte count per GPU).
 #: Keeping every input below it keeps every product the library forms finite (it would take 19 such factors
@@ -23,7 +25,7 @@ MAX_MEANINGFUL = 2**53
 
 
 def _is_bool(value) -> bool:
-    return isinstance(value, bool) or type(value).__name__ == "bool_"   # Python bool or numpy.bool_
+    return isinstance(value, (bool, np.bool_))
 
 
 def check_int(name: str, value, *, minimum: int = 1, maximum: int | None = None) -> int:
@@ -55,7 +57,7 @@ def check_number(name: str, value, *, minimum: float = 0.0, allow_equal: bool = 
     try:
         value = float(value)
     except OverflowError:                       # a Python int beyond float range
-        raise ValueError(f"{name} is too large to be meaningful, got {value:.3e}") from None
+        raise ValueError(f"{name} is too large to be meaningful: {len(str(abs(value)))} digits") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     top = MAX_MEANINGFUL if maximum is None else maximum

@@ -31,8 +31,9 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     show how much the bf16 embeddings cost.
     """
     model = resolve_model(model)
+    check_bool("quantize_all", quantize_all)
     bpe = DTYPE_BYTES[check_choice("dtype", dtype, DTYPES)]
-    if bpe >= 2 or check_bool("quantize_all", quantize_all):
+    if bpe >= 2 or quantize_all:
         return model.n_params * bpe
     total = 0.0
     for comp, _, shape, k in model.tensors():
@@ -149,7 +150,7 @@ def rule_of_thumb_table(cases, *, weights: str = "bf16", kv_cache: str = "bf16")
         model, batch, context = case
         m = resolve_model(model)
         r = inference_memory(m, batch=batch, context=context, weights=weights, kv_cache=kv_cache)
-        rows.append({"model": m.name, "batch": batch, "context": context,
+        rows.append({"model": m.name, "batch": r.batch, "context": r.context,
                      "weights GiB": r.weights_bytes / GiB, "KV cache GiB": r.kv_cache_bytes / GiB,
                      "overhead GiB": r.overhead_bytes / GiB, "book GiB": r.total_bytes / GiB,
                      "rule x1.2 GiB": r.rule_of_thumb_bytes / GiB,

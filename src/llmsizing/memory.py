@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._validate import check_choice, check_int, check_number, check_sequence
+from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number, check_sequence
 from .catalog import resolve_model
 from .model import Model
 from .parallel import Parallel, resolve_parallel
@@ -190,6 +190,9 @@ def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float = 1.0) -> 
     frac = check_number("usable_fraction", usable_fraction, minimum=0.0, allow_equal=False, maximum=1.0)
     g = get_gpu(gpu)
     cap = frac * g.memory_bytes
+    if n_bytes / cap > MAX_MEANINGFUL:
+        raise ValueError(f"usable_fraction={frac:g} leaves too little of each {g.name} to count GPUs for "
+                         f"{n_bytes:g} bytes (more than {MAX_MEANINGFUL:,} GPUs)")
     n = math.ceil(n_bytes / cap)
     if n > 1 and n_bytes <= (n - 1) * cap:  # the quotient rounded up by floating-point noise
         n -= 1
@@ -301,8 +304,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     seqs = np.asarray(seq)
     if seqs.ndim > 1 or seqs.size == 0 or seqs.dtype.kind not in "iu":
         raise TypeError(f"seq must be an integer or a 1-D array of integers, got {seq!r}")
-    if (seqs < 1).any():
-        raise ValueError(f"seq must be >= 1, got {seqs.min():,}")
+    if (seqs < 1).any() or (seqs > MAX_MEANINGFUL).any():
+        raise ValueError(f"seq must be >= 1 and <= {MAX_MEANINGFUL:,}, got {seqs.min() if (seqs < 1).any() else seqs.max():,}")
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes)
     points = np.array([1024.0, 2048.0, 3072.0])

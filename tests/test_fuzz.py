@@ -1,0 +1,469 @@
+"""Fuzz every public function the way a tinkerer or a script calls it (Hypothesis).
+
+Each public function is called with generated arguments: valid Python numbers, the same numbers as NumPy
+scalars (as ``np.arange`` sweeps, pandas columns and widgets hand them over), edge values (0, negatives, NaN,
+infinities, 2**31, 2**53 + 1, 10**400), wrong types (floats for integers, strings, bools, None, lists) and
+near-miss names ("bf-16", "Llama-3-8B"). Three promises are checked on every call:
+
+1. the only exceptions are ``ValueError`` and ``TypeError`` (and ``FileNotFoundError`` naming the path);
+2. every figure a call returns (bytes, FLOPs, counts, times) is finite and non-negative;
+3. a call made with NumPy scalars returns exactly what the same call with Python numbers returns.
+
+The example count is small by default so that CI stays fast; ``make fuzz`` runs many more
+(``LLMSIZING_FUZZ_EXAMPLES``) and prints how many calls were made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import small_models
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import llmsizing as L
+from llmsizing import activations, charts, flops, inference, memory, units
+from llmsizing.catalog import list_gpus, list_models
+from llmsizing.precision import DTYPES, OPTIMIZERS, RECIPES
+
+EXAMPLES = int(os.environ.get("LLMSIZING_FUZZ_EXAMPLES", "25"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 100, database=None,
+                suppress_health_check=list(HealthCheck))
+#: Calls made, and calls that returned a result, per function (``make fuzz`` prints the totals).
+CALLS: dict[str, int] = {}
+RETURNED: dict[str, int] = {}
+
+ALLOWED = (ValueError, TypeError)
+
+
+# ----------------------------------------------------------------------------- value strategies
+class Arg(NamedTuple):
+    """How to draw one argument: ``valid`` values, and ``invalid`` ones that the library must refuse."""
+
+    valid: st.SearchStrategy
+    invalid: st.SearchStrategy
+
+
+_WRONG_FOR_NUMBER = [1.5, 2.5, float("nan"), float("inf"), -float("inf"), True, False, "8",
+                     np.float64("nan"), np.bool_(True), b"8", 1j]
+
+
+def ints(lo: int = 1, hi: int = 4096, *, optional: bool = False) -> Arg:
+    """Integers in [lo, hi]; invalid: below ``lo``, beyond 2**53, floats, bools, strings, None..."""
+    bad = [min(lo, 1) - 1, -1, -(2**31), 2**53 + 1, 10**400] + _WRONG_FOR_NUMBER + ([] if optional else [None])
+    valid = st.integers(lo, hi)
+    return Arg(st.one_of(st.none(), valid) if optional else valid, st.sampled_from(bad))
+
+
+def nums(lo: float = 0.0, hi: float = 1e12, *, optional: bool = False, signed: bool = False) -> Arg:
+    valid = st.one_of(st.floats(lo, hi), st.integers(int(lo), int(hi)))
+    bad = [float("nan"), float("inf"), -float("inf"), 1e308, 10**400, True, "1", [1.0]]
+    bad += [] if signed else [-1.0, -1]
+    bad += [] if optional else [None]
+    return Arg(st.one_of(st.none(), valid) if optional else valid, st.sampled_from(bad))
+
+
+def bools() -> Arg:
+    return Arg(st.one_of(st.booleans(), st.just(np.bool_(False))),
+               st.sampled_from([0, 1, "false", "True", None, 1.0]))
+
+
+def _near_misses(name: str) -> list[str]:
+    return [name.upper(), name.replace("-", "_"), name.replace("-", ""), name[:-1], name + "x", name[1:]]
+
+
+def names(choices, *, optional: bool = False) -> Arg:
+    choices = list(choices)
+    misses = sorted({m for c in choices for m in _near_misses(c)} - set(choices))
+    bad = st.one_of(st.sampled_from(misses), st.sampled_from([16, b"bf16", ["bf16"], ""] + ([] if optional
+                                                                                             else [None])))
+    valid = st.sampled_from(choices)
+    return Arg(st.one_of(st.none(), valid) if optional else valid, bad)
+
+
+def models() -> Arg:
+    cat = list_models()
+    return Arg(st.one_of(st.sampled_from(cat), small_models()),
+               st.one_of(st.sampled_from(sorted({m for c in cat for m in _near_misses(c)} - set(cat))),
+                         st.sampled_from([None, 7, ["gpt2"], ""])))
+
+
+def gpus() -> Arg:
+    return Arg(st.one_of(st.sampled_from(list_gpus()), st.just("h100 sxm")),
+               st.sampled_from(["H100", "A100", "B300", "", None, 80]))
+
+
+def parallels() -> Arg:
+    layouts = st.builds(lambda tp, pp, dp, zero: dict(tp=tp, pp=pp, dp=dp, zero=zero),
+                        st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.integers(1, 64), st.integers(0, 3))
+    return Arg(st.one_of(st.none(), layouts), st.sampled_from(["tp=2", 2, {"tp": 0}, {"tp": 1, "sp": True},
+                                                               {"zero": 4}, {"dp": 2.0}]))
+
+
+def lists_of(item: Arg, *, max_size: int = 3, empty_ok: bool = False, optional: bool = False) -> Arg:
+    """Lists (or tuples) of valid items (or None, if ``optional``); invalid: not a list, empty (unless
+    ``empty_ok``), or a list with one invalid item."""
+    valid = st.lists(item.valid, min_size=0 if empty_ok else 1, max_size=max_size)
+    bad = st.one_of(st.sampled_from(["bf16-mixed", 3, {"a": 1}] + ([] if empty_ok else [[]])
+                                    + ([] if optional else [None])),
+                    st.tuples(item.valid, item.invalid).map(list))
+    return Arg(st.one_of(valid, valid.map(tuple), *([st.none()] if optional else [])), bad)
+
+
+def pairs_of(a: Arg, b: Arg) -> Arg:
+    return Arg(st.tuples(a.valid, b.valid), st.one_of(st.tuples(a.invalid, b.valid), st.sampled_from(["x", 3])))
+
+
+# ----------------------------------------------------------------------------- the functions under test
+def _parallel(p):
+    """A dict drawn by :func:`parallels` becomes a Parallel (which may itself refuse the layout)."""
+    return L.Parallel(**p) if isinstance(p, dict) else p
+
+
+class Spec(NamedTuple):
+    """A public function under test: how to call it, its arguments, optionally a strategy for a coherent
+    valid set of arguments (``base``: e.g. heads that divide hidden), and which words an error about an
+    argument may use to name it (``aliases``: an invalid item of ``precisions`` is an "unknown precision")."""
+
+    func: object
+    args: dict
+    base: st.SearchStrategy | None = None
+    aliases: dict = {}
+
+
+DTYPE_ARG = names(DTYPES)
+ACT_DTYPES = names(["bf16", "fp16", "fp32"])
+ATTN = names(["flash", "eager"])
+RECOMPUTES = names(["none", "selective", "full"])
+PARALLEL_WORDS = ("parallel", "tp", "pp", "dp", "zero", "sp")
+NOT_A_FLAG = Arg(st.just(False), st.sampled_from([0, 1, "false", None]))
+
+
+@st.composite
+def model_fields(draw) -> dict:
+    m = draw(small_models())
+    fields = {f.name: getattr(m, f.name) for f in dataclasses.fields(m) if f.name != "name"}
+    fields["sliding_window"] = draw(st.one_of(st.none(), st.integers(1, 8192)))
+    return fields
+
+
+@st.composite
+def hf_configs(draw, model_type: str) -> dict:
+    heads = draw(st.sampled_from([1, 2, 4, 8]))
+    head_dim = draw(st.sampled_from([8, 16, 32]))
+    if model_type == "gpt2":
+        return {"n_layer": draw(st.integers(1, 8)), "n_embd": heads * head_dim, "n_head": heads,
+                "n_inner": draw(st.one_of(st.none(), st.integers(1, 1024))),
+                "vocab_size": draw(st.integers(1, 50257)),
+                "n_positions": draw(st.one_of(st.none(), st.integers(1, 4096))),
+                "activation_function": draw(st.sampled_from([None, "gelu_new", "gelu", "relu"])),
+                "tie_word_embeddings": draw(st.sampled_from([None, True, False])), "num_local_experts": None}
+    cfg = {"num_hidden_layers": draw(st.integers(1, 8)), "hidden_size": heads * head_dim,
+           "num_attention_heads": heads,
+           "num_key_value_heads": draw(st.sampled_from([None] + [k for k in (1, 2, 4, 8) if heads % k == 0])),
+           "head_dim": draw(st.sampled_from([None, head_dim])), "intermediate_size": draw(st.integers(1, 1024)),
+           "vocab_size": draw(st.integers(1, 50000)),
+           "max_position_embeddings": draw(st.one_of(st.none(), st.integers(1, 8192))),
+           "hidden_act": draw(st.sampled_from([None, "silu", "swish", "gelu"])),
+           "tie_word_embeddings": draw(st.sampled_from([None, True, False])), "num_local_experts": None}
+    if model_type == "llama":
+        cfg["attention_bias"] = cfg["mlp_bias"] = draw(st.sampled_from([None, False, True]))
+    if model_type == "mistral":
+        cfg["sliding_window"] = draw(st.one_of(st.none(), st.integers(1, 8192)))
+    return cfg
+
+
+def _hf(model_type: str):
+    """Call from_hf_config with a config of ``model_type`` made of the keyword arguments (None = absent)."""
+    return lambda **kw: L.Model.from_hf_config({"model_type": model_type,
+                                                **{k: v for k, v in kw.items() if v is not None}})
+
+
+_HF_ARGS = {
+    "num_hidden_layers": ints(1, 8), "hidden_size": ints(8, 512), "num_attention_heads": ints(1, 8),
+    "num_key_value_heads": ints(1, 8, optional=True), "head_dim": ints(1, 64, optional=True),
+    "intermediate_size": ints(1, 1024), "vocab_size": ints(1, 50000),
+    "max_position_embeddings": ints(1, 8192, optional=True),
+    "hidden_act": names(["silu", "gelu", "gelu_new"], optional=True),
+    "tie_word_embeddings": Arg(st.none(), st.sampled_from([0, 1, "false", "True", 1.0])),
+    "num_local_experts": Arg(st.none(), st.sampled_from([8, 2, 1])),
+    "attention_bias": Arg(st.none(), st.sampled_from(["false", 0, 1])),
+    "mlp_bias": Arg(st.none(), st.sampled_from(["true", 0, 1])),
+    "sliding_window": ints(1, 8192, optional=True),
+    # GPT-2's names
+    "n_layer": ints(1, 8), "n_embd": ints(8, 512), "n_head": ints(1, 8), "n_inner": ints(1, 1024, optional=True),
+    "n_positions": ints(1, 4096, optional=True),
+    "activation_function": names(["gelu_new", "gelu", "relu"], optional=True),
+}
+
+
+_HF_KEYS = {
+    "gpt2": ["n_layer", "n_embd", "n_head", "n_inner", "vocab_size", "n_positions", "activation_function",
+             "tie_word_embeddings", "num_local_experts"],
+    "qwen2": ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "intermediate_size", "vocab_size", "max_position_embeddings", "hidden_act", "tie_word_embeddings",
+              "num_local_experts"],
+}
+_HF_KEYS["llama"] = _HF_KEYS["qwen2"] + ["attention_bias", "mlp_bias"]
+_HF_KEYS["mistral"] = _HF_KEYS["qwen2"] + ["sliding_window"]
+
+
+def _hf_spec(model_type: str) -> Spec:
+    return Spec(_hf(model_type), {k: _HF_ARGS[k] for k in _HF_KEYS[model_type]}, base=hf_configs(model_type))
+
+
+FUNCTIONS = {
+    "Model": Spec(lambda **kw: L.Model("m", **kw),
+                  dict(layers=ints(1, 96), hidden=ints(8, 16384), heads=ints(1, 128), ffn_hidden=ints(1, 65536),
+                       vocab=ints(1, 256000), kv_heads=ints(1, 128, optional=True),
+                       head_dim=ints(1, 256, optional=True), gated_mlp=bools(), tied_embeddings=bools(),
+                       norm=names(["rmsnorm", "layernorm"]), bias=bools(), qkv_bias=bools(), learned_pos=bools(),
+                       max_seq=ints(1, 131072), sliding_window=ints(1, 8192, optional=True),
+                       activation=names(["silu", "gelu_new"], optional=True)),
+                  base=model_fields()),
+    "Parallel": Spec(lambda **kw: L.Parallel(**kw),
+                     dict(tp=ints(1, 16), pp=ints(1, 16), dp=ints(1, 1024), zero=ints(0, 3), sp=NOT_A_FLAG)),
+    "model_states": Spec(lambda parallel, **kw: L.model_states(parallel=_parallel(parallel), **kw),
+                         dict(model=models(), precision=names(RECIPES), optimizer=names(OPTIMIZERS),
+                              parallel=parallels()), aliases={"parallel": PARALLEL_WORDS}),
+    "model_states_for_params": Spec(
+        lambda parallel, **kw: memory.model_states_for_params(parallel=_parallel(parallel), **kw),
+        dict(n_params=ints(1, 10**12), precision=names(RECIPES), optimizer=names(list(OPTIMIZERS)[:5]),
+             parallel=parallels()), aliases={"parallel": PARALLEL_WORDS}),
+    "optimizer_state_elements": Spec(memory.optimizer_state_elements,
+                                     dict(model=models(), optimizer=names(OPTIMIZERS))),
+    "bytes_per_param_table": Spec(memory.bytes_per_param_table,
+                                  dict(model=models(), precisions=lists_of(names(RECIPES), optional=True),
+                                       optimizers=lists_of(names(OPTIMIZERS), optional=True)),
+                                  aliases={"precisions": ("precision",), "optimizers": ("optimizer",)}),
+    "min_gpus_for_bytes": Spec(memory.min_gpus_for_bytes,
+                               dict(n_bytes=nums(0, 1e15), gpu=gpus(), usable_fraction=Arg(
+                                   st.floats(0.05, 1.0), st.sampled_from([0.0, -0.1, 1.5, float("nan"), "0.9"])))),
+    "training_memory": Spec(lambda parallel, **kw: L.training_memory(parallel=_parallel(parallel), **kw),
+                            dict(model=models(), batch=ints(1, 64), seq=ints(1, 131072), precision=names(RECIPES),
+                                 optimizer=names(OPTIMIZERS), attention=ATTN, recompute=RECOMPUTES,
+                                 dropout=bools(), grad_accum=ints(1, 256), parallel=parallels(),
+                                 overhead_bytes=nums(0, 1e11, optional=True)),
+                            aliases={"parallel": PARALLEL_WORDS}),
+    "max_micro_batch": Spec(memory.max_micro_batch,
+                            dict(model=models(), gpu=gpus(), seq=ints(1, 131072), attention=ATTN,
+                                 recompute=RECOMPUTES)),
+    "activation_memory": Spec(L.activation_memory,
+                              dict(model=models(), batch=ints(1, 64), seq=ints(1, 131072), dtype=ACT_DTYPES,
+                                   attention=ATTN, dropout=bools(), recompute=RECOMPUTES, tp=ints(1, 1),
+                                   sp=NOT_A_FLAG, mask_bytes=nums(0, 8), logits_dtype=ACT_DTYPES)),
+    "layer_terms": Spec(activations.layer_terms,
+                        dict(model=models(), batch=ints(1, 64), seq=ints(1, 65536), dtype=ACT_DTYPES,
+                             attention=ATTN, tp=ints(1, 1), mask_bytes=nums(0, 8))),
+    "korthikanti_bytes_per_layer": Spec(activations.korthikanti_bytes_per_layer,
+                                        dict(model=models(), batch=ints(1, 64), seq=ints(1, 65536),
+                                             tp=ints(1, 1))),
+    "activation_coefficients": Spec(activations.activation_coefficients,
+                                    dict(model=models(), dtype=ACT_DTYPES, attention=ATTN, dropout=bools(),
+                                         selective=bools(), tp=ints(1, 1))),
+    "inference_memory": Spec(L.inference_memory,
+                             dict(model=models(), batch=ints(1, 256), context=ints(1, 131072), weights=DTYPE_ARG,
+                                  kv_cache=DTYPE_ARG, overhead_bytes=nums(0, 1e11, optional=True))),
+    "weights_bytes": Spec(L.weights_bytes, dict(model=models(), dtype=DTYPE_ARG, quantize_all=bools())),
+    "kv_cache_bytes_per_token": Spec(L.kv_cache_bytes_per_token, dict(model=models(), dtype=DTYPE_ARG)),
+    "kv_cached_tokens": Spec(inference.kv_cached_tokens, dict(model=models(), context=ints(1, 131072))),
+    "rule_of_thumb_breakeven_tokens": Spec(inference.rule_of_thumb_breakeven_tokens,
+                                           dict(model=models(), weights=DTYPE_ARG, kv_cache=DTYPE_ARG,
+                                                with_overhead=bools())),
+    "rule_of_thumb_table": Spec(inference.rule_of_thumb_table,
+                                dict(cases=lists_of(Arg(st.tuples(models().valid, st.integers(1, 64),
+                                                                  st.integers(1, 65536)),
+                                                        st.sampled_from([("gpt2", 1), "gpt2", None, 3,
+                                                                         ("gpt2", 0, 8), ("gpt-2", 1, 8)])))),
+                                aliases={"cases": ("cases", "model", "batch", "context")}),
+    "forward_flops_per_token": Spec(L.forward_flops_per_token, dict(model=models(), seq=ints(1, 131072),
+                                                                    causal=bools())),
+    "training_flops_per_token": Spec(L.training_flops_per_token,
+                                     dict(model=models(), seq=ints(1, 131072), recompute=RECOMPUTES,
+                                          causal=bools())),
+    "attention_flops_per_token": Spec(flops.attention_flops_per_token, dict(model=models(), seq=ints(1, 131072))),
+    "bytes_per_element": Spec(L.bytes_per_element, dict(dtype=DTYPE_ARG)),
+    "get_model": Spec(L.get_model, dict(name=models()), aliases={"name": ("model",)}),
+    "get_gpu": Spec(L.get_gpu, dict(name=gpus()), aliases={"name": ("gpu",)}),
+    "fmt_gib": Spec(units.fmt_gib, dict(n_bytes=nums(-1e12, 1e15, signed=True), digits=ints(0, 6))),
+    "fmt_bytes": Spec(units.fmt_bytes, dict(n_bytes=nums(-1e12, 1e15, signed=True), digits=ints(0, 6))),
+    "fmt_count": Spec(units.fmt_count, dict(n=nums(-1e12, 1e15, signed=True), digits=ints(0, 6))),
+    "from_hf_config[llama]": _hf_spec("llama"),
+    "from_hf_config[mistral]": _hf_spec("mistral"),
+    "from_hf_config[qwen2]": _hf_spec("qwen2"),
+    "from_hf_config[gpt2]": _hf_spec("gpt2"),
+}
+
+#: Chart functions: slower (each draws a figure), so fewer examples. Their list arguments are fuzzed.
+CHARTS = {
+    "render_parameter_shares": Spec(charts.render_parameter_shares, dict(models=lists_of(models(), optional=True)),
+                                    aliases={"models": ("model",)}),
+    "render_model_states": Spec(charts.render_model_states,
+                                dict(model=models(), gpus=lists_of(gpus(), empty_ok=True), count=ints(1, 64),
+                                     compare=lists_of(pairs_of(names(RECIPES), names(OPTIMIZERS)), max_size=2,
+                                                      empty_ok=True)),
+                                aliases={"gpus": ("gpu",), "compare": ("compare", "precision")}),
+    "render_inference_memory": Spec(charts.render_inference_memory,
+                                    dict(model=models(), context=ints(1, 131072), batch=ints(1, 64),
+                                         gpus=lists_of(gpus(), empty_ok=True)), aliases={"gpus": ("gpu",)}),
+    "render_inference_vs_context": Spec(charts.render_inference_vs_context,
+                                        dict(model=models(), batches=lists_of(ints(1, 64)),
+                                             contexts=lists_of(ints(1, 131072)),
+                                             gpus=lists_of(gpus(), max_size=2, empty_ok=True)),
+                                        aliases={"gpus": ("gpu",), "batches": ("batch",),
+                                                 "contexts": ("context",)}),
+    "render_activation_memory": Spec(charts.render_activation_memory,
+                                     dict(model=models(), seq=ints(1, 65536), batch=ints(1, 16), gpu=gpus(),
+                                          zero3_gpus=ints(1, 64))),
+}
+
+
+# ----------------------------------------------------------------------------- the three promises
+def to_numpy(value):
+    """The same value as NumPy scalars: ints become np.int64 (np.int32 where it fits), floats np.float64;
+    containers are converted item by item. Anything else is returned as it is."""
+    if isinstance(value, (bool, np.bool_)):
+        return value
+    if isinstance(value, int):
+        return np.int32(value) if abs(value) < 2**31 else (np.int64(value) if abs(value) < 2**63 else value)
+    if isinstance(value, float):
+        return np.float64(value)
+    if isinstance(value, tuple):
+        return tuple(to_numpy(v) for v in value)
+    if isinstance(value, list):
+        return [to_numpy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_numpy(v) for k, v in value.items()}
+    return value
+
+
+def figures(result) -> list[float]:
+    """Every number a result carries: plain numbers, dataclass fields and numeric properties, DataFrame
+    cells, array items."""
+    if isinstance(result, (bool, str)) or result is None:
+        return []
+    if isinstance(result, (int, float, np.integer, np.floating)):
+        return [float(result)]
+    if isinstance(result, np.ndarray):
+        return [float(x) for x in result.ravel()]
+    if isinstance(result, pd.DataFrame):
+        return [float(x) for x in result.select_dtypes("number").to_numpy().ravel()]
+    if isinstance(result, dict):
+        return [x for v in result.values() for x in figures(v)]
+    if dataclasses.is_dataclass(result):
+        out = []
+        for f in dataclasses.fields(result):
+            out += figures(getattr(result, f.name))
+        for name in dir(type(result)):
+            if isinstance(getattr(type(result), name, None), property):
+                out += figures(getattr(result, name))
+        return out
+    return []
+
+
+def same(a, b) -> bool:
+    if isinstance(a, pd.DataFrame):
+        return a.equals(b)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    if isinstance(a, charts.View):
+        return a.summary == b.summary
+    if isinstance(a, L.Model):
+        return a == b and a.n_params == b.n_params
+    return a == b
+
+
+def _close(result) -> None:
+    if isinstance(result, charts.View):
+        import matplotlib.pyplot as plt
+
+        plt.close(result.figure)
+
+
+def _call(name: str, func, kwargs: dict):
+    CALLS[name] = CALLS.get(name, 0) + 1
+    return func(**kwargs)
+
+
+@st.composite
+def calls(draw, spec: Spec):
+    """A valid set of arguments, and (half the time) one argument to replace by an invalid value."""
+    kwargs = dict(draw(spec.base)) if spec.base is not None else {}
+    for key, arg in spec.args.items():
+        if key not in kwargs:
+            kwargs[key] = draw(arg.valid)
+    bad = draw(st.one_of(st.none(), st.sampled_from(sorted(spec.args))))
+    return kwargs, bad, (draw(spec.args[bad].invalid) if bad else None)
+
+
+def check_call(name: str, spec: Spec, kwargs: dict, bad: str | None, bad_value) -> None:
+    try:
+        result = _call(name, spec.func, kwargs)
+    except ALLOWED as exc:          # valid-looking values in a combination that cannot run (tp vs heads...)
+        assert str(exc), f"{name}: an empty error message"
+        return
+    # any other exception fails the test here, with the generated arguments
+    RETURNED[name] = RETURNED.get(name, 0) + 1
+    for x in figures(result):                                                    # promise 2
+        assert math.isfinite(x), f"{name}({kwargs}) returned a non-finite figure: {x}"
+        if not name.startswith("fmt_"):
+            assert x >= 0, f"{name}({kwargs}) returned a negative figure: {x}"
+    _close(result)
+    np_result = _call(name, spec.func, to_numpy(kwargs))                        # promise 3
+    _close(np_result)
+    assert same(result, np_result), f"{name}({kwargs}): NumPy arguments gave a different result"
+    if bad is None:
+        return
+    with pytest.raises(ALLOWED) as err:                                          # promise 1
+        _close(_call(name, spec.func, {**kwargs, bad: bad_value}))
+    words = spec.aliases.get(bad, (bad,))
+    assert any(w.lower() in str(err.value).lower() for w in words), \
+        f"{name}: {bad}={bad_value!r} was refused without naming it: {err.value}"
+
+
+def _run(name: str, spec: Spec, examples: int) -> None:
+    @settings(FUZZ, max_examples=examples)
+    @given(calls(spec))
+    def test(call):
+        check_call(name, spec, *call)
+    test()
+    # a fuzz whose every call is refused would check nothing but the refusals
+    assert RETURNED.get(name, 0) > 0, f"{name}: no generated call was valid"
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_fuzz_function(name):
+    _run(name, FUNCTIONS[name], EXAMPLES)
+
+
+@pytest.mark.parametrize("name", sorted(CHARTS))
+def test_fuzz_chart(name):
+    _run(name, CHARTS[name], max(5, EXAMPLES // 5))
+
+
+# ----------------------------------------------------------------------------- config files on disk
+@given(st.sampled_from(["", "   ", "{", "[1, 2]", "null", '"llama"', "{\"model_type\": \"llama\"}", "\x00\xff"]))
+@settings(FUZZ)
+def test_fuzz_config_files(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("cfg") / "config.json"
+    path.write_bytes(text.encode("latin-1"))
+    CALLS["from_hf_config(file)"] = CALLS.get("from_hf_config(file)", 0) + 1
+    with pytest.raises(ValueError) as e:
+        L.Model.from_hf_config(path)
+    assert str(path) in str(e.value)
+
+
+def test_config_file_missing_names_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError) as e:
+        L.Model.from_hf_config(tmp_path / "nope" / "config.json")
+    assert "nope" in str(e.value)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 12, "n_embd": 768,
+                                                      "n_head": 12, "vocab_size": 50257}))
+    assert L.Model.from_hf_config(tmp_path).n_params == L.get_model("gpt2").n_params   # a folder works too
