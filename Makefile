@@ -58,6 +58,12 @@ test: $(STAMP) ## Run unit tests (tests/) and strict nbval over every notebook i
 	$(PY) -m pytest tests book --nbval --nbval-current-env --nbval-cell-timeout=300 \
 	  -p no:cacheprovider -o console_output_style=classic $(PYTEST_ARGS)
 
+FUZZ_EXAMPLES ?= 2000
+.PHONY: fuzz
+fuzz: $(STAMP) ## Fuzz every public function longer than CI does (FUZZ_EXAMPLES per function; prints the call count)
+	LLMSIZING_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/test_fuzz.py -p no:cacheprovider -q -v \
+	  -o console_output_style=classic
+
 .PHONY: outputs
 outputs: $(STAMP) ## Re-execute all notebooks in place to refresh their stored outputs (for nbval)
 	$(PY) tools/refresh_outputs.py
