@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from llmsizing import (DTYPE_BYTES, OPTIMIZERS, RECIPES, Model, Parallel, bytes_per_element, get_model,
                        model_states, training_memory)
+from llmsizing.activations import activation_memory
 from llmsizing.memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, default_overhead_bytes
 from llmsizing.units import GiB
 
@@ -54,6 +55,8 @@ EXPECTED_BPP = {
     "bf16-mixed-dual-grads": (2 + 2 + 4 + 4, 2 + 2 + 4 + 4 + 4, 2 + 2 + 4 + 4 + 4 + 4, 2 + 2 + 4 + 4 + 4,
                               2 + 2 + 4 + 4 + Q8),
     "bf16":                  (2 + 2,       2 + 2 + 2,       2 + 2 + 2 + 2,       2 + 2 + 2,       2 + 2 + Q8),
+    # torch.autocast: fp32 weights and grads, no separate master copy (the autocast copies are not states)
+    "bf16-amp":              (4 + 4,       4 + 4 + 4,       4 + 4 + 4 + 4,       4 + 4 + 4,       4 + 4 + Q8),
 }
 OPT_COLUMNS = {"sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2, "lion": 3, "adamw-8bit": 4}
 
@@ -212,17 +215,54 @@ def test_parallel_validation():
 
 
 # ----------------------------------------------------------------------------- training_memory
-def test_training_memory_adds_up():
+def test_training_memory_phases_by_hand():
+    """The phases of one step at steady state (gradients freed by zero_grad), written out for Llama-2-7B."""
     tm = training_memory("llama-2-7b", batch=2, seq=1024)
     ms = model_states("llama-2-7b")
-    assert tm.weights_bytes == ms.weights_bytes
-    assert tm.gradients_bytes == ms.gradients_bytes
-    assert tm.optimizer_bytes == ms.optimizer_bytes
-    modelled = ms.total_bytes + tm.activations_bytes
-    assert tm.overhead_bytes == pytest.approx(1 * GiB + 0.08 * modelled)
-    assert tm.total_bytes == pytest.approx(modelled + tm.overhead_bytes)
-    df = tm.to_frame()
-    assert df.loc["total", "bytes"] == pytest.approx(df.drop(index="total")["bytes"].sum())
+    n = 6_738_415_616                                   # published count (Touvron et al. 2023b)
+    W, G, O = 2 * n, 2 * n, 12 * n                      # bf16-mixed AdamW: 2 + 2 + 12 (ZeRO paper)
+    assert (tm.weights_bytes, tm.gradients_bytes, tm.optimizer_bytes) == (W, G, O) == \
+        (ms.weights_bytes, ms.gradients_bytes, ms.optimizer_bytes)
+    A = activation_memory("llama-2-7b", batch=2, seq=1024).total_bytes
+    ph = tm.phases_bytes
+    assert ph["forward"] == W + O + A                    # no gradients yet
+    assert ph["loss backward"] == W + O + A + tm.loss_temporaries_bytes
+    # PyTorch's foreach AdamW: torch._foreach_sqrt of every fp32 second moment, 4 bytes per parameter
+    assert tm.optimizer_temporaries_bytes == 4 * n
+    assert ph["optimizer step"] == W + G + O + 4 * n
+    assert tm.peak_bytes == max(ph.values()) >= ph["forward"]
+    assert tm.overhead_bytes == pytest.approx(1 * GiB + 0.08 * tm.peak_bytes)
+    assert tm.total_bytes == pytest.approx(tm.peak_bytes + tm.overhead_bytes)
+    df = tm.phases
+    assert list(df.index) == ["forward", "loss backward", "backward", "optimizer step"]
+    assert df["bytes"].max() == tm.peak_bytes and tm.peak_phase in df.index
+
+
+def test_optimizer_implementations():
+    n = 6_738_415_616
+    big = 32000 * 4096                                   # Llama-2-7B's largest tensors: embedding and LM head
+    kw = dict(batch=1, seq=1024)
+    fe = training_memory("llama-2-7b", optimizer_impl="foreach", **kw).optimizer_temporaries_bytes
+    fl = training_memory("llama-2-7b", optimizer_impl="for-loop", **kw).optimizer_temporaries_bytes
+    fu = training_memory("llama-2-7b", optimizer_impl="fused", **kw).optimizer_temporaries_bytes
+    assert (fe, fl, fu) == (4 * n, 2 * 4 * big, 0)
+    assert training_memory("llama-2-7b", optimizer="sgd", **kw).optimizer_temporaries_bytes == 0
+    # ZeRO-1 shards the optimizer's states, and with them the foreach temporary
+    z = training_memory("llama-2-7b", parallel=Parallel(dp=8, zero=1), **kw).optimizer_temporaries_bytes
+    assert z == 4 * n / 8
+
+
+def test_autocast_recipe_counts_the_weight_copies():
+    from llmsizing.model import Model
+
+    m = get_model("llama-2-7b")
+    amp = training_memory(m, batch=1, seq=1024, precision="bf16-amp", stack="hf")
+    # 2 bytes per matrix-multiply weight: attention + MLP + LM head, not the embedding lookup or the norms
+    per_layer = 4 * 4096**2 + 3 * 4096 * 11008
+    assert amp.autocast_copies_bytes == 2 * (32 * per_layer + 32000 * 4096)
+    assert amp.phases_bytes["forward"] >= amp.weights_bytes + amp.optimizer_bytes + amp.autocast_copies_bytes
+    assert amp.phases_bytes["optimizer step"] == amp.weights_bytes + amp.gradients_bytes + amp.optimizer_bytes + \
+        amp.optimizer_temporaries_bytes                  # the copies are gone by then
 
 
 def test_default_overhead():
@@ -234,13 +274,16 @@ def test_default_overhead():
 def test_training_memory_explicit_overhead():
     tm = training_memory("gpt2", batch=1, seq=128, overhead_bytes=0)
     assert tm.overhead_bytes == 0
-    assert tm.total_bytes == tm.weights_bytes + tm.gradients_bytes + tm.optimizer_bytes + tm.activations_bytes
+    assert tm.total_bytes == tm.peak_bytes
 
 
-def test_grad_accum_changes_global_batch_not_memory():
+def test_grad_accum_changes_global_batch_and_keeps_gradients_alive():
     a = training_memory("llama-2-7b", batch=4, seq=2048)
     b = training_memory("llama-2-7b", batch=4, seq=2048, grad_accum=8)
-    assert b.total_bytes == a.total_bytes and b.activations_bytes == a.activations_bytes
+    assert b.activations_bytes == a.activations_bytes
+    # from the second micro-batch on, the accumulated gradients are alive during the forward
+    assert b.phases_bytes["forward"] == a.phases_bytes["forward"] + a.gradients_bytes
+    assert b.phases_bytes["optimizer step"] == a.phases_bytes["optimizer step"]
     assert (a.global_batch, b.global_batch) == (4, 32)
     assert b.tokens_per_step == 32 * 2048
     c = training_memory("llama-2-7b", batch=4, seq=2048, grad_accum=8, parallel=Parallel(dp=16, zero=3))
@@ -328,3 +371,28 @@ def test_more_layers_never_fewer_training_bytes(m, batch, seq, extra, recompute,
                   "overhead_bytes", "total_bytes"):
             v = getattr(x, f)
             assert math.isfinite(v) and v >= 0, f
+
+
+# ----------------------------------------------------------------------------- the peak of a step: invariants
+@given(small_models(), st.integers(1, 8), st.integers(1, 2048), st.sampled_from(["fused", "hf"]),
+       st.sampled_from(["flash", "eager"]), st.sampled_from(["none", "full"]), st.integers(1, 4),
+       st.sampled_from(["foreach", "for-loop", "fused"]),
+       st.sampled_from(["bf16-mixed", "fp32", "bf16", "bf16-amp", "bf16-mixed-fp32-grads"]))
+def test_peak_is_never_below_the_end_of_the_forward(m, batch, seq, stack, attention, recompute, accum, impl,
+                                                    precision):
+    tm = training_memory(m, batch=batch, seq=seq, stack=stack, attention=attention, recompute=recompute,
+                         grad_accum=accum, optimizer_impl=impl, precision=precision)
+    assert tm.peak_bytes >= tm.phases_bytes["forward"] >= tm.weights_bytes + tm.optimizer_bytes + tm.activations_bytes
+    assert tm.total_bytes > tm.peak_bytes
+
+
+@given(small_models(), st.integers(1, 8), st.integers(1, 2048), st.sampled_from(["flash", "eager"]),
+       st.sampled_from(["none", "full"]))
+def test_autocast_is_never_below_pure_16_bit(m, batch, seq, attention, recompute):
+    kw = dict(batch=batch, seq=seq, attention=attention, recompute=recompute, stack="hf")
+    pure = activation_memory(m, dtype="bf16", **kw).total_bytes
+    amp = activation_memory(m, dtype="bf16", autocast=True, **kw).total_bytes
+    assert amp >= pure
+    pure_step = training_memory(m, precision="bf16", **kw)
+    amp_step = training_memory(m, precision="bf16-amp", **kw)
+    assert amp_step.peak_bytes >= pure_step.peak_bytes

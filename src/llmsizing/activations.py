@@ -36,6 +36,9 @@ from .parallel import check_layout
 from .precision import DTYPE_BYTES
 
 ATTENTION = ("flash", "eager")
+#: Software stacks (chapter 4, "The peak of a step"): ``"fused"`` counts what Megatron-style fused kernels save
+#: (Korthikanti et al. 2022); ``"hf"`` what Hugging Face ``transformers`` modules save as they are written.
+STACKS = ("fused", "hf")
 RECOMPUTE = ("none", "selective", "full")
 ACTIVATION_DTYPES = ("bf16", "fp16", "fp32")
 
@@ -78,8 +81,12 @@ class ActivationMemory:
 
 def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str = "flash",
                 dropout: bool = False, tp: int = 1, sp: bool = False, mask_bytes: float = 1.0,
-                selective: bool = False) -> dict[str, float]:
+                selective: bool = False, stack: str = "fused", autocast: bool = False) -> dict[str, float]:
     """Bytes one layer saves for backward, by component, with no recomputation except ``selective``.
+
+    ``stack="hf"`` counts Hugging Face ``transformers`` modules instead of fused kernels
+    (:func:`_hf_layer_terms`); ``autocast=True`` (with ``dtype="bf16"``) the mix of fp32 and bf16 tensors that
+    ``torch.autocast`` leaves.
 
     ``batch`` and ``seq`` may be NumPy arrays (the formula is plain arithmetic), which is how the widgets
     sweep sequence length without a Python loop. The arguments are checked as in :func:`activation_memory`
@@ -94,6 +101,10 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
     check_layout(model, tp=tp, sp=sp)
     mask_bytes = check_number("mask_bytes", mask_bytes)
     check_bool("selective", selective)
+    stack, autocast = _check_stack(stack, autocast, dtype, selective)
+    if stack == "hf":
+        return _hf_layer_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout,
+                               tp=tp, sp=sp, mask_bytes=mask_bytes, autocast=autocast)
     p = DTYPE_BYTES[dtype]
     s, b = seq, batch
     h, a, g, d, f = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn_hidden
@@ -122,6 +133,80 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
             "dropout_masks": masks}
 
 
+def _check_stack(stack, autocast, dtype, selective) -> tuple[str, bool]:
+    stack = check_choice("stack", stack, STACKS)
+    autocast = check_bool("autocast", autocast)
+    if autocast and dtype != "bf16":
+        raise ValueError(f"autocast=True runs the matrix multiplies in bf16: use dtype='bf16', got {dtype!r}")
+    if stack == "hf" and selective:
+        raise ValueError("stack='hf' has no selective recomputation (Hugging Face transformers checkpoints "
+                         "whole decoder layers): use recompute='none' or 'full'")
+    return stack, autocast
+
+
+def _hf_layer_terms(model: Model, *, batch, seq, dtype, attention, dropout, tp, sp, mask_bytes,
+                    autocast) -> dict[str, float]:
+    """One layer's saved bytes for Hugging Face ``transformers`` modules (``modeling_llama.py``,
+    ``modeling_gpt2.py``, ``modeling_mistral.py``, ``modeling_qwen2.py``, ``activations.py``), tensor by
+    tensor, as measured on the real classes in ``data/step_saved_tensors.csv`` (chapter 5). What differs
+    from the fused count:
+
+    * ``LlamaRMSNorm`` upcasts its input to fp32 and saves that copy (``pow``/``mul`` save it), the fp32
+      ``rsqrt``, and the normalised tensor cast back (saved by the gain's ``mul``): ``4 + p`` bytes per
+      element instead of ``p``. ``nn.LayerNorm`` (GPT-2) is one kernel: its input, mean and rstd, as fused.
+    * Eager attention: Llama's ``softmax(dtype=float32)`` saves fp32 probabilities and the matmul saves
+      their 16-bit copy (``4 + 2`` bytes per score in bf16); K and V are saved after ``repeat_kv``, at the
+      query heads' width. GPT-2's eager path keeps the scores' dtype.
+    * ``gelu_new`` (GPT-2's ``NewGELUActivation``) is written in Python: its input, ``tanh(...)``,
+      ``0.5 * x`` and ``1 + tanh(...)`` are saved, plus the output fed to ``c_proj``: 5 tensors of ``f``
+      columns where a fused kernel keeps 2.
+    * Under ``torch.autocast`` the residual stream, the norms and the rotary embedding stay fp32, and every
+      ``nn.Linear`` saves its own bf16 cast of its fp32 input (q, k, v each; gate and up each).
+    """
+    p = 2.0 if autocast else DTYPE_BYTES[dtype]      # bytes of what the matmuls produce and save
+    p_res = 4.0 if autocast else p                    # the residual stream's dtype
+    s, b = seq, batch
+    h, a, g, d, f = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn_hidden
+    sb = s * b
+    r = tp if sp else 1
+    a_t, f_t = a / tp, f / tp
+    g_t = max(g / tp, 1)
+    m = mask_bytes if dropout else 0.0
+    llama = model.norm == "rmsnorm"
+    if llama:   # fp32 copy of the input + rstd + the normalised tensor in the input's dtype
+        one_norm = (4 * sb * h + 4 * sb + p_res * sb * h) if p_res == 2 else (2 * 4 * sb * h + 4 * sb)
+    else:       # nn.LayerNorm: input + mean + rstd (fp32 statistics on CUDA)
+        one_norm = p_res * sb * h + 8 * sb
+    norms = 2 * one_norm / r
+    # inputs of the projections: one shared tensor, or one bf16 cast per nn.Linear under autocast
+    n_qkv = (3 if llama else 1) if autocast else 1
+    n_mlp_in = (2 if model.gated_mlp else 1) if autocast else 1
+    projections = n_qkv * p * sb * h / r + p * sb * a_t * d
+    masks = 2 * m * sb * h / r
+    if attention == "flash":                    # SDPA: q, k, v, output, fp32 log-sum-exp
+        core = p * sb * (a_t * d + 2 * g_t * d) + 4 * b * a_t * s
+    else:
+        kv = a_t if llama else g_t              # repeat_kv expands K and V to the query heads
+        core = p * sb * (a_t * d + 2 * kv * d)
+        probs = a_t * s * s * b
+        if llama:
+            core += 4 * probs + (p * probs if p == 2 else 0.0)      # fp32 softmax + its 16-bit copy
+        else:
+            core += p * probs
+        if dropout:
+            core += p * probs
+            masks += m * probs
+    if model.gated_mlp:
+        act = 4 * p * sb * f_t                  # gate, up, act(gate), product
+    elif model.activation == "gelu_new":
+        act = 5 * p * sb * f_t                  # NewGELUActivation in Python
+    else:
+        act = 2 * p * sb * f_t
+    mlp = n_mlp_in * p * sb * h / r + act
+    return {"norms": norms, "attention_projections": projections, "attention_core": core, "mlp": mlp,
+            "dropout_masks": masks}
+
+
 def _int_or_array(name: str, value):
     """An int checked by :func:`check_int`, or a NumPy array of integers >= 1 (for vectorised sweeps)."""
     import numpy as np
@@ -138,7 +223,7 @@ def _int_or_array(name: str, value):
 def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16",
                       attention: str = "flash", dropout: bool = False, recompute: str = "none",
                       tp: int = 1, sp: bool = False, mask_bytes: float = 1.0,
-                      logits_dtype: str = "fp32") -> ActivationMemory:
+                      logits_dtype: str = "fp32", stack: str = "fused", autocast: bool = False) -> ActivationMemory:
     """Bytes saved for backward by one micro-batch of ``batch`` sequences of ``seq`` tokens, on one GPU.
 
     In the simple case (GPT layer, 16-bit, dropout, eager attention, no TP) the per-layer figure is exactly
@@ -148,6 +233,10 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     ``tp``/``sp``: tensor parallelism divides the per-head and MLP tensors; sequence parallelism divides the
     rest. Pipeline parallelism is not an argument: with 1F1B the first stage holds ``pp`` micro-batches of
     ``L/pp`` layers, i.e. about the same bytes as here (Korthikanti Sec. 4.2.3).
+
+    ``stack`` chooses the software stack (:data:`STACKS`): ``"fused"`` (the default, the formula above) or
+    ``"hf"`` (Hugging Face ``transformers`` modules, :func:`_hf_layer_terms`; no selective recomputation).
+    ``autocast=True`` (with ``dtype="bf16"``) counts ``torch.autocast``'s mix of fp32 and bf16 tensors.
     """
     model = resolve_model(model)
     batch = check_int("batch", batch)
@@ -161,21 +250,25 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     mask_bytes = check_number("mask_bytes", mask_bytes, minimum=0.0)
     check_choice("logits_dtype", logits_dtype, ACTIVATION_DTYPES)
     check_layout(model, tp=tp, sp=sp)
+    stack, autocast = _check_stack(stack, autocast, dtype, recompute == "selective")
 
     p = DTYPE_BYTES[dtype]
+    p_res = 4.0 if autocast else p               # the residual stream's dtype (fp32 under autocast)
     h, L, V = model.hidden, model.layers, model.vocab
     sb = seq * batch
     r = tp if sp else 1
     kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, tp=tp, sp=sp,
-              mask_bytes=mask_bytes)
+              mask_bytes=mask_bytes, stack=stack, autocast=autocast)
     one_layer = layer_terms(model, **kw, selective=(recompute == "selective"))
     per_layer = sum(one_layer.values())
     comps = {k: L * v for k, v in one_layer.items()}
     comps["residuals"] = 0.0
     if recompute == "full":
-        per_layer = p * sb * h / r                           # the checkpointed layer input
+        per_layer = p_res * sb * h / r                       # the checkpointed layer input
         comps = dict(layer_terms(model, **kw))               # one layer's working set during backward,
-        comps["norms"] -= per_layer                          # whose first norm input IS its checkpoint
+        if stack == "fused" or model.norm == "layernorm" or p_res == 4:
+            comps["norms"] -= per_layer                      # whose first norm input IS its checkpoint
+        # (Hugging Face's RMSNorm on a 16-bit input saves an fp32 copy instead, so nothing is shared)
         comps["residuals"] = L * per_layer
         layers = sum(comps.values())
     elif recompute == "selective":
@@ -195,6 +288,13 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
               + p * sb * h / r                               # LM-head input
               + DTYPE_BYTES[logits_dtype] * sb * V / tp      # log-probabilities saved by the loss
               + 8 * sb)                                      # int64 targets
+    if stack == "hf":
+        # Hugging Face: the final norm as its layers' norms, and the LM head's output (the model returns the
+        # logits, so they live until the step ends, in the matmul dtype) besides the fp32 log-probabilities
+        one_norm = _hf_layer_terms(model, **{k: v for k, v in kw.items() if k != "stack"})["norms"] / 2
+        logits += one_norm - (p * sb * h + stats * sb) / r + (2.0 if autocast else p) * sb * V / tp
+        if autocast:
+            logits += (2 - p) * sb * h / r                   # the LM head saves its bf16 cast
     comps["embedding"] = embedding
     comps["logits"] = logits
     comps = {k: comps[k] for k in ACT_COMPONENTS}

@@ -25,6 +25,8 @@ COLORS = {
     # activation components (chapter 4)
     "attention_projections": "#DD8452", "attention_core": "#E5AE38", "dropout_masks": "#937860",
     "residuals": "#DA8BC3", "logits": "#8172B3",
+    # the peak of a step (chapter 4)
+    "at the peak: gradients + temporaries": "#B07AA1", "autocast copies": "#FFBE7D",
 }
 
 DPI = 96
@@ -421,10 +423,11 @@ def _zero3(zero3_gpus: int):
 
 def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1, attention: str = "flash",
                              recompute: str = "none", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
-                             zero3_gpus: int = 8, dropout: bool = False) -> View:
-    """Per-GPU training memory (model states + activations by component + overhead) against ``gpu``'s
-    capacity, for sequence lengths 1K ... max(32K, ``seq``) with ``seq`` itself highlighted. Model states are
-    sharded over ``zero3_gpus`` GPUs (ZeRO-3/FSDP; 1 = one GPU). Chapter 4."""
+                             zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused") -> View:
+    """Per-GPU training memory at the peak of a step (weights, optimizer states, activations by component,
+    what the peak adds on top of them, overhead) against ``gpu``'s capacity, for sequence lengths 1K ...
+    max(32K, ``seq``) with ``seq`` itself highlighted. Model states are sharded over ``zero3_gpus`` GPUs
+    (ZeRO-3/FSDP; 1 = one GPU); ``stack`` is the software stack (``"fused"`` or ``"hf"``). Chapter 4."""
     import numpy as np
 
     from .activations import ACT_COMPONENTS
@@ -436,17 +439,20 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     g = get_gpu(gpu)
     par = _zero3(zero3_gpus)
     kw = dict(batch=batch, precision=precision, attention=attention, recompute=recompute, dropout=dropout,
-              parallel=par)
+              parallel=par, stack=stack)
     chosen = training_memory(m, seq=seq, **kw)               # validates every argument first
     seqs = [2**k for k in range(10, 18) if 2**k <= max(32768, seq)]
     seqs = sorted(set(seqs) | {seq})
     runs = [chosen if s == seq else training_memory(m, seq=s, **kw) for s in seqs]
-    stacks = {"weights": [r.weights_bytes for r in runs], "gradients": [r.gradients_bytes for r in runs],
-              "optimizer": [r.optimizer_bytes for r in runs]}
+    stacks = {"weights": [r.weights_bytes for r in runs], "optimizer": [r.optimizer_bytes for r in runs]}
     for c in ACT_COMPONENTS:
         vals = [r.activations.breakdown[c] for r in runs]
         if any(vals):
             stacks[ACT_LABELS[c]] = vals
+    # the peak is at least weights + optimizer states + activations (the end of the forward); the rest of it
+    # is gradients, autocast copies and the temporaries of the phase that holds the peak
+    stacks["at the peak: gradients + temporaries"] = [r.peak_bytes - r.weights_bytes - r.optimizer_bytes
+                                                      - r.activations_bytes for r in runs]
     stacks["overhead"] = [r.overhead_bytes for r in runs]
     totals = np.array([r.total_bytes for r in runs]) / GiB
 
@@ -470,20 +476,21 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("GiB per GPU")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
-    ax.set_title(f"{m.name}, micro-batch {batch}, {attention} attention, recompute={recompute} ({states})",
-                 fontsize=9, loc="left")
+    ax.set_title(f"{m.name}, micro-batch {batch}, {attention} attention, recompute={recompute}, {stack} stack "
+                 f"({states})", fontsize=9, loc="left")
 
     acts = chosen.activations
     fit = "fits" if chosen.total_bytes <= g.memory_bytes else "does NOT fit"
     bmax = max_micro_batch(m, g, seq, precision=precision, attention=attention, recompute=recompute,
-                           dropout=dropout, parallel=par)
+                           dropout=dropout, parallel=par, stack=stack)
     lines = [f"{m.name} at {seq:,} tokens x micro-batch {batch}, {attention} attention, recompute={recompute}, "
-             f"{precision}, {states}:",
+             f"{precision}, {stack} stack, {states}:",
              f"  model states     {fmt_gib(chosen.weights_bytes + chosen.gradients_bytes + chosen.optimizer_bytes):>12s}",
              f"  activations      {fmt_gib(acts.total_bytes):>12s}"]
     lines += [f"    {ACT_LABELS[c]:<34s}{fmt_gib(acts.breakdown[c]):>12s}" for c in ACT_COMPONENTS
               if acts.breakdown[c]]
-    lines += [f"  overhead         {fmt_gib(chosen.overhead_bytes):>12s}",
+    lines += [f"  peak of the step {fmt_gib(chosen.peak_bytes):>12s}  (in the {chosen.peak_phase})",
+              f"  overhead         {fmt_gib(chosen.overhead_bytes):>12s}",
               f"  total            {fmt_gib(chosen.total_bytes):>12s}  -> {fit} on {g.name} ({g.memory_gib:.1f} GiB)",
               f"  largest micro-batch that fits at {seq:,} tokens: {bmax}"]
     if seq > m.max_seq:
@@ -498,10 +505,12 @@ MMB_SEQS = (512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24
 
 
 def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
-                           zero3_gpus: int = 8, dropout: bool = False) -> View:
+                           zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused") -> View:
     """The largest micro-batch that fits ``gpu`` as sequence length grows, one curve per recompute level
     (colour) and attention kernel (solid flash, dashed eager); computed by
-    :func:`llmsizing.memory.max_micro_batch`. Chapter 4."""
+    :func:`llmsizing.memory.max_micro_batch`. The ``"hf"`` stack has no selective recomputation. Chapter 4."""
+    from ._validate import check_choice
+    from .activations import STACKS
     import matplotlib.ticker
     import numpy as np
 
@@ -512,11 +521,12 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     g = get_gpu(gpu)
     par = _zero3(zero3_gpus)
     seqs = np.array(MMB_SEQS)
+    stack = check_choice("stack", stack, STACKS)
     curves = {}
-    for rc in ("none", "selective", "full"):
+    for rc in ("none", "full") if stack == "hf" else ("none", "selective", "full"):
         for att in ("flash", "eager"):
             curves[rc, att] = max_micro_batch(m, g, seqs, precision=precision, attention=att, recompute=rc,
-                                              dropout=dropout, parallel=par)
+                                              dropout=dropout, parallel=par, stack=stack)
     fig, ax = _fixed_figure(7.6, 3.6, left=0.08, right=0.70, bottom=0.14, top=0.92)
     width = {"none": 3.2, "selective": 2.0, "full": 1.2}    # curves that coincide stay visible
     for (rc, att), b in curves.items():
@@ -533,7 +543,8 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("largest micro-batch (sequences)")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
-    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {states}", fontsize=9, loc="left")
+    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack, {states}", fontsize=9,
+                 loc="left")
     ax.grid(True, which="major", lw=0.4, alpha=0.5)
     if np.all([np.all(b == 0) for b in curves.values()]):
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,
@@ -547,7 +558,8 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     show_seqs = [s for s in seqs if s in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)]
     idx = [int(np.searchsorted(seqs, s)) for s in show_seqs]
     head = f"{'kernel':<6s} {'recompute':<10s}" + "".join(f"{_seq_label(int(s)):>6s}" for s in show_seqs)
-    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {states} (0 = does not fit):", head]
+    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {stack} stack, {states} (0 = does not fit):",
+             head]
     for (rc, att), b in curves.items():
         lines.append(f"{att:<6s} {rc:<10s}" + "".join(f"{int(b[i]):>6d}" for i in idx))
     return FixedView(fig, "\n".join(lines))

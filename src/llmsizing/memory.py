@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number, check_sequence
 from .catalog import resolve_model
@@ -199,11 +199,73 @@ def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float = 1.0) -> 
     return n
 
 
-# ----------------------------------------------------------------------------- training total
+# ----------------------------------------------------------------------------- the peak of a step
+#: PyTorch's three AdamW implementations (its own names): ``foreach`` (its default on CUDA) applies each update
+#: to the whole parameter group at once, ``for-loop`` one tensor at a time, ``fused`` in one kernel.
+OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
+
+#: The phases of one training step, in order (:attr:`TrainingMemory.phases`).
+PHASES = ("forward", "loss backward", "backward", "optimizer step")
+
+
+def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
+                                optimizer_impl: str = "foreach", parallel: Parallel | None = None) -> float:
+    """Bytes the optimizer step allocates on top of the model states, per GPU (chapter 4, "The peak of a step").
+
+    PyTorch's Adam/AdamW (``torch/optim/adamw.py``, ``_multi_tensor_adamw`` / ``_single_tensor_adamw``): the
+    update divides by ``sqrt(v) + eps``. The ``foreach`` path computes ``torch._foreach_sqrt`` of every second
+    moment of the group at once, a temporary the size of the whole state buffer (4 bytes per parameter in fp32);
+    the ``for-loop`` path builds the same denominator one tensor at a time (two temporaries of the largest
+    tensor alive together); ``fused`` does it inside the kernel (nothing). Optimizers other than Adam/AdamW are
+    counted with no temporaries (an approximation: their updates are in place except for small scalars).
+    Measured in ``data/step_measurements.csv`` (chapter 5).
+    """
+    model = resolve_model(model)
+    impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
+    check_choice("precision", precision, RECIPES)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    par = resolve_parallel(parallel, model)
+    if optimizer not in ("adam", "adamw") or impl == "fused":
+        return 0.0
+    recipe = RECIPES[precision]
+    state = DTYPE_BYTES[recipe.states]
+    shard = par.tp * par.pp * (par.dp if par.zero >= 1 else 1)
+    if impl == "foreach":
+        return model.n_params * state / shard
+    largest = max(math.prod(s) for _, _, s, _ in model.tensors())
+    return 2 * largest * state / (par.tp if largest else 1)
+
+
+def autocast_copies_bytes(model: Model | str, *, parallel: Parallel | None = None) -> float:
+    """Bytes of the 16-bit weight copies ``torch.autocast`` keeps during a step (recipe ``"bf16-amp"``).
+
+    Autocast casts every fp32 weight that enters a matrix multiply to bf16 once per forward and caches the
+    copy (``torch/csrc/autograd/autocast_mode.cpp``, the weight-cast cache); the linear layers then save the
+    copy for their backward, so it lives until that layer's backward is done. That is 2 bytes per
+    matrix-multiply weight and bias (not the embedding lookup, nor the norms' gains), about 2 bytes per
+    parameter. Per GPU: divided by ``tp * pp``. Measured in ``data/step_measurements.csv`` (chapter 5).
+    """
+    model = resolve_model(model)
+    par = resolve_parallel(parallel, model)
+    parts = model.param_breakdown()
+    matmul = parts["attention"] + parts["mlp"] + (parts["embedding"] if model.tied_embeddings else parts["lm_head"])
+    return 2.0 * matmul / (par.tp * par.pp)
+
+
 @dataclass(frozen=True)
 class TrainingMemory:
-    """Peak bytes on one GPU during a training step: model states + activations of ONE micro-batch +
-    an overhead allowance. Gradient accumulation multiplies the global batch, not the activations."""
+    """The memory of one training step on one GPU, phase by phase (chapter 4, "The peak of a step").
+
+    ``phases_bytes`` holds the largest live bytes of each phase in :data:`PHASES`, at steady state (the
+    optimizer states already exist; the gradients were freed by ``zero_grad(set_to_none=True)``):
+    ``peak_bytes`` is the largest of them and ``total_bytes`` adds the overhead allowance to it. Gradient
+    accumulation multiplies the global batch, not the activations.
+
+    Changed in the "peak of a step" revision: ``total_bytes`` used to be model states + activations +
+    allowance; it is now the peak of the phases + allowance, which is never less than the activations
+    alive at the end of the forward plus the states that exist then. Every field and property of the old
+    result is still there.
+    """
 
     states: ModelStates
     activations: "ActivationMemory"  # noqa: F821
@@ -212,6 +274,12 @@ class TrainingMemory:
     grad_accum: int
     seq: int
     flops_per_token: float
+    pieces_bytes: dict = field(default_factory=dict)
+    stack: str = "fused"
+    optimizer_impl: str = "foreach"
+    autocast_copies_bytes: float = 0.0
+    loss_temporaries_bytes: float = 0.0
+    optimizer_temporaries_bytes: float = 0.0
 
     @property
     def weights_bytes(self) -> float:
@@ -230,9 +298,26 @@ class TrainingMemory:
         return self.activations.total_bytes
 
     @property
+    def phases_bytes(self) -> dict[str, float]:
+        """The largest live bytes of each phase in :data:`PHASES` (:func:`step_phases`)."""
+        p = self.pieces_bytes
+        return {"forward": p["forward"], "loss backward": p["loss backward"],
+                "backward": max(p["backward (start)"], p["backward (end)"]), "optimizer step": p["optimizer step"]}
+
+    @property
+    def peak_bytes(self) -> float:
+        """The largest phase of the step, without the overhead allowance."""
+        return max(self.phases_bytes.values())
+
+    @property
+    def peak_phase(self) -> str:
+        """Which phase holds the peak (the first one, if two are equal)."""
+        return max(PHASES, key=lambda p: (self.phases_bytes[p], -PHASES.index(p)))
+
+    @property
     def total_bytes(self) -> float:
-        return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
-                + self.activations_bytes + self.overhead_bytes)
+        """The peak of the step plus the overhead allowance: what must fit in the GPU's memory."""
+        return self.peak_bytes + self.overhead_bytes
 
     @property
     def global_batch(self) -> int:
@@ -243,55 +328,146 @@ class TrainingMemory:
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq
 
+    @property
+    def phases(self):
+        """A DataFrame, one row per phase: its peak bytes and GiB, and what is alive at that moment."""
+        import pandas as pd
+
+        alive = {
+            "forward": "weights, optimizer states, activations" + (", gradients" if self.grad_accum > 1 else "")
+                       + (", autocast copies" if self.autocast_copies_bytes else ""),
+            "loss backward": "as forward + the logits' gradient and the loss's temporaries",
+            "backward": "weights, optimizer states, activations being freed as gradients appear, one layer's "
+                        "backward working set",
+            "optimizer step": "weights, gradients, optimizer states, the optimizer's temporaries",
+        }
+        df = pd.DataFrame({"bytes": pd.Series(self.phases_bytes, dtype="float64")})
+        df["GiB"] = df["bytes"] / GiB
+        df["alive"] = pd.Series(alive)
+        df.index.name = "phase"
+        return df
+
     def to_frame(self):
         return _frame({"weights": self.weights_bytes, "gradients": self.gradients_bytes,
                        "optimizer": self.optimizer_bytes, "activations": self.activations_bytes,
-                       "overhead": self.overhead_bytes, "total": self.total_bytes}, self.states.n_params)
+                       "peak": self.peak_bytes, "overhead": self.overhead_bytes, "total": self.total_bytes},
+                      self.states.n_params)
+
+
+def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: float, loss_bytes: float,
+                optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float) -> dict[str, float]:
+    """The live bytes of each phase of one step (see :class:`TrainingMemory`), from its parts.
+
+    * forward: weights + optimizer states + activations + autocast copies (+ gradients from the previous
+      micro-batch when accumulating);
+    * loss backward: the forward's bytes + the loss's temporaries (the fp32 gradient of the logits and its
+      companions, ``loss_bytes``);
+    * backward: activations are freed layer by layer while that layer's gradients appear, so the live bytes
+      move linearly from (all activations + the LM head's gradients) to (the embedding's activations + all
+      gradients); the larger end, plus one layer's backward working set;
+    * optimizer step: weights + gradients + optimizer states + the optimizer's temporaries (the activations
+      and autocast copies are gone).
+
+    Returns five pieces, each linear in the micro-batch: the two ends of the backward are kept apart
+    (``"backward (start)"``, ``"backward (end)"``), which is what lets :func:`max_micro_batch` stay exact.
+    """
+    W, G, O = states.weights_bytes, states.gradients_bytes, states.optimizer_bytes
+    A, A_emb = acts.total_bytes, acts.embedding_bytes
+    g_fwd = G if grad_accum > 1 else 0.0
+    forward = W + O + g_fwd + A + autocast_bytes
+    return {
+        "forward": forward,
+        "loss backward": forward + loss_bytes,
+        "backward (start)": W + O + A + (G if grad_accum > 1 else head_grad_bytes) + autocast_bytes
+                            + layer_working_bytes,
+        "backward (end)": W + O + A_emb + G + layer_working_bytes,
+        "optimizer step": W + G + O + optimizer_bytes,
+    }
+
+
+#: Bytes per logit (per ``batch x seq x vocab / tp`` element) that the loss's backward allocates on top of
+#: what the forward left alive: the fp32 gradient of the log-probabilities, the fp32 gradient of the logits
+#: and the 16-bit copy handed to the LM head's backward, by software stack. Measured (chapter 5,
+#: ``data/step_measurements.csv``); see :func:`training_memory`.
+LOSS_BACKWARD_BYTES_PER_LOGIT = {"fused": 6.0, "hf": 10.0}
+
+#: One layer's backward working set, as a multiple of what that layer saved for backward (the gradients of
+#: its inputs and intermediate results coexist with the saved tensors they are computed from). Measured.
+LAYER_WORKING_SET = 1.0
 
 
 def training_memory(model: Model | str, *, batch: int, seq: int, precision: str = "bf16-mixed",
                     optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
-                    overhead_bytes: float | None = None) -> TrainingMemory:
-    """Per-GPU training footprint: :func:`model_states` + :func:`~llmsizing.activations.activation_memory`
-    of one micro-batch of ``batch`` sequences of ``seq`` tokens + an overhead allowance
-    (:func:`default_overhead_bytes` unless ``overhead_bytes`` is given).
+                    overhead_bytes: float | None = None, stack: str = "fused",
+                    optimizer_impl: str = "foreach") -> TrainingMemory:
+    """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
+    allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
-    Activations are saved in the recipe's working dtype (fp32 for ``fp32``, else 16-bit). ``grad_accum``
-    only changes the global batch (``batch * grad_accum * dp``). ``flops_per_token`` is the compute one token
-    costs, including recomputation (about 6N, or 8N with full recomputation; see
-    :func:`~llmsizing.flops.training_flops_per_token`). Taught in chapter 4.
+    The parts: :func:`model_states`; :func:`~llmsizing.activations.activation_memory` of one micro-batch of
+    ``batch`` sequences of ``seq`` tokens, on the software ``stack`` (``"fused"``: Megatron-style kernels;
+    ``"hf"``: Hugging Face ``transformers`` modules as they are); the loss's temporaries
+    (:data:`LOSS_BACKWARD_BYTES_PER_LOGIT`); the optimizer's temporaries (:func:`optimizer_temporaries_bytes`,
+    ``optimizer_impl`` one of :data:`OPTIMIZER_IMPLS`); and with ``precision="bf16-amp"`` (fp32 weights, grads
+    and AdamW states under ``torch.autocast(bf16)``, what the Hugging Face Trainer's ``bf16=True`` runs) the
+    cached 16-bit weight copies (:func:`autocast_copies_bytes`).
+
+    Activations are saved in the recipe's working dtype (fp32 for ``fp32``, 16-bit for the mixed recipes,
+    autocast's mix for ``bf16-amp``). ``grad_accum`` changes the global batch (``batch * grad_accum * dp``),
+    and from the second micro-batch on the gradients are alive during the forward. ``flops_per_token`` is
+    the compute one token costs, including recomputation (:func:`~llmsizing.flops.training_flops_per_token`).
+    Taught in chapter 4; checked against measured steps in chapter 5.
     """
-    from .activations import activation_memory
+    from .activations import STACKS, activation_memory, layer_terms
     from .flops import training_flops_per_token
 
     model = resolve_model(model)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     grad_accum = check_int("grad_accum", grad_accum)
+    stack = check_choice("stack", stack, STACKS)
+    impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     par = resolve_parallel(parallel, model)
     states = model_states(model, precision=precision, optimizer=optimizer, parallel=par)
-    act_dtype = "fp32" if RECIPES[precision].weights == "fp32" else RECIPES[precision].weights
+    recipe = RECIPES[precision]
+    amp = recipe.autocast
+    act_dtype = "fp32" if recipe.weights == "fp32" and not amp else ("bf16" if amp else recipe.weights)
     acts = activation_memory(model, batch=batch, seq=seq, dtype=act_dtype, attention=attention,
-                             dropout=dropout, recompute=recompute, tp=par.tp, sp=par.sp)
+                             dropout=dropout, recompute=recompute, tp=par.tp, sp=par.sp, stack=stack,
+                             autocast=amp)
+    copies = autocast_copies_bytes(model, parallel=par) if amp else 0.0
+    loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * seq * model.vocab / par.tp
+    opt_tmp = optimizer_temporaries_bytes(model, precision=precision, optimizer=optimizer, optimizer_impl=impl,
+                                          parallel=par)
+    parts = model.param_breakdown()
+    head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
+    head_grads = states.gradients_bytes * head / model.n_params
+    working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=seq, dtype=act_dtype,
+                                                  attention=attention, dropout=dropout, tp=par.tp,
+                                                  sp=par.sp, stack=stack, autocast=amp).values())
+    phases = step_phases(states, acts, grad_accum=grad_accum, autocast_bytes=copies, loss_bytes=loss,
+                         optimizer_bytes=opt_tmp, layer_working_bytes=working, head_grad_bytes=head_grads)
     if overhead_bytes is None:
-        overhead = default_overhead_bytes(states.total_bytes + acts.total_bytes)
+        overhead = default_overhead_bytes(max(phases.values()))   # the peak (the max of the pieces)
     else:
         overhead = check_number("overhead_bytes", overhead_bytes)
     flops = training_flops_per_token(model, seq=seq, recompute=recompute)
-    return TrainingMemory(states, acts, overhead, batch, grad_accum, seq, flops)
+    return TrainingMemory(states, acts, overhead, batch, grad_accum, seq, flops, phases, stack, impl, copies,
+                          loss, opt_tmp)
 
 
 # ----------------------------------------------------------------------------- largest micro-batch
 def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
                     attention: str = "flash", recompute: str = "none", dropout: bool = False,
-                    parallel: Parallel | None = None, overhead_bytes: float | None = None):
+                    parallel: Parallel | None = None, overhead_bytes: float | None = None,
+                    stack: str = "fused", optimizer_impl: str = "foreach"):
     """The largest micro-batch (sequences) whose :func:`training_memory` fits ``gpu``'s memory, for one
     sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an int array).
 
     0 means not even one sequence fits (the model states alone may already be too large). Exact, not a
     search: activation memory is linear in the micro-batch (Korthikanti et al. 2022, Sec. 4: every saved
-    tensor has a factor ``b``) and the default overhead allowance is linear in the bytes it covers, so the
-    per-GPU total is ``A(s) + b * B(s)`` with ``A``, ``B`` quadratics in ``s``. They are read off six calls of
+    tensor has a factor ``b``) and the default overhead allowance is linear in the bytes it covers. The
+    peak is the largest of a few pieces (:func:`step_phases`), each ``A(s) + b * B(s)`` with ``A``, ``B``
+    quadratics in ``s``: the peak fits iff every piece fits. The pieces are read off six calls of
     :func:`training_memory`, which makes the sweep over sequence lengths a NumPy expression (no loop) that
     agrees with :func:`training_memory` by construction. Taught in chapter 4.
     """
@@ -305,17 +481,29 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     if seqs.ndim > 1 or seqs.size == 0 or seqs.dtype.kind not in "iu":
         raise TypeError(f"seq must be an integer or a 1-D array of integers, got {seq!r}")
     if (seqs < 1).any() or (seqs > MAX_MEANINGFUL).any():
-        raise ValueError(f"seq must be >= 1 and <= {MAX_MEANINGFUL:,}, got {seqs.min() if (seqs < 1).any() else seqs.max():,}")
+        bad = seqs.min() if (seqs < 1).any() else seqs.max()
+        raise ValueError(f"seq must be >= 1 and <= {MAX_MEANINGFUL:,}, got {bad:,}")
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
-              dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes)
+              dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
+              optimizer_impl=optimizer_impl)
     points = np.array([1024.0, 2048.0, 3072.0])
-    tot = np.array([[training_memory(model, batch=b, seq=int(s), **kw).total_bytes for s in points]
-                    for b in (1, 2)])
-    per_seq = np.polyfit(points, tot[1] - tot[0], 2)      # B(s): bytes one more sequence adds
-    fixed = np.polyfit(points, tot[0] - (tot[1] - tot[0]), 2)  # A(s): bytes at b = 0
+    runs = [[training_memory(model, batch=b, seq=int(s), **kw) for s in points] for b in (1, 2)]
+    if overhead_bytes is None:   # total = FIXED + (1 + FRAGMENTATION) x peak
+        limit = (capacity - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)
+    else:
+        limit = capacity - runs[0][0].overhead_bytes
     s = seqs.astype(float)
-    room = capacity - np.polyval(fixed, s)
-    # round before flooring so that an exact fit is not lost to floating-point noise
-    b = np.floor(np.round(room / np.polyval(per_seq, s), 6))
+    b = np.full(s.shape, np.inf)
+    for piece in runs[0][0].pieces_bytes:   # the peak fits iff every piece fits
+        tot = np.array([[r.pieces_bytes[piece] for r in row] for row in runs])
+        per_seq = np.polyval(np.polyfit(points, tot[1] - tot[0], 2), s)           # B(s): one more sequence
+        fixed = np.polyval(np.polyfit(points, tot[0] - (tot[1] - tot[0]), 2), s)  # A(s): at b = 0
+        room = limit - fixed
+        grows = per_seq > 0.5                      # a piece that does not grow with b (the optimizer step)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # round before flooring so that an exact fit is not lost to floating-point noise
+            fit = np.where(grows, np.floor(np.round(room / np.where(grows, per_seq, 1.0), 6)),
+                           np.where(room >= 0, np.inf, -1.0))
+        b = np.minimum(b, fit)
     b = np.maximum(b, 0).astype(np.int64)
     return int(b) if seqs.ndim == 0 else b

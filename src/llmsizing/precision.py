@@ -48,6 +48,8 @@ class Recipe:
     ``weights`` and ``grads`` are the dtypes of the working weights and gradients; ``master`` the dtype of an
     optimizer-owned master copy (``None`` if the working weights are the master); ``extra_grads`` the dtype of a
     second gradient buffer if the recipe keeps one; ``states`` the dtype the optimizer keeps its moments in.
+    ``autocast`` marks a recipe that runs the forward under ``torch.autocast``: fp32 weights, 16-bit matrix
+    multiplies on cached 16-bit weight copies, and a mix of fp32 and 16-bit activations.
     """
 
     name: str
@@ -57,6 +59,7 @@ class Recipe:
     states: str
     extra_grads: str | None = None
     description: str = ""
+    autocast: bool = False
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
@@ -73,6 +76,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
                        "2 + 2 + 4 + 12 = 20 B/param, the top of EleutherAI's 16-20 range."),
     Recipe("bf16", "bf16", "bf16", None, "bf16",
            description="Pure bf16, no master copy: 2 + 2 + 4 = 8 B/param for Adam (risky: small updates round away)."),
+    Recipe("bf16-amp", "fp32", "fp32", None, "fp32", autocast=True,
+           description="fp32 weights, gradients and Adam moments under torch.autocast(bf16), what the Hugging Face "
+                       "Trainer's bf16=True runs: 4 + 4 + 8 = 16 B/param, plus about 2 B/param of cached bf16 "
+                       "weight copies during forward and backward."),
 )}
 
 

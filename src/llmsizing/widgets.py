@@ -214,8 +214,12 @@ def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
                                  **_style()),
+        "stack": W.ToggleButtons(options=["fused", "hf"], value="fused", description="stack", **_style()),
+        "precision": W.Dropdown(options=["bf16-mixed", "bf16-amp", "bf16-mixed-fp32-grads", "fp32"],
+                                value="bf16-mixed", description="recipe", **_style()),
         "dropout": W.Checkbox(value=False, description="dropout", **_style()),
     }
+    controls["stack"].style.button_width = "70px"
     controls["attention"].style.button_width = "70px"
     controls["recompute"].style.button_width = "70px"
     box = Dashboard(charts.render_activation_memory, controls)
@@ -235,6 +239,8 @@ def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
         "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="precision", **_style()),
         "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
                                  **_style()),
+        "stack": W.ToggleButtons(options=["fused", "hf"], value="fused", description="stack", **_style()),
         "dropout": W.Checkbox(value=False, description="dropout", **_style()),
     }
+    controls["stack"].style.button_width = "70px"
     return Dashboard(charts.render_max_micro_batch, controls)
