@@ -26,7 +26,7 @@ COLORS = {
     "attention_projections": "#DD8452", "attention_core": "#E5AE38", "dropout_masks": "#937860",
     "residuals": "#DA8BC3", "logits": "#8172B3",
     # the peak of a step (chapter 4)
-    "at the peak: gradients + temporaries": "#B07AA1", "autocast copies": "#FFBE7D",
+    "at the peak: gradients + temporaries": "#B07AA1", "autocast copies": "#FFBE7D", "temporaries": "#B07AA1",
 }
 
 DPI = 96
@@ -496,6 +496,45 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     if seq > m.max_seq:
         lines.append(f"  ({seq:,} tokens is beyond the {m.max_seq:,} the model was trained with: "
                      "this assumes extended positions, e.g. RoPE scaling)")
+    return FixedView(fig, "\n".join(lines))
+
+
+def render_step_phases(model="llama-3-8b", seq: int = 8192, batch: int = 1, attention: str = "flash",
+                       recompute: str = "none", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
+                       zero3_gpus: int = 8, stack: str = "fused", optimizer_impl: str = "foreach") -> View:
+    """The four phases of one training step (:func:`llmsizing.memory.training_memory`), each a bar of what is
+    alive at its peak, against ``gpu``'s capacity; the peak is marked. Chapter 4, "The peak of a step"."""
+    from .catalog import get_gpu, resolve_model
+    from .memory import PHASES, STEP_PARTS, training_memory
+    from .units import fmt_gib
+
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    par = _zero3(zero3_gpus)
+    t = training_memory(m, batch=batch, seq=seq, attention=attention, recompute=recompute, precision=precision,
+                        parallel=par, stack=stack, optimizer_impl=optimizer_impl)
+    parts = t.phase_parts
+    used = [p for p in STEP_PARTS if any(parts[ph][p] for ph in PHASES)]
+    fig, ax = _fixed_figure(7.6, 3.4, left=0.08, right=0.70, bottom=0.12, top=0.90)
+    _fast_stacked_columns(ax, list(PHASES), {p: [parts[ph][p] for ph in PHASES] for p in used})
+    capacity_line(ax, g.memory_gib, g.name)
+    peak = t.peak_bytes / GiB
+    i = PHASES.index(t.peak_phase)
+    ax.annotate(f"peak {peak:,.1f} GiB", (i, peak), xytext=(0, 3), textcoords="offset points", ha="center",
+                va="bottom", fontsize=8, fontweight="bold")
+    ax.set_ylim(0, 1.15 * max(peak, g.memory_gib))
+    ax.set_ylabel("GiB per GPU")
+    states = "one GPU" if par.dp == 1 else f"states over {par.dp} GPUs"
+    ax.set_title(f"{m.name}, {batch} x {seq:,} tokens, {precision}, {stack} stack, AdamW {optimizer_impl}, "
+                 f"{states}", fontsize=8.5, loc="left")
+    lines = [f"{m.name}, micro-batch {batch} x {seq:,} tokens, {attention} attention, recompute={recompute}, "
+             f"{precision}, {stack} stack, AdamW {optimizer_impl}, {states}:"]
+    for ph in PHASES:
+        detail = ", ".join(f"{p} {fmt_gib(parts[ph][p])}" for p in used if parts[ph][p])
+        mark = "  <- peak" if ph == t.peak_phase else ""
+        lines.append(f"  {ph:<15s}{fmt_gib(t.phases_bytes[ph]):>12s}{mark}   ({detail})")
+    lines.append(f"  + overhead allowance {fmt_gib(t.overhead_bytes)} = {fmt_gib(t.total_bytes)}: "
+                 + ("fits" if t.total_bytes <= g.memory_bytes else "does NOT fit") + f" on {g.name}")
     return FixedView(fig, "\n".join(lines))
 
 

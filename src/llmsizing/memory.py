@@ -274,7 +274,7 @@ class TrainingMemory:
     grad_accum: int
     seq: int
     flops_per_token: float
-    pieces_bytes: dict = field(default_factory=dict)
+    pieces: dict = field(default_factory=dict)
     stack: str = "fused"
     optimizer_impl: str = "foreach"
     autocast_copies_bytes: float = 0.0
@@ -298,11 +298,23 @@ class TrainingMemory:
         return self.activations.total_bytes
 
     @property
+    def pieces_bytes(self) -> dict[str, float]:
+        """The bytes of each piece of :func:`step_phases` (the backward's two ends apart)."""
+        return {k: sum(v.values()) for k, v in self.pieces.items()}
+
+    @property
+    def phase_parts(self) -> dict[str, dict[str, float]]:
+        """What is alive at the peak of each phase in :data:`PHASES`, by part (:data:`STEP_PARTS`)."""
+        p, b = self.pieces, self.pieces_bytes
+        back = "backward (start)" if b["backward (start)"] >= b["backward (end)"] else "backward (end)"
+        out = {"forward": p["forward"], "loss backward": p["loss backward"], "backward": p[back],
+               "optimizer step": p["optimizer step"]}
+        return {k: {part: v.get(part, 0.0) for part in STEP_PARTS} for k, v in out.items()}
+
+    @property
     def phases_bytes(self) -> dict[str, float]:
         """The largest live bytes of each phase in :data:`PHASES` (:func:`step_phases`)."""
-        p = self.pieces_bytes
-        return {"forward": p["forward"], "loss backward": p["loss backward"],
-                "backward": max(p["backward (start)"], p["backward (end)"]), "optimizer step": p["optimizer step"]}
+        return {k: sum(v.values()) for k, v in self.phase_parts.items()}
 
     @property
     def peak_bytes(self) -> float:
@@ -330,20 +342,13 @@ class TrainingMemory:
 
     @property
     def phases(self):
-        """A DataFrame, one row per phase: its peak bytes and GiB, and what is alive at that moment."""
+        """A DataFrame, one row per phase: what is alive at its peak by part (bytes, :data:`STEP_PARTS`), the
+        phase's ``bytes`` and ``GiB``."""
         import pandas as pd
 
-        alive = {
-            "forward": "weights, optimizer states, activations" + (", gradients" if self.grad_accum > 1 else "")
-                       + (", autocast copies" if self.autocast_copies_bytes else ""),
-            "loss backward": "as forward + the logits' gradient and the loss's temporaries",
-            "backward": "weights, optimizer states, activations being freed as gradients appear, one layer's "
-                        "backward working set",
-            "optimizer step": "weights, gradients, optimizer states, the optimizer's temporaries",
-        }
-        df = pd.DataFrame({"bytes": pd.Series(self.phases_bytes, dtype="float64")})
+        df = pd.DataFrame(self.phase_parts).T.astype("float64")
+        df["bytes"] = df.sum(axis=1)
         df["GiB"] = df["bytes"] / GiB
-        df["alive"] = pd.Series(alive)
         df.index.name = "phase"
         return df
 
@@ -368,21 +373,28 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
     * optimizer step: weights + gradients + optimizer states + the optimizer's temporaries (the activations
       and autocast copies are gone).
 
-    Returns five pieces, each linear in the micro-batch: the two ends of the backward are kept apart
-    (``"backward (start)"``, ``"backward (end)"``), which is what lets :func:`max_micro_batch` stay exact.
+    Returns five pieces, each a dict of what is alive (keys of :data:`STEP_PARTS`) and each linear in the
+    micro-batch: the two ends of the backward are kept apart (``"backward (start)"``, ``"backward (end)"``),
+    which is what lets :func:`max_micro_batch` stay exact.
     """
     W, G, O = states.weights_bytes, states.gradients_bytes, states.optimizer_bytes
     A, A_emb = acts.total_bytes, acts.embedding_bytes
     g_fwd = G if grad_accum > 1 else 0.0
-    forward = W + O + g_fwd + A + autocast_bytes
+    forward = {"weights": W, "optimizer states": O, "gradients": g_fwd, "activations": A,
+               "autocast copies": autocast_bytes}
     return {
         "forward": forward,
-        "loss backward": forward + loss_bytes,
-        "backward (start)": W + O + A + (G if grad_accum > 1 else head_grad_bytes) + autocast_bytes
-                            + layer_working_bytes,
-        "backward (end)": W + O + A_emb + G + layer_working_bytes,
-        "optimizer step": W + G + O + optimizer_bytes,
+        "loss backward": {**forward, "temporaries": loss_bytes},
+        "backward (start)": {**forward, "gradients": G if grad_accum > 1 else head_grad_bytes,
+                             "temporaries": layer_working_bytes},
+        "backward (end)": {"weights": W, "optimizer states": O, "gradients": G, "activations": A_emb,
+                           "temporaries": layer_working_bytes},
+        "optimizer step": {"weights": W, "optimizer states": O, "gradients": G, "temporaries": optimizer_bytes},
     }
+
+
+#: What :func:`step_phases` reports as alive in each phase.
+STEP_PARTS = ("weights", "optimizer states", "gradients", "activations", "autocast copies", "temporaries")
 
 
 #: Bytes per logit (per ``batch x seq x vocab / tp`` element) that the loss's backward allocates on top of
@@ -446,8 +458,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                                                   sp=par.sp, stack=stack, autocast=amp).values())
     phases = step_phases(states, acts, grad_accum=grad_accum, autocast_bytes=copies, loss_bytes=loss,
                          optimizer_bytes=opt_tmp, layer_working_bytes=working, head_grad_bytes=head_grads)
-    if overhead_bytes is None:
-        overhead = default_overhead_bytes(max(phases.values()))   # the peak (the max of the pieces)
+    if overhead_bytes is None:   # of the peak: the largest piece
+        overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
     else:
         overhead = check_number("overhead_bytes", overhead_bytes)
     flops = training_flops_per_token(model, seq=seq, recompute=recompute)
