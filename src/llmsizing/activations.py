@@ -62,10 +62,18 @@ class ActivationMemory:
     embedding_bytes: float
     logits_bytes: float
     breakdown: dict = field(default_factory=dict)
+    layer_count: int = 0
 
     @property
     def total_bytes(self) -> float:
         return self.layers_bytes + self.embedding_bytes + self.logits_bytes
+
+    @property
+    def rebuilt_bytes(self) -> float:
+        """What recomputation adds during the backward (one layer rebuilt, or its attention core) on top of
+        what the forward keeps, ``layers x per_layer_bytes``: zero without recomputation. The peak of a step
+        counts it only in the backward (:func:`~llmsizing.memory.step_phases`)."""
+        return max(self.layers_bytes - self.layer_count * self.per_layer_bytes, 0.0)
 
     def to_frame(self):
         import pandas as pd
@@ -156,7 +164,8 @@ def _hf_layer_terms(model: Model, *, batch, seq, dtype, attention, dropout, tp, 
       element instead of ``p``. ``nn.LayerNorm`` (GPT-2) is one kernel: its input, mean and rstd, as fused.
     * Eager attention: Llama's ``softmax(dtype=float32)`` saves fp32 probabilities and the matmul saves
       their 16-bit copy (``4 + 2`` bytes per score in bf16); K and V are saved after ``repeat_kv``, at the
-      query heads' width. GPT-2's eager path keeps the scores' dtype.
+      query heads' width. GPT-2's eager path keeps the scores' dtype, except under autocast, which runs the
+      softmax in fp32 (``4 + 2`` again).
     * ``gelu_new`` (GPT-2's ``NewGELUActivation``) is written in Python: its input, ``tanh(...)``,
       ``0.5 * x`` and ``1 + tanh(...)`` are saved, plus the output fed to ``c_proj``: 5 tensors of ``f``
       columns where a fused kernel keeps 2.
@@ -189,9 +198,9 @@ def _hf_layer_terms(model: Model, *, batch, seq, dtype, attention, dropout, tp, 
         kv = a_t if llama else g_t              # repeat_kv expands K and V to the query heads
         core = p * sb * (a_t * d + 2 * kv * d)
         probs = a_t * s * s * b
-        if llama:
-            core += 4 * probs + (p * probs if p == 2 else 0.0)      # fp32 softmax + its 16-bit copy
-        else:
+        if llama or autocast:   # fp32 softmax (Llama's dtype=float32; autocast's fp32 op list) + 16-bit copy
+            core += 4 * probs + (p * probs if p == 2 else 0.0)
+        else:                   # GPT-2's eager softmax stays in the scores' dtype
             core += p * probs
         if dropout:
             core += p * probs
@@ -289,16 +298,15 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
               + DTYPE_BYTES[logits_dtype] * sb * V / tp      # log-probabilities saved by the loss
               + 8 * sb)                                      # int64 targets
     if stack == "hf":
-        # Hugging Face: the final norm as its layers' norms, and the LM head's output (the model returns the
-        # logits, so they live until the step ends, in the matmul dtype) besides the fp32 log-probabilities
+        # Hugging Face: the final norm saves what its layers' norms save. The LM head's output itself is not
+        # kept: ForCausalLMLoss upcasts it with .float() and log_softmax saves only its own fp32 output (the
+        # Trainer drops the model's outputs before the backward), as measured.
         one_norm = _hf_layer_terms(model, **{k: v for k, v in kw.items() if k != "stack"})["norms"] / 2
-        logits += one_norm - (p * sb * h + stats * sb) / r + (2.0 if autocast else p) * sb * V / tp
-        if autocast:
-            logits += (2 - p) * sb * h / r                   # the LM head saves its bf16 cast
+        logits += one_norm - (p * sb * h + stats * sb) / r
     comps["embedding"] = embedding
     comps["logits"] = logits
     comps = {k: comps[k] for k in ACT_COMPONENTS}
-    return ActivationMemory(per_layer, layers, embedding, logits, comps)
+    return ActivationMemory(per_layer, layers, embedding, logits, comps, L)
 
 
 def korthikanti_bytes_per_layer(model: Model | str, *, batch: int, seq: int, tp: int = 1,

@@ -451,8 +451,10 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
             stacks[ACT_LABELS[c]] = vals
     # the peak is at least weights + optimizer states + activations (the end of the forward); the rest of it
     # is gradients, autocast copies and the temporaries of the phase that holds the peak
-    stacks["at the peak: gradients + temporaries"] = [r.peak_bytes - r.weights_bytes - r.optimizer_bytes
-                                                      - r.activations_bytes for r in runs]
+    # (never negative: with recomputation the rebuilt layer counted in the activations exists only in the
+    # backward, so the bar can be a little above a peak held by the loss backward)
+    stacks["at the peak: gradients + temporaries"] = [max(r.peak_bytes - r.weights_bytes - r.optimizer_bytes
+                                                          - r.activations_bytes, 0.0) for r in runs]
     stacks["overhead"] = [r.overhead_bytes for r in runs]
     totals = np.array([r.total_bytes for r in runs]) / GiB
 

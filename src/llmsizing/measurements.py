@@ -149,3 +149,96 @@ def component_comparison(df=None, **config):
     out["measured - predicted"] = out["measured"] - out["predicted"]
     out.index.name = "component"
     return out
+
+
+# ============================================================================= the peak of a whole step
+#: Written by ``tools/measure_memory.py step``: live bytes over one training step of real Hugging Face models
+#: (``stack == "hf"``) and of the measurement tool's own fused-stack stand-ins (``stack == "fused"``).
+STEP_CSV = DATA_DIR / "step_measurements.csv"
+STEP_TIMELINE_CSV = DATA_DIR / "step_timeline_example.csv"
+STEP_SAVED_TENSORS_CSV = DATA_DIR / "step_saved_tensors.csv"
+
+#: The recipe each measured mode is: pure bf16 keeps AdamW's moments in bf16 (PyTorch keeps a parameter's
+#: state in its dtype); autocast trains fp32 weights.
+STEP_RECIPES = {"fp32": "fp32", "bf16": "bf16", "autocast-bf16": "bf16-amp"}
+_ATTENTION = {"eager": "eager", "sdpa": "flash"}
+_IMPL = {"foreach": "foreach", "forloop": "for-loop", "for-loop": "for-loop", "fused": "fused"}
+_ACTIVATION = {"gelu_tanh": "gelu_pytorch_tanh"}
+
+#: The measured phases compared with the library's (:data:`llmsizing.memory.PHASES`): the measurement splits the
+#: loss backward in two (until the logits' gradient exists, then the LM head and final norm).
+STEP_PHASE_COLUMNS = {"forward": ["forward_end_bytes"],
+                      "loss backward": ["loss_backward_max_bytes", "head_backward_max_bytes"],
+                      "backward": ["backward_max_bytes"], "optimizer step": ["optimizer_max_bytes"]}
+
+
+def load_steps(path=None):
+    """The committed whole-step measurements as a DataFrame (one row per configuration)."""
+    import pandas as pd
+
+    df = pd.read_csv(path or STEP_CSV)
+    for c in ("gated_mlp", "bias", "qkv_bias", "learned_pos", "tied_embeddings"):
+        df[c] = df[c].map(_BOOL)
+    return df
+
+
+def step_model(row) -> Model:
+    """The :class:`~llmsizing.model.Model` a step row was measured on (the tool builds the HF config and the
+    fused stand-in from the same shape)."""
+    act = str(row["activation"])
+    return Model(str(row["model"]), layers=int(row["layers"]), hidden=int(row["hidden"]), heads=int(row["heads"]),
+                 kv_heads=int(row["kv_heads"]), head_dim=int(row["head_dim"]), ffn_hidden=int(row["ffn"]),
+                 vocab=int(row["vocab"]), gated_mlp=bool(row["gated_mlp"]),
+                 tied_embeddings=bool(row["tied_embeddings"]), norm=str(row["norm"]), bias=bool(row["bias"]),
+                 qkv_bias=bool(row["qkv_bias"]), learned_pos=bool(row["learned_pos"]), max_seq=int(row["max_seq"]),
+                 activation=_ACTIVATION.get(act, act))
+
+
+def predict_step(row):
+    """The library's :func:`~llmsizing.memory.training_memory` for a measured row (no overhead allowance: the
+    measurement counts tensors only)."""
+    from .memory import training_memory
+
+    return training_memory(step_model(row), batch=int(row["batch"]), seq=int(row["seq"]),
+                           precision=STEP_RECIPES[row["mode"]], optimizer="adamw",
+                           attention=_ATTENTION[row["attention"]], recompute=str(row["recompute"]),
+                           stack=str(row["stack"]), optimizer_impl=_IMPL[str(row["optimizer_impl"])],
+                           overhead_bytes=0.0)
+
+
+def step_group(row) -> str:
+    """``"<stack> <mode> <attention> <recompute>"``, the grouping of the closing table."""
+    return f"{row['stack']} {row['mode']} {row['attention']} {row['recompute']}"
+
+
+def compare_steps(df=None):
+    """Each measured step with the library's phases and peak, and the relative errors
+    (``(predicted - measured) / measured``): ``peak_error`` and ``<phase>_error`` for each of
+    :data:`STEP_PHASE_COLUMNS`. Adds ``predicted_peak_bytes``, ``predicted_peak_phase``, ``group``."""
+    df = load_steps() if df is None else df.copy()
+    preds = [predict_step(r) for _, r in df.iterrows()]
+    df["group"] = [step_group(r) for _, r in df.iterrows()]
+    df["predicted_peak_bytes"] = [t.peak_bytes for t in preds]
+    df["predicted_peak_phase"] = [t.peak_phase for t in preds]
+    df["peak_error"] = df["predicted_peak_bytes"] / df["peak_bytes"] - 1
+    for phase, cols in STEP_PHASE_COLUMNS.items():
+        key = phase.replace(" ", "_")
+        measured = df[cols].max(axis=1)
+        df[f"measured_{key}_bytes"] = measured
+        df[f"predicted_{key}_bytes"] = [t.phases_bytes[phase] for t in preds]
+        df[f"{key}_error"] = df[f"predicted_{key}_bytes"] / measured - 1
+    return df
+
+
+def worst_step_errors(df=None, by=("stack", "mode", "attention", "recompute")):
+    """The worst (largest absolute, signed) peak error per group, with the number of configurations."""
+    import pandas as pd
+
+    df = compare_steps() if df is None else df
+    rows = []
+    for key, sub in df.groupby(list(by), sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        i = sub["peak_error"].abs().idxmax()
+        rows.append({**dict(zip(by, key)), "configs": len(sub), "worst_peak_error": sub.loc[i, "peak_error"],
+                     "mean_peak_error": sub["peak_error"].mean()})
+    return pd.DataFrame(rows).set_index(list(by))

@@ -360,16 +360,20 @@ class TrainingMemory:
 
 
 def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: float, loss_bytes: float,
-                optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float) -> dict[str, float]:
+                optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
+                head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0) -> dict[str, float]:
     """The live bytes of each phase of one step (see :class:`TrainingMemory`), from its parts.
 
     * forward: weights + optimizer states + activations + autocast copies (+ gradients from the previous
       micro-batch when accumulating);
     * loss backward: the forward's bytes + the loss's temporaries (the fp32 gradient of the logits and its
       companions, ``loss_bytes``);
-    * backward: activations are freed layer by layer while that layer's gradients appear, so the live bytes
-      move linearly from (all activations + the LM head's gradients) to (the embedding's activations + all
-      gradients); the larger end, plus one layer's backward working set;
+    * backward: the loss's and the LM head's tensors are gone; the layers' activations are freed layer by
+      layer while that layer's gradients appear, so the live bytes move linearly from (the layers'
+      activations + the LM head's gradients) to (the embedding's activations + all gradients); the larger
+      end, plus one layer's backward working set. With tied embeddings the embedding's backward writes a
+      dense gradient of the shared matrix and adds it to the LM head's: two more copies at the end
+      (``embedding_grad_bytes``, measured). The LM head's autocast copy (``head_copy_bytes``) is gone;
     * optimizer step: weights + gradients + optimizer states + the optimizer's temporaries (the activations
       and autocast copies are gone).
 
@@ -378,17 +382,22 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
     which is what lets :func:`max_micro_batch` stay exact.
     """
     W, G, O = states.weights_bytes, states.gradients_bytes, states.optimizer_bytes
-    A, A_emb = acts.total_bytes, acts.embedding_bytes
+    # what the forward leaves alive; with recomputation, the layer rebuilt during the backward comes on top
+    # only in the backward (activation_memory reports the backward peak, rebuilt layer included)
+    kept = acts.total_bytes - acts.rebuilt_bytes
+    A, A_emb = kept, acts.embedding_bytes
     g_fwd = G if grad_accum > 1 else 0.0
     forward = {"weights": W, "optimizer states": O, "gradients": g_fwd, "activations": A,
                "autocast copies": autocast_bytes}
     return {
         "forward": forward,
         "loss backward": {**forward, "temporaries": loss_bytes},
-        "backward (start)": {**forward, "gradients": G if grad_accum > 1 else head_grad_bytes,
+        "backward (start)": {**forward, "activations": A - acts.logits_bytes + acts.rebuilt_bytes,
+                             "autocast copies": autocast_bytes - head_copy_bytes,
+                             "gradients": G if grad_accum > 1 else head_grad_bytes,
                              "temporaries": layer_working_bytes},
-        "backward (end)": {"weights": W, "optimizer states": O, "gradients": G, "activations": A_emb,
-                           "temporaries": layer_working_bytes},
+        "backward (end)": {"weights": W, "optimizer states": O, "gradients": G + embedding_grad_bytes,
+                           "activations": A_emb, "temporaries": layer_working_bytes},
         "optimizer step": {"weights": W, "optimizer states": O, "gradients": G, "temporaries": optimizer_bytes},
     }
 
@@ -398,14 +407,18 @@ STEP_PARTS = ("weights", "optimizer states", "gradients", "activations", "autoca
 
 
 #: Bytes per logit (per ``batch x seq x vocab / tp`` element) that the loss's backward allocates on top of
-#: what the forward left alive: the fp32 gradient of the log-probabilities, the fp32 gradient of the logits
-#: and the 16-bit copy handed to the LM head's backward, by software stack. Measured (chapter 5,
-#: ``data/step_measurements.csv``); see :func:`training_memory`.
-LOSS_BACKWARD_BYTES_PER_LOGIT = {"fused": 6.0, "hf": 10.0}
+#: what the forward left alive: ``nll_loss``'s backward writes an fp32 gradient of the log-probabilities
+#: (4 bytes) and ``log_softmax``'s backward an fp32 gradient of the logits (4 more) while the first is still
+#: alive. Measured at exactly 8.0 for every configuration of ``data/step_measurements.csv``, both stacks and
+#: every precision (chapter 5). Fused or chunked cross-entropy kernels (Megatron's vocab-parallel one writes
+#: the gradient in place of its saved softmax; Liger-Kernel's never materialises the logits) allocate less.
+LOSS_BACKWARD_BYTES_PER_LOGIT = {"fused": 8.0, "hf": 8.0}
 
 #: One layer's backward working set, as a multiple of what that layer saved for backward (the gradients of
-#: its inputs and intermediate results coexist with the saved tensors they are computed from). Measured.
-LAYER_WORKING_SET = 1.0
+#: its inputs and intermediate results coexist with the saved tensors they are computed from). Fitted to the
+#: start of the backward in ``data/step_measurements.csv``: 0.04 to 0.63 of a layer (more with eager
+#: attention and long sequences), so 0.5.
+LAYER_WORKING_SET = 0.5
 
 
 def training_memory(model: Model | str, *, batch: int, seq: int, precision: str = "bf16-mixed",
@@ -453,11 +466,14 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     parts = model.param_breakdown()
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
     head_grads = states.gradients_bytes * head / model.n_params
+    tied_grads = 2 * head_grads if model.tied_embeddings else 0.0
+    head_copy = 2.0 * head / par.tp if amp else 0.0
     working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=seq, dtype=act_dtype,
                                                   attention=attention, dropout=dropout, tp=par.tp,
                                                   sp=par.sp, stack=stack, autocast=amp).values())
     phases = step_phases(states, acts, grad_accum=grad_accum, autocast_bytes=copies, loss_bytes=loss,
-                         optimizer_bytes=opt_tmp, layer_working_bytes=working, head_grad_bytes=head_grads)
+                         optimizer_bytes=opt_tmp, layer_working_bytes=working, head_grad_bytes=head_grads,
+                         head_copy_bytes=head_copy, embedding_grad_bytes=tied_grads)
     if overhead_bytes is None:   # of the peak: the largest piece
         overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
     else:
