@@ -105,3 +105,83 @@ def test_saved_tensor_listing():
     t = pd.read_csv(SAVED_TENSORS_CSV)
     assert {"component", "producer", "shape", "dtype", "nbytes"} <= set(t.columns)
     assert (t["nbytes"] > 0).all()
+
+
+# ============================================================================= the peak of a whole step
+# data/step_measurements.csv: live bytes over one training step of real Hugging Face models (GPT2LMHeadModel,
+# LlamaForCausalLM, Qwen2ForCausalLM from transformers, built from config objects) and of the measurement tool's
+# fused-stack stand-ins, on the CPU. The issue's target, written out here: the predicted peak within +/-5% of
+# the measured one for every configuration, except the one gap chapter 5 names (the fused stand-ins under
+# torch.autocast, a combination no fused stack runs: up to 10% low, the CPU autocast softmax kept in fp32).
+STEP_TARGET = 0.05
+FUSED_AUTOCAST_GAP = 0.10
+
+
+@pytest.fixture(scope="module")
+def steps():
+    from llmsizing.measurements import compare_steps
+
+    return compare_steps()
+
+
+def test_step_csv_covers_the_sweep():
+    from llmsizing.measurements import STEP_SAVED_TENSORS_CSV, STEP_TIMELINE_CSV, load_steps
+
+    df = load_steps()
+    assert STEP_TIMELINE_CSV.exists() and STEP_SAVED_TENSORS_CSV.exists()
+    hf = df[df["stack"] == "hf"]
+    assert {"GPT2LMHeadModel", "LlamaForCausalLM", "Qwen2ForCausalLM"} <= set(hf["model_class"])
+    assert set(df["mode"]) == {"fp32", "bf16", "autocast-bf16"}
+    assert set(df["attention"]) == {"eager", "sdpa"} and set(df["recompute"]) == {"none", "full"}
+    assert set(df["optimizer_impl"]) == {"foreach", "forloop", "fused"}
+    assert set(df["stack"]) == {"hf", "fused"}
+    assert hf["seq"].nunique() >= 3 and hf["batch"].nunique() >= 2
+    # the step ends with only states and gradients alive: nothing leaked between measurements
+    assert (df["end_residual_bytes"].abs() <= 64 * 1024).all()
+
+
+def test_step_peak_within_target(steps):
+    named_gap = (steps["stack"] == "fused") & (steps["mode"] == "autocast-bf16")
+    bad = steps[~named_gap & (steps["peak_error"].abs() > STEP_TARGET)]
+    cols = ["stack", "model_class", "mode", "attention", "recompute", "optimizer_impl", "batch", "seq", "peak_error"]
+    assert bad.empty, bad[cols].to_string()
+    gap = steps[named_gap]
+    # low without recomputation (the fp32 scores), within the target with full recomputation
+    assert len(gap) and (gap["peak_error"] <= STEP_TARGET).all() and (gap["peak_error"] >= -FUSED_AUTOCAST_GAP).all()
+
+
+def test_step_phase_of_the_peak(steps):
+    # where the library puts the peak agrees with the measurement whenever the two largest phases differ by
+    # more than the target (otherwise either answer is within the error)
+    from llmsizing.measurements import STEP_PHASE_COLUMNS
+
+    name = {"forward": "forward", "loss_forward": "forward", "loss_backward": "loss backward",
+            "head_backward": "loss backward", "backward": "backward", "optimizer": "optimizer step"}
+    for _, r in steps.iterrows():
+        measured = {ph: max(r[c] for c in cols) for ph, cols in STEP_PHASE_COLUMNS.items()}
+        first, second = sorted(measured.values())[-2:][::-1]
+        if first > (1 + 2 * STEP_TARGET) * second:
+            assert r["predicted_peak_phase"] == name[r["peak_phase"]], r[["model_class", "mode", "seq"]].to_dict()
+
+
+def test_loss_backward_is_eight_bytes_per_logit(steps):
+    # nll_loss's fp32 gradient + log_softmax's fp32 gradient, both alive: measured, every configuration
+    extra = (steps["loss_backward_max_bytes"] - steps["forward_end_bytes"]) / (steps["batch"] * steps["seq"]
+                                                                              * steps["vocab"])
+    assert extra.between(7.99, 8.01).all(), extra.describe()
+
+
+def test_optimizer_temporaries_measured(steps):
+    # foreach: one temporary per parameter in the state dtype; for-loop: two of the largest tensor; fused: none
+    err = steps["optimizer_step_error"].abs()
+    assert (err <= 0.001).all(), steps.loc[err.idxmax(), ["model_class", "mode", "optimizer_impl"]].to_dict()
+
+
+def test_autocast_weight_copies_measured(steps):
+    from llmsizing.memory import autocast_copies_bytes
+    from llmsizing.measurements import step_model
+
+    amp = steps[(steps["mode"] == "autocast-bf16") & (steps["stack"] == "hf")]
+    for _, r in amp.drop_duplicates("model_class").iterrows():
+        # GPT-2's Conv1D biases are cast outside the weight cache: within 0.2%
+        assert r["weight_copy_forward_end_bytes"] == pytest.approx(autocast_copies_bytes(step_model(r)), rel=0.002)

@@ -26,7 +26,7 @@ COLORS = {
     "attention_projections": "#DD8452", "attention_core": "#E5AE38", "dropout_masks": "#937860",
     "residuals": "#DA8BC3", "logits": "#8172B3",
     # the peak of a step (chapter 4)
-    "at the peak: gradients + temporaries": "#B07AA1", "autocast copies": "#FFBE7D", "temporaries": "#B07AA1",
+    "at the peak: gradients + temporaries": "#B07AA1", "autocast copies": "#FFBE7D", "temporaries": "#76B7B2",
 }
 
 DPI = 96
@@ -685,3 +685,64 @@ def render_prediction_vs_measurement(sweep: str = "seq", style: str = "gpt", dro
         (")" if sweep == "all" else f", dropout={'on' if dropout else 'off'})") + \
         ", error = predicted/measured - 1, 1-byte masks:"
     return View(fig, "\n".join([head] + ["  " + ln for ln in lines]))
+
+
+#: The measured phases of ``data/step_timeline_example.csv``, mapped onto the library's (memory.PHASES).
+_TIMELINE_PHASES = {"forward": "forward", "loss_forward": "forward", "loss_backward": "loss backward",
+                    "head_backward": "loss backward", "backward": "backward", "optimizer": "optimizer step"}
+_PHASE_SHADES = {"forward": "#E8EEF7", "loss backward": "#F9E3E3", "backward": "#F3EBD9",
+                 "optimizer step": "#E6F2E6"}
+
+
+def render_step_timeline() -> View:
+    """Live bytes over one measured training step (``data/step_timeline_example.csv``: a real Hugging Face
+    model on the CPU, op by op), with the library's phases (:func:`llmsizing.memory.training_memory`) drawn as
+    levels over the same stretches. Chapters 4 and 5."""
+    import pandas as pd
+
+    from .measurements import STEP_TIMELINE_CSV, load_steps, predict_step
+    from .memory import PHASES
+
+    tl = pd.read_csv(STEP_TIMELINE_CSV)
+    cfg = tl.iloc[0]
+    steps = load_steps()
+    keys = ["stack", "model_class", "mode", "attention", "recompute", "optimizer_impl", "batch", "seq"]
+    row = steps[(steps[keys] == cfg[keys].values).all(axis=1)].iloc[0]
+    pred = predict_step(row)
+    MiB = 2**20
+    tl["library_phase"] = tl["phase"].map(_TIMELINE_PHASES)
+    tl = tl[tl["library_phase"].notna()]
+    fig, ax = new_figure(7.4, 3.4)
+    spans = {}
+    width = tl["op_index"].max() - tl["op_index"].min()
+    for ph in PHASES:
+        sub = tl[tl["library_phase"] == ph]
+        if len(sub):
+            spans[ph] = (sub["op_index"].min(), sub["op_index"].max())
+            ax.axvspan(*spans[ph], color=_PHASE_SHADES[ph], zorder=0, lw=0)
+            narrow = spans[ph][1] - spans[ph][0] < 0.1 * width     # the loss backward: a few dozen ops
+            ax.annotate(ph, (sum(spans[ph]) / 2, 0.04 if narrow else 1.0), xycoords=("data", "axes fraction"),
+                        ha="center", va="bottom" if narrow else "top", fontsize=7.5, color="0.3",
+                        rotation=90 if narrow else 0, xytext=(0, 0 if narrow else -2), textcoords="offset points")
+    ax.plot(tl["op_index"], tl["live_bytes"] / MiB, color="#C44E52", lw=1.2, label="measured live bytes")
+    ax.axhline(row["baseline_bytes"] / MiB, color="#4C72B0", lw=1, ls=":",
+               label="weights + optimizer states (measured)")
+    for i, (ph, (x0, x1)) in enumerate(spans.items()):
+        ax.hlines(pred.phases_bytes[ph] / MiB, x0, x1, colors="0.15", lw=1.6, linestyles="--",
+                  label="library: the phase's peak" if i == 0 else None)
+    ax.set_xlabel("operation in the step (index)")
+    ax.set_ylabel("MiB alive")
+    ax.set_ylim(0, 1.18 * max(tl["live_bytes"].max(), pred.peak_bytes) / MiB)
+    ax.set_title(f"{row['model_class']} ({int(row['n_params']) / 1e6:.0f}M params), {row['mode']}, "
+                 f"{row['attention']}, batch {int(row['batch'])} x {int(row['seq'])} tokens, AdamW "
+                 f"{row['optimizer_impl']} (CPU)", fontsize=8.5, loc="left")
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    lines = [f"{row['model_class']}, {row['mode']}, {row['attention']}, {int(row['batch'])} x {int(row['seq'])} "
+             "tokens: the peak of each phase, measured vs library (MiB)"]
+    measured = {"forward": row["forward_end_bytes"],
+                "loss backward": max(row["loss_backward_max_bytes"], row["head_backward_max_bytes"]),
+                "backward": row["backward_max_bytes"], "optimizer step": row["optimizer_max_bytes"]}
+    for ph in PHASES:
+        lines.append(f"  {ph:<15s}{measured[ph] / MiB:9.1f}{pred.phases_bytes[ph] / MiB:9.1f}"
+                     f"  ({pred.phases_bytes[ph] / measured[ph] - 1:+.1%})")
+    return View(fig, "\n".join(lines))
