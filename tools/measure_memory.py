@@ -1,10 +1,20 @@
 #!/usr/bin/env python
 """Measure the memory of one training step in PyTorch and write it to data/ (book chapter 5, "Measure it yourself").
 
-Usage (from the repository root, in the optional torch venv; ``make measure`` does exactly this)::
+Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [--out data/activation_measurements.csv]
-        [--tensors-out data/activation_saved_tensors.csv] [--quick]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step] [--quick] [options]
+
+    saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
+    step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
+           [--tensors-out data/step_saved_tensors.csv]
+    all    saved, then step, with the default files (also what runs with no sub-command)
+
+Sub-command ``saved`` (about 50 s on 2 cores) is the original experiment, described first below. Sub-command
+``step`` (about 5 minutes) measures the live bytes over a whole training step, see "The whole step" below.
+
+The tensors saved for backward (``saved``)
+------------------------------------------
 
 It builds small GPT-style and Llama-style decoder-only transformers *from an* :class:`llmsizing.Model`, so the
 PyTorch modules and the library's prediction use exactly the same shapes, with random (seeded) weights; nothing
@@ -34,7 +44,47 @@ What torch 2.13 on the CPU does (found by this tool, discussed in chapter 5):
 * LayerNorm keeps its mean/rstd in the input dtype (bf16 in bf16; CUDA keeps fp32);
 * ``F.rms_norm`` is a composite that saves fp32 copies (hence :class:`RMSNormFn`, a fused-kernel stand-in);
 * autocast runs ``layer_norm`` in fp32 and keeps ``softmax`` in bf16; every linear layer saves its own bf16
-  cast of an fp32 input.
+  cast of an fp32 input. (More precisely: CPU autocast leaves ``layer_norm`` alone, so it runs in the dtype of
+  its input, which is the fp32 residual stream of an fp32 model; CUDA autocast casts it to fp32 whatever the
+  input. On CPU only matmul-like ops are cast down to bf16 and only the losses (``cross_entropy``,
+  ``nll_loss``, ...) up to fp32; ``softmax``, ``log_softmax``, ``pow``, ``rsqrt``, ``exp``, ``sum`` and
+  ``mean`` keep their input's dtype, while CUDA runs them in fp32.)
+
+The whole step (``step``)
+-------------------------
+
+A live-bytes tracker (:class:`LiveBytes`, a ``TorchDispatchMode``) sees every op, also in backward (the
+autograd engine runs CPU backward on the calling thread; :func:`selfcheck` verifies it against a hand-computed
+gradient size). Each new output storage adds its ``nbytes`` to a running count and a ``weakref.finalize`` on
+the storage subtracts it when the storage is freed. Storages alive before the step (parameters, AdamW states,
+buffers, the input ids and labels) are the baseline. After the step (and dropping the loss) the count must equal
+baseline + gradients; ``end_residual_bytes`` in the CSV is that difference (0 in every row). Blind spot:
+scratch buffers a kernel allocates internally and never returns as a tensor.
+
+Models: real Hugging Face ``transformers`` classes built from small config objects (random, seeded weights;
+nothing is downloaded): ``GPT2LMHeadModel`` (gelu_new), ``LlamaForCausalLM`` (GQA 8/2 heads, untied),
+``Qwen2ForCausalLM`` (GQA, QKV bias, tied), and, as stack ``fused``, this file's own :class:`Transformer`
+with its stand-ins (named in the CSV's ``stand_ins`` column) at the same shapes. One warm-up step creates
+the AdamW states; ``zero_grad(set_to_none=True)``; then one measured step with the phases
+
+* ``forward`` (until the LM head's output, the logits), ``loss_forward`` (HF computes the loss inside the
+  model from ``labels``, its ForCausalLMLoss upcasting the logits to fp32; the model's outputs are then
+  dropped, as the HF Trainer does), ``forward_end_bytes`` (live bytes when the forward returns);
+* ``loss_backward`` (until the gradient w.r.t. the logits exists: a tensor hook on the logits),
+  ``head_backward`` (LM head + final norm: until the final norm's input has its gradient), ``backward``
+  (the rest);
+* ``optimizer`` (AdamW ``foreach``, for-loop, or ``fused``).
+
+Modes: ``fp32``; ``bf16`` (``model.to(torch.bfloat16)``, pure); ``autocast-bf16`` (fp32 model, forward under
+``torch.autocast("cpu", dtype=torch.bfloat16)``, backward and step outside it, as the HF Trainer's bf16=True).
+Recompute ``full`` is ``model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant":
+False})`` (transformers 5.23 warns the name becomes ``activation_checkpointing_enable`` in v6).
+
+It writes data/step_measurements.csv (one row per configuration), data/step_timeline_example.csv (live bytes
+after every op of one configuration, with the phase) and data/step_saved_tensors.csv (the storages one decoder
+layer saves for backward, deduplicated by storage, with the module that saved and the one that made each,
+parameters and views of them left out, autocast's bf16 weight copies as ``kind=weight_copy``, tensors shared
+by all layers -- rotary tables -- as ``kind=shared``; ``term`` names the size, e.g. ``b*s*h``).
 """
 
 from __future__ import annotations
