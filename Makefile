@@ -17,6 +17,7 @@ STAMP       := $(VENV)/.requirements-stamp
 MVENV       := .venv-measure
 MSTAMP      := $(MVENV)/.measure-stamp
 TORCH_SPEC  := torch==2.13.0
+HF_SPEC     := transformers==5.23.0
 ASSET_STAMP := _vendor_cache/static/vendor/mathjax/.version
 PYTEST_ARGS ?=
 
@@ -90,15 +91,16 @@ check-site: $(PW_STAMP) ## Load every built page in headless Chromium: offline? 
 
 # --- optional extras ---------------------------------------------------------
 
-# torch is a heavy optional extra (hundreds of MB), kept out of .venv on purpose.
+# torch is a heavy optional extra (hundreds of MB), kept out of .venv on purpose. transformers is installed in
+# the same pip command with torch pinned, so pip never resolves another (CUDA) torch for it.
 $(MSTAMP): pyproject.toml
 	@test -x $(MVENV)/bin/python || $(PYTHON) -m venv $(MVENV)
-	$(MVENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" -e .
+	$(MVENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" "$(HF_SPEC)" -e .
 	@touch $@
 
 .PHONY: measure
-measure: $(MSTAMP) ## Measure real memory with PyTorch (optional; own venv .venv-measure, heavy)
-	$(MVENV)/bin/python tools/measure_memory.py
+measure: $(MSTAMP) ## Measure real memory with PyTorch + HF transformers (optional; own venv .venv-measure, heavy)
+	$(MVENV)/bin/python tools/measure_memory.py all
 
 .PHONY: bench
 bench: $(STAMP) ## Run the benchmarks (benchmarks/bench.py)

@@ -1,10 +1,20 @@
 #!/usr/bin/env python
 """Measure the memory of one training step in PyTorch and write it to data/ (book chapter 5, "Measure it yourself").
 
-Usage (from the repository root, in the optional torch venv; ``make measure`` does exactly this)::
+Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [--out data/activation_measurements.csv]
-        [--tensors-out data/activation_saved_tensors.csv] [--quick]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step] [--quick] [options]
+
+    saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
+    step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
+           [--tensors-out data/step_saved_tensors.csv]
+    all    saved, then step, with the default files (also what runs with no sub-command)
+
+Sub-command ``saved`` (about 50 s on 2 cores) is the original experiment, described first below. Sub-command
+``step`` (about 5 minutes) measures the live bytes over a whole training step, see "The whole step" below.
+
+The tensors saved for backward (``saved``)
+------------------------------------------
 
 It builds small GPT-style and Llama-style decoder-only transformers *from an* :class:`llmsizing.Model`, so the
 PyTorch modules and the library's prediction use exactly the same shapes, with random (seeded) weights; nothing
@@ -34,7 +44,47 @@ What torch 2.13 on the CPU does (found by this tool, discussed in chapter 5):
 * LayerNorm keeps its mean/rstd in the input dtype (bf16 in bf16; CUDA keeps fp32);
 * ``F.rms_norm`` is a composite that saves fp32 copies (hence :class:`RMSNormFn`, a fused-kernel stand-in);
 * autocast runs ``layer_norm`` in fp32 and keeps ``softmax`` in bf16; every linear layer saves its own bf16
-  cast of an fp32 input.
+  cast of an fp32 input. (More precisely: CPU autocast leaves ``layer_norm`` alone, so it runs in the dtype of
+  its input, which is the fp32 residual stream of an fp32 model; CUDA autocast casts it to fp32 whatever the
+  input. On CPU only matmul-like ops are cast down to bf16 and only the losses (``cross_entropy``,
+  ``nll_loss``, ...) up to fp32; ``softmax``, ``log_softmax``, ``pow``, ``rsqrt``, ``exp``, ``sum`` and
+  ``mean`` keep their input's dtype, while CUDA runs them in fp32.)
+
+The whole step (``step``)
+-------------------------
+
+A live-bytes tracker (:class:`LiveBytes`, a ``TorchDispatchMode``) sees every op, also in backward (the
+autograd engine runs CPU backward on the calling thread; :func:`selfcheck` verifies it against a hand-computed
+gradient size). Each new output storage adds its ``nbytes`` to a running count and a ``weakref.finalize`` on
+the storage subtracts it when the storage is freed. Storages alive before the step (parameters, AdamW states,
+buffers, the input ids and labels) are the baseline. After the step (and dropping the loss) the count must equal
+baseline + gradients; ``end_residual_bytes`` in the CSV is that difference (0 in every row). Blind spot:
+scratch buffers a kernel allocates internally and never returns as a tensor.
+
+Models: real Hugging Face ``transformers`` classes built from small config objects (random, seeded weights;
+nothing is downloaded): ``GPT2LMHeadModel`` (gelu_new), ``LlamaForCausalLM`` (GQA 8/2 heads, untied),
+``Qwen2ForCausalLM`` (GQA, QKV bias, tied), and, as stack ``fused``, this file's own :class:`Transformer`
+with its stand-ins (named in the CSV's ``stand_ins`` column) at the same shapes. One warm-up step creates
+the AdamW states; ``zero_grad(set_to_none=True)``; then one measured step with the phases
+
+* ``forward`` (until the LM head's output, the logits), ``loss_forward`` (HF computes the loss inside the
+  model from ``labels``, its ForCausalLMLoss upcasting the logits to fp32; the model's outputs are then
+  dropped, as the HF Trainer does), ``forward_end_bytes`` (live bytes when the forward returns);
+* ``loss_backward`` (until the gradient w.r.t. the logits exists: a tensor hook on the logits),
+  ``head_backward`` (LM head + final norm: until the final norm's input has its gradient), ``backward``
+  (the rest);
+* ``optimizer`` (AdamW ``foreach``, for-loop, or ``fused``).
+
+Modes: ``fp32``; ``bf16`` (``model.to(torch.bfloat16)``, pure); ``autocast-bf16`` (fp32 model, forward under
+``torch.autocast("cpu", dtype=torch.bfloat16)``, backward and step outside it, as the HF Trainer's bf16=True).
+Recompute ``full`` is ``model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant":
+False})`` (transformers 5.23 warns the name becomes ``activation_checkpointing_enable`` in v6).
+
+It writes data/step_measurements.csv (one row per configuration), data/step_timeline_example.csv (live bytes
+after every op of one configuration, with the phase) and data/step_saved_tensors.csv (the storages one decoder
+layer saves for backward, deduplicated by storage, with the module that saved and the one that made each,
+parameters and views of them left out, autocast's bf16 weight copies as ``kind=weight_copy``, tensors shared
+by all layers -- rotary tables -- as ``kind=shared``; ``term`` names the size, e.g. ``b*s*h``).
 """
 
 from __future__ import annotations
@@ -44,13 +94,20 @@ import contextlib
 import csv
 import datetime as _dt
 import itertools
+import gc
 import math
+import re
 import sys
+import time
+import warnings
+import weakref
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -346,11 +403,15 @@ class Head(nn.Module):
         self.lm_head = None if m.tied_embeddings else nn.Linear(m.hidden, m.vocab, bias=False)
         self.embedding = embedding
         self.layer_idx = -1
+        self.on_logits = None
 
     def forward(self, x, targets):
         x = self.norm(x)
         w = self.embedding.tokens.weight if self.lm_head is None else self.lm_head.weight
-        logits = F.linear(x, w).float()                  # upcast: the loss runs in fp32
+        logits = F.linear(x, w)
+        if self.on_logits is not None:                   # the `step` tracker's phase marker (identity)
+            self.on_logits(logits)
+        logits = logits.float()                          # upcast: the loss runs in fp32
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
@@ -543,13 +604,8 @@ LISTINGS = [(GPT, 2, 256, "bf16", "eager", 0.1, "none"), (GPT, 2, 256, "autocast
             (GPT, 2, 256, "bf16", "flash", 0.0, "none"), (LLAMA, 2, 256, "bf16", "flash", 0.0, "none")]
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "data" / "activation_measurements.csv"))
-    ap.add_argument("--tensors-out", default=str(ROOT / "data" / "activation_saved_tensors.csv"))
-    ap.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(2)
+def cmd_saved(args):
+    """Sub-command ``saved``: the tensors autograd saves, of the book's own module code (the original experiment)."""
     today = _dt.date.today().isoformat()
     rows = []
     cfgs = configurations(args.quick)
@@ -559,19 +615,605 @@ def main(argv=None):
         rows.append(row)
         print(f"[{i:3d}/{len(cfgs)}] {m.name:10s} b={b} s={s:3d} {mode:13s} {att:5s} drop={dp} {rc:9s} "
               f"act={row['act_bytes'] / 2**20:8.2f} MiB", flush=True)
-    with open(args.out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _write_csv(args.out, rows)
     listing = []
     for m, b, s, mode, att, dp, rc in LISTINGS:
         listing += measure(m, batch=b, seq=s, mode=mode, attention=att, dropout=dp, recompute=rc,
                            listing=True)[1]
-    with open(args.tensors_out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(listing[0]))
-        w.writeheader()
-        w.writerows(listing)
+    _write_csv(args.tensors_out, listing)
     print(f"wrote {len(rows)} rows to {args.out} and {len(listing)} rows to {args.tensors_out}")
+
+
+def _write_csv(path, rows):
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+# ============================================================================ the live-bytes tracker (`step`)
+class LiveBytes(TorchDispatchMode):
+    """Counts the bytes of every tensor storage alive, op by op.
+
+    Every op runs through :meth:`__torch_dispatch__`; each output storage not seen before adds its ``nbytes``
+    to :attr:`live`, and a ``weakref.finalize`` on the storage subtracts it when the storage is freed (torch
+    keeps one Python object per live storage, so the finalizer fires when the C++ storage dies, also when the
+    autograd engine frees it during backward). Storages that exist before the mode is entered (parameters,
+    optimizer states, inputs) are registered with :meth:`add_baseline`. Kernel-internal scratch buffers that
+    never become a tensor visible to the dispatcher (e.g. the CPU flash-attention kernel's per-thread buffers)
+    are not seen.
+    """
+
+    def __init__(self, record_timeline=False):
+        super().__init__()
+        self.live = 0
+        self.known = {}               # data_ptr -> [nbytes, op, module, category, token]
+        self.baseline = 0
+        self.untracked = 0            # storages first seen as an op *input* that were never registered
+        self.weight_copy_live = 0
+        self.param_ptrs = set()
+        self.phase = "setup"
+        self.phase_max = {}
+        self.phase_ops = {}
+        self.ops_seen = set()
+        self.module = "-"             # set by a ModuleTagger, if any
+        self.timeline = [] if record_timeline else None
+        self.n_ops = 0
+
+    # -- bookkeeping
+    def _register(self, st, op, category):
+        ptr = st.data_ptr()
+        n = st.nbytes()
+        if ptr == 0 or n == 0 or ptr in self.known:
+            return False
+        token = object()
+        self.known[ptr] = [n, op, self.module, category, token]
+        if category == "untracked":
+            self.untracked += n
+        else:
+            self.live += n
+            if category == "weight_copy":
+                self.weight_copy_live += n
+        weakref.finalize(st, self._free, ptr, token)
+        return True
+
+    def _free(self, ptr, token):
+        rec = self.known.get(ptr)
+        if rec is None or rec[4] is not token:
+            return
+        del self.known[ptr]
+        n, _, _, category, _ = rec
+        if category == "untracked":
+            self.untracked -= n
+        else:
+            self.live -= n
+            if category == "weight_copy":
+                self.weight_copy_live -= n
+
+    def add_baseline(self, tensors, params=()):
+        for t in tensors:
+            if torch.is_tensor(t) and t.device.type == "cpu":
+                st = t.untyped_storage()
+                if self._register(st, "baseline", "baseline"):
+                    self.baseline += st.nbytes()
+        self.param_ptrs |= {p.untyped_storage().data_ptr() for p in params}
+
+    def set_phase(self, phase):
+        self.phase = phase
+        self._record("<" + phase + ">")
+
+    def _record(self, op):
+        self.phase_max[self.phase] = max(self.phase_max.get(self.phase, 0), self.live)
+        if self.timeline is not None:
+            self.timeline.append((self.phase, op, self.live, self.weight_copy_live))
+
+    # -- the dispatch hook
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        ins = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+        for a in ins:                 # a storage made outside the mode (e.g. torch.tensor(...)): not live-counted
+            try:
+                self._register(a.untyped_storage(), "input", "untracked")
+            except (RuntimeError, NotImplementedError):
+                pass
+        out = func(*args, **kwargs)
+        name = func.__name__ if hasattr(func, "__name__") else str(func)
+        opname = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else name
+        self.ops_seen.add(opname)
+        weight_copy = (opname == "_to_copy" and ins and ins[0].untyped_storage().data_ptr() in self.param_ptrs)
+        for o in tree_flatten(out)[0]:
+            if isinstance(o, torch.Tensor) and o.device.type == "cpu":
+                try:
+                    st = o.untyped_storage()
+                except (RuntimeError, NotImplementedError):
+                    continue
+                self._register(st, opname, "weight_copy" if weight_copy else "activation")
+        self.n_ops += 1
+        self.phase_ops[self.phase] = self.phase_ops.get(self.phase, 0) + 1
+        self._record(opname)
+        return out
+
+
+class ModuleTagger:
+    """Forward pre-/post-hooks that keep the qualified name of the innermost running module."""
+
+    def __init__(self, model, tracker=None):
+        self.stack = ["-"]
+        self.tracker = tracker
+        self.handles = []
+        for name, mod in model.named_modules():
+            self.handles.append(mod.register_forward_pre_hook(lambda m, a, n=name: self._push(n)))
+            self.handles.append(mod.register_forward_hook(lambda m, a, o: self._pop()))
+
+    def _push(self, name):
+        self.stack.append(name or "<root>")
+        if self.tracker is not None:
+            self.tracker.module = self.stack[-1]
+
+    def _pop(self):
+        self.stack.pop()
+        if self.tracker is not None:
+            self.tracker.module = self.stack[-1]
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def selfcheck():
+    """The tracker sees backward ops: y = relu(x W), loss = sum(y); after backward the live bytes must have
+    grown by exactly W.grad's bytes (hand-computed: 4 bytes x 512 x 256) and every forward temporary be freed."""
+    W = torch.randn(512, 256, requires_grad=True)
+    x = torch.randn(64, 512)
+    tr = LiveBytes()
+    tr.add_baseline([W, x], [W])
+    with tr:
+        tr.set_phase("forward")
+        loss = torch.relu(x @ W).sum()
+        tr.set_phase("backward")
+        loss.backward()
+    del loss
+    gc.collect()
+    expected = 4 * 512 * 256
+    grown = tr.live - tr.baseline
+    bwd_ops = tr.phase_ops.get("backward", 0)
+    ok = grown == expected == W.grad.nbytes and bwd_ops >= 3
+    print(f"selfcheck: backward ops seen {bwd_ops}, live grew by {grown} B after backward, W.grad is "
+          f"{W.grad.nbytes} B (hand: {expected}) -> {'ok' if ok else 'FAILED'}", flush=True)
+    if not ok:
+        raise SystemExit("the live-bytes tracker does not see the backward pass")
+
+
+# ---------------------------------------------------------------------------- the models of `step`
+# One llmsizing.Model per shape: the HF config and the fused stack's modules are both built from it.
+STEP_SHAPES = {
+    "gpt2": Model("step-gpt2", layers=4, hidden=256, heads=4, ffn_hidden=1024, vocab=16384, gated_mlp=False,
+                  tied_embeddings=True, norm="layernorm", bias=True, learned_pos=True, max_seq=512),
+    "llama": Model("step-llama", layers=4, hidden=256, heads=8, kv_heads=2, ffn_hidden=688, vocab=32000,
+                   gated_mlp=True, tied_embeddings=False, norm="rmsnorm", max_seq=512),
+    "qwen2": Model("step-qwen2", layers=4, hidden=256, heads=8, kv_heads=2, ffn_hidden=688, vocab=16384,
+                   gated_mlp=True, tied_embeddings=True, norm="rmsnorm", qkv_bias=True, max_seq=512),
+}
+HF_CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+FUSED_STAND_INS = {
+    "gpt": "LayerNorm=F.layer_norm; GELU=F.gelu(tanh); eager=matmul+softmax (GQA folded, no K/V copy); "
+           "sdpa=F.scaled_dot_product_attention; loss=F.cross_entropy on .float() logits",
+    "llama": "RMSNorm=RMSNormFn (fused-kernel stand-in: saves input + fp32 rstd); SwiGLU unfused (F.silu * up); "
+             "Rotary (rotate-half, tables in activation dtype); eager=matmul+softmax (GQA folded); "
+             "sdpa=F.scaled_dot_product_attention(enable_gqa); loss=F.cross_entropy on .float() logits",
+}
+STEP_MODES = ("fp32", "bf16", "autocast-bf16")
+
+
+def _hf_config(key, attention):
+    import transformers as tf
+    m = STEP_SHAPES[key]
+    if key == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=m.vocab, n_positions=m.max_seq, n_embd=m.hidden, n_layer=m.layers,
+                            n_head=m.heads, n_inner=m.ffn_hidden, activation_function="gelu_new",
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+                            use_cache=False)
+    else:
+        cls = tf.LlamaConfig if key == "llama" else tf.Qwen2Config
+        cfg = cls(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn_hidden,
+                  num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
+                  max_position_embeddings=m.max_seq, tie_word_embeddings=m.tied_embeddings,
+                  attention_dropout=0.0, use_cache=False, bos_token_id=0, eos_token_id=0)
+    cfg._attn_implementation = attention
+    return cfg
+
+
+class Harness:
+    """One model of the `step` sweep, with what the phase markers need: the LM head (its output are the
+    logits) and the final norm (its input's gradient marks the end of the LM-head + final-norm backward)."""
+
+    def __init__(self, stack, key, attention, mode, recompute, seed=0):
+        self.stack, self.key, self.attention, self.mode, self.recompute = stack, key, attention, mode, recompute
+        torch.manual_seed(seed)
+        if stack == "hf":
+            import transformers as tf
+            self.shape = STEP_SHAPES[key]
+            self.model_class = HF_CLASSES[key]
+            self.model = getattr(tf, self.model_class)(_hf_config(key, attention))
+            if recompute == "full":   # (5.23 warns that this name becomes activation_checkpointing_enable in v6)
+                warnings.filterwarnings("ignore", message=".*gradient_checkpointing_enable.*")
+                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            base = self.model.transformer if key == "gpt2" else self.model.model
+            self.final_norm = base.ln_f if key == "gpt2" else base.norm
+            self.activation = self.model.config.activation_function if key == "gpt2" else self.model.config.hidden_act
+            self.stand_ins = ""
+        else:
+            style = "gpt" if key == "gpt2" else "llama"
+            self.shape = STEP_SHAPES[key]
+            self.model_class = f"tools.measure_memory.Transformer[{style}]"
+            att = "eager" if attention == "eager" else "flash"
+            self.model = Transformer(self.shape, attention=att, dropout=0.0, recompute=recompute)
+            self.final_norm = self.model.head.norm
+            self.activation = "gelu_tanh" if style == "gpt" else "silu"
+            self.stand_ins = FUSED_STAND_INS[style]
+        self.model = self.model.to(MODES[mode]).train()
+        self.on_logits = None
+
+    def loss(self, ids, labels):
+        """The loss as a training loop gets it: HF computes it inside the model from ``labels`` (its
+        ForCausalLMLoss upcasts the logits to fp32); the model outputs are dropped, as the HF Trainer does."""
+        if self.stack == "hf":
+            return self.model(input_ids=ids, labels=labels, use_cache=False).loss
+        return self.model(ids, labels)
+
+    def install_markers(self, on_logits, on_final_norm_grad):
+        handles = []
+        if self.stack == "hf":
+            handles.append(self.model.lm_head.register_forward_hook(lambda m, a, o: on_logits(o)))
+        else:
+            self.model.head.on_logits = on_logits
+
+        def pre(mod, args):
+            if torch.is_tensor(args[0]) and args[0].requires_grad:
+                args[0].register_hook(on_final_norm_grad)
+        handles.append(self.final_norm.register_forward_pre_hook(pre))
+        return handles
+
+    def remove_markers(self, handles):
+        for h in handles:
+            h.remove()
+        if self.stack != "hf":
+            self.model.head.on_logits = None
+
+
+def _optimizer(params, impl):
+    kw = {"foreach": dict(foreach=True), "forloop": dict(foreach=False), "fused": dict(fused=True)}[impl]
+    return torch.optim.AdamW(params, lr=1e-4, **kw)
+
+
+def _autocast(mode):
+    return torch.autocast("cpu", dtype=torch.bfloat16) if mode == "autocast-bf16" else contextlib.nullcontext()
+
+
+def _attention_impl(h, ops):
+    if h.attention == "eager":
+        return "eager-matmul"
+    if "_scaled_dot_product_flash_attention_for_cpu" in ops:
+        return "sdpa-flash-cpu"
+    if "_scaled_dot_product_attention_math" in ops or "_scaled_dot_product_attention_math_for_mps" in ops:
+        return "sdpa-math"
+    return "sdpa-other"
+
+
+def _dtype(t):
+    return str(t).replace("torch.", "") if t is not None else ""
+
+
+def measure_step(stack, key, *, mode, attention, recompute, optimizer_impl, batch, seq, timeline=False):
+    """One steady-state training step (after one warm-up step, grads set to None), op by op."""
+    h = Harness(stack, key, attention, mode, recompute)
+    m = h.shape
+    params = list(h.model.parameters())
+    opt = _optimizer(params, optimizer_impl)
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, m.vocab, (batch, seq), generator=gen)
+    labels = ids.clone() if stack == "hf" else torch.randint(0, m.vocab, (batch, seq), generator=gen)
+    with _autocast(mode):             # warm-up: creates AdamW's states
+        loss = h.loss(ids, labels)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    del loss
+    gc.collect()
+
+    state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    tr = LiveBytes(record_timeline=timeline)
+    tr.add_baseline(params + [p.grad for p in params if p.grad is not None] + state, params)
+    tr.add_baseline(list(h.model.buffers()))
+    input_bytes = ids.untyped_storage().nbytes() + labels.untyped_storage().nbytes()
+    tr.add_baseline([ids, labels])
+    info = {}
+
+    def on_logits(t):
+        info["logits_dtype"] = t.dtype
+        tr.set_phase("loss_forward")
+        if t.requires_grad:
+            t.register_hook(on_logits_grad)
+
+    def on_logits_grad(g):
+        info["logits_grad_dtype"] = g.dtype
+        info["logits_grad_live"] = tr.live
+        tr.set_phase("head_backward")
+
+    def on_final_norm_grad(g):
+        info["head_backward_end_live"] = tr.live
+        tr.set_phase("backward")
+
+    handles = h.install_markers(on_logits, on_final_norm_grad)
+    t0 = time.perf_counter()
+    with tr:
+        tr.set_phase("forward")
+        with _autocast(mode):
+            loss = h.loss(ids, labels)
+        forward_end = tr.live
+        wc_forward_end = tr.weight_copy_live
+        tr.set_phase("loss_backward")
+        loss.backward()
+        backward_end = tr.live
+        wc_backward_end = tr.weight_copy_live
+        tr.set_phase("optimizer")
+        opt.step()
+        tr._record("<end>")
+        optimizer_end = tr.live
+    seconds = time.perf_counter() - t0
+    h.remove_markers(handles)
+    lossval = loss.item()
+    del loss
+    gc.collect()
+    grad_bytes = sum(p.grad.untyped_storage().nbytes() for p in {id(p): p for p in params}.values()
+                     if p.grad is not None)
+    residual = tr.live - (tr.baseline + grad_bytes)   # after the step only states and grads may remain
+    uniq = {p.untyped_storage().data_ptr(): p for p in params}.values()
+    opt_bytes = sum(v.nbytes for s in opt.state.values() for k, v in s.items() if torch.is_tensor(v) and k != "step")
+    step_bytes = sum(v.nbytes for s in opt.state.values() for k, v in s.items() if torch.is_tensor(v) and k == "step")
+    phases = ("forward", "loss_forward", "loss_backward", "head_backward", "backward", "optimizer")
+    pmax = {ph: tr.phase_max.get(ph, 0) for ph in phases}
+    peak_phase = max(phases, key=lambda ph: pmax[ph])
+    row = {
+        "stack": stack, "model_class": h.model_class, "model": m.name,
+        "layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads, "head_dim": m.head_dim,
+        "ffn": m.ffn_hidden, "vocab": m.vocab, "norm": m.norm, "activation": h.activation,
+        "gated_mlp": m.gated_mlp, "bias": m.bias, "qkv_bias": m.qkv_bias, "tied_embeddings": m.tied_embeddings,
+        "learned_pos": m.learned_pos, "max_seq": m.max_seq, "n_params": sum(p.numel() for p in uniq),
+        "stand_ins": h.stand_ins,
+        "mode": mode, "param_dtype": _dtype(params[0].dtype), "attention": attention,
+        "attention_impl": _attention_impl(h, tr.ops_seen), "recompute": recompute,
+        "optimizer_impl": optimizer_impl, "batch": batch, "seq": seq,
+        "logits_dtype": _dtype(info.get("logits_dtype")), "logits_grad_dtype": _dtype(info.get("logits_grad_dtype")),
+        "baseline_bytes": tr.baseline, "input_bytes": input_bytes,
+        "forward_max_bytes": pmax["forward"], "loss_forward_max_bytes": pmax["loss_forward"],
+        "forward_end_bytes": forward_end,
+        "loss_backward_max_bytes": pmax["loss_backward"], "logits_grad_bytes": info.get("logits_grad_live", ""),
+        "head_backward_max_bytes": pmax["head_backward"],
+        "head_backward_end_bytes": info.get("head_backward_end_live", ""),
+        "backward_max_bytes": pmax["backward"], "backward_end_bytes": backward_end,
+        "optimizer_max_bytes": pmax["optimizer"], "optimizer_end_bytes": optimizer_end,
+        "peak_bytes": max(pmax.values()), "peak_phase": peak_phase,
+        "weight_copy_forward_end_bytes": wc_forward_end, "weight_copy_backward_end_bytes": wc_backward_end,
+        "param_bytes": sum(p.untyped_storage().nbytes() for p in uniq), "grad_bytes": grad_bytes,
+        "optimizer_state_bytes": opt_bytes, "optimizer_step_bytes": step_bytes,
+        "end_residual_bytes": residual, "untracked_input_bytes": tr.untracked,
+        "n_ops_forward": tr.phase_ops.get("forward", 0) + tr.phase_ops.get("loss_forward", 0),
+        "n_ops_backward": sum(tr.phase_ops.get(p, 0) for p in ("loss_backward", "head_backward", "backward")),
+        "n_ops_optimizer": tr.phase_ops.get("optimizer", 0),
+        "cuda_max_memory_allocated_bytes": (torch.cuda.max_memory_allocated() if torch.cuda.is_available() else ""),
+        "loss": round(lossval, 4), "step_seconds": round(seconds, 3),
+    }
+    return row, tr
+
+
+def _weight_copy_max(tr):
+    return max((wc for _, _, _, wc in tr.timeline), default=0) if tr.timeline else ""
+
+
+# ---------------------------------------------------------------------------- saved tensors of one layer
+_LAYER_RE = re.compile(r"(?:^|\.)(?:layers|h)\.(\d+)(?:\.|$)")
+
+
+def _term(elems, shape, m, b, s):
+    """Which size a saved storage has, as a symbol: elements = b*s*X (X in h, f, g*d, a*s, ...)."""
+    cands = [("h", m.hidden), ("3h", 3 * m.hidden), ("f", m.ffn_hidden), ("2f", 2 * m.ffn_hidden),
+             ("a*d", m.heads * m.head_dim), ("g*d", m.kv_heads * m.head_dim),
+             ("2g*d", 2 * m.kv_heads * m.head_dim), ("(a+2g)*d", (m.heads + 2 * m.kv_heads) * m.head_dim),
+             ("a*s", m.heads * s), ("s", s), ("a", m.heads), ("1", 1)]
+    if elems % (b * s) == 0:
+        x = elems // (b * s)
+        for name, v in cands:
+            if v == x:
+                return "b*s*" + name
+    for name, v in (("s*d", s * m.head_dim), ("s*s", s * s), ("s", s), ("d", m.head_dim), ("h", m.hidden)):
+        if elems == v:
+            return name
+    return "other"
+
+
+def list_saved(stack, key, *, mode, attention, batch=2, seq=80, layer=1):
+    """The storages autograd saves in decoder layer ``layer`` during one forward (deduplicated by storage)."""
+    h = Harness(stack, key, attention, mode, "none")
+    m = h.shape
+    params = list(h.model.parameters())
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, m.vocab, (batch, seq), generator=gen)
+    labels = ids.clone() if stack == "hf" else torch.randint(0, m.vocab, (batch, seq), generator=gen)
+    tr = LiveBytes()
+    tr.add_baseline(params, params)
+    tr.add_baseline(list(h.model.buffers()) + [ids, labels])
+    tagger = ModuleTagger(h.model, tr)
+    saved = {}                        # ptr -> record
+
+    def pack(t):
+        if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+            return t
+        st = t.untyped_storage()
+        ptr = st.data_ptr()
+        if st.nbytes() == 0 or ptr in tr.param_ptrs:
+            return t
+        mod = tagger.stack[-1]
+        mm = _LAYER_RE.search(mod)
+        lay = int(mm.group(1)) if mm else None
+        rec = saved.get(ptr)
+        if rec is None:
+            k = tr.known.get(ptr)
+            cat = k[3] if k else "untracked"
+            if cat == "activation" and _is_weight_copy(t):
+                cat = "weight_copy"
+            saved[ptr] = rec = {"nbytes": st.nbytes(), "keep": st, "dtype": t.dtype, "shape": tuple(t.shape),
+                                "elems": st.nbytes() // t.element_size(), "op": k[1] if k else "-",
+                                "created_in": k[2] if k else "-", "kind": cat, "savers": [], "layers": set()}
+        if mod not in rec["savers"]:
+            rec["savers"].append(mod)
+        rec["layers"].add(lay)
+        return t
+
+    with tr, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with _autocast(mode):
+            loss = h.loss(ids, labels)
+    tagger.remove()
+    rows = []
+    for rec in saved.values():
+        if layer not in rec["layers"]:
+            continue
+        shared = len(rec["layers"]) > 1 or not _LAYER_RE.search(rec["created_in"] or "")
+        kind = rec["kind"]
+        if kind == "baseline":
+            kind = "buffer_or_input"
+        elif kind == "activation" and shared:
+            kind = "shared"   # saved by several layers or made outside the layers (rotary tables, masks)
+        rows.append({"stack": stack, "model_class": h.model_class, "mode": mode, "attention": attention,
+                     "attention_impl": _attention_impl(h, tr.ops_seen), "batch": batch, "seq": seq,
+                     "hidden": m.hidden, "ffn": m.ffn_hidden, "heads": m.heads, "kv_heads": m.kv_heads,
+                     "head_dim": m.head_dim, "layer": layer,
+                     "saved_by": ";".join(rec["savers"]), "created_in": rec["created_in"], "op": rec["op"],
+                     "kind": kind, "shape": "x".join(map(str, rec["shape"])) or "scalar",
+                     "dtype": _dtype(rec["dtype"]), "elements": rec["elems"], "nbytes": rec["nbytes"],
+                     "term": _term(rec["elems"], rec["shape"], m, batch, seq)})
+    del loss
+    return rows
+
+
+# ---------------------------------------------------------------------------- the sweep
+def step_configurations(quick=False):
+    """(stack, key, mode, attention, recompute, optimizer_impl, batch, seq), deduplicated."""
+    out = []
+    if quick:
+        for mode in STEP_MODES:
+            out.append(("hf", "llama", mode, "sdpa", "none", "foreach", 1, 128))
+        out += [("hf", "gpt2", "bf16", "eager", "none", "foreach", 1, 128),
+                ("hf", "qwen2", "autocast-bf16", "sdpa", "full", "foreach", 1, 128),
+                ("hf", "llama", "bf16", "sdpa", "none", "forloop", 1, 128),
+                ("hf", "llama", "bf16", "sdpa", "none", "fused", 1, 128),
+                ("fused", "llama", "bf16", "sdpa", "none", "foreach", 1, 128)]
+        return out
+    for key in ("llama", "gpt2", "qwen2"):
+        for mode, att, s, b in itertools.product(STEP_MODES, ("eager", "sdpa"), (128, 256, 512), (1, 2)):
+            out.append(("hf", key, mode, att, "none", "foreach", b, s))
+        for mode, att, s in itertools.product(STEP_MODES, ("eager", "sdpa"), (256, 512)):
+            out.append(("hf", key, mode, att, "full", "foreach", 2, s))
+        for mode, opt in itertools.product(STEP_MODES, ("forloop", "fused")):
+            out.append(("hf", key, mode, "sdpa", "none", opt, 2, 256))
+    for key in ("llama", "gpt2"):
+        for mode, att, s in itertools.product(STEP_MODES, ("eager", "sdpa"), (128, 256, 512)):
+            out.append(("fused", key, mode, att, "none", "foreach", 2, s))
+        for mode, att in itertools.product(STEP_MODES, ("eager", "sdpa")):
+            out.append(("fused", key, mode, att, "full", "foreach", 2, 256))
+        for mode, opt in itertools.product(STEP_MODES, ("forloop", "fused")):
+            out.append(("fused", key, mode, "sdpa", "none", opt, 2, 256))
+    return list(dict.fromkeys(out))
+
+
+TIMELINE_CONFIG = ("hf", "llama", "autocast-bf16", "sdpa", "none", "foreach", 2, 512)
+
+
+def _downsample(timeline, limit=2000):
+    """At most ``limit`` rows: every k-th op, plus every phase marker and each phase's maximum."""
+    keep = set()
+    best = {}
+    for i, (ph, op, live, _) in enumerate(timeline):
+        if op.startswith("<"):
+            keep.add(i)
+        if live > timeline[best[ph]][2] if ph in best else True:
+            best[ph] = i
+    keep |= set(best.values())
+    k = max(1, math.ceil(len(timeline) / max(1, limit - len(keep))))
+    keep |= set(range(0, len(timeline), k))
+    keep.add(len(timeline) - 1)
+    return sorted(keep)
+
+
+def cmd_step(args):
+    """Sub-command ``step``: live bytes over one whole training step, HF models and the fused stack."""
+    import transformers
+    tf_version = transformers.__version__
+    transformers.logging.set_verbosity_error()
+    today = _dt.date.today().isoformat()
+    selfcheck()
+    t_start = time.perf_counter()
+    cfgs = step_configurations(args.quick)
+    if TIMELINE_CONFIG not in cfgs:
+        cfgs = [TIMELINE_CONFIG] + cfgs
+    rows, timeline_rows = [], []
+    for i, c in enumerate(cfgs, 1):
+        stack, key, mode, att, rc, oi, b, s = c
+        want_tl = c == TIMELINE_CONFIG
+        row, tr = measure_step(stack, key, mode=mode, attention=att, recompute=rc, optimizer_impl=oi,
+                               batch=b, seq=s, timeline=True)
+        row["weight_copy_max_bytes"] = _weight_copy_max(tr)
+        row.update(torch_version=torch.__version__, transformers_version=tf_version if stack == "hf" else "",
+                   measured_on=today)
+        rows.append(row)
+        if want_tl:
+            for j in _downsample(tr.timeline):
+                ph, op, live, wc = tr.timeline[j]
+                timeline_rows.append({"op_index": j, "phase": ph, "op": op, "live_bytes": live,
+                                      "weight_copy_bytes": wc, "stack": stack, "model_class": row["model_class"],
+                                      "mode": mode, "attention": att, "recompute": rc, "optimizer_impl": oi,
+                                      "batch": b, "seq": s})
+        print(f"[{i:3d}/{len(cfgs)}] {stack:5s} {key:5s} {mode:13s} {att:5s} {rc:4s} {oi:7s} b={b} s={s:3d} "
+              f"peak={row['peak_bytes'] / 2**20:8.2f} MiB ({row['peak_phase']:13s}) base="
+              f"{row['baseline_bytes'] / 2**20:7.2f} resid={row['end_residual_bytes']} "
+              f"t={row['step_seconds']:.2f}s", flush=True)
+    _write_csv(args.out, rows)
+    _write_csv(args.timeline_out, timeline_rows)
+    listing = []
+    stacks = [("hf", k) for k in HF_CLASSES] + [("fused", "gpt2"), ("fused", "llama")]
+    if args.quick:
+        stacks = [("hf", "llama")]
+    for (stack, key), mode, att in itertools.product(stacks, STEP_MODES, ("eager", "sdpa")):
+        listing += list_saved(stack, key, mode=mode, attention=att)
+    _write_csv(args.tensors_out, listing)
+    print(f"wrote {len(rows)} rows to {args.out}, {len(timeline_rows)} to {args.timeline_out}, "
+          f"{len(listing)} to {args.tensors_out} in {time.perf_counter() - t_start:.0f} s")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command")
+    data = ROOT / "data"
+    p_saved = sub.add_parser("saved", help="tensors saved for backward by the book's own module code")
+    p_saved.add_argument("--out", default=str(data / "activation_measurements.csv"))
+    p_saved.add_argument("--tensors-out", default=str(data / "activation_saved_tensors.csv"))
+    p_step = sub.add_parser("step", help="live bytes over a whole training step (HF models + the fused stack)")
+    p_step.add_argument("--out", default=str(data / "step_measurements.csv"))
+    p_step.add_argument("--timeline-out", default=str(data / "step_timeline_example.csv"))
+    p_step.add_argument("--tensors-out", default=str(data / "step_saved_tensors.csv"))
+    p_all = sub.add_parser("all", help="saved, then step, with the default output files (the default)")
+    for p in (p_saved, p_step, p_all):
+        p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(2)
+    if args.command in ("saved", "step"):
+        t0 = time.perf_counter()
+        (cmd_saved if args.command == "saved" else cmd_step)(args)
+        print(f"{args.command}: {time.perf_counter() - t0:.0f} s")
+        return
+    quick = bool(getattr(args, "quick", False))
+    for name in ("saved", "step"):
+        main([name] + (["--quick"] if quick else []))
 
 
 if __name__ == "__main__":
