@@ -53,10 +53,10 @@ def kv_cached_tokens(model: Model | str, context: int) -> int:
     """Tokens one sequence keeps in the KV cache at ``context`` tokens: all of them, or at most the model's
     ``sliding_window``. A windowed layer never attends further back, so the reference implementation keeps a
     rolling buffer of ``window`` positions (Mistral's ``RotatingBufferCache``, Jiang et al. 2023, Sec. 2;
-    Hugging Face's ``SlidingWindowCache``). vLLM allocates blocks for the whole context for most models and
-    frees blocks outside the window only in its newer allocator, so a vLLM deployment can need the
-    uncapped figure: pass a model without ``sliding_window`` (``model.with_(sliding_window=None)``) for it.
-    Taught in chapter 3."""
+    Hugging Face's sliding-window cache). vLLM's KV-cache manager also reserves slots only for the last window of
+    a sliding-window layer (vLLM docs, "Hybrid KV Cache Manager"), except in models that mix full and windowed
+    layers when its hybrid allocator is off: there every layer gets blocks for every token, the uncapped figure
+    (``model.with_(sliding_window=None)``). Taught in chapter 3."""
     model = resolve_model(model)
     context = check_int("context", context)
     return context if model.sliding_window is None else min(context, model.sliding_window)
