@@ -185,3 +185,24 @@ def test_autocast_weight_copies_measured(steps):
     for _, r in amp.drop_duplicates("model_class").iterrows():
         # GPT-2's Conv1D biases are cast outside the weight cache: within 0.2%
         assert r["weight_copy_forward_end_bytes"] == pytest.approx(autocast_copies_bytes(step_model(r)), rel=0.002)
+
+
+def test_hf_layer_terms_match_the_measured_listing():
+    """One decoder layer of each real Hugging Face model, every mode and attention kernel: the bytes the library's
+    ``stack="hf"`` counts against what autograd saved (data/step_saved_tensors.csv, deduplicated by storage,
+    parameters and autocast's weight copies excluded). Within 0.1% (CPU LayerNorm keeps its statistics in bf16)."""
+    from llmsizing.activations import layer_terms
+    from llmsizing.measurements import STEP_SAVED_TENSORS_CSV, load_steps, step_model
+
+    listing = pd.read_csv(STEP_SAVED_TENSORS_CSV)
+    steps = load_steps()
+    hf = listing[listing["stack"] == "hf"]
+    assert len(hf.groupby(["model_class", "mode", "attention"])) == 3 * 3 * 2
+    for (cls, mode, att), sub in hf.groupby(["model_class", "mode", "attention"]):
+        model = step_model(steps[(steps["stack"] == "hf") & (steps["model_class"] == cls)].iloc[0])
+        kw = dict(batch=int(sub["batch"].iloc[0]), seq=int(sub["seq"].iloc[0]),
+                  dtype="fp32" if mode == "fp32" else "bf16", attention="eager" if att == "eager" else "flash",
+                  stack="hf", autocast=mode == "autocast-bf16")
+        predicted = sum(layer_terms(model, **kw).values())
+        measured = sub.loc[sub["kind"] == "activation", "nbytes"].sum()
+        assert predicted == pytest.approx(measured, rel=0.001), (cls, mode, att, predicted, measured)
