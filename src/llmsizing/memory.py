@@ -467,7 +467,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
     head_grads = states.gradients_bytes * head / model.n_params
     tied_grads = 2 * head_grads if model.tied_embeddings else 0.0
-    head_copy = 2.0 * head / par.tp if amp else 0.0
+    head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
     working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=seq, dtype=act_dtype,
                                                   attention=attention, dropout=dropout, tp=par.tp,
                                                   sp=par.sp, stack=stack, autocast=amp).values())
