@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from os import PathLike
 from pathlib import Path
 
@@ -145,9 +146,9 @@ class Model:
         return t
 
     # ------------------------------------------------------------------ counts
-    @property
+    @cached_property
     def n_params(self) -> int:
-        """Exact number of parameters (tied embeddings counted once)."""
+        """Exact number of parameters (tied embeddings counted once). Computed once per (immutable) Model."""
         return sum(math.prod(s) * k for _, _, s, k in self.tensors())
 
     @property
@@ -156,6 +157,10 @@ class Model:
 
     def param_breakdown(self) -> dict[str, int]:
         """Parameters by component (keys: :data:`COMPONENTS`), summing to :attr:`n_params`."""
+        return dict(self._breakdown)
+
+    @cached_property
+    def _breakdown(self) -> dict[str, int]:
         out = dict.fromkeys(COMPONENTS, 0)
         for comp, _, s, k in self.tensors():
             out[comp] += math.prod(s) * k
