@@ -157,3 +157,22 @@ def test_inference_fields_finite_and_positive(m, batch, context, w, kv):
         assert math.isfinite(v) and v > 0, f
     assert im.kv_cache_bytes == kv_cache_bytes_per_token(m, kv) * batch * context
 
+
+
+def test_chart_legends_name_only_gpus_whose_line_is_visible():
+    """Chapter 3's default charts once named GPUs in the legend whose capacity lines fell outside the axis."""
+    from llmsizing.catalog import get_gpu
+    from llmsizing.charts import render_inference_memory, render_inference_vs_context
+
+    gpus = ("A10", "L40S", "H100 SXM", "H200")
+    cases = ((render_inference_memory(gpus=gpus), True), (render_inference_vs_context(gpus=gpus), False))
+    hidden = 0
+    for view, horizontal in cases:
+        ax = view.figure.axes[0]
+        lo, hi = ax.get_xlim() if horizontal else ax.get_ylim()
+        named = [t.get_text() for t in view.figure.legends[0].get_texts()]
+        for name in gpus:
+            visible = lo <= get_gpu(name).memory_gib <= hi
+            hidden += not visible
+            assert any(label.startswith(name + " (") for label in named) == visible, (name, named, lo, hi)
+    assert hidden > 0                    # the defaults do put some GPUs off the axis: the case is exercised

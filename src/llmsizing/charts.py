@@ -190,9 +190,20 @@ def _gpu_lines(ax, gpus, count: int, *, horizontal: bool) -> list:
         label = f"{count} × {g.name} = {cap:,.0f} GiB" if count > 1 else f"{g.name} ({cap:.1f} GiB)"
         style = dict(color=_CAPACITY_COLORS[i % len(_CAPACITY_COLORS)], lw=1.1,
                      ls=_CAPACITY_STYLES[i % len(_CAPACITY_STYLES)], label=label)
-        (ax.axvline if horizontal else ax.axhline)(cap, **style)
+        line = (ax.axvline if horizontal else ax.axhline)(cap, **style)
+        line.capacity_gib = cap           # read by _drop_offscreen_capacity_lines
         out.append(g)
     return out
+
+
+def _drop_offscreen_capacity_lines(ax, *, horizontal: bool) -> None:
+    """Remove the capacity lines that fall outside the axis range, so the legend never names a GPU whose line
+    the reader cannot see (the text summary still lists every GPU). Call after setting the limits."""
+    lo, hi = ax.get_xlim() if horizontal else ax.get_ylim()
+    for line in list(ax.lines):
+        cap = getattr(line, "capacity_gib", None)
+        if cap is not None and not lo <= cap <= hi:
+            line.remove()
 
 
 def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="adamw",
@@ -277,6 +288,7 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
     top = max(r.total_bytes, r.rule_of_thumb_bytes) / GiB
     above = [g.memory_gib for g in gs if g.memory_gib >= top]  # show the first GPU that holds it, if any
     ax.set_xlim(0, max(top * 1.15, min(above, default=0) * 1.05))
+    _drop_offscreen_capacity_lines(ax, horizontal=True)
     ax.set_xlabel("memory (GiB)")
     ax.set_title(f"{m.name} ({fmt_count(m.n_params)}): batch {batch} × {context:,} tokens, "
                  f"weights {weights}, KV cache {kv_cache}", fontsize=10)
@@ -328,6 +340,7 @@ def render_inference_vs_context(model="llama-3-8b", batches=(1, 8, 32), weights=
     ax.set_xticks(contexts, [f"{c // 1024}K" if c >= 1024 else str(c) for c in contexts])
     ax.minorticks_off()
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:,.4g}"))
+    _drop_offscreen_capacity_lines(ax, horizontal=False)
     ax.set_xlabel("context per sequence (tokens)")
     ax.set_ylabel("memory (GiB, log₂ scale)")
     ax.set_title(f"{m.name} ({fmt_count(m.n_params)}): memory grows with batch × context; the rule does not",
