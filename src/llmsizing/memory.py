@@ -233,7 +233,7 @@ def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mi
     if impl == "foreach":
         return model.n_params * state / shard
     largest = max(math.prod(s) for _, _, s, _ in model.tensors())
-    return 2 * largest * state / (par.tp if largest else 1)
+    return 2 * largest * state / par.tp          # the largest tensor, split by tensor parallelism
 
 
 def autocast_copies_bytes(model: Model | str, *, parallel: Parallel | None = None) -> float:
@@ -455,7 +455,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     states = model_states(model, precision=precision, optimizer=optimizer, parallel=par)
     recipe = RECIPES[precision]
     amp = recipe.autocast
-    act_dtype = "fp32" if recipe.weights == "fp32" and not amp else ("bf16" if amp else recipe.weights)
+    act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
     acts = activation_memory(model, batch=batch, seq=seq, dtype=act_dtype, attention=attention,
                              dropout=dropout, recompute=recompute, tp=par.tp, sp=par.sp, stack=stack,
                              autocast=amp)
