@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llmsizing as L
-from llmsizing import activations, charts, flops, inference, memory, units
+from llmsizing import activations, charts, flops, inference, memory, parallel, units
 from llmsizing.catalog import list_gpus, list_models
 from llmsizing.precision import DTYPES, OPTIMIZERS, RECIPES
 
@@ -229,7 +229,12 @@ FUNCTIONS = {
                        activation=names(["silu", "gelu_new"], optional=True)),
                   base=model_fields()),
     "Parallel": Spec(lambda **kw: L.Parallel(**kw),
-                     dict(tp=ints(1, 16), pp=ints(1, 16), dp=ints(1, 1024), zero=ints(0, 3), sp=NOT_A_FLAG)),
+                     dict(tp=ints(1, 16), pp=ints(1, 16), dp=ints(1, 1024), zero=ints(0, 3), sp=NOT_A_FLAG,
+                          virtual_stages=ints(1, 1))),
+    "pipeline_bubble": Spec(parallel.pipeline_bubble,
+                            dict(pp=ints(1, 64), microbatches=ints(1, 4096), virtual_stages=ints(1, 8))),
+    "stage_params": Spec(lambda parallel, **kw: memory.stage_params(parallel=_parallel(parallel), **kw),
+                         dict(model=models(), parallel=parallels()), aliases={"parallel": PARALLEL_WORDS}),
     "model_states": Spec(lambda parallel, **kw: L.model_states(parallel=_parallel(parallel), **kw),
                          dict(model=models(), precision=names(RECIPES), optimizer=names(OPTIMIZERS),
                               parallel=parallels()), aliases={"parallel": PARALLEL_WORDS}),

@@ -14,7 +14,10 @@ def test_same_as_model_states(precision, optimizer, parallel):
     m = get_model("llama-2-13b")
     a = model_states(m, precision=precision, optimizer=optimizer, parallel=parallel)
     b = model_states_for_params(m.n_params, precision=precision, optimizer=optimizer, parallel=parallel)
-    assert b == a
+    if parallel is None or parallel.tp == 1:
+        assert b == a
+    else:   # a bare count can only be split evenly; the model's norms are replicated over TP (13B: 41 KB/GPU)
+        assert b.total_bytes < a.total_bytes < b.total_bytes * 1.0001
 
 
 def test_bad_input():

@@ -192,12 +192,61 @@ def test_dp_without_zero_replicates():
     assert model_states("gpt2", parallel=Parallel(dp=8)).total_bytes == model_states("gpt2").total_bytes
 
 
-def test_tp_pp_split_evenly():
-    base = model_states("llama-2-70b").total_bytes
-    assert model_states("llama-2-70b", parallel=Parallel(tp=8)).total_bytes == pytest.approx(base / 8)
-    assert model_states("llama-2-70b", parallel=Parallel(tp=2, pp=4)).total_bytes == pytest.approx(base / 8)
-    assert model_states("llama-2-70b", parallel=Parallel(tp=2, pp=4, dp=4, zero=3)).total_bytes == \
-        pytest.approx(base / 32)
+def test_tp_split_exactly_by_hand():
+    """Llama-2-70B over 8 tensor-parallel GPUs (Megatron-LM's layout): every matrix split 8 ways (K and V: one of
+    the 8 KV heads per GPU), the embedding and LM head split along the vocabulary, the norms replicated."""
+    from llmsizing.memory import stage_params
+
+    h, f, V, L = 8192, 28672, 32000, 80
+    per_layer = (2 * h * h + 2 * h * 1024 + 3 * h * f) / 8 + 2 * h       # matrices / 8, two norm gains whole
+    by_hand = 2 * V * h / 8 + L * per_layer + h                            # + embedding, LM head, final norm
+    assert stage_params("llama-2-70b", Parallel(tp=8)) == [by_hand]
+    ms = model_states("llama-2-70b", parallel=Parallel(tp=8))
+    assert ms.total_bytes == 16 * by_hand                                  # bf16-mixed AdamW
+    assert ms.total_bytes > model_states("llama-2-70b").total_bytes / 8    # replicated norms: a little more
+
+
+def test_pipeline_stages_hold_embedding_and_head():
+    from llmsizing.memory import stage_params
+
+    m = get_model("llama-2-70b")
+    stages = stage_params(m, Parallel(pp=4))
+    parts = m.param_breakdown()
+    per_layer = m.params_per_layer
+    assert stages[0] == 20 * per_layer + parts["embedding"]
+    assert stages[1] == stages[2] == 20 * per_layer
+    assert stages[3] == 20 * per_layer + parts["lm_head"] + parts["norms"] - 80 * 2 * 8192
+    assert sum(stages) == m.n_params                                       # nothing replicated without TP
+    # tied embeddings: the last stage keeps a copy of the embedding for the output layer
+    g = get_model("gpt2")
+    two = stage_params(g, Parallel(pp=2))
+    assert sum(two) == g.n_params + g.param_breakdown()["embedding"]
+    # the most loaded stage sets the per-GPU states
+    assert model_states(m, parallel=Parallel(pp=4)).total_bytes == 16 * max(stages)
+
+
+def test_most_loaded_rank_matches_megatron_theoretical_memory():
+    """Megatron-LM ``megatron/training/theoretical_memory_usage.py`` (compute_weight_and_optimizer_memory), on its
+    own conventions: vocabulary padded to a multiple of 128 x tp, no biases, most loaded shard
+    = (transformer block / pp + embedding) / tp, 18 bytes per parameter without the distributed optimizer and
+    6 + 12 / dp with it. Written out here for a Llama-2-70B shape at t = 8, p = 8:"""
+    from llmsizing import Model
+
+    h, f, L, a, g, V = 8192, 28672, 80, 64, 8, 32768          # 32,000 padded to a multiple of 1,024
+    m = Model("megatron-70b", layers=L, hidden=h, heads=a, kv_heads=g, ffn_hidden=f, vocab=V)
+    attn = 2 * h * h * (1 + g / a)                              # Megatron's self_attn_term (d = h / a)
+    layer = 2 * h * (f * 3 / 2 + 1) + attn                     # swiglu multiplier 3/2, RMSNorm norm_size 1
+    block = L * layer + h                                       # + final layernorm
+    megatron_params = (block / 8 + h * V) / 8                   # first stage: block / pp + embedding, / tp
+    for zero, dp, bpp in ((0, 1, 18), (1, 16, 6 + 12 / 16)):
+        ours = model_states(m, precision="bf16-mixed-fp32-grads",
+                            parallel=Parallel(tp=8, pp=8, dp=dp, zero=zero)).total_bytes
+        # Megatron divides the norms by tp (we replicate them, as Megatron-LM's modules do) and spreads the final
+        # norm over all stages (we put it on the last, which is then the most loaded): exactly this much more,
+        # 1.4e-4 of the shard
+        norms = 10 * 2 * h * (1 - 1 / 8) + h - h / 64
+        assert ours == pytest.approx((megatron_params + norms) * bpp, rel=1e-12)
+        assert ours == pytest.approx(megatron_params * bpp, rel=2e-4)
 
 
 def test_parallel_validation():
@@ -398,3 +447,18 @@ def test_autocast_is_never_below_pure_16_bit(m, batch, seq, attention, recompute
     pure_step = training_memory(m, precision="bf16", **kw)
     amp_step = training_memory(m, precision="bf16-amp", **kw)
     assert amp_step.peak_bytes >= pure_step.peak_bytes
+
+
+def test_virtual_stages_and_bubble():
+    from llmsizing.parallel import pipeline_bubble
+
+    assert Parallel(pp=4, virtual_stages=2).virtual_stages == 2
+    with pytest.raises(ValueError, match="virtual_stages=2 needs pp > 1"):
+        Parallel(virtual_stages=2)
+    with pytest.raises(ValueError, match="virtual_stages=3 must divide"):
+        model_states("llama-2-7b", parallel=Parallel(pp=4, virtual_stages=3))   # 32 layers / 4 = 8 per stage
+    model_states("llama-2-7b", parallel=Parallel(pp=4, virtual_stages=2))
+    # Narayanan et al. 2021, Sec. 2.2: (p - 1) / m, and (p - 1) / (v m) interleaved
+    assert pipeline_bubble(8, 32) == 7 / 32
+    assert pipeline_bubble(8, 32, virtual_stages=4) == 7 / 128
+    assert pipeline_bubble(1, 5) == 0

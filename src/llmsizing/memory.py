@@ -98,17 +98,20 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     ``precision`` is a recipe from :data:`llmsizing.precision.RECIPES` (``bf16-mixed``: 2 + 2 + 12 = 16 bytes
     per parameter with AdamW), ``optimizer`` one of :data:`llmsizing.precision.OPTIMIZERS`.
 
-    With ``parallel``, bytes are per GPU: the model is split evenly over ``tp * pp`` GPUs, then ZeRO stage 1
-    shards the optimizer bytes over ``dp`` (with a recipe's extra fp32 gradient copy, which DeepSpeed keeps
-    only for the GPU's own partition), stage 2 also the gradients, stage 3 also the weights (ZeRO paper,
-    Fig. 1). The even split is an approximation: norms replicated under TP add < 0.01% (2e-5 of Llama-2-70B);
-    with pipeline parallelism the first and last stages also hold the embedding and LM head, e.g. 13% above
-    the even share for Llama-3-8B at ``pp=4``. The parallelism chapters refine both. Taught in chapter 2.
+    With ``parallel``, bytes are per GPU, for the most loaded GPU: :func:`stage_params` splits the model exactly
+    over ``tp`` (vocabulary-parallel embedding and LM head, replicated norms and row-parallel biases) and ``pp``
+    (the first stage holds the embedding, the last the LM head), then ZeRO stage 1 shards the optimizer bytes
+    over ``dp`` (with a recipe's extra fp32 gradient copy, which DeepSpeed keeps only for the GPU's own
+    partition), stage 2 also the gradients, stage 3 also the weights (ZeRO paper, Fig. 1). Adafactor's factored
+    state is scaled by the same share (an approximation: its r + c vectors are not split exactly like the
+    matrices). Taught in chapter 2; the exact split in Part II.
     """
     model = resolve_model(model)
     check_choice("precision", precision, RECIPES)
     elements = optimizer_state_elements(model, optimizer)
-    return _states(model.n_params, elements, precision, optimizer, resolve_parallel(parallel, model))
+    par = resolve_parallel(parallel, model)
+    on_rank = max(stage_params(model, par)) if par.tp * par.pp > 1 else float(model.n_params)
+    return _states(model.n_params, elements, precision, optimizer, par, on_rank=on_rank)
 
 
 def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
@@ -128,9 +131,57 @@ def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", opt
     return _states(n, opt.states * n, precision, optimizer, resolve_parallel(parallel))
 
 
-def _states(n: int, elements: float, precision: str, optimizer: str, par: Parallel) -> ModelStates:
+def _tp_share(name: str, model: Model, tp: int) -> float:
+    """The fraction of one parameter tensor that each tensor-parallel rank holds (Megatron-LM's layout,
+    Shoeybi et al. 2019): column-parallel matrices and their biases (q, k, v, gate, up) and row-parallel
+    matrices (o, down) are split; row-parallel biases, norms and learned positions are replicated; the
+    embedding and the LM head are split along the vocabulary. K and V are split by KV head, at least one head per
+    rank (replicated beyond ``kv_heads``, as vLLM does)."""
+    if tp == 1:
+        return 1.0
+    if any(k in name for k in ("norm", "embed_positions")) or name.endswith(("o_proj.bias", "down_proj.bias")):
+        return 1.0
+    if "k_proj" in name or "v_proj" in name:
+        return max(model.kv_heads / tp, 1) / model.kv_heads
+    return 1.0 / tp
+
+
+def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[float]:
+    """Parameters held by one GPU of each pipeline stage (per tensor-parallel rank), exactly: layers split as
+    evenly as possible (the first stages take the remainder), the first stage also holds the embedding (and
+    learned positions), the last the final norm and the LM head, or with tied embeddings and ``pp > 1`` a copy of
+    the embedding for the output layer (Megatron-LM keeps one and all-reduces its gradient). Tensor parallelism
+    splits each tensor as :func:`_tp_share` says. The vocabulary is not padded (Megatron-LM pads it to a
+    multiple of 128 x tp; pass a padded ``vocab`` to compare on its convention). Taught in Part II."""
+    model = resolve_model(model)
+    par = resolve_parallel(parallel, model)
+    tp, pp = par.tp, par.pp
+    per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp) for _, n, s in model.layer_tensors())
+    edge = {"first": 0.0, "last": 0.0}
+    for comp, name, shape, k in model.tensors():
+        if name.startswith("layers."):
+            continue
+        n = math.prod(shape) * _tp_share(name, model, tp)
+        if name.startswith("embed_"):
+            edge["first"] += n
+            if name == "embed_tokens.weight" and model.tied_embeddings and pp > 1:
+                edge["last"] += n                    # the output layer's copy of the tied embedding
+        else:
+            edge["last"] += n                        # final norm, untied LM head
+    base, extra = divmod(model.layers, pp)
+    out = []
+    for i in range(pp):
+        n = (base + (i < extra)) * per_layer
+        n += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
+        out.append(n)
+    return out
+
+
+def _states(n: int, elements: float, precision: str, optimizer: str, par: Parallel,
+            on_rank: float | None = None) -> ModelStates:
     """The recipe and ZeRO arithmetic shared by :func:`model_states` and :func:`model_states_for_params`:
-    ``n`` parameters, ``elements`` optimizer-state numbers."""
+    ``n`` parameters, ``elements`` optimizer-state numbers, ``on_rank`` the parameters one GPU holds before
+    ZeRO (default: the even split ``n / (tp * pp)``, for a bare parameter count)."""
     recipe, opt = RECIPES[precision], OPTIMIZERS[optimizer]
     weights = n * DTYPE_BYTES[recipe.weights]
     grads = n * DTYPE_BYTES[recipe.grads]
@@ -141,8 +192,8 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
         states = elements * (DTYPE_BYTES[opt.dtype] + 4 / opt.block)
     else:
         states = elements * DTYPE_BYTES[recipe.states]
-    split = par.tp * par.pp
-    weights, grads, extra, master, states = (x / split for x in (weights, grads, extra, master, states))
+    share = (on_rank / n) if on_rank is not None else 1 / (par.tp * par.pp)
+    weights, grads, extra, master, states = (x * share for x in (weights, grads, extra, master, states))
     if par.zero >= 1:
         master, states, extra = master / par.dp, states / par.dp, extra / par.dp
     if par.zero >= 2:

@@ -16,13 +16,17 @@ from ._validate import check_bool, check_int
 class Parallel:
     """A parallel layout: ``tp`` tensor-, ``pp`` pipeline-, ``dp`` data-parallel degree; ``zero`` is the ZeRO
     stage (0-3, FSDP full-shard is stage 3) over the ``dp`` group; ``sp`` turns on sequence parallelism
-    (splits the norm/dropout activations that plain TP replicates)."""
+    (splits the norm/dropout activations that plain TP replicates); ``virtual_stages`` is the number of model
+    chunks per pipeline rank of the interleaved 1F1B schedule (Narayanan et al. 2021, Sec. 2.2; 1 = plain 1F1B).
+    A pipeline's micro-batches are the gradient-accumulation steps of
+    :func:`~llmsizing.memory.training_memory` (``grad_accum``)."""
 
     tp: int = 1
     pp: int = 1
     dp: int = 1
     zero: int = 0
     sp: bool = False
+    virtual_stages: int = 1
 
     def __post_init__(self):
         # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy
@@ -30,14 +34,15 @@ class Parallel:
             object.__setattr__(self, f, check_int(f, getattr(self, f)))
         object.__setattr__(self, "zero", check_int("zero", self.zero, minimum=0, maximum=3))
         object.__setattr__(self, "sp", check_bool("sp", self.sp))
-        check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp)
+        object.__setattr__(self, "virtual_stages", check_int("virtual_stages", self.virtual_stages))
+        check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp, virtual_stages=self.virtual_stages)
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp
 
 
-def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False) -> None:
+def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_stages: int = 1) -> None:
     """Refuse a layout that cannot run: the one place these rules live (``Parallel``, :func:`resolve_parallel`
     and :func:`~llmsizing.activations.activation_memory` all call it). ``model`` may be ``None`` (then only
     the rules that need no architecture are checked).
@@ -51,9 +56,13 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False) -> None:
       vLLM replicates each KV head ``tp / kv_heads`` times (so ``tp`` must be a multiple of ``kv_heads``);
       the library follows vLLM and counts one KV head per rank.
     * ``pp`` must not exceed the layer count: a pipeline stage needs at least one layer.
+    * ``virtual_stages > 1`` needs ``pp > 1`` and must divide each stage's layers (``layers / pp``), as
+      Megatron-LM's interleaved schedule requires (each model chunk holds the same number of layers).
     """
     if sp and tp == 1:
         raise ValueError("sp=True needs tp > 1: sequence parallelism splits along the tensor-parallel group")
+    if virtual_stages > 1 and pp == 1:
+        raise ValueError(f"virtual_stages={virtual_stages} needs pp > 1: interleaving splits each pipeline stage")
     if model is None:
         return
     if model.heads % tp:
@@ -68,6 +77,9 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False) -> None:
                          "(Megatron-LM refuses tp > kv_heads)")
     if pp > model.layers:
         raise ValueError(f"pp={pp} must be <= layers ({model.layers}): every pipeline stage needs a layer")
+    if virtual_stages > 1 and model.layers % (pp * virtual_stages):
+        raise ValueError(f"virtual_stages={virtual_stages} must divide the layers of each of the {pp} pipeline "
+                         f"stages ({model.layers} layers / pp = {model.layers / pp:g})")
 
 
 SINGLE_GPU = Parallel()
@@ -80,5 +92,16 @@ def resolve_parallel(parallel: Parallel | None, model=None) -> Parallel:
         return SINGLE_GPU
     if not isinstance(parallel, Parallel):
         raise TypeError(f"parallel must be a Parallel(...) or None, got {type(parallel).__name__}")
-    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp)
+    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp, virtual_stages=parallel.virtual_stages)
     return parallel
+
+
+def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1) -> float:
+    """The pipeline bubble of a 1F1B schedule, as a fraction of the ideal step time: ``(pp - 1) / m`` with ``m``
+    micro-batches, or ``(pp - 1) / (v * m)`` with ``v`` interleaved model chunks per stage (Narayanan et al.
+    2021, Sec. 2.2, Eq. 1 and the interleaved schedule). To report the bubble as a share of the actual step,
+    use ``b / (1 + b)``."""
+    pp = check_int("pp", pp)
+    m = check_int("microbatches", microbatches)
+    v = check_int("virtual_stages", virtual_stages)
+    return (pp - 1) / (v * m)
