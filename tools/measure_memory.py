@@ -3,12 +3,13 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
            [--tensors-out data/step_saved_tensors.csv]
-    all    saved, then step, with the default files (also what runs with no sub-command)
+    dist   [--out data/dist_measurements.csv]   per-rank states under DDP / ZeRO-1 / FSDP2 (gloo, CPU)
+    all    saved, step, then dist, with the default files (also what runs with no sub-command)
 
 Sub-command ``saved`` (about 50 s on 2 cores) is the original experiment, described first below. Sub-command
 ``step`` (about 5 minutes) measures the live bytes over a whole training step, see "The whole step" below.
@@ -1190,6 +1191,112 @@ def cmd_step(args):
           f"{len(listing)} to {args.tensors_out} in {time.perf_counter() - t_start:.0f} s")
 
 
+# ---------------------------------------------------------------------------- dist: per-rank states under torch.distributed
+#: The model of the `dist` sweep: a real LlamaForCausalLM at a small shape (fp32, random seeded weights).
+DIST_SHAPE = Model("dist-llama", layers=4, hidden=256, heads=8, kv_heads=2, ffn_hidden=688, vocab=8192,
+                   gated_mlp=True, tied_embeddings=False, norm="rmsnorm", max_seq=256)
+DIST_LAYOUTS = ("ddp", "zero1", "fsdp2", "fsdp2-no-reshard")
+
+
+def _storage_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (DTensors counted by their local shard)."""
+    seen, total = set(), 0
+    for t in tensors:
+        if t is None:
+            continue
+        local = t.to_local() if hasattr(t, "to_local") else t
+        st = local.untyped_storage()
+        if st.data_ptr() not in seen:
+            seen.add(st.data_ptr())
+            total += st.nbytes()
+    return total
+
+
+def _dist_worker(rank, world, layout, port, queue):
+    import os
+
+    import torch.distributed as dist
+    import transformers as tf
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    m = DIST_SHAPE
+    cfg = tf.LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn_hidden,
+                         num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
+                         max_position_embeddings=m.max_seq, tie_word_embeddings=False, use_cache=False,
+                         bos_token_id=0, eos_token_id=0)
+    model = tf.LlamaForCausalLM(cfg).train()
+    n_params = sum(p.numel() for p in model.parameters())
+    if layout == "ddp":
+        net = torch.nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=True)
+    elif layout == "zero1":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        net = torch.nn.parallel.DistributedDataParallel(model)
+        opt = ZeroRedundancyOptimizer(net.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-4)
+    else:
+        from torch.distributed.fsdp import fully_shard
+        reshard = layout == "fsdp2"
+        for layer in model.model.layers:
+            fully_shard(layer, reshard_after_forward=reshard)
+        fully_shard(model, reshard_after_forward=reshard)
+        net = model
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=True)
+    gen = torch.Generator().manual_seed(1 + rank)
+    for _ in range(2):                                   # warm-up, then the measured step
+        ids = torch.randint(0, m.vocab, (1, 64), generator=gen)
+        opt.zero_grad(set_to_none=False)
+        net(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+    params = list(model.parameters())
+    optim = opt.optim if layout == "zero1" else opt       # ZeroRedundancyOptimizer wraps the rank's AdamW
+    moments = [v for s in optim.state.values() for k, v in s.items() if torch.is_tensor(v) and k != "step"]
+    row = {"layout": layout, "world_size": world, "rank": rank, "n_params": n_params,
+           "param_bytes": _storage_bytes(params), "grad_bytes": _storage_bytes([p.grad for p in params]),
+           "optimizer_state_bytes": _storage_bytes(moments),
+           "grad_is_bucket_view": bool(getattr(net, "gradient_as_bucket_view", False)),
+           "torch_version": torch.__version__, "transformers_version": tf.__version__}
+    queue.put(row)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def cmd_dist(args):
+    """Sub-command ``dist``: per-rank parameter, gradient and AdamW-state bytes of a real LlamaForCausalLM under
+    DDP, ZeroRedundancyOptimizer (ZeRO-1) and FSDP2 ``fully_shard`` (ZeRO-3; ``reshard_after_forward=False`` is
+    the ZeRO-2-like variant), with 2 and 4 gloo processes on the CPU."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    today = _dt.date.today().isoformat()
+    rows = []
+    worlds = (2,) if args.quick else (2, 4)
+    for layout, world in itertools.product(DIST_LAYOUTS, worlds):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        ctx = mp.get_context("spawn")
+        queue = ctx.Queue()
+        procs = [ctx.Process(target=_dist_worker, args=(r, world, layout, port, queue)) for r in range(world)]
+        for p in procs:
+            p.start()
+        got = [queue.get(timeout=600) for _ in procs]
+        for p in procs:
+            p.join()
+        m = DIST_SHAPE
+        for row in sorted(got, key=lambda r: r["rank"]):
+            row.update(layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
+                       ffn=m.ffn_hidden, vocab=m.vocab, tied_embeddings=m.tied_embeddings, measured_on=today)
+            rows.append(row)
+            print(f"{layout:16s} world={world} rank={row['rank']} params={row['param_bytes']:>10,d} "
+                  f"grads={row['grad_bytes']:>10,d} adam={row['optimizer_state_bytes']:>10,d}", flush=True)
+    _write_csv(args.out, rows)
+    print(f"wrote {len(rows)} rows to {args.out}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command")
@@ -1201,18 +1308,20 @@ def main(argv=None):
     p_step.add_argument("--out", default=str(data / "step_measurements.csv"))
     p_step.add_argument("--timeline-out", default=str(data / "step_timeline_example.csv"))
     p_step.add_argument("--tensors-out", default=str(data / "step_saved_tensors.csv"))
-    p_all = sub.add_parser("all", help="saved, then step, with the default output files (the default)")
-    for p in (p_saved, p_step, p_all):
+    p_dist = sub.add_parser("dist", help="per-rank model states under torch.distributed (DDP, ZeRO-1, FSDP2)")
+    p_dist.add_argument("--out", default=str(data / "dist_measurements.csv"))
+    p_all = sub.add_parser("all", help="saved, step, then dist, with the default output files (the default)")
+    for p in (p_saved, p_step, p_dist, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
-    if args.command in ("saved", "step"):
+    if args.command in ("saved", "step", "dist"):
         t0 = time.perf_counter()
-        (cmd_saved if args.command == "saved" else cmd_step)(args)
+        {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist}[args.command](args)
         print(f"{args.command}: {time.perf_counter() - t0:.0f} s")
         return
     quick = bool(getattr(args, "quick", False))
-    for name in ("saved", "step"):
+    for name in ("saved", "step", "dist"):
         main([name] + (["--quick"] if quick else []))
 
 
