@@ -211,21 +211,27 @@ def test_hf_layer_terms_match_the_measured_listing():
 # ============================================================================= per-rank states under torch.distributed
 # data/dist_measurements.csv (tools/measure_memory.py dist): a real LlamaForCausalLM (fp32, AdamW) under
 # DistributedDataParallel, ZeroRedundancyOptimizer (ZeRO-1) and FSDP2 fully_shard (ZeRO-3; reshard_after_forward
-# off for the ZeRO-2-like run), 2 and 4 gloo processes on the CPU. The library's model_states must agree rank by
-# rank: exactly, except ZeRO-1, which hands out whole parameters greedily, so a rank's optimizer state may differ
-# from the even share by at most the largest parameter's state.
+# off for the ZeRO-2-like run), 2 and 4 gloo processes on the CPU, and tensor parallelism with DTensor's
+# parallelize_module on 2 ranks. The library must agree rank by rank: exactly, except ZeRO-1, which hands out whole
+# parameters greedily, so a rank's optimizer state may differ from the even share by at most the largest
+# parameter's state.
 def test_per_rank_states_match_torch_distributed():
     from llmsizing import Model, Parallel, model_states
     from llmsizing.measurements import DATA_DIR
+    from llmsizing.memory import stage_params
 
     df = pd.read_csv(DATA_DIR / "dist_measurements.csv")
-    assert set(df["layout"]) == {"ddp", "zero1", "fsdp2", "fsdp2-no-reshard"} and set(df["world_size"]) == {2, 4}
+    assert set(df["layout"]) == {"ddp", "zero1", "fsdp2", "fsdp2-no-reshard", "tp"} and set(df["world_size"]) == {2, 4}
     r0 = df.iloc[0]
     m = Model("dist-llama", layers=int(r0["layers"]), hidden=int(r0["hidden"]), heads=int(r0["heads"]),
               kv_heads=int(r0["kv_heads"]), ffn_hidden=int(r0["ffn"]), vocab=int(r0["vocab"]))
     assert m.n_params == r0["n_params"]
     zero = {"ddp": 0, "zero1": 1, "fsdp2": 3, "fsdp2-no-reshard": 3}
     largest_state = 8 * m.vocab * m.hidden                     # AdamW's two fp32 moments of the embedding
+    tp = df[df["layout"] == "tp"]
+    # DTensor's Megatron-style plan: vocabulary-parallel embedding, column/row-parallel matrices, norms replicated
+    assert len(tp) == 2 and (tp["param_bytes"] == 4 * stage_params(m, Parallel(tp=2))[0]).all()
+    df = df[df["layout"] != "tp"].astype({"grad_bytes": "int64", "optimizer_state_bytes": "int64"})
     for (layout, world), ranks in df.groupby(["layout", "world_size"]):
         ms = model_states(m, precision="fp32", optimizer="adamw", parallel=Parallel(dp=world, zero=zero[layout]))
         assert (ranks["param_bytes"] == ms.weights_bytes).all(), (layout, world)

@@ -1229,6 +1229,28 @@ def _dist_worker(rank, world, layout, port, queue):
                          bos_token_id=0, eos_token_id=0)
     model = tf.LlamaForCausalLM(cfg).train()
     n_params = sum(p.numel() for p in model.parameters())
+    if layout == "tp":   # Megatron-style tensor parallelism with DTensor: weights only (no step is run)
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Replicate
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        mesh = init_device_mesh("cpu", (world,))
+        plan = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate()), "lm_head": ColwiseParallel()}
+        for i in range(m.layers):
+            for name in ("q_proj", "k_proj", "v_proj"):
+                plan[f"model.layers.{i}.self_attn.{name}"] = ColwiseParallel()
+            plan[f"model.layers.{i}.self_attn.o_proj"] = RowwiseParallel()
+            for name in ("gate_proj", "up_proj"):
+                plan[f"model.layers.{i}.mlp.{name}"] = ColwiseParallel()
+            plan[f"model.layers.{i}.mlp.down_proj"] = RowwiseParallel()
+        parallelize_module(model, mesh, plan)
+        queue.put({"layout": layout, "world_size": world, "rank": rank, "n_params": n_params,
+                   "param_bytes": _storage_bytes(list(model.parameters())), "grad_bytes": "",
+                   "optimizer_state_bytes": "", "grad_is_bucket_view": "",
+                   "torch_version": torch.__version__, "transformers_version": tf.__version__})
+        dist.barrier()
+        dist.destroy_process_group()
+        return
     if layout == "ddp":
         net = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=True)
@@ -1266,7 +1288,11 @@ def _dist_worker(rank, world, layout, port, queue):
 def cmd_dist(args):
     """Sub-command ``dist``: per-rank parameter, gradient and AdamW-state bytes of a real LlamaForCausalLM under
     DDP, ZeroRedundancyOptimizer (ZeRO-1) and FSDP2 ``fully_shard`` (ZeRO-3; ``reshard_after_forward=False`` is
-    the ZeRO-2-like variant), with 2 and 4 gloo processes on the CPU."""
+    the ZeRO-2-like variant), with 2 and 4 gloo processes on the CPU; and the per-rank weights of Megatron-style
+    tensor parallelism with DTensor's ``parallelize_module`` (column-parallel q, k, v, gate, up and LM head,
+    row-parallel o and down, vocabulary-parallel embedding) on 2 ranks. Measured at rest, after the step: FSDP2's
+    unsharded parameters during forward and backward, and DDP's gradient buckets (a flat copy of the gradients
+    when ``gradient_as_bucket_view`` is off, its default), are not in these figures."""
     import socket
 
     import torch.multiprocessing as mp
@@ -1274,7 +1300,8 @@ def cmd_dist(args):
     today = _dt.date.today().isoformat()
     rows = []
     worlds = (2,) if args.quick else (2, 4)
-    for layout, world in itertools.product(DIST_LAYOUTS, worlds):
+    runs = list(itertools.product(DIST_LAYOUTS, worlds)) + [("tp", 2)]   # tp <= kv_heads (2): whole KV heads
+    for layout, world in runs:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -1291,8 +1318,8 @@ def cmd_dist(args):
             row.update(layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
                        ffn=m.ffn_hidden, vocab=m.vocab, tied_embeddings=m.tied_embeddings, measured_on=today)
             rows.append(row)
-            print(f"{layout:16s} world={world} rank={row['rank']} params={row['param_bytes']:>10,d} "
-                  f"grads={row['grad_bytes']:>10,d} adam={row['optimizer_state_bytes']:>10,d}", flush=True)
+            print(f"{layout:16s} world={world} rank={row['rank']} params={row['param_bytes']:>10} "
+                  f"grads={row['grad_bytes']:>10} adam={row['optimizer_state_bytes']:>10}", flush=True)
     _write_csv(args.out, rows)
     print(f"wrote {len(rows)} rows to {args.out}")
 
