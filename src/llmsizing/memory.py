@@ -67,7 +67,8 @@ class ModelStates:
     @property
     def bytes_per_param(self) -> float:
         """Bytes on this GPU divided by the model's parameter count: the familiar 16 (bf16-mixed AdamW) on one
-        GPU; with ``parallel`` it is the per-GPU share (e.g. 8 with ``Parallel(tp=2)``)."""
+        GPU; with ``parallel`` it is the most loaded GPU's share (a little over 8 with ``Parallel(tp=2)``: the norms
+        are replicated)."""
         return self.total_bytes / self.n_params
 
     def to_frame(self):
