@@ -429,6 +429,10 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
     * optimizer step: weights + gradients + optimizer states + the optimizer's temporaries (the activations
       and autocast copies are gone).
 
+    Against the measured Hugging Face steps (chapter 5) the forward and the loss backward are within -1% / +5%
+    and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set is a fitted
+    half layer, :data:`LAYER_WORKING_SET`), and it rarely holds the peak.
+
     Returns five pieces, each a dict of what is alive (keys of :data:`STEP_PARTS`) and each linear in the
     micro-batch: the two ends of the backward are kept apart (``"backward (start)"``, ``"backward (end)"``),
     which is what lets :func:`max_micro_batch` stay exact.
