@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number, check_sequence
 from .catalog import resolve_model
@@ -45,7 +45,9 @@ def _frame(rows: dict[str, float], n_params: int):
 @dataclass(frozen=True)
 class ModelStates:
     """Bytes of the model states on one GPU. ``optimizer_bytes`` includes the fp32 master copy
-    (``master_bytes``) and the optimizer's own buffers (``optimizer_state_bytes``)."""
+    (``master_bytes``) and the optimizer's own buffers (``optimizer_state_bytes``). With an ``offload`` layout
+    (:data:`~llmsizing.parallel.OFFLOADS`) the offloaded bytes are not on the GPU: ``host_bytes`` is what this
+    GPU's share costs in the host's memory (multiply by the GPUs per node for a node's RAM)."""
 
     n_params: int
     precision: str
@@ -55,6 +57,7 @@ class ModelStates:
     master_bytes: float
     optimizer_state_bytes: float
     parallel: Parallel = Parallel()
+    host_bytes: float = 0.0
 
     @property
     def optimizer_bytes(self) -> float:
@@ -201,7 +204,19 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
         grads = grads / par.dp
     if par.zero >= 3:
         weights = weights / par.dp
-    return ModelStates(n, precision, optimizer, weights, grads + extra, master, states, par)
+    host = 0.0
+    if par.offload != "none":
+        # ZeRO-Offload: the optimizer's partition lives (and steps, with CPU Adam) in host memory, with an fp32
+        # copy of the gradient partition when the recipe's gradients are 16-bit (DeepSpeed keeps one for CPU Adam)
+        fp32_grads = 0.0
+        if not extra and DTYPE_BYTES[recipe.grads] < 4:
+            fp32_grads = 4.0 * n * share / (par.dp if par.zero >= 1 else 1)
+        host = master + states + extra + fp32_grads
+        master = states = extra = 0.0
+        if par.offload == "optimizer+params":     # ZeRO-Infinity's offload_param: the weight shard too
+            host += weights
+            weights = 0.0
+    return ModelStates(n, precision, optimizer, weights, grads + extra, master, states, par, host)
 
 
 def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=None):
@@ -313,6 +328,13 @@ class TrainingMemory:
     ``peak_bytes`` is the largest of them and ``total_bytes`` adds the overhead allowance to it. Gradient
     accumulation multiplies the global batch, not the activations.
 
+    With pipeline parallelism the result is the most loaded GPU's (``stage`` is its pipeline stage; ties go to
+    the earlier stage): ``stages`` holds one row per stage (params, micro-batches in flight, states,
+    activations, peak, total, host bytes) and :attr:`stage_table` shows them. ``in_flight`` is how many
+    micro-batches of this stage's layers are alive at its peak (:func:`~llmsizing.parallel.pipeline_in_flight`),
+    ``gathered_bytes`` ZeRO-3's gathered unit (:func:`zero3_gathered_bytes`) and :attr:`host_bytes` the
+    host memory an ``offload`` layout costs per GPU.
+
     Changed in the "peak of a step" revision: ``total_bytes`` used to be model states + activations +
     allowance; it is now the peak of the phases + allowance, which is never less than the activations
     alive at the end of the forward plus the states that exist then. Every field and property of the old
@@ -332,6 +354,10 @@ class TrainingMemory:
     autocast_copies_bytes: float = 0.0
     loss_temporaries_bytes: float = 0.0
     optimizer_temporaries_bytes: float = 0.0
+    stage: int = 0
+    in_flight: float = 1.0
+    gathered_bytes: float = 0.0
+    stages: tuple = ()
 
     @property
     def weights_bytes(self) -> float:
@@ -384,6 +410,20 @@ class TrainingMemory:
         return self.peak_bytes + self.overhead_bytes
 
     @property
+    def host_bytes(self) -> float:
+        """Host (CPU) memory this GPU's offloaded states take (0 without ``offload``)."""
+        return self.states.host_bytes
+
+    @property
+    def stage_table(self):
+        """A DataFrame, one row per pipeline stage (bytes, and ``total GiB``); one row without a pipeline."""
+        import pandas as pd
+
+        df = pd.DataFrame(list(self.stages)).set_index("stage")
+        df["total GiB"] = df["total"] / GiB
+        return df
+
+    @property
     def global_batch(self) -> int:
         """Sequences per optimizer step: micro-batch x accumulation steps x data-parallel replicas."""
         return self.micro_batch * self.grad_accum * self.states.parallel.dp
@@ -413,7 +453,8 @@ class TrainingMemory:
 
 def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: float, loss_bytes: float,
                 optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
-                head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0) -> dict[str, float]:
+                head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
+                gathered_bytes: float = 0.0) -> dict[str, float]:
     """The live bytes of each phase of one step (see :class:`TrainingMemory`), from its parts.
 
     * forward: weights + optimizer states + activations + autocast copies (+ gradients from the previous
@@ -427,7 +468,9 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
       dense gradient of the shared matrix and adds it to the LM head's: two more copies at the end
       (``embedding_grad_bytes``, measured). The LM head's autocast copy (``head_copy_bytes``) is gone;
     * optimizer step: weights + gradients + optimizer states + the optimizer's temporaries (the activations
-      and autocast copies are gone).
+      and autocast copies are gone);
+    * with ZeRO-3, the weights and gradient of the unit being computed are gathered in full
+      (``gathered_bytes``, :func:`zero3_gathered_bytes`) during the forward and backward.
 
     Against the measured Hugging Face steps (chapter 5) the forward and the loss backward are within -1% / +5%
     and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set is a fitted
@@ -444,16 +487,16 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
     A, A_emb = kept, acts.embedding_bytes
     g_fwd = G if grad_accum > 1 else 0.0
     forward = {"weights": W, "optimizer states": O, "gradients": g_fwd, "activations": A,
-               "autocast copies": autocast_bytes}
+               "autocast copies": autocast_bytes, "temporaries": gathered_bytes}
     return {
         "forward": forward,
-        "loss backward": {**forward, "temporaries": loss_bytes},
+        "loss backward": {**forward, "temporaries": loss_bytes + gathered_bytes},
         "backward (start)": {**forward, "activations": A - acts.logits_bytes + acts.rebuilt_bytes,
                              "autocast copies": autocast_bytes - head_copy_bytes,
                              "gradients": G if grad_accum > 1 else head_grad_bytes,
-                             "temporaries": layer_working_bytes},
+                             "temporaries": layer_working_bytes + gathered_bytes},
         "backward (end)": {"weights": W, "optimizer states": O, "gradients": G + embedding_grad_bytes,
-                           "activations": A_emb, "temporaries": layer_working_bytes},
+                           "activations": A_emb, "temporaries": layer_working_bytes + gathered_bytes},
         "optimizer step": {"weights": W, "optimizer states": O, "gradients": G, "temporaries": optimizer_bytes},
     }
 
@@ -481,7 +524,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
                     overhead_bytes: float | None = None, stack: str = "fused",
-                    optimizer_impl: str = "foreach") -> TrainingMemory:
+                    optimizer_impl: str = "foreach", _all_stages: bool = False) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -495,20 +538,26 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
 
     Activations are saved in the recipe's working dtype (fp32 for ``fp32``, 16-bit for the mixed recipes,
     autocast's mix for ``bf16-amp``). ``grad_accum`` changes the global batch (``batch * grad_accum * dp``),
-    and from the second micro-batch on the gradients are alive during the forward. ``flops_per_token`` is
+    and from the second micro-batch on the gradients are alive during the forward. With ``parallel``, the
+    result is per GPU, for the most loaded one: each pipeline stage gets its own parameters
+    (:func:`stage_params`), its own activations (1F1B keeps up to ``pp`` micro-batches in flight on the first
+    stage, more when interleaved; the logits and the loss live on the last stage), ZeRO-3's gathered unit,
+    and ``offload`` moves states to the host; the pipeline's micro-batches are the ``grad_accum`` steps.
+    ``flops_per_token`` is
     the compute one token costs, including recomputation (:func:`~llmsizing.flops.training_flops_per_token`).
     Taught in chapter 4; checked against measured steps in chapter 5.
     """
     from .activations import STACKS, activation_memory, layer_terms
     from .flops import training_flops_per_token
+    from .parallel import pipeline_in_flight
 
     model = resolve_model(model)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     grad_accum = check_int("grad_accum", grad_accum)
     stack = check_choice("stack", stack, STACKS)
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
+    check_choice("precision", precision, RECIPES)
     par = resolve_parallel(parallel, model)
-    states = model_states(model, precision=precision, optimizer=optimizer, parallel=par)
     recipe = RECIPES[precision]
     amp = recipe.autocast
     act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
@@ -521,33 +570,106 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                                           parallel=par)
     parts = model.param_breakdown()
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
-    head_grads = states.gradients_bytes * head / model.n_params
-    tied_grads = 2 * head_grads if model.tied_embeddings else 0.0
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
     working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=seq, dtype=act_dtype,
                                                   attention=attention, dropout=dropout, tp=par.tp,
                                                   sp=par.sp, stack=stack, autocast=amp).values())
-    phases = step_phases(states, acts, grad_accum=grad_accum, autocast_bytes=copies, loss_bytes=loss,
-                         optimizer_bytes=opt_tmp, layer_working_bytes=working, head_grad_bytes=head_grads,
-                         head_copy_bytes=head_copy, embedding_grad_bytes=tied_grads)
-    if overhead_bytes is None:   # of the peak: the largest piece
-        overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
-    else:
-        overhead = check_number("overhead_bytes", overhead_bytes)
+    gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
     flops = training_flops_per_token(model, seq=seq, recompute=recompute)
-    return TrainingMemory(states, acts, overhead, batch, grad_accum, seq, flops, phases, stack, impl, copies,
-                          loss, opt_tmp)
+    elements = optimizer_state_elements(model, optimizer)
+    on_stage = stage_params(model, par) if par.tp * par.pp > 1 else [float(model.n_params)]
+    in_flight = pipeline_in_flight(par.pp, grad_accum, par.virtual_stages)
+    if overhead_bytes is not None:
+        overhead_bytes = check_number("overhead_bytes", overhead_bytes)
+
+    results = []
+    for i in range(par.pp):
+        first, last = i == 0, i == par.pp - 1
+        states = _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i])
+        grad_per_param = states.gradients_bytes / on_stage[i]
+        head_grads = grad_per_param * head / par.tp if last else 0.0
+        stage_acts = acts if par.pp == 1 else _stage_activations(acts, model, par, i, in_flight[i])
+        stage_opt = opt_tmp * on_stage[i] / max(on_stage) if impl == "foreach" else opt_tmp
+        if par.offload != "none":
+            stage_opt = 0.0                   # the optimizer steps on the host (DeepSpeed's CPU Adam)
+        phases = step_phases(states, stage_acts, grad_accum=grad_accum, autocast_bytes=copies,
+                             loss_bytes=loss if last else 0.0, optimizer_bytes=stage_opt,
+                             layer_working_bytes=working, head_grad_bytes=head_grads,
+                             head_copy_bytes=head_copy if last else 0.0,
+                             embedding_grad_bytes=2 * head_grads if model.tied_embeddings and par.pp == 1 else 0.0,
+                             gathered_bytes=gathered)
+        if overhead_bytes is None:   # of the peak: the largest piece
+            overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
+        else:
+            overhead = overhead_bytes
+        results.append(TrainingMemory(states, stage_acts, overhead, batch, grad_accum, seq, flops, phases, stack,
+                                      impl, copies, loss if last else 0.0, stage_opt, i, in_flight[i], gathered))
+    rows = tuple(_stage_row(r, on_stage[r.stage]) for r in results)
+    results = [replace(r, stages=rows) for r in results]
+    if _all_stages:
+        return results
+    return max(results, key=lambda r: (r.total_bytes, -r.stage))
+
+
+def _stage_activations(acts, model: Model, par: Parallel, stage: int, in_flight: float):
+    """One pipeline stage's activations: ``in_flight`` micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`)
+    of its own layers (and of the embedding's tensors on the first stage), one layer rebuilt by recomputation,
+    and the logits (one micro-batch) on the last stage. The breakdown's layer components are scaled in
+    proportion."""
+    from .activations import ActivationMemory
+
+    base, extra = divmod(model.layers, par.pp)
+    n_layers = base + (stage < extra)
+    kept = in_flight * n_layers                       # layer x micro-batch units alive at the stage's peak
+    layers = kept * acts.per_layer_bytes + acts.rebuilt_bytes
+    scale = layers / acts.layers_bytes if acts.layers_bytes else 0.0
+    emb = in_flight * acts.embedding_bytes if stage == 0 else 0.0
+    logits = acts.logits_bytes if stage == par.pp - 1 else 0.0
+    bd = {k: v * scale for k, v in acts.breakdown.items()}
+    bd["embedding"], bd["logits"] = emb, logits
+    return ActivationMemory(acts.per_layer_bytes, layers, emb, logits, bd, kept)
+
+
+def _stage_row(r: "TrainingMemory", params: float) -> dict:
+    return {"stage": r.stage, "params": params, "micro-batches in flight": r.in_flight,
+            "weights": r.weights_bytes, "gradients": r.gradients_bytes, "optimizer": r.optimizer_bytes,
+            "activations": r.activations_bytes, "peak": r.peak_bytes, "peak phase": r.peak_phase,
+            "total": r.total_bytes, "host": r.states.host_bytes}
+
+
+def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
+                         parallel: Parallel | None = None) -> float:
+    """Bytes ZeRO-3/FSDP gathers on each GPU while it computes: one unit's full weights and, in the backward,
+    its full gradient before the reduce-scatter (0 unless ``parallel.zero == 3``).
+
+    The unit is the largest of one transformer block (FSDP wraps each block) and the embedding or LM head
+    matrix, split by tensor parallelism. DeepSpeed's ``estimate_zero3_model_states_mem_needs`` counts
+    ``4 x largest_layer_params`` (a 16-bit weight and gradient of the largest module); the same 16-bit
+    recipe gives the same bytes here. FSDP2 also prefetches the next block's weights during the forward by
+    default, which this leaves out (chapter 9 measures it). Taught in chapter 7.
+    """
+    model = resolve_model(model)
+    check_choice("precision", precision, RECIPES)
+    par = resolve_parallel(parallel, model)
+    if par.zero < 3:
+        return 0.0
+    recipe = RECIPES[precision]
+    block = sum(math.prod(s) * _tp_share("layers." + n, model, par.tp) for _, n, s in model.layer_tensors())
+    matrix = model.vocab * model.hidden / par.tp
+    return (DTYPE_BYTES[recipe.weights] + DTYPE_BYTES[recipe.grads]) * max(block, matrix)
 
 
 # ----------------------------------------------------------------------------- largest micro-batch
 def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
                     attention: str = "flash", recompute: str = "none", dropout: bool = False,
                     parallel: Parallel | None = None, overhead_bytes: float | None = None,
-                    stack: str = "fused", optimizer_impl: str = "foreach"):
+                    stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1):
     """The largest micro-batch (sequences) whose :func:`training_memory` fits ``gpu``'s memory, for one
     sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an int array).
 
-    0 means not even one sequence fits (the model states alone may already be too large). Exact, not a
+    0 means not even one sequence fits (the model states alone may already be too large). ``grad_accum`` is
+    the number of micro-batches per step (with pipeline parallelism it sets how many are in flight, and from
+    two on the gradients are alive during the forward). Exact, not a
     search: activation memory is linear in the micro-batch (Korthikanti et al. 2022, Sec. 4: every saved
     tensor has a factor ``b``) and the default overhead allowance is linear in the bytes it covers. The
     peak is the largest of a few pieces (:func:`step_phases`), each ``A(s) + b * B(s)`` with ``A``, ``B``
@@ -569,17 +691,19 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
         raise ValueError(f"seq must be >= 1 and <= {MAX_MEANINGFUL:,}, got {bad:,}")
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
-              optimizer_impl=optimizer_impl)
+              optimizer_impl=optimizer_impl, grad_accum=grad_accum)
     points = np.array([1024.0, 2048.0, 3072.0])
-    runs = [[training_memory(model, batch=b, seq=int(s), **kw) for s in points] for b in (1, 2)]
+    # every pipeline stage's pieces: the most loaded stage may change with the micro-batch
+    runs = [[training_memory(model, batch=b, seq=int(s), _all_stages=True, **kw) for s in points] for b in (1, 2)]
     if overhead_bytes is None:   # total = FIXED + (1 + FRAGMENTATION) x peak
         limit = (capacity - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)
     else:
-        limit = capacity - runs[0][0].overhead_bytes
+        limit = capacity - runs[0][0][0].overhead_bytes
     s = seqs.astype(float)
     b = np.full(s.shape, np.inf)
-    for piece in runs[0][0].pieces_bytes:   # the peak fits iff every piece fits
-        tot = np.array([[r.pieces_bytes[piece] for r in row] for row in runs])
+    pieces = [(i, k) for i, r in enumerate(runs[0][0]) for k in r.pieces_bytes]
+    for i, piece in pieces:   # the peak fits iff every piece of every stage fits
+        tot = np.array([[r[i].pieces_bytes[piece] for r in row] for row in runs])
         per_seq = np.polyval(np.polyfit(points, tot[1] - tot[0], 2), s)           # B(s): one more sequence
         fixed = np.polyval(np.polyfit(points, tot[0] - (tot[1] - tot[0]), 2), s)  # A(s): at b = 0
         room = limit - fixed

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import check_bool, check_int
+from ._validate import check_bool, check_choice, check_int
+
+#: What ZeRO-Offload / ZeRO-Infinity can move to the host's memory (Ren et al. 2021; Rajbhandari et al. 2021):
+#: nothing, the optimizer's bytes (fp32 master copy, moments, fp32 gradient copy: DeepSpeed's
+#: ``offload_optimizer``, ZeRO stage 1 or more), or those and the 16-bit weights too (``offload_param``,
+#: ZeRO stage 3 only). Taught in chapter 7.
+OFFLOADS = ("none", "optimizer", "optimizer+params")
 
 
 @dataclass(frozen=True)
@@ -19,7 +25,9 @@ class Parallel:
     (splits the norm/dropout activations that plain TP replicates); ``virtual_stages`` is the number of model
     chunks per pipeline rank of the interleaved 1F1B schedule (Narayanan et al. 2021, Sec. 2.2; 1 = plain 1F1B).
     A pipeline's micro-batches are the gradient-accumulation steps of
-    :func:`~llmsizing.memory.training_memory` (``grad_accum``)."""
+    :func:`~llmsizing.memory.training_memory` (``grad_accum``). ``offload`` (one of :data:`OFFLOADS`) moves the
+    optimizer's bytes, or those and the weights, to the host's memory (ZeRO-Offload, ZeRO-Infinity);
+    :class:`~llmsizing.memory.ModelStates` then reports the host bytes it costs (``host_bytes``)."""
 
     tp: int = 1
     pp: int = 1
@@ -27,6 +35,7 @@ class Parallel:
     zero: int = 0
     sp: bool = False
     virtual_stages: int = 1
+    offload: str = "none"
 
     def __post_init__(self):
         # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy
@@ -35,14 +44,17 @@ class Parallel:
         object.__setattr__(self, "zero", check_int("zero", self.zero, minimum=0, maximum=3))
         object.__setattr__(self, "sp", check_bool("sp", self.sp))
         object.__setattr__(self, "virtual_stages", check_int("virtual_stages", self.virtual_stages))
-        check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp, virtual_stages=self.virtual_stages)
+        check_choice("offload", self.offload, OFFLOADS)
+        check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp, virtual_stages=self.virtual_stages,
+                     zero=self.zero, offload=self.offload)
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp
 
 
-def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_stages: int = 1) -> None:
+def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_stages: int = 1, zero: int = 0,
+                 offload: str = "none") -> None:
     """Refuse a layout that cannot run: the one place these rules live (``Parallel``, :func:`resolve_parallel`
     and :func:`~llmsizing.activations.activation_memory` all call it). ``model`` may be ``None`` (then only
     the rules that need no architecture are checked).
@@ -58,7 +70,21 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     * ``pp`` must not exceed the layer count: a pipeline stage needs at least one layer.
     * ``virtual_stages > 1`` needs ``pp > 1`` and must divide each stage's layers (``layers / pp``), as
       Megatron-LM's interleaved schedule requires (each model chunk holds the same number of layers).
+    * ZeRO stage 2 or 3 with ``pp > 1`` is refused: DeepSpeed's pipeline engine asserts "ZeRO-2 and ZeRO-3
+      are incompatible with pipeline parallelism" (sharded gradients would be reduce-scattered once per
+      micro-batch). Megatron-LM pairs pipelines with its distributed optimizer, which is ZeRO-1.
+    * ``offload="optimizer"`` needs ZeRO stage >= 1 and ``"optimizer+params"`` stage 3, as DeepSpeed's
+      ``offload_optimizer`` and ``offload_param`` do.
     """
+    if zero >= 2 and pp > 1:
+        raise ValueError(f"zero={zero} with pp={pp}: ZeRO-2/3 shard the gradients, which DeepSpeed's pipeline "
+                         "engine refuses ('ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'); "
+                         "use zero=0 or 1 (Megatron-LM's distributed optimizer) with pipelines")
+    if offload == "optimizer" and zero < 1:
+        raise ValueError(f"offload='optimizer' needs zero >= 1 (DeepSpeed's offload_optimizer), got zero={zero}")
+    if offload == "optimizer+params" and zero != 3:
+        raise ValueError(f"offload='optimizer+params' needs zero=3 (DeepSpeed's offload_param partitions the "
+                         f"weights first), got zero={zero}")
     if sp and tp == 1:
         raise ValueError("sp=True needs tp > 1: sequence parallelism splits along the tensor-parallel group")
     if virtual_stages > 1 and pp == 1:
@@ -92,7 +118,8 @@ def resolve_parallel(parallel: Parallel | None, model=None) -> Parallel:
         return SINGLE_GPU
     if not isinstance(parallel, Parallel):
         raise TypeError(f"parallel must be a Parallel(...) or None, got {type(parallel).__name__}")
-    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp, virtual_stages=parallel.virtual_stages)
+    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp, virtual_stages=parallel.virtual_stages,
+                 zero=parallel.zero, offload=parallel.offload)
     return parallel
 
 
@@ -105,3 +132,28 @@ def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1) -> floa
     m = check_int("microbatches", microbatches)
     v = check_int("virtual_stages", virtual_stages)
     return (pp - 1) / (v * m)
+
+
+def pipeline_in_flight(pp: int, microbatches: int, virtual_stages: int = 1) -> list[float]:
+    """Micro-batches whose activations each pipeline stage holds at once at its peak, in units of "all of
+    this stage's layers for one micro-batch", for stages ``0 .. pp-1``.
+
+    * 1F1B (PipeDream-Flush; Narayanan et al. 2021, Sec. 2.2): stage ``i`` runs ``pp - i - 1`` warm-up forwards,
+      then alternates one forward and one backward, so it holds ``min(pp - i, m)`` micro-batches; the first
+      stage holds the most, ``min(pp, m)``.
+    * Interleaved 1F1B with ``v`` model chunks per stage: Megatron-LM's schedule warms up with
+      ``2 (pp - i - 1) + (v - 1) pp`` chunk forwards (capped at ``m v``), so stage ``i`` holds that plus one
+      chunk, each ``1 / v`` of its layers. On the first stage that is ``pp (1 + (pp - 1) / (pp v))`` micro-batches:
+      Korthikanti et al. 2022's interleaving penalty ``1 + (p - 1) / (p v)`` (Sec. 4.2.3), which Megatron-LM's
+      ``theoretical_memory_usage.py`` applies.
+
+    Taught in chapter 8.
+    """
+    p = check_int("pp", pp)
+    m = check_int("microbatches", microbatches)
+    v = check_int("virtual_stages", virtual_stages)
+    if v > 1 and p == 1:
+        raise ValueError(f"virtual_stages={v} needs pp > 1: interleaving splits each pipeline stage")
+    if v == 1:
+        return [float(min(p - i, m)) for i in range(p)]
+    return [min(2 * (p - i - 1) + (v - 1) * p + 1, m * v) / v for i in range(p)]
