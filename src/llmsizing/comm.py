@@ -1,0 +1,226 @@
+"""Communication per training step: which collectives a layout runs, how many bytes each GPU sends, over
+which link, and how long that takes (chapters 7 and 8; measured against ``torch.distributed`` in chapter 9).
+
+Sources:
+
+* ring collectives (NCCL's algorithms; Patarasuk & Yuan 2009): an all-reduce of ``S`` bytes over ``N`` GPUs
+  sends ``2 (N - 1) / N x S`` bytes from every GPU, a reduce-scatter or an all-gather ``(N - 1) / N x S``
+  (``S`` is the full, unsharded buffer);
+* data parallelism and ZeRO (Rajbhandari et al. 2020, Sec. 7): DDP all-reduces the gradients once per step
+  (``2 Psi``); ZeRO-1/2 reduce-scatter the gradients and all-gather the updated weights (the same ``2 Psi``);
+  ZeRO-3/FSDP all-gathers the weights again in the forward and the backward (``3 Psi``, 1.5x DDP);
+* tensor parallelism (Shoeybi et al. 2019, Sec. 3): two all-reduces of the ``b s h`` activations per layer in
+  the forward and two in the backward; with sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2) each
+  becomes an all-gather plus a reduce-scatter of the same volume; full recomputation reruns the forward's;
+* pipeline parallelism (Narayanan et al. 2021): one ``b s h`` activation sent forward and one gradient sent
+  back per micro-batch and stage boundary (divided by ``tp`` with Megatron-LM's scatter/gather
+  optimisation, here when ``sp`` is on), ``v`` times as many with ``v`` interleaved chunks.
+
+Placement follows Megatron-LM's rank order (tensor-parallel ranks adjacent, then data-parallel, then
+pipeline): a group stays inside a node when the ranks it spans fit in ``gpus_per_node``; otherwise it runs at the
+network's per-GPU bandwidth (the slowest hop sets a ring's pace). Times are bandwidth-only: per-message latency
+is left out, which flatters small messages (tensor parallelism at small micro-batches) by a few microseconds
+per call. Nothing here overlaps communication with compute: the times are what a step would wait with no
+overlap at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._validate import check_choice, check_int, check_number
+from .catalog import get_gpu, resolve_model
+from .hardware import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps
+from .model import Model
+from .parallel import Parallel, resolve_parallel
+from .precision import DTYPE_BYTES, RECIPES
+
+#: Columns of :meth:`Communication.to_frame`.
+COMM_COLUMNS = ("collective", "group", "group_size", "link", "calls", "message_bytes", "bytes_per_gpu",
+                "bandwidth_gbps", "time_s")
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One kind of collective in a step, on one GPU. ``message_bytes`` is the full buffer of one call (before
+    any sharding), ``bytes_per_gpu`` what this GPU sends in all ``calls`` of the step, ``bandwidth_gbps`` the
+    one-way bandwidth of the ``link`` it rides on, ``time_s`` = bytes / bandwidth."""
+
+    collective: str
+    group: str
+    group_size: int
+    link: str
+    calls: int
+    message_bytes: float
+    bytes_per_gpu: float
+    bandwidth_gbps: float
+
+    @property
+    def time_s(self) -> float:
+        return self.bytes_per_gpu / (self.bandwidth_gbps * 1e9)
+
+
+@dataclass(frozen=True)
+class Communication:
+    """Every collective of one training step on the most loaded GPU (:func:`communication`)."""
+
+    collectives: tuple
+    parallel: Parallel
+
+    @property
+    def bytes_per_gpu(self) -> float:
+        return sum(c.bytes_per_gpu for c in self.collectives)
+
+    @property
+    def time_s(self) -> float:
+        """Total time with no overlap (an upper bound on what communication adds to a step)."""
+        return sum(c.time_s for c in self.collectives)
+
+    def by_group(self) -> dict[str, float]:
+        """Seconds per step by parallel group (``"dp"``, ``"tp"``, ``"pp"``)."""
+        out: dict[str, float] = {}
+        for c in self.collectives:
+            out[c.group] = out.get(c.group, 0.0) + c.time_s
+        return out
+
+    def to_frame(self):
+        import pandas as pd
+
+        rows = [{k: getattr(c, k) for k in COMM_COLUMNS} for c in self.collectives]
+        return pd.DataFrame(rows, columns=list(COMM_COLUMNS)).set_index("collective")
+
+
+def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
+    """Bytes each GPU sends in one ring ``kind`` (``"all-reduce"``, ``"reduce-scatter"``, ``"all-gather"``)
+    of a ``message_bytes`` buffer over ``n`` GPUs: ``2 (n-1)/n S`` for an all-reduce, ``(n-1)/n S`` for the
+    others (0 for one GPU)."""
+    kind = check_choice("kind", kind, ("all-reduce", "reduce-scatter", "all-gather"))
+    s = check_number("message_bytes", message_bytes)
+    n = check_int("n", n)
+    return (2.0 if kind == "all-reduce" else 1.0) * (n - 1) / n * s
+
+
+def group_links(parallel: Parallel, gpu, *, gpus_per_node: int = 8,
+                inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU) -> dict[str, tuple[str, float]]:
+    """Which link each parallel group rides on, and its one-way bandwidth in GB/s: ``{"tp": (link, gbps),
+    "dp": ..., "pp": ...}``. Megatron-LM's order puts the ``tp`` ranks of a group next to each other, then
+    ``dp``, then ``pp``: a group is inside a node when the span of ranks it covers (``tp``, ``tp x dp``,
+    ``tp x dp x pp``) fits in ``gpus_per_node``."""
+    par = resolve_parallel(parallel)
+    g = get_gpu(gpu)
+    per_node = check_int("gpus_per_node", gpus_per_node)
+    net = check_number("inter_node_gbps", inter_node_gbps, allow_equal=False)
+    intra = (g.link, link_bandwidth_one_way_gbps(g))
+    inter = ("network", net)
+    spans = {"tp": par.tp, "dp": par.tp * par.dp, "pp": par.tp * par.dp * par.pp}
+    return {k: (intra if span <= per_node else inter) for k, span in spans.items()}
+
+
+def communication(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
+                  gpus_per_node: int = 8, inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU,
+                  precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none") -> Communication:
+    """The collectives of one training step, per GPU, for the most loaded pipeline stage.
+
+    ``batch`` is the micro-batch (sequences), ``grad_accum`` the micro-batches per step (a pipeline's
+    micro-batches), ``precision`` a recipe of :data:`~llmsizing.precision.RECIPES`: gradients are reduced in
+    the recipe's gradient dtype, weights gathered in its weight dtype, activations sent in its working dtype
+    (16-bit for the mixed recipes). The network's ``inter_node_gbps`` is one-way per GPU (default
+    :data:`~llmsizing.hardware.INTER_NODE_GBPS_PER_GPU`, 400 Gb/s InfiniBand NDR per GPU).
+
+    Per step:
+
+    * DP, ``zero=0``: one all-reduce of this GPU's gradients (DDP buckets them and reduces once per step,
+      skipping the accumulation steps);
+    * ``zero=1``: one reduce-scatter of the gradients + one all-gather of the updated weights;
+    * ``zero=2``: the gradients are reduce-scattered after every micro-batch (the full gradient is never
+      kept), then one all-gather of the weights;
+    * ``zero=3``: per micro-batch, an all-gather of the weights in the forward and again in the backward, and
+      a reduce-scatter of the gradients;
+    * TP: per micro-batch and layer, 2 all-reduces of ``b s h`` activations in the forward and 2 in the
+      backward (2 more with full recomputation); with ``sp`` all-gathers and reduce-scatters instead (same
+      bytes, twice the calls), plus 2 all-gathers per layer in the backward where Megatron-LM gathers each
+      column-parallel layer's input again for its weight gradient (``tensor_parallel/layers.py``);
+    * PP: per micro-batch, the activation sent to the next stage and the gradient sent back (``v`` times
+      each with interleaving), counted for a middle stage (it both sends and receives).
+
+    The embedding's and loss's small tensor-parallel all-reduces are left out (one ``b s h`` each way per
+    micro-batch against ``4 L`` of them). Taught in chapters 7 and 8; measured in chapter 9.
+    """
+    from .memory import stage_params
+
+    model = resolve_model(model)
+    par = resolve_parallel(parallel, model)
+    batch, seq = check_int("batch", batch), check_int("seq", seq)
+    m = check_int("grad_accum", grad_accum)
+    recipe = RECIPES[check_choice("precision", precision, RECIPES)]
+    check_choice("recompute", recompute, ("none", "selective", "full"))
+    links = group_links(par, gpu, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
+    w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
+    act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
+    on_rank = max(stage_params(model, par))
+    out = []
+
+    def add(name, group, n, kind, message, calls):
+        if n == 1 or calls == 0:
+            return
+        link, bw = links[group]
+        out.append(Collective(name, group, n, link, calls, message, calls * ring_bytes(kind, message, n), bw))
+
+    dp = par.dp
+    if par.zero == 0:
+        add("DP gradient all-reduce", "dp", dp, "all-reduce", on_rank * g_b, 1)
+    elif par.zero == 1:
+        add("ZeRO-1 gradient reduce-scatter", "dp", dp, "reduce-scatter", on_rank * g_b, 1)
+        add("ZeRO-1 weight all-gather", "dp", dp, "all-gather", on_rank * w_b, 1)
+    elif par.zero == 2:
+        add("ZeRO-2 gradient reduce-scatter", "dp", dp, "reduce-scatter", on_rank * g_b, m)
+        add("ZeRO-2 weight all-gather", "dp", dp, "all-gather", on_rank * w_b, 1)
+    else:
+        add("ZeRO-3 weight all-gather (forward)", "dp", dp, "all-gather", on_rank * w_b, m)
+        add("ZeRO-3 weight all-gather (backward)", "dp", dp, "all-gather", on_rank * w_b, m)
+        add("ZeRO-3 gradient reduce-scatter", "dp", dp, "reduce-scatter", on_rank * g_b, m)
+
+    layers = -(-model.layers // par.pp)                       # the most loaded stage's layers
+    act = act_b * batch * seq * model.hidden                  # one b x s x h activation
+    fwd_passes = 2 if recompute == "full" else 1
+    if par.sp:
+        add("SP all-gather (forward)", "tp", par.tp, "all-gather", act, 2 * layers * m * fwd_passes)
+        add("SP reduce-scatter (forward)", "tp", par.tp, "reduce-scatter", act, 2 * layers * m * fwd_passes)
+        # the backward's conjugates (2 + 2), plus Megatron-LM's re-gather of each column-parallel layer's input
+        # for its weight gradient (the forward's gathered input is not kept, to save memory)
+        add("SP all-gather (backward)", "tp", par.tp, "all-gather", act, 4 * layers * m)
+        add("SP reduce-scatter (backward)", "tp", par.tp, "reduce-scatter", act, 2 * layers * m)
+    else:
+        add("TP all-reduce (forward)", "tp", par.tp, "all-reduce", act, 2 * layers * m * fwd_passes)
+        add("TP all-reduce (backward)", "tp", par.tp, "all-reduce", act, 2 * layers * m)
+
+    if par.pp > 1:
+        link, bw = links["pp"]
+        p2p = act / (par.tp if par.sp else 1)
+        calls = 2 * m * par.virtual_stages                   # one activation out, one gradient back
+        out.append(Collective("PP send/recv (activations and their gradients)", "pp", 2, link, calls, p2p,
+                              calls * p2p, bw))
+    return Communication(tuple(out), par)
+
+
+def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
+                        grad_accum: int = 1, recompute: str = "none", mfu: float = 0.4,
+                        dtype: str = "bf16") -> float:
+    """Seconds of computing per step on one GPU, at model FLOPs utilisation ``mfu`` of the GPU's dense peak
+    in ``dtype`` (``"bf16"`` or ``"fp8"``): the step's training FLOPs
+    (:func:`~llmsizing.flops.training_flops_per_token`, recomputation included) over ``tp x pp x dp`` GPUs.
+    ``mfu`` is an assumption (0.4 is a typical well-tuned dense run; the time-and-money chapter calibrates
+    it). The pipeline bubble is not included (:func:`~llmsizing.parallel.pipeline_bubble`)."""
+    from .flops import training_flops_per_token
+
+    model = resolve_model(model)
+    par = resolve_parallel(parallel, model)
+    batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
+    mfu = check_number("mfu", mfu, allow_equal=False, maximum=1.0)
+    g = get_gpu(gpu)
+    dtype = check_choice("dtype", dtype, ("bf16", "fp8"))
+    peak = g.bf16_dense_tflops if dtype == "bf16" else g.fp8_dense_tflops
+    if peak is None:
+        raise ValueError(f"dtype='fp8': the {g.name} has no FP8 tensor cores; use dtype='bf16'")
+    flops = training_flops_per_token(model, seq=seq, recompute=recompute) * batch * seq * m / (par.tp * par.pp)
+    return flops / (peak * 1e12 * mfu)

@@ -1,0 +1,155 @@
+"""The fewest GPUs that hold a training run, and a layout that gets there (chapter 8, "3D layouts").
+
+:func:`min_gpus` answers the first half of "how many GPUs": the memory half. It tries every layout the
+library can run (tensor parallelism inside a node, pipeline stages that split the layers evenly, every ZeRO
+stage DeepSpeed allows with them) and, for each, solves for the smallest data-parallel degree whose most
+loaded GPU fits. The time-and-money chapters then decide how many GPUs the run *should* use.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._validate import check_int, check_number
+from .catalog import get_gpu, resolve_model
+from .hardware import INTER_NODE_GBPS_PER_GPU
+from .model import Model
+from .parallel import Parallel, check_layout, pipeline_bubble
+
+#: The share of a GPU's memory a plan may fill with :attr:`~llmsizing.memory.TrainingMemory.total_bytes`
+#: (which already includes the book's overhead allowance). The other 10% is headroom for what the estimate
+#: misses: chapter 5 measures the peak within about 5%, and the allowance itself is not a measurement.
+USABLE_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A layout that fits: ``parallel``, its per-GPU ``total_bytes`` (peak + allowance, most loaded GPU), the
+    GPU's ``capacity_bytes``, the communication seconds per step with no overlap (``comm_s``), the compute
+    seconds at the assumed MFU (``compute_s``) and the pipeline ``bubble`` (a fraction of ``compute_s``)."""
+
+    parallel: Parallel
+    total_bytes: float
+    capacity_bytes: float
+    comm_s: float
+    compute_s: float
+    bubble: float
+
+    @property
+    def gpus(self) -> int:
+        return self.parallel.gpus
+
+    @property
+    def step_s(self) -> float:
+        """Compute + bubble + communication, none of it overlapped: a pessimistic step time."""
+        return self.compute_s * (1 + self.bubble) + self.comm_s
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _smallest_dp(par, limit: float, kw: dict, model) -> int | None:
+    """The smallest ``dp`` for which every piece of every stage's step (:func:`~llmsizing.memory.step_phases`)
+    fits ``limit`` with the default allowance, or ``None`` if no ``dp`` does. Each piece is
+    ``fixed + sharded / dp`` (ZeRO divides the sharded states by ``dp``), read off ``dp = 1`` and ``dp = 2``."""
+    from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
+
+    room = (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)     # total = FIXED + (1 + F) x peak
+    one = training_memory(model, parallel=par(1), _all_stages=True, **kw)
+    if par(1).zero == 0:
+        return 1 if all(v <= room for r in one for v in r.pieces_bytes.values()) else None
+    two = training_memory(model, parallel=par(2), _all_stages=True, **kw)
+    dp = 1
+    for r1, r2 in zip(one, two):
+        for k, t1 in r1.pieces_bytes.items():
+            t2 = r2.pieces_bytes[k]
+            fixed, sharded = 2 * t2 - t1, 2 * (t1 - t2)
+            if t1 <= room:
+                continue
+            if fixed >= room or sharded <= 0:
+                return None
+            dp = max(dp, math.ceil(sharded / (room - fixed) - 1e-9))
+    return dp
+
+
+def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int = 1,
+             precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
+             recompute: str = "none", stack: str = "fused", usable_fraction: float = USABLE_FRACTION,
+             gpus_per_node: int = 8, inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU, mfu: float = 0.4,
+             max_gpus: int = 65536, offload: bool = False) -> Plan:
+    """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
+    (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
+    memory, and a layout that does it (a :class:`Plan`).
+
+    Layouts tried: ``tp`` from the divisors of ``gpus_per_node`` that the model allows (tensor parallelism
+    stays inside a node), with sequence parallelism whenever ``tp > 1``; ``pp`` from the divisors of the
+    layer count (Megatron-LM's even split); ZeRO stages 0-3 (2 and 3 only without a pipeline); with
+    ``offload=True`` also ZeRO-Offload's layouts. For each, :func:`~llmsizing.memory.training_memory` is
+    linear in ``1 / dp`` (ZeRO divides the sharded states by ``dp``; nothing else depends on it), so the
+    smallest ``dp`` is solved for from two evaluations and then checked. Among the layouts with the fewest
+    GPUs, the one with the shortest pessimistic step (:attr:`Plan.step_s`, from
+    :func:`~llmsizing.comm.communication` and :func:`~llmsizing.comm.step_compute_time_s`) wins; ties go to
+    the simpler layout (smaller ``tp``, ``pp``, ZeRO stage).
+
+    Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
+    alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
+    """
+    from .comm import communication, step_compute_time_s
+    from .memory import training_memory
+
+    model = resolve_model(model)
+    g = get_gpu(gpu)
+    batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
+    frac = check_number("usable_fraction", usable_fraction, allow_equal=False, maximum=1.0)
+    per_node = check_int("gpus_per_node", gpus_per_node)
+    max_gpus = check_int("max_gpus", max_gpus)
+    limit = frac * g.memory_bytes
+    kw = dict(batch=batch, seq=seq, grad_accum=m, precision=precision, optimizer=optimizer, attention=attention,
+              recompute=recompute, stack=stack)
+
+    candidates = []
+    for tp in _divisors(per_node):
+        for pp in _divisors(model.layers):
+            try:
+                check_layout(model, tp=tp, pp=pp)
+            except ValueError:
+                continue
+            if tp * pp > max_gpus:
+                continue
+            for zero in (0, 1, 2, 3):
+                if zero >= 2 and pp > 1:
+                    continue
+                offloads = ["none"] + (["optimizer"] if offload and zero >= 1 else []) \
+                    + (["optimizer+params"] if offload and zero == 3 else [])
+                for off in offloads:
+                    def par(dp, tp=tp, pp=pp, zero=zero, off=off):
+                        return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off)
+                    dp = _smallest_dp(par, limit, kw, model)
+                    if dp is None:
+                        continue
+                    while dp * tp * pp <= max_gpus and training_memory(
+                            model, parallel=par(dp), **kw).total_bytes > limit:
+                        dp += 1                       # floating-point edge: step up until it fits
+                    if dp * tp * pp <= max_gpus:
+                        candidates.append(par(dp))
+    if not candidates:
+        raise ValueError(f"no layout of up to max_gpus={max_gpus:,} {g.name} GPUs holds batch={batch}, "
+                         f"seq={seq:,} within usable_fraction={frac:g} of their memory: lower batch or seq, "
+                         "or set recompute='full'")
+    fewest = min(c.gpus for c in candidates)
+    plans = []
+    for c in candidates:
+        if c.gpus != fewest:
+            continue
+        comm = communication(model, c, batch=batch, seq=seq, gpu=g, gpus_per_node=per_node,
+                             inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m,
+                             recompute=recompute).time_s
+        compute = step_compute_time_s(model, c, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
+                                      mfu=mfu)
+        bubble = pipeline_bubble(c.pp, m, c.virtual_stages)
+        plans.append(Plan(c, training_memory(model, parallel=c, **kw).total_bytes, float(g.memory_bytes), comm,
+                          compute, bubble))
+    return min(plans, key=lambda p: (round(p.step_s, 9), p.parallel.tp, p.parallel.pp, p.parallel.zero,
+                                     p.parallel.offload != "none"))
