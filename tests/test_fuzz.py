@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llmsizing as L
-from llmsizing import activations, charts, flops, inference, memory, parallel, units
+from llmsizing import activations, charts, comm, flops, hardware, inference, memory, parallel, units
 from llmsizing.catalog import list_gpus, list_models
 from llmsizing.precision import DTYPES, OPTIMIZERS, RECIPES
 
@@ -115,6 +115,11 @@ def lists_of(item: Arg, *, max_size: int = 3, empty_ok: bool = False, optional: 
                                     + ([] if optional else [None])),
                     st.tuples(item.valid, item.invalid).map(list))
     return Arg(st.one_of(valid, valid.map(tuple), *([st.none()] if optional else [])), bad)
+
+
+def st_ints_from(values) -> Arg:
+    """One of a few valid integers (e.g. tensor-parallel degrees); invalid: 0, a float, a string."""
+    return Arg(st.sampled_from(values), st.sampled_from([0, -1, 2.0, "2", None]))
 
 
 def pairs_of(a: Arg, b: Arg) -> Arg:
@@ -314,6 +319,25 @@ FUNCTIONS = {
     "from_hf_config[mistral]": _hf_spec("mistral"),
     "from_hf_config[qwen2]": _hf_spec("qwen2"),
     "from_hf_config[gpt2]": _hf_spec("gpt2"),
+    # Part II
+    "pipeline_in_flight": Spec(parallel.pipeline_in_flight,
+                               dict(pp=ints(1, 64), microbatches=ints(1, 512), virtual_stages=ints(1, 8))),
+    "zero3_gathered_bytes": Spec(
+        lambda parallel, **kw: memory.zero3_gathered_bytes(parallel=_parallel(parallel), **kw),
+        dict(model=models(), precision=names(RECIPES), parallel=parallels()), aliases={"parallel": PARALLEL_WORDS}),
+    "ring_bytes": Spec(comm.ring_bytes, dict(kind=names(["all-reduce", "reduce-scatter", "all-gather"]),
+                                             message_bytes=nums(0, 1e12), n=ints(1, 4096))),
+    "communication": Spec(lambda parallel, **kw: L.communication(parallel=_parallel(parallel), **kw),
+                          dict(model=models(), parallel=parallels(), batch=ints(1, 64), seq=ints(1, 131072),
+                               gpu=gpus(), gpus_per_node=ints(1, 16), inter_node_gbps=nums(1, 1e4),
+                               precision=names(RECIPES), grad_accum=ints(1, 256), recompute=RECOMPUTES),
+                          aliases={"parallel": PARALLEL_WORDS}),
+    "step_compute_time_s": Spec(lambda parallel, **kw: L.step_compute_time_s(parallel=_parallel(parallel), **kw),
+                                dict(model=models(), parallel=parallels(), batch=ints(1, 64), seq=ints(1, 131072),
+                                     gpu=gpus(), grad_accum=ints(1, 256), recompute=RECOMPUTES,
+                                     mfu=Arg(st.floats(0.05, 1.0), st.sampled_from([0, 1.5, -0.1, "0.4", None]))),
+                                aliases={"parallel": PARALLEL_WORDS}),
+    "link_bandwidth_one_way_gbps": Spec(hardware.link_bandwidth_one_way_gbps, dict(gpu=gpus())),
 }
 
 #: Chart functions: slower (each draws a figure), so fewer examples. Their list arguments are fuzzed.
@@ -337,6 +361,17 @@ CHARTS = {
     "render_activation_memory": Spec(charts.render_activation_memory,
                                      dict(model=models(), seq=ints(1, 65536), batch=ints(1, 16), gpu=gpus(),
                                           zero3_gpus=ints(1, 64))),
+    "min_gpus": Spec(L.min_gpus, dict(model=models(), gpu=gpus(), batch=ints(1, 8), seq=ints(1, 16384),
+                                      grad_accum=ints(1, 16), recompute=RECOMPUTES,
+                                      usable_fraction=Arg(st.floats(0.5, 1.0), st.sampled_from([0, 1.2, "0.9"])),
+                                      max_gpus=ints(1, 65536))),
+    "render_parallel_explorer": Spec(charts.render_parallel_explorer,
+                                     dict(model=models(), gpu=gpus(), tp=st_ints_from([1, 2, 4, 8]),
+                                          pp=st_ints_from([1, 2, 4]), dp=ints(1, 64), zero=ints(0, 3),
+                                          offload=names(["none", "optimizer", "optimizer+params"]),
+                                          batch=ints(1, 8), seq=ints(1, 16384), grad_accum=ints(1, 32)),
+                                     aliases={k: PARALLEL_WORDS + ("offload", "virtual_stages")
+                                              for k in ("tp", "pp", "dp", "zero", "offload")}),
 }
 
 

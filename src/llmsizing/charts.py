@@ -12,6 +12,7 @@ import io
 from dataclasses import dataclass
 
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from .units import GiB
 
@@ -759,3 +760,97 @@ def render_step_timeline() -> View:
         lines.append(f"  {ph:<15s}{measured[ph] / MiB:9.1f}{pred.phases_bytes[ph] / MiB:9.1f}"
                      f"  ({pred.phases_bytes[ph] / measured[ph] - 1:+.1%})")
     return View(fig, "\n".join(lines))
+
+
+# =========================================================================== Part II: the parallelism explorer
+#: The step-time parts of :func:`render_parallel_explorer`, in drawing order, with their colours.
+EXPLORER_TIME_COLORS = {"compute": "#4C72B0", "pipeline bubble": "#9B9B9B", "dp": "#DD8452", "tp": "#55A868",
+                        "pp": "#8172B3"}
+
+
+def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1, dp: int = 8,
+                             zero: int = 1, sp: bool = False, virtual_stages: int = 1, offload: str = "none",
+                             recompute: str = "selective", batch: int = 1, seq: int = 4096, grad_accum: int = 8,
+                             mfu: float = 0.4, gpus_per_node: int = 8) -> View:
+    """The parallelism explorer (Part II): one layout's per-GPU memory, stage by stage, against the GPU's
+    capacity, and its step time split into compute (at an assumed ``mfu``), the pipeline bubble and each
+    group's communication (no overlap). ``grad_accum`` is the number of micro-batches per step (a pipeline's
+    micro-batches). An impossible layout raises the library's ``ValueError``, which the widget shows."""
+    import numpy as np
+
+    from .catalog import get_gpu, resolve_model
+    from .comm import communication, step_compute_time_s
+    from .memory import training_memory
+    from .parallel import Parallel, pipeline_bubble
+    from .units import fmt_bytes, fmt_gib
+
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=sp, virtual_stages=virtual_stages, offload=offload)
+    kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, parallel=par)
+    tm = training_memory(m, **kw)
+    comm = communication(m, par, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node, grad_accum=grad_accum,
+                         recompute=recompute)
+    compute = step_compute_time_s(m, par, batch=batch, seq=seq, gpu=g, grad_accum=grad_accum, recompute=recompute,
+                                  mfu=mfu)
+    bubble = pipeline_bubble(par.pp, grad_accum, par.virtual_stages)
+    rows = list(tm.stages)
+
+    fig = Figure(figsize=(8.2, 3.4), dpi=DPI)
+    ax, ax_t = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.25, top=0.9, wspace=0.45)
+    stacks = {"weights": [r["weights"] for r in rows], "gradients": [r["gradients"] for r in rows],
+              "optimizer": [r["optimizer"] for r in rows], "activations": [r["activations"] for r in rows]}
+    stacks["temporaries"] = [max(r["peak"] - r["weights"] - r["gradients"] - r["optimizer"] - r["activations"], 0.0)
+                             for r in rows]
+    stacks["overhead"] = [r["total"] - r["peak"] for r in rows]
+    labels = [f"stage {r['stage']}" if len(rows) > 1 else "each GPU" for r in rows]
+    _fast_stacked_columns(ax, labels, stacks)
+    ax.get_legend().remove()
+    ax.legend(handles=[Patch(facecolor=COLORS[k], label=k) for k in stacks], fontsize=6.5, frameon=False,
+              ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    capacity_line(ax, g.memory_gib, g.name)
+    totals = np.array([r["total"] for r in rows]) / GiB
+    ax.set_ylim(0, 1.15 * max(totals.max(), g.memory_gib))
+    ax.get_xticklabels()[tm.stage].set_fontweight("bold")
+    ax.set_ylabel("GiB per GPU")
+    if len(rows) > 8:
+        ax.tick_params(axis="x", labelrotation=90, labelsize=6)
+    ax.set_title(f"{m.name}: tp={par.tp} pp={par.pp} dp={par.dp} ZeRO-{par.zero}"
+                 + (" SP" if par.sp else "") + (f" v={par.virtual_stages}" if par.virtual_stages > 1 else "")
+                 + (f" offload={par.offload}" if par.offload != "none" else ""), fontsize=8.5, loc="left")
+
+    by_group = comm.by_group()
+    parts = {"compute": compute, "pipeline bubble": compute * bubble, **{k: by_group.get(k, 0.0)
+                                                                          for k in ("dp", "tp", "pp")}}
+    names = list(parts)
+    ax_t.barh(np.arange(len(names)), [parts[k] for k in names], color=[EXPLORER_TIME_COLORS[k] for k in names])
+    ax_t.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
+                                            for n in names], fontsize=8)
+    ax_t.invert_yaxis()
+    ax_t.set_xlabel("seconds per step (no overlap)")
+    ax_t.set_title(f"step time at MFU {mfu:.0%} on {g.name}", fontsize=8.5, loc="left")
+
+    fits = tm.total_bytes <= g.memory_bytes
+    comm_s = comm.time_s
+    busy = compute * (1 + bubble)
+    tokens = batch * seq * grad_accum * par.dp
+    lines = [f"{m.name} on {par.gpus} x {g.name} (tp={par.tp}, pp={par.pp}, dp={par.dp}, ZeRO-{par.zero}"
+             f"{', SP' if par.sp else ''}{f', {par.virtual_stages} virtual stages' if par.virtual_stages > 1 else ''}"
+             f"{f', offload={par.offload}' if par.offload != 'none' else ''}), micro-batch {batch} x {seq:,} tokens,"
+             f" {grad_accum} micro-batches per step, recompute={recompute}:",
+             f"  most loaded GPU: stage {tm.stage}, {fmt_gib(tm.total_bytes)} (peak {fmt_gib(tm.peak_bytes)} in the "
+             f"{tm.peak_phase} + allowance) -> {'fits' if fits else 'does NOT fit'} in {g.memory_gib:.1f} GiB"]
+    if not fits:
+        lines.append("    (to fit: raise dp with ZeRO, add tp or pp, recompute, or lower the micro-batch)")
+    if par.offload != "none":
+        lines.append(f"  host memory for offloaded states: {fmt_gib(tm.host_bytes)} per GPU, "
+                     f"{fmt_gib(tm.host_bytes * min(gpus_per_node, par.gpus))} per node of {gpus_per_node}")
+    for c in comm.collectives:
+        lines.append(f"  {c.collective:<46s} {c.calls:>5d} x {fmt_bytes(c.message_bytes):>10s} over {c.link:<10s}"
+                     f" {c.time_s * 1e3:>9.1f} ms")
+    lines += [f"  compute {compute:.3f} s + bubble {compute * bubble:.3f} s ({bubble:.0%} of compute) at MFU {mfu:.0%};"
+              f" communication {comm_s:.3f} s",
+              f"  step time between {max(busy, comm_s):.3f} s (communication fully hidden) and {busy + comm_s:.3f} s"
+              f" (none hidden): {tokens / (busy + comm_s):,.0f} to {tokens / max(busy, comm_s):,.0f} tokens/s"]
+    return FixedView(fig, "\n".join(lines))

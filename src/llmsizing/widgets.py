@@ -244,3 +244,41 @@ def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
     }
     controls["stack"].style.button_width = "70px"
     return Dashboard(charts.render_max_micro_batch, controls)
+
+
+# =========================================================================== Part II: the parallelism explorer
+__all__ += ["parallel_explorer_widget"]
+
+
+def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Part II: model x GPU x layout (tp, pp, dp, ZeRO stage, sequence parallelism, virtual stages, offload) x
+    recompute x micro-batch x sequence x micro-batches per step -> the most loaded GPU's memory, stage by stage,
+    against capacity, and the step time (compute at an assumed MFU, bubble, communication by group). An
+    impossible layout shows the library's message (which rule it breaks and what the engines do)."""
+    from .parallel import OFFLOADS
+
+    seqs = _up_to_max_seq(_SEQS, get_model(model))
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "tp": W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="tensor par. (tp)", **_style()),
+        "pp": W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="pipeline (pp)", **_style()),
+        "dp": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512], value=8, description="data par. (dp)",
+                         **_style()),
+        "zero": W.ToggleButtons(options=[0, 1, 2, 3], value=1, description="ZeRO stage", **_style()),
+        "sp": W.Checkbox(value=False, description="sequence parallel (needs tp > 1)", **_style()),
+        "virtual_stages": W.Dropdown(options=[1, 2, 4], value=1, description="virtual stages", **_style()),
+        "offload": W.Dropdown(options=list(OFFLOADS), value="none", description="offload", **_style()),
+        "recompute": W.ToggleButtons(options=["none", "selective", "full"], value="selective",
+                                     description="recompute", **_style()),
+        "batch": W.IntSlider(value=1, min=1, max=32, description="micro-batch", **_style()),
+        "seq": W.SelectionSlider(options=seqs, value=min(4096, seqs[-1]), description="sequence", **_style()),
+        "grad_accum": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="micro-batches/step",
+                                 **_style()),
+        "mfu": W.FloatSlider(value=0.4, min=0.1, max=0.7, step=0.05, description="assumed MFU", **_style()),
+    }
+    for k in ("zero", "recompute"):
+        controls[k].style.button_width = "62px"
+    box = Dashboard(charts.render_parallel_explorer, controls)
+    _follow_max_seq(box, "seq", _SEQS, int)
+    return box
