@@ -213,6 +213,11 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
             fp32_grads = 4.0 * n * share / (par.dp if par.zero >= 1 else 1)
         host = master + states + extra + fp32_grads
         master = states = extra = 0.0
+        if par.zero >= 2:
+            # ZeRO-2/3 offload reduces each gradient bucket straight into that host fp32 partition: no gradient
+            # shard stays on the GPU (DeepSpeed's estimate_zero2/zero3_model_states_mem_needs count no
+            # gradient bytes on the GPU with cpu_offload, and 16 bytes per parameter on the host)
+            grads = 0.0
         if par.offload == "optimizer+params":     # ZeRO-Infinity's offload_param: the weight shard too
             host += weights
             weights = 0.0
