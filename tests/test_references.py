@@ -344,11 +344,18 @@ def test_deepspeed_zero2_cpu_offload(gpn):
             assert node_host * 1.5 == cpu
         else:
             assert cpu == PSI * 4 * gpn * 1.5 > node_host * 1.5
+    # several nodes: the library's host bytes per node fall with the node count (each node holds its GPUs'
+    # partitions); DeepSpeed's ZeRO-2 line does not divide by nodes (its ZeRO-3 line does, gpus_factor)
+    lib = model_states_for_params(PSI, parallel=Parallel(dp=4 * gpn, zero=2, offload="optimizer"))
+    assert lib.host_bytes * gpn == pytest.approx(16 * PSI / 4, rel=1e-15)
+    assert deepspeed_zero2(PSI, gpn, 4, cpu_offload=True)[0] == PSI * max(16 * gpn, 16) * 1.5
 
 
 def test_deepspeed_zero1_offload_keeps_whole_gradients():
-    """ZeRO-1 + offload: the library keeps the whole 16-bit gradients on the GPU (stage 1 reduces full
-    gradients before partitioning them). DeepSpeed's estimator has no ZeRO-1 line; stated, not compared."""
+    """ZeRO-1 + offload: the library keeps the whole 16-bit gradients on the GPU. ``stage_1_and_2.py`` agrees:
+    without gradient partitioning (and ``overlap_comm`` off, the stage-1 default) it installs no backward hooks
+    and ``reduce_gradients`` reduces and frees every gradient only after the backward, so all of them are
+    alive at its end. DeepSpeed's estimators have no ZeRO-1 line, so there is no figure to compare."""
     lib = model_states_for_params(PSI, parallel=Parallel(dp=8, zero=1, offload="optimizer"))
     assert lib.gradients_bytes == 2 * PSI and lib.weights_bytes == 2 * PSI
 
