@@ -114,3 +114,16 @@ def test_bad_input_is_named(kw, exc, msg):
     base = dict(tokens=1e9, gpu="H100 SXM", n_gpus=8, seq=4096)
     with pytest.raises(exc, match=msg):
         T.training_time("llama-3-8b", **{**base, **kw})
+
+
+def test_widget_reports_the_library():
+    from llmsizing.widgets import training_time_widget
+
+    board = training_time_widget()
+    board.controls["n_gpus"].value = 64
+    board.controls["mfu"].value = 0.3
+    t = T.training_time("llama-3-70b", tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=8192, mfu=0.3)
+    assert f"{t.days:,.1f} days" in board.summary.value and not board.error.value
+    board.controls["gpu"].value = "A10"
+    board.controls["tokens"].value = 1e9
+    assert "A10" in board.summary.value
