@@ -214,3 +214,49 @@ def training_time(model: Model | str, *, tokens: float, gpu, n_gpus: int | None 
     return TrainingTime(model.name, g.name, n_gpus, tokens, seq, mfu, low, high, hfu, per_token,
                         peak * mfu / per_token, h / n_gpus / 24, h_low / n_gpus / 24, h_high / n_gpus / 24,
                         h, h_low, h_high, price, h * price, h_low * price, h_high * price)
+
+
+def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,
+                recompute: str = "full", mfu: float | None = None, prices: dict | None = None,
+                max_gpus: int = 65536):
+    """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
+    whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.layouts.min_gpus`, micro-batch
+    ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and dollars of
+    the run (:func:`training_time`), with the MFU range. ``prices`` maps a GPU name to a USD price per GPU-hour
+    (default: the catalogue's). A GPU type on which nothing fits within ``max_gpus`` gets a ``fits`` of False
+    and a ``why`` instead of numbers. Sorted by cost. Taught in the "Cost" chapter."""
+    import pandas as pd
+
+    from .catalog import list_gpus
+    from .layouts import min_gpus
+
+    model = resolve_model(model)
+    names = list_gpus() if gpus is None else check_sequence("gpus", gpus, example='["H100 SXM", "A100 80GB"]')
+    prices = {} if prices is None else dict(prices)
+    rows = []
+    for name in names:
+        g = get_gpu(name)
+        row = {"gpu": g.name, "price_usd_per_gpu_hour": prices.get(g.name, g.price_usd_per_gpu_hour)}
+        try:
+            plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus)
+        except ValueError as e:
+            rows.append({**row, "fits": False, "why": str(e)})
+            continue
+        t = training_time(model, tokens=tokens, gpu=g, n_gpus=plan.gpus, seq=seq, mfu=mfu,
+                          price_usd_per_gpu_hour=row["price_usd_per_gpu_hour"], recompute=recompute)
+        rows.append({**row, "fits": True, "why": "", "min_gpus": plan.gpus, "layout": _layout_label(plan.parallel),
+                     "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu, "days_on_min_gpus": t.days,
+                     "gpu_hours": t.gpu_hours, "gpu_hours_low": t.gpu_hours_low, "gpu_hours_high": t.gpu_hours_high,
+                     "cost_usd": t.cost_usd, "cost_usd_low": t.cost_usd_low, "cost_usd_high": t.cost_usd_high})
+    df = pd.DataFrame(rows)
+    return df.sort_values(["fits", "cost_usd"], ascending=[False, True], na_position="last").reset_index(drop=True)
+
+
+def _layout_label(par: Parallel) -> str:
+    """``"TP8 PP2 DP4 ZeRO-1"``: how tables name a layout."""
+    parts = [f"TP{par.tp}" + ("+SP" if par.sp else ""), f"PP{par.pp}", f"DP{par.dp}"]
+    if par.zero:
+        parts.append(f"ZeRO-{par.zero}")
+    if par.offload != "none":
+        parts.append(f"offload {par.offload}")
+    return " ".join(parts)
