@@ -167,3 +167,31 @@ def test_gpu_comparison_validation():
         gpu_comparison([])
     with pytest.raises(ValueError, match="GPU"):
         gpu_comparison(["H100"])
+
+
+# ----------------------------------------------------------------------------- the figure and the widget
+def test_landscape_and_decode_figures():
+    from llmsizing.charts import render_decode_roofline, render_gpu_landscape
+
+    v = render_gpu_landscape(["H100 SXM", "B200"])
+    assert "H100 SXM" in v.summary and "450 GB/s" in v.summary and "295 FLOP/byte" in v.summary
+    v = render_decode_roofline("llama-2-7b", "H100 SXM", context=1, batch=1)
+    assert "memory-bound" in v.summary
+    v = render_decode_roofline("llama-2-7b", "H100 SXM", context=1, batch=1024)   # beyond ~ 400: compute-bound
+    assert "compute-bound" in v.summary
+    with pytest.raises(ValueError, match="batch"):
+        render_decode_roofline(batch=0)
+
+
+def test_decode_roofline_widget_moves():
+    from llmsizing.widgets import decode_roofline_widget
+
+    w = decode_roofline_widget()
+    assert "memory-bound" in w.summary.value and not w.error.value
+    before = w.image.value
+    w.controls["batch"].value = 1024
+    w.controls["context"].value = 128
+    assert "compute-bound" in w.summary.value and w.image.value != before
+    w.controls["gpu"].value = "A100 80GB"
+    w.controls["weights"].value = "fp8"     # fp8 weights are read as bytes; compute stays bf16: no error
+    assert not w.error.value
