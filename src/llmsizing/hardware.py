@@ -85,7 +85,8 @@ def matmul_intensity_flops_per_byte(m: int, k: int, n: int, bytes_per_element: f
 
 
 def model_flops_utilization(achieved_tflops: float, gpu, dtype: str = "bf16") -> float:
-    """MFU: model FLOP/s achieved per GPU over the GPU's dense peak (Chowdhery et al. 2022, PaLM, App. B).
+    """MFU: model FLOP/s achieved per GPU over the GPU's dense peak (Chowdhery et al. 2022, PaLM, Sec. 4.1;
+    App. B for the FLOP count).
     "Model" FLOPs count the model's arithmetic (6N per token plus attention), not recomputation. Llama 3 reports
     380-430 TFLOP/s per H100 in bf16, 38-43% MFU (Dubey et al. 2024, Table 4). An ``achieved_tflops`` above the
     dense peak raises ``ValueError`` (it was probably measured against the sparse figure). Taught in chapter 6."""
@@ -159,7 +160,7 @@ def decode_step_roofline(model, gpu, *, batch: int, context: int, weights: str =
     (:func:`~llmsizing.inference.kv_cache_bytes_per_token` x cached tokens, at most the sliding window).
     FLOPs: ``batch`` x :func:`~llmsizing.flops.forward_flops_per_token` with the new token attending to the
     cached positions. Time bounds: bytes / HBM bandwidth and FLOPs / the dense peak in ``compute``
-    (Williams et al. 2009; Pope et al. 2022, "Efficiently Scaling Transformer Inference", Sec. 2). Activations,
+    (Williams et al. 2009; Pope et al. 2022, "Efficiently Scaling Transformer Inference"). Activations,
     kernel launches and communication are ignored: a lower bound. Taught in chapter 6; serving builds on it."""
     batch = check_int("batch", batch)
     m, g, w, kv_seq, flops_tok, peak, hbm = _decode_terms(model, gpu, context, weights, kv_cache, compute)
@@ -188,7 +189,8 @@ GPU_COMPARISON_COLUMNS = ("memory_gib", "hbm_tbps", "bf16_dense_tflops", "bf16_s
 
 def gpu_comparison(gpus=None):
     """A DataFrame, one row per GPU (default: the whole catalogue): capacity as the driver reports it (GiB),
-    HBM bandwidth (TB/s, decimal), the dense and "with sparsity" bf16 peaks, the bf16 ridge point, and the link to node-mates, one way (GB/s). Taught in chapter 6."""
+    HBM bandwidth (TB/s, decimal), the dense and "with sparsity" bf16 peaks, the bf16 ridge point, and the link
+    to node-mates, one way (GB/s). Taught in chapter 6."""
     import pandas as pd
 
     from .catalog import get_gpu, list_gpus
