@@ -517,3 +517,44 @@ def test_config_file_missing_names_the_path(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 12, "n_embd": 768,
                                                       "n_head": 12, "vocab_size": 50257}))
     assert L.Model.from_hf_config(tmp_path).n_params == L.get_model("gpt2").n_params   # a folder works too
+
+
+# ----------------------------------------------------------------------------- chapter 6 (hardware)
+COMPUTE_DTYPE_ARG = names(hardware.COMPUTE_DTYPES)
+CH6_FUNCTIONS = {
+    "dense_tflops": Spec(hardware.dense_tflops, dict(gpu=gpus(), dtype=COMPUTE_DTYPE_ARG)),
+    "sparse_tflops": Spec(hardware.sparse_tflops, dict(gpu=gpus(), dtype=COMPUTE_DTYPE_ARG)),
+    "ridge_point_flops_per_byte": Spec(hardware.ridge_point_flops_per_byte, dict(gpu=gpus(), dtype=COMPUTE_DTYPE_ARG)),
+    "matmul_intensity_flops_per_byte": Spec(hardware.matmul_intensity_flops_per_byte,
+                                            dict(m=ints(1, 65536), k=ints(1, 65536), n=ints(1, 65536),
+                                                 bytes_per_element=nums(0.5, 8))),
+    "model_flops_utilization": Spec(hardware.model_flops_utilization,
+                                    dict(achieved_tflops=nums(0, 120), gpu=gpus(), dtype=COMPUTE_DTYPE_ARG)),
+    "decode_step_roofline": Spec(hardware.decode_step_roofline,
+                                 dict(model=models(), gpu=gpus(), batch=ints(1, 1024), context=ints(1, 131072),
+                                      weights=DTYPE_ARG, kv_cache=DTYPE_ARG, compute=COMPUTE_DTYPE_ARG),
+                                 aliases={"compute": ("compute", "dtype")}),
+    "decode_compute_bound_batch": Spec(hardware.decode_compute_bound_batch,
+                                       dict(model=models(), gpu=gpus(), context=ints(1, 131072), weights=DTYPE_ARG,
+                                            kv_cache=DTYPE_ARG, compute=COMPUTE_DTYPE_ARG),
+                                       aliases={"compute": ("compute", "dtype")}),
+    "gpu_comparison": Spec(hardware.gpu_comparison, dict(gpus=lists_of(gpus(), optional=True)),
+                           aliases={"gpus": ("gpu",)}),
+}
+CH6_CHARTS = {
+    "render_gpu_landscape": Spec(charts.render_gpu_landscape, dict(gpus=lists_of(gpus(), optional=True)),
+                                 aliases={"gpus": ("gpu",)}),
+    "render_decode_roofline": Spec(charts.render_decode_roofline,
+                                   dict(model=models(), gpu=gpus(), context=ints(1, 131072), batch=ints(1, 1024),
+                                        weights=DTYPE_ARG)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CH6_FUNCTIONS))
+def test_fuzz_ch6_function(name):
+    _run(name, CH6_FUNCTIONS[name], EXAMPLES)
+
+
+@pytest.mark.parametrize("name", sorted(CH6_CHARTS))
+def test_fuzz_ch6_chart(name):
+    _run(name, CH6_CHARTS[name], max(5, EXAMPLES // 5))

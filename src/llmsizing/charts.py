@@ -923,3 +923,120 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                f"${t.cost_usd:,.0f} (${t.cost_usd_low:,.0f}-${t.cost_usd_high:,.0f}) "
                f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour")
     return FixedView(fig, summary)
+
+
+# =========================================================================== chapter 6: hardware
+#: One colour per catalogued GPU in chapter 6's figures (vendor families share a hue).
+GPU_COLORS = {"A10": "#9B9B9B", "L40S": "#937860", "RTX 4090": "#DA8BC3", "A100 40GB": "#8DB0D6",
+              "A100 80GB": "#4C72B0", "H100 SXM": "#55A868", "H200": "#2E7D4F", "B200": "#C44E52",
+              "MI300X": "#DD8452"}
+
+
+#: Where a GPU's name sits next to its dot in the capacity panel (points; alignment), where the default overlaps.
+_LANDSCAPE_LABEL_OFFSETS = {"A100 80GB": (-5, 4, "right"), "RTX 4090": (5, -8, "left")}
+
+
+def render_gpu_landscape(gpus=None) -> View:
+    """Chapter 6: the catalogue's GPUs (default: all) on two axes. Left: memory capacity (GiB, as the driver
+    reports it) against HBM bandwidth (TB/s). Right: the bf16 roofline of each GPU, attainable TFLOP/s =
+    min(dense peak, intensity x HBM bandwidth), with its ridge point marked, and the intensity of two matrix
+    multiplies for reference (one decoding token, and a 4096-cube training matmul). Numbers come from
+    :mod:`llmsizing.hardware`."""
+    import numpy as np
+
+    from .hardware import gpu_comparison, matmul_intensity_flops_per_byte
+
+    df = gpu_comparison(gpus)
+    fig, (ax1, ax2) = new_figure(9.6, 3.9, ncols=2)
+    for name, r in df.iterrows():
+        c = GPU_COLORS.get(name, "0.3")
+        ax1.scatter(r["hbm_tbps"], r["memory_gib"], color=c, s=40, zorder=3)
+        dx, dy, ha = _LANDSCAPE_LABEL_OFFSETS.get(name, (4, 3, "left"))
+        ax1.annotate(name, (r["hbm_tbps"], r["memory_gib"]), xytext=(dx, dy), textcoords="offset points",
+                     fontsize=7.5, color=c, ha=ha)
+    ax1.set_xlabel("HBM / GDDR bandwidth (TB/s, decimal)")
+    ax1.set_ylabel("memory (GiB, as reported)")
+    ax1.set_xlim(0, df["hbm_tbps"].max() * 1.22)
+    ax1.set_ylim(0, df["memory_gib"].max() * 1.12)
+    ax1.grid(True, lw=0.4, alpha=0.5)
+    ax1.set_title("capacity vs bandwidth", fontsize=9, loc="left")
+
+    x = np.logspace(-1, 13, 300, base=2)
+    for name, r in df.iterrows():
+        c = GPU_COLORS.get(name, "0.3")
+        ax2.plot(x, np.minimum(r["bf16_dense_tflops"], x * r["hbm_tbps"]), color=c, lw=1.4, label=name)
+        ax2.scatter([r["ridge_flops_per_byte"]], [r["bf16_dense_tflops"]], color=c, s=18, zorder=3)
+    marks = {"decode, 1 token\n(1 x 4096 x 4096)": matmul_intensity_flops_per_byte(1, 4096, 4096),
+             "training matmul\n(4096 x 4096 x 4096)": matmul_intensity_flops_per_byte(4096, 4096, 4096)}
+    for label, xi in marks.items():
+        ax2.axvline(xi, color="0.35", lw=0.8, ls=":")
+        ax2.annotate(label, (xi, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -3),
+                     textcoords="offset points", ha="left", va="top", fontsize=7, color="0.25")
+    ax2.set_xscale("log", base=2)
+    ax2.set_yscale("log", base=10)
+    ax2.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
+    ax2.set_ylabel("attainable dense bf16 TFLOP/s")
+    ax2.grid(True, which="major", lw=0.4, alpha=0.5)
+    ax2.set_title("bf16 rooflines; dots are the ridge points", fontsize=9, loc="left")
+    ax2.legend(fontsize=6.5, frameon=False, loc="lower right", ncols=2)
+
+    lines = [f"{'GPU':<10s} {'memory':>10s} {'HBM':>10s} {'bf16 dense':>13s} {'ridge':>14s} {'link one-way':>13s}"]
+    for name, r in df.iterrows():
+        lines.append(f"{name:<10s} {r['memory_gib']:>6.1f} GiB {r['hbm_tbps']:>5.2f} TB/s "
+                     f"{r['bf16_dense_tflops']:>6.0f} TFLOP/s {r['ridge_flops_per_byte']:>5.0f} FLOP/byte "
+                     f"{r['link_one_way_gbps']:>6.0f} GB/s")
+    return View(fig, "\n".join(lines))
+
+
+#: Batch sizes on the x axis of :func:`render_decode_roofline`.
+DECODE_BATCHES = tuple(2**i for i in range(11))
+
+
+def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: int = 4096, batch: int = 1,
+                           weights: str = "bf16") -> View:
+    """Chapter 6: one decode step's two lower bounds against the batch size: the time to read the weights and
+    every sequence's KV cache from HBM, and the time to do its FLOPs at the dense bf16 peak
+    (:func:`llmsizing.hardware.decode_step_roofline`). The chosen ``batch`` is marked."""
+    import matplotlib.ticker
+
+    from .catalog import get_gpu
+    from .hardware import decode_compute_bound_batch, decode_step_roofline
+
+    chosen = decode_step_roofline(model, gpu, batch=batch, context=context, weights=weights)
+    batches = sorted(set(DECODE_BATCHES) | {chosen.batch})
+    rs = [decode_step_roofline(model, gpu, batch=b, context=context, weights=weights) for b in batches]
+    flip = decode_compute_bound_batch(model, gpu, context=context, weights=weights)
+    capacity = get_gpu(gpu).memory_bytes
+    fig, ax = new_figure(7.2, 3.5)
+    too_big = [b for b, r in zip(batches, rs) if r.bytes_read > capacity]
+    if too_big:   # weights + KV cache alone exceed one GPU: the bound is moot there (chapter 3)
+        ax.axvspan(too_big[0] / 2**0.5, batches[-1] * 2**0.5, color="0.9", zorder=0,
+                   label="weights + KV cache exceed one GPU")
+    ms = 1e3
+    ax.plot(batches, [r.memory_time_s * ms for r in rs], color="#4C72B0", lw=1.8, label="read weights + KV cache")
+    ax.plot(batches, [r.compute_time_s * ms for r in rs], color="#C44E52", lw=1.8, label="FLOPs at dense peak")
+    ax.scatter([chosen.batch], [chosen.time_s * ms], color="k", s=30, zorder=3,
+               label=f"batch {chosen.batch}: {chosen.bound}-bound")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=10)
+    ax.set_xlim(batches[0] / 2**0.5, batches[-1] * 2**0.5)
+    ax.set_xticks(batches, [f"{b:g}" for b in batches], fontsize=7)
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlabel("sequences decoded together (batch)")
+    ax.set_ylabel("lower bound on one step (ms)")
+    ax.grid(True, which="major", lw=0.4, alpha=0.5)
+    ax.set_title(f"{chosen.model} on {chosen.gpu}, {weights} weights, {context:,}-token context", fontsize=9,
+                 loc="left")
+    ax.legend(fontsize=7.5, frameon=False, loc="upper left")
+    flip_text = (f"compute-bound from a batch of about {flip:,.0f}" if flip is not None
+                 else "never compute-bound: each sequence's KV cache keeps the intensity below the ridge point")
+    lines = [f"{chosen.model} on {chosen.gpu}, {weights} weights, context {context:,}, batch {chosen.batch}:",
+             f"  reads {chosen.bytes_read / GiB:,.2f} GiB and does {chosen.flops / 1e12:,.3f} TFLOP per step",
+             f"  memory bound {chosen.memory_time_s * ms:,.3f} ms, compute bound {chosen.compute_time_s * ms:,.4f} ms"
+             f" -> {chosen.bound}-bound, at most {chosen.tokens_per_s:,.0f} tokens/s",
+             f"  intensity {chosen.intensity_flops_per_byte:,.1f} FLOP/byte vs ridge "
+             f"{chosen.ridge_flops_per_byte:,.0f}; {flip_text}"]
+    if chosen.bytes_read > capacity:
+        lines.append(f"  (weights + KV cache, {chosen.bytes_read / GiB:,.1f} GiB, exceed one {chosen.gpu}: "
+                     "see chapter 3)")
+    return View(fig, "\n".join(lines))

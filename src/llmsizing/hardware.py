@@ -23,3 +23,184 @@ def link_bandwidth_one_way_gbps(gpu) -> float:
     g = get_gpu(gpu)
     bw = check_number("link_bandwidth_gbps", g.link_bandwidth_gbps, allow_equal=False)
     return bw / 2 if g.link_direction == "bidirectional" else bw
+
+
+# =========================================================================== chapter 6: peaks, ridge points, rooflines
+from dataclasses import dataclass  # noqa: E402
+
+from ._validate import check_choice, check_int, check_sequence  # noqa: E402
+
+#: The compute formats the catalogue has a tensor-core peak for. ``fp16`` runs at the ``bf16`` rate on every
+#: catalogued GPU (FP16 with FP32 accumulation); ``fp8`` is absent on the A10, A100 40GB and A100 80GB.
+COMPUTE_DTYPES = ("bf16", "fp16", "fp8")
+
+#: Datasheets quote tensor-core peaks "with sparsity": 2:4 structured sparsity (two of every four weights zero,
+#: NVIDIA Ampere whitepaper 2020) skips the zeros and doubles the figure. Training uses dense matrices.
+SPARSITY_FACTOR = 2.0
+
+
+def dense_tflops(gpu, dtype: str = "bf16") -> float:
+    """The GPU's dense tensor-core peak in ``dtype``, TFLOP/s (10**12 FLOP/s), as the catalogue stores it
+    (``data/gpus.csv`` columns ``bf16_dense_tflops`` and ``fp8_dense_tflops``: datasheet figures without
+    sparsity). ``fp16`` uses the bf16 column. A GPU without FP8 raises ``ValueError`` naming ``dtype``.
+    Source: each GPU's datasheet (the catalogue's ``spec_source``). Taught in chapter 6."""
+    from .catalog import get_gpu
+
+    g = get_gpu(gpu)
+    dtype = check_choice("dtype", dtype, COMPUTE_DTYPES)
+    peak = g.fp8_dense_tflops if dtype == "fp8" else g.bf16_dense_tflops
+    if peak is None:
+        raise ValueError(f"dtype {dtype!r}: the {g.name} has no {dtype.upper()} tensor cores; "
+                         f"use one of bf16, fp16")
+    return float(peak)
+
+
+def sparse_tflops(gpu, dtype: str = "bf16") -> float:
+    """The "with sparsity" figure a datasheet prints first: :func:`dense_tflops` x :data:`SPARSITY_FACTOR`
+    (2:4 structured sparsity). Only a matrix pruned to that pattern reaches it; the book never uses it for
+    training or serving time. Taught in chapter 6."""
+    return SPARSITY_FACTOR * dense_tflops(gpu, dtype)
+
+
+def ridge_point_flops_per_byte(gpu, dtype: str = "bf16") -> float:
+    """The roofline's ridge point: peak dense FLOP/s divided by HBM bytes/s (Williams, Waterman and Patterson
+    2009, "Roofline"). A kernel that does fewer FLOPs per byte it moves than this is memory-bound on this GPU;
+    more, compute-bound. H100 SXM in bf16: 989.4e12 / 3.35e12 = 295 FLOP/byte. Taught in chapter 6."""
+    from .catalog import get_gpu
+
+    g = get_gpu(gpu)
+    hbm = check_number("memory_bandwidth_gbps", g.memory_bandwidth_gbps, allow_equal=False)
+    return dense_tflops(g, dtype) * 1e12 / (hbm * 1e9)
+
+
+def matmul_intensity_flops_per_byte(m: int, k: int, n: int, bytes_per_element: float = 2) -> float:
+    """Arithmetic intensity of ``(m x k) @ (k x n)``: ``2mkn`` FLOPs over the bytes of reading both inputs and
+    writing the output once, ``bytes_per_element x (mk + kn + mn)`` (the scaling-book's "Rooflines" chapter;
+    Williams et al. 2009). With ``m`` tokens against a ``k x n`` weight, it is about ``m`` FLOP/byte in bf16
+    while ``m`` is much smaller than ``k`` and ``n``: that is why decoding a few tokens is memory-bound.
+    Taught in chapter 6."""
+    m, k, n = check_int("m", m), check_int("k", k), check_int("n", n)
+    b = check_number("bytes_per_element", bytes_per_element, allow_equal=False, maximum=64)
+    return 2 * m * k * n / (b * (m * k + k * n + m * n))
+
+
+def model_flops_utilization(achieved_tflops: float, gpu, dtype: str = "bf16") -> float:
+    """MFU: model FLOP/s achieved per GPU over the GPU's dense peak (Chowdhery et al. 2022, PaLM, Sec. 4.1;
+    App. B for the FLOP count).
+    "Model" FLOPs count the model's arithmetic (6N per token plus attention), not recomputation. Llama 3 reports
+    380-430 TFLOP/s per H100 in bf16, 38-43% MFU (Dubey et al. 2024, Table 4). An ``achieved_tflops`` above the
+    dense peak raises ``ValueError`` (it was probably measured against the sparse figure). Taught in chapter 6."""
+    peak = dense_tflops(gpu, dtype)
+    achieved = check_number("achieved_tflops", achieved_tflops, maximum=peak)
+    return achieved / peak
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """One decode step on the roofline (:func:`decode_step_roofline`): what it reads from HBM, what it
+    computes, and the two lower bounds on its time. The step can run no faster than the larger of them."""
+
+    model: str
+    gpu: str
+    batch: int
+    context: int
+    bytes_read: float
+    flops: float
+    memory_time_s: float
+    compute_time_s: float
+    ridge_flops_per_byte: float
+
+    @property
+    def time_s(self) -> float:
+        """The roofline's lower bound on the step: ``max(memory_time_s, compute_time_s)``."""
+        return max(self.memory_time_s, self.compute_time_s)
+
+    @property
+    def intensity_flops_per_byte(self) -> float:
+        """FLOPs per byte read: compare with :attr:`ridge_flops_per_byte`."""
+        return self.flops / self.bytes_read
+
+    @property
+    def bound(self) -> str:
+        """``"memory"`` or ``"compute"``: which bound is the larger."""
+        return "memory" if self.memory_time_s >= self.compute_time_s else "compute"
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Upper bound on generated tokens per second: ``batch / time_s``."""
+        return self.batch / self.time_s
+
+
+def _decode_terms(model, gpu, context, weights, kv_cache, compute):
+    """(model, gpu, weight bytes, KV bytes per sequence, FLOPs per token, peak FLOP/s, HBM bytes/s)."""
+    from .catalog import get_gpu, resolve_model
+    from .flops import forward_flops_per_token
+    from .inference import kv_cache_bytes_per_token, kv_cached_tokens, weights_bytes
+    from .precision import DTYPES
+
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    context = check_int("context", context)
+    check_choice("weights", weights, DTYPES)
+    check_choice("kv_cache", kv_cache, DTYPES)
+    cached = kv_cached_tokens(m, context)
+    w = weights_bytes(m, weights)
+    kv_seq = kv_cache_bytes_per_token(m, kv_cache) * cached
+    flops_tok = forward_flops_per_token(m, seq=cached)
+    peak = dense_tflops(g, compute) * 1e12
+    hbm = check_number("memory_bandwidth_gbps", g.memory_bandwidth_gbps, allow_equal=False) * 1e9
+    return m, g, w, kv_seq, flops_tok, peak, hbm
+
+
+def decode_step_roofline(model, gpu, *, batch: int, context: int, weights: str = "bf16",
+                         kv_cache: str = "bf16", compute: str = "bf16") -> Roofline:
+    """One decode step of ``batch`` sequences that each hold ``context`` tokens, on the roofline.
+
+    Bytes read: every weight once (:func:`~llmsizing.inference.weights_bytes`), plus each sequence's KV cache
+    (:func:`~llmsizing.inference.kv_cache_bytes_per_token` x cached tokens, at most the sliding window).
+    FLOPs: ``batch`` x :func:`~llmsizing.flops.forward_flops_per_token` with the new token attending to the
+    cached positions. Time bounds: bytes / HBM bandwidth and FLOPs / the dense peak in ``compute``
+    (Williams et al. 2009; Pope et al. 2022, "Efficiently Scaling Transformer Inference"). Activations,
+    kernel launches and communication are ignored: a lower bound. Taught in chapter 6; serving builds on it."""
+    batch = check_int("batch", batch)
+    m, g, w, kv_seq, flops_tok, peak, hbm = _decode_terms(model, gpu, context, weights, kv_cache, compute)
+    read = w + batch * kv_seq
+    flops = batch * flops_tok
+    return Roofline(m.name, g.name, batch, check_int("context", context), read, flops, read / hbm, flops / peak,
+                    peak / hbm)
+
+
+def decode_compute_bound_batch(model, gpu, *, context: int, weights: str = "bf16", kv_cache: str = "bf16",
+                               compute: str = "bf16") -> float | None:
+    """The batch at which a decode step (:func:`decode_step_roofline`) reaches the ridge point, or ``None`` if
+    it never does. Intensity is ``B F / (W + B K)`` (``F`` FLOPs per token, ``W`` weight bytes, ``K`` KV bytes
+    per sequence); setting it equal to the ridge ``R`` gives ``B = R W / (F - R K)``, and no batch is
+    enough once the KV cache alone, ``F / K`` FLOP/byte, is below ``R``. Taught in chapter 6."""
+    _, _, w, kv_seq, flops_tok, peak, hbm = _decode_terms(model, gpu, context, weights, kv_cache, compute)
+    ridge = peak / hbm
+    denom = flops_tok - ridge * kv_seq
+    return ridge * w / denom if denom > 0 else None
+
+
+#: Columns of :func:`gpu_comparison`, units in the names.
+GPU_COMPARISON_COLUMNS = ("memory_gib", "hbm_tbps", "bf16_dense_tflops", "bf16_sparse_tflops",
+                          "ridge_flops_per_byte", "link", "link_one_way_gbps")
+
+
+def gpu_comparison(gpus=None):
+    """A DataFrame, one row per GPU (default: the whole catalogue): capacity as the driver reports it (GiB),
+    HBM bandwidth (TB/s, decimal), the dense and "with sparsity" bf16 peaks, the bf16 ridge point, and the link
+    to node-mates, one way (GB/s). Taught in chapter 6."""
+    import pandas as pd
+
+    from .catalog import get_gpu, list_gpus
+
+    names = list_gpus() if gpus is None else check_sequence("gpus", gpus, example='["H100 SXM", "B200"]')
+    rows = {}
+    for name in names:
+        g = get_gpu(name)
+        rows[g.name] = {"memory_gib": g.memory_gib, "hbm_tbps": g.memory_bandwidth_gbps / 1000,
+                        "bf16_dense_tflops": dense_tflops(g), "bf16_sparse_tflops": sparse_tflops(g),
+                        "ridge_flops_per_byte": ridge_point_flops_per_byte(g), "link": g.link,
+                        "link_one_way_gbps": link_bandwidth_one_way_gbps(g)}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(GPU_COMPARISON_COLUMNS)).rename_axis("gpu")

@@ -305,3 +305,24 @@ def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
                              readout_format=".2f", **_style()),
     }
     return Dashboard(render, controls)
+
+
+# =========================================================================== chapter 6: the decode roofline
+__all__ += ["decode_roofline_widget"]
+
+
+def decode_roofline_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 6: model x GPU x context x batch x weight format -> one decode step's memory and compute bounds
+    against the batch size (:func:`llmsizing.charts.render_decode_roofline`)."""
+    get_model(model)
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "context": W.SelectionSlider(options=[128, 512, 1024, 2048, 4096, 8192, 32768, 131072], value=4096,
+                                     description="context", **_style()),
+        "batch": W.SelectionSlider(options=[2**i for i in range(11)], value=1, description="batch", **_style()),
+        "weights": W.ToggleButtons(options=["bf16", "fp8", "int4"], value="bf16", description="weights",
+                                   **_style()),
+    }
+    controls["weights"].style.button_width = "60px"
+    return Dashboard(charts.render_decode_roofline, controls)

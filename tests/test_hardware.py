@@ -1,0 +1,197 @@
+"""Chapter 6 (hardware): peaks, ridge points, matmul intensity, MFU and the decode roofline.
+
+Expected values are datasheet figures and hand arithmetic written out here, never the library's output:
+NVIDIA H100 datasheet (SXM5: 3.35 TB/s HBM3, 989 dense / 1,979 sparse BF16 TFLOP/s, NVLink 900 GB/s), A100
+datasheet (SXM4 80GB: 2,039 GB/s, 312 / 624 TFLOP/s, NVLink 600 GB/s), DGX B200 (7.7 TB/s computed in the
+catalogue, 4.5 PFLOP/s sparse bf16 = 2,250 dense, NVLink 1.8 TB/s), L40S datasheet (362.05 dense bf16, 733 dense
+FP8, PCIe Gen4 x16: 64 GB/s both ways), and the Llama 3 paper (Dubey et al. 2024, Table 4: 380-430 TFLOP/s per
+H100 = 38-43% BF16 MFU).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from llmsizing import get_model
+from llmsizing.hardware import (
+    dense_tflops, decode_compute_bound_batch, decode_step_roofline, gpu_comparison, link_bandwidth_one_way_gbps,
+    matmul_intensity_flops_per_byte, model_flops_utilization, ridge_point_flops_per_byte, sparse_tflops,
+)
+
+
+# ----------------------------------------------------------------------------- datasheet peaks
+def test_dense_and_sparse_peaks_match_the_datasheets():
+    assert dense_tflops("H100 SXM") == pytest.approx(989, abs=0.5)
+    assert sparse_tflops("H100 SXM", "bf16") == pytest.approx(1979, abs=1)     # the "with sparsity" figure
+    assert dense_tflops("H100 SXM", "fp16") == dense_tflops("H100 SXM", "bf16")
+    assert dense_tflops("H100 SXM", "fp8") == pytest.approx(1979, abs=0.5)
+    assert dense_tflops("A100 80GB") == 312 and sparse_tflops("A100 80GB") == 624
+    assert sparse_tflops("B200") == 4500                                         # 4.5 PFLOP/s "with sparsity"
+    assert dense_tflops("L40S", "fp8") == 733 and sparse_tflops("L40S", "fp8") == 1466
+
+
+def test_no_fp8_on_ampere_names_the_dtype():
+    with pytest.raises(ValueError, match="dtype"):
+        dense_tflops("A100 80GB", "fp8")
+    with pytest.raises(ValueError, match="dtype"):
+        sparse_tflops("A10", "fp8")
+    with pytest.raises(ValueError, match="dtype"):
+        dense_tflops("H100 SXM", "int8")
+
+
+def test_ridge_points_by_hand():
+    assert ridge_point_flops_per_byte("H100 SXM") == pytest.approx(989.4e12 / 3.35e12)   # 295.3
+    assert ridge_point_flops_per_byte("H100 SXM") == pytest.approx(295, abs=0.5)
+    assert ridge_point_flops_per_byte("A100 80GB") == pytest.approx(312e12 / 2039e9)    # 153.0
+    assert ridge_point_flops_per_byte("B200") == pytest.approx(2250e12 / 7.7e12)        # 292.2
+    assert ridge_point_flops_per_byte("L40S") == pytest.approx(362.05e12 / 864e9)       # 419.0
+    assert ridge_point_flops_per_byte("H100 SXM", "fp8") == pytest.approx(1978.9e12 / 3.35e12)
+    # B200 and H100: both roofs moved up by about the same factor, so the ridge barely moved
+    assert abs(ridge_point_flops_per_byte("B200") / ridge_point_flops_per_byte("H100 SXM") - 1) < 0.02
+
+
+def test_link_one_way_halves_the_bidirectional_datasheet_figure():
+    assert link_bandwidth_one_way_gbps("H100 SXM") == 450      # NVLink 4: 900 GB/s both ways
+    assert link_bandwidth_one_way_gbps("A100 80GB") == 300     # NVLink 3: 600
+    assert link_bandwidth_one_way_gbps("B200") == 900          # NVLink 5: 1.8 TB/s
+    assert link_bandwidth_one_way_gbps("L40S") == 32           # PCIe Gen4 x16: 64 both ways
+
+
+# ----------------------------------------------------------------------------- matmul intensity
+def test_matmul_intensity_by_hand():
+    # square n x n x n in bf16: 2n^3 / (2 * 3n^2) = n / 3
+    assert matmul_intensity_flops_per_byte(4096, 4096, 4096) == pytest.approx(4096 / 3)
+    # one token through a 4096 x 4096 weight: 2 * 4096^2 / (2 * (4096 + 4096^2 + 4096)) = 4096 / 4098
+    assert matmul_intensity_flops_per_byte(1, 4096, 4096) == pytest.approx(4096 / 4098)
+    # fp32 halves it
+    assert matmul_intensity_flops_per_byte(64, 4096, 4096, 4) == pytest.approx(
+        2 * 64 * 4096 * 4096 / (4 * (64 * 4096 + 4096 * 4096 + 64 * 4096)))
+
+
+def test_matmul_intensity_validation_names_the_parameter():
+    for kwargs, word in ((dict(m=0, k=1, n=1), "m"), (dict(m=1, k=1.5, n=1), "k"), (dict(m=1, k=1, n=-2), "n"),
+                         (dict(m=1, k=1, n=1, bytes_per_element=0), "bytes_per_element")):
+        with pytest.raises((ValueError, TypeError), match=word):
+            matmul_intensity_flops_per_byte(**kwargs)
+
+
+# ----------------------------------------------------------------------------- MFU
+def test_llama3_mfu_matches_the_paper():
+    # Dubey et al. 2024, Table 4: 430 TFLOP/s -> 43%, 380 -> 38% of the H100's 989 dense bf16 TFLOP/s
+    assert model_flops_utilization(430, "H100 SXM") == pytest.approx(0.43, abs=0.006)
+    assert model_flops_utilization(380, "H100 SXM") == pytest.approx(0.38, abs=0.006)
+    assert model_flops_utilization(np.float64(400), "H100 SXM") == model_flops_utilization(400, "H100 SXM")
+
+
+def test_mfu_above_the_dense_peak_is_refused():
+    with pytest.raises(ValueError, match="achieved_tflops"):
+        model_flops_utilization(1500, "H100 SXM")          # plausible only against the sparse figure
+    with pytest.raises(ValueError, match="achieved_tflops"):
+        model_flops_utilization(-1, "H100 SXM")
+    with pytest.raises(TypeError, match="achieved_tflops"):
+        model_flops_utilization("400", "H100 SXM")
+
+
+# ----------------------------------------------------------------------------- the decode roofline
+def test_decode_roofline_by_hand_llama2_7b():
+    # Llama-2-7B: N = 6,738,415,616 (published), bf16 weights 2N bytes; a 1-token context caches
+    # 2 (K,V) x 32 layers x 32 heads x 128 x 2 bytes = 524,288 bytes.
+    n, emb = 6_738_415_616, 32_000 * 4096
+    r = decode_step_roofline("llama-2-7b", "H100 SXM", batch=1, context=1)
+    assert r.bytes_read == 2 * n + 524_288
+    # FLOPs: 2 per matmul weight (the input embedding is a lookup) + QK^T and attn@V over 1 position
+    assert r.flops == 2 * (n - emb) + 4 * 1 * 32 * 128 * 32
+    assert r.memory_time_s == pytest.approx((2 * n + 524_288) / 3.35e12)
+    assert r.compute_time_s == pytest.approx(r.flops / 989.4e12)
+    assert r.bound == "memory" and r.time_s == r.memory_time_s
+    assert r.tokens_per_s == pytest.approx(3.35e12 / (2 * n + 524_288))          # ~249 tokens/s
+    assert r.intensity_flops_per_byte == pytest.approx(1.0, abs=0.03)            # ~1 FLOP per byte
+
+
+def test_decode_batch_raises_intensity_and_kv_cache_scales_with_batch():
+    m = get_model("llama-3-8b")
+    kv_per_seq = 2 * m.layers * m.kv_heads * m.head_dim * 2 * 1024
+    a = decode_step_roofline(m, "H100 SXM", batch=1, context=1024)
+    b = decode_step_roofline(m, "H100 SXM", batch=8, context=1024)
+    assert b.bytes_read - a.bytes_read == 7 * kv_per_seq
+    assert b.flops == pytest.approx(8 * a.flops)
+    assert b.intensity_flops_per_byte > a.intensity_flops_per_byte
+
+
+def test_compute_bound_batch_is_where_the_bound_flips():
+    b = decode_compute_bound_batch("llama-2-7b", "H100 SXM", context=1)
+    # hand: B = R W / (F - R K) with the figures of the test above
+    n, emb = 6_738_415_616, 32_000 * 4096
+    R, W, K = 989.4e12 / 3.35e12, 2 * n, 524_288
+    F = 2 * (n - emb) + 4 * 32 * 128 * 32
+    assert b == pytest.approx(R * W / (F - R * K))
+    assert decode_step_roofline("llama-2-7b", "H100 SXM", batch=math.floor(b), context=1).bound == "memory"
+    assert decode_step_roofline("llama-2-7b", "H100 SXM", batch=math.ceil(b), context=1).bound == "compute"
+
+
+def test_long_context_decode_never_becomes_compute_bound():
+    # Llama-3-8B at 4,096 tokens: each sequence's cache is 2 x 32 x 8 x 128 x 2 x 4096 = 512 MiB and brings
+    # only about (2N + attention) / 512 MiB ~ 32 FLOP/byte, far below the H100's 295: no batch is enough.
+    assert decode_compute_bound_batch("llama-3-8b", "H100 SXM", context=4096) is None
+    assert decode_step_roofline("llama-3-8b", "H100 SXM", batch=4096, context=4096).bound == "memory"
+
+
+def test_decode_validation_names_the_parameter():
+    for kwargs, word in ((dict(batch=0, context=8), "batch"), (dict(batch=1, context=0), "context"),
+                         (dict(batch=1, context=8, weights="bf-16"), "weights"),
+                         (dict(batch=1, context=8, compute="fp8"), "dtype")):   # A100 has no FP8
+        with pytest.raises((ValueError, TypeError), match=word):
+            decode_step_roofline("llama-2-7b", "A100 80GB", **kwargs)
+
+
+# ----------------------------------------------------------------------------- the comparison table
+def test_gpu_comparison_table():
+    df = gpu_comparison(["H100 SXM", "B200", "A100 80GB", "L40S"])
+    assert list(df.index) == ["H100 SXM", "B200", "A100 80GB", "L40S"]
+    h = df.loc["H100 SXM"]
+    assert h["memory_gib"] == pytest.approx(81_559 / 1024)
+    assert h["hbm_tbps"] == pytest.approx(3.35)
+    assert h["ridge_flops_per_byte"] == pytest.approx(295.3, abs=0.1)
+    assert h["link_one_way_gbps"] == 450
+    assert df.loc["L40S", "link"].startswith("PCIe")
+    assert len(gpu_comparison()) >= 9
+
+
+def test_gpu_comparison_validation():
+    with pytest.raises(TypeError, match="gpus"):
+        gpu_comparison("H100 SXM")
+    with pytest.raises(ValueError, match="gpus"):
+        gpu_comparison([])
+    with pytest.raises(ValueError, match="GPU"):
+        gpu_comparison(["H100"])
+
+
+# ----------------------------------------------------------------------------- the figure and the widget
+def test_landscape_and_decode_figures():
+    from llmsizing.charts import render_decode_roofline, render_gpu_landscape
+
+    v = render_gpu_landscape(["H100 SXM", "B200"])
+    assert "H100 SXM" in v.summary and "450 GB/s" in v.summary and "295 FLOP/byte" in v.summary
+    v = render_decode_roofline("llama-2-7b", "H100 SXM", context=1, batch=1)
+    assert "memory-bound" in v.summary
+    v = render_decode_roofline("llama-2-7b", "H100 SXM", context=1, batch=1024)   # beyond ~ 400: compute-bound
+    assert "compute-bound" in v.summary
+    with pytest.raises(ValueError, match="batch"):
+        render_decode_roofline(batch=0)
+
+
+def test_decode_roofline_widget_moves():
+    from llmsizing.widgets import decode_roofline_widget
+
+    w = decode_roofline_widget()
+    assert "memory-bound" in w.summary.value and not w.error.value
+    before = w.image.value
+    w.controls["batch"].value = 1024
+    w.controls["context"].value = 128
+    assert "compute-bound" in w.summary.value and w.image.value != before
+    w.controls["gpu"].value = "A100 80GB"
+    w.controls["weights"].value = "fp8"     # fp8 weights are read as bytes; compute stays bf16: no error
+    assert not w.error.value
