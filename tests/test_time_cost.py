@@ -106,7 +106,8 @@ def test_parallel_sets_the_gpu_count():
     (dict(mfu_range=(0.3,)), ValueError, "mfu_range"),
     (dict(price_usd_per_gpu_hour=-1), ValueError, "price_usd_per_gpu_hour"),
     (dict(gpu="H1000"), ValueError, "GPU"),
-    (dict(dtype="fp8", gpu="A100 80GB"), ValueError, "FP8"),
+    (dict(dtype="fp8", gpu="A100 80GB"), ValueError, "FP8 tensor cores"),
+    (dict(dtype="int8"), ValueError, "dtype"),
     (dict(mfu=0.9, recompute="full"), ValueError, "hardware utilisation"),
     (dict(parallel=L.Parallel(dp=4), n_gpus=8), ValueError, "n_gpus"),
 ])

@@ -29,6 +29,7 @@ from pathlib import Path
 from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
 from .catalog import get_gpu, resolve_model
 from .flops import RECOMPUTE, training_flops_per_token
+from .hardware import dense_tflops
 from .model import Model
 from .parallel import Parallel, resolve_parallel
 
@@ -50,12 +51,8 @@ FLOPS_CONVENTIONS = ("model", "full-recompute")
 
 
 def _peak_flops(gpu, dtype: str) -> float:
-    g = get_gpu(gpu)
-    dtype = check_choice("dtype", dtype, ("bf16", "fp8"))
-    peak = g.bf16_dense_tflops if dtype == "bf16" else g.fp8_dense_tflops
-    if peak is None:
-        raise ValueError(f"dtype='fp8': the {g.name} has no FP8 tensor cores; use dtype='bf16'")
-    return peak * 1e12
+    """The dense peak in FLOP/s (:func:`~llmsizing.hardware.dense_tflops`)."""
+    return dense_tflops(gpu, dtype) * 1e12
 
 
 def implied_mfu(model: Model | str, *, gpu, seq: int, tokens: float | None = None,
