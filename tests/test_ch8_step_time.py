@@ -170,3 +170,23 @@ def test_step_time_refuses_bad_input():
     with pytest.raises(TypeError, match="parallel"):
         step_time("llama-3-8b", H100, "tp=2", **kw)
     assert isinstance(step_time("gpt2", "A10", None, **kw), StepTime)
+
+
+def test_numpy_scalars_give_the_same_step():
+    # widgets and np.arange sweeps hand over NumPy scalars: same result as Python numbers
+    import numpy as np
+
+    kw = dict(batch=1, seq=2048, grad_accum=4, mfu=0.4, overlap=0.5)
+    par = Parallel(tp=2, pp=2, dp=2, zero=1, sp=True)
+    py = step_time("llama-3-8b", H100, par, **kw)
+    npk = {k: (np.int64(v) if isinstance(v, int) else np.float64(v)) for k, v in kw.items()}
+    nps = step_time("llama-3-8b", H100, par, **npk)
+    assert nps.step_s == py.step_s and nps.parts() == py.parts() and nps.tokens == py.tokens
+    assert type(nps.tokens) is int
+
+
+@pytest.mark.parametrize("p", [2, 4, 8, 16])
+def test_bubble_share_in_unit_interval_and_falls_with_microbatches(p):
+    shares = [pipeline_bubble(p, m) / (1 + pipeline_bubble(p, m)) for m in (1, 2, 4, 8, 16, 64)]
+    assert all(0 <= x < 1 for x in shares)
+    assert shares == sorted(shares, reverse=True)
