@@ -852,6 +852,75 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     return FixedView(fig, "\n".join(lines))
 
 
+# ----------------------------------------------------------------------------- Part III: time and money
+def render_published_mfu() -> View:
+    """The MFU each published run implies (:func:`~llmsizing.time_cost.published_runs`), with the book's
+    calibrated band (:data:`~llmsizing.time_cost.MFU_LOW` to :data:`~llmsizing.time_cost.MFU_HIGH`) and default."""
+    from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW, published_runs
+
+    df = published_runs().iloc[::-1]
+    fig, ax = new_figure(7.4, 3.6)
+    colors = ["#4C72B0" if c else "#BBBBBB" for c in df["calibration"]]
+    ax.barh(range(len(df)), df["implied_mfu"] * 100, color=colors)
+    ax.set_yticks(range(len(df)), [f"{r} ({g})" for r, g in zip(df["run"], df["gpu"])], fontsize=8)
+    ax.axvspan(MFU_LOW * 100, MFU_HIGH * 100, color="#55A868", alpha=0.12, lw=0, zorder=0)
+    ax.axvline(MFU_DEFAULT * 100, color="#55A868", lw=1.5, ls="--")
+    ax.text(MFU_DEFAULT * 100, len(df) - 0.4, f" default {MFU_DEFAULT:.0%}", color="#2F6B3A", fontsize=8,
+            va="bottom")
+    for i, v in enumerate(df["implied_mfu"]):
+        ax.text(v * 100 + 0.5, i, f"{v:.0%}", va="center", fontsize=8)
+    ax.set_xlim(0, 60)
+    ax.set_xlabel("model FLOPs utilisation implied by the published figures (%)")
+    ax.spines[["top", "right"]].set_visible(False)
+    lines = [f"{r}: {v:.1%}{'' if c else ' (not in the calibration)'}"
+             for r, v, c in zip(df["run"][::-1], df["implied_mfu"][::-1], df["calibration"][::-1])]
+    summary = "\n".join(lines + [f"calibrated band {MFU_LOW:.0%} to {MFU_HIGH:.0%}, default {MFU_DEFAULT:.0%}"])
+    return View(fig, summary)
+
+
+TIME_GPU_COUNTS = (1, 8, 64, 512, 4096, 32768)
+
+
+def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H100 SXM", seq: int = 8192,
+                         mfu: float | None = None, n_gpus: int = 1024, counts=TIME_GPU_COUNTS) -> View:
+    """Days (left) and cost (right) of training ``model`` on ``tokens`` tokens against the GPU count, with the
+    MFU range as a band (:func:`~llmsizing.time_cost.training_time`); ``n_gpus`` is marked. At a fixed MFU the
+    cost does not depend on the GPU count: more GPUs buy time, not a cheaper run."""
+    import numpy as np
+
+    from ._validate import check_int, check_sequence
+    from .time_cost import training_time
+
+    counts = sorted({check_int("counts[i]", c) for c in check_sequence("counts", counts, example="(8, 64)")}
+                    | {check_int("n_gpus", n_gpus)})
+    runs = [training_time(model, tokens=tokens, gpu=gpu, n_gpus=n, seq=seq, mfu=mfu) for n in counts]
+    t = runs[counts.index(n_gpus)]
+    fig = Figure(figsize=(7.6, 3.2), dpi=DPI)            # fixed margins: a widget redraw skips layout passes
+    ax, ax2 = fig.subplots(1, 2)
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.95, wspace=0.32)
+    x = np.array(counts, dtype=float)
+    for a, key, label in ((ax, "days", "days of training"), (ax2, "cost_usd", "cost of the run (USD)")):
+        mid = np.array([getattr(r, key) for r in runs])
+        lo = np.array([getattr(r, f"{key}_low") for r in runs])
+        hi = np.array([getattr(r, f"{key}_high") for r in runs])
+        a.fill_between(x, lo, hi, color="#4C72B0", alpha=0.18, lw=0)
+        a.plot(x, mid, color="#4C72B0", marker="o", ms=3)
+        a.plot([n_gpus], [getattr(t, key)], marker="o", ms=8, color="#C44E52")
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_xlabel(f"number of {t.gpu} GPUs")
+        a.set_ylabel(label)
+        a.spines[["top", "right"]].set_visible(False)
+    ax2.set_ylim(t.cost_usd_low / 3, t.cost_usd_high * 3)
+    summary = (f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs\n"
+               f"{t.n_gpus:,} x {t.gpu} at MFU {t.mfu:.0%} ({t.mfu_low:.0%}-{t.mfu_high:.0%}): "
+               f"{t.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, {t.days:,.1f} days "
+               f"({t.days_low:,.1f}-{t.days_high:,.1f}), {t.gpu_hours:,.0f} GPU-hours, "
+               f"${t.cost_usd:,.0f} (${t.cost_usd_low:,.0f}-${t.cost_usd_high:,.0f}) "
+               f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour")
+    return FixedView(fig, summary)
+
+
 # =========================================================================== chapter 8: the pipeline bubble
 def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stages: int = 2,
                            max_microbatches: int = 64) -> View:

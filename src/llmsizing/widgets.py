@@ -282,3 +282,26 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
     box = Dashboard(charts.render_parallel_explorer, controls)
     _follow_max_seq(box, "seq", _SEQS, int)
     return box
+
+
+__all__ += ["training_time_widget"]
+TOKEN_BUDGETS = (("1B", 1e9), ("10B", 1e10), ("100B", 1e11), ("1T", 1e12), ("2T", 2e12), ("15T", 15e12))
+
+
+def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
+    """Part III: days and cost of a run against the GPU count (:func:`~llmsizing.charts.render_training_time`)."""
+    def render(model, tokens, gpu, seq, n_gpus, mfu):
+        return charts.render_training_time(model, tokens=tokens, gpu=gpu, seq=seq, n_gpus=n_gpus,
+                                           mfu=None if mfu == 0.40 else mfu)
+
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
+        "n_gpus": W.SelectionSlider(options=[2**k for k in range(16)], value=1024, description="GPUs",
+                                    **_style()),
+        "mfu": W.FloatSlider(value=0.40, min=0.05, max=0.70, step=0.05, description="MFU",
+                             readout_format=".2f", **_style()),
+    }
+    return Dashboard(render, controls)

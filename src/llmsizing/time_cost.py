@@ -1,0 +1,262 @@
+"""Training time and cost: FLOPs per token, MFU, days, GPU-hours and dollars (Part III, "FLOPs, MFU and
+training time" and "Cost").
+
+The arithmetic (Kaplan et al. 2020; Narayanan et al. 2021, Sec. 5.1; Chowdhery et al. 2022, App. B):
+
+* a run of ``D`` tokens costs ``C = D x F`` FLOPs, ``F`` = :func:`~llmsizing.flops.training_flops_per_token`
+  (``6N`` plus the attention term, without recomputation: the model's FLOPs);
+* a GPU with dense peak ``P`` that reaches model FLOPs utilisation ``MFU`` processes
+  ``P x MFU / F`` tokens per second;
+* ``n`` GPUs finish in ``D / (n x tokens/s per GPU)`` seconds, and the GPU-hours ``C / (P x MFU) / 3600`` do
+  not depend on ``n`` at all: more GPUs buy time, not a cheaper job, until the MFU itself falls.
+
+**MFU versus HFU.** MFU counts only the FLOPs the model needs (Chowdhery et al. 2022). Hardware FLOPs
+utilisation (HFU) also counts what recomputation re-runs, so it is higher for the same run; a paper that
+reports "TFLOP/s per GPU" with recomputation on (Narayanan et al. 2021, Eq. 3) reports hardware FLOPs.
+
+**The MFU is an input**, not something this module predicts from first principles. Its default and range are
+calibrated on published runs (``data/published_runs.csv``; :func:`published_runs`), which include everything a
+real run loses: communication that is not hidden, pipeline bubbles, stragglers, and, for GPU-hour totals,
+restarts after failures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
+from .catalog import get_gpu, resolve_model
+from .flops import RECOMPUTE, training_flops_per_token
+from .model import Model
+from .parallel import Parallel, resolve_parallel
+
+PUBLISHED_RUNS_CSV = Path(__file__).resolve().parents[2] / "data" / "published_runs.csv"
+
+#: The MFU the book assumes for a well-tuned dense pre-training run in BF16 at scale, with its range: the
+#: spread of the calibration runs in ``data/published_runs.csv`` (Llama 2 on A100s, Llama 3/3.1 on H100s,
+#: Megatron-LM's GPT-3 175B), whose implied MFUs lie between about 0.32 and 0.46 (tests/test_time_cost.py checks
+#: that every calibration run lies inside ``[MFU_LOW, MFU_HIGH]`` and that the default is their median, rounded).
+#: It does not depend on model size or GPU in that evidence: A100 and H100 runs from 7B to 405B land in the
+#: same band. Small models, short sequences, FP8 and consumer GPUs fall outside it; pass ``mfu=`` then.
+MFU_DEFAULT = 0.40
+MFU_LOW = 0.30
+MFU_HIGH = 0.50
+
+#: Conventions of a published "TFLOP/s per GPU": ``"model"`` counts the model's FLOPs (MFU),
+#: ``"full-recompute"`` also the forward that full recomputation re-runs (HFU).
+FLOPS_CONVENTIONS = ("model", "full-recompute")
+
+
+def _peak_flops(gpu, dtype: str) -> float:
+    g = get_gpu(gpu)
+    dtype = check_choice("dtype", dtype, ("bf16", "fp8"))
+    peak = g.bf16_dense_tflops if dtype == "bf16" else g.fp8_dense_tflops
+    if peak is None:
+        raise ValueError(f"dtype='fp8': the {g.name} has no FP8 tensor cores; use dtype='bf16'")
+    return peak * 1e12
+
+
+def implied_mfu(model: Model | str, *, gpu, seq: int, tokens: float | None = None,
+                gpu_hours: float | None = None, tflops_per_gpu: float | None = None,
+                flops_convention: str = "model", dtype: str = "bf16") -> float:
+    """The MFU a published run implies, from either its token count and GPU-hours, or its reported TFLOP/s per
+    GPU (converted to model FLOPs when the paper counted full recomputation's extra forward).
+
+    ``model FLOPs / (GPU-hours x 3600 x dense peak)``: the inverse of :func:`training_time`."""
+    model = resolve_model(model)
+    seq = check_int("seq", seq)
+    peak = _peak_flops(gpu, dtype)
+    per_token = training_flops_per_token(model, seq=seq)
+    if tflops_per_gpu is not None:
+        if tokens is not None or gpu_hours is not None:
+            raise ValueError("give either tflops_per_gpu, or tokens and gpu_hours, not both")
+        achieved = check_number("tflops_per_gpu", tflops_per_gpu, allow_equal=False) * 1e12
+        check_choice("flops_convention", flops_convention, FLOPS_CONVENTIONS)
+        if flops_convention == "full-recompute":
+            achieved *= per_token / training_flops_per_token(model, seq=seq, recompute="full")
+        return achieved / peak
+    if tokens is None or gpu_hours is None:
+        raise ValueError("give tokens and gpu_hours (or tflops_per_gpu)")
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    gpu_hours = check_number("gpu_hours", gpu_hours, allow_equal=False)
+    return tokens * per_token / (gpu_hours * 3600 * peak)
+
+
+@cache
+def _runs_frame():
+    import pandas as pd
+
+    return pd.read_csv(PUBLISHED_RUNS_CSV, keep_default_na=False, na_values=[""])
+
+
+def published_runs():
+    """The published runs of ``data/published_runs.csv`` (each with its source and date) and the MFU each
+    implies (:func:`implied_mfu`), as a DataFrame. ``calibration`` says whether a run sets the default range."""
+    import pandas as pd
+
+    df = _runs_frame().copy()
+    mfus = []
+    for r in df.itertuples():
+        if pd.notna(r.reported_tflops_per_gpu):
+            mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq), tflops_per_gpu=r.reported_tflops_per_gpu,
+                                    flops_convention=r.reported_flops_convention))
+        else:
+            mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq), tokens=r.tokens, gpu_hours=r.gpu_hours))
+    df["implied_mfu"] = mfus
+    df["calibration"] = df["calibration"] == "yes"
+    return df
+
+
+@dataclass(frozen=True)
+class TrainingTime:
+    """How long a run takes and what it costs, with the range its MFU range implies (:func:`training_time`).
+
+    ``days_low``/``gpu_hours_low``/``cost_usd_low`` go with ``mfu_high`` (the fast end) and the ``_high``
+    figures with ``mfu_low``. ``hfu`` is the hardware FLOPs utilisation the same run has with its
+    recomputation (equal to ``mfu`` without)."""
+
+    model: str
+    gpu: str
+    n_gpus: int
+    tokens: float
+    seq: int
+    mfu: float
+    mfu_low: float
+    mfu_high: float
+    hfu: float
+    flops_per_token: float
+    tokens_per_s_per_gpu: float
+    days: float
+    days_low: float
+    days_high: float
+    gpu_hours: float
+    gpu_hours_low: float
+    gpu_hours_high: float
+    price_usd_per_gpu_hour: float
+    cost_usd: float
+    cost_usd_low: float
+    cost_usd_high: float
+
+    @property
+    def total_flops(self) -> float:
+        """The run's model FLOPs: tokens x FLOPs per token."""
+        return self.tokens * self.flops_per_token
+
+    def to_frame(self):
+        """One row per bound (low / central / high) with MFU, tokens/s per GPU, days, GPU-hours and cost."""
+        import pandas as pd
+
+        rows = []
+        for label, mfu, days, hours, cost in (
+                ("fast end", self.mfu_high, self.days_low, self.gpu_hours_low, self.cost_usd_low),
+                ("central", self.mfu, self.days, self.gpu_hours, self.cost_usd),
+                ("slow end", self.mfu_low, self.days_high, self.gpu_hours_high, self.cost_usd_high)):
+            rows.append({"case": label, "mfu": mfu, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu * mfu / self.mfu,
+                         "days": days, "gpu_hours": hours, "cost_usd": cost})
+        return pd.DataFrame(rows).set_index("case")
+
+
+def training_time(model: Model | str, *, tokens: float, gpu, n_gpus: int | None = None, seq: int,
+                  parallel: Parallel | None = None, mfu: float | None = None,
+                  mfu_range: tuple[float, float] | None = None, price_usd_per_gpu_hour: float | None = None,
+                  recompute: str = "none", dtype: str = "bf16", causal: bool = False) -> TrainingTime:
+    """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
+    GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given).
+
+    ``mfu`` defaults to :data:`MFU_DEFAULT` with the range (:data:`MFU_LOW`, :data:`MFU_HIGH`); any other
+    ``mfu`` without ``mfu_range`` is taken as exact (a range of one point). The MFU is end to end: it already
+    includes communication, bubbles and restarts, so ``parallel`` only sets the GPU count here (the planner
+    derives a layout's MFU from its step time). ``price_usd_per_gpu_hour`` defaults to the catalogue's
+    on-demand price (its source and date are in ``data/gpus.csv``; prices move). ``recompute`` changes the HFU,
+    not the MFU (recomputation is work the model does not need). Taught in the "FLOPs, MFU and training time"
+    chapter."""
+    model = resolve_model(model)
+    g = get_gpu(gpu)
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    seq = check_int("seq", seq)
+    check_bool("causal", causal)
+    check_choice("recompute", recompute, RECOMPUTE)
+    if parallel is not None:
+        par = resolve_parallel(parallel, model)
+        if n_gpus is not None and check_int("n_gpus", n_gpus) != par.gpus:
+            raise ValueError(f"n_gpus={n_gpus} but parallel uses tp*pp*dp = {par.gpus} GPUs; give one of them")
+        n_gpus = par.gpus
+    elif n_gpus is None:
+        raise ValueError("give n_gpus (an integer >= 1) or parallel=Parallel(...)")
+    n_gpus = check_int("n_gpus", n_gpus)
+    mfu = MFU_DEFAULT if mfu is None else check_number("mfu", mfu, allow_equal=False, maximum=1.0)
+    if mfu_range is None:
+        low, high = (MFU_LOW, MFU_HIGH) if mfu == MFU_DEFAULT else (mfu, mfu)
+    else:
+        bounds = check_sequence("mfu_range", mfu_range, example="(0.3, 0.5)")
+        if len(bounds) != 2:
+            raise ValueError(f"mfu_range must be two numbers (low, high), e.g. (0.3, 0.5); got {mfu_range!r}")
+        low, high = bounds
+    low = check_number("mfu_range[0]", low, allow_equal=False, maximum=1.0)
+    high = check_number("mfu_range[1]", high, allow_equal=False, maximum=1.0)
+    if not low <= mfu <= high:
+        raise ValueError(f"mfu_range must contain mfu: got mfu={mfu:g} and mfu_range=({low:g}, {high:g})")
+    price = g.price_usd_per_gpu_hour if price_usd_per_gpu_hour is None else price_usd_per_gpu_hour
+    price = check_number("price_usd_per_gpu_hour", price)
+    peak = _peak_flops(g, dtype)
+    per_token = training_flops_per_token(model, seq=seq, causal=causal)
+    hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal)
+    hfu = mfu * hardware_per_token / per_token
+    if hfu > 1:
+        raise ValueError(f"mfu={mfu:g} with recompute={recompute!r} needs a hardware utilisation of {hfu:.2f} > 1")
+
+    def hours(m: float) -> float:                      # GPU-hours at MFU m: independent of the GPU count
+        return tokens * per_token / (peak * m) / 3600
+
+    h, h_low, h_high = hours(mfu), hours(high), hours(low)
+    return TrainingTime(model.name, g.name, n_gpus, tokens, seq, mfu, low, high, hfu, per_token,
+                        peak * mfu / per_token, h / n_gpus / 24, h_low / n_gpus / 24, h_high / n_gpus / 24,
+                        h, h_low, h_high, price, h * price, h_low * price, h_high * price)
+
+
+def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,
+                recompute: str = "full", mfu: float | None = None, prices: dict | None = None,
+                max_gpus: int = 65536):
+    """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
+    whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.layouts.min_gpus`, micro-batch
+    ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and dollars of
+    the run (:func:`training_time`), with the MFU range. ``prices`` maps a GPU name to a USD price per GPU-hour
+    (default: the catalogue's). A GPU type on which nothing fits within ``max_gpus`` gets a ``fits`` of False
+    and a ``why`` instead of numbers. Sorted by cost. Taught in the "Cost" chapter."""
+    import pandas as pd
+
+    from .catalog import list_gpus
+    from .layouts import min_gpus
+
+    model = resolve_model(model)
+    names = list_gpus() if gpus is None else check_sequence("gpus", gpus, example='["H100 SXM", "A100 80GB"]')
+    prices = {} if prices is None else dict(prices)
+    rows = []
+    for name in names:
+        g = get_gpu(name)
+        row = {"gpu": g.name, "price_usd_per_gpu_hour": prices.get(g.name, g.price_usd_per_gpu_hour)}
+        try:
+            plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus)
+        except ValueError as e:
+            rows.append({**row, "fits": False, "why": str(e)})
+            continue
+        t = training_time(model, tokens=tokens, gpu=g, n_gpus=plan.gpus, seq=seq, mfu=mfu,
+                          price_usd_per_gpu_hour=row["price_usd_per_gpu_hour"], recompute=recompute)
+        rows.append({**row, "fits": True, "why": "", "min_gpus": plan.gpus, "layout": _layout_label(plan.parallel),
+                     "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu, "days_on_min_gpus": t.days,
+                     "gpu_hours": t.gpu_hours, "gpu_hours_low": t.gpu_hours_low, "gpu_hours_high": t.gpu_hours_high,
+                     "cost_usd": t.cost_usd, "cost_usd_low": t.cost_usd_low, "cost_usd_high": t.cost_usd_high})
+    df = pd.DataFrame(rows)
+    return df.sort_values(["fits", "cost_usd"], ascending=[False, True], na_position="last").reset_index(drop=True)
+
+
+def _layout_label(par: Parallel) -> str:
+    """``"TP8 PP2 DP4 ZeRO-1"``: how tables name a layout."""
+    parts = [f"TP{par.tp}" + ("+SP" if par.sp else ""), f"PP{par.pp}", f"DP{par.dp}"]
+    if par.zero:
+        parts.append(f"ZeRO-{par.zero}")
+    if par.offload != "none":
+        parts.append(f"offload {par.offload}")
+    return " ".join(parts)

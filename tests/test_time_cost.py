@@ -1,0 +1,129 @@
+"""Training time and cost (llmsizing.time_cost), checked against the papers' own formulas and figures."""
+
+import statistics
+
+import pytest
+
+import llmsizing as L
+from llmsizing import time_cost as T
+from llmsizing.flops import training_flops_per_token
+
+
+def test_narayanan_eq3_matches_full_recompute_flops():
+    # Narayanan et al. 2021, Eq. 3: F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) FLOPs per iteration, which counts
+    # the forward, the backward and the forward re-run by full recomputation, ignoring biases and norms.
+    l, h, s, V = 96, 12288, 2048, 51200
+    per_token = 96 * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
+    ours = training_flops_per_token("gpt3-175b", seq=s, recompute="full")
+    # the library uses the unpadded vocab (50,257, not Megatron's padded 51,200) and counts biases: within 1%
+    assert ours == pytest.approx(per_token, rel=0.01)
+
+
+def test_llama2_7b_implied_mfu_by_hand():
+    # 2.0T tokens, 184,320 A100 GPU-hours (Llama 2 paper, Table 2); A100 dense BF16 peak 312 TFLOP/s
+    m = L.get_model("llama-2-7b")
+    matmul = m.n_params - 32000 * 4096                       # the input embedding is a lookup, not a matmul
+    attention = 4 * 4096 * 32 * 128 * 32                     # QK^T and attn@V: 4 s a d per layer, 32 layers
+    per_token = 3 * (2 * matmul + attention)
+    expected = 2.0e12 * per_token / (184320 * 3600 * 312e12)
+    got = T.implied_mfu("llama-2-7b", gpu="A100 80GB", seq=4096, tokens=2.0e12, gpu_hours=184320)
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert 0.40 < got < 0.50                                  # a plausible A100 MFU: the GPU-hours are real
+
+
+def test_llama3_table4_mfu_agrees_with_the_paper():
+    # Llama 3 Herd of Models, Table 4: 430 TFLOPs/GPU is reported as 43% MFU, 400 as 41% (H100 peak 989)
+    runs = T.published_runs().set_index("run")
+    assert runs.loc["Llama 3.1 405B, 8,192 GPUs (TP8 PP16 DP64)", "implied_mfu"] == pytest.approx(0.43, abs=0.006)
+    assert runs.loc["Llama 3.1 405B, 16,384 GPUs (TP8 PP16 DP128)", "implied_mfu"] == pytest.approx(0.41, abs=0.006)
+
+
+def test_hardware_flops_convert_to_model_flops():
+    # Narayanan et al. report 153 TFLOP/s as 49% of the A100's peak: that is HFU (recomputation counted);
+    # the MFU is lower by the re-run forward's share, 3 forward-equivalents of 4
+    hfu = 153 / 312
+    assert hfu == pytest.approx(0.49, abs=0.005)
+    mfu = T.implied_mfu("gpt3-175b", gpu="A100 80GB", seq=2048, tflops_per_gpu=153, flops_convention="full-recompute")
+    assert mfu == pytest.approx(hfu * 3 / 4, rel=0.02)       # not exactly 3/4: LM head and embedding not re-run
+
+
+def test_defaults_are_the_calibration_band():
+    runs = T.published_runs()
+    cal = runs[runs["calibration"]]
+    assert len(cal) >= 6
+    assert cal["implied_mfu"].between(T.MFU_LOW, T.MFU_HIGH).all()
+    assert round(statistics.median(cal["implied_mfu"]), 1) == T.MFU_DEFAULT
+    assert runs["source"].str.len().gt(20).all() and runs["as_of"].str.match(r"\d{4}-\d{2}-\d{2}$").all()
+
+
+def test_training_time_arithmetic():
+    # 1T tokens of Llama-3-70B on 1,024 H100s at 40% MFU
+    t = T.training_time("llama-3-70b", tokens=1e12, gpu="H100 SXM", n_gpus=1024, seq=8192)
+    per_token = training_flops_per_token("llama-3-70b", seq=8192)
+    assert t.tokens_per_s_per_gpu == pytest.approx(989.4e12 * 0.4 / per_token)   # datasheet: 989.4 dense BF16
+    assert t.tokens_per_s_per_gpu * 1024 * t.days * 86400 == pytest.approx(1e12)
+    assert t.gpu_hours == pytest.approx(t.days * 24 * 1024)
+    assert t.cost_usd == pytest.approx(t.gpu_hours * L.get_gpu("H100 SXM").price_usd_per_gpu_hour)
+    assert t.days_low < t.days < t.days_high and t.cost_usd_low < t.cost_usd < t.cost_usd_high
+    assert t.days_high / t.days == pytest.approx(0.4 / 0.3)
+    # more GPUs: less time, the same GPU-hours and cost (at a fixed MFU)
+    t2 = T.training_time("llama-3-70b", tokens=1e12, gpu="H100 SXM", n_gpus=2048, seq=8192)
+    assert t2.days == pytest.approx(t.days / 2) and t2.gpu_hours == pytest.approx(t.gpu_hours)
+    assert list(t.to_frame().index) == ["fast end", "central", "slow end"]
+
+
+def test_recompute_raises_hfu_not_mfu():
+    kw = dict(tokens=1e9, gpu="H100 SXM", n_gpus=8, seq=4096)
+    none = T.training_time("llama-3-8b", **kw)
+    full = T.training_time("llama-3-8b", recompute="full", **kw)
+    assert full.days == none.days and full.mfu == none.mfu
+    assert full.hfu > none.hfu == none.mfu
+
+
+def test_given_mfu_is_exact_unless_a_range_is_given():
+    t = T.training_time("llama-3-8b", tokens=1e9, gpu="H100 SXM", n_gpus=8, seq=4096, mfu=0.3)
+    assert t.days_low == t.days == t.days_high
+    t = T.training_time("llama-3-8b", tokens=1e9, gpu="H100 SXM", n_gpus=8, seq=4096, mfu=0.3,
+                        mfu_range=(0.2, 0.35))
+    assert t.days_low < t.days < t.days_high
+
+
+def test_parallel_sets_the_gpu_count():
+    par = L.Parallel(tp=8, pp=2, dp=4, zero=1)
+    t = T.training_time("llama-3-70b", tokens=1e9, gpu="H100 SXM", seq=4096, parallel=par)
+    assert t.n_gpus == 64
+
+
+@pytest.mark.parametrize("kw, exc, msg", [
+    (dict(tokens=0), ValueError, "tokens"),
+    (dict(tokens=-1e9), ValueError, "tokens"),
+    (dict(n_gpus=0), ValueError, "n_gpus"),
+    (dict(n_gpus=None), ValueError, "n_gpus"),
+    (dict(mfu=1.5), ValueError, "mfu"),
+    (dict(mfu=0), ValueError, "mfu"),
+    (dict(mfu="0.4"), TypeError, "mfu"),
+    (dict(mfu=0.4, mfu_range=(0.5, 0.6)), ValueError, "mfu_range"),
+    (dict(mfu_range=(0.3,)), ValueError, "mfu_range"),
+    (dict(price_usd_per_gpu_hour=-1), ValueError, "price_usd_per_gpu_hour"),
+    (dict(gpu="H1000"), ValueError, "GPU"),
+    (dict(dtype="fp8", gpu="A100 80GB"), ValueError, "FP8"),
+    (dict(mfu=0.9, recompute="full"), ValueError, "hardware utilisation"),
+    (dict(parallel=L.Parallel(dp=4), n_gpus=8), ValueError, "n_gpus"),
+])
+def test_bad_input_is_named(kw, exc, msg):
+    base = dict(tokens=1e9, gpu="H100 SXM", n_gpus=8, seq=4096)
+    with pytest.raises(exc, match=msg):
+        T.training_time("llama-3-8b", **{**base, **kw})
+
+
+def test_widget_reports_the_library():
+    from llmsizing.widgets import training_time_widget
+
+    board = training_time_widget()
+    board.controls["n_gpus"].value = 64
+    board.controls["mfu"].value = 0.3
+    t = T.training_time("llama-3-70b", tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=8192, mfu=0.3)
+    assert f"{t.days:,.1f} days" in board.summary.value and not board.error.value
+    board.controls["gpu"].value = "A10"
+    board.controls["tokens"].value = 1e9
+    assert "A10" in board.summary.value
