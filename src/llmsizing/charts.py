@@ -779,9 +779,9 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     import numpy as np
 
     from .catalog import get_gpu, resolve_model
-    from .comm import communication, step_compute_time_s
+    from .layouts import step_time
     from .memory import training_memory
-    from .parallel import Parallel, pipeline_bubble
+    from .parallel import Parallel
     from .units import fmt_bytes, fmt_gib
 
     m = resolve_model(model)
@@ -789,11 +789,11 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=sp, virtual_stages=virtual_stages, offload=offload)
     kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, parallel=par)
     tm = training_memory(m, **kw)
-    comm = communication(m, par, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node, grad_accum=grad_accum,
-                         recompute=recompute)
-    compute = step_compute_time_s(m, par, batch=batch, seq=seq, gpu=g, grad_accum=grad_accum, recompute=recompute,
-                                  mfu=mfu)
-    bubble = pipeline_bubble(par.pp, grad_accum, par.virtual_stages)
+    st = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum, mfu=mfu, recompute=recompute,
+                   gpus_per_node=gpus_per_node)
+    fully_hidden = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum, mfu=mfu, recompute=recompute,
+                             gpus_per_node=gpus_per_node, overlap=1.0)
+    comm, compute, bubble = st.communication, st.compute_s, st.bubble
     rows = list(tm.stages)
 
     fig = Figure(figsize=(8.2, 3.4), dpi=DPI)
@@ -820,9 +820,7 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
                  + (" SP" if par.sp else "") + (f" v={par.virtual_stages}" if par.virtual_stages > 1 else "")
                  + (f" offload={par.offload}" if par.offload != "none" else ""), fontsize=8.5, loc="left")
 
-    by_group = comm.by_group()
-    parts = {"compute": compute, "pipeline bubble": compute * bubble, **{k: by_group.get(k, 0.0)
-                                                                          for k in ("dp", "tp", "pp")}}
+    parts = st.parts()
     names = list(parts)
     ax_t.barh(np.arange(len(names)), [parts[k] for k in names], color=[EXPLORER_TIME_COLORS[k] for k in names])
     ax_t.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
@@ -832,9 +830,7 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     ax_t.set_title(f"step time at MFU {mfu:.0%} on {g.name}", fontsize=8.5, loc="left")
 
     fits = tm.total_bytes <= g.memory_bytes
-    comm_s = comm.time_s
-    busy = compute * (1 + bubble)
-    tokens = batch * seq * grad_accum * par.dp
+    comm_s = st.comm_s
     lines = [f"{m.name} on {par.gpus} x {g.name} (tp={par.tp}, pp={par.pp}, dp={par.dp}, ZeRO-{par.zero}"
              f"{', SP' if par.sp else ''}{f', {par.virtual_stages} virtual stages' if par.virtual_stages > 1 else ''}"
              f"{f', offload={par.offload}' if par.offload != 'none' else ''}), micro-batch {batch} x {seq:,} tokens,"
@@ -849,10 +845,10 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     for c in comm.collectives:
         lines.append(f"  {c.collective:<46s} {c.calls:>5d} x {fmt_bytes(c.message_bytes):>10s} over {c.link:<10s}"
                      f" {c.time_s * 1e3:>9.1f} ms")
-    lines += [f"  compute {compute:.3f} s + bubble {compute * bubble:.3f} s ({bubble:.0%} of compute) at MFU {mfu:.0%};"
+    lines += [f"  compute {compute:.3f} s + bubble {st.bubble_s:.3f} s ({bubble:.0%} of compute) at MFU {mfu:.0%};"
               f" communication {comm_s:.3f} s",
-              f"  step time between {max(busy, comm_s):.3f} s (communication fully hidden) and {busy + comm_s:.3f} s"
-              f" (none hidden): {tokens / (busy + comm_s):,.0f} to {tokens / max(busy, comm_s):,.0f} tokens/s"]
+              f"  step time between {fully_hidden.step_s:.3f} s (communication fully hidden) and {st.step_s:.3f} s"
+              f" (none hidden): {st.tokens_per_s:,.0f} to {fully_hidden.tokens_per_s:,.0f} tokens/s"]
     return FixedView(fig, "\n".join(lines))
 
 
@@ -1039,4 +1035,48 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     if chosen.bytes_read > capacity:
         lines.append(f"  (weights + KV cache, {chosen.bytes_read / GiB:,.1f} GiB, exceed one {chosen.gpu}: "
                      "see chapter 3)")
+
+
+# =========================================================================== chapter 8: the pipeline bubble
+def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stages: int = 2,
+                           max_microbatches: int = 64) -> View:
+    """The pipeline bubble of 1F1B (:func:`~llmsizing.parallel.pipeline_bubble`, ``(p - 1) / m``) against the
+    micro-batches per step ``m``, one line per ``pps``, plus the interleaved schedule with ``virtual_stages``
+    chunks for ``interleaved_pp`` stages (``(p - 1) / (v m)``). Drawn as the share of the step spent idle,
+    ``b / (1 + b)``. Chapter 8."""
+    import numpy as np
+
+    from ._validate import check_int
+    from .parallel import pipeline_bubble
+
+    pps = [check_int("pps", p) for p in pps]
+    if not pps:
+        raise ValueError("pps must name at least one pipeline depth, e.g. (2, 4, 8)")
+    p_i = check_int("interleaved_pp", interleaved_pp)
+    v = check_int("virtual_stages", virtual_stages, maximum=64)
+    top = check_int("max_microbatches", max_microbatches, minimum=2, maximum=4096)
+    ms = np.unique(np.geomspace(1, top, 60).round().astype(int))
+    fig, ax = new_figure(7.0, 3.4)
+    colors = ["#4C72B0", "#DD8452", "#55A868", "#8172B3", "#C44E52", "#937860"]
+    lines = [f"share of a step the pipeline sits idle, bubble/(1 + bubble), bubble = (p-1)/(v m):"]
+    marks = [m for m in (4, 8, 16, 32) if m <= top]
+    for i, p in enumerate(pps):
+        b = np.array([pipeline_bubble(p, int(m)) for m in ms])
+        ax.plot(ms, 100 * b / (1 + b), color=colors[i % len(colors)], lw=1.8, label=f"1F1B, p = {p}")
+        lines.append(f"  1F1B p={p:<3d} " + ", ".join(
+            f"m={m}: {pipeline_bubble(p, m) / (1 + pipeline_bubble(p, m)):.0%}" for m in marks))
+    b = np.array([pipeline_bubble(p_i, int(m), v) for m in ms])
+    ax.plot(ms, 100 * b / (1 + b), color="0.2", lw=1.6, ls="--", label=f"interleaved, p = {p_i}, v = {v}")
+    lines.append(f"  interleaved p={p_i}, v={v}: " + ", ".join(
+        f"m={m}: {pipeline_bubble(p_i, m, v) / (1 + pipeline_bubble(p_i, m, v)):.0%}" for m in marks))
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(1, top)
+    ticks = [2**k for k in range(int(np.log2(top)) + 1)]
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("micro-batches per step (m)")
+    ax.set_ylabel("% of the step idle (bubble)")
+    ax.grid(alpha=0.3, lw=0.5)
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title("Pipeline bubble: (p - 1)/m idle slots per m micro-batches of work", fontsize=9, loc="left")
     return View(fig, "\n".join(lines))

@@ -89,14 +89,13 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     ``offload=True`` also ZeRO-Offload's layouts. For each, :func:`~llmsizing.memory.training_memory` is
     linear in ``1 / dp`` (ZeRO divides the sharded states by ``dp``; nothing else depends on it), so the
     smallest ``dp`` is solved for from two evaluations and then checked. Among the layouts with the fewest
-    GPUs, the one with the shortest pessimistic step (:attr:`Plan.step_s`, from
-    :func:`~llmsizing.comm.communication` and :func:`~llmsizing.comm.step_compute_time_s`) wins; ties go to
+    GPUs, the one with the shortest pessimistic step (:attr:`Plan.step_s`, from :func:`step_time` with no
+    overlap) wins; ties go to
     the simpler layout (smaller ``tp``, ``pp``, ZeRO stage).
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
     """
-    from .comm import communication, step_compute_time_s
     from .memory import training_memory
 
     model = resolve_model(model)
@@ -143,13 +142,103 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     for c in candidates:
         if c.gpus != fewest:
             continue
-        comm = communication(model, c, batch=batch, seq=seq, gpu=g, gpus_per_node=per_node,
-                             inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m,
-                             recompute=recompute).time_s
-        compute = step_compute_time_s(model, c, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
-                                      mfu=mfu)
-        bubble = pipeline_bubble(c.pp, m, c.virtual_stages)
-        plans.append(Plan(c, training_memory(model, parallel=c, **kw).total_bytes, float(g.memory_bytes), comm,
-                          compute, bubble))
+        st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, mfu=mfu, recompute=recompute,
+                       precision=precision, gpus_per_node=per_node, inter_node_gbps=inter_node_gbps)
+        plans.append(Plan(c, training_memory(model, parallel=c, **kw).total_bytes, float(g.memory_bytes),
+                          st.comm_s, st.compute_s, st.bubble))
     return min(plans, key=lambda p: (round(p.step_s, 9), p.parallel.tp, p.parallel.pp, p.parallel.zero,
                                      p.parallel.offload != "none"))
+
+
+# =========================================================================== where a step's time goes
+@dataclass(frozen=True)
+class StepTime:
+    """One training step's time on the most loaded GPU, split into its parts (:func:`step_time`).
+
+    ``compute_s`` is the step's arithmetic at the assumed MFU, ``bubble`` the pipeline bubble as a fraction of
+    it, ``communication`` every collective of the step (:class:`~llmsizing.comm.Communication`), ``overlap``
+    the share of the communication that runs hidden behind compute, and ``tokens`` the tokens the whole run
+    processes per step (micro-batch x sequence x micro-batches x ``dp``)."""
+
+    compute_s: float
+    bubble: float
+    communication: object
+    overlap: float
+    tokens: int
+
+    @property
+    def bubble_s(self) -> float:
+        """Idle pipeline time: ``bubble x compute_s``."""
+        return self.bubble * self.compute_s
+
+    @property
+    def busy_s(self) -> float:
+        """Compute plus bubble: the time the GPU is occupied by the pipeline schedule."""
+        return self.compute_s + self.bubble_s
+
+    @property
+    def comm_by_group_s(self) -> dict[str, float]:
+        """Communication seconds by parallel group (``"dp"``, ``"tp"``, ``"pp"``; 0 for an absent group)."""
+        by = self.communication.by_group()
+        return {k: by.get(k, 0.0) for k in ("dp", "tp", "pp")}
+
+    @property
+    def comm_s(self) -> float:
+        """All communication, none of it hidden."""
+        return self.communication.time_s
+
+    @property
+    def exposed_comm_s(self) -> float:
+        """The communication the step waits for: ``(1 - overlap) x comm_s``, but never less than what the
+        busy time cannot hide (``comm_s - busy_s``)."""
+        return max((1.0 - self.overlap) * self.comm_s, self.comm_s - self.busy_s)
+
+    @property
+    def step_s(self) -> float:
+        """Compute + bubble + exposed communication."""
+        return self.busy_s + self.exposed_comm_s
+
+    @property
+    def efficiency(self) -> float:
+        """``compute_s / step_s``: the share of the step spent on the model's arithmetic, i.e. the speed-up
+        over one GPU at the same MFU divided by the GPU count (what articles call "parallel efficiency")."""
+        return self.compute_s / self.step_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.step_s
+
+    def parts(self) -> dict[str, float]:
+        """Seconds per step by part, in drawing order: ``compute``, ``pipeline bubble``, then each group's
+        communication in full (before overlap)."""
+        return {"compute": self.compute_s, "pipeline bubble": self.bubble_s, **self.comm_by_group_s}
+
+
+def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batch: int, seq: int,
+              grad_accum: int = 1, mfu: float = 0.4, overlap: float = 0.0, recompute: str = "none",
+              precision: str = "bf16-mixed", gpus_per_node: int = 8,
+              inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU, dtype: str = "bf16") -> StepTime:
+    """Where one training step's time goes on the most loaded GPU: compute
+    (:func:`~llmsizing.comm.step_compute_time_s` at model FLOPs utilisation ``mfu``), the pipeline bubble
+    (:func:`~llmsizing.parallel.pipeline_bubble` x compute: Narayanan et al. 2021, Sec. 2.2) and each parallel
+    group's communication (:func:`~llmsizing.comm.communication`), of which a share ``overlap`` (0 to 1) is
+    hidden behind the compute, as far as the compute lasts.
+
+    ``overlap=0`` is the pessimistic step (the sum of everything, as :attr:`Plan.step_s`); ``overlap=1`` the
+    optimistic one, ``max(compute + bubble, communication)`` (the roofline-style lower bound of the scaling
+    book's "where does the time go"). ``batch`` is the micro-batch, ``grad_accum`` the micro-batches per step
+    (a pipeline's micro-batches). Taught in chapter 8; the parallelism explorer draws it.
+    """
+    from .comm import communication, step_compute_time_s
+
+    model = resolve_model(model)
+    g = get_gpu(gpu)
+    batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
+    overlap = check_number("overlap", overlap, maximum=1.0)
+    comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
+                         inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m, recompute=recompute)
+    par = comm.parallel
+    compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
+                                  mfu=mfu, dtype=dtype)
+    bubble = pipeline_bubble(par.pp, m, par.virtual_stages)
+    return StepTime(compute, bubble, comm, overlap, batch * seq * m * par.dp)

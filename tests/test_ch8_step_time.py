@@ -1,0 +1,192 @@
+"""Chapter 8 by hand: the pipeline bubble, tensor- and sequence-parallel traffic, pipeline sends, and the step
+time split of :func:`llmsizing.layouts.step_time`. Every expected value is written out from the papers'
+formulas (Shoeybi et al. 2019; Korthikanti et al. 2022; Narayanan et al. 2021) and the datasheet figures, not
+copied from the library's output."""
+
+from __future__ import annotations
+
+import pytest
+
+import llmsizing as L
+from llmsizing import Parallel, communication, pipeline_bubble
+from llmsizing.charts import render_parallel_explorer, render_pipeline_bubble
+from llmsizing.layouts import StepTime, step_time
+
+H100 = "H100 SXM"
+NVLINK_ONE_WAY = 900e9 / 2        # NVLink 4: 900 GB/s bidirectional per GPU -> 450 GB/s each way
+NETWORK = 50e9                    # 400 Gb/s NDR per GPU = 50 GB/s each way
+
+
+# ----------------------------------------------------------------------------- the bubble
+def test_bubble_plain_1f1b_by_hand():
+    # (p - 1) idle slots at each end of a flush, against m slots of work (Narayanan et al. 2021, Sec. 2.2)
+    assert pipeline_bubble(4, 8) == pytest.approx(3 / 8)
+    assert pipeline_bubble(8, 32) == pytest.approx(7 / 32)
+    assert pipeline_bubble(2, 1) == pytest.approx(1.0)
+    assert pipeline_bubble(1, 7) == 0.0
+
+
+def test_bubble_interleaved_by_hand():
+    # v chunks per stage shrink each idle slot v-fold: (p - 1) / (v m)
+    assert pipeline_bubble(8, 16, 2) == pytest.approx(7 / 32)
+    assert pipeline_bubble(4, 8, 4) == pytest.approx(3 / 32)
+    # interleaving by v is worth exactly as much as v times the micro-batches
+    assert pipeline_bubble(8, 8, 4) == pytest.approx(pipeline_bubble(8, 32))
+
+
+def test_bubble_chart_reports_the_idle_share():
+    text = render_pipeline_bubble().summary
+    # p = 4, m = 8: bubble 3/8, idle share (3/8)/(11/8) = 3/11 = 27%
+    assert "m=8: 27%" in text.splitlines()[2]
+    # p = 8, v = 2, m = 16: bubble 7/32, share 7/39 = 18%
+    assert "m=16: 18%" in text.splitlines()[4]
+    with pytest.raises(ValueError, match="pps"):
+        render_pipeline_bubble(pps=())
+    with pytest.raises(ValueError, match="max_microbatches"):
+        render_pipeline_bubble(max_microbatches=1)
+
+
+# ----------------------------------------------------------------------------- TP / SP / PP traffic
+def _group(comm, name):
+    return [c for c in comm.collectives if c.collective == name]
+
+
+def test_tp_all_reduce_bytes_per_layer_by_hand():
+    # Llama-3-70B, t = 8, b = 1, s = 4096, h = 8192, bf16 activations: each all-reduce is a b s h x 2-byte buffer;
+    # a ring all-reduce sends 2 (t-1)/t of it; 2 all-reduces per layer forward (after attention, after the MLP)
+    # and 2 backward (Shoeybi et al. 2019, Fig. 4)
+    t, b, s, h, layers = 8, 1, 4096, 8192, 80
+    per_layer_fwd = 2 * (2 * (t - 1) / t) * b * s * h * 2
+    comm = communication("llama-3-70b", Parallel(tp=t), batch=b, seq=s, gpu=H100)
+    fwd, = _group(comm, "TP all-reduce (forward)")
+    bwd, = _group(comm, "TP all-reduce (backward)")
+    assert fwd.message_bytes == b * s * h * 2
+    assert fwd.bytes_per_gpu == pytest.approx(layers * per_layer_fwd)
+    assert bwd.bytes_per_gpu == pytest.approx(layers * per_layer_fwd)
+    # inside one 8-GPU node: NVLink one way
+    assert fwd.time_s == pytest.approx(layers * per_layer_fwd / NVLINK_ONE_WAY)
+
+
+def test_tp_across_nodes_is_nine_times_slower_on_h100():
+    # the same t = 8 group split over two 4-GPU nodes rides the 50 GB/s network instead of 450 GB/s NVLink
+    kw = dict(batch=1, seq=4096, gpu=H100)
+    inside = communication("llama-3-70b", Parallel(tp=8), **kw).by_group()["tp"]
+    across = communication("llama-3-70b", Parallel(tp=8), gpus_per_node=4, **kw).by_group()["tp"]
+    assert across / inside == pytest.approx(450 / 50)
+
+
+def test_sp_moves_the_same_forward_bytes_as_tp():
+    # all-reduce = reduce-scatter + all-gather: 2 (t-1)/t S = (t-1)/t S + (t-1)/t S (Korthikanti et al. 2022)
+    kw = dict(batch=2, seq=2048, gpu=H100)
+    tp = communication("llama-3-8b", Parallel(tp=4), **kw)
+    sp = communication("llama-3-8b", Parallel(tp=4, sp=True), **kw)
+    tp_fwd = _group(tp, "TP all-reduce (forward)")[0].bytes_per_gpu
+    sp_fwd = (_group(sp, "SP all-gather (forward)")[0].bytes_per_gpu
+              + _group(sp, "SP reduce-scatter (forward)")[0].bytes_per_gpu)
+    assert sp_fwd == pytest.approx(tp_fwd)
+    t, b, s, h, layers = 4, 2, 2048, 4096, 32
+    assert tp_fwd == pytest.approx(layers * 2 * 2 * (t - 1) / t * b * s * h * 2)
+
+
+def test_pp_sends_one_activation_and_one_gradient_per_microbatch():
+    # middle stage: per micro-batch one b s h bf16 activation out and one gradient back; v times interleaved
+    b, s, h, m = 1, 4096, 8192, 16
+    for v in (1, 2):
+        comm = communication("llama-3-70b", Parallel(pp=4, virtual_stages=v), batch=b, seq=s, gpu=H100,
+                             grad_accum=m)
+        pp, = _group(comm, "PP send/recv (activations and their gradients)")
+        assert pp.bytes_per_gpu == pytest.approx(2 * m * v * b * s * h * 2)
+
+
+# ----------------------------------------------------------------------------- step_time
+def _flops_per_token(name, seq):
+    m = L.get_model(name)
+    matmul = m.n_params - m.vocab * m.hidden          # untied: the embedding lookup is no matmul
+    attention = 4 * seq * m.heads * m.head_dim * m.layers
+    return 3 * (2 * matmul + attention)
+
+
+def test_step_time_compute_and_bubble_by_hand():
+    b, s, m = 1, 4096, 16
+    par = Parallel(tp=8, pp=4, dp=2, sp=True)
+    st = step_time("llama-3-70b", H100, par, batch=b, seq=s, grad_accum=m, mfu=0.4)
+    # the step's FLOPs over the tp x pp GPUs that share one replica, at 40% of 989.4 TFLOP/s
+    expected = _flops_per_token("llama-3-70b", s) * b * s * m / (8 * 4) / (989.4e12 * 0.4)
+    assert st.compute_s == pytest.approx(expected)
+    assert st.bubble == pytest.approx(3 / 16)
+    assert st.bubble_s == pytest.approx(3 / 16 * expected)
+    assert st.tokens == b * s * m * 2
+
+
+def test_step_time_parts_add_up():
+    par = Parallel(tp=4, pp=2, dp=4, zero=1, sp=True)
+    st = step_time("llama-3-8b", H100, par, batch=1, seq=4096, grad_accum=8)
+    parts = st.parts()
+    assert list(parts) == ["compute", "pipeline bubble", "dp", "tp", "pp"]
+    assert all(v > 0 for v in parts.values())
+    assert sum(parts.values()) == pytest.approx(st.step_s)             # overlap 0: everything adds
+    assert parts["dp"] + parts["tp"] + parts["pp"] == pytest.approx(st.comm_s)
+    assert st.efficiency == pytest.approx(parts["compute"] / sum(parts.values()))
+
+
+def test_overlap_hides_communication_only_as_far_as_compute_lasts():
+    par = Parallel(tp=8, dp=4, zero=1, sp=True)
+    kw = dict(batch=1, seq=4096, grad_accum=4)
+    none = step_time("llama-3-70b", H100, par, **kw)
+    half = step_time("llama-3-70b", H100, par, overlap=0.5, **kw)
+    full = step_time("llama-3-70b", H100, par, overlap=1.0, **kw)
+    busy, comm = none.busy_s, none.comm_s
+    assert half.step_s == pytest.approx(busy + max(0.5 * comm, comm - busy))
+    assert full.step_s == pytest.approx(max(busy, comm))
+    assert none.step_s >= half.step_s >= full.step_s
+    # communication longer than compute: even full overlap leaves the difference exposed
+    slow = step_time("llama-3-70b", H100, Parallel(dp=64, zero=3), batch=1, seq=512, overlap=1.0)
+    assert slow.comm_s > slow.busy_s
+    assert slow.step_s == pytest.approx(slow.comm_s)
+
+
+def test_explorer_draws_step_time():
+    # one source of truth: the explorer's summary prints step_time's bounds
+    kw = dict(tp=2, pp=2, dp=2, zero=1, sp=True, batch=1, seq=2048, grad_accum=8, recompute="selective")
+    text = render_parallel_explorer(**kw).summary
+    par = Parallel(tp=2, pp=2, dp=2, zero=1, sp=True)
+    st = step_time("llama-3-8b", H100, par, batch=1, seq=2048, grad_accum=8, recompute="selective")
+    hidden = step_time("llama-3-8b", H100, par, batch=1, seq=2048, grad_accum=8, recompute="selective", overlap=1)
+    assert f"step time between {hidden.step_s:.3f} s" in text
+    assert f"and {st.step_s:.3f} s (none hidden)" in text
+
+
+def test_step_time_refuses_bad_input():
+    kw = dict(batch=1, seq=1024)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="overlap"):
+            step_time("llama-3-8b", H100, None, overlap=bad, **kw)
+    with pytest.raises(TypeError, match="overlap"):
+        step_time("llama-3-8b", H100, None, overlap="0.5", **kw)
+    with pytest.raises(ValueError, match="mfu"):
+        step_time("llama-3-8b", H100, None, mfu=0, **kw)
+    with pytest.raises(ValueError, match="grad_accum"):
+        step_time("llama-3-8b", H100, None, grad_accum=0, **kw)
+    with pytest.raises(TypeError, match="parallel"):
+        step_time("llama-3-8b", H100, "tp=2", **kw)
+    assert isinstance(step_time("gpt2", "A10", None, **kw), StepTime)
+
+
+def test_numpy_scalars_give_the_same_step():
+    # widgets and np.arange sweeps hand over NumPy scalars: same result as Python numbers
+    import numpy as np
+
+    kw = dict(batch=1, seq=2048, grad_accum=4, mfu=0.4, overlap=0.5)
+    par = Parallel(tp=2, pp=2, dp=2, zero=1, sp=True)
+    py = step_time("llama-3-8b", H100, par, **kw)
+    npk = {k: (np.int64(v) if isinstance(v, int) else np.float64(v)) for k, v in kw.items()}
+    nps = step_time("llama-3-8b", H100, par, **npk)
+    assert nps.step_s == py.step_s and nps.parts() == py.parts() and nps.tokens == py.tokens
+    assert type(nps.tokens) is int
+
+
+@pytest.mark.parametrize("p", [2, 4, 8, 16])
+def test_bubble_share_in_unit_interval_and_falls_with_microbatches(p):
+    shares = [pipeline_bubble(p, m) / (1 + pipeline_bubble(p, m)) for m in (1, 2, 4, 8, 16, 64)]
+    assert all(0 <= x < 1 for x in shares)
+    assert shares == sorted(shares, reverse=True)
