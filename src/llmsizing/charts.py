@@ -942,7 +942,7 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     busy_fraction(1.0, 0.0, overlap)                                  # validates overlap before any work
     fig = Figure(figsize=(8.4, 3.1), dpi=DPI)
     axes = fig.subplots(1, len(DP_SCALING_LINKS), sharey=True)
-    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.27, top=0.86, wspace=0.08)
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.25, top=0.8, wspace=0.08)
     lines = [f"{m.name} on {g.name} at MFU {mfu:.0%}, global batch {gb} x {seq:,} tokens, micro-batch {b}, "
              f"overlap {overlap:.0%}: busy fraction by dp"]
     for ax, (label, gbps, inside) in zip(axes, DP_SCALING_LINKS):
@@ -970,5 +970,5 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     axes[0].set_ylabel("busy fraction (compute / step)", fontsize=8)
     axes[0].legend(fontsize=7, frameon=False, loc="lower left")
     fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, MFU {mfu:.0%}, "
-                 f"overlap {overlap:.0%}", fontsize=9, x=0.07, ha="left")
+                 f"overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
     return FixedView(fig, "\n".join(lines))
