@@ -167,9 +167,17 @@ SPECS = {
                               host_link_gbps=nums(1, 1e3), host_memory_gbps=nums(1, 1e3))),
     "render_zero_stages": Spec(render_zero_stages, dict(model=models(), dp=Arg(st.integers(1, 1024), st.sampled_from(
         [0, 2.5, "8"])), precision=names(RECIPES), gpu=gpus())),
+    "gpu_with_link": Spec(lambda gpu, one_way_gbps: gpu_with_link(gpu, "PCIe", one_way_gbps),
+                          dict(gpu=gpus(), one_way_gbps=nums(1, 1e4))),
+    "render_dp_scaling": Spec(render_dp_scaling,
+                              dict(model=models(), gpu=gpus(), global_batch=Arg(st.sampled_from([8, 64, 512]),
+                                                                                 st.sampled_from([0, 8.0, "8"])),
+                                   seq=Arg(st.integers(1, 8192), st.sampled_from([0, None])),
+                                   overlap=FRACTION, max_dp=Arg(st.sampled_from([2, 16, 64]), st.sampled_from([0, -2])))),
 }
+FEW = {"render_dp_scaling": 4, "render_zero_stages": 6}
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_fuzz_ch7(name):
-    _run(name, SPECS[name], 15)
+    _run(name, SPECS[name], FEW.get(name, 15))

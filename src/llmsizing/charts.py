@@ -939,6 +939,9 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     if b > gb:
         raise ValueError(f"batch={b} must be <= global_batch={gb}: the micro-batch is part of the global batch")
     dps = [d for d in (2 ** k for k in range(1, 17)) if d <= top and gb % (d * b) == 0]
+    if not dps:
+        raise ValueError(f"max_dp={top} and global_batch={gb}: no power-of-two dp >= 2 up to max_dp divides the "
+                         f"global batch into micro-batches of {b}")
     busy_fraction(1.0, 0.0, overlap)                                  # validates overlap before any work
     fig = Figure(figsize=(8.4, 3.1), dpi=DPI)
     axes = fig.subplots(1, len(DP_SCALING_LINKS), sharey=True)

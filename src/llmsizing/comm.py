@@ -291,7 +291,7 @@ HOST_LINK_GBPS = 32.0
 
 #: How fast the host's CPU Adam streams one GPU's optimizer partition, decimal GB/s of memory traffic. An
 #: *estimate, good to within 2x*: a two-socket server has ~300-600 GB/s of DRAM bandwidth in theory, shared by
-#: the eight GPUs' optimizer processes, and DeepSpeed's vectorised CPU-Adam (Ren et al. 2021, Sec. 5.1) runs at
+#: the eight GPUs' optimizer processes, and DeepSpeed's vectorised CPU-Adam (Ren et al. 2021) runs at
 #: a fraction of it. Measure it on your own host (DeepSpeed's ``DeepSpeedCPUAdam`` on a large tensor).
 HOST_MEMORY_GBPS = 40.0
 
@@ -339,7 +339,8 @@ def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
     micro-batch's forward and backward fetch the partition instead). ``host_link_gbps`` is one way
     (:data:`HOST_LINK_GBPS`), ``host_memory_gbps`` an estimate (:data:`HOST_MEMORY_GBPS`). DeepSpeed overlaps
     the gradient copies with the backward and, with its "delayed parameter update", the CPU step with the next
-    step's compute (Ren et al. 2021, Sec. 4.2 and 5.2); :attr:`OffloadTime.total_s` is the cost without that.
+    step's compute (Ren et al. 2021, "one-step delayed parameter update"); :attr:`OffloadTime.total_s` is the
+    cost without that.
     Taught in chapter 7."""
     from .memory import stage_params
 
