@@ -1080,3 +1080,124 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
     ax.legend(fontsize=8, frameon=False)
     ax.set_title("Pipeline bubble: (p - 1)/m idle slots per m micro-batches of work", fontsize=9, loc="left")
     return View(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 7: data parallelism, ZeRO
+def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-mixed", optimizer: str = "adamw",
+                       gpu: str = "H100 SXM") -> View:
+    """Model states on each GPU for ZeRO stages 0 (DDP), 1, 2 and 3 (FSDP full-shard) over ``dp`` GPUs: weights,
+    gradients and optimizer bytes (master copy included), all from :func:`~llmsizing.memory.model_states`,
+    against ``gpu``'s memory. ``model`` may also be a bare parameter count (an int, as in the ZeRO paper's
+    7.5B example; :func:`~llmsizing.memory.model_states_for_params`). Chapter 7."""
+    import numpy as np
+
+    from ._validate import check_int
+    from .catalog import get_gpu, resolve_model
+    from .memory import model_states, model_states_for_params
+    from .parallel import Parallel
+    from .units import GB, fmt_count
+
+    dp = check_int("dp", dp, maximum=1 << 20)
+    g = get_gpu(gpu)
+    if isinstance(model, (int, np.integer)) and not isinstance(model, (bool, np.bool_)):
+        n = check_int("model", model)
+        name = f"{fmt_count(n)} parameters"
+        states = [model_states_for_params(n, precision=precision, optimizer=optimizer,
+                                          parallel=Parallel(dp=dp, zero=z)) for z in range(4)]
+    else:
+        m = resolve_model(model)
+        name = f"{m.name} ({fmt_count(m.n_params)} params)"
+        states = [model_states(m, precision=precision, optimizer=optimizer, parallel=Parallel(dp=dp, zero=z))
+                  for z in range(4)]
+    labels = ["ZeRO-0\n(DDP)", "ZeRO-1\n(optimizer)", "ZeRO-2\n(+ gradients)", "ZeRO-3 / FSDP\n(+ weights)"]
+    stacks = {"weights": [s.weights_bytes for s in states], "gradients": [s.gradients_bytes for s in states],
+              "optimizer": [s.optimizer_bytes for s in states]}
+    fig, ax = _fixed_figure(7.2, 3.3, left=0.1, right=0.8, bottom=0.2, top=0.88)
+    _fast_stacked_columns(ax, labels, stacks)
+    ax.tick_params(axis="x", labelsize=8)
+    capacity_line(ax, g.memory_gib, g.name)
+    tops = [s.total_bytes / GiB for s in states]
+    ax.set_ylim(0, 1.12 * max(max(tops), g.memory_gib))
+    for i, t in enumerate(tops):
+        ax.text(i, t, f"{t:,.1f}", ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("GiB per GPU (model states)")
+    ax.set_title(f"{name}, {precision} + {optimizer}, dp = {dp}", fontsize=9.5, loc="left")
+    lines = [f"{name}, {precision} + {optimizer}, model states per GPU over dp = {dp}:"]
+    for z, s in enumerate(states):
+        fits = "fits" if s.total_bytes <= g.memory_bytes else "does NOT fit"
+        lines.append(f"  ZeRO-{z}: weights {s.weights_bytes / GiB:8,.2f} + gradients {s.gradients_bytes / GiB:8,.2f}"
+                     f" + optimizer {s.optimizer_bytes / GiB:8,.2f} = {s.total_bytes / GiB:8,.2f} GiB "
+                     f"({s.total_bytes / GB:,.2f} GB, {s.bytes_per_param:.3g} B/param): {fits} in a {g.name}'s "
+                     f"{g.memory_gib:.1f} GiB before activations")
+    return FixedView(fig, "\n".join(lines))
+
+
+#: The links :func:`render_dp_scaling` compares by default: (label, one-way GB/s or None for the GPU's own link,
+#: whether the data-parallel group stays inside that link's domain).
+DP_SCALING_LINKS = (("NVLink (the GPU's own)", None, True), ("PCIe Gen4 x16 between GPUs", 32.0, True),
+                    ("network, 400 Gb/s per GPU", None, False))
+
+_ZERO_STYLES = {0: ("DDP / ZeRO-1", "#4C72B0", "-"), 2: ("ZeRO-2", "#DD8452", "--"),
+                3: ("ZeRO-3 / FSDP", "#C44E52", "-")}
+
+
+def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: int = 512, seq: int = 4096,
+                      batch: int = 1, mfu: float = 0.4, overlap: float = 1.0, max_dp: int = 512) -> View:
+    """When data parallelism stops scaling: the busy fraction (:func:`~llmsizing.comm.busy_fraction`) of each GPU
+    against ``dp`` at a fixed ``global_batch`` (sequences of ``seq`` tokens, micro-batch ``batch``, the rest
+    gradient accumulation), for DDP/ZeRO-1, ZeRO-2 and ZeRO-3, with the data-parallel group on NVLink, on PCIe
+    Gen4 and on the network (:data:`DP_SCALING_LINKS`). Compute from
+    :func:`~llmsizing.comm.step_compute_time_s` at ``mfu``, traffic from :func:`~llmsizing.comm.communication`;
+    ``overlap`` is the share of the traffic hidden behind compute. Chapter 7."""
+    import numpy as np
+
+    from ._validate import check_int
+    from .catalog import get_gpu, resolve_model
+    from .comm import busy_fraction, communication, gpu_with_link, step_compute_time_s
+    from .hardware import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps
+    from .parallel import Parallel
+
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    gb = check_int("global_batch", global_batch, maximum=1 << 20)
+    b = check_int("batch", batch)
+    top = check_int("max_dp", max_dp, maximum=1 << 16)
+    if b > gb:
+        raise ValueError(f"batch={b} must be <= global_batch={gb}: the micro-batch is part of the global batch")
+    dps = [d for d in (2 ** k for k in range(1, 17)) if d <= top and gb % (d * b) == 0]
+    if not dps:
+        raise ValueError(f"max_dp={top} and global_batch={gb}: no power-of-two dp >= 2 up to max_dp divides the "
+                         f"global batch into micro-batches of {b}")
+    busy_fraction(1.0, 0.0, overlap)                                  # validates overlap before any work
+    fig = Figure(figsize=(8.4, 3.1), dpi=DPI)
+    axes = fig.subplots(1, len(DP_SCALING_LINKS), sharey=True)
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.25, top=0.8, wspace=0.08)
+    lines = [f"{m.name} on {g.name} at MFU {mfu:.0%}, global batch {gb} x {seq:,} tokens, micro-batch {b}, "
+             f"overlap {overlap:.0%}: busy fraction by dp"]
+    for ax, (label, gbps, inside) in zip(axes, DP_SCALING_LINKS):
+        gg = g if gbps is None else gpu_with_link(g, label, gbps)
+        bw = link_bandwidth_one_way_gbps(gg) if inside else INTER_NODE_GBPS_PER_GPU
+        per_node = max(dps) if inside else 1
+        lines.append(f"  {label} ({bw:g} GB/s one way):")
+        for z, (name, color, style) in _ZERO_STYLES.items():
+            ys = []
+            for d in dps:
+                acc = gb // (d * b)
+                par = Parallel(dp=d, zero=z)
+                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=gg, grad_accum=acc, mfu=mfu)
+                comm = communication(m, par, batch=b, seq=seq, gpu=gg, gpus_per_node=per_node,
+                                     grad_accum=acc).time_s
+                ys.append(busy_fraction(comp, comm, overlap))
+            ax.plot(dps, ys, style, color=color, marker="o", markersize=3, label=name)
+            lines.append(f"    {name:<14s}" + "  ".join(f"dp={d}: {y:.0%}" for d, y in zip(dps, ys)))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(dps, [str(d) for d in dps], fontsize=7, rotation=90 if len(dps) > 6 else 0)
+        ax.set_ylim(0, 1.05)
+        ax.axhline(0.2, color="0.6", lw=0.8, ls=":")
+        ax.set_title(f"{label}\n{bw:g} GB/s one way", fontsize=8)
+        ax.set_xlabel("data-parallel GPUs (dp)", fontsize=8)
+    axes[0].set_ylabel("busy fraction (compute / step)", fontsize=8)
+    axes[0].legend(fontsize=7, frameon=False, loc="lower left")
+    fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, MFU {mfu:.0%}, "
+                 f"overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
+    return FixedView(fig, "\n".join(lines))

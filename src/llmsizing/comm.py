@@ -224,3 +224,138 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
         raise ValueError(f"dtype='fp8': the {g.name} has no FP8 tensor cores; use dtype='bf16'")
     flops = training_flops_per_token(model, seq=seq, recompute=recompute) * batch * seq * m / (par.tp * par.pp)
     return flops / (peak * 1e12 * mfu)
+
+
+# =========================================================================== chapter 7: when DP stops scaling
+def busy_fraction(compute_s: float, comm_s: float, overlap: float = 1.0) -> float:
+    """The fraction of a step the GPU spends computing: ``compute_s / step``, where the step is the compute
+    plus whatever communication is *not* hidden behind it.
+
+    ``overlap`` (0 <= overlap <= 1) is the share of the communication the framework manages to run while the
+    GPU computes: 1 is perfect overlap (PyTorch DDP's bucketed all-reduce during the backward, FSDP's and
+    DeepSpeed's prefetched all-gathers at their best), 0 none. Hidden communication cannot exceed the compute it
+    hides behind, so ``step = compute_s + comm_s - min(overlap x comm_s, compute_s)``: with ``overlap=1`` the
+    step is ``max(compute_s, comm_s)`` (the lower bound of the scaling book's "where does the time go"), with 0
+    it is ``compute_s + comm_s`` (the upper bound). It ignores that communication kernels also take some of the
+    GPU's streaming multiprocessors. Taught in chapter 7."""
+    c = check_number("compute_s", compute_s, allow_equal=False)
+    t = check_number("comm_s", comm_s)
+    o = check_number("overlap", overlap, maximum=1.0)
+    return c / (c + t - min(o * t, c))
+
+
+def gpu_with_link(gpu, link: str, one_way_gbps: float):
+    """The catalogue's ``gpu`` with its node-mate link replaced by ``link`` at ``one_way_gbps`` (decimal GB/s,
+    one direction): the same chip over NVLink, PCIe or a slower fabric, so that a comparison changes only the
+    link. Taught in chapter 7."""
+    from dataclasses import replace
+
+    g = get_gpu(gpu)
+    if not isinstance(link, str) or not link:
+        raise TypeError(f"link must be a non-empty string naming the link, got {link!r}")
+    bw = check_number("one_way_gbps", one_way_gbps, allow_equal=False)
+    return replace(g, link=link, link_bandwidth_gbps=bw, link_direction="one-way")
+
+
+def dp_breakeven_tokens(model: Model | str, gpu, *, dp: int, zero: int, seq: int = 4096, grad_accum: int = 1,
+                        precision: str = "bf16-mixed", mfu: float = 0.4, window: float = 1.0,
+                        gpus_per_node: int = 8, inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU) -> float:
+    """Tokens per GPU per step above which the data-parallel (DDP or ZeRO) traffic of one step can hide behind
+    its compute: the ``T`` where ``window x compute(T) = dp traffic`` (both from this module's own
+    :func:`step_compute_time_s` and :func:`communication`, never a second formula).
+
+    Compute grows with the tokens (``6 N T / (peak x mfu)`` plus attention); DDP's and ZeRO-1's traffic does not
+    (one all-reduce, or reduce-scatter + all-gather, per step), so more tokens per GPU per step always hide it.
+    ZeRO-2 reduce-scatters and ZeRO-3 gathers again for every micro-batch, so their traffic grows with
+    ``grad_accum``: for them, read the result per micro-batch (divide by ``grad_accum``), and gradient
+    accumulation does not help. ``window`` (0 < window <= 1) is the share of the compute the traffic may hide
+    behind: 1 for the whole step, 2/3 for DDP's gradient all-reduce, which only overlaps the backward.
+    Below the breakeven, the GPU waits (see :func:`busy_fraction`). Without the attention FLOPs the result is
+    ``2 (dp - 1)/dp x 2 bytes x peak x mfu / (6 x bandwidth)`` for DDP: it does not depend on the model's size.
+    Taught in chapter 7."""
+    model = resolve_model(model)
+    par = Parallel(dp=check_int("dp", dp), zero=check_int("zero", zero, minimum=0, maximum=3))
+    seq, m = check_int("seq", seq), check_int("grad_accum", grad_accum)
+    w = check_number("window", window, allow_equal=False, maximum=1.0)
+    comm = communication(model, par, batch=1, seq=seq, gpu=gpu, gpus_per_node=gpus_per_node,
+                         inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m).by_group().get("dp", 0.0)
+    per_token = step_compute_time_s(model, par, batch=1, seq=seq, gpu=gpu, mfu=mfu) / seq
+    return comm / (w * per_token)
+
+
+#: The host link of an offloading GPU, one way, decimal GB/s: PCIe Gen4 x16 (16 GT/s x 16 lanes x 128/130
+#: encoding / 8 bits = 31.5 GB/s each way, rounded). A100 servers have it; H100 and B200 servers have PCIe Gen5
+#: x16, twice as fast (63 GB/s each way), but pinned-memory copies reach ~80-90% of a link and GPUs often share
+#: a PCIe switch with a NIC, so 32 is a cautious default for both. A parameter of :func:`offload_time`.
+HOST_LINK_GBPS = 32.0
+
+#: How fast the host's CPU Adam streams one GPU's optimizer partition, decimal GB/s of memory traffic. An
+#: *estimate, good to within 2x*: a two-socket server has ~300-600 GB/s of DRAM bandwidth in theory, shared by
+#: the eight GPUs' optimizer processes, and DeepSpeed's vectorised CPU-Adam (Ren et al. 2021) runs at
+#: a fraction of it. Measure it on your own host (DeepSpeed's ``DeepSpeedCPUAdam`` on a large tensor).
+HOST_MEMORY_GBPS = 40.0
+
+#: Bytes of host memory traffic per parameter in one CPU Adam step: read the fp32 gradient (4), read and
+#: write the fp32 master weight, the first and the second moment (3 x 8), write the 16-bit weight that goes
+#: back to the GPU (2).
+CPU_ADAM_BYTES_PER_PARAM = 4 + 3 * 8 + 2
+
+
+@dataclass(frozen=True)
+class OffloadTime:
+    """What ZeRO-Offload (Ren et al. 2021) adds to a step on one GPU, in seconds, none of it overlapped: the
+    16-bit gradients sent down to the host (``grads_down_s``), the 16-bit weights sent back up
+    (``weights_up_s``; with ``offload="optimizer+params"`` each micro-batch's forward and backward fetch them
+    again), and the host's Adam step over this GPU's partition (``cpu_adam_s``). ``partition_params`` is the
+    number of parameters this GPU's host process updates."""
+
+    partition_params: float
+    grads_down_bytes: float
+    weights_up_bytes: float
+    grads_down_s: float
+    weights_up_s: float
+    cpu_adam_s: float
+
+    @property
+    def transfer_s(self) -> float:
+        return self.grads_down_s + self.weights_up_s
+
+    @property
+    def total_s(self) -> float:
+        """Transfers + CPU Adam, back to back: the cost with no overlap at all."""
+        return self.transfer_s + self.cpu_adam_s
+
+
+def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1, precision: str = "bf16-mixed",
+                 host_link_gbps: float = HOST_LINK_GBPS, host_memory_gbps: float = HOST_MEMORY_GBPS) -> OffloadTime:
+    """Seconds ZeRO-Offload / ZeRO-Infinity add to a step per GPU (:class:`OffloadTime`): ``parallel`` must
+    offload (``offload="optimizer"`` with ZeRO >= 1, or ``"optimizer+params"`` with ZeRO-3).
+
+    Each GPU owns ``1/dp`` of its (tensor- and pipeline-parallel) parameters (:func:`~llmsizing.memory.stage_params`,
+    most loaded stage). Per step it sends that partition's 16-bit gradients down the host link (once per
+    micro-batch with ZeRO-2/3, which accumulate into the host buffer; once with ZeRO-1), the host runs Adam over
+    it (:data:`CPU_ADAM_BYTES_PER_PARAM` bytes of memory traffic each at ``host_memory_gbps``), and the updated
+    16-bit weights come back up once (with ``"optimizer+params"`` the weights stay on the host and every
+    micro-batch's forward and backward fetch the partition instead). ``host_link_gbps`` is one way
+    (:data:`HOST_LINK_GBPS`), ``host_memory_gbps`` an estimate (:data:`HOST_MEMORY_GBPS`). DeepSpeed overlaps
+    the gradient copies with the backward and, with its "delayed parameter update", the CPU step with the next
+    step's compute (Ren et al. 2021, "one-step delayed parameter update"); :attr:`OffloadTime.total_s` is the
+    cost without that.
+    Taught in chapter 7."""
+    from .memory import stage_params
+
+    model = resolve_model(model)
+    par = resolve_parallel(parallel, model)
+    if par.offload == "none":
+        raise ValueError("parallel.offload is 'none': offload_time needs offload='optimizer' (ZeRO >= 1) or "
+                         "'optimizer+params' (ZeRO-3)")
+    m = check_int("grad_accum", grad_accum)
+    recipe = RECIPES[check_choice("precision", precision, RECIPES)]
+    link = check_number("host_link_gbps", host_link_gbps, allow_equal=False)
+    mem = check_number("host_memory_gbps", host_memory_gbps, allow_equal=False)
+    part = max(stage_params(model, par)) / par.dp
+    g_b, w_b = DTYPE_BYTES[recipe.grads], DTYPE_BYTES[recipe.weights]
+    down = part * g_b * (m if par.zero >= 2 else 1)
+    up = part * w_b * (2 * m if par.offload == "optimizer+params" else 1)
+    return OffloadTime(part, down, up, down / (link * 1e9), up / (link * 1e9),
+                       part * CPU_ADAM_BYTES_PER_PARAM / (mem * 1e9))

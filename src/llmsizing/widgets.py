@@ -326,3 +326,23 @@ def decode_roofline_widget(model: str = "llama-3-8b") -> Dashboard:
     }
     controls["weights"].style.button_width = "60px"
     return Dashboard(charts.render_decode_roofline, controls)
+
+
+# =========================================================================== chapter 7: ZeRO stages
+__all__ += ["zero_stages_widget"]
+
+
+def zero_stages_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 7: model x data-parallel degree x recipe x optimizer x GPU -> the model states on each GPU for
+    ZeRO stages 0-3 (:func:`~llmsizing.charts.render_zero_stages`)."""
+    from .precision import OPTIMIZERS, RECIPES
+
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "dp": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], value=8,
+                         description="data par. (dp)", **_style()),
+        "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="recipe", **_style()),
+        "optimizer": W.Dropdown(options=list(OPTIMIZERS), value="adamw", description="optimizer", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+    }
+    return Dashboard(charts.render_zero_stages, controls)

@@ -1,0 +1,183 @@
+"""Chapter 7 (data parallelism, ZeRO, FSDP): the ZeRO paper's per-stage memory, the overlap arithmetic, the DP
+breakeven, ZeRO-Offload's time, the two charts and the ZeRO-stages widget. Expected values are derived by hand
+from the sources named in each test, never copied from the library's output."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from hypothesis import strategies as st
+from test_fuzz import Arg, Spec, _run, gpus, models, names, nums
+
+from llmsizing import Parallel, get_gpu, get_model
+from llmsizing import comm
+from llmsizing.charts import render_dp_scaling, render_zero_stages
+from llmsizing.comm import (CPU_ADAM_BYTES_PER_PARAM, HOST_LINK_GBPS, HOST_MEMORY_GBPS, busy_fraction,
+                            dp_breakeven_tokens, gpu_with_link, offload_time)
+from llmsizing.memory import model_states_for_params
+from llmsizing.precision import RECIPES
+
+
+# ----------------------------------------------------------------------------- ZeRO paper, Fig. 1 / Sec. 5
+@pytest.mark.parametrize("zero,paper_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_paper_figure_1(zero, paper_gb):
+    """Rajbhandari et al. 2020, Fig. 1: Psi = 7.5B, N_d = 64, K = 12 (mixed-precision Adam): (2 + 2 + K) Psi,
+    2 Psi + 2 Psi + K Psi / N_d, 2 Psi + (2 + K) Psi / N_d, (2 + 2 + K) Psi / N_d, in GB (10^9 bytes), which the
+    figure rounds to 120, 31.4, 16.6 and 1.9 GB."""
+    psi, nd, k = 7.5e9, 64, 12
+    exact = {0: (2 + 2 + k) * psi, 1: 4 * psi + k * psi / nd, 2: 2 * psi + (2 + k) * psi / nd,
+             3: (2 + 2 + k) * psi / nd}[zero]
+    s = model_states_for_params(7_500_000_000, parallel=Parallel(dp=64, zero=zero))
+    assert s.total_bytes == pytest.approx(exact, rel=1e-12)
+    assert round(s.total_bytes / 1e9, 1) == paper_gb
+
+
+# ----------------------------------------------------------------------------- busy_fraction
+def test_busy_fraction_by_hand():
+    assert busy_fraction(1.0, 1.0, overlap=0.0) == 0.5           # compute + comm
+    assert busy_fraction(1.0, 1.0, overlap=1.0) == 1.0           # comm fully hidden
+    assert busy_fraction(1.0, 3.0, overlap=1.0) == pytest.approx(1 / 3)   # step = max(compute, comm)
+    assert busy_fraction(2.0, 2.0, overlap=0.5) == pytest.approx(2 / 3)   # 1 s of 2 hidden: step 3 s
+    assert busy_fraction(1.0, 0.0) == 1.0
+    for bad in (-0.1, 1.1):
+        with pytest.raises(ValueError, match="overlap"):
+            busy_fraction(1.0, 1.0, overlap=bad)
+    with pytest.raises(ValueError, match="compute_s"):
+        busy_fraction(0.0, 1.0)
+
+
+# ----------------------------------------------------------------------------- the DP breakeven
+def test_breakeven_ddp_by_hand():
+    """Without attention FLOPs, DDP hides behind compute when 6 N T / (peak mfu) = 2 (dp-1)/dp x 2 N / bw, so
+    T = 2 (dp-1)/dp x 2 x peak x mfu / (6 bw), for any N. Attention adds a few % of FLOPs at 4K tokens, which
+    lowers the library's T by that much."""
+    g = get_gpu("H100 SXM")
+    hand = 2 * 7 / 8 * 2 * g.bf16_dense_tflops * 1e12 * 0.4 / (6 * 450e9)
+    for name in ("llama-3-8b", "llama-3-70b"):
+        t = dp_breakeven_tokens(name, g, dp=8, zero=0, seq=4096)
+        assert 0.85 * hand < t < hand, (name, t, hand)
+
+
+def test_breakeven_ratios():
+    g = "H100 SXM"
+    ddp = dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=0)
+    assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=1) == pytest.approx(ddp)          # same volume
+    assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=3) == pytest.approx(1.5 * ddp)    # 3 Psi vs 2 Psi
+    assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=0, window=2 / 3) == pytest.approx(1.5 * ddp)
+    pcie = gpu_with_link(g, "PCIe Gen4 x16", 32.0)
+    assert dp_breakeven_tokens("llama-3-8b", pcie, dp=8, zero=0) == pytest.approx(ddp * 450 / 32)
+    # ZeRO-3 gathers again for every micro-batch: per step, the breakeven grows with the accumulation steps
+    z3 = dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=3)
+    assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=3, grad_accum=4) == pytest.approx(4 * z3)
+    assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=0, grad_accum=4) == pytest.approx(ddp)
+    assert dp_breakeven_tokens("llama-3-8b", g, dp=1, zero=0) == 0.0
+
+
+def test_gpu_with_link():
+    g = gpu_with_link("H100 SXM", "PCIe Gen5 x16", 63.0)
+    assert comm.link_bandwidth_one_way_gbps(g) == 63.0
+    assert g.bf16_dense_tflops == get_gpu("H100 SXM").bf16_dense_tflops
+    with pytest.raises(ValueError, match="one_way_gbps"):
+        gpu_with_link("H100 SXM", "x", 0)
+    with pytest.raises(TypeError, match="link"):
+        gpu_with_link("H100 SXM", "", 10.0)
+
+
+# ----------------------------------------------------------------------------- ZeRO-Offload time
+def test_offload_time_by_hand():
+    """Llama-3-70B, ZeRO-3 over 8 GPUs, optimizer offloaded: each GPU owns N/8 parameters; per step their
+    bf16 gradients go down (2 bytes each, once per micro-batch), bf16 weights come up once, and CPU Adam streams
+    4 (fp32 grad) + 3 x 8 (master, m, v read and written) + 2 (bf16 weight out) = 30 bytes each."""
+    n = get_model("llama-3-70b").n_params
+    part = n / 8
+    assert CPU_ADAM_BYTES_PER_PARAM == 30
+    t = offload_time("llama-3-70b", Parallel(dp=8, zero=3, offload="optimizer"), grad_accum=2)
+    assert t.partition_params == pytest.approx(part)
+    assert t.grads_down_s == pytest.approx(2 * 2 * part / (HOST_LINK_GBPS * 1e9))
+    assert t.weights_up_s == pytest.approx(2 * part / (HOST_LINK_GBPS * 1e9))
+    assert t.cpu_adam_s == pytest.approx(30 * part / (HOST_MEMORY_GBPS * 1e9))
+    assert t.total_s == pytest.approx(t.grads_down_s + t.weights_up_s + t.cpu_adam_s)
+    # offload_param: the weights are fetched for every forward and backward instead of once
+    p = offload_time("llama-3-70b", Parallel(dp=8, zero=3, offload="optimizer+params"), grad_accum=2)
+    assert p.weights_up_s == pytest.approx(4 * t.weights_up_s)
+    # ZeRO-1 sends the gradient partition once per step
+    z1 = offload_time("llama-3-8b", Parallel(dp=8, zero=1, offload="optimizer"), grad_accum=4)
+    assert z1.grads_down_bytes == pytest.approx(2 * get_model("llama-3-8b").n_params / 8)
+    with pytest.raises(ValueError, match="offload"):
+        offload_time("llama-3-8b", Parallel(dp=8, zero=3))
+    with pytest.raises(ValueError, match="host_link_gbps"):
+        offload_time("llama-3-8b", Parallel(dp=8, zero=3, offload="optimizer"), host_link_gbps=0)
+
+
+# ----------------------------------------------------------------------------- charts
+def test_render_zero_stages_matches_paper_and_model_states():
+    v = render_zero_stages(7_500_000_000, dp=64)
+    for gb in ("120.00 GB", "31.41 GB", "16.64 GB", "1.88 GB"):
+        assert gb in v.summary
+    v1 = render_zero_stages("llama-3-8b", dp=1)       # one GPU: every stage is the same 16 bytes/param
+    assert v1.summary.count("16 B/param") == 4
+    with pytest.raises(ValueError, match="dp"):
+        render_zero_stages(dp=0)
+
+
+def test_render_dp_scaling_seed_004_case():
+    """ZeRO-3 over PCIe Gen4 at 1,024-token micro-batches: under 20% busy even with perfect overlap (the seed's
+    claim holds); DDP at the same global batch stays busy until the per-GPU batch gets small."""
+    v = render_dp_scaling(seq=1024, max_dp=64)
+    pcie = v.summary.split("PCIe")[1].split("network")[0]
+    z3 = [line for line in pcie.splitlines() if "ZeRO-3" in line][0]
+    assert all(int(x.split(": ")[1].rstrip("%")) < 20 for x in z3.split("  ")[1:] if ": " in x)
+    with pytest.raises(ValueError, match="batch"):
+        render_dp_scaling(batch=1024, global_batch=512)
+
+
+# ----------------------------------------------------------------------------- the widget, driven
+def test_zero_stages_widget_drives():
+    from llmsizing.widgets import zero_stages_widget
+
+    w = zero_stages_widget()
+    assert w.error.value == "" and w.image.value
+    default = w.summary.value
+    w.controls["dp"].value = 1
+    text = html.unescape(w.summary.value)
+    assert text != default and text.count("16 B/param") == 4
+    w.controls["dp"].value = 64
+    w.controls["model"].value = "llama-3-70b"
+    assert "does NOT fit" in html.unescape(w.summary.value)        # ZeRO-0: 70B x 16 bytes on one GPU
+    w.controls["optimizer"].value = "adafactor"                     # factored state: still renders
+    assert w.error.value == ""
+    w.controls["model"].value, w.controls["dp"].value, w.controls["optimizer"].value = "llama-3-8b", 8, "adamw"
+    assert w.summary.value == default
+
+
+# ----------------------------------------------------------------------------- fuzz (same promises as test_fuzz)
+FRACTION = Arg(st.floats(0.0, 1.0), st.sampled_from([-0.1, 1.5, "0.5", None, float("nan")]))
+SPECS = {
+    "busy_fraction": Spec(busy_fraction, dict(compute_s=nums(1e-6, 1e6), comm_s=nums(0, 1e6), overlap=FRACTION)),
+    "dp_breakeven_tokens": Spec(dp_breakeven_tokens,
+                                dict(model=models(), gpu=gpus(), dp=Arg(st.integers(1, 512), st.sampled_from(
+                                    [0, 2.0, "8", None])), zero=Arg(st.integers(0, 3), st.sampled_from([4, -1, 1.0])),
+                                     seq=Arg(st.integers(1, 32768), st.sampled_from([0, 1.5, None])),
+                                     precision=names(RECIPES))),
+    "offload_time": Spec(lambda zero, offload, **kw: offload_time(parallel=Parallel(dp=8, zero=zero, offload=offload),
+                                                                  **kw),
+                         dict(model=models(), zero=Arg(st.integers(1, 3), st.sampled_from([4, -1])),
+                              offload=names(["optimizer", "optimizer+params"]),
+                              host_link_gbps=nums(1, 1e3), host_memory_gbps=nums(1, 1e3))),
+    "render_zero_stages": Spec(render_zero_stages, dict(model=models(), dp=Arg(st.integers(1, 1024), st.sampled_from(
+        [0, 2.5, "8"])), precision=names(RECIPES), gpu=gpus())),
+    "gpu_with_link": Spec(lambda gpu, one_way_gbps: gpu_with_link(gpu, "PCIe", one_way_gbps),
+                          dict(gpu=gpus(), one_way_gbps=nums(1, 1e4))),
+    "render_dp_scaling": Spec(render_dp_scaling,
+                              dict(model=models(), gpu=gpus(), global_batch=Arg(st.sampled_from([8, 64, 512]),
+                                                                                 st.sampled_from([0, 8.0, "8"])),
+                                   seq=Arg(st.integers(1, 8192), st.sampled_from([0, None])),
+                                   overlap=FRACTION, max_dp=Arg(st.sampled_from([2, 16, 64]), st.sampled_from([0, -2])))),
+}
+FEW = {"render_dp_scaling": 4, "render_zero_stages": 6}
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_fuzz_ch7(name):
+    _run(name, SPECS[name], FEW.get(name, 15))
