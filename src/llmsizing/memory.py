@@ -529,7 +529,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
                     overhead_bytes: float | None = None, stack: str = "fused",
-                    optimizer_impl: str = "foreach", _all_stages: bool = False) -> TrainingMemory:
+                    optimizer_impl: str = "foreach", _all_stages: bool = False,
+                    _stages=None) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -588,7 +589,10 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)
 
     results = []
-    for i in range(par.pp):
+    # _stages: only these pipeline stages (the planner asks for the first and the last: with Megatron's even
+    # split, the first holds the most micro-batches in flight and the embedding, the last the logits and head,
+    # so one of them is the most loaded; tests/test_planner.py checks this against every stage)
+    for i in (range(par.pp) if _stages is None else sorted(set(_stages))):
         first, last = i == 0, i == par.pp - 1
         states = _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i])
         grad_per_param = states.gradients_bytes / on_stage[i]

@@ -1,0 +1,44 @@
+"""How long the planner (llmsizing.planner.plan) takes: the issue's target is <= 1 s for a 405B model
+searched up to 16,384 GPUs on the book's 2-core machine.
+
+    .venv/bin/python benchmarks/bench_planner.py            # the cases below, best of 3 each
+
+Prints; does not assert (timings are not tests).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+from llmsizing.planner import plan
+
+CASES = [
+    ("llama-3.1-405b, 1 GPU type, <= 16,384 GPUs", "llama-3.1-405b",
+     dict(tokens=15.6e12, seq=8192, global_batch=2048, max_gpus=16384, gpus=("H100 SXM",))),
+    ("llama-3.1-405b, 3 GPU types, <= 16,384 GPUs", "llama-3.1-405b",
+     dict(tokens=15.6e12, seq=8192, global_batch=2048, max_gpus=16384, gpus=("H100 SXM", "H200", "B200"))),
+    ("llama-3-70b, 4 GPU types, <= 4,096 GPUs", "llama-3-70b",
+     dict(tokens=1e12, seq=8192, global_batch=1024, max_gpus=4096,
+          gpus=("H100 SXM", "H200", "B200", "A100 80GB"))),
+    ("llama-3-8b, whole catalogue, <= 1,024 GPUs", "llama-3-8b",
+     dict(tokens=1e12, seq=8192, global_batch=512, max_gpus=1024,
+          gpus=("A10", "L40S", "RTX 4090", "A100 40GB", "A100 80GB", "H100 SXM", "H200", "B200", "MI300X"))),
+]
+
+
+def main() -> None:
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    plan("llama-3-8b", tokens=1e9, seq=2048, global_batch=64, max_gpus=64)         # warm imports and caches
+    for label, model, kw in CASES:
+        times, rows = [], 0
+        for _ in range(3):
+            t0 = time.perf_counter()
+            rows = len(plan(model, **kw))
+            times.append(time.perf_counter() - t0)
+        print(f"{label:48s} {min(times):6.2f} s (best of 3)  {rows:6,d} plans")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""The planner: how many GPUs, how long, how much (Part III, "How many GPUs do you need?").
+
+:func:`plan` searches GPU type x layout (tp, pp, dp, ZeRO stage, sequence parallelism) x micro-batch x
+recomputation for the runs that fit in memory and reach a global batch, and gives each its step time, MFU,
+days and cost. It adds no formula of its own:
+
+* memory is :func:`~llmsizing.memory.training_memory`'s per-GPU peak (the most loaded GPU), the same number
+  the memory chapters and :func:`~llmsizing.layouts.min_gpus` use. Within one layout it is linear in the
+  micro-batch (activations) and in ``1 / dp`` (ZeRO's shards), so three evaluations give it for every
+  micro-batch and ``dp`` at once (NumPy); ``tests/test_planner.py`` checks returned rows against direct calls;
+* time is :func:`~llmsizing.layouts.step_time` (compute at ``compute_efficiency`` of the dense peak, the
+  pipeline bubble, and the communication of :func:`~llmsizing.comm.communication`, a share ``overlap`` of it
+  hidden behind compute);
+* days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
+  relative spread of the calibrated MFU band (:data:`~llmsizing.time_cost.MFU_LOW` to
+  :data:`~llmsizing.time_cost.MFU_HIGH` around :data:`~llmsizing.time_cost.MFU_DEFAULT`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
+from .catalog import get_gpu, resolve_model
+from .flops import RECOMPUTE, training_flops_per_token
+from .hardware import INTER_NODE_GBPS_PER_GPU, dense_tflops
+from .layouts import USABLE_FRACTION, _divisors, step_time
+from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
+from .model import Model
+from .parallel import Parallel, check_layout
+from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW
+
+#: The share of the dense peak a GPU reaches while it computes (matrix multiplies, attention, the rest of the
+#: layer at their own speeds, averaged): an assumption. 0.5 is the top of the published runs' MFU band
+#: (:data:`~llmsizing.time_cost.MFU_HIGH`): a layout's MFU can only fall below it, through the pipeline
+#: bubble, communication that is not hidden and recomputation. With it, the planner's fastest plans per cost
+#: for Llama-3-70B land inside the published band (tests/test_planner.py), as the published runs do.
+COMPUTE_EFFICIENCY = 0.5
+
+#: The share of communication hidden behind compute by default: Megatron-LM and FSDP overlap the data-parallel
+#: gradient reduction with the backward and the parameter gathers with the forward, while most
+#: tensor-parallel all-reduces sit on the critical path. 0.5 splits the difference; 0 and 1 bound it.
+OVERLAP = 0.5
+
+#: Columns of :func:`plan`'s DataFrame, in order.
+PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum", "recompute",
+                "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days", "days_low", "days_high",
+                "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto")
+
+
+class NoPlanError(ValueError):
+    """Nothing fits, or nothing meets the deadline or budget: the message says which and what came closest."""
+
+
+def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int):
+    """``(fixed, per_micro, sharded)`` arrays, one entry per (stage, phase piece), such that a GPU's peak
+    piece is ``fixed + micro x per_micro + sharded / dp`` (read off three evaluations)."""
+    def pieces(batch, dp):
+        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1)
+        runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True,
+                               _stages=(0, pp - 1), **kw)
+        return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
+
+    b1d1, b2d1 = pieces(1, 1), pieces(2, 1)
+    b1d2 = pieces(1, 2) if zero else b1d1
+    per_micro = b2d1 - b1d1
+    sharded = 2 * (b1d1 - b1d2)
+    fixed = b1d1 - per_micro - sharded
+    return fixed, per_micro, sharded
+
+
+def _total_bytes(coef, micro: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """Per-GPU total (peak + the default allowance, as :func:`~llmsizing.memory.default_overhead_bytes`)
+    for arrays of micro-batches and ``dp``."""
+    fixed, per_micro, sharded = coef
+    peak = (fixed[None, :] + micro[:, None] * per_micro[None, :] + sharded[None, :] / dp[:, None]).max(axis=1)
+    return FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * peak
+
+
+def _pareto(days: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """True where no other row is at least as fast and as cheap and better in one (ties are all on the front)."""
+    front = np.zeros(len(days), dtype=bool)
+    best = math.inf                                    # the cheapest cost among strictly faster rows
+    order = np.lexsort((cost, days))
+    i = 0
+    while i < len(order):
+        j = i
+        while j < len(order) and days[order[j]] == days[order[i]]:
+            j += 1
+        group = order[i:j]
+        low = cost[group].min()
+        if low < best:
+            front[group[cost[group] == low]] = True
+        best = min(best, low)
+        i = j
+    return front
+
+
+def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, global_batch: int,
+         max_gpus: int | None = None, deadline_days: float | None = None, budget_usd: float | None = None,
+         micro_batches=(1, 2, 4), recomputes=RECOMPUTE, zero_stages=(0, 1, 2, 3), precision: str = "bf16-mixed",
+         optimizer: str = "adamw", attention: str = "flash", stack: str = "fused",
+         usable_fraction: float = USABLE_FRACTION, compute_efficiency: float = COMPUTE_EFFICIENCY,
+         overlap: float = OVERLAP, prices: dict | None = None, gpus_per_node: int = 8,
+         inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU, max_pp: int = 64, explain: bool = True):
+    """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
+    ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest first.
+
+    Searched: ``tp`` among the divisors of ``gpus_per_node`` the model's heads allow (sequence parallelism on
+    whenever ``tp > 1``), ``pp`` among the divisors of the layer count up to ``max_pp`` (Megatron-LM's even
+    split), ZeRO stages ``zero_stages`` (2 and 3 only without a pipeline), micro-batches ``micro_batches``
+    and, for each, ``dp`` such that ``global_batch = micro_batch x grad_accum x dp`` with whole numbers and
+    ``grad_accum >= pp`` (fewer micro-batches than stages leave most of the pipeline idle), ``tp x pp x dp``
+    at most ``max_gpus``. For each layout and micro-batch only the lightest recomputation in ``recomputes``
+    that fits is kept (heavier recomputation costs time and buys nothing once it fits). A plan fits when its
+    most loaded GPU's total (:func:`~llmsizing.memory.training_memory`) is at most ``usable_fraction`` of
+    the GPU's memory.
+
+    ``mfu`` is the model FLOPs over the GPUs' dense peak for the step time; ``days``/``cost_usd`` follow, with
+    ``_low``/``_high`` bounds from the calibrated MFU band's relative spread. ``pareto`` marks the plans on the
+    time-vs-cost front. ``deadline_days`` and ``budget_usd`` drop plans beyond them.
+
+    When no plan survives, raises :class:`NoPlanError` (a ``ValueError``) saying why (nothing fits, or the
+    fastest/cheapest plan misses the deadline/budget, with its figures). ``explain=False`` returns the empty
+    frame instead. Taught in the "How many GPUs do you need?" chapter; the command line's ``plan`` calls it.
+    """
+    import pandas as pd
+
+    model = resolve_model(model)
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    seq = check_int("seq", seq)
+    global_batch = check_int("global_batch", global_batch)
+    names = check_sequence("gpus", gpus, example='("H100 SXM", "A100 80GB")')
+    gpu_list = [get_gpu(g) for g in names]
+    max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
+    deadline = None if deadline_days is None else check_number("deadline_days", deadline_days, allow_equal=False)
+    budget = None if budget_usd is None else check_number("budget_usd", budget_usd, allow_equal=False)
+    micros = sorted({check_int("micro_batches[i]", b) for b in
+                     check_sequence("micro_batches", micro_batches, example="(1, 2, 4)")})
+    rcs = [check_choice("recomputes[i]", r, RECOMPUTE) for r in
+           check_sequence("recomputes", recomputes, example='("none", "full")')]
+    rcs = [r for r in RECOMPUTE if r in rcs]                       # lightest first
+    zeros = sorted({check_int("zero_stages[i]", z, minimum=0, maximum=3) for z in
+                    check_sequence("zero_stages", zero_stages, example="(0, 1, 3)")})
+    frac = check_number("usable_fraction", usable_fraction, allow_equal=False, maximum=1.0)
+    eff = check_number("compute_efficiency", compute_efficiency, allow_equal=False, maximum=1.0)
+    overlap = check_number("overlap", overlap, maximum=1.0)
+    per_node = check_int("gpus_per_node", gpus_per_node)
+    max_pp = check_int("max_pp", max_pp)
+    check_bool("explain", explain)
+    prices = {} if prices is None else {get_gpu(k).name: check_number(f"prices[{k!r}]", v)
+                                        for k, v in dict(prices).items()}
+    kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack)
+    model_flops_step = training_flops_per_token(model, seq=seq) * global_batch * seq
+    steps = tokens / (global_batch * seq)
+
+    layouts = []                                          # (tp, pp, zero) the model and the engines allow
+    for tp in _divisors(per_node):
+        for pp in (p for p in _divisors(model.layers) if p <= max_pp):
+            try:
+                check_layout(model, tp=tp, pp=pp)
+            except ValueError:
+                continue
+            for zero in zeros:
+                if zero >= 2 and pp > 1:
+                    continue
+                layouts.append((tp, pp, zero))
+
+    candidates = []                     # (gpu, tp, pp, zero, micro, dp, grad_accum, recompute, total bytes)
+    coef_cache: dict = {}
+    for tp, pp, zero in layouts:
+        for b in micros:
+            if global_batch % b:
+                continue
+            dps = np.array([d for d in _divisors(global_batch // b) if global_batch // (b * d) >= pp], dtype=float)
+            if max_gpus is not None:
+                dps = dps[tp * pp * dps <= max_gpus]
+            if not len(dps):
+                continue
+            m = global_batch // (b * dps.astype(int))
+            # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then
+            # alive in the forward) and the micro-batches in flight, which saturate at pp: two classes at most
+            accum_class = np.where(m > 1, max(2, pp), 1)
+            totals = {}
+            for rc in rcs:
+                t = np.empty(len(dps))
+                for c in np.unique(accum_class):
+                    key = (tp, pp, zero, rc, int(c))
+                    if key not in coef_cache:
+                        coef_cache[key] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero, int(c))
+                    sel = accum_class == c
+                    t[sel] = _total_bytes(coef_cache[key], np.full(sel.sum(), float(b)), dps[sel])
+                totals[rc] = t
+            for g in gpu_list:
+                limit = frac * g.memory_bytes
+                chosen = np.zeros(len(dps), dtype=bool)
+                for rc in rcs:                          # the lightest recomputation that fits, per dp
+                    fits = (totals[rc] <= limit) & ~chosen
+                    for j in np.flatnonzero(fits):
+                        candidates.append((g, tp, pp, zero, b, int(dps[j]), int(m[j]), rc, float(totals[rc][j])))
+                    chosen |= fits
+    if not candidates:
+        if not explain:
+            return pd.DataFrame(columns=list(PLAN_COLUMNS))
+        limit = ", ".join(f"{g.name} ({frac:.0%} of {g.memory_gib:.1f} GiB)" for g in gpu_list)
+        raise NoPlanError(
+            f"no layout holds {model.name} with micro-batches {micros} of {seq:,} tokens on {limit}"
+            + (f" within max_gpus={max_gpus:,}" if max_gpus is not None else "")
+            + f" at global_batch={global_batch:,}: allow more GPUs, a larger global batch (more data-parallel "
+            "ranks), recomputation, or a GPU with more memory")
+
+    out = []
+    for g, tp, pp, zero, b, dp, m, rc, total in candidates:
+        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1)
+        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, mfu=eff, overlap=overlap, recompute=rc,
+                       precision=precision, gpus_per_node=per_node, inter_node_gbps=inter_node_gbps)
+        out.append((g.name, par.gpus, dp, tp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
+                    st.step_s, prices.get(g.name, g.price_usd_per_gpu_hour), dense_tflops(g) * 1e12))
+    df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum",
+                                    "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
+                                    "price", "peak"])
+    df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
+    df["days"] = steps * df["step_time_s"] / 86400
+    df["days_low"] = df["days"] * MFU_DEFAULT / MFU_HIGH
+    df["days_high"] = df["days"] * MFU_DEFAULT / MFU_LOW
+    df["gpu_hours"] = df["days"] * 24 * df["n_gpus"]
+    df["cost_usd"] = df["gpu_hours"] * df["price"]
+    df["cost_usd_low"] = df["cost_usd"] * MFU_DEFAULT / MFU_HIGH
+    df["cost_usd_high"] = df["cost_usd"] * MFU_DEFAULT / MFU_LOW
+    found = len(df)
+    fastest, cheapest = df.loc[df["days"].idxmin()], df.loc[df["cost_usd"].idxmin()]
+    if deadline is not None:
+        df = df[df["days"] <= deadline]
+    if budget is not None:
+        df = df[df["cost_usd"] <= budget]
+    if df.empty:
+        if not explain:
+            return pd.DataFrame(columns=list(PLAN_COLUMNS))
+        raise NoPlanError(
+            f"{found:,} plans fit in memory, but none meets "
+            + " and ".join(x for x in (f"deadline_days={deadline:g}" if deadline else "",
+                                       f"budget_usd={budget:,.0f}" if budget else "") if x)
+            + f": the fastest takes {fastest['days']:,.1f} days (${fastest['cost_usd']:,.0f}, "
+            f"{fastest['n_gpus']:,} x {fastest['gpu']}), the cheapest costs ${cheapest['cost_usd']:,.0f} "
+            f"({cheapest['days']:,.1f} days, {cheapest['n_gpus']:,} x {cheapest['gpu']})"
+            + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed"))
+    df = df.copy()
+    df["pareto"] = _pareto(df["days"].to_numpy(), df["cost_usd"].to_numpy())
+    df = df.sort_values(["cost_usd", "days"]).reset_index(drop=True)
+    return df[list(PLAN_COLUMNS)]

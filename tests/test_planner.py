@@ -1,0 +1,123 @@
+"""The planner (llmsizing.planner.plan): every row it returns is what the scalar functions say, fits, and
+the Pareto front is the front."""
+
+import numpy as np
+import pytest
+
+import llmsizing as L
+from llmsizing.layouts import step_time
+from llmsizing.planner import COMPUTE_EFFICIENCY, OVERLAP, NoPlanError, PLAN_COLUMNS, plan
+from llmsizing.time_cost import MFU_HIGH, MFU_LOW
+
+SEQ = 4096
+
+
+@pytest.fixture(scope="module")
+def p70():
+    return plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM", "A100 80GB"), seq=SEQ, global_batch=512,
+                max_gpus=2048)
+
+
+def _row_par(r):
+    return L.Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp))
+
+
+def test_columns_and_shape(p70):
+    assert tuple(p70.columns) == PLAN_COLUMNS and len(p70) > 50
+    assert (p70["micro_batch"] * p70["grad_accum"] * p70["dp"] == 512).all()
+    assert (p70["tp"] * p70["pp"] * p70["dp"] == p70["n_gpus"]).all() and (p70["n_gpus"] <= 2048).all()
+    assert ((p70["pp"] == 1) | (p70["grad_accum"] >= p70["pp"])).all()
+    assert p70["cost_usd"].is_monotonic_increasing
+
+
+def test_memory_is_training_memory_exactly(p70):
+    rows = p70.sample(25, random_state=0)
+    for r in rows.itertuples():
+        t = L.training_memory("llama-3-70b", batch=int(r.micro_batch), seq=SEQ, grad_accum=int(r.grad_accum),
+                              recompute=r.recompute, parallel=_row_par(r))
+        assert r.memory_per_gpu_bytes == pytest.approx(t.total_bytes, rel=1e-9)
+        assert r.memory_per_gpu_bytes <= 0.9 * L.get_gpu(r.gpu).memory_bytes
+
+
+def test_heavier_recompute_only_when_lighter_does_not_fit(p70):
+    order = ["none", "selective", "full"]
+    for r in p70[p70["recompute"] != "none"].sample(10, random_state=1).itertuples():
+        lighter = order[order.index(r.recompute) - 1]
+        t = L.training_memory("llama-3-70b", batch=int(r.micro_batch), seq=SEQ, grad_accum=int(r.grad_accum),
+                              recompute=lighter, parallel=_row_par(r))
+        assert t.total_bytes > 0.9 * L.get_gpu(r.gpu).memory_bytes
+
+
+def test_first_and_last_stage_hold_the_peak():
+    for par in (L.Parallel(tp=2, pp=4, dp=2, zero=1, sp=True), L.Parallel(pp=8, dp=1), L.Parallel(tp=4, pp=5)):
+        for m in (1, 2, 8, 16):
+            full = L.training_memory("llama-3-70b", batch=2, seq=2048, grad_accum=m, parallel=par)
+            ends = L.training_memory("llama-3-70b", batch=2, seq=2048, grad_accum=m, parallel=par,
+                                     _stages=(0, par.pp - 1))
+            assert ends.total_bytes == full.total_bytes
+
+
+def test_time_and_money_follow_step_time(p70):
+    for r in p70.sample(10, random_state=2).itertuples():
+        st = step_time("llama-3-70b", r.gpu, _row_par(r), batch=int(r.micro_batch), seq=SEQ,
+                       grad_accum=int(r.grad_accum), mfu=COMPUTE_EFFICIENCY, overlap=OVERLAP, recompute=r.recompute)
+        assert r.step_time_s == pytest.approx(st.step_s, rel=1e-12)
+        steps = 1e12 / (512 * SEQ)
+        assert r.days == pytest.approx(steps * st.step_s / 86400)
+        assert r.cost_usd == pytest.approx(r.days * 24 * r.n_gpus * L.get_gpu(r.gpu).price_usd_per_gpu_hour)
+        assert r.days_low < r.days < r.days_high
+        flops = L.training_flops_per_token("llama-3-70b", seq=SEQ) * 512 * SEQ
+        assert r.mfu == pytest.approx(flops / (st.step_s * r.n_gpus * L.get_gpu(r.gpu).bf16_dense_tflops * 1e12))
+
+
+def test_pareto_front(p70):
+    d, c, front = p70["days"].to_numpy(), p70["cost_usd"].to_numpy(), p70["pareto"].to_numpy()
+    for i in range(len(p70)):
+        dominated = ((d <= d[i]) & (c <= c[i]) & ((d < d[i]) | (c < c[i]))).any()
+        assert front[i] == (not dominated)
+    assert front.sum() >= 3
+
+
+def test_best_plans_land_in_the_published_mfu_band(p70):
+    front = p70[p70["pareto"] & (p70["gpu"] == "H100 SXM")]
+    assert front["mfu"].between(MFU_LOW, MFU_HIGH).mean() > 0.5
+
+
+def test_deadline_and_budget_filter(p70):
+    fast = plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM", "A100 80GB"), seq=SEQ, global_batch=512,
+                max_gpus=2048, deadline_days=30, budget_usd=2e6)
+    assert len(fast) and (fast["days"] <= 30).all() and (fast["cost_usd"] <= 2e6).all()
+    assert len(fast) < len(p70)
+
+
+def test_nothing_fits_is_explained():
+    with pytest.raises(NoPlanError, match="no layout holds llama-3.1-405b.*max_gpus=8"):
+        plan("llama-3.1-405b", tokens=1e12, seq=8192, global_batch=64, max_gpus=8)
+    empty = plan("llama-3.1-405b", tokens=1e12, seq=8192, global_batch=64, max_gpus=8, explain=False)
+    assert empty.empty and tuple(empty.columns) == PLAN_COLUMNS
+
+
+def test_impossible_deadline_names_the_fastest():
+    with pytest.raises(NoPlanError, match=r"none meets deadline_days=1: the fastest takes"):
+        plan("llama-3-70b", tokens=1e12, seq=SEQ, global_batch=256, max_gpus=256, deadline_days=1)
+
+
+@pytest.mark.parametrize("kw, exc, msg", [
+    (dict(tokens=0), ValueError, "tokens"), (dict(global_batch=0), ValueError, "global_batch"),
+    (dict(gpus="H100 SXM"), TypeError, "gpus"), (dict(gpus=["H1000"]), ValueError, "GPU"),
+    (dict(micro_batches=[0]), ValueError, "micro_batches"), (dict(recomputes=["some"]), ValueError, "recomputes"),
+    (dict(zero_stages=[4]), ValueError, "zero_stages"), (dict(overlap=1.5), ValueError, "overlap"),
+    (dict(deadline_days=-1), ValueError, "deadline_days"), (dict(prices={"H100 SXM": -2}), ValueError, "prices"),
+    (dict(compute_efficiency=0), ValueError, "compute_efficiency"),
+])
+def test_bad_input_is_named(kw, exc, msg):
+    base = dict(tokens=1e9, seq=2048, global_batch=64, max_gpus=64)
+    with pytest.raises(exc, match=msg):
+        plan("llama-3-8b", **{**base, **kw})
+
+
+def test_prices_parameter_scales_cost():
+    a = plan("llama-3-8b", tokens=1e11, seq=2048, global_batch=64, max_gpus=64)
+    b = plan("llama-3-8b", tokens=1e11, seq=2048, global_batch=64, max_gpus=64, prices={"H100 SXM": 1.0})
+    price = L.get_gpu("H100 SXM").price_usd_per_gpu_hour
+    assert np.allclose(np.sort(b["cost_usd"].to_numpy()) * price, np.sort(a["cost_usd"].to_numpy()))
