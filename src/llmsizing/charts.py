@@ -1035,6 +1035,7 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     if chosen.bytes_read > capacity:
         lines.append(f"  (weights + KV cache, {chosen.bytes_read / GiB:,.1f} GiB, exceed one {chosen.gpu}: "
                      "see chapter 3)")
+    return View(fig, "\n".join(lines))
 
 
 # =========================================================================== chapter 8: the pipeline bubble

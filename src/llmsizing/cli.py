@@ -19,6 +19,8 @@ EXAMPLES = """examples:
   llmsizing memory path/to/config.json --batch 2 --seq 2048 --json
   llmsizing time llama-3-70b --tokens 1T --gpu "H100 SXM" --gpus 1024 --seq 8192
   llmsizing time llama-3.1-405b --tokens 15.6T --gpu "H100 SXM" --gpus 16384 --seq 8192 --mfu 0.38
+  llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --gpu "H100 SXM" --gpu B200
+  llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --deadline-days 30 --budget 2M --all
 """
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -129,6 +131,28 @@ def cmd_time(args) -> None:
     _emit(out, args, title=title)
 
 
+def cmd_plan(args) -> None:
+    from .planner import plan
+
+    df = plan(_model(args.model), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)), seq=args.seq,
+              global_batch=args.global_batch, max_gpus=args.max_gpus, deadline_days=args.deadline_days,
+              budget_usd=args.budget, overlap=args.overlap, compute_efficiency=args.compute_efficiency)
+    if not args.all:
+        df = df[df["pareto"]]
+    df = df.head(args.top).reset_index(drop=True)
+    if args.json or args.csv:
+        _emit(df, args)
+        return
+    out = df[["gpu", "n_gpus", "tp", "pp", "dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
+    out["GiB/GPU"] = (df["memory_per_gpu_bytes"] / 2**30).map("{:.1f}".format)
+    out["step s"] = df["step_time_s"].map("{:.2f}".format)
+    out["MFU"] = df["mfu"].map("{:.0%}".format)
+    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"], df["days_high"])]
+    out["cost"] = df["cost_usd"].map("${:,.0f}".format)
+    which = "plans" if args.all else "plans on the time-vs-cost front"
+    _emit(out, args, title=f"{len(out)} {which}, cheapest first:")
+
+
 def _add_output(p) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON records (for scripts)")
@@ -143,7 +167,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="llmsizing", description="How many GPUs? Memory, time and cost of training "
                                  "a language model, from the library behind the book.", epilog=EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{models,gpus,memory,time}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{models,gpus,memory,time,plan}")
 
     p = sub.add_parser("models", help="the model catalogue")
     _add_output(p)
@@ -190,6 +214,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"], help="the peak the MFU is measured against")
     _add_output(p)
     p.set_defaults(func=cmd_time)
+
+    p = sub.add_parser("plan", help="ranked plans: GPUs, layout, days and cost",
+                       description="Every layout that fits and reaches the global batch (plan), with step time, "
+                                   "MFU, days and cost; by default only the time-vs-cost front.", epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
+    p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T")
+    p.add_argument("--seq", type=int, required=True, help="sequence length, tokens")
+    p.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
+    p.add_argument("--gpu", action="append", help="a catalogue GPU; repeat for several (default: H100 SXM)")
+    p.add_argument("--max-gpus", type=int, help="largest GPU count to consider")
+    p.add_argument("--deadline-days", type=float, help="drop plans slower than this")
+    p.add_argument("--budget", type=count, help="drop plans dearer than this many USD, e.g. 2M")
+    p.add_argument("--overlap", type=float, default=0.5, help="share of communication hidden behind compute")
+    p.add_argument("--compute-efficiency", type=float, default=0.5, help="share of the peak while computing")
+    p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
+    p.add_argument("--top", type=int, default=20, help="print at most this many rows (default 20)")
+    _add_output(p)
+    p.set_defaults(func=cmd_plan)
     return ap
 
 

@@ -79,21 +79,21 @@ def _total_bytes(coef, micro: np.ndarray, dp: np.ndarray) -> np.ndarray:
     return FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * peak
 
 
-def _pareto(days: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """True where no other row is at least as fast and as cheap and better in one (ties are all on the front)."""
+def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarray:
+    """True where no other row is at least as fast and as cheap and better in one. Of plans that tie on both
+    (say ZeRO-0 and ZeRO-1, which move the same bytes), only the one with the least memory per GPU is marked."""
     front = np.zeros(len(days), dtype=bool)
     best = math.inf                                    # the cheapest cost among strictly faster rows
-    order = np.lexsort((cost, days))
+    order = np.lexsort((memory, cost, days))
     i = 0
     while i < len(order):
         j = i
         while j < len(order) and days[order[j]] == days[order[i]]:
             j += 1
-        group = order[i:j]
-        low = cost[group].min()
-        if low < best:
-            front[group[cost[group] == low]] = True
-        best = min(best, low)
+        first = order[i]                               # the cheapest of this speed, least memory among ties
+        if cost[first] < best:
+            front[first] = True
+            best = cost[first]
         i = j
     return front
 
@@ -120,7 +120,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
 
     ``mfu`` is the model FLOPs over the GPUs' dense peak for the step time; ``days``/``cost_usd`` follow, with
     ``_low``/``_high`` bounds from the calibrated MFU band's relative spread. ``pareto`` marks the plans on the
-    time-vs-cost front. ``deadline_days`` and ``budget_usd`` drop plans beyond them.
+    time-vs-cost front (one per tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond them.
 
     When no plan survives, raises :class:`NoPlanError` (a ``ValueError``) saying why (nothing fits, or the
     fastest/cheapest plan misses the deadline/budget, with its figures). ``explain=False`` returns the empty
@@ -199,6 +199,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                 for rc in rcs:                          # the lightest recomputation that fits, per dp
                     fits = (totals[rc] <= limit) & ~chosen
                     for j in np.flatnonzero(fits):
+                        if zero and dps[j] == 1:        # ZeRO over one data-parallel rank is no ZeRO at all
+                            continue
                         candidates.append((g, tp, pp, zero, b, int(dps[j]), int(m[j]), rc, float(totals[rc][j])))
                     chosen |= fits
     if not candidates:
@@ -247,6 +249,6 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             f"({cheapest['days']:,.1f} days, {cheapest['n_gpus']:,} x {cheapest['gpu']})"
             + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed"))
     df = df.copy()
-    df["pareto"] = _pareto(df["days"].to_numpy(), df["cost_usd"].to_numpy())
+    df["pareto"] = _pareto(df["days"].to_numpy(), df["cost_usd"].to_numpy(), df["memory_per_gpu_bytes"].to_numpy())
     df = df.sort_values(["cost_usd", "days"]).reset_index(drop=True)
     return df[list(PLAN_COLUMNS)]
