@@ -90,3 +90,21 @@ def test_catalogues_print(sub, capsys):
     names = L.list_models() if sub == "models" else L.list_gpus()
     out = capsys.readouterr().out
     assert all(n in out for n in names)
+
+
+def test_plan_front_json_is_the_planner(capsys):
+    from llmsizing.planner import plan
+
+    rows = _json(capsys, ["plan", "llama-3-8b", "--tokens", "100B", "--seq", "4096", "--global-batch", "256",
+                          "--max-gpus", "256", "--json"])
+    df = plan("llama-3-8b", tokens=1e11, seq=4096, global_batch=256, max_gpus=256)
+    front = df[df["pareto"]].head(20)
+    assert [r["n_gpus"] for r in rows] == list(front["n_gpus"])
+    assert rows[0]["cost_usd"] == pytest.approx(front["cost_usd"].iloc[0])
+
+
+def test_plan_explains_a_missed_deadline(capsys):
+    argv = ["plan", "llama-3-70b", "--tokens", "1T", "--seq", "8192", "--global-batch", "1024", "--max-gpus",
+            "512", "--deadline-days", "1"]
+    assert cli.main(argv) == 2
+    assert "the fastest takes" in capsys.readouterr().err

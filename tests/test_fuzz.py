@@ -558,3 +558,47 @@ def test_fuzz_ch6_function(name):
 @pytest.mark.parametrize("name", sorted(CH6_CHARTS))
 def test_fuzz_ch6_chart(name):
     _run(name, CH6_CHARTS[name], max(5, EXAMPLES // 5))
+
+
+# ----------------------------------------------------------------------------- chapter 8 and Part III
+from llmsizing import layouts, planner, time_cost  # noqa: E402
+
+MFU_ARG = Arg(st.floats(0.05, 1.0), st.sampled_from([0, 1.5, -0.1, "0.4", float("nan")]))
+PART3_FUNCTIONS = {
+    "step_time": Spec(lambda parallel, **kw: layouts.step_time(parallel=_parallel(parallel), **kw),
+                      dict(model=models(), gpu=gpus(), parallel=parallels(), batch=ints(1, 16), seq=ints(1, 16384),
+                           grad_accum=ints(1, 64), mfu=MFU_ARG, overlap=nums(0, 1), recompute=RECOMPUTES),
+                      aliases={"parallel": PARALLEL_WORDS}),
+    "implied_mfu": Spec(time_cost.implied_mfu,
+                        dict(model=models(), gpu=gpus(), seq=ints(1, 16384), tokens=nums(1e6, 1e13),
+                             gpu_hours=nums(1e3, 1e8))),
+    "training_time": Spec(time_cost.training_time,
+                          dict(model=models(), tokens=nums(1e6, 1e14), gpu=gpus(), n_gpus=ints(1, 65536),
+                               seq=ints(1, 131072), mfu=Arg(st.one_of(st.none(), st.floats(0.05, 0.7)),
+                                                            st.sampled_from([0, 1.5, "0.4", float("nan")])),
+                               price_usd_per_gpu_hour=nums(0, 100, optional=True), recompute=RECOMPUTES)),
+    "plan": Spec(planner.plan,
+                 dict(model=models(), tokens=nums(1e6, 1e13), gpus=lists_of(gpus(), max_size=2),
+                      seq=ints(128, 8192), global_batch=st_ints_from([8, 16, 64]), max_gpus=ints(1, 64),
+                      explain=Arg(st.just(False), st.sampled_from([0, "no", None]))),
+                 aliases={"gpus": ("gpu",)}),
+}
+PART3_CHARTS = {
+    "render_training_time": Spec(charts.render_training_time,
+                                 dict(model=models(), tokens=nums(1e6, 1e14), gpu=gpus(), seq=ints(1, 131072),
+                                      n_gpus=ints(1, 65536))),
+    "render_pipeline_bubble": Spec(charts.render_pipeline_bubble,
+                                   dict(pps=lists_of(ints(1, 64)), interleaved_pp=ints(1, 64),
+                                        virtual_stages=ints(1, 16), max_microbatches=ints(2, 512)),
+                                   aliases={"pps": ("pps", "pp")}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PART3_FUNCTIONS))
+def test_fuzz_part3_function(name):
+    _run(name, PART3_FUNCTIONS[name], EXAMPLES if name != "plan" else max(5, EXAMPLES // 5))
+
+
+@pytest.mark.parametrize("name", sorted(PART3_CHARTS))
+def test_fuzz_part3_chart(name):
+    _run(name, PART3_CHARTS[name], max(5, EXAMPLES // 5))
