@@ -1,0 +1,183 @@
+"""Fine-tuning memory: full fine-tuning, LoRA and QLoRA on the GPU you have (Part IV, "Fine-tuning on a budget").
+
+Sources:
+
+* LoRA (Hu et al. 2021): a frozen weight ``W`` (``d_out x d_in``) gets a trainable ``B A`` with ``A`` of
+  ``r x d_in`` and ``B`` of ``d_out x r``: ``r (d_in + d_out)`` parameters per adapted matrix. Targets are named
+  as PEFT users name them (``q_proj`` ... ``down_proj``, or the short ``q`` ... ``down``); with grouped-query
+  attention ``k_proj`` and ``v_proj`` are ``kv_heads x head_dim`` wide, which the count respects. PEFT keeps the
+  adapters in fp32 when the base is 16-bit (``autocast_adapter_dtype=True``, its default).
+* QLoRA (Dettmers et al. 2023): the frozen linear layers of the blocks in nf4 with double quantisation (4.127
+  bits per weight, :data:`~llmsizing.precision.DTYPE_BYTES`), embeddings, LM head and norms left in 16 bits, as
+  bitsandbytes and PEFT leave them (:func:`~llmsizing.inference.weights_bytes`); each matrix is dequantised to
+  16 bits for its matmul, so one 16-bit copy of the largest block matrix is alive while a layer computes.
+* Frozen weights need no gradients and no optimizer states: only the adapters carry them (4-byte gradients,
+  the optimizer's states for ``r (d_in + d_out)`` numbers each; ``"adamw-8bit"`` quantises them as
+  bitsandbytes does). A paged optimizer (bitsandbytes' ``paged_adamw``) keeps the same bytes in unified memory
+  that the driver may evict to the host under pressure: it absorbs spikes, it does not lower the steady state,
+  so the peak here is the same.
+
+The peak follows :func:`~llmsizing.memory.training_memory`'s phases exactly (:func:`~llmsizing.memory.step_phases`),
+with the adapters as the trainable states. Activations: the base model's (the same stack, attention and
+recomputation as :func:`~llmsizing.activations.activation_memory`) plus what the adapters save: the fp32 copy
+of each adapted matrix's input (PEFT casts the input to the adapter's dtype) and ``A``'s output. That counts
+the base model's saved activations as in full fine-tuning: autograd still saves a frozen layer's input when the
+layer before it needs it, and the chapter measures how close that is (``data/lora_step_measurements.csv``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
+from .catalog import resolve_model
+from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, ModelStates, _frame, default_overhead_bytes,
+                     model_states_for_params, step_phases, training_memory)
+from .model import Model
+from .precision import DTYPE_BYTES, OPTIMIZERS
+
+METHODS = ("full", "lora", "qlora")
+
+#: PEFT's module names for the matrices of a Llama-style block, and the short names the book also accepts.
+TARGETS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj", "up": "up_proj",
+           "down": "down_proj"}
+ALL_LINEAR = tuple(TARGETS)
+ATTENTION_ONLY = ("q", "k", "v", "o")
+
+
+def _target_shapes(model: Model, targets) -> dict[str, tuple[int, int]]:
+    """``{peft name: (d_out, d_in)}`` of the block matrices named by ``targets`` (short or PEFT names)."""
+    items = check_sequence("targets", targets, example='("q", "k", "v", "o")')
+    shapes = {name.removesuffix(".weight"): shape for comp, name, shape in model.layer_tensors()
+              if comp in ("attention", "mlp") and name.endswith(".weight")}
+    valid = [k for k, v in TARGETS.items() if v in shapes]
+    out = {}
+    for t in items:
+        if not isinstance(t, str):
+            raise TypeError(f"targets must be names such as 'q' or 'q_proj', got {type(t).__name__} {t!r}")
+        name = TARGETS.get(t, t)
+        if name not in shapes:
+            raise ValueError(f"unknown LoRA target {t!r} for {model.name}: valid targets are "
+                             f"{', '.join(valid)} (or their PEFT names {', '.join(TARGETS[k] for k in valid)})")
+        out[name] = shapes[name]
+    return out
+
+
+def lora_params(model: Model | str, *, rank: int = 16, targets=ALL_LINEAR) -> int:
+    """Trainable parameters LoRA adds: ``rank x (d_in + d_out)`` per adapted matrix and layer (Hu et al. 2021),
+    what PEFT's ``print_trainable_parameters()`` reports for a model built from the same config."""
+    model = resolve_model(model)
+    rank = check_int("rank", rank, maximum=65536)
+    return model.layers * sum(rank * (d_out + d_in) for d_out, d_in in _target_shapes(model, targets).values())
+
+
+@dataclass(frozen=True)
+class FinetuneMemory:
+    """Per-GPU memory of one fine-tuning step (:func:`finetune_memory`): the frozen ``base_weights_bytes``,
+    the trainable ``adapter_bytes`` (all weights for full fine-tuning), their gradients and optimizer states,
+    the activations, the peak of the step's phases and the total with the book's allowance."""
+
+    method: str
+    trainable_params: int
+    base_weights_bytes: float
+    adapter_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    peak_bytes: float
+    overhead_bytes: float
+    peak_phase: str
+    dequantised_bytes: float = 0.0
+    host_bytes: float = 0.0
+
+    @property
+    def total_bytes(self) -> float:
+        return self.peak_bytes + self.overhead_bytes
+
+    def to_frame(self):
+        """One row per part (bytes, GiB, bytes per trainable parameter)."""
+        return _frame({"base weights": self.base_weights_bytes, "adapters": self.adapter_bytes,
+                       "gradients": self.gradients_bytes, "optimizer": self.optimizer_bytes,
+                       "activations": self.activations_bytes, "peak": self.peak_bytes,
+                       "overhead": self.overhead_bytes, "total": self.total_bytes}, max(self.trainable_params, 1))
+
+
+def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16, targets=ALL_LINEAR,
+                    optimizer: str = "adamw", batch: int, seq: int, recompute: str = "none",
+                    attention: str = "flash", stack: str = "hf", lora_dropout: bool = False, grad_accum: int = 1,
+                    parallel=None, overhead_bytes: float | None = None) -> FinetuneMemory:
+    """Memory of one fine-tuning step on one GPU, with the same peak semantics as
+    :func:`~llmsizing.memory.training_memory` (its phases, its allowance).
+
+    ``method="full"`` is :func:`~llmsizing.memory.training_memory` itself (bf16 mixed precision; ``parallel``
+    for ZeRO/FSDP and offload). ``"lora"`` freezes the bf16 base and trains ``rank``-``r`` adapters on
+    ``targets``; ``"qlora"`` stores the base's block matrices in nf4 (module docstring). ``lora_dropout=True``
+    adds the dropout's saved output and mask per adapted matrix (PEFT's ``lora_dropout > 0``). ``recompute="full"``
+    is gradient checkpointing as PEFT users enable it (``gradient_checkpointing_enable()``). Taught in the
+    fine-tuning chapter; checked against PEFT's counts and measured LoRA steps.
+    """
+    from .activations import activation_memory, layer_terms
+
+    model = resolve_model(model)
+    method = check_choice("method", method, METHODS)
+    batch, seq, grad_accum = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    check_bool("lora_dropout", lora_dropout)
+    if overhead_bytes is not None:
+        overhead_bytes = check_number("overhead_bytes", overhead_bytes)
+    if method == "full":
+        t = training_memory(model, batch=batch, seq=seq, precision="bf16-mixed", optimizer=optimizer,
+                            attention=attention, recompute=recompute, grad_accum=grad_accum, parallel=parallel,
+                            overhead_bytes=overhead_bytes, stack=stack)
+        return FinetuneMemory("full", model.n_params, 0.0, t.weights_bytes, t.gradients_bytes, t.optimizer_bytes,
+                              t.activations_bytes, t.peak_bytes, t.overhead_bytes, t.peak_phase,
+                              host_bytes=t.states.host_bytes)
+    if parallel is not None:
+        raise ValueError(f"parallel={parallel!r}: LoRA/QLoRA are modelled on one GPU (data parallelism replicates "
+                         "them; give parallel=None), full fine-tuning takes a layout")
+    rank = check_int("rank", rank, maximum=65536)
+    shapes = _target_shapes(model, targets)
+    trainable = lora_params(model, rank=rank, targets=targets)
+    from .inference import weights_bytes
+
+    base = weights_bytes(model, "nf4" if method == "qlora" else "bf16")
+    adapters = model_states_for_params(trainable, precision="fp32", optimizer=optimizer)   # fp32 adapters
+    states = ModelStates(trainable, "fp32", optimizer, base + adapters.weights_bytes, adapters.gradients_bytes,
+                         0.0, adapters.optimizer_state_bytes)
+    acts = activation_memory(model, batch=batch, seq=seq, dtype="bf16", attention=attention, recompute=recompute,
+                             stack=stack)
+    # what the adapters save per layer: each adapted matrix's input cast to fp32 (PEFT casts x to the adapter's
+    # dtype), A's output (r wide, fp32), and with dropout its output (fp32) and mask (1 byte)
+    tokens = batch * seq
+    per_layer = sum(tokens * (d_in * 4 + rank * 4 + (d_in * 5 if lora_dropout else 0))
+                    for _, d_in in shapes.values())
+    kept_layers = model.layers if recompute == "none" else 1          # checkpointing keeps one layer's at a time
+    adapter_acts = per_layer * kept_layers
+    largest = max(s[0] * s[1] for comp, _, s in model.layer_tensors() if comp in ("attention", "mlp") and len(s) == 2)
+    dequant = 2.0 * largest if method == "qlora" else 0.0     # the 16-bit copy of the matrix being multiplied
+    working = LAYER_WORKING_SET * (sum(layer_terms(model, batch=batch, seq=seq, dtype="bf16",
+                                                   attention=attention, stack=stack).values()) + per_layer)
+    loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * tokens * model.vocab
+    opt_tmp = 8.0 * trainable if optimizer in ("adam", "adamw") else 0.0   # foreach temporaries, fp32 states
+    pieces = step_phases(states, acts, grad_accum=grad_accum, autocast_bytes=0.0, loss_bytes=loss,
+                         optimizer_bytes=opt_tmp, layer_working_bytes=working, head_grad_bytes=0.0,
+                         gathered_bytes=dequant)
+    for k in ("forward", "loss backward", "backward (start)"):
+        pieces[k] = {**pieces[k], "activations": pieces[k]["activations"] + adapter_acts}
+    totals = {k: sum(v.values()) for k, v in pieces.items()}
+    phase = max(totals, key=totals.get)
+    peak = totals[phase]
+    overhead = default_overhead_bytes(peak) if overhead_bytes is None else overhead_bytes
+    return FinetuneMemory(method, trainable, base, adapters.weights_bytes, adapters.gradients_bytes,
+                          adapters.optimizer_bytes, acts.total_bytes + adapter_acts, peak, overhead,
+                          phase.replace(" (start)", "").replace(" (end)", ""), dequant)
+
+
+def bytes_per_param(method: str, *, optimizer: str = "adamw") -> float:
+    """Bytes per parameter of the model states alone, for the seeds' rules of thumb: full fine-tuning in bf16
+    mixed precision (2 + 2 + 12 = 16 with AdamW), or the frozen base of LoRA (2) and QLoRA (nf4, 0.516)."""
+    method = check_choice("method", method, METHODS)
+    if method == "full":
+        s = model_states_for_params(1, precision="bf16-mixed", optimizer=optimizer)
+        return s.total_bytes
+    return DTYPE_BYTES["nf4" if method == "qlora" else "bf16"]

@@ -1,0 +1,88 @@
+"""Fine-tuning memory (llmsizing.finetune): LoRA parameter counts by hand, QLoRA storage by the QLoRA paper's
+arithmetic, the same peak semantics as training_memory, and clear errors."""
+
+import pytest
+
+import llmsizing as L
+from llmsizing.finetune import ALL_LINEAR, ATTENTION_ONLY, finetune_memory, lora_params
+
+
+def test_lora_params_llama2_7b_by_hand():
+    h, f, layers = 4096, 11008, 32
+    r = 16
+    per_layer = 4 * r * (h + h) + 2 * r * (h + f) + r * (f + h)       # q k v o (MHA), gate up, down
+    assert lora_params("llama-2-7b", rank=r) == layers * per_layer == 39_976_960
+    # the classic q_proj + v_proj at r = 8: 32 layers x 2 matrices x 8 x (4096 + 4096)
+    assert lora_params("llama-2-7b", rank=8, targets=("q_proj", "v_proj")) == 4_194_304
+
+
+def test_lora_params_respect_gqa():
+    # Llama-3-8B: k_proj and v_proj are 4096 -> 8 x 128 = 1024 wide
+    h, kv, f, r = 4096, 1024, 14336, 8
+    per_layer = r * (h + h) * 2 + r * (h + kv) * 2 + r * (h + f) * 2 + r * (f + h)
+    assert lora_params("llama-3-8b", rank=r) == 32 * per_layer
+
+
+def test_qlora_base_is_nf4_blocks_and_16bit_rest():
+    m = L.get_model("llama-2-7b")
+    parts = m.param_breakdown()
+    block_matrices = m.layers * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+    rest = m.n_params - block_matrices                         # embeddings, LM head, norms: bf16
+    nf4 = (4 + 8 / 64 + 32 / (64 * 256)) / 8                     # QLoRA paper, Sec. 3: 4.127 bits
+    q = finetune_memory("llama-2-7b", method="qlora", batch=1, seq=512)
+    assert q.base_weights_bytes == pytest.approx(block_matrices * nf4 + rest * 2)
+    assert parts["norms"] < rest
+    # one 16-bit copy of the largest block matrix (gate/up/down: 4096 x 11008) is dequantised at a time
+    assert q.dequantised_bytes == 2 * 4096 * 11008
+
+
+def test_only_adapters_carry_gradients_and_optimizer_states():
+    f = finetune_memory("llama-2-7b", method="lora", batch=1, seq=512, rank=16)
+    n = 39_976_960
+    assert f.trainable_params == n
+    assert f.adapter_bytes == 4 * n and f.gradients_bytes == 4 * n and f.optimizer_bytes == 8 * n
+    eight = finetune_memory("llama-2-7b", method="lora", batch=1, seq=512, rank=16, optimizer="adamw-8bit")
+    assert eight.optimizer_bytes == pytest.approx(n * 2 * (1 + 4 / 2048))       # two int8 moments + constants
+
+
+def test_full_is_training_memory():
+    f = finetune_memory("llama-3-8b", method="full", batch=2, seq=1024, recompute="full")
+    t = L.training_memory("llama-3-8b", batch=2, seq=1024, recompute="full", stack="hf")
+    assert f.total_bytes == t.total_bytes and f.trainable_params == L.get_model("llama-3-8b").n_params
+
+
+def test_ordering_and_seed_004_qlora_70b():
+    kw = dict(batch=1, seq=2048, recompute="full")
+    full, lora, qlora = (finetune_memory("llama-2-70b", method=m, **kw) for m in ("full", "lora", "qlora"))
+    assert qlora.total_bytes < lora.total_bytes < full.total_bytes
+    # seed 004: QLoRA brings a 70B to "about 41 GB", on one 80 GB GPU: the states are 4.127-bit weights
+    assert qlora.total_bytes < 0.9 * L.get_gpu("H100 SXM").memory_bytes
+
+
+def test_adapter_activations_grow_with_targets_and_dropout():
+    kw = dict(method="lora", batch=2, seq=1024)
+    attn = finetune_memory("llama-3-8b", targets=ATTENTION_ONLY, **kw)
+    every = finetune_memory("llama-3-8b", targets=ALL_LINEAR, **kw)
+    drop = finetune_memory("llama-3-8b", targets=ALL_LINEAR, lora_dropout=True, **kw)
+    assert attn.activations_bytes < every.activations_bytes < drop.activations_bytes
+
+
+@pytest.mark.parametrize("kw, exc, msg", [
+    (dict(targets=("q", "qkv")), ValueError, "unknown LoRA target 'qkv'.*valid targets are q, k, v, o, gate"),
+    (dict(targets="q"), TypeError, "targets"),
+    (dict(targets=(1,)), TypeError, "targets"),
+    (dict(method="dora"), ValueError, "method"),
+    (dict(rank=0), ValueError, "rank"),
+    (dict(batch=0), ValueError, "batch"),
+    (dict(optimizer="adam8"), ValueError, "optimizer"),
+    (dict(parallel=L.Parallel(dp=2)), ValueError, "parallel"),
+])
+def test_bad_input_is_named(kw, exc, msg):
+    base = dict(method="lora", batch=1, seq=512)
+    with pytest.raises(exc, match=msg):
+        finetune_memory("llama-3-8b", **{**base, **kw})
+
+
+def test_gate_target_on_a_model_without_gated_mlp():
+    with pytest.raises(ValueError, match="unknown LoRA target 'gate' for gpt2"):
+        lora_params("gpt2", targets=("gate",))
