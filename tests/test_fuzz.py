@@ -582,7 +582,25 @@ PART3_FUNCTIONS = {
                       seq=ints(128, 8192), global_batch=st_ints_from([8, 16, 64]), max_gpus=ints(1, 64),
                       explain=Arg(st.just(False), st.sampled_from([0, "no", None]))),
                  aliases={"gpus": ("gpu",)}),
+    "cost_by_gpu": Spec(time_cost.cost_by_gpu,
+                        dict(model=models(), tokens=nums(1e6, 1e13), seq=ints(128, 8192),
+                             gpus=lists_of(gpus(), max_size=2), batch=ints(1, 4), recompute=RECOMPUTES),
+                        aliases={"gpus": ("gpu",)}),
 }
+from llmsizing import finetune  # noqa: E402
+
+FINETUNE_FUNCTIONS = {
+    "lora_params": Spec(finetune.lora_params, dict(model=models(), rank=ints(1, 256),
+                                                   targets=lists_of(names(["q", "k", "v", "o", "up", "down"])))),
+    "finetune_memory": Spec(finetune.finetune_memory,
+                            dict(model=models(), method=names(finetune.METHODS), rank=ints(1, 256),
+                                 targets=lists_of(names(["q", "k", "v", "o", "up", "down"])),
+                                 optimizer=names(OPTIMIZERS), batch=ints(1, 16), seq=ints(1, 16384),
+                                 recompute=RECOMPUTES, attention=ATTN, stack=names(["fused", "hf"]),
+                                 lora_dropout=bools(), grad_accum=ints(1, 16))),
+}
+PART3_FUNCTIONS.update(FINETUNE_FUNCTIONS)
+SLOW = {"plan", "cost_by_gpu"}
 PART3_CHARTS = {
     "render_training_time": Spec(charts.render_training_time,
                                  dict(model=models(), tokens=nums(1e6, 1e14), gpu=gpus(), seq=ints(1, 131072),
@@ -596,7 +614,7 @@ PART3_CHARTS = {
 
 @pytest.mark.parametrize("name", sorted(PART3_FUNCTIONS))
 def test_fuzz_part3_function(name):
-    _run(name, PART3_FUNCTIONS[name], EXAMPLES if name != "plan" else max(5, EXAMPLES // 5))
+    _run(name, PART3_FUNCTIONS[name], max(5, EXAMPLES // 5) if name in SLOW else EXAMPLES)
 
 
 @pytest.mark.parametrize("name", sorted(PART3_CHARTS))
