@@ -888,7 +888,7 @@ def render_collectives_vs_prediction(world: int = 2) -> View:
         if len(labels) == 0:
             ax.set_axis_off()
         ax.margins(x=0.18)
-    axes[0].legend(loc="lower right", fontsize=8)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8)
     axes[0].set_title("data parallel (model-sized messages)", fontsize=10)
     axes[1].set_title("tensor parallel (activation-sized messages)", fontsize=10)
     return View(fig, "\n".join(lines))
