@@ -175,3 +175,26 @@ def test_broadcast_cost_and_validation():
         collective_bytes_per_gpu("gossip", 1.0, 2)
     with pytest.raises((ValueError, TypeError), match="n"):
         fsdp2_unit_bytes(Model("x", layers=1, hidden=8, heads=2, ffn_hidden=16, vocab=32), 0)
+
+
+def test_edge_inputs_raise_value_or_type_errors():
+    import numpy as np
+
+    from llmsizing.charts import render_collectives_vs_prediction
+
+    m = Model("x", layers=2, hidden=8, heads=2, ffn_hidden=16, vocab=30)
+    assert fsdp2_unit_bytes(m, np.int64(4)) == fsdp2_unit_bytes(m, 4)
+    # by hand: vocab 30 over 4 ranks pads to 32 rows; q/k/v/o (8 x 8), MLP 16 rows, norms 8
+    assert fsdp2_unit_bytes(m, 4, dtype_bytes=1) == [2 * 32 * 8 + 8] + [4 * 64 + 2 * 16 * 8 + 8 * 16 + 2 * 8] * 2
+    assert len(fsdp2_unit_bytes("llama-3-8b", 8)) == 33
+    for bad in (float("nan"), -1.0, float("inf")):
+        with pytest.raises(ValueError):
+            collective_bytes_per_gpu("all-gather", bad, 2)
+    with pytest.raises((ValueError, TypeError)):
+        fsdp2_unit_bytes(m, 2, dtype_bytes=0)
+    with pytest.raises((ValueError, TypeError)):
+        fsdp2_unit_bytes(m, 2.5)
+    with pytest.raises(ValueError, match="world"):
+        render_collectives_vs_prediction(8)
+    with pytest.raises((ValueError, TypeError), match="world"):
+        render_collectives_vs_prediction("2")

@@ -861,8 +861,10 @@ def render_collectives_vs_prediction(world: int = 2) -> View:
     on ``world`` ranks (2 or 4; TP and SP ran on 2): bytes each GPU sends at ring cost, measured (what
     ``torch.distributed`` issued) next to :func:`~llmsizing.comm.communication`. Two panels, since tensor
     parallelism moves activations (KiB here) and data parallelism the model (MiB). Chapter 9."""
+    from ._validate import check_int
     from .dist_compare import compare_collectives
 
+    world = check_int("world", world)
     cmp = compare_collectives()
     cmp = cmp[cmp["world_size"] == world]
     if cmp.empty:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 from ._validate import check_choice, check_int, check_number
+from .catalog import resolve_model
 from .comm import communication, ring_bytes
 from .measurements import DATA_DIR
 from .memory import model_states
@@ -79,12 +80,13 @@ def collective_bytes_per_gpu(kind: str, message_bytes: float, n: int) -> float:
     return ring_bytes(kind, s, n)
 
 
-def fsdp2_unit_bytes(model: Model, n: int, *, dtype_bytes: float = 4.0) -> list[float]:
+def fsdp2_unit_bytes(model: Model | str, n: int, *, dtype_bytes: float = 4.0) -> list[float]:
     """Bytes of the buffer FSDP2 all-gathers (and reduce-scatters) for each unit of a Llama-style model wrapped as
     in the measurement (each decoder layer a unit, the root holding the embedding, final norm and LM head), over
     ``n`` ranks, ``dtype_bytes`` per element. FSDP2 shards every parameter along dimension 0 in chunks of
     ``ceil(d0 / n)`` rows and pads the last rank's shard, so each parameter costs ``ceil(d0 / n) x n`` rows
     (torch ``_fsdp_param.py``, ``FSDPParam._init_sharded_param``). ``[root, layer, layer, ...]``. Chapter 9."""
+    model = resolve_model(model)
     n = check_int("n", n)
     b = check_number("dtype_bytes", dtype_bytes, allow_equal=False)
     h, d, f = model.hidden, model.head_dim, model.ffn_hidden
