@@ -8,7 +8,8 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
            [--tensors-out data/step_saved_tensors.csv]
-    dist   [--out data/dist_measurements.csv]   per-rank states under DDP / ZeRO-1 / FSDP2 (gloo, CPU)
+    dist   [--out data/dist_measurements.csv] [--collectives-out data/dist_collectives.csv]
+           per-rank states and the collectives of one step under DDP / ZeRO-1 / FSDP2 / TP / SP (gloo, CPU)
     all    saved, step, then dist, with the default files (also what runs with no sub-command)
 
 Sub-command ``saved`` (about 50 s on 2 cores) is the original experiment, described first below. Sub-command
@@ -1212,6 +1213,126 @@ def _storage_bytes(tensors) -> int:
     return total
 
 
+# ---------------------------------------------------------------------------- dist: collectives per step
+#: How each collective that reaches the dispatcher is named in data/dist_collectives.csv, and which argument
+#: holds its full (unsharded) buffer: ``c10d.*`` are the ProcessGroup calls (DDP's C++ reducer,
+#: ZeroRedundancyOptimizer's broadcasts, FSDP2's all-gathers and reduce-scatters all go through them),
+#: ``_c10d_functional.*`` the functional collectives DTensor uses for tensor and sequence parallelism.
+#: ``"out"``/``"in"`` = the output/input tensor(s); ``"in*n"`` = the input times the group size.
+COLLECTIVE_OPS = {
+    "c10d.allreduce_": ("all-reduce", "in"), "c10d.allreduce_coalesced_": ("all-reduce", "in"),
+    "c10d.broadcast_": ("broadcast", "in"),
+    "c10d._allgather_base_": ("all-gather", "out"), "c10d.allgather_": ("all-gather", "out"),
+    "c10d.allgather_into_tensor_coalesced_": ("all-gather", "out"),
+    "c10d._reduce_scatter_base_": ("reduce-scatter", "in1"), "c10d.reduce_scatter_": ("reduce-scatter", "in1"),
+    "c10d.reduce_scatter_tensor_coalesced_": ("reduce-scatter", "in1"),
+    "c10d.alltoall_": ("all-to-all", "in1"), "c10d.alltoall_base_": ("all-to-all", "in1"),
+    "_c10d_functional.all_reduce": ("all-reduce", "in"), "_c10d_functional.all_reduce_": ("all-reduce", "in"),
+    "_c10d_functional.all_reduce_coalesced": ("all-reduce", "in"),
+    "_c10d_functional.all_gather_into_tensor": ("all-gather", "in*n"),
+    "_c10d_functional.all_gather_into_tensor_coalesced": ("all-gather", "in*n"),
+    "_c10d_functional.reduce_scatter_tensor": ("reduce-scatter", "in"),
+    "_c10d_functional.reduce_scatter_tensor_coalesced": ("reduce-scatter", "in"),
+    "_c10d_functional.broadcast": ("broadcast", "in"), "_c10d_functional.all_to_all_single": ("all-to-all", "in"),
+}
+#: Dispatcher ops of the two namespaces that move no data (waits, autograd wrappers, barriers).
+NOT_COLLECTIVES = {"_c10d_functional.wait_tensor", "_c10d_functional._wrap_tensor_autograd", "c10d.barrier",
+                   "c10d.monitored_barrier_"}
+
+
+def _tensors(x):
+    return [t for t in tree_flatten(x)[0] if torch.is_tensor(t)]
+
+
+class CollectiveCounter(TorchDispatchMode):
+    """Counts every collective of a step on this rank: its kind, calls and the bytes of its full buffer.
+
+    A ``TorchDispatchMode`` sees every op that reaches PyTorch's dispatcher. Since torch 2.0 a
+    ``ProcessGroup``'s methods are dispatcher ops (``c10d::allreduce_``, ``c10d::_allgather_base_``, ...), so
+    this sees the collectives DDP's C++ reducer launches from its autograd hooks, the ``dist.broadcast`` calls
+    of ``ZeroRedundancyOptimizer`` and FSDP2's ``all_gather_into_tensor``/``reduce_scatter_tensor``, as well as
+    the functional collectives (``_c10d_functional::*``) DTensor issues when it redistributes a tensor. (The
+    CPU autograd engine runs the backward on the calling thread, so the mode is active there too; DTensor's
+    own ``CommDebugMode`` gives the same counts for the TP/SP runs.) ``message_bytes`` is the full buffer of
+    one call, before sharding: the tensor of an all-reduce or broadcast, the gathered output of an all-gather,
+    the input of a reduce-scatter; the same convention as :func:`llmsizing.comm.communication`. An op of the
+    two namespaces that is neither listed in :data:`COLLECTIVE_OPS` nor known to move no data is recorded as
+    kind ``"other"`` rather than dropped. Set :attr:`phase` between the phases of the step."""
+
+    def __init__(self, group_size):
+        super().__init__()
+        self.group_size = group_size
+        self.phase = "forward"
+        self.calls = {}          # (phase, kind, op, dtype, message_bytes) -> calls
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        from torch.distributed.tensor import DTensor
+        if DTensor in types:
+            # a tensor subclass (DTensor): let it run first, with this mode still active, so that the
+            # collectives its sharding propagation issues inside the op (e.g. the all-reduce that turns a
+            # Partial gradient into a Replicate one in the optimizer's arithmetic) come back here as plain ops;
+            # CommDebugMode does the same
+            return NotImplemented
+        if func.namespace in ("c10d", "_c10d_functional"):
+            name = f"{func.namespace}.{func._opname}"
+            if name not in NOT_COLLECTIVES:
+                kind, where = COLLECTIVE_OPS.get(name, ("other", "in"))
+                first = args[0] if args else None
+                if where == "out":                     # output tensor(s) first, input(s) second
+                    ts = _tensors(first)
+                elif where == "in1":                   # reduce-scatter (c10d): input is the second argument
+                    ts = _tensors(args[1])
+                else:
+                    ts = _tensors(first)
+                nbytes = sum(t.nbytes for t in ts) * (self.group_size if where == "in*n" else 1)
+                dtype = str(ts[0].dtype).replace("torch.", "") if ts else ""
+                key = (self.phase, kind, name, dtype, nbytes)
+                self.calls[key] = self.calls.get(key, 0) + 1
+        return func(*args, **kwargs)
+
+
+def _tp_plan(m, sp: bool):
+    """DTensor plan of a LlamaForCausalLM: Megatron-style tensor parallelism (column-parallel q, k, v, gate,
+    up; row-parallel o, down; vocabulary-parallel embedding; column-parallel LM head whose logits are gathered,
+    since HF's loss needs the whole vocabulary) and, with ``sp``, sequence parallelism as torchtitan applies it
+    (norms ``SequenceParallel`` on sequence shards; each attention and MLP gathers its input once with
+    ``PrepareModuleInput``; o and down reduce-scatter to sequence shards; residual stream kept as DTensors)."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel)
+    if not sp:
+        plan = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate()),
+                "lm_head": ColwiseParallel(output_layouts=Replicate())}
+    else:
+        plan = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1),
+                                                      use_local_output=False),
+                "model.norm": SequenceParallel(),
+                "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())}
+    for i in range(m.layers):
+        p = f"model.layers.{i}."
+        for name in ("q_proj", "k_proj", "v_proj"):
+            plan[p + f"self_attn.{name}"] = ColwiseParallel()
+        for name in ("gate_proj", "up_proj"):
+            plan[p + f"mlp.{name}"] = ColwiseParallel()
+        if not sp:
+            plan[p + "self_attn.o_proj"] = RowwiseParallel()
+            plan[p + "mlp.down_proj"] = RowwiseParallel()
+        else:
+            plan[p + "input_layernorm"] = SequenceParallel()
+            plan[p + "post_attention_layernorm"] = SequenceParallel()
+            plan[p + "self_attn"] = PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
+                                                       desired_input_kwarg_layouts={"hidden_states": Replicate()})
+            plan[p + "mlp"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
+            plan[p + "self_attn.o_proj"] = RowwiseParallel(output_layouts=Shard(1), use_local_output=False)
+            plan[p + "mlp.down_proj"] = RowwiseParallel(output_layouts=Shard(1), use_local_output=False)
+    return plan
+
+
+#: Tokens per rank and step of the `dist` sweep (one sequence; the same on every rank).
+DIST_BATCH, DIST_SEQ = 1, 64
+
+
 def _dist_worker(rank, world, layout, port, queue):
     import os
 
@@ -1229,29 +1350,15 @@ def _dist_worker(rank, world, layout, port, queue):
                          bos_token_id=0, eos_token_id=0)
     model = tf.LlamaForCausalLM(cfg).train()
     n_params = sum(p.numel() for p in model.parameters())
-    if layout == "tp":   # Megatron-style tensor parallelism with DTensor: weights only (no step is run)
+    if layout in ("tp", "sp"):   # Megatron-style tensor (and sequence) parallelism with DTensor
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor import Replicate
-        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        from torch.distributed.tensor.parallel import parallelize_module
 
         mesh = init_device_mesh("cpu", (world,))
-        plan = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate()), "lm_head": ColwiseParallel()}
-        for i in range(m.layers):
-            for name in ("q_proj", "k_proj", "v_proj"):
-                plan[f"model.layers.{i}.self_attn.{name}"] = ColwiseParallel()
-            plan[f"model.layers.{i}.self_attn.o_proj"] = RowwiseParallel()
-            for name in ("gate_proj", "up_proj"):
-                plan[f"model.layers.{i}.mlp.{name}"] = ColwiseParallel()
-            plan[f"model.layers.{i}.mlp.down_proj"] = RowwiseParallel()
-        parallelize_module(model, mesh, plan)
-        queue.put({"layout": layout, "world_size": world, "rank": rank, "n_params": n_params,
-                   "param_bytes": _storage_bytes(list(model.parameters())), "grad_bytes": "",
-                   "optimizer_state_bytes": "", "grad_is_bucket_view": "",
-                   "torch_version": torch.__version__, "transformers_version": tf.__version__})
-        dist.barrier()
-        dist.destroy_process_group()
-        return
-    if layout == "ddp":
+        parallelize_module(model, mesh, _tp_plan(m, sp=layout == "sp"))
+        net = model
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=False)
+    elif layout == "ddp":
         net = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=True)
     elif layout == "zero1":
@@ -1266,23 +1373,54 @@ def _dist_worker(rank, world, layout, port, queue):
         fully_shard(model, reshard_after_forward=reshard)
         net = model
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=True)
-    gen = torch.Generator().manual_seed(1 + rank)
-    for _ in range(2):                                   # warm-up, then the measured step
-        ids = torch.randint(0, m.vocab, (1, 64), generator=gen)
-        opt.zero_grad(set_to_none=False)
-        net(input_ids=ids, labels=ids).loss.backward()
-        opt.step()
+    weight_bytes = _storage_bytes(list(model.parameters()))   # before any step (the TP row's figure)
+    gen = torch.Generator().manual_seed(1)                    # the same tokens on every rank (TP/SP need it)
+    counter = CollectiveCounter(world)
+    for step in range(3):          # two warm-ups (DDP rebuilds its buckets in the 2nd), then the counted step
+        ids = torch.randint(0, m.vocab, (DIST_BATCH, DIST_SEQ), generator=gen)
+        mode = counter if step == 2 else contextlib.nullcontext()
+        check = contextlib.nullcontext()
+        if step == 2 and layout in ("tp", "sp"):            # DTensor's own counter, as a cross-check
+            from torch.distributed.tensor.debug import CommDebugMode
+            check = CommDebugMode()
+        with mode, check:
+            counter.phase = "forward"
+            opt.zero_grad(set_to_none=False)
+            loss = net(input_ids=ids, labels=ids).loss
+            counter.phase = "backward"
+            loss.backward()
+            counter.phase = "optimizer"
+            opt.step()
     params = list(model.parameters())
-    optim = opt.optim if layout == "zero1" else opt       # ZeroRedundancyOptimizer wraps the rank's AdamW
-    moments = [v for s in optim.state.values() for k, v in s.items() if torch.is_tensor(v) and k != "step"]
-    row = {"layout": layout, "world_size": world, "rank": rank, "n_params": n_params,
-           "param_bytes": _storage_bytes(params), "grad_bytes": _storage_bytes([p.grad for p in params]),
-           "optimizer_state_bytes": _storage_bytes(moments),
-           "grad_is_bucket_view": bool(getattr(net, "gradient_as_bucket_view", False)),
+    if layout in ("tp", "sp"):     # weights only, as before (the states of a TP rank are its weights x 4)
+        row = {"param_bytes": weight_bytes, "grad_bytes": "", "optimizer_state_bytes": "",
+               "grad_is_bucket_view": ""}
+    else:
+        optim = opt.optim if layout == "zero1" else opt   # ZeroRedundancyOptimizer wraps the rank's AdamW
+        moments = [v for s in optim.state.values() for k, v in s.items() if torch.is_tensor(v) and k != "step"]
+        row = {"param_bytes": _storage_bytes(params), "grad_bytes": _storage_bytes([p.grad for p in params]),
+               "optimizer_state_bytes": _storage_bytes(moments),
+               "grad_is_bucket_view": bool(getattr(net, "gradient_as_bucket_view", False))}
+    row = {"layout": layout, "world_size": world, "rank": rank, "n_params": n_params, **row,
            "torch_version": torch.__version__, "transformers_version": tf.__version__}
-    queue.put(row)
+    if not isinstance(check, contextlib.nullcontext):
+        ours, theirs = {}, {str(k).split(".")[-1]: v for k, v in check.get_comm_counts().items()}
+        for (_, _, op, _, _), n in counter.calls.items():
+            ours[op.split(".")[-1]] = ours.get(op.split(".")[-1], 0) + n
+        assert ours == theirs, (layout, ours, theirs)
+    colls = [{"layout": layout, "world_size": world, "rank": rank, "phase": ph, "kind": kind, "op": op,
+              "dtype": dt, "message_bytes": nb, "calls": n}
+             for (ph, kind, op, dt, nb), n in counter.calls.items()]
+    queue.put((row, colls))
     dist.barrier()
     dist.destroy_process_group()
+
+
+#: The runs of the `dist` sweep: (layout, world size, whether its per-rank states go to dist_measurements.csv).
+#: TP and SP run on 2 ranks (tp <= kv_heads = 2 keeps whole KV heads); FSDP2 also on 3, whose shards of
+#: dimension-0 sizes not divisible by 3 are padded.
+DIST_RUNS = ([(lay, w, True) for lay in DIST_LAYOUTS for w in (2, 4)] + [("tp", 2, True), ("sp", 2, False)]
+             + [("fsdp2", 3, False), ("fsdp2-no-reshard", 3, False)])
 
 
 def cmd_dist(args):
@@ -1292,16 +1430,24 @@ def cmd_dist(args):
     tensor parallelism with DTensor's ``parallelize_module`` (column-parallel q, k, v, gate, up and LM head,
     row-parallel o and down, vocabulary-parallel embedding) on 2 ranks. Measured at rest, after the step: FSDP2's
     unsharded parameters during forward and backward, and DDP's gradient buckets (a flat copy of the gradients
-    when ``gradient_as_bucket_view`` is off, its default), are not in these figures."""
+    when ``gradient_as_bucket_view`` is off, its default), are not in these figures.
+
+    The same runs (plus sequence parallelism on 2 ranks and FSDP2 on 3) count the collectives of one training
+    step on every rank with :class:`CollectiveCounter` (phase, kind, op, dtype, full-buffer bytes, calls) and
+    write them to ``--collectives-out`` (data/dist_collectives.csv; chapter 9). The counted step is the third:
+    DDP rebuilds its gradient buckets (and broadcasts their order) during the second."""
     import socket
 
     import torch.multiprocessing as mp
 
     today = _dt.date.today().isoformat()
-    rows = []
-    worlds = (2,) if args.quick else (2, 4)
-    runs = list(itertools.product(DIST_LAYOUTS, worlds)) + [("tp", 2)]   # tp <= kv_heads (2): whole KV heads
-    for layout, world in runs:
+    rows, coll_rows = [], []
+    runs = [r for r in DIST_RUNS if (not args.quick or r[1] == 2) and (not args.only or r[0] in args.only)]
+    m = DIST_SHAPE
+    config = dict(layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
+                  ffn=m.ffn_hidden, vocab=m.vocab, tied_embeddings=m.tied_embeddings)
+    for layout, world, states in runs:
+        t0 = time.perf_counter()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -1310,18 +1456,33 @@ def cmd_dist(args):
         procs = [ctx.Process(target=_dist_worker, args=(r, world, layout, port, queue)) for r in range(world)]
         for p in procs:
             p.start()
-        got = [queue.get(timeout=600) for _ in procs]
+        got = []
+        while len(got) < world:                  # fail fast if a rank dies (its peers would wait forever)
+            try:
+                got.append(queue.get(timeout=5))
+            except Exception:
+                if any(p.exitcode not in (None, 0) for p in procs):
+                    for p in procs:
+                        p.kill()
+                    raise RuntimeError(f"dist {layout} x {world}: a rank failed (see its traceback above)")
         for p in procs:
             p.join()
-        m = DIST_SHAPE
-        for row in sorted(got, key=lambda r: r["rank"]):
-            row.update(layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
-                       ffn=m.ffn_hidden, vocab=m.vocab, tied_embeddings=m.tied_embeddings, measured_on=today)
-            rows.append(row)
+        for row, colls in sorted(got, key=lambda g: g[0]["rank"]):
+            versions = {k: row[k] for k in ("torch_version", "transformers_version")}
+            for c in sorted(colls, key=lambda c: (c["phase"], c["kind"], c["op"], -c["message_bytes"])):
+                coll_rows.append({**c, "batch": DIST_BATCH, "seq": DIST_SEQ, "n_params": row["n_params"],
+                                  **versions, **config, "measured_on": today})
+            if states:
+                row.update(**config, measured_on=today)
+                rows.append(row)
+            calls = sum(c["calls"] for c in colls)
             print(f"{layout:16s} world={world} rank={row['rank']} params={row['param_bytes']:>10} "
-                  f"grads={row['grad_bytes']:>10} adam={row['optimizer_state_bytes']:>10}", flush=True)
+                  f"grads={row['grad_bytes']:>10} adam={row['optimizer_state_bytes']:>10} "
+                  f"collective calls={calls}", flush=True)
+        print(f"  {layout} x {world}: {time.perf_counter() - t0:.1f} s", flush=True)
     _write_csv(args.out, rows)
-    print(f"wrote {len(rows)} rows to {args.out}")
+    _write_csv(args.collectives_out, coll_rows)
+    print(f"wrote {len(rows)} rows to {args.out}, {len(coll_rows)} to {args.collectives_out}")
 
 
 def main(argv=None):
@@ -1337,7 +1498,10 @@ def main(argv=None):
     p_step.add_argument("--tensors-out", default=str(data / "step_saved_tensors.csv"))
     p_dist = sub.add_parser("dist", help="per-rank model states under torch.distributed (DDP, ZeRO-1, FSDP2)")
     p_dist.add_argument("--out", default=str(data / "dist_measurements.csv"))
+    p_dist.add_argument("--collectives-out", default=str(data / "dist_collectives.csv"))
+    p_dist.add_argument("--only", nargs="*", help="only these layouts (e.g. tp sp); for a quick look")
     p_all = sub.add_parser("all", help="saved, step, then dist, with the default output files (the default)")
+    p_all.set_defaults(only=None)
     for p in (p_saved, p_step, p_dist, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)

@@ -1202,3 +1202,43 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, MFU {mfu:.0%}, "
                  f"overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
     return FixedView(fig, "\n".join(lines))
+
+
+def render_collectives_vs_prediction(world: int = 2) -> View:
+    """Measured against predicted communication per GPU and step, for the runs of ``tools/measure_memory.py dist``
+    on ``world`` ranks (2 or 4; TP and SP ran on 2): bytes each GPU sends at ring cost, measured (what
+    ``torch.distributed`` issued) next to :func:`~llmsizing.comm.communication`. Two panels, since tensor
+    parallelism moves activations (KiB here) and data parallelism the model (MiB). Chapter 9."""
+    from ._validate import check_int
+    from .dist_compare import compare_collectives
+
+    world = check_int("world", world)
+    cmp = compare_collectives()
+    cmp = cmp[cmp["world_size"] == world]
+    if cmp.empty:
+        raise ValueError(f"world={world}: no measured run on that many ranks (measured: 2, 3, 4)")
+    fig, axes = new_figure(8.4, 3.4, ncols=2)
+    panels = ((axes[0], cmp[~cmp["layout"].isin(["tp", "sp"])], 2**20, "MiB"),
+              (axes[1], cmp[cmp["layout"].isin(["tp", "sp"])], 2**10, "KiB"))
+    lines = []
+    for ax, part, unit, name in panels:
+        labels = list(part["layout"])
+        ys = range(len(labels))
+        ax.barh([y + 0.2 for y in ys], part["predicted_bytes_per_gpu"] / unit, height=0.38, color="#4E79A7",
+                label="library (communication)")
+        ax.barh([y - 0.2 for y in ys], part["measured_bytes_per_gpu"] / unit, height=0.38, color="#F28E2B",
+                label="torch.distributed (measured)")
+        ax.set_yticks(list(ys), labels)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"{name} sent per GPU per step (ring cost)")
+        for y, (_, r) in zip(ys, part.iterrows()):
+            ax.text(r["measured_bytes_per_gpu"] / unit, y - 0.2, f" {r['ratio']:.2f}x", va="center", fontsize=8)
+            lines.append(f"{r['layout']} x{world}: measured {r['measured_bytes_per_gpu'] / unit:,.1f} {name}, "
+                         f"library {r['predicted_bytes_per_gpu'] / unit:,.1f} {name} ({r['ratio']:.2f}x)")
+        if len(labels) == 0:
+            ax.set_axis_off()
+        ax.margins(x=0.18)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8)
+    axes[0].set_title("data parallel (model-sized messages)", fontsize=10)
+    axes[1].set_title("tensor parallel (activation-sized messages)", fontsize=10)
+    return View(fig, "\n".join(lines))

@@ -1,0 +1,189 @@
+"""The library's split of a training step against ``torch.distributed`` (chapter 9, "Measure the split yourself").
+
+``tools/measure_memory.py dist`` runs a small real ``LlamaForCausalLM`` (fp32, AdamW, gloo on the CPU) under
+DistributedDataParallel, ZeroRedundancyOptimizer (ZeRO-1), FSDP2 ``fully_shard`` (ZeRO-3, and with
+``reshard_after_forward=False`` the ZeRO-2-like variant) and DTensor tensor/sequence parallelism, and writes
+
+* ``data/dist_measurements.csv``: each rank's parameter, gradient and AdamW bytes after the step;
+* ``data/dist_collectives.csv``: every collective of one step on each rank, by phase (forward, backward,
+  optimizer), kind, op, dtype and full-buffer size (``message_bytes``), with its number of ``calls``.
+
+This module reads both and lines them up with :func:`~llmsizing.comm.communication` and
+:func:`~llmsizing.memory.model_states`. No torch is needed. Bytes per GPU of a measured collective use the same
+ring costs as the library (:func:`~llmsizing.comm.ring_bytes`; NCCL's ring algorithms): gloo's own
+algorithms differ, so what is measured is the *calls and buffers* a framework issues, and the per-GPU bytes are
+what those calls would cost on a ring. A broadcast of ``S`` bytes is charged ``(n - 1) / n x S`` per GPU: a
+pipelined ring broadcast sends ``S`` over each of ``n - 1`` links, and ZeroRedundancyOptimizer's roots rotate
+over the ranks, so the average GPU sends that much.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._validate import check_choice, check_int, check_number
+from .catalog import resolve_model
+from .comm import communication, ring_bytes
+from .measurements import DATA_DIR
+from .memory import model_states
+from .model import Model
+from .parallel import Parallel
+
+#: The committed collectives of one step, per rank (tools/measure_memory.py dist).
+DIST_COLLECTIVES_CSV = DATA_DIR / "dist_collectives.csv"
+#: The committed per-rank model states (tools/measure_memory.py dist).
+DIST_STATES_CSV = DATA_DIR / "dist_measurements.csv"
+
+#: Each measured layout as the library's :class:`~llmsizing.parallel.Parallel` over ``n`` ranks, and what it is.
+LAYOUTS = {
+    "ddp": ("DistributedDataParallel", lambda n: Parallel(dp=n, zero=0)),
+    "zero1": ("ZeroRedundancyOptimizer (ZeRO-1)", lambda n: Parallel(dp=n, zero=1)),
+    "fsdp2-no-reshard": ("FSDP2, reshard_after_forward=False (ZeRO-2-like)", lambda n: Parallel(dp=n, zero=2)),
+    "fsdp2": ("FSDP2 fully_shard (ZeRO-3)", lambda n: Parallel(dp=n, zero=3)),
+    "tp": ("DTensor tensor parallelism", lambda n: Parallel(tp=n)),
+    "sp": ("DTensor tensor + sequence parallelism", lambda n: Parallel(tp=n, sp=True)),
+}
+KINDS = ("all-reduce", "reduce-scatter", "all-gather", "broadcast")
+
+
+def load_collectives(path=None):
+    """The committed collectives as a DataFrame: one row per (layout, world_size, rank, phase, kind, op, dtype,
+    message_bytes) with its ``calls``."""
+    import pandas as pd
+
+    return pd.read_csv(path or DIST_COLLECTIVES_CSV)
+
+
+def load_dist_states(path=None):
+    """The committed per-rank model states as a DataFrame."""
+    import pandas as pd
+
+    return pd.read_csv(path or DIST_STATES_CSV)
+
+
+def dist_model(row) -> Model:
+    """The :class:`~llmsizing.model.Model` a row of either CSV was measured on (a LlamaForCausalLM config)."""
+    return Model("dist-llama", layers=int(row["layers"]), hidden=int(row["hidden"]), heads=int(row["heads"]),
+                 kv_heads=int(row["kv_heads"]), head_dim=int(row["head_dim"]), ffn_hidden=int(row["ffn"]),
+                 vocab=int(row["vocab"]), tied_embeddings=str(row["tied_embeddings"]) == "True")
+
+
+def collective_bytes_per_gpu(kind: str, message_bytes: float, n: int) -> float:
+    """Bytes one GPU sends for one collective of a ``message_bytes`` buffer over ``n`` ranks, at ring cost:
+    :func:`~llmsizing.comm.ring_bytes` for all-reduce, reduce-scatter and all-gather, ``(n - 1) / n x S`` for a
+    broadcast (pipelined over a ring, roots rotating over the ranks). Chapter 9."""
+    kind = check_choice("kind", kind, KINDS)
+    s = check_number("message_bytes", message_bytes)
+    n = check_int("n", n)
+    if kind == "broadcast":
+        return (n - 1) / n * s
+    return ring_bytes(kind, s, n)
+
+
+def fsdp2_unit_bytes(model: Model | str, n: int, *, dtype_bytes: float = 4.0) -> list[float]:
+    """Bytes of the buffer FSDP2 all-gathers (and reduce-scatters) for each unit of a Llama-style model wrapped as
+    in the measurement (each decoder layer a unit, the root holding the embedding, final norm and LM head), over
+    ``n`` ranks, ``dtype_bytes`` per element. FSDP2 shards every parameter along dimension 0 in chunks of
+    ``ceil(d0 / n)`` rows and pads the last rank's shard, so each parameter costs ``ceil(d0 / n) x n`` rows
+    (torch ``_fsdp_param.py``, ``FSDPParam._init_sharded_param``). ``[root, layer, layer, ...]``. Chapter 9."""
+    model = resolve_model(model)
+    n = check_int("n", n)
+    b = check_number("dtype_bytes", dtype_bytes, allow_equal=False)
+    h, d, f = model.hidden, model.head_dim, model.ffn_hidden
+
+    def padded(rows: int, cols: int = 1) -> int:
+        return math.ceil(rows / n) * n * cols
+
+    layer = (padded(model.heads * d, h) + 2 * padded(model.kv_heads * d, h) + padded(h, model.heads * d)
+             + (2 * padded(f, h) + padded(h, f) if model.gated_mlp else padded(f, h) + padded(h, f))
+             + 2 * padded(h))
+    root = padded(model.vocab, h) + padded(h) + (0 if model.tied_embeddings else padded(model.vocab, h))
+    return [b * root] + [b * layer] * model.layers
+
+
+def measured_collectives(df=None):
+    """Per run (layout, world size) and kind: calls, total message bytes and ring bytes per GPU of the measured
+    step, for the rank that sends the most (all ranks issue the same collectives in these runs)."""
+    import pandas as pd
+
+    df = load_collectives() if df is None else df
+    df = df.assign(total_message_bytes=df["message_bytes"] * df["calls"])
+    df["bytes_per_gpu"] = [c * collective_bytes_per_gpu(k, m, n) for k, m, n, c in
+                           zip(df["kind"], df["message_bytes"], df["world_size"], df["calls"])]
+    per_rank = df.groupby(["layout", "world_size", "rank", "kind"], as_index=False)[
+        ["calls", "total_message_bytes", "bytes_per_gpu"]].sum()
+    out = per_rank.sort_values("bytes_per_gpu").groupby(["layout", "world_size", "kind"], as_index=False).last()
+    return pd.DataFrame(out.drop(columns="rank"))
+
+
+def predicted_collectives(layout: str, world: int, model: Model, *, batch: int, seq: int):
+    """The library's collectives for a measured run: :func:`~llmsizing.comm.communication` in fp32 (the
+    measurement's dtype), as a DataFrame of kind, calls, message bytes and ring bytes per GPU. The GPU only sets
+    the link's speed, which the bytes do not depend on."""
+    import pandas as pd
+
+    layout = check_choice("layout", layout, LAYOUTS)
+    par = LAYOUTS[layout][1](check_int("world", world))
+    comm = communication(model, par, batch=batch, seq=seq, gpu="H100 SXM", precision="fp32")
+    rows = []
+    for c in comm.collectives:
+        kind = next(k for k in KINDS if k in c.collective)
+        rows.append({"kind": kind, "collective": c.collective, "calls": c.calls,
+                     "total_message_bytes": c.calls * c.message_bytes, "bytes_per_gpu": c.bytes_per_gpu})
+    return pd.DataFrame(rows, columns=["kind", "collective", "calls", "total_message_bytes", "bytes_per_gpu"])
+
+
+def compare_collectives(df=None):
+    """One row per measured run: measured and predicted calls, message bytes and ring bytes per GPU for the
+    whole step, and ``ratio`` = measured / predicted bytes per GPU. Chapter 9 explains every ratio that is not 1
+    (ZeroRedundancyOptimizer's all-reduce + broadcast, FSDP2's padding on 3 ranks, DTensor's extra calls)."""
+    import pandas as pd
+
+    df = load_collectives() if df is None else df
+    meas = measured_collectives(df)
+    first = df.iloc[0]
+    model = dist_model(first)
+    rows = []
+    for (layout, world), part in meas.groupby(["layout", "world_size"], sort=False):
+        pred = predicted_collectives(layout, int(world), model, batch=int(first["batch"]), seq=int(first["seq"]))
+        rows.append({"layout": layout, "world_size": int(world), "framework": LAYOUTS[layout][0],
+                     "measured_calls": int(part["calls"].sum()), "predicted_calls": int(pred["calls"].sum()),
+                     "measured_message_bytes": float(part["total_message_bytes"].sum()),
+                     "predicted_message_bytes": float(pred["total_message_bytes"].sum()),
+                     "measured_bytes_per_gpu": float(part["bytes_per_gpu"].sum()),
+                     "predicted_bytes_per_gpu": float(pred["bytes_per_gpu"].sum())})
+    out = pd.DataFrame(rows)
+    out["ratio"] = out["measured_bytes_per_gpu"] / out["predicted_bytes_per_gpu"]
+    order = {k: i for i, k in enumerate(LAYOUTS)}
+    return out.sort_values(["layout", "world_size"], key=lambda c: c.map(order) if c.name == "layout" else c,
+                           ignore_index=True)
+
+
+def compare_states(df=None):
+    """Each rank's measured parameter, gradient and AdamW bytes against :func:`~llmsizing.memory.model_states`
+    (fp32, AdamW, the layout's ZeRO stage), with ``*_error`` = measured - predicted in bytes. The TP rows have
+    weights only. ZeRO-1's optimizer error is ZeroRedundancyOptimizer's whole-parameter partition. FSDP2 without
+    resharding after the forward keeps ZeRO-3's sharded states between steps (only its traffic is ZeRO-2's)."""
+    import pandas as pd
+
+    df = load_dist_states() if df is None else df
+    model = dist_model(df.iloc[0])
+    rows = []
+    for _, r in df.iterrows():
+        if r["layout"] == "fsdp2-no-reshard":   # traffic like ZeRO-2, but the weights are sharded at rest (ZeRO-3)
+            par = Parallel(dp=int(r["world_size"]), zero=3)
+        else:
+            par = LAYOUTS[r["layout"]][1](int(r["world_size"]))
+        ms = model_states(model, precision="fp32", optimizer="adamw", parallel=par)
+        row = {"layout": r["layout"], "world_size": int(r["world_size"]), "rank": int(r["rank"]),
+               "param_bytes": float(r["param_bytes"]), "predicted_param_bytes": ms.weights_bytes}
+        for what, pred in (("grad_bytes", ms.gradients_bytes), ("optimizer_state_bytes", ms.optimizer_bytes)):
+            if pd.isna(r[what]) or r["layout"] in ("tp", "sp"):
+                row[what], row["predicted_" + what] = float("nan"), float("nan")
+            else:
+                row[what], row["predicted_" + what] = float(r[what]), pred
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    for what in ("param_bytes", "grad_bytes", "optimizer_state_bytes"):
+        out[what.replace("_bytes", "_error_bytes")] = out[what] - out["predicted_" + what]
+    return out
