@@ -1221,6 +1221,9 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
 
     df = cost_by_gpu(model, tokens=tokens, seq=seq, gpus=gpus, mfu=mfu, prices=prices)
     ok = df[df["fits"]].iloc[::-1]
+    if ok.empty:
+        raise ValueError(f"gpus: no GPU type in {list(df['gpu'])} holds a training step of {seq:,} tokens "
+                         f"({df['why'].iloc[0]})")
     fig = Figure(figsize=(8.4, 0.5 + 0.42 * max(len(df), 2)), dpi=DPI)
     ax, ax2 = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [3, 1.2]})
     fig.subplots_adjust(left=0.13, right=0.98, bottom=0.55 / fig.get_figheight() + 0.1, top=0.9, wspace=0.06)
@@ -1283,11 +1286,11 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     from .time_cost import training_time
 
     g = get_gpu(gpu)
-    p0 = g.price_usd_per_gpu_hour if price is None else check_number("price", price, allow_equal=False)
-    mfu = check_number("mfu", mfu, allow_equal=False, maximum=1.0)
+    p0 = g.price_usd_per_gpu_hour if price is None else check_number("price", price, minimum=0.01, maximum=1e3)
+    mfu = check_number("mfu", mfu, minimum=0.01, maximum=1.0)
     n = check_int("n_gpus", n_gpus)
     t = training_time(model, tokens=tokens, gpu=g, n_gpus=n, seq=seq, mfu=mfu, price_usd_per_gpu_hour=p0)
-    prices = [round(p0 * f, 4) for f in SENSITIVITY_PRICE_FACTORS]
+    prices = [p0 * f for f in SENSITIVITY_PRICE_FACTORS]
     mfus = sorted(set(SENSITIVITY_MFUS) | {round(mfu, 4)})
     grid = cost_sensitivity(model, tokens=tokens, gpu=g, seq=seq, prices=prices, mfus=mfus)
     fig, ax = _fixed_figure(7.6, 3.3, left=0.1, right=0.87, bottom=0.15, top=0.9)

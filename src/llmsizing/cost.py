@@ -78,11 +78,6 @@ class GpuComparison:
     cost_ratio: float
     breakeven_speedup: float
 
-    @property
-    def saving(self) -> float:
-        """``1 - cost_ratio``: the share of A's bill that moving to B saves (negative: B costs more)."""
-        return 1.0 - self.cost_ratio
-
 
 def compare_gpus(gpu_a, gpu_b, *, speedup: float | None = None, prices: dict | None = None,
                  dtype: str = "bf16") -> GpuComparison:
