@@ -36,6 +36,8 @@ def test_b200_vs_h100_at_the_same_mfu():
     assert c.cost_ratio == pytest.approx((4.99 / 2.99) / (2250 / 989.4))           # 0.734: B200 ~27% cheaper
     assert 0.73 < c.cost_ratio < 0.74
     assert c.breakeven_speedup == pytest.approx(1.6689, abs=1e-4)
+    # B200 at 29.4% MFU costs what an H100 at 40% does: 0.4 x (4.99 / 2250) / (2.99 / 989.4)
+    assert c.breakeven_mfu(0.4) == pytest.approx(0.4 * (4.99 / 2250) / (2.99 / 989.4))
 
 
 def test_seed_004_speedups():

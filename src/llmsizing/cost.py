@@ -78,6 +78,11 @@ class GpuComparison:
     cost_ratio: float
     breakeven_speedup: float
 
+    def breakeven_mfu(self, mfu_a: float) -> float:
+        """The MFU B must reach for the job to cost the same as on A at ``mfu_a``:
+        ``mfu_a x price_ratio / peak_ratio`` (B is cheaper above it)."""
+        return check_number("mfu_a", mfu_a, allow_equal=False, maximum=1.0) * self.price_ratio / self.peak_ratio
+
 
 def compare_gpus(gpu_a, gpu_b, *, speedup: float | None = None, prices: dict | None = None,
                  dtype: str = "bf16") -> GpuComparison:
