@@ -192,6 +192,10 @@ def _fuzz_specs():
                              dict(model=models(), tokens=nums(1e6, 1e13), gpu=gpus(), seq=ints(128, 8192),
                                   global_batch=st_ints_from([8, 16, 64]), tp=st_ints_from([1, 2, 8]),
                                   pp=st_ints_from([1, 2]), zero=st_ints_from([1, 3]))),
+        "render_cost_vs_gpus": Spec(charts.render_cost_vs_gpus,
+                                    dict(model=models(), tokens=nums(1e6, 1e13), gpu=gpus(), seq=ints(128, 8192),
+                                         global_batch=st_ints_from([8, 64]), tp=st_ints_from([1, 8]),
+                                         pp=st_ints_from([1, 2]))),
         "render_cost_sensitivity": Spec(charts.render_cost_sensitivity,
                                         dict(model=models(), tokens=nums(1e6, 1e14), gpu=gpus(), seq=ints(1, 131072),
                                              mfu=mfu, n_gpus=ints(1, 65536))),
@@ -199,7 +203,7 @@ def _fuzz_specs():
 
 
 @pytest.mark.parametrize("name", ["effective_price_usd_per_gpu_hour", "compare_gpus", "cost_sensitivity",
-                                  "cost_vs_gpus", "render_cost_sensitivity"])
+                                  "cost_vs_gpus", "render_cost_vs_gpus", "render_cost_sensitivity"])
 def test_fuzz_ch11(name):
     from test_fuzz import EXAMPLES, _run
 

@@ -128,7 +128,7 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
                  overlap: float = 0.5, recompute: str = "none", price_usd_per_gpu_hour: float | None = None):
     """Days, GPU-hours and cost of one job as the data-parallel degree grows at a fixed ``global_batch``
     (sequences), for the layout ``tp`` x ``pp`` (sequence parallelism on when ``tp > 1``) with ZeRO stage
-    ``zero``, micro-batch ``micro_batch`` and ``grad_accum = global_batch / (micro_batch x dp)``.
+    ``zero`` (off at ``dp = 1``, where there is nothing to shard over), micro-batch ``micro_batch`` and ``grad_accum = global_batch / (micro_batch x dp)``.
 
     Each row is one :func:`~llmsizing.layouts.step_time` (compute at ``compute_efficiency`` of the dense peak,
     the pipeline bubble, communication with a share ``overlap`` hidden): as ``dp`` grows, each GPU's compute per
