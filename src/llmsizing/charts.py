@@ -1242,3 +1242,189 @@ def render_collectives_vs_prediction(world: int = 2) -> View:
     axes[0].set_title("data parallel (model-sized messages)", fontsize=10)
     axes[1].set_title("tensor parallel (activation-sized messages)", fontsize=10)
     return View(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 11: cost
+#: The GPU types chapter 11 compares by default: the training-class parts of the catalogue.
+COST_GPUS = ("A100 80GB", "H100 SXM", "H200", "B200", "MI300X")
+
+
+def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 8192, gpus=COST_GPUS,
+                       mfu: float | None = None, prices: dict | None = None) -> View:
+    """Chapter 11: the cost of the *finished job* on each GPU type (bars, with the MFU band as a range), next
+    to the hourly price (right), from :func:`~llmsizing.time_cost.cost_by_gpu`: the fewest GPUs that hold a
+    step, the days on them, GPU-hours x price. At the same MFU the ranking follows price / dense peak, not the
+    hourly price."""
+    import numpy as np
+
+    from .time_cost import cost_by_gpu
+
+    df = cost_by_gpu(model, tokens=tokens, seq=seq, gpus=gpus, mfu=mfu, prices=prices)
+    ok = df[df["fits"]].iloc[::-1]
+    if ok.empty:
+        raise ValueError(f"gpus: no GPU type in {list(df['gpu'])} holds a training step of {seq:,} tokens "
+                         f"({df['why'].iloc[0]})")
+    fig = Figure(figsize=(8.4, 0.5 + 0.42 * max(len(df), 2)), dpi=DPI)
+    ax, ax2 = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [3, 1.2]})
+    fig.subplots_adjust(left=0.13, right=0.98, bottom=0.55 / fig.get_figheight() + 0.1, top=0.9, wspace=0.06)
+    y = np.arange(len(ok))
+    colors = [GPU_COLORS.get(g, "0.4") for g in ok["gpu"]]
+    mid = ok["cost_usd"].to_numpy() / 1e3
+    err = np.vstack([mid - ok["cost_usd_low"].to_numpy() / 1e3, ok["cost_usd_high"].to_numpy() / 1e3 - mid])
+    ax.barh(y, mid, color=colors, xerr=err, error_kw={"ecolor": "0.3", "capsize": 3, "lw": 0.8})
+    for yi, (_, r) in zip(y, ok.iterrows()):
+        ax.annotate(f" {r['min_gpus']:.0f} GPUs, {r['days_on_min_gpus']:,.0f} d", (r["cost_usd_high"] / 1e3, yi),
+                    va="center", fontsize=7, color="0.25")
+    ax.set_yticks(y, list(ok["gpu"]), fontsize=8)
+    ax.set_xlabel("cost of the finished job (thousand USD; bar: MFU band)", fontsize=8)
+    ax.set_xlim(0, ok["cost_usd_high"].max() / 1e3 * 1.45)
+    ax2.barh(y, ok["price_usd_per_gpu_hour"], color=colors, alpha=0.55)
+    ax2.set_xlabel("price (USD per GPU-hour)", fontsize=8)
+    for a in (ax, ax2):
+        a.spines[["top", "right"]].set_visible(False)
+        a.tick_params(labelsize=7)
+    first = df.iloc[0]
+    name = resolve_model_name(model)
+    ax.set_title(f"{name}, {tokens:.3g} tokens of {seq:,}", fontsize=9, loc="left")
+    lines = [f"{name}, {tokens:.3g} tokens of {seq:,}: cost of the job by GPU type (cheapest first)"]
+    for _, r in df.iterrows():
+        if not r["fits"]:
+            lines.append(f"  {r['gpu']:<10s} does not fit: {r['why']}")
+            continue
+        lines.append(f"  {r['gpu']:<10s} ${r['price_usd_per_gpu_hour']:.2f}/h  {r['gpu_hours']:>12,.0f} GPU-h  "
+                     f"${r['cost_usd']:>12,.0f} (${r['cost_usd_low']:,.0f}-${r['cost_usd_high']:,.0f})  "
+                     f"min {r['min_gpus']:.0f} GPUs ({r['layout']}), {r['days_on_min_gpus']:,.0f} days on them")
+    if first["fits"]:
+        lines.append(f"cheapest job: {first['gpu']}")
+    return FixedView(fig, "\n".join(lines))
+
+
+def resolve_model_name(model) -> str:
+    """A model's catalogue name (for titles)."""
+    from .catalog import resolve_model
+
+    return resolve_model(model).name
+
+
+#: Price multipliers and MFUs of :func:`render_cost_sensitivity`'s grid (around the chosen price).
+SENSITIVITY_PRICE_FACTORS = (0.4, 0.6, 0.8, 1.0, 1.25, 1.5)
+SENSITIVITY_MFUS = (0.2, 0.3, 0.4, 0.5, 0.6)
+
+
+def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H100 SXM", seq: int = 8192,
+                            price: float | None = None, mfu: float = 0.4, n_gpus: int = 1024) -> View:
+    """Chapter 11: the job cost over a grid of price (USD per GPU-hour; the chosen ``price``, default the
+    catalogue's on-demand one, times :data:`SENSITIVITY_PRICE_FACTORS`) x MFU (:data:`SENSITIVITY_MFUS`), from
+    :func:`~llmsizing.cost.cost_sensitivity`, with the chosen (price, ``mfu``) marked; the summary gives that
+    job's cost, GPU-hours and days on ``n_gpus`` GPUs (:func:`~llmsizing.time_cost.training_time`). A discount
+    (reserved capacity) is a lower price: read it off the columns to the left."""
+    import numpy as np
+
+    from ._validate import check_int, check_number
+    from .catalog import get_gpu
+    from .cost import cost_sensitivity
+    from .time_cost import training_time
+
+    g = get_gpu(gpu)
+    p0 = g.price_usd_per_gpu_hour if price is None else check_number("price", price, minimum=0.01, maximum=1e3)
+    mfu = check_number("mfu", mfu, minimum=0.01, maximum=1.0)
+    n = check_int("n_gpus", n_gpus)
+    t = training_time(model, tokens=tokens, gpu=g, n_gpus=n, seq=seq, mfu=mfu, price_usd_per_gpu_hour=p0)
+    prices = [p0 * f for f in SENSITIVITY_PRICE_FACTORS]
+    mfus = sorted(set(SENSITIVITY_MFUS) | {round(mfu, 4)})
+    grid = cost_sensitivity(model, tokens=tokens, gpu=g, seq=seq, prices=prices, mfus=mfus)
+    fig, ax = _fixed_figure(7.6, 3.3, left=0.1, right=0.87, bottom=0.15, top=0.9)
+    z = grid.to_numpy() / 1e6
+    im = ax.imshow(z, cmap="YlOrRd", aspect="auto", origin="lower", norm=_log_norm(z))
+    cb_ticks = [v for v in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500) if z.min() <= v <= z.max()]
+    for i in range(z.shape[0]):
+        for j in range(z.shape[1]):
+            ax.text(j, i, f"{z[i, j]:.2f}", ha="center", va="center", fontsize=7.5,
+                    color="white" if z[i, j] > np.sqrt(z.min() * z.max()) * 1.6 else "black")
+    ax.set_xticks(range(len(prices)), [f"${p:.2f}" for p in prices], fontsize=8)
+    ax.set_yticks(range(len(mfus)), [f"{m:.0%}" for m in mfus], fontsize=8)
+    ax.set_xlabel("price per GPU-hour (USD)", fontsize=8)
+    ax.set_ylabel("MFU", fontsize=8)
+    j0, i0 = SENSITIVITY_PRICE_FACTORS.index(1.0), mfus.index(round(mfu, 4))
+    ax.add_patch(_rect((j0 - 0.5, i0 - 0.5), 1, 1))
+    cb = fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02)
+    cb.set_ticks(cb_ticks, labels=[f"{v:g}" for v in cb_ticks])
+    cb.minorticks_off()
+    cb.set_label("job cost (million USD)", fontsize=8)
+    cb.ax.tick_params(labelsize=7)
+    ax.set_title(f"{t.model}, {tokens:.3g} tokens on {g.name}: cost of the job (million USD)", fontsize=9,
+                 loc="left")
+    summary = (f"{t.model}, {tokens:.3g} tokens of {seq:,} on {g.name} at ${p0:.2f}/GPU-hour and MFU {mfu:.0%}: "
+               f"{t.gpu_hours:,.0f} GPU-hours, ${t.cost_usd:,.0f}; {t.days:,.1f} days on {n:,} GPUs\n"
+               f"cost x price / MFU: halving the price or doubling the MFU halves the bill; "
+               f"grid ${min(prices):.2f}-${max(prices):.2f} x MFU {min(mfus):.0%}-{max(mfus):.0%}: "
+               f"${z.min():.2f}M-${z.max():.2f}M")
+    return FixedView(fig, summary)
+
+
+def _log_norm(z):
+    from matplotlib.colors import LogNorm
+
+    return LogNorm(vmin=float(z.min()), vmax=float(z.max()) if z.max() > z.min() else float(z.min()) * 1.01)
+
+
+def _rect(xy, w, h):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle(xy, w, h, fill=False, ec="#1f3b73", lw=2.2)
+
+
+def render_cost_vs_gpus(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H100 SXM", seq: int = 8192,
+                        global_batch: int = 512, tp: int = 8, pp: int = 4, zero: int = 1,
+                        micro_batch: int = 1) -> View:
+    """Chapter 11: more GPUs for less time at about the same cost, and where that stops. Left: days and cost
+    of the job against the GPU count at a fixed global batch (:func:`~llmsizing.cost.cost_vs_gpus`, one
+    layout, data parallelism growing until the global batch caps it). Right: where each GPU's step goes
+    (compute, pipeline bubble, exposed communication) and the resulting MFU."""
+    import numpy as np
+
+    from .cost import cost_vs_gpus
+
+    df = cost_vs_gpus(model, tokens=tokens, gpu=gpu, seq=seq, global_batch=global_batch, tp=tp, pp=pp,
+                      zero=zero, micro_batch=micro_batch)
+    fig = Figure(figsize=(8.8, 3.6), dpi=DPI)
+    ax, ax2 = fig.subplots(1, 2)
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.22, top=0.8, wspace=0.42)
+    x = df["n_gpus"].to_numpy(dtype=float)
+    ax.fill_between(x, df["cost_usd_low"] / 1e6, df["cost_usd_high"] / 1e6, color="#C44E52", alpha=0.15, lw=0)
+    ax.plot(x, df["cost_usd"] / 1e6, color="#C44E52", marker="o", ms=3, label="cost (left axis)")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, df["cost_usd_high"].max() / 1e6 * 1.1)
+    ax.set_ylabel("cost of the job (million USD)", fontsize=8, color="#C44E52")
+    ax.set_xlabel(f"number of GPUs (TP{tp} x PP{pp} x dp)", fontsize=8)
+    axd = ax.twinx()
+    axd.plot(x, df["days"], color="#4C72B0", marker="s", ms=3, ls="--")
+    axd.set_yscale("log")
+    axd.set_ylabel("days (log)", fontsize=8, color="#4C72B0")
+    for a in (ax, axd):
+        a.tick_params(labelsize=7)
+    share = np.vstack([df["compute_s"], df["bubble_s"], df["exposed_comm_s"]]) / df["step_s"].to_numpy()
+    labels = ("compute", "pipeline bubble", "exposed comm.")
+    colors = ("#4C72B0", "#E5AE38", "#C44E52")
+    xs = np.arange(len(df))
+    bottom = np.zeros(len(df))
+    for s, lab, c in zip(share, labels, colors):
+        ax2.bar(xs, s, bottom=bottom, color=c, label=lab, width=0.8)
+        bottom += s
+    ax2.plot(xs, df["mfu"], color="black", marker="o", ms=3, label="MFU")
+    ax2.set_xticks(xs, [f"{n:,}" for n in df["n_gpus"]], fontsize=6.5, rotation=90)
+    ax2.set_ylim(0, 1.0)
+    ax2.set_ylabel("share of the step / MFU", fontsize=8)
+    ax2.set_xlabel("number of GPUs", fontsize=8)
+    ax2.tick_params(labelsize=7)
+    ax2.legend(fontsize=6.5, frameon=False, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=4,
+               borderaxespad=0.2, handlelength=1.2, columnspacing=0.8)
+    name = resolve_model_name(model)
+    fig.suptitle(f"{name}, {tokens:.3g} tokens, global batch {global_batch} x {seq:,} on {gpu}", fontsize=9,
+                 x=0.08, y=0.98, ha="left")
+    lines = [f"{name}, {tokens:.3g} tokens of {seq:,} on {gpu}, TP{tp} PP{pp} ZeRO-{zero}, global batch "
+             f"{global_batch}, micro-batch {micro_batch}: as dp grows"]
+    for _, r in df.iterrows():
+        lines.append(f"  {r['n_gpus']:>6,.0f} GPUs (dp {r['dp']:>4.0f}, {r['grad_accum']:>4.0f} micro-batches): "
+                     f"MFU {r['mfu']:.0%}, {r['days']:>7,.1f} days, ${r['cost_usd']:>12,.0f}")
+    return FixedView(fig, "\n".join(lines))

@@ -246,6 +246,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
                      "gpu_hours": t.gpu_hours, "gpu_hours_low": t.gpu_hours_low, "gpu_hours_high": t.gpu_hours_high,
                      "cost_usd": t.cost_usd, "cost_usd_low": t.cost_usd_low, "cost_usd_high": t.cost_usd_high})
     df = pd.DataFrame(rows)
+    if "cost_usd" not in df:                           # no GPU type fits: keep the columns a caller reads
+        df["cost_usd"] = float("nan")
     return df.sort_values(["fits", "cost_usd"], ascending=[False, True], na_position="last").reset_index(drop=True)
 
 

@@ -346,3 +346,41 @@ def zero_stages_widget(model: str = "llama-3-8b") -> Dashboard:
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
     }
     return Dashboard(charts.render_zero_stages, controls)
+
+
+# =========================================================================== chapter 11: cost
+__all__ += ["cost_widget"]
+
+
+def cost_widget(model: str = "llama-3-70b") -> Dashboard:
+    """Chapter 11: model x tokens x GPU x price x MFU x GPU count -> the job's cost and days, on a price x MFU
+    grid around the chosen point (:func:`~llmsizing.charts.render_cost_sensitivity`). Choosing a GPU resets
+    the price to its catalogue on-demand price; a reserved discount is a lower price."""
+    from .catalog import get_gpu
+
+    get_model(model)
+    start = get_gpu("H100 SXM")
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value=start.name, description="GPU", **_style()),
+        "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
+        "price": W.FloatSlider(value=start.price_usd_per_gpu_hour, min=0.10, max=10.0, step=0.01,
+                               description="USD/GPU-hour", readout_format=".2f", **_style()),
+        "mfu": W.FloatSlider(value=0.40, min=0.05, max=0.70, step=0.05, description="MFU",
+                             readout_format=".2f", **_style()),
+        "n_gpus": W.SelectionSlider(options=[2**k for k in range(16)], value=1024, description="GPUs",
+                                    **_style()),
+    }
+    box = Dashboard(charts.render_cost_sensitivity, controls)
+
+    def on_gpu(change):                      # a new GPU brings its own on-demand price (one redraw)
+        price = controls["price"]
+        price.unobserve(box.update, names="value")
+        price.value = get_gpu(change["new"]).price_usd_per_gpu_hour
+        price.observe(box.update, names="value")
+        box.update()
+
+    controls["gpu"].unobserve(box.update, names="value")
+    controls["gpu"].observe(on_gpu, names="value")
+    return box

@@ -1,0 +1,239 @@
+"""The cost of a finished training job (Part III, chapter 11 "Cost").
+
+Everything here is the arithmetic of :func:`~llmsizing.time_cost.training_time` rearranged to answer money
+questions; no new physics:
+
+* **job cost = GPU-hours x price per GPU-hour**, and the GPU-hours are the run's model FLOPs over one GPU's
+  delivered FLOP/s (dense peak x MFU). The GPU count cancels: more GPUs cost the same *until the MFU falls*
+  (:func:`cost_vs_gpus` shows where it falls, from :func:`~llmsizing.layouts.step_time`).
+* **comparing GPU types**: the job on GPU B costs ``(price_B / price_A) / speedup`` times the job on GPU A,
+  where ``speedup`` is how much faster B finishes the same job (:func:`compare_gpus`). B is cheaper per job
+  exactly when its speed-up beats its price ratio.
+* **price and MFU**: the cost is proportional to the price and inversely proportional to the MFU
+  (:func:`cost_sensitivity`).
+* **reserved capacity**: a discount ``d`` on the hourly price, paid for every reserved hour whether it is used
+  or not, gives an effective price per *used* GPU-hour of ``price x (1 - d) / utilisation``
+  (:func:`effective_price_usd_per_gpu_hour`); it beats on-demand only above a utilisation of ``1 - d``.
+  The book has no sourced reserved prices, so the discount is a parameter, never a catalogue figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from ._validate import check_choice, check_int, check_number, check_sequence
+from .catalog import get_gpu, resolve_model
+from .flops import RECOMPUTE, training_flops_per_token
+from .hardware import dense_tflops
+from .model import Model
+from .parallel import Parallel
+from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW, training_time
+
+SEED_COST_TABLES_CSV = Path(__file__).resolve().parents[2] / "data" / "seed000_cost_tables.csv"
+
+HOURS_PER_DAY = 24
+SECONDS_PER_DAY = 86400
+
+
+# =========================================================================== on-demand vs reserved
+def effective_price_usd_per_gpu_hour(price_usd_per_gpu_hour: float, *, discount: float = 0.0,
+                                     utilisation: float = 1.0) -> float:
+    """What one *used* GPU-hour costs when capacity is bought at ``price x (1 - discount)`` per hour and only a
+    share ``utilisation`` (0 < u <= 1) of the paid hours runs the job: ``price x (1 - discount) / utilisation``.
+
+    On-demand is ``discount=0, utilisation=1`` (you pay only while you run). A reservation trades a discount
+    for paying idle hours too. No reserved price is assumed anywhere in the book: the discount is the reader's
+    (chapter 11)."""
+    price = check_number("price_usd_per_gpu_hour", price_usd_per_gpu_hour)
+    discount = check_number("discount", discount, maximum=1.0)
+    utilisation = check_number("utilisation", utilisation, allow_equal=False, maximum=1.0)
+    return price * (1.0 - discount) / utilisation
+
+
+def reserved_breakeven_utilisation(discount: float) -> float:
+    """The utilisation above which a reservation at ``discount`` off the on-demand price is cheaper per used
+    GPU-hour than on-demand: ``1 - discount`` (from ``p (1 - d) / u = p``). Chapter 11."""
+    discount = check_number("discount", discount, maximum=1.0)
+    return 1.0 - discount
+
+
+# =========================================================================== GPU types: cost per job
+@dataclass(frozen=True)
+class GpuComparison:
+    """One job on ``gpu_b`` against the same job on ``gpu_a`` (:func:`compare_gpus`).
+
+    ``speedup`` is how many times faster B finishes the job per GPU (B's delivered FLOP/s over A's);
+    ``cost_ratio`` is B's job cost over A's, ``price_ratio / speedup``; ``breakeven_speedup`` equals
+    ``price_ratio``: the speed-up B needs to cost the same per job."""
+
+    gpu_a: str
+    gpu_b: str
+    price_a_usd_per_gpu_hour: float
+    price_b_usd_per_gpu_hour: float
+    peak_ratio: float
+    speedup: float
+    price_ratio: float
+    cost_ratio: float
+    breakeven_speedup: float
+
+    def breakeven_mfu(self, mfu_a: float) -> float:
+        """The MFU B must reach for the job to cost the same as on A at ``mfu_a``:
+        ``mfu_a x price_ratio / peak_ratio`` (B is cheaper above it)."""
+        return check_number("mfu_a", mfu_a, allow_equal=False, maximum=1.0) * self.price_ratio / self.peak_ratio
+
+
+def compare_gpus(gpu_a, gpu_b, *, speedup: float | None = None, prices: dict | None = None,
+                 dtype: str = "bf16") -> GpuComparison:
+    """Cost per finished job on ``gpu_b`` relative to ``gpu_a``: ``(price_b / price_a) / speedup``.
+
+    ``speedup`` (B's throughput per GPU over A's on the job) defaults to the ratio of their dense ``dtype``
+    peaks, i.e. the same MFU on both; pass a measured or claimed speed-up instead (for example a benchmark's
+    "2.2x"). ``prices`` maps GPU names to USD per GPU-hour (default: the catalogue's on-demand prices, dated in
+    ``data/gpus.csv``). A job costs less on B exactly when ``speedup > price_b / price_a`` (chapter 11)."""
+    a, b = get_gpu(gpu_a), get_gpu(gpu_b)
+    prices = {} if prices is None else {get_gpu(k).name: check_number(f"prices[{k!r}]", v, allow_equal=False)
+                                        for k, v in dict(prices).items()}
+    pa = prices.get(a.name, a.price_usd_per_gpu_hour)
+    pb = prices.get(b.name, b.price_usd_per_gpu_hour)
+    pa = check_number(f"price of {a.name}", pa, allow_equal=False)
+    pb = check_number(f"price of {b.name}", pb, allow_equal=False)
+    peak_ratio = dense_tflops(b, dtype) / dense_tflops(a, dtype)
+    s = peak_ratio if speedup is None else check_number("speedup", speedup, allow_equal=False)
+    price_ratio = pb / pa
+    return GpuComparison(a.name, b.name, pa, pb, peak_ratio, s, price_ratio, price_ratio / s, price_ratio)
+
+
+# =========================================================================== price x MFU
+def cost_sensitivity(model: Model | str, *, tokens: float, gpu, seq: int, prices, mfus):
+    """The job cost in USD for every ``price`` (USD per GPU-hour) x ``mfu`` pair, as a DataFrame with one row
+    per MFU and one column per price (:func:`~llmsizing.time_cost.training_time` at each MFU exactly; the GPU
+    count does not matter). Cost is proportional to the price and to ``1 / mfu``. Chapter 11."""
+    import pandas as pd
+
+    model = resolve_model(model)
+    ps = [check_number("prices[i]", p) for p in check_sequence("prices", prices, example="(2.0, 3.0)")]
+    ms = [check_number("mfus[i]", m, allow_equal=False, maximum=1.0)
+          for m in check_sequence("mfus", mfus, example="(0.3, 0.4, 0.5)")]
+    hours = {m: training_time(model, tokens=tokens, gpu=gpu, n_gpus=1, seq=seq, mfu=m).gpu_hours for m in ms}
+    df = pd.DataFrame([[hours[m] * p for p in ps] for m in ms], index=pd.Index(ms, name="mfu"),
+                      columns=pd.Index(ps, name="price_usd_per_gpu_hour"))
+    return df
+
+
+# =========================================================================== more GPUs, same job
+def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_batch: int, tp: int = 8,
+                 pp: int = 1, zero: int = 1, micro_batch: int = 1, dps=None, compute_efficiency: float = 0.5,
+                 overlap: float = 0.5, recompute: str = "none", price_usd_per_gpu_hour: float | None = None):
+    """Days, GPU-hours and cost of one job as the data-parallel degree grows at a fixed ``global_batch``
+    (sequences), for the layout ``tp`` x ``pp`` (sequence parallelism on when ``tp > 1``) with ZeRO stage
+    ``zero`` (off at ``dp = 1``, where there is nothing to shard over), micro-batch ``micro_batch`` and ``grad_accum = global_batch / (micro_batch x dp)``.
+
+    Each row is one :func:`~llmsizing.layouts.step_time` (compute at ``compute_efficiency`` of the dense peak,
+    the pipeline bubble, communication with a share ``overlap`` hidden): as ``dp`` grows, each GPU's compute per
+    step shrinks while the bubble (a fixed number of micro-batch slots) and the gradient all-reduce do not, so
+    the MFU falls and the same job costs more. ``dp`` stops at ``global_batch / micro_batch``: the global batch
+    caps data parallelism. ``dps`` defaults to the powers of two that divide it. Memory is not checked here
+    (the planner does that). Days and cost carry the relative spread of the calibrated MFU band, as the
+    planner's do. Chapter 11."""
+    import pandas as pd
+
+    from .layouts import step_time
+
+    model = resolve_model(model)
+    g = get_gpu(gpu)
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    seq = check_int("seq", seq)
+    gb = check_int("global_batch", global_batch, maximum=1 << 24)
+    b = check_int("micro_batch", micro_batch)
+    tp, pp = check_int("tp", tp), check_int("pp", pp)
+    zero = check_int("zero", zero, minimum=0, maximum=3)
+    eff = check_number("compute_efficiency", compute_efficiency, allow_equal=False, maximum=1.0)
+    check_choice("recompute", recompute, RECOMPUTE)
+    if gb % b:
+        raise ValueError(f"micro_batch={b} must divide global_batch={gb}")
+    top = gb // b
+    if dps is None:
+        dps = [d for d in (2 ** k for k in range(25)) if d <= top and top % d == 0]
+    else:
+        dps = sorted({check_int("dps[i]", d) for d in check_sequence("dps", dps, example="(1, 8, 64)")})
+        bad = [d for d in dps if top % d]
+        if bad:
+            raise ValueError(f"dps must divide global_batch / micro_batch = {top:,} (the global batch caps data "
+                             f"parallelism); {bad[0]:,} does not")
+    price = g.price_usd_per_gpu_hour if price_usd_per_gpu_hour is None else price_usd_per_gpu_hour
+    price = check_number("price_usd_per_gpu_hour", price)
+    per_step_flops = training_flops_per_token(model, seq=seq) * gb * seq
+    steps = tokens / (gb * seq)
+    peak = dense_tflops(g) * 1e12
+    rows = []
+    for d in dps:
+        par = Parallel(tp=tp, pp=pp, dp=d, zero=zero if d > 1 else 0, sp=tp > 1)
+        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=top // d, mfu=eff, overlap=overlap,
+                       recompute=recompute)
+        days = steps * st.step_s / SECONDS_PER_DAY
+        hours = days * HOURS_PER_DAY * par.gpus
+        rows.append({"dp": d, "n_gpus": par.gpus, "grad_accum": top // d, "compute_s": st.compute_s,
+                     "bubble_s": st.bubble_s, "exposed_comm_s": st.exposed_comm_s, "step_s": st.step_s,
+                     "mfu": per_step_flops / (st.step_s * par.gpus * peak), "days": days,
+                     "days_low": days * MFU_DEFAULT / MFU_HIGH, "days_high": days * MFU_DEFAULT / MFU_LOW,
+                     "gpu_hours": hours, "cost_usd": hours * price,
+                     "cost_usd_low": hours * price * MFU_DEFAULT / MFU_HIGH,
+                     "cost_usd_high": hours * price * MFU_DEFAULT / MFU_LOW})
+    return pd.DataFrame(rows)
+
+
+# =========================================================================== auditing a cost table
+@cache
+def _seed_tables():
+    import pandas as pd
+
+    return pd.read_csv(SEED_COST_TABLES_CSV)
+
+
+def seed_cost_tables():
+    """Seed 000's "Cost Analysis by Model Size" tables as published (``data/seed000_cost_tables.csv``): one
+    row per configuration with its GPUs, claimed tokens/s, days, cost per day and total cost."""
+    return _seed_tables().copy()
+
+
+def audit_cost_table(table=None, *, gpu="H100 SXM", seq: int = 4096, mfu: float | None = None):
+    """Recompute a cost table's own arithmetic and the library's estimate, row by row.
+
+    ``table`` has the columns of :func:`seed_cost_tables` (its default): ``model``, ``tokens``, ``gpus``,
+    ``tokens_per_s`` (the table's claimed throughput of all its GPUs), ``days``, ``cost_per_day_usd``,
+    ``total_cost_usd``, ``price_usd_per_gpu_hour``. Added columns:
+
+    * ``days_from_own_tps`` = tokens / tokens_per_s / 86,400, what the table's throughput implies;
+    * ``cost_per_day_from_price`` = GPUs x price x 24 and ``cost_from_own_tps`` = both multiplied;
+    * ``library_days``, ``library_cost_usd`` (with ``_low``/``_high``): :func:`training_time` on the same number
+      of ``gpu`` (seed 000 priced RunPod H100 SXMs) at the same price, with ``mfu`` (default: the calibrated band), sequences of ``seq`` tokens;
+    * ``gpu_hours_own`` and ``gpu_hours_library``: GPUs x hours, the number the bill really follows.
+
+    Chapter 11."""
+    import pandas as pd
+
+    df = seed_cost_tables() if table is None else pd.DataFrame(table).copy()
+    need = ("model", "tokens", "gpus", "tokens_per_s", "days", "cost_per_day_usd", "total_cost_usd",
+            "price_usd_per_gpu_hour")
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise ValueError(f"table is missing columns {missing}; it needs {list(need)}")
+    out = []
+    for r in df.itertuples(index=False):
+        tokens = check_number("tokens", r.tokens, allow_equal=False)
+        tps = check_number("tokens_per_s", r.tokens_per_s, allow_equal=False)
+        gpus = check_int("gpus", int(r.gpus))
+        price = check_number("price_usd_per_gpu_hour", r.price_usd_per_gpu_hour)
+        own_days = tokens / tps / SECONDS_PER_DAY
+        per_day = gpus * price * HOURS_PER_DAY
+        t = training_time(r.model, tokens=tokens, gpu=gpu, n_gpus=gpus, seq=seq, mfu=mfu,
+                          price_usd_per_gpu_hour=price)
+        out.append({"days_from_own_tps": own_days, "cost_per_day_from_price": per_day,
+                    "cost_from_own_tps": own_days * per_day, "gpu_hours_own": own_days * HOURS_PER_DAY * gpus,
+                    "library_tokens_per_s": t.tokens_per_s_per_gpu * gpus, "library_days": t.days,
+                    "library_days_low": t.days_low, "library_days_high": t.days_high,
+                    "gpu_hours_library": t.gpu_hours, "library_cost_usd": t.cost_usd,
+                    "library_cost_usd_low": t.cost_usd_low, "library_cost_usd_high": t.cost_usd_high})
+    return pd.concat([df.reset_index(drop=True), pd.DataFrame(out)], axis=1)
