@@ -125,6 +125,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     check_bool("lora_dropout", lora_dropout)
     if overhead_bytes is not None:
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)
+    rank = check_int("rank", rank, maximum=65536)
+    shapes = _target_shapes(model, targets)          # checked even where unused: a typo should not pass silently
     if method == "full":
         t = training_memory(model, batch=batch, seq=seq, precision="bf16-mixed", optimizer=optimizer,
                             attention=attention, recompute=recompute, grad_accum=grad_accum, parallel=parallel,
@@ -135,8 +137,6 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     if parallel is not None:
         raise ValueError(f"parallel={parallel!r}: LoRA/QLoRA are modelled on one GPU (data parallelism replicates "
                          "them; give parallel=None), full fine-tuning takes a layout")
-    rank = check_int("rank", rank, maximum=65536)
-    shapes = _target_shapes(model, targets)
     trainable = lora_params(model, rank=rank, targets=targets)
     from .inference import weights_bytes
 
