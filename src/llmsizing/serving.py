@@ -96,6 +96,7 @@ class Serving:
     prefill_compute_s: float
     prefill_memory_s: float
     prefill_comm_s: float
+    batch_prefill_s: float
     decode_context: int
     decode_flops_per_gpu: float
     decode_bytes_per_gpu: float
@@ -115,7 +116,8 @@ class Serving:
 
     @property
     def ttft_s(self) -> float:
-        """Time to first token: the prefill of the batch's prompts, ``max(compute, memory) + all-reduces``."""
+        """Time to first token: the prefill of one request's prompt, ``max(compute, memory) + all-reduces``
+        (a continuous-batching engine schedules a new request's prefill at once; queueing is not modelled)."""
         return max(self.prefill_compute_s, self.prefill_memory_s) + self.prefill_comm_s
 
     @property
@@ -156,9 +158,15 @@ class Serving:
         return self.ttft_s + self.output * self.itl_s
 
     @property
+    def cycle_s(self) -> float:
+        """GPU time to serve ``batch`` requests completely: prefill all their prompts
+        (``batch_prefill_s``) and decode ``output`` steps: ``batch_prefill_s + output x itl_s``."""
+        return self.batch_prefill_s + self.output * self.itl_s
+
+    @property
     def requests_per_s(self) -> float:
-        """Requests the replica completes per second running batches back to back: ``batch / request_s``."""
-        return self.batch / self.request_s
+        """Requests the replica completes per second running batches back to back: ``batch / cycle_s``."""
+        return self.batch / self.cycle_s
 
     @property
     def usd_per_hour(self) -> float:
@@ -171,8 +179,9 @@ class Serving:
 
     @property
     def usd_per_million_input_tokens(self) -> float:
-        """The replica's prefill time per prompt token, priced: ``tp x price x ttft_s / (batch x prompt)``."""
-        return self.usd_per_hour / 3600 * self.ttft_s / (self.batch * self.prompt) * 1e6
+        """The replica's prefill time per prompt token, priced: ``tp x price x batch_prefill_s / (batch x
+        prompt)``."""
+        return self.usd_per_hour / 3600 * self.batch_prefill_s / (self.batch * self.prompt) * 1e6
 
     def to_frame(self):
         """A one-column DataFrame of the figures, units in the row names."""
@@ -208,8 +217,11 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     token, ``F(s)`` the forward FLOPs per token at context ``s`` (:func:`~llmsizing.flops.forward_flops_per_token`),
     ``B`` the HBM bandwidth, ``P`` the dense peak in ``compute``:
 
-    * prefill (TTFT): FLOPs ``batch x prompt x F(prompt, causal)`` / tp, bytes ``W/tp`` + the KV written;
-      ``ttft = max(FLOPs / (P mfu), bytes / (B mbu)) + 2 L all-reduces of batch x prompt x hidden x 2 bytes``;
+    * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp, bytes ``W/tp`` + the KV
+      written; time ``max(FLOPs / (P mfu), bytes / (B mbu)) + 2 L all-reduces of n x prompt x hidden x 2
+      bytes``. ``ttft_s`` is one prompt's (``n = 1``: continuous batching prefills a new request at once;
+      queueing is not modelled), ``batch_prefill_s`` the whole batch's (it sets ``requests_per_s`` and the
+      cost of input tokens);
     * decode (ITL), at the mean context ``c = prompt + output // 2``: bytes ``W/tp + batch x K x c / kv_split``,
       FLOPs ``batch x F(c)`` / tp; ``itl = max(bytes / (B mbu), FLOPs / (P mfu)) + 2 L all-reduces of
       batch x hidden x 2 bytes``. ``kv_split = min(tp, kv_heads)``: beyond ``kv_heads`` vLLM replicates KV heads;
@@ -251,10 +263,15 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     room = capacity - overhead - w_gpu
     max_batch = max(0, math.floor(room / kv_seq_gpu)) if room > 0 else 0
 
-    # prefill: the whole prompt of every sequence at once; a causal kernel does half the s x s products
-    pre_flops = batch * prompt * forward_flops_per_token(m, seq=prompt, causal=True) / tp
-    pre_bytes = w_gpu + batch * kv_tok_gpu * kv_cached_tokens(m, prompt)
-    pre_comm = 2 * m.layers * _allreduce_s(batch * prompt * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+    # prefill: the whole prompt at once; a causal kernel does half the s x s products
+    def prefill(n):   # n prompts prefilled together -> (FLOPs, bytes, compute s, memory s, comm s)
+        flops = n * prompt * forward_flops_per_token(m, seq=prompt, causal=True) / tp
+        read = w_gpu + n * kv_tok_gpu * kv_cached_tokens(m, prompt)
+        comm = 2 * m.layers * _allreduce_s(n * prompt * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+        return flops, read, flops / (peak * mfu), read / (hbm * mbu), comm
+
+    pre_flops, pre_bytes, pre_compute, pre_memory, pre_comm = prefill(1)
+    _, _, all_compute, all_memory, all_comm = prefill(batch)
 
     # decode: one token per sequence, attending to the mean context of the output steps
     ctx = prompt + output // 2
@@ -268,7 +285,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         batch=batch, mbu=mbu, mfu=mfu, price_usd_per_gpu_hour=price, weights_bytes_per_gpu=w_gpu,
         kv_bytes_per_sequence_per_gpu=kv_seq_gpu, capacity_bytes_per_gpu=capacity, overhead_bytes_per_gpu=overhead,
         max_batch=max_batch, prefill_flops_per_gpu=pre_flops, prefill_bytes_per_gpu=pre_bytes,
-        prefill_compute_s=pre_flops / (peak * mfu), prefill_memory_s=pre_bytes / (hbm * mbu), prefill_comm_s=pre_comm,
+        prefill_compute_s=pre_compute, prefill_memory_s=pre_memory, prefill_comm_s=pre_comm,
+        batch_prefill_s=max(all_compute, all_memory) + all_comm,
         decode_context=ctx, decode_flops_per_gpu=dec_flops, decode_bytes_per_gpu=dec_bytes,
         decode_compute_s=dec_flops / (peak * mfu), decode_memory_s=dec_bytes / (hbm * mbu), decode_comm_s=dec_comm)
 
@@ -360,8 +378,8 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
 
     The load is either ``users`` streams generating at once (each holds a batch slot: ``replicas =
     ceil(users / batch)``) or ``requests_per_s`` (a replica running batches back to back completes ``batch /
-    (ttft + output x itl)`` requests per second). For each ``tp`` in ``tps`` that the model allows, the largest
-    batch meeting ``ttft_s`` and ``itl_s`` and fitting the KV cache is found by bisection (both latencies
+    (batch prefill + output x itl)`` requests per second, :attr:`Serving.requests_per_s`). For each ``tp`` in
+    ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and fitting the KV cache is found by bisection (both latencies
     never fall as the batch grows); the layout with the fewest GPUs wins, ties going to the lower ITL. Other
     keywords go to :func:`serving` (``weights``, ``kv_cache``, ``mbu``, ``mfu``, ...). When no layout meets
     the target, raises ``ValueError`` saying which tp does not fit and what came closest. Taught in chapter 15.
