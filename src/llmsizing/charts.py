@@ -1428,3 +1428,116 @@ def render_cost_vs_gpus(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H
         lines.append(f"  {r['n_gpus']:>6,.0f} GPUs (dp {r['dp']:>4.0f}, {r['grad_accum']:>4.0f} micro-batches): "
                      f"MFU {r['mfu']:.0%}, {r['days']:>7,.1f} days, ${r['cost_usd']:>12,.0f}")
     return FixedView(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 15: serving
+def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, weights: str = "bf16",
+                         kv_cache: str = "bf16", prompt: int = 1024, output: int = 256, batch: int = 16) -> View:
+    """Chapter 15: left, inter-token latency against output tokens/s per GPU as the batch grows (powers of
+    two up to the KV-cache limit, :func:`llmsizing.serving.serving_sweep`), the last point being the largest
+    batch the KV cache holds; right, the GPU's bf16 roofline (attainable TFLOP/s = min(peak, intensity x
+    bandwidth)) with the decode step and the prefill of one prompt placed on it at their achieved rates. The
+    chosen ``batch`` is marked on both (a red cross if its KV cache does not fit)."""
+    import numpy as np
+
+    from .catalog import get_gpu
+    from .hardware import dense_tflops
+    from .serving import serving, serving_sweep
+
+    kw = dict(tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output)
+    chosen = serving(model, gpu, batch=batch, **kw)
+    if chosen.max_batch < 1:
+        raise ValueError(f"tp={tp}: {chosen.model} with {weights} weights does not fit {tp} x {chosen.gpu} "
+                         f"({chosen.weights_bytes_per_gpu / GiB:,.1f} GiB of weights per GPU + "
+                         f"{chosen.overhead_bytes_per_gpu / GiB:.0f} GiB overhead + one sequence's KV cache > "
+                         f"{chosen.capacity_bytes_per_gpu / GiB:,.1f} GiB); raise tp or quantise the weights")
+    sweep = serving_sweep(model, gpu, **kw)
+    fig = Figure(figsize=(9.6, 3.6), dpi=DPI)
+    ax, ax2 = fig.subplots(1, 2)
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14, top=0.91, wspace=0.28)
+    x = [s.output_tokens_per_s_per_gpu for s in sweep]
+    y = [s.itl_s * 1e3 for s in sweep]
+    ax.plot(x, y, color="#4C72B0", marker="o", ms=3, lw=1.5)
+    for s in sweep[:: max(1, len(sweep) // 6)] + [sweep[-1]]:
+        ax.annotate(f"{s.batch}", (s.output_tokens_per_s_per_gpu, s.itl_s * 1e3), xytext=(3, -9),
+                    textcoords="offset points", fontsize=7, color="0.3")
+    cap = sweep[-1]
+    ax.axvline(cap.output_tokens_per_s_per_gpu, color="#C44E52", lw=0.9, ls="--")
+    ax.annotate(f"KV cache full\nat batch {cap.batch:,}", (cap.output_tokens_per_s_per_gpu, 0.97),
+                xycoords=("data", "axes fraction"), xytext=(-4, 0), textcoords="offset points", ha="right",
+                va="top", fontsize=7.5, color="#C44E52")
+    marker = dict(marker="o", color="k") if chosen.fits else dict(marker="x", color="#C44E52")
+    ax.scatter([chosen.output_tokens_per_s_per_gpu], [chosen.itl_s * 1e3], s=40, zorder=3, **marker)
+    ax.set_xscale("log")
+    ax.set_xlabel("output tokens/s per GPU (batch grows to the right)")
+    ax.set_ylabel("inter-token latency (ms)")
+    ax.set_ylim(0, max(max(y), chosen.itl_s * 1e3) * 1.15)
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.set_title(f"{chosen.model}, {weights} weights, tp={tp} x {chosen.gpu}", fontsize=9, loc="left")
+
+    g = get_gpu(gpu)
+    peak = dense_tflops(g, "bf16")
+    bw_tbps = g.memory_bandwidth_gbps / 1e3
+    xs = np.logspace(-1, 14, 200, base=2)
+    ax2.plot(xs, np.minimum(peak, xs * bw_tbps), color="0.3", lw=1.4, label=f"{g.name} bf16 roofline")
+    dec_i = chosen.decode_intensity_flops_per_byte
+    dec_rate = chosen.decode_flops_per_gpu / max(chosen.decode_memory_s, chosen.decode_compute_s) / 1e12
+    pre_i = chosen.prefill_intensity_flops_per_byte
+    pre_rate = chosen.prefill_flops_per_gpu / max(chosen.prefill_compute_s, chosen.prefill_memory_s) / 1e12
+    ax2.scatter([dec_i], [dec_rate], color="#4C72B0", s=40, zorder=3, label=f"decode, batch {chosen.batch}")
+    ax2.scatter([pre_i], [pre_rate], color="#DD8452", s=40, zorder=3, marker="s",
+                label=f"prefill, one {prompt:,}-token prompt")
+    ax2.axvline(peak / bw_tbps, color="0.5", lw=0.7, ls=":")
+    ax2.set_xscale("log", base=2)
+    ax2.set_yscale("log")
+    ax2.set_xlabel("arithmetic intensity (FLOP per byte read)")
+    ax2.set_ylabel("TFLOP/s per GPU")
+    ax2.grid(True, which="major", lw=0.4, alpha=0.5)
+    ax2.legend(fontsize=7, frameon=False, loc="lower right")
+    ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
+    fit = "fits" if chosen.fits else f"DOES NOT FIT (KV cache holds {chosen.max_batch:,})"
+    lines = [f"{chosen.model} on {tp} x {chosen.gpu}, {weights} weights, {kv_cache} KV cache, prompt {prompt:,}, "
+             f"output {output:,}, batch {chosen.batch:,} ({fit}; max batch {chosen.max_batch:,})",
+             f"  TTFT {chosen.ttft_s * 1e3:,.1f} ms ({chosen.prefill_bound}-bound), ITL {chosen.itl_s * 1e3:,.2f} ms "
+             f"({chosen.decode_bound}-bound; TP all-reduces {chosen.decode_comm_s * 1e3:,.2f} ms of it)",
+             f"  {chosen.output_tokens_per_s:,.0f} output tokens/s per replica, "
+             f"{chosen.output_tokens_per_s_per_gpu:,.0f} per GPU; decode intensity "
+             f"{dec_i:,.1f} FLOP/byte vs ridge {peak / bw_tbps:,.0f}",
+             f"  ${chosen.usd_per_million_output_tokens:,.3f} per million output tokens, "
+             f"${chosen.usd_per_million_input_tokens:,.3f} per million input tokens "
+             f"at ${chosen.price_usd_per_gpu_hour:.2f}/GPU-hour (MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]
+    return FixedView(fig, "\n".join(lines))
+
+
+def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 256, itl_s: float = 0.05,
+                        ttft_s: float = 1.0, weights: str = "bf16", gpus=None) -> View:
+    """Chapter 15: cost per million output tokens on each GPU type at its cheapest layout meeting the latency
+    targets (:func:`llmsizing.serving.serving_cost_by_gpu`), labelled with the layout (tp x batch)."""
+    from .serving import serving_cost_by_gpu
+
+    df = serving_cost_by_gpu(model, gpus=gpus, prompt=prompt, output=output, itl_s=itl_s, ttft_s=ttft_s,
+                             weights=weights)
+    df = df.sort_values("usd_per_million_output_tokens", na_position="first")
+    fig, ax = new_figure(7.2, 0.35 * len(df) + 1.2)
+    names = list(df.index)
+    vals = df["usd_per_million_output_tokens"].fillna(0).tolist()
+    ax.barh(names, vals, color=[GPU_COLORS.get(n, "0.4") for n in names])
+    for i, (n, r) in enumerate(df.iterrows()):
+        text = ("no layout meets the target" if r["note"] else
+                f"${r['usd_per_million_output_tokens']:.3f}  (tp={int(r['tp'])}, batch {int(r['batch'])})")
+        ax.annotate(text, (vals[i], i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7.5)
+    ax.set_xlim(0, max(vals + [1e-9]) * 1.6)
+    ax.set_xlabel("USD per million output tokens (catalogue on-demand prices)")
+    ax.set_title(f"{model}, {weights} weights, {prompt:,} in / {output:,} out, ITL <= {itl_s * 1e3:g} ms, "
+                 f"TTFT <= {ttft_s:g} s", fontsize=9, loc="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    lines = [f"{'GPU':<10s} {'tp':>3s} {'batch':>6s} {'ITL ms':>7s} {'tok/s/GPU':>10s} {'$/h':>6s} "
+             f"{'$/M out':>8s} {'$/M in':>7s}"]
+    for n, r in df.iterrows():
+        if r["note"]:
+            lines.append(f"{n:<10s} {r['note']}")
+        else:
+            lines.append(f"{n:<10s} {int(r['tp']):>3d} {int(r['batch']):>6d} {r['itl_s'] * 1e3:>7.1f} "
+                         f"{r['output_tokens_per_s_per_gpu']:>10,.0f} {r['price_usd_per_gpu_hour']:>6.2f} "
+                         f"{r['usd_per_million_output_tokens']:>8.3f} {r['usd_per_million_input_tokens']:>7.3f}")
+    return View(fig, "\n".join(lines))

@@ -384,3 +384,30 @@ def cost_widget(model: str = "llama-3-70b") -> Dashboard:
     controls["gpu"].unobserve(box.update, names="value")
     controls["gpu"].observe(on_gpu, names="value")
     return box
+
+
+# =========================================================================== chapter 15: serving
+__all__ += ["serving_widget"]
+
+
+def serving_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 15: model x GPU x weight format x tensor parallelism x prompt/output lengths x batch -> TTFT,
+    ITL, throughput and cost per million tokens, with the latency/throughput curve and the roofline point
+    (:func:`llmsizing.charts.render_serving_curve`). A layout that does not fit shows the library's message."""
+    from .serving import WEIGHT_FORMATS
+
+    get_model(model)
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "weights": W.ToggleButtons(options=[w for w in WEIGHT_FORMATS if w != "fp16"], value="bf16",
+                                   description="weights", **_style()),
+        "tp": W.Dropdown(options=[1, 2, 4, 8], value=1, description="tensor par. (tp)", **_style()),
+        "prompt": W.SelectionSlider(options=[128, 256, 512, 1024, 2048, 4096, 8192, 32768], value=1024,
+                                    description="prompt", **_style()),
+        "output": W.SelectionSlider(options=[16, 64, 128, 256, 512, 1024, 4096], value=256, description="output",
+                                    **_style()),
+        "batch": W.SelectionSlider(options=[2**i for i in range(12)], value=16, description="batch", **_style()),
+    }
+    controls["weights"].style.button_width = "52px"
+    return Dashboard(charts.render_serving_curve, controls)

@@ -1,0 +1,490 @@
+"""Serving: latency, throughput and cost per million tokens from the roofline (chapter 15, "Serving").
+
+A request has two phases (Pope et al. 2022, "Efficiently Scaling Transformer Inference"; the jax-ml scaling
+book's "All About Transformer Inference" chapter; LLM-Viewer, Yuan et al. 2024, "LLM Inference Unveiled"):
+
+* **prefill** runs the whole prompt through the model at once. It does ``2 N`` FLOPs per prompt token (plus
+  attention) and reads every weight once, so its arithmetic intensity is about the number of prompt tokens:
+  compute-bound on every catalogued GPU for prompts of a few hundred tokens. Its time is the time to first
+  token (TTFT).
+* **decode** produces one token per sequence per step. Each step reads every weight and every cached K and V
+  of the batch, and does ``2 N`` FLOPs per sequence: the intensity is about the batch size, far below the
+  ridge point (:func:`llmsizing.hardware.ridge_point_flops_per_byte`) until the batch is in the hundreds.
+  Its time per step is the inter-token latency (ITL).
+
+Each phase's time is the larger of its two roofline bounds, each at an achieved fraction of the peak:
+``bytes / (HBM bandwidth x MBU)`` and ``FLOPs / (dense peak x MFU)``, plus the tensor-parallel all-reduces
+(Shoeybi et al. 2019: two per layer in the forward, each of the ``tokens x hidden`` activations in 16 bits)
+at the link's one-way bandwidth plus a fixed latency per call. The library builds on chapter 3
+(:func:`~llmsizing.inference.weights_bytes`, :func:`~llmsizing.inference.kv_cache_bytes_per_token`,
+:func:`~llmsizing.inference.kv_cached_tokens`), chapter 6 (:func:`~llmsizing.hardware.dense_tflops`, the
+decode roofline) and chapter 7 (:func:`~llmsizing.comm.ring_bytes`).
+
+What is assumed, and why (all parameters):
+
+* :data:`MBU_DEFAULT` = 0.8, range 0.7-0.9: the fraction of HBM bandwidth a decode step achieves. An
+  assumption: memory-copy benchmarks reach 80-90% of the datasheet bandwidth, and the one published batch-1
+  figure in ``data/serving_published.csv`` (vLLM on an A100 40GB) implies about 77%.
+* :data:`MFU_DEFAULT` = 0.5, range 0.4-0.6: the fraction of the dense peak a prefill achieves. An assumption,
+  a little above the 30-50% of training (chapter 10): prefill is one large forward with no backward, no
+  optimizer and no data-parallel traffic.
+* :data:`ALLREDUCE_LATENCY_S` = 10 us per all-reduce: an assumption of the order of a small-message NCCL
+  all-reduce inside one NVLink node. At batch 1 it, not the bandwidth, is what tensor parallelism costs.
+
+Left out: kernel launch gaps, the sampler, scheduling (continuous batching interleaves prefills with decode
+steps), speculative decoding, prefix caching. Taught in chapter 15.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._validate import check_choice, check_int, check_number, check_sequence
+from .catalog import get_gpu, list_gpus, resolve_model
+from .comm import ring_bytes
+from .flops import forward_flops_per_token
+from .hardware import COMPUTE_DTYPES, dense_tflops, link_bandwidth_one_way_gbps
+from .inference import kv_cache_bytes_per_token, kv_cached_tokens, weights_bytes
+from .memory import FIXED_OVERHEAD_BYTES
+from .model import Model
+from .parallel import check_layout
+
+#: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
+#: bytes read, not the FLOPs (the matmuls still run in ``compute``).
+WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4")
+#: KV-cache formats (vLLM's ``kv_cache_dtype``: auto = the model's 16 bits, or fp8).
+KV_FORMATS = ("bf16", "fp16", "fp8", "int8")
+
+#: Achieved fraction of HBM bandwidth in decode (memory bandwidth utilisation): default and range. An
+#: assumption (see the module docstring).
+MBU_DEFAULT, MBU_LOW, MBU_HIGH = 0.8, 0.7, 0.9
+#: Achieved fraction of the dense peak (model FLOPs utilisation) in prefill: default and range. An assumption.
+MFU_DEFAULT, MFU_LOW, MFU_HIGH = 0.5, 0.4, 0.6
+#: Fixed time per tensor-parallel all-reduce call (seconds). An assumption, of the order of NCCL's
+#: small-message latency inside an NVLink node; a parameter of :func:`serving`.
+ALLREDUCE_LATENCY_S = 10e-6
+#: Bytes of one activation element in the all-reduces (16-bit activations).
+ACTIVATION_BYTES = 2
+#: The tensor-parallel degrees :func:`replicas_for` tries: within one 8-GPU node.
+TP_CHOICES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """One serving replica (``tp`` GPUs) running ``batch`` requests of ``prompt`` + ``output`` tokens
+    (:func:`serving`). Times are per replica; bytes and FLOPs are per GPU."""
+
+    model: str
+    gpu: str
+    tp: int
+    weights: str
+    kv_cache: str
+    prompt: int
+    output: int
+    batch: int
+    mbu: float
+    mfu: float
+    price_usd_per_gpu_hour: float
+    weights_bytes_per_gpu: float
+    kv_bytes_per_sequence_per_gpu: float
+    capacity_bytes_per_gpu: float
+    overhead_bytes_per_gpu: float
+    max_batch: int
+    prefill_flops_per_gpu: float
+    prefill_bytes_per_gpu: float
+    prefill_compute_s: float
+    prefill_memory_s: float
+    prefill_comm_s: float
+    batch_prefill_s: float
+    decode_context: int
+    decode_flops_per_gpu: float
+    decode_bytes_per_gpu: float
+    decode_compute_s: float
+    decode_memory_s: float
+    decode_comm_s: float
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in the replica (``tp``)."""
+        return self.tp
+
+    @property
+    def fits(self) -> bool:
+        """Whether weights + the batch's KV cache (at ``prompt + output`` tokens) fit the replica's memory."""
+        return self.batch <= self.max_batch
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token: the prefill of one request's prompt, ``max(compute, memory) + all-reduces``
+        (a continuous-batching engine schedules a new request's prefill at once; queueing is not modelled)."""
+        return max(self.prefill_compute_s, self.prefill_memory_s) + self.prefill_comm_s
+
+    @property
+    def itl_s(self) -> float:
+        """Inter-token latency: one decode step at the mean context, ``max(memory, compute) + all-reduces``."""
+        return max(self.decode_memory_s, self.decode_compute_s) + self.decode_comm_s
+
+    @property
+    def decode_bound(self) -> str:
+        """``"memory"`` or ``"compute"``: the larger of the decode step's two bounds."""
+        return "memory" if self.decode_memory_s >= self.decode_compute_s else "compute"
+
+    @property
+    def prefill_bound(self) -> str:
+        return "compute" if self.prefill_compute_s >= self.prefill_memory_s else "memory"
+
+    @property
+    def decode_intensity_flops_per_byte(self) -> float:
+        """FLOPs per byte read in one decode step (compare with the GPU's ridge point)."""
+        return self.decode_flops_per_gpu / self.decode_bytes_per_gpu
+
+    @property
+    def prefill_intensity_flops_per_byte(self) -> float:
+        return self.prefill_flops_per_gpu / self.prefill_bytes_per_gpu
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        """Tokens the replica generates per second while decoding: ``batch / itl_s``."""
+        return self.batch / self.itl_s
+
+    @property
+    def output_tokens_per_s_per_gpu(self) -> float:
+        return self.output_tokens_per_s / self.tp
+
+    @property
+    def request_s(self) -> float:
+        """One request end to end: ``ttft_s + output x itl_s``."""
+        return self.ttft_s + self.output * self.itl_s
+
+    @property
+    def cycle_s(self) -> float:
+        """GPU time to serve ``batch`` requests completely: prefill all their prompts
+        (``batch_prefill_s``) and decode ``output`` steps: ``batch_prefill_s + output x itl_s``."""
+        return self.batch_prefill_s + self.output * self.itl_s
+
+    @property
+    def requests_per_s(self) -> float:
+        """Requests the replica completes per second running batches back to back: ``batch / cycle_s``."""
+        return self.batch / self.cycle_s
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.price_usd_per_gpu_hour * self.tp
+
+    @property
+    def usd_per_million_output_tokens(self) -> float:
+        """The replica's decode time per generated token, priced: ``tp x price x itl_s / batch`` per token."""
+        return self.usd_per_hour / 3600 * self.itl_s / self.batch * 1e6
+
+    @property
+    def usd_per_million_input_tokens(self) -> float:
+        """The replica's prefill time per prompt token, priced: ``tp x price x batch_prefill_s / (batch x
+        prompt)``."""
+        return self.usd_per_hour / 3600 * self.batch_prefill_s / (self.batch * self.prompt) * 1e6
+
+    def to_frame(self):
+        """A one-column DataFrame of the figures, units in the row names."""
+        import pandas as pd
+
+        rows = {"gpus": self.tp, "batch": self.batch, "max_batch": self.max_batch, "fits": self.fits,
+                "mbu": self.mbu, "mfu": self.mfu, "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
+                "itl_s": self.itl_s, "decode_bound": self.decode_bound,
+                "decode_intensity_flops_per_byte": self.decode_intensity_flops_per_byte,
+                "output_tokens_per_s": self.output_tokens_per_s,
+                "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
+                "requests_per_s": self.requests_per_s,
+                "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
+                "usd_per_million_input_tokens": self.usd_per_million_input_tokens}
+        return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
+
+
+def _allreduce_s(message_bytes: float, tp: int, link_gbps: float, latency_s: float) -> float:
+    if tp == 1:
+        return 0.0
+    return ring_bytes("all-reduce", message_bytes, tp) / (link_gbps * 1e9) + latency_s
+
+
+def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_cache: str = "bf16",
+            prompt: int = 1024, output: int = 256, batch: int = 1, mbu: float = MBU_DEFAULT,
+            mfu: float = MFU_DEFAULT, compute: str = "bf16", allreduce_latency_s: float = ALLREDUCE_LATENCY_S,
+            overhead_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES,
+            price_usd_per_gpu_hour: float | None = None) -> Serving:
+    """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
+    input and ``output`` generated tokens.
+
+    Per GPU, with ``W`` the weight bytes (:func:`~llmsizing.inference.weights_bytes`), ``K`` the KV bytes per
+    token, ``F(s)`` the forward FLOPs per token at context ``s`` (:func:`~llmsizing.flops.forward_flops_per_token`),
+    ``B`` the HBM bandwidth, ``P`` the dense peak in ``compute``:
+
+    * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp, bytes ``W/tp`` + the KV
+      written; time ``max(FLOPs / (P mfu), bytes / (B mbu)) + 2 L all-reduces of n x prompt x hidden x 2
+      bytes``. ``ttft_s`` is one prompt's (``n = 1``: continuous batching prefills a new request at once;
+      queueing is not modelled), ``batch_prefill_s`` the whole batch's (it sets ``requests_per_s`` and the
+      cost of input tokens);
+    * decode (ITL), at the mean context ``c = prompt + output // 2``: bytes ``W/tp + batch x K x c / kv_split``,
+      FLOPs ``batch x F(c)`` / tp; ``itl = max(bytes / (B mbu), FLOPs / (P mfu)) + 2 L all-reduces of
+      batch x hidden x 2 bytes``. ``kv_split = min(tp, kv_heads)``: beyond ``kv_heads`` vLLM replicates KV heads;
+    * ``max_batch``: the largest batch whose KV cache at ``prompt + output`` tokens fits beside the weights
+      and ``overhead_bytes_per_gpu`` (CUDA context, workspaces; default 1 GiB) on each GPU. Paged allocation
+      (vLLM's PagedAttention, Kwon et al. 2023) wastes at most one block per sequence: no fragmentation
+      allowance. The result reports ``fits``; it does not refuse a batch that does not fit.
+
+    ``tp`` must divide the heads and the MLP, and divide or be a multiple of the KV heads
+    (:func:`llmsizing.parallel.check_layout`). Quantised ``weights`` (fp8/int8/int4) are fewer bytes to read,
+    the same FLOPs. Prices default to the catalogue's (on-demand list prices on a date: they move).
+    Taught in chapter 15.
+    """
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    tp = check_int("tp", tp, maximum=1024)
+    check_layout(m, tp=tp)
+    check_choice("weights", weights, WEIGHT_FORMATS)
+    check_choice("kv_cache", kv_cache, KV_FORMATS)
+    prompt = check_int("prompt", prompt)
+    output = check_int("output", output)
+    batch = check_int("batch", batch)
+    mbu = check_number("mbu", mbu, allow_equal=False, maximum=1.0)
+    mfu = check_number("mfu", mfu, allow_equal=False, maximum=1.0)
+    check_choice("compute", compute, COMPUTE_DTYPES)
+    lat = check_number("allreduce_latency_s", allreduce_latency_s, maximum=1.0)
+    overhead = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
+    price = (g.price_usd_per_gpu_hour if price_usd_per_gpu_hour is None
+             else check_number("price_usd_per_gpu_hour", price_usd_per_gpu_hour))
+    peak = dense_tflops(g, compute) * 1e12
+    hbm = check_number("memory_bandwidth_gbps", g.memory_bandwidth_gbps, allow_equal=False) * 1e9
+    link = link_bandwidth_one_way_gbps(g) if tp > 1 else 1.0
+
+    kv_split = min(tp, m.kv_heads)
+    w_gpu = weights_bytes(m, weights) / tp
+    kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split
+    kv_seq_gpu = kv_tok_gpu * kv_cached_tokens(m, prompt + output)
+    capacity = float(g.memory_bytes)
+    room = capacity - overhead - w_gpu
+    max_batch = max(0, math.floor(room / kv_seq_gpu)) if room > 0 else 0
+
+    # prefill: the whole prompt at once; a causal kernel does half the s x s products
+    def prefill(n):   # n prompts prefilled together -> (FLOPs, bytes, compute s, memory s, comm s)
+        flops = n * prompt * forward_flops_per_token(m, seq=prompt, causal=True) / tp
+        read = w_gpu + n * kv_tok_gpu * kv_cached_tokens(m, prompt)
+        comm = 2 * m.layers * _allreduce_s(n * prompt * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+        return flops, read, flops / (peak * mfu), read / (hbm * mbu), comm
+
+    pre_flops, pre_bytes, pre_compute, pre_memory, pre_comm = prefill(1)
+    _, _, all_compute, all_memory, all_comm = prefill(batch)
+
+    # decode: one token per sequence, attending to the mean context of the output steps
+    ctx = prompt + output // 2
+    cached = kv_cached_tokens(m, ctx)
+    dec_flops = batch * forward_flops_per_token(m, seq=cached) / tp
+    dec_bytes = w_gpu + batch * kv_tok_gpu * cached
+    dec_comm = 2 * m.layers * _allreduce_s(batch * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+
+    return Serving(
+        model=m.name, gpu=g.name, tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output,
+        batch=batch, mbu=mbu, mfu=mfu, price_usd_per_gpu_hour=price, weights_bytes_per_gpu=w_gpu,
+        kv_bytes_per_sequence_per_gpu=kv_seq_gpu, capacity_bytes_per_gpu=capacity, overhead_bytes_per_gpu=overhead,
+        max_batch=max_batch, prefill_flops_per_gpu=pre_flops, prefill_bytes_per_gpu=pre_bytes,
+        prefill_compute_s=pre_compute, prefill_memory_s=pre_memory, prefill_comm_s=pre_comm,
+        batch_prefill_s=max(all_compute, all_memory) + all_comm,
+        decode_context=ctx, decode_flops_per_gpu=dec_flops, decode_bytes_per_gpu=dec_bytes,
+        decode_compute_s=dec_flops / (peak * mfu), decode_memory_s=dec_bytes / (hbm * mbu), decode_comm_s=dec_comm)
+
+
+def serving_sweep(model: Model | str, gpu, *, batches=None, **kwargs) -> list[Serving]:
+    """:func:`serving` at each batch in ``batches`` (default: powers of two up to the KV-cache limit, and the
+    limit itself). Used by the chapter's latency/throughput curve. Taught in chapter 15."""
+    first = serving(model, gpu, batch=1, **kwargs)
+    if batches is None:
+        top = max(first.max_batch, 1)
+        batches = sorted({2**i for i in range(int(math.log2(top)) + 1)} | {top})
+    else:
+        batches = sorted({check_int("batches[i]", b) for b in check_sequence("batches", batches,
+                                                                          example="[1, 8, 64]")})
+    return [serving(model, gpu, batch=b, **kwargs) for b in batches]
+
+
+# ----------------------------------------------------------------------------- how many GPUs for a load
+@dataclass(frozen=True)
+class ServingPlan:
+    """What :func:`replicas_for` found: ``replicas`` copies of a ``tp``-GPU replica, each at ``batch``."""
+
+    gpus: int
+    tp: int
+    batch: int
+    replicas: int
+    serving: Serving
+    requests_per_s: float | None
+    users: int | None
+
+    @property
+    def capacity_requests_per_s(self) -> float:
+        return self.replicas * self.serving.requests_per_s
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.gpus * self.serving.price_usd_per_gpu_hour
+
+    def to_frame(self):
+        import pandas as pd
+
+        s = self.serving
+        rows = {"gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "replicas": self.replicas, "batch": self.batch,
+                "ttft_s": s.ttft_s, "itl_s": s.itl_s, "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
+                "capacity_requests_per_s": self.capacity_requests_per_s, "usd_per_hour": self.usd_per_hour,
+                "usd_per_million_output_tokens": s.usd_per_million_output_tokens}
+        return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
+
+
+def _largest_batch(m, g, tp, ttft_s, itl_s, kwargs):
+    """(Serving at the largest batch meeting both targets, or None; Serving at batch 1, for explanations)."""
+    one = serving(m, g, tp=tp, batch=1, **kwargs)
+    if one.max_batch < 1 or one.itl_s > itl_s or one.ttft_s > ttft_s:
+        return None, one
+    lo, hi = 1, one.max_batch        # ITL and TTFT never fall as the batch grows: bisect
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        s = serving(m, g, tp=tp, batch=mid, **kwargs)
+        if s.itl_s <= itl_s and s.ttft_s <= ttft_s:
+            lo = mid
+        else:
+            hi = mid - 1
+    return serving(m, g, tp=tp, batch=lo, **kwargs), one
+
+
+def _explain(m, g, ttft_s, itl_s, firsts) -> str:
+    from .units import GiB
+
+    parts = []
+    fitting = [s for s in firsts if s.max_batch >= 1]
+    for s in firsts:
+        if s.max_batch < 1:
+            parts.append(f"tp={s.tp}: does not fit ({s.weights_bytes_per_gpu / GiB:,.1f} GiB of weights per GPU "
+                         f"+ {s.overhead_bytes_per_gpu / GiB:.1f} GiB overhead + one sequence's KV cache "
+                         f"> {s.capacity_bytes_per_gpu / GiB:,.1f} GiB)")
+    if fitting:
+        best = min(fitting, key=lambda s: (max(s.itl_s / itl_s, s.ttft_s / ttft_s)))
+        parts.append(f"closest: tp={best.tp} at batch 1, ITL {best.itl_s * 1e3:,.2f} ms (target "
+                     f"{itl_s * 1e3:,.2f}), TTFT {best.ttft_s * 1e3:,.1f} ms (target {ttft_s * 1e3:,.1f})")
+    return (f"no layout of {m.name} on {g.name} (tp in {[s.tp for s in firsts]}) meets itl_s={itl_s:g} and "
+            f"ttft_s={ttft_s:g}: " + "; ".join(parts) +
+            ". Try quantised weights, a faster GPU, a shorter prompt or looser targets.")
+
+
+def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None, users: int | None = None,
+                 prompt: int = 1024, output: int = 256, ttft_s: float = 1.0, itl_s: float = 0.05,
+                 tps=TP_CHOICES, **kwargs) -> ServingPlan:
+    """The fewest GPUs that serve a load within a latency target, and the layout that does it.
+
+    The load is either ``users`` streams generating at once (each holds a batch slot: ``replicas =
+    ceil(users / batch)``) or ``requests_per_s`` (a replica running batches back to back completes ``batch /
+    (batch prefill + output x itl)`` requests per second, :attr:`Serving.requests_per_s`). For each ``tp`` in
+    ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and fitting the KV cache is found by bisection (both latencies
+    never fall as the batch grows); the layout with the fewest GPUs wins, ties going to the lower ITL. Other
+    keywords go to :func:`serving` (``weights``, ``kv_cache``, ``mbu``, ``mfu``, ...). When no layout meets
+    the target, raises ``ValueError`` saying which tp does not fit and what came closest. Taught in chapter 15.
+    """
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    if (requests_per_s is None) == (users is None):
+        raise ValueError("give exactly one of requests_per_s (a request rate) or users (concurrent streams)")
+    rps = None if requests_per_s is None else check_number("requests_per_s", requests_per_s, allow_equal=False)
+    users = None if users is None else check_int("users", users)
+    ttft_s = check_number("ttft_s", ttft_s, allow_equal=False)
+    itl_s = check_number("itl_s", itl_s, allow_equal=False)
+    tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 2, 4, 8)")})
+    valid = []
+    for t in tps:
+        try:
+            check_layout(m, tp=t)
+        except ValueError:
+            continue
+        valid.append(t)
+    if not valid:
+        raise ValueError(f"tps={tps}: none is a valid tensor-parallel degree for {m.name} "
+                         f"({m.heads} heads, {m.kv_heads} KV heads)")
+    kwargs = dict(kwargs, prompt=prompt, output=output)
+    best, firsts = None, []
+    for t in valid:
+        s, one = _largest_batch(m, g, t, ttft_s, itl_s, kwargs)
+        firsts.append(one)
+        if s is None:
+            continue
+        if users is not None:
+            replicas = math.ceil(users / s.batch)
+            s = serving(m, g, tp=t, batch=math.ceil(users / replicas), **kwargs)   # spread the users evenly
+        else:
+            replicas = math.ceil(rps / s.requests_per_s)
+        plan = ServingPlan(replicas * t, t, s.batch, replicas, s, rps, users)
+        if best is None or (plan.gpus, s.itl_s) < (best.gpus, best.serving.itl_s):
+            best = plan
+    if best is None:
+        raise ValueError(_explain(m, g, ttft_s, itl_s, firsts))
+    return best
+
+
+def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, output: int = 256,
+                        ttft_s: float = 1.0, itl_s: float = 0.05, tps=TP_CHOICES, **kwargs):
+    """Cost per million output and input tokens on each GPU type (default: the catalogue), at the cheapest
+    layout (tp, batch) that meets ``ttft_s`` and ``itl_s``: for each tp the largest batch that meets them
+    (:func:`replicas_for`'s search), then the lowest cost per output token. A GPU where no layout meets the
+    target gets NaN figures and the reason. Prices are the catalogue's (on-demand, dated). Chapter 15."""
+    import pandas as pd
+
+    m = resolve_model(model)
+    names = list_gpus() if gpus is None else check_sequence("gpus", gpus, example='["H100 SXM", "B200"]')
+    ttft_s = check_number("ttft_s", ttft_s, allow_equal=False)
+    itl_s = check_number("itl_s", itl_s, allow_equal=False)
+    kwargs = dict(kwargs, prompt=prompt, output=output)
+    rows = []
+    for name in names:
+        g = get_gpu(name)
+        found = []
+        for t in sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 8)")}):
+            try:
+                check_layout(m, tp=t)
+            except ValueError:
+                continue
+            s, _ = _largest_batch(m, g, t, ttft_s, itl_s, kwargs)
+            if s is not None:
+                found.append(s)
+        if found:
+            s = min(found, key=lambda s: s.usd_per_million_output_tokens)
+            rows.append({"gpu": g.name, "tp": s.tp, "batch": s.batch, "itl_s": s.itl_s, "ttft_s": s.ttft_s,
+                         "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
+                         "price_usd_per_gpu_hour": s.price_usd_per_gpu_hour,
+                         "usd_per_million_output_tokens": s.usd_per_million_output_tokens,
+                         "usd_per_million_input_tokens": s.usd_per_million_input_tokens, "note": ""})
+        else:
+            rows.append({"gpu": g.name, "tp": None, "batch": None, "itl_s": math.nan, "ttft_s": math.nan,
+                         "output_tokens_per_s_per_gpu": math.nan,
+                         "price_usd_per_gpu_hour": g.price_usd_per_gpu_hour,
+                         "usd_per_million_output_tokens": math.nan, "usd_per_million_input_tokens": math.nan,
+                         "note": "no layout meets the target"})
+    return pd.DataFrame(rows).set_index("gpu")
+
+
+def published_serving():
+    """``data/serving_published.csv``: published serving measurements (source and date on every row), each
+    next to what :func:`serving` predicts for the same model, GPU and lengths (``predicted``) and the ratio
+    ``published / predicted``. Chapter 15 discusses the gaps."""
+    import pandas as pd
+
+    from .catalog import DATA_DIR
+
+    df = pd.read_csv(DATA_DIR / "serving_published.csv")
+    preds = []
+    for r in df.itertuples():
+        s = serving(r.model, r.gpu, tp=int(r.tp), weights=r.weights, prompt=int(r.prompt), output=int(r.output),
+                    batch=int(r.batch))
+        preds.append(getattr(s, r.metric) if r.metric != "batch_gain" else
+                     s.output_tokens_per_s / serving(r.model, r.gpu, tp=int(r.tp), weights=r.weights,
+                                                     prompt=int(r.prompt), output=int(r.output)).output_tokens_per_s)
+    df["predicted"] = preds
+    df["published_over_predicted"] = df["value"] / df["predicted"]
+    return df
+
+
+__all__ = ["Serving", "serving", "serving_sweep", "ServingPlan", "replicas_for", "serving_cost_by_gpu",
+           "published_serving", "MBU_DEFAULT", "MBU_LOW", "MBU_HIGH", "MFU_DEFAULT", "MFU_LOW", "MFU_HIGH",
+           "ALLREDUCE_LATENCY_S", "WEIGHT_FORMATS", "KV_FORMATS"]
