@@ -1202,3 +1202,41 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, MFU {mfu:.0%}, "
                  f"overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
     return FixedView(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 13: case studies
+def render_prediction_check(rows) -> View:
+    """Predicted GPU-hours (a dot at the central estimate, a bar over its range) against the published figure
+    (a diamond), one row per run, on a log axis: the "Case studies" chapter's check of the library against
+    what was reported. ``rows`` is a sequence of mappings with ``label``, ``gpu_hours``, ``gpu_hours_low``,
+    ``gpu_hours_high`` (from :class:`~llmsizing.time_cost.TrainingTime` or
+    :func:`~llmsizing.runs.run_from_step`) and ``published_gpu_hours`` (``None`` when nothing was published)."""
+    from ._validate import check_sequence
+
+    rows = [dict(r) for r in check_sequence("rows", rows, example='[{"label": ..., "gpu_hours": ...}]')]
+    for i, r in enumerate(rows):
+        missing = {"label", "gpu_hours", "gpu_hours_low", "gpu_hours_high", "published_gpu_hours"} - set(r)
+        if missing:
+            raise ValueError(f"rows[{i}] lacks {sorted(missing)}")
+    fig, ax = _fixed_figure(7.6, 0.5 + 0.42 * len(rows), left=0.42, right=0.97, bottom=0.8 / (0.5 + 0.42 * len(rows)),
+                            top=0.97)
+    ys = list(range(len(rows)))[::-1]
+    lines = []
+    for y, r in zip(ys, rows):
+        ax.plot([r["gpu_hours_low"], r["gpu_hours_high"]], [y, y], color="#4C72B0", lw=5, alpha=0.35,
+                solid_capstyle="butt")
+        ax.plot([r["gpu_hours"]], [y], "o", color="#4C72B0", ms=6)
+        pub = r["published_gpu_hours"]
+        line = (f"{r['label']}: predicted {r['gpu_hours']:,.3g} GPU-hours "
+                f"({r['gpu_hours_low']:,.3g} to {r['gpu_hours_high']:,.3g})")
+        if pub is not None:
+            ax.plot([pub], [y], "D", color="#C44E52", ms=6)
+            line += f", published {pub:,.3g} ({r['gpu_hours'] / pub:.2f}x)"
+        lines.append(line)
+    ax.set_xscale("log")
+    ax.set_yticks(ys, [r["label"] for r in rows], fontsize=8)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel("GPU-hours (dot and bar: library, central and range; diamond: published)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    return FixedView(fig, "\n".join(lines))
