@@ -97,3 +97,16 @@ def test_validation():
         offload_exposed_s(None, st)
     with pytest.raises(TypeError, match="step"):
         offload_exposed_s(_fake_offload(1, 1, 1), None)
+
+
+def test_render_prediction_check_shows_the_ratio():
+    from llmsizing.charts import render_prediction_check
+
+    rows = [dict(label="a run", gpu_hours=300.0, gpu_hours_low=240.0, gpu_hours_high=400.0, published_gpu_hours=200.0)]
+    view = render_prediction_check(rows)
+    assert "1.50x (1.20 to 2.00)" in view.summary          # 300/200, 240/200, 400/200
+    assert view.png()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="lacks"):
+        render_prediction_check([dict(label="x", gpu_hours=1.0)])
+    with pytest.raises(ValueError, match="published_gpu_hours"):
+        render_prediction_check([{**rows[0], "published_gpu_hours": 0}])
