@@ -93,6 +93,8 @@ def test_validation():
         run_from_step("llama-2-7b", st, tokens=-1, gpu="H100 SXM", seq=SEQ)
     with pytest.raises(ValueError, match="extra_s"):
         run_from_step("llama-2-7b", st, tokens=1e9, gpu="H100 SXM", seq=SEQ, extra_s=-1)
+    with pytest.raises(ValueError, match="MFU"):                 # a step of another model: MFU > 1
+        run_from_step("llama-3.1-405b", st, tokens=1e9, gpu="H100 SXM", seq=SEQ)
     with pytest.raises(TypeError, match="offload"):
         offload_exposed_s(None, st)
     with pytest.raises(TypeError, match="step"):
@@ -110,3 +112,19 @@ def test_render_prediction_check_shows_the_ratio():
         render_prediction_check([dict(label="x", gpu_hours=1.0)])
     with pytest.raises(ValueError, match="published_gpu_hours"):
         render_prediction_check([{**rows[0], "published_gpu_hours": 0}])
+
+
+from hypothesis import given, settings, strategies as st_  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st_.integers(1, 8), accum=st_.integers(1, 64), eff=st_.floats(0.05, 1.0),
+       extra=st_.floats(0.0, 1e3), tokens=st_.floats(1e6, 1e13))
+def test_run_from_step_fuzz(batch, accum, eff, extra, tokens):
+    st = step_time("llama-2-7b", "A100 80GB", None, batch=batch, seq=2048, grad_accum=accum, mfu=eff)
+    r = run_from_step("llama-2-7b", st, tokens=tokens, gpu="A100 80GB", seq=2048, extra_s=extra)
+    # no communication and no bubble on one GPU: the MFU is the compute efficiency, diluted by the extra seconds
+    assert r.mfu == pytest.approx(eff * st.step_s / (st.step_s + extra), rel=1e-9)
+    assert 0 < r.time.days_low <= r.time.days <= r.time.days_high
+    assert r.time.mfu_high <= 1.0
+    assert r.time.cost_usd == pytest.approx(r.time.gpu_hours * r.time.price_usd_per_gpu_hour)

@@ -77,7 +77,7 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     step, no recomputation: Chowdhery et al. 2022, App. B) over ``GPUs x dense peak x step seconds``; the
     days and dollars are then :func:`~llmsizing.time_cost.training_time`'s at that MFU (so the days are
     ``tokens / tokens per step x step seconds``), and the range scales that MFU by
-    ``MFU_LOW / MFU_DEFAULT`` and ``MFU_HIGH / MFU_DEFAULT``, the relative spread the planner uses.
+    ``MFU_LOW / MFU_DEFAULT`` and ``MFU_HIGH / MFU_DEFAULT`` (capped at 1), the relative spread the planner uses.
     ``recompute`` must be what the step ran with (it sets the hardware FLOPs utilisation reported as
     ``time.hfu``). Taught in the "Case studies" chapter."""
     model = resolve_model(model)
@@ -91,10 +91,10 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     total_s = step.step_s + extra_s
     per_token = training_flops_per_token(model, seq=seq)
     mfu = per_token * step.tokens / (total_s * n_gpus * dense_tflops(g, dtype) * 1e12)
-    if mfu * MFU_HIGH / MFU_DEFAULT > 1:
-        raise ValueError(f"the step implies an MFU of {mfu:.2f}, too close to 1 for the band: is step for "
-                         f"{model.name} on {g.name} with seq={seq}?")
+    if mfu > 1:
+        raise ValueError(f"the step implies an MFU of {mfu:.2f} > 1: is step for {model.name} on {g.name} "
+                         f"with seq={seq}?")
     t = training_time(model, tokens=tokens, gpu=g, n_gpus=n_gpus, seq=seq, mfu=mfu,
-                      mfu_range=(mfu * MFU_LOW / MFU_DEFAULT, mfu * MFU_HIGH / MFU_DEFAULT),
+                      mfu_range=(mfu * MFU_LOW / MFU_DEFAULT, min(1.0, mfu * MFU_HIGH / MFU_DEFAULT)),
                       price_usd_per_gpu_hour=price_usd_per_gpu_hour, recompute=recompute, dtype=dtype)
     return StepRun(step.step_s, extra_s, tokens / step.tokens, step.tokens, t)
