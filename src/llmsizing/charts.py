@@ -1541,3 +1541,48 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
                          f"{r['output_tokens_per_s_per_gpu']:>10,.0f} {r['price_usd_per_gpu_hour']:>6.2f} "
                          f"{r['usd_per_million_output_tokens']:>8.3f} {r['usd_per_million_input_tokens']:>7.3f}")
     return View(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 13: case studies
+def render_prediction_check(rows) -> View:
+    """Predicted over published GPU-hours, one row per run, on a log axis centred on 1 (a dot at the central
+    estimate, a bar over its range): the "Case studies" chapter's check of the library against what was
+    reported. ``rows`` is a sequence of mappings with ``label``, ``gpu_hours``, ``gpu_hours_low``,
+    ``gpu_hours_high`` (from :class:`~llmsizing.time_cost.TrainingTime`, e.g. ``run_from_step(...).time``)
+    and ``published_gpu_hours`` (> 0)."""
+    import math
+
+    from ._validate import check_number, check_sequence
+
+    rows = [dict(r) for r in check_sequence("rows", rows, example='[{"label": ..., "gpu_hours": ...}]')]
+    for i, r in enumerate(rows):
+        missing = {"label", "gpu_hours", "gpu_hours_low", "gpu_hours_high", "published_gpu_hours"} - set(r)
+        if missing:
+            raise ValueError(f"rows[{i}] lacks {sorted(missing)}")
+        check_number(f"rows[{i}]['published_gpu_hours']", r["published_gpu_hours"], allow_equal=False)
+    height = 0.9 + 0.38 * len(rows)
+    fig, ax = _fixed_figure(7.6, height, left=0.45, right=0.97, bottom=0.62 / height, top=1 - 0.12 / height)
+    ys = list(range(len(rows)))[::-1]
+    lines, ratios = [], [1.0]
+    for y, r in zip(ys, rows):
+        pub = r["published_gpu_hours"]
+        lo, mid, hi = (r[k] / pub for k in ("gpu_hours_low", "gpu_hours", "gpu_hours_high"))
+        ratios += [lo, hi]
+        ax.plot([lo, hi], [y, y], color="#4C72B0", lw=6, alpha=0.3, solid_capstyle="butt")
+        ax.plot([mid], [y], "o", color="#4C72B0", ms=6)
+        ax.text(hi * 1.06, y, f"{mid:.2f}x", va="center", fontsize=8)
+        lines.append(f"{r['label']}: predicted {r['gpu_hours']:,.3g} GPU-hours ({r['gpu_hours_low']:,.3g} to "
+                     f"{r['gpu_hours_high']:,.3g}), published {pub:,.3g}: {mid:.2f}x ({lo:.2f} to {hi:.2f})")
+    ax.axvline(1.0, color="#C44E52", lw=1.2, ls="--")
+    ax.set_xscale("log")
+    span = max(abs(math.log(x)) for x in ratios) * 1.35
+    ax.set_xlim(math.exp(-span), math.exp(span))
+    ticks = [t for t in (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0) if math.exp(-span) <= t <= math.exp(span)]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xticks([], minor=True)
+    ax.set_yticks(ys, [r["label"] for r in rows], fontsize=8)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel("predicted / published GPU-hours (dot: central, bar: MFU band; 1 = exact)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    return FixedView(fig, "\n".join(lines))

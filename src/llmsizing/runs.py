@@ -1,0 +1,100 @@
+"""A whole run from one step: days, GPU-hours and dollars from a layout's step time (Part III, "Case studies").
+
+:func:`~llmsizing.time_cost.training_time` starts from an assumed MFU; :func:`~llmsizing.layouts.step_time`
+starts from a layout and says where one step's seconds go. :func:`run_from_step` joins the two: the step's
+seconds (plus, for ZeRO-Offload, what the host's part of the step leaves exposed: :func:`offload_exposed_s`)
+give the MFU the layout reaches, and that MFU gives the run's days and cost exactly as ``training_time`` does,
+with the relative spread of the calibrated MFU band (as :func:`~llmsizing.planner.plan` does). It adds no
+formula of its own beyond ``steps = tokens / tokens per step``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._validate import check_bool, check_choice, check_number
+from .catalog import get_gpu, resolve_model
+from .comm import OffloadTime
+from .flops import RECOMPUTE, training_flops_per_token
+from .hardware import dense_tflops
+from .layouts import StepTime
+from .model import Model
+from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW, TrainingTime, training_time
+
+
+def offload_exposed_s(offload: OffloadTime, step: StepTime, *, delayed_update: bool = False) -> float:
+    """Seconds of a ZeRO-Offload step (:func:`~llmsizing.comm.offload_time`) that the GPU waits for, given
+    the layout's ``step`` (:func:`~llmsizing.layouts.step_time`), whose busy time (compute + bubble) is what
+    the host's work can hide behind.
+
+    ZeRO-Offload (Ren et al. 2021, Sec. 4) copies each gradient bucket to the host while the backward runs, so
+    the copies cost only what outlasts the step's busy time. Then the host runs Adam and sends the 16-bit
+    weights back before the next forward: both on the critical path, unless the "one-step delayed parameter
+    update" (``delayed_update=True``) overlaps them, with the copies, with the next step's compute (then only
+    what exceeds the busy time is exposed). Taught in the "Case studies" chapter."""
+    if not isinstance(offload, OffloadTime):
+        raise TypeError(f"offload must be an OffloadTime from comm.offload_time(...), got {type(offload).__name__}")
+    if not isinstance(step, StepTime):
+        raise TypeError(f"step must be a StepTime from layouts.step_time(...), got {type(step).__name__}")
+    check_bool("delayed_update", delayed_update)
+    busy = step.busy_s
+    host_step = offload.cpu_adam_s + offload.weights_up_s
+    if delayed_update:
+        return max(0.0, offload.grads_down_s + host_step - busy)
+    return max(0.0, offload.grads_down_s - busy) + host_step
+
+
+@dataclass(frozen=True)
+class StepRun:
+    """A run priced from one step (:func:`run_from_step`): ``step_s`` is the layout's step
+    (:attr:`~llmsizing.layouts.StepTime.step_s`), ``extra_s`` what is added per step (offload), ``steps`` the
+    number of optimizer steps, and ``time`` the :class:`~llmsizing.time_cost.TrainingTime` at the MFU the step
+    implies (``time.mfu``), with the calibrated band's relative spread as its range."""
+
+    step_s: float
+    extra_s: float
+    steps: float
+    tokens_per_step: int
+    time: TrainingTime
+
+    @property
+    def total_step_s(self) -> float:
+        return self.step_s + self.extra_s
+
+    @property
+    def mfu(self) -> float:
+        return self.time.mfu
+
+
+def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq: int, extra_s: float = 0.0,
+                  recompute: str = "none", price_usd_per_gpu_hour: float | None = None,
+                  dtype: str = "bf16") -> StepRun:
+    """Days, GPU-hours and dollars of a run of ``tokens`` tokens made of steps like ``step`` (a
+    :class:`~llmsizing.layouts.StepTime` from :func:`~llmsizing.layouts.step_time` for the same ``model``,
+    ``gpu`` and ``seq``), each lasting ``step.step_s + extra_s`` seconds.
+
+    The MFU is the step's model FLOPs (:func:`~llmsizing.flops.training_flops_per_token` x the tokens of a
+    step, no recomputation: Chowdhery et al. 2022, App. B) over ``GPUs x dense peak x step seconds``; the
+    days and dollars are then :func:`~llmsizing.time_cost.training_time`'s at that MFU (so the days are
+    ``tokens / tokens per step x step seconds``), and the range scales that MFU by
+    ``MFU_LOW / MFU_DEFAULT`` and ``MFU_HIGH / MFU_DEFAULT`` (capped at 1), the relative spread the planner uses.
+    ``recompute`` must be what the step ran with (it sets the hardware FLOPs utilisation reported as
+    ``time.hfu``). Taught in the "Case studies" chapter."""
+    model = resolve_model(model)
+    if not isinstance(step, StepTime):
+        raise TypeError(f"step must be a StepTime from layouts.step_time(...), got {type(step).__name__}")
+    g = get_gpu(gpu)
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    extra_s = check_number("extra_s", extra_s)
+    check_choice("recompute", recompute, RECOMPUTE)
+    n_gpus = step.communication.parallel.gpus
+    total_s = step.step_s + extra_s
+    per_token = training_flops_per_token(model, seq=seq)
+    mfu = per_token * step.tokens / (total_s * n_gpus * dense_tflops(g, dtype) * 1e12)
+    if mfu > 1:
+        raise ValueError(f"the step implies an MFU of {mfu:.2f} > 1: is step for {model.name} on {g.name} "
+                         f"with seq={seq}?")
+    t = training_time(model, tokens=tokens, gpu=g, n_gpus=n_gpus, seq=seq, mfu=mfu,
+                      mfu_range=(mfu * MFU_LOW / MFU_DEFAULT, min(1.0, mfu * MFU_HIGH / MFU_DEFAULT)),
+                      price_usd_per_gpu_hour=price_usd_per_gpu_hour, recompute=recompute, dtype=dtype)
+    return StepRun(step.step_s, extra_s, tokens / step.tokens, step.tokens, t)
