@@ -1202,3 +1202,59 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, MFU {mfu:.0%}, "
                  f"overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
     return FixedView(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 14: the seeds' claims, checked
+_AUDIT_STYLES = {"holds": ("#55A868", "o"), "off": ("#C44E52", "s"), "wrong in kind": ("#8172B3", "^")}
+
+
+def render_seed_audit(df=None) -> View:
+    """Every recomputed seed claim as one point: the library's value (x) against the claimed value (y), both
+    in the claim's own unit, on log axes, with the line y = x and the band of the verdict rule
+    (:data:`~llmsizing.audit.BAND`). Points above the band are claims that are too high, below it too low.
+    Colour and marker give the verdict (holds / off by more than the band / wrong in kind).
+    ``df`` defaults to :func:`~llmsizing.audit.audit_table`. Taught in chapter 14."""
+    import numpy as np
+
+    from .audit import BAND, audit_table, verdict_counts
+
+    df = audit_table() if df is None else df
+    kind = df["verdict"].str.startswith("wrong")
+    holds = df["verdict"].str.startswith("holds") & ~kind
+    groups = {"holds": holds, "off": ~holds & ~kind, "wrong in kind": kind}
+    fig, ax = _fixed_figure(7.0, 5.2, left=0.11, right=0.97, bottom=0.1, top=0.95)
+    x = df["library"].to_numpy(float)
+    y = df["claimed"].to_numpy(float)
+    lo = 10 ** np.floor(np.log10(min(x.min(), y.min())))
+    hi = 10 ** np.ceil(np.log10(max(x.max(), y.max())))
+    line = np.array([lo, hi])
+    ax.fill_between(line, line / BAND, line * BAND, color="0.85", lw=0, zorder=0,
+                    label=f"within {BAND - 1:.0%} (holds)")
+    ax.plot(line, line, color="0.4", lw=1, zorder=1, label="claimed = library")
+    counts = verdict_counts(df)
+    loose = (np.abs(np.log(y / x)) > np.log(BAND)) & holds.to_numpy()   # holds as a bound or a range only
+    for name, mask in groups.items():
+        color, marker = _AUDIT_STYLES[name]
+        m = mask.to_numpy() & ~loose
+        ax.scatter(x[m], y[m], s=22, color=color, marker=marker, alpha=0.8, edgecolors="none", zorder=2,
+                   label=f"{name} ({counts[name]})")
+        if name == "holds" and loose.any():
+            ax.scatter(x[loose], y[loose], s=26, facecolors="none", edgecolors=color, marker=marker, zorder=2,
+                       label=f"  of which as a bound or range only ({int(loose.sum())})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("what the library computes (in the claim's unit: GB, days, USD, GPUs, tokens/s, ...)")
+    ax.set_ylabel("what the seed article claims")
+    ax.text(lo * 2, hi / 3, "claim too high", fontsize=8, color="0.35", va="top")
+    ax.text(hi / 2, lo * 2, "claim too low", fontsize=8, color="0.35", ha="right")
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(0.0, 0.9))
+    ax.spines[["top", "right"]].set_visible(False)
+    r = df["ratio"].to_numpy(float)
+    worst = df.iloc[int(np.argmax(np.abs(np.log(r))))]
+    summary = (f"{len(df)} claims: {counts['holds']} hold (within {BAND - 1:.0%}), {counts['off']} are off by more, "
+               f"{counts['wrong in kind']} are wrong in kind\n"
+               f"claimed / library: median {np.median(r):.2f}, from {r.min():.3g} to {r.max():.3g}; "
+               f"furthest: {worst['id']} ({worst['ratio']:.3g})")
+    return FixedView(fig, summary)
