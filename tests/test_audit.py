@@ -225,3 +225,35 @@ def test_render_seed_audit_shows_the_table(table):
     counts = audit.verdict_counts(table)
     assert v.summary.startswith(f"{len(table)} claims: {counts['holds']} hold")
     assert len(v.png()) > 1000
+
+
+def test_band_only_rejudges(table):
+    wide = audit_table(3.0)
+    assert (wide["library"] == table["library"]).all()
+    assert audit.verdict_counts(wide)["holds"] >= audit.verdict_counts(table)["holds"]
+    assert audit.verdict_counts(wide)["wrong in kind"] == audit.verdict_counts(table)["wrong in kind"]
+    with pytest.raises(ValueError, match="band"):
+        audit_table(0.5)
+
+
+def test_render_seed_audit_article_filter_and_errors(table):
+    from llmsizing.charts import render_seed_audit
+
+    v = render_seed_audit(article="004")
+    assert v.summary.startswith(f"seed 004, {(table['article'] == '004').sum()} claims")
+    with pytest.raises(ValueError, match="article"):
+        render_seed_audit(article="005")
+    with pytest.raises(ValueError, match="band"):
+        render_seed_audit(table, band=1.5)
+
+
+def test_seed_audit_widget_shows_the_library(table):
+    from llmsizing.widgets import seed_audit_widget
+
+    w = seed_audit_widget()
+    counts = audit.verdict_counts(table)
+    assert f"{counts['holds']} hold (within 25%)" in w.summary.value
+    w.controls["band"].value = 3.0
+    assert f"{audit.verdict_counts(audit_table(3.0))['holds']} hold (within 200%)" in w.summary.value
+    w.controls["article"].value = "003"
+    assert "seed 003" in w.summary.value

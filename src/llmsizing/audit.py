@@ -439,28 +439,31 @@ def _value(result) -> Finding:
 
 
 @cache
-def _table():
+def _findings() -> tuple[tuple[Claim, Finding], ...]:
+    """Every claim with the library's finding, computed once per session (a few seconds: the GPU counts
+    search layouts)."""
+    return tuple((c, _value(c.compute())) for c in claims())
+
+
+def audit_table(band: float = BAND):
+    """One row per recomputed claim: ``id, article, topic, claim, claimed, library, ratio, verdict`` (then
+    ``unit, bound, claimed_low, claimed_high, wrong_in_kind``). ``claimed`` is the middle of a claimed range,
+    ``ratio`` = claimed / library, and the verdict follows :func:`verdict` with tolerance ``band`` (default
+    :data:`BAND`). The library values are computed once per session; a new ``band`` only re-judges them. Taught
+    in chapter 14."""
     import pandas as pd
 
+    band = check_number("band", band, minimum=1.0)
     rows = []
-    for c in claims():
-        f = _value(c.compute())
+    for c, f in _findings():
         rows.append({"id": c.id, "article": c.article, "topic": c.topic, "claim": c.claim,
                      "claimed": c.claimed_mid, "library": f.value, "ratio": c.claimed_mid / f.value,
                      "verdict": verdict(c.claimed, f.value, bound=c.bound, claimed_high=c.claimed_high,
-                                        reason=f.reason),
+                                        reason=f.reason, band=band),
                      "unit": c.unit, "bound": c.bound, "claimed_low": c.claimed,
                      "claimed_high": math.nan if c.claimed_high is None else c.claimed_high,
                      "wrong_in_kind": bool(f.reason)})
     return pd.DataFrame(rows)
-
-
-def audit_table():
-    """One row per recomputed claim: ``id, article, topic, claim, claimed, library, ratio, verdict`` (then
-    ``unit, bound, claimed_low, claimed_high, wrong_in_kind``). ``claimed`` is the middle of a claimed range,
-    ``ratio`` = claimed / library, and the verdict follows :func:`verdict`. Computed once per session (a few
-    seconds: the GPU counts search layouts). Taught in chapter 14."""
-    return _table().copy()
 
 
 def verdict_counts(df=None) -> dict[str, int]:
