@@ -257,3 +257,12 @@ def test_seed_audit_widget_shows_the_library(table):
     assert f"{audit.verdict_counts(audit_table(3.0))['holds']} hold (within 200%)" in w.summary.value
     w.controls["article"].value = "003"
     assert "seed 003" in w.summary.value
+
+
+def test_inference_rule_claims_are_the_library_rule(rows):
+    from llmsizing.inference import RULE_OF_THUMB
+
+    by = {r["id"]: r for r in rows}
+    assert float(by["002-rule-batch32"]["claimed"]) == RULE_OF_THUMB
+    assert float(by["002-rule-128k"]["claimed"]) == RULE_OF_THUMB
+    assert float(by["002-70b-serving"]["claimed"]) == pytest.approx(RULE_OF_THUMB * 140)  # 1.2 x 70B x 2 bytes
