@@ -148,7 +148,8 @@ def test_verdict_wrong_in_kind_keeps_the_number():
     ({"claimed": 1, "library": float("nan")}, "library"), ({"claimed": 1, "library": 1, "bound": "roughly"}, "bound"),
     ({"claimed": 1, "library": 1, "bound": "range"}, "claimed_high"),
     ({"claimed": 2, "library": 1, "bound": "range", "claimed_high": 1}, "claimed_high"),
-    ({"claimed": 1, "library": 1, "claimed_high": 3}, "claimed_high"), ({"claimed": 1, "library": 1, "band": 0.5}, "band"),
+    ({"claimed": 1, "library": 1, "claimed_high": 3}, "claimed_high"),
+    ({"claimed": 1, "library": 1, "band": 0.5}, "band"),
     ({"claimed": "1", "library": 1}, "claimed"), ({"claimed": 1, "library": 1, "reason": 3}, "reason"),
 ])
 def test_verdict_refuses_bad_input_naming_it(kw, word):
