@@ -1586,3 +1586,73 @@ def render_prediction_check(rows) -> View:
     ax.tick_params(axis="x", labelsize=8)
     ax.spines[["top", "right"]].set_visible(False)
     return FixedView(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 14: the seeds' claims, checked
+_AUDIT_STYLES = {"holds": ("#55A868", "o"), "off": ("#C44E52", "s"), "wrong in kind": ("#8172B3", "^")}
+
+
+def render_seed_audit(df=None, *, band: float | None = None, article: str = "all") -> View:
+    """Every recomputed seed claim as one point: the library's value (x) against the claimed value (y), both
+    in the claim's own unit, on log axes, with the line y = x and the band of the verdict rule
+    (:data:`~llmsizing.audit.BAND`). Points above the band are claims that are too high, below it too low.
+    Colour and marker give the verdict (holds / off by more than the band / wrong in kind).
+    ``df`` defaults to :func:`~llmsizing.audit.audit_table` judged with ``band`` (default
+    :data:`~llmsizing.audit.BAND`; give either ``df`` or ``band``); ``article`` ("all", or a seed's number such as
+    "000") keeps one article's claims. Taught in chapter 14."""
+    import numpy as np
+    from matplotlib.ticker import LogLocator, NullLocator
+
+    from ._validate import check_choice
+    from .audit import BAND, audit_table, verdict_counts
+
+    if df is not None and band is not None:
+        raise ValueError("give either df (an audit table) or band, not both")
+    band = BAND if band is None else band
+    df = audit_table(band) if df is None else df
+    articles = ["all"] + sorted(df["article"].unique())
+    if check_choice("article", article, articles) != "all":
+        df = df[df["article"] == article]
+    kind = df["verdict"].str.startswith("wrong")
+    holds = df["verdict"].str.startswith("holds") & ~kind
+    groups = {"holds": holds, "off": ~holds & ~kind, "wrong in kind": kind}
+    fig, ax = _fixed_figure(7.0, 5.2, left=0.11, right=0.97, bottom=0.1, top=0.95)
+    x = df["library"].to_numpy(float)
+    y = df["claimed"].to_numpy(float)
+    lo = 10 ** np.floor(np.log10(min(x.min(), y.min())))
+    hi = 10 ** np.ceil(np.log10(max(x.max(), y.max())))
+    line = np.array([lo, hi])
+    ax.fill_between(line, line / band, line * band, color="0.85", lw=0, zorder=0,
+                    label=f"within {band - 1:.0%} (holds)")
+    ax.plot(line, line, color="0.4", lw=1, zorder=1, label="claimed = library")
+    counts = verdict_counts(df)
+    loose = (np.abs(np.log(y / x)) > np.log(band)) & holds.to_numpy()   # holds as a bound or a range only
+    for name, mask in groups.items():
+        color, marker = _AUDIT_STYLES[name]
+        m = mask.to_numpy() & ~loose
+        ax.scatter(x[m], y[m], s=22, color=color, marker=marker, alpha=0.8, edgecolors="none", zorder=2,
+                   label=f"{name} ({counts[name]})")
+        if name == "holds" and loose.any():
+            ax.scatter(x[loose], y[loose], s=26, facecolors="none", edgecolors=color, marker=marker, zorder=2,
+                       label=f"  of which as a bound or range only ({int(loose.sum())})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    for axis in (ax.xaxis, ax.yaxis):                 # decades only: minor log ticks triple a redraw
+        axis.set_major_locator(LogLocator(base=10, numticks=20))
+        axis.set_minor_locator(NullLocator())
+    ax.set_xlabel("what the library computes (in the claim's unit: GB, days, USD, GPUs, tokens/s, ...)")
+    ax.set_ylabel("what the seed article claims")
+    ax.text(lo * 2, hi / 3, "claim too high", fontsize=8, color="0.35", va="top")
+    ax.text(hi / 2, lo * 2, "claim too low", fontsize=8, color="0.35", ha="right")
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(0.0, 0.9))
+    ax.spines[["top", "right"]].set_visible(False)
+    r = df["ratio"].to_numpy(float)
+    worst = df.iloc[int(np.argmax(np.abs(np.log(r))))]
+    label = "" if article == "all" else f"seed {article}, "
+    summary = (f"{label}{len(df)} claims: {counts['holds']} hold (within {band - 1:.0%}), "
+               f"{counts['off']} are off by more, {counts['wrong in kind']} are wrong in kind\n"
+               f"claimed / library: median {np.median(r):.2f}, from {r.min():.3g} to {r.max():.3g}; "
+               f"furthest: {worst['id']} ({worst['ratio']:.3g})")
+    return FixedView(fig, summary)

@@ -411,3 +411,22 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
     }
     controls["weights"].style.button_width = "52px"
     return Dashboard(charts.render_serving_curve, controls)
+
+
+# =========================================================================== chapter 14: the seeds' claims, checked
+__all__ += ["seed_audit_widget"]
+
+
+def seed_audit_widget(article: str = "all") -> Dashboard:
+    """Chapter 14: every recomputed seed claim, claimed against computed, with the verdict band and the article
+    as controls (:func:`~llmsizing.charts.render_seed_audit`). The library values are computed once; moving the
+    band only re-judges them."""
+    from .audit import BAND, audit_table
+
+    articles = ["all"] + sorted(audit_table()["article"].unique())
+    controls = {
+        "band": W.FloatSlider(value=BAND, min=1.05, max=3.0, step=0.05, description="band (factor)",
+                              readout_format=".2f", **_style()),
+        "article": W.Dropdown(options=articles, value=article, description="article", **_style()),
+    }
+    return Dashboard(lambda band, article: charts.render_seed_audit(band=band, article=article), controls)
