@@ -118,3 +118,12 @@ def test_impossible_deadline_shows_the_no_plan_message():
     assert "Traceback" not in w.error.value and w.summary.value == "" and bytes(w.image.value) == b""
     w.controls["deadline"].value = 0.0
     assert w.error.value == "" and bytes(w.image.value)[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("bad, exc, name", [(dict(tokens=-1.0), ValueError, "tokens"),
+                                            (dict(gpus=()), ValueError, "gpus"),
+                                            (dict(gpus="H100 SXM"), TypeError, "gpus"),
+                                            (dict(global_batch=0), ValueError, "global_batch")])
+def test_bad_input_names_the_parameter(bad, exc, name):
+    with pytest.raises(exc, match=name):
+        render_plan("llama-3-8b", **{**SMALL, **bad})
