@@ -1656,3 +1656,177 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
                f"claimed / library: median {np.median(r):.2f}, from {r.min():.3g} to {r.max():.3g}; "
                f"furthest: {worst['id']} ({worst['ratio']:.3g})")
     return FixedView(fig, summary)
+
+
+# =========================================================================== chapter 12: the planner
+#: GPU types and settings of chapter 12's worked example (and the planner widget's defaults).
+PLAN_GPUS = ("H100 SXM", "H200", "B200", "A100 80GB")
+
+
+def _plan_label(r) -> str:
+    """A front plan in one line: GPUs and layout."""
+    return (f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp}, pp={r.pp}, dp={r.dp}, ZeRO-{r.zero}"
+            f"{', SP' if r.sp else ''}), micro-batch {r.micro_batch} x {r.grad_accum}, recompute={r.recompute}")
+
+
+def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, seq: int = 8192,
+                global_batch: int = 512, max_gpus: int | None = 4096, deadline_days: float | None = None,
+                budget_usd: float | None = None, highlight=None, plans=None, compute_efficiency: float | None = None,
+                overlap: float | None = None) -> View:
+    """The planner's answer (chapter 12, "How many GPUs do you need?"): left, days against cost (log axes) of
+    every plan :func:`~llmsizing.planner.plan` finds (grey), each GPU type's own front (thin line) and the
+    time-vs-cost front (dots coloured by GPU type); right, the chosen plan's most loaded GPU (what is alive at
+    its peak, :func:`~llmsizing.memory.training_memory`, against the capacity and the usable share) and its step
+    time by part (:func:`~llmsizing.layouts.step_time`: compute, bubble, each group's communication before
+    overlap). ``highlight`` is a row label of the plans (default: the first front plan, the cheapest).
+
+    ``plans`` may pass :func:`~llmsizing.planner.plan`'s result for these arguments (the widget caches it);
+    otherwise it is computed. No plan raises the planner's :class:`~llmsizing.planner.NoPlanError`."""
+    import numpy as np
+
+    from .catalog import get_gpu, resolve_model
+    from .layouts import USABLE_FRACTION, step_time
+    from .memory import training_memory
+    from .parallel import Parallel
+    from .planner import COMPUTE_EFFICIENCY, OVERLAP, _pareto, plan
+
+    eff = COMPUTE_EFFICIENCY if compute_efficiency is None else compute_efficiency
+    ovl = OVERLAP if overlap is None else overlap
+    m = resolve_model(model)
+    if plans is None:
+        plans = plan(m, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
+                     deadline_days=deadline_days, budget_usd=budget_usd, compute_efficiency=eff, overlap=ovl)
+    front = plans[plans["pareto"]]
+    if front.empty:
+        raise ValueError("plans must hold at least one plan on the front (planner.plan's result)")
+    if highlight is None:
+        highlight = front.index[0]
+    if highlight not in plans.index:
+        raise ValueError(f"highlight must be a row label of the plans (0 to {len(plans) - 1:,}) or None; "
+                         f"got {highlight!r}")
+    r = plans.loc[highlight]
+    g = get_gpu(r.gpu)
+    par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp))
+    run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), recompute=r.recompute)
+    tm = training_memory(m, parallel=par, **run)
+    st = step_time(m, g, par, mfu=eff, overlap=ovl, **run)
+
+    fig = Figure(figsize=(9.6, 4.6), dpi=DPI)
+    gs = fig.add_gridspec(2, 2, width_ratios=[1.2, 1], height_ratios=[1, 1.3], left=0.085, right=0.985,
+                          bottom=0.11, top=0.93, wspace=0.4, hspace=1.25)
+    ax, ax_m, ax_t = fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
+
+    # ---- left: every plan, each GPU type's front, the front, the chosen plan
+    ax.plot(plans["days"], plans["cost_usd"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
+            label=f"{len(plans):,} plans that fit")
+    for name, sub in plans.groupby("gpu", sort=False):
+        own = sub[_pareto(sub["days"].to_numpy(), sub["cost_usd"].to_numpy(),
+                          sub["memory_per_gpu_bytes"].to_numpy())].sort_values("days")
+        ax.plot(own["days"], own["cost_usd"], color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
+                label=f"best on {name} alone")
+    fs = front.sort_values("days")
+    ax.plot(fs["days"], fs["cost_usd"], color="0.2", lw=0.8, zorder=3)
+    for name, sub in fs.groupby("gpu", sort=False):
+        ax.plot(sub["days"], sub["cost_usd"], ls="none", marker="o", ms=4.5, color=GPU_COLORS.get(name, "0.4"),
+                zorder=4, label=f"front: {name}")
+    ax.plot([r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none", mec="#C44E52", mew=2, zorder=5,
+            label="chosen plan")
+    if deadline_days:
+        ax.axvline(deadline_days, color="#C44E52", lw=0.9, ls="--")
+    if budget_usd:
+        ax.axhline(budget_usd, color="#C44E52", lw=0.9, ls="--")
+    _log_axis(ax.xaxis, plans["days"].min(), plans["days"].max(), lambda v: f"{v:g}")
+    _log_axis(ax.yaxis, plans["cost_usd"].min(), plans["cost_usd"].max(), _usd)
+    ax.set_xlabel("days of training (log scale)")
+    ax.set_ylabel("cost of the run, USD (log scale)")
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(fontsize=6.5, frameon=True, framealpha=0.9, edgecolor="none", loc="upper right")
+    ax.set_title(f"{m.name}, {_tokens(tokens)} tokens, global batch {global_batch:,} x {seq:,}", fontsize=8.5,
+                 loc="left")
+
+    # ---- right, top: what is alive on the most loaded GPU at its peak
+    parts = {k: v for k, v in tm.phase_parts[tm.peak_phase].items() if v > 0}
+    parts["overhead"] = tm.overhead_bytes
+    left = 0.0
+    for k, v in parts.items():
+        ax_m.barh([0], [v / GiB], left=left, height=0.6, color=COLORS.get(k, "0.5"), label=k)
+        left += v / GiB
+    ax_m.axvline(g.memory_gib, color="0.15", lw=1.1, ls="--")
+    ax_m.axvline(USABLE_FRACTION * g.memory_gib, color="0.45", lw=0.9, ls=":")
+    ax_m.text(g.memory_gib, 0.42, f" {g.memory_gib:.0f} GiB", fontsize=7, va="bottom", ha="right")
+    ax_m.set_xlim(0, 1.05 * max(left, g.memory_gib))
+    ax_m.set_ylim(-0.5, 0.6)
+    ax_m.set_yticks([])
+    ax_m.set_xlabel(f"GiB on the most loaded {g.name} (peak: {tm.peak_phase})", fontsize=8)
+    ax_m.legend(fontsize=6.5, frameon=False, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.62))
+    ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
+                   fontsize=8.5, loc="left")
+
+    # ---- right, bottom: where the step's time goes
+    tparts = st.parts()
+    names = list(tparts)
+    ax_t.barh(np.arange(len(names)), [tparts[k] for k in names], color=[EXPLORER_TIME_COLORS[k] for k in names])
+    ax_t.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
+                                            for n in names], fontsize=7.5)
+    ax_t.invert_yaxis()
+    ax_t.set_xlabel(f"seconds per step (communication before the {ovl:.0%} overlap)", fontsize=8)
+    ax_t.set_title(f"step {st.step_s:.2f} s, MFU {r.mfu:.0%}: {r.days:,.1f} days, {_usd(r.cost_usd)}",
+                   fontsize=8.5, loc="left")
+
+    rank = list(front.index).index(highlight) + 1 if highlight in front.index else None
+    lines = [f"{m.name}, {_tokens(tokens)} tokens of {seq:,}, global batch {global_batch:,} sequences "
+             f"({global_batch * seq / 1e6:.2f}M tokens), on {', '.join(dict.fromkeys(plans['gpu']))}"
+             + (f", at most {max_gpus:,} GPUs" if max_gpus else "")
+             + (f", deadline {deadline_days:g} days" if deadline_days else "")
+             + (f", budget {_usd(budget_usd)}" if budget_usd else "")
+             + f": {len(plans):,} plans fit, {len(front)} on the time-vs-cost front",
+             f"chosen ({f'front #{rank}' if rank else 'not on the front'}): {_plan_label(r)}",
+             f"  {tm.total_bytes / GiB:.1f} GiB of {g.memory_gib:.1f} GiB on the most loaded GPU "
+             f"(usable {USABLE_FRACTION:.0%}: {USABLE_FRACTION * g.memory_gib:.1f} GiB)",
+             f"  step {st.step_s:.2f} s: compute {st.compute_s:.2f} + bubble {st.bubble_s:.2f} + exposed "
+             f"communication {st.exposed_comm_s:.2f} (dp {st.comm_by_group_s['dp']:.2f}, tp "
+             f"{st.comm_by_group_s['tp']:.2f}, pp {st.comm_by_group_s['pp']:.2f} before overlap); MFU {r.mfu:.0%}",
+             f"  {r.days:,.1f} days ({r.days_low:,.1f}-{r.days_high:,.1f}), {r.gpu_hours:,.0f} GPU-hours, "
+             f"{_usd(r.cost_usd)} ({_usd(r.cost_usd_low)}-{_usd(r.cost_usd_high)})",
+             "the front, cheapest first:"]
+    for i, (idx, f) in enumerate(front.iterrows(), 1):
+        lines.append(f"{'>' if idx == highlight else ' '}{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp} "
+                     f"pp={f.pp:<2d} dp={f.dp:<4d} ZeRO-{f.zero} mb={f.micro_batch} x{f.grad_accum:<4d} "
+                     f"{f.recompute:<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
+                     f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}")
+    return FixedView(fig, "\n".join(lines))
+
+
+def _usd(v, _=None) -> str:
+    """Dollars in a short form: $850, $12k, $1.2M."""
+    if v >= 1e6:
+        return f"${v / 1e6:.3g}M"
+    if v >= 1e3:
+        return f"${v / 1e3:.3g}k"
+    return f"${v:,.0f}"
+
+
+def _tokens(n: float) -> str:
+    """A token count in a short form: 1T, 300B, 15.6T."""
+    for unit, name in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if n >= unit:
+            return f"{n / unit:.3g}{name}"
+    return f"{n:,.0f}"
+
+
+def _log_axis(axis, lo: float, hi: float, fmt) -> None:
+    """A log axis from ``lo`` to ``hi`` (padded) with fixed 1-2-5 ticks and no minor ticks: a log axis left
+    to its default locators spends most of a redraw laying out minor tick labels."""
+    import math
+
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    lo, hi = lo / 1.4, hi * 1.4
+    steps = (1, 2, 5) if hi / lo < 300 else (1,)
+    ticks = [m * 10**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) for m in steps]
+    ticks = [t for t in ticks if lo <= t <= hi]
+    (axis.axes.set_xscale if axis is axis.axes.xaxis else axis.axes.set_yscale)("log")
+    (axis.axes.set_xlim if axis is axis.axes.xaxis else axis.axes.set_ylim)(lo, hi)
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_ticks(ticks, [fmt(t) for t in ticks])

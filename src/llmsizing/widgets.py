@@ -430,3 +430,82 @@ def seed_audit_widget(article: str = "all") -> Dashboard:
         "article": W.Dropdown(options=articles, value=article, description="article", **_style()),
     }
     return Dashboard(lambda band, article: charts.render_seed_audit(band=band, article=article), controls)
+
+
+# =========================================================================== chapter 12: the planner
+__all__ += ["planner_widget"]
+
+#: Deadlines and budgets the planner widget offers (0 = none).
+PLAN_DEADLINES = (("none", 0.0), ("7 days", 7.0), ("14 days", 14.0), ("30 days", 30.0), ("60 days", 60.0),
+                  ("90 days", 90.0), ("1 day", 1.0))
+PLAN_BUDGETS = (("none", 0.0), ("$500k", 5e5), ("$750k", 7.5e5), ("$1M", 1e6), ("$2M", 2e6), ("$5M", 5e6),
+                ("$10M", 1e7))
+
+
+def planner_widget(model: str = "llama-3-70b") -> Dashboard:
+    """Chapter 12: model x token budget x GPU types x sequence x global batch x GPU limit x deadline x budget ->
+    the planner's plans (:func:`~llmsizing.planner.plan`) and a chosen front plan
+    (:func:`~llmsizing.charts.render_plan`). ``plan()`` runs once per (model, tokens, GPU types, sequence,
+    global batch, max GPUs) and is cached: the deadline, the budget and the plan selector only filter and redraw.
+    Filtering the cached plans by deadline and budget keeps exactly ``plan()``'s front (a plan dominated by one
+    beyond the deadline or budget is beyond it too); when nothing is left, ``plan()`` is called with them to
+    show its :class:`~llmsizing.planner.NoPlanError` message."""
+    import functools
+
+    from .planner import plan
+
+    get_model(model)
+
+    @functools.lru_cache(maxsize=16)
+    def cached(model, tokens, gpus, seq, global_batch, max_gpus):
+        return plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+
+    holder: dict = {}
+
+    def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice):
+        args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+        df = cached(model, **args)
+        keep = df["days"] <= (deadline or float("inf"))
+        keep &= df["cost_usd"] <= (budget or float("inf"))
+        df = df[keep]
+        if df.empty:                                   # plan() explains why (raises NoPlanError)
+            df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None)
+        front = df[df["pareto"]]
+        _set_front_options(holder["box"], front, choice)
+        k = holder["box"].controls["choice"].value
+        return charts.render_plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None,
+                                  plans=df, highlight=front.index[k])
+
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
+        "gpus": W.SelectMultiple(options=list_gpus(), value=charts.PLAN_GPUS, rows=4, description="GPU types",
+                                 **_style()),
+        "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
+        "global_batch": W.Dropdown(options=[64, 128, 256, 512, 1024, 2048], value=512,
+                                   description="global batch (seqs)", **_style()),
+        "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=4096, description="max GPUs",
+                                      **_style()),
+        "deadline": W.Dropdown(options=PLAN_DEADLINES, value=0.0, description="deadline", **_style()),
+        "budget": W.Dropdown(options=PLAN_BUDGETS, value=0.0, description="budget", **_style()),
+        "choice": W.Dropdown(options=[("#1", 0)], value=0, description="front plan", **_style()),
+    }
+    controls["choice"].layout.width = "660px"
+    holder["box"] = box = Dashboard.__new__(Dashboard)
+    box.__init__(render, controls)
+    return box
+
+
+def _set_front_options(box: Dashboard, front, choice: int) -> None:
+    """Give the plan selector one option per front plan (cheapest first), keeping the chosen position (or the
+    last one, if the front got shorter) without triggering another redraw."""
+    sel = box.controls["choice"]
+    options = [(f"#{i}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp}, {r.days:,.1f} days, "
+                f"{charts._usd(r.cost_usd)}", i - 1) for i, r in enumerate(front.itertuples(), 1)]
+    if list(sel.options) == options:
+        return
+    sel.unobserve(box.update, names="value")
+    with box.hold_sync():
+        sel.options = options
+        sel.value = min(choice, len(options) - 1)
+    sel.observe(box.update, names="value")
