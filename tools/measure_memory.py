@@ -3,13 +3,19 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|nf4] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
            [--tensors-out data/step_saved_tensors.csv]
     dist   [--out data/dist_measurements.csv]   per-rank states under DDP / ZeRO-1 / FSDP2 (gloo, CPU)
-    all    saved, step, then dist, with the default files (also what runs with no sub-command)
+    peft   [--out data/peft_trainable_params.csv]   LoRA trainable/total parameters PEFT reports (meta device)
+    lora   [--out data/lora_step_measurements.csv]  live bytes over a PEFT LoRA step (small HF Llama, CPU)
+    nf4    [--out data/nf4_storage.csv]             bitsandbytes NF4 storage of one linear layer (CPU)
+    all    saved, step, dist, peft, lora, then nf4, with the default files (also what runs with no sub-command)
+
+(``peft``, ``lora``: peft==0.21.2; ``nf4``: bitsandbytes==0.50.2; all in .venv-measure. The columns of their CSVs
+are explained in a comment block above each sub-command.)
 
 Sub-command ``saved`` (about 50 s on 2 cores) is the original experiment, described first below. Sub-command
 ``step`` (about 5 minutes) measures the live bytes over a whole training step, see "The whole step" below.
