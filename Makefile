@@ -18,6 +18,8 @@ MVENV       := .venv-measure
 MSTAMP      := $(MVENV)/.measure-stamp
 TORCH_SPEC  := torch==2.13.0
 HF_SPEC     := transformers==5.23.0
+PEFT_SPEC   := peft==0.21.2
+BNB_SPEC    := bitsandbytes==0.50.2
 ASSET_STAMP := _vendor_cache/static/vendor/mathjax/.version
 PYTEST_ARGS ?=
 
@@ -92,10 +94,12 @@ check-site: $(PW_STAMP) ## Load every built page in headless Chromium: offline? 
 # --- optional extras ---------------------------------------------------------
 
 # torch is a heavy optional extra (hundreds of MB), kept out of .venv on purpose. transformers is installed in
-# the same pip command with torch pinned, so pip never resolves another (CUDA) torch for it.
+# the same pip command with torch pinned, so pip never resolves another (CUDA) torch for it; so are peft (the
+# `peft` and `lora` measurements) and bitsandbytes (`nf4`: it quantises on the CPU since its multi-backend
+# release; it warns that the optional `kernels` package for a faster CPU 4-bit matmul is missing, harmless).
 $(MSTAMP): pyproject.toml
 	@test -x $(MVENV)/bin/python || $(PYTHON) -m venv $(MVENV)
-	$(MVENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" "$(HF_SPEC)" -e .
+	$(MVENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" "$(HF_SPEC)" "$(PEFT_SPEC)" "$(BNB_SPEC)" -e .
 	@touch $@
 
 .PHONY: measure

@@ -3,14 +3,20 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|nf4] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
            [--tensors-out data/step_saved_tensors.csv]
     dist   [--out data/dist_measurements.csv] [--collectives-out data/dist_collectives.csv]
            per-rank states and the collectives of one step under DDP / ZeRO-1 / FSDP2 / TP / SP (gloo, CPU)
-    all    saved, step, then dist, with the default files (also what runs with no sub-command)
+    peft   [--out data/peft_trainable_params.csv]   LoRA trainable/total parameters PEFT reports (meta device)
+    lora   [--out data/lora_step_measurements.csv]  live bytes over a PEFT LoRA step (small HF Llama, CPU)
+    nf4    [--out data/nf4_storage.csv]             bitsandbytes NF4 storage of one linear layer (CPU)
+    all    saved, step, dist, peft, lora, then nf4, with the default files (also what runs with no sub-command)
+
+(``peft``, ``lora``: peft==0.21.2; ``nf4``: bitsandbytes==0.50.2; all in .venv-measure. The columns of their CSVs
+are explained in a comment block above each sub-command.)
 
 Sub-command ``saved`` (about 50 s on 2 cores) is the original experiment, described first below. Sub-command
 ``step`` (about 5 minutes) measures the live bytes over a whole training step, see "The whole step" below.
@@ -1485,6 +1491,366 @@ def cmd_dist(args):
     print(f"wrote {len(rows)} rows to {args.out}, {len(coll_rows)} to {args.collectives_out}")
 
 
+# ---------------------------------------------------------------------------- peft: trainable parameters of LoRA
+# Sub-command ``peft`` writes data/peft_trainable_params.csv, one row per (model, r, targets):
+#   model, model_class            catalogue name (data/models.csv) and the HF class built from its shape
+#   layers .. vocab, tied_embeddings   the catalogue's shape, as passed to the HF config
+#   r, lora_alpha, lora_dropout   the LoraConfig (alpha = 2r, dropout 0.05: common choices; they change no count)
+#   targets, target_modules       "attention" (q,k,v,o_proj) or "all-linear" (+ gate,up,down_proj), the exact list
+#   n_adapted_modules             how many nn.Linear PEFT wrapped (layers x targets)
+#   trainable_params, total_params   what PeftModel.get_nb_trainable_parameters() returns (the two numbers
+#                                  print_trainable_parameters() prints); total includes the adapters
+#   base_params                   total - trainable (the frozen model); catalogue_params: the catalogue's
+#                                  published count (base_params must equal it)
+#   peft_version, torch_version, transformers_version, measured_on
+# Built on the meta device: no weight is downloaded or allocated (a few seconds for all 18 rows).
+PEFT_MODELS = ("llama-2-7b", "llama-3-8b", "mistral-7b")
+PEFT_RANKS = (8, 16, 64)
+LORA_TARGETS = {"attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+                "all-linear": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")}
+
+
+def _hf_model_from_shape(m: Model, family: str, attention="sdpa"):
+    """An HF LlamaForCausalLM / MistralForCausalLM with the shape of ``m`` (random weights; call it under
+    ``torch.device("meta")`` to allocate nothing)."""
+    import transformers as tf
+    kw = dict(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn_hidden,
+              num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
+              head_dim=m.head_dim, max_position_embeddings=m.max_seq, tie_word_embeddings=m.tied_embeddings,
+              attention_dropout=0.0, use_cache=False, bos_token_id=0, eos_token_id=0)
+    if family == "mistral":
+        cfg, cls = tf.MistralConfig(sliding_window=m.sliding_window, **kw), tf.MistralForCausalLM
+    else:
+        cfg, cls = tf.LlamaConfig(**kw), tf.LlamaForCausalLM
+    cfg._attn_implementation = attention
+    return cls(cfg)
+
+
+def cmd_peft(args):
+    """Sub-command ``peft``: trainable / total parameters PEFT reports for LoRA on real-size models (meta device)."""
+    import peft
+    import transformers
+    from llmsizing.catalog import model_entry
+    transformers.logging.set_verbosity_error()
+    today = _dt.date.today().isoformat()
+    rows = []
+    models = PEFT_MODELS[:1] if args.quick else PEFT_MODELS
+    for name, r, (tname, targets) in itertools.product(models, PEFT_RANKS, LORA_TARGETS.items()):
+        entry = model_entry(name)
+        m = entry.model
+        family = "mistral" if name.startswith("mistral") else "llama"
+        with torch.device("meta"):
+            base = _hf_model_from_shape(m, family)
+            cfg = peft.LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.05, target_modules=list(targets),
+                                  task_type="CAUSAL_LM")
+            pm = peft.get_peft_model(base, cfg)
+        trainable, total = pm.get_nb_trainable_parameters()
+        n_adapted = sum(1 for mod in pm.modules() if isinstance(mod, peft.tuners.lora.LoraLayer))
+        rows.append({"model": name, "model_class": type(base).__name__, "layers": m.layers, "hidden": m.hidden,
+                     "heads": m.heads, "kv_heads": m.kv_heads, "head_dim": m.head_dim, "ffn": m.ffn_hidden,
+                     "vocab": m.vocab, "tied_embeddings": m.tied_embeddings, "r": r, "lora_alpha": 2 * r,
+                     "lora_dropout": 0.05, "targets": tname, "target_modules": ";".join(targets),
+                     "n_adapted_modules": n_adapted, "trainable_params": trainable, "total_params": total,
+                     "base_params": total - trainable, "catalogue_params": entry.published_params,
+                     "peft_version": peft.__version__, "torch_version": torch.__version__,
+                     "transformers_version": transformers.__version__, "measured_on": today})
+        print(f"{name:11s} r={r:2d} {tname:10s} trainable={trainable:>11,} total={total:>14,} "
+              f"base={'ok' if total - trainable == entry.published_params else 'MISMATCH'}", flush=True)
+        del pm, base
+    _write_csv(args.out, rows)
+    print(f"wrote {len(rows)} rows to {args.out}")
+
+
+# ---------------------------------------------------------------------------- lora: one LoRA training step, live bytes
+# Sub-command ``lora`` writes data/lora_step_measurements.csv, one row per configuration: a real PEFT LoRA step
+# (forward, HF's in-model loss, backward, AdamW on the adapters only) of a small HF LlamaForCausalLM on the CPU,
+# with the `step` mode's live-bytes tracker (LiveBytes) and its phases. One warm-up step creates AdamW's states;
+# ``zero_grad(set_to_none=True)``; then the measured step. Columns:
+#   model .. tied_embeddings     the small shape (random seeded weights; nothing downloaded)
+#   mode, param_dtype, adapter_dtype   fp32 / bf16 (model.to(bf16) *before* get_peft_model) / autocast-bf16
+#                                (fp32 model, forward under CPU autocast), as in `step`. PEFT's get_peft_model
+#                                (autocast_adapter_dtype=True, its default) keeps the adapters in fp32 on a
+#                                bf16 base: adapter_dtype says what it did
+#   attention, attention_impl, recompute   sdpa; recompute "full" = gradient_checkpointing_enable(use_reentrant=
+#                                False) on the HF model before wrapping, as PEFT users do
+#   r, lora_alpha, lora_dropout, targets, n_adapted_modules   the LoraConfig (alpha = 2r) and targets as in `peft`
+#   batch, seq
+#   trainable_params, total_params   PeftModel.get_nb_trainable_parameters()
+#   base_weight_bytes            bytes of the frozen parameters (requires_grad False: the whole base model)
+#   adapter_bytes                bytes of the trainable parameters (lora_A, lora_B)
+#   grad_bytes                   gradients after the step (= adapter_bytes: frozen weights get none)
+#   optimizer_state_bytes, optimizer_step_bytes   AdamW exp_avg + exp_avg_sq (adapters only); the step counters
+#   baseline_bytes               live before the step: all parameters + AdamW states + buffers + ids/labels
+#   input_bytes                  ids + labels
+#   <phase>_max_bytes            the maximum live bytes in each phase of `step` (forward, loss_forward,
+#                                loss_backward, head_backward, backward, optimizer); forward_end_bytes: live bytes
+#                                when the forward (with the loss) returns; backward_end_bytes, optimizer_end_bytes
+#   peak_bytes, peak_phase       the step's maximum live bytes (baseline included) and where it happens
+#   saved_bytes                  storages autograd saves in the forward (deduplicated by storage; parameters,
+#                                buffers, inputs and autocast's weight copies left out; under recompute only what
+#                                is saved outside the checkpointed layers)
+#   saved_lora_bytes             of those, the storages saved by a LoRA module (lora_dropout, lora_A, lora_B)
+#   saved_lora_only_bytes        ... and saved by nothing else: the memory the adapters' path adds
+#   saved_lora_fp32_bytes        of saved_lora_bytes, the fp32 ones (PEFT casts a bf16 input to the fp32 adapter)
+#   weight_copy_forward_end_bytes   autocast's bf16 copies of weights alive at the end of the forward
+#   end_residual_bytes           live - (baseline + grads) after the step (0: nothing leaks)
+#   loss, step_seconds, peft_version, torch_version, transformers_version, measured_on
+LORA_SHAPES = {
+    "llama-256": Model("lora-llama-256", layers=4, hidden=256, heads=8, kv_heads=2, ffn_hidden=688, vocab=8192,
+                       gated_mlp=True, tied_embeddings=False, norm="rmsnorm", max_seq=1024),
+    "llama-512": Model("lora-llama-512", layers=2, hidden=512, heads=8, kv_heads=4, ffn_hidden=1376, vocab=8192,
+                       gated_mlp=True, tied_embeddings=False, norm="rmsnorm", max_seq=1024),
+}
+
+
+def measure_lora(key, *, mode, r, targets, dropout, recompute, batch, seq, attention="sdpa"):
+    """One steady-state LoRA step (after one warm-up step), op by op; returns a CSV row."""
+    import peft
+    m = LORA_SHAPES[key]
+    torch.manual_seed(0)
+    model = _hf_model_from_shape(m, "llama", attention)
+    if recompute == "full":
+        warnings.filterwarnings("ignore", message=".*gradient_checkpointing_enable.*")
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model = model.to(MODES[mode]).train()
+    cfg = peft.LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=dropout, target_modules=list(LORA_TARGETS[targets]),
+                          task_type="CAUSAL_LM")
+    pm = peft.get_peft_model(model, cfg).train()
+    lora_layers = [mod for mod in pm.modules() if isinstance(mod, peft.tuners.lora.LoraLayer)]
+    params = list({id(p): p for p in pm.parameters()}.values())
+    trainable = [p for p in params if p.requires_grad]
+    frozen = [p for p in params if not p.requires_grad]
+    opt = _optimizer(trainable, "foreach")
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, m.vocab, (batch, seq), generator=gen)
+    labels = ids.clone()
+
+    def loss_of():
+        return pm(input_ids=ids, labels=labels, use_cache=False).loss
+
+    with _autocast(mode):             # warm-up: creates AdamW's states
+        loss = loss_of()
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    del loss
+    gc.collect()
+
+    state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    tr = LiveBytes()
+    tr.add_baseline(params + state, params)
+    tr.add_baseline(list(pm.buffers()))
+    input_bytes = ids.untyped_storage().nbytes() + labels.untyped_storage().nbytes()
+    tr.add_baseline([ids, labels])
+    info = {}
+
+    def on_logits(mod, a, t):
+        tr.set_phase("loss_forward")
+        if t.requires_grad:
+            t.register_hook(on_logits_grad)
+
+    def on_logits_grad(g):
+        info["logits_grad_live"] = tr.live
+        tr.set_phase("head_backward")
+
+    def on_final_norm_grad(g):
+        info["head_backward_end_live"] = tr.live
+        tr.set_phase("backward")
+
+    def pre(mod, a):
+        if torch.is_tensor(a[0]) and a[0].requires_grad:
+            a[0].register_hook(on_final_norm_grad)
+
+    hf = pm.get_base_model()
+    handles = [hf.lm_head.register_forward_hook(on_logits), hf.model.norm.register_forward_pre_hook(pre)]
+    tagger = ModuleTagger(pm, tr)
+    saved = {}                        # ptr -> [nbytes, saved by a lora module, saved by another, dtype]
+
+    def pack(t):
+        if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+            return t
+        st = t.untyped_storage()
+        ptr = st.data_ptr()
+        k = tr.known.get(ptr)
+        if st.nbytes() == 0 or ptr in tr.param_ptrs or (k and k[3] == "baseline") or _is_weight_copy(t):
+            return t
+        rec = saved.setdefault(ptr, [st.nbytes(), False, False, t.dtype])
+        rec[1 if ".lora_" in tagger.stack[-1] else 2] = True
+        return t
+
+    t0 = time.perf_counter()
+    with tr:
+        tr.set_phase("forward")
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _autocast(mode):
+            loss = loss_of()
+        forward_end = tr.live
+        wc_forward_end = tr.weight_copy_live
+        tagger.remove()
+        tr.set_phase("loss_backward")
+        loss.backward()
+        backward_end = tr.live
+        tr.set_phase("optimizer")
+        opt.step()
+        tr._record("<end>")
+        optimizer_end = tr.live
+    seconds = time.perf_counter() - t0
+    for hd in handles:
+        hd.remove()
+    lossval = loss.item()
+    del loss
+    gc.collect()
+    grad_bytes = sum(p.grad.untyped_storage().nbytes() for p in params if p.grad is not None)
+    residual = tr.live - (tr.baseline + grad_bytes)
+    n_trainable, n_total = pm.get_nb_trainable_parameters()
+    opt_bytes = sum(v.nbytes for s in opt.state.values() for k, v in s.items() if torch.is_tensor(v) and k != "step")
+    step_bytes = sum(v.nbytes for s in opt.state.values() for k, v in s.items() if torch.is_tensor(v) and k == "step")
+    phases = ("forward", "loss_forward", "loss_backward", "head_backward", "backward", "optimizer")
+    pmax = {ph: tr.phase_max.get(ph, 0) for ph in phases}
+    lora_saved = [v for v in saved.values() if v[1]]
+
+    class _H:                         # what _attention_impl reads
+        pass
+    hh = _H()
+    hh.attention = attention
+    row = {
+        "model": m.name, "model_class": type(hf).__name__, "layers": m.layers, "hidden": m.hidden,
+        "heads": m.heads, "kv_heads": m.kv_heads, "head_dim": m.head_dim, "ffn": m.ffn_hidden, "vocab": m.vocab,
+        "tied_embeddings": m.tied_embeddings, "mode": mode, "param_dtype": _dtype(frozen[0].dtype),
+        "adapter_dtype": _dtype(trainable[0].dtype), "attention": attention,
+        "attention_impl": _attention_impl(hh, tr.ops_seen), "recompute": recompute,
+        "r": r, "lora_alpha": 2 * r, "lora_dropout": dropout, "targets": targets,
+        "n_adapted_modules": len(lora_layers), "batch": batch, "seq": seq,
+        "trainable_params": n_trainable, "total_params": n_total,
+        "base_weight_bytes": sum(p.untyped_storage().nbytes() for p in frozen),
+        "adapter_bytes": sum(p.untyped_storage().nbytes() for p in trainable),
+        "grad_bytes": grad_bytes, "optimizer_state_bytes": opt_bytes, "optimizer_step_bytes": step_bytes,
+        "baseline_bytes": tr.baseline, "input_bytes": input_bytes,
+        "forward_max_bytes": pmax["forward"], "loss_forward_max_bytes": pmax["loss_forward"],
+        "forward_end_bytes": forward_end,
+        "loss_backward_max_bytes": pmax["loss_backward"], "logits_grad_bytes": info.get("logits_grad_live", ""),
+        "head_backward_max_bytes": pmax["head_backward"],
+        "head_backward_end_bytes": info.get("head_backward_end_live", ""),
+        "backward_max_bytes": pmax["backward"], "backward_end_bytes": backward_end,
+        "optimizer_max_bytes": pmax["optimizer"], "optimizer_end_bytes": optimizer_end,
+        "peak_bytes": max(pmax.values()), "peak_phase": max(phases, key=lambda ph: pmax[ph]),
+        "saved_bytes": sum(v[0] for v in saved.values()),
+        "saved_lora_bytes": sum(v[0] for v in lora_saved),
+        "saved_lora_only_bytes": sum(v[0] for v in lora_saved if not v[2]),
+        "saved_lora_fp32_bytes": sum(v[0] for v in lora_saved if v[3] == torch.float32),
+        "weight_copy_forward_end_bytes": wc_forward_end, "end_residual_bytes": residual,
+        "loss": round(lossval, 4), "step_seconds": round(seconds, 3),
+    }
+    return row
+
+
+def lora_configurations(quick=False):
+    """(key, mode, r, targets, dropout, recompute, batch, seq), deduplicated, around b=2, s=256."""
+    if quick:
+        return [("llama-256", "fp32", 16, "all-linear", 0.0, "none", 2, 128),
+                ("llama-256", "bf16", 16, "attention", 0.05, "none", 2, 128),
+                ("llama-256", "fp32", 16, "all-linear", 0.0, "full", 2, 128)]
+    out = []
+    for key in LORA_SHAPES:
+        for mode, r, tg in itertools.product(STEP_MODES, PEFT_RANKS, LORA_TARGETS):
+            out.append((key, mode, r, tg, 0.0, "none", 2, 256))                    # rank x targets
+        for mode, (b, s) in itertools.product(("fp32", "bf16"), ((1, 128), (1, 512), (4, 256), (2, 512))):
+            out.append((key, mode, 16, "all-linear", 0.0, "none", b, s))          # batch, sequence
+        for mode, tg in itertools.product(STEP_MODES, LORA_TARGETS):
+            out.append((key, mode, 16, tg, 0.0, "full", 2, 256))                  # checkpointing
+            out.append((key, mode, 16, tg, 0.05, "none", 2, 256))                 # adapter dropout
+        out.append((key, "fp32", 64, "all-linear", 0.0, "full", 2, 256))
+        out.append((key, "fp32", 16, "all-linear", 0.05, "full", 2, 256))
+    return list(dict.fromkeys(out))
+
+
+def cmd_lora(args):
+    """Sub-command ``lora``: live bytes over one PEFT LoRA training step of small HF Llama models."""
+    import peft
+    import transformers
+    transformers.logging.set_verbosity_error()
+    today = _dt.date.today().isoformat()
+    selfcheck()
+    rows = []
+    cfgs = lora_configurations(args.quick)
+    for i, (key, mode, r, tg, dp, rc, b, s) in enumerate(cfgs, 1):
+        row = measure_lora(key, mode=mode, r=r, targets=tg, dropout=dp, recompute=rc, batch=b, seq=s)
+        row.update(peft_version=peft.__version__, torch_version=torch.__version__,
+                   transformers_version=transformers.__version__, measured_on=today)
+        rows.append(row)
+        print(f"[{i:3d}/{len(cfgs)}] {key} {mode:13s} r={r:2d} {tg:10s} drop={dp} {rc:4s} b={b} s={s:3d} "
+              f"peak={row['peak_bytes'] / 2**20:7.2f} MiB ({row['peak_phase']}) base={row['base_weight_bytes'] / 2**20:.2f} "
+              f"adapt={row['adapter_bytes'] / 2**10:.0f} KiB saved={row['saved_bytes'] / 2**20:.2f} "
+              f"(lora {row['saved_lora_bytes'] / 2**20:.2f}, only {row['saved_lora_only_bytes'] / 2**20:.2f}) "
+              f"resid={row['end_residual_bytes']}", flush=True)
+    _write_csv(args.out, rows)
+    print(f"wrote {len(rows)} rows to {args.out}")
+
+
+# ---------------------------------------------------------------------------- nf4: bitsandbytes 4-bit storage
+# Sub-command ``nf4`` writes data/nf4_storage.csv: what bitsandbytes stores for one linear layer's weight in
+# 4-bit NF4 (QLoRA, Dettmers et al. 2023), one row per (shape, double quantisation on/off). The weight is a
+# random bf16 (out, in) matrix made a ``bnb.nn.Params4bit`` and moved to the CPU, which quantises it (the path
+# transformers' BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4") takes). Columns:
+#   layer, out_features, in_features, n_params   the shape (catalogue projections, a small one, a ragged one)
+#   source_dtype, quant_type, blocksize, double_quant, nested_blocksize   bf16 in; nf4; 64; compress_statistics
+#   weight_bytes              the packed uint8 weight (two 4-bit codes per byte)
+#   n_blocks, absmax_dtype, absmax_bytes   one absmax per block of 64 weights (uint8 if double-quantised,
+#                             else fp32)
+#   n_nested_blocks, nested_absmax_bytes, nested_offset_bytes   double quantisation: an fp32 absmax per 256
+#                             first-level constants, plus an fp32 offset (their mean, subtracted before quantising)
+#   quant_map_bytes, nested_quant_map_bytes   the 16-entry NF4 code and the 256-entry 8-bit code (fp32 tables)
+#   total_bytes               everything above; bits_per_param = 8 * total / n_params;
+#   bits_per_param_no_maps    the same without the two code tables (which a whole model could share)
+#   bf16_bytes                2 * n_params, for comparison; dequant_rel_err: mean |W - dequant(W)| / mean |W|
+#   bitsandbytes_version, torch_version, measured_on
+NF4_SHAPES = [("llama-2-7b q_proj", 4096, 4096), ("llama-2-7b gate_proj", 11008, 4096),
+              ("llama-2-7b down_proj", 4096, 11008), ("llama-3-8b k_proj", 1024, 4096),
+              ("llama-3-8b gate_proj", 14336, 4096), ("lora-llama-256 gate_proj", 688, 256),
+              ("ragged", 1000, 333)]
+
+
+def cmd_nf4(args):
+    """Sub-command ``nf4``: bytes bitsandbytes' NF4 storage takes for one linear layer's weight, on the CPU."""
+    import bitsandbytes as bnb
+    import bitsandbytes.functional as bnbF
+    today = _dt.date.today().isoformat()
+    rows = []
+    shapes = NF4_SHAPES[-2:] if args.quick else NF4_SHAPES
+    for (layer, out_f, in_f), dq in itertools.product(shapes, (True, False)):
+        torch.manual_seed(0)
+        w = (torch.randn(out_f, in_f) * 0.02).to(torch.bfloat16)
+        p = bnb.nn.Params4bit(w.clone(), requires_grad=False, quant_type="nf4", blocksize=64,
+                              compress_statistics=dq).to("cpu")
+        qs = p.quant_state
+        if not getattr(p, "bnb_quantized", False) or qs is None:
+            raise SystemExit("bitsandbytes did not quantise on the CPU")
+        nb = lambda t: t.untyped_storage().nbytes() if torch.is_tensor(t) else 0  # noqa: E731
+        s2 = qs.state2 if qs.nested else None
+        row = {"layer": layer, "out_features": out_f, "in_features": in_f, "n_params": out_f * in_f,
+               "source_dtype": _dtype(w.dtype), "quant_type": qs.quant_type, "blocksize": qs.blocksize,
+               "double_quant": bool(qs.nested), "nested_blocksize": s2.blocksize if s2 else "",
+               "weight_bytes": nb(p.data), "n_blocks": qs.absmax.numel(), "absmax_dtype": _dtype(qs.absmax.dtype),
+               "absmax_bytes": nb(qs.absmax), "n_nested_blocks": s2.absmax.numel() if s2 else 0,
+               "nested_absmax_bytes": nb(s2.absmax) if s2 else 0,
+               "nested_offset_bytes": nb(qs.offset) if s2 else 0,
+               "quant_map_bytes": nb(qs.code), "nested_quant_map_bytes": nb(s2.code) if s2 else 0}
+        row["total_bytes"] = sum(row[k] for k in ("weight_bytes", "absmax_bytes", "nested_absmax_bytes",
+                                                  "nested_offset_bytes", "quant_map_bytes",
+                                                  "nested_quant_map_bytes"))
+        row["bits_per_param"] = round(8 * row["total_bytes"] / row["n_params"], 5)
+        maps = row["quant_map_bytes"] + row["nested_quant_map_bytes"]
+        row["bits_per_param_no_maps"] = round(8 * (row["total_bytes"] - maps) / row["n_params"], 5)
+        row["bf16_bytes"] = 2 * row["n_params"]
+        wd = bnbF.dequantize_4bit(p.data, qs).float()
+        row["dequant_rel_err"] = round(((wd - w.float()).abs().mean() / w.float().abs().mean()).item(), 4)
+        row.update(bitsandbytes_version=bnb.__version__, torch_version=torch.__version__, measured_on=today)
+        rows.append(row)
+        print(f"{layer:26s} {out_f:5d}x{in_f:5d} dq={dq!s:5s} total={row['total_bytes']:>11,} B "
+              f"({row['bits_per_param']:.4f} bits/param) err={row['dequant_rel_err']}", flush=True)
+    _write_csv(args.out, rows)
+    print(f"wrote {len(rows)} rows to {args.out}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command")
@@ -1500,19 +1866,28 @@ def main(argv=None):
     p_dist.add_argument("--out", default=str(data / "dist_measurements.csv"))
     p_dist.add_argument("--collectives-out", default=str(data / "dist_collectives.csv"))
     p_dist.add_argument("--only", nargs="*", help="only these layouts (e.g. tp sp); for a quick look")
-    p_all = sub.add_parser("all", help="saved, step, then dist, with the default output files (the default)")
+    p_peft = sub.add_parser("peft", help="trainable/total parameters PEFT reports for LoRA (meta device)")
+    p_peft.add_argument("--out", default=str(data / "peft_trainable_params.csv"))
+    p_lora = sub.add_parser("lora", help="live bytes over a PEFT LoRA training step (small HF Llama models)")
+    p_lora.add_argument("--out", default=str(data / "lora_step_measurements.csv"))
+    p_nf4 = sub.add_parser("nf4", help="bitsandbytes NF4 storage of one linear layer's weight (CPU)")
+    p_nf4.add_argument("--out", default=str(data / "nf4_storage.csv"))
+    p_all = sub.add_parser("all", help="saved, step, dist, peft, lora, then nf4, with the default output files "
+                                       "(the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_all):
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_nf4, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
-    if args.command in ("saved", "step", "dist"):
+    commands = {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist, "peft": cmd_peft, "lora": cmd_lora,
+                "nf4": cmd_nf4}
+    if args.command in commands:
         t0 = time.perf_counter()
-        {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist}[args.command](args)
+        commands[args.command](args)
         print(f"{args.command}: {time.perf_counter() - t0:.0f} s")
         return
     quick = bool(getattr(args, "quick", False))
-    for name in ("saved", "step", "dist"):
+    for name in commands:
         main([name] + (["--quick"] if quick else []))
 
 
