@@ -1830,3 +1830,65 @@ def _log_axis(axis, lo: float, hi: float, fmt) -> None:
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_minor_locator(NullLocator())
     axis.set_ticks(ticks, [fmt(t) for t in ticks])
+
+
+# =========================================================================== fine-tuning on a budget
+FINETUNE_PARTS = ("frozen weights", "trained weights", "gradients", "optimizer", "activations, temporaries",
+                  "overhead")
+FINETUNE_COLORS = dict(zip(FINETUNE_PARTS, ("#4C72B0", "#64B5CD", "#DD8452", "#8172B3", "#C44E52", "#9B9B9B")))
+
+
+def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int = 1, seq: int = 2048,
+                           rank: int = 16, targets=("q", "k", "v", "o", "gate", "up", "down"),
+                           recompute: str = "full", optimizer: str = "adamw") -> View:
+    """Fine-tuning chapter: one GPU's memory for full fine-tuning, LoRA and QLoRA of ``model``
+    (:func:`~llmsizing.finetune.finetune_memory`), stacked by part at the step's peak (full fine-tuning's weights
+    are all trained; the activations and temporaries alive at the peak are the rest), against the GPU's
+    capacity, with the largest batch each method fits (:func:`~llmsizing.finetune.max_batch`)."""
+    from .catalog import get_gpu, resolve_model
+    from .finetune import METHODS, finetune_memory, max_batch
+
+    g = get_gpu(gpu)
+    kw = dict(rank=rank, targets=targets, recompute=recompute, optimizer=optimizer)
+    runs = {m: finetune_memory(model, method=m, batch=batch, seq=seq, **kw) for m in METHODS}
+    stacks = {p: [] for p in FINETUNE_PARTS}
+    for r in runs.values():
+        for p, v in zip(FINETUNE_PARTS, (r.base_weights_bytes, r.adapter_bytes, r.gradients_bytes, r.optimizer_bytes,
+                                         r.total_bytes - r.overhead_bytes - r.base_weights_bytes - r.adapter_bytes
+                                         - r.gradients_bytes - r.optimizer_bytes, r.overhead_bytes)):
+            stacks[p].append(max(v, 0.0))
+    fig, ax = _fixed_figure(7.2, 3.4, left=0.1, right=0.72, bottom=0.12, top=0.9)
+    labels = ["full", "LoRA", "QLoRA"]
+    import numpy as np
+    from matplotlib.collections import PolyCollection
+
+    pos, bottom = np.arange(3), np.zeros(3)
+    for p in FINETUNE_PARTS:
+        vals = np.asarray(stacks[p]) / GiB
+        verts = [[(x - 0.35, b0), (x + 0.35, b0), (x + 0.35, b0 + v), (x - 0.35, b0 + v)]
+                 for x, b0, v in zip(pos, bottom, vals)]
+        ax.add_collection(PolyCollection(verts, facecolors=FINETUNE_COLORS[p], edgecolors="none"))
+        bottom = bottom + vals
+    cap = g.memory_gib
+    ax.axhline(cap, color="0.2", ls="--", lw=1)
+    ax.text(-0.55, cap, f"{g.name}: {cap:.1f} GiB", fontsize=7, va="bottom")
+    top = min(bottom.max(), 4 * cap) * 1.08
+    ax.set_ylim(0, max(top, cap * 1.15))
+    for x, b in zip(pos, bottom):
+        if b > ax.get_ylim()[1]:
+            ax.text(x, ax.get_ylim()[1] * 0.97, f"{b:,.0f} GiB ↑", ha="center", va="top", fontsize=7)
+    ax.set_xlim(-0.6, 2.6)
+    ax.set_xticks(pos, labels)
+    ax.set_ylabel("GiB on one GPU")
+    ax.set_title(f"{resolve_model(model).name}: batch {batch} x "
+                 f"{seq:,} tokens, rank {rank}, recompute {recompute}", fontsize=8.5, loc="left")
+    ax.legend(handles=[Patch(facecolor=FINETUNE_COLORS[p], label=p) for p in FINETUNE_PARTS[::-1]],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    lines = []
+    for label, (m, r) in zip(labels, runs.items()):
+        mb = max_batch(model, g, method=m, seq=seq, **kw)
+        verdict = "fits" if r.total_bytes <= 0.9 * g.memory_bytes else "does not fit"
+        lines.append(f"{label:6s} {r.total_bytes / GiB:8,.1f} GiB ({r.trainable_params:,} trainable) {verdict} "
+                     f"in 90% of one {g.name}; largest batch that fits: {mb}")
+    return FixedView(fig, "\n".join(lines))

@@ -509,3 +509,34 @@ def _set_front_options(box: Dashboard, front, choice: int) -> None:
         sel.options = options
         sel.value = min(choice, len(options) - 1)
     sel.observe(box.update, names="value")
+
+
+__all__ += ["finetune_widget"]
+
+
+def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Fine-tuning chapter: will my fine-tune fit on the GPU I have, and with what batch?
+    (:func:`~llmsizing.charts.render_finetune_memory`)."""
+    targets = {"attention (q, k, v, o)": ("q", "k", "v", "o"),
+               "all linear": ("q", "k", "v", "o", "gate", "up", "down")}
+
+    def render(model, gpu, batch, seq, rank, targets, recompute, optimizer):
+        return charts.render_finetune_memory(model, gpu=gpu, batch=batch, seq=seq, rank=rank, targets=targets,
+                                             recompute=recompute, optimizer=optimizer)
+
+    llama_like = [m for m in list_models() if get_model(m).gated_mlp]
+    controls = {
+        "model": W.Dropdown(options=llama_like, value=model, description="model", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "batch": W.SelectionSlider(options=[1, 2, 4, 8, 16, 32], value=1, description="batch", **_style()),
+        "seq": W.SelectionSlider(options=[512, 1024, 2048, 4096, 8192], value=2048, description="sequence",
+                                 **_style()),
+        "rank": W.SelectionSlider(options=[4, 8, 16, 32, 64, 128], value=16, description="LoRA rank", **_style()),
+        "targets": W.Dropdown(options=list(targets.items()), value=targets["all linear"], description="targets",
+                              **_style()),
+        "recompute": W.Dropdown(options=["none", "selective", "full"], value="full", description="recompute",
+                                **_style()),
+        "optimizer": W.Dropdown(options=["adamw", "adamw-8bit"], value="adamw", description="optimizer",
+                                **_style()),
+    }
+    return Dashboard(render, controls)
