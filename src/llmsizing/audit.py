@@ -235,6 +235,14 @@ _L2_70, _L3_70, _L405, _M7, _L2_13, _L2_7 = ("llama-2-70b", "llama-3-70b", "llam
                                              "llama-2-13b", "llama-2-7b")
 _H100, _A100, _H200 = "H100 SXM", "A100 80GB", "H200"
 
+def _qlora(model: str):
+    """QLoRA (rank 16, all linear layers) of one 2,048-token sequence with gradient checkpointing: the
+    configuration of the seed's quoted benchmark (chapter 16)."""
+    from .finetune import finetune_memory
+
+    return finetune_memory(model, method="qlora", batch=1, seq=2048, recompute="full")
+
+
 #: For each claim id of ``data/seed_claims.csv`` that the library can recompute: a function of no arguments
 #: returning the library's value in the claim's unit (a float, or a :class:`Finding` with a reason).
 COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
@@ -330,6 +338,9 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "003-405b-gpus": lambda: _min_gpus(_L405, _H100),
     "003-dp-under-15b": lambda: _states(n_params=15_000_000_000).total_bytes / GB,
     # ---- seed 004
+    "004-qlora-70b-41gb": lambda: _qlora(_L3_70).peak_bytes / GB,
+    "004-qlora-7-13b-l40s": lambda: _qlora(_L2_13).total_bytes / GB,
+    "004-qlora-70b-one-gpu": lambda: _qlora(_L3_70).total_bytes / GB,
     "004-16-bytes": lambda: _states(_L3_70).bytes_per_param,
     "004-adamw-12-bytes": lambda: _states(_L3_70).optimizer_bytes / _states(_L3_70).n_params,
     "004-int4-bytes": lambda: _bytes("int4"),
