@@ -73,6 +73,7 @@ def test_adapter_activations_grow_with_targets_and_dropout():
     (dict(targets=(1,)), TypeError, "targets"),
     (dict(method="dora"), ValueError, "method"),
     (dict(rank=0), ValueError, "rank"),
+    (dict(alpha=-16), ValueError, "alpha"),
     (dict(batch=0), ValueError, "batch"),
     (dict(optimizer="adam8"), ValueError, "optimizer"),
     (dict(parallel=L.Parallel(dp=2)), ValueError, "parallel"),

@@ -124,7 +124,8 @@ class FinetuneMemory:
                        "overhead": self.overhead_bytes, "total": self.total_bytes}, max(self.trainable_params, 1))
 
 
-def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16, targets=ALL_LINEAR,
+def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16, alpha: float | None = None,
+                    targets=ALL_LINEAR,
                     optimizer: str = "adamw", batch: int, seq: int, recompute: str = "none",
                     attention: str = "flash", stack: str = "hf", lora_dropout: bool = False, grad_accum: int = 1,
                     dtype: str = "bf16", parallel=None, overhead_bytes: float | None = None) -> FinetuneMemory:
@@ -135,7 +136,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     for ZeRO/FSDP and offload). ``"lora"`` freezes the bf16 base and trains ``rank``-``r`` adapters on
     ``targets`` (``dtype="fp32"`` for a base kept in fp32, as the book's CPU measurements run it); ``"qlora"``
     stores the base's block matrices in nf4 (module docstring). ``lora_dropout=True``
-    adds the dropout's saved output and mask per adapted matrix (PEFT's ``lora_dropout > 0``). ``recompute="full"``
+    adds the dropout's saved output and mask per adapted matrix (PEFT's ``lora_dropout > 0``). ``alpha`` (PEFT's
+    ``lora_alpha``) scales the adapters' update by ``alpha / rank`` and costs no memory; it is accepted and checked. ``recompute="full"``
     is gradient checkpointing as PEFT users enable it (``gradient_checkpointing_enable()``). Taught in the
     fine-tuning chapter; checked against PEFT's counts and measured LoRA steps.
     """
@@ -150,6 +152,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     if overhead_bytes is not None:
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)
     rank = check_int("rank", rank, maximum=65536)
+    if alpha is not None:     # LoRA's scale alpha / r changes the update, not a byte of memory: checked, unused
+        check_number("alpha", alpha, allow_equal=False)
     shapes = _target_shapes(model, targets)          # checked even where unused: a typo should not pass silently
     if method == "full":
         t = training_memory(model, batch=batch, seq=seq, precision="bf16-mixed", optimizer=optimizer,
