@@ -137,7 +137,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     ``targets`` (``dtype="fp32"`` for a base kept in fp32, as the book's CPU measurements run it); ``"qlora"``
     stores the base's block matrices in nf4 (module docstring). ``lora_dropout=True``
     adds the dropout's saved output and mask per adapted matrix (PEFT's ``lora_dropout > 0``). ``alpha`` (PEFT's
-    ``lora_alpha``) scales the adapters' update by ``alpha / rank`` and costs no memory; it is accepted and checked. ``recompute="full"``
+    ``lora_alpha``) scales the adapters' update by ``alpha / rank`` and costs no memory; it is accepted and checked.
+    ``recompute="full"``
     is gradient checkpointing as PEFT users enable it (``gradient_checkpointing_enable()``). Taught in the
     fine-tuning chapter; checked against PEFT's counts and measured LoRA steps.
     """

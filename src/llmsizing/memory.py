@@ -655,8 +655,9 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     matrix, split by tensor parallelism. DeepSpeed's ``estimate_zero3_model_states_mem_needs`` counts
     ``4 x largest_layer_params`` (a 16-bit weight and gradient of the largest single module); the same
     16-bit recipe gives the same bytes here when that module is the embedding or LM head and outweighs a
-    block (Llama 3), and more when a block is larger (GPT-3 175B: a block is 2.9x its embedding). FSDP2 also prefetches the next block's weights during the forward by
-    default, which this leaves out (chapter 9 measures it). Taught in chapter 7.
+    block (Llama 3), and more when a block is larger (GPT-3 175B: a block is 2.9x its embedding). FSDP2 also
+    prefetches the next block's weights during the forward by default, which this leaves out (chapter 9 measures
+    it). Taught in chapter 7.
     """
     model = resolve_model(model)
     check_choice("precision", precision, RECIPES)

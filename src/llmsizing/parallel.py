@@ -13,8 +13,8 @@ from ._validate import check_bool, check_choice, check_int
 
 #: What ZeRO-Offload / ZeRO-Infinity can move to the host's memory (Ren et al. 2021; Rajbhandari et al. 2021):
 #: nothing, the optimizer's bytes (fp32 master copy, moments, fp32 gradient copy: DeepSpeed's
-#: ``offload_optimizer``, ZeRO stage 1 or more; from stage 2 the gradient shard goes straight to the host too), or those and the 16-bit weights too (``offload_param``,
-#: ZeRO stage 3 only). Taught in chapter 7.
+#: ``offload_optimizer``, ZeRO stage 1 or more; from stage 2 the gradient shard goes straight to the host too), or
+#: those and the 16-bit weights too (``offload_param``, ZeRO stage 3 only). Taught in chapter 7.
 OFFLOADS = ("none", "optimizer", "optimizer+params")
 
 

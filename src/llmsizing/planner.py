@@ -120,7 +120,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
 
     ``mfu`` is the model FLOPs over the GPUs' dense peak for the step time; ``days``/``cost_usd`` follow, with
     ``_low``/``_high`` bounds from the calibrated MFU band's relative spread. ``pareto`` marks the plans on the
-    time-vs-cost front (one per tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond them.
+    time-vs-cost front (one per tie: the one with the least memory per GPU). ``deadline_days`` and
+    ``budget_usd`` drop plans beyond them.
 
     When no plan survives, raises :class:`NoPlanError` (a ``ValueError``) saying why (nothing fits, or the
     fastest/cheapest plan misses the deadline/budget, with its figures). ``explain=False`` returns the empty
