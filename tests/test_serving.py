@@ -157,7 +157,8 @@ def test_cost_by_gpu_rows():
 
 
 def test_published_figures_within_tolerance():
-    """data/serving_published.csv: each row has a source and a date; the default model lands within 25%.
+    """data/serving_published.csv: each row has a source and a date; the default model lands within 25% on the
+    vLLM batch-1 row.
 
     Batch 1 (vLLM, Llama-3.1-8B bf16 on an A100 40GB, 75 tokens/s): the bound with no loss is 1.555e12 /
     16.06e9 = 97 tokens/s; the published figure is 77% of it, close to the default MBU of 0.8. The 8-way
@@ -165,11 +166,62 @@ def test_published_figures_within_tolerance():
     with the decode steps of a concurrency sweep, and per-step overheads (scheduling, sampling)."""
     df = S.published_serving()
     assert df["source"].str.len().gt(10).all() and df["as_of"].str.len().gt(3).all()
+    assert df["url"].str.startswith("https://").all()
     ceiling = 1.555e12 / (2 * L3_8B_PARAMS)
     row = df[df["metric"] == "output_tokens_per_s"].iloc[0]
     assert row["value"] < ceiling                                   # a measurement never beats the roofline
+    assert 0.8 <= row["published_over_predicted"] <= 1.25
+
+
+TIME_METRICS = ("ttft_s", "itl_s")
+
+
+def test_every_published_row_is_below_the_roofline_and_within_a_band():
+    """Every published row, as a speed (published / predicted for a rate, predicted / published for a time),
+    lies in [0.25, 1.5] of the default model, and no row beats the roofline with no loss (MBU = MFU = 1, no
+    all-reduce latency).
+
+    Why the band is wide and lopsided: engines run below the roofline, by more than the default MBU/MFU allow
+    when the batch is large. Static-batched Llama-2-70B at batch 480 on 4 H100s (TensorRT-LLM v0.6.1) reaches
+    0.28 of the default prediction: the model calls that step compute-bound at half the fp8 peak, and whatever
+    held the engine back (the page does not say) is not in the model. High-concurrency throughput also includes prefill and scheduling, which the model's
+    ``batch / itl`` leaves out. The top is above 1 because prefill can beat the default MFU of 0.5: a 2,048-token
+    prompt of Llama-2-7B on an A100 took 133 ms (TensorRT-LLM v0.5), an MFU near 0.68, a speed of 1.36 of
+    the prediction. Bandwidth-bound rows sit near 1 (0.7-0.98)."""
+    df = S.published_serving()
     for r in df.itertuples():
-        assert 0.8 <= r.published_over_predicted <= 1.25, r
+        ratio = r.published_over_predicted
+        speed = 1 / ratio if r.metric in TIME_METRICS else ratio
+        assert 0.25 <= speed <= 1.5, r
+        if r.metric == "batch_gain":
+            assert r.value <= r.batch                               # b sequences make at most b times the tokens
+            continue
+        ideal = getattr(S.serving(r.model, r.gpu, tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache,
+                                  compute=r.compute, prompt=int(r.prompt), output=int(r.output), batch=int(r.batch),
+                                  **exact()), r.metric)
+        if r.metric in TIME_METRICS:
+            assert r.value > ideal, r
+        else:
+            assert r.value < ideal, r
+        # every row's batch fits the KV cache in the formats the engine used
+        assert S.serving(r.model, r.gpu, tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache,
+                         prompt=int(r.prompt), output=int(r.output), batch=int(r.batch)).fits, r
+
+
+def test_trtllm_a100_llama2_7b_row_against_a_hand_roofline():
+    """TensorRT-LLM v0.6.1, Llama-2-7B fp16 on one A100 80GB, batch 60, 128 in / 2,048 out: 1,928 tokens/s.
+    By hand: weights 2 x 6,738,415,616 = 13.48e9 bytes; KV 2 x 32 layers x 4,096 x 2 bytes = 524,288 bytes per
+    token; mean context 128 + 1,024 = 1,152; one step reads 13.48e9 + 60 x 524,288 x 1,152 = 49.72e9 bytes,
+    24.4 ms at 2.039e12 B/s: 2,461 tokens/s with no loss. The published figure is 78% of that, close to the
+    default MBU of 0.8."""
+    df = S.published_serving()
+    row = df[(df["model"] == "llama-2-7b") & (df["gpu"] == "A100 80GB")
+             & (df["metric"] == "output_tokens_per_s_per_gpu")].iloc[0]
+    step_bytes = 2 * 6_738_415_616 + 60 * (2 * 32 * 4096 * 2) * 1152
+    ideal = 60 / (step_bytes / 2.039e12)
+    assert ideal == pytest.approx(2461, rel=1e-3)
+    assert row["value"] / ideal == pytest.approx(0.78, abs=0.01)
+    assert row["predicted"] == pytest.approx(0.8 * ideal, rel=1e-9)
 
 
 def test_widget_shows_what_the_library_computes():

@@ -23,7 +23,7 @@ decode roofline) and chapter 7 (:func:`~llmsizing.comm.ring_bytes`).
 What is assumed, and why (all parameters):
 
 * :data:`MBU_DEFAULT` = 0.8, range 0.7-0.9: the fraction of HBM bandwidth a decode step achieves. An
-  assumption: memory-copy benchmarks reach 80-90% of the datasheet bandwidth, and the one published batch-1
+  assumption: memory-copy benchmarks reach 80-90% of the datasheet bandwidth, and the published batch-1
   figure in ``data/serving_published.csv`` (vLLM on an A100 40GB) implies about 77%.
 * :data:`MFU_DEFAULT` = 0.5, range 0.4-0.6: the fraction of the dense peak a prefill achieves. An assumption,
   a little above the 30-50% of training (chapter 10): prefill is one large forward with no backward, no
@@ -466,20 +466,24 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
 
 def published_serving():
     """``data/serving_published.csv``: published serving measurements (source and date on every row), each
-    next to what :func:`serving` predicts for the same model, GPU and lengths (``predicted``) and the ratio
-    ``published / predicted``. Chapter 15 discusses the gaps."""
+    next to what :func:`serving` predicts for the same model, GPU, tensor parallelism, weight / KV-cache /
+    compute formats, lengths and batch (``predicted``, at the default MBU and MFU) and the ratio
+    ``published / predicted``. For rates (tokens/s) a ratio below 1 means the engine is slower than the model;
+    for times (``ttft_s``, ``itl_s``) it means faster. Chapter 15 discusses the gaps."""
     import pandas as pd
 
     from .catalog import DATA_DIR
 
     df = pd.read_csv(DATA_DIR / "serving_published.csv")
+    for col in ("kv_cache", "compute"):   # the formats the engine ran; 16-bit where a row leaves them blank
+        df[col] = df[col].fillna("bf16") if col in df else "bf16"
     preds = []
     for r in df.itertuples():
-        s = serving(r.model, r.gpu, tp=int(r.tp), weights=r.weights, prompt=int(r.prompt), output=int(r.output),
-                    batch=int(r.batch))
+        kw = dict(tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache, compute=r.compute, prompt=int(r.prompt),
+                  output=int(r.output))
+        s = serving(r.model, r.gpu, batch=int(r.batch), **kw)
         preds.append(getattr(s, r.metric) if r.metric != "batch_gain" else
-                     s.output_tokens_per_s / serving(r.model, r.gpu, tp=int(r.tp), weights=r.weights,
-                                                     prompt=int(r.prompt), output=int(r.output)).output_tokens_per_s)
+                     s.output_tokens_per_s / serving(r.model, r.gpu, **kw).output_tokens_per_s)
     df["predicted"] = preds
     df["published_over_predicted"] = df["value"] / df["predicted"]
     return df
