@@ -71,9 +71,16 @@ fuzz: $(STAMP) ## Fuzz every public function longer than CI does (FUZZ_EXAMPLES 
 outputs: $(STAMP) ## Re-execute all notebooks in place to refresh their stored outputs (for nbval)
 	$(PY) tools/refresh_outputs.py
 
+# tools/lab/jupyter_server_config.py: a pre-save hook strips widget state, widget-view outputs, cell timing
+# and kernel versions (tools/refresh_outputs.py's normalise), so autosave never dirties book/*.ipynb.
+# tools/lab/config/labconfig/page_config.json disables JupyterLab 4's announcements plugin (the "notified
+# about official Jupyter news?" pop-up, which --LabApp.news_url=None alone does not stop); JUPYTER_CONFIG_PATH
+# adds it for this server only (nothing is written to ~/.jupyter or the venv).
 .PHONY: lab
 lab: $(STAMP) ## Open JupyterLab on book/ for a live workshop (offline once set up)
+	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/lab/config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 	$(VENV)/bin/jupyter lab book/ --ServerApp.ip=127.0.0.1 \
+	  --config="$(CURDIR)/tools/lab/jupyter_server_config.py" \
 	  --LabApp.news_url=None \
 	  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 	  --LabApp.extension_manager=readonly \

@@ -1,6 +1,7 @@
 """Chapter 1 helpers: the 12 L h^2 shortcut, the parameter charts and the parameter-count widget."""
 
 import pytest
+from traitlets import TraitError
 
 from llmsizing import Model, get_model, list_models
 from llmsizing.charts import render_parameter_counts, render_parameter_shares
@@ -62,7 +63,8 @@ def test_parameter_counts_widget_defaults_changes_and_errors():
     assert "6,738,415,616" in w.summary.value and w.error.value == ""
     w.controls["kv_heads"].value = 8
     assert "with kv_heads=8" in w.summary.value
-    w.controls["kv_heads"].value = 7  # does not divide 32 heads: a message, not a traceback
-    assert "kv_heads must divide heads" in w.error.value
+    with pytest.raises(TraitError):  # 7 does not divide 32 heads: the slider does not offer it
+        w.controls["kv_heads"].value = 7
+    assert w.error.value == "" and "with kv_heads=8" in w.summary.value
     w.controls["model"].value = "gpt2"  # a preset resets every control
     assert "124,439,808" in w.summary.value and w.error.value == ""

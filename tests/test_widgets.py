@@ -140,19 +140,20 @@ def test_control_extremes(name, board_index, key):
 
 # ----------------------------------------------------------------------------- errors reach the reader
 def test_invalid_combination_shows_the_library_message():
-    board = widgets.parameter_counts_widget()
-    m = get_model("llama-2-7b")
-    with pytest.raises(ValueError) as e:
-        Model("x", layers=m.layers, hidden=m.hidden, heads=32, kv_heads=5, ffn_hidden=m.ffn_hidden, vocab=m.vocab)
+    from llmsizing import Parallel, training_memory
+
+    board = widgets.parallel_explorer_widget()
+    with pytest.raises(ValueError) as e:           # sequence parallelism splits along a tensor-parallel group
+        training_memory(board.controls["model"].value, batch=1, seq=4096, parallel=Parallel(tp=1, sp=True))
     before = snapshot(board)
-    board.controls["kv_heads"].value = 5           # 32 heads are not divisible into 5 KV groups
-    assert "kv_heads" in board.error.value
+    board.controls["sp"].value = True              # tp is 1 by default
+    assert "sp=True" in board.error.value
     assert html.escape(str(e.value)) in board.error.value
-    assert_clean_error(board, "kv_heads=5")
+    assert_clean_error(board, "sp=True with tp=1")
     assert snapshot(board) == (b"", "")            # the stale view is cleared: it is not the answer
-    board.controls["kv_heads"].value = 8           # a valid value clears the error
+    board.controls["sp"].value = False             # a valid value clears the error
     assert board.error.value == ""
-    assert snapshot(board) != before
+    assert snapshot(board) == before
 
 
 def test_dashboard_only_swallows_value_and_type_errors():

@@ -89,14 +89,23 @@ def _follow_max_seq(box: Dashboard, key: str, lengths, option) -> None:
 
 # =========================================================================== chapter 1
 def parameter_counts_widget(model: str = "llama-2-7b") -> Dashboard:
-    """Chapter 1: start from a catalogued model and change its architecture; see the count by component."""
+    """Chapter 1: start from a catalogued model and change its architecture; see the count by component.
+
+    The heads slider offers only the divisors of the hidden size (up to 256) and the KV-heads slider only the
+    divisors of the heads, so every position is a valid model (:class:`~llmsizing.model.Model` checks the
+    same rules). Changing the hidden size or the heads re-offers the dependent slider, keeping the value the
+    reader last chose when it is still valid, else the nearest valid one (one redraw per change)."""
     m = get_model(model)                     # an unknown name raises the library's error, with a suggestion
+    heads_opts = _divisors_up_to(m.hidden, _MAX_HEADS)
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="start from", **_style()),
         "layers": W.IntSlider(value=m.layers, min=1, max=160, description="layers", **_style()),
         "hidden": W.IntSlider(value=m.hidden, min=256, max=32768, step=256, description="hidden", **_style()),
-        "heads": W.IntSlider(value=m.heads, min=1, max=256, description="heads", **_style()),
-        "kv_heads": W.IntSlider(value=m.kv_heads, min=1, max=256, description="KV heads", **_style()),
+        "heads": W.SelectionSlider(options=heads_opts, value=m.heads, description="heads",
+                                   tooltip="only the divisors of the hidden size", **_style()),
+        "kv_heads": W.SelectionSlider(options=_divisors_up_to(m.heads, m.heads), value=m.kv_heads,
+                                      description="KV heads", tooltip="only the divisors of the heads",
+                                      **_style()),
         "ffn_hidden": W.IntSlider(value=m.ffn_hidden, min=256, max=131072, step=256, description="ffn hidden",
                                   **_style()),
         "vocab": W.IntSlider(value=m.vocab, min=1000, max=256000, step=1000, description="vocab", **_style()),
@@ -104,20 +113,49 @@ def parameter_counts_widget(model: str = "llama-2-7b") -> Dashboard:
         "tied_embeddings": W.Checkbox(value=m.tied_embeddings, description="tied embeddings", **_style()),
     }
     box = Dashboard(_render_parameters, controls)
+    # the values the reader last chose for heads and KV heads: brought back when they become valid again
+    wanted = {"heads": m.heads, "kv_heads": m.kv_heads}
+    busy = [False]                        # True while the widget itself moves controls (no redraw, no wanted)
 
-    def load_preset(change):  # choosing a catalogue model resets the architecture controls
-        preset = get_model(change["new"])
-        with box.hold_sync():
-            for k in controls:
-                if k != "model":
-                    w = controls[k]
-                    w.unobserve(box.update, names="value")
-                    w.value = getattr(preset, k)
-                    w.observe(box.update, names="value")
-        box.update()
+    def offer(key, opts, value):          # re-offer a slider's options and value without a redraw
+        w = controls[key]
+        if list(w.options) != opts:
+            if value in w.options:        # value first, so the slider never holds a value its options lack
+                w.value = value
+            w.options = opts
+        w.value = value
 
-    controls["model"].unobserve(box.update, names="value")   # load_preset redraws once, with the preset's fields
-    controls["model"].observe(load_preset, names="value")
+    def fit_heads(hidden):                # heads, then KV heads, re-offered for this hidden size
+        heads = _nearest(_divisors_up_to(hidden, _MAX_HEADS), wanted["heads"])
+        offer("heads", _divisors_up_to(hidden, _MAX_HEADS), heads)
+        offer("kv_heads", _divisors_up_to(heads, heads), _nearest(_divisors_up_to(heads, heads),
+                                                                    wanted["kv_heads"]))
+
+    def on_change(change):
+        if busy[0]:
+            return
+        key = next(k for k, w in controls.items() if w is change["owner"])
+        busy[0] = True
+        try:
+            with box.hold_sync():
+                if key == "model":        # choosing a catalogue model resets the architecture controls
+                    preset = get_model(change["new"])
+                    wanted.update(heads=preset.heads, kv_heads=preset.kv_heads)
+                    for k in controls:
+                        if k not in ("model", "heads", "kv_heads"):
+                            controls[k].value = getattr(preset, k)
+                    fit_heads(preset.hidden)
+                elif key in ("hidden", "heads", "kv_heads"):
+                    if key != "hidden":
+                        wanted[key] = change["new"]
+                    fit_heads(controls["hidden"].value)
+        finally:
+            busy[0] = False
+        box.update()                       # one redraw per change the reader makes
+
+    for w in controls.values():
+        w.unobserve(box.update, names="value")
+        w.observe(on_change, names="value")
     return box
 
 
@@ -148,11 +186,13 @@ def model_states_widget(model: str = "llama-3-8b") -> Dashboard:
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="recipe", **_style()),
         "optimizer": W.Dropdown(options=list(OPTIMIZERS), value="adamw", description="optimizer", **_style()),
-        "count": W.IntSlider(value=1, min=1, max=64, description="GPUs per line", **_style()),
-        "gpus": W.SelectMultiple(options=list_gpus(), value=("A100 40GB", "H100 SXM", "H200", "B200"), rows=5,
-                                 description="GPUs", **_style()),
+        "count": W.IntSlider(value=1, min=1, max=64, description="GPUs per line",
+                             tooltip="how many GPUs of each type a dashed line stands for", **_style()),
+        "gpus": _gpu_multiselect(("A100 40GB", "H100 SXM", "H200", "B200"), "GPUs"),
     }
-    return Dashboard(_render_model_states, controls)
+    box = Dashboard(_render_model_states, controls)
+    _cap_gpus_per_line(box)
+    return box
 
 
 def _render_model_states(model, precision, optimizer, count, gpus):
@@ -180,8 +220,7 @@ def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
         "weights": W.Dropdown(options=list(DTYPES), value="bf16", description="weights dtype", **_style()),
         "kv_cache": W.Dropdown(options=["fp32", "bf16", "fp16", "fp8", "int8"], value="bf16",
                                description="KV-cache dtype", **_style()),
-        "gpus": W.SelectMultiple(options=list_gpus(), value=("A10", "L40S", "H100 SXM", "H200"), rows=5,
-                                 description="GPUs", **_style()),
+        "gpus": _gpu_multiselect(("A10", "L40S", "H100 SXM", "H200"), "GPUs"),
     }
     box = Dashboard(_render_inference_memory, controls)
     _follow_max_seq(box, "context", _CONTEXTS, lambda c: (f"{c:,}", c))
@@ -479,8 +518,7 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
-        "gpus": W.SelectMultiple(options=list_gpus(), value=charts.PLAN_GPUS, rows=4, description="GPU types",
-                                 **_style()),
+        "gpus": _gpu_multiselect(charts.PLAN_GPUS, "GPU types"),
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
         "global_batch": W.Dropdown(options=[64, 128, 256, 512, 1024, 2048], value=512,
                                    description="global batch (seqs)", **_style()),
@@ -540,3 +578,104 @@ def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
                                 **_style()),
     }
     return Dashboard(render, controls)
+
+
+# =========================================================================== helpers for the controls (issue 12)
+#: The heads slider of chapter 1 offers the divisors of the hidden size up to this many heads.
+_MAX_HEADS = 256
+
+
+def _divisors_up_to(n: int, limit: int) -> list[int]:
+    """The divisors of ``n`` that are at most ``limit``, ascending (the valid heads for a hidden size ``n``, or
+    the valid KV heads for ``n`` heads: :class:`~llmsizing.model.Model` requires them to divide)."""
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def _nearest(options, wanted):
+    """The option closest to ``wanted`` (the smaller one on a tie)."""
+    return min(options, key=lambda o: (abs(o - wanted), o))
+
+
+#: How to pick several GPUs in a multi-select, shown next to it and as its tooltip.
+GPU_SELECT_HINT = "Ctrl-click (⌘-click on a Mac) to pick several GPUs, Shift-click for a range"
+
+
+def _gpu_multiselect(value, description: str) -> W.SelectMultiple:
+    """A multi-select of every catalogued GPU, tall enough to show them all (so the default picks are never
+    below the fold), saying under its name how to pick several."""
+    options = list_gpus()
+    return W.SelectMultiple(options=options, value=tuple(value), rows=len(options),
+                            description=f"{html.escape(description)}<br><small>Ctrl/⌘-click:<br>several</small>",
+                            description_allow_html=True, tooltip=GPU_SELECT_HINT, **_style())
+
+
+#: "GPUs per line" (chapter 2) stops where the widest bar would fill less than this share of the axis, unless
+#: more GPUs are needed for every chosen GPU type to hold every bar.
+MIN_BAR_SHARE = 0.25
+
+
+def gpus_per_line_cap(model, precision: str, optimizer: str, gpus) -> int:
+    """The largest "GPUs per line" the chapter-2 widget offers for these choices: the larger of
+
+    * the count at which the widest bar (the largest model states among the chosen recipe + optimizer and
+      the widget's comparisons) still fills :data:`MIN_BAR_SHARE` of the axis next to the line of the
+      largest chosen GPU, ``floor(widest / (MIN_BAR_SHARE x largest GPU memory))``, and
+    * the count at which even the smallest chosen GPU type holds the widest bar,
+      ``ceil(widest / smallest GPU memory)`` (so every line can cross every bar),
+
+    and at least 1. Beyond it the axis, which spans the farthest capacity line, squeezes the bars to slivers.
+    Uses :func:`llmsizing.memory.model_states` (chapter 2)."""
+    import math
+
+    from .catalog import get_gpu
+    from .memory import model_states
+    from .units import GiB
+
+    pairs = dict.fromkeys(((precision, optimizer),) + _WIDGET_STATES_COMPARE)
+    widest = max(model_states(model, precision=p, optimizer=o).total_bytes for p, o in pairs) / GiB
+    mems = [get_gpu(g).memory_gib for g in gpus]
+    if not mems:
+        return 1
+    return max(1, math.floor(widest / (MIN_BAR_SHARE * max(mems))), math.ceil(widest / min(mems)))
+
+
+def _cap_gpus_per_line(box: Dashboard) -> None:
+    """Keep the chapter-2 "GPUs per line" slider's maximum at :func:`gpus_per_line_cap` as the model, recipe,
+    optimizer or GPUs change (one redraw per change). The count the reader last chose comes back when the cap
+    allows it again."""
+    controls = box.controls
+    count = controls["count"]
+    wanted = {"count": count.value}
+    busy = [False]
+
+    def fit():
+        v = box.values()
+        try:
+            cap = gpus_per_line_cap(v["model"], v["precision"], v["optimizer"], v["gpus"])
+        except (ValueError, TypeError):   # the redraw shows the library's message
+            return
+        busy[0] = True
+        try:
+            with box.hold_sync():
+                if cap >= count.max:
+                    count.max = cap
+                    count.value = min(wanted["count"], cap)
+                else:
+                    count.value = min(wanted["count"], cap)
+                    count.max = cap
+        finally:
+            busy[0] = False
+
+    def on_change(change):
+        if busy[0]:
+            return
+        if change["owner"] is count:
+            wanted["count"] = change["new"]
+        else:
+            fit()
+        box.update()
+
+    for w in controls.values():
+        w.unobserve(box.update, names="value")
+        w.observe(on_change, names="value")
+    fit()                                  # the starting cap (no redraw: the count stays in range)
