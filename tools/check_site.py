@@ -3,6 +3,7 @@
 
     make check-site        # after `make book`
     python tools/check_site.py --static   # no browser; run by `make book`
+    python tools/check_site.py --html DIR # check another build (e.g. main's)
 
 Serves _build/html on 127.0.0.1 (random port), opens every chapter page of
 _toc.yml in Debian's Chromium (/usr/bin/chromium, installed with apt-get if
@@ -15,7 +16,9 @@ missing) driven by Playwright from PyPI (no browser download), and fails if
 * an image did not load,
 * a widget view or widget control is in the DOM (widget cells must be tagged
   remove-output; the static site shows no dead controls),
-* the page raised an uncaught JavaScript error.
+* the page raised an uncaught JavaScript error, or logged an error to the
+  console (``console.error``, failed resources, CSP/parse errors),
+* a figure (an ``<img>`` in a notebook cell's output) has no alt text.
 
 A full-page PNG screenshot of each page goes to _build/screenshots/.
 
@@ -43,6 +46,8 @@ from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
+if "--html" in sys.argv[1:]:
+    HTML = Path(sys.argv[sys.argv.index("--html") + 1]).resolve()
 SHOTS = ROOT / "_build" / "screenshots"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -122,6 +127,9 @@ PAGE_PROBE = """() => ({
     .filter(img => !(img.complete && img.naturalWidth > 0))
     .map(img => img.getAttribute('src')),
   images: document.images.length,
+  figuresWithoutAlt: Array.from(document.querySelectorAll('.cell_output img'))
+    .filter(img => !(img.getAttribute('alt') || '').trim())
+    .map(img => img.getAttribute('src')),
   mathSource: document.querySelectorAll('span.math, div.math').length,
   mathRendered: document.querySelectorAll('mjx-container').length,
   mathUntypeset: Array.from(document.querySelectorAll('span.math, div.math'))
@@ -133,6 +141,15 @@ PAGE_PROBE = """() => ({
       || (e.closest('mjx-container').querySelector('mjx-assistive-mml') || e).textContent
       || 'TeX error').slice(0, 5),
 })"""
+
+
+def _console(msg, problems: list[str]) -> None:
+    """Record console errors (console.error, failed loads, syntax errors) as problems."""
+    if msg.type != "error":
+        return
+    loc = msg.location or {}
+    where = f" ({loc.get('url', '')}:{loc.get('lineNumber', '')})" if loc.get("url") else ""
+    problems.append(f"console error: {msg.text}{where}")
 
 
 class _RefCollector(HTMLParser):
@@ -227,6 +244,7 @@ def main() -> int:
             context.route("**/*", _router(problems))
             page = context.new_page()
             page.on("pageerror", lambda exc, p=problems: p.append(f"JavaScript error: {exc}"))
+            page.on("console", lambda msg, p=problems: _console(msg, p))
             page.on(
                 "response",
                 lambda resp, p=problems: p.append(f"HTTP {resp.status}: {resp.url}") if resp.status >= 400 else None,
@@ -258,6 +276,8 @@ def main() -> int:
                 problems.append(f"MathJax errors: {info['mathErrors']}")
             if info["brokenImages"]:
                 problems.append(f"images that did not load: {info['brokenImages']}")
+            if info["figuresWithoutAlt"]:
+                problems.append(f"figures without alt text: {info['figuresWithoutAlt']}")
             if info["widgetViews"]:
                 problems.append(
                     f"{info['widgetViews']} widget view(s)/control(s) on the static page "
