@@ -18,14 +18,15 @@ missing) driven by Playwright from PyPI (no browser download), and fails if
   remove-output; the static site shows no dead controls),
 * the page raised an uncaught JavaScript error, or logged an error to the
   console (``console.error``, failed resources, CSP/parse errors),
-* a figure (an ``<img>`` in a notebook cell's output) has no alt text.
+* a figure (an ``<img>`` in a notebook cell's output) has no alt text, or only
+  Sphinx's fallback (the image's file name).
 
 A full-page PNG screenshot of each page goes to _build/screenshots/.
 
 With ``--static`` no browser is used: the built HTML and CSS are parsed for
 anything fetched from off the site (script/img/iframe/stylesheet/... URLs,
-CSS url()/@import), rendered widget views, and math pages that do not load the
-vendored MathJax. `make book` runs this mode, so CI does too; the browser check
+CSS url()/@import), rendered widget views, images without alt text, and math
+pages that do not load the vendored MathJax. `make book` runs this mode, so CI does too; the browser check
 stays out of CI (it needs Debian's chromium, ~300 MB, and a browser is the
 flakiest part of any pipeline).
 """
@@ -128,7 +129,11 @@ PAGE_PROBE = """() => ({
     .map(img => img.getAttribute('src')),
   images: document.images.length,
   figuresWithoutAlt: Array.from(document.querySelectorAll('.cell_output img'))
-    .filter(img => !(img.getAttribute('alt') || '').trim())
+    .filter(img => {
+      const alt = (img.getAttribute('alt') || '').trim();
+      // Sphinx's fallback alt is the image's own path: no description at all
+      return !alt || alt === img.getAttribute('src') || /\\.(png|jpe?g|gif|svg|webp)$/i.test(alt);
+    })
     .map(img => img.getAttribute('src')),
   mathSource: document.querySelectorAll('span.math, div.math').length,
   mathRendered: document.querySelectorAll('mjx-container').length,
@@ -152,6 +157,15 @@ def _console(msg, problems: list[str]) -> None:
     problems.append(f"console error: {msg.text}{where}")
 
 
+IMAGE_FILE = re.compile(r"\.(png|jpe?g|gif|svg|webp)$", re.I)
+
+
+def _has_description(alt: str | None, src: str | None) -> bool:
+    """False for a missing alt and for Sphinx's fallback alt (the image's own path)."""
+    alt = (alt or "").strip()
+    return bool(alt) and alt != (src or "").strip() and not IMAGE_FILE.search(alt)
+
+
 class _RefCollector(HTMLParser):
     """Collects URLs the browser would fetch by itself (not plain <a href> links)."""
 
@@ -172,9 +186,12 @@ class _RefCollector(HTMLParser):
         self.refs: list[str] = []
         self.widget_views = 0
         self.math = 0
+        self.images_without_alt: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if tag == "img" and not _has_description(a.get("alt"), a.get("src")):
+            self.images_without_alt.append(a.get("src") or "?")
         for name in self.FETCHING.get(tag, ()):
             if a.get(name):
                 self.refs.append(a[name])
@@ -206,6 +223,8 @@ def static_check() -> int:
         for ref in parser.refs:
             if EXTERNAL.match(ref):
                 problems.append(f"{rel}: loads {ref}")
+        if parser.images_without_alt:
+            problems.append(f"{rel}: images without alt text: {parser.images_without_alt}")
         if parser.widget_views:
             problems.append(f"{rel}: {parser.widget_views} widget view(s) rendered (tag widget cells remove-output)")
         if parser.math and not any("vendor/mathjax/" in r for r in parser.refs):
