@@ -100,7 +100,8 @@ def test_config_footer_licence_theme_mode_and_css():
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert cfg["copyright"] == "2026"
     opts = cfg["sphinx"]["config"]["html_theme_options"]
-    assert opts["default_mode"] in ("light", "dark", "auto")  # empty -> console error on every page
+    # unset -> "Got invalid theme mode" console error on every page
+    assert cfg["sphinx"]["config"]["html_context"]["default_mode"] in ("light", "dark", "auto")
     assert "MIT License" in opts["extra_footer"]
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"] == "MIT"
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
