@@ -107,8 +107,10 @@ def test_config_footer_licence_theme_mode_and_css():
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
     conf = cfg["sphinx"]["config"]
     assert "nb_image_alt" in conf["extensions"] and cfg["sphinx"]["local_extensions"]["nb_image_alt"] == "_ext"
-    assert "_static" in conf["html_static_path"] and conf["html_css_files"] == ["book.css"]
-    assert "white-space: pre-wrap" in (ROOT / "_static" / "book.css").read_text()
+    assert "_assets" in conf["html_static_path"] and conf["html_css_files"] == ["book.css"]
+    assert "white-space: pre-wrap" in (ROOT / "_assets" / "book.css").read_text()
+    # a root _static/ makes jupyter-book add every .js under html_static_path (all of MathJax) to every page
+    assert not (ROOT / "_static").exists()
 
 
 def test_static_check_flags_sphinx_fallback_alt():

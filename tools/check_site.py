@@ -227,7 +227,10 @@ def static_check() -> int:
             problems.append(f"{rel}: images without alt text: {parser.images_without_alt}")
         if parser.widget_views:
             problems.append(f"{rel}: {parser.widget_views} widget view(s) rendered (tag widget cells remove-output)")
-        if parser.math and not any("vendor/mathjax/" in r for r in parser.refs):
+        mathjax = [r for r in parser.refs if "vendor/mathjax/" in r]
+        if len(mathjax) > 1:  # one bundle; its components loaded again break it (console errors)
+            problems.append(f"{rel}: loads {len(mathjax)} MathJax scripts (only tex-chtml.js expected)")
+        if parser.math and not mathjax:
             problems.append(f"{rel}: has math but does not load the local MathJax")
     for css in sorted(HTML.rglob("*.css")):
         for m in CSS_URL.finditer(css.read_text(encoding="utf-8", errors="replace")):
