@@ -121,3 +121,32 @@ def test_static_check_flags_sphinx_fallback_alt():
     assert not check_site._has_description("", "x.png")
     assert not check_site._has_description(None, "x.png")
     assert check_site._has_description("Memory by batch", "../_images/abc.png")
+
+
+def test_no_dollar_amount_is_typeset_as_math():
+    """With myst's dollarmath, "$2.69 per hour ... $18,907" becomes one inline-math span (prose in italics, a
+    MathJax error on the page). Currency dollars are escaped as \\$; an inline-math span that holds a markdown
+    role, bold, or a plain word of 4+ letters (outside \\text{...}, commands and sub/superscripts) is prose."""
+    import json
+    import re
+
+    markdown_it = pytest.importorskip("markdown_it")
+    dollarmath = pytest.importorskip("mdit_py_plugins.dollarmath")
+    md = markdown_it.MarkdownIt().use(dollarmath.dollarmath_plugin, allow_digits=True, allow_space=True)
+
+    def inline_math(tokens):
+        for t in tokens:
+            if t.type == "math_inline":
+                yield t.content
+            yield from inline_math(t.children or [])
+
+    bad = []
+    for nb_path in sorted((ROOT / "book").glob("*.ipynb")):
+        for cell in json.loads(nb_path.read_text())["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            for math in inline_math(md.parse("".join(cell["source"]))):
+                tex = re.sub(r"[_^]\{[^{}]*\}", "", re.sub(r"\\[A-Za-z]+\*?(\{[^{}]*\})?", "", math))
+                if re.search(r"`|\*\*|[A-Za-z]{4,}", tex):
+                    bad.append(f"{nb_path.name}: ${math[:60]}$")
+    assert not bad, "escape currency as \\$:\n" + "\n".join(bad)
