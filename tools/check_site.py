@@ -3,6 +3,7 @@
 
     make check-site        # after `make book`
     python tools/check_site.py --static   # no browser; run by `make book`
+    python tools/check_site.py --html DIR # check another build (e.g. main's)
 
 Serves _build/html on 127.0.0.1 (random port), opens every chapter page of
 _toc.yml in Debian's Chromium (/usr/bin/chromium, installed with apt-get if
@@ -15,14 +16,17 @@ missing) driven by Playwright from PyPI (no browser download), and fails if
 * an image did not load,
 * a widget view or widget control is in the DOM (widget cells must be tagged
   remove-output; the static site shows no dead controls),
-* the page raised an uncaught JavaScript error.
+* the page raised an uncaught JavaScript error, or logged an error to the
+  console (``console.error``, failed resources, CSP/parse errors),
+* a figure (an ``<img>`` in a notebook cell's output) has no alt text, or only
+  Sphinx's fallback (the image's file name).
 
 A full-page PNG screenshot of each page goes to _build/screenshots/.
 
 With ``--static`` no browser is used: the built HTML and CSS are parsed for
 anything fetched from off the site (script/img/iframe/stylesheet/... URLs,
-CSS url()/@import), rendered widget views, and math pages that do not load the
-vendored MathJax. `make book` runs this mode, so CI does too; the browser check
+CSS url()/@import), rendered widget views, images without alt text, and math
+pages that do not load the vendored MathJax. `make book` runs this mode, so CI does too; the browser check
 stays out of CI (it needs Debian's chromium, ~300 MB, and a browser is the
 flakiest part of any pipeline).
 """
@@ -43,6 +47,8 @@ from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
+if "--html" in sys.argv[1:]:
+    HTML = Path(sys.argv[sys.argv.index("--html") + 1]).resolve()
 SHOTS = ROOT / "_build" / "screenshots"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -122,6 +128,13 @@ PAGE_PROBE = """() => ({
     .filter(img => !(img.complete && img.naturalWidth > 0))
     .map(img => img.getAttribute('src')),
   images: document.images.length,
+  figuresWithoutAlt: Array.from(document.querySelectorAll('.cell_output img'))
+    .filter(img => {
+      const alt = (img.getAttribute('alt') || '').trim();
+      // Sphinx's fallback alt is the image's own path: no description at all
+      return !alt || alt === img.getAttribute('src') || /\\.(png|jpe?g|gif|svg|webp)$/i.test(alt);
+    })
+    .map(img => img.getAttribute('src')),
   mathSource: document.querySelectorAll('span.math, div.math').length,
   mathRendered: document.querySelectorAll('mjx-container').length,
   mathUntypeset: Array.from(document.querySelectorAll('span.math, div.math'))
@@ -133,6 +146,24 @@ PAGE_PROBE = """() => ({
       || (e.closest('mjx-container').querySelector('mjx-assistive-mml') || e).textContent
       || 'TeX error').slice(0, 5),
 })"""
+
+
+def _console(msg, problems: list[str]) -> None:
+    """Record console errors (console.error, failed loads, syntax errors) as problems."""
+    if msg.type != "error":
+        return
+    loc = msg.location or {}
+    where = f" ({loc.get('url', '')}:{loc.get('lineNumber', '')})" if loc.get("url") else ""
+    problems.append(f"console error: {msg.text}{where}")
+
+
+IMAGE_FILE = re.compile(r"\.(png|jpe?g|gif|svg|webp)$", re.I)
+
+
+def _has_description(alt: str | None, src: str | None) -> bool:
+    """False for a missing alt and for Sphinx's fallback alt (the image's own path)."""
+    alt = (alt or "").strip()
+    return bool(alt) and alt != (src or "").strip() and not IMAGE_FILE.search(alt)
 
 
 class _RefCollector(HTMLParser):
@@ -155,9 +186,12 @@ class _RefCollector(HTMLParser):
         self.refs: list[str] = []
         self.widget_views = 0
         self.math = 0
+        self.images_without_alt: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if tag == "img" and not _has_description(a.get("alt"), a.get("src")):
+            self.images_without_alt.append(a.get("src") or "?")
         for name in self.FETCHING.get(tag, ()):
             if a.get(name):
                 self.refs.append(a[name])
@@ -189,9 +223,14 @@ def static_check() -> int:
         for ref in parser.refs:
             if EXTERNAL.match(ref):
                 problems.append(f"{rel}: loads {ref}")
+        if parser.images_without_alt:
+            problems.append(f"{rel}: images without alt text: {parser.images_without_alt}")
         if parser.widget_views:
             problems.append(f"{rel}: {parser.widget_views} widget view(s) rendered (tag widget cells remove-output)")
-        if parser.math and not any("vendor/mathjax/" in r for r in parser.refs):
+        mathjax = [r for r in parser.refs if "vendor/mathjax/" in r]
+        if len(mathjax) > 1:  # one bundle; its components loaded again break it (console errors)
+            problems.append(f"{rel}: loads {len(mathjax)} MathJax scripts (only tex-chtml.js expected)")
+        if parser.math and not mathjax:
             problems.append(f"{rel}: has math but does not load the local MathJax")
     for css in sorted(HTML.rglob("*.css")):
         for m in CSS_URL.finditer(css.read_text(encoding="utf-8", errors="replace")):
@@ -227,6 +266,7 @@ def main() -> int:
             context.route("**/*", _router(problems))
             page = context.new_page()
             page.on("pageerror", lambda exc, p=problems: p.append(f"JavaScript error: {exc}"))
+            page.on("console", lambda msg, p=problems: _console(msg, p))
             page.on(
                 "response",
                 lambda resp, p=problems: p.append(f"HTTP {resp.status}: {resp.url}") if resp.status >= 400 else None,
@@ -258,6 +298,8 @@ def main() -> int:
                 problems.append(f"MathJax errors: {info['mathErrors']}")
             if info["brokenImages"]:
                 problems.append(f"images that did not load: {info['brokenImages']}")
+            if info["figuresWithoutAlt"]:
+                problems.append(f"figures without alt text: {info['figuresWithoutAlt']}")
             if info["widgetViews"]:
                 problems.append(
                     f"{info['widgetViews']} widget view(s)/control(s) on the static page "

@@ -59,7 +59,7 @@ def show(view: View) -> None:
     from IPython.display import Image, display
 
     print(view.summary)
-    display(Image(data=view.png(), format="png"))
+    display(Image(data=view.png(), format="png", alt=figure_alt_text(view)))
 
 
 def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color: str = "0.25") -> None:
@@ -1892,3 +1892,36 @@ def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int
         lines.append(f"{label:6s} {r.total_bytes / GiB:8,.1f} GiB ({r.trainable_params:,} trainable) {verdict} "
                      f"in 90% of one {g.name}; largest batch that fits: {mb}")
     return FixedView(fig, "\n".join(lines))
+
+
+def figure_alt_text(view: View, *, limit: int = 400) -> str:
+    """Alt text for a figure (issue 12): what each panel plots, from the figure's own titles and axis labels,
+    then the first line of the view's summary unless it is a table header (the numbers are printed next to
+    the figure anyway).
+
+    ``show`` attaches it to the PNG output (IPython's ``Image(alt=...)``, stored in the output's metadata);
+    the site's ``_ext/nb_image_alt.py`` copies it onto the ``<img>``. Formatting only, no formula.
+    """
+    import re
+
+    def clean(text: str) -> str:
+        return " ".join(text.split()).rstrip(":;, ")
+
+    fig = view.figure
+    panels: list[str] = []
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.axison:
+            continue
+        title = " ".join(t for t in (ax.get_title("left"), ax.get_title(), ax.get_title("right")) if t.strip())
+        axes = " against ".join(a for a in (ax.get_ylabel().strip(), ax.get_xlabel().strip()) if a)
+        text = clean("; ".join(t for t in (title, axes) if t))
+        if text and text not in panels:
+            panels.append(text)
+    if len(panels) > 1:
+        panels = [f"panel {i}: {t}" for i, t in enumerate(panels, 1)]
+    sup = clean(fig.get_suptitle()) if hasattr(fig, "get_suptitle") else ""
+    first = next((line for line in view.summary.splitlines() if line.strip()), "")
+    first = "" if re.search(r"\S {2,}\S", first.strip()) else clean(first)  # columns: a table header/row
+    parts = [p for p in (sup, "; ".join(panels), first) if p]
+    alt = ". ".join(parts) if parts else "Chart (its numbers are printed above it)"
+    return alt if len(alt) <= limit else alt[: limit - 1].rstrip() + "…"
