@@ -11,8 +11,8 @@ A widget update is what a reader waits for after moving a control: the library c
 the PNG is encoded and handed to the ``Image`` widget (``Dashboard.update()``, triggered by setting the
 control's value). Every public factory in :mod:`llmsizing.widgets` (``__all__`` names ending in ``_widget``)
 is discovered and timed. Each repetition moves one control to a neighbouring valid value (cycling over the
-controls), so the median covers every control. The target is <= 100 ms per update on the book's 2-core
-machine. This script prints; it does not assert (timings are not tests).
+controls), so the median covers every control. The target is a median <= 50 ms per update, for every widget, on
+the book's 2-core machine (issue 12). This script prints; it does not assert (timings are not tests).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_MS = 100.0
+TARGET_MS = 50.0
 
 
 def neighbour(ctrl):
@@ -174,6 +174,7 @@ def main(argv=None) -> int:
         print(f"{'widget':<28s} {'median ms':>9s} {'cpu ms':>7s} {'p90 ms':>7s} {'max ms':>7s} {'build ms':>8s} "
               f"{'n':>4s}  {'slowest control (median)':<30s} ok")
     worst = 0.0
+    medians: dict[str, float] = {}
     for name in names:
         r = time_widget(name, args.reps, args.per_control)
         ts = sorted(r["times"])
@@ -181,6 +182,7 @@ def main(argv=None) -> int:
         p90 = ts[min(len(ts) - 1, int(0.9 * len(ts)))]
         slow_key, slow = max(((k, statistics.median(v)) for k, v in r["by_control"].items()), key=lambda kv: kv[1])
         worst = max(worst, med)
+        medians[name] = med
         ok = "yes" if med <= TARGET_MS else "NO"
         print(f"{name:<28s} {med:9.1f} {statistics.median(r['cpu']):7.1f} {p90:7.1f} {ts[-1]:7.1f} "
               f"{r['build_ms']:8.1f} {len(ts):4d}  {slow_key + f' ({slow:.0f} ms)':<30s} {ok}")
@@ -190,8 +192,12 @@ def main(argv=None) -> int:
         if r["errors"]:
             print(f"    note: these controls' neighbouring value showed an error: {sorted(r['errors'])}")
     if names:
+        over = [name for name, med in medians.items() if med > TARGET_MS]
+        print(f"# per widget, median vs the {TARGET_MS:.0f} ms target:")
+        for name, med in medians.items():
+            print(f"#   {name:<28s} {med:6.1f} ms  {'meets the target' if med <= TARGET_MS else 'OVER the target'}")
         print(f"# worst widget median: {worst:.1f} ms ({'within' if worst <= TARGET_MS else 'OVER'} the "
-              f"{TARGET_MS:.0f} ms target)")
+              f"{TARGET_MS:.0f} ms target); {len(names) - len(over)} of {len(names)} widgets meet it")
 
     cwd = clean_copy() if args.clean_copy and (args.make_test or args.make_book) else ROOT
     for flag, target in ((args.make_test, "test"), (args.make_book, "book")):
