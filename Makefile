@@ -53,7 +53,7 @@ assets: $(ASSET_STAMP) ## Fetch MathJax from the npm registry into _vendor_cache
 
 .PHONY: book
 book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html, executing every notebook (warnings are errors)
-	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+	$(VENV)/bin/jupyter-book build . --all -W -n --keep-going
 	$(PY) tools/check_site.py --static
 
 .PHONY: test
