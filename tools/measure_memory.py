@@ -912,6 +912,20 @@ def _dtype(t):
     return str(t).replace("torch.", "") if t is not None else ""
 
 
+def _phase_columns(tr, pmax: dict, info: dict, *, input_bytes, forward_end, backward_end, optimizer_end) -> dict:
+    """The live-bytes columns of one measured step, phase by phase (the ``step`` and ``lora`` CSVs share them)."""
+    return {
+        "baseline_bytes": tr.baseline, "input_bytes": input_bytes,
+        "forward_max_bytes": pmax["forward"], "loss_forward_max_bytes": pmax["loss_forward"],
+        "forward_end_bytes": forward_end,
+        "loss_backward_max_bytes": pmax["loss_backward"], "logits_grad_bytes": info.get("logits_grad_live", ""),
+        "head_backward_max_bytes": pmax["head_backward"],
+        "head_backward_end_bytes": info.get("head_backward_end_live", ""),
+        "backward_max_bytes": pmax["backward"], "backward_end_bytes": backward_end,
+        "optimizer_max_bytes": pmax["optimizer"], "optimizer_end_bytes": optimizer_end,
+    }
+
+
 def measure_step(stack, key, *, mode, attention, recompute, optimizer_impl, batch, seq, timeline=False):
     """One steady-state training step (after one warm-up step, grads set to None), op by op."""
     h = Harness(stack, key, attention, mode, recompute)
@@ -993,14 +1007,8 @@ def measure_step(stack, key, *, mode, attention, recompute, optimizer_impl, batc
         "attention_impl": _attention_impl(h, tr.ops_seen), "recompute": recompute,
         "optimizer_impl": optimizer_impl, "batch": batch, "seq": seq,
         "logits_dtype": _dtype(info.get("logits_dtype")), "logits_grad_dtype": _dtype(info.get("logits_grad_dtype")),
-        "baseline_bytes": tr.baseline, "input_bytes": input_bytes,
-        "forward_max_bytes": pmax["forward"], "loss_forward_max_bytes": pmax["loss_forward"],
-        "forward_end_bytes": forward_end,
-        "loss_backward_max_bytes": pmax["loss_backward"], "logits_grad_bytes": info.get("logits_grad_live", ""),
-        "head_backward_max_bytes": pmax["head_backward"],
-        "head_backward_end_bytes": info.get("head_backward_end_live", ""),
-        "backward_max_bytes": pmax["backward"], "backward_end_bytes": backward_end,
-        "optimizer_max_bytes": pmax["optimizer"], "optimizer_end_bytes": optimizer_end,
+        **_phase_columns(tr, pmax, info, input_bytes=input_bytes, forward_end=forward_end,
+                         backward_end=backward_end, optimizer_end=optimizer_end),
         "peak_bytes": max(pmax.values()), "peak_phase": peak_phase,
         "weight_copy_forward_end_bytes": wc_forward_end, "weight_copy_backward_end_bytes": wc_backward_end,
         "param_bytes": sum(p.untyped_storage().nbytes() for p in uniq), "grad_bytes": grad_bytes,
@@ -1724,14 +1732,8 @@ def measure_lora(key, *, mode, r, targets, dropout, recompute, batch, seq, atten
         "base_weight_bytes": sum(p.untyped_storage().nbytes() for p in frozen),
         "adapter_bytes": sum(p.untyped_storage().nbytes() for p in trainable),
         "grad_bytes": grad_bytes, "optimizer_state_bytes": opt_bytes, "optimizer_step_bytes": step_bytes,
-        "baseline_bytes": tr.baseline, "input_bytes": input_bytes,
-        "forward_max_bytes": pmax["forward"], "loss_forward_max_bytes": pmax["loss_forward"],
-        "forward_end_bytes": forward_end,
-        "loss_backward_max_bytes": pmax["loss_backward"], "logits_grad_bytes": info.get("logits_grad_live", ""),
-        "head_backward_max_bytes": pmax["head_backward"],
-        "head_backward_end_bytes": info.get("head_backward_end_live", ""),
-        "backward_max_bytes": pmax["backward"], "backward_end_bytes": backward_end,
-        "optimizer_max_bytes": pmax["optimizer"], "optimizer_end_bytes": optimizer_end,
+        **_phase_columns(tr, pmax, info, input_bytes=input_bytes, forward_end=forward_end,
+                         backward_end=backward_end, optimizer_end=optimizer_end),
         "peak_bytes": max(pmax.values()), "peak_phase": max(phases, key=lambda ph: pmax[ph]),
         "saved_bytes": sum(v[0] for v in saved.values()),
         "saved_lora_bytes": sum(v[0] for v in lora_saved),

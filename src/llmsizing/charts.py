@@ -773,6 +773,19 @@ EXPLORER_TIME_COLORS = {"compute": "#4C72B0", "pipeline bubble": "#9B9B9B", "dp"
                         "pp": "#8172B3"}
 
 
+def _step_time_bars(ax, st, *, fontsize: float) -> None:
+    """Where one step's time goes (:meth:`~llmsizing.layouts.StepTime.parts`): one horizontal bar per part,
+    compute first; shared by the parallelism explorer and the planner's figure."""
+    import numpy as np
+
+    parts = st.parts()
+    names = list(parts)
+    ax.barh(np.arange(len(names)), [parts[k] for k in names], color=[EXPLORER_TIME_COLORS[k] for k in names])
+    ax.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
+                                          for n in names], fontsize=fontsize)
+    ax.invert_yaxis()
+
+
 def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1, dp: int = 8,
                              zero: int = 1, sp: bool = False, virtual_stages: int = 1, offload: str = "none",
                              recompute: str = "selective", batch: int = 1, seq: int = 4096, grad_accum: int = 8,
@@ -825,12 +838,7 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
                  + (" SP" if par.sp else "") + (f" v={par.virtual_stages}" if par.virtual_stages > 1 else "")
                  + (f" offload={par.offload}" if par.offload != "none" else ""), fontsize=8.5, loc="left")
 
-    parts = st.parts()
-    names = list(parts)
-    ax_t.barh(np.arange(len(names)), [parts[k] for k in names], color=[EXPLORER_TIME_COLORS[k] for k in names])
-    ax_t.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
-                                            for n in names], fontsize=8)
-    ax_t.invert_yaxis()
+    _step_time_bars(ax_t, st, fontsize=8)
     ax_t.set_xlabel("seconds per step (no overlap)")
     ax_t.set_title(f"step time at MFU {mfu:.0%} on {g.name}", fontsize=8.5, loc="left")
 
@@ -1768,12 +1776,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                    fontsize=8.5, loc="left")
 
     # ---- right, bottom: where the step's time goes
-    tparts = st.parts()
-    names = list(tparts)
-    ax_t.barh(np.arange(len(names)), [tparts[k] for k in names], color=[EXPLORER_TIME_COLORS[k] for k in names])
-    ax_t.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
-                                            for n in names], fontsize=7.5)
-    ax_t.invert_yaxis()
+    _step_time_bars(ax_t, st, fontsize=7.5)
     ax_t.set_xlabel(f"seconds per step (communication before the {ovl:.0%} overlap)", fontsize=8)
     ax_t.set_title(f"step {st.step_s:.2f} s, MFU {r.mfu:.0%}: {r.days:,.1f} days, {_usd(r.cost_usd)}",
                    fontsize=8.5, loc="left")

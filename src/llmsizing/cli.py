@@ -159,10 +159,18 @@ def _add_output(p) -> None:
     g.add_argument("--csv", action="store_true", help="print CSV (for scripts)")
 
 
+def _command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand with its description and the shared examples."""
+    return sub.add_parser(name, help=help, description=description, epilog=EXAMPLES,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def parser() -> argparse.ArgumentParser:
     from .activations import ATTENTION, RECOMPUTE, STACKS
     from .parallel import OFFLOADS
+    from .planner import COMPUTE_EFFICIENCY, OVERLAP
     from .precision import OPTIMIZERS, RECIPES
+    from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW
 
     ap = argparse.ArgumentParser(prog="llmsizing", description="How many GPUs? Memory, time and cost of training "
                                  "a language model, from the library behind the book.", epilog=EXAMPLES,
@@ -176,10 +184,8 @@ def parser() -> argparse.ArgumentParser:
     _add_output(p)
     p.set_defaults(func=cmd_gpus)
 
-    p = sub.add_parser("memory", help="per-GPU memory of one training step",
-                       description="Per-GPU memory of one training step (training_memory), the most loaded GPU "
-                                   "of a parallel layout.", epilog=EXAMPLES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _command(sub, "memory", "per-GPU memory of one training step",
+                 "Per-GPU memory of one training step (training_memory), the most loaded GPU of a parallel layout.")
     p.add_argument("model", help="a catalogue name (see `llmsizing models`) or a Hugging Face config.json")
     p.add_argument("--batch", type=int, required=True, help="micro-batch, sequences per GPU")
     p.add_argument("--seq", type=int, required=True, help="sequence length, tokens")
@@ -199,26 +205,24 @@ def parser() -> argparse.ArgumentParser:
     _add_output(p)
     p.set_defaults(func=cmd_memory)
 
-    p = sub.add_parser("time", help="days, GPU-hours and cost of a training run",
-                       description="Days, GPU-hours and cost of a run (training_time), with the range the MFU "
-                                   "range implies.", epilog=EXAMPLES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _command(sub, "time", "days, GPU-hours and cost of a training run",
+                 "Days, GPU-hours and cost of a run (training_time), with the range the MFU range implies.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T, 500B, 2e12")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
     p.add_argument("--gpus", type=int, required=True, help="number of GPUs")
     p.add_argument("--seq", type=int, required=True, help="sequence length, tokens")
-    p.add_argument("--mfu", type=float, help="model FLOPs utilisation (default: calibrated 0.40, range 0.30-0.50)")
+    p.add_argument("--mfu", type=float, help=f"model FLOPs utilisation (default: calibrated {MFU_DEFAULT:.2f}, "
+                                             f"range {MFU_LOW:.2f}-{MFU_HIGH:.2f})")
     p.add_argument("--mfu-range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="the MFU's range")
     p.add_argument("--price", type=float, help="USD per GPU-hour (default: the catalogue's on-demand price)")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"], help="the peak the MFU is measured against")
     _add_output(p)
     p.set_defaults(func=cmd_time)
 
-    p = sub.add_parser("plan", help="ranked plans: GPUs, layout, days and cost",
-                       description="Every layout that fits and reaches the global batch (plan), with step time, "
-                                   "MFU, days and cost; by default only the time-vs-cost front.", epilog=EXAMPLES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _command(sub, "plan", "ranked plans: GPUs, layout, days and cost",
+                 "Every layout that fits and reaches the global batch (plan), with step time, MFU, days and cost; "
+                 "by default only the time-vs-cost front.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T")
     p.add_argument("--seq", type=int, required=True, help="sequence length, tokens")
@@ -227,8 +231,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-gpus", type=int, help="largest GPU count to consider")
     p.add_argument("--deadline-days", type=float, help="drop plans slower than this")
     p.add_argument("--budget", type=count, help="drop plans dearer than this many USD, e.g. 2M")
-    p.add_argument("--overlap", type=float, default=0.5, help="share of communication hidden behind compute")
-    p.add_argument("--compute-efficiency", type=float, default=0.5, help="share of the peak while computing")
+    p.add_argument("--overlap", type=float, default=OVERLAP, help="share of communication hidden behind compute")
+    p.add_argument("--compute-efficiency", type=float, default=COMPUTE_EFFICIENCY,
+                   help="share of the peak while computing")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
     p.add_argument("--top", type=int, default=20, help="print at most this many rows (default 20)")
     _add_output(p)
