@@ -1,0 +1,86 @@
+"""Numbers in the prose: one mechanism for the built site and for JupyterLab.
+
+The book's markdown quotes computed numbers with the MyST role ``{eval}`name```. It shows the value of the
+notebook variable ``name``: jupyter-book evaluates it while it executes the notebook
+(``nb_execution_mode: inline``), and JupyterLab with ``jupyterlab-myst`` evaluates it in the kernel when the
+markdown cell is run. Either way the prose shows what the code computed, and a name the code never binds fails
+the build (``-W``) instead of showing a stale number.
+
+A notebook's code cells make those variables with a ``glue`` function bound to the notebook's namespace::
+
+    from llmsizing.prose import inline_glue
+    glue = inline_glue(globals())
+
+    glue("ch11_cost70", f"${cost / 1e6:.1f} million", display=False)    # markdown: {eval}`ch11_cost70`
+    for n in (512, 1024):
+        glue(f"ch11_sweep_cost_{n}", usd(costs[n]), display=False)
+
+Each glued value is a :class:`ProseText`: a ``str`` that displays as its own text, without the quotes that
+``repr`` would add, so the role renders ``$1.2 million`` and not ``'$1.2 million'``.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Callable, MutableMapping
+
+__all__ = ["ProseText", "inline_glue", "PROSE_NAME"]
+
+#: What a prose reference may be: myst-nb's default ``nb_eval_name_regex`` (a plain ASCII identifier). Names
+#: outside it are refused when glued, rather than failing later in the build.
+PROSE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ProseText(str):
+    """A ``str`` whose display (``repr``, IPython's ``text/plain``) is the text itself, with no quotes."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+    def _repr_pretty_(self, p, cycle) -> None:   # IPython's pretty printer (the kernel's text/plain)
+        p.text(str.__str__(self))
+
+
+def inline_glue(namespace: MutableMapping[str, object]) -> Callable[..., None]:
+    """Return ``glue(name, value, display=False)``, which binds ``namespace[name] = ProseText(value)``.
+
+    ``namespace`` is the notebook's ``globals()``. ``name`` must be an ASCII identifier (not a Python keyword)
+    so that ``{eval}`name``` can show it; ``value`` must be a ``str``: the prose shows exactly the text the
+    code formatted. Gluing a name again replaces the earlier glued value (re-running a cell in JupyterLab does
+    that), but a name the notebook already uses for anything else is never overwritten. ``display=True`` also
+    shows the text as the cell's output. It returns None, so a cell ending in ``glue(...)`` prints nothing.
+
+    Raises ``ValueError`` for a bad or already-taken name and ``TypeError`` for a value that is not a string.
+    """
+    if not isinstance(namespace, MutableMapping):
+        raise TypeError(f"namespace must be a mutable mapping such as globals(), got {type(namespace).__name__}")
+
+    def glue(name: str, value: str, display: bool = False) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__} {name!r}")
+        if not PROSE_NAME.fullmatch(name) or keyword.iskeyword(name):
+            raise ValueError(
+                f"name {name!r} cannot be shown in prose: it must be an ASCII identifier "
+                "(letters, digits and '_', not starting with a digit, not a Python keyword)")
+        if not isinstance(value, str):
+            raise TypeError(
+                f"value for {name!r} must be a str formatted for the prose (e.g. f\"{{x:,.1f}} GiB\"), "
+                f"got {type(value).__name__} {value!r}")
+        if not isinstance(display, bool):
+            raise TypeError(f"display must be True or False, got {type(display).__name__} {display!r}")
+        current = namespace.get(name, None)
+        if name in namespace and not isinstance(current, ProseText):
+            raise ValueError(
+                f"name {name!r} is already a {type(current).__name__} in this notebook: gluing it would "
+                "overwrite that variable; choose another name")
+        text = ProseText(value)
+        namespace[name] = text
+        if display:
+            from IPython.display import display as show
+
+            show(text)
+
+    return glue
