@@ -18,6 +18,11 @@ What it does to each notebook:
 * strips per-cell timing metadata (``metadata.execution``) and other volatile
   metadata (``collapsed``/``scrolled``/``ExecuteTime``);
 * normalises the kernelspec to ``python3`` / "Python 3 (ipykernel)";
+* strips the inline-expression results that jupyterlab-myst stores in markdown cells
+  (``metadata.user_expressions``: the values of the prose's {eval}`name` roles from the last run);
+* collapses every cell of an exercise's solution in JupyterLab
+  (``metadata.jupyter.source_hidden`` / ``outputs_hidden``, see :func:`solution_cells`), so a reader sees
+  a clickable placeholder under the exercise instead of its answer (the built site uses dropdowns);
 * writes the file only if its content changed (so it is idempotent and does
   not touch mtimes needlessly).
 
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -46,6 +52,15 @@ TOC = ROOT / "_toc.yml"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+USER_EXPRESSIONS = "user_expressions"          # jupyterlab-myst's cache of {eval} results in markdown cells
+COLLAPSED = {"source_hidden": True, "outputs_hidden": True}
+
+# sphinx-exercise's solutions: gated (```{solution-start} id ... ```{solution-end}, over several cells) or one
+# ```{solution} block. Fences may be longer than three backticks, or colons.
+_FENCE = r"(`{3,}|:{3,})"
+SOLUTION_START = re.compile(rf"^{_FENCE}\{{solution-start\}}", re.M)
+SOLUTION_END = re.compile(rf"^{_FENCE}\{{solution-end\}}", re.M)
+SOLUTION_BLOCK = re.compile(rf"^{_FENCE}\{{solution\}}", re.M)
 
 
 def toc_entries(toc: Path = TOC) -> list[str]:
@@ -89,8 +104,29 @@ def default_notebooks() -> list[Path]:
     return sorted(BOOK.glob("*.ipynb"))
 
 
+def solution_cells(nb: nbformat.NotebookNode) -> list[int]:
+    """Indices of the cells that belong to an exercise's solution.
+
+    That is every cell from a markdown cell opening a gated ``{solution-start}`` to the markdown cell holding
+    its ``{solution-end}``, both included, and every markdown cell holding a ``{solution}`` block. A cell
+    that holds solution text must hold nothing else (the exercise, the next section): tests/test_hygiene.py
+    checks that, so collapsing these cells hides exactly the solutions.
+    """
+    out, inside = [], False
+    for i, cell in enumerate(nb.cells):
+        src = cell.source if cell.cell_type == "markdown" else ""
+        events = sorted([(m.start(), "start") for m in SOLUTION_START.finditer(src)]
+                        + [(m.start(), "end") for m in SOLUTION_END.finditer(src)])
+        member = inside or bool(events) or bool(SOLUTION_BLOCK.search(src))
+        for _, kind in events:
+            inside = kind == "start"
+        if member:
+            out.append(i)
+    return out
+
+
 def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Strip volatile metadata in place; return the notebook."""
+    """Strip volatile metadata in place, collapse the solutions' cells; return the notebook."""
     nb.metadata.pop("widgets", None)
     nb.metadata.pop("execution", None)
     nb.metadata["kernelspec"] = nbformat.from_dict(dict(KERNELSPEC))
@@ -99,9 +135,14 @@ def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         # keep name etc. but drop the exact interpreter version, which differs
         # between machines and means nothing for the book
         li.pop("version", None)
+    for i in solution_cells(nb):
+        jupyter = nb.cells[i].metadata.get("jupyter")
+        nb.cells[i].metadata["jupyter"] = {**(jupyter if isinstance(jupyter, dict) else {}), **COLLAPSED}
     for cell in nb.cells:
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
+        if cell.cell_type == "markdown":
+            cell.metadata.pop(USER_EXPRESSIONS, None)
         if cell.cell_type != "code":
             continue
         kept = []

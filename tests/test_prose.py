@@ -1,0 +1,221 @@
+"""Numbers in the prose (issue 12, "Workshop usability in JupyterLab -> Prose").
+
+The markdown quotes computed numbers with ``{eval}`name```; code cells bind ``name`` with
+``glue = inline_glue(globals())`` (src/llmsizing/prose.py). These tests check:
+
+* the helper: what it binds, how that displays (no quotes), and what it refuses;
+* no drift, statically and fast, for every notebook: each ``{eval}`name``` names a value that a code cell
+  *above* it binds (jupyter-book's inline execution and JupyterLab both evaluate a markdown cell after the cells
+  above it ran, never later ones), no glued name is also assigned as an ordinary variable, and the old
+  ``{glue:text}`` mechanism is gone;
+* in a real kernel, that the request jupyterlab-myst sends for ``{eval}`name``` (``user_expressions``) returns
+  the formatted text itself as ``text/plain``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from llmsizing.prose import PROSE_NAME, ProseText, inline_glue
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
+EVAL_ROLE = re.compile(r"\{eval\}`([^`]*)`")
+
+
+# --------------------------------------------------------------------------- the helper
+def test_glue_binds_plain_text_in_the_namespace():
+    ns: dict = {}
+    glue = inline_glue(ns)
+    assert glue("ch0_x", "1,234 GiB", display=False) is None         # a cell ending in glue(...) prints nothing
+    assert ns["ch0_x"] == "1,234 GiB" and isinstance(ns["ch0_x"], ProseText)
+    assert repr(ns["ch0_x"]) == "1,234 GiB"                            # no quotes
+    for n in (512, 1024):                                              # keys built in loops
+        glue(f"ch11_sweep_cost_{n}", f"${n / 100:.2f} million")
+    assert ns["ch11_sweep_cost_1024"] == "$10.24 million"
+
+
+def test_ipython_shows_the_text_without_quotes():
+    from IPython.core.formatters import PlainTextFormatter
+
+    text = "it's \"1.2\" GiB"          # quotes inside the text stay; none are added around it
+    assert PlainTextFormatter()(ProseText(text)) == text
+    assert PlainTextFormatter()(text) != text   # what a plain str would show: its repr
+
+
+def test_display_true_shows_the_text(capsys):
+    glue = inline_glue({})
+    glue("shown", "42 GiB", display=True)
+    assert capsys.readouterr().out.strip() == "42 GiB"
+
+
+@pytest.mark.parametrize("name", ["ch3_be_llama-2-7b", "2x", "a.b", "", "x y", "class", "naïve", "ch7+off"])
+def test_rejects_names_the_prose_cannot_show(name):
+    with pytest.raises(ValueError, match="name") as err:
+        inline_glue({})(name, "1")
+    assert repr(name) in str(err.value)
+
+
+def test_rejects_non_text_values_and_names():
+    glue = inline_glue({})
+    with pytest.raises(TypeError, match="value for 'x' must be a str"):
+        glue("x", 3.5)
+    with pytest.raises(TypeError, match="name must be a str"):
+        glue(3, "1")
+    with pytest.raises(TypeError, match="display"):
+        glue("x", "1", display="yes")
+    with pytest.raises(TypeError, match="namespace"):
+        inline_glue(["not", "a", "mapping"])
+
+
+def test_refuses_to_overwrite_a_variable_it_did_not_glue():
+    ns = {"h100": object(), "count": "a plain str is not glued either"}
+    glue = inline_glue(ns)
+    for name in ("h100", "count"):
+        with pytest.raises(ValueError, match=f"'{name}' is already a"):
+            glue(name, "80 GB")
+    assert not isinstance(ns["count"], ProseText)
+
+
+def test_regluing_a_glued_name_replaces_it():
+    """Re-running a cell in JupyterLab glues the same names again, even through a new glue function."""
+    ns: dict = {}
+    inline_glue(ns)("x", "1")
+    inline_glue(ns)("x", "2")
+    assert ns["x"] == "2"
+
+
+def test_the_name_rule_is_myst_nb_s():
+    from myst_nb.core.config import NbParserConfig
+
+    default = NbParserConfig().eval_name_regex
+    for name in ("a", "_a1", "ch1_x", "A_B_9", "1a", "a-b", "a.b", "é"):
+        assert bool(PROSE_NAME.fullmatch(name)) == bool(re.match(default, name)), name
+
+
+# --------------------------------------------------------------------------- no drift, statically
+def _python(source: str) -> str:
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+
+
+def _key_pattern(node: ast.expr) -> re.Pattern | None:
+    """A regex for the names a glue call's first argument can produce (f-string fields match any name part)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):   # f"...".replace(".", "_")
+        node = node.func.value
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return re.compile(re.escape(node.value))
+    if isinstance(node, ast.JoinedStr):
+        parts = [re.escape(v.value) if isinstance(v, ast.Constant) else r"[A-Za-z0-9_]+" for v in node.values]
+        return re.compile("".join(parts))
+    return None
+
+
+def bindings(source: str) -> tuple[list[re.Pattern], set[str], set[str], list[str]]:
+    """Of one code cell: (patterns of the glued names, the glued names written out as strings, the names
+    assigned otherwise, the glue calls whose name cannot be read)."""
+    tree = ast.parse(_python(source))
+    glued, literal, assigned, unreadable = [], set(), set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "glue" and node.args:
+            pattern = _key_pattern(node.args[0])
+            if pattern is None:
+                unreadable.append(ast.unparse(node.args[0]))
+            else:
+                glued.append(pattern)
+            if isinstance(node.args[0], ast.Constant):
+                literal.add(node.args[0].value)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            assigned.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            assigned.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            assigned.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return glued, literal, assigned, unreadable
+
+
+def check_prose(nb) -> list[str]:
+    """Problems with the prose's references in one notebook (empty = fine)."""
+    problems, glued, assigned = [], [], set()
+    glued_literals: set[str] = set()
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            g, lit, a, unreadable = bindings(cell.source)
+            glued += g
+            glued_literals |= lit
+            assigned |= a
+            problems += [f"cell {i}: glue name {u} cannot be checked: use a string or an f-string" for u in unreadable]
+            if "myst_nb" in cell.source:
+                problems.append(f"cell {i} uses myst_nb's glue: use llmsizing.prose.inline_glue")
+        elif cell.cell_type == "markdown":
+            if "{glue" in cell.source:
+                problems.append(f"cell {i} uses a {{glue}} role: use {{eval}}`name`")
+            for name in EVAL_ROLE.findall(cell.source):
+                if not PROSE_NAME.fullmatch(name):
+                    problems.append(f"cell {i}: {{eval}}`{name}` is not a plain name (jupyter-book shows nothing)")
+                elif not any(p.fullmatch(name) for p in glued) and name not in assigned:
+                    problems.append(f"cell {i}: {{eval}}`{name}` is not bound by any code cell above it")
+    for name in sorted(glued_literals & assigned):
+        problems.append(f"{name!r} is glued and also assigned as a variable: the prose could show either")
+    return problems
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_every_prose_reference_is_bound_above_it(path):
+    problems = check_prose(nbformat.read(path, as_version=4))
+    assert not problems, f"{path.relative_to(ROOT)}:\n  " + "\n  ".join(problems)
+
+
+def test_the_book_quotes_numbers_from_code():
+    refs = sum(len(EVAL_ROLE.findall(c.source)) for p in NOTEBOOKS
+               for c in nbformat.read(p, as_version=4).cells if c.cell_type == "markdown")
+    assert refs > 1000
+
+
+def _nb(*cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(c[3:]) if c.startswith("md:") else nbformat.v4.new_code_cell(c)
+                for c in cells]
+    return nb
+
+
+def test_the_static_check_can_fail():
+    head = "from llmsizing.prose import inline_glue\nglue = inline_glue(globals())"
+    ok = _nb(head + '\nglue("a_1", "1")\nfor n in (1, 2):\n    glue(f"b_{n}_x", "2")\nc = 3',
+             "md:{eval}`a_1`, {eval}`b_2_x` and {eval}`c`")
+    assert check_prose(ok) == []
+    assert check_prose(_nb("md:{eval}`a_1`", head + '\nglue("a_1", "1")'))                  # bound only below
+    assert check_prose(_nb(head + '\nglue("a_1", "1")', "md:{eval}`a_2`"))                   # never bound
+    assert check_prose(_nb(head + '\nglue("a_1", "1")', "md:{eval}`a-1`"))                   # not a name
+    assert check_prose(_nb(head + '\nglue(f"b_{n}", "1")', "md:{eval}`c_1`"))                # pattern mismatch
+    assert check_prose(_nb(head + '\nglue("a_1", "1")\na_1 = 2', "md:{eval}`a_1`"))         # glued and assigned
+    assert check_prose(_nb("from myst_nb import glue\nglue('a', '1', display=False)", "md:{glue:text}`a`"))
+    assert check_prose(_nb(head + "\nk = 'a'\nglue(k, '1')", "md:x"))                       # unreadable name
+
+
+# --------------------------------------------------------------------------- in a real kernel
+def test_kernel_answers_jupyterlab_myst_with_the_text(tmp_path):
+    """jupyterlab-myst evaluates {eval}`name` as an execute request with user_expressions; the result's
+    text/plain is what it shows. It must be the formatted text, quotes and all as written, nothing added."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        kc.execute_interactive(
+            "from llmsizing.prose import inline_glue\nglue = inline_glue(globals())\n"
+            "glue('ch0_cost', f\"${1234567 / 1e6:,.2f} million\", display=False)\nplain = 'quoted'",
+            timeout=60)
+        reply = kc.execute_interactive("", user_expressions={"0": "ch0_cost", "1": "plain", "2": "missing"},
+                                       timeout=60)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    results = reply["content"]["user_expressions"]
+    assert results["0"]["status"] == "ok"
+    assert results["0"]["data"]["text/plain"] == "$1.23 million"
+    assert results["1"]["data"]["text/plain"] == "'quoted'"          # a plain str would carry quotes
+    assert results["2"]["status"] == "error" and results["2"]["ename"] == "NameError"
