@@ -14,7 +14,10 @@ it a broken notebook, so a check that can no longer fail is caught too):
 * widget cells -- cells that call a factory from ``llmsizing.widgets`` or use
   ipywidgets directly -- carry both ``nbval-ignore-output`` and
   ``remove-output``; no other cell carries ``nbval-ignore-output``;
-* each notebook starts with a markdown cell holding a ``# Title``.
+* each notebook starts with a markdown cell holding a ``# Title``;
+* every cell of an exercise's solution (``refresh_outputs.solution_cells``: from ``{solution-start}`` to
+  ``{solution-end}``, and ``{solution}`` blocks) is collapsed in JupyterLab (``metadata.jupyter.source_hidden``
+  and ``outputs_hidden``), holds nothing but solution, and no other cell is collapsed.
 """
 
 from __future__ import annotations
@@ -212,6 +215,37 @@ def check_title(nb) -> list[str]:
     return ["the first cell must be markdown starting with a '# Title' heading"]
 
 
+def check_solutions(nb) -> list[str]:
+    """Solution cells are collapsed and hold only solution text; nothing else is collapsed."""
+    problems = []
+    solutions = set(refresh_outputs.solution_cells(nb))
+    for i, cell in enumerate(nb.cells):
+        jupyter = cell.get("metadata", {}).get("jupyter", {})
+        collapsed = bool(jupyter.get("source_hidden")) and bool(jupyter.get("outputs_hidden"))
+        if i in solutions and not collapsed:
+            problems.append(f"solution cell {i} is not collapsed in JupyterLab: run `make outputs` "
+                            "(or tools/refresh_outputs.py --no-execute)")
+        if i not in solutions and (jupyter.get("source_hidden") or jupyter.get("outputs_hidden")):
+            problems.append(f"cell {i} is collapsed but is not part of a solution")
+        if i not in solutions or cell.cell_type != "markdown":
+            continue
+        src = cell.source.strip()
+        lines = src.splitlines()
+        opens = refresh_outputs.SOLUTION_START.match(src) or refresh_outputs.SOLUTION_BLOCK.match(src)
+        previous_inside = i - 1 in solutions and not refresh_outputs.SOLUTION_END.search(nb.cells[i - 1].source) \
+            and not refresh_outputs.SOLUTION_BLOCK.search(nb.cells[i - 1].source)
+        if not opens and not previous_inside:
+            problems.append(f"cell {i} holds text before its solution starts: split it so the solution has "
+                            "cells of its own")
+        block = refresh_outputs.SOLUTION_BLOCK.match(src)
+        ends = list(refresh_outputs.SOLUTION_END.finditer(src))
+        fence = block.group(1) if block else ends[-1].group(1) if ends else None
+        if fence is not None and lines[-1].strip() != fence:
+            problems.append(f"cell {i} holds text after its solution ends: split it so the solution has "
+                            "cells of its own")
+    return problems
+
+
 # --------------------------------------------------------------------------- tests on the book
 def test_toc_entries_exist():
     entries = toc_entries()
@@ -232,7 +266,8 @@ NOTEBOOKS = book_notebooks()
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_hygiene(path: Path):
     nb = nbformat.read(path, as_version=4)
-    problems = check_title(nb) + check_metadata(nb) + check_outputs(nb) + check_widget_tags(nb, widget_factories())
+    problems = (check_title(nb) + check_metadata(nb) + check_outputs(nb) + check_widget_tags(nb, widget_factories())
+                + check_solutions(nb))
     assert not problems, f"{path.relative_to(ROOT)}:\n  " + "\n  ".join(problems)
 
 
@@ -307,3 +342,38 @@ def test_widget_factories_are_found():
     if not WIDGETS_PY.exists():
         pytest.skip("src/llmsizing/widgets.py not written yet")
     assert widget_factories(), "no factory found in llmsizing.widgets (__all__ or *_widget functions)"
+
+
+def _md(source, collapsed=False):
+    cell = nbformat.v4.new_markdown_cell(source)
+    if collapsed:
+        cell.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
+    return cell
+
+
+START, END = "```{solution-start} ex1\n:class: dropdown\n```", "```{solution-end}\n```"
+EXERCISE = "```{exercise}\n:label: ex1\nWhy?\n```"
+
+
+def test_solution_checks():
+    good = _nb(_md(EXERCISE), _md(START + "\nBecause:", True),
+               _code("print(42)", 1, [OUT], jupyter={"source_hidden": True, "outputs_hidden": True}), _md("So.\n\n" + END, True),
+               _md("````{solution} ex2\n:class: dropdown\nNo.\n````", True), _md("## Next"))
+    assert refresh_outputs.solution_cells(good) == [2, 3, 4, 5]
+    assert check_solutions(good) == []
+    # normalise collapses exactly those cells
+    bare = nbformat.from_dict(good)
+    for cell in bare.cells:
+        cell.metadata.pop("jupyter", None)
+    assert check_solutions(bare)
+    refresh_outputs.normalise(bare)
+    assert check_solutions(bare) == [] and bare == good
+    # an exercise sharing a cell with its solution would be hidden with it; a section after its end too
+    assert check_solutions(_nb(_md(EXERCISE + "\n\n" + START + "\nBecause.\n\n" + END, True)))
+    assert check_solutions(_nb(_md(START + "\nBecause.\n\n" + END + "\n\n## Next", True)))
+    # a collapsed cell that is no solution
+    assert check_solutions(_nb(_md("## Section", True)))
+    # normalise strips what jupyterlab-myst caches in markdown cells
+    cached = _nb(_md("{eval}`x`"))
+    cached.cells[1].metadata["user_expressions"] = [{"expression": "x", "result": {"status": "ok"}}]
+    assert "user_expressions" not in refresh_outputs.normalise(cached).cells[1].metadata

@@ -37,7 +37,8 @@ def hook(config):
 
 def dirtied(nb: dict) -> dict:
     """What JupyterLab's autosave sends after a workshop session: widget state, a widget view whose model
-    dies with the kernel, cell timing, another kernel and the kernel's exact Python version."""
+    dies with the kernel, cell timing, another kernel, the kernel's exact Python version, the prose's evaluated
+    numbers and opened solutions."""
     nb = copy.deepcopy(nb)
     nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {
         "state": {"abc": {"model_name": "IntSliderModel"}}, "version_major": 2, "version_minor": 0}}
@@ -48,6 +49,17 @@ def dirtied(nb: dict) -> dict:
         if cell["cell_type"] == "code":
             cell["metadata"]["execution"] = {"iopub.execute_input": "2026-11-23T10:00:00.000000Z",
                                              "shell.execute_reply": "2026-11-23T10:00:00.100000Z"}
+    # jupyterlab-myst caches the values of the prose's {eval}`name` roles in the markdown cells it ran, and a
+    # reader who opened a solution un-collapses its cells
+    evals = [c for c in nb["cells"] if c["cell_type"] == "markdown" and "{eval}`" in "".join(c["source"])]
+    opened = [c for c in nb["cells"] if c["metadata"].get("jupyter", {}).get("source_hidden")]
+    assert evals and opened
+    for cell in evals:
+        name = "".join(cell["source"]).split("{eval}`", 1)[1].split("`", 1)[0]
+        cell["metadata"]["user_expressions"] = [{"expression": name, "result": {
+            "status": "ok", "data": {"text/plain": "1,234"}, "metadata": {}}}]
+    for cell in opened:
+        cell["metadata"]["jupyter"] = {"source_hidden": False}
     widget_cell = next(c for c in nb["cells"] if "parameter_counts_widget()" in "".join(c["source"]))
     widget_cell["outputs"] = [{"output_type": "display_data", "metadata": {}, "data": {
         "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2, "version_minor": 0}}}]
@@ -78,6 +90,7 @@ def test_hook_restores_the_committed_notebook(hook):
     assert "version" not in saved["metadata"].get("language_info", {})
     for cell in saved["cells"]:
         assert "execution" not in cell["metadata"] and "collapsed" not in cell["metadata"]
+        assert "user_expressions" not in cell["metadata"]
         for out in cell.get("outputs", []):
             assert "application/vnd.jupyter.widget-view+json" not in out.get("data", {})
     assert saved == strip_widget_outputs(original)

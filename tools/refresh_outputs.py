@@ -115,6 +115,7 @@ def solution_cells(nb: nbformat.NotebookNode) -> list[int]:
     out, inside = [], False
     for i, cell in enumerate(nb.cells):
         src = cell.source if cell.cell_type == "markdown" else ""
+        src = "".join(src) if isinstance(src, list) else src      # a model from JSON may hold lines
         events = sorted([(m.start(), "start") for m in SOLUTION_START.finditer(src)]
                         + [(m.start(), "end") for m in SOLUTION_END.finditer(src)])
         member = inside or bool(events) or bool(SOLUTION_BLOCK.search(src))
