@@ -147,3 +147,15 @@ def test_make_lab_uses_both():
     assert "tools/lab/jupyter_server_config.py" in recipe and "--config=" in recipe
     assert "JUPYTER_CONFIG_PATH=" in recipe and "tools/lab/config" in recipe
     assert "127.0.0.1" in recipe
+
+
+def test_lab_renders_every_cell_so_the_prose_gets_its_numbers(config):
+    """jupyterlab-myst evaluates {eval}`name` only in markdown cells that have been rendered; the lab's settings
+    overrides turn JupyterLab's windowing off so that Run All evaluates every cell's roles."""
+    from jupyterlab_server.settings_utils import _get_overrides
+
+    settings_dir = config.LabApp.app_settings_dir
+    assert Path(settings_dir) == LAB / "settings"
+    overrides, error = _get_overrides(settings_dir)
+    assert not error
+    assert overrides["@jupyterlab/notebook-extension:tracker"]["windowingMode"] == "none"
