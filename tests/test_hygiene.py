@@ -377,3 +377,13 @@ def test_solution_checks():
     cached = _nb(_md("{eval}`x`"))
     cached.cells[1].metadata["user_expressions"] = [{"expression": "x", "result": {"status": "ok"}}]
     assert "user_expressions" not in refresh_outputs.normalise(cached).cells[1].metadata
+
+
+def test_normalise_merges_consecutive_stream_outputs():
+    """JupyterLab saves consecutive prints to one stream as one output; normalise stores them the same way, so a
+    workshop's save does not rewrite stored outputs."""
+    a, b = nbformat.v4.new_output("stream", text="x"), nbformat.v4.new_output("stream", text="\n")
+    err = nbformat.v4.new_output("stream", name="stderr", text="warn\n")
+    nb = refresh_outputs.normalise(_nb(_code("print('x')", 1, [a, b, err, nbformat.v4.new_output("stream", text="y\n")])))
+    assert [(o["name"], o["text"]) for o in nb.cells[1].outputs] == [("stdout", "x\n"), ("stderr", "warn\n"),
+                                                                     ("stdout", "y\n")]

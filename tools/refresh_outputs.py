@@ -15,6 +15,7 @@ What it does to each notebook:
 * strips widget state (``metadata.widgets``) and the dangling widget-view
   mime bundles (``application/vnd.jupyter.widget-view+json``, which carry a
   random model id) from outputs, keeping their ``text/plain`` fallback;
+* merges consecutive outputs of one stream (stdout, stderr) into one, as JupyterLab saves them;
 * strips per-cell timing metadata (``metadata.execution``) and other volatile
   metadata (``collapsed``/``scrolled``/``ExecuteTime``);
 * normalises the kernelspec to ``python3`` / "Python 3 (ipykernel)";
@@ -126,6 +127,10 @@ def solution_cells(nb: nbformat.NotebookNode) -> list[int]:
     return out
 
 
+def _text(text) -> str:
+    return "".join(text) if isinstance(text, list) else text
+
+
 def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Strip volatile metadata in place, collapse the solutions' cells; return the notebook."""
     nb.metadata.pop("widgets", None)
@@ -153,6 +158,11 @@ def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                 data.pop(WIDGET_VIEW_MIME)
                 if not data:
                     continue
+            if (out.get("output_type") == "stream" and kept and kept[-1].get("output_type") == "stream"
+                    and kept[-1].get("name") == out.get("name")):
+                # JupyterLab saves consecutive prints to one stream as one output: store them that way too
+                kept[-1]["text"] = _text(kept[-1]["text"]) + _text(out["text"])
+                continue
             kept.append(out)
         cell.outputs = kept
     return nb
