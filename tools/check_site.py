@@ -26,9 +26,8 @@ A full-page PNG screenshot of each page goes to _build/screenshots/.
 With ``--static`` no browser is used: the built HTML and CSS are parsed for
 anything fetched from off the site (script/img/iframe/stylesheet/... URLs,
 CSS url()/@import), rendered widget views, images without alt text, and math
-pages that do not load the vendored MathJax. `make book` runs this mode, so CI does too; the browser check
-stays out of CI (it needs Debian's chromium, ~300 MB, and a browser is the
-flakiest part of any pipeline).
+pages that do not load the vendored MathJax. `make book` runs this mode. The browser check runs in CI through
+tests/browser/test_site.py (`make check-live`), which calls find_chromium(), serve() and check_page() from here.
 """
 
 from __future__ import annotations

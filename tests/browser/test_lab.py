@@ -204,6 +204,10 @@ def notebook(request, chromium, guard_network, lab):
                   wait_until="domcontentloaded", timeout=120_000)
         page.wait_for_function(f"() => ({JS_CELLS})().length === {len(cells)}", timeout=120_000)
         page.wait_for_function(JS_KERNEL_READY, timeout=120_000)
+        # stored outputs and execution counts go first, so everything checked below comes from this run
+        _click_menu(page, "Edit", "Clear Outputs of All Cells")
+        page.wait_for_function("() => !Array.from(document.querySelectorAll('.jp-Notebook .jp-InputPrompt'))"
+                               ".some(p => /\\d/.test(p.textContent))", timeout=30_000)
         page.evaluate(JS_WATCH_BUSY)
         _click_menu(page, "Run", "Run All Cells")
         page.wait_for_function(JS_RUN_DONE, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
@@ -332,6 +336,16 @@ JS_MEASURE = f"""i => {{
 }}"""
 
 
+def scroll_widget_to_top(notebook: Opened, i: int) -> None:
+    """Scroll the notebook until widget cell ``i``'s controls start at the top of its view. Cells above
+    render (content-visibility) as they come into view and move the widget, so repeat until it stays."""
+    for _ in range(20):
+        off = notebook.js(JS_LAYOUT, i)
+        notebook.page.wait_for_timeout(150)
+        if off < 2:
+            return
+
+
 def _inside(b: dict, v: dict, tol: float = 1.0) -> bool:
     return (b["top"] >= v["top"] - tol and b["left"] >= v["left"] - tol and b["bottom"] <= v["bottom"] + tol
             and b["right"] <= v["right"] + tol)
@@ -343,20 +357,17 @@ def test_widget_controls_and_figure_fit_on_screen(notebook):
     visible notebook area at once, and the figure is not enlarged beyond its natural width."""
     problems = []
     for i in widget_cells(notebook.cells):
-        for _ in range(20):           # cells above render as they scroll into view and move the widget
-            off = notebook.js(JS_LAYOUT, i)
-            notebook.page.wait_for_timeout(150)
-            if off < 2:
-                break
+        scroll_widget_to_top(notebook, i)
         m = notebook.js(JS_MEASURE, i)
         v, img = m["view"], m["image"]
         outside = sum(not _inside(b, v) for b in m["controls"])
         if outside or not _inside(img, v):
             height = max(img["bottom"], *(b["bottom"] for b in m["controls"])) - min(
                 img["top"], *(b["top"] for b in m["controls"]))
-            problems.append(f"cell {i}: {outside} of {len(m['controls'])} controls and the figure "
-                            f"({'inside' if _inside(img, v) else 'outside'}) not on screen together: widget "
-                            f"{height:.0f} px tall, view {v['bottom'] - v['top']:.0f} px")
+            problems.append(f"cell {i}: controls and figure do not fit on screen together ({outside} of "
+                            f"{len(m['controls'])} controls off screen, figure "
+                            f"{'on' if _inside(img, v) else 'partly off'} screen; widget {height:.0f} px tall, "
+                            f"notebook view {v['bottom'] - v['top']:.0f} px)")
         if m["shown"] > m["natural"] + 0.5:
             problems.append(f"cell {i}: figure stretched to {m['shown']:.0f} px from {m['natural']} px")
     assert not problems, f"{notebook.name}: " + "; ".join(problems)
@@ -384,9 +395,9 @@ def test_moving_a_control_changes_the_view(notebook):
     stem = notebook.name.removesuffix(".ipynb")
     for k, i in enumerate(widget_cells(notebook.cells)):
         root = notebook.page.evaluate_handle("i => __root(i)", i).as_element()
-        root.evaluate("r => r.scrollIntoView({block: 'start'})")
+        scroll_widget_to_top(notebook, i)
         before = notebook.js(JS_STATE, i)
-        root.screenshot(path=str(SHOTS / f"lab-{stem}-{k}-before.png"))
+        notebook.page.screenshot(path=str(SHOTS / f"lab-{stem}-{k}-before.png"))   # what the reader sees
         handle = root.query_selector(".widget-slider .noUi-handle")
         if handle is not None:
             readout = root.query_selector(".widget-slider .widget-readout")
@@ -410,9 +421,14 @@ def test_moving_a_control_changes_the_view(notebook):
                 arg=[i, before], timeout=30_000)
         except Exception:  # noqa: BLE001  (a timeout is the failure reported below)
             pass
+        # the summary may arrive before the figure: let the kernel finish the redraw before looking again
+        notebook.page.wait_for_function(
+            "() => /\\|\\s*Idle/.test((document.querySelector('#jp-main-statusbar')"
+            " || document.body).innerText)", timeout=60_000)
+        notebook.page.wait_for_timeout(300)
         after = notebook.js(JS_STATE, i)
-        notebook.page.wait_for_timeout(200)
-        root.screenshot(path=str(SHOTS / f"lab-{stem}-{k}-after.png"))
+        scroll_widget_to_top(notebook, i)
+        notebook.page.screenshot(path=str(SHOTS / f"lab-{stem}-{k}-after.png"))
         assert after != before, f"{notebook.name} cell {i}: {moved} changed neither the figure nor the summary"
         assert "⚠" not in after["text"], f"{notebook.name} cell {i}: {moved} gave an error: {after['text'][:200]}"
 
