@@ -58,7 +58,7 @@ book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html, executing ever
 
 .PHONY: test
 test: $(STAMP) ## Run unit tests (tests/) and strict nbval over every notebook in book/
-	$(PY) -m pytest tests book --nbval --nbval-current-env --nbval-cell-timeout=300 \
+	$(PY) -m pytest tests book --ignore=tests/browser --nbval --nbval-current-env --nbval-cell-timeout=300 \
 	  -p no:cacheprovider -o console_output_style=classic $(PYTEST_ARGS)
 
 FUZZ_EXAMPLES ?= 2000
@@ -76,10 +76,12 @@ outputs: $(STAMP) ## Re-execute all notebooks in place to refresh their stored o
 # tools/lab/config/labconfig/page_config.json disables JupyterLab 4's announcements plugin (the "notified
 # about official Jupyter news?" pop-up, which --LabApp.news_url=None alone does not stop); JUPYTER_CONFIG_PATH
 # adds it for this server only (nothing is written to ~/.jupyter or the venv).
+# LAB_DIR: the folder JupyterLab opens (tests/browser serves a copy of book/ this way); LAB_ARGS: more flags.
+LAB_DIR ?= book/
 .PHONY: lab
 lab: $(STAMP) ## Open JupyterLab on book/ for a live workshop (offline once set up)
 	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/lab/config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
-	$(VENV)/bin/jupyter lab book/ --ServerApp.ip=127.0.0.1 \
+	$(VENV)/bin/jupyter lab $(LAB_DIR) --ServerApp.ip=127.0.0.1 \
 	  --config="$(CURDIR)/tools/lab/jupyter_server_config.py" \
 	  --LabApp.news_url=None \
 	  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
@@ -97,6 +99,13 @@ $(PW_STAMP): $(STAMP)
 check-site: $(PW_STAMP) ## Load every built page in headless Chromium: offline? math typeset? screenshots
 	@test -f _build/html/index.html || { echo "no _build/html: run 'make book' first" >&2; exit 1; }
 	$(PY) tools/check_site.py
+
+# tests/browser: the workshop notebooks in a real JupyterLab (started through `make lab`, on a copy of book/)
+# and the built site, in headless Chromium. Tests skip, saying why, when Chromium cannot be found or launched;
+# the site tests skip when there is no _build/html (run `make book` first). `make test` does not collect them.
+.PHONY: check-live
+check-live: $(PW_STAMP) ## Browser tests (tests/browser): notebooks in JupyterLab, then the built site
+	$(PY) -m pytest tests/browser -p no:cacheprovider -o console_output_style=classic -rfEs $(PYTEST_ARGS)
 
 # --- optional extras ---------------------------------------------------------
 

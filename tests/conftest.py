@@ -5,6 +5,8 @@ fast and deterministic enough for a 2-core CI machine (``derandomize`` makes eve
 examples: a failure seen once is seen again).
 """
 
+from pathlib import Path
+
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -16,6 +18,21 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("llmsizing")
+
+
+BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
+
+
+def pytest_ignore_collect(collection_path, config):
+    """tests/browser (JupyterLab and the built site in Chromium) runs only when named on the command line
+    (`make check-live`, `pytest tests/browser/...`); `pytest tests` and `make test` leave it out."""
+    if Path(collection_path) != BROWSER_TESTS:
+        return None
+    for arg in config.args:
+        target = Path(str(arg).split("::")[0]).resolve()
+        if target == BROWSER_TESTS or BROWSER_TESTS in target.parents:
+            return None
+    return True
 
 
 def pytest_configure(config):

@@ -26,9 +26,8 @@ A full-page PNG screenshot of each page goes to _build/screenshots/.
 With ``--static`` no browser is used: the built HTML and CSS are parsed for
 anything fetched from off the site (script/img/iframe/stylesheet/... URLs,
 CSS url()/@import), rendered widget views, images without alt text, and math
-pages that do not load the vendored MathJax. `make book` runs this mode, so CI does too; the browser check
-stays out of CI (it needs Debian's chromium, ~300 MB, and a browser is the
-flakiest part of any pipeline).
+pages that do not load the vendored MathJax. `make book` runs this mode. The browser check runs in CI through
+tests/browser/test_site.py (`make check-live`), which calls find_chromium(), serve() and check_page() from here.
 """
 
 from __future__ import annotations
@@ -65,19 +64,38 @@ CHROMIUM_ARGS = [
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
-def ensure_chromium() -> str:
+def find_chromium() -> str:
+    """The Chromium to drive: $CHROMIUM (default /usr/bin/chromium), else ``chromium`` on PATH, else Debian's
+    package installed with apt-get (only as root). Raises RuntimeError saying why when there is none."""
     if Path(CHROMIUM).exists():
         return CHROMIUM
     found = shutil.which("chromium")
     if found:
         return found
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        sys.exit("Chromium not found: install Debian's 'chromium' package (apt-get install chromium)")
+        raise RuntimeError(
+            f"Chromium not found ({CHROMIUM} missing, no `chromium` on PATH) and it cannot be installed here "
+            "(needs root and apt-get): install Debian's 'chromium' package (apt-get install chromium)"
+        )
     print("installing Debian chromium (apt-get) ...", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
-    return CHROMIUM
+    try:
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
+    except subprocess.CalledProcessError as exc:
+        raise RuntimeError(f"apt-get could not install Debian's chromium: {exc}") from exc
+    found = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    if not found:
+        raise RuntimeError(f"apt-get installed chromium, but neither {CHROMIUM} nor `chromium` on PATH exists")
+    return found
+
+
+def ensure_chromium() -> str:
+    """find_chromium() for the script: exits with the reason when there is no Chromium."""
+    try:
+        return find_chromium()
+    except RuntimeError as exc:
+        sys.exit(str(exc))
 
 
 def chapter_pages() -> list[str]:
@@ -92,8 +110,9 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def serve() -> tuple[http.server.ThreadingHTTPServer, int]:
-    handler = functools.partial(_QuietHandler, directory=str(HTML))
+def serve(html: Path | None = None) -> tuple[http.server.ThreadingHTTPServer, int]:
+    """Serve ``html`` (default: the built site) on 127.0.0.1, on a free port, from a daemon thread."""
+    handler = functools.partial(_QuietHandler, directory=str(html or HTML))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return httpd, httpd.server_address[1]
@@ -241,6 +260,61 @@ def static_check() -> int:
     return 1 if problems else 0
 
 
+def check_page(browser, url: str, shot: Path | None = None) -> tuple[list[str], dict]:
+    """Open ``url`` in a fresh context of ``browser`` (a Playwright Browser) and return the problems found on
+    it (empty: the page passes) and what PAGE_PROBE saw. Requests off localhost are blocked and reported.
+    ``shot``: where to save a full-page screenshot. Used by main() and by tests/browser/test_site.py."""
+    problems: list[str] = []
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+    try:
+        context.route("**/*", _router(problems))
+        page = context.new_page()
+        page.on("pageerror", lambda exc: problems.append(f"JavaScript error: {exc}"))
+        page.on("console", lambda msg: _console(msg, problems))
+        page.on(
+            "response",
+            lambda resp: problems.append(f"HTTP {resp.status}: {resp.url}") if resp.status >= 400 else None,
+        )
+        page.on(
+            "requestfailed",
+            lambda req: problems.append(f"request failed: {req.url} ({req.failure})") if is_local(req.url) else None,
+        )
+        page.goto(url, wait_until="load", timeout=60_000)
+        info = page.evaluate(PAGE_PROBE)
+        if info["mathSource"]:
+            try:
+                page.wait_for_selector("mjx-container", state="attached", timeout=30_000)
+                # give MathJax time to finish every expression on the page
+                page.wait_for_function(
+                    "() => !window.MathJax || !MathJax.startup || !MathJax.startup.promise"
+                    " || MathJax.startup.promise.then(() => true)",
+                    timeout=30_000,
+                )
+            except Exception:
+                problems.append("page has math but MathJax rendered nothing (no mjx-container)")
+        page.wait_for_load_state("networkidle", timeout=30_000)
+        info = page.evaluate(PAGE_PROBE)
+        if info["mathUntypeset"]:
+            problems.append(f"math left untypeset: {info['mathUntypeset']}")
+        if info["mathErrors"]:
+            problems.append(f"MathJax errors: {info['mathErrors']}")
+        if info["brokenImages"]:
+            problems.append(f"images that did not load: {info['brokenImages']}")
+        if info["figuresWithoutAlt"]:
+            problems.append(f"figures without alt text: {info['figuresWithoutAlt']}")
+        if info["widgetViews"]:
+            problems.append(
+                f"{info['widgetViews']} widget view(s)/control(s) on the static page "
+                "(tag widget cells `remove-output`)"
+            )
+        if shot is not None:
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shot), full_page=True)
+    finally:
+        context.close()
+    return problems, info
+
+
 def main() -> int:
     if not (HTML / "index.html").exists():
         sys.exit("no _build/html: run `make book` first")
@@ -260,53 +334,8 @@ def main() -> int:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
         for rel in pages:
-            problems: list[str] = []
-            context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
-
-            context.route("**/*", _router(problems))
-            page = context.new_page()
-            page.on("pageerror", lambda exc, p=problems: p.append(f"JavaScript error: {exc}"))
-            page.on("console", lambda msg, p=problems: _console(msg, p))
-            page.on(
-                "response",
-                lambda resp, p=problems: p.append(f"HTTP {resp.status}: {resp.url}") if resp.status >= 400 else None,
-            )
-            page.on(
-                "requestfailed",
-                lambda req, p=problems: p.append(f"request failed: {req.url} ({req.failure})")
-                if is_local(req.url)
-                else None,
-            )
-            page.goto(base + rel, wait_until="load", timeout=60_000)
-            info = page.evaluate(PAGE_PROBE)
-            if info["mathSource"]:
-                try:
-                    page.wait_for_selector("mjx-container", state="attached", timeout=30_000)
-                    # give MathJax time to finish every expression on the page
-                    page.wait_for_function(
-                        "() => !window.MathJax || !MathJax.startup || !MathJax.startup.promise"
-                        " || MathJax.startup.promise.then(() => true)",
-                        timeout=30_000,
-                    )
-                except Exception:
-                    problems.append("page has math but MathJax rendered nothing (no mjx-container)")
-            page.wait_for_load_state("networkidle", timeout=30_000)
-            info = page.evaluate(PAGE_PROBE)
-            if info["mathUntypeset"]:
-                problems.append(f"math left untypeset: {info['mathUntypeset']}")
-            if info["mathErrors"]:
-                problems.append(f"MathJax errors: {info['mathErrors']}")
-            if info["brokenImages"]:
-                problems.append(f"images that did not load: {info['brokenImages']}")
-            if info["figuresWithoutAlt"]:
-                problems.append(f"figures without alt text: {info['figuresWithoutAlt']}")
-            if info["widgetViews"]:
-                problems.append(
-                    f"{info['widgetViews']} widget view(s)/control(s) on the static page "
-                    "(tag widget cells `remove-output`)"
-                )
             shot = SHOTS / (Path(rel).stem + ".png")
-            page.screenshot(path=str(shot), full_page=True)
+            problems, info = check_page(browser, base + rel, shot)
             status = "FAIL" if problems else "ok  "
             print(
                 f"{status} {rel}: math {info['mathRendered']}/{info['mathSource']}, "
@@ -316,7 +345,6 @@ def main() -> int:
                 print(f"     - {p}")
             if problems:
                 failures[rel] = problems
-            context.close()
         browser.close()
     httpd.shutdown()
 

@@ -1,0 +1,236 @@
+"""Fixtures for the browser tests (``make check-live``; ``make test`` does not collect tests/browser).
+
+* ``chromium``: one Playwright Browser for the whole session, on Debian's /usr/bin/chromium ($CHROMIUM
+  overrides; installed with apt-get when missing and we are root). Never a downloaded browser build. When
+  Playwright, Chromium or its launch is missing, every test that needs it is skipped with the reason.
+* ``guard_network``: ``guard_network(page) -> list[str]`` aborts every request of ``page`` whose host is not
+  127.0.0.1, localhost or [::1] (WebSockets too) and records its URL in the returned list.
+* ``lab``: JupyterLab started by ``make lab`` itself (same flags, same config, same pre-save hook), on a copy
+  of book/ (``lab_book``), with --no-browser, a free port and a known token. Yields ``(base_url, token)``.
+* ``built_site``: the built site _build/html served on 127.0.0.1 (skips when `make book` has not run).
+
+The chromium path, its flags, the apt-get fallback, the "is this URL local" rule and the static server come
+from tools/check_site.py (imported, not copied).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BOOK = ROOT / "book"
+SHOTS = ROOT / "_build" / "screenshots"
+if str(ROOT / "tools") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tools"))
+
+import check_site  # noqa: E402  (tools/ is not a package)
+
+LAB_START_TIMEOUT_S = 180          # a cold JupyterLab on a busy 2-core machine
+
+
+# ----------------------------------------------------------------------------- the browser
+@pytest.fixture(scope="session")
+def chromium():
+    """A headless Chromium (Playwright ``Browser``) on Debian's binary; skip, saying why, if there is none."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("Playwright is not installed in this venv (`make check-live` installs it)")
+    try:
+        executable = check_site.find_chromium()
+    except RuntimeError as exc:
+        pytest.skip(f"no Chromium: {exc}")
+    pw = sync_playwright().start()
+    try:
+        browser = pw.chromium.launch(executable_path=executable, args=check_site.CHROMIUM_ARGS, headless=True)
+    except Exception as exc:  # noqa: BLE001  (any launch failure means: no browser here)
+        pw.stop()
+        pytest.skip(f"Chromium ({executable}) could not be launched: {str(exc).splitlines()[0]}")
+    yield browser
+    browser.close()
+    pw.stop()
+
+
+def _off_machine(url: str) -> bool:
+    return not check_site.is_local(url)
+
+
+def _guard(page) -> list[str]:
+    blocked: list[str] = []
+
+    def abort(route, request):
+        blocked.append(request.url)
+        route.abort()
+
+    def close_ws(ws):
+        blocked.append(ws.url)
+        ws.close()
+
+    page.route(_off_machine, abort)                  # only off-machine URLs are routed at all
+    page.route_web_socket(_off_machine, close_ws)
+    return blocked
+
+
+@pytest.fixture(scope="session")
+def guard_network():
+    """``guard_network(page) -> list[str]``: block and record every request that would leave the machine."""
+    return _guard
+
+
+# ----------------------------------------------------------------------------- JupyterLab
+class LabServer(NamedTuple):
+    base_url: str        # http://127.0.0.1:PORT (no trailing slash)
+    token: str
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api(base_url: str, token: str, path: str, method: str = "GET", timeout: float = 10):
+    req = urllib.request.Request(f"{base_url}{path}", method=method, headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        body = resp.read()
+    return json.loads(body) if body else None
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder`` (relative path -> digest): compared before and after a run."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+
+
+def git_status(path: Path) -> str:
+    out = subprocess.run(["git", "status", "--porcelain", "--", str(path)], cwd=ROOT, capture_output=True,
+                         text=True)
+    return out.stdout if out.returncode == 0 else f"(git status failed: {out.stderr.strip()})"
+
+
+@pytest.fixture(scope="session")
+def book_before():
+    """book/ as it was before any browser test ran: file digests and git status."""
+    return snapshot(BOOK), git_status(BOOK)
+
+
+@pytest.fixture(scope="session")
+def lab_book(tmp_path_factory, book_before) -> Path:
+    """A copy of book/ for JupyterLab to open: running and saving notebooks there never touches book/."""
+    copy = tmp_path_factory.mktemp("lab") / "book"
+    shutil.copytree(BOOK, copy, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_build", "__pycache__"))
+    return copy
+
+
+@pytest.fixture(scope="session")
+def lab(lab_book, tmp_path_factory):
+    """JupyterLab as the workshop runs it: ``make lab`` with LAB_DIR=<copy of book/> and LAB_ARGS for a
+    headless, known-port, known-token server whose workspace and user settings live in a temporary folder
+    (so neither the user's ~/.jupyter nor earlier runs change what the test sees). Yields (base_url, token);
+    at the end the server is shut down through its API (kernels with it), or terminated."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("`make` is not installed: the lab fixture starts JupyterLab through `make lab`")
+    state = tmp_path_factory.mktemp("lab-state")
+    port, token = _free_port(), secrets.token_hex(16)
+    lab_args = " ".join([
+        "--no-browser", f"--port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+        f"--LabApp.workspaces_dir={state / 'workspaces'}", f"--LabApp.user_settings_dir={state / 'settings'}",
+    ])
+    log_path = state / "lab.log"
+    log = open(log_path, "wb")
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    proc = subprocess.Popen(
+        [make, "--no-print-directory", "-C", str(ROOT), "lab", f"LAB_DIR={lab_book}", f"LAB_ARGS={lab_args}"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    base_url = f"http://127.0.0.1:{port}"
+
+    def tail() -> str:
+        return log_path.read_text(errors="replace")[-3000:]
+
+    deadline = time.monotonic() + LAB_START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            log.close()
+            pytest.fail(f"`make lab` exited with {proc.returncode} before JupyterLab was ready:\n{tail()}")
+        try:
+            _api(base_url, token, "/api/status", timeout=2)
+            urllib.request.urlopen(f"{base_url}/lab?token={token}", timeout=10).read()
+            break
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            if time.monotonic() > deadline:
+                _stop(proc)
+                log.close()
+                pytest.fail(f"JupyterLab did not answer within {LAB_START_TIMEOUT_S} s:\n{tail()}")
+            time.sleep(0.5)
+    try:
+        yield LabServer(base_url, token)
+    finally:
+        try:
+            _api(base_url, token, "/api/shutdown", method="POST")
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            pass
+        _stop(proc)
+        log.close()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Wait for our `make lab` process group to exit; terminate it (then kill it) if it does not."""
+    for sig, wait_s in ((None, 30), (signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        if sig is not None:
+            try:
+                os.killpg(proc.pid, sig)        # the group make leads (start_new_session): our processes only
+            except ProcessLookupError:
+                return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def shutdown_sessions(server: LabServer) -> None:
+    """Close every kernel session of ``server`` (what closing a notebook and its kernel does)."""
+    for s in _api(server.base_url, server.token, "/api/sessions") or []:
+        _api(server.base_url, server.token, f"/api/sessions/{s['id']}", method="DELETE")
+
+
+LAST = "test_book_is_unchanged_after_closing"
+
+
+@pytest.hookimpl(trylast=True)                 # after pytest has grouped the tests by notebook
+def pytest_collection_modifyitems(items):
+    """The check that book/ is unchanged runs after every other browser test."""
+    items.sort(key=lambda item: item.name == LAST)       # stable: everything else keeps its order
+
+
+# ----------------------------------------------------------------------------- the built site
+class BuiltSite(NamedTuple):
+    html: Path           # _build/html
+    base_url: str        # http://127.0.0.1:PORT/ (with the trailing slash)
+
+
+@pytest.fixture(scope="session")
+def built_site():
+    """_build/html served on 127.0.0.1 for the session; skip when the book has not been built."""
+    html = ROOT / "_build" / "html"
+    if not (html / "index.html").is_file():
+        pytest.skip("no _build/html/index.html: run `make book` first")
+    httpd, port = check_site.serve(html)
+    yield BuiltSite(html, f"http://127.0.0.1:{port}/")
+    httpd.shutdown()

@@ -1,0 +1,447 @@
+"""Issue 12, "Browser tests": the workshop problems, checked in a real JupyterLab in headless Chromium.
+
+One JupyterLab (``make lab`` on a copy of book/, see conftest.py) and one browser serve every notebook. Each
+notebook listed in _toc.yml that holds widgets (cells tagged ``nbval-ignore-output``), plus a sample of the
+others, is opened in a fresh 1280x720 page, run with Run > Run All Cells, and then checked as a reader sees
+it: the widgets render and answer a moved control, no request leaves the machine, no news pop-up, the prose
+shows numbers rather than glue/eval keys, solutions stay hidden until clicked, and each widget's controls and
+figure fit on the screen together. At the end book/ must be exactly as it was.
+
+Screenshots of each widget before and after a control is moved go to _build/screenshots/lab-*.png.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import BOOK, SHOTS, git_status, shutdown_sessions, snapshot
+
+from refresh_outputs import toc_notebooks
+
+VIEWPORT = {"width": 1280, "height": 720}
+RUN_ALL_TIMEOUT_MS = 300_000
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _src(cell: dict) -> str:
+    s = cell.get("source", "")
+    return s if isinstance(s, str) else "".join(s)
+
+
+def widget_cells(cells: list[dict]) -> list[int]:
+    """Indices of the widget cells: the house rule tags them (and only them) nbval-ignore-output."""
+    return [i for i, c in enumerate(cells) if "nbval-ignore-output" in c.get("metadata", {}).get("tags", [])]
+
+
+TOC = [p.name for p in toc_notebooks()]
+WIDGET_NOTEBOOKS = [n for n in TOC if widget_cells(_cells(BOOK / n))]
+# Without widgets, still checked for prose, solutions, errors and network: the opening chapter and the
+# case studies (the most glued prose of the book, and exercises).
+SAMPLE_OTHERS = [n for n in ("00_introduction.ipynb", "13_case_studies.ipynb") if n in TOC and n not in
+                 WIDGET_NOTEBOOKS]
+NOTEBOOKS = [n for n in TOC if n in WIDGET_NOTEBOOKS or n in SAMPLE_OTHERS]
+
+
+# ----------------------------------------------------------------------------- solutions in the source
+SOL_START = re.compile(r"^\s*(`{3,}|:{3,})\s*\{solution-start\}")
+SOL_END = re.compile(r"^\s*(`{3,}|:{3,})\s*\{solution-end\}")
+SOL_WHOLE = re.compile(r"^\s*(`{3,}|:{3,})\s*\{solution\}")
+PLAIN_RUN = re.compile(r"[A-Za-z][A-Za-z0-9 ,;()-]{23,}[A-Za-z0-9)]")
+
+
+@dataclass
+class Solution:
+    label: str
+    cells: set[int] = field(default_factory=set)       # cells holding some of the solution
+    probes: list[str] = field(default_factory=list)    # text a reader would see if the solution were shown
+
+
+def _prose_probes(text: str) -> list[str]:
+    """Runs of plain words from solution prose (no markup, math, quotes or code), as rendered text shows
+    them: the two longest, at most 60 characters each."""
+    lines = [ln for ln in text.splitlines()
+             if not re.match(r"^\s*(`{3,}|:{3,}|:\w)", ln)]               # fences, directives, options
+    flat = re.sub(r"\s+", " ", " ".join(lines))
+    flat = re.sub(r"\$[^$]*\$|`[^`]*`", " | ", flat)                       # math and code break a run
+    runs = sorted((m.group(0).strip() for m in PLAIN_RUN.finditer(flat)), key=len, reverse=True)
+    return [r[:60].strip() for r in runs[:2]]
+
+
+def solutions(cells: list[dict]) -> list[Solution]:
+    """The exercise solutions of a notebook, from its source: sphinx-exercise's gated form
+    (``{solution-start}`` ... ``{solution-end}``, spanning cells) or a whole ``{solution}`` directive inside
+    one markdown cell. For each: the cells involved and a few probe strings (prose runs of the markdown,
+    the longest line of each code cell, the first line of its printed output)."""
+    found: list[Solution] = []
+    current: Solution | None = None
+    for i, cell in enumerate(cells):
+        src = _src(cell)
+        if cell["cell_type"] == "markdown":
+            buf: list[str] = []
+            fence = None
+            for line in src.splitlines():
+                if current is None and SOL_START.match(line):
+                    current = Solution(line.split("}", 1)[1].strip() or f"cell {i}")
+                    current.cells.add(i)
+                    buf = []
+                elif current is not None and SOL_END.match(line):
+                    current.probes += _prose_probes("\n".join(buf))
+                    found.append(current)
+                    current, buf = None, []
+                elif current is None and fence is None and SOL_WHOLE.match(line):
+                    fence = SOL_WHOLE.match(line).group(1)
+                    current = Solution(line.split("}", 1)[1].strip() or f"cell {i}")
+                    current.cells.add(i)
+                    buf = []
+                elif fence is not None and line.strip() == fence:
+                    current.probes += _prose_probes("\n".join(buf))
+                    found.append(current)
+                    current, buf, fence = None, [], None
+                elif current is not None:
+                    current.cells.add(i)
+                    buf.append(line)
+            if current is not None:
+                current.probes += _prose_probes("\n".join(buf))
+        elif current is not None and cell["cell_type"] == "code":
+            current.cells.add(i)
+            lines = [ln.strip() for ln in src.splitlines() if len(ln.strip()) >= 12]
+            if lines:
+                current.probes.append(max(lines, key=len)[:60])
+            for out in cell.get("outputs", []):
+                text = out.get("text") or "".join(out.get("data", {}).get("text/plain", ""))
+                text = text if isinstance(text, str) else "".join(text)
+                first = next((ln.strip() for ln in text.splitlines() if len(ln.strip()) >= 12), None)
+                if first:
+                    current.probes.append(first[:60])
+                    break
+    return [s for s in found if s.probes]
+
+
+SOLUTION_NOTEBOOKS = [n for n in NOTEBOOKS if solutions(_cells(BOOK / n))]
+
+# ----------------------------------------------------------------------------- in the page
+# The notebook's cells, in order (JupyterLab 4's default windowing keeps every cell in the DOM).
+JS_CELLS = "() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell'))"
+JS_KERNEL_READY = """() => {
+  const k = document.querySelector('.jp-NotebookPanel-toolbar [class*=KernelName]');
+  const i = document.querySelector('.jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator');
+  return !!k && !/No Kernel/i.test(k.textContent) && !!i && i.dataset.status === 'idle';
+}"""
+JS_WATCH_BUSY = """() => {
+  const i = document.querySelector('.jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator');
+  window.__sawBusy = false;
+  new MutationObserver(() => { if (i.dataset.status === 'busy') window.__sawBusy = true; })
+    .observe(i, {attributes: true});
+}"""
+JS_RUN_DONE = """() => {
+  const i = document.querySelector('.jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator');
+  return window.__sawBusy && i.dataset.status === 'idle'
+    && !Array.from(document.querySelectorAll('.jp-Notebook .jp-InputPrompt')).some(p => p.textContent.includes('*'));
+}"""
+CONTROLS = ".widget-slider, .widget-dropdown, .widget-toggle-buttons, .widget-checkbox, .widget-select-multiple"
+JS_HELPERS = """() => {
+window.__cells = () => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell'));
+window.__root = i => { const c = __cells()[i]; return c && c.querySelector('.jp-OutputArea-output .jupyter-widgets'); };
+window.__scroller = el => el.closest('.jp-WindowedPanel-outer') || document.scrollingElement;
+// what a reader sees of a cell: innerText skips hidden elements and closed <details>; a collapsed cell's
+// placeholder ("click to expand") is not the solution
+window.__visibleText = el => {
+  let t = el.innerText || '';
+  for (const p of el.querySelectorAll('.jp-Placeholder')) t = t.replace(p.innerText, ' ');
+  return t.replace(/\\s+/g, ' ');
+};
+// rendered markdown text, never the (hidden) editor holding the source
+window.__renderedText = el => {
+  const out = [];
+  const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    if (!n.parentElement.closest('.jp-InputArea-editor, .cm-editor')) out.push(n.textContent);
+  }
+  return out.join(' ');
+};
+}"""
+
+
+@dataclass
+class Opened:
+    name: str
+    page: object
+    cells: list[dict]
+    blocked: list[str]
+    page_errors: list[str]
+
+    def js(self, script: str, arg=None):
+        return self.page.evaluate(script, arg)
+
+
+def _click_menu(page, menu: str, item: str) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(rf"^{re.escape(menu)}$")).first.click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(rf"^{re.escape(item)}$")).first.click()
+
+
+@pytest.fixture(scope="module", params=NOTEBOOKS, ids=[n.removesuffix(".ipynb") for n in NOTEBOOKS])
+def notebook(request, chromium, guard_network, lab):
+    """One notebook opened in JupyterLab and run top to bottom (Run > Run All Cells), in its own page and
+    workspace; its kernel is shut down afterwards."""
+    name = request.param
+    context = chromium.new_context(viewport=VIEWPORT, service_workers="block")
+    page = context.new_page()
+    blocked = guard_network(page)
+    page_errors: list[str] = []
+    page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+    stem = name.removesuffix(".ipynb")
+    cells = _cells(BOOK / name)
+    try:
+        page.goto(f"{lab.base_url}/lab/workspaces/test-{stem}/tree/{name}?reset&token={lab.token}",
+                  wait_until="domcontentloaded", timeout=120_000)
+        page.wait_for_function(f"() => ({JS_CELLS})().length === {len(cells)}", timeout=120_000)
+        page.wait_for_function(JS_KERNEL_READY, timeout=120_000)
+        # stored outputs and execution counts go first, so everything checked below comes from this run
+        _click_menu(page, "Edit", "Clear Outputs of All Cells")
+        page.wait_for_function("() => !Array.from(document.querySelectorAll('.jp-Notebook .jp-InputPrompt'))"
+                               ".some(p => /\\d/.test(p.textContent))", timeout=30_000)
+        page.evaluate(JS_WATCH_BUSY)
+        _click_menu(page, "Run", "Run All Cells")
+        page.wait_for_function(JS_RUN_DONE, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
+        page.evaluate(JS_HELPERS)
+        # widget views render after the kernel is idle: wait for each widget cell's figure
+        for i in widget_cells(cells):
+            page.wait_for_function(
+                "i => { const r = __root(i); const img = r && r.querySelector('img');"
+                " return (img && img.complete && img.naturalWidth > 0) || /Error displaying widget|Model not"
+                " found/.test(__cells()[i].innerText); }", arg=i, timeout=60_000)
+        yield Opened(name, page, cells, blocked, page_errors)
+    finally:
+        shutdown_sessions(lab)
+        context.close()
+
+
+widgets_only = pytest.mark.parametrize("notebook", WIDGET_NOTEBOOKS, indirect=True,
+                                       ids=[n.removesuffix(".ipynb") for n in WIDGET_NOTEBOOKS])
+
+
+# ----------------------------------------------------------------------------- every opened notebook
+def test_runs_without_errors(notebook):
+    """Run All executes every code cell, with no error (or stderr) output and no uncaught page error."""
+    found = notebook.js("""() => ({
+      unrun: __cells().map((c, i) => [i, c]).filter(([i, c]) => c.classList.contains('jp-CodeCell')
+               && !/\\[\\d+\\]/.test((c.querySelector('.jp-InputPrompt') || {}).textContent || '')).map(([i]) => i),
+      errors: Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-OutputArea-output'))
+               .filter(o => /stderr|error/.test(o.dataset.mimeType || '')).map(o => o.innerText.slice(0, 300)),
+    })""")
+    assert not found["errors"], f"error output in {notebook.name}: {found['errors']}"
+    assert not found["unrun"], f"code cells of {notebook.name} not executed by Run All: {found['unrun']}"
+    assert not notebook.page_errors, f"uncaught JavaScript errors: {notebook.page_errors}"
+
+
+def test_no_request_leaves_the_machine(notebook):
+    assert notebook.blocked == [], f"requests off 127.0.0.1 (blocked): {notebook.blocked}"
+
+
+def test_no_news_announcement(notebook):
+    """JupyterLab 4 asks "Would you like to get notified about official Jupyter news?" in a toast unless its
+    announcements plugin is disabled (tools/lab/config)."""
+    text = notebook.js("() => document.body.innerText")
+    toasts = notebook.js("() => Array.from(document.querySelectorAll('.Toastify__toast, .jp-toast-message'))"
+                         ".map(t => t.innerText)")
+    assert "Jupyter news" not in text, "the 'notified about official Jupyter news' toast is shown"
+    assert not [t for t in toasts if re.search(r"news|update", t, re.I)], toasts
+
+
+GLUE_KEY = re.compile(r"\{glue(:\w+)?\}|\{eval\}|glue:text")
+
+
+def test_prose_shows_numbers_not_keys(notebook):
+    """Every markdown cell is rendered, and none shows a glue key or an eval role instead of its number."""
+    cells = notebook.js("""() => __cells().map((c, i) => [i, c]).filter(([i, c]) => c.classList.contains('jp-MarkdownCell'))
+        .map(([i, c]) => ({i, rendered: c.classList.contains('jp-mod-rendered'), text: __renderedText(c)}))""")
+    assert cells, "no markdown cells found"
+    unrendered = [c["i"] for c in cells if not c["rendered"]]
+    assert not unrendered, f"markdown cells shown as source, not rendered: {unrendered}"
+    shown = {c["i"]: sorted(set(m.group(0) for m in GLUE_KEY.finditer(c["text"]))) for c in cells}
+    shown = {i: keys for i, keys in shown.items() if keys}
+    total = sum(len(GLUE_KEY.findall(c["text"])) for c in cells)
+    assert not shown, (f"{notebook.name}: {total} glue/eval keys shown as text instead of numbers, "
+                       f"in markdown cells {sorted(shown)} ({sorted({k for v in shown.values() for k in v})})")
+
+
+# ----------------------------------------------------------------------------- solutions
+@pytest.mark.parametrize("notebook", SOLUTION_NOTEBOOKS, indirect=True,
+                         ids=[n.removesuffix(".ipynb") for n in SOLUTION_NOTEBOOKS])
+def test_solutions_are_hidden_until_clicked(notebook):
+    """A solution's text, code and printed output must not be readable before the reader asks for it
+    (collapsed cells, or a closed dropdown): each cell that holds part of a solution is scrolled into view
+    and its visible text searched for the solution's probe strings."""
+    sols = solutions(notebook.cells)
+    assert sols, "no solutions found in the source"
+    visible: dict[str, list[str]] = {}
+    for sol in sols:
+        for i in sorted(sol.cells):
+            text = notebook.js("i => { const c = __cells()[i]; c.scrollIntoView({block: 'center'});"
+                               " return __visibleText(c); }", i)
+            seen = [p for p in sol.probes if re.sub(r"\s+", " ", p) in text]
+            if seen:
+                visible.setdefault(sol.label, []).extend(f"cell {i}: {p!r}" for p in seen)
+    assert not visible, (f"{notebook.name}: {len(visible)} of {len(sols)} solutions readable without a click: "
+                         + "; ".join(f"{k} ({v[0]})" for k, v in visible.items()))
+
+
+# ----------------------------------------------------------------------------- widgets
+@widgets_only
+def test_widgets_render_as_controls(notebook):
+    """Every widget cell shows live controls and a figure; no 'Error displaying widget'/'Model not found'."""
+    cells = widget_cells(notebook.cells)
+    report = notebook.js(f"""idx => idx.map(i => {{
+        const r = __root(i), c = __cells()[i];
+        return {{i, root: !!r, controls: r ? r.querySelectorAll('{CONTROLS}').length : 0,
+                 image: !!(r && r.querySelector('img') && r.querySelector('img').naturalWidth > 0),
+                 text: c.innerText.slice(0, 2000)}};
+      }})""", cells)
+    for w in report:
+        assert w["root"], f"{notebook.name} cell {w['i']}: no widget view rendered"
+        assert "Error displaying widget" not in w["text"] and "Model not found" not in w["text"], w["text"][:300]
+        assert w["controls"] >= 1, f"{notebook.name} cell {w['i']}: no controls"
+        assert w["image"], f"{notebook.name} cell {w['i']}: the figure did not render"
+        assert "⚠" not in w["text"], f"{notebook.name} cell {w['i']}: the default view shows an error"
+
+
+JS_LAYOUT = f"""i => {{
+  const r = __root(i), s = __scroller(r);
+  const ctl = Array.from(r.querySelectorAll('{CONTROLS}')), img = r.querySelector('img');
+  const box = els => {{ const bs = els.map(e => e.getBoundingClientRect());
+    return {{top: Math.min(...bs.map(b => b.top)), left: Math.min(...bs.map(b => b.left)),
+             bottom: Math.max(...bs.map(b => b.bottom)), right: Math.max(...bs.map(b => b.right))}}; }};
+  const both = box([...ctl, img]), sb = s.getBoundingClientRect();
+  const off = both.top - sb.top - 4;
+  s.scrollTop += off;                            // the widget scrolled to the top of the notebook's view
+  return Math.abs(off);
+}}"""
+JS_MEASURE = f"""i => {{
+  const r = __root(i), s = __scroller(r);
+  const ctl = Array.from(r.querySelectorAll('{CONTROLS}')), img = r.querySelector('img');
+  const rect = e => {{ const b = e.getBoundingClientRect(); return {{top: b.top, left: b.left, bottom: b.bottom, right: b.right}}; }};
+  const sb = s.getBoundingClientRect();
+  const view = {{top: Math.max(sb.top, 0), left: Math.max(sb.left, 0),
+                bottom: Math.min(sb.bottom, window.innerHeight), right: Math.min(sb.right, window.innerWidth)}};
+  return {{view, controls: ctl.map(rect), image: rect(img), natural: img.naturalWidth, shown: img.getBoundingClientRect().width,
+           naturalH: img.naturalHeight, shownH: img.getBoundingClientRect().height}};
+}}"""
+
+
+def scroll_widget_to_top(notebook: Opened, i: int) -> None:
+    """Scroll the notebook until widget cell ``i``'s controls start at the top of its view. Cells above
+    render (content-visibility) as they come into view and move the widget, so repeat until it stays."""
+    for _ in range(20):
+        off = notebook.js(JS_LAYOUT, i)
+        notebook.page.wait_for_timeout(150)
+        if off < 2:
+            return
+
+
+def _inside(b: dict, v: dict, tol: float = 1.0) -> bool:
+    return (b["top"] >= v["top"] - tol and b["left"] >= v["left"] - tol and b["bottom"] <= v["bottom"] + tol
+            and b["right"] <= v["right"] + tol)
+
+
+@widgets_only
+def test_widget_controls_and_figure_fit_on_screen(notebook):
+    """At 1280x720, with the widget scrolled into view, all its controls and its figure are inside the
+    visible notebook area at once, and the figure is not enlarged beyond its natural width."""
+    problems = []
+    for i in widget_cells(notebook.cells):
+        scroll_widget_to_top(notebook, i)
+        m = notebook.js(JS_MEASURE, i)
+        v, img = m["view"], m["image"]
+        outside = sum(not _inside(b, v) for b in m["controls"])
+        if outside or not _inside(img, v):
+            height = max(img["bottom"], *(b["bottom"] for b in m["controls"])) - min(
+                img["top"], *(b["top"] for b in m["controls"]))
+            problems.append(f"cell {i}: controls and figure do not fit on screen together ({outside} of "
+                            f"{len(m['controls'])} controls off screen, figure "
+                            f"{'on' if _inside(img, v) else 'partly off'} screen; widget {height:.0f} px tall, "
+                            f"notebook view {v['bottom'] - v['top']:.0f} px)")
+        if m["shown"] > m["natural"] + 0.5:
+            problems.append(f"cell {i}: figure stretched to {m['shown']:.0f} px from {m['natural']} px")
+    assert not problems, f"{notebook.name}: " + "; ".join(problems)
+
+
+@widgets_only
+def test_toggle_button_labels_are_not_truncated(notebook):
+    cut = notebook.js("""() => Array.from(document.querySelectorAll('.jp-NotebookPanel .widget-toggle-button'))
+        .filter(b => b.scrollWidth > b.clientWidth + 0.5)
+        .map(b => `${b.textContent.trim()} (${b.scrollWidth} > ${b.clientWidth} px)`)""")
+    if notebook.name.startswith("04_"):
+        assert notebook.js("() => document.querySelectorAll('.jp-NotebookPanel .widget-toggle-button').length") > 0
+    assert not cut, f"{notebook.name}: truncated toggle-button labels: {cut}"
+
+
+JS_STATE = """i => { const r = __root(i); const img = r.querySelector('img');
+  return {src: img ? img.src : '', text: Array.from(r.querySelectorAll('.widget-html')).map(h => h.innerText).join('\\n')}; }"""
+
+
+@widgets_only
+def test_moving_a_control_changes_the_view(notebook):
+    """Press ArrowRight (or ArrowLeft at the end) on a slider's handle, or pick another dropdown option;
+    the widget's figure or summary must change. Screenshots before and after go to _build/screenshots/."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    stem = notebook.name.removesuffix(".ipynb")
+    for k, i in enumerate(widget_cells(notebook.cells)):
+        root = notebook.page.evaluate_handle("i => __root(i)", i).as_element()
+        scroll_widget_to_top(notebook, i)
+        before = notebook.js(JS_STATE, i)
+        notebook.page.screenshot(path=str(SHOTS / f"lab-{stem}-{k}-before.png"))   # what the reader sees
+        handle = root.query_selector(".widget-slider .noUi-handle")
+        if handle is not None:
+            readout = root.query_selector(".widget-slider .widget-readout")
+            value = readout.inner_text() if readout else None
+            handle.focus()
+            handle.press("ArrowRight")
+            if readout is not None and readout.inner_text() == value:
+                handle.press("ArrowLeft")
+            moved = f"slider {value!r} -> {readout.inner_text() if readout else '?'!r}"
+        else:
+            select = root.query_selector(".widget-dropdown select")
+            assert select is not None, f"{notebook.name} cell {i}: neither a slider nor a dropdown to move"
+            options = select.evaluate("s => Array.from(s.options).map(o => o.value)")
+            current = select.evaluate("s => s.value")
+            new = next(o for o in options if o != current)
+            select.select_option(new)
+            moved = f"dropdown {current!r} -> {new!r}"
+        try:
+            notebook.page.wait_for_function(
+                "([i, b]) => { const s = (" + JS_STATE + ")(i); return s.src !== b.src || s.text !== b.text; }",
+                arg=[i, before], timeout=30_000)
+        except Exception:  # noqa: BLE001  (a timeout is the failure reported below)
+            pass
+        # the summary may arrive before the figure: let the kernel finish the redraw before looking again
+        notebook.page.wait_for_function(
+            "() => /\\|\\s*Idle/.test((document.querySelector('#jp-main-statusbar')"
+            " || document.body).innerText)", timeout=60_000)
+        notebook.page.wait_for_timeout(300)
+        after = notebook.js(JS_STATE, i)
+        scroll_widget_to_top(notebook, i)
+        notebook.page.screenshot(path=str(SHOTS / f"lab-{stem}-{k}-after.png"))
+        assert after != before, f"{notebook.name} cell {i}: {moved} changed neither the figure nor the summary"
+        assert "⚠" not in after["text"], f"{notebook.name} cell {i}: {moved} gave an error: {after['text'][:200]}"
+
+
+# ----------------------------------------------------------------------------- after all notebooks
+def test_book_is_unchanged_after_closing(lab, book_before):
+    """Run last (conftest.py moves it to the end): with every notebook closed and its kernel shut
+    down, book/ holds exactly the bytes it held before the browser tests (and git sees no new change)."""
+    shutdown_sessions(lab)
+    time.sleep(1)
+    files, status = book_before
+    now = snapshot(BOOK)
+    changed = sorted(k for k in set(files) | set(now) if files.get(k) != now.get(k))
+    assert not changed, f"book/ changed during the browser tests: {changed}"
+    assert git_status(BOOK) == status, f"git status of book/ changed:\n{git_status(BOOK)}"
+
