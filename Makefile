@@ -20,7 +20,7 @@ TORCH_SPEC  := torch==2.13.0
 HF_SPEC     := transformers==5.23.0
 PEFT_SPEC   := peft==0.21.2
 BNB_SPEC    := bitsandbytes==0.50.2
-ASSET_STAMP := _vendor_cache/static/vendor/mathjax/.version
+ASSET_STAMP := $(foreach p,mathjax thebe requirejs,_vendor_cache/static/vendor/$(p)/.version)
 PYTEST_ARGS ?=
 
 # MPLBACKEND=Agg (or any non-inline backend) silently drops every figure from
@@ -47,13 +47,14 @@ $(ASSET_STAMP): tools/fetch_assets.py
 	$(PYTHON) tools/fetch_assets.py
 
 .PHONY: assets
-assets: $(ASSET_STAMP) ## Fetch MathJax from the npm registry into _vendor_cache/ (for the offline site)
+assets: $(ASSET_STAMP) ## Fetch MathJax and thebe from the npm registry into _vendor_cache/ (for the offline site)
 
 # --- the book ----------------------------------------------------------------
 
 .PHONY: book
-book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html, executing every notebook (warnings are errors)
+book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html (+ the JupyterLite copy in lite/), warnings are errors
 	$(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+	$(PY) tools/build_lite.py
 	$(PY) tools/check_site.py --static
 
 .PHONY: test
@@ -87,6 +88,17 @@ lab: $(STAMP) ## Open JupyterLab on book/ for a live workshop (offline once set 
 	  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 	  --LabApp.extension_manager=readonly \
 	  $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+# Live routes (README "Running a workshop"); both bind to 127.0.0.1 only.
+.PHONY: serve-live
+serve-live: $(STAMP) ## Serve _build/html with a "Live code" button backed by a local Jupyter server (PORT=8000)
+	@test -f _build/html/index.html || { echo "no _build/html: run 'make book' first" >&2; exit 1; }
+	$(PY) tools/serve_live.py
+
+CH ?=
+.PHONY: app
+app: $(STAMP) ## Open one chapter as a Voila app on 127.0.0.1: make app CH=07 (or CH=07_data_parallelism)
+	$(PY) tools/serve_live.py app "$(CH)"
 
 # Playwright from PyPI drives Debian's /usr/bin/chromium (no browser download);
 # tools/check_site.py apt-get installs chromium if it is missing.
@@ -127,5 +139,5 @@ bench: $(STAMP) ## Run the benchmarks (benchmarks/bench.py)
 	$(PY) benchmarks/bench.py
 
 .PHONY: clean
-clean: ## Remove _build/ and the fetched asset cache _vendor_cache/
+clean: ## Remove _build/ and the fetched asset cache _vendor_cache/ (MathJax, thebe, lite wheels)
 	rm -rf _build _vendor_cache

@@ -7,13 +7,20 @@ sha512 against the pinned npm integrity hash, and unpacks only the parts the
 site uses into
 
     _vendor_cache/static/vendor/mathjax/      (-> _build/html/_static/vendor/mathjax/)
+    _vendor_cache/static/vendor/thebe/        (-> _build/html/_static/vendor/thebe/)
+    _vendor_cache/static/vendor/requirejs/    (-> _build/html/_static/vendor/requirejs/)
+
+thebe 0.9.x (the bundle with codemirror, @jupyterlab/services and the ipywidgets 8 widget manager) is used
+only by the "Live code" button of `make serve-live` (_assets/live-code.js loads it on demand, against a
+Jupyter server on 127.0.0.1); the static site never requests it. Its source maps and TypeScript sources are
+not copied.
 
 _config.yml lists _vendor_cache/static in html_static_path and points
 mathjax_path at vendor/mathjax/tex-chtml.js. _vendor_cache/ is git-ignored;
 `make clean` removes it. Idempotent: does nothing when the right version is
 already unpacked.
 
-No widget manager / require.js is fetched: widget cells are tagged
+No widget manager / require.js is loaded by the static pages: widget cells are tagged
 remove-output, so no widget view is rendered on the static site and
 _config.yml sets nb_ipywidgets_js to {}.
 """
@@ -56,6 +63,25 @@ PACKAGES = {
             "loader.js",
         ),
     },
+    "thebe": {
+        "version": "0.9.3",
+        "integrity": "sha512-Rb/7kVhtlffXra3kIe7OuIGE7awsm2/fGWxw21DiNfnWLnUQiDl9AWqYdshPwZPG/5DzLpsJRPix2xtCPtJmQQ==",
+        "dest": STATIC / "vendor" / "thebe",
+        # lib/index.js loads its numbered chunks (lib/NNNN.index.js) from its own folder
+        "strip": "package/lib/",
+        "keep": ("index.js", "thebe.css", *(f"{d}" for d in "0123456789")),
+        "drop": (".map", ".d.ts"),
+        "extra": {"package/LICENSE": "LICENSE", "package/package.json": "package.json"},
+    },
+    # thebe-core's widget manager fetch()es require.js 2.3.6 from cdnjs before it renders any widget (even
+    # the built-in ipywidgets); _assets/live-code.js answers that one fetch with this local copy.
+    "requirejs": {
+        "version": "2.3.6",
+        "integrity": "sha512-ipEzlWQe6RK3jkzikgCupiTbTvm4S0/CAU5GlgptkN5SO6F3u0UD0K18wy6ErDqiCyP4J4YYe1HuAShvsxePLg==",
+        "dest": STATIC / "vendor" / "requirejs",
+        "strip": "package/",
+        "keep": ("require.js", "package.json"),
+    },
 }
 REGISTRY = "https://registry.npmjs.org"
 
@@ -76,7 +102,7 @@ def _download(name: str, version: str) -> bytes:
         print(f"urllib failed ({exc}); trying npm pack", file=sys.stderr)
         npm = shutil.which("npm")
         if not npm:
-            raise SystemExit("cannot download MathJax: no route to the npm registry and no npm")
+            raise SystemExit(f"cannot download {name}: no route to the npm registry and no npm")
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run(
                 [npm, "pack", f"{name}@{version}", "--pack-destination", tmp, "--silent"],
@@ -100,10 +126,15 @@ def fetch(name: str, spec: dict) -> None:
     n = 0
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         for m in tar.getmembers():
+            if m.isfile() and m.name in spec.get("extra", {}):
+                out = dest / spec["extra"][m.name]
+                out.write_bytes(tar.extractfile(m).read())
+                n += 1
+                continue
             if not m.isfile() or not m.name.startswith(spec["strip"]):
                 continue
             rel = m.name[len(spec["strip"]):]
-            if not rel.startswith(spec["keep"]) or ".." in Path(rel).parts:
+            if not rel.startswith(spec["keep"]) or rel.endswith(spec.get("drop", ())) or ".." in Path(rel).parts:
                 continue
             out = dest / rel
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,199 @@
+"""Browser and file checks of the live routes (README "Running a workshop"); run by `make check-live`.
+
+* the built site under ``make serve-live`` (tools/serve_live.py): a chapter shows "Live code", pressing it
+  starts a kernel on the local Jupyter server, runs the page, and moving a slider redraws the widget's image;
+  no request leaves the machine;
+* the static site (no live config): no "Live code" button, but the "Run live in your browser" link is there;
+* the JupyterLite copy (tools/build_lite.py): every chapter of _toc.yml with its set-up cell, the wheels and the
+  labextensions are in _build/html/lite/ (files only: Pyodide itself comes from a CDN and cannot run here);
+* ``make app CH=03``: Voila renders chapter 3's widget on 127.0.0.1, offline.
+
+All of them need a built site (``make book``) and skip with that message otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HTML = ROOT / "_build" / "html"
+LITE = HTML / "lite"
+SHOTS = ROOT / "_build" / "screenshots"
+sys.path.insert(0, str(ROOT / "tools"))
+
+import serve_live  # noqa: E402
+from refresh_outputs import toc_notebooks  # noqa: E402
+
+CHAPTER = "03_inference_memory"  # a chapter with an IntSlider-driven widget (inference_memory_widget)
+
+needs_site = pytest.mark.skipif(not (HTML / "index.html").exists(), reason="no _build/html: run `make book` first")
+needs_lite = pytest.mark.skipif(not (LITE / "index.html").exists(),
+                                reason="no _build/html/lite: run `make book` first (it runs tools/build_lite.py)")
+
+
+def _shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"live-{name}.png"), full_page=False)
+
+
+def _console_errors(page) -> list[str]:
+    """Console errors and failed local responses (the browser's own /favicon.ico request aside)."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text)
+            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}")
+            if r.status >= 400 and not r.url.endswith("/favicon.ico") else None)
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    return errors
+
+
+@pytest.fixture(scope="module")
+def live_site():
+    if not (HTML / "index.html").exists():
+        pytest.skip("no _build/html: run `make book` first")
+    site_url, httpd = serve_live.serve_site(HTML)
+    server_url, token, proc = serve_live.start_jupyter(site_url)
+    httpd.live_config = serve_live.live_config(server_url, token)
+    yield site_url, server_url
+    proc.terminate()
+    proc.wait(timeout=30)
+    httpd.shutdown()
+
+
+@needs_site
+def test_live_code_runs_the_page_and_a_slider_redraws_the_figure(chromium, live_site, guard_network):
+    site_url, server_url = live_site
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+    page = context.new_page()
+    blocked = guard_network(page)
+    errors = _console_errors(page)
+    page.goto(f"{site_url}/book/{CHAPTER}.html", wait_until="load")
+
+    button = page.locator("button.book-live-button")
+    assert button.count() == 1, "no 'Live code' button on a chapter served by serve_live"
+    button.click()
+    page.wait_for_selector("body[data-live=ready], body[data-live=error]", timeout=240_000)
+    status = page.locator(".book-live-status").inner_text()
+    assert page.get_attribute("body", "data-live") == "ready", status
+
+    widget = page.locator(".cell.tag_nbval-ignore-output").first
+    widget.scroll_into_view_if_needed()
+    image = widget.locator("img").first
+    image.wait_for(state="visible", timeout=60_000)
+    before = image.get_attribute("src")
+    _shot(page, "thebe-before")
+    # the batch slider starts at its minimum (1), so ArrowRight always moves it
+    slider = widget.locator(".widget-slider").filter(has=page.locator("label", has_text="batch"))
+    handle = slider.locator(".noUi-handle")
+    handle.click()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "([el, old]) => el.getAttribute('src') !== old", arg=[image.element_handle(), before], timeout=60_000
+    )
+    after = image.get_attribute("src")
+    _shot(page, "thebe-slider-moved")
+    assert after != before
+    assert slider.locator(".widget-readout").inner_text().strip() != "1"
+    assert not blocked, f"requests left the machine: {blocked}"
+    assert not errors, errors
+    context.close()
+
+
+@needs_site
+def test_static_site_has_the_lite_link_but_no_live_button(chromium, guard_network):
+    site_url, httpd = serve_live.serve_site(HTML)  # no live_config: as the static site
+    try:
+        page = chromium.new_page()
+        blocked = guard_network(page)
+        page.goto(f"{site_url}/book/{CHAPTER}.html", wait_until="load")
+        assert page.locator("button.book-live-button").count() == 0
+        link = page.locator("a.book-lite-link")
+        assert link.count() == 1
+        assert link.get_attribute("href") == f"../lite/lab/index.html?path=book/{CHAPTER}.ipynb"
+        assert not blocked, blocked
+        page.close()
+    finally:
+        httpd.shutdown()
+
+
+@needs_lite
+def test_lite_build_has_every_chapter_the_wheels_and_the_labextensions():
+    chapters = [p.name for p in toc_notebooks()]
+    assert chapters, "no chapters in _toc.yml?"
+    for name in chapters:
+        path = LITE / "files" / "book" / name
+        assert path.exists(), f"{name} missing from the lite contents"
+        first = json.loads(path.read_text())["cells"][0]
+        assert "lite-setup" in first["metadata"].get("tags", []), f"{name}: no set-up cell first"
+        assert first["metadata"]["jupyter"]["source_hidden"] is True
+        assert 'piplite.install(["llmsizing-lite"])' in "".join(first["source"])
+    # the contents index lists them too (the file browser and ?path= read it)
+    listing = json.loads((LITE / "api" / "contents" / "book" / "all.json").read_text())
+    assert {c["name"] for c in listing["content"]} >= set(chapters)
+
+    wheels = {p.name.split("-")[0] for p in (LITE / "pypi").glob("*.whl")}
+    assert {"llmsizing", "llmsizing_lite", "ipywidgets", "comm", "jupyterlab_widgets"} <= wheels, wheels
+    index = json.loads((LITE / "pypi" / "all.json").read_text())
+    assert {"llmsizing", "llmsizing-lite", "ipywidgets", "comm", "jupyterlab-widgets"} <= set(index), set(index)
+
+    (lite_wheel,) = (LITE / "pypi").glob("llmsizing_lite-*.whl")
+    with zipfile.ZipFile(lite_wheel) as zf:
+        names = set(zf.namelist())
+    data_csvs = {f"llmsizing_lite/data/{p.name}" for p in (ROOT / "data").glob("*.csv")}
+    assert data_csvs and data_csvs <= names, "data/*.csv not all in the llmsizing-lite wheel"
+    (pkg_wheel,) = (LITE / "pypi").glob("llmsizing-*.whl")
+    with zipfile.ZipFile(pkg_wheel) as zf:
+        assert "llmsizing/catalog.py" in zf.namelist()
+
+    config = json.loads((LITE / "jupyter-lite.json").read_text())["jupyter-config-data"]
+    extensions = {e["name"] for e in config["federated_extensions"]}
+    assert {"@jupyter-widgets/jupyterlab-manager", "@jupyterlite/pyodide-kernel-extension"} <= extensions
+    for name in extensions:
+        assert (LITE / "extensions" / name / "package.json").exists(), name
+    assert not list(LITE.rglob("*.map")), "source maps left in the lite build"
+
+
+@needs_lite
+def test_lite_ui_loads_from_loopback_until_it_needs_pyodide(chromium, guard_network):
+    """The JupyterLab UI of the lite copy opens a chapter from a local server; the only requests that would
+    leave the machine are Pyodide's (CDN), which the guard blocks here."""
+    site_url, httpd = serve_live.serve_site(HTML)
+    try:
+        context = chromium.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        blocked = guard_network(page)
+        page.goto(f"{site_url}/lite/lab/index.html?path=book/{CHAPTER}.ipynb", wait_until="load")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+        page.wait_for_timeout(3000)
+        _shot(page, "lite-ui")
+        assert page.locator(".jp-Notebook .jp-Cell").count() > 5
+        off_site = [u for u in blocked if "pyodide" not in u]
+        assert not off_site, f"lite UI requested more than Pyodide from off the machine: {off_site}"
+        context.close()
+    finally:
+        httpd.shutdown()
+
+
+def test_voila_app_renders_a_chapter_widget(chromium, guard_network):
+    url, proc = serve_live.start_voila(serve_live.chapter_notebook("03"))
+    try:
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})
+        blocked = guard_network(page)
+        page.goto(url, wait_until="load", timeout=240_000)
+        slider = page.locator(".widget-slider").first
+        slider.wait_for(state="visible", timeout=240_000)
+        image = page.locator(".widget-image, .jupyter-widgets img").first
+        image.wait_for(state="visible", timeout=60_000)
+        slider.scroll_into_view_if_needed()
+        _shot(page, "voila")
+        assert not blocked, f"requests left the machine: {blocked}"
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

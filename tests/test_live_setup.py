@@ -1,0 +1,144 @@
+"""The pieces of the live routes that run without a browser: the lite set-up module, the lite notebook copies,
+the chapter links, the chapter lookup of `make app`, and Pyodide's package versions against the library's
+requirements (the README's table)."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib.util
+import inspect
+import json
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "_ext"))
+
+import build_lite  # noqa: E402
+import serve_live  # noqa: E402
+from live_links import lite_href  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("llmsizing_lite", ROOT / "tools" / "lite" / "llmsizing_lite.py")
+llmsizing_lite = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(llmsizing_lite)
+
+PYODIDE = json.loads((ROOT / "tools" / "lite" / "pyodide_packages.json").read_text())
+
+
+def test_lite_copy_puts_a_hidden_guarded_setup_cell_first_and_leaves_the_original_alone():
+    nb = nbformat.read(ROOT / "book" / "03_inference_memory.ipynb", as_version=4)
+    before = nbformat.writes(nb)
+    lite = build_lite.lite_copy(nb)
+    assert nbformat.writes(nb) == before
+    assert len(lite.cells) == len(nb.cells) + 1
+    first = lite.cells[0]
+    assert first.cell_type == "code"
+    assert first.metadata["jupyter"]["source_hidden"] is True
+    assert "lite-setup" in first.metadata["tags"]
+    assert 'if sys.platform == "emscripten":' in first.source
+    # a second pass does not stack set-up cells
+    assert len(build_lite.lite_copy(lite).cells) == len(lite.cells)
+    # outside Pyodide the cell does nothing: compile it as IPython would (top-level await allowed) and run it
+    code = compile(first.source, "<setup>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    namespace: dict = {}
+    result = eval(code, namespace)  # a coroutine, because the cell has a top-level await
+    if inspect.iscoroutine(result):
+        asyncio.run(result)
+    assert namespace["sys"] is sys  # it ran ...
+    assert "piplite" not in namespace and "llmsizing_lite" not in namespace  # ... and installed nothing
+
+
+def test_install_data_copies_every_csv_and_rejects_a_missing_source(tmp_path):
+    dest = llmsizing_lite.install_data(ROOT / "data", tmp_path / "data")
+    expected = sorted(p.name for p in (ROOT / "data").glob("*.csv"))
+    assert expected and sorted(p.name for p in dest.glob("*.csv")) == expected
+    with pytest.raises(FileNotFoundError, match="source"):
+        llmsizing_lite.install_data(tmp_path / "nowhere", tmp_path / "x")
+
+
+def test_library_data_dir_is_where_the_catalogue_reads():
+    from llmsizing import catalog
+
+    assert llmsizing_lite.library_data_dir() == catalog.DATA_DIR.resolve()
+
+
+def test_lite_wheel_is_a_valid_wheel_with_its_requirements(tmp_path):
+    import zipfile
+
+    path = build_lite.build_lite_wheel(tmp_path, "0.1.0")
+    assert path.name == "llmsizing_lite-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path) as zf:
+        meta = zf.read("llmsizing_lite-0.1.0.dist-info/METADATA").decode()
+        record = zf.read("llmsizing_lite-0.1.0.dist-info/RECORD").decode()
+        names = zf.namelist()
+    assert re.search(r"^Requires-Dist: llmsizing==", meta, re.M)
+    assert re.search(r"^Requires-Dist: ipywidgets==", meta, re.M)
+    assert "llmsizing_lite/__init__.py" in names
+    # every file but RECORD itself is listed with its hash
+    assert {line.split(",")[0] for line in record.splitlines()} == set(names)
+
+
+@pytest.mark.parametrize(
+    "pagename, docpath, expected",
+    [
+        ("book/07_data_parallelism", "book/07_data_parallelism.ipynb",
+         "../lite/lab/index.html?path=book/07_data_parallelism.ipynb"),
+        ("index", "index.ipynb", "lite/lab/index.html?path=index.ipynb"),
+    ],
+)
+def test_lite_href_is_relative_to_the_page(pagename, docpath, expected):
+    assert lite_href(pagename, docpath) == expected
+
+
+@pytest.mark.parametrize("spec", ["07", "07_data_parallelism", "book/07_data_parallelism.ipynb"])
+def test_make_app_finds_the_chapter(spec):
+    assert serve_live.chapter_notebook(spec) == ROOT / "book" / "07_data_parallelism.ipynb"
+
+
+@pytest.mark.parametrize("spec", ["", "0", "99", "no_such_chapter"])
+def test_make_app_rejects_an_unknown_or_ambiguous_chapter(spec):
+    with pytest.raises(ValueError, match="CH"):
+        serve_live.chapter_notebook(spec)
+
+
+def test_jupyter_server_refuses_a_non_loopback_origin():
+    with pytest.raises(ValueError, match="site_origin"):
+        serve_live.start_jupyter("http://0.0.0.0:8000")
+
+
+def test_recorded_pyodide_is_the_one_the_kernel_pins():
+    """tools/lite/pyodide_packages.json was read from that Pyodide's pyodide-lock.json; a kernel upgrade that
+    moves Pyodide makes this fail, so the versions (and the README table) get re-checked."""
+    constants = pytest.importorskip("jupyterlite_pyodide_kernel.constants")
+    assert constants.PYODIDE_VERSION == PYODIDE["pyodide"]
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+def test_pyodide_carries_what_the_library_requires():
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in deps:
+        name, floor = re.match(r"([A-Za-z0-9_.-]+)>=([\d.]+)", dep).groups()
+        assert name in PYODIDE["packages"], f"{name} is not in Pyodide {PYODIDE['pyodide']}"
+        assert _version(PYODIDE["packages"][name]) >= _version(floor), (name, PYODIDE["packages"][name], floor)
+    # the wheels the lite build ships are exactly what Pyodide lacks
+    for name in build_lite.WIDGET_WHEELS:
+        assert name.replace("_", "-") not in PYODIDE["packages"], f"Pyodide now carries {name}: drop its wheel"
+
+
+def test_readme_table_matches_the_recorded_versions():
+    readme = (ROOT / "README.md").read_text()
+    for name in ("numpy", "pandas", "matplotlib"):
+        row = re.search(rf"^\| {name} \| ([^|]+) \|", readme, re.M)
+        assert row, f"README: no version row for {name}"
+        assert row.group(1).strip() == PYODIDE["packages"][name], name

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Serve the built site with live code (``make serve-live``) or one chapter as a Voila app (``make app``).
+
+    python tools/serve_live.py              # site on 127.0.0.1 + a Jupyter server on 127.0.0.1
+    python tools/serve_live.py app 07       # chapter 07 as a Voila app on 127.0.0.1 (CH=07_data_parallelism,
+                                            # or a path to a notebook, work too)
+
+serve-live starts two local servers and makes no off-machine request:
+
+* a Jupyter server (``jupyter server``) bound to 127.0.0.1 on a free port, with a random token, root folder
+  book/ (so kernels start with cwd book/, as for ``make lab`` and nbval), and CORS (``allow_origin``) set to
+  the site's origin only; it is the only origin whose pages may talk to it;
+* an HTTP server for _build/html on 127.0.0.1 that injects ``window.BOOK_LIVE`` (server URL and token) into
+  every HTML page it sends. _assets/live-code.js shows its "Live code" button only when that object exists,
+  so the static site (and ``make check-site``) never shows a dead control.
+
+Both are meant for ONE reader on their own machine. Never bind them to 0.0.0.0 and never hand the URL with
+the token to a room: the token is the right to run any code as your user (README, "Running a workshop").
+
+The functions :func:`start_jupyter`, :func:`serve_site` and :func:`start_voila` are reused by
+tests/browser/test_live_routes.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+BOOK = ROOT / "book"
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _kernel_env() -> dict:
+    env = dict(os.environ)
+    env.pop("MPLBACKEND", None)  # a non-inline backend silently drops every figure
+    return env
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {proc.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status < 400:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.25)
+    proc.terminate()
+    raise RuntimeError(f"{what} not ready after {timeout_s:.0f} s ({url})")
+
+
+def start_jupyter(site_origin: str, *, root_dir: Path = BOOK, port: int | None = None,
+                  token: str | None = None, timeout_s: float = 60, log=subprocess.DEVNULL
+                  ) -> tuple[str, str, subprocess.Popen]:
+    """Start a Jupyter server on 127.0.0.1 for pages from ``site_origin`` (e.g. http://127.0.0.1:8000).
+
+    Returns ``(url, token, process)``; the caller terminates the process. Kernels start in ``root_dir``
+    (book/). Only ``site_origin`` passes the server's CORS and websocket origin checks."""
+    if not site_origin.startswith(("http://127.0.0.1:", "http://localhost:")):
+        raise ValueError(f"site_origin: must be a loopback origin such as http://127.0.0.1:8000, got {site_origin!r}")
+    port = port or free_port()
+    token = token or secrets.token_hex(24)
+    cmd = [
+        sys.executable, "-m", "jupyter_server",
+        f"--ServerApp.ip={HOST}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        "--ServerApp.open_browser=False",
+        f"--ServerApp.root_dir={root_dir}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.allow_origin={site_origin}",
+        "--ServerApp.terminals_enabled=False",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    proc = subprocess.Popen(cmd, cwd=root_dir, env=_kernel_env(), stdout=log, stderr=log)
+    url = f"http://{HOST}:{port}"
+    _wait_http(f"{url}/api/status?token={token}", proc, timeout_s, "jupyter server")
+    return url, token, proc
+
+
+class _LiveHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the built site; HTML pages get ``window.BOOK_LIVE`` when the server has a live config."""
+
+    live_config: dict | None = None
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def send_head(self):
+        path = self.translate_path(self.path)
+        if os.path.isdir(path):
+            path = os.path.join(path, "index.html")
+        config = getattr(self.server, "live_config", None)
+        if not config or not path.endswith(".html") or not os.path.isfile(path):
+            return super().send_head()
+        body = Path(path).read_bytes()
+        script = f"<script>window.BOOK_LIVE = {json.dumps(config)};</script>".encode()
+        body = body.replace(b"</head>", script + b"</head>", 1)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        import io
+
+        return io.BytesIO(body)
+
+
+def serve_site(html_dir: Path = HTML, *, port: int = 0, live_config: dict | None = None
+               ) -> tuple[str, http.server.ThreadingHTTPServer]:
+    """Serve ``html_dir`` on 127.0.0.1 in a daemon thread; returns ``(url, server)``.
+
+    Set ``server.live_config`` (``{"serverUrl", "token", ...}``) to make its pages show "Live code"."""
+    if not (Path(html_dir) / "index.html").exists():
+        raise FileNotFoundError(f"html_dir: no index.html in {html_dir} (run `make book` first)")
+    handler = functools.partial(_LiveHandler, directory=str(html_dir))
+    httpd = http.server.ThreadingHTTPServer((HOST, port), handler)
+    httpd.live_config = live_config
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return f"http://{HOST}:{httpd.server_address[1]}", httpd
+
+
+def live_config(server_url: str, token: str, root_dir: Path = BOOK, html_dir: Path = HTML) -> dict:
+    """What live-code.js needs: the server, its token, and the page folder that maps to the server's root."""
+    try:
+        notebook_dir = Path(root_dir).resolve().relative_to(ROOT).as_posix() + "/"
+    except ValueError:
+        notebook_dir = ""
+    return {"serverUrl": server_url, "token": token, "kernelName": "python3", "notebookDir": notebook_dir}
+
+
+def chapter_notebook(spec: str) -> Path:
+    """``07``, ``07_data_parallelism``, ``book/07_data_parallelism.ipynb`` or a path -> the notebook."""
+    spec = (spec or "").strip()
+    if not spec:
+        raise ValueError("CH: give a chapter, e.g. CH=07, CH=07_data_parallelism or CH=book/07_data_parallelism.ipynb")
+    path = Path(spec)
+    if path.suffix == ".ipynb" and (path.exists() or (ROOT / path).exists()):
+        return (path if path.exists() else ROOT / path).resolve()
+    matches = sorted(BOOK.glob(f"{path.stem}*.ipynb")) if path.stem else []
+    exact = [m for m in matches if m.stem == path.stem]
+    if exact:
+        return exact[0]
+    if len(matches) == 1:
+        return matches[0]
+    names = ", ".join(p.stem for p in sorted(BOOK.glob("*.ipynb")))
+    raise ValueError(f"CH: {spec!r} matches {len(matches)} chapters; one of: {names}")
+
+
+def start_voila(notebook: Path, *, port: int | None = None, timeout_s: float = 60, log=subprocess.DEVNULL
+                ) -> tuple[str, subprocess.Popen]:
+    """Start Voila on 127.0.0.1 for one notebook (kernel cwd: its folder); returns ``(url, process)``."""
+    notebook = Path(notebook).resolve()
+    if not notebook.is_file():
+        raise FileNotFoundError(f"notebook: {notebook} does not exist")
+    port = port or free_port()
+    voila = Path(sys.executable).with_name("voila")
+    cmd = [
+        str(voila), str(notebook), f"--Voila.ip={HOST}", f"--port={port}", "--no-browser",
+        "--show_tracebacks=False",
+        # tools/voila/voila/templates/book: Voila's lab template minus its Font Awesome CDN stylesheets
+        "--template=book",
+        "--VoilaConfiguration.show_margins=True",
+    ]
+    env = _kernel_env()
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools" / "voila"), env.get("JUPYTER_PATH")]))
+    proc = subprocess.Popen(cmd, cwd=notebook.parent, env=env, stdout=log, stderr=log)
+    url = f"http://{HOST}:{port}/"
+    # Voila has no unauthenticated status endpoint; its own static files answer once it is up
+    _wait_http(f"http://{HOST}:{port}/voila/static/voila.js", proc, timeout_s, "voila")
+    return url, proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["app"]:
+        try:
+            notebook = chapter_notebook(argv[1] if len(argv) > 1 else "")
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        url, proc = start_voila(notebook, log=None)
+        print(f"Voila: {notebook.relative_to(ROOT)} at {url}  (127.0.0.1 only; Ctrl-C to stop)", flush=True)
+        try:
+            proc.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            _stop(proc)
+        return 0
+    port = int(os.environ.get("PORT", "8000"))
+    try:
+        site_url, httpd = serve_site(HTML, port=port)
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    server_url, token, proc = start_jupyter(site_url, log=None)
+    httpd.live_config = live_config(server_url, token)
+    print(f"Site with live code: {site_url}/  (Jupyter server {server_url}, kernels in book/; Ctrl-C to stop)",
+          flush=True)
+    try:
+        proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        _stop(proc)
+        httpd.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
