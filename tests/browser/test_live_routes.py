@@ -153,7 +153,7 @@ def test_lite_build_has_every_chapter_the_wheels_and_the_labextensions():
 
     config = json.loads((LITE / "jupyter-lite.json").read_text())["jupyter-config-data"]
     extensions = {e["name"] for e in config["federated_extensions"]}
-    assert {"@jupyter-widgets/jupyterlab-manager", "@jupyterlite/pyodide-kernel-extension"} <= extensions
+    assert {"@jupyter-widgets/jupyterlab-manager", "@jupyterlite/pyodide-kernel-extension", "jupyterlab-myst"} <= extensions
     for name in extensions:
         assert (LITE / "extensions" / name / "package.json").exists(), name
     assert not list(LITE.rglob("*.map")), "source maps left in the lite build"
