@@ -177,6 +177,7 @@ class Opened:
     cells: list[dict]
     blocked: list[str]
     page_errors: list[str]
+    solutions_on_open: dict[str, list[str]]   # solution label -> probe strings readable when first opened
 
     def js(self, script: str, arg=None):
         return self.page.evaluate(script, arg)
@@ -204,6 +205,8 @@ def notebook(request, chromium, guard_network, lab):
                   wait_until="domcontentloaded", timeout=120_000)
         page.wait_for_function(f"() => ({JS_CELLS})().length === {len(cells)}", timeout=120_000)
         page.wait_for_function(JS_KERNEL_READY, timeout=120_000)
+        page.evaluate(JS_HELPERS)
+        on_open = readable_solutions(page, cells)
         # stored outputs and execution counts go first, so everything checked below comes from this run
         _click_menu(page, "Edit", "Clear Outputs of All Cells")
         page.wait_for_function("() => !Array.from(document.querySelectorAll('.jp-Notebook .jp-InputPrompt'))"
@@ -211,14 +214,13 @@ def notebook(request, chromium, guard_network, lab):
         page.evaluate(JS_WATCH_BUSY)
         _click_menu(page, "Run", "Run All Cells")
         page.wait_for_function(JS_RUN_DONE, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
-        page.evaluate(JS_HELPERS)
         # widget views render after the kernel is idle: wait for each widget cell's figure
         for i in widget_cells(cells):
             page.wait_for_function(
                 "i => { const r = __root(i); const img = r && r.querySelector('img');"
                 " return (img && img.complete && img.naturalWidth > 0) || /Error displaying widget|Model not"
                 " found/.test(__cells()[i].innerText); }", arg=i, timeout=60_000)
-        yield Opened(name, page, cells, blocked, page_errors)
+        yield Opened(name, page, cells, blocked, page_errors, on_open)
     finally:
         shutdown_sessions(lab)
         context.close()
@@ -274,24 +276,52 @@ def test_prose_shows_numbers_not_keys(notebook):
 
 
 # ----------------------------------------------------------------------------- solutions
-@pytest.mark.parametrize("notebook", SOLUTION_NOTEBOOKS, indirect=True,
-                         ids=[n.removesuffix(".ipynb") for n in SOLUTION_NOTEBOOKS])
-def test_solutions_are_hidden_until_clicked(notebook):
-    """A solution's text, code and printed output must not be readable before the reader asks for it
-    (collapsed cells, or a closed dropdown): each cell that holds part of a solution is scrolled into view
-    and its visible text searched for the solution's probe strings."""
-    sols = solutions(notebook.cells)
-    assert sols, "no solutions found in the source"
+def readable_solutions(page, cells: list[dict]) -> dict[str, list[str]]:
+    """The solutions whose text, code or printed output a reader can read in the page as it is now: each cell
+    that holds part of a solution is scrolled into view and its visible text searched for the probe strings."""
     visible: dict[str, list[str]] = {}
-    for sol in sols:
+    for sol in solutions(cells):
         for i in sorted(sol.cells):
-            text = notebook.js("i => { const c = __cells()[i]; c.scrollIntoView({block: 'center'});"
-                               " return __visibleText(c); }", i)
+            text = page.evaluate("i => { const c = __cells()[i]; c.scrollIntoView({block: 'center'});"
+                                 " return __visibleText(c); }", i)
             seen = [p for p in sol.probes if re.sub(r"\s+", " ", p) in text]
             if seen:
                 visible.setdefault(sol.label, []).extend(f"cell {i}: {p!r}" for p in seen)
+    return visible
+
+
+@pytest.mark.parametrize("notebook", SOLUTION_NOTEBOOKS, indirect=True,
+                         ids=[n.removesuffix(".ipynb") for n in SOLUTION_NOTEBOOKS])
+def test_solutions_are_hidden_when_opened(notebook):
+    """Opened in JupyterLab, a solution's text, code and printed output are not readable before the reader
+    asks for them (collapsed cells, or a closed dropdown)."""
+    sols = solutions(notebook.cells)
+    assert sols, "no solutions found in the source"
+    visible = notebook.solutions_on_open
     assert not visible, (f"{notebook.name}: {len(visible)} of {len(sols)} solutions readable without a click: "
                          + "; ".join(f"{k} ({v[0]})" for k, v in visible.items()))
+
+
+EXERCISE = re.compile(r"^\s*(`{3,}|:{3,})\s*\{exercise\}", re.M)
+
+
+@pytest.mark.parametrize("notebook", SOLUTION_NOTEBOOKS, indirect=True,
+                         ids=[n.removesuffix(".ipynb") for n in SOLUTION_NOTEBOOKS])
+def test_no_solution_is_shown_under_its_exercise_after_run_all(notebook):
+    """Run All makes JupyterLab show the markdown and the new outputs of every cell it runs, collapsed or not.
+    So the solutions sit after the last exercise (a "Solutions" section at the chapter's end), and their code
+    stays folded: after Run All, no solution cell is on screen between two exercises, and no solution code
+    cell shows its source."""
+    exercises = [i for i, c in enumerate(notebook.cells)
+                 if c["cell_type"] == "markdown" and EXERCISE.search("".join(c["source"]))]
+    sol_cells = sorted(i for sol in solutions(notebook.cells) for i in sol.cells)
+    assert exercises and sol_cells
+    early = [i for i in sol_cells if i < exercises[-1]]
+    assert not early, f"{notebook.name}: solution cells {early} come before the last exercise (cell {exercises[-1]})"
+    code = [i for i in sol_cells if notebook.cells[i]["cell_type"] == "code"]
+    shown = notebook.js("idx => idx.filter(i => { const e = __cells()[i].querySelector('.jp-InputArea');"
+                        " return e && e.offsetParent !== null; })", code)
+    assert not shown, f"{notebook.name}: solution code cells {shown} show their source after Run All"
 
 
 # ----------------------------------------------------------------------------- widgets
