@@ -234,8 +234,10 @@ widgets_only = pytest.mark.parametrize("notebook", WIDGET_NOTEBOOKS, indirect=Tr
 def test_runs_without_errors(notebook):
     """Run All executes every code cell, with no error (or stderr) output and no uncaught page error."""
     found = notebook.js("""() => ({
+      // a folded cell (a solution's code) shows no input prompt: its fresh output tells that it ran
       unrun: __cells().map((c, i) => [i, c]).filter(([i, c]) => c.classList.contains('jp-CodeCell')
-               && !/\\[\\d+\\]/.test((c.querySelector('.jp-InputPrompt') || {}).textContent || '')).map(([i]) => i),
+               && !/\\[\\d+\\]/.test((c.querySelector('.jp-InputPrompt') || {}).textContent || '')
+               && !c.querySelector('.jp-OutputArea-output')).map(([i]) => i),
       errors: Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-OutputArea-output'))
                .filter(o => /stderr|error/.test(o.dataset.mimeType || '')).map(o => o.innerText.slice(0, 300)),
     })""")
