@@ -102,6 +102,10 @@
         serverSettings: { baseUrl: cfg.serverUrl, wsUrl: cfg.serverUrl.replace(/^http/, "ws"), token: cfg.token, appendToken: true },
         kernelOptions: { kernelName: cfg.kernelName || "python3", path: notebookPath() },
         savedSessionOptions: { enabled: false },
+        // CodeMirror 5 defaults to a fixed 300px editor that draws only the lines near its own viewport;
+        // with every line drawn, _assets/book.css sets height: auto on the "book" theme (cm-s-book), so each
+        // editor is as tall as its code, wraps long lines, and takes the page's light/dark colours.
+        codeMirrorConfig: { theme: "book", viewportMargin: Infinity, lineWrapping: true },
       });
       status.textContent = "Kernel ready: running the page's cells ...";
       document.body.setAttribute("data-live", "running");

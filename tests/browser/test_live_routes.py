@@ -52,6 +52,67 @@ def _console_errors(page) -> list[str]:
     return errors
 
 
+# The first line of code of each cell the "Live code" button turns into a thebe cell, in page order (the
+# same cells, in the same order, as markCells() in _assets/live-code.js marks).
+FIRST_LINES_JS = """() => Array.from(document.querySelectorAll('div.cell'))
+  .map(c => c.querySelector('.cell_input pre')).filter(Boolean)
+  .map(pre => (pre.textContent.split('\\n').find(l => l.trim() !== '') || '').trim())"""
+
+# For each thebe cell: the text its editor really shows (lines drawn with a height, inside the editor box,
+# in a colour that stands out from the editor's background) and how much empty space sits below the last
+# line. A line that is drawn but clipped off, or drawn in the background colour, does not count as shown.
+EDITORS_JS = """() => {
+  const rgba = s => { const m = s.match(/[\\d.]+/g).map(Number); return m.length > 3 ? m : [...m, 1]; };
+  const lum = ([r, g, b]) => {
+    const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const contrast = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const background = el => {
+    for (; el; el = el.parentElement) { const c = rgba(getComputedStyle(el).backgroundColor); if (c[3] > 0) return c; }
+    return [255, 255, 255, 1];
+  };
+  return Array.from(document.querySelectorAll('.thebe-cell')).map(cell => {
+    const cm = cell.querySelector('.CodeMirror');
+    if (!cm) return { shown: '', gap: null, height: 0, minContrast: 0 };
+    const box = cm.getBoundingClientRect();
+    const bg = background(cm);
+    let minContrast = Infinity, lastBottom = box.top;
+    const shown = Array.from(cm.querySelectorAll('.CodeMirror-code pre.CodeMirror-line')).filter(line => {
+      const r = line.getBoundingClientRect();
+      lastBottom = Math.max(lastBottom, r.bottom);
+      const inside = r.height > 0 && r.top >= box.top - 1 && r.bottom <= box.bottom + 1;
+      const style = getComputedStyle(line);
+      if (!inside || style.visibility !== 'visible' || Number(style.opacity) === 0) return false;
+      for (const el of [line, ...line.querySelectorAll('span')]) {
+        if (el.textContent.trim()) minContrast = Math.min(minContrast, contrast(rgba(getComputedStyle(el).color), bg));
+      }
+      return true;
+    }).map(line => line.textContent.replace(/\\u200b/g, '')).join('\\n');
+    return { shown, gap: box.bottom - lastBottom, height: box.height, minContrast };
+  });
+}"""
+
+
+def _editor_problems(page, first_lines: list[str], theme: str) -> list[str]:
+    """Every thebe cell must show its code: the first line of the cell's source among the lines it shows,
+    readable (WCAG AA contrast 4.5 against the editor's background), and the editor sized to its code
+    (no line clipped, no more than a line's height of empty space under the last line)."""
+    editors = page.evaluate(EDITORS_JS)
+    problems = []
+    if len(editors) != len(first_lines):
+        problems.append(f"{theme}: {len(editors)} thebe cells for {len(first_lines)} code cells")
+    for i, (first, ed) in enumerate(zip(first_lines, editors)):
+        where = f"{theme}, cell {i} ({first[:40]!r})"
+        if first not in ed["shown"]:
+            problems.append(f"{where}: editor shows {ed['shown'][:60]!r}, not its first line")
+        elif ed["minContrast"] < 4.5:
+            problems.append(f"{where}: code contrast {ed['minContrast']:.1f} < 4.5 against the editor background")
+        if ed["gap"] is None or ed["gap"] < -1 or ed["gap"] > 24:
+            problems.append(f"{where}: editor {ed['height']:.0f}px tall, {ed['gap']}px below the last line")
+    return problems
+
+
 @pytest.fixture(scope="module")
 def live_site():
     if not (HTML / "index.html").exists():
@@ -74,12 +135,31 @@ def test_live_code_runs_the_page_and_a_slider_redraws_the_figure(chromium, live_
     errors = _console_errors(page)
     page.goto(f"{site_url}/book/{CHAPTER}.html", wait_until="load")
 
+    first_lines = page.evaluate(FIRST_LINES_JS)
+    assert len(first_lines) > 5 and all(first_lines), first_lines
+
     button = page.locator("button.book-live-button")
     assert button.count() == 1, "no 'Live code' button on a chapter served by serve_live"
     button.click()
     page.wait_for_selector("body[data-live=ready], body[data-live=error]", timeout=240_000)
     status = page.locator(".book-live-status").inner_text()
     assert page.get_attribute("body", "data-live") == "ready", status
+
+    # each editor shows its code, sized to it, in the light theme and (switched the way the theme's own
+    # button does, through <html data-theme>) in the dark one; the folded solutions are opened first, as a
+    # reader would (their editors are hidden until then)
+    folded = page.locator(".admonition.toggle-hidden:has(.thebe-cell) button.toggle-button")
+    assert folded.count() > 0, "chapter 3 should have a folded solution with code"
+    while folded.count():
+        folded.first.click()
+    page.evaluate("document.documentElement.dataset.theme = 'light'")
+    problems = _editor_problems(page, first_lines, "light")
+    page.evaluate("document.documentElement.dataset.theme = 'dark'")
+    problems += _editor_problems(page, first_lines, "dark")
+    page.locator(".thebe-cell").nth(1).scroll_into_view_if_needed()
+    _shot(page, "thebe-editors-dark")
+    page.evaluate("document.documentElement.dataset.theme = 'light'")
+    assert not problems, "\n".join(problems)
 
     widget = page.locator(".cell.tag_nbval-ignore-output").first
     widget.scroll_into_view_if_needed()

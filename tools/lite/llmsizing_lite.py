@@ -10,7 +10,7 @@ Outside Pyodide nothing here runs: the cell is guarded by ``sys.platform == "ems
 ``<package dir>/../../data`` (``llmsizing.catalog.DATA_DIR``, the repository's ``data/`` in an editable install); in
 Pyodide the package is installed from a wheel, so the CSVs shipped in this wheel are copied to the same relative
 place. (The prose's numbers need nothing here: the chapters bind them with :mod:`llmsizing.prose`.)
-
+"""
 
 from __future__ import annotations
 
