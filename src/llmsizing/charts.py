@@ -73,7 +73,64 @@ def blank_figure(width: float, height: float, into: Figure | None = None) -> Fig
     into.set_layout_engine(None)
     into.set_size_inches(width, height, forward=False)
     into.set_dpi(DPI)
+    into.llmsizing_layout = None
     return into
+
+
+def figure_axes(width: float, height: float, into: Figure | None, layout: tuple, build):
+    """``(figure, axes)`` for a render function: ``build(figure)`` makes the axes (and fixes the margins) of a
+    :func:`blank_figure`. ``layout`` names that arrangement (with every argument that shapes it).
+
+    When ``into`` (a widget's kept figure) already holds the axes of the same ``layout`` from the previous
+    redraw, they are emptied (:func:`reset_axes`) and returned instead: a redraw then keeps the axes, their
+    tick objects and the text-size caches, and only replaces what is plotted. The render function draws the
+    same way on both; ``tests/test_widgets.py`` checks that the result equals a render on a new figure."""
+    if into is not None and getattr(into, "llmsizing_layout", None) == (width, height, layout):
+        for artist in [*into.legends, *into.texts]:
+            artist.remove()
+        axes = into.llmsizing_axes
+        for ax in _flat(axes):
+            reset_axes(ax)
+        return into, axes
+    fig = blank_figure(width, height, into)
+    axes = build(fig)
+    if into is not None:
+        fig.llmsizing_layout, fig.llmsizing_axes = (width, height, layout), axes
+    return fig, axes
+
+
+def _flat(axes) -> list:
+    import numpy as np
+
+    return list(np.ravel(axes)) if isinstance(axes, (tuple, list, np.ndarray)) else [axes]
+
+
+def reset_axes(ax) -> None:
+    """Empty an axes for the next redraw of the same figure (public matplotlib API only): remove what was plotted,
+    the legend, titles and labels; back to linear scales, default locators and formatters, autoscaling, no grid,
+    visible spines, upright axes and normal-weight tick labels. The tick objects themselves are kept."""
+    for artist in [*ax.containers, *ax.lines, *ax.patches, *ax.collections, *ax.texts, *ax.images, *ax.tables,
+                   *ax.artists]:
+        if artist in ax.containers or artist.axes is ax:          # a container removes its bars with it
+            artist.remove()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    for label in [*ax.get_xticklabels(), *ax.get_yticklabels()]:
+        label.set_fontweight("normal")
+    for loc in ("left", "center", "right"):
+        ax.set_title("", loc=loc)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.set_xscale("linear")
+    ax.set_yscale("linear")
+    ax.xaxis.set_inverted(False)
+    ax.yaxis.set_inverted(False)
+    ax.grid(False, which="both")
+    for spine in ax.spines.values():
+        spine.set_visible(True)
+    ax.set_autoscale_on(True)
+    ax.relim()
+    ax.ignore_existing_data_limits = True
 
 
 def show(view: View) -> None:
@@ -419,10 +476,11 @@ class FixedView(View):
 def _fixed_figure(width: float, height: float, *, into: Figure | None = None, **margins):
     """Like :func:`new_figure` but with fixed margins instead of constrained layout, which would cost a widget
     redraw ~100 ms of text measuring on a 2-core machine. ``into``: see :func:`blank_figure`."""
-    fig = blank_figure(width, height, into)
-    ax = fig.subplots()
-    fig.subplots_adjust(**margins)
-    return fig, ax
+    def build(fig):
+        fig.subplots_adjust(**margins)
+        return fig.subplots()
+
+    return figure_axes(width, height, into, ("one axes", tuple(sorted(margins.items()))), build)
 
 
 def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]], *, width: float = 0.8,
@@ -834,9 +892,11 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     comm, compute, bubble = st.communication, st.compute_s, st.bubble
     rows = list(tm.stages)
 
-    fig = blank_figure(7.9, 3.4, into)
-    ax, ax_t = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.25, top=0.9, wspace=0.45)
+    def build(fig):
+        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.25, top=0.9, wspace=0.45)
+        return fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
+
+    fig, (ax, ax_t) = figure_axes(7.9, 3.4, into, ("parallel explorer",), build)
     stacks = {"weights": [r["weights"] for r in rows], "gradients": [r["gradients"] for r in rows],
               "optimizer": [r["optimizer"] for r in rows], "activations": [r["activations"] for r in rows]}
     stacks["temporaries"] = [max(r["peak"] - r["weights"] - r["gradients"] - r["optimizer"] - r["activations"], 0.0)
@@ -852,8 +912,8 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     ax.set_ylim(0, 1.15 * max(totals.max(), g.memory_gib))
     ax.get_xticklabels()[tm.stage].set_fontweight("bold")
     ax.set_ylabel("GiB per GPU")
-    if len(rows) > 8:
-        ax.tick_params(axis="x", labelrotation=90, labelsize=6)
+    many = len(rows) > 8
+    ax.tick_params(axis="x", labelrotation=90 if many else 0, labelsize=6 if many else "medium")
     ax.set_title(f"{m.name}: tp={par.tp} pp={par.pp} dp={par.dp} ZeRO-{par.zero}"
                  + (" SP" if par.sp else "") + (f" v={par.virtual_stages}" if par.virtual_stages > 1 else "")
                  + (f" offload={par.offload}" if par.offload != "none" else ""), fontsize=8.5, loc="left")
@@ -929,9 +989,11 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                     | {check_int("n_gpus", n_gpus)})
     runs = [training_time(model, tokens=tokens, gpu=gpu, n_gpus=n, seq=seq, mfu=mfu) for n in counts]
     t = runs[counts.index(n_gpus)]
-    fig = blank_figure(7.6, 3.2, into)                   # fixed margins: a widget redraw skips layout passes
-    ax, ax2 = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.95, wspace=0.32)
+    def build(fig):                                      # fixed margins: a widget redraw skips layout passes
+        fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.95, wspace=0.32)
+        return fig.subplots(1, 2)
+
+    fig, (ax, ax2) = figure_axes(7.6, 3.2, into, ("training time",), build)
     x = np.array(counts, dtype=float)
     for a, key, label in ((ax, "days", "days of training"), (ax2, "cost_usd", "cost of the run (USD)")):
         mid = np.array([getattr(r, key) for r in runs])
@@ -1371,7 +1433,10 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     prices = [p0 * f for f in SENSITIVITY_PRICE_FACTORS]
     mfus = sorted(set(SENSITIVITY_MFUS) | {round(mfu, 4)})
     grid = cost_sensitivity(model, tokens=tokens, gpu=g, seq=seq, prices=prices, mfus=mfus)
-    fig, ax = _fixed_figure(7.6, 3.3, left=0.1, right=0.87, bottom=0.15, top=0.9, into=into)
+    def build(fig):                      # the heat map and its colour bar, side by side
+        return fig.add_axes((0.1, 0.15, 0.72, 0.75)), fig.add_axes((0.835, 0.15, 0.025, 0.75))
+
+    fig, (ax, cax) = figure_axes(7.6, 3.3, into, ("cost sensitivity",), build)
     z = grid.to_numpy() / 1e6
     im = ax.imshow(z, cmap="YlOrRd", aspect="auto", origin="lower", norm=_log_norm(z))
     cb_ticks = [v for v in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500) if z.min() <= v <= z.max()]
@@ -1385,7 +1450,7 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     ax.set_ylabel("MFU", fontsize=8)
     j0, i0 = SENSITIVITY_PRICE_FACTORS.index(1.0), mfus.index(round(mfu, 4))
     ax.add_patch(_rect((j0 - 0.5, i0 - 0.5), 1, 1))
-    cb = fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02)
+    cb = fig.colorbar(im, cax=cax)
     cb.set_ticks(cb_ticks, labels=[f"{v:g}" for v in cb_ticks])
     cb.minorticks_off()
     cb.set_label("job cost (million USD)", fontsize=8)
@@ -1491,9 +1556,11 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
                          f"{chosen.overhead_bytes_per_gpu / GiB:.0f} GiB overhead + one sequence's KV cache > "
                          f"{chosen.capacity_bytes_per_gpu / GiB:,.1f} GiB); raise tp or quantise the weights")
     sweep = serving_sweep(model, gpu, **kw)
-    fig = blank_figure(7.9, 3.6, into)
-    ax, ax2 = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.075, right=0.985, bottom=0.14, top=0.91, wspace=0.3)
+    def build(fig):
+        fig.subplots_adjust(left=0.075, right=0.985, bottom=0.14, top=0.91, wspace=0.3)
+        return fig.subplots(1, 2)
+
+    fig, (ax, ax2) = figure_axes(7.9, 3.6, into, ("serving curve",), build)
     x = [s.output_tokens_per_s_per_gpu for s in sweep]
     y = [s.itl_s * 1e3 for s in sweep]
     ax.plot(x, y, color="#4C72B0", marker="o", ms=3, lw=1.5)
@@ -1756,10 +1823,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     tm = training_memory(m, parallel=par, **run)
     st = step_time(m, g, par, mfu=eff, overlap=ovl, **run)
 
-    fig = blank_figure(7.9, 4.4, into)
-    gs = fig.add_gridspec(2, 2, width_ratios=[1.2, 1], height_ratios=[1, 1.3], left=0.085, right=0.985,
-                          bottom=0.11, top=0.93, wspace=0.4, hspace=1.25)
-    ax, ax_m, ax_t = fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
+    def build(fig):
+        gs = fig.add_gridspec(2, 2, width_ratios=[1.2, 1], height_ratios=[1, 1.3], left=0.085, right=0.985,
+                              bottom=0.11, top=0.93, wspace=0.4, hspace=1.25)
+        return fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
+
+    fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build)
 
     # ---- left: every plan, each GPU type's front, the front, the chosen plan
     ax.plot(plans["days"], plans["cost_usd"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
