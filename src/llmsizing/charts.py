@@ -107,7 +107,7 @@ def _flat(axes) -> list:
 
 def reset_axes(ax) -> None:
     """Empty an axes for the next redraw of the same figure (public matplotlib API only): remove what was plotted,
-    the legend, titles and labels; back to linear scales, default locators and formatters, autoscaling, no grid,
+    the legend, titles and labels; back to linear scales, default locators and formatters, the first colour of the cycle, autoscaling, no grid,
     visible spines, upright axes and normal-weight tick labels. The tick objects themselves are kept."""
     for artist in [*ax.containers, *ax.lines, *ax.patches, *ax.collections, *ax.texts, *ax.images, *ax.tables,
                    *ax.artists]:
@@ -128,6 +128,7 @@ def reset_axes(ax) -> None:
     ax.grid(False, which="both")
     for spine in ax.spines.values():
         spine.set_visible(True)
+    ax.set_prop_cycle(None)                                       # the colour cycle starts again
     ax.set_autoscale_on(True)
     ax.relim()
     ax.ignore_existing_data_limits = True
