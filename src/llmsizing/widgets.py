@@ -46,6 +46,7 @@ class Dashboard(W.HBox):
     def __init__(self, render, controls: dict[str, W.ValueWidget], *, above: tuple[str, ...] = ()):
         import inspect
 
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
         self.render = render
@@ -55,6 +56,7 @@ class Dashboard(W.HBox):
         except (TypeError, ValueError):
             self._takes_into = False
         self.figure = Figure(dpi=charts.DPI)
+        FigureCanvasAgg(self.figure)          # its own canvas: savefig reuses it and its renderer every redraw
         self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"))
         self.summary = W.HTML(layout=W.Layout(max_height=f"{SUMMARY_HEIGHT_PX}px", max_width=f"{FIGURE_MAX_PX[0]}px",
                                               overflow="auto"))
