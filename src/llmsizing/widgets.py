@@ -548,6 +548,16 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     def cached(model, tokens, gpus, seq, global_batch, max_gpus):
         return plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
 
+    @functools.lru_cache(maxsize=16)
+    def explain(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget):
+        """plan()'s error for these limits (None if it finds plans), computed once per set of arguments."""
+        try:
+            plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
+                 deadline_days=deadline or None, budget_usd=budget or None)
+        except (ValueError, TypeError) as exc:
+            return exc
+        return None
+
     holder: dict = {}
 
     def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice, into=None):
@@ -557,6 +567,9 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         keep &= df["cost_usd"] <= (budget or float("inf"))
         df = df[keep]
         if df.empty:                                   # plan() explains why (raises NoPlanError)
+            why = explain(model, deadline=deadline, budget=budget, **args)
+            if why is not None:
+                raise why
             df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None)
         front = df[df["pareto"]]
         _set_front_options(holder["box"], front, choice)
