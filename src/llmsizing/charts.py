@@ -1826,8 +1826,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     st = step_time(m, g, par, mfu=eff, overlap=ovl, **run)
 
     def build(fig):
-        gs = fig.add_gridspec(2, 2, width_ratios=[1.2, 1], height_ratios=[1, 1.3], left=0.085, right=0.985,
-                              bottom=0.11, top=0.93, wspace=0.4, hspace=1.25)
+        gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1], height_ratios=[1, 1.3], left=0.1, right=0.965,
+                              bottom=0.11, top=0.93, wspace=0.3, hspace=1.25)
         return fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
 
     fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build)
@@ -1880,7 +1880,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
 
     # ---- right, bottom: where the step's time goes
     _step_time_bars(ax_t, st, fontsize=7.5)
-    ax_t.set_xlabel(f"seconds per step (communication before the {ovl:.0%} overlap)", fontsize=8)
+    ax_t.set_xlabel(f"seconds per step (communication before the {ovl:.0%} overlap)", fontsize=7.5)
     ax_t.set_title(f"step {st.step_s:.2f} s, MFU {r.mfu:.0%}: {r.days:,.1f} days, {_usd(r.cost_usd)}",
                    fontsize=8.5, loc="left")
 
