@@ -215,3 +215,5 @@ def test_toggle_button_labels_fit(name):
         assert width >= label_px(longest), f"{name}.{key}: {width} px buttons cut {longest!r}"
         room = CONTROLS_WIDTH_PX - 110 - 12
         assert len(ctrl.options) * (width + 4) <= room, f"{name}.{key}: the buttons wrap onto two lines"
+        # the description beside the buttons (ipywidgets 8 would put it on a line of its own above them)
+        assert (ctrl.layout.display, ctrl.layout.align_items) == ("flex", "center"), f"{name}.{key}"

@@ -112,6 +112,9 @@ def _choice(options, value, description: str) -> W.ValueWidget:
         return W.Dropdown(options=options, value=value, description=description, **_style())
     w = W.ToggleButtons(options=options, value=value, description=description, **_style())
     w.style.button_width = f"{width}px"
+    # ipywidgets 8 lays a ToggleButtons out as a block, so its description sits on a line of its own above the
+    # buttons; as a flex row the description is beside them, aligned with the other controls' descriptions
+    w.layout.display, w.layout.align_items = "flex", "center"
     return w
 
 
