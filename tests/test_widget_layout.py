@@ -84,10 +84,11 @@ def figure_content(fig) -> dict:
             "labels": (ax.get_xlabel(), ax.get_ylabel()),
             "scales": (ax.get_xscale(), ax.get_yscale()),
             "limits": (tuple(np.round(ax.get_xlim(), 9)), tuple(np.round(ax.get_ylim(), 9))),
-            "xticks": [(round(float(t), 9), lab.get_text(), lab.get_fontweight(), lab.get_rotation())
-                       for t, lab in zip(ax.get_xticks(), ax.get_xticklabels())],
-            "yticks": [(round(float(t), 9), lab.get_text(), lab.get_fontweight(), lab.get_rotation())
-                       for t, lab in zip(ax.get_yticks(), ax.get_yticklabels())],
+            "xticks": [(round(float(t), 9), lab.get_text(), lab.get_fontweight(), lab.get_rotation(),
+                        lab.get_fontsize()) for t, lab in zip(ax.get_xticks(), ax.get_xticklabels())],
+            "yticks": [(round(float(t), 9), lab.get_text(), lab.get_fontweight(), lab.get_rotation(),
+                        lab.get_fontsize()) for t, lab in zip(ax.get_yticks(), ax.get_yticklabels())],
+            "grid": [[t.gridline.get_visible() for t in axis.get_major_ticks()] for axis in (ax.xaxis, ax.yaxis)],
             "minor": (len(ax.get_xticks(minor=True)), len(ax.get_yticks(minor=True))),
             "artists": sorted(_artist(a) for a in [*ax.lines, *ax.patches, *ax.collections, *ax.images]),
             "texts": sorted(_text(t) for t in ax.texts),

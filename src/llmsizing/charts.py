@@ -115,8 +115,9 @@ def reset_axes(ax) -> None:
             artist.remove()
     if ax.get_legend() is not None:
         ax.get_legend().remove()
-    for label in [*ax.get_xticklabels(), *ax.get_yticklabels()]:
-        label.set_fontweight("normal")
+    ticks = [*ax.xaxis.majorTicks, *ax.yaxis.majorTicks]      # (get_*ticklabels would place the ticks first)
+    for tick in ticks:
+        tick.label1.set_fontweight("normal")
     for loc in ("left", "center", "right"):
         ax.set_title("", loc=loc)
     ax.set_xlabel("")
@@ -125,7 +126,8 @@ def reset_axes(ax) -> None:
     ax.set_yscale("linear")
     ax.xaxis.set_inverted(False)
     ax.yaxis.set_inverted(False)
-    ax.grid(False, which="both")
+    if any(t.gridline.get_visible() for t in [*ticks, *ax.xaxis.minorTicks, *ax.yaxis.minorTicks]):
+        ax.grid(False, which="both")                           # (costly: it restyles every tick)
     for spine in ax.spines.values():
         spine.set_visible(True)
     ax.set_prop_cycle(None)                                       # the colour cycle starts again
