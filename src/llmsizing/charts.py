@@ -1,7 +1,9 @@
 """Figures for the book. Each chapter's figure is a ``render_*`` function that returns a :class:`View`
 (a matplotlib figure plus a plain-text summary). The notebook's checked cell calls ``show(render_x())``; the
 chapter's widget (in :mod:`llmsizing.widgets`) calls the same function on every change, so the static page,
-the tests and the live widget all draw the same thing.
+the tests and the live widget all draw the same thing. A widget passes ``into=`` the figure it keeps, so that a
+redraw empties and reuses its axes (:func:`figure_axes`) instead of building a new figure: same drawing, a
+fraction of the time (``benchmarks/bench.py``).
 
 No formula lives here: render functions only call the library and draw.
 """

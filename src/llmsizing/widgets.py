@@ -3,6 +3,10 @@
 One public factory per widget, callable with no arguments. Each is thin glue: controls -> a ``render_*``
 function from :mod:`llmsizing.charts` -> a PNG image and a text summary. Bad input (a combination the library
 rejects) shows the library's error message in the widget instead of a traceback.
+
+Layout (issue 12): the controls in a column of :data:`CONTROLS_WIDTH_PX` on the left, the figure beside them at
+its own pixel size (at most :data:`FIGURE_MAX_PX`, never stretched) and the summary under it, scrolling past
+:data:`SUMMARY_HEIGHT_PX`: about 1100 x 620 px in all, so controls and figure are on a 1280 x 720 screen together.
 """
 
 from __future__ import annotations
