@@ -1438,13 +1438,13 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     prices = [p0 * f for f in SENSITIVITY_PRICE_FACTORS]
     mfus = sorted(set(SENSITIVITY_MFUS) | {round(mfu, 4)})
     grid = cost_sensitivity(model, tokens=tokens, gpu=g, seq=seq, prices=prices, mfus=mfus)
-    fig, ax = figure_axes(7.6, 3.3, into, ("cost sensitivity",),
-                          lambda fig: fig.add_axes((0.1, 0.15, 0.72, 0.75)))
-    for old in fig.axes[1:]:             # a colour bar is never redrawn in place: a new one each time
-        old.remove()
-    cax = fig.add_axes((0.835, 0.15, 0.025, 0.75))
+    def build(fig):                      # the heat map and its colour scale, side by side
+        return fig.add_axes((0.1, 0.15, 0.72, 0.75)), fig.add_axes((0.835, 0.15, 0.025, 0.75))
+
+    fig, (ax, cax) = figure_axes(7.6, 3.3, into, ("cost sensitivity",), build)
     z = grid.to_numpy() / 1e6
-    im = ax.imshow(z, cmap="YlOrRd", aspect="auto", origin="lower", norm=_log_norm(z))
+    norm = _log_norm(z)
+    ax.imshow(z, cmap="YlOrRd", aspect="auto", origin="lower", norm=norm)
     cb_ticks = [v for v in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500) if z.min() <= v <= z.max()]
     for i in range(z.shape[0]):
         for j in range(z.shape[1]):
@@ -1456,11 +1456,20 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     ax.set_ylabel("MFU", fontsize=8)
     j0, i0 = SENSITIVITY_PRICE_FACTORS.index(1.0), mfus.index(round(mfu, 4))
     ax.add_patch(_rect((j0 - 0.5, i0 - 0.5), 1, 1))
-    cb = fig.colorbar(im, cax=cax)
-    cb.set_ticks(cb_ticks, labels=[f"{v:g}" for v in cb_ticks])
-    cb.minorticks_off()
-    cb.set_label("job cost (million USD)", fontsize=8)
-    cb.ax.tick_params(labelsize=7)
+    # the colour scale, drawn as a log-scaled strip (a matplotlib Colorbar cannot be emptied and redrawn in a
+    # widget's kept axes: it keeps callbacks on them, and removing its axes fails on matplotlib 3.11)
+    edges = np.geomspace(norm.vmin, norm.vmax, 129)
+    cax.pcolormesh([0.0, 1.0], edges, np.sqrt(edges[:-1] * edges[1:])[:, None], cmap="YlOrRd", norm=norm)
+    cax.set_yscale("log")
+    cax.set_xlim(0, 1)
+    cax.set_ylim(norm.vmin, norm.vmax)
+    cax.set_xticks([])
+    cax.yaxis.tick_right()
+    cax.yaxis.set_label_position("right")
+    cax.set_yticks(cb_ticks, [f"{v:g}" for v in cb_ticks])
+    cax.yaxis.set_minor_locator(NullLocator())
+    cax.set_ylabel("job cost (million USD)", fontsize=8)
+    cax.tick_params(labelsize=7)
     ax.set_title(f"{t.model}, {tokens:.3g} tokens on {g.name}: cost of the job (million USD)", fontsize=9,
                  loc="left")
     summary = (f"{t.model}, {tokens:.3g} tokens of {seq:,} on {g.name} at ${p0:.2f}/GPU-hour and MFU {mfu:.0%}: "
