@@ -7,9 +7,9 @@
     .venv/bin/python benchmarks/bench.py --make-test --make-book   # also time the two make targets
     .venv/bin/python benchmarks/bench.py --make-book --clean-copy  # ... from scratch, in a temporary copy
 
-A widget update is what a reader waits for after moving a control: the library computes, matplotlib draws,
-the PNG is encoded and handed to the ``Image`` widget (``Dashboard.update()``, triggered by setting the
-control's value). Every public factory in :mod:`llmsizing.widgets` (``__all__`` names ending in ``_widget``)
+A widget update is what a reader waits for after moving a control: the library computes, matplotlib draws
+into the figure the widget keeps (its axes emptied and reused, :func:`llmsizing.charts.figure_axes`), the PNG is
+encoded and handed to the ``Image`` widget (``Dashboard.update()``, triggered by setting the control's value). Every public factory in :mod:`llmsizing.widgets` (``__all__`` names ending in ``_widget``)
 is discovered and timed. Each repetition moves one control to a neighbouring valid value (cycling over the
 controls), so the median covers every control. The target is a median <= 50 ms per update, for every widget, on
 the book's 2-core machine (issue 12). This script prints; it does not assert (timings are not tests).
@@ -166,8 +166,12 @@ def main(argv=None) -> int:
         names = [n for n in names if n in args.only.split(",")]
     if args.no_widgets:
         names = []
+    import matplotlib
+
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.1f}")
+    print(f"# Python {platform.python_version()}, matplotlib {matplotlib.__version__} (text drawing is most of a "
+          f"redraw; 3.11 draws text ~3x slower than 3.10), {os.cpu_count()} CPUs, load average {load:.1f} "
+          f"(above ~1 other processes share the CPUs: compare the cpu column, or runs made side by side)")
     if names:
         print(f"# widget update latency (compute + redraw), target <= {TARGET_MS:.0f} ms; wall = what the reader "
               "waits, cpu = this process's CPU time (less sensitive to other load)")

@@ -1,7 +1,9 @@
 """Figures for the book. Each chapter's figure is a ``render_*`` function that returns a :class:`View`
 (a matplotlib figure plus a plain-text summary). The notebook's checked cell calls ``show(render_x())``; the
 chapter's widget (in :mod:`llmsizing.widgets`) calls the same function on every change, so the static page,
-the tests and the live widget all draw the same thing.
+the tests and the live widget all draw the same thing. A widget passes ``into=`` the figure it keeps, so that a
+redraw empties and reuses its axes (:func:`figure_axes`) instead of building a new figure: same drawing, a
+fraction of the time (``benchmarks/bench.py``).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import NullLocator
 
 from .units import GiB
 
@@ -59,6 +62,82 @@ def new_figure(width: float = 7.0, height: float = 3.6, ncols: int = 1):
     return fig, axes
 
 
+def blank_figure(width: float, height: float, into: Figure | None = None) -> Figure:
+    """An empty ``width`` x ``height``-inch figure without a layout engine (its margins are set by the caller).
+
+    ``into`` is an existing figure to clear and draw again instead of making a new one: each widget keeps one
+    figure for its whole life and passes it to its ``render_*`` function as ``into=``. The figure keeps its
+    canvas and renderer, so matplotlib's text-measuring caches (keyed on the renderer) stay warm between
+    redraws. The drawing is the same as on a new figure."""
+    if into is None:
+        return Figure(figsize=(width, height), dpi=DPI)
+    into.clear()
+    into.set_layout_engine(None)
+    into.set_size_inches(width, height, forward=False)
+    into.set_dpi(DPI)
+    into.llmsizing_layout = None
+    return into
+
+
+def figure_axes(width: float, height: float, into: Figure | None, layout: tuple, build):
+    """``(figure, axes)`` for a render function: ``build(figure)`` makes the axes (and fixes the margins) of a
+    :func:`blank_figure`. ``layout`` names that arrangement (with every argument that shapes it).
+
+    When ``into`` (a widget's kept figure) already holds the axes of the same ``layout`` from the previous
+    redraw, they are emptied (:func:`reset_axes`) and returned instead: a redraw then keeps the axes, their
+    tick objects and the text-size caches, and only replaces what is plotted. The render function draws the
+    same way on both; ``tests/test_widgets.py`` checks that the result equals a render on a new figure."""
+    if into is not None and getattr(into, "llmsizing_layout", None) == (width, height, layout):
+        for artist in [*into.legends, *into.texts]:
+            artist.remove()
+        axes = into.llmsizing_axes
+        for ax in _flat(axes):
+            reset_axes(ax)
+        return into, axes
+    fig = blank_figure(width, height, into)
+    axes = build(fig)
+    if into is not None:
+        fig.llmsizing_layout, fig.llmsizing_axes = (width, height, layout), axes
+    return fig, axes
+
+
+def _flat(axes) -> list:
+    import numpy as np
+
+    return list(np.ravel(axes)) if isinstance(axes, (tuple, list, np.ndarray)) else [axes]
+
+
+def reset_axes(ax) -> None:
+    """Empty an axes for the next redraw of the same figure (public matplotlib API only): remove what was plotted,
+    the legend, titles and labels; back to linear scales, default locators and formatters, the first colour of the cycle, autoscaling, no grid,
+    visible spines, upright axes and normal-weight tick labels. The tick objects themselves are kept."""
+    for artist in [*ax.containers, *ax.lines, *ax.patches, *ax.collections, *ax.texts, *ax.images, *ax.tables,
+                   *ax.artists]:
+        if artist in ax.containers or artist.axes is ax:          # a container removes its bars with it
+            artist.remove()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    ticks = [*ax.xaxis.majorTicks, *ax.yaxis.majorTicks]      # (get_*ticklabels would place the ticks first)
+    for tick in ticks:
+        tick.label1.set_fontweight("normal")
+    for loc in ("left", "center", "right"):
+        ax.set_title("", loc=loc)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.set_xscale("linear")
+    ax.set_yscale("linear")
+    ax.xaxis.set_inverted(False)
+    ax.yaxis.set_inverted(False)
+    if any(t.gridline.get_visible() for t in [*ticks, *ax.xaxis.minorTicks, *ax.yaxis.minorTicks]):
+        ax.grid(False, which="both")                           # (costly: it restyles every tick)
+    for spine in ax.spines.values():
+        spine.set_visible(True)
+    ax.set_prop_cycle(None)                                       # the colour cycle starts again
+    ax.set_autoscale_on(True)
+    ax.relim()
+    ax.ignore_existing_data_limits = True
+
+
 def show(view: View) -> None:
     """Print the summary and display the figure as PNG: used by the checked cell next to each widget."""
     from IPython.display import Image, display
@@ -101,7 +180,7 @@ def stacked_bars(ax, labels: list[str], stacks: dict[str, list[float]], *, horiz
 
 
 # =========================================================================== chapter 1: parameters
-def render_parameter_counts(model="llama-2-7b", **changes) -> View:
+def render_parameter_counts(model="llama-2-7b", *, into: Figure | None = None, **changes) -> View:
     """Parameters by component for ``model`` (a catalogue name or Model), optionally with fields changed
     (e.g. ``layers=40``). Chapter 1."""
     from .catalog import resolve_model
@@ -115,16 +194,16 @@ def render_parameter_counts(model="llama-2-7b", **changes) -> View:
     label = m.name
     if changes:  # say what was changed, so a modified model is never shown under the catalogue name alone
         label += " with " + ", ".join(f"{k}={v}" for k, v in changes.items())
-    fig, ax = new_figure(7, 2.6)
+    fig, ax = _inch_margins(7, 2.6, left=1.25, bottom=0.85, top=0.35, right=0.25, into=into)
     comps = [c for c in COMPONENTS if parts[c]]
     stacked_bars(ax, [m.name], {c: [parts[c]] for c in comps}, unit=1e9)
     ax.set_xlabel("parameters (billions)")
-    fig.legend(*ax.get_legend_handles_labels(), ncols=len(comps), loc="outside lower center", fontsize=8,
-               frameon=False)
+    fig.legend(*ax.get_legend_handles_labels(), ncols=len(comps), loc="lower center", bbox_to_anchor=(0.5, 0.0),
+               fontsize=8, frameon=False)
     ax.set_title(f"{label}: {fmt_count(m.n_params)} parameters", fontsize=10)
     lines = [f"{label}: {m.n_params:,} parameters"]
     lines += [f"  {c:<10s} {parts[c]:>16,d}  ({parts[c] / m.n_params:6.1%})" for c in comps]
-    return View(fig, "\n".join(lines))
+    return FixedView(fig, "\n".join(lines))
 
 
 def render_parameter_shares(models=None) -> View:
@@ -174,12 +253,12 @@ _CAPACITY_COLORS = ("0.15", "#8C564B", "#1F77B4", "#7F7F7F", "#2CA02C")
 
 
 def _inch_margins(width: float, height: float, *, left: float, bottom: float, top: float = 0.3,
-                  right: float = 0.15):
+                  right: float = 0.15, into: Figure | None = None):
     """A fixed-margin figure (see ``_fixed_figure`` in the chapter-4 section) with margins given in inches, so
     that figures of variable height keep the same room for tick labels and the legend. Saved by
     ``FixedView`` without the tight-bbox pass: about half the drawing time of a constrained layout."""
     return _fixed_figure(width, height, left=left / width, right=1 - right / width, bottom=bottom / height,
-                         top=1 - top / height)
+                         top=1 - top / height, into=into)
 
 
 def _gpu_lines(ax, gpus, count: int, *, horizontal: bool) -> list:
@@ -214,7 +293,7 @@ def _drop_offscreen_capacity_lines(ax, *, horizontal: bool) -> None:
 
 def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="adamw",
                         gpus=("A100 40GB", "H100 SXM", "H200", "B200"), count: int = 1,
-                        compare=MODEL_STATES_COMPARE) -> View:
+                        compare=MODEL_STATES_COMPARE, *, into: Figure | None = None) -> View:
     """Model states (weights, gradients, master copy, optimizer states) of ``model`` for several recipe x
     optimizer pairs, the selected ``precision`` x ``optimizer`` in bold, against the memory of ``count``
     GPUs of each type in ``gpus``. The summary gives the minimum GPU counts from
@@ -240,7 +319,7 @@ def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="a
     stacks = {"weights": [s.weights_bytes for s in states], "gradients": [s.gradients_bytes for s in states],
               "master copy": [s.master_bytes for s in states],
               "optimizer states": [s.optimizer_state_bytes for s in states]}
-    fig, ax = _inch_margins(7.5, 0.3 * len(pairs) + 1.6, left=2.9, bottom=0.95)
+    fig, ax = _inch_margins(7.5, 0.3 * len(pairs) + 1.6, left=2.9, bottom=0.95, into=into)
     stacked_bars(ax, labels, stacks)
     ax.get_yticklabels()[pairs.index((precision, optimizer))].set_fontweight("bold")
     gs = _gpu_lines(ax, gpus, count, horizontal=True)
@@ -269,7 +348,8 @@ def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="a
 
 # =========================================================================== chapter 3: inference memory
 def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int = 1, weights="bf16",
-                            kv_cache="bf16", gpus=("A10", "L40S", "H100 SXM", "H200")) -> View:
+                            kv_cache="bf16", gpus=("A10", "L40S", "H100 SXM", "H200"), *,
+                            into: Figure | None = None) -> View:
     """Serving memory of ``model`` (weights + KV cache + overhead allowance, from
     :func:`llmsizing.inference.inference_memory`) next to the ``1.2 x weights`` rule of thumb, against GPU
     capacities. Chapter 3."""
@@ -280,7 +360,7 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
 
     m = resolve_model(model)
     r = inference_memory(m, batch=batch, context=context, weights=weights, kv_cache=kv_cache)
-    fig, ax = _inch_margins(7.5, 2.8, left=0.85, bottom=0.95)
+    fig, ax = _inch_margins(7.5, 2.8, left=0.85, bottom=0.95, into=into)
     labels = ["this book", f"×{RULE_OF_THUMB:g} rule"]
     stacks = {"weights": [r.weights_bytes, r.weights_bytes], "KV cache": [r.kv_cache_bytes, 0.0],
               "overhead": [r.overhead_bytes, 0.0]}
@@ -398,13 +478,14 @@ class FixedView(View):
         return buf.getvalue()
 
 
-def _fixed_figure(width: float, height: float, **margins):
+def _fixed_figure(width: float, height: float, *, into: Figure | None = None, **margins):
     """Like :func:`new_figure` but with fixed margins instead of constrained layout, which would cost a widget
-    redraw ~100 ms of text measuring on a 2-core machine."""
-    fig = Figure(figsize=(width, height), dpi=DPI)
-    ax = fig.subplots()
-    fig.subplots_adjust(**margins)
-    return fig, ax
+    redraw ~100 ms of text measuring on a 2-core machine. ``into``: see :func:`blank_figure`."""
+    def build(fig):
+        fig.subplots_adjust(**margins)
+        return fig.subplots()
+
+    return figure_axes(width, height, into, ("one axes", tuple(sorted(margins.items()))), build)
 
 
 def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]], *, width: float = 0.8,
@@ -442,7 +523,8 @@ def _zero3(zero3_gpus: int):
 
 def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1, attention: str = "flash",
                              recompute: str = "none", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
-                             zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused") -> View:
+                             zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused", *,
+                             into: Figure | None = None) -> View:
     """Per-GPU training memory at the peak of a step (weights, optimizer states, activations by component,
     what the peak adds on top of them, overhead) against ``gpu``'s capacity, for sequence lengths 1K ...
     max(32K, ``seq``) with ``seq`` itself highlighted. Model states are sharded over ``zero3_gpus`` GPUs
@@ -477,7 +559,7 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     stacks["overhead"] = [r.overhead_bytes for r in runs]
     totals = np.array([r.total_bytes for r in runs]) / GiB
 
-    fig, ax = _fixed_figure(7.6, 3.9, left=0.08, right=0.69, bottom=0.13, top=0.92)
+    fig, ax = _fixed_figure(7.6, 3.9, left=0.08, right=0.69, bottom=0.13, top=0.92, into=into)
     _fast_stacked_columns(ax, [_seq_label(s) for s in seqs], stacks)
     capacity_line(ax, g.memory_gib, g.name)
     top = 1.12 * max(totals.max(), g.memory_gib)
@@ -565,7 +647,8 @@ MMB_SEQS = (512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24
 
 
 def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
-                           zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused") -> View:
+                           zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused", *,
+                           into: Figure | None = None) -> View:
     """The largest micro-batch that fits ``gpu`` as sequence length grows, one curve per recompute level
     (colour) and attention kernel (solid flash, dashed eager); computed by
     :func:`llmsizing.memory.max_micro_batch`. The ``"hf"`` stack has no selective recomputation. Chapter 4."""
@@ -587,7 +670,7 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
         for att in ("flash", "eager"):
             curves[rc, att] = max_micro_batch(m, g, seqs, precision=precision, attention=att, recompute=rc,
                                               dropout=dropout, parallel=par, stack=stack)
-    fig, ax = _fixed_figure(7.6, 3.6, left=0.08, right=0.70, bottom=0.14, top=0.92)
+    fig, ax = _fixed_figure(7.6, 3.6, left=0.08, right=0.70, bottom=0.14, top=0.92, into=into)
     width = {"none": 3.2, "selective": 2.0, "full": 1.2}    # curves that coincide stay visible
     for (rc, att), b in curves.items():
         y = np.where(b > 0, b, np.nan).astype(float)
@@ -789,7 +872,7 @@ def _step_time_bars(ax, st, *, fontsize: float) -> None:
 def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1, dp: int = 8,
                              zero: int = 1, sp: bool = False, virtual_stages: int = 1, offload: str = "none",
                              recompute: str = "selective", batch: int = 1, seq: int = 4096, grad_accum: int = 8,
-                             mfu: float = 0.4, gpus_per_node: int = 8) -> View:
+                             mfu: float = 0.4, gpus_per_node: int = 8, *, into: Figure | None = None) -> View:
     """The parallelism explorer (Part II): one layout's per-GPU memory, stage by stage, against the GPU's
     capacity, and its step time split into compute (at an assumed ``mfu``), the pipeline bubble and each
     group's communication (no overlap). ``grad_accum`` is the number of micro-batches per step (a pipeline's
@@ -814,9 +897,11 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     comm, compute, bubble = st.communication, st.compute_s, st.bubble
     rows = list(tm.stages)
 
-    fig = Figure(figsize=(8.2, 3.4), dpi=DPI)
-    ax, ax_t = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.25, top=0.9, wspace=0.45)
+    def build(fig):
+        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.25, top=0.9, wspace=0.45)
+        return fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
+
+    fig, (ax, ax_t) = figure_axes(7.9, 3.4, into, ("parallel explorer",), build)
     stacks = {"weights": [r["weights"] for r in rows], "gradients": [r["gradients"] for r in rows],
               "optimizer": [r["optimizer"] for r in rows], "activations": [r["activations"] for r in rows]}
     stacks["temporaries"] = [max(r["peak"] - r["weights"] - r["gradients"] - r["optimizer"] - r["activations"], 0.0)
@@ -832,8 +917,8 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     ax.set_ylim(0, 1.15 * max(totals.max(), g.memory_gib))
     ax.get_xticklabels()[tm.stage].set_fontweight("bold")
     ax.set_ylabel("GiB per GPU")
-    if len(rows) > 8:
-        ax.tick_params(axis="x", labelrotation=90, labelsize=6)
+    many = len(rows) > 8
+    ax.tick_params(axis="x", labelrotation=90 if many else 0, labelsize=6 if many else "medium")
     ax.set_title(f"{m.name}: tp={par.tp} pp={par.pp} dp={par.dp} ZeRO-{par.zero}"
                  + (" SP" if par.sp else "") + (f" v={par.virtual_stages}" if par.virtual_stages > 1 else "")
                  + (f" offload={par.offload}" if par.offload != "none" else ""), fontsize=8.5, loc="left")
@@ -895,7 +980,8 @@ TIME_GPU_COUNTS = (1, 8, 64, 512, 4096, 32768)
 
 
 def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H100 SXM", seq: int = 8192,
-                         mfu: float | None = None, n_gpus: int = 1024, counts=TIME_GPU_COUNTS) -> View:
+                         mfu: float | None = None, n_gpus: int = 1024, counts=TIME_GPU_COUNTS, *,
+                         into: Figure | None = None) -> View:
     """Days (left) and cost (right) of training ``model`` on ``tokens`` tokens against the GPU count, with the
     MFU range as a band (:func:`~llmsizing.time_cost.training_time`); ``n_gpus`` is marked. At a fixed MFU the
     cost does not depend on the GPU count: more GPUs buy time, not a cheaper run."""
@@ -908,9 +994,11 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                     | {check_int("n_gpus", n_gpus)})
     runs = [training_time(model, tokens=tokens, gpu=gpu, n_gpus=n, seq=seq, mfu=mfu) for n in counts]
     t = runs[counts.index(n_gpus)]
-    fig = Figure(figsize=(7.6, 3.2), dpi=DPI)            # fixed margins: a widget redraw skips layout passes
-    ax, ax2 = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.95, wspace=0.32)
+    def build(fig):                                      # fixed margins: a widget redraw skips layout passes
+        fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.95, wspace=0.32)
+        return fig.subplots(1, 2)
+
+    fig, (ax, ax2) = figure_axes(7.6, 3.2, into, ("training time",), build)
     x = np.array(counts, dtype=float)
     for a, key, label in ((ax, "days", "days of training"), (ax2, "cost_usd", "cost of the run (USD)")):
         mid = np.array([getattr(r, key) for r in runs])
@@ -919,12 +1007,14 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
         a.fill_between(x, lo, hi, color="#4C72B0", alpha=0.18, lw=0)
         a.plot(x, mid, color="#4C72B0", marker="o", ms=3)
         a.plot([n_gpus], [getattr(t, key)], marker="o", ms=8, color="#C44E52")
-        a.set_xscale("log")
-        a.set_yscale("log")
+        _log_axis(a.xaxis, x.min(), x.max(), _short_number, pad=1.5)
+        if key == "days":
+            _log_axis(a.yaxis, lo.min(), hi.max(), _short_number)
+        else:                                            # at a fixed MFU the cost is flat: show 3x around it
+            _log_axis(a.yaxis, t.cost_usd_low / 3, t.cost_usd_high * 3, _usd, pad=1.0)
         a.set_xlabel(f"number of {t.gpu} GPUs")
         a.set_ylabel(label)
         a.spines[["top", "right"]].set_visible(False)
-    ax2.set_ylim(t.cost_usd_low / 3, t.cost_usd_high * 3)
     summary = (f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs\n"
                f"{t.n_gpus:,} x {t.gpu} at MFU {t.mfu:.0%} ({t.mfu_low:.0%}-{t.mfu_high:.0%}): "
                f"{t.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, {t.days:,.1f} days "
@@ -1002,7 +1092,7 @@ DECODE_BATCHES = tuple(2**i for i in range(11))
 
 
 def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: int = 4096, batch: int = 1,
-                           weights: str = "bf16") -> View:
+                           weights: str = "bf16", *, into: Figure | None = None) -> View:
     """Chapter 6: one decode step's two lower bounds against the batch size: the time to read the weights and
     every sequence's KV cache from HBM, and the time to do its FLOPs at the dense bf16 peak
     (:func:`llmsizing.hardware.decode_step_roofline`). The chosen ``batch`` is marked."""
@@ -1016,7 +1106,7 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     rs = [decode_step_roofline(model, gpu, batch=b, context=context, weights=weights) for b in batches]
     flip = decode_compute_bound_batch(model, gpu, context=context, weights=weights)
     capacity = get_gpu(gpu).memory_bytes
-    fig, ax = new_figure(7.2, 3.5)
+    fig, ax = _inch_margins(7.2, 3.5, left=0.75, bottom=0.55, top=0.3, right=0.2, into=into)
     too_big = [b for b, r in zip(batches, rs) if r.bytes_read > capacity]
     if too_big:   # weights + KV cache alone exceed one GPU: the bound is moot there (chapter 3)
         ax.axvspan(too_big[0] / 2**0.5, batches[-1] * 2**0.5, color="0.9", zorder=0,
@@ -1027,10 +1117,11 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     ax.scatter([chosen.batch], [chosen.time_s * ms], color="k", s=30, zorder=3,
                label=f"batch {chosen.batch}: {chosen.bound}-bound")
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=10)
     ax.set_xlim(batches[0] / 2**0.5, batches[-1] * 2**0.5)
     ax.set_xticks(batches, [f"{b:g}" for b in batches], fontsize=7)
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    times = [t * ms for r in rs for t in (r.memory_time_s, r.compute_time_s)]
+    _log_axis(ax.yaxis, min(times), max(times), _short_number)
     ax.set_xlabel("sequences decoded together (batch)")
     ax.set_ylabel("lower bound on one step (ms)")
     ax.grid(True, which="major", lw=0.4, alpha=0.5)
@@ -1048,7 +1139,7 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     if chosen.bytes_read > capacity:
         lines.append(f"  (weights + KV cache, {chosen.bytes_read / GiB:,.1f} GiB, exceed one {chosen.gpu}: "
                      "see chapter 3)")
-    return View(fig, "\n".join(lines))
+    return FixedView(fig, "\n".join(lines))
 
 
 # =========================================================================== chapter 8: the pipeline bubble
@@ -1098,7 +1189,7 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
 
 # =========================================================================== chapter 7: data parallelism, ZeRO
 def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-mixed", optimizer: str = "adamw",
-                       gpu: str = "H100 SXM") -> View:
+                       gpu: str = "H100 SXM", *, into: Figure | None = None) -> View:
     """Model states on each GPU for ZeRO stages 0 (DDP), 1, 2 and 3 (FSDP full-shard) over ``dp`` GPUs: weights,
     gradients and optimizer bytes (master copy included), all from :func:`~llmsizing.memory.model_states`,
     against ``gpu``'s memory. ``model`` may also be a bare parameter count (an int, as in the ZeRO paper's
@@ -1126,7 +1217,7 @@ def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-m
     labels = ["ZeRO-0\n(DDP)", "ZeRO-1\n(optimizer)", "ZeRO-2\n(+ gradients)", "ZeRO-3 / FSDP\n(+ weights)"]
     stacks = {"weights": [s.weights_bytes for s in states], "gradients": [s.gradients_bytes for s in states],
               "optimizer": [s.optimizer_bytes for s in states]}
-    fig, ax = _fixed_figure(7.2, 3.3, left=0.1, right=0.8, bottom=0.2, top=0.88)
+    fig, ax = _fixed_figure(7.2, 3.3, left=0.1, right=0.8, bottom=0.2, top=0.88, into=into)
     _fast_stacked_columns(ax, labels, stacks)
     ax.tick_params(axis="x", labelsize=8)
     capacity_line(ax, g.memory_gib, g.name)
@@ -1325,7 +1416,8 @@ SENSITIVITY_MFUS = (0.2, 0.3, 0.4, 0.5, 0.6)
 
 
 def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H100 SXM", seq: int = 8192,
-                            price: float | None = None, mfu: float = 0.4, n_gpus: int = 1024) -> View:
+                            price: float | None = None, mfu: float = 0.4, n_gpus: int = 1024, *,
+                            into: Figure | None = None) -> View:
     """Chapter 11: the job cost over a grid of price (USD per GPU-hour; the chosen ``price``, default the
     catalogue's on-demand one, times :data:`SENSITIVITY_PRICE_FACTORS`) x MFU (:data:`SENSITIVITY_MFUS`), from
     :func:`~llmsizing.cost.cost_sensitivity`, with the chosen (price, ``mfu``) marked; the summary gives that
@@ -1346,9 +1438,13 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     prices = [p0 * f for f in SENSITIVITY_PRICE_FACTORS]
     mfus = sorted(set(SENSITIVITY_MFUS) | {round(mfu, 4)})
     grid = cost_sensitivity(model, tokens=tokens, gpu=g, seq=seq, prices=prices, mfus=mfus)
-    fig, ax = _fixed_figure(7.6, 3.3, left=0.1, right=0.87, bottom=0.15, top=0.9)
+    def build(fig):                      # the heat map and its colour scale, side by side
+        return fig.add_axes((0.1, 0.15, 0.72, 0.75)), fig.add_axes((0.835, 0.15, 0.025, 0.75))
+
+    fig, (ax, cax) = figure_axes(7.6, 3.3, into, ("cost sensitivity",), build)
     z = grid.to_numpy() / 1e6
-    im = ax.imshow(z, cmap="YlOrRd", aspect="auto", origin="lower", norm=_log_norm(z))
+    norm = _log_norm(z)
+    ax.imshow(z, cmap="YlOrRd", aspect="auto", origin="lower", norm=norm)
     cb_ticks = [v for v in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500) if z.min() <= v <= z.max()]
     for i in range(z.shape[0]):
         for j in range(z.shape[1]):
@@ -1360,11 +1456,20 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     ax.set_ylabel("MFU", fontsize=8)
     j0, i0 = SENSITIVITY_PRICE_FACTORS.index(1.0), mfus.index(round(mfu, 4))
     ax.add_patch(_rect((j0 - 0.5, i0 - 0.5), 1, 1))
-    cb = fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02)
-    cb.set_ticks(cb_ticks, labels=[f"{v:g}" for v in cb_ticks])
-    cb.minorticks_off()
-    cb.set_label("job cost (million USD)", fontsize=8)
-    cb.ax.tick_params(labelsize=7)
+    # the colour scale, drawn as a log-scaled strip (a matplotlib Colorbar cannot be emptied and redrawn in a
+    # widget's kept axes: it keeps callbacks on them, and removing its axes fails on matplotlib 3.11)
+    edges = np.geomspace(norm.vmin, norm.vmax, 129)
+    cax.pcolormesh([0.0, 1.0], edges, np.sqrt(edges[:-1] * edges[1:])[:, None], cmap="YlOrRd", norm=norm)
+    cax.set_yscale("log")
+    cax.set_xlim(0, 1)
+    cax.set_ylim(norm.vmin, norm.vmax)
+    cax.set_xticks([])
+    cax.yaxis.tick_right()
+    cax.yaxis.set_label_position("right")
+    cax.set_yticks(cb_ticks, [f"{v:g}" for v in cb_ticks])
+    cax.yaxis.set_minor_locator(NullLocator())
+    cax.set_ylabel("job cost (million USD)", fontsize=8)
+    cax.tick_params(labelsize=7)
     ax.set_title(f"{t.model}, {tokens:.3g} tokens on {g.name}: cost of the job (million USD)", fontsize=9,
                  loc="left")
     summary = (f"{t.model}, {tokens:.3g} tokens of {seq:,} on {g.name} at ${p0:.2f}/GPU-hour and MFU {mfu:.0%}: "
@@ -1445,7 +1550,8 @@ def render_cost_vs_gpus(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H
 
 # =========================================================================== chapter 15: serving
 def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, weights: str = "bf16",
-                         kv_cache: str = "bf16", prompt: int = 1024, output: int = 256, batch: int = 16) -> View:
+                         kv_cache: str = "bf16", prompt: int = 1024, output: int = 256, batch: int = 16, *,
+                         into: Figure | None = None) -> View:
     """Chapter 15: left, inter-token latency against output tokens/s per GPU as the batch grows (powers of
     two up to the KV-cache limit, :func:`llmsizing.serving.serving_sweep`), the last point being the largest
     batch the KV cache holds; right, the GPU's bf16 roofline (attainable TFLOP/s = min(peak, intensity x
@@ -1465,9 +1571,11 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
                          f"{chosen.overhead_bytes_per_gpu / GiB:.0f} GiB overhead + one sequence's KV cache > "
                          f"{chosen.capacity_bytes_per_gpu / GiB:,.1f} GiB); raise tp or quantise the weights")
     sweep = serving_sweep(model, gpu, **kw)
-    fig = Figure(figsize=(9.6, 3.6), dpi=DPI)
-    ax, ax2 = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14, top=0.91, wspace=0.28)
+    def build(fig):
+        fig.subplots_adjust(left=0.075, right=0.985, bottom=0.14, top=0.91, wspace=0.3)
+        return fig.subplots(1, 2)
+
+    fig, (ax, ax2) = figure_axes(7.9, 3.6, into, ("serving curve",), build)
     x = [s.output_tokens_per_s_per_gpu for s in sweep]
     y = [s.itl_s * 1e3 for s in sweep]
     ax.plot(x, y, color="#4C72B0", marker="o", ms=3, lw=1.5)
@@ -1481,7 +1589,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
                 va="top", fontsize=7.5, color="#C44E52")
     marker = dict(marker="o", color="k") if chosen.fits else dict(marker="x", color="#C44E52")
     ax.scatter([chosen.output_tokens_per_s_per_gpu], [chosen.itl_s * 1e3], s=40, zorder=3, **marker)
-    ax.set_xscale("log")
+    _log_axis(ax.xaxis, min(x + [chosen.output_tokens_per_s_per_gpu]),
+              max(x + [chosen.output_tokens_per_s_per_gpu]), _short_number, pad=1.25)
     ax.set_xlabel("output tokens/s per GPU (batch grows to the right)")
     ax.set_ylabel("inter-token latency (ms)")
     ax.set_ylim(0, max(max(y), chosen.itl_s * 1e3) * 1.15)
@@ -1502,7 +1611,10 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
                 label=f"prefill, one {prompt:,}-token prompt")
     ax2.axvline(peak / bw_tbps, color="0.5", lw=0.7, ls=":")
     ax2.set_xscale("log", base=2)
-    ax2.set_yscale("log")
+    ax2.set_xlim(xs[0] / 1.4, xs[-1] * 1.4)
+    ax2.set_xticks([2.0**k for k in range(-1, 15, 3)], [f"{2.0**k:g}" for k in range(-1, 15, 3)])
+    ax2.xaxis.set_minor_locator(NullLocator())
+    _log_axis(ax2.yaxis, min(xs[0] * bw_tbps, dec_rate, pre_rate), peak, _short_number)
     ax2.set_xlabel("arithmetic intensity (FLOP per byte read)")
     ax2.set_ylabel("TFLOP/s per GPU")
     ax2.grid(True, which="major", lw=0.4, alpha=0.5)
@@ -1605,7 +1717,8 @@ def render_prediction_check(rows) -> View:
 _AUDIT_STYLES = {"holds": ("#55A868", "o"), "off": ("#C44E52", "s"), "wrong in kind": ("#8172B3", "^")}
 
 
-def render_seed_audit(df=None, *, band: float | None = None, article: str = "all") -> View:
+def render_seed_audit(df=None, *, band: float | None = None, article: str = "all",
+                      into: Figure | None = None) -> View:
     """Every recomputed seed claim as one point: the library's value (x) against the claimed value (y), both
     in the claim's own unit, on log axes, with the line y = x and the band of the verdict rule
     (:data:`~llmsizing.audit.BAND`). Points above the band are claims that are too high, below it too low.
@@ -1629,7 +1742,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     kind = df["verdict"].str.startswith("wrong")
     holds = df["verdict"].str.startswith("holds") & ~kind
     groups = {"holds": holds, "off": ~holds & ~kind, "wrong in kind": kind}
-    fig, ax = _fixed_figure(7.0, 5.2, left=0.11, right=0.97, bottom=0.1, top=0.95)
+    fig, ax = _inch_margins(6.4, 4.4, left=0.7, bottom=0.5, top=0.2, right=0.2, into=into)
     x = df["library"].to_numpy(float)
     y = df["claimed"].to_numpy(float)
     lo = 10 ** np.floor(np.log10(min(x.min(), y.min())))
@@ -1654,6 +1767,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     ax.set_ylim(lo, hi)
     for axis in (ax.xaxis, ax.yaxis):                 # decades only: minor log ticks triple a redraw
         axis.set_major_locator(LogLocator(base=10, numticks=20))
+        axis.set_major_formatter(_short_number)       # plain "1k", "1M": mathtext labels are slow to lay out
         axis.set_minor_locator(NullLocator())
     ax.set_xlabel("what the library computes (in the claim's unit: GB, days, USD, GPUs, tokens/s, ...)")
     ax.set_ylabel("what the seed article claims")
@@ -1685,7 +1799,7 @@ def _plan_label(r) -> str:
 def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, seq: int = 8192,
                 global_batch: int = 512, max_gpus: int | None = 4096, deadline_days: float | None = None,
                 budget_usd: float | None = None, highlight=None, plans=None, compute_efficiency: float | None = None,
-                overlap: float | None = None) -> View:
+                overlap: float | None = None, into: Figure | None = None) -> View:
     """The planner's answer (chapter 12, "How many GPUs do you need?"): left, days against cost (log axes) of
     every plan :func:`~llmsizing.planner.plan` finds (grey), each GPU type's own front (thin line) and the
     time-vs-cost front (dots coloured by GPU type); right, the chosen plan's most loaded GPU (what is alive at
@@ -1724,10 +1838,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     tm = training_memory(m, parallel=par, **run)
     st = step_time(m, g, par, mfu=eff, overlap=ovl, **run)
 
-    fig = Figure(figsize=(9.6, 4.6), dpi=DPI)
-    gs = fig.add_gridspec(2, 2, width_ratios=[1.2, 1], height_ratios=[1, 1.3], left=0.085, right=0.985,
-                          bottom=0.11, top=0.93, wspace=0.4, hspace=1.25)
-    ax, ax_m, ax_t = fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
+    def build(fig):
+        gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1], height_ratios=[1, 1.3], left=0.1, right=0.965,
+                              bottom=0.11, top=0.93, wspace=0.3, hspace=1.25)
+        return fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
+
+    fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build)
 
     # ---- left: every plan, each GPU type's front, the front, the chosen plan
     ax.plot(plans["days"], plans["cost_usd"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
@@ -1777,7 +1893,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
 
     # ---- right, bottom: where the step's time goes
     _step_time_bars(ax_t, st, fontsize=7.5)
-    ax_t.set_xlabel(f"seconds per step (communication before the {ovl:.0%} overlap)", fontsize=8)
+    ax_t.set_xlabel(f"seconds per step (communication before the {ovl:.0%} overlap)", fontsize=7.5)
     ax_t.set_title(f"step {st.step_s:.2f} s, MFU {r.mfu:.0%}: {r.days:,.1f} days, {_usd(r.cost_usd)}",
                    fontsize=8.5, loc="left")
 
@@ -1797,8 +1913,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
              f"  {r.days:,.1f} days ({r.days_low:,.1f}-{r.days_high:,.1f}), {r.gpu_hours:,.0f} GPU-hours, "
              f"{_usd(r.cost_usd)} ({_usd(r.cost_usd_low)}-{_usd(r.cost_usd_high)})",
              "the front, cheapest first:"]
-    for i, (idx, f) in enumerate(front.iterrows(), 1):
-        lines.append(f"{'>' if idx == highlight else ' '}{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp} "
+    for i, f in enumerate(front.itertuples(), 1):                  # (itertuples: iterrows is ~10x slower)
+        lines.append(f"{'>' if f.Index == highlight else ' '}{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp} "
                      f"pp={f.pp:<2d} dp={f.dp:<4d} ZeRO-{f.zero} mb={f.micro_batch} x{f.grad_accum:<4d} "
                      f"{f.recompute:<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
                      f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}")
@@ -1814,6 +1930,14 @@ def _usd(v, _=None) -> str:
     return f"${v:,.0f}"
 
 
+def _short_number(v, _=None) -> str:
+    """A tick label in plain text (no mathtext, which is slow to lay out): 0.01, 0.5, 20, 1k, 10k, 2M, 1B, 1T."""
+    for unit, name in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= unit:
+            return f"{v / unit:g}{name}"
+    return f"{v:g}"
+
+
 def _tokens(n: float) -> str:
     """A token count in a short form: 1T, 300B, 15.6T."""
     for unit, name in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
@@ -1822,17 +1946,20 @@ def _tokens(n: float) -> str:
     return f"{n:,.0f}"
 
 
-def _log_axis(axis, lo: float, hi: float, fmt) -> None:
-    """A log axis from ``lo`` to ``hi`` (padded) with fixed 1-2-5 ticks and no minor ticks: a log axis left
-    to its default locators spends most of a redraw laying out minor tick labels."""
+def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
+    """A log axis from ``lo / pad`` to ``hi * pad`` with fixed 1-2-5 ticks (decades only over more than
+    2.5 decades) labelled by ``fmt`` and no minor ticks: a log axis left to its default locators spends most of a
+    redraw laying out minor ticks and mathtext labels."""
     import math
 
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    lo, hi = lo / 1.4, hi * 1.4
-    steps = (1, 2, 5) if hi / lo < 300 else (1,)
-    ticks = [m * 10**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) for m in steps]
-    ticks = [t for t in ticks if lo <= t <= hi]
+    lo, hi = lo / pad, hi * pad
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for steps in ((1,) if hi / lo >= 300 else (), (1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
+        ticks = [m * 10**e for e in decades for m in steps if lo <= m * 10**e <= hi]
+        if len(ticks) >= 2:
+            break
     (axis.axes.set_xscale if axis is axis.axes.xaxis else axis.axes.set_yscale)("log")
     (axis.axes.set_xlim if axis is axis.axes.xaxis else axis.axes.set_ylim)(lo, hi)
     axis.set_major_locator(FixedLocator(ticks))
@@ -1848,7 +1975,8 @@ FINETUNE_COLORS = dict(zip(FINETUNE_PARTS, ("#4C72B0", "#64B5CD", "#DD8452", "#8
 
 def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int = 1, seq: int = 2048,
                            rank: int = 16, targets=("q", "k", "v", "o", "gate", "up", "down"),
-                           recompute: str = "full", optimizer: str = "adamw") -> View:
+                           recompute: str = "full", optimizer: str = "adamw", *,
+                           into: Figure | None = None) -> View:
     """Fine-tuning chapter: one GPU's memory for full fine-tuning, LoRA and QLoRA of ``model``
     (:func:`~llmsizing.finetune.finetune_memory`), stacked by part at the step's peak (full fine-tuning's weights
     are all trained; the activations and temporaries alive at the peak are the rest), against the GPU's
@@ -1865,7 +1993,7 @@ def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int
                                          r.total_bytes - r.overhead_bytes - r.base_weights_bytes - r.adapter_bytes
                                          - r.gradients_bytes - r.optimizer_bytes, r.overhead_bytes)):
             stacks[p].append(max(v, 0.0))
-    fig, ax = _fixed_figure(7.2, 3.4, left=0.1, right=0.72, bottom=0.12, top=0.9)
+    fig, ax = _fixed_figure(7.2, 3.4, left=0.1, right=0.72, bottom=0.12, top=0.9, into=into)
     labels = ["full", "LoRA", "QLoRA"]
     import numpy as np
     from matplotlib.collections import PolyCollection

@@ -3,6 +3,10 @@
 One public factory per widget, callable with no arguments. Each is thin glue: controls -> a ``render_*``
 function from :mod:`llmsizing.charts` -> a PNG image and a text summary. Bad input (a combination the library
 rejects) shows the library's error message in the widget instead of a traceback.
+
+Layout (issue 12): the controls in a column of :data:`CONTROLS_WIDTH_PX` on the left, the figure beside them at
+its own pixel size (at most :data:`FIGURE_MAX_PX`, never stretched) and the summary under it, scrolling past
+:data:`SUMMARY_HEIGHT_PX`: about 1100 x 620 px in all, so controls and figure are on a 1280 x 720 screen together.
 """
 
 from __future__ import annotations
@@ -17,19 +21,56 @@ from .catalog import get_model, list_gpus, list_models
 __all__ = ["parameter_counts_widget"]
 
 
-class Dashboard(W.VBox):
-    """Controls on top, then an error line, a text summary and the figure. ``update()`` redraws."""
+#: The widget layout budget (issue 12: controls and figure visible together on a 1280x720 laptop screen, where
+#: JupyterLab's notebook panel is about 1000-1100 px wide and 600 px tall): the controls' column, the largest
+#: figure (PNG pixels, shown at its own size, never stretched) and the height of the scrolling summary below it.
+CONTROLS_WIDTH_PX = 330
+FIGURE_MAX_PX = (760, 430)
+SUMMARY_HEIGHT_PX = 150
+#: Room for a control's widget part next to its 110 px description, in the controls' column.
+_CONTROL_ROOM_PX = CONTROLS_WIDTH_PX - 110 - 12
 
-    def __init__(self, render, controls: dict[str, W.ValueWidget], *, columns: int = 2):
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """(width, height) in pixels from a PNG's IHDR header."""
+    if len(png) < 24 or not png.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise ValueError("png must be PNG bytes (starting with the PNG signature)")
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+class Dashboard(W.HBox):
+    """Controls in a column on the left; on the right an error line (hidden when empty), the figure at its own
+    pixel size and the text summary (scrolling when long). ``update()`` redraws.
+
+    The dashboard keeps one matplotlib figure for its whole life: when ``render`` takes an ``into`` argument
+    (every ``render_*`` of :mod:`llmsizing.charts` that a widget uses does), each update draws into that figure
+    again instead of building a new one (:func:`llmsizing.charts.blank_figure`). ``above`` names controls shown
+    above the figure instead of in the column (wide ones, like the planner's plan selector)."""
+
+    def __init__(self, render, controls: dict[str, W.ValueWidget], *, above: tuple[str, ...] = ()):
+        import inspect
+
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
         self.render = render
         self.controls = controls
-        self.error = W.HTML()
-        self.summary = W.HTML()
-        self.image = W.Image(format="png")
-        ctl = list(controls.values())
-        rows = [W.HBox(ctl[i:i + columns]) for i in range(0, len(ctl), columns)]
-        super().__init__(rows + [self.error, self.summary, self.image])
-        for w in ctl:
+        try:
+            self._takes_into = "into" in inspect.signature(render).parameters
+        except (TypeError, ValueError):
+            self._takes_into = False
+        self.figure = Figure(dpi=charts.DPI)
+        FigureCanvasAgg(self.figure)          # its own canvas: savefig reuses it and its renderer every redraw
+        self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"))
+        self.summary = W.HTML(layout=W.Layout(max_height=f"{SUMMARY_HEIGHT_PX}px", max_width=f"{FIGURE_MAX_PX[0]}px",
+                                              overflow="auto"))
+        self.image = W.Image(format="png", layout=W.Layout(flex="0 0 auto", max_width="none", object_fit="none"))
+        column = W.VBox([w for k, w in controls.items() if k not in above],
+                        layout=W.Layout(width=f"{CONTROLS_WIDTH_PX}px", flex=f"0 0 {CONTROLS_WIDTH_PX}px"))
+        right = W.VBox([controls[k] for k in above] + [self.error, self.image, self.summary],
+                       layout=W.Layout(flex="0 1 auto", align_items="flex-start"))
+        super().__init__([column, right], layout=W.Layout(align_items="flex-start"))
+        for w in controls.values():
             w.observe(self.update, names="value")
         self.update()
 
@@ -37,21 +78,48 @@ class Dashboard(W.VBox):
         return {k: w.value for k, w in self.controls.items()}
 
     def update(self, change=None) -> None:
+        kw = dict(into=self.figure) if self._takes_into else {}
         try:
-            view = self.render(**self.values())
+            view = self.render(**self.values(), **kw)
         except (ValueError, TypeError) as exc:
             # show the library's message; clear the old figure so it can't be read as the answer
             self.error.value = f"<b style='color:#b00020'>⚠ {html.escape(str(exc))}</b>"
+            self.error.layout.display = None
             self.summary.value = ""
             self.image.value = b""
+            self.image.layout.width = self.image.layout.height = None
             return
         self.error.value = ""
-        self.summary.value = f"<pre style='line-height:1.25'>{html.escape(view.summary)}</pre>"
-        self.image.value = view.png(compress_level=1)   # same pixels, faster to encode than zlib's default
+        self.error.layout.display = "none"
+        self.summary.value = (f"<pre style='line-height:1.25; font-size:12px; margin:0'>"
+                              f"{html.escape(view.summary)}</pre>")
+        png = view.png(compress_level=1)    # same pixels, faster to encode than zlib's default
+        width, height = png_size(png)
+        self.image.layout.width, self.image.layout.height = f"{width}px", f"{height}px"
+        self.image.value = png
 
 
 def _style(desc_width: str = "110px") -> dict:
-    return dict(style={"description_width": desc_width}, layout=W.Layout(width="330px"))
+    return dict(style={"description_width": desc_width}, layout=W.Layout(width=f"{CONTROLS_WIDTH_PX}px"))
+
+
+def _button_px(label: str) -> int:
+    """A button wide enough for ``label`` at JupyterLab's 13 px UI font (~7.5 px a character, with padding)."""
+    return round(7.5 * len(label)) + 20
+
+
+def _choice(options, value, description: str) -> W.ValueWidget:
+    """A few options as toggle buttons, each as wide as the longest label needs, when they fit on one line of
+    the controls' column; otherwise a drop-down (so no label is ever cut or wrapped)."""
+    width = max(_button_px(str(o)) for o in options)
+    if len(options) * (width + 4) > _CONTROL_ROOM_PX:
+        return W.Dropdown(options=options, value=value, description=description, **_style())
+    w = W.ToggleButtons(options=options, value=value, description=description, **_style())
+    w.style.button_width = f"{width}px"
+    # ipywidgets 8 lays a ToggleButtons out as a block, so its description sits on a line of its own above the
+    # buttons; as a flex row the description is beside them, aligned with the other controls' descriptions
+    w.layout.display, w.layout.align_items = "flex", "center"
+    return w
 
 
 def _up_to_max_seq(lengths, model) -> list[int]:
@@ -159,12 +227,12 @@ def parameter_counts_widget(model: str = "llama-2-7b") -> Dashboard:
     return box
 
 
-def _render_parameters(model, **fields):
+def _render_parameters(model, into=None, **fields):
     base = get_model(model)
     changed = {k: v for k, v in fields.items() if getattr(base, k) != v}
     if "kv_heads" in fields and "heads" in changed:
         changed["kv_heads"] = fields["kv_heads"]
-    return charts.render_parameter_counts(base, **changed)
+    return charts.render_parameter_counts(base, into=into, **changed)
 
 
 # =========================================================================== chapter 2
@@ -195,9 +263,9 @@ def model_states_widget(model: str = "llama-3-8b") -> Dashboard:
     return box
 
 
-def _render_model_states(model, precision, optimizer, count, gpus):
+def _render_model_states(model, precision, optimizer, count, gpus, into=None):
     return charts.render_model_states(model, precision=precision, optimizer=optimizer, gpus=tuple(gpus),
-                                      count=count, compare=_WIDGET_STATES_COMPARE)
+                                      count=count, compare=_WIDGET_STATES_COMPARE, into=into)
 
 
 # =========================================================================== chapter 3
@@ -227,9 +295,9 @@ def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
     return box
 
 
-def _render_inference_memory(model, context, batch, weights, kv_cache, gpus):
+def _render_inference_memory(model, context, batch, weights, kv_cache, gpus, into=None):
     return charts.render_inference_memory(model, context=context, batch=batch, weights=weights,
-                                          kv_cache=kv_cache, gpus=tuple(gpus))
+                                          kv_cache=kv_cache, gpus=tuple(gpus), into=into)
 
 
 # =========================================================================== chapter 4: activation memory
@@ -246,21 +314,16 @@ def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "seq": W.SelectionSlider(options=seqs, value=min(8192, seqs[-1]), description="sequence", **_style()),
         "batch": W.IntSlider(value=1, min=1, max=64, description="micro-batch", **_style()),
-        "attention": W.ToggleButtons(options=["flash", "eager"], value="flash", description="attention",
-                                     **_style()),
-        "recompute": W.ToggleButtons(options=["none", "selective", "full"], value="none",
-                                     description="recompute", **_style()),
+        "attention": _choice(["flash", "eager"], "flash", "attention"),
+        "recompute": _choice(["none", "selective", "full"], "none", "recompute"),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
                                  **_style()),
-        "stack": W.ToggleButtons(options=["fused", "hf"], value="fused", description="stack", **_style()),
+        "stack": _choice(["fused", "hf"], "fused", "stack"),
         "precision": W.Dropdown(options=["bf16-mixed", "bf16-amp", "bf16-mixed-fp32-grads", "fp32"],
                                 value="bf16-mixed", description="recipe", **_style()),
         "dropout": W.Checkbox(value=False, description="dropout", **_style()),
     }
-    controls["stack"].style.button_width = "70px"
-    controls["attention"].style.button_width = "70px"
-    controls["recompute"].style.button_width = "70px"
     box = Dashboard(charts.render_activation_memory, controls)
     _follow_max_seq(box, "seq", _SEQS, int)
     return box
@@ -278,10 +341,9 @@ def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
         "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="precision", **_style()),
         "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
                                  **_style()),
-        "stack": W.ToggleButtons(options=["fused", "hf"], value="fused", description="stack", **_style()),
+        "stack": _choice(["fused", "hf"], "fused", "stack"),
         "dropout": W.Checkbox(value=False, description="dropout", **_style()),
     }
-    controls["stack"].style.button_width = "70px"
     return Dashboard(charts.render_max_micro_batch, controls)
 
 
@@ -304,20 +366,17 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
         "pp": W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="pipeline (pp)", **_style()),
         "dp": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512], value=8, description="data par. (dp)",
                          **_style()),
-        "zero": W.ToggleButtons(options=[0, 1, 2, 3], value=1, description="ZeRO stage", **_style()),
+        "zero": _choice([0, 1, 2, 3], 1, "ZeRO stage"),
         "sp": W.Checkbox(value=False, description="sequence parallel (needs tp > 1)", **_style()),
         "virtual_stages": W.Dropdown(options=[1, 2, 4], value=1, description="virtual stages", **_style()),
         "offload": W.Dropdown(options=list(OFFLOADS), value="none", description="offload", **_style()),
-        "recompute": W.ToggleButtons(options=["none", "selective", "full"], value="selective",
-                                     description="recompute", **_style()),
+        "recompute": _choice(["none", "selective", "full"], "selective", "recompute"),
         "batch": W.IntSlider(value=1, min=1, max=32, description="micro-batch", **_style()),
         "seq": W.SelectionSlider(options=seqs, value=min(4096, seqs[-1]), description="sequence", **_style()),
         "grad_accum": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="micro-batches/step",
                                  **_style()),
         "mfu": W.FloatSlider(value=0.4, min=0.1, max=0.7, step=0.05, description="assumed MFU", **_style()),
     }
-    for k in ("zero", "recompute"):
-        controls[k].style.button_width = "62px"
     box = Dashboard(charts.render_parallel_explorer, controls)
     _follow_max_seq(box, "seq", _SEQS, int)
     return box
@@ -329,9 +388,9 @@ TOKEN_BUDGETS = (("1B", 1e9), ("10B", 1e10), ("100B", 1e11), ("1T", 1e12), ("2T"
 
 def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
     """Part III: days and cost of a run against the GPU count (:func:`~llmsizing.charts.render_training_time`)."""
-    def render(model, tokens, gpu, seq, n_gpus, mfu):
+    def render(model, tokens, gpu, seq, n_gpus, mfu, into=None):
         return charts.render_training_time(model, tokens=tokens, gpu=gpu, seq=seq, n_gpus=n_gpus,
-                                           mfu=None if mfu == 0.40 else mfu)
+                                           mfu=None if mfu == 0.40 else mfu, into=into)
 
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
@@ -360,10 +419,8 @@ def decode_roofline_widget(model: str = "llama-3-8b") -> Dashboard:
         "context": W.SelectionSlider(options=[128, 512, 1024, 2048, 4096, 8192, 32768, 131072], value=4096,
                                      description="context", **_style()),
         "batch": W.SelectionSlider(options=[2**i for i in range(11)], value=1, description="batch", **_style()),
-        "weights": W.ToggleButtons(options=["bf16", "fp8", "int4"], value="bf16", description="weights",
-                                   **_style()),
+        "weights": _choice(["bf16", "fp8", "int4"], "bf16", "weights"),
     }
-    controls["weights"].style.button_width = "60px"
     return Dashboard(charts.render_decode_roofline, controls)
 
 
@@ -439,8 +496,7 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
-        "weights": W.ToggleButtons(options=[w for w in WEIGHT_FORMATS if w != "fp16"], value="bf16",
-                                   description="weights", **_style()),
+        "weights": _choice([w for w in WEIGHT_FORMATS if w != "fp16"], "bf16", "weights"),
         "tp": W.Dropdown(options=[1, 2, 4, 8], value=1, description="tensor par. (tp)", **_style()),
         "prompt": W.SelectionSlider(options=[128, 256, 512, 1024, 2048, 4096, 8192, 32768], value=1024,
                                     description="prompt", **_style()),
@@ -448,7 +504,6 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
                                     **_style()),
         "batch": W.SelectionSlider(options=[2**i for i in range(12)], value=16, description="batch", **_style()),
     }
-    controls["weights"].style.button_width = "52px"
     return Dashboard(charts.render_serving_curve, controls)
 
 
@@ -468,7 +523,8 @@ def seed_audit_widget(article: str = "all") -> Dashboard:
                               readout_format=".2f", **_style()),
         "article": W.Dropdown(options=articles, value=article, description="article", **_style()),
     }
-    return Dashboard(lambda band, article: charts.render_seed_audit(band=band, article=article), controls)
+    return Dashboard(lambda band, article, into=None: charts.render_seed_audit(band=band, article=article, into=into),
+                     controls)
 
 
 # =========================================================================== chapter 12: the planner
@@ -499,21 +555,34 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     def cached(model, tokens, gpus, seq, global_batch, max_gpus):
         return plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
 
+    @functools.lru_cache(maxsize=16)
+    def explain(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget):
+        """plan()'s error for these limits (None if it finds plans), computed once per set of arguments."""
+        try:
+            plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
+                 deadline_days=deadline or None, budget_usd=budget or None)
+        except (ValueError, TypeError) as exc:
+            return exc
+        return None
+
     holder: dict = {}
 
-    def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice):
+    def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice, into=None):
         args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus)
         df = cached(model, **args)
         keep = df["days"] <= (deadline or float("inf"))
         keep &= df["cost_usd"] <= (budget or float("inf"))
         df = df[keep]
         if df.empty:                                   # plan() explains why (raises NoPlanError)
+            why = explain(model, deadline=deadline, budget=budget, **args)
+            if why is not None:
+                raise why
             df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None)
         front = df[df["pareto"]]
         _set_front_options(holder["box"], front, choice)
         k = holder["box"].controls["choice"].value
         return charts.render_plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None,
-                                  plans=df, highlight=front.index[k])
+                                  plans=df, highlight=front.index[k], into=into)
 
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
@@ -528,9 +597,9 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         "budget": W.Dropdown(options=PLAN_BUDGETS, value=0.0, description="budget", **_style()),
         "choice": W.Dropdown(options=[("#1", 0)], value=0, description="front plan", **_style()),
     }
-    controls["choice"].layout.width = "660px"
+    controls["choice"].layout.width = f"{FIGURE_MAX_PX[0]}px"
     holder["box"] = box = Dashboard.__new__(Dashboard)
-    box.__init__(render, controls)
+    box.__init__(render, controls, above=("choice",))
     return box
 
 
@@ -558,9 +627,9 @@ def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
     targets = {"attention (q, k, v, o)": ("q", "k", "v", "o"),
                "all linear": ("q", "k", "v", "o", "gate", "up", "down")}
 
-    def render(model, gpu, batch, seq, rank, targets, recompute, optimizer):
+    def render(model, gpu, batch, seq, rank, targets, recompute, optimizer, into=None):
         return charts.render_finetune_memory(model, gpu=gpu, batch=batch, seq=seq, rank=rank, targets=targets,
-                                             recompute=recompute, optimizer=optimizer)
+                                             recompute=recompute, optimizer=optimizer, into=into)
 
     llama_like = [m for m in list_models() if get_model(m).gated_mlp]
     controls = {

@@ -1,0 +1,220 @@
+"""Issue 12, "Speed" and "Layout": the widgets redraw into the figure they keep, and fit a laptop screen.
+
+* no drift: after any control moves, the widget shows exactly what a fresh call of its ``render_*`` function
+  with the same arguments gives (same summary text; same figure content: axes, scales, limits, ticks and their
+  labels, plotted data, texts, legends), although the widget redrew into its kept figure (``into=``);
+* the figure has a fixed pixel size within the budget, read from the PNG header, and the ``Image`` is shown at
+  exactly that size (never stretched); the controls sit in a column of fixed width beside it;
+* bad input shows the library's message and clears the figure; the next valid value draws it right again;
+* chapter 4's (and every other) toggle buttons are wide enough for their longest label.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import ipywidgets as W
+import numpy as np
+import pytest
+
+import llmsizing.widgets as widgets
+from llmsizing.widgets import CONTROLS_WIDTH_PX, FIGURE_MAX_PX, Dashboard, png_size
+
+NAMES = sorted(n for n in widgets.__all__ if n.endswith("_widget"))
+
+
+@functools.cache
+def board(name: str) -> Dashboard:
+    return getattr(widgets, name)()
+
+
+def neighbour(ctrl):
+    """A valid value next to the control's current one."""
+    v = ctrl.value
+    if isinstance(ctrl, W.SelectMultiple):
+        opts = list(ctrl._options_values)
+        extra = next((o for o in opts if o not in v), None)
+        return tuple(v) + (extra,) if extra is not None else tuple(v[:-1])
+    if isinstance(v, bool):
+        return not v
+    if hasattr(ctrl, "_options_values"):
+        opts = list(ctrl._options_values)
+        i = opts.index(v)
+        return opts[i + 1] if i + 1 < len(opts) else opts[i - 1]
+    step = getattr(ctrl, "step", 1) or 1
+    return v + step if v + step <= ctrl.max else v - step
+
+
+def _text(t) -> tuple:
+    return (t.get_text(), tuple(np.round(np.asarray(t.get_position(), dtype=float), 6)), t.get_fontweight(),
+            t.get_visible())
+
+
+def _artist(a) -> tuple:
+    """What a plotted artist shows: its type, data and style, as plain numbers and strings."""
+    out: list = [type(a).__name__, a.get_visible(), a.get_label() if not a.get_label().startswith("_") else ""]
+    if hasattr(a, "get_xydata"):                                  # Line2D
+        out += [np.round(a.get_xydata(), 9).tolist(), a.get_linestyle(), a.get_color(), a.get_marker()]
+    elif hasattr(a, "get_paths") and hasattr(a, "get_offsets"):   # collections
+        out += [[np.round(p.vertices, 9).tolist() for p in a.get_paths()],
+                np.round(np.asarray(a.get_offsets()), 9).tolist(),
+                np.round(np.asarray(a.get_facecolor()), 6).tolist()]
+    elif hasattr(a, "get_path"):                                 # patches
+        out += [np.round(a.get_patch_transform().transform(a.get_path().vertices), 9).tolist()
+                if hasattr(a, "get_patch_transform") else None, np.round(a.get_facecolor(), 6).tolist()]
+    if hasattr(a, "get_text"):
+        out.append(_text(a))
+    if hasattr(a, "get_array") and a.get_array() is not None:    # images, meshes
+        out.append(np.round(np.asarray(a.get_array(), dtype=float), 9).tolist())
+    return tuple(map(repr, out))
+
+
+def figure_content(fig) -> dict:
+    """Everything a reader can see in a figure, drawn or not yet drawn."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()                   # tick positions, labels and colours are settled by a draw
+    axes = []
+    for ax in fig.axes:
+        axes.append({
+            "position": tuple(np.round(ax.get_position().bounds, 6)),
+            "titles": [ax.get_title(loc) for loc in ("left", "center", "right")],
+            "labels": (ax.get_xlabel(), ax.get_ylabel()),
+            "scales": (ax.get_xscale(), ax.get_yscale()),
+            "limits": (tuple(np.round(ax.get_xlim(), 9)), tuple(np.round(ax.get_ylim(), 9))),
+            "xticks": [(round(float(t), 9), lab.get_text(), lab.get_fontweight(), lab.get_rotation(),
+                        lab.get_fontsize()) for t, lab in zip(ax.get_xticks(), ax.get_xticklabels())],
+            "yticks": [(round(float(t), 9), lab.get_text(), lab.get_fontweight(), lab.get_rotation(),
+                        lab.get_fontsize()) for t, lab in zip(ax.get_yticks(), ax.get_yticklabels())],
+            "grid": [[t.gridline.get_visible() for t in axis.get_major_ticks()] for axis in (ax.xaxis, ax.yaxis)],
+            "minor": (len(ax.get_xticks(minor=True)), len(ax.get_yticks(minor=True))),
+            "artists": sorted(_artist(a) for a in [*ax.lines, *ax.patches, *ax.collections, *ax.images]),
+            "texts": sorted(_text(t) for t in ax.texts),
+            "legend": [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else None,
+            "spines": {k: s.get_visible() for k, s in ax.spines.items()},
+        })
+    return {"size": tuple(fig.get_size_inches()), "axes": axes,
+            "legends": [[t.get_text() for t in leg.get_texts()] for leg in fig.legends],
+            "texts": [t.get_text() for t in fig.texts]}
+
+
+def assert_no_drift(b: Dashboard, where: str) -> None:
+    assert b.error.value == "", f"{where}: {b.error.value}"
+    fresh = b.render(**b.values())      # no into=: a new figure, as the notebooks draw it
+    assert b.summary.value.endswith(f"{__import__('html').escape(fresh.summary)}</pre>"), where
+    assert figure_content(b.figure) == figure_content(fresh.figure), where
+
+
+def control_cases():
+    return [(n, k) for n in NAMES for k in board(n).controls]
+
+
+# ----------------------------------------------------------------------------- the kept figure draws like a new one
+@pytest.mark.parametrize("name,key", control_cases(), ids=[f"{n}-{k}" for n, k in control_cases()])
+def test_update_equals_a_fresh_render(name, key):
+    b = board(name)
+    ctrl = b.controls[key]
+    default = ctrl.value
+    assert b._takes_into, f"{name}: the widget's render does not take into= (it would rebuild every time)"
+    try:
+        ctrl.value = neighbour(ctrl)
+        if not b.error.value:
+            assert_no_drift(b, f"{name}.{key} = {ctrl.value!r}")
+    finally:
+        ctrl.value = default
+    assert_no_drift(b, f"{name}.{key} back to {default!r}")
+    assert b.figure.axes and b.image.value, name
+
+
+def test_a_long_walk_does_not_accumulate_artists():
+    b = widgets.parameter_counts_widget()
+    layers = b.controls["layers"]
+    start = layers.value
+    for v in range(start + 1, start + 30):
+        layers.value = v
+    ax = b.figure.axes[0]
+    assert len(ax.containers) == len(ax.patches) == len(ax.get_legend_handles_labels()[0]) == 5
+    assert len(b.figure.axes) == 1 and len(b.figure.legends) == 1
+    assert_no_drift(b, "after 29 redraws")
+    layers.value = start
+
+
+# ----------------------------------------------------------------------------- errors, then recovery
+@pytest.mark.parametrize("name,key,bad", [
+    ("parallel_explorer_widget", "sp", True),          # sequence parallelism needs tp > 1
+    ("serving_widget", "model", "llama-3.1-405b"),      # 405B in bf16 on one H100 does not fit
+])
+def test_error_clears_then_valid_value_draws_again(name, key, bad):
+    b = getattr(widgets, name)()
+    ctrl = b.controls[key]
+    good = ctrl.value
+    ctrl.value = bad
+    assert b.error.value and "Traceback" not in b.error.value
+    assert b.error.layout.display is None                    # the message is shown
+    assert bytes(b.image.value) == b"" and b.summary.value == ""
+    ctrl.value = good
+    assert b.error.value == "" and b.error.layout.display == "none"
+    assert bytes(b.image.value).startswith(b"\x89PNG")
+    assert_no_drift(b, f"{name}: {key} back to {good!r} after an error")
+
+
+# ----------------------------------------------------------------------------- layout
+@pytest.mark.parametrize("name", NAMES)
+def test_figure_has_a_fixed_size_within_the_budget_and_is_not_stretched(name):
+    b = board(name)
+    sizes = set()
+    for key, ctrl in list(b.controls.items())[:4]:       # the size does not follow the data
+        default = ctrl.value
+        ctrl.value = neighbour(ctrl)
+        if not b.error.value:
+            sizes.add(png_size(bytes(b.image.value)))
+        ctrl.value = default
+    w, h = png_size(bytes(b.image.value))
+    sizes.add((w, h))
+    assert w <= FIGURE_MAX_PX[0] and h <= FIGURE_MAX_PX[1], f"{name}: {w}x{h} px"
+    assert len(sizes) == 1 or name == "model_states_widget", f"{name}: the figure changes size: {sizes}"
+    assert (b.image.layout.width, b.image.layout.height) == (f"{w}px", f"{h}px")     # its own pixel size
+    assert b.image.layout.max_width == "none" and b.image.layout.flex == "0 0 auto"
+    column, right = b.children
+    assert column.layout.width == f"{CONTROLS_WIDTH_PX}px"
+    for ctrl in column.children:                                  # every control fits the column
+        width = ctrl.layout.width or "0px"
+        assert width.endswith("px") and int(width[:-2]) <= CONTROLS_WIDTH_PX, (name, ctrl.description)
+    assert b.image in right.children and b.summary in right.children
+    assert b.summary.layout.overflow == "auto" and b.summary.layout.max_height
+
+
+def test_the_whole_widget_fits_the_screen_budget():
+    """Width: the controls' column plus the widest figure stays within ~1100 px. Height: the figure plus the
+    scrolling summary (and the planner's selector above it) within ~620 px; the tallest controls' column too."""
+    from llmsizing.widgets import SUMMARY_HEIGHT_PX
+
+    assert CONTROLS_WIDTH_PX + FIGURE_MAX_PX[0] + 10 <= 1100
+    assert FIGURE_MAX_PX[1] + SUMMARY_HEIGHT_PX + 32 <= 620
+    for name in NAMES:
+        column = board(name).children[0]
+        # ~34 px a row; a multi-select shows every GPU (~19 px a row)
+        height = sum(19 * c.rows + 10 if isinstance(c, W.SelectMultiple) else 34 for c in column.children)
+        assert height <= 620, f"{name}: the controls' column is ~{height} px tall"
+
+
+# ----------------------------------------------------------------------------- toggle buttons
+def label_px(label: str) -> int:
+    """A generous width for a button label at JupyterLab's 13 px UI font (~7.5 px a character) plus padding."""
+    return round(7.5 * len(label)) + 20
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_toggle_button_labels_fit(name):
+    for key, ctrl in board(name).controls.items():
+        if not isinstance(ctrl, W.ToggleButtons):
+            continue
+        width = int(ctrl.style.button_width.removesuffix("px"))
+        longest = max(ctrl._options_labels, key=len)
+        assert width >= label_px(longest), f"{name}.{key}: {width} px buttons cut {longest!r}"
+        room = CONTROLS_WIDTH_PX - 110 - 12
+        assert len(ctrl.options) * (width + 4) <= room, f"{name}.{key}: the buttons wrap onto two lines"
+        # the description beside the buttons (ipywidgets 8 would put it on a line of its own above them)
+        assert (ctrl.layout.display, ctrl.layout.align_items) == ("flex", "center"), f"{name}.{key}"
