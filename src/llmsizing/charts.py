@@ -19,18 +19,24 @@ from matplotlib.ticker import NullLocator
 
 from .units import GiB
 
+# Colours are safe for colour-blind readers (issue 12): Okabe & Ito's "Color Universal Design" set (2008:
+# #0072B2 blue, #E69F00 orange, #009E73 green, #D55E00 vermillion, #CC79A7 reddish purple, #56B4E9 sky blue,
+# #F0E442 yellow, black) plus two greys, and Paul Tol's "muted" scheme (#332288, #88CCEE, #44AA99, #117733, #999933,
+# #DDCC77, #CC6677, #882255, #AA4499) where a figure needs more colours. tests/test_palette.py simulates protanopia,
+# deuteranopia and tritanopia (Machado et al. 2009) and checks that the colours of each figure stay apart.
+
 #: One colour per memory component, used by every chart in the book.
 COLORS = {
-    "weights": "#4C72B0", "gradients": "#DD8452", "master copy": "#55A868", "optimizer states": "#8172B3",
-    "optimizer": "#8172B3", "activations": "#C44E52", "KV cache": "#C44E52", "overhead": "#9B9B9B",
+    "weights": "#0072B2", "gradients": "#E69F00", "master copy": "#009E73", "optimizer states": "#CC79A7",
+    "optimizer": "#CC79A7", "activations": "#D55E00", "KV cache": "#D55E00", "overhead": "#BBBBBB",
     # parameter components (chapter 1)
-    "embedding": "#4C72B0", "position": "#64B5CD", "attention": "#DD8452", "mlp": "#55A868",
-    "norms": "#C44E52", "lm_head": "#8172B3",
+    "embedding": "#0072B2", "position": "#56B4E9", "attention": "#E69F00", "mlp": "#009E73",
+    "norms": "#D55E00", "lm_head": "#CC79A7",
     # activation components (chapter 4)
-    "attention_projections": "#DD8452", "attention_core": "#E5AE38", "dropout_masks": "#937860",
-    "residuals": "#DA8BC3", "logits": "#8172B3",
+    "attention_projections": "#E69F00", "attention_core": "#F0E442", "dropout_masks": "#555555",
+    "residuals": "#56B4E9", "logits": "#CC79A7",
     # the peak of a step (chapter 4)
-    "at the peak: gradients + temporaries": "#B07AA1", "autocast copies": "#FFBE7D", "temporaries": "#76B7B2",
+    "at the peak: gradients + temporaries": "#332288", "autocast copies": "#F0E442", "temporaries": "#882255",
 }
 
 DPI = 96
@@ -249,7 +255,7 @@ MODEL_STATES_COMPARE = (
 #: Line styles for GPU capacity lines (one per GPU type, in order).
 _CAPACITY_STYLES = ("--", "-.", ":", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 1)))
 #: Greys and muted colours so neighbouring capacity lines differ in colour as well as dash pattern.
-_CAPACITY_COLORS = ("0.15", "#8C564B", "#1F77B4", "#7F7F7F", "#2CA02C")
+_CAPACITY_COLORS = ("0.15", "#882255", "#332288", "#7F7F7F", "#117733")
 
 
 def _inch_margins(width: float, height: float, *, left: float, bottom: float, top: float = 0.3,
@@ -414,12 +420,12 @@ def render_inference_vs_context(model="llama-3-8b", batches=(1, 8, 32), weights=
              f"{'context':>9s}" + "".join(f"{'batch ' + str(b):>11s}" for b in batches)]
     table = {b: [inference_memory(m, batch=b, context=c, weights=weights, kv_cache=kv_cache) for c in contexts]
              for b in batches}
-    colors = ("#4C72B0", "#DD8452", "#C44E52", "#55A868", "#8172B3", "#937860")
+    colors = ("#0072B2", "#E69F00", "#D55E00", "#009E73", "#CC79A7", "#555555")
     for i, b in enumerate(batches):
         ax.plot(contexts, [r.total_bytes / GiB for r in table[b]], marker="o", ms=3, lw=1.6,
                 color=colors[i % len(colors)], label=f"batch {b}")
     rule = table[batches[0]][0].rule_of_thumb_bytes / GiB
-    ax.axhline(rule, color="#8172B3", lw=2, alpha=0.6, label=f"×{RULE_OF_THUMB:g} rule ({rule:,.1f} GiB)")
+    ax.axhline(rule, color="#CC79A7", lw=2, alpha=0.6, label=f"×{RULE_OF_THUMB:g} rule ({rule:,.1f} GiB)")
     _gpu_lines(ax, gpus, 1, horizontal=False)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
@@ -449,11 +455,11 @@ ACT_LABELS = {
     "residuals": "layer inputs (checkpoints)", "embedding": "token ids", "logits": "logits + loss",
 }
 COLORS.update({
-    "norm inputs": "#F1CE63", "QKV / out-proj inputs": "#FF9D9A", "attention core (Q, K, V, scores)": "#E15759",
-    "MLP": "#59A14F", "dropout masks": "#9D7660", "layer inputs (checkpoints)": "#D37295",
-    "token ids": "#86BCB6", "logits + loss": "#499894",
+    "norm inputs": "#F0E442", "QKV / out-proj inputs": "#E69F00", "attention core (Q, K, V, scores)": "#D55E00",
+    "MLP": "#117733", "dropout masks": "#882255", "layer inputs (checkpoints)": "#CC6677",
+    "token ids": "#000000", "logits + loss": "#88CCEE",
 })
-RECOMPUTE_COLORS = {"none": "#C44E52", "selective": "#DD8452", "full": "#4C72B0"}
+RECOMPUTE_COLORS = {"none": "#D55E00", "selective": "#E69F00", "full": "#0072B2"}
 
 
 def _mark_beyond_max_seq(ax, x0: float, x1: float, max_seq: int) -> None:
@@ -710,7 +716,7 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
 
 # =========================================================================== chapter 5: measure it yourself
 #: Colour per precision mode and line style per attention kernel in chapter 5's figures.
-MEASURE_COLORS = {"fp32": "#4C72B0", "bf16": "#C44E52", "autocast-bf16": "#55A868"}
+MEASURE_COLORS = {"fp32": "#0072B2", "bf16": "#D55E00", "autocast-bf16": "#009E73"}
 MEASURE_STYLES = {"eager": "-", "flash": "--"}
 MEASURE_SWEEPS = ("seq", "batch", "recompute", "all")
 
@@ -826,8 +832,8 @@ def render_step_timeline() -> View:
             ax.annotate(ph, (sum(spans[ph]) / 2, 0.04 if narrow else 1.0), xycoords=("data", "axes fraction"),
                         ha="center", va="bottom" if narrow else "top", fontsize=7.5, color="0.3",
                         rotation=90 if narrow else 0, xytext=(0, 0 if narrow else -2), textcoords="offset points")
-    ax.plot(tl["op_index"], tl["live_bytes"] / MiB, color="#C44E52", lw=1.2, label="measured live bytes")
-    ax.axhline(row["baseline_bytes"] / MiB, color="#4C72B0", lw=1, ls=":",
+    ax.plot(tl["op_index"], tl["live_bytes"] / MiB, color="#D55E00", lw=1.2, label="measured live bytes")
+    ax.axhline(row["baseline_bytes"] / MiB, color="#0072B2", lw=1, ls=":",
                label="weights + optimizer states (measured)")
     for i, (ph, (x0, x1)) in enumerate(spans.items()):
         ax.hlines(pred.phases_bytes[ph] / MiB, x0, x1, colors="0.15", lw=1.6, linestyles="--",
@@ -852,8 +858,8 @@ def render_step_timeline() -> View:
 
 # =========================================================================== Part II: the parallelism explorer
 #: The step-time parts of :func:`render_parallel_explorer`, in drawing order, with their colours.
-EXPLORER_TIME_COLORS = {"compute": "#4C72B0", "pipeline bubble": "#9B9B9B", "dp": "#DD8452", "tp": "#55A868",
-                        "pp": "#8172B3"}
+EXPLORER_TIME_COLORS = {"compute": "#0072B2", "pipeline bubble": "#BBBBBB", "dp": "#E69F00", "tp": "#009E73",
+                        "pp": "#CC79A7"}
 
 
 def _step_time_bars(ax, st, *, fontsize: float) -> None:
@@ -958,11 +964,11 @@ def render_published_mfu() -> View:
 
     df = published_runs().iloc[::-1]
     fig, ax = new_figure(7.4, 3.6)
-    colors = ["#4C72B0" if c else "#BBBBBB" for c in df["calibration"]]
+    colors = ["#0072B2" if c else "#BBBBBB" for c in df["calibration"]]
     ax.barh(range(len(df)), df["implied_mfu"] * 100, color=colors)
     ax.set_yticks(range(len(df)), [f"{r} ({g})" for r, g in zip(df["run"], df["gpu"])], fontsize=8)
-    ax.axvspan(MFU_LOW * 100, MFU_HIGH * 100, color="#55A868", alpha=0.12, lw=0, zorder=0)
-    ax.axvline(MFU_DEFAULT * 100, color="#55A868", lw=1.5, ls="--")
+    ax.axvspan(MFU_LOW * 100, MFU_HIGH * 100, color="#009E73", alpha=0.12, lw=0, zorder=0)
+    ax.axvline(MFU_DEFAULT * 100, color="#009E73", lw=1.5, ls="--")
     ax.text(MFU_DEFAULT * 100, len(df) - 0.4, f" default {MFU_DEFAULT:.0%}", color="#2F6B3A", fontsize=8,
             va="bottom")
     for i, v in enumerate(df["implied_mfu"]):
@@ -1004,9 +1010,9 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
         mid = np.array([getattr(r, key) for r in runs])
         lo = np.array([getattr(r, f"{key}_low") for r in runs])
         hi = np.array([getattr(r, f"{key}_high") for r in runs])
-        a.fill_between(x, lo, hi, color="#4C72B0", alpha=0.18, lw=0)
-        a.plot(x, mid, color="#4C72B0", marker="o", ms=3)
-        a.plot([n_gpus], [getattr(t, key)], marker="o", ms=8, color="#C44E52")
+        a.fill_between(x, lo, hi, color="#0072B2", alpha=0.18, lw=0)
+        a.plot(x, mid, color="#0072B2", marker="o", ms=3)
+        a.plot([n_gpus], [getattr(t, key)], marker="o", ms=8, color="#D55E00")
         _log_axis(a.xaxis, x.min(), x.max(), _short_number, pad=1.5)
         if key == "days":
             _log_axis(a.yaxis, lo.min(), hi.max(), _short_number)
@@ -1026,9 +1032,9 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
 
 # =========================================================================== chapter 6: hardware
 #: One colour per catalogued GPU in chapter 6's figures (vendor families share a hue).
-GPU_COLORS = {"A10": "#9B9B9B", "L40S": "#937860", "RTX 4090": "#DA8BC3", "A100 40GB": "#8DB0D6",
-              "A100 80GB": "#4C72B0", "H100 SXM": "#55A868", "H200": "#2E7D4F", "B200": "#C44E52",
-              "MI300X": "#DD8452"}
+GPU_COLORS = {"A10": "#BBBBBB", "L40S": "#555555", "RTX 4090": "#AA4499", "A100 40GB": "#88CCEE",
+              "A100 80GB": "#332288", "H100 SXM": "#009E73", "H200": "#000000", "B200": "#D55E00",
+              "MI300X": "#F0E442"}
 
 
 #: Where a GPU's name sits next to its dot in the capacity panel (points; alignment), where the default overlaps.
@@ -1112,8 +1118,8 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
         ax.axvspan(too_big[0] / 2**0.5, batches[-1] * 2**0.5, color="0.9", zorder=0,
                    label="weights + KV cache exceed one GPU")
     ms = 1e3
-    ax.plot(batches, [r.memory_time_s * ms for r in rs], color="#4C72B0", lw=1.8, label="read weights + KV cache")
-    ax.plot(batches, [r.compute_time_s * ms for r in rs], color="#C44E52", lw=1.8, label="FLOPs at dense peak")
+    ax.plot(batches, [r.memory_time_s * ms for r in rs], color="#0072B2", lw=1.8, label="read weights + KV cache")
+    ax.plot(batches, [r.compute_time_s * ms for r in rs], color="#D55E00", lw=1.8, label="FLOPs at dense peak")
     ax.scatter([chosen.batch], [chosen.time_s * ms], color="k", s=30, zorder=3,
                label=f"batch {chosen.batch}: {chosen.bound}-bound")
     ax.set_xscale("log", base=2)
@@ -1162,7 +1168,7 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
     top = check_int("max_microbatches", max_microbatches, minimum=2, maximum=4096)
     ms = np.unique(np.geomspace(1, top, 60).round().astype(int))
     fig, ax = new_figure(7.0, 3.4)
-    colors = ["#4C72B0", "#DD8452", "#55A868", "#8172B3", "#C44E52", "#937860"]
+    colors = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#555555"]
     lines = [f"share of a step the pipeline sits idle, bubble/(1 + bubble), bubble = (p-1)/(v m):"]
     marks = [m for m in (4, 8, 16, 32) if m <= top]
     for i, p in enumerate(pps):
@@ -1242,8 +1248,8 @@ def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-m
 DP_SCALING_LINKS = (("NVLink (the GPU's own)", None, True), ("PCIe Gen4 x16 between GPUs", 32.0, True),
                     ("network, 400 Gb/s per GPU", None, False))
 
-_ZERO_STYLES = {0: ("DDP / ZeRO-1", "#4C72B0", "-"), 2: ("ZeRO-2", "#DD8452", "--"),
-                3: ("ZeRO-3 / FSDP", "#C44E52", "-")}
+_ZERO_STYLES = {0: ("DDP / ZeRO-1", "#0072B2", "-"), 2: ("ZeRO-2", "#E69F00", "--"),
+                3: ("ZeRO-3 / FSDP", "#D55E00", "-")}
 
 
 def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: int = 512, seq: int = 4096,
@@ -1328,9 +1334,9 @@ def render_collectives_vs_prediction(world: int = 2) -> View:
     for ax, part, unit, name in panels:
         labels = list(part["layout"])
         ys = range(len(labels))
-        ax.barh([y + 0.2 for y in ys], part["predicted_bytes_per_gpu"] / unit, height=0.38, color="#4E79A7",
+        ax.barh([y + 0.2 for y in ys], part["predicted_bytes_per_gpu"] / unit, height=0.38, color="#0072B2",
                 label="library (communication)")
-        ax.barh([y - 0.2 for y in ys], part["measured_bytes_per_gpu"] / unit, height=0.38, color="#F28E2B",
+        ax.barh([y - 0.2 for y in ys], part["measured_bytes_per_gpu"] / unit, height=0.38, color="#E69F00",
                 label="torch.distributed (measured)")
         ax.set_yticks(list(ys), labels)
         ax.invert_yaxis()
@@ -1509,21 +1515,21 @@ def render_cost_vs_gpus(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H
     ax, ax2 = fig.subplots(1, 2)
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.22, top=0.8, wspace=0.42)
     x = df["n_gpus"].to_numpy(dtype=float)
-    ax.fill_between(x, df["cost_usd_low"] / 1e6, df["cost_usd_high"] / 1e6, color="#C44E52", alpha=0.15, lw=0)
-    ax.plot(x, df["cost_usd"] / 1e6, color="#C44E52", marker="o", ms=3, label="cost (left axis)")
+    ax.fill_between(x, df["cost_usd_low"] / 1e6, df["cost_usd_high"] / 1e6, color="#D55E00", alpha=0.15, lw=0)
+    ax.plot(x, df["cost_usd"] / 1e6, color="#D55E00", marker="o", ms=3, label="cost (left axis)")
     ax.set_xscale("log", base=2)
     ax.set_ylim(0, df["cost_usd_high"].max() / 1e6 * 1.1)
-    ax.set_ylabel("cost of the job (million USD)", fontsize=8, color="#C44E52")
+    ax.set_ylabel("cost of the job (million USD)", fontsize=8, color="#D55E00")
     ax.set_xlabel(f"number of GPUs (TP{tp} x PP{pp} x dp)", fontsize=8)
     axd = ax.twinx()
-    axd.plot(x, df["days"], color="#4C72B0", marker="s", ms=3, ls="--")
+    axd.plot(x, df["days"], color="#0072B2", marker="s", ms=3, ls="--")
     axd.set_yscale("log")
-    axd.set_ylabel("days (log)", fontsize=8, color="#4C72B0")
+    axd.set_ylabel("days (log)", fontsize=8, color="#0072B2")
     for a in (ax, axd):
         a.tick_params(labelsize=7)
     share = np.vstack([df["compute_s"], df["bubble_s"], df["exposed_comm_s"]]) / df["step_s"].to_numpy()
     labels = ("compute", "pipeline bubble", "exposed comm.")
-    colors = ("#4C72B0", "#E5AE38", "#C44E52")
+    colors = ("#0072B2", "#F0E442", "#D55E00")
     xs = np.arange(len(df))
     bottom = np.zeros(len(df))
     for s, lab, c in zip(share, labels, colors):
@@ -1578,16 +1584,16 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     fig, (ax, ax2) = figure_axes(7.9, 3.6, into, ("serving curve",), build)
     x = [s.output_tokens_per_s_per_gpu for s in sweep]
     y = [s.itl_s * 1e3 for s in sweep]
-    ax.plot(x, y, color="#4C72B0", marker="o", ms=3, lw=1.5)
+    ax.plot(x, y, color="#0072B2", marker="o", ms=3, lw=1.5)
     for s in sweep[:: max(1, len(sweep) // 6)] + [sweep[-1]]:
         ax.annotate(f"{s.batch}", (s.output_tokens_per_s_per_gpu, s.itl_s * 1e3), xytext=(3, -9),
                     textcoords="offset points", fontsize=7, color="0.3")
     cap = sweep[-1]
-    ax.axvline(cap.output_tokens_per_s_per_gpu, color="#C44E52", lw=0.9, ls="--")
+    ax.axvline(cap.output_tokens_per_s_per_gpu, color="#D55E00", lw=0.9, ls="--")
     ax.annotate(f"KV cache full\nat batch {cap.batch:,}", (cap.output_tokens_per_s_per_gpu, 0.97),
                 xycoords=("data", "axes fraction"), xytext=(-4, 0), textcoords="offset points", ha="right",
-                va="top", fontsize=7.5, color="#C44E52")
-    marker = dict(marker="o", color="k") if chosen.fits else dict(marker="x", color="#C44E52")
+                va="top", fontsize=7.5, color="#D55E00")
+    marker = dict(marker="o", color="k") if chosen.fits else dict(marker="x", color="#D55E00")
     ax.scatter([chosen.output_tokens_per_s_per_gpu], [chosen.itl_s * 1e3], s=40, zorder=3, **marker)
     _log_axis(ax.xaxis, min(x + [chosen.output_tokens_per_s_per_gpu]),
               max(x + [chosen.output_tokens_per_s_per_gpu]), _short_number, pad=1.25)
@@ -1606,8 +1612,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     dec_rate = chosen.decode_flops_per_gpu / max(chosen.decode_memory_s, chosen.decode_compute_s) / 1e12
     pre_i = chosen.prefill_intensity_flops_per_byte
     pre_rate = chosen.prefill_flops_per_gpu / max(chosen.prefill_compute_s, chosen.prefill_memory_s) / 1e12
-    ax2.scatter([dec_i], [dec_rate], color="#4C72B0", s=40, zorder=3, label=f"decode, batch {chosen.batch}")
-    ax2.scatter([pre_i], [pre_rate], color="#DD8452", s=40, zorder=3, marker="s",
+    ax2.scatter([dec_i], [dec_rate], color="#0072B2", s=40, zorder=3, label=f"decode, batch {chosen.batch}")
+    ax2.scatter([pre_i], [pre_rate], color="#E69F00", s=40, zorder=3, marker="s",
                 label=f"prefill, one {prompt:,}-token prompt")
     ax2.axvline(peak / bw_tbps, color="0.5", lw=0.7, ls=":")
     ax2.set_xscale("log", base=2)
@@ -1693,12 +1699,12 @@ def render_prediction_check(rows) -> View:
         pub = r["published_gpu_hours"]
         lo, mid, hi = (r[k] / pub for k in ("gpu_hours_low", "gpu_hours", "gpu_hours_high"))
         ratios += [lo, hi]
-        ax.plot([lo, hi], [y, y], color="#4C72B0", lw=6, alpha=0.3, solid_capstyle="butt")
-        ax.plot([mid], [y], "o", color="#4C72B0", ms=6)
+        ax.plot([lo, hi], [y, y], color="#0072B2", lw=6, alpha=0.3, solid_capstyle="butt")
+        ax.plot([mid], [y], "o", color="#0072B2", ms=6)
         ax.text(hi * 1.06, y, f"{mid:.2f}x", va="center", fontsize=8)
         lines.append(f"{r['label']}: predicted {r['gpu_hours']:,.3g} GPU-hours ({r['gpu_hours_low']:,.3g} to "
                      f"{r['gpu_hours_high']:,.3g}), published {pub:,.3g}: {mid:.2f}x ({lo:.2f} to {hi:.2f})")
-    ax.axvline(1.0, color="#C44E52", lw=1.2, ls="--")
+    ax.axvline(1.0, color="#D55E00", lw=1.2, ls="--")
     ax.set_xscale("log")
     span = max(abs(math.log(x)) for x in ratios) * 1.35
     ax.set_xlim(math.exp(-span), math.exp(span))
@@ -1714,7 +1720,7 @@ def render_prediction_check(rows) -> View:
 
 
 # =========================================================================== chapter 14: the seeds' claims, checked
-_AUDIT_STYLES = {"holds": ("#55A868", "o"), "off": ("#C44E52", "s"), "wrong in kind": ("#8172B3", "^")}
+_AUDIT_STYLES = {"holds": ("#009E73", "o"), "off": ("#D55E00", "s"), "wrong in kind": ("#CC79A7", "^")}
 
 
 def render_seed_audit(df=None, *, band: float | None = None, article: str = "all",
@@ -1858,12 +1864,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     for name, sub in fs.groupby("gpu", sort=False):
         ax.plot(sub["days"], sub["cost_usd"], ls="none", marker="o", ms=4.5, color=GPU_COLORS.get(name, "0.4"),
                 zorder=4, label=f"front: {name}")
-    ax.plot([r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none", mec="#C44E52", mew=2, zorder=5,
+    ax.plot([r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none", mec="#D55E00", mew=2, zorder=5,
             label="chosen plan")
     if deadline_days:
-        ax.axvline(deadline_days, color="#C44E52", lw=0.9, ls="--")
+        ax.axvline(deadline_days, color="#D55E00", lw=0.9, ls="--")
     if budget_usd:
-        ax.axhline(budget_usd, color="#C44E52", lw=0.9, ls="--")
+        ax.axhline(budget_usd, color="#D55E00", lw=0.9, ls="--")
     _log_axis(ax.xaxis, plans["days"].min(), plans["days"].max(), lambda v: f"{v:g}")
     _log_axis(ax.yaxis, plans["cost_usd"].min(), plans["cost_usd"].max(), _usd)
     ax.set_xlabel("days of training (log scale)")
@@ -1970,7 +1976,7 @@ def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
 # =========================================================================== fine-tuning on a budget
 FINETUNE_PARTS = ("frozen weights", "trained weights", "gradients", "optimizer", "activations, temporaries",
                   "overhead")
-FINETUNE_COLORS = dict(zip(FINETUNE_PARTS, ("#4C72B0", "#64B5CD", "#DD8452", "#8172B3", "#C44E52", "#9B9B9B")))
+FINETUNE_COLORS = dict(zip(FINETUNE_PARTS, ("#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#D55E00", "#BBBBBB")))
 
 
 def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int = 1, seq: int = 2048,
