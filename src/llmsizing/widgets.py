@@ -104,8 +104,9 @@ def _style(desc_width: str = "110px") -> dict:
 
 
 def _button_px(label: str) -> int:
-    """A button wide enough for ``label`` at JupyterLab's 13 px UI font (~7.5 px a character, with padding)."""
-    return round(7.5 * len(label)) + 20
+    """A button wide enough for ``label`` at JupyterLab's 13 px UI font (~7.5 px a character) plus the button's
+    own padding and border (~32 px: a one-character label needs 41 px, measured in JupyterLab 4 in Chromium)."""
+    return round(7.5 * len(label)) + 34
 
 
 def _choice(options, value, description: str) -> W.ValueWidget:

@@ -383,10 +383,40 @@ def _inside(b: dict, v: dict, tol: float = 1.0) -> bool:
             and b["right"] <= v["right"] + tol)
 
 
+JS_LEFT_SIDEBAR_OPEN = """() => { const s = document.querySelector('#jp-left-stack');
+  return !!s && !s.classList.contains('lm-mod-hidden') && s.offsetWidth > 0; }"""
+
+
+def set_left_sidebar(page, open_: bool) -> None:
+    """Open or fold JupyterLab's left sidebar (the file browser) by clicking its tab, as a reader would."""
+    if page.evaluate(JS_LEFT_SIDEBAR_OPEN) != open_:
+        tab = ".jp-SideBar.jp-mod-left .lm-TabBar-tab" + (".lm-mod-current" if not open_ else "")
+        page.locator(tab).first.click()
+        page.wait_for_function(f"() => ({JS_LEFT_SIDEBAR_OPEN})() === {str(open_).lower()}", timeout=10_000)
+
+
+# A laptop at 1280x720 with the file browser folded (README, "Running a workshop": Ctrl+B or a click on the
+# folder tab gives the notebook the width), and a 1920x1080 screen with JupyterLab's default layout.
+SCREENS = ((1280, 720, False), (1920, 1080, True))
+
+
 @widgets_only
 def test_widget_controls_and_figure_fit_on_screen(notebook):
-    """At 1280x720, with the widget scrolled into view, all its controls and its figure are inside the
-    visible notebook area at once, and the figure is not enlarged beyond its natural width."""
+    """With the widget scrolled into view, all its controls and its figure are inside the visible notebook
+    area at once, on each screen of SCREENS, and the figure is never enlarged beyond its natural width."""
+    problems = []
+    try:
+        for width, height, sidebar in SCREENS:
+            notebook.page.set_viewport_size({"width": width, "height": height})
+            set_left_sidebar(notebook.page, sidebar)
+            problems += [f"{width}x{height}, file browser {'open' if sidebar else 'folded'}: {p}"
+                         for p in _fit_problems(notebook)]
+    finally:
+        notebook.page.set_viewport_size(VIEWPORT)
+    assert not problems, f"{notebook.name}: " + "; ".join(problems)
+
+
+def _fit_problems(notebook) -> list[str]:
     problems = []
     for i in widget_cells(notebook.cells):
         scroll_widget_to_top(notebook, i)
@@ -402,7 +432,7 @@ def test_widget_controls_and_figure_fit_on_screen(notebook):
                             f"notebook view {v['bottom'] - v['top']:.0f} px)")
         if m["shown"] > m["natural"] + 0.5:
             problems.append(f"cell {i}: figure stretched to {m['shown']:.0f} px from {m['natural']} px")
-    assert not problems, f"{notebook.name}: " + "; ".join(problems)
+    return problems
 
 
 @widgets_only
