@@ -606,10 +606,11 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
             return exc
         return None
 
-    holder: dict = {}
-
-    def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice, into=None):
-        args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+    @functools.lru_cache(maxsize=16)
+    def filtered(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget):
+        """The cached plans within the deadline and budget (the same table object for the same arguments, so
+        that render_plan's summary of it is reused), with its front."""
+        args = dict(tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
         df = cached(model, **args)
         keep = df["days"] <= (deadline or float("inf"))
         keep &= df["cost_usd"] <= (budget or float("inf"))
@@ -619,7 +620,13 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
             if why is not None:
                 raise why
             df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None)
-        front = df[df["pareto"]]
+        return df, df[df["pareto"]]
+
+    holder: dict = {}
+
+    def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice, into=None):
+        args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+        df, front = filtered(model, deadline=deadline, budget=budget, **args)
         _set_front_options(holder["box"], front, choice)
         k = holder["box"].controls["choice"].value
         return charts.render_plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None,
