@@ -620,14 +620,15 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
             if why is not None:
                 raise why
             df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None)
-        return df, df[df["pareto"]]
+        front = df[df["pareto"]]
+        return df, front, _front_options(front)
 
     holder: dict = {}
 
     def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice, into=None):
         args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus)
-        df, front = filtered(model, deadline=deadline, budget=budget, **args)
-        _set_front_options(holder["box"], front, choice)
+        df, front, options = filtered(model, deadline=deadline, budget=budget, **args)
+        _set_front_options(holder["box"], front, choice, options)
         k = holder["box"].controls["choice"].value
         return charts.render_plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None,
                                   plans=df, highlight=front.index[k], into=into)
@@ -651,12 +652,18 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     return box
 
 
-def _set_front_options(box: Dashboard, front, choice: int) -> None:
-    """Give the plan selector one option per front plan (cheapest first), keeping the chosen position (or the
-    last one, if the front got shorter) without triggering another redraw."""
+def _front_options(front) -> list[tuple[str, int]]:
+    """The plan selector's options: one per front plan (cheapest first)."""
+    return [(f"#{i}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp}, {r.days:,.1f} days, "
+             f"{charts._usd(r.cost_usd)}", i - 1) for i, r in enumerate(front.itertuples(), 1)]
+
+
+def _set_front_options(box: Dashboard, front, choice: int, options=None) -> None:
+    """Give the plan selector one option per front plan (cheapest first; ``options``: :func:`_front_options`
+    already computed), keeping the chosen position (or the last one, if the front got shorter) without
+    triggering another redraw."""
     sel = box.controls["choice"]
-    options = [(f"#{i}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp}, {r.days:,.1f} days, "
-                f"{charts._usd(r.cost_usd)}", i - 1) for i, r in enumerate(front.itertuples(), 1)]
+    options = _front_options(front) if options is None else options
     if list(sel.options) == options:
         return
     sel.unobserve(box.update, names="value")
