@@ -81,6 +81,8 @@ def figure_content(fig) -> dict:
         axes.append({
             "position": tuple(np.round(ax.get_position().bounds, 6)),
             "titles": [ax.get_title(loc) for loc in ("left", "center", "right")],
+            "title_positions": [tuple(np.round(t.get_position(), 6)) for t in (ax.title, ax._left_title,
+                                                                               ax._right_title)],
             "labels": (ax.get_xlabel(), ax.get_ylabel()),
             "scales": (ax.get_xscale(), ax.get_yscale()),
             "limits": (tuple(np.round(ax.get_xlim(), 9)), tuple(np.round(ax.get_ylim(), 9))),

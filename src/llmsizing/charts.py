@@ -127,7 +127,9 @@ def reset_axes(ax) -> None:
     for tick in ticks:
         tick.label1.set_fontweight("normal")
     for loc in ("left", "center", "right"):
-        ax.set_title("", loc=loc)
+        # y given: the titles stay at the top of the axes (where a new figure's automatic placement puts them
+        # when no top tick labels or offset text are in the way) without re-measuring the axis on every draw
+        ax.set_title("", loc=loc, y=1.0)
     ax.set_xlabel("")
     ax.set_ylabel("")
     ax.set_xscale("linear")
@@ -1854,15 +1856,13 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     # ---- left: every plan, each GPU type's front, the front, the chosen plan
     ax.plot(plans["days"], plans["cost_usd"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
             label=f"{len(plans):,} plans that fit")
-    for name, sub in plans.groupby("gpu", sort=False):
-        own = sub[_pareto(sub["days"].to_numpy(), sub["cost_usd"].to_numpy(),
-                          sub["memory_per_gpu_bytes"].to_numpy())].sort_values("days")
-        ax.plot(own["days"], own["cost_usd"], color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
+    groups = _plan_groups(plans)
+    for name, days, cost in groups["own"]:
+        ax.plot(days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
                 label=f"best on {name} alone")
-    fs = front.sort_values("days")
-    ax.plot(fs["days"], fs["cost_usd"], color="0.2", lw=0.8, zorder=3)
-    for name, sub in fs.groupby("gpu", sort=False):
-        ax.plot(sub["days"], sub["cost_usd"], ls="none", marker="o", ms=4.5, color=GPU_COLORS.get(name, "0.4"),
+    ax.plot(*groups["front"], color="0.2", lw=0.8, zorder=3)
+    for name, days, cost in groups["front_by_gpu"]:
+        ax.plot(days, cost, ls="none", marker="o", ms=4.5, color=GPU_COLORS.get(name, "0.4"),
                 zorder=4, label=f"front: {name}")
     ax.plot([r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none", mec="#D55E00", mew=2, zorder=5,
             label="chosen plan")
@@ -1919,12 +1919,47 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
              f"  {r.days:,.1f} days ({r.days_low:,.1f}-{r.days_high:,.1f}), {r.gpu_hours:,.0f} GPU-hours, "
              f"{_usd(r.cost_usd)} ({_usd(r.cost_usd_low)}-{_usd(r.cost_usd_high)})",
              "the front, cheapest first:"]
+    for index, line in groups["front_lines"]:
+        lines.append(f"{'>' if index == highlight else ' '}{line}")
+    return FixedView(fig, "\n".join(lines))
+
+
+#: The last plans table :func:`_plan_groups` summarised, and what it found: a widget redraw that only moves
+#: the chosen plan (or the limits, when the widget's filtered table is unchanged) reuses it.
+_PLAN_GROUPS_LAST: list = [None, None]
+
+
+def _plan_groups(plans) -> dict:
+    """What :func:`render_plan` draws from ``plans`` whatever plan is chosen: each GPU type's own front
+    (``own``: name, days, cost, fastest first), the time-vs-cost front (``front``: days, cost, fastest first;
+    ``front_by_gpu`` per GPU type) and the summary's line per front plan (``front_lines``: row label, text).
+    Kept for the last ``plans`` object (by identity, through a weak reference) and recomputed for any other."""
+    import weakref
+
+    from .planner import _pareto
+
+    ref, cached = _PLAN_GROUPS_LAST
+    if ref is not None and ref() is plans:
+        return cached
+    own = []
+    for name, sub in plans.groupby("gpu", sort=False):
+        best = sub[_pareto(sub["days"].to_numpy(), sub["cost_usd"].to_numpy(),
+                           sub["memory_per_gpu_bytes"].to_numpy())].sort_values("days")
+        own.append((name, best["days"].to_numpy(), best["cost_usd"].to_numpy()))
+    front = plans[plans["pareto"]]
+    fs = front.sort_values("days")
+    lines = []
     for i, f in enumerate(front.itertuples(), 1):                  # (itertuples: iterrows is ~10x slower)
-        lines.append(f"{'>' if f.Index == highlight else ' '}{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp} "
+        lines.append((f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp} "
                      f"pp={f.pp:<2d} dp={f.dp:<4d} ZeRO-{f.zero} mb={f.micro_batch} x{f.grad_accum:<4d} "
                      f"{f.recompute:<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
-                     f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}")
-    return FixedView(fig, "\n".join(lines))
+                     f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}"))
+    out = {"own": own, "front": (fs["days"].to_numpy(), fs["cost_usd"].to_numpy()),
+           "front_by_gpu": [(name, sub["days"].to_numpy(), sub["cost_usd"].to_numpy())
+                            for name, sub in fs.groupby("gpu", sort=False)],
+           "front_lines": lines}
+    _PLAN_GROUPS_LAST[:] = [weakref.ref(plans), out]
+    return out
 
 
 def _usd(v, _=None) -> str:
