@@ -122,7 +122,14 @@ def test_gpu_multiselects_show_every_gpu_and_say_how_to_pick_several():
         assert sel.rows >= len(sel.options), f"{name}: {sel.rows} rows hide some of {len(sel.options)} GPUs"
         assert sel.value, name
         assert "Ctrl" in sel.tooltip and "several" in sel.tooltip, name
-        assert sel.description_allow_html and "Ctrl" in sel.description and "several" in sel.description, name
+    for name in {n for n, _ in selects}:
+        column = getattr(widgets, name)().children[0].children
+        found = [i for i, c in enumerate(column) if isinstance(c, W.SelectMultiple)]
+        assert found, f"{name}: no multi-select in the controls' column"
+        for i in found:                               # the line right under it says how to pick several
+            hint, label = column[i + 1], column[i].description
+            assert isinstance(hint, W.HTML) and "Ctrl" in hint.value and "several" in hint.value, name
+            assert label and "<" not in label, f"{name}: the label is one line of text, got {label!r}"
 
 
 # ----------------------------------------------------------------------------- "GPUs per line"

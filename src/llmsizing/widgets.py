@@ -40,7 +40,9 @@ def png_size(png: bytes) -> tuple[int, int]:
 
 class Dashboard(W.HBox):
     """Controls in a column on the left; on the right an error line (hidden when empty), the figure at its own
-    pixel size and the text summary (scrolling when long). ``update()`` redraws.
+    pixel size and the text summary (scrolling when long). Where the page is narrower than both (a chapter page
+    under ``make serve-live``), the figure wraps under the controls and shrinks to the width, never beyond its
+    own size. ``update()`` redraws.
 
     The dashboard keeps one matplotlib figure for its whole life: when ``render`` takes an ``into`` argument
     (every ``render_*`` of :mod:`llmsizing.charts` that a widget uses does), each update draws into that figure
@@ -64,12 +66,13 @@ class Dashboard(W.HBox):
         self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"))
         self.summary = W.HTML(layout=W.Layout(max_height=f"{SUMMARY_HEIGHT_PX}px", max_width=f"{FIGURE_MAX_PX[0]}px",
                                               overflow="auto"))
-        self.image = W.Image(format="png", layout=W.Layout(flex="0 0 auto", max_width="none", object_fit="none"))
-        column = W.VBox([w for k, w in controls.items() if k not in above],
+        self.image = W.Image(format="png", layout=W.Layout(flex="0 0 auto", max_width="100%", height="auto",
+                                                           object_fit="contain"))
+        column = W.VBox([c for k, w in controls.items() if k not in above for c in (w, *_hint(w))],
                         layout=W.Layout(width=f"{CONTROLS_WIDTH_PX}px", flex=f"0 0 {CONTROLS_WIDTH_PX}px"))
         right = W.VBox([controls[k] for k in above] + [self.error, self.image, self.summary],
-                       layout=W.Layout(flex="0 1 auto", align_items="flex-start"))
-        super().__init__([column, right], layout=W.Layout(align_items="flex-start"))
+                       layout=W.Layout(flex="0 1 auto", align_items="flex-start", min_width="0", max_width="100%"))
+        super().__init__([column, right], layout=W.Layout(align_items="flex-start", flex_flow="row wrap"))
         for w in controls.values():
             w.observe(self.update, names="value")
         self.update()
@@ -87,15 +90,15 @@ class Dashboard(W.HBox):
             self.error.layout.display = None
             self.summary.value = ""
             self.image.value = b""
-            self.image.layout.width = self.image.layout.height = None
+            self.image.layout.width = None
             return
         self.error.value = ""
         self.error.layout.display = "none"
         self.summary.value = (f"<pre style='line-height:1.25; font-size:12px; margin:0'>"
                               f"{html.escape(view.summary)}</pre>")
         png = _figure_png(view)
-        width, height = png_size(png)
-        self.image.layout.width, self.image.layout.height = f"{width}px", f"{height}px"
+        width, _ = png_size(png)
+        self.image.layout.width = f"{width}px"      # its own size (height follows), never stretched
         self.image.value = png
 
 
@@ -727,11 +730,22 @@ GPU_SELECT_HINT = "Ctrl-click (⌘-click on a Mac) to pick several GPUs, Shift-c
 
 def _gpu_multiselect(value, description: str) -> W.SelectMultiple:
     """A multi-select of every catalogued GPU, tall enough to show them all (so the default picks are never
-    below the fold), saying under its name how to pick several."""
+    below the fold), with a line under it saying how to pick several (:class:`Dashboard` shows ``hint``; a
+    control's label is one line that JupyterLab and thebe cut short, so the hint cannot go there)."""
     options = list_gpus()
-    return W.SelectMultiple(options=options, value=tuple(value), rows=len(options),
-                            description=f"{html.escape(description)}<br><small>Ctrl/⌘-click:<br>several</small>",
-                            description_allow_html=True, tooltip=GPU_SELECT_HINT, **_style())
+    select = W.SelectMultiple(options=options, value=tuple(value), rows=len(options), description=description,
+                              tooltip=GPU_SELECT_HINT, **_style())
+    select.hint = GPU_SELECT_HINT
+    return select
+
+
+def _hint(control) -> tuple[W.HTML, ...]:
+    """The small line of help a control carries in its ``hint`` attribute, placed under it (else nothing)."""
+    hint = getattr(control, "hint", None)
+    if not hint:
+        return ()
+    return (W.HTML(f"<small>{html.escape(hint)}</small>",
+                   layout=W.Layout(margin="0 0 4px 114px", width=f"{CONTROLS_WIDTH_PX - 114}px")),)
 
 
 #: "GPUs per line" (chapter 2) stops where the widest bar would fill less than this share of the axis, unless
