@@ -176,10 +176,13 @@ def test_live_code_runs_the_page_and_a_slider_redraws_the_figure(chromium, live_
     page.wait_for_function(
         "([el, old]) => el.getAttribute('src') !== old", arg=[image.element_handle(), before], timeout=60_000
     )
+    readout = slider.locator(".widget-readout").inner_text().strip()
+    assert readout != "1"
+    # the kernel redraws once per step: wait until the summary (drawn with the figure) shows the slider's value
+    widget.locator(".widget-html pre", has_text=f"batch {readout} ×").wait_for(timeout=60_000)
     after = image.get_attribute("src")
     _shot(page, "thebe-slider-moved")
     assert after != before
-    assert slider.locator(".widget-readout").inner_text().strip() != "1"
     assert not blocked, f"requests left the machine: {blocked}"
     assert not errors, errors
     context.close()
