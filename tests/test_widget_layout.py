@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import functools
+import sys
+from pathlib import Path
 
 import ipywidgets as W
 import numpy as np
@@ -20,29 +22,15 @@ import pytest
 import llmsizing.widgets as widgets
 from llmsizing.widgets import CONTROLS_WIDTH_PX, FIGURE_MAX_PX, Dashboard, png_size
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench import neighbour  # noqa: E402  (the move make bench times: a valid value next to the current one)
+
 NAMES = sorted(n for n in widgets.__all__ if n.endswith("_widget"))
 
 
 @functools.cache
 def board(name: str) -> Dashboard:
     return getattr(widgets, name)()
-
-
-def neighbour(ctrl):
-    """A valid value next to the control's current one."""
-    v = ctrl.value
-    if isinstance(ctrl, W.SelectMultiple):
-        opts = list(ctrl._options_values)
-        extra = next((o for o in opts if o not in v), None)
-        return tuple(v) + (extra,) if extra is not None else tuple(v[:-1])
-    if isinstance(v, bool):
-        return not v
-    if hasattr(ctrl, "_options_values"):
-        opts = list(ctrl._options_values)
-        i = opts.index(v)
-        return opts[i + 1] if i + 1 < len(opts) else opts[i - 1]
-    step = getattr(ctrl, "step", 1) or 1
-    return v + step if v + step <= ctrl.max else v - step
 
 
 def _text(t) -> tuple:
