@@ -92,7 +92,7 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
     When ``into`` (a widget's kept figure) already holds the axes of the same ``layout`` from the previous
     redraw, they are emptied (:func:`reset_axes`) and returned instead: a redraw then keeps the axes, their
     tick objects and the text-size caches, and only replaces what is plotted. The render function draws the
-    same way on both; ``tests/test_widgets.py`` checks that the result equals a render on a new figure."""
+    same way on both; ``tests/test_widget_layout.py`` checks that the result equals a render on a new figure."""
     if into is not None and getattr(into, "llmsizing_layout", None) == (width, height, layout):
         for artist in [*into.legends, *into.texts]:
             artist.remove()
@@ -115,8 +115,9 @@ def _flat(axes) -> list:
 
 def reset_axes(ax) -> None:
     """Empty an axes for the next redraw of the same figure (public matplotlib API only): remove what was plotted,
-    the legend, titles and labels; back to linear scales, default locators and formatters, the first colour of the cycle, autoscaling, no grid,
-    visible spines, upright axes and normal-weight tick labels. The tick objects themselves are kept."""
+    the legend, titles and labels; back to linear scales, default locators and formatters, the first colour of
+    the cycle, autoscaling, no grid, visible spines, upright axes and normal-weight tick labels. The tick
+    objects themselves are kept."""
     for artist in [*ax.containers, *ax.lines, *ax.patches, *ax.collections, *ax.texts, *ax.images, *ax.tables,
                    *ax.artists]:
         if artist in ax.containers or artist.axes is ax:          # a container removes its bars with it
