@@ -22,7 +22,7 @@ __all__ = ["parameter_counts_widget"]
 
 
 #: The widget layout budget (issue 12: controls and figure visible together on a 1280x720 laptop screen, where
-#: JupyterLab's notebook panel is about 1000-1100 px wide and 600 px tall): the controls' column, the largest
+#: JupyterLab's notebook panel is about 1100 px wide with the file browser folded, and 600 px tall): the controls' column, the largest
 #: figure (PNG pixels, shown at its own size, never stretched) and the height of the scrolling summary below it.
 CONTROLS_WIDTH_PX = 330
 FIGURE_MAX_PX = (760, 430)
