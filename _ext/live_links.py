@@ -35,8 +35,8 @@ def _add_link(app, pagename, templatename, context, doctree):
     link = (
         '<div class="book-live-links">'
         f'<a class="book-lite-link" href="{href}" target="_blank" rel="noopener" '
-        'title="Opens this chapter in JupyterLite: Python runs in your browser (it downloads Pyodide, '
-        'about 30 MB, from a CDN the first time). Run all cells to use the sliders.">'
+        'title="Opens this chapter in JupyterLite: Python runs in your browser (it downloads Pyodide and its '
+        'packages from a CDN the first time). Run all cells to use the sliders.">'
         "&#9654; Run live in your browser</a></div>\n"
     )
     context["body"] = link + context["body"]

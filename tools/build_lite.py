@@ -18,7 +18,7 @@ What it does, offline except for PyPI (wheels are downloaded once into _vendor_c
    ``jupyterlab-myst`` (admonitions, exercises and dropdowns render; the {eval} numbers need the kernel's
    ``user_expressions``, which could not be tried here: Pyodide comes from a CDN);
 4. leaves out the source maps (*.map) and the apps the book does not link to, and prints the size of the
-   result (about 23 MiB; see book-lite.json in the output for the current figure).
+   result (29.7 MiB on 2026-11-23; book-lite.json in the output records the current figure).
 
 At run time the lite site loads Pyodide itself (and numpy, pandas, matplotlib) from the jsDelivr CDN: that
 is the one part of the published site that is not offline, and tools/check_site.py leaves lite/ out of its

@@ -201,6 +201,20 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.kill()
 
 
+def _serve_until_interrupted(proc: subprocess.Popen, *also_stop) -> int:
+    """Wait for ``proc`` (a Jupyter or Voila server) until it exits or Ctrl-C; then stop it and call each of
+    ``also_stop`` (e.g. the site server's shutdown)."""
+    try:
+        proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        _stop(proc)
+        for stop in also_stop:
+            stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["app"]:
@@ -211,13 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         url, proc = start_voila(notebook, log=None)
         print(f"Voila: {notebook.relative_to(ROOT)} at {url}  (127.0.0.1 only; Ctrl-C to stop)", flush=True)
-        try:
-            proc.wait()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            _stop(proc)
-        return 0
+        return _serve_until_interrupted(proc)
     port = int(os.environ.get("PORT", "8000"))
     try:
         site_url, httpd = serve_site(HTML, port=port)
@@ -228,14 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     httpd.live_config = live_config(server_url, token)
     print(f"Site with live code: {site_url}/  (Jupyter server {server_url}, kernels in book/; Ctrl-C to stop)",
           flush=True)
-    try:
-        proc.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        _stop(proc)
-        httpd.shutdown()
-    return 0
+    return _serve_until_interrupted(proc, httpd.shutdown)
 
 
 if __name__ == "__main__":
