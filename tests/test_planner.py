@@ -128,3 +128,30 @@ def test_prices_parameter_scales_cost():
     b = plan("llama-3-8b", tokens=1e11, seq=2048, global_batch=64, max_gpus=64, prices={"H100 SXM": 1.0})
     price = L.get_gpu("H100 SXM").price_usd_per_gpu_hour
     assert np.allclose(np.sort(b["cost_usd"].to_numpy()) * price, np.sort(a["cost_usd"].to_numpy()))
+
+
+def test_the_kept_search_gives_what_a_fresh_search_gives():
+    """plan() keeps its token-independent search (planner._search): another token budget, deadline or budget
+    reuses it. The result must equal a search from scratch, bit for bit, and a caller changing the returned table
+    must not change what later calls get."""
+    from llmsizing import planner
+
+    kw = dict(gpus=("H100 SXM", "A100 80GB"), seq=4096, global_batch=256, max_gpus=512)
+    first = plan("llama-3-8b", tokens=1e11, **kw)
+    first["days"] = -1.0                                      # a caller scribbling on its copy
+    first.loc[:, "gpu"] = "nonsense"
+    hits = planner._search.cache_info().hits
+    kept = plan("llama-3-8b", tokens=3e11, deadline_days=40, **kw)
+    assert planner._search.cache_info().hits == hits + 1      # the search was reused ...
+    planner._search.cache_clear()
+    fresh = plan("llama-3-8b", tokens=3e11, deadline_days=40, **kw)
+    assert planner._search.cache_info().misses == 1           # ... and this one searched again
+    assert kept.equals(fresh) and (kept["days"] > 0).all() and "nonsense" not in set(kept["gpu"])
+    # the token budget scales days and cost, nothing else
+    key = ["gpu", "n_gpus", "dp", "tp", "pp", "zero", "micro_batch", "grad_accum", "recompute"]
+    one = plan("llama-3-8b", tokens=1e11, **kw).set_index(key).sort_index()
+    three = plan("llama-3-8b", tokens=3e11, **kw).set_index(key).sort_index()
+    assert one.index.equals(three.index)
+    for col in ("days", "gpu_hours", "cost_usd", "cost_usd_high"):
+        assert np.allclose(three[col], 3 * one[col], rtol=1e-12, atol=0), col
+    assert three["step_time_s"].equals(one["step_time_s"]) and three["pareto"].equals(one["pareto"])

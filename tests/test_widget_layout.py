@@ -211,3 +211,28 @@ def test_toggle_button_labels_fit(name):
         assert len(ctrl.options) * (width + 4) <= room, f"{name}.{key}: the buttons wrap onto two lines"
         # the description beside the buttons (ipywidgets 8 would put it on a line of its own above them)
         assert (ctrl.layout.display, ctrl.layout.align_items) == ("flex", "center"), f"{name}.{key}"
+
+
+# ----------------------------------------------------------------------------- the text-caching canvas
+@pytest.mark.parametrize("name", NAMES)
+def test_kept_text_bitmaps_give_the_pixels_of_a_plain_agg_draw(name):
+    """The widgets' canvas keeps each text's bitmap between redraws (widgets._text_cache_canvas); what it draws
+    must be exactly what matplotlib's own Agg canvas draws for the same figure, pixel for pixel."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    b = board(name)
+    for key, ctrl in list(b.controls.items())[:3]:         # redraws with other strings first: a warm cache
+        default = ctrl.value
+        ctrl.value = neighbour(ctrl)
+        ctrl.value = default
+    canvas = b.figure.canvas
+    assert type(canvas) is widgets._text_cache_canvas() and type(canvas) is not FigureCanvasAgg
+    canvas.draw()
+    kept = np.array(canvas.buffer_rgba())
+    assert len(canvas.get_renderer().text_bitmaps) > 5       # the texts were drawn from the kept bitmaps
+    try:
+        plain = FigureCanvasAgg(b.figure)
+        plain.draw()
+        assert np.array_equal(kept, np.asarray(plain.buffer_rgba())), name
+    finally:
+        widgets._text_cache_canvas()(b.figure)              # the widget's own canvas back

@@ -107,6 +107,22 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
     return fig, axes
 
 
+def _kept_legend(ax, key, make):
+    """``ax``'s legend: ``make()`` (a call of ``ax.legend``) unless the axes already shows the legend made for the
+    same ``key`` at the last redraw of a widget's kept figure, which is then kept as it is (making a legend of 6-8
+    entries costs a redraw 2-3 ms). ``key`` must determine everything the legend shows (its labels, and whatever
+    sets its handles' styles and its placement). :func:`reset_axes` leaves such a legend in place, so a render
+    function must call this for the same axes on every redraw, or its stale legend stays."""
+    legend = ax.get_legend()
+    if legend is not None and getattr(legend, "llmsizing_key", None) == key:
+        return legend
+    if legend is not None:
+        legend.remove()
+    legend = make()
+    legend.llmsizing_key = key
+    return legend
+
+
 def _flat(axes) -> list:
     import numpy as np
 
@@ -118,25 +134,38 @@ def reset_axes(ax) -> None:
     the legend, titles and labels; back to linear scales, default locators and formatters, the first colour of
     the cycle, autoscaling, no grid, visible spines, upright axes and normal-weight tick labels. The tick
     objects themselves are kept."""
+    from matplotlib.scale import LinearScale
+
     for artist in [*ax.containers, *ax.lines, *ax.patches, *ax.collections, *ax.texts, *ax.images, *ax.tables,
                    *ax.artists]:
         if artist in ax.containers or artist.axes is ax:          # a container removes its bars with it
             artist.remove()
-    if ax.get_legend() is not None:
+    if ax.get_legend() is not None and not hasattr(ax.get_legend(), "llmsizing_key"):   # (see _kept_legend)
         ax.get_legend().remove()
     ticks = [*ax.xaxis.majorTicks, *ax.yaxis.majorTicks]      # (get_*ticklabels would place the ticks first)
     for tick in ticks:
         tick.label1.set_fontweight("normal")
+    pinned = getattr(ax, "llmsizing_titles_pinned", False)
     for loc in ("left", "center", "right"):
         # y given: the titles stay at the top of the axes (where a new figure's automatic placement puts them
-        # when no top tick labels or offset text are in the way) without re-measuring the axis on every draw
-        ax.set_title("", loc=loc, y=1.0)
+        # when no top tick labels or offset text are in the way) without re-measuring the axis on every draw.
+        # Once pinned, they stay pinned (set_title without y keeps y), so an empty title needs nothing.
+        if ax.get_title(loc) or not pinned:
+            ax.set_title("", loc=loc, y=1.0)
+    ax.llmsizing_titles_pinned = True
     ax.set_xlabel("")
     ax.set_ylabel("")
-    ax.set_xscale("linear")
-    ax.set_yscale("linear")
-    ax.xaxis.set_inverted(False)
-    ax.yaxis.set_inverted(False)
+    for axis, scale, set_scale in ((ax.xaxis, ax.get_xscale(), ax.set_xscale),
+                                   (ax.yaxis, ax.get_yscale(), ax.set_yscale)):
+        if scale == "linear":          # the default locators and formatters back, without a new scale's cost
+            LinearScale(axis).set_default_locators_and_formatters(axis)
+            # ... marked as defaults, as set_xscale leaves them (a units converter, e.g. for categories, may
+            # then replace them)
+            axis.isDefault_majloc = axis.isDefault_minloc = axis.isDefault_majfmt = axis.isDefault_minfmt = True
+        else:
+            set_scale("linear")
+        if axis.get_inverted():
+            axis.set_inverted(False)
     if any(t.gridline.get_visible() for t in [*ticks, *ax.xaxis.minorTicks, *ax.yaxis.minorTicks]):
         ax.grid(False, which="both")                           # (costly: it restyles every tick)
     for spine in ax.spines.values():
@@ -521,6 +550,27 @@ def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]],
     ax.legend(handles=handles[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
 
 
+def _fast_hbars(ax, y, widths, *, left=0.0, height: float = 0.8, colors=None):
+    """Horizontal bars like ``ax.barh(y, widths, left=left, height=height, color=colors)``, drawn as one
+    PolyCollection (one ``Rectangle`` artist per bar costs ~1 ms more per widget redraw, making and drawing it).
+    Like ``barh``, the x axis autoscales from the bars' left ends without a margin there. Returns legend proxies,
+    one per bar."""
+    import numpy as np
+    from matplotlib.collections import PolyCollection
+
+    y = np.asarray(y, dtype=float)
+    x0 = np.broadcast_to(np.asarray(left, dtype=float), y.shape)
+    x1 = x0 + np.asarray(widths, dtype=float)
+    lo, hi = y - height / 2, y + height / 2
+    verts = np.stack([np.column_stack([x0, lo]), np.column_stack([x0, hi]), np.column_stack([x1, hi]),
+                      np.column_stack([x1, lo])], axis=1)
+    bars = PolyCollection(verts, facecolors=colors, edgecolors="none")
+    bars.sticky_edges.x.extend(np.unique(x0).tolist())
+    ax.add_collection(bars)
+    ax.autoscale_view()                     # (add_collection updates the data limits, but does not autoscale)
+    return [Patch(facecolor=c, edgecolor="none") for c in np.broadcast_to(np.asarray(colors, dtype=object), y.shape)]
+
+
 def _zero3(zero3_gpus: int):
     """Model states sharded ZeRO-3/FSDP-style over ``zero3_gpus`` GPUs (1 = a single GPU, nothing sharded)."""
     from ._validate import check_int
@@ -872,7 +922,8 @@ def _step_time_bars(ax, st, *, fontsize: float) -> None:
 
     parts = st.parts()
     names = list(parts)
-    ax.barh(np.arange(len(names)), [parts[k] for k in names], color=[EXPLORER_TIME_COLORS[k] for k in names])
+    _fast_hbars(ax, np.arange(len(names)), [parts[k] for k in names],
+                colors=[EXPLORER_TIME_COLORS[k] for k in names])
     ax.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
                                           for n in names], fontsize=fontsize)
     ax.invert_yaxis()
@@ -1558,6 +1609,11 @@ def render_cost_vs_gpus(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H
 
 
 # =========================================================================== chapter 15: serving
+#: One highlighted point drawn as a Line2D marker that looks like ``scatter(..., s=40)``: the same area (6.3 pt
+#: across) and scatter's 1.5 pt edge in the face colour.
+_POINT = dict(ms=40**0.5, mew=1.5, zorder=3)
+
+
 def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, weights: str = "bf16",
                          kv_cache: str = "bf16", prompt: int = 1024, output: int = 256, batch: int = 16, *,
                          into: Figure | None = None) -> View:
@@ -1597,7 +1653,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
                 xycoords=("data", "axes fraction"), xytext=(-4, 0), textcoords="offset points", ha="right",
                 va="top", fontsize=7.5, color="#D55E00")
     marker = dict(marker="o", color="k") if chosen.fits else dict(marker="x", color="#D55E00")
-    ax.scatter([chosen.output_tokens_per_s_per_gpu], [chosen.itl_s * 1e3], s=40, zorder=3, **marker)
+    # single points as Line2D markers: scatter's PathCollection costs a widget redraw ~1 ms more each
+    ax.plot([chosen.output_tokens_per_s_per_gpu], [chosen.itl_s * 1e3], ls="none", **_POINT, **marker)
     _log_axis(ax.xaxis, min(x + [chosen.output_tokens_per_s_per_gpu]),
               max(x + [chosen.output_tokens_per_s_per_gpu]), _short_number, pad=1.25)
     ax.set_xlabel("output tokens/s per GPU (batch grows to the right)")
@@ -1615,8 +1672,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     dec_rate = chosen.decode_flops_per_gpu / max(chosen.decode_memory_s, chosen.decode_compute_s) / 1e12
     pre_i = chosen.prefill_intensity_flops_per_byte
     pre_rate = chosen.prefill_flops_per_gpu / max(chosen.prefill_compute_s, chosen.prefill_memory_s) / 1e12
-    ax2.scatter([dec_i], [dec_rate], color="#0072B2", s=40, zorder=3, label=f"decode, batch {chosen.batch}")
-    ax2.scatter([pre_i], [pre_rate], color="#E69F00", s=40, zorder=3, marker="s",
+    ax2.plot([dec_i], [dec_rate], ls="none", marker="o", color="#0072B2", **_POINT, label=f"decode, batch {chosen.batch}")
+    ax2.plot([pre_i], [pre_rate], ls="none", color="#E69F00", marker="s", **_POINT,
                 label=f"prefill, one {prompt:,}-token prompt")
     ax2.axvline(peak / bw_tbps, color="0.5", lw=0.7, ls=":")
     ax2.set_xscale("log", base=2)
@@ -1876,17 +1933,19 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ax.set_xlabel("days of training (log scale)")
     ax.set_ylabel("cost of the run, USD (log scale)")
     ax.spines[["top", "right"]].set_visible(False)
-    ax.legend(fontsize=6.5, frameon=True, framealpha=0.9, edgecolor="none", loc="upper right")
+    # (the handles' styles follow from the GPU names in the labels)
+    _kept_legend(ax, ("plan", *ax.get_legend_handles_labels()[1]),
+                 lambda: ax.legend(fontsize=6.5, frameon=True, framealpha=0.9, edgecolor="none", loc="upper right"))
     ax.set_title(f"{m.name}, {_tokens(tokens)} tokens, global batch {global_batch:,} x {seq:,}", fontsize=8.5,
                  loc="left")
 
     # ---- right, top: what is alive on the most loaded GPU at its peak
     parts = {k: v for k, v in tm.phase_parts[tm.peak_phase].items() if v > 0}
     parts["overhead"] = tm.overhead_bytes
-    left = 0.0
-    for k, v in parts.items():
-        ax_m.barh([0], [v / GiB], left=left, height=0.6, color=COLORS.get(k, "0.5"), label=k)
-        left += v / GiB
+    widths = np.array(list(parts.values())) / GiB
+    handles = _fast_hbars(ax_m, np.zeros(len(parts)), widths, left=np.cumsum(widths) - widths, height=0.6,
+                          colors=[COLORS.get(k, "0.5") for k in parts])    # a bar per part, side by side
+    left = float(widths.sum())
     ax_m.axvline(g.memory_gib, color="0.15", lw=1.1, ls="--")
     ax_m.axvline(USABLE_FRACTION * g.memory_gib, color="0.45", lw=0.9, ls=":")
     ax_m.text(g.memory_gib, 0.42, f" {g.memory_gib:.0f} GiB", fontsize=7, va="bottom", ha="right")
@@ -1894,7 +1953,9 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ax_m.set_ylim(-0.5, 0.6)
     ax_m.set_yticks([])
     ax_m.set_xlabel(f"GiB on the most loaded {g.name} (peak: {tm.peak_phase})", fontsize=8)
-    ax_m.legend(fontsize=6.5, frameon=False, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.62))
+    _kept_legend(ax_m, ("plan memory", *parts),             # (the colours follow from the parts' names)
+                 lambda: ax_m.legend(handles, list(parts), fontsize=6.5, frameon=False, ncols=3, loc="upper center",
+                                     bbox_to_anchor=(0.5, -0.62)))
     ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
                    fontsize=8.5, loc="left")
 
@@ -1906,7 +1967,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
 
     rank = list(front.index).index(highlight) + 1 if highlight in front.index else None
     lines = [f"{m.name}, {_tokens(tokens)} tokens of {seq:,}, global batch {global_batch:,} sequences "
-             f"({global_batch * seq / 1e6:.2f}M tokens), on {', '.join(dict.fromkeys(plans['gpu']))}"
+             f"({global_batch * seq / 1e6:.2f}M tokens), on {', '.join(plans['gpu'].unique())}"
              + (f", at most {max_gpus:,} GPUs" if max_gpus else "")
              + (f", deadline {deadline_days:g} days" if deadline_days else "")
              + (f", budget {_usd(budget_usd)}" if budget_usd else "")
@@ -1925,23 +1986,26 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     return FixedView(fig, "\n".join(lines))
 
 
-#: The last plans table :func:`_plan_groups` summarised, and what it found: a widget redraw that only moves
-#: the chosen plan (or the limits, when the widget's filtered table is unchanged) reuses it.
-_PLAN_GROUPS_LAST: list = [None, None]
+#: The last few plans tables :func:`_plan_groups` summarised (weak references), with what it found, newest last:
+#: a widget redraw that moves the chosen plan, or returns to a table the planner widget keeps in its cache (a
+#: control moved back and forth), reuses it.
+_PLAN_GROUPS_KEPT: list = []
+_PLAN_GROUPS_KEEP = 8
 
 
 def _plan_groups(plans) -> dict:
     """What :func:`render_plan` draws from ``plans`` whatever plan is chosen: each GPU type's own front
     (``own``: name, days, cost, fastest first), the time-vs-cost front (``front``: days, cost, fastest first;
     ``front_by_gpu`` per GPU type) and the summary's line per front plan (``front_lines``: row label, text).
-    Kept for the last ``plans`` object (by identity, through a weak reference) and recomputed for any other."""
+    Kept for the last few ``plans`` objects (by identity, through weak references) and computed for any other."""
     import weakref
 
     from .planner import _pareto
 
-    ref, cached = _PLAN_GROUPS_LAST
-    if ref is not None and ref() is plans:
-        return cached
+    _PLAN_GROUPS_KEPT[:] = [(ref, out) for ref, out in _PLAN_GROUPS_KEPT if ref() is not None]
+    for ref, cached in _PLAN_GROUPS_KEPT:
+        if ref() is plans:
+            return cached
     own = []
     for name, sub in plans.groupby("gpu", sort=False):
         best = sub[_pareto(sub["days"].to_numpy(), sub["cost_usd"].to_numpy(),
@@ -1959,7 +2023,7 @@ def _plan_groups(plans) -> dict:
            "front_by_gpu": [(name, sub["days"].to_numpy(), sub["cost_usd"].to_numpy())
                             for name, sub in fs.groupby("gpu", sort=False)],
            "front_lines": lines}
-    _PLAN_GROUPS_LAST[:] = [weakref.ref(plans), out]
+    _PLAN_GROUPS_KEPT[:] = [*_PLAN_GROUPS_KEPT[1 - _PLAN_GROUPS_KEEP:], (weakref.ref(plans), out)]
     return out
 
 

@@ -18,6 +18,7 @@ days and cost. It adds no formula of its own:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -98,6 +99,83 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
     return front
 
 
+@functools.lru_cache(maxsize=32)
+def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
+            frac, eff, overlap, prices, per_node, inter_node_gbps, max_pp):
+    """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
+    the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
+    sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
+    the tokens, the deadline or the budget (the planner widget's token drop-down) then costs milliseconds
+    instead of the search's ~0.4 s. The cached table is shared: :func:`plan` copies it before adding columns."""
+    import pandas as pd
+
+    kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack)
+    model_flops_step = training_flops_per_token(model, seq=seq) * global_batch * seq
+
+    layouts = []                                          # (tp, pp, zero) the model and the engines allow
+    for tp in _divisors(per_node):
+        for pp in (p for p in _divisors(model.layers) if p <= max_pp):
+            try:
+                check_layout(model, tp=tp, pp=pp)
+            except ValueError:
+                continue
+            for zero in zeros:
+                if zero >= 2 and pp > 1:
+                    continue
+                layouts.append((tp, pp, zero))
+
+    candidates = []                     # (gpu, tp, pp, zero, micro, dp, grad_accum, recompute, total bytes)
+    coef_cache: dict = {}
+    for tp, pp, zero in layouts:
+        for b in micros:
+            if global_batch % b:
+                continue
+            dps = np.array([d for d in _divisors(global_batch // b) if global_batch // (b * d) >= pp], dtype=float)
+            if max_gpus is not None:
+                dps = dps[tp * pp * dps <= max_gpus]
+            if not len(dps):
+                continue
+            m = global_batch // (b * dps.astype(int))
+            # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then
+            # alive in the forward) and the micro-batches in flight, which saturate at pp: two classes at most
+            accum_class = np.where(m > 1, max(2, pp), 1)
+            totals = {}
+            for rc in rcs:
+                t = np.empty(len(dps))
+                for c in np.unique(accum_class):
+                    key = (tp, pp, zero, rc, int(c))
+                    if key not in coef_cache:
+                        coef_cache[key] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero, int(c))
+                    sel = accum_class == c
+                    t[sel] = _total_bytes(coef_cache[key], np.full(sel.sum(), float(b)), dps[sel])
+                totals[rc] = t
+            for g in gpu_list:
+                limit = frac * g.memory_bytes
+                chosen = np.zeros(len(dps), dtype=bool)
+                for rc in rcs:                          # the lightest recomputation that fits, per dp
+                    fits = (totals[rc] <= limit) & ~chosen
+                    for j in np.flatnonzero(fits):
+                        if zero and dps[j] == 1:        # ZeRO over one data-parallel rank is no ZeRO at all
+                            continue
+                        candidates.append((g, tp, pp, zero, b, int(dps[j]), int(m[j]), rc, float(totals[rc][j])))
+                    chosen |= fits
+    if not candidates:
+        return None
+
+    out, price_of = [], dict(prices)
+    for g, tp, pp, zero, b, dp, m, rc, total in candidates:
+        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1)
+        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, mfu=eff, overlap=overlap, recompute=rc,
+                       precision=precision, gpus_per_node=per_node, inter_node_gbps=inter_node_gbps)
+        out.append((g.name, par.gpus, dp, tp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
+                    st.step_s, price_of.get(g.name, g.price_usd_per_gpu_hour), dense_tflops(g) * 1e12))
+    df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum",
+                                    "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
+                                    "price", "peak"])
+    df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
+    return df
+
+
 def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, global_batch: int,
          max_gpus: int | None = None, deadline_days: float | None = None, budget_usd: float | None = None,
          micro_batches=(1, 2, 4), recomputes=RECOMPUTE, zero_stages=(0, 1, 2, 3), precision: str = "bf16-mixed",
@@ -153,58 +231,17 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     check_bool("explain", explain)
     prices = {} if prices is None else {get_gpu(k).name: check_number(f"prices[{k!r}]", v)
                                         for k, v in dict(prices).items()}
-    kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack)
-    model_flops_step = training_flops_per_token(model, seq=seq) * global_batch * seq
     steps = tokens / (global_batch * seq)
-
-    layouts = []                                          # (tp, pp, zero) the model and the engines allow
-    for tp in _divisors(per_node):
-        for pp in (p for p in _divisors(model.layers) if p <= max_pp):
-            try:
-                check_layout(model, tp=tp, pp=pp)
-            except ValueError:
-                continue
-            for zero in zeros:
-                if zero >= 2 and pp > 1:
-                    continue
-                layouts.append((tp, pp, zero))
-
-    candidates = []                     # (gpu, tp, pp, zero, micro, dp, grad_accum, recompute, total bytes)
-    coef_cache: dict = {}
-    for tp, pp, zero in layouts:
-        for b in micros:
-            if global_batch % b:
-                continue
-            dps = np.array([d for d in _divisors(global_batch // b) if global_batch // (b * d) >= pp], dtype=float)
-            if max_gpus is not None:
-                dps = dps[tp * pp * dps <= max_gpus]
-            if not len(dps):
-                continue
-            m = global_batch // (b * dps.astype(int))
-            # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then
-            # alive in the forward) and the micro-batches in flight, which saturate at pp: two classes at most
-            accum_class = np.where(m > 1, max(2, pp), 1)
-            totals = {}
-            for rc in rcs:
-                t = np.empty(len(dps))
-                for c in np.unique(accum_class):
-                    key = (tp, pp, zero, rc, int(c))
-                    if key not in coef_cache:
-                        coef_cache[key] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero, int(c))
-                    sel = accum_class == c
-                    t[sel] = _total_bytes(coef_cache[key], np.full(sel.sum(), float(b)), dps[sel])
-                totals[rc] = t
-            for g in gpu_list:
-                limit = frac * g.memory_bytes
-                chosen = np.zeros(len(dps), dtype=bool)
-                for rc in rcs:                          # the lightest recomputation that fits, per dp
-                    fits = (totals[rc] <= limit) & ~chosen
-                    for j in np.flatnonzero(fits):
-                        if zero and dps[j] == 1:        # ZeRO over one data-parallel rank is no ZeRO at all
-                            continue
-                        candidates.append((g, tp, pp, zero, b, int(dps[j]), int(m[j]), rc, float(totals[rc][j])))
-                    chosen |= fits
-    if not candidates:
+    args = (model, tuple(gpu_list), seq, global_batch, max_gpus, tuple(micros), tuple(rcs), tuple(zeros), precision,
+            optimizer, attention, stack, frac, eff, overlap, tuple(sorted(prices.items())), per_node, inter_node_gbps,
+            max_pp)
+    try:
+        hash(args)
+    except TypeError:           # an unhashable argument: not cached; the search rejects it with its own message
+        df = _search.__wrapped__(*args)
+    else:
+        df = _search(*args)
+    if df is None:
         if not explain:
             return pd.DataFrame(columns=list(PLAN_COLUMNS))
         limit = ", ".join(f"{g.name} ({frac:.0%} of {g.memory_gib:.1f} GiB)" for g in gpu_list)
@@ -213,18 +250,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             + (f" within max_gpus={max_gpus:,}" if max_gpus is not None else "")
             + f" at global_batch={global_batch:,}: allow more GPUs, a larger global batch (more data-parallel "
             "ranks), recomputation, or a GPU with more memory")
-
-    out = []
-    for g, tp, pp, zero, b, dp, m, rc, total in candidates:
-        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1)
-        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, mfu=eff, overlap=overlap, recompute=rc,
-                       precision=precision, gpus_per_node=per_node, inter_node_gbps=inter_node_gbps)
-        out.append((g.name, par.gpus, dp, tp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
-                    st.step_s, prices.get(g.name, g.price_usd_per_gpu_hour), dense_tflops(g) * 1e12))
-    df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum",
-                                    "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
-                                    "price", "peak"])
-    df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
+    df = df.copy()                                       # (the search's table is kept: never change it)
     df["days"] = steps * df["step_time_s"] / 86400
     df["days_low"] = df["days"] * MFU_DEFAULT / MFU_HIGH
     df["days_high"] = df["days"] * MFU_DEFAULT / MFU_LOW
