@@ -659,8 +659,10 @@ PLAN_BUDGETS = (("none", 0.0), ("$500k", 5e5), ("$750k", 7.5e5), ("$1M", 1e6), (
 def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     """Chapter 12: model x token budget x GPU types x sequence x global batch x GPU limit x deadline x budget ->
     the planner's plans (:func:`~llmsizing.planner.plan`) and a chosen front plan
-    (:func:`~llmsizing.charts.render_plan`). ``plan()`` runs once per (model, tokens, GPU types, sequence,
-    global batch, max GPUs) and is cached: the deadline, the budget and the plan selector only filter and redraw.
+    (:func:`~llmsizing.charts.render_plan`). ``plan()``'s table is cached per (model, tokens, GPU types,
+    sequence, global batch, max GPUs), and its search (~0.4 s, ``planner._search``) per the same without the
+    tokens, so a new token budget costs milliseconds: the deadline, the budget and the plan selector only filter
+    and redraw.
     Filtering the cached plans by deadline and budget keeps exactly ``plan()``'s front (a plan dominated by one
     beyond the deadline or budget is beyond it too); when nothing is left, ``plan()`` is called with them to
     show its :class:`~llmsizing.planner.NoPlanError` message."""
