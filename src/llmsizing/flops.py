@@ -14,6 +14,8 @@ term differs: for Llama-2-7B at ``s = 4096`` it is 14% of the forward FLOPs, so 
 
 from __future__ import annotations
 
+import functools
+
 from ._validate import check_bool, check_choice, check_int
 from .catalog import resolve_model
 from .model import Model
@@ -49,6 +51,13 @@ def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "
     (Korthikanti et al. 2022, Sec. 5)."""
     model = resolve_model(model)
     check_choice("recompute", recompute, RECOMPUTE)
+    return _training_flops_per_token(model, check_int("seq", seq), recompute, check_bool("causal", causal))
+
+
+@functools.lru_cache(maxsize=512)
+def _training_flops_per_token(model: Model, seq: int, recompute: str, causal: bool) -> float:
+    """:func:`training_flops_per_token` for checked arguments, kept (the planner asks for the same model and
+    sequence a few thousand times in one search)."""
     fwd = forward_flops_per_token(model, seq=seq, causal=causal)
     attention = attention_flops_per_token(model, seq=seq, causal=causal)
     extra = {"none": 0.0,

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -159,7 +160,13 @@ def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[f
     multiple of 128 x tp; pass a padded ``vocab`` to compare on its convention). Taught in Part II."""
     model = resolve_model(model)
     par = resolve_parallel(parallel, model)
-    tp, pp = par.tp, par.pp
+    return list(_stage_params(model, par.tp, par.pp))
+
+
+@functools.lru_cache(maxsize=256)
+def _stage_params(model: Model, tp: int, pp: int) -> tuple[float, ...]:
+    """:func:`stage_params` for a resolved model and layout, kept: the planner asks for the same few thousand
+    times in one search."""
     per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp) for _, n, s in model.layer_tensors())
     edge = {"first": 0.0, "last": 0.0}
     for comp, name, shape, k in model.tensors():
@@ -178,7 +185,7 @@ def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[f
         n = (base + (i < extra)) * per_layer
         n += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
         out.append(n)
-    return out
+    return tuple(out)
 
 
 def _states(n: int, elements: float, precision: str, optimizer: str, par: Parallel,
