@@ -660,7 +660,7 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     """Chapter 12: model x token budget x GPU types x sequence x global batch x GPU limit x deadline x budget ->
     the planner's plans (:func:`~llmsizing.planner.plan`) and a chosen front plan
     (:func:`~llmsizing.charts.render_plan`). ``plan()``'s table is cached per (model, tokens, GPU types,
-    sequence, global batch, max GPUs), and its search (~0.4 s, ``planner._search``) per the same without the
+    sequence, global batch, max GPUs), and its search (0.1-0.3 s, ``planner._search``) per the same without the
     tokens, so a new token budget costs milliseconds: the deadline, the budget and the plan selector only filter
     and redraw.
     Filtering the cached plans by deadline and budget keeps exactly ``plan()``'s front (a plan dominated by one
