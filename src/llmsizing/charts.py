@@ -131,7 +131,7 @@ def _flat(axes) -> list:
 
 def reset_axes(ax) -> None:
     """Empty an axes for the next redraw of the same figure (public matplotlib API only): remove what was plotted,
-    the legend, titles and labels; back to linear scales, default locators and formatters, the first colour of
+    the legend (unless :func:`_kept_legend` made it), titles and labels; back to linear scales, default locators and formatters, the first colour of
     the cycle, autoscaling, no grid, visible spines, upright axes and normal-weight tick labels. The tick
     objects themselves are kept."""
     from matplotlib.scale import LinearScale
@@ -1672,9 +1672,10 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     dec_rate = chosen.decode_flops_per_gpu / max(chosen.decode_memory_s, chosen.decode_compute_s) / 1e12
     pre_i = chosen.prefill_intensity_flops_per_byte
     pre_rate = chosen.prefill_flops_per_gpu / max(chosen.prefill_compute_s, chosen.prefill_memory_s) / 1e12
-    ax2.plot([dec_i], [dec_rate], ls="none", marker="o", color="#0072B2", **_POINT, label=f"decode, batch {chosen.batch}")
-    ax2.plot([pre_i], [pre_rate], ls="none", color="#E69F00", marker="s", **_POINT,
-                label=f"prefill, one {prompt:,}-token prompt")
+    ax2.plot([dec_i], [dec_rate], ls="none", marker="o", color="#0072B2", **_POINT,
+             label=f"decode, batch {chosen.batch}")
+    ax2.plot([pre_i], [pre_rate], ls="none", marker="s", color="#E69F00", **_POINT,
+             label=f"prefill, one {prompt:,}-token prompt")
     ax2.axvline(peak / bw_tbps, color="0.5", lw=0.7, ls=":")
     ax2.set_xscale("log", base=2)
     ax2.set_xlim(xs[0] / 1.4, xs[-1] * 1.4)

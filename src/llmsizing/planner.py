@@ -204,6 +204,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     When no plan survives, raises :class:`NoPlanError` (a ``ValueError``) saying why (nothing fits, or the
     fastest/cheapest plan misses the deadline/budget, with its figures). ``explain=False`` returns the empty
     frame instead. Taught in the "How many GPUs do you need?" chapter; the command line's ``plan`` calls it.
+
+    The search itself, everything but the token budget, the deadline and the budget, is kept for the last 32
+    settings (:func:`_search`): asking again with another token budget costs milliseconds.
     """
     import pandas as pd
 

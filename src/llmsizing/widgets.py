@@ -123,8 +123,8 @@ def _text_cache_canvas():
     from matplotlib import font_manager
     from matplotlib.backends import backend_agg
 
-    if not all(hasattr(backend_agg, n) for n in ("get_hinting_flag", "RendererAgg")) or not hasattr(
-            backend_agg.RendererAgg, "_prepare_font") or not hasattr(font_manager.fontManager, "_find_fonts_by_props"):
+    if not (hasattr(backend_agg, "get_hinting_flag") and hasattr(backend_agg.RendererAgg, "_prepare_font")
+            and hasattr(font_manager.fontManager, "_find_fonts_by_props")):
         return backend_agg.FigureCanvasAgg
     limit = 4096                                         # bitmaps kept (a few hundred bytes to a few KiB each)
 
@@ -139,8 +139,8 @@ def _text_cache_canvas():
             flags = backend_agg.get_hinting_flag()
             # the font files the properties resolve to (findfont is cached), and the size asked of them
             files = tuple(font_manager.fontManager._find_fonts_by_props(prop))
-            key = (s, files, prop.get_size_in_points(), self.dpi, bool(gc.get_antialiased()), flags, mpl.rcParams["text.hinting_factor"],
-                   mpl.rcParams["text.kerning_factor"])
+            key = (s, files, prop.get_size_in_points(), self.dpi, bool(gc.get_antialiased()), flags,
+                   mpl.rcParams["text.hinting_factor"], mpl.rcParams["text.kerning_factor"])
             hit = self.text_bitmaps.get(key)
             if hit is None:
                 font = self._prepare_font(prop)
