@@ -1853,6 +1853,40 @@ def cmd_nf4(args):
     print(f"wrote {len(rows)} rows to {args.out}")
 
 
+
+# ---------------------------------------------------------------------------- dropout: what dropout keeps
+# Sub-command ``dropout`` writes data/dropout_saved.csv: the tensors PyTorch's dropout keeps for its backward
+# (p = 0.05, as PEFT's lora_dropout), per op, input dtype and whether the input needs a gradient.
+# ``F.dropout`` on a CPU tensor computes ``input * noise`` (the noise scaled by 1 / (1 - p)); on a CUDA tensor
+# it calls ``torch.native_dropout`` (aten/src/ATen/native/Dropout.cpp, is_fused_kernel_acceptable), which
+# returns a bool mask. native_dropout runs on the CPU too, so the GPU path's op is measured here directly.
+# Columns: op, input_dtype, input_requires_grad, n_elements, n_saved, saved_dtypes, saved_bytes,
+# saved_bytes_per_element, torch_version, measured_on
+DROPOUT_OPS = {"F.dropout (CPU path: input * noise)": lambda x: torch.nn.functional.dropout(x, 0.05, True),
+               "torch.native_dropout (the op F.dropout calls on CUDA)": lambda x: torch.native_dropout(x, 0.05, True)[0]}
+
+
+def cmd_dropout(args):
+    """Sub-command ``dropout``: the bytes dropout keeps for its backward, per element of its input."""
+    today = _dt.date.today().isoformat()
+    rows = []
+    for (op, fn), dtype, grad in itertools.product(DROPOUT_OPS.items(), (torch.float32, torch.bfloat16),
+                                                   (True, False)):
+        x = torch.randn(512, 256).to(dtype).requires_grad_(grad)
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+            fn(x)
+        nbytes = sum(t.untyped_storage().nbytes() for t in saved)
+        rows.append({"op": op, "input_dtype": _dtype(dtype), "input_requires_grad": grad,
+                     "n_elements": x.numel(), "n_saved": len(saved),
+                     "saved_dtypes": ";".join(_dtype(t.dtype) for t in saved), "saved_bytes": nbytes,
+                     "saved_bytes_per_element": nbytes / x.numel(), "torch_version": torch.__version__,
+                     "measured_on": today})
+        print(f"{op:55s} {_dtype(dtype):9s} grad={grad!s:5s} keeps {nbytes / x.numel():.2f} B per element")
+    _write_csv(args.out, rows)
+    print(f"wrote {len(rows)} rows to {args.out}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command")
@@ -1874,15 +1908,17 @@ def main(argv=None):
     p_lora.add_argument("--out", default=str(data / "lora_step_measurements.csv"))
     p_nf4 = sub.add_parser("nf4", help="bitsandbytes NF4 storage of one linear layer's weight (CPU)")
     p_nf4.add_argument("--out", default=str(data / "nf4_storage.csv"))
-    p_all = sub.add_parser("all", help="saved, step, dist, peft, lora, then nf4, with the default output files "
-                                       "(the default)")
+    p_drop = sub.add_parser("dropout", help="the tensors PyTorch's dropout keeps for its backward (CPU)")
+    p_drop.add_argument("--out", default=str(data / "dropout_saved.csv"))
+    p_all = sub.add_parser("all", help="saved, step, dist, peft, lora, nf4, then dropout, with the default output "
+                                       "files (the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_nf4, p_all):
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_nf4, p_drop, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     commands = {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist, "peft": cmd_peft, "lora": cmd_lora,
-                "nf4": cmd_nf4}
+                "nf4": cmd_nf4, "dropout": cmd_dropout}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)

@@ -22,8 +22,10 @@ with the adapters as the trainable states. Activations: the base model's
 (:func:`~llmsizing.activations.activation_memory`, the same stack, attention and recomputation) less what a
 frozen model does not save (a frozen linear layer or norm weight needs no input for a weight gradient), plus
 what the adapters save. Against real PEFT LoRA steps (``data/lora_step_measurements.csv``, chapter 16) the
-adapters' saved bytes are exact without dropout and the step's peak within 1%; with ``lora_dropout`` the
-adapters' saved bytes are under-counted by about a third (the peak by 2-10%), a gap still open.
+adapters' saved bytes are exact and the step's peak within 1%. With ``lora_dropout`` too, once the dropout's mask
+is counted as the CPU keeps it (PyTorch's CPU dropout keeps fp32 noise, 4 bytes a number, where a GPU's
+``native_dropout`` keeps a 1-byte mask) and only where the input needs a gradient (not for the first layer's q, k
+and v, whose input comes from the frozen embedding).
 """
 
 from __future__ import annotations
@@ -64,19 +66,39 @@ def _target_shapes(model: Model, targets) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _adapter_saved_bytes(shapes: dict, *, tokens: int, rank: int, act_bytes: float, dropout: bool) -> float:
+#: What PyTorch's dropout keeps per number for its backward, when its input needs a gradient: on a GPU,
+#: ``native_dropout``'s 1-byte (bool) mask. Its CPU path computes ``input * noise`` and keeps the fp32 noise
+#: instead, 4 bytes: pass ``dropout_mask_bytes=4`` to :func:`finetune_memory` to compare with steps measured on
+#: the CPU (``data/lora_step_measurements.csv``, chapter 16).
+DROPOUT_MASK_BYTES = 1
+
+#: For the first layer with dropout: the adapted matrices upstream of each one's input within a block. The
+#: first layer's q, k and v read the first norm's output of the frozen embedding, which needs no gradient, so
+#: their dropout keeps no mask; o's input needs one once q, k or v is adapted, and so on down the block.
+_UPSTREAM = {"q_proj": (), "k_proj": (), "v_proj": (), "o_proj": ("q_proj", "k_proj", "v_proj"),
+             "gate_proj": ("q_proj", "k_proj", "v_proj", "o_proj"), "up_proj": ("q_proj", "k_proj", "v_proj", "o_proj"),
+             "down_proj": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj")}
+
+
+def _adapter_saved_bytes(shapes: dict, *, tokens: int, rank: int, act_bytes: float, dropout: bool,
+                         first_layer: bool = False, mask_bytes: int = DROPOUT_MASK_BYTES) -> float:
     """What one layer's adapters save for the backward beyond the frozen base (PEFT's LoRA forward,
     ``B(A(dropout(x.to(adapter dtype))))``, fp32 adapters): ``A``'s fp32 output per adapted matrix, and its input:
 
-    * with dropout, per matrix, the fp32 dropout output and its 1-byte mask;
+    * with dropout, per matrix, the fp32 dropout output (``A``'s input) and, where the matrix's input needs a
+      gradient, the dropout's mask (``mask_bytes`` per number, :data:`DROPOUT_MASK_BYTES`). Every input needs
+      one except, in the ``first_layer``, those with no adapted matrix upstream in the block (``_UPSTREAM``);
     * else, on a 16-bit base, per matrix the fp32 copy of its input (the cast);
     * else (fp32 base: no cast) the input itself, once per distinct input (q, k and v share the first norm's
       output, gate and up the second's), except o_proj's, which attention saves anyway.
 
-    Measured to the byte in ``data/lora_step_measurements.csv`` (``saved_lora_only_bytes``)."""
+    Measured to the byte in ``data/lora_step_measurements.csv`` (``saved_lora_only_bytes``; with dropout on the
+    CPU, ``mask_bytes=4``)."""
     a_out = sum(tokens * rank * 4 for _ in shapes)
     if dropout:
-        return a_out + sum(tokens * d_in * (4 + 1) for _, d_in in shapes.values())
+        def needs_grad(name):
+            return not first_layer or any(u in shapes for u in _UPSTREAM.get(name, ()))
+        return a_out + sum(tokens * d_in * (4 + mask_bytes * needs_grad(name)) for name, (_, d_in) in shapes.items())
     if act_bytes < 4:
         return a_out + sum(tokens * d_in * 4 for _, d_in in shapes.values())
     groups = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "gate_proj": "mlp_in",
@@ -128,7 +150,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
                     targets=ALL_LINEAR,
                     optimizer: str = "adamw", batch: int, seq: int, recompute: str = "none",
                     attention: str = "flash", stack: str = "hf", lora_dropout: bool = False, grad_accum: int = 1,
-                    dtype: str = "bf16", parallel=None, overhead_bytes: float | None = None) -> FinetuneMemory:
+                    dtype: str = "bf16", parallel=None, overhead_bytes: float | None = None,
+                    dropout_mask_bytes: int = DROPOUT_MASK_BYTES) -> FinetuneMemory:
     """Memory of one fine-tuning step on one GPU, with the same peak semantics as
     :func:`~llmsizing.memory.training_memory` (its phases, its allowance).
 
@@ -136,7 +159,9 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     for ZeRO/FSDP and offload). ``"lora"`` freezes the bf16 base and trains ``rank``-``r`` adapters on
     ``targets`` (``dtype="fp32"`` for a base kept in fp32, as the book's CPU measurements run it); ``"qlora"``
     stores the base's block matrices in nf4 (module docstring). ``lora_dropout=True``
-    adds the dropout's saved output and mask per adapted matrix (PEFT's ``lora_dropout > 0``). ``alpha`` (PEFT's
+    adds the dropout's saved output and mask per adapted matrix (PEFT's ``lora_dropout > 0``): the mask is
+    ``dropout_mask_bytes`` per number, 1 on a GPU (:data:`DROPOUT_MASK_BYTES`), 4 for PyTorch's CPU path (its fp32
+    noise), and is not kept where the input needs no gradient (the first layer's q, k and v). ``alpha`` (PEFT's
     ``lora_alpha``) scales the adapters' update by ``alpha / rank`` and costs no memory; it is accepted and checked.
     ``recompute="full"``
     is gradient checkpointing as PEFT users enable it (``gradient_checkpointing_enable()``). Taught in the
@@ -149,6 +174,9 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     batch, seq, grad_accum = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_bool("lora_dropout", lora_dropout)
+    if check_int("dropout_mask_bytes", dropout_mask_bytes) not in (1, 4):
+        raise ValueError(f"dropout_mask_bytes must be 1 (a GPU's bool mask) or 4 (PyTorch's fp32 noise on the "
+                         f"CPU), got {dropout_mask_bytes!r}")
     dtype = check_choice("dtype", dtype, ("bf16", "fp32"))
     if overhead_bytes is not None:
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)
@@ -184,15 +212,17 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     # 1.5% of every measured step without dropout in data/lora_step_measurements.csv (tests/test_finetune.py)
     layer_saving = tokens * act_bytes * (4 * h + f)
     head_saving = tokens * act_bytes * 2 * h                          # the final norm's, before the LM head
-    layer_adapters = _adapter_saved_bytes(shapes, tokens=tokens, rank=rank, act_bytes=act_bytes,
-                                          dropout=lora_dropout)
+    kw = dict(tokens=tokens, rank=rank, act_bytes=act_bytes, dropout=lora_dropout, mask_bytes=dropout_mask_bytes)
+    layer_adapters = _adapter_saved_bytes(shapes, **kw)
+    first_layer_less = layer_adapters - _adapter_saved_bytes(shapes, first_layer=True, **kw)   # (no mask there)
     if recompute == "full":       # layers keep only their inputs; the one rebuilt in the backward holds the rest
         acts = replace(acts, layers_bytes=acts.layers_bytes - layer_saving + layer_adapters,
                        logits_bytes=acts.logits_bytes - head_saving)
     else:
         per_layer = acts.per_layer_bytes - layer_saving + layer_adapters
         acts = replace(acts, per_layer_bytes=per_layer,
-                       layers_bytes=acts.layers_bytes + model.layers * (per_layer - acts.per_layer_bytes),
+                       layers_bytes=acts.layers_bytes + model.layers * (per_layer - acts.per_layer_bytes)
+                       - first_layer_less,
                        logits_bytes=acts.logits_bytes - head_saving)
     largest = max(s[0] * s[1] for comp, _, s in model.layer_tensors() if comp in ("attention", "mlp") and len(s) == 2)
     dequant = 2.0 * largest if method == "qlora" else 0.0     # the 16-bit copy of the matrix being multiplied
