@@ -77,8 +77,8 @@ def test_adapter_activations_grow_with_targets_and_dropout():
     (dict(batch=0), ValueError, "batch"),
     (dict(optimizer="adam8"), ValueError, "optimizer"),
     (dict(parallel=L.Parallel(dp=2)), ValueError, "parallel"),
-    (dict(lora_dropout=True, dropout_mask_bytes=2), ValueError, "dropout_mask_bytes must be 1 .* or 4"),
-    (dict(dropout_mask_bytes=1.0), TypeError, "dropout_mask_bytes"),
+    (dict(lora_dropout=True, mask_bytes=-1), ValueError, "mask_bytes must be >= 0"),
+    (dict(mask_bytes="4"), TypeError, "mask_bytes"),
 ])
 def test_bad_input_is_named(kw, exc, msg):
     base = dict(method="lora", batch=1, seq=512)
@@ -137,7 +137,7 @@ def test_lora_step_against_measurement(i):
     assert f.optimizer_bytes == r.optimizer_state_bytes
     dropout = r.lora_dropout > 0
     if dropout:                      # measured on the CPU: PyTorch's CPU dropout keeps fp32 noise, not a mask
-        f = finetune_memory(m, method="lora", dropout_mask_bytes=4, **kw)
+        f = finetune_memory(m, method="lora", mask_bytes=4, **kw)
     err = f.peak_bytes / r.peak_bytes - 1
     assert abs(err) < 0.015, err
     if r.recompute == "none":         # what only the adapters keep, to the byte
@@ -171,7 +171,7 @@ def test_dropout_keeps_a_one_byte_mask_on_a_gpu_and_fp32_noise_on_the_cpu():
     library's DROPOUT_MASK_BYTES. The CPU path keeps its noise in the input's dtype (fp32 for PEFT's adapter
     input): the 4 bytes the CPU measurements need. Neither keeps anything when the input needs no gradient,
     the first layer's rule."""
-    from llmsizing.finetune import DROPOUT_MASK_BYTES
+    from llmsizing.activations import DROPOUT_MASK_BYTES
 
     per = DROPOUT.set_index(["op", "input_dtype", "input_requires_grad"])["saved_bytes_per_element"]
     native = [op for op in per.index.levels[0] if op.startswith("torch.native_dropout")]
@@ -195,5 +195,5 @@ def test_first_layer_masks_only_what_follows_an_adapted_matrix():
     diff = _adapter_saved_bytes(attn, **one) - _adapter_saved_bytes(attn, first_layer=True, **one)
     assert diff == 1000 * m.hidden                 # q unmasked in layer 0; o follows q
     gpu = finetune_memory(m, method="lora", batch=1, seq=1024, lora_dropout=True)
-    cpu = finetune_memory(m, method="lora", batch=1, seq=1024, lora_dropout=True, dropout_mask_bytes=4)
+    cpu = finetune_memory(m, method="lora", batch=1, seq=1024, lora_dropout=True, mask_bytes=4)
     assert gpu.activations_bytes < cpu.activations_bytes

@@ -43,6 +43,12 @@ RECOMPUTE = ("none", "selective", "full")
 ACTIVATION_DTYPES = ("bf16", "fp16", "fp32")
 
 #: Components of :attr:`ActivationMemory.breakdown`, in the order charts stack them.
+#: Bytes a dropout keeps per element for its backward on a GPU: ``torch.native_dropout``'s bool mask (what
+#: ``F.dropout`` calls on a CUDA tensor). PyTorch's CPU path keeps its noise in the input's dtype instead
+#: (``data/dropout_saved.csv``, ``tools/measure_memory.py dropout``): pass that width as ``mask_bytes`` to
+#: compare with CPU measurements. Nothing is kept where the input needs no gradient.
+DROPOUT_MASK_BYTES = 1.0
+
 ACT_COMPONENTS = ("norms", "attention_projections", "attention_core", "mlp", "dropout_masks", "residuals",
                   "embedding", "logits")
 
@@ -88,7 +94,7 @@ class ActivationMemory:
 
 
 def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str = "flash",
-                dropout: bool = False, tp: int = 1, sp: bool = False, mask_bytes: float = 1.0,
+                dropout: bool = False, tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
                 selective: bool = False, stack: str = "fused", autocast: bool = False) -> dict[str, float]:
     """Bytes one layer saves for backward, by component, with no recomputation except ``selective``.
 
@@ -231,7 +237,7 @@ def _int_or_array(name: str, value):
 
 def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16",
                       attention: str = "flash", dropout: bool = False, recompute: str = "none",
-                      tp: int = 1, sp: bool = False, mask_bytes: float = 1.0,
+                      tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
                       logits_dtype: str = "fp32", stack: str = "fused", autocast: bool = False) -> ActivationMemory:
     """Bytes saved for backward by one micro-batch of ``batch`` sequences of ``seq`` tokens, on one GPU.
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
+from .activations import DROPOUT_MASK_BYTES
 from .catalog import resolve_model
 from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, ModelStates, _frame, default_overhead_bytes,
                      model_states_for_params, step_phases, training_memory)
@@ -66,12 +67,6 @@ def _target_shapes(model: Model, targets) -> dict[str, tuple[int, int]]:
     return out
 
 
-#: What PyTorch's dropout keeps per number for its backward, when its input needs a gradient: on a GPU,
-#: ``native_dropout``'s 1-byte (bool) mask. Its CPU path computes ``input * noise`` and keeps the fp32 noise
-#: instead, 4 bytes: pass ``dropout_mask_bytes=4`` to :func:`finetune_memory` to compare with steps measured on
-#: the CPU (``data/lora_step_measurements.csv``, chapter 16).
-DROPOUT_MASK_BYTES = 1
-
 #: For the first layer with dropout: the adapted matrices upstream of each one's input within a block. The
 #: first layer's q, k and v read the first norm's output of the frozen embedding, which needs no gradient, so
 #: their dropout keeps no mask; o's input needs one once q, k or v is adapted, and so on down the block.
@@ -81,13 +76,14 @@ _UPSTREAM = {"q_proj": (), "k_proj": (), "v_proj": (), "o_proj": ("q_proj", "k_p
 
 
 def _adapter_saved_bytes(shapes: dict, *, tokens: int, rank: int, act_bytes: float, dropout: bool,
-                         first_layer: bool = False, mask_bytes: int = DROPOUT_MASK_BYTES) -> float:
+                         first_layer: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES) -> float:
     """What one layer's adapters save for the backward beyond the frozen base (PEFT's LoRA forward,
     ``B(A(dropout(x.to(adapter dtype))))``, fp32 adapters): ``A``'s fp32 output per adapted matrix, and its input:
 
     * with dropout, per matrix, the fp32 dropout output (``A``'s input) and, where the matrix's input needs a
-      gradient, the dropout's mask (``mask_bytes`` per number, :data:`DROPOUT_MASK_BYTES`). Every input needs
-      one except, in the ``first_layer``, those with no adapted matrix upstream in the block (``_UPSTREAM``);
+      gradient, the dropout's mask (``mask_bytes`` per number, 1 on a GPU:
+      :data:`~llmsizing.activations.DROPOUT_MASK_BYTES`). Every input needs one except, in the ``first_layer``,
+      those with no adapted matrix upstream in the block (``_UPSTREAM``);
     * else, on a 16-bit base, per matrix the fp32 copy of its input (the cast);
     * else (fp32 base: no cast) the input itself, once per distinct input (q, k and v share the first norm's
       output, gate and up the second's), except o_proj's, which attention saves anyway.
@@ -151,7 +147,7 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
                     optimizer: str = "adamw", batch: int, seq: int, recompute: str = "none",
                     attention: str = "flash", stack: str = "hf", lora_dropout: bool = False, grad_accum: int = 1,
                     dtype: str = "bf16", parallel=None, overhead_bytes: float | None = None,
-                    dropout_mask_bytes: int = DROPOUT_MASK_BYTES) -> FinetuneMemory:
+                    mask_bytes: float = DROPOUT_MASK_BYTES) -> FinetuneMemory:
     """Memory of one fine-tuning step on one GPU, with the same peak semantics as
     :func:`~llmsizing.memory.training_memory` (its phases, its allowance).
 
@@ -160,8 +156,9 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     ``targets`` (``dtype="fp32"`` for a base kept in fp32, as the book's CPU measurements run it); ``"qlora"``
     stores the base's block matrices in nf4 (module docstring). ``lora_dropout=True``
     adds the dropout's saved output and mask per adapted matrix (PEFT's ``lora_dropout > 0``): the mask is
-    ``dropout_mask_bytes`` per number, 1 on a GPU (:data:`DROPOUT_MASK_BYTES`), 4 for PyTorch's CPU path (its fp32
-    noise), and is not kept where the input needs no gradient (the first layer's q, k and v). ``alpha`` (PEFT's
+    ``mask_bytes`` per number, as in :func:`~llmsizing.activations.activation_memory` (1 on a GPU; on the CPU,
+    PyTorch keeps the noise in the input's dtype, fp32 for PEFT's adapters: 4), and is not kept where the input
+    needs no gradient (the first layer's q, k and v). ``alpha`` (PEFT's
     ``lora_alpha``) scales the adapters' update by ``alpha / rank`` and costs no memory; it is accepted and checked.
     ``recompute="full"``
     is gradient checkpointing as PEFT users enable it (``gradient_checkpointing_enable()``). Taught in the
@@ -174,9 +171,7 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     batch, seq, grad_accum = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_bool("lora_dropout", lora_dropout)
-    if check_int("dropout_mask_bytes", dropout_mask_bytes) not in (1, 4):
-        raise ValueError(f"dropout_mask_bytes must be 1 (a GPU's bool mask) or 4 (PyTorch's fp32 noise on the "
-                         f"CPU), got {dropout_mask_bytes!r}")
+    mask_bytes = check_number("mask_bytes", mask_bytes, maximum=8.0)
     dtype = check_choice("dtype", dtype, ("bf16", "fp32"))
     if overhead_bytes is not None:
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)
@@ -212,7 +207,7 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     # 1.5% of every measured step without dropout in data/lora_step_measurements.csv (tests/test_finetune.py)
     layer_saving = tokens * act_bytes * (4 * h + f)
     head_saving = tokens * act_bytes * 2 * h                          # the final norm's, before the LM head
-    kw = dict(tokens=tokens, rank=rank, act_bytes=act_bytes, dropout=lora_dropout, mask_bytes=dropout_mask_bytes)
+    kw = dict(tokens=tokens, rank=rank, act_bytes=act_bytes, dropout=lora_dropout, mask_bytes=mask_bytes)
     layer_adapters = _adapter_saved_bytes(shapes, **kw)
     first_layer_less = layer_adapters - _adapter_saved_bytes(shapes, first_layer=True, **kw)   # (no mask there)
     if recompute == "full":       # layers keep only their inputs; the one rebuilt in the backward holds the rest
