@@ -46,3 +46,9 @@ def test_a_figure_encodes_like_savefig():
 def test_bad_input_names_the_parameter(bad, kw, match):
     with pytest.raises(ValueError, match=match):
         encode_png(bad, **kw)
+
+
+@pytest.mark.parametrize("level", [True, 1.5])
+def test_compress_level_must_be_an_integer(level):
+    with pytest.raises(TypeError, match="compress_level"):
+        encode_png(np.zeros((4, 4, 4), np.uint8), compress_level=level)

@@ -116,6 +116,7 @@ def test_impossible_deadline_names_the_fastest():
     (dict(zero_stages=[4]), ValueError, "zero_stages"), (dict(overlap=1.5), ValueError, "overlap"),
     (dict(deadline_days=-1), ValueError, "deadline_days"), (dict(prices={"H100 SXM": -2}), ValueError, "prices"),
     (dict(compute_efficiency=0), ValueError, "compute_efficiency"),
+    (dict(inter_node_gbps=True), TypeError, "inter_node_gbps"), (dict(stack="megatron"), ValueError, "stack"),
 ])
 def test_bad_input_is_named(kw, exc, msg):
     base = dict(tokens=1e9, seq=2048, global_batch=64, max_gpus=64)
@@ -155,3 +156,12 @@ def test_the_kept_search_gives_what_a_fresh_search_gives():
     for col in ("days", "gpu_hours", "cost_usd", "cost_usd_high"):
         assert np.allclose(three[col], 3 * one[col], rtol=1e-12, atol=0), col
     assert three["step_time_s"].equals(one["step_time_s"]) and three["pareto"].equals(one["pareto"])
+
+
+
+def test_a_kept_search_does_not_skip_the_input_checks():
+    """True == 1 and hash(True) == hash(1): a search kept for inter_node_gbps=1 must not answer for True."""
+    kw = dict(tokens=1e11, seq=2048, global_batch=64, max_gpus=64)
+    plan("llama-3-8b", inter_node_gbps=1, **kw)
+    with pytest.raises(TypeError, match="inter_node_gbps"):
+        plan("llama-3-8b", inter_node_gbps=True, **kw)

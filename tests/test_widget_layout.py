@@ -19,6 +19,7 @@ import ipywidgets as W
 import numpy as np
 import pytest
 
+import llmsizing.charts as charts
 import llmsizing.widgets as widgets
 from llmsizing.widgets import CONTROLS_WIDTH_PX, FIGURE_MAX_PX, Dashboard, png_size
 
@@ -236,3 +237,28 @@ def test_kept_text_bitmaps_give_the_pixels_of_a_plain_agg_draw(name):
         assert np.array_equal(kept, np.asarray(plain.buffer_rgba())), name
     finally:
         widgets._text_cache_canvas()(b.figure)              # the widget's own canvas back
+
+
+def test_nothing_fits_after_a_fitting_layout_draws_like_a_fresh_render():
+    """A state the neighbour moves never reach: every curve empty ("nothing fits"), reached after a layout that
+    fits, so that the kept axes start from the old view (no data to autoscale the new one from)."""
+    b = widgets.max_micro_batch_widget()
+    c = b.controls
+    for key, value in (("model", "llama-3.1-405b"), ("gpu", "MI300X"), ("precision", "fp32"), ("zero3_gpus", 16)):
+        c[key].value = value
+    assert b.error.value == ""
+    assert_no_drift(b, "max micro-batch: nothing fits after a layout that fits")
+
+
+def test_plan_summary_follows_a_table_changed_in_place():
+    """render_plan keeps what it summarised per plans table by content: a table a caller changes in place is
+    summarised again, not served from what was kept for it."""
+    from llmsizing.planner import plan
+
+    kw = dict(tokens=1e11, seq=2048, global_batch=64, max_gpus=64)
+    df = plan("llama-3-8b", **kw)
+    before = charts.render_plan("llama-3-8b", **kw, plans=df).summary
+    df["cost_usd"] *= 10
+    after = charts.render_plan("llama-3-8b", **kw, plans=df).summary
+    assert after != before
+    assert after == charts.render_plan("llama-3-8b", **kw, plans=df.copy()).summary

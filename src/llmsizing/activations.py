@@ -42,13 +42,13 @@ STACKS = ("fused", "hf")
 RECOMPUTE = ("none", "selective", "full")
 ACTIVATION_DTYPES = ("bf16", "fp16", "fp32")
 
-#: Components of :attr:`ActivationMemory.breakdown`, in the order charts stack them.
 #: Bytes a dropout keeps per element for its backward on a GPU: ``torch.native_dropout``'s bool mask (what
 #: ``F.dropout`` calls on a CUDA tensor). PyTorch's CPU path keeps its noise in the input's dtype instead
 #: (``data/dropout_saved.csv``, ``tools/measure_memory.py dropout``): pass that width as ``mask_bytes`` to
 #: compare with CPU measurements. Nothing is kept where the input needs no gradient.
 DROPOUT_MASK_BYTES = 1.0
 
+#: Components of :attr:`ActivationMemory.breakdown`, in the order charts stack them.
 ACT_COMPONENTS = ("norms", "attention_projections", "attention_core", "mlp", "dropout_masks", "residuals",
                   "embedding", "logits")
 
@@ -334,7 +334,7 @@ def korthikanti_bytes_per_layer(model: Model | str, *, batch: int, seq: int, tp:
 
 def activation_coefficients(model: Model | str, *, dtype: str = "bf16", attention: str = "flash",
                             dropout: bool = False, selective: bool = False, tp: int = 1, sp: bool = False,
-                            mask_bytes: float = 1.0) -> tuple[float, float]:
+                            mask_bytes: float = DROPOUT_MASK_BYTES) -> tuple[float, float]:
     """One layer's saved bytes written as ``linear * s * b + quadratic * s**2 * b``: returns
     ``(linear, quadratic)``.
 

@@ -752,6 +752,7 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,
                 ha="center", va="center", color="#b00020")
         ax.set_ylim(1, 2)
+        ax.set_xlim(seqs[0] / 1.15, seqs[-1] * 1.15)      # (no data to autoscale from)
     if seqs[-1] > m.max_seq:
         _mark_beyond_max_seq(ax, max(m.max_seq, seqs[0]), seqs[-1] * 1.15, m.max_seq)
         ax.set_xlim(seqs[0] / 1.15, seqs[-1] * 1.15)
@@ -1987,10 +1988,10 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     return FixedView(fig, "\n".join(lines))
 
 
-#: The last few plans tables :func:`_plan_groups` summarised (weak references), with what it found, newest last:
-#: a widget redraw that moves the chosen plan, or returns to a table the planner widget keeps in its cache (a
-#: control moved back and forth), reuses it.
-_PLAN_GROUPS_KEPT: list = []
+#: What :func:`_plan_groups` found for the last few plans tables, keyed by their content (a hash of every
+#: value and the index): a widget redraw that moves the chosen plan, or returns to a table it saw before, reuses
+#: it; a table changed in place is a new key.
+_PLAN_GROUPS_KEPT: dict = {}
 _PLAN_GROUPS_KEEP = 8
 
 
@@ -1998,15 +1999,14 @@ def _plan_groups(plans) -> dict:
     """What :func:`render_plan` draws from ``plans`` whatever plan is chosen: each GPU type's own front
     (``own``: name, days, cost, fastest first), the time-vs-cost front (``front``: days, cost, fastest first;
     ``front_by_gpu`` per GPU type) and the summary's line per front plan (``front_lines``: row label, text).
-    Kept for the last few ``plans`` objects (by identity, through weak references) and computed for any other."""
-    import weakref
+    Kept for the last few tables, by content (~1 ms to hash 3,000 plans), and computed for any other."""
+    import pandas as pd
 
     from .planner import _pareto
 
-    _PLAN_GROUPS_KEPT[:] = [(ref, out) for ref, out in _PLAN_GROUPS_KEPT if ref() is not None]
-    for ref, cached in _PLAN_GROUPS_KEPT:
-        if ref() is plans:
-            return cached
+    key = (tuple(plans.columns), int(pd.util.hash_pandas_object(plans, index=True).sum()))
+    if key in _PLAN_GROUPS_KEPT:
+        return _PLAN_GROUPS_KEPT[key]
     own = []
     for name, sub in plans.groupby("gpu", sort=False):
         best = sub[_pareto(sub["days"].to_numpy(), sub["cost_usd"].to_numpy(),
@@ -2024,7 +2024,9 @@ def _plan_groups(plans) -> dict:
            "front_by_gpu": [(name, sub["days"].to_numpy(), sub["cost_usd"].to_numpy())
                             for name, sub in fs.groupby("gpu", sort=False)],
            "front_lines": lines}
-    _PLAN_GROUPS_KEPT[:] = [*_PLAN_GROUPS_KEPT[1 - _PLAN_GROUPS_KEEP:], (weakref.ref(plans), out)]
+    if len(_PLAN_GROUPS_KEPT) >= _PLAN_GROUPS_KEEP:
+        del _PLAN_GROUPS_KEPT[next(iter(_PLAN_GROUPS_KEPT))]          # the oldest
+    _PLAN_GROUPS_KEPT[key] = out
     return out
 
 
@@ -2061,12 +2063,18 @@ def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
 
     from matplotlib.ticker import FixedLocator, NullLocator
 
+    if not (lo > 0 and hi >= lo):
+        raise ValueError(f"a log axis needs 0 < lo <= hi; got lo={lo!r}, hi={hi!r}")
     lo, hi = lo / pad, hi * pad
     decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
     for steps in ((1,) if hi / lo >= 300 else (), (1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
         ticks = [m * 10**e for e in decades for m in steps if lo <= m * 10**e <= hi]
         if len(ticks) >= 2:
             break
+    if len(ticks) < 2:             # a range narrower than two 1-9 steps: its two ends, to 3 significant digits
+        def unit(x):
+            return 10.0 ** (math.floor(math.log10(x)) - 2)
+        ticks = [math.ceil(lo / unit(lo)) * unit(lo), math.floor(hi / unit(hi)) * unit(hi)]
     (axis.axes.set_xscale if axis is axis.axes.xaxis else axis.axes.set_yscale)("log")
     (axis.axes.set_xlim if axis is axis.axes.xaxis else axis.axes.set_ylim)(lo, hi)
     axis.set_major_locator(FixedLocator(ticks))

@@ -22,10 +22,10 @@ with the adapters as the trainable states. Activations: the base model's
 (:func:`~llmsizing.activations.activation_memory`, the same stack, attention and recomputation) less what a
 frozen model does not save (a frozen linear layer or norm weight needs no input for a weight gradient), plus
 what the adapters save. Against real PEFT LoRA steps (``data/lora_step_measurements.csv``, chapter 16) the
-adapters' saved bytes are exact and the step's peak within 1%. With ``lora_dropout`` too, once the dropout's mask
-is counted as the CPU keeps it (PyTorch's CPU dropout keeps fp32 noise, 4 bytes a number, where a GPU's
-``native_dropout`` keeps a 1-byte mask) and only where the input needs a gradient (not for the first layer's q, k
-and v, whose input comes from the frozen embedding).
+adapters' saved bytes are exact and the step's peak within 1%. So are the steps with ``lora_dropout``, once the
+dropout's mask is counted as the CPU keeps it (PyTorch's CPU dropout keeps its noise in the input's dtype, fp32
+for the adapters' input, where a GPU's ``native_dropout`` keeps a 1-byte mask: ``mask_bytes=4``) and only where
+the input needs a gradient (not for the first layer's q, k and v, whose input comes from the frozen embedding).
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ def _target_shapes(model: Model, targets) -> dict[str, tuple[int, int]]:
 #: For the first layer with dropout: the adapted matrices upstream of each one's input within a block. The
 #: first layer's q, k and v read the first norm's output of the frozen embedding, which needs no gradient, so
 #: their dropout keeps no mask; o's input needs one once q, k or v is adapted, and so on down the block.
+#: This assumes the embedding's output needs no gradient, as in a plain PEFT model; ``enable_input_require_grads()``
+#: (which PEFT's ``prepare_model_for_kbit_training`` calls) makes it need one, and then the first layer keeps
+#: its masks too: ``tokens x d_in x mask_bytes`` more for each of those matrices, in one layer.
 _UPSTREAM = {"q_proj": (), "k_proj": (), "v_proj": (), "o_proj": ("q_proj", "k_proj", "v_proj"),
              "gate_proj": ("q_proj", "k_proj", "v_proj", "o_proj"), "up_proj": ("q_proj", "k_proj", "v_proj", "o_proj"),
              "down_proj": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj")}
@@ -171,7 +174,7 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     batch, seq, grad_accum = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_bool("lora_dropout", lora_dropout)
-    mask_bytes = check_number("mask_bytes", mask_bytes, maximum=8.0)
+    mask_bytes = check_number("mask_bytes", mask_bytes, minimum=0.0)    # (as activation_memory checks it)
     dtype = check_choice("dtype", dtype, ("bf16", "fp32"))
     if overhead_bytes is not None:
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
+from .activations import ATTENTION, STACKS
 from .catalog import get_gpu, resolve_model
 from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import INTER_NODE_GBPS_PER_GPU, dense_tflops
@@ -31,6 +32,7 @@ from .layouts import USABLE_FRACTION, _divisors, step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
 from .model import Model
 from .parallel import Parallel, check_layout
+from .precision import OPTIMIZERS, RECIPES
 from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW
 
 #: The share of the dense peak a GPU reaches while it computes (matrix multiplies, attention, the rest of the
@@ -234,6 +236,13 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     check_bool("explain", explain)
     prices = {} if prices is None else {get_gpu(k).name: check_number(f"prices[{k!r}]", v)
                                         for k, v in dict(prices).items()}
+    # checked here, not only inside the search: a cached search would skip its checks (and True == 1 hits the
+    # entry kept for 1)
+    inter_node_gbps = check_number("inter_node_gbps", inter_node_gbps, allow_equal=False)
+    precision = check_choice("precision", precision, RECIPES)
+    optimizer = check_choice("optimizer", optimizer, OPTIMIZERS)
+    attention = check_choice("attention", attention, ATTENTION)
+    stack = check_choice("stack", stack, STACKS)
     steps = tokens / (global_batch * seq)
     args = (model, tuple(gpu_list), seq, global_batch, max_gpus, tuple(micros), tuple(rcs), tuple(zeros), precision,
             optimizer, attention, stack, frac, eff, overlap, tuple(sorted(prices.items())), per_node, inter_node_gbps,

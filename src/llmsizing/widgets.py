@@ -17,6 +17,7 @@ import html
 import ipywidgets as W
 
 from . import charts
+from ._validate import check_int
 from .catalog import get_model, list_gpus, list_models
 
 __all__ = ["parameter_counts_widget"]
@@ -114,7 +115,7 @@ def _text_cache_canvas():
     the kept bitmap with the same call and the same rounding as matplotlib's own ``draw_text``: the pixels are
     identical (``tests/test_widget_layout.py`` compares them with a plain Agg draw), ~10 ms sooner per planner
     redraw. It follows matplotlib 3.10's ``RendererAgg.draw_text`` (matplotlib is pinned below 3.11); where that
-    method's helpers are missing, it is the plain Agg canvas."""
+    method's helpers are missing, or on another matplotlib, it is the plain Agg canvas."""
     from collections import OrderedDict
     from math import cos, radians, sin
 
@@ -123,7 +124,10 @@ def _text_cache_canvas():
     from matplotlib import font_manager
     from matplotlib.backends import backend_agg
 
-    if not (hasattr(backend_agg, "get_hinting_flag") and hasattr(backend_agg.RendererAgg, "_prepare_font")
+    # only on the matplotlib whose draw_text this copies (requirements.txt pins 3.10; an install from
+    # pyproject.toml or the JupyterLite copy may bring another): anywhere else, the plain Agg canvas
+    if mpl.__version_info__[:2] != (3, 10) or not (
+            hasattr(backend_agg, "get_hinting_flag") and hasattr(backend_agg.RendererAgg, "_prepare_font")
             and hasattr(font_manager.fontManager, "_find_fonts_by_props")):
         return backend_agg.FigureCanvasAgg
     limit = 4096                                         # bitmaps kept (a few hundred bytes to a few KiB each)
@@ -181,8 +185,7 @@ def encode_png(rgba, compress_level: int = 1) -> bytes:
     a = np.asarray(rgba)
     if a.ndim != 3 or a.shape[2] != 4 or a.dtype != np.uint8:
         raise ValueError(f"rgba must be a (height, width, 4) uint8 array; got shape {a.shape}, dtype {a.dtype}")
-    if not 0 <= compress_level <= 9:
-        raise ValueError(f"compress_level must be 0 to 9; got {compress_level!r}")
+    compress_level = check_int("compress_level", compress_level, minimum=0, maximum=9)
     opaque = bool((a[:, :, 3] == 255).all())
     if opaque:          # RGB: Pillow drops the alpha bytes ~4x faster than numpy's strided copy (a[:, :, :3])
         from PIL import Image
@@ -223,7 +226,8 @@ def _style(desc_width: str = "110px") -> dict:
 
 def _button_px(label: str) -> int:
     """A button wide enough for ``label`` at JupyterLab's 13 px UI font (~7.5 px a character) plus the button's
-    own padding and border (~32 px: a one-character label needs 41 px, measured in JupyterLab 4 in Chromium)."""
+    own padding and border, 34 px (a one-character label needs 41 px, measured in JupyterLab 4 in Chromium; this
+    gives 42). ``tests/browser/test_lab.py`` checks that no toggle label is cut."""
     return round(7.5 * len(label)) + 34
 
 
@@ -698,7 +702,7 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         if df.empty:                                   # plan() explains why (raises NoPlanError)
             why = explain(model, deadline=deadline, budget=budget, **args)
             if why is not None:
-                raise why
+                raise type(why)(*why.args)           # a new exception each time (the kept one's traceback would grow)
             df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None)
         front = df[df["pareto"]]
         return df, front, _front_options(front)
