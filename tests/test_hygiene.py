@@ -219,6 +219,17 @@ def check_solutions(nb) -> list[str]:
     """Solution cells are collapsed and hold only solution text; nothing else is collapsed."""
     problems = []
     solutions = set(refresh_outputs.solution_cells(nb))
+    opened = None                                   # a {solution-start} must be closed by a {solution-end}
+    for i, cell in enumerate(nb.cells):
+        src = cell.source if cell.cell_type == "markdown" else ""
+        for m in sorted([(m.start(), "start") for m in refresh_outputs.SOLUTION_START.finditer(src)]
+                        + [(m.start(), "end") for m in refresh_outputs.SOLUTION_END.finditer(src)]):
+            if m[1] == "start" and opened is not None:
+                problems.append(f"cell {i} opens a solution while the one opened in cell {opened} is still open")
+            opened = i if m[1] == "start" else None
+    if opened is not None:
+        problems.append(f"cell {opened} opens a solution that no {{solution-end}} closes: every later cell "
+                        "would be folded with it")
     for i, cell in enumerate(nb.cells):
         jupyter = cell.get("metadata", {}).get("jupyter", {})
         collapsed = bool(jupyter.get("source_hidden")) and bool(jupyter.get("outputs_hidden"))
@@ -373,6 +384,9 @@ def test_solution_checks():
     assert check_solutions(_nb(_md(START + "\nBecause.\n\n" + END + "\n\n## Next", True)))
     # a collapsed cell that is no solution
     assert check_solutions(_nb(_md("## Section", True)))
+    # a solution that is never closed would fold the rest of the chapter
+    unclosed = check_solutions(_nb(_md(EXERCISE), _md(START + "\nBecause:", True), _md("## Next", True)))
+    assert any("no {solution-end} closes" in p for p in unclosed), unclosed
     # normalise strips what jupyterlab-myst caches in markdown cells
     cached = _nb(_md("{eval}`x`"))
     cached.cells[1].metadata["user_expressions"] = [{"expression": "x", "result": {"status": "ok"}}]

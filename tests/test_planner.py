@@ -131,23 +131,30 @@ def test_prices_parameter_scales_cost():
     assert np.allclose(np.sort(b["cost_usd"].to_numpy()) * price, np.sort(a["cost_usd"].to_numpy()))
 
 
-def test_the_kept_search_gives_what_a_fresh_search_gives():
+def test_the_kept_search_gives_what_a_fresh_search_gives(monkeypatch):
     """plan() keeps its token-independent search (planner._search): another token budget, deadline or budget
     reuses it. The result must equal a search from scratch, bit for bit, and a caller changing the returned table
     must not change what later calls get."""
     from llmsizing import planner
 
+    import pandas as pd
+
     kw = dict(gpus=("H100 SXM", "A100 80GB"), seq=4096, global_batch=256, max_gpus=512)
+    search, returned = planner._search, []
+    monkeypatch.setattr(planner, "_search", lambda *args: returned.append(search(*args)) or returned[-1])
     first = plan("llama-3-8b", tokens=1e11, **kw)
-    first["days"] = -1.0                                      # a caller scribbling on its copy
-    first.loc[:, "gpu"] = "nonsense"
-    hits = planner._search.cache_info().hits
+    first.loc[:, "gpu"] = "nonsense"                          # a caller scribbling on what it got
+    table = returned[-1]                                      # the table the search keeps
+    columns, digest = list(table.columns), int(pd.util.hash_pandas_object(table).sum())
+    hits = search.cache_info().hits
     kept = plan("llama-3-8b", tokens=3e11, deadline_days=40, **kw)
-    assert planner._search.cache_info().hits == hits + 1      # the search was reused ...
-    planner._search.cache_clear()
+    assert search.cache_info().hits == hits + 1 and returned[-1] is table   # the search was reused ...
+    # ... and plan() added its columns to a copy: the kept table is as the search left it
+    assert list(table.columns) == columns and int(pd.util.hash_pandas_object(table).sum()) == digest
+    search.cache_clear()
     fresh = plan("llama-3-8b", tokens=3e11, deadline_days=40, **kw)
-    assert planner._search.cache_info().misses == 1           # ... and this one searched again
-    assert kept.equals(fresh) and (kept["days"] > 0).all() and "nonsense" not in set(kept["gpu"])
+    assert search.cache_info().misses == 1                    # this one searched again
+    assert kept.equals(fresh) and "nonsense" not in set(kept["gpu"])
     # the token budget scales days and cost, nothing else
     key = ["gpu", "n_gpus", "dp", "tp", "pp", "zero", "micro_batch", "grad_accum", "recompute"]
     one = plan("llama-3-8b", tokens=1e11, **kw).set_index(key).sort_index()

@@ -91,15 +91,53 @@ def figure_content(fig) -> dict:
             "texts": [t.get_text() for t in fig.texts]}
 
 
+def _pixels(png: bytes) -> np.ndarray:
+    import io
+
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(bytes(png))).convert("RGB"))
+
+
 def assert_no_drift(b: Dashboard, where: str) -> None:
+    """The widget shows what a fresh render gives: the same summary, the same figure content, and the image the
+    reader sees has the same pixels as the fresh figure saved to PNG. (For the planner, ``b.render`` shares the
+    widget's caches of plan(); tests/test_ch12_planner_page.py compares the widget's plans with plan() itself.)"""
     assert b.error.value == "", f"{where}: {b.error.value}"
     fresh = b.render(**b.values())      # no into=: a new figure, as the notebooks draw it
     assert b.summary.value.endswith(f"{__import__('html').escape(fresh.summary)}</pre>"), where
     assert figure_content(b.figure) == figure_content(fresh.figure), where
+    assert np.array_equal(_pixels(b.image.value), _pixels(fresh.png(compress_level=1))), f"{where}: image differs"
+
+
+def other_valid_value(b: Dashboard, ctrl):
+    """A value next to the control's current one that the library accepts (the neighbour first, then the other
+    options in turn, or further steps of a slider); None if none is."""
+    current = ctrl.value
+    candidates = [neighbour(ctrl)]
+    if hasattr(ctrl, "_options_values") and not isinstance(ctrl, W.SelectMultiple):
+        candidates += [o for o in ctrl._options_values if o != current]
+    elif hasattr(ctrl, "max") and not isinstance(current, (bool, tuple)):
+        step = getattr(ctrl, "step", 1) or 1
+        candidates += [current + k * step for k in range(-10, 11) if k and ctrl.min <= current + k * step <= ctrl.max]
+    for value in candidates:
+        if value is None or value == current:
+            continue
+        ctrl.value = value
+        ok = not b.error.value
+        ctrl.value = current
+        if ok:
+            return value
+    return None
 
 
 def control_cases():
     return [(n, k) for n in NAMES for k in board(n).controls]
+
+
+#: Controls that have no valid value beside their default until another control moves: sequence parallelism
+#: needs tp > 1, interleaved stages need a pipeline.
+NEEDS = {("parallel_explorer_widget", "sp"): {"tp": 2}, ("parallel_explorer_widget", "virtual_stages"): {"pp": 2}}
 
 
 # ----------------------------------------------------------------------------- the kept figure draws like a new one
@@ -109,12 +147,18 @@ def test_update_equals_a_fresh_render(name, key):
     ctrl = b.controls[key]
     default = ctrl.value
     assert b._takes_into, f"{name}: the widget's render does not take into= (it would rebuild every time)"
+    partners = {k: b.controls[k].value for k in NEEDS.get((name, key), {})}
     try:
-        ctrl.value = neighbour(ctrl)
-        if not b.error.value:
-            assert_no_drift(b, f"{name}.{key} = {ctrl.value!r}")
+        for k, v in NEEDS.get((name, key), {}).items():      # a control that is only valid with another one
+            b.controls[k].value = v
+        other = other_valid_value(b, ctrl)
+        assert other is not None, f"{name}.{key}: no value next to {default!r} draws"
+        ctrl.value = other
+        assert_no_drift(b, f"{name}.{key} = {ctrl.value!r}")
     finally:
         ctrl.value = default
+        for k, v in partners.items():
+            b.controls[k].value = v
     assert_no_drift(b, f"{name}.{key} back to {default!r}")
     assert b.figure.axes and b.image.value, name
 
@@ -200,11 +244,18 @@ def label_px(label: str) -> int:
     return round(7.5 * len(label)) + 20
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_toggle_button_labels_fit(name):
-    for key, ctrl in board(name).controls.items():
-        if not isinstance(ctrl, W.ToggleButtons):
-            continue
+def toggle_cases():
+    return [(n, k) for n in NAMES for k, c in board(n).controls.items() if isinstance(c, W.ToggleButtons)]
+
+
+def test_toggle_cases_include_chapter_4s():
+    assert ("activation_memory_widget", "attention") in toggle_cases()
+
+
+@pytest.mark.parametrize("name,key", toggle_cases(), ids=[f"{n}-{k}" for n, k in toggle_cases()])
+def test_toggle_button_labels_fit(name, key):
+    ctrl = board(name).controls[key]
+    if True:
         width = int(ctrl.style.button_width.removesuffix("px"))
         longest = max(ctrl._options_labels, key=len)
         assert width >= label_px(longest), f"{name}.{key}: {width} px buttons cut {longest!r}"
@@ -228,9 +279,12 @@ def test_kept_text_bitmaps_give_the_pixels_of_a_plain_agg_draw(name):
         ctrl.value = default
     canvas = b.figure.canvas
     assert type(canvas) is widgets._text_cache_canvas() and type(canvas) is not FigureCanvasAgg
-    canvas.draw()
+    kept_before = dict(canvas.get_renderer().text_bitmaps)
+    canvas.draw()                                            # the same figure again: every text a kept bitmap
     kept = np.array(canvas.buffer_rgba())
-    assert len(canvas.get_renderer().text_bitmaps) > 5       # the texts were drawn from the kept bitmaps
+    after = canvas.get_renderer().text_bitmaps
+    assert len(kept_before) > 5 and after.keys() == kept_before.keys(), "texts were rasterised again"
+    assert all(after[k] is kept_before[k] for k in after), "a kept bitmap was replaced"
     try:
         plain = FigureCanvasAgg(b.figure)
         plain.draw()
