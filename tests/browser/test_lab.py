@@ -178,6 +178,7 @@ class Opened:
     blocked: list[str]
     page_errors: list[str]
     solutions_on_open: dict[str, list[str]]   # solution label -> probe strings readable when first opened
+    saved_on_open: tuple[bool, bytes, bytes]  # (JupyterLab wrote the file, bytes before, bytes after)
 
     def js(self, script: str, arg=None):
         return self.page.evaluate(script, arg)
@@ -188,8 +189,23 @@ def _click_menu(page, menu: str, item: str) -> None:
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(rf"^{re.escape(item)}$")).first.click()
 
 
+def _save_notebook(page, path: Path) -> bool:
+    """File > Save Notebook, as a participant (or autosave) would; True once JupyterLab has written ``path``.
+    (Tried up to three times: a save asked for while the notebook is still settling after opening can be
+    dropped.)"""
+    before = path.stat().st_mtime_ns
+    for _ in range(3):
+        _click_menu(page, "File", "Save Notebook")
+        deadline = time.time() + 10
+        while path.stat().st_mtime_ns == before and time.time() < deadline:
+            time.sleep(0.2)
+        if path.stat().st_mtime_ns != before:
+            return True
+    return False
+
+
 @pytest.fixture(scope="module", params=NOTEBOOKS, ids=[n.removesuffix(".ipynb") for n in NOTEBOOKS])
-def notebook(request, chromium, guard_network, lab):
+def notebook(request, chromium, guard_network, lab, lab_book):
     """One notebook opened in JupyterLab and run top to bottom (Run > Run All Cells), in its own page and
     workspace; its kernel is shut down afterwards."""
     name = request.param
@@ -207,6 +223,10 @@ def notebook(request, chromium, guard_network, lab):
         page.wait_for_function(JS_KERNEL_READY, timeout=120_000)
         page.evaluate(JS_HELPERS)
         on_open = readable_solutions(page, cells)
+        # opened and saved before anything runs: the file must come back byte for byte (the pre-save hook)
+        original = (lab_book / name).read_bytes()
+        wrote = _save_notebook(page, lab_book / name)
+        saved = (wrote, original, (lab_book / name).read_bytes())
         # stored outputs and execution counts go first, so everything checked below comes from this run
         _click_menu(page, "Edit", "Clear Outputs of All Cells")
         page.wait_for_function("() => !Array.from(document.querySelectorAll('.jp-Notebook .jp-InputPrompt'))"
@@ -220,7 +240,10 @@ def notebook(request, chromium, guard_network, lab):
                 "i => { const r = __root(i); const img = r && r.querySelector('img');"
                 " return (img && img.complete && img.naturalWidth > 0) || /Error displaying widget|Model not"
                 " found/.test(__cells()[i].innerText); }", arg=i, timeout=60_000)
-        yield Opened(name, page, cells, blocked, page_errors, on_open)
+        yield Opened(name, page, cells, blocked, page_errors, on_open, saved)
+        # everything the tests of this notebook did (resizes, control moves) stayed on the machine, error-free
+        assert blocked == [], f"{name}: requests off 127.0.0.1 (blocked) during the tests: {blocked}"
+        assert not page_errors, f"{name}: uncaught JavaScript errors during the tests: {page_errors}"
     finally:
         shutdown_sessions(lab)
         context.close()
@@ -246,6 +269,18 @@ def test_runs_without_errors(notebook):
     assert not notebook.page_errors, f"uncaught JavaScript errors: {notebook.page_errors}"
 
 
+def test_opening_and_saving_leaves_the_notebook_unchanged(notebook):
+    """A participant opens a chapter and saves it (or autosave does): JupyterLab writes the file, and the
+    pre-save hook (tools/lab/jupyter_server_config.py) leaves exactly the bytes the repository holds."""
+    wrote, before, after = notebook.saved_on_open
+    assert wrote, f"{notebook.name}: File > Save Notebook did not write the file"
+    if after != before:
+        old, new = json.loads(before), json.loads(after)
+        diff = [k for k in ("metadata", "nbformat", "nbformat_minor") if old.get(k) != new.get(k)]
+        diff += [f"cell {i}" for i, (a, b) in enumerate(zip(old["cells"], new["cells"])) if a != b]
+        pytest.fail(f"{notebook.name} changed when saved: {diff[:10]}")
+
+
 def test_no_request_leaves_the_machine(notebook):
     assert notebook.blocked == [], f"requests off 127.0.0.1 (blocked): {notebook.blocked}"
 
@@ -261,20 +296,29 @@ def test_no_news_announcement(notebook):
 
 
 GLUE_KEY = re.compile(r"\{glue(:\w+)?\}|\{eval\}|glue:text")
+#: What jupyterlab-myst shows for an inline expression it could not evaluate: the expression's name (as code),
+#: the error, or this placeholder.
+UNEVALUATED = re.compile(r"Unexecuted inline expression|NameError")
+EVAL_ROLE = re.compile(r"\{eval\}`([^`]+)`")
 
 
 def test_prose_shows_numbers_not_keys(notebook):
-    """Every markdown cell is rendered, and none shows a glue key or an eval role instead of its number."""
+    """Every markdown cell is rendered, and none shows a glue key, an eval role, the name of an {eval}
+    expression (what jupyterlab-myst shows when it has no value for it) or an evaluation error instead of the
+    number."""
     cells = notebook.js("""() => __cells().map((c, i) => [i, c]).filter(([i, c]) => c.classList.contains('jp-MarkdownCell'))
         .map(([i, c]) => ({i, rendered: c.classList.contains('jp-mod-rendered'), text: __renderedText(c)}))""")
     assert cells, "no markdown cells found"
     unrendered = [c["i"] for c in cells if not c["rendered"]]
     assert not unrendered, f"markdown cells shown as source, not rendered: {unrendered}"
-    shown = {c["i"]: sorted(set(m.group(0) for m in GLUE_KEY.finditer(c["text"]))) for c in cells}
-    shown = {i: keys for i, keys in shown.items() if keys}
-    total = sum(len(GLUE_KEY.findall(c["text"])) for c in cells)
-    assert not shown, (f"{notebook.name}: {total} glue/eval keys shown as text instead of numbers, "
-                       f"in markdown cells {sorted(shown)} ({sorted({k for v in shown.values() for k in v})})")
+    shown = {}
+    for c in cells:
+        names = set(EVAL_ROLE.findall(_src(notebook.cells[c["i"]])))
+        bad = {m.group(0) for m in GLUE_KEY.finditer(c["text"])} | {m.group(0) for m in UNEVALUATED.finditer(c["text"])}
+        bad |= {n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w(])", c["text"])}
+        if bad:
+            shown[c["i"]] = sorted(bad)
+    assert not shown, f"{notebook.name}: expressions not shown as numbers, by markdown cell: {shown}"
 
 
 # ----------------------------------------------------------------------------- solutions
