@@ -1,4 +1,4 @@
-"""Chapter 15 (serving): hand-derived checks of llmsizing.serving, invariants, validation, the published
+"""Chapter 15 (serving): hand-derived checks of llmsizing.serve, invariants, validation, the published
 comparison and the widget. Expected values are worked out here from the architecture and the datasheets,
 not read off the code."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from llmsizing import serving as S
+from llmsizing import serve as S
 from llmsizing.hardware import ridge_point_flops_per_byte
 
 H100_BW = 3.35e12            # B/s, H100 SXM datasheet

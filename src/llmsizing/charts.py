@@ -1619,7 +1619,7 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
                          kv_cache: str = "bf16", prompt: int = 1024, output: int = 256, batch: int = 16, *,
                          into: Figure | None = None) -> View:
     """Chapter 15: left, inter-token latency against output tokens/s per GPU as the batch grows (powers of
-    two up to the KV-cache limit, :func:`llmsizing.serving.serving_sweep`), the last point being the largest
+    two up to the KV-cache limit, :func:`llmsizing.serve.serving_sweep`), the last point being the largest
     batch the KV cache holds; right, the GPU's bf16 roofline (attainable TFLOP/s = min(peak, intensity x
     bandwidth)) with the decode step and the prefill of one prompt placed on it at their achieved rates. The
     chosen ``batch`` is marked on both (a red cross if its KV cache does not fit)."""
@@ -1627,7 +1627,7 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
 
     from .catalog import get_gpu
     from .hardware import dense_tflops
-    from .serving import serving, serving_sweep
+    from .serve import serving, serving_sweep
 
     kw = dict(tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output)
     chosen = serving(model, gpu, batch=batch, **kw)
@@ -1705,8 +1705,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
 def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 256, itl_s: float = 0.05,
                         ttft_s: float = 1.0, weights: str = "bf16", gpus=None) -> View:
     """Chapter 15: cost per million output tokens on each GPU type at its cheapest layout meeting the latency
-    targets (:func:`llmsizing.serving.serving_cost_by_gpu`), labelled with the layout (tp x batch)."""
-    from .serving import serving_cost_by_gpu
+    targets (:func:`llmsizing.serve.serving_cost_by_gpu`), labelled with the layout (tp x batch)."""
+    from .serve import serving_cost_by_gpu
 
     df = serving_cost_by_gpu(model, gpus=gpus, prompt=prompt, output=output, itl_s=itl_s, ttft_s=ttft_s,
                              weights=weights)

@@ -613,7 +613,7 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
     """Chapter 15: model x GPU x weight format x tensor parallelism x prompt/output lengths x batch -> TTFT,
     ITL, throughput and cost per million tokens, with the latency/throughput curve and the roofline point
     (:func:`llmsizing.charts.render_serving_curve`). A layout that does not fit shows the library's message."""
-    from .serving import WEIGHT_FORMATS
+    from .serve import WEIGHT_FORMATS
 
     get_model(model)
     controls = {
