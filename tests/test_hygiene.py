@@ -34,7 +34,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 TOC = ROOT / "_toc.yml"
-WIDGETS_PY = ROOT / "src" / "llmsizing" / "widgets.py"
+#: llmsizing.widgets: a package (its modules, by part of the book), or one module
+WIDGETS_PKG = ROOT / "src" / "llmsizing" / "widgets"
 
 IGNORE_TAG = "nbval-ignore-output"
 REMOVE_TAG = "remove-output"
@@ -67,10 +68,23 @@ def book_notebooks() -> list[Path]:
 
 def widget_factories() -> set[str]:
     """Public factory names of llmsizing.widgets: everything put in ``__all__`` (``=``, ``+=``,
-    ``.append``/``.extend``) plus every public top-level function named ``*_widget``."""
-    if not WIDGETS_PY.exists():
-        return set()
-    tree = ast.parse(WIDGETS_PY.read_text(encoding="utf-8"))
+    ``.append``/``.extend``) plus every public top-level function named ``*_widget``, in every module of the
+    package."""
+    names: set[str] = set()
+    for path in widget_sources():
+        names |= _factories_in(ast.parse(path.read_text(encoding="utf-8")))
+    return names
+
+
+def widget_sources() -> list[Path]:
+    """The source files of llmsizing.widgets: the package's modules, or the single ``widgets.py``."""
+    if WIDGETS_PKG.is_dir():
+        return sorted(WIDGETS_PKG.glob("*.py"))
+    single = WIDGETS_PKG.with_suffix(".py")
+    return [single] if single.exists() else []
+
+
+def _factories_in(tree: ast.Module) -> set[str]:
     names: set[str] = set()
 
     def add(value):
@@ -350,9 +364,12 @@ def test_detects_missing_title():
 
 
 def test_widget_factories_are_found():
-    if not WIDGETS_PY.exists():
-        pytest.skip("src/llmsizing/widgets.py not written yet")
+    if not widget_sources():
+        pytest.skip("src/llmsizing/widgets not written yet")
     assert widget_factories(), "no factory found in llmsizing.widgets (__all__ or *_widget functions)"
+    # the scan of the sources finds every factory the package exports (they may live in its modules)
+    widgets = pytest.importorskip("llmsizing.widgets")
+    assert {n for n in widgets.__all__ if n.endswith("_widget")} <= widget_factories()
 
 
 def _md(source, collapsed=False):

@@ -1,0 +1,38 @@
+"""Interactive widgets for the book (need a running kernel: ``make lab``).
+
+One public factory per widget, callable with no arguments. Each is thin glue: controls -> a ``render_*``
+function from :mod:`llmsizing.charts` -> a PNG image and a text summary. Bad input (a combination the library
+rejects) shows the library's error message in the widget instead of a traceback.
+
+The package, by part of the book (each module imports only the machinery, never another part):
+
+* :mod:`.dashboard`: :class:`Dashboard` (layout, redraw into one kept figure) and the PNG machinery;
+* :mod:`.controls`: the controls the widgets share and how they are wired to the redraw;
+* :mod:`.one_gpu` (chapters 1-4), :mod:`.many_gpus` (6-8), :mod:`.time_money` (10-14) and :mod:`.serve_tune`
+  (15-16): the chapters' widgets.
+
+Every name is re-exported here, so ``from llmsizing.widgets import planner_widget`` works as before. A name is
+looked up in the module that defines it: to patch one (a test's ``monkeypatch``), patch it there.
+"""
+
+from __future__ import annotations
+
+from .controls import (_SEQS, GPU_SELECT_HINT, _button_px, _choice, _divisors_up_to, _follow_max_seq,
+                       _gpu_multiselect, _nearest, _react_then_redraw, _reroute, _set_quietly, _style,
+                       _up_to_max_seq)
+from .dashboard import (_CONTROL_ROOM_PX, CONTROLS_WIDTH_PX, FIGURE_MAX_PX, SUMMARY_HEIGHT_PX, Dashboard,
+                        _figure_png, _hint, _text_cache_canvas, encode_png, png_size)
+from .many_gpus import decode_roofline_widget, parallel_explorer_widget, zero_stages_widget
+from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHARE, _cap_gpus_per_line,
+                      _render_inference_memory, _render_model_states, _render_parameters, activation_memory_widget,
+                      gpus_per_line_cap, inference_memory_widget, max_micro_batch_widget, model_states_widget,
+                      parameter_counts_widget)
+from .serve_tune import finetune_widget, serving_widget
+from .time_money import (PLAN_BUDGETS, PLAN_DEADLINES, TOKEN_BUDGETS, _front_options, _set_front_options,
+                         cost_widget, planner_widget, seed_audit_widget, training_time_widget)
+
+# the factories, in book order
+__all__ = ["parameter_counts_widget", "model_states_widget", "inference_memory_widget", "activation_memory_widget",
+           "max_micro_batch_widget", "decode_roofline_widget", "zero_stages_widget", "parallel_explorer_widget",
+           "training_time_widget", "cost_widget", "planner_widget", "seed_audit_widget", "serving_widget",
+           "finetune_widget"]

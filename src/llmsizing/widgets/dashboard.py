@@ -1,0 +1,227 @@
+"""The dashboard machinery every widget of the book is built on (issue 12: layout and speed).
+
+:class:`Dashboard` lays out a widget's controls, figure and summary, and redraws into the one figure it keeps;
+its canvas keeps the bitmap of every text it draws (:func:`_text_cache_canvas`) and :func:`encode_png` encodes
+the pixels. The chapters' widgets are in :mod:`.one_gpu` (chapters 1-5), :mod:`.many_gpus` (6-9),
+:mod:`.time_money` (10-14) and :mod:`.serve_tune` (15-16); the controls they share in :mod:`.controls`.
+
+Layout (issue 12): the controls in a column of :data:`CONTROLS_WIDTH_PX` on the left, the figure beside them at
+its own pixel size (at most :data:`FIGURE_MAX_PX`, never stretched) and the summary under it, scrolling past
+:data:`SUMMARY_HEIGHT_PX`: about 1100 x 620 px in all, so controls and figure are on a 1280 x 720 screen together.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+
+import ipywidgets as W
+
+from .. import charts
+from .._validate import check_int
+
+#: The widget layout budget (issue 12: controls and figure visible together on a 1280x720 laptop screen, where
+#: JupyterLab's notebook panel is about 1100 px wide with the file browser folded, and 600 px tall): the controls'
+#: column, the largest figure (PNG pixels, shown at its own size, never stretched) and the height of the scrolling
+#: summary below it.
+CONTROLS_WIDTH_PX = 330
+FIGURE_MAX_PX = (760, 430)
+SUMMARY_HEIGHT_PX = 150
+#: Room for a control's widget part next to its 110 px description, in the controls' column.
+_CONTROL_ROOM_PX = CONTROLS_WIDTH_PX - 110 - 12
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """(width, height) in pixels from a PNG's IHDR header."""
+    if len(png) < 24 or not png.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise ValueError("png must be PNG bytes (starting with the PNG signature)")
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+class Dashboard(W.HBox):
+    """Controls in a column on the left; on the right an error line (hidden when empty), the figure at its own
+    pixel size and the text summary (scrolling when long). Where the page is narrower than both (a chapter page
+    under ``make serve-live``), the figure wraps under the controls and shrinks to the width, never beyond its
+    own size. ``update()`` redraws.
+
+    The dashboard keeps one matplotlib figure for its whole life: when ``render`` takes an ``into`` argument
+    (every ``render_*`` of :mod:`llmsizing.charts` that a widget uses does), each update draws into that figure
+    again instead of building a new one (:func:`llmsizing.charts.blank_figure`). ``above`` names controls shown
+    above the figure instead of in the column (wide ones, like the planner's plan selector)."""
+
+    def __init__(self, render, controls: dict[str, W.ValueWidget], *, above: tuple[str, ...] = ()):
+        import inspect
+
+        from matplotlib.figure import Figure
+
+        self.render = render
+        self.controls = controls
+        try:
+            self._takes_into = "into" in inspect.signature(render).parameters
+        except (TypeError, ValueError):
+            self._takes_into = False
+        self.figure = Figure(dpi=charts.DPI)
+        _text_cache_canvas()(self.figure)     # its own canvas: every redraw reuses it, its renderer and its glyphs
+        self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"))
+        self.summary = W.HTML(layout=W.Layout(max_height=f"{SUMMARY_HEIGHT_PX}px", max_width=f"{FIGURE_MAX_PX[0]}px",
+                                              overflow="auto"))
+        self.image = W.Image(format="png", layout=W.Layout(flex="0 0 auto", max_width="100%", height="auto",
+                                                           object_fit="contain"))
+        column = W.VBox([c for k, w in controls.items() if k not in above for c in (w, *_hint(w))],
+                        layout=W.Layout(width=f"{CONTROLS_WIDTH_PX}px", flex=f"0 0 {CONTROLS_WIDTH_PX}px"))
+        right = W.VBox([controls[k] for k in above] + [self.error, self.image, self.summary],
+                       layout=W.Layout(flex="0 1 auto", align_items="flex-start", min_width="0", max_width="100%"))
+        super().__init__([column, right], layout=W.Layout(align_items="flex-start", flex_flow="row wrap"))
+        for w in controls.values():
+            w.observe(self.update, names="value")
+        self.update()
+
+    def values(self) -> dict:
+        return {k: w.value for k, w in self.controls.items()}
+
+    def update(self, change=None) -> None:
+        kw = dict(into=self.figure) if self._takes_into else {}
+        try:
+            view = self.render(**self.values(), **kw)
+        except (ValueError, TypeError) as exc:
+            # show the library's message; clear the old figure so it can't be read as the answer
+            self.error.value = f"<b style='color:#b00020'>⚠ {html.escape(str(exc))}</b>"
+            self.error.layout.display = None
+            self.summary.value = ""
+            self.image.value = b""
+            self.image.layout.width = None
+            return
+        self.error.value = ""
+        self.error.layout.display = "none"
+        self.summary.value = (f"<pre style='line-height:1.25; font-size:12px; margin:0'>"
+                              f"{html.escape(view.summary)}</pre>")
+        png = _figure_png(view)
+        width, _ = png_size(png)
+        self.image.layout.width = f"{width}px"      # its own size (height follows), never stretched
+        self.image.value = png
+
+
+@functools.cache
+def _text_cache_canvas():
+    """A matplotlib Agg canvas whose renderer keeps the bitmap of every text it draws (issue 12, "Speed").
+
+    Most of a widget redraw is text: tick labels, legends, titles, ~80 of them in the planner's figure, and Agg
+    lays out and rasterises each one again on every draw (``RendererAgg.draw_text``: FreeType's ``set_text`` and
+    ``draw_glyphs_to_bitmap``), although from one redraw to the next almost all of them are the same strings in
+    the same fonts. This renderer keeps each string's bitmap, keyed by everything the bitmap depends on (the
+    string, the font files and size, the DPI, antialiasing and the rcParams for hinting and kerning), and composites
+    the kept bitmap with the same call and the same rounding as matplotlib's own ``draw_text``: the pixels are
+    identical (``tests/test_widget_layout.py`` compares them with a plain Agg draw), ~10 ms sooner per planner
+    redraw. It follows matplotlib 3.10's ``RendererAgg.draw_text`` (matplotlib is pinned below 3.11); where that
+    method's helpers are missing, or on another matplotlib, it is the plain Agg canvas."""
+    from collections import OrderedDict
+    from math import cos, radians, sin
+
+    import matplotlib as mpl
+    import numpy as np
+    from matplotlib import font_manager
+    from matplotlib.backends import backend_agg
+
+    # only on the matplotlib whose draw_text this copies (requirements.txt pins 3.10; an install from
+    # pyproject.toml or the JupyterLite copy may bring another): anywhere else, the plain Agg canvas
+    if mpl.__version_info__[:2] != (3, 10) or not (
+            hasattr(backend_agg, "get_hinting_flag") and hasattr(backend_agg.RendererAgg, "_prepare_font")
+            and hasattr(font_manager.fontManager, "_find_fonts_by_props")):
+        return backend_agg.FigureCanvasAgg
+    limit = 4096                                         # bitmaps kept (a few hundred bytes to a few KiB each)
+
+    class TextCacheRendererAgg(backend_agg.RendererAgg):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.text_bitmaps: OrderedDict = OrderedDict()
+
+        def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+            if ismath:
+                return self.draw_mathtext(gc, x, y, s, prop, angle)
+            flags = backend_agg.get_hinting_flag()
+            # the font files the properties resolve to (findfont is cached), and the size asked of them
+            files = tuple(font_manager.fontManager._find_fonts_by_props(prop))
+            key = (s, files, prop.get_size_in_points(), self.dpi, bool(gc.get_antialiased()), flags,
+                   mpl.rcParams["text.hinting_factor"], mpl.rcParams["text.kerning_factor"])
+            hit = self.text_bitmaps.get(key)
+            if hit is None:
+                font = self._prepare_font(prop)
+                font.set_text(s, 0, flags=flags)
+                font.draw_glyphs_to_bitmap(antialiased=gc.get_antialiased())
+                xo, yo = font.get_bitmap_offset()
+                hit = (np.array(font), font.get_descent() / 64.0, xo / 64.0, yo / 64.0)
+                self.text_bitmaps[key] = hit
+                if len(self.text_bitmaps) > limit:
+                    self.text_bitmaps.popitem(last=False)
+            else:
+                self.text_bitmaps.move_to_end(key)
+            bitmap, d, xo, yo = hit
+            x = round(x + xo + d * sin(radians(angle)))
+            y = round(y + yo + d * cos(radians(angle)))
+            self._renderer.draw_text_image(bitmap, x, y + 1, angle, gc)
+
+    class TextCacheCanvasAgg(backend_agg.FigureCanvasAgg):
+        def get_renderer(self):
+            key = (*self.figure.bbox.size, self.figure.dpi)
+            if self._lastKey != key:
+                self.renderer = TextCacheRendererAgg(*self.figure.bbox.size, self.figure.dpi)
+                self._lastKey = key
+            return self.renderer
+
+    return TextCacheCanvasAgg
+
+
+def encode_png(rgba, compress_level: int = 1) -> bytes:
+    """A PNG of an ``(height, width, 4)`` uint8 RGBA array: colour type RGB when every pixel is opaque (else
+    RGBA), no per-row filter, zlib at ``compress_level`` (0-9). Same pixels as Pillow's encoder gives, a few times
+    faster (Pillow tries every PNG row filter on every row, which is most of its time)."""
+    import struct
+    import zlib
+
+    import numpy as np
+
+    a = np.asarray(rgba)
+    if a.ndim != 3 or a.shape[2] != 4 or a.dtype != np.uint8:
+        raise ValueError(f"rgba must be a (height, width, 4) uint8 array; got shape {a.shape}, dtype {a.dtype}")
+    compress_level = check_int("compress_level", compress_level, minimum=0, maximum=9)
+    opaque = bool((a[:, :, 3] == 255).all())
+    if opaque:          # RGB: Pillow drops the alpha bytes ~4x faster than numpy's strided copy (a[:, :, :3])
+        from PIL import Image
+
+        a = np.ascontiguousarray(a)
+        px = np.asarray(Image.frombuffer("RGBA", (a.shape[1], a.shape[0]), a, "raw", "RGBA", 0, 1).convert("RGB"))
+    else:
+        px = a
+    h, w, c = px.shape
+    rows = np.empty((h, 1 + w * c), dtype=np.uint8)    # each row: filter type 0 (none), then its pixels
+    rows[:, 0] = 0
+    rows[:, 1:] = px.reshape(h, w * c)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2 if opaque else 6, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows.tobytes(), compress_level))
+            + chunk(b"IEND", b""))
+
+
+def _figure_png(view) -> bytes:
+    """The view's PNG for the widget. A :class:`~llmsizing.charts.FixedView` (fixed margins, no tight crop) is
+    drawn once on its figure's own Agg canvas and encoded by :func:`encode_png`; any other view is saved the usual
+    way (``View.png``)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = view.figure
+    if not isinstance(view, charts.FixedView) or not isinstance(fig.canvas, FigureCanvasAgg):
+        return view.png(compress_level=1)
+    fig.canvas.draw()
+    return encode_png(fig.canvas.buffer_rgba())
+
+
+def _hint(control) -> tuple[W.HTML, ...]:
+    """The small line of help a control carries in its ``hint`` attribute, placed under it (else nothing)."""
+    hint = getattr(control, "hint", None)
+    if not hint:
+        return ()
+    return (W.HTML(f"<small>{html.escape(hint)}</small>",
+                   layout=W.Layout(margin="0 0 4px 114px", width=f"{CONTROLS_WIDTH_PX - 114}px")),)

@@ -1,0 +1,66 @@
+"""Part IV, "Serving and fine-tuning": the widgets of chapters 15 and 16.
+
+* chapter 15, :func:`serving_widget`: TTFT, ITL, throughput and cost per million tokens of a served model;
+* chapter 16, :func:`finetune_widget`: will a (LoRA) fine-tune fit on the GPU I have, and with what batch?
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+
+from .. import charts
+from ..catalog import get_model, list_gpus, list_models
+from .controls import _choice, _style
+from .dashboard import Dashboard
+
+
+# =========================================================================== chapter 15: serving
+def serving_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 15: model x GPU x weight format x tensor parallelism x prompt/output lengths x batch -> TTFT,
+    ITL, throughput and cost per million tokens, with the latency/throughput curve and the roofline point
+    (:func:`llmsizing.charts.render_serving_curve`). A layout that does not fit shows the library's message."""
+    from ..serve import WEIGHT_FORMATS
+
+    get_model(model)
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "weights": _choice([w for w in WEIGHT_FORMATS if w != "fp16"], "bf16", "weights"),
+        "tp": W.Dropdown(options=[1, 2, 4, 8], value=1, description="tensor par. (tp)", **_style()),
+        "prompt": W.SelectionSlider(options=[128, 256, 512, 1024, 2048, 4096, 8192, 32768], value=1024,
+                                    description="prompt", **_style()),
+        "output": W.SelectionSlider(options=[16, 64, 128, 256, 512, 1024, 4096], value=256, description="output",
+                                    **_style()),
+        "batch": W.SelectionSlider(options=[2**i for i in range(12)], value=16, description="batch", **_style()),
+    }
+    return Dashboard(charts.render_serving_curve, controls)
+
+
+# =========================================================================== chapter 16: fine-tuning
+def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
+    """Chapter 16: will my fine-tune fit on the GPU I have, and with what batch?
+    (:func:`~llmsizing.charts.render_finetune_memory`)."""
+    targets = {"attention (q, k, v, o)": ("q", "k", "v", "o"),
+               "all linear": ("q", "k", "v", "o", "gate", "up", "down")}
+
+    def render(model, gpu, batch, seq, rank, targets, recompute, optimizer, into=None):
+        return charts.render_finetune_memory(model, gpu=gpu, batch=batch, seq=seq, rank=rank, targets=targets,
+                                             recompute=recompute, optimizer=optimizer, into=into)
+
+    llama_like = [m for m in list_models() if get_model(m).gated_mlp]
+    controls = {
+        "model": W.Dropdown(options=llama_like, value=model, description="model", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "batch": W.SelectionSlider(options=[1, 2, 4, 8, 16, 32], value=1, description="batch", **_style()),
+        "seq": W.SelectionSlider(options=[512, 1024, 2048, 4096, 8192], value=2048, description="sequence",
+                                 **_style()),
+        "rank": W.SelectionSlider(options=[4, 8, 16, 32, 64, 128], value=16, description="LoRA rank", **_style()),
+        "targets": W.Dropdown(options=list(targets.items()), value=targets["all linear"], description="targets",
+                              **_style()),
+        "recompute": W.Dropdown(options=["none", "selective", "full"], value="full", description="recompute",
+                                **_style()),
+        "optimizer": W.Dropdown(options=["adamw", "adamw-8bit"], value="adamw", description="optimizer",
+                                **_style()),
+    }
+    return Dashboard(render, controls)
+

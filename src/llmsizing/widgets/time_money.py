@@ -1,0 +1,188 @@
+"""Part III, "Time and money": the widgets of chapters 10-14 (chapter 13's case studies have none).
+
+* chapter 10, :func:`training_time_widget`: days and cost of a run against the GPU count;
+* chapter 11, :func:`cost_widget`: the job's cost and days on a price x MFU grid;
+* chapter 12, :func:`planner_widget`: the planner's plans and a chosen plan of its front;
+* chapter 14, :func:`seed_audit_widget`: every recomputed seed claim, claimed against computed.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import ipywidgets as W
+
+from .. import charts
+from ..catalog import get_model, list_gpus, list_models
+from .controls import _gpu_multiselect, _reroute, _set_quietly, _style
+from .dashboard import FIGURE_MAX_PX, Dashboard
+
+#: The token budgets the widgets of chapters 10-12 offer.
+TOKEN_BUDGETS = (("1B", 1e9), ("10B", 1e10), ("100B", 1e11), ("1T", 1e12), ("2T", 2e12), ("15T", 15e12))
+
+
+def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
+    """Chapter 10: days and cost of a run against the GPU count (:func:`~llmsizing.charts.render_training_time`)."""
+    def render(model, tokens, gpu, seq, n_gpus, mfu, into=None):
+        return charts.render_training_time(model, tokens=tokens, gpu=gpu, seq=seq, n_gpus=n_gpus,
+                                           mfu=None if mfu == 0.40 else mfu, into=into)
+
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
+        "n_gpus": W.SelectionSlider(options=[2**k for k in range(16)], value=1024, description="GPUs",
+                                    **_style()),
+        "mfu": W.FloatSlider(value=0.40, min=0.05, max=0.70, step=0.05, description="MFU",
+                             readout_format=".2f", **_style()),
+    }
+    return Dashboard(render, controls)
+
+
+# =========================================================================== chapter 11: cost
+def cost_widget(model: str = "llama-3-70b") -> Dashboard:
+    """Chapter 11: model x tokens x GPU x price x MFU x GPU count -> the job's cost and days, on a price x MFU
+    grid around the chosen point (:func:`~llmsizing.charts.render_cost_sensitivity`). Choosing a GPU resets
+    the price to its catalogue on-demand price; a reserved discount is a lower price."""
+    from ..catalog import get_gpu
+
+    get_model(model)
+    start = get_gpu("H100 SXM")
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value=start.name, description="GPU", **_style()),
+        "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
+        "price": W.FloatSlider(value=start.price_usd_per_gpu_hour, min=0.10, max=10.0, step=0.01,
+                               description="USD/GPU-hour", readout_format=".2f", **_style()),
+        "mfu": W.FloatSlider(value=0.40, min=0.05, max=0.70, step=0.05, description="MFU",
+                             readout_format=".2f", **_style()),
+        "n_gpus": W.SelectionSlider(options=[2**k for k in range(16)], value=1024, description="GPUs",
+                                    **_style()),
+    }
+    box = Dashboard(charts.render_cost_sensitivity, controls)
+
+    def on_gpu(change):                      # a new GPU brings its own on-demand price (one redraw)
+        _set_quietly(box, controls["price"], value=get_gpu(change["new"]).price_usd_per_gpu_hour)
+        box.update()
+
+    _reroute(box, on_gpu, ("gpu",))
+    return box
+
+
+# =========================================================================== chapter 12: the planner
+#: Deadlines and budgets the planner widget offers (0 = none).
+PLAN_DEADLINES = (("none", 0.0), ("7 days", 7.0), ("14 days", 14.0), ("30 days", 30.0), ("60 days", 60.0),
+                  ("90 days", 90.0), ("1 day", 1.0))
+PLAN_BUDGETS = (("none", 0.0), ("$500k", 5e5), ("$750k", 7.5e5), ("$1M", 1e6), ("$2M", 2e6), ("$5M", 5e6),
+                ("$10M", 1e7))
+
+
+def planner_widget(model: str = "llama-3-70b") -> Dashboard:
+    """Chapter 12: model x token budget x GPU types x sequence x global batch x GPU limit x deadline x budget ->
+    the planner's plans (:func:`~llmsizing.planner.plan`) and a chosen front plan
+    (:func:`~llmsizing.charts.render_plan`). ``plan()``'s table is cached per (model, tokens, GPU types,
+    sequence, global batch, max GPUs), and its search (0.1-0.3 s, ``planner._search``) per the same without the
+    tokens, so a new token budget costs milliseconds: the deadline, the budget and the plan selector only filter
+    and redraw.
+    Filtering the cached plans by deadline and budget keeps exactly ``plan()``'s front (a plan dominated by one
+    beyond the deadline or budget is beyond it too); when nothing is left, ``plan()`` is called with them to
+    show its :class:`~llmsizing.planner.NoPlanError` message."""
+    from ..planner import plan
+
+    get_model(model)
+
+    @functools.lru_cache(maxsize=16)
+    def cached(model, tokens, gpus, seq, global_batch, max_gpus):
+        return plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+
+    @functools.lru_cache(maxsize=16)
+    def explain(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget):
+        """plan()'s error for these limits (None if it finds plans), computed once per set of arguments."""
+        try:
+            plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
+                 deadline_days=deadline or None, budget_usd=budget or None)
+        except (ValueError, TypeError) as exc:
+            return exc
+        return None
+
+    @functools.lru_cache(maxsize=16)
+    def filtered(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget):
+        """The cached plans within the deadline and budget (the same table object for the same arguments, so
+        that render_plan's summary of it is reused), with its front."""
+        args = dict(tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+        df = cached(model, **args)
+        keep = df["days"] <= (deadline or float("inf"))
+        keep &= df["cost_usd"] <= (budget or float("inf"))
+        df = df[keep]
+        if df.empty:                                   # plan() explains why (raises NoPlanError)
+            why = explain(model, deadline=deadline, budget=budget, **args)
+            if why is not None:
+                raise type(why)(*why.args)           # a new exception each time (the kept one's traceback would grow)
+            df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None)
+        front = df[df["pareto"]]
+        return df, front, _front_options(front)
+
+    holder: dict = {}
+
+    def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice, into=None):
+        args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+        df, front, options = filtered(model, deadline=deadline, budget=budget, **args)
+        _set_front_options(holder["box"], front, choice, options)
+        k = holder["box"].controls["choice"].value
+        return charts.render_plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None,
+                                  plans=df, highlight=front.index[k], into=into)
+
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
+        "gpus": _gpu_multiselect(charts.PLAN_GPUS, "GPU types"),
+        "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
+        "global_batch": W.Dropdown(options=[64, 128, 256, 512, 1024, 2048], value=512,
+                                   description="global batch (seqs)", **_style()),
+        "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=4096, description="max GPUs",
+                                      **_style()),
+        "deadline": W.Dropdown(options=PLAN_DEADLINES, value=0.0, description="deadline", **_style()),
+        "budget": W.Dropdown(options=PLAN_BUDGETS, value=0.0, description="budget", **_style()),
+        "choice": W.Dropdown(options=[("#1", 0)], value=0, description="front plan", **_style()),
+    }
+    controls["choice"].layout.width = f"{FIGURE_MAX_PX[0]}px"
+    holder["box"] = box = Dashboard.__new__(Dashboard)
+    box.__init__(render, controls, above=("choice",))
+    return box
+
+
+def _front_options(front) -> list[tuple[str, int]]:
+    """The plan selector's options: one per front plan (cheapest first)."""
+    return [(f"#{i}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp}, {r.days:,.1f} days, "
+             f"{charts._usd(r.cost_usd)}", i - 1) for i, r in enumerate(front.itertuples(), 1)]
+
+
+def _set_front_options(box: Dashboard, front, choice: int, options=None) -> None:
+    """Give the plan selector one option per front plan (cheapest first; ``options``: :func:`_front_options`
+    already computed), keeping the chosen position (or the last one, if the front got shorter) without
+    triggering another redraw."""
+    sel = box.controls["choice"]
+    options = _front_options(front) if options is None else options
+    if list(sel.options) == options:
+        return
+    _set_quietly(box, sel, options=options, value=min(choice, len(options) - 1))
+
+
+# =========================================================================== chapter 14: the seeds' claims, checked
+def seed_audit_widget(article: str = "all") -> Dashboard:
+    """Chapter 14: every recomputed seed claim, claimed against computed, with the verdict band and the article
+    as controls (:func:`~llmsizing.charts.render_seed_audit`). The library values are computed once; moving the
+    band only re-judges them."""
+    from ..audit import BAND, audit_table
+
+    articles = ["all"] + sorted(audit_table()["article"].unique())
+    controls = {
+        "band": W.FloatSlider(value=BAND, min=1.05, max=3.0, step=0.05, description="band (factor)",
+                              readout_format=".2f", **_style()),
+        "article": W.Dropdown(options=articles, value=article, description="article", **_style()),
+    }
+    return Dashboard(lambda band, article, into=None: charts.render_seed_audit(band=band, article=article, into=into),
+                     controls)
+
