@@ -13,10 +13,11 @@ and :func:`show`, figure and axes reuse, bars, log axes and short numbers), neve
 * :mod:`~llmsizing.charts.time_money`: Part III, chapters 10-14;
 * :mod:`~llmsizing.charts.serve_tune`: Part IV, chapters 15-16.
 
-Every name the single ``charts`` module had is re-exported here, private helpers included (tests and widgets use
-a few), so ``from llmsizing.charts import X`` and ``charts.X`` keep working. The objects are shared, not copied
-(``charts.COLORS`` is ``charts.base.COLORS``), but rebinding a name here (``charts.X = ...``) does not reach the
-module that defines and reads it: set it there.
+Every top-level name of these modules is re-exported here, private helpers included (tests and widgets use a
+few), so ``from llmsizing.charts import X`` and ``charts.X`` keep working as they did when ``charts`` was one
+module (``tests/test_charts_package.py`` checks it). The objects are shared, not copied (``charts.COLORS`` is
+``charts.base.COLORS``), but rebinding a name here (``charts.X = ...``) does not reach the module that defines and
+reads it: set it there.
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -24,8 +25,9 @@ No formula lives here: render functions only call the library and draw.
 # What every figure shares: the palette, views, figure and axes reuse, bars, numbers and log axes.
 from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, blank_figure, capacity_line,
                    figure_alt_text, figure_axes, new_figure, reset_axes, show, stacked_bars)
-from .base import (_fast_hbars, _fast_stacked_columns, _fixed_figure, _flat, _inch_margins, _kept_legend,  # noqa: F401
-                   _log_axis, _png_kwargs, _short_number, _step_time_bars, _tokens, _usd)
+from .base import (_SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns, _fixed_figure, _flat,  # noqa: F401
+                   _inch_margins, _kept_legend, _log_axis, _png_kwargs, _short_number, _step_time_bars, _suffixed,
+                   _tokens, _usd)
 
 # Part I, one GPU (ch 1-5): parameters, model states, inference memory, activations, measurements.
 from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS, MMB_SEQS, MODEL_STATES_COMPARE,

@@ -300,10 +300,10 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
                              zero: int = 1, sp: bool = False, virtual_stages: int = 1, offload: str = "none",
                              recompute: str = "selective", batch: int = 1, seq: int = 4096, grad_accum: int = 8,
                              mfu: float = 0.4, gpus_per_node: int = 8, *, into: Figure | None = None) -> View:
-    """The parallelism explorer (Part II): one layout's per-GPU memory, stage by stage, against the GPU's
-    capacity, and its step time split into compute (at an assumed ``mfu``), the pipeline bubble and each
-    group's communication (no overlap). ``grad_accum`` is the number of micro-batches per step (a pipeline's
-    micro-batches). An impossible layout raises the library's ``ValueError``, which the widget shows."""
+    """The parallelism explorer (chapter 8; chapter 13 reuses it): one layout's per-GPU memory, stage by stage,
+    against the GPU's capacity, and its step time split into compute (at an assumed ``mfu``), the pipeline bubble
+    and each group's communication (no overlap). ``grad_accum`` is the number of micro-batches per step (a
+    pipeline's micro-batches). An impossible layout raises the library's ``ValueError``, which the widget shows."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model

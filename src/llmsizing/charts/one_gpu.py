@@ -14,7 +14,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from ..units import GiB
-from .base import (View, FixedView, _fast_stacked_columns, _fixed_figure, _inch_margins, capacity_line,
+from .base import (FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins, capacity_line,
                    new_figure, stacked_bars)
 
 

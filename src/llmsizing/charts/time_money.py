@@ -22,7 +22,8 @@ from .base import (COLORS, DPI, GPU_COLORS, FixedView, View, _fast_hbars, _fixed
 # =========================================================================== chapter 10: FLOPs and time
 def render_published_mfu() -> View:
     """The MFU each published run implies (:func:`~llmsizing.time_cost.published_runs`), with the book's
-    calibrated band (:data:`~llmsizing.time_cost.MFU_LOW` to :data:`~llmsizing.time_cost.MFU_HIGH`) and default."""
+    calibrated band (:data:`~llmsizing.time_cost.MFU_LOW` to :data:`~llmsizing.time_cost.MFU_HIGH`) and default.
+    Chapter 10."""
     from ..time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW, published_runs
 
     df = published_runs().iloc[::-1]
@@ -53,7 +54,7 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                          into: Figure | None = None) -> View:
     """Days (left) and cost (right) of training ``model`` on ``tokens`` tokens against the GPU count, with the
     MFU range as a band (:func:`~llmsizing.time_cost.training_time`); ``n_gpus`` is marked. At a fixed MFU the
-    cost does not depend on the GPU count: more GPUs buy time, not a cheaper run."""
+    cost does not depend on the GPU count: more GPUs buy time, not a cheaper run. Chapter 10."""
     import numpy as np
 
     from .._validate import check_int, check_sequence
@@ -473,7 +474,7 @@ def _plan_groups(plans) -> dict:
 # =========================================================================== chapter 13: case studies
 def render_prediction_check(rows) -> View:
     """Predicted over published GPU-hours, one row per run, on a log axis centred on 1 (a dot at the central
-    estimate, a bar over its range): the "Case studies" chapter's check of the library against what was
+    estimate, a bar over its range): chapter 13's ("Case studies") check of the library against what was
     reported. ``rows`` is a sequence of mappings with ``label``, ``gpu_hours``, ``gpu_hours_low``,
     ``gpu_hours_high`` (from :class:`~llmsizing.time_cost.TrainingTime`, e.g. ``run_from_step(...).time``)
     and ``published_gpu_hours`` (> 0)."""
