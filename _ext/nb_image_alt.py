@@ -5,7 +5,7 @@ IPython's ``Image(..., alt="...")`` stores the alt text in the display output's 
 ``width``/``height`` from that metadata (``NbElementRenderer.render_image``), so every figure on the
 site got Sphinx's fallback alt, the image's file name. This extension wraps ``render_image`` to copy
 the output's ``alt`` onto the image node, unless the cell's own metadata (``mystnb: image: alt``)
-already set one. ``llmsizing.charts.show`` sets the alt text of every figure in the book.
+already set one. ``llmsizing.charts.base.show`` sets the alt text of every figure in the book.
 
 Checked by tools/check_site.py (``make check-site`` fails on a figure without alt text).
 """

@@ -8,7 +8,7 @@
     .venv/bin/python benchmarks/bench.py --make-book --clean-copy  # ... from scratch, in a temporary copy
 
 A widget update is what a reader waits for after moving a control: the library computes, matplotlib draws
-into the figure the widget keeps (its axes emptied and reused, :func:`llmsizing.charts.figure_axes`), the PNG is
+into the figure the widget keeps (its axes emptied and reused, :func:`llmsizing.charts.base.figure_axes`), the PNG is
 encoded and handed to the ``Image`` widget (``Dashboard.update()``, triggered by setting the control's value). Every public factory in :mod:`llmsizing.widgets` (``__all__`` names ending in ``_widget``)
 is discovered and timed. Each repetition moves one control to a neighbouring valid value (cycling over the
 controls), so the median covers every control. The target is a median <= 50 ms per update, for every widget, on

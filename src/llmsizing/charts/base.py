@@ -1,0 +1,424 @@
+"""What every figure of the book shares (:mod:`llmsizing.charts`'s base; the part modules import it, it imports
+none of them): the palette, the :class:`View` a render function returns and :func:`show`, which prints its
+summary and displays its PNG with alt text (:func:`figure_alt_text`); figures and axes a widget redraws into
+(:func:`new_figure`, :func:`blank_figure`, :func:`figure_axes`, :func:`reset_axes`, :func:`_kept_legend`,
+fixed margins with :class:`FixedView`); bars (:func:`stacked_bars`, the fast PolyCollection bars of
+:func:`_bar_collection`, :func:`capacity_line`); and plain-text numbers on log axes (:func:`_log_axis`,
+:func:`_short_number`, :func:`_tokens`, :func:`_usd`).
+
+No formula lives here: render functions only call the library and draw.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from ..units import GiB
+
+# Colours are safe for colour-blind readers (issue 12): Okabe & Ito's "Color Universal Design" set (2008:
+# #0072B2 blue, #E69F00 orange, #009E73 green, #D55E00 vermillion, #CC79A7 reddish purple, #56B4E9 sky blue,
+# #F0E442 yellow, black) plus two greys, and Paul Tol's "muted" scheme (#332288, #88CCEE, #44AA99, #117733, #999933,
+# #DDCC77, #CC6677, #882255, #AA4499) where a figure needs more colours. tests/test_palette.py simulates protanopia,
+# deuteranopia and tritanopia (Machado et al. 2009) and checks that the colours of each figure stay apart.
+
+#: One colour per memory component, used by every chart in the book.
+COLORS = {
+    "weights": "#0072B2", "gradients": "#E69F00", "master copy": "#009E73", "optimizer states": "#CC79A7",
+    "optimizer": "#CC79A7", "activations": "#D55E00", "KV cache": "#D55E00", "overhead": "#BBBBBB",
+    # parameter components (chapter 1)
+    "embedding": "#0072B2", "position": "#56B4E9", "attention": "#E69F00", "mlp": "#009E73",
+    "norms": "#D55E00", "lm_head": "#CC79A7",
+    # activation components (chapter 4)
+    "attention_projections": "#E69F00", "attention_core": "#F0E442", "dropout_masks": "#555555",
+    "residuals": "#56B4E9", "logits": "#CC79A7",
+    # the peak of a step (chapter 4)
+    "at the peak: gradients + temporaries": "#332288", "autocast copies": "#F0E442", "temporaries": "#882255",
+    # activation components as chapter 4's figures name them (one_gpu.ACT_LABELS: their own names, so they never
+    # share a colour with a model-state component)
+    "norm inputs": "#F0E442", "QKV / out-proj inputs": "#E69F00", "attention core (Q, K, V, scores)": "#D55E00",
+    "MLP": "#117733", "dropout masks": "#882255", "layer inputs (checkpoints)": "#CC6677",
+    "token ids": "#000000", "logits + loss": "#88CCEE",
+}
+
+#: One colour per catalogued GPU in the figures of chapters 6, 11, 12 and 15 (vendor families share a hue).
+GPU_COLORS = {"A10": "#BBBBBB", "L40S": "#555555", "RTX 4090": "#AA4499", "A100 40GB": "#88CCEE",
+              "A100 80GB": "#332288", "H100 SXM": "#009E73", "H200": "#000000", "B200": "#D55E00",
+              "MI300X": "#F0E442"}
+
+#: The step-time parts of :func:`_step_time_bars` (the parallelism explorer, chapter 8, and the planner,
+#: chapter 12), in drawing order, with their colours.
+EXPLORER_TIME_COLORS = {"compute": "#0072B2", "pipeline bubble": "#BBBBBB", "dp": "#E69F00", "tp": "#009E73",
+                        "pp": "#CC79A7"}
+
+DPI = 96
+
+
+# =========================================================================== what a render function returns
+@dataclass(frozen=True)
+class View:
+    """What a render function returns: a figure and a short text summary of the same numbers."""
+
+    figure: Figure
+    summary: str
+
+    def png(self, *, compress_level: int | None = None) -> bytes:
+        """The figure as PNG bytes (what the widgets display). ``compress_level`` (0-9, zlib) trades file size
+        for encoding time: the widgets pass 1 (same pixels, a few ms faster); ``None`` is PIL's default (6)."""
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", **_png_kwargs(compress_level))
+        return buf.getvalue()
+
+
+def _png_kwargs(compress_level: int | None) -> dict:
+    return {} if compress_level is None else {"pil_kwargs": {"compress_level": int(compress_level)}}
+
+
+class FixedView(View):
+    """A :class:`View` whose figure has fixed margins (see :func:`_fixed_figure`): saved without the
+    ``bbox_inches="tight"`` pass, which would draw the figure twice."""
+
+    def png(self, *, compress_level: int | None = None) -> bytes:
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", dpi=DPI, **_png_kwargs(compress_level))
+        return buf.getvalue()
+
+
+def show(view: View) -> None:
+    """Print the summary and display the figure as PNG: used by the checked cell next to each widget."""
+    from IPython.display import Image, display
+
+    print(view.summary)
+    display(Image(data=view.png(), format="png", alt=figure_alt_text(view)))
+
+
+def figure_alt_text(view: View, *, limit: int = 400) -> str:
+    """Alt text for a figure (issue 12): what each panel plots, from the figure's own titles and axis labels,
+    then the first line of the view's summary unless it is a table header (the numbers are printed next to
+    the figure anyway).
+
+    ``show`` attaches it to the PNG output (IPython's ``Image(alt=...)``, stored in the output's metadata);
+    the site's ``_ext/nb_image_alt.py`` copies it onto the ``<img>``. Formatting only, no formula.
+    """
+    import re
+
+    def clean(text: str) -> str:
+        return " ".join(text.split()).rstrip(":;, ")
+
+    fig = view.figure
+    panels: list[str] = []
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.axison:
+            continue
+        title = " ".join(t for t in (ax.get_title("left"), ax.get_title(), ax.get_title("right")) if t.strip())
+        axes = " against ".join(a for a in (ax.get_ylabel().strip(), ax.get_xlabel().strip()) if a)
+        text = clean("; ".join(t for t in (title, axes) if t))
+        if text and text not in panels:
+            panels.append(text)
+    if len(panels) > 1:
+        panels = [f"panel {i}: {t}" for i, t in enumerate(panels, 1)]
+    sup = clean(fig.get_suptitle()) if hasattr(fig, "get_suptitle") else ""
+    first = next((line for line in view.summary.splitlines() if line.strip()), "")
+    first = "" if re.search(r"\S {2,}\S", first.strip()) else clean(first)  # columns: a table header/row
+    parts = [p for p in (sup, "; ".join(panels), first) if p]
+    alt = ". ".join(parts) if parts else "Chart (its numbers are printed above it)"
+    return alt if len(alt) <= limit else alt[: limit - 1].rstrip() + "…"
+
+
+# =========================================================================== figures and axes, reused
+def new_figure(width: float = 7.0, height: float = 3.6, ncols: int = 1):
+    """A figure detached from pyplot (no global state, no leaks when widgets redraw)."""
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, ncols)
+    return fig, axes
+
+
+def blank_figure(width: float, height: float, into: Figure | None = None) -> Figure:
+    """An empty ``width`` x ``height``-inch figure without a layout engine (its margins are set by the caller).
+
+    ``into`` is an existing figure to clear and draw again instead of making a new one: each widget keeps one
+    figure for its whole life and passes it to its ``render_*`` function as ``into=``. The figure keeps its
+    canvas and renderer, so matplotlib's text-measuring caches (keyed on the renderer) stay warm between
+    redraws. The drawing is the same as on a new figure."""
+    if into is None:
+        return Figure(figsize=(width, height), dpi=DPI)
+    into.clear()
+    into.set_layout_engine(None)
+    into.set_size_inches(width, height, forward=False)
+    into.set_dpi(DPI)
+    into.llmsizing_layout = None
+    return into
+
+
+def figure_axes(width: float, height: float, into: Figure | None, layout: tuple, build):
+    """``(figure, axes)`` for a render function: ``build(figure)`` makes the axes (and fixes the margins) of a
+    :func:`blank_figure`. ``layout`` names that arrangement (with every argument that shapes it).
+
+    When ``into`` (a widget's kept figure) already holds the axes of the same ``layout`` from the previous
+    redraw, they are emptied (:func:`reset_axes`) and returned instead: a redraw then keeps the axes, their
+    tick objects and the text-size caches, and only replaces what is plotted. The render function draws the
+    same way on both; ``tests/test_widget_layout.py`` checks that the result equals a render on a new figure."""
+    if into is not None and getattr(into, "llmsizing_layout", None) == (width, height, layout):
+        for artist in [*into.legends, *into.texts]:
+            artist.remove()
+        axes = into.llmsizing_axes
+        for ax in _flat(axes):
+            reset_axes(ax)
+        return into, axes
+    fig = blank_figure(width, height, into)
+    axes = build(fig)
+    if into is not None:
+        fig.llmsizing_layout, fig.llmsizing_axes = (width, height, layout), axes
+    return fig, axes
+
+
+def _kept_legend(ax, key, make):
+    """``ax``'s legend: ``make()`` (a call of ``ax.legend``) unless the axes already shows the legend made for the
+    same ``key`` at the last redraw of a widget's kept figure, which is then kept as it is (making a legend of 6-8
+    entries costs a redraw 2-3 ms). ``key`` must determine everything the legend shows (its labels, and whatever
+    sets its handles' styles and its placement). :func:`reset_axes` leaves such a legend in place, so a render
+    function must call this for the same axes on every redraw, or its stale legend stays."""
+    legend = ax.get_legend()
+    if legend is not None and getattr(legend, "llmsizing_key", None) == key:
+        return legend
+    if legend is not None:
+        legend.remove()
+    legend = make()
+    legend.llmsizing_key = key
+    return legend
+
+
+def _flat(axes) -> list:
+    import numpy as np
+
+    return list(np.ravel(axes)) if isinstance(axes, (tuple, list, np.ndarray)) else [axes]
+
+
+def reset_axes(ax) -> None:
+    """Empty an axes for the next redraw of the same figure (public matplotlib API only): remove what was plotted,
+    the legend (unless :func:`_kept_legend` made it), titles and labels; back to linear scales, default
+    locators and formatters, the first colour of the cycle, autoscaling, no grid, visible spines, upright axes
+    and normal-weight tick labels. The tick objects themselves are kept."""
+    from matplotlib.scale import LinearScale
+
+    for artist in [*ax.containers, *ax.lines, *ax.patches, *ax.collections, *ax.texts, *ax.images, *ax.tables,
+                   *ax.artists]:
+        if artist in ax.containers or artist.axes is ax:          # a container removes its bars with it
+            artist.remove()
+    if ax.get_legend() is not None and not hasattr(ax.get_legend(), "llmsizing_key"):   # (see _kept_legend)
+        ax.get_legend().remove()
+    ticks = [*ax.xaxis.majorTicks, *ax.yaxis.majorTicks]      # (get_*ticklabels would place the ticks first)
+    for tick in ticks:
+        tick.label1.set_fontweight("normal")
+    pinned = getattr(ax, "llmsizing_titles_pinned", False)
+    for loc in ("left", "center", "right"):
+        # y given: the titles stay at the top of the axes (where a new figure's automatic placement puts them
+        # when no top tick labels or offset text are in the way) without re-measuring the axis on every draw.
+        # Once pinned, they stay pinned (set_title without y keeps y), so an empty title needs nothing.
+        if ax.get_title(loc) or not pinned:
+            ax.set_title("", loc=loc, y=1.0)
+    ax.llmsizing_titles_pinned = True
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    for axis, scale, set_scale in ((ax.xaxis, ax.get_xscale(), ax.set_xscale),
+                                   (ax.yaxis, ax.get_yscale(), ax.set_yscale)):
+        if scale == "linear":          # the default locators and formatters back, without a new scale's cost
+            LinearScale(axis).set_default_locators_and_formatters(axis)
+            # ... marked as defaults, as set_xscale leaves them (a units converter, e.g. for categories, may
+            # then replace them)
+            axis.isDefault_majloc = axis.isDefault_minloc = axis.isDefault_majfmt = axis.isDefault_minfmt = True
+        else:
+            set_scale("linear")
+        if axis.get_inverted():
+            axis.set_inverted(False)
+    if any(t.gridline.get_visible() for t in [*ticks, *ax.xaxis.minorTicks, *ax.yaxis.minorTicks]):
+        ax.grid(False, which="both")                           # (costly: it restyles every tick)
+    for spine in ax.spines.values():
+        spine.set_visible(True)
+    ax.set_prop_cycle(None)                                       # the colour cycle starts again
+    ax.set_autoscale_on(True)
+    ax.relim()
+    ax.ignore_existing_data_limits = True
+
+
+def _fixed_figure(width: float, height: float, *, into: Figure | None = None, **margins):
+    """Like :func:`new_figure` but with fixed margins instead of constrained layout, which would cost a widget
+    redraw ~100 ms of text measuring on a 2-core machine. ``into``: see :func:`blank_figure`."""
+    def build(fig):
+        fig.subplots_adjust(**margins)
+        return fig.subplots()
+
+    return figure_axes(width, height, into, ("one axes", tuple(sorted(margins.items()))), build)
+
+
+def _inch_margins(width: float, height: float, *, left: float, bottom: float, top: float = 0.3,
+                  right: float = 0.15, into: Figure | None = None):
+    """A fixed-margin figure (see :func:`_fixed_figure`) with margins given in inches, so that figures of
+    variable height keep the same room for tick labels and the legend. Saved by ``FixedView`` without the
+    tight-bbox pass: about half the drawing time of a constrained layout."""
+    return _fixed_figure(width, height, left=left / width, right=1 - right / width, bottom=bottom / height,
+                         top=1 - top / height, into=into)
+
+
+# =========================================================================== bars
+def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color: str = "0.25") -> None:
+    """Mark a GPU's memory capacity on a bar chart."""
+    if horizontal:
+        ax.axhline(gib, color=color, lw=1, ls="--")
+        ax.annotate(f"{label} ({gib:.1f} GiB)", (1.0, gib), xycoords=("axes fraction", "data"),
+                    ha="right", va="bottom", fontsize=8, color=color)
+    else:
+        ax.axvline(gib, color=color, lw=1, ls="--")
+        ax.annotate(f"{label}\n{gib:.1f} GiB", (gib, 1.0), xycoords=("data", "axes fraction"),
+                    ha="left", va="top", fontsize=8, color=color)
+
+
+def stacked_bars(ax, labels: list[str], stacks: dict[str, list[float]], *, horizontal: bool = True,
+                 unit: float = GiB) -> None:
+    """Draw one stacked bar per label; ``stacks`` maps component -> values in bytes (one per label)."""
+    import numpy as np
+
+    left = np.zeros(len(labels))
+    pos = np.arange(len(labels))
+    for comp, vals in stacks.items():
+        vals = np.asarray(vals, dtype=float) / unit
+        if horizontal:
+            ax.barh(pos, vals, left=left, color=COLORS.get(comp), label=comp)
+        else:
+            ax.bar(pos, vals, bottom=left, color=COLORS.get(comp), label=comp)
+        left += vals
+    if horizontal:
+        ax.set_yticks(pos, labels)
+        ax.invert_yaxis()
+    else:
+        ax.set_xticks(pos, labels)
+
+
+def _bar_collection(ax, pos, start, end, *, thickness: float, colors, horizontal: bool, sticky=()):
+    """Bars from ``start`` to ``end`` along the value axis (x if ``horizontal``, else y), each ``thickness`` wide
+    across it and centred on ``pos``, added to ``ax`` as one PolyCollection without edges: one ``Rectangle``
+    artist per bar, as ``bar`` and ``barh`` make, costs a widget redraw ~1 ms more per bar, making and drawing it
+    (several times slower with ~100 rectangles). ``sticky``: values along the value axis that autoscaling adds no
+    margin beyond (``barh``'s left ends). Returns the collection. Shared by :func:`_fast_stacked_columns` and
+    :func:`_fast_hbars`."""
+    import numpy as np
+    from matplotlib.collections import PolyCollection
+
+    lo, hi = pos - thickness / 2, pos + thickness / 2
+    verts = np.stack([np.column_stack([lo, start]), np.column_stack([hi, start]), np.column_stack([hi, end]),
+                      np.column_stack([lo, end])], axis=1)            # corners as (across, along)
+    if horizontal:
+        verts = verts[..., ::-1]                                       # (x, y) = (along, across)
+    bars = PolyCollection(verts, facecolors=colors, edgecolors="none")
+    (bars.sticky_edges.x if horizontal else bars.sticky_edges.y).extend(sticky)
+    ax.add_collection(bars)
+    return bars
+
+
+def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]], *, width: float = 0.8,
+                          unit: float = GiB, colors: dict | None = None):
+    """Vertical stacked bars like :func:`stacked_bars`, one :func:`_bar_collection` per component, with the
+    legend (last component on top) beside the axes. ``colors`` maps component -> colour (default
+    :data:`COLORS`). Returns the columns' tops (in ``unit``)."""
+    import numpy as np
+
+    colors = COLORS if colors is None else colors
+    pos = np.arange(len(labels))
+    bottom = np.zeros(len(labels))
+    handles = []
+    for comp, vals in stacks.items():
+        top = bottom + np.asarray(vals, dtype=float) / unit
+        _bar_collection(ax, pos, bottom, top, thickness=width, colors=colors.get(comp), horizontal=False)
+        handles.append(Patch(facecolor=colors.get(comp), label=comp))
+        bottom = top
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_xticks(pos, labels)
+    ax.legend(handles=handles[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    return bottom
+
+
+def _fast_hbars(ax, y, widths, *, left=0.0, height: float = 0.8, colors=None):
+    """Horizontal bars like ``ax.barh(y, widths, left=left, height=height, color=colors)``, drawn as one
+    :func:`_bar_collection`. Like ``barh``, the x axis autoscales from the bars' left ends without a margin there.
+    Returns legend proxies, one per bar."""
+    import numpy as np
+
+    y = np.asarray(y, dtype=float)
+    x0 = np.broadcast_to(np.asarray(left, dtype=float), y.shape)
+    _bar_collection(ax, y, x0, x0 + np.asarray(widths, dtype=float), thickness=height, colors=colors,
+                    horizontal=True, sticky=np.unique(x0).tolist())
+    ax.autoscale_view()                     # (add_collection updates the data limits, but does not autoscale)
+    return [Patch(facecolor=c, edgecolor="none") for c in np.broadcast_to(np.asarray(colors, dtype=object), y.shape)]
+
+
+def _step_time_bars(ax, st, *, fontsize: float) -> None:
+    """Where one step's time goes (:meth:`~llmsizing.layouts.StepTime.parts`): one horizontal bar per part,
+    compute first; shared by the parallelism explorer and the planner's figure."""
+    import numpy as np
+
+    parts = st.parts()
+    names = list(parts)
+    _fast_hbars(ax, np.arange(len(names)), [parts[k] for k in names],
+                colors=[EXPLORER_TIME_COLORS[k] for k in names])
+    ax.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
+                                          for n in names], fontsize=fontsize)
+    ax.invert_yaxis()
+
+
+# =========================================================================== numbers and log axes
+#: The suffix ladder of every short number in the book's figures: trillion, billion, million, thousand.
+_SUFFIXES = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
+
+
+def _suffixed(v, spec: str, *, below: str, ladder=_SUFFIXES) -> str:
+    """``v`` in the largest unit of ``ladder`` (a slice of :data:`_SUFFIXES`) that its size reaches, formatted
+    with ``spec`` and followed by the unit's letter; ``v`` formatted with ``below`` when it reaches none."""
+    for unit, name in ladder:
+        if abs(v) >= unit:
+            return f"{v / unit:{spec}}{name}"
+    return f"{v:{below}}"
+
+
+def _short_number(v, _=None) -> str:
+    """A tick label in plain text (no mathtext, which is slow to lay out): 0.01, 0.5, 20, 1k, 10k, 2M, 1B, 1T."""
+    return _suffixed(v, "g", below="g")
+
+
+def _tokens(n: float) -> str:
+    """A token count in a short form: 1T, 300B, 15.6T (below a million: 250,000)."""
+    return _suffixed(n, ".3g", below=",.0f", ladder=_SUFFIXES[:3])
+
+
+def _usd(v, _=None) -> str:
+    """Dollars in a short form: $850, $12k, $1.2M (the ladder stops at millions: $2.5e+03M)."""
+    return "$" + _suffixed(v, ".3g", below=",.0f", ladder=_SUFFIXES[2:])
+
+
+def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
+    """A log axis from ``lo / pad`` to ``hi * pad`` with fixed 1-2-5 ticks (decades only over more than
+    2.5 decades) labelled by ``fmt`` and no minor ticks: a log axis left to its default locators spends most of a
+    redraw laying out minor ticks and mathtext labels."""
+    import math
+
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    if not (lo > 0 and hi >= lo):
+        raise ValueError(f"a log axis needs 0 < lo <= hi; got lo={lo!r}, hi={hi!r}")
+    lo, hi = lo / pad, hi * pad
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for steps in ((1,) if hi / lo >= 300 else (), (1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
+        ticks = [m * 10**e for e in decades for m in steps if lo <= m * 10**e <= hi]
+        if len(ticks) >= 2:
+            break
+    if len(ticks) < 2:             # a range narrower than two 1-9 steps: its two ends, to 3 significant digits
+        def unit(x):
+            return 10.0 ** (math.floor(math.log10(x)) - 2)
+        ticks = [math.ceil(lo / unit(lo)) * unit(lo), math.floor(hi / unit(hi)) * unit(hi)]
+    (axis.axes.set_xscale if axis is axis.axes.xaxis else axis.axes.set_yscale)("log")
+    (axis.axes.set_xlim if axis is axis.axes.xaxis else axis.axes.set_ylim)(lo, hi)
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_ticks(ticks, [fmt(t) for t in ticks])

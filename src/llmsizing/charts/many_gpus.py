@@ -1,0 +1,418 @@
+"""Part II, many GPUs (chapters 6-9): the hardware, and how a run splits over GPUs. Chapter 6, the GPU landscape
+and one decode step's roofline (:func:`render_gpu_landscape`, :func:`render_decode_roofline`, also in chapter
+15); chapter 7, ZeRO's stages and when data parallelism stops scaling (:func:`render_zero_stages`,
+:func:`render_dp_scaling`); chapter 8, the pipeline bubble and the parallelism explorer
+(:func:`render_pipeline_bubble`, :func:`render_parallel_explorer`, also in chapter 13); chapter 9, measured
+collectives against the prediction (:func:`render_collectives_vs_prediction`).
+
+No formula lives here: render functions only call the library and draw.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from ..units import GiB
+from .base import (COLORS, DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins,
+                   _log_axis, _short_number, _step_time_bars, capacity_line, figure_axes, new_figure)
+
+
+# =========================================================================== chapter 6: hardware
+#: Where a GPU's name sits next to its dot in the capacity panel (points; alignment), where the default overlaps.
+_LANDSCAPE_LABEL_OFFSETS = {"A100 80GB": (-5, 4, "right"), "RTX 4090": (5, -8, "left")}
+
+
+def render_gpu_landscape(gpus=None) -> View:
+    """Chapter 6: the catalogue's GPUs (default: all) on two axes. Left: memory capacity (GiB, as the driver
+    reports it) against HBM bandwidth (TB/s). Right: the bf16 roofline of each GPU, attainable TFLOP/s =
+    min(dense peak, intensity x HBM bandwidth), with its ridge point marked, and the intensity of two matrix
+    multiplies for reference (one decoding token, and a 4096-cube training matmul). Numbers come from
+    :mod:`llmsizing.hardware`."""
+    import numpy as np
+
+    from ..hardware import gpu_comparison, matmul_intensity_flops_per_byte
+
+    df = gpu_comparison(gpus)
+    fig, (ax1, ax2) = new_figure(9.6, 3.9, ncols=2)
+    for name, r in df.iterrows():
+        c = GPU_COLORS.get(name, "0.3")
+        ax1.scatter(r["hbm_tbps"], r["memory_gib"], color=c, s=40, zorder=3)
+        dx, dy, ha = _LANDSCAPE_LABEL_OFFSETS.get(name, (4, 3, "left"))
+        ax1.annotate(name, (r["hbm_tbps"], r["memory_gib"]), xytext=(dx, dy), textcoords="offset points",
+                     fontsize=7.5, color=c, ha=ha)
+    ax1.set_xlabel("HBM / GDDR bandwidth (TB/s, decimal)")
+    ax1.set_ylabel("memory (GiB, as reported)")
+    ax1.set_xlim(0, df["hbm_tbps"].max() * 1.22)
+    ax1.set_ylim(0, df["memory_gib"].max() * 1.12)
+    ax1.grid(True, lw=0.4, alpha=0.5)
+    ax1.set_title("capacity vs bandwidth", fontsize=9, loc="left")
+
+    x = np.logspace(-1, 13, 300, base=2)
+    for name, r in df.iterrows():
+        c = GPU_COLORS.get(name, "0.3")
+        ax2.plot(x, np.minimum(r["bf16_dense_tflops"], x * r["hbm_tbps"]), color=c, lw=1.4, label=name)
+        ax2.scatter([r["ridge_flops_per_byte"]], [r["bf16_dense_tflops"]], color=c, s=18, zorder=3)
+    marks = {"decode, 1 token\n(1 x 4096 x 4096)": matmul_intensity_flops_per_byte(1, 4096, 4096),
+             "training matmul\n(4096 x 4096 x 4096)": matmul_intensity_flops_per_byte(4096, 4096, 4096)}
+    for label, xi in marks.items():
+        ax2.axvline(xi, color="0.35", lw=0.8, ls=":")
+        ax2.annotate(label, (xi, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -3),
+                     textcoords="offset points", ha="left", va="top", fontsize=7, color="0.25")
+    ax2.set_xscale("log", base=2)
+    ax2.set_yscale("log", base=10)
+    ax2.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
+    ax2.set_ylabel("attainable dense bf16 TFLOP/s")
+    ax2.grid(True, which="major", lw=0.4, alpha=0.5)
+    ax2.set_title("bf16 rooflines; dots are the ridge points", fontsize=9, loc="left")
+    ax2.legend(fontsize=6.5, frameon=False, loc="lower right", ncols=2)
+
+    lines = [f"{'GPU':<10s} {'memory':>10s} {'HBM':>10s} {'bf16 dense':>13s} {'ridge':>14s} {'link one-way':>13s}"]
+    for name, r in df.iterrows():
+        lines.append(f"{name:<10s} {r['memory_gib']:>6.1f} GiB {r['hbm_tbps']:>5.2f} TB/s "
+                     f"{r['bf16_dense_tflops']:>6.0f} TFLOP/s {r['ridge_flops_per_byte']:>5.0f} FLOP/byte "
+                     f"{r['link_one_way_gbps']:>6.0f} GB/s")
+    return View(fig, "\n".join(lines))
+
+
+#: Batch sizes on the x axis of :func:`render_decode_roofline`.
+DECODE_BATCHES = tuple(2**i for i in range(11))
+
+
+def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: int = 4096, batch: int = 1,
+                           weights: str = "bf16", *, into: Figure | None = None) -> View:
+    """Chapter 6: one decode step's two lower bounds against the batch size: the time to read the weights and
+    every sequence's KV cache from HBM, and the time to do its FLOPs at the dense bf16 peak
+    (:func:`llmsizing.hardware.decode_step_roofline`). The chosen ``batch`` is marked."""
+    import matplotlib.ticker
+
+    from ..catalog import get_gpu
+    from ..hardware import decode_compute_bound_batch, decode_step_roofline
+
+    chosen = decode_step_roofline(model, gpu, batch=batch, context=context, weights=weights)
+    batches = sorted(set(DECODE_BATCHES) | {chosen.batch})
+    rs = [decode_step_roofline(model, gpu, batch=b, context=context, weights=weights) for b in batches]
+    flip = decode_compute_bound_batch(model, gpu, context=context, weights=weights)
+    capacity = get_gpu(gpu).memory_bytes
+    fig, ax = _inch_margins(7.2, 3.5, left=0.75, bottom=0.55, top=0.3, right=0.2, into=into)
+    too_big = [b for b, r in zip(batches, rs) if r.bytes_read > capacity]
+    if too_big:   # weights + KV cache alone exceed one GPU: the bound is moot there (chapter 3)
+        ax.axvspan(too_big[0] / 2**0.5, batches[-1] * 2**0.5, color="0.9", zorder=0,
+                   label="weights + KV cache exceed one GPU")
+    ms = 1e3
+    ax.plot(batches, [r.memory_time_s * ms for r in rs], color="#0072B2", lw=1.8, label="read weights + KV cache")
+    ax.plot(batches, [r.compute_time_s * ms for r in rs], color="#D55E00", lw=1.8, label="FLOPs at dense peak")
+    ax.scatter([chosen.batch], [chosen.time_s * ms], color="k", s=30, zorder=3,
+               label=f"batch {chosen.batch}: {chosen.bound}-bound")
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(batches[0] / 2**0.5, batches[-1] * 2**0.5)
+    ax.set_xticks(batches, [f"{b:g}" for b in batches], fontsize=7)
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    times = [t * ms for r in rs for t in (r.memory_time_s, r.compute_time_s)]
+    _log_axis(ax.yaxis, min(times), max(times), _short_number)
+    ax.set_xlabel("sequences decoded together (batch)")
+    ax.set_ylabel("lower bound on one step (ms)")
+    ax.grid(True, which="major", lw=0.4, alpha=0.5)
+    ax.set_title(f"{chosen.model} on {chosen.gpu}, {weights} weights, {context:,}-token context", fontsize=9,
+                 loc="left")
+    ax.legend(fontsize=7.5, frameon=False, loc="upper left")
+    flip_text = (f"compute-bound from a batch of about {flip:,.0f}" if flip is not None
+                 else "never compute-bound: each sequence's KV cache keeps the intensity below the ridge point")
+    lines = [f"{chosen.model} on {chosen.gpu}, {weights} weights, context {context:,}, batch {chosen.batch}:",
+             f"  reads {chosen.bytes_read / GiB:,.2f} GiB and does {chosen.flops / 1e12:,.3f} TFLOP per step",
+             f"  memory bound {chosen.memory_time_s * ms:,.3f} ms, compute bound {chosen.compute_time_s * ms:,.4f} ms"
+             f" -> {chosen.bound}-bound, at most {chosen.tokens_per_s:,.0f} tokens/s",
+             f"  intensity {chosen.intensity_flops_per_byte:,.1f} FLOP/byte vs ridge "
+             f"{chosen.ridge_flops_per_byte:,.0f}; {flip_text}"]
+    if chosen.bytes_read > capacity:
+        lines.append(f"  (weights + KV cache, {chosen.bytes_read / GiB:,.1f} GiB, exceed one {chosen.gpu}: "
+                     "see chapter 3)")
+    return FixedView(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 7: data parallelism, ZeRO
+def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-mixed", optimizer: str = "adamw",
+                       gpu: str = "H100 SXM", *, into: Figure | None = None) -> View:
+    """Model states on each GPU for ZeRO stages 0 (DDP), 1, 2 and 3 (FSDP full-shard) over ``dp`` GPUs: weights,
+    gradients and optimizer bytes (master copy included), all from :func:`~llmsizing.memory.model_states`,
+    against ``gpu``'s memory. ``model`` may also be a bare parameter count (an int, as in the ZeRO paper's
+    7.5B example; :func:`~llmsizing.memory.model_states_for_params`). Chapter 7."""
+    import numpy as np
+
+    from .._validate import check_int
+    from ..catalog import get_gpu, resolve_model
+    from ..memory import model_states, model_states_for_params
+    from ..parallel import Parallel
+    from ..units import GB, fmt_count
+
+    dp = check_int("dp", dp, maximum=1 << 20)
+    g = get_gpu(gpu)
+    if isinstance(model, (int, np.integer)) and not isinstance(model, (bool, np.bool_)):
+        n = check_int("model", model)
+        name = f"{fmt_count(n)} parameters"
+        states = [model_states_for_params(n, precision=precision, optimizer=optimizer,
+                                          parallel=Parallel(dp=dp, zero=z)) for z in range(4)]
+    else:
+        m = resolve_model(model)
+        name = f"{m.name} ({fmt_count(m.n_params)} params)"
+        states = [model_states(m, precision=precision, optimizer=optimizer, parallel=Parallel(dp=dp, zero=z))
+                  for z in range(4)]
+    labels = ["ZeRO-0\n(DDP)", "ZeRO-1\n(optimizer)", "ZeRO-2\n(+ gradients)", "ZeRO-3 / FSDP\n(+ weights)"]
+    stacks = {"weights": [s.weights_bytes for s in states], "gradients": [s.gradients_bytes for s in states],
+              "optimizer": [s.optimizer_bytes for s in states]}
+    fig, ax = _fixed_figure(7.2, 3.3, left=0.1, right=0.8, bottom=0.2, top=0.88, into=into)
+    _fast_stacked_columns(ax, labels, stacks)
+    ax.tick_params(axis="x", labelsize=8)
+    capacity_line(ax, g.memory_gib, g.name)
+    tops = [s.total_bytes / GiB for s in states]
+    ax.set_ylim(0, 1.12 * max(max(tops), g.memory_gib))
+    for i, t in enumerate(tops):
+        ax.text(i, t, f"{t:,.1f}", ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("GiB per GPU (model states)")
+    ax.set_title(f"{name}, {precision} + {optimizer}, dp = {dp}", fontsize=9.5, loc="left")
+    lines = [f"{name}, {precision} + {optimizer}, model states per GPU over dp = {dp}:"]
+    for z, s in enumerate(states):
+        fits = "fits" if s.total_bytes <= g.memory_bytes else "does NOT fit"
+        lines.append(f"  ZeRO-{z}: weights {s.weights_bytes / GiB:8,.2f} + gradients {s.gradients_bytes / GiB:8,.2f}"
+                     f" + optimizer {s.optimizer_bytes / GiB:8,.2f} = {s.total_bytes / GiB:8,.2f} GiB "
+                     f"({s.total_bytes / GB:,.2f} GB, {s.bytes_per_param:.3g} B/param): {fits} in a {g.name}'s "
+                     f"{g.memory_gib:.1f} GiB before activations")
+    return FixedView(fig, "\n".join(lines))
+
+
+#: The links :func:`render_dp_scaling` compares by default: (label, one-way GB/s or None for the GPU's own link,
+#: whether the data-parallel group stays inside that link's domain).
+DP_SCALING_LINKS = (("NVLink (the GPU's own)", None, True), ("PCIe Gen4 x16 between GPUs", 32.0, True),
+                    ("network, 400 Gb/s per GPU", None, False))
+
+_ZERO_STYLES = {0: ("DDP / ZeRO-1", "#0072B2", "-"), 2: ("ZeRO-2", "#E69F00", "--"),
+                3: ("ZeRO-3 / FSDP", "#D55E00", "-")}
+
+
+def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: int = 512, seq: int = 4096,
+                      batch: int = 1, mfu: float = 0.4, overlap: float = 1.0, max_dp: int = 512) -> View:
+    """When data parallelism stops scaling: the busy fraction (:func:`~llmsizing.comm.busy_fraction`) of each GPU
+    against ``dp`` at a fixed ``global_batch`` (sequences of ``seq`` tokens, micro-batch ``batch``, the rest
+    gradient accumulation), for DDP/ZeRO-1, ZeRO-2 and ZeRO-3, with the data-parallel group on NVLink, on PCIe
+    Gen4 and on the network (:data:`DP_SCALING_LINKS`). Compute from
+    :func:`~llmsizing.comm.step_compute_time_s` at ``mfu``, traffic from :func:`~llmsizing.comm.communication`;
+    ``overlap`` is the share of the traffic hidden behind compute. Chapter 7."""
+    import numpy as np
+
+    from .._validate import check_int
+    from ..catalog import get_gpu, resolve_model
+    from ..comm import busy_fraction, communication, gpu_with_link, step_compute_time_s
+    from ..hardware import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps
+    from ..parallel import Parallel
+
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    gb = check_int("global_batch", global_batch, maximum=1 << 20)
+    b = check_int("batch", batch)
+    top = check_int("max_dp", max_dp, maximum=1 << 16)
+    if b > gb:
+        raise ValueError(f"batch={b} must be <= global_batch={gb}: the micro-batch is part of the global batch")
+    dps = [d for d in (2 ** k for k in range(1, 17)) if d <= top and gb % (d * b) == 0]
+    if not dps:
+        raise ValueError(f"max_dp={top} and global_batch={gb}: no power-of-two dp >= 2 up to max_dp divides the "
+                         f"global batch into micro-batches of {b}")
+    busy_fraction(1.0, 0.0, overlap)                                  # validates overlap before any work
+    fig = Figure(figsize=(8.4, 3.1), dpi=DPI)
+    axes = fig.subplots(1, len(DP_SCALING_LINKS), sharey=True)
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.25, top=0.8, wspace=0.08)
+    lines = [f"{m.name} on {g.name} at MFU {mfu:.0%}, global batch {gb} x {seq:,} tokens, micro-batch {b}, "
+             f"overlap {overlap:.0%}: busy fraction by dp"]
+    for ax, (label, gbps, inside) in zip(axes, DP_SCALING_LINKS):
+        gg = g if gbps is None else gpu_with_link(g, label, gbps)
+        bw = link_bandwidth_one_way_gbps(gg) if inside else INTER_NODE_GBPS_PER_GPU
+        per_node = max(dps) if inside else 1
+        lines.append(f"  {label} ({bw:g} GB/s one way):")
+        for z, (name, color, style) in _ZERO_STYLES.items():
+            ys = []
+            for d in dps:
+                acc = gb // (d * b)
+                par = Parallel(dp=d, zero=z)
+                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=gg, grad_accum=acc, mfu=mfu)
+                comm = communication(m, par, batch=b, seq=seq, gpu=gg, gpus_per_node=per_node,
+                                     grad_accum=acc).time_s
+                ys.append(busy_fraction(comp, comm, overlap))
+            ax.plot(dps, ys, style, color=color, marker="o", markersize=3, label=name)
+            lines.append(f"    {name:<14s}" + "  ".join(f"dp={d}: {y:.0%}" for d, y in zip(dps, ys)))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(dps, [str(d) for d in dps], fontsize=7, rotation=90 if len(dps) > 6 else 0)
+        ax.set_ylim(0, 1.05)
+        ax.axhline(0.2, color="0.6", lw=0.8, ls=":")
+        ax.set_title(f"{label}\n{bw:g} GB/s one way", fontsize=8)
+        ax.set_xlabel("data-parallel GPUs (dp)", fontsize=8)
+    axes[0].set_ylabel("busy fraction (compute / step)", fontsize=8)
+    axes[0].legend(fontsize=7, frameon=False, loc="lower left")
+    fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, MFU {mfu:.0%}, "
+                 f"overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
+    return FixedView(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 8: model parallelism
+def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stages: int = 2,
+                           max_microbatches: int = 64) -> View:
+    """The pipeline bubble of 1F1B (:func:`~llmsizing.parallel.pipeline_bubble`, ``(p - 1) / m``) against the
+    micro-batches per step ``m``, one line per ``pps``, plus the interleaved schedule with ``virtual_stages``
+    chunks for ``interleaved_pp`` stages (``(p - 1) / (v m)``). Drawn as the share of the step spent idle,
+    ``b / (1 + b)``. Chapter 8."""
+    import numpy as np
+
+    from .._validate import check_int
+    from ..parallel import pipeline_bubble
+
+    pps = [check_int("pps", p) for p in pps]
+    if not pps:
+        raise ValueError("pps must name at least one pipeline depth, e.g. (2, 4, 8)")
+    p_i = check_int("interleaved_pp", interleaved_pp)
+    v = check_int("virtual_stages", virtual_stages, maximum=64)
+    top = check_int("max_microbatches", max_microbatches, minimum=2, maximum=4096)
+    ms = np.unique(np.geomspace(1, top, 60).round().astype(int))
+    fig, ax = new_figure(7.0, 3.4)
+    colors = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#555555"]
+    lines = [f"share of a step the pipeline sits idle, bubble/(1 + bubble), bubble = (p-1)/(v m):"]
+    marks = [m for m in (4, 8, 16, 32) if m <= top]
+    for i, p in enumerate(pps):
+        b = np.array([pipeline_bubble(p, int(m)) for m in ms])
+        ax.plot(ms, 100 * b / (1 + b), color=colors[i % len(colors)], lw=1.8, label=f"1F1B, p = {p}")
+        lines.append(f"  1F1B p={p:<3d} " + ", ".join(
+            f"m={m}: {pipeline_bubble(p, m) / (1 + pipeline_bubble(p, m)):.0%}" for m in marks))
+    b = np.array([pipeline_bubble(p_i, int(m), v) for m in ms])
+    ax.plot(ms, 100 * b / (1 + b), color="0.2", lw=1.6, ls="--", label=f"interleaved, p = {p_i}, v = {v}")
+    lines.append(f"  interleaved p={p_i}, v={v}: " + ", ".join(
+        f"m={m}: {pipeline_bubble(p_i, m, v) / (1 + pipeline_bubble(p_i, m, v)):.0%}" for m in marks))
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(1, top)
+    ticks = [2**k for k in range(int(np.log2(top)) + 1)]
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("micro-batches per step (m)")
+    ax.set_ylabel("% of the step idle (bubble)")
+    ax.grid(alpha=0.3, lw=0.5)
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title("Pipeline bubble: (p - 1)/m idle slots per m micro-batches of work", fontsize=9, loc="left")
+    return View(fig, "\n".join(lines))
+
+
+def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1, dp: int = 8,
+                             zero: int = 1, sp: bool = False, virtual_stages: int = 1, offload: str = "none",
+                             recompute: str = "selective", batch: int = 1, seq: int = 4096, grad_accum: int = 8,
+                             mfu: float = 0.4, gpus_per_node: int = 8, *, into: Figure | None = None) -> View:
+    """The parallelism explorer (chapter 8; chapter 13 reuses it): one layout's per-GPU memory, stage by stage,
+    against the GPU's capacity, and its step time split into compute (at an assumed ``mfu``), the pipeline bubble
+    and each group's communication (no overlap). ``grad_accum`` is the number of micro-batches per step (a
+    pipeline's micro-batches). An impossible layout raises the library's ``ValueError``, which the widget shows."""
+    import numpy as np
+
+    from ..catalog import get_gpu, resolve_model
+    from ..layouts import step_time
+    from ..memory import training_memory
+    from ..parallel import Parallel
+    from ..units import fmt_bytes, fmt_gib
+
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=sp, virtual_stages=virtual_stages, offload=offload)
+    kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, parallel=par)
+    tm = training_memory(m, **kw)
+    st = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum, mfu=mfu, recompute=recompute,
+                   gpus_per_node=gpus_per_node)
+    fully_hidden = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum, mfu=mfu, recompute=recompute,
+                             gpus_per_node=gpus_per_node, overlap=1.0)
+    comm, compute, bubble = st.communication, st.compute_s, st.bubble
+    rows = list(tm.stages)
+
+    def build(fig):
+        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.25, top=0.9, wspace=0.45)
+        return fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
+
+    fig, (ax, ax_t) = figure_axes(7.9, 3.4, into, ("parallel explorer",), build)
+    stacks = {"weights": [r["weights"] for r in rows], "gradients": [r["gradients"] for r in rows],
+              "optimizer": [r["optimizer"] for r in rows], "activations": [r["activations"] for r in rows]}
+    stacks["temporaries"] = [max(r["peak"] - r["weights"] - r["gradients"] - r["optimizer"] - r["activations"], 0.0)
+                             for r in rows]
+    stacks["overhead"] = [r["total"] - r["peak"] for r in rows]
+    labels = [f"stage {r['stage']}" if len(rows) > 1 else "each GPU" for r in rows]
+    _fast_stacked_columns(ax, labels, stacks)
+    ax.get_legend().remove()
+    ax.legend(handles=[Patch(facecolor=COLORS[k], label=k) for k in stacks], fontsize=6.5, frameon=False,
+              ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    capacity_line(ax, g.memory_gib, g.name)
+    totals = np.array([r["total"] for r in rows]) / GiB
+    ax.set_ylim(0, 1.15 * max(totals.max(), g.memory_gib))
+    ax.get_xticklabels()[tm.stage].set_fontweight("bold")
+    ax.set_ylabel("GiB per GPU")
+    many = len(rows) > 8
+    ax.tick_params(axis="x", labelrotation=90 if many else 0, labelsize=6 if many else "medium")
+    ax.set_title(f"{m.name}: tp={par.tp} pp={par.pp} dp={par.dp} ZeRO-{par.zero}"
+                 + (" SP" if par.sp else "") + (f" v={par.virtual_stages}" if par.virtual_stages > 1 else "")
+                 + (f" offload={par.offload}" if par.offload != "none" else ""), fontsize=8.5, loc="left")
+
+    _step_time_bars(ax_t, st, fontsize=8)
+    ax_t.set_xlabel("seconds per step (no overlap)")
+    ax_t.set_title(f"step time at MFU {mfu:.0%} on {g.name}", fontsize=8.5, loc="left")
+
+    fits = tm.total_bytes <= g.memory_bytes
+    comm_s = st.comm_s
+    lines = [f"{m.name} on {par.gpus} x {g.name} (tp={par.tp}, pp={par.pp}, dp={par.dp}, ZeRO-{par.zero}"
+             f"{', SP' if par.sp else ''}{f', {par.virtual_stages} virtual stages' if par.virtual_stages > 1 else ''}"
+             f"{f', offload={par.offload}' if par.offload != 'none' else ''}), micro-batch {batch} x {seq:,} tokens,"
+             f" {grad_accum} micro-batches per step, recompute={recompute}:",
+             f"  most loaded GPU: stage {tm.stage}, {fmt_gib(tm.total_bytes)} (peak {fmt_gib(tm.peak_bytes)} in the "
+             f"{tm.peak_phase} + allowance) -> {'fits' if fits else 'does NOT fit'} in {g.memory_gib:.1f} GiB"]
+    if not fits:
+        lines.append("    (to fit: raise dp with ZeRO, add tp or pp, recompute, or lower the micro-batch)")
+    if par.offload != "none":
+        lines.append(f"  host memory for offloaded states: {fmt_gib(tm.host_bytes)} per GPU, "
+                     f"{fmt_gib(tm.host_bytes * min(gpus_per_node, par.gpus))} per node of {gpus_per_node}")
+    for c in comm.collectives:
+        lines.append(f"  {c.collective:<46s} {c.calls:>5d} x {fmt_bytes(c.message_bytes):>10s} over {c.link:<10s}"
+                     f" {c.time_s * 1e3:>9.1f} ms")
+    lines += [f"  compute {compute:.3f} s + bubble {st.bubble_s:.3f} s ({bubble:.0%} of compute) at MFU {mfu:.0%};"
+              f" communication {comm_s:.3f} s",
+              f"  step time between {fully_hidden.step_s:.3f} s (communication fully hidden) and {st.step_s:.3f} s"
+              f" (none hidden): {st.tokens_per_s:,.0f} to {fully_hidden.tokens_per_s:,.0f} tokens/s"]
+    return FixedView(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 9: measure the split
+def render_collectives_vs_prediction(world: int = 2) -> View:
+    """Measured against predicted communication per GPU and step, for the runs of ``tools/measure_memory.py dist``
+    on ``world`` ranks (2 or 4; TP and SP ran on 2): bytes each GPU sends at ring cost, measured (what
+    ``torch.distributed`` issued) next to :func:`~llmsizing.comm.communication`. Two panels, since tensor
+    parallelism moves activations (KiB here) and data parallelism the model (MiB). Chapter 9."""
+    from .._validate import check_int
+    from ..dist_compare import compare_collectives
+
+    world = check_int("world", world)
+    cmp = compare_collectives()
+    cmp = cmp[cmp["world_size"] == world]
+    if cmp.empty:
+        raise ValueError(f"world={world}: no measured run on that many ranks (measured: 2, 3, 4)")
+    fig, axes = new_figure(8.4, 3.4, ncols=2)
+    panels = ((axes[0], cmp[~cmp["layout"].isin(["tp", "sp"])], 2**20, "MiB"),
+              (axes[1], cmp[cmp["layout"].isin(["tp", "sp"])], 2**10, "KiB"))
+    lines = []
+    for ax, part, unit, name in panels:
+        labels = list(part["layout"])
+        ys = range(len(labels))
+        ax.barh([y + 0.2 for y in ys], part["predicted_bytes_per_gpu"] / unit, height=0.38, color="#0072B2",
+                label="library (communication)")
+        ax.barh([y - 0.2 for y in ys], part["measured_bytes_per_gpu"] / unit, height=0.38, color="#E69F00",
+                label="torch.distributed (measured)")
+        ax.set_yticks(list(ys), labels)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"{name} sent per GPU per step (ring cost)")
+        for y, (_, r) in zip(ys, part.iterrows()):
+            ax.text(r["measured_bytes_per_gpu"] / unit, y - 0.2, f" {r['ratio']:.2f}x", va="center", fontsize=8)
+            lines.append(f"{r['layout']} x{world}: measured {r['measured_bytes_per_gpu'] / unit:,.1f} {name}, "
+                         f"library {r['predicted_bytes_per_gpu'] / unit:,.1f} {name} ({r['ratio']:.2f}x)")
+        if len(labels) == 0:
+            ax.set_axis_off()
+        ax.margins(x=0.18)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8)
+    axes[0].set_title("data parallel (model-sized messages)", fontsize=10)
+    axes[1].set_title("tensor parallel (activation-sized messages)", fontsize=10)
+    return View(fig, "\n".join(lines))

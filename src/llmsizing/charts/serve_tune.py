@@ -1,0 +1,198 @@
+"""Part IV, serving and tuning (chapters 15-16). Chapter 15, serving: latency against throughput as the batch
+grows, with the decode step and the prefill on the GPU's roofline (:func:`render_serving_curve`), and the cost
+per million output tokens on each GPU type (:func:`render_serving_cost`); the decode roofline chapter 15 also
+shows is chapter 6's (:func:`llmsizing.charts.many_gpus.render_decode_roofline`). Chapter 16, fine-tuning on a
+budget: one GPU's memory for full fine-tuning, LoRA and QLoRA (:func:`render_finetune_memory`).
+
+No formula lives here: render functions only call the library and draw.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+from ..units import GiB
+from .base import (GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _log_axis, _short_number,
+                   figure_axes, new_figure)
+
+
+# =========================================================================== chapter 15: serving
+#: One highlighted point drawn as a Line2D marker that looks like ``scatter(..., s=40)``: the same area (6.3 pt
+#: across) and scatter's 1.5 pt edge in the face colour.
+_POINT = dict(ms=40**0.5, mew=1.5, zorder=3)
+
+
+def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, weights: str = "bf16",
+                         kv_cache: str = "bf16", prompt: int = 1024, output: int = 256, batch: int = 16, *,
+                         into: Figure | None = None) -> View:
+    """Chapter 15: left, inter-token latency against output tokens/s per GPU as the batch grows (powers of
+    two up to the KV-cache limit, :func:`llmsizing.serve.serving_sweep`), the last point being the largest
+    batch the KV cache holds; right, the GPU's bf16 roofline (attainable TFLOP/s = min(peak, intensity x
+    bandwidth)) with the decode step and the prefill of one prompt placed on it at their achieved rates. The
+    chosen ``batch`` is marked on both (a red cross if its KV cache does not fit)."""
+    import numpy as np
+
+    from ..catalog import get_gpu
+    from ..hardware import dense_tflops
+    from ..serve import serving, serving_sweep
+
+    kw = dict(tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output)
+    chosen = serving(model, gpu, batch=batch, **kw)
+    if chosen.max_batch < 1:
+        raise ValueError(f"tp={tp}: {chosen.model} with {weights} weights does not fit {tp} x {chosen.gpu} "
+                         f"({chosen.weights_bytes_per_gpu / GiB:,.1f} GiB of weights per GPU + "
+                         f"{chosen.overhead_bytes_per_gpu / GiB:.0f} GiB overhead + one sequence's KV cache > "
+                         f"{chosen.capacity_bytes_per_gpu / GiB:,.1f} GiB); raise tp or quantise the weights")
+    sweep = serving_sweep(model, gpu, **kw)
+    def build(fig):
+        fig.subplots_adjust(left=0.075, right=0.985, bottom=0.14, top=0.91, wspace=0.3)
+        return fig.subplots(1, 2)
+
+    fig, (ax, ax2) = figure_axes(7.9, 3.6, into, ("serving curve",), build)
+    x = [s.output_tokens_per_s_per_gpu for s in sweep]
+    y = [s.itl_s * 1e3 for s in sweep]
+    ax.plot(x, y, color="#0072B2", marker="o", ms=3, lw=1.5)
+    for s in sweep[:: max(1, len(sweep) // 6)] + [sweep[-1]]:
+        ax.annotate(f"{s.batch}", (s.output_tokens_per_s_per_gpu, s.itl_s * 1e3), xytext=(3, -9),
+                    textcoords="offset points", fontsize=7, color="0.3")
+    cap = sweep[-1]
+    ax.axvline(cap.output_tokens_per_s_per_gpu, color="#D55E00", lw=0.9, ls="--")
+    ax.annotate(f"KV cache full\nat batch {cap.batch:,}", (cap.output_tokens_per_s_per_gpu, 0.97),
+                xycoords=("data", "axes fraction"), xytext=(-4, 0), textcoords="offset points", ha="right",
+                va="top", fontsize=7.5, color="#D55E00")
+    marker = dict(marker="o", color="k") if chosen.fits else dict(marker="x", color="#D55E00")
+    # single points as Line2D markers: scatter's PathCollection costs a widget redraw ~1 ms more each
+    ax.plot([chosen.output_tokens_per_s_per_gpu], [chosen.itl_s * 1e3], ls="none", **_POINT, **marker)
+    _log_axis(ax.xaxis, min(x + [chosen.output_tokens_per_s_per_gpu]),
+              max(x + [chosen.output_tokens_per_s_per_gpu]), _short_number, pad=1.25)
+    ax.set_xlabel("output tokens/s per GPU (batch grows to the right)")
+    ax.set_ylabel("inter-token latency (ms)")
+    ax.set_ylim(0, max(max(y), chosen.itl_s * 1e3) * 1.15)
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.set_title(f"{chosen.model}, {weights} weights, tp={tp} x {chosen.gpu}", fontsize=9, loc="left")
+
+    g = get_gpu(gpu)
+    peak = dense_tflops(g, "bf16")
+    bw_tbps = g.memory_bandwidth_gbps / 1e3
+    xs = np.logspace(-1, 14, 200, base=2)
+    ax2.plot(xs, np.minimum(peak, xs * bw_tbps), color="0.3", lw=1.4, label=f"{g.name} bf16 roofline")
+    dec_i = chosen.decode_intensity_flops_per_byte
+    dec_rate = chosen.decode_flops_per_gpu / max(chosen.decode_memory_s, chosen.decode_compute_s) / 1e12
+    pre_i = chosen.prefill_intensity_flops_per_byte
+    pre_rate = chosen.prefill_flops_per_gpu / max(chosen.prefill_compute_s, chosen.prefill_memory_s) / 1e12
+    ax2.plot([dec_i], [dec_rate], ls="none", marker="o", color="#0072B2", **_POINT,
+             label=f"decode, batch {chosen.batch}")
+    ax2.plot([pre_i], [pre_rate], ls="none", marker="s", color="#E69F00", **_POINT,
+             label=f"prefill, one {prompt:,}-token prompt")
+    ax2.axvline(peak / bw_tbps, color="0.5", lw=0.7, ls=":")
+    ax2.set_xscale("log", base=2)
+    ax2.set_xlim(xs[0] / 1.4, xs[-1] * 1.4)
+    ax2.set_xticks([2.0**k for k in range(-1, 15, 3)], [f"{2.0**k:g}" for k in range(-1, 15, 3)])
+    ax2.xaxis.set_minor_locator(NullLocator())
+    _log_axis(ax2.yaxis, min(xs[0] * bw_tbps, dec_rate, pre_rate), peak, _short_number)
+    ax2.set_xlabel("arithmetic intensity (FLOP per byte read)")
+    ax2.set_ylabel("TFLOP/s per GPU")
+    ax2.grid(True, which="major", lw=0.4, alpha=0.5)
+    ax2.legend(fontsize=7, frameon=False, loc="lower right")
+    ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
+    fit = "fits" if chosen.fits else f"DOES NOT FIT (KV cache holds {chosen.max_batch:,})"
+    lines = [f"{chosen.model} on {tp} x {chosen.gpu}, {weights} weights, {kv_cache} KV cache, prompt {prompt:,}, "
+             f"output {output:,}, batch {chosen.batch:,} ({fit}; max batch {chosen.max_batch:,})",
+             f"  TTFT {chosen.ttft_s * 1e3:,.1f} ms ({chosen.prefill_bound}-bound), ITL {chosen.itl_s * 1e3:,.2f} ms "
+             f"({chosen.decode_bound}-bound; TP all-reduces {chosen.decode_comm_s * 1e3:,.2f} ms of it)",
+             f"  {chosen.output_tokens_per_s:,.0f} output tokens/s per replica, "
+             f"{chosen.output_tokens_per_s_per_gpu:,.0f} per GPU; decode intensity "
+             f"{dec_i:,.1f} FLOP/byte vs ridge {peak / bw_tbps:,.0f}",
+             f"  ${chosen.usd_per_million_output_tokens:,.3f} per million output tokens, "
+             f"${chosen.usd_per_million_input_tokens:,.3f} per million input tokens "
+             f"at ${chosen.price_usd_per_gpu_hour:.2f}/GPU-hour (MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]
+    return FixedView(fig, "\n".join(lines))
+
+
+def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 256, itl_s: float = 0.05,
+                        ttft_s: float = 1.0, weights: str = "bf16", gpus=None) -> View:
+    """Chapter 15: cost per million output tokens on each GPU type at its cheapest layout meeting the latency
+    targets (:func:`llmsizing.serve.serving_cost_by_gpu`), labelled with the layout (tp x batch)."""
+    from ..serve import serving_cost_by_gpu
+
+    df = serving_cost_by_gpu(model, gpus=gpus, prompt=prompt, output=output, itl_s=itl_s, ttft_s=ttft_s,
+                             weights=weights)
+    df = df.sort_values("usd_per_million_output_tokens", na_position="first")
+    fig, ax = new_figure(7.2, 0.35 * len(df) + 1.2)
+    names = list(df.index)
+    vals = df["usd_per_million_output_tokens"].fillna(0).tolist()
+    ax.barh(names, vals, color=[GPU_COLORS.get(n, "0.4") for n in names])
+    for i, (n, r) in enumerate(df.iterrows()):
+        text = ("no layout meets the target" if r["note"] else
+                f"${r['usd_per_million_output_tokens']:.3f}  (tp={int(r['tp'])}, batch {int(r['batch'])})")
+        ax.annotate(text, (vals[i], i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7.5)
+    ax.set_xlim(0, max(vals + [1e-9]) * 1.6)
+    ax.set_xlabel("USD per million output tokens (catalogue on-demand prices)")
+    ax.set_title(f"{model}, {weights} weights, {prompt:,} in / {output:,} out, ITL <= {itl_s * 1e3:g} ms, "
+                 f"TTFT <= {ttft_s:g} s", fontsize=9, loc="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    lines = [f"{'GPU':<10s} {'tp':>3s} {'batch':>6s} {'ITL ms':>7s} {'tok/s/GPU':>10s} {'$/h':>6s} "
+             f"{'$/M out':>8s} {'$/M in':>7s}"]
+    for n, r in df.iterrows():
+        if r["note"]:
+            lines.append(f"{n:<10s} {r['note']}")
+        else:
+            lines.append(f"{n:<10s} {int(r['tp']):>3d} {int(r['batch']):>6d} {r['itl_s'] * 1e3:>7.1f} "
+                         f"{r['output_tokens_per_s_per_gpu']:>10,.0f} {r['price_usd_per_gpu_hour']:>6.2f} "
+                         f"{r['usd_per_million_output_tokens']:>8.3f} {r['usd_per_million_input_tokens']:>7.3f}")
+    return View(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 16: fine-tuning on a budget
+#: The parts of chapter 16's stacked columns, bottom up, and their colours.
+FINETUNE_PARTS = ("frozen weights", "trained weights", "gradients", "optimizer", "activations, temporaries",
+                  "overhead")
+FINETUNE_COLORS = dict(zip(FINETUNE_PARTS, ("#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#D55E00", "#BBBBBB")))
+
+
+def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int = 1, seq: int = 2048,
+                           rank: int = 16, targets=("q", "k", "v", "o", "gate", "up", "down"),
+                           recompute: str = "full", optimizer: str = "adamw", *,
+                           into: Figure | None = None) -> View:
+    """Chapter 16: one GPU's memory for full fine-tuning, LoRA and QLoRA of ``model``
+    (:func:`~llmsizing.finetune.finetune_memory`), stacked by part at the step's peak (full fine-tuning's weights
+    are all trained; the activations and temporaries alive at the peak are the rest), against the GPU's
+    capacity, with the largest batch each method fits (:func:`~llmsizing.finetune.max_batch`)."""
+    import numpy as np
+
+    from ..catalog import get_gpu, resolve_model
+    from ..finetune import METHODS, finetune_memory, max_batch
+
+    g = get_gpu(gpu)
+    kw = dict(rank=rank, targets=targets, recompute=recompute, optimizer=optimizer)
+    runs = {m: finetune_memory(model, method=m, batch=batch, seq=seq, **kw) for m in METHODS}
+    stacks = {p: [] for p in FINETUNE_PARTS}
+    for r in runs.values():
+        for p, v in zip(FINETUNE_PARTS, (r.base_weights_bytes, r.adapter_bytes, r.gradients_bytes, r.optimizer_bytes,
+                                         r.total_bytes - r.overhead_bytes - r.base_weights_bytes - r.adapter_bytes
+                                         - r.gradients_bytes - r.optimizer_bytes, r.overhead_bytes)):
+            stacks[p].append(max(v, 0.0))
+    fig, ax = _fixed_figure(7.2, 3.4, left=0.1, right=0.72, bottom=0.12, top=0.9, into=into)
+    labels = ["full", "LoRA", "QLoRA"]
+    bottom = _fast_stacked_columns(ax, labels, stacks, width=0.7, colors=FINETUNE_COLORS)   # the columns' tops
+    pos = np.arange(3)
+    cap = g.memory_gib
+    ax.axhline(cap, color="0.2", ls="--", lw=1)
+    ax.text(-0.55, cap, f"{g.name}: {cap:.1f} GiB", fontsize=7, va="bottom")
+    top = min(bottom.max(), 4 * cap) * 1.08
+    ax.set_ylim(0, max(top, cap * 1.15))
+    for x, b in zip(pos, bottom):
+        if b > ax.get_ylim()[1]:
+            ax.text(x, ax.get_ylim()[1] * 0.97, f"{b:,.0f} GiB ↑", ha="center", va="top", fontsize=7)
+    ax.set_ylabel("GiB on one GPU")
+    ax.set_title(f"{resolve_model(model).name}: batch {batch} x "
+                 f"{seq:,} tokens, rank {rank}, recompute {recompute}", fontsize=8.5, loc="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    lines = []
+    for label, (m, r) in zip(labels, runs.items()):
+        mb = max_batch(model, g, method=m, seq=seq, **kw)
+        verdict = "fits" if r.total_bytes <= 0.9 * g.memory_bytes else "does not fit"
+        lines.append(f"{label:6s} {r.total_bytes / GiB:8,.1f} GiB ({r.trainable_params:,} trainable) {verdict} "
+                     f"in 90% of one {g.name}; largest batch that fits: {mb}")
+    return FixedView(fig, "\n".join(lines))

@@ -1,0 +1,87 @@
+"""The shape of ``llmsizing.charts`` (issue "The house by part"): a package with a base module and one module per
+part of the book, in book order, none over 800 lines; imports run only downwards (the part modules import
+``base``, ``base`` imports no part module, the parts do not import each other, the package imports them all);
+every top-level name of every module is re-exported by the package as the same object, so ``charts.X`` and
+``from llmsizing.charts import X`` keep working for every name the former single module had. Plus the short
+numbers that the figures' tick labels and summaries share one suffix ladder for."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+import llmsizing.charts as charts
+from llmsizing.charts import base
+
+PACKAGE = Path(charts.__file__).parent
+PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune")         # Parts I-IV, in book order
+MAX_LINES = 800
+
+
+def _tree(name: str) -> ast.Module:
+    return ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8"))
+
+
+def _package_imports(name: str) -> set[str]:
+    """The modules of the charts package that ``name`` imports (``from .x import ...``, at any depth)."""
+    return {node.module for node in ast.walk(_tree(name))
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+
+
+def _defined(name: str) -> set[str]:
+    """Top-level names that module ``name`` defines (functions, classes, assignments)."""
+    out = set()
+    for node in _tree(name).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+    return out
+
+
+def test_the_package_holds_base_and_one_module_per_part():
+    assert sorted(p.stem for p in PACKAGE.glob("*.py")) == sorted(["__init__", "base", *PARTS])
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
+def test_no_module_is_over_800_lines(path):
+    n = len(path.read_text(encoding="utf-8").splitlines())
+    assert n <= MAX_LINES, f"{path.name} has {n} lines: split it by chapter"
+
+
+def test_imports_run_only_downwards():
+    assert _package_imports("base") == set(), "base must import no module of the package"
+    for part in PARTS:
+        assert _package_imports(part) == {"base"}, f"{part} may import base only"
+    assert _package_imports("__init__") == {"base", *PARTS}
+
+
+@pytest.mark.parametrize("module", ["base", *PARTS])
+def test_every_name_is_re_exported_as_the_same_object(module):
+    mod = importlib.import_module(f"llmsizing.charts.{module}")
+    for name in _defined(module):
+        assert getattr(charts, name, None) is getattr(mod, name), f"charts.{name} is not {module}.{name}"
+
+
+def test_shared_state_is_one_object():
+    from llmsizing.charts import one_gpu, time_money
+
+    assert charts.COLORS is base.COLORS
+    assert all(charts.COLORS[label] for label in one_gpu.ACT_LABELS.values())   # chapter 4's names are coloured
+    assert charts._PLAN_GROUPS_KEPT is time_money._PLAN_GROUPS_KEPT
+
+
+@pytest.mark.parametrize("v, short, tokens, usd", [
+    (0.01, "0.01", "0", "$0"), (850, "850", "850", "$850"), (1000, "1k", "1,000", "$1k"),
+    (12_000, "12k", "12,000", "$12k"), (250_000, "250k", "250,000", "$250k"), (1.2e6, "1.2M", "1.2M", "$1.2M"),
+    (3e11, "300B", "300B", None), (15.6e12, "15.6T", "15.6T", None),       # (dollars stop at millions)
+])
+def test_short_numbers_share_one_ladder(v, short, tokens, usd):
+    assert (base._short_number(v), base._tokens(v)) == (short, tokens)
+    if usd is not None:
+        assert base._usd(v) == usd
