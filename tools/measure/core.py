@@ -15,6 +15,7 @@ import csv
 import datetime as _dt
 import gc
 import time
+import warnings
 import weakref
 from pathlib import Path
 
@@ -72,6 +73,14 @@ def attention_impl(attention, ops):
     if "_scaled_dot_product_attention_math" in ops or "_scaled_dot_product_attention_math_for_mps" in ops:
         return "sdpa-math"
     return "sdpa-other"
+
+
+def recompute_full(hf_model):
+    """Recompute ``full`` on an HF model, as its users turn it on: ``gradient_checkpointing_enable`` with
+    ``use_reentrant=False`` (transformers 5.23 warns that the name becomes ``activation_checkpointing_enable`` in v6;
+    the warning is silenced)."""
+    warnings.filterwarnings("ignore", message=".*gradient_checkpointing_enable.*")
+    hf_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def token_batch(vocab, batch, seq, labels_are_ids=True):

@@ -40,15 +40,14 @@ same ranks and target sets (:data:`PEFT_RANKS`, :data:`LORA_TARGETS`) and the sa
 from __future__ import annotations
 
 import itertools
-import warnings
 
 import torch
 
 from llmsizing import Model
 
 from .core import (MODES, STEP_MODES, ModuleTagger, PhaseMarkers, adamw, attention_impl, date_today, dtype_name,
-                   end_state, is_weight_copy, measured_step, phase_columns, saved_storage, selfcheck, start_tracker,
-                   token_batch, warm_up, write_csv)
+                   end_state, is_weight_copy, measured_step, phase_columns, recompute_full, saved_storage, selfcheck,
+                   start_tracker, token_batch, warm_up, write_csv)
 from .peft_counts import LORA_TARGETS, PEFT_RANKS, hf_model_from_shape
 
 LORA_SHAPES = {
@@ -66,8 +65,7 @@ def measure_lora(key, *, mode, r, targets, dropout, recompute, batch, seq, atten
     torch.manual_seed(0)
     model = hf_model_from_shape(m, "llama", attention)
     if recompute == "full":
-        warnings.filterwarnings("ignore", message=".*gradient_checkpointing_enable.*")
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        recompute_full(model)
     model = model.to(MODES[mode]).train()
     cfg = peft.LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=dropout, target_modules=list(LORA_TARGETS[targets]),
                           task_type="CAUSAL_LM")

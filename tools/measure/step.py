@@ -41,7 +41,6 @@ import itertools
 import math
 import re
 import time
-import warnings
 
 import torch
 
@@ -49,8 +48,8 @@ from llmsizing import Model
 
 from .book_modules import Transformer
 from .core import (MODES, STEP_MODES, LiveBytes, ModuleTagger, PhaseMarkers, adamw, attention_impl, autocast,
-                   date_today, dtype_name, end_state, is_weight_copy, measured_step, phase_columns, saved_storage,
-                   selfcheck, start_tracker, token_batch, warm_up, write_csv)
+                   date_today, dtype_name, end_state, is_weight_copy, measured_step, phase_columns, recompute_full,
+                   saved_storage, selfcheck, start_tracker, token_batch, warm_up, write_csv)
 
 # ============================================================================ the models of `step`
 # One llmsizing.Model per shape: the HF config and the fused stack's modules are both built from it.
@@ -106,9 +105,8 @@ class Harness:
             self.shape = STEP_SHAPES[key]
             self.model_class = HF_CLASSES[key]
             self.model = getattr(tf, self.model_class)(_hf_config(key, attention))
-            if recompute == "full":   # (5.23 warns that this name becomes activation_checkpointing_enable in v6)
-                warnings.filterwarnings("ignore", message=".*gradient_checkpointing_enable.*")
-                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if recompute == "full":
+                recompute_full(self.model)
             base = self.model.transformer if key == "gpt2" else self.model.model
             self.final_norm = base.ln_f if key == "gpt2" else base.norm
             self.activation = self.model.config.activation_function if key == "gpt2" else self.model.config.hidden_act
