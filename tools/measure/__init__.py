@@ -1,0 +1,26 @@
+"""The memory measurements behind the book (``tools/measure_memory.py``, its entry point), one module per experiment.
+
+Imports go downwards only::
+
+    cli            the command line: main() and the sub-commands' options
+    saved          ``saved``: the tensors autograd saves, of the book's own modules (chapter 5)
+    step           ``step``: live bytes over one training step, HF models and the book's fused stack (chapter 5)
+    dist           ``dist``: per-rank states and collectives under DDP / ZeRO-1 / FSDP2 / TP / SP (chapter 9)
+    peft_counts    ``peft``: LoRA trainable parameters PEFT reports (meta device)
+    lora           ``lora``: live bytes over a PEFT LoRA step; builds on peft_counts (its ranks, targets, HF builder)
+    nf4            ``nf4``: bitsandbytes NF4 storage of one linear layer
+    dropout        ``dropout``: what PyTorch's dropout keeps for its backward
+    book_modules   the book's own torch modules (Transformer and its fused-kernel stand-ins), for saved and step
+    core           shared: the live-bytes tracker, one measured step and its phases, weight copies, CSV writing
+
+Every module but ``cli`` imports ``core`` (and ``saved``/``step`` ``book_modules``); no experiment imports another,
+except ``lora``, which measures the step of the very LoRA set-ups ``peft_counts`` counts.
+"""
+
+import sys
+from pathlib import Path
+
+# llmsizing from this checkout first, also without ``pip install -e .``
+_SRC = str(Path(__file__).resolve().parents[2] / "src")
+if sys.path[:1] != [_SRC]:
+    sys.path.insert(0, _SRC)

@@ -1,0 +1,63 @@
+"""Measure the memory of one training step in PyTorch and write it to data/ (book chapter 5, "Measure it yourself").
+
+The command line of ``tools/measure_memory.py`` (its docstring lists the sub-commands and their options):
+:func:`main` parses it and runs one experiment module per sub-command, or all of them in turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from .core import DATA
+from .dist import cmd_dist
+from .dropout import cmd_dropout
+from .lora import cmd_lora
+from .nf4 import cmd_nf4
+from .peft_counts import cmd_peft
+from .saved import cmd_saved
+from .step import cmd_step
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command")
+    data = DATA
+    p_saved = sub.add_parser("saved", help="tensors saved for backward by the book's own module code")
+    p_saved.add_argument("--out", default=str(data / "activation_measurements.csv"))
+    p_saved.add_argument("--tensors-out", default=str(data / "activation_saved_tensors.csv"))
+    p_step = sub.add_parser("step", help="live bytes over a whole training step (HF models + the fused stack)")
+    p_step.add_argument("--out", default=str(data / "step_measurements.csv"))
+    p_step.add_argument("--timeline-out", default=str(data / "step_timeline_example.csv"))
+    p_step.add_argument("--tensors-out", default=str(data / "step_saved_tensors.csv"))
+    p_dist = sub.add_parser("dist", help="per-rank model states under torch.distributed (DDP, ZeRO-1, FSDP2)")
+    p_dist.add_argument("--out", default=str(data / "dist_measurements.csv"))
+    p_dist.add_argument("--collectives-out", default=str(data / "dist_collectives.csv"))
+    p_dist.add_argument("--only", nargs="*", help="only these layouts (e.g. tp sp); for a quick look")
+    p_peft = sub.add_parser("peft", help="trainable/total parameters PEFT reports for LoRA (meta device)")
+    p_peft.add_argument("--out", default=str(data / "peft_trainable_params.csv"))
+    p_lora = sub.add_parser("lora", help="live bytes over a PEFT LoRA training step (small HF Llama models)")
+    p_lora.add_argument("--out", default=str(data / "lora_step_measurements.csv"))
+    p_nf4 = sub.add_parser("nf4", help="bitsandbytes NF4 storage of one linear layer's weight (CPU)")
+    p_nf4.add_argument("--out", default=str(data / "nf4_storage.csv"))
+    p_drop = sub.add_parser("dropout", help="the tensors PyTorch's dropout keeps for its backward (CPU)")
+    p_drop.add_argument("--out", default=str(data / "dropout_saved.csv"))
+    p_all = sub.add_parser("all", help="saved, step, dist, peft, lora, nf4, then dropout, with the default output "
+                                       "files (the default)")
+    p_all.set_defaults(only=None)
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_nf4, p_drop, p_all):
+        p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(2)
+    commands = {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist, "peft": cmd_peft, "lora": cmd_lora,
+                "nf4": cmd_nf4, "dropout": cmd_dropout}
+    if args.command in commands:
+        t0 = time.perf_counter()
+        commands[args.command](args)
+        print(f"{args.command}: {time.perf_counter() - t0:.0f} s")
+        return
+    quick = bool(getattr(args, "quick", False))
+    for name in commands:
+        main([name] + (["--quick"] if quick else []))
