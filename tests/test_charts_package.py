@@ -79,7 +79,8 @@ def test_shared_state_is_one_object():
 @pytest.mark.parametrize("v, short, tokens, usd", [
     (0.01, "0.01", "0", "$0"), (850, "850", "850", "$850"), (1000, "1k", "1,000", "$1k"),
     (12_000, "12k", "12,000", "$12k"), (250_000, "250k", "250,000", "$250k"), (1.2e6, "1.2M", "1.2M", "$1.2M"),
-    (3e11, "300B", "300B", None), (15.6e12, "15.6T", "15.6T", None),       # (dollars stop at millions)
+    (2.5e9, "2.5B", "2.5B", "$2.5B"), (3e11, "300B", "300B", "$300B"),
+    (15.6e12, "15.6T", "15.6T", None),       # (dollars stop at billions)
 ])
 def test_short_numbers_share_one_ladder(v, short, tokens, usd):
     assert (base._short_number(v), base._tokens(v)) == (short, tokens)

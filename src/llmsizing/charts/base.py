@@ -393,8 +393,8 @@ def _tokens(n: float) -> str:
 
 
 def _usd(v, _=None) -> str:
-    """Dollars in a short form: $850, $12k, $1.2M (the ladder stops at millions: $2.5e+03M)."""
-    return "$" + _suffixed(v, ".3g", below=",.0f", ladder=_SUFFIXES[2:])
+    """Dollars in a short form: $850, $12k, $1.2M, $2.5B."""
+    return "$" + _suffixed(v, ".3g", below=",.0f", ladder=_SUFFIXES[1:])
 
 
 def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
