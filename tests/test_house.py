@@ -49,3 +49,39 @@ def test_the_checks_see_the_packages():
     names = {p.relative_to(ROOT / "src" / "llmsizing").as_posix() for p in PY_FILES if "src" in p.parts}
     assert {"charts/base.py", "widgets/dashboard.py", "serve.py", "planner.py"} <= names
     assert any(p.parts[-2:] == ("tools", "measure_memory.py") for p in PY_FILES)
+
+
+def _chapter_row(path: Path) -> tuple[str, str, str]:
+    """What a chapter's code cells use: the library modules they import from (not the figures, widgets or glued
+    prose), the charts modules that define the figures they draw, the widgets modules of their widgets."""
+    import json
+    import re
+
+    from llmsizing import charts, widgets
+
+    nb = json.loads(path.read_text())
+    src = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+
+    def where(package, names, prefix):
+        mods = {getattr(package, n).__module__.rsplit(".", 1)[-1] for n in names if hasattr(package, n)}
+        return ", ".join(f"`{prefix}.{m}`" for m in sorted(mods)) or "—"
+    mods = sorted(set(re.findall(r"from llmsizing\.(\w+) import", src)) - {"charts", "widgets", "prose"})
+    return (", ".join(f"`{m}`" for m in mods) or "(top level)",
+            where(charts, re.findall(r"\b(render_\w+)\(", src), "charts"),
+            where(widgets, re.findall(r"\b(\w+_widget)\(", src), "widgets"))
+
+
+def test_the_appendix_table_of_where_each_chapter_lives_is_true():
+    import json
+
+    appendix = json.loads((ROOT / "book" / "90_formula_summary.ipynb").read_text())
+    text = "".join("".join(c["source"]) for c in appendix["cells"] if c["cell_type"] == "markdown")
+    rows = {}
+    for line in text.split("## Where each chapter lives in the library", 1)[1].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0][:1].isdigit():
+            rows[int(cells[0].split()[0])] = tuple(cells[1:])
+    chapters = sorted(p for p in (ROOT / "book").glob("[0-8]*.ipynb"))
+    assert sorted(rows) == [int(p.name[:2]) for p in chapters], "the table lists every chapter once"
+    for path in chapters:
+        assert rows[int(path.name[:2])] == _chapter_row(path), f"the appendix's row for {path.name} is out of date"
