@@ -229,7 +229,7 @@ def test_from_hf_config_gives_published_count(name, config):
     assert m.n_params == PUBLISHED[name]
     cat = get_model(name)
     for f in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "gated_mlp",
-              "tied_embeddings", "norm", "bias", "qkv_bias", "learned_pos"):
+              "tied_embeddings", "norm", "bias", "qkv_bias", "learned_pos", "fused_qkv"):
         assert getattr(m, f) == getattr(cat, f), f
 
 

@@ -54,7 +54,11 @@ class Model:
     ``activation`` is the MLP's activation function by its Hugging Face name (default: ``"silu"`` with a gated
     MLP, ``"gelu_new"`` without); it changes no parameter count, only what the Hugging Face stack saves for
     backward. ``sliding_window`` (``None``: full attention) limits how far back each token attends (Mistral
-    7B v0.1: 4096); it caps the KV cache (:func:`~llmsizing.inference.inference_memory`).
+    7B v0.1: 4096); it caps the KV cache (:func:`~llmsizing.inference.inference_memory`) and the attention FLOPs
+    (:func:`~llmsizing.flops.attention_keys_per_token`). ``fused_qkv`` says the query, key and value projections are
+    one matrix of ``(heads + 2 kv_heads) x head_dim`` rows (GPT-2's ``c_attn``, BLOOM's and Falcon's
+    ``query_key_value``, MPT's ``Wqkv``): the same parameters, but LoRA adapts it as one matrix
+    (:func:`~llmsizing.finetune.lora_params`), as PEFT does.
 
     ``max_seq`` is the context the model was trained with. The library accepts longer sequences: none of its
     memory formulas depends on the position encoding except learned positions (GPT-2 has exactly ``max_seq``
@@ -80,6 +84,7 @@ class Model:
     max_seq: int = 4096
     activation: str | None = None
     sliding_window: int | None = None
+    fused_qkv: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -96,7 +101,7 @@ class Model:
                              "unless head_dim is given")
         object.__setattr__(self, "kv_heads", kv)
         object.__setattr__(self, "head_dim", hd)
-        for f in ("gated_mlp", "tied_embeddings", "bias", "qkv_bias", "learned_pos"):
+        for f in ("gated_mlp", "tied_embeddings", "bias", "qkv_bias", "learned_pos", "fused_qkv"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         check_choice("norm", self.norm, NORMS)
         act = self.activation
@@ -226,7 +231,7 @@ class Model:
             fields = dict(layers=get.int("n_layer"), hidden=hidden, heads=heads, ffn_hidden=get.int("n_inner"),
                           vocab=get.int("vocab_size"), gated_mlp=False,
                           tied_embeddings=get.bool("tie_word_embeddings"), norm="layernorm", bias=True,
-                          learned_pos=True, max_seq=get.int("n_positions"),
+                          learned_pos=True, max_seq=get.int("n_positions"), fused_qkv=True,     # c_attn
                           activation=get.activation("activation_function"))
             fields["ffn_hidden"] = 4 * hidden if fields["ffn_hidden"] is None else fields["ffn_hidden"]
             return get.build(cls, name, fields)
