@@ -114,9 +114,16 @@ def _model(name: str):
     if not name.strip():
         raise ValueError("model: got an empty name; give a catalogue name (see `llmsizing models`) or the path "
                          "of a Hugging Face config.json")
-    if name.endswith(".json") or "/" in name or Path(name).is_dir():
+    if name.endswith(".json") or "/" in name or _is_dir(name):
         return Model.from_hf_config(name)
     return resolve_model(name)
+
+
+def _is_dir(name: str) -> bool:
+    try:
+        return Path(name).is_dir()
+    except OSError:                        # a name no file system accepts (too long): not a folder
+        return False
 
 
 def _emit(df, args, *, title: str = "") -> None:

@@ -160,8 +160,9 @@ def decode_step_roofline(model, gpu, *, batch: int, context: int, weights: str =
     (:func:`~llmsizing.inference.kv_cache_bytes_per_token` x cached tokens, at most the sliding window).
     FLOPs: ``batch`` x :func:`~llmsizing.flops.forward_flops_per_token` at ``context``: the new token attends to
     every cached position, at most the sliding window (the same cap as prefill and training). Time bounds:
-    bytes / HBM bandwidth and FLOPs / the dense peak in ``compute`` (Williams et al. 2009; Pope et al. 2022, "Efficiently Scaling Transformer Inference"). Activations,
-    kernel launches and communication are ignored: a lower bound. Taught in chapter 6; serving builds on it."""
+    bytes / HBM bandwidth and FLOPs / the dense peak in ``compute`` (Williams et al. 2009; Pope et al. 2022,
+    "Efficiently Scaling Transformer Inference"). Activations, kernel launches and communication are ignored: a
+    lower bound. Taught in chapter 6; serving builds on it."""
     batch = check_int("batch", batch)
     m, g, w, kv_seq, flops_tok, peak, hbm = _decode_terms(model, gpu, context, weights, kv_cache, compute)
     read = w + batch * kv_seq

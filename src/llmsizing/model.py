@@ -331,9 +331,13 @@ def _load_hf_config(config) -> tuple[dict, str]:
     if not isinstance(config, (str, PathLike)):
         raise TypeError(f"config must be a dict or a path to config.json, got {type(config).__name__}")
     path = Path(config)
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.is_file():
+    try:
+        if path.is_dir():
+            path = path / "config.json"
+        found = path.is_file()
+    except OSError as exc:                  # a name the file system refuses (too long, ...): not a config file
+        raise FileNotFoundError(f"no config file at {_short(str(path), 200)} ({exc.strerror})") from None
+    if not found:
         raise FileNotFoundError(f"no config file at {path}")
     try:
         text = path.read_text(encoding="utf-8")
