@@ -229,8 +229,13 @@ def test_models_without_a_gated_mlp_fine_tune_with_the_defaults(model, method):
 
 
 def test_full_fine_tuning_does_not_read_lora_targets():
+    """Every weight trains: a target the model lacks is no reason to refuse, a name no model has (a typo) is."""
     kw = dict(method="full", batch=1, seq=256)
     assert finetune_memory("gpt2", targets=("gate",), **kw) == finetune_memory("gpt2", **kw)
+    with pytest.raises(ValueError, match="unknown LoRA target 'gat'"):
+        finetune_memory("gpt2", targets=("gat",), **kw)
+    with pytest.raises(TypeError, match="targets"):
+        finetune_memory("gpt2", targets="bf16-mixed", **kw)
 
 
 def test_all_linear_is_every_matrix_of_gpt2_as_peft_adapts_it():

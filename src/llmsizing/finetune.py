@@ -72,6 +72,20 @@ def block_matrices(model: Model | str) -> dict[str, tuple[int, int]]:
     return shapes
 
 
+def _check_target_names(targets) -> None:
+    """Refuse ``targets`` that name no block matrix of any model (a typo), without asking whether this model has
+    them: full fine-tuning does not read them, and ``"gate"`` must not fail there on a model without a gate."""
+    if isinstance(targets, str) and targets.lower() == ALL_LINEAR:
+        return
+    known = set(TARGETS) | set(TARGETS.values())
+    for t in check_sequence("targets", targets, example='("q", "k", "v", "o") or "all-linear"'):
+        if not isinstance(t, str):
+            raise TypeError(f"targets must be names such as 'q' or 'q_proj', got {type(t).__name__} {t!r}")
+        if t not in known:
+            raise ValueError(f"unknown LoRA target {t!r}: targets are {', '.join(TARGETS)} (or their PEFT names "
+                             f"{', '.join(TARGETS.values())}), or {ALL_LINEAR!r}")
+
+
 def _target_shapes(model: Model, targets) -> dict[str, tuple[int, int]]:
     """``{peft name: (d_out, d_in)}`` of the block matrices named by ``targets`` (short or PEFT names, or
     ``"all-linear"``)."""
@@ -190,8 +204,9 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
 
     ``method="full"`` is :func:`~llmsizing.memory.training_memory` itself (bf16 mixed precision; ``parallel``
     for ZeRO/FSDP and offload). ``"lora"`` freezes the bf16 base and trains ``rank``-``r`` adapters on
-    ``targets`` (default ``"all-linear"``: every matrix the model's blocks have, as PEFT's shorthand; not read
-    for ``"full"``) (``dtype="fp32"`` for a base kept in fp32, as the book's CPU measurements run it); ``"qlora"``
+    ``targets`` (default ``"all-linear"``: every matrix the model's blocks have, as PEFT's shorthand; for
+    ``"full"`` only checked for typos, since every weight trains) (``dtype="fp32"`` for a base kept in fp32, as
+    the book's CPU measurements run it); ``"qlora"``
     stores the base's block matrices in nf4 (module docstring). ``lora_dropout=True``
     adds the dropout's saved output and mask per adapted matrix (PEFT's ``lora_dropout > 0``): the mask is
     ``mask_bytes`` per number, as in :func:`~llmsizing.activations.activation_memory` (1 on a GPU; on the CPU,
@@ -216,7 +231,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     rank = check_int("rank", rank, maximum=65536)
     if alpha is not None:     # LoRA's scale alpha / r changes the update, not a byte of memory: checked, unused
         check_number("alpha", alpha, allow_equal=False)
-    if method == "full":                             # (LoRA's targets are not read: every weight trains)
+    if method == "full":         # every weight trains: the targets are not read, only checked for typos
+        _check_target_names(targets)
         t = training_memory(model, batch=batch, seq=seq, precision="bf16-mixed", optimizer=optimizer,
                             attention=attention, recompute=recompute, grad_accum=grad_accum, parallel=parallel,
                             overhead_bytes=overhead_bytes, stack=stack)

@@ -194,8 +194,9 @@ class Model:
         (``config.json: num_attention_heads must be an integer >= 1, got 0``; ``num_key_value_heads`` must divide
         ``num_attention_heads``), never a :class:`Model` field. A key that is absent gets the default of the
         Hugging Face config class (:data:`HF_DEFAULTS`: Mistral's ``num_key_value_heads`` is 8, Qwen2's 32);
-        ``null`` gets what the class's ``__post_init__`` makes of it (``num_key_value_heads: null`` is
-        ``num_attention_heads``, ``sliding_window: null`` no window). A present but invalid value (0, a float,
+        ``null`` is read as absent, except where the class's ``__post_init__`` gives it its own meaning
+        (``num_key_value_heads: null`` is ``num_attention_heads``, ``sliding_window: null`` no window, ``head_dim:
+        null`` ``hidden_size // num_attention_heads``). A present but invalid value (0, a float,
         ``"false"``, an integer of thousands of digits) is refused, not replaced. Bias flags the Hugging Face
         class ignores are ignored too: Qwen2 always has biases on q, k and v only, Mistral none.
 
