@@ -197,3 +197,95 @@ def test_first_layer_masks_only_what_follows_an_adapted_matrix():
     gpu = finetune_memory(m, method="lora", batch=1, seq=1024, lora_dropout=True)
     cpu = finetune_memory(m, method="lora", batch=1, seq=1024, lora_dropout=True, mask_bytes=4)
     assert gpu.activations_bytes < cpu.activations_bytes
+
+
+# ----------------------------------------------------------------------------- issue 20 class 10: false refusals
+#: Models without a gated MLP, built from their Hugging Face modules (``modeling_opt.py``: q_proj, k_proj, v_proj,
+#: out_proj, fc1, fc2; ``modeling_bloom.py`` / ``modeling_falcon.py``: query_key_value, dense, dense_h_to_4h,
+#: dense_4h_to_h; MPT: Wqkv, out_proj, up_proj, down_proj).
+OPT_125M = L.Model("opt-125m", layers=12, hidden=768, heads=12, ffn_hidden=3072, vocab=50272, gated_mlp=False,
+                   tied_embeddings=True, norm="layernorm", bias=True, learned_pos=True, max_seq=2048,
+                   activation="relu")
+BLOOM_560M = L.Model("bloom-560m", layers=24, hidden=1024, heads=16, ffn_hidden=4096, vocab=250880,
+                     gated_mlp=False, tied_embeddings=True, norm="layernorm", bias=True, max_seq=2048,
+                     activation="gelu", fused_qkv=True)
+FALCON_7B = L.Model("falcon-7b", layers=32, hidden=4544, heads=71, kv_heads=1, ffn_hidden=18176, vocab=65024,
+                    gated_mlp=False, tied_embeddings=True, norm="layernorm", max_seq=2048, activation="gelu",
+                    fused_qkv=True)
+MPT_7B = L.Model("mpt-7b", layers=32, hidden=4096, heads=32, ffn_hidden=16384, vocab=50432, gated_mlp=False,
+                 tied_embeddings=True, norm="layernorm", max_seq=2048, activation="gelu", fused_qkv=True)
+UNGATED = ["gpt2", OPT_125M, BLOOM_560M, FALCON_7B, MPT_7B]
+
+
+@pytest.mark.parametrize("model", UNGATED, ids=lambda m: getattr(m, "name", m))
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_models_without_a_gated_mlp_fine_tune_with_the_defaults(model, method):
+    """Every call on these raised: the default targets named 'gate', and full fine-tuning checked them too."""
+    f = finetune_memory(model, method=method, batch=1, seq=256)
+    assert f.total_bytes > 0 and f.trainable_params > 0
+    if method == "full":
+        t = L.training_memory(model, batch=1, seq=256, stack="hf")
+        assert f.total_bytes == t.total_bytes
+
+
+def test_full_fine_tuning_does_not_read_lora_targets():
+    """Every weight trains: a target the model lacks is no reason to refuse, a name no model has (a typo) is."""
+    kw = dict(method="full", batch=1, seq=256)
+    assert finetune_memory("gpt2", targets=("gate",), **kw) == finetune_memory("gpt2", **kw)
+    with pytest.raises(ValueError, match="unknown LoRA target 'gat'"):
+        finetune_memory("gpt2", targets=("gat",), **kw)
+    with pytest.raises(TypeError, match="targets"):
+        finetune_memory("gpt2", targets="bf16-mixed", **kw)
+
+
+def test_all_linear_is_every_matrix_of_gpt2_as_peft_adapts_it():
+    """PEFT's all-linear: every nn.Linear / Conv1D but the output layer. GPT-2 (modeling_gpt2.py) has per block
+    c_attn = Conv1D(3 x 768, 768), attn.c_proj = Conv1D(768, 768), c_fc = Conv1D(3072, 768) and
+    mlp.c_proj = Conv1D(768, 3072); LoRA adds r (d_in + d_out) to each."""
+    r = 16
+    per_layer = r * ((768 + 3 * 768) + (768 + 768) + (768 + 3072) + (3072 + 768))
+    assert lora_params("gpt2", rank=r) == 12 * per_layer == 2_359_296
+    assert lora_params(L.Model.from_hf_config({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
+                                               "vocab_size": 50257}), rank=r) == 12 * per_layer
+    assert lora_params("gpt2", rank=r, targets=("qkv", "o", "up", "down")) == 12 * per_layer
+    # attention only: c_attn and the attention's c_proj
+    assert lora_params("gpt2", rank=r, targets=ATTENTION_ONLY) == 12 * r * ((768 + 3 * 768) + (768 + 768))
+
+
+def test_all_linear_of_opt_and_falcon_by_hand():
+    r = 8
+    # OPT: q, k, v, out_proj (768 x 768 each), fc1 (3072 x 768), fc2 (768 x 3072)
+    assert lora_params(OPT_125M, rank=r) == 12 * r * (4 * (768 + 768) + 2 * (768 + 3072))
+    # Falcon-7B: query_key_value 4544 -> (71 + 2) x 64 = 4672, dense 4544 -> 4544, 4h MLP without a gate
+    assert lora_params(FALCON_7B, rank=r) == 32 * r * ((4544 + 4672) + (4544 + 4544) + 2 * (4544 + 18176))
+
+
+def test_all_linear_is_the_explicit_list_on_llama():
+    every = ("q", "k", "v", "o", "gate", "up", "down")
+    assert lora_params("llama-3-8b", rank=8) == lora_params("llama-3-8b", rank=8, targets=every)
+    assert lora_params("llama-3-8b", rank=8, targets="ALL-LINEAR") == lora_params("llama-3-8b", rank=8)
+
+
+@pytest.mark.parametrize("targets", [("q", "v"), ("q",), ("k_proj", "o")])
+def test_part_of_a_fused_qkv_is_refused(targets):
+    with pytest.raises(ValueError, match="fused q, k, v"):
+        lora_params("gpt2", targets=targets)
+
+
+def test_gate_on_an_ungated_model_is_still_refused_for_lora():
+    with pytest.raises(ValueError, match="unknown LoRA target 'gate' for gpt2.*all-linear"):
+        finetune_memory("gpt2", method="lora", targets=("q", "k", "v", "gate"), batch=1, seq=128)
+
+
+@pytest.mark.parametrize("method", ["lora", "qlora"])
+def test_lora_with_adafactor_keeps_a_factored_moment_per_adapter_matrix(method):
+    """LoRA with Adafactor was refused. Adafactor's factored second moment keeps a row and a column vector per
+    matrix (Shazeer & Stern 2018, Alg. 4): r + d_in for A (r x d_in), d_out + r for B (d_out x r), in fp32."""
+    r, layers = 16, 32
+    shapes = 4 * [(4096, 4096)] + 2 * [(11008, 4096)] + [(4096, 11008)]     # Llama-2-7B: q k v o, gate up, down
+    numbers = layers * sum((r + d_in) + (d_out + r) for d_out, d_in in shapes)
+    f = finetune_memory("llama-2-7b", method=method, optimizer="adafactor", rank=r, batch=1, seq=512)
+    assert f.optimizer_bytes == pytest.approx(4 * numbers)
+    assert f.trainable_params == 39_976_960 and f.gradients_bytes == 4 * 39_976_960
+    adam = finetune_memory("llama-2-7b", method=method, rank=r, batch=1, seq=512)
+    assert adam.optimizer_bytes == 8 * 39_976_960            # two fp32 moments per adapter parameter

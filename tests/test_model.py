@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -228,7 +229,7 @@ def test_from_hf_config_gives_published_count(name, config):
     assert m.n_params == PUBLISHED[name]
     cat = get_model(name)
     for f in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "gated_mlp",
-              "tied_embeddings", "norm", "bias", "qkv_bias", "learned_pos"):
+              "tied_embeddings", "norm", "bias", "qkv_bias", "learned_pos", "fused_qkv"):
         assert getattr(m, f) == getattr(cat, f), f
 
 
@@ -324,3 +325,77 @@ def test_tying_saves_exactly_one_embedding(fields):
     untied = Model("u", **{**fields, "tied_embeddings": False})
     tied = Model("t", **{**fields, "tied_embeddings": True})
     assert untied.n_params - tied.n_params == fields["vocab"] * fields["hidden"]
+
+
+# ----------------------------------------------------------------------------- issue 20: config files (class 9)
+def _write(tmp_path, text: str):
+    p = tmp_path / "config.json"
+    p.write_text(text)
+    return p
+
+
+def test_deeply_nested_config_is_a_value_error_naming_the_file(tmp_path):
+    """json.loads recursed into RecursionError, which the CLI showed as a traceback with exit 1."""
+    p = _write(tmp_path, '{"model_type": "llama", "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ValueError, match="nested too deeply") as e:
+        Model.from_hf_config(p)
+    assert str(p) in str(e.value)
+
+
+def test_a_5001_digit_integer_names_the_key_and_the_file(tmp_path):
+    """Python refuses to convert an integer of more than 4,300 digits; the error named neither file nor key."""
+    text = json.dumps(HF_LLAMA2_7B)[:-1] + ', "num_hidden_layers": ' + "9" * 5001 + "}"
+    p = _write(tmp_path, text)
+    with pytest.raises(ValueError) as e:
+        Model.from_hf_config(p)
+    msg = str(e.value)
+    assert str(p) in msg and "num_hidden_layers" in msg and "5,001-digit" in msg
+    # the same number under a key the library does not read does not matter
+    p = _write(tmp_path, json.dumps(HF_LLAMA2_7B)[:-1] + ', "bos_token_id": ' + "9" * 5001 + "}")
+    assert Model.from_hf_config(p).n_params == PUBLISHED["llama-2-7b"]
+    # and as a Python int in a dict (formatting it in the message would itself fail)
+    with pytest.raises(ValueError, match="vocab_size.*5,001-digit"):
+        Model.from_hf_config({**HF_LLAMA2_7B, "vocab_size": 10**5000})
+
+
+@pytest.mark.parametrize("config, key, internal", [
+    ({**HF_LLAMA2_7B, "num_key_value_heads": 5}, "num_key_value_heads", "kv_heads"),
+    ({**HF_LLAMA2_7B, "num_key_value_heads": 64}, "num_key_value_heads", "kv_heads"),
+    ({**HF_LLAMA2_7B, "hidden_size": 4095}, "hidden_size", "hidden"),
+    ({**HF_GPT2, "n_embd": 770}, "n_embd", "hidden"),
+    ({**HF_MISTRAL_7B, "sliding_window": 0}, "sliding_window", None),
+    ({**HF_QWEN2_7B, "use_sliding_window": True, "max_window_layers": -1}, "max_window_layers", None),
+])
+def test_config_errors_name_the_config_key_not_the_model_field(config, key, internal, tmp_path):
+    p = _write(tmp_path, json.dumps(config))
+    with pytest.raises(ValueError) as e:
+        Model.from_hf_config(p)
+    msg = str(e.value)
+    assert key in msg and str(p) in msg
+    if internal:
+        assert not re.search(rf"\b{internal}\b", msg), msg
+
+
+@pytest.mark.parametrize("extra, mtype", [
+    ({"num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408}, "qwen2_moe"),
+    ({"n_routed_experts": 64, "n_shared_experts": 2}, "deepseek_v2"),
+    ({"num_local_experts": 8, "num_experts_per_tok": 2}, "mistral"),
+])
+def test_moe_refusal_names_the_keys_it_saw(extra, mtype):
+    with pytest.raises(ValueError) as e:
+        Model.from_hf_config({**HF_LLAMA2_7B, "model_type": mtype, **extra})
+    msg = str(e.value)
+    for k, v in extra.items():
+        assert f"{k}={v}" in msg
+    assert "Mixtral" not in msg and mtype in msg
+
+
+@pytest.mark.parametrize("mtype, absent", [("llama", 32), ("mistral", 8), ("qwen2", 32)])
+def test_absent_num_key_value_heads_is_the_hugging_face_class_default(mtype, absent):
+    """transformers 5.x: LlamaConfig's num_key_value_heads defaults to None (= the head count), MistralConfig's
+    to 8, Qwen2Config's to 32; an explicit null is the head count for all three (their __post_init__)."""
+    cfg = {k: v for k, v in HF_LLAMA2_7B.items() if k != "num_key_value_heads"}
+    assert Model.from_hf_config({**cfg, "model_type": mtype}).kv_heads == absent
+    assert Model.from_hf_config({**cfg, "model_type": mtype, "num_key_value_heads": None}).kv_heads == 32
+    with pytest.raises(ValueError, match="num_key_value_heads .8, Hugging Face's default for mistral"):
+        Model.from_hf_config({**cfg, "model_type": "mistral", "num_attention_heads": 4, "hidden_size": 512})

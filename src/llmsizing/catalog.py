@@ -70,6 +70,7 @@ def _model_entries() -> dict[str, ModelEntry]:
             norm=r["norm"], bias=flag("bias"), qkv_bias=flag("qkv_bias"), learned_pos=flag("learned_pos"),
             max_seq=int(r["max_seq"]),
             sliding_window=int(r["sliding_window"]) if r["sliding_window"].strip() else None,
+            fused_qkv=flag("fused_qkv"),
         )
         out[m.name] = ModelEntry(m, int(r["published_params"]), int(r["published_rounded_to"]),
                                  r["source"], r["as_of"])

@@ -7,9 +7,12 @@ printed as one line naming the parameter, with exit code 2 (argparse's conventio
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from pathlib import Path
+
+from ._validate import MAX_MEANINGFUL
 
 EXAMPLES = """examples:
   llmsizing models
@@ -25,22 +28,102 @@ EXAMPLES = """examples:
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
+#: A number as the CLI reads it: digits, optionally grouped in threes by commas (``1,000,000``) or underscores
+#: (``1_000_000``), an optional fraction and exponent, and (for counts) a suffix. A comma is read as a thousands
+#: separator only when exactly three digits follow it: ``1,5T`` (a decimal comma) is refused, not read as 15T.
+_NUMBER = re.compile(r"(?P<sign>[+-])?(?P<int>[0-9]{1,3}(?:(?P<sep>[,_])[0-9]{3})(?:(?P=sep)[0-9]{3})*|[0-9]+)"
+                     r"(?P<frac>\.[0-9]*)?(?P<exp>e[+-]?[0-9]+)?", re.IGNORECASE)
+_NUMBER_SUFFIXED = re.compile(_NUMBER.pattern + r"\s*(?P<suffix>[kmbgt]?)", re.IGNORECASE)
+
+
+def _refuse(text: str, what: str, example: str) -> argparse.ArgumentTypeError:
+    """The error for ``text`` that is not ``what``; a misplaced comma gets its own explanation."""
+    if "," in text or "_" in text:
+        return argparse.ArgumentTypeError(
+            f"{text!r}: a comma (or _) is read only as a thousands separator, followed by exactly three digits "
+            f"(1,000,000); for a decimal write a point, e.g. {example}")
+    return argparse.ArgumentTypeError(f"not {what}: {text!r} (write e.g. {example})")
+
+
+def _parse(text, pattern, what: str, example: str) -> re.Match:
+    text = str(text).strip()
+    m = pattern.fullmatch(text)
+    if not m:
+        raise _refuse(text, what, example)
+    return m
+
+
+def _finite(value: float, text: str, what: str) -> float:
+    if not math.isfinite(value) or value > MAX_MEANINGFUL:
+        raise argparse.ArgumentTypeError(f"{text!r} is too large to be {what} (at most {MAX_MEANINGFUL:.3g})")
+    return value
+
 
 def count(text: str) -> float:
-    """``"15.6T"``, ``"500B"``, ``"2e12"`` or ``"1,000,000"`` as a number (argparse type for token counts)."""
-    m = re.fullmatch(r"\s*([0-9][0-9_,]*\.?[0-9]*(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*", str(text), re.IGNORECASE)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a count: {text!r} (write e.g. 1T, 500B, 2e12 or 1000000)")
-    return float(m.group(1).replace(",", "").replace("_", "")) * _SUFFIX[m.group(2).lower()]
+    """``"15.6T"``, ``"500B"``, ``"2e12"`` or ``"1,000,000"`` as a number (argparse type for token counts and
+    dollars). A comma must be a thousands separator (followed by exactly three digits): ``"1,5T"`` is refused."""
+    m = _parse(text, _NUMBER_SUFFIXED, "a count", "1T, 1.5T, 500B, 2e12 or 1,000,000")
+    number = ((m.group("sign") or "") + m.group("int").replace(",", "").replace("_", "") + (m.group("frac") or "")
+              + (m.group("exp") or ""))
+    value = _finite(float(number) * _SUFFIX[m.group("suffix").lower()], text, "a count")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a count must be > 0, got {str(text).strip()!r}")
+    return value
+
+
+def integer(minimum: int = 1, maximum: int | None = None):
+    """An argparse type: a whole number in [minimum, maximum], digits optionally grouped (``8,192``)."""
+    def parse(text: str) -> int:
+        m = _parse(text, _NUMBER, "an integer", "8192 or 8,192")
+        if m.group("frac") or m.group("exp"):
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r} (write e.g. 8192 or 8,192)")
+        digits = m.group("int").replace(",", "").replace("_", "")
+        if len(digits.lstrip("0")) > 16:
+            raise argparse.ArgumentTypeError(f"{text.strip()!r} is too large (at most {MAX_MEANINGFUL:,})")
+        value = -int(digits) if m.group("sign") == "-" else int(digits)
+        top = MAX_MEANINGFUL if maximum is None else maximum
+        if not minimum <= value <= top:
+            allowed = f">= {minimum:,}" if maximum is None and value < minimum else f"from {minimum:,} to {top:,}"
+            raise argparse.ArgumentTypeError(f"must be an integer {allowed}, got {value:,}")
+        return value
+    parse.__name__ = "integer"           # argparse names the type in its own messages
+    return parse
+
+
+def number(minimum: float = 0.0, maximum: float | None = None, *, inclusive: bool = True):
+    """An argparse type: a finite decimal number (a point, not a comma) in range: ``minimum <= x`` (``<`` unless
+    ``inclusive``) and ``x <= maximum``."""
+    def parse(text: str) -> float:
+        m = _parse(text, _NUMBER, "a number", "0.4 or 1,000.5")
+        value = _finite(float(m.group(0).replace(",", "").replace("_", "")), text, "a number")
+        low_ok = value >= minimum if inclusive else value > minimum
+        if not low_ok or (maximum is not None and value > maximum):
+            op = ">=" if inclusive else ">"
+            hi = "" if maximum is None else f" and <= {maximum:g}"
+            raise argparse.ArgumentTypeError(f"must be a number {op} {minimum:g}{hi}, got {text.strip()!r}")
+        return value
+    parse.__name__ = "number"
+    return parse
 
 
 def _model(name: str):
+    """A catalogue name, or the path of a Hugging Face config.json (or of the folder that holds one)."""
     from .catalog import resolve_model
     from .model import Model
 
-    if name.endswith(".json") or Path(name).is_dir():
+    if not name.strip():
+        raise ValueError("model: got an empty name; give a catalogue name (see `llmsizing models`) or the path "
+                         "of a Hugging Face config.json")
+    if name.endswith(".json") or "/" in name or _is_dir(name):
         return Model.from_hf_config(name)
     return resolve_model(name)
+
+
+def _is_dir(name: str) -> bool:
+    try:
+        return Path(name).is_dir()
+    except OSError:                        # a name no file system accepts (too long): not a folder
+        return False
 
 
 def _emit(df, args, *, title: str = "") -> None:
@@ -88,35 +171,71 @@ def _parallel(args):
                     virtual_stages=args.virtual_stages, offload=args.offload)
 
 
+#: How the memory table names the temporaries alive at the peak, by the phase that holds it
+#: (:func:`~llmsizing.memory.step_phases`).
+_TEMPORARIES = {"forward": "temporaries (ZeRO-3 gathered unit)", "loss backward": "loss temporaries",
+                "backward": "backward temporaries", "optimizer step": "optimizer temporaries"}
+
+
+def memory_frame(t):
+    """What is alive at the peak of the step (:attr:`~llmsizing.memory.TrainingMemory.phase_parts` of its
+    :attr:`~llmsizing.memory.TrainingMemory.peak_phase`), then the peak, the overhead and the total: the rows
+    above ``peak`` add up to it (bytes, GiB, bytes per parameter)."""
+    from .memory import _frame
+
+    phase = t.peak_phase
+    parts = t.phase_parts[phase]
+    rows = {"weights": parts["weights"], "gradients": parts["gradients"],
+            "optimizer states": parts["optimizer states"], "activations": parts["activations"]}
+    if parts["autocast copies"]:
+        rows["autocast copies"] = parts["autocast copies"]
+    rows[_TEMPORARIES[phase]] = parts["temporaries"]
+    rows.update({"peak": t.peak_bytes, "overhead": t.overhead_bytes, "total": t.total_bytes})
+    return _frame(rows, t.states.n_params)
+
+
 def cmd_memory(args) -> None:
     from .catalog import get_gpu
-    from .memory import training_memory
+    from .memory import PHASES, training_memory
 
-    t = training_memory(_model(args.model), batch=args.batch, seq=args.seq, precision=args.precision,
+    model = _model(args.model)
+    g = None if args.gpu is None else get_gpu(args.gpu)  # an unknown GPU is refused before anything is printed
+    t = training_memory(model, batch=args.batch, seq=args.seq, precision=args.precision,
                         optimizer=args.optimizer, attention=args.attention, recompute=args.recompute,
                         grad_accum=args.grad_accum, parallel=_parallel(args), stack=args.stack)
-    df = t.to_frame()
+    df = memory_frame(t)
     if args.json or args.csv:
         _emit(df, args)
         return
-    title = f"{t.states.n_params:,} parameters; per GPU (the most loaded one), batch {args.batch} x seq {args.seq}"
+    title = (f"{t.states.n_params:,} parameters; per GPU (the most loaded one), batch {args.batch} x seq "
+             f"{args.seq}; alive at the peak of the step (the {t.peak_phase}):")
     out = df[["GiB", "bytes/param"]].copy()
     out["GiB"] = out["GiB"].map("{:,.2f}".format)
     out["bytes/param"] = out["bytes/param"].map("{:.3f}".format)
     _emit(out, args, title=title)
-    if args.gpu:
-        g = get_gpu(args.gpu)
+    phases = t.phases_bytes
+    print("\npeak of each phase, GiB: " + ", ".join(f"{p} {phases[p] / 2**30:,.2f}" for p in PHASES))
+    if g is not None:
         verdict = "fits" if t.total_bytes <= g.memory_bytes else "does NOT fit"
         print(f"\n{t.total_bytes / 2**30:,.1f} GiB {verdict} on one {g.label}")
 
 
 def cmd_time(args) -> None:
-    from .time_cost import training_time
+    from .time_cost import MFU_DEFAULT, training_time
 
-    mfu_range = tuple(args.mfu_range) if args.mfu_range else None
+    mfu, mfu_range = args.mfu, (tuple(args.mfu_range) if args.mfu_range else None)
+    if mfu_range is not None and not mfu_range[0] <= mfu_range[1]:
+        raise ValueError(f"--mfu-range LOW HIGH must have LOW <= HIGH, got {mfu_range[0]:g} {mfu_range[1]:g}")
+    if mfu is not None and mfu_range is None:
+        mfu_range = (mfu, mfu)                         # an MFU given alone is exact: one row, not three
+    elif mfu is None and mfu_range is not None and not mfu_range[0] <= MFU_DEFAULT <= mfu_range[1]:
+        raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the default --mfu "
+                         f"{MFU_DEFAULT:g}: give --mfu too")
     t = training_time(_model(args.model), tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus, seq=args.seq,
-                      mfu=args.mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price, dtype=args.dtype)
+                      mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price, dtype=args.dtype)
     df = t.to_frame()
+    if t.mfu_low == t.mfu_high:                        # one MFU: the three cases are the same row
+        df = df.loc[["central"]]
     if args.json or args.csv:
         _emit(df, args)
         return
@@ -187,19 +306,21 @@ def parser() -> argparse.ArgumentParser:
     p = _command(sub, "memory", "per-GPU memory of one training step",
                  "Per-GPU memory of one training step (training_memory), the most loaded GPU of a parallel layout.")
     p.add_argument("model", help="a catalogue name (see `llmsizing models`) or a Hugging Face config.json")
-    p.add_argument("--batch", type=int, required=True, help="micro-batch, sequences per GPU")
-    p.add_argument("--seq", type=int, required=True, help="sequence length, tokens")
+    p.add_argument("--batch", type=integer(), required=True, help="micro-batch, sequences per GPU")
+    p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
     p.add_argument("--precision", default="bf16-mixed", choices=list(RECIPES))
     p.add_argument("--optimizer", default="adamw", choices=list(OPTIMIZERS))
     p.add_argument("--attention", default="flash", choices=list(ATTENTION))
     p.add_argument("--recompute", default="none", choices=list(RECOMPUTE))
     p.add_argument("--stack", default="fused", choices=list(STACKS))
-    p.add_argument("--grad-accum", type=int, default=1, help="gradient-accumulation steps (= pipeline micro-batches)")
+    p.add_argument("--grad-accum", type=integer(), default=1,
+                   help="gradient-accumulation steps (= pipeline micro-batches)")
     for f in ("tp", "pp", "dp"):
-        p.add_argument(f"--{f}", type=int, default=1, help=f"{f} degree (default 1)")
-    p.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 over the dp group")
+        p.add_argument(f"--{f}", type=integer(), default=1, help=f"{f} degree (default 1)")
+    p.add_argument("--zero", type=integer(0, 3), default=0, help="ZeRO stage 0-3 over the dp group")
     p.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp > 1)")
-    p.add_argument("--virtual-stages", type=int, default=1, help="interleaved 1F1B model chunks per pipeline rank")
+    p.add_argument("--virtual-stages", type=integer(), default=1,
+                   help="interleaved 1F1B model chunks per pipeline rank")
     p.add_argument("--offload", default="none", choices=list(OFFLOADS))
     p.add_argument("--gpu", help="say whether the total fits on this catalogue GPU")
     _add_output(p)
@@ -210,12 +331,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T, 500B, 2e12")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
-    p.add_argument("--gpus", type=int, required=True, help="number of GPUs")
-    p.add_argument("--seq", type=int, required=True, help="sequence length, tokens")
-    p.add_argument("--mfu", type=float, help=f"model FLOPs utilisation (default: calibrated {MFU_DEFAULT:.2f}, "
-                                             f"range {MFU_LOW:.2f}-{MFU_HIGH:.2f})")
-    p.add_argument("--mfu-range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="the MFU's range")
-    p.add_argument("--price", type=float, help="USD per GPU-hour (default: the catalogue's on-demand price)")
+    p.add_argument("--gpus", type=integer(), required=True, help="number of GPUs")
+    p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
+    p.add_argument("--mfu", type=number(0, 1, inclusive=False),
+                   help=f"model FLOPs utilisation, exact (default: calibrated {MFU_DEFAULT:.2f}, range "
+                        f"{MFU_LOW:.2f}-{MFU_HIGH:.2f})")
+    p.add_argument("--mfu-range", type=number(0, 1, inclusive=False), nargs=2, metavar=("LOW", "HIGH"),
+                   help="the MFU's range (must contain --mfu)")
+    p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"], help="the peak the MFU is measured against")
     _add_output(p)
     p.set_defaults(func=cmd_time)
@@ -225,28 +348,34 @@ def parser() -> argparse.ArgumentParser:
                  "by default only the time-vs-cost front.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T")
-    p.add_argument("--seq", type=int, required=True, help="sequence length, tokens")
-    p.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
+    p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
+    p.add_argument("--global-batch", type=integer(), required=True, help="sequences per optimizer step")
     p.add_argument("--gpu", action="append", help="a catalogue GPU; repeat for several (default: H100 SXM)")
-    p.add_argument("--max-gpus", type=int, help="largest GPU count to consider")
-    p.add_argument("--deadline-days", type=float, help="drop plans slower than this")
+    p.add_argument("--max-gpus", type=integer(), help="largest GPU count to consider")
+    p.add_argument("--deadline-days", type=number(0, inclusive=False), help="drop plans slower than this")
     p.add_argument("--budget", type=count, help="drop plans dearer than this many USD, e.g. 2M")
-    p.add_argument("--overlap", type=float, default=OVERLAP, help="share of communication hidden behind compute")
-    p.add_argument("--compute-efficiency", type=float, default=COMPUTE_EFFICIENCY,
+    p.add_argument("--overlap", type=number(0, 1), default=OVERLAP,
+                   help="share of communication hidden behind compute")
+    p.add_argument("--compute-efficiency", type=number(0, 1, inclusive=False), default=COMPUTE_EFFICIENCY,
                    help="share of the peak while computing")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
-    p.add_argument("--top", type=int, default=20, help="print at most this many rows (default 20)")
+    p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)
     p.set_defaults(func=cmd_plan)
     return ap
 
 
 def main(argv=None) -> int:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``) and return the exit code: 0, or 2 for bad
+    input (argparse's usage errors included), with one line on stderr and no traceback."""
     ap = parser()
-    args = ap.parse_args(argv)
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:            # argparse has printed the usage and its message (or --help)
+        return e.code if isinstance(e.code, int) else 2
     try:
         args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as e:
+    except (ValueError, TypeError, OSError) as e:     # OSError: a config file that cannot be read
         print(f"llmsizing {args.command}: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:            # `llmsizing gpus | head`: the reader left; not an error of ours

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import check_choice, check_int, check_number
+from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number
 from .catalog import get_gpu, resolve_model
 from .hardware import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps
 from .model import Model
@@ -160,9 +160,17 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     on_rank = max(stage_params(model, par))
     out = []
 
+    def too_large(name, message):       # the error names what the caller gave, not an internal buffer
+        source = (f"the model's {on_rank:.4g} parameters on one GPU" if name.startswith(("DP", "ZeRO"))
+                  else f"batch x seq = {batch:,} x {seq:,} tokens of hidden size {model.hidden:,}")
+        return ValueError(f"{name}: one message of {message:.4g} bytes ({source}) is beyond "
+                          f"{MAX_MEANINGFUL:,} bytes")
+
     def add(name, group, n, kind, message, calls):
         if n == 1 or calls == 0:
             return
+        if message > MAX_MEANINGFUL:
+            raise too_large(name, message)
         link, bw = links[group]
         out.append(Collective(name, group, n, link, calls, message, calls * ring_bytes(kind, message, n), bw))
 
@@ -197,6 +205,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     if par.pp > 1:
         link, bw = links["pp"]
         p2p = act / (par.tp if par.sp else 1)
+        if p2p > MAX_MEANINGFUL:
+            raise too_large("PP send/recv", p2p)
         calls = 2 * m * par.virtual_stages                   # one activation out, one gradient back
         out.append(Collective("PP send/recv (activations and their gradients)", "pp", 2, link, calls, p2p,
                               calls * p2p, bw))

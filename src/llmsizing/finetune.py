@@ -4,18 +4,25 @@ Sources:
 
 * LoRA (Hu et al. 2021): a frozen weight ``W`` (``d_out x d_in``) gets a trainable ``B A`` with ``A`` of
   ``r x d_in`` and ``B`` of ``d_out x r``: ``r (d_in + d_out)`` parameters per adapted matrix. Targets are named
-  as PEFT users name them (``q_proj`` ... ``down_proj``, or the short ``q`` ... ``down``); with grouped-query
-  attention ``k_proj`` and ``v_proj`` are ``kv_heads x head_dim`` wide, which the count respects. PEFT keeps the
-  adapters in fp32 when the base is 16-bit (``autocast_adapter_dtype=True``, its default).
+  as PEFT users name them (``q_proj`` ... ``down_proj``, or the short ``q`` ... ``down``), or ``"all-linear"``
+  (:data:`ALL_LINEAR`, the default): PEFT's shorthand for every ``nn.Linear``/``Conv1D`` of the model except the
+  output layer (``peft/tuners/tuners_utils.py``, ``_maybe_include_all_linear_layers``), that is every matrix of
+  the blocks the model has: no ``gate`` without a gated MLP (GPT-2, OPT, BLOOM, Falcon, MPT), and one fused
+  ``qkv`` matrix where the model has one (:attr:`Model.fused_qkv <llmsizing.model.Model.fused_qkv>`: GPT-2's
+  ``c_attn``, ``r (h + 3h)`` parameters, not three adapters). With grouped-query attention ``k_proj`` and
+  ``v_proj`` are ``kv_heads x head_dim`` wide, which the count respects. PEFT keeps the adapters in fp32 when the
+  base is 16-bit (``autocast_adapter_dtype=True``, its default).
 * QLoRA (Dettmers et al. 2023): the frozen linear layers of the blocks in nf4 with double quantisation (4.127
   bits per weight, :data:`~llmsizing.precision.DTYPE_BYTES`), embeddings, LM head and norms left in 16 bits, as
   bitsandbytes and PEFT leave them (:func:`~llmsizing.inference.weights_bytes`); each matrix is dequantised to
   16 bits for its matmul, so one 16-bit copy of the largest block matrix is alive while a layer computes.
 * Frozen weights need no gradients and no optimizer states: only the adapters carry them (4-byte gradients,
   the optimizer's states for ``r (d_in + d_out)`` numbers each; ``"adamw-8bit"`` quantises them as
-  bitsandbytes does). A paged optimizer (bitsandbytes' ``paged_adamw``) keeps the same bytes in unified memory
-  that the driver may evict to the host under pressure: it absorbs spikes, it does not lower the steady state,
-  so the peak here is the same.
+  bitsandbytes does; Adafactor keeps its factored second moment, a row and a column vector per matrix:
+  ``(r + d_in) + (d_out + r)`` numbers per adapted matrix, Shazeer & Stern 2018, Alg. 4, the same rule as
+  :func:`~llmsizing.memory.optimizer_state_elements`). A paged optimizer (bitsandbytes' ``paged_adamw``) keeps
+  the same bytes in unified memory that the driver may evict to the host under pressure: it absorbs spikes, it
+  does not lower the steady state, so the peak here is the same.
 
 The peak follows :func:`~llmsizing.memory.training_memory`'s phases exactly (:func:`~llmsizing.memory.step_phases`),
 with the adapters as the trainable states. Activations: the base model's
@@ -35,36 +42,75 @@ from dataclasses import dataclass, replace
 from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
 from .activations import DROPOUT_MASK_BYTES
 from .catalog import resolve_model
-from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, ModelStates, _frame, default_overhead_bytes,
-                     model_states_for_params, step_phases, training_memory)
+from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, ModelStates, _frame, _states,
+                     default_overhead_bytes, model_states_for_params, step_phases, training_memory)
 from .model import Model
+from .parallel import Parallel
 from .precision import DTYPE_BYTES, OPTIMIZERS
 
 METHODS = ("full", "lora", "qlora")
 
-#: PEFT's module names for the matrices of a Llama-style block, and the short names the book also accepts.
+#: PEFT's module names for the matrices of a block, and the short names the book also accepts. ``qkv`` is the
+#: fused query/key/value matrix of a model with :attr:`~llmsizing.model.Model.fused_qkv` (GPT-2's ``c_attn``).
 TARGETS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj", "up": "up_proj",
-           "down": "down_proj"}
-ALL_LINEAR = tuple(TARGETS)
+           "down": "down_proj", "qkv": "qkv_proj"}
+#: PEFT's ``target_modules="all-linear"``: every linear layer of the model but the output layer.
+ALL_LINEAR = "all-linear"
 ATTENTION_ONLY = ("q", "k", "v", "o")
+_QKV = ("q_proj", "k_proj", "v_proj")
+
+
+def block_matrices(model: Model | str) -> dict[str, tuple[int, int]]:
+    """``{PEFT name: (d_out, d_in)}`` of every matrix of one block, in block order: what ``"all-linear"``
+    adapts. ``q_proj``, ``k_proj`` and ``v_proj`` are one ``qkv_proj`` in a model with fused q, k and v."""
+    model = resolve_model(model)
+    shapes = {name.removesuffix(".weight"): shape for comp, name, shape in model.layer_tensors()
+              if comp in ("attention", "mlp") and name.endswith(".weight")}
+    if model.fused_qkv:
+        q, k, v = (shapes.pop(n) for n in _QKV)
+        shapes = {"qkv_proj": (q[0] + k[0] + v[0], q[1]), **shapes}
+    return shapes
+
+
+def _check_target_names(targets) -> None:
+    """Refuse ``targets`` that name no block matrix of any model (a typo), without asking whether this model has
+    them: full fine-tuning does not read them, and ``"gate"`` must not fail there on a model without a gate."""
+    if isinstance(targets, str) and targets.lower() == ALL_LINEAR:
+        return
+    known = set(TARGETS) | set(TARGETS.values())
+    for t in check_sequence("targets", targets, example='("q", "k", "v", "o") or "all-linear"'):
+        if not isinstance(t, str):
+            raise TypeError(f"targets must be names such as 'q' or 'q_proj', got {type(t).__name__} {t!r}")
+        if t not in known:
+            raise ValueError(f"unknown LoRA target {t!r}: targets are {', '.join(TARGETS)} (or their PEFT names "
+                             f"{', '.join(TARGETS.values())}), or {ALL_LINEAR!r}")
 
 
 def _target_shapes(model: Model, targets) -> dict[str, tuple[int, int]]:
-    """``{peft name: (d_out, d_in)}`` of the block matrices named by ``targets`` (short or PEFT names)."""
-    items = check_sequence("targets", targets, example='("q", "k", "v", "o")')
-    shapes = {name.removesuffix(".weight"): shape for comp, name, shape in model.layer_tensors()
-              if comp in ("attention", "mlp") and name.endswith(".weight")}
+    """``{peft name: (d_out, d_in)}`` of the block matrices named by ``targets`` (short or PEFT names, or
+    ``"all-linear"``)."""
+    shapes = block_matrices(model)
+    if isinstance(targets, str) and targets.lower() == ALL_LINEAR:
+        return shapes
+    items = check_sequence("targets", targets, example='("q", "k", "v", "o") or "all-linear"')
     valid = [k for k, v in TARGETS.items() if v in shapes]
-    out = {}
+    out, parts = {}, set()
     for t in items:
         if not isinstance(t, str):
             raise TypeError(f"targets must be names such as 'q' or 'q_proj', got {type(t).__name__} {t!r}")
         name = TARGETS.get(t, t)
+        if model.fused_qkv and name in _QKV:          # q, k and v are rows of one matrix: all three, or none
+            parts.add(name)
+            name = "qkv_proj"
         if name not in shapes:
             raise ValueError(f"unknown LoRA target {t!r} for {model.name}: valid targets are "
-                             f"{', '.join(valid)} (or their PEFT names {', '.join(TARGETS[k] for k in valid)})")
+                             f"{', '.join(valid)} (or their PEFT names {', '.join(TARGETS[k] for k in valid)}), or "
+                             f"{ALL_LINEAR!r}")
         out[name] = shapes[name]
-    return out
+    if parts and len(parts) < 3:
+        raise ValueError(f"targets {list(items)!r}: {model.name} has one fused q, k, v matrix (fused_qkv, as "
+                         "GPT-2's c_attn), which LoRA adapts whole: name all of q, k and v, or 'qkv'")
+    return {k: v for k, v in shapes.items() if k in out}      # (block order)
 
 
 #: For the first layer with dropout: the adapted matrices upstream of each one's input within a block. The
@@ -73,9 +119,10 @@ def _target_shapes(model: Model, targets) -> dict[str, tuple[int, int]]:
 #: This assumes the embedding's output needs no gradient, as in a plain PEFT model; ``enable_input_require_grads()``
 #: (which PEFT's ``prepare_model_for_kbit_training`` calls) makes it need one, and then the first layer keeps
 #: its masks too: ``tokens x d_in x mask_bytes`` more for each of those matrices, in one layer.
-_UPSTREAM = {"q_proj": (), "k_proj": (), "v_proj": (), "o_proj": ("q_proj", "k_proj", "v_proj"),
-             "gate_proj": ("q_proj", "k_proj", "v_proj", "o_proj"), "up_proj": ("q_proj", "k_proj", "v_proj", "o_proj"),
-             "down_proj": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj")}
+_ATTN_IN = ("q_proj", "k_proj", "v_proj", "qkv_proj")
+_UPSTREAM = {"q_proj": (), "k_proj": (), "v_proj": (), "qkv_proj": (), "o_proj": _ATTN_IN,
+             "gate_proj": (*_ATTN_IN, "o_proj"), "up_proj": (*_ATTN_IN, "o_proj"),
+             "down_proj": (*_ATTN_IN, "o_proj", "gate_proj", "up_proj")}
 
 
 def _adapter_saved_bytes(shapes: dict, *, tokens: int, rank: int, act_bytes: float, dropout: bool,
@@ -100,15 +147,16 @@ def _adapter_saved_bytes(shapes: dict, *, tokens: int, rank: int, act_bytes: flo
         return a_out + sum(tokens * d_in * (4 + mask_bytes * needs_grad(name)) for name, (_, d_in) in shapes.items())
     if act_bytes < 4:
         return a_out + sum(tokens * d_in * 4 for _, d_in in shapes.values())
-    groups = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "gate_proj": "mlp_in",
-              "up_proj": "mlp_in", "down_proj": "down_in"}
+    groups = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "qkv_proj": "attn_in",
+              "gate_proj": "mlp_in", "up_proj": "mlp_in", "down_proj": "down_in"}
     distinct = {groups[n]: d_in for n, (_, d_in) in shapes.items() if n in groups}
     return a_out + sum(tokens * d_in * act_bytes for d_in in distinct.values())
 
 
 def lora_params(model: Model | str, *, rank: int = 16, targets=ALL_LINEAR) -> int:
     """Trainable parameters LoRA adds: ``rank x (d_in + d_out)`` per adapted matrix and layer (Hu et al. 2021),
-    what PEFT's ``print_trainable_parameters()`` reports for a model built from the same config."""
+    what PEFT's ``print_trainable_parameters()`` reports for a model built from the same config. ``targets``
+    defaults to ``"all-linear"``: every matrix the model's blocks have (module docstring)."""
     model = resolve_model(model)
     rank = check_int("rank", rank, maximum=65536)
     return model.layers * sum(rank * (d_out + d_in) for d_out, d_in in _target_shapes(model, targets).values())
@@ -156,7 +204,9 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
 
     ``method="full"`` is :func:`~llmsizing.memory.training_memory` itself (bf16 mixed precision; ``parallel``
     for ZeRO/FSDP and offload). ``"lora"`` freezes the bf16 base and trains ``rank``-``r`` adapters on
-    ``targets`` (``dtype="fp32"`` for a base kept in fp32, as the book's CPU measurements run it); ``"qlora"``
+    ``targets`` (default ``"all-linear"``: every matrix the model's blocks have, as PEFT's shorthand; for
+    ``"full"`` only checked for typos, since every weight trains) (``dtype="fp32"`` for a base kept in fp32, as
+    the book's CPU measurements run it); ``"qlora"``
     stores the base's block matrices in nf4 (module docstring). ``lora_dropout=True``
     adds the dropout's saved output and mask per adapted matrix (PEFT's ``lora_dropout > 0``): the mask is
     ``mask_bytes`` per number, as in :func:`~llmsizing.activations.activation_memory` (1 on a GPU; on the CPU,
@@ -181,8 +231,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     rank = check_int("rank", rank, maximum=65536)
     if alpha is not None:     # LoRA's scale alpha / r changes the update, not a byte of memory: checked, unused
         check_number("alpha", alpha, allow_equal=False)
-    shapes = _target_shapes(model, targets)          # checked even where unused: a typo should not pass silently
-    if method == "full":
+    if method == "full":         # every weight trains: the targets are not read, only checked for typos
+        _check_target_names(targets)
         t = training_memory(model, batch=batch, seq=seq, precision="bf16-mixed", optimizer=optimizer,
                             attention=attention, recompute=recompute, grad_accum=grad_accum, parallel=parallel,
                             overhead_bytes=overhead_bytes, stack=stack)
@@ -192,11 +242,13 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     if parallel is not None:
         raise ValueError(f"parallel={parallel!r}: LoRA/QLoRA are modelled on one GPU (data parallelism replicates "
                          "them; give parallel=None), full fine-tuning takes a layout")
-    trainable = lora_params(model, rank=rank, targets=targets)
+    shapes = _target_shapes(model, targets)
+    trainable = model.layers * sum(rank * (d_out + d_in) for d_out, d_in in shapes.values())
     from .inference import weights_bytes
 
     base = weights_bytes(model, "nf4" if method == "qlora" else dtype)
-    adapters = model_states_for_params(trainable, precision="fp32", optimizer=optimizer)   # fp32 adapters
+    adapters = _states(trainable, _adapter_state_elements(shapes, rank, model.layers, optimizer), "fp32",
+                       optimizer, Parallel())                                         # fp32 adapters, one GPU
     states = ModelStates(trainable, "fp32", optimizer, base + adapters.weights_bytes, adapters.gradients_bytes,
                          0.0, adapters.optimizer_state_bytes)
     acts = activation_memory(model, batch=batch, seq=seq, dtype=dtype, attention=attention, recompute=recompute,
@@ -222,7 +274,7 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
                        layers_bytes=acts.layers_bytes + model.layers * (per_layer - acts.per_layer_bytes)
                        - first_layer_less,
                        logits_bytes=acts.logits_bytes - head_saving)
-    largest = max(s[0] * s[1] for comp, _, s in model.layer_tensors() if comp in ("attention", "mlp") and len(s) == 2)
+    largest = max(d_out * d_in for d_out, d_in in block_matrices(model).values())
     dequant = 2.0 * largest if method == "qlora" else 0.0     # the 16-bit copy of the matrix being multiplied
     working = LAYER_WORKING_SET * (sum(layer_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention,
                                                    stack=stack).values()))
@@ -238,6 +290,18 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     return FinetuneMemory(method, trainable, base, adapters.weights_bytes, adapters.gradients_bytes,
                           adapters.optimizer_bytes, acts.total_bytes, peak, overhead,
                           phase.replace(" (start)", "").replace(" (end)", ""), dequant)
+
+
+def _adapter_state_elements(shapes: dict, rank: int, layers: int, optimizer: str) -> float:
+    """Numbers the optimizer keeps for the adapters: ``states`` per parameter, or with Adafactor its factored
+    second moment, a row and a column vector per matrix (``r + d_in`` for ``A``, ``d_out + r`` for ``B``:
+    Shazeer & Stern 2018, Alg. 4, as :func:`~llmsizing.memory.optimizer_state_elements` counts a model's)."""
+    opt = OPTIMIZERS[optimizer]
+    per_layer = sum(rank * (d_out + d_in) for d_out, d_in in shapes.values())
+    n = opt.states * per_layer
+    if opt.factored:
+        n += sum((rank + d_in) + (d_out + rank) for d_out, d_in in shapes.values())
+    return layers * n
 
 
 def bytes_per_param(method: str, *, optimizer: str = "adamw") -> float:

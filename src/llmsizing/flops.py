@@ -10,6 +10,14 @@ The attention term's causal-mask convention: by default the library counts the w
 those papers assume. A causal kernel (FlashAttention with ``causal=True``) skips the masked upper triangle and
 executes about half of it; ``causal=True`` counts that half, as some papers and tools do. Only the attention
 term differs: for Llama-2-7B at ``s = 4096`` it is 14% of the forward FLOPs, so the halved count is 7% lower.
+
+Sliding windows (:attr:`Model.sliding_window <llmsizing.model.Model.sliding_window>` ``w``, Mistral 7B v0.1:
+4096): a query attends to at most the last ``w`` keys, and FlashAttention's windowed kernel (``window_size``,
+which Hugging Face passes for these models) skips the key blocks outside the window, as a causal kernel skips the
+upper triangle. So the same count holds in every phase, training, prefill and decode alike: ``min(s, w)`` keys per
+token in the full-matrix convention (a decode step at context ``c`` attends to ``min(c, w)`` cached keys), and
+with ``causal=True`` the band's area over ``s``: ``s / 2`` up to ``s = w``, ``w - w^2 / (2 s)`` beyond. Below the
+window nothing changes; Mistral 7B v0.1 at ``s = 32768`` counts 4096 keys per token instead of 32768.
 """
 
 from __future__ import annotations
@@ -23,19 +31,35 @@ from .model import Model
 RECOMPUTE = ("none", "selective", "full")
 
 
-def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
-    """Forward FLOPs per token of the attention core over all layers: ``QK^T`` and ``attn @ V``,
-    ``4 * seq * heads * head_dim * layers`` (halved with ``causal=True``: see the module docstring)."""
+def attention_keys_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
+    """How many keys one query attends to, on average over a sequence of ``seq`` tokens: ``seq`` in the
+    full-matrix convention, ``seq / 2`` with ``causal=True``; with a sliding window ``w``, ``min(seq, w)``, and
+    with ``causal=True`` the causal band's area over ``seq`` (``w - w^2 / (2 seq)`` beyond the window). See the
+    module docstring."""
     model = resolve_model(model)
     seq = check_int("seq", seq)
-    full = 4 * seq * model.heads * model.head_dim * model.layers
-    return full / 2 if check_bool("causal", causal) else float(full)
+    causal = check_bool("causal", causal)
+    w = model.sliding_window
+    if w is None or seq <= w:
+        return seq / 2 if causal else float(seq)
+    return w - w * w / (2 * seq) if causal else float(w)
+
+
+def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
+    """Forward FLOPs per token of the attention core over all layers: ``QK^T`` and ``attn @ V``,
+    ``4 * keys * heads * head_dim * layers`` with ``keys`` = :func:`attention_keys_per_token`: ``seq`` (halved
+    with ``causal=True``), capped by a sliding window in every phase (see the module docstring)."""
+    model = resolve_model(model)
+    keys = attention_keys_per_token(model, seq=seq, causal=causal)
+    return 4 * keys * model.heads * model.head_dim * model.layers
 
 
 def forward_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
     """Forward FLOPs per token: 2 per weight of the matrix multiplies (embedding lookup excluded, LM head
     included) plus attention's ``QK^T`` and ``attn @ V`` (:func:`attention_flops_per_token`; the full
-    ``s x s`` matrix unless ``causal=True``)."""
+    ``s x s`` matrix unless ``causal=True``, at most the sliding window's ``w`` keys per token). A decode step at
+    context ``c`` is ``forward_flops_per_token(model, seq=c)``: the new token attends to ``c`` keys (``min(c, w)``
+    with a window)."""
     model = resolve_model(model)
     parts = model.param_breakdown()
     # the input embedding is a lookup, not a matmul; with tied embeddings the same matrix IS the LM head
@@ -48,7 +72,8 @@ def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "
     """Training FLOPs per token: forward x 3 (backward costs two forwards), plus what recomputation reruns:
     ``"full"`` the forward of the transformer layers again (not the embedding lookup nor the LM head, which
     sit outside the checkpointed layers: about 8N instead of 6N), ``"selective"`` the attention core again
-    (Korthikanti et al. 2022, Sec. 5)."""
+    (Korthikanti et al. 2022, Sec. 5). With a sliding window the attention term is capped as in the forward
+    (:func:`attention_keys_per_token`): the windowed kernel's backward skips the same blocks."""
     model = resolve_model(model)
     check_choice("recompute", recompute, RECOMPUTE)
     return _training_flops_per_token(model, check_int("seq", seq), recompute, check_bool("causal", causal))

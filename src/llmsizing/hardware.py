@@ -146,7 +146,7 @@ def _decode_terms(model, gpu, context, weights, kv_cache, compute):
     cached = kv_cached_tokens(m, context)
     w = weights_bytes(m, weights)
     kv_seq = kv_cache_bytes_per_token(m, kv_cache) * cached
-    flops_tok = forward_flops_per_token(m, seq=cached)
+    flops_tok = forward_flops_per_token(m, seq=context)      # (the window caps the keys inside, as in training)
     peak = dense_tflops(g, compute) * 1e12
     hbm = check_number("memory_bandwidth_gbps", g.memory_bandwidth_gbps, allow_equal=False) * 1e9
     return m, g, w, kv_seq, flops_tok, peak, hbm
@@ -158,10 +158,11 @@ def decode_step_roofline(model, gpu, *, batch: int, context: int, weights: str =
 
     Bytes read: every weight once (:func:`~llmsizing.inference.weights_bytes`), plus each sequence's KV cache
     (:func:`~llmsizing.inference.kv_cache_bytes_per_token` x cached tokens, at most the sliding window).
-    FLOPs: ``batch`` x :func:`~llmsizing.flops.forward_flops_per_token` with the new token attending to the
-    cached positions. Time bounds: bytes / HBM bandwidth and FLOPs / the dense peak in ``compute``
-    (Williams et al. 2009; Pope et al. 2022, "Efficiently Scaling Transformer Inference"). Activations,
-    kernel launches and communication are ignored: a lower bound. Taught in chapter 6; serving builds on it."""
+    FLOPs: ``batch`` x :func:`~llmsizing.flops.forward_flops_per_token` at ``context``: the new token attends to
+    every cached position, at most the sliding window (the same cap as prefill and training). Time bounds:
+    bytes / HBM bandwidth and FLOPs / the dense peak in ``compute`` (Williams et al. 2009; Pope et al. 2022,
+    "Efficiently Scaling Transformer Inference"). Activations, kernel launches and communication are ignored: a
+    lower bound. Taught in chapter 6; serving builds on it."""
     batch = check_int("batch", batch)
     m, g, w, kv_seq, flops_tok, peak, hbm = _decode_terms(model, gpu, context, weights, kv_cache, compute)
     read = w + batch * kv_seq

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._validate import check_choice, check_int, check_number, check_sequence
+from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number, check_sequence
 from .catalog import get_gpu, list_gpus, resolve_model
 from .comm import ring_bytes
 from .flops import forward_flops_per_token
@@ -217,13 +217,15 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     token, ``F(s)`` the forward FLOPs per token at context ``s`` (:func:`~llmsizing.flops.forward_flops_per_token`),
     ``B`` the HBM bandwidth, ``P`` the dense peak in ``compute``:
 
-    * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp, bytes ``W/tp`` + the KV
+    * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp (with a sliding window ``w`` the
+      causal band: each token attends to at most ``w`` keys, as in training and decode), bytes ``W/tp`` + the KV
       written; time ``max(FLOPs / (P mfu), bytes / (B mbu)) + 2 L all-reduces of n x prompt x hidden x 2
       bytes``. ``ttft_s`` is one prompt's (``n = 1``: continuous batching prefills a new request at once;
       queueing is not modelled), ``batch_prefill_s`` the whole batch's (it sets ``requests_per_s`` and the
       cost of input tokens);
     * decode (ITL), at the mean context ``c = prompt + output // 2``: bytes ``W/tp + batch x K x c / kv_split``,
-      FLOPs ``batch x F(c)`` / tp; ``itl = max(bytes / (B mbu), FLOPs / (P mfu)) + 2 L all-reduces of
+      FLOPs ``batch x F(c)`` / tp (``min(c, w)`` keys per token with a window);
+      ``itl = max(bytes / (B mbu), FLOPs / (P mfu)) + 2 L all-reduces of
       batch x hidden x 2 bytes``. ``kv_split = min(tp, kv_heads)``: beyond ``kv_heads`` vLLM replicates KV heads;
     * ``max_batch``: the largest batch whose KV cache at ``prompt + output`` tokens fits beside the weights
       and ``overhead_bytes_per_gpu`` (CUDA context, workspaces; default 1 GiB) on each GPU. Paged allocation
@@ -244,6 +246,11 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     prompt = check_int("prompt", prompt)
     output = check_int("output", output)
     batch = check_int("batch", batch)
+    if prompt + output > MAX_MEANINGFUL:          # (the context a sequence reaches; say so in the caller's words)
+        raise ValueError(f"prompt + output must be <= {MAX_MEANINGFUL:,} tokens, got {prompt:,} + {output:,}")
+    if tp > 1 and batch * prompt * m.hidden * ACTIVATION_BYTES > MAX_MEANINGFUL:
+        raise ValueError(f"batch x prompt = {batch:,} x {prompt:,} tokens prefilled at once: their tensor-parallel "
+                         f"all-reduce would exceed {MAX_MEANINGFUL:,} bytes; give a smaller batch or prompt")
     mbu = check_number("mbu", mbu, allow_equal=False, maximum=1.0)
     mfu = check_number("mfu", mfu, allow_equal=False, maximum=1.0)
     check_choice("compute", compute, COMPUTE_DTYPES)
@@ -276,7 +283,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     # decode: one token per sequence, attending to the mean context of the output steps
     ctx = prompt + output // 2
     cached = kv_cached_tokens(m, ctx)
-    dec_flops = batch * forward_flops_per_token(m, seq=cached) / tp
+    dec_flops = batch * forward_flops_per_token(m, seq=ctx) / tp      # min(ctx, window) keys: flops.py
     dec_bytes = w_gpu + batch * kv_tok_gpu * cached
     dec_comm = 2 * m.layers * _allreduce_s(batch * m.hidden * ACTIVATION_BYTES, tp, link, lat)
 

@@ -1,0 +1,42 @@
+"""Errors name what the caller gave (issue 20, class 9): a parameter or a sum of parameters, never an internal
+variable (``context``, ``message_bytes``) that the caller never passed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import llmsizing as L
+from llmsizing.comm import communication
+
+MAX = 2**53
+INTERNAL = re.compile(r"\b(context|message_bytes|kv_heads|n_params)\b")
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(prompt=MAX, output=MAX // 2), "prompt + output"),
+    (dict(prompt=MAX // 2 + 1, output=MAX // 2), "prompt + output"),
+    (dict(prompt=2**50, tp=2), "batch x prompt"),
+    (dict(batch=2**50, tp=2), "batch x prompt"),
+])
+def test_serving_names_prompt_and_output_not_context(kwargs, words):
+    with pytest.raises(ValueError) as e:
+        L.serving("llama-3-8b", "H100 SXM", **kwargs)
+    assert words in str(e.value) and not INTERNAL.search(str(e.value)), str(e.value)
+
+
+@pytest.mark.parametrize("parallel", [L.Parallel(tp=2), L.Parallel(pp=2), L.Parallel(tp=2, pp=2, sp=True)])
+def test_communication_names_batch_and_seq_not_message_bytes(parallel):
+    with pytest.raises(ValueError) as e:
+        communication("llama-3-8b", parallel, batch=2**40, seq=2**20, gpu="H100 SXM")
+    msg = str(e.value)
+    assert "batch x seq" in msg and not INTERNAL.search(msg), msg
+
+
+def test_communication_of_a_huge_model_names_its_parameters():
+    huge = L.Model("huge", layers=2**20, hidden=2**16, heads=2**9, ffn_hidden=2**18, vocab=2**10)
+    with pytest.raises(ValueError) as e:
+        communication(huge, L.Parallel(dp=2), batch=1, seq=1, gpu="H100 SXM")
+    msg = str(e.value)
+    assert "parameters on one GPU" in msg and not INTERNAL.search(msg), msg
