@@ -152,7 +152,7 @@ FINETUNE_COLORS = dict(zip(FINETUNE_PARTS, ("#0072B2", "#56B4E9", "#E69F00", "#C
 
 
 def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int = 1, seq: int = 2048,
-                           rank: int = 16, targets=("q", "k", "v", "o", "gate", "up", "down"),
+                           rank: int = 16, targets="all-linear",
                            recompute: str = "full", optimizer: str = "adamw", *,
                            into: Figure | None = None) -> View:
     """Chapter 16: one GPU's memory for full fine-tuning, LoRA and QLoRA of ``model``

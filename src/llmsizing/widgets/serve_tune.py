@@ -41,15 +41,14 @@ def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
     """Chapter 16: will my fine-tune fit on the GPU I have, and with what batch?
     (:func:`~llmsizing.charts.render_finetune_memory`)."""
     targets = {"attention (q, k, v, o)": ("q", "k", "v", "o"),
-               "all linear": ("q", "k", "v", "o", "gate", "up", "down")}
+               "all linear": "all-linear"}     # every linear layer the model has, as PEFT's all-linear
 
     def render(model, gpu, batch, seq, rank, targets, recompute, optimizer, into=None):
         return charts.render_finetune_memory(model, gpu=gpu, batch=batch, seq=seq, rank=rank, targets=targets,
                                              recompute=recompute, optimizer=optimizer, into=into)
 
-    llama_like = [m for m in list_models() if get_model(m).gated_mlp]
     controls = {
-        "model": W.Dropdown(options=llama_like, value=model, description="model", **_style()),
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "batch": W.SelectionSlider(options=[1, 2, 4, 8, 16, 32], value=1, description="batch", **_style()),
         "seq": W.SelectionSlider(options=[512, 1024, 2048, 4096, 8192], value=2048, description="sequence",
