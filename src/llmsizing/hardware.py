@@ -80,7 +80,7 @@ def matmul_intensity_flops_per_byte(m: int, k: int, n: int, bytes_per_element: f
     while ``m`` is much smaller than ``k`` and ``n``: that is why decoding a few tokens is memory-bound.
     Taught in chapter 6."""
     m, k, n = check_int("m", m), check_int("k", k), check_int("n", n)
-    b = check_number("bytes_per_element", bytes_per_element, allow_equal=False, maximum=64)
+    b = check_number("bytes_per_element", bytes_per_element, minimum=0.125, maximum=64)   # one bit to 64 bytes
     return 2 * m * k * n / (b * (m * k + k * n + m * n))
 
 
@@ -143,6 +143,7 @@ def _decode_terms(model, gpu, context, weights, kv_cache, compute):
     context = check_int("context", context)
     check_choice("weights", weights, DTYPES)
     check_choice("kv_cache", kv_cache, DTYPES)
+    check_choice("compute", compute, COMPUTE_DTYPES)
     cached = kv_cached_tokens(m, context)
     w = weights_bytes(m, weights)
     kv_seq = kv_cache_bytes_per_token(m, kv_cache) * cached
