@@ -234,13 +234,14 @@ def get_gpu(name: str) -> GPU:
     raise _unknown("GPU", name, list(gpus))
 
 
-def resolve_gpus(gpus, *, name: str = "gpus", example: str = '["H100 SXM", "A100 80GB"]') -> list[GPU]:
+def resolve_gpus(gpus, *, name: str = "gpus", example: str = '["H100 SXM", "A100 80GB"]',
+                 allow_empty: bool = False) -> list[GPU]:
     """A list of GPU names (any spelling :func:`get_gpu` accepts) or :class:`GPU` objects as a list of
     :class:`GPU`. The same GPU twice, under any two spellings, is refused, naming both: every table keyed by
     GPU would otherwise show each of its rows twice."""
     out: list[GPU] = []
     seen: dict[str, object] = {}
-    for item in check_sequence(name, gpus, example=example):
+    for item in check_sequence(name, gpus, example=example, allow_empty=allow_empty):
         g = get_gpu(item)
         if g.name in seen:
             raise ValueError(f"{name} lists the GPU {g.name!r} twice (as {seen[g.name]!r} and {item!r}): "

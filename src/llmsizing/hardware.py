@@ -28,7 +28,7 @@ def link_bandwidth_one_way_gbps(gpu) -> float:
 # =========================================================================== chapter 6: peaks, ridge points, rooflines
 from dataclasses import dataclass  # noqa: E402
 
-from ._validate import check_choice, check_int, check_sequence  # noqa: E402
+from ._validate import check_choice, check_int  # noqa: E402
 
 #: The compute formats the catalogue has a tensor-core peak for. ``fp16`` runs at the ``bf16`` rate on every
 #: catalogued GPU (FP16 with FP32 accumulation); ``fp8`` is absent on the A10, A100 40GB and A100 80GB.
@@ -194,12 +194,10 @@ def gpu_comparison(gpus=None):
     to node-mates, one way (GB/s). Taught in chapter 6."""
     import pandas as pd
 
-    from .catalog import get_gpu, list_gpus
+    from .catalog import list_gpus, resolve_gpus
 
-    names = list_gpus() if gpus is None else check_sequence("gpus", gpus, example='["H100 SXM", "B200"]')
     rows = {}
-    for name in names:
-        g = get_gpu(name)
+    for g in resolve_gpus(list_gpus() if gpus is None else gpus, example='["H100 SXM", "B200"]'):
         rows[g.name] = {"memory_gib": g.memory_gib, "hbm_tbps": g.memory_bandwidth_gbps / 1000,
                         "bf16_dense_tflops": dense_tflops(g), "bf16_sparse_tflops": sparse_tflops(g),
                         "ridge_flops_per_byte": ridge_point_flops_per_byte(g), "link": g.link,

@@ -81,6 +81,12 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     * ``offload="optimizer"`` needs ZeRO stage >= 1 and ``"optimizer+params"`` stage 3, as DeepSpeed's
       ``offload_optimizer`` and ``offload_param`` do.
     """
+    sp = check_bool("sp", sp)
+    check_choice("offload", offload, OFFLOADS)
+    if isinstance(model, str):                 # a catalogue name, as everywhere else
+        from .catalog import get_model
+
+        model = get_model(model)
     if zero >= 2 and pp > 1:
         raise ValueError(f"zero={zero} with pp={pp}: ZeRO-2/3 shard the gradients, which DeepSpeed's pipeline "
                          "engine refuses ('ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'); "
