@@ -97,14 +97,6 @@ def check_fraction(name: str, value, *, minimum: float = MIN_FRACTION) -> float:
     return value
 
 
-def check_finite_result(name: str, value: float, *, why: str) -> float:
-    """Raise ``ValueError`` if a computed ``value`` is not finite (or is negative): a result the library cannot
-    stand behind. ``why`` says which inputs to change."""
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} comes out as {value}: {why}")
-    return value
-
-
 def check_bool(name: str, value) -> bool:
     """Return ``value`` as a Python ``bool`` if it is one (NumPy's ``bool_`` too); raise ``TypeError`` for
     anything else, including ``0``/``1`` and the strings ``"true"``/``"false"``."""
