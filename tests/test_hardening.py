@@ -453,3 +453,11 @@ def test_check_number_refuses_subnormals_by_name():
         with pytest.raises(ValueError, match="x=.*subnormal"):
             check_number("x", v, minimum=None)
     assert check_number("x", sys.float_info.min) == sys.float_info.min and check_number("x", 0.0) == 0.0
+
+
+def test_render_pipeline_bubble_names_pps():
+    """Found by `make fuzz`: a bare int raised "'int' object is not iterable"."""
+    with pytest.raises(TypeError, match="pps"):
+        charts.render_pipeline_bubble(pps=3)
+    with pytest.raises(ValueError, match="pps"):
+        charts.render_pipeline_bubble(pps=(2, 10**7))

@@ -1211,13 +1211,12 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
     ``b / (1 + b)``. Chapter 8."""
     import numpy as np
 
-    from ._validate import check_int
-    from .parallel import pipeline_bubble
+    from ._validate import check_int, check_sequence
+    from .parallel import MAX_PP, pipeline_bubble
 
-    pps = [check_int("pps", p) for p in pps]
-    if not pps:
-        raise ValueError("pps must name at least one pipeline depth, e.g. (2, 4, 8)")
-    p_i = check_int("interleaved_pp", interleaved_pp)
+    # (a bare int is refused naming pps, not "'int' object is not iterable")
+    pps = [check_int("pps", p, maximum=MAX_PP) for p in check_sequence("pps", pps, example="(2, 4, 8)")]
+    p_i = check_int("interleaved_pp", interleaved_pp, maximum=MAX_PP)
     v = check_int("virtual_stages", virtual_stages, maximum=64)
     top = check_int("max_microbatches", max_microbatches, minimum=2, maximum=4096)
     ms = np.unique(np.geomspace(1, top, 60).round().astype(int))

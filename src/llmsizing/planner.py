@@ -71,9 +71,10 @@ def check_global_batch(global_batch) -> int:
 
 #: The most layouts (tp x pp x ZeRO stage, times the recomputations) :func:`plan` weighs in memory in one
 #: call, and the most plans that fit it prices (each a :func:`~llmsizing.layouts.step_time`): bounds that keep
-#: a call under a second. The book's largest searches weigh about 300 layouts and price about 10,000 plans
-#: (the whole catalogue at a global batch of 8,192); a model whose layer count has many divisors (pp), or a
-#: global batch with hundreds of divisors (dp), is refused with what to narrow instead of searched for seconds.
+#: a call under a second. The book's searches weigh at most about 300 layouts (Llama 3.1 405B) and price at
+#: most about 4,000 plans; the whole catalogue at a global batch of 8,192 prices about 10,000. A model whose
+#: layer count has many divisors (pp), or a global batch with hundreds of divisors (dp), is refused with what
+#: to narrow instead of searched for seconds.
 MAX_LAYOUTS = 600
 MAX_PLANS = 10_000
 
