@@ -135,7 +135,8 @@ def hand_made_gpus(draw, name: str | None = None) -> L.GPU:
         memory_source="", memory_bandwidth_gbps=draw(_SPEEDS), bf16_dense_tflops=draw(_SPEEDS),
         fp8_dense_tflops=draw(st.one_of(st.none(), _SPEEDS)), link="x", link_bandwidth_gbps=draw(_SPEEDS),
         link_direction=draw(st.sampled_from(LINK_DIRECTIONS)),
-        price_usd_per_gpu_hour=draw(st.one_of(st.none(), st.just(0.0), st.floats(0, 1e3))), price_source="",
+        price_usd_per_gpu_hour=draw(st.one_of(st.none(), st.just(0.0), st.floats(0, 1e3, allow_subnormal=False))),
+        price_source="",
         spec_source="", as_of="")
 
 
@@ -277,7 +278,7 @@ def test_fuzz_more_gpus_never_raise_the_per_gpu_states(model, zero, dps, precisi
 @settings(FUZZ, max_examples=EXAMPLES)
 @given(model=st.sampled_from(["gpt2", "llama-2-7b", "llama-3-70b"]), gpu=GPUS, tokens=st.floats(1e6, 1e13),
        n_gpus=st.integers(1, 65536), mfu=st.one_of(st.none(), st.floats(0.01, 0.7)),
-       price=st.one_of(st.none(), st.floats(0, 100)))
+       price=st.one_of(st.none(), st.floats(0, 100, allow_subnormal=False)))
 def test_fuzz_cost_is_gpu_hours_times_price(model, gpu, tokens, n_gpus, mfu, price):
     t = _call("training_time (invariants)", L.training_time,
               dict(model=model, tokens=tokens, gpu=gpu, n_gpus=n_gpus, seq=2048, mfu=mfu,

@@ -461,3 +461,11 @@ def test_render_pipeline_bubble_names_pps():
         charts.render_pipeline_bubble(pps=3)
     with pytest.raises(ValueError, match="pps"):
         charts.render_pipeline_bubble(pps=(2, 10**7))
+
+
+def test_render_dp_scaling_names_seq_and_mfu():
+    """Found by `make fuzz`: seq=None failed formatting the summary ("unsupported format string")."""
+    with pytest.raises(TypeError, match="seq"):
+        charts.render_dp_scaling(seq=None)
+    with pytest.raises(TypeError, match="mfu"):
+        charts.render_dp_scaling(mfu=None)

@@ -1315,7 +1315,7 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     ``overlap`` is the share of the traffic hidden behind compute. Chapter 7."""
     import numpy as np
 
-    from ._validate import check_int
+    from ._validate import check_fraction, check_int
     from .catalog import get_gpu, resolve_model
     from .comm import busy_fraction, communication, gpu_with_link, step_compute_time_s
     from .hardware import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps
@@ -1326,6 +1326,7 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     gb = check_int("global_batch", global_batch, maximum=1 << 20)
     b = check_int("batch", batch)
     top = check_int("max_dp", max_dp, maximum=1 << 16)
+    seq, mfu = check_int("seq", seq), check_fraction("mfu", mfu)     # (before the summary formats them)
     if b > gb:
         raise ValueError(f"batch={b} must be <= global_batch={gb}: the micro-batch is part of the global batch")
     dps = [d for d in (2 ** k for k in range(1, 17)) if d <= top and gb % (d * b) == 0]
