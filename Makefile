@@ -62,10 +62,14 @@ test: $(STAMP) ## Run unit tests (tests/) and strict nbval over every notebook i
 	$(PY) -m pytest tests book --ignore=tests/browser --nbval --nbval-current-env --nbval-cell-timeout=300 \
 	  -p no:cacheprovider -o console_output_style=classic $(PYTEST_ARGS)
 
+# Every fuzz file (tests/test_fuzz*.py: the library, serving, edge values and invariants, the command line and
+# config files) and the fuzz tests kept beside their chapters' tests.
 FUZZ_EXAMPLES ?= 2000
+FUZZ_TESTS := $(sort $(wildcard tests/test_fuzz*.py)) tests/test_ch7_data_parallel.py::test_fuzz_ch7 \
+  tests/test_ch11_cost.py::test_fuzz_ch11
 .PHONY: fuzz
 fuzz: $(STAMP) ## Fuzz every public function longer than CI does (FUZZ_EXAMPLES per function; prints the call count)
-	LLMSIZING_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/test_fuzz.py -p no:cacheprovider -q -v \
+	LLMSIZING_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest $(FUZZ_TESTS) -p no:cacheprovider -q -v \
 	  -o console_output_style=classic
 
 .PHONY: outputs

@@ -73,6 +73,9 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(f"fuzz: {calls:,} generated calls over {len(fuzz.CALLS)} functions "
                                 f"({fuzz.EXAMPLES} examples each), {returned:,} returned a result, "
                                 "the rest raised ValueError/TypeError/FileNotFoundError")
+    cpu, wall, name = fuzz.SLOWEST
+    terminalreporter.write_line(f"fuzz: slowest call {name} ({cpu:.2f} s CPU, {wall:.2f} s wall; the limit is "
+                                f"{fuzz.CALL_LIMIT_S:g} s CPU per call)")
     if terminalreporter.config.getoption("verbose") > 0:
         for name in sorted(fuzz.CALLS):
             terminalreporter.write_line(f"  {name:<32s}{fuzz.CALLS[name]:>8,d} calls"

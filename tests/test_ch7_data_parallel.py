@@ -8,7 +8,7 @@ import html
 
 import pytest
 from hypothesis import strategies as st
-from test_fuzz import Arg, Spec, _run, gpus, models, names, nums
+from test_fuzz import EXAMPLES, Arg, Spec, _run, gpus, models, names, nums
 
 from llmsizing import Parallel, get_gpu, get_model
 from llmsizing import comm
@@ -180,4 +180,5 @@ FEW = {"render_dp_scaling": 4, "render_zero_stages": 6}
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_fuzz_ch7(name):
-    _run(name, SPECS[name], FEW.get(name, 15))
+    n = FEW.get(name, 15)               # (in proportion to LLMSIZING_FUZZ_EXAMPLES under `make fuzz`; charts 1/5)
+    _run(name, SPECS[name], max(n, EXAMPLES * n // (125 if name.startswith("render") else 25)))

@@ -7,7 +7,11 @@ near-miss names ("bf-16", "Llama-3-8B"). Three promises are checked on every cal
 
 1. the only exceptions are ``ValueError`` and ``TypeError`` (and ``FileNotFoundError`` naming the path);
 2. every figure a call returns (bytes, FLOPs, counts, times) is finite and non-negative;
-3. a call made with NumPy scalars returns exactly what the same call with Python numbers returns.
+3. a call made with NumPy scalars returns exactly what the same call with Python numbers returns;
+
+and every call, valid or not, answers (or refuses) within :data:`CALL_LIMIT_S` of CPU time.
+``tests/test_fuzz_edges.py`` adds edge values (subnormals, huge numbers) on every numeric argument, hand-made
+GPUs, and invariants between calls.
 
 The example count is small by default so that CI stays fast; ``make fuzz`` runs many more
 (``LLMSIZING_FUZZ_EXAMPLES``) and prints how many calls were made.
@@ -19,13 +23,15 @@ import dataclasses
 import json
 import math
 import os
+import signal
+import time
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import small_models
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import llmsizing as L
@@ -34,8 +40,10 @@ from llmsizing.catalog import list_gpus, list_models
 from llmsizing.precision import DTYPES, OPTIMIZERS, RECIPES
 
 EXAMPLES = int(os.environ.get("LLMSIZING_FUZZ_EXAMPLES", "25"))
+# (no "explain" phase: it traces every line of a failing call, which runs it several times slower than
+# CALL_LIMIT_S allows, and reports that as a second failure)
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 100, database=None,
-                suppress_health_check=list(HealthCheck))
+                suppress_health_check=list(HealthCheck), phases=[p for p in Phase if p is not Phase.explain])
 #: Calls made, and calls that returned a result, per function (``make fuzz`` prints the totals).
 CALLS: dict[str, int] = {}
 RETURNED: dict[str, int] = {}
@@ -437,9 +445,37 @@ def _close(result) -> None:
         plt.close(result.figure)
 
 
+#: The most CPU time one call may take, in seconds: every public call answers in well under a second or refuses
+#: (issue 20). CPU time of this process (``ITIMER_PROF``), not the wall clock: on a shared CI machine the wall
+#: clock also measures the neighbours. An endless loop is stopped at the limit, not waited for.
+CALL_LIMIT_S = float(os.environ.get("LLMSIZING_FUZZ_CALL_LIMIT_S", "1.0"))
+#: The slowest call so far, by CPU time: (CPU seconds, wall seconds, function name) (``make fuzz`` prints it).
+SLOWEST: list = [0.0, 0.0, ""]
+
+
+class TooSlow(Exception):
+    """A call ran longer than :data:`CALL_LIMIT_S` (not a ValueError/TypeError: the fuzz reports it)."""
+
+
+def _too_slow(signum, frame):
+    raise TooSlow(f"a call took more than {CALL_LIMIT_S:g} s of CPU time (a search that grows with its input?)")
+
+
 def _call(name: str, func, kwargs: dict):
     CALLS[name] = CALLS.get(name, 0) + 1
-    return func(**kwargs)
+    if not hasattr(signal, "setitimer"):                 # (no interval timers on Windows: untimed)
+        return func(**kwargs)
+    previous = signal.signal(signal.SIGPROF, _too_slow)
+    cpu, wall = time.process_time(), time.perf_counter()
+    signal.setitimer(signal.ITIMER_PROF, CALL_LIMIT_S)
+    try:
+        return func(**kwargs)
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        if cpu > SLOWEST[0]:
+            SLOWEST[:] = [cpu, wall, name]
 
 
 @st.composite

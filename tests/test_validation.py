@@ -231,8 +231,8 @@ def test_numpy_int32_fields_do_not_overflow():
 
 
 def test_numpy_int32_parallel_and_tokens_per_step():
-    p = Parallel(tp=np.int32(8), pp=np.int32(2**16), dp=np.int32(2**16))
-    assert p.gpus == 8 * 2**16 * 2**16 and type(p.tp) is int        # np.int32 product: 0
+    p = Parallel(tp=np.int32(2**16), pp=np.int32(2**10), dp=np.int32(2**16))   # (pp <= MAX_PP = 2**10)
+    assert p.gpus == 2**16 * 2**10 * 2**16 and type(p.tp) is int        # np.int32 product: 0
     t = training_memory("llama-2-7b", batch=np.int32(2**15), seq=np.int32(2**16), grad_accum=np.int32(2**10))
     assert t.tokens_per_step == 2**15 * 2**16 * 2**10
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import sys
 from collections.abc import Iterable
 
 import numpy as np
@@ -22,6 +23,15 @@ import numpy as np
 #: Keeping every input below it keeps every product the library forms finite (it would take 19 such factors
 #: to overflow a float), so no result is ever ``inf``.
 MAX_MEANINGFUL = 2**53
+
+#: The smallest non-zero magnitude a number may have: the smallest *normal* float (2.2e-308). Below it are the
+#: subnormals (5e-324, 1e-311, ...), whose reciprocals overflow to ``inf``; they are refused like NaN.
+SMALLEST_NORMAL = sys.float_info.min
+
+#: The smallest share of a peak the library accepts for an efficiency or a utilisation (MFU, MBU, compute
+#: efficiency, the usable share of a GPU's memory, a reservation's utilisation): 0.1%. Below it, a time or a
+#: count divided by it stops meaning anything (and, far enough below, stops being finite).
+MIN_FRACTION = 1e-3
 
 
 def _is_bool(value) -> bool:
@@ -61,6 +71,9 @@ def check_number(name: str, value, *, minimum: float = 0.0, allow_equal: bool = 
         raise ValueError(f"{name} is too large to be meaningful: {len(str(abs(value)))} digits") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
+    if value and abs(value) < SMALLEST_NORMAL:
+        raise ValueError(f"{name}={value:g} is too close to zero to compute with: a subnormal float, below "
+                         f"{SMALLEST_NORMAL:g} (its reciprocal overflows)")
     top = MAX_MEANINGFUL if maximum is None else maximum
     if minimum is None:
         if abs(value) > top:
@@ -71,6 +84,16 @@ def check_number(name: str, value, *, minimum: float = 0.0, allow_equal: bool = 
     if not low_ok or value > top:
         hi = "" if maximum is None and not low_ok else f" and <= {top:g}"
         raise ValueError(f"{name} must be {op} {minimum:g}{hi}, got {value:g}")
+    return value
+
+
+def check_fraction(name: str, value, *, minimum: float = MIN_FRACTION) -> float:
+    """Return ``value`` as a Python ``float`` if it is a share of a peak in [``minimum``, 1] (an MFU, an MBU, an
+    efficiency, a usable share of memory: :data:`MIN_FRACTION` by default); raise naming ``name`` otherwise."""
+    value = check_number(name, value, allow_equal=False, maximum=1.0)
+    if value < minimum:
+        raise ValueError(f"{name} must be between {minimum:g} and 1, got {value:g}: a share below {minimum:g} "
+                         "of the peak is not a run the library can size")
     return value
 
 

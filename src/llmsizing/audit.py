@@ -418,6 +418,9 @@ def verdict(claimed: float, library: float, *, bound: str = "about", claimed_hig
         raise ValueError(f"claimed_high is only for bound='range', got bound={bound!r}")
     if not isinstance(reason, str):
         raise TypeError(f"reason must be a string, got {type(reason).__name__}")
+    if not 1e-300 <= claimed / library <= 1e300:        # (a factor that overflows is no verdict: "off by infx")
+        raise ValueError(f"claimed={claimed:g} and library={library:g} are too far apart to compare: their ratio "
+                         "overflows (the same unit for both?)")
 
     if bound == "about":
         r = claimed / library

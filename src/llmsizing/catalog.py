@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import csv
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from ._validate import check_choice, check_int, check_number, check_sequence
 from .model import Model
 
 #: ``data/`` at the repository root (the package is installed editable from ``src/``).
@@ -108,6 +110,19 @@ def resolve_model(model: Model | str) -> Model:
 
 
 # ----------------------------------------------------------------------------- GPUs
+#: How a GPU's ``link_bandwidth_gbps`` is quoted: both directions added (NVLink and PCIe datasheets), or one way.
+LINK_DIRECTIONS = ("bidirectional", "one-way")
+
+#: The smallest speed a GPU may claim, for its dense TFLOP/s and its GB/s of HBM and link bandwidth: 0.001
+#: (a GFLOP/s, a MB/s). A GPU at zero would divide every time by zero.
+MIN_GPU_SPEED = 1e-3
+
+#: The largest memory a GPU may report, in MiB: 2**30 MiB (1 PiB, some 5,000 times a B200).
+MAX_GPU_MIB = 2**30
+
+_GPU_TEXT_FIELDS = ("vendor", "memory_source", "link", "price_source", "spec_source", "as_of")
+
+
 @dataclass(frozen=True)
 class GPU:
     """One accelerator. Units follow :mod:`llmsizing.units`: memory in GiB, bandwidth in decimal GB/s,
@@ -134,6 +149,31 @@ class GPU:
     price_source: str
     spec_source: str
     as_of: str
+
+    def __post_init__(self):
+        # a hand-made GPU (or dataclasses.replace of a catalogued one) is checked like the catalogue's rows: a
+        # speed of zero would divide by zero in every time, a negative memory count negative GPUs. Each field
+        # keeps what its check returns (Python numbers: a NumPy int32 memory_mib would overflow in bytes).
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise TypeError(f"GPU name must be a non-empty string, got {self.name!r}")
+        for f in _GPU_TEXT_FIELDS:
+            if not isinstance(getattr(self, f), str):
+                raise TypeError(f"{f} of GPU {self.name!r} must be a string, got {getattr(self, f)!r}")
+
+        def field(f, **kw):
+            object.__setattr__(self, f, check_number(f"{f} of GPU {self.name!r}", getattr(self, f), **kw))
+
+        object.__setattr__(self, "memory_mib", check_int(f"memory_mib of GPU {self.name!r}", self.memory_mib,
+                                                         maximum=MAX_GPU_MIB))
+        for f in ("memory_bandwidth_gbps", "bf16_dense_tflops", "link_bandwidth_gbps"):
+            field(f, minimum=MIN_GPU_SPEED)
+        if self.fp8_dense_tflops is not None:        # None: no FP8 tensor cores (the A10, the A100s)
+            field("fp8_dense_tflops", minimum=MIN_GPU_SPEED)
+        if self.memory_marketed_gb is not None:
+            field("memory_marketed_gb", allow_equal=False)
+        if self.price_usd_per_gpu_hour is not None:  # None: no price (a blank cell in data/gpus.csv)
+            field("price_usd_per_gpu_hour")
+        check_choice(f"link_direction of GPU {self.name!r}", self.link_direction, LINK_DIRECTIONS)
 
     @property
     def memory_bytes(self) -> int:
@@ -174,8 +214,14 @@ def list_gpus() -> list[str]:
     return list(_gpus())
 
 
+def _norm_gpu(name: str) -> str:
+    """How GPU names are compared: case, spaces and hyphens forgiven (``"h100-sxm"`` is ``"H100 SXM"``)."""
+    return name.lower().replace(" ", "").replace("-", "")
+
+
 def get_gpu(name: str) -> GPU:
-    """The catalogued :class:`GPU` called ``name`` (e.g. ``"H100 SXM"``); case and spaces are forgiven."""
+    """The catalogued :class:`GPU` called ``name`` (e.g. ``"H100 SXM"``); case and spaces are forgiven. A
+    :class:`GPU` is returned as it is (it was checked when it was made)."""
     if isinstance(name, GPU):
         return name
     if not isinstance(name, str):
@@ -183,11 +229,69 @@ def get_gpu(name: str) -> GPU:
     gpus = _gpus()
     if name in gpus:
         return gpus[name]
-    norm = lambda s: s.lower().replace(" ", "").replace("-", "")  # noqa: E731
     for k, g in gpus.items():
-        if norm(k) == norm(name):
+        if _norm_gpu(k) == _norm_gpu(name):
             return g
     raise _unknown("GPU", name, list(gpus))
+
+
+def resolve_gpus(gpus, *, name: str = "gpus", example: str = '["H100 SXM", "A100 80GB"]',
+                 allow_empty: bool = False) -> list[GPU]:
+    """A list of GPU names (any spelling :func:`get_gpu` accepts) or :class:`GPU` objects as a list of
+    :class:`GPU`. The same GPU twice, under any two spellings, is refused, naming both: every table keyed by
+    GPU would otherwise show each of its rows twice."""
+    out: list[GPU] = []
+    seen: dict[str, object] = {}
+    for item in check_sequence(name, gpus, example=example, allow_empty=allow_empty):
+        g = get_gpu(item)
+        if g.name in seen:
+            raise ValueError(f"{name} lists the GPU {g.name!r} twice (as {seen[g.name]!r} and {item!r}): "
+                             "give each GPU once")
+        seen[g.name] = item
+        out.append(g)
+    return out
+
+
+def resolve_prices(prices, gpus=(), *, name: str = "prices", allow_zero: bool = True) -> dict[str, float]:
+    """``prices`` (a dict of GPU -> USD per GPU-hour, or ``None``) keyed by each GPU's :attr:`GPU.name`, every
+    price checked. A key may be any spelling :func:`get_gpu` accepts, a :class:`GPU`, or the name of one of
+    ``gpus`` (the GPUs being priced: hand-made ones too). A key that names no GPU, or the same GPU under two
+    spellings, is refused (naming ``name``): a price that silently prices nothing is a wrong total."""
+    if prices is None:
+        return {}
+    if not isinstance(prices, Mapping):
+        raise TypeError(f"{name} must be a dict of GPU name -> USD per GPU-hour, e.g. {{'H100 SXM': 2.5}}; "
+                        f"got {type(prices).__name__} {prices!r}")
+    listed = {_norm_gpu(g.name): g for g in gpus}
+    out: dict[str, float] = {}
+    seen: dict[str, object] = {}
+    for key, value in prices.items():
+        if isinstance(key, GPU):
+            g = key
+        elif isinstance(key, str) and _norm_gpu(key) in listed:
+            g = listed[_norm_gpu(key)]
+        else:
+            try:
+                g = get_gpu(key)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"{name}: {e}") from None
+        if g.name in seen:
+            raise ValueError(f"{name} gives the GPU {g.name!r} twice (as {seen[g.name]!r} and {key!r})")
+        seen[g.name] = key
+        out[g.name] = check_number(f"{name}[{key!r}]", value, allow_equal=allow_zero)
+    return out
+
+
+def gpu_price(gpu: GPU, price=None, *, name: str = "price_usd_per_gpu_hour") -> float:
+    """``price`` checked (USD per GPU-hour), or, when it is ``None``, ``gpu``'s catalogue price; a GPU without
+    one (a blank cell in ``data/gpus.csv``, or a hand-made GPU with ``price_usd_per_gpu_hour=None``) is
+    refused, naming ``name``, rather than priced at nothing."""
+    if price is not None:
+        return check_number(name, price)
+    if gpu.price_usd_per_gpu_hour is None:
+        raise ValueError(f"the {gpu.name} has no price_usd_per_gpu_hour (the catalogue or the GPU gives none): "
+                         f"pass {name}=...")
+    return gpu.price_usd_per_gpu_hour
 
 
 def gpu_table():

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number
-from .catalog import get_gpu, resolve_model
+from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number
+from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
 from .hardware import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps
 from .model import Model
 from .parallel import Parallel, resolve_parallel
@@ -109,7 +109,7 @@ def group_links(parallel: Parallel, gpu, *, gpus_per_node: int = 8,
     par = resolve_parallel(parallel)
     g = get_gpu(gpu)
     per_node = check_int("gpus_per_node", gpus_per_node)
-    net = check_number("inter_node_gbps", inter_node_gbps, allow_equal=False)
+    net = check_number("inter_node_gbps", inter_node_gbps, minimum=MIN_GPU_SPEED)
     intra = (g.link, link_bandwidth_one_way_gbps(g))
     inter = ("network", net)
     spans = {"tp": par.tp, "dp": par.tp * par.dp, "pp": par.tp * par.dp * par.pp}
@@ -226,7 +226,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     model = resolve_model(model)
     par = resolve_parallel(parallel, model)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
-    mfu = check_number("mfu", mfu, allow_equal=False, maximum=1.0)
+    mfu = check_fraction("mfu", mfu)
     g = get_gpu(gpu)
     dtype = check_choice("dtype", dtype, ("bf16", "fp8"))
     peak = g.bf16_dense_tflops if dtype == "bf16" else g.fp8_dense_tflops
@@ -263,7 +263,7 @@ def gpu_with_link(gpu, link: str, one_way_gbps: float):
     g = get_gpu(gpu)
     if not isinstance(link, str) or not link:
         raise TypeError(f"link must be a non-empty string naming the link, got {link!r}")
-    bw = check_number("one_way_gbps", one_way_gbps, allow_equal=False)
+    bw = check_number("one_way_gbps", one_way_gbps, minimum=MIN_GPU_SPEED)
     return replace(g, link=link, link_bandwidth_gbps=bw, link_direction="one-way")
 
 
@@ -286,7 +286,7 @@ def dp_breakeven_tokens(model: Model | str, gpu, *, dp: int, zero: int, seq: int
     model = resolve_model(model)
     par = Parallel(dp=check_int("dp", dp), zero=check_int("zero", zero, minimum=0, maximum=3))
     seq, m = check_int("seq", seq), check_int("grad_accum", grad_accum)
-    w = check_number("window", window, allow_equal=False, maximum=1.0)
+    w = check_fraction("window", window)
     comm = communication(model, par, batch=1, seq=seq, gpu=gpu, gpus_per_node=gpus_per_node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m).by_group().get("dp", 0.0)
     per_token = step_compute_time_s(model, par, batch=1, seq=seq, gpu=gpu, mfu=mfu) / seq
@@ -361,8 +361,8 @@ def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
                          "'optimizer+params' (ZeRO-3)")
     m = check_int("grad_accum", grad_accum)
     recipe = RECIPES[check_choice("precision", precision, RECIPES)]
-    link = check_number("host_link_gbps", host_link_gbps, allow_equal=False)
-    mem = check_number("host_memory_gbps", host_memory_gbps, allow_equal=False)
+    link = check_number("host_link_gbps", host_link_gbps, minimum=MIN_GPU_SPEED)
+    mem = check_number("host_memory_gbps", host_memory_gbps, minimum=MIN_GPU_SPEED)
     part = max(stage_params(model, par)) / par.dp
     g_b, w_b = DTYPE_BYTES[recipe.grads], DTYPE_BYTES[recipe.weights]
     down = part * g_b * (m if par.zero >= 2 else 1)

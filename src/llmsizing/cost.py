@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ._validate import check_choice, check_int, check_number, check_sequence
-from .catalog import get_gpu, resolve_model
+from ._validate import check_choice, check_fraction, check_int, check_number, check_sequence
+from .catalog import get_gpu, gpu_price, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import dense_tflops
 from .model import Model
@@ -35,6 +35,10 @@ SEED_COST_TABLES_CSV = Path(__file__).resolve().parents[2] / "data" / "seed000_c
 
 HOURS_PER_DAY = 24
 SECONDS_PER_DAY = 86400
+
+#: The smallest price or speed-up :func:`compare_gpus` divides by: one millionth (of a dollar per GPU-hour; of
+#: the other GPU's speed). Below it a ratio means nothing (and, far enough below, is no longer finite).
+MIN_RATIO_TERM = 1e-6
 
 
 # =========================================================================== on-demand vs reserved
@@ -48,7 +52,7 @@ def effective_price_usd_per_gpu_hour(price_usd_per_gpu_hour: float, *, discount:
     (chapter 11)."""
     price = check_number("price_usd_per_gpu_hour", price_usd_per_gpu_hour)
     discount = check_number("discount", discount, maximum=1.0)
-    utilisation = check_number("utilisation", utilisation, allow_equal=False, maximum=1.0)
+    utilisation = check_fraction("utilisation", utilisation)
     return price * (1.0 - discount) / utilisation
 
 
@@ -80,8 +84,14 @@ class GpuComparison:
 
     def breakeven_mfu(self, mfu_a: float) -> float:
         """The MFU B must reach for the job to cost the same as on A at ``mfu_a``:
-        ``mfu_a x price_ratio / peak_ratio`` (B is cheaper above it)."""
-        return check_number("mfu_a", mfu_a, allow_equal=False, maximum=1.0) * self.price_ratio / self.peak_ratio
+        ``mfu_a x price_ratio / peak_ratio`` (B is cheaper above it). An MFU above 1 is no answer: then B cannot
+        cost as little as A at ``mfu_a``, and ``ValueError`` says so."""
+        mfu_a = check_fraction("mfu_a", mfu_a)
+        mfu_b = mfu_a * self.price_ratio / self.peak_ratio
+        if not mfu_b <= 1:
+            raise ValueError(f"at mfu_a={mfu_a:g} the {self.gpu_b} would need an MFU of {mfu_b:.3g} > 1 to cost as "
+                             f"little per job as the {self.gpu_a}: it cannot, at these prices")
+        return mfu_b
 
 
 def compare_gpus(gpu_a, gpu_b, *, speedup: float | None = None, prices: dict | None = None,
@@ -93,14 +103,13 @@ def compare_gpus(gpu_a, gpu_b, *, speedup: float | None = None, prices: dict | N
     "2.2x"). ``prices`` maps GPU names to USD per GPU-hour (default: the catalogue's on-demand prices, dated in
     ``data/gpus.csv``). A job costs less on B exactly when ``speedup > price_b / price_a`` (chapter 11)."""
     a, b = get_gpu(gpu_a), get_gpu(gpu_b)
-    prices = {} if prices is None else {get_gpu(k).name: check_number(f"prices[{k!r}]", v, allow_equal=False)
-                                        for k, v in dict(prices).items()}
-    pa = prices.get(a.name, a.price_usd_per_gpu_hour)
-    pb = prices.get(b.name, b.price_usd_per_gpu_hour)
-    pa = check_number(f"price of {a.name}", pa, allow_equal=False)
-    pb = check_number(f"price of {b.name}", pb, allow_equal=False)
+    prices = resolve_prices(prices, [a, b])
+    pa = prices[a.name] if a.name in prices else gpu_price(a, name="prices")
+    pb = prices[b.name] if b.name in prices else gpu_price(b, name="prices")
+    for g, p in ((a, pa), (b, pb)):
+        check_number(f"the price of the {g.name} (prices)", p, minimum=MIN_RATIO_TERM)
     peak_ratio = dense_tflops(b, dtype) / dense_tflops(a, dtype)
-    s = peak_ratio if speedup is None else check_number("speedup", speedup, allow_equal=False)
+    s = peak_ratio if speedup is None else check_number("speedup", speedup, minimum=MIN_RATIO_TERM)
     price_ratio = pb / pa
     return GpuComparison(a.name, b.name, pa, pb, peak_ratio, s, price_ratio, price_ratio / s, price_ratio)
 
@@ -114,8 +123,7 @@ def cost_sensitivity(model: Model | str, *, tokens: float, gpu, seq: int, prices
 
     model = resolve_model(model)
     ps = [check_number("prices[i]", p) for p in check_sequence("prices", prices, example="(2.0, 3.0)")]
-    ms = [check_number("mfus[i]", m, allow_equal=False, maximum=1.0)
-          for m in check_sequence("mfus", mfus, example="(0.3, 0.4, 0.5)")]
+    ms = [check_fraction("mfus[i]", m) for m in check_sequence("mfus", mfus, example="(0.3, 0.4, 0.5)")]
     hours = {m: training_time(model, tokens=tokens, gpu=gpu, n_gpus=1, seq=seq, mfu=m).gpu_hours for m in ms}
     df = pd.DataFrame([[hours[m] * p for p in ps] for m in ms], index=pd.Index(ms, name="mfu"),
                       columns=pd.Index(ps, name="price_usd_per_gpu_hour"))
@@ -149,7 +157,7 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     b = check_int("micro_batch", micro_batch)
     tp, pp = check_int("tp", tp), check_int("pp", pp)
     zero = check_int("zero", zero, minimum=0, maximum=3)
-    eff = check_number("compute_efficiency", compute_efficiency, allow_equal=False, maximum=1.0)
+    eff = check_fraction("compute_efficiency", compute_efficiency)
     check_choice("recompute", recompute, RECOMPUTE)
     if gb % b:
         raise ValueError(f"micro_batch={b} must divide global_batch={gb}")
@@ -162,8 +170,7 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
         if bad:
             raise ValueError(f"dps must divide global_batch / micro_batch = {top:,} (the global batch caps data "
                              f"parallelism); {bad[0]:,} does not")
-    price = g.price_usd_per_gpu_hour if price_usd_per_gpu_hour is None else price_usd_per_gpu_hour
-    price = check_number("price_usd_per_gpu_hour", price)
+    price = gpu_price(g, price_usd_per_gpu_hour)
     per_step_flops = training_flops_per_token(model, seq=seq) * gb * seq
     steps = tokens / (gb * seq)
     peak = dense_tflops(g) * 1e12
@@ -198,6 +205,23 @@ def seed_cost_tables():
     return _seed_tables().copy()
 
 
+#: The slowest throughput a cost table may claim, tokens/s for all its GPUs: 0.001. A run days long is
+#: ``tokens / tokens_per_s``: below it the days stop meaning anything (and, far enough below, are infinite).
+MIN_TOKENS_PER_S = 1e-3
+
+
+def _whole_gpus(value, where: str) -> int:
+    """A table's GPU count as an ``int``: an integer (NumPy's too) or a float column's whole number (``8.0``);
+    ``7.9``, ``True``, ``"8"``, NaN and ``None`` are refused, naming ``gpus`` and the row, never truncated."""
+    import numpy as np
+
+    if isinstance(value, (float, np.floating)) and not isinstance(value, bool) and float(value).is_integer():
+        value = int(value)                       # a whole number in a float column (pandas' NaN-able ints)
+    elif isinstance(value, (float, np.floating)):
+        raise ValueError(f"gpus ({where}) must be a whole number of GPUs, got {value!r}")
+    return check_int(f"gpus ({where})", value)
+
+
 def audit_cost_table(table=None, *, gpu="H100 SXM", seq: int = 4096, mfu: float | None = None):
     """Recompute a cost table's own arithmetic and the library's estimate, row by row.
 
@@ -220,16 +244,23 @@ def audit_cost_table(table=None, *, gpu="H100 SXM", seq: int = 4096, mfu: float 
     missing = [c for c in need if c not in df.columns]
     if missing:
         raise ValueError(f"table is missing columns {missing}; it needs {list(need)}")
+    g = get_gpu(gpu)
+    seq = check_int("seq", seq)
+    mfu = None if mfu is None else check_fraction("mfu", mfu)
     out = []
-    for r in df.itertuples(index=False):
-        tokens = check_number("tokens", r.tokens, allow_equal=False)
-        tps = check_number("tokens_per_s", r.tokens_per_s, allow_equal=False)
-        gpus = check_int("gpus", int(r.gpus))
-        price = check_number("price_usd_per_gpu_hour", r.price_usd_per_gpu_hour)
+    for i, r in enumerate(df.itertuples(index=False)):
+        where = f"row {i} of table"
+        tokens = check_number(f"tokens ({where})", r.tokens, allow_equal=False)
+        tps = check_number(f"tokens_per_s ({where})", r.tokens_per_s, minimum=MIN_TOKENS_PER_S)
+        gpus = _whole_gpus(r.gpus, where)
+        price = check_number(f"price_usd_per_gpu_hour ({where})", r.price_usd_per_gpu_hour)
         own_days = tokens / tps / SECONDS_PER_DAY
         per_day = gpus * price * HOURS_PER_DAY
-        t = training_time(r.model, tokens=tokens, gpu=gpu, n_gpus=gpus, seq=seq, mfu=mfu,
-                          price_usd_per_gpu_hour=price)
+        try:
+            t = training_time(r.model, tokens=tokens, gpu=g, n_gpus=gpus, seq=seq, mfu=mfu,
+                              price_usd_per_gpu_hour=price)
+        except (TypeError, ValueError) as e:      # (the model column, mostly): say which row
+            raise type(e)(f"{where}: {e}") from None
         out.append({"days_from_own_tps": own_days, "cost_per_day_from_price": per_day,
                     "cost_from_own_tps": own_days * per_day, "gpu_hours_own": own_days * HOURS_PER_DAY * gpus,
                     "library_tokens_per_s": t.tokens_per_s_per_gpu * gpus, "library_days": t.days,

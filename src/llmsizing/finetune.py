@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
+from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .activations import DROPOUT_MASK_BYTES
 from .catalog import resolve_model
 from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, ModelStates, _frame, _states,
@@ -308,6 +308,7 @@ def bytes_per_param(method: str, *, optimizer: str = "adamw") -> float:
     """Bytes per parameter of the model states alone, for the seeds' rules of thumb: full fine-tuning in bf16
     mixed precision (2 + 2 + 12 = 16 with AdamW), or the frozen base of LoRA (2) and QLoRA (nf4, 0.516)."""
     method = check_choice("method", method, METHODS)
+    check_choice("optimizer", optimizer, OPTIMIZERS)     # (checked for LoRA too, where it changes nothing)
     if method == "full":
         s = model_states_for_params(1, precision="bf16-mixed", optimizer=optimizer)
         return s.total_bytes
@@ -322,7 +323,7 @@ def max_batch(model: Model | str, gpu, *, method: str = "lora", seq: int, usable
     from .catalog import get_gpu
 
     g = get_gpu(gpu)
-    frac = check_number("usable_fraction", usable_fraction, allow_equal=False, maximum=1.0)
+    frac = check_fraction("usable_fraction", usable_fraction)
     limit = check_int("limit", limit, maximum=2**20)
     room = frac * g.memory_bytes
 

@@ -28,7 +28,7 @@ def link_bandwidth_one_way_gbps(gpu) -> float:
 # =========================================================================== chapter 6: peaks, ridge points, rooflines
 from dataclasses import dataclass  # noqa: E402
 
-from ._validate import check_choice, check_int, check_sequence  # noqa: E402
+from ._validate import check_choice, check_int  # noqa: E402
 
 #: The compute formats the catalogue has a tensor-core peak for. ``fp16`` runs at the ``bf16`` rate on every
 #: catalogued GPU (FP16 with FP32 accumulation); ``fp8`` is absent on the A10, A100 40GB and A100 80GB.
@@ -80,7 +80,7 @@ def matmul_intensity_flops_per_byte(m: int, k: int, n: int, bytes_per_element: f
     while ``m`` is much smaller than ``k`` and ``n``: that is why decoding a few tokens is memory-bound.
     Taught in chapter 6."""
     m, k, n = check_int("m", m), check_int("k", k), check_int("n", n)
-    b = check_number("bytes_per_element", bytes_per_element, allow_equal=False, maximum=64)
+    b = check_number("bytes_per_element", bytes_per_element, minimum=0.125, maximum=64)   # one bit to 64 bytes
     return 2 * m * k * n / (b * (m * k + k * n + m * n))
 
 
@@ -143,6 +143,7 @@ def _decode_terms(model, gpu, context, weights, kv_cache, compute):
     context = check_int("context", context)
     check_choice("weights", weights, DTYPES)
     check_choice("kv_cache", kv_cache, DTYPES)
+    check_choice("compute", compute, COMPUTE_DTYPES)
     cached = kv_cached_tokens(m, context)
     w = weights_bytes(m, weights)
     kv_seq = kv_cache_bytes_per_token(m, kv_cache) * cached
@@ -194,12 +195,10 @@ def gpu_comparison(gpus=None):
     to node-mates, one way (GB/s). Taught in chapter 6."""
     import pandas as pd
 
-    from .catalog import get_gpu, list_gpus
+    from .catalog import list_gpus, resolve_gpus
 
-    names = list_gpus() if gpus is None else check_sequence("gpus", gpus, example='["H100 SXM", "B200"]')
     rows = {}
-    for name in names:
-        g = get_gpu(name)
+    for g in resolve_gpus(list_gpus() if gpus is None else gpus, example='["H100 SXM", "B200"]'):
         rows[g.name] = {"memory_gib": g.memory_gib, "hbm_tbps": g.memory_bandwidth_gbps / 1000,
                         "bf16_dense_tflops": dense_tflops(g), "bf16_sparse_tflops": sparse_tflops(g),
                         "ridge_flops_per_byte": ridge_point_flops_per_byte(g), "link": g.link,

@@ -11,16 +11,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._validate import check_int, check_number
+from ._validate import check_bool, check_fraction, check_int, check_number
 from .catalog import get_gpu, resolve_model
 from .hardware import INTER_NODE_GBPS_PER_GPU
 from .model import Model
-from .parallel import Parallel, check_layout, pipeline_bubble
+from .parallel import MAX_PP, Parallel, check_layout, pipeline_bubble
 
 #: The share of a GPU's memory a plan may fill with :attr:`~llmsizing.memory.TrainingMemory.total_bytes`
 #: (which already includes the book's overhead allowance). The other 10% is headroom for what the estimate
 #: misses: chapter 5 measures the peak within about 5%, and the allowance itself is not a measurement.
 USABLE_FRACTION = 0.9
+
+#: The most GPUs a node may have (``gpus_per_node``): tensor-parallel degrees are searched among its divisors.
+#: NVIDIA's GB200 NVL72 puts 72 GPUs in one NVLink domain; 1,024 leaves room for larger ones.
+MAX_GPUS_PER_NODE = 1024
 
 
 @dataclass(frozen=True)
@@ -46,21 +50,32 @@ class Plan:
         return self.compute_s * (1 + self.bubble) + self.comm_s
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def _divisors(n: int, limit: int | None = None) -> list[int]:
+    """The divisors of ``n`` (at most ``limit``, if given), ascending. Pairs ``d, n // d`` with ``d`` up to
+    ``sqrt(n)``: ``O(sqrt n)`` steps, or ``O(limit)`` when that is fewer, never ``O(n)``."""
+    top = math.isqrt(n)
+    if limit is not None and limit < top:
+        return [d for d in range(1, limit + 1) if n % d == 0]
+    small = [d for d in range(1, top + 1) if n % d == 0]
+    out = small + [n // d for d in reversed(small) if n // d != d]
+    return out if limit is None else [d for d in out if d <= limit]
 
 
 def _smallest_dp(par, limit: float, kw: dict, model) -> int | None:
-    """The smallest ``dp`` for which every piece of every stage's step (:func:`~llmsizing.memory.step_phases`)
-    fits ``limit`` with the default allowance, or ``None`` if no ``dp`` does. Each piece is
-    ``fixed + sharded / dp`` (ZeRO divides the sharded states by ``dp``), read off ``dp = 1`` and ``dp = 2``."""
+    """The smallest ``dp`` for which every piece of the first and last pipeline stages' steps
+    (:func:`~llmsizing.memory.step_phases`) fits ``limit`` with the default allowance, or ``None`` if no ``dp``
+    does. Each piece is ``fixed + sharded / dp`` (ZeRO divides the sharded states by ``dp``), read off ``dp = 1``
+    and ``dp = 2``. With Megatron-LM's even split the first stage (the embedding, the most micro-batches in
+    flight) or the last (the LM head, the logits) is the most loaded, as the planner also assumes
+    (``tests/test_planner.py`` checks it against every stage): two stages, not ``pp``, per evaluation."""
     from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
 
     room = (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)     # total = FIXED + (1 + F) x peak
-    one = training_memory(model, parallel=par(1), _all_stages=True, **kw)
+    stages = (0, par(1).pp - 1)
+    one = training_memory(model, parallel=par(1), _all_stages=True, _stages=stages, **kw)
     if par(1).zero == 0:
         return 1 if all(v <= room for r in one for v in r.pieces_bytes.values()) else None
-    two = training_memory(model, parallel=par(2), _all_stages=True, **kw)
+    two = training_memory(model, parallel=par(2), _all_stages=True, _stages=stages, **kw)
     dp = 1
     for r1, r2 in zip(one, two):
         for k, t1 in r1.pieces_bytes.items():
@@ -74,6 +89,28 @@ def _smallest_dp(par, limit: float, kw: dict, model) -> int | None:
     return dp
 
 
+def _fits_from(dp: int, top: int, fits) -> int | None:
+    """The smallest ``d`` in ``[dp, top]`` with ``fits(d)`` (memory only falls as ``dp`` grows), or ``None``:
+    ``dp`` itself almost always (it was solved for); otherwise doubling, then bisection, so that a
+    floating-point edge costs a few evaluations, never one per GPU up to ``max_gpus``."""
+    if dp > top:
+        return None
+    if fits(dp):
+        return dp
+    lo, hi = dp, dp                               # not fits(lo)
+    while True:
+        hi = min(2 * hi, top)
+        if fits(hi):
+            break
+        if hi == top:
+            return None
+        lo = hi
+    while hi - lo > 1:                            # not fits(lo), fits(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
+
+
 def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int = 1,
              precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
              recompute: str = "none", stack: str = "fused", usable_fraction: float = USABLE_FRACTION,
@@ -83,10 +120,11 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
 
-    Layouts tried: ``tp`` from the divisors of ``gpus_per_node`` that the model allows (tensor parallelism
-    stays inside a node), with sequence parallelism whenever ``tp > 1``; ``pp`` from the divisors of the
-    layer count (Megatron-LM's even split); ZeRO stages 0-3 (2 and 3 only without a pipeline); with
-    ``offload=True`` also ZeRO-Offload's layouts. For each, :func:`~llmsizing.memory.training_memory` is
+    Layouts tried: ``tp`` from the divisors of ``gpus_per_node`` (at most :data:`MAX_GPUS_PER_NODE`) that the
+    model allows (tensor parallelism stays inside a node), with sequence parallelism whenever ``tp > 1``;
+    ``pp`` from the divisors of the layer count up to :data:`~llmsizing.parallel.MAX_PP` (Megatron-LM's even
+    split); ZeRO stages 0-3 (2 and 3 only without a pipeline); with ``offload=True`` (a bool) also
+    ZeRO-Offload's layouts. For each, :func:`~llmsizing.memory.training_memory` is
     linear in ``1 / dp`` (ZeRO divides the sharded states by ``dp``; nothing else depends on it), so the
     smallest ``dp`` is solved for from two evaluations and then checked. Among the layouts with the fewest
     GPUs, the one with the shortest pessimistic step (:attr:`Plan.step_s`, from :func:`step_time` with no
@@ -101,38 +139,43 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     model = resolve_model(model)
     g = get_gpu(gpu)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
-    frac = check_number("usable_fraction", usable_fraction, allow_equal=False, maximum=1.0)
-    per_node = check_int("gpus_per_node", gpus_per_node)
+    frac = check_fraction("usable_fraction", usable_fraction)
+    per_node = check_int("gpus_per_node", gpus_per_node, maximum=MAX_GPUS_PER_NODE)
     max_gpus = check_int("max_gpus", max_gpus)
+    offload = check_bool("offload", offload)
     limit = frac * g.memory_bytes
     kw = dict(batch=batch, seq=seq, grad_accum=m, precision=precision, optimizer=optimizer, attention=attention,
               recompute=recompute, stack=stack)
 
     candidates = []
-    for tp in _divisors(per_node):
-        for pp in _divisors(model.layers):
-            try:
-                check_layout(model, tp=tp, pp=pp)
-            except ValueError:
+    fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
+    for tp, pp in sorted(((t, p) for t in _divisors(per_node) for p in _divisors(model.layers, MAX_PP)),
+                         key=lambda tp_pp: tp_pp[0] * tp_pp[1]):
+        if tp * pp > fewest:          # (sorted by tp x pp: neither can any layout after it)
+            break
+        try:
+            check_layout(model, tp=tp, pp=pp)
+        except ValueError:
+            continue
+        for zero in (0, 1, 2, 3):
+            if zero >= 2 and pp > 1:
                 continue
-            if tp * pp > max_gpus:
-                continue
-            for zero in (0, 1, 2, 3):
-                if zero >= 2 and pp > 1:
+            offloads = ["none"] + (["optimizer"] if offload and zero >= 1 else []) \
+                + (["optimizer+params"] if offload and zero == 3 else [])
+            for off in offloads:
+                def par(dp, tp=tp, pp=pp, zero=zero, off=off):
+                    return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off)
+
+                def fits(dp, par=par, pp=pp):
+                    return max(r.total_bytes for r in training_memory(
+                        model, parallel=par(dp), _all_stages=True, _stages=(0, pp - 1), **kw)) <= limit
+                dp = _smallest_dp(par, limit, kw, model)
+                if dp is None:
                     continue
-                offloads = ["none"] + (["optimizer"] if offload and zero >= 1 else []) \
-                    + (["optimizer+params"] if offload and zero == 3 else [])
-                for off in offloads:
-                    def par(dp, tp=tp, pp=pp, zero=zero, off=off):
-                        return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off)
-                    dp = _smallest_dp(par, limit, kw, model)
-                    if dp is None:
-                        continue
-                    while dp * tp * pp <= max_gpus and training_memory(
-                            model, parallel=par(dp), **kw).total_bytes > limit:
-                        dp += 1                       # floating-point edge: step up until it fits
-                    if dp * tp * pp <= max_gpus:
-                        candidates.append(par(dp))
+                dp = _fits_from(dp, fewest // (tp * pp), fits)   # floating-point edge: step up until it fits
+                if dp is not None:
+                    candidates.append(par(dp))
+                    fewest = min(fewest, tp * pp * dp)
     if not candidates:
         raise ValueError(f"no layout of up to max_gpus={max_gpus:,} {g.name} GPUs holds batch={batch}, "
                          f"seq={seq:,} within usable_fraction={frac:g} of their memory: lower batch or seq, "
@@ -144,8 +187,12 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
             continue
         st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, mfu=mfu, recompute=recompute,
                        precision=precision, gpus_per_node=per_node, inter_node_gbps=inter_node_gbps)
-        plans.append(Plan(c, training_memory(model, parallel=c, **kw).total_bytes, float(g.memory_bytes),
-                          st.comm_s, st.compute_s, st.bubble))
+        total = training_memory(model, parallel=c, **kw).total_bytes          # every stage, this time
+        if total <= limit:
+            plans.append(Plan(c, total, float(g.memory_bytes), st.comm_s, st.compute_s, st.bubble))
+    if not plans:                     # (a middle pipeline stage heavier than the first and the last: never seen)
+        raise ValueError(f"no layout of {fewest:,} {g.name} GPUs holds batch={batch}, seq={seq:,} on every "
+                         "pipeline stage: raise max_gpus or lower batch or seq")
     return min(plans, key=lambda p: (round(p.step_s, 9), p.parallel.tp, p.parallel.pp, p.parallel.zero,
                                      p.parallel.offload != "none"))
 

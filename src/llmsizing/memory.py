@@ -10,7 +10,7 @@ import functools
 import math
 from dataclasses import dataclass, field, replace
 
-from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number, check_sequence
+from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import resolve_model
 from .model import Model
 from .parallel import Parallel, resolve_parallel
@@ -266,7 +266,7 @@ def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float = 1.0) -> 
     from .catalog import get_gpu
 
     n_bytes = check_number("n_bytes", n_bytes)
-    frac = check_number("usable_fraction", usable_fraction, minimum=0.0, allow_equal=False, maximum=1.0)
+    frac = check_fraction("usable_fraction", usable_fraction)
     g = get_gpu(gpu)
     cap = frac * g.memory_bytes
     if n_bytes / cap > MAX_MEANINGFUL:

@@ -17,6 +17,10 @@ from ._validate import check_bool, check_choice, check_int
 #: those and the 16-bit weights too (``offload_param``, ZeRO stage 3 only). Taught in chapter 7.
 OFFLOADS = ("none", "optimizer", "optimizer+params")
 
+#: The most pipeline stages a layout may have: 1,024 (published runs use at most 64 or so; Megatron-LM's
+#: 1T-parameter run has 64). Every stage is a row of the per-stage memory, so the bound keeps every call fast.
+MAX_PP = 1024
+
 
 @dataclass(frozen=True)
 class Parallel:
@@ -39,8 +43,9 @@ class Parallel:
 
     def __post_init__(self):
         # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy
-        for f in ("tp", "pp", "dp"):
+        for f in ("tp", "dp"):
             object.__setattr__(self, f, check_int(f, getattr(self, f)))
+        object.__setattr__(self, "pp", check_int("pp", self.pp, maximum=MAX_PP))
         object.__setattr__(self, "zero", check_int("zero", self.zero, minimum=0, maximum=3))
         object.__setattr__(self, "sp", check_bool("sp", self.sp))
         object.__setattr__(self, "virtual_stages", check_int("virtual_stages", self.virtual_stages))
@@ -76,6 +81,12 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     * ``offload="optimizer"`` needs ZeRO stage >= 1 and ``"optimizer+params"`` stage 3, as DeepSpeed's
       ``offload_optimizer`` and ``offload_param`` do.
     """
+    sp = check_bool("sp", sp)
+    check_choice("offload", offload, OFFLOADS)
+    if isinstance(model, str):                 # a catalogue name, as everywhere else
+        from .catalog import get_model
+
+        model = get_model(model)
     if zero >= 2 and pp > 1:
         raise ValueError(f"zero={zero} with pp={pp}: ZeRO-2/3 shard the gradients, which DeepSpeed's pipeline "
                          "engine refuses ('ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'); "
@@ -128,7 +139,7 @@ def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1) -> floa
     micro-batches, or ``(pp - 1) / (v * m)`` with ``v`` interleaved model chunks per stage (Narayanan et al.
     2021, Sec. 2.2, Eq. 1 and the interleaved schedule). To report the bubble as a share of the actual step,
     use ``b / (1 + b)``."""
-    pp = check_int("pp", pp)
+    pp = check_int("pp", pp, maximum=MAX_PP)
     m = check_int("microbatches", microbatches)
     v = check_int("virtual_stages", virtual_stages)
     return (pp - 1) / (v * m)
@@ -147,9 +158,9 @@ def pipeline_in_flight(pp: int, microbatches: int, virtual_stages: int = 1) -> l
       Korthikanti et al. 2022's interleaving penalty ``1 + (p - 1) / (p v)`` (Sec. 4.2.3), which Megatron-LM's
       ``theoretical_memory_usage.py`` applies.
 
-    Taught in chapter 8.
+    Taught in chapter 8. ``pp`` is at most :data:`MAX_PP` (one number per stage is returned).
     """
-    p = check_int("pp", pp)
+    p = check_int("pp", pp, maximum=MAX_PP)
     m = check_int("microbatches", microbatches)
     v = check_int("virtual_stages", virtual_stages)
     if v > 1 and p == 1:

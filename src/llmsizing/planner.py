@@ -23,15 +23,15 @@ import math
 
 import numpy as np
 
-from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
+from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .activations import ATTENTION, STACKS
-from .catalog import get_gpu, resolve_model
+from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import INTER_NODE_GBPS_PER_GPU, dense_tflops
-from .layouts import USABLE_FRACTION, _divisors, step_time
+from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
 from .model import Model
-from .parallel import Parallel, check_layout
+from .parallel import MAX_PP, Parallel, check_layout
 from .precision import OPTIMIZERS, RECIPES
 from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW
 
@@ -51,6 +51,32 @@ OVERLAP = 0.5
 PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum", "recompute",
                 "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days", "days_low", "days_high",
                 "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto")
+
+
+#: The largest global batch :func:`plan` searches, in sequences: 2**16 = 65,536 (Llama 3 405B trained with
+#: 2,048 sequences of 8,192 tokens; GPT-3 with 1,536 of 2,048). A global batch given in tokens by mistake is
+#: refused (saying so) instead of searched: every divisor of it is a data-parallel degree to price.
+MAX_GLOBAL_BATCH = 2**16
+
+
+def check_global_batch(global_batch) -> int:
+    """``global_batch`` as an ``int`` in [1, :data:`MAX_GLOBAL_BATCH`] (sequences), or an error naming it."""
+    gb = check_int("global_batch", global_batch)
+    if gb > MAX_GLOBAL_BATCH:
+        raise ValueError(f"global_batch is counted in sequences and must be <= {MAX_GLOBAL_BATCH:,}, got {gb:,}: "
+                         "a batch in tokens? divide it by seq (Llama 3 405B: 16M tokens = 2,048 sequences of "
+                         "8,192)")
+    return gb
+
+
+#: The most layouts (tp x pp x ZeRO stage, times the recomputations) :func:`plan` weighs in memory in one
+#: call, and the most plans that fit it prices (each a :func:`~llmsizing.layouts.step_time`): bounds that keep
+#: a call under a second. The book's searches weigh at most about 300 layouts (Llama 3.1 405B) and price at
+#: most about 4,000 plans; the whole catalogue at a global batch of 8,192 prices about 10,000. A model whose
+#: layer count has many divisors (pp), or a global batch with hundreds of divisors (dp), is refused with what
+#: to narrow instead of searched for seconds.
+MAX_LAYOUTS = 600
+MAX_PLANS = 10_000
 
 
 class NoPlanError(ValueError):
@@ -84,17 +110,20 @@ def _total_bytes(coef, micro: np.ndarray, dp: np.ndarray) -> np.ndarray:
 
 def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarray:
     """True where no other row is at least as fast and as cheap and better in one. Of plans that tie on both
-    (say ZeRO-0 and ZeRO-1, which move the same bytes), only the one with the least memory per GPU is marked."""
+    (say ZeRO-0 and ZeRO-1, which move the same bytes), only the one with the least memory per GPU is marked.
+    A row whose days or cost is not a finite number is never marked (and never stalls the sweep)."""
     front = np.zeros(len(days), dtype=bool)
+    ok = np.isfinite(days) & np.isfinite(cost)
+    days, cost = np.where(ok, days, np.inf), np.where(ok, cost, np.inf)
     best = math.inf                                    # the cheapest cost among strictly faster rows
     order = np.lexsort((memory, cost, days))
     i = 0
     while i < len(order):
-        j = i
+        j = i + 1                                      # always advances (a NaN equals nothing, not even itself)
         while j < len(order) and days[order[j]] == days[order[i]]:
             j += 1
         first = order[i]                               # the cheapest of this speed, least memory among ties
-        if cost[first] < best:
+        if cost[first] < best:                         # (False for a NaN: never on the front)
             front[first] = True
             best = cost[first]
         i = j
@@ -116,7 +145,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
 
     layouts = []                                          # (tp, pp, zero) the model and the engines allow
     for tp in _divisors(per_node):
-        for pp in (p for p in _divisors(model.layers) if p <= max_pp):
+        for pp in _divisors(model.layers, max_pp):
             try:
                 check_layout(model, tp=tp, pp=pp)
             except ValueError:
@@ -125,6 +154,12 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                 if zero >= 2 and pp > 1:
                     continue
                 layouts.append((tp, pp, zero))
+
+    if len(layouts) * len(rcs) > MAX_LAYOUTS:
+        raise ValueError(
+            f"plan() would weigh {len(layouts):,} layouts x {len(rcs)} recomputations of {model.name}, more than "
+            f"the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
+            "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
 
     candidates = []                     # (gpu, tp, pp, zero, micro, dp, grad_accum, recompute, total bytes)
     coef_cache: dict = {}
@@ -141,26 +176,40 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then
             # alive in the forward) and the micro-batches in flight, which saturate at pp: two classes at most
             accum_class = np.where(m > 1, max(2, pp), 1)
-            totals = {}
-            for rc in rcs:
-                t = np.empty(len(dps))
-                for c in np.unique(accum_class):
-                    key = (tp, pp, zero, rc, int(c))
-                    if key not in coef_cache:
-                        coef_cache[key] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero, int(c))
-                    sel = accum_class == c
-                    t[sel] = _total_bytes(coef_cache[key], np.full(sel.sum(), float(b)), dps[sel])
-                totals[rc] = t
+            totals: dict = {}
+
+            def total(rc, b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, totals=totals):
+                """Per-GPU totals for each dp with recomputation rc: worked out when a GPU first needs them."""
+                if rc not in totals:
+                    t = np.empty(len(dps))
+                    for c in np.unique(accum_class):
+                        key = (tp, pp, zero, rc, int(c))
+                        if key not in coef_cache:
+                            coef_cache[key] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero,
+                                                                   int(c))
+                        sel = accum_class == c
+                        t[sel] = _total_bytes(coef_cache[key], np.full(sel.sum(), float(b)), dps[sel])
+                    totals[rc] = t
+                return totals[rc]
+
             for g in gpu_list:
                 limit = frac * g.memory_bytes
                 chosen = np.zeros(len(dps), dtype=bool)
                 for rc in rcs:                          # the lightest recomputation that fits, per dp
-                    fits = (totals[rc] <= limit) & ~chosen
+                    if chosen.all():                    # (a heavier one is never kept: not worked out)
+                        break
+                    fits = (total(rc) <= limit) & ~chosen
                     for j in np.flatnonzero(fits):
                         if zero and dps[j] == 1:        # ZeRO over one data-parallel rank is no ZeRO at all
                             continue
-                        candidates.append((g, tp, pp, zero, b, int(dps[j]), int(m[j]), rc, float(totals[rc][j])))
+                        candidates.append((g, tp, pp, zero, b, int(dps[j]), int(m[j]), rc, float(total(rc)[j])))
                     chosen |= fits
+            if len(candidates) > MAX_PLANS:
+                raise ValueError(
+                    f"more than {MAX_PLANS:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
+                    f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
+                    "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
+                    "global_batch with fewer divisors (a power of two)")
     if not candidates:
         return None
 
@@ -170,7 +219,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
         st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, mfu=eff, overlap=overlap, recompute=rc,
                        precision=precision, gpus_per_node=per_node, inter_node_gbps=inter_node_gbps)
         out.append((g.name, par.gpus, dp, tp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
-                    st.step_s, price_of.get(g.name, g.price_usd_per_gpu_hour), dense_tflops(g) * 1e12))
+                    st.step_s, price_of[g.name], dense_tflops(g) * 1e12))
     df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum",
                                     "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
                                     "price", "peak"])
@@ -215,9 +264,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     model = resolve_model(model)
     tokens = check_number("tokens", tokens, allow_equal=False)
     seq = check_int("seq", seq)
-    global_batch = check_int("global_batch", global_batch)
-    names = check_sequence("gpus", gpus, example='("H100 SXM", "A100 80GB")')
-    gpu_list = [get_gpu(g) for g in names]
+    global_batch = check_global_batch(global_batch)
+    gpu_list = resolve_gpus(gpus, example='("H100 SXM", "A100 80GB")')
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
     deadline = None if deadline_days is None else check_number("deadline_days", deadline_days, allow_equal=False)
     budget = None if budget_usd is None else check_number("budget_usd", budget_usd, allow_equal=False)
@@ -228,14 +276,14 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     rcs = [r for r in RECOMPUTE if r in rcs]                       # lightest first
     zeros = sorted({check_int("zero_stages[i]", z, minimum=0, maximum=3) for z in
                     check_sequence("zero_stages", zero_stages, example="(0, 1, 3)")})
-    frac = check_number("usable_fraction", usable_fraction, allow_equal=False, maximum=1.0)
-    eff = check_number("compute_efficiency", compute_efficiency, allow_equal=False, maximum=1.0)
+    frac = check_fraction("usable_fraction", usable_fraction)
+    eff = check_fraction("compute_efficiency", compute_efficiency)
     overlap = check_number("overlap", overlap, maximum=1.0)
-    per_node = check_int("gpus_per_node", gpus_per_node)
-    max_pp = check_int("max_pp", max_pp)
+    per_node = check_int("gpus_per_node", gpus_per_node, maximum=MAX_GPUS_PER_NODE)
+    max_pp = check_int("max_pp", max_pp, maximum=MAX_PP)
     check_bool("explain", explain)
-    prices = {} if prices is None else {get_gpu(k).name: check_number(f"prices[{k!r}]", v)
-                                        for k, v in dict(prices).items()}
+    given = resolve_prices(prices, gpu_list)
+    prices = {g.name: given[g.name] if g.name in given else gpu_price(g, name="prices") for g in gpu_list}
     # checked here, not only inside the search: a cached search would skip its checks (and True == 1 hits the
     # entry kept for 1)
     inter_node_gbps = check_number("inter_node_gbps", inter_node_gbps, allow_equal=False)
@@ -270,6 +318,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     df["cost_usd"] = df["gpu_hours"] * df["price"]
     df["cost_usd_low"] = df["cost_usd"] * MFU_DEFAULT / MFU_HIGH
     df["cost_usd_high"] = df["cost_usd"] * MFU_DEFAULT / MFU_LOW
+    if not np.isfinite(df[["days", "cost_usd"]].to_numpy()).all():     # (bounded inputs keep them finite)
+        raise ValueError(f"tokens={tokens:g} with compute_efficiency={eff:g} gives a plan whose days or cost is not "
+                         "a finite number: check tokens, compute_efficiency and prices")
     found = len(df)
     fastest, cheapest = df.loc[df["days"].idxmin()], df.loc[df["cost_usd"].idxmin()]
     if deadline is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import check_bool, check_choice, check_number
+from ._validate import MIN_FRACTION, check_bool, check_choice, check_int, check_number
 from .catalog import get_gpu, resolve_model
 from .comm import OffloadTime
 from .flops import RECOMPUTE, training_flops_per_token
@@ -86,6 +86,7 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     g = get_gpu(gpu)
     tokens = check_number("tokens", tokens, allow_equal=False)
     extra_s = check_number("extra_s", extra_s)
+    seq = check_int("seq", seq)
     check_choice("recompute", recompute, RECOMPUTE)
     n_gpus = step.communication.parallel.gpus
     total_s = step.step_s + extra_s
@@ -94,6 +95,10 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     if mfu > 1:
         raise ValueError(f"the step implies an MFU of {mfu:.2f} > 1: is step for {model.name} on {g.name} "
                          f"with seq={seq}?")
+    if mfu * MFU_LOW / MFU_DEFAULT < MIN_FRACTION:       # (the range's low end must be an MFU training_time takes)
+        raise ValueError(f"the step ({total_s:g} s with extra_s={extra_s:g}) implies an MFU of {mfu:.3g}, below "
+                         f"{MIN_FRACTION * MFU_DEFAULT / MFU_LOW:.3g}: is step for {model.name} on {g.name} with "
+                         f"seq={seq}, and extra_s in seconds?")
     t = training_time(model, tokens=tokens, gpu=g, n_gpus=n_gpus, seq=seq, mfu=mfu,
                       mfu_range=(mfu * MFU_LOW / MFU_DEFAULT, min(1.0, mfu * MFU_HIGH / MFU_DEFAULT)),
                       price_usd_per_gpu_hour=price_usd_per_gpu_hour, recompute=recompute, dtype=dtype)

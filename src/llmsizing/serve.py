@@ -40,8 +40,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number, check_sequence
-from .catalog import get_gpu, list_gpus, resolve_model
+from ._validate import (MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number,
+                        check_sequence)
+from .catalog import get_gpu, gpu_price, list_gpus, resolve_gpus, resolve_model
 from .comm import ring_bytes
 from .flops import forward_flops_per_token
 from .hardware import COMPUTE_DTYPES, dense_tflops, link_bandwidth_one_way_gbps
@@ -251,15 +252,14 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     if tp > 1 and batch * prompt * m.hidden * ACTIVATION_BYTES > MAX_MEANINGFUL:
         raise ValueError(f"batch x prompt = {batch:,} x {prompt:,} tokens prefilled at once: their tensor-parallel "
                          f"all-reduce would exceed {MAX_MEANINGFUL:,} bytes; give a smaller batch or prompt")
-    mbu = check_number("mbu", mbu, allow_equal=False, maximum=1.0)
-    mfu = check_number("mfu", mfu, allow_equal=False, maximum=1.0)
+    mbu = check_fraction("mbu", mbu)
+    mfu = check_fraction("mfu", mfu)
     check_choice("compute", compute, COMPUTE_DTYPES)
     lat = check_number("allreduce_latency_s", allreduce_latency_s, maximum=1.0)
     overhead = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
-    price = (g.price_usd_per_gpu_hour if price_usd_per_gpu_hour is None
-             else check_number("price_usd_per_gpu_hour", price_usd_per_gpu_hour))
+    price = gpu_price(g, price_usd_per_gpu_hour)
     peak = dense_tflops(g, compute) * 1e12
-    hbm = check_number("memory_bandwidth_gbps", g.memory_bandwidth_gbps, allow_equal=False) * 1e9
+    hbm = g.memory_bandwidth_gbps * 1e9              # (a GPU's speeds are checked when it is made)
     link = link_bandwidth_one_way_gbps(g) if tp > 1 else 1.0
 
     kv_split = min(tp, m.kv_heads)
@@ -420,8 +420,8 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
         if users is not None:
             replicas = math.ceil(users / s.batch)
             s = serving(m, g, tp=t, batch=math.ceil(users / replicas), **kwargs)   # spread the users evenly
-        else:
-            replicas = math.ceil(rps / s.requests_per_s)
+        else:       # any load, however small, needs one replica (a tiny rate / capacity rounds up to 1, never 0)
+            replicas = max(1, math.ceil(rps / s.requests_per_s))
         plan = ServingPlan(replicas * t, t, s.batch, replicas, s, rps, users)
         if best is None or (plan.gpus, s.itl_s) < (best.gpus, best.serving.itl_s):
             best = plan
@@ -439,15 +439,15 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
     import pandas as pd
 
     m = resolve_model(model)
-    names = list_gpus() if gpus is None else check_sequence("gpus", gpus, example='["H100 SXM", "B200"]')
+    gpu_list = resolve_gpus(list_gpus() if gpus is None else gpus, example='["H100 SXM", "B200"]')
     ttft_s = check_number("ttft_s", ttft_s, allow_equal=False)
     itl_s = check_number("itl_s", itl_s, allow_equal=False)
+    tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 8)")})
     kwargs = dict(kwargs, prompt=prompt, output=output)
     rows = []
-    for name in names:
-        g = get_gpu(name)
+    for g in gpu_list:
         found = []
-        for t in sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 8)")}):
+        for t in tps:
             try:
                 check_layout(m, tp=t)
             except ValueError:

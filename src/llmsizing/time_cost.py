@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
-from .catalog import get_gpu, resolve_model
+from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
+from .catalog import get_gpu, gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import dense_tflops
 from .model import Model
@@ -61,24 +61,38 @@ def implied_mfu(model: Model | str, *, gpu, seq: int, tokens: float | None = Non
     """The MFU a published run implies, from either its token count and GPU-hours, or its reported TFLOP/s per
     GPU (converted to model FLOPs when the paper counted full recomputation's extra forward).
 
-    ``model FLOPs / (GPU-hours x 3600 x dense peak)``: the inverse of :func:`training_time`."""
+    ``model FLOPs / (GPU-hours x 3600 x dense peak)``: the inverse of :func:`training_time`. An MFU above 1
+    (more FLOPs than the GPUs' dense peak can do in those hours) is refused, naming the inputs: it is a wrong
+    unit (GPU-days, node-hours, a sparse peak), a wrong GPU, or a wrong token count, never a utilisation."""
     model = resolve_model(model)
+    g = get_gpu(gpu)
     seq = check_int("seq", seq)
-    peak = _peak_flops(gpu, dtype)
+    check_choice("flops_convention", flops_convention, FLOPS_CONVENTIONS)   # (checked even where unused)
+    peak = _peak_flops(g, dtype)
     per_token = training_flops_per_token(model, seq=seq)
     if tflops_per_gpu is not None:
         if tokens is not None or gpu_hours is not None:
             raise ValueError("give either tflops_per_gpu, or tokens and gpu_hours, not both")
-        achieved = check_number("tflops_per_gpu", tflops_per_gpu, allow_equal=False) * 1e12
-        check_choice("flops_convention", flops_convention, FLOPS_CONVENTIONS)
+        reported = check_number("tflops_per_gpu", tflops_per_gpu, allow_equal=False)
+        achieved = reported * 1e12
         if flops_convention == "full-recompute":
             achieved *= per_token / training_flops_per_token(model, seq=seq, recompute="full")
-        return achieved / peak
+        mfu = achieved / peak
+        if not mfu <= 1:
+            raise ValueError(f"tflops_per_gpu={reported:g} ({flops_convention} FLOPs) on the {g.name} implies an "
+                             f"MFU of {mfu:.3g} > 1: above its dense {dtype} peak of {peak / 1e12:g} TFLOP/s "
+                             "(a figure with sparsity, or another dtype or GPU?)")
+        return mfu
     if tokens is None or gpu_hours is None:
         raise ValueError("give tokens and gpu_hours (or tflops_per_gpu)")
     tokens = check_number("tokens", tokens, allow_equal=False)
     gpu_hours = check_number("gpu_hours", gpu_hours, allow_equal=False)
-    return tokens * per_token / (gpu_hours * 3600 * peak)
+    mfu = tokens * per_token / (gpu_hours * 3600 * peak)
+    if not mfu <= 1:
+        raise ValueError(f"tokens={tokens:g} in gpu_hours={gpu_hours:g} on the {g.name} imply an MFU of {mfu:.3g} "
+                         f"> 1: more model FLOPs than its dense {dtype} peak can do in those hours (GPU-hours, "
+                         "not node-hours or GPU-days? the right GPU, seq and token count?)")
+    return mfu
 
 
 @cache
@@ -183,7 +197,7 @@ def training_time(model: Model | str, *, tokens: float, gpu, n_gpus: int | None 
     elif n_gpus is None:
         raise ValueError("give n_gpus (an integer >= 1) or parallel=Parallel(...)")
     n_gpus = check_int("n_gpus", n_gpus)
-    mfu = MFU_DEFAULT if mfu is None else check_number("mfu", mfu, allow_equal=False, maximum=1.0)
+    mfu = MFU_DEFAULT if mfu is None else check_fraction("mfu", mfu)
     if mfu_range is None:
         low, high = (MFU_LOW, MFU_HIGH) if mfu == MFU_DEFAULT else (mfu, mfu)
     else:
@@ -191,12 +205,11 @@ def training_time(model: Model | str, *, tokens: float, gpu, n_gpus: int | None 
         if len(bounds) != 2:
             raise ValueError(f"mfu_range must be two numbers (low, high), e.g. (0.3, 0.5); got {mfu_range!r}")
         low, high = bounds
-    low = check_number("mfu_range[0]", low, allow_equal=False, maximum=1.0)
-    high = check_number("mfu_range[1]", high, allow_equal=False, maximum=1.0)
+    low = check_fraction("mfu_range[0]", low)
+    high = check_fraction("mfu_range[1]", high)
     if not low <= mfu <= high:
         raise ValueError(f"mfu_range must contain mfu: got mfu={mfu:g} and mfu_range=({low:g}, {high:g})")
-    price = g.price_usd_per_gpu_hour if price_usd_per_gpu_hour is None else price_usd_per_gpu_hour
-    price = check_number("price_usd_per_gpu_hour", price)
+    price = gpu_price(g, price_usd_per_gpu_hour)
     peak = _peak_flops(g, dtype)
     per_token = training_flops_per_token(model, seq=seq, causal=causal)
     hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal)
@@ -220,20 +233,28 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.layouts.min_gpus`, micro-batch
     ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and dollars of
     the run (:func:`training_time`), with the MFU range. ``prices`` maps a GPU name to a USD price per GPU-hour
-    (default: the catalogue's). A GPU type on which nothing fits within ``max_gpus`` gets a ``fits`` of False
-    and a ``why`` instead of numbers. Sorted by cost. Taught in the "Cost" chapter."""
+    (default: the catalogue's), any spelling :func:`~llmsizing.catalog.get_gpu` accepts; a key that names no
+    GPU is refused, and so is a GPU listed twice. A GPU type on which nothing fits within ``max_gpus`` gets a
+    ``fits`` of False and a ``why`` instead of numbers. Sorted by cost. Taught in the "Cost" chapter."""
     import pandas as pd
 
     from .catalog import list_gpus
     from .layouts import min_gpus
 
     model = resolve_model(model)
-    names = list_gpus() if gpus is None else check_sequence("gpus", gpus, example='["H100 SXM", "A100 80GB"]')
-    prices = {} if prices is None else dict(prices)
+    gpu_list = resolve_gpus(list_gpus() if gpus is None else gpus)
+    prices = resolve_prices(prices, gpu_list)
+    # everything checked before the first GPU, so that a bad argument is refused even where nothing fits
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    seq = check_int("seq", seq)
+    batch = check_int("batch", batch)
+    check_choice("recompute", recompute, RECOMPUTE)
+    mfu = None if mfu is None else check_fraction("mfu", mfu)
+    max_gpus = check_int("max_gpus", max_gpus)
+    price_of = {g.name: prices[g.name] if g.name in prices else gpu_price(g, name="prices") for g in gpu_list}
     rows = []
-    for name in names:
-        g = get_gpu(name)
-        row = {"gpu": g.name, "price_usd_per_gpu_hour": prices.get(g.name, g.price_usd_per_gpu_hour)}
+    for g in gpu_list:
+        row = {"gpu": g.name, "price_usd_per_gpu_hour": price_of[g.name]}
         try:
             plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus)
         except ValueError as e:

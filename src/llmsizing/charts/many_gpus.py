@@ -199,7 +199,7 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     ``overlap`` is the share of the traffic hidden behind compute. Chapter 7."""
     import numpy as np
 
-    from .._validate import check_int
+    from .._validate import check_fraction, check_int
     from ..catalog import get_gpu, resolve_model
     from ..comm import busy_fraction, communication, gpu_with_link, step_compute_time_s
     from ..hardware import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps
@@ -210,6 +210,7 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     gb = check_int("global_batch", global_batch, maximum=1 << 20)
     b = check_int("batch", batch)
     top = check_int("max_dp", max_dp, maximum=1 << 16)
+    seq, mfu = check_int("seq", seq), check_fraction("mfu", mfu)     # (before the summary formats them)
     if b > gb:
         raise ValueError(f"batch={b} must be <= global_batch={gb}: the micro-batch is part of the global batch")
     dps = [d for d in (2 ** k for k in range(1, 17)) if d <= top and gb % (d * b) == 0]
@@ -260,13 +261,12 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
     ``b / (1 + b)``. Chapter 8."""
     import numpy as np
 
-    from .._validate import check_int
-    from ..parallel import pipeline_bubble
+    from .._validate import check_int, check_sequence
+    from ..parallel import MAX_PP, pipeline_bubble
 
-    pps = [check_int("pps", p) for p in pps]
-    if not pps:
-        raise ValueError("pps must name at least one pipeline depth, e.g. (2, 4, 8)")
-    p_i = check_int("interleaved_pp", interleaved_pp)
+    # (a bare int is refused naming pps, not "'int' object is not iterable")
+    pps = [check_int("pps", p, maximum=MAX_PP) for p in check_sequence("pps", pps, example="(2, 4, 8)")]
+    p_i = check_int("interleaved_pp", interleaved_pp, maximum=MAX_PP)
     v = check_int("virtual_stages", virtual_stages, maximum=64)
     top = check_int("max_microbatches", max_microbatches, minimum=2, maximum=4096)
     ms = np.unique(np.geomspace(1, top, 60).round().astype(int))

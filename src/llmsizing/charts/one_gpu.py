@@ -94,14 +94,13 @@ _CAPACITY_COLORS = ("0.15", "#882255", "#332288", "#7F7F7F", "#117733")
 
 def _gpu_lines(ax, gpus, count: int, *, horizontal: bool) -> list:
     """Draw one dashed capacity line per GPU type at ``count`` x its memory (GiB); return the GPU objects."""
-    from .._validate import check_sequence
-    from ..catalog import GPU, get_gpu
+    from ..catalog import GPU, resolve_gpus
 
     if isinstance(gpus, (str, GPU)):
         gpus = (gpus,)
     out = []
-    for i, name in enumerate(check_sequence("gpus", gpus, example="('H100 SXM', 'H200')", allow_empty=True)):
-        g = get_gpu(name)
+    # (a GPU named twice, in two spellings, is refused: it would draw two lines for one GPU)
+    for i, g in enumerate(resolve_gpus(gpus, example="('H100 SXM', 'H200')", allow_empty=True)):
         cap = count * g.memory_gib
         label = f"{count} × {g.name} = {cap:,.0f} GiB" if count > 1 else f"{g.name} ({cap:.1f} GiB)"
         style = dict(color=_CAPACITY_COLORS[i % len(_CAPACITY_COLORS)], lw=1.1,
