@@ -191,7 +191,8 @@ def _fuzz_specs():
         "cost_vs_gpus": Spec(cost.cost_vs_gpus,
                              dict(model=models(), tokens=nums(1e6, 1e13), gpu=gpus(), seq=ints(128, 8192),
                                   global_batch=st_ints_from([8, 16, 64]), tp=st_ints_from([1, 2, 8]),
-                                  pp=st_ints_from([1, 2]), zero=st_ints_from([1, 3]))),
+                                  pp=st_ints_from([1, 2]),     # (zero=0 is valid: not st_ints_from's invalid 0)
+                                  zero=Arg(st.sampled_from([1, 3]), st.sampled_from([-1, 4, 2.0, "2", None])))),
         "render_cost_vs_gpus": Spec(charts.render_cost_vs_gpus,
                                     dict(model=models(), tokens=nums(1e6, 1e13), gpu=gpus(), seq=ints(128, 8192),
                                          global_batch=st_ints_from([8, 64]), tp=st_ints_from([1, 8]),
