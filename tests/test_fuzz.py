@@ -478,13 +478,19 @@ def _call(name: str, func, kwargs: dict):
             SLOWEST[:] = [cpu, wall, name]
 
 
-@st.composite
-def calls(draw, spec: Spec):
-    """A valid set of arguments, and (half the time) one argument to replace by an invalid value."""
+def valid_kwargs(draw, spec: Spec) -> dict:
+    """A valid set of arguments for ``spec`` (its joint base first, then each argument's own valid values)."""
     kwargs = dict(draw(spec.base)) if spec.base is not None else {}
     for key, arg in spec.args.items():
         if key not in kwargs:
             kwargs[key] = draw(arg.valid)
+    return kwargs
+
+
+@st.composite
+def calls(draw, spec: Spec):
+    """A valid set of arguments, and (half the time) one argument to replace by an invalid value."""
+    kwargs = valid_kwargs(draw, spec)
     bad = draw(st.one_of(st.none(), st.sampled_from(sorted(spec.args))))
     return kwargs, bad, (draw(spec.args[bad].invalid) if bad else None)
 

@@ -31,6 +31,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_cli import _with
 from test_fuzz import CALLS, EXAMPLES, FUZZ, RETURNED, hf_configs
 from test_model import HF_GPT2, HF_LLAMA2_7B, HF_LLAMA3_8B, HF_MISTRAL_7B, HF_QWEN2_7B
 
@@ -135,15 +136,6 @@ COMMANDS = {
 }
 
 
-def _set(argv: list[str], option: str, value: str) -> list[str]:
-    argv = list(argv)
-    if option in argv:
-        argv[argv.index(option) + 1] = value
-    else:
-        argv += [option, value]
-    return argv
-
-
 @st.composite
 def command_lines(draw) -> tuple[list[str], list[str]]:
     """A command line and the option values drawn as text (to check the comma promise on)."""
@@ -154,9 +146,9 @@ def command_lines(draw) -> tuple[list[str], list[str]]:
     for option in draw(st.lists(st.sampled_from(sorted(options)), max_size=3, unique=True)):
         value = draw(options[option])
         typed.append(value)
-        argv = _set(argv, option, value)
+        argv = _with(argv, option, value)
     if sub in ("memory", "time") and draw(st.booleans()):
-        argv = _set(argv, "--gpu", draw(GPUS))
+        argv = _with(argv, "--gpu", draw(GPUS))
     if sub == "time" and draw(st.booleans()):
         argv += ["--mfu-range", draw(floats(0.01, 1)), draw(floats(0.01, 1))]
     if draw(st.booleans()):

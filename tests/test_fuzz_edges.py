@@ -26,7 +26,7 @@ from conftest import small_models
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_fuzz import (ALLOWED, CH6_FUNCTIONS, EXAMPLES, FUNCTIONS, FUZZ, PART3_FUNCTIONS, RETURNED, Arg, Spec,
-                       _call, _close, figures)
+                       _call, _close, figures, valid_kwargs)
 
 import llmsizing as L
 from llmsizing import cost, hardware, memory, serve, time_cost
@@ -75,10 +75,7 @@ def _numeric_slots(kwargs: dict) -> list[tuple]:
 @st.composite
 def edge_calls(draw, spec: Spec):
     """A valid set of arguments with one number (or one number in a list) replaced by an edge value."""
-    kwargs = dict(draw(spec.base)) if spec.base is not None else {}
-    for key, arg in spec.args.items():
-        if key not in kwargs:
-            kwargs[key] = draw(arg.valid)
+    kwargs = valid_kwargs(draw, spec)
     slots = _numeric_slots(kwargs)
     if not slots:
         return kwargs, None

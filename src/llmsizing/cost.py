@@ -136,7 +136,8 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
                  overlap: float = 0.5, recompute: str = "none", price_usd_per_gpu_hour: float | None = None):
     """Days, GPU-hours and cost of one job as the data-parallel degree grows at a fixed ``global_batch``
     (sequences), for the layout ``tp`` x ``pp`` (sequence parallelism on when ``tp > 1``) with ZeRO stage
-    ``zero`` (off at ``dp = 1``, where there is nothing to shard over), micro-batch ``micro_batch`` and ``grad_accum = global_batch / (micro_batch x dp)``.
+    ``zero`` (off at ``dp = 1``, where there is nothing to shard over), micro-batch ``micro_batch`` and
+    ``grad_accum = global_batch / (micro_batch x dp)``.
 
     Each row is one :func:`~llmsizing.layouts.step_time` (compute at ``compute_efficiency`` of the dense peak,
     the pipeline bubble, communication with a share ``overlap`` hidden): as ``dp`` grows, each GPU's compute per
@@ -232,7 +233,8 @@ def audit_cost_table(table=None, *, gpu="H100 SXM", seq: int = 4096, mfu: float 
     * ``days_from_own_tps`` = tokens / tokens_per_s / 86,400, what the table's throughput implies;
     * ``cost_per_day_from_price`` = GPUs x price x 24 and ``cost_from_own_tps`` = both multiplied;
     * ``library_days``, ``library_cost_usd`` (with ``_low``/``_high``): :func:`training_time` on the same number
-      of ``gpu`` (seed 000 priced RunPod H100 SXMs) at the same price, with ``mfu`` (default: the calibrated band), sequences of ``seq`` tokens;
+      of ``gpu`` (seed 000 priced RunPod H100 SXMs) at the same price, with ``mfu`` (default: the calibrated
+      band), sequences of ``seq`` tokens;
     * ``gpu_hours_own`` and ``gpu_hours_library``: GPUs x hours, the number the bill really follows.
 
     Chapter 11."""
