@@ -387,9 +387,9 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     ceil(users / batch)``) or ``requests_per_s`` (a replica running batches back to back completes ``batch /
     (batch prefill + output x itl)`` requests per second, :attr:`Serving.requests_per_s`). For each ``tp`` in
     ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and fitting the KV cache
-    is found by bisection (both latencies never fall as the batch grows); the layout with the fewest GPUs wins, ties going to the lower ITL. Other
-    keywords go to :func:`serving` (``weights``, ``kv_cache``, ``mbu``, ``mfu``, ...). When no layout meets
-    the target, raises ``ValueError`` saying which tp does not fit and what came closest. Taught in chapter 15.
+    is found by bisection (both latencies never fall as the batch grows); the layout with the fewest GPUs wins,
+    ties going to the lower ITL. Other keywords go to :func:`serving` (``weights``, ``kv_cache``, ``mbu``,
+    ``mfu``, ...). When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what came closest. Taught in chapter 15.
     """
     m = resolve_model(model)
     g = get_gpu(gpu)
