@@ -389,7 +389,8 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and fitting the KV cache
     is found by bisection (both latencies never fall as the batch grows); the layout with the fewest GPUs wins,
     ties going to the lower ITL. Other keywords go to :func:`serving` (``weights``, ``kv_cache``, ``mbu``,
-    ``mfu``, ...). When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what came closest. Taught in chapter 15.
+    ``mfu``, ...). When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what
+    came closest. Taught in chapter 15.
     """
     m = resolve_model(model)
     g = get_gpu(gpu)
