@@ -469,3 +469,22 @@ def test_render_dp_scaling_names_seq_and_mfu():
         charts.render_dp_scaling(seq=None)
     with pytest.raises(TypeError, match="mfu"):
         charts.render_dp_scaling(mfu=None)
+
+
+# --------------------------------------------------------------------------- class 4: lists as long as the input
+def test_a_list_argument_is_bounded_so_a_call_answers_or_refuses_at_once():
+    """serving_sweep(batches=range(1, 10**7)) computed ten million serving points (about 400 s) before this bound;
+    every list argument goes through check_sequence, which reads at most MAX_ITEMS + 1 items, even of an endless
+    iterable."""
+    import itertools
+    import time
+
+    from llmsizing._validate import MAX_ITEMS, check_sequence
+
+    t = time.process_time()
+    with pytest.raises(ValueError, match=r"batches may hold at most 1,024 items"):
+        L.serving_sweep("llama-3-8b", "H100 SXM", batches=range(1, 10**7))
+    with pytest.raises(ValueError, match=r"counts may hold at most"):
+        check_sequence("counts", itertools.count(1), example="(8, 64)")
+    assert time.process_time() - t < 1.0
+    assert len(check_sequence("batches", range(MAX_ITEMS), example="(1, 8)")) == MAX_ITEMS   # the bound itself passes

@@ -11,6 +11,7 @@ refused here, with the parameter named, before any arithmetic.
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 import numbers
 import sys
@@ -117,13 +118,22 @@ def check_choice(name: str, value, choices: Iterable[str]) -> str:
     raise ValueError(f"unknown {name} {value!r}.{hint} Allowed: {', '.join(choices)}")
 
 
-def check_sequence(name: str, value, *, example: str, allow_empty: bool = False) -> list:
+#: The most items a list argument may hold: every public function loops over its lists (one figure line, one
+#: serving point, one search branch per item), so a longer one would take minutes, not a fraction of a second.
+MAX_ITEMS = 1024
+
+
+def check_sequence(name: str, value, *, example: str, allow_empty: bool = False, max_items: int = MAX_ITEMS) -> list:
     """Return ``value`` as a list if it is a list-like of items (a list, tuple, set or array; not a string or
-    a dict, which would iterate over characters or keys); raise ``TypeError``/``ValueError`` naming ``name``.
-    The items themselves are checked by the caller."""
+    a dict, which would iterate over characters or keys) of at most ``max_items`` items; raise
+    ``TypeError``/``ValueError`` naming ``name``. A longer iterable (even an endless one) is refused after reading
+    ``max_items + 1`` items. The items themselves are checked by the caller."""
     if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
         raise TypeError(f"{name} must be a list, e.g. {example}; got {type(value).__name__} {value!r}")
-    items = list(value)
+    items = list(itertools.islice(value, max_items + 1))
+    if len(items) > max_items:
+        raise ValueError(f"{name} may hold at most {max_items:,} items, got more (e.g. {example}): each item is "
+                         "computed or drawn in turn")
     if not items and not allow_empty:
         raise ValueError(f"{name} must not be empty, e.g. {example}")
     return items
