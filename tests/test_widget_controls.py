@@ -179,3 +179,23 @@ def test_gpus_per_line_slider_follows_the_cap_in_the_widget():
     assert count.value == 100
     c["gpus"].value = ()                                    # no GPU: nothing to count, no error
     assert count.max == 1 and board.error.value == ""
+
+
+@pytest.mark.parametrize("factory, key", [("finetune_widget", "seq"), ("parallel_explorer_widget", "seq"),
+                                          ("activation_memory_widget", "seq")])
+def test_sequence_slider_stops_at_the_models_context_and_comes_back(factory, key):
+    """The fine-tuning widget offers every catalogued model since the LoRA targets mean "every linear layer it
+    has"; like the other widgets with a sequence slider, it must not offer GPT-2 (trained at 1,024 tokens)
+    2,048 tokens, and a model with a longer context brings back the length the reader chose."""
+    from llmsizing import get_model, widgets
+
+    box = getattr(widgets, factory)()
+    c = box.controls
+    c[key].value = 2048
+    c["model"].value = "gpt2"
+    values = [o[1] if isinstance(o, tuple) else o for o in c[key].options]
+    assert max(values) <= get_model("gpt2").max_seq == 1024
+    assert c[key].value == 1024
+    assert "rror" not in box.summary.value                  # (a refusal would show its message here)
+    c["model"].value = "llama-3-8b"
+    assert c[key].value == 2048

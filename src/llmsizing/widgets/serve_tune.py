@@ -10,7 +10,7 @@ import ipywidgets as W
 
 from .. import charts
 from ..catalog import get_model, list_gpus, list_models
-from .controls import _choice, _style
+from .controls import _choice, _follow_max_seq, _style, _up_to_max_seq
 from .dashboard import Dashboard
 
 
@@ -22,6 +22,8 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
     from ..serve import WEIGHT_FORMATS
 
     get_model(model)
+    # every catalogued model (gpt2's 1,024 tokens too): the sequence slider follows the model's context
+    seqs = _up_to_max_seq(_FINETUNE_SEQS, get_model(model))
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
@@ -37,6 +39,10 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
 
 
 # =========================================================================== chapter 16: fine-tuning
+#: The fine-tuning widget's sequence lengths (up to each model's context).
+_FINETUNE_SEQS = [512, 1024, 2048, 4096, 8192]
+
+
 def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
     """Chapter 16: will my fine-tune fit on the GPU I have, and with what batch?
     (:func:`~llmsizing.charts.render_finetune_memory`)."""
@@ -47,11 +53,13 @@ def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
         return charts.render_finetune_memory(model, gpu=gpu, batch=batch, seq=seq, rank=rank, targets=targets,
                                              recompute=recompute, optimizer=optimizer, into=into)
 
+    # every catalogued model (gpt2's 1,024 tokens too): the sequence slider follows the model's context
+    seqs = _up_to_max_seq(_FINETUNE_SEQS, get_model(model))
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "batch": W.SelectionSlider(options=[1, 2, 4, 8, 16, 32], value=1, description="batch", **_style()),
-        "seq": W.SelectionSlider(options=[512, 1024, 2048, 4096, 8192], value=2048, description="sequence",
+        "seq": W.SelectionSlider(options=seqs, value=max(n for n in seqs if n <= 2048), description="sequence",
                                  **_style()),
         "rank": W.SelectionSlider(options=[4, 8, 16, 32, 64, 128], value=16, description="LoRA rank", **_style()),
         "targets": W.Dropdown(options=list(targets.items()), value=targets["all linear"], description="targets",
@@ -61,5 +69,7 @@ def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
         "optimizer": W.Dropdown(options=["adamw", "adamw-8bit"], value="adamw", description="optimizer",
                                 **_style()),
     }
-    return Dashboard(render, controls)
+    box = Dashboard(render, controls)
+    _follow_max_seq(box, "seq", _FINETUNE_SEQS, int)
+    return box
 
