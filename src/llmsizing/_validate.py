@@ -137,3 +137,18 @@ def check_sequence(name: str, value, *, example: str, allow_empty: bool = False,
     if not items and not allow_empty:
         raise ValueError(f"{name} must not be empty, e.g. {example}")
     return items
+
+
+def renamed(new_name: str, new_value, old_name: str, old_value, *, stacklevel: int = 3):
+    """A keyword renamed in issue 21: ``old_value`` (given under ``old_name``) is taken as ``new_name`` with a
+    ``DeprecationWarning``; giving both is refused. Returns the value to use (``None`` if neither was given)."""
+    import warnings
+
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise TypeError(f"give {new_name}= only ({old_name}= is its old name), not both")
+    warnings.warn(f"{old_name}= is deprecated: it is now called {new_name}= (the same number: the share of the "
+                  "dense peak the GPU reaches while it computes; the end-to-end MFU is an output)",
+                  DeprecationWarning, stacklevel=stacklevel)
+    return old_value

@@ -255,7 +255,8 @@ def cmd_plan(args) -> None:
 
     df = plan(_model(args.model), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)), seq=args.seq,
               global_batch=args.global_batch, max_gpus=args.max_gpus, deadline_days=args.deadline_days,
-              budget_usd=args.budget, overlap=args.overlap, compute_efficiency=args.compute_efficiency)
+              budget_usd=args.budget, overlap=args.overlap, kernel_efficiency=args.kernel_efficiency,
+              precision=args.precision, optimizer_impl=args.optimizer_impl)
     if not args.all:
         df = df[df["pareto"]]
     df = df.head(args.top).reset_index(drop=True)
@@ -269,7 +270,7 @@ def cmd_plan(args) -> None:
     out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"], df["days_high"])]
     out["cost"] = df["cost_usd"].map("${:,.0f}".format)
     which = "plans" if args.all else "plans on the time-vs-cost front"
-    _emit(out, args, title=f"{len(out)} {which}, cheapest first:")
+    _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')}):")
 
 
 def _add_output(p) -> None:
@@ -287,7 +288,6 @@ def _command(sub, name: str, help: str, description: str) -> argparse.ArgumentPa
 def parser() -> argparse.ArgumentParser:
     from .activations import ATTENTION, RECOMPUTE, STACKS
     from .parallel import OFFLOADS
-    from .planner import COMPUTE_EFFICIENCY, OVERLAP
     from .precision import OPTIMIZERS, RECIPES
     from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW
 
@@ -354,10 +354,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-gpus", type=integer(), help="largest GPU count to consider")
     p.add_argument("--deadline-days", type=number(0, inclusive=False), help="drop plans slower than this")
     p.add_argument("--budget", type=count, help="drop plans dearer than this many USD, e.g. 2M")
-    p.add_argument("--overlap", type=number(0, 1), default=OVERLAP,
-                   help="share of communication hidden behind compute")
-    p.add_argument("--compute-efficiency", type=number(0, 1, inclusive=False), default=COMPUTE_EFFICIENCY,
-                   help="share of the peak while computing")
+    p.add_argument("--overlap", type=number(0, 1), default=None,
+                   help="one share of communication hidden behind compute (default: group by group)")
+    p.add_argument("--kernel-efficiency", "--compute-efficiency", dest="kernel_efficiency",
+                   type=number(0, 1, inclusive=False), default=None,
+                   help="share of the dense peak while computing (default: calibrated per GPU; "
+                        "--compute-efficiency is its old name)")
+    p.add_argument("--precision", choices=sorted(RECIPES), default="bf16-mixed",
+                   help="memory recipe (bf16-mixed-fp32-grads is Megatron-LM's default)")
+    p.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
+                   help="the optimizer step: PyTorch's default foreach, or the fused kernel (smaller)")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)

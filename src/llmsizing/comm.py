@@ -17,11 +17,11 @@ Sources:
   optimisation, here when ``sp`` is on), ``v`` times as many with ``v`` interleaved chunks.
 
 Placement follows Megatron-LM's rank order (tensor-parallel ranks adjacent, then data-parallel, then
-pipeline): a group stays inside a node when the ranks it spans fit in ``gpus_per_node``; otherwise it runs at the
-network's per-GPU bandwidth (the slowest hop sets a ring's pace). Times are bandwidth-only: per-message latency
-is left out, which flatters small messages (tensor parallelism at small micro-batches) by a few microseconds
-per call. Nothing here overlaps communication with compute: the times are what a step would wait with no
-overlap at all.
+pipeline), and each group's link, achievable bandwidth and latency come from the network model of
+:mod:`llmsizing.network` (nodes in ``data/nodes.csv``; a group that spans nodes shares the node's NICs with
+the other groups in it). A collective costs ``steps x alpha + bytes / bandwidth``. :class:`Communication`
+reports every collective in full; what hides behind compute is :func:`~llmsizing.layouts.step_time`'s
+business, group by group.
 """
 
 from __future__ import annotations
@@ -30,21 +30,22 @@ from dataclasses import dataclass
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number
 from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
-from .hardware import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps
 from .model import Model
-from .parallel import Parallel, resolve_parallel
+from .network import GroupLink, Node, get_node, group_link, latency_steps
+from .parallel import Parallel, layers_per_stage, resolve_parallel
 from .precision import DTYPE_BYTES, RECIPES
 
 #: Columns of :meth:`Communication.to_frame`.
 COMM_COLUMNS = ("collective", "group", "group_size", "link", "calls", "message_bytes", "bytes_per_gpu",
-                "bandwidth_gbps", "time_s")
+                "bandwidth_gbps", "latency_s", "time_s")
 
 
 @dataclass(frozen=True)
 class Collective:
     """One kind of collective in a step, on one GPU. ``message_bytes`` is the full buffer of one call (before
     any sharding), ``bytes_per_gpu`` what this GPU sends in all ``calls`` of the step, ``bandwidth_gbps`` the
-    one-way bandwidth of the ``link`` it rides on, ``time_s`` = bytes / bandwidth."""
+    one-way bandwidth the ``link`` reaches (nominal x achievable fraction), ``latency_s`` the algorithm steps
+    of all ``calls`` x the link's latency per step, ``time_s`` = bytes / bandwidth + latency."""
 
     collective: str
     group: str
@@ -54,10 +55,16 @@ class Collective:
     message_bytes: float
     bytes_per_gpu: float
     bandwidth_gbps: float
+    latency_s: float = 0.0
 
     @property
     def time_s(self) -> float:
-        return self.bytes_per_gpu / (self.bandwidth_gbps * 1e9)
+        return self.bytes_per_gpu / (self.bandwidth_gbps * 1e9) + self.latency_s
+
+    @property
+    def one_call_s(self) -> float:
+        """One call's seconds (``time_s / calls``)."""
+        return self.time_s / self.calls
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,7 @@ class Communication:
 
     collectives: tuple
     parallel: Parallel
+    node: Node | None = None
 
     @property
     def bytes_per_gpu(self) -> float:
@@ -100,32 +108,47 @@ def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
     return (2.0 if kind == "all-reduce" else 1.0) * (n - 1) / n * s
 
 
-def group_links(parallel: Parallel, gpu, *, gpus_per_node: int = 8,
-                inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU) -> dict[str, tuple[str, float]]:
-    """Which link each parallel group rides on, and its one-way bandwidth in GB/s: ``{"tp": (link, gbps),
-    "dp": ..., "pp": ...}``. Megatron-LM's order puts the ``tp`` ranks of a group next to each other, then
-    ``dp``, then ``pp``: a group is inside a node when the span of ranks it covers (``tp``, ``tp x dp``,
-    ``tp x dp x pp``) fits in ``gpus_per_node``."""
+GROUP_STRIDES = ("tp", "dp", "pp")
+
+
+def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | None = None,
+                  inter_node_gbps: float | None = None) -> dict[str, GroupLink]:
+    """Each parallel group's link (:class:`~llmsizing.network.GroupLink`: achievable bandwidth, latency, whether
+    it leaves the node). Megatron-LM's order puts the ``tp`` ranks of a group next to each other, then ``dp``
+    (``tp`` apart), then ``pp`` (``tp x dp`` apart); :func:`~llmsizing.network.group_link` does the rest.
+    ``node`` is a name in ``data/nodes.csv`` (default: the GPU's); ``gpus_per_node`` and ``inter_node_gbps``
+    override it (:func:`~llmsizing.network.get_node`)."""
     par = resolve_parallel(parallel)
     g = get_gpu(gpu)
-    per_node = check_int("gpus_per_node", gpus_per_node)
-    net = check_number("inter_node_gbps", inter_node_gbps, minimum=MIN_GPU_SPEED)
-    intra = (g.link, link_bandwidth_one_way_gbps(g))
-    inter = ("network", net)
-    spans = {"tp": par.tp, "dp": par.tp * par.dp, "pp": par.tp * par.dp * par.pp}
-    return {k: (intra if span <= per_node else inter) for k, span in spans.items()}
+    nd = get_node(node, g, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
+    return {"tp": group_link(g, nd, size=par.tp, stride=1),
+            "dp": group_link(g, nd, size=par.dp, stride=par.tp),
+            "pp": group_link(g, nd, size=par.pp, stride=par.tp * par.dp)}
+
+
+def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
+                inter_node_gbps: float | None = None, node=None) -> dict[str, tuple[str, float]]:
+    """Which link each parallel group rides on and the one-way bandwidth per GPU it reaches, GB/s:
+    ``{"tp": (link, gbps), "dp": ..., "pp": ...}`` (:func:`group_network` without the latency). A group inside
+    a node rides the GPU's own link; one that spans nodes shows ``"network"``, at ``k`` NICs' worth per GPU for
+    ``k`` of its GPUs per node."""
+    return {k: (v.link, v.bandwidth_gbps) for k, v in
+            group_network(parallel, gpu, node=node, gpus_per_node=gpus_per_node,
+                          inter_node_gbps=inter_node_gbps).items()}
 
 
 def communication(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
-                  gpus_per_node: int = 8, inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU,
-                  precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none") -> Communication:
+                  gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
+                  precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none",
+                  node=None) -> Communication:
     """The collectives of one training step, per GPU, for the most loaded pipeline stage.
 
     ``batch`` is the micro-batch (sequences), ``grad_accum`` the micro-batches per step (a pipeline's
     micro-batches), ``precision`` a recipe of :data:`~llmsizing.precision.RECIPES`: gradients are reduced in
     the recipe's gradient dtype, weights gathered in its weight dtype, activations sent in its working dtype
-    (16-bit for the mixed recipes). The network's ``inter_node_gbps`` is one-way per GPU (default
-    :data:`~llmsizing.hardware.INTER_NODE_GBPS_PER_GPU`, 400 Gb/s InfiniBand NDR per GPU).
+    (16-bit for the mixed recipes). The links come from ``node`` (default: the GPU's node in
+    ``data/nodes.csv``; ``gpus_per_node`` and ``inter_node_gbps``, one way per GPU, override it: see
+    :func:`group_network`).
 
     Per step:
 
@@ -134,8 +157,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     * ``zero=1``: one reduce-scatter of the gradients + one all-gather of the updated weights;
     * ``zero=2``: the gradients are reduce-scattered after every micro-batch (the full gradient is never
       kept), then one all-gather of the weights;
-    * ``zero=3``: per micro-batch, an all-gather of the weights in the forward and again in the backward, and
-      a reduce-scatter of the gradients;
+    * ``zero=3``: per micro-batch, an all-gather of the weights in the forward and again in the backward
+      (only the forward's with ``reshard_after_forward=False``), and a reduce-scatter of the gradients;
     * TP: per micro-batch and layer, 2 all-reduces of ``b s h`` activations in the forward and 2 in the
       backward (2 more with full recomputation); with ``sp`` all-gathers and reduce-scatters instead (same
       bytes, twice the calls), plus 2 all-gathers per layer in the backward where Megatron-LM gathers each
@@ -154,7 +177,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     m = check_int("grad_accum", grad_accum)
     recipe = RECIPES[check_choice("precision", precision, RECIPES)]
     check_choice("recompute", recompute, ("none", "selective", "full"))
-    links = group_links(par, gpu, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
+    nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
+    links = group_network(par, gpu, node=nd)
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
     on_rank = max(stage_params(model, par))
@@ -171,8 +195,9 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
             return
         if message > MAX_MEANINGFUL:
             raise too_large(name, message)
-        link, bw = links[group]
-        out.append(Collective(name, group, n, link, calls, message, calls * ring_bytes(kind, message, n), bw))
+        gl = links[group]
+        out.append(Collective(name, group, n, gl.link, calls, message, calls * ring_bytes(kind, message, n),
+                              gl.bandwidth_gbps, calls * latency_steps(kind, n, gl.across) * gl.alpha_s))
 
     dp = par.dp
     if par.zero == 0:
@@ -185,10 +210,11 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         add("ZeRO-2 weight all-gather", "dp", dp, "all-gather", on_rank * w_b, 1)
     else:
         add("ZeRO-3 weight all-gather (forward)", "dp", dp, "all-gather", on_rank * w_b, m)
-        add("ZeRO-3 weight all-gather (backward)", "dp", dp, "all-gather", on_rank * w_b, m)
+        if par.reshard_after_forward:
+            add("ZeRO-3 weight all-gather (backward)", "dp", dp, "all-gather", on_rank * w_b, m)
         add("ZeRO-3 gradient reduce-scatter", "dp", dp, "reduce-scatter", on_rank * g_b, m)
 
-    layers = -(-model.layers // par.pp)                       # the most loaded stage's layers
+    layers = max(layers_per_stage(model.layers, par))         # the most loaded stage's layers
     act = act_b * batch * seq * model.hidden                  # one b x s x h activation
     fwd_passes = 2 if recompute == "full" else 1
     if par.sp:
@@ -203,37 +229,44 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         add("TP all-reduce (backward)", "tp", par.tp, "all-reduce", act, 2 * layers * m)
 
     if par.pp > 1:
-        link, bw = links["pp"]
+        gl = links["pp"]
         p2p = act / (par.tp if par.sp else 1)
         if p2p > MAX_MEANINGFUL:
             raise too_large("PP send/recv", p2p)
         calls = 2 * m * par.virtual_stages                   # one activation out, one gradient back
-        out.append(Collective("PP send/recv (activations and their gradients)", "pp", 2, link, calls, p2p,
-                              calls * p2p, bw))
-    return Communication(tuple(out), par)
+        out.append(Collective("PP send/recv (activations and their gradients)", "pp", 2, gl.link, calls, p2p,
+                              calls * p2p, gl.bandwidth_gbps, calls * gl.alpha_s))
+    return Communication(tuple(out), par, nd)
 
 
 def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
-                        grad_accum: int = 1, recompute: str = "none", mfu: float = 0.4,
-                        dtype: str = "bf16") -> float:
-    """Seconds of computing per step on one GPU, at model FLOPs utilisation ``mfu`` of the GPU's dense peak
-    in ``dtype`` (``"bf16"`` or ``"fp8"``): the step's training FLOPs
-    (:func:`~llmsizing.flops.training_flops_per_token`, recomputation included) over ``tp x pp x dp`` GPUs.
-    ``mfu`` is an assumption (0.4 is a typical well-tuned dense run; the time-and-money chapter calibrates
-    it). The pipeline bubble is not included (:func:`~llmsizing.parallel.pipeline_bubble`)."""
-    from .flops import training_flops_per_token
+                        grad_accum: int = 1, recompute: str = "none", kernel_efficiency: float | None = None,
+                        dtype: str = "bf16", mfu: float | None = None) -> float:
+    """Seconds of computing per step on a GPU of the slowest pipeline stage, at ``kernel_efficiency`` of the
+    GPU's dense peak in ``dtype`` (``"bf16"``, ``"fp16"`` or ``"fp8"``): that stage's training FLOPs
+    (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
+    ``batch x seq x grad_accum`` tokens, over its ``tp`` GPUs.
+
+    ``kernel_efficiency`` defaults to the calibrated value of the GPU's generation
+    (:func:`~llmsizing.hardware.kernel_efficiency`). It is what the kernels reach while they run, not the
+    run's MFU: the bubble and the exposed communication come on top (:func:`~llmsizing.layouts.step_time`),
+    and the MFU is what is left (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of
+    ``kernel_efficiency`` (deprecated; the same number was always applied to hardware FLOPs)."""
+    from ._validate import renamed
+    from .flops import stage_flops_per_token
+    from .hardware import dense_tflops
+    from .hardware import kernel_efficiency as default_efficiency
 
     model = resolve_model(model)
     par = resolve_parallel(parallel, model)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
-    mfu = check_fraction("mfu", mfu)
+    eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     g = get_gpu(gpu)
-    dtype = check_choice("dtype", dtype, ("bf16", "fp8"))
-    peak = g.bf16_dense_tflops if dtype == "bf16" else g.fp8_dense_tflops
-    if peak is None:
-        raise ValueError(f"dtype='fp8': the {g.name} has no FP8 tensor cores; use dtype='bf16'")
-    flops = training_flops_per_token(model, seq=seq, recompute=recompute) * batch * seq * m / (par.tp * par.pp)
-    return flops / (peak * 1e12 * mfu)
+    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
+    peak = dense_tflops(g, dtype)
+    eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
+    flops = max(stage_flops_per_token(model, par, seq=seq, recompute=recompute)) * batch * seq * m / par.tp
+    return flops / (peak * 1e12 * eff)
 
 
 # =========================================================================== chapter 7: when DP stops scaling
@@ -268,8 +301,9 @@ def gpu_with_link(gpu, link: str, one_way_gbps: float):
 
 
 def dp_breakeven_tokens(model: Model | str, gpu, *, dp: int, zero: int, seq: int = 4096, grad_accum: int = 1,
-                        precision: str = "bf16-mixed", mfu: float = 0.4, window: float = 1.0,
-                        gpus_per_node: int = 8, inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU) -> float:
+                        precision: str = "bf16-mixed", mfu: float | None = None, window: float = 1.0,
+                        gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
+                        kernel_efficiency: float | None = None, node=None) -> float:
     """Tokens per GPU per step above which the data-parallel (DDP or ZeRO) traffic of one step can hide behind
     its compute: the ``T`` where ``window x compute(T) = dp traffic`` (both from this module's own
     :func:`step_compute_time_s` and :func:`communication`, never a second formula).
@@ -281,15 +315,20 @@ def dp_breakeven_tokens(model: Model | str, gpu, *, dp: int, zero: int, seq: int
     accumulation does not help. ``window`` (0 < window <= 1) is the share of the compute the traffic may hide
     behind: 1 for the whole step, 2/3 for DDP's gradient all-reduce, which only overlaps the backward.
     Below the breakeven, the GPU waits (see :func:`busy_fraction`). Without the attention FLOPs the result is
-    ``2 (dp - 1)/dp x 2 bytes x peak x mfu / (6 x bandwidth)`` for DDP: it does not depend on the model's size.
+    ``2 (dp - 1)/dp x 2 bytes x peak x efficiency / (6 x bandwidth)`` for DDP (plus the latency's share): it
+    does not depend on the model's size. The network is :func:`group_network`'s (``node``, ``gpus_per_node``,
+    ``inter_node_gbps``); ``kernel_efficiency`` defaults to the calibrated one (``mfu=`` is its old name).
     Taught in chapter 7."""
     model = resolve_model(model)
     par = Parallel(dp=check_int("dp", dp), zero=check_int("zero", zero, minimum=0, maximum=3))
     seq, m = check_int("seq", seq), check_int("grad_accum", grad_accum)
     w = check_fraction("window", window)
-    comm = communication(model, par, batch=1, seq=seq, gpu=gpu, gpus_per_node=gpus_per_node,
+    from ._validate import renamed
+
+    eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
+    comm = communication(model, par, batch=1, seq=seq, gpu=gpu, gpus_per_node=gpus_per_node, node=node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m).by_group().get("dp", 0.0)
-    per_token = step_compute_time_s(model, par, batch=1, seq=seq, gpu=gpu, mfu=mfu) / seq
+    per_token = step_compute_time_s(model, par, batch=1, seq=seq, gpu=gpu, kernel_efficiency=eff) / seq
     return comm / (w * per_token)
 
 

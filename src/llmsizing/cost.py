@@ -132,15 +132,17 @@ def cost_sensitivity(model: Model | str, *, tokens: float, gpu, seq: int, prices
 
 # =========================================================================== more GPUs, same job
 def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_batch: int, tp: int = 8,
-                 pp: int = 1, zero: int = 1, micro_batch: int = 1, dps=None, compute_efficiency: float = 0.5,
-                 overlap: float = 0.5, recompute: str = "none", price_usd_per_gpu_hour: float | None = None):
+                 pp: int = 1, zero: int = 1, micro_batch: int = 1, dps=None, kernel_efficiency: float | None = None,
+                 overlap: float | None = None, recompute: str = "none", price_usd_per_gpu_hour: float | None = None,
+                 compute_efficiency: float | None = None):
     """Days, GPU-hours and cost of one job as the data-parallel degree grows at a fixed ``global_batch``
     (sequences), for the layout ``tp`` x ``pp`` (sequence parallelism on when ``tp > 1``) with ZeRO stage
     ``zero`` (off at ``dp = 1``, where there is nothing to shard over), micro-batch ``micro_batch`` and
     ``grad_accum = global_batch / (micro_batch x dp)``.
 
-    Each row is one :func:`~llmsizing.layouts.step_time` (compute at ``compute_efficiency`` of the dense peak,
-    the pipeline bubble, communication with a share ``overlap`` hidden): as ``dp`` grows, each GPU's compute per
+    Each row is one :func:`~llmsizing.layouts.step_time` (compute at ``kernel_efficiency`` of the dense peak,
+    default the calibrated one, ``compute_efficiency=`` its old name; the pipeline bubble; communication hidden
+    group by group, or a share ``overlap`` of it): as ``dp`` grows, each GPU's compute per
     step shrinks while the bubble (a fixed number of micro-batch slots) and the gradient all-reduce do not, so
     the MFU falls and the same job costs more. ``dp`` stops at ``global_batch / micro_batch``: the global batch
     caps data parallelism. ``dps`` defaults to the powers of two that divide it. Memory is not checked here
@@ -158,7 +160,10 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     b = check_int("micro_batch", micro_batch)
     tp, pp = check_int("tp", tp), check_int("pp", pp)
     zero = check_int("zero", zero, minimum=0, maximum=3)
-    eff = check_fraction("compute_efficiency", compute_efficiency)
+    from ._validate import renamed
+
+    eff = renamed("kernel_efficiency", kernel_efficiency, "compute_efficiency", compute_efficiency)
+    eff = None if eff is None else check_fraction("kernel_efficiency", eff)
     check_choice("recompute", recompute, RECOMPUTE)
     if gb % b:
         raise ValueError(f"micro_batch={b} must divide global_batch={gb}")
@@ -178,7 +183,7 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     rows = []
     for d in dps:
         par = Parallel(tp=tp, pp=pp, dp=d, zero=zero if d > 1 else 0, sp=tp > 1)
-        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=top // d, mfu=eff, overlap=overlap,
+        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=top // d, kernel_efficiency=eff, overlap=overlap,
                        recompute=recompute)
         days = steps * st.step_s / SECONDS_PER_DAY
         hours = days * HOURS_PER_DAY * par.gpus

@@ -89,3 +89,25 @@ def _training_flops_per_token(model: Model, seq: int, recompute: str, causal: bo
              "selective": attention,
              "full": 2 * model.layers * model.params_per_layer + attention}[recompute]
     return 3 * fwd + extra
+
+
+def stage_flops_per_token(model: Model | str, parallel=None, *, seq: int, recompute: str = "none",
+                          causal: bool = False) -> tuple[float, ...]:
+    """Training FLOPs per token of each pipeline stage (all its tensor-parallel ranks together), in the
+    convention of :func:`training_flops_per_token`, whose total they split: each stage's transformer layers
+    (:func:`~llmsizing.parallel.layers_per_stage`) and, on the last stage, the LM head. A pipeline runs at its
+    slowest stage, and with an even split that is the last one (for Llama-3-70B on 8 stages at 8K tokens, 10
+    layers + the head: 9% more than the average stage). Taught in chapter 8."""
+    from .parallel import layers_per_stage, resolve_parallel
+
+    model = resolve_model(model)
+    par = resolve_parallel(parallel, model)
+    total = training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal)
+    attention = attention_flops_per_token(model, seq=seq, causal=causal) / model.layers
+    layer_fwd = 2 * model.params_per_layer + attention
+    layer_extra = {"none": 0.0, "selective": attention, "full": layer_fwd}[recompute]
+    per_layer = 3 * layer_fwd + layer_extra
+    head = total - model.layers * per_layer                   # the LM head (and learned positions: no matmul)
+    out = [n * per_layer for n in layers_per_stage(model.layers, par)]
+    out[-1] += head
+    return tuple(out)

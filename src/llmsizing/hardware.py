@@ -204,3 +204,57 @@ def gpu_comparison(gpus=None):
                         "ridge_flops_per_byte": ridge_point_flops_per_byte(g), "link": g.link,
                         "link_one_way_gbps": link_bandwidth_one_way_gbps(g)}
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(GPU_COMPARISON_COLUMNS)).rename_axis("gpu")
+
+
+# =========================================================================== chapter 10: the kernel efficiency
+@dataclass(frozen=True)
+class KernelEfficiency:
+    """A row of ``data/kernel_efficiency.csv``: the share of the dense peak a GPU generation's kernels reach
+    while a training step computes (hardware FLOPs, recomputation included), fitted on the published runs
+    with a known layout (``tools/calibrate.py``; chapter 10 shows the residuals)."""
+
+    generation: str
+    gpus: tuple
+    dtype: str
+    kernel_efficiency: float
+    runs: str
+    source: str
+
+
+def _kernel_rows() -> list[KernelEfficiency]:
+    import csv
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "data" / "kernel_efficiency.csv"
+    with open(path, newline="") as fh:
+        return [KernelEfficiency(r["generation"], tuple(x.strip() for x in r["gpus"].split(";")), r["dtype"],
+                                 float(r["kernel_efficiency"]), r["runs"], r["source"]) for r in csv.DictReader(fh)]
+
+
+_KERNEL_ROWS: list = []
+
+
+def kernel_efficiency_row(gpu, dtype: str = "bf16") -> KernelEfficiency:
+    """The calibrated row for ``gpu`` in ``dtype`` (``fp16`` uses ``bf16``'s). A GPU no row names gets the
+    median over the generations calibrated in that dtype (generation ``"uncalibrated"``): say so where it
+    matters (:func:`~llmsizing.time_cost.training_time` warns)."""
+    from .catalog import get_gpu
+
+    g = get_gpu(gpu)
+    dtype = check_choice("dtype", dtype, COMPUTE_DTYPES)
+    key = "fp8" if dtype == "fp8" else "bf16"
+    if not _KERNEL_ROWS:
+        _KERNEL_ROWS.extend(_kernel_rows())
+    for r in _KERNEL_ROWS:
+        if g.name in r.gpus and r.dtype == key:
+            return r
+    same = sorted(r.kernel_efficiency for r in _KERNEL_ROWS if r.dtype == key and r.runs)
+    same = same or sorted(r.kernel_efficiency for r in _KERNEL_ROWS if r.dtype == key)
+    return KernelEfficiency("uncalibrated", (g.name,), key, same[len(same) // 2], "",
+                            f"median of the calibrated {key} generations")
+
+
+def kernel_efficiency(gpu, dtype: str = "bf16") -> float:
+    """The default share of the dense peak a training step's kernels reach on ``gpu`` in ``dtype``
+    (:func:`kernel_efficiency_row`): what :func:`~llmsizing.layouts.step_time` uses when it is given none."""
+    return kernel_efficiency_row(gpu, dtype).kernel_efficiency

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from ._validate import check_bool, check_fraction, check_int, check_number
 from .catalog import get_gpu, resolve_model
-from .hardware import INTER_NODE_GBPS_PER_GPU
 from .model import Model
 from .parallel import MAX_PP, Parallel, check_layout, pipeline_bubble
 
@@ -114,13 +113,15 @@ def _fits_from(dp: int, top: int, fits) -> int | None:
 def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int = 1,
              precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
              recompute: str = "none", stack: str = "fused", usable_fraction: float = USABLE_FRACTION,
-             gpus_per_node: int = 8, inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU, mfu: float = 0.4,
-             max_gpus: int = 65536, offload: bool = False) -> Plan:
+             gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
+             kernel_efficiency: float | None = None, max_gpus: int = 65536, offload: bool = False,
+             optimizer_impl: str = "foreach", node=None, mfu: float | None = None) -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
 
-    Layouts tried: ``tp`` from the divisors of ``gpus_per_node`` (at most :data:`MAX_GPUS_PER_NODE`) that the
+    Layouts tried: ``tp`` from the divisors of the node's scale-up domain (``node``, default the GPU's in
+    ``data/nodes.csv``, or ``gpus_per_node``, at most :data:`MAX_GPUS_PER_NODE`) that the
     model allows (tensor parallelism stays inside a node), with sequence parallelism whenever ``tp > 1``;
     ``pp`` from the divisors of the layer count up to :data:`~llmsizing.parallel.MAX_PP` (Megatron-LM's even
     split); ZeRO stages 0-3 (2 and 3 only without a pipeline); with ``offload=True`` (a bool) also
@@ -128,24 +129,32 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     linear in ``1 / dp`` (ZeRO divides the sharded states by ``dp``; nothing else depends on it), so the
     smallest ``dp`` is solved for from two evaluations and then checked. Among the layouts with the fewest
     GPUs, the one with the shortest pessimistic step (:attr:`Plan.step_s`, from :func:`step_time` with no
-    overlap) wins; ties go to
-    the simpler layout (smaller ``tp``, ``pp``, ZeRO stage).
+    overlap, at ``kernel_efficiency``: default the calibrated one; ``mfu=`` is its old name) wins; ties go to
+    the simpler layout (smaller ``tp``, ``pp``, ZeRO stage). ``optimizer_impl`` is the optimizer step's
+    implementation (:data:`~llmsizing.memory.OPTIMIZER_IMPLS`: PyTorch's default ``"foreach"`` or the
+    smaller ``"fused"``).
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
     """
+    from ._validate import renamed
     from .memory import training_memory
+    from .network import get_node
 
     model = resolve_model(model)
     g = get_gpu(gpu)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     frac = check_fraction("usable_fraction", usable_fraction)
-    per_node = check_int("gpus_per_node", gpus_per_node, maximum=MAX_GPUS_PER_NODE)
+    if gpus_per_node is not None:
+        check_int("gpus_per_node", gpus_per_node, maximum=MAX_GPUS_PER_NODE)
+    nd = get_node(node, g, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
+    per_node = check_int("the node's scale-up domain", nd.scaleup_domain_gpus, maximum=MAX_GPUS_PER_NODE)
+    eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     max_gpus = check_int("max_gpus", max_gpus)
     offload = check_bool("offload", offload)
     limit = frac * g.memory_bytes
     kw = dict(batch=batch, seq=seq, grad_accum=m, precision=precision, optimizer=optimizer, attention=attention,
-              recompute=recompute, stack=stack)
+              recompute=recompute, stack=stack, optimizer_impl=optimizer_impl)
 
     candidates = []
     fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
@@ -185,8 +194,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     for c in candidates:
         if c.gpus != fewest:
             continue
-        st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, mfu=mfu, recompute=recompute,
-                       precision=precision, gpus_per_node=per_node, inter_node_gbps=inter_node_gbps)
+        st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=0.0,
+                       recompute=recompute, precision=precision, node=nd)
         total = training_memory(model, parallel=c, **kw).total_bytes          # every stage, this time
         if total <= limit:
             plans.append(Plan(c, total, float(g.memory_bytes), st.comm_s, st.compute_s, st.bubble))
@@ -198,20 +207,79 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
 
 
 # =========================================================================== where a step's time goes
+def _window_s(compute_s: float, micro: int, fwd_share: float) -> tuple[float, float]:
+    """(forward, backward) seconds of one micro-batch on the slowest stage: the windows communication can
+    hide behind."""
+    one = compute_s / micro
+    return one * fwd_share, one * (1 - fwd_share)
+
+
+def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: float,
+                     async_tp: bool = False) -> dict[str, float]:
+    """Seconds of each group's communication the step waits for, collective by collective (issue 21's "overlap
+    per group"; taught in chapter 8):
+
+    * tensor parallelism sits on the critical path (each all-reduce or all-gather feeds the next matmul),
+      unless ``async_tp`` (PyTorch's async TP, Megatron's TP overlap) hides it behind the step's compute;
+    * the gradient all-reduce or reduce-scatter of DDP and ZeRO-1 overlaps only the last micro-batch's
+      backward (the earlier micro-batches only accumulate); ZeRO-2's per-micro-batch reduce-scatter each
+      its own backward;
+    * the weights' all-gather after the optimizer step (ZeRO-1/2) overlaps the next step's first forward
+      (Megatron-LM's ``--overlap-param-gather``);
+    * ZeRO-3's gathers are prefetched behind each micro-batch's forward and backward, its reduce-scatter
+      behind the backward;
+    * pipeline sends hide in 1F1B's steady state; the fill and drain wait for ``2 (pp - 1)`` of them;
+    * nothing hides in the pipeline bubble (the stages are idle because they wait for each other).
+    """
+    m = grad_accum
+    fwd, bwd = _window_s(compute_s, m, fwd_share)
+    out = {"dp": 0.0, "tp": 0.0, "pp": 0.0}
+    tp_total = 0.0
+    zero3_bwd = 0.0
+    for c in comm.collectives:
+        t = c.time_s
+        if c.group == "tp":
+            tp_total += t
+        elif c.group == "pp":
+            out["pp"] += min(t, 2 * (comm.parallel.pp - 1) * c.one_call_s)
+        elif "all-gather (forward)" in c.collective:           # ZeRO-3, per micro-batch
+            out["dp"] += c.calls * max(0.0, c.one_call_s - fwd)
+        elif c.collective.startswith("ZeRO-3"):                # backward gather and gradient reduce-scatter
+            zero3_bwd += t
+        elif "weight all-gather" in c.collective:              # ZeRO-1/2 after the optimizer step
+            out["dp"] += max(0.0, t - fwd)
+        elif c.calls > 1:                                      # ZeRO-2's reduce-scatter, every micro-batch
+            out["dp"] += c.calls * max(0.0, c.one_call_s - bwd)
+        else:                                                  # DDP / ZeRO-1 gradients: the last backward
+            out["dp"] += max(0.0, t - bwd)
+    if zero3_bwd:
+        out["dp"] += m * max(0.0, zero3_bwd / m - bwd)
+    out["tp"] = max(0.0, tp_total - compute_s) if async_tp else tp_total
+    return out
+
+
 @dataclass(frozen=True)
 class StepTime:
-    """One training step's time on the most loaded GPU, split into its parts (:func:`step_time`).
+    """One training step's time on a GPU of the slowest pipeline stage, split into its parts
+    (:func:`step_time`).
 
-    ``compute_s`` is the step's arithmetic at the assumed MFU, ``bubble`` the pipeline bubble as a fraction of
-    it, ``communication`` every collective of the step (:class:`~llmsizing.comm.Communication`), ``overlap``
-    the share of the communication that runs hidden behind compute, and ``tokens`` the tokens the whole run
-    processes per step (micro-batch x sequence x micro-batches x ``dp``)."""
+    ``compute_s`` is that stage's arithmetic at the kernel efficiency, ``bubble`` the pipeline bubble as a
+    fraction of it, ``communication`` every collective of the step (:class:`~llmsizing.comm.Communication`),
+    ``tokens`` the tokens the whole run processes per step (micro-batch x sequence x micro-batches x ``dp``).
+    ``exposed`` is the communication the step waits for, by group (:func:`exposed_by_group`); when a single
+    ``overlap`` share is given instead (the simple model of chapter 7), ``exposed`` is ``None`` and a share
+    ``overlap`` of all communication hides behind the busy time. ``model_flops`` is the step's model FLOPs on all
+    GPUs (no recomputation) and ``peak_flops`` one GPU's dense peak, for :attr:`mfu`."""
 
     compute_s: float
     bubble: float
     communication: object
-    overlap: float
+    overlap: float | None
     tokens: int
+    exposed: dict | None = None
+    model_flops: float = 0.0
+    peak_flops: float = 0.0
+    kernel_efficiency: float = 0.0
 
     @property
     def bubble_s(self) -> float:
@@ -235,9 +303,19 @@ class StepTime:
         return self.communication.time_s
 
     @property
+    def exposed_by_group_s(self) -> dict[str, float]:
+        """The communication the step waits for, by group."""
+        if self.exposed is not None:
+            return dict(self.exposed)
+        share = self.exposed_comm_s / self.comm_s if self.comm_s else 0.0
+        return {k: v * share for k, v in self.comm_by_group_s.items()}
+
+    @property
     def exposed_comm_s(self) -> float:
-        """The communication the step waits for: ``(1 - overlap) x comm_s``, but never less than what the
-        busy time cannot hide (``comm_s - busy_s``)."""
+        """The communication the step waits for: the sum of :attr:`exposed` or, with one ``overlap`` share,
+        ``(1 - overlap) x comm_s`` but never less than what the busy time cannot hide (``comm_s - busy_s``)."""
+        if self.exposed is not None:
+            return sum(self.exposed.values())
         return max((1.0 - self.overlap) * self.comm_s, self.comm_s - self.busy_s)
 
     @property
@@ -247,9 +325,16 @@ class StepTime:
 
     @property
     def efficiency(self) -> float:
-        """``compute_s / step_s``: the share of the step spent on the model's arithmetic, i.e. the speed-up
-        over one GPU at the same MFU divided by the GPU count (what articles call "parallel efficiency")."""
+        """``compute_s / step_s``: the share of the step spent on the arithmetic (what articles call "parallel
+        efficiency")."""
         return self.compute_s / self.step_s
+
+    @property
+    def mfu(self) -> float:
+        """The end-to-end model FLOPs utilisation of the step: its model FLOPs over ``GPUs x dense peak x
+        step_s`` (Chowdhery et al. 2022, App. B). An output: the kernel efficiency, less the bubble, the exposed
+        communication, recomputation and the slowest stage's extra work."""
+        return self.model_flops / (self.communication.parallel.gpus * self.peak_flops * self.step_s)
 
     @property
     def tokens_per_s(self) -> float:
@@ -262,30 +347,49 @@ class StepTime:
 
 
 def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batch: int, seq: int,
-              grad_accum: int = 1, mfu: float = 0.4, overlap: float = 0.0, recompute: str = "none",
-              precision: str = "bf16-mixed", gpus_per_node: int = 8,
-              inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU, dtype: str = "bf16") -> StepTime:
-    """Where one training step's time goes on the most loaded GPU: compute
-    (:func:`~llmsizing.comm.step_compute_time_s` at model FLOPs utilisation ``mfu``), the pipeline bubble
-    (:func:`~llmsizing.parallel.pipeline_bubble` x compute: Narayanan et al. 2021, Sec. 2.2) and each parallel
-    group's communication (:func:`~llmsizing.comm.communication`), of which a share ``overlap`` (0 to 1) is
-    hidden behind the compute, as far as the compute lasts.
+              grad_accum: int = 1, kernel_efficiency: float | None = None, overlap: float | None = None,
+              recompute: str = "none", precision: str = "bf16-mixed", gpus_per_node: int | None = None,
+              inter_node_gbps: float | None = None, dtype: str = "bf16", async_tp: bool = False, node=None,
+              mfu: float | None = None) -> StepTime:
+    """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
+    (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
+    calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
+    x compute: Narayanan et al. 2021, Sec. 2.2) and each group's communication
+    (:func:`~llmsizing.comm.communication`, on the network of ``node``), of which what each group cannot hide is
+    added (:func:`exposed_by_group`; ``async_tp`` hides tensor parallelism behind compute).
 
-    ``overlap=0`` is the pessimistic step (the sum of everything, as :attr:`Plan.step_s`); ``overlap=1`` the
-    optimistic one, ``max(compute + bubble, communication)`` (the roofline-style lower bound of the scaling
-    book's "where does the time go"). ``batch`` is the micro-batch, ``grad_accum`` the micro-batches per step
+    The result's :attr:`StepTime.mfu` is the end-to-end MFU: an output, never charged twice. A number for
+    ``overlap`` (0 to 1) replaces the per-group rule by one share of all communication hidden behind the busy
+    time (``0``: nothing hidden, :attr:`Plan.step_s`; ``1``: ``max(compute + bubble, communication)``, the
+    scaling book's lower bound), as chapter 7 first teaches it. ``mfu=`` is the old name of
+    ``kernel_efficiency`` (deprecated). ``batch`` is the micro-batch, ``grad_accum`` the micro-batches per step
     (a pipeline's micro-batches). Taught in chapter 8; the parallelism explorer draws it.
     """
+    from ._validate import renamed
     from .comm import communication, step_compute_time_s
+    from .flops import training_flops_per_token
+    from .hardware import dense_tflops
+    from .hardware import kernel_efficiency as default_efficiency
 
     model = resolve_model(model)
     g = get_gpu(gpu)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
-    overlap = check_number("overlap", overlap, maximum=1.0)
+    eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
+    overlap = None if overlap is None else check_number("overlap", overlap, maximum=1.0)
+    async_tp = check_bool("async_tp", async_tp)
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
-                         inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m, recompute=recompute)
+                         inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m, recompute=recompute,
+                         node=node)
     par = comm.parallel
+    eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
-                                  mfu=mfu, dtype=dtype)
+                                  kernel_efficiency=eff, dtype=dtype)
     bubble = pipeline_bubble(par.pp, m, par.virtual_stages)
-    return StepTime(compute, bubble, comm, overlap, batch * seq * m * par.dp)
+    model_per_token = training_flops_per_token(model, seq=seq)
+    hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute)
+    fwd_share = (model_per_token / 3) / hardware_per_token        # the forward's share; recomputation is backward
+    exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m, fwd_share=fwd_share,
+                                                                async_tp=async_tp)
+    tokens = batch * seq * m * par.dp
+    return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
+                    dense_tflops(g, dtype) * 1e12, eff)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import resolve_model
 from .model import Model
-from .parallel import Parallel, resolve_parallel
+from .parallel import Parallel, layers_per_stage, resolve_parallel
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES
 from .units import GiB
 
@@ -160,11 +160,11 @@ def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[f
     multiple of 128 x tp; pass a padded ``vocab`` to compare on its convention). Taught in Part II."""
     model = resolve_model(model)
     par = resolve_parallel(parallel, model)
-    return list(_stage_params(model, par.tp, par.pp))
+    return list(_stage_params(model, par.tp, par.pp, par.stage_layers))
 
 
 @functools.lru_cache(maxsize=256)
-def _stage_params(model: Model, tp: int, pp: int) -> tuple[float, ...]:
+def _stage_params(model: Model, tp: int, pp: int, stage_layers: tuple | None = None) -> tuple[float, ...]:
     """:func:`stage_params` for a resolved model and layout, kept: the planner asks for the same few thousand
     times in one search."""
     per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp) for _, n, s in model.layer_tensors())
@@ -179,10 +179,9 @@ def _stage_params(model: Model, tp: int, pp: int) -> tuple[float, ...]:
                 edge["last"] += n                    # the output layer's copy of the tied embedding
         else:
             edge["last"] += n                        # final norm, untied LM head
-    base, extra = divmod(model.layers, pp)
     out = []
-    for i in range(pp):
-        n = (base + (i < extra)) * per_layer
+    for i, layers in enumerate(layers_per_stage(model.layers, Parallel(pp=pp, stage_layers=stage_layers))):
+        n = layers * per_layer
         n += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
         out.append(n)
     return tuple(out)
@@ -209,7 +208,7 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
         master, states, extra = master / par.dp, states / par.dp, extra / par.dp
     if par.zero >= 2:
         grads = grads / par.dp
-    if par.zero >= 3:
+    if par.zero >= 3 and par.reshard_after_forward:     # (FSDP2 without resharding keeps them gathered)
         weights = weights / par.dp
     host = 0.0
     if par.offload != "none":
@@ -634,8 +633,7 @@ def _stage_activations(acts, model: Model, par: Parallel, stage: int, in_flight:
     proportion."""
     from .activations import ActivationMemory
 
-    base, extra = divmod(model.layers, par.pp)
-    n_layers = base + (stage < extra)
+    n_layers = layers_per_stage(model.layers, par)[stage]
     kept = in_flight * n_layers                       # layer x micro-batch units alive at the stage's peak
     layers = kept * acts.per_layer_bytes + acts.rebuilt_bytes
     scale = layers / acts.layers_bytes if acts.layers_bytes else 0.0

@@ -28,6 +28,13 @@ class Parallel:
     stage (0-3, FSDP full-shard is stage 3) over the ``dp`` group; ``sp`` turns on sequence parallelism
     (splits the norm/dropout activations that plain TP replicates); ``virtual_stages`` is the number of model
     chunks per pipeline rank of the interleaved 1F1B schedule (Narayanan et al. 2021, Sec. 2.2; 1 = plain 1F1B).
+    ``stage_layers`` gives the transformer layers of each pipeline rank (``pp`` numbers summing to the model's
+    layers) for an uneven split: Llama 3 405B put 126 layers on 16 stages by taking one layer off the first and
+    the last stage (Dubey et al. 2024, Sec. 3.3.2; :func:`uneven_stages`). ``None`` is Megatron-LM's even split
+    (the first stages take the remainder). ``reshard_after_forward`` (ZeRO-3 only) is FSDP2's choice: ``True``
+    frees the gathered weights after each forward and gathers them again for the backward; ``False`` keeps them
+    until the backward (one gather per micro-batch, but the stage's full 16-bit weights stay in memory, as
+    torchtitan does with pipelines).
     A pipeline's micro-batches are the gradient-accumulation steps of
     :func:`~llmsizing.memory.training_memory` (``grad_accum``). ``offload`` (one of :data:`OFFLOADS`) moves the
     optimizer's bytes, or those and the weights, to the host's memory (ZeRO-Offload, ZeRO-Infinity);
@@ -40,6 +47,8 @@ class Parallel:
     sp: bool = False
     virtual_stages: int = 1
     offload: str = "none"
+    stage_layers: tuple | None = None
+    reshard_after_forward: bool = True
 
     def __post_init__(self):
         # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy
@@ -50,8 +59,19 @@ class Parallel:
         object.__setattr__(self, "sp", check_bool("sp", self.sp))
         object.__setattr__(self, "virtual_stages", check_int("virtual_stages", self.virtual_stages))
         check_choice("offload", self.offload, OFFLOADS)
+        object.__setattr__(self, "reshard_after_forward", check_bool("reshard_after_forward",
+                                                                     self.reshard_after_forward))
+        if self.stage_layers is not None:
+            from ._validate import check_sequence
+
+            layers = tuple(check_int(f"stage_layers[{i}]", n) for i, n in
+                           enumerate(check_sequence("stage_layers", self.stage_layers, example="(7, 8, 8, 7)")))
+            if len(layers) != self.pp:
+                raise ValueError(f"stage_layers must give one layer count per pipeline stage: pp={self.pp}, got "
+                                 f"{len(layers)} numbers")
+            object.__setattr__(self, "stage_layers", layers)
         check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp, virtual_stages=self.virtual_stages,
-                     zero=self.zero, offload=self.offload)
+                     zero=self.zero, offload=self.offload, stage_layers=self.stage_layers)
 
     @property
     def gpus(self) -> int:
@@ -59,7 +79,7 @@ class Parallel:
 
 
 def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_stages: int = 1, zero: int = 0,
-                 offload: str = "none") -> None:
+                 offload: str = "none", stage_layers: tuple | None = None) -> None:
     """Refuse a layout that cannot run: the one place these rules live (``Parallel``, :func:`resolve_parallel`
     and :func:`~llmsizing.activations.activation_memory` all call it). ``model`` may be ``None`` (then only
     the rules that need no architecture are checked).
@@ -74,10 +94,14 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
       the library follows vLLM and counts one KV head per rank.
     * ``pp`` must not exceed the layer count: a pipeline stage needs at least one layer.
     * ``virtual_stages > 1`` needs ``pp > 1`` and must divide each stage's layers (``layers / pp``), as
-      Megatron-LM's interleaved schedule requires (each model chunk holds the same number of layers).
-    * ZeRO stage 2 or 3 with ``pp > 1`` is refused: DeepSpeed's pipeline engine asserts "ZeRO-2 and ZeRO-3
-      are incompatible with pipeline parallelism" (sharded gradients would be reduce-scattered once per
-      micro-batch). Megatron-LM pairs pipelines with its distributed optimizer, which is ZeRO-1.
+      Megatron-LM's interleaved schedule requires (each model chunk holds the same number of layers). With
+      ``stage_layers`` (an uneven split) every stage needs at least ``virtual_stages`` layers, and chunks may
+      differ by a layer, as in Llama 3's schedule.
+    * ``stage_layers`` must sum to the model's layers, one count of at least 1 per stage.
+    * ZeRO stage 2 or 3 with ``pp > 1`` is allowed: DeepSpeed's pipeline engine refuses it ("ZeRO-2 and ZeRO-3
+      are incompatible with pipeline parallelism"), but PyTorch's FSDP2 runs under pipelines (torchtitan), as
+      Llama 3 did; the gradients are then reduce-scattered once per micro-batch (:mod:`llmsizing.comm`).
+      Megatron-LM pairs pipelines with its distributed optimizer, which is ZeRO-1.
     * ``offload="optimizer"`` needs ZeRO stage >= 1 and ``"optimizer+params"`` stage 3, as DeepSpeed's
       ``offload_optimizer`` and ``offload_param`` do.
     """
@@ -87,10 +111,6 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
         from .catalog import get_model
 
         model = get_model(model)
-    if zero >= 2 and pp > 1:
-        raise ValueError(f"zero={zero} with pp={pp}: ZeRO-2/3 shard the gradients, which DeepSpeed's pipeline "
-                         "engine refuses ('ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'); "
-                         "use zero=0 or 1 (Megatron-LM's distributed optimizer) with pipelines")
     if offload == "optimizer" and zero < 1:
         raise ValueError(f"offload='optimizer' needs zero >= 1 (DeepSpeed's offload_optimizer), got zero={zero}")
     if offload == "optimizer+params" and zero != 3:
@@ -114,9 +134,42 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
                          "(Megatron-LM refuses tp > kv_heads)")
     if pp > model.layers:
         raise ValueError(f"pp={pp} must be <= layers ({model.layers}): every pipeline stage needs a layer")
-    if virtual_stages > 1 and model.layers % (pp * virtual_stages):
+    if stage_layers is not None:
+        if sum(stage_layers) != model.layers:
+            raise ValueError(f"stage_layers must add up to the model's {model.layers} layers, got "
+                             f"{sum(stage_layers)} ({', '.join(map(str, stage_layers))})")
+        if virtual_stages > min(stage_layers):
+            raise ValueError(f"virtual_stages={virtual_stages} needs at least that many layers on every pipeline "
+                             f"stage; the smallest stage_layers entry is {min(stage_layers)}")
+    elif virtual_stages > 1 and model.layers % (pp * virtual_stages):
         raise ValueError(f"virtual_stages={virtual_stages} must divide the layers of each of the {pp} pipeline "
                          f"stages ({model.layers} layers / pp = {model.layers / pp:g})")
+
+
+def layers_per_stage(layers: int, parallel: Parallel) -> tuple[int, ...]:
+    """The transformer layers of each pipeline stage: ``parallel.stage_layers``, or Megatron-LM's even split
+    (``layers // pp`` each, the first ``layers % pp`` stages one more). Taught in chapter 8."""
+    if parallel.stage_layers is not None:
+        return parallel.stage_layers
+    base, extra = divmod(check_int("layers", layers), parallel.pp)
+    return tuple(base + (i < extra) for i in range(parallel.pp))
+
+
+def uneven_stages(layers: int, pp: int, *, first: int, last: int) -> tuple[int, ...]:
+    """``stage_layers`` with ``first`` layers on the first stage and ``last`` on the last, the rest split as
+    evenly as possible over the middle stages (the earlier ones take the remainder). Llama 3 405B:
+    ``uneven_stages(126, 16, first=7, last=7)`` gives 7, fourteen 8s, 7 (Dubey et al. 2024, Sec. 3.3.2: one
+    layer fewer on the first stage, which holds the embedding, and on the last, which holds the LM head)."""
+    layers, pp = check_int("layers", layers), check_int("pp", pp, minimum=2, maximum=MAX_PP)
+    first, last = check_int("first", first), check_int("last", last)
+    rest = layers - first - last
+    if rest < pp - 2 or (pp == 2 and rest):
+        raise ValueError(f"first={first} and last={last} leave {rest} layers for the {pp - 2} middle stages of "
+                         f"{layers}: each needs at least one")
+    if pp == 2:
+        return (first, last)
+    base, extra = divmod(rest, pp - 2)
+    return (first, *(base + (i < extra) for i in range(pp - 2)), last)
 
 
 SINGLE_GPU = Parallel()
@@ -130,7 +183,7 @@ def resolve_parallel(parallel: Parallel | None, model=None) -> Parallel:
     if not isinstance(parallel, Parallel):
         raise TypeError(f"parallel must be a Parallel(...) or None, got {type(parallel).__name__}")
     check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp, virtual_stages=parallel.virtual_stages,
-                 zero=parallel.zero, offload=parallel.offload)
+                 zero=parallel.zero, offload=parallel.offload, stage_layers=parallel.stage_layers)
     return parallel
 
 

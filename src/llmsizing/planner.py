@@ -8,9 +8,9 @@ days and cost. It adds no formula of its own:
   the memory chapters and :func:`~llmsizing.layouts.min_gpus` use. Within one layout it is linear in the
   micro-batch (activations) and in ``1 / dp`` (ZeRO's shards), so three evaluations give it for every
   micro-batch and ``dp`` at once (NumPy); ``tests/test_planner.py`` checks returned rows against direct calls;
-* time is :func:`~llmsizing.layouts.step_time` (compute at ``compute_efficiency`` of the dense peak, the
-  pipeline bubble, and the communication of :func:`~llmsizing.comm.communication`, a share ``overlap`` of it
-  hidden behind compute);
+* time is :func:`~llmsizing.layouts.step_time` (the slowest stage's compute at ``kernel_efficiency`` of the
+  dense peak, default each GPU generation's calibrated one, the pipeline bubble, and what each group's
+  communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide);
 * days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
   relative spread of the calibrated MFU band (:data:`~llmsizing.time_cost.MFU_LOW` to
   :data:`~llmsizing.time_cost.MFU_HIGH` around :data:`~llmsizing.time_cost.MFU_DEFAULT`).
@@ -23,29 +23,27 @@ import math
 
 import numpy as np
 
-from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
+from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence, renamed
 from .activations import ATTENTION, STACKS
 from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
-from .hardware import INTER_NODE_GBPS_PER_GPU, dense_tflops
+from .hardware import dense_tflops
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
-from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
+from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, OPTIMIZER_IMPLS, training_memory
+from .network import get_node
 from .model import Model
 from .parallel import MAX_PP, Parallel, check_layout
 from .precision import OPTIMIZERS, RECIPES
 from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW
 
-#: The share of the dense peak a GPU reaches while it computes (matrix multiplies, attention, the rest of the
-#: layer at their own speeds, averaged): an assumption. 0.5 is the top of the published runs' MFU band
-#: (:data:`~llmsizing.time_cost.MFU_HIGH`): a layout's MFU can only fall below it, through the pipeline
-#: bubble, communication that is not hidden and recomputation. With it, the planner's fastest plans per cost
-#: for Llama-3-70B land inside the published band (tests/test_planner.py), as the published runs do.
+#: Deprecated (issue 21): the planner's old fixed compute efficiency. :func:`plan` now uses each GPU
+#: generation's calibrated kernel efficiency (:func:`~llmsizing.hardware.kernel_efficiency`) unless given
+#: ``kernel_efficiency=``; the constant stays for code that imported it.
 COMPUTE_EFFICIENCY = 0.5
 
-#: The share of communication hidden behind compute by default: Megatron-LM and FSDP overlap the data-parallel
-#: gradient reduction with the backward and the parameter gathers with the forward, while most
-#: tensor-parallel all-reduces sit on the critical path. 0.5 splits the difference; 0 and 1 bound it.
-OVERLAP = 0.5
+#: Deprecated (issue 21): the old single share of communication hidden behind compute. :func:`plan` now hides
+#: communication group by group (:func:`~llmsizing.layouts.exposed_by_group`) unless given ``overlap=``.
+OVERLAP = None
 
 #: Columns of :func:`plan`'s DataFrame, in order.
 PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum", "recompute",
@@ -132,7 +130,7 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
 
 @functools.lru_cache(maxsize=32)
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
-            frac, eff, overlap, prices, per_node, inter_node_gbps, max_pp):
+            frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach"):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -140,11 +138,14 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     instead of the search's 0.1-0.3 s. The cached table is shared: :func:`plan` copies it before adding columns."""
     import pandas as pd
 
-    kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack)
+    kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
+              optimizer_impl=optimizer_impl)
     model_flops_step = training_flops_per_token(model, seq=seq) * global_batch * seq
+    node_of = dict(nodes)
+    domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
 
     layouts = []                                          # (tp, pp, zero) the model and the engines allow
-    for tp in _divisors(per_node):
+    for tp in sorted({t for d in set(domains.values()) for t in _divisors(d)}):
         for pp in _divisors(model.layers, max_pp):
             try:
                 check_layout(model, tp=tp, pp=pp)
@@ -193,6 +194,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                 return totals[rc]
 
             for g in gpu_list:
+                if domains[g.name] % tp:                 # tensor parallelism stays inside the scale-up domain
+                    continue
                 limit = frac * g.memory_bytes
                 chosen = np.zeros(len(dps), dtype=bool)
                 for rc in rcs:                          # the lightest recomputation that fits, per dp
@@ -216,8 +219,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     out, price_of = [], dict(prices)
     for g, tp, pp, zero, b, dp, m, rc, total in candidates:
         par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1)
-        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, mfu=eff, overlap=overlap, recompute=rc,
-                       precision=precision, gpus_per_node=per_node, inter_node_gbps=inter_node_gbps)
+        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
+                       recompute=rc, precision=precision, node=node_of[g.name])
         out.append((g.name, par.gpus, dp, tp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
                     st.step_s, price_of[g.name], dense_tflops(g) * 1e12))
     df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum",
@@ -231,13 +234,15 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          max_gpus: int | None = None, deadline_days: float | None = None, budget_usd: float | None = None,
          micro_batches=(1, 2, 4), recomputes=RECOMPUTE, zero_stages=(0, 1, 2, 3), precision: str = "bf16-mixed",
          optimizer: str = "adamw", attention: str = "flash", stack: str = "fused",
-         usable_fraction: float = USABLE_FRACTION, compute_efficiency: float = COMPUTE_EFFICIENCY,
-         overlap: float = OVERLAP, prices: dict | None = None, gpus_per_node: int = 8,
-         inter_node_gbps: float = INTER_NODE_GBPS_PER_GPU, max_pp: int = 64, explain: bool = True):
+         usable_fraction: float = USABLE_FRACTION, kernel_efficiency: float | None = None,
+         overlap: float | None = None, prices: dict | None = None, gpus_per_node: int | None = None,
+         inter_node_gbps: float | None = None, max_pp: int = 64, explain: bool = True,
+         optimizer_impl: str = "foreach", compute_efficiency: float | None = None):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest first.
 
-    Searched: ``tp`` among the divisors of ``gpus_per_node`` the model's heads allow (sequence parallelism on
+    Searched: ``tp`` among the divisors of each GPU's scale-up domain (its node's, or ``gpus_per_node``) that
+    the model's heads allow (sequence parallelism on
     whenever ``tp > 1``), ``pp`` among the divisors of the layer count up to ``max_pp`` (Megatron-LM's even
     split), ZeRO stages ``zero_stages`` (2 and 3 only without a pipeline), micro-batches ``micro_batches``
     and, for each, ``dp`` such that ``global_batch = micro_batch x grad_accum x dp`` with whole numbers and
@@ -246,6 +251,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     that fits is kept (heavier recomputation costs time and buys nothing once it fits). A plan fits when its
     most loaded GPU's total (:func:`~llmsizing.memory.training_memory`) is at most ``usable_fraction`` of
     the GPU's memory.
+
+    Time: :func:`~llmsizing.layouts.step_time` on each GPU's node (``data/nodes.csv``; ``gpus_per_node`` and
+    ``inter_node_gbps`` override it), at ``kernel_efficiency`` (default: each GPU generation's calibrated one;
+    ``compute_efficiency=`` is its old name, deprecated), with communication hidden group by group (or a share
+    ``overlap`` of it, if given). The memory assumes ``precision`` and ``optimizer_impl``; the frame's
+    ``attrs["assumes"]`` says which, so that a reader can see the recipe.
 
     ``mfu`` is the model FLOPs over the GPUs' dense peak for the step time; ``days``/``cost_usd`` follow, with
     ``_low``/``_high`` bounds from the calibrated MFU band's relative spread. ``pareto`` marks the plans on the
@@ -277,24 +288,32 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     zeros = sorted({check_int("zero_stages[i]", z, minimum=0, maximum=3) for z in
                     check_sequence("zero_stages", zero_stages, example="(0, 1, 3)")})
     frac = check_fraction("usable_fraction", usable_fraction)
-    eff = check_fraction("compute_efficiency", compute_efficiency)
-    overlap = check_number("overlap", overlap, maximum=1.0)
-    per_node = check_int("gpus_per_node", gpus_per_node, maximum=MAX_GPUS_PER_NODE)
+    eff = renamed("kernel_efficiency", kernel_efficiency, "compute_efficiency", compute_efficiency)
+    eff = None if eff is None else check_fraction("kernel_efficiency", eff)
+    overlap = None if overlap is None else check_number("overlap", overlap, maximum=1.0)
+    if gpus_per_node is not None:
+        check_int("gpus_per_node", gpus_per_node, maximum=MAX_GPUS_PER_NODE)
+    if inter_node_gbps is not None:
+        inter_node_gbps = check_number("inter_node_gbps", inter_node_gbps, allow_equal=False)
+    nodes = tuple((g.name, get_node(None, g, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps))
+                  for g in gpu_list)
+    for name, nd in nodes:
+        check_int(f"the scale-up domain of {name}'s node", nd.scaleup_domain_gpus, maximum=MAX_GPUS_PER_NODE)
+    optimizer_impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     max_pp = check_int("max_pp", max_pp, maximum=MAX_PP)
     check_bool("explain", explain)
     given = resolve_prices(prices, gpu_list)
     prices = {g.name: given[g.name] if g.name in given else gpu_price(g, name="prices") for g in gpu_list}
     # checked here, not only inside the search: a cached search would skip its checks (and True == 1 hits the
     # entry kept for 1)
-    inter_node_gbps = check_number("inter_node_gbps", inter_node_gbps, allow_equal=False)
     precision = check_choice("precision", precision, RECIPES)
     optimizer = check_choice("optimizer", optimizer, OPTIMIZERS)
     attention = check_choice("attention", attention, ATTENTION)
     stack = check_choice("stack", stack, STACKS)
     steps = tokens / (global_batch * seq)
     args = (model, tuple(gpu_list), seq, global_batch, max_gpus, tuple(micros), tuple(rcs), tuple(zeros), precision,
-            optimizer, attention, stack, frac, eff, overlap, tuple(sorted(prices.items())), per_node, inter_node_gbps,
-            max_pp)
+            optimizer, attention, stack, frac, eff, overlap, tuple(sorted(prices.items())), nodes, max_pp,
+            optimizer_impl)
     try:
         hash(args)
     except TypeError:           # an unhashable argument: not cached; the search rejects it with its own message
@@ -319,8 +338,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     df["cost_usd_low"] = df["cost_usd"] * MFU_DEFAULT / MFU_HIGH
     df["cost_usd_high"] = df["cost_usd"] * MFU_DEFAULT / MFU_LOW
     if not np.isfinite(df[["days", "cost_usd"]].to_numpy()).all():     # (bounded inputs keep them finite)
-        raise ValueError(f"tokens={tokens:g} with compute_efficiency={eff:g} gives a plan whose days or cost is not "
-                         "a finite number: check tokens, compute_efficiency and prices")
+        raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check tokens, "
+                         "kernel_efficiency and prices")
     found = len(df)
     fastest, cheapest = df.loc[df["days"].idxmin()], df.loc[df["cost_usd"].idxmin()]
     if deadline is not None:
@@ -341,4 +360,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     df = df.copy()
     df["pareto"] = _pareto(df["days"].to_numpy(), df["cost_usd"].to_numpy(), df["memory_per_gpu_bytes"].to_numpy())
     df = df.sort_values(["cost_usd", "days"]).reset_index(drop=True)
-    return df[list(PLAN_COLUMNS)]
+    out = df[list(PLAN_COLUMNS)]
+    out.attrs["assumes"] = (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
+                            f"kernel efficiency {'calibrated per GPU' if eff is None else f'{eff:g}'}, "
+                            f"overlap {'per group' if overlap is None else f'{overlap:g}'}")
+    return out

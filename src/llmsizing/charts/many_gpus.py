@@ -233,7 +233,7 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
             for d in dps:
                 acc = gb // (d * b)
                 par = Parallel(dp=d, zero=z)
-                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=gg, grad_accum=acc, mfu=mfu)
+                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=gg, grad_accum=acc, kernel_efficiency=mfu)
                 comm = communication(m, par, batch=b, seq=seq, gpu=gg, gpus_per_node=per_node,
                                      grad_accum=acc).time_s
                 ys.append(busy_fraction(comp, comm, overlap))
@@ -299,9 +299,10 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
 def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1, dp: int = 8,
                              zero: int = 1, sp: bool = False, virtual_stages: int = 1, offload: str = "none",
                              recompute: str = "selective", batch: int = 1, seq: int = 4096, grad_accum: int = 8,
-                             mfu: float = 0.4, gpus_per_node: int = 8, *, into: Figure | None = None) -> View:
+                             kernel_efficiency: float | None = None, gpus_per_node: int | None = None, *,
+                             into: Figure | None = None) -> View:
     """The parallelism explorer (chapter 8; chapter 13 reuses it): one layout's per-GPU memory, stage by stage,
-    against the GPU's capacity, and its step time split into compute (at an assumed ``mfu``), the pipeline bubble
+    against the GPU's capacity, and its step time split into compute (at ``kernel_efficiency``, default the calibrated one), the pipeline bubble
     and each group's communication (no overlap). ``grad_accum`` is the number of micro-batches per step (a
     pipeline's micro-batches). An impossible layout raises the library's ``ValueError``, which the widget shows."""
     import numpy as np
@@ -317,10 +318,11 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=sp, virtual_stages=virtual_stages, offload=offload)
     kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, parallel=par)
     tm = training_memory(m, **kw)
-    st = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum, mfu=mfu, recompute=recompute,
-                   gpus_per_node=gpus_per_node)
-    fully_hidden = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum, mfu=mfu, recompute=recompute,
-                             gpus_per_node=gpus_per_node, overlap=1.0)
+    st = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum, kernel_efficiency=kernel_efficiency,
+                   recompute=recompute, gpus_per_node=gpus_per_node)
+    fully_hidden = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum,
+                             kernel_efficiency=kernel_efficiency, recompute=recompute, gpus_per_node=gpus_per_node,
+                             overlap=1.0)
     comm, compute, bubble = st.communication, st.compute_s, st.bubble
     rows = list(tm.stages)
 
@@ -352,7 +354,8 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
 
     _step_time_bars(ax_t, st, fontsize=8)
     ax_t.set_xlabel("seconds per step (no overlap)")
-    ax_t.set_title(f"step time at MFU {mfu:.0%} on {g.name}", fontsize=8.5, loc="left")
+    ax_t.set_title(f"step time on {g.name}: MFU {st.mfu:.0%} (kernels at {st.kernel_efficiency:.0%} of peak)",
+                   fontsize=8.5, loc="left")
 
     fits = tm.total_bytes <= g.memory_bytes
     comm_s = st.comm_s
@@ -366,14 +369,16 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
         lines.append("    (to fit: raise dp with ZeRO, add tp or pp, recompute, or lower the micro-batch)")
     if par.offload != "none":
         lines.append(f"  host memory for offloaded states: {fmt_gib(tm.host_bytes)} per GPU, "
-                     f"{fmt_gib(tm.host_bytes * min(gpus_per_node, par.gpus))} per node of {gpus_per_node}")
+                     f"{fmt_gib(tm.host_bytes * min(comm.node.gpus_per_node, par.gpus))} per node of "
+                     f"{comm.node.gpus_per_node}")
     for c in comm.collectives:
         lines.append(f"  {c.collective:<46s} {c.calls:>5d} x {fmt_bytes(c.message_bytes):>10s} over {c.link:<10s}"
                      f" {c.time_s * 1e3:>9.1f} ms")
-    lines += [f"  compute {compute:.3f} s + bubble {st.bubble_s:.3f} s ({bubble:.0%} of compute) at MFU {mfu:.0%};"
-              f" communication {comm_s:.3f} s",
-              f"  step time between {fully_hidden.step_s:.3f} s (communication fully hidden) and {st.step_s:.3f} s"
-              f" (none hidden): {st.tokens_per_s:,.0f} to {fully_hidden.tokens_per_s:,.0f} tokens/s"]
+    lines += [f"  compute {compute:.3f} s + bubble {st.bubble_s:.3f} s ({bubble:.0%} of compute) at kernel "
+              f"efficiency {st.kernel_efficiency:.0%}; communication {comm_s:.3f} s, of which "
+              f"{st.exposed_comm_s:.3f} s exposed",
+              f"  step time {st.step_s:.3f} s, MFU {st.mfu:.0%}, {st.tokens_per_s:,.0f} tokens/s "
+              f"({fully_hidden.step_s:.3f} s if all communication hid behind the busy time)"]
     return FixedView(fig, "\n".join(lines))
 
 

@@ -307,7 +307,7 @@ def _plan_label(r) -> str:
 
 def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, seq: int = 8192,
                 global_batch: int = 512, max_gpus: int | None = 4096, deadline_days: float | None = None,
-                budget_usd: float | None = None, highlight=None, plans=None, compute_efficiency: float | None = None,
+                budget_usd: float | None = None, highlight=None, plans=None, kernel_efficiency: float | None = None,
                 overlap: float | None = None, into: Figure | None = None) -> View:
     """The planner's answer (chapter 12, "How many GPUs do you need?"): left, days against cost (log axes) of
     every plan :func:`~llmsizing.planner.plan` finds (grey), each GPU type's own front (thin line) and the
@@ -324,14 +324,13 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..layouts import USABLE_FRACTION, step_time
     from ..memory import training_memory
     from ..parallel import Parallel
-    from ..planner import COMPUTE_EFFICIENCY, OVERLAP, _pareto, plan
+    from ..planner import _pareto, plan
 
-    eff = COMPUTE_EFFICIENCY if compute_efficiency is None else compute_efficiency
-    ovl = OVERLAP if overlap is None else overlap
+    eff, ovl = kernel_efficiency, overlap
     m = resolve_model(model)
     if plans is None:
         plans = plan(m, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
-                     deadline_days=deadline_days, budget_usd=budget_usd, compute_efficiency=eff, overlap=ovl)
+                     deadline_days=deadline_days, budget_usd=budget_usd, kernel_efficiency=eff, overlap=ovl)
     front = plans[plans["pareto"]]
     if front.empty:
         raise ValueError("plans must hold at least one plan on the front (planner.plan's result)")
@@ -345,7 +344,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp))
     run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), recompute=r.recompute)
     tm = training_memory(m, parallel=par, **run)
-    st = step_time(m, g, par, mfu=eff, overlap=ovl, **run)
+    st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, **run)
 
     def build(fig):
         gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1], height_ratios=[1, 1.3], left=0.1, right=0.965,

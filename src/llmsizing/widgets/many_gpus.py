@@ -12,6 +12,7 @@ import ipywidgets as W
 
 from .. import charts
 from ..catalog import get_model, list_gpus, list_models
+from ..hardware import kernel_efficiency
 from .controls import _SEQS, _choice, _follow_max_seq, _style, _up_to_max_seq
 from .dashboard import Dashboard
 
@@ -74,7 +75,8 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
         "seq": W.SelectionSlider(options=seqs, value=min(4096, seqs[-1]), description="sequence", **_style()),
         "grad_accum": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="micro-batches/step",
                                  **_style()),
-        "mfu": W.FloatSlider(value=0.4, min=0.1, max=0.7, step=0.05, description="assumed MFU", **_style()),
+        "kernel_efficiency": W.FloatSlider(value=round(kernel_efficiency("H100 SXM"), 2), min=0.1, max=0.9,
+                                           step=0.05, description="kernel efficiency", **_style()),
     }
     box = Dashboard(charts.render_parallel_explorer, controls)
     _follow_max_seq(box, "seq", _SEQS, int)

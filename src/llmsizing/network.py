@@ -1,0 +1,300 @@
+"""The network: which link a parallel group rides on, how fast it really goes, and what each collective costs
+(chapter 6, "Hardware", and chapter 7; measured in chapter 9).
+
+A hierarchical alpha-beta model (Hockney 1994; Thakur, Rabenseifner and Gropp 2005 for the collectives'
+step counts):
+
+* **Nodes** (``data/nodes.csv``, one row per system, each with its source and date): GPUs per node, the
+  scale-up domain (the GPUs one NVLink/Infinity Fabric fabric joins: 8 in a DGX, 72 in a GB200 NVL72 rack), the
+  intra-node topology (``switch``: NVSwitch gives every GPU its full link whoever it talks to; ``mesh``: AMD's
+  MI300X reaches each of its 7 peers over its own 64 GB/s link, so a pair gets one link; ``pcie``), and the NICs
+  (how many per node and their line rate).
+* **Node egress is shared.** NCCL spreads a collective over every NIC the group's GPUs own (one ring or tree
+  per NIC, each leaving the node once), so a group with ``k`` of its GPUs in one scale-up domain gets ``k``
+  NICs' worth of bandwidth per GPU (capped by the intra-node link the rest of each ring rides on). Data
+  parallelism under ``tp = 8`` has ``k = 1``: one NIC per GPU, 50 GB/s on a DGX H100. An FSDP group that fills
+  whole nodes has ``k = 8``: all eight NICs, about 400 GB/s, the 370-470 GB/s "bus bandwidth" nccl-tests
+  report across H100 nodes.
+* **Achievable bandwidth.** Links are never driven at their nominal rate: ``data/links.csv`` holds, per link
+  class, the share of it nccl-tests reach at large messages and the latency per algorithm step (``alpha``),
+  fitted from published nccl-tests logs (:mod:`llmsizing.alpha_beta` reads them; so can a reader, on their own
+  cluster).
+* **Latency.** A ring all-reduce over ``n`` GPUs takes ``2 (n - 1)`` steps, a reduce-scatter or all-gather
+  ``n - 1``; across nodes NCCL also has a tree all-reduce with ``2 log2 n`` steps, which it picks when latency
+  dominates, so the model charges the fewer steps of the two (with the ring's bandwidth term: for large messages
+  both reach about the same bus bandwidth). A point-to-point send is one step.
+
+So a collective of ``S`` bytes over ``n`` GPUs costs ``steps x alpha + bytes per GPU / (achievable fraction x
+bandwidth)``. What it leaves out: NCCL's protocol switches (LL, LL128, Simple) and in-network reduction
+(NVLS, SHARP), which make the real curve bumpier and, at the largest messages, up to about 20% faster than the
+fitted line; contention with other jobs; and the bucketing of gradients into several collectives (one call's
+latency is charged per collective, not per bucket: microseconds against milliseconds for the models here).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+
+from ._validate import check_choice, check_int, check_number
+from .catalog import MIN_GPU_SPEED
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+#: Intra-node topologies a node row may name (see the module docstring).
+TOPOLOGIES = ("switch", "mesh", "pcie")
+
+#: Link classes of ``data/links.csv``: the scale-up links and the scale-out ``network``.
+LINK_CLASSES = ("nvlink", "infinity-fabric", "pcie", "network")
+
+#: The kinds of collective :func:`collective_time_s` prices.
+COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "send/recv")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One system a GPU sits in (a row of ``data/nodes.csv``). Bandwidths are one way, decimal GB/s; NIC
+    line rates in Gb/s as vendors print them. ``intra_link_gbps_one_way`` is per GPU through the switch, or per
+    peer for a ``mesh``."""
+
+    name: str
+    gpu: str
+    gpus_per_node: int
+    scaleup_domain_gpus: int
+    intra_topology: str
+    intra_link_gbps_one_way: float
+    nics_per_node: int
+    nic_gbits: float
+    source: str = ""
+    as_of: str = ""
+    note: str = ""
+
+    def __post_init__(self):
+        for f in ("gpus_per_node", "scaleup_domain_gpus", "nics_per_node"):
+            object.__setattr__(self, f, check_int(f"{f} of node {self.name!r}", getattr(self, f), maximum=65536))
+        for f in ("intra_link_gbps_one_way", "nic_gbits"):
+            object.__setattr__(self, f, check_number(f"{f} of node {self.name!r}", getattr(self, f),
+                                                     minimum=MIN_GPU_SPEED))
+        check_choice(f"intra_topology of node {self.name!r}", self.intra_topology, TOPOLOGIES)
+        if self.scaleup_domain_gpus % self.gpus_per_node:
+            raise ValueError(f"scaleup_domain_gpus of node {self.name!r} ({self.scaleup_domain_gpus}) must be a "
+                             f"multiple of gpus_per_node ({self.gpus_per_node})")
+
+    @property
+    def egress_gbps(self) -> float:
+        """All the node's NICs together, one way, GB/s: ``nics x line rate / 8``."""
+        return self.nics_per_node * self.nic_gbits / 8
+
+    @property
+    def nic_gbps_per_gpu(self) -> float:
+        """The node's egress per GPU, one way, GB/s (50 on a DGX H100: eight 400 Gb/s NICs for eight GPUs)."""
+        return self.egress_gbps / self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class LinkClass:
+    """A row of ``data/links.csv``: the share of the nominal bandwidth a large collective reaches, and the
+    latency per algorithm step, fitted from nccl-tests logs (see each row's source)."""
+
+    name: str
+    achievable_fraction: float
+    alpha_s: float
+    source: str
+    as_of: str
+
+
+def _rows(filename: str) -> list[dict[str, str]]:
+    with open(DATA_DIR / filename, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@cache
+def _nodes() -> dict[str, tuple[Node, bool]]:
+    out = {}
+    for r in _rows("nodes.csv"):
+        node = Node(r["name"], r["gpu"], int(r["gpus_per_node"]), int(r["scaleup_domain_gpus"]),
+                    r["intra_topology"], float(r["intra_link_gbps_one_way"]), int(r["nics_per_node"]),
+                    float(r["nic_gbits"]), r["source"], r["as_of"], r.get("note", ""))
+        out[node.name] = (node, r["default_for_gpu"].strip().lower() == "yes")
+    return out
+
+
+@cache
+def _links() -> dict[str, LinkClass]:
+    out = {}
+    for r in _rows("links.csv"):
+        name = check_choice("link_class", r["link_class"], LINK_CLASSES)
+        out[name] = LinkClass(name, check_number("achievable_fraction", float(r["achievable_fraction"]),
+                                                 minimum=0.01, maximum=1.0),
+                              float(r["alpha_us"]) * 1e-6, r["source"], r["as_of"])
+    missing = set(LINK_CLASSES) - set(out)
+    if missing:
+        raise ValueError(f"data/links.csv lacks the link classes {sorted(missing)}")
+    return out
+
+
+def list_nodes() -> list[str]:
+    """The names of the catalogued nodes (``data/nodes.csv``)."""
+    return list(_nodes())
+
+
+def link_class(name: str) -> LinkClass:
+    """The achievable fraction and latency of one link class (:data:`LINK_CLASSES`)."""
+    return _links()[check_choice("link class", name, LINK_CLASSES)]
+
+
+def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
+             inter_node_gbps: float | None = None) -> Node:
+    """A :class:`Node`: ``node`` (a name from ``data/nodes.csv`` or a ``Node``), or the default node of ``gpu``.
+
+    Two overrides keep the book's earlier calls working: ``gpus_per_node`` changes the node's size (the
+    scale-up domain follows it when it was the node, and the NICs keep their bandwidth per GPU), and
+    ``inter_node_gbps`` sets the network bandwidth per GPU, one way (one NIC of ``8 x inter_node_gbps`` Gb/s per
+    GPU: the old single-number network)."""
+    from .catalog import _unknown, get_gpu
+
+    if isinstance(node, Node):
+        n = node
+    elif node is not None:
+        if not isinstance(node, str):
+            raise TypeError(f"node must be a node name or a Node, got {type(node).__name__}")
+        rows = _nodes()
+        if node not in rows:
+            raise _unknown("node", node, list(rows))
+        n = rows[node][0]
+    else:
+        g = get_gpu(gpu)
+        found = [nd for nd, default in _nodes().values() if default and nd.gpu == g.name]
+        if found:
+            n = found[0]
+        else:                         # a GPU with no node row: an 8-GPU box of its own link, one 400 Gb/s NIC per GPU
+            topo = "switch" if "nvlink" in g.link.lower() else "pcie"
+            n = Node(f"8x {g.name} (no catalogued node)", g.name, 8, 8, topo, 1.0, 8, 400.0,
+                     "default for a GPU without a node row", "", "")
+    if gpus_per_node is not None:
+        per_node = check_int("gpus_per_node", gpus_per_node, maximum=65536)
+        domain = per_node if n.scaleup_domain_gpus == n.gpus_per_node else max(n.scaleup_domain_gpus, per_node)
+        if domain % per_node:
+            domain = per_node
+        n = replace(n, gpus_per_node=per_node, scaleup_domain_gpus=domain,
+                    nics_per_node=per_node, nic_gbits=n.nic_gbps_per_gpu * 8)
+    if inter_node_gbps is not None:
+        bw = check_number("inter_node_gbps", inter_node_gbps, minimum=MIN_GPU_SPEED)
+        n = replace(n, nics_per_node=n.gpus_per_node, nic_gbits=8 * bw)
+    return n
+
+
+def _class_of(gpu, node: Node) -> str:
+    """The link class of the GPU's scale-up link: from its name, else from the node's topology."""
+    name = gpu.link.lower()
+    for key, cls in (("nvlink", "nvlink"), ("infinity", "infinity-fabric"), ("pcie", "pcie")):
+        if key in name:
+            return cls
+    return {"switch": "nvlink", "mesh": "infinity-fabric", "pcie": "pcie"}[node.intra_topology]
+
+
+@dataclass(frozen=True)
+class GroupLink:
+    """The link one parallel group's collectives ride on (:func:`group_link`): ``bandwidth_gbps`` is what a
+    ring reaches per GPU, one way (nominal x achievable fraction), ``alpha_s`` the latency per step,
+    ``per_domain`` how many of the group's GPUs share one scale-up domain, ``across`` whether it leaves it."""
+
+    link: str
+    bandwidth_gbps: float
+    nominal_gbps: float
+    alpha_s: float
+    per_domain: int
+    across: bool
+
+
+def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
+    """How fast a group of ``size`` GPUs whose ranks are ``stride`` apart talks (Megatron-LM's rank order puts
+    tensor-parallel ranks next to each other, data-parallel ones ``tp`` apart, pipeline stages ``tp x dp``
+    apart).
+
+    Inside one scale-up domain (``size x stride <= domain``): the GPU's own link (for a ``mesh``, ``k - 1`` peer
+    links for ``k`` GPUs, capped by the GPU's total). Across domains: ``k`` = the group's GPUs per domain
+    (``domain // stride``, at least 1), and each GPU gets ``k`` NICs' worth of the node's egress per GPU, capped
+    by its intra-node link; the latency is the network's. Both at the link class's achievable fraction."""
+    from .catalog import get_gpu
+    from .hardware import link_bandwidth_one_way_gbps
+
+    g = get_gpu(gpu)
+    size, stride = check_int("size", size), check_int("stride", stride)
+    if not isinstance(node, Node):
+        raise TypeError(f"node must be a Node, got {type(node).__name__}")
+    cls = _class_of(g, node)
+    own = link_bandwidth_one_way_gbps(g)
+    domain = node.scaleup_domain_gpus
+    across = size * stride > domain
+    k = min(size, max(1, domain // stride)) if across else size
+
+    def intra(k: int) -> float:
+        if cls == "infinity-fabric" and node.intra_topology == "mesh":
+            return min(own, max(k - 1, 1) * node.intra_link_gbps_one_way)
+        return own
+
+    scale_up = _links()[cls]
+    if not across:
+        nominal = intra(k)
+        return GroupLink(g.link, nominal * scale_up.achievable_fraction, nominal, scale_up.alpha_s, k, False)
+    net = _links()["network"]
+    out_bw = k * node.nic_gbps_per_gpu
+    bw = out_bw * net.achievable_fraction
+    if k > 1:
+        bw = min(bw, intra(k) * scale_up.achievable_fraction)
+    return GroupLink("network", bw, out_bw, net.alpha_s, k, True)
+
+
+def latency_steps(kind: str, n: int, across: bool = True) -> int:
+    """Algorithm steps of one collective over ``n`` GPUs: ring all-reduce ``2 (n - 1)``, or NCCL's tree
+    ``2 ceil(log2 n)`` when the group spans nodes and that is fewer; reduce-scatter and all-gather ``n - 1``
+    (ring); a point-to-point send 1."""
+    kind = check_choice("kind", kind, COLLECTIVES)
+    n = check_int("n", n)
+    if kind == "send/recv":
+        return 1
+    if n == 1:
+        return 0
+    if kind == "all-reduce":
+        ring = 2 * (n - 1)
+        return min(ring, 2 * math.ceil(math.log2(n))) if across else ring
+    return n - 1
+
+
+def bus_factor(kind: str, n: int) -> float:
+    """Bytes each GPU sends per byte of the collective's buffer ``S`` in a ring: ``2 (n - 1) / n`` for an
+    all-reduce, ``(n - 1) / n`` for a reduce-scatter or an all-gather, 1 for a send. nccl-tests' "bus
+    bandwidth" is ``bus_factor x S / t``, so that it can be compared with the link's speed for any ``n``."""
+    kind = check_choice("kind", kind, COLLECTIVES)
+    n = check_int("n", n)
+    if kind == "send/recv":
+        return 1.0
+    return (2.0 if kind == "all-reduce" else 1.0) * (n - 1) / n
+
+
+def collective_time_s(kind: str, message_bytes: float, n: int, link: GroupLink) -> float:
+    """One collective's seconds: ``steps x alpha + bus_factor x S / bandwidth`` (:func:`latency_steps`,
+    :func:`bus_factor`, the ``link`` of :func:`group_link`)."""
+    s = check_number("message_bytes", message_bytes)
+    if not isinstance(link, GroupLink):
+        raise TypeError(f"link must be a GroupLink from group_link(...), got {type(link).__name__}")
+    return (latency_steps(kind, n, link.across) * link.alpha_s
+            + bus_factor(kind, n) * s / (link.bandwidth_gbps * 1e9))
+
+
+def bus_bandwidth_gbps(kind: str, message_bytes, n: int, link: GroupLink):
+    """The bus bandwidth nccl-tests would print for ``message_bytes`` (a number or a NumPy array) under the
+    model: ``bus_factor x S / t``. It rises with the message size towards ``link.bandwidth_gbps``, half of it
+    at ``S = steps x alpha x bandwidth / bus_factor``. Drawn in chapter 6."""
+    import numpy as np
+
+    s = np.asarray(message_bytes, dtype=float)
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError("message_bytes must be positive finite numbers of bytes")
+    f = bus_factor(kind, n)
+    t = latency_steps(kind, n, link.across) * link.alpha_s + f * s / (link.bandwidth_gbps * 1e9)
+    return f * s / t / 1e9
