@@ -3,7 +3,7 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|nf4|dropout] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|nf4|dropout|collectives] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -14,7 +14,10 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     lora   [--out data/lora_step_measurements.csv]  live bytes over a PEFT LoRA step (small HF Llama, CPU)
     nf4    [--out data/nf4_storage.csv]             bitsandbytes NF4 storage of one linear layer (CPU)
     dropout [--out data/dropout_saved.csv]          the tensors PyTorch's dropout keeps for its backward (CPU)
-    all    saved, step, dist, peft, lora, nf4, then dropout, with the default files (also what runs with no
+    collectives [--out data/gloo_collective_times.csv]
+           all-reduce / all-gather / reduce-scatter times under gloo at 2 and 4 ranks, 1 KiB .. 64 MiB, and
+           their alpha-beta fits (chapter 9; ``collective_time.py``)
+    all    saved, step, dist, peft, lora, nf4, dropout, then collectives, with the default files (also what runs with no
            sub-command)
 
 (``peft``, ``lora``: peft==0.21.2; ``nf4``: bitsandbytes==0.50.2; all in .venv-measure.)

@@ -11,6 +11,7 @@ import time
 
 import torch
 
+from .collective_time import cmd_collectives
 from .core import DATA
 from .dist import cmd_dist
 from .dropout import cmd_dropout
@@ -44,15 +45,18 @@ def main(argv=None):
     p_nf4.add_argument("--out", default=str(data / "nf4_storage.csv"))
     p_drop = sub.add_parser("dropout", help="the tensors PyTorch's dropout keeps for its backward (CPU)")
     p_drop.add_argument("--out", default=str(data / "dropout_saved.csv"))
-    p_all = sub.add_parser("all", help="saved, step, dist, peft, lora, nf4, then dropout, with the default output "
+    p_coll = sub.add_parser("collectives", help="time all-reduce / all-gather / reduce-scatter under gloo at 2 "
+                                                "and 4 ranks (chapter 9's alpha-beta demo)")
+    p_coll.add_argument("--out", default=str(data / "gloo_collective_times.csv"))
+    p_all = sub.add_parser("all", help="saved, step, dist, peft, lora, nf4, dropout, then collectives, with the default output "
                                        "files (the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_nf4, p_drop, p_all):
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_nf4, p_drop, p_coll, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     commands = {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist, "peft": cmd_peft, "lora": cmd_lora,
-                "nf4": cmd_nf4, "dropout": cmd_dropout}
+                "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)

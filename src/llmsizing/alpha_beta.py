@@ -1,0 +1,361 @@
+"""Alpha-beta fits of collective timings: read nccl-tests logs, fit latency and bus bandwidth (issue 21).
+
+The network model of the book prices one collective over ``n`` ranks as::
+
+    t = steps(n) x alpha + bus_factor(n) x S / busbw
+
+with ``S`` the message size as nccl-tests counts it and ``busbw`` the per-rank bandwidth of the bottleneck link.
+A ring all-reduce takes ``2(n-1)`` steps and moves ``2(n-1)/n x S`` bytes per rank; a ring all-gather or
+reduce-scatter ``n-1`` steps and ``(n-1)/n x S``. nccl-tests (NVIDIA, ``doc/PERFORMANCE.md``) reports
+``algbw = S / t`` and ``busbw = algbw x 2(n-1)/n`` for all-reduce, ``x (n-1)/n`` for all-gather, reduce-scatter
+and all-to-all, ``x 1`` for broadcast and reduce. Its ``S`` is the size of the whole array: for all-gather the
+gathered output (``sendcount x sizeof(type) x n``), for reduce-scatter the input (``recvcount x sizeof(type) x
+n``); the ``count`` column of its table is the per-rank count for those two, so ``size = count x 4 x n`` for
+floats. The same convention is used here, so ``bus_factor(n) x S / busbw`` is exactly nccl-tests' busbw.
+
+NCCL switches algorithm (ring, tree, NVLS, ...) and protocol (LL, LL128, Simple) with the message size, so one
+straight line through a whole sweep is an approximation: :func:`fit_alpha_beta` reports its worst relative error
+over the rows it used, and :func:`fit_two_regimes` fits a small-message and a large-message line on either side of
+the split that fits best. :func:`from_nccl_tests` does both on a log and combines them as the model uses them:
+alpha from the small-message regime, bus bandwidth from the large-message one.
+
+Functions: :func:`parse_nccl_tests`, :func:`steps`, :func:`bus_factor`, :func:`fit_alpha_beta`,
+:func:`fit_two_regimes`, :func:`from_nccl_tests`, :func:`predict_time`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ._validate import check_choice, check_int, check_number, check_sequence
+
+#: The collectives nccl-tests times, by the name of its binary without ``_perf``.
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+
+#: The longest text :func:`parse_nccl_tests` reads (a whole sweep with NCCL_DEBUG=INFO is well under this).
+MAX_LOG_CHARS = 20_000_000
+
+
+def steps(collective: str, n: int) -> int:
+    """Latency steps of the ring algorithm for ``collective`` over ``n`` ranks: ``2(n-1)`` for all-reduce,
+    ``n-1`` for all-gather, reduce-scatter and all-to-all, 1 for broadcast, reduce and send/receive."""
+    collective = check_choice("collective", collective, COLLECTIVES)
+    n = check_int("n", n, minimum=2)
+    if collective == "all_reduce":
+        return 2 * (n - 1)
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return n - 1
+    return 1
+
+
+def bus_factor(collective: str, n: int) -> float:
+    """nccl-tests' busbw / algbw for ``collective`` over ``n`` ranks (``doc/PERFORMANCE.md``): ``2(n-1)/n`` for
+    all-reduce, ``(n-1)/n`` for all-gather, reduce-scatter and all-to-all, 1 for broadcast, reduce, send/recv."""
+    collective = check_choice("collective", collective, COLLECTIVES)
+    n = check_int("n", n, minimum=2)
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return (n - 1) / n
+    return 1.0
+
+
+# ============================================================================ parsing
+_PREFIX = re.compile(r"^\s*(\[\d+,\d+\]<std(out|err)>:)")          # mpirun --tag-output
+_RANK = re.compile(r"^#\s+Rank\s+(\d+)\s")
+_BINARY = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv)_perf")
+_INT = re.compile(r"^\d+$")
+
+
+def _num(tok: str) -> float:
+    try:
+        return float(tok)
+    except ValueError:
+        return math.nan
+
+
+def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None = None) -> pd.DataFrame:
+    """The result table of one nccl-tests run (``all_reduce_perf``, ``all_gather_perf``, ...) as a DataFrame.
+
+    ``text`` is the program's standard output, possibly with lines around it (the shell command, NCCL_DEBUG
+    lines, ``mpirun --tag-output`` prefixes, comment lines starting ``##``). Columns: ``size_bytes``,
+    ``count``, ``type``, ``time_us`` / ``algbw_gbps`` / ``busbw_gbps`` (out-of-place), ``time_us_inplace``,
+    ``algbw_gbps_inplace``, ``busbw_gbps_inplace``, ``wrong`` (the #wrong or error column, as text),
+    ``n_ranks`` and ``collective``.
+
+    The number of ranks is counted from the ``#  Rank  k ...`` device lines (given as ``n_ranks`` it must agree);
+    the collective is read from the ``Collective test starting: X_perf`` line or the first ``X_perf`` the text
+    names, unless given. Both the current layout (``size count type redop root time algbw busbw #wrong ...``)
+    and older ones (no ``root``, or no ``redop``, ``error`` instead of ``#wrong``) are read: a row's first three
+    fields are size, count and type, and its last eight the out-of-place and in-place time, algbw, busbw, wrong.
+    Raises ``TypeError``/``ValueError`` naming ``text`` when it holds no such table, two runs, or rows out of
+    order; ``collective`` and ``n_ranks`` when they are missing or contradict the log.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string (the stdout of an nccl-tests binary), got {type(text).__name__}")
+    if len(text) > MAX_LOG_CHARS:
+        raise ValueError(f"text is {len(text):,} characters; at most {MAX_LOG_CHARS:,} are read")
+    if collective is not None:
+        collective = check_choice("collective", collective, COLLECTIVES)
+    if n_ranks is not None:
+        n_ranks = check_int("n_ranks", n_ranks, minimum=2)
+    ranks, rows, named, started = set(), [], [], None
+    for raw in text.splitlines():
+        line = _PREFIX.sub("", raw).rstrip()
+        stripped = line.strip()
+        if not stripped:
+            continue
+        m = _RANK.match(stripped)
+        if m:
+            ranks.add(int(m.group(1)))
+            continue
+        if "Collective test starting:" in stripped:
+            b = _BINARY.search(stripped)
+            if b and started is None:
+                started = b.group(1)
+            continue
+        if stripped.startswith("#"):
+            b = _BINARY.search(stripped)
+            if b:
+                named.append(b.group(1))
+            continue
+        toks = stripped.split()
+        if len(toks) >= 11 and _INT.match(toks[0]) and _INT.match(toks[1]) and not _INT.match(toks[2]):
+            t, a, bb = (_num(x) for x in toks[-8:-5])
+            ti, ai, bi = (_num(x) for x in toks[-4:-1])
+            if math.isnan(t) or math.isnan(a) or math.isnan(bb):
+                raise ValueError(f"text: a table row has no numbers where time, algbw, busbw belong: {stripped!r}")
+            rows.append({"size_bytes": int(toks[0]), "count": int(toks[1]), "type": toks[2],
+                         "time_us": t, "algbw_gbps": a, "busbw_gbps": bb, "wrong": toks[-5],
+                         "time_us_inplace": ti, "algbw_gbps_inplace": ai, "busbw_gbps_inplace": bi})
+        else:
+            b = _BINARY.search(stripped)
+            if b:
+                named.append(b.group(1))
+    if not rows:
+        raise ValueError("text does not look like nccl-tests output: no table row of the form "
+                         "'size count type [redop [root]] time algbw busbw #wrong time algbw busbw #wrong'")
+    sizes = [r["size_bytes"] for r in rows]
+    if any(b < a for a, b in zip(sizes, sizes[1:])):
+        raise ValueError("text holds rows whose sizes go down again: two nccl-tests runs in one text? "
+                         "Pass one run at a time")
+    found = started or (named[0] if named else None)
+    if collective is None:
+        if found is None:
+            raise ValueError("collective could not be read from text (no 'X_perf' named in it); pass collective=")
+        collective = found
+    elif found is not None and found != collective:
+        raise ValueError(f"collective={collective!r} but text is the output of {found}_perf")
+    if ranks:
+        counted = max(ranks) + 1
+        if n_ranks is not None and n_ranks != counted:
+            raise ValueError(f"n_ranks={n_ranks} but text lists {counted} ranks")
+        n_ranks = counted
+    if n_ranks is None:
+        raise ValueError("n_ranks could not be read from text (no '#  Rank k ...' lines); pass n_ranks=")
+    if n_ranks < 2:
+        raise ValueError("text lists a single rank: a collective over one rank moves no data")
+    df = pd.DataFrame(rows)
+    df["n_ranks"] = n_ranks
+    df["collective"] = collective
+    return df
+
+
+# ============================================================================ fitting
+@dataclass(frozen=True)
+class AlphaBeta:
+    """One fitted line ``t = steps(n) x alpha_s + bus_factor(n) x S / (busbw_gbps x 1e9)``.
+
+    ``residuals`` are the relative errors ``(model - measured) / measured`` of the rows used (``sizes_bytes``),
+    ``worst_rel_error`` the largest of their magnitudes."""
+    collective: str
+    n: int
+    alpha_s: float
+    busbw_gbps: float
+    sizes_bytes: tuple
+    residuals: tuple
+
+    @property
+    def worst_rel_error(self) -> float:
+        return float(max(abs(r) for r in self.residuals))
+
+    @property
+    def latency_s(self) -> float:
+        """The constant term: ``steps(n) x alpha_s``."""
+        return steps(self.collective, self.n) * self.alpha_s
+
+    def predict(self, size_bytes) -> float:
+        """Modelled time in seconds of one call on ``size_bytes``."""
+        return predict_time(size_bytes, alpha_s=self.alpha_s, busbw_gbps=self.busbw_gbps,
+                            collective=self.collective, n=self.n)
+
+
+def predict_time(size_bytes, *, alpha_s, busbw_gbps, collective: str, n: int) -> float:
+    """``steps(n) x alpha_s + bus_factor(n) x size_bytes / (busbw_gbps x 1e9)``, in seconds."""
+    size_bytes = check_number("size_bytes", size_bytes)
+    alpha_s = check_number("alpha_s", alpha_s)
+    busbw_gbps = check_number("busbw_gbps", busbw_gbps, allow_equal=False)
+    return steps(collective, n) * alpha_s + bus_factor(collective, n) * size_bytes / (busbw_gbps * 1e9)
+
+
+def _columns(sizes_bytes, times_s, *, collective, n):
+    sizes = check_sequence("sizes_bytes", sizes_bytes, example="[1024, 2048, 4096]")
+    times = check_sequence("times_s", times_s, example="[3.1e-05, 3.2e-05, 3.4e-05]")
+    if len(sizes) != len(times):
+        raise ValueError(f"sizes_bytes and times_s must have the same length, got {len(sizes)} and {len(times)}")
+    s = np.array([check_number(f"sizes_bytes[{i}]", v) for i, v in enumerate(sizes)], dtype=float)
+    t = np.array([check_number(f"times_s[{i}]", v, allow_equal=False) for i, v in enumerate(times)], dtype=float)
+    return s, t, steps(collective, n), bus_factor(collective, n)
+
+
+def _solve(s, t, k, c):
+    """Least squares of the relative errors, both coefficients >= 0: x = (alpha, 1/busbw)."""
+    a = np.column_stack([np.full_like(s, k) / t, c * s / t])
+    y = np.ones_like(t)
+    x, *_ = np.linalg.lstsq(a, y, rcond=None)
+    if x[0] >= 0 and x[1] > 0:
+        return x
+    # one coefficient came out negative: the best fit with it at zero (a pure-latency or pure-bandwidth line)
+    best = None
+    for j in (0, 1):
+        col = a[:, j]
+        xj = float(col @ y / (col @ col))
+        cand = np.zeros(2)
+        cand[j] = max(xj, 0.0)
+        err = float(np.sum((a @ cand - y) ** 2))
+        if best is None or err < best[0]:
+            best = (err, cand)
+    return best[1]
+
+
+def fit_alpha_beta(sizes_bytes, times_s, *, collective: str, n: int, min_points: int = 2) -> AlphaBeta:
+    """Fit ``t = steps(n) x alpha + bus_factor(n) x S / busbw`` to measured times, by least squares on the
+    relative errors (each row weighted by 1/t, so an 8 B call at 30 us counts as much as an 8 GiB one at 60 ms).
+
+    ``sizes_bytes`` are nccl-tests sizes (the whole array, see the module docstring), ``times_s`` seconds.
+    Rows of size 0 are dropped. Both coefficients are kept >= 0. The result's ``worst_rel_error`` says how far
+    one line is from the worst row: NCCL changes algorithm and protocol across a sweep, so over 8 B..8 GiB it
+    is often tens of percent; :func:`fit_two_regimes` fits the two ends separately."""
+    collective = check_choice("collective", collective, COLLECTIVES)
+    n = check_int("n", n, minimum=2)
+    s, t, k, c = _columns(sizes_bytes, times_s, collective=collective, n=n)
+    keep = s > 0
+    s, t = s[keep], t[keep]
+    if len(s) < max(2, min_points):
+        raise ValueError(f"sizes_bytes must hold at least {max(2, min_points)} non-zero sizes to fit a line, "
+                         f"got {len(s)}")
+    if len(set(s.tolist())) < 2:
+        raise ValueError("sizes_bytes must hold at least two different sizes to separate latency from bandwidth")
+    x = _solve(s, t, k, c)
+    if x[1] <= 0:
+        raise ValueError("times_s do not grow with sizes_bytes: no bandwidth can be fitted (a latency-only range)")
+    model = k * x[0] + c * s * x[1]
+    return AlphaBeta(collective=collective, n=n, alpha_s=float(x[0]), busbw_gbps=float(1.0 / x[1] / 1e9),
+                     sizes_bytes=tuple(int(v) for v in s), residuals=tuple(float(v) for v in model / t - 1.0))
+
+
+@dataclass(frozen=True)
+class TwoRegimes:
+    """A small-message and a large-message line, split at ``split_bytes`` (the first size of ``large``).
+
+    ``combined`` is the line the model uses: ``alpha_s`` of ``small``, ``busbw_gbps`` of ``large``, with its
+    residuals over every row; ``single`` the one line through all rows, for comparison."""
+    small: AlphaBeta
+    large: AlphaBeta
+    split_bytes: int
+    combined: AlphaBeta
+    single: AlphaBeta
+
+
+def _combined(small: AlphaBeta, large: AlphaBeta, s, t) -> AlphaBeta:
+    k, c = steps(small.collective, small.n), bus_factor(small.collective, small.n)
+    model = k * small.alpha_s + c * s / (large.busbw_gbps * 1e9)
+    return AlphaBeta(collective=small.collective, n=small.n, alpha_s=small.alpha_s, busbw_gbps=large.busbw_gbps,
+                     sizes_bytes=tuple(int(v) for v in s), residuals=tuple(float(v) for v in model / t - 1.0))
+
+
+def fit_two_regimes(sizes_bytes, times_s, *, collective: str, n: int, min_points: int = 3) -> TwoRegimes:
+    """Fit a small-message line and a large-message line, choosing the split (each side at least ``min_points``
+    rows) that gives the smallest sum of squared relative errors; also the single line, for comparison.
+
+    The large-message line's bus bandwidth is the one to compare with a link's nominal bandwidth; the
+    small-message line's alpha is the per-step latency (its bandwidth term is usually loose: LL protocols)."""
+    collective = check_choice("collective", collective, COLLECTIVES)
+    n = check_int("n", n, minimum=2)
+    min_points = check_int("min_points", min_points, minimum=2)
+    s, t, _, _ = _columns(sizes_bytes, times_s, collective=collective, n=n)
+    keep = s > 0
+    s, t = s[keep], t[keep]
+    order = np.argsort(s, kind="stable")
+    s, t = s[order], t[order]
+    if len(s) < 2 * min_points:
+        raise ValueError(f"sizes_bytes must hold at least {2 * min_points} non-zero sizes for two regimes of "
+                         f"{min_points} rows, got {len(s)}")
+    single = fit_alpha_beta(s, t, collective=collective, n=n)
+    best = None
+    for i in range(min_points, len(s) - min_points + 1):
+        if s[i] == s[i - 1]:
+            continue
+        try:
+            small = fit_alpha_beta(s[:i], t[:i], collective=collective, n=n)
+            large = fit_alpha_beta(s[i:], t[i:], collective=collective, n=n)
+        except ValueError:
+            continue
+        sse = sum(r * r for r in small.residuals) + sum(r * r for r in large.residuals)
+        if best is None or sse < best[0]:
+            best = (sse, small, large, int(s[i]))
+    if best is None:
+        raise ValueError("no split of sizes_bytes gives two fittable regimes")
+    _, small, large, split = best
+    return TwoRegimes(small=small, large=large, split_bytes=split, combined=_combined(small, large, s, t),
+                      single=single)
+
+
+@dataclass(frozen=True)
+class LogFit:
+    """What :func:`from_nccl_tests` finds in one log: the parsed ``table``, the ``regimes`` fit (whose
+    ``single`` line and ``combined`` line are the two summaries) and the busbw the log itself reports at its
+    largest size (``peak_busbw_gbps``)."""
+    table: pd.DataFrame
+    regimes: TwoRegimes
+
+    @property
+    def collective(self) -> str:
+        return self.regimes.single.collective
+
+    @property
+    def n_ranks(self) -> int:
+        return self.regimes.single.n
+
+    @property
+    def peak_busbw_gbps(self) -> float:
+        return float(self.table.sort_values("size_bytes")["busbw_gbps"].iloc[-1])
+
+
+def from_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None = None,
+                    min_points: int = 3) -> LogFit:
+    """Parse one nccl-tests run (:func:`parse_nccl_tests`) and fit it (:func:`fit_two_regimes` on the
+    out-of-place times; rows of size 0 are dropped)."""
+    table = parse_nccl_tests(text, collective=collective, n_ranks=n_ranks)
+    coll, n = str(table["collective"].iloc[0]), int(table["n_ranks"].iloc[0])
+    regimes = fit_two_regimes(table["size_bytes"].tolist(), (table["time_us"] * 1e-6).tolist(),
+                              collective=coll, n=n, min_points=min_points)
+    return LogFit(table=table, regimes=regimes)
+
+
+def node_level_busbw(algbw_gbps, *, nodes: int, collective: str = "all_reduce") -> float:
+    """Bus bandwidth with each node counted as one rank: ``algbw x bus_factor(nodes)``.
+
+    For a multi-node log this is what the hierarchical model's network step sees: NCCL reduces inside a node
+    over NVLink first, so each byte of the array crosses the network ``bus_factor(nodes)`` times per node, not
+    ``bus_factor(ranks)`` times per GPU. Compared with the node's egress (NICs x line rate), it gives the
+    network's achievable fraction; nccl-tests' own busbw (``x 2(n-1)/n`` over all ranks) can exceed the NICs'
+    line rate on two nodes (a tree there sends each byte once, not 2(n-1)/n times)."""
+    algbw_gbps = check_number("algbw_gbps", algbw_gbps, allow_equal=False)
+    nodes = check_int("nodes", nodes, minimum=2)
+    return algbw_gbps * bus_factor(collective, nodes)
