@@ -103,21 +103,114 @@ def _runs_frame():
 
 
 def published_runs():
-    """The published runs of ``data/published_runs.csv`` (each with its source and date) and the MFU each
-    implies (:func:`implied_mfu`), as a DataFrame. ``calibration`` says whether a run sets the default range."""
+    """The published runs of ``data/published_runs.csv`` (each with its source and date; the layout where it
+    was published) and the MFU each implies in the library's own FLOP count, as a DataFrame.
+
+    ``implied_mfu`` is taken, in this order of preference, from the tokens per second per GPU the source
+    reports (times :func:`~llmsizing.flops.training_flops_per_token`: one FLOP convention for every source,
+    whichever attention count the source used), from its TFLOP/s per GPU (:func:`implied_mfu`, converted from
+    hardware FLOPs where the source counted recomputation), or from its tokens and GPU-hours. It is over the
+    dense peak of the run's ``dtype`` (an FP8 run against the FP8 peak; ``fp16`` runs at the ``bf16`` rate).
+    ``calibration`` says whether a run is fitted on (``True``) or held out to check the fit (``False``)."""
     import pandas as pd
 
     df = _runs_frame().copy()
+    df["dtype"] = df["dtype"].fillna("bf16")
     mfus = []
     for r in df.itertuples():
-        if pd.notna(r.reported_tflops_per_gpu):
+        dtype = "fp8" if r.dtype == "fp8" else "bf16"
+        if pd.notna(r.tokens_per_s_per_gpu):
+            per_token = training_flops_per_token(r.model, seq=int(r.seq))
+            mfus.append(check_fraction(f"the MFU of run {r.run!r}",
+                                       r.tokens_per_s_per_gpu * per_token / _peak_flops(r.gpu, dtype)))
+        elif pd.notna(r.reported_tflops_per_gpu):
             mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq), tflops_per_gpu=r.reported_tflops_per_gpu,
-                                    flops_convention=r.reported_flops_convention))
+                                    flops_convention=r.reported_flops_convention, dtype=dtype))
         else:
-            mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq), tokens=r.tokens, gpu_hours=r.gpu_hours))
+            mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq), tokens=r.tokens, gpu_hours=r.gpu_hours,
+                                    dtype=dtype))
     df["implied_mfu"] = mfus
     df["calibration"] = df["calibration"] == "yes"
     return df
+
+
+MFU_MODEL_CSV = PUBLISHED_RUNS_CSV.parent / "mfu_model.csv"
+
+
+@cache
+def _mfu_model() -> dict:
+    import csv
+
+    with open(MFU_MODEL_CSV, newline="") as fh:
+        return {(r["generation"], r["dtype"]): {k: (v if k in ("generation", "dtype") else float(v or "nan"))
+                                                for k, v in r.items()} for r in csv.DictReader(fh)}
+
+
+@dataclass(frozen=True)
+class MfuEstimate:
+    """The end-to-end MFU the calibration predicts for a run (:func:`mfu_estimate`), its range, and why it may
+    be less sure: ``warnings`` name every way the run lies outside the published runs it was fitted on."""
+
+    mfu: float
+    low: float
+    high: float
+    generation: str
+    warnings: tuple
+
+
+def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str = "bf16", recompute: str = "none",
+                 whole_run: bool = False, n_gpus: int | None = None) -> MfuEstimate:
+    """The calibrated end-to-end MFU of a run (``data/mfu_model.csv``, fitted by ``tools/calibrate.py`` with
+    :func:`~llmsizing.calibration.fit_mfu_model` on ``data/published_runs.csv``): the GPU generation's and
+    dtype's intercept, a term in model size and one in sequence length, what full recomputation costs
+    (``recompute="full"``) and what a whole run's GPU-hours lose against a measured steady state
+    (``whole_run=True``: restarts, evaluation, stragglers). The range is the largest residuals of that
+    generation's published runs below and above the fit, so every published run lies inside its own range.
+
+    A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
+    or GPU count outside those of the generation's runs each add a warning. Taught in chapter 10."""
+    from .hardware import kernel_efficiency_row
+
+    model = resolve_model(model)
+    g = get_gpu(gpu)
+    seq = check_int("seq", seq)
+    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
+    key_dtype = "fp8" if dtype == "fp8" else "bf16"
+    check_choice("recompute", recompute, RECOMPUTE)
+    whole_run = check_bool("whole_run", whole_run)
+    table = _mfu_model()
+    generation = kernel_efficiency_row(g, dtype).generation
+    warnings = []
+    row = table.get((generation, key_dtype))
+    if row is None:
+        same = sorted((r for r in table.values() if r["dtype"] == key_dtype), key=lambda r: r["intercept"])
+        same = same or sorted(table.values(), key=lambda r: r["intercept"])
+        row = {**same[(len(same) - 1) // 2], "min_params": float("nan")}
+        pooled = [r for r in table.values()]
+        row["low"] = min(r["low"] for r in pooled)
+        row["high"] = max(r["high"] for r in pooled)
+        warnings.append(f"no published {key_dtype} run on a {g.name} ({generation}): the median generation's "
+                        "MFU and the widest range of any generation are used")
+    else:
+        n = model.n_params
+        if not row["min_params"] / 2 <= n <= row["max_params"] * 2:
+            warnings.append(f"{n / 1e9:,.3g}B parameters is outside the {generation} {key_dtype} runs' "
+                            f"{row['min_params'] / 1e9:,.3g}B to {row['max_params'] / 1e9:,.3g}B")
+        if not row["min_seq"] / 2 <= seq <= row["max_seq"] * 2:
+            warnings.append(f"seq={seq:,} is outside the {generation} {key_dtype} runs' {row['min_seq']:,.0f} to "
+                            f"{row['max_seq']:,.0f} tokens")
+        if n_gpus is not None and row["max_gpus"] == row["max_gpus"] and not (
+                row["min_gpus"] / 2 <= n_gpus <= row["max_gpus"] * 2):
+            warnings.append(f"{n_gpus:,} GPUs is outside the {generation} {key_dtype} runs' "
+                            f"{row['min_gpus']:,.0f} to {row['max_gpus']:,.0f}")
+    import math
+
+    log_mfu = (row["intercept"] + row["size_exponent"] * math.log(model.n_params / 1e10)
+               + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * (recompute == "full")
+               + row["whole_run"] * whole_run)
+    central = min(math.exp(log_mfu), 1.0)
+    return MfuEstimate(central, central * row["low"], min(1.0, central * row["high"]), generation,
+                       tuple(warnings))
 
 
 @dataclass(frozen=True)
@@ -149,6 +242,7 @@ class TrainingTime:
     cost_usd: float
     cost_usd_low: float
     cost_usd_high: float
+    warnings: tuple = ()
 
     @property
     def total_flops(self) -> float:
@@ -172,12 +266,16 @@ class TrainingTime:
 def training_time(model: Model | str, *, tokens: float, gpu, n_gpus: int | None = None, seq: int,
                   parallel: Parallel | None = None, mfu: float | None = None,
                   mfu_range: tuple[float, float] | None = None, price_usd_per_gpu_hour: float | None = None,
-                  recompute: str = "none", dtype: str = "bf16", causal: bool = False) -> TrainingTime:
+                  recompute: str = "none", dtype: str = "bf16", causal: bool = False,
+                  whole_run: bool = False) -> TrainingTime:
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given).
 
-    ``mfu`` defaults to :data:`MFU_DEFAULT` with the range (:data:`MFU_LOW`, :data:`MFU_HIGH`); any other
-    ``mfu`` without ``mfu_range`` is taken as exact (a range of one point). The MFU is end to end: it already
+    ``mfu`` defaults to the calibrated estimate (:func:`mfu_estimate`: by GPU generation and dtype, model size,
+    sequence length, full recomputation, and ``whole_run`` for a whole run's GPU-hours with its restarts), with
+    the range of that generation's published runs; the result's ``warnings`` say when the run lies outside
+    them. An ``mfu`` given without ``mfu_range`` is taken as exact (a range of one point). The MFU is end to
+    end: it already
     includes communication, bubbles and restarts, so ``parallel`` only sets the GPU count here (the planner
     derives a layout's MFU from its step time). ``price_usd_per_gpu_hour`` defaults to the catalogue's
     on-demand price (its source and date are in ``data/gpus.csv``; prices move). ``recompute`` changes the HFU,
@@ -197,9 +295,17 @@ def training_time(model: Model | str, *, tokens: float, gpu, n_gpus: int | None 
     elif n_gpus is None:
         raise ValueError("give n_gpus (an integer >= 1) or parallel=Parallel(...)")
     n_gpus = check_int("n_gpus", n_gpus)
-    mfu = MFU_DEFAULT if mfu is None else check_fraction("mfu", mfu)
+    warnings: tuple = ()
+    if mfu is None:
+        est = mfu_estimate(model, gpu=g, seq=seq, dtype=dtype, recompute=recompute, whole_run=whole_run,
+                           n_gpus=n_gpus)
+        mfu, warnings = est.mfu, est.warnings
+        default_range = (est.low, est.high)
+    else:
+        mfu = check_fraction("mfu", mfu)
+        default_range = (mfu, mfu)
     if mfu_range is None:
-        low, high = (MFU_LOW, MFU_HIGH) if mfu == MFU_DEFAULT else (mfu, mfu)
+        low, high = default_range
     else:
         bounds = check_sequence("mfu_range", mfu_range, example="(0.3, 0.5)")
         if len(bounds) != 2:
@@ -223,7 +329,7 @@ def training_time(model: Model | str, *, tokens: float, gpu, n_gpus: int | None 
     h, h_low, h_high = hours(mfu), hours(high), hours(low)
     return TrainingTime(model.name, g.name, n_gpus, tokens, seq, mfu, low, high, hfu, per_token,
                         peak * mfu / per_token, h / n_gpus / 24, h_low / n_gpus / 24, h_high / n_gpus / 24,
-                        h, h_low, h_high, price, h * price, h_low * price, h_high * price)
+                        h, h_low, h_high, price, h * price, h_low * price, h_high * price, warnings)
 
 
 def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,

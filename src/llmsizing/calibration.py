@@ -1,0 +1,164 @@
+"""Calibration on published runs (chapter 10, "FLOPs, MFU and training time"; issue 21).
+
+Two fits, both on the rows of ``data/published_runs.csv`` marked ``calibration`` (the others are held out to
+check them), both written to ``data/`` by ``tools/calibrate.py`` so that the library reads numbers, not a fit,
+when it runs (``tests/test_calibration.py`` re-fits and compares):
+
+1. **Kernel efficiency** (``data/kernel_efficiency.csv``), for :func:`~llmsizing.layouts.step_time`: for every
+   run whose layout was published, the share of the dense peak its kernels must reach for the step model
+   (slowest stage, bubble, exposed communication on the network model) to give the published MFU
+   (:func:`run_kernel_efficiency`, by bisection). The generation's value is the median over its runs.
+2. **End-to-end MFU** (``data/mfu_model.csv``), for :func:`~llmsizing.time_cost.training_time`, which knows no
+   layout: ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation]
+   + w [whole-run total]``, least squares over every calibration run. ``r`` is what full recomputation costs
+   (its extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against a
+   measured steady state (restarts, evaluation, stragglers). The range of each (generation, dtype) is set by
+   the largest residuals below and above the fit over *all* its runs, calibration and held out, so that every
+   published run lies inside it (a group with fewer than :data:`MIN_GROUP_RUNS` runs takes the extremes over
+   all runs). The region the runs cover (parameters, sequence lengths, GPU counts) is kept
+   too: :func:`~llmsizing.time_cost.training_time` warns outside it.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: Published runs the step model cannot express yet (context parallelism arrives with issue 23): left out of
+#: the kernel-efficiency fit, kept in the end-to-end one.
+def _layout_of(row):
+    """``(Parallel, micro_batch, grad_accum, recompute)`` of a published run, or ``None`` when its layout
+    was not published or uses what the step model lacks (context parallelism)."""
+    import pandas as pd
+
+    from .parallel import Parallel
+
+    def num(x, default):
+        return default if pd.isna(x) else int(x)
+
+    if pd.isna(row.dp) or pd.isna(row.global_batch) or num(row.cp, 1) > 1:
+        return None
+    tp, pp, dp = num(row.tp, 1), num(row.pp, 1), int(row.dp)
+    if pd.notna(row.n_gpus) and tp * pp * dp != int(row.n_gpus):
+        return None
+    micro = num(row.micro_batch, 1)
+    accum, rest = divmod(int(row.global_batch), micro * dp)
+    if rest or accum < 1:
+        return None
+    zero = num(row.zero, 0)
+    v = num(row.virtual_stages, 1)
+    par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, virtual_stages=v)
+    recompute = "none" if pd.isna(row.recompute) else str(row.recompute)
+    return par, micro, accum, recompute
+
+
+def run_kernel_efficiency(row) -> float | None:
+    """The kernel efficiency at which :func:`~llmsizing.layouts.step_time` gives ``row``'s published MFU
+    (``row.implied_mfu``, a row of :func:`~llmsizing.time_cost.published_runs`), or ``None`` when the layout is
+    unknown or even kernels at 100% of peak would not reach it."""
+    from .layouts import step_time
+
+    lay = _layout_of(row)
+    if lay is None:
+        return None
+    par, micro, accum, recompute = lay
+    dtype = "fp8" if row.dtype == "fp8" else "bf16"
+
+    def mfu(e):
+        return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
+                         kernel_efficiency=e, recompute=recompute, dtype=dtype).mfu
+
+    lo, hi = 0.01, 1.0
+    if mfu(hi) < row.implied_mfu:
+        return None
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mfu(mid) < row.implied_mfu else (lo, mid)
+    return (lo + hi) / 2
+
+
+def generation_of(gpu: str, dtype: str) -> str:
+    """The generation row of ``data/kernel_efficiency.csv`` that names ``gpu`` (``"uncalibrated"`` if none)."""
+    from .hardware import kernel_efficiency_row
+
+    return kernel_efficiency_row(gpu, dtype).generation
+
+
+def fit_kernel_efficiency(runs=None):
+    """Per run (``runs``: :func:`~llmsizing.time_cost.published_runs`, default all of them): the generation,
+    dtype and fitted kernel efficiency (NaN where the layout is unknown), as a DataFrame; and per (generation,
+    dtype) the median over the calibration runs: ``(per_run, per_generation)``."""
+    import numpy as np
+
+    from .time_cost import published_runs
+
+    df = published_runs() if runs is None else runs.copy()
+    df["dtype"] = np.where(df["dtype"] == "fp8", "fp8", "bf16")
+    df["generation"] = [generation_of(g, d) for g, d in zip(df["gpu"], df["dtype"])]
+    df["kernel_efficiency"] = [np.nan if (e := run_kernel_efficiency(r)) is None else e for r in df.itertuples()]
+    fit = (df[df["calibration"] & df["kernel_efficiency"].notna()]
+           .groupby(["generation", "dtype"])["kernel_efficiency"].agg(["median", "count", "min", "max"]))
+    return df, fit
+
+
+#: The reference point of the end-to-end model's terms: 10B parameters, 4,096 tokens.
+N_REF, SEQ_REF = 1e10, 4096
+
+#: A (generation, dtype) with fewer published runs than this takes its range from all runs.
+MIN_GROUP_RUNS = 4
+
+#: The shared terms of the end-to-end model, in the order of ``data/mfu_model.csv``'s columns.
+TERMS = ("size_exponent", "seq_exponent", "full_recompute", "whole_run")
+
+
+def _design(df, groups):
+    import numpy as np
+
+    x = np.zeros((len(df), len(groups) + len(TERMS)))
+    for i, key in enumerate(zip(df["generation"], df["dtype"])):
+        x[i, groups.index(key)] = 1.0
+    x[:, -4] = np.log(df["n_params"].to_numpy(float) / N_REF)
+    x[:, -3] = np.log(df["seq"].to_numpy(float) / SEQ_REF)
+    x[:, -2] = (df["recompute"] == "full").to_numpy(float)
+    x[:, -1] = (df["kind"] == "pretraining-total").to_numpy(float)
+    return x
+
+
+def fit_mfu_model(runs=None):
+    """The end-to-end MFU model (module docstring, fit 2): ``(coefficients, per_run)``. ``coefficients`` has
+    one row per (generation, dtype) with its intercept, the shared size and sequence exponents, the range's
+    factors ``low``/``high`` (the largest residuals below and above the fit, over all runs of every
+    generation) and the region of that generation's runs; ``per_run`` has each run's predicted MFU and
+    residual ``implied / predicted``."""
+    import numpy as np
+    import pandas as pd
+
+    from .catalog import get_model
+    from .time_cost import published_runs
+
+    df = published_runs() if runs is None else runs.copy()
+    df["dtype"] = np.where(df["dtype"] == "fp8", "fp8", "bf16")
+    df["generation"] = [generation_of(g, d) for g, d in zip(df["gpu"], df["dtype"])]
+    df["n_params"] = [get_model(m).n_params for m in df["model"]]
+    cal = df[df["calibration"]]
+    groups = sorted(set(zip(cal["generation"], cal["dtype"])))
+    x = _design(cal, groups)
+    y = np.log(cal["implied_mfu"].to_numpy(float))
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    known = df[[k in groups for k in zip(df["generation"], df["dtype"])]].copy()
+    known["predicted_mfu"] = np.exp(_design(known, groups) @ beta)
+    known["residual"] = known["implied_mfu"] / known["predicted_mfu"]
+    rows = []
+    for i, (gen, dtype) in enumerate(groups):
+        mine = df[(df["generation"] == gen) & (df["dtype"] == dtype)]
+        res = known[(known["generation"] == gen) & (known["dtype"] == dtype)]["residual"]
+        if len(res) < MIN_GROUP_RUNS:
+            res = known["residual"]
+        rows.append({"generation": gen, "dtype": dtype, "intercept": beta[i],
+                     **{t: beta[len(groups) + j] for j, t in enumerate(TERMS)},
+                     "low": float(res.min()), "high": float(res.max()), "runs": len(mine),
+                     "calibration_runs": int(mine["calibration"].sum()),
+                     "min_params": float(mine["n_params"].min()), "max_params": float(mine["n_params"].max()),
+                     "min_seq": int(mine["seq"].min()), "max_seq": int(mine["seq"].max()),
+                     "min_gpus": float(mine["n_gpus"].min()) if mine["n_gpus"].notna().any() else math.nan,
+                     "max_gpus": float(mine["n_gpus"].max()) if mine["n_gpus"].notna().any() else math.nan})
+    return pd.DataFrame(rows), known
