@@ -217,7 +217,8 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
                         grad_accum: int = 1, recompute: str = "none", mfu: float = 0.4,
                         dtype: str = "bf16") -> float:
     """Seconds of computing per step on one GPU, at model FLOPs utilisation ``mfu`` of the GPU's dense peak
-    in ``dtype`` (``"bf16"`` or ``"fp8"``): the step's training FLOPs
+    in ``dtype`` (``"bf16"`` or ``"fp8"``; ``"bf16"`` on a GPU without BF16, the V100, is its FP16 rate:
+    :func:`~llmsizing.hardware.dense_tflops`): the step's training FLOPs
     (:func:`~llmsizing.flops.training_flops_per_token`, recomputation included) over ``tp x pp x dp`` GPUs.
     ``mfu`` is an assumption (0.4 is a typical well-tuned dense run; the time-and-money chapter calibrates
     it). The pipeline bubble is not included (:func:`~llmsizing.parallel.pipeline_bubble`)."""
@@ -229,9 +230,11 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     mfu = check_fraction("mfu", mfu)
     g = get_gpu(gpu)
     dtype = check_choice("dtype", dtype, ("bf16", "fp8"))
-    peak = g.bf16_dense_tflops if dtype == "bf16" else g.fp8_dense_tflops
-    if peak is None:
+    if dtype == "fp8" and g.fp8_dense_tflops is None:
         raise ValueError(f"dtype='fp8': the {g.name} has no FP8 tensor cores; use dtype='bf16'")
+    from .hardware import dense_tflops
+
+    peak = dense_tflops(g, dtype)                   # (bf16 on a GPU without BF16: its FP16 rate, as documented there)
     flops = training_flops_per_token(model, seq=seq, recompute=recompute) * batch * seq * m / (par.tp * par.pp)
     return flops / (peak * 1e12 * mfu)
 
