@@ -226,3 +226,28 @@ def test_resolve_model_accepts_model_and_name():
     m = get_model("gpt2")
     assert resolve_model(m) is m
     assert resolve_model("gpt2") is m
+
+
+# ----------------------------------------------------------------------------- nodes (data/nodes.csv)
+def test_every_gpu_has_one_default_node_sourced_and_dated():
+    nodes = rows("nodes.csv")
+    defaults = [r["gpu"] for r in nodes if r["default_for_gpu"] == "yes"]
+    assert sorted(defaults) == sorted(list_gpus()), "one default node per catalogued GPU"
+    for r in nodes:
+        assert r["source"].strip() and is_iso_date(r["as_of"]), r["name"]
+        assert r["intra_topology"] in {"switch", "mesh", "pcie"}, r["name"]
+        for col in ("gpus_per_node", "scaleup_domain_gpus", "nics_per_node"):
+            assert int(r[col]) >= 1, (r["name"], col)
+        assert float(r["intra_link_gbps_one_way"]) > 0 and float(r["nic_gbits"]) > 0, r["name"]
+        assert int(r["scaleup_domain_gpus"]) >= int(r["gpus_per_node"]), r["name"]
+
+
+def test_mesh_nodes_agree_with_the_gpu_link():
+    """A mesh node's per-peer one-way figure times its 7 peers is the GPU's link total, halved (bidirectional):
+    MI300X / MI325X 7 x 128 GB/s, MI355X 7 x 153.6, MI250X GCD 7 x 100 (the V100's hybrid cube-mesh is not a
+    full mesh: 6 links, not 7)."""
+    for r in rows("nodes.csv"):
+        if r["intra_topology"] == "mesh" and r["gpu"] != "V100":
+            g = get_gpu(r["gpu"])
+            assert (int(r["gpus_per_node"]) - 1) * float(r["intra_link_gbps_one_way"]) == pytest.approx(
+                g.link_bandwidth_gbps / 2), r["name"]
