@@ -14,6 +14,9 @@ from llmsizing.catalog import GPU, resolve_model
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REQUIRED_GPUS = ["A10", "L40S", "RTX 4090", "A100 40GB", "A100 80GB", "H100 SXM", "H200", "B200", "MI300X"]
+#: Added for issue 21 ("the GPU catalogue").
+ADDED_GPUS = ["H800", "H100 PCIe", "H20", "A100 PCIe 80GB", "V100", "L4", "RTX 6000 Ada", "GB200", "B300",
+              "MI250X GCD", "MI325X", "MI355X"]
 
 
 def rows(name: str) -> list[dict[str, str]]:
@@ -32,7 +35,7 @@ def is_iso_date(s: str) -> bool:
 # ----------------------------------------------------------------------------- GPUs
 def test_required_gpus_present():
     names = list_gpus()
-    missing = [g for g in REQUIRED_GPUS if g not in names]
+    missing = [g for g in REQUIRED_GPUS + ADDED_GPUS if g not in names]
     assert not missing, f"GPU catalogue lacks {missing}"
     assert len(set(names)) == len(names), "duplicate GPU names"
 
@@ -44,13 +47,25 @@ def test_gpu_row_complete(row):
     assert is_iso_date(row["as_of"]), f"as_of {row['as_of']!r} is not an ISO date"
     assert row["link_direction"] in {"one-way", "bidirectional"}
     assert row["memory_source"].strip(), "memory_source missing"
-    for col in ("memory_mib", "memory_marketed_gb", "memory_bandwidth_gbps", "bf16_dense_tflops",
-                "link_bandwidth_gbps", "price_usd_per_gpu_hour"):
+    for col in ("memory_mib", "memory_marketed_gb", "memory_bandwidth_gbps", "link_bandwidth_gbps",
+                "price_usd_per_gpu_hour"):
         v = float(row[col])
         assert math.isfinite(v) and v > 0, f"{col} = {row[col]!r}"
-    if row["fp8_dense_tflops"].strip():       # empty = the chip has no FP8 tensor cores
-        fp8 = float(row["fp8_dense_tflops"])
-        assert fp8 > float(row["bf16_dense_tflops"]), "FP8 should be faster than BF16 where it exists"
+    # peaks: empty = no such tensor cores (bf16: the V100; fp8: the A10, A100s, V100, MI250X) or, for the two
+    # fp16 columns, "the same as the rate before" (bf16, then fp16); every given peak is a positive number
+    peaks = {c: float(row[c]) for c in ("bf16_dense_tflops", "fp16_dense_tflops", "fp16_acc16_dense_tflops",
+                                        "fp8_dense_tflops") if row[c].strip()}
+    assert all(math.isfinite(v) and v > 0 for v in peaks.values()), peaks
+    half = peaks.get("fp16_dense_tflops", peaks.get("bf16_dense_tflops"))
+    assert half, "a GPU needs a 16-bit rate: bf16_dense_tflops or fp16_dense_tflops"
+    if "fp8_dense_tflops" in peaks:
+        assert peaks["fp8_dense_tflops"] > half, "FP8 should be faster than BF16 where it exists"
+    if "fp16_acc16_dense_tflops" in peaks:   # only given where it differs: FP16 accumulation is the faster one
+        assert peaks["fp16_acc16_dense_tflops"] > half
+    if "fp16_dense_tflops" in peaks and "bf16_dense_tflops" in peaks:
+        assert peaks["fp16_dense_tflops"] != peaks["bf16_dense_tflops"], "leave fp16 empty where it equals bf16"
+    if row["price_source"].lower().startswith("estimate"):
+        assert "placeholder" in row["price_source"] or "scaled" in row["price_source"], "say how it was estimated"
 
 
 @pytest.mark.parametrize("name", REQUIRED_GPUS)
@@ -69,7 +84,14 @@ def test_reported_capacity_is_what_the_driver_prints():
     assert get_gpu("H100 SXM").memory_bytes == 81_559 * 2**20
     assert get_gpu("A10").memory_bytes == 23_028 * 2**20
     assert get_gpu("MI300X").memory_bytes == 205_822_885_888
-    for name in REQUIRED_GPUS:   # never more than the box says (marketed GB read as GiB, the generous reading)
+    assert get_gpu("H800").memory_bytes == 81_559 * 2**20
+    assert get_gpu("V100").memory_bytes == 32_768 * 2**20
+    assert get_gpu("L4").memory_bytes == 23_034 * 2**20
+    assert get_gpu("GB200").memory_bytes == 189_471 * 2**20
+    assert get_gpu("B300").memory_bytes == 275_040 * 2**20
+    assert get_gpu("MI355X").memory_bytes == 309_220_868_096
+    assert get_gpu("MI250X GCD").memory_bytes == 68_702_699_520      # one GCD: half the OAM module's 128 GB
+    for name in list_gpus():     # never more than the box says (marketed GB read as GiB, the generous reading)
         g = get_gpu(name)
         assert g.memory_gib <= g.memory_marketed_gb
         assert g.memory_gib >= 0.9 * g.memory_marketed_gb
@@ -84,6 +106,51 @@ def test_gpu_spec_sheet_figures():
     assert get_gpu("MI300X").memory_marketed_gb == 192
     assert get_gpu("H200").memory_marketed_gb == 141
     assert get_gpu("A100 80GB").fp8_dense_tflops is None   # Ampere has no FP8
+
+
+def test_added_gpus_spec_sheet_figures():
+    """Issue 21's rows: a few datasheet figures, dense (no sparsity)."""
+    assert (get_gpu("H800").bf16_dense_tflops, get_gpu("H800").link_bandwidth_gbps) == (989.4, 400)
+    assert (get_gpu("H100 PCIe").bf16_dense_tflops, get_gpu("H100 PCIe").fp8_dense_tflops) == (756.5, 1513)
+    assert (get_gpu("H20").bf16_dense_tflops, get_gpu("H20").memory_bandwidth_gbps) == (148, 4000)
+    assert get_gpu("A100 PCIe 80GB").memory_bandwidth_gbps == 1935
+    assert (get_gpu("L4").bf16_dense_tflops, get_gpu("L4").fp8_dense_tflops) == (121, 242.5)
+    assert (get_gpu("GB200").bf16_dense_tflops, get_gpu("B300").bf16_dense_tflops) == (2500, 2250)
+    assert get_gpu("MI250X GCD").bf16_dense_tflops * 2 == 383          # the module's 383 TFLOP/s, halved
+    assert get_gpu("MI250X GCD").fp8_dense_tflops is None              # CDNA 2 has no FP8
+    assert get_gpu("MI325X").bf16_dense_tflops == get_gpu("MI300X").bf16_dense_tflops
+    assert get_gpu("MI355X").fp8_dense_tflops == 2 * get_gpu("MI355X").bf16_dense_tflops
+
+
+def test_v100_has_no_bf16_and_trains_in_fp16():
+    g = get_gpu("V100")
+    assert g.bf16_dense_tflops is None and not g.has_bf16
+    assert g.fp16_dense_tflops == g.fp16_rate_tflops == 125
+    assert g.fp8_dense_tflops is None
+    assert all(get_gpu(n).has_bf16 for n in list_gpus() if n != "V100")
+
+
+def test_fp16_accumulate_column():
+    assert get_gpu("RTX 4090").fp16_acc16_dense_tflops == 330.3            # GeForce: twice the FP32-accumulate rate
+    assert get_gpu("RTX 4090").fp16_rate_tflops == 165.2
+    assert all(get_gpu(n).fp16_acc16_dense_tflops is None for n in list_gpus() if n != "RTX 4090")
+
+
+def test_gpu_refusals_name_the_parameter():
+    import dataclasses
+
+    h100 = get_gpu("H100 SXM")
+    with pytest.raises(ValueError, match="bf16_dense_tflops.*fp16_dense_tflops"):
+        dataclasses.replace(h100, bf16_dense_tflops=None)
+    for f in ("fp16_dense_tflops", "fp16_acc16_dense_tflops", "fp8_dense_tflops", "bf16_dense_tflops"):
+        with pytest.raises(ValueError, match=f):
+            dataclasses.replace(h100, **{f: 0})
+        with pytest.raises(ValueError, match=f):
+            dataclasses.replace(h100, **{f: float("nan")})
+        with pytest.raises(TypeError, match=f):
+            dataclasses.replace(h100, **{f: "fast"})
+    v = dataclasses.replace(h100, name="no-bf16", bf16_dense_tflops=None, fp16_dense_tflops=500.0)
+    assert v.fp16_rate_tflops == 500 and not v.has_bf16
 
 
 def test_get_gpu_forgives_case_and_spaces():
@@ -159,3 +226,28 @@ def test_resolve_model_accepts_model_and_name():
     m = get_model("gpt2")
     assert resolve_model(m) is m
     assert resolve_model("gpt2") is m
+
+
+# ----------------------------------------------------------------------------- nodes (data/nodes.csv)
+def test_every_gpu_has_one_default_node_sourced_and_dated():
+    nodes = rows("nodes.csv")
+    defaults = [r["gpu"] for r in nodes if r["default_for_gpu"] == "yes"]
+    assert sorted(defaults) == sorted(list_gpus()), "one default node per catalogued GPU"
+    for r in nodes:
+        assert r["source"].strip() and is_iso_date(r["as_of"]), r["name"]
+        assert r["intra_topology"] in {"switch", "mesh", "pcie"}, r["name"]
+        for col in ("gpus_per_node", "scaleup_domain_gpus", "nics_per_node"):
+            assert int(r[col]) >= 1, (r["name"], col)
+        assert float(r["intra_link_gbps_one_way"]) > 0 and float(r["nic_gbits"]) > 0, r["name"]
+        assert int(r["scaleup_domain_gpus"]) >= int(r["gpus_per_node"]), r["name"]
+
+
+def test_mesh_nodes_agree_with_the_gpu_link():
+    """A mesh node's per-peer one-way figure times its 7 peers is the GPU's link total, halved (bidirectional):
+    MI300X / MI325X 7 x 128 GB/s, MI355X 7 x 153.6, MI250X GCD 7 x 100 (the V100's hybrid cube-mesh is not a
+    full mesh: 6 links, not 7)."""
+    for r in rows("nodes.csv"):
+        if r["intra_topology"] == "mesh" and r["gpu"] != "V100":
+            g = get_gpu(r["gpu"])
+            assert (int(r["gpus_per_node"]) - 1) * float(r["intra_link_gbps_one_way"]) == pytest.approx(
+                g.link_bandwidth_gbps / 2), r["name"]

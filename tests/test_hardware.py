@@ -195,3 +195,78 @@ def test_decode_roofline_widget_moves():
     w.controls["gpu"].value = "A100 80GB"
     w.controls["weights"].value = "fp8"     # fp8 weights are read as bytes; compute stays bf16: no error
     assert not w.error.value
+
+
+# ----------------------------------------------------------------------------- issue 21: fp16 accumulate, no-BF16 GPUs
+def test_fp16_with_fp16_accumulation():
+    """Ada Lovelace whitepaper: the RTX 4090 does 165.2 TFLOP/s of FP16 with FP32 accumulation and 330.3 with FP16
+    accumulation; data-centre parts run both at one rate."""
+    assert dense_tflops("RTX 4090", "fp16") == 165.2
+    assert dense_tflops("RTX 4090", "fp16-acc16") == 330.3
+    assert sparse_tflops("RTX 4090", "fp16-acc16") == pytest.approx(660.6)
+    assert dense_tflops("H100 SXM", "fp16-acc16") == dense_tflops("H100 SXM", "fp16") == 989.4
+    assert dense_tflops("L40S", "fp16-acc16") == 362.05
+    assert dense_tflops("V100", "fp16-acc16") == 125
+    with pytest.raises(ValueError, match="dtype"):
+        dense_tflops("RTX 4090", "fp16-acc32")
+
+
+def test_v100_bf16_is_priced_at_its_fp16_rate_and_says_so():
+    """V100 datasheet: 125 TFLOP/s of FP16 tensor math, no BF16 and no FP8. The policy of dense_tflops: "bf16" on a
+    GPU without BF16 is its FP16 rate (the bf16-mixed recipe runs as FP16 mixed precision: same bytes, same FLOPs)."""
+    from llmsizing.hardware import effective_dtype
+
+    assert dense_tflops("V100") == dense_tflops("V100", "fp16") == 125
+    assert effective_dtype("V100") == "fp16" and effective_dtype("V100", "fp16") == "fp16"
+    assert effective_dtype("H100 SXM") == "bf16"
+    with pytest.raises(ValueError, match="dtype"):
+        dense_tflops("V100", "fp8")
+    with pytest.raises(ValueError, match="dtype"):
+        effective_dtype("V100", "tf32")
+    assert ridge_point_flops_per_byte("V100") == pytest.approx(125e12 / 900e9)
+
+
+def test_every_catalogued_peak_is_positive_and_fp8_beats_bf16():
+    from llmsizing import get_gpu, list_gpus
+
+    for name in list_gpus():
+        g = get_gpu(name)
+        for dtype in ("bf16", "fp16", "fp16-acc16"):
+            assert math.isfinite(dense_tflops(g, dtype)) and dense_tflops(g, dtype) > 0, (name, dtype)
+        assert dense_tflops(g, "fp16-acc16") >= dense_tflops(g, "fp16")
+        if g.fp8_dense_tflops is not None:
+            assert dense_tflops(g, "fp8") > dense_tflops(g, "bf16"), name
+
+
+def test_gpu_comparison_covers_the_whole_catalogue_without_nan():
+    from llmsizing import list_gpus
+
+    df = gpu_comparison()
+    assert list(df.index) == list_gpus()
+    numbers = df.drop(columns=["link", "dtype"]).to_numpy(dtype=float)
+    assert np.isfinite(numbers).all() and (numbers > 0).all()
+    assert df.loc["V100", "dtype"] == "fp16" and (df.drop(index="V100")["dtype"] == "bf16").all()
+    assert df.loc["V100", "bf16_dense_tflops"] == 125
+
+
+def test_catalogue_sweeps_price_the_v100_in_fp16():
+    """cost_by_gpu, serving_cost_by_gpu, plan and step compute time sweep (or accept) every GPU: the V100 is
+    priced in FP16 and the result says so; nothing is NaN for a GPU that fits."""
+    from llmsizing.comm import step_compute_time_s
+    from llmsizing.planner import plan
+    from llmsizing.serve import serving_cost_by_gpu
+    from llmsizing.time_cost import cost_by_gpu
+
+    df = cost_by_gpu("llama-2-7b", tokens=1e10, seq=2048).set_index("gpu")
+    assert df.loc["V100", "dtype"] == "fp16" and (df.drop(index="V100")["dtype"] == "bf16").all()
+    fits = df[df["fits"]]
+    assert "V100" in fits.index and np.isfinite(fits[["cost_usd", "days_on_min_gpus"]].to_numpy()).all()
+    s = serving_cost_by_gpu("llama-2-7b")
+    assert "fp16" in s.loc["V100", "note"] and "no bf16" in s.loc["V100", "note"]
+    assert s.loc["H100 SXM", "note"] == ""
+    p = plan("llama-2-7b", tokens=1e10, gpus=["V100"], seq=2048, global_batch=512)
+    assert len(p) and np.isfinite(p["cost_usd"]).all()
+    t = step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="V100", mfu=0.4)
+    assert t == pytest.approx(step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="A10", mfu=0.4))  # 125 both
+    with pytest.raises(ValueError, match="dtype"):
+        step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="V100", dtype="fp8")

@@ -129,6 +129,13 @@ class GPU:
     compute in dense TFLOP/s (no sparsity). ``fp8_dense_tflops`` is ``None`` where the chip has no FP8 (so
     arithmetic on it fails loudly instead of returning NaN).
 
+    Half precision: ``bf16_dense_tflops`` is the BF16 tensor-core peak (FP32 accumulation), ``None`` on a chip
+    without BF16 (the V100). ``fp16_dense_tflops`` is the FP16 peak with FP32 accumulation where it differs from
+    the BF16 one or where there is no BF16 (the V100's 125); ``None`` means "the BF16 rate". At least one of the
+    two is given. ``fp16_acc16_dense_tflops`` is FP16 with FP16 accumulation where that runs faster (GeForce
+    cards: the RTX 4090's 330.3 against 165.2); ``None`` means "the FP16 rate". Read them through
+    :func:`llmsizing.hardware.dense_tflops`, which states the policy for a chip without BF16.
+
     Memory: ``memory_mib`` is the total the driver reports (``nvidia-smi`` / ``rocm-smi``), which is what a
     program can allocate before the CUDA context; every "does it fit" in the book uses it
     (:attr:`memory_bytes`, :attr:`memory_gib`). ``memory_marketed_gb`` is the figure on the box ("80 GB" for an
@@ -149,6 +156,8 @@ class GPU:
     price_source: str
     spec_source: str
     as_of: str
+    fp16_dense_tflops: float | None = None
+    fp16_acc16_dense_tflops: float | None = None
 
     def __post_init__(self):
         # a hand-made GPU (or dataclasses.replace of a catalogued one) is checked like the catalogue's rows: a
@@ -165,15 +174,32 @@ class GPU:
 
         object.__setattr__(self, "memory_mib", check_int(f"memory_mib of GPU {self.name!r}", self.memory_mib,
                                                          maximum=MAX_GPU_MIB))
-        for f in ("memory_bandwidth_gbps", "bf16_dense_tflops", "link_bandwidth_gbps"):
+        for f in ("memory_bandwidth_gbps", "link_bandwidth_gbps"):
             field(f, minimum=MIN_GPU_SPEED)
-        if self.fp8_dense_tflops is not None:        # None: no FP8 tensor cores (the A10, the A100s)
-            field("fp8_dense_tflops", minimum=MIN_GPU_SPEED)
+        if self.bf16_dense_tflops is None and self.fp16_dense_tflops is None:
+            raise ValueError(f"bf16_dense_tflops of GPU {self.name!r} is None (no BF16) and so is fp16_dense_tflops: "
+                             "give the GPU's 16-bit tensor-core peak in one of them")
+        # None: no FP8 tensor cores (the A10, the A100s, the V100); no BF16 (the V100); FP16 at the BF16 rate, or
+        # FP16-accumulate FP16 at the FP16 rate (every GPU but a GeForce card)
+        for f in ("bf16_dense_tflops", "fp8_dense_tflops", "fp16_dense_tflops", "fp16_acc16_dense_tflops"):
+            if getattr(self, f) is not None:
+                field(f, minimum=MIN_GPU_SPEED)
         if self.memory_marketed_gb is not None:
             field("memory_marketed_gb", allow_equal=False)
         if self.price_usd_per_gpu_hour is not None:  # None: no price (a blank cell in data/gpus.csv)
             field("price_usd_per_gpu_hour")
         check_choice(f"link_direction of GPU {self.name!r}", self.link_direction, LINK_DIRECTIONS)
+
+    @property
+    def has_bf16(self) -> bool:
+        """Whether the GPU has BF16 tensor cores (every catalogued GPU but the V100)."""
+        return self.bf16_dense_tflops is not None
+
+    @property
+    def fp16_rate_tflops(self) -> float:
+        """The dense FP16 tensor-core peak with FP32 accumulation: ``fp16_dense_tflops``, or the BF16 rate
+        where that column is empty."""
+        return self.fp16_dense_tflops if self.fp16_dense_tflops is not None else self.bf16_dense_tflops
 
     @property
     def memory_bytes(self) -> int:
@@ -204,6 +230,7 @@ def _gpus() -> dict[str, GPU]:
             fp8_dense_tflops=num("fp8_dense_tflops"), link=r["link"], link_bandwidth_gbps=num("link_bandwidth_gbps"),
             link_direction=r["link_direction"], price_usd_per_gpu_hour=num("price_usd_per_gpu_hour"),
             price_source=r["price_source"], spec_source=r["spec_source"], as_of=r["as_of"],
+            fp16_dense_tflops=num("fp16_dense_tflops"), fp16_acc16_dense_tflops=num("fp16_acc16_dense_tflops"),
         )
         out[g.name] = g
     return out

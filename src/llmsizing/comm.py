@@ -243,7 +243,8 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
                         grad_accum: int = 1, recompute: str = "none", kernel_efficiency: float | None = None,
                         dtype: str = "bf16", mfu: float | None = None) -> float:
     """Seconds of computing per step on a GPU of the slowest pipeline stage, at ``kernel_efficiency`` of the
-    GPU's dense peak in ``dtype`` (``"bf16"``, ``"fp16"`` or ``"fp8"``): that stage's training FLOPs
+    GPU's dense peak in ``dtype`` (``"bf16"``, ``"fp16"`` or ``"fp8"``; ``"bf16"`` on a GPU without BF16, the
+    V100, is its FP16 rate: :func:`~llmsizing.hardware.dense_tflops`): that stage's training FLOPs
     (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
     ``batch x seq x grad_accum`` tokens, over its ``tp`` GPUs.
 

@@ -30,25 +30,57 @@ from dataclasses import dataclass  # noqa: E402
 
 from ._validate import check_choice, check_int  # noqa: E402
 
-#: The compute formats the catalogue has a tensor-core peak for. ``fp16`` runs at the ``bf16`` rate on every
-#: catalogued GPU (FP16 with FP32 accumulation); ``fp8`` is absent on the A10, A100 40GB and A100 80GB.
-COMPUTE_DTYPES = ("bf16", "fp16", "fp8")
+#: The compute formats the catalogue has a tensor-core peak for: ``bf16`` and ``fp16`` (FP32 accumulation),
+#: ``fp16-acc16`` (FP16 with FP16 accumulation, faster on GeForce cards only) and ``fp8`` (absent on the A10, the
+#: A100s, the V100 and the MI250X). See :func:`dense_tflops` for what each reads and for a GPU without BF16.
+COMPUTE_DTYPES = ("bf16", "fp16", "fp16-acc16", "fp8")
 
 #: Datasheets quote tensor-core peaks "with sparsity": 2:4 structured sparsity (two of every four weights zero,
 #: NVIDIA Ampere whitepaper 2020) skips the zeros and doubles the figure. Training uses dense matrices.
 SPARSITY_FACTOR = 2.0
 
 
-def dense_tflops(gpu, dtype: str = "bf16") -> float:
-    """The GPU's dense tensor-core peak in ``dtype``, TFLOP/s (10**12 FLOP/s), as the catalogue stores it
-    (``data/gpus.csv`` columns ``bf16_dense_tflops`` and ``fp8_dense_tflops``: datasheet figures without
-    sparsity). ``fp16`` uses the bf16 column. A GPU without FP8 raises ``ValueError`` naming ``dtype``.
-    Source: each GPU's datasheet (the catalogue's ``spec_source``). Taught in chapter 6."""
+def effective_dtype(gpu, dtype: str = "bf16") -> str:
+    """The format :func:`dense_tflops` actually prices ``dtype`` at on ``gpu``: ``dtype`` itself, except
+    ``"bf16"`` on a GPU without BF16 tensor cores (the V100), which is ``"fp16"`` (see :func:`dense_tflops`).
+    Tables that sweep the catalogue report it, so that a row priced in FP16 says so."""
     from .catalog import get_gpu
 
     g = get_gpu(gpu)
     dtype = check_choice("dtype", dtype, COMPUTE_DTYPES)
-    peak = g.fp8_dense_tflops if dtype == "fp8" else g.bf16_dense_tflops
+    return "fp16" if dtype == "bf16" and not g.has_bf16 else dtype
+
+
+def dense_tflops(gpu, dtype: str = "bf16") -> float:
+    """The GPU's dense tensor-core peak in ``dtype``, TFLOP/s (10**12 FLOP/s), as the catalogue stores it
+    (``data/gpus.csv``: datasheet figures without sparsity). Source: each GPU's datasheet (the catalogue's
+    ``spec_source``). Taught in chapter 6.
+
+    * ``"bf16"``: the ``bf16_dense_tflops`` column (FP32 accumulation).
+    * ``"fp16"``: ``fp16_dense_tflops`` (FP32 accumulation), or the BF16 rate where that column is empty (every
+      GPU but the V100 runs FP16 and BF16 at the same rate).
+    * ``"fp16-acc16"``: FP16 with FP16 accumulation, ``fp16_acc16_dense_tflops``, or the FP16 rate where that
+      column is empty. Only GeForce cards differ: the RTX 4090 does 330.3 against 165.2 with FP32 accumulation.
+      Mixed-precision training accumulates in FP32, so the book's training times never use it.
+    * ``"fp8"``: ``fp8_dense_tflops``; a GPU without FP8 raises ``ValueError`` naming ``dtype``.
+
+    **A GPU without BF16** (the V100): ``"bf16"`` returns its FP16 rate. The book's default recipe,
+    ``bf16-mixed``, runs there as FP16 mixed precision with a loss scale: the same bytes per parameter and per
+    activation, the same FLOPs, at the FP16 tensor-core rate. So every function that sweeps the catalogue (cost
+    by GPU, the GPU comparison, the planner, serving cost, the charts) prices the V100 in FP16 rather than
+    failing; the tables say so (:func:`effective_dtype`). Ask for ``"fp16"`` to say it explicitly."""
+    from .catalog import get_gpu
+
+    g = get_gpu(gpu)
+    dtype = check_choice("dtype", dtype, COMPUTE_DTYPES)
+    if dtype == "fp8":
+        peak = g.fp8_dense_tflops
+    elif dtype == "bf16" and g.has_bf16:
+        peak = g.bf16_dense_tflops
+    elif dtype == "fp16-acc16" and g.fp16_acc16_dense_tflops is not None:
+        peak = g.fp16_acc16_dense_tflops
+    else:                                           # fp16, fp16-acc16 at the fp16 rate, bf16 without BF16
+        peak = g.fp16_rate_tflops
     if peak is None:
         raise ValueError(f"dtype {dtype!r}: the {g.name} has no {dtype.upper()} tensor cores; "
                          f"use one of bf16, fp16")
@@ -186,13 +218,14 @@ def decode_compute_bound_batch(model, gpu, *, context: int, weights: str = "bf16
 
 #: Columns of :func:`gpu_comparison`, units in the names.
 GPU_COMPARISON_COLUMNS = ("memory_gib", "hbm_tbps", "bf16_dense_tflops", "bf16_sparse_tflops",
-                          "ridge_flops_per_byte", "link", "link_one_way_gbps")
+                          "ridge_flops_per_byte", "link", "link_one_way_gbps", "dtype")
 
 
 def gpu_comparison(gpus=None):
     """A DataFrame, one row per GPU (default: the whole catalogue): capacity as the driver reports it (GiB),
     HBM bandwidth (TB/s, decimal), the dense and "with sparsity" bf16 peaks, the bf16 ridge point, and the link
-    to node-mates, one way (GB/s). Taught in chapter 6."""
+    to node-mates, one way (GB/s). ``dtype`` says which format the peaks are in: ``"bf16"``, or ``"fp16"`` on a
+    GPU without BF16 (the V100; :func:`dense_tflops`). Taught in chapter 6."""
     import pandas as pd
 
     from .catalog import list_gpus, resolve_gpus
@@ -202,7 +235,7 @@ def gpu_comparison(gpus=None):
         rows[g.name] = {"memory_gib": g.memory_gib, "hbm_tbps": g.memory_bandwidth_gbps / 1000,
                         "bf16_dense_tflops": dense_tflops(g), "bf16_sparse_tflops": sparse_tflops(g),
                         "ridge_flops_per_byte": ridge_point_flops_per_byte(g), "link": g.link,
-                        "link_one_way_gbps": link_bandwidth_one_way_gbps(g)}
+                        "link_one_way_gbps": link_bandwidth_one_way_gbps(g), "dtype": effective_dtype(g)}
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(GPU_COMPARISON_COLUMNS)).rename_axis("gpu")
 
 

@@ -431,12 +431,22 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     return best
 
 
+def _dtype_note(g, kwargs) -> str:
+    """"" or, for a GPU without BF16 asked to compute in bf16, a note that it computes in fp16."""
+    compute = kwargs.get("compute", "bf16")
+    if compute == "bf16" and not g.has_bf16:
+        return f"computes in fp16 (the {g.name} has no bf16)"
+    return ""
+
+
 def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, output: int = 256,
                         ttft_s: float = 1.0, itl_s: float = 0.05, tps=TP_CHOICES, **kwargs):
     """Cost per million output and input tokens on each GPU type (default: the catalogue), at the cheapest
     layout (tp, batch) that meets ``ttft_s`` and ``itl_s``: for each tp the largest batch that meets them
     (:func:`replicas_for`'s search), then the lowest cost per output token. A GPU where no layout meets the
-    target gets NaN figures and the reason. Prices are the catalogue's (on-demand, dated). Chapter 15."""
+    target gets NaN figures and the reason. Prices are the catalogue's (on-demand, dated). A GPU without BF16 (the
+    V100) computes in FP16 at its FP16 rate when ``compute`` is ``"bf16"`` (:func:`~llmsizing.hardware.dense_tflops`),
+    and its ``note`` says so. Chapter 15."""
     import pandas as pd
 
     m = resolve_model(model)
@@ -462,13 +472,13 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
                          "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
                          "price_usd_per_gpu_hour": s.price_usd_per_gpu_hour,
                          "usd_per_million_output_tokens": s.usd_per_million_output_tokens,
-                         "usd_per_million_input_tokens": s.usd_per_million_input_tokens, "note": ""})
+                         "usd_per_million_input_tokens": s.usd_per_million_input_tokens, "note": _dtype_note(g, kwargs)})
         else:
             rows.append({"gpu": g.name, "tp": None, "batch": None, "itl_s": math.nan, "ttft_s": math.nan,
                          "output_tokens_per_s_per_gpu": math.nan,
                          "price_usd_per_gpu_hour": g.price_usd_per_gpu_hour,
                          "usd_per_million_output_tokens": math.nan, "usd_per_million_input_tokens": math.nan,
-                         "note": "no layout meets the target"})
+                         "note": "; ".join(x for x in ("no layout meets the target", _dtype_note(g, kwargs)) if x)})
     return pd.DataFrame(rows).set_index("gpu")
 
 

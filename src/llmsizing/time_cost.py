@@ -29,7 +29,7 @@ from pathlib import Path
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
-from .hardware import dense_tflops
+from .hardware import dense_tflops, effective_dtype
 from .model import Model
 from .parallel import Parallel, resolve_parallel
 
@@ -341,7 +341,9 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     the run (:func:`training_time`), with the MFU range. ``prices`` maps a GPU name to a USD price per GPU-hour
     (default: the catalogue's), any spelling :func:`~llmsizing.catalog.get_gpu` accepts; a key that names no
     GPU is refused, and so is a GPU listed twice. A GPU type on which nothing fits within ``max_gpus`` gets a
-    ``fits`` of False and a ``why`` instead of numbers. Sorted by cost. Taught in the "Cost" chapter."""
+    ``fits`` of False and a ``why`` instead of numbers. ``dtype`` says the format each GPU is priced in: ``"bf16"``,
+    or ``"fp16"`` on a GPU without BF16 (the V100 trains the same recipe in FP16 mixed precision, at its FP16
+    rate: :func:`~llmsizing.hardware.dense_tflops`). Sorted by cost. Taught in the "Cost" chapter."""
     import pandas as pd
 
     from .catalog import list_gpus
@@ -360,7 +362,7 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     price_of = {g.name: prices[g.name] if g.name in prices else gpu_price(g, name="prices") for g in gpu_list}
     rows = []
     for g in gpu_list:
-        row = {"gpu": g.name, "price_usd_per_gpu_hour": price_of[g.name]}
+        row = {"gpu": g.name, "price_usd_per_gpu_hour": price_of[g.name], "dtype": effective_dtype(g)}
         try:
             plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus)
         except ValueError as e:

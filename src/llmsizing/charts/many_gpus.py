@@ -51,7 +51,8 @@ def render_gpu_landscape(gpus=None) -> View:
     x = np.logspace(-1, 13, 300, base=2)
     for name, r in df.iterrows():
         c = GPU_COLORS.get(name, "0.3")
-        ax2.plot(x, np.minimum(r["bf16_dense_tflops"], x * r["hbm_tbps"]), color=c, lw=1.4, label=name)
+        label = name if r["dtype"] == "bf16" else f"{name} ({r['dtype']})"      # the V100: no bf16, its fp16 rate
+        ax2.plot(x, np.minimum(r["bf16_dense_tflops"], x * r["hbm_tbps"]), color=c, lw=1.4, label=label)
         ax2.scatter([r["ridge_flops_per_byte"]], [r["bf16_dense_tflops"]], color=c, s=18, zorder=3)
     marks = {"decode, 1 token\n(1 x 4096 x 4096)": matmul_intensity_flops_per_byte(1, 4096, 4096),
              "training matmul\n(4096 x 4096 x 4096)": matmul_intensity_flops_per_byte(4096, 4096, 4096)}
@@ -71,7 +72,7 @@ def render_gpu_landscape(gpus=None) -> View:
     for name, r in df.iterrows():
         lines.append(f"{name:<10s} {r['memory_gib']:>6.1f} GiB {r['hbm_tbps']:>5.2f} TB/s "
                      f"{r['bf16_dense_tflops']:>6.0f} TFLOP/s {r['ridge_flops_per_byte']:>5.0f} FLOP/byte "
-                     f"{r['link_one_way_gbps']:>6.0f} GB/s")
+                     f"{r['link_one_way_gbps']:>6.0f} GB/s" + ("" if r["dtype"] == "bf16" else f" ({r['dtype']}: no bf16)"))
     return View(fig, "\n".join(lines))
 
 

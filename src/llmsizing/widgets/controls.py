@@ -57,12 +57,19 @@ def _nearest(options, wanted):
 GPU_SELECT_HINT = "Ctrl-click (⌘-click on a Mac) to pick several GPUs, Shift-click for a range"
 
 
+#: The most rows a GPU multi-select shows before it scrolls: with 21 catalogued GPUs, one row each would push the
+#: planner's controls past the widget's height budget (tests/test_widget_layout.py).
+GPU_SELECT_MAX_ROWS = 16
+
+
 def _gpu_multiselect(value, description: str) -> W.SelectMultiple:
-    """A multi-select of every catalogued GPU, tall enough to show them all (so the default picks are never
-    below the fold), with a line under it saying how to pick several (:class:`Dashboard` shows ``hint``; a
-    control's label is one line that JupyterLab and thebe cut short, so the hint cannot go there)."""
+    """A multi-select of every catalogued GPU, showing up to :data:`GPU_SELECT_MAX_ROWS` of them (the rest
+    scroll) and never hiding a default pick below the fold, with a line under it saying how to pick several
+    (:class:`Dashboard` shows ``hint``; a control's label is one line that JupyterLab and thebe cut short, so the
+    hint cannot go there)."""
     options = list_gpus()
-    select = W.SelectMultiple(options=options, value=tuple(value), rows=len(options), description=description,
+    rows = min(len(options), max(GPU_SELECT_MAX_ROWS, 1 + max(options.index(v) for v in value)))
+    select = W.SelectMultiple(options=options, value=tuple(value), rows=rows, description=description,
                               tooltip=GPU_SELECT_HINT, **_style())
     select.hint = GPU_SELECT_HINT
     return select
