@@ -12,8 +12,8 @@ days and cost. It adds no formula of its own:
   dense peak, default each GPU generation's calibrated one, the pipeline bubble, and what each group's
   communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide);
 * days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
-  relative spread of the calibrated MFU band (:data:`~llmsizing.time_cost.MFU_LOW` to
-  :data:`~llmsizing.time_cost.MFU_HIGH` around :data:`~llmsizing.time_cost.MFU_DEFAULT`).
+  range of the GPU generation's published runs around the calibrated fit
+  (:func:`~llmsizing.time_cost.mfu_range_factors`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .network import get_node
 from .model import Model
 from .parallel import MAX_PP, Parallel, check_layout
 from .precision import OPTIMIZERS, RECIPES
-from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW
+from .time_cost import mfu_range_factors
 
 #: Deprecated (issue 21): the planner's old fixed compute efficiency. :func:`plan` now uses each GPU
 #: generation's calibrated kernel efficiency (:func:`~llmsizing.hardware.kernel_efficiency`) unless given
@@ -331,13 +331,16 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             + f" at global_batch={global_batch:,}: allow more GPUs, a larger global batch (more data-parallel "
             "ranks), recomputation, or a GPU with more memory")
     df = df.copy()                                       # (the search's table is kept: never change it)
+    factors = {g.name: mfu_range_factors(g) for g in gpu_list}
+    low = df["gpu"].map(lambda name: factors[name][0])
+    high = df["gpu"].map(lambda name: factors[name][1])
     df["days"] = steps * df["step_time_s"] / 86400
-    df["days_low"] = df["days"] * MFU_DEFAULT / MFU_HIGH
-    df["days_high"] = df["days"] * MFU_DEFAULT / MFU_LOW
+    df["days_low"] = df["days"] / high
+    df["days_high"] = df["days"] / low
     df["gpu_hours"] = df["days"] * 24 * df["n_gpus"]
     df["cost_usd"] = df["gpu_hours"] * df["price"]
-    df["cost_usd_low"] = df["cost_usd"] * MFU_DEFAULT / MFU_HIGH
-    df["cost_usd_high"] = df["cost_usd"] * MFU_DEFAULT / MFU_LOW
+    df["cost_usd_low"] = df["cost_usd"] / high
+    df["cost_usd_high"] = df["cost_usd"] / low
     if not np.isfinite(df[["days", "cost_usd"]].to_numpy()).all():     # (bounded inputs keep them finite)
         raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check tokens, "
                          "kernel_efficiency and prices")

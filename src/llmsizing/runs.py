@@ -4,7 +4,7 @@
 starts from a layout and says where one step's seconds go. :func:`run_from_step` joins the two: the step's
 seconds (plus, for ZeRO-Offload, what the host's part of the step leaves exposed: :func:`offload_exposed_s`)
 give the MFU the layout reaches, and that MFU gives the run's days and cost exactly as ``training_time`` does,
-with the relative spread of the calibrated MFU band (as :func:`~llmsizing.planner.plan` does). It adds no
+with the GPU generation's calibrated range (as :func:`~llmsizing.planner.plan` does). It adds no
 formula of its own beyond ``steps = tokens / tokens per step``.
 """
 
@@ -19,7 +19,7 @@ from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import dense_tflops
 from .layouts import StepTime
 from .model import Model
-from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW, TrainingTime, training_time
+from .time_cost import TrainingTime, mfu_range_factors, training_time
 
 
 def offload_exposed_s(offload: OffloadTime, step: StepTime, *, delayed_update: bool = False) -> float:
@@ -49,7 +49,7 @@ class StepRun:
     """A run priced from one step (:func:`run_from_step`): ``step_s`` is the layout's step
     (:attr:`~llmsizing.layouts.StepTime.step_s`), ``extra_s`` what is added per step (offload), ``steps`` the
     number of optimizer steps, and ``time`` the :class:`~llmsizing.time_cost.TrainingTime` at the MFU the step
-    implies (``time.mfu``), with the calibrated band's relative spread as its range."""
+    implies (``time.mfu``), with the GPU generation's calibrated range."""
 
     step_s: float
     extra_s: float
@@ -77,7 +77,8 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     step, no recomputation: Chowdhery et al. 2022, App. B) over ``GPUs x dense peak x step seconds``; the
     days and dollars are then :func:`~llmsizing.time_cost.training_time`'s at that MFU (so the days are
     ``tokens / tokens per step x step seconds``), and the range scales that MFU by
-    ``MFU_LOW / MFU_DEFAULT`` and ``MFU_HIGH / MFU_DEFAULT`` (capped at 1), the relative spread the planner uses.
+    the GPU generation's calibrated range (:func:`~llmsizing.time_cost.mfu_range_factors`, capped at 1), as the
+    planner does.
     ``recompute`` must be what the step ran with (it sets the hardware FLOPs utilisation reported as
     ``time.hfu``). Taught in the "Case studies" chapter."""
     model = resolve_model(model)
@@ -95,11 +96,12 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     if mfu > 1:
         raise ValueError(f"the step implies an MFU of {mfu:.2f} > 1: is step for {model.name} on {g.name} "
                          f"with seq={seq}?")
-    if mfu * MFU_LOW / MFU_DEFAULT < MIN_FRACTION:       # (the range's low end must be an MFU training_time takes)
+    low, high = mfu_range_factors(g, dtype)
+    if mfu * low < MIN_FRACTION:                         # (the range's low end must be an MFU training_time takes)
         raise ValueError(f"the step ({total_s:g} s with extra_s={extra_s:g}) implies an MFU of {mfu:.3g}, below "
-                         f"{MIN_FRACTION * MFU_DEFAULT / MFU_LOW:.3g}: is step for {model.name} on {g.name} with "
+                         f"{MIN_FRACTION / low:.3g}: is step for {model.name} on {g.name} with "
                          f"seq={seq}, and extra_s in seconds?")
     t = training_time(model, tokens=tokens, gpu=g, n_gpus=n_gpus, seq=seq, mfu=mfu,
-                      mfu_range=(mfu * MFU_LOW / MFU_DEFAULT, min(1.0, mfu * MFU_HIGH / MFU_DEFAULT)),
+                      mfu_range=(mfu * low, min(1.0, mfu * high)),
                       price_usd_per_gpu_hour=price_usd_per_gpu_hour, recompute=recompute, dtype=dtype)
     return StepRun(step.step_s, extra_s, tokens / step.tokens, step.tokens, t)

@@ -146,6 +146,21 @@ def _mfu_model() -> dict:
                                                 for k, v in r.items()} for r in csv.DictReader(fh)}
 
 
+def mfu_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
+    """``(low, high)``: the factors by which the published runs of ``gpu``'s generation in ``dtype`` fall
+    below and rise above the calibrated fit at most (``data/mfu_model.csv``; the widest of any generation for
+    a GPU with no published run). A prediction's range is ``prediction x low`` to ``prediction x high``: what
+    :func:`training_time`, :func:`~llmsizing.planner.plan` and :func:`~llmsizing.runs.run_from_step` report."""
+    from .hardware import kernel_efficiency_row
+
+    key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8")) == "fp8" else "bf16"
+    table = _mfu_model()
+    row = table.get((kernel_efficiency_row(gpu, dtype).generation, key_dtype))
+    if row is None:
+        return min(r["low"] for r in table.values()), max(r["high"] for r in table.values())
+    return row["low"], row["high"]
+
+
 @dataclass(frozen=True)
 class MfuEstimate:
     """The end-to-end MFU the calibration predicts for a run (:func:`mfu_estimate`), its range, and why it may
