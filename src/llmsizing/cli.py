@@ -221,18 +221,22 @@ def cmd_memory(args) -> None:
 
 
 def cmd_time(args) -> None:
-    from .time_cost import MFU_DEFAULT, training_time
+    from .time_cost import mfu_estimate, training_time
 
     mfu, mfu_range = args.mfu, (tuple(args.mfu_range) if args.mfu_range else None)
     if mfu_range is not None and not mfu_range[0] <= mfu_range[1]:
         raise ValueError(f"--mfu-range LOW HIGH must have LOW <= HIGH, got {mfu_range[0]:g} {mfu_range[1]:g}")
     if mfu is not None and mfu_range is None:
         mfu_range = (mfu, mfu)                         # an MFU given alone is exact: one row, not three
-    elif mfu is None and mfu_range is not None and not mfu_range[0] <= MFU_DEFAULT <= mfu_range[1]:
-        raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the default --mfu "
-                         f"{MFU_DEFAULT:g}: give --mfu too")
+    elif mfu is None and mfu_range is not None:
+        central = mfu_estimate(_model(args.model), gpu=args.gpu, seq=args.seq, dtype=args.dtype,
+                               whole_run=args.whole_run).mfu
+        if not mfu_range[0] <= central <= mfu_range[1]:
+            raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the calibrated MFU "
+                             f"{central:.3g}: give --mfu too")
     t = training_time(_model(args.model), tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus, seq=args.seq,
-                      mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price, dtype=args.dtype)
+                      mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price, dtype=args.dtype,
+                      whole_run=args.whole_run)
     df = t.to_frame()
     if t.mfu_low == t.mfu_high:                        # one MFU: the three cases are the same row
         df = df.loc[["central"]]
@@ -248,6 +252,8 @@ def cmd_time(args) -> None:
     title = (f"{t.model}: {t.tokens:.3g} tokens of {t.seq:,} on {t.n_gpus:,} x {t.gpu} "
              f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour; {t.total_flops:.3g} model FLOPs")
     _emit(out, args, title=title)
+    for w in t.warnings:
+        print(f"warning: {w}")
 
 
 def cmd_plan(args) -> None:
@@ -289,7 +295,6 @@ def parser() -> argparse.ArgumentParser:
     from .activations import ATTENTION, RECOMPUTE, STACKS
     from .parallel import OFFLOADS
     from .precision import OPTIMIZERS, RECIPES
-    from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW
 
     ap = argparse.ArgumentParser(prog="llmsizing", description="How many GPUs? Memory, time and cost of training "
                                  "a language model, from the library behind the book.", epilog=EXAMPLES,
@@ -334,12 +339,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=integer(), required=True, help="number of GPUs")
     p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
     p.add_argument("--mfu", type=number(0, 1, inclusive=False),
-                   help=f"model FLOPs utilisation, exact (default: calibrated {MFU_DEFAULT:.2f}, range "
-                        f"{MFU_LOW:.2f}-{MFU_HIGH:.2f})")
+                   help="model FLOPs utilisation, exact (default: calibrated on published runs by GPU "
+                        "generation, model size and sequence length, with their range)")
+    p.add_argument("--whole-run", action="store_true",
+                   help="a whole run's GPU-hours (restarts, evaluation) rather than a steady state")
     p.add_argument("--mfu-range", type=number(0, 1, inclusive=False), nargs=2, metavar=("LOW", "HIGH"),
                    help="the MFU's range (must contain --mfu)")
     p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"], help="the peak the MFU is measured against")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"],
+                   help="the peak the MFU is measured against")
     _add_output(p)
     p.set_defaults(func=cmd_time)
 

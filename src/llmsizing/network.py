@@ -20,9 +20,12 @@ step counts):
   fitted from published nccl-tests logs (:mod:`llmsizing.alpha_beta` reads them; so can a reader, on their own
   cluster).
 * **Latency.** A ring all-reduce over ``n`` GPUs takes ``2 (n - 1)`` steps, a reduce-scatter or all-gather
-  ``n - 1``; across nodes NCCL also has a tree all-reduce with ``2 log2 n`` steps, which it picks when latency
-  dominates, so the model charges the fewer steps of the two (with the ring's bandwidth term: for large messages
-  both reach about the same bus bandwidth). A point-to-point send is one step.
+  ``n - 1``, each charged the link class's fitted ``alpha``. Across nodes NCCL also has a tree all-reduce with
+  ``2 ceil(log2 n)`` levels, which it picks when latency dominates; a tree level costs more than a ring step (it
+  crosses a node's chain and the network), :data:`TREE_LEVEL_ALPHAS` ring steps' worth, set so that the
+  fitted 16-GPU log's small-message time comes out the same by either count. The model charges the cheaper of
+  the two, with the ring's bandwidth term (for large messages both reach about the same bus bandwidth). A
+  point-to-point send is one step.
 
 So a collective of ``S`` bytes over ``n`` GPUs costs ``steps x alpha + bytes per GPU / (achievable fraction x
 bandwidth)``. What it leaves out: NCCL's protocol switches (LL, LL128, Simple) and in-network reduction
@@ -49,6 +52,12 @@ TOPOLOGIES = ("switch", "mesh", "pcie")
 
 #: Link classes of ``data/links.csv``: the scale-up links and the scale-out ``network``.
 LINK_CLASSES = ("nvlink", "infinity-fabric", "pcie", "network")
+
+#: A tree all-reduce level in units of the fitted per-ring-step latency: the network's ``alpha`` was fitted on a
+#: 16-GPU, 2-node log as ``2 (16 - 1) = 30`` ring steps (``data/links.csv``), and a 16-GPU tree has
+#: ``2 log2 16 = 8`` levels, so one level is 30 / 8 = 3.75 ring steps. An approximation from one log: NCCL's own
+#: tuning model decides per message size.
+TREE_LEVEL_ALPHAS = 30 / 8
 
 #: The kinds of collective :func:`collective_time_s` prices.
 COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "send/recv")
@@ -249,10 +258,10 @@ def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
     return GroupLink("network", bw, out_bw, net.alpha_s, k, True)
 
 
-def latency_steps(kind: str, n: int, across: bool = True) -> int:
-    """Algorithm steps of one collective over ``n`` GPUs: ring all-reduce ``2 (n - 1)``, or NCCL's tree
-    ``2 ceil(log2 n)`` when the group spans nodes and that is fewer; reduce-scatter and all-gather ``n - 1``
-    (ring); a point-to-point send 1."""
+def latency_steps(kind: str, n: int, across: bool = True) -> float:
+    """Algorithm steps of one collective over ``n`` GPUs, in ring steps' worth of latency: ring all-reduce
+    ``2 (n - 1)``, or NCCL's tree (``2 ceil(log2 n)`` levels of :data:`TREE_LEVEL_ALPHAS` each) when the group
+    spans nodes and that is fewer; reduce-scatter and all-gather ``n - 1`` (ring); a point-to-point send 1."""
     kind = check_choice("kind", kind, COLLECTIVES)
     n = check_int("n", n)
     if kind == "send/recv":
@@ -261,7 +270,7 @@ def latency_steps(kind: str, n: int, across: bool = True) -> int:
         return 0
     if kind == "all-reduce":
         ring = 2 * (n - 1)
-        return min(ring, 2 * math.ceil(math.log2(n))) if across else ring
+        return min(ring, TREE_LEVEL_ALPHAS * 2 * math.ceil(math.log2(n))) if across else ring
     return n - 1
 
 
