@@ -359,3 +359,53 @@ def node_level_busbw(algbw_gbps, *, nodes: int, collective: str = "all_reduce") 
     algbw_gbps = check_number("algbw_gbps", algbw_gbps, allow_equal=False)
     nodes = check_int("nodes", nodes, minimum=2)
     return algbw_gbps * bus_factor(collective, nodes)
+
+
+# ============================================================================ the saved data (chapters 6 and 9)
+def _data_dir():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[2] / "data"
+
+
+def published_logs() -> list[str]:
+    """The file names of the published nccl-tests logs saved in ``data/nccl_tests/`` (its README gives each
+    one's source and hardware), sorted."""
+    return sorted(p.name for p in (_data_dir() / "nccl_tests").glob("*.txt"))
+
+
+def published_log(name: str) -> str:
+    """The text of one saved nccl-tests log, ``name`` one of :func:`published_logs` (for
+    :func:`parse_nccl_tests` or :func:`from_nccl_tests`). Drawn in chapter 6, fitted in chapter 9."""
+    logs = published_logs()
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a log's file name (one of {logs}), got {type(name).__name__}")
+    if name not in logs:
+        raise ValueError(f"name {name!r} is not a saved nccl-tests log; choose one of {logs}")
+    return (_data_dir() / "nccl_tests" / name).read_text()
+
+
+#: Columns of :func:`gloo_fits`, units in the names.
+GLOO_FIT_COLUMNS = ("collective", "n_ranks", "rows", "alpha_us", "latency_us", "busbw_gbps", "worst_rel_error")
+
+
+def gloo_fits(times=None) -> pd.DataFrame:
+    """One :func:`fit_alpha_beta` line per (collective, ranks) of a gloo timing sweep: ``times`` is a DataFrame
+    with the columns of ``data/gloo_collective_times.csv`` (``collective``, ``n_ranks``, ``size_bytes``,
+    ``time_s_median``), by default that file (``tools/measure_memory.py collectives``, on this book's 2-CPU
+    machine). Columns :data:`GLOO_FIT_COLUMNS`: ``alpha_us`` per step, ``latency_us`` = steps x alpha, the bus
+    bandwidth in GB/s and the worst relative error of the line over the sweep. Chapter 9."""
+    if times is None:
+        times = pd.read_csv(_data_dir() / "gloo_collective_times.csv")
+    if not isinstance(times, pd.DataFrame):
+        raise TypeError(f"times must be a DataFrame like data/gloo_collective_times.csv, got {type(times).__name__}")
+    missing = {"collective", "n_ranks", "size_bytes", "time_s_median"} - set(times.columns)
+    if missing:
+        raise ValueError(f"times lacks the columns {sorted(missing)}")
+    rows = []
+    for (coll, n), g in times.groupby(["collective", "n_ranks"], sort=True):
+        ab = fit_alpha_beta(g["size_bytes"].tolist(), g["time_s_median"].tolist(), collective=str(coll), n=int(n))
+        rows.append({"collective": str(coll), "n_ranks": int(n), "rows": len(ab.sizes_bytes),
+                     "alpha_us": ab.alpha_s * 1e6, "latency_us": ab.latency_s * 1e6, "busbw_gbps": ab.busbw_gbps,
+                     "worst_rel_error": ab.worst_rel_error})
+    return pd.DataFrame(rows, columns=list(GLOO_FIT_COLUMNS))

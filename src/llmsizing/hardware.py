@@ -218,24 +218,30 @@ def decode_compute_bound_batch(model, gpu, *, context: int, weights: str = "bf16
 
 #: Columns of :func:`gpu_comparison`, units in the names.
 GPU_COMPARISON_COLUMNS = ("memory_gib", "hbm_tbps", "bf16_dense_tflops", "bf16_sparse_tflops",
-                          "ridge_flops_per_byte", "link", "link_one_way_gbps", "dtype")
+                          "ridge_flops_per_byte", "link", "link_one_way_gbps", "pair_one_way_gbps", "dtype")
 
 
 def gpu_comparison(gpus=None):
     """A DataFrame, one row per GPU (default: the whole catalogue): capacity as the driver reports it (GiB),
     HBM bandwidth (TB/s, decimal), the dense and "with sparsity" bf16 peaks, the bf16 ridge point, and the link
-    to node-mates, one way (GB/s). ``dtype`` says which format the peaks are in: ``"bf16"``, or ``"fp16"`` on a
-    GPU without BF16 (the V100; :func:`dense_tflops`). Taught in chapter 6."""
+    to node-mates, one way (GB/s): ``link_one_way_gbps`` is the GPU's total (all its links at once),
+    ``pair_one_way_gbps`` what two GPUs of its default node reach between them (nominal, before the achievable
+    fraction: :func:`~llmsizing.network.group_link` with ``size=2``). They differ on a mesh: an MI300X has
+    7 x 64 GB/s in all but one 64 GB/s link to each peer. ``dtype`` says which format the peaks are in:
+    ``"bf16"``, or ``"fp16"`` on a GPU without BF16 (the V100; :func:`dense_tflops`). Taught in chapter 6."""
     import pandas as pd
 
     from .catalog import list_gpus, resolve_gpus
+    from .network import get_node, group_link
 
     rows = {}
     for g in resolve_gpus(list_gpus() if gpus is None else gpus, example='["H100 SXM", "B200"]'):
         rows[g.name] = {"memory_gib": g.memory_gib, "hbm_tbps": g.memory_bandwidth_gbps / 1000,
                         "bf16_dense_tflops": dense_tflops(g), "bf16_sparse_tflops": sparse_tflops(g),
                         "ridge_flops_per_byte": ridge_point_flops_per_byte(g), "link": g.link,
-                        "link_one_way_gbps": link_bandwidth_one_way_gbps(g), "dtype": effective_dtype(g)}
+                        "link_one_way_gbps": link_bandwidth_one_way_gbps(g),
+                        "pair_one_way_gbps": group_link(g, get_node(gpu=g), size=2).nominal_gbps,
+                        "dtype": effective_dtype(g)}
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(GPU_COMPARISON_COLUMNS)).rename_axis("gpu")
 
 

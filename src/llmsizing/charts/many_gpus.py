@@ -1,6 +1,6 @@
-"""Part II, many GPUs (chapters 6-9): the hardware, and how a run splits over GPUs. Chapter 6, the GPU landscape
-and one decode step's roofline (:func:`render_gpu_landscape`, :func:`render_decode_roofline`, also in chapter
-15); chapter 7, ZeRO's stages and when data parallelism stops scaling (:func:`render_zero_stages`,
+"""Part II, many GPUs (chapters 6-9): the hardware, and how a run splits over GPUs. Chapter 6, the GPU landscape,
+one decode step's roofline (:func:`render_gpu_landscape`, :func:`render_decode_roofline`, also in chapter
+15) and the bus bandwidth of a collective against its size (:func:`render_bus_bandwidth`); chapter 7, ZeRO's stages and when data parallelism stops scaling (:func:`render_zero_stages`,
 :func:`render_dp_scaling`); chapter 8, the pipeline bubble and the parallelism explorer
 (:func:`render_pipeline_bubble`, :func:`render_parallel_explorer`, also in chapter 13); chapter 9, measured
 collectives against the prediction (:func:`render_collectives_vs_prediction`).
@@ -68,11 +68,96 @@ def render_gpu_landscape(gpus=None) -> View:
     ax2.set_title("bf16 rooflines; dots are the ridge points", fontsize=9, loc="left")
     ax2.legend(fontsize=6.5, frameon=False, loc="lower right", ncols=2)
 
-    lines = [f"{'GPU':<10s} {'memory':>10s} {'HBM':>10s} {'bf16 dense':>13s} {'ridge':>14s} {'link one-way':>13s}"]
+    lines = [f"{'GPU':<10s} {'memory':>10s} {'HBM':>10s} {'bf16 dense':>13s} {'ridge':>14s} "
+             f"{'link one way: all / one peer':>29s}"]
     for name, r in df.iterrows():
         lines.append(f"{name:<10s} {r['memory_gib']:>6.1f} GiB {r['hbm_tbps']:>5.2f} TB/s "
                      f"{r['bf16_dense_tflops']:>6.0f} TFLOP/s {r['ridge_flops_per_byte']:>5.0f} FLOP/byte "
-                     f"{r['link_one_way_gbps']:>6.0f} GB/s" + ("" if r["dtype"] == "bf16" else f" ({r['dtype']}: no bf16)"))
+                     f"{r['link_one_way_gbps']:>15.0f} / {r['pair_one_way_gbps']:.0f} GB/s"
+                     + ("" if r["dtype"] == "bf16" else f" ({r['dtype']}: no bf16)"))
+    return View(fig, "\n".join(lines))
+
+
+#: Message sizes (bytes) of the model curves of :func:`render_bus_bandwidth`: 8 B to 8 GiB, as nccl-tests sweeps.
+BUS_BANDWIDTH_SIZES = tuple(2.0 ** (k / 4) for k in range(12, 133))
+
+
+def render_bus_bandwidth(node: str = "DGX H100", nodes: int = 16,
+                         nvlink_log: str = "a100_sxm4_8gpu_nvlink_oci_all_reduce.txt",
+                         nvlink_log_node: str = "DGX A100 (40GB)",
+                         network_log: str = "h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt",
+                         network_log_nodes: int = 2, network_log_nic_gbps: float = 25.0) -> View:
+    """Chapter 6: the bus bandwidth of an all-reduce against its message size, the model's curves
+    (:func:`~llmsizing.network.bus_bandwidth_gbps` on the links of :func:`~llmsizing.network.group_link`) with the
+    rows of two published nccl-tests logs on top (:func:`~llmsizing.alpha_beta.parse_nccl_tests`).
+
+    Left, inside one node: the ``node``'s GPUs all-reducing over their scale-up link, the same for the node of
+    ``nvlink_log`` (``nvlink_log_node``), and that log's busbw as nccl-tests printed it. Right, across ``nodes``
+    nodes of ``node``: an FSDP-like group filling whole nodes (all the node's NICs per GPU) and a data-parallel
+    group under ``tp`` = GPUs per node (one NIC per GPU); the same FSDP-like group on nodes like the log's
+    (``network_log_nic_gbps`` per GPU: GCP A3 Mega has 8 x 200 Gb/s for 8 GPUs); and ``network_log``'s rows at
+    node level, :func:`~llmsizing.alpha_beta.node_level_busbw` (algbw x 2(N-1)/N over ``network_log_nodes``), the
+    figure ``data/links.csv`` fitted the network's achievable fraction on. Summary: each curve at 1 MiB, 64 MiB
+    and 1 GiB and its ceiling (the link's achievable bandwidth)."""
+    import numpy as np
+
+    from .._validate import check_int, check_number
+    from ..alpha_beta import node_level_busbw, parse_nccl_tests, published_log
+    from ..network import bus_bandwidth_gbps, get_node, group_link
+
+    nd = get_node(node)
+    n_nodes = check_int("nodes", nodes, minimum=2, maximum=65536)
+    log_nodes = check_int("network_log_nodes", network_log_nodes, minimum=2)
+    check_number("network_log_nic_gbps", network_log_nic_gbps, allow_equal=False)
+    nv_node = get_node(nvlink_log_node)
+    nv_log = parse_nccl_tests(published_log(nvlink_log))
+    net_log = parse_nccl_tests(published_log(network_log))
+    like_log = get_node(node, inter_node_gbps=network_log_nic_gbps)
+    per = nd.gpus_per_node
+    sizes = np.array(BUS_BANDWIDTH_SIZES)
+    # (panel, label, node, group size, stride, colour, style)
+    curves = [(0, f"{nd.name}: {per} GPUs in the node (model)", nd, per, 1, GPU_COLORS.get(nd.gpu, "0.2"), "-"),
+              (0, f"{nv_node.name}: {nv_node.gpus_per_node} GPUs (model)", nv_node, nv_node.gpus_per_node, 1,
+               GPU_COLORS.get(nv_node.gpu, "0.5"), "--"),
+              (1, f"{nd.name} x {n_nodes}: group fills the nodes, {per} NICs per GPU (model)", nd, per * n_nodes, 1,
+               GPU_COLORS.get(nd.gpu, "0.2"), "-"),
+              (1, f"{nd.name} x {n_nodes}: data parallel under tp={per}, 1 NIC per GPU (model)", nd, n_nodes, per,
+               "#E69F00", "-"),
+              (1, f"nodes like the log's ({per} x {network_log_nic_gbps * 8:g} Gb/s) x {n_nodes}, group fills them "
+                  f"(model)", like_log, per * n_nodes, 1, "0.45", "--")]
+    fig, axes = new_figure(9.6, 3.9, ncols=2)
+    lines = ["all-reduce bus bandwidth (GB/s) at 1 MiB / 64 MiB / 1 GiB, and the ceiling:"]
+    for panel, label, nd_c, size, stride, color, style in curves:
+        link = group_link(nd_c.gpu, nd_c, size=size, stride=stride)
+        y = bus_bandwidth_gbps("all-reduce", sizes, size, link)
+        axes[panel].plot(sizes, y, style, color=color, lw=1.5, label=label)
+        at = bus_bandwidth_gbps("all-reduce", np.array([2.0**20, 2.0**26, 2.0**30]), size, link)
+        lines.append(f"  {label}: {at[0]:,.1f} / {at[1]:,.1f} / {at[2]:,.1f}; ceiling {link.bandwidth_gbps:,.1f} "
+                     f"({link.link}, {size} GPUs)")
+    nv = nv_log[nv_log["size_bytes"] > 0]
+    axes[0].scatter(nv["size_bytes"], nv["busbw_gbps"], s=14, color=GPU_COLORS.get(nv_node.gpu, "0.5"),
+                    edgecolor="0.15", lw=0.5, zorder=3, label=f"nccl-tests log: {nvlink_log}")
+    net = net_log[net_log["size_bytes"] > 0]
+    node_bus = [node_level_busbw(a, nodes=log_nodes) if a > 0 else 0.0 for a in net["algbw_gbps"]]
+    axes[1].scatter(net["size_bytes"], node_bus, s=14, color="0.45", edgecolor="0.15", lw=0.5, zorder=3,
+                    label=f"nccl-tests log, node level: {network_log}")
+    lines.append(f"  {nvlink_log}: {len(nv)} rows, busbw {nv['busbw_gbps'].iloc[-1]:,.1f} GB/s at "
+                 f"{nv['size_bytes'].iloc[-1] / 2**30:g} GiB")
+    lines.append(f"  {network_log}: {len(net)} rows, node-level busbw {node_bus[-1]:,.1f} GB/s at "
+                 f"{net['size_bytes'].iloc[-1] / 2**30:g} GiB (nccl-tests printed {net['busbw_gbps'].iloc[-1]:,.1f}"
+                 f" over {int(net['n_ranks'].iloc[0])} ranks)")
+    titles = ("inside one node (scale-up link)", f"across nodes (the network), {n_nodes} nodes")
+    for ax, title in zip(axes, titles):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=10)
+        ax.set_ylim(0.01, 1000)
+        ax.set_xlim(sizes[0], sizes[-1])
+        ax.set_xticks([2.0**k for k in (3, 10, 20, 30)], ["8 B", "1 KiB", "1 MiB", "1 GiB"])
+        ax.set_xlabel("message size S (bytes of the all-reduced buffer)")
+        ax.grid(True, which="major", lw=0.4, alpha=0.5)
+        ax.set_title(title, fontsize=9, loc="left")
+        ax.legend(fontsize=6, frameon=False, loc="upper left")
+    axes[0].set_ylabel("bus bandwidth (GB/s, one way per GPU)")
     return View(fig, "\n".join(lines))
 
 
