@@ -180,29 +180,36 @@ def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-m
     return FixedView(fig, "\n".join(lines))
 
 
-#: The links :func:`render_dp_scaling` compares by default: (label, one-way GB/s or None for the GPU's own link,
-#: whether the data-parallel group stays inside that link's domain).
-DP_SCALING_LINKS = (("NVLink (the GPU's own)", None, True), ("PCIe Gen4 x16 between GPUs", 32.0, True),
-                    ("network, 400 Gb/s per GPU", None, False))
+#: The three placements :func:`render_dp_scaling` compares: (panel title, GPUs per node to override the node
+#: with, or ``None`` for the catalogued node; ``"inside"`` keeps the group in one scale-up domain, ``"fill"``
+#: spreads it over whole nodes, ``"one"`` puts one of its GPUs in each node, as data parallelism under
+#: ``tp = 8`` does).
+DP_SCALING_PANELS = (("inside one node", "inside"), ("across nodes, group fills them", "fill"),
+                     ("across nodes, one GPU per node", "one"))
 
 _ZERO_STYLES = {0: ("DDP / ZeRO-1", "#0072B2", "-"), 2: ("ZeRO-2", "#E69F00", "--"),
                 3: ("ZeRO-3 / FSDP", "#D55E00", "-")}
 
 
 def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: int = 512, seq: int = 4096,
-                      batch: int = 1, mfu: float = 0.4, overlap: float = 1.0, max_dp: int = 512) -> View:
+                      batch: int = 1, kernel_efficiency: float | None = None, overlap: float = 1.0,
+                      max_dp: int = 512, node=None) -> View:
     """When data parallelism stops scaling: the busy fraction (:func:`~llmsizing.comm.busy_fraction`) of each GPU
     against ``dp`` at a fixed ``global_batch`` (sequences of ``seq`` tokens, micro-batch ``batch``, the rest
-    gradient accumulation), for DDP/ZeRO-1, ZeRO-2 and ZeRO-3, with the data-parallel group on NVLink, on PCIe
-    Gen4 and on the network (:data:`DP_SCALING_LINKS`). Compute from
-    :func:`~llmsizing.comm.step_compute_time_s` at ``mfu``, traffic from :func:`~llmsizing.comm.communication`;
-    ``overlap`` is the share of the traffic hidden behind compute. Chapter 7."""
-    import numpy as np
+    gradient accumulation), for DDP/ZeRO-1, ZeRO-2 and ZeRO-3, in three placements on ``node``'s network
+    (default: the GPU's node in ``data/nodes.csv``; :data:`DP_SCALING_PANELS`): the group inside one node (its
+    scale-up link, ``dp`` up to the node's GPUs), the group filling whole nodes (``k`` = all the node's GPUs
+    share its NICs: :func:`~llmsizing.network.group_link`), and one GPU per node (one NIC per GPU). Compute from
+    :func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` (default the calibrated one), traffic
+    from :func:`~llmsizing.comm.communication`; ``overlap`` is the share of the traffic hidden behind compute.
+    Chapter 7."""
+    from dataclasses import replace
 
     from .._validate import check_fraction, check_int
     from ..catalog import get_gpu, resolve_model
-    from ..comm import busy_fraction, communication, gpu_with_link, step_compute_time_s
-    from ..hardware import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps
+    from ..comm import busy_fraction, communication, step_compute_time_s
+    from ..hardware import kernel_efficiency as default_efficiency
+    from ..network import get_node, group_link
     from ..parallel import Parallel
 
     m = resolve_model(model)
@@ -210,45 +217,63 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     gb = check_int("global_batch", global_batch, maximum=1 << 20)
     b = check_int("batch", batch)
     top = check_int("max_dp", max_dp, maximum=1 << 16)
-    seq, mfu = check_int("seq", seq), check_fraction("mfu", mfu)     # (before the summary formats them)
+    seq = check_int("seq", seq)
+    eff = default_efficiency(g) if kernel_efficiency is None else check_fraction("kernel_efficiency",
+                                                                                 kernel_efficiency)
     if b > gb:
         raise ValueError(f"batch={b} must be <= global_batch={gb}: the micro-batch is part of the global batch")
-    dps = [d for d in (2 ** k for k in range(1, 17)) if d <= top and gb % (d * b) == 0]
-    if not dps:
+    busy_fraction(1.0, 0.0, overlap)                                  # validates overlap before any work
+    nd = get_node(node, g)
+    per_node = nd.scaleup_domain_gpus
+    one = replace(nd, name=f"{nd.name}, one GPU per node", gpus_per_node=1, scaleup_domain_gpus=1,
+                  nics_per_node=1, nic_gbits=nd.nic_gbps_per_gpu * 8)
+    every = [d for d in (2 ** k for k in range(1, 17)) if d <= top and gb % (d * b) == 0]
+    panels = []
+    for title, kind in DP_SCALING_PANELS:
+        if kind == "inside":
+            dps = [d for d in every if d <= per_node]
+        elif kind == "fill":
+            dps = [d for d in every if d > per_node and d % per_node == 0]
+        else:
+            dps = list(every)
+        panels.append((title, kind, dps, nd if kind != "one" else one))
+    if not any(dps for _, _, dps, _ in panels):
         raise ValueError(f"max_dp={top} and global_batch={gb}: no power-of-two dp >= 2 up to max_dp divides the "
                          f"global batch into micro-batches of {b}")
-    busy_fraction(1.0, 0.0, overlap)                                  # validates overlap before any work
-    fig = Figure(figsize=(8.4, 3.1), dpi=DPI)
-    axes = fig.subplots(1, len(DP_SCALING_LINKS), sharey=True)
-    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.25, top=0.8, wspace=0.08)
-    lines = [f"{m.name} on {g.name} at MFU {mfu:.0%}, global batch {gb} x {seq:,} tokens, micro-batch {b}, "
-             f"overlap {overlap:.0%}: busy fraction by dp"]
-    for ax, (label, gbps, inside) in zip(axes, DP_SCALING_LINKS):
-        gg = g if gbps is None else gpu_with_link(g, label, gbps)
-        bw = link_bandwidth_one_way_gbps(gg) if inside else INTER_NODE_GBPS_PER_GPU
-        per_node = max(dps) if inside else 1
-        lines.append(f"  {label} ({bw:g} GB/s one way):")
+    fig = Figure(figsize=(8.4, 3.2), dpi=DPI)
+    axes = fig.subplots(1, len(panels), sharey=True)
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.24, top=0.78, wspace=0.08)
+    lines = [f"{m.name} on {g.name} ({nd.name}) at kernel efficiency {eff:.0%}, global batch {gb} x {seq:,} "
+             f"tokens, micro-batch {b}, overlap {overlap:.0%}: busy fraction by dp"]
+    for ax, (title, kind, dps, node_k) in zip(axes, panels):
+        if not dps:
+            ax.set_axis_off()
+            ax.set_title(f"{title}\n(no dp in range)", fontsize=8)
+            lines.append(f"  {title}: no dp in range")
+            continue
+        link = group_link(g, node_k, size=max(dps), stride=1)
+        lines.append(f"  {title} ({link.link}, {link.bandwidth_gbps:,.0f} GB/s per GPU one way, achieved):")
         for z, (name, color, style) in _ZERO_STYLES.items():
             ys = []
             for d in dps:
                 acc = gb // (d * b)
                 par = Parallel(dp=d, zero=z)
-                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=gg, grad_accum=acc, kernel_efficiency=mfu)
-                comm = communication(m, par, batch=b, seq=seq, gpu=gg, gpus_per_node=per_node,
-                                     grad_accum=acc).time_s
+                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=g, grad_accum=acc, kernel_efficiency=eff)
+                comm = communication(m, par, batch=b, seq=seq, gpu=g, node=node_k, grad_accum=acc).time_s
                 ys.append(busy_fraction(comp, comm, overlap))
             ax.plot(dps, ys, style, color=color, marker="o", markersize=3, label=name)
             lines.append(f"    {name:<14s}" + "  ".join(f"dp={d}: {y:.0%}" for d, y in zip(dps, ys)))
         ax.set_xscale("log", base=2)
         ax.set_xticks(dps, [str(d) for d in dps], fontsize=7, rotation=90 if len(dps) > 6 else 0)
+        ax.minorticks_off()
         ax.set_ylim(0, 1.05)
         ax.axhline(0.2, color="0.6", lw=0.8, ls=":")
-        ax.set_title(f"{label}\n{bw:g} GB/s one way", fontsize=8)
+        ax.set_title(f"{title}\n{link.link}, {link.bandwidth_gbps:,.0f} GB/s per GPU", fontsize=8)
         ax.set_xlabel("data-parallel GPUs (dp)", fontsize=8)
     axes[0].set_ylabel("busy fraction (compute / step)", fontsize=8)
-    axes[0].legend(fontsize=7, frameon=False, loc="lower left")
-    fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, MFU {mfu:.0%}, "
-                 f"overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
+    next(ax for ax in axes if ax.axison).legend(fontsize=7, frameon=False, loc="lower left")
+    fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, kernel efficiency "
+                 f"{eff:.0%}, overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
     return FixedView(fig, "\n".join(lines))
 
 
