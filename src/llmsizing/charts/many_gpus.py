@@ -324,12 +324,15 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
 def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1, dp: int = 8,
                              zero: int = 1, sp: bool = False, virtual_stages: int = 1, offload: str = "none",
                              recompute: str = "selective", batch: int = 1, seq: int = 4096, grad_accum: int = 8,
-                             kernel_efficiency: float | None = None, gpus_per_node: int | None = None, *,
-                             into: Figure | None = None) -> View:
+                             kernel_efficiency: float | None = None, gpus_per_node: int | None = None,
+                             async_tp: bool = False, node=None, *, into: Figure | None = None) -> View:
     """The parallelism explorer (chapter 8; chapter 13 reuses it): one layout's per-GPU memory, stage by stage,
-    against the GPU's capacity, and its step time split into compute (at ``kernel_efficiency``, default the calibrated one), the pipeline bubble
-    and each group's communication (no overlap). ``grad_accum`` is the number of micro-batches per step (a
-    pipeline's micro-batches). An impossible layout raises the library's ``ValueError``, which the widget shows."""
+    against the GPU's capacity, and its step time (:func:`~llmsizing.layouts.step_time`): compute on the slowest
+    pipeline stage at ``kernel_efficiency`` (default the calibrated one), the pipeline bubble, and each group's
+    communication drawn twice, in full (pale) and the part the step waits for (solid; the per-group rules of
+    :func:`~llmsizing.layouts.exposed_by_group`, ``async_tp`` hiding tensor parallelism). The title reports the
+    MFU that results. ``grad_accum`` is the number of micro-batches per step (a pipeline's micro-batches). An
+    impossible layout raises the library's ``ValueError``, which the widget shows."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -337,6 +340,7 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     from ..memory import training_memory
     from ..parallel import Parallel
     from ..units import fmt_bytes, fmt_gib
+    from .base import EXPLORER_TIME_COLORS, _fast_hbars
 
     m = resolve_model(model)
     g = get_gpu(gpu)
@@ -344,11 +348,9 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, parallel=par)
     tm = training_memory(m, **kw)
     st = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum, kernel_efficiency=kernel_efficiency,
-                   recompute=recompute, gpus_per_node=gpus_per_node)
-    fully_hidden = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum,
-                             kernel_efficiency=kernel_efficiency, recompute=recompute, gpus_per_node=gpus_per_node,
-                             overlap=1.0)
+                   recompute=recompute, gpus_per_node=gpus_per_node, async_tp=async_tp, node=node)
     comm, compute, bubble = st.communication, st.compute_s, st.bubble
+    exposed = st.exposed_by_group_s
     rows = list(tm.stages)
 
     def build(fig):
@@ -377,13 +379,22 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
                  + (" SP" if par.sp else "") + (f" v={par.virtual_stages}" if par.virtual_stages > 1 else "")
                  + (f" offload={par.offload}" if par.offload != "none" else ""), fontsize=8.5, loc="left")
 
-    _step_time_bars(ax_t, st, fontsize=8)
-    ax_t.set_xlabel("seconds per step (no overlap)")
-    ax_t.set_title(f"step time on {g.name}: MFU {st.mfu:.0%} (kernels at {st.kernel_efficiency:.0%} of peak)",
+    # full bars, pale for the communication; the exposed share drawn solid over them
+    names = list(st.parts())
+    full = [st.parts()[k] for k in names]
+    colors = [EXPLORER_TIME_COLORS[k] if k in ("compute", "pipeline bubble") else "#DDDDDD" for k in names]
+    ys = np.arange(len(names))
+    _fast_hbars(ax_t, ys, full, colors=colors)
+    groups = [k for k in names if k in exposed]
+    _fast_hbars(ax_t, [names.index(k) for k in groups], [exposed[k] for k in groups], height=0.5,
+                colors=[EXPLORER_TIME_COLORS[k] for k in groups])
+    ax_t.set_yticks(ys, [n if n in ("compute", "pipeline bubble") else f"{n} comm." for n in names], fontsize=8)
+    ax_t.invert_yaxis()
+    ax_t.set_xlabel("seconds per step (grey: all comm.; colour: exposed)", fontsize=8)
+    ax_t.set_title(f"{g.name}: MFU {st.mfu:.0%} (kernels at {st.kernel_efficiency:.0%} of peak)",
                    fontsize=8.5, loc="left")
 
     fits = tm.total_bytes <= g.memory_bytes
-    comm_s = st.comm_s
     lines = [f"{m.name} on {par.gpus} x {g.name} (tp={par.tp}, pp={par.pp}, dp={par.dp}, ZeRO-{par.zero}"
              f"{', SP' if par.sp else ''}{f', {par.virtual_stages} virtual stages' if par.virtual_stages > 1 else ''}"
              f"{f', offload={par.offload}' if par.offload != 'none' else ''}), micro-batch {batch} x {seq:,} tokens,"
@@ -399,11 +410,13 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     for c in comm.collectives:
         lines.append(f"  {c.collective:<46s} {c.calls:>5d} x {fmt_bytes(c.message_bytes):>10s} over {c.link:<10s}"
                      f" {c.time_s * 1e3:>9.1f} ms")
-    lines += [f"  compute {compute:.3f} s + bubble {st.bubble_s:.3f} s ({bubble:.0%} of compute) at kernel "
-              f"efficiency {st.kernel_efficiency:.0%}; communication {comm_s:.3f} s, of which "
-              f"{st.exposed_comm_s:.3f} s exposed",
-              f"  step time {st.step_s:.3f} s, MFU {st.mfu:.0%}, {st.tokens_per_s:,.0f} tokens/s "
-              f"({fully_hidden.step_s:.3f} s if all communication hid behind the busy time)"]
+    by = st.comm_by_group_s
+    lines += [f"  compute {compute:.3f} s (slowest stage) + bubble {st.bubble_s:.3f} s ({bubble:.0%} of compute) at "
+              f"kernel efficiency {st.kernel_efficiency:.0%}",
+              "  communication, exposed of all: " + ", ".join(
+                  f"{k} {exposed[k]:.3f} of {by[k]:.3f} s" for k in ("dp", "tp", "pp") if by[k] > 0)
+              + (" (none)" if not st.comm_s else "") + (" (async TP)" if async_tp else ""),
+              f"  step time {st.step_s:.3f} s -> MFU {st.mfu:.0%}, {st.tokens_per_s:,.0f} tokens/s"]
     return FixedView(fig, "\n".join(lines))
 
 
