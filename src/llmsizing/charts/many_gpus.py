@@ -266,29 +266,36 @@ def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-m
     return FixedView(fig, "\n".join(lines))
 
 
-#: The links :func:`render_dp_scaling` compares by default: (label, one-way GB/s or None for the GPU's own link,
-#: whether the data-parallel group stays inside that link's domain).
-DP_SCALING_LINKS = (("NVLink (the GPU's own)", None, True), ("PCIe Gen4 x16 between GPUs", 32.0, True),
-                    ("network, 400 Gb/s per GPU", None, False))
+#: The three placements :func:`render_dp_scaling` compares: (panel title, GPUs per node to override the node
+#: with, or ``None`` for the catalogued node; ``"inside"`` keeps the group in one scale-up domain, ``"fill"``
+#: spreads it over whole nodes, ``"one"`` puts one of its GPUs in each node, as data parallelism under
+#: ``tp = 8`` does).
+DP_SCALING_PANELS = (("inside one node", "inside"), ("across nodes, group fills them", "fill"),
+                     ("across nodes, one GPU per node", "one"))
 
 _ZERO_STYLES = {0: ("DDP / ZeRO-1", "#0072B2", "-"), 2: ("ZeRO-2", "#E69F00", "--"),
                 3: ("ZeRO-3 / FSDP", "#D55E00", "-")}
 
 
 def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: int = 512, seq: int = 4096,
-                      batch: int = 1, mfu: float = 0.4, overlap: float = 1.0, max_dp: int = 512) -> View:
+                      batch: int = 1, kernel_efficiency: float | None = None, overlap: float = 1.0,
+                      max_dp: int = 512, node=None) -> View:
     """When data parallelism stops scaling: the busy fraction (:func:`~llmsizing.comm.busy_fraction`) of each GPU
     against ``dp`` at a fixed ``global_batch`` (sequences of ``seq`` tokens, micro-batch ``batch``, the rest
-    gradient accumulation), for DDP/ZeRO-1, ZeRO-2 and ZeRO-3, with the data-parallel group on NVLink, on PCIe
-    Gen4 and on the network (:data:`DP_SCALING_LINKS`). Compute from
-    :func:`~llmsizing.comm.step_compute_time_s` at ``mfu``, traffic from :func:`~llmsizing.comm.communication`;
-    ``overlap`` is the share of the traffic hidden behind compute. Chapter 7."""
-    import numpy as np
+    gradient accumulation), for DDP/ZeRO-1, ZeRO-2 and ZeRO-3, in three placements on ``node``'s network
+    (default: the GPU's node in ``data/nodes.csv``; :data:`DP_SCALING_PANELS`): the group inside one node (its
+    scale-up link, ``dp`` up to the node's GPUs), the group filling whole nodes (``k`` = all the node's GPUs
+    share its NICs: :func:`~llmsizing.network.group_link`), and one GPU per node (one NIC per GPU). Compute from
+    :func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` (default the calibrated one), traffic
+    from :func:`~llmsizing.comm.communication`; ``overlap`` is the share of the traffic hidden behind compute.
+    Chapter 7."""
+    from dataclasses import replace
 
     from .._validate import check_fraction, check_int
     from ..catalog import get_gpu, resolve_model
-    from ..comm import busy_fraction, communication, gpu_with_link, step_compute_time_s
-    from ..hardware import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps
+    from ..comm import busy_fraction, communication, step_compute_time_s
+    from ..hardware import kernel_efficiency as default_efficiency
+    from ..network import get_node, group_link
     from ..parallel import Parallel
 
     m = resolve_model(model)
@@ -296,45 +303,63 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     gb = check_int("global_batch", global_batch, maximum=1 << 20)
     b = check_int("batch", batch)
     top = check_int("max_dp", max_dp, maximum=1 << 16)
-    seq, mfu = check_int("seq", seq), check_fraction("mfu", mfu)     # (before the summary formats them)
+    seq = check_int("seq", seq)
+    eff = default_efficiency(g) if kernel_efficiency is None else check_fraction("kernel_efficiency",
+                                                                                 kernel_efficiency)
     if b > gb:
         raise ValueError(f"batch={b} must be <= global_batch={gb}: the micro-batch is part of the global batch")
-    dps = [d for d in (2 ** k for k in range(1, 17)) if d <= top and gb % (d * b) == 0]
-    if not dps:
+    busy_fraction(1.0, 0.0, overlap)                                  # validates overlap before any work
+    nd = get_node(node, g)
+    per_node = nd.scaleup_domain_gpus
+    one = replace(nd, name=f"{nd.name}, one GPU per node", gpus_per_node=1, scaleup_domain_gpus=1,
+                  nics_per_node=1, nic_gbits=nd.nic_gbps_per_gpu * 8)
+    every = [d for d in (2 ** k for k in range(1, 17)) if d <= top and gb % (d * b) == 0]
+    panels = []
+    for title, kind in DP_SCALING_PANELS:
+        if kind == "inside":
+            dps = [d for d in every if d <= per_node]
+        elif kind == "fill":
+            dps = [d for d in every if d > per_node and d % per_node == 0]
+        else:
+            dps = list(every)
+        panels.append((title, kind, dps, nd if kind != "one" else one))
+    if not any(dps for _, _, dps, _ in panels):
         raise ValueError(f"max_dp={top} and global_batch={gb}: no power-of-two dp >= 2 up to max_dp divides the "
                          f"global batch into micro-batches of {b}")
-    busy_fraction(1.0, 0.0, overlap)                                  # validates overlap before any work
-    fig = Figure(figsize=(8.4, 3.1), dpi=DPI)
-    axes = fig.subplots(1, len(DP_SCALING_LINKS), sharey=True)
-    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.25, top=0.8, wspace=0.08)
-    lines = [f"{m.name} on {g.name} at MFU {mfu:.0%}, global batch {gb} x {seq:,} tokens, micro-batch {b}, "
-             f"overlap {overlap:.0%}: busy fraction by dp"]
-    for ax, (label, gbps, inside) in zip(axes, DP_SCALING_LINKS):
-        gg = g if gbps is None else gpu_with_link(g, label, gbps)
-        bw = link_bandwidth_one_way_gbps(gg) if inside else INTER_NODE_GBPS_PER_GPU
-        per_node = max(dps) if inside else 1
-        lines.append(f"  {label} ({bw:g} GB/s one way):")
+    fig = Figure(figsize=(8.4, 3.2), dpi=DPI)
+    axes = fig.subplots(1, len(panels), sharey=True)
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.24, top=0.78, wspace=0.08)
+    lines = [f"{m.name} on {g.name} ({nd.name}) at kernel efficiency {eff:.0%}, global batch {gb} x {seq:,} "
+             f"tokens, micro-batch {b}, overlap {overlap:.0%}: busy fraction by dp"]
+    for ax, (title, kind, dps, node_k) in zip(axes, panels):
+        if not dps:
+            ax.set_axis_off()
+            ax.set_title(f"{title}\n(no dp in range)", fontsize=8)
+            lines.append(f"  {title}: no dp in range")
+            continue
+        link = group_link(g, node_k, size=max(dps), stride=1)
+        lines.append(f"  {title} ({link.link}, {link.bandwidth_gbps:,.0f} GB/s per GPU one way, achieved):")
         for z, (name, color, style) in _ZERO_STYLES.items():
             ys = []
             for d in dps:
                 acc = gb // (d * b)
                 par = Parallel(dp=d, zero=z)
-                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=gg, grad_accum=acc, kernel_efficiency=mfu)
-                comm = communication(m, par, batch=b, seq=seq, gpu=gg, gpus_per_node=per_node,
-                                     grad_accum=acc).time_s
+                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=g, grad_accum=acc, kernel_efficiency=eff)
+                comm = communication(m, par, batch=b, seq=seq, gpu=g, node=node_k, grad_accum=acc).time_s
                 ys.append(busy_fraction(comp, comm, overlap))
             ax.plot(dps, ys, style, color=color, marker="o", markersize=3, label=name)
             lines.append(f"    {name:<14s}" + "  ".join(f"dp={d}: {y:.0%}" for d, y in zip(dps, ys)))
         ax.set_xscale("log", base=2)
         ax.set_xticks(dps, [str(d) for d in dps], fontsize=7, rotation=90 if len(dps) > 6 else 0)
+        ax.minorticks_off()
         ax.set_ylim(0, 1.05)
         ax.axhline(0.2, color="0.6", lw=0.8, ls=":")
-        ax.set_title(f"{label}\n{bw:g} GB/s one way", fontsize=8)
+        ax.set_title(f"{title}\n{link.link}, {link.bandwidth_gbps:,.0f} GB/s per GPU", fontsize=8)
         ax.set_xlabel("data-parallel GPUs (dp)", fontsize=8)
     axes[0].set_ylabel("busy fraction (compute / step)", fontsize=8)
-    axes[0].legend(fontsize=7, frameon=False, loc="lower left")
-    fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, MFU {mfu:.0%}, "
-                 f"overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
+    next(ax for ax in axes if ax.axison).legend(fontsize=7, frameon=False, loc="lower left")
+    fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, kernel efficiency "
+                 f"{eff:.0%}, overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
     return FixedView(fig, "\n".join(lines))
 
 
@@ -385,12 +410,15 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
 def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1, dp: int = 8,
                              zero: int = 1, sp: bool = False, virtual_stages: int = 1, offload: str = "none",
                              recompute: str = "selective", batch: int = 1, seq: int = 4096, grad_accum: int = 8,
-                             kernel_efficiency: float | None = None, gpus_per_node: int | None = None, *,
-                             into: Figure | None = None) -> View:
+                             kernel_efficiency: float | None = None, gpus_per_node: int | None = None,
+                             async_tp: bool = False, node=None, *, into: Figure | None = None) -> View:
     """The parallelism explorer (chapter 8; chapter 13 reuses it): one layout's per-GPU memory, stage by stage,
-    against the GPU's capacity, and its step time split into compute (at ``kernel_efficiency``, default the calibrated one), the pipeline bubble
-    and each group's communication (no overlap). ``grad_accum`` is the number of micro-batches per step (a
-    pipeline's micro-batches). An impossible layout raises the library's ``ValueError``, which the widget shows."""
+    against the GPU's capacity, and its step time (:func:`~llmsizing.layouts.step_time`): compute on the slowest
+    pipeline stage at ``kernel_efficiency`` (default the calibrated one), the pipeline bubble, and each group's
+    communication drawn twice, in full (pale) and the part the step waits for (solid; the per-group rules of
+    :func:`~llmsizing.layouts.exposed_by_group`, ``async_tp`` hiding tensor parallelism). The title reports the
+    MFU that results. ``grad_accum`` is the number of micro-batches per step (a pipeline's micro-batches). An
+    impossible layout raises the library's ``ValueError``, which the widget shows."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -398,6 +426,7 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     from ..memory import training_memory
     from ..parallel import Parallel
     from ..units import fmt_bytes, fmt_gib
+    from .base import EXPLORER_TIME_COLORS, _fast_hbars
 
     m = resolve_model(model)
     g = get_gpu(gpu)
@@ -405,11 +434,9 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, parallel=par)
     tm = training_memory(m, **kw)
     st = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum, kernel_efficiency=kernel_efficiency,
-                   recompute=recompute, gpus_per_node=gpus_per_node)
-    fully_hidden = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum,
-                             kernel_efficiency=kernel_efficiency, recompute=recompute, gpus_per_node=gpus_per_node,
-                             overlap=1.0)
+                   recompute=recompute, gpus_per_node=gpus_per_node, async_tp=async_tp, node=node)
     comm, compute, bubble = st.communication, st.compute_s, st.bubble
+    exposed = st.exposed_by_group_s
     rows = list(tm.stages)
 
     def build(fig):
@@ -438,13 +465,22 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
                  + (" SP" if par.sp else "") + (f" v={par.virtual_stages}" if par.virtual_stages > 1 else "")
                  + (f" offload={par.offload}" if par.offload != "none" else ""), fontsize=8.5, loc="left")
 
-    _step_time_bars(ax_t, st, fontsize=8)
-    ax_t.set_xlabel("seconds per step (no overlap)")
-    ax_t.set_title(f"step time on {g.name}: MFU {st.mfu:.0%} (kernels at {st.kernel_efficiency:.0%} of peak)",
+    # full bars, pale for the communication; the exposed share drawn solid over them
+    names = list(st.parts())
+    full = [st.parts()[k] for k in names]
+    colors = [EXPLORER_TIME_COLORS[k] if k in ("compute", "pipeline bubble") else "#DDDDDD" for k in names]
+    ys = np.arange(len(names))
+    _fast_hbars(ax_t, ys, full, colors=colors)
+    groups = [k for k in names if k in exposed]
+    _fast_hbars(ax_t, [names.index(k) for k in groups], [exposed[k] for k in groups], height=0.5,
+                colors=[EXPLORER_TIME_COLORS[k] for k in groups])
+    ax_t.set_yticks(ys, [n if n in ("compute", "pipeline bubble") else f"{n} comm." for n in names], fontsize=8)
+    ax_t.invert_yaxis()
+    ax_t.set_xlabel("seconds per step (grey: all comm.; colour: exposed)", fontsize=8)
+    ax_t.set_title(f"{g.name}: MFU {st.mfu:.0%} (kernels at {st.kernel_efficiency:.0%} of peak)",
                    fontsize=8.5, loc="left")
 
     fits = tm.total_bytes <= g.memory_bytes
-    comm_s = st.comm_s
     lines = [f"{m.name} on {par.gpus} x {g.name} (tp={par.tp}, pp={par.pp}, dp={par.dp}, ZeRO-{par.zero}"
              f"{', SP' if par.sp else ''}{f', {par.virtual_stages} virtual stages' if par.virtual_stages > 1 else ''}"
              f"{f', offload={par.offload}' if par.offload != 'none' else ''}), micro-batch {batch} x {seq:,} tokens,"
@@ -460,11 +496,13 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     for c in comm.collectives:
         lines.append(f"  {c.collective:<46s} {c.calls:>5d} x {fmt_bytes(c.message_bytes):>10s} over {c.link:<10s}"
                      f" {c.time_s * 1e3:>9.1f} ms")
-    lines += [f"  compute {compute:.3f} s + bubble {st.bubble_s:.3f} s ({bubble:.0%} of compute) at kernel "
-              f"efficiency {st.kernel_efficiency:.0%}; communication {comm_s:.3f} s, of which "
-              f"{st.exposed_comm_s:.3f} s exposed",
-              f"  step time {st.step_s:.3f} s, MFU {st.mfu:.0%}, {st.tokens_per_s:,.0f} tokens/s "
-              f"({fully_hidden.step_s:.3f} s if all communication hid behind the busy time)"]
+    by = st.comm_by_group_s
+    lines += [f"  compute {compute:.3f} s (slowest stage) + bubble {st.bubble_s:.3f} s ({bubble:.0%} of compute) at "
+              f"kernel efficiency {st.kernel_efficiency:.0%}",
+              "  communication, exposed of all: " + ", ".join(
+                  f"{k} {exposed[k]:.3f} of {by[k]:.3f} s" for k in ("dp", "tp", "pp") if by[k] > 0)
+              + (" (none)" if not st.comm_s else "") + (" (async TP)" if async_tp else ""),
+              f"  step time {st.step_s:.3f} s -> MFU {st.mfu:.0%}, {st.tokens_per_s:,.0f} tokens/s"]
     return FixedView(fig, "\n".join(lines))
 
 

@@ -54,8 +54,9 @@ def zero_stages_widget(model: str = "llama-3-8b") -> Dashboard:
 def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
     """Chapter 8 (Part II): model x GPU x layout (tp, pp, dp, ZeRO stage, sequence parallelism, virtual stages,
     offload) x recompute x micro-batch x sequence x micro-batches per step -> the most loaded GPU's memory, stage by
-    stage, against capacity, and the step time (compute at an assumed MFU, bubble, communication by group). An
-    impossible layout shows the library's message (which rule it breaks and what the engines do)."""
+    stage, against capacity, and the step time (compute on the slowest stage at the kernel efficiency, bubble, each
+    group's communication in full and the part the step waits for; optionally async TP), with the MFU that results.
+    An impossible layout shows the library's message (which rule it breaks and what the engines do)."""
     from ..parallel import OFFLOADS
 
     seqs = _up_to_max_seq(_SEQS, get_model(model))
@@ -77,6 +78,7 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
                                  **_style()),
         "kernel_efficiency": W.FloatSlider(value=round(kernel_efficiency("H100 SXM"), 2), min=0.1, max=0.9,
                                            step=0.05, description="kernel efficiency", **_style()),
+        "async_tp": W.Checkbox(value=False, description="async TP (hide TP behind compute)", **_style()),
     }
     box = Dashboard(charts.render_parallel_explorer, controls)
     _follow_max_seq(box, "seq", _SEQS, int)
