@@ -39,15 +39,9 @@ from .one_gpu import (_CAPACITY_COLORS, _CAPACITY_STYLES, _PHASE_SHADES, _TIMELI
 
 # Part II, many GPUs (ch 6-9): GPUs and the decode roofline, ZeRO and data parallelism, the pipeline bubble and
 # the parallelism explorer, measured collectives.
-<<<<<<< HEAD
-from .many_gpus import (BUS_BANDWIDTH_SIZES, DECODE_BATCHES, DP_SCALING_LINKS, render_bus_bandwidth,
+from .many_gpus import (BUS_BANDWIDTH_SIZES, DECODE_BATCHES, DP_SCALING_PANELS, render_bus_bandwidth,
                         render_collectives_vs_prediction, render_decode_roofline, render_dp_scaling,
                         render_gpu_landscape, render_parallel_explorer, render_pipeline_bubble, render_zero_stages)
-=======
-from .many_gpus import (DECODE_BATCHES, DP_SCALING_PANELS, render_collectives_vs_prediction, render_decode_roofline,
-                        render_dp_scaling, render_gpu_landscape, render_parallel_explorer, render_pipeline_bubble,
-                        render_zero_stages)
->>>>>>> par
 from .many_gpus import _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # noqa: F401
 
 # Part III, time and money (ch 10-14): published MFU, training time, cost, the planner, the case studies' check,
