@@ -373,9 +373,9 @@ def test_any_request_rate_needs_at_least_one_replica(rate):
 
 
 @pytest.mark.parametrize("eff", [1e-311, 5e-324, 1e-300])
-def test_plan_refuses_a_tiny_compute_efficiency_at_once(eff):
-    with cpu_limit(1.0), pytest.raises(ValueError, match="compute_efficiency"):
-        L.plan("llama-2-7b", tokens=1e12, seq=4096, global_batch=64, compute_efficiency=eff)
+def test_plan_refuses_a_tiny_kernel_efficiency_at_once(eff):
+    with cpu_limit(1.0), pytest.raises(ValueError, match="kernel_efficiency"):
+        L.plan("llama-2-7b", tokens=1e12, seq=4096, global_batch=64, kernel_efficiency=eff)
 
 
 def test_the_pareto_sweep_always_advances_and_never_marks_a_nan():
@@ -388,12 +388,12 @@ def test_the_pareto_sweep_always_advances_and_never_marks_a_nan():
 
 @pytest.mark.parametrize("call, name", [
     (lambda v: L.training_time("gpt2", tokens=1e9, gpu="H100 SXM", n_gpus=1, seq=128, mfu=v), "mfu"),
-    (lambda v: L.step_time("gpt2", "H100 SXM", batch=1, seq=128, mfu=v), "mfu"),
+    (lambda v: L.step_time("gpt2", "H100 SXM", batch=1, seq=128, kernel_efficiency=v), "kernel_efficiency"),
     (lambda v: L.min_gpus("gpt2", "H100 SXM", batch=1, seq=128, usable_fraction=v), "usable_fraction"),
     (lambda v: memory.min_gpus_for_bytes(1e15, "H100 SXM", usable_fraction=v), "usable_fraction"),
     (lambda v: cost.effective_price_usd_per_gpu_hour(2.0, utilisation=v), "utilisation"),
     (lambda v: cost.cost_vs_gpus("gpt2", tokens=1e9, gpu="H100 SXM", seq=128, global_batch=8, tp=1,
-                                 compute_efficiency=v), "compute_efficiency"),
+                                 kernel_efficiency=v), "kernel_efficiency"),
     (lambda v: L.communication("gpt2", L.Parallel(dp=16), batch=1, seq=128, gpu="H100 SXM", inter_node_gbps=v),
      "inter_node_gbps"),
     (lambda v: comm.gpu_with_link("H100 SXM", "PCIe", v), "one_way_gbps"),

@@ -266,7 +266,7 @@ def test_catalogue_sweeps_price_the_v100_in_fp16():
     assert s.loc["H100 SXM", "note"] == ""
     p = plan("llama-2-7b", tokens=1e10, gpus=["V100"], seq=2048, global_batch=512)
     assert len(p) and np.isfinite(p["cost_usd"]).all()
-    t = step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="V100", mfu=0.4)
-    assert t == pytest.approx(step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="A10", mfu=0.4))  # 125 both
+    t = step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="V100", kernel_efficiency=0.4)
+    assert t == pytest.approx(step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="A10", kernel_efficiency=0.4))  # 125 both
     with pytest.raises(ValueError, match="dtype"):
         step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="V100", dtype="fp8")

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import math
 
-#: Published runs the step model cannot express yet (context parallelism arrives with issue 23): left out of
-#: the kernel-efficiency fit, kept in the end-to-end one.
 def _layout_of(row):
     """``(Parallel, micro_batch, grad_accum, recompute)`` of a published run, or ``None`` when its layout
-    was not published or uses what the step model lacks (context parallelism)."""
+    was not published or uses what the step model lacks (context parallelism arrives with issue 23: those runs
+    stay in the end-to-end fit only). A blank micro-batch is taken as 1, a blank ZeRO stage as 0, a blank
+    recomputation as none; with interleaving over a layer count the stages do not divide, the first and last
+    stages are made shorter (:func:`~llmsizing.parallel.uneven_stages`), as Llama 3 did."""
     import pandas as pd
 
-    from .parallel import Parallel
+    from .catalog import get_model
+    from .parallel import Parallel, uneven_stages
 
     def num(x, default):
         return default if pd.isna(x) else int(x)
@@ -46,7 +48,13 @@ def _layout_of(row):
         return None
     zero = num(row.zero, 0)
     v = num(row.virtual_stages, 1)
-    par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, virtual_stages=v)
+    stages = None
+    layers = get_model(row.model).layers
+    if v > 1 and layers % (pp * v):           # Llama 3's split: the first and last stages a layer or so short
+        base = -(-layers // pp)
+        short = base * pp - layers
+        stages = uneven_stages(layers, pp, first=base - short + short // 2, last=base - short // 2)
+    par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, virtual_stages=v, stage_layers=stages)
     recompute = "none" if pd.isna(row.recompute) else str(row.recompute)
     return par, micro, accum, recompute
 

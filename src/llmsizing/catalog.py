@@ -338,5 +338,6 @@ def model_table():
         m = e.model
         rows.append(dict(name=m.name, layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads,
                          ffn_hidden=m.ffn_hidden, vocab=m.vocab, n_params=m.n_params,
-                         published_params=e.published_params, source=e.source, as_of=e.as_of))
+                         published_params=e.published_params, published_rounded_to=e.published_rounded_to,
+                         source=e.source, as_of=e.as_of))
     return pd.DataFrame(rows).set_index("name")

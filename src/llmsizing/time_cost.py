@@ -14,10 +14,11 @@ The arithmetic (Kaplan et al. 2020; Narayanan et al. 2021, Sec. 5.1; Chowdhery e
 utilisation (HFU) also counts what recomputation re-runs, so it is higher for the same run; a paper that
 reports "TFLOP/s per GPU" with recomputation on (Narayanan et al. 2021, Eq. 3) reports hardware FLOPs.
 
-**The MFU is an input**, not something this module predicts from first principles. Its default and range are
-calibrated on published runs (``data/published_runs.csv``; :func:`published_runs`), which include everything a
-real run loses: communication that is not hidden, pipeline bubbles, stragglers, and, for GPU-hour totals,
-restarts after failures.
+**The MFU is an input here**, not something this module predicts from first principles: its default and range
+come from the published runs (``data/published_runs.csv``; :func:`published_runs`; :func:`mfu_estimate`),
+which include everything a real run loses: communication that is not hidden, pipeline bubbles, stragglers,
+and, for GPU-hour totals, restarts after failures. From a layout, :func:`~llmsizing.layouts.step_time` derives
+the MFU instead (an output of the kernel efficiency and the losses).
 """
 
 from __future__ import annotations
@@ -35,12 +36,11 @@ from .parallel import Parallel, resolve_parallel
 
 PUBLISHED_RUNS_CSV = Path(__file__).resolve().parents[2] / "data" / "published_runs.csv"
 
-#: The MFU the book assumes for a well-tuned dense pre-training run in BF16 at scale, with its range: the
-#: spread of the calibration runs in ``data/published_runs.csv`` (Llama 2 on A100s, Llama 3/3.1 on H100s,
-#: Megatron-LM's GPT-3 175B), whose implied MFUs lie between about 0.32 and 0.46 (tests/test_time_cost.py checks
-#: that every calibration run lies inside ``[MFU_LOW, MFU_HIGH]`` and that the default is their median, rounded).
-#: It does not depend on model size or GPU in that evidence: A100 and H100 runs from 7B to 405B land in the
-#: same band. Small models, short sequences, FP8 and consumer GPUs fall outside it; pass ``mfu=`` then.
+#: The book's earlier single MFU and band (until issue 21): 0.40, from 0.30 to 0.50, the spread of nine
+#: published runs. The calibrated estimate (:func:`mfu_estimate`: by GPU generation, dtype, model size,
+#: sequence length and recomputation, fitted on 58 runs) has replaced it as :func:`training_time`'s default;
+#: the constants stay for code that imported them, and chapter 14's audit keeps judging at them until it is
+#: read again (issue 26).
 MFU_DEFAULT = 0.40
 MFU_LOW = 0.30
 MFU_HIGH = 0.50
