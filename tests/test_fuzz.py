@@ -620,7 +620,8 @@ MFU_ARG = Arg(st.floats(0.05, 1.0), st.sampled_from([0, 1.5, -0.1, "0.4", float(
 PART3_FUNCTIONS = {
     "step_time": Spec(lambda parallel, **kw: layouts.step_time(parallel=_parallel(parallel), **kw),
                       dict(model=models(), gpu=gpus(), parallel=parallels(), batch=ints(1, 16), seq=ints(1, 16384),
-                           grad_accum=ints(1, 64), mfu=MFU_ARG, overlap=nums(0, 1), recompute=RECOMPUTES),
+                           grad_accum=ints(1, 64), kernel_efficiency=MFU_ARG, overlap=nums(0, 1),
+                           recompute=RECOMPUTES),
                       aliases={"parallel": PARALLEL_WORDS}),
     "implied_mfu": Spec(time_cost.implied_mfu,
                         dict(model=models(), gpu=gpus(), seq=ints(1, 16384), tokens=nums(1e6, 1e13),

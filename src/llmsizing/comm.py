@@ -28,8 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number
+from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, renamed
 from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
+from .flops import stage_flops_per_token
+from .hardware import dense_tflops
+from .hardware import kernel_efficiency as default_efficiency
 from .model import Model
 from .network import GroupLink, Node, get_node, group_link, latency_steps
 from .parallel import Parallel, layers_per_stage, resolve_parallel
@@ -253,11 +256,6 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     run's MFU: the bubble and the exposed communication come on top (:func:`~llmsizing.layouts.step_time`),
     and the MFU is what is left (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of
     ``kernel_efficiency`` (deprecated; the same number was always applied to hardware FLOPs)."""
-    from ._validate import renamed
-    from .flops import stage_flops_per_token
-    from .hardware import dense_tflops
-    from .hardware import kernel_efficiency as default_efficiency
-
     model = resolve_model(model)
     par = resolve_parallel(parallel, model)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
@@ -324,8 +322,6 @@ def dp_breakeven_tokens(model: Model | str, gpu, *, dp: int, zero: int, seq: int
     par = Parallel(dp=check_int("dp", dp), zero=check_int("zero", zero, minimum=0, maximum=3))
     seq, m = check_int("seq", seq), check_int("grad_accum", grad_accum)
     w = check_fraction("window", window)
-    from ._validate import renamed
-
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     comm = communication(model, par, batch=1, seq=seq, gpu=gpu, gpus_per_node=gpus_per_node, node=node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m).by_group().get("dp", 0.0)

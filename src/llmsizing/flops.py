@@ -102,12 +102,21 @@ def stage_flops_per_token(model: Model | str, parallel=None, *, seq: int, recomp
 
     model = resolve_model(model)
     par = resolve_parallel(parallel, model)
-    total = training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal)
+    check_choice("recompute", recompute, RECOMPUTE)
+    return _stage_flops(model, layers_per_stage(model.layers, par), check_int("seq", seq), recompute,
+                        check_bool("causal", causal))
+
+
+@functools.lru_cache(maxsize=1024)
+def _stage_flops(model: Model, stages: tuple, seq: int, recompute: str, causal: bool) -> tuple[float, ...]:
+    """:func:`stage_flops_per_token` for checked arguments, kept (the planner's search asks a few thousand
+    times)."""
+    total = _training_flops_per_token(model, seq, recompute, causal)
     attention = attention_flops_per_token(model, seq=seq, causal=causal) / model.layers
     layer_fwd = 2 * model.params_per_layer + attention
     layer_extra = {"none": 0.0, "selective": attention, "full": layer_fwd}[recompute]
     per_layer = 3 * layer_fwd + layer_extra
     head = total - model.layers * per_layer                   # the LM head (and learned positions: no matmul)
-    out = [n * per_layer for n in layers_per_stage(model.layers, par)]
+    out = [n * per_layer for n in stages]
     out[-1] += head
     return tuple(out)

@@ -5,6 +5,8 @@ Units follow :mod:`llmsizing.units`: decimal GB/s, and every bandwidth says its 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ._validate import check_number
 
 #: The network bandwidth per GPU between nodes, one way, in decimal GB/s: one 400 Gb/s InfiniBand NDR (or
@@ -282,14 +284,19 @@ def kernel_efficiency_row(gpu, dtype: str = "bf16") -> KernelEfficiency:
     g = get_gpu(gpu)
     dtype = check_choice("dtype", dtype, COMPUTE_DTYPES)
     key = "fp8" if dtype == "fp8" else "bf16"
+    return _kernel_row(g.name, key)
+
+
+@lru_cache(maxsize=512)
+def _kernel_row(name: str, key: str) -> KernelEfficiency:
     if not _KERNEL_ROWS:
         _KERNEL_ROWS.extend(_kernel_rows())
     for r in _KERNEL_ROWS:
-        if g.name in r.gpus and r.dtype == key:
+        if name in r.gpus and r.dtype == key:
             return r
     same = sorted(r.kernel_efficiency for r in _KERNEL_ROWS if r.dtype == key and r.runs)
     same = same or sorted(r.kernel_efficiency for r in _KERNEL_ROWS if r.dtype == key)
-    return KernelEfficiency("uncalibrated", (g.name,), key, same[len(same) // 2], "",
+    return KernelEfficiency("uncalibrated", (name,), key, same[len(same) // 2], "",
                             f"median of the calibrated {key} generations")
 
 

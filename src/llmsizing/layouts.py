@@ -11,9 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._validate import check_bool, check_fraction, check_int, check_number
+from ._validate import check_bool, check_fraction, check_int, check_number, renamed
 from .catalog import get_gpu, resolve_model
+from .comm import communication, step_compute_time_s
+from .flops import training_flops_per_token
+from .hardware import dense_tflops
+from .hardware import kernel_efficiency as default_efficiency
 from .model import Model
+from .network import get_node
 from .parallel import MAX_PP, Parallel, check_layout, pipeline_bubble
 
 #: The share of a GPU's memory a plan may fill with :attr:`~llmsizing.memory.TrainingMemory.total_bytes`
@@ -137,9 +142,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
     """
-    from ._validate import renamed
     from .memory import training_memory
-    from .network import get_node
 
     model = resolve_model(model)
     g = get_gpu(gpu)
@@ -365,12 +368,6 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     ``kernel_efficiency`` (deprecated). ``batch`` is the micro-batch, ``grad_accum`` the micro-batches per step
     (a pipeline's micro-batches). Taught in chapter 8; the parallelism explorer draws it.
     """
-    from ._validate import renamed
-    from .comm import communication, step_compute_time_s
-    from .flops import training_flops_per_token
-    from .hardware import dense_tflops
-    from .hardware import kernel_efficiency as default_efficiency
-
     model = resolve_model(model)
     g = get_gpu(gpu)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)

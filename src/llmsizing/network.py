@@ -39,11 +39,11 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from ._validate import check_choice, check_int, check_number
-from .catalog import MIN_GPU_SPEED
+from .catalog import MIN_GPU_SPEED, _unknown, get_gpu
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
@@ -145,6 +145,16 @@ def _links() -> dict[str, LinkClass]:
     return out
 
 
+@cache
+def _default_nodes() -> dict[str, Node]:
+    """Each GPU's default node (the first row marked ``default_for_gpu``)."""
+    out: dict[str, Node] = {}
+    for nd, default in _nodes().values():
+        if default:
+            out.setdefault(nd.gpu, nd)
+    return out
+
+
 def list_nodes() -> list[str]:
     """The names of the catalogued nodes (``data/nodes.csv``)."""
     return list(_nodes())
@@ -163,8 +173,6 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
     scale-up domain follows it when it was the node, and the NICs keep their bandwidth per GPU), and
     ``inter_node_gbps`` sets the network bandwidth per GPU, one way (one NIC of ``8 x inter_node_gbps`` Gb/s per
     GPU: the old single-number network)."""
-    from .catalog import _unknown, get_gpu
-
     if isinstance(node, Node):
         n = node
     elif node is not None:
@@ -176,9 +184,9 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
         n = rows[node][0]
     else:
         g = get_gpu(gpu)
-        found = [nd for nd, default in _nodes().values() if default and nd.gpu == g.name]
+        found = _default_nodes().get(g.name)
         if found:
-            n = found[0]
+            n = found
         else:                         # a GPU with no node row: an 8-GPU box of its own link, one 400 Gb/s NIC per GPU
             topo = "switch" if "nvlink" in g.link.lower() else "pcie"
             n = Node(f"8x {g.name} (no catalogued node)", g.name, 8, 8, topo, 1.0, 8, 400.0,
@@ -228,13 +236,19 @@ def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
     links for ``k`` GPUs, capped by the GPU's total). Across domains: ``k`` = the group's GPUs per domain
     (``domain // stride``, at least 1), and each GPU gets ``k`` NICs' worth of the node's egress per GPU, capped
     by its intra-node link; the latency is the network's. Both at the link class's achievable fraction."""
-    from .catalog import get_gpu
-    from .hardware import link_bandwidth_one_way_gbps
-
     g = get_gpu(gpu)
     size, stride = check_int("size", size), check_int("stride", stride)
     if not isinstance(node, Node):
         raise TypeError(f"node must be a Node, got {type(node).__name__}")
+    return _group_link(g, node, size, stride)
+
+
+@lru_cache(maxsize=4096)
+def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
+    """:func:`group_link` for checked arguments, kept (the planner asks for the same few links thousands of
+    times in one search)."""
+    from .hardware import link_bandwidth_one_way_gbps
+
     cls = _class_of(g, node)
     own = link_bandwidth_one_way_gbps(g)
     domain = node.scaleup_domain_gpus
