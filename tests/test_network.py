@@ -1,0 +1,135 @@
+"""The network model of issue 21 (llmsizing.network, comm.group_network): node egress shared by a group's GPUs in
+a node, achievable bandwidth and latency from data/links.csv, the MI300X mesh, and the done-when check that an
+FSDP step across whole H100 nodes spends at most a third of the one-NIC-per-GPU time communicating."""
+
+import csv
+from pathlib import Path
+
+import pytest
+
+import llmsizing as L
+from llmsizing import network
+from llmsizing.comm import communication, group_network
+from llmsizing.parallel import Parallel
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def links_csv():
+    with open(DATA / "links.csv", newline="") as fh:
+        return {r["link_class"]: r for r in csv.DictReader(fh)}
+
+
+def nodes_csv():
+    with open(DATA / "nodes.csv", newline="") as fh:
+        return {r["name"]: r for r in csv.DictReader(fh)}
+
+
+def test_every_node_row_is_sourced_and_every_gpu_has_one_default_node():
+    rows = nodes_csv()
+    for r in rows.values():
+        assert r["source"].strip() and r["as_of"].strip(), r["name"]
+    defaults = [r["gpu"] for r in rows.values() if r["default_for_gpu"] == "yes"]
+    assert sorted(defaults) == sorted(L.list_gpus())
+
+
+def test_dgx_h100_egress_by_hand():
+    r = nodes_csv()["DGX H100"]
+    node = network.get_node("DGX H100")
+    assert node.egress_gbps == int(r["nics_per_node"]) * float(r["nic_gbits"]) / 8          # 8 x 400 Gb/s
+    assert node.nic_gbps_per_gpu == node.egress_gbps / int(r["gpus_per_node"])               # 50 GB/s
+
+
+def test_a_group_filling_whole_nodes_shares_all_their_nics():
+    """Data parallelism under tp=8 has one GPU per node in its group: one NIC each. A data-parallel group of
+    64 GPUs that fills 8 nodes has 8 per node: each gets 8 NICs' worth, capped by NVLink."""
+    frac_net = float(links_csv()["network"]["achievable_fraction"])
+    frac_nv = float(links_csv()["nvlink"]["achievable_fraction"])
+    node = network.get_node(gpu="H100 SXM")
+    one = group_network(Parallel(tp=8, dp=64), "H100 SXM")["dp"]
+    full = group_network(Parallel(dp=64), "H100 SXM")["dp"]
+    assert one.across and one.per_domain == 1
+    assert one.bandwidth_gbps == pytest.approx(node.nic_gbps_per_gpu * frac_net)
+    assert full.across and full.per_domain == 8
+    assert full.bandwidth_gbps == pytest.approx(min(8 * node.nic_gbps_per_gpu * frac_net, 450 * frac_nv))
+    assert full.bandwidth_gbps > 6 * one.bandwidth_gbps
+
+
+def test_fsdp_across_eight_full_nodes_spends_at_most_a_third_of_one_nic_per_gpu():
+    """Issue 21, done when: a 64-GPU FSDP step across 8 full H100 nodes spends at most a third of the
+    one-NIC-per-GPU time in communication. The one-NIC-per-GPU network is the old model's: the same collectives
+    over a node whose every GPU is its own node (a scale-up domain of one), each with one 400 Gb/s NIC."""
+    kw = dict(batch=1, seq=8192, gpu="H100 SXM", grad_accum=4)
+    par = Parallel(dp=64, zero=3)
+    now = communication("llama-3-8b", par, **kw)
+    alone = network.Node("one GPU per node", "H100 SXM", 1, 1, "switch", 450, 1, 400)
+    old = communication("llama-3-8b", par, node=alone, **kw)
+    assert [c.collective for c in now.collectives] == [c.collective for c in old.collectives]
+    assert now.by_group()["dp"] <= old.by_group()["dp"] / 3
+
+
+def test_mi300x_pair_gets_one_link_and_a_node_seven():
+    per_peer = float(nodes_csv()["MI300X platform (8-GPU)"]["intra_link_gbps_one_way"])   # 64 GB/s
+    frac = float(links_csv()["infinity-fabric"]["achievable_fraction"])
+    pair = group_network(Parallel(tp=2), "MI300X")["tp"]
+    eight = group_network(Parallel(tp=8), "MI300X")["tp"]
+    assert pair.nominal_gbps == per_peer and pair.bandwidth_gbps == pytest.approx(per_peer * frac)
+    assert eight.nominal_gbps == 7 * per_peer
+
+
+def test_latency_steps_by_hand():
+    assert network.latency_steps("all-reduce", 8, across=False) == 14                 # ring: 2 (n - 1)
+    assert network.latency_steps("reduce-scatter", 8) == 7
+    assert network.latency_steps("send/recv", 2) == 1
+    # across nodes the tree's 2 log2 n levels win once they are cheaper than the ring
+    big = network.latency_steps("all-reduce", 1024)
+    assert big == pytest.approx(network.TREE_LEVEL_ALPHAS * 2 * 10) and big < 2 * 1023
+    assert network.latency_steps("all-reduce", 2) == 2                                 # the ring is fewer
+
+
+def test_collective_time_is_latency_plus_bandwidth():
+    link = group_network(Parallel(dp=16), "H100 SXM")["dp"]
+    alpha = float(links_csv()["network"]["alpha_us"]) * 1e-6
+    s = 2**30
+    t = network.collective_time_s("all-reduce", s, 16, link)
+    assert link.alpha_s == pytest.approx(alpha)
+    assert t == pytest.approx(network.latency_steps("all-reduce", 16) * alpha
+                              + 2 * 15 / 16 * s / (link.bandwidth_gbps * 1e9))
+    # the bus bandwidth approaches the link's at large messages and falls at small ones
+    bus = network.bus_bandwidth_gbps("all-reduce", [2**10, 2**20, 2**34], 16, link)
+    assert bus[0] < bus[1] < bus[2] < link.bandwidth_gbps and bus[2] > 0.99 * link.bandwidth_gbps
+
+
+def test_old_overrides_still_work():
+    """gpus_per_node and inter_node_gbps (the earlier single-number network) still set the node."""
+    node = network.get_node(gpu="H100 SXM", gpus_per_node=4, inter_node_gbps=25)
+    assert node.gpus_per_node == 4 and node.scaleup_domain_gpus == 4 and node.nic_gbps_per_gpu == 25
+    links = L.comm.group_links(Parallel(tp=8), "H100 SXM", gpus_per_node=4)
+    assert links["tp"][0] == "network"
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(node="DGX H1000"), "node"), (dict(node=3), "node"), (dict(gpus_per_node=0), "gpus_per_node"),
+    (dict(inter_node_gbps=-1), "inter_node_gbps"),
+])
+def test_bad_input_is_named(kw, name):
+    with pytest.raises((ValueError, TypeError), match=name):
+        communication("gpt2", Parallel(dp=16), batch=1, seq=128, gpu="H100 SXM", **kw)
+
+
+def test_uneven_stages_and_zero3_with_pipelines():
+    stages = L.parallel.uneven_stages(126, 16, first=7, last=7)
+    assert stages[0] == stages[-1] == 7 and sum(stages) == 126 and set(stages[1:-1]) == {8}
+    par = Parallel(tp=8, pp=16, dp=8, zero=3, sp=True, virtual_stages=4, stage_layers=stages)
+    L.parallel.resolve_parallel(par, "llama-3.1-405b")                          # allowed: FSDP2 under PP
+    with pytest.raises(ValueError, match="stage_layers"):
+        L.parallel.resolve_parallel(Parallel(pp=2, stage_layers=(40, 41)), "llama-3-70b")
+    # ZeRO-3 without resharding gathers once per micro-batch and keeps the stage's 16-bit weights whole
+    kw = dict(batch=1, seq=4096, gpu="H100 SXM", grad_accum=8)
+    keep = Parallel(pp=4, dp=8, zero=3, reshard_after_forward=False)
+    free = Parallel(pp=4, dp=8, zero=3)
+    names = [c.collective for c in communication("llama-3-8b", keep, **kw).collectives]
+    assert not any("backward" in n and "all-gather" in n for n in names)
+    m_keep = L.training_memory("llama-3-8b", batch=1, seq=4096, grad_accum=8, parallel=keep)
+    m_free = L.training_memory("llama-3-8b", batch=1, seq=4096, grad_accum=8, parallel=free)
+    assert m_keep.weights_bytes == pytest.approx(8 * m_free.weights_bytes, rel=0.02)
