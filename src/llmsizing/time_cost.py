@@ -146,6 +146,17 @@ def _mfu_model() -> dict:
                                                 for k, v in r.items()} for r in csv.DictReader(fh)}
 
 
+def mfu_model_table():
+    """``data/mfu_model.csv`` as a DataFrame, one row per calibrated GPU generation and dtype: the fit's
+    intercept and shared terms (:func:`mfu_estimate`), the range's factors ``low``/``high``, its ``width``
+    (``high / low``) and the region of its runs. Shown in chapter 10."""
+    import pandas as pd
+
+    df = pd.DataFrame(list(_mfu_model().values()))
+    df["width"] = df["high"] / df["low"]
+    return df
+
+
 def mfu_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
     """``(low, high)``: the factors by which the published runs of ``gpu``'s generation in ``dtype`` fall
     below and rise above the calibrated fit at most (``data/mfu_model.csv``; the widest of any generation for
