@@ -458,7 +458,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
 
     # ---- right, bottom: where the step's time goes
     _step_time_bars(ax_t, st, fontsize=7.5)
-    ax_t.set_xlabel(f"seconds per step (communication before the {ovl:.0%} overlap)", fontsize=7.5)
+    ax_t.set_xlabel("seconds per step (communication before overlap, "
+                    + ("hidden group by group)" if ovl is None else f"{ovl:.0%} of it hidden)"), fontsize=7.5)
     ax_t.set_title(f"step {st.step_s:.2f} s, MFU {r.mfu:.0%}: {r.days:,.1f} days, {_usd(r.cost_usd)}",
                    fontsize=8.5, loc="left")
 
@@ -477,6 +478,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
              f"{st.comm_by_group_s['tp']:.2f}, pp {st.comm_by_group_s['pp']:.2f} before overlap); MFU {r.mfu:.0%}",
              f"  {r.days:,.1f} days ({r.days_low:,.1f}-{r.days_high:,.1f}), {r.gpu_hours:,.0f} GPU-hours, "
              f"{_usd(r.cost_usd)} ({_usd(r.cost_usd_low)}-{_usd(r.cost_usd_high)})",
+             *([f"assumes: {plans.attrs['assumes']}"] if plans.attrs.get("assumes") else []),
              "the front, cheapest first:"]
     for index, line in groups["front_lines"]:
         lines.append(f"{'>' if index == highlight else ' '}{line}")
