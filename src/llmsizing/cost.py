@@ -29,7 +29,7 @@ from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import dense_tflops
 from .model import Model
 from .parallel import Parallel
-from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW, training_time
+from .time_cost import mfu_range_factors, training_time
 
 SEED_COST_TABLES_CSV = Path(__file__).resolve().parents[2] / "data" / "seed000_cost_tables.csv"
 
@@ -146,7 +146,7 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     step shrinks while the bubble (a fixed number of micro-batch slots) and the gradient all-reduce do not, so
     the MFU falls and the same job costs more. ``dp`` stops at ``global_batch / micro_batch``: the global batch
     caps data parallelism. ``dps`` defaults to the powers of two that divide it. Memory is not checked here
-    (the planner does that). Days and cost carry the relative spread of the calibrated MFU band, as the
+    (the planner does that). Days and cost carry the range of the GPU generation's calibrated MFU (chapter 10), as the
     planner's do. Chapter 11."""
     import pandas as pd
 
@@ -180,6 +180,7 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     per_step_flops = training_flops_per_token(model, seq=seq) * gb * seq
     steps = tokens / (gb * seq)
     peak = dense_tflops(g) * 1e12
+    low, high = mfu_range_factors(g)                   # the generation's calibrated range (chapter 10)
     rows = []
     for d in dps:
         par = Parallel(tp=tp, pp=pp, dp=d, zero=zero if d > 1 else 0, sp=tp > 1)
@@ -190,10 +191,9 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
         rows.append({"dp": d, "n_gpus": par.gpus, "grad_accum": top // d, "compute_s": st.compute_s,
                      "bubble_s": st.bubble_s, "exposed_comm_s": st.exposed_comm_s, "step_s": st.step_s,
                      "mfu": per_step_flops / (st.step_s * par.gpus * peak), "days": days,
-                     "days_low": days * MFU_DEFAULT / MFU_HIGH, "days_high": days * MFU_DEFAULT / MFU_LOW,
+                     "days_low": days / high, "days_high": days / low,
                      "gpu_hours": hours, "cost_usd": hours * price,
-                     "cost_usd_low": hours * price * MFU_DEFAULT / MFU_HIGH,
-                     "cost_usd_high": hours * price * MFU_DEFAULT / MFU_LOW})
+                     "cost_usd_low": hours * price / high, "cost_usd_high": hours * price / low})
     return pd.DataFrame(rows)
 
 
