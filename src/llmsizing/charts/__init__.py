@@ -46,7 +46,8 @@ from .many_gpus import _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # noqa: F401
 
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case studies' check,
 # the seed audit.
-from .time_money import (COST_GPUS, PLAN_GPUS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS, TIME_GPU_COUNTS,
+from .time_money import (CALIBRATION_COLORS, COST_GPUS, PLAN_GPUS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS,
+                         TIME_GPU_COUNTS,
                          render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus, render_mfu_calibration,
                          render_plan, render_prediction_check, render_seed_audit, render_training_time,
                          resolve_model_name)
@@ -72,7 +73,7 @@ __all__ = [
     "render_dp_scaling", "render_gpu_landscape", "render_parallel_explorer", "render_pipeline_bubble",
     "render_zero_stages",
     # Part III
-    "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS", "TIME_GPU_COUNTS",
+    "CALIBRATION_COLORS", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS", "TIME_GPU_COUNTS",
     "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus", "render_plan", "render_prediction_check",
     "render_mfu_calibration", "render_seed_audit", "render_training_time", "resolve_model_name",
     # Part IV
