@@ -152,6 +152,9 @@ def fit_mfu_model(runs=None):
     x = _design(cal, groups)
     y = np.log(cal["implied_mfu"].to_numpy(float))
     beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    # data/mfu_model.csv stores 4 decimals: the residuals (and so the ranges) are those of the stored
+    # coefficients, and the ranges are rounded outwards, so that a run at a range's edge stays inside it
+    beta = np.round(beta, 4)
     known = df[[k in groups for k in zip(df["generation"], df["dtype"])]].copy()
     known["predicted_mfu"] = np.exp(_design(known, groups) @ beta)
     known["residual"] = known["implied_mfu"] / known["predicted_mfu"]
@@ -163,7 +166,8 @@ def fit_mfu_model(runs=None):
             res = known["residual"]
         rows.append({"generation": gen, "dtype": dtype, "intercept": beta[i],
                      **{t: beta[len(groups) + j] for j, t in enumerate(TERMS)},
-                     "low": float(res.min()), "high": float(res.max()), "runs": len(mine),
+                     "low": math.floor(float(res.min()) * 1e4) / 1e4,
+                     "high": math.ceil(float(res.max()) * 1e4) / 1e4, "runs": len(mine),
                      "calibration_runs": int(mine["calibration"].sum()),
                      "min_params": float(mine["n_params"].min()), "max_params": float(mine["n_params"].max()),
                      "min_seq": int(mine["seq"].min()), "max_seq": int(mine["seq"].max()),

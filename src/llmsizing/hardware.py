@@ -300,6 +300,19 @@ def _kernel_row(name: str, key: str) -> KernelEfficiency:
                             f"median of the calibrated {key} generations")
 
 
+def kernel_efficiency_table():
+    """``data/kernel_efficiency.csv`` as a DataFrame, one row per GPU generation and dtype: its GPUs, the
+    kernel efficiency, the number of published runs it was fitted on (0 for a stand-in) and ``calibrated``
+    (whether any run was). Shown in chapter 10."""
+    import pandas as pd
+
+    if not _KERNEL_ROWS:
+        _KERNEL_ROWS.extend(_kernel_rows())
+    return pd.DataFrame([{"generation": r.generation, "dtype": r.dtype, "gpus": ", ".join(r.gpus),
+                          "kernel_efficiency": r.kernel_efficiency, "runs": int(r.runs or 0),
+                          "calibrated": bool(r.runs)} for r in _KERNEL_ROWS])
+
+
 def kernel_efficiency(gpu, dtype: str = "bf16") -> float:
     """The default share of the dense peak a training step's kernels reach on ``gpu`` in ``dtype``
     (:func:`kernel_efficiency_row`): what :func:`~llmsizing.layouts.step_time` uses when it is given none."""

@@ -146,6 +146,17 @@ def _mfu_model() -> dict:
                                                 for k, v in r.items()} for r in csv.DictReader(fh)}
 
 
+def mfu_model_table():
+    """``data/mfu_model.csv`` as a DataFrame, one row per calibrated GPU generation and dtype: the fit's
+    intercept and shared terms (:func:`mfu_estimate`), the range's factors ``low``/``high``, its ``width``
+    (``high / low``) and the region of its runs. Shown in chapter 10."""
+    import pandas as pd
+
+    df = pd.DataFrame(list(_mfu_model().values()))
+    df["width"] = df["high"] / df["low"]
+    return df
+
+
 def mfu_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
     """``(low, high)``: the factors by which the published runs of ``gpu``'s generation in ``dtype`` fall
     below and rise above the calibrated fit at most (``data/mfu_model.csv``; the widest of any generation for
@@ -226,6 +237,28 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str = "bf16", reco
     central = min(math.exp(log_mfu), 1.0)
     return MfuEstimate(central, central * row["low"], min(1.0, central * row["high"]), generation,
                        tuple(warnings))
+
+
+def mfu_residuals():
+    """Every published run (:func:`published_runs`) against the calibrated end-to-end MFU model: its
+    ``generation``, ``implied_mfu``, the ``predicted_mfu`` of :func:`mfu_estimate` for the same model, GPU,
+    sequence length, dtype, full recomputation and whole-run total, the ``residual`` ``implied / predicted``,
+    the range ``low``/``high`` of its generation as MFUs, and ``inside``: whether the run lies in that range
+    (issue 21's done-when: every run does). One row per run, in the order of ``data/published_runs.csv``.
+    Taught in chapter 10."""
+    import pandas as pd
+
+    rows = []
+    for r in published_runs().itertuples():
+        est = mfu_estimate(r.model, gpu=r.gpu, seq=int(r.seq), dtype=r.dtype,
+                           recompute="full" if r.recompute == "full" else "none",
+                           whole_run=r.kind == "pretraining-total")
+        rows.append({"run": r.run, "gpu": r.gpu, "dtype": "fp8" if r.dtype == "fp8" else "bf16",
+                     "generation": est.generation, "framework": r.framework, "calibration": r.calibration,
+                     "implied_mfu": r.implied_mfu, "predicted_mfu": est.mfu, "residual": r.implied_mfu / est.mfu,
+                     "low": est.low, "high": est.high,
+                     "inside": bool(est.low * (1 - 1e-9) <= r.implied_mfu <= est.high * (1 + 1e-9))})
+    return pd.DataFrame(rows)
 
 
 @dataclass(frozen=True)

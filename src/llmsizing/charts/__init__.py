@@ -44,11 +44,12 @@ from .many_gpus import (BUS_BANDWIDTH_SIZES, DECODE_BATCHES, DP_SCALING_PANELS, 
                         render_gpu_landscape, render_parallel_explorer, render_pipeline_bubble, render_zero_stages)
 from .many_gpus import _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # noqa: F401
 
-# Part III, time and money (ch 10-14): published MFU, training time, cost, the planner, the case studies' check,
+# Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case studies' check,
 # the seed audit.
-from .time_money import (COST_GPUS, PLAN_GPUS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS, TIME_GPU_COUNTS,
-                         render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus, render_plan,
-                         render_prediction_check, render_published_mfu, render_seed_audit, render_training_time,
+from .time_money import (CALIBRATION_COLORS, COST_GPUS, PLAN_GPUS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS,
+                         TIME_GPU_COUNTS,
+                         render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus, render_mfu_calibration,
+                         render_plan, render_prediction_check, render_seed_audit, render_training_time,
                          resolve_model_name)
 from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _log_norm, _plan_groups,  # noqa: F401
                          _plan_label, _rect)
@@ -73,9 +74,9 @@ __all__ = [
     "render_dp_scaling", "render_gpu_landscape", "render_parallel_explorer", "render_pipeline_bubble",
     "render_zero_stages",
     # Part III
-    "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS", "TIME_GPU_COUNTS",
+    "CALIBRATION_COLORS", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS", "TIME_GPU_COUNTS",
     "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus", "render_plan", "render_prediction_check",
-    "render_published_mfu", "render_seed_audit", "render_training_time", "resolve_model_name",
+    "render_mfu_calibration", "render_seed_audit", "render_training_time", "resolve_model_name",
     # Part IV
     "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_memory", "render_serving_cost", "render_serving_curve",
 ]

@@ -1,6 +1,6 @@
 """Part III, time and money (chapters 10-14): how long a run takes, what it costs, and how right the answers are.
-Chapter 10, the MFU published runs imply and a run's days and cost against the GPU count
-(:func:`render_published_mfu`, :func:`render_training_time`); chapter 11, the cost of the job by GPU type, over
+Chapter 10, published runs against the calibrated MFU and a run's days and cost against the GPU count
+(:func:`render_mfu_calibration`, :func:`render_training_time`); chapter 11, the cost of the job by GPU type, over
 price x MFU, and against the GPU count (:func:`render_cost_by_gpu`, :func:`render_cost_sensitivity`,
 :func:`render_cost_vs_gpus`); chapter 12, the planner's answer (:func:`render_plan`); chapter 13, predicted
 against published GPU-hours (:func:`render_prediction_check`); chapter 14, the seed articles' claims against the
@@ -20,30 +20,83 @@ from .base import (COLORS, DPI, GPU_COLORS, FixedView, View, _fast_hbars, _fixed
 
 
 # =========================================================================== chapter 10: FLOPs and time
-def render_published_mfu() -> View:
-    """The MFU each published run implies (:func:`~llmsizing.time_cost.published_runs`), with the book's
-    calibrated band (:data:`~llmsizing.time_cost.MFU_LOW` to :data:`~llmsizing.time_cost.MFU_HIGH`) and default.
-    Chapter 10."""
-    from ..time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW, published_runs
+#: Colours of the calibrated (generation, dtype) groups in :func:`render_mfu_calibration`.
+CALIBRATION_COLORS = {("ampere", "bf16"): "#0072B2", ("hopper", "bf16"): "#D55E00", ("hopper", "fp8"): "#CC79A7",
+                      ("blackwell", "fp8"): "#009E73"}
 
-    df = published_runs().iloc[::-1]
-    fig, ax = new_figure(7.4, 3.6)
-    colors = ["#0072B2" if c else "#BBBBBB" for c in df["calibration"]]
-    ax.barh(range(len(df)), df["implied_mfu"] * 100, color=colors)
-    ax.set_yticks(range(len(df)), [f"{r} ({g})" for r, g in zip(df["run"], df["gpu"])], fontsize=8)
-    ax.axvspan(MFU_LOW * 100, MFU_HIGH * 100, color="#009E73", alpha=0.12, lw=0, zorder=0)
-    ax.axvline(MFU_DEFAULT * 100, color="#009E73", lw=1.5, ls="--")
-    ax.text(MFU_DEFAULT * 100, len(df) - 0.4, f" default {MFU_DEFAULT:.0%}", color="#2F6B3A", fontsize=8,
-            va="bottom")
-    for i, v in enumerate(df["implied_mfu"]):
-        ax.text(v * 100 + 0.5, i, f"{v:.0%}", va="center", fontsize=8)
-    ax.set_xlim(0, 60)
-    ax.set_xlabel("model FLOPs utilisation implied by the published figures (%)")
+
+def render_mfu_calibration() -> View:
+    """Every published run against the calibrated end-to-end MFU model (:func:`~llmsizing.time_cost.mfu_residuals`):
+    left, the MFU each run implies against the one the model predicts for it (the diagonal is a perfect
+    prediction); right, each run's residual (implied / predicted, log axis), grouped by GPU generation and dtype,
+    with that group's range shaded. Filled dots are calibration runs, open ones held out. Chapter 10."""
+    import numpy as np
+
+    from ..time_cost import mfu_residuals
+
+    df = mfu_residuals()
+    groups = sorted(set(zip(df["generation"], df["dtype"])), key=lambda k: (-len(df[(df["generation"] == k[0])
+                                                                                   & (df["dtype"] == k[1])]), k))
+    fig = Figure(figsize=(8.6, 9.2), dpi=DPI)
+    gs = fig.add_gridspec(2, 1, height_ratios=[1, 3.1], left=0.43, right=0.975, bottom=0.05, top=0.975, hspace=0.17)
+    ax, ax_r = fig.add_subplot(gs[0]), fig.add_subplot(gs[1])
+
+    # ---- top: implied against predicted
+    for key in groups:
+        sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])]
+        c = CALIBRATION_COLORS.get(key, "0.4")
+        for cal, face in ((True, c), (False, "white")):
+            part = sub[sub["calibration"] == cal]
+            ax.plot(part["predicted_mfu"] * 100, part["implied_mfu"] * 100, ls="none", marker="o", ms=5, mec=c,
+                    mfc=face, label=f"{key[0]} {key[1].upper()}" if cal else None)
+    ax.plot([10, 65], [10, 65], color="0.3", lw=0.8, ls="--")
+    ax.set_xlim(10, 65)
+    ax.set_ylim(10, 65)
+    ax.set_xlabel("predicted MFU (%)", fontsize=8)
+    ax.set_ylabel("implied MFU (%)", fontsize=8)
+    ax.tick_params(labelsize=7.5)
+    ax.legend(fontsize=7, frameon=False, loc="upper left", title="filled: calibration, open: held out",
+              title_fontsize=7)
     ax.spines[["top", "right"]].set_visible(False)
-    lines = [f"{r}: {v:.1%}{'' if c else ' (not in the calibration)'}"
-             for r, v, c in zip(df["run"][::-1], df["implied_mfu"][::-1], df["calibration"][::-1])]
-    summary = "\n".join(lines + [f"calibrated band {MFU_LOW:.0%} to {MFU_HIGH:.0%}, default {MFU_DEFAULT:.0%}"])
-    return View(fig, summary)
+
+    # ---- bottom: the residual per run, group by group, with the group's range
+    y, labels = 0, []
+    for key in groups:
+        sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])].sort_values("residual")
+        c = CALIBRATION_COLORS.get(key, "0.4")
+        lo, hi = (sub["low"] / sub["predicted_mfu"]).iloc[0], (sub["high"] / sub["predicted_mfu"]).iloc[0]
+        ys = np.arange(y, y + len(sub))
+        ax_r.fill_betweenx([y - 0.5, y + len(sub) - 0.5], lo, hi, color=c, alpha=0.12, lw=0)
+        for yy, v, cal in zip(ys, sub["residual"], sub["calibration"]):
+            ax_r.plot([v], [yy], ls="none", marker="o", ms=4.5, mec=c, mfc=c if cal else "white")
+        ax_r.text(hi, y + len(sub) - 0.9, f" {key[0]} {key[1].upper()}: x{lo:.2f} to x{hi:.2f}", fontsize=7,
+                  color=c, va="top")
+        labels += [r if len(r) <= 62 else r[:60] + "..." for r in sub["run"]]
+        y += len(sub) + 1
+        labels.append("")
+    ax_r.set_yticks(range(len(labels)), labels, fontsize=6.2)
+    ax_r.set_ylim(len(labels) - 1, -1)
+    ax_r.set_xscale("log")
+    ax_r.set_xlim(0.4, 2.6)
+    ax_r.xaxis.set_minor_locator(NullLocator())
+    ticks = [0.5, 0.67, 0.8, 1, 1.25, 1.5, 2]
+    ax_r.set_xticks(ticks, [f"x{t:g}" for t in ticks], fontsize=7.5)
+    ax_r.axvline(1, color="0.3", lw=0.8, ls="--")
+    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the generation's range", fontsize=8)
+    ax_r.spines[["top", "right"]].set_visible(False)
+
+    inside = int(df["inside"].sum())
+    lines = [f"{inside} of {len(df)} published runs inside their generation's range "
+             f"({int(df['calibration'].sum())} calibration, {int((~df['calibration']).sum())} held out)"]
+    for key in groups:
+        sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])]
+        lo, hi = (sub["low"] / sub["predicted_mfu"]).iloc[0], (sub["high"] / sub["predicted_mfu"]).iloc[0]
+        lines.append(f"{key[0]} {key[1]}: {len(sub)} runs, residuals x{sub['residual'].min():.2f} to "
+                     f"x{sub['residual'].max():.2f}, range x{lo:.2f} to x{hi:.2f} (width {hi / lo:.2f}x)")
+    for r in df.itertuples():
+        lines.append(f"{r.run}: implied {r.implied_mfu:.1%}, predicted {r.predicted_mfu:.1%}, "
+                     f"x{r.residual:.2f}{'' if r.calibration else ' (held out)'}")
+    return View(fig, "\n".join(lines))
 
 
 TIME_GPU_COUNTS = (1, 8, 64, 512, 4096, 32768)
@@ -86,11 +139,13 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
         a.set_ylabel(label)
         a.spines[["top", "right"]].set_visible(False)
     summary = (f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs\n"
-               f"{t.n_gpus:,} x {t.gpu} at MFU {t.mfu:.0%} ({t.mfu_low:.0%}-{t.mfu_high:.0%}): "
+               f"{t.n_gpus:,} x {t.gpu} at {'the calibrated ' if mfu is None else 'a given '}MFU {t.mfu:.0%} "
+               f"({t.mfu_low:.0%}-{t.mfu_high:.0%}): "
                f"{t.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, {t.days:,.1f} days "
                f"({t.days_low:,.1f}-{t.days_high:,.1f}), {t.gpu_hours:,.0f} GPU-hours, "
                f"${t.cost_usd:,.0f} (${t.cost_usd_low:,.0f}-${t.cost_usd_high:,.0f}) "
-               f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour")
+               f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour"
+               + "".join(f"\nwarning: {w}" for w in t.warnings))
     return FixedView(fig, summary)
 
 
@@ -403,7 +458,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
 
     # ---- right, bottom: where the step's time goes
     _step_time_bars(ax_t, st, fontsize=7.5)
-    ax_t.set_xlabel(f"seconds per step (communication before the {ovl:.0%} overlap)", fontsize=7.5)
+    ax_t.set_xlabel("seconds per step (communication before overlap, "
+                    + ("hidden group by group)" if ovl is None else f"{ovl:.0%} of it hidden)"), fontsize=7.5)
     ax_t.set_title(f"step {st.step_s:.2f} s, MFU {r.mfu:.0%}: {r.days:,.1f} days, {_usd(r.cost_usd)}",
                    fontsize=8.5, loc="left")
 
@@ -422,6 +478,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
              f"{st.comm_by_group_s['tp']:.2f}, pp {st.comm_by_group_s['pp']:.2f} before overlap); MFU {r.mfu:.0%}",
              f"  {r.days:,.1f} days ({r.days_low:,.1f}-{r.days_high:,.1f}), {r.gpu_hours:,.0f} GPU-hours, "
              f"{_usd(r.cost_usd)} ({_usd(r.cost_usd_low)}-{_usd(r.cost_usd_high)})",
+             *([f"assumes: {plans.attrs['assumes']}"] if plans.attrs.get("assumes") else []),
              "the front, cheapest first:"]
     for index, line in groups["front_lines"]:
         lines.append(f"{'>' if index == highlight else ' '}{line}")

@@ -28,7 +28,7 @@ from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHA
                       gpus_per_line_cap, inference_memory_widget, max_micro_batch_widget, model_states_widget,
                       parameter_counts_widget)
 from .serve_tune import _FINETUNE_SEQS, finetune_widget, serving_widget
-from .time_money import (PLAN_BUDGETS, PLAN_DEADLINES, TOKEN_BUDGETS, _front_options, _set_front_options,
+from .time_money import (PLAN_BUDGETS, PLAN_DEADLINES, TIME_MFUS, TOKEN_BUDGETS, _front_options, _set_front_options,
                          cost_widget, planner_widget, seed_audit_widget, training_time_widget)
 
 # the factories, in book order

@@ -21,11 +21,17 @@ from .dashboard import FIGURE_MAX_PX, Dashboard
 TOKEN_BUDGETS = (("1B", 1e9), ("10B", 1e10), ("100B", 1e11), ("1T", 1e12), ("2T", 2e12), ("15T", 15e12))
 
 
+#: The MFU choices of the chapter 10 widget: "calibrated" (0.0) is the library's estimate for the run, with
+#: its generation's range (:func:`~llmsizing.time_cost.mfu_estimate`); a number is taken as exact.
+TIME_MFUS = (("calibrated", 0.0),) + tuple((f"{m / 100:.2f}", m / 100) for m in range(5, 75, 5))
+
+
 def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
-    """Chapter 10: days and cost of a run against the GPU count (:func:`~llmsizing.charts.render_training_time`)."""
+    """Chapter 10: days and cost of a run against the GPU count (:func:`~llmsizing.charts.render_training_time`),
+    at the calibrated MFU (default) or one chosen exactly."""
     def render(model, tokens, gpu, seq, n_gpus, mfu, into=None):
         return charts.render_training_time(model, tokens=tokens, gpu=gpu, seq=seq, n_gpus=n_gpus,
-                                           mfu=None if mfu == 0.40 else mfu, into=into)
+                                           mfu=mfu or None, into=into)
 
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
@@ -34,8 +40,7 @@ def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
         "n_gpus": W.SelectionSlider(options=[2**k for k in range(16)], value=1024, description="GPUs",
                                     **_style()),
-        "mfu": W.FloatSlider(value=0.40, min=0.05, max=0.70, step=0.05, description="MFU",
-                             readout_format=".2f", **_style()),
+        "mfu": W.Dropdown(options=TIME_MFUS, value=0.0, description="MFU", **_style()),
     }
     return Dashboard(render, controls)
 
