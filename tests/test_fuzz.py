@@ -106,7 +106,7 @@ def models() -> Arg:
 
 def gpus() -> Arg:
     return Arg(st.one_of(st.sampled_from(list_gpus()), st.just("h100 sxm")),
-               st.sampled_from(["H100", "A100", "B300", "", None, 80]))
+               st.sampled_from(["H100", "A100", "B400", "", None, 80]))
 
 
 def parallels() -> Arg:
@@ -344,7 +344,8 @@ FUNCTIONS = {
     "step_compute_time_s": Spec(lambda parallel, **kw: L.step_compute_time_s(parallel=_parallel(parallel), **kw),
                                 dict(model=models(), parallel=parallels(), batch=ints(1, 64), seq=ints(1, 131072),
                                      gpu=gpus(), grad_accum=ints(1, 256), recompute=RECOMPUTES,
-                                     mfu=Arg(st.floats(0.05, 1.0), st.sampled_from([0, 1.5, -0.1, "0.4", None]))),
+                                     kernel_efficiency=Arg(st.one_of(st.none(), st.floats(0.05, 1.0)),
+                                                           st.sampled_from([0, 1.5, -0.1, "0.4"]))),
                                 aliases={"parallel": PARALLEL_WORDS}),
     "link_bandwidth_one_way_gbps": Spec(hardware.link_bandwidth_one_way_gbps, dict(gpu=gpus())),
 }

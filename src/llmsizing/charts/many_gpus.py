@@ -468,7 +468,7 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     # full bars, pale for the communication; the exposed share drawn solid over them
     names = list(st.parts())
     full = [st.parts()[k] for k in names]
-    colors = [EXPLORER_TIME_COLORS[k] if k in ("compute", "pipeline bubble") else "#DDDDDD" for k in names]
+    colors = [EXPLORER_TIME_COLORS[k] if k in ("compute", "pipeline bubble") else "0.85" for k in names]
     ys = np.arange(len(names))
     _fast_hbars(ax_t, ys, full, colors=colors)
     groups = [k for k in names if k in exposed]
