@@ -36,7 +36,7 @@ from .hardware import kernel_efficiency as default_efficiency
 from .model import Model
 from .network import GroupLink, Node, get_node, group_link, latency_steps
 from .parallel import Parallel, layers_per_stage, resolve_parallel
-from .precision import DTYPE_BYTES, RECIPES
+from .precision import DTYPE_BYTES, RECIPES, check_recipe
 
 #: Columns of :meth:`Communication.to_frame`.
 COMM_COLUMNS = ("collective", "group", "group_size", "link", "calls", "message_bytes", "bytes_per_gpu",
@@ -178,7 +178,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     par = resolve_parallel(parallel, model)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     m = check_int("grad_accum", grad_accum)
-    recipe = RECIPES[check_choice("precision", precision, RECIPES)]
+    recipe = RECIPES[check_recipe("precision", precision)]
     check_choice("recompute", recompute, ("none", "selective", "full"))
     nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
     links = group_network(par, gpu, node=nd)
@@ -396,7 +396,7 @@ def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
         raise ValueError("parallel.offload is 'none': offload_time needs offload='optimizer' (ZeRO >= 1) or "
                          "'optimizer+params' (ZeRO-3)")
     m = check_int("grad_accum", grad_accum)
-    recipe = RECIPES[check_choice("precision", precision, RECIPES)]
+    recipe = RECIPES[check_recipe("precision", precision)]
     link = check_number("host_link_gbps", host_link_gbps, minimum=MIN_GPU_SPEED)
     mem = check_number("host_memory_gbps", host_memory_gbps, minimum=MIN_GPU_SPEED)
     part = max(stage_params(model, par)) / par.dp

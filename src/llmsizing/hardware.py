@@ -170,13 +170,13 @@ def _decode_terms(model, gpu, context, weights, kv_cache, compute):
     from .catalog import get_gpu, resolve_model
     from .flops import forward_flops_per_token
     from .inference import kv_cache_bytes_per_token, kv_cached_tokens, weights_bytes
-    from .precision import DTYPES
+    from .precision import KV_DTYPES, WEIGHT_DTYPES
 
     m = resolve_model(model)
     g = get_gpu(gpu)
     context = check_int("context", context)
-    check_choice("weights", weights, DTYPES)
-    check_choice("kv_cache", kv_cache, DTYPES)
+    check_choice("weights", weights, WEIGHT_DTYPES)
+    check_choice("kv_cache", kv_cache, KV_DTYPES)
     check_choice("compute", compute, COMPUTE_DTYPES)
     cached = kv_cached_tokens(m, context)
     w = weights_bytes(m, weights)

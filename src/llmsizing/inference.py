@@ -14,39 +14,61 @@ from ._validate import check_bool, check_choice, check_int, check_number, check_
 from .catalog import resolve_model
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _frame, default_overhead_bytes
 from .model import Model
-from .precision import DTYPE_BYTES, DTYPES
+from .precision import DTYPE_BYTES, KV_DTYPES, STORED_FORMATS, WEIGHT_DTYPES, use_more_bits
 
 #: The rule of thumb the chapter checks: total = RULE_OF_THUMB x weights.
 RULE_OF_THUMB = 1.2
 
 
 def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool = False) -> float:
-    """Bytes of the weights stored in ``dtype``.
+    """Bytes of the weights stored in ``dtype`` (any of :data:`llmsizing.precision.WEIGHT_DTYPES`).
 
     Quantised formats (below 2 bytes) apply to the transformer blocks' linear layers only; embeddings,
-    LM head, norms and biases stay in bf16, as bitsandbytes, GPTQ and AWQ leave them by default.
-    ``int4`` is exactly half a byte: the group scales of GPTQ/AWQ (one fp16 scale per 128 weights, +3%, plus
-    zero points) are not counted; ``nf4`` includes its quantisation constants (QLoRA).
-    ``quantize_all=True`` gives the naive figure ``n_params x bytes`` instead (every tensor in ``dtype``), to
-    show how much the bf16 embeddings cost.
+    LM head, norms and biases stay in bf16, as vLLM's FP8, bitsandbytes, GPTQ and AWQ leave them by default.
+    ``int4`` is exactly half a byte (no scales); ``int4-g128`` adds AWQ/GPTQ's fp16 scale and 4-bit zero point
+    per group of 128 (4.156 bits); ``nf4`` includes its quantisation constants (QLoRA).
+    The GGUF file types (:data:`llmsizing.precision.STORED_FORMATS`: ``q8_0``, ``q6_k``, ``q4_0``, ``q4_k``,
+    ``q4_k_m``) follow llama.cpp's per-tensor choices instead: the embedding in the file type's block type, the
+    output matrix in Q6_K below Q8_0 (with tied embeddings, the embedding takes the output's type), Q4_K_M's
+    ``attn_v`` and ``ffn_down`` in Q6_K in the layers of :func:`llmsizing.precision.use_more_bits`, and
+    vectors in fp32.
+    ``quantize_all=True`` gives the naive figure ``n_params x bytes`` instead (every tensor in ``dtype``; a
+    GGUF mixture in its blocks' type), to show how much the 16-bit embeddings cost. Taught in chapter 3 and
+    chapter 15 ("Weight formats as engines store them").
     """
     model = resolve_model(model)
     check_bool("quantize_all", quantize_all)
-    bpe = DTYPE_BYTES[check_choice("dtype", dtype, DTYPES)]
-    if bpe >= 2 or quantize_all:
+    dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
+    gguf = STORED_FORMATS.get(dtype)
+    bpe = DTYPE_BYTES[gguf.blocks if gguf else dtype]
+    if quantize_all or (bpe >= 2 and not gguf):
         return model.n_params * bpe
     total = 0.0
-    for comp, _, shape, k in model.tensors():
+    for comp, name, shape, k in model.tensors():
         n = shape[0] * (shape[1] if len(shape) == 2 else 1) * k
-        quantised = comp in ("attention", "mlp") and len(shape) == 2
-        total += n * (bpe if quantised else DTYPE_BYTES["bf16"])
+        matrix = len(shape) == 2
+        if not gguf:
+            total += n * (bpe if comp in ("attention", "mlp") and matrix else DTYPE_BYTES["bf16"])
+            continue
+        if not matrix:
+            total += n * DTYPE_BYTES["fp32"]
+        elif comp == "lm_head" or (comp == "embedding" and model.tied_embeddings):
+            total += n * DTYPE_BYTES[gguf.lm_head]
+        elif comp in ("embedding", "position"):
+            total += n * DTYPE_BYTES[gguf.embedding]
+        elif gguf.more_bits and name in ("layers.v_proj.weight", "layers.down_proj.weight"):
+            bumped = sum(use_more_bits(i, k) for i in range(k))
+            per = n // k
+            total += per * (bumped * DTYPE_BYTES[gguf.more_bits] + (k - bumped) * bpe)
+        else:
+            total += n * bpe
     return total
 
 
 def kv_cache_bytes_per_token(model: Model | str, dtype: str = "bf16") -> float:
     """KV-cache bytes one token adds: ``2 (K and V) x layers x kv_heads x head_dim x bytes``."""
     model = resolve_model(model)
-    return 2 * model.layers * model.kv_heads * model.head_dim * DTYPE_BYTES[check_choice("dtype", dtype, DTYPES)]
+    return 2 * model.layers * model.kv_heads * model.head_dim * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
 
 
 def kv_cached_tokens(model: Model | str, context: int) -> int:
@@ -89,7 +111,8 @@ def inference_memory(model: Model | str, *, batch: int = 1, context: int = 4096,
                      kv_cache: str = "bf16", overhead_bytes: float | None = None) -> InferenceMemory:
     """Memory to serve ``model`` to ``batch`` sequences of ``context`` tokens (prompt + generated).
 
-    ``weights``/``kv_cache`` are dtypes from :data:`llmsizing.precision.DTYPES`. With a ``sliding_window``
+    ``weights`` is a format of :data:`llmsizing.precision.WEIGHT_DTYPES` (GGUF and AWQ/GPTQ included),
+    ``kv_cache`` one of :data:`llmsizing.precision.KV_DTYPES`. With a ``sliding_window``
     model the cache holds at most the window per sequence (:func:`kv_cached_tokens`). ``overhead_bytes`` defaults to
     :func:`llmsizing.memory.default_overhead_bytes` of weights + cache (1 GiB + 8%): CUDA context,
     workspaces, the transient activations of a forward pass and fragmentation. Taught in chapter 3.
@@ -97,8 +120,8 @@ def inference_memory(model: Model | str, *, batch: int = 1, context: int = 4096,
     model = resolve_model(model)
     batch = check_int("batch", batch)
     context = check_int("context", context)
-    check_choice("weights", weights, DTYPES)    # checked here so that an error names this function's argument
-    check_choice("kv_cache", kv_cache, DTYPES)
+    check_choice("weights", weights, WEIGHT_DTYPES)    # checked here: an error names this function's argument
+    check_choice("kv_cache", kv_cache, KV_DTYPES)
     w = weights_bytes(model, weights)
     kv = kv_cache_bytes_per_token(model, kv_cache) * batch * kv_cached_tokens(model, context)
     if overhead_bytes is None:
@@ -124,8 +147,8 @@ def rule_of_thumb_breakeven_tokens(model: Model | str, *, weights: str = "bf16",
     Returns a float (a token count; compare it with ``batch * context``). Taught in chapter 3.
     """
     model = resolve_model(model)
-    check_choice("weights", weights, DTYPES)
-    check_choice("kv_cache", kv_cache, DTYPES)
+    check_choice("weights", weights, WEIGHT_DTYPES)
+    check_choice("kv_cache", kv_cache, KV_DTYPES)
     w = weights_bytes(model, weights)
     per_token = kv_cache_bytes_per_token(model, kv_cache)
     margin = (RULE_OF_THUMB - 1) * w

@@ -14,7 +14,7 @@ from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, 
 from .catalog import resolve_model
 from .model import Model
 from .parallel import Parallel, layers_per_stage, resolve_parallel
-from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES
+from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .units import GiB
 
 #: A fixed allowance for what no formula here models: the CUDA context and kernels (~0.3-0.6 GiB with
@@ -112,7 +112,7 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     matrices). Taught in chapter 2; the exact split in Part II.
     """
     model = resolve_model(model)
-    check_choice("precision", precision, RECIPES)
+    check_recipe("precision", precision)
     elements = optimizer_state_elements(model, optimizer)
     par = resolve_parallel(parallel, model)
     on_rank = max(stage_params(model, par)) if par.tp * par.pp > 1 else float(model.n_params)
@@ -128,7 +128,7 @@ def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", opt
     the tensor shapes: build a :class:`~llmsizing.model.Model` for it). Taught in chapter 2.
     """
     n = check_int("n_params", n_params)
-    check_choice("precision", precision, RECIPES)
+    check_recipe("precision", precision)
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
     if opt.factored:
         raise ValueError(f"optimizer={optimizer!r} has a factored state that depends on the tensor shapes: "
@@ -242,7 +242,7 @@ def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=Non
 
     model = resolve_model(model)
     precisions = (list(RECIPES) if precisions is None else
-                  [check_choice("precision", p, RECIPES)
+                  [check_recipe("precision", p)
                    for p in check_sequence("precisions", precisions, example="['bf16-mixed', 'fp32']")])
     optimizers = (list(OPTIMIZERS) if optimizers is None else
                   [check_choice("optimizer", o, OPTIMIZERS)
@@ -300,7 +300,7 @@ def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mi
     """
     model = resolve_model(model)
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
-    check_choice("precision", precision, RECIPES)
+    check_recipe("precision", precision)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     par = resolve_parallel(parallel, model)
     if optimizer not in ("adam", "adamw") or impl == "fused":
@@ -568,7 +568,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     grad_accum = check_int("grad_accum", grad_accum)
     stack = check_choice("stack", stack, STACKS)
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
-    check_choice("precision", precision, RECIPES)
+    check_recipe("precision", precision)
     par = resolve_parallel(parallel, model)
     recipe = RECIPES[precision]
     amp = recipe.autocast
@@ -665,7 +665,7 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     it). Taught in chapter 7.
     """
     model = resolve_model(model)
-    check_choice("precision", precision, RECIPES)
+    check_recipe("precision", precision)
     par = resolve_parallel(parallel, model)
     if par.zero < 3:
         return 0.0

@@ -53,7 +53,7 @@ from .parallel import check_layout
 
 #: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
 #: bytes read, not the FLOPs (the matmuls still run in ``compute``).
-WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4")
+WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "int4-g128", "q8_0", "q6_k", "q4_0", "q4_k", "q4_k_m")
 #: KV-cache formats (vLLM's ``kv_cache_dtype``: auto = the model's 16 bits, or fp8).
 KV_FORMATS = ("bf16", "fp16", "fp8", "int8")
 

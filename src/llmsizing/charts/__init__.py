@@ -55,8 +55,9 @@ from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _l
                          _plan_label, _rect)
 
 # Part IV, serving and fine-tuning (ch 15-16).
-from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, render_finetune_memory, render_serving_cost,
-                         render_serving_curve)
+from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, SPECULATIVE_COLORS, SPECULATIVE_KS,
+                         render_finetune_memory, render_serving_cost, render_serving_curve,
+                         render_speculative_speedup)
 from .serve_tune import _POINT  # noqa: F401
 
 __all__ = [

@@ -1,7 +1,8 @@
 """Part IV, serving and tuning (chapters 15-16). Chapter 15, serving: latency against throughput as the batch
-grows, with the decode step and the prefill on the GPU's roofline (:func:`render_serving_curve`), and the cost
-per million output tokens on each GPU type (:func:`render_serving_cost`); the decode roofline chapter 15 also
-shows is chapter 6's (:func:`llmsizing.charts.many_gpus.render_decode_roofline`). Chapter 16, fine-tuning on a
+grows, with the decode step and the prefill on the GPU's roofline (:func:`render_serving_curve`), the cost
+per million output tokens on each GPU type (:func:`render_serving_cost`), and speculative decoding's speed-up
+against the acceptance rate (:func:`render_speculative_speedup`); the decode roofline chapter 15 also shows is
+chapter 6's (:func:`llmsizing.charts.many_gpus.render_decode_roofline`). Chapter 16, fine-tuning on a
 budget: one GPU's memory for full fine-tuning, LoRA and QLoRA (:func:`render_finetune_memory`).
 
 No formula lives here: render functions only call the library and draw.
@@ -141,6 +142,44 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
             lines.append(f"{n:<10s} {int(r['tp']):>3d} {int(r['batch']):>6d} {r['itl_s'] * 1e3:>7.1f} "
                          f"{r['output_tokens_per_s_per_gpu']:>10,.0f} {r['price_usd_per_gpu_hour']:>6.2f} "
                          f"{r['usd_per_million_output_tokens']:>8.3f} {r['usd_per_million_input_tokens']:>7.3f}")
+    return View(fig, "\n".join(lines))
+
+
+#: The draft lengths chapter 15's speculative-decoding figure draws, and their colours.
+SPECULATIVE_KS = (2, 4, 8)
+SPECULATIVE_COLORS = dict(zip(SPECULATIVE_KS, ("#56B4E9", "#0072B2", "#D55E00")))
+
+
+def render_speculative_speedup(model="llama-3-70b", draft="llama-3-8b", gpu: str = "H200", weights: str = "fp8",
+                               batch: int = 1, context: int = 1024, ks=SPECULATIVE_KS) -> View:
+    """Chapter 15: speculative decoding's speed-up over plain decoding against the per-token acceptance rate,
+    one line per draft length ``k`` (:func:`llmsizing.speculative.speculative_decoding`), with 1 (no gain)
+    marked. The summary lists the speed-up at a few acceptance rates."""
+    import numpy as np
+
+    from ..speculative import speculative_decoding
+
+    rates = np.linspace(0.0, 0.95, 39)
+    fig, ax = new_figure(6.4, 3.4)
+    rows = {}
+    for k in ks:
+        ups = [speculative_decoding(model, draft, gpu, k=k, acceptance=float(a), batch=batch, context=context,
+                                    weights=weights).speedup for a in rates]
+        rows[k] = dict(zip(np.round(rates, 3), ups))
+        ax.plot(rates, ups, color=SPECULATIVE_COLORS.get(k, "0.4"), lw=1.8, label=f"k = {k}")
+    ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
+    ax.set_xlabel("per-token acceptance rate a")
+    ax.set_ylabel("speed-up over plain decoding")
+    ax.set_xlim(0, 0.95)
+    ax.set_ylim(0, None)
+    ax.legend(frameon=False, fontsize=8, loc="upper left")
+    ax.set_title(f"{model} checked by itself, {draft} drafting, {weights}, one {gpu} each, batch {batch}",
+                 fontsize=9, loc="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    shown = (0.5, 0.7, 0.8, 0.9)
+    lines = ["k    " + " ".join(f"a={a:<5g}" for a in shown)]
+    for k in ks:
+        lines.append(f"{k:<4d} " + " ".join(f"{rows[k][a]:>7.2f}" for a in shown))
     return View(fig, "\n".join(lines))
 
 

@@ -189,7 +189,7 @@ _CONTEXTS = [2**k for k in range(7, 18)]
 def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
     """Chapter 3: model x context x batch x weight dtype x KV-cache dtype -> weights + KV cache + overhead,
     next to the 1.2 x weights rule of thumb and the chosen GPUs' capacities."""
-    from ..precision import DTYPES
+    from ..precision import WEIGHT_DTYPES
 
     contexts = _up_to_max_seq(_CONTEXTS, get_model(model))
     controls = {
@@ -197,7 +197,7 @@ def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
         "context": W.SelectionSlider(options=[(f"{c:,}", c) for c in contexts], value=min(8192, contexts[-1]),
                                      description="context", **_style()),
         "batch": W.IntSlider(value=1, min=1, max=256, description="batch", **_style()),
-        "weights": W.Dropdown(options=list(DTYPES), value="bf16", description="weights dtype", **_style()),
+        "weights": W.Dropdown(options=list(WEIGHT_DTYPES), value="bf16", description="weights dtype", **_style()),
         "kv_cache": W.Dropdown(options=["fp32", "bf16", "fp16", "fp8", "int8"], value="bf16",
                                description="KV-cache dtype", **_style()),
         "gpus": _gpu_multiselect(("A10", "L40S", "H100 SXM", "H200"), "GPUs"),

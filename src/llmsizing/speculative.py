@@ -1,0 +1,179 @@
+"""Speculative decoding: a small draft model proposes ``k`` tokens, the target checks them in one step
+(chapter 15, "Speculative decoding").
+
+Sources: Leviathan, Kalman & Matias 2023, "Fast Inference from Transformers via Speculative Decoding" (ICML;
+Sec. 3.1 and Theorem 3.8), and Chen et al. 2023, "Accelerating Large Language Model Decoding with Speculative
+Sampling" (DeepMind), who derived the same scheme independently. Their modified rejection sampling keeps the
+target's output distribution exactly, so the speed-up costs no quality.
+
+One round, per sequence:
+
+* the draft runs ``k`` decode steps and proposes ``k`` tokens;
+* the target runs once over the ``k + 1`` positions (the ``k`` guesses and the token after the last one) and
+  accepts a prefix of the guesses. If each guess is accepted with probability ``a``, independently (the
+  papers' simplifying assumption), the round yields ``(1 - a^(k+1)) / (1 - a)`` tokens on average
+  (Leviathan et al., Eq. 1): between 1 (every guess rejected, the target still gives one token) and ``k + 1``.
+
+The cost of a round is the target's verify step plus ``k`` draft steps. Both are decode steps on the roofline
+(:func:`llmsizing.hardware.decode_step_roofline`), each bound at an achieved fraction of the peak, as in
+:mod:`llmsizing.serve`: ``max(bytes / (HBM x mbu), FLOPs / (peak x mfu))``. The verify step reads the weights
+and the KV cache once, like a plain decode step, but does ``k + 1`` times its FLOPs. While the batch is small
+the step is memory-bound and verifying ``k + 1`` tokens costs about as much as generating one: that is the
+whole trick. As the batch grows the step nears the ridge point, the extra FLOPs stop being free, and the
+speed-up falls below 1 (:func:`speculative_breakeven_batch`).
+
+Left out: tensor parallelism (one GPU each, as in the roofline), the draft's own KV cache in memory, tree
+attention and multi-head drafts (Medusa, EAGLE), and the fixed per-step costs (launches, sampling) that make
+the draft's steps dearer than their bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._validate import check_fraction, check_int, check_number
+from .catalog import resolve_model
+from .hardware import decode_step_roofline
+from .serve import MBU_DEFAULT, MFU_DEFAULT
+
+#: The largest draft length accepted: engines use 1-10 (vLLM's ``num_speculative_tokens``); beyond 64 the
+#: expected yield no longer changes for any acceptance rate below 1.
+MAX_DRAFT_TOKENS = 64
+#: The largest batch :func:`speculative_breakeven_batch` searches.
+MAX_BREAKEVEN_BATCH = 65536
+
+
+def check_acceptance(acceptance) -> float:
+    """Return the per-token acceptance rate as a float in [0, 1), or raise naming ``acceptance``. 1 is refused:
+    a draft that is never wrong is the target itself, and the expected yield's formula divides by ``1 - a``."""
+    a = check_number("acceptance", acceptance, maximum=1.0)
+    if a >= 1.0:
+        raise ValueError(f"acceptance must be in [0, 1), got {a:g}: a draft accepted every time is the target")
+    return a
+
+
+def expected_tokens_per_step(acceptance: float, k: int) -> float:
+    """Tokens one verify step of the target yields on average: ``(1 - a^(k+1)) / (1 - a)`` with ``a`` the
+    per-token acceptance rate and ``k`` the draft length (Leviathan et al. 2023, Eq. 1). It is 1 at ``a = 0``
+    and tends to ``k + 1`` as ``a`` nears 1. Taught in chapter 15."""
+    a = check_acceptance(acceptance)
+    k = check_int("k", k, maximum=MAX_DRAFT_TOKENS)
+    return (1 - a ** (k + 1)) / (1 - a)
+
+
+def speedup_from_cost_ratio(acceptance: float, k: int, cost_ratio: float) -> float:
+    """Leviathan et al.'s improvement factor (Theorem 3.8): ``(1 - a^(k+1)) / ((1 - a)(k c + 1))`` with ``c``
+    the cost of one draft step over one target step (``cost_ratio``, > 0), and the verify step priced as one
+    target step. The memory-bound limit of :func:`speculative_decoding`. Taught in chapter 15."""
+    c = check_number("cost_ratio", cost_ratio, allow_equal=False, maximum=1e6)
+    k = check_int("k", k, maximum=MAX_DRAFT_TOKENS)
+    return expected_tokens_per_step(acceptance, k) / (k * c + 1)
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """One target + draft pair decoding ``batch`` sequences at ``context`` tokens on one GPU each
+    (:func:`speculative_decoding`). Times in seconds."""
+
+    model: str
+    draft: str
+    gpu: str
+    k: int
+    acceptance: float
+    batch: int
+    context: int
+    target_step_s: float         # one plain decode step of the target (its ITL without speculation)
+    verify_step_s: float         # the target over k + 1 positions per sequence
+    draft_step_s: float          # one decode step of the draft
+    verify_bound: str            # "memory" or "compute": which bound sets the verify step
+    tokens_per_step: float       # expected tokens per round, (1 - a^(k+1)) / (1 - a)
+
+    @property
+    def round_s(self) -> float:
+        """One round: ``k`` draft steps and one verify step."""
+        return self.k * self.draft_step_s + self.verify_step_s
+
+    @property
+    def itl_s(self) -> float:
+        """Mean time between output tokens: the round over the tokens it yields."""
+        return self.round_s / self.tokens_per_step
+
+    @property
+    def speedup(self) -> float:
+        """Plain decoding's ITL over speculative decoding's: above 1 it pays."""
+        return self.target_step_s / self.itl_s
+
+    @property
+    def cost_ratio(self) -> float:
+        """A draft step over a plain target step: Leviathan et al.'s ``c``."""
+        return self.draft_step_s / self.target_step_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens per second per sequence."""
+        return 1.0 / self.itl_s
+
+
+def _step_s(roofline, mbu: float, mfu: float, flops_factor: float = 1.0) -> tuple[float, str]:
+    memory = roofline.memory_time_s / mbu
+    compute = flops_factor * roofline.compute_time_s / mfu
+    return max(memory, compute), ("memory" if memory >= compute else "compute")
+
+
+def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0.8, batch: int = 1,
+                         context: int = 1024, weights: str = "bf16", draft_weights: str | None = None,
+                         kv_cache: str = "bf16", compute: str = "bf16", mbu: float = MBU_DEFAULT,
+                         mfu: float = MFU_DEFAULT) -> Speculative:
+    """ITL and speed-up of speculative decoding with ``draft`` proposing ``k`` tokens that the target
+    ``model`` accepts with probability ``acceptance`` each.
+
+    Steps come from :func:`llmsizing.hardware.decode_step_roofline` at ``batch`` and ``context``, each priced
+    at ``max(memory time / mbu, compute time / mfu)``: the plain target step, the draft step (in
+    ``draft_weights``, default ``weights``), and the verify step, which reads what a plain step reads and does
+    ``k + 1`` times its FLOPs. A round is ``k`` draft steps plus one verify step and yields
+    :func:`expected_tokens_per_step` tokens. Draft and target must share a vocabulary: the draft's tokens are
+    the target's. Taught in chapter 15.
+    """
+    m, d = resolve_model(model), resolve_model(draft)
+    if d.vocab != m.vocab:
+        raise ValueError(f"draft {d.name!r} has a vocabulary of {d.vocab:,} tokens and the model {m.name!r} "
+                         f"{m.vocab:,}: a draft must share the target's tokenizer")
+    a = check_acceptance(acceptance)
+    k = check_int("k", k, maximum=MAX_DRAFT_TOKENS)
+    batch = check_int("batch", batch)
+    mbu = check_fraction("mbu", mbu)
+    mfu = check_fraction("mfu", mfu)
+    kw = dict(batch=batch, context=context, kv_cache=kv_cache, compute=compute)
+    target = decode_step_roofline(m, gpu, weights=weights, **kw)
+    small = decode_step_roofline(d, gpu, weights=weights if draft_weights is None else draft_weights, **kw)
+    plain_s, _ = _step_s(target, mbu, mfu)
+    verify_s, bound = _step_s(target, mbu, mfu, flops_factor=k + 1)
+    draft_s, _ = _step_s(small, mbu, mfu)
+    return Speculative(model=m.name, draft=d.name, gpu=target.gpu, k=k, acceptance=a, batch=batch,
+                       context=target.context, target_step_s=plain_s, verify_step_s=verify_s, draft_step_s=draft_s,
+                       verify_bound=bound, tokens_per_step=expected_tokens_per_step(a, k))
+
+
+def speculative_breakeven_batch(model, draft, gpu, **kwargs) -> int | None:
+    """The smallest batch at which speculative decoding stops paying (speed-up <= 1), or ``None`` if it still
+    pays at :data:`MAX_BREAKEVEN_BATCH`. Doubling from 1, then bisection: the speed-up only falls as the batch
+    grows (the verify step's ``k + 1`` times the FLOPs meet the ridge point sooner than a plain step's).
+    Keywords go to :func:`speculative_decoding` (``batch`` excepted). Taught in chapter 15."""
+    if "batch" in kwargs:
+        raise TypeError("speculative_breakeven_batch searches the batch: do not pass batch")
+
+    def pays(b: int) -> bool:
+        return speculative_decoding(model, draft, gpu, batch=b, **kwargs).speedup > 1.0
+
+    if not pays(1):
+        return 1
+    lo = 1
+    while lo * 2 <= MAX_BREAKEVEN_BATCH and pays(lo * 2):
+        lo *= 2
+    hi = lo * 2
+    if hi > MAX_BREAKEVEN_BATCH:
+        return None
+    while hi - lo > 1:            # pays(lo), not pays(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if pays(mid) else (lo, mid)
+    return hi

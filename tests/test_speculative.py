@@ -1,0 +1,156 @@
+"""Speculative decoding (chapter 15) and the weight formats engines store (chapters 3 and 15), checked against
+hand arithmetic and against published GGUF file sizes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from llmsizing.catalog import resolve_model
+from llmsizing.hardware import decode_step_roofline
+from llmsizing.inference import inference_memory, kv_cache_bytes_per_token, weights_bytes
+from llmsizing.memory import model_states
+from llmsizing.precision import DTYPE_BYTES, use_more_bits
+from llmsizing.serve import serving
+from llmsizing.speculative import (expected_tokens_per_step, speculative_breakeven_batch, speculative_decoding,
+                                   speedup_from_cost_ratio)
+
+PAIR = dict(model="llama-3-70b", draft="llama-3-8b", gpu="H200", weights="fp8")
+
+
+# ------------------------------------------------------------------ the expected yield of one round
+@pytest.mark.parametrize("a, k, tokens", [
+    (0.0, 4, 1.0),                       # every guess rejected: the target still gives one token
+    (0.5, 1, 1.5),                       # 1 + 0.5
+    (0.5, 2, 1.75),                      # 1 + 0.5 + 0.25
+    (0.8, 4, 3.3616),                    # (1 - 0.8^5) / 0.2 = (1 - 0.32768) / 0.2
+    (0.9, 8, (1 - 0.9**9) / 0.1),
+])
+def test_expected_tokens_by_hand(a, k, tokens):
+    assert expected_tokens_per_step(a, k) == pytest.approx(tokens, rel=1e-12)
+
+
+def test_expected_tokens_tends_to_k_plus_one():
+    assert expected_tokens_per_step(0.999999, 4) == pytest.approx(5, rel=1e-5)
+
+
+def test_leviathan_improvement_factor_by_hand():
+    # a = 0.8, k = 4, c = 1/8: 3.3616 / (4/8 + 1) = 2.241066...
+    assert speedup_from_cost_ratio(0.8, 4, 0.125) == pytest.approx(3.3616 / 1.5, rel=1e-12)
+    # a free draft at a = 0.5, k = 2 buys exactly the yield: 1.75
+    assert speedup_from_cost_ratio(0.5, 2, 1e-12) == pytest.approx(1.75, rel=1e-9)
+
+
+@pytest.mark.parametrize("bad", [1.0, 1.5, -0.1, float("nan")])
+def test_acceptance_outside_zero_one_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match="acceptance"):
+        expected_tokens_per_step(bad, 4)
+
+
+@pytest.mark.parametrize("bad, err", [(0, ValueError), (65, ValueError), (2.0, TypeError), (True, TypeError)])
+def test_k_must_be_a_positive_int(bad, err):
+    with pytest.raises(err, match="k must be"):
+        expected_tokens_per_step(0.5, bad)
+
+
+# ------------------------------------------------------------------ on the roofline
+def test_batch_one_verify_costs_one_decode_step_and_matches_leviathan():
+    s = speculative_decoding(**PAIR, k=4, acceptance=0.8, batch=1, context=1024)
+    assert s.verify_bound == "memory"
+    assert s.verify_step_s == s.target_step_s              # k + 1 tokens cost what one does while memory-bound
+    # the plain step by hand: (fp8 weights + one sequence's KV) / (HBM x 0.8)
+    r = decode_step_roofline("llama-3-70b", "H200", batch=1, context=1024, weights="fp8")
+    by_hand = (weights_bytes("llama-3-70b", "fp8") + kv_cache_bytes_per_token("llama-3-70b") * 1024) / (4800e9 * 0.8)
+    assert r.memory_time_s / 0.8 == pytest.approx(by_hand, rel=1e-12)
+    assert s.target_step_s == pytest.approx(by_hand, rel=1e-12)
+    assert s.itl_s == pytest.approx((4 * s.draft_step_s + s.target_step_s) / 3.3616, rel=1e-12)
+    assert s.speedup == pytest.approx(speedup_from_cost_ratio(0.8, 4, s.cost_ratio), rel=1e-12)
+    assert 2.0 < s.speedup < 2.5
+    # the draft reads about an eighth of the target's bytes
+    assert 0.1 < s.cost_ratio < 0.15
+
+
+def test_large_batch_makes_the_verify_step_compute_bound_and_speculation_lose():
+    s = speculative_decoding(**PAIR, k=4, acceptance=0.8, batch=256)
+    assert s.verify_bound == "compute"
+    assert s.verify_step_s > 4 * s.target_step_s
+    assert s.speedup < 1
+
+
+def test_breakeven_batch_is_where_the_speedup_crosses_one():
+    b = speculative_breakeven_batch(**PAIR, k=4, acceptance=0.8)
+    assert b is not None and b > 1
+    assert speculative_decoding(**PAIR, k=4, acceptance=0.8, batch=b - 1).speedup > 1
+    assert speculative_decoding(**PAIR, k=4, acceptance=0.8, batch=b).speedup <= 1
+    with pytest.raises(TypeError, match="batch"):
+        speculative_breakeven_batch(**PAIR, batch=4)
+
+
+def test_a_worse_draft_or_a_longer_guess_at_low_acceptance_pays_less():
+    lo = speculative_decoding(**PAIR, k=4, acceptance=0.5).speedup
+    hi = speculative_decoding(**PAIR, k=4, acceptance=0.9).speedup
+    assert lo < hi
+    assert speculative_decoding(**PAIR, k=8, acceptance=0.3).speedup < speculative_decoding(
+        **PAIR, k=2, acceptance=0.3).speedup
+
+
+def test_a_draft_with_another_vocabulary_is_refused():
+    with pytest.raises(ValueError, match="draft 'llama-2-7b'.*tokenizer"):
+        speculative_decoding("llama-3-70b", "llama-2-7b", "H200", weights="fp8")
+
+
+# ------------------------------------------------------------------ weight formats as engines store them
+@pytest.mark.parametrize("fmt, bits", [("q8_0", 8.5), ("q4_0", 4.5), ("q4_k", 4.5), ("q6_k", 6.5625),
+                                       ("int4-g128", 4 + 20 / 128), ("fp8", 8), ("int4", 4)])
+def test_bits_per_weight_include_the_scales(fmt, bits):
+    assert DTYPE_BYTES[fmt] * 8 == pytest.approx(bits, rel=1e-12)
+
+
+def test_use_more_bits_picks_half_of_32_layers():
+    # first 4, last 4, and i = 6, 9, ..., 27 in between: 16 of 32
+    picked = [i for i in range(32) if use_more_bits(i, 32)]
+    assert picked == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+
+
+def test_q8_0_by_hand():
+    m = resolve_model("llama-3-8b")
+    vectors = sum(math.prod(s) * k for _, _, s, k in m.tensors() if len(s) == 1)
+    assert weights_bytes(m, "q8_0") == pytest.approx((m.n_params - vectors) * 8.5 / 8 + vectors * 4, rel=1e-12)
+
+
+@pytest.mark.parametrize("model, fmt, published_gb", [
+    ("llama-3-8b", "q8_0", 8.54),        # Meta-Llama-3-8B-Instruct GGUF (bartowski, Hugging Face)
+    ("llama-3-8b", "q4_k_m", 4.92),
+    ("llama-3-8b", "q6_k", 6.60),
+    ("llama-2-7b", "q4_k_m", 4.08),      # Llama-2-7B GGUF (TheBloke, Hugging Face)
+    ("llama-2-7b", "q4_0", 3.83),
+])
+def test_gguf_sizes_match_published_files(model, fmt, published_gb):
+    assert weights_bytes(model, fmt) / 1e9 == pytest.approx(published_gb, rel=0.01)
+
+
+def test_awq_keeps_embeddings_and_head_in_16_bits():
+    m = resolve_model("llama-3-8b")
+    head_and_embed = 2 * m.vocab * m.hidden
+    blocks = weights_bytes(m, "int4-g128") - head_and_embed * 2 - sum(
+        math.prod(s) * k * 2 for _, _, s, k in m.tensors() if len(s) == 1)
+    assert blocks == pytest.approx((m.n_params - head_and_embed - sum(
+        math.prod(s) * k for _, _, s, k in m.tensors() if len(s) == 1)) * 4.15625 / 8, rel=1e-12)
+    assert weights_bytes(m, "int4-g128") > weights_bytes(m, "int4")
+
+
+def test_formats_work_for_inference_and_serving():
+    assert inference_memory("llama-3-8b", weights="q4_k_m").weights_bytes == weights_bytes("llama-3-8b", "q4_k_m")
+    fast, slow = serving("llama-3-8b", "RTX 4090", weights="q4_k_m"), serving("llama-3-8b", "RTX 4090", weights="q8_0")
+    assert fast.itl_s < slow.itl_s
+
+
+def test_weight_only_formats_are_refused_for_the_kv_cache_and_training():
+    with pytest.raises(ValueError, match="kv_cache"):
+        inference_memory("llama-3-8b", kv_cache="q4_k")
+    with pytest.raises(ValueError, match="precision='q4_k_m' is a storage format for weights"):
+        model_states("llama-3-8b", precision="q4_k_m")
+    with pytest.raises(ValueError, match="precision='int4-g128' is a storage format"):
+        model_states("llama-3-8b", precision="int4-g128")
+    inference_memory("llama-3-8b", kv_cache="q8_0")          # llama.cpp's cache types stay allowed
