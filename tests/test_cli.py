@@ -242,3 +242,51 @@ def test_plan_explains_a_missed_deadline(capsys):
             "512", "--deadline-days", "1"]
     assert cli.main(argv) == 2
     assert "the fastest takes" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- finetune
+_FINETUNE = ["finetune", "llama-3-8b", "--method", "qlora", "--gpu", "A100 80GB", "--tokens", "20M", "--seq", "2048",
+             "--batch", "2"]
+
+
+def test_finetune_json_is_the_library(capsys):
+    from llmsizing.finetune_time import finetune_memory_per_gpu, finetune_time, max_batch_per_gpu, max_seq
+
+    assert cli.main(_FINETUNE + ["--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    t = finetune_time("llama-3-8b", gpu="A100 80GB", method="qlora", tokens=2e7, seq=2048, batch=2,
+                      recompute="full")
+    kw = dict(method="qlora", recompute="full")
+    assert row["cost_usd"] == pytest.approx(t.cost_usd) and row["days"] == pytest.approx(t.days)
+    assert row["memory_per_gpu_bytes"] == pytest.approx(
+        finetune_memory_per_gpu("llama-3-8b", batch=2, seq=2048, **kw).total_bytes)
+    assert row["max_batch"] == max_batch_per_gpu("llama-3-8b", "A100 80GB", seq=2048, **kw) > 2
+    assert row["max_seq"] == max_seq("llama-3-8b", "A100 80GB", batch=2, **kw) > 2048
+    # 20M tokens of QLoRA on an 8B model at ~1.3 s per 4,096 tokens: hours, not days, and tens of dollars
+    assert 0.5 < row["hours"] < 5 and row["cost_usd"] < 20
+
+
+def test_finetune_text_says_whether_it_fits(capsys):
+    assert cli.main(["finetune", "llama-3-70b", "--method", "lora"]) == 0
+    out = capsys.readouterr().out
+    assert "does NOT fit" in out and "largest micro-batch" in out and "0 x 2,048" in out
+    assert cli.main(["finetune", "llama-3-70b", "--method", "lora", "--gpus", "8", "--strategy", "fsdp"]) == 0
+    out = capsys.readouterr().out
+    assert "(fits" in out and "fsdp" in out and "adapter checkpoint" in out
+
+
+def test_finetune_csv_has_one_row(capsys):
+    assert cli.main(_FINETUNE + ["--csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("model,method,gpu")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (_FINETUNE + ["--method", "prefix"], "--method"), (_FINETUNE + ["--gpus", "0"], "--gpus"),
+    (_FINETUNE + ["--rank", "0"], "--rank"), (_FINETUNE + ["--epochs", "0"], "--epochs"),
+    (_FINETUNE + ["--strategy", "pipeline"], "--strategy"), (_FINETUNE + ["--seq", "1,5"], "thousands separator"),
+    (_FINETUNE + ["--tokens", "1,5M"], "thousands separator"), (_FINETUNE[:-2] + ["--gpu", "Z100"], "unknown GPU")])
+def test_finetune_refuses_bad_input(argv, message, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -24,6 +24,8 @@ EXAMPLES = """examples:
   llmsizing time llama-3.1-405b --tokens 15.6T --gpu "H100 SXM" --gpus 16384 --seq 8192 --mfu 0.38
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --gpu "H100 SXM" --gpu B200
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --deadline-days 30 --budget 2M --all
+  llmsizing finetune llama-3-8b --method lora --gpu "H100 SXM" --tokens 100M --seq 2048 --batch 4
+  llmsizing finetune llama-3-70b --method qlora --gpu "A100 80GB" --gpus 4 --strategy fsdp --tokens 50M --json
 """
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -279,6 +281,56 @@ def cmd_plan(args) -> None:
     _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')}):")
 
 
+def cmd_finetune(args) -> None:
+    """Memory per GPU, the largest micro-batch and context that fit, and time and cost of a fine-tune
+    (:mod:`llmsizing.finetune_time`)."""
+    import pandas as pd
+
+    from .catalog import get_gpu
+    from .finetune_time import (adapter_checkpoint_bytes, finetune_memory_per_gpu, finetune_time,
+                                max_batch_per_gpu, max_seq)
+
+    model = _model(args.model)
+    g = get_gpu(args.gpu)
+    mem_kw = dict(method=args.method, n_gpus=args.gpus, strategy=args.strategy, rank=args.rank,
+                  recompute=args.recompute)
+    m = finetune_memory_per_gpu(model, batch=args.batch, seq=args.seq, **mem_kw)
+    largest_batch = max_batch_per_gpu(model, g, seq=args.seq, **mem_kw)
+    largest_seq = max_seq(model, g, batch=args.batch, **mem_kw)
+    t = finetune_time(model, gpu=g, method=args.method, tokens=args.tokens, epochs=args.epochs, seq=args.seq,
+                      batch=args.batch, grad_accum=args.grad_accum, n_gpus=args.gpus, strategy=args.strategy,
+                      rank=args.rank, recompute=args.recompute, kernel_efficiency=args.kernel_efficiency,
+                      price_usd_per_gpu_hour=args.price)
+    adapter = 0.0 if args.method == "full" else adapter_checkpoint_bytes(model, rank=args.rank)
+    row = {**t.to_dict(), "rank": args.rank, "recompute": args.recompute,
+           "memory_per_gpu_bytes": m.total_bytes, "gpu_memory_bytes": float(g.memory_bytes),
+           "fits": bool(m.total_bytes <= 0.9 * g.memory_bytes), "max_batch": largest_batch, "max_seq": largest_seq,
+           "adapter_checkpoint_bytes": adapter}
+    if args.json or args.csv:
+        _emit(pd.DataFrame([row]).set_index("model"), args)
+        return
+    verdict = "fits" if row["fits"] else "does NOT fit"
+    where = f"{args.gpus:,} x {g.name}" + (f" ({args.strategy})" if args.gpus > 1 else "")
+    lines = {
+        "memory per GPU": f"{m.total_bytes / 2**30:,.1f} GiB ({verdict} in 90% of {g.memory_gib:,.1f} GiB)",
+        "largest micro-batch": f"{largest_batch:,} x {args.seq:,} tokens",
+        "largest context": f"{largest_seq:,} tokens at micro-batch {args.batch}",
+        "FLOPs per token": f"{t.flops.model_flops:.3g} ({t.flops.ratio_to_full:.0%} of full fine-tuning's)",
+        "step": f"{t.step_s:,.2f} s (compute {t.compute_s:,.2f}, dequantisation {t.dequant_s:,.2f}, "
+                f"exposed communication {t.exposed_comm_s:,.2f})",
+        "throughput": f"{t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.0%} at kernel efficiency "
+                      f"{t.kernel_efficiency:.0%}",
+        "time": f"{t.hours:,.1f} hours ({t.days:,.2f} days), {t.steps:,} steps",
+        "cost": f"{t.gpu_hours:,.1f} GPU-hours x ${t.price_usd_per_gpu_hour:.2f} = ${t.cost_usd:,.2f}",
+    }
+    if args.method != "full":
+        lines["adapter checkpoint"] = f"{adapter / 2**20:,.0f} MiB (fp32)"
+    out = pd.DataFrame({"value": lines})
+    _emit(out, args, title=f"{args.method} of {t.model} on {where}: {t.tokens:.3g} tokens "
+                           f"({args.epochs:g} epoch(s)), micro-batch {args.batch} x {args.seq:,}, "
+                           f"recompute {args.recompute}")
+
+
 def _add_output(p) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON records (for scripts)")
@@ -299,7 +351,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="llmsizing", description="How many GPUs? Memory, time and cost of training "
                                  "a language model, from the library behind the book.", epilog=EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{models,gpus,memory,time,plan}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{models,gpus,memory,time,plan,finetune}")
 
     p = sub.add_parser("models", help="the model catalogue")
     _add_output(p)
@@ -376,6 +428,32 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)
     p.set_defaults(func=cmd_plan)
+
+    from .finetune import METHODS
+    from .finetune_time import STRATEGIES
+
+    p = _command(sub, "finetune", "memory, largest batch and context, time and cost of a fine-tune",
+                 "Per-GPU memory of a LoRA, QLoRA or full fine-tuning step, the largest micro-batch and context "
+                 "that fit, and the time and cost of the run (finetune_time).")
+    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
+    p.add_argument("--method", choices=list(METHODS), default="lora")
+    p.add_argument("--rank", type=integer(1, 65536), default=16, help="LoRA rank (all linear layers; default 16)")
+    p.add_argument("--gpu", default="H100 SXM", help="a catalogue GPU (default: H100 SXM)")
+    p.add_argument("--gpus", type=integer(1, 65536), default=1, help="number of GPUs (default 1)")
+    p.add_argument("--strategy", choices=list(STRATEGIES), default="ddp",
+                   help="how several GPUs share the work: ddp replicates, fsdp/zero3 shard the base")
+    p.add_argument("--seq", type=integer(), default=2048, help="sequence length, tokens (default 2048)")
+    p.add_argument("--batch", type=integer(), default=1, help="micro-batch per GPU (default 1)")
+    p.add_argument("--grad-accum", type=integer(), default=1, help="micro-batches per optimizer step")
+    p.add_argument("--tokens", type=count, default=1e8, help="dataset tokens, e.g. 100M (default 100M)")
+    p.add_argument("--epochs", type=number(0, 1e6, inclusive=False), default=1.0, help="epochs (default 1)")
+    p.add_argument("--recompute", default="full", choices=list(RECOMPUTE),
+                   help="activation recomputation (default full: gradient checkpointing, as PEFT users run it)")
+    p.add_argument("--kernel-efficiency", type=number(0, 1, inclusive=False), default=None,
+                   help="share of the dense peak while computing (default: calibrated per GPU)")
+    p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
+    _add_output(p)
+    p.set_defaults(func=cmd_finetune)
     return ap
 
 

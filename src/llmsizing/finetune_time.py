@@ -1,0 +1,490 @@
+"""Fine-tuning time and cost, and LoRA/QLoRA over several GPUs (chapter 16, "Time and cost of a fine-tune").
+
+The memory of a fine-tuning step is :mod:`llmsizing.finetune`'s; this module adds what the step costs in time
+and money, and what splitting it over GPUs does to both.
+
+**FLOPs per token.** Full fine-tuning is training: :func:`~llmsizing.flops.training_flops_per_token`, a
+forward of ``2M`` (``M`` the weights that enter a matrix multiply, LM head included) plus the attention core,
+and a backward of twice that: ``2M`` for the gradients of the activations and ``2M`` for those of the weights.
+LoRA (Hu et al. 2021, Sec. 4.2: "we do not need to calculate the gradients or maintain the optimizer states for
+most parameters") freezes the base, so the ``2M`` of weight gradients is not computed; the activations'
+gradients still are, all the way down, because the adapters of every layer need them. The adapters add their
+own, small, ``6 P`` (``P`` = :func:`~llmsizing.finetune.lora_params`: ``2 P`` forward, ``2 P`` for their
+inputs' gradients and ``2 P`` for their weights'). So LoRA costs ``4M + 3 x attention + 6P`` per token against
+full fine-tuning's ``6M + 3 x attention``: about two thirds. Recomputation adds what
+:func:`~llmsizing.flops.training_flops_per_token` says it adds (full recomputation: a forward of the layers),
+plus the adapters' forward again with full recomputation. Nothing here is a second formula: the base's terms
+are read off :mod:`llmsizing.flops`.
+
+**QLoRA's dequantisation** (Dettmers et al. 2023, Sec. 3: "we dequantize the storage data type to the
+computation data type to perform the forward and backward pass"). bitsandbytes dequantises each nf4 block matrix
+to bf16 before its matmul, in the forward and again in the backward (the input gradient needs the weight), and
+once more in the forward that full recomputation reruns. Each dequantisation reads the nf4 bytes (with their
+constants, :data:`~llmsizing.precision.DTYPE_BYTES`) and writes two bytes per weight: it is memory-bound, so it
+is modelled **as time at the GPU's HBM bandwidth** (``dequant_bandwidth_fraction`` of it, default 0.8, the share
+of HBM bandwidth the book's decode steps reach), added to the arithmetic, not as a lower kernel efficiency.
+It is not calibrated against a measured QLoRA step: published comparisons of QLoRA and LoRA speed on the same
+GPU vary with batch, kernels and library version, and this repository holds none it could fit on. The model's
+slowdown is largest for small micro-batches (the weights are dequantised per micro-batch, whatever its size).
+
+**Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is the
+arithmetic at ``kernel_efficiency`` of the dense peak (default: the GPU generation's calibrated
+:func:`~llmsizing.hardware.kernel_efficiency`), plus the dequantisation, plus the communication the step cannot
+hide. ``tokens x epochs`` tokens take ``tokens x epochs / (tokens per step)`` steps; the GPU-hours and dollars
+follow (:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
+
+**Over several GPUs** (:data:`STRATEGIES`), all data-parallel:
+
+* ``"ddp"``: every GPU holds the whole frozen base and the adapters (memory: :func:`finetune_memory` as on one
+  GPU); after the backward the adapters' fp32 gradients are all-reduced once per step: tens of megabytes,
+  hidden behind the last micro-batch's backward.
+* ``"fsdp"``: the FSDP-QLoRA recipe (Answer.AI and Hugging Face, 2024: bitsandbytes' ``quant_storage`` lets FSDP
+  shard the packed 4-bit weights) and FSDP with a bf16 base for LoRA: the base (in the method's storage format),
+  the adapters and their optimizer states are sharded over the ``n`` GPUs; each unit (a block, the embedding,
+  the LM head) is all-gathered for its forward and again for its backward, and the adapters' gradients are
+  reduce-scattered every micro-batch. The gathers are prefetched behind the compute; what the compute cannot
+  hide is added.
+* ``"zero3"``: DeepSpeed ZeRO-3: the same arithmetic as ``"fsdp"`` (a sharded base, gathered unit by unit), as
+  Hugging Face's PEFT guides run it for LoRA in bf16. The two differ in implementation (flat parameters,
+  prefetch buckets), not in the bytes counted here.
+
+Full fine-tuning over several GPUs is plain training: :func:`~llmsizing.finetune.finetune_memory` with
+``Parallel(dp=n, zero=0 or 3)`` and :func:`~llmsizing.layouts.step_time` on the same layout.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._validate import check_choice, check_fraction, check_int, check_number
+from .catalog import get_gpu, gpu_price, resolve_model
+from .finetune import ALL_LINEAR, METHODS, block_matrices, finetune_memory, lora_params
+from .flops import RECOMPUTE, attention_flops_per_token, forward_flops_per_token, training_flops_per_token
+from .hardware import dense_tflops
+from .hardware import kernel_efficiency as default_kernel_efficiency
+from .memory import default_overhead_bytes
+from .model import Model
+from .precision import DTYPE_BYTES
+
+#: How LoRA/QLoRA (and full fine-tuning) are spread over several GPUs (module docstring).
+STRATEGIES = ("ddp", "fsdp", "zero3")
+
+#: FLOPs per adapter parameter and token: ``2`` forward, ``2`` for the gradient of its input, ``2`` for its own.
+ADAPTER_FLOPS_PER_PARAM = 6
+
+#: The share of HBM bandwidth QLoRA's dequantisation reaches (module docstring): the book's decode-step figure,
+#: an assumption, not a measurement of bitsandbytes' kernel.
+DEQUANT_BANDWIDTH_FRACTION = 0.8
+
+#: Bytes per number of the adapters' gradients as DDP all-reduces them and FSDP reduce-scatters them: fp32, as
+#: PEFT keeps the adapters on a 16-bit base (:mod:`llmsizing.finetune`).
+ADAPTER_GRAD_BYTES = 4
+
+
+def _base_dtype(method: str) -> str:
+    return "nf4" if method == "qlora" else "bf16"
+
+
+# =========================================================================== FLOPs
+@dataclass(frozen=True)
+class FinetuneFlops:
+    """FLOPs per token of one fine-tuning method (:func:`finetune_flops_per_token`). ``model_flops`` is what
+    the method needs (the count an MFU divides), ``hardware_flops`` adds what recomputation reruns.
+    ``weight_gradients_saved`` is the ``2M`` a frozen base does not compute (0 for full fine-tuning),
+    ``adapter_flops`` the adapters' own ``6P`` (and their rerun forward with full recomputation)."""
+
+    method: str
+    forward: float
+    weight_gradients_saved: float
+    adapter_flops: float
+    recompute_flops: float
+    full_finetune: float
+
+    @property
+    def model_flops(self) -> float:
+        return self.full_finetune - self.weight_gradients_saved + self.adapter_flops
+
+    @property
+    def hardware_flops(self) -> float:
+        return self.model_flops + self.recompute_flops
+
+    @property
+    def ratio_to_full(self) -> float:
+        """``model_flops`` over full fine-tuning's: about 2/3 for LoRA."""
+        return self.model_flops / self.full_finetune
+
+
+def finetune_flops_per_token(model: Model | str, *, method: str = "lora", seq: int, rank: int = 16,
+                             targets=ALL_LINEAR, recompute: str = "none", causal: bool = False) -> FinetuneFlops:
+    """FLOPs per token of a fine-tuning step (module docstring): full fine-tuning is
+    :func:`~llmsizing.flops.training_flops_per_token`; LoRA and QLoRA skip the frozen weights' gradients
+    (``2M``, with ``M`` the matmul weights, LM head included) and add the adapters' ``6P`` (Hu et al. 2021).
+    QLoRA's arithmetic is LoRA's (its dequantisation is memory traffic, :func:`dequant_bytes`)."""
+    model = resolve_model(model)
+    method = check_choice("method", method, METHODS)
+    recompute = check_choice("recompute", recompute, RECOMPUTE)
+    full = training_flops_per_token(model, seq=seq, causal=causal)
+    rerun = training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal) - full
+    forward = forward_flops_per_token(model, seq=seq, causal=causal)
+    if method == "full":
+        return FinetuneFlops("full", forward, 0.0, 0.0, rerun, full)
+    matmul_weights = (forward - attention_flops_per_token(model, seq=seq, causal=causal)) / 2
+    p = lora_params(model, rank=rank, targets=targets)
+    adapters = ADAPTER_FLOPS_PER_PARAM * p
+    adapter_rerun = 2 * p if recompute == "full" else 0.0        # the adapters sit inside the rerun layers
+    return FinetuneFlops(method, forward + 2 * p, 2 * matmul_weights, adapters, rerun + adapter_rerun, full)
+
+
+def dequant_passes(recompute: str = "none") -> int:
+    """How often QLoRA dequantises every block matrix per micro-batch: forward, backward, and the forward full
+    recomputation reruns."""
+    return 2 + (check_choice("recompute", recompute, RECOMPUTE) == "full")
+
+
+def dequant_bytes(model: Model | str) -> float:
+    """HBM bytes of dequantising every nf4 block matrix once: read its nf4 bytes (4.127 bits per weight with
+    double quantisation) and write two bytes per weight (bf16)."""
+    model = resolve_model(model)
+    weights = model.layers * sum(d_out * d_in for d_out, d_in in block_matrices(model).values())
+    return weights * (DTYPE_BYTES["nf4"] + DTYPE_BYTES["bf16"])
+
+
+def adapter_checkpoint_bytes(model: Model | str, *, rank: int = 16, targets=ALL_LINEAR,
+                             dtype: str = "fp32") -> float:
+    """Bytes of a saved LoRA adapter (``adapter_model.safetensors``): its parameters
+    (:func:`~llmsizing.finetune.lora_params`) in ``dtype``: fp32 as PEFT trains them on a 16-bit base, bf16 if
+    cast before saving. A full fine-tune saves the whole model instead."""
+    dtype = check_choice("dtype", dtype, ("fp32", "bf16", "fp16"))
+    return lora_params(model, rank=rank, targets=targets) * DTYPE_BYTES[dtype]
+
+
+# =========================================================================== memory over several GPUs
+@dataclass(frozen=True)
+class ShardedFinetuneMemory:
+    """Per-GPU memory of LoRA/QLoRA (or full fine-tuning) on ``n_gpus`` with ``strategy``
+    (:func:`finetune_memory_per_gpu`): ``single`` is the one-GPU :class:`~llmsizing.finetune.FinetuneMemory`
+    it starts from, ``sharded_bytes`` what sharding removes from each GPU, ``gathered_bytes`` the unit gathered
+    in full while it computes."""
+
+    strategy: str
+    n_gpus: int
+    single: object
+    sharded_bytes: float
+    gathered_bytes: float
+    peak_bytes: float
+    overhead_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.peak_bytes + self.overhead_bytes
+
+
+def gathered_unit_bytes(model: Model | str, method: str = "lora") -> float:
+    """Bytes FSDP/ZeRO-3 gathers for one unit of a frozen base: the larger of one block's matrices in the
+    method's storage format (nf4 for QLoRA, bf16 for LoRA) and the embedding (or LM head) matrix, which
+    bitsandbytes leaves in bf16. No gradient is gathered with it: the base is frozen. (Full fine-tuning's unit,
+    with its gradient, is :func:`~llmsizing.memory.zero3_gathered_bytes`.)"""
+    model = resolve_model(model)
+    method = check_choice("method", method, METHODS)
+    block = sum(d_out * d_in for d_out, d_in in block_matrices(model).values())
+    return max(block * DTYPE_BYTES[_base_dtype(method)], model.vocab * model.hidden * DTYPE_BYTES["bf16"])
+
+
+def finetune_memory_per_gpu(model: Model | str, *, n_gpus: int = 1, strategy: str = "ddp", method: str = "lora",
+                            batch: int, seq: int, **kw) -> ShardedFinetuneMemory:
+    """Per-GPU memory of a fine-tuning step on ``n_gpus`` GPUs (module docstring). ``kw`` as for
+    :func:`~llmsizing.finetune.finetune_memory`.
+
+    ``"ddp"`` replicates: each GPU holds the one-GPU step. ``"fsdp"``/``"zero3"`` shard the frozen base, the
+    adapters and their optimizer states over the GPUs (``(n - 1) / n`` of them leave each GPU) and gather one
+    unit at a time (:func:`gathered_unit_bytes`) in the forward and backward phases; the adapters' gradients are
+    left unsharded unless the peak is the optimizer step (at most their size too much: a small,
+    conservative error). Full fine-tuning goes to :func:`~llmsizing.finetune.finetune_memory` with
+    ``Parallel(dp=n, zero=0 or 3)``, the training model's own ZeRO arithmetic."""
+    from .parallel import Parallel
+
+    model = resolve_model(model)
+    n = check_int("n_gpus", n_gpus, maximum=65536)
+    strategy = check_choice("strategy", strategy, STRATEGIES)
+    method = check_choice("method", method, METHODS)
+    if method == "full":
+        par = None if n == 1 else Parallel(dp=n, zero=0 if strategy == "ddp" else 3)
+        f = finetune_memory(model, method="full", batch=batch, seq=seq, parallel=par, **kw)
+        return ShardedFinetuneMemory(strategy, n, f, 0.0, 0.0, f.peak_bytes, f.overhead_bytes)
+    f = finetune_memory(model, method=method, batch=batch, seq=seq, **kw)
+    if strategy == "ddp" or n == 1:
+        return ShardedFinetuneMemory(strategy, n, f, 0.0, 0.0, f.peak_bytes, f.overhead_bytes)
+    states = f.base_weights_bytes + f.adapter_bytes + f.optimizer_bytes
+    if f.peak_phase == "optimizer step":
+        states += f.gradients_bytes
+    sharded = states * (n - 1) / n
+    unit = 0.0 if f.peak_phase == "optimizer step" else gathered_unit_bytes(model, method)
+    peak = f.peak_bytes - sharded + unit
+    overhead = kw.get("overhead_bytes")
+    return ShardedFinetuneMemory(strategy, n, f, sharded, unit, peak,
+                                 default_overhead_bytes(peak) if overhead is None else overhead)
+
+
+def _largest(fits, limit: int) -> int:
+    """The largest ``x`` in ``[1, limit]`` with ``fits(x)``, for ``fits`` true up to some point and false
+    beyond (0 if ``fits(1)`` is false)."""
+    if not fits(1):
+        return 0
+    if fits(limit):
+        return limit
+    lo, hi = 1, limit
+    while hi - lo > 1:                      # fits(lo) and not fits(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def max_seq(model: Model | str, gpu, *, method: str = "lora", batch: int = 1, n_gpus: int = 1,
+            strategy: str = "ddp", usable_fraction: float = 0.9, limit: int = 2**20, multiple: int = 256,
+            **kw) -> int:
+    """The longest sequence (a multiple of ``multiple`` tokens) whose per-GPU fine-tuning step
+    (:func:`finetune_memory_per_gpu`, micro-batch ``batch``) fits in ``usable_fraction`` of ``gpu``'s memory; 0
+    if not even ``multiple`` tokens fit. Memory grows with the sequence, so a bisection up to ``limit`` finds
+    it. ``kw`` as for :func:`~llmsizing.finetune.finetune_memory` (``recompute``, ``rank``, ``attention``...)."""
+    g = get_gpu(gpu)
+    room = check_fraction("usable_fraction", usable_fraction) * g.memory_bytes
+    multiple = check_int("multiple", multiple, maximum=65536)
+    limit = check_int("limit", limit, minimum=multiple, maximum=2**24)
+
+    def fits(k: int) -> bool:
+        return finetune_memory_per_gpu(model, n_gpus=n_gpus, strategy=strategy, method=method, batch=batch,
+                                       seq=k * multiple, **kw).total_bytes <= room
+
+    return multiple * _largest(fits, limit // multiple)
+
+
+def max_batch_per_gpu(model: Model | str, gpu, *, method: str = "lora", seq: int, n_gpus: int = 1,
+                      strategy: str = "ddp", usable_fraction: float = 0.9, limit: int = 4096, **kw) -> int:
+    """The largest micro-batch per GPU of ``seq`` tokens that fits (:func:`finetune_memory_per_gpu`); on one
+    GPU or with ``"ddp"`` it is :func:`~llmsizing.finetune.max_batch`."""
+    g = get_gpu(gpu)
+    room = check_fraction("usable_fraction", usable_fraction) * g.memory_bytes
+    limit = check_int("limit", limit, maximum=2**20)
+
+    def fits(b: int) -> bool:
+        return finetune_memory_per_gpu(model, n_gpus=n_gpus, strategy=strategy, method=method, batch=b,
+                                       seq=seq, **kw).total_bytes <= room
+
+    return _largest(fits, limit)
+
+
+# =========================================================================== communication
+@dataclass(frozen=True)
+class FinetuneComm:
+    """One step's communication on one GPU (:func:`finetune_communication`): each collective's seconds in full
+    (``gather_forward_s`` and ``gather_backward_s`` per micro-batch, ``reduce_s`` per micro-batch for FSDP and
+    per step for DDP) and the bytes each GPU sends per step."""
+
+    strategy: str
+    n_gpus: int
+    gather_forward_s: float
+    gather_backward_s: float
+    reduce_s: float
+    reduce_per_micro_batch: bool
+    bytes_sent_per_step: float
+
+
+def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: str = "ddp", method: str = "lora",
+                           rank: int = 16, targets=ALL_LINEAR, grad_accum: int = 1, node=None) -> FinetuneComm:
+    """The collectives of a LoRA/QLoRA step over ``n_gpus`` on the network model
+    (:func:`~llmsizing.network.collective_time_s` over the data-parallel group's
+    :func:`~llmsizing.network.group_link`):
+
+    * ``"ddp"``: one all-reduce of the adapters' fp32 gradients per step (``4 P`` bytes);
+    * ``"fsdp"``/``"zero3"``: per micro-batch, an all-gather of the base in its storage format plus the
+      adapters (fp32) for the forward and again for the backward, and a reduce-scatter of the adapters'
+      gradients, each split into one call per unit (the blocks, the embedding and the LM head: each call pays
+      its latency).
+
+    Bytes sent per GPU are the ring's (:func:`~llmsizing.network.bus_factor`)."""
+    from .inference import weights_bytes
+    from .network import bus_factor, collective_time_s, get_node, group_link
+
+    model = resolve_model(model)
+    g = get_gpu(gpu)
+    n = check_int("n_gpus", n_gpus, maximum=65536)
+    strategy = check_choice("strategy", strategy, STRATEGIES)
+    method = check_choice("method", method, METHODS)
+    m = check_int("grad_accum", grad_accum)
+    if method == "full":
+        raise ValueError("method='full': full fine-tuning's communication is training's "
+                         "(llmsizing.comm.communication with Parallel(dp=n, zero=...)); this is for 'lora'/'qlora'")
+    grads = ADAPTER_GRAD_BYTES * lora_params(model, rank=rank, targets=targets)
+    if n == 1:
+        return FinetuneComm(strategy, 1, 0.0, 0.0, 0.0, strategy != "ddp", 0.0)
+    link = group_link(g, get_node(node, g), size=n)
+    if strategy == "ddp":
+        t = collective_time_s("all-reduce", grads, n, link)
+        return FinetuneComm("ddp", n, 0.0, 0.0, t, False, bus_factor("all-reduce", n) * grads)
+    units = model.layers + (1 if model.tied_embeddings else 2)
+    gathered = weights_bytes(model, _base_dtype(method)) + grads          # the adapters (fp32) with their unit
+    gather = units * collective_time_s("all-gather", gathered / units, n, link)
+    reduce = units * collective_time_s("reduce-scatter", grads / units, n, link)
+    sent = m * (2 * bus_factor("all-gather", n) * gathered + bus_factor("reduce-scatter", n) * grads)
+    return FinetuneComm(strategy, n, gather, gather, reduce, True, sent)
+
+
+# =========================================================================== time and cost
+@dataclass(frozen=True)
+class FinetuneTime:
+    """Time and cost of a fine-tune (:func:`finetune_time`). Seconds are per optimizer step on one GPU:
+    ``compute_s`` the arithmetic, ``dequant_s`` QLoRA's dequantisation, ``exposed_comm_s`` the communication
+    the step waits for (``comm_s`` in full). ``tokens`` is the dataset times the epochs."""
+
+    model: str
+    method: str
+    gpu: str
+    n_gpus: int
+    strategy: str
+    tokens: float
+    seq: int
+    batch: int
+    grad_accum: int
+    flops: FinetuneFlops
+    kernel_efficiency: float
+    compute_s: float
+    dequant_s: float
+    comm_s: float
+    exposed_comm_s: float
+    price_usd_per_gpu_hour: float
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch * self.seq * self.grad_accum * self.n_gpus
+
+    @property
+    def step_s(self) -> float:
+        return self.compute_s + self.dequant_s + self.exposed_comm_s
+
+    @property
+    def steps(self) -> int:
+        return math.ceil(self.tokens / self.tokens_per_step)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """All GPUs together."""
+        return self.tokens_per_step / self.step_s
+
+    @property
+    def seconds(self) -> float:
+        return self.tokens / self.tokens_per_s
+
+    @property
+    def hours(self) -> float:
+        return self.seconds / 3600
+
+    @property
+    def days(self) -> float:
+        return self.hours / 24
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.hours * self.n_gpus
+
+    @property
+    def cost_usd(self) -> float:
+        return self.gpu_hours * self.price_usd_per_gpu_hour
+
+    @property
+    def mfu(self) -> float:
+        """The method's model FLOPs (:attr:`FinetuneFlops.model_flops`) over the GPUs' dense bf16 peak."""
+        peak = dense_tflops(self.gpu, "bf16") * 1e12
+        return self.tokens_per_s * self.flops.model_flops / (self.n_gpus * peak)
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "method": self.method, "gpu": self.gpu, "n_gpus": self.n_gpus,
+                "strategy": self.strategy, "tokens": self.tokens, "seq": self.seq, "batch": self.batch,
+                "grad_accum": self.grad_accum, "flops_per_token": self.flops.model_flops,
+                "kernel_efficiency": self.kernel_efficiency, "step_s": self.step_s, "compute_s": self.compute_s,
+                "dequant_s": self.dequant_s, "exposed_comm_s": self.exposed_comm_s, "steps": self.steps,
+                "tokens_per_s": self.tokens_per_s, "mfu": self.mfu, "hours": self.hours, "days": self.days,
+                "gpu_hours": self.gpu_hours, "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
+                "cost_usd": self.cost_usd}
+
+
+def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: float, epochs: float = 1.0,
+                  seq: int, batch: int = 1, grad_accum: int = 1, n_gpus: int = 1, strategy: str = "ddp",
+                  rank: int = 16, targets=ALL_LINEAR, recompute: str = "none", kernel_efficiency: float | None = None,
+                  dequant_bandwidth_fraction: float = DEQUANT_BANDWIDTH_FRACTION,
+                  price_usd_per_gpu_hour: float | None = None, node=None) -> FinetuneTime:
+    """How long fine-tuning ``model`` on ``tokens`` tokens for ``epochs`` epochs takes on ``n_gpus`` GPUs of
+    type ``gpu``, and what it costs (module docstring): the step's arithmetic
+    (:func:`finetune_flops_per_token`'s hardware FLOPs, at ``kernel_efficiency`` of the dense bf16 peak, default
+    :func:`~llmsizing.hardware.kernel_efficiency`), QLoRA's dequantisation at ``dequant_bandwidth_fraction`` of
+    the HBM bandwidth, and the communication the step cannot hide (:func:`finetune_communication`; gathers
+    behind the forward and backward of each micro-batch, DDP's all-reduce behind the last backward). Full
+    fine-tuning on several GPUs is :func:`~llmsizing.layouts.step_time` on ``Parallel(dp=n, zero=0 or 3)``.
+    It does not check that the step fits: :func:`finetune_memory_per_gpu` does."""
+    model = resolve_model(model)
+    g = get_gpu(gpu)
+    method = check_choice("method", method, METHODS)
+    strategy = check_choice("strategy", strategy, STRATEGIES)
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    epochs = check_number("epochs", epochs, allow_equal=False, maximum=1e6)
+    seq, batch, m = check_int("seq", seq), check_int("batch", batch), check_int("grad_accum", grad_accum)
+    n = check_int("n_gpus", n_gpus, maximum=65536)
+    frac = check_fraction("dequant_bandwidth_fraction", dequant_bandwidth_fraction)
+    eff = (default_kernel_efficiency(g) if kernel_efficiency is None
+           else check_fraction("kernel_efficiency", kernel_efficiency))
+    price = gpu_price(g, price_usd_per_gpu_hour)
+    fl = finetune_flops_per_token(model, method=method, seq=seq, rank=rank, targets=targets, recompute=recompute)
+    micro_tokens = batch * seq
+    if method == "full":
+        from .layouts import step_time
+        from .parallel import Parallel
+
+        par = Parallel(dp=n, zero=0 if strategy == "ddp" else 3)
+        st = step_time(model, g, par, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff,
+                       recompute=recompute)
+        return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
+                            st.compute_s, 0.0, st.comm_s, st.exposed_comm_s, price)
+    micro_s = micro_tokens * fl.hardware_flops / (dense_tflops(g, "bf16") * 1e12 * eff)
+    dq = 0.0
+    if method == "qlora":
+        dq = dequant_passes(recompute) * dequant_bytes(model) / (g.memory_bandwidth_gbps * 1e9 * frac)
+    comm = finetune_communication(model, g, n_gpus=n, strategy=strategy, method=method, rank=rank,
+                                  targets=targets, grad_accum=m, node=node)
+    fwd_share = fl.forward / fl.hardware_flops
+    fwd_s, bwd_s = micro_s * fwd_share, micro_s * (1 - fwd_share)
+    if comm.reduce_per_micro_batch:
+        total = m * (comm.gather_forward_s + comm.gather_backward_s + comm.reduce_s)
+        exposed = m * (max(0.0, comm.gather_forward_s - fwd_s)
+                       + max(0.0, comm.gather_backward_s + comm.reduce_s - bwd_s))
+    else:
+        total = comm.reduce_s
+        exposed = max(0.0, comm.reduce_s - bwd_s)
+    return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
+                        m * micro_s, m * dq, total, exposed, price)
+
+
+def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora", batch: int = 1, seq: int,
+                   tokens: float, epochs: float = 1.0, grad_accum: int = 1, rank: int = 16, recompute: str = "full",
+                   usable_fraction: float = 0.9, **kw):
+    """DDP, FSDP and ZeRO-3 side by side for one fine-tune on ``n_gpus`` GPUs: per-GPU memory, whether it fits
+    ``usable_fraction`` of the GPU, the bytes each GPU sends per step, the step time and the run's days and
+    dollars. A DataFrame indexed by strategy; shown in chapter 16."""
+    import pandas as pd
+
+    g = get_gpu(gpu)
+    frac = check_fraction("usable_fraction", usable_fraction)
+    rows = []
+    for s in STRATEGIES:
+        mem = finetune_memory_per_gpu(model, n_gpus=n_gpus, strategy=s, method=method, batch=batch, seq=seq,
+                                      rank=rank, recompute=recompute)
+        t = finetune_time(model, gpu=g, method=method, tokens=tokens, epochs=epochs, seq=seq, batch=batch,
+                          grad_accum=grad_accum, n_gpus=n_gpus, strategy=s, rank=rank, recompute=recompute, **kw)
+        sent = 0.0
+        if method != "full":
+            sent = finetune_communication(model, g, n_gpus=n_gpus, strategy=s, method=method, rank=rank,
+                                          grad_accum=grad_accum).bytes_sent_per_step
+        rows.append({"strategy": s, "memory_per_gpu_bytes": mem.total_bytes,
+                     "fits": bool(mem.total_bytes <= frac * g.memory_bytes), "sent_per_step_bytes": sent,
+                     "step_s": t.step_s, "exposed_comm_s": t.exposed_comm_s, "days": t.days,
+                     "gpu_hours": t.gpu_hours, "cost_usd": t.cost_usd})
+    return pd.DataFrame(rows).set_index("strategy")

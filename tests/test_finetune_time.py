@@ -1,0 +1,202 @@
+"""Fine-tuning time and cost, and LoRA/QLoRA over several GPUs (llmsizing.finetune_time): FLOPs, bytes and
+seconds recomputed by hand from the models' shapes and the GPUs' datasheet figures."""
+
+import pytest
+
+from llmsizing.finetune import finetune_memory
+from llmsizing.finetune_time import (adapter_checkpoint_bytes, dequant_bytes, finetune_communication,
+                                     finetune_flops_per_token, finetune_memory_per_gpu, finetune_time,
+                                     gathered_unit_bytes, max_batch_per_gpu, max_seq, strategy_table)
+
+# Llama-3-8B: 32 layers, h 4096, 32 heads of 128, 8 KV heads (1024 wide), FFN 14336, vocab 128256, untied
+L8, H8, KV8, F8, V = 32, 4096, 1024, 14336, 128256
+BLOCK8 = 2 * H8 * H8 + 2 * H8 * KV8 + 3 * H8 * F8              # q, o; k, v; gate, up, down
+# the weights of the forward's 2 FLOPs each: blocks and LM head, and (the library's 6N convention,
+# flops.forward_flops_per_token: every parameter but the embedding lookup) the 2 L + 1 norm vectors
+M8 = L8 * BLOCK8 + V * H8 + (2 * L8 + 1) * H8
+P8_R16 = L8 * 16 * (2 * (H8 + H8) + 2 * (H8 + KV8) + 2 * (H8 + F8) + (F8 + H8))   # all-linear adapters
+NF4 = (4 + 8 / 64 + 32 / (64 * 256)) / 8                         # QLoRA, Sec. 3: 4.127 bits
+
+
+def _attention(seq, layers=L8, heads=32, head_dim=128):
+    return 4 * seq * heads * head_dim * layers                     # QK^T and attn @ V, full matrix
+
+
+def test_lora_flops_by_hand():
+    seq = 2048
+    fwd = 2 * M8 + _attention(seq)
+    full = finetune_flops_per_token("llama-3-8b", method="full", seq=seq)
+    lora = finetune_flops_per_token("llama-3-8b", method="lora", seq=seq, rank=16)
+    assert full.model_flops == pytest.approx(3 * fwd)
+    # forward 2M + attention, backward: activations' gradients 2M + 2 x attention, no weights' 2M; adapters 6P
+    assert lora.model_flops == pytest.approx(4 * M8 + 3 * _attention(seq) + 6 * P8_R16)
+    assert lora.weight_gradients_saved == pytest.approx(2 * M8)
+    assert 0.66 < lora.ratio_to_full < 0.72                      # about two thirds at 2K tokens
+
+
+def test_qlora_has_loras_arithmetic():
+    a = finetune_flops_per_token("llama-3-8b", method="lora", seq=1024, recompute="full")
+    b = finetune_flops_per_token("llama-3-8b", method="qlora", seq=1024, recompute="full")
+    assert (a.model_flops, a.hardware_flops) == (b.model_flops, b.hardware_flops) and a.method != b.method
+
+
+def test_full_recompute_reruns_the_layers_and_the_adapters():
+    seq = 4096
+    none = finetune_flops_per_token("llama-3-8b", method="lora", seq=seq)
+    full = finetune_flops_per_token("llama-3-8b", method="lora", seq=seq, recompute="full")
+    layers_forward = 2 * (M8 - V * H8 - H8) + _attention(seq)      # no LM head nor final norm: outside the checkpoints
+    assert full.hardware_flops - none.hardware_flops == pytest.approx(layers_forward + 2 * P8_R16)
+    assert full.model_flops == none.model_flops
+
+
+def test_dequant_bytes_by_hand():
+    l70, h, kv, f = 80, 8192, 1024, 28672
+    block = 2 * h * h + 2 * h * kv + 3 * h * f
+    assert dequant_bytes("llama-3-70b") == pytest.approx(l70 * block * (NF4 + 2))
+
+
+def test_adapter_checkpoint_is_params_times_bytes():
+    assert P8_R16 == 41_943_040
+    assert adapter_checkpoint_bytes("llama-3-8b", rank=16) == P8_R16 * 4 == 160 * 2**20
+    assert adapter_checkpoint_bytes("llama-3-8b", rank=16, dtype="bf16") == 80 * 2**20
+
+
+def test_one_gpu_lora_time_by_hand():
+    tokens, seq, batch, eff, price = 1e8, 2048, 4, 0.5, 2.0
+    t = finetune_time("llama-3-8b", gpu="H100 SXM", method="lora", tokens=tokens, seq=seq, batch=batch,
+                      kernel_efficiency=eff, price_usd_per_gpu_hour=price)
+    per_token = 4 * M8 + 3 * _attention(seq) + 6 * P8_R16
+    seconds = tokens * per_token / (989.4e12 * eff)
+    assert t.seconds == pytest.approx(seconds)
+    assert t.step_s == pytest.approx(batch * seq * per_token / (989.4e12 * eff))
+    assert t.cost_usd == pytest.approx(seconds / 3600 * price)
+    assert t.mfu == pytest.approx(eff)                            # no recomputation, nothing else: MFU = efficiency
+    assert t.steps == -(-int(tokens) // (batch * seq))
+    two = finetune_time("llama-3-8b", gpu="H100 SXM", method="lora", tokens=tokens, seq=seq, batch=batch,
+                        kernel_efficiency=eff, price_usd_per_gpu_hour=price, epochs=2)
+    assert two.cost_usd == pytest.approx(2 * t.cost_usd)
+
+
+def test_qlora_dequantisation_time_by_hand():
+    kw = dict(gpu="H100 SXM", tokens=1e7, seq=2048, kernel_efficiency=0.5, recompute="full", grad_accum=2)
+    q = finetune_time("llama-3-70b", method="qlora", **kw)
+    lo = finetune_time("llama-3-70b", method="lora", **kw)
+    # three passes (forward, backward, the recomputed forward) per micro-batch, two micro-batches, 80% of HBM
+    assert q.dequant_s == pytest.approx(2 * 3 * dequant_bytes("llama-3-70b") / (3350e9 * 0.8))
+    assert q.compute_s == pytest.approx(lo.compute_s)
+    assert q.days > lo.days
+    # twice the micro-batch halves the dequantisation's share of the step
+    big = finetune_time("llama-3-70b", method="qlora", **{**kw, "grad_accum": 1}, batch=2)
+    assert big.dequant_s == pytest.approx(q.dequant_s / 2)
+
+
+def test_ddp_sends_the_adapters_gradients_only():
+    c = finetune_communication("llama-3-8b", "H100 SXM", n_gpus=8, strategy="ddp", rank=16)
+    assert c.bytes_sent_per_step == pytest.approx(2 * 7 / 8 * 4 * P8_R16)       # ring all-reduce of fp32
+    assert c.gather_forward_s == 0 and not c.reduce_per_micro_batch
+    # the 2N gradient a full fine-tune would all-reduce in bf16 is 2 x 8.03e9 bytes: ~96x more
+    assert 2 * 8_030_261_248 / (4 * P8_R16) > 90
+
+
+def test_fsdp_gathers_the_base_twice_per_micro_batch():
+    from llmsizing.inference import weights_bytes
+
+    n, m = 4, 3
+    c = finetune_communication("llama-3-8b", "H100 SXM", n_gpus=n, strategy="fsdp", method="qlora",
+                               rank=16, grad_accum=m)
+    gathered = weights_bytes("llama-3-8b", "nf4") + 4 * P8_R16
+    expected = m * ((n - 1) / n * 2 * gathered + (n - 1) / n * 4 * P8_R16)
+    assert c.bytes_sent_per_step == pytest.approx(expected)
+
+
+def test_one_gpu_has_no_communication():
+    t = finetune_time("llama-3-8b", gpu="H100 SXM", tokens=1e6, seq=1024, n_gpus=1, strategy="fsdp")
+    assert t.comm_s == 0 and t.exposed_comm_s == 0
+
+
+def test_more_gpus_buy_time_not_gpu_hours_when_communication_hides():
+    kw = dict(gpu="H100 SXM", method="lora", tokens=1e8, seq=2048, batch=4, kernel_efficiency=0.5)
+    one = finetune_time("llama-3-8b", **kw)
+    eight = finetune_time("llama-3-8b", **kw, n_gpus=8)
+    assert eight.exposed_comm_s == 0 < eight.comm_s
+    assert eight.days == pytest.approx(one.days / 8)
+    assert eight.gpu_hours == pytest.approx(one.gpu_hours)
+
+
+def test_slow_links_expose_fsdp_gathers():
+    kw = dict(gpu="RTX 4090", method="qlora", tokens=1e6, seq=512, recompute="full", n_gpus=2, strategy="fsdp")
+    t = finetune_time("llama-3-70b", **kw)
+    assert t.exposed_comm_s > 0                                   # 37 GB gathered twice over PCIe per micro-batch
+
+
+def test_fsdp_memory_shards_the_states_and_gathers_one_unit():
+    n = 4
+    kw = dict(method="qlora", batch=1, seq=2048, recompute="full")
+    one = finetune_memory("llama-3-70b", **kw)
+    four = finetune_memory_per_gpu("llama-3-70b", n_gpus=n, strategy="fsdp", **kw)
+    unit = 128256 * 8192 * 2                                      # the bf16 embedding outweighs an nf4 block
+    assert gathered_unit_bytes("llama-3-70b", "qlora") == unit
+    states = one.base_weights_bytes + one.adapter_bytes + one.optimizer_bytes
+    assert four.peak_bytes == pytest.approx(one.peak_bytes - states * (n - 1) / n + unit)
+    ddp = finetune_memory_per_gpu("llama-3-70b", n_gpus=n, strategy="ddp", **kw)
+    assert ddp.total_bytes == pytest.approx(one.total_bytes)
+    assert finetune_memory_per_gpu("llama-3-70b", n_gpus=n, strategy="zero3", **kw).total_bytes == \
+        pytest.approx(four.total_bytes)
+
+
+def test_lora_bf16_unit_is_a_block_when_the_block_is_larger():
+    # Llama-3-70B in bf16: a block (855.6M weights, 1.7 GB) is smaller than the 2.1 GB embedding;
+    # Llama-2-70B's vocabulary is 32000: 0.52 GB, so the block is the unit
+    h, kv, f = 8192, 1024, 28672
+    block = 2 * h * h + 2 * h * kv + 3 * h * f
+    assert gathered_unit_bytes("llama-2-70b", "lora") == block * 2
+
+
+def test_full_finetune_goes_to_zero3():
+    from llmsizing.parallel import Parallel
+
+    got = finetune_memory_per_gpu("llama-2-7b", n_gpus=2, strategy="zero3", method="full", batch=1, seq=2048,
+                                  recompute="full")
+    want = finetune_memory("llama-2-7b", method="full", batch=1, seq=2048, recompute="full",
+                           parallel=Parallel(dp=2, zero=3))
+    assert got.total_bytes == want.total_bytes
+
+
+def test_max_seq_is_the_edge():
+    kw = dict(method="qlora", recompute="full")
+    s = max_seq("llama-3-8b", "A10", **kw)
+    assert s > 0 and s % 256 == 0
+    room = 0.9 * 23028 * 2**20
+    assert finetune_memory("llama-3-8b", batch=1, seq=s, **kw).total_bytes <= room
+    assert finetune_memory("llama-3-8b", batch=1, seq=s + 256, **kw).total_bytes > room
+
+
+def test_max_batch_per_gpu_matches_max_batch_on_one_gpu_and_grows_with_fsdp():
+    from llmsizing.finetune import max_batch
+
+    kw = dict(method="qlora", seq=2048, recompute="full")
+    assert max_batch_per_gpu("llama-3-70b", "A100 80GB", **kw) == max_batch("llama-3-70b", "A100 80GB", **kw)
+    assert max_batch_per_gpu("llama-3-70b", "A100 80GB", n_gpus=4, strategy="fsdp", **kw) > \
+        max_batch("llama-3-70b", "A100 80GB", **kw)
+
+
+def test_strategy_table_says_ddp_lora_70b_does_not_fit():
+    df = strategy_table("llama-3-70b", "H100 SXM", n_gpus=8, method="lora", seq=2048, tokens=1e7)
+    assert not df.loc["ddp", "fits"] and df.loc["fsdp", "fits"] and df.loc["zero3", "fits"]
+    assert df.loc["fsdp", "sent_per_step_bytes"] > 100 * df.loc["ddp", "sent_per_step_bytes"]
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(method="prefix"), "method"), (dict(strategy="deepspeed"), "strategy"), (dict(n_gpus=0), "n_gpus"),
+    (dict(epochs=0), "epochs"), (dict(tokens=-1), "tokens"), (dict(kernel_efficiency=1.5), "kernel_efficiency"),
+    (dict(dequant_bandwidth_fraction=0), "dequant_bandwidth_fraction"), (dict(seq=0), "seq"),
+    (dict(recompute="some"), "recompute")])
+def test_errors_name_the_parameter(kw, name):
+    base = dict(gpu="H100 SXM", tokens=1e6, seq=1024)
+    with pytest.raises((ValueError, TypeError), match=name):
+        finetune_time("llama-3-8b", **{**base, **kw})
+
+
+def test_full_method_has_no_lora_communication():
+    with pytest.raises(ValueError, match="method"):
+        finetune_communication("llama-3-8b", "H100 SXM", n_gpus=2, method="full")
