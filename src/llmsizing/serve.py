@@ -415,7 +415,7 @@ class ServingPlan:
 
         s = self.serving
         rows = {"gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "replicas": self.replicas, "batch": self.batch,
-                "ttft_s": s.ttft_s, "itl_s": s.itl_s, "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
+                "requests_per_s": self.requests_per_s, "ttft_s": s.ttft_s, "itl_s": s.itl_s, "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
                 "capacity_requests_per_s": self.capacity_requests_per_s, "usd_per_hour": self.usd_per_hour,
                 "usd_per_million_output_tokens": s.usd_per_million_output_tokens}
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
@@ -444,9 +444,11 @@ def _explain(m, g, ttft_s, itl_s, firsts) -> str:
     fitting = [s for s in firsts if s.max_batch >= 1]
     for s in firsts:
         if s.max_batch < 1:
+            c = s.kv_capacity
             parts.append(f"tp={s.tp}: does not fit ({s.weights_bytes_per_gpu / GiB:,.1f} GiB of weights per GPU "
-                         f"+ {s.overhead_bytes_per_gpu / GiB:.1f} GiB overhead + one sequence's KV cache "
-                         f"> {s.capacity_bytes_per_gpu / GiB:,.1f} GiB)")
+                         f"+ {c.activation_peak_bytes / GiB:.1f} GiB activation peak + "
+                         f"{(c.non_torch_bytes + c.cuda_graph_bytes) / GiB:.1f} GiB overhead and CUDA graphs + one "
+                         f"sequence's KV cache > {c.usable_bytes / GiB:,.1f} GiB usable)")
     if fitting:
         best = min(fitting, key=lambda s: (max(s.itl_s / itl_s, s.ttft_s / ttft_s)))
         parts.append(f"closest: tp={best.tp} at batch 1, ITL {best.itl_s * 1e3:,.2f} ms (target "
@@ -456,19 +458,32 @@ def _explain(m, g, ttft_s, itl_s, firsts) -> str:
             ". Try quantised weights, a faster GPU, a shorter prompt or looser targets.")
 
 
+def _cut(x: float) -> float:
+    """``x`` rounded to 9 significant digits, so that a load given as users and the same load given as its rate
+    (which went through a division and back) land on the same side of a whole number of replicas."""
+    return float(f"{x:.9g}")
+
+
 def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None, users: int | None = None,
                  prompt: int = 1024, output: int = 256, ttft_s: float = 1.0, itl_s: float = 0.05,
-                 tps=TP_CHOICES, **kwargs) -> ServingPlan:
+                 tps=TP_CHOICES, think_s: float = 0.0, **kwargs) -> ServingPlan:
     """The fewest GPUs that serve a load within a latency target, and the layout that does it.
 
-    The load is either ``users`` streams generating at once (each holds a batch slot: ``replicas =
-    ceil(users / batch)``) or ``requests_per_s`` (a replica running batches back to back completes ``batch /
-    (batch prefill + output x itl)`` requests per second, :attr:`Serving.requests_per_s`). For each ``tp`` in
-    ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and fitting the KV cache
-    is found by bisection (both latencies never fall as the batch grows); the layout with the fewest GPUs wins,
-    ties going to the lower ITL. Other keywords go to :func:`serving` (``weights``, ``kv_cache``, ``mbu``,
-    ``mfu``, ...). When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what
-    came closest. Taught in chapter 15.
+    The load is either ``users`` or ``requests_per_s``, and both go through Little's law (issue 22). A request
+    holds a batch slot for ``R = ttft_s + output x itl_s`` seconds of the layout (:attr:`Serving.request_s`:
+    ITL under load carries the other sequences' chunked prefills), so a rate ``lambda`` keeps ``lambda x R``
+    requests running, and each replica runs at most ``batch`` of them: ``replicas = ceil(lambda x R / batch)``
+    (never fewer than ``lambda`` over what a replica completes per second, :attr:`Serving.requests_per_s`).
+    ``users`` who each send a request as soon as the last one ends, after ``think_s`` seconds of thinking, are
+    the rate ``lambda = users / (R + think_s)`` (so with no thinking, ``users`` running requests). The plan
+    reports that rate, and the same rate given as ``requests_per_s`` needs no more GPUs. Before issue 22 users
+    were ``ceil(users / batch)`` replicas with no prefill budgeted.
+
+    For each ``tp`` in ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and
+    fitting the KV cache is found by bisection (both latencies never fall as the batch grows); the layout with
+    the fewest GPUs wins, ties going to the lower ITL. Other keywords go to :func:`serving` (``weights``,
+    ``kv_cache``, ``mbu``, ``mfu``, ...). When no layout meets the target, raises ``ValueError`` saying which tp
+    does not fit and what came closest. Taught in chapter 15.
     """
     m = resolve_model(model)
     g = get_gpu(gpu)
@@ -476,6 +491,7 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
         raise ValueError("give exactly one of requests_per_s (a request rate) or users (concurrent streams)")
     rps = None if requests_per_s is None else check_number("requests_per_s", requests_per_s, allow_equal=False)
     users = None if users is None else check_int("users", users)
+    think = check_number("think_s", think_s)
     ttft_s = check_number("ttft_s", ttft_s, allow_equal=False)
     itl_s = check_number("itl_s", itl_s, allow_equal=False)
     tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 2, 4, 8)")})
@@ -496,12 +512,11 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
         firsts.append(one)
         if s is None:
             continue
-        if users is not None:
-            replicas = math.ceil(users / s.batch)
-            s = serving(m, g, tp=t, batch=math.ceil(users / replicas), **kwargs)   # spread the users evenly
-        else:       # any load, however small, needs one replica (a tiny rate / capacity rounds up to 1, never 0)
-            replicas = max(1, math.ceil(rps / s.requests_per_s))
-        plan = ServingPlan(replicas * t, t, s.batch, replicas, s, rps, users)
+        rate = rps if users is None else users / (s.request_s + think)
+        # Little's law: rate x R requests in flight, batch per replica; and no more than a replica completes.
+        # Any load, however small, needs one replica (it rounds up to 1, never 0).
+        replicas = max(1, math.ceil(_cut(rate * s.request_s / s.batch)), math.ceil(_cut(rate / s.requests_per_s)))
+        plan = ServingPlan(replicas * t, t, s.batch, replicas, s, rate, users)
         if best is None or (plan.gpus, s.itl_s) < (best.gpus, best.serving.itl_s):
             best = plan
     if best is None:

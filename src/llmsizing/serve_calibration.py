@@ -17,6 +17,8 @@ import math
 
 from .catalog import DATA_DIR
 
+#: Metrics that are times (a lower value is faster).
+TIME_METRICS = ("ttft_s", "itl_s")
 #: The constants :func:`fit_serving_constants` fits, in order, with their search bounds.
 FITTED = (("weights_bu", 0.3, 1.0), ("attention_bu", 0.1, 1.0), ("step_overhead_s", 0.0, 0.02),
           ("prefill_mfu", 0.2, 1.0))
@@ -48,7 +50,7 @@ def predict_row(r, **constants) -> float:
 def _ratio(r, value, predicted):
     """published / predicted as a speed: for times (``ttft_s``, ``itl_s``) predicted / published, so that
     below 1 always means the engine is slower than the model."""
-    return predicted / value if r.metric.endswith("_s") else value / predicted
+    return predicted / value if r.metric in TIME_METRICS else value / predicted
 
 
 def published_serving(**constants):

@@ -99,7 +99,9 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     kv = usable - w - act - other - graphs
     block = block_size * kv_cache_bytes_per_token(m, kv_cache) / min(tp, m.kv_heads)
     blocks = max(0, math.floor(kv / block)) if kv > 0 else 0
-    return KVCapacity(float(g.memory_bytes), usable, w, act, other, graphs, kv, block, blocks, blocks * block_size)
+    # kv_bytes is the room left for KV: 0 when the rest does not fit (then blocks = 0 and callers say so)
+    return KVCapacity(float(g.memory_bytes), usable, w, act, other, graphs, max(0.0, kv), block, blocks,
+                      blocks * block_size)
 
 
 # ----------------------------------------------------------------------------- calibrated constants
