@@ -20,8 +20,8 @@ L3_8B_KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2        # K and V x layers x KV heads x
 
 
 def exact(**kw):
-    """Roofline bounds with no efficiency loss: MBU = MFU = 1, no all-reduce latency."""
-    return dict(mbu=1.0, mfu=1.0, allreduce_latency_s=0.0, **kw)
+    """Roofline bounds with no efficiency loss: every efficiency 1, no step overhead, no all-reduce latency."""
+    return dict(mbu=1.0, mfu=1.0, attention_bu=1.0, step_overhead_s=0.0, allreduce_latency_s=0.0, **kw)
 
 
 def test_llama3_8b_batch1_decode_is_the_weights_over_bandwidth():
@@ -33,10 +33,12 @@ def test_llama3_8b_batch1_decode_is_the_weights_over_bandwidth():
     assert s.decode_context == ctx
     assert s.itl_s == pytest.approx((w + L3_8B_KV_PER_TOKEN * ctx) / H100_BW, rel=1e-12)
     assert s.decode_bound == "memory"
-    assert s.output_tokens_per_s == pytest.approx(1 / s.itl_s)
-    # at the default MBU of 0.8 the step is 1/0.8 as long
-    assert S.serving("llama-3-8b", "H100 SXM", batch=1, prompt=1024, output=256).itl_s == pytest.approx(
-        (w + L3_8B_KV_PER_TOKEN * ctx) / (0.8 * H100_BW), rel=1e-9)
+    # throughput counts the prompt's prefill: 256 tokens over (prefill + 256 steps)
+    assert s.output_tokens_per_s == pytest.approx(256 / (s.batch_prefill_s + 256 * s.itl_s))
+    # the calibrated step: weights at MBU, KV at the attention efficiency, plus the fixed step overhead
+    d = S.serving("llama-3-8b", "H100 SXM", batch=1, prompt=1024, output=256)
+    assert d.itl_s == pytest.approx(w / (S.MBU_DEFAULT * H100_BW) + L3_8B_KV_PER_TOKEN * ctx
+                                    / (S.ATTENTION_BU_DEFAULT * H100_BW) + S.STEP_OVERHEAD_S, rel=1e-9)
 
 
 def test_int4_reads_a_quarter_of_the_linear_weights():
@@ -50,11 +52,19 @@ def test_int4_reads_a_quarter_of_the_linear_weights():
 
 
 def test_kv_limited_max_batch_by_hand():
+    """vLLM's budget: 90% of the driver-reported memory, minus the weights, the activation peak of an
+    8,192-token chunk (3 x 14,336 + 4 x 4,096 16-bit values per token) and 256 sequences' fp32 logits twice,
+    1 GiB of CUDA context and buffers, 0.5 GiB of CUDA graphs; 16-token blocks; 80 blocks per 1,280 tokens."""
     s = S.serving("llama-3-8b", "H100 SXM", prompt=1024, output=256)
-    room = 81_559 * 2**20 - 2**30 - 2 * L3_8B_PARAMS                 # driver-reported memory - 1 GiB - weights
-    assert s.max_batch == math.floor(room / (L3_8B_KV_PER_TOKEN * 1280)) == 407
-    assert S.serving("llama-3-8b", "H100 SXM", batch=407).fits
-    assert not S.serving("llama-3-8b", "H100 SXM", batch=408).fits
+    act = 8192 * (3 * 14336 + 4 * 4096) * 2 + 2 * 256 * 128_256 * 4
+    room = 0.9 * 81_559 * 2**20 - 2 * L3_8B_PARAMS - act - 2**30 - 2**29
+    blocks = math.floor(room / (16 * L3_8B_KV_PER_TOKEN))
+    assert s.kv_capacity.blocks == blocks and s.kv_capacity.tokens == 16 * blocks
+    assert s.max_batch == blocks // 80 == 346
+    assert S.serving("llama-3-8b", "H100 SXM", batch=346).fits
+    assert not S.serving("llama-3-8b", "H100 SXM", batch=347).fits
+    # a lower gpu_memory_utilization holds fewer sequences
+    assert S.serving("llama-3-8b", "H100 SXM", gpu_memory_utilization=0.5).max_batch < 346
     # llama-3-70b in bf16 does not fit one H100 at all (141 GB of weights)
     assert S.serving("llama-3-70b", "H100 SXM").max_batch == 0
 
@@ -70,10 +80,14 @@ def test_ridge_point_and_prefill_by_hand():
 
 
 def test_tp_all_reduces_by_hand():
+    """The network model (data/links.csv, NVLink): a ring all-reduce over 8 GPUs is 14 steps of 2.3 us plus
+    2 x 7/8 of the message at 77% of 450 GB/s one way."""
     s = S.serving("llama-3-70b", "H100 SXM", tp=8, batch=4)
     msg = 4 * 8192 * 2                                               # batch x hidden x 2 bytes
-    one = 2 * 7 / 8 * msg / 450e9 + 10e-6                            # ring all-reduce at 450 GB/s one way
+    one = 14 * 2.3e-6 + 2 * 7 / 8 * msg / (0.77 * 450e9)
     assert s.decode_comm_s == pytest.approx(2 * 80 * one)
+    assert s.decode_comm_s > 2 * 80 * 30e-6                          # far more than the old 10 us per call
+    # the old price, on request: ring bytes at the link plus a fixed latency
     assert S.serving("llama-3-70b", "H100 SXM", tp=8, batch=4, allreduce_latency_s=0).decode_comm_s == \
         pytest.approx(2 * 80 * 2 * 7 / 8 * msg / 450e9)
     assert S.serving("llama-3-8b", "H100 SXM", tp=1).decode_comm_s == 0
@@ -84,7 +98,7 @@ def test_tp_all_reduces_by_hand():
 
 def test_cost_per_million_tokens_by_hand():
     s = S.serving("llama-3-8b", "H100 SXM", batch=16, prompt=1024, output=256)
-    assert s.usd_per_million_output_tokens == pytest.approx(2.99 / 3600 * s.itl_s / 16 * 1e6)
+    assert s.usd_per_million_output_tokens == pytest.approx(2.99 / 3600 * s.decode_step_s / 16 * 1e6)
     assert s.usd_per_million_input_tokens == pytest.approx(2.99 / 3600 * s.batch_prefill_s / (16 * 1024) * 1e6)
     assert S.serving("llama-3-8b", "H100 SXM", price_usd_per_gpu_hour=1.0).usd_per_hour == 1.0
 
@@ -132,7 +146,9 @@ def test_replicas_for_users_and_rate():
     r = S.replicas_for("llama-3-8b", "H100 SXM", requests_per_s=20, itl_s=0.03, ttft_s=0.5)
     assert r.capacity_requests_per_s >= 20
     # a single replica at the found batch would not be enough unless one replica was chosen
-    assert r.replicas == math.ceil(20 / r.serving.requests_per_s)
+    assert r.replicas >= math.ceil(20 / r.serving.requests_per_s)
+    # Little's law: 20 requests/s each holding a slot for request_s seconds, batch slots per replica
+    assert r.replicas == max(1, math.ceil(20 * r.serving.request_s / r.batch), math.ceil(20 / r.serving.requests_per_s))
 
 
 def test_replicas_for_explains():
@@ -156,72 +172,84 @@ def test_cost_by_gpu_rows():
     assert nothing.loc["A10", "note"] and math.isnan(nothing.loc["A10", "usd_per_million_output_tokens"])
 
 
-def test_published_figures_within_tolerance():
-    """data/serving_published.csv: each row has a source and a date; the default model lands within 25% on the
-    vLLM batch-1 row.
-
-    Batch 1 (vLLM, Llama-3.1-8B bf16 on an A100 40GB, 75 tokens/s): the bound with no loss is 1.555e12 /
-    16.06e9 = 97 tokens/s; the published figure is 77% of it, close to the default MBU of 0.8. The 8-way
-    throughput gain is over-estimated (6.6x published): the model ignores the prefills that vLLM interleaves
-    with the decode steps of a concurrency sweep, and per-step overheads (scheduling, sampling)."""
+def test_published_figures_have_sources_and_a_calibration_split():
     df = S.published_serving()
+    assert len(df) >= 20
     assert df["source"].str.len().gt(10).all() and df["as_of"].str.len().gt(3).all()
     assert df["url"].str.startswith("https://").all()
+    assert set(df["calibration"]) == {"yes", "no"} and 0.25 <= (df["calibration"] == "no").mean() <= 0.4
+    assert df["engine"].notna().all() and df["engine_version"].notna().all()
     ceiling = 1.555e12 / (2 * L3_8B_PARAMS)
     row = df[df["metric"] == "output_tokens_per_s"].iloc[0]
     assert row["value"] < ceiling                                   # a measurement never beats the roofline
-    assert 0.8 <= row["published_over_predicted"] <= 1.25
+
+
+def test_chunked_prefill_costs_running_sequences():
+    """A step carrying a full chunk costs more than a plain decode step, and under load the ITL carries the
+    other sequences' prefills: (batch - 1) x one prompt's prefill compute over the output."""
+    s = S.serving("llama-3-8b", "H100 SXM", batch=32, prompt=4096, output=256, **exact())
+    assert s.chunk_step_s > s.decode_step_s
+    assert s.itl_s == pytest.approx(s.decode_step_s + 31 * s.prefill_compute_s / 256)
+    long = S.serving("llama-3-8b", "H100 SXM", prompt=20_000, **exact())
+    assert long.prefill_chunks == 3                                  # ceil(20,000 / 8,192)
 
 
 TIME_METRICS = ("ttft_s", "itl_s")
 
 
-def test_every_published_row_is_below_the_roofline_and_within_a_band():
-    """Every published row, as a speed (published / predicted for a rate, predicted / published for a time),
-    lies in [0.25, 1.5] of the default model, and no row beats the roofline with no loss (MBU = MFU = 1, no
-    all-reduce latency).
-
-    Why the band is wide and lopsided: engines run below the roofline, by more than the default MBU/MFU allow
-    when the batch is large. Static-batched Llama-2-70B at batch 480 on 4 H100s (TensorRT-LLM v0.6.1) reaches
-    0.28 of the default prediction: the model calls that step compute-bound at half the fp8 peak, and whatever
-    held the engine back (the page does not say) is not in the model. High-concurrency throughput also includes prefill and scheduling, which the model's
-    ``batch / itl`` leaves out. The top is above 1 because prefill can beat the default MFU of 0.5: a 2,048-token
-    prompt of Llama-2-7B on an A100 took 133 ms (TensorRT-LLM v0.5), an MFU near 0.68, a speed of 1.36 of
-    the prediction. Bandwidth-bound rows sit near 1 (0.7-0.98)."""
+@pytest.mark.xfail(strict=True, reason="issue 22 done-when not yet met: every row is inside the fitted range "
+                   "(0.35-1.9) but three are beyond 1.5x of the central value: vLLM batch 1 on A100 (1.89), "
+                   "TensorRT-LLM Llama-2-70B (GQA) at batch 480 on 4 H100s (0.40) and at batch 64, 2,048/2,048 on 2 (0.63)")
+def test_every_published_row_inside_the_stated_range_and_within_1_5x():
+    """The done-when of issue 22, read from the CSV: every published figure's speed ratio (engine over model)
+    lies inside the range the calibration states and within 1.5x of the central prediction."""
     df = S.published_serving()
     for r in df.itertuples():
-        ratio = r.published_over_predicted
-        speed = 1 / ratio if r.metric in TIME_METRICS else ratio
-        assert 0.25 <= speed <= 1.5, r
-        if r.metric == "batch_gain":
-            assert r.value <= r.batch                               # b sequences make at most b times the tokens
-            continue
-        ideal = getattr(S.serving(r.model, r.gpu, tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache,
-                                  compute=r.compute, prompt=int(r.prompt), output=int(r.output), batch=int(r.batch),
-                                  **exact()), r.metric)
-        if r.metric in TIME_METRICS:
-            assert r.value > ideal, r
-        else:
-            assert r.value < ideal, r
-        # every row's batch fits the KV cache in the formats the engine used
-        assert S.serving(r.model, r.gpu, tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache,
-                         prompt=int(r.prompt), output=int(r.output), batch=int(r.batch)).fits, r
+        assert S.RANGE_LOW <= r.speed_ratio <= S.RANGE_HIGH, (r.model, r.gpu, r.metric, r.speed_ratio)
+        assert 1 / 1.5 <= r.speed_ratio <= 1.5, (r.model, r.gpu, r.metric, r.speed_ratio)
 
 
-def test_trtllm_a100_llama2_7b_row_against_a_hand_roofline():
-    """TensorRT-LLM v0.6.1, Llama-2-7B fp16 on one A100 80GB, batch 60, 128 in / 2,048 out: 1,928 tokens/s.
-    By hand: weights 2 x 6,738,415,616 = 13.48e9 bytes; KV 2 x 32 layers x 4,096 x 2 bytes = 524,288 bytes per
-    token; mean context 128 + 1,024 = 1,152; one step reads 13.48e9 + 60 x 524,288 x 1,152 = 49.72e9 bytes,
-    24.4 ms at 2.039e12 B/s: 2,461 tokens/s with no loss. The published figure is 78% of that, close to the
-    default MBU of 0.8."""
+def test_calibration_rows_inside_the_stated_range_and_no_row_beats_the_roofline():
+    """The range is the calibration rows' extreme ratios rounded outwards, so they lie inside it; and no row
+    is faster than the roofline with no loss (every efficiency 1, no overheads)."""
     df = S.published_serving()
-    row = df[(df["model"] == "llama-2-7b") & (df["gpu"] == "A100 80GB")
-             & (df["metric"] == "output_tokens_per_s_per_gpu")].iloc[0]
-    step_bytes = 2 * 6_738_415_616 + 60 * (2 * 32 * 4096 * 2) * 1152
-    ideal = 60 / (step_bytes / 2.039e12)
-    assert ideal == pytest.approx(2461, rel=1e-3)
-    assert row["value"] / ideal == pytest.approx(0.78, abs=0.01)
-    assert row["predicted"] == pytest.approx(0.8 * ideal, rel=1e-9)
+    cal = df[df["calibration"] == "yes"]
+    assert cal["inside"].all()
+    from llmsizing.serve_calibration import predict_row
+    for r in df.itertuples():
+        if r.metric == "batch_gain":
+            continue
+        bound = predict_row(r, mbu=1.0, mfu=1.0, attention_bu=1.0, step_overhead_s=0.0)
+        speed = bound / r.value if r.metric in ("ttft_s", "itl_s") else r.value / bound
+        assert speed <= 1.0, (r.model, r.gpu, r.metric, speed)
+
+
+def test_calibration_tool_is_current():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    rc = subprocess.run([sys.executable, str(root / "tools" / "calibrate_serving.py"), "--check"],
+                        capture_output=True, text=True)
+    assert rc.returncode == 0, rc.stdout + rc.stderr
+
+
+def test_users_and_rate_modes_agree():
+    """Little's law: 1,000 users with no think time are a rate of users / (TTFT + output x ITL); given as that
+    rate, the load needs the same GPUs; users mode never needs fewer."""
+    kw = dict(prompt=1024, output=256, itl_s=0.05, ttft_s=1.0)
+    u = S.replicas_for("llama-3-70b", "H100 SXM", users=1000, **kw)
+    assert u.requests_per_s == pytest.approx(1000 / u.serving.request_s)
+    r = S.replicas_for("llama-3-70b", "H100 SXM", requests_per_s=u.requests_per_s, **kw)
+    assert r.gpus == u.gpus
+    for users in (10, 200, 3000):
+        u = S.replicas_for("llama-3-8b", "H100 SXM", users=users, itl_s=0.03)
+        r = S.replicas_for("llama-3-8b", "H100 SXM", requests_per_s=u.requests_per_s, itl_s=0.03)
+        assert u.gpus >= r.gpus
+    # thinking users send fewer requests: never more GPUs
+    assert S.replicas_for("llama-3-70b", "H100 SXM", users=1000, think_s=30, **kw).gpus <= \
+        S.replicas_for("llama-3-70b", "H100 SXM", users=1000, **kw).gpus
 
 
 def test_widget_shows_what_the_library_computes():

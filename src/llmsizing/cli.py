@@ -24,6 +24,8 @@ EXAMPLES = """examples:
   llmsizing time llama-3.1-405b --tokens 15.6T --gpu "H100 SXM" --gpus 16384 --seq 8192 --mfu 0.38
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --gpu "H100 SXM" --gpu B200
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --deadline-days 30 --budget 2M --all
+  llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 1024 --output 256 --users 1000 --itl-ms 50
+  llmsizing serve llama-3-8b --gpu "H100 SXM" --prompt 4096 --output 512 --rps 20 --itl-ms 30 --json
   llmsizing finetune llama-3-8b --method lora --gpu "H100 SXM" --tokens 100M --seq 2048 --batch 4
   llmsizing finetune llama-3-70b --method qlora --gpu "A100 80GB" --gpus 4 --strategy fsdp --tokens 50M --json
 """
@@ -281,6 +283,28 @@ def cmd_plan(args) -> None:
     _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')}):")
 
 
+def cmd_serve(args) -> None:
+    from .serve import replicas_for
+
+    load = dict(users=args.users) if args.users is not None else dict(requests_per_s=args.rps)
+    plan = replicas_for(_model(args.model), args.gpu, prompt=args.prompt, output=args.output,
+                        itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3, think_s=args.think_s,
+                        weights=args.weights, kv_cache=args.kv_cache, price_usd_per_gpu_hour=args.price, **load)
+    df = plan.to_frame().T.reset_index(drop=True)
+    if args.json or args.csv:
+        _emit(df, args)
+        return
+    s = plan.serving
+    out = {"GPUs": f"{plan.gpus:,}", "layout": f"{plan.replicas:,} x tp={plan.tp}", "batch": f"{plan.batch:,}",
+           "TTFT ms": f"{s.ttft_s * 1e3:,.1f}", "ITL ms": f"{s.itl_s * 1e3:,.1f}",
+           "requests/s": f"{plan.requests_per_s:,.2f}", "capacity requests/s": f"{plan.capacity_requests_per_s:,.2f}",
+           "tokens/s/GPU": f"{s.output_tokens_per_s_per_gpu:,.0f}", "$/hour": f"${plan.usd_per_hour:,.2f}",
+           "$/M output tokens": f"${s.usd_per_million_output_tokens:,.3f}"}
+    import pandas as pd
+
+    load_text = f"{args.users:,} users" if args.users is not None else f"{args.rps:g} requests/s"
+    _emit(pd.DataFrame([out]), args, title=f"{s.model} on {s.gpu}: {load_text} of {args.prompt:,} + "
+          f"{args.output:,} tokens at ITL <= {args.itl_ms:g} ms, TTFT <= {args.ttft_ms:g} ms")
 def cmd_finetune(args) -> None:
     """Memory per GPU, the largest micro-batch and context that fit, and time and cost of a fine-tune
     (:mod:`llmsizing.finetune_time`)."""
@@ -351,7 +375,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="llmsizing", description="How many GPUs? Memory, time and cost of training "
                                  "a language model, from the library behind the book.", epilog=EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{models,gpus,memory,time,plan,finetune}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{models,gpus,memory,time,plan,serve,finetune}")
 
     p = sub.add_parser("models", help="the model catalogue")
     _add_output(p)
@@ -429,6 +453,27 @@ def parser() -> argparse.ArgumentParser:
     _add_output(p)
     p.set_defaults(func=cmd_plan)
 
+    from .serve import KV_FORMATS, WEIGHT_FORMATS
+
+    p = _command(sub, "serve", "GPUs to serve a load within a latency target",
+                 "The fewest GPUs (replicas x tensor parallelism) that serve a load within an ITL and TTFT target "
+                 "(replicas_for): users via Little's law, or a request rate.")
+    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
+    p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
+    p.add_argument("--prompt", type=integer(), required=True, help="prompt tokens per request")
+    p.add_argument("--output", type=integer(), required=True, help="generated tokens per request")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--users", type=integer(), help="concurrent users, each sending a request when the last ends")
+    g.add_argument("--rps", type=number(0, inclusive=False), help="requests per second")
+    p.add_argument("--itl-ms", type=number(0, inclusive=False), required=True, help="inter-token latency target, ms")
+    p.add_argument("--ttft-ms", type=number(0, inclusive=False), default=1000.0,
+                   help="time-to-first-token target, ms (default 1000)")
+    p.add_argument("--think-s", type=number(0), default=0.0, help="seconds a user thinks between requests")
+    p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS))
+    p.add_argument("--kv-cache", default="bf16", choices=list(KV_FORMATS))
+    p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
+    _add_output(p)
+    p.set_defaults(func=cmd_serve)
     from .finetune import METHODS
     from .finetune_time import STRATEGIES
 

@@ -20,19 +20,25 @@ at the link's one-way bandwidth plus a fixed latency per call. The library build
 :func:`~llmsizing.inference.kv_cached_tokens`), chapter 6 (:func:`~llmsizing.hardware.dense_tflops`, the
 decode roofline) and chapter 7 (:func:`~llmsizing.comm.ring_bytes`).
 
-What is assumed, and why (all parameters):
+What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
 
-* :data:`MBU_DEFAULT` = 0.8, range 0.7-0.9: the fraction of HBM bandwidth a decode step achieves. An
-  assumption: memory-copy benchmarks reach 80-90% of the datasheet bandwidth, and the published batch-1
-  figure in ``data/serving_published.csv`` (vLLM on an A100 40GB) implies about 77%.
-* :data:`MFU_DEFAULT` = 0.5, range 0.4-0.6: the fraction of the dense peak a prefill achieves. An assumption,
-  a little above the 30-50% of training (chapter 10): prefill is one large forward with no backward, no
-  optimizer and no data-parallel traffic.
-* :data:`ALLREDUCE_LATENCY_S` = 10 us per all-reduce: an assumption of the order of a small-message NCCL
-  all-reduce inside one NVLink node. At batch 1 it, not the bandwidth, is what tensor parallelism costs.
+* **KV capacity** as vLLM counts it (:func:`~llmsizing.serve_engine.kv_capacity_tokens`): 90% of the memory,
+  minus the weights, the profiled activation peak of the largest prefill chunk, CUDA graphs and buffers, cut
+  into 16-token blocks. It caps the batch (``max_batch``). Before issue 22 all memory but 1 GiB held KV.
+* **Decode step**: the weights read once at ``mbu`` of the HBM bandwidth, each sequence's cached KV read at its
+  own ``attention_bu``, the matmuls' FLOPs at ``mfu`` (the larger of memory and compute), a fixed
+  ``step_overhead_s`` (scheduling, sampling, launches) and the tensor-parallel all-reduces priced by the
+  network model (:func:`llmsizing.network.collective_time_s` on :func:`~llmsizing.network.group_link`), two per
+  layer of ``batch x hidden x 2`` bytes. Before, the step was ``max(bytes / (B x 0.8), FLOPs / (P x 0.5))`` and
+  each all-reduce cost a fixed 10 us.
+* **Chunked prefill**: a prompt is prefilled in chunks of ``max_num_batched_tokens`` tokens that ride along
+  with the decode steps, so under load each running sequence's ITL carries the other sequences' prefills
+  (``itl_s``), and a step that carries a full chunk costs more (``chunk_step_s``).
+* The four constants (``mbu``, ``attention_bu``, ``step_overhead_s``, ``mfu``) are fitted on published figures
+  (``data/serving_model.csv``, ``tools/calibrate_serving.py``, :mod:`llmsizing.serve_calibration`), which also
+  give the range of the residuals.
 
-Left out: kernel launch gaps, the sampler, scheduling (continuous batching interleaves prefills with decode
-steps), speculative decoding, prefix caching. Taught in chapter 15.
+Left out: queueing, speculative decoding, prefix caching. Taught in chapter 15.
 """
 
 from __future__ import annotations
@@ -49,7 +55,10 @@ from .hardware import COMPUTE_DTYPES, dense_tflops, link_bandwidth_one_way_gbps
 from .inference import kv_cache_bytes_per_token, kv_cached_tokens, weights_bytes
 from .memory import FIXED_OVERHEAD_BYTES
 from .model import Model
+from .network import Node, collective_time_s, get_node, group_link
 from .parallel import check_layout
+from .serve_engine import (BLOCK_SIZE, CUDA_GRAPH_BYTES, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS, KVCapacity,
+                           kv_capacity_tokens, serving_constants)
 
 #: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
 #: bytes read, not the FLOPs (the matmuls still run in ``compute``).
@@ -57,13 +66,21 @@ WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "int4-g128", "q8_0", "q
 #: KV-cache formats (vLLM's ``kv_cache_dtype``: auto = the model's 16 bits, or fp8).
 KV_FORMATS = ("bf16", "fp16", "fp8", "int8")
 
-#: Achieved fraction of HBM bandwidth in decode (memory bandwidth utilisation): default and range. An
-#: assumption (see the module docstring).
-MBU_DEFAULT, MBU_LOW, MBU_HIGH = 0.8, 0.7, 0.9
-#: Achieved fraction of the dense peak (model FLOPs utilisation) in prefill: default and range. An assumption.
-MFU_DEFAULT, MFU_LOW, MFU_HIGH = 0.5, 0.4, 0.6
-#: Fixed time per tensor-parallel all-reduce call (seconds). An assumption, of the order of NCCL's
-#: small-message latency inside an NVLink node; a parameter of :func:`serving`.
+_FIT = serving_constants()
+#: Achieved fraction of HBM bandwidth reading the weights in decode (MBU): the calibrated default
+#: (``data/serving_model.csv``), and a range for the reader's what-ifs.
+MBU_DEFAULT, MBU_LOW, MBU_HIGH = _FIT.weights_bu, 0.6, 0.9
+#: Achieved fraction of HBM bandwidth reading the paged KV cache (attention kernels): calibrated.
+ATTENTION_BU_DEFAULT = _FIT.attention_bu
+#: Fixed time per engine step (scheduling, sampling, kernel launches), seconds: calibrated.
+STEP_OVERHEAD_S = _FIT.step_overhead_s
+#: Achieved fraction of the dense peak (MFU) in prefill and in decode's matmuls: calibrated, and a range.
+MFU_DEFAULT, MFU_LOW, MFU_HIGH = _FIT.prefill_mfu, 0.4, 0.7
+#: The published / predicted range the calibration's residuals give (rounded outwards): a serving figure
+#: lies within ``RANGE_LOW x`` and ``RANGE_HIGH x`` the central prediction.
+RANGE_LOW, RANGE_HIGH = _FIT.low, _FIT.high
+#: Fixed time per tensor-parallel all-reduce (seconds) of the old model; now used only when a caller passes
+#: ``allreduce_latency_s=`` to :func:`serving` (the default prices all-reduces with the network model).
 ALLREDUCE_LATENCY_S = 10e-6
 #: Bytes of one activation element in the all-reduces (16-bit activations).
 ACTIVATION_BYTES = 2
@@ -104,6 +121,12 @@ class Serving:
     decode_compute_s: float
     decode_memory_s: float
     decode_comm_s: float
+    attention_bu: float = ATTENTION_BU_DEFAULT
+    step_overhead_s: float = STEP_OVERHEAD_S
+    prefill_chunks: int = 1
+    chunk_extra_s: float = 0.0
+    interleave_s: float = 0.0
+    kv_capacity: KVCapacity | None = None
 
     @property
     def gpus(self) -> int:
@@ -112,19 +135,34 @@ class Serving:
 
     @property
     def fits(self) -> bool:
-        """Whether weights + the batch's KV cache (at ``prompt + output`` tokens) fit the replica's memory."""
+        """Whether the batch's KV cache (at ``prompt + output`` tokens) fits the engine's KV budget."""
         return self.batch <= self.max_batch
 
     @property
     def ttft_s(self) -> float:
-        """Time to first token: the prefill of one request's prompt, ``max(compute, memory) + all-reduces``
-        (a continuous-batching engine schedules a new request's prefill at once; queueing is not modelled)."""
-        return max(self.prefill_compute_s, self.prefill_memory_s) + self.prefill_comm_s
+        """Time to first token: one prompt's prefill in ``prefill_chunks`` steps, ``max(compute, memory) +
+        all-reduces + chunks x step overhead`` (queueing is not modelled)."""
+        return (max(self.prefill_compute_s, self.prefill_memory_s) + self.prefill_comm_s
+                + self.prefill_chunks * self.step_overhead_s)
+
+    @property
+    def decode_step_s(self) -> float:
+        """One decode step carrying no prefill: ``max(memory, compute) + all-reduces + step overhead``."""
+        return max(self.decode_memory_s, self.decode_compute_s) + self.decode_comm_s + self.step_overhead_s
 
     @property
     def itl_s(self) -> float:
-        """Inter-token latency: one decode step at the mean context, ``max(memory, compute) + all-reduces``."""
-        return max(self.decode_memory_s, self.decode_compute_s) + self.decode_comm_s
+        """Mean inter-token latency under continuous batching: a decode step plus the other ``batch - 1``
+        sequences' prefills spread over the ``output`` steps (chunked prefill rides along with decode):
+        ``decode_step_s + (batch - 1) x interleave_s / output``. Issue 22: the step has an overhead, its own
+        attention efficiency and network-priced all-reduces, and it carries the others' prefills."""
+        return self.decode_step_s + (self.batch - 1) * self.interleave_s / self.output
+
+    @property
+    def chunk_step_s(self) -> float:
+        """A decode step that also carries one prefill chunk (``min(prompt, max_num_batched_tokens)`` tokens):
+        the worst ITL a running sequence sees when a new request arrives."""
+        return self.decode_step_s + self.chunk_extra_s
 
     @property
     def decode_bound(self) -> str:
@@ -145,9 +183,16 @@ class Serving:
         return self.prefill_flops_per_gpu / self.prefill_bytes_per_gpu
 
     @property
+    def cycle_s(self) -> float:
+        """GPU time to serve ``batch`` requests completely: prefill all their prompts (``batch_prefill_s``)
+        and decode ``output`` steps: ``batch_prefill_s + output x decode_step_s``."""
+        return self.batch_prefill_s + self.output * self.decode_step_s
+
+    @property
     def output_tokens_per_s(self) -> float:
-        """Tokens the replica generates per second while decoding: ``batch / itl_s``."""
-        return self.batch / self.itl_s
+        """Tokens the replica generates per second, prefills included: ``batch x output / cycle_s``
+        (issue 22; before, ``batch / itl_s`` with no prefill)."""
+        return self.batch * self.output / self.cycle_s
 
     @property
     def output_tokens_per_s_per_gpu(self) -> float:
@@ -157,12 +202,6 @@ class Serving:
     def request_s(self) -> float:
         """One request end to end: ``ttft_s + output x itl_s``."""
         return self.ttft_s + self.output * self.itl_s
-
-    @property
-    def cycle_s(self) -> float:
-        """GPU time to serve ``batch`` requests completely: prefill all their prompts
-        (``batch_prefill_s``) and decode ``output`` steps: ``batch_prefill_s + output x itl_s``."""
-        return self.batch_prefill_s + self.output * self.itl_s
 
     @property
     def requests_per_s(self) -> float:
@@ -175,8 +214,8 @@ class Serving:
 
     @property
     def usd_per_million_output_tokens(self) -> float:
-        """The replica's decode time per generated token, priced: ``tp x price x itl_s / batch`` per token."""
-        return self.usd_per_hour / 3600 * self.itl_s / self.batch * 1e6
+        """The replica's decode time per generated token, priced: ``tp x price x decode_step_s / batch``."""
+        return self.usd_per_hour / 3600 * self.decode_step_s / self.batch * 1e6
 
     @property
     def usd_per_million_input_tokens(self) -> float:
@@ -190,7 +229,8 @@ class Serving:
 
         rows = {"gpus": self.tp, "batch": self.batch, "max_batch": self.max_batch, "fits": self.fits,
                 "mbu": self.mbu, "mfu": self.mfu, "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
-                "itl_s": self.itl_s, "decode_bound": self.decode_bound,
+                "decode_step_s": self.decode_step_s, "itl_s": self.itl_s, "chunk_step_s": self.chunk_step_s,
+                "decode_bound": self.decode_bound,
                 "decode_intensity_flops_per_byte": self.decode_intensity_flops_per_byte,
                 "output_tokens_per_s": self.output_tokens_per_s,
                 "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
@@ -200,43 +240,53 @@ class Serving:
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
 
 
-def _allreduce_s(message_bytes: float, tp: int, link_gbps: float, latency_s: float) -> float:
+def _allreduce_s(message_bytes: float, tp: int, link, latency_s: float | None) -> float:
+    """One all-reduce: the network model's (``link`` a GroupLink) or, given ``latency_s``, the old fixed latency
+    plus the ring bytes at the link's one-way bandwidth (``link`` a float, GB/s)."""
     if tp == 1:
         return 0.0
-    return ring_bytes("all-reduce", message_bytes, tp) / (link_gbps * 1e9) + latency_s
+    if latency_s is None:
+        return collective_time_s("all-reduce", message_bytes, tp, link)
+    return ring_bytes("all-reduce", message_bytes, tp) / (link * 1e9) + latency_s
 
 
 def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_cache: str = "bf16",
             prompt: int = 1024, output: int = 256, batch: int = 1, mbu: float = MBU_DEFAULT,
-            mfu: float = MFU_DEFAULT, compute: str = "bf16", allreduce_latency_s: float = ALLREDUCE_LATENCY_S,
+            mfu: float = MFU_DEFAULT, compute: str = "bf16", allreduce_latency_s: float | None = None,
             overhead_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES,
-            price_usd_per_gpu_hour: float | None = None) -> Serving:
+            price_usd_per_gpu_hour: float | None = None, attention_bu: float = ATTENTION_BU_DEFAULT,
+            step_overhead_s: float = STEP_OVERHEAD_S, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+            max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
+            node=None) -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
     Per GPU, with ``W`` the weight bytes (:func:`~llmsizing.inference.weights_bytes`), ``K`` the KV bytes per
     token, ``F(s)`` the forward FLOPs per token at context ``s`` (:func:`~llmsizing.flops.forward_flops_per_token`),
-    ``B`` the HBM bandwidth, ``P`` the dense peak in ``compute``:
+    ``B`` the HBM bandwidth, ``P`` the dense peak in ``compute``, ``t0`` = ``step_overhead_s``, ``T`` =
+    ``max_num_batched_tokens`` (the prefill chunk):
 
-    * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp (with a sliding window ``w`` the
-      causal band: each token attends to at most ``w`` keys, as in training and decode), bytes ``W/tp`` + the KV
-      written; time ``max(FLOPs / (P mfu), bytes / (B mbu)) + 2 L all-reduces of n x prompt x hidden x 2
-      bytes``. ``ttft_s`` is one prompt's (``n = 1``: continuous batching prefills a new request at once;
-      queueing is not modelled), ``batch_prefill_s`` the whole batch's (it sets ``requests_per_s`` and the
-      cost of input tokens);
-    * decode (ITL), at the mean context ``c = prompt + output // 2``: bytes ``W/tp + batch x K x c / kv_split``,
-      FLOPs ``batch x F(c)`` / tp (``min(c, w)`` keys per token with a window);
-      ``itl = max(bytes / (B mbu), FLOPs / (P mfu)) + 2 L all-reduces of
-      batch x hidden x 2 bytes``. ``kv_split = min(tp, kv_heads)``: beyond ``kv_heads`` vLLM replicates KV heads;
-    * ``max_batch``: the largest batch whose KV cache at ``prompt + output`` tokens fits beside the weights
-      and ``overhead_bytes_per_gpu`` (CUDA context, workspaces; default 1 GiB) on each GPU. Paged allocation
-      (vLLM's PagedAttention, Kwon et al. 2023) wastes at most one block per sequence: no fragmentation
-      allowance. The result reports ``fits``; it does not refuse a batch that does not fit.
+    * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp, in ``c = ceil(n x prompt / T)``
+      chunks, each reading ``W/tp``; time ``max(FLOPs / (P mfu), c W / (B mbu) + KV written / (B
+      attention_bu)) + 2 L all-reduces of the tokens x hidden x 2 bytes + c t0``. ``ttft_s`` is one prompt's,
+      ``batch_prefill_s`` the whole batch's;
+    * decode step, at the mean context ``c = prompt + output // 2``: ``max(W / (B mbu) + batch K c / (B
+      attention_bu), batch F(c) / (P mfu)) + 2 L all-reduces of batch x hidden x 2 bytes + t0``
+      (``decode_step_s``); ``itl_s`` adds the other sequences' prefills spread over the output
+      (chunked prefill, see :class:`Serving`), ``chunk_step_s`` one full chunk;
+    * all-reduces: the network model (:func:`llmsizing.network.collective_time_s` on the tensor-parallel
+      group's :func:`~llmsizing.network.group_link` in ``node``, default the GPU's node). Passing
+      ``allreduce_latency_s=`` restores the old price: ring bytes at the link bandwidth plus that latency;
+    * ``max_batch``: the KV blocks vLLM would allocate (:func:`~llmsizing.serve_engine.kv_capacity_tokens`,
+      with ``gpu_memory_utilization``, ``max_num_batched_tokens``, ``cuda_graph_bytes`` and
+      ``overhead_bytes_per_gpu``) over the blocks one sequence of ``prompt + output`` tokens holds. The result
+      reports ``fits``; it does not refuse a batch that does not fit.
 
-    ``tp`` must divide the heads and the MLP, and divide or be a multiple of the KV heads
-    (:func:`llmsizing.parallel.check_layout`). Quantised ``weights`` (fp8/int8/int4) are fewer bytes to read,
-    the same FLOPs. Prices default to the catalogue's (on-demand list prices on a date: they move).
-    Taught in chapter 15.
+    ``mbu``, ``attention_bu``, ``step_overhead_s`` and ``mfu`` default to the calibrated constants
+    (``data/serving_model.csv``). Issue 22 changed the defaults and added the keywords after
+    ``price_usd_per_gpu_hour``; old calls run unchanged. ``tp`` must divide the heads and the MLP, and divide or
+    be a multiple of the KV heads (:func:`llmsizing.parallel.check_layout`). Quantised ``weights``
+    (fp8/int8/int4) are fewer bytes to read, the same FLOPs. Prices default to the catalogue's. Chapter 15.
     """
     m = resolve_model(model)
     g = get_gpu(gpu)
@@ -254,48 +304,76 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
                          f"all-reduce would exceed {MAX_MEANINGFUL:,} bytes; give a smaller batch or prompt")
     mbu = check_fraction("mbu", mbu)
     mfu = check_fraction("mfu", mfu)
+    attention_bu = check_fraction("attention_bu", attention_bu)
+    t0 = check_number("step_overhead_s", step_overhead_s, maximum=1.0)
     check_choice("compute", compute, COMPUTE_DTYPES)
-    lat = check_number("allreduce_latency_s", allreduce_latency_s, maximum=1.0)
+    lat = None if allreduce_latency_s is None else check_number("allreduce_latency_s", allreduce_latency_s,
+                                                                maximum=1.0)
     overhead = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
+    chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
+    cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
+                             gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
+                             cuda_graph_bytes=cuda_graph_bytes, overhead_bytes_per_gpu=overhead)
     price = gpu_price(g, price_usd_per_gpu_hour)
     peak = dense_tflops(g, compute) * 1e12
     hbm = g.memory_bandwidth_gbps * 1e9              # (a GPU's speeds are checked when it is made)
-    link = link_bandwidth_one_way_gbps(g) if tp > 1 else 1.0
+    if tp == 1:
+        link = None
+    elif lat is None:
+        link = group_link(g, get_node(node, gpu=g) if not isinstance(node, Node) else node, size=tp)
+    else:
+        link = link_bandwidth_one_way_gbps(g)
 
     kv_split = min(tp, m.kv_heads)
     w_gpu = weights_bytes(m, weights) / tp
     kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split
     kv_seq_gpu = kv_tok_gpu * kv_cached_tokens(m, prompt + output)
-    capacity = float(g.memory_bytes)
-    room = capacity - overhead - w_gpu
-    max_batch = max(0, math.floor(room / kv_seq_gpu)) if room > 0 else 0
+    blocks_per_seq = math.ceil(kv_cached_tokens(m, prompt + output) / BLOCK_SIZE)
+    max_batch = cap.blocks // blocks_per_seq
 
-    # prefill: the whole prompt at once; a causal kernel does half the s x s products
-    def prefill(n):   # n prompts prefilled together -> (FLOPs, bytes, compute s, memory s, comm s)
+    def ar(tokens):   # the two all-reduces per layer of `tokens` activations, split into chunks of T tokens
+        full, rest = divmod(tokens, chunk)
+        per = _allreduce_s(min(tokens, chunk) * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+        last = _allreduce_s(rest * m.hidden * ACTIVATION_BYTES, tp, link, lat) if rest and full else 0.0
+        return 2 * m.layers * ((full if full else 1) * per + last)
+
+    def prefill(n):   # n prompts prefilled together -> (FLOPs, bytes, compute s, memory s, comm s, chunks)
         flops = n * prompt * forward_flops_per_token(m, seq=prompt, causal=True) / tp
-        read = w_gpu + n * kv_tok_gpu * kv_cached_tokens(m, prompt)
-        comm = 2 * m.layers * _allreduce_s(n * prompt * m.hidden * ACTIVATION_BYTES, tp, link, lat)
-        return flops, read, flops / (peak * mfu), read / (hbm * mbu), comm
+        chunks = math.ceil(n * prompt / chunk)
+        kv_written = n * kv_tok_gpu * kv_cached_tokens(m, prompt)
+        read = chunks * w_gpu + kv_written
+        memory = chunks * w_gpu / (hbm * mbu) + kv_written / (hbm * attention_bu)
+        return flops, read, flops / (peak * mfu), memory, ar(n * prompt), chunks
 
-    pre_flops, pre_bytes, pre_compute, pre_memory, pre_comm = prefill(1)
-    _, _, all_compute, all_memory, all_comm = prefill(batch)
+    pre_flops, pre_bytes, pre_compute, pre_memory, pre_comm, pre_chunks = prefill(1)
+    _, _, all_compute, all_memory, all_comm, all_chunks = prefill(batch)
 
     # decode: one token per sequence, attending to the mean context of the output steps
     ctx = prompt + output // 2
     cached = kv_cached_tokens(m, ctx)
     dec_flops = batch * forward_flops_per_token(m, seq=ctx) / tp      # min(ctx, window) keys: flops.py
-    dec_bytes = w_gpu + batch * kv_tok_gpu * cached
+    kv_read = batch * kv_tok_gpu * cached
+    dec_bytes = w_gpu + kv_read
+    dec_memory = w_gpu / (hbm * mbu) + kv_read / (hbm * attention_bu)
     dec_comm = 2 * m.layers * _allreduce_s(batch * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+    # what one prompt's prefill adds to the decode steps it rides along with (its weights read is shared)
+    interleave = pre_compute + pre_comm
+    c_tok = min(prompt, chunk)
+    chunk_extra = (c_tok * forward_flops_per_token(m, seq=c_tok, causal=True) / tp / (peak * mfu)
+                   + 2 * m.layers * _allreduce_s(c_tok * m.hidden * ACTIVATION_BYTES, tp, link, lat))
 
     return Serving(
         model=m.name, gpu=g.name, tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output,
         batch=batch, mbu=mbu, mfu=mfu, price_usd_per_gpu_hour=price, weights_bytes_per_gpu=w_gpu,
-        kv_bytes_per_sequence_per_gpu=kv_seq_gpu, capacity_bytes_per_gpu=capacity, overhead_bytes_per_gpu=overhead,
-        max_batch=max_batch, prefill_flops_per_gpu=pre_flops, prefill_bytes_per_gpu=pre_bytes,
-        prefill_compute_s=pre_compute, prefill_memory_s=pre_memory, prefill_comm_s=pre_comm,
-        batch_prefill_s=max(all_compute, all_memory) + all_comm,
+        kv_bytes_per_sequence_per_gpu=kv_seq_gpu, capacity_bytes_per_gpu=float(g.memory_bytes),
+        overhead_bytes_per_gpu=overhead, max_batch=max_batch, prefill_flops_per_gpu=pre_flops,
+        prefill_bytes_per_gpu=pre_bytes, prefill_compute_s=pre_compute, prefill_memory_s=pre_memory,
+        prefill_comm_s=pre_comm,
+        batch_prefill_s=max(all_compute, all_memory) + all_comm + all_chunks * t0,
         decode_context=ctx, decode_flops_per_gpu=dec_flops, decode_bytes_per_gpu=dec_bytes,
-        decode_compute_s=dec_flops / (peak * mfu), decode_memory_s=dec_bytes / (hbm * mbu), decode_comm_s=dec_comm)
+        decode_compute_s=dec_flops / (peak * mfu), decode_memory_s=dec_memory, decode_comm_s=dec_comm,
+        attention_bu=attention_bu, step_overhead_s=t0, prefill_chunks=pre_chunks, chunk_extra_s=chunk_extra,
+        interleave_s=interleave, kv_capacity=cap)
 
 
 def serving_sweep(model: Model | str, gpu, *, batches=None, **kwargs) -> list[Serving]:
@@ -337,7 +415,7 @@ class ServingPlan:
 
         s = self.serving
         rows = {"gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "replicas": self.replicas, "batch": self.batch,
-                "ttft_s": s.ttft_s, "itl_s": s.itl_s, "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
+                "requests_per_s": self.requests_per_s, "ttft_s": s.ttft_s, "itl_s": s.itl_s, "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
                 "capacity_requests_per_s": self.capacity_requests_per_s, "usd_per_hour": self.usd_per_hour,
                 "usd_per_million_output_tokens": s.usd_per_million_output_tokens}
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
@@ -366,9 +444,11 @@ def _explain(m, g, ttft_s, itl_s, firsts) -> str:
     fitting = [s for s in firsts if s.max_batch >= 1]
     for s in firsts:
         if s.max_batch < 1:
+            c = s.kv_capacity
             parts.append(f"tp={s.tp}: does not fit ({s.weights_bytes_per_gpu / GiB:,.1f} GiB of weights per GPU "
-                         f"+ {s.overhead_bytes_per_gpu / GiB:.1f} GiB overhead + one sequence's KV cache "
-                         f"> {s.capacity_bytes_per_gpu / GiB:,.1f} GiB)")
+                         f"+ {c.activation_peak_bytes / GiB:.1f} GiB activation peak + "
+                         f"{(c.non_torch_bytes + c.cuda_graph_bytes) / GiB:.1f} GiB overhead and CUDA graphs + one "
+                         f"sequence's KV cache > {c.usable_bytes / GiB:,.1f} GiB usable)")
     if fitting:
         best = min(fitting, key=lambda s: (max(s.itl_s / itl_s, s.ttft_s / ttft_s)))
         parts.append(f"closest: tp={best.tp} at batch 1, ITL {best.itl_s * 1e3:,.2f} ms (target "
@@ -378,19 +458,32 @@ def _explain(m, g, ttft_s, itl_s, firsts) -> str:
             ". Try quantised weights, a faster GPU, a shorter prompt or looser targets.")
 
 
+def _cut(x: float) -> float:
+    """``x`` rounded to 9 significant digits, so that a load given as users and the same load given as its rate
+    (which went through a division and back) land on the same side of a whole number of replicas."""
+    return float(f"{x:.9g}")
+
+
 def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None, users: int | None = None,
                  prompt: int = 1024, output: int = 256, ttft_s: float = 1.0, itl_s: float = 0.05,
-                 tps=TP_CHOICES, **kwargs) -> ServingPlan:
+                 tps=TP_CHOICES, think_s: float = 0.0, **kwargs) -> ServingPlan:
     """The fewest GPUs that serve a load within a latency target, and the layout that does it.
 
-    The load is either ``users`` streams generating at once (each holds a batch slot: ``replicas =
-    ceil(users / batch)``) or ``requests_per_s`` (a replica running batches back to back completes ``batch /
-    (batch prefill + output x itl)`` requests per second, :attr:`Serving.requests_per_s`). For each ``tp`` in
-    ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and fitting the KV cache
-    is found by bisection (both latencies never fall as the batch grows); the layout with the fewest GPUs wins,
-    ties going to the lower ITL. Other keywords go to :func:`serving` (``weights``, ``kv_cache``, ``mbu``,
-    ``mfu``, ...). When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what
-    came closest. Taught in chapter 15.
+    The load is either ``users`` or ``requests_per_s``, and both go through Little's law (issue 22). A request
+    holds a batch slot for ``R = ttft_s + output x itl_s`` seconds of the layout (:attr:`Serving.request_s`:
+    ITL under load carries the other sequences' chunked prefills), so a rate ``lambda`` keeps ``lambda x R``
+    requests running, and each replica runs at most ``batch`` of them: ``replicas = ceil(lambda x R / batch)``
+    (never fewer than ``lambda`` over what a replica completes per second, :attr:`Serving.requests_per_s`).
+    ``users`` who each send a request as soon as the last one ends, after ``think_s`` seconds of thinking, are
+    the rate ``lambda = users / (R + think_s)`` (so with no thinking, ``users`` running requests). The plan
+    reports that rate, and the same rate given as ``requests_per_s`` needs no more GPUs. Before issue 22 users
+    were ``ceil(users / batch)`` replicas with no prefill budgeted.
+
+    For each ``tp`` in ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and
+    fitting the KV cache is found by bisection (both latencies never fall as the batch grows); the layout with
+    the fewest GPUs wins, ties going to the lower ITL. Other keywords go to :func:`serving` (``weights``,
+    ``kv_cache``, ``mbu``, ``mfu``, ...). When no layout meets the target, raises ``ValueError`` saying which tp
+    does not fit and what came closest. Taught in chapter 15.
     """
     m = resolve_model(model)
     g = get_gpu(gpu)
@@ -398,6 +491,7 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
         raise ValueError("give exactly one of requests_per_s (a request rate) or users (concurrent streams)")
     rps = None if requests_per_s is None else check_number("requests_per_s", requests_per_s, allow_equal=False)
     users = None if users is None else check_int("users", users)
+    think = check_number("think_s", think_s)
     ttft_s = check_number("ttft_s", ttft_s, allow_equal=False)
     itl_s = check_number("itl_s", itl_s, allow_equal=False)
     tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 2, 4, 8)")})
@@ -418,12 +512,11 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
         firsts.append(one)
         if s is None:
             continue
-        if users is not None:
-            replicas = math.ceil(users / s.batch)
-            s = serving(m, g, tp=t, batch=math.ceil(users / replicas), **kwargs)   # spread the users evenly
-        else:       # any load, however small, needs one replica (a tiny rate / capacity rounds up to 1, never 0)
-            replicas = max(1, math.ceil(rps / s.requests_per_s))
-        plan = ServingPlan(replicas * t, t, s.batch, replicas, s, rps, users)
+        rate = rps if users is None else users / (s.request_s + think)
+        # Little's law: rate x R requests in flight, batch per replica; and no more than a replica completes.
+        # Any load, however small, needs one replica (it rounds up to 1, never 0).
+        replicas = max(1, math.ceil(_cut(rate * s.request_s / s.batch)), math.ceil(_cut(rate / s.requests_per_s)))
+        plan = ServingPlan(replicas * t, t, s.batch, replicas, s, rate, users)
         if best is None or (plan.gpus, s.itl_s) < (best.gpus, best.serving.itl_s):
             best = plan
     if best is None:
@@ -483,30 +576,14 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
 
 
 def published_serving():
-    """``data/serving_published.csv``: published serving measurements (source and date on every row), each
-    next to what :func:`serving` predicts for the same model, GPU, tensor parallelism, weight / KV-cache /
-    compute formats, lengths and batch (``predicted``, at the default MBU and MFU) and the ratio
-    ``published / predicted``. For rates (tokens/s) a ratio below 1 means the engine is slower than the model;
-    for times (``ttft_s``, ``itl_s``) it means faster. Chapter 15 discusses the gaps."""
-    import pandas as pd
+    """``data/serving_published.csv`` next to the model's predictions: see
+    :func:`llmsizing.serve_calibration.published_serving` (moved there in issue 22; this name still works)."""
+    from .serve_calibration import published_serving as _published
 
-    from .catalog import DATA_DIR
-
-    df = pd.read_csv(DATA_DIR / "serving_published.csv")
-    for col in ("kv_cache", "compute"):   # the formats the engine ran; 16-bit where a row leaves them blank
-        df[col] = df[col].fillna("bf16") if col in df else "bf16"
-    preds = []
-    for r in df.itertuples():
-        kw = dict(tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache, compute=r.compute, prompt=int(r.prompt),
-                  output=int(r.output))
-        s = serving(r.model, r.gpu, batch=int(r.batch), **kw)
-        preds.append(getattr(s, r.metric) if r.metric != "batch_gain" else
-                     s.output_tokens_per_s / serving(r.model, r.gpu, **kw).output_tokens_per_s)
-    df["predicted"] = preds
-    df["published_over_predicted"] = df["value"] / df["predicted"]
-    return df
+    return _published()
 
 
 __all__ = ["Serving", "serving", "serving_sweep", "ServingPlan", "replicas_for", "serving_cost_by_gpu",
            "published_serving", "MBU_DEFAULT", "MBU_LOW", "MBU_HIGH", "MFU_DEFAULT", "MFU_LOW", "MFU_HIGH",
-           "ALLREDUCE_LATENCY_S", "WEIGHT_FORMATS", "KV_FORMATS"]
+           "ALLREDUCE_LATENCY_S", "WEIGHT_FORMATS", "KV_FORMATS", "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S",
+           "RANGE_LOW", "RANGE_HIGH", "kv_capacity_tokens"]

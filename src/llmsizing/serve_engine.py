@@ -1,0 +1,130 @@
+"""What a serving engine adds to the roofline: KV capacity as vLLM counts it, and the calibrated step constants
+(chapter 15, "Serving"; issue 22).
+
+**KV capacity.** vLLM (Kwon et al. 2023, PagedAttention; ``vllm/v1/worker/gpu_worker.py``'s
+``determine_available_memory``) does not fill the whole GPU with KV cache. It budgets
+
+    ``gpu_memory_utilization x memory - weights - activation peak - non-torch memory - CUDA graphs``
+
+where ``gpu_memory_utilization`` defaults to 0.9 and the activation peak is what a profiling forward pass over
+the largest prefill chunk (``max_num_batched_tokens`` tokens, 8,192 by default with chunked prefill in vLLM V1)
+allocates, plus the sampler's logits for ``max_num_seqs`` sequences. The rest is cut into blocks of
+``block_size`` = 16 tokens; a sequence of ``s`` tokens holds ``ceil(s / 16)`` of them. :func:`kv_capacity_tokens`
+does this count.
+
+The activation peak is modelled, not profiled: the widest tensors of one layer's forward over ``T`` tokens
+(the gated MLP's ``2 x ffn`` up-projection, its ``ffn`` product and a few ``hidden``-wide buffers, 16-bit,
+``ffn`` split over the tensor-parallel GPUs) plus ``max_num_seqs x vocab`` fp32 logits and their softmax.
+
+**Step constants.** ``data/serving_model.csv`` holds the four constants the decode and prefill costs use, fitted
+by ``tools/calibrate_serving.py`` on the published figures marked ``calibration=yes`` in
+``data/serving_published.csv`` (:mod:`llmsizing.serve_calibration`), and the range of their residuals.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ._validate import check_fraction, check_int, check_number
+from .catalog import DATA_DIR
+from .inference import kv_cache_bytes_per_token, weights_bytes
+from .memory import FIXED_OVERHEAD_BYTES
+from .model import Model
+from .units import GiB
+
+#: vLLM's default share of GPU memory the engine may use (``gpu_memory_utilization``).
+GPU_MEMORY_UTILIZATION = 0.9
+#: vLLM V1's default largest prefill chunk with chunked prefill (``max_num_batched_tokens``), tokens.
+MAX_NUM_BATCHED_TOKENS = 8192
+#: vLLM's default largest number of running sequences (``max_num_seqs``): the sampler's profiled logits.
+MAX_NUM_SEQS = 256
+#: Tokens per KV-cache block (vLLM's ``block_size``).
+BLOCK_SIZE = 16
+#: Memory CUDA graphs of the decode batch sizes take per GPU: an allowance (vLLM logs 0.3-1 GiB per GPU).
+CUDA_GRAPH_BYTES = 0.5 * GiB
+
+
+@dataclass(frozen=True)
+class KVCapacity:
+    """The KV-cache budget of one GPU (:func:`kv_capacity_tokens`): bytes per term, the blocks and tokens."""
+
+    memory_bytes: float
+    usable_bytes: float
+    weights_bytes: float
+    activation_peak_bytes: float
+    non_torch_bytes: float
+    cuda_graph_bytes: float
+    kv_bytes: float
+    block_bytes: float
+    blocks: int
+    tokens: int
+
+
+def activation_peak_bytes(model: Model, *, tp: int = 1, chunk: int = MAX_NUM_BATCHED_TOKENS,
+                          max_num_seqs: int = MAX_NUM_SEQS) -> float:
+    """Peak activation bytes per GPU of a profiling forward over a ``chunk``-token prefill (see the module
+    docstring): ``chunk x (3 ffn / tp + 4 hidden) x 2 + 2 x max_num_seqs x vocab x 4``."""
+    up = (3 if model.gated_mlp else 2) * model.ffn_hidden / tp
+    return chunk * (up + 4 * model.hidden) * 2 + 2 * max_num_seqs * model.vocab * 4
+
+
+def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16", kv_cache: str = "bf16",
+                       gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+                       max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = MAX_NUM_SEQS,
+                       cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
+                       overhead_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES,
+                       block_size: int = BLOCK_SIZE) -> KVCapacity:
+    """The KV cache one GPU of a ``tp``-GPU replica holds, counted as vLLM does (module docstring):
+    ``usable = gpu_memory_utilization x memory``; ``kv = usable - weights / tp - activation peak -
+    overhead_bytes_per_gpu (CUDA context, NCCL and cuBLAS buffers) - cuda_graph_bytes``; ``blocks =
+    floor(kv / (block_size x KV bytes per token per GPU))``; ``tokens = blocks x block_size``. Negative room is 0
+    blocks (the model does not fit). The KV heads split over ``min(tp, kv_heads)`` GPUs. Taught in chapter 15."""
+    from .catalog import get_gpu, resolve_model
+
+    m = resolve_model(model)
+    g = get_gpu(gpu)
+    tp = check_int("tp", tp, maximum=1024)
+    util = check_fraction("gpu_memory_utilization", gpu_memory_utilization)
+    chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
+    seqs = check_int("max_num_seqs", max_num_seqs, maximum=1_000_000)
+    graphs = check_number("cuda_graph_bytes", cuda_graph_bytes)
+    other = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
+    block_size = check_int("block_size", block_size, maximum=4096)
+    usable = util * g.memory_bytes
+    w = weights_bytes(m, weights) / tp
+    act = activation_peak_bytes(m, tp=tp, chunk=chunk, max_num_seqs=seqs)
+    kv = usable - w - act - other - graphs
+    block = block_size * kv_cache_bytes_per_token(m, kv_cache) / min(tp, m.kv_heads)
+    blocks = max(0, math.floor(kv / block)) if kv > 0 else 0
+    # kv_bytes is the room left for KV: 0 when the rest does not fit (then blocks = 0 and callers say so)
+    return KVCapacity(float(g.memory_bytes), usable, w, act, other, graphs, max(0.0, kv), block, blocks,
+                      blocks * block_size)
+
+
+# ----------------------------------------------------------------------------- calibrated constants
+@dataclass(frozen=True)
+class ServingConstants:
+    """The fitted step constants (``data/serving_model.csv``) and the residual range of the calibration."""
+
+    weights_bu: float          # fraction of HBM bandwidth reading the weights in a decode step
+    attention_bu: float        # fraction of HBM bandwidth reading the paged KV cache (attention kernels)
+    step_overhead_s: float     # fixed time per engine step: scheduling, sampling, kernel launches
+    prefill_mfu: float         # fraction of the dense peak a prefill (and a decode's matmuls) reaches
+    low: float                 # published / predicted, lowest over the calibration rows (rounded outwards)
+    high: float                # ... highest
+
+
+@lru_cache(maxsize=1)
+def serving_constants() -> ServingConstants:
+    """The constants of ``data/serving_model.csv`` (written by ``tools/calibrate_serving.py``)."""
+    with open(DATA_DIR / "serving_model.csv", newline="") as f:
+        values = {r["constant"]: float(r["value"]) for r in csv.DictReader(f)}
+    return ServingConstants(values["weights_bu"], values["attention_bu"], values["step_overhead_s"],
+                            values["prefill_mfu"], values["range_low"], values["range_high"])
+
+
+__all__ = ["GPU_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
+           "KVCapacity", "activation_peak_bytes", "kv_capacity_tokens", "ServingConstants", "serving_constants"]
