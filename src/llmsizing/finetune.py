@@ -21,8 +21,9 @@ Sources:
   bitsandbytes does; Adafactor keeps its factored second moment, a row and a column vector per matrix:
   ``(r + d_in) + (d_out + r)`` numbers per adapted matrix, Shazeer & Stern 2018, Alg. 4, the same rule as
   :func:`~llmsizing.memory.optimizer_state_elements`). A paged optimizer (bitsandbytes' ``paged_adamw``) keeps
-  the same bytes in unified memory that the driver may evict to the host under pressure: it absorbs spikes, it
-  does not lower the steady state, so the peak here is the same.
+  the same bytes in unified memory that the driver evicts to the host under pressure: with
+  ``paged_optimizer=True`` they are counted on the host, and only one tensor's states on the GPU during the
+  step (:func:`finetune_memory`).
 
 The peak follows :func:`~llmsizing.memory.training_memory`'s phases exactly (:func:`~llmsizing.memory.step_phases`),
 with the adapters as the trainable states. Activations: the base model's
@@ -49,6 +50,15 @@ from .parallel import Parallel
 from .precision import DTYPE_BYTES, OPTIMIZERS
 
 METHODS = ("full", "lora", "qlora")
+
+#: The settings of the QLoRA paper's script (``artidoro/qlora``, ``qlora.py`` and ``scripts/finetune_guanaco_65b.sh``)
+#: as :func:`finetune_memory` keywords: nf4 with double quantisation (``method="qlora"``), LoRA r=64 on every
+#: linear layer of the blocks, bf16 adapters (``--bf16``), ``paged_adamw_32bit``, gradient checkpointing,
+#: ``prepare_model_for_kbit_training``, batch 1, on the HF stack; ``--source_max_len``/``--target_max_len``
+#: are 512 and 512 in the 65B script, so a sequence of up to 1,024 tokens.
+QLORA_SCRIPT = dict(method="qlora", rank=64, alpha=16, targets="all-linear", optimizer="adamw",
+                    adapter_dtype="bf16", paged_optimizer=True, kbit_prep=True, recompute="full", stack="hf",
+                    batch=1, lora_dropout=False)
 
 #: PEFT's module names for the matrices of a block, and the short names the book also accepts. ``qkv`` is the
 #: fused query/key/value matrix of a model with :attr:`~llmsizing.model.Model.fused_qkv` (GPT-2's ``c_attn``).
@@ -126,7 +136,8 @@ _UPSTREAM = {"q_proj": (), "k_proj": (), "v_proj": (), "qkv_proj": (), "o_proj":
 
 
 def _adapter_saved_bytes(shapes: dict, *, tokens: int, rank: int, act_bytes: float, dropout: bool,
-                         first_layer: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES) -> float:
+                         first_layer: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
+                         adapter_bytes: float = 4.0) -> float:
     """What one layer's adapters save for the backward beyond the frozen base (PEFT's LoRA forward,
     ``B(A(dropout(x.to(adapter dtype))))``, fp32 adapters): ``A``'s fp32 output per adapted matrix, and its input:
 
@@ -134,19 +145,21 @@ def _adapter_saved_bytes(shapes: dict, *, tokens: int, rank: int, act_bytes: flo
       gradient, the dropout's mask (``mask_bytes`` per number, 1 on a GPU:
       :data:`~llmsizing.activations.DROPOUT_MASK_BYTES`). Every input needs one except, in the ``first_layer``,
       those with no adapted matrix upstream in the block (``_UPSTREAM``);
-    * else, on a 16-bit base, per matrix the fp32 copy of its input (the cast);
-    * else (fp32 base: no cast) the input itself, once per distinct input (q, k and v share the first norm's
+    * else, where the base's dtype differs from the adapters' (``adapter_bytes``), per matrix the cast copy of
+      its input;
+    * else (same dtype: no cast) the input itself, once per distinct input (q, k and v share the first norm's
       output, gate and up the second's), except o_proj's, which attention saves anyway.
 
     Measured to the byte in ``data/lora_step_measurements.csv`` (``saved_lora_only_bytes``; with dropout on the
     CPU, ``mask_bytes=4``)."""
-    a_out = sum(tokens * rank * 4 for _ in shapes)
+    ab = adapter_bytes            # (bf16 adapters: 2, and no cast of a bf16 input)
+    a_out = sum(tokens * rank * ab for _ in shapes)
     if dropout:
         def needs_grad(name):
             return not first_layer or any(u in shapes for u in _UPSTREAM.get(name, ()))
-        return a_out + sum(tokens * d_in * (4 + mask_bytes * needs_grad(name)) for name, (_, d_in) in shapes.items())
-    if act_bytes < 4:
-        return a_out + sum(tokens * d_in * 4 for _, d_in in shapes.values())
+        return a_out + sum(tokens * d_in * (ab + mask_bytes * needs_grad(name)) for name, (_, d_in) in shapes.items())
+    if act_bytes != ab:
+        return a_out + sum(tokens * d_in * ab for _, d_in in shapes.values())
     groups = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "qkv_proj": "attn_in",
               "gate_proj": "mlp_in", "up_proj": "mlp_in", "down_proj": "down_in"}
     distinct = {groups[n]: d_in for n, (_, d_in) in shapes.items() if n in groups}
@@ -198,7 +211,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
                     optimizer: str = "adamw", batch: int, seq: int, recompute: str = "none",
                     attention: str = "flash", stack: str = "hf", lora_dropout: bool = False, grad_accum: int = 1,
                     dtype: str = "bf16", parallel=None, overhead_bytes: float | None = None,
-                    mask_bytes: float = DROPOUT_MASK_BYTES) -> FinetuneMemory:
+                    mask_bytes: float = DROPOUT_MASK_BYTES, adapter_dtype: str = "fp32",
+                    paged_optimizer: bool = False, kbit_prep: bool = False) -> FinetuneMemory:
     """Memory of one fine-tuning step on one GPU, with the same peak semantics as
     :func:`~llmsizing.memory.training_memory` (its phases, its allowance).
 
@@ -216,6 +230,30 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     ``recompute="full"``
     is gradient checkpointing as PEFT users enable it (``gradient_checkpointing_enable()``). Taught in the
     fine-tuning chapter; checked against PEFT's counts and measured LoRA steps.
+
+    Options of the QLoRA recipe as shipped (``qlora.py`` of Dettmers et al.), all off by default, so that every
+    earlier call keeps its answer (:data:`QLORA_SCRIPT` turns them all on, as the script runs):
+
+    * ``adapter_dtype="bf16"``: the adapters (and their gradients) in bf16, as the script's ``--bf16`` casts them;
+      their optimizer states stay fp32 (bitsandbytes' 32-bit optimizers keep fp32 states for 16-bit
+      parameters), and they save their bf16 input itself, not an fp32 copy.
+    * ``paged_optimizer=True`` (bitsandbytes' ``paged_adamw_32bit``): the optimizer states live in unified
+      memory that the driver evicts to the host while the forward and backward need the GPU. Assumed here (the
+      least the GPU must hold): they all live on the host (``host_bytes`` reports them), and the optimizer step,
+      which bitsandbytes runs one tensor at a time (fused: no ``foreach`` temporaries), pages in the states of
+      one tensor, the largest adapter matrix's. With free memory the driver leaves more of them on the GPU; they
+      are evicted again when the next forward needs the room.
+    * ``kbit_prep=True`` (only with ``"qlora"``; the QLoRA script and most QLoRA recipes call it): PEFT's
+      ``prepare_model_for_kbit_training`` (peft 0.21, ``peft/utils/other.py``) casts every 16-bit parameter that is
+      not a bitsandbytes ``Params4bit`` to fp32: the embeddings, the LM head and the norms (+2 bytes each). It
+      has two consequences, measured in ``data/loss_logits_measurements.csv`` (mode ``nf4-kbit``): the fp32
+      embedding makes the residual stream fp32 (``Linear4bit`` returns its input's dtype), so gradient
+      checkpointing keeps 4-byte layer inputs, not 2; and under autocast the LM head's matmul saves a bf16 copy
+      of its fp32 weight until the head's backward (:func:`kbit_prep_bytes`).
+
+    The HF loss (``stack="hf"``) upcasts the logits to fp32: 4 bytes per logit saved by ``log_softmax`` and 8
+    more in its backward (:data:`~llmsizing.memory.LOSS_BACKWARD_BYTES_PER_LOGIT`), measured at long context and
+    a 128K vocabulary in ``data/loss_logits_measurements.csv``.
     """
     from .activations import activation_memory, layer_terms
 
@@ -229,6 +267,15 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     if overhead_bytes is not None:
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)
     rank = check_int("rank", rank, maximum=65536)
+    adapter_dtype = check_choice("adapter_dtype", adapter_dtype, ("fp32", "bf16"))
+    check_bool("paged_optimizer", paged_optimizer)
+    check_bool("kbit_prep", kbit_prep)
+    if kbit_prep and method != "qlora":
+        raise ValueError(f"kbit_prep=True with method={method!r}: prepare_model_for_kbit_training is for a quantised "
+                         "base (method='qlora'); on a 16-bit base it would cast every weight to fp32")
+    if method == "full" and (adapter_dtype != "fp32" or paged_optimizer):
+        raise ValueError(f"adapter_dtype={adapter_dtype!r}, paged_optimizer={paged_optimizer!r}: these options are "
+                         "for LoRA/QLoRA adapters; full fine-tuning takes precision and parallel via training_memory")
     if alpha is not None:     # LoRA's scale alpha / r changes the update, not a byte of memory: checked, unused
         check_number("alpha", alpha, allow_equal=False)
     if method == "full":         # every weight trains: the targets are not read, only checked for typos
@@ -247,10 +294,16 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     from .inference import weights_bytes
 
     base = weights_bytes(model, "nf4" if method == "qlora" else dtype)
+    prep = kbit_prep_bytes(model) if kbit_prep else {"weights": 0.0, "head_copy": 0.0}
+    base += prep["weights"]
     adapters = _states(trainable, _adapter_state_elements(shapes, rank, model.layers, optimizer), "fp32",
-                       optimizer, Parallel())                                         # fp32 adapters, one GPU
-    states = ModelStates(trainable, "fp32", optimizer, base + adapters.weights_bytes, adapters.gradients_bytes,
-                         0.0, adapters.optimizer_state_bytes)
+                       optimizer, Parallel())                            # fp32 states (and adapters), one GPU
+    ab = DTYPE_BYTES[adapter_dtype]
+    adapter_w, adapter_g = trainable * ab, trainable * ab
+    opt_states = adapters.optimizer_state_bytes
+    host = opt_states if paged_optimizer else 0.0
+    states = ModelStates(trainable, adapter_dtype, optimizer, base + adapter_w, adapter_g, 0.0,
+                         0.0 if paged_optimizer else opt_states, host_bytes=host)
     acts = activation_memory(model, batch=batch, seq=seq, dtype=dtype, attention=attention, recompute=recompute,
                              stack=stack)
     tokens = batch * seq
@@ -262,11 +315,14 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     # 1.5% of every measured step without dropout in data/lora_step_measurements.csv (tests/test_finetune.py)
     layer_saving = tokens * act_bytes * (4 * h + f)
     head_saving = tokens * act_bytes * 2 * h                          # the final norm's, before the LM head
-    kw = dict(tokens=tokens, rank=rank, act_bytes=act_bytes, dropout=lora_dropout, mask_bytes=mask_bytes)
+    kw = dict(tokens=tokens, rank=rank, act_bytes=act_bytes, dropout=lora_dropout, mask_bytes=mask_bytes,
+              adapter_bytes=ab)
     layer_adapters = _adapter_saved_bytes(shapes, **kw)
     first_layer_less = layer_adapters - _adapter_saved_bytes(shapes, first_layer=True, **kw)   # (no mask there)
     if recompute == "full":       # layers keep only their inputs; the one rebuilt in the backward holds the rest
-        acts = replace(acts, layers_bytes=acts.layers_bytes - layer_saving + layer_adapters,
+        # after kbit_prep the residual stream is fp32 (the fp32 embedding feeds it): 4-byte checkpoints
+        fp32_stream = model.layers * tokens * h * (4 - act_bytes) if kbit_prep else 0.0
+        acts = replace(acts, layers_bytes=acts.layers_bytes - layer_saving + layer_adapters + fp32_stream,
                        logits_bytes=acts.logits_bytes - head_saving)
     else:
         per_layer = acts.per_layer_bytes - layer_saving + layer_adapters
@@ -280,16 +336,32 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
                                                    stack=stack).values()))
     loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * tokens * model.vocab
     opt_tmp = 8.0 * trainable if optimizer in ("adam", "adamw") else 0.0   # foreach temporaries, fp32 states
-    pieces = step_phases(states, acts, grad_accum=grad_accum, autocast_bytes=0.0, loss_bytes=loss,
+    if paged_optimizer:           # one tensor's states paged in at a time (fused per tensor: no foreach temporaries)
+        opt_tmp = opt_states / trainable * rank * max(max(d) for d in shapes.values())
+    pieces = step_phases(states, acts, grad_accum=grad_accum, autocast_bytes=prep["head_copy"], loss_bytes=loss,
                          optimizer_bytes=opt_tmp, layer_working_bytes=working, head_grad_bytes=0.0,
-                         gathered_bytes=dequant)
+                         head_copy_bytes=prep["head_copy"], gathered_bytes=dequant)
     totals = {k: sum(v.values()) for k, v in pieces.items()}
     phase = max(totals, key=totals.get)
     peak = totals[phase]
     overhead = default_overhead_bytes(peak) if overhead_bytes is None else overhead_bytes
-    return FinetuneMemory(method, trainable, base, adapters.weights_bytes, adapters.gradients_bytes,
-                          adapters.optimizer_bytes, acts.total_bytes, peak, overhead,
-                          phase.replace(" (start)", "").replace(" (end)", ""), dequant)
+    return FinetuneMemory(method, trainable, base, adapter_w, adapter_g,
+                          0.0 if paged_optimizer else opt_states, acts.total_bytes, peak, overhead,
+                          phase.replace(" (start)", "").replace(" (end)", ""), dequant, host_bytes=host)
+
+
+def kbit_prep_bytes(model: Model | str) -> dict[str, float]:
+    """What PEFT's ``prepare_model_for_kbit_training`` adds to a QLoRA model (peft 0.21): ``"weights"``, 2 more
+    bytes for every parameter it casts from 16 bits to fp32 (all but the blocks' nf4 matrices: embeddings, LM
+    head, norms and biases), and ``"head_copy"``, the bf16 copy of the now-fp32 LM head that its matmul saves
+    under autocast (2 bytes per LM-head weight; with tied embeddings the shared matrix). Measured in
+    ``data/loss_logits_measurements.csv`` (mode ``nf4-kbit``)."""
+    model = resolve_model(model)
+    quantised = sum(shape[0] * shape[1] * k for comp, _, shape, k in model.tensors()
+                    if comp in ("attention", "mlp") and len(shape) == 2)
+    parts = model.param_breakdown()
+    head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
+    return {"weights": 2.0 * (model.n_params - quantised), "head_copy": 2.0 * head}
 
 
 def _adapter_state_elements(shapes: dict, rank: int, layers: int, optimizer: str) -> float:
@@ -330,6 +402,12 @@ def max_batch(model: Model | str, gpu, *, method: str = "lora", seq: int, usable
     def fits(b: int) -> bool:
         return finetune_memory(model, method=method, batch=b, seq=seq, **kw).total_bytes <= room
 
+    return _largest(fits, limit)
+
+
+def _largest(fits, limit: int) -> int:
+    """The largest ``n`` in ``1..limit`` with ``fits(n)`` (0 if not even 1), for a ``fits`` that stays false once
+    false (the total grows with the batch and with the sequence): a bisection."""
     if not fits(1):
         return 0
     lo, hi = 1, limit
@@ -339,3 +417,25 @@ def max_batch(model: Model | str, gpu, *, method: str = "lora", seq: int, usable
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+def max_context(model: Model | str, gpu, *, method: str = "qlora", batch: int = 1, usable_fraction: float = 0.9,
+                limit: int = 2**20, **kw) -> int:
+    """The longest sequence (tokens, with ``batch`` sequences per step) whose :func:`finetune_memory` total fits
+    in ``usable_fraction`` of ``gpu``'s memory (0 if not one token fits), by the same bisection as
+    :func:`max_batch`; ``kw`` as for :func:`finetune_memory`. Long-context fine-tuning wants
+    ``recompute="full"`` and ``stack="hf"`` (the HF loss's fp32 logits, 12 bytes per logit at the loss's
+    backward, are what grows fastest at a 128K vocabulary); compared with published maxima in chapter 16
+    (``data/finetune_max_context.csv``)."""
+    from .catalog import get_gpu
+
+    g = get_gpu(gpu)
+    frac = check_fraction("usable_fraction", usable_fraction)
+    limit = check_int("limit", limit, maximum=2**24)
+    batch = check_int("batch", batch)
+    room = frac * g.memory_bytes
+
+    def fits(s: int) -> bool:
+        return finetune_memory(model, method=method, batch=batch, seq=s, **kw).total_bytes <= room
+
+    return _largest(fits, limit)
