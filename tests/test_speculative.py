@@ -59,10 +59,13 @@ def test_batch_one_verify_costs_one_decode_step_and_matches_leviathan():
     s = speculative_decoding(**PAIR, k=4, acceptance=0.8, batch=1, context=1024)
     assert s.verify_bound == "memory"
     assert s.verify_step_s == s.target_step_s              # k + 1 tokens cost what one does while memory-bound
-    # the plain step by hand: (fp8 weights + one sequence's KV) / (HBM x 0.8)
+    # the plain step by hand: (fp8 weights + one sequence's KV) / (HBM x the serving model's MBU)
+    from llmsizing.serve import MBU_DEFAULT
+
     r = decode_step_roofline("llama-3-70b", "H200", batch=1, context=1024, weights="fp8")
-    by_hand = (weights_bytes("llama-3-70b", "fp8") + kv_cache_bytes_per_token("llama-3-70b") * 1024) / (4800e9 * 0.8)
-    assert r.memory_time_s / 0.8 == pytest.approx(by_hand, rel=1e-12)
+    by_hand = ((weights_bytes("llama-3-70b", "fp8") + kv_cache_bytes_per_token("llama-3-70b") * 1024)
+               / (4800e9 * MBU_DEFAULT))
+    assert r.memory_time_s / MBU_DEFAULT == pytest.approx(by_hand, rel=1e-12)
     assert s.target_step_s == pytest.approx(by_hand, rel=1e-12)
     assert s.itl_s == pytest.approx((4 * s.draft_step_s + s.target_step_s) / 3.3616, rel=1e-12)
     assert s.speedup == pytest.approx(speedup_from_cost_ratio(0.8, 4, s.cost_ratio), rel=1e-12)
