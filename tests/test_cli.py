@@ -290,3 +290,60 @@ def test_finetune_refuses_bad_input(argv, message, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------- serve
+_SERVE = ["serve", "llama-3-70b", "--gpu", "H100 SXM", "--prompt", "1024", "--output", "256", "--itl-ms", "50"]
+
+
+def test_serve_json_is_the_library(capsys):
+    from llmsizing.serve import replicas_for
+
+    (row,) = _json(capsys, _SERVE + ["--users", "1000", "--json"])
+    p = replicas_for("llama-3-70b", "H100 SXM", users=1000, prompt=1024, output=256, itl_s=0.05, ttft_s=1.0)
+    assert (row["gpus"], row["tp"], row["replicas"], row["batch"]) == (p.gpus, p.tp, p.replicas, p.batch)
+    assert row["gpus"] == row["tp"] * row["replicas"]
+    assert row["itl_s"] <= 0.05 and row["ttft_s"] <= 1.0
+    assert row["requests_per_s"] == pytest.approx(p.requests_per_s)
+    # Little's law: the rate the users send keeps `users` requests in flight (no think time)
+    assert row["requests_per_s"] * p.serving.request_s == pytest.approx(1000)
+
+
+def test_serve_users_and_the_same_rate_need_the_same_gpus(capsys):
+    (users,) = _json(capsys, _SERVE + ["--users", "1000", "--json"])
+    (rate,) = _json(capsys, _SERVE + ["--rps", f"{users['requests_per_s']:.6f}", "--json"])
+    assert rate["gpus"] == users["gpus"]
+    (thinking,) = _json(capsys, _SERVE + ["--users", "1000", "--think-s", "30", "--json"])
+    assert thinking["requests_per_s"] < users["requests_per_s"] and thinking["gpus"] < users["gpus"]
+
+
+def test_serve_text_prints_the_plan(capsys):
+    from llmsizing.serve import replicas_for
+
+    assert cli.main(_SERVE + ["--users", "1000"]) == 0
+    out = capsys.readouterr().out
+    p = replicas_for("llama-3-70b", "H100 SXM", users=1000, prompt=1024, output=256, itl_s=0.05)
+    assert "1,000 users" in out and "ITL <= 50 ms" in out
+    assert f"{p.replicas} x tp={p.tp}" in out and f"{p.serving.itl_s * 1e3:,.1f}" in out
+
+
+def test_serve_csv_has_one_row(capsys):
+    assert cli.main(_SERVE + ["--rps", "20", "--csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and "gpus" in lines[0].split(",")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (_SERVE + ["--users", "0"], "--users"), (_SERVE + ["--rps", "0"], "--rps"),
+    (_SERVE + ["--users", "10", "--rps", "3"], "not allowed with"), (_SERVE, "--users"),
+    (_SERVE[:-2] + ["--itl-ms", "0", "--users", "10"], "--itl-ms"),
+    (_SERVE + ["--users", "10", "--think-s", "-1"], "--think-s"),
+    (_SERVE + ["--users", "10", "--weights", "int3"], "--weights"),
+    (["serve", "llama-3-70b", "--gpu", "Z100", "--prompt", "1024", "--output", "256", "--itl-ms", "50", "--users",
+      "10"], "unknown GPU"),
+    (["serve", "llama-3-70b", "--gpu", "A10", "--prompt", "1024", "--output", "256", "--itl-ms", "20", "--users",
+      "1000"], "does not fit")])
+def test_serve_refuses_bad_input(argv, message, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
