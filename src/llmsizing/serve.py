@@ -250,6 +250,19 @@ def _allreduce_s(message_bytes: float, tp: int, link, latency_s: float | None) -
     return ring_bytes("all-reduce", message_bytes, tp) / (link * 1e9) + latency_s
 
 
+#: How a decode attention kernel reads a grouped-query model's KV cache: ``"grouped"`` reads each KV head once
+#: per step for its whole group of query heads; ``"per-query-head"`` runs one kernel block per query head, each
+#: reading its KV head again (``heads / kv_heads`` reads), as TensorRT-LLM's masked multi-head attention did
+#: before its XQA kernel.
+ATTENTION_KERNELS = ("grouped", "per-query-head")
+
+
+def _kv_reads(m: Model, attention_kernel: str) -> int:
+    """Times one decode step reads each cached KV head (see :data:`ATTENTION_KERNELS`)."""
+    check_choice("attention_kernel", attention_kernel, ATTENTION_KERNELS)
+    return 1 if attention_kernel == "grouped" else m.heads // m.kv_heads
+
+
 def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_cache: str = "bf16",
             prompt: int = 1024, output: int = 256, batch: int = 1, mbu: float = MBU_DEFAULT,
             mfu: float = MFU_DEFAULT, compute: str = "bf16", allreduce_latency_s: float | None = None,
@@ -257,7 +270,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             price_usd_per_gpu_hour: float | None = None, attention_bu: float = ATTENTION_BU_DEFAULT,
             step_overhead_s: float = STEP_OVERHEAD_S, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
             max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
-            node=None) -> Serving:
+            node=None, attention_kernel: str = "grouped") -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
@@ -352,7 +365,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     ctx = prompt + output // 2
     cached = kv_cached_tokens(m, ctx)
     dec_flops = batch * forward_flops_per_token(m, seq=ctx) / tp      # min(ctx, window) keys: flops.py
-    kv_read = batch * kv_tok_gpu * cached
+    kv_read = batch * kv_tok_gpu * cached * _kv_reads(m, attention_kernel)
     dec_bytes = w_gpu + kv_read
     dec_memory = w_gpu / (hbm * mbu) + kv_read / (hbm * attention_bu)
     dec_comm = 2 * m.layers * _allreduce_s(batch * m.hidden * ACTIVATION_BYTES, tp, link, lat)

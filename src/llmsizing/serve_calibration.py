@@ -30,6 +30,8 @@ def _read():
     df = pd.read_csv(DATA_DIR / "serving_published.csv")
     for col in ("kv_cache", "compute"):   # the formats the engine ran; 16-bit where a row leaves them blank
         df[col] = df[col].fillna("bf16") if col in df else "bf16"
+    col = "attention_kernel"   # how the engine's decode attention reads GQA KV heads; grouped where blank
+    df[col] = df[col].fillna("grouped") if col in df else "grouped"
     return df
 
 
@@ -40,10 +42,14 @@ def predict_row(r, **constants) -> float:
     from .serve import serving
 
     kw = dict(tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache, compute=r.compute, prompt=int(r.prompt),
-              output=int(r.output), **constants)
+              output=int(r.output), attention_kernel=r.attention_kernel, **constants)
     s = serving(r.model, r.gpu, batch=int(r.batch), **kw)
     if r.metric == "batch_gain":
         return s.output_tokens_per_s / serving(r.model, r.gpu, **kw).output_tokens_per_s
+    if r.metric == "grouped_attention_gain":   # the same run with a grouped over a per-query-head kernel
+        kw["attention_kernel"] = "per-query-head"
+        return (serving(r.model, r.gpu, batch=int(r.batch), **{**kw, "attention_kernel": "grouped"}).output_tokens_per_s
+                / serving(r.model, r.gpu, batch=int(r.batch), **kw).output_tokens_per_s)
     return getattr(s, r.metric)
 
 
