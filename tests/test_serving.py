@@ -198,8 +198,10 @@ TIME_METRICS = ("ttft_s", "itl_s")
 
 
 @pytest.mark.xfail(strict=True, reason="issue 22 done-when not yet met: every row is inside the fitted range "
-                   "(0.35-1.9) but three are beyond 1.5x of the central value: vLLM batch 1 on A100 (1.89), "
-                   "TensorRT-LLM Llama-2-70B (GQA) at batch 480 on 4 H100s (0.40) and at batch 64, 2,048/2,048 on 2 (0.63)")
+                   "(0.6-1.3) but one is beyond 1.5x of the central value: TensorRT-LLM 0.5's first-token latency "
+                   "of Llama-2-70B FP8 on 4 H100s at a 128-token prompt (26 ms published, 0.64); its 2,048-token "
+                   "twin is at 0.88, so the short tensor-parallel prefill's fixed costs (all-reduce latency, "
+                   "launches) are what the model under-prices")
 def test_every_published_row_inside_the_stated_range_and_within_1_5x():
     """The done-when of issue 22, read from the CSV: every published figure's speed ratio (engine over model)
     lies inside the range the calibration states and within 1.5x of the central prediction."""
@@ -217,7 +219,7 @@ def test_calibration_rows_inside_the_stated_range_and_no_row_beats_the_roofline(
     assert cal["inside"].all()
     from llmsizing.serve_calibration import predict_row
     for r in df.itertuples():
-        if r.metric == "batch_gain":
+        if r.metric in ("batch_gain", "grouped_attention_gain"):      # ratios of two runs, not speeds
             continue
         bound = predict_row(r, mbu=1.0, mfu=1.0, attention_bu=1.0, step_overhead_s=0.0)
         speed = bound / r.value if r.metric in ("ttft_s", "itl_s") else r.value / bound
@@ -271,3 +273,46 @@ def test_charts_render():
     v = render_serving_curve("llama-3-8b", "H100 SXM", batch=4096)
     assert "DOES NOT FIT" in v.summary
     assert "H100 SXM" in render_serving_cost("llama-3-8b", gpus=["H100 SXM"]).summary
+
+
+def test_per_query_head_attention_reads_each_kv_head_once_per_query_head():
+    """Llama-2-70B has 64 query heads over 8 KV heads: a kernel that gives each query head its own pass reads
+    the KV cache 8 times; the grouped kernel once. The weights are read once either way. Llama-2-7B (no GQA,
+    32 KV heads for 32 query heads) reads the same bytes under both."""
+    kw = dict(weights="fp8", kv_cache="fp8", compute="fp8", prompt=128, output=2048, batch=128, **exact())
+    g = S.serving("llama-2-70b", "H200", attention_kernel="grouped", **kw)
+    p = S.serving("llama-2-70b", "H200", attention_kernel="per-query-head", **kw)
+    kv = 2 * 80 * 8 * 128 * 1 * 128 * (128 + 1024)                  # K and V, 80 layers, 8 heads, fp8, 128 seqs
+    assert g.decode_bytes_per_gpu - g.weights_bytes_per_gpu == pytest.approx(kv, rel=1e-12)
+    assert p.decode_bytes_per_gpu - p.weights_bytes_per_gpu == pytest.approx(8 * kv, rel=1e-12)
+    mha = [S.serving("llama-2-7b", "H100 SXM", batch=8, attention_kernel=k, **exact()).decode_step_s
+           for k in S.ATTENTION_KERNELS]
+    assert mha[0] == mha[1]
+    with pytest.raises(ValueError, match="attention_kernel"):
+        S.serving("llama-2-7b", "H100 SXM", attention_kernel="paged")
+
+
+def test_engine_takes_its_own_step_overhead_and_the_default_is_pooled():
+    assert set(S.ENGINES) == {"vLLM", "TensorRT-LLM", "llama.cpp"}
+    base = S.serving("llama-3-8b", "H100 SXM", batch=4)
+    assert base.step_overhead_s == S.STEP_OVERHEAD_S
+    for e in S.ENGINES:
+        s = S.serving("llama-3-8b", "H100 SXM", batch=4, engine=e)
+        assert s.step_overhead_s == S.ENGINE_STEP_OVERHEAD_S[e]
+        assert s.decode_step_s - base.decode_step_s == pytest.approx(s.step_overhead_s - S.STEP_OVERHEAD_S)
+    # an explicit overhead wins over the engine's
+    assert S.serving("llama-3-8b", "H100 SXM", engine="vLLM", step_overhead_s=0.01).step_overhead_s == 0.01
+    with pytest.raises(ValueError, match="engine"):
+        S.serving("llama-3-8b", "H100 SXM", engine="Triton")
+
+
+def test_tensorrt_llm_before_xqa_reads_per_query_head_and_the_xqa_gain_is_reproduced():
+    """TensorRT-LLM's rows from v0.5/v0.6 (before the XQA kernel of v0.8) are marked per-query-head and every
+    other row grouped; the published XQA gain (1,227 -> 2,941 tokens/s/GPU) lies within 1.5x of the model's."""
+    df = S.published_serving()
+    old = df["engine"].eq("TensorRT-LLM") & df["engine_version"].str.match(r"0\.[56]")
+    assert set(df.loc[old, "attention_kernel"]) == {"per-query-head"}
+    assert set(df.loc[~old & df["metric"].ne("grouped_attention_gain"), "attention_kernel"]) == {"grouped"}
+    gain = df[df["metric"] == "grouped_attention_gain"].iloc[0]
+    assert gain["value"] == pytest.approx(2941 / 1227, abs=1e-3)
+    assert 1 / 1.5 <= gain["speed_ratio"] <= 1.5

@@ -26,7 +26,8 @@ AS_OF = "2026-11-27"
 UNITS = {"weights_bu": "fraction", "attention_bu": "fraction", "step_overhead_s": "s", "prefill_mfu": "fraction"}
 NOTES = {"weights_bu": "share of HBM bandwidth reading the weights in a decode step (MBU)",
          "attention_bu": "share of HBM bandwidth reading the paged KV cache",
-         "step_overhead_s": "fixed time per engine step: scheduling, sampling, kernel launches",
+         "step_overhead_s": "fixed time per engine step: scheduling, sampling, kernel launches (pooled over the "
+                            "calibration rows at the shared constants; the default for an engine not named below)",
          "prefill_mfu": "share of the dense peak in prefill and in decode's matmuls"}
 
 
@@ -36,8 +37,12 @@ def model_csv() -> str:
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["constant", "value", "unit", "source", "as_of", "note"])
     src = "fitted on the calibration=yes rows of data/serving_published.csv (tools/calibrate_serving.py)"
+    per_engine = constants.pop("engine_step_overhead_s")
     for name, value in constants.items():
         w.writerow([name, value, UNITS[name], src, AS_OF, NOTES[name]])
+    for engine, value in per_engine.items():
+        w.writerow([f"step_overhead_s[{engine}]", value, "s", src, AS_OF,
+                    f"fixed time per engine step fitted on {engine}'s calibration rows (serving(engine={engine!r}))"])
     w.writerow(["range_low", low, "ratio", src, AS_OF, "lowest engine/model speed ratio, rounded down to 0.05"])
     w.writerow(["range_high", high, "ratio", src, AS_OF, "highest engine/model speed ratio, rounded up to 0.05"])
     return out.getvalue()

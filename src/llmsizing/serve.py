@@ -72,8 +72,14 @@ _FIT = serving_constants()
 MBU_DEFAULT, MBU_LOW, MBU_HIGH = _FIT.weights_bu, 0.6, 0.9
 #: Achieved fraction of HBM bandwidth reading the paged KV cache (attention kernels): calibrated.
 ATTENTION_BU_DEFAULT = _FIT.attention_bu
-#: Fixed time per engine step (scheduling, sampling, kernel launches), seconds: calibrated.
+#: Fixed time per engine step (scheduling, sampling, kernel launches), seconds: calibrated. The pooled value
+#: (over every calibration row at the shared constants) is the default; :data:`ENGINE_STEP_OVERHEAD_S` holds each
+#: calibrated engine's own, which ``serving(engine=...)`` uses.
 STEP_OVERHEAD_S = _FIT.step_overhead_s
+#: The step overhead fitted per engine (seconds), for the engines with calibration rows.
+ENGINE_STEP_OVERHEAD_S = dict(_FIT.engine_step_overhead_s)
+#: The engines :func:`serving` knows by name (``engine=``).
+ENGINES = tuple(ENGINE_STEP_OVERHEAD_S)
 #: Achieved fraction of the dense peak (MFU) in prefill and in decode's matmuls: calibrated, and a range.
 MFU_DEFAULT, MFU_LOW, MFU_HIGH = _FIT.prefill_mfu, 0.4, 0.7
 #: The published / predicted range the calibration's residuals give (rounded outwards): a serving figure
@@ -268,9 +274,9 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             mfu: float = MFU_DEFAULT, compute: str = "bf16", allreduce_latency_s: float | None = None,
             overhead_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES,
             price_usd_per_gpu_hour: float | None = None, attention_bu: float = ATTENTION_BU_DEFAULT,
-            step_overhead_s: float = STEP_OVERHEAD_S, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+            step_overhead_s: float | None = None, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
             max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
-            node=None, attention_kernel: str = "grouped") -> Serving:
+            node=None, attention_kernel: str = "grouped", engine: str | None = None) -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
@@ -296,7 +302,11 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       reports ``fits``; it does not refuse a batch that does not fit.
 
     ``mbu``, ``attention_bu``, ``step_overhead_s`` and ``mfu`` default to the calibrated constants
-    (``data/serving_model.csv``). Issue 22 changed the defaults and added the keywords after
+    (``data/serving_model.csv``). The fixed step overhead is fitted per engine: ``engine=`` (one of
+    :data:`ENGINES`) takes that engine's own, and the default (``None``) the pooled one. ``attention_kernel``
+    says how decode attention reads a grouped-query model's KV heads (:data:`ATTENTION_KERNELS`): once per KV
+    head (``"grouped"``, the default) or once per query head (``"per-query-head"``, ``heads / kv_heads`` times
+    the bytes, as TensorRT-LLM before its XQA kernel). Issue 22 changed the defaults and added the keywords after
     ``price_usd_per_gpu_hour``; old calls run unchanged. ``tp`` must divide the heads and the MLP, and divide or
     be a multiple of the KV heads (:func:`llmsizing.parallel.check_layout`). Quantised ``weights``
     (fp8/int8/int4) are fewer bytes to read, the same FLOPs. Prices default to the catalogue's. Chapter 15.
@@ -318,6 +328,10 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     mbu = check_fraction("mbu", mbu)
     mfu = check_fraction("mfu", mfu)
     attention_bu = check_fraction("attention_bu", attention_bu)
+    if engine is not None:
+        check_choice("engine", engine, ENGINES)
+    if step_overhead_s is None:      # the engine's own fitted overhead, or the pooled one
+        step_overhead_s = STEP_OVERHEAD_S if engine is None else ENGINE_STEP_OVERHEAD_S[engine]
     t0 = check_number("step_overhead_s", step_overhead_s, maximum=1.0)
     check_choice("compute", compute, COMPUTE_DTYPES)
     lat = None if allreduce_latency_s is None else check_number("allreduce_latency_s", allreduce_latency_s,
@@ -599,4 +613,5 @@ def published_serving():
 __all__ = ["Serving", "serving", "serving_sweep", "ServingPlan", "replicas_for", "serving_cost_by_gpu",
            "published_serving", "MBU_DEFAULT", "MBU_LOW", "MBU_HIGH", "MFU_DEFAULT", "MFU_LOW", "MFU_HIGH",
            "ALLREDUCE_LATENCY_S", "WEIGHT_FORMATS", "KV_FORMATS", "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S",
+           "ENGINE_STEP_OVERHEAD_S", "ENGINES", "ATTENTION_KERNELS",
            "RANGE_LOW", "RANGE_HIGH", "kv_capacity_tokens"]

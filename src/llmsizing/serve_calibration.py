@@ -38,18 +38,21 @@ def _read():
 def predict_row(r, **constants) -> float:
     """What :func:`llmsizing.serve.serving` predicts for one row of ``data/serving_published.csv`` (a
     namedtuple from ``itertuples``), at the given constants (``mbu``, ``attention_bu``, ``step_overhead_s``,
-    ``mfu``; default the calibrated ones). Rates count the prefill (:attr:`Serving.output_tokens_per_s`)."""
-    from .serve import serving
+    ``mfu``; default the calibrated ones, with the row's engine's own step overhead where it has one). Rates
+    count the prefill (:attr:`Serving.output_tokens_per_s`)."""
+    from .serve import ENGINES, serving
 
     kw = dict(tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache, compute=r.compute, prompt=int(r.prompt),
               output=int(r.output), attention_kernel=r.attention_kernel, **constants)
+    if "step_overhead_s" not in constants and r.engine in ENGINES:
+        kw["engine"] = r.engine
     s = serving(r.model, r.gpu, batch=int(r.batch), **kw)
     if r.metric == "batch_gain":
         return s.output_tokens_per_s / serving(r.model, r.gpu, **kw).output_tokens_per_s
     if r.metric == "grouped_attention_gain":   # the same run with a grouped over a per-query-head kernel
-        kw["attention_kernel"] = "per-query-head"
-        return (serving(r.model, r.gpu, batch=int(r.batch), **{**kw, "attention_kernel": "grouped"}).output_tokens_per_s
-                / serving(r.model, r.gpu, batch=int(r.batch), **kw).output_tokens_per_s)
+        grouped = serving(r.model, r.gpu, batch=int(r.batch), **{**kw, "attention_kernel": "grouped"})
+        per_head = serving(r.model, r.gpu, batch=int(r.batch), **{**kw, "attention_kernel": "per-query-head"})
+        return grouped.output_tokens_per_s / per_head.output_tokens_per_s
     return getattr(s, r.metric)
 
 
@@ -75,16 +78,23 @@ def published_serving(**constants):
     return df
 
 
-def _to_constants(x):
-    return dict(mbu=x[0], attention_bu=x[1], step_overhead_s=x[2], mfu=x[3])
+def _to_constants(x, engine_index):
+    """Constants for one row from the search vector ``[weights_bu, attention_bu, prefill_mfu, t0_engine...]``."""
+    return dict(mbu=x[0], attention_bu=x[1], mfu=x[2], step_overhead_s=x[3 + engine_index])
 
 
-def _loss(x, rows) -> float:
-    for v, (_, lo, hi) in zip(x, FITTED):
-        if not lo <= v <= hi:
-            return math.inf
-    c = _to_constants(x)
-    return sum(math.log(_ratio(r, r.value, predict_row(r, **c))) ** 2 for r in rows)
+def _in_bounds(x) -> bool:
+    shared = [(lo, hi) for name, lo, hi in FITTED if name != "step_overhead_s"]
+    t0 = next((lo, hi) for name, lo, hi in FITTED if name == "step_overhead_s")
+    return (all(lo <= v <= hi for v, (lo, hi) in zip(x[:3], shared))
+            and all(t0[0] <= v <= t0[1] for v in x[3:]))
+
+
+def _loss(x, rows, engines) -> float:
+    if not _in_bounds(x):
+        return math.inf
+    return sum(math.log(_ratio(r, r.value, predict_row(r, **_to_constants(x, engines.index(r.engine))))) ** 2
+               for r in rows)
 
 
 def _nelder_mead(f, x0, steps, iters=300):
@@ -115,18 +125,29 @@ def _nelder_mead(f, x0, steps, iters=300):
 
 
 def fit_serving_constants():
-    """Fit the four constants on the ``calibration == "yes"`` rows (module docstring). Returns ``(constants,
-    low, high)``: a dict ``weights_bu, attention_bu, step_overhead_s, prefill_mfu`` and the residual range
-    (speed ratios, rounded outwards to 0.05)."""
+    """Fit the constants on the ``calibration == "yes"`` rows (module docstring). The weight-read and attention
+    bandwidth shares and the prefill MFU are shared by every engine; the fixed step overhead is fitted per engine
+    (each engine's scheduler, sampler and launches are its own), all in one search. The pooled step overhead,
+    the default for an engine without calibration rows, is then fitted over all the rows at the shared
+    constants. Returns ``(constants, low, high)``: a dict ``weights_bu, attention_bu, step_overhead_s,
+    prefill_mfu, engine_step_overhead_s`` (the last a dict engine -> seconds) and the residual range (speed
+    ratios at each row's engine's constants, rounded outwards to 0.05)."""
     df = _read()
     rows = [r for r in df.itertuples() if r.calibration == "yes"]
-    x, _ = _nelder_mead(lambda x: _loss(x, rows), [0.8, 0.6, 0.002, 0.5], [0.05, 0.1, 0.002, 0.1])
-    x = [round(x[0], 3), round(x[1], 3), round(x[2], 5), round(x[3], 3)]
-    c = _to_constants(x)
-    ratios = [_ratio(r, r.value, predict_row(r, **c)) for r in rows]
+    engines = sorted({r.engine for r in rows})
+    n = len(engines)
+    x, _ = _nelder_mead(lambda x: _loss(x, rows, engines), [0.8, 0.6, 0.5] + [0.002] * n,
+                        [0.05, 0.1, 0.1] + [0.002] * n, iters=200 * (3 + n))
+    x = [round(x[0], 3), round(x[1], 3), round(x[2], 3)] + [round(v, 5) for v in x[3:]]
+    # the pooled overhead: the shared constants fixed, one overhead for every row
+    anonymous = [r._replace(engine=None) for r in rows]
+    pooled, _ = _nelder_mead(lambda t: _loss(x[:3] + t, anonymous, [None]), [0.002], [0.002])
+    ratios = [_ratio(r, r.value, predict_row(r, **_to_constants(x, engines.index(r.engine)))) for r in rows]
     low = math.floor(min(ratios) * 20) / 20
     high = math.ceil(max(ratios) * 20) / 20
-    return dict(zip([n for n, _, _ in FITTED], x)), low, high
+    constants = dict(weights_bu=x[0], attention_bu=x[1], step_overhead_s=round(pooled[0], 5), prefill_mfu=x[2],
+                     engine_step_overhead_s=dict(zip(engines, x[3:])))
+    return constants, low, high
 
 
 __all__ = ["FITTED", "predict_row", "published_serving", "fit_serving_constants"]

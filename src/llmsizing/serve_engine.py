@@ -16,7 +16,8 @@ The activation peak is modelled, not profiled: the widest tensors of one layer's
 (the gated MLP's ``2 x ffn`` up-projection, its ``ffn`` product and a few ``hidden``-wide buffers, 16-bit,
 ``ffn`` split over the tensor-parallel GPUs) plus ``max_num_seqs x vocab`` fp32 logits and their softmax.
 
-**Step constants.** ``data/serving_model.csv`` holds the four constants the decode and prefill costs use, fitted
+**Step constants.** ``data/serving_model.csv`` holds the four constants the decode and prefill costs use (the
+fixed step overhead also per engine, ``step_overhead_s[engine]``), fitted
 by ``tools/calibrate_serving.py`` on the published figures marked ``calibration=yes`` in
 ``data/serving_published.csv`` (:mod:`llmsizing.serve_calibration`), and the range of their residuals.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -115,6 +117,11 @@ class ServingConstants:
     prefill_mfu: float         # fraction of the dense peak a prefill (and a decode's matmuls) reaches
     low: float                 # published / predicted, lowest over the calibration rows (rounded outwards)
     high: float                # ... highest
+    engine_step_overhead_s: tuple = ()   # ((engine, seconds), ...): the step overhead fitted per engine
+
+
+#: How ``data/serving_model.csv`` names an engine's own step overhead: ``step_overhead_s[vLLM]``.
+ENGINE_ROW = re.compile(r"^step_overhead_s\[(.+)\]$")
 
 
 @lru_cache(maxsize=1)
@@ -122,8 +129,9 @@ def serving_constants() -> ServingConstants:
     """The constants of ``data/serving_model.csv`` (written by ``tools/calibrate_serving.py``)."""
     with open(DATA_DIR / "serving_model.csv", newline="") as f:
         values = {r["constant"]: float(r["value"]) for r in csv.DictReader(f)}
+    engines = tuple((m.group(1), v) for k, v in values.items() if (m := ENGINE_ROW.match(k)))
     return ServingConstants(values["weights_bu"], values["attention_bu"], values["step_overhead_s"],
-                            values["prefill_mfu"], values["range_low"], values["range_high"])
+                            values["prefill_mfu"], values["range_low"], values["range_high"], engines)
 
 
 __all__ = ["GPU_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
