@@ -36,7 +36,10 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
   (``itl_s``), and a step that carries a full chunk costs more (``chunk_step_s``).
 * The four constants (``mbu``, ``attention_bu``, ``step_overhead_s``, ``mfu``) are fitted on published figures
   (``data/serving_model.csv``, ``tools/calibrate_serving.py``, :mod:`llmsizing.serve_calibration`), which also
-  give the range of the residuals.
+  give the range of the residuals. The step overhead is fitted per engine (``engine=``); the default is pooled.
+* **Grouped-query attention in decode**: a kernel that reads each KV head once for its group of query heads
+  (``attention_kernel="grouped"``, the default), or once per query head (``"per-query-head"``: ``heads /
+  kv_heads`` times the KV bytes, as TensorRT-LLM 0.5 and 0.6.1 did before its XQA kernel).
 
 Left out: queueing, speculative decoding, prefix caching. Taught in chapter 15.
 """

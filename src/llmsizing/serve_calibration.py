@@ -1,4 +1,4 @@
-"""Serving calibration: published serving figures next to the model, and the fit of its four step constants
+"""Serving calibration: published serving figures next to the model, and the fit of its step constants
 (chapter 15, "Serving"; issue 22).
 
 ``data/serving_published.csv`` holds published serving figures, each with its engine and version, model, GPU,
@@ -6,7 +6,12 @@ tensor parallelism, formats, lengths, batch, metric, value, source URL and date,
 ``yes`` rows are fitted on, ``no`` rows are held out and only checked. :func:`fit_serving_constants` finds the
 weight-read bandwidth efficiency, the attention (KV-read) efficiency, the fixed time per engine step and the
 prefill MFU that minimise the squared log ratios ``published / predicted`` over the calibration rows, by a
-deterministic Nelder-Mead search (the library has no SciPy). The residual range is the lowest and highest ratio
+deterministic Nelder-Mead search (the library has no SciPy). The three efficiencies are shared by every engine;
+the fixed step time is fitted per engine (``step_overhead_s[engine]``), and a pooled one, fitted over all the
+rows at the shared efficiencies, is the default for an engine without rows. A row's ``attention_kernel`` says
+how its engine's decode attention reads a grouped-query model's KV heads (``grouped`` or ``per-query-head``:
+TensorRT-LLM before its XQA kernel). Besides rates and times, a row may give ``batch_gain`` (throughput at its
+batch over batch 1) or ``grouped_attention_gain`` (the same run with a grouped over a per-query-head kernel). The residual range is the lowest and highest ratio
 over the calibration rows, rounded outwards to 0.05; ``tools/calibrate_serving.py`` writes both to
 ``data/serving_model.csv``.
 """
