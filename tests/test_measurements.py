@@ -241,3 +241,89 @@ def test_per_rank_states_match_torch_distributed():
             assert (abs(ranks["optimizer_state_bytes"] - ms.optimizer_bytes) <= largest_state).all()
         else:
             assert (ranks["optimizer_state_bytes"] == ms.optimizer_bytes).all(), (layout, world)
+
+
+# ============================================================================= issue 22: GPT-2 fp32, loss backward
+# The issue read the library's loss-backward peak 6-11% under real HF GPT-2 fp32 steps at 512-1,024 tokens and
+# asked for the missing tensor. `tools/measure_memory.py loss-peak` re-measures those steps (also at the real
+# 124M shape: 12 layers, 768 wide, vocabulary 50,257) and lists every storage alive at the op where the loss
+# backward peaks. Nothing is missing: the peak is the saved activations, the log-softmax output saved by
+# cross_entropy and two more logits-sized fp32 tensors (nll_loss's gradient and log_softmax's), and the library
+# counts all of them. The 6-11% is what the library says with its defaults, stack="fused" (and attention="flash"),
+# for a Hugging Face eager run: HF's unfused GELU, its K/V clones and the eager softmax are not in the fused count.
+LOSS_PEAK_TARGET = 0.02
+_GPT2_FP32 = ["model_class", "mode", "attention", "batch", "seq"]
+
+
+@pytest.fixture(scope="module")
+def gpt2_peaks():
+    from llmsizing.measurements import GPT2_LOSS_PEAK_STEPS_CSV, compare_steps, load_steps
+
+    return compare_steps(load_steps(GPT2_LOSS_PEAK_STEPS_CSV))
+
+
+def _gpt2_fp32_512_to_1024(steps):
+    tokens = steps["batch"] * steps["seq"]
+    return steps[(steps["model_class"] == "GPT2LMHeadModel") & (steps["stack"] == "hf") & (steps["mode"] == "fp32")
+                 & (steps["recompute"] == "none") & (steps["optimizer_impl"] == "foreach") & tokens.between(512, 1024)]
+
+
+def test_gpt2_fp32_loss_backward_within_two_percent(steps, gpt2_peaks):
+    committed = _gpt2_fp32_512_to_1024(steps)
+    probe = _gpt2_fp32_512_to_1024(gpt2_peaks)
+    assert len(committed) == 6 and len(probe) == len(gpt2_peaks) == 10
+    assert set(probe["model"]) == {"step-gpt2", "gpt2-124m"} and set(probe["attention"]) == {"eager", "sdpa"}
+    assert set(probe.loc[probe["model"] == "gpt2-124m", "vocab"]) == {50257}
+    rows = pd.concat([committed, probe])
+    bad = rows[rows["loss_backward_error"].abs() > LOSS_PEAK_TARGET]
+    assert bad.empty, bad[_GPT2_FP32 + ["model", "loss_backward_error"]].to_string()
+    # and the loss backward is where these steps peak, from 1,024 tokens on (at 512 the optimizer step may be)
+    big = rows[rows["batch"] * rows["seq"] == 1024]
+    assert (big["peak_phase"] == "loss_backward").all() and (big["predicted_peak_phase"] == "loss backward").all()
+
+
+def test_gpt2_loss_backward_peak_itemised(gpt2_peaks):
+    from llmsizing.measurements import GPT2_LOSS_PEAK_TENSORS_CSV, predict_step
+
+    tensors = pd.read_csv(GPT2_LOSS_PEAK_TENSORS_CSV)
+    for _, r in gpt2_peaks.iterrows():
+        key = (tensors["model"] == r["model"]) & (tensors["attention"] == r["attention"]) \
+            & (tensors["batch"] == r["batch"]) & (tensors["seq"] == r["seq"])
+        sub = tensors[key]
+        nbytes = sub["storage_bytes"] * sub["count"]
+        # the listing is everything the tracker counted at the loss backward's maximum
+        assert nbytes.sum() == sub["peak_bytes"].iloc[0] == r["measured_loss_backward_bytes"]
+        assert (sub["peak_op"] == "_log_softmax_backward_data").all()
+        assert nbytes[sub["category"] == "baseline"].sum() == r["baseline_bytes"]
+        # three fp32 logits-sized tensors, made by these three ops, one each
+        logits = 4 * r["batch"] * r["seq"] * r["vocab"]
+        big = sub[sub["storage_bytes"] == logits]
+        assert sorted(big["op"]) == ["_log_softmax", "_log_softmax_backward_data", "nll_loss_backward"]
+        assert (big["count"] == 1).all()
+        # not alive: the LM head's own output (nothing saves it), a fp32 copy of it (HF's logits.float() returns
+        # the same tensor in fp32), a vocab x hidden gradient (the LM head's comes after the peak)
+        act = sub[sub["category"] == "activation"]
+        assert act["storage_bytes"].max() == logits and "_to_copy" not in set(act["op"])
+        assert not (act["module"] == "lm_head").any()
+        assert (act["storage_bytes"] != 4 * r["vocab"] * r["hidden"]).all()
+        # the library's split of the same peak: 8 bytes per logit of temporaries (the two gradients) and the
+        # saved activations, the log-softmax output among them
+        parts = predict_step(r).phase_parts["loss backward"]
+        assert parts["temporaries"] == 2 * logits
+        assert parts["activations"] == pytest.approx(nbytes[sub["category"] == "activation"].sum() - 2 * logits,
+                                                     rel=0.001)
+
+
+def test_issue22_gap_is_the_fused_default(gpt2_peaks):
+    # the same rows, predicted with the library's default stack: 9-15% under, the issue's gap; with stack="hf"
+    # (what these steps ran) within the target
+    from llmsizing.measurements import STEP_PHASE_COLUMNS, _ATTENTION, step_model
+    from llmsizing.memory import training_memory
+
+    for _, r in gpt2_peaks.iterrows():
+        measured = max(r[c] for c in STEP_PHASE_COLUMNS["loss backward"])
+        err = {stack: training_memory(step_model(r), batch=int(r["batch"]), seq=int(r["seq"]), precision="fp32",
+                                      attention=_ATTENTION[r["attention"]], stack=stack,
+                                      overhead_bytes=0.0).phases_bytes["loss backward"] / measured - 1
+               for stack in ("fused", "hf")}
+        assert -0.20 < err["fused"] < -0.05 and abs(err["hf"]) <= LOSS_PEAK_TARGET, (r[_GPT2_FP32].to_dict(), err)

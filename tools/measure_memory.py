@@ -3,7 +3,7 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|nf4|dropout|collectives] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -13,6 +13,8 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     peft   [--out data/peft_trainable_params.csv]   LoRA trainable/total parameters PEFT reports (meta device)
     lora   [--out data/lora_step_measurements.csv]  live bytes over a PEFT LoRA step (small HF Llama, CPU)
     loss   [--out data/loss_logits_measurements.csv] bytes per logit of HF's fp32 loss, long context (CPU)
+    loss-peak [--out data/gpt2_loss_peak_steps.csv] [--tensors-out data/gpt2_loss_peak_tensors.csv]
+           the tensors alive at the loss-backward peak of HF GPT-2 fp32 steps, 512-1,024 tokens (issue 22; CPU)
     nf4    [--out data/nf4_storage.csv]             bitsandbytes NF4 storage of one linear layer (CPU)
     dropout [--out data/dropout_saved.csv]          the tensors PyTorch's dropout keeps for its backward (CPU)
     collectives [--out data/gloo_collective_times.csv]

@@ -157,6 +157,11 @@ def component_comparison(df=None, **config):
 STEP_CSV = DATA_DIR / "step_measurements.csv"
 STEP_TIMELINE_CSV = DATA_DIR / "step_timeline_example.csv"
 STEP_SAVED_TENSORS_CSV = DATA_DIR / "step_saved_tensors.csv"
+#: Issue 22's probe (``tools/measure_memory.py loss-peak``): HF GPT-2 fp32 steps at 512 and 1,024 tokens, at the
+#: sweep's shape and at the real 124M shape (the ``step`` columns), and every storage alive at the op where each
+#: step's loss backward peaks (op, module, size, count).
+GPT2_LOSS_PEAK_STEPS_CSV = DATA_DIR / "gpt2_loss_peak_steps.csv"
+GPT2_LOSS_PEAK_TENSORS_CSV = DATA_DIR / "gpt2_loss_peak_tensors.csv"
 
 #: The recipe each measured mode is: pure bf16 keeps AdamW's moments in bf16 (PyTorch keeps a parameter's
 #: state in its dtype); autocast trains fp32 weights.

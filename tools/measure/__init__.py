@@ -8,13 +8,16 @@ Imports go downwards only::
     dist           ``dist``: per-rank states and collectives under DDP / ZeRO-1 / FSDP2 / TP / SP (chapter 9)
     peft_counts    ``peft``: LoRA trainable parameters PEFT reports (meta device)
     lora           ``lora``: live bytes over a PEFT LoRA step; builds on peft_counts (its ranks, targets, HF builder)
+    loss_peak      ``loss-peak``: what is alive at the loss-backward peak of HF GPT-2 fp32 steps; runs ``step``'s
+                   harness (the one other experiment it imports)
     nf4            ``nf4``: bitsandbytes NF4 storage of one linear layer
     dropout        ``dropout``: what PyTorch's dropout keeps for its backward
     book_modules   the book's own torch modules (Transformer and its fused-kernel stand-ins), for saved and step
     core           shared: the live-bytes tracker, one measured step and its phases, weight copies, CSV writing
 
 Every module but ``cli`` imports ``core`` (and ``saved``/``step`` ``book_modules``); no experiment imports another,
-except ``lora``, which measures the step of the very LoRA set-ups ``peft_counts`` counts.
+except ``lora``, which measures the step of the very LoRA set-ups ``peft_counts`` counts, and ``loss_peak``,
+which snapshots ``step``'s own measurement.
 """
 
 import sys

@@ -17,6 +17,7 @@ from .dist import cmd_dist
 from .dropout import cmd_dropout
 from .lora import cmd_lora
 from .loss import cmd_loss
+from .loss_peak import cmd_loss_peak
 from .nf4 import cmd_nf4
 from .peft_counts import cmd_peft
 from .saved import cmd_saved
@@ -44,6 +45,10 @@ def main(argv=None):
     p_lora.add_argument("--out", default=str(data / "lora_step_measurements.csv"))
     p_loss = sub.add_parser("loss", help="bytes of HF's fp32 causal-LM loss at long context (PEFT LoRA, CPU)")
     p_loss.add_argument("--out", default=str(data / "loss_logits_measurements.csv"))
+    p_lpk = sub.add_parser("loss-peak", help="tensors alive at the loss-backward peak of HF GPT-2 fp32 steps "
+                                            "(issue 22; the sweep's shape and the real 124M shape)")
+    p_lpk.add_argument("--out", default=str(data / "gpt2_loss_peak_steps.csv"))
+    p_lpk.add_argument("--tensors-out", default=str(data / "gpt2_loss_peak_tensors.csv"))
     p_nf4 = sub.add_parser("nf4", help="bitsandbytes NF4 storage of one linear layer's weight (CPU)")
     p_nf4.add_argument("--out", default=str(data / "nf4_storage.csv"))
     p_drop = sub.add_parser("dropout", help="the tensors PyTorch's dropout keeps for its backward (CPU)")
@@ -54,11 +59,12 @@ def main(argv=None):
     p_all = sub.add_parser("all", help="saved, step, dist, peft, lora, nf4, dropout, then collectives, with the default output "
                                        "files (the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_nf4, p_drop, p_coll, p_all):
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     commands = {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist, "peft": cmd_peft, "lora": cmd_lora, "loss": cmd_loss,
+                "loss-peak": cmd_loss_peak,
                 "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives}
     if args.command in commands:
         t0 = time.perf_counter()
