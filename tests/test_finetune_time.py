@@ -64,7 +64,7 @@ def test_adapter_checkpoint_is_params_times_bytes():
 def test_one_gpu_lora_time_by_hand():
     tokens, seq, batch, eff, price = 1e8, 2048, 4, 0.5, 2.0
     t = finetune_time("llama-3-8b", gpu="H100 SXM", method="lora", tokens=tokens, seq=seq, batch=batch,
-                      kernel_efficiency=eff, price_usd_per_gpu_hour=price)
+                      kernel_efficiency=eff, price_usd_per_gpu_hour=price, layer_overhead_s=0)
     per_token = 4 * M8 + 3 * _attention(seq) + 6 * P8_R16
     seconds = tokens * per_token / (989.4e12 * eff)
     assert t.seconds == pytest.approx(seconds)
@@ -73,12 +73,17 @@ def test_one_gpu_lora_time_by_hand():
     assert t.mfu == pytest.approx(eff)                            # no recomputation, nothing else: MFU = efficiency
     assert t.steps == -(-int(tokens) // (batch * seq))
     two = finetune_time("llama-3-8b", gpu="H100 SXM", method="lora", tokens=tokens, seq=seq, batch=batch,
-                        kernel_efficiency=eff, price_usd_per_gpu_hour=price, epochs=2)
+                        kernel_efficiency=eff, price_usd_per_gpu_hour=price, epochs=2, layer_overhead_s=0)
     assert two.cost_usd == pytest.approx(2 * t.cost_usd)
+    # the fixed launches of a PEFT step: 32 layers x 1 micro-batch x 3 ms
+    slow = finetune_time("llama-3-8b", gpu="H100 SXM", method="lora", tokens=tokens, seq=seq, batch=batch,
+                         kernel_efficiency=eff, price_usd_per_gpu_hour=price, layer_overhead_s=0.003)
+    assert slow.step_s == pytest.approx(t.step_s + 32 * 0.003)
 
 
 def test_qlora_dequantisation_time_by_hand():
-    kw = dict(gpu="H100 SXM", tokens=1e7, seq=2048, kernel_efficiency=0.5, recompute="full", grad_accum=2)
+    kw = dict(gpu="H100 SXM", tokens=1e7, seq=2048, kernel_efficiency=0.5, recompute="full", grad_accum=2,
+              dequant_bandwidth_fraction=0.8)
     q = finetune_time("llama-3-70b", method="qlora", **kw)
     lo = finetune_time("llama-3-70b", method="lora", **kw)
     # three passes (forward, backward, the recomputed forward) per micro-batch, two micro-batches, 80% of HBM

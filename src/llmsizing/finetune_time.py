@@ -20,12 +20,25 @@ are read off :mod:`llmsizing.flops`.
 computation data type to perform the forward and backward pass"). bitsandbytes dequantises each nf4 block matrix
 to bf16 before its matmul, in the forward and again in the backward (the input gradient needs the weight), and
 once more in the forward that full recomputation reruns. Each dequantisation reads the nf4 bytes (with their
-constants, :data:`~llmsizing.precision.DTYPE_BYTES`) and writes two bytes per weight: it is memory-bound, so it
-is modelled **as time at the GPU's HBM bandwidth** (``dequant_bandwidth_fraction`` of it, default 0.8, the share
-of HBM bandwidth the book's decode steps reach), added to the arithmetic, not as a lower kernel efficiency.
-It is not calibrated against a measured QLoRA step: published comparisons of QLoRA and LoRA speed on the same
-GPU vary with batch, kernels and library version, and this repository holds none it could fit on. The model's
-slowdown is largest for small micro-batches (the weights are dequantised per micro-batch, whatever its size).
+constants, :data:`~llmsizing.precision.DTYPE_BYTES`) and writes two bytes per weight: it is memory traffic, so it
+is modelled **as time at a share of the GPU's HBM bandwidth** (``dequant_bandwidth_fraction``), added to the
+arithmetic, not as a lower kernel efficiency. The slowdown is largest for small micro-batches (the weights are
+dequantised per micro-batch, whatever its size).
+
+**The fixed cost of a PEFT step.** Hugging Face's Trainer with PEFT launches, per layer and micro-batch, the base
+matmuls plus each adapter's dropout, two small matmuls, scaling and sum, in the forward, the recomputed forward
+and the backward. At short sequences those launches, not the arithmetic, set the pace. The model adds
+``layer_overhead_s`` per transformer layer per micro-batch for LoRA and QLoRA (not for full fine-tuning, which
+:func:`~llmsizing.layouts.step_time` prices as pre-training).
+
+**Calibration** (:func:`fit_finetune_constants`, ``tools/calibrate_finetune.py``, ``data/finetune_model.csv``).
+Both constants are fitted on ``data/finetune_published.csv``: Qwen's published LoRA and Q-LoRA step times on one
+A100 80GB at 256-8,192 tokens (Qwen-7B rows fitted, Qwen-14B rows held out). ``layer_overhead_s`` is fitted on
+the LoRA rows at the calibrated kernel efficiency, then ``dequant_bandwidth_fraction`` on the Q-LoRA rows. A
+stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4 model (auto-gptq, exllama kernels off) in fp16, not
+bitsandbytes' nf4, so the fitted bandwidth share is that of GPTQ's dequantisation. It comes out far below the
+share a decode step reaches (the uncalibrated 0.8 this module used before was about six times too fast). The
+residual range (:func:`finetune_residuals`) is stated in ``data/finetune_model.csv``.
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is the
 arithmetic at ``kernel_efficiency`` of the dense peak (default: the GPU generation's calibrated
@@ -73,9 +86,24 @@ STRATEGIES = ("ddp", "fsdp", "zero3")
 #: FLOPs per adapter parameter and token: ``2`` forward, ``2`` for the gradient of its input, ``2`` for its own.
 ADAPTER_FLOPS_PER_PARAM = 6
 
-#: The share of HBM bandwidth QLoRA's dequantisation reaches (module docstring): the book's decode-step figure,
-#: an assumption, not a measurement of bitsandbytes' kernel.
-DEQUANT_BANDWIDTH_FRACTION = 0.8
+#: The constants fitted on published fine-tuning steps (module docstring): ``data/finetune_model.csv``, written by
+#: ``tools/calibrate_finetune.py`` from :func:`fit_finetune_constants`.
+def _fitted_constants() -> dict:
+    import csv
+
+    from .catalog import DATA_DIR
+
+    with open(DATA_DIR / "finetune_model.csv", newline="") as f:
+        return {r["constant"]: float(r["value"]) for r in csv.DictReader(f)}
+
+
+_FITTED = _fitted_constants()
+#: The share of HBM bandwidth QLoRA's dequantisation reaches, fitted (module docstring: a GPTQ stand-in).
+DEQUANT_BANDWIDTH_FRACTION = _FITTED["dequant_bandwidth_fraction"]
+#: Fixed seconds per transformer layer and micro-batch of a PEFT step (LoRA, QLoRA), fitted.
+LAYER_OVERHEAD_S = _FITTED["layer_overhead_s"]
+#: The lowest and highest published/predicted step-time ratio over the calibration rows, rounded outwards.
+RESIDUAL_RANGE = (_FITTED["range_low"], _FITTED["range_high"])
 
 #: Bytes per number of the adapters' gradients as DDP all-reduces them and FSDP reduce-scatters them: fp32, as
 #: PEFT keeps the adapters on a 16-bit base (:mod:`llmsizing.finetune`).
@@ -334,7 +362,8 @@ def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: st
 @dataclass(frozen=True)
 class FinetuneTime:
     """Time and cost of a fine-tune (:func:`finetune_time`). Seconds are per optimizer step on one GPU:
-    ``compute_s`` the arithmetic, ``dequant_s`` QLoRA's dequantisation, ``exposed_comm_s`` the communication
+    ``compute_s`` the arithmetic, ``dequant_s`` QLoRA's dequantisation, ``overhead_s`` the fixed cost of a
+    PEFT step's launches (``layer_overhead_s`` per layer and micro-batch), ``exposed_comm_s`` the communication
     the step waits for (``comm_s`` in full). ``tokens`` is the dataset times the epochs."""
 
     model: str
@@ -353,6 +382,7 @@ class FinetuneTime:
     comm_s: float
     exposed_comm_s: float
     price_usd_per_gpu_hour: float
+    overhead_s: float = 0.0
 
     @property
     def tokens_per_step(self) -> int:
@@ -360,7 +390,7 @@ class FinetuneTime:
 
     @property
     def step_s(self) -> float:
-        return self.compute_s + self.dequant_s + self.exposed_comm_s
+        return self.compute_s + self.dequant_s + self.overhead_s + self.exposed_comm_s
 
     @property
     def steps(self) -> int:
@@ -402,7 +432,7 @@ class FinetuneTime:
                 "strategy": self.strategy, "tokens": self.tokens, "seq": self.seq, "batch": self.batch,
                 "grad_accum": self.grad_accum, "flops_per_token": self.flops.model_flops,
                 "kernel_efficiency": self.kernel_efficiency, "step_s": self.step_s, "compute_s": self.compute_s,
-                "dequant_s": self.dequant_s, "exposed_comm_s": self.exposed_comm_s, "steps": self.steps,
+                "dequant_s": self.dequant_s, "overhead_s": self.overhead_s, "exposed_comm_s": self.exposed_comm_s, "steps": self.steps,
                 "tokens_per_s": self.tokens_per_s, "mfu": self.mfu, "hours": self.hours, "days": self.days,
                 "gpu_hours": self.gpu_hours, "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
                 "cost_usd": self.cost_usd}
@@ -411,13 +441,15 @@ class FinetuneTime:
 def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: float, epochs: float = 1.0,
                   seq: int, batch: int = 1, grad_accum: int = 1, n_gpus: int = 1, strategy: str = "ddp",
                   rank: int = 16, targets=ALL_LINEAR, recompute: str = "none", kernel_efficiency: float | None = None,
-                  dequant_bandwidth_fraction: float = DEQUANT_BANDWIDTH_FRACTION,
+                  dequant_bandwidth_fraction: float | None = None, layer_overhead_s: float | None = None,
                   price_usd_per_gpu_hour: float | None = None, node=None) -> FinetuneTime:
     """How long fine-tuning ``model`` on ``tokens`` tokens for ``epochs`` epochs takes on ``n_gpus`` GPUs of
     type ``gpu``, and what it costs (module docstring): the step's arithmetic
     (:func:`finetune_flops_per_token`'s hardware FLOPs, at ``kernel_efficiency`` of the dense bf16 peak, default
     :func:`~llmsizing.hardware.kernel_efficiency`), QLoRA's dequantisation at ``dequant_bandwidth_fraction`` of
-    the HBM bandwidth, and the communication the step cannot hide (:func:`finetune_communication`; gathers
+    the HBM bandwidth (default the fitted :data:`DEQUANT_BANDWIDTH_FRACTION`), the fixed launches of a PEFT step
+    (``layer_overhead_s`` per layer and micro-batch, default the fitted :data:`LAYER_OVERHEAD_S`; LoRA and QLoRA
+    only), and the communication the step cannot hide (:func:`finetune_communication`; gathers
     behind the forward and backward of each micro-batch, DDP's all-reduce behind the last backward). Full
     fine-tuning on several GPUs is :func:`~llmsizing.layouts.step_time` on ``Parallel(dp=n, zero=0 or 3)``.
     It does not check that the step fits: :func:`finetune_memory_per_gpu` does."""
@@ -429,7 +461,10 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
     epochs = check_number("epochs", epochs, allow_equal=False, maximum=1e6)
     seq, batch, m = check_int("seq", seq), check_int("batch", batch), check_int("grad_accum", grad_accum)
     n = check_int("n_gpus", n_gpus, maximum=65536)
-    frac = check_fraction("dequant_bandwidth_fraction", dequant_bandwidth_fraction)
+    frac = (DEQUANT_BANDWIDTH_FRACTION if dequant_bandwidth_fraction is None
+            else check_fraction("dequant_bandwidth_fraction", dequant_bandwidth_fraction))
+    per_layer = (LAYER_OVERHEAD_S if layer_overhead_s is None
+                 else check_number("layer_overhead_s", layer_overhead_s, maximum=1.0))
     eff = (default_kernel_efficiency(g) if kernel_efficiency is None
            else check_fraction("kernel_efficiency", kernel_efficiency))
     price = gpu_price(g, price_usd_per_gpu_hour)
@@ -460,7 +495,7 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
         total = comm.reduce_s
         exposed = max(0.0, comm.reduce_s - bwd_s)
     return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
-                        m * micro_s, m * dq, total, exposed, price)
+                        m * micro_s, m * dq, total, exposed, price, m * model.layers * per_layer)
 
 
 def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora", batch: int = 1, seq: int,
@@ -488,3 +523,63 @@ def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora"
                      "step_s": t.step_s, "exposed_comm_s": t.exposed_comm_s, "days": t.days,
                      "gpu_hours": t.gpu_hours, "cost_usd": t.cost_usd})
     return pd.DataFrame(rows).set_index("strategy")
+
+
+# =========================================================================== calibration
+def _published_frame():
+    import pandas as pd
+
+    from .catalog import DATA_DIR
+
+    return pd.read_csv(DATA_DIR / "finetune_published.csv")
+
+
+def _predict(r, *, dequant_bandwidth_fraction=None, layer_overhead_s=None) -> float:
+    """The model's seconds per optimizer step for one row of ``data/finetune_published.csv``."""
+    t = finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq), batch=int(r.batch),
+                      grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), rank=int(r.rank), targets=r.targets,
+                      recompute=r.recompute, dequant_bandwidth_fraction=dequant_bandwidth_fraction,
+                      layer_overhead_s=layer_overhead_s)
+    return t.step_s
+
+
+def _best_on_grid(loss, grid) -> float:
+    """The grid point with the least loss (the first on ties): deterministic, no SciPy."""
+    losses = [loss(x) for x in grid]
+    return grid[losses.index(min(losses))]
+
+
+def fit_finetune_constants() -> dict:
+    """Fit :data:`LAYER_OVERHEAD_S` and :data:`DEQUANT_BANDWIDTH_FRACTION` on the ``calibration == "yes"`` rows of
+    ``data/finetune_published.csv`` (module docstring): first the per-layer overhead on the LoRA rows, then the
+    dequantisation's bandwidth share on the QLoRA rows at that overhead, each minimising the squared log ratios
+    of published to predicted step times over a fine grid (0 to 10 ms per layer in 0.01 ms steps; 0.005 to 1 in
+    steps of 0.001). Returns both, rounded, and the range of the ratios over the calibration rows (lowest
+    rounded down, highest up, to 0.05)."""
+    df = _published_frame()
+    cal = df[df["calibration"] == "yes"]
+    lora, qlora = cal[cal["method"] == "lora"], cal[cal["method"] == "qlora"]
+
+    def loss(rows, **kw):
+        return sum(math.log(r.s_per_step / _predict(r, **kw)) ** 2 for r in rows.itertuples())
+
+    overhead = _best_on_grid(lambda x: loss(lora, layer_overhead_s=x, dequant_bandwidth_fraction=0.5),
+                             [i * 1e-5 for i in range(1001)])
+    frac = _best_on_grid(lambda x: loss(qlora, layer_overhead_s=overhead, dequant_bandwidth_fraction=x),
+                         [i / 1000 for i in range(5, 1001)])
+    ratios = [r.s_per_step / _predict(r, layer_overhead_s=overhead, dequant_bandwidth_fraction=frac)
+              for r in cal.itertuples()]
+    return {"layer_overhead_s": round(overhead, 5), "dequant_bandwidth_fraction": round(frac, 3),
+            "range_low": math.floor(min(ratios) * 20) / 20, "range_high": math.ceil(max(ratios) * 20) / 20}
+
+
+def finetune_residuals():
+    """Every row of ``data/finetune_published.csv`` with the model's step time at the calibrated constants and
+    the ratio published / predicted (above 1: the model is too fast), and whether the ratio lies inside
+    :data:`RESIDUAL_RANGE`. Shown in chapter 16."""
+    df = _published_frame()
+    df["predicted_s"] = [_predict(r) for r in df.itertuples()]
+    df["ratio"] = df["s_per_step"] / df["predicted_s"]
+    lo, hi = RESIDUAL_RANGE
+    df["in_range"] = (df["ratio"] >= lo) & (df["ratio"] <= hi)
+    return df

@@ -56,8 +56,8 @@ from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _l
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, SPECULATIVE_COLORS, SPECULATIVE_KS,
-                         render_finetune_memory, render_serving_cost, render_serving_curve,
-                         render_speculative_speedup)
+                         render_finetune_calibration, render_finetune_memory, render_serving_cost,
+                         render_serving_curve, render_speculative_speedup)
 from .serve_tune import _POINT  # noqa: F401
 
 __all__ = [
@@ -79,5 +79,5 @@ __all__ = [
     "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus", "render_plan", "render_prediction_check",
     "render_mfu_calibration", "render_seed_audit", "render_training_time", "resolve_model_name",
     # Part IV
-    "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_memory", "render_serving_cost", "render_serving_curve",
+    "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory", "render_serving_cost", "render_serving_curve",
 ]

@@ -235,3 +235,46 @@ def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int
         lines.append(f"{label:6s} {r.total_bytes / GiB:8,.1f} GiB ({r.trainable_params:,} trainable) {verdict} "
                      f"in 90% of one {g.name}; largest batch that fits: {mb}")
     return FixedView(fig, "\n".join(lines))
+
+
+def render_finetune_calibration(*, into: Figure | None = None) -> View:
+    """Chapter 16: published LoRA and Q-LoRA step times (``data/finetune_published.csv``, Qwen's table on one A100
+    80GB) against the sequence length, with :func:`~llmsizing.finetune_time.finetune_time`'s prediction at the
+    fitted constants as lines; filled markers are the rows the constants were fitted on, open ones held out. The
+    text lists each series' published/predicted ratios."""
+    from ..finetune_time import RESIDUAL_RANGE, finetune_residuals
+
+    df = finetune_residuals()
+    fig, ax = _fixed_figure(7.2, 3.4, left=0.1, right=0.72, bottom=0.14, top=0.9, into=into)
+    styles = {"lora": "-", "qlora": "--"}
+    colors = {"qwen-7b": "#0072B2", "qwen-14b": "#D55E00"}
+    lines = []
+    for (model, method), sub in df.groupby(["model", "method"], sort=False):
+        sub = sub.sort_values("seq")
+        c = colors.get(model, "0.3")
+        label = f"{model} {'Q-LoRA' if method == 'qlora' else 'LoRA'}"
+        ax.plot(sub["seq"], sub["predicted_s"], styles[method], color=c, lw=1.2, label=label + " (model)")
+        held = sub["calibration"] == "no"
+        ax.plot(sub["seq"][~held], sub["s_per_step"][~held], "o", color=c, ms=5)
+        ax.plot(sub["seq"][held], sub["s_per_step"][held], "o", mfc="white", color=c, ms=5)
+        lines.append(f"{label:16s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}"
+                     f" ({'held out' if held.all() else 'fitted'})")
+    from matplotlib.ticker import FixedLocator
+
+    ax.set_xscale("log")
+    seqs = sorted(df["seq"].unique())
+    ax.set_xlim(seqs[0] / 1.3, seqs[-1] * 1.3)
+    ax.xaxis.set_major_locator(FixedLocator(seqs))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks(seqs, [f"{s:,}" for s in seqs])
+    times = list(df["s_per_step"]) + list(df["predicted_s"])
+    _log_axis(ax.yaxis, min(times), max(times), lambda t: f"{t:g}", pad=1.2)
+    ax.set_xlabel("tokens per sequence (batch 1, 8 micro-batches per step)")
+    ax.set_ylabel("seconds per optimizer step")
+    ax.set_title("One A100 80GB: published step times (dots; open: held out) and the model (lines)", fontsize=8.5, loc="left")
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.spines[["top", "right"]].set_visible(False)
+    lo, hi = RESIDUAL_RANGE
+    lines.append(f"stated range of published/model: {lo:.2f} to {hi:.2f}; rows inside: "
+                 f"{int(df['in_range'].sum())} of {len(df)}")
+    return FixedView(fig, "\n".join(lines))

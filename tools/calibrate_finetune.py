@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Fit the fine-tuning step's constants on data/finetune_published.csv and write data/finetune_model.csv
+(issue 22):
+
+    .venv/bin/python tools/calibrate_finetune.py            # write data/finetune_model.csv
+    .venv/bin/python tools/calibrate_finetune.py --check    # exit 1 if the file differs from a fresh fit
+
+The fit lives in llmsizing.finetune_time (chapter 16 shows its residuals); this script writes its rounded
+result, so that the library reads numbers at import instead of fitting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+AS_OF = "2026-11-25"
+SOURCE = "fitted on the calibration=yes rows of data/finetune_published.csv (tools/calibrate_finetune.py)"
+ROWS = (("layer_overhead_s", "s", "fixed time per transformer layer and micro-batch of a HF Trainer + PEFT step "
+                                  "(LoRA, QLoRA): kernel launches and Python, fitted on the LoRA rows"),
+        ("dequant_bandwidth_fraction", "fraction", "share of HBM bandwidth of the 4-bit dequantisation, fitted on "
+                                                   "the Q-LoRA rows (a GPTQ int4 stand-in for nf4)"),
+        ("range_low", "ratio", "lowest published/predicted step-time ratio, rounded down to 0.05"),
+        ("range_high", "ratio", "highest published/predicted step-time ratio, rounded up to 0.05"))
+
+
+def model_csv() -> str:
+    from llmsizing.finetune_time import fit_finetune_constants
+
+    fitted = fit_finetune_constants()
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["constant", "value", "unit", "source", "as_of", "note"])
+    for name, unit, note in ROWS:
+        w.writerow([name, fitted[name], unit, SOURCE, AS_OF, note])
+    return out.getvalue()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare with data/finetune_model.csv, write nothing")
+    args = ap.parse_args(argv)
+    path = ROOT / "data" / "finetune_model.csv"
+    fresh = model_csv()
+    if args.check:
+        same = path.read_text() == fresh
+        print("data/finetune_model.csv is up to date" if same else "data/finetune_model.csv differs from a fresh fit")
+        return 0 if same else 1
+    path.write_text(fresh)
+    print(fresh, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
