@@ -61,8 +61,8 @@ def main(argv=None):
                                       "cp = 1, 2, 4 (gloo, CPU; issue 23)")
     p_cp.add_argument("--out", default=str(data / "cp_gloo_measurements.csv"))
     p_cp.add_argument("--messages-out", default=str(data / "cp_gloo_messages.csv"))
-    p_all = sub.add_parser("all", help="saved, step, dist, peft, lora, nf4, dropout, then collectives, with the default output "
-                                       "files (the default)")
+    p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp), with the default "
+                                       "output files (the default)")
     p_all.set_defaults(only=None)
     for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
