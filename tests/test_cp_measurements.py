@@ -15,7 +15,8 @@ h hidden, a heads, g KV heads, d head dim, f FFN width, V vocabulary, 4 bytes pe
   it is exactly the cp = 1 figure / k, category by category. What does not scale: a constant of a few scalars
   (the loss's token count and reduction), stated below as < 64 bytes in total; nothing else.
 * Correctness: the cp runs match a whole-sequence run with HF's own sdpa attention: loss within 1e-5 (fp32
-  summation order), gradients within 1e-6 absolute (largest reference gradient ~0.08, so ~1e-5 relative).
+  summation order), gradients within 1e-6 absolute (the largest reference gradient is about 0.06, so 2e-5 of
+  it; measured: below 6e-8).
 """
 
 import sys
@@ -181,7 +182,8 @@ def test_receive_buffer_peaks(df):
             # all-gather: the whole sequence's K+V per layer, whatever cp is
             assert r["forward_recv_buffer_peak_bytes"] == kv_block(1, s)
             assert r["backward_recv_buffer_peak_bytes"] == kv_block(1, s)
-    assert (df.loc[df["cp"] == 1, ["forward_recv_buffer_peak_bytes", "backward_recv_buffer_peak_bytes"]] == 0).all().all()
+    one = df[df["cp"] == 1]
+    assert (one["forward_recv_buffer_peak_bytes"] == 0).all() and (one["backward_recv_buffer_peak_bytes"] == 0).all()
 
 
 def test_loader_filters_and_rejects_unknown_variant():

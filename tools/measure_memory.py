@@ -33,8 +33,8 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
 Sub-command ``saved`` (about 50 s on 2 cores) is the original experiment; ``step`` (about 5 minutes) measures the
 live bytes over a whole training step. This file is only the entry point: the code is the package
 ``tools/measure/``, one module per sub-command (``saved.py``, ``step.py``, ``dist.py``, ``peft_counts.py``,
-``lora.py``, ``nf4.py``, ``dropout.py``, ``cp.py``; each module's docstring describes its experiment and the columns of its
-CSVs) on a shared ``core.py`` (the live-bytes tracker, one measured step and its phases, CSV writing) and
+``lora.py``, ``nf4.py``, ``dropout.py``, ``cp.py``, ...; each module's docstring describes its experiment and
+the columns of its CSVs) on a shared ``core.py`` (the live-bytes tracker, one measured step and its phases, CSV writing) and
 ``book_modules.py`` (the book's own torch modules); ``cli.py`` holds :func:`main`.
 """
 
