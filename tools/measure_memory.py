@@ -3,7 +3,7 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|cp] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -20,16 +20,21 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     collectives [--out data/gloo_collective_times.csv]
            all-reduce / all-gather / reduce-scatter times under gloo at 2 and 4 ranks, 1 KiB .. 64 MiB, and
            their alpha-beta fits (chapter 9; ``collective_time.py``)
-    all    saved, step, dist, peft, lora, nf4, dropout, then collectives, with the default files (also what runs with no
-           sub-command)
+    cp     [--out data/cp_gloo_measurements.csv] [--messages-out data/cp_gloo_messages.csv]
+           context parallelism on a small HF Llama at cp = 1, 2, 4 and 256-1,024 tokens (gloo, CPU; issue 23): ring
+           attention and all-gather KV (the tool's stand-ins for Transformer Engine's functions), per-rank saved
+           bytes by category, every message, receive-buffer peaks, and the check against a whole-sequence run
+           (about 4 minutes on 2 cores)
+    all    every sub-command above in turn (saved, step, dist, peft, lora, loss, loss-peak, nf4, dropout,
+           collectives, cp), with the default files (also what runs with no sub-command)
 
 (``peft``, ``lora``: peft==0.21.2; ``nf4``: bitsandbytes==0.50.2; all in .venv-measure.)
 
 Sub-command ``saved`` (about 50 s on 2 cores) is the original experiment; ``step`` (about 5 minutes) measures the
 live bytes over a whole training step. This file is only the entry point: the code is the package
 ``tools/measure/``, one module per sub-command (``saved.py``, ``step.py``, ``dist.py``, ``peft_counts.py``,
-``lora.py``, ``nf4.py``, ``dropout.py``; each module's docstring describes its experiment and the columns of its
-CSVs) on a shared ``core.py`` (the live-bytes tracker, one measured step and its phases, CSV writing) and
+``lora.py``, ``nf4.py``, ``dropout.py``, ``cp.py``, ...; each module's docstring describes its experiment and
+the columns of its CSVs) on a shared ``core.py`` (the live-bytes tracker, one measured step and its phases, CSV writing) and
 ``book_modules.py`` (the book's own torch modules); ``cli.py`` holds :func:`main`.
 """
 

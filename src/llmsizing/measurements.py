@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ._validate import check_choice
 from .activations import activation_memory
 from .memory import model_states
 from .model import Model
@@ -247,3 +248,51 @@ def worst_step_errors(df=None, by=("stack", "mode", "attention", "recompute")):
         rows.append({**dict(zip(by, key)), "configs": len(sub), "worst_peak_error": sub.loc[i, "peak_error"],
                      "mean_peak_error": sub["peak_error"].mean()})
     return pd.DataFrame(rows).set_index(list(by))
+
+
+# ============================================================================= context parallelism (issue 23)
+#: Written by ``tools/measure_memory.py cp``: a small HF ``LlamaForCausalLM`` (fp32; 4 layers, hidden 256, 8 heads,
+#: 2 KV heads, head_dim 32, FFN 688, vocabulary 8,192; one sequence of 256, 512 or 1,024 tokens) split over
+#: ``cp`` = 1, 2, 4 CPU processes joined by gloo. One row per (variant, cp, seq, rank): the bytes autograd saves
+#: for the backward on that rank by category (``saved_<category>_bytes``), the attention's bytes sent and
+#: received per phase, the peak of transient receive buffers, and the check against a whole-sequence run.
+#: The attention is the tool's stand-in for Transformer Engine's context-parallel functions (PyTorch's
+#: experimental ``context_parallel`` has no CPU kernel handler): ``variant`` ``"ring"`` (TE's
+#: ``AttnFuncWithCPAndKVP2P``, Megatron-LM ``--cp-comm-type p2p``) or ``"allgather"`` (TE's
+#: ``AttnFuncWithCPAndKVAllGather``, Llama 3's choice). tools/measure/cp.py's docstring says how they differ.
+CP_MEASUREMENTS_CSV = DATA_DIR / "cp_gloo_measurements.csv"
+#: The same runs' messages: one row per (variant, cp, seq, rank, phase, op, tensor, message_bytes) with ``calls``.
+CP_MESSAGES_CSV = DATA_DIR / "cp_gloo_messages.csv"
+#: The measured variants of context parallelism.
+CP_VARIANTS = ("ring", "allgather")
+#: The categories of saved bytes in :data:`CP_MEASUREMENTS_CSV` (columns ``saved_<category>_bytes``): the normed
+#: input of the q/k/v projections, the attention function's q, KV block(s), output and fp32 log-sum-exp, RoPE's
+#: cos/sin tables, the MLP, the RMSNorms, the embedding, the LM head input + logits + loss, anything else.
+CP_SAVED_CATEGORIES = ("attn_in", "attn_q", "attn_kv", "attn_out", "attn_lse", "rope", "mlp", "norms", "embedding",
+                       "logits_loss", "other")
+
+
+def cp_measurements(variant=None, path=None):
+    """The committed context-parallel measurements (``data/cp_gloo_measurements.csv``) as a DataFrame, one row
+    per (variant, cp, seq, rank); only ``variant`` (``"ring"`` or ``"allgather"``) if given. No torch needed.
+    Chapter "Long context" compares them with the library."""
+    import pandas as pd
+
+    df = pd.read_csv(path or CP_MEASUREMENTS_CSV)
+    if variant is not None:
+        check_choice("variant", variant, CP_VARIANTS)
+        df = df[df["variant"] == variant].reset_index(drop=True)
+    return df
+
+
+def cp_messages(variant=None, path=None):
+    """The messages of the same runs (``data/cp_gloo_messages.csv``): phase (forward, backward, grad_sync), op
+    (send, recv, all_gather, reduce_scatter, all_reduce), tensor (kv, dkv, grads), ``message_bytes`` (the buffer of
+    one call: a p2p block, the gathered output of an all-gather, the input of a reduce-scatter) and ``calls``."""
+    import pandas as pd
+
+    df = pd.read_csv(path or CP_MESSAGES_CSV)
+    if variant is not None:
+        check_choice("variant", variant, CP_VARIANTS)
+        df = df[df["variant"] == variant].reset_index(drop=True)
+    return df

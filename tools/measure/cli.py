@@ -13,6 +13,7 @@ import torch
 
 from .collective_time import cmd_collectives
 from .core import DATA
+from .cp import cmd_cp
 from .dist import cmd_dist
 from .dropout import cmd_dropout
 from .lora import cmd_lora
@@ -56,16 +57,20 @@ def main(argv=None):
     p_coll = sub.add_parser("collectives", help="time all-reduce / all-gather / reduce-scatter under gloo at 2 "
                                                 "and 4 ranks (chapter 9's alpha-beta demo)")
     p_coll.add_argument("--out", default=str(data / "gloo_collective_times.csv"))
-    p_all = sub.add_parser("all", help="saved, step, dist, peft, lora, nf4, dropout, then collectives, with the default output "
-                                       "files (the default)")
+    p_cp = sub.add_parser("cp", help="context parallelism (ring attention, all-gather KV) on a small HF Llama at "
+                                      "cp = 1, 2, 4 (gloo, CPU; issue 23)")
+    p_cp.add_argument("--out", default=str(data / "cp_gloo_measurements.csv"))
+    p_cp.add_argument("--messages-out", default=str(data / "cp_gloo_messages.csv"))
+    p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp), with the default "
+                                       "output files (the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_all):
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     commands = {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist, "peft": cmd_peft, "lora": cmd_lora, "loss": cmd_loss,
                 "loss-peak": cmd_loss_peak,
-                "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives}
+                "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives, "cp": cmd_cp}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)
