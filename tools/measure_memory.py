@@ -3,7 +3,7 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|a2a] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -20,8 +20,12 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     collectives [--out data/gloo_collective_times.csv]
            all-reduce / all-gather / reduce-scatter times under gloo at 2 and 4 ranks, 1 KiB .. 64 MiB, and
            their alpha-beta fits (chapter 9; ``collective_time.py``)
-    all    saved, step, dist, peft, lora, nf4, dropout, then collectives, with the default files (also what runs with no
-           sub-command)
+    a2a    [--out data/moe_all_to_all_gloo.csv]
+           expert-parallel dispatch/combine all-to-all of one MoE layer step (HF MixtralSparseMoeBlock, hidden 256,
+           8 experts, top-2), ep = 2 and 4 under gloo: bytes and messages per rank, phase and direction, the
+           routing histogram, call times (issue 24; about 1 minute; ``moe_a2a.py``)
+    all    saved, step, dist, peft, lora, nf4, dropout, collectives, then a2a, with the default files (also what
+           runs with no sub-command)
 
 (``peft``, ``lora``: peft==0.21.2; ``nf4``: bitsandbytes==0.50.2; all in .venv-measure.)
 
