@@ -23,7 +23,7 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     a2a    [--out data/moe_all_to_all_gloo.csv]
            expert-parallel dispatch/combine all-to-all of one MoE layer step (HF MixtralSparseMoeBlock, hidden 256,
            8 experts, top-2), ep = 2 and 4 under gloo: bytes and messages per rank, phase and direction, the
-           routing histogram, call times (issue 24; about 1 minute; ``moe_a2a.py``)
+           routing histogram, call times (issue 24; about 3 minutes; ``moe_a2a.py``)
     all    saved, step, dist, peft, lora, nf4, dropout, collectives, then a2a, with the default files (also what
            runs with no sub-command)
 

@@ -86,7 +86,7 @@ EP_SIZES = (2, 4)
 #: The size of the common offset of the ``skewed`` routing (tokens ~ N(0, 1) per coordinate plus this times a
 #: unit vector): with HF's std-0.02 router the per-expert logit shift is ~ N(0, (0.02 * SKEW_OFFSET)^2).
 SKEW_OFFSET = 40.0
-REPEATS, QUICK_REPEATS = 5, 2
+REPEATS, QUICK_REPEATS = 9, 2
 INIT_STD = 0.02        # MixtralConfig.initializer_range, what MixtralPreTrainedModel._init_weights draws with
 EXCHANGES = ("dispatch", "combine")
 
