@@ -63,8 +63,8 @@ bytes_per_element, routed_e0..routed_e7, then for exchange in (dispatch, combine
 {exchange}_time_s_min; counts_allgather_bytes (the rank's 8 int64 counts sent to the ep - 1 others by the
 split sizes' all-gather, forward only), dispatcher_alltoall_calls, dispatcher_alltoall_input_bytes (the input
 tensors of the ``c10d.alltoall_base_`` calls of this phase, own chunk included), uniform_expected_bytes,
-phase_time_s_median (the forward, or the backward, of the whole layer step), max_rel_err_vs_hf (the largest relative error of the checks above), repeats, torch_version,
-transformers_version, machine, measured_on.
+phase_time_s_median (the forward, or the backward, of the whole layer step), max_rel_err_vs_hf (the largest
+relative error of the checks above), repeats, torch_version, transformers_version, machine, measured_on.
 """
 
 from __future__ import annotations
