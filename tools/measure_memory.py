@@ -3,7 +3,7 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|cp] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|cp|a2a] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -25,8 +25,12 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
            attention and all-gather KV (the tool's stand-ins for Transformer Engine's functions), per-rank saved
            bytes by category, every message, receive-buffer peaks, and the check against a whole-sequence run
            (about 4 minutes on 2 cores)
+    a2a    [--out data/moe_all_to_all_gloo.csv]
+           expert-parallel dispatch/combine all-to-all of one MoE layer step (HF MixtralSparseMoeBlock, hidden 256,
+           8 experts, top-2), ep = 2 and 4 under gloo: bytes and messages per rank, phase and direction, the
+           routing histogram, call times (issue 24; about 3 minutes; ``moe_a2a.py``)
     all    every sub-command above in turn (saved, step, dist, peft, lora, loss, loss-peak, nf4, dropout,
-           collectives, cp), with the default files (also what runs with no sub-command)
+           collectives, cp, a2a), with the default files (also what runs with no sub-command)
 
 (``peft``, ``lora``: peft==0.21.2; ``nf4``: bitsandbytes==0.50.2; all in .venv-measure.)
 

@@ -296,3 +296,60 @@ def cp_messages(variant=None, path=None):
         check_choice("variant", variant, CP_VARIANTS)
         df = df[df["variant"] == variant].reset_index(drop=True)
     return df
+
+
+# ============================================================================= expert-parallel all-to-all (issue 24)
+#: Written by ``tools/measure_memory.py a2a``: the dispatch and combine all-to-alls of one expert-parallel MoE layer
+#: step (Hugging Face's ``MixtralSparseMoeBlock``, hidden 256, 8 experts, top-2, expert FFN 512, random weights)
+#: on 2 and 4 gloo processes of one CPU machine; one row per routing x dtype x ep x tokens x phase x rank, with the
+#: rank's routing histogram (``routed_e0`` ..), bytes sent to and received from the other ranks, per-peer rows,
+#: message counts and call times. The tool's module docstring (``tools/measure/moe_a2a.py``) defines every column.
+MOE_ALL_TO_ALL_CSV = DATA_DIR / "moe_all_to_all_gloo.csv"
+#: The two all-to-alls of an expert-parallel MoE layer, in forward order.
+MOE_EXCHANGES = ("dispatch", "combine")
+
+
+def load_moe_all_to_all(path=None):
+    """The committed expert-parallel all-to-all measurements as a DataFrame (one row per routing, dtype, ep,
+    tokens per rank, phase and rank). No torch needed."""
+    import pandas as pd
+
+    return pd.read_csv(path or MOE_ALL_TO_ALL_CSV)
+
+
+def moe_routing_counts(row) -> list:
+    """The rank's (token, expert) assignments per expert, ``[routed_e0, routed_e1, ...]``, of a CSV row."""
+    return [int(row[f"routed_e{e}"]) for e in range(int(row["experts"]))]
+
+
+def moe_all_to_all_table(df=None):
+    """Measured all-to-all bytes against the uniform-routing expectation, one row per (routing, dtype, ep,
+    tokens_per_rank, phase, exchange).
+
+    The expectation: with ``T`` tokens per rank, top-``k`` routing and experts spread evenly over ``ep`` ranks, a
+    uniformly routed assignment lands on another rank with probability ``(ep - 1) / ep``, so a rank sends
+    ``T * k * hidden * bytes_per_element * (ep - 1) / ep`` bytes per all-to-all and direction (the GShard /
+    Megatron-LM accounting of dispatch and combine; top-k without capacity limit, i.e. dropless). Columns:
+    ``sent_bytes_mean`` / ``_min`` / ``_max`` over the ranks, ``recv_bytes_max`` (the busiest receiver),
+    ``uniform_bytes``, ``ratio_mean`` / ``ratio_min`` / ``ratio_max`` (measured / uniform) and
+    ``time_s_median`` (the slowest rank's median over the repeats; gloo over loopback TCP on a shared CPU, noisy).
+    """
+    import pandas as pd
+
+    df = load_moe_all_to_all() if df is None else df
+    keys = ["routing", "dtype", "ep", "tokens_per_rank", "phase"]
+    rows = []
+    for key, sub in df.groupby(keys, sort=False):
+        r0 = sub.iloc[0]
+        ep = int(r0["ep"])
+        uniform = (int(r0["tokens_per_rank"]) * int(r0["top_k"]) * int(r0["hidden"])
+                   * int(r0["bytes_per_element"]) * (ep - 1) / ep)
+        for ex in MOE_EXCHANGES:
+            sent = sub[f"{ex}_sent_bytes"]
+            rows.append({**dict(zip(keys, key)), "exchange": ex, "ranks": len(sub),
+                         "sent_bytes_mean": float(sent.mean()), "sent_bytes_min": int(sent.min()),
+                         "sent_bytes_max": int(sent.max()), "recv_bytes_max": int(sub[f"{ex}_recv_bytes"].max()),
+                         "uniform_bytes": uniform, "ratio_mean": float(sent.mean()) / uniform,
+                         "ratio_min": int(sent.min()) / uniform, "ratio_max": int(sent.max()) / uniform,
+                         "time_s_median": float(sub[f"{ex}_time_s_median"].max())})
+    return pd.DataFrame(rows)

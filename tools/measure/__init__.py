@@ -12,6 +12,7 @@ Imports go downwards only::
                    harness (the one other experiment it imports)
     nf4            ``nf4``: bitsandbytes NF4 storage of one linear layer
     dropout        ``dropout``: what PyTorch's dropout keeps for its backward
+    moe_a2a        ``a2a``: expert-parallel all-to-all bytes and times of one HF Mixtral MoE layer step (issue 24)
     book_modules   the book's own torch modules (Transformer and its fused-kernel stand-ins), for saved and step
     core           shared: the live-bytes tracker, one measured step and its phases, weight copies, CSV writing
 

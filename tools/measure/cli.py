@@ -19,6 +19,7 @@ from .dropout import cmd_dropout
 from .lora import cmd_lora
 from .loss import cmd_loss
 from .loss_peak import cmd_loss_peak
+from .moe_a2a import cmd_a2a
 from .nf4 import cmd_nf4
 from .peft_counts import cmd_peft
 from .saved import cmd_saved
@@ -61,16 +62,20 @@ def main(argv=None):
                                       "cp = 1, 2, 4 (gloo, CPU; issue 23)")
     p_cp.add_argument("--out", default=str(data / "cp_gloo_measurements.csv"))
     p_cp.add_argument("--messages-out", default=str(data / "cp_gloo_messages.csv"))
-    p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp), with the default "
-                                       "output files (the default)")
+    p_a2a = sub.add_parser("a2a", help="expert-parallel all-to-all bytes and times of one MoE layer step (HF "
+                                       "Mixtral block, ep = 2 and 4, gloo; issue 24)")
+    p_a2a.add_argument("--out", default=str(data / "moe_all_to_all_gloo.csv"))
+    p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp, a2a), with the "
+                                       "default output files (the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_all):
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_a2a, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     commands = {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist, "peft": cmd_peft, "lora": cmd_lora, "loss": cmd_loss,
                 "loss-peak": cmd_loss_peak,
-                "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives, "cp": cmd_cp}
+                "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives, "cp": cmd_cp,
+                "a2a": cmd_a2a}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)
