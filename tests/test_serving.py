@@ -80,12 +80,20 @@ def test_ridge_point_and_prefill_by_hand():
 
 
 def test_tp_all_reduces_by_hand():
-    """The network model (data/links.csv, NVLink): a ring all-reduce over 8 GPUs is 14 steps of 2.3 us plus
-    2 x 7/8 of the message at 77% of 450 GB/s one way."""
+    """The network model (data/links.csv, NVLink) with NCCL's protocol choice (issue 22): a ring all-reduce over 8
+    GPUs is the cheaper of the LL line, 14 steps of 2.3 us plus 2 x 7/8 of the message at 14.0% of 450 GB/s one
+    way, and the Simple line, 14 steps of 8.0 us plus the message at 77%. A 64 KiB decode message rides LL."""
     s = S.serving("llama-3-70b", "H100 SXM", tp=8, batch=4)
     msg = 4 * 8192 * 2                                               # batch x hidden x 2 bytes
-    one = 14 * 2.3e-6 + 2 * 7 / 8 * msg / (0.77 * 450e9)
-    assert s.decode_comm_s == pytest.approx(2 * 80 * one)
+    ll = 14 * 2.3e-6 + 2 * 7 / 8 * msg / (0.140 * 450e9)             # 34.0 us
+    simple = 14 * 8.0e-6 + 2 * 7 / 8 * msg / (0.77 * 450e9)          # 112.3 us
+    assert s.decode_comm_s == pytest.approx(2 * 80 * ll)
+    # a 128-token prefill of Llama-2-70B over 4 GPUs sends 2 MiB per all-reduce: the Simple line wins
+    p = S.serving("llama-2-70b", "H100 SXM", tp=4, prompt=128, output=1)
+    big = 128 * 8192 * 2
+    ll = 6 * 2.3e-6 + 1.5 * big / (0.140 * 450e9)                    # 63.7 us
+    simple = 6 * 8.0e-6 + 1.5 * big / (0.77 * 450e9)                 # 57.1 us
+    assert p.prefill_comm_s == pytest.approx(2 * 80 * min(ll, simple)) and simple < ll
     assert s.decode_comm_s > 2 * 80 * 30e-6                          # far more than the old 10 us per call
     # the old price, on request: ring bytes at the link plus a fixed latency
     assert S.serving("llama-3-70b", "H100 SXM", tp=8, batch=4, allreduce_latency_s=0).decode_comm_s == \
@@ -197,11 +205,6 @@ def test_chunked_prefill_costs_running_sequences():
 TIME_METRICS = ("ttft_s", "itl_s")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22 done-when not yet met: every row is inside the fitted range "
-                   "(0.6-1.3) but one is beyond 1.5x of the central value: TensorRT-LLM 0.5's first-token latency "
-                   "of Llama-2-70B FP8 on 4 H100s at a 128-token prompt (26 ms published, 0.64); its 2,048-token "
-                   "twin is at 0.88, so the short tensor-parallel prefill's fixed costs (all-reduce latency, "
-                   "launches) are what the model under-prices")
 def test_every_published_row_inside_the_stated_range_and_within_1_5x():
     """The done-when of issue 22, read from the CSV: every published figure's speed ratio (engine over model)
     lies inside the range the calibration states and within 1.5x of the central prediction."""

@@ -255,7 +255,7 @@ def _allreduce_s(message_bytes: float, tp: int, link, latency_s: float | None) -
     if tp == 1:
         return 0.0
     if latency_s is None:
-        return collective_time_s("all-reduce", message_bytes, tp, link)
+        return collective_time_s("all-reduce", message_bytes, tp, link, protocols=True)
     return ring_bytes("all-reduce", message_bytes, tp) / (link * 1e9) + latency_s
 
 
