@@ -442,7 +442,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
 
     return Serving(
         model=m.name, gpu=g.name, tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output,
-        batch=batch, mbu=mbu, mfu=mfu, price_usd_per_gpu_hour=price, weights_bytes_per_gpu=w_gpu,
+        batch=batch, mbu=mbu, mfu=mfu, price_usd_per_gpu_hour=price, weights_bytes_per_gpu=w_gpu * share,
         kv_bytes_per_sequence_per_gpu=kv_seq_gpu * share, capacity_bytes_per_gpu=float(g.memory_bytes),
         overhead_bytes_per_gpu=overhead, max_batch=max_batch, prefill_flops_per_gpu=pre_flops * share,
         prefill_bytes_per_gpu=pre_bytes * share, prefill_compute_s=pre_compute * fill,
@@ -577,6 +577,7 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     itl_s = check_number("itl_s", itl_s, allow_equal=False)
     tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 2, 4, 8)")})
     pp = check_int("pp", kwargs.get("pp", 1), maximum=1024)
+    check_layout(m, pp=pp)                # a stage needs a layer: say so before blaming the tensor-parallel degrees
     valid = []
     for t in tps:
         try:
