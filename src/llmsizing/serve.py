@@ -29,7 +29,9 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
   own ``attention_bu``, the matmuls' FLOPs at ``mfu`` (the larger of memory and compute), a fixed
   ``step_overhead_s`` (scheduling, sampling, launches) and the tensor-parallel all-reduces priced by the
   network model (:func:`llmsizing.network.collective_time_s` on :func:`~llmsizing.network.group_link`), two per
-  layer of ``batch x hidden x 2`` bytes. Before, the step was ``max(bytes / (B x 0.8), FLOPs / (P x 0.5))`` and
+  layer of ``batch x hidden x 2`` bytes, with NCCL's choice of protocol per message size
+  (``collective_time_s(..., protocols=True)``: a 128-token prefill's 2 MiB all-reduces sit at the knee the single
+  alpha-beta line misses). Before, the step was ``max(bytes / (B x 0.8), FLOPs / (P x 0.5))`` and
   each all-reduce cost a fixed 10 us.
 * **Chunked prefill**: a prompt is prefilled in chunks of ``max_num_batched_tokens`` tokens that ride along
   with the decode steps, so under load each running sequence's ITL carries the other sequences' prefills
@@ -41,7 +43,11 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
   (``attention_kernel="grouped"``, the default), or once per query head (``"per-query-head"``: ``heads /
   kv_heads`` times the KV bytes, as TensorRT-LLM 0.5 and 0.6.1 did before its XQA kernel).
 
-Left out: queueing, speculative decoding, prefix caching. Taught in chapter 15.
+* **Pipeline-parallel serving** (``pp=``, vLLM's ``--pipeline-parallel-size``): stages of ``tp`` GPUs each hold
+  their layers' weights and KV cache; decode keeps ``pp`` micro-batches in flight and a token's pass crosses the
+  ``pp - 1`` stage boundaries; a long prompt's prefill chunks flow through the stages (see :func:`serving`).
+
+Left out: queueing, speculative decoding (:mod:`llmsizing.speculative`), prefix caching. Taught in chapter 15.
 """
 
 from __future__ import annotations
