@@ -185,7 +185,9 @@ def test_published_figures_have_sources_and_a_calibration_split():
     assert len(df) >= 20
     assert df["source"].str.len().gt(10).all() and df["as_of"].str.len().gt(3).all()
     assert df["url"].str.startswith("https://").all()
-    assert set(df["calibration"]) == {"yes", "no"} and 0.25 <= (df["calibration"] == "no").mean() <= 0.4
+    # issue 22: the constants are fitted on at least 15 published figures, and at least a quarter are held out
+    assert set(df["calibration"]) == {"yes", "no"} and (df["calibration"] == "yes").sum() >= 15
+    assert (df["calibration"] == "no").mean() >= 0.25
     assert df["engine"].notna().all() and df["engine_version"].notna().all()
     ceiling = 1.555e12 / (2 * L3_8B_PARAMS)
     row = df[df["metric"] == "output_tokens_per_s"].iloc[0]
