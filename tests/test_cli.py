@@ -327,6 +327,21 @@ def test_serve_text_prints_the_plan(capsys):
     assert f"{p.replicas} x tp={p.tp}" in out and f"{p.serving.itl_s * 1e3:,.1f}" in out
 
 
+def test_serve_pp_is_the_library(capsys):
+    """--pp (vLLM's --pipeline-parallel-size): each replica is tp x pp GPUs, and the text names the layout."""
+    from llmsizing.serve import replicas_for
+
+    argv = ["serve", "llama-3-70b", "--gpu", "H100 SXM", "--prompt", "32768", "--output", "512", "--itl-ms", "50",
+            "--ttft-ms", "2000", "--rps", "2", "--pp", "2"]
+    (row,) = _json(capsys, argv + ["--json"])
+    p = replicas_for("llama-3-70b", "H100 SXM", requests_per_s=2, prompt=32768, output=512, itl_s=0.05,
+                     ttft_s=2.0, pp=2)
+    assert (row["gpus"], row["tp"], row["pp"], row["replicas"]) == (p.gpus, p.tp, 2, p.replicas)
+    assert row["gpus"] == row["tp"] * row["pp"] * row["replicas"]
+    assert cli.main(argv) == 0
+    assert f"{p.replicas} x tp={p.tp} x pp=2" in capsys.readouterr().out
+
+
 def test_serve_csv_has_one_row(capsys):
     assert cli.main(_SERVE + ["--rps", "20", "--csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
@@ -339,6 +354,7 @@ def test_serve_csv_has_one_row(capsys):
     (_SERVE[:-2] + ["--itl-ms", "0", "--users", "10"], "--itl-ms"),
     (_SERVE + ["--users", "10", "--think-s", "-1"], "--think-s"),
     (_SERVE + ["--users", "10", "--weights", "int3"], "--weights"),
+    (_SERVE + ["--users", "10", "--pp", "0"], "--pp"),
     (["serve", "llama-3-70b", "--gpu", "Z100", "--prompt", "1024", "--output", "256", "--itl-ms", "50", "--users",
       "10"], "unknown GPU"),
     (["serve", "llama-3-70b", "--gpu", "A10", "--prompt", "1024", "--output", "256", "--itl-ms", "20", "--users",

@@ -15,6 +15,11 @@ multi-node log the bus bandwidth is taken at node level (:func:`llmsizing.alpha_
 2(N-1)/N over N nodes) and compared with the node's egress, NICs x line rate / 8 = the per-GPU NIC bandwidth x
 the GPUs per node: NCCL reduces inside the node first, so the hierarchical model's network step moves
 2(N-1)/N x S per node. alpha_us = the small-message regime's alpha, per ring step over all the log's ranks.
+small_fraction = the small-message regime's bus bandwidth / the same nominal bandwidth (NCCL's LL protocol: low
+latency, a fraction of the bandwidth) and large_alpha_us = the large-message regime's alpha per ring step (its
+Simple/LL128 protocols: full bandwidth, more latency per step); :func:`llmsizing.network.collective_time_s` with
+``protocols=True`` charges the cheaper of the two lines, as NCCL's tuner picks a protocol per message size
+(issue 22). A row without a log (infinity-fabric) keeps these two columns empty.
 """
 
 from __future__ import annotations
@@ -61,7 +66,9 @@ def fits():
                      "large_busbw_gbps": round(r.large.busbw_gbps, 2),
                      "large_alpha_us": round(r.large.alpha_s * 1e6, 3),
                      "large_worst_rel_error": round(r.large.worst_rel_error, 3),
-                     "combined_worst_rel_error": round(r.combined.worst_rel_error, 3)})
+                     "combined_worst_rel_error": round(r.combined.worst_rel_error, 3),
+                     "small_busbw_gbps": round(r.small.busbw_gbps, 2),
+                     "protocols_worst_rel_error": round(r.protocols_worst_rel_error, 3)})
     return rows
 
 
@@ -79,14 +86,21 @@ def link_rows(fit_rows, old_rows):
         if nodes > 1:
             algbw = bus / (2 * (f["n_ranks"] - 1) / f["n_ranks"])
             bus = node_level_busbw(algbw, nodes=nodes, collective=f["collective"])
+        small_bus = f["small_busbw_gbps"]
+        if nodes > 1:
+            small_bus = node_level_busbw(small_bus / (2 * (f["n_ranks"] - 1) / f["n_ranks"]), nodes=nodes,
+                                         collective=f["collective"])
         frac = bus / nominal
         note = (f"fitted: large-message busbw {bus:.1f} GB/s"
                 + (" (node level, algbw x 2(N-1)/N)" if nodes > 1 else "")
                 + f" / {what}; alpha per ring step over {f['n_ranks']} ranks from the small-message regime "
                 f"(below {f['split_bytes']:,} B); the combined line's worst relative error over the sweep is "
-                f"{f['combined_worst_rel_error']:.0%} (mid-size messages), see data/nccl_tests/README.md")
+                f"{f['combined_worst_rel_error']:.0%} (mid-size messages); the cheaper of the two regimes' lines "
+                f"(small_fraction, large_alpha_us: NCCL's protocol choice) is within "
+                f"{f['protocols_worst_rel_error']:.0%}, see data/nccl_tests/README.md")
         out.append({**old, "achievable_fraction": f"{frac:.2f}", "alpha_us": f"{f['small_alpha_us']:.1f}",
-                    "source": f"data/nccl_tests/{log}", "as_of": AS_OF, "note": note})
+                    "source": f"data/nccl_tests/{log}", "as_of": AS_OF, "note": note,
+                    "small_fraction": f"{small_bus / nominal:.3f}", "large_alpha_us": f"{f['large_alpha_us']:.1f}"})
     return out
 
 

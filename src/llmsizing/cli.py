@@ -26,6 +26,7 @@ EXAMPLES = """examples:
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --deadline-days 30 --budget 2M --all
   llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 1024 --output 256 --users 1000 --itl-ms 50
   llmsizing serve llama-3-8b --gpu "H100 SXM" --prompt 4096 --output 512 --rps 20 --itl-ms 30 --json
+  llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 32768 --output 512 --rps 2 --itl-ms 50 --ttft-ms 2000 --pp 2
   llmsizing finetune llama-3-8b --method lora --gpu "H100 SXM" --tokens 100M --seq 2048 --batch 4
   llmsizing finetune llama-3-70b --method qlora --gpu "A100 80GB" --gpus 4 --strategy fsdp --tokens 50M --json
 """
@@ -289,13 +290,15 @@ def cmd_serve(args) -> None:
     load = dict(users=args.users) if args.users is not None else dict(requests_per_s=args.rps)
     plan = replicas_for(_model(args.model), args.gpu, prompt=args.prompt, output=args.output,
                         itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3, think_s=args.think_s,
-                        weights=args.weights, kv_cache=args.kv_cache, price_usd_per_gpu_hour=args.price, **load)
+                        weights=args.weights, kv_cache=args.kv_cache, price_usd_per_gpu_hour=args.price, pp=args.pp,
+                        **load)
     df = plan.to_frame().T.reset_index(drop=True)
     if args.json or args.csv:
         _emit(df, args)
         return
     s = plan.serving
-    out = {"GPUs": f"{plan.gpus:,}", "layout": f"{plan.replicas:,} x tp={plan.tp}", "batch": f"{plan.batch:,}",
+    layout = f"{plan.replicas:,} x tp={plan.tp}" + (f" x pp={s.pp}" if s.pp > 1 else "")
+    out = {"GPUs": f"{plan.gpus:,}", "layout": layout, "batch": f"{plan.batch:,}",
            "TTFT ms": f"{s.ttft_s * 1e3:,.1f}", "ITL ms": f"{s.itl_s * 1e3:,.1f}",
            "requests/s": f"{plan.requests_per_s:,.2f}", "capacity requests/s": f"{plan.capacity_requests_per_s:,.2f}",
            "tokens/s/GPU": f"{s.output_tokens_per_s_per_gpu:,.0f}", "$/hour": f"${plan.usd_per_hour:,.2f}",
@@ -456,7 +459,8 @@ def parser() -> argparse.ArgumentParser:
     from .serve import KV_FORMATS, WEIGHT_FORMATS
 
     p = _command(sub, "serve", "GPUs to serve a load within a latency target",
-                 "The fewest GPUs (replicas x tensor parallelism) that serve a load within an ITL and TTFT target "
+                 "The fewest GPUs (replicas x tensor parallelism x --pp stages) that serve a load within an ITL and "
+                 "TTFT target "
                  "(replicas_for): users via Little's law, or a request rate.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
@@ -469,6 +473,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ttft-ms", type=number(0, inclusive=False), default=1000.0,
                    help="time-to-first-token target, ms (default 1000)")
     p.add_argument("--think-s", type=number(0), default=0.0, help="seconds a user thinks between requests")
+    p.add_argument("--pp", type=integer(), default=1,
+                   help="pipeline-parallel stages per replica, vLLM's --pipeline-parallel-size (default 1)")
     p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS))
     p.add_argument("--kv-cache", default="bf16", choices=list(KV_FORMATS))
     p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")

@@ -113,6 +113,10 @@ class LinkClass:
     alpha_s: float
     source: str
     as_of: str
+    #: The small-message regime's bus bandwidth / the nominal (NCCL's LL protocol), and the large-message
+    #: regime's latency per step (its Simple/LL128 protocols): None where no log was fitted (issue 22).
+    small_fraction: float | None = None
+    large_alpha_s: float | None = None
 
 
 def _rows(filename: str) -> list[dict[str, str]]:
@@ -136,9 +140,14 @@ def _links() -> dict[str, LinkClass]:
     out = {}
     for r in _rows("links.csv"):
         name = check_choice("link_class", r["link_class"], LINK_CLASSES)
+        small = (r.get("small_fraction") or "").strip()
+        large = (r.get("large_alpha_us") or "").strip()
         out[name] = LinkClass(name, check_number("achievable_fraction", float(r["achievable_fraction"]),
                                                  minimum=0.01, maximum=1.0),
-                              float(r["alpha_us"]) * 1e-6, r["source"], r["as_of"])
+                              float(r["alpha_us"]) * 1e-6, r["source"], r["as_of"],
+                              check_number("small_fraction", float(small), minimum=1e-4, maximum=1.0) if small
+                              else None,
+                              check_number("large_alpha_us", float(large)) * 1e-6 if large else None)
     missing = set(LINK_CLASSES) - set(out)
     if missing:
         raise ValueError(f"data/links.csv lacks the link classes {sorted(missing)}")
@@ -225,6 +234,10 @@ class GroupLink:
     alpha_s: float
     per_domain: int
     across: bool
+    #: The small-message (LL protocol) bandwidth per GPU and the large-message latency per step, for
+    #: ``collective_time_s(..., protocols=True)``; None when the link class has no fitted log (issue 22).
+    small_bandwidth_gbps: float | None = None
+    large_alpha_s: float | None = None
 
 
 def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
@@ -263,13 +276,18 @@ def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
     scale_up = _links()[cls]
     if not across:
         nominal = intra(k)
-        return GroupLink(g.link, nominal * scale_up.achievable_fraction, nominal, scale_up.alpha_s, k, False)
+        small = None if scale_up.small_fraction is None else nominal * scale_up.small_fraction
+        return GroupLink(g.link, nominal * scale_up.achievable_fraction, nominal, scale_up.alpha_s, k, False,
+                         small, scale_up.large_alpha_s)
     net = _links()["network"]
     out_bw = k * node.nic_gbps_per_gpu
     bw = out_bw * net.achievable_fraction
+    small = None if net.small_fraction is None else out_bw * net.small_fraction
     if k > 1:
         bw = min(bw, intra(k) * scale_up.achievable_fraction)
-    return GroupLink("network", bw, out_bw, net.alpha_s, k, True)
+        if small is not None and scale_up.small_fraction is not None:
+            small = min(small, intra(k) * scale_up.small_fraction)
+    return GroupLink("network", bw, out_bw, net.alpha_s, k, True, small, net.large_alpha_s)
 
 
 def latency_steps(kind: str, n: int, across: bool = True) -> float:
@@ -299,14 +317,34 @@ def bus_factor(kind: str, n: int) -> float:
     return (2.0 if kind == "all-reduce" else 1.0) * (n - 1) / n
 
 
-def collective_time_s(kind: str, message_bytes: float, n: int, link: GroupLink) -> float:
+def collective_time_s(kind: str, message_bytes: float, n: int, link: GroupLink, *,
+                      protocols: bool = False) -> float:
     """One collective's seconds: ``steps x alpha + bus_factor x S / bandwidth`` (:func:`latency_steps`,
-    :func:`bus_factor`, the ``link`` of :func:`group_link`)."""
+    :func:`bus_factor`, the ``link`` of :func:`group_link`).
+
+    ``protocols=True`` (issue 22; serving uses it) prices the mid-size messages the single line gets wrong: it
+    charges the cheaper of two lines, ``steps x alpha + f S / small bandwidth`` (NCCL's LL protocol: little
+    latency, a fraction of the bandwidth) and ``steps x large alpha + f S / bandwidth`` (its LL128/Simple
+    protocols: the full bandwidth, more latency per step), as NCCL's tuner prices each protocol and runs the
+    cheapest (NVIDIA/nccl ``src/graph/tuning.cc``; Hu et al. 2025, "Demystifying NCCL", arXiv 2507.04786). The two
+    lines are the small- and large-message fits of the link class's nccl-tests log (``data/links.csv``:
+    ``small_fraction``, ``large_alpha_us``): on the A100 NVLink log the default line is up to 57% short between
+    256 KiB and 8 MiB (a 2 MiB all-reduce over 8 GPUs: 48 us against 112 us measured), the cheaper of the two
+    within 8% at every size. It is never less than the default. A link class with no fitted log (infinity-fabric)
+    keeps the single line. The default stays ``False`` for training's collectives, whose buckets are large
+    (tens of MiB and up), where the two agree within the larger per-step latency."""
     s = check_number("message_bytes", message_bytes)
     if not isinstance(link, GroupLink):
         raise TypeError(f"link must be a GroupLink from group_link(...), got {type(link).__name__}")
-    return (latency_steps(kind, n, link.across) * link.alpha_s
-            + bus_factor(kind, n) * s / (link.bandwidth_gbps * 1e9))
+    if not isinstance(protocols, bool):
+        raise TypeError(f"protocols must be True or False, got {type(protocols).__name__} {protocols!r}")
+    steps, f = latency_steps(kind, n, link.across), bus_factor(kind, n)
+    t = steps * link.alpha_s + f * s / (link.bandwidth_gbps * 1e9)
+    if not protocols or link.small_bandwidth_gbps is None or link.large_alpha_s is None:
+        return t
+    ll = steps * link.alpha_s + f * s / (link.small_bandwidth_gbps * 1e9)
+    simple = steps * link.large_alpha_s + f * s / (link.bandwidth_gbps * 1e9)
+    return min(ll, simple)
 
 
 def bus_bandwidth_gbps(kind: str, message_bytes, n: int, link: GroupLink):

@@ -29,7 +29,9 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
   own ``attention_bu``, the matmuls' FLOPs at ``mfu`` (the larger of memory and compute), a fixed
   ``step_overhead_s`` (scheduling, sampling, launches) and the tensor-parallel all-reduces priced by the
   network model (:func:`llmsizing.network.collective_time_s` on :func:`~llmsizing.network.group_link`), two per
-  layer of ``batch x hidden x 2`` bytes. Before, the step was ``max(bytes / (B x 0.8), FLOPs / (P x 0.5))`` and
+  layer of ``batch x hidden x 2`` bytes, with NCCL's choice of protocol per message size
+  (``collective_time_s(..., protocols=True)``: a 128-token prefill's 2 MiB all-reduces sit at the knee the single
+  alpha-beta line misses). Before, the step was ``max(bytes / (B x 0.8), FLOPs / (P x 0.5))`` and
   each all-reduce cost a fixed 10 us.
 * **Chunked prefill**: a prompt is prefilled in chunks of ``max_num_batched_tokens`` tokens that ride along
   with the decode steps, so under load each running sequence's ITL carries the other sequences' prefills
@@ -41,7 +43,11 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
   (``attention_kernel="grouped"``, the default), or once per query head (``"per-query-head"``: ``heads /
   kv_heads`` times the KV bytes, as TensorRT-LLM 0.5 and 0.6.1 did before its XQA kernel).
 
-Left out: queueing, speculative decoding, prefix caching. Taught in chapter 15.
+* **Pipeline-parallel serving** (``pp=``, vLLM's ``--pipeline-parallel-size``): stages of ``tp`` GPUs each hold
+  their layers' weights and KV cache; decode keeps ``pp`` micro-batches in flight and a token's pass crosses the
+  ``pp - 1`` stage boundaries; a long prompt's prefill chunks flow through the stages (see :func:`serving`).
+
+Left out: queueing, speculative decoding (:mod:`llmsizing.speculative`), prefix caching. Taught in chapter 15.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from .model import Model
 from .network import Node, collective_time_s, get_node, group_link
 from .parallel import check_layout
 from .serve_engine import (BLOCK_SIZE, CUDA_GRAPH_BYTES, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS, KVCapacity,
-                           kv_capacity_tokens, serving_constants)
+                           kv_capacity_tokens, serving_constants, stage_share)
 
 #: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
 #: bytes read, not the FLOPs (the matmuls still run in ``compute``).
@@ -136,11 +142,14 @@ class Serving:
     chunk_extra_s: float = 0.0
     interleave_s: float = 0.0
     kv_capacity: KVCapacity | None = None
+    pp: int = 1
+    microbatch: int = 0
+    pp_send_s: float = 0.0
 
     @property
     def gpus(self) -> int:
-        """GPUs in the replica (``tp``)."""
-        return self.tp
+        """GPUs in the replica: ``tp x pp``."""
+        return self.tp * self.pp
 
     @property
     def fits(self) -> bool:
@@ -205,7 +214,7 @@ class Serving:
 
     @property
     def output_tokens_per_s_per_gpu(self) -> float:
-        return self.output_tokens_per_s / self.tp
+        return self.output_tokens_per_s / self.gpus
 
     @property
     def request_s(self) -> float:
@@ -219,16 +228,16 @@ class Serving:
 
     @property
     def usd_per_hour(self) -> float:
-        return self.price_usd_per_gpu_hour * self.tp
+        return self.price_usd_per_gpu_hour * self.gpus
 
     @property
     def usd_per_million_output_tokens(self) -> float:
-        """The replica's decode time per generated token, priced: ``tp x price x decode_step_s / batch``."""
+        """The replica's decode time per generated token, priced: ``gpus x price x decode_step_s / batch``."""
         return self.usd_per_hour / 3600 * self.decode_step_s / self.batch * 1e6
 
     @property
     def usd_per_million_input_tokens(self) -> float:
-        """The replica's prefill time per prompt token, priced: ``tp x price x batch_prefill_s / (batch x
+        """The replica's prefill time per prompt token, priced: ``gpus x price x batch_prefill_s / (batch x
         prompt)``."""
         return self.usd_per_hour / 3600 * self.batch_prefill_s / (self.batch * self.prompt) * 1e6
 
@@ -236,7 +245,7 @@ class Serving:
         """A one-column DataFrame of the figures, units in the row names."""
         import pandas as pd
 
-        rows = {"gpus": self.tp, "batch": self.batch, "max_batch": self.max_batch, "fits": self.fits,
+        rows = {"gpus": self.gpus, "tp": self.tp, "pp": self.pp, "batch": self.batch, "max_batch": self.max_batch, "fits": self.fits,
                 "mbu": self.mbu, "mfu": self.mfu, "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
                 "decode_step_s": self.decode_step_s, "itl_s": self.itl_s, "chunk_step_s": self.chunk_step_s,
                 "decode_bound": self.decode_bound,
@@ -255,7 +264,7 @@ def _allreduce_s(message_bytes: float, tp: int, link, latency_s: float | None) -
     if tp == 1:
         return 0.0
     if latency_s is None:
-        return collective_time_s("all-reduce", message_bytes, tp, link)
+        return collective_time_s("all-reduce", message_bytes, tp, link, protocols=True)
     return ring_bytes("all-reduce", message_bytes, tp) / (link * 1e9) + latency_s
 
 
@@ -279,7 +288,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             price_usd_per_gpu_hour: float | None = None, attention_bu: float = ATTENTION_BU_DEFAULT,
             step_overhead_s: float | None = None, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
             max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
-            node=None, attention_kernel: str = "grouped", engine: str | None = None) -> Serving:
+            node=None, attention_kernel: str = "grouped", engine: str | None = None, pp: int = 1) -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
@@ -313,11 +322,35 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     ``price_usd_per_gpu_hour``; old calls run unchanged. ``tp`` must divide the heads and the MLP, and divide or
     be a multiple of the KV heads (:func:`llmsizing.parallel.check_layout`). Quantised ``weights``
     (fp8/int8/int4) are fewer bytes to read, the same FLOPs. Prices default to the catalogue's. Chapter 15.
+
+    ``pp`` splits the layers over that many pipeline stages of ``tp`` GPUs each (vLLM's
+    ``--pipeline-parallel-size``; the replica is ``tp x pp`` GPUs), as vLLM runs it (docs, "Distributed inference
+    and serving"; RFCs vllm-project/vllm#4461 and #11945):
+
+    * each GPU holds its stage's layers: ``ceil(L / pp) / L`` of the weights and of each sequence's KV cache
+      (:func:`~llmsizing.serve_engine.stage_share`), so ``max_batch`` grows with the freed memory;
+    * decode keeps ``pp`` micro-batches of ``m = ceil(batch / pp)`` sequences in flight, one per stage. A
+      micro-batch's token passes every stage in turn, so ``decode_step_s`` (its ITL) is ``pp`` stage times at
+      batch ``m`` (the largest stage's pace; the whole model's step at batch ``m`` when ``pp`` divides the
+      layers) plus ``pp - 1`` sends of its activations between stages, plus ``t0``; the replica makes ``batch``
+      tokens per ITL. Each stage's weights are read once per micro-batch, so pipeline stages buy memory and
+      throughput, not latency;
+    * a send (``pp_send_s``) moves vLLM's ``IntermediateTensors``, the hidden states and the residual (2 x tokens
+      x hidden x 2 bytes): each of the ``tp`` GPUs sends ``1 / tp`` of it to its peer in the next stage, which
+      all-gathers it over its tensor-parallel group (``send_tensor_dict(..., all_gather_group=tp_group)``). Both are
+      priced by the network model, the send on the pipeline group's link (ranks ``tp`` apart: across nodes once
+      ``tp x pp`` exceeds the node);
+    * prefill: a prompt's ``c`` chunks flow through the stages like micro-batches (vLLM V1's chunked pipeline
+      parallelism, vllm-project/vllm#13637 and #38726), so the TTFT is ``(c + pp - 1)`` stage times of one chunk,
+      plus ``pp - 1`` sends, plus ``c t0``: a long prompt (``c >> pp``) is prefilled about ``pp`` times faster, a
+      single chunk no faster. Chunks are taken as equal; later ones attend to more context, so the drain is
+      slightly under-estimated. Other sequences' prefills riding along with decode cost each stage its share.
     """
     m = resolve_model(model)
     g = get_gpu(gpu)
     tp = check_int("tp", tp, maximum=1024)
-    check_layout(m, tp=tp)
+    pp = check_int("pp", pp, maximum=1024)
+    check_layout(m, tp=tp, pp=pp)
     check_choice("weights", weights, WEIGHT_FORMATS)
     check_choice("kv_cache", kv_cache, KV_FORMATS)
     prompt = check_int("prompt", prompt)
@@ -343,19 +376,30 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
     cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
                              gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
-                             cuda_graph_bytes=cuda_graph_bytes, overhead_bytes_per_gpu=overhead)
+                             cuda_graph_bytes=cuda_graph_bytes, overhead_bytes_per_gpu=overhead, pp=pp)
     price = gpu_price(g, price_usd_per_gpu_hour)
     peak = dense_tflops(g, compute) * 1e12
     hbm = g.memory_bandwidth_gbps * 1e9              # (a GPU's speeds are checked when it is made)
+    node_obj = get_node(node, gpu=g) if not isinstance(node, Node) else node
     if tp == 1:
         link = None
     elif lat is None:
-        link = group_link(g, get_node(node, gpu=g) if not isinstance(node, Node) else node, size=tp)
+        link = group_link(g, node_obj, size=tp)
     else:
         link = link_bandwidth_one_way_gbps(g)
+    share = stage_share(m, pp)
+    pp_link = group_link(g, node_obj, size=pp, stride=tp) if pp > 1 else None
+    tp_link = group_link(g, node_obj, size=tp) if pp > 1 and tp > 1 else None
+
+    def send(tokens):   # one stage boundary: IntermediateTensors (hidden states + residual), 1/tp per GPU
+        if pp == 1:
+            return 0.0
+        msg = 2 * tokens * m.hidden * ACTIVATION_BYTES
+        t = collective_time_s("send/recv", msg / tp, 2, pp_link, protocols=True)
+        return t + (collective_time_s("all-gather", msg, tp, tp_link, protocols=True) if tp > 1 else 0.0)
 
     kv_split = min(tp, m.kv_heads)
-    w_gpu = weights_bytes(m, weights) / tp
+    w_gpu = weights_bytes(m, weights) / tp        # every layer over tp GPUs (one stage holds `share` of it)
     kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split
     kv_seq_gpu = kv_tok_gpu * kv_cached_tokens(m, prompt + output)
     blocks_per_seq = math.ceil(kv_cached_tokens(m, prompt + output) / BLOCK_SIZE)
@@ -377,33 +421,44 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
 
     pre_flops, pre_bytes, pre_compute, pre_memory, pre_comm, pre_chunks = prefill(1)
     _, _, all_compute, all_memory, all_comm, all_chunks = prefill(batch)
+    # pipeline stages: c chunks flow through pp stages of `share` of the layers each, (c + pp - 1) stage times
+    fill = share * (pre_chunks + pp - 1) / pre_chunks
+    fill_all = share * (all_chunks + pp - 1) / all_chunks
+    pre_send = (pp - 1) * send(min(prompt, chunk))
+    all_send = (pp - 1) * send(min(batch * prompt, chunk))
 
-    # decode: one token per sequence, attending to the mean context of the output steps
+    # decode: one token per sequence, attending to the mean context of the output steps; with pp stages,
+    # micro-batches of mb sequences, each passing the pp stages in turn
+    mb = math.ceil(batch / pp)
     ctx = prompt + output // 2
     cached = kv_cached_tokens(m, ctx)
-    dec_flops = batch * forward_flops_per_token(m, seq=ctx) / tp      # min(ctx, window) keys: flops.py
-    kv_read = batch * kv_tok_gpu * cached * _kv_reads(m, attention_kernel)
+    dec_flops = mb * forward_flops_per_token(m, seq=ctx) / tp      # min(ctx, window) keys: flops.py
+    kv_read = mb * kv_tok_gpu * cached * _kv_reads(m, attention_kernel)
     dec_bytes = w_gpu + kv_read
     dec_memory = w_gpu / (hbm * mbu) + kv_read / (hbm * attention_bu)
-    dec_comm = 2 * m.layers * _allreduce_s(batch * m.hidden * ACTIVATION_BYTES, tp, link, lat)
-    # what one prompt's prefill adds to the decode steps it rides along with (its weights read is shared)
-    interleave = pre_compute + pre_comm
+    dec_comm = 2 * m.layers * _allreduce_s(mb * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+    pace = pp * share                 # pp stages at the largest stage's pace (1 when pp divides the layers)
+    dec_send = (pp - 1) * send(mb)
+    # what one prompt's prefill adds to the decode steps it rides along with (its weights read is shared; each
+    # stage does its share)
+    interleave = (pre_compute + pre_comm) * share
     c_tok = min(prompt, chunk)
     chunk_extra = (c_tok * forward_flops_per_token(m, seq=c_tok, causal=True) / tp / (peak * mfu)
                    + 2 * m.layers * _allreduce_s(c_tok * m.hidden * ACTIVATION_BYTES, tp, link, lat))
 
     return Serving(
         model=m.name, gpu=g.name, tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output,
-        batch=batch, mbu=mbu, mfu=mfu, price_usd_per_gpu_hour=price, weights_bytes_per_gpu=w_gpu,
-        kv_bytes_per_sequence_per_gpu=kv_seq_gpu, capacity_bytes_per_gpu=float(g.memory_bytes),
-        overhead_bytes_per_gpu=overhead, max_batch=max_batch, prefill_flops_per_gpu=pre_flops,
-        prefill_bytes_per_gpu=pre_bytes, prefill_compute_s=pre_compute, prefill_memory_s=pre_memory,
-        prefill_comm_s=pre_comm,
-        batch_prefill_s=max(all_compute, all_memory) + all_comm + all_chunks * t0,
-        decode_context=ctx, decode_flops_per_gpu=dec_flops, decode_bytes_per_gpu=dec_bytes,
-        decode_compute_s=dec_flops / (peak * mfu), decode_memory_s=dec_memory, decode_comm_s=dec_comm,
+        batch=batch, mbu=mbu, mfu=mfu, price_usd_per_gpu_hour=price, weights_bytes_per_gpu=w_gpu * share,
+        kv_bytes_per_sequence_per_gpu=kv_seq_gpu * share, capacity_bytes_per_gpu=float(g.memory_bytes),
+        overhead_bytes_per_gpu=overhead, max_batch=max_batch, prefill_flops_per_gpu=pre_flops * share,
+        prefill_bytes_per_gpu=pre_bytes * share, prefill_compute_s=pre_compute * fill,
+        prefill_memory_s=pre_memory * fill, prefill_comm_s=pre_comm * fill + pre_send,
+        batch_prefill_s=max(all_compute, all_memory) * fill_all + all_comm * fill_all + all_send + all_chunks * t0,
+        decode_context=ctx, decode_flops_per_gpu=dec_flops * share, decode_bytes_per_gpu=dec_bytes * share,
+        decode_compute_s=dec_flops / (peak * mfu) * pace, decode_memory_s=dec_memory * pace,
+        decode_comm_s=dec_comm * pace + dec_send,
         attention_bu=attention_bu, step_overhead_s=t0, prefill_chunks=pre_chunks, chunk_extra_s=chunk_extra,
-        interleave_s=interleave, kv_capacity=cap)
+        interleave_s=interleave, kv_capacity=cap, pp=pp, microbatch=mb, pp_send_s=send(mb))
 
 
 def serving_sweep(model: Model | str, gpu, *, batches=None, **kwargs) -> list[Serving]:
@@ -444,7 +499,8 @@ class ServingPlan:
         import pandas as pd
 
         s = self.serving
-        rows = {"gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "replicas": self.replicas, "batch": self.batch,
+        rows = {"gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "pp": s.pp, "replicas": self.replicas,
+                "batch": self.batch,
                 "requests_per_s": self.requests_per_s, "ttft_s": s.ttft_s, "itl_s": s.itl_s, "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
                 "capacity_requests_per_s": self.capacity_requests_per_s, "usd_per_hour": self.usd_per_hour,
                 "usd_per_million_output_tokens": s.usd_per_million_output_tokens}
@@ -512,8 +568,9 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     For each ``tp`` in ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and
     fitting the KV cache is found by bisection (both latencies never fall as the batch grows); the layout with
     the fewest GPUs wins, ties going to the lower ITL. Other keywords go to :func:`serving` (``weights``,
-    ``kv_cache``, ``mbu``, ``mfu``, ...). When no layout meets the target, raises ``ValueError`` saying which tp
-    does not fit and what came closest. Taught in chapter 15.
+    ``kv_cache``, ``mbu``, ``mfu``, ``pp``, ...); with ``pp`` pipeline stages each replica is ``tp x pp`` GPUs.
+    When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what came closest.
+    Taught in chapter 15.
     """
     m = resolve_model(model)
     g = get_gpu(gpu)
@@ -525,10 +582,12 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     ttft_s = check_number("ttft_s", ttft_s, allow_equal=False)
     itl_s = check_number("itl_s", itl_s, allow_equal=False)
     tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 2, 4, 8)")})
+    pp = check_int("pp", kwargs.get("pp", 1), maximum=1024)
+    check_layout(m, pp=pp)                # a stage needs a layer: say so before blaming the tensor-parallel degrees
     valid = []
     for t in tps:
         try:
-            check_layout(m, tp=t)
+            check_layout(m, tp=t, pp=pp)
         except ValueError:
             continue
         valid.append(t)
@@ -546,7 +605,7 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
         # Little's law: rate x R requests in flight, batch per replica; and no more than a replica completes.
         # Any load, however small, needs one replica (it rounds up to 1, never 0).
         replicas = max(1, math.ceil(_cut(rate * s.request_s / s.batch)), math.ceil(_cut(rate / s.requests_per_s)))
-        plan = ServingPlan(replicas * t, t, s.batch, replicas, s, rate, users)
+        plan = ServingPlan(replicas * s.gpus, t, s.batch, replicas, s, rate, users)
         if best is None or (plan.gpus, s.itl_s) < (best.gpus, best.serving.itl_s):
             best = plan
     if best is None:

@@ -73,17 +73,29 @@ def activation_peak_bytes(model: Model, *, tp: int = 1, chunk: int = MAX_NUM_BAT
     return chunk * (up + 4 * model.hidden) * 2 + 2 * max_num_seqs * model.vocab * 4
 
 
+def stage_share(model: Model, pp: int = 1) -> float:
+    """The share of the model's layers the largest of ``pp`` pipeline stages holds: ``ceil(layers / pp) /
+    layers`` (1 for ``pp = 1``; ``1 / pp`` when ``pp`` divides the layers). vLLM splits the layers as evenly as it
+    can (``vllm.distributed.utils.get_pp_indices``), so the largest stage sets the memory and the pace."""
+    pp = check_int("pp", pp, maximum=model.layers)
+    return math.ceil(model.layers / pp) / model.layers
+
+
 def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16", kv_cache: str = "bf16",
                        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
                        max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = MAX_NUM_SEQS,
                        cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
                        overhead_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES,
-                       block_size: int = BLOCK_SIZE) -> KVCapacity:
+                       block_size: int = BLOCK_SIZE, pp: int = 1) -> KVCapacity:
     """The KV cache one GPU of a ``tp``-GPU replica holds, counted as vLLM does (module docstring):
     ``usable = gpu_memory_utilization x memory``; ``kv = usable - weights / tp - activation peak -
     overhead_bytes_per_gpu (CUDA context, NCCL and cuBLAS buffers) - cuda_graph_bytes``; ``blocks =
     floor(kv / (block_size x KV bytes per token per GPU))``; ``tokens = blocks x block_size``. Negative room is 0
-    blocks (the model does not fit). The KV heads split over ``min(tp, kv_heads)`` GPUs. Taught in chapter 15."""
+    blocks (the model does not fit). The KV heads split over ``min(tp, kv_heads)`` GPUs. With ``pp`` pipeline
+    stages (vLLM's ``--pipeline-parallel-size``) each GPU holds the weights and the KV cache of its stage's layers
+    only; the largest stage has ``ceil(layers / pp)`` of them, and both terms scale by that share (the embedding
+    and LM head are spread with the layers: an approximation, under 1% of a 70B model per stage). The
+    activation peak is one layer's and stays. Taught in chapter 15."""
     from .catalog import get_gpu, resolve_model
 
     m = resolve_model(model)
@@ -95,11 +107,13 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     graphs = check_number("cuda_graph_bytes", cuda_graph_bytes)
     other = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
     block_size = check_int("block_size", block_size, maximum=4096)
+    pp = check_int("pp", pp, maximum=m.layers)
+    share = stage_share(m, pp)
     usable = util * g.memory_bytes
-    w = weights_bytes(m, weights) / tp
+    w = weights_bytes(m, weights) / tp * share
     act = activation_peak_bytes(m, tp=tp, chunk=chunk, max_num_seqs=seqs)
     kv = usable - w - act - other - graphs
-    block = block_size * kv_cache_bytes_per_token(m, kv_cache) / min(tp, m.kv_heads)
+    block = block_size * kv_cache_bytes_per_token(m, kv_cache) / min(tp, m.kv_heads) * share
     blocks = max(0, math.floor(kv / block)) if kv > 0 else 0
     # kv_bytes is the room left for KV: 0 when the rest does not fit (then blocks = 0 and callers say so)
     return KVCapacity(float(g.memory_bytes), usable, w, act, other, graphs, max(0.0, kv), block, blocks,
@@ -134,5 +148,5 @@ def serving_constants() -> ServingConstants:
                             values["prefill_mfu"], values["range_low"], values["range_high"], engines)
 
 
-__all__ = ["GPU_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
+__all__ = ["stage_share", "GPU_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
            "KVCapacity", "activation_peak_bytes", "kv_capacity_tokens", "ServingConstants", "serving_constants"]
