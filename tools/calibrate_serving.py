@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from llmsizing.serve_calibration import fit_serving_constants  # noqa: E402
 
-AS_OF = "2026-11-27"
+AS_OF = "2026-11-25"
 UNITS = {"weights_bu": "fraction", "attention_bu": "fraction", "step_overhead_s": "s", "prefill_mfu": "fraction"}
 NOTES = {"weights_bu": "share of HBM bandwidth reading the weights in a decode step (MBU)",
          "attention_bu": "share of HBM bandwidth reading the paged KV cache",
