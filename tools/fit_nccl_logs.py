@@ -47,7 +47,7 @@ LINKS = {
     "network": ("h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt", 8 * 200 / 8, 2,
                 "node egress 8 NICs x 200 Gb/s / 8 = 200 GB/s (25 GB/s per GPU x 8 GPUs)"),
 }
-AS_OF = "2026-11-26"
+AS_OF = "2026-11-25"
 
 
 def fits():
