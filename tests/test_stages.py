@@ -118,6 +118,18 @@ def test_a_stage_with_a_layout_takes_the_mfu_of_its_step():
     assert s2.days == pytest.approx(steps * step.step_s / 86400, rel=1e-9)
 
 
+def test_a_layout_stage_counted_causal_takes_the_same_time():
+    """causal=True counts fewer FLOPs for the same step: the days stay, the MFU falls by the FLOP ratio (by hand:
+    the attention term halves)."""
+    par = L.Parallel(tp=8, pp=2, dp=4, zero=1, sp=True)
+    kw = dict(gpu="H100 SXM", stages=[Stage(1e11, 32768, parallel=par, global_batch=64)])
+    full, causal = training_time("llama-3-70b", **kw), training_time("llama-3-70b", causal=True, **kw)
+    assert causal.days == pytest.approx(full.days, rel=1e-12)
+    attn = 4 * 32768 * 64 * 128 * 80
+    matmul_fwd = full.stages[0].flops_per_token / 3 - attn
+    assert causal.mfu / full.mfu == pytest.approx((matmul_fwd + attn / 2) / (matmul_fwd + attn), rel=1e-12)
+
+
 def test_a_layout_that_does_not_fit_is_warned_about():
     par = L.Parallel(tp=1, pp=1, dp=8)                  # 70B unsharded on each GPU: far beyond 80 GB
     r = training_time("llama-3-70b", gpu="H100 SXM", stages=[Stage(1e10, 8192, parallel=par, global_batch=64)])
@@ -158,6 +170,8 @@ def test_a_stage_no_layout_holds_names_the_stage():
     (dict(stages=[(1e12, 8192)], plan_options={"precision": "bf16-mixed"}), ValueError, "plan_options"),
     (dict(tokens=1e12, seq=8192, plan_options={}), ValueError, "plan_options"),
     (dict(stages=[Stage(1e12, 8192, global_batch=64)], plan_options={"seq": 4}), ValueError, "may not set 'seq'"),
+    (dict(stages=[Stage(1e12, 8192, global_batch=64)], plan_options={"explain": False}), ValueError,
+     "may not set 'explain'"),
     (dict(stages=[(1e12, 8192)], n_gpus=None), ValueError, r"stages\[0\].*give n_gpus"),
     (dict(stages=[Stage(1e12, 8192, parallel=L.Parallel(tp=8, dp=4), global_batch=6)]), ValueError,
      "not a multiple of micro_batch x dp"),

@@ -334,8 +334,9 @@ class Stage:
        fit the GPU's memory adds a warning (it is not refused: the caller chose it);
     3. ``global_batch`` without a layout: :func:`~llmsizing.planner.plan` for this stage alone (same GPU type,
        ``global_batch``, at most the stage's GPU count): the **fastest** plan on at most ``n_gpus`` GPUs when a
-       GPU count is known (the cluster is the run's for the stage), the cheapest plan when none is. A stage
-       that no layout holds raises :class:`~llmsizing.planner.NoPlanError` naming the stage;
+       GPU count is known (the cluster is the run's for the stage), the cheapest plan when none is, with the
+       plan's own recomputation. A stage that no layout holds raises :class:`~llmsizing.planner.NoPlanError`
+       naming the stage;
     4. otherwise the calibrated estimate at the stage's own ``seq`` (:func:`mfu_estimate`, with its range),
        exactly as a single-stage :func:`training_time` call: ``parallel`` alone only sets the GPU count.
 
@@ -470,9 +471,11 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     **Stages.** ``stages=[(tokens, seq), ...]`` (or :class:`Stage` objects, each with its own layout, global
     batch, GPU count or MFU) instead of ``tokens``/``seq`` plans a run that changes its context on the way and
     returns a :class:`StagedTrainingTime`: one :class:`TrainingTime` per stage and the totals. Each stage gets
-    its MFU as :class:`Stage` says (its own ``seq`` in the calibrated estimate, or its own layout); ``mfu``,
-    ``mfu_range``, ``whole_run``, ``recompute``, ``causal``, ``dtype`` and the price apply to every stage, and
-    ``n_gpus``/``parallel`` give the GPU count of a stage that names none. A stage planned by
+    its MFU as :class:`Stage` says (its own ``seq`` in the calibrated estimate, or its own layout). ``dtype``,
+    ``causal`` and the price apply to every stage; ``mfu``, ``mfu_range`` and ``whole_run`` to the stages on the
+    calibrated estimate (a layout's or a plan's MFU is a steady state from its step time, with the calibrated
+    range around it); ``recompute`` to every stage but a planned one (the plan picks its own). ``n_gpus`` or
+    ``parallel`` give the GPU count of a stage that names none. A stage planned by
     :func:`~llmsizing.planner.plan` gets ``plan_options`` (e.g. ``{"precision": "bf16-mixed-fp32-grads"}``)
     passed on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``."""
     model = resolve_model(model)
@@ -572,7 +575,8 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
         raise ValueError("plan_options applies only to stages planned by plan(): Stage(tokens, seq, "
                          "global_batch=...) without parallel or mfu")
     for key in plan_options or {}:
-        if key in ("tokens", "gpus", "seq", "global_batch", "max_gpus", "model", "prices"):
+        if key in ("tokens", "gpus", "seq", "global_batch", "max_gpus", "model", "prices", "explain",
+                   "deadline_days", "budget_usd"):
             raise ValueError(f"plan_options may not set {key!r}: the stage and the run set it")
     price_value = gpu_price(g, price)
     out = []
@@ -586,6 +590,13 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
         out.append(t)
     return StagedTrainingTime(model.name, g.name, tuple(out), tuple(st.name or f"stage {i + 1}"
                                                                     for i, st in enumerate(items)))
+
+
+def _causal_factor(model, seq: int, causal: bool) -> float:
+    """A step time's MFU in the causal count (``causal=True``): the same seconds, fewer FLOPs counted."""
+    if not causal:
+        return 1.0
+    return training_flops_per_token(model, seq=seq, causal=True) / training_flops_per_token(model, seq=seq)
 
 
 def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype, causal,
@@ -617,7 +628,7 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
         accum = st.global_batch // per_step
         step = step_time(model, g, par, batch=st.micro_batch, seq=st.seq, grad_accum=accum, recompute=recompute,
                          dtype=dtype)
-        m = check_fraction("the layout's MFU", step.mfu)
+        m = check_fraction("the layout's MFU", step.mfu * _causal_factor(model, st.seq, causal))
         warnings = []
         total = training_memory(model, batch=st.micro_batch, seq=st.seq, recompute=recompute, grad_accum=accum,
                                 parallel=par).total_bytes
@@ -640,7 +651,7 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
     else:
         row = df.iloc[0]                                 # (sorted cheapest first)
         why = "plan(): the cheapest plan"
-    m = check_fraction("the plan's MFU", float(row["mfu"]))
+    m = check_fraction("the plan's MFU", float(row["mfu"]) * _causal_factor(model, st.seq, causal))
     chosen = Parallel(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), zero=int(row["zero"]),
                       sp=bool(row["sp"]), **({"cp": int(row["cp"])} if "cp" in row.index else {}))
     t = _time_at(model, g, st.tokens, st.seq, int(row["n_gpus"]), m, m * low_f, min(1.0, m * high_f), price_value,
