@@ -28,7 +28,7 @@ from .layouts import Plan, StepTime, min_gpus, step_time
 
 # Part III, time and money (ch 10-14): FLOPs and MFU, training time, cost, the planner.
 from .flops import forward_flops_per_token, training_flops_per_token
-from .time_cost import TrainingTime, cost_by_gpu, implied_mfu, training_time
+from .time_cost import Stage, StagedTrainingTime, TrainingTime, cost_by_gpu, implied_mfu, training_time
 from .planner import NoPlanError, plan
 
 # Part IV, serving and fine-tuning (ch 15-16).
@@ -53,8 +53,8 @@ __all__ = [
     "pipeline_bubble", "pipeline_in_flight", "Communication", "communication", "step_compute_time_s", "Plan",
     "StepTime", "min_gpus", "step_time",
     # Part III
-    "forward_flops_per_token", "training_flops_per_token", "TrainingTime", "cost_by_gpu", "implied_mfu",
-    "training_time", "NoPlanError", "plan",
+    "forward_flops_per_token", "training_flops_per_token", "Stage", "StagedTrainingTime", "TrainingTime",
+    "cost_by_gpu", "implied_mfu", "training_time", "NoPlanError", "plan",
     # Part IV
     "Serving", "ServingPlan", "replicas_for", "serving", "serving_cost_by_gpu", "serving_sweep",
     "FinetuneMemory", "finetune_memory", "lora_params",

@@ -22,6 +22,8 @@ EXAMPLES = """examples:
   llmsizing memory path/to/config.json --batch 2 --seq 2048 --json
   llmsizing time llama-3-70b --tokens 1T --gpu "H100 SXM" --gpus 1024 --seq 8192
   llmsizing time llama-3.1-405b --tokens 15.6T --gpu "H100 SXM" --gpus 16384 --seq 8192 --mfu 0.38
+  llmsizing time llama-3.1-405b --stage 14.8T:8192 --stage 800B:131072 --gpu "H100 SXM" --gpus 16384 --whole-run
+  llmsizing plan llama-3-70b --stage 1T:8192:1024 --stage 50B:32768:256 --gpu "H100 SXM" --max-gpus 1024
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --gpu "H100 SXM" --gpu B200
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --deadline-days 30 --budget 2M --all
   llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 1024 --output 256 --users 1000 --itl-ms 50
@@ -109,6 +111,34 @@ def number(minimum: float = 0.0, maximum: float | None = None, *, inclusive: boo
         return value
     parse.__name__ = "number"
     return parse
+
+
+#: The form of ``--stage``, for its help and its errors.
+STAGE_FORM = "TOKENS:SEQ[:GLOBAL_BATCH], e.g. 15T:8192 or 800B:131072:128"
+
+
+def stage(text: str):
+    """``"15T:8192"`` or ``"800B:131072:128"`` (tokens, sequence length, optional global batch in sequences) as a
+    :class:`~llmsizing.time_cost.Stage` (argparse type of ``--stage``)."""
+    from .time_cost import Stage
+
+    parts = str(text).strip().split(":")
+    if len(parts) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {STAGE_FORM}")
+    names = ("TOKENS", "SEQ", "GLOBAL_BATCH")
+    values = []
+    for name, part, kind in zip(names, parts, (count, integer(), integer())):
+        try:
+            values.append(kind(part))
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{text!r}: {name} {e} (the form is {STAGE_FORM})") from None
+    try:
+        return Stage(values[0], values[1], global_batch=values[2] if len(values) == 3 else None)
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e} (the form is {STAGE_FORM})") from None
+
+
+stage.__name__ = "stage"
 
 
 def _model(name: str):
@@ -225,9 +255,69 @@ def cmd_memory(args) -> None:
         print(f"\n{t.total_bytes / 2**30:,.1f} GiB {verdict} on one {g.label}")
 
 
+def _check_single_or_stages(args, *, single: tuple) -> None:
+    """``--stage`` replaces ``single`` (e.g. ``--tokens``/``--seq``); refuse a mix, or neither."""
+    flags = {f: getattr(args, f.lstrip("-").replace("-", "_")) for f in single}
+    if args.stage:
+        given = [f for f, v in flags.items() if v is not None]
+        if given:
+            raise ValueError(f"give either --stage {STAGE_FORM} (repeated, one per stage) or "
+                             f"{' and '.join(single)}, not both: got {', '.join(given)} with --stage")
+    else:
+        missing = [f for f, v in flags.items() if v is None]
+        if missing:
+            raise ValueError(f"the following arguments are required: {', '.join(missing)} "
+                             f"(or one --stage {STAGE_FORM} per stage)")
+
+
+def _staged_output(r, args, title: str) -> None:
+    """A staged run (:class:`~llmsizing.time_cost.StagedTrainingTime`): one row per stage and the total."""
+    df = r.to_frame()
+    if args.json or args.csv:
+        _emit(df, args)
+        return
+    out = df[["tokens", "seq", "n_gpus", "layout", "mfu_source"]].copy()
+    out["tokens"] = out["tokens"].map("{:.3g}".format)
+    out["seq"] = out["seq"].map(lambda x: "" if x != x or x is None else f"{x:,.0f}")
+    out["n_gpus"] = out["n_gpus"].map("{:,.0f}".format)
+    out["MFU"] = df["mfu"].map("{:.0%}".format)
+    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"], df["days_high"])]
+    out["GPU-hours"] = df["gpu_hours"].map("{:,.0f}".format)
+    out["cost"] = df["cost_usd"].map("${:,.0f}".format)
+    _emit(out, args, title=title)
+    for w in r.warnings:
+        print(f"warning: {w}")
+
+
+def _time_stages(args) -> None:
+    from .time_cost import mfu_estimate, training_time
+
+    model = _model(args.model)
+    mfu, mfu_range = args.mfu, (tuple(args.mfu_range) if args.mfu_range else None)
+    if mfu_range is not None and not mfu_range[0] <= mfu_range[1]:
+        raise ValueError(f"--mfu-range LOW HIGH must have LOW <= HIGH, got {mfu_range[0]:g} {mfu_range[1]:g}")
+    if mfu is not None and mfu_range is None:
+        mfu_range = (mfu, mfu)
+    elif mfu is None and mfu_range is not None:
+        for i, st in enumerate(args.stage):
+            central = mfu_estimate(model, gpu=args.gpu, seq=st.seq, dtype=args.dtype, whole_run=args.whole_run).mfu
+            if st.global_batch is None and not mfu_range[0] <= central <= mfu_range[1]:
+                raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the calibrated "
+                                 f"MFU {central:.3g} of --stage number {i + 1} (seq {st.seq:,}): give --mfu too")
+    r = training_time(model, stages=args.stage, gpu=args.gpu, n_gpus=args.gpus, mfu=mfu, mfu_range=mfu_range,
+                      price_usd_per_gpu_hour=args.price, dtype=args.dtype, whole_run=args.whole_run)
+    s0 = r.stages[0]
+    _staged_output(r, args, f"{r.model}: {len(r.stages)} stages, {r.tokens:.3g} tokens on {r.gpu} at "
+                            f"${s0.price_usd_per_gpu_hour:.2f}/GPU-hour; {r.total_flops:.3g} model FLOPs")
+
+
 def cmd_time(args) -> None:
     from .time_cost import mfu_estimate, training_time
 
+    _check_single_or_stages(args, single=("--tokens", "--seq"))
+    if args.stage:
+        _time_stages(args)
+        return
     mfu, mfu_range = args.mfu, (tuple(args.mfu_range) if args.mfu_range else None)
     if mfu_range is not None and not mfu_range[0] <= mfu_range[1]:
         raise ValueError(f"--mfu-range LOW HIGH must have LOW <= HIGH, got {mfu_range[0]:g} {mfu_range[1]:g}")
@@ -261,9 +351,41 @@ def cmd_time(args) -> None:
         print(f"warning: {w}")
 
 
+def _plan_stages(args) -> None:
+    from dataclasses import replace
+
+    from .time_cost import training_time
+
+    for flag, value in (("--deadline-days", args.deadline_days), ("--budget", args.budget)):
+        if value is not None:
+            raise ValueError(f"{flag} applies to a single-stage plan; with --stage each stage gets its fastest plan "
+                             "on at most --max-gpus GPUs (the cheapest without --max-gpus)")
+    if args.gpu and len(args.gpu) > 1:
+        raise ValueError(f"--stage plans every stage on one GPU type: give one --gpu, got {len(args.gpu)}")
+    stages = []
+    for i, st in enumerate(args.stage):
+        if st.global_batch is None:
+            if args.global_batch is None:
+                raise ValueError(f"--stage number {i + 1} ({st.tokens:.3g}:{st.seq}) has no GLOBAL_BATCH and there "
+                                 f"is no --global-batch: write {STAGE_FORM}")
+            st = replace(st, global_batch=args.global_batch)
+        stages.append(st)
+    options = dict(overlap=args.overlap, kernel_efficiency=args.kernel_efficiency, precision=args.precision,
+                   optimizer_impl=args.optimizer_impl)
+    gpu = (args.gpu or ["H100 SXM"])[0]
+    r = training_time(_model(args.model), stages=stages, gpu=gpu, n_gpus=args.max_gpus, plan_options=options)
+    which = f"the fastest plan on at most {args.max_gpus:,} GPUs" if args.max_gpus else "the cheapest plan"
+    _staged_output(r, args, f"{r.model} on {r.gpu}: {len(r.stages)} stages, each with {which}")
+
+
 def cmd_plan(args) -> None:
     from .planner import plan
 
+    _check_single_or_stages(args, single=("--tokens", "--seq") if args.stage else
+                            ("--tokens", "--seq", "--global-batch"))
+    if args.stage:
+        _plan_stages(args)
+        return
     df = plan(_model(args.model), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)), seq=args.seq,
               global_batch=args.global_batch, max_gpus=args.max_gpus, deadline_days=args.deadline_days,
               budget_usd=args.budget, overlap=args.overlap, kernel_efficiency=args.kernel_efficiency,
@@ -413,10 +535,14 @@ def parser() -> argparse.ArgumentParser:
     p = _command(sub, "time", "days, GPU-hours and cost of a training run",
                  "Days, GPU-hours and cost of a run (training_time), with the range the MFU range implies.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
-    p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T, 500B, 2e12")
+    p.add_argument("--tokens", type=count, help="training tokens, e.g. 1T, 500B, 2e12 (or --stage)")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
     p.add_argument("--gpus", type=integer(), required=True, help="number of GPUs")
-    p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
+    p.add_argument("--seq", type=integer(), help="sequence length, tokens (or --stage)")
+    p.add_argument("--stage", type=stage, action="append", metavar="TOKENS:SEQ[:GLOBAL_BATCH]",
+                   help="one stage of a run that changes its context (repeat, in order; replaces --tokens and "
+                        "--seq), e.g. --stage 14.8T:8192 --stage 800B:131072; with GLOBAL_BATCH (sequences) the "
+                        "stage's layout is planned: its fastest plan on at most --gpus GPUs")
     p.add_argument("--mfu", type=number(0, 1, inclusive=False),
                    help="model FLOPs utilisation, exact (default: calibrated on published runs by GPU "
                         "generation, model size and sequence length, with their range)")
@@ -434,9 +560,13 @@ def parser() -> argparse.ArgumentParser:
                  "Every layout that fits and reaches the global batch (plan), with step time, MFU, days and cost; "
                  "by default only the time-vs-cost front.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
-    p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T")
-    p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
-    p.add_argument("--global-batch", type=integer(), required=True, help="sequences per optimizer step")
+    p.add_argument("--tokens", type=count, help="training tokens, e.g. 1T (or --stage)")
+    p.add_argument("--seq", type=integer(), help="sequence length, tokens (or --stage)")
+    p.add_argument("--global-batch", type=integer(), help="sequences per optimizer step")
+    p.add_argument("--stage", type=stage, action="append", metavar="TOKENS:SEQ[:GLOBAL_BATCH]",
+                   help="one stage of the run (repeat, in order; replaces --tokens and --seq; GLOBAL_BATCH defaults "
+                        "to --global-batch): each stage gets its own plan, the fastest on at most --max-gpus GPUs "
+                        "(the cheapest without --max-gpus), and the total is added up")
     p.add_argument("--gpu", action="append", help="a catalogue GPU; repeat for several (default: H100 SXM)")
     p.add_argument("--max-gpus", type=integer(), help="largest GPU count to consider")
     p.add_argument("--deadline-days", type=number(0, inclusive=False), help="drop plans slower than this")
