@@ -15,8 +15,9 @@ from llmsizing import cli
 from llmsizing.flops import attention_flops_per_token
 from llmsizing.layouts import step_time
 from llmsizing.planner import NoPlanError, plan
-from llmsizing.time_cost import (Stage, StagedTrainingTime, deepseek_v3_standin, published_stage_checks,
-                                 published_stages, training_time)
+from llmsizing.stages import (Stage, StagedTrainingTime, deepseek_v3_standin, published_stage_checks,
+                              published_stages)
+from llmsizing.time_cost import training_time
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

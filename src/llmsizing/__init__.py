@@ -28,7 +28,8 @@ from .layouts import Plan, StepTime, min_gpus, step_time
 
 # Part III, time and money (ch 10-14): FLOPs and MFU, training time, cost, the planner.
 from .flops import forward_flops_per_token, training_flops_per_token
-from .time_cost import Stage, StagedTrainingTime, TrainingTime, cost_by_gpu, implied_mfu, training_time
+from .stages import Stage, StagedTrainingTime
+from .time_cost import TrainingTime, cost_by_gpu, implied_mfu, training_time
 from .planner import NoPlanError, plan
 
 # Part IV, serving and fine-tuning (ch 15-16).

@@ -119,8 +119,8 @@ STAGE_FORM = "TOKENS:SEQ[:GLOBAL_BATCH], e.g. 15T:8192 or 800B:131072:128"
 
 def stage(text: str):
     """``"15T:8192"`` or ``"800B:131072:128"`` (tokens, sequence length, optional global batch in sequences) as a
-    :class:`~llmsizing.time_cost.Stage` (argparse type of ``--stage``)."""
-    from .time_cost import Stage
+    :class:`~llmsizing.stages.Stage` (argparse type of ``--stage``)."""
+    from .stages import Stage
 
     parts = str(text).strip().split(":")
     if len(parts) not in (2, 3):
@@ -271,7 +271,7 @@ def _check_single_or_stages(args, *, single: tuple) -> None:
 
 
 def _staged_output(r, args, title: str) -> None:
-    """A staged run (:class:`~llmsizing.time_cost.StagedTrainingTime`): one row per stage and the total."""
+    """A staged run (:class:`~llmsizing.stages.StagedTrainingTime`): one row per stage and the total."""
     df = r.to_frame()
     if args.json or args.csv:
         _emit(df, args)
@@ -648,11 +648,11 @@ def main(argv=None) -> int:
         return e.code if isinstance(e.code, int) else 2
     try:
         args.func(args)
+    except BrokenPipeError:            # `llmsizing gpus | head`: the reader left; not an error of ours (before
+        sys.stderr.close()             # OSError, of which it is a subclass)
     except (ValueError, TypeError, OSError) as e:     # OSError: a config file that cannot be read
         print(f"llmsizing {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except BrokenPipeError:            # `llmsizing gpus | head`: the reader left; not an error of ours
-        sys.stderr.close()
     return 0
 
 
