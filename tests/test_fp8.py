@@ -241,3 +241,14 @@ def test_seed_004_fp8_verdicts():
     vram = t.loc["004-fp8-less-vram"]
     assert vram["library"] < 1 and vram["verdict"].startswith("wrong")
     assert math.isfinite(t.loc["004-l40s-fp8-vs-a100", "library"])
+
+
+def test_recipe_tensor_table():
+    from llmsizing import recipe_tensor_table
+
+    df = recipe_tensor_table("llama-3-8b")
+    assert list(df.columns) == ["bf16-mixed", "bf16-mixed-fp32-grads", "fp8-mixed", "fp8-deepseek"]
+    assert df["bf16-mixed"].tolist() == [2, 2, 4, 8, 0, 0, 16]
+    assert df.loc["FP8 weight copies", "fp8-mixed"] == pytest.approx(2 * LINEAR / N, rel=1e-12)
+    assert df.loc["optimizer states", "fp8-deepseek"] == 4
+    assert df.loc["total"].tolist() == pytest.approx(df.drop("total").sum().tolist(), rel=1e-12)
