@@ -591,7 +591,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     Activations are saved in the recipe's working dtype (fp32 for ``fp32``, 16-bit for the mixed recipes,
     autocast's mix for ``bf16-amp``); an FP8 recipe (``fp8-mixed``, ``fp8-deepseek``) saves its Linear inputs
     in FP8 (:func:`~llmsizing.activations.layer_terms` with ``fp8=``, ``stack="fused"`` only) and keeps its
-    FP8 weight copies alive with the weights (:class:`ModelStates`). ``grad_accum`` changes the global batch (``batch * grad_accum * dp``),
+    FP8 weight copies alive with the weights (:class:`ModelStates`). ``grad_accum`` changes the global batch
+    (``batch * grad_accum * dp``),
     and from the second micro-batch on the gradients are alive during the forward. With ``parallel``, the
     result is per GPU, for the most loaded one: each pipeline stage gets its own parameters
     (:func:`stage_params`), its own activations (1F1B keeps up to ``pp`` micro-batches in flight on the first

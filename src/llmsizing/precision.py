@@ -335,7 +335,8 @@ def recipe_tensor_table(model, *, precisions=("bf16-mixed", "bf16-mixed-fp32-gra
     FP8 weight copies, FP8 scaling state, total) for each recipe in ``precisions`` (columns), on one GPU, from
     :meth:`~llmsizing.memory.ModelStates.to_frame`: what an FP8 recipe saves and what it adds, tensor by
     tensor. The FP8 rows are per parameter of the whole model (only the blocks' Linear weights have copies: 2
-    bytes per Linear weight with Transformer Engine on Hopper). Taught in chapter 2, "FP8: what it saves and what it does not"."""
+    bytes per Linear weight with Transformer Engine on Hopper). Taught in chapter 2, "FP8: what it saves and
+    what it does not"."""
     import pandas as pd
 
     from .catalog import resolve_model
