@@ -129,12 +129,12 @@ def test_saved_linear_inputs_fp8_mixed_eager():
 
 
 def test_saved_linear_inputs_fp8_deepseek():
-    """1 x 128 tiles: 1 + 4/128 bytes; E5M6 output-projection input: 1.5 + 4/128 (plus the kernel's bf16
-    output); gated MLP: gate and up cached in FP8 (2f), SiLU(gate) and the product recomputed."""
+    """1 x 128 tiles: 1 + 4/128 bytes; E5M6 output-projection input: 1.5 + 4/128, the one copy the attention's
+    backward reads too (no bf16 output kept); gated MLP: gate and up cached in FP8 (2f), SiLU(gate) and the product recomputed."""
     q, q_attn = 1 + 4 / 128, 1.5 + 4 / 128
     bf = layer_terms("llama-3-8b", batch=1, seq=4096)
     ds = layer_terms("llama-3-8b", batch=1, seq=4096, fp8="fp8-deepseek")
-    assert ds["attention_projections"] == pytest.approx(SB * (q * H + (2 + q_attn) * H), rel=1e-12)
+    assert ds["attention_projections"] == pytest.approx(SB * (q * H + q_attn * H), rel=1e-12)
     assert ds["mlp"] == pytest.approx(SB * (q * H + 2 * q * F), rel=1e-12)
     assert bf["mlp"] == SB * (2 * H + 4 * 2 * F)
 

@@ -164,13 +164,13 @@ def _fp8_saved(fp8, p, attention, gated) -> tuple[float, float, float]:
     attention the output projection's input twice, the kernel's own bf16 output plus the Linear's FP8 copy
     (gated: ``3p + 1`` for the MLP). DeepSeek-V3 (``fp8-deepseek``): 1 x 128-tile FP8 inputs, the output
     projection's input in E5M6, and the activation's input cached in FP8 with its output recomputed (gated:
-    gate and up in FP8, nothing else)."""
+    gate and up in FP8, nothing else; the attention's backward reads the E5M6 copy, so no bf16 output is kept)."""
     if fp8 is None:
         return p, p, (4 if gated else 2) * p
     from .precision import FP8_SCHEMES
 
     sch = FP8_SCHEMES[fp8]
-    q_out = sch.attn_out_bytes + (p if attention == "flash" else 0.0)
+    q_out = sch.attn_out_bytes + (p if attention == "flash" and not sch.attn_out_shared else 0.0)
     if sch.cache_act_input:
         return sch.input_bytes, q_out, (2 if gated else 1) * sch.input_bytes
     return sch.input_bytes, q_out, (3 if gated else 1) * p + sch.input_bytes

@@ -145,7 +145,8 @@ class Fp8Scheme:
     ``weight_copy_bytes``: the FP8 copies of one Linear weight element that live through a step (and between
     steps when cached). ``input_bytes``: one element of a Linear's input saved for its backward.
     ``attn_out_bytes``: one element of the attention output projection's input (DeepSeek-V3 keeps it in a
-    12-bit format). ``cache_act_input``: the MLP's activation (SwiGLU/GeLU) input is saved in FP8 and its output
+    12-bit format); ``attn_out_shared``: the attention's own backward reads that same copy (DeepSeek-V3), instead
+    of keeping its own 16-bit output as a flash kernel does. ``cache_act_input``: the MLP's activation (SwiGLU/GeLU) input is saved in FP8 and its output
     recomputed in the backward (DeepSeek-V3) instead of saving the activation's output as the next Linear's input.
     ``amax_history_len``: rows of the per-tensor amax history of delayed scaling (0: no history);
     ``tensors_per_gemm``: FP8 tensors with a scale per GEMM (3 forward + 2 backward in TE); ``gemms_per_layer``:
@@ -156,6 +157,7 @@ class Fp8Scheme:
     input_bytes: float
     attn_out_bytes: float
     cache_act_input: bool = False
+    attn_out_shared: bool = False
     amax_history_len: int = 0
     tensors_per_gemm: int = 0
     gemms_per_layer: int = 4
@@ -209,7 +211,8 @@ DEEPSEEK_TILE = 128
 #: ``fp8-deepseek``: DeepSeek-V3 (Sec. 3.3): FP8 (E4M3) GEMMs with one fp32 scale per 128 x 128 weight block
 #: (the same blocks serve the transposed GEMM of the backward: one copy, 1 + 4/128^2 bytes) and per 1 x 128
 #: activation tile (1 + 4/128 bytes per saved input); the attention output projection's input in E5M6
-#: (12 bits, 1.5 + 4/128 bytes); the SwiGLU input cached in FP8 and its output recomputed (the report says so
+#: (12 bits, 1.5 + 4/128 bytes), which the attention operator's backward also reads ("these activations are
+#: also used in the backward pass of the attention operator"), so it is kept once; the SwiGLU input cached in FP8 and its output recomputed (the report says so
 #: for the MoE experts; applied here to every gated MLP). No delayed scaling: no amax history. Its
 #: recomputation of every RMSNorm and of MLA's up-projections (Sec. 3.2.3) is a recomputation choice, not
 #: modelled here.
@@ -218,7 +221,7 @@ FP8_SCHEMES: dict[str, Fp8Scheme] = {s.name: s for s in (
               amax_history_len=TE_AMAX_HISTORY_LEN, tensors_per_gemm=5,
               source="Transformer Engine 2.20.0.dev0 (d0067d0d) DelayedScaling with Megatron-LM, Hopper"),
     Fp8Scheme("fp8-deepseek", weight_copy_bytes=1.0 + 4 / DEEPSEEK_TILE ** 2, input_bytes=1.0 + 4 / DEEPSEEK_TILE,
-              attn_out_bytes=1.5 + 4 / DEEPSEEK_TILE, cache_act_input=True,
+              attn_out_bytes=1.5 + 4 / DEEPSEEK_TILE, cache_act_input=True, attn_out_shared=True,
               source="DeepSeek-V3 technical report (arXiv:2412.19437), Sec. 3.3"),
 )}
 
