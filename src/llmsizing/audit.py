@@ -15,7 +15,10 @@ every number comes from :mod:`~llmsizing.memory`, :mod:`~llmsizing.time_cost`, :
 * times use :func:`~llmsizing.time_cost.training_time` at the book's earlier fixed MFU
   (:data:`~llmsizing.time_cost.MFU_DEFAULT`, 0.40; the calibrated estimate of chapter 10 replaces it when the
   audit is read again), and costs the price per GPU-hour the seed itself states
-  (:data:`SEED_PRICES_USD`), so that a cost ratio measures the seed's arithmetic, not the price list;
+  (:data:`SEED_PRICES_USD`), so that a cost ratio measures the seed's arithmetic, not the price list. The FP8
+  claims are the exception: they dispute how much of the FP8 peak a run reaches, so they are judged at the
+  calibrated MFU of each dtype (:func:`~llmsizing.time_cost.mfu_estimate`) with the FP8 recipes of
+  :data:`~llmsizing.precision.RECIPES`;
 * "GB" is 10**9 bytes, as the seeds use it ("140 GB" for 70B parameters in 16 bits).
 
 **The verdict rule** (:func:`verdict`). With ``r = claimed / library``:
