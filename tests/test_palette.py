@@ -57,7 +57,7 @@ C = charts.COLORS
 # one entry per figure (or family of figures) that shows these colours together
 GROUPS = {
     "model states (ch2, ch7, ch12)": _pick(C, ["weights", "gradients", "master copy", "optimizer states",
-                                               "activations", "overhead"]),
+                                               "activations", "overhead", "FP8 weight copies"]),
     "parameter components (ch1)": _pick(C, ["embedding", "position", "attention", "mlp", "norms", "lm_head"]),
     "activation components (ch4)": _pick(C, ["embedding", "norms", "attention_projections", "attention_core",
                                              "mlp", "dropout_masks", "residuals", "logits"]),

@@ -71,7 +71,8 @@ def test_headline_figures():
 
 
 def test_every_recipe_and_optimizer_is_tabulated():
-    assert set(EXPECTED_BPP) == set(RECIPES)
+    # the FP8 recipes add their weight copies per Linear parameter (model-dependent): tests/test_fp8.py
+    assert set(EXPECTED_BPP) | {"fp8-mixed", "fp8-deepseek"} == set(RECIPES)
     assert set(OPT_COLUMNS) | {"adafactor"} == set(OPTIMIZERS)
 
 

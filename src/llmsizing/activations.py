@@ -95,8 +95,12 @@ class ActivationMemory:
 
 def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str = "flash",
                 dropout: bool = False, tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
-                selective: bool = False, stack: str = "fused", autocast: bool = False) -> dict[str, float]:
+                selective: bool = False, stack: str = "fused", autocast: bool = False,
+                fp8: str | None = None) -> dict[str, float]:
     """Bytes one layer saves for backward, by component, with no recomputation except ``selective``.
+
+    ``fp8`` (an FP8 recipe's name, :data:`~llmsizing.precision.FP8_SCHEMES`) saves the Linear layers' inputs
+    as that recipe does (:func:`_fp8_saved`); the norms, attention core and activation inputs stay in ``dtype``.
 
     ``stack="hf"`` counts Hugging Face ``transformers`` modules instead of fused kernels
     (:func:`_hf_layer_terms`); ``autocast=True`` (with ``dtype="bf16"``) the mix of fp32 and bf16 tensors that
@@ -116,6 +120,7 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
     mask_bytes = check_number("mask_bytes", mask_bytes)
     check_bool("selective", selective)
     stack, autocast = _check_stack(stack, autocast, dtype, selective)
+    fp8 = _check_fp8(fp8, stack, autocast)
     if stack == "hf":
         return _hf_layer_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout,
                                tp=tp, sp=sp, mask_bytes=mask_bytes, autocast=autocast)
@@ -130,7 +135,8 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
     m = mask_bytes if dropout else 0.0
 
     norms = 2 * (p * sb * h + stats * sb) / r
-    projections = p * sb * h / r + p * sb * a_t * d          # QKV input + output-projection input
+    q_in, q_out, mlp_f = _fp8_saved(fp8, p, attention, model.gated_mlp)
+    projections = q_in * sb * h / r + q_out * sb * a_t * d   # QKV input + output-projection input
     core = p * sb * (a_t * d + 2 * g_t * d)                  # Q, K, V
     masks = 2 * m * sb * h / r                               # dropout after attention and after MLP
     if attention == "flash" and not selective:
@@ -142,9 +148,44 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
         if dropout:
             core += p * probs                                # dropout output fed to attn @ V
             masks += m * probs
-    mlp = p * sb * h / r + (4 if model.gated_mlp else 2) * p * sb * f_t
+    mlp = q_in * sb * h / r + mlp_f * sb * f_t
     return {"norms": norms, "attention_projections": projections, "attention_core": core, "mlp": mlp,
             "dropout_masks": masks}
+
+
+def _fp8_saved(fp8, p, attention, gated) -> tuple[float, float, float]:
+    """Bytes per element of what one layer saves as Linear inputs: ``(q_in, q_out, mlp_f)``: the QKV and fc1
+    inputs (per element of ``h``), the output projection's input (per element of ``a*d``), and the MLP's
+    ``f``-wide tensors together (per element of ``f``).
+
+    Without ``fp8``: ``p``, ``p`` and ``4p`` (gated: gate, up, SiLU(gate), product) or ``2p``. With
+    Transformer Engine's ``fp8-mixed``: the QKV, fc1 and fc2 inputs in FP8 (``module/linear.py`` keeps the
+    column-wise FP8 copy of the input; ``module/layernorm_linear.py`` the norm's FP8 output), and with flash
+    attention the output projection's input twice, the kernel's own bf16 output plus the Linear's FP8 copy
+    (gated: ``3p + 1`` for the MLP). DeepSeek-V3 (``fp8-deepseek``): 1 x 128-tile FP8 inputs, the output
+    projection's input in E5M6, and the activation's input cached in FP8 with its output recomputed (gated:
+    gate and up in FP8, nothing else; the attention's backward reads the E5M6 copy, so no bf16 output is kept)."""
+    if fp8 is None:
+        return p, p, (4 if gated else 2) * p
+    from .precision import FP8_SCHEMES
+
+    sch = FP8_SCHEMES[fp8]
+    q_out = sch.attn_out_bytes + (p if attention == "flash" and not sch.attn_out_shared else 0.0)
+    if sch.cache_act_input:
+        return sch.input_bytes, q_out, (2 if gated else 1) * sch.input_bytes
+    return sch.input_bytes, q_out, (3 if gated else 1) * p + sch.input_bytes
+
+
+def _check_fp8(fp8, stack, autocast):
+    if fp8 is None:
+        return None
+    from .precision import FP8_SCHEMES
+
+    fp8 = check_choice("fp8", fp8, FP8_SCHEMES)
+    if stack != "fused" or autocast:
+        raise ValueError(f"fp8={fp8!r} counts Transformer Engine's or DeepSeek's fused modules: use stack='fused' "
+                         "and autocast=False")
+    return fp8
 
 
 def _check_stack(stack, autocast, dtype, selective) -> tuple[str, bool]:
@@ -238,7 +279,8 @@ def _int_or_array(name: str, value):
 def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16",
                       attention: str = "flash", dropout: bool = False, recompute: str = "none",
                       tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
-                      logits_dtype: str = "fp32", stack: str = "fused", autocast: bool = False) -> ActivationMemory:
+                      logits_dtype: str = "fp32", stack: str = "fused", autocast: bool = False,
+                      fp8: str | None = None) -> ActivationMemory:
     """Bytes saved for backward by one micro-batch of ``batch`` sequences of ``seq`` tokens, on one GPU.
 
     In the simple case (GPT layer, 16-bit, dropout, eager attention, no TP) the per-layer figure is exactly
@@ -252,6 +294,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     ``stack`` chooses the software stack (:data:`STACKS`): ``"fused"`` (the default, the formula above) or
     ``"hf"`` (Hugging Face ``transformers`` modules, :func:`_hf_layer_terms`; no selective recomputation).
     ``autocast=True`` (with ``dtype="bf16"``) counts ``torch.autocast``'s mix of fp32 and bf16 tensors.
+    ``fp8`` (an FP8 recipe's name) saves the Linear inputs as that recipe does (:func:`_fp8_saved`).
     """
     model = resolve_model(model)
     batch = check_int("batch", batch)
@@ -266,6 +309,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     check_choice("logits_dtype", logits_dtype, ACTIVATION_DTYPES)
     check_layout(model, tp=tp, sp=sp)
     stack, autocast = _check_stack(stack, autocast, dtype, recompute == "selective")
+    fp8 = _check_fp8(fp8, stack, autocast)
 
     p = DTYPE_BYTES[dtype]
     p_res = 4.0 if autocast else p               # the residual stream's dtype (fp32 under autocast)
@@ -273,7 +317,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     sb = seq * batch
     r = tp if sp else 1
     kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, tp=tp, sp=sp,
-              mask_bytes=mask_bytes, stack=stack, autocast=autocast)
+              mask_bytes=mask_bytes, stack=stack, autocast=autocast, fp8=fp8)
     one_layer = layer_terms(model, **kw, selective=(recompute == "selective"))
     per_layer = sum(one_layer.values())
     comps = {k: L * v for k, v in one_layer.items()}
@@ -307,7 +351,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
         # Hugging Face: the final norm saves what its layers' norms save. The LM head's output itself is not
         # kept: ForCausalLMLoss upcasts it with .float() and log_softmax saves only its own fp32 output (the
         # Trainer drops the model's outputs before the backward), as measured.
-        one_norm = _hf_layer_terms(model, **{k: v for k, v in kw.items() if k != "stack"})["norms"] / 2
+        one_norm = _hf_layer_terms(model, **{k: v for k, v in kw.items() if k not in ("stack", "fp8")})["norms"] / 2
         logits += one_norm - (p * sb * h + stats * sb) / r
     comps["embedding"] = embedding
     comps["logits"] = logits

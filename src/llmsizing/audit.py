@@ -15,7 +15,10 @@ every number comes from :mod:`~llmsizing.memory`, :mod:`~llmsizing.time_cost`, :
 * times use :func:`~llmsizing.time_cost.training_time` at the book's earlier fixed MFU
   (:data:`~llmsizing.time_cost.MFU_DEFAULT`, 0.40; the calibrated estimate of chapter 10 replaces it when the
   audit is read again), and costs the price per GPU-hour the seed itself states
-  (:data:`SEED_PRICES_USD`), so that a cost ratio measures the seed's arithmetic, not the price list;
+  (:data:`SEED_PRICES_USD`), so that a cost ratio measures the seed's arithmetic, not the price list. The FP8
+  claims are the exception: they dispute how much of the FP8 peak a run reaches, so they are judged at the
+  calibrated MFU of each dtype (:func:`~llmsizing.time_cost.mfu_estimate`) with the FP8 recipes of
+  :data:`~llmsizing.precision.RECIPES`;
 * "GB" is 10**9 bytes, as the seeds use it ("140 GB" for 70B parameters in 16 bits).
 
 **The verdict rule** (:func:`verdict`). With ``r = claimed / library``:
@@ -233,9 +236,41 @@ def _serving_factor(model: str, batch: int, context: int) -> float:
     return r.total_bytes / r.weights_bytes
 
 
+def _fp8_tps(model: str, gpu: str, precision: str) -> float:
+    """Tokens per second per GPU at the calibrated MFU of ``precision`` (:func:`~llmsizing.time_cost.mfu_estimate`
+    by GPU generation and dtype): the FP8 claims are judged at the calibrated estimate, not the fixed 0.40,
+    because what they dispute is how much of the FP8 peak a run reaches (chapter 10)."""
+    from .time_cost import training_time
+
+    return training_time(model, tokens=1e12, gpu=gpu, n_gpus=8, seq=SEQ, precision=precision).tokens_per_s_per_gpu
+
+
+def _fp8_speedup(model: str, gpu: str) -> float:
+    """Tokens/s per GPU with Transformer Engine's FP8 (``fp8-mixed``) over BF16 on the same GPU."""
+    return _fp8_tps(model, gpu, "fp8-mixed") / _fp8_tps(model, gpu, "bf16-mixed")
+
+
+def _fp8_vram(model: str) -> Finding:
+    """Training memory without FP8 over memory with Transformer Engine's FP8, both on the same stack (fp32
+    gradients, as Megatron-LM keeps them: ``bf16-mixed-fp32-grads`` against ``fp8-mixed``), one sequence of
+    :data:`SEQ` tokens with no recomputation (where FP8's smaller saved activations count most: the seed's best
+    case). Wrong in kind when the FP8 step needs more memory."""
+    from .memory import training_memory
+
+    kw = dict(batch=1, seq=SEQ, recompute="none")
+    base = training_memory(model, precision="bf16-mixed-fp32-grads", **kw).total_bytes
+    fp8 = training_memory(model, precision="fp8-mixed", **kw).total_bytes
+    reason = "" if fp8 < base else (
+        f"FP8 training keeps the 16-bit weights and adds FP8 copies of the Linear weights (Transformer Engine: "
+        f"2 bytes per weight, with the transpose): a {model} step needs {fp8 / GB:,.0f} GB with FP8 against "
+        f"{base / GB:,.0f} GB without")
+    return Finding(base / fp8, reason)
+
+
 # ----------------------------------------------------------------------------- one function per claim id
 _L2_70, _L3_70, _L405, _M7, _L2_13, _L2_7 = ("llama-2-70b", "llama-3-70b", "llama-3.1-405b", "mistral-7b",
                                              "llama-2-13b", "llama-2-7b")
+_L3_8 = "llama-3-8b"
 _H100, _A100, _H200 = "H100 SXM", "A100 80GB", "H200"
 
 def _qlora(model: str):
@@ -360,6 +395,9 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "004-b200-bandwidth": lambda: _gpu("B200").memory_bandwidth_gbps / 1000,
     "004-a100-nvlink": lambda: _gpu(_A100).link_bandwidth_gbps,
     "004-b200-speedup": _b200_speedup,
+    "004-fp8-faster-h100": lambda: _fp8_speedup(_L3_8, _H100),
+    "004-fp8-less-vram": lambda: _fp8_vram(_L3_8),
+    "004-l40s-fp8-vs-a100": lambda: _fp8_tps(_L3_8, "L40S", "fp8-mixed") / _fp8_tps(_L3_8, _A100, "bf16-mixed"),
 }
 
 

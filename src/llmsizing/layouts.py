@@ -20,6 +20,7 @@ from .hardware import kernel_efficiency as default_efficiency
 from .model import Model
 from .network import get_node
 from .parallel import MAX_PP, Parallel, check_layout, pipeline_bubble
+from .precision import compute_dtype
 
 #: The share of a GPU's memory a plan may fill with :attr:`~llmsizing.memory.TrainingMemory.total_bytes`
 #: (which already includes the book's overhead allowance). The other 10% is headroom for what the estimate
@@ -352,7 +353,7 @@ class StepTime:
 def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batch: int, seq: int,
               grad_accum: int = 1, kernel_efficiency: float | None = None, overlap: float | None = None,
               recompute: str = "none", precision: str = "bf16-mixed", gpus_per_node: int | None = None,
-              inter_node_gbps: float | None = None, dtype: str = "bf16", async_tp: bool = False, node=None,
+              inter_node_gbps: float | None = None, dtype: str | None = None, async_tp: bool = False, node=None,
               mfu: float | None = None) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
@@ -366,7 +367,10 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     time (``0``: nothing hidden, :attr:`Plan.step_s`; ``1``: ``max(compute + bubble, communication)``, the
     scaling book's lower bound), as chapter 7 first teaches it. ``mfu=`` is the old name of
     ``kernel_efficiency`` (deprecated). ``batch`` is the micro-batch, ``grad_accum`` the micro-batches per step
-    (a pipeline's micro-batches). Taught in chapter 8; the parallelism explorer draws it.
+    (a pipeline's micro-batches). ``dtype`` is the tensor-core format of the matrix multiplies: by default the
+    recipe's (:func:`~llmsizing.precision.compute_dtype`: ``"fp8"`` for ``precision="fp8-mixed"`` or
+    ``"fp8-deepseek"``, with the FP8 peak and its calibrated efficiency; ``"bf16"`` otherwise). Taught in
+    chapter 8; the parallelism explorer draws it.
     """
     model = resolve_model(model)
     g = get_gpu(gpu)
@@ -374,6 +378,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     overlap = None if overlap is None else check_number("overlap", overlap, maximum=1.0)
     async_tp = check_bool("async_tp", async_tp)
+    dtype = compute_dtype(precision, dtype)
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m, recompute=recompute,
                          node=node)

@@ -48,7 +48,11 @@ class ModelStates:
     """Bytes of the model states on one GPU. ``optimizer_bytes`` includes the fp32 master copy
     (``master_bytes``) and the optimizer's own buffers (``optimizer_state_bytes``). With an ``offload`` layout
     (:data:`~llmsizing.parallel.OFFLOADS`) the offloaded bytes are not on the GPU: ``host_bytes`` is what this
-    GPU's share costs in the host's memory (multiply by the GPUs per node for a node's RAM)."""
+    GPU's share costs in the host's memory (multiply by the GPUs per node for a node's RAM).
+
+    An FP8 recipe (:data:`~llmsizing.precision.FP8_SCHEMES`) adds ``fp8_weights_bytes``, the FP8 copies of the
+    Linear weights that Transformer Engine caches (DeepSeek-V3: one block-scaled copy), and ``fp8_meta_bytes``,
+    its scaling state (amax histories and scales: kilobytes per layer). Both are in :attr:`total_bytes`."""
 
     n_params: int
     precision: str
@@ -59,14 +63,22 @@ class ModelStates:
     optimizer_state_bytes: float
     parallel: Parallel = Parallel()
     host_bytes: float = 0.0
+    fp8_weights_bytes: float = 0.0
+    fp8_meta_bytes: float = 0.0
 
     @property
     def optimizer_bytes(self) -> float:
         return self.master_bytes + self.optimizer_state_bytes
 
     @property
+    def working_weights_bytes(self) -> float:
+        """The weights the step computes with: :attr:`weights_bytes` plus an FP8 recipe's weight copies and
+        scaling state (what :func:`step_phases` counts as alive under "weights")."""
+        return self.weights_bytes + self.fp8_weights_bytes + self.fp8_meta_bytes
+
+    @property
     def total_bytes(self) -> float:
-        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+        return self.working_weights_bytes + self.gradients_bytes + self.optimizer_bytes
 
     @property
     def bytes_per_param(self) -> float:
@@ -76,10 +88,13 @@ class ModelStates:
         return self.total_bytes / self.n_params
 
     def to_frame(self):
-        """A DataFrame with one row per component (weights, gradients, master copy, optimizer states, total)."""
-        return _frame({"weights": self.weights_bytes, "gradients": self.gradients_bytes,
-                       "master copy": self.master_bytes, "optimizer states": self.optimizer_state_bytes,
-                       "total": self.total_bytes}, self.n_params)
+        """A DataFrame with one row per component (weights, gradients, master copy, optimizer states, total;
+        with an FP8 recipe also its FP8 weight copies and scaling state)."""
+        rows = {"weights": self.weights_bytes, "gradients": self.gradients_bytes,
+                "master copy": self.master_bytes, "optimizer states": self.optimizer_state_bytes}
+        if RECIPES[self.precision].fp8:
+            rows |= {"FP8 weight copies": self.fp8_weights_bytes, "FP8 scaling state": self.fp8_meta_bytes}
+        return _frame({**rows, "total": self.total_bytes}, self.n_params)
 
 
 def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
@@ -115,8 +130,10 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     check_recipe("precision", precision)
     elements = optimizer_state_elements(model, optimizer)
     par = resolve_parallel(parallel, model)
-    on_rank = max(stage_params(model, par)) if par.tp * par.pp > 1 else float(model.n_params)
-    return _states(model.n_params, elements, precision, optimizer, par, on_rank=on_rank)
+    on_stage = stage_params(model, par) if par.tp * par.pp > 1 else [float(model.n_params)]
+    i = max(range(len(on_stage)), key=lambda k: (on_stage[k], -k))
+    return _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
+                   linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
 
 
 def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
@@ -125,7 +142,9 @@ def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", opt
     "a 10B model" in an article). Same recipes, same ZeRO rules.
 
     Only for optimizers whose state is elementwise (everything but Adafactor, whose factored moment depends on
-    the tensor shapes: build a :class:`~llmsizing.model.Model` for it). Taught in chapter 2.
+    the tensor shapes: build a :class:`~llmsizing.model.Model` for it). With an FP8 recipe every parameter is
+    counted as a Linear weight with an FP8 copy (an upper bound: the embeddings and norms have none; the blocks'
+    matrices are 87% of Llama 3 8B) and the scaling state is left out (no layer count). Taught in chapter 2.
     """
     n = check_int("n_params", n_params)
     check_recipe("precision", precision)
@@ -187,11 +206,24 @@ def _stage_params(model: Model, tp: int, pp: int, stage_layers: tuple | None = N
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=256)
+def _stage_linear(model: Model, tp: int, pp: int, stage_layers: tuple | None = None) -> tuple[tuple[float, int], ...]:
+    """Per pipeline stage: ``(Linear weight elements on one GPU, layers)``, the blocks' matrices that an FP8
+    recipe casts to FP8 (QKV, output projection, gate/up, down, split by :func:`_tp_share`). The embedding and
+    the LM head stay 16-bit: Megatron-LM's ``output_layer`` is its own ``ColumnParallelLinear``, not a
+    Transformer Engine module."""
+    per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp)
+                    for _, n, s in model.layer_tensors() if len(s) == 2)
+    layers = layers_per_stage(model.layers, Parallel(pp=pp, stage_layers=stage_layers))
+    return tuple((k * per_layer, k) for k in layers)
+
+
 def _states(n: int, elements: float, precision: str, optimizer: str, par: Parallel,
-            on_rank: float | None = None) -> ModelStates:
+            on_rank: float | None = None, linear: tuple[float, int] | None = None) -> ModelStates:
     """The recipe and ZeRO arithmetic shared by :func:`model_states` and :func:`model_states_for_params`:
     ``n`` parameters, ``elements`` optimizer-state numbers, ``on_rank`` the parameters one GPU holds before
-    ZeRO (default: the even split ``n / (tp * pp)``, for a bare parameter count)."""
+    ZeRO (default: the even split ``n / (tp * pp)``, for a bare parameter count), ``linear`` the Linear weight
+    elements and layers on this GPU (:func:`_stage_linear`; default: every parameter, no layers)."""
     recipe, opt = RECIPES[precision], OPTIMIZERS[optimizer]
     weights = n * DTYPE_BYTES[recipe.weights]
     grads = n * DTYPE_BYTES[recipe.grads]
@@ -204,6 +236,14 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
         states = elements * DTYPE_BYTES[recipe.states]
     share = (on_rank / n) if on_rank is not None else 1 / (par.tp * par.pp)
     weights, grads, extra, master, states = (x * share for x in (weights, grads, extra, master, states))
+    scheme = recipe.scheme
+    fp8_w = fp8_meta = 0.0
+    if scheme is not None:
+        lin, n_layers = linear if linear is not None else (n * share, 0)
+        fp8_w = scheme.weight_copy_bytes * lin
+        fp8_meta = scheme.meta_bytes_per_layer * n_layers
+        if par.zero >= 3 and par.reshard_after_forward:   # remade per gathered unit, like the weights
+            fp8_w = fp8_w / par.dp
     if par.zero >= 1:
         master, states, extra = master / par.dp, states / par.dp, extra / par.dp
     if par.zero >= 2:
@@ -227,7 +267,7 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
         if par.offload == "optimizer+params":     # ZeRO-Infinity's offload_param: the weight shard too
             host += weights
             weights = 0.0
-    return ModelStates(n, precision, optimizer, weights, grads + extra, master, states, par, host)
+    return ModelStates(n, precision, optimizer, weights, grads + extra, master, states, par, host, fp8_w, fp8_meta)
 
 
 def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=None):
@@ -491,7 +531,7 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
     micro-batch: the two ends of the backward are kept apart (``"backward (start)"``, ``"backward (end)"``),
     which is what lets :func:`max_micro_batch` stay exact.
     """
-    W, G, O = states.weights_bytes, states.gradients_bytes, states.optimizer_bytes
+    W, G, O = states.working_weights_bytes, states.gradients_bytes, states.optimizer_bytes
     # what the forward leaves alive; with recomputation, the layer rebuilt during the backward comes on top
     # only in the backward (activation_memory reports the backward peak, rebuilt layer included)
     kept = acts.total_bytes - acts.rebuilt_bytes
@@ -549,7 +589,10 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     cached 16-bit weight copies (:func:`autocast_copies_bytes`).
 
     Activations are saved in the recipe's working dtype (fp32 for ``fp32``, 16-bit for the mixed recipes,
-    autocast's mix for ``bf16-amp``). ``grad_accum`` changes the global batch (``batch * grad_accum * dp``),
+    autocast's mix for ``bf16-amp``); an FP8 recipe (``fp8-mixed``, ``fp8-deepseek``) saves its Linear inputs
+    in FP8 (:func:`~llmsizing.activations.layer_terms` with ``fp8=``, ``stack="fused"`` only) and keeps its
+    FP8 weight copies alive with the weights (:class:`ModelStates`). ``grad_accum`` changes the global batch
+    (``batch * grad_accum * dp``),
     and from the second micro-batch on the gradients are alive during the forward. With ``parallel``, the
     result is per GPU, for the most loaded one: each pipeline stage gets its own parameters
     (:func:`stage_params`), its own activations (1F1B keeps up to ``pp`` micro-batches in flight on the first
@@ -573,9 +616,10 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     recipe = RECIPES[precision]
     amp = recipe.autocast
     act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
+    fp8 = recipe.fp8
     acts = activation_memory(model, batch=batch, seq=seq, dtype=act_dtype, attention=attention,
                              dropout=dropout, recompute=recompute, tp=par.tp, sp=par.sp, stack=stack,
-                             autocast=amp)
+                             autocast=amp, fp8=fp8)
     copies = autocast_copies_bytes(model, parallel=par) if amp else 0.0
     loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * seq * model.vocab / par.tp
     opt_tmp = optimizer_temporaries_bytes(model, precision=precision, optimizer=optimizer, optimizer_impl=impl,
@@ -585,7 +629,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
     working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=seq, dtype=act_dtype,
                                                   attention=attention, dropout=dropout, tp=par.tp,
-                                                  sp=par.sp, stack=stack, autocast=amp).values())
+                                                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
     gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
     flops = training_flops_per_token(model, seq=seq, recompute=recompute)
     elements = optimizer_state_elements(model, optimizer)
@@ -600,7 +644,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     # so one of them is the most loaded; tests/test_planner.py checks this against every stage)
     for i in (range(par.pp) if _stages is None else sorted(set(_stages))):
         first, last = i == 0, i == par.pp - 1
-        states = _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i])
+        states = _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
+                         linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
         grad_per_param = states.gradients_bytes / on_stage[i]
         head_grads = grad_per_param * head / par.tp if last else 0.0
         stage_acts = acts if par.pp == 1 else _stage_activations(acts, model, par, i, in_flight[i])

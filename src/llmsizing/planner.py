@@ -27,13 +27,12 @@ from ._validate import check_bool, check_choice, check_fraction, check_int, chec
 from .activations import ATTENTION, STACKS
 from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
-from .hardware import dense_tflops
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, OPTIMIZER_IMPLS, training_memory
 from .network import get_node
 from .model import Model
 from .parallel import MAX_PP, Parallel, check_layout
-from .precision import OPTIMIZERS, RECIPES
+from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .time_cost import mfu_range_factors
 
 #: Deprecated (issue 21): the planner's old fixed compute efficiency. :func:`plan` now uses each GPU
@@ -222,7 +221,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
         st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
                        recompute=rc, precision=precision, node=node_of[g.name])
         out.append((g.name, par.gpus, dp, tp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
-                    st.step_s, price_of[g.name], dense_tflops(g) * 1e12))
+                    st.step_s, price_of[g.name], st.peak_flops))
     df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum",
                                     "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
                                     "price", "peak"])
@@ -260,7 +259,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
 
     ``mfu`` is the model FLOPs over the GPUs' dense peak for the step time; ``days``/``cost_usd`` follow, with
     ``_low``/``_high`` bounds from the calibrated MFU band's relative spread (a GPU without BF16, the V100, runs
-    the recipe in FP16 at its FP16 peak: :func:`~llmsizing.hardware.dense_tflops`). ``pareto`` marks the plans on the
+    the recipe in FP16 at its FP16 peak: :func:`~llmsizing.hardware.dense_tflops`; an FP8 ``precision`` runs at the
+    FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and refuses a GPU without FP8
+    tensor cores). ``pareto`` marks the plans on the
     time-vs-cost front (one per tie: the one with the least memory per GPU). ``deadline_days`` and
     ``budget_usd`` drop plans beyond them.
 
@@ -308,6 +309,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     # checked here, not only inside the search: a cached search would skip its checks (and True == 1 hits the
     # entry kept for 1)
     precision = check_choice("precision", precision, RECIPES)
+    dtype = compute_dtype(precision)          # an FP8 recipe is timed and priced at the FP8 peak
+    if dtype == "fp8":
+        for g in gpu_list:
+            if g.fp8_dense_tflops is None:
+                raise ValueError(f"precision={precision!r} runs its matrix multiplies in FP8, and the {g.name} in "
+                                 "gpus has no FP8 tensor cores: leave it out of gpus or use a 16-bit recipe")
     optimizer = check_choice("optimizer", optimizer, OPTIMIZERS)
     attention = check_choice("attention", attention, ATTENTION)
     stack = check_choice("stack", stack, STACKS)
@@ -331,7 +338,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             + f" at global_batch={global_batch:,}: allow more GPUs, a larger global batch (more data-parallel "
             "ranks), recomputation, or a GPU with more memory")
     df = df.copy()                                       # (the search's table is kept: never change it)
-    factors = {g.name: mfu_range_factors(g) for g in gpu_list}
+    factors = {g.name: mfu_range_factors(g, dtype) for g in gpu_list}
     low = df["gpu"].map(lambda name: factors[name][0])
     high = df["gpu"].map(lambda name: factors[name][1])
     df["days"] = steps * df["step_time_s"] / 86400

@@ -17,13 +17,19 @@ Sources:
   FP8 e4m3 with one scale per tensor (vLLM's and TensorRT-LLM's default FP8 checkpoints).
 * Adafactor: Shazeer & Stern 2018 (factored second moment: r + c numbers for an r x c matrix, no momentum by
   default). Lion: Chen et al. 2023 (one momentum buffer).
+* FP8 training (:data:`FP8_SCHEMES`, recipes ``fp8-mixed`` and ``fp8-deepseek``): NVIDIA Transformer Engine
+  2.20.0.dev0 (commit d0067d0d, 2026-08-22) as Megatron-LM's ``megatron/core/extensions/transformer_engine.py``
+  drives it, and the DeepSeek-V3 technical report (DeepSeek-AI 2024, arXiv:2412.19437, Sec. 3.3). What each
+  counts, and from which lines, is written at :data:`FP8_SCHEMES`. Transformer Engine needs a CUDA GPU: it
+  cannot run on the CPU-only machine the book is built on, so these counts are read from its source, not
+  measured.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import check_choice
+from ._validate import check_choice, check_sequence
 
 #: Bits per weight of the block formats inference engines store, scales included (see :data:`STORED_FORMATS`).
 #: GGUF ``Q8_0``: blocks of 32 int8 values and one fp16 scale: (32 x 8 + 16) / 32 = 8.5 bits.
@@ -120,13 +126,104 @@ def check_recipe(name: str, value) -> str:
     if quantised:
         raise ValueError(f"{name}={value!r} is a storage format for weights, not a training recipe: training keeps "
                          f"trainable weights in 16 or 32 bits. Choose one of {', '.join(RECIPES)} (quantised "
-                         f"frozen weights are QLoRA's: llmsizing.finetune)")
+                         f"frozen weights are QLoRA's: llmsizing.finetune"
+                         + ("; FP8 training is the recipe 'fp8-mixed' or 'fp8-deepseek')" if value == "fp8" else ")"))
     return check_choice(name, value, RECIPES)
 
 
 def bytes_per_element(dtype: str) -> float:
     """Bytes one element of ``dtype`` occupies in memory (see :data:`DTYPE_BYTES`)."""
     return DTYPE_BYTES[check_choice("dtype", dtype, DTYPES)]
+
+
+@dataclass(frozen=True)
+class Fp8Scheme:
+    """What an FP8 training recipe adds to, and changes in, a bf16 step: the FP8 copies of the Linear weights,
+    the bytes of the Linear inputs it saves for the backward, and its scaling state. Bytes are per element,
+    scales included (see :data:`FP8_SCHEMES` for the source of each number).
+
+    ``weight_copy_bytes``: the FP8 copies of one Linear weight element that live through a step (and between
+    steps when cached). ``input_bytes``: one element of a Linear's input saved for its backward.
+    ``attn_out_bytes``: one element of the attention output projection's input (DeepSeek-V3 keeps it in a
+    12-bit format); ``attn_out_shared``: the attention's own backward reads that same copy (DeepSeek-V3), instead
+    of keeping its own 16-bit output as a flash kernel does. ``cache_act_input``: the MLP's activation (SwiGLU/GeLU) input is saved in FP8 and its output
+    recomputed in the backward (DeepSeek-V3) instead of saving the activation's output as the next Linear's input.
+    ``amax_history_len``: rows of the per-tensor amax history of delayed scaling (0: no history);
+    ``tensors_per_gemm``: FP8 tensors with a scale per GEMM (3 forward + 2 backward in TE); ``gemms_per_layer``:
+    the FP8 Linear modules of one transformer block (fused QKV, output projection, fused gate/up, down)."""
+
+    name: str
+    weight_copy_bytes: float
+    input_bytes: float
+    attn_out_bytes: float
+    cache_act_input: bool = False
+    attn_out_shared: bool = False
+    amax_history_len: int = 0
+    tensors_per_gemm: int = 0
+    gemms_per_layer: int = 4
+    source: str = ""
+
+    @property
+    def meta_bytes_per_layer(self) -> float:
+        """Bytes of one block's scaling state: per FP8 tensor an fp32 amax history of ``amax_history_len``
+        rows and one fp32 scale (TE ``quantization.py``, ``DelayedScalingRecipeState``: ``scale`` of shape
+        ``(n,)`` and ``amax_history`` of shape ``(amax_history_len, n)``, fp32)."""
+        return self.gemms_per_layer * self.tensors_per_gemm * 4.0 * (self.amax_history_len + 1)
+
+
+#: TE's delayed scaling keeps 1,024 amax values per FP8 tensor by default (``common/recipe/__init__.py``,
+#: ``DelayedScaling.amax_history_len: int = 1024``).
+TE_AMAX_HISTORY_LEN = 1024
+#: MXFP8 (Blackwell) and DeepSeek-V3 scale blocks: one scale per 32 elements (E8M0, 1 byte: TE
+#: ``constants.py`` ``MXFP8_BLOCK_SCALING_SIZE = 32``), DeepSeek-V3's per 1 x 128 activation tile and per
+#: 128 x 128 weight block (fp32, 4 bytes; report Sec. 3.3.2).
+MXFP8_BLOCK = 32
+DEEPSEEK_TILE = 128
+
+#: The FP8 recipes' schemes, by recipe name.
+#:
+#: ``fp8-mixed``: Transformer Engine's per-tensor FP8 (``DelayedScaling``, Megatron-LM's default
+#: ``--fp8-recipe delayed``; ``Float8CurrentScaling`` stores the same tensors without the amax history) on
+#: Hopper, whose FP8 GEMMs take only the "TN" layout:
+#:
+#: * weights: ``module/linear.py`` ``_linear_forward_impl`` asks the weight quantizer for row-wise and
+#:   column-wise data whenever the input needs a gradient (``weight_quantizer.set_usage(rowwise=True,
+#:   columnwise=columnwise_usage)``); ``tensor/float8_tensor.py`` ``inner_tensor_specs`` allocates ``_data``
+#:   for row-wise and a separate ``_transpose`` for column-wise use on a GPU without non-TN FP8 GEMMs: 1 + 1
+#:   = 2 bytes per weight element (one fp32 ``_scale_inv`` per tensor: not counted). ``Linear.forward`` keeps
+#:   the result in ``self._fp8_workspaces["weight"]`` whenever ``is_first_microbatch`` is not ``None``, and
+#:   Megatron-LM passes it unless ``disable_parameter_transpose_cache``: the copies persist across micro-batches
+#:   and steps (without the cache they are remade each forward and saved for the backward: alive at the same
+#:   peak);
+#: * saved inputs: the input is quantized, then "Discard row-wise data since it is not needed in backward pass"
+#:   (``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``) leaves one FP8 copy: 1 byte per
+#:   element; ``module/layernorm_linear.py`` saves the norm's input in bf16, its fp32 statistics and its FP8
+#:   output (QKV and fc1 inputs); the attention kernel (not FP8 by default) saves its own bf16 output, so the
+#:   output projection's input is kept twice (bf16 + FP8);
+#: * scaling state: 3 forward + 2 backward FP8 tensors per GEMM (``module/base.py``: "Max. number of fp8
+#:   tensors per GEMM = 3 (input, weight, output) for fwd and 2 (grad_output and grad_input) for bwd"), each
+#:   with 1,024 fp32 amax values and a scale.
+#:
+#: On Blackwell TE's default is MXFP8 (``quantization.py`` ``get_default_fp8_recipe``): row-wise and column-wise
+#: copies each with an E8M0 scale per 32 elements, 2 x (1 + 1/32) = 2.0625 bytes per weight element; not a
+#: recipe here (0.06 bytes from ``fp8-mixed``).
+#:
+#: ``fp8-deepseek``: DeepSeek-V3 (Sec. 3.3): FP8 (E4M3) GEMMs with one fp32 scale per 128 x 128 weight block
+#: (the same blocks serve the transposed GEMM of the backward: one copy, 1 + 4/128^2 bytes) and per 1 x 128
+#: activation tile (1 + 4/128 bytes per saved input); the attention output projection's input in E5M6
+#: (12 bits, 1.5 + 4/128 bytes), which the attention operator's backward also reads ("these activations are
+#: also used in the backward pass of the attention operator"), so it is kept once; the SwiGLU input cached in FP8 and its output recomputed (the report says so
+#: for the MoE experts; applied here to every gated MLP). No delayed scaling: no amax history. Its
+#: recomputation of every RMSNorm and of MLA's up-projections (Sec. 3.2.3) is a recomputation choice, not
+#: modelled here.
+FP8_SCHEMES: dict[str, Fp8Scheme] = {s.name: s for s in (
+    Fp8Scheme("fp8-mixed", weight_copy_bytes=2.0, input_bytes=1.0, attn_out_bytes=1.0,
+              amax_history_len=TE_AMAX_HISTORY_LEN, tensors_per_gemm=5,
+              source="Transformer Engine 2.20.0.dev0 (d0067d0d) DelayedScaling with Megatron-LM, Hopper"),
+    Fp8Scheme("fp8-deepseek", weight_copy_bytes=1.0 + 4 / DEEPSEEK_TILE ** 2, input_bytes=1.0 + 4 / DEEPSEEK_TILE,
+              attn_out_bytes=1.5 + 4 / DEEPSEEK_TILE, cache_act_input=True, attn_out_shared=True,
+              source="DeepSeek-V3 technical report (arXiv:2412.19437), Sec. 3.3"),
+)}
 
 
 @dataclass(frozen=True)
@@ -137,7 +234,8 @@ class Recipe:
     optimizer-owned master copy (``None`` if the working weights are the master); ``extra_grads`` the dtype of a
     second gradient buffer if the recipe keeps one; ``states`` the dtype the optimizer keeps its moments in.
     ``autocast`` marks a recipe that runs the forward under ``torch.autocast``: fp32 weights, 16-bit matrix
-    multiplies on cached 16-bit weight copies, and a mix of fp32 and 16-bit activations.
+    multiplies on cached 16-bit weight copies, and a mix of fp32 and 16-bit activations. ``fp8`` names the
+    recipe's FP8 scheme (:data:`FP8_SCHEMES`): its matrix multiplies run on FP8 tensor cores.
     """
 
     name: str
@@ -148,6 +246,18 @@ class Recipe:
     extra_grads: str | None = None
     description: str = ""
     autocast: bool = False
+    fp8: str | None = None
+
+    @property
+    def scheme(self) -> Fp8Scheme | None:
+        """The recipe's :class:`Fp8Scheme`, or ``None`` for a 16/32-bit recipe."""
+        return FP8_SCHEMES[self.fp8] if self.fp8 else None
+
+    @property
+    def compute_dtype(self) -> str:
+        """The tensor-core format of the recipe's matrix multiplies: ``"fp8"`` for an FP8 recipe, else
+        ``"bf16"`` (whose peak an fp16 or fp32 recipe is priced at, as the book always has)."""
+        return "fp8" if self.fp8 else "bf16"
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
@@ -168,7 +278,31 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            description="fp32 weights, gradients and Adam moments under torch.autocast(bf16), what the Hugging Face "
                        "Trainer's bf16=True runs: 4 + 4 + 8 = 16 B/param, plus about 2 B/param of cached bf16 "
                        "weight copies during forward and backward."),
+    Recipe("fp8-mixed", "bf16", "fp32", "fp32", "fp32", fp8="fp8-mixed",
+           description="Transformer Engine FP8 with Megatron-LM: bf16 weights, fp32 gradients (main_grad), fp32 "
+                       "master + Adam moments, plus FP8 copies of every Linear weight and its transpose: "
+                       "2 + 4 + 12 + 2 = 20 B per Linear parameter."),
+    Recipe("fp8-deepseek", "bf16", "fp32", "fp32", "bf16", fp8="fp8-deepseek",
+           description="DeepSeek-V3's FP8: bf16 weights, fp32 gradients and master, bf16 Adam moments, one FP8 copy "
+                       "per Linear weight (128 x 128 blocks): 2 + 4 + 4 + 4 + 1 = 15 B per Linear parameter."),
 )}
+
+
+def compute_dtype(precision: str = "bf16-mixed", dtype: str | None = None) -> str:
+    """The one place that decides which dense peak (and calibrated efficiency and MFU band) a run is timed at.
+
+    ``dtype=None``: the recipe's own (:attr:`Recipe.compute_dtype`: ``"fp8"`` for ``fp8-mixed`` and
+    ``fp8-deepseek``, ``"bf16"`` otherwise). An explicit ``dtype`` is kept, as before FP8 recipes existed
+    (``dtype="fp8"`` with a 16-bit recipe: FP8 matrix multiplies with that recipe's memory, as torchtitan's
+    Float8 without weight caching), except that an FP8 recipe at a 16-bit rate is refused: its GEMMs are FP8."""
+    recipe = RECIPES[check_recipe("precision", precision)]
+    if dtype is None:
+        return recipe.compute_dtype
+    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
+    if recipe.fp8 and dtype != "fp8":
+        raise ValueError(f"dtype={dtype!r} with precision={precision!r}: an FP8 recipe runs its matrix multiplies "
+                         "in FP8; use dtype='fp8' or leave dtype out")
+    return dtype
 
 
 @dataclass(frozen=True)
@@ -196,3 +330,27 @@ OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
               description="Factored second moment, no momentum (Adafactor defaults)."),
     Optimizer("lion", 1, description="One momentum buffer (sign-based update)."),
 )}
+
+
+def recipe_tensor_table(model, *, precisions=("bf16-mixed", "bf16-mixed-fp32-grads", "fp8-mixed",
+                                                 "fp8-deepseek"), optimizer: str = "adamw"):
+    """Bytes per parameter of each model-state tensor (rows: weights, gradients, master copy, optimizer states,
+    FP8 weight copies, FP8 scaling state, total) for each recipe in ``precisions`` (columns), on one GPU, from
+    :meth:`~llmsizing.memory.ModelStates.to_frame`: what an FP8 recipe saves and what it adds, tensor by
+    tensor. The FP8 rows are per parameter of the whole model (only the blocks' Linear weights have copies: 2
+    bytes per Linear weight with Transformer Engine on Hopper). Taught in chapter 2, "FP8: what it saves and
+    what it does not"."""
+    import pandas as pd
+
+    from .catalog import resolve_model
+    from .memory import model_states
+
+    model = resolve_model(model)
+    precisions = [check_recipe("precision", p)
+                  for p in check_sequence("precisions", precisions, example="['bf16-mixed', 'fp8-mixed']")]
+    cols = {p: model_states(model, precision=p, optimizer=optimizer).to_frame()["bytes/param"] for p in precisions}
+    rows = ["weights", "gradients", "master copy", "optimizer states", "FP8 weight copies", "FP8 scaling state",
+            "total"]
+    df = pd.DataFrame(cols).reindex(rows).fillna(0.0)
+    df.index.name = "tensor"
+    return df

@@ -33,6 +33,7 @@ from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import dense_tflops, effective_dtype
 from .model import Model
 from .parallel import Parallel, resolve_parallel
+from .precision import compute_dtype
 
 PUBLISHED_RUNS_CSV = Path(__file__).resolve().parents[2] / "data" / "published_runs.csv"
 
@@ -184,8 +185,9 @@ class MfuEstimate:
     warnings: tuple
 
 
-def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str = "bf16", recompute: str = "none",
-                 whole_run: bool = False, n_gpus: int | None = None) -> MfuEstimate:
+def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None, recompute: str = "none",
+                 whole_run: bool = False, n_gpus: int | None = None,
+                 precision: str = "bf16-mixed") -> MfuEstimate:
     """The calibrated end-to-end MFU of a run (``data/mfu_model.csv``, fitted by ``tools/calibrate.py`` with
     :func:`~llmsizing.calibration.fit_mfu_model` on ``data/published_runs.csv``): the GPU generation's and
     dtype's intercept, a term in model size and one in sequence length, what full recomputation costs
@@ -194,13 +196,15 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str = "bf16", reco
     generation's published runs below and above the fit, so every published run lies inside its own range.
 
     A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
-    or GPU count outside those of the generation's runs each add a warning. Taught in chapter 10."""
+    or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
+    ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`): an FP8 recipe gets the FP8 rows,
+    ``dtype="fp8"`` gives the same. Taught in chapter 10."""
     from .hardware import kernel_efficiency_row
 
     model = resolve_model(model)
     g = get_gpu(gpu)
     seq = check_int("seq", seq)
-    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
+    dtype = compute_dtype(precision, dtype)
     key_dtype = "fp8" if dtype == "fp8" else "bf16"
     check_choice("recompute", recompute, RECOMPUTE)
     whole_run = check_bool("whole_run", whole_run)
@@ -319,8 +323,9 @@ class TrainingTime:
 def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: int | None = None,
                   seq: int | None = None, parallel: Parallel | None = None, mfu: float | None = None,
                   mfu_range: tuple[float, float] | None = None, price_usd_per_gpu_hour: float | None = None,
-                  recompute: str = "none", dtype: str = "bf16", causal: bool = False,
-                  whole_run: bool = False, stages=None, plan_options: dict | None = None):
+                  recompute: str = "none", dtype: str | None = None, causal: bool = False,
+                  whole_run: bool = False, precision: str = "bf16-mixed", stages=None,
+                  plan_options: dict | None = None):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given).
 
@@ -332,8 +337,10 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     includes communication, bubbles and restarts, so ``parallel`` only sets the GPU count here (the planner
     derives a layout's MFU from its step time). ``price_usd_per_gpu_hour`` defaults to the catalogue's
     on-demand price (its source and date are in ``data/gpus.csv``; prices move). ``recompute`` changes the HFU,
-    not the MFU (recomputation is work the model does not need). Taught in the "FLOPs, MFU and training time"
-    chapter.
+    not the MFU (recomputation is work the model does not need). ``dtype`` (the peak the MFU is of) defaults to
+    the ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`): ``precision="fp8-mixed"`` times the
+    run at the FP8 dense peak with the FP8 calibration and band, as ``dtype="fp8"`` does. Taught in the "FLOPs,
+    MFU and training time" chapter.
 
     **Stages.** ``stages=[(tokens, seq), ...]`` (or :class:`Stage` objects, each with its own layout, global
     batch, GPU count or MFU) instead of ``tokens``/``seq`` plans a run that changes its context on the way and
@@ -347,6 +354,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     passed on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``."""
     model = resolve_model(model)
     g = get_gpu(gpu)
+    dtype = compute_dtype(precision, dtype)
     if stages is not None:
         if tokens is not None or seq is not None:
             raise ValueError("give tokens= and seq=, or stages=[(tokens, seq), ...], not both")

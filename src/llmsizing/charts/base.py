@@ -29,6 +29,7 @@ from ..units import GiB
 COLORS = {
     "weights": "#0072B2", "gradients": "#E69F00", "master copy": "#009E73", "optimizer states": "#CC79A7",
     "optimizer": "#CC79A7", "activations": "#D55E00", "KV cache": "#D55E00", "overhead": "#BBBBBB",
+    "FP8 weight copies": "#56B4E9",
     # parameter components (chapter 1)
     "embedding": "#0072B2", "position": "#56B4E9", "attention": "#E69F00", "mlp": "#009E73",
     "norms": "#D55E00", "lm_head": "#CC79A7",

@@ -149,6 +149,8 @@ def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="a
     stacks = {"weights": [s.weights_bytes for s in states], "gradients": [s.gradients_bytes for s in states],
               "master copy": [s.master_bytes for s in states],
               "optimizer states": [s.optimizer_state_bytes for s in states]}
+    if any(s.fp8_weights_bytes for s in states):      # an FP8 recipe: its weight copies and scaling state
+        stacks["FP8 weight copies"] = [s.fp8_weights_bytes + s.fp8_meta_bytes for s in states]
     fig, ax = _inch_margins(7.5, 0.3 * len(pairs) + 1.6, left=2.9, bottom=0.95, into=into)
     stacked_bars(ax, labels, stacks)
     ax.get_yticklabels()[pairs.index((precision, optimizer))].set_fontweight("bold")

@@ -1,0 +1,254 @@
+"""FP8 training recipes (issue 23): memory per tensor, saved activations, time at the FP8 peak, the planner.
+
+Expected values are written out here from the sources, not read off the library:
+
+* Transformer Engine 2.20.0.dev0 with Megatron-LM (``fp8-mixed``), per Linear weight element: bf16 weight 2,
+  fp32 main_grad 4, fp32 master 4, fp32 Adam m 4 and v 4, FP8 ``_data`` 1 and FP8 ``_transpose`` 1 (Hopper);
+  per other parameter (embeddings, norms) the same without the 2 FP8 bytes. Scaling state: per Linear module
+  3 + 2 FP8 tensors, each an fp32 scale and 1,024 fp32 amax values; 4 modules per block.
+* DeepSeek-V3 (``fp8-deepseek``): bf16 weight 2, fp32 gradient 4, fp32 master 4, bf16 m 2 and v 2, one FP8 copy
+  1 + one fp32 scale per 128 x 128 block.
+* Saved activations: a Linear's input in FP8 is 1 byte per element (+ one fp32 scale per tensor for TE, not
+  counted; + 4 bytes per 1 x 128 tile for DeepSeek-V3).
+
+Llama 3 8B by hand: hidden 4096, 32 heads of 128, 8 KV heads, MLP 14,336 (gated), 32 layers, vocabulary 128,256.
+"""
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from llmsizing import Parallel
+from llmsizing.activations import activation_memory, layer_terms
+from llmsizing.audit import audit_table
+from llmsizing.layouts import step_time
+from llmsizing.memory import bytes_per_param_table, model_states, training_memory
+from llmsizing.planner import plan
+from llmsizing.precision import FP8_SCHEMES, RECIPES, check_recipe, compute_dtype
+from llmsizing.time_cost import mfu_estimate, published_runs, training_time
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+H, HEADS, KV, D, F, L, V = 4096, 32, 8, 128, 14336, 32, 128256
+# one block's matrices: q and o (h x h), k and v (h x 1024), gate, up and down (h x f)
+LINEAR_PER_LAYER = 2 * H * H + 2 * H * KV * D + 3 * H * F          # 218,103,808
+LINEAR = L * LINEAR_PER_LAYER                                       # 6,979,321,856
+N = 8_030_261_248                                                   # Llama 3 8B (chapter 1)
+AMAX_PER_LAYER = 4 * 5 * 4 * (1024 + 1)                             # 82,000 bytes
+
+TE_PER_LINEAR = {"weights": 2, "gradients": 4, "master": 4, "moments": 4 + 4, "fp8 copies": 1 + 1}
+DS_PER_LINEAR = {"weights": 2, "gradients": 4, "master": 4, "moments": 2 + 2, "fp8 copies": 1 + 4 / (128 * 128)}
+
+
+def test_hand_counts_of_llama_3_8b():
+    assert LINEAR_PER_LAYER == 218_103_808
+    assert N - LINEAR == 2 * V * H + (2 * L + 1) * H                 # untied embedding + head, norms
+
+
+def test_fp8_mixed_states_per_tensor():
+    ms = model_states("llama-3-8b", precision="fp8-mixed")
+    assert ms.n_params == N
+    assert ms.weights_bytes == 2 * N
+    assert ms.gradients_bytes == 4 * N
+    assert ms.master_bytes == 4 * N
+    assert ms.optimizer_state_bytes == 8 * N
+    assert ms.fp8_weights_bytes == 2 * LINEAR
+    assert ms.fp8_meta_bytes == L * AMAX_PER_LAYER == 2_624_000
+    assert ms.total_bytes == 18 * N + 2 * LINEAR + L * AMAX_PER_LAYER
+    # per Linear weight: 20 bytes; the whole model: a little under (embeddings have no FP8 copy)
+    assert sum(TE_PER_LINEAR.values()) == 20
+    assert ms.bytes_per_param == pytest.approx(19.7386, abs=1e-4)
+
+
+def test_fp8_deepseek_states_per_tensor():
+    ms = model_states("llama-3-8b", precision="fp8-deepseek")
+    assert ms.weights_bytes == 2 * N and ms.gradients_bytes == 4 * N and ms.master_bytes == 4 * N
+    assert ms.optimizer_state_bytes == 4 * N                         # bf16 moments
+    assert ms.fp8_weights_bytes == pytest.approx(LINEAR * (1 + 4 / 16384), rel=1e-12)
+    assert ms.fp8_meta_bytes == 0                                    # no amax history: online tile scaling
+    assert sum(DS_PER_LINEAR.values()) == pytest.approx(15.000244, abs=1e-6)
+
+
+def test_fp8_against_16_bit_recipes():
+    """What FP8 saves and what it does not: against Megatron's bf16 recipe (fp32 gradients, 18 B/param), TE's
+    FP8 adds exactly its copies and scaling state; DeepSeek's saves 4 B/param of moments and adds 1 of copies."""
+    base = model_states("llama-3-8b", precision="bf16-mixed-fp32-grads")
+    te = model_states("llama-3-8b", precision="fp8-mixed")
+    ds = model_states("llama-3-8b", precision="fp8-deepseek")
+    assert te.total_bytes - base.total_bytes == 2 * LINEAR + 2_624_000
+    assert base.total_bytes - ds.total_bytes == pytest.approx(4 * N - LINEAR * (1 + 4 / 16384), rel=1e-12)
+
+
+def test_table_and_frame_show_the_fp8_rows():
+    df = bytes_per_param_table("llama-3-8b", optimizers=["adamw"])
+    assert df.loc["fp8-mixed", "adamw"] == pytest.approx((18 * N + 2 * LINEAR + 2_624_000) / N, rel=1e-12)
+    assert df.loc["bf16-mixed", "adamw"] == 16
+    frame = model_states("llama-3-8b", precision="fp8-mixed").to_frame()
+    assert frame.loc["FP8 weight copies", "bytes"] == 2 * LINEAR
+    assert "FP8 weight copies" not in model_states("llama-3-8b").to_frame().index     # old tables unchanged
+
+
+def test_fp8_copies_split_like_the_weights():
+    tp = model_states("llama-3-8b", precision="fp8-mixed", parallel=Parallel(tp=8))
+    assert tp.fp8_weights_bytes == 2 * LINEAR / 8                   # 8 KV heads over 8 ranks: all split
+    assert tp.fp8_meta_bytes == L * AMAX_PER_LAYER                  # scaling state is per module, replicated
+    pp = model_states("llama-3-8b", precision="fp8-mixed", parallel=Parallel(pp=4))
+    assert pp.fp8_weights_bytes == 2 * 8 * LINEAR_PER_LAYER and pp.fp8_meta_bytes == 8 * AMAX_PER_LAYER
+    z3 = model_states("llama-3-8b", precision="fp8-mixed", parallel=Parallel(dp=8, zero=3))
+    assert z3.fp8_weights_bytes == 2 * LINEAR / 8
+    z1 = model_states("llama-3-8b", precision="fp8-mixed", parallel=Parallel(dp=8, zero=1))
+    assert z1.fp8_weights_bytes == 2 * LINEAR                        # the distributed optimizer shards states only
+
+
+# ----------------------------------------------------------------------------- saved activations
+SB = 4096 * 1   # seq x batch
+
+
+def test_saved_linear_inputs_fp8_mixed():
+    """Per layer, flash attention, no TP: the QKV input (h), fc1 input (h) and fc2 input (f) go from 2 bytes to
+    1; the output projection's input (h = 32 x 128) is kept in bf16 by the attention kernel and in FP8 by the
+    Linear: 2 -> 3. Net: -(h + f) bytes per token."""
+    kw = dict(batch=1, seq=4096)
+    bf = layer_terms("llama-3-8b", **kw)
+    f8 = layer_terms("llama-3-8b", **kw, fp8="fp8-mixed")
+    assert bf["attention_projections"] - f8["attention_projections"] == SB * (H * (2 - 1) + H * (2 - 3))
+    assert bf["mlp"] - f8["mlp"] == SB * (H * (2 - 1) + F * (2 - 1))
+    assert bf["norms"] == f8["norms"] and bf["attention_core"] == f8["attention_core"]
+    assert sum(bf.values()) - sum(f8.values()) == SB * (H + F) == 75_497_472
+    whole = activation_memory("llama-3-8b", **kw), activation_memory("llama-3-8b", **kw, fp8="fp8-mixed")
+    assert whole[0].total_bytes - whole[1].total_bytes == L * SB * (H + F)     # the LM head stays bf16
+
+
+def test_saved_linear_inputs_fp8_mixed_eager():
+    """Eager attention: the output projection's input is only the Linear's: 2 -> 1 byte."""
+    bf = layer_terms("llama-3-8b", batch=1, seq=4096, attention="eager")
+    f8 = layer_terms("llama-3-8b", batch=1, seq=4096, attention="eager", fp8="fp8-mixed")
+    assert bf["attention_projections"] - f8["attention_projections"] == SB * (H + H)
+
+
+def test_saved_linear_inputs_fp8_deepseek():
+    """1 x 128 tiles: 1 + 4/128 bytes; E5M6 output-projection input: 1.5 + 4/128, the one copy the attention's
+    backward reads too (no bf16 output kept); gated MLP: gate and up cached in FP8 (2f), SiLU(gate) and the product recomputed."""
+    q, q_attn = 1 + 4 / 128, 1.5 + 4 / 128
+    bf = layer_terms("llama-3-8b", batch=1, seq=4096)
+    ds = layer_terms("llama-3-8b", batch=1, seq=4096, fp8="fp8-deepseek")
+    assert ds["attention_projections"] == pytest.approx(SB * (q * H + q_attn * H), rel=1e-12)
+    assert ds["mlp"] == pytest.approx(SB * (q * H + 2 * q * F), rel=1e-12)
+    assert bf["mlp"] == SB * (2 * H + 4 * 2 * F)
+
+
+def test_training_memory_uses_the_recipe():
+    kw = dict(batch=1, seq=4096)
+    base = training_memory("llama-3-8b", precision="bf16-mixed-fp32-grads", **kw)
+    te = training_memory("llama-3-8b", precision="fp8-mixed", **kw)
+    assert base.activations_bytes - te.activations_bytes == L * SB * (H + F)
+    assert te.states.total_bytes - base.states.total_bytes == 2 * LINEAR + 2_624_000
+    # the FP8 copies are alive in every phase, with the weights (TE keeps them in _fp8_workspaces)
+    assert te.phase_parts["optimizer step"]["weights"] == 2 * N + 2 * LINEAR + 2_624_000
+
+
+def test_bad_fp8_input():
+    with pytest.raises(ValueError, match="stack='fused'"):
+        training_memory("llama-3-8b", batch=1, seq=512, precision="fp8-mixed", stack="hf")
+    with pytest.raises(ValueError, match="fp8"):
+        layer_terms("llama-3-8b", batch=1, seq=512, fp8="fp4")
+    with pytest.raises(ValueError, match="fp8-mixed"):
+        check_recipe("precision", "fp8")
+    with pytest.raises(ValueError, match="dtype='bf16' with precision='fp8-mixed'"):
+        compute_dtype("fp8-mixed", "bf16")
+
+
+# ----------------------------------------------------------------------------- time
+def _csv_row(name, **match):
+    with open(DATA / name, newline="") as fh:
+        return next(r for r in csv.DictReader(fh) if all(r[k] == v for k, v in match.items()))
+
+
+def test_one_place_decides_the_compute_dtype():
+    assert compute_dtype("fp8-mixed") == compute_dtype("fp8-deepseek") == "fp8"
+    assert {compute_dtype(p) for p in RECIPES if not RECIPES[p].fp8} == {"bf16"}
+    assert compute_dtype("bf16-mixed", "fp8") == "fp8"            # the old dtype="fp8" call keeps working
+    assert set(FP8_SCHEMES) == {p for p in RECIPES if RECIPES[p].fp8}
+
+
+def test_training_time_with_fp8_recipe_is_the_fp8_peak_and_band():
+    kw = dict(tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=8192)
+    t = training_time("llama-3-70b", precision="fp8-mixed", **kw)
+    old = training_time("llama-3-70b", dtype="fp8", **kw)
+    assert (t.mfu, t.mfu_low, t.mfu_high, t.days) == (old.mfu, old.mfu_low, old.mfu_high, old.days)
+    row = _csv_row("mfu_model.csv", generation="hopper", dtype="fp8")
+    assert t.mfu_low == pytest.approx(t.mfu * float(row["low"]), rel=1e-12)
+    assert t.mfu_high == pytest.approx(t.mfu * float(row["high"]), rel=1e-12)
+    # the H100 SXM's dense FP8 peak is 1,978.9 TFLOP/s (NVIDIA datasheet: 3,958 with sparsity)
+    assert t.tokens_per_s_per_gpu == pytest.approx(1978.9e12 * t.mfu / t.flops_per_token, rel=1e-12)
+    bf = training_time("llama-3-70b", **kw)
+    assert bf.tokens_per_s_per_gpu == pytest.approx(989.4e12 * bf.mfu / bf.flops_per_token, rel=1e-12)
+    with pytest.raises(ValueError, match="FP8 recipe"):
+        training_time("llama-3-70b", precision="fp8-mixed", dtype="bf16", **kw)
+
+
+def test_step_time_with_fp8_recipe_uses_the_fp8_kernel_efficiency():
+    eff = float(_csv_row("kernel_efficiency.csv", generation="hopper", dtype="fp8")["kernel_efficiency"])
+    assert eff == 0.338
+    par = Parallel(tp=8, pp=4, dp=2, zero=1, sp=True)
+    kw = dict(batch=1, seq=8192, grad_accum=8)
+    st = step_time("llama-3-70b", "H100 SXM", par, precision="fp8-mixed", **kw)
+    assert st.kernel_efficiency == eff and st.peak_flops == 1978.9e12
+    old = step_time("llama-3-70b", "H100 SXM", par, **kw)
+    assert old.kernel_efficiency == 0.557 and old.peak_flops == 989.4e12
+    assert old.step_s == step_time("llama-3-70b", "H100 SXM", par, dtype="bf16", **kw).step_s
+
+
+def test_fp8_band_holds_the_published_fp8_runs():
+    """MosaicML's llm-foundry MPT 3B on 8 H100s in FP8: 27.7% of the FP8 peak (their table); every published FP8
+    run lies in the band the FP8 recipe gets."""
+    runs = published_runs()
+    fp8 = runs[runs["dtype"] == "fp8"]
+    assert len(fp8) >= 5
+    mosaic = fp8[fp8["model"] == "mpt-bench-3b"].iloc[0]
+    assert mosaic["implied_mfu"] == pytest.approx(0.277, abs=0.002)
+    for r in fp8.itertuples():
+        est = mfu_estimate(r.model, gpu=r.gpu, seq=int(r.seq), precision="fp8-mixed",
+                           recompute="full" if r.recompute == "full" else "none",
+                           whole_run=r.kind == "pretraining-total")
+        assert est.low * (1 - 1e-9) <= r.implied_mfu <= est.high * (1 + 1e-9), r.run
+
+
+def test_planner_prices_fp8_at_the_fp8_peak():
+    df = plan("llama-3-8b", tokens=1e11, seq=4096, global_batch=256, precision="fp8-mixed", max_gpus=16,
+              zero_stages=(1,), micro_batches=(1,))
+    assert len(df) > 0
+    row = df.iloc[0]
+    model_flops = 256 * 4096 * training_time("llama-3-8b", tokens=1e9, gpu="H100 SXM", n_gpus=1,
+                                             seq=4096).flops_per_token
+    assert row["mfu"] == pytest.approx(model_flops / (row["step_time_s"] * row["n_gpus"] * 1978.9e12), rel=1e-9)
+    with pytest.raises(ValueError, match="no FP8 tensor cores"):
+        plan("llama-3-8b", tokens=1e11, seq=4096, global_batch=256, precision="fp8-mixed",
+             gpus=("A100 80GB",))
+
+
+# ----------------------------------------------------------------------------- the audit of seed 004
+def test_seed_004_fp8_verdicts():
+    t = audit_table().set_index("id")
+    faster = t.loc["004-fp8-faster-h100"]
+    # throughput ratio = (FP8 peak x FP8 MFU) / (BF16 peak x BF16 MFU), both calibrated (no warnings here)
+    f8 = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=4096, precision="fp8-mixed").mfu
+    bf = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=4096).mfu
+    assert faster["library"] == pytest.approx(1978.9 * f8 / (989.4 * bf), rel=1e-9)
+    assert 1.0 < faster["library"] < 2.0
+    vram = t.loc["004-fp8-less-vram"]
+    assert vram["library"] < 1 and vram["verdict"].startswith("wrong")
+    assert math.isfinite(t.loc["004-l40s-fp8-vs-a100", "library"])
+
+
+def test_recipe_tensor_table():
+    from llmsizing import recipe_tensor_table
+
+    df = recipe_tensor_table("llama-3-8b")
+    assert list(df.columns) == ["bf16-mixed", "bf16-mixed-fp32-grads", "fp8-mixed", "fp8-deepseek"]
+    assert df["bf16-mixed"].tolist() == [2, 2, 4, 8, 0, 0, 16]
+    assert df.loc["FP8 weight copies", "fp8-mixed"] == pytest.approx(2 * LINEAR / N, rel=1e-12)
+    assert df.loc["optimizer states", "fp8-deepseek"] == 4
+    assert df.loc["total"].tolist() == pytest.approx(df.drop("total").sum().tolist(), rel=1e-12)
