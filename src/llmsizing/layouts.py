@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_fraction, check_int, check_number, renamed
 from .catalog import get_gpu, resolve_model
 from .comm import communication, step_compute_time_s
-from .flops import training_flops_per_token
+from .flops import attention_flops_per_token, training_flops_per_token
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .model import Model
 from .network import get_node
-from .parallel import MAX_PP, Parallel, check_layout, pipeline_bubble
+from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, pipeline_bubble
 
 #: The share of a GPU's memory a plan may fill with :attr:`~llmsizing.memory.TrainingMemory.total_bytes`
 #: (which already includes the book's overhead allowance). The other 10% is headroom for what the estimate
@@ -218,7 +218,7 @@ def _window_s(compute_s: float, micro: int, fwd_share: float) -> tuple[float, fl
 
 
 def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: float,
-                     async_tp: bool = False) -> dict[str, float]:
+                     async_tp: bool = False, cp_attention_s: tuple = (0.0, 0.0)) -> dict[str, float]:
     """Seconds of each group's communication the step waits for, collective by collective (issue 21's "overlap
     per group"; taught in chapter 8):
 
@@ -232,16 +232,33 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     * ZeRO-3's gathers are prefetched behind each micro-batch's forward and backward, its reduce-scatter
       behind the backward;
     * pipeline sends hide in 1F1B's steady state; the fill and drain wait for ``2 (pp - 1)`` of them;
-    * nothing hides in the pipeline bubble (the stages are idle because they wait for each other).
+    * nothing hides in the pipeline bubble (the stages are idle because they wait for each other);
+    * context parallelism (a ``"cp"`` entry, only when ``cp > 1``): the ring's hops (``cp_comm="p2p"``) run
+      while the attention computes the block already received (Transformer Engine's ``AttnFuncWithCPAndKVP2P``
+      overlaps each step's compute with the next step's send), so the forward hops hide behind ``(cp - 1) / cp``
+      of the forward's attention and the backward hops behind as much of the backward's: ``cp_attention_s`` is
+      this GPU's ``(forward, backward)`` attention-core seconds per step, and only what exceeds them is exposed.
+      The all-gather and reduce-scatter of ``cp_comm="all_gather"`` are exposed in full (TE's
+      ``AttnFuncWithCPAndKVAllGather``: "KV all-gather between CP ranks is exposed"; Llama 3 accepts it because
+      at 128K the gather is small next to the attention it feeds, Dubey et al. 2024, Sec. 3.3.2).
     """
     m = grad_accum
     fwd, bwd = _window_s(compute_s, m, fwd_share)
     out = {"dp": 0.0, "tp": 0.0, "pp": 0.0}
+    if comm.parallel.cp > 1:
+        out["cp"] = 0.0
+        cp_share = (comm.parallel.cp - 1) / comm.parallel.cp
     tp_total = 0.0
     zero3_bwd = 0.0
     for c in comm.collectives:
         t = c.time_s
-        if c.group == "tp":
+        if c.group == "cp":
+            if "ring" in c.collective:            # hidden behind this direction's attention blocks
+                window = cp_attention_s[0 if "(forward)" in c.collective else 1] * cp_share
+                out["cp"] += max(0.0, t - window)
+            else:
+                out["cp"] += t
+        elif c.group == "tp":
             tp_total += t
         elif c.group == "pp":
             out["pp"] += min(t, 2 * (comm.parallel.pp - 1) * c.one_call_s)
@@ -268,7 +285,8 @@ class StepTime:
 
     ``compute_s`` is that stage's arithmetic at the kernel efficiency, ``bubble`` the pipeline bubble as a
     fraction of it, ``communication`` every collective of the step (:class:`~llmsizing.comm.Communication`),
-    ``tokens`` the tokens the whole run processes per step (micro-batch x sequence x micro-batches x ``dp``).
+    ``tokens`` the tokens the whole run processes per step (micro-batch x sequence x micro-batches x ``dp``;
+    the ``cp`` GPUs of a group share their sequences).
     ``exposed`` is the communication the step waits for, by group (:func:`exposed_by_group`); when a single
     ``overlap`` share is given instead (the simple model of chapter 7), ``exposed`` is ``None`` and a share
     ``overlap`` of all communication hides behind the busy time. ``model_flops`` is the step's model FLOPs on all
@@ -296,9 +314,11 @@ class StepTime:
 
     @property
     def comm_by_group_s(self) -> dict[str, float]:
-        """Communication seconds by parallel group (``"dp"``, ``"tp"``, ``"pp"``; 0 for an absent group)."""
+        """Communication seconds by parallel group (``"dp"``, ``"tp"``, ``"pp"``; 0 for an absent group; and
+        ``"cp"`` when the layout has context parallelism)."""
         by = self.communication.by_group()
-        return {k: by.get(k, 0.0) for k in ("dp", "tp", "pp")}
+        groups = ("dp", "tp", "pp") + (("cp",) if self.communication.parallel.cp > 1 else ())
+        return {k: by.get(k, 0.0) for k in groups}
 
     @property
     def comm_s(self) -> float:
@@ -366,7 +386,9 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     time (``0``: nothing hidden, :attr:`Plan.step_s`; ``1``: ``max(compute + bubble, communication)``, the
     scaling book's lower bound), as chapter 7 first teaches it. ``mfu=`` is the old name of
     ``kernel_efficiency`` (deprecated). ``batch`` is the micro-batch, ``grad_accum`` the micro-batches per step
-    (a pipeline's micro-batches). Taught in chapter 8; the parallelism explorer draws it.
+    (a pipeline's micro-batches). With context parallelism (``parallel.cp``) the compute is split over
+    ``tp x cp`` GPUs and the ring's hops hide behind the attention (:func:`exposed_by_group`). Taught in chapter
+    8; the parallelism explorer draws it; context parallelism in the "Long context" chapter.
     """
     model = resolve_model(model)
     g = get_gpu(gpu)
@@ -385,8 +407,14 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     model_per_token = training_flops_per_token(model, seq=seq)
     hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute)
     fwd_share = (model_per_token / 3) / hardware_per_token        # the forward's share; recomputation is backward
+    cp_att = (0.0, 0.0)
+    if par.cp > 1:        # this GPU's attention-core seconds (forward, backward): the ring's hops hide behind them
+        layers = max(layers_per_stage(model.layers, par))
+        one = (attention_flops_per_token(model, seq=seq) / model.layers * layers * batch * seq * m
+               / (par.tp * par.cp) / (dense_tflops(g, dtype) * 1e12 * eff))
+        cp_att = (one * (2 if recompute == "full" else 1), 2 * one)
     exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m, fwd_share=fwd_share,
-                                                                async_tp=async_tp)
+                                                                async_tp=async_tp, cp_attention_s=cp_att)
     tokens = batch * seq * m * par.dp
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
                     dense_tflops(g, dtype) * 1e12, eff)
