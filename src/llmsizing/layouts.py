@@ -278,6 +278,58 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     return out
 
 
+def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, recompute: str, dtype: str,
+                    eff: float) -> tuple[float, float]:
+    """This GPU's attention-core seconds per step, ``(forward, backward)``, on the slowest stage: what the
+    ring's hops of context parallelism can hide behind (:func:`exposed_by_group`). The forward's ``QK^T`` and
+    ``attn @ V`` (:func:`~llmsizing.flops.attention_flops_per_token`, the full-matrix convention the step's
+    compute uses) of the stage's layers for ``batch x seq x grad_accum`` tokens over ``tp x cp`` GPUs, at the
+    kernel efficiency; twice that in the backward, and the forward twice with full recomputation (which runs
+    the ring again). ``(0, 0)`` without context parallelism."""
+    if par.cp == 1:
+        return 0.0, 0.0
+    layers = max(layers_per_stage(model.layers, par))
+    one = (attention_flops_per_token(model, seq=seq) / model.layers * layers * batch * seq * grad_accum
+           / (par.tp * par.cp) / (dense_tflops(g, dtype) * 1e12 * eff))
+    return one * (2 if recompute == "full" else 1), 2 * one
+
+
+def cp_overlap_sweep(model: Model | str, gpu, parallel: Parallel, *, seqs, batch: int = 1, grad_accum: int = 1,
+                     recompute: str = "none", kernel_efficiency: float | None = None, node=None):
+    """Context parallelism's communication against the attention it can hide behind, for each sequence length
+    of ``seqs`` (each a multiple of ``2 x parallel.cp``), as a DataFrame indexed by ``seq``: ``compute_s`` (the
+    step's compute on one GPU, :func:`~llmsizing.comm.step_compute_time_s`), ``attention_s`` (its attention
+    core, forward and backward: what the ring's hops hide behind, :func:`exposed_by_group`), ``cp_comm_s`` (the
+    ring's traffic, ``cp_comm="p2p"``), ``hidden_s`` and ``exposed_s`` (how much of it the step waits for), and
+    ``all_gather_s`` (the same bytes as all-gathers and a reduce-scatter, all exposed). All from
+    :func:`step_time`: the ring's bytes grow as ``s`` and the attention as ``s^2``, so at long context the
+    ring hides and the gather's cost shrinks next to the compute. Taught in the "Long context" chapter."""
+    from dataclasses import replace
+
+    from ._validate import check_sequence
+
+    par = parallel if isinstance(parallel, Parallel) else None
+    if par is None or par.cp < 2:
+        raise ValueError(f"parallel must be a Parallel with cp >= 2, got {parallel!r}")
+    seqs = [check_int("seqs[i]", s) for s in check_sequence("seqs", seqs, example="(16384, 32768, 65536)")]
+    import pandas as pd
+
+    rows = []
+    for s in seqs:
+        kw = dict(batch=batch, seq=s, grad_accum=grad_accum, recompute=recompute, kernel_efficiency=kernel_efficiency,
+                  node=node)
+        ring = step_time(model, gpu, replace(par, cp_comm="p2p"), **kw)
+        gather = step_time(model, gpu, replace(par, cp_comm="all_gather"), **kw)
+        fwd, bwd = _cp_attention_s(resolve_model(model), get_gpu(gpu), ring.communication.parallel, batch=batch,
+                                   seq=s, grad_accum=grad_accum, recompute=recompute, dtype="bf16",
+                                   eff=ring.kernel_efficiency)
+        comm = ring.comm_by_group_s["cp"]
+        rows.append({"seq": s, "compute_s": ring.compute_s, "attention_s": fwd + bwd, "cp_comm_s": comm,
+                     "hidden_s": comm - ring.exposed["cp"], "exposed_s": ring.exposed["cp"],
+                     "all_gather_s": gather.exposed["cp"]})
+    return pd.DataFrame(rows).set_index("seq")
+
+
 @dataclass(frozen=True)
 class StepTime:
     """One training step's time on a GPU of the slowest pipeline stage, split into its parts
@@ -407,12 +459,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     model_per_token = training_flops_per_token(model, seq=seq)
     hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute)
     fwd_share = (model_per_token / 3) / hardware_per_token        # the forward's share; recomputation is backward
-    cp_att = (0.0, 0.0)
-    if par.cp > 1:        # this GPU's attention-core seconds (forward, backward): the ring's hops hide behind them
-        layers = max(layers_per_stage(model.layers, par))
-        one = (attention_flops_per_token(model, seq=seq) / model.layers * layers * batch * seq * m
-               / (par.tp * par.cp) / (dense_tflops(g, dtype) * 1e12 * eff))
-        cp_att = (one * (2 if recompute == "full" else 1), 2 * one)
+    cp_att = _cp_attention_s(model, g, par, batch=batch, seq=seq, grad_accum=m, recompute=recompute, dtype=dtype,
+                             eff=eff)
     exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m, fwd_share=fwd_share,
                                                                 async_tp=async_tp, cp_attention_s=cp_att)
     tokens = batch * seq * m * par.dp

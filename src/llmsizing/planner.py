@@ -449,5 +449,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     out = df[list(PLAN_COLUMNS)]
     out.attrs["assumes"] = (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
                             f"kernel efficiency {'calibrated per GPU' if eff is None else f'{eff:g}'}, "
-                            f"overlap {'per group' if overlap is None else f'{overlap:g}'}")
+                            f"overlap {'per group' if overlap is None else f'{overlap:g}'}"
+                            + ("" if cps == (1,) else f", context parallelism {cp_comm}"))
+    out.attrs["cp_comm"] = cp_comm
     return out
