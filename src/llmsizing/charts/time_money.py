@@ -462,8 +462,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     _kept_legend(ax_m, ("plan memory", *parts),             # (the colours follow from the parts' names)
                  lambda: ax_m.legend(handles, list(parts), fontsize=6.5, frameon=False, ncols=3, loc="upper center",
                                      bbox_to_anchor=(0.5, -0.62)))
-    ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp}{_cp_text(r)} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
-                   fontsize=8.5, loc="left")
+    if _cp_text(r):                   # one more degree: the GPU's name is in the summary, not the title
+        ax_m.set_title(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
+                       fontsize=7.5, loc="left")
+    else:
+        ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
+                       fontsize=8.5, loc="left")
 
     # ---- right, bottom: where the step's time goes
     _step_time_bars(ax_t, st, fontsize=7.5)
