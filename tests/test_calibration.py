@@ -42,7 +42,7 @@ def test_each_runs_kernel_efficiency_gives_back_its_published_mfu(fitted):
 def test_the_default_is_the_median_of_the_calibration_runs(fitted):
     per_run, fit = fitted
     for (gen, dtype), row in fit.iterrows():
-        runs = per_run[(per_run["generation"] == gen) & (per_run["dtype"] == dtype) & per_run["calibration"]]
+        runs = per_run[(per_run["generation"] == gen) & (per_run["dtype"] == dtype) & per_run["kernel_fit"]]
         values = runs["kernel_efficiency"].dropna()
         assert row["count"] == len(values) >= 3
         gpu = runs["gpu"].iloc[0]
@@ -51,7 +51,9 @@ def test_the_default_is_the_median_of_the_calibration_runs(fitted):
 
 def test_held_out_runs_are_predicted_within_the_generations_spread(fitted):
     """Runs left out of the fit: the step model at the generation's default predicts their MFU within the
-    spread the calibration runs themselves show around that default."""
+    spread the calibration runs themselves show around that default. (The context-parallel calibration runs,
+    also out of the kernel fit, are checked by tests/test_context_parallel.py: torchtitan's FP8 8B at 128K,
+    whose attention runs in BF16 under Float8 training, is outside what the step model's FP8 time covers.)"""
     per_run, fit = fitted
     held = per_run[~per_run["calibration"] & per_run["kernel_efficiency"].notna()]
     assert len(held) >= 8
@@ -71,3 +73,17 @@ def test_a_generation_without_runs_says_so():
     row = kernel_efficiency_row("MI300X")
     assert row.runs == "" and "stand-in" in row.source
     assert L.time_cost.mfu_estimate("llama-3-8b", gpu="MI300X", seq=4096).warnings
+
+
+def test_context_parallel_runs_are_held_out_of_the_kernel_fit(fitted):
+    """Runs with cp > 1 now get a layout (and a per-run kernel efficiency) but stay out of the median: they are
+    the held-out check of the context-parallel step model (issue 23)."""
+    per_run, _ = fitted
+    cp_runs = per_run[per_run["cp"].fillna(1) > 1]
+    assert len(cp_runs) >= 3 and not cp_runs["kernel_fit"].any()
+    l3 = cp_runs[cp_runs["run"].str.startswith("Llama 3.1 405B, 16,384 GPUs, 128K")].iloc[0]
+    par, micro, accum, recompute = C._layout_of(l3)
+    # 16,384 GPUs = 8 x 16 x 16 x 8 and 128 sequences = 1 x 16 micro-batches x 8 replicas
+    assert (par.tp, par.cp, par.pp, par.dp, par.gpus, micro * accum * par.dp) == (8, 16, 16, 8, 16384, 128)
+    assert par.cp_comm == "all_gather"                        # Llama 3, Sec. 3.3.2
+    assert not np.isnan(l3["kernel_efficiency"])

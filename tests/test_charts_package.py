@@ -17,7 +17,7 @@ import llmsizing.charts as charts
 from llmsizing.charts import base
 
 PACKAGE = Path(charts.__file__).parent
-PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune")         # Parts I-IV, in book order
+PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context")   # Parts I-V, in book order
 MAX_LINES = 800
 
 

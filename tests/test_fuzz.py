@@ -110,10 +110,12 @@ def gpus() -> Arg:
 
 
 def parallels() -> Arg:
-    layouts = st.builds(lambda tp, pp, dp, zero: dict(tp=tp, pp=pp, dp=dp, zero=zero),
-                        st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.integers(1, 64), st.integers(0, 3))
+    layouts = st.builds(lambda tp, pp, dp, zero, cp: dict(tp=tp, pp=pp, dp=dp, zero=zero, cp=cp),
+                        st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.integers(1, 64), st.integers(0, 3),
+                        st.sampled_from([1, 1, 2, 4]))
     return Arg(st.one_of(st.none(), layouts), st.sampled_from(["tp=2", 2, {"tp": 0}, {"tp": 1, "sp": True},
-                                                               {"zero": 4}, {"dp": 2.0}]))
+                                                               {"zero": 4}, {"dp": 2.0}, {"cp": 0},
+                                                               {"cp_comm": "ring"}]))
 
 
 def lists_of(item: Arg, *, max_size: int = 3, empty_ok: bool = False, optional: bool = False) -> Arg:
@@ -156,7 +158,7 @@ DTYPE_ARG = names(DTYPES)
 ACT_DTYPES = names(["bf16", "fp16", "fp32"])
 ATTN = names(["flash", "eager"])
 RECOMPUTES = names(["none", "selective", "full"])
-PARALLEL_WORDS = ("parallel", "tp", "pp", "dp", "zero", "sp")
+PARALLEL_WORDS = ("parallel", "tp", "pp", "dp", "zero", "sp", "cp")
 NOT_A_FLAG = Arg(st.just(False), st.sampled_from([0, 1, "false", None]))
 
 
@@ -244,7 +246,7 @@ FUNCTIONS = {
                   base=model_fields()),
     "Parallel": Spec(lambda **kw: L.Parallel(**kw),
                      dict(tp=ints(1, 16), pp=ints(1, 16), dp=ints(1, 1024), zero=ints(0, 3), sp=NOT_A_FLAG,
-                          virtual_stages=ints(1, 1))),
+                          virtual_stages=ints(1, 1), cp=ints(1, 64), cp_comm=names(["p2p", "all_gather"]))),
     "pipeline_bubble": Spec(parallel.pipeline_bubble,
                             dict(pp=ints(1, 64), microbatches=ints(1, 4096), virtual_stages=ints(1, 8))),
     "stage_params": Spec(lambda parallel, **kw: memory.stage_params(parallel=_parallel(parallel), **kw),
@@ -338,7 +340,8 @@ FUNCTIONS = {
                                              message_bytes=nums(0, 1e12), n=ints(1, 4096))),
     "communication": Spec(lambda parallel, **kw: L.communication(parallel=_parallel(parallel), **kw),
                           dict(model=models(), parallel=parallels(), batch=ints(1, 64), seq=ints(1, 131072),
-                               gpu=gpus(), gpus_per_node=ints(1, 16), inter_node_gbps=nums(1, 1e4),
+                               gpu=gpus(), gpus_per_node=ints(1, 16, optional=True),
+                               inter_node_gbps=nums(1, 1e4, optional=True),
                                precision=names(RECIPES), grad_accum=ints(1, 256), recompute=RECOMPUTES),
                           aliases={"parallel": PARALLEL_WORDS}),
     "step_compute_time_s": Spec(lambda parallel, **kw: L.step_compute_time_s(parallel=_parallel(parallel), **kw),

@@ -16,7 +16,7 @@ widgets = pytest.importorskip("llmsizing.widgets")
 
 PACKAGE = Path(widgets.__file__).parent
 MACHINERY = ("dashboard", "controls")                    # lowest first
-PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune")
+PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context")
 MAX_LINES = 800
 
 

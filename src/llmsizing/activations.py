@@ -21,6 +21,14 @@ This module rebuilds that count tensor by tensor so it generalises honestly:
   backward. Both report the peak, so ``full <= selective`` from two layers up and ``selective <= none`` for
   eager attention; with flash, selective buys nothing (it is a hair above ``none``, as measured).
 
+Context parallelism (``cp``; Liu et al. 2023, Megatron-LM with Transformer Engine, Dubey et al. 2024 Sec.
+3.3.2): each rank runs its ``seq / cp`` tokens through every layer, so every saved tensor is that of ``seq / cp``
+tokens, including the log-sum-exp, which is one per local query row. This holds for the flash path only, the
+one context-parallel attention runs on (TE's ``AttnFuncWithCPAndKVP2P`` and ``...KVAllGather`` call flash or
+cuDNN fused attention): the K and V a rank saves for the backward are one chunk's (the ring's last received
+block in p2p, its own in all-gather), the same size as its own. What the ring or the gather holds on top
+while a layer's attention runs is transient (:func:`cp_attention_buffers_bytes`).
+
 What it leaves out, on purpose: small int64 index tensors of the attention mask and rotary tables
 (independent of batch), and allocator rounding. Chapter 5 measures how much that misses.
 """
@@ -280,7 +288,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
                       attention: str = "flash", dropout: bool = False, recompute: str = "none",
                       tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
                       logits_dtype: str = "fp32", stack: str = "fused", autocast: bool = False,
-                      fp8: str | None = None) -> ActivationMemory:
+                      fp8: str | None = None, cp: int = 1) -> ActivationMemory:
     """Bytes saved for backward by one micro-batch of ``batch`` sequences of ``seq`` tokens, on one GPU.
 
     In the simple case (GPT layer, 16-bit, dropout, eager attention, no TP) the per-layer figure is exactly
@@ -295,10 +303,22 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     ``"hf"`` (Hugging Face ``transformers`` modules, :func:`_hf_layer_terms`; no selective recomputation).
     ``autocast=True`` (with ``dtype="bf16"``) counts ``torch.autocast``'s mix of fp32 and bf16 tensors.
     ``fp8`` (an FP8 recipe's name) saves the Linear inputs as that recipe does (:func:`_fp8_saved`).
+
+    ``cp`` (context parallelism) splits the sequence over ``cp`` GPUs: the result is one rank's, the tensors of
+    ``seq / cp`` tokens (``seq`` must be a multiple of ``2 cp``, and ``attention="flash"``: see the module
+    docstring). The "Long context" chapter teaches it.
     """
     model = resolve_model(model)
     batch = check_int("batch", batch)
     seq = check_int("seq", seq)
+    cp = check_int("cp", cp)
+    if cp > 1:
+        check_layout(model, tp=check_int("tp", tp), cp=cp, seq=seq)
+        if attention != "flash":
+            raise ValueError(f"cp={cp} needs attention='flash', got attention={attention!r}: context-parallel "
+                             "attention runs on flash or fused kernels (Transformer Engine), which keep no "
+                             "s x s matrix")
+        seq //= cp                                # this rank's tokens: everything below is theirs
     check_choice("dtype", dtype, ACTIVATION_DTYPES)
     check_choice("attention", attention, ATTENTION)
     check_bool("dropout", dropout)
@@ -357,6 +377,44 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     comps["logits"] = logits
     comps = {k: comps[k] for k in ACT_COMPONENTS}
     return ActivationMemory(per_layer, layers, embedding, logits, comps, L)
+
+
+def cp_attention_buffers_bytes(model: Model | str, *, batch: int, seq: int, tp: int = 1, cp: int = 1,
+                               cp_comm: str = "p2p", dtype: str = "bf16") -> tuple[float, float]:
+    """``(forward, backward)``: the bytes context-parallel attention holds on one GPU, on top of the saved
+    activations, while one layer's attention runs (transient: freed when that layer's attention forward or
+    backward returns, so one layer's worth at a time). Counted from Transformer Engine's
+    ``transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py`` (16-bit path), in units
+    of one rank's K and V chunk, ``c = p x batch x (seq / cp) x 2 x kv_heads_per_tp_rank x head_dim``:
+
+    * ``"p2p"`` (``AttnFuncWithCPAndKVP2P``): the forward keeps every block it received in a list
+      (``p2p_comm_buffers``, ``cp`` entries, the first a concatenated copy of its own K, V) until it returns,
+      so ``cp x c``, the whole sequence's K and V; the backward double-buffers K, V and their gradients
+      (``2 x (2, *kv.shape)``: ``4 c``) plus a ``dq`` buffer the size of this rank's Q;
+    * ``"all_gather"`` (``AttnFuncWithCPAndKVAllGather``): the forward gathers K and V of the whole sequence
+      (``cp x c``); the backward gathers them again and builds full-length dK, dV before reduce-scattering them
+      (``2 cp x c``). The reorder copies (``index_select`` of the gathered chunks) are left out.
+
+    Zero for ``cp = 1``. Both are linear in ``batch``. The K and V of grouped-query attention are small: Llama 3
+    405B at 128K with ``tp=8, cp=16`` has one KV head per rank and ``c`` = 4 MiB. Taught in the "Long context"
+    chapter."""
+    from .parallel import CP_COMMS
+
+    model = resolve_model(model)
+    batch, seq = check_int("batch", batch), check_int("seq", seq)
+    tp, cp = check_int("tp", tp), check_int("cp", cp)
+    check_choice("cp_comm", cp_comm, CP_COMMS)
+    check_choice("dtype", dtype, ACTIVATION_DTYPES)
+    check_layout(model, tp=tp, cp=cp, seq=seq)
+    if cp == 1:
+        return 0.0, 0.0
+    p = DTYPE_BYTES[dtype]
+    local = seq // cp
+    chunk = p * batch * local * 2 * max(model.kv_heads / tp, 1) * model.head_dim
+    if cp_comm == "p2p":
+        dq = p * batch * local * model.heads / tp * model.head_dim
+        return cp * chunk, 4 * chunk + dq
+    return cp * chunk, 2 * cp * chunk
 
 
 def korthikanti_bytes_per_layer(model: Model | str, *, batch: int, seq: int, tp: int = 1,

@@ -7,7 +7,11 @@ when it runs (``tests/test_calibration.py`` re-fits and compares):
 1. **Kernel efficiency** (``data/kernel_efficiency.csv``), for :func:`~llmsizing.layouts.step_time`: for every
    run whose layout was published, the share of the dense peak its kernels must reach for the step model
    (slowest stage, bubble, exposed communication on the network model) to give the published MFU
-   (:func:`run_kernel_efficiency`, by bisection). The generation's value is the median over its runs.
+   (:func:`run_kernel_efficiency`, by bisection). The generation's value is the median over its runs. Runs
+   with context parallelism (``cp > 1``) get a layout and a per-run value too, but stay out of the median
+   (:data:`KERNEL_FIT_MAX_CP`): they are the held-out check of the context-parallel step model (issue 23;
+   Llama 3 405B's 128K stage must come out within 20% of its published MFU, which fitting on it would make
+   circular), and keeping them out leaves every generation's default where the cp = 1 runs put it.
 2. **End-to-end MFU** (``data/mfu_model.csv``), for :func:`~llmsizing.time_cost.training_time`, which knows no
    layout: ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation]
    + w [whole-run total]``, least squares over every calibration run. ``r`` is what full recomputation costs
@@ -23,12 +27,29 @@ from __future__ import annotations
 
 import math
 
+#: Runs with a context-parallel degree above this stay out of the kernel-efficiency median (held out).
+KERNEL_FIT_MAX_CP = 1
+
+#: How each framework's context parallelism exchanges K and V (:data:`~llmsizing.parallel.CP_COMMS`), by the
+#: start of ``data/published_runs.csv``'s ``framework``: Llama 3 all-gathers K and V (Dubey et al. 2024, Sec.
+#: 3.3.2); NeMo and Megatron-LM default to the ring (``--cp-comm-type p2p``), which any other framework is
+#: assumed to use.
+CP_COMM_BY_FRAMEWORK = {"Meta internal": "all_gather"}
+
+
+def cp_comm_of(framework) -> str:
+    """The ``cp_comm`` a published run's ``framework`` uses (:data:`CP_COMM_BY_FRAMEWORK`, else ``"p2p"``)."""
+    name = framework if isinstance(framework, str) else ""
+    return next((v for k, v in CP_COMM_BY_FRAMEWORK.items() if name.startswith(k)), "p2p")
+
+
 def _layout_of(row):
     """``(Parallel, micro_batch, grad_accum, recompute)`` of a published run, or ``None`` when its layout
-    was not published or uses what the step model lacks (context parallelism arrives with issue 23: those runs
-    stay in the end-to-end fit only). A blank micro-batch is taken as 1, a blank ZeRO stage as 0, a blank
-    recomputation as none; with interleaving over a layer count the stages do not divide, the first and last
-    stages are made shorter (:func:`~llmsizing.parallel.uneven_stages`), as Llama 3 did."""
+    was not published or does not add up (``tp x cp x pp x dp`` must be its GPU count). A blank micro-batch is
+    taken as 1, a blank ZeRO stage as 0, a blank context-parallel degree as 1, a blank recomputation as none;
+    with interleaving over a layer count the stages do not divide, the first and last stages are made shorter
+    (:func:`~llmsizing.parallel.uneven_stages`), as Llama 3 did. Context parallelism exchanges K and V as the
+    run's framework does (:func:`cp_comm_of`)."""
     import pandas as pd
 
     from .catalog import get_model
@@ -37,10 +58,12 @@ def _layout_of(row):
     def num(x, default):
         return default if pd.isna(x) else int(x)
 
-    if pd.isna(row.dp) or pd.isna(row.global_batch) or num(row.cp, 1) > 1:
+    if pd.isna(row.dp) or pd.isna(row.global_batch):
         return None
-    tp, pp, dp = num(row.tp, 1), num(row.pp, 1), int(row.dp)
-    if pd.notna(row.n_gpus) and tp * pp * dp != int(row.n_gpus):
+    tp, pp, dp, cp = num(row.tp, 1), num(row.pp, 1), int(row.dp), num(row.cp, 1)
+    if pd.notna(row.n_gpus) and tp * cp * pp * dp != int(row.n_gpus):
+        return None
+    if cp > 1 and int(row.seq) % (2 * cp):
         return None
     micro = num(row.micro_batch, 1)
     accum, rest = divmod(int(row.global_batch), micro * dp)
@@ -54,7 +77,8 @@ def _layout_of(row):
         base = -(-layers // pp)
         short = base * pp - layers
         stages = uneven_stages(layers, pp, first=base - short + short // 2, last=base - short // 2)
-    par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, virtual_stages=v, stage_layers=stages)
+    par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, virtual_stages=v, stage_layers=stages, cp=cp,
+                   cp_comm=cp_comm_of(row.framework) if cp > 1 else "p2p")
     recompute = "none" if pd.isna(row.recompute) else str(row.recompute)
     return par, micro, accum, recompute
 
@@ -93,8 +117,9 @@ def generation_of(gpu: str, dtype: str) -> str:
 
 def fit_kernel_efficiency(runs=None):
     """Per run (``runs``: :func:`~llmsizing.time_cost.published_runs`, default all of them): the generation,
-    dtype and fitted kernel efficiency (NaN where the layout is unknown), as a DataFrame; and per (generation,
-    dtype) the median over the calibration runs: ``(per_run, per_generation)``."""
+    dtype and fitted kernel efficiency (NaN where the layout is unknown), and ``kernel_fit``, whether the run
+    enters the median (a calibration run with ``cp <=`` :data:`KERNEL_FIT_MAX_CP`), as a DataFrame; and per
+    (generation, dtype) the median over those runs: ``(per_run, per_generation)``."""
     import numpy as np
 
     from .time_cost import published_runs
@@ -103,7 +128,8 @@ def fit_kernel_efficiency(runs=None):
     df["dtype"] = np.where(df["dtype"] == "fp8", "fp8", "bf16")
     df["generation"] = [generation_of(g, d) for g, d in zip(df["gpu"], df["dtype"])]
     df["kernel_efficiency"] = [np.nan if (e := run_kernel_efficiency(r)) is None else e for r in df.itertuples()]
-    fit = (df[df["calibration"] & df["kernel_efficiency"].notna()]
+    df["kernel_fit"] = df["calibration"] & (df["cp"].fillna(1) <= KERNEL_FIT_MAX_CP)
+    fit = (df[df["kernel_fit"] & df["kernel_efficiency"].notna()]
            .groupby(["generation", "dtype"])["kernel_efficiency"].agg(["median", "count", "min", "max"]))
     return df, fit
 

@@ -14,10 +14,15 @@ Sources:
   becomes an all-gather plus a reduce-scatter of the same volume; full recomputation reruns the forward's;
 * pipeline parallelism (Narayanan et al. 2021): one ``b s h`` activation sent forward and one gradient sent
   back per micro-batch and stage boundary (divided by ``tp`` with Megatron-LM's scatter/gather
-  optimisation, here when ``sp`` is on), ``v`` times as many with ``v`` interleaved chunks.
+  optimisation, here when ``sp`` is on), ``v`` times as many with ``v`` interleaved chunks;
+* context parallelism (Liu et al. 2023, ring attention; Transformer Engine's ``context_parallel.py``; Dubey et
+  al. 2024, Sec. 3.3.2): per layer and micro-batch, each rank's K, V chunk travels ``cp - 1`` hops of a ring in
+  the forward and K, V with their gradients ``cp - 1`` hops in the backward (``"p2p"``), or K, V are
+  all-gathered in the forward and again in the backward and their gradients reduce-scattered (``"all_gather"``):
+  ``3 (cp - 1)`` chunks either way. The gradients are then reduced over ``dp x cp`` GPUs.
 
-Placement follows Megatron-LM's rank order (tensor-parallel ranks adjacent, then data-parallel, then
-pipeline), and each group's link, achievable bandwidth and latency come from the network model of
+Placement follows Megatron-LM's rank order (tensor-parallel ranks adjacent, then context-parallel, then
+data-parallel, then pipeline), and each group's link, achievable bandwidth and latency come from the network model of
 :mod:`llmsizing.network` (nodes in ``data/nodes.csv``; a group that spans nodes shares the node's NICs with
 the other groups in it). A collective costs ``steps x alpha + bytes / bandwidth``. :class:`Communication`
 reports every collective in full; what hides behind compute is :func:`~llmsizing.layouts.step_time`'s
@@ -111,22 +116,28 @@ def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
     return (2.0 if kind == "all-reduce" else 1.0) * (n - 1) / n * s
 
 
-GROUP_STRIDES = ("tp", "dp", "pp")
+GROUP_STRIDES = ("tp", "cp", "dp", "pp")
 
 
 def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | None = None,
                   inter_node_gbps: float | None = None) -> dict[str, GroupLink]:
     """Each parallel group's link (:class:`~llmsizing.network.GroupLink`: achievable bandwidth, latency, whether
-    it leaves the node). Megatron-LM's order puts the ``tp`` ranks of a group next to each other, then ``dp``
-    (``tp`` apart), then ``pp`` (``tp x dp`` apart); :func:`~llmsizing.network.group_link` does the rest.
+    it leaves the node). Megatron-LM's order puts the ``tp`` ranks of a group next to each other, then ``cp``
+    (``tp`` apart), then ``dp`` (``tp x cp`` apart), then ``pp`` (``tp x cp x dp`` apart);
+    :func:`~llmsizing.network.group_link` does the rest. The ``"dp"`` link is that of the ``dp x cp`` GPUs that
+    reduce the gradients together (``tp`` apart; the ``dp`` ranks alone without context parallelism); the
+    ``"cp"`` key is there only when ``cp > 1``.
     ``node`` is a name in ``data/nodes.csv`` (default: the GPU's); ``gpus_per_node`` and ``inter_node_gbps``
     override it (:func:`~llmsizing.network.get_node`)."""
     par = resolve_parallel(parallel)
     g = get_gpu(gpu)
     nd = get_node(node, g, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
-    return {"tp": group_link(g, nd, size=par.tp, stride=1),
-            "dp": group_link(g, nd, size=par.dp, stride=par.tp),
-            "pp": group_link(g, nd, size=par.pp, stride=par.tp * par.dp)}
+    out = {"tp": group_link(g, nd, size=par.tp, stride=1),
+           "dp": group_link(g, nd, size=par.dp_cp, stride=par.tp),
+           "pp": group_link(g, nd, size=par.pp, stride=par.tp * par.dp_cp)}
+    if par.cp > 1:
+        out["cp"] = group_link(g, nd, size=par.cp, stride=par.tp)
+    return out
 
 
 def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
@@ -167,7 +178,13 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
       bytes, twice the calls), plus 2 all-gathers per layer in the backward where Megatron-LM gathers each
       column-parallel layer's input again for its weight gradient (``tensor_parallel/layers.py``);
     * PP: per micro-batch, the activation sent to the next stage and the gradient sent back (``v`` times
-      each with interleaving), counted for a middle stage (it both sends and receives).
+      each with interleaving), counted for a middle stage (it both sends and receives);
+    * CP (``parallel.cp > 1``), per micro-batch and layer, in chunks ``c = b (s / cp) 2 kv_heads_per_rank
+      head_dim`` of the working dtype: ``"p2p"`` sends ``cp - 1`` chunks of K, V in the forward (again in the
+      recomputed forward) and ``cp - 1`` of K, V with dK, dV in the backward (Transformer Engine sends K, V on
+      the first hop, both on the middle ones, dK, dV on the last: ``2 (cp - 1)`` chunks); ``"all_gather"``
+      gathers ``cp x c`` in the forward and the backward and reduce-scatters dK, dV. The data-parallel
+      collectives run over ``dp x cp`` GPUs, and every activation above is of ``s / cp`` tokens.
 
     The embedding's and loss's small tensor-parallel all-reduces are left out (one ``b s h`` each way per
     micro-batch against ``4 L`` of them). Taught in chapters 7 and 8; measured in chapter 9.
@@ -175,8 +192,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     from .memory import stage_params
 
     model = resolve_model(model)
-    par = resolve_parallel(parallel, model)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
+    par = resolve_parallel(parallel, model, seq=seq)
     m = check_int("grad_accum", grad_accum)
     recipe = RECIPES[check_recipe("precision", precision)]
     check_choice("recompute", recompute, ("none", "selective", "full"))
@@ -202,7 +219,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         out.append(Collective(name, group, n, gl.link, calls, message, calls * ring_bytes(kind, message, n),
                               gl.bandwidth_gbps, calls * latency_steps(kind, n, gl.across) * gl.alpha_s))
 
-    dp = par.dp
+    dp = par.dp_cp                                            # gradients are reduced over dp x cp
     if par.zero == 0:
         add("DP gradient all-reduce", "dp", dp, "all-reduce", on_rank * g_b, 1)
     elif par.zero == 1:
@@ -218,7 +235,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         add("ZeRO-3 gradient reduce-scatter", "dp", dp, "reduce-scatter", on_rank * g_b, m)
 
     layers = max(layers_per_stage(model.layers, par))         # the most loaded stage's layers
-    act = act_b * batch * seq * model.hidden                  # one b x s x h activation
+    local = seq // par.cp                                     # this GPU's tokens of each sequence
+    act = act_b * batch * local * model.hidden                # one b x s x h activation (s / cp tokens)
     fwd_passes = 2 if recompute == "full" else 1
     if par.sp:
         add("SP all-gather (forward)", "tp", par.tp, "all-gather", act, 2 * layers * m * fwd_passes)
@@ -230,6 +248,22 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     else:
         add("TP all-reduce (forward)", "tp", par.tp, "all-reduce", act, 2 * layers * m * fwd_passes)
         add("TP all-reduce (backward)", "tp", par.tp, "all-reduce", act, 2 * layers * m)
+
+    if par.cp > 1:
+        cp, gl = par.cp, links["cp"]
+        chunk = act_b * batch * local * 2 * max(model.kv_heads / par.tp, 1) * model.head_dim   # one rank's K, V
+        if par.cp_comm == "p2p":
+            hops = (cp - 1) * layers * m
+            for name, message, calls in (("CP ring send/recv K,V (forward)", chunk, hops * fwd_passes),
+                                         ("CP ring send/recv K,V and dK,dV (backward)", 2 * chunk, hops)):
+                if message > MAX_MEANINGFUL:
+                    raise too_large(name, message)
+                out.append(Collective(name, "cp", cp, gl.link, calls, message, calls * message, gl.bandwidth_gbps,
+                                      calls * gl.alpha_s))
+        else:
+            add("CP K,V all-gather (forward)", "cp", cp, "all-gather", cp * chunk, layers * m * fwd_passes)
+            add("CP K,V all-gather (backward)", "cp", cp, "all-gather", cp * chunk, layers * m)
+            add("CP dK,dV reduce-scatter (backward)", "cp", cp, "reduce-scatter", cp * chunk, layers * m)
 
     if par.pp > 1:
         gl = links["pp"]
@@ -249,7 +283,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     GPU's dense peak in ``dtype`` (``"bf16"``, ``"fp16"`` or ``"fp8"``; ``"bf16"`` on a GPU without BF16, the
     V100, is its FP16 rate: :func:`~llmsizing.hardware.dense_tflops`): that stage's training FLOPs
     (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
-    ``batch x seq x grad_accum`` tokens, over its ``tp`` GPUs.
+    ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs.
 
     ``kernel_efficiency`` defaults to the calibrated value of the GPU's generation
     (:func:`~llmsizing.hardware.kernel_efficiency`). It is what the kernels reach while they run, not the
@@ -257,14 +291,16 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     and the MFU is what is left (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of
     ``kernel_efficiency`` (deprecated; the same number was always applied to hardware FLOPs)."""
     model = resolve_model(model)
-    par = resolve_parallel(parallel, model)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
+    par = resolve_parallel(parallel, model, seq=seq)
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     g = get_gpu(gpu)
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
     peak = dense_tflops(g, dtype)
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
-    flops = max(stage_flops_per_token(model, par, seq=seq, recompute=recompute)) * batch * seq * m / par.tp
+    # each of the tp x cp GPUs of a stage does 1 / (tp cp) of its work: with causal load balancing every
+    # context-parallel rank gets the same share of the attention (two chunks, one early, one late)
+    flops = max(stage_flops_per_token(model, par, seq=seq, recompute=recompute)) * batch * seq * m / (par.tp * par.cp)
     return flops / (peak * 1e12 * eff)
 
 

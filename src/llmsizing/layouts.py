@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_fraction, check_int, check_number, renamed
 from .catalog import get_gpu, resolve_model
 from .comm import communication, step_compute_time_s
-from .flops import training_flops_per_token
+from .flops import attention_flops_per_token, training_flops_per_token
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .model import Model
 from .network import get_node
-from .parallel import MAX_PP, Parallel, check_layout, pipeline_bubble
+from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, pipeline_bubble
 from .precision import compute_dtype
 
 #: The share of a GPU's memory a plan may fill with :attr:`~llmsizing.memory.TrainingMemory.total_bytes`
@@ -219,7 +219,7 @@ def _window_s(compute_s: float, micro: int, fwd_share: float) -> tuple[float, fl
 
 
 def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: float,
-                     async_tp: bool = False) -> dict[str, float]:
+                     async_tp: bool = False, cp_attention_s: tuple = (0.0, 0.0)) -> dict[str, float]:
     """Seconds of each group's communication the step waits for, collective by collective (issue 21's "overlap
     per group"; taught in chapter 8):
 
@@ -233,16 +233,33 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     * ZeRO-3's gathers are prefetched behind each micro-batch's forward and backward, its reduce-scatter
       behind the backward;
     * pipeline sends hide in 1F1B's steady state; the fill and drain wait for ``2 (pp - 1)`` of them;
-    * nothing hides in the pipeline bubble (the stages are idle because they wait for each other).
+    * nothing hides in the pipeline bubble (the stages are idle because they wait for each other);
+    * context parallelism (a ``"cp"`` entry, only when ``cp > 1``): the ring's hops (``cp_comm="p2p"``) run
+      while the attention computes the block already received (Transformer Engine's ``AttnFuncWithCPAndKVP2P``
+      overlaps each step's compute with the next step's send), so the forward hops hide behind ``(cp - 1) / cp``
+      of the forward's attention and the backward hops behind as much of the backward's: ``cp_attention_s`` is
+      this GPU's ``(forward, backward)`` attention-core seconds per step, and only what exceeds them is exposed.
+      The all-gather and reduce-scatter of ``cp_comm="all_gather"`` are exposed in full (TE's
+      ``AttnFuncWithCPAndKVAllGather``: "KV all-gather between CP ranks is exposed"; Llama 3 accepts it because
+      at 128K the gather is small next to the attention it feeds, Dubey et al. 2024, Sec. 3.3.2).
     """
     m = grad_accum
     fwd, bwd = _window_s(compute_s, m, fwd_share)
     out = {"dp": 0.0, "tp": 0.0, "pp": 0.0}
+    if comm.parallel.cp > 1:
+        out["cp"] = 0.0
+        cp_share = (comm.parallel.cp - 1) / comm.parallel.cp
     tp_total = 0.0
     zero3_bwd = 0.0
     for c in comm.collectives:
         t = c.time_s
-        if c.group == "tp":
+        if c.group == "cp":
+            if "ring" in c.collective:            # hidden behind this direction's attention blocks
+                window = cp_attention_s[0 if "(forward)" in c.collective else 1] * cp_share
+                out["cp"] += max(0.0, t - window)
+            else:
+                out["cp"] += t
+        elif c.group == "tp":
             tp_total += t
         elif c.group == "pp":
             out["pp"] += min(t, 2 * (comm.parallel.pp - 1) * c.one_call_s)
@@ -262,6 +279,58 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     return out
 
 
+def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, recompute: str, dtype: str,
+                    eff: float) -> tuple[float, float]:
+    """This GPU's attention-core seconds per step, ``(forward, backward)``, on the slowest stage: what the
+    ring's hops of context parallelism can hide behind (:func:`exposed_by_group`). The forward's ``QK^T`` and
+    ``attn @ V`` (:func:`~llmsizing.flops.attention_flops_per_token`, the full-matrix convention the step's
+    compute uses) of the stage's layers for ``batch x seq x grad_accum`` tokens over ``tp x cp`` GPUs, at the
+    kernel efficiency; twice that in the backward, and the forward twice with full recomputation (which runs
+    the ring again). ``(0, 0)`` without context parallelism."""
+    if par.cp == 1:
+        return 0.0, 0.0
+    layers = max(layers_per_stage(model.layers, par))
+    one = (attention_flops_per_token(model, seq=seq) / model.layers * layers * batch * seq * grad_accum
+           / (par.tp * par.cp) / (dense_tflops(g, dtype) * 1e12 * eff))
+    return one * (2 if recompute == "full" else 1), 2 * one
+
+
+def cp_overlap_sweep(model: Model | str, gpu, parallel: Parallel, *, seqs, batch: int = 1, grad_accum: int = 1,
+                     recompute: str = "none", kernel_efficiency: float | None = None, node=None):
+    """Context parallelism's communication against the attention it can hide behind, for each sequence length
+    of ``seqs`` (each a multiple of ``2 x parallel.cp``), as a DataFrame indexed by ``seq``: ``compute_s`` (the
+    step's compute on one GPU, :func:`~llmsizing.comm.step_compute_time_s`), ``attention_s`` (its attention
+    core, forward and backward: what the ring's hops hide behind, :func:`exposed_by_group`), ``cp_comm_s`` (the
+    ring's traffic, ``cp_comm="p2p"``), ``hidden_s`` and ``exposed_s`` (how much of it the step waits for), and
+    ``all_gather_s`` (the same bytes as all-gathers and a reduce-scatter, all exposed). All from
+    :func:`step_time`: the ring's bytes grow as ``s`` and the attention as ``s^2``, so at long context the
+    ring hides and the gather's cost shrinks next to the compute. Taught in the "Long context" chapter."""
+    from dataclasses import replace
+
+    from ._validate import check_sequence
+
+    par = parallel if isinstance(parallel, Parallel) else None
+    if par is None or par.cp < 2:
+        raise ValueError(f"parallel must be a Parallel with cp >= 2, got {parallel!r}")
+    seqs = [check_int("seqs[i]", s) for s in check_sequence("seqs", seqs, example="(16384, 32768, 65536)")]
+    import pandas as pd
+
+    rows = []
+    for s in seqs:
+        kw = dict(batch=batch, seq=s, grad_accum=grad_accum, recompute=recompute, kernel_efficiency=kernel_efficiency,
+                  node=node)
+        ring = step_time(model, gpu, replace(par, cp_comm="p2p"), **kw)
+        gather = step_time(model, gpu, replace(par, cp_comm="all_gather"), **kw)
+        fwd, bwd = _cp_attention_s(resolve_model(model), get_gpu(gpu), ring.communication.parallel, batch=batch,
+                                   seq=s, grad_accum=grad_accum, recompute=recompute, dtype="bf16",
+                                   eff=ring.kernel_efficiency)
+        comm = ring.comm_by_group_s["cp"]
+        rows.append({"seq": s, "compute_s": ring.compute_s, "attention_s": fwd + bwd, "cp_comm_s": comm,
+                     "hidden_s": comm - ring.exposed["cp"], "exposed_s": ring.exposed["cp"],
+                     "all_gather_s": gather.exposed["cp"]})
+    return pd.DataFrame(rows).set_index("seq")
+
+
 @dataclass(frozen=True)
 class StepTime:
     """One training step's time on a GPU of the slowest pipeline stage, split into its parts
@@ -269,7 +338,8 @@ class StepTime:
 
     ``compute_s`` is that stage's arithmetic at the kernel efficiency, ``bubble`` the pipeline bubble as a
     fraction of it, ``communication`` every collective of the step (:class:`~llmsizing.comm.Communication`),
-    ``tokens`` the tokens the whole run processes per step (micro-batch x sequence x micro-batches x ``dp``).
+    ``tokens`` the tokens the whole run processes per step (micro-batch x sequence x micro-batches x ``dp``;
+    the ``cp`` GPUs of a group share their sequences).
     ``exposed`` is the communication the step waits for, by group (:func:`exposed_by_group`); when a single
     ``overlap`` share is given instead (the simple model of chapter 7), ``exposed`` is ``None`` and a share
     ``overlap`` of all communication hides behind the busy time. ``model_flops`` is the step's model FLOPs on all
@@ -297,9 +367,11 @@ class StepTime:
 
     @property
     def comm_by_group_s(self) -> dict[str, float]:
-        """Communication seconds by parallel group (``"dp"``, ``"tp"``, ``"pp"``; 0 for an absent group)."""
+        """Communication seconds by parallel group (``"dp"``, ``"tp"``, ``"pp"``; 0 for an absent group; and
+        ``"cp"`` when the layout has context parallelism)."""
         by = self.communication.by_group()
-        return {k: by.get(k, 0.0) for k in ("dp", "tp", "pp")}
+        groups = ("dp", "tp", "pp") + (("cp",) if self.communication.parallel.cp > 1 else ())
+        return {k: by.get(k, 0.0) for k in groups}
 
     @property
     def comm_s(self) -> float:
@@ -369,8 +441,10 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     ``kernel_efficiency`` (deprecated). ``batch`` is the micro-batch, ``grad_accum`` the micro-batches per step
     (a pipeline's micro-batches). ``dtype`` is the tensor-core format of the matrix multiplies: by default the
     recipe's (:func:`~llmsizing.precision.compute_dtype`: ``"fp8"`` for ``precision="fp8-mixed"`` or
-    ``"fp8-deepseek"``, with the FP8 peak and its calibrated efficiency; ``"bf16"`` otherwise). Taught in
-    chapter 8; the parallelism explorer draws it.
+    ``"fp8-deepseek"``, with the FP8 peak and its calibrated efficiency; ``"bf16"`` otherwise). With context
+    parallelism (``parallel.cp``) the compute is split over ``tp x cp`` GPUs and the ring's hops hide behind the
+    attention (:func:`exposed_by_group`). Taught in chapter 8; the parallelism explorer draws it; context
+    parallelism in the "Long context" chapter.
     """
     model = resolve_model(model)
     g = get_gpu(gpu)
@@ -390,8 +464,10 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     model_per_token = training_flops_per_token(model, seq=seq)
     hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute)
     fwd_share = (model_per_token / 3) / hardware_per_token        # the forward's share; recomputation is backward
+    cp_att = _cp_attention_s(model, g, par, batch=batch, seq=seq, grad_accum=m, recompute=recompute, dtype=dtype,
+                             eff=eff)
     exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m, fwd_share=fwd_share,
-                                                                async_tp=async_tp)
+                                                                async_tp=async_tp, cp_attention_s=cp_att)
     tokens = batch * seq * m * par.dp
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
                     dense_tflops(g, dtype) * 1e12, eff)

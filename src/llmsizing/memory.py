@@ -122,7 +122,8 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     over ``tp`` (vocabulary-parallel embedding and LM head, replicated norms and row-parallel biases) and ``pp``
     (the first stage holds the embedding, the last the LM head), then ZeRO stage 1 shards the optimizer bytes
     over ``dp`` (with a recipe's extra fp32 gradient copy, which DeepSpeed keeps only for the GPU's own
-    partition), stage 2 also the gradients, stage 3 also the weights (ZeRO paper, Fig. 1). Adafactor's factored
+    partition), stage 2 also the gradients, stage 3 also the weights (ZeRO paper, Fig. 1); with context
+    parallelism ZeRO shards over ``dp x cp`` (:attr:`~llmsizing.parallel.Parallel.dp_cp`). Adafactor's factored
     state is scaled by the same share (an approximation: its r + c vectors are not split exactly like the
     matrices). Taught in chapter 2; the exact split in Part II.
     """
@@ -236,6 +237,7 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
         states = elements * DTYPE_BYTES[recipe.states]
     share = (on_rank / n) if on_rank is not None else 1 / (par.tp * par.pp)
     weights, grads, extra, master, states = (x * share for x in (weights, grads, extra, master, states))
+    dp = par.dp_cp        # ZeRO shards over the data- and context-parallel ranks (Megatron-LM, torchtitan)
     scheme = recipe.scheme
     fp8_w = fp8_meta = 0.0
     if scheme is not None:
@@ -243,20 +245,20 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
         fp8_w = scheme.weight_copy_bytes * lin
         fp8_meta = scheme.meta_bytes_per_layer * n_layers
         if par.zero >= 3 and par.reshard_after_forward:   # remade per gathered unit, like the weights
-            fp8_w = fp8_w / par.dp
+            fp8_w = fp8_w / dp
     if par.zero >= 1:
-        master, states, extra = master / par.dp, states / par.dp, extra / par.dp
+        master, states, extra = master / dp, states / dp, extra / dp
     if par.zero >= 2:
-        grads = grads / par.dp
+        grads = grads / dp
     if par.zero >= 3 and par.reshard_after_forward:     # (FSDP2 without resharding keeps them gathered)
-        weights = weights / par.dp
+        weights = weights / dp
     host = 0.0
     if par.offload != "none":
         # ZeRO-Offload: the optimizer's partition lives (and steps, with CPU Adam) in host memory, with an fp32
         # copy of the gradient partition when the recipe's gradients are 16-bit (DeepSpeed keeps one for CPU Adam)
         fp32_grads = 0.0
         if not extra and DTYPE_BYTES[recipe.grads] < 4:
-            fp32_grads = 4.0 * n * share / (par.dp if par.zero >= 1 else 1)
+            fp32_grads = 4.0 * n * share / (dp if par.zero >= 1 else 1)
         host = master + states + extra + fp32_grads
         master = states = extra = 0.0
         if par.zero >= 2:
@@ -347,7 +349,7 @@ def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mi
         return 0.0
     recipe = RECIPES[precision]
     state = DTYPE_BYTES[recipe.states]
-    shard = par.tp * par.pp * (par.dp if par.zero >= 1 else 1)
+    shard = par.tp * par.pp * (par.dp_cp if par.zero >= 1 else 1)
     if impl == "foreach":
         return model.n_params * state / shard
     largest = max(math.prod(s) for _, _, s, _ in model.tensors())
@@ -505,7 +507,7 @@ class TrainingMemory:
 def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: float, loss_bytes: float,
                 optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
                 head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
-                gathered_bytes: float = 0.0) -> dict[str, float]:
+                gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0)) -> dict[str, float]:
     """The live bytes of each phase of one step (see :class:`TrainingMemory`), from its parts.
 
     * forward: weights + optimizer states + activations + autocast copies (+ gradients from the previous
@@ -521,7 +523,10 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
     * optimizer step: weights + gradients + optimizer states + the optimizer's temporaries (the activations
       and autocast copies are gone);
     * with ZeRO-3, the weights and gradient of the unit being computed are gathered in full
-      (``gathered_bytes``, :func:`zero3_gathered_bytes`) during the forward and backward.
+      (``gathered_bytes``, :func:`zero3_gathered_bytes`) during the forward and backward;
+    * with context parallelism, one layer's attention holds the K and V it exchanges
+      (``cp_buffers_bytes``, forward and backward: :func:`~llmsizing.activations.cp_attention_buffers_bytes`)
+      on top of the forward's activations and of the backward's working set.
 
     Against the measured Hugging Face steps (chapter 5) the forward and the loss backward are within -1% / +5%
     and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set is a fitted
@@ -537,17 +542,18 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
     kept = acts.total_bytes - acts.rebuilt_bytes
     A, A_emb = kept, acts.embedding_bytes
     g_fwd = G if grad_accum > 1 else 0.0
+    cp_fwd, cp_bwd = cp_buffers_bytes
     forward = {"weights": W, "optimizer states": O, "gradients": g_fwd, "activations": A,
-               "autocast copies": autocast_bytes, "temporaries": gathered_bytes}
+               "autocast copies": autocast_bytes, "temporaries": gathered_bytes + cp_fwd}
     return {
         "forward": forward,
         "loss backward": {**forward, "temporaries": loss_bytes + gathered_bytes},
         "backward (start)": {**forward, "activations": A - acts.logits_bytes + acts.rebuilt_bytes,
                              "autocast copies": autocast_bytes - head_copy_bytes,
                              "gradients": G if grad_accum > 1 else head_grad_bytes,
-                             "temporaries": layer_working_bytes + gathered_bytes},
+                             "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
         "backward (end)": {"weights": W, "optimizer states": O, "gradients": G + embedding_grad_bytes,
-                           "activations": A_emb, "temporaries": layer_working_bytes + gathered_bytes},
+                           "activations": A_emb, "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
         "optimizer step": {"weights": W, "optimizer states": O, "gradients": G, "temporaries": optimizer_bytes},
     }
 
@@ -600,9 +606,13 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     and ``offload`` moves states to the host; the pipeline's micro-batches are the ``grad_accum`` steps.
     ``flops_per_token`` is
     the compute one token costs, including recomputation (:func:`~llmsizing.flops.training_flops_per_token`).
-    Taught in chapter 4; checked against measured steps in chapter 5.
+    With context parallelism (``parallel.cp``) each GPU holds the activations, logits and loss temporaries of
+    ``seq / cp`` tokens (``seq`` a multiple of ``2 cp``, flash attention), ZeRO shards over ``dp x cp``, and one
+    layer's attention holds the K and V it exchanges
+    (:func:`~llmsizing.activations.cp_attention_buffers_bytes`, by ``parallel.cp_comm``).
+    Taught in chapter 4; checked against measured steps in chapter 5; context parallelism in "Long context".
     """
-    from .activations import STACKS, activation_memory, layer_terms
+    from .activations import STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms
     from .flops import training_flops_per_token
     from .parallel import pipeline_in_flight
 
@@ -612,22 +622,25 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     stack = check_choice("stack", stack, STACKS)
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     check_recipe("precision", precision)
-    par = resolve_parallel(parallel, model)
+    par = resolve_parallel(parallel, model, seq=seq)
     recipe = RECIPES[precision]
     amp = recipe.autocast
     act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
     fp8 = recipe.fp8
     acts = activation_memory(model, batch=batch, seq=seq, dtype=act_dtype, attention=attention,
                              dropout=dropout, recompute=recompute, tp=par.tp, sp=par.sp, stack=stack,
-                             autocast=amp, fp8=fp8)
+                             autocast=amp, fp8=fp8, cp=par.cp)
+    local = seq // par.cp                              # this GPU's tokens of each sequence
+    cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=par.tp, cp=par.cp,
+                                            cp_comm=par.cp_comm, dtype=act_dtype)
     copies = autocast_copies_bytes(model, parallel=par) if amp else 0.0
-    loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * seq * model.vocab / par.tp
+    loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * local * model.vocab / par.tp
     opt_tmp = optimizer_temporaries_bytes(model, precision=precision, optimizer=optimizer, optimizer_impl=impl,
                                           parallel=par)
     parts = model.param_breakdown()
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
-    working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=seq, dtype=act_dtype,
+    working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_dtype,
                                                   attention=attention, dropout=dropout, tp=par.tp,
                                                   sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
     gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
@@ -657,13 +670,15 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                              layer_working_bytes=working, head_grad_bytes=head_grads,
                              head_copy_bytes=head_copy if last else 0.0,
                              embedding_grad_bytes=2 * head_grads if model.tied_embeddings and par.pp == 1 else 0.0,
-                             gathered_bytes=gathered)
+                             gathered_bytes=gathered, cp_buffers_bytes=cp_buffers)
         if overhead_bytes is None:   # of the peak: the largest piece
             overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
         else:
             overhead = overhead_bytes
         results.append(TrainingMemory(states, stage_acts, overhead, batch, grad_accum, seq, flops, phases, stack,
                                       impl, copies, loss if last else 0.0, stage_opt, i, in_flight[i], gathered))
+    if _all_stages and _stages is not None:
+        return results         # (the searches read only the pieces of the stages they ask for: no stage table)
     rows = tuple(_stage_row(r, on_stage[r.stage]) for r in results)
     results = [replace(r, stages=rows) for r in results]
     if _all_stages:
@@ -753,7 +768,12 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
               optimizer_impl=optimizer_impl, grad_accum=grad_accum)
-    points = np.array([1024.0, 2048.0, 3072.0])
+    cp = resolve_parallel(parallel).cp
+    if cp > 1 and (seqs % (2 * cp)).any():
+        bad = int(seqs[seqs % (2 * cp) != 0].flat[0])
+        resolve_parallel(parallel, seq=bad)               # raises, naming seq and the rule
+    # three sequence lengths the layout accepts (a multiple of 2 cp with context parallelism)
+    points = np.array([1024.0, 2048.0, 3072.0]) * (1 if cp == 1 else 2 * cp // math.gcd(1024, 2 * cp))
     # every pipeline stage's pieces: the most loaded stage may change with the micro-batch
     runs = [[training_memory(model, batch=b, seq=int(s), _all_stages=True, **kw) for s in points] for b in (1, 2)]
     if overhead_bytes is None:   # total = FIXED + (1 + FRAGMENTATION) x peak

@@ -1,8 +1,11 @@
 """How a run is split across GPUs. Introduced now so that every memory function can report per-GPU bytes;
-the many-GPU chapters (DP/ZeRO/FSDP, TP/SP/PP) teach and refine it.
+the many-GPU chapters (DP/ZeRO/FSDP, TP/SP/PP) teach and refine it, and the "Long context" chapter adds context
+parallelism.
 
 Sources: ZeRO stages, Rajbhandari et al. 2020 (Sec. 5, Fig. 1); tensor and sequence parallelism, Shoeybi et al.
-2019 (Megatron-LM) and Korthikanti et al. 2022; pipeline parallelism, Narayanan et al. 2021.
+2019 (Megatron-LM) and Korthikanti et al. 2022; pipeline parallelism, Narayanan et al. 2021; context parallelism,
+Liu et al. 2023 (ring attention), Megatron-LM's ``--context-parallel-size`` with Transformer Engine's attention
+(``cp_comm_type`` ``p2p`` or ``all_gather``), Dubey et al. 2024 (Llama 3), Sec. 3.3.2, and torchtitan.
 """
 
 from __future__ import annotations
@@ -21,6 +24,15 @@ OFFLOADS = ("none", "optimizer", "optimizer+params")
 #: 1T-parameter run has 64). Every stage is a row of the per-stage memory, so the bound keeps every call fast.
 MAX_PP = 1024
 
+#: How context-parallel attention exchanges K and V (Transformer Engine's ``cp_comm_type``, which Megatron-LM's
+#: ``--cp-comm-type`` passes on): ``"p2p"``, a ring of point-to-point sends overlapped with each step's attention
+#: block (``AttnFuncWithCPAndKVP2P``; ring attention, Liu et al. 2023; Megatron-LM's default), or
+#: ``"all_gather"``, one all-gather of K and V per layer before the attention and a reduce-scatter of their
+#: gradients after it, not overlapped (``AttnFuncWithCPAndKVAllGather``; Llama 3's choice, Dubey et al. 2024,
+#: Sec. 3.3.2, because it handles any mask and grouped-query attention's small K, V simply). TE's ``a2a``
+#: (Ulysses-style head scatter) is not modelled. Taught in the "Long context" chapter.
+CP_COMMS = ("p2p", "all_gather")
+
 
 @dataclass(frozen=True)
 class Parallel:
@@ -38,7 +50,19 @@ class Parallel:
     A pipeline's micro-batches are the gradient-accumulation steps of
     :func:`~llmsizing.memory.training_memory` (``grad_accum``). ``offload`` (one of :data:`OFFLOADS`) moves the
     optimizer's bytes, or those and the weights, to the host's memory (ZeRO-Offload, ZeRO-Infinity);
-    :class:`~llmsizing.memory.ModelStates` then reports the host bytes it costs (``host_bytes``)."""
+    :class:`~llmsizing.memory.ModelStates` then reports the host bytes it costs (``host_bytes``).
+
+    ``cp`` is the context-parallel degree: each sequence is split over ``cp`` GPUs, each holding ``seq / cp`` of
+    its tokens (two chunks of ``seq / (2 cp)``, the first and the mirrored last, so that causal attention costs
+    every rank the same: Megatron-LM and Transformer Engine require ``seq % (2 cp) == 0``, checked where the
+    sequence is known). Attention exchanges K and V over the ``cp`` group as ``cp_comm`` says (one of
+    :data:`CP_COMMS`). The ``cp`` ranks hold the same weights, like data-parallel replicas: gradients are
+    reduced and ZeRO shards over ``dp x cp`` GPUs (Megatron-LM's data-parallel group "with context
+    parallelism"; torchtitan's FSDP mesh ``dp_shard x cp``). ``cp_comm`` sits on the layout, not on each call,
+    because the memory (the gathered K, V), the communication and the step time must all agree on it, as one
+    Megatron-LM launch flag sets it for all of them. Rank order (Megatron-LM's default ``tp-cp-ep-dp-pp``,
+    torchtitan's mesh ``pp, dp, cp, tp``): ``tp`` ranks adjacent, then ``cp``, then ``dp``, then ``pp``. Taught
+    in the "Long context" chapter."""
 
     tp: int = 1
     pp: int = 1
@@ -49,16 +73,19 @@ class Parallel:
     offload: str = "none"
     stage_layers: tuple | None = None
     reshard_after_forward: bool = True
+    cp: int = 1
+    cp_comm: str = "p2p"
 
     def __post_init__(self):
         # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy
-        for f in ("tp", "dp"):
+        for f in ("tp", "dp", "cp"):
             object.__setattr__(self, f, check_int(f, getattr(self, f)))
         object.__setattr__(self, "pp", check_int("pp", self.pp, maximum=MAX_PP))
         object.__setattr__(self, "zero", check_int("zero", self.zero, minimum=0, maximum=3))
         object.__setattr__(self, "sp", check_bool("sp", self.sp))
         object.__setattr__(self, "virtual_stages", check_int("virtual_stages", self.virtual_stages))
         check_choice("offload", self.offload, OFFLOADS)
+        check_choice("cp_comm", self.cp_comm, CP_COMMS)
         object.__setattr__(self, "reshard_after_forward", check_bool("reshard_after_forward",
                                                                      self.reshard_after_forward))
         if self.stage_layers is not None:
@@ -71,15 +98,25 @@ class Parallel:
                                  f"{len(layers)} numbers")
             object.__setattr__(self, "stage_layers", layers)
         check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp, virtual_stages=self.virtual_stages,
-                     zero=self.zero, offload=self.offload, stage_layers=self.stage_layers)
+                     zero=self.zero, offload=self.offload, stage_layers=self.stage_layers, cp=self.cp)
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        """``tp x cp x pp x dp``."""
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def dp_cp(self) -> int:
+        """``dp x cp``: the GPUs that hold the same weights, over which the gradients are reduced and ZeRO
+        shards (Megatron-LM's ``get_data_parallel_group(with_context_parallel=True)``, used by its gradient
+        buffers and distributed optimizer; torchtitan's FSDP dimension ``dp_shard x cp``). ``dp`` without
+        context parallelism."""
+        return self.dp * self.cp
 
 
 def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_stages: int = 1, zero: int = 0,
-                 offload: str = "none", stage_layers: tuple | None = None) -> None:
+                 offload: str = "none", stage_layers: tuple | None = None, cp: int = 1,
+                 seq: int | None = None) -> None:
     """Refuse a layout that cannot run: the one place these rules live (``Parallel``, :func:`resolve_parallel`
     and :func:`~llmsizing.activations.activation_memory` all call it). ``model`` may be ``None`` (then only
     the rules that need no architecture are checked).
@@ -104,8 +141,15 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
       Megatron-LM pairs pipelines with its distributed optimizer, which is ZeRO-1.
     * ``offload="optimizer"`` needs ZeRO stage >= 1 and ``"optimizer+params"`` stage 3, as DeepSpeed's
       ``offload_optimizer`` and ``offload_param`` do.
+    * ``cp > 1`` needs the sequence (``seq``, when given) divisible by ``2 cp``: causal load balancing gives each
+      context-parallel rank two chunks of ``seq / (2 cp)`` tokens (Megatron-LM's ``arguments.py`` asserts
+      ``seq_length % (context_parallel_size * 2) == 0``; Transformer Engine's attention needs the same).
     """
     sp = check_bool("sp", sp)
+    if cp > 1 and seq is not None and seq % (2 * cp):
+        raise ValueError(f"seq={seq:,} must be a multiple of 2 x cp = {2 * cp} with cp={cp}: context parallelism "
+                         "gives each rank two chunks of seq / (2 cp) tokens (causal load balancing, as "
+                         "Megatron-LM and Transformer Engine require)")
     check_choice("offload", offload, OFFLOADS)
     if isinstance(model, str):                 # a catalogue name, as everywhere else
         from .catalog import get_model
@@ -175,15 +219,16 @@ def uneven_stages(layers: int, pp: int, *, first: int, last: int) -> tuple[int, 
 SINGLE_GPU = Parallel()
 
 
-def resolve_parallel(parallel: Parallel | None, model=None) -> Parallel:
+def resolve_parallel(parallel: Parallel | None, model=None, seq: int | None = None) -> Parallel:
     """``parallel`` or the single-GPU layout for ``None``; with ``model``, also check that the layout can run
-    that model (:func:`check_layout`)."""
+    that model (:func:`check_layout`), and with ``seq`` that the sequence splits over ``cp``."""
     if parallel is None:
         return SINGLE_GPU
     if not isinstance(parallel, Parallel):
         raise TypeError(f"parallel must be a Parallel(...) or None, got {type(parallel).__name__}")
     check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp, virtual_stages=parallel.virtual_stages,
-                 zero=parallel.zero, offload=parallel.offload, stage_layers=parallel.stage_layers)
+                 zero=parallel.zero, offload=parallel.offload, stage_layers=parallel.stage_layers, cp=parallel.cp,
+                 seq=seq)
     return parallel
 
 

@@ -1,13 +1,14 @@
 """The planner: how many GPUs, how long, how much (Part III, "How many GPUs do you need?").
 
-:func:`plan` searches GPU type x layout (tp, pp, dp, ZeRO stage, sequence parallelism) x micro-batch x
+:func:`plan` searches GPU type x layout (tp, cp, pp, dp, ZeRO stage, sequence parallelism) x micro-batch x
 recomputation for the runs that fit in memory and reach a global batch, and gives each its step time, MFU,
 days and cost. It adds no formula of its own:
 
 * memory is :func:`~llmsizing.memory.training_memory`'s per-GPU peak (the most loaded GPU), the same number
   the memory chapters and :func:`~llmsizing.layouts.min_gpus` use. Within one layout it is linear in the
-  micro-batch (activations) and in ``1 / dp`` (ZeRO's shards), so three evaluations give it for every
-  micro-batch and ``dp`` at once (NumPy); ``tests/test_planner.py`` checks returned rows against direct calls;
+  micro-batch (activations) and in ``1 / (dp x cp)`` (ZeRO's shards), so three evaluations per context-parallel
+  degree give it for every micro-batch and ``dp`` at once (NumPy); ``tests/test_planner.py`` checks returned rows
+  against direct calls;
 * time is :func:`~llmsizing.layouts.step_time` (the slowest stage's compute at ``kernel_efficiency`` of the
   dense peak, default each GPU generation's calibrated one, the pipeline bubble, and what each group's
   communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide);
@@ -31,7 +32,7 @@ from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, OPTIMIZER_IMPLS, training_memory
 from .network import get_node
 from .model import Model
-from .parallel import MAX_PP, Parallel, check_layout
+from .parallel import CP_COMMS, MAX_PP, Parallel, check_layout
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .time_cost import mfu_range_factors
 
@@ -45,7 +46,7 @@ COMPUTE_EFFICIENCY = 0.5
 OVERLAP = None
 
 #: Columns of :func:`plan`'s DataFrame, in order.
-PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum", "recompute",
+PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum", "recompute",
                 "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days", "days_low", "days_high",
                 "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto")
 
@@ -76,25 +77,81 @@ MAX_LAYOUTS = 600
 MAX_PLANS = 10_000
 
 
+#: The context-parallel degrees :func:`plan` tries by default (``cp_degrees=None``), each only where the
+#: sequence is at least :data:`CP_MIN_SEQ` tokens, splits into ``2 cp`` chunks, and leaves every rank at least
+#: :data:`CP_MIN_TOKENS_PER_RANK` tokens. Published long-context runs use 2 to 16 (Llama 3 405B at 128K: 16).
+CP_DEGREES = (1, 2, 4, 8, 16, 32)
+
+#: Below this sequence length :func:`plan` does not try context parallelism unless asked (``cp_degrees``): at
+#: 8K tokens the activations of one sequence are a small part of a GPU, tensor and pipeline parallelism already
+#: cut them, and Llama 3 405B trained its 8K stage with ``cp = 1`` (Dubey et al. 2024, Table 4). Searching it
+#: there would only add layouts that trade data-parallel ranks for ring traffic.
+CP_MIN_SEQ = 16_384
+
+#: The fewest tokens of each sequence a context-parallel rank keeps in the default search: 4,096, two chunks
+#: of 2,048, so that each ring step's attention block is large enough to hide the next hop (Llama 3's 128K
+#: stage keeps 8,192 per rank).
+CP_MIN_TOKENS_PER_RANK = 4096
+
+
+def default_cp_degrees(seq: int) -> tuple[int, ...]:
+    """The context-parallel degrees :func:`plan` searches by default for sequences of ``seq`` tokens (see
+    :data:`CP_DEGREES`): ``(1,)`` below :data:`CP_MIN_SEQ`, ``(1, 2, 4, 8, 16, 32)`` at 128K."""
+    seq = check_int("seq", seq)
+    if seq < CP_MIN_SEQ:
+        return (1,)
+    return tuple(c for c in CP_DEGREES if c == 1 or (seq % (2 * c) == 0 and seq // c >= CP_MIN_TOKENS_PER_RANK))
+
+
 class NoPlanError(ValueError):
     """Nothing fits, or nothing meets the deadline or budget: the message says which and what came closest."""
 
 
-def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int):
+def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1, cp_comm: str = "p2p",
+                         base=None):
     """``(fixed, per_micro, sharded)`` arrays, one entry per (stage, phase piece), such that a GPU's peak
-    piece is ``fixed + micro x per_micro + sharded / dp`` (read off three evaluations)."""
+    piece is ``fixed + micro x per_micro + sharded / dp`` (read off three evaluations).
+
+    With ``cp`` context parallelism and ``base``, the coefficients of the same layout at ``cp = 1``, one
+    evaluation is enough: the model states do not depend on ``cp`` except through ZeRO's divisor ``dp x cp``
+    (``fixed`` is the same, ``sharded`` falls to ``sharded / cp``), so only ``per_micro`` (the activations of
+    ``seq / cp`` tokens and the K, V buffers) is read off ``micro = dp = 1``. ``tests/test_context_parallel.py``
+    checks this against the three evaluations."""
     def pieces(batch, dp):
-        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1)
+        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
         runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True,
                                _stages=(0, pp - 1), **kw)
         return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
 
+    if cp > 1 and base is not None:
+        fixed, _, sharded = base
+        sharded = sharded / cp
+        return fixed, pieces(1, 1) - fixed - sharded, sharded
     b1d1, b2d1 = pieces(1, 1), pieces(2, 1)
     b1d2 = pieces(1, 2) if zero else b1d1
     per_micro = b2d1 - b1d1
     sharded = 2 * (b1d1 - b1d2)
     fixed = b1d1 - per_micro - sharded
     return fixed, per_micro, sharded
+
+
+def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str, base) -> dict:
+    """:func:`_memory_coefficients` for every context-parallel degree above 1 in ``cps``, from ``base`` (the
+    layout at ``cp = 1``) and at most two evaluations: what one micro-batch adds is ``X / cp + Y`` in every
+    piece, since the activations, the loss's temporaries and the ring's backward buffers are those of
+    ``seq / cp`` tokens and the gathered (or all-received) K and V of the whole sequence do not depend on ``cp``
+    (:func:`~llmsizing.activations.cp_attention_buffers_bytes`). ``tests/test_context_parallel.py`` checks the
+    result against direct evaluations."""
+    degrees = sorted(c for c in cps if c > 1)
+    fixed, _, sharded = base
+    if len(degrees) == 1:
+        return {degrees[0]: _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base)}
+    c1, c2 = degrees[:2]
+    p1 = _memory_coefficients(model, kw, tp, pp, zero, m, c1, cp_comm, base)[1]
+    p2 = _memory_coefficients(model, kw, tp, pp, zero, m, c2, cp_comm, base)[1]
+    y = (c2 * p2 - c1 * p1) / (c2 - c1)
+    x = (p1 - y) * c1
+    return {c: (fixed, x / c + y, sharded / c) for c in degrees}
 
 
 def _total_bytes(coef, micro: np.ndarray, dp: np.ndarray) -> np.ndarray:
@@ -129,7 +186,7 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
 
 @functools.lru_cache(maxsize=32)
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
-            frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach"):
+            frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,), cp_comm="p2p"):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -161,15 +218,15 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             f"the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
             "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
 
-    candidates = []                     # (gpu, tp, pp, zero, micro, dp, grad_accum, recompute, total bytes)
+    candidates = []                 # (gpu, tp, cp, pp, zero, micro, dp, grad_accum, recompute, total bytes)
     coef_cache: dict = {}
     for tp, pp, zero in layouts:
-        for b in micros:
+        for cp, b in ((cp, b) for cp in cps for b in micros):
             if global_batch % b:
                 continue
             dps = np.array([d for d in _divisors(global_batch // b) if global_batch // (b * d) >= pp], dtype=float)
             if max_gpus is not None:
-                dps = dps[tp * pp * dps <= max_gpus]
+                dps = dps[tp * cp * pp * dps <= max_gpus]
             if not len(dps):
                 continue
             m = global_batch // (b * dps.astype(int))
@@ -178,15 +235,21 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             accum_class = np.where(m > 1, max(2, pp), 1)
             totals: dict = {}
 
-            def total(rc, b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, totals=totals):
+            def total(rc, b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, totals=totals, cp=cp):
                 """Per-GPU totals for each dp with recomputation rc: worked out when a GPU first needs them."""
                 if rc not in totals:
                     t = np.empty(len(dps))
                     for c in np.unique(accum_class):
-                        key = (tp, pp, zero, rc, int(c))
+                        key = (tp, pp, zero, rc, int(c), cp)
                         if key not in coef_cache:
-                            coef_cache[key] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero,
-                                                                   int(c))
+                            one = key[:-1] + (1,)
+                            if one not in coef_cache:
+                                coef_cache[one] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp,
+                                                                       zero, int(c))
+                            if cp > 1:           # every degree of cp at once, from cp = 1 and two degrees
+                                for d, coef in _cp_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero,
+                                                                int(c), cps, cp_comm, coef_cache[one]).items():
+                                    coef_cache[key[:-1] + (d,)] = coef
                         sel = accum_class == c
                         t[sel] = _total_bytes(coef_cache[key], np.full(sel.sum(), float(b)), dps[sel])
                     totals[rc] = t
@@ -202,9 +265,10 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                         break
                     fits = (total(rc) <= limit) & ~chosen
                     for j in np.flatnonzero(fits):
-                        if zero and dps[j] == 1:        # ZeRO over one data-parallel rank is no ZeRO at all
+                        if zero and dps[j] * cp == 1:   # ZeRO over one data-parallel rank is no ZeRO at all
                             continue
-                        candidates.append((g, tp, pp, zero, b, int(dps[j]), int(m[j]), rc, float(total(rc)[j])))
+                        candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc,
+                                           float(total(rc)[j])))
                     chosen |= fits
             if len(candidates) > MAX_PLANS:
                 raise ValueError(
@@ -216,13 +280,13 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
         return None
 
     out, price_of = [], dict(prices)
-    for g, tp, pp, zero, b, dp, m, rc, total in candidates:
-        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1)
+    for g, tp, cp, pp, zero, b, dp, m, rc, total in candidates:
+        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
         st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
                        recompute=rc, precision=precision, node=node_of[g.name])
-        out.append((g.name, par.gpus, dp, tp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
+        out.append((g.name, par.gpus, dp, tp, cp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
                     st.step_s, price_of[g.name], st.peak_flops))
-    df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "pp", "zero", "sp", "micro_batch", "grad_accum",
+    df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
                                     "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
                                     "price", "peak"])
     df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
@@ -236,7 +300,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          usable_fraction: float = USABLE_FRACTION, kernel_efficiency: float | None = None,
          overlap: float | None = None, prices: dict | None = None, gpus_per_node: int | None = None,
          inter_node_gbps: float | None = None, max_pp: int = 64, explain: bool = True,
-         optimizer_impl: str = "foreach", compute_efficiency: float | None = None):
+         optimizer_impl: str = "foreach", compute_efficiency: float | None = None, cp_degrees=None,
+         cp_comm: str = "p2p"):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest first.
 
@@ -246,7 +311,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     split), ZeRO stages ``zero_stages`` (2 and 3 only without a pipeline), micro-batches ``micro_batches``
     and, for each, ``dp`` such that ``global_batch = micro_batch x grad_accum x dp`` with whole numbers and
     ``grad_accum >= pp`` (fewer micro-batches than stages leave most of the pipeline idle), ``tp x pp x dp``
-    at most ``max_gpus``. For each layout and micro-batch only the lightest recomputation in ``recomputes``
+    at most ``max_gpus``; context parallelism ``cp`` among ``cp_degrees`` (default
+    :func:`default_cp_degrees`: none below :data:`CP_MIN_SEQ` tokens, up to 32 at long context, each leaving a
+    rank at least :data:`CP_MIN_TOKENS_PER_RANK` tokens; a given tuple is searched as is, each degree dividing
+    ``seq`` into ``2 cp`` chunks), with K and V exchanged as ``cp_comm`` says (:data:`~llmsizing.parallel.CP_COMMS`:
+    the ring ``"p2p"``, Megatron-LM's default, or ``"all_gather"``), ``tp x cp x pp x dp`` GPUs in all. For each
+    layout and micro-batch only the lightest recomputation in ``recomputes``
     that fits is kept (heavier recomputation costs time and buys nothing once it fits). A plan fits when its
     most loaded GPU's total (:func:`~llmsizing.memory.training_memory`) is at most ``usable_fraction`` of
     the GPU's memory.
@@ -303,6 +373,16 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         check_int(f"the scale-up domain of {name}'s node", nd.scaleup_domain_gpus, maximum=MAX_GPUS_PER_NODE)
     optimizer_impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     max_pp = check_int("max_pp", max_pp, maximum=MAX_PP)
+    cp_comm = check_choice("cp_comm", cp_comm, CP_COMMS)
+    if cp_degrees is None:
+        cps = default_cp_degrees(seq)
+    else:
+        cps = tuple(sorted({check_int("cp_degrees[i]", c) for c in
+                            check_sequence("cp_degrees", cp_degrees, example="(1, 2, 4, 8)")}))
+        for c in cps:
+            if c > 1 and seq % (2 * c):
+                raise ValueError(f"cp_degrees holds {c}, but seq={seq:,} is not a multiple of 2 x {c}: context "
+                                 "parallelism gives each rank two chunks of seq / (2 cp) tokens")
     check_bool("explain", explain)
     given = resolve_prices(prices, gpu_list)
     prices = {g.name: given[g.name] if g.name in given else gpu_price(g, name="prices") for g in gpu_list}
@@ -321,7 +401,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     steps = tokens / (global_batch * seq)
     args = (model, tuple(gpu_list), seq, global_batch, max_gpus, tuple(micros), tuple(rcs), tuple(zeros), precision,
             optimizer, attention, stack, frac, eff, overlap, tuple(sorted(prices.items())), nodes, max_pp,
-            optimizer_impl)
+            optimizer_impl, cps, cp_comm)
     try:
         hash(args)
     except TypeError:           # an unhashable argument: not cached; the search rejects it with its own message
@@ -335,8 +415,10 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         raise NoPlanError(
             f"no layout holds {model.name} with micro-batches {micros} of {seq:,} tokens on {limit}"
             + (f" within max_gpus={max_gpus:,}" if max_gpus is not None else "")
-            + f" at global_batch={global_batch:,}: allow more GPUs, a larger global batch (more data-parallel "
-            "ranks), recomputation, or a GPU with more memory")
+            + f" at global_batch={global_batch:,}" + ("" if cps == (1,) else f", context parallelism {cps}")
+            + ": allow more GPUs, a larger global batch (more data-parallel ranks), recomputation, "
+            + ("context parallelism (cp_degrees=...), " if cps == (1,) else "")
+            + "or a GPU with more memory")
     df = df.copy()                                       # (the search's table is kept: never change it)
     factors = {g.name: mfu_range_factors(g, dtype) for g in gpu_list}
     low = df["gpu"].map(lambda name: factors[name][0])
@@ -374,5 +456,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     out = df[list(PLAN_COLUMNS)]
     out.attrs["assumes"] = (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
                             f"kernel efficiency {'calibrated per GPU' if eff is None else f'{eff:g}'}, "
-                            f"overlap {'per group' if overlap is None else f'{overlap:g}'}")
+                            f"overlap {'per group' if overlap is None else f'{overlap:g}'}"
+                            + ("" if cps == (1,) else f", context parallelism {cp_comm}"))
+    out.attrs["cp_comm"] = cp_comm
     return out

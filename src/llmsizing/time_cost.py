@@ -374,7 +374,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     if parallel is not None:
         par = resolve_parallel(parallel, model)
         if n_gpus is not None and check_int("n_gpus", n_gpus) != par.gpus:
-            raise ValueError(f"n_gpus={n_gpus} but parallel uses tp*pp*dp = {par.gpus} GPUs; give one of them")
+            raise ValueError(f"n_gpus={n_gpus} but parallel uses tp*cp*pp*dp = {par.gpus} GPUs; give one of them")
         n_gpus = par.gpus
     elif n_gpus is None:
         raise ValueError("give n_gpus (an integer >= 1) or parallel=Parallel(...)")
@@ -484,10 +484,11 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
 
 
 def _layout_label(par: Parallel) -> str:
-    """``"TP8 PP2 DP4 ZeRO-1"``: how tables name a layout."""
+    """``"TP8 PP2 DP4 ZeRO-1"``: how tables name a layout (``"TP8+SP CP16 PP16 DP8 ZeRO-1"`` with context
+    parallelism; ``"CP16 all-gather"`` when its K, V are all-gathered rather than sent around a ring)."""
     parts = [f"TP{par.tp}" + ("+SP" if par.sp else "")]
-    if getattr(par, "cp", 1) > 1:                      # context parallelism, once Parallel has it
-        parts.append(f"CP{par.cp}")
+    if par.cp > 1:
+        parts.append(f"CP{par.cp}" + (" all-gather" if par.cp_comm == "all_gather" else ""))
     parts += [f"PP{par.pp}", f"DP{par.dp}"]
     if par.zero:
         parts.append(f"ZeRO-{par.zero}")

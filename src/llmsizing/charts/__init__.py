@@ -11,7 +11,8 @@ and :func:`show`, figure and axes reuse, bars, log axes and short numbers), neve
 * :mod:`~llmsizing.charts.one_gpu`: Part I, chapters 1-5;
 * :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9;
 * :mod:`~llmsizing.charts.time_money`: Part III, chapters 10-14;
-* :mod:`~llmsizing.charts.serve_tune`: Part IV, chapters 15-16.
+* :mod:`~llmsizing.charts.serve_tune`: Part IV, chapters 15-16;
+* :mod:`~llmsizing.charts.long_context`: Part V, chapter 17.
 
 Every top-level name of these modules is re-exported here, private helpers included (tests and widgets use a
 few), so ``from llmsizing.charts import X`` and ``charts.X`` keep working as they did when ``charts`` was one
@@ -51,14 +52,17 @@ from .time_money import (CALIBRATION_COLORS, COST_GPUS, PLAN_GPUS, SENSITIVITY_M
                          render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus, render_mfu_calibration,
                          render_plan, render_prediction_check, render_seed_audit, render_training_time,
                          resolve_model_name)
-from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _log_norm, _plan_groups,  # noqa: F401
-                         _plan_label, _rect)
+from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _log_norm,  # noqa: F401
+                         _plan_groups, _plan_label, _rect)
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, SPECULATIVE_COLORS, SPECULATIVE_KS,
                          render_finetune_calibration, render_finetune_memory, render_serving_cost,
                          render_serving_curve, render_speculative_speedup)
 from .serve_tune import _POINT  # noqa: F401
+
+# Part V, the models of 2026 (ch 17): long context.
+from .long_context import CP_OVERLAP_SEQS, llama3_long_context_layout, render_cp_overlap
 
 __all__ = [
     # what every figure shares
@@ -80,4 +84,6 @@ __all__ = [
     "render_mfu_calibration", "render_seed_audit", "render_training_time", "resolve_model_name",
     # Part IV
     "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory", "render_serving_cost", "render_serving_curve",
+    # Part V
+    "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap",
 ]

@@ -53,7 +53,7 @@ GPU_COLORS = {"A10": "#BBBBBB", "L40S": "#555555", "RTX 4090": "#AA4499", "A100 
 #: The step-time parts of :func:`_step_time_bars` (the parallelism explorer, chapter 8, and the planner,
 #: chapter 12), in drawing order, with their colours.
 EXPLORER_TIME_COLORS = {"compute": "#0072B2", "pipeline bubble": "#BBBBBB", "dp": "#E69F00", "tp": "#009E73",
-                        "pp": "#CC79A7"}
+                        "pp": "#CC79A7", "cp": "#56B4E9"}
 
 DPI = 96
 

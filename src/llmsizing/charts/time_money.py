@@ -354,9 +354,17 @@ def render_cost_vs_gpus(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H
 PLAN_GPUS = ("H100 SXM", "H200", "B200", "A100 80GB")
 
 
+def _cp_text(r, sep: str = " ") -> str:
+    """``" cp=16"`` for a plan row with context parallelism, ``""`` without (or for a table from before the
+    ``cp`` column)."""
+    cp = int(getattr(r, "cp", 1))
+    return f"{sep}cp={cp}" if cp > 1 else ""
+
+
 def _plan_label(r) -> str:
     """A front plan in one line: GPUs and layout."""
-    return (f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp}, pp={r.pp}, dp={r.dp}, ZeRO-{r.zero}"
+    return (f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp},{_cp_text(r, ' ')}{',' if _cp_text(r) else ''} pp={r.pp}, "
+            f"dp={r.dp}, ZeRO-{r.zero}"
             f"{', SP' if r.sp else ''}), micro-batch {r.micro_batch} x {r.grad_accum}, recompute={r.recompute}")
 
 
@@ -396,7 +404,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                          f"got {highlight!r}")
     r = plans.loc[highlight]
     g = get_gpu(r.gpu)
-    par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp))
+    par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp),
+                   cp=int(r.get("cp", 1)), cp_comm=plans.attrs.get("cp_comm", "p2p"))
     run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), recompute=r.recompute)
     tm = training_memory(m, parallel=par, **run)
     st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, **run)
@@ -453,8 +462,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     _kept_legend(ax_m, ("plan memory", *parts),             # (the colours follow from the parts' names)
                  lambda: ax_m.legend(handles, list(parts), fontsize=6.5, frameon=False, ncols=3, loc="upper center",
                                      bbox_to_anchor=(0.5, -0.62)))
-    ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
-                   fontsize=8.5, loc="left")
+    if _cp_text(r):                   # one more degree: the GPU's name is in the summary, not the title
+        ax_m.set_title(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
+                       fontsize=7.5, loc="left")
+    else:
+        ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
+                       fontsize=8.5, loc="left")
 
     # ---- right, bottom: where the step's time goes
     _step_time_bars(ax_t, st, fontsize=7.5)
@@ -475,7 +488,9 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
              f"(usable {USABLE_FRACTION:.0%}: {USABLE_FRACTION * g.memory_gib:.1f} GiB)",
              f"  step {st.step_s:.2f} s: compute {st.compute_s:.2f} + bubble {st.bubble_s:.2f} + exposed "
              f"communication {st.exposed_comm_s:.2f} (dp {st.comm_by_group_s['dp']:.2f}, tp "
-             f"{st.comm_by_group_s['tp']:.2f}, pp {st.comm_by_group_s['pp']:.2f} before overlap); MFU {r.mfu:.0%}",
+             f"{st.comm_by_group_s['tp']:.2f}, pp {st.comm_by_group_s['pp']:.2f}"
+             + (f", cp {st.comm_by_group_s['cp']:.2f}" if "cp" in st.comm_by_group_s else "")
+             + f" before overlap); MFU {r.mfu:.0%}",
              f"  {r.days:,.1f} days ({r.days_low:,.1f}-{r.days_high:,.1f}), {r.gpu_hours:,.0f} GPU-hours, "
              f"{_usd(r.cost_usd)} ({_usd(r.cost_usd_low)}-{_usd(r.cost_usd_high)})",
              *([f"assumes: {plans.attrs['assumes']}"] if plans.attrs.get("assumes") else []),
@@ -513,7 +528,7 @@ def _plan_groups(plans) -> dict:
     fs = front.sort_values("days")
     lines = []
     for i, f in enumerate(front.itertuples(), 1):                  # (itertuples: iterrows is ~10x slower)
-        lines.append((f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp} "
+        lines.append((f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp}{_cp_text(f)} "
                      f"pp={f.pp:<2d} dp={f.dp:<4d} ZeRO-{f.zero} mb={f.micro_batch} x{f.grad_accum:<4d} "
                      f"{f.recompute:<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
                      f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}"))

@@ -160,7 +160,8 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
 
 def _front_options(front) -> list[tuple[str, int]]:
     """The plan selector's options: one per front plan (cheapest first)."""
-    return [(f"#{i}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp}, {r.days:,.1f} days, "
+    return [(f"#{i}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp}{charts.time_money._cp_text(r)} pp={r.pp} dp={r.dp}, "
+             f"{r.days:,.1f} days, "
              f"{charts._usd(r.cost_usd)}", i - 1) for i, r in enumerate(front.itertuples(), 1)]
 
 

@@ -1,0 +1,64 @@
+"""Part V, "The models of 2026": the widget of chapter 17.
+
+* chapter 17, :func:`long_context_widget`: move the context length and watch the planner switch layouts
+  (context parallelism appears at long context).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import ipywidgets as W
+
+from .. import charts
+from ..catalog import get_model, list_models
+from .controls import _gpu_multiselect, _style
+from .dashboard import Dashboard
+
+#: The context lengths the chapter 17 widget offers: 8K (Llama 3's first stage) to 256K.
+LONG_CONTEXT_SEQS = (8192, 16384, 32768, 65536, 131072, 262144)
+
+#: Tokens per global batch the widget offers (the global batch in sequences is this over the context length).
+#: Llama 3 405B kept 16M tokens per step at 8K and at 128K (Dubey et al. 2024, Table 4).
+LONG_CONTEXT_BATCH_TOKENS = (("4M", 2**22), ("8M", 2**23), ("16M", 2**24))
+
+#: The token budget the widget's days and cost are for: Llama 3's long-context stage trained on about 800B
+#: tokens (Dubey et al. 2024, Sec. 3.4.2).
+LONG_CONTEXT_TOKENS = 8e11
+
+
+def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
+    """Chapter 17: model x context length x GPU types x tokens per batch x GPU limit x how context parallelism
+    exchanges K and V -> the planner's plans (:func:`~llmsizing.planner.plan`, which tries context parallelism
+    from 16K tokens on) and its fastest plan (:func:`~llmsizing.charts.render_plan`), for
+    :data:`LONG_CONTEXT_TOKENS` tokens. The plans are cached per setting. A setting where nothing fits shows the
+    planner's message."""
+    from ..planner import plan
+
+    get_model(model)
+
+    @functools.lru_cache(maxsize=16)
+    def cached(model, seq, gpus, batch_tokens, max_gpus, cp_comm):
+        return plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=gpus, seq=seq, global_batch=max(batch_tokens // seq, 1),
+                    max_gpus=max_gpus, cp_comm=cp_comm)
+
+    def render(model, seq, gpus, batch_tokens, max_gpus, cp_comm, into=None):
+        gpus = tuple(gpus)
+        df = cached(model, seq, gpus, batch_tokens, max_gpus, cp_comm)
+        fastest = df[df["pareto"]]["days"].idxmin()
+        return charts.render_plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=gpus, seq=seq,
+                                  global_batch=max(batch_tokens // seq, 1), max_gpus=max_gpus, plans=df,
+                                  highlight=fastest, into=into)
+
+    controls = {
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "seq": W.SelectionSlider(options=list(LONG_CONTEXT_SEQS), value=131072, description="context", **_style()),
+        "gpus": _gpu_multiselect(("H100 SXM",), "GPU types"),
+        "batch_tokens": W.Dropdown(options=LONG_CONTEXT_BATCH_TOKENS, value=2**24, description="tokens/batch",
+                                   **_style()),
+        "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=16384, description="max GPUs",
+                                      **_style()),
+        "cp_comm": W.Dropdown(options=[("ring (p2p)", "p2p"), ("all-gather", "all_gather")], value="p2p",
+                              description="CP exchange", **_style()),
+    }
+    return Dashboard(render, controls)
