@@ -3,7 +3,7 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|hf-counts] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -20,6 +20,9 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     collectives [--out data/gloo_collective_times.csv]
            all-reduce / all-gather / reduce-scatter times under gloo at 2 and 4 ranks, 1 KiB .. 64 MiB, and
            their alpha-beta fits (chapter 9; ``collective_time.py``)
+    hf-counts [--out data/hf_meta_param_counts.csv]
+           exact parameters of every Hugging Face family Model.from_hf_config reads (MoE, MLA, Gemma, Falcon,
+           ...): transformers' ForCausalLM built on the meta device from small and published configs (issue 24)
     all    saved, step, dist, peft, lora, nf4, dropout, then collectives, with the default files (also what runs with no
            sub-command)
 
@@ -28,7 +31,7 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
 Sub-command ``saved`` (about 50 s on 2 cores) is the original experiment; ``step`` (about 5 minutes) measures the
 live bytes over a whole training step. This file is only the entry point: the code is the package
 ``tools/measure/``, one module per sub-command (``saved.py``, ``step.py``, ``dist.py``, ``peft_counts.py``,
-``lora.py``, ``nf4.py``, ``dropout.py``; each module's docstring describes its experiment and the columns of its
+``lora.py``, ``nf4.py``, ``dropout.py``, ``hf_counts.py``; each module's docstring describes its experiment and the columns of its
 CSVs) on a shared ``core.py`` (the live-bytes tracker, one measured step and its phases, CSV writing) and
 ``book_modules.py`` (the book's own torch modules); ``cli.py`` holds :func:`main`.
 """
