@@ -260,3 +260,8 @@ def test_widgets_leave_moe_out_with_a_reason():
     from llmsizing import widgets
     with pytest.raises(ValueError, match="mixture of experts"):
         widgets.parameter_counts_widget("deepseek-v3")
+
+
+def test_expanded_mla_cache_is_what_hugging_face_keeps():
+    assert kv_numbers_per_token_per_layer("deepseek-v3", expanded=True) == 128 * (128 + 64 + 128)
+    assert kv_numbers_per_token_per_layer("llama-3-70b", expanded=True) == 2 * 8 * 128

@@ -76,13 +76,19 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     return total
 
 
-def kv_numbers_per_token_per_layer(model: Model | str) -> int:
+def kv_numbers_per_token_per_layer(model: Model | str, *, expanded: bool = False) -> int:
     """Numbers one token adds to ONE layer's KV cache: ``2 (K and V) x kv_heads x head_dim``, or with multi-head
     latent attention the compressed latent plus the shared rotary key, ``kv_lora_rank + qk_rope_head_dim``
-    (576 for DeepSeek-V3; see the module docstring). Chapter 3."""
+    (576 for DeepSeek-V3; see the module docstring). ``expanded=True`` gives, for multi-head latent attention,
+    the per-head keys and values Hugging Face's eager attention caches instead,
+    ``heads x (qk_nope_head_dim + qk_rope_head_dim + v_head_dim)`` (40,960 for DeepSeek-V3); it changes nothing
+    for other models. Chapter 3."""
     model = resolve_model(model, moe=True)
     if model.is_mla:
+        if check_bool("expanded", expanded):
+            return model.heads * (model.head_dim + model.v_head_dim)
         return model.kv_lora_rank + model.qk_rope_head_dim
+    check_bool("expanded", expanded)
     return 2 * model.kv_heads * model.head_dim
 
 
