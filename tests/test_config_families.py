@@ -265,3 +265,8 @@ def test_widgets_leave_moe_out_with_a_reason():
 def test_expanded_mla_cache_is_what_hugging_face_keeps():
     assert kv_numbers_per_token_per_layer("deepseek-v3", expanded=True) == 128 * (128 + 64 + 128)
     assert kv_numbers_per_token_per_layer("llama-3-70b", expanded=True) == 2 * 8 * 128
+
+
+def test_a_multimodal_config_without_text_config_is_refused():
+    with pytest.raises(ValueError, match="text_config"):
+        Model.from_hf_config({"model_type": "llama4", "hidden_size": 5120})

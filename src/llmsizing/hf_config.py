@@ -40,6 +40,9 @@ def model_from_hf_config(cls, config, name=None):
                          f"(model_type {_short(mtype)}), which from_hf_config does not read for that "
                          f"model_type; a dense count of a mixture of experts leaves out all its experts but "
                          f"one. Mixture-of-experts families it reads: {', '.join(sorted(_MOE_FAMILIES))}")
+    if mtype in _MULTIMODAL:
+        raise ValueError(f"{where}: a {mtype} config is read through its text_config (a dict of the text model's "
+                         "keys), which this one lacks")
     if not isinstance(mtype, str) or mtype not in HF_DEFAULTS:
         raise ValueError(f"{where}: unsupported model_type {_short(mtype)}; supported: "
                          f"{', '.join(HF_FAMILIES)}. Build a Model(...) by hand for other architectures.")
