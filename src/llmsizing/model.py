@@ -474,11 +474,12 @@ class Model:
 
         Convention: everything but the routed experts counts once, as in :attr:`n_params` (the input embedding,
         the LM head, attention, norms, dense MLPs, shared experts, the router); of the routed experts, the
-        ``experts_per_token`` a token is sent to in each MoE layer. The input embedding is counted, as
-        DeepSeek-V3's "37B activated" and Mixtral's "12.9B active" count it (the library's counts match them
-        that way: chapter 1); :func:`~llmsizing.flops.forward_flops_per_token` leaves it out, as it leaves it out
-        of a dense model's FLOPs (a lookup, not a matrix multiply). A dense model's active parameters are its
-        parameters."""
+        ``experts_per_token`` a token is sent to in each MoE layer. The input embedding is counted, as Mixtral's
+        "12.9B active" (12.88B here) and Qwen3-30B-A3B's "3.3B activated" (3.35B) count it. OpenAI's "5.13B
+        active" for gpt-oss-120b and DeepSeek's "37B" (V3), "21B" (V2) and "2.4B" (V2-Lite) leave it out
+        (5.13B, 36.63B, 20.85B, 2.45B here): that count is :func:`llmsizing.flops.matmul_params`, which the FLOPs
+        use, as they leave the embedding lookup out of a dense model's FLOPs. Chapter 1. A dense model's active
+        parameters are its parameters."""
         if not self.is_moe:
             return self.n_params
         return self.n_params - self.routed_expert_params + self.routed_expert_params * self.experts_per_token \
