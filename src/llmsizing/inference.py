@@ -93,8 +93,10 @@ def kv_numbers_per_token_per_layer(model: Model | str, *, expanded: bool = False
 
 
 def kv_cache_bytes_per_token(model: Model | str, dtype: str = "bf16") -> float:
-    """KV-cache bytes one token adds: ``2 (K and V) x layers x kv_heads x head_dim x bytes``; with multi-head
-    latent attention ``layers x (kv_lora_rank + qk_rope_head_dim) x bytes`` (:func:`kv_numbers_per_token_per_layer`)."""
+    """KV-cache bytes one token adds: ``2 (K and V) x layers x kv_heads x head_dim x bytes``.
+
+    With multi-head latent attention, ``layers x (kv_lora_rank + qk_rope_head_dim) x bytes``
+    (:func:`kv_numbers_per_token_per_layer`)."""
     model = resolve_model(model, moe=True)
     if model.is_mla:
         return model.layers * kv_numbers_per_token_per_layer(model) * \

@@ -451,8 +451,9 @@ class Model:
     # ------------------------------------------------------------------ counts
     @cached_property
     def n_params(self) -> int:
-        """Exact number of parameters (tied embeddings counted once; every expert of a mixture of experts).
-        Computed once per (immutable) Model."""
+        """Exact number of parameters (tied embeddings counted once). Computed once per (immutable) Model.
+
+        A mixture of experts counts every expert (its total; :attr:`active_params` is what one token uses)."""
         return sum(math.prod(s) * k for _, _, s, k in self.tensors())
 
     @property
