@@ -151,8 +151,8 @@ def resolve_model(model: Model | str, *, moe: bool = False) -> Model:
         raise TypeError(f"model must be a Model or a catalogue name, got {type(model).__name__}")
     if model.experts and not moe:
         frame = sys._getframe(1)
-        while frame.f_back is not None and frame.f_code.co_name.startswith("<"):   # comprehensions, lambdas
-            frame = frame.f_back
+        while frame.f_back is not None and frame.f_code.co_name.startswith(("<", "_")):
+            frame = frame.f_back            # past comprehensions, lambdas and private helpers: the public function
         require_dense(model, frame.f_code.co_name)
     return model
 
