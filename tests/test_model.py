@@ -52,32 +52,68 @@ def csv_rows() -> list[dict[str, str]]:
 
 
 def closed_form_count(*, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, vocab, gated_mlp,
-                      tied_embeddings, norm, bias, qkv_bias, learned_pos, max_seq) -> int:
-    """An independent count: per-layer formulas, not the library's tensor list."""
+                      tied_embeddings, norm, bias, qkv_bias, learned_pos, max_seq, mlp_bias=None, qk_norm=None,
+                      attn_sinks=False, experts=0, experts_per_token=0, expert_ffn_hidden=None, shared_experts=0,
+                      shared_expert_ffn_hidden=None, first_dense_layers=0, router_bias=False, q_lora_rank=None,
+                      kv_lora_rank=None, qk_rope_head_dim=None, qk_nope_head_dim=None, v_head_dim=None) -> int:
+    """An independent count: per-layer formulas, not the library's tensor list. The keyword arguments after
+    ``max_seq`` are the mixture-of-experts and multi-head-latent-attention columns of data/models.csv (issue 24),
+    written from DeepSeek-V2 Sec. 2.1 and Hugging Face's ``modeling_mixtral.py`` / ``modeling_deepseek_v3.py``."""
     h, a, g, d, f = hidden, heads, kv_heads, head_dim, ffn_hidden
     norm_params = 2 * h if norm == "layernorm" else h             # gain (+ bias for LayerNorm)
-    attn = h * (a * d) + 2 * h * (g * d) + (a * d) * h           # Wq, Wk, Wv, Wo
-    if bias or qkv_bias:
-        attn += a * d + 2 * g * d                                 # q, k, v biases
-    if bias:
-        attn += h                                                 # o bias
+    if kv_lora_rank:                                              # MLA: q low-rank, kv latent + rope key
+        r, c, rope, nope, v = q_lora_rank, kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim
+        attn = (h * r + r + r * a * (nope + rope)) if r else h * a * (nope + rope)
+        attn += h * (c + rope) + c + c * a * (nope + v) + a * v * h
+    else:
+        attn = h * (a * d) + 2 * h * (g * d) + (a * d) * h           # Wq, Wk, Wv, Wo
+        if bias or qkv_bias:
+            attn += a * d + 2 * g * d                                 # q, k, v biases
+        if bias:
+            attn += h                                                 # o bias
+    if qk_norm == "head":
+        attn += 2 * d
+    if attn_sinks:
+        attn += a
     n_in = 2 if gated_mlp else 1                                  # gate+up, or up only
-    mlp = n_in * h * f + f * h
-    if bias:
-        mlp += n_in * f + h
+    mb = bias if mlp_bias is None else mlp_bias
+
+    def mlp_of(width, with_bias):
+        return n_in * h * width + width * h + ((n_in * width + h) if with_bias else 0)
+
+    mlp = mlp_of(f, mb)
     per_layer = attn + mlp + 2 * norm_params
+    blocks = layers * per_layer
+    if experts:                                                   # MoE layers replace the dense MLP
+        moe_layers = layers - first_dense_layers
+        fe = expert_ffn_hidden or f
+        fs = shared_expert_ffn_hidden or fe
+        moe = experts * mlp_of(fe, mb) + h * experts + (experts if router_bias else 0)
+        moe += mlp_of(shared_experts * fs, False) if shared_experts else 0
+        blocks += moe_layers * (moe - mlp)
     embeddings = vocab * h * (1 if tied_embeddings else 2)
     positions = max_seq * h if learned_pos else 0
-    return layers * per_layer + embeddings + positions + norm_params   # + final norm
+    return blocks + embeddings + positions + norm_params   # + final norm
 
 
 def row_fields(r: dict[str, str]) -> dict:
     flag = lambda k: r[k].strip().lower() == "true"  # noqa: E731
-    return dict(layers=int(r["layers"]), hidden=int(r["hidden"]), heads=int(r["heads"]),
-                kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]), ffn_hidden=int(r["ffn_hidden"]),
-                vocab=int(r["vocab"]), gated_mlp=flag("gated_mlp"), tied_embeddings=flag("tied_embeddings"),
-                norm=r["norm"], bias=flag("bias"), qkv_bias=flag("qkv_bias"), learned_pos=flag("learned_pos"),
-                max_seq=int(r["max_seq"]))
+    out = dict(layers=int(r["layers"]), hidden=int(r["hidden"]), heads=int(r["heads"]),
+               kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]), ffn_hidden=int(r["ffn_hidden"]),
+               vocab=int(r["vocab"]), gated_mlp=flag("gated_mlp"), tied_embeddings=flag("tied_embeddings"),
+               norm=r["norm"], bias=flag("bias"), qkv_bias=flag("qkv_bias"), learned_pos=flag("learned_pos"),
+               max_seq=int(r["max_seq"]))
+    for k in ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "shared_expert_ffn_hidden",
+              "first_dense_layers", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+              "v_head_dim"):
+        if (r.get(k) or "").strip():
+            out[k] = int(r[k])
+    for k in ("router_bias", "attn_sinks", "mlp_bias"):
+        if (r.get(k) or "").strip():
+            out[k] = flag(k)
+    if (r.get("qk_norm") or "").strip():
+        out["qk_norm"] = r["qk_norm"].strip()
+    return out
 
 
 # ----------------------------------------------------------------------------- published counts
@@ -246,7 +282,7 @@ def test_from_hf_config_name():
         "openai-community/gpt2"
 
 
-@pytest.mark.parametrize("mtype", ["falcon", "bert", "t5", None])
+@pytest.mark.parametrize("mtype", ["mpt", "bert", "t5", None])     # (falcon is read since issue 24)
 def test_from_hf_config_unknown_type_raises(mtype):
     cfg = {"model_type": mtype, "hidden_size": 4096} if mtype else {"hidden_size": 4096}
     with pytest.raises(ValueError) as e:
@@ -377,8 +413,9 @@ def test_config_errors_name_the_config_key_not_the_model_field(config, key, inte
 
 
 @pytest.mark.parametrize("extra, mtype", [
-    ({"num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408}, "qwen2_moe"),
-    ({"n_routed_experts": 64, "n_shared_experts": 2}, "deepseek_v2"),
+    # MoE keys under a DENSE model_type (qwen2_moe and deepseek_v2 themselves are read since issue 24)
+    ({"num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408}, "qwen2"),
+    ({"n_routed_experts": 64, "n_shared_experts": 2}, "llama"),
     ({"num_local_experts": 8, "num_experts_per_tok": 2}, "mistral"),
 ])
 def test_moe_refusal_names_the_keys_it_saw(extra, mtype):

@@ -3,7 +3,7 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|cp|a2a] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|cp|a2a|hf-counts] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -29,16 +29,20 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
            expert-parallel dispatch/combine all-to-all of one MoE layer step (HF MixtralSparseMoeBlock, hidden 256,
            8 experts, top-2), ep = 2 and 4 under gloo: bytes and messages per rank, phase and direction, the
            routing histogram, call times (issue 24; about 3 minutes; ``moe_a2a.py``)
+    hf-counts [--out data/hf_meta_param_counts.csv]
+           exact parameters of every Hugging Face family Model.from_hf_config reads (MoE, MLA, Gemma, Falcon,
+           ...): transformers' ForCausalLM built on the meta device from small and published configs (issue 24)
     all    every sub-command above in turn (saved, step, dist, peft, lora, loss, loss-peak, nf4, dropout,
-           collectives, cp, a2a), with the default files (also what runs with no sub-command)
+           collectives, cp, a2a, hf-counts), with the default files (also what runs with no sub-command)
 
 (``peft``, ``lora``: peft==0.21.2; ``nf4``: bitsandbytes==0.50.2; all in .venv-measure.)
 
 Sub-command ``saved`` (about 50 s on 2 cores) is the original experiment; ``step`` (about 5 minutes) measures the
 live bytes over a whole training step. This file is only the entry point: the code is the package
 ``tools/measure/``, one module per sub-command (``saved.py``, ``step.py``, ``dist.py``, ``peft_counts.py``,
-``lora.py``, ``nf4.py``, ``dropout.py``, ``cp.py``, ...; each module's docstring describes its experiment and
-the columns of its CSVs) on a shared ``core.py`` (the live-bytes tracker, one measured step and its phases, CSV writing) and
+``lora.py``, ``nf4.py``, ``dropout.py``, ``cp.py``, ``moe_a2a.py``, ``hf_counts.py``, ...; each module's docstring
+describes its experiment and the columns of its CSVs) on a shared ``core.py`` (the live-bytes tracker, one measured
+step and its phases, CSV writing) and
 ``book_modules.py`` (the book's own torch modules); ``cli.py`` holds :func:`main`.
 """
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import csv
 import difflib
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ._validate import check_choice, check_int, check_number, check_sequence
-from .model import Model
+from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
+from .model import Model, moe_layer_indices, require_dense
 
 #: ``data/`` at the repository root (the package is installed editable from ``src/``).
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
@@ -59,29 +60,64 @@ class ModelEntry:
     as_of: str
 
 
+#: Columns of ``data/models.csv`` added for mixtures of experts, multi-head latent attention and the odd parts of
+#: other families (issue 24); blank for a dense Llama-style model, and optional: a file without them still loads.
+_OPTIONAL_INT = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "shared_expert_ffn_hidden",
+                 "window_layers", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                 "v_head_dim")
+_OPTIONAL_FLAG = ("router_bias", "attn_sinks")
+
+
+def _model_from_row(r: dict[str, str]) -> Model:
+    def flag(k):
+        return r[k].strip().lower() == "true"
+
+    def cell(k):
+        return (r.get(k) or "").strip()
+
+    extra: dict = {}
+    for k in _OPTIONAL_INT:
+        if cell(k):
+            extra[k] = int(cell(k))
+    for k in _OPTIONAL_FLAG:
+        if cell(k):
+            extra[k] = flag(k)
+    if cell("mlp_bias"):
+        extra["mlp_bias"] = flag("mlp_bias")
+    if cell("qk_norm"):
+        extra["qk_norm"] = cell("qk_norm")
+    if cell("first_dense_layers") and int(cell("first_dense_layers")):
+        extra["moe_layers"] = moe_layer_indices(int(r["layers"]), first_dense=int(cell("first_dense_layers")))
+    return Model(
+        name=r["name"], layers=int(r["layers"]), hidden=int(r["hidden"]), heads=int(r["heads"]),
+        kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]), ffn_hidden=int(r["ffn_hidden"]),
+        vocab=int(r["vocab"]), gated_mlp=flag("gated_mlp"), tied_embeddings=flag("tied_embeddings"),
+        norm=r["norm"], bias=flag("bias"), qkv_bias=flag("qkv_bias"), learned_pos=flag("learned_pos"),
+        max_seq=int(r["max_seq"]),
+        sliding_window=int(r["sliding_window"]) if r["sliding_window"].strip() else None,
+        fused_qkv=flag("fused_qkv"), **extra,
+    )
+
+
 @cache
 def _model_entries() -> dict[str, ModelEntry]:
     out = {}
     for r in _read("models.csv"):
-        def flag(k, r=r):
-            return r[k].strip().lower() == "true"
-        m = Model(
-            name=r["name"], layers=int(r["layers"]), hidden=int(r["hidden"]), heads=int(r["heads"]),
-            kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]), ffn_hidden=int(r["ffn_hidden"]),
-            vocab=int(r["vocab"]), gated_mlp=flag("gated_mlp"), tied_embeddings=flag("tied_embeddings"),
-            norm=r["norm"], bias=flag("bias"), qkv_bias=flag("qkv_bias"), learned_pos=flag("learned_pos"),
-            max_seq=int(r["max_seq"]),
-            sliding_window=int(r["sliding_window"]) if r["sliding_window"].strip() else None,
-            fused_qkv=flag("fused_qkv"),
-        )
+        m = _model_from_row(r)
         out[m.name] = ModelEntry(m, int(r["published_params"]), int(r["published_rounded_to"]),
                                  r["source"], r["as_of"])
     return out
 
 
-def list_models() -> list[str]:
-    """Names of the catalogued models, in catalogue order."""
-    return list(_model_entries())
+def list_models(*, moe: bool | None = None) -> list[str]:
+    """Names of the catalogued models, in catalogue order: all of them, or with ``moe=False`` only the dense
+    ones (what the functions that do not model mixtures of experts yet accept, :func:`resolve_model`), with
+    ``moe=True`` only the mixtures of experts."""
+    entries = _model_entries()
+    if moe is None:
+        return list(entries)
+    moe = check_bool("moe", moe)
+    return [k for k, e in entries.items() if e.model.is_moe == moe]
 
 
 def get_model(name: str) -> Model:
@@ -100,13 +136,25 @@ def model_entry(name: str) -> ModelEntry:
     return _model_entries()[name]
 
 
-def resolve_model(model: Model | str) -> Model:
-    """Accept a :class:`Model` or a catalogue name."""
-    if isinstance(model, Model):
-        return model
+def resolve_model(model: Model | str, *, moe: bool = False) -> Model:
+    """Accept a :class:`Model` or a catalogue name.
+
+    A mixture of experts (:attr:`Model.is_moe`) is refused unless ``moe=True``: this is the library's one guard
+    (:func:`llmsizing.model.require_dense`) for the functions that would otherwise compute a dense answer for
+    it, because expert parallelism and MoE activations are not modelled yet (training memory, activations,
+    layouts, the planner, serving time). The functions that do handle one pass ``moe=True``: the weights and KV
+    cache of :mod:`llmsizing.inference` and the FLOPs of :mod:`llmsizing.flops`. The error names the function
+    that refused."""
     if isinstance(model, str):
-        return get_model(model)
-    raise TypeError(f"model must be a Model or a catalogue name, got {type(model).__name__}")
+        model = get_model(model)
+    elif not isinstance(model, Model):
+        raise TypeError(f"model must be a Model or a catalogue name, got {type(model).__name__}")
+    if model.experts and not moe:
+        frame = sys._getframe(1)
+        while frame.f_back is not None and frame.f_code.co_name.startswith(("<", "_")):
+            frame = frame.f_back            # past comprehensions, lambdas and private helpers: the public function
+        require_dense(model, frame.f_code.co_name)
+    return model
 
 
 # ----------------------------------------------------------------------------- GPUs
@@ -330,7 +378,8 @@ def gpu_table():
 
 
 def model_table():
-    """The model catalogue as a DataFrame: shape, exact count, published count and source."""
+    """The model catalogue as a DataFrame: shape, exact count (and, for a mixture of experts, its experts and
+    active parameters), published count and source."""
     import pandas as pd
 
     rows = []
@@ -338,6 +387,7 @@ def model_table():
         m = e.model
         rows.append(dict(name=m.name, layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads,
                          ffn_hidden=m.ffn_hidden, vocab=m.vocab, n_params=m.n_params,
+                         experts=m.experts, experts_per_token=m.experts_per_token, active_params=m.active_params,
                          published_params=e.published_params, published_rounded_to=e.published_rounded_to,
                          source=e.source, as_of=e.as_of))
     return pd.DataFrame(rows).set_index("name")

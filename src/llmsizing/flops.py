@@ -23,6 +23,7 @@ window nothing changes; Mistral 7B v0.1 at ``s = 32768`` counts 4096 keys per to
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from ._validate import check_bool, check_choice, check_int
 from .catalog import resolve_model
@@ -36,21 +37,29 @@ def attention_keys_per_token(model: Model | str, *, seq: int, causal: bool = Fal
     full-matrix convention, ``seq / 2`` with ``causal=True``; with a sliding window ``w``, ``min(seq, w)``, and
     with ``causal=True`` the causal band's area over ``seq`` (``w - w^2 / (2 seq)`` beyond the window). See the
     module docstring."""
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     seq = check_int("seq", seq)
     causal = check_bool("causal", causal)
     w = model.sliding_window
+    full = seq / 2 if causal else float(seq)
     if w is None or seq <= w:
-        return seq / 2 if causal else float(seq)
-    return w - w * w / (2 * seq) if causal else float(w)
+        return full
+    windowed = w - w * w / (2 * seq) if causal else float(w)
+    if model.window_layers is None:
+        return windowed
+    nw = model.window_layers                     # some layers windowed, the rest full: the layers' average
+    return (nw * windowed + (model.layers - nw) * full) / model.layers
 
 
 def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
     """Forward FLOPs per token of the attention core over all layers: ``QK^T`` and ``attn @ V``,
     ``4 * keys * heads * head_dim * layers`` with ``keys`` = :func:`attention_keys_per_token`: ``seq`` (halved
-    with ``causal=True``), capped by a sliding window in every phase (see the module docstring)."""
-    model = resolve_model(model)
+    with ``causal=True``), capped by a sliding window in every phase (see the module docstring). With multi-head
+    latent attention, ``2 * keys * heads * (d_qk + v_head_dim) * layers`` (``d_qk`` is its ``head_dim``)."""
+    model = resolve_model(model, moe=True)
     keys = attention_keys_per_token(model, seq=seq, causal=causal)
+    if model.is_mla:
+        return 2 * keys * model.heads * (model.head_dim + model.v_head_dim) * model.layers
     return 4 * keys * model.heads * model.head_dim * model.layers
 
 
@@ -59,12 +68,22 @@ def forward_flops_per_token(model: Model | str, *, seq: int, causal: bool = Fals
     included) plus attention's ``QK^T`` and ``attn @ V`` (:func:`attention_flops_per_token`; the full
     ``s x s`` matrix unless ``causal=True``, at most the sliding window's ``w`` keys per token). A decode step at
     context ``c`` is ``forward_flops_per_token(model, seq=c)``: the new token attends to ``c`` keys (``min(c, w)``
-    with a window)."""
-    model = resolve_model(model)
+    with a window). A mixture of experts counts its ACTIVE weights (:func:`matmul_params`; module docstring)."""
+    model = resolve_model(model, moe=True)
+    return 2 * matmul_params(model) + attention_flops_per_token(model, seq=seq, causal=causal)
+
+
+def matmul_params(model: Model | str) -> int:
+    """The weights one token multiplies in a forward pass: the parameters (a mixture of experts: the ACTIVE
+    parameters, :attr:`~llmsizing.model.Model.active_params`, router included) less the input embedding, which
+    is a lookup (with tied embeddings the same matrix is the LM head, a matmul, and stays) and learned
+    positions. This is the convention of gpt-oss's "5.13B active" (OpenAI's model card counts no input
+    embedding), while Mixtral's "12.9B active" and Qwen3's "3.3B activated" include it (chapter 1)."""
+    model = resolve_model(model, moe=True)
     parts = model.param_breakdown()
     # the input embedding is a lookup, not a matmul; with tied embeddings the same matrix IS the LM head
-    matmul_params = model.n_params - parts["position"] - (0 if model.tied_embeddings else parts["embedding"])
-    return 2 * matmul_params + attention_flops_per_token(model, seq=seq, causal=causal)
+    total = model.active_params if model.is_moe else model.n_params
+    return total - parts["position"] - (0 if model.tied_embeddings else parts["embedding"])
 
 
 def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "none",
@@ -73,8 +92,9 @@ def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "
     ``"full"`` the forward of the transformer layers again (not the embedding lookup nor the LM head, which
     sit outside the checkpointed layers: about 8N instead of 6N), ``"selective"`` the attention core again
     (Korthikanti et al. 2022, Sec. 5). With a sliding window the attention term is capped as in the forward
-    (:func:`attention_keys_per_token`): the windowed kernel's backward skips the same blocks."""
-    model = resolve_model(model)
+    (:func:`attention_keys_per_token`): the windowed kernel's backward skips the same blocks. A mixture of
+    experts counts its active weights (full recomputation reruns the active part of its blocks)."""
+    model = resolve_model(model, moe=True)
     check_choice("recompute", recompute, RECOMPUTE)
     return _training_flops_per_token(model, check_int("seq", seq), recompute, check_bool("causal", causal))
 
@@ -87,7 +107,8 @@ def _training_flops_per_token(model: Model, seq: int, recompute: str, causal: bo
     attention = attention_flops_per_token(model, seq=seq, causal=causal)
     extra = {"none": 0.0,
              "selective": attention,
-             "full": 2 * model.layers * model.params_per_layer + attention}[recompute]
+             "full": (2 * model.active_block_params if model.is_moe else
+                      2 * model.layers * model.params_per_layer) + attention}[recompute]
     return 3 * fwd + extra
 
 
@@ -97,7 +118,8 @@ def stage_flops_per_token(model: Model | str, parallel=None, *, seq: int, recomp
     convention of :func:`training_flops_per_token`, whose total they split: each stage's transformer layers
     (:func:`~llmsizing.parallel.layers_per_stage`) and, on the last stage, the LM head. A pipeline runs at its
     slowest stage, and with an even split that is the last one (for Llama-3-70B on 8 stages at 8K tokens, 10
-    layers + the head: 9% more than the average stage). Taught in chapter 8."""
+    layers + the head: 9% more than the average stage). Taught in chapter 8. A mixture of experts is refused
+    (:func:`~llmsizing.model.require_dense`: its pipeline layout, with expert parallelism, is not modelled yet)."""
     from .parallel import layers_per_stage, resolve_parallel
 
     model = resolve_model(model)
@@ -120,3 +142,64 @@ def _stage_flops(model: Model, stages: tuple, seq: int, recompute: str, causal: 
     out = [n * per_layer for n in stages]
     out[-1] += head
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class MLADecodeFlops:
+    """FLOPs of the attention blocks (all layers) for ONE decoded token at ``context`` cached tokens, with
+    multi-head latent attention's compressed cache, computed two ways (:func:`mla_decode_flops_per_token`)."""
+
+    context: int
+    #: latent cache expanded per head every step (``kv_b_proj`` applied to every cached latent)
+    decompressed: float
+    #: ``W_UK`` absorbed into the query and ``W_UV`` into the output: attention runs on the latent itself
+    absorbed: float
+    #: the attention core alone (``QK^T`` and ``attn @ V`` over the cache) of each way, for comparison
+    decompressed_core: float
+    absorbed_core: float
+
+    @property
+    def ratio(self) -> float:
+        """``decompressed / absorbed``: how much the absorbed path saves."""
+        return self.decompressed / self.absorbed
+
+
+def mla_decode_flops_per_token(model: Model | str, *, context: int) -> MLADecodeFlops:
+    """Decode FLOPs per token of multi-head latent attention (DeepSeek-V2/V3), all layers, the two ways an engine
+    can run it on the compressed cache (chapter 3, "Multi-head latent attention").
+
+    Per layer, with ``N`` heads, latent ``Lkv`` (``kv_lora_rank``), rope ``R``, nope ``P``, value ``V`` dims,
+    query rank ``Lq`` and hidden ``H``, for one new token at ``C`` cached tokens (the new one included):
+
+    * shared by both ways: the query path ``2 (H Lq + Lq N (P + R))`` (or ``2 H N (P + R)`` without
+      ``q_lora_rank``), ``kv_a_proj_with_mqa`` ``2 H (Lkv + R)`` and ``o_proj`` ``2 N V H``;
+    * **decompressed** (DeepSeek-V2's formulas run as written): ``kv_b_proj`` re-expands every cached latent to
+      per-head keys and values, ``2 C Lkv N (P + V)``, then the core ``2 C N (P + R) + 2 C N V``. The expansion
+      grows with the context and dominates: for DeepSeek-V3 at 4,096 tokens it is 99% of the attention FLOPs;
+    * **absorbed** (DeepSeek-V2 Sec. 2.1.2: ``W_UK`` folds into the query, ``W_UV`` into the output; vLLM's
+      "data-movement friendly" decode, ``vllm/v1/attention/backends/mla/common.py``, and SGLang's): the query's
+      nope part is mapped into the latent, ``2 N P Lkv``, attention runs over the latent and the rope key
+      like multi-query attention with one ``Lkv + R`` key and one ``Lkv`` value shared by all heads,
+      ``2 C N (Lkv + R) + 2 C N Lkv``, and the result is mapped to values, ``2 N Lkv V``.
+
+    The absorbed core costs more per cached token than the expanded one (``Lkv + R + Lkv = 1,088`` against
+    ``P + R + V = 320`` multiply-adds per head for DeepSeek-V3, 3.4x) but never expands the cache: overall it
+    is far cheaper at any real context, and it reads 576 numbers per token and layer instead of 40,960. The
+    MLP (experts) and the LM head are not included: add
+    :func:`forward_flops_per_token` ``- attention_flops_per_token`` for the whole token.
+    """
+    model = resolve_model(model, moe=True)
+    if not model.is_mla:
+        raise ValueError(f"model {model.name!r} has no multi-head latent attention (kv_lora_rank is None)")
+    c = check_int("context", context)
+    h, n = model.hidden, model.heads
+    lq, lkv, p, r, v = (model.q_lora_rank, model.kv_lora_rank, model.qk_nope_head_dim, model.qk_rope_head_dim,
+                        model.v_head_dim)
+    q_path = 2 * h * n * (p + r) if lq is None else 2 * (h * lq + lq * n * (p + r))
+    shared = q_path + 2 * h * (lkv + r) + 2 * n * v * h
+    dec_core = 2 * c * n * (p + r) + 2 * c * n * v
+    decompressed = shared + 2 * c * lkv * n * (p + v) + dec_core
+    abs_core = 2 * c * n * (lkv + r) + 2 * c * n * lkv
+    absorbed = shared + 2 * n * p * lkv + abs_core + 2 * n * lkv * v
+    L = model.layers
+    return MLADecodeFlops(c, float(L * decompressed), float(L * absorbed), float(L * dec_core), float(L * abs_core))

@@ -4,10 +4,21 @@ Sources: the KV cache holds K and V for every layer, KV head and position (Pope 
 Scaling Transformer Inference"; grouped-query attention, Ainslie et al. 2023, divides it by
 ``heads / kv_heads``). The rule of thumb it is compared with, memory = 1.2 x weights, is EleutherAI's
 "Transformer Math 101" and seed article 002.
+
+Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1.2; DeepSeek-V3) caches one latent vector of
+``kv_lora_rank`` numbers and one rotary key of ``qk_rope_head_dim`` numbers per layer and token, shared by all
+heads: (512 + 64) = 576 numbers for DeepSeek-V3, against ``2 x kv_heads x head_dim`` for grouped-query
+attention. This is the compressed cache vLLM and SGLang keep (vLLM ``vllm/v1/attention/backends/mla/common.py``:
+"a single latent vector to represent the per-token entry of the KV cache"); Hugging Face's eager
+``DeepseekV3Attention`` instead caches the expanded per-head keys and values (``heads x (qk_nope + qk_rope +
+v_head_dim)`` numbers: 40,960 for DeepSeek-V3, 71 times more), which this module does not model. A mixture of
+experts keeps every expert resident: its weights are :attr:`Model.n_params <llmsizing.model.Model.n_params>`,
+not its active parameters. Taught in chapter 3 ("Multi-head latent attention: a smaller cache").
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
@@ -36,7 +47,7 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     GGUF mixture in its blocks' type), to show how much the 16-bit embeddings cost. Taught in chapter 3 and
     chapter 15 ("Weight formats as engines store them").
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)     # every expert is resident
     check_bool("quantize_all", quantize_all)
     dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
     gguf = STORED_FORMATS.get(dtype)
@@ -45,8 +56,8 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
         return model.n_params * bpe
     total = 0.0
     for comp, name, shape, k in model.tensors():
-        n = shape[0] * (shape[1] if len(shape) == 2 else 1) * k
-        matrix = len(shape) == 2
+        n = math.prod(shape) * k
+        matrix = len(shape) >= 2                 # (a mixture of experts' routed experts: (experts, out, in))
         if not gguf:
             total += n * (bpe if comp in ("attention", "mlp") and matrix else DTYPE_BYTES["bf16"])
             continue
@@ -65,9 +76,31 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     return total
 
 
+def kv_numbers_per_token_per_layer(model: Model | str, *, expanded: bool = False) -> int:
+    """Numbers one token adds to ONE layer's KV cache: ``2 (K and V) x kv_heads x head_dim``, or with multi-head
+    latent attention the compressed latent plus the shared rotary key, ``kv_lora_rank + qk_rope_head_dim``
+    (576 for DeepSeek-V3; see the module docstring). ``expanded=True`` gives, for multi-head latent attention,
+    the per-head keys and values Hugging Face's eager attention caches instead,
+    ``heads x (qk_nope_head_dim + qk_rope_head_dim + v_head_dim)`` (40,960 for DeepSeek-V3); it changes nothing
+    for other models. Chapter 3."""
+    model = resolve_model(model, moe=True)
+    if model.is_mla:
+        if check_bool("expanded", expanded):
+            return model.heads * (model.head_dim + model.v_head_dim)
+        return model.kv_lora_rank + model.qk_rope_head_dim
+    check_bool("expanded", expanded)
+    return 2 * model.kv_heads * model.head_dim
+
+
 def kv_cache_bytes_per_token(model: Model | str, dtype: str = "bf16") -> float:
-    """KV-cache bytes one token adds: ``2 (K and V) x layers x kv_heads x head_dim x bytes``."""
-    model = resolve_model(model)
+    """KV-cache bytes one token adds: ``2 (K and V) x layers x kv_heads x head_dim x bytes``.
+
+    With multi-head latent attention, ``layers x (kv_lora_rank + qk_rope_head_dim) x bytes``
+    (:func:`kv_numbers_per_token_per_layer`)."""
+    model = resolve_model(model, moe=True)
+    if model.is_mla:
+        return model.layers * kv_numbers_per_token_per_layer(model) * \
+            DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
     return 2 * model.layers * model.kv_heads * model.head_dim * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
 
 
@@ -78,10 +111,21 @@ def kv_cached_tokens(model: Model | str, context: int) -> int:
     Hugging Face's sliding-window cache). vLLM's KV-cache manager also reserves slots only for the last window of
     a sliding-window layer (vLLM docs, "Hybrid KV Cache Manager"), except in models that mix full and windowed
     layers when its hybrid allocator is off: there every layer gets blocks for every token, the uncapped figure
-    (``model.with_(sliding_window=None)``). Taught in chapter 3."""
-    model = resolve_model(model)
+    (``model.with_(sliding_window=None)``). Taught in chapter 3.
+
+    A model whose layers mix windowed and full attention (``window_layers``: Gemma 2 and gpt-oss alternate,
+    Gemma 3 windows five layers in six) gets the average over its layers, a float:
+    ``(window_layers x min(context, window) + other layers x context) / layers``, so that
+    :func:`kv_cache_bytes_per_token` times it is the sequence's cache (vLLM's hybrid allocator keeps each
+    group's own blocks)."""
+    model = resolve_model(model, moe=True)
     context = check_int("context", context)
-    return context if model.sliding_window is None else min(context, model.sliding_window)
+    if model.sliding_window is None:
+        return context
+    if model.window_layers is None:
+        return min(context, model.sliding_window)
+    nw = model.window_layers
+    return (nw * min(context, model.sliding_window) + (model.layers - nw) * context) / model.layers
 
 
 @dataclass(frozen=True)
@@ -115,9 +159,11 @@ def inference_memory(model: Model | str, *, batch: int = 1, context: int = 4096,
     ``kv_cache`` one of :data:`llmsizing.precision.KV_DTYPES`. With a ``sliding_window``
     model the cache holds at most the window per sequence (:func:`kv_cached_tokens`). ``overhead_bytes`` defaults to
     :func:`llmsizing.memory.default_overhead_bytes` of weights + cache (1 GiB + 8%): CUDA context,
-    workspaces, the transient activations of a forward pass and fragmentation. Taught in chapter 3.
+    workspaces, the transient activations of a forward pass and fragmentation. A mixture of experts holds every
+    expert (:func:`weights_bytes` of :attr:`~llmsizing.model.Model.n_params`); a multi-head latent attention
+    model its compressed cache (:func:`kv_cache_bytes_per_token`). Taught in chapter 3.
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     batch = check_int("batch", batch)
     context = check_int("context", context)
     check_choice("weights", weights, WEIGHT_DTYPES)    # checked here: an error names this function's argument
@@ -146,7 +192,7 @@ def rule_of_thumb_breakeven_tokens(model: Model | str, *, weights: str = "bf16",
     any context.
     Returns a float (a token count; compare it with ``batch * context``). Taught in chapter 3.
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     check_choice("weights", weights, WEIGHT_DTYPES)
     check_choice("kv_cache", kv_cache, KV_DTYPES)
     w = weights_bytes(model, weights)
@@ -171,7 +217,7 @@ def rule_of_thumb_table(cases, *, weights: str = "bf16", kv_cache: str = "bf16")
         if isinstance(case, (str, bytes)) or not hasattr(case, "__len__") or len(case) != 3:
             raise TypeError(f"cases[{i}] must be a (model, batch, context) triple, got {case!r}")
         model, batch, context = case
-        m = resolve_model(model)
+        m = resolve_model(model, moe=True)
         r = inference_memory(m, batch=batch, context=context, weights=weights, kv_cache=kv_cache)
         rows.append({"model": m.name, "batch": r.batch, "context": r.context,
                      "weights GiB": r.weights_bytes / GiB, "KV cache GiB": r.kv_cache_bytes / GiB,

@@ -16,6 +16,7 @@ from .core import DATA
 from .cp import cmd_cp
 from .dist import cmd_dist
 from .dropout import cmd_dropout
+from .hf_counts import cmd_hf_counts
 from .lora import cmd_lora
 from .loss import cmd_loss
 from .loss_peak import cmd_loss_peak
@@ -65,17 +66,22 @@ def main(argv=None):
     p_a2a = sub.add_parser("a2a", help="expert-parallel all-to-all bytes and times of one MoE layer step (HF "
                                        "Mixtral block, ep = 2 and 4, gloo; issue 24)")
     p_a2a.add_argument("--out", default=str(data / "moe_all_to_all_gloo.csv"))
-    p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp, a2a), with the "
-                                       "default output files (the default)")
+    p_hfc = sub.add_parser("hf-counts", help="exact parameters of every HF family from_hf_config reads, built on the "
+                                             "meta device from small and published configs (issue 24)")
+    p_hfc.add_argument("--out", default=str(data / "hf_meta_param_counts.csv"))
+    p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp, a2a, hf-counts), with "
+                                       "the default output files (the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_a2a, p_all):
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_a2a, p_hfc,
+              p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     commands = {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist, "peft": cmd_peft, "lora": cmd_lora, "loss": cmd_loss,
                 "loss-peak": cmd_loss_peak,
                 "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives, "cp": cmd_cp,
-                "a2a": cmd_a2a}
+                "a2a": cmd_a2a,
+                "hf-counts": cmd_hf_counts}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)

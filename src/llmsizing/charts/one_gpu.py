@@ -56,7 +56,7 @@ def render_parameter_shares(models=None) -> View:
 
     if models is None:
         models = list_models()
-    ms = [resolve_model(m) for m in check_sequence("models", models, example="['gpt2', 'llama-3-8b']")]
+    ms = [resolve_model(m, moe=True) for m in check_sequence("models", models, example="['gpt2', 'llama-3-8b']")]
     parts = [m.param_breakdown() for m in ms]
     comps = [c for c in COMPONENTS if any(p[c] for p in parts)]
     fig, ax = new_figure(7.5, 0.42 * len(ms) + 1.4)

@@ -17,8 +17,8 @@ looked up in the module that defines it: to patch one (a test's ``monkeypatch``)
 
 from __future__ import annotations
 
-from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, _choice, _divisors_up_to,
-                       _follow_max_seq, _gpu_multiselect, _nearest, _react_then_redraw, _reroute, _set_quietly, _style,
+from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, _choice, _dense_models,
+                       _divisors_up_to, _follow_max_seq, _gpu_multiselect, _nearest, _react_then_redraw, _reroute, _set_quietly, _style,
                        _up_to_max_seq)
 from .dashboard import (_CONTROL_ROOM_PX, CONTROLS_WIDTH_PX, FIGURE_MAX_PX, SUMMARY_HEIGHT_PX, Dashboard,
                         _figure_png, _hint, _text_cache_canvas, encode_png, png_size)

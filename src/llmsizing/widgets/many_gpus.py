@@ -11,9 +11,9 @@ from __future__ import annotations
 import ipywidgets as W
 
 from .. import charts
-from ..catalog import get_model, list_gpus, list_models
+from ..catalog import get_model, list_gpus
 from ..hardware import kernel_efficiency
-from .controls import _SEQS, _choice, _follow_max_seq, _style, _up_to_max_seq
+from .controls import _SEQS, _choice, _dense_models, _follow_max_seq, _style, _up_to_max_seq
 from .dashboard import Dashboard
 
 
@@ -23,7 +23,7 @@ def decode_roofline_widget(model: str = "llama-3-8b") -> Dashboard:
     against the batch size (:func:`llmsizing.charts.render_decode_roofline`)."""
     get_model(model)
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "context": W.SelectionSlider(options=[128, 512, 1024, 2048, 4096, 8192, 32768, 131072], value=4096,
                                      description="context", **_style()),
@@ -40,7 +40,7 @@ def zero_stages_widget(model: str = "llama-3-8b") -> Dashboard:
     from ..precision import OPTIMIZERS, RECIPES
 
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "dp": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], value=8,
                          description="data par. (dp)", **_style()),
         "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="recipe", **_style()),
@@ -61,7 +61,7 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
 
     seqs = _up_to_max_seq(_SEQS, get_model(model))
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "tp": W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="tensor par. (tp)", **_style()),
         "pp": W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="pipeline (pp)", **_style()),

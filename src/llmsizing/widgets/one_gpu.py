@@ -12,9 +12,9 @@ from __future__ import annotations
 import ipywidgets as W
 
 from .. import charts
-from ..catalog import get_model, list_gpus, list_models
-from .controls import (_SEQS, _choice, _divisors_up_to, _follow_max_seq, _gpu_multiselect, _nearest,
-                       _react_then_redraw, _style, _up_to_max_seq)
+from ..catalog import get_model, list_gpus
+from .controls import (_SEQS, _choice, _dense_models, _divisors_up_to, _follow_max_seq, _gpu_multiselect,
+                       _nearest, _react_then_redraw, _style, _up_to_max_seq)
 from .dashboard import Dashboard
 
 #: The heads slider of chapter 1 offers the divisors of the hidden size up to this many heads.
@@ -31,7 +31,7 @@ def parameter_counts_widget(model: str = "llama-2-7b") -> Dashboard:
     m = get_model(model)                     # an unknown name raises the library's error, with a suggestion
     heads_opts = _divisors_up_to(m.hidden, _MAX_HEADS)
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="start from", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="start from", **_style()),
         "layers": W.IntSlider(value=m.layers, min=1, max=160, description="layers", **_style()),
         "hidden": W.IntSlider(value=m.hidden, min=256, max=32768, step=256, description="hidden", **_style()),
         "heads": W.SelectionSlider(options=heads_opts, value=m.heads, description="heads",
@@ -104,7 +104,7 @@ def model_states_widget(model: str = "llama-3-8b") -> Dashboard:
 
     get_model(model)
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="recipe", **_style()),
         "optimizer": W.Dropdown(options=list(OPTIMIZERS), value="adamw", description="optimizer", **_style()),
         "count": W.IntSlider(value=1, min=1, max=64, description="GPUs per line",
@@ -193,7 +193,7 @@ def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
 
     contexts = _up_to_max_seq(_CONTEXTS, get_model(model))
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "context": W.SelectionSlider(options=[(f"{c:,}", c) for c in contexts], value=min(8192, contexts[-1]),
                                      description="context", **_style()),
         "batch": W.IntSlider(value=1, min=1, max=256, description="batch", **_style()),
@@ -218,7 +218,7 @@ def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
     share the model states) -> per-GPU training memory by component against the GPU's capacity."""
     seqs = _up_to_max_seq(_SEQS, get_model(model))
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "seq": W.SelectionSlider(options=seqs, value=min(8192, seqs[-1]), description="sequence", **_style()),
         "batch": W.IntSlider(value=1, min=1, max=64, description="micro-batch", **_style()),
         "attention": _choice(["flash", "eager"], "flash", "attention"),
@@ -243,7 +243,7 @@ def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
 
     get_model(model)
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="precision", **_style()),
         "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ipywidgets as W
 
 from .. import charts
-from ..catalog import get_model, list_gpus, list_models
-from .controls import _choice, _follow_max_seq, _style, _up_to_max_seq
+from ..catalog import get_model, list_gpus
+from .controls import _choice, _dense_models, _follow_max_seq, _style, _up_to_max_seq
 from .dashboard import Dashboard
 
 
@@ -25,7 +25,7 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
     # every catalogued model (gpt2's 1,024 tokens too): the sequence slider follows the model's context
     seqs = _up_to_max_seq(_FINETUNE_SEQS, get_model(model))
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "weights": _choice([w for w in WEIGHT_FORMATS if w != "fp16"], "bf16", "weights"),
         "tp": W.Dropdown(options=[1, 2, 4, 8], value=1, description="tensor par. (tp)", **_style()),
@@ -56,7 +56,7 @@ def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
     # every catalogued model (gpt2's 1,024 tokens too): the sequence slider follows the model's context
     seqs = _up_to_max_seq(_FINETUNE_SEQS, get_model(model))
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "batch": W.SelectionSlider(options=[1, 2, 4, 8, 16, 32], value=1, description="batch", **_style()),
         "seq": W.SelectionSlider(options=seqs, value=max(n for n in seqs if n <= 2048), description="sequence",

@@ -13,8 +13,8 @@ import functools
 import ipywidgets as W
 
 from .. import charts
-from ..catalog import get_model, list_gpus, list_models
-from .controls import _gpu_multiselect, _reroute, _set_quietly, _style
+from ..catalog import get_model, list_gpus
+from .controls import _dense_models, _gpu_multiselect, _reroute, _set_quietly, _style
 from .dashboard import FIGURE_MAX_PX, Dashboard
 
 #: The token budgets the widgets of chapters 10-12 offer.
@@ -34,7 +34,7 @@ def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
                                            mfu=mfu or None, into=into)
 
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
@@ -55,7 +55,7 @@ def cost_widget(model: str = "llama-3-70b") -> Dashboard:
     get_model(model)
     start = get_gpu("H100 SXM")
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value=start.name, description="GPU", **_style()),
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
@@ -140,7 +140,7 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
                                   plans=df, highlight=front.index[k], into=into)
 
     controls = {
-        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
         "gpus": _gpu_multiselect(charts.PLAN_GPUS, "GPU types"),
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),

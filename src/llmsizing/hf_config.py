@@ -1,0 +1,605 @@
+"""Reading Hugging Face ``config.json`` files into a :class:`~llmsizing.model.Model` (chapter 1, "From a
+config file"; issue 24 for the families beyond Llama, Mistral, Qwen2 and GPT-2).
+
+:meth:`Model.from_hf_config <llmsizing.model.Model.from_hf_config>` documents what each family reads; this
+module holds the reader: the Hugging Face config classes' defaults (:data:`HF_DEFAULTS`, from transformers 5.23's
+``configuration_<type>.py``), the per-family layouts, and the checks whose errors name the config key and file.
+Every family's count is checked against transformers' own modules built on the meta device
+(``data/hf_meta_param_counts.csv``, ``tools/measure_memory.py hf-counts``; ``tests/test_config_families.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from os import PathLike
+from pathlib import Path
+
+from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int
+from .model import _HF_ACTIVATION_ALIASES, ACTIVATIONS, MOE_KEYS, moe_layer_indices
+
+
+def model_from_hf_config(cls, config, name=None):
+    """:meth:`Model.from_hf_config <llmsizing.model.Model.from_hf_config>` (its docstring says what each family
+    reads): ``cls(...)`` from a Hugging Face config dict or file."""
+    config, where = _load_hf_config(config)
+    if name is not None and (not isinstance(name, str) or not name):
+        raise TypeError(f"name must be a non-empty string or None, got {name!r}")
+    mtype = config.get("model_type")
+    name = name or str(config.get("_name_or_path") or mtype)
+    if mtype in _MULTIMODAL and isinstance(config.get("text_config"), dict):
+        # the text model of a multimodal config (Gemma 3, Llama 4): counted without the vision tower
+        config, mtype = dict(config["text_config"]), _MULTIMODAL[mtype]
+        config.setdefault("model_type", mtype)
+        where = f"{where} (text_config)"
+    moe = [k for k in MOE_KEYS if config.get(k) not in (None, 0, False)]
+    if moe and mtype not in _MOE_FAMILIES:
+        seen = ", ".join(f"{k}={_short(config[k])}" for k in moe)
+        raise ValueError(f"{where}: {seen} {'marks' if len(moe) == 1 else 'mark'} a mixture-of-experts model "
+                         f"(model_type {_short(mtype)}), which from_hf_config does not read for that "
+                         f"model_type; a dense count of a mixture of experts leaves out all its experts but "
+                         f"one. Mixture-of-experts families it reads: {', '.join(sorted(_MOE_FAMILIES))}")
+    if mtype in _MULTIMODAL:
+        raise ValueError(f"{where}: a {mtype} config is read through its text_config (a dict of the text model's "
+                         "keys), which this one lacks")
+    if not isinstance(mtype, str) or mtype not in HF_DEFAULTS:
+        raise ValueError(f"{where}: unsupported model_type {_short(mtype)}; supported: "
+                         f"{', '.join(HF_FAMILIES)}. Build a Model(...) by hand for other architectures.")
+    get = _ConfigReader(config, where, mtype)
+    if mtype == "gpt2":
+        hidden, heads = get.int("n_embd"), get.int("n_head")
+        get.divisible("n_embd", hidden, "n_head", heads)
+        fields = dict(layers=get.int("n_layer"), hidden=hidden, heads=heads, ffn_hidden=get.int("n_inner"),
+                      vocab=get.int("vocab_size"), gated_mlp=False,
+                      tied_embeddings=get.bool("tie_word_embeddings"), norm="layernorm", bias=True,
+                      learned_pos=True, max_seq=get.int("n_positions"), fused_qkv=True,     # c_attn
+                      activation=get.activation("activation_function"))
+        fields["ffn_hidden"] = 4 * hidden if fields["ffn_hidden"] is None else fields["ffn_hidden"]
+        return get.build(cls, name, fields)
+    if mtype in _OTHER_LAYOUTS:
+        return get.build(cls, name, _OTHER_LAYOUTS[mtype](get))
+    heads, hidden = get.int("num_attention_heads"), get.int("hidden_size")
+    mla = mtype in ("deepseek_v2", "deepseek_v3")
+    head_dim = None if mla else get.int("head_dim")
+    if head_dim is None and not mla:
+        get.divisible("hidden_size", hidden, "num_attention_heads", heads)
+    kv = heads if mla else get.kv_heads(heads)
+    bias = qkv_bias = False
+    mlp_bias = None
+    if mtype == "llama":
+        # Llama's attention_bias puts a bias on q, k, v AND o; mlp_bias on gate, up and down
+        attn_bias, mlp_b = get.bool("attention_bias"), get.bool("mlp_bias")
+        bias, mlp_bias = attn_bias, (None if mlp_b == attn_bias else mlp_b)
+    elif mtype == "qwen2":
+        qkv_bias = True          # Qwen2Attention hard-codes bias on q, k, v; attention_bias is ignored
+    elif mtype == "qwen2_moe":
+        qkv_bias = get.bool("qkv_bias")
+    elif mtype == "gpt_oss":
+        bias, mlp_bias = get.bool("attention_bias"), True          # experts' biases are always there
+    elif mtype == "nemotron":
+        attn_bias, mlp_b = get.bool("attention_bias"), get.bool("mlp_bias")
+        bias, mlp_bias = attn_bias, (None if mlp_b == attn_bias else mlp_b)
+    elif "attention_bias" in HF_DEFAULTS[mtype]:
+        if get.bool("attention_bias"):
+            if mla:
+                raise ValueError(f"{where}: attention_bias=true is not supported for {mtype} (multi-head "
+                                 "latent attention without biases only)")
+            bias, mlp_bias = True, False                             # q, k, v, o only
+    layers = get.int("num_hidden_layers")
+    act_key = "hidden_activation" if config.get("hidden_activation") is not None else "hidden_act"
+    fields = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
+                  ffn_hidden=get.int("intermediate_size"), vocab=get.int("vocab_size"),
+                  gated_mlp=mtype != "nemotron", tied_embeddings=get.bool("tie_word_embeddings"),
+                  norm="layernorm" if mtype == "nemotron" else "rmsnorm", bias=bias, qkv_bias=qkv_bias,
+                  learned_pos=False, max_seq=get.int("max_position_embeddings"),
+                  activation=get.activation(act_key), mlp_bias=mlp_bias)
+    if mtype in ("mistral", "qwen2", "llama"):
+        fields["sliding_window"] = get.window(layers)
+    else:
+        fields.update(get.layer_windows(layers))
+    if mtype in ("qwen3", "qwen3_moe", "gemma3_text"):
+        fields["qk_norm"] = "head"
+    elif mtype == "olmo2":
+        fields["qk_norm"] = "proj"
+    if mtype in ("gemma2", "gemma3_text"):
+        fields["norms_per_layer"] = 4
+    if mtype == "phi3":
+        fields["fused_qkv"] = True
+    if mtype == "gpt_oss":
+        fields["attn_sinks"] = True
+    if mla:
+        fields.update(q_lora_rank=get.opt_int("q_lora_rank"), kv_lora_rank=get.int("kv_lora_rank"),
+                      qk_rope_head_dim=get.int("qk_rope_head_dim"),
+                      qk_nope_head_dim=get.int("qk_nope_head_dim"), v_head_dim=get.int("v_head_dim"))
+    if mtype in _MOE_FAMILIES:
+        fields.update(get.moe(layers))
+        if mtype == "llama4_text":     # dense layers are intermediate_size_mlp wide, experts intermediate_size
+            fields["ffn_hidden"] = get.int("intermediate_size_mlp")
+    return get.build(cls, name, fields)
+
+
+#: The ``model_type`` values :meth:`Model.from_hf_config` reads, dense then mixtures of experts.
+HF_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "gemma3", "phi3", "olmo2",
+               "nemotron", "gpt_neox", "falcon", "opt", "bloom", "gpt2", "mixtral", "qwen2_moe", "qwen3_moe",
+               "deepseek_v2", "deepseek_v3", "gpt_oss", "llama4_text", "llama4")
+_MOE_FAMILIES = frozenset({"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss",
+                           "llama4_text"})
+#: Multimodal configs whose ``text_config`` is read as the given text ``model_type``.
+_MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+
+_LLAMA_FLAGS = {"num_key_value_heads": None, "head_dim": None, "tie_word_embeddings": False, "hidden_act": "silu"}
+
+#: The defaults of the Hugging Face config classes (``transformers`` 5.x ``configuration_<type>.py``) for the
+#: keys ``from_hf_config`` reads, used when a key is absent. ``None`` means "computed": ``head_dim`` is
+#: ``hidden_size // num_attention_heads``, a ``null``/``None`` ``num_key_value_heads`` the head count, GPT-2's
+#: ``n_inner`` ``4 x n_embd``. Keys without a default here (the shape: layers, widths, heads, vocabulary) are
+#: required.
+HF_DEFAULTS: dict[str, dict] = {
+    "llama": {"num_key_value_heads": None, "head_dim": None, "max_position_embeddings": 2048,
+              "tie_word_embeddings": False, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False},
+    "mistral": {"num_key_value_heads": 8, "head_dim": None, "max_position_embeddings": 4096 * 32,
+                "tie_word_embeddings": False, "hidden_act": "silu", "sliding_window": 4096},
+    "qwen2": {"num_key_value_heads": 32, "head_dim": None, "max_position_embeddings": 32768,
+              "tie_word_embeddings": False, "hidden_act": "silu", "use_sliding_window": False,
+              "sliding_window": 4096, "max_window_layers": 28, "layer_types": None},
+    "gpt2": {"n_inner": None, "n_positions": 1024, "tie_word_embeddings": True, "activation_function": "gelu_new"},
+    "qwen3": {**_LLAMA_FLAGS, "num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768,
+              "attention_bias": False, "use_sliding_window": False},
+    "gemma": {**_LLAMA_FLAGS, "num_key_value_heads": 16, "head_dim": 256, "max_position_embeddings": 8192,
+              "tie_word_embeddings": True, "hidden_act": "gelu_pytorch_tanh", "attention_bias": False},
+    "gemma2": {**_LLAMA_FLAGS, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 8192,
+               "tie_word_embeddings": True, "hidden_act": "gelu_pytorch_tanh", "attention_bias": False,
+               "sliding_window": 4096, "layer_types": None},
+    "gemma3_text": {**_LLAMA_FLAGS, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
+                    "tie_word_embeddings": True, "hidden_act": "gelu_pytorch_tanh", "attention_bias": False,
+                    "sliding_window": 4096, "layer_types": None, "sliding_window_pattern": 6},
+    "phi3": {**_LLAMA_FLAGS, "max_position_embeddings": 4096, "sliding_window": None},
+    "olmo2": {**_LLAMA_FLAGS, "max_position_embeddings": 2048, "attention_bias": False},
+    "nemotron": {**_LLAMA_FLAGS, "max_position_embeddings": 4096, "hidden_act": "relu2", "attention_bias": False,
+                 "mlp_bias": False},
+    "gpt_neox": {"max_position_embeddings": 2048, "tie_word_embeddings": False, "hidden_act": "gelu",
+                 "attention_bias": True, "use_parallel_residual": True},
+    "falcon": {"max_position_embeddings": 2048, "tie_word_embeddings": True, "parallel_attn": True,
+               "new_decoder_architecture": False, "multi_query": True, "num_kv_heads": None, "bias": False,
+               "ffn_hidden_size": None, "num_ln_in_parallel_attn": None, "activation": "gelu"},
+    "opt": {"max_position_embeddings": 2048, "tie_word_embeddings": True, "enable_bias": True,
+            "activation_function": "relu", "word_embed_proj_dim": None, "do_layer_norm_before": True,
+            "_remove_final_layer_norm": False, "layer_norm_elementwise_affine": True},
+    # BLOOM has ALiBi and no position table; seq_length (2048, its training length) is not a BloomConfig key
+    "bloom": {"tie_word_embeddings": True, "seq_length": 2048},
+    "mixtral": {**_LLAMA_FLAGS, "num_key_value_heads": 8, "max_position_embeddings": 4096 * 32,
+                "sliding_window": None, "num_local_experts": 8, "num_experts_per_tok": 2},
+    "qwen2_moe": {**_LLAMA_FLAGS, "num_key_value_heads": 16, "max_position_embeddings": 32768,
+                  "qkv_bias": True, "use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28,
+                  "layer_types": None, "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
+                  "shared_expert_intermediate_size": 5632, "decoder_sparse_step": 1, "mlp_only_layers": None},
+    "qwen3_moe": {**_LLAMA_FLAGS, "num_key_value_heads": 4, "max_position_embeddings": 32768,
+                  "attention_bias": False, "use_sliding_window": False, "num_experts": 128,
+                  "num_experts_per_tok": 8, "moe_intermediate_size": 768, "decoder_sparse_step": 1,
+                  "mlp_only_layers": None},
+    "deepseek_v2": {**_LLAMA_FLAGS, "max_position_embeddings": 2048, "attention_bias": False,
+                    "n_routed_experts": 64, "n_shared_experts": 2, "moe_intermediate_size": 1407,
+                    "first_k_dense_replace": 0, "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512,
+                    "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128},
+    "deepseek_v3": {**_LLAMA_FLAGS, "max_position_embeddings": 4096, "attention_bias": False,
+                    "n_routed_experts": 256, "n_shared_experts": 1, "moe_intermediate_size": 2048,
+                    "num_experts_per_tok": 8, "first_k_dense_replace": 3, "moe_layer_freq": 1,
+                    "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+                    "v_head_dim": 128},
+    "gpt_oss": {**_LLAMA_FLAGS, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072,
+                "attention_bias": True, "sliding_window": 128, "layer_types": None, "num_local_experts": 128,
+                "num_experts_per_tok": 4},
+    "llama4_text": {**_LLAMA_FLAGS, "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072,
+                    "attention_bias": False, "num_local_experts": 16, "num_experts_per_tok": 1,
+                    "moe_layers": None, "interleave_moe_layer_step": 1, "layer_types": None,
+                    "no_rope_layers": None, "no_rope_layer_interval": 4, "attention_chunk_size": 8192},
+}
+
+#: Keys a config may give under another name (Hugging Face's ``attribute_map`` and backward-compatible kwargs).
+_ALIASES = {"bloom": {"n_layer": ("num_hidden_layers",), "n_head": ("num_attention_heads",),
+                      "hidden_size": ("n_embed",)}}
+
+#: The config key each :class:`Model` field is read from, by ``model_type`` (for error messages).
+_HF_KEY_OF_FIELD = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+                    "kv_heads": "num_key_value_heads", "head_dim": "head_dim", "ffn_hidden": "intermediate_size",
+                    "vocab": "vocab_size", "max_seq": "max_position_embeddings", "activation": "hidden_act",
+                    "tied_embeddings": "tie_word_embeddings", "sliding_window": "sliding_window",
+                    "experts_per_token": "num_experts_per_tok", "expert_ffn_hidden": "moe_intermediate_size",
+                    "experts": "num_local_experts"}
+_GPT2_KEY_OF_FIELD = {**_HF_KEY_OF_FIELD, "layers": "n_layer", "hidden": "n_embd", "heads": "n_head",
+                      "ffn_hidden": "n_inner", "max_seq": "n_positions", "activation": "activation_function"}
+_FAMILY_KEY_OF_FIELD = {
+    "gpt2": _GPT2_KEY_OF_FIELD,
+    "qwen2_moe": {**_HF_KEY_OF_FIELD, "experts": "num_experts"},
+    "qwen3_moe": {**_HF_KEY_OF_FIELD, "experts": "num_experts"},
+    "deepseek_v2": {**_HF_KEY_OF_FIELD, "experts": "n_routed_experts"},
+    "deepseek_v3": {**_HF_KEY_OF_FIELD, "experts": "n_routed_experts"},
+    "llama4_text": {**_HF_KEY_OF_FIELD, "expert_ffn_hidden": "intermediate_size",
+                    "ffn_hidden": "intermediate_size_mlp"},
+    "falcon": {**_HF_KEY_OF_FIELD, "kv_heads": "num_kv_heads", "ffn_hidden": "ffn_hidden_size",
+               "activation": "activation"},
+    "opt": {**_HF_KEY_OF_FIELD, "ffn_hidden": "ffn_dim", "activation": "activation_function"},
+    "bloom": {**_HF_KEY_OF_FIELD, "layers": "n_layer", "heads": "n_head", "max_seq": "seq_length"},
+}
+
+
+def _gpt_neox_fields(get: "_ConfigReader") -> dict:
+    hidden, heads = get.int("hidden_size"), get.int("num_attention_heads")
+    get.divisible("hidden_size", hidden, "num_attention_heads", heads)
+    attn_bias = get.bool("attention_bias")          # query_key_value and dense; the MLP always has biases
+    return dict(layers=get.int("num_hidden_layers"), hidden=hidden, heads=heads,
+                ffn_hidden=get.int("intermediate_size"), vocab=get.int("vocab_size"), gated_mlp=False,
+                tied_embeddings=get.bool("tie_word_embeddings"), norm="layernorm", bias=attn_bias,
+                mlp_bias=None if attn_bias else True, fused_qkv=True, activation=get.activation("hidden_act"),
+                max_seq=get.int("max_position_embeddings"), parallel_block=get.bool("use_parallel_residual"))
+
+
+def _falcon_fields(get: "_ConfigReader") -> dict:
+    hidden, heads = get.int("hidden_size"), get.int("num_attention_heads")
+    get.divisible("hidden_size", hidden, "num_attention_heads", heads)
+    new, parallel = get.bool("new_decoder_architecture"), get.bool("parallel_attn")
+    if new:                                           # grouped keys: (heads + 2 num_kv_heads) x head_dim rows
+        kv = get.int("num_kv_heads")
+        kv = heads if kv is None else kv
+    else:                                             # multi-query: one key and value head, or none shared
+        kv = 1 if get.bool("multi_query") else heads
+    if not parallel:
+        norms = 2
+    else:                                             # modeling_falcon.py: 2 with the new architecture by default
+        n_ln = get.int("num_ln_in_parallel_attn")
+        n_ln = 2 if n_ln is None and new else n_ln
+        norms = 2 if n_ln == 2 else 1
+    ffn = get.int("ffn_hidden_size")
+    return dict(layers=get.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=kv,
+                ffn_hidden=4 * hidden if ffn is None else ffn, vocab=get.int("vocab_size"), gated_mlp=False,
+                tied_embeddings=get.bool("tie_word_embeddings"), norm="layernorm", bias=get.bool("bias"),
+                fused_qkv=True, activation=get.activation("activation"), max_seq=get.int("max_position_embeddings"),
+                norms_per_layer=norms, parallel_block=parallel or new)
+
+
+def _opt_fields(get: "_ConfigReader") -> dict:
+    hidden, heads = get.int("hidden_size"), get.int("num_attention_heads")
+    get.divisible("hidden_size", hidden, "num_attention_heads", heads)
+    proj = get.int("word_embed_proj_dim")
+    if proj is not None and proj != hidden:
+        raise ValueError(f"{get.where}: word_embed_proj_dim ({proj}) != hidden_size ({hidden}) adds OPT's "
+                         "project_in/project_out matrices (OPT-350m), which Model does not represent")
+    if not get.bool("do_layer_norm_before") or get.bool("_remove_final_layer_norm") or \
+            not get.bool("layer_norm_elementwise_affine"):
+        raise ValueError(f"{get.where}: OPT with do_layer_norm_before=false, _remove_final_layer_norm=true or "
+                         "layer_norm_elementwise_affine=false (OPT-350m's post-norm layout) is not supported")
+    return dict(layers=get.int("num_hidden_layers"), hidden=hidden, heads=heads, ffn_hidden=get.int("ffn_dim"),
+                vocab=get.int("vocab_size"), gated_mlp=False, tied_embeddings=get.bool("tie_word_embeddings"),
+                norm="layernorm", bias=get.bool("enable_bias"), learned_pos=True, pos_offset=2,
+                max_seq=get.int("max_position_embeddings"), activation=get.activation("activation_function"))
+
+
+def _bloom_fields(get: "_ConfigReader") -> dict:
+    hidden, heads = get.int("hidden_size"), get.int("n_head")
+    get.divisible("hidden_size", hidden, "n_head", heads)
+    return dict(layers=get.int("n_layer"), hidden=hidden, heads=heads, ffn_hidden=4 * hidden,
+                vocab=get.int("vocab_size"), gated_mlp=False, tied_embeddings=get.bool("tie_word_embeddings"),
+                norm="layernorm", bias=True, fused_qkv=True, embed_norm=True, activation="gelu",
+                max_seq=get.int("seq_length"))
+
+
+_OTHER_LAYOUTS = {"gpt_neox": _gpt_neox_fields, "falcon": _falcon_fields, "opt": _opt_fields,
+                  "bloom": _bloom_fields}
+
+
+def _short(value, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a config value can be a huge list or a 5,000-digit number)."""
+    if isinstance(value, _HugeInt):
+        return str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"a {_digits(value):,}-digit integer"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _digits(value: int) -> int:
+    """Decimal digits of a (possibly huge) integer, without converting it to a string (Python refuses to above
+    4,300 digits)."""
+    return len(str(value)) if value.bit_length() < 10_000 else int(math.log10(abs(value))) + 1
+
+
+class _HugeInt:
+    """A JSON integer too long to convert (Python's limit: 4,300 digits): kept as its digit count so that the
+    key it belongs to can be named when it is read."""
+
+    def __init__(self, text: str):
+        self.digits = len(text.lstrip("-"))
+
+    def __str__(self) -> str:
+        return f"a {self.digits:,}-digit integer"
+
+    __repr__ = __str__
+
+
+def _parse_int(text: str):
+    return int(text) if len(text) <= 4000 else _HugeInt(text)
+
+
+def _load_hf_config(config) -> tuple[dict, str]:
+    """The config as a dict, and how to name it in errors (the file's path, or "config")."""
+    if isinstance(config, dict):
+        return config, "config"
+    if not isinstance(config, (str, PathLike)):
+        raise TypeError(f"config must be a dict or a path to config.json, got {type(config).__name__}")
+    path = Path(config)
+    try:
+        if path.is_dir():
+            path = path / "config.json"
+        found = path.is_file()
+    except OSError as exc:                  # a name the file system refuses (too long, ...): not a config file
+        raise FileNotFoundError(f"no config file at {_short(str(path), 200)} ({exc.strerror})") from None
+    if not found:
+        raise FileNotFoundError(f"no config file at {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read as a UTF-8 text file ({exc})") from None
+    if not text.strip():
+        raise ValueError(f"{path} is empty: expected a JSON object like a Hugging Face config.json")
+    try:
+        data = json.loads(text, parse_int=_parse_int)    # (integers of thousands of digits: _HugeInt)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    except RecursionError:                               # Python's json recurses once per level of nesting
+        raise ValueError(f"{path}: its JSON is nested too deeply to be a config.json") from None
+    except ValueError as exc:                            # anything else Python's json refuses
+        raise ValueError(f"{path} cannot be read as JSON: {str(exc)[:200]}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object (a config.json), got a {type(data).__name__}")
+    return data, str(path)
+
+
+class _ConfigReader:
+    """Reads and checks config keys; every error names the key (and the file)."""
+
+    def __init__(self, config: dict, where: str, mtype: str):
+        self.config, self.where, self.mtype = config, where, mtype
+        self.defaults = HF_DEFAULTS[mtype]
+
+    def _value(self, key):
+        """``(value, False)``, or ``(Hugging Face's default, True)`` when the key is absent or ``null``."""
+        value = self.config.get(key)
+        for alias in _ALIASES.get(self.mtype, {}).get(key, ()):
+            if value is None:
+                value = self.config.get(alias)
+        if value is None:
+            if key not in self.defaults:
+                raise ValueError(f"{self.where} (model_type {self.mtype!r}) is missing the key {key!r}")
+            return self.defaults[key], True
+        return value, False
+
+    def _error(self, exc: Exception) -> Exception:
+        return type(exc)(f"{self.where}: {exc}")
+
+    def int(self, key: str, *, minimum: int = 1):
+        value, missing = self._value(key)
+        if missing:
+            return value
+        if isinstance(value, _HugeInt) or (isinstance(value, int) and not isinstance(value, bool)
+                                           and value.bit_length() > 64):
+            raise ValueError(f"{self.where}: {key} must be an integer >= {minimum} and <= {MAX_MEANINGFUL:,}, "
+                             f"got {_short(value)}")
+        try:
+            return check_int(key, value, minimum=minimum)
+        except (TypeError, ValueError) as exc:
+            raise self._error(exc) from None
+
+    def bool(self, key: str) -> bool:
+        value, missing = self._value(key)
+        if missing:
+            return value
+        try:
+            return check_bool(key, value)
+        except TypeError as exc:
+            raise self._error(exc) from None
+
+    def activation(self, key: str) -> str:
+        value, missing = self._value(key)
+        if missing:
+            return value
+        value = _HF_ACTIVATION_ALIASES.get(value, value) if isinstance(value, str) else value
+        try:
+            return check_choice(key, value, ACTIVATIONS)
+        except (TypeError, ValueError) as exc:
+            raise self._error(exc) from None
+
+    def divisible(self, key: str, value: int, by_key: str, by: int) -> None:
+        if value % by:
+            extra = " unless head_dim is given" if by_key == "num_attention_heads" else ""
+            raise ValueError(f"{self.where}: {key} ({value}) must be divisible by {by_key} ({by}){extra}")
+
+    def window(self, layers: int) -> int | None:
+        """The sliding window of every layer, or None (module docstring of :meth:`Model.from_hf_config`)."""
+        if self.mtype == "mistral":
+            if "sliding_window" in self.config and self.config["sliding_window"] is None:
+                return None                                      # v0.2, v0.3: null is no window
+            return self.int("sliding_window")
+        if self.mtype != "qwen2" or not self.bool("use_sliding_window"):
+            return None                                          # llama, gpt2: Hugging Face ignores the key
+        if "sliding_window" in self.config and self.config["sliding_window"] is None:
+            return None
+        window = self.int("sliding_window")
+        types = self.config.get("layer_types")
+        if types is None:
+            first = self.int("max_window_layers", minimum=0)
+            types = ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
+            source = f"max_window_layers={first}"
+        else:
+            if isinstance(types, (str, bytes, dict)) or not isinstance(types, list):
+                raise TypeError(f"{self.where}: layer_types must be a list of 'full_attention' or "
+                                f"'sliding_attention', one per layer; got {_short(types)}")
+            if len(types) != layers:
+                raise ValueError(f"{self.where}: layer_types has {len(types)} entries for num_hidden_layers="
+                                 f"{layers}: give one per layer")
+            types = ["full_attention" if t == "attention" else t for t in types]    # Hugging Face's legacy name
+            odd = sorted({_short(t) for t in types if t not in ("full_attention", "sliding_attention")})
+            if odd:
+                raise ValueError(f"{self.where}: layer_types entries must be 'full_attention' or "
+                                 f"'sliding_attention' for qwen2, got {', '.join(odd)}")
+            source = "layer_types"
+        windowed = sum(t == "sliding_attention" for t in types)
+        if windowed == 0:
+            return None
+        if windowed < layers:
+            raise ValueError(f"{self.where}: use_sliding_window with {source} makes {windowed} of {layers} layers "
+                             "windowed and the rest full attention, which Model does not represent (one window "
+                             "for every layer)")
+        return window
+
+    def opt_int(self, key: str, *, minimum: int = 1):
+        """An integer, or ``None`` when the config gives ``null`` (DeepSeek-V2-Lite's ``q_lora_rank``)."""
+        if key in self.config and self.config[key] is None:
+            return None
+        return self.int(key, minimum=minimum)
+
+    def kv_heads(self, heads: int) -> int:
+        kv = self.int("num_key_value_heads")
+        if kv is None or self.config.get("num_key_value_heads", 0) is None:
+            kv = heads                      # null (or Llama's absent): __post_init__ makes it the head count
+        if kv > heads or heads % kv:
+            absent = "" if "num_key_value_heads" in self.config else \
+                f", Hugging Face's default for {self.mtype} when the key is absent"
+            raise ValueError(f"{self.where}: num_key_value_heads ({kv}{absent}) must divide num_attention_heads "
+                             f"({heads}) and be at most it")
+        return kv
+
+    def int_list(self, key: str, layers: int) -> list[int] | None:
+        """A list of layer indices (``mlp_only_layers``, ``moe_layers``), or None when absent/null."""
+        value, missing = self._value(key)
+        if missing or value is None:
+            return None
+        if not isinstance(value, list):
+            raise TypeError(f"{self.where}: {key} must be a list of layer indices, got {_short(value)}")
+        try:
+            return [check_int(f"{key}[{i}]", v, minimum=0, maximum=layers - 1) for i, v in enumerate(value)]
+        except (TypeError, ValueError) as exc:
+            raise self._error(exc) from None
+
+    def _layer_types(self, layers: int, default) -> list[str]:
+        types = self.config.get("layer_types")
+        if types is None:
+            return [default(i) for i in range(layers)]
+        if isinstance(types, (str, bytes, dict)) or not isinstance(types, list):
+            raise TypeError(f"{self.where}: layer_types must be a list, one entry per layer; got {_short(types)}")
+        if len(types) != layers:
+            raise ValueError(f"{self.where}: layer_types has {len(types)} entries for num_hidden_layers="
+                             f"{layers}: give one per layer")
+        types = ["full_attention" if t == "attention" else t for t in types]
+        odd = sorted({_short(t) for t in types
+                      if t not in ("full_attention", "sliding_attention", "chunked_attention")})
+        if odd:
+            raise ValueError(f"{self.where}: layer_types entries must be 'full_attention', 'sliding_attention' "
+                             f"or 'chunked_attention' for {self.mtype}, got {', '.join(odd)}")
+        return types
+
+    def layer_windows(self, layers: int) -> dict:
+        """``sliding_window`` and ``window_layers`` of the families after the first four (see
+        :meth:`Model.from_hf_config`)."""
+        m = self.mtype
+        if m in ("mixtral", "phi3"):                              # a window on every layer, or none
+            if self.config.get("sliding_window") is None:
+                return {}
+            return {"sliding_window": self.int("sliding_window")}
+        if m in ("qwen3", "qwen3_moe"):
+            if self.bool("use_sliding_window"):
+                raise ValueError(f"{self.where}: use_sliding_window=true is not supported for {m} (no released "
+                                 "config sets it)")
+            return {}
+        if m == "qwen2_moe":
+            if not self.bool("use_sliding_window"):
+                return {}
+            first = self.int("max_window_layers", minimum=0)
+            types = self._layer_types(layers, lambda i: "sliding_attention" if (i + 1) % 2 and i < first
+                                      else "full_attention")
+            key = "sliding_window"
+        elif m == "gemma2" or m == "gpt_oss":
+            types = self._layer_types(layers, lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
+            key = "sliding_window"
+        elif m == "gemma3_text":
+            pattern = self.int("sliding_window_pattern")
+            types = self._layer_types(layers, lambda i: "sliding_attention" if (i + 1) % pattern
+                                      else "full_attention")
+            key = "sliding_window"
+        elif m == "llama4_text":
+            if "attention_chunk_size" in self.config and self.config["attention_chunk_size"] is None:
+                return {}
+            no_rope = self.config.get("no_rope_layers")
+            if no_rope:           # 1: a rotary layer, which is the chunked one (Llama4TextConfig.__post_init__)
+                if not isinstance(no_rope, list) or len(no_rope) != layers:
+                    raise ValueError(f"{self.where}: no_rope_layers must be a list of {layers} flags")
+                default = lambda i: "chunked_attention" if no_rope[i] else "full_attention"  # noqa: E731
+            else:
+                interval = self.int("no_rope_layer_interval")
+                default = lambda i: "chunked_attention" if (i + 1) % interval else "full_attention"  # noqa: E731
+            types = self._layer_types(layers, default)
+            key = "attention_chunk_size"
+        else:
+            return {}
+        windowed = sum(t in ("sliding_attention", "chunked_attention") for t in types)
+        if windowed == 0 or (key in self.config and self.config[key] is None):
+            return {}
+        return {"sliding_window": self.int(key), "window_layers": None if windowed == layers else windowed}
+
+    def moe(self, layers: int) -> dict:
+        """The mixture-of-experts fields of a config of one of the MoE families."""
+        m = self.mtype
+        if m in ("mixtral", "gpt_oss", "llama4_text"):
+            experts = self.int("num_local_experts")
+        elif m in ("qwen2_moe", "qwen3_moe"):
+            experts = self.int("num_experts", minimum=0)
+        else:
+            experts = self.int("n_routed_experts")
+        if experts == 0:                                   # Qwen-MoE with num_experts=0: every layer dense
+            return {}
+        out = dict(experts=experts, experts_per_token=self.int("num_experts_per_tok"))
+        if m in ("qwen2_moe", "qwen3_moe"):
+            out["expert_ffn_hidden"] = self.int("moe_intermediate_size")
+            step = self.int("decoder_sparse_step")
+            out["moe_layers"] = moe_layer_indices(layers, every=step,
+                                                  dense_layers=self.int_list("mlp_only_layers", layers) or ())
+            if m == "qwen2_moe":
+                fs = self.int("shared_expert_intermediate_size", minimum=0)
+                if fs:
+                    out.update(shared_experts=1, shared_expert_ffn_hidden=fs, shared_expert_gate=True)
+        elif m in ("deepseek_v2", "deepseek_v3"):
+            out["expert_ffn_hidden"] = self.int("moe_intermediate_size")
+            shared = self.int("n_shared_experts", minimum=0)
+            if shared:
+                out["shared_experts"] = shared
+            if self.int("moe_layer_freq") != 1:
+                raise ValueError(f"{self.where}: moe_layer_freq={self.config['moe_layer_freq']} is not supported "
+                                 "(DeepSeek's reference code and Hugging Face's disagree on it; every released "
+                                 "DeepSeek model has 1)")
+            first = self.int("first_k_dense_replace", minimum=0)
+            if first >= layers:
+                raise ValueError(f"{self.where}: first_k_dense_replace ({first}) leaves no MoE layer of "
+                                 f"num_hidden_layers={layers}")
+            out["moe_layers"] = moe_layer_indices(layers, first_dense=first)
+        elif m == "gpt_oss":
+            out["router_bias"] = True
+        if m == "deepseek_v3":          # e_score_correction_bias: in the checkpoint, a buffer in transformers
+            out["router_bias"] = True
+        elif m == "llama4_text":
+            width = self.int("intermediate_size")
+            out.update(expert_ffn_hidden=width, shared_experts=1, shared_expert_ffn_hidden=width)
+            listed = self.int_list("moe_layers", layers)
+            out["moe_layers"] = tuple(listed) if listed is not None else \
+                moe_layer_indices(layers, every=self.int("interleave_moe_layer_step"))
+        if "moe_layers" in out and not out["moe_layers"]:
+            return {}                                       # no layer has experts: a dense model
+        return out
+
+    def build(self, cls, name: str, fields: dict) -> "Model":
+        """``cls(name, **fields)``; an error the Model raises names the config keys, not its fields."""
+        try:
+            return cls(name=name, **fields)
+        except (TypeError, ValueError) as exc:
+            keys = _FAMILY_KEY_OF_FIELD.get(self.mtype, _HF_KEY_OF_FIELD)
+            text = re.sub(r"\b(" + "|".join(keys) + r")\b", lambda m: keys[m.group(1)], str(exc))
+            raise type(exc)(f"{self.where}: {text}") from None

@@ -1,0 +1,279 @@
+"""Issue 24: every Hugging Face family ``Model.from_hf_config`` reads, mixtures of experts and multi-head latent
+attention, checked without torch.
+
+Expected values never come from the library itself. They come from:
+
+* ``data/hf_meta_param_counts.csv``: transformers 5.23's own ``<Family>ForCausalLM`` built from the same config on
+  the meta device (``tools/measure_memory.py hf-counts``), plus the persistent buffers it saves in the state dict
+  (DeepSeek-V3's ``e_score_correction_bias``: in the released checkpoint, a buffer in transformers);
+* published totals (the issue's 46,702,792,704 and 671,026,419,200) and the model cards' active counts;
+* hand arithmetic from the papers (DeepSeek-V2 Sec. 2.1 for MLA, Mixtral's layer written out).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+import llmsizing as L
+from llmsizing import Model, get_model, list_models
+from llmsizing.flops import (attention_flops_per_token, forward_flops_per_token, matmul_params,
+                             mla_decode_flops_per_token, training_flops_per_token)
+from llmsizing.inference import (inference_memory, kv_cache_bytes_per_token, kv_cached_tokens,
+                                 kv_numbers_per_token_per_layer, weights_bytes)
+from llmsizing.model import MOE_NOT_MODELLED, HF_FAMILIES, moe_layer_indices
+
+CSV = Path(__file__).resolve().parents[1] / "data" / "hf_meta_param_counts.csv"
+ROWS = list(csv.DictReader(open(CSV, newline="")))
+
+
+# ----------------------------------------------------------------------------- the meta-device counts
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r["config_name"])
+def test_library_count_equals_the_meta_device_count(row):
+    """The same config dict, read by the library, gives exactly what transformers builds (parameters + the
+    buffers its state dict saves)."""
+    m = Model.from_hf_config(json.loads(row["config_json"]))
+    assert m.n_params == int(row["n_params"]) + int(row["n_persistent_buffers"])
+
+
+def test_every_family_has_a_small_and_a_published_config_measured_with_transformers_5_23():
+    kinds: dict[str, set] = {}
+    for r in ROWS:
+        kinds.setdefault(r["family"], set()).add(r["kind"])
+        assert r["transformers_version"] == "5.23.0" and r["measured_on"]
+    wrappers = {"gemma3", "llama4"}                     # read through their text_config (tested below)
+    covered_before = {"llama", "mistral", "qwen2", "gpt2"}   # tests/test_model.py, test_validation.py
+    for family in set(HF_FAMILIES) - wrappers - covered_before:
+        assert kinds.get(family) == {"small", "published"}, family
+
+
+def test_buffers_are_only_deepseek_v3s_router_bias():
+    for r in ROWS:
+        if int(r["n_persistent_buffers"]):
+            assert r["family"] == "deepseek_v3" and r["persistent_buffers"].endswith("e_score_correction_bias")
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["published_rounded_to"] == "1"], ids=lambda r: r["config_name"])
+def test_exactly_published_totals(row):
+    m = Model.from_hf_config(json.loads(row["config_json"]))
+    assert m.n_params == int(row["published_params"])
+
+
+@pytest.mark.parametrize("wrapper, text_type, row_name", [("gemma3", "gemma3_text", "gemma-3-27b (text)"),
+                                                          ("llama4", "llama4_text", "Llama-4-Scout-17B-16E (text)")])
+def test_multimodal_configs_are_read_through_their_text_config(wrapper, text_type, row_name):
+    row = next(r for r in ROWS if r["config_name"] == row_name)
+    text = json.loads(row["config_json"])
+    text.pop("model_type")
+    m = Model.from_hf_config({"model_type": wrapper, "text_config": text, "vision_config": {"hidden_size": 1408}})
+    assert m.n_params == int(row["n_params"])
+
+
+# ----------------------------------------------------------------------------- the issue's done-when
+def test_mixtral_total_and_active_by_hand():
+    h, f, V, L_, a, g, d, E, k = 4096, 14336, 32000, 32, 32, 8, 128, 8, 2
+    attn = h * a * d + 2 * h * g * d + a * d * h
+    expert = 3 * h * f
+    layer_total = attn + E * expert + E * h + 2 * h          # + router + two RMSNorms
+    layer_active = attn + k * expert + E * h + 2 * h
+    outside = 2 * V * h + h
+    m = get_model("mixtral-8x7b")
+    assert m.n_params == L_ * layer_total + outside == 46_702_792_704
+    assert m.active_params == L_ * layer_active + outside == 12_879_925_248
+    assert abs(m.active_params / 12.9e9 - 1) < 0.002          # Mistral AI: "12.9B active"
+
+
+def test_deepseek_v3_total_and_active():
+    m = get_model("deepseek-v3")
+    assert m.n_params == 671_026_419_200                      # without the MTP module
+    assert (m.n_moe_layers, m.n_dense_layers) == (58, 3)
+    # "37B activated": 36.63B without the input embedding (DeepSeek's convention), 37.55B with it
+    assert abs(matmul_params(m) / 37e9 - 1) < 0.011           # 36.63B: rounds to "37B"
+    assert abs(m.active_params / 37e9 - 1) < 0.015
+    # the router bias (e_score_correction_bias) is 256 per MoE layer, counted once per layer in both
+    assert m.moe_breakdown()["router"] == 58 * (256 * 7168 + 256)
+
+
+@pytest.mark.parametrize("name, published_active, with_embedding, tol", [
+    ("mixtral-8x7b", 12.9e9, True, 0.002),         # Mistral AI blog
+    ("qwen3-30b-a3b", 3.3e9, True, 0.02),          # model card "3.3B activated"
+    ("qwen3-235b-a22b", 22e9, True, 0.01),         # "22B activated"
+    ("gpt-oss-120b", 5.13e9, False, 0.001),        # OpenAI model card: without the input embedding
+    ("llama-4-scout", 17e9, True, 0.011),          # "17B active"
+])
+def test_active_parameters_against_the_model_cards(name, published_active, with_embedding, tol):
+    m = get_model(name)
+    active = m.active_params if with_embedding else matmul_params(m)
+    assert abs(active / published_active - 1) < tol
+
+
+def test_catalogued_moe_models_equal_their_meta_device_rows():
+    by_name = {r["config_name"]: int(r["n_params"]) + int(r["n_persistent_buffers"]) for r in ROWS}
+    pairs = {"mixtral-8x7b": "Mixtral-8x7B-v0.1", "qwen3-30b-a3b": "Qwen3-30B-A3B",
+             "qwen3-235b-a22b": "Qwen3-235B-A22B", "deepseek-v3": "DeepSeek-V3", "gpt-oss-120b": "gpt-oss-120b",
+             "llama-4-scout": "Llama-4-Scout-17B-16E (text)"}
+    assert set(pairs) == set(list_models(moe=True))
+    for cat, row in pairs.items():
+        assert get_model(cat).n_params == by_name[row], cat
+
+
+def test_dense_models_are_their_own_active_parameters():
+    for name in list_models(moe=False):
+        m = get_model(name)
+        assert m.active_params == m.n_params and not m.is_moe and m.moe_breakdown()["routed_experts"] == 0
+
+
+# ----------------------------------------------------------------------------- MLA: the KV cache and decode
+def test_mla_kv_cache_is_latent_plus_rope_key():
+    m = get_model("deepseek-v3")
+    assert kv_numbers_per_token_per_layer(m) == 512 + 64
+    assert kv_cache_bytes_per_token(m) == 61 * 576 * 2                 # bf16
+    assert kv_cache_bytes_per_token(m, "fp8") == 61 * 576
+    # a GQA model of similar active size: Llama-3-70B, 80 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes
+    assert kv_cache_bytes_per_token("llama-3-70b") == 80 * 8 * 128 * 2 * 2
+    r = inference_memory(m, batch=1, context=4096)
+    assert r.kv_cache_bytes == 4096 * 61 * 576 * 2
+    assert r.weights_bytes == 2 * 671_026_419_200                      # every expert is resident
+
+
+def test_mla_decode_flops_by_hand():
+    """A small MLA model, per layer: shared projections, then the decompressed and the absorbed way."""
+    m = Model("mla", layers=2, hidden=64, heads=4, ffn_hidden=96, vocab=100, q_lora_rank=24, kv_lora_rank=16,
+              qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12)
+    c, h, n, lq, lkv, p, r, v = 10, 64, 4, 24, 16, 16, 8, 12
+    shared = 2 * (h * lq + lq * n * (p + r)) + 2 * h * (lkv + r) + 2 * n * v * h
+    decompressed = shared + 2 * c * lkv * n * (p + v) + 2 * c * n * (p + r) + 2 * c * n * v
+    absorbed = shared + 2 * n * p * lkv + 2 * c * n * (lkv + r) + 2 * c * n * lkv + 2 * n * lkv * v
+    d = mla_decode_flops_per_token(m, context=c)
+    assert (d.decompressed, d.absorbed) == (2 * decompressed, 2 * absorbed)
+    with pytest.raises(ValueError, match="latent"):
+        mla_decode_flops_per_token("llama-2-7b", context=10)
+
+
+def test_mla_absorbed_decode_is_far_cheaper_at_long_context():
+    d = mla_decode_flops_per_token("deepseek-v3", context=4096)
+    assert d.ratio > 50                      # the decompression of 4,096 latents dominates
+    assert d.absorbed_core > d.decompressed_core    # ... though the absorbed core itself costs more per key
+    assert d.absorbed_core / d.decompressed_core == pytest.approx((512 + 64 + 512) / (192 + 128))
+
+
+def test_mla_attention_flops_use_qk_and_v_widths():
+    m = get_model("deepseek-v3")
+    assert attention_flops_per_token(m, seq=4096) == 2 * 4096 * 128 * (192 + 128) * 61
+
+
+# ----------------------------------------------------------------------------- FLOPs of a mixture of experts
+def test_moe_forward_flops_use_active_parameters_and_the_router():
+    m = get_model("mixtral-8x7b")
+    matmul = 12_879_925_248 - 32000 * 4096           # active, less the input embedding (a lookup)
+    assert matmul_params(m) == matmul
+    attention = 4 * 4096 * 32 * 128 * 32
+    assert forward_flops_per_token(m, seq=4096) == 2 * matmul + attention
+    assert training_flops_per_token(m, seq=4096) == 3 * (2 * matmul + attention)
+    # the router's 2 x hidden x experts per MoE layer is inside
+    assert m.moe_breakdown()["router"] == 32 * 4096 * 8
+
+
+def test_dense_flops_unchanged():
+    """The dense convention is untouched: 2 x (parameters less the input embedding) + attention."""
+    m = get_model("llama-2-7b")
+    assert forward_flops_per_token(m, seq=4096) == 2 * (6_738_415_616 - 32000 * 4096) + 4 * 4096 * 32 * 128 * 32
+
+
+# ----------------------------------------------------------------------------- windows on some layers
+def test_alternating_windows_average_over_layers():
+    m = get_model("gpt-oss-120b")                     # 18 layers with a 128-token window, 18 full
+    assert (m.sliding_window, m.window_layers) == (128, 18)
+    assert kv_cached_tokens(m, 131072) == (18 * 128 + 18 * 131072) / 36
+    assert kv_cached_tokens(m, 100) == 100
+    gemma3 = Model.from_hf_config(json.loads(next(r for r in ROWS if r["config_name"] == "gemma-3-27b (text)")
+                                             ["config_json"]))
+    assert (gemma3.sliding_window, gemma3.window_layers) == (1024, 62 - 10)    # 5 in 6 windowed; 10 global
+
+
+# ----------------------------------------------------------------------------- refusals
+@pytest.mark.parametrize("call", [
+    lambda: L.training_memory("deepseek-v3", batch=1, seq=4096),
+    lambda: L.activation_memory("mixtral-8x7b", batch=1, seq=512),
+    lambda: L.model_states("qwen3-30b-a3b"),
+])
+def test_functions_without_moe_refuse_it_by_name(call):
+    with pytest.raises(ValueError) as e:
+        call()
+    msg = str(e.value)
+    assert MOE_NOT_MODELLED in msg and "mixture of experts" in msg
+    assert msg.split(":")[0] in ("training_memory", "activation_memory", "model_states")
+
+
+def test_what_handles_moe_does():
+    m = get_model("qwen3-235b-a22b")
+    assert weights_bytes(m) == 2 * m.n_params
+    assert inference_memory(m, context=1024).weights_bytes == 2 * m.n_params
+
+
+@pytest.mark.parametrize("config, key", [
+    ({"model_type": "mpt", "d_model": 2048}, "mpt"),
+    ({"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+      "intermediate_size": 96, "vocab_size": 100, "num_key_value_heads": 2, "use_sliding_window": True},
+     "use_sliding_window"),
+    ({"model_type": "opt", "hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 24,
+      "ffn_dim": 4096, "vocab_size": 50272, "word_embed_proj_dim": 512}, "word_embed_proj_dim"),
+    ({"model_type": "deepseek_v2", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+      "intermediate_size": 96, "vocab_size": 100, "num_experts_per_tok": 2, "moe_layer_freq": 2}, "moe_layer_freq"),
+    ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+      "intermediate_size": 96, "vocab_size": 100, "num_local_experts": 8}, "num_local_experts"),
+    ({"model_type": "mixtral", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+      "intermediate_size": 96, "vocab_size": 100, "num_key_value_heads": 2, "num_local_experts": 4,
+      "num_experts_per_tok": 5},
+     "num_experts_per_tok"),
+])
+def test_unsupported_configs_are_refused_naming_the_family_or_key(config, key):
+    with pytest.raises((ValueError, TypeError), match=key):
+        Model.from_hf_config(config)
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(experts_per_token=2), "experts"),
+    (dict(experts=4, experts_per_token=5), "experts_per_token"),
+    (dict(experts=4, experts_per_token=1, moe_layers=(0, 7)), "moe_layers"),
+    (dict(kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8, kv_heads=2), "kv_heads"),
+    (dict(q_lora_rank=16), "kv_lora_rank"),
+    (dict(norms_per_layer=5), "norms_per_layer"),
+    (dict(qk_norm="layer"), "qk_norm"),
+    (dict(window_layers=2), "sliding_window"),
+])
+def test_bad_moe_and_mla_fields_are_refused_by_name(fields, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        Model("bad", layers=4, hidden=64, heads=4, ffn_hidden=96, vocab=100, **fields)
+
+
+def test_moe_layer_indices():
+    assert moe_layer_indices(61, first_dense=3) == tuple(range(3, 61))
+    assert moe_layer_indices(48, every=2) == tuple(range(1, 48, 2))          # Llama 4 Maverick
+    assert moe_layer_indices(4, every=2, dense_layers=[3]) == (1,)
+
+
+def test_widgets_leave_moe_out_with_a_reason():
+    from llmsizing import widgets
+    with pytest.raises(ValueError, match="mixture of experts"):
+        widgets.parameter_counts_widget("deepseek-v3")
+
+
+def test_expanded_mla_cache_is_what_hugging_face_keeps():
+    assert kv_numbers_per_token_per_layer("deepseek-v3", expanded=True) == 128 * (128 + 64 + 128)
+    assert kv_numbers_per_token_per_layer("llama-3-70b", expanded=True) == 2 * 8 * 128
+
+
+def test_a_multimodal_config_without_text_config_is_refused():
+    with pytest.raises(ValueError, match="text_config"):
+        Model.from_hf_config({"model_type": "llama4", "hidden_size": 5120})
+
+
+@pytest.mark.parametrize("config_name, published_active, tol", [
+    ("DeepSeek-V2", 21e9, 0.01), ("DeepSeek-V2-Lite", 2.4e9, 0.025), ("gpt-oss-20b", 3.61e9, 0.001)])
+def test_deepseek_and_openai_count_active_without_the_input_embedding(config_name, published_active, tol):
+    row = next(r for r in ROWS if r["config_name"] == config_name)
+    assert abs(matmul_params(Model.from_hf_config(json.loads(row["config_json"]))) / published_active - 1) < tol
