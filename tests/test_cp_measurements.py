@@ -201,3 +201,20 @@ def test_loader_needs_no_torch():
     code = ("import sys; from llmsizing.measurements import cp_measurements; cp_measurements(); "
             "assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_library_matches_the_gloo_measurement_of_context_parallelism():
+    """Chapter 17's comparison (dist_compare.compare_cp): the bytes a rank saves are within 0.5% of the
+    library's activation_memory(cp=...) on every measured row (the measured extras are the fp32 log-sum-exp and
+    RoPE tables, about 0.2%), they divide by cp in both, and the attention traffic and the gradient all-reduce
+    of the library's communication() are the measured bytes exactly."""
+    from llmsizing.dist_compare import compare_cp
+
+    cmp = compare_cp()
+    assert len(cmp) == 18
+    assert ((cmp["saved_ratio"] - 1).abs() < 0.005).all(), cmp["saved_ratio"]
+    for col in ("forward_sent", "backward_sent", "grad_sync"):
+        assert (cmp[f"{col}_measured_bytes"] == cmp[f"{col}_library_bytes"]).all(), col
+    one = cmp.xs(1, level="cp")["saved_library_bytes"]
+    for cp in (2, 4):
+        assert (cmp.xs(cp, level="cp")["saved_library_bytes"] * cp == one).all()

@@ -187,3 +187,45 @@ def compare_states(df=None):
     for what in ("param_bytes", "grad_bytes", "optimizer_state_bytes"):
         out[what.replace("_bytes", "_error_bytes")] = out[what] - out["predicted_" + what]
     return out
+
+
+# =========================================================================== context parallelism (chapter 17)
+def compare_cp(df=None):
+    """The gloo measurement of context parallelism (``tools/measure_memory.py cp``,
+    :func:`~llmsizing.measurements.cp_measurements`) next to the library, one row per variant, ``cp`` and
+    sequence length (rank 0; every rank of a load-balanced run measures the same): the bytes one rank saves for
+    the backward against :func:`~llmsizing.activations.activation_memory` with ``cp`` (``stack="hf"``, fp32,
+    flash-style attention: the measured attention keeps no score matrix), and the attention's bytes sent per rank
+    in the forward and the backward, and the gradient all-reduce, against :func:`~llmsizing.comm.communication`'s
+    ``cp`` group and its all-reduce over ``dp x cp``. The measured all-gather variant is charged at ring cost, as
+    the library charges it. Shown in chapter 17."""
+    import pandas as pd
+
+    from .activations import activation_memory
+    from .measurements import cp_measurements
+
+    df = cp_measurements() if df is None else df
+    rows = []
+    for r in df[df["rank"] == 0].itertuples():
+        model = Model(name="cp-measured", layers=int(r.layers), hidden=int(r.hidden), heads=int(r.heads),
+                      kv_heads=int(r.kv_heads), head_dim=int(r.head_dim), ffn_hidden=int(r.ffn),
+                      vocab=int(r.vocab), gated_mlp=True, tied_embeddings=False)
+        par = Parallel(cp=int(r.cp), cp_comm="p2p" if r.variant == "ring" else "all_gather")
+        saved = activation_memory(model, batch=int(r.batch), seq=int(r.seq), dtype="fp32", stack="hf",
+                                  attention="flash", cp=int(r.cp)).total_bytes
+        by = {}
+        if r.cp > 1:
+            comm = communication(model, par, batch=int(r.batch), seq=int(r.seq), gpu="H100 SXM", precision="fp32")
+            for c in comm.collectives:
+                key = "grad" if c.group == "dp" else ("forward" if "forward" in c.collective else "backward")
+                by[key] = by.get(key, 0.0) + c.bytes_per_gpu
+        rows.append({"variant": r.variant, "cp": int(r.cp), "seq": int(r.seq),
+                     "saved_measured_bytes": float(r.saved_total_bytes), "saved_library_bytes": saved,
+                     "saved_ratio": saved / r.saved_total_bytes,
+                     "forward_sent_measured_bytes": float(r.forward_send_bytes),
+                     "forward_sent_library_bytes": by.get("forward", 0.0),
+                     "backward_sent_measured_bytes": float(r.backward_send_bytes),
+                     "backward_sent_library_bytes": by.get("backward", 0.0),
+                     "grad_sync_measured_bytes": float(r.grad_sync_send_bytes),
+                     "grad_sync_library_bytes": by.get("grad", 0.0)})
+    return pd.DataFrame(rows).set_index(["variant", "cp", "seq"])
