@@ -288,7 +288,8 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
                       attention: str = "flash", dropout: bool = False, recompute: str = "none",
                       tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
                       logits_dtype: str = "fp32", stack: str = "fused", autocast: bool = False,
-                      fp8: str | None = None, cp: int = 1) -> ActivationMemory:
+                      fp8: str | None = None, cp: int = 1, capacity_factor: float | None = None,
+                      expert_tp: bool = False) -> ActivationMemory:
     """Bytes saved for backward by one micro-batch of ``batch`` sequences of ``seq`` tokens, on one GPU.
 
     In the simple case (GPT layer, 16-bit, dropout, eager attention, no TP) the per-layer figure is exactly
@@ -307,8 +308,22 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     ``cp`` (context parallelism) splits the sequence over ``cp`` GPUs: the result is one rank's, the tensors of
     ``seq / cp`` tokens (``seq`` must be a multiple of ``2 cp``, and ``attention="flash"``: see the module
     docstring). The "Long context" chapter teaches it.
+
+    A mixture of experts (issue 24) gets its MoE layers' router, dispatched tokens, experts' intermediates and
+    combine inputs, and shared experts (:func:`llmsizing.moe.moe_activation_memory`; dropless, or
+    ``capacity_factor``; ``expert_tp`` splits the experts' intermediates over ``tp``), in the ``"mlp"``
+    component.
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
+    if model.is_moe:                          # ---- mixture of experts (llmsizing.moe, issue 24)
+        from .moe import moe_activation_memory
+
+        return moe_activation_memory(model, capacity_factor=capacity_factor, expert_tp=check_bool("expert_tp",
+                                     expert_tp), batch=batch, seq=seq, dtype=dtype, attention=attention,
+                                     dropout=dropout, recompute=recompute, tp=tp, sp=sp, mask_bytes=mask_bytes,
+                                     logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
+    if capacity_factor is not None or expert_tp:
+        raise ValueError(f"capacity_factor and expert_tp describe a mixture of experts; {model.name!r} is dense")
     batch = check_int("batch", batch)
     seq = check_int("seq", seq)
     cp = check_int("cp", cp)
@@ -400,7 +415,7 @@ def cp_attention_buffers_bytes(model: Model | str, *, batch: int, seq: int, tp: 
     chapter."""
     from .parallel import CP_COMMS
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)      # attention only: a mixture of experts' is the same
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     tp, cp = check_int("tp", tp), check_int("cp", cp)
     check_choice("cp_comm", cp_comm, CP_COMMS)

@@ -137,6 +137,8 @@ def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | No
            "pp": group_link(g, nd, size=par.pp, stride=par.tp * par.dp_cp)}
     if par.cp > 1:
         out["cp"] = group_link(g, nd, size=par.cp, stride=par.tp)
+    if par.ep > 1:                            # ---- expert parallelism: ep ranks tp x cp apart (tp-cp-ep-dp-pp)
+        out["ep"] = group_link(g, nd, size=par.ep, stride=par.tp * par.cp)
     return out
 
 
@@ -154,7 +156,7 @@ def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
 def communication(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
                   gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
                   precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none",
-                  node=None) -> Communication:
+                  node=None, max_nodes: int | None = None) -> Communication:
     """The collectives of one training step, per GPU, for the most loaded pipeline stage.
 
     ``batch`` is the micro-batch (sequences), ``grad_accum`` the micro-batches per step (a pipeline's
@@ -186,12 +188,18 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
       gathers ``cp x c`` in the forward and the backward and reduce-scatters dK, dV. The data-parallel
       collectives run over ``dp x cp`` GPUs, and every activation above is of ``s / cp`` tokens.
 
+    * EP (``parallel.ep > 1``, a mixture of experts): per MoE layer and micro-batch the dispatch and combine
+      all-to-alls, forward and backward, with DeepSeek-V3's node limit ``max_nodes``
+      (:func:`llmsizing.moe.ep_all_to_all`); the routed experts' gradients are reduced, and their ZeRO shards
+      gathered, over the ``dp x cp / ep`` expert-data-parallel GPUs (rows marked "(experts)"), the rest over
+      ``dp x cp``.
+
     The embedding's and loss's small tensor-parallel all-reduces are left out (one ``b s h`` each way per
     micro-batch against ``4 L`` of them). Taught in chapters 7 and 8; measured in chapter 9.
     """
     from .memory import stage_params
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     par = resolve_parallel(parallel, model, seq=seq)
     m = check_int("grad_accum", grad_accum)
@@ -202,6 +210,16 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
     on_rank = max(stage_params(model, par))
+    dp_parts = [("", par.dp_cp, on_rank, None)]
+    if model.is_moe:                          # ---- mixture of experts: expert gradients over dp x cp / ep
+        from .moe import expert_data_parallel, stage_split
+
+        split = stage_split(model, par)
+        i = max(range(par.pp), key=lambda j: split[j]["dense"] + split[j]["experts"])
+        edp = expert_data_parallel(par)
+        dp_parts = [("", par.dp_cp, split[i]["dense"], None),
+                    (" (experts)", edp, split[i]["experts"],
+                     group_link(get_gpu(gpu), nd, size=edp, stride=par.tp * par.cp * par.ep))]
     out = []
 
     def too_large(name, message):       # the error names what the caller gave, not an internal buffer
@@ -210,29 +228,29 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         return ValueError(f"{name}: one message of {message:.4g} bytes ({source}) is beyond "
                           f"{MAX_MEANINGFUL:,} bytes")
 
-    def add(name, group, n, kind, message, calls):
+    def add(name, group, n, kind, message, calls, gl=None):
         if n == 1 or calls == 0:
             return
         if message > MAX_MEANINGFUL:
             raise too_large(name, message)
-        gl = links[group]
+        gl = gl or links[group]
         out.append(Collective(name, group, n, gl.link, calls, message, calls * ring_bytes(kind, message, n),
                               gl.bandwidth_gbps, calls * latency_steps(kind, n, gl.across) * gl.alpha_s))
 
-    dp = par.dp_cp                                            # gradients are reduced over dp x cp
-    if par.zero == 0:
-        add("DP gradient all-reduce", "dp", dp, "all-reduce", on_rank * g_b, 1)
-    elif par.zero == 1:
-        add("ZeRO-1 gradient reduce-scatter", "dp", dp, "reduce-scatter", on_rank * g_b, 1)
-        add("ZeRO-1 weight all-gather", "dp", dp, "all-gather", on_rank * w_b, 1)
-    elif par.zero == 2:
-        add("ZeRO-2 gradient reduce-scatter", "dp", dp, "reduce-scatter", on_rank * g_b, m)
-        add("ZeRO-2 weight all-gather", "dp", dp, "all-gather", on_rank * w_b, 1)
-    else:
-        add("ZeRO-3 weight all-gather (forward)", "dp", dp, "all-gather", on_rank * w_b, m)
-        if par.reshard_after_forward:
-            add("ZeRO-3 weight all-gather (backward)", "dp", dp, "all-gather", on_rank * w_b, m)
-        add("ZeRO-3 gradient reduce-scatter", "dp", dp, "reduce-scatter", on_rank * g_b, m)
+    for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
+        if par.zero == 0:
+            add("DP gradient all-reduce" + tag, "dp", dp, "all-reduce", on_rank * g_b, 1, gl)
+        elif par.zero == 1:
+            add("ZeRO-1 gradient reduce-scatter" + tag, "dp", dp, "reduce-scatter", on_rank * g_b, 1, gl)
+            add("ZeRO-1 weight all-gather" + tag, "dp", dp, "all-gather", on_rank * w_b, 1, gl)
+        elif par.zero == 2:
+            add("ZeRO-2 gradient reduce-scatter" + tag, "dp", dp, "reduce-scatter", on_rank * g_b, m, gl)
+            add("ZeRO-2 weight all-gather" + tag, "dp", dp, "all-gather", on_rank * w_b, 1, gl)
+        else:
+            add("ZeRO-3 weight all-gather (forward)" + tag, "dp", dp, "all-gather", on_rank * w_b, m, gl)
+            if par.reshard_after_forward:
+                add("ZeRO-3 weight all-gather (backward)" + tag, "dp", dp, "all-gather", on_rank * w_b, m, gl)
+            add("ZeRO-3 gradient reduce-scatter" + tag, "dp", dp, "reduce-scatter", on_rank * g_b, m, gl)
 
     layers = max(layers_per_stage(model.layers, par))         # the most loaded stage's layers
     local = seq // par.cp                                     # this GPU's tokens of each sequence
@@ -273,6 +291,12 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         calls = 2 * m * par.virtual_stages                   # one activation out, one gradient back
         out.append(Collective("PP send/recv (activations and their gradients)", "pp", 2, gl.link, calls, p2p,
                               calls * p2p, gl.bandwidth_gbps, calls * gl.alpha_s))
+    if par.ep > 1:                            # ---- expert parallelism's all-to-all (llmsizing.moe)
+        from .moe import ep_all_to_all
+
+        out += ep_all_to_all(model, par, batch=batch, seq=seq, gpu=get_gpu(gpu), node=nd, grad_accum=m,
+                             precision=precision, recompute=recompute,
+                             max_nodes=None if max_nodes is None else check_int("max_nodes", max_nodes))
     return Communication(tuple(out), par, nd)
 
 
@@ -290,7 +314,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     run's MFU: the bubble and the exposed communication come on top (:func:`~llmsizing.layouts.step_time`),
     and the MFU is what is left (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of
     ``kernel_efficiency`` (deprecated; the same number was always applied to hardware FLOPs)."""
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     par = resolve_parallel(parallel, model, seq=seq)
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
@@ -300,7 +324,14 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     # each of the tp x cp GPUs of a stage does 1 / (tp cp) of its work: with causal load balancing every
     # context-parallel rank gets the same share of the attention (two chunks, one early, one late)
-    flops = max(stage_flops_per_token(model, par, seq=seq, recompute=recompute)) * batch * seq * m / (par.tp * par.cp)
+    if model.is_moe:                          # ---- mixture of experts: active FLOPs per stage (llmsizing.moe)
+        from .moe import moe_stage_flops
+
+        per_token = max(moe_stage_flops(model, par, seq=seq, recompute=check_choice(
+            "recompute", recompute, ("none", "selective", "full"))))
+    else:
+        per_token = max(stage_flops_per_token(model, par, seq=seq, recompute=recompute))
+    flops = per_token * batch * seq * m / (par.tp * par.cp)
     return flops / (peak * 1e12 * eff)
 
 

@@ -219,7 +219,8 @@ def _window_s(compute_s: float, micro: int, fwd_share: float) -> tuple[float, fl
 
 
 def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: float,
-                     async_tp: bool = False, cp_attention_s: tuple = (0.0, 0.0)) -> dict[str, float]:
+                     async_tp: bool = False, cp_attention_s: tuple = (0.0, 0.0),
+                     ep_overlap: float = 0.0) -> dict[str, float]:
     """Seconds of each group's communication the step waits for, collective by collective (issue 21's "overlap
     per group"; taught in chapter 8):
 
@@ -242,6 +243,9 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
       The all-gather and reduce-scatter of ``cp_comm="all_gather"`` are exposed in full (TE's
       ``AttnFuncWithCPAndKVAllGather``: "KV all-gather between CP ranks is exposed"; Llama 3 accepts it because
       at 128K the gather is small next to the attention it feeds, Dubey et al. 2024, Sec. 3.3.2).
+    * expert parallelism (an ``"ep"`` entry, only when ``ep > 1``): the all-to-alls sit between the router and
+      the experts, so they are exposed, less the share ``ep_overlap`` that DeepSeek-V3's DualPipe hides by
+      running one micro-batch's forward chunk against another's backward (:mod:`llmsizing.moe`).
     """
     m = grad_accum
     fwd, bwd = _window_s(compute_s, m, fwd_share)
@@ -249,11 +253,15 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     if comm.parallel.cp > 1:
         out["cp"] = 0.0
         cp_share = (comm.parallel.cp - 1) / comm.parallel.cp
+    if comm.parallel.ep > 1:
+        out["ep"] = 0.0
     tp_total = 0.0
     zero3_bwd = 0.0
     for c in comm.collectives:
         t = c.time_s
-        if c.group == "cp":
+        if c.group == "ep":                                    # ---- expert parallelism (llmsizing.moe)
+            out["ep"] += t * (1.0 - ep_overlap)
+        elif c.group == "cp":
             if "ring" in c.collective:            # hidden behind this direction's attention blocks
                 window = cp_attention_s[0 if "(forward)" in c.collective else 1] * cp_share
                 out["cp"] += max(0.0, t - window)
@@ -370,7 +378,8 @@ class StepTime:
         """Communication seconds by parallel group (``"dp"``, ``"tp"``, ``"pp"``; 0 for an absent group; and
         ``"cp"`` when the layout has context parallelism)."""
         by = self.communication.by_group()
-        groups = ("dp", "tp", "pp") + (("cp",) if self.communication.parallel.cp > 1 else ())
+        groups = ("dp", "tp", "pp") + (("cp",) if self.communication.parallel.cp > 1 else ()) + \
+            (("ep",) if self.communication.parallel.ep > 1 else ())
         return {k: by.get(k, 0.0) for k in groups}
 
     @property
@@ -426,7 +435,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               grad_accum: int = 1, kernel_efficiency: float | None = None, overlap: float | None = None,
               recompute: str = "none", precision: str = "bf16-mixed", gpus_per_node: int | None = None,
               inter_node_gbps: float | None = None, dtype: str | None = None, async_tp: bool = False, node=None,
-              mfu: float | None = None) -> StepTime:
+              mfu: float | None = None, ep_overlap: float = 0.0, max_nodes: int | None = None) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -444,10 +453,13 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     ``"fp8-deepseek"``, with the FP8 peak and its calibrated efficiency; ``"bf16"`` otherwise). With context
     parallelism (``parallel.cp``) the compute is split over ``tp x cp`` GPUs and the ring's hops hide behind the
     attention (:func:`exposed_by_group`). Taught in chapter 8; the parallelism explorer draws it; context
-    parallelism in the "Long context" chapter.
+    parallelism in the "Long context" chapter. A mixture of experts (issue 24) computes its active FLOPs on each
+    stage's dense and MoE layers and adds the expert-parallel all-to-all (:mod:`llmsizing.moe`; DeepSeek-V3's
+    node limit ``max_nodes``), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap).
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
+    ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     overlap = None if overlap is None else check_number("overlap", overlap, maximum=1.0)
@@ -455,7 +467,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     dtype = compute_dtype(precision, dtype)
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m, recompute=recompute,
-                         node=node)
+                         node=node, max_nodes=max_nodes)
     par = comm.parallel
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
@@ -467,7 +479,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     cp_att = _cp_attention_s(model, g, par, batch=batch, seq=seq, grad_accum=m, recompute=recompute, dtype=dtype,
                              eff=eff)
     exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m, fwd_share=fwd_share,
-                                                                async_tp=async_tp, cp_attention_s=cp_att)
+                                                                async_tp=async_tp, cp_attention_s=cp_att,
+                                                                ep_overlap=ep_overlap)
     tokens = batch * seq * m * par.dp
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
                     dense_tflops(g, dtype) * 1e12, eff)

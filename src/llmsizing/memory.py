@@ -103,7 +103,7 @@ def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
     Adafactor's factored second moment keeps ``r + c`` numbers per ``r x c`` matrix and the full vector for
     1-D tensors (Shazeer & Stern 2018, Alg. 4), so it is computed tensor by tensor from :meth:`Model.tensors`.
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
     n = opt.states * model.n_params
     if opt.factored:
@@ -127,10 +127,15 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     state is scaled by the same share (an approximation: its r + c vectors are not split exactly like the
     matrices). Taught in chapter 2; the exact split in Part II.
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
     elements = optimizer_state_elements(model, optimizer)
     par = resolve_parallel(parallel, model)
+    if model.is_moe:                          # ---- mixture of experts: llmsizing.moe (issue 24)
+        from .moe import moe_model_states
+
+        return max((moe_model_states(model, elements, precision, optimizer, par, i) for i in range(par.pp)),
+                   key=lambda st: st.total_bytes)
     on_stage = stage_params(model, par) if par.tp * par.pp > 1 else [float(model.n_params)]
     i = max(range(len(on_stage)), key=lambda k: (on_stage[k], -k))
     return _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
@@ -178,8 +183,12 @@ def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[f
     the embedding for the output layer (Megatron-LM keeps one and all-reduces its gradient). Tensor parallelism
     splits each tensor as :func:`_tp_share` says. The vocabulary is not padded (Megatron-LM pads it to a
     multiple of 128 x tp; pass a padded ``vocab`` to compare on its convention). Taught in Part II."""
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     par = resolve_parallel(parallel, model)
+    if model.is_moe:                          # ---- mixture of experts: routed experts / ep (llmsizing.moe)
+        from .moe import stage_params as moe_stage_params
+
+        return moe_stage_params(model, par)
     return list(_stage_params(model, par.tp, par.pp, par.stage_layers))
 
 
@@ -340,11 +349,15 @@ def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mi
     counted with no temporaries (an approximation: their updates are in place except for small scalars).
     Measured in ``data/step_measurements.csv`` (chapter 5).
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     check_recipe("precision", precision)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     par = resolve_parallel(parallel, model)
+    if model.is_moe:                          # ---- mixture of experts (llmsizing.moe)
+        from .moe import optimizer_temporaries
+
+        return optimizer_temporaries(model, precision, optimizer, impl, par)
     if optimizer not in ("adam", "adamw") or impl == "fused":
         return 0.0
     recipe = RECIPES[precision]
@@ -365,8 +378,12 @@ def autocast_copies_bytes(model: Model | str, *, parallel: Parallel | None = Non
     matrix-multiply weight and bias (not the embedding lookup, nor the norms' gains), about 2 bytes per
     parameter. Per GPU: divided by ``tp * pp``. Measured in ``data/step_measurements.csv`` (chapter 5).
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     par = resolve_parallel(parallel, model)
+    if model.is_moe:                          # ---- mixture of experts (llmsizing.moe)
+        from .moe import matmul_copies_bytes
+
+        return matmul_copies_bytes(model, par)
     parts = model.param_breakdown()
     matmul = parts["attention"] + parts["mlp"] + (parts["embedding"] if model.tied_embeddings else parts["lm_head"])
     return 2.0 * matmul / (par.tp * par.pp)
@@ -616,7 +633,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     from .flops import training_flops_per_token
     from .parallel import pipeline_in_flight
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     grad_accum = check_int("grad_accum", grad_accum)
     stack = check_choice("stack", stack, STACKS)
@@ -629,7 +646,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     fp8 = recipe.fp8
     acts = activation_memory(model, batch=batch, seq=seq, dtype=act_dtype, attention=attention,
                              dropout=dropout, recompute=recompute, tp=par.tp, sp=par.sp, stack=stack,
-                             autocast=amp, fp8=fp8, cp=par.cp)
+                             autocast=amp, fp8=fp8, cp=par.cp, expert_tp=par.expert_tp)
     local = seq // par.cp                              # this GPU's tokens of each sequence
     cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=par.tp, cp=par.cp,
                                             cp_comm=par.cp_comm, dtype=act_dtype)
@@ -640,13 +657,19 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     parts = model.param_breakdown()
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
-    working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_dtype,
-                                                  attention=attention, dropout=dropout, tp=par.tp,
-                                                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
+    if model.is_moe:                          # ---- mixture of experts: a MoE layer's working set (llmsizing.moe)
+        from .moe import moe_layer_working_bytes, moe_model_states
+
+        working = LAYER_WORKING_SET * moe_layer_working_bytes(model, batch=batch, seq=local, dtype=act_dtype,
+                                                              tp=par.tp, sp=par.sp, fp8=fp8)
+    else:
+        working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_dtype,
+                                                      attention=attention, dropout=dropout, tp=par.tp,
+                                                      sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
     gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
     flops = training_flops_per_token(model, seq=seq, recompute=recompute)
     elements = optimizer_state_elements(model, optimizer)
-    on_stage = stage_params(model, par) if par.tp * par.pp > 1 else [float(model.n_params)]
+    on_stage = stage_params(model, par) if par.tp * par.pp > 1 or model.is_moe else [float(model.n_params)]
     in_flight = pipeline_in_flight(par.pp, grad_accum, par.virtual_stages)
     if overhead_bytes is not None:
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)
@@ -657,8 +680,11 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     # so one of them is the most loaded; tests/test_planner.py checks this against every stage)
     for i in (range(par.pp) if _stages is None else sorted(set(_stages))):
         first, last = i == 0, i == par.pp - 1
-        states = _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
-                         linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
+        if model.is_moe:
+            states = moe_model_states(model, elements, precision, optimizer, par, i)
+        else:
+            states = _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
+                             linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
         grad_per_param = states.gradients_bytes / on_stage[i]
         head_grads = grad_per_param * head / par.tp if last else 0.0
         stage_acts = acts if par.pp == 1 else _stage_activations(acts, model, par, i, in_flight[i])
@@ -724,12 +750,16 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     prefetches the next block's weights during the forward by default, which this leaves out (chapter 9 measures
     it). Taught in chapter 7.
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
     par = resolve_parallel(parallel, model)
     if par.zero < 3:
         return 0.0
     recipe = RECIPES[precision]
+    if model.is_moe:                          # ---- mixture of experts (llmsizing.moe)
+        from .moe import gathered_unit
+
+        return (DTYPE_BYTES[recipe.weights] + DTYPE_BYTES[recipe.grads]) * gathered_unit(model, par)
     block = sum(math.prod(s) * _tp_share("layers." + n, model, par.tp) for _, n, s in model.layer_tensors())
     matrix = model.vocab * model.hidden / par.tp
     return (DTYPE_BYTES[recipe.weights] + DTYPE_BYTES[recipe.grads]) * max(block, matrix)

@@ -62,7 +62,14 @@ class Parallel:
     because the memory (the gathered K, V), the communication and the step time must all agree on it, as one
     Megatron-LM launch flag sets it for all of them. Rank order (Megatron-LM's default ``tp-cp-ep-dp-pp``,
     torchtitan's mesh ``pp, dp, cp, tp``): ``tp`` ranks adjacent, then ``cp``, then ``dp``, then ``pp``. Taught
-    in the "Long context" chapter."""
+    in the "Long context" chapter.
+
+    ``ep`` is the expert-parallel degree of a mixture of experts: each MoE layer's routed experts are split over
+    ``ep`` GPUs taken from the ``dp x cp`` ranks (``ep`` must divide ``dp x cp`` and the routed experts; it adds
+    no GPUs); their gradients are reduced and ZeRO shards over the ``dp x cp / ep`` expert-data-parallel ranks.
+    ``expert_tp`` also splits the routed experts over ``tp`` (Megatron-LM's ``--expert-tensor-parallel-size``
+    equal to ``tp``, its default when the flag is absent); the default ``False`` is
+    ``--expert-tensor-parallel-size 1``, as DeepSeek-V3 ran. :mod:`llmsizing.moe` has the arithmetic."""
 
     tp: int = 1
     pp: int = 1
@@ -75,10 +82,13 @@ class Parallel:
     reshard_after_forward: bool = True
     cp: int = 1
     cp_comm: str = "p2p"
+    # ---- expert parallelism (issue 24; the rules and the arithmetic live in llmsizing.moe)
+    ep: int = 1
+    expert_tp: bool = False
 
     def __post_init__(self):
         # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy
-        for f in ("tp", "dp", "cp"):
+        for f in ("tp", "dp", "cp", "ep"):
             object.__setattr__(self, f, check_int(f, getattr(self, f)))
         object.__setattr__(self, "pp", check_int("pp", self.pp, maximum=MAX_PP))
         object.__setattr__(self, "zero", check_int("zero", self.zero, minimum=0, maximum=3))
@@ -97,12 +107,17 @@ class Parallel:
                 raise ValueError(f"stage_layers must give one layer count per pipeline stage: pp={self.pp}, got "
                                  f"{len(layers)} numbers")
             object.__setattr__(self, "stage_layers", layers)
+        object.__setattr__(self, "expert_tp", check_bool("expert_tp", self.expert_tp))
+        if self.dp_cp % self.ep:
+            raise ValueError(f"ep={self.ep} must divide dp x cp = {self.dp_cp} (dp={self.dp}, cp={self.cp}): the "
+                             "expert-parallel ranks are taken from the data-parallel group (Megatron-Core, "
+                             "DeepSpeed-MoE); ep adds no GPUs")
         check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp, virtual_stages=self.virtual_stages,
                      zero=self.zero, offload=self.offload, stage_layers=self.stage_layers, cp=self.cp)
 
     @property
     def gpus(self) -> int:
-        """``tp x cp x pp x dp``."""
+        """``tp x cp x pp x dp`` (``ep`` splits the experts over GPUs the layout already has)."""
         return self.tp * self.cp * self.pp * self.dp
 
     @property
@@ -116,7 +131,7 @@ class Parallel:
 
 def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_stages: int = 1, zero: int = 0,
                  offload: str = "none", stage_layers: tuple | None = None, cp: int = 1,
-                 seq: int | None = None) -> None:
+                 seq: int | None = None, ep: int = 1, expert_tp: bool = False) -> None:
     """Refuse a layout that cannot run: the one place these rules live (``Parallel``, :func:`resolve_parallel`
     and :func:`~llmsizing.activations.activation_memory` all call it). ``model`` may be ``None`` (then only
     the rules that need no architecture are checked).
@@ -144,6 +159,8 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     * ``cp > 1`` needs the sequence (``seq``, when given) divisible by ``2 cp``: causal load balancing gives each
       context-parallel rank two chunks of ``seq / (2 cp)`` tokens (Megatron-LM's ``arguments.py`` asserts
       ``seq_length % (context_parallel_size * 2) == 0``; Transformer Engine's attention needs the same).
+    * ``ep > 1`` (or ``expert_tp``) needs a mixture of experts whose routed experts ``ep`` divides
+      (:func:`llmsizing.moe.check_ep`).
     """
     sp = check_bool("sp", sp)
     if cp > 1 and seq is not None and seq % (2 * cp):
@@ -166,6 +183,10 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
         raise ValueError(f"virtual_stages={virtual_stages} needs pp > 1: interleaving splits each pipeline stage")
     if model is None:
         return
+    if ep > 1 or expert_tp:                    # ---- expert parallelism (issue 24)
+        from .moe import check_ep
+
+        check_ep(model, Parallel(tp=tp, ep=ep, dp=ep, expert_tp=expert_tp))
     if model.heads % tp:
         raise ValueError(f"tp={tp} must divide the attention heads ({model.heads}): each tensor-parallel rank "
                          "holds whole heads")
@@ -228,7 +249,7 @@ def resolve_parallel(parallel: Parallel | None, model=None, seq: int | None = No
         raise TypeError(f"parallel must be a Parallel(...) or None, got {type(parallel).__name__}")
     check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp, virtual_stages=parallel.virtual_stages,
                  zero=parallel.zero, offload=parallel.offload, stage_layers=parallel.stage_layers, cp=parallel.cp,
-                 seq=seq)
+                 seq=seq, ep=parallel.ep, expert_tp=parallel.expert_tp)
     return parallel
 
 

@@ -1,0 +1,471 @@
+"""Training a mixture of experts: expert parallelism's memory and its all-to-all (issue 24).
+
+What is here, and which hooks call it (every other module only calls into this one):
+
+* **Where the experts live** (:func:`stage_split`). ``Parallel(ep=...)`` splits each MoE layer's routed experts
+  over ``ep`` GPUs taken *inside* the data-parallel group: expert parallelism adds no GPUs. Megatron-Core builds
+  its expert groups out of the same ranks (``megatron/core/parallel_state.py``, ``initialize_model_parallel``:
+  an "expert" rank grid ``etp x ep x edp x pp`` laid over the same world as ``tp x cp x dp x pp``, with the
+  expert-data-parallel size ``edp = world / (etp x ep x pp)``; Megatron-Core releases before the expert-tensor
+  split asserted ``data_parallel_size % expert_model_parallel_size == 0``), as DeepSpeed-MoE does (its expert
+  groups come out of the data-parallel ranks, ``deepspeed/utils/groups.py``). The library keeps the older, stricter
+  rule, ``ep`` divides ``dp x cp`` (and the routed experts), so that the non-expert layers' tensor parallelism is
+  untouched. Each GPU holds ``experts / ep`` experts of every MoE layer of its pipeline stage. The routed experts
+  are not split by tensor parallelism unless ``Parallel(expert_tp=True)``: the default is Megatron-LM's
+  ``--expert-tensor-parallel-size 1`` (what DeepSeek-V3 and most fine-grained MoE runs use); Megatron-LM's own
+  default when the flag is absent is the ``tp`` of the dense layers, which ``expert_tp=True`` gives. The router and
+  the shared experts are dense layers: the router is replicated over ``tp`` (it is tiny), the shared experts are
+  split like a dense MLP.
+* **Model states** (:func:`moe_model_states`): the non-expert parameters as a dense model's (ZeRO over
+  ``dp x cp``), the routed experts' weights, gradients and optimizer states divided by ``ep``, their ZeRO/
+  distributed-optimizer shard taken over the expert-data-parallel group of ``dp x cp / ep`` GPUs (Megatron-Core's
+  ``get_expert_data_parallel_group``: the expert parameters' gradient buffers and distributed-optimizer shards
+  live there).
+* **Activations** (:func:`moe_layer_terms`, :func:`moe_activation_memory`): what one MoE layer saves for its
+  backward with Megatron-Core's all-to-all token dispatcher (``megatron/core/transformer/moe/
+  token_dispatcher.py``, ``MoEAlltoAllTokenDispatcher``; ``moe_utils.permute``/``unpermute``; ``router.py``;
+  ``experts.py``'s ``GroupedMLP``/``TEGroupedMLP``): the router's input and its fp32 logits and scores
+  (``tokens x experts``), the top-k probabilities and the routing map, the tokens each expert receives (its
+  grouped GEMM's input, ``tokens x k x hidden`` on average per GPU: every GPU sends ``tokens x k`` rows and, under
+  uniform routing, receives as many), each expert's intermediate (the activation function's input and output),
+  the experts' outputs that the combine weights by the router's probabilities (``tokens x k x hidden``), and the
+  shared experts' MLP activations. Dropless by default (Megatron-Core's ``--moe-expert-capacity-factor None``);
+  with a capacity factor ``c`` and padding each GPU's experts hold ``c x tokens x k`` rows.
+* **The all-to-all** (:func:`ep_all_to_all`): per MoE layer and micro-batch, the dispatch and the combine in the
+  forward and their two conjugates in the backward (4; 6 with full recomputation, which repeats the forward's),
+  each sending ``tokens x k x hidden x bytes x (ep - 1) / ep`` per GPU under uniform routing (GShard's and
+  Megatron's accounting; ``measurements.moe_all_to_all_table`` checks it against a gloo measurement), priced on the
+  network model with the ``ep`` group placed like Megatron's (``tp-cp-ep-dp-pp``: ``ep`` ranks ``tp x cp`` apart),
+  across nodes when ``ep x tp x cp`` exceeds a node. DeepSeek-V3's node-limited routing (each token to at most
+  ``M = 4`` nodes, sent once per node over InfiniBand and forwarded over NVLink; DeepSeek-AI 2024, arXiv
+  2412.19437, Sec. 2.1.2 and 3.2.2) caps the inter-node bytes: ``max_nodes``.
+  The all-to-all is exposed by default (it sits between the router and the experts). DeepSeek's DualPipe (Sec.
+  3.2.1) hides it by running one micro-batch's forward chunk against another's backward chunk, so that each
+  chunk's all-to-all overlaps the other's computation: ``ep_overlap`` (0 to 1) is the share hidden.
+
+The FLOPs of a mixture of experts are those of its active parameters (:mod:`llmsizing.flops`); grouped GEMMs of
+small experts run below a dense GEMM's efficiency, which the step time does not model (it uses the dense kernel
+efficiency: an optimistic assumption, stated where DeepSeek-V3's numbers are compared). Load imbalance (the
+busiest expert's GPU receives more than ``tokens x k``) is not modelled: the gloo measurement shows a skewed
+router's busiest rank at 1.2-2.1x the uniform bytes. Chapter: none yet (issue 24; the lead decides).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import replace
+
+from ._validate import check_int, check_number
+from .model import Model
+from .parallel import Parallel, layers_per_stage
+
+#: The dtype of the forward dispatch all-to-all by recipe: DeepSeek-V3 quantises the activations to FP8 before the
+#: dispatch (1 byte per element plus one fp32 scale per 128 elements) and combines in BF16 (Sec. 3.3.4,
+#: "Low-Precision Communication"); every other recipe sends its working dtype both ways.
+FP8_DISPATCH_BYTES = 1.0 + 4 / 128
+
+
+def check_ep(model, par: Parallel) -> None:
+    """Refuse an expert-parallel layout that cannot run ``model``: ``ep > 1`` needs a mixture of experts whose
+    routed experts ``ep`` divides (Megatron-Core's ``MoELayer`` asserts ``num_moe_experts %
+    expert_model_parallel_size == 0``), and ``expert_tp=True`` needs the expert width divisible by ``tp``."""
+    if par.ep == 1 and not par.expert_tp:
+        return
+    if model is None:
+        return
+    if not model.is_moe:
+        what = f"ep={par.ep}" if par.ep > 1 else "expert_tp=True"
+        raise ValueError(f"{what} splits routed experts, but {model.name!r} is dense (experts=0)")
+    if model.experts % par.ep:
+        raise ValueError(f"ep={par.ep} must divide the routed experts ({model.experts}) of {model.name!r}: each "
+                         "expert-parallel rank holds experts / ep whole experts")
+    fe = model.expert_ffn_hidden or model.ffn_hidden
+    if par.expert_tp and fe % par.tp:
+        raise ValueError(f"expert_tp=True: tp={par.tp} must divide the expert width ({fe})")
+
+
+def expert_data_parallel(par: Parallel) -> int:
+    """The expert-data-parallel size: ``dp x cp / ep``, the GPUs that hold the same experts and over which their
+    gradients are reduced and their optimizer states sharded (Megatron-Core's expert data-parallel group)."""
+    return par.dp_cp // par.ep
+
+
+def dense_twin(model: Model) -> Model:
+    """``model`` with its MoE fields cleared: every layer a dense block with the ``ffn_hidden`` MLP. Used to reuse
+    the dense activation formulas for the parts a MoE layer shares with a dense one (norms, attention)."""
+    return replace(model, experts=0, experts_per_token=0, expert_ffn_hidden=None, shared_experts=0,
+                   shared_expert_ffn_hidden=None, shared_expert_gate=False, router_bias=False, moe_layers=None,
+                   name=f"{model.name} (dense twin)")
+
+
+def _moe_indices(model: Model) -> frozenset:
+    if model.moe_layers is None:
+        return frozenset(range(model.layers))
+    return frozenset(model.moe_layers)
+
+
+def stage_moe_layers(model: Model, par: Parallel) -> tuple[int, ...]:
+    """How many MoE layers each pipeline stage holds (its layers in order; Megatron's even split or
+    ``stage_layers``). DeepSeek-V3's three dense layers all sit on the first stage."""
+    moe, out, start = _moe_indices(model), [], 0
+    for n in layers_per_stage(model.layers, par):
+        out.append(sum(1 for i in range(start, start + n) if i in moe))
+        start += n
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
+    from .memory import _tp_share
+
+    par = Parallel(pp=pp, stage_layers=stage_layers)
+    moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
+    common = lin_common = 0.0                  # attention + norms of every layer
+    for _, n, s in model.layer_tensors("moe"):
+        if n not in moe_mlp:
+            x = math.prod(s) * _tp_share("layers." + n, model, tp)
+            common += x
+            lin_common += x if len(s) >= 2 else 0.0
+    d_mlp = d_lin = 0.0
+    for _, n, s in model._mlp_tensors("", model.ffn_hidden):
+        x = math.prod(s) * _tp_share("layers." + n, model, tp)
+        d_mlp += x
+        d_lin += x if len(s) >= 2 else 0.0
+    m_dense = m_lin = ex = ex_lin = 0.0
+    etp = tp if expert_tp else 1
+    for _, n, s in model._moe_mlp_tensors():
+        if n.startswith("experts."):
+            x = math.prod(s) / (ep * etp)
+            ex += x
+            ex_lin += x if len(s) >= 2 else 0.0
+        elif n.startswith(("router.", "shared_expert_gate.")):
+            m_dense += math.prod(s)                                    # replicated over tp
+        else:                                                          # shared experts: a dense MLP
+            x = math.prod(s) * _tp_share("layers." + n, model, tp)
+            m_dense += x
+            m_lin += x if len(s) >= 2 else 0.0
+    edge = {"first": 0.0, "last": 0.0}
+    for _, name, shape, _k in model.tensors():
+        if name.startswith("layers."):
+            continue
+        x = math.prod(shape) * _tp_share(name, model, tp)
+        if name.startswith("embed_"):
+            edge["first"] += x
+            if name == "embed_tokens.weight" and model.tied_embeddings and pp > 1:
+                edge["last"] += x
+        else:
+            edge["last"] += x
+    out = []
+    n_moe_by_stage = stage_moe_layers(model, par)
+    for i, n in enumerate(layers_per_stage(model.layers, par)):
+        k = n_moe_by_stage[i]
+        dense = n * common + (n - k) * d_mlp + k * m_dense
+        dense += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
+        lin = n * lin_common + (n - k) * d_lin + k * m_lin
+        out.append((dense, k * ex, lin, k * ex_lin, n))
+    return tuple(out)
+
+
+def stage_split(model: Model, parallel: Parallel) -> list[dict]:
+    """Per pipeline stage, the parameters one GPU holds: ``dense`` (embedding, attention, norms, dense MLPs, the
+    router and the shared experts, split by ``tp`` as :func:`~llmsizing.memory.stage_params` splits a dense
+    model), ``experts`` (the routed experts of the stage's MoE layers, ``experts / ep`` of each, divided by ``tp``
+    only with ``expert_tp``), ``dense_linear`` and ``experts_linear`` (their matrices, which an FP8 recipe copies),
+    ``layers``."""
+    rows = _split(model, parallel.tp, parallel.pp, parallel.stage_layers, parallel.ep, parallel.expert_tp)
+    return [dict(zip(("dense", "experts", "dense_linear", "experts_linear", "layers"), r)) for r in rows]
+
+
+def stage_params(model: Model, parallel: Parallel) -> list[float]:
+    """Parameters on one GPU of each stage (dense + routed experts): :func:`~llmsizing.memory.stage_params` for a
+    mixture of experts."""
+    return [r["dense"] + r["experts"] for r in stage_split(model, parallel)]
+
+
+def moe_model_states(model: Model, elements: float, precision: str, optimizer: str, par: Parallel, stage: int):
+    """The model states of one GPU of pipeline stage ``stage`` (a :class:`~llmsizing.memory.ModelStates`): the
+    dense part with the dense rules (ZeRO over ``dp x cp``), the routed experts with ZeRO over the
+    expert-data-parallel group (:func:`expert_data_parallel`). ``elements`` is the whole model's optimizer-state
+    count (:func:`~llmsizing.memory.optimizer_state_elements`), split in proportion to the parameters."""
+    from .memory import ModelStates, _states
+
+    row = stage_split(model, par)[stage]
+    n_exp = model.routed_expert_params
+    n_dense = model.n_params - n_exp
+    dense = _states(n_dense, elements * n_dense / model.n_params, precision, optimizer, par,
+                    on_rank=row["dense"], linear=(row["dense_linear"], row["layers"]))
+    epar = Parallel(dp=expert_data_parallel(par), zero=par.zero, offload=par.offload,
+                    reshard_after_forward=par.reshard_after_forward)
+    ex = _states(n_exp, elements * n_exp / model.n_params, precision, optimizer, epar,
+                 on_rank=row["experts"], linear=(row["experts_linear"], 0))
+    return ModelStates(model.n_params, precision, optimizer,
+                       dense.weights_bytes + ex.weights_bytes, dense.gradients_bytes + ex.gradients_bytes,
+                       dense.master_bytes + ex.master_bytes,
+                       dense.optimizer_state_bytes + ex.optimizer_state_bytes, par,
+                       dense.host_bytes + ex.host_bytes, dense.fp8_weights_bytes + ex.fp8_weights_bytes,
+                       dense.fp8_meta_bytes + ex.fp8_meta_bytes)
+
+
+def optimizer_temporaries(model: Model, precision: str, optimizer: str, impl: str, par: Parallel) -> float:
+    """:func:`~llmsizing.memory.optimizer_temporaries_bytes` for a mixture of experts: the ``foreach`` path's
+    one-state-sized temporary is that of the most loaded stage's states (dense and expert shards together); the
+    ``for-loop`` path's two temporaries of the largest tensor (one expert stack of ``experts / ep`` experts, or the
+    embedding)."""
+    from .memory import optimizer_state_elements
+    from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES
+
+    if optimizer not in ("adam", "adamw") or impl == "fused":
+        return 0.0
+    state = DTYPE_BYTES[RECIPES[precision].states]
+    if impl == "foreach":
+        elements = optimizer_state_elements(model, optimizer)
+        return max(moe_model_states(model, elements, precision, optimizer, par, i).optimizer_state_bytes
+                   for i in range(par.pp)) / OPTIMIZERS[optimizer].states
+    largest = 0.0
+    for _, n, s, _ in model.tensors():
+        x = math.prod(s)
+        if n.startswith("layers.experts."):
+            x /= par.ep * (par.tp if par.expert_tp else 1)
+        elif not n.startswith("layers.router."):
+            x /= par.tp
+        largest = max(largest, x)
+    return 2 * largest * state
+
+
+def gathered_unit(model: Model, par: Parallel) -> float:
+    """ZeRO-3's gathered unit for a mixture of experts, in parameters per GPU: the largest of one MoE block (its
+    non-expert part and its ``experts / ep`` experts) and the embedding or LM head matrix."""
+    one = _split(model, par.tp, 1, None, par.ep, par.expert_tp)[0]
+    n = model.layers
+    per_block = (one[0] - _edges(model, par.tp)) / n + one[1] / max(model.n_moe_layers, 1)
+    return max(per_block, model.vocab * model.hidden / par.tp)
+
+
+def _edges(model: Model, tp: int) -> float:
+    from .memory import _tp_share
+
+    return sum(math.prod(s) * _tp_share(n, model, tp) for _, n, s, _ in model.tensors()
+               if not n.startswith("layers."))
+
+
+def matmul_copies_bytes(model: Model, par: Parallel) -> float:
+    """:func:`~llmsizing.memory.autocast_copies_bytes` for a mixture of experts: 2 bytes per matrix element of
+    the most loaded stage (dense and expert matrices), plus the LM head's."""
+    rows = stage_split(model, par)
+    head = model.vocab * model.hidden / par.tp
+    return 2.0 * (max(r["dense_linear"] + r["experts_linear"] for r in rows) + head / par.pp)
+
+
+# ----------------------------------------------------------------------------- activations
+def moe_layer_terms(model: Model, *, batch: int, seq: int, dtype: str = "bf16", tp: int = 1, sp: bool = False,
+                    fp8: str | None = None, capacity_factor: float | None = None) -> dict[str, float]:
+    """Bytes one MoE layer's MLP part saves for its backward on one GPU, by piece (``seq`` is this GPU's tokens
+    of each sequence, i.e. already divided by ``cp``). ``T = batch x seq`` tokens (``/ tp`` with sequence
+    parallelism), ``E`` routed experts, top-``k``, hidden ``h``, expert width ``f_e``, shared width
+    ``f_s = shared_experts x shared width``; ``p`` the working dtype's bytes, FP8 recipes as
+    :func:`~llmsizing.activations.layer_terms` (``q_in`` for a Linear input, ``mlp_f`` per intermediate element):
+
+    * ``router``: its input ``p T h`` (the norm output, which the shared experts' first Linear also reads: counted
+      once unless FP8 saves a separate FP8 copy) + fp32 logits and scores ``8 T E`` (the softmax or sigmoid saves
+      its output; Megatron-Core's router keeps logits in fp32, ``--moe-router-dtype fp32``) + the routing map
+      ``T E`` (bool) + the top-k probabilities ``4 T k``;
+    * ``dispatch``: the rows each GPU's experts receive, ``R = T k`` (dropless) or ``c T k`` (capacity factor
+      ``c`` with padding), saved as the grouped GEMM's input: ``q_in R h``;
+    * ``experts``: the experts' intermediate, ``mlp_f R f_e`` (``/ tp`` with ``expert_tp``);
+    * ``combine``: the experts' outputs before they are weighted by the router's probabilities (the probability
+      gradient needs them), ``p R h``;
+    * ``shared``: the shared experts' intermediate ``mlp_f T f_s / tp`` (+ their FP8 input copy).
+
+    The all-to-all's send and receive buffers are transient (freed once the grouped GEMM has its input) and not
+    counted. Exact for the tensors listed; what Megatron-Core's fused permute kernels keep beyond them (index
+    maps, ``T k`` int32) is left out (under 1% of a layer at hidden sizes above 1,000)."""
+    from .activations import _fp8_saved
+    from .precision import DTYPE_BYTES
+
+    capacity_factor = check_capacity_factor(capacity_factor)
+    p = DTYPE_BYTES[dtype]
+    q_in, _q_out, mlp_f = _fp8_saved(fp8, p, "flash", model.gated_mlp)
+    r = tp if sp else 1
+    t = batch * seq / r
+    e, k, h = model.experts, model.experts_per_token, model.hidden
+    fe = model.expert_ffn_hidden or model.ffn_hidden
+    rows = t * k * (1.0 if capacity_factor is None else capacity_factor)
+    out = {"router": p * t * h + 8 * t * e + 1 * t * e + 4 * t * k,
+           "dispatch": q_in * rows * h,
+           "experts": mlp_f * rows * fe,
+           "combine": p * rows * h,
+           "shared": 0.0}
+    if model.shared_experts:
+        fs = model.shared_experts * (model.shared_expert_ffn_hidden or fe)
+        out["shared"] = mlp_f * t * fs / tp + (q_in * t * h if q_in != p else 0.0)
+    return out
+
+
+def moe_activation_memory(model: Model, *, capacity_factor: float | None = None, expert_tp: bool = False, **kw):
+    """:func:`~llmsizing.activations.activation_memory` for a mixture of experts: the dense twin's
+    (:func:`dense_twin`: norms, attention, embedding, logits), with each MoE layer's dense MLP term replaced by
+    :func:`moe_layer_terms` (the difference goes into the ``"mlp"`` component). Full recomputation keeps only the
+    layer inputs, and the rebuilt layer is a MoE one; selective recomputation keeps the MoE part (it reruns only
+    the attention core)."""
+    from .activations import ActivationMemory, activation_memory, layer_terms
+
+    if kw.get("stack", "fused") != "fused":
+        raise ValueError(f"stack={kw['stack']!r}: a mixture of experts' activations are modelled for "
+                         "stack='fused' (Megatron-Core's token dispatcher) only")
+    twin = dense_twin(model)
+    base = activation_memory(twin, **kw)
+    cp = kw.get("cp", 1)
+    seq = kw["seq"] // cp
+    lt = {k: v for k, v in kw.items() if k in ("batch", "dtype", "attention", "dropout", "tp", "sp", "mask_bytes",
+                                               "stack", "autocast", "fp8")}
+    dense_mlp = layer_terms(twin, seq=seq, **lt)["mlp"]
+    terms = moe_layer_terms(model, batch=kw["batch"], seq=seq, dtype=kw.get("dtype", "bf16"), tp=kw.get("tp", 1),
+                            sp=kw.get("sp", False), fp8=kw.get("fp8"), capacity_factor=capacity_factor)
+    if expert_tp:
+        terms["experts"] /= kw.get("tp", 1)
+    delta = sum(terms.values()) - dense_mlp
+    n_moe, L = model.n_moe_layers, model.layers
+    bd = dict(base.breakdown)
+    if kw.get("recompute", "none") == "full":
+        add = max(delta, 0.0)              # the layer rebuilt in the backward: a MoE one when it is larger
+        per_layer = base.per_layer_bytes
+    else:
+        add = n_moe * delta
+        per_layer = base.per_layer_bytes + add / L
+    bd["mlp"] = bd.get("mlp", 0.0) + add
+    return ActivationMemory(per_layer, base.layers_bytes + add, base.embedding_bytes, base.logits_bytes, bd,
+                            base.layer_count)
+
+
+def moe_layer_working_bytes(model: Model, *, batch: int, seq: int, dtype: str, tp: int, sp: bool, fp8) -> float:
+    """One MoE layer's saved bytes in all (attention and norms of the dense twin + :func:`moe_layer_terms`): the
+    working set the step's backward peak counts half of (:data:`~llmsizing.memory.LAYER_WORKING_SET`)."""
+    from .activations import layer_terms
+
+    twin = dense_twin(model)
+    t = layer_terms(twin, batch=batch, seq=seq, dtype=dtype, tp=tp, sp=sp, fp8=fp8)
+    moe = moe_layer_terms(model, batch=batch, seq=seq, dtype=dtype, tp=tp, sp=sp, fp8=fp8)
+    return sum(t.values()) - t["mlp"] + sum(moe.values())
+
+
+# ----------------------------------------------------------------------------- the all-to-all
+def all_to_all_bytes(tokens: float, top_k: int, hidden: int, bytes_per_element: float, ep: int) -> float:
+    """Bytes one GPU sends in one dispatch (or combine) all-to-all under uniform routing:
+    ``tokens x k x hidden x bytes x (ep - 1) / ep`` (each of a token's ``k`` copies lands on another GPU with
+    probability ``(ep - 1) / ep``; dropless top-k, experts spread evenly over the ``ep`` GPUs)."""
+    tokens = check_number("tokens", tokens)
+    k = check_int("top_k", top_k)
+    h = check_int("hidden", hidden)
+    b = check_number("bytes_per_element", bytes_per_element, minimum=0.0)
+    ep = check_int("ep", ep)
+    return tokens * k * h * b * (ep - 1) / ep
+
+
+def inter_node_share(top_k: int, ep: int, gpus_per_node: int, max_nodes: int | None = None) -> float:
+    """The bytes that cross the network per byte of ``tokens x k x hidden x bytes``, with the ``ep`` GPUs in
+    groups of ``gpus_per_node`` per node (``n = ep / gpus_per_node`` nodes; 0 when ``ep`` fits in a node).
+
+    Without node limit: ``(ep - g) / ep`` of a token's ``k`` copies go to another node. With DeepSeek-V3's
+    node-limited routing (``max_nodes = M``; Sec. 2.1.2) a token goes to at most ``M`` nodes and is sent once per
+    node over InfiniBand, then forwarded to the right GPUs over NVLink (Sec. 3.2.2): ``min(k, M, n) x (n - 1) /
+    n`` copies cross the network (its chosen nodes taken as uniform over the ``n``, its own among them with
+    probability ``M / n``), i.e. ``min(k, M, n) / k x (n - 1) / n`` per byte of the formula. An approximation:
+    routing is not uniform, and a token whose ``k`` experts sit on fewer than ``M`` nodes sends fewer copies."""
+    k, ep, g = check_int("top_k", top_k), check_int("ep", ep), check_int("gpus_per_node", gpus_per_node)
+    if ep <= g:
+        return 0.0
+    n = ep / g
+    if max_nodes is None:
+        return (ep - g) / ep
+    m = check_int("max_nodes", max_nodes)
+    return min(k, m, n) / k * (n - 1) / n
+
+
+def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, node, grad_accum: int,
+                  precision: str, recompute: str, max_nodes: int | None = None) -> list:
+    """The expert-parallel all-to-alls of one step on the GPU of the stage with the most MoE layers, as
+    :class:`~llmsizing.comm.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward dispatch
+    (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the backward's two
+    (the gradients of the combine's output sent back along the dispatch's routes, and of the dispatch's), in the
+    working dtype; full recomputation repeats the forward's two. Each moves :func:`all_to_all_bytes` over the
+    ``ep`` group: inside a node at the NVLink rate; across nodes the network bytes (:func:`inter_node_share`) at
+    the NIC rate per GPU and the rest over NVLink, concurrently (the slower of the two counts). Latency: ``ep - 1``
+    steps of the link's alpha per call (one message to each peer)."""
+    from .comm import Collective
+    from .network import group_link
+    from .precision import DTYPE_BYTES, RECIPES
+
+    if par.ep == 1 or not model.is_moe:
+        return []
+    recipe = RECIPES[precision]
+    act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
+    disp_b = FP8_DISPATCH_BYTES if precision == "fp8-deepseek" else act_b
+    tokens = batch * (seq // par.cp) / (par.tp if par.sp else 1)
+    layers = max(stage_moe_layers(model, par))
+    calls = layers * grad_accum
+    fwd = 2 if recompute == "full" else 1
+    ep, stride = par.ep, par.tp * par.cp
+    link = group_link(gpu, node, size=ep, stride=stride)
+    per_node = max(1, min(ep, node.scaleup_domain_gpus // stride))      # the ep group's GPUs per node
+    intra = group_link(gpu, node, size=per_node, stride=stride)
+    nic = group_link(gpu, node, size=2, stride=node.scaleup_domain_gpus)  # one GPU's own NIC share
+    share = inter_node_share(model.experts_per_token, ep, per_node, max_nodes) if link.across else 0.0
+    out = []
+    for name, b, n_calls in (("EP all-to-all dispatch (forward)", disp_b, calls * fwd),
+                             ("EP all-to-all combine (forward)", act_b, calls * fwd),
+                             ("EP all-to-all dispatch and combine (backward)", act_b, 2 * calls)):
+        one = all_to_all_bytes(tokens, model.experts_per_token, model.hidden, b, ep)
+        if link.across:
+            # the network's share at this GPU's NIC rate, the rest over NVLink, concurrently: the slower counts
+            base = tokens * model.experts_per_token * model.hidden * b
+            net_s = share * base / (nic.bandwidth_gbps * 1e9)
+            nvl_s = max(one - share * base, 0.0) / (intra.bandwidth_gbps * 1e9)
+            bw = one / max(net_s, nvl_s) / 1e9
+            lk, alpha = "network", link.alpha_s
+        else:
+            bw, lk, alpha = link.bandwidth_gbps, link.link, link.alpha_s
+        out.append(Collective(name, "ep", ep, lk, n_calls, one, n_calls * one, bw, n_calls * (ep - 1) * alpha))
+    return out
+
+
+def moe_stage_flops(model: Model, par: Parallel, *, seq: int, recompute: str) -> tuple[float, ...]:
+    """Training FLOPs per token of each pipeline stage of a mixture of experts (all its tensor-parallel ranks),
+    splitting :func:`~llmsizing.flops.training_flops_per_token` (active parameters) by the stage's dense and
+    MoE layers: a dense layer costs ``2 x`` its parameters forward, a MoE layer ``2 x`` its active ones (attention
+    and the shared experts, ``k`` of its ``E`` experts, the router), plus each layer's attention core; the LM head
+    on the last stage. Recomputation as in :mod:`llmsizing.flops`."""
+    from .flops import attention_flops_per_token, training_flops_per_token
+
+    total = training_flops_per_token(model, seq=seq, recompute=recompute)
+    att = attention_flops_per_token(model, seq=seq) / model.layers
+    moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
+    common = sum(math.prod(s) for _, n, s in model.layer_tensors("moe") if n not in moe_mlp)
+    dense_mlp = sum(math.prod(s) for _, _, s in model._mlp_tensors("", model.ffn_hidden))
+    moe_active = 0.0
+    for _, n, s in model._moe_mlp_tensors():
+        x = math.prod(s)
+        moe_active += x * model.experts_per_token / model.experts if n.startswith("experts.") else x
+
+    def layer(params):
+        fwd = 2 * params + att
+        return 3 * fwd + {"none": 0.0, "selective": att, "full": fwd}[recompute]
+
+    d, m = layer(common + dense_mlp), layer(common + moe_active)
+    out, moe_by_stage = [], stage_moe_layers(model, par)
+    for n, k in zip(layers_per_stage(model.layers, par), moe_by_stage):
+        out.append((n - k) * d + k * m)
+    out[-1] += total - sum(out)                     # the LM head
+    return tuple(out)
+
+
+def check_capacity_factor(capacity_factor):
+    """``None`` (dropless) or a capacity factor from 1 to 64 (Megatron-Core's ``--moe-expert-capacity-factor``)."""
+    if capacity_factor is None:
+        return None
+    return check_number("capacity_factor", capacity_factor, minimum=1.0, maximum=64.0)
+
+
+__all__ = ["check_ep", "expert_data_parallel", "dense_twin", "stage_moe_layers", "stage_split", "stage_params",
+           "moe_model_states", "moe_layer_terms", "moe_activation_memory", "all_to_all_bytes", "inter_node_share",
+           "ep_all_to_all", "moe_stage_flops", "FP8_DISPATCH_BYTES"]
