@@ -196,16 +196,18 @@ def test_alternating_windows_average_over_layers():
 
 # ----------------------------------------------------------------------------- refusals
 @pytest.mark.parametrize("call", [
-    lambda: L.training_memory("deepseek-v3", batch=1, seq=4096),
-    lambda: L.activation_memory("mixtral-8x7b", batch=1, seq=512),
-    lambda: L.model_states("qwen3-30b-a3b"),
+    # (training_memory, activation_memory and model_states model a mixture of experts since issue 24's
+    # expert parallelism: tests/test_moe_training.py)
+    lambda: L.min_gpus("deepseek-v3", "H100 SXM", batch=1, seq=4096),
+    lambda: L.cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=512),
+    lambda: L.training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", n_gpus=8, seq=4096),
 ])
 def test_functions_without_moe_refuse_it_by_name(call):
     with pytest.raises(ValueError) as e:
         call()
     msg = str(e.value)
     assert MOE_NOT_MODELLED in msg and "mixture of experts" in msg
-    assert msg.split(":")[0] in ("training_memory", "activation_memory", "model_states")
+    assert msg.split(":")[0] in ("min_gpus", "cost_by_gpu", "training_time")
 
 
 def test_what_handles_moe_does():
