@@ -116,9 +116,16 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
 
     ``batch`` and ``seq`` may be NumPy arrays (the formula is plain arithmetic), which is how the widgets
     sweep sequence length without a Python loop. The arguments are checked as in :func:`activation_memory`
-    (arrays must hold integers >= 1).
+    (arrays must hold integers >= 1). For a mixture of experts, one MoE layer, with its router, dispatched
+    tokens, experts and shared experts under ``"mlp"`` (:func:`llmsizing.moe.moe_block_terms`).
     """
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
+    if model.is_moe:                          # ---- one MoE layer (llmsizing.moe, issue 24)
+        from .moe import moe_block_terms
+
+        return moe_block_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout,
+                               tp=tp, sp=sp, mask_bytes=mask_bytes, selective=selective, stack=stack,
+                               autocast=autocast, fp8=fp8)
     batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
     check_choice("dtype", dtype, ACTIVATION_DTYPES)
     check_choice("attention", attention, ATTENTION)
@@ -315,11 +322,11 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     component.
     """
     model = resolve_model(model, moe=True)
+    expert_tp = check_bool("expert_tp", expert_tp)
     if model.is_moe:                          # ---- mixture of experts (llmsizing.moe, issue 24)
         from .moe import moe_activation_memory
 
-        return moe_activation_memory(model, capacity_factor=capacity_factor, expert_tp=check_bool("expert_tp",
-                                     expert_tp), batch=batch, seq=seq, dtype=dtype, attention=attention,
+        return moe_activation_memory(model, capacity_factor=capacity_factor, expert_tp=expert_tp, batch=batch, seq=seq, dtype=dtype, attention=attention,
                                      dropout=dropout, recompute=recompute, tp=tp, sp=sp, mask_bytes=mask_bytes,
                                      logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
     if capacity_factor is not None or expert_tp:

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, check_sequence
+from . import moe as _moe
 from .catalog import resolve_model
 from .model import Model
 from .parallel import Parallel, layers_per_stage, resolve_parallel
@@ -124,22 +125,17 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     over ``dp`` (with a recipe's extra fp32 gradient copy, which DeepSpeed keeps only for the GPU's own
     partition), stage 2 also the gradients, stage 3 also the weights (ZeRO paper, Fig. 1); with context
     parallelism ZeRO shards over ``dp x cp`` (:attr:`~llmsizing.parallel.Parallel.dp_cp`). Adafactor's factored
-    state is scaled by the same share (an approximation: its r + c vectors are not split exactly like the
-    matrices). Taught in chapter 2; the exact split in Part II.
-    """
+    state is scaled by the same share (an approximation). A mixture of experts: :func:`llmsizing.moe.moe_model_states`
+    (experts / ep, their ZeRO over dp x cp / ep). Taught in chapter 2; the exact split in Part II."""
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
     elements = optimizer_state_elements(model, optimizer)
     par = resolve_parallel(parallel, model)
-    if model.is_moe:                          # ---- mixture of experts: llmsizing.moe (issue 24)
-        from .moe import moe_model_states
-
-        return max((moe_model_states(model, elements, precision, optimizer, par, i) for i in range(par.pp)),
-                   key=lambda st: st.total_bytes)
-    on_stage = stage_params(model, par) if par.tp * par.pp > 1 else [float(model.n_params)]
+    on_stage = stage_params(model, par) if par.tp * par.pp > 1 or model.is_moe else [float(model.n_params)]
     i = max(range(len(on_stage)), key=lambda k: (on_stage[k], -k))
-    return _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
-                   linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
+    return _moe.moe_model_states(model, elements, precision, optimizer, par, i) if model.is_moe else _states(
+        model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
+        linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
 
 
 def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
@@ -185,11 +181,7 @@ def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[f
     multiple of 128 x tp; pass a padded ``vocab`` to compare on its convention). Taught in Part II."""
     model = resolve_model(model, moe=True)
     par = resolve_parallel(parallel, model)
-    if model.is_moe:                          # ---- mixture of experts: routed experts / ep (llmsizing.moe)
-        from .moe import stage_params as moe_stage_params
-
-        return moe_stage_params(model, par)
-    return list(_stage_params(model, par.tp, par.pp, par.stage_layers))
+    return list(_moe.gpu_params(model, par) if model.is_moe else _stage_params(model, par.tp, par.pp, par.stage_layers))
 
 
 @functools.lru_cache(maxsize=256)
@@ -354,18 +346,14 @@ def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mi
     check_recipe("precision", precision)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     par = resolve_parallel(parallel, model)
-    if model.is_moe:                          # ---- mixture of experts (llmsizing.moe)
-        from .moe import optimizer_temporaries
-
-        return optimizer_temporaries(model, precision, optimizer, impl, par)
     if optimizer not in ("adam", "adamw") or impl == "fused":
         return 0.0
     recipe = RECIPES[precision]
     state = DTYPE_BYTES[recipe.states]
     shard = par.tp * par.pp * (par.dp_cp if par.zero >= 1 else 1)
     if impl == "foreach":
-        return model.n_params * state / shard
-    largest = max(math.prod(s) for _, _, s, _ in model.tensors())
+        return (_moe.foreach_temporary_bytes(model, state, par) if model.is_moe else model.n_params * state / shard)
+    largest = _moe.largest_tensor(model, par) if model.is_moe else max(math.prod(s) for _, _, s, _ in model.tensors())
     return 2 * largest * state / par.tp          # the largest tensor, split by tensor parallelism
 
 
@@ -378,12 +366,8 @@ def autocast_copies_bytes(model: Model | str, *, parallel: Parallel | None = Non
     matrix-multiply weight and bias (not the embedding lookup, nor the norms' gains), about 2 bytes per
     parameter. Per GPU: divided by ``tp * pp``. Measured in ``data/step_measurements.csv`` (chapter 5).
     """
-    model = resolve_model(model, moe=True)
+    model = resolve_model(model)
     par = resolve_parallel(parallel, model)
-    if model.is_moe:                          # ---- mixture of experts (llmsizing.moe)
-        from .moe import matmul_copies_bytes
-
-        return matmul_copies_bytes(model, par)
     parts = model.param_breakdown()
     matmul = parts["attention"] + parts["mlp"] + (parts["embedding"] if model.tied_embeddings else parts["lm_head"])
     return 2.0 * matmul / (par.tp * par.pp)
@@ -657,15 +641,9 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     parts = model.param_breakdown()
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
-    if model.is_moe:                          # ---- mixture of experts: a MoE layer's working set (llmsizing.moe)
-        from .moe import moe_layer_working_bytes, moe_model_states
-
-        working = LAYER_WORKING_SET * moe_layer_working_bytes(model, batch=batch, seq=local, dtype=act_dtype,
-                                                              tp=par.tp, sp=par.sp, fp8=fp8)
-    else:
-        working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_dtype,
-                                                      attention=attention, dropout=dropout, tp=par.tp,
-                                                      sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
+    working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_dtype,
+                                                  attention=attention, dropout=dropout, tp=par.tp,
+                                                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
     gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
     flops = training_flops_per_token(model, seq=seq, recompute=recompute)
     elements = optimizer_state_elements(model, optimizer)
@@ -680,11 +658,9 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     # so one of them is the most loaded; tests/test_planner.py checks this against every stage)
     for i in (range(par.pp) if _stages is None else sorted(set(_stages))):
         first, last = i == 0, i == par.pp - 1
-        if model.is_moe:
-            states = moe_model_states(model, elements, precision, optimizer, par, i)
-        else:
-            states = _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
-                             linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
+        states = (_moe.moe_model_states(model, elements, precision, optimizer, par, i) if model.is_moe else
+                  _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
+                          linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i]))
         grad_per_param = states.gradients_bytes / on_stage[i]
         head_grads = grad_per_param * head / par.tp if last else 0.0
         stage_acts = acts if par.pp == 1 else _stage_activations(acts, model, par, i, in_flight[i])
@@ -756,10 +732,6 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     if par.zero < 3:
         return 0.0
     recipe = RECIPES[precision]
-    if model.is_moe:                          # ---- mixture of experts (llmsizing.moe)
-        from .moe import gathered_unit
-
-        return (DTYPE_BYTES[recipe.weights] + DTYPE_BYTES[recipe.grads]) * gathered_unit(model, par)
     block = sum(math.prod(s) * _tp_share("layers." + n, model, par.tp) for _, n, s in model.layer_tensors())
     matrix = model.vocab * model.hidden / par.tp
     return (DTYPE_BYTES[recipe.weights] + DTYPE_BYTES[recipe.grads]) * max(block, matrix)

@@ -177,7 +177,7 @@ def stage_split(model: Model, parallel: Parallel) -> list[dict]:
     return [dict(zip(("dense", "experts", "dense_linear", "experts_linear", "layers"), r)) for r in rows]
 
 
-def stage_params(model: Model, parallel: Parallel) -> list[float]:
+def gpu_params(model: Model, parallel: Parallel) -> list[float]:
     """Parameters on one GPU of each stage (dense + routed experts): :func:`~llmsizing.memory.stage_params` for a
     mixture of experts."""
     return [r["dense"] + r["experts"] for r in stage_split(model, parallel)]
@@ -207,54 +207,25 @@ def moe_model_states(model: Model, elements: float, precision: str, optimizer: s
                        dense.fp8_meta_bytes + ex.fp8_meta_bytes)
 
 
-def optimizer_temporaries(model: Model, precision: str, optimizer: str, impl: str, par: Parallel) -> float:
-    """:func:`~llmsizing.memory.optimizer_temporaries_bytes` for a mixture of experts: the ``foreach`` path's
-    one-state-sized temporary is that of the most loaded stage's states (dense and expert shards together); the
-    ``for-loop`` path's two temporaries of the largest tensor (one expert stack of ``experts / ep`` experts, or the
-    embedding)."""
-    from .memory import optimizer_state_elements
-    from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES
+def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> float:
+    """:func:`~llmsizing.memory.optimizer_temporaries_bytes`'s ``foreach`` temporary (one state-sized buffer, the
+    ``sqrt`` of every second moment at once) for a mixture of experts: the most loaded stage's parameters with
+    ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``dp x cp / ep``."""
+    shard = par.zero >= 1
+    return state_bytes * max(r["dense"] / (par.dp_cp if shard else 1) + r["experts"] /
+                             (expert_data_parallel(par) if shard else 1) for r in stage_split(model, par))
 
-    if optimizer not in ("adam", "adamw") or impl == "fused":
-        return 0.0
-    state = DTYPE_BYTES[RECIPES[precision].states]
-    if impl == "foreach":
-        elements = optimizer_state_elements(model, optimizer)
-        return max(moe_model_states(model, elements, precision, optimizer, par, i).optimizer_state_bytes
-                   for i in range(par.pp)) / OPTIMIZERS[optimizer].states
-    largest = 0.0
+
+def largest_tensor(model: Model, par: Parallel) -> float:
+    """The largest parameter tensor on one GPU, times ``tp`` (the ``for-loop`` optimizer path's temporaries divide
+    by ``tp``): a stacked routed-expert tensor holds ``experts / ep`` experts (``/ tp`` with ``expert_tp``)."""
+    out = 0.0
     for _, n, s, _ in model.tensors():
         x = math.prod(s)
         if n.startswith("layers.experts."):
-            x /= par.ep * (par.tp if par.expert_tp else 1)
-        elif not n.startswith("layers.router."):
-            x /= par.tp
-        largest = max(largest, x)
-    return 2 * largest * state
-
-
-def gathered_unit(model: Model, par: Parallel) -> float:
-    """ZeRO-3's gathered unit for a mixture of experts, in parameters per GPU: the largest of one MoE block (its
-    non-expert part and its ``experts / ep`` experts) and the embedding or LM head matrix."""
-    one = _split(model, par.tp, 1, None, par.ep, par.expert_tp)[0]
-    n = model.layers
-    per_block = (one[0] - _edges(model, par.tp)) / n + one[1] / max(model.n_moe_layers, 1)
-    return max(per_block, model.vocab * model.hidden / par.tp)
-
-
-def _edges(model: Model, tp: int) -> float:
-    from .memory import _tp_share
-
-    return sum(math.prod(s) * _tp_share(n, model, tp) for _, n, s, _ in model.tensors()
-               if not n.startswith("layers."))
-
-
-def matmul_copies_bytes(model: Model, par: Parallel) -> float:
-    """:func:`~llmsizing.memory.autocast_copies_bytes` for a mixture of experts: 2 bytes per matrix element of
-    the most loaded stage (dense and expert matrices), plus the LM head's."""
-    rows = stage_split(model, par)
-    head = model.vocab * model.hidden / par.tp
-    return 2.0 * (max(r["dense_linear"] + r["experts_linear"] for r in rows) + head / par.pp)
+            x *= par.tp / (par.ep * (par.tp if par.expert_tp else 1))
+        out = max(out, x)
+    return out
 
 
 # ----------------------------------------------------------------------------- activations
@@ -310,9 +281,10 @@ def moe_activation_memory(model: Model, *, capacity_factor: float | None = None,
     the attention core)."""
     from .activations import ActivationMemory, activation_memory, layer_terms
 
-    if kw.get("stack", "fused") != "fused":
-        raise ValueError(f"stack={kw['stack']!r}: a mixture of experts' activations are modelled for "
-                         "stack='fused' (Megatron-Core's token dispatcher) only")
+    if kw.get("stack", "fused") != "fused" or kw.get("autocast"):
+        raise ValueError(f"stack={kw.get('stack')!r}, autocast={kw.get('autocast')!r}: a mixture of experts' "
+                         "activations are modelled for stack='fused' without autocast (Megatron-Core's token "
+                         "dispatcher) only")
     twin = dense_twin(model)
     base = activation_memory(twin, **kw)
     cp = kw.get("cp", 1)
@@ -338,15 +310,20 @@ def moe_activation_memory(model: Model, *, capacity_factor: float | None = None,
                             base.layer_count)
 
 
-def moe_layer_working_bytes(model: Model, *, batch: int, seq: int, dtype: str, tp: int, sp: bool, fp8) -> float:
-    """One MoE layer's saved bytes in all (attention and norms of the dense twin + :func:`moe_layer_terms`): the
-    working set the step's backward peak counts half of (:data:`~llmsizing.memory.LAYER_WORKING_SET`)."""
+def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw) -> dict[str, float]:
+    """What one MoE layer saves, by :func:`~llmsizing.activations.layer_terms`'s components: the dense twin's
+    norms, attention and masks, and under ``"mlp"`` the sum of :func:`moe_layer_terms` (``kw`` are
+    ``layer_terms``'s arguments; the ``"fused"`` stack only)."""
     from .activations import layer_terms
 
-    twin = dense_twin(model)
-    t = layer_terms(twin, batch=batch, seq=seq, dtype=dtype, tp=tp, sp=sp, fp8=fp8)
-    moe = moe_layer_terms(model, batch=batch, seq=seq, dtype=dtype, tp=tp, sp=sp, fp8=fp8)
-    return sum(t.values()) - t["mlp"] + sum(moe.values())
+    if kw.get("stack", "fused") != "fused" or kw.get("autocast") or kw.get("selective"):
+        raise ValueError("a mixture of experts' layer is modelled for stack='fused', autocast=False and without "
+                         "selective=True (Megatron-Core's token dispatcher)")
+    t = layer_terms(dense_twin(model), **kw)
+    t["mlp"] = sum(moe_layer_terms(model, batch=kw["batch"], seq=kw["seq"], dtype=kw.get("dtype", "bf16"),
+                                   tp=kw.get("tp", 1), sp=kw.get("sp", False), fp8=kw.get("fp8"),
+                                   capacity_factor=capacity_factor).values())
+    return t
 
 
 # ----------------------------------------------------------------------------- the all-to-all
@@ -466,6 +443,6 @@ def check_capacity_factor(capacity_factor):
     return check_number("capacity_factor", capacity_factor, minimum=1.0, maximum=64.0)
 
 
-__all__ = ["check_ep", "expert_data_parallel", "dense_twin", "stage_moe_layers", "stage_split", "stage_params",
-           "moe_model_states", "moe_layer_terms", "moe_activation_memory", "all_to_all_bytes", "inter_node_share",
+__all__ = ["check_ep", "expert_data_parallel", "dense_twin", "stage_moe_layers", "stage_split", "gpu_params",
+           "moe_model_states", "moe_layer_terms", "moe_block_terms", "moe_activation_memory", "all_to_all_bytes", "inter_node_share",
            "ep_all_to_all", "moe_stage_flops", "FP8_DISPATCH_BYTES"]

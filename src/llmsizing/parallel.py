@@ -160,9 +160,9 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
       context-parallel rank two chunks of ``seq / (2 cp)`` tokens (Megatron-LM's ``arguments.py`` asserts
       ``seq_length % (context_parallel_size * 2) == 0``; Transformer Engine's attention needs the same).
     * ``ep > 1`` (or ``expert_tp``) needs a mixture of experts whose routed experts ``ep`` divides
-      (:func:`llmsizing.moe.check_ep`).
+      (:func:`llmsizing.moe.check_ep`); ``zero=3`` with ``ep > 1`` is not modelled.
     """
-    sp = check_bool("sp", sp)
+    sp, expert_tp = check_bool("sp", sp), check_bool("expert_tp", expert_tp)
     if cp > 1 and seq is not None and seq % (2 * cp):
         raise ValueError(f"seq={seq:,} must be a multiple of 2 x cp = {2 * cp} with cp={cp}: context parallelism "
                          "gives each rank two chunks of seq / (2 cp) tokens (causal load balancing, as "
@@ -187,6 +187,10 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
         from .moe import check_ep
 
         check_ep(model, Parallel(tp=tp, ep=ep, dp=ep, expert_tp=expert_tp))
+        if ep > 1 and zero == 3:
+            raise ValueError(f"zero=3 with ep={ep} is not modelled: ZeRO-3/FSDP's gathered unit of a mixture of "
+                             "experts under expert parallelism (Megatron-Core pairs expert parallelism with its "
+                             "distributed optimizer, ZeRO-1)")
     if model.heads % tp:
         raise ValueError(f"tp={tp} must divide the attention heads ({model.heads}): each tensor-parallel rank "
                          "holds whole heads")
