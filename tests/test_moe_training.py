@@ -15,7 +15,6 @@ from llmsizing.layouts import step_time
 from llmsizing.measurements import load_moe_all_to_all
 from llmsizing.memory import model_states, stage_params, training_memory
 from llmsizing.parallel import Parallel
-from llmsizing.time_cost import mfu_range_factors
 
 GB = 1e9
 MIXTRAL_TOTAL = 46_702_792_704
@@ -27,10 +26,23 @@ def test_ep_adds_no_gpus_and_old_calls_are_unchanged():
     assert Parallel(dp=8, ep=8).gpus == 8
     assert Parallel(tp=2, dp=4, pp=2).ep == 1 and Parallel(tp=2, dp=4, pp=2).gpus == 16
     assert Parallel(dp=4, cp=2, ep=8).gpus == 8                       # ep may use the cp ranks too
+    assert Parallel(tp=8, ep=8, sp=True).gpus == 8                    # ... and the tp ranks (etp = 1)
+
+
+def test_ep_comes_out_of_megatrons_expert_grid():
+    # Megatron-Core: expert_data_parallel_size = world / (etp x ep x pp); etp = 1 lets ep span the tp ranks
+    assert Parallel(tp=8, dp=1, ep=8, sp=True).edp == 1
+    assert Parallel(tp=8, dp=4, ep=8, sp=True).edp == 4
+    assert Parallel(tp=2, dp=8, ep=4, sp=True, expert_tp=True).edp == 2 * 8 // (2 * 4)
+    assert Parallel(pp=16, dp=128, ep=64).edp == 2                      # DeepSeek-V3
+    with pytest.raises(ValueError, match="ep=8 must divide"):
+        Parallel(tp=8, dp=1, ep=8, sp=True, expert_tp=True)             # etp = 8 leaves one GPU per expert grid
+    with pytest.raises(ValueError, match="needs sp=True"):
+        Parallel(tp=2, dp=2, ep=2)
 
 
 @pytest.mark.parametrize("kw, word", [
-    (dict(dp=6, ep=4), "ep=4 must divide dp x cp"),
+    (dict(dp=6, ep=4), "ep=4 must divide tp x cp x dp / etp"),
     (dict(dp=4, ep=0), "ep"),
     (dict(dp=4, ep=2.5), "ep"),
 ])
@@ -68,8 +80,8 @@ def test_mixtral_model_states_divide_the_experts_by_ep():
 
 def test_expert_tp_splits_the_experts_over_tp_too():
     m = get_model("mixtral-8x7b")
-    off = stage_params(m, Parallel(tp=2, dp=4, ep=4))
-    on = stage_params(m, Parallel(tp=2, dp=4, ep=4, expert_tp=True))
+    off = stage_params(m, Parallel(tp=2, dp=4, ep=4, sp=True))
+    on = stage_params(m, Parallel(tp=2, dp=4, ep=4, sp=True, expert_tp=True))
     assert off[0] - on[0] == pytest.approx(MIXTRAL_ROUTED / 4 - MIXTRAL_ROUTED / 8, rel=1e-12)
 
 
@@ -92,6 +104,14 @@ def test_moe_layer_activations_by_hand():
     assert capped["dispatch"] == pytest.approx(1.25 * terms["dispatch"])
     with pytest.raises(ValueError, match="capacity_factor"):
         moe.moe_layer_terms(m, batch=1, seq=t, capacity_factor=0.5)
+    with pytest.raises(ValueError, match="dense"):
+        moe.moe_layer_terms("llama-3-8b", batch=1, seq=t)
+    # tp=2 with sequence parallelism: each rank routes t/2 tokens; with expert_tp the dispatcher gathers the two
+    # ranks' rows again (2 x t/2 x k) and each rank holds half of every expert's width
+    sp = moe.moe_layer_terms(m, batch=1, seq=t, tp=2, sp=True)
+    etp = moe.moe_layer_terms(m, batch=1, seq=t, tp=2, sp=True, expert_tp=True)
+    assert sp["dispatch"] == 2 * (t // 2) * k * h and sp["experts"] == 8 * (t // 2) * k * f
+    assert etp["dispatch"] == 2 * t * k * h and etp["experts"] == 8 * t * k * f / 2
 
 
 def test_moe_activations_replace_the_dense_mlp_term():
@@ -158,27 +178,51 @@ def test_ep_overlap_hides_the_all_to_all():
 
 
 # ----------------------------------------------------------------------------- DeepSeek-V3 (done-when)
-#: DeepSeek-AI 2024 (arXiv 2412.19437): 2,048 H800s, PP16, EP64 (8 nodes), ZeRO-1 over DP, no TP, FP8
-#: (Sec. 3.1-3.3); batch 15,360 sequences of 4K (Sec. 4.2): 120 per data-parallel rank; 14.8T tokens for
-#: 2.664M H800 GPU-hours of pre-training (Table 1).
-DSV3 = Parallel(pp=16, dp=128, ep=64, zero=1)
-DSV3_KW = dict(batch=1, seq=4096, grad_accum=120, precision="fp8-deepseek")
+def test_deepseek_v3_published_layout():
+    # DeepSeek-AI 2024 (arXiv 2412.19437), Sec. 3.1-3.2: 2,048 H800s, PP16, EP64 over 8 nodes, ZeRO-1 DP, no TP
+    par = moe.DEEPSEEK_V3_LAYOUT
+    assert (par.gpus, par.pp, par.ep, par.tp, par.zero, par.dp) == (2048, 16, 64, 1, 1, 128)
+    assert moe.DEEPSEEK_V3_MICRO_BATCHES * par.dp == 15360           # Sec. 4.2: batch 15,360 sequences
 
 
-def test_deepseek_v3_layout_fits_80gb_with_recomputation():
-    assert DSV3.gpus == 2048
-    r = training_memory("deepseek-v3", parallel=DSV3, recompute="full", **DSV3_KW)
-    assert r.total_bytes < 80 * 2 ** 30
-    # without any recomputation the library's count (1F1B, 16 micro-batches of 4 layers in flight on the first
-    # stage, MLA's per-head Q/K/V saved) does not fit: DeepSeek recomputes norms and MLA up-projections and
+@pytest.fixture(scope="module")
+def dsv3():
+    return moe.deepseek_v3_check()
+
+
+def test_deepseek_v3_reads_the_published_run(dsv3):
+    # data/published_stages.csv, from the technical report's Table 1 and Sec. 4.2
+    assert dsv3["tokens"] == 14.8e12 and dsv3["published_gpu_hours"] == 2.664e6
+
+
+def test_deepseek_v3_fits_80gb_with_recomputation(dsv3):
+    assert dsv3["fits_full"] and dsv3["memory_gib_full"] < 80
+    # without recomputation the library's count (1F1B: 16 micro-batches of 4 layers in flight on the first
+    # stage, MLA's per-head Q/K/V saved) does not fit: DeepSeek recomputes its norms and MLA up-projections and
     # runs DualPipe, which the library does not model
-    none = training_memory("deepseek-v3", parallel=DSV3, **DSV3_KW)
-    assert none.total_bytes > 80 * 2 ** 30
+    assert not dsv3["fits_none"] and dsv3["memory_gib_none"] > 80
+    # the model states alone: about 1.6-3.1B parameters per GPU, far below 80 GB
+    assert 10 < dsv3["states_gib"] < 40
 
 
-def test_deepseek_v3_gpu_hours_inside_the_calibrated_band():
-    st = step_time("deepseek-v3", "H800", DSV3, max_nodes=4, **DSV3_KW)
-    low, high = mfu_range_factors("H800", "fp8")
-    hours = 14.8e12 / st.tokens * st.step_s * 2048 / 3600
-    # the band on the MFU: hours / high (faster) to hours / low (slower)
-    assert hours / high <= 2.664e6 <= hours / low
+def test_deepseek_v3_gpu_hours_inside_the_calibrated_band(dsv3):
+    # the all-to-all exposed (the library's default) and hidden by DualPipe (ep_overlap=1) bracket the run
+    for tag in ("exposed", "dualpipe"):
+        assert dsv3[f"gpu_hours_{tag}_low"] <= 2.664e6 <= dsv3[f"gpu_hours_{tag}_high"]
+        assert dsv3[f"inside_{tag}"]
+    assert dsv3["gpu_hours_dualpipe"] < 2.664e6 < dsv3["gpu_hours_exposed"]
+
+
+def test_deepseek_v3_stage_flops_by_hand():
+    # one MoE layer of DeepSeek-V3 per token, forward x 3 (config.json shapes; every parameter is 2 FLOPs per
+    # token in the library's convention, norms included): MLA (q_a, q_b, kv_a, kv_b, o), its norms, the router
+    # (weights + correction bias), the shared expert and 8 of the 256 routed experts (gate, up, down of 7168 x
+    # 2048), plus QK^T and attn @ V over 4,096 keys (192- and 128-dim heads, non-causal)
+    attn = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168
+    norms = 1536 + 512 + 2 * 7168
+    router = 256 * 7168 + 256
+    experts = (1 + 8) * 3 * 7168 * 2048
+    layer = 3 * (2 * (attn + norms + router + experts) + 2 * 128 * (192 + 128) * 4096)
+    flops = moe.moe_stage_flops(get_model("deepseek-v3"), moe.DEEPSEEK_V3_LAYOUT, seq=4096, recompute="none")
+    assert flops[1] == pytest.approx(4 * layer, rel=1e-12)              # stage 1: four MoE layers
+    assert flops[-1] - flops[-2] == pytest.approx(6 * 129280 * 7168, rel=1e-5)   # the LM head on the last

@@ -326,8 +326,9 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     if model.is_moe:                          # ---- mixture of experts (llmsizing.moe, issue 24)
         from .moe import moe_activation_memory
 
-        return moe_activation_memory(model, capacity_factor=capacity_factor, expert_tp=expert_tp, batch=batch, seq=seq, dtype=dtype, attention=attention,
-                                     dropout=dropout, recompute=recompute, tp=tp, sp=sp, mask_bytes=mask_bytes,
+        return moe_activation_memory(model, capacity_factor=capacity_factor, expert_tp=expert_tp, batch=batch,
+                                     seq=seq, dtype=dtype, attention=attention, dropout=dropout,
+                                     recompute=recompute, tp=tp, sp=sp, mask_bytes=mask_bytes,
                                      logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
     if capacity_factor is not None or expert_tp:
         raise ValueError(f"capacity_factor and expert_tp describe a mixture of experts; {model.name!r} is dense")

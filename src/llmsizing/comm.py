@@ -137,8 +137,8 @@ def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | No
            "pp": group_link(g, nd, size=par.pp, stride=par.tp * par.dp_cp)}
     if par.cp > 1:
         out["cp"] = group_link(g, nd, size=par.cp, stride=par.tp)
-    if par.ep > 1:                            # ---- expert parallelism: ep ranks tp x cp apart (tp-cp-ep-dp-pp)
-        out["ep"] = group_link(g, nd, size=par.ep, stride=par.tp * par.cp)
+    if par.ep > 1:                            # ---- expert parallelism: Megatron-Core's expert grid etp-ep-edp-pp
+        out["ep"] = group_link(g, nd, size=par.ep, stride=par.etp)
     return out
 
 
@@ -191,8 +191,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     * EP (``parallel.ep > 1``, a mixture of experts): per MoE layer and micro-batch the dispatch and combine
       all-to-alls, forward and backward, with DeepSeek-V3's node limit ``max_nodes``
       (:func:`llmsizing.moe.ep_all_to_all`); the routed experts' gradients are reduced, and their ZeRO shards
-      gathered, over the ``dp x cp / ep`` expert-data-parallel GPUs (rows marked "(experts)"), the rest over
-      ``dp x cp``.
+      gathered, over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs (rows marked
+      "(experts)"), the rest over ``dp x cp``.
 
     The embedding's and loss's small tensor-parallel all-reduces are left out (one ``b s h`` each way per
     micro-batch against ``4 L`` of them). Taught in chapters 7 and 8; measured in chapter 9.
@@ -211,7 +211,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
     on_rank = max(stage_params(model, par))
     dp_parts = [("", par.dp_cp, on_rank, None)]
-    if model.is_moe:                          # ---- mixture of experts: expert gradients over dp x cp / ep
+    if model.is_moe:                          # ---- mixture of experts: expert gradients over edp
         from .moe import expert_data_parallel, stage_split
 
         split = stage_split(model, par)
@@ -219,7 +219,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         edp = expert_data_parallel(par)
         dp_parts = [("", par.dp_cp, split[i]["dense"], None),
                     (" (experts)", edp, split[i]["experts"],
-                     group_link(get_gpu(gpu), nd, size=edp, stride=par.tp * par.cp * par.ep))]
+                     group_link(get_gpu(gpu), nd, size=edp, stride=par.etp * par.ep))]
     out = []
 
     def too_large(name, message):       # the error names what the caller gave, not an internal buffer

@@ -126,7 +126,7 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     partition), stage 2 also the gradients, stage 3 also the weights (ZeRO paper, Fig. 1); with context
     parallelism ZeRO shards over ``dp x cp`` (:attr:`~llmsizing.parallel.Parallel.dp_cp`). Adafactor's factored
     state is scaled by the same share (an approximation). A mixture of experts: :func:`llmsizing.moe.moe_model_states`
-    (experts / ep, their ZeRO over dp x cp / ep). Taught in chapter 2; the exact split in Part II."""
+    (experts / ep, their ZeRO over Parallel.edp). Taught in chapter 2; the exact split in Part II."""
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
     elements = optimizer_state_elements(model, optimizer)

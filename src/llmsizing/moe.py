@@ -3,24 +3,26 @@
 What is here, and which hooks call it (every other module only calls into this one):
 
 * **Where the experts live** (:func:`stage_split`). ``Parallel(ep=...)`` splits each MoE layer's routed experts
-  over ``ep`` GPUs taken *inside* the data-parallel group: expert parallelism adds no GPUs. Megatron-Core builds
-  its expert groups out of the same ranks (``megatron/core/parallel_state.py``, ``initialize_model_parallel``:
-  an "expert" rank grid ``etp x ep x edp x pp`` laid over the same world as ``tp x cp x dp x pp``, with the
-  expert-data-parallel size ``edp = world / (etp x ep x pp)``; Megatron-Core releases before the expert-tensor
-  split asserted ``data_parallel_size % expert_model_parallel_size == 0``), as DeepSpeed-MoE does (its expert
-  groups come out of the data-parallel ranks, ``deepspeed/utils/groups.py``). The library keeps the older, stricter
-  rule, ``ep`` divides ``dp x cp`` (and the routed experts), so that the non-expert layers' tensor parallelism is
-  untouched. Each GPU holds ``experts / ep`` experts of every MoE layer of its pipeline stage. The routed experts
-  are not split by tensor parallelism unless ``Parallel(expert_tp=True)``: the default is Megatron-LM's
-  ``--expert-tensor-parallel-size 1`` (what DeepSeek-V3 and most fine-grained MoE runs use); Megatron-LM's own
-  default when the flag is absent is the ``tp`` of the dense layers, which ``expert_tp=True`` gives. The router and
-  the shared experts are dense layers: the router is replicated over ``tp`` (it is tiny), the shared experts are
-  split like a dense MLP.
+  over ``ep`` GPUs the layout already has: expert parallelism adds no GPUs. Megatron-Core lays a second rank grid
+  over the same world for the MoE layers (``megatron/core/parallel_state.py``, ``initialize_model_parallel``: the
+  expert rank generator ``etp x ep x edp x pp``, ``expert_tensor_parallel_size`` defaulting to
+  ``tensor_model_parallel_size``, ``expert_data_parallel_size = world_size // (etp x ep x pp)``, a
+  ``RuntimeError`` unless it divides), so ``ep`` must divide ``tp x cp x dp / etp``; DeepSpeed-MoE likewise
+  carves its expert groups out of the data-parallel ranks (``deepspeed/utils/groups.py``). Each GPU holds
+  ``experts / ep`` experts of every MoE layer of its pipeline stage (Megatron-LM asserts ``num_experts %
+  expert_model_parallel_size == 0``). The routed experts are not split by tensor parallelism unless
+  ``Parallel(expert_tp=True)``: the default ``etp = 1`` is Megatron-LM's ``--expert-tensor-parallel-size 1``
+  (DeepSeek-V3's choice, and the usual one for fine-grained experts); Megatron-LM's own default, the flag left
+  unset, is ``etp = tp``, which ``expert_tp=True`` gives. The expert grid puts the ``etp`` ranks next to each other,
+  then ``ep`` (``etp`` apart), then ``edp``: with ``etp = 1`` and ``tp = 8`` the eight GPUs of a node form an ``ep``
+  group. With ``tp > 1``, ``ep > 1`` needs sequence parallelism (Megatron-Core's ``TransformerConfig``). The router
+  and the shared experts are dense layers: the router is replicated over ``tp`` (it is tiny), the shared experts
+  are split like a dense MLP.
 * **Model states** (:func:`moe_model_states`): the non-expert parameters as a dense model's (ZeRO over
-  ``dp x cp``), the routed experts' weights, gradients and optimizer states divided by ``ep``, their ZeRO/
-  distributed-optimizer shard taken over the expert-data-parallel group of ``dp x cp / ep`` GPUs (Megatron-Core's
-  ``get_expert_data_parallel_group``: the expert parameters' gradient buffers and distributed-optimizer shards
-  live there).
+  ``dp x cp``), the routed experts' weights, gradients and optimizer states divided by ``ep x etp``, their ZeRO/
+  distributed-optimizer shard taken over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs
+  (Megatron-Core's ``get_expert_data_parallel_group``: the expert parameters' gradient buffers and
+  distributed-optimizer shards live there).
 * **Activations** (:func:`moe_layer_terms`, :func:`moe_activation_memory`): what one MoE layer saves for its
   backward with Megatron-Core's all-to-all token dispatcher (``megatron/core/transformer/moe/
   token_dispatcher.py``, ``MoEAlltoAllTokenDispatcher``; ``moe_utils.permute``/``unpermute``; ``router.py``;
@@ -56,7 +58,7 @@ import functools
 import math
 from dataclasses import replace
 
-from ._validate import check_int, check_number
+from ._validate import check_bool, check_choice, check_int, check_number
 from .model import Model
 from .parallel import Parallel, layers_per_stage
 
@@ -85,10 +87,17 @@ def check_ep(model, par: Parallel) -> None:
         raise ValueError(f"expert_tp=True: tp={par.tp} must divide the expert width ({fe})")
 
 
+def _require_moe(model: Model, what: str) -> Model:
+    if not model.is_moe:
+        raise ValueError(f"{what}: {model.name!r} is dense (experts=0); give a mixture of experts")
+    return model
+
+
 def expert_data_parallel(par: Parallel) -> int:
-    """The expert-data-parallel size: ``dp x cp / ep``, the GPUs that hold the same experts and over which their
-    gradients are reduced and their optimizer states sharded (Megatron-Core's expert data-parallel group)."""
-    return par.dp_cp // par.ep
+    """The expert-data-parallel size :attr:`~llmsizing.parallel.Parallel.edp`, ``tp x cp x dp / (etp x ep)``: the
+    GPUs that hold the same experts and over which their gradients are reduced and their optimizer states
+    sharded (Megatron-Core's expert data-parallel group)."""
+    return par.edp
 
 
 def dense_twin(model: Model) -> Model:
@@ -185,8 +194,8 @@ def gpu_params(model: Model, parallel: Parallel) -> list[float]:
 
 def moe_model_states(model: Model, elements: float, precision: str, optimizer: str, par: Parallel, stage: int):
     """The model states of one GPU of pipeline stage ``stage`` (a :class:`~llmsizing.memory.ModelStates`): the
-    dense part with the dense rules (ZeRO over ``dp x cp``), the routed experts with ZeRO over the
-    expert-data-parallel group (:func:`expert_data_parallel`). ``elements`` is the whole model's optimizer-state
+    dense part with the dense rules (ZeRO over ``dp x cp``), the routed experts with ZeRO over the ``edp``
+    expert-data-parallel GPUs (:func:`expert_data_parallel`). ``elements`` is the whole model's optimizer-state
     count (:func:`~llmsizing.memory.optimizer_state_elements`), split in proportion to the parameters."""
     from .memory import ModelStates, _states
 
@@ -210,7 +219,7 @@ def moe_model_states(model: Model, elements: float, precision: str, optimizer: s
 def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> float:
     """:func:`~llmsizing.memory.optimizer_temporaries_bytes`'s ``foreach`` temporary (one state-sized buffer, the
     ``sqrt`` of every second moment at once) for a mixture of experts: the most loaded stage's parameters with
-    ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``dp x cp / ep``."""
+    ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``edp``."""
     shard = par.zero >= 1
     return state_bytes * max(r["dense"] / (par.dp_cp if shard else 1) + r["experts"] /
                              (expert_data_parallel(par) if shard else 1) for r in stage_split(model, par))
@@ -229,8 +238,9 @@ def largest_tensor(model: Model, par: Parallel) -> float:
 
 
 # ----------------------------------------------------------------------------- activations
-def moe_layer_terms(model: Model, *, batch: int, seq: int, dtype: str = "bf16", tp: int = 1, sp: bool = False,
-                    fp8: str | None = None, capacity_factor: float | None = None) -> dict[str, float]:
+def moe_layer_terms(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16", tp: int = 1,
+                    sp: bool = False, fp8: str | None = None, capacity_factor: float | None = None,
+                    expert_tp: bool = False) -> dict[str, float]:
     """Bytes one MoE layer's MLP part saves for its backward on one GPU, by piece (``seq`` is this GPU's tokens
     of each sequence, i.e. already divided by ``cp``). ``T = batch x seq`` tokens (``/ tp`` with sequence
     parallelism), ``E`` routed experts, top-``k``, hidden ``h``, expert width ``f_e``, shared width
@@ -242,8 +252,10 @@ def moe_layer_terms(model: Model, *, batch: int, seq: int, dtype: str = "bf16", 
       its output; Megatron-Core's router keeps logits in fp32, ``--moe-router-dtype fp32``) + the routing map
       ``T E`` (bool) + the top-k probabilities ``4 T k``;
     * ``dispatch``: the rows each GPU's experts receive, ``R = T k`` (dropless) or ``c T k`` (capacity factor
-      ``c`` with padding), saved as the grouped GEMM's input: ``q_in R h``;
-    * ``experts``: the experts' intermediate, ``mlp_f R f_e`` (``/ tp`` with ``expert_tp``);
+      ``c`` with padding), saved as the grouped GEMM's input: ``q_in R h``; with ``expert_tp`` the dispatcher
+      also all-gathers the rows of the ``tp`` ranks of an expert-tensor-parallel group (Megatron-Core's
+      ``MoEAlltoAllTokenDispatcher`` with ``etp > 1``), so ``R = tp T k`` there;
+    * ``experts``: the experts' intermediate, ``mlp_f R f_e`` (``f_e / tp`` with ``expert_tp``);
     * ``combine``: the experts' outputs before they are weighted by the router's probabilities (the probability
       gradient needs them), ``p R h``;
     * ``shared``: the shared experts' intermediate ``mlp_f T f_s / tp`` (+ their FP8 input copy).
@@ -254,17 +266,26 @@ def moe_layer_terms(model: Model, *, batch: int, seq: int, dtype: str = "bf16", 
     from .activations import _fp8_saved
     from .precision import DTYPE_BYTES
 
+    from .activations import ACTIVATION_DTYPES, _check_fp8, _int_or_array
+    from .catalog import resolve_model
+
+    model = _require_moe(resolve_model(model, moe=True), "moe_layer_terms")
+    batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
+    check_choice("dtype", dtype, ACTIVATION_DTYPES)
+    tp, sp, expert_tp = check_int("tp", tp), check_bool("sp", sp), check_bool("expert_tp", expert_tp)
+    fp8 = _check_fp8(fp8, "fused", False)
     capacity_factor = check_capacity_factor(capacity_factor)
     p = DTYPE_BYTES[dtype]
     q_in, _q_out, mlp_f = _fp8_saved(fp8, p, "flash", model.gated_mlp)
     r = tp if sp else 1
+    etp = tp if expert_tp else 1
     t = batch * seq / r
     e, k, h = model.experts, model.experts_per_token, model.hidden
     fe = model.expert_ffn_hidden or model.ffn_hidden
-    rows = t * k * (1.0 if capacity_factor is None else capacity_factor)
+    rows = t * k * etp * (1.0 if capacity_factor is None else capacity_factor)
     out = {"router": p * t * h + 8 * t * e + 1 * t * e + 4 * t * k,
            "dispatch": q_in * rows * h,
-           "experts": mlp_f * rows * fe,
+           "experts": mlp_f * rows * fe / etp,
            "combine": p * rows * h,
            "shared": 0.0}
     if model.shared_experts:
@@ -293,14 +314,14 @@ def moe_activation_memory(model: Model, *, capacity_factor: float | None = None,
                                                "stack", "autocast", "fp8")}
     dense_mlp = layer_terms(twin, seq=seq, **lt)["mlp"]
     terms = moe_layer_terms(model, batch=kw["batch"], seq=seq, dtype=kw.get("dtype", "bf16"), tp=kw.get("tp", 1),
-                            sp=kw.get("sp", False), fp8=kw.get("fp8"), capacity_factor=capacity_factor)
-    if expert_tp:
-        terms["experts"] /= kw.get("tp", 1)
+                            sp=kw.get("sp", False), fp8=kw.get("fp8"), capacity_factor=capacity_factor,
+                            expert_tp=expert_tp)
     delta = sum(terms.values()) - dense_mlp
     n_moe, L = model.n_moe_layers, model.layers
     bd = dict(base.breakdown)
     if kw.get("recompute", "none") == "full":
-        add = max(delta, 0.0)              # the layer rebuilt in the backward: a MoE one when it is larger
+        # the layer rebuilt in the backward: the larger of a dense and a MoE layer (a MoE one if all are)
+        add = delta if model.n_dense_layers == 0 else max(delta, 0.0)
         per_layer = base.per_layer_bytes
     else:
         add = n_moe * delta
@@ -382,7 +403,7 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     layers = max(stage_moe_layers(model, par))
     calls = layers * grad_accum
     fwd = 2 if recompute == "full" else 1
-    ep, stride = par.ep, par.tp * par.cp
+    ep, stride = par.ep, par.etp               # Megatron-Core's expert grid: etp ranks adjacent, then ep
     link = group_link(gpu, node, size=ep, stride=stride)
     per_node = max(1, min(ep, node.scaleup_domain_gpus // stride))      # the ep group's GPUs per node
     intra = group_link(gpu, node, size=per_node, stride=stride)
@@ -443,6 +464,68 @@ def check_capacity_factor(capacity_factor):
     return check_number("capacity_factor", capacity_factor, minimum=1.0, maximum=64.0)
 
 
+# ----------------------------------------------------------------------------- DeepSeek-V3 (issue 24's done-when)
+#: DeepSeek-V3's pre-training layout (DeepSeek-AI 2024, arXiv 2412.19437, Sec. 3.2-3.3): 2,048 H800s, 16-way
+#: pipeline parallelism (DualPipe), 64-way expert parallelism over 8 nodes, ZeRO-1 data parallelism, no tensor
+#: parallelism, FP8 training; a batch of 15,360 sequences of 4K tokens (Sec. 4.2) is 120 per data-parallel rank.
+DEEPSEEK_V3_LAYOUT = Parallel(pp=16, dp=128, ep=64, zero=1)
+DEEPSEEK_V3_MICRO_BATCHES = 15360 // 128
+#: Its node-limited routing: each token to at most 4 nodes (Sec. 2.1.2, 3.2.2).
+DEEPSEEK_V3_MAX_NODES = 4
+
+
+def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
+    """DeepSeek-V3's published pre-training run against the library (issue 24's done-when), as named numbers a
+    chapter can glue: the per-GPU peak of :func:`~llmsizing.memory.training_memory` (``GiB`` at the most loaded
+    stage) with no, selective and full recomputation, at micro-batches of one 4K sequence on
+    :data:`DEEPSEEK_V3_LAYOUT` with ``precision="fp8-deepseek"``; the step of
+    :func:`~llmsizing.layouts.step_time` with node-limited routing (:data:`DEEPSEEK_V3_MAX_NODES`) and the
+    all-to-all exposed (``ep_overlap=0``) or hidden by DualPipe (``ep_overlap=1``): its MFU and the pre-training's
+    GPU-hours (tokens and GPU-hours from ``data/published_stages.csv``) with the calibrated band of Hopper FP8
+    runs (:func:`~llmsizing.time_cost.mfu_range_factors` applied to the MFU).
+
+    What the library does not model, and which way it leans: DualPipe's schedule (two copies of the parameters,
+    ``pp + 1`` micro-batches in flight, a smaller bubble; 1F1B's are used), DeepSeek's recomputation of the
+    RMSNorms and MLA up-projections (not an option here: without it the activations are counted in full, so
+    "none" overstates DeepSeek's memory and "full" understates it), the multi-token-prediction module (about 2%
+    more FLOPs), grouped-GEMM efficiency and load imbalance (the dense kernel efficiency is used)."""
+    from .catalog import get_model
+    from .layouts import step_time
+    from .memory import training_memory
+    from .stages import published_stages
+    from .time_cost import mfu_range_factors
+    from .units import GiB
+
+    gpu_memory_gib = check_number("gpu_memory_gib", gpu_memory_gib)
+    m, par = get_model("deepseek-v3"), DEEPSEEK_V3_LAYOUT
+    ds = published_stages()
+    row = ds[(ds["run"] == "DeepSeek-V3") & (ds["phase"] == "pre-training")].iloc[0]
+    tokens, published = float(row["tokens"]), float(row["phase_gpu_hours"])
+    kw = dict(batch=1, seq=int(row["seq"]), grad_accum=DEEPSEEK_V3_MICRO_BATCHES, precision="fp8-deepseek")
+    out = {"gpus": par.gpus, "tokens": tokens, "published_gpu_hours": published}
+    for rc in ("none", "selective", "full"):
+        r = training_memory(m, parallel=par, recompute=rc, **kw)
+        out[f"memory_gib_{rc}"] = r.total_bytes / GiB
+        out[f"fits_{rc}"] = r.total_bytes / GiB <= gpu_memory_gib
+    out["states_gib"] = training_memory(m, parallel=par, recompute="full", **kw).states.total_bytes / GiB
+    low, high = mfu_range_factors("H800", "fp8")
+    for tag, overlap in (("exposed", 0.0), ("dualpipe", 1.0)):
+        st = step_time(m, "H800", par, ep_overlap=overlap, max_nodes=DEEPSEEK_V3_MAX_NODES, **kw)
+        hours = tokens / st.tokens * st.step_s * par.gpus / 3600
+        out[f"step_s_{tag}"] = st.step_s
+        out[f"mfu_{tag}"] = st.mfu
+        out[f"gpu_hours_{tag}"] = hours
+        out[f"gpu_hours_{tag}_low"] = hours / high            # the band's fastest end
+        out[f"gpu_hours_{tag}_high"] = hours / low
+        out[f"inside_{tag}"] = hours / high <= published <= hours / low
+        out[f"ratio_{tag}"] = published / hours
+        if tag == "exposed":
+            out["compute_s"], out["bubble_s"] = st.compute_s, st.bubble_s
+            out["all_to_all_s"] = st.comm_by_group_s["ep"]
+    return out
+
+
 __all__ = ["check_ep", "expert_data_parallel", "dense_twin", "stage_moe_layers", "stage_split", "gpu_params",
-           "moe_model_states", "moe_layer_terms", "moe_block_terms", "moe_activation_memory", "all_to_all_bytes", "inter_node_share",
-           "ep_all_to_all", "moe_stage_flops", "FP8_DISPATCH_BYTES"]
+           "moe_model_states", "moe_layer_terms", "moe_block_terms", "moe_activation_memory", "all_to_all_bytes",
+           "inter_node_share", "ep_all_to_all", "moe_stage_flops", "FP8_DISPATCH_BYTES", "deepseek_v3_check",
+           "DEEPSEEK_V3_LAYOUT"]

@@ -65,11 +65,13 @@ class Parallel:
     in the "Long context" chapter.
 
     ``ep`` is the expert-parallel degree of a mixture of experts: each MoE layer's routed experts are split over
-    ``ep`` GPUs taken from the ``dp x cp`` ranks (``ep`` must divide ``dp x cp`` and the routed experts; it adds
-    no GPUs); their gradients are reduced and ZeRO shards over the ``dp x cp / ep`` expert-data-parallel ranks.
-    ``expert_tp`` also splits the routed experts over ``tp`` (Megatron-LM's ``--expert-tensor-parallel-size``
-    equal to ``tp``, its default when the flag is absent); the default ``False`` is
-    ``--expert-tensor-parallel-size 1``, as DeepSeek-V3 ran. :mod:`llmsizing.moe` has the arithmetic."""
+    ``ep`` GPUs the layout already has (it adds no GPUs). Megatron-Core lays a second grid over the same ranks for
+    the MoE layers, ``etp x ep x edp x pp`` (``initialize_model_parallel``'s expert rank generator), so ``ep``
+    must divide ``tp x cp x dp / etp`` (and the routed experts); ``etp`` (:attr:`etp`) is the experts'
+    tensor-parallel size, ``tp`` with ``expert_tp=True`` (Megatron-LM's ``--expert-tensor-parallel-size`` left
+    unset), else 1 (``--expert-tensor-parallel-size 1``, as DeepSeek-V3 ran: the default here); the experts'
+    gradients and ZeRO shards go over the :attr:`edp` expert-data-parallel GPUs. With ``tp > 1``, ``ep > 1``
+    needs ``sp=True``, as Megatron-Core requires. :mod:`llmsizing.moe` has the arithmetic."""
 
     tp: int = 1
     pp: int = 1
@@ -108,10 +110,15 @@ class Parallel:
                                  f"{len(layers)} numbers")
             object.__setattr__(self, "stage_layers", layers)
         object.__setattr__(self, "expert_tp", check_bool("expert_tp", self.expert_tp))
-        if self.dp_cp % self.ep:
-            raise ValueError(f"ep={self.ep} must divide dp x cp = {self.dp_cp} (dp={self.dp}, cp={self.cp}): the "
-                             "expert-parallel ranks are taken from the data-parallel group (Megatron-Core, "
-                             "DeepSpeed-MoE); ep adds no GPUs")
+        if (self.tp * self.dp_cp) % (self.etp * self.ep):
+            raise ValueError(f"ep={self.ep} must divide tp x cp x dp / etp = {self.tp * self.dp_cp // self.etp} "
+                             f"(etp={self.etp}, the experts' tensor-parallel size): the expert-parallel ranks are "
+                             "taken from the GPUs the layout has (Megatron-Core's initialize_model_parallel); ep "
+                             "adds no GPUs")
+        if self.ep > 1 and self.tp > 1 and not self.sp:
+            raise ValueError(f"ep={self.ep} with tp={self.tp} needs sp=True (Megatron-Core's TransformerConfig: "
+                             "'When using expert parallelism and tensor parallelism, sequence parallelism must be "
+                             "used')")
         check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp, virtual_stages=self.virtual_stages,
                      zero=self.zero, offload=self.offload, stage_layers=self.stage_layers, cp=self.cp)
 
@@ -119,6 +126,18 @@ class Parallel:
     def gpus(self) -> int:
         """``tp x cp x pp x dp`` (``ep`` splits the experts over GPUs the layout already has)."""
         return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def etp(self) -> int:
+        """The routed experts' tensor-parallel size: ``tp`` with ``expert_tp``, else 1."""
+        return self.tp if self.expert_tp else 1
+
+    @property
+    def edp(self) -> int:
+        """The expert-data-parallel size, ``tp x cp x dp / (etp x ep)``: the GPUs that hold the same experts,
+        over which their gradients are reduced and their ZeRO shards taken (Megatron-Core's
+        ``expert_data_parallel_size = world_size // (etp x ep x pp)``)."""
+        return self.tp * self.dp_cp // (self.etp * self.ep)
 
     @property
     def dp_cp(self) -> int:
@@ -186,7 +205,7 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     if ep > 1 or expert_tp:                    # ---- expert parallelism (issue 24)
         from .moe import check_ep
 
-        check_ep(model, Parallel(tp=tp, ep=ep, dp=ep, expert_tp=expert_tp))
+        check_ep(model, Parallel(tp=tp, ep=ep, dp=ep, sp=sp, expert_tp=expert_tp))
         if ep > 1 and zero == 3:
             raise ValueError(f"zero=3 with ep={ep} is not modelled: ZeRO-3/FSDP's gathered unit of a mixture of "
                              "experts under expert parallelism (Megatron-Core pairs expert parallelism with its "
