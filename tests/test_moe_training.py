@@ -197,7 +197,7 @@ def test_deepseek_v3_reads_the_published_run(dsv3):
 
 def test_deepseek_v3_fits_80gb_with_recomputation(dsv3):
     assert dsv3["fits_full"] and dsv3["memory_gib_full"] < 80
-    # without recomputation the library's count (1F1B: 16 micro-batches of 4 layers in flight on the first
+    # without recomputation the library's count (1F1B: 15 micro-batches of 4 MoE layers in flight on the second
     # stage, MLA's per-head Q/K/V saved) does not fit: DeepSeek recomputes its norms and MLA up-projections and
     # runs DualPipe, which the library does not model
     assert not dsv3["fits_none"] and dsv3["memory_gib_none"] > 80
@@ -226,3 +226,21 @@ def test_deepseek_v3_stage_flops_by_hand():
     flops = moe.moe_stage_flops(get_model("deepseek-v3"), moe.DEEPSEEK_V3_LAYOUT, seq=4096, recompute="none")
     assert flops[1] == pytest.approx(4 * layer, rel=1e-12)              # stage 1: four MoE layers
     assert flops[-1] - flops[-2] == pytest.approx(6 * 129280 * 7168, rel=1e-5)   # the LM head on the last
+
+
+def test_each_pipeline_stage_counts_its_own_dense_and_moe_layers():
+    from llmsizing.activations import layer_terms
+
+    m = get_model("deepseek-v3")
+    kw = dict(batch=1, seq=4096, fp8="fp8-deepseek")
+    moe_layer = sum(layer_terms(m, **kw).values())                     # one MoE layer (tested by hand above)
+    dense_layer = sum(layer_terms(moe.dense_twin(m), **kw).values())   # one of the three dense layers
+    assert moe_layer > dense_layer
+    r = training_memory(m, parallel=moe.DEEPSEEK_V3_LAYOUT, batch=1, seq=4096, grad_accum=120,
+                        precision="fp8-deepseek")
+    acts = r.stage_table["activations"]
+    # 1F1B: stage 0 holds 16 micro-batches of layers 0-3 (three dense, one MoE) and of the embedding's tensors,
+    # stage 1 fifteen of layers 4-7 (all MoE)
+    embedding = 16 * 8 * 4096                                          # int64 token ids (no dropout)
+    assert acts.loc[0] == pytest.approx(16 * (3 * dense_layer + moe_layer) + embedding, rel=1e-9)
+    assert acts.loc[1] == pytest.approx(15 * 4 * moe_layer, rel=1e-9)

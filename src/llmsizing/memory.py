@@ -697,7 +697,7 @@ def _stage_activations(acts, model: Model, par: Parallel, stage: int, in_flight:
 
     n_layers = layers_per_stage(model.layers, par)[stage]
     kept = in_flight * n_layers                       # layer x micro-batch units alive at the stage's peak
-    layers = kept * acts.per_layer_bytes + acts.rebuilt_bytes
+    layers = kept * acts.per_layer_bytes + acts.rebuilt_bytes + in_flight * _moe.stage_offset_bytes(acts, par, stage)
     scale = layers / acts.layers_bytes if acts.layers_bytes else 0.0
     emb = in_flight * acts.embedding_bytes if stage == 0 else 0.0
     logits = acts.logits_bytes if stage == par.pp - 1 else 0.0

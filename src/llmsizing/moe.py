@@ -56,9 +56,10 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ._validate import check_bool, check_choice, check_int, check_number
+from .activations import ActivationMemory as _ActivationMemory
 from .model import Model
 from .parallel import Parallel, layers_per_stage
 
@@ -294,13 +295,24 @@ def moe_layer_terms(model: Model | str, *, batch: int, seq: int, dtype: str = "b
     return out
 
 
+@dataclass(frozen=True)
+class MoEActivationMemory(_ActivationMemory):
+    """:class:`~llmsizing.activations.ActivationMemory` of a mixture of experts: ``per_layer_bytes`` is the mean
+    over its layers; ``moe_delta_bytes`` is what a MoE layer keeps beyond a dense one (0 with full recomputation,
+    which keeps only each layer's input) and ``moe_layers`` the MoE layers' indices, so that a pipeline stage
+    counts its own mix (:func:`stage_offset_bytes`)."""
+
+    moe_delta_bytes: float = 0.0
+    moe_layers: tuple = ()
+
+
 def moe_activation_memory(model: Model, *, capacity_factor: float | None = None, expert_tp: bool = False, **kw):
     """:func:`~llmsizing.activations.activation_memory` for a mixture of experts: the dense twin's
     (:func:`dense_twin`: norms, attention, embedding, logits), with each MoE layer's dense MLP term replaced by
     :func:`moe_layer_terms` (the difference goes into the ``"mlp"`` component). Full recomputation keeps only the
     layer inputs, and the rebuilt layer is a MoE one; selective recomputation keeps the MoE part (it reruns only
     the attention core)."""
-    from .activations import ActivationMemory, activation_memory, layer_terms
+    from .activations import activation_memory, layer_terms
 
     if kw.get("stack", "fused") != "fused" or kw.get("autocast"):
         raise ValueError(f"stack={kw.get('stack')!r}, autocast={kw.get('autocast')!r}: a mixture of experts' "
@@ -327,8 +339,23 @@ def moe_activation_memory(model: Model, *, capacity_factor: float | None = None,
         add = n_moe * delta
         per_layer = base.per_layer_bytes + add / L
     bd["mlp"] = bd.get("mlp", 0.0) + add
-    return ActivationMemory(per_layer, base.layers_bytes + add, base.embedding_bytes, base.logits_bytes, bd,
-                            base.layer_count)
+    return MoEActivationMemory(per_layer, base.layers_bytes + add, base.embedding_bytes, base.logits_bytes, bd,
+                               base.layer_count, moe_delta_bytes=0.0 if kw.get("recompute") == "full" else delta,
+                               moe_layers=tuple(sorted(_moe_indices(model))))
+
+
+def stage_offset_bytes(acts, par: Parallel, stage: int) -> float:
+    """What one micro-batch of pipeline stage ``stage`` keeps beyond ``layers x per_layer_bytes`` (the mean over
+    the model's layers): ``(k - n x n_moe / L) x delta`` for a stage of ``n`` layers of which ``k`` are MoE layers,
+    ``delta`` a MoE layer's bytes minus a dense layer's (:class:`MoEActivationMemory`); 0 for a dense model.
+    DeepSeek-V3's first stage holds its three dense layers and one MoE layer."""
+    if not isinstance(acts, MoEActivationMemory) or not acts.moe_delta_bytes:
+        return 0.0
+    moe, start = set(acts.moe_layers), 0
+    sizes = layers_per_stage(acts.layer_count, par)
+    start = sum(sizes[:stage])
+    k = sum(1 for i in range(start, start + sizes[stage]) if i in moe)
+    return (k - sizes[stage] * len(moe) / acts.layer_count) * acts.moe_delta_bytes
 
 
 def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw) -> dict[str, float]:
@@ -526,6 +553,7 @@ def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
 
 
 __all__ = ["check_ep", "expert_data_parallel", "dense_twin", "stage_moe_layers", "stage_split", "gpu_params",
-           "moe_model_states", "moe_layer_terms", "moe_block_terms", "moe_activation_memory", "all_to_all_bytes",
+           "moe_model_states", "moe_layer_terms", "moe_block_terms", "moe_activation_memory", "MoEActivationMemory",
+           "stage_offset_bytes", "all_to_all_bytes",
            "inter_node_share", "ep_all_to_all", "moe_stage_flops", "FP8_DISPATCH_BYTES", "deepseek_v3_check",
            "DEEPSEEK_V3_LAYOUT"]
