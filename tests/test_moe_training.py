@@ -244,3 +244,57 @@ def test_each_pipeline_stage_counts_its_own_dense_and_moe_layers():
     embedding = 16 * 8 * 4096                                          # int64 token ids (no dropout)
     assert acts.loc[0] == pytest.approx(16 * (3 * dense_layer + moe_layer) + embedding, rel=1e-9)
     assert acts.loc[1] == pytest.approx(15 * 4 * moe_layer, rel=1e-9)
+
+
+# ----------------------------------------------------------------------------- fuzz (tests/test_fuzz.py's rules)
+from hypothesis import strategies as st  # noqa: E402
+from test_fuzz import EXAMPLES, PARALLEL_WORDS, RECOMPUTES, Arg, Spec, _run, bools, gpus, ints, models, nums  # noqa: E402
+
+from llmsizing.catalog import list_models  # noqa: E402
+
+
+def _moe_models() -> Arg:
+    both = models()
+    return Arg(st.one_of(st.sampled_from(list_models(moe=True)), both.valid), both.invalid)
+
+
+def _ep_parallels() -> Arg:
+    layouts = st.builds(lambda tp, pp, dp, ep, zero, sp, etp: dict(tp=tp, pp=pp, dp=dp, ep=ep, zero=zero,
+                                                                   sp=sp and tp > 1, expert_tp=etp),
+                        st.sampled_from([1, 1, 2]), st.sampled_from([1, 2]), st.sampled_from([1, 2, 4, 8, 16]),
+                        st.sampled_from([1, 2, 4, 8]), st.integers(0, 2), st.booleans(), st.booleans())
+    return Arg(layouts, st.sampled_from(["ep=2", 2, {"ep": 0}, {"ep": 3, "dp": 4}, {"ep": 2.0, "dp": 2},
+                                        {"expert_tp": 1}, {"dp": 2, "ep": 2, "zero": 3}]))
+
+
+def _with_layout(func):
+    return lambda parallel, **kw: func(parallel=Parallel(**parallel) if isinstance(parallel, dict) else parallel,
+                                       **kw)
+
+
+EP_WORDS = PARALLEL_WORDS + ("ep", "expert_tp")
+MOE_FUNCTIONS = {
+    "moe_layer_terms": Spec(moe.moe_layer_terms,
+                            dict(model=_moe_models(), batch=ints(1, 16), seq=ints(1, 16384), tp=ints(1, 8),
+                                 sp=bools(), capacity_factor=nums(1, 4, optional=True), expert_tp=bools())),
+    "all_to_all_bytes": Spec(moe.all_to_all_bytes,
+                             dict(tokens=nums(0, 1e7), top_k=ints(1, 16), hidden=ints(1, 16384),
+                                  bytes_per_element=nums(0, 4), ep=ints(1, 256))),
+    "inter_node_share": Spec(moe.inter_node_share,
+                             dict(top_k=ints(1, 16), ep=ints(1, 256), gpus_per_node=ints(1, 72),
+                                  max_nodes=ints(1, 16, optional=True))),
+    "training_memory (ep)": Spec(_with_layout(training_memory),
+                                 dict(model=_moe_models(), parallel=_ep_parallels(), batch=ints(1, 4),
+                                      seq=ints(1, 8192), grad_accum=ints(1, 16), recompute=RECOMPUTES),
+                                 aliases={"parallel": EP_WORDS}),
+    "step_time (ep)": Spec(_with_layout(step_time),
+                           dict(model=_moe_models(), gpu=gpus(), parallel=_ep_parallels(), batch=ints(1, 4),
+                                seq=ints(1, 8192), grad_accum=ints(1, 16), ep_overlap=nums(0, 1),
+                                max_nodes=ints(1, 8, optional=True)),
+                           aliases={"parallel": EP_WORDS}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOE_FUNCTIONS))
+def test_fuzz_moe_function(name):
+    _run(name, MOE_FUNCTIONS[name], EXAMPLES)

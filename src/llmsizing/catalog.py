@@ -141,10 +141,10 @@ def resolve_model(model: Model | str, *, moe: bool = False) -> Model:
 
     A mixture of experts (:attr:`Model.is_moe`) is refused unless ``moe=True``: this is the library's one guard
     (:func:`llmsizing.model.require_dense`) for the functions that would otherwise compute a dense answer for
-    it, because expert parallelism and MoE activations are not modelled yet (training memory, activations,
-    layouts, the planner, serving time). The functions that do handle one pass ``moe=True``: the weights and KV
-    cache of :mod:`llmsizing.inference` and the FLOPs of :mod:`llmsizing.flops`. The error names the function
-    that refused."""
+    it (the planner, the calibrated MFU, serving time). The functions that do handle one pass ``moe=True``: the
+    weights and KV cache of :mod:`llmsizing.inference`, the FLOPs of :mod:`llmsizing.flops`, and training memory,
+    activations, communication and step time with expert parallelism (:mod:`llmsizing.moe`, issue 24). The error
+    names the function that refused."""
     if isinstance(model, str):
         model = get_model(model)
     elif not isinstance(model, Model):

@@ -205,6 +205,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     m = check_int("grad_accum", grad_accum)
     recipe = RECIPES[check_recipe("precision", precision)]
     check_choice("recompute", recompute, ("none", "selective", "full"))
+    max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
     nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
     links = group_network(par, gpu, node=nd)
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
@@ -295,8 +296,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         from .moe import ep_all_to_all
 
         out += ep_all_to_all(model, par, batch=batch, seq=seq, gpu=get_gpu(gpu), node=nd, grad_accum=m,
-                             precision=precision, recompute=recompute,
-                             max_nodes=None if max_nodes is None else check_int("max_nodes", max_nodes))
+                             precision=precision, recompute=recompute, max_nodes=max_nodes)
     return Communication(tuple(out), par, nd)
 
 

@@ -59,7 +59,7 @@ QK_NORMS = ("head", "proj")
 _NORM_NAMES = ("attn_norm", "mlp_norm", "post_attn_norm", "post_mlp_norm")
 
 #: What the functions that do not model mixtures of experts yet say when they are given one.
-MOE_NOT_MODELLED = "expert parallelism and MoE activations are not modelled yet"
+MOE_NOT_MODELLED = "this function does not model a mixture of experts yet"
 
 
 class MoENotModelledError(ValueError):
@@ -72,17 +72,19 @@ def require_dense(model: "Model", what: str) -> "Model":
     function that cannot handle it) and what is missing (:data:`MOE_NOT_MODELLED`).
 
     This is the library's one guard for functions that would silently compute a dense answer for an MoE model
-    (training memory, activations, the planner's search, pipeline stages, serving time): they call it (directly
-    or through :func:`llmsizing.catalog.resolve_model`), so the day expert parallelism is modelled there is one
-    place to lift it. What DOES handle an MoE model: :attr:`Model.n_params`, :attr:`Model.active_params`, the
-    weights and KV cache of :mod:`llmsizing.inference`, and the FLOPs of :mod:`llmsizing.flops` (chapter 1,
-    "Mixtures of experts")."""
+    (the planner's search, the calibrated MFU, serving time): they call it (directly or through
+    :func:`llmsizing.catalog.resolve_model`), so there is one place to lift it. What DOES handle an MoE model:
+    :attr:`Model.n_params`, :attr:`Model.active_params`, the weights and KV cache of :mod:`llmsizing.inference`,
+    the FLOPs of :mod:`llmsizing.flops`, and since issue 24 training memory, activations, communication and step
+    time with expert parallelism (:mod:`llmsizing.moe`, ``Parallel(ep=...)``; chapter 1, "Mixtures of
+    experts")."""
     if getattr(model, "is_moe", False):
         raise MoENotModelledError(
             f"{what}: {model.name!r} is a mixture of experts ({model.experts} routed experts, "
             f"{model.experts_per_token} per token) and {MOE_NOT_MODELLED}. Its parameters (n_params, "
-            "active_params), weights, KV cache and FLOPs are modelled; its training memory, activations, "
-            "parallel layouts and serving time are not")
+            "active_params), weights, KV cache, FLOPs, training memory, communication and step time "
+            "(training_memory, step_time with Parallel(ep=...)) are modelled; the planner's search, the "
+            "calibrated MFU and serving time are not")
     return model
 
 

@@ -398,12 +398,12 @@ def inter_node_share(top_k: int, ep: int, gpus_per_node: int, max_nodes: int | N
     probability ``M / n``), i.e. ``min(k, M, n) / k x (n - 1) / n`` per byte of the formula. An approximation:
     routing is not uniform, and a token whose ``k`` experts sit on fewer than ``M`` nodes sends fewer copies."""
     k, ep, g = check_int("top_k", top_k), check_int("ep", ep), check_int("gpus_per_node", gpus_per_node)
+    m = None if max_nodes is None else check_int("max_nodes", max_nodes)
     if ep <= g:
         return 0.0
     n = ep / g
-    if max_nodes is None:
+    if m is None:
         return (ep - g) / ep
-    m = check_int("max_nodes", max_nodes)
     return min(k, m, n) / k * (n - 1) / n
 
 
