@@ -298,3 +298,22 @@ MOE_FUNCTIONS = {
 @pytest.mark.parametrize("name", sorted(MOE_FUNCTIONS))
 def test_fuzz_moe_function(name):
     _run(name, MOE_FUNCTIONS[name], EXAMPLES)
+
+
+def test_all_to_all_across_nodes_is_priced_on_the_nics():
+    from llmsizing.catalog import get_gpu
+    from llmsizing.network import get_node, group_link
+
+    m, par = get_model("deepseek-v3"), Parallel(dp=64, ep=64)
+    kw = dict(batch=1, seq=4096, gpu="H800", precision="fp8-deepseek")
+    g = get_gpu("H800")
+    node = get_node(None, g)
+    assert node.gpus_per_node == 8                                    # 64 GPUs: 8 nodes of 8
+    nic = group_link(g, node, size=2, stride=node.scaleup_domain_gpus).bandwidth_gbps * 1e9
+    base = 4096 * 8 * 7168 * (1 + 4 / 128)                            # tokens x k x hidden x FP8 with scales
+    for max_nodes, share in ((None, 56 / 64), (4, 4 / 8 * 7 / 8)):
+        c = communication(m, par, max_nodes=max_nodes, **kw)
+        disp = next(x for x in c.collectives if x.collective == "EP all-to-all dispatch (forward)")
+        assert disp.bytes_per_gpu == pytest.approx(58 * base * 63 / 64)     # pp=1: all 58 MoE layers
+        # the network part sets the time: share x base over the GPU's own NIC, per call
+        assert disp.time_s - disp.latency_s == pytest.approx(disp.calls * share * base / nic, rel=1e-9)
