@@ -199,11 +199,11 @@ def cmd_gpus(args) -> None:
 def _parallel(args):
     from .parallel import Parallel
 
-    if (args.tp, args.pp, args.dp, args.zero, args.sp, args.virtual_stages, args.offload) == (1, 1, 1, 0, False, 1,
-                                                                                             "none"):
+    if (args.tp, args.pp, args.dp, args.zero, args.sp, args.virtual_stages, args.offload, args.cp) == (
+            1, 1, 1, 0, False, 1, "none", 1):
         return None
     return Parallel(tp=args.tp, pp=args.pp, dp=args.dp, zero=args.zero, sp=args.sp,
-                    virtual_stages=args.virtual_stages, offload=args.offload)
+                    virtual_stages=args.virtual_stages, offload=args.offload, cp=args.cp, cp_comm=args.cp_comm)
 
 
 #: How the memory table names the temporaries alive at the peak, by the phase that holds it
@@ -389,14 +389,15 @@ def cmd_plan(args) -> None:
     df = plan(_model(args.model), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)), seq=args.seq,
               global_batch=args.global_batch, max_gpus=args.max_gpus, deadline_days=args.deadline_days,
               budget_usd=args.budget, overlap=args.overlap, kernel_efficiency=args.kernel_efficiency,
-              precision=args.precision, optimizer_impl=args.optimizer_impl)
+              precision=args.precision, optimizer_impl=args.optimizer_impl,
+              **({} if args.cp is None else {"cp_degrees": tuple(args.cp)}), cp_comm=args.cp_comm)
     if not args.all:
         df = df[df["pareto"]]
     df = df.head(args.top).reset_index(drop=True)
     if args.json or args.csv:
         _emit(df, args)
         return
-    out = df[["gpu", "n_gpus", "tp", "pp", "dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
+    out = df[["gpu", "n_gpus", "tp", "cp", "pp", "dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
     out["GiB/GPU"] = (df["memory_per_gpu_bytes"] / 2**30).map("{:.1f}".format)
     out["step s"] = df["step_time_s"].map("{:.2f}".format)
     out["MFU"] = df["mfu"].map("{:.0%}".format)
@@ -494,7 +495,7 @@ def _command(sub, name: str, help: str, description: str) -> argparse.ArgumentPa
 
 def parser() -> argparse.ArgumentParser:
     from .activations import ATTENTION, RECOMPUTE, STACKS
-    from .parallel import OFFLOADS
+    from .parallel import CP_COMMS, OFFLOADS
     from .precision import OPTIMIZERS, RECIPES
 
     ap = argparse.ArgumentParser(prog="llmsizing", description="How many GPUs? Memory, time and cost of training "
@@ -523,6 +524,10 @@ def parser() -> argparse.ArgumentParser:
                    help="gradient-accumulation steps (= pipeline micro-batches)")
     for f in ("tp", "pp", "dp"):
         p.add_argument(f"--{f}", type=integer(), default=1, help=f"{f} degree (default 1)")
+    p.add_argument("--cp", type=integer(), default=1,
+                   help="context-parallel degree: each GPU holds seq/cp tokens (seq a multiple of 2 cp; default 1)")
+    p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
+                   help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
     p.add_argument("--zero", type=integer(0, 3), default=0, help="ZeRO stage 0-3 over the dp group")
     p.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp > 1)")
     p.add_argument("--virtual-stages", type=integer(), default=1,
@@ -581,6 +586,11 @@ def parser() -> argparse.ArgumentParser:
                    help="memory recipe (bf16-mixed-fp32-grads is Megatron-LM's default)")
     p.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
                    help="the optimizer step: PyTorch's default foreach, or the fused kernel (smaller)")
+    p.add_argument("--cp", type=integer(), action="append",
+                   help="a context-parallel degree to search; repeat for several (default: 1 below 16K tokens, "
+                        "powers of two up to 32 from 16K)")
+    p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
+                   help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)
