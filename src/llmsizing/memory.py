@@ -582,7 +582,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
                     overhead_bytes: float | None = None, stack: str = "fused",
                     optimizer_impl: str = "foreach", _all_stages: bool = False,
-                    _stages=None) -> TrainingMemory:
+                    _stages=None, recompute_layers: int | None = None) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -610,11 +610,19 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     ``seq / cp`` tokens (``seq`` a multiple of ``2 cp``, flash attention), ZeRO shards over ``dp x cp``, and one
     layer's attention holds the K and V it exchanges
     (:func:`~llmsizing.activations.cp_attention_buffers_bytes`, by ``parallel.cp_comm``).
-    Taught in chapter 4; checked against measured steps in chapter 5; context parallelism in "Long context".
+    ``recompute_layers`` (with ``recompute="full"``; ``None``, the default, recomputes every layer) is partial
+    recomputation, Megatron-LM's ``--recompute-method block --recompute-num-layers N``: the first ``N`` layers of
+    every model chunk (each of a stage's ``virtual_stages`` chunks; the model without a pipeline) keep only their
+    input and rerun their forward, the rest keep everything
+    (:func:`~llmsizing.parallel.recomputed_layers`, :func:`~llmsizing.activations.partial_recompute_activations`);
+    ``flops_per_token`` adds the rerun of those layers only.
+    Taught in chapter 4; checked against measured steps in chapter 5; context parallelism and partial
+    recomputation in "Long context".
     """
-    from .activations import STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms
-    from .flops import training_flops_per_token
-    from .parallel import pipeline_in_flight
+    from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
+                              partial_recompute_activations)
+    from .flops import _partial_flops_per_token, training_flops_per_token
+    from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers
 
     model = resolve_model(model)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -627,9 +635,14 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     amp = recipe.autocast
     act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
     fp8 = recipe.fp8
-    acts = activation_memory(model, batch=batch, seq=seq, dtype=act_dtype, attention=attention,
-                             dropout=dropout, recompute=recompute, tp=par.tp, sp=par.sp, stack=stack,
-                             autocast=amp, fp8=fp8, cp=par.cp)
+    act_kw = dict(batch=batch, seq=seq, dtype=act_dtype, attention=attention, dropout=dropout, tp=par.tp,
+                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, cp=par.cp)
+    acts = activation_memory(model, recompute=recompute, **act_kw)
+    n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
+    if n_rc is not None:      # partial recomputation: each stage blends the plain and the recomputed layers
+        acts_none = activation_memory(model, recompute="none", **act_kw)
+        rerun = recomputed_layers(model.layers, par, n_rc)
+        stage_n = layers_per_stage(model.layers, par)
     local = seq // par.cp                              # this GPU's tokens of each sequence
     cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=par.tp, cp=par.cp,
                                             cp_comm=par.cp_comm, dtype=act_dtype)
@@ -645,6 +658,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                                                   sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
     gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
     flops = training_flops_per_token(model, seq=seq, recompute=recompute)
+    if n_rc is not None:
+        flops = _partial_flops_per_token(model, seq, sum(rerun), False)
     elements = optimizer_state_elements(model, optimizer)
     on_stage = stage_params(model, par) if par.tp * par.pp > 1 else [float(model.n_params)]
     in_flight = pipeline_in_flight(par.pp, grad_accum, par.virtual_stages)
@@ -661,7 +676,12 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                          linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
         grad_per_param = states.gradients_bytes / on_stage[i]
         head_grads = grad_per_param * head / par.tp if last else 0.0
-        stage_acts = acts if par.pp == 1 else _stage_activations(acts, model, par, i, in_flight[i])
+        if n_rc is not None:
+            stage_acts = partial_recompute_activations(acts_none, acts, layers=stage_n[i], recomputed=rerun[i],
+                                                       in_flight=in_flight[i] if par.pp > 1 else 1.0,
+                                                       embedding=first, logits=last)
+        else:
+            stage_acts = acts if par.pp == 1 else _stage_activations(acts, model, par, i, in_flight[i])
         stage_opt = opt_tmp * on_stage[i] / max(on_stage) if impl == "foreach" else opt_tmp
         if par.offload != "none":
             stage_opt = 0.0                   # the optimizer steps on the host (DeepSpeed's CPU Adam)
