@@ -197,3 +197,36 @@ def test_one_layer_per_chunk_is_the_least_that_fits_llama3_405b_at_128k():
     kw = dict(batch=1, seq=SEQ, grad_accum=16, parallel=par, recompute="full")
     assert L.training_memory(L405, recompute_layers=0, **kw).total_bytes > cap
     assert L.training_memory(L405, recompute_layers=1, **kw).total_bytes <= cap
+
+
+def test_least_recompute_layers():
+    from llmsizing.layouts import least_recompute_layers
+
+    par = llama3_128k()
+    kw = dict(batch=1, seq=SEQ, grad_accum=16)
+    assert least_recompute_layers(L405, "H100 SXM", par, **kw) == 1
+    # two sequences per micro-batch double the activations: N = 1 no longer fits, N = 2 (every layer) does
+    assert least_recompute_layers(L405, "H100 SXM", par, batch=2, seq=SEQ, grad_accum=16) == 2
+    # a small model that fits without recomputation, and a 405B model on one GPU, which never fits
+    assert least_recompute_layers(L8, "H100 SXM", Parallel(pp=4), batch=1, seq=1024) == 0   # 2B x 16 B per param
+    assert least_recompute_layers(L405, "H100 SXM", Parallel(pp=2), batch=1, seq=1024) is None
+    with pytest.raises(ValueError, match="usable_fraction"):
+        least_recompute_layers(L405, "H100 SXM", par, usable_fraction=1.5, **kw)
+    with pytest.raises(TypeError, match="parallel"):
+        least_recompute_layers(L405, "H100 SXM", None, **kw)
+
+
+@pytest.mark.parametrize("gpus, dp", [(8192, 64), (16384, 128)])
+def test_llama3_405b_8k_rows_fit_and_match_with_one_layer_per_chunk(gpus, dp):
+    """Chapter 8's rows (Dubey et al. 2024, Table 4: 43% and 41% BF16 MFU at 8K, 2,048 sequences per step) with the
+    book's V = 4: one recomputed layer per chunk is the least that fits 0.9 x 80 GB, and the MFU with it is
+    within 20% of the published one."""
+    from llmsizing.layouts import least_recompute_layers
+    from llmsizing.time_cost import published_runs
+
+    row = published_runs().set_index("run").loc[f"Llama 3.1 405B, {gpus:,} GPUs (TP8 PP16 DP{dp})"]
+    par = Parallel(tp=8, pp=16, dp=dp, zero=1, sp=True, virtual_stages=4, stage_layers=STAGES)
+    m = 2048 // dp
+    assert least_recompute_layers(L405, "H100 SXM", par, batch=1, seq=8192, grad_accum=m) == 1
+    st = L.step_time(L405, "H100 SXM", par, batch=1, seq=8192, grad_accum=m, recompute="full", recompute_layers=1)
+    assert 0.8 <= st.mfu / float(row["reported_mfu"]) <= 1.2

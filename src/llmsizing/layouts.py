@@ -211,6 +211,36 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
 
 
 # =========================================================================== where a step's time goes
+def least_recompute_layers(model: Model | str, gpu, parallel: Parallel, *, batch: int, seq: int,
+                           grad_accum: int = 1, usable_fraction: float = USABLE_FRACTION, **kw) -> int | None:
+    """The fewest layers per model chunk that partial recomputation must rerun (``recompute="full",
+    recompute_layers=N``, Megatron-LM's block method: :func:`~llmsizing.memory.training_memory`) for the most
+    loaded GPU of ``parallel`` to hold the step within ``usable_fraction`` of ``gpu``'s memory (the planner's
+    :data:`USABLE_FRACTION` by default): ``0`` if it fits without recomputation, ``None`` if it does not fit
+    even with every layer recomputed. Each extra recomputed layer trades a plain layer's tensors for its input,
+    so the memory falls with ``N`` and the first ``N`` that fits is the answer (at most the layers of a chunk
+    are tried). ``kw`` goes to :func:`~llmsizing.memory.training_memory` (``precision``, ``attention``...).
+    Taught in the "Long context" chapter."""
+    from .memory import training_memory
+    from .parallel import chunk_layers
+
+    model = resolve_model(model)
+    if not isinstance(parallel, Parallel):
+        raise TypeError(f"parallel must be a Parallel(...), got {type(parallel).__name__}")
+    usable_fraction = check_fraction("usable_fraction", usable_fraction)
+    limit = usable_fraction * get_gpu(gpu).memory_bytes
+    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp, virtual_stages=parallel.virtual_stages,
+                 zero=parallel.zero, offload=parallel.offload, stage_layers=parallel.stage_layers, cp=parallel.cp,
+                 seq=check_int("seq", seq))
+    top = max(max(chunk_layers(n, parallel.virtual_stages)) for n in layers_per_stage(model.layers, parallel))
+    for n in range(top + 1):
+        t = training_memory(model, batch=batch, seq=seq, grad_accum=grad_accum, parallel=parallel,
+                            recompute="full", recompute_layers=n, **kw)
+        if t.total_bytes <= limit:
+            return n
+    return None
+
+
 def _window_s(compute_s: float, micro: int, fwd_share: float) -> tuple[float, float]:
     """(forward, backward) seconds of one micro-batch on the slowest stage: the windows communication can
     hide behind."""
