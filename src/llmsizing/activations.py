@@ -395,6 +395,37 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     return ActivationMemory(per_layer, layers, embedding, logits, comps, L)
 
 
+def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_flight: float, *,
+                      plain: ActivationMemory | None = None,
+                      recompute_layers: int | None = None) -> ActivationMemory:
+    """One pipeline stage's activations: ``in_flight`` micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`)
+    of its own layers (and of the embedding's tensors on the first stage), one layer rebuilt by recomputation,
+    and the logits (one micro-batch) on the last stage. The breakdown's layer components are scaled in
+    proportion. ``acts`` is :func:`activation_memory` of the whole model (the only stage, returned as is,
+    without a pipeline). With ``recompute_layers`` (partial recomputation, ``acts`` computed with
+    ``recompute="full"`` and ``plain`` with ``"none"``) the stage's first ``recompute_layers`` layers of each
+    model chunk keep their input, the others every tensor (:func:`partial_recompute_activations`, with
+    :func:`~llmsizing.parallel.recomputed_layers`). Used by :func:`~llmsizing.memory.training_memory`."""
+    from .parallel import layers_per_stage, recomputed_layers
+
+    n_layers = layers_per_stage(model.layers, par)[stage]
+    if recompute_layers is not None:
+        return partial_recompute_activations(plain, acts, layers=n_layers,
+                                             recomputed=recomputed_layers(model.layers, par, recompute_layers)[stage],
+                                             in_flight=in_flight if par.pp > 1 else 1.0, embedding=stage == 0,
+                                             logits=stage == par.pp - 1)
+    if par.pp == 1:
+        return acts
+    kept = in_flight * n_layers                       # layer x micro-batch units alive at the stage's peak
+    layers = kept * acts.per_layer_bytes + acts.rebuilt_bytes
+    scale = layers / acts.layers_bytes if acts.layers_bytes else 0.0
+    emb = in_flight * acts.embedding_bytes if stage == 0 else 0.0
+    logits = acts.logits_bytes if stage == par.pp - 1 else 0.0
+    bd = {k: v * scale for k, v in acts.breakdown.items()}
+    bd["embedding"], bd["logits"] = emb, logits
+    return ActivationMemory(acts.per_layer_bytes, layers, emb, logits, bd, kept)
+
+
 def partial_recompute_activations(none: ActivationMemory, full: ActivationMemory, *, layers: int, recomputed: int,
                                   in_flight: float = 1.0, embedding: bool = True,
                                   logits: bool = True) -> ActivationMemory:

@@ -610,17 +610,12 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     ``seq / cp`` tokens (``seq`` a multiple of ``2 cp``, flash attention), ZeRO shards over ``dp x cp``, and one
     layer's attention holds the K and V it exchanges
     (:func:`~llmsizing.activations.cp_attention_buffers_bytes`, by ``parallel.cp_comm``).
-    ``recompute_layers`` (with ``recompute="full"``; ``None``, the default, recomputes every layer) is partial
-    recomputation, Megatron-LM's ``--recompute-method block --recompute-num-layers N``: the first ``N`` layers of
-    every model chunk (each of a stage's ``virtual_stages`` chunks; the model without a pipeline) keep only their
-    input and rerun their forward, the rest keep everything
-    (:func:`~llmsizing.parallel.recomputed_layers`, :func:`~llmsizing.activations.partial_recompute_activations`);
-    ``flops_per_token`` adds the rerun of those layers only.
+    ``recompute_layers=N`` with ``recompute="full"`` (``None``: every layer) recomputes the first ``N`` layers of
+    each model chunk only, Megatron-LM's ``--recompute-method block`` (:func:`~llmsizing.activations.stage_activations`).
     Taught in chapter 4; checked against measured steps in chapter 5; context parallelism and partial
     recomputation in "Long context".
     """
-    from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
-                              partial_recompute_activations)
+    from .activations import STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms, stage_activations
     from .flops import _partial_flops_per_token, training_flops_per_token
     from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers
 
@@ -639,10 +634,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                   sp=par.sp, stack=stack, autocast=amp, fp8=fp8, cp=par.cp)
     acts = activation_memory(model, recompute=recompute, **act_kw)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
-    if n_rc is not None:      # partial recomputation: each stage blends the plain and the recomputed layers
-        acts_none = activation_memory(model, recompute="none", **act_kw)
-        rerun = recomputed_layers(model.layers, par, n_rc)
-        stage_n = layers_per_stage(model.layers, par)
+    plain = None if n_rc is None else activation_memory(model, recompute="none", **act_kw)
     local = seq // par.cp                              # this GPU's tokens of each sequence
     cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=par.tp, cp=par.cp,
                                             cp_comm=par.cp_comm, dtype=act_dtype)
@@ -657,9 +649,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                                                   attention=attention, dropout=dropout, tp=par.tp,
                                                   sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
     gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
-    flops = training_flops_per_token(model, seq=seq, recompute=recompute)
-    if n_rc is not None:
-        flops = _partial_flops_per_token(model, seq, sum(rerun), False)
+    flops = (training_flops_per_token(model, seq=seq, recompute=recompute) if n_rc is None else
+             _partial_flops_per_token(model, seq, sum(recomputed_layers(model.layers, par, n_rc)), False))
     elements = optimizer_state_elements(model, optimizer)
     on_stage = stage_params(model, par) if par.tp * par.pp > 1 else [float(model.n_params)]
     in_flight = pipeline_in_flight(par.pp, grad_accum, par.virtual_stages)
@@ -676,12 +667,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                          linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
         grad_per_param = states.gradients_bytes / on_stage[i]
         head_grads = grad_per_param * head / par.tp if last else 0.0
-        if n_rc is not None:
-            stage_acts = partial_recompute_activations(acts_none, acts, layers=stage_n[i], recomputed=rerun[i],
-                                                       in_flight=in_flight[i] if par.pp > 1 else 1.0,
-                                                       embedding=first, logits=last)
-        else:
-            stage_acts = acts if par.pp == 1 else _stage_activations(acts, model, par, i, in_flight[i])
+        stage_acts = stage_activations(acts, model, par, i, in_flight[i], plain=plain, recompute_layers=n_rc)
         stage_opt = opt_tmp * on_stage[i] / max(on_stage) if impl == "foreach" else opt_tmp
         if par.offload != "none":
             stage_opt = 0.0                   # the optimizer steps on the host (DeepSpeed's CPU Adam)
@@ -704,24 +690,6 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     if _all_stages:
         return results
     return max(results, key=lambda r: (r.total_bytes, -r.stage))
-
-
-def _stage_activations(acts, model: Model, par: Parallel, stage: int, in_flight: float):
-    """One pipeline stage's activations: ``in_flight`` micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`)
-    of its own layers (and of the embedding's tensors on the first stage), one layer rebuilt by recomputation,
-    and the logits (one micro-batch) on the last stage. The breakdown's layer components are scaled in
-    proportion."""
-    from .activations import ActivationMemory
-
-    n_layers = layers_per_stage(model.layers, par)[stage]
-    kept = in_flight * n_layers                       # layer x micro-batch units alive at the stage's peak
-    layers = kept * acts.per_layer_bytes + acts.rebuilt_bytes
-    scale = layers / acts.layers_bytes if acts.layers_bytes else 0.0
-    emb = in_flight * acts.embedding_bytes if stage == 0 else 0.0
-    logits = acts.logits_bytes if stage == par.pp - 1 else 0.0
-    bd = {k: v * scale for k, v in acts.breakdown.items()}
-    bd["embedding"], bd["logits"] = emb, logits
-    return ActivationMemory(acts.per_layer_bytes, layers, emb, logits, bd, kept)
 
 
 def _stage_row(r: "TrainingMemory", params: float) -> dict:
