@@ -230,3 +230,19 @@ def test_llama3_405b_8k_rows_fit_and_match_with_one_layer_per_chunk(gpus, dp):
     assert least_recompute_layers(L405, "H100 SXM", par, batch=1, seq=8192, grad_accum=m) == 1
     st = L.step_time(L405, "H100 SXM", par, batch=1, seq=8192, grad_accum=m, recompute="full", recompute_layers=1)
     assert 0.8 <= st.mfu / float(row["reported_mfu"]) <= 1.2
+
+
+def test_run_from_step_reports_the_hfu_of_the_recomputed_layers():
+    """Llama 3 405B at 128K, N = 1: the HFU is the MFU x (model + 64 layer forwards) / model FLOPs per token,
+    64 = 4 recomputed layers on each of 16 stages."""
+    from llmsizing.runs import run_from_step
+
+    par = llama3_128k()
+    st = L.step_time(L405, "H100 SXM", par, batch=1, seq=SEQ, grad_accum=16, recompute="full", recompute_layers=1)
+    run = run_from_step(L405, st, tokens=8e11, gpu="H100 SXM", seq=SEQ, recompute="full", recompute_layers=1)
+    model = training_flops_per_token(L405, seq=SEQ)
+    layer_fwd = 2 * 3_187_703_808 + 4 * SEQ * H            # weights + QK^T and attn @ V (2 s h each)
+    assert run.time.mfu == pytest.approx(st.mfu, rel=1e-9)
+    assert run.time.hfu == pytest.approx(st.mfu * (model + 64 * layer_fwd) / model, rel=1e-9)
+    with pytest.raises(ValueError, match="recompute='full'"):
+        run_from_step(L405, st, tokens=8e11, gpu="H100 SXM", seq=SEQ, recompute_layers=1)
