@@ -246,3 +246,18 @@ def test_run_from_step_reports_the_hfu_of_the_recomputed_layers():
     assert run.time.hfu == pytest.approx(st.mfu * (model + 64 * layer_fwd) / model, rel=1e-9)
     with pytest.raises(ValueError, match="recompute='full'"):
         run_from_step(L405, st, tokens=8e11, gpu="H100 SXM", seq=SEQ, recompute_layers=1)
+
+
+def test_max_micro_batch_takes_partial_recomputation():
+    """The largest micro-batch with N = 1 on the 128K layout: b fits and b + 1 does not, by training_memory; and
+    it lies between full recomputation's and no recomputation's."""
+    par = llama3_128k()
+    kw = dict(parallel=par, grad_accum=16)
+    b = L.max_micro_batch(L405, "H100 SXM", SEQ, recompute="full", recompute_layers=1, **kw)
+    cap = L.get_gpu("H100 SXM").memory_bytes
+
+    def total(n):
+        return L.training_memory(L405, batch=n, seq=SEQ, recompute="full", recompute_layers=1, **kw).total_bytes
+    assert b >= 1 and total(b) <= cap < total(b + 1)
+    assert (L.max_micro_batch(L405, "H100 SXM", SEQ, recompute="none", **kw) <= b
+            <= L.max_micro_batch(L405, "H100 SXM", SEQ, recompute="full", **kw))

@@ -727,7 +727,8 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
 def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
                     attention: str = "flash", recompute: str = "none", dropout: bool = False,
                     parallel: Parallel | None = None, overhead_bytes: float | None = None,
-                    stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1):
+                    stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1,
+                    recompute_layers: int | None = None):
     """The largest micro-batch (sequences) whose :func:`training_memory` fits ``gpu``'s memory, for one
     sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an int array).
 
@@ -739,7 +740,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     peak is the largest of a few pieces (:func:`step_phases`), each ``A(s) + b * B(s)`` with ``A``, ``B``
     quadratics in ``s``: the peak fits iff every piece fits. The pieces are read off six calls of
     :func:`training_memory`, which makes the sweep over sequence lengths a NumPy expression (no loop) that
-    agrees with :func:`training_memory` by construction. Taught in chapter 4.
+    agrees with :func:`training_memory` by construction (``recompute_layers`` too: partial recomputation is linear
+    in the micro-batch as well). Taught in chapter 4.
     """
     import numpy as np
 
@@ -755,7 +757,7 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
         raise ValueError(f"seq must be >= 1 and <= {MAX_MEANINGFUL:,}, got {bad:,}")
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
-              optimizer_impl=optimizer_impl, grad_accum=grad_accum)
+              optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers)
     cp = resolve_parallel(parallel).cp
     if cp > 1 and (seqs % (2 * cp)).any():
         bad = int(seqs[seqs % (2 * cp) != 0].flat[0])
