@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, renamed
 from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
-from .flops import stage_flops_per_token
+from .flops import stage_attention_flops_per_token, stage_flops_per_token
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .model import Model
@@ -291,7 +291,9 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     GPU's dense peak in ``dtype`` (``"bf16"``, ``"fp16"`` or ``"fp8"``; ``"bf16"`` on a GPU without BF16, the
     V100, is its FP16 rate: :func:`~llmsizing.hardware.dense_tflops`): that stage's training FLOPs
     (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
-    ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs.
+    ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs. With ``dtype="fp8"`` only the Linear layers'
+    FLOPs run at the FP8 peak; the attention core runs at the BF16 peak and BF16 efficiency
+    (:func:`~llmsizing.flops.stage_attention_flops_per_token`: what FP8 recipes quantise).
 
     ``kernel_efficiency`` defaults to the calibrated value of the GPU's generation
     (:func:`~llmsizing.hardware.kernel_efficiency`). It is what the kernels reach while they run, not the
@@ -309,9 +311,17 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     # each of the tp x cp GPUs of a stage does 1 / (tp cp) of its work: with causal load balancing every
     # context-parallel rank gets the same share of the attention (two chunks, one early, one late)
-    flops = (max(stage_flops_per_token(model, par, seq=seq, recompute=recompute, recompute_layers=recompute_layers))
-             * batch * seq * m / (par.tp * par.cp))
-    return flops / (peak * 1e12 * eff)
+    kw = dict(seq=seq, recompute=recompute, recompute_layers=recompute_layers)
+    stages = stage_flops_per_token(model, par, **kw)
+    slowest = max(range(len(stages)), key=stages.__getitem__)
+    per_gpu = batch * seq * m / (par.tp * par.cp)
+    if dtype != "fp8":
+        return stages[slowest] * per_gpu / (peak * 1e12 * eff)
+    # FP8 recipes quantise the Linear GEMMs only: the attention core runs in BF16, at the BF16 peak and its
+    # calibrated efficiency (flops.stage_attention_flops_per_token)
+    attention = stage_attention_flops_per_token(model, par, **kw)[slowest]
+    return ((stages[slowest] - attention) * per_gpu / (peak * 1e12 * eff)
+            + attention * per_gpu / (dense_tflops(g, "bf16") * 1e12 * default_efficiency(g, "bf16")))
 
 
 # =========================================================================== chapter 7: when DP stops scaling

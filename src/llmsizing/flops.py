@@ -179,6 +179,29 @@ def _stage_flops(model: Model, stages: tuple, seq: int, recompute: str, causal: 
     return tuple(out)
 
 
+def stage_attention_flops_per_token(model: Model | str, parallel=None, *, seq: int, recompute: str = "none",
+                                    causal: bool = False, recompute_layers: int | None = None) -> tuple[float, ...]:
+    """The attention core's part (``QK^T`` and ``attn @ V``, :func:`attention_flops_per_token`) of each stage's
+    :func:`stage_flops_per_token`, in the same convention: three passes per layer (forward, and the backward's
+    two), plus the forward again where recomputation reruns it (``"selective"`` and ``"full"``; with
+    ``recompute_layers``, the recomputed layers only). FP8 training runs these in BF16: Transformer Engine's
+    FP8 recipes quantise the Linear layers' GEMMs and leave the fused attention in BF16 unless ``fp8_dpa`` is
+    set; torchtitan's Float8 converts ``nn.Linear`` only; DeepSeek-V3 keeps attention in BF16 (Sec. 3.3.1).
+    :func:`~llmsizing.comm.step_compute_time_s` times them at the BF16 peak. Taught in chapter 10."""
+    from .parallel import check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
+
+    model = resolve_model(model)
+    par = resolve_parallel(parallel, model)
+    check_choice("recompute", recompute, RECOMPUTE)
+    n = check_recompute_layers(recompute, recompute_layers, model.layers, par)
+    stages = layers_per_stage(model.layers, par)
+    seq, causal = check_int("seq", seq), check_bool("causal", causal)
+    a = attention_flops_per_token(model, seq=seq, causal=causal) / model.layers
+    if n is not None:
+        return tuple(a * (3 * k + r) for k, r in zip(stages, recomputed_layers(model.layers, par, n)))
+    return tuple(a * k * (3 + (recompute != "none")) for k in stages)
+
+
 @dataclass(frozen=True)
 class MLADecodeFlops:
     """FLOPs of the attention blocks (all layers) for ONE decoded token at ``context`` cached tokens, with

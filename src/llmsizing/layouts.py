@@ -323,6 +323,8 @@ def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, rec
     stages = layers_per_stage(model.layers, par)
     most = max(range(par.pp), key=lambda i: stages[i])
     layers = stages[most]
+    if dtype == "fp8":            # the attention core stays in BF16 under FP8 recipes (comm.step_compute_time_s)
+        dtype, eff = "bf16", default_efficiency(g, "bf16")
     one = (attention_flops_per_token(model, seq=seq) / model.layers * layers * batch * seq * grad_accum
            / (par.tp * par.cp) / (dense_tflops(g, dtype) * 1e12 * eff))
     if recompute_layers is not None:
