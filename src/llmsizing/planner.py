@@ -74,7 +74,7 @@ def check_global_batch(global_batch) -> int:
 #: layer count has many divisors (pp), or a global batch with hundreds of divisors (dp), is refused with what
 #: to narrow instead of searched for seconds.
 MAX_LAYOUTS = 600
-MAX_PLANS = 10_000
+MAX_PLANS = 1_000_000
 
 
 #: The context-parallel degrees :func:`plan` tries by default (``cp_degrees=None``), each only where the
@@ -184,6 +184,129 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
     return front
 
 
+def _price_reference(model, candidates, *, seq, eff, overlap, precision, node_of, cp_comm):
+    """Each candidate's step time and its GPU's dense peak (FLOP/s), one :func:`~llmsizing.layouts.step_time` per
+    candidate: the slow, direct path that :func:`_price` must equal (``tests/test_planner_speed.py`` compares
+    whole searches through both)."""
+    steps, peaks = [], []
+    for g, tp, cp, pp, zero, b, dp, m, rc, _ in candidates:
+        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
+        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
+                       recompute=rc, precision=precision, node=node_of[g.name])
+        steps.append(st.step_s)
+        peaks.append(st.peak_flops)
+    return np.array(steps, dtype=float), np.array(peaks, dtype=float)
+
+
+#: Collectives of the data-parallel group whose calls repeat every micro-batch (:func:`~llmsizing.comm.communication`:
+#: ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers and reduce-scatter); the others run once per step.
+_PER_MICRO_DP = ("ZeRO-2 gradient", "ZeRO-3")
+
+
+def _price(model, candidates, *, seq, eff, overlap, precision, node_of, cp_comm):
+    """:func:`_price_reference`'s step times without one :func:`~llmsizing.layouts.step_time` per candidate: the
+    library's functions are called once per piece that many candidates share, and NumPy does the rest.
+
+    A step is ``compute x (1 + bubble)`` plus each group's exposed communication
+    (:func:`~llmsizing.layouts.exposed_by_group`). With ``m`` micro-batches per step:
+
+    * the compute, the tensor-parallel collectives and the context-parallel ring (and the attention it hides
+      behind) all scale with ``m`` and do not depend on ``dp`` or the ZeRO stage: one ``step_time`` per
+      (GPU, tp, cp, pp, micro-batch, recomputation) at ``dp = 1``, ``m = 1`` gives them, and the windows one
+      micro-batch's forward and backward leave for the data-parallel collectives;
+    * the pipeline's sends: that call's message, on the link of ``pp`` GPUs ``tp x cp x dp`` apart
+      (:func:`~llmsizing.network.group_link`), ``2 m`` calls of which ``2 (pp - 1)`` are exposed;
+    * the data-parallel collectives depend on (GPU, tp, pp, ZeRO stage, ``dp x cp``) only: one
+      :func:`~llmsizing.comm.communication` per such key gives each collective's one-call time, and its
+      exposure follows :func:`~llmsizing.layouts.exposed_by_group`'s rules (once per step, or every micro-batch
+      for ZeRO-2's reduce-scatter and ZeRO-3).
+
+    Equal to :func:`_price_reference` to floating-point rounding (``tests/test_planner_speed.py`` checks whole
+    searches at 1e-9 relative, every ZeRO stage, both ``cp_comm``, a given ``overlap``, FP8)."""
+    from .comm import communication
+    from .network import group_link
+
+    n = len(candidates)
+    m = np.empty(n)
+    pp_ = np.empty(n)
+    lay_idx = np.empty(n, dtype=np.intp)
+    dp_idx = np.empty(n, dtype=np.intp)
+    link_idx = np.full(n, -1, dtype=np.intp)
+    lay_keys: dict = {}
+    dp_keys: dict = {}
+    link_keys: dict = {}
+    for i, (g, tp, cp, pp, zero, b, dp, mm, rc, _) in enumerate(candidates):
+        m[i], pp_[i] = mm, pp
+        lay_idx[i] = lay_keys.setdefault((g, tp, cp, pp, b, rc), len(lay_keys))
+        dp_idx[i] = dp_keys.setdefault((g, tp, pp, zero, dp * cp), len(dp_keys))
+        if pp > 1:
+            link_idx[i] = link_keys.setdefault((g, pp, tp * cp * dp), len(link_keys))
+
+    fwd_share = {}                        # the forward's share of the hardware FLOPs (recomputation is backward)
+    lay = np.zeros((len(lay_keys), 7))    # per micro-batch: compute, exposed tp, cp, all tp, cp; pp message; peak
+    for (g, tp, cp, pp, b, rc), k in lay_keys.items():
+        par = Parallel(tp=tp, pp=pp, dp=1, zero=0, sp=tp > 1, cp=cp, cp_comm=cp_comm)
+        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=1, kernel_efficiency=eff, recompute=rc,
+                       precision=precision, node=node_of[g.name])
+        by = st.comm_by_group_s
+        msg = [c.message_bytes for c in st.communication.collectives if c.group == "pp"]
+        lay[k] = (st.compute_s, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"], by.get("cp", 0.0),
+                  msg[0] if msg else 0.0, st.peak_flops)
+        if rc not in fwd_share:
+            fwd_share[rc] = (training_flops_per_token(model, seq=seq) / 3
+                             / training_flops_per_token(model, seq=seq, recompute=rc))
+    share = np.array([fwd_share[key[5]] for key in lay_keys])
+
+    # one call's seconds of each data-parallel collective: [ZeRO-3 forward gather, ZeRO-3 backward gather and
+    # reduce-scatter, ZeRO-1/2 weight all-gather, ZeRO-2 reduce-scatter, DDP / ZeRO-1 gradients]
+    dpc = np.zeros((len(dp_keys), 5))
+    for (g, tp, pp, zero, dpcp), k in dp_keys.items():
+        if dpcp == 1:
+            continue
+        par = Parallel(tp=tp, pp=pp, dp=dpcp, zero=zero, sp=tp > 1)
+        comm = communication(model, par, batch=1, seq=seq, gpu=g, precision=precision, node=node_of[g.name])
+        for c in comm.collectives:
+            if c.group != "dp":
+                continue
+            name = c.collective
+            if "all-gather (forward)" in name:
+                dpc[k, 0] += c.one_call_s
+            elif name.startswith("ZeRO-3"):
+                dpc[k, 1] += c.one_call_s
+            elif "weight all-gather" in name:
+                dpc[k, 2] += c.one_call_s
+            elif name.startswith(_PER_MICRO_DP):
+                dpc[k, 3] += c.one_call_s
+            else:
+                dpc[k, 4] += c.one_call_s
+
+    links = np.zeros((len(link_keys), 2))                         # the pipeline group's bandwidth, latency
+    for (g, pp, stride), k in link_keys.items():
+        gl = group_link(g, node_of[g.name], size=pp, stride=stride)
+        links[k] = (gl.bandwidth_gbps * 1e9, gl.alpha_s)
+
+    L, D = lay[lay_idx], dpc[dp_idx]
+    one = L[:, 0]                                                 # one micro-batch's compute
+    compute = one * m
+    busy = compute + (pp_ - 1) / m * compute                     # + the bubble (pipeline_bubble, v = 1)
+    fwd, bwd = one * share[lay_idx], one * (1 - share[lay_idx])
+    has_pp = link_idx >= 0
+    pp_all = np.zeros(n)
+    bw, alpha = links[link_idx[has_pp]].T
+    calls = 2 * m[has_pp]
+    pp_all[has_pp] = calls * L[has_pp, 5] / bw + calls * alpha
+    pp_exposed = np.minimum(pp_all, 2 * (pp_ - 1) * np.where(has_pp, pp_all / (2 * m), 0.0))
+    dp_exposed = (m * np.maximum(0.0, D[:, 0] - fwd) + m * np.maximum(0.0, D[:, 1] - bwd)
+                  + np.maximum(0.0, D[:, 2] - fwd) + m * np.maximum(0.0, D[:, 3] - bwd)
+                  + np.maximum(0.0, D[:, 4] - bwd))
+    if overlap is None:
+        step = busy + (dp_exposed + L[:, 1] * m + pp_exposed + L[:, 2] * m)
+    else:
+        comm = m * (D[:, 0] + D[:, 1] + D[:, 3]) + D[:, 2] + D[:, 4] + m * (L[:, 3] + L[:, 4]) + pp_all
+        step = busy + np.maximum((1.0 - overlap) * comm, comm - busy)
+    return step, L[:, 6]
+
+
 @functools.lru_cache(maxsize=32)
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
             frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,), cp_comm="p2p"):
@@ -279,13 +402,11 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     if not candidates:
         return None
 
-    out, price_of = [], dict(prices)
-    for g, tp, cp, pp, zero, b, dp, m, rc, total in candidates:
-        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
-        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
-                       recompute=rc, precision=precision, node=node_of[g.name])
-        out.append((g.name, par.gpus, dp, tp, cp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
-                    st.step_s, price_of[g.name], st.peak_flops))
+    step_s, peak = _price(model, candidates, seq=seq, eff=eff, overlap=overlap, precision=precision,
+                          node_of=node_of, cp_comm=cp_comm)
+    price_of = dict(prices)
+    out = [(g.name, tp * cp * pp * dp, dp, tp, cp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes), s, price_of[g.name], f)
+           for (g, tp, cp, pp, zero, b, dp, m, rc, total), s, f in zip(candidates, step_s.tolist(), peak.tolist())]
     df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
                                     "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
                                     "price", "peak"])
