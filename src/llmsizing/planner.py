@@ -27,7 +27,7 @@ import numpy as np
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence, renamed
 from .activations import ATTENTION, STACKS
 from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
-from .flops import RECOMPUTE, training_flops_per_token
+from .flops import RECOMPUTE, stage_flops_per_token, training_flops_per_token
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, OPTIMIZER_IMPLS, training_memory
 from .network import get_node
@@ -68,13 +68,16 @@ def check_global_batch(global_batch) -> int:
 
 
 #: The most layouts (tp x pp x ZeRO stage, times the recomputations) :func:`plan` weighs in memory in one
-#: call, and the most plans that fit it prices (each a :func:`~llmsizing.layouts.step_time`): bounds that keep
-#: a call under a second. The book's searches weigh at most about 300 layouts (Llama 3.1 405B) and price at
-#: most about 4,000 plans; the whole catalogue at a global batch of 8,192 prices about 10,000. A model whose
-#: layer count has many divisors (pp), or a global batch with hundreds of divisors (dp), is refused with what
-#: to narrow instead of searched for seconds.
+#: call, and the most plans that fit it prices: bounds that keep a call under about a second on the book's
+#: 2-core machine. The book's searches weigh at most about 300 layouts (Llama 3.1 405B). Pricing is vectorised
+#: (:func:`_price`, tens of microseconds a plan), so the plan bound is set by what the largest real search
+#: needs, not by the step-time model's speed: Llama 3.1 405B over the whole GPU catalogue prices about 8,400
+#: plans at 8K tokens and about 17,000 at 128K (context parallelism multiplies the layouts), under
+#: :data:`MAX_PLANS` with room. A model whose layer count has many divisors (pp), or a global batch with
+#: hundreds of divisors (dp: 55,440 has 120, and 30,000 plans of Llama 2 7B fit on two GPU types), is
+#: refused with what to narrow instead of searched for seconds.
 MAX_LAYOUTS = 600
-MAX_PLANS = 1_000_000
+MAX_PLANS = 25_000
 
 
 #: The context-parallel degrees :func:`plan` tries by default (``cp_degrees=None``), each only where the
@@ -184,127 +187,138 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
     return front
 
 
-def _price_reference(model, candidates, *, seq, eff, overlap, precision, node_of, cp_comm):
-    """Each candidate's step time and its GPU's dense peak (FLOP/s), one :func:`~llmsizing.layouts.step_time` per
-    candidate: the slow, direct path that :func:`_price` must equal (``tests/test_planner_speed.py`` compares
-    whole searches through both)."""
-    steps, peaks = [], []
-    for g, tp, cp, pp, zero, b, dp, m, rc, _ in candidates:
-        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
-        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
-                       recompute=rc, precision=precision, node=node_of[g.name])
-        steps.append(st.step_s)
-        peaks.append(st.peak_flops)
-    return np.array(steps, dtype=float), np.array(peaks, dtype=float)
+#: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
+#: them in, with whether each runs every micro-batch (ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers and
+#: reduce-scatter) or once per step, and the window it hides behind (:func:`~llmsizing.layouts.exposed_by_group`):
+#: ZeRO-3's forward gathers behind each forward; its backward gathers and reduce-scatters, together, behind each
+#: backward; the ZeRO-1/2 weight all-gather behind the next step's first forward; ZeRO-2's reduce-scatter behind
+#: each backward; DDP's and ZeRO-1's gradients behind the last backward.
+_DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter", "gradients")
 
 
-#: Collectives of the data-parallel group whose calls repeat every micro-batch (:func:`~llmsizing.comm.communication`:
-#: ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers and reduce-scatter); the others run once per step.
-_PER_MICRO_DP = ("ZeRO-2 gradient", "ZeRO-3")
+def _dp_slot(name: str) -> int:
+    """The :data:`_DP_SLOTS` index of the data-parallel collective called ``name`` (the tests of
+    :func:`~llmsizing.layouts.exposed_by_group`, in its order)."""
+    if "all-gather (forward)" in name:
+        return 0
+    if name.startswith("ZeRO-3"):
+        return 1
+    if "weight all-gather" in name:
+        return 2
+    if name.startswith("ZeRO-2 gradient"):
+        return 3
+    return 4
 
 
-def _price(model, candidates, *, seq, eff, overlap, precision, node_of, cp_comm):
-    """:func:`_price_reference`'s step times without one :func:`~llmsizing.layouts.step_time` per candidate: the
-    library's functions are called once per piece that many candidates share, and NumPy does the rest.
+def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs):
+    """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``, an
+    index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index into
+    ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called once
+    per piece many candidates share and NumPy doing the rest.
 
     A step is ``compute x (1 + bubble)`` plus each group's exposed communication
     (:func:`~llmsizing.layouts.exposed_by_group`). With ``m`` micro-batches per step:
 
-    * the compute, the tensor-parallel collectives and the context-parallel ring (and the attention it hides
-      behind) all scale with ``m`` and do not depend on ``dp`` or the ZeRO stage: one ``step_time`` per
-      (GPU, tp, cp, pp, micro-batch, recomputation) at ``dp = 1``, ``m = 1`` gives them, and the windows one
-      micro-batch's forward and backward leave for the data-parallel collectives;
-    * the pipeline's sends: that call's message, on the link of ``pp`` GPUs ``tp x cp x dp`` apart
+    * the compute (:func:`~llmsizing.comm.step_compute_time_s`, formed in the same order, so bit for bit),
+      the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
+      with ``m`` and do not depend on ``dp`` or the ZeRO stage: one ``step_time`` per (GPU, tp, cp, pp,
+      micro-batch, recomputation) at ``dp = 1``, ``m = 1`` gives them, and the pipeline's message;
+    * the pipeline's sends: that message on the link of ``pp`` GPUs ``tp x cp x dp`` apart
       (:func:`~llmsizing.network.group_link`), ``2 m`` calls of which ``2 (pp - 1)`` are exposed;
-    * the data-parallel collectives depend on (GPU, tp, pp, ZeRO stage, ``dp x cp``) only: one
-      :func:`~llmsizing.comm.communication` per such key gives each collective's one-call time, and its
-      exposure follows :func:`~llmsizing.layouts.exposed_by_group`'s rules (once per step, or every micro-batch
-      for ZeRO-2's reduce-scatter and ZeRO-3).
+    * the data-parallel collectives depend on (GPU, tp, ZeRO stage, ``dp x cp``) and on the parameters a GPU
+      holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each collective's bytes
+      and latency per call, the bytes scaled by the parameters of the most loaded stage
+      (:func:`~llmsizing.memory.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
 
-    Equal to :func:`_price_reference` to floating-point rounding (``tests/test_planner_speed.py`` checks whole
-    searches at 1e-9 relative, every ZeRO stage, both ``cp_comm``, a given ``overlap``, FP8)."""
+    Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
+    compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
+    FP8, own node sizes) at 1e-9 relative."""
     from .comm import communication
+    from .memory import stage_params
     from .network import group_link
 
-    n = len(candidates)
-    m = np.empty(n)
-    pp_ = np.empty(n)
-    lay_idx = np.empty(n, dtype=np.intp)
-    dp_idx = np.empty(n, dtype=np.intp)
-    link_idx = np.full(n, -1, dtype=np.intp)
-    lay_keys: dict = {}
-    dp_keys: dict = {}
-    link_keys: dict = {}
-    for i, (g, tp, cp, pp, zero, b, dp, mm, rc, _) in enumerate(candidates):
-        m[i], pp_[i] = mm, pp
-        lay_idx[i] = lay_keys.setdefault((g, tp, cp, pp, b, rc), len(lay_keys))
-        dp_idx[i] = dp_keys.setdefault((g, tp, pp, zero, dp * cp), len(dp_keys))
-        if pp > 1:
-            link_idx[i] = link_keys.setdefault((g, pp, tp * cp * dp), len(link_keys))
+    gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m", "rc"))
+    n = len(gi)
+    mf = m.astype(float)
 
-    fwd_share = {}                        # the forward's share of the hardware FLOPs (recomputation is backward)
-    lay = np.zeros((len(lay_keys), 7))    # per micro-batch: compute, exposed tp, cp, all tp, cp; pp message; peak
-    for (g, tp, cp, pp, b, rc), k in lay_keys.items():
-        par = Parallel(tp=tp, pp=pp, dp=1, zero=0, sp=tp > 1, cp=cp, cp_comm=cp_comm)
-        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=1, kernel_efficiency=eff, recompute=rc,
+    lay_keys, lay_idx = np.unique(np.stack([gi, tp, cp, pp, b, ri], axis=1), axis=0, return_inverse=True)
+    lay_idx = lay_idx.reshape(-1)
+    fwd_share, peak_of = {}, {}           # the forward's share of the hardware FLOPs (recomputation is backward)
+    # per key: stage FLOPs per token, peak x efficiency (FLOP/s), exposed tp and cp and all tp and cp comm of one
+    # micro-batch, the pipeline's message (bytes), the forward's share, the dense peak
+    lay = np.zeros((len(lay_keys), 8))
+    for k, (g_, t_, c_, p_, b_, r_) in enumerate(lay_keys.tolist()):
+        g, rc = gpu_list[g_], rcs[r_]
+        par = Parallel(tp=t_, pp=p_, dp=1, zero=0, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
+        st = step_time(model, g, par, batch=b_, seq=seq, grad_accum=1, kernel_efficiency=eff, recompute=rc,
                        precision=precision, node=node_of[g.name])
         by = st.comm_by_group_s
         msg = [c.message_bytes for c in st.communication.collectives if c.group == "pp"]
-        lay[k] = (st.compute_s, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"], by.get("cp", 0.0),
-                  msg[0] if msg else 0.0, st.peak_flops)
         if rc not in fwd_share:
             fwd_share[rc] = (training_flops_per_token(model, seq=seq) / 3
                              / training_flops_per_token(model, seq=seq, recompute=rc))
-    share = np.array([fwd_share[key[5]] for key in lay_keys])
+        lay[k] = (max(stage_flops_per_token(model, par, seq=seq, recompute=rc)),
+                  st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
+                  by.get("cp", 0.0), msg[0] if msg else 0.0, fwd_share[rc])
+        peak_of[g_] = st.peak_flops
+    L = lay[lay_idx]
+    # step_compute_time_s's own order: stage FLOPs x batch x seq x m / (tp cp) / (peak x 1e12 x efficiency)
+    compute = L[:, 0] * b * seq * m / (tp * cp) / L[:, 1]
+    busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
+    one = compute / mf                                            # one micro-batch's compute (_window_s)
+    fwd, bwd = one * L[:, 7], one * (1 - L[:, 7])
 
-    # one call's seconds of each data-parallel collective: [ZeRO-3 forward gather, ZeRO-3 backward gather and
-    # reduce-scatter, ZeRO-1/2 weight all-gather, ZeRO-2 reduce-scatter, DDP / ZeRO-1 gradients]
-    dpc = np.zeros((len(dp_keys), 5))
-    for (g, tp, pp, zero, dpcp), k in dp_keys.items():
-        if dpcp == 1:
-            continue
-        par = Parallel(tp=tp, pp=pp, dp=dpcp, zero=zero, sp=tp > 1)
-        comm = communication(model, par, batch=1, seq=seq, gpu=g, precision=precision, node=node_of[g.name])
-        for c in comm.collectives:
-            if c.group != "dp":
-                continue
-            name = c.collective
-            if "all-gather (forward)" in name:
-                dpc[k, 0] += c.one_call_s
-            elif name.startswith("ZeRO-3"):
-                dpc[k, 1] += c.one_call_s
-            elif "weight all-gather" in name:
-                dpc[k, 2] += c.one_call_s
-            elif name.startswith(_PER_MICRO_DP):
-                dpc[k, 3] += c.one_call_s
-            else:
-                dpc[k, 4] += c.one_call_s
-
-    links = np.zeros((len(link_keys), 2))                         # the pipeline group's bandwidth, latency
-    for (g, pp, stride), k in link_keys.items():
-        gl = group_link(g, node_of[g.name], size=pp, stride=stride)
-        links[k] = (gl.bandwidth_gbps * 1e9, gl.alpha_s)
-
-    L, D = lay[lay_idx], dpc[dp_idx]
-    one = L[:, 0]                                                 # one micro-batch's compute
-    compute = one * m
-    busy = compute + (pp_ - 1) / m * compute                     # + the bubble (pipeline_bubble, v = 1)
-    fwd, bwd = one * share[lay_idx], one * (1 - share[lay_idx])
-    has_pp = link_idx >= 0
+    # the pipeline's sends, on the link of pp GPUs tp x cp x dp apart
+    has_pp = pp > 1
     pp_all = np.zeros(n)
-    bw, alpha = links[link_idx[has_pp]].T
-    calls = 2 * m[has_pp]
-    pp_all[has_pp] = calls * L[has_pp, 5] / bw + calls * alpha
-    pp_exposed = np.minimum(pp_all, 2 * (pp_ - 1) * np.where(has_pp, pp_all / (2 * m), 0.0))
-    dp_exposed = (m * np.maximum(0.0, D[:, 0] - fwd) + m * np.maximum(0.0, D[:, 1] - bwd)
-                  + np.maximum(0.0, D[:, 2] - fwd) + m * np.maximum(0.0, D[:, 3] - bwd)
-                  + np.maximum(0.0, D[:, 4] - bwd))
+    if has_pp.any():
+        link_keys, link_idx = np.unique(np.stack([gi, pp, tp * cp * dp], axis=1)[has_pp], axis=0,
+                                        return_inverse=True)
+        links = np.array([(lambda gl: (gl.bandwidth_gbps * 1e9, gl.alpha_s))(
+            group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=p_, stride=s_))
+            for g_, p_, s_ in link_keys.tolist()])
+        bw, alpha = links[link_idx.reshape(-1)].T
+        calls = 2 * mf[has_pp]
+        pp_all[has_pp] = calls * L[has_pp, 6] / bw + calls * alpha
+    pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf)))
+
+    # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a pipeline
+    dpcp = dp * cp
+    dp_keys, dp_idx = np.unique(np.stack([gi, tp, zero, dpcp], axis=1), axis=0, return_inverse=True)
+    dp_idx = dp_idx.reshape(-1)
+    per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
+    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes one call sends, without a pipeline
+    latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))
+    for k, (g_, t_, z_, d_) in enumerate(dp_keys.tolist()):
+        if d_ == 1:
+            continue
+        g = gpu_list[g_]
+        comm = communication(model, Parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq, gpu=g,
+                             precision=precision, node=node_of[g.name])
+        for c in comm.collectives:
+            if c.group == "dp":
+                s = _dp_slot(c.collective)
+                traffic[k, s] += c.bytes_per_gpu / c.calls
+                per_byte[k, s] = 1 / (c.bandwidth_gbps * 1e9)
+                latency[k, s] += c.latency_s / c.calls
+    # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
+    held = {}
+    for t_, p_ in set(zip(tp.tolist(), pp.tolist())):
+        held[t_, p_] = (max(stage_params(model, Parallel(tp=t_, pp=p_)))
+                        / max(stage_params(model, Parallel(tp=t_, pp=1))))
+    share = np.array([held[t_, p_] for t_, p_ in zip(tp.tolist(), pp.tolist())])
+    call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + latency[dp_idx]
+    dp_exposed = (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
+                  + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
+                  + np.maximum(0.0, call[:, 4] - bwd))
     if overlap is None:
-        step = busy + (dp_exposed + L[:, 1] * m + pp_exposed + L[:, 2] * m)
+        step = busy + (dp_exposed + L[:, 2] * mf + pp_exposed + L[:, 3] * mf)
     else:
-        comm = m * (D[:, 0] + D[:, 1] + D[:, 3]) + D[:, 2] + D[:, 4] + m * (L[:, 3] + L[:, 4]) + pp_all
-        step = busy + np.maximum((1.0 - overlap) * comm, comm - busy)
-    return step, L[:, 6]
+        comm_s = (mf * (call[:, 0] + call[:, 1] + call[:, 3]) + call[:, 2] + call[:, 4] + mf * (L[:, 4] + L[:, 5])
+                  + pp_all)
+        step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
+    peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
+    return step, peaks[gi]
 
 
 @functools.lru_cache(maxsize=32)
@@ -341,9 +355,17 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             f"the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
             "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
 
-    candidates = []                 # (gpu, tp, cp, pp, zero, micro, dp, grad_accum, recompute, total bytes)
+    # the candidates, block by block (layout, cp, micro-batch), as columns: GPU (index into gpu_list), tp, cp, pp,
+    # zero, micro, dp, grad_accum, recompute (index into rcs), total bytes
+    blocks: list = []
+    found = 0
+    limits = np.array([frac * g.memory_bytes for g in gpu_list])
     coef_cache: dict = {}
     for tp, pp, zero in layouts:
+        on = np.array([domains[g.name] % tp == 0 for g in gpu_list])   # tp stays inside the scale-up domain
+        if not on.any():
+            continue
+        gi, limit = np.flatnonzero(on), limits[on]
         for cp, b in ((cp, b) for cp in cps for b in micros):
             if global_batch % b:
                 continue
@@ -378,38 +400,53 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                     totals[rc] = t
                 return totals[rc]
 
-            for g in gpu_list:
-                if domains[g.name] % tp:                 # tensor parallelism stays inside the scale-up domain
-                    continue
-                limit = frac * g.memory_bytes
-                chosen = np.zeros(len(dps), dtype=bool)
-                for rc in rcs:                          # the lightest recomputation that fits, per dp
-                    if chosen.all():                    # (a heavier one is never kept: not worked out)
-                        break
-                    fits = (total(rc) <= limit) & ~chosen
-                    for j in np.flatnonzero(fits):
-                        if zero and dps[j] * cp == 1:   # ZeRO over one data-parallel rank is no ZeRO at all
-                            continue
-                        candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc,
-                                           float(total(rc)[j])))
-                    chosen |= fits
-            if len(candidates) > MAX_PLANS:
+            # for every GPU at once, the lightest recomputation that fits, per dp (a heavier one is never kept, and
+            # worked out only while some GPU still needs one)
+            chosen = np.zeros((len(gi), len(dps)), dtype=bool)
+            fits, kept = [], []
+            for r, rc in enumerate(rcs):
+                if chosen.all():
+                    break
+                f = (total(rc)[None, :] <= limit[:, None]) & ~chosen
+                fits.append(f)
+                kept.append(r)
+                chosen |= f
+            fit = np.stack(fits, axis=1)                      # (GPU, recomputation, dp), in the search's order
+            if zero and cp == 1:                              # ZeRO over one data-parallel rank is no ZeRO at all
+                fit[:, :, dps == 1] = False
+            g_, r_, d_ = np.nonzero(fit)
+            if not len(g_):
+                continue
+            r_ = np.array(kept)[r_]
+            blocks.append((gi[g_], tp, cp, pp, zero, b, dps[d_].astype(np.int64), m[d_].astype(np.int64), r_,
+                           np.array([total(rcs[r])[d] for r, d in zip(r_.tolist(), d_.tolist())])))
+            found += len(g_)
+            if found > MAX_PLANS:
                 raise ValueError(
                     f"more than {MAX_PLANS:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
                     f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
                     "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
                     "global_batch with fewer divisors (a power of two)")
-    if not candidates:
+    if not blocks:
         return None
 
-    step_s, peak = _price(model, candidates, seq=seq, eff=eff, overlap=overlap, precision=precision,
-                          node_of=node_of, cp_comm=cp_comm)
+    def column(j, dtype):
+        return np.concatenate([np.broadcast_to(np.asarray(blk[j], dtype=dtype), blk[0].shape) for blk in blocks])
+
+    cols = {k: column(j, np.int64) for j, k in enumerate(("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
+                                                          "rc"))}
+    total_bytes = column(9, float)
+    step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
+                          node_of=node_of, cp_comm=cp_comm, rcs=rcs)
     price_of = dict(prices)
-    out = [(g.name, tp * cp * pp * dp, dp, tp, cp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes), s, price_of[g.name], f)
-           for (g, tp, cp, pp, zero, b, dp, m, rc, total), s, f in zip(candidates, step_s.tolist(), peak.tolist())]
-    df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
-                                    "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
-                                    "price", "peak"])
+    names = np.array([g.name for g in gpu_list], dtype=object)
+    gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
+    df = pd.DataFrame({
+        "gpu": names[gi], "n_gpus": tp * cp * pp * dp, "dp": dp, "tp": tp, "cp": cp, "pp": pp, "zero": cols["zero"],
+        "sp": tp > 1, "micro_batch": cols["micro"], "grad_accum": cols["m"],
+        "recompute": np.array(rcs, dtype=object)[cols["rc"]], "memory_per_gpu_bytes": total_bytes,
+        "capacity_bytes": np.array([float(g.memory_bytes) for g in gpu_list])[gi], "step_time_s": step_s,
+        "price": np.array([float(price_of[g.name]) for g in gpu_list])[gi], "peak": peak})
     df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
     return df
 
