@@ -32,7 +32,7 @@ from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, OPTIMIZER_IMPLS, training_memory
 from .network import get_node
 from .model import Model
-from .parallel import CP_COMMS, MAX_PP, Parallel, check_layout
+from .parallel import CP_COMMS, MAX_PP, Parallel, check_layout, layers_per_stage
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .time_cost import mfu_range_factors
 
@@ -241,37 +241,51 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     n = len(gi)
     mf = m.astype(float)
 
-    lay_keys, lay_idx = np.unique(np.stack([gi, tp, cp, pp, b, ri], axis=1), axis=0, return_inverse=True)
-    lay_idx = lay_idx.reshape(-1)
-    fwd_share, peak_of = {}, {}           # the forward's share of the hardware FLOPs (recomputation is backward)
-    # per key: stage FLOPs per token, peak x efficiency (FLOP/s), exposed tp and cp and all tp and cp comm of one
-    # micro-batch, the pipeline's message (bytes), the forward's share, the dense peak
-    lay = np.zeros((len(lay_keys), 8))
-    for k, (g_, t_, c_, p_, b_, r_) in enumerate(lay_keys.tolist()):
-        g, rc = gpu_list[g_], rcs[r_]
-        par = Parallel(tp=t_, pp=p_, dp=1, zero=0, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
-        st = step_time(model, g, par, batch=b_, seq=seq, grad_accum=1, kernel_efficiency=eff, recompute=rc,
-                       precision=precision, node=node_of[g.name])
+    # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
+    # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over layers,
+    # its share of the windows too: a stage's is the share of the layers it holds)
+    lay_keys, lay_idx = np.unique(np.stack([gi, tp, cp, b, ri], axis=1), axis=0, return_inverse=True)
+    lay = np.zeros((len(lay_keys), 5))
+    peak_of = {}
+    for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys.tolist()):
+        g = gpu_list[g_]
+        st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, grad_accum=1,
+                       kernel_efficiency=eff, recompute=rcs[r_], precision=precision, node=node_of[g.name])
         by = st.comm_by_group_s
-        msg = [c.message_bytes for c in st.communication.collectives if c.group == "pp"]
-        if rc not in fwd_share:
-            fwd_share[rc] = (training_flops_per_token(model, seq=seq) / 3
-                             / training_flops_per_token(model, seq=seq, recompute=rc))
-        lay[k] = (max(stage_flops_per_token(model, par, seq=seq, recompute=rc)),
-                  st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
-                  by.get("cp", 0.0), msg[0] if msg else 0.0, fwd_share[rc])
+        lay[k] = (st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
+                  by.get("cp", 0.0))
         peak_of[g_] = st.peak_flops
-    L = lay[lay_idx]
+    L = lay[lay_idx.reshape(-1)]
+    # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers over
+    # the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
+    stage_keys, stage_idx = np.unique(np.stack([pp, ri], axis=1), axis=0, return_inverse=True)
+    stage = np.zeros((len(stage_keys), 3))
+    for k, (p_, r_) in enumerate(stage_keys.tolist()):
+        par, rc = Parallel(pp=p_), rcs[r_]
+        stage[k] = (max(stage_flops_per_token(model, par, seq=seq, recompute=rc)),
+                    max(layers_per_stage(model.layers, par)) / model.layers,
+                    training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
+                                                                                             recompute=rc))
+    S = stage[stage_idx.reshape(-1)]
     # step_compute_time_s's own order: stage FLOPs x batch x seq x m / (tp cp) / (peak x 1e12 x efficiency)
-    compute = L[:, 0] * b * seq * m / (tp * cp) / L[:, 1]
+    compute = S[:, 0] * b * seq * m / (tp * cp) / L[:, 0]
     busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
     one = compute / mf                                            # one micro-batch's compute (_window_s)
-    fwd, bwd = one * L[:, 7], one * (1 - L[:, 7])
+    fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
+    per_layer = S[:, 1] * mf                                      # the stage's layers, m micro-batches
+    tp_exposed, cp_exposed = L[:, 1] * per_layer, L[:, 2] * per_layer
 
-    # the pipeline's sends, on the link of pp GPUs tp x cp x dp apart
+    # the pipeline's sends (one message per (tp, cp, micro-batch), from communication) on the link of pp GPUs
+    # tp x cp x dp apart
     has_pp = pp > 1
     pp_all = np.zeros(n)
     if has_pp.any():
+        msg_keys, msg_idx = np.unique(np.stack([tp, cp, b], axis=1)[has_pp], axis=0, return_inverse=True)
+        first = np.flatnonzero(has_pp)[np.unique(msg_idx.reshape(-1), return_index=True)[1]]
+        msg = np.array([[c.message_bytes for c in communication(
+            model, Parallel(tp=int(tp[i]), pp=int(pp[i]), sp=bool(tp[i] > 1), cp=int(cp[i]), cp_comm=cp_comm),
+            batch=int(b[i]), seq=seq, gpu=gpu_list[gi[i]], precision=precision,
+            node=node_of[gpu_list[gi[i]].name]).collectives if c.group == "pp"][0] for i in first.tolist()])
         link_keys, link_idx = np.unique(np.stack([gi, pp, tp * cp * dp], axis=1)[has_pp], axis=0,
                                         return_inverse=True)
         links = np.array([(lambda gl: (gl.bandwidth_gbps * 1e9, gl.alpha_s))(
@@ -279,7 +293,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
             for g_, p_, s_ in link_keys.tolist()])
         bw, alpha = links[link_idx.reshape(-1)].T
         calls = 2 * mf[has_pp]
-        pp_all[has_pp] = calls * L[has_pp, 6] / bw + calls * alpha
+        pp_all[has_pp] = calls * msg[msg_idx.reshape(-1)] / bw + calls * alpha
     pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf)))
 
     # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a pipeline
@@ -312,9 +326,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                   + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
                   + np.maximum(0.0, call[:, 4] - bwd))
     if overlap is None:
-        step = busy + (dp_exposed + L[:, 2] * mf + pp_exposed + L[:, 3] * mf)
+        step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed)
     else:
-        comm_s = (mf * (call[:, 0] + call[:, 1] + call[:, 3]) + call[:, 2] + call[:, 4] + mf * (L[:, 4] + L[:, 5])
+        comm_s = (mf * (call[:, 0] + call[:, 1] + call[:, 3]) + call[:, 2] + call[:, 4] + per_layer * (L[:, 3] + L[:, 4])
                   + pp_all)
         step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
     peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
