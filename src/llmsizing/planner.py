@@ -210,6 +210,17 @@ def _dp_slot(name: str) -> int:
     return 4
 
 
+def _groups(*columns):
+    """The distinct rows of integer ``columns`` (each an array, or a list of tuples' worth) as a list of tuples,
+    and for each row the index of its group: ``np.unique(..., axis=0, return_inverse=True)`` on one packed key,
+    which sorts plain integers instead of records."""
+    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    dims = [int(c.max()) + 1 for c in cols]
+    key = np.ravel_multi_index(cols, dims)
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return [tuple(int(c[i]) for c in cols) for i in first.tolist()], inverse.reshape(-1)
+
+
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``, an
     index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index into
@@ -244,10 +255,10 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
     # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over layers,
     # its share of the windows too: a stage's is the share of the layers it holds)
-    lay_keys, lay_idx = np.unique(np.stack([gi, tp, cp, b, ri], axis=1), axis=0, return_inverse=True)
+    lay_keys, lay_idx = _groups(gi, tp, cp, b, ri)
     lay = np.zeros((len(lay_keys), 5))
     peak_of = {}
-    for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys.tolist()):
+    for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys):
         g = gpu_list[g_]
         st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, grad_accum=1,
                        kernel_efficiency=eff, recompute=rcs[r_], precision=precision, node=node_of[g.name])
@@ -255,18 +266,18 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         lay[k] = (st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
                   by.get("cp", 0.0))
         peak_of[g_] = st.peak_flops
-    L = lay[lay_idx.reshape(-1)]
+    L = lay[lay_idx]
     # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers over
     # the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
-    stage_keys, stage_idx = np.unique(np.stack([pp, ri], axis=1), axis=0, return_inverse=True)
+    stage_keys, stage_idx = _groups(pp, ri)
     stage = np.zeros((len(stage_keys), 3))
-    for k, (p_, r_) in enumerate(stage_keys.tolist()):
+    for k, (p_, r_) in enumerate(stage_keys):
         par, rc = Parallel(pp=p_), rcs[r_]
         stage[k] = (max(stage_flops_per_token(model, par, seq=seq, recompute=rc)),
                     max(layers_per_stage(model.layers, par)) / model.layers,
                     training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
                                                                                              recompute=rc))
-    S = stage[stage_idx.reshape(-1)]
+    S = stage[stage_idx]
     # step_compute_time_s's own order: stage FLOPs x batch x seq x m / (tp cp) / (peak x 1e12 x efficiency)
     compute = S[:, 0] * b * seq * m / (tp * cp) / L[:, 0]
     busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
@@ -280,30 +291,33 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     has_pp = pp > 1
     pp_all = np.zeros(n)
     if has_pp.any():
-        msg_keys, msg_idx = np.unique(np.stack([tp, cp, b], axis=1)[has_pp], axis=0, return_inverse=True)
-        first = np.flatnonzero(has_pp)[np.unique(msg_idx.reshape(-1), return_index=True)[1]]
+        on = np.flatnonzero(has_pp)
+        full_keys, full_idx = _groups(gi[on], tp[on], cp[on], pp[on], b[on])
+        msg_keys, msg_idx = _groups(*zip(*((t_, c_, b_) for _, t_, c_, _, b_ in full_keys)))   # (tp, cp, micro)
+        first: dict = {}
+        for key, k in zip(full_keys, msg_idx.tolist()):
+            first.setdefault(k, key)
         msg = np.array([[c.message_bytes for c in communication(
-            model, Parallel(tp=int(tp[i]), pp=int(pp[i]), sp=bool(tp[i] > 1), cp=int(cp[i]), cp_comm=cp_comm),
-            batch=int(b[i]), seq=seq, gpu=gpu_list[gi[i]], precision=precision,
-            node=node_of[gpu_list[gi[i]].name]).collectives if c.group == "pp"][0] for i in first.tolist()])
-        link_keys, link_idx = np.unique(np.stack([gi, pp, tp * cp * dp], axis=1)[has_pp], axis=0,
-                                        return_inverse=True)
+            model, Parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, gpu=gpu_list[g_],
+            precision=precision, node=node_of[gpu_list[g_].name]).collectives if c.group == "pp"][0]
+            for g_, t_, c_, p_, b_ in (first[k] for k in range(len(msg_keys)))])
+        msg_of = msg[msg_idx[full_idx]]
+        link_keys, link_idx = _groups(gi[on], pp[on], (tp * cp * dp)[on])
         links = np.array([(lambda gl: (gl.bandwidth_gbps * 1e9, gl.alpha_s))(
             group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=p_, stride=s_))
-            for g_, p_, s_ in link_keys.tolist()])
-        bw, alpha = links[link_idx.reshape(-1)].T
+            for g_, p_, s_ in link_keys])
+        bw, alpha = links[link_idx].T
         calls = 2 * mf[has_pp]
-        pp_all[has_pp] = calls * msg[msg_idx.reshape(-1)] / bw + calls * alpha
+        pp_all[has_pp] = calls * msg_of / bw + calls * alpha
     pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf)))
 
     # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a pipeline
     dpcp = dp * cp
-    dp_keys, dp_idx = np.unique(np.stack([gi, tp, zero, dpcp], axis=1), axis=0, return_inverse=True)
-    dp_idx = dp_idx.reshape(-1)
+    dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
     per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
     traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes one call sends, without a pipeline
     latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))
-    for k, (g_, t_, z_, d_) in enumerate(dp_keys.tolist()):
+    for k, (g_, t_, z_, d_) in enumerate(dp_keys):
         if d_ == 1:
             continue
         g = gpu_list[g_]
@@ -316,11 +330,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                 per_byte[k, s] = 1 / (c.bandwidth_gbps * 1e9)
                 latency[k, s] += c.latency_s / c.calls
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
-    held = {}
-    for t_, p_ in set(zip(tp.tolist(), pp.tolist())):
-        held[t_, p_] = (max(stage_params(model, Parallel(tp=t_, pp=p_)))
-                        / max(stage_params(model, Parallel(tp=t_, pp=1))))
-    share = np.array([held[t_, p_] for t_, p_ in zip(tp.tolist(), pp.tolist())])
+    held_keys, held_idx = _groups(tp, pp)
+    share = np.array([max(stage_params(model, Parallel(tp=t_, pp=p_))) / max(stage_params(model, Parallel(tp=t_)))
+                      for t_, p_ in held_keys])[held_idx]
     call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + latency[dp_idx]
     dp_exposed = (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
                   + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
@@ -417,13 +429,15 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             # for every GPU at once, the lightest recomputation that fits, per dp (a heavier one is never kept, and
             # worked out only while some GPU still needs one)
             chosen = np.zeros((len(gi), len(dps)), dtype=bool)
-            fits, kept = [], []
+            fits, kept, totals_ = [], [], []
             for r, rc in enumerate(rcs):
                 if chosen.all():
                     break
-                f = (total(rc)[None, :] <= limit[:, None]) & ~chosen
+                t = total(rc)
+                f = (t[None, :] <= limit[:, None]) & ~chosen
                 fits.append(f)
                 kept.append(r)
+                totals_.append(t)
                 chosen |= f
             fit = np.stack(fits, axis=1)                      # (GPU, recomputation, dp), in the search's order
             if zero and cp == 1:                              # ZeRO over one data-parallel rank is no ZeRO at all
@@ -431,9 +445,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             g_, r_, d_ = np.nonzero(fit)
             if not len(g_):
                 continue
-            r_ = np.array(kept)[r_]
-            blocks.append((gi[g_], tp, cp, pp, zero, b, dps[d_].astype(np.int64), m[d_].astype(np.int64), r_,
-                           np.array([total(rcs[r])[d] for r, d in zip(r_.tolist(), d_.tolist())])))
+            blocks.append((gi[g_], tp, cp, pp, zero, b, dps[d_].astype(np.int64), m[d_].astype(np.int64),
+                           np.array(kept)[r_], np.stack(totals_)[r_, d_]))
             found += len(g_)
             if found > MAX_PLANS:
                 raise ValueError(
