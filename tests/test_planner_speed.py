@@ -9,20 +9,17 @@ import pandas as pd
 import pytest
 
 from llmsizing import planner
-from llmsizing.activations import ATTENTION, STACKS  # noqa: F401  (as the reference's module had them)
 from llmsizing.flops import training_flops_per_token
 from llmsizing.layouts import _divisors, step_time
 from llmsizing.parallel import Parallel, check_layout
 from llmsizing.planner import _cp_coefficients, _memory_coefficients, _total_bytes, plan
 
 
-def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
-            frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,), cp_comm="p2p"):
-    """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
-    the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
-    sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
-    the tokens, the deadline or the budget (the planner widget's token drop-down) then costs milliseconds
-    instead of the search's 0.1-0.3 s. The cached table is shared: :func:`plan` copies it before adding columns."""
+def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer,
+                      attention, stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
+                      cp_comm="p2p"):
+    """planner._search as it stood before it was vectorised (commit 0a2cc1e), its plan-count limit lifted: for
+    each layout, micro-batch and GPU type the lightest recomputation that fits, then one step_time per plan."""
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
@@ -101,12 +98,6 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
                         candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc,
                                            float(total(rc)[j])))
                     chosen |= fits
-            if len(candidates) > 10**9:
-                raise ValueError(
-                    f"more than {10**9:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
-                    f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
-                    "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
-                    "global_batch with fewer divisors (a power of two)")
     if not candidates:
         return None
 

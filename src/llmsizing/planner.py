@@ -11,7 +11,9 @@ days and cost. It adds no formula of its own:
   against direct calls;
 * time is :func:`~llmsizing.layouts.step_time` (the slowest stage's compute at ``kernel_efficiency`` of the
   dense peak, default each GPU generation's calibrated one, the pipeline bubble, and what each group's
-  communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide);
+  communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide), worked out for all
+  the plans at once (:func:`_price`: the library called once per piece that many plans share, NumPy for the
+  rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time`` per plan);
 * days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
   range of the GPU generation's published runs around the calibrated fit
   (:func:`~llmsizing.time_cost.mfu_range_factors`).
@@ -217,7 +219,7 @@ def _groups(*columns):
     cols = [np.asarray(c, dtype=np.int64) for c in columns]
     dims = [int(c.max()) + 1 for c in cols]
     key = np.ravel_multi_index(cols, dims)
-    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return [tuple(int(c[i]) for c in cols) for i in first.tolist()], inverse.reshape(-1)
 
 
@@ -230,12 +232,17 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     A step is ``compute x (1 + bubble)`` plus each group's exposed communication
     (:func:`~llmsizing.layouts.exposed_by_group`). With ``m`` micro-batches per step:
 
-    * the compute (:func:`~llmsizing.comm.step_compute_time_s`, formed in the same order, so bit for bit),
-      the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
-      with ``m`` and do not depend on ``dp`` or the ZeRO stage: one ``step_time`` per (GPU, tp, cp, pp,
-      micro-batch, recomputation) at ``dp = 1``, ``m = 1`` gives them, and the pipeline's message;
-    * the pipeline's sends: that message on the link of ``pp`` GPUs ``tp x cp x dp`` apart
-      (:func:`~llmsizing.network.group_link`), ``2 m`` calls of which ``2 (pp - 1)`` are exposed;
+    * the compute is :func:`~llmsizing.comm.step_compute_time_s`'s, formed in the same order (bit for bit),
+      from the most loaded stage's FLOPs per token (:func:`~llmsizing.flops.stage_flops_per_token`, per
+      ``pp`` and recomputation) and the peak at the kernel efficiency;
+    * the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
+      with ``m`` and with the layers of the most loaded stage, and do not depend on ``dp`` or the ZeRO stage:
+      one ``step_time`` per (GPU, tp, cp, micro-batch, recomputation) without a pipeline, ``dp = 1``, ``m = 1``
+      gives them for all the layers, and a stage's share of the layers
+      (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
+    * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp, micro-batch))
+      on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`), ``2 m`` calls
+      of which the time of ``2 (pp - 1)`` is exposed;
     * the data-parallel collectives depend on (GPU, tp, ZeRO stage, ``dp x cp``) and on the parameters a GPU
       holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each collective's bytes
       and latency per call, the bytes scaled by the parameters of the most loaded stage
@@ -248,7 +255,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     from .memory import stage_params
     from .network import group_link
 
-    gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m", "rc"))
+    gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
+                                                            "rc"))
     n = len(gi)
     mf = m.astype(float)
 
@@ -260,8 +268,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     peak_of = {}
     for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys):
         g = gpu_list[g_]
-        st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, grad_accum=1,
-                       kernel_efficiency=eff, recompute=rcs[r_], precision=precision, node=node_of[g.name])
+        st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
+                       grad_accum=1, kernel_efficiency=eff, recompute=rcs[r_], precision=precision,
+                       node=node_of[g.name])
         by = st.comm_by_group_s
         lay[k] = (st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
                   by.get("cp", 0.0))
@@ -340,8 +349,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     if overlap is None:
         step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed)
     else:
-        comm_s = (mf * (call[:, 0] + call[:, 1] + call[:, 3]) + call[:, 2] + call[:, 4] + per_layer * (L[:, 3] + L[:, 4])
-                  + pp_all)
+        comm_s = (mf * (call[:, 0] + call[:, 1] + call[:, 3]) + call[:, 2] + call[:, 4]
+                  + per_layer * (L[:, 3] + L[:, 4]) + pp_all)
         step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
     peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
     return step, peaks[gi]
