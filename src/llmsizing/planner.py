@@ -243,9 +243,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp, micro-batch))
       on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`), ``2 m`` calls
       of which the time of ``2 (pp - 1)`` is exposed;
-    * the data-parallel collectives depend on (GPU, tp, ZeRO stage, ``dp x cp``) and on the parameters a GPU
-      holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each collective's bytes
-      and latency per call, the bytes scaled by the parameters of the most loaded stage
+    * the data-parallel collectives depend on (the group's link, tp, ZeRO stage, ``dp x cp``) and on the
+      parameters a GPU holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each
+      collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
       (:func:`~llmsizing.memory.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
 
     Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
@@ -326,10 +326,15 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
     traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes one call sends, without a pipeline
     latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))
+    seen: dict = {}                 # GPUs whose data-parallel groups ride the same link send the same
     for k, (g_, t_, z_, d_) in enumerate(dp_keys):
         if d_ == 1:
             continue
         g = gpu_list[g_]
+        same = seen.setdefault((group_link(g, node_of[g.name], size=d_, stride=t_), t_, z_, d_), k)
+        if same != k:
+            traffic[k], per_byte[k], latency[k] = traffic[same], per_byte[same], latency[same]
+            continue
         comm = communication(model, Parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq, gpu=g,
                              precision=precision, node=node_of[g.name])
         for c in comm.collectives:
