@@ -176,3 +176,19 @@ def test_the_comparison_can_fail(monkeypatch):
         _assert_same(slow, off)
     with pytest.raises(AssertionError):
         _assert_same(slow, fast.iloc[1:])
+
+
+def test_405b_at_128k_over_the_whole_catalogue_is_searched():
+    """Issue 23: at 128K tokens the planner searches context parallelism over every GPU type of the catalogue
+    instead of refusing because too many plans fit (17,000 or so, beyond the old limit of 10,000)."""
+    from llmsizing import catalog
+
+    seq = 131072
+    df = plan("llama-3.1-405b", tokens=8e11, gpus=catalog.list_gpus(), seq=seq, global_batch=128)
+    assert len(df) > 10_000
+    assert set(df["cp"]) >= {1, 2, 4, 8, 16, 32}
+    assert (seq % (2 * df["cp"]) == 0).all() and (seq // df["cp"] >= 4096).all()
+    assert (df["tp"] * df["cp"] * df["pp"] * df["dp"] == df["n_gpus"]).all()
+    assert (df["micro_batch"] * df["grad_accum"] * df["dp"] == 128).all()
+    assert (df["memory_per_gpu_bytes"] <= 0.9 * df["capacity_bytes"]).all()
+    assert df["pareto"].any() and (df.loc[df["pareto"], "cp"] > 1).any()
