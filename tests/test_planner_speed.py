@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llmsizing import planner
+from llmsizing import catalog, planner
 from llmsizing.flops import training_flops_per_token
 from llmsizing.layouts import _divisors, step_time
 from llmsizing.parallel import Parallel, check_layout
@@ -153,6 +153,8 @@ SETTINGS = {
     "70b at 64K in FP8, the ring": dict(
         model="llama-3-70b", tokens=1e12, gpus=("H100 SXM", "H200"), seq=65536, global_batch=64, max_gpus=4096,
         precision="fp8-mixed"),
+    "405b over the whole catalogue at 8K, no GPU limit": dict(
+        model="llama-3.1-405b", tokens=15e12, gpus=tuple(catalog.list_gpus()), seq=8192, global_batch=2048),
     "405b at 128K on H100s (issue 23)": dict(
         model="llama-3.1-405b", tokens=8e11, gpus=("H100 SXM",), seq=131072, global_batch=128, max_gpus=16384),
     "8b, chosen micro-batches, recomputations, ZeRO stages and cp degrees": dict(
@@ -181,8 +183,6 @@ def test_the_comparison_can_fail(monkeypatch):
 def test_405b_at_128k_over_the_whole_catalogue_is_searched():
     """Issue 23: at 128K tokens the planner searches context parallelism over every GPU type of the catalogue
     instead of refusing because too many plans fit (17,000 or so, beyond the old limit of 10,000)."""
-    from llmsizing import catalog
-
     seq = 131072
     df = plan("llama-3.1-405b", tokens=8e11, gpus=catalog.list_gpus(), seq=seq, global_batch=128)
     assert len(df) > 10_000

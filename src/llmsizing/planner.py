@@ -368,7 +368,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
     the tokens, the deadline or the budget (the planner widget's token drop-down) then costs milliseconds
-    instead of the search's 0.1-0.3 s. The cached table is shared: :func:`plan` copies it before adding columns."""
+    instead of the search's 0.1-0.5 s. The cached table is shared: :func:`plan` copies it before adding columns."""
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
