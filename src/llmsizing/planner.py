@@ -29,7 +29,9 @@ import numpy as np
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence, renamed
 from .activations import ATTENTION, STACKS
 from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
-from .flops import RECOMPUTE, stage_flops_per_token, training_flops_per_token
+from .flops import RECOMPUTE, stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
+from .hardware import dense_tflops
+from .hardware import kernel_efficiency as default_efficiency
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, OPTIMIZER_IMPLS, training_memory
 from .network import get_node
@@ -264,31 +266,40 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over layers,
     # its share of the windows too: a stage's is the share of the layers it holds)
     lay_keys, lay_idx = _groups(gi, tp, cp, b, ri)
-    lay = np.zeros((len(lay_keys), 5))
+    lay = np.zeros((len(lay_keys), 6))
     peak_of = {}
+    fp8 = compute_dtype(precision) == "fp8"      # the attention core then runs at BF16's pace (step_compute_time_s)
     for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys):
         g = gpu_list[g_]
         st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
                        grad_accum=1, kernel_efficiency=eff, recompute=rcs[r_], precision=precision,
                        node=node_of[g.name])
         by = st.comm_by_group_s
+        bf16_rate = dense_tflops(g, "bf16") * 1e12 * default_efficiency(g, "bf16") if fp8 else 0.0
         lay[k] = (st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
-                  by.get("cp", 0.0))
+                  by.get("cp", 0.0), bf16_rate)
         peak_of[g_] = st.peak_flops
     L = lay[lay_idx]
     # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers over
     # the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
     stage_keys, stage_idx = _groups(pp, ri)
-    stage = np.zeros((len(stage_keys), 3))
+    stage = np.zeros((len(stage_keys), 4))
     for k, (p_, r_) in enumerate(stage_keys):
         par, rc = Parallel(pp=p_), rcs[r_]
-        stage[k] = (max(stage_flops_per_token(model, par, seq=seq, recompute=rc)),
-                    max(layers_per_stage(model.layers, par)) / model.layers,
+        flops = stage_flops_per_token(model, par, seq=seq, recompute=rc)
+        slowest = max(range(len(flops)), key=flops.__getitem__)
+        stage[k] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
                     training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
-                                                                                             recompute=rc))
+                                                                                             recompute=rc),
+                    stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest] if fp8 else 0.0)
     S = stage[stage_idx]
-    # step_compute_time_s's own order: stage FLOPs x batch x seq x m / (tp cp) / (peak x 1e12 x efficiency)
-    compute = S[:, 0] * b * seq * m / (tp * cp) / L[:, 0]
+    # step_compute_time_s's own order: stage FLOPs x batch x seq x m / (tp cp) / (peak x 1e12 x efficiency);
+    # under FP8 the attention core's FLOPs at the BF16 rate
+    per_gpu = b * seq * m / (tp * cp)
+    if fp8:
+        compute = (S[:, 0] - S[:, 3]) * per_gpu / L[:, 0] + S[:, 3] * per_gpu / L[:, 5]
+    else:
+        compute = S[:, 0] * b * seq * m / (tp * cp) / L[:, 0]
     busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
     one = compute / mf                                            # one micro-batch's compute (_window_s)
     fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
