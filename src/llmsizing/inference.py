@@ -114,10 +114,9 @@ def moe_expert_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -
     k/E)^B)`` (uniform routing: an upper bound for a real, skewed router; see :func:`moe_experts_touched`).
     The one place the serving model prices experts (:func:`decode_weight_bytes_read`). 0 for a dense model."""
     model = resolve_model(model, moe=True)
-    if not model.is_moe:
-        check_int("batch", batch)
-        return 0.0
-    return routed_expert_bytes(model, dtype) * moe_experts_touched(model, batch) / model.experts
+    routed = routed_expert_bytes(model, dtype)       # (checks dtype, for a dense model too)
+    touched = moe_experts_touched(model, batch)
+    return routed * touched / model.experts if model.is_moe else 0.0
 
 
 def decode_weight_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -> float:
