@@ -29,6 +29,8 @@ EXAMPLES = """examples:
   llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 1024 --output 256 --users 1000 --itl-ms 50
   llmsizing serve llama-3-8b --gpu "H100 SXM" --prompt 4096 --output 512 --rps 20 --itl-ms 30 --json
   llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 32768 --output 512 --rps 2 --itl-ms 50 --ttft-ms 2000 --pp 2
+  llmsizing serve mixtral-8x7b --gpu "H100 SXM" --prompt 1024 --output 256 --users 200 --itl-ms 30
+  llmsizing serve deepseek-v3 --gpu H800 --prompt 1024 --output 512 --users 2000 --itl-ms 60 --weights fp8 --ep 32
   llmsizing finetune llama-3-8b --method lora --gpu "H100 SXM" --tokens 100M --seq 2048 --batch 4
   llmsizing finetune llama-3-70b --method qlora --gpu "A100 80GB" --gpus 4 --strategy fsdp --tokens 50M --json
 """
@@ -141,8 +143,9 @@ def stage(text: str):
 stage.__name__ = "stage"
 
 
-def _model(name: str):
-    """A catalogue name, or the path of a Hugging Face config.json (or of the folder that holds one)."""
+def _model(name: str, moe: bool = False):
+    """A catalogue name, or the path of a Hugging Face config.json (or of the folder that holds one). A mixture
+    of experts is refused unless ``moe=True`` (the serve command's models may be one)."""
     from .catalog import resolve_model
     from .model import Model
 
@@ -151,7 +154,7 @@ def _model(name: str):
                          "of a Hugging Face config.json")
     if name.endswith(".json") or "/" in name or _is_dir(name):
         return Model.from_hf_config(name)
-    return resolve_model(name)
+    return resolve_model(name, moe=moe)
 
 
 def _is_dir(name: str) -> bool:
@@ -411,16 +414,17 @@ def cmd_serve(args) -> None:
     from .serve import replicas_for
 
     load = dict(users=args.users) if args.users is not None else dict(requests_per_s=args.rps)
-    plan = replicas_for(_model(args.model), args.gpu, prompt=args.prompt, output=args.output,
+    plan = replicas_for(_model(args.model, moe=True), args.gpu, prompt=args.prompt, output=args.output,
                         itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3, think_s=args.think_s,
                         weights=args.weights, kv_cache=args.kv_cache, price_usd_per_gpu_hour=args.price, pp=args.pp,
-                        **load)
+                        ep=args.ep, **load)
     df = plan.to_frame().T.reset_index(drop=True)
     if args.json or args.csv:
         _emit(df, args)
         return
     s = plan.serving
-    layout = f"{plan.replicas:,} x tp={plan.tp}" + (f" x pp={s.pp}" if s.pp > 1 else "")
+    layout = f"{plan.replicas:,} x " + (f"ep={s.ep} (tp={plan.tp} attention groups)" if s.ep > 1 else f"tp={plan.tp}") \
+        + (f" x pp={s.pp}" if s.pp > 1 else "")
     out = {"GPUs": f"{plan.gpus:,}", "layout": layout, "batch": f"{plan.batch:,}",
            "TTFT ms": f"{s.ttft_s * 1e3:,.1f}", "ITL ms": f"{s.itl_s * 1e3:,.1f}",
            "requests/s": f"{plan.requests_per_s:,.2f}", "capacity requests/s": f"{plan.capacity_requests_per_s:,.2f}",
@@ -599,9 +603,10 @@ def parser() -> argparse.ArgumentParser:
     from .serve import KV_FORMATS, WEIGHT_FORMATS
 
     p = _command(sub, "serve", "GPUs to serve a load within a latency target",
-                 "The fewest GPUs (replicas x tensor parallelism x --pp stages) that serve a load within an ITL and "
-                 "TTFT target "
-                 "(replicas_for): users via Little's law, or a request rate.")
+                 "The fewest GPUs (replicas x tensor parallelism x --pp stages, or replicas x --ep GPUs for a "
+                 "mixture of experts) that serve a load within an ITL and TTFT target "
+                 "(replicas_for): users via Little's law, or a request rate. Mixtures of experts are accepted: "
+                 "every expert resident, a decode step reading the experts its batch touches.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
     p.add_argument("--prompt", type=integer(), required=True, help="prompt tokens per request")
@@ -615,6 +620,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--think-s", type=number(0), default=0.0, help="seconds a user thinks between requests")
     p.add_argument("--pp", type=integer(), default=1,
                    help="pipeline-parallel stages per replica, vLLM's --pipeline-parallel-size (default 1)")
+    p.add_argument("--ep", type=integer(), default=1,
+                   help="expert-parallel GPUs per replica for a mixture of experts: the routed experts split over "
+                        "them, attention in data-parallel groups of tp (DeepSeek-V3's layout; default 1: none)")
     p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS))
     p.add_argument("--kv-cache", default="bf16", choices=list(KV_FORMATS))
     p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
