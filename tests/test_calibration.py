@@ -36,7 +36,15 @@ def test_each_runs_kernel_efficiency_gives_back_its_published_mfu(fitted):
         st = L.step_time(r.model, r.gpu, par, batch=micro, seq=int(r.seq), grad_accum=accum, recompute=recompute,
                          kernel_efficiency=r.kernel_efficiency, dtype=r.dtype)
         assert st.mfu == pytest.approx(r.implied_mfu, rel=1e-6), r.run
-        assert st.mfu <= st.kernel_efficiency * (1 + 1e-12)      # the losses only take away
+        # the losses only take away: the MFU is at most what the kernels reach. Under FP8 the attention core runs
+        # at the BF16 peak and BF16 efficiency, so the ceiling is the faster of the two paces (of the FP8 peak)
+        ceiling = st.kernel_efficiency
+        if r.dtype == "fp8":
+            from llmsizing.hardware import dense_tflops, kernel_efficiency
+
+            bf16_pace = kernel_efficiency(r.gpu, "bf16") * dense_tflops(r.gpu, "bf16") / dense_tflops(r.gpu, "fp8")
+            ceiling = max(ceiling, bf16_pace)
+        assert st.mfu <= ceiling * (1 + 1e-12), r.run
 
 
 def test_the_default_is_the_median_of_the_calibration_runs(fitted):

@@ -363,3 +363,19 @@ def test_serve_refuses_bad_input(argv, message, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_memory_and_plan_take_context_parallelism(capsys):
+    """``--cp`` splits each sequence over cp GPUs: at the backward's peak (batch 8 x 8,192 tokens of Llama-3-8B
+    on 4 GPUs) the activations are those of 2,048 tokens, a quarter of cp=1's; ``--cp-comm`` and a sequence
+    that is not a multiple of 2 x cp are checked; ``plan --cp`` restricts the search to the degrees given."""
+    base = ["memory", "llama-3-8b", "--batch", "8", "--seq", "8192", "--json"]
+    one = {r["component"]: r["bytes"] for r in _json(capsys, base)}
+    four = {r["component"]: r["bytes"] for r in _json(capsys, base + ["--cp", "4", "--cp-comm", "all_gather"])}
+    lib = L.activation_memory("llama-3-8b", batch=8, seq=8192, cp=4).total_bytes
+    assert four["activations"] == pytest.approx(lib) and one["activations"] == pytest.approx(4 * lib)
+    assert cli.main(["memory", "llama-3-8b", "--batch", "1", "--seq", "1004", "--cp", "4"]) == 2
+    assert "2 x cp" in capsys.readouterr().err
+    rows = _json(capsys, ["plan", "llama-3-8b", "--tokens", "1B", "--seq", "8192", "--global-batch", "64",
+                          "--max-gpus", "64", "--cp", "1", "--cp", "2", "--all", "--json"])
+    assert rows and {r["cp"] for r in rows} <= {1, 2} and 2 in {r["cp"] for r in rows}

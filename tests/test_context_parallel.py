@@ -183,10 +183,11 @@ def test_the_ring_hides_behind_attention_the_gather_does_not():
 # ----------------------------------------------------------------------------- Llama 3 405B at 128K
 def test_llama3_405b_128k_fits_and_comes_near_its_published_mfu():
     """Dubey et al. 2024, Table 4: 16,384 H100s, TP8 CP16 PP16, 131,072 tokens, 16M tokens per batch, 380
-    TFLOP/s per GPU = 38% BF16 MFU. As at 8K (chapter 8), the library fits the layout in 80 GB only with full
-    recomputation (it has no partial recomputation), and charges no recomputation for the MFU, the FLOPs Meta
-    most likely ran (how the kernel-efficiency calibration treats the 8K rows). Within +-20% of the published
-    MFU; with full recomputation charged the MFU is the pessimistic bound, below it."""
+    TFLOP/s per GPU = 38% BF16 MFU (issue 23's done-when). Meta does not say what it recomputed; the book
+    recomputes one layer per model chunk (Megatron-LM's block method, ``recompute_layers=1``: four of each
+    stage's 7 or 8 layers), the least that fits the planner's usable share of 80 GB, and with that same setting
+    the MFU is within +-20% of the published one. Without recomputation it does not fit; with full
+    recomputation it fits but the MFU falls below 0.8 of the published one."""
     row = published_runs().set_index("run").loc["Llama 3.1 405B, 16,384 GPUs, 128K context (TP8 CP16 PP16 DP4)"]
     published = float(row["implied_mfu"])
     assert published == pytest.approx(380 / 989.4, rel=1e-3)
@@ -194,14 +195,17 @@ def test_llama3_405b_128k_fits_and_comes_near_its_published_mfu():
     assert par.gpus == int(row["n_gpus"]) == 16384
     m = int(row["global_batch"]) // par.dp
     h100 = L.get_gpu("H100 SXM")
-    full = L.training_memory(L405, batch=1, seq=SEQ, grad_accum=m, parallel=par, recompute="full")
-    assert full.total_bytes <= h100.memory_bytes
-    none = L.training_memory(L405, batch=1, seq=SEQ, grad_accum=m, parallel=par, recompute="none")
-    assert none.total_bytes > h100.memory_bytes                     # as at 8K: more than 80 GB without
-    st = L.step_time(L405, h100, par, batch=1, seq=SEQ, grad_accum=m)
-    assert 0.8 <= st.mfu / published <= 1.2
+    usable = layouts.USABLE_FRACTION * h100.memory_bytes
+    kw = dict(batch=1, seq=SEQ, grad_accum=m, parallel=par)
+    partial = dict(recompute="full", recompute_layers=1)
+    assert L.training_memory(L405, **kw, **partial).total_bytes <= usable                # fits
+    st = L.step_time(L405, h100, par, batch=1, seq=SEQ, grad_accum=m, **partial)
+    assert 0.8 <= st.mfu / published <= 1.2                                                # and matches
+    # the alternatives: none does not fit 80 GB, full fits but is too slow
+    assert L.training_memory(L405, recompute="none", **kw).total_bytes > h100.memory_bytes
+    assert L.training_memory(L405, recompute="full", **kw).total_bytes <= usable
     bound = L.step_time(L405, h100, par, batch=1, seq=SEQ, grad_accum=m, recompute="full")
-    assert bound.mfu < st.mfu and bound.mfu / published > 0.7
+    assert bound.mfu < st.mfu and bound.mfu / published < 0.8
 
 
 # ----------------------------------------------------------------------------- the planner

@@ -295,8 +295,8 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
                       attention: str = "flash", dropout: bool = False, recompute: str = "none",
                       tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
                       logits_dtype: str = "fp32", stack: str = "fused", autocast: bool = False,
-                      fp8: str | None = None, cp: int = 1, capacity_factor: float | None = None,
-                      expert_tp: bool = False) -> ActivationMemory:
+                      fp8: str | None = None, cp: int = 1, recompute_layers: int | None = None,
+                      capacity_factor: float | None = None, expert_tp: bool = False) -> ActivationMemory:
     """Bytes saved for backward by one micro-batch of ``batch`` sequences of ``seq`` tokens, on one GPU.
 
     In the simple case (GPT layer, 16-bit, dropout, eager attention, no TP) the per-layer figure is exactly
@@ -316,22 +316,40 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     ``seq / cp`` tokens (``seq`` must be a multiple of ``2 cp``, and ``attention="flash"``: see the module
     docstring). The "Long context" chapter teaches it.
 
+    ``recompute_layers`` (with ``recompute="full"``; ``None`` is every layer) recomputes only the first that
+    many layers (Megatron-LM's ``--recompute-method block``, :func:`~llmsizing.parallel.recomputed_layers`;
+    without a pipeline the model is one chunk): they keep only their input, the others what ``"none"`` keeps
+    (:func:`partial_recompute_activations`). ``0`` is ``"none"``, the model's layers ``"full"``.
+
     A mixture of experts (issue 24) gets its MoE layers' router, dispatched tokens, experts' intermediates and
     combine inputs, and shared experts (:func:`llmsizing.moe.moe_activation_memory`; dropless, or
     ``capacity_factor``; ``expert_tp`` splits the experts' intermediates over ``tp``), in the ``"mlp"``
-    component.
+    component (``recompute_layers`` is not modelled for one).
     """
     model = resolve_model(model, moe=True)
     expert_tp = check_bool("expert_tp", expert_tp)
     if model.is_moe:                          # ---- mixture of experts (llmsizing.moe, issue 24)
         from .moe import moe_activation_memory
 
+        if recompute_layers is not None:
+            raise ValueError(f"recompute_layers={recompute_layers!r}: partial recomputation of a mixture of "
+                             "experts is not modelled (use recompute='none', 'selective' or 'full')")
         return moe_activation_memory(model, capacity_factor=capacity_factor, expert_tp=expert_tp, batch=batch,
                                      seq=seq, dtype=dtype, attention=attention, dropout=dropout,
                                      recompute=recompute, tp=tp, sp=sp, mask_bytes=mask_bytes,
                                      logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
     if capacity_factor is not None or expert_tp:
         raise ValueError(f"capacity_factor and expert_tp describe a mixture of experts; {model.name!r} is dense")
+    if recompute_layers is not None:
+        from .parallel import check_recompute_layers
+
+        check_choice("recompute", recompute, RECOMPUTE)
+        n = check_recompute_layers(recompute, recompute_layers, model.layers)
+        kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, tp=tp, sp=sp,
+                  mask_bytes=mask_bytes, logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
+        return partial_recompute_activations(activation_memory(model, recompute="none", **kw),
+                                             activation_memory(model, recompute="full", **kw),
+                                             layers=model.layers, recomputed=n)
     batch = check_int("batch", batch)
     seq = check_int("seq", seq)
     cp = check_int("cp", cp)
@@ -400,6 +418,83 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     comps["logits"] = logits
     comps = {k: comps[k] for k in ACT_COMPONENTS}
     return ActivationMemory(per_layer, layers, embedding, logits, comps, L)
+
+
+def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_flight: float, *,
+                      plain: ActivationMemory | None = None,
+                      recompute_layers: int | None = None) -> ActivationMemory:
+    """One pipeline stage's activations: ``in_flight`` micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`)
+    of its own layers (and of the embedding's tensors on the first stage), one layer rebuilt by recomputation,
+    and the logits (one micro-batch) on the last stage. The breakdown's layer components are scaled in
+    proportion. ``acts`` is :func:`activation_memory` of the whole model (the only stage, returned as is,
+    without a pipeline). With ``recompute_layers`` (partial recomputation, ``acts`` computed with
+    ``recompute="full"`` and ``plain`` with ``"none"``) the stage's first ``recompute_layers`` layers of each
+    model chunk keep their input, the others every tensor (:func:`partial_recompute_activations`, with
+    :func:`~llmsizing.parallel.recomputed_layers`). Used by :func:`~llmsizing.memory.training_memory`."""
+    from .parallel import layers_per_stage, recomputed_layers
+
+    n_layers = layers_per_stage(model.layers, par)[stage]
+    if recompute_layers is not None:
+        return partial_recompute_activations(plain, acts, layers=n_layers,
+                                             recomputed=recomputed_layers(model.layers, par, recompute_layers)[stage],
+                                             in_flight=in_flight if par.pp > 1 else 1.0, embedding=stage == 0,
+                                             logits=stage == par.pp - 1)
+    if par.pp == 1:
+        return acts
+    kept = in_flight * n_layers                       # layer x micro-batch units alive at the stage's peak
+    layers = kept * acts.per_layer_bytes + acts.rebuilt_bytes
+    if getattr(acts, "moe_layers", None):     # ---- a mixture of experts: this stage's own dense / MoE mix
+        from .moe import stage_offset_bytes
+
+        layers += in_flight * stage_offset_bytes(acts, par, stage)
+    scale = layers / acts.layers_bytes if acts.layers_bytes else 0.0
+    emb = in_flight * acts.embedding_bytes if stage == 0 else 0.0
+    logits = acts.logits_bytes if stage == par.pp - 1 else 0.0
+    bd = {k: v * scale for k, v in acts.breakdown.items()}
+    bd["embedding"], bd["logits"] = emb, logits
+    return ActivationMemory(acts.per_layer_bytes, layers, emb, logits, bd, kept)
+
+
+def partial_recompute_activations(none: ActivationMemory, full: ActivationMemory, *, layers: int, recomputed: int,
+                                  in_flight: float = 1.0, embedding: bool = True,
+                                  logits: bool = True) -> ActivationMemory:
+    """The activations of ``layers`` layers of which ``recomputed`` keep only their input (full recomputation,
+    ``full``: :func:`activation_memory` with ``recompute="full"``) and the rest every tensor (``none``:
+    ``recompute="none"``), for ``in_flight`` micro-batches of them (a pipeline stage's, as
+    :func:`~llmsizing.parallel.pipeline_in_flight` counts them; 1 without a pipeline); the embedding's and the
+    logits' tensors are ``none``'s, each kept only if ``embedding`` / ``logits`` (the first / last stage).
+
+    Per micro-batch: ``recomputed x`` the checkpointed input (``p s b h / t`` with sequence parallelism) ``+
+    (layers - recomputed) x`` a plain layer's bytes, and while a recomputed layer is rebuilt in the backward,
+    its working set on top (``full.rebuilt_bytes``; nothing if no layer is recomputed). That is the peak of
+    Megatron-LM's block method if the rebuild coincided with every plain layer still alive. It does not quite:
+    the backward reaches the recomputed layers (a chunk's first ones) after its plain layers of that
+    micro-batch have freed their tensors, so this overstates the peak by at most the rebuilt layer's working set
+    (0.57 GiB of the 58.7 GiB of Llama 3 405B's most loaded GPU at 128K with ``recomputed`` 4 of 8: 1%). Kept so
+    that ``recomputed = layers`` is exactly ``recompute="full"`` and ``0`` exactly ``"none"``. The breakdown puts the checkpoints under
+    ``"residuals"`` as full recomputation does. Taught in the "Long context" chapter."""
+    layers = check_int("layers", layers)
+    r = check_int("recomputed", recomputed, minimum=0, maximum=layers)
+    in_flight = check_number("in_flight", in_flight)
+    plain = layers - r
+    kept = in_flight * layers
+    rebuilt = full.rebuilt_bytes if r else 0.0
+    units = (kept * full.per_layer_bytes if r == layers else kept * none.per_layer_bytes if r == 0
+             else in_flight * (r * full.per_layer_bytes + plain * none.per_layer_bytes))
+    per_layer = (full.per_layer_bytes if r == layers else none.per_layer_bytes if r == 0 else units / kept
+                 if kept else 0.0)
+    emb = in_flight * none.embedding_bytes if embedding else 0.0
+    lg = none.logits_bytes if logits else 0.0
+    share = in_flight * plain / none.layer_count if none.layer_count else 0.0
+    bd = {k: none.breakdown[k] * share for k in ACT_COMPONENTS}
+    if r:
+        full_layer = full.layer_count * full.per_layer_bytes            # the checkpoints of full's layers
+        for k in ACT_COMPONENTS:                                        # one rebuilt layer's working set
+            if k not in ("embedding", "logits"):
+                bd[k] += full.breakdown[k] - (full_layer if k == "residuals" else 0.0)
+        bd["residuals"] += in_flight * r * full.per_layer_bytes
+    bd["embedding"], bd["logits"] = emb, lg
+    return ActivationMemory(per_layer, units + rebuilt, emb, lg, bd, kept)
 
 
 def cp_attention_buffers_bytes(model: Model | str, *, batch: int, seq: int, tp: int = 1, cp: int = 1,

@@ -29,6 +29,8 @@ EXAMPLES = """examples:
   llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 1024 --output 256 --users 1000 --itl-ms 50
   llmsizing serve llama-3-8b --gpu "H100 SXM" --prompt 4096 --output 512 --rps 20 --itl-ms 30 --json
   llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 32768 --output 512 --rps 2 --itl-ms 50 --ttft-ms 2000 --pp 2
+  llmsizing serve mixtral-8x7b --gpu "H100 SXM" --prompt 1024 --output 256 --users 200 --itl-ms 30
+  llmsizing serve deepseek-v3 --gpu H800 --prompt 1024 --output 512 --users 2000 --itl-ms 60 --weights fp8 --ep 32
   llmsizing finetune llama-3-8b --method lora --gpu "H100 SXM" --tokens 100M --seq 2048 --batch 4
   llmsizing finetune llama-3-70b --method qlora --gpu "A100 80GB" --gpus 4 --strategy fsdp --tokens 50M --json
 """
@@ -141,8 +143,9 @@ def stage(text: str):
 stage.__name__ = "stage"
 
 
-def _model(name: str):
-    """A catalogue name, or the path of a Hugging Face config.json (or of the folder that holds one)."""
+def _model(name: str, moe: bool = False):
+    """A catalogue name, or the path of a Hugging Face config.json (or of the folder that holds one). A mixture
+    of experts is refused unless ``moe=True`` (the serve command's models may be one)."""
     from .catalog import resolve_model
     from .model import Model
 
@@ -151,7 +154,7 @@ def _model(name: str):
                          "of a Hugging Face config.json")
     if name.endswith(".json") or "/" in name or _is_dir(name):
         return Model.from_hf_config(name)
-    return resolve_model(name)
+    return resolve_model(name, moe=moe)
 
 
 def _is_dir(name: str) -> bool:
@@ -199,11 +202,11 @@ def cmd_gpus(args) -> None:
 def _parallel(args):
     from .parallel import Parallel
 
-    if (args.tp, args.pp, args.dp, args.zero, args.sp, args.virtual_stages, args.offload) == (1, 1, 1, 0, False, 1,
-                                                                                             "none"):
+    if (args.tp, args.pp, args.dp, args.zero, args.sp, args.virtual_stages, args.offload, args.cp) == (
+            1, 1, 1, 0, False, 1, "none", 1):
         return None
     return Parallel(tp=args.tp, pp=args.pp, dp=args.dp, zero=args.zero, sp=args.sp,
-                    virtual_stages=args.virtual_stages, offload=args.offload)
+                    virtual_stages=args.virtual_stages, offload=args.offload, cp=args.cp, cp_comm=args.cp_comm)
 
 
 #: How the memory table names the temporaries alive at the peak, by the phase that holds it
@@ -389,14 +392,15 @@ def cmd_plan(args) -> None:
     df = plan(_model(args.model), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)), seq=args.seq,
               global_batch=args.global_batch, max_gpus=args.max_gpus, deadline_days=args.deadline_days,
               budget_usd=args.budget, overlap=args.overlap, kernel_efficiency=args.kernel_efficiency,
-              precision=args.precision, optimizer_impl=args.optimizer_impl)
+              precision=args.precision, optimizer_impl=args.optimizer_impl,
+              **({} if args.cp is None else {"cp_degrees": tuple(args.cp)}), cp_comm=args.cp_comm)
     if not args.all:
         df = df[df["pareto"]]
     df = df.head(args.top).reset_index(drop=True)
     if args.json or args.csv:
         _emit(df, args)
         return
-    out = df[["gpu", "n_gpus", "tp", "pp", "dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
+    out = df[["gpu", "n_gpus", "tp", "cp", "pp", "dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
     out["GiB/GPU"] = (df["memory_per_gpu_bytes"] / 2**30).map("{:.1f}".format)
     out["step s"] = df["step_time_s"].map("{:.2f}".format)
     out["MFU"] = df["mfu"].map("{:.0%}".format)
@@ -410,16 +414,17 @@ def cmd_serve(args) -> None:
     from .serve import replicas_for
 
     load = dict(users=args.users) if args.users is not None else dict(requests_per_s=args.rps)
-    plan = replicas_for(_model(args.model), args.gpu, prompt=args.prompt, output=args.output,
+    plan = replicas_for(_model(args.model, moe=True), args.gpu, prompt=args.prompt, output=args.output,
                         itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3, think_s=args.think_s,
                         weights=args.weights, kv_cache=args.kv_cache, price_usd_per_gpu_hour=args.price, pp=args.pp,
-                        **load)
+                        ep=args.ep, **load)
     df = plan.to_frame().T.reset_index(drop=True)
     if args.json or args.csv:
         _emit(df, args)
         return
     s = plan.serving
-    layout = f"{plan.replicas:,} x tp={plan.tp}" + (f" x pp={s.pp}" if s.pp > 1 else "")
+    layout = f"{plan.replicas:,} x " + (f"ep={s.ep} (tp={plan.tp} attention groups)" if s.ep > 1 else f"tp={plan.tp}") \
+        + (f" x pp={s.pp}" if s.pp > 1 else "")
     out = {"GPUs": f"{plan.gpus:,}", "layout": layout, "batch": f"{plan.batch:,}",
            "TTFT ms": f"{s.ttft_s * 1e3:,.1f}", "ITL ms": f"{s.itl_s * 1e3:,.1f}",
            "requests/s": f"{plan.requests_per_s:,.2f}", "capacity requests/s": f"{plan.capacity_requests_per_s:,.2f}",
@@ -494,7 +499,7 @@ def _command(sub, name: str, help: str, description: str) -> argparse.ArgumentPa
 
 def parser() -> argparse.ArgumentParser:
     from .activations import ATTENTION, RECOMPUTE, STACKS
-    from .parallel import OFFLOADS
+    from .parallel import CP_COMMS, OFFLOADS
     from .precision import OPTIMIZERS, RECIPES
 
     ap = argparse.ArgumentParser(prog="llmsizing", description="How many GPUs? Memory, time and cost of training "
@@ -523,6 +528,10 @@ def parser() -> argparse.ArgumentParser:
                    help="gradient-accumulation steps (= pipeline micro-batches)")
     for f in ("tp", "pp", "dp"):
         p.add_argument(f"--{f}", type=integer(), default=1, help=f"{f} degree (default 1)")
+    p.add_argument("--cp", type=integer(), default=1,
+                   help="context-parallel degree: each GPU holds seq/cp tokens (seq a multiple of 2 cp; default 1)")
+    p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
+                   help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
     p.add_argument("--zero", type=integer(0, 3), default=0, help="ZeRO stage 0-3 over the dp group")
     p.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp > 1)")
     p.add_argument("--virtual-stages", type=integer(), default=1,
@@ -581,6 +590,11 @@ def parser() -> argparse.ArgumentParser:
                    help="memory recipe (bf16-mixed-fp32-grads is Megatron-LM's default)")
     p.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
                    help="the optimizer step: PyTorch's default foreach, or the fused kernel (smaller)")
+    p.add_argument("--cp", type=integer(), action="append",
+                   help="a context-parallel degree to search; repeat for several (default: 1 below 16K tokens, "
+                        "powers of two up to 32 from 16K)")
+    p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
+                   help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)
@@ -589,9 +603,10 @@ def parser() -> argparse.ArgumentParser:
     from .serve import KV_FORMATS, WEIGHT_FORMATS
 
     p = _command(sub, "serve", "GPUs to serve a load within a latency target",
-                 "The fewest GPUs (replicas x tensor parallelism x --pp stages) that serve a load within an ITL and "
-                 "TTFT target "
-                 "(replicas_for): users via Little's law, or a request rate.")
+                 "The fewest GPUs (replicas x tensor parallelism x --pp stages, or replicas x --ep GPUs for a "
+                 "mixture of experts) that serve a load within an ITL and TTFT target "
+                 "(replicas_for): users via Little's law, or a request rate. Mixtures of experts are accepted: "
+                 "every expert resident, a decode step reading the experts its batch touches.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
     p.add_argument("--prompt", type=integer(), required=True, help="prompt tokens per request")
@@ -605,6 +620,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--think-s", type=number(0), default=0.0, help="seconds a user thinks between requests")
     p.add_argument("--pp", type=integer(), default=1,
                    help="pipeline-parallel stages per replica, vLLM's --pipeline-parallel-size (default 1)")
+    p.add_argument("--ep", type=integer(), default=1,
+                   help="expert-parallel GPUs per replica for a mixture of experts: the routed experts split over "
+                        "them, attention in data-parallel groups of tp (DeepSeek-V3's layout; default 1: none)")
     p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS))
     p.add_argument("--kv-cache", default="bf16", choices=list(KV_FORMATS))
     p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")

@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, renamed
 from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
-from .flops import stage_flops_per_token
+from .flops import stage_attention_flops_per_token, stage_flops_per_token
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .model import Model
 from .network import GroupLink, Node, get_node, group_link, latency_steps
-from .parallel import Parallel, layers_per_stage, resolve_parallel
+from .parallel import Parallel, check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
 
 #: Columns of :meth:`Communication.to_frame`.
@@ -156,7 +156,8 @@ def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
 def communication(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
                   gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
                   precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none",
-                  node=None, max_nodes: int | None = None) -> Communication:
+                  node=None, recompute_layers: int | None = None,
+                  max_nodes: int | None = None) -> Communication:
     """The collectives of one training step, per GPU, for the most loaded pipeline stage.
 
     ``batch`` is the micro-batch (sequences), ``grad_accum`` the micro-batches per step (a pipeline's
@@ -195,7 +196,9 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
       "(experts)"), the rest over ``dp x cp``.
 
     The embedding's and loss's small tensor-parallel all-reduces are left out (one ``b s h`` each way per
-    micro-batch against ``4 L`` of them). Taught in chapters 7 and 8; measured in chapter 9.
+    micro-batch against ``4 L`` of them). With partial recomputation (``recompute_layers``, see
+    :func:`~llmsizing.memory.training_memory`) only the recomputed layers of the stage run their forward's
+    TP and CP collectives again. Taught in chapters 7 and 8; measured in chapter 9.
     """
     from .memory import stage_params
 
@@ -205,6 +208,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     m = check_int("grad_accum", grad_accum)
     recipe = RECIPES[check_recipe("precision", precision)]
     check_choice("recompute", recompute, ("none", "selective", "full"))
+    n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
     nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
     links = group_network(par, gpu, node=nd)
@@ -253,19 +257,23 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
                 add("ZeRO-3 weight all-gather (backward)" + tag, "dp", dp, "all-gather", on_rank * w_b, m, gl)
             add("ZeRO-3 gradient reduce-scatter" + tag, "dp", dp, "reduce-scatter", on_rank * g_b, m, gl)
 
-    layers = max(layers_per_stage(model.layers, par))         # the most loaded stage's layers
+    stages = layers_per_stage(model.layers, par)
+    most = max(range(par.pp), key=lambda i: stages[i])         # the most loaded stage (the first of the largest)
+    layers = stages[most]
     local = seq // par.cp                                     # this GPU's tokens of each sequence
     act = act_b * batch * local * model.hidden                # one b x s x h activation (s / cp tokens)
-    fwd_passes = 2 if recompute == "full" else 1
+    # forward passes of the stage's layers: once, and again for each recomputed layer
+    fwd_layers = (layers + recomputed_layers(model.layers, par, n_rc)[most] if n_rc is not None
+                  else layers * (2 if recompute == "full" else 1))
     if par.sp:
-        add("SP all-gather (forward)", "tp", par.tp, "all-gather", act, 2 * layers * m * fwd_passes)
-        add("SP reduce-scatter (forward)", "tp", par.tp, "reduce-scatter", act, 2 * layers * m * fwd_passes)
+        add("SP all-gather (forward)", "tp", par.tp, "all-gather", act, 2 * fwd_layers * m)
+        add("SP reduce-scatter (forward)", "tp", par.tp, "reduce-scatter", act, 2 * fwd_layers * m)
         # the backward's conjugates (2 + 2), plus Megatron-LM's re-gather of each column-parallel layer's input
         # for its weight gradient (the forward's gathered input is not kept, to save memory)
         add("SP all-gather (backward)", "tp", par.tp, "all-gather", act, 4 * layers * m)
         add("SP reduce-scatter (backward)", "tp", par.tp, "reduce-scatter", act, 2 * layers * m)
     else:
-        add("TP all-reduce (forward)", "tp", par.tp, "all-reduce", act, 2 * layers * m * fwd_passes)
+        add("TP all-reduce (forward)", "tp", par.tp, "all-reduce", act, 2 * fwd_layers * m)
         add("TP all-reduce (backward)", "tp", par.tp, "all-reduce", act, 2 * layers * m)
 
     if par.cp > 1:
@@ -273,14 +281,14 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         chunk = act_b * batch * local * 2 * max(model.kv_heads / par.tp, 1) * model.head_dim   # one rank's K, V
         if par.cp_comm == "p2p":
             hops = (cp - 1) * layers * m
-            for name, message, calls in (("CP ring send/recv K,V (forward)", chunk, hops * fwd_passes),
+            for name, message, calls in (("CP ring send/recv K,V (forward)", chunk, (cp - 1) * fwd_layers * m),
                                          ("CP ring send/recv K,V and dK,dV (backward)", 2 * chunk, hops)):
                 if message > MAX_MEANINGFUL:
                     raise too_large(name, message)
                 out.append(Collective(name, "cp", cp, gl.link, calls, message, calls * message, gl.bandwidth_gbps,
                                       calls * gl.alpha_s))
         else:
-            add("CP K,V all-gather (forward)", "cp", cp, "all-gather", cp * chunk, layers * m * fwd_passes)
+            add("CP K,V all-gather (forward)", "cp", cp, "all-gather", cp * chunk, fwd_layers * m)
             add("CP K,V all-gather (backward)", "cp", cp, "all-gather", cp * chunk, layers * m)
             add("CP dK,dV reduce-scatter (backward)", "cp", cp, "reduce-scatter", cp * chunk, layers * m)
 
@@ -302,18 +310,23 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
 
 def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
                         grad_accum: int = 1, recompute: str = "none", kernel_efficiency: float | None = None,
-                        dtype: str = "bf16", mfu: float | None = None) -> float:
+                        dtype: str = "bf16", mfu: float | None = None,
+                        recompute_layers: int | None = None) -> float:
     """Seconds of computing per step on a GPU of the slowest pipeline stage, at ``kernel_efficiency`` of the
     GPU's dense peak in ``dtype`` (``"bf16"``, ``"fp16"`` or ``"fp8"``; ``"bf16"`` on a GPU without BF16, the
     V100, is its FP16 rate: :func:`~llmsizing.hardware.dense_tflops`): that stage's training FLOPs
     (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
-    ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs.
+    ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs. With ``dtype="fp8"`` only the Linear layers'
+    FLOPs run at the FP8 peak; the attention core runs at the BF16 peak and BF16 efficiency
+    (:func:`~llmsizing.flops.stage_attention_flops_per_token`: what FP8 recipes quantise).
 
     ``kernel_efficiency`` defaults to the calibrated value of the GPU's generation
     (:func:`~llmsizing.hardware.kernel_efficiency`). It is what the kernels reach while they run, not the
     run's MFU: the bubble and the exposed communication come on top (:func:`~llmsizing.layouts.step_time`),
     and the MFU is what is left (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of
-    ``kernel_efficiency`` (deprecated; the same number was always applied to hardware FLOPs)."""
+    ``kernel_efficiency`` (deprecated; the same number was always applied to hardware FLOPs).
+    ``recompute_layers``: partial recomputation (:func:`~llmsizing.memory.training_memory`). A mixture of experts
+    computes its active FLOPs on each stage's dense and MoE layers (:func:`llmsizing.moe.moe_stage_flops`)."""
     model = resolve_model(model, moe=True)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     par = resolve_parallel(parallel, model, seq=seq)
@@ -324,15 +337,22 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     # each of the tp x cp GPUs of a stage does 1 / (tp cp) of its work: with causal load balancing every
     # context-parallel rank gets the same share of the attention (two chunks, one early, one late)
+    kw = dict(seq=seq, recompute=recompute, recompute_layers=recompute_layers)
     if model.is_moe:                          # ---- mixture of experts: active FLOPs per stage (llmsizing.moe)
         from .moe import moe_stage_flops
 
-        per_token = max(moe_stage_flops(model, par, seq=seq, recompute=check_choice(
-            "recompute", recompute, ("none", "selective", "full"))))
+        stages = moe_stage_flops(model, par, **kw)
     else:
-        per_token = max(stage_flops_per_token(model, par, seq=seq, recompute=recompute))
-    flops = per_token * batch * seq * m / (par.tp * par.cp)
-    return flops / (peak * 1e12 * eff)
+        stages = stage_flops_per_token(model, par, **kw)
+    slowest = max(range(len(stages)), key=stages.__getitem__)
+    per_gpu = batch * seq * m / (par.tp * par.cp)
+    if dtype != "fp8":
+        return stages[slowest] * per_gpu / (peak * 1e12 * eff)
+    # FP8 recipes quantise the Linear GEMMs only: the attention core runs in BF16, at the BF16 peak and its
+    # calibrated efficiency (flops.stage_attention_flops_per_token)
+    attention = stage_attention_flops_per_token(model, par, **kw)[slowest]
+    return ((stages[slowest] - attention) * per_gpu / (peak * 1e12 * eff)
+            + attention * per_gpu / (dense_tflops(g, "bf16") * 1e12 * default_efficiency(g, "bf16")))
 
 
 # =========================================================================== chapter 7: when DP stops scaling

@@ -87,16 +87,38 @@ def matmul_params(model: Model | str) -> int:
 
 
 def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "none",
-                             causal: bool = False) -> float:
+                             causal: bool = False, recompute_layers: int | None = None) -> float:
     """Training FLOPs per token: forward x 3 (backward costs two forwards), plus what recomputation reruns:
     ``"full"`` the forward of the transformer layers again (not the embedding lookup nor the LM head, which
     sit outside the checkpointed layers: about 8N instead of 6N), ``"selective"`` the attention core again
     (Korthikanti et al. 2022, Sec. 5). With a sliding window the attention term is capped as in the forward
     (:func:`attention_keys_per_token`): the windowed kernel's backward skips the same blocks. A mixture of
-    experts counts its active weights (full recomputation reruns the active part of its blocks)."""
+    experts counts its active weights (full recomputation reruns the active part of its blocks).
+
+    ``recompute_layers`` (with ``recompute="full"`` only; ``None``: every layer) reruns the forward of that many
+    layers only, the first ones of the model taken as one chunk (Megatron-LM's ``--recompute-method block``,
+    :func:`~llmsizing.parallel.recomputed_layers`): the rerun is ``recompute_layers / layers`` of the full
+    one. A pipeline's count is per model chunk: :func:`stage_flops_per_token` and the layout-aware functions
+    (:func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time`) sum it over the stages."""
+    from .parallel import check_recompute_layers
+
     model = resolve_model(model, moe=True)
     check_choice("recompute", recompute, RECOMPUTE)
-    return _training_flops_per_token(model, check_int("seq", seq), recompute, check_bool("causal", causal))
+    seq, causal = check_int("seq", seq), check_bool("causal", causal)
+    n = check_recompute_layers(recompute, recompute_layers, model.layers)
+    if n is None:
+        return _training_flops_per_token(model, seq, recompute, causal)
+    return _partial_flops_per_token(model, seq, n, causal)
+
+
+def _partial_flops_per_token(model: Model, seq: int, rerun_layers: int, causal: bool) -> float:
+    """Training FLOPs per token when ``rerun_layers`` of the model's layers are recomputed (in any stages): the
+    no-recomputation count plus that share of what full recomputation reruns (each layer's forward, weights
+    and attention: every layer reruns the same FLOPs, so the share is exact for a dense model and the average
+    for a mixture of experts)."""
+    none = _training_flops_per_token(model, seq, "none", causal)
+    rerun = _training_flops_per_token(model, seq, "full", causal) - none
+    return none + rerun * rerun_layers / model.layers
 
 
 @functools.lru_cache(maxsize=512)
@@ -113,20 +135,33 @@ def _training_flops_per_token(model: Model, seq: int, recompute: str, causal: bo
 
 
 def stage_flops_per_token(model: Model | str, parallel=None, *, seq: int, recompute: str = "none",
-                          causal: bool = False) -> tuple[float, ...]:
+                          causal: bool = False, recompute_layers: int | None = None) -> tuple[float, ...]:
     """Training FLOPs per token of each pipeline stage (all its tensor-parallel ranks together), in the
     convention of :func:`training_flops_per_token`, whose total they split: each stage's transformer layers
     (:func:`~llmsizing.parallel.layers_per_stage`) and, on the last stage, the LM head. A pipeline runs at its
     slowest stage, and with an even split that is the last one (for Llama-3-70B on 8 stages at 8K tokens, 10
     layers + the head: 9% more than the average stage). Taught in chapter 8. A mixture of experts is refused
     (:func:`~llmsizing.model.require_dense`: its pipeline layout, with expert parallelism, is not modelled yet)."""
-    from .parallel import layers_per_stage, resolve_parallel
+    from .parallel import check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
 
     model = resolve_model(model)
     par = resolve_parallel(parallel, model)
     check_choice("recompute", recompute, RECOMPUTE)
-    return _stage_flops(model, layers_per_stage(model.layers, par), check_int("seq", seq), recompute,
-                        check_bool("causal", causal))
+    n = check_recompute_layers(recompute, recompute_layers, model.layers, par)
+    stages = layers_per_stage(model.layers, par)
+    seq, causal = check_int("seq", seq), check_bool("causal", causal)
+    if n is None:
+        return _stage_flops(model, stages, seq, recompute, causal)
+    return _partial_stage_flops(model, stages, recomputed_layers(model.layers, par, n), seq, causal)
+
+
+def _partial_stage_flops(model: Model, stages: tuple, rerun: tuple, seq: int, causal: bool) -> tuple[float, ...]:
+    """:func:`stage_flops_per_token` with partial recomputation: stage ``i`` has ``stages[i]`` layers of which
+    ``rerun[i]`` run their forward twice (``recompute_layers``)."""
+    plain = _stage_flops(model, stages, seq, "none", causal)
+    attention = attention_flops_per_token(model, seq=seq, causal=causal) / model.layers
+    layer_fwd = 2 * model.params_per_layer + attention
+    return tuple(f + r * layer_fwd for f, r in zip(plain, rerun))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -142,6 +177,29 @@ def _stage_flops(model: Model, stages: tuple, seq: int, recompute: str, causal: 
     out = [n * per_layer for n in stages]
     out[-1] += head
     return tuple(out)
+
+
+def stage_attention_flops_per_token(model: Model | str, parallel=None, *, seq: int, recompute: str = "none",
+                                    causal: bool = False, recompute_layers: int | None = None) -> tuple[float, ...]:
+    """The attention core's part (``QK^T`` and ``attn @ V``, :func:`attention_flops_per_token`) of each stage's
+    :func:`stage_flops_per_token`, in the same convention: three passes per layer (forward, and the backward's
+    two), plus the forward again where recomputation reruns it (``"selective"`` and ``"full"``; with
+    ``recompute_layers``, the recomputed layers only). FP8 training runs these in BF16: Transformer Engine's
+    FP8 recipes quantise the Linear layers' GEMMs and leave the fused attention in BF16 unless ``fp8_dpa`` is
+    set; torchtitan's Float8 converts ``nn.Linear`` only; DeepSeek-V3 keeps attention in BF16 (Sec. 3.3.1).
+    :func:`~llmsizing.comm.step_compute_time_s` times them at the BF16 peak. Taught in chapter 10."""
+    from .parallel import check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
+
+    model = resolve_model(model, moe=True)       # the attention core of a mixture of experts is a dense one's
+    par = resolve_parallel(parallel, model)
+    check_choice("recompute", recompute, RECOMPUTE)
+    n = check_recompute_layers(recompute, recompute_layers, model.layers, par)
+    stages = layers_per_stage(model.layers, par)
+    seq, causal = check_int("seq", seq), check_bool("causal", causal)
+    a = attention_flops_per_token(model, seq=seq, causal=causal) / model.layers
+    if n is not None:
+        return tuple(a * (3 * k + r) for k, r in zip(stages, recomputed_layers(model.layers, par, n)))
+    return tuple(a * k * (3 + (recompute != "none")) for k in stages)
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,64 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     return total
 
 
+def moe_experts_touched(model: Model | str, batch: int) -> float:
+    """Expected number of DISTINCT routed experts a decode step over ``batch`` tokens reads in ONE MoE layer:
+    ``E (1 - (1 - k / E)^B)`` for ``E`` routed experts, ``k`` per token and ``B`` tokens.
+
+    Each token picks ``k`` of ``E`` experts; under uniform routing a given expert escapes one token with
+    probability ``1 - k / E`` and all ``B`` tokens with ``(1 - k / E)^B`` (tokens independent), so the expected
+    count touched is ``E`` times the complement. Mixtral (``E = 8``, ``k = 2``): 2 at ``B = 1``, 5.47 at ``B =
+    4``, 7.999 at ``B = 64``. This is an assumption: real routers are skewed (some experts are popular, and a
+    sequence's consecutive tokens tend to pick the same ones), which concentrates a batch on FEWER distinct
+    experts than uniform routing, so for a given batch the formula is an UPPER bound on the expert bytes a step
+    reads (the bound is exact at ``B = 1``, ``k`` experts, and as ``B`` grows, all ``E``). Chapter 15, "Serving a
+    mixture of experts". A dense model touches 0 experts (it has none)."""
+    model = resolve_model(model, moe=True)
+    batch = check_int("batch", batch)
+    if not model.is_moe:
+        return 0.0
+    e, k = model.experts, model.experts_per_token
+    return e * (1.0 - (1.0 - k / e) ** batch)
+
+
+def routed_expert_bytes(model: Model | str, dtype: str = "bf16") -> float:
+    """Bytes of ALL routed experts of all MoE layers in ``dtype`` (the matrices of :attr:`Model.routed_expert_params
+    <llmsizing.model.Model.routed_expert_params>`; 0 for a dense model). Routed experts are linear layers, so a
+    quantised format applies to them at its block type's bytes per number (as :func:`weights_bytes` does); a GGUF
+    file's Q6_K ``ffn_down`` layers are not singled out here (an approximation under 5% of the experts' bytes
+    for Q4_K_M)."""
+    model = resolve_model(model, moe=True)
+    dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
+    gguf = STORED_FORMATS.get(dtype)
+    return model.routed_expert_params * DTYPE_BYTES[gguf.blocks if gguf else dtype]
+
+
+def moe_expert_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -> float:
+    """Routed-expert bytes one decode step over ``batch`` tokens reads, all MoE layers together:
+    :func:`routed_expert_bytes` ``x`` :func:`moe_experts_touched` ``/ E``, that is ``routed bytes x (1 - (1 -
+    k/E)^B)`` (uniform routing: an upper bound for a real, skewed router; see :func:`moe_experts_touched`).
+    The one place the serving model prices experts (:func:`decode_weight_bytes_read`). 0 for a dense model."""
+    model = resolve_model(model, moe=True)
+    routed = routed_expert_bytes(model, dtype)       # (checks dtype, for a dense model too)
+    touched = moe_experts_touched(model, batch)
+    return routed * touched / model.experts if model.is_moe else 0.0
+
+
+def decode_weight_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -> float:
+    """Weight bytes one decode step over ``batch`` tokens reads (whole model, one GPU's worth before any split):
+    every weight but the routed experts once (attention, embeddings and LM head, dense layers, the router,
+    shared experts, which every token uses), plus the routed experts the batch touches
+    (:func:`moe_expert_bytes_read`). A dense model reads all of :func:`weights_bytes`. Mixtral-8x7B in bf16:
+    25.8 GB at batch 1 (the 12.9B "active" parameters of its model card, as 2-byte numbers), 93.4 GB (all 46.7B)
+    by batch 64. Chapter 15."""
+    model = resolve_model(model, moe=True)
+    total = weights_bytes(model, dtype)
+    if not model.is_moe:
+        check_int("batch", batch)
+        return total
+    return total - routed_expert_bytes(model, dtype) + moe_expert_bytes_read(model, batch, dtype)
+
+
 def kv_numbers_per_token_per_layer(model: Model | str, *, expanded: bool = False) -> int:
     """Numbers one token adds to ONE layer's KV cache: ``2 (K and V) x kv_heads x head_dim``, or with multi-head
     latent attention the compressed latent plus the shared rotary key, ``kv_lora_rank + qk_rope_head_dim``

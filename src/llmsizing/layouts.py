@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_fraction, check_int, check_number, renamed
 from .catalog import get_gpu, resolve_model
 from .comm import communication, step_compute_time_s
-from .flops import attention_flops_per_token, training_flops_per_token
+from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .model import Model
 from .network import get_node
-from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, pipeline_bubble
+from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, pipeline_bubble, recomputed_layers
 from .precision import compute_dtype
 
 #: The share of a GPU's memory a plan may fill with :attr:`~llmsizing.memory.TrainingMemory.total_bytes`
@@ -211,6 +211,36 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
 
 
 # =========================================================================== where a step's time goes
+def least_recompute_layers(model: Model | str, gpu, parallel: Parallel, *, batch: int, seq: int,
+                           grad_accum: int = 1, usable_fraction: float = USABLE_FRACTION, **kw) -> int | None:
+    """The fewest layers per model chunk that partial recomputation must rerun (``recompute="full",
+    recompute_layers=N``, Megatron-LM's block method: :func:`~llmsizing.memory.training_memory`) for the most
+    loaded GPU of ``parallel`` to hold the step within ``usable_fraction`` of ``gpu``'s memory (the planner's
+    :data:`USABLE_FRACTION` by default): ``0`` if it fits without recomputation, ``None`` if it does not fit
+    even with every layer recomputed. Each extra recomputed layer trades a plain layer's tensors for its input,
+    so the memory falls with ``N`` and the first ``N`` that fits is the answer (at most the layers of a chunk
+    are tried). ``kw`` goes to :func:`~llmsizing.memory.training_memory` (``precision``, ``attention``...).
+    Taught in the "Long context" chapter."""
+    from .memory import training_memory
+    from .parallel import chunk_layers
+
+    model = resolve_model(model)
+    if not isinstance(parallel, Parallel):
+        raise TypeError(f"parallel must be a Parallel(...), got {type(parallel).__name__}")
+    usable_fraction = check_fraction("usable_fraction", usable_fraction)
+    limit = usable_fraction * get_gpu(gpu).memory_bytes
+    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp, virtual_stages=parallel.virtual_stages,
+                 zero=parallel.zero, offload=parallel.offload, stage_layers=parallel.stage_layers, cp=parallel.cp,
+                 seq=check_int("seq", seq))
+    top = max(max(chunk_layers(n, parallel.virtual_stages)) for n in layers_per_stage(model.layers, parallel))
+    for n in range(top + 1):
+        t = training_memory(model, batch=batch, seq=seq, grad_accum=grad_accum, parallel=parallel,
+                            recompute="full", recompute_layers=n, **kw)
+        if t.total_bytes <= limit:
+            return n
+    return None
+
+
 def _window_s(compute_s: float, micro: int, fwd_share: float) -> tuple[float, float]:
     """(forward, backward) seconds of one micro-batch on the slowest stage: the windows communication can
     hide behind."""
@@ -288,18 +318,25 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
 
 
 def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, recompute: str, dtype: str,
-                    eff: float) -> tuple[float, float]:
+                    eff: float, recompute_layers: int | None = None) -> tuple[float, float]:
     """This GPU's attention-core seconds per step, ``(forward, backward)``, on the slowest stage: what the
     ring's hops of context parallelism can hide behind (:func:`exposed_by_group`). The forward's ``QK^T`` and
     ``attn @ V`` (:func:`~llmsizing.flops.attention_flops_per_token`, the full-matrix convention the step's
     compute uses) of the stage's layers for ``batch x seq x grad_accum`` tokens over ``tp x cp`` GPUs, at the
     kernel efficiency; twice that in the backward, and the forward twice with full recomputation (which runs
-    the ring again). ``(0, 0)`` without context parallelism."""
+    the ring again; with ``recompute_layers``, the recomputed layers of that stage only). ``(0, 0)`` without
+    context parallelism."""
     if par.cp == 1:
         return 0.0, 0.0
-    layers = max(layers_per_stage(model.layers, par))
+    stages = layers_per_stage(model.layers, par)
+    most = max(range(par.pp), key=lambda i: stages[i])
+    layers = stages[most]
+    if dtype == "fp8":            # the attention core stays in BF16 under FP8 recipes (comm.step_compute_time_s)
+        dtype, eff = "bf16", default_efficiency(g, "bf16")
     one = (attention_flops_per_token(model, seq=seq) / model.layers * layers * batch * seq * grad_accum
            / (par.tp * par.cp) / (dense_tflops(g, dtype) * 1e12 * eff))
+    if recompute_layers is not None:
+        return one * (1 + recomputed_layers(model.layers, par, recompute_layers)[most] / layers), 2 * one
     return one * (2 if recompute == "full" else 1), 2 * one
 
 
@@ -435,7 +472,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               grad_accum: int = 1, kernel_efficiency: float | None = None, overlap: float | None = None,
               recompute: str = "none", precision: str = "bf16-mixed", gpus_per_node: int | None = None,
               inter_node_gbps: float | None = None, dtype: str | None = None, async_tp: bool = False, node=None,
-              mfu: float | None = None, ep_overlap: float = 0.0, max_nodes: int | None = None) -> StepTime:
+              mfu: float | None = None, recompute_layers: int | None = None, ep_overlap: float = 0.0,
+              max_nodes: int | None = None) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -452,10 +490,13 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     recipe's (:func:`~llmsizing.precision.compute_dtype`: ``"fp8"`` for ``precision="fp8-mixed"`` or
     ``"fp8-deepseek"``, with the FP8 peak and its calibrated efficiency; ``"bf16"`` otherwise). With context
     parallelism (``parallel.cp``) the compute is split over ``tp x cp`` GPUs and the ring's hops hide behind the
-    attention (:func:`exposed_by_group`). Taught in chapter 8; the parallelism explorer draws it; context
-    parallelism in the "Long context" chapter. A mixture of experts (issue 24) computes its active FLOPs on each
-    stage's dense and MoE layers and adds the expert-parallel all-to-all (:mod:`llmsizing.moe`; DeepSeek-V3's
-    node limit ``max_nodes``), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap).
+    attention (:func:`exposed_by_group`). ``recompute_layers`` (with ``recompute="full"``) is partial
+    recomputation, the first that many layers of each model chunk (:func:`~llmsizing.memory.training_memory`):
+    the slowest stage's compute, its collectives and the HFU count only those layers' second forward. Taught in
+    chapter 8; the parallelism explorer draws it; context parallelism and partial recomputation in the "Long
+    context" chapter. A mixture of experts (issue 24) computes its active FLOPs on each stage's dense and MoE
+    layers and adds the expert-parallel all-to-all (:mod:`llmsizing.moe`; DeepSeek-V3's node limit
+    ``max_nodes``), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap).
     """
     model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
@@ -467,17 +508,22 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     dtype = compute_dtype(precision, dtype)
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m, recompute=recompute,
-                         node=node, max_nodes=max_nodes)
+                         node=node, recompute_layers=recompute_layers, max_nodes=max_nodes)
     par = comm.parallel
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
-                                  kernel_efficiency=eff, dtype=dtype)
+                                  kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers)
     bubble = pipeline_bubble(par.pp, m, par.virtual_stages)
     model_per_token = training_flops_per_token(model, seq=seq)
-    hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute)
+    if recompute_layers is None:
+        hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute)
+    else:       # every stage's recomputed layers (the count is per model chunk)
+        hardware_per_token = _partial_flops_per_token(model, seq,
+                                                      sum(recomputed_layers(model.layers, par, recompute_layers)),
+                                                      False)
     fwd_share = (model_per_token / 3) / hardware_per_token        # the forward's share; recomputation is backward
     cp_att = _cp_attention_s(model, g, par, batch=batch, seq=seq, grad_accum=m, recompute=recompute, dtype=dtype,
-                             eff=eff)
+                             eff=eff, recompute_layers=recompute_layers)
     exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m, fwd_share=fwd_share,
                                                                 async_tp=async_tp, cp_attention_s=cp_att,
                                                                 ep_overlap=ep_overlap)

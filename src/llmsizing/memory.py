@@ -583,7 +583,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
                     overhead_bytes: float | None = None, stack: str = "fused",
                     optimizer_impl: str = "foreach", _all_stages: bool = False,
-                    _stages=None) -> TrainingMemory:
+                    _stages=None, recompute_layers: int | None = None) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -611,11 +611,14 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     ``seq / cp`` tokens (``seq`` a multiple of ``2 cp``, flash attention), ZeRO shards over ``dp x cp``, and one
     layer's attention holds the K and V it exchanges
     (:func:`~llmsizing.activations.cp_attention_buffers_bytes`, by ``parallel.cp_comm``).
-    Taught in chapter 4; checked against measured steps in chapter 5; context parallelism in "Long context".
+    ``recompute_layers=N`` with ``recompute="full"`` (``None``: every layer) recomputes the first ``N`` layers of
+    each model chunk only, Megatron-LM's ``--recompute-method block`` (:func:`~llmsizing.activations.stage_activations`).
+    Taught in chapter 4; checked against measured steps in chapter 5; context parallelism and partial
+    recomputation in "Long context".
     """
-    from .activations import STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms
-    from .flops import training_flops_per_token
-    from .parallel import pipeline_in_flight
+    from .activations import STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms, stage_activations
+    from .flops import _partial_flops_per_token, training_flops_per_token
+    from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers
 
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -628,9 +631,11 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     amp = recipe.autocast
     act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
     fp8 = recipe.fp8
-    acts = activation_memory(model, batch=batch, seq=seq, dtype=act_dtype, attention=attention,
-                             dropout=dropout, recompute=recompute, tp=par.tp, sp=par.sp, stack=stack,
-                             autocast=amp, fp8=fp8, cp=par.cp, expert_tp=par.expert_tp)
+    act_kw = dict(batch=batch, seq=seq, dtype=act_dtype, attention=attention, dropout=dropout, tp=par.tp,
+                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, cp=par.cp, expert_tp=par.expert_tp)
+    acts = activation_memory(model, recompute=recompute, **act_kw)
+    n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
+    plain = None if n_rc is None else activation_memory(model, recompute="none", **act_kw)
     local = seq // par.cp                              # this GPU's tokens of each sequence
     cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=par.tp, cp=par.cp,
                                             cp_comm=par.cp_comm, dtype=act_dtype)
@@ -645,7 +650,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                                                   attention=attention, dropout=dropout, tp=par.tp,
                                                   sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
     gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
-    flops = training_flops_per_token(model, seq=seq, recompute=recompute)
+    flops = (training_flops_per_token(model, seq=seq, recompute=recompute) if n_rc is None else
+             _partial_flops_per_token(model, seq, sum(recomputed_layers(model.layers, par, n_rc)), False))
     elements = optimizer_state_elements(model, optimizer)
     on_stage = stage_params(model, par) if par.tp * par.pp > 1 or model.is_moe else [float(model.n_params)]
     in_flight = pipeline_in_flight(par.pp, grad_accum, par.virtual_stages)
@@ -663,7 +669,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                           linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i]))
         grad_per_param = states.gradients_bytes / on_stage[i]
         head_grads = grad_per_param * head / par.tp if last else 0.0
-        stage_acts = acts if par.pp == 1 else _stage_activations(acts, model, par, i, in_flight[i])
+        stage_acts = stage_activations(acts, model, par, i, in_flight[i], plain=plain, recompute_layers=n_rc)
         stage_opt = opt_tmp * on_stage[i] / max(on_stage) if impl == "foreach" else opt_tmp
         if par.offload != "none":
             stage_opt = 0.0                   # the optimizer steps on the host (DeepSpeed's CPU Adam)
@@ -686,24 +692,6 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     if _all_stages:
         return results
     return max(results, key=lambda r: (r.total_bytes, -r.stage))
-
-
-def _stage_activations(acts, model: Model, par: Parallel, stage: int, in_flight: float):
-    """One pipeline stage's activations: ``in_flight`` micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`)
-    of its own layers (and of the embedding's tensors on the first stage), one layer rebuilt by recomputation,
-    and the logits (one micro-batch) on the last stage. The breakdown's layer components are scaled in
-    proportion."""
-    from .activations import ActivationMemory
-
-    n_layers = layers_per_stage(model.layers, par)[stage]
-    kept = in_flight * n_layers                       # layer x micro-batch units alive at the stage's peak
-    layers = kept * acts.per_layer_bytes + acts.rebuilt_bytes + in_flight * _moe.stage_offset_bytes(acts, par, stage)
-    scale = layers / acts.layers_bytes if acts.layers_bytes else 0.0
-    emb = in_flight * acts.embedding_bytes if stage == 0 else 0.0
-    logits = acts.logits_bytes if stage == par.pp - 1 else 0.0
-    bd = {k: v * scale for k, v in acts.breakdown.items()}
-    bd["embedding"], bd["logits"] = emb, logits
-    return ActivationMemory(acts.per_layer_bytes, layers, emb, logits, bd, kept)
 
 
 def _stage_row(r: "TrainingMemory", params: float) -> dict:
@@ -741,7 +729,8 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
 def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
                     attention: str = "flash", recompute: str = "none", dropout: bool = False,
                     parallel: Parallel | None = None, overhead_bytes: float | None = None,
-                    stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1):
+                    stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1,
+                    recompute_layers: int | None = None):
     """The largest micro-batch (sequences) whose :func:`training_memory` fits ``gpu``'s memory, for one
     sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an int array).
 
@@ -753,7 +742,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     peak is the largest of a few pieces (:func:`step_phases`), each ``A(s) + b * B(s)`` with ``A``, ``B``
     quadratics in ``s``: the peak fits iff every piece fits. The pieces are read off six calls of
     :func:`training_memory`, which makes the sweep over sequence lengths a NumPy expression (no loop) that
-    agrees with :func:`training_memory` by construction. Taught in chapter 4.
+    agrees with :func:`training_memory` by construction (``recompute_layers`` too: partial recomputation is linear
+    in the micro-batch as well). Taught in chapter 4.
     """
     import numpy as np
 
@@ -769,7 +759,7 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
         raise ValueError(f"seq must be >= 1 and <= {MAX_MEANINGFUL:,}, got {bad:,}")
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
-              optimizer_impl=optimizer_impl, grad_accum=grad_accum)
+              optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers)
     cp = resolve_parallel(parallel).cp
     if cp > 1 and (seqs % (2 * cp)).any():
         bad = int(seqs[seqs % (2 * cp) != 0].flat[0])

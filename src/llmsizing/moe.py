@@ -454,14 +454,19 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     return out
 
 
-def moe_stage_flops(model: Model, par: Parallel, *, seq: int, recompute: str) -> tuple[float, ...]:
+def moe_stage_flops(model: Model, par: Parallel, *, seq: int, recompute: str,
+                    recompute_layers: int | None = None) -> tuple[float, ...]:
     """Training FLOPs per token of each pipeline stage of a mixture of experts (all its tensor-parallel ranks),
     splitting :func:`~llmsizing.flops.training_flops_per_token` (active parameters) by the stage's dense and
     MoE layers: a dense layer costs ``2 x`` its parameters forward, a MoE layer ``2 x`` its active ones (attention
     and the shared experts, ``k`` of its ``E`` experts, the router), plus each layer's attention core; the LM head
     on the last stage. Recomputation as in :mod:`llmsizing.flops`."""
-    from .flops import attention_flops_per_token, training_flops_per_token
+    from .flops import RECOMPUTE, attention_flops_per_token, training_flops_per_token
 
+    check_choice("recompute", recompute, RECOMPUTE)
+    if recompute_layers is not None:
+        raise ValueError(f"recompute_layers={recompute_layers!r}: partial recomputation of a mixture of experts is "
+                         "not modelled (use recompute='none', 'selective' or 'full')")
     total = training_flops_per_token(model, seq=seq, recompute=recompute)
     att = attention_flops_per_token(model, seq=seq) / model.layers
     moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}

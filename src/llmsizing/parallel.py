@@ -260,6 +260,57 @@ def uneven_stages(layers: int, pp: int, *, first: int, last: int) -> tuple[int, 
     return (first, *(base + (i < extra) for i in range(pp - 2)), last)
 
 
+def chunk_layers(layers: int, virtual_stages: int = 1) -> tuple[int, ...]:
+    """The transformer layers of each of the ``virtual_stages`` model chunks of a pipeline stage holding
+    ``layers`` layers: equal chunks when ``virtual_stages`` divides ``layers`` (what Megatron-LM's interleaved
+    schedule requires), otherwise the first ``layers % virtual_stages`` chunks one layer more (an uneven split
+    such as Llama 3's 7-layer first stage in 4 chunks: 2, 2, 2, 1). One chunk (the stage) without
+    interleaving. Used by partial recomputation (:func:`recomputed_layers`)."""
+    n, v = check_int("layers", layers), check_int("virtual_stages", virtual_stages)
+    if v > n:
+        raise ValueError(f"virtual_stages={v} needs at least that many layers on the stage, got layers={n}")
+    base, extra = divmod(n, v)
+    return tuple(base + (k < extra) for k in range(v))
+
+
+def check_recompute_layers(recompute: str, recompute_layers, layers: int,
+                           parallel: Parallel | None = None) -> int | None:
+    """``recompute_layers`` checked against ``recompute`` and the layout: ``None`` (every layer, today's
+    meaning of ``recompute``), or an integer ``N`` from 0 to the layers of the largest model chunk (a pipeline
+    stage's layers over ``virtual_stages``; the model's ``layers`` without a pipeline), allowed with
+    ``recompute="full"`` only. Megatron-LM's ``--recompute-num-layers`` with ``--recompute-method block``
+    (:func:`recomputed_layers`)."""
+    if recompute_layers is None:
+        return None
+    par = SINGLE_GPU if parallel is None else parallel
+    top = max(max(chunk_layers(n, par.virtual_stages)) for n in layers_per_stage(layers, par))
+    n = check_int("recompute_layers", recompute_layers, minimum=0, maximum=top)
+    if recompute != "full":
+        raise ValueError(f"recompute_layers={n} recomputes whole layers, Megatron-LM's --recompute-granularity "
+                         f"full --recompute-method block: use recompute='full', got recompute={recompute!r} "
+                         "(or recompute_layers=None)")
+    return n
+
+
+def recomputed_layers(layers: int, parallel: Parallel | None, recompute_layers: int) -> tuple[int, ...]:
+    """The layers each pipeline stage recomputes with partial recomputation: the first ``recompute_layers``
+    layers of each of its model chunks (:func:`chunk_layers`), all of a chunk that has fewer, summed over its
+    ``virtual_stages`` chunks. The rest of the stage's layers keep every activation.
+
+    Source: Megatron-LM, ``megatron/core/transformer/transformer_block.py``, ``TransformerBlock._checkpointed_forward``
+    with ``recompute_method == 'block'``: a block is one model chunk (one per virtual pipeline stage), and for
+    ``l`` in its layers, ``l < recompute_num_layers`` runs the layer under ``tensor_parallel.checkpoint`` (only
+    its input is saved), the others run plainly. NeMo's documentation of the flag says the same: the number is
+    per pipeline stage, per virtual stage with interleaving. Megatron-LM's other method, ``'uniform'``, groups
+    ALL of a chunk's layers in blocks of ``recompute_num_layers`` and checkpoints only each block's input: it
+    always reruns every layer's forward (the FLOPs of ``recompute="full"``) and keeps fewer checkpoints (one per
+    block, plus one block's working set rebuilt at a time); not modelled here. Without a pipeline the model is
+    one chunk: its first ``recompute_layers`` layers. Taught in the "Long context" chapter."""
+    par = SINGLE_GPU if parallel is None else parallel
+    n = check_int("recompute_layers", recompute_layers, minimum=0)
+    return tuple(sum(min(n, c) for c in chunk_layers(k, par.virtual_stages)) for k in layers_per_stage(layers, par))
+
+
 SINGLE_GPU = Parallel()
 
 

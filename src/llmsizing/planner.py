@@ -11,7 +11,9 @@ days and cost. It adds no formula of its own:
   against direct calls;
 * time is :func:`~llmsizing.layouts.step_time` (the slowest stage's compute at ``kernel_efficiency`` of the
   dense peak, default each GPU generation's calibrated one, the pipeline bubble, and what each group's
-  communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide);
+  communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide), worked out for all
+  the plans at once (:func:`_price`: the library called once per piece that many plans share, NumPy for the
+  rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time`` per plan);
 * days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
   range of the GPU generation's published runs around the calibrated fit
   (:func:`~llmsizing.time_cost.mfu_range_factors`).
@@ -27,12 +29,14 @@ import numpy as np
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence, renamed
 from .activations import ATTENTION, STACKS
 from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
-from .flops import RECOMPUTE, training_flops_per_token
+from .flops import RECOMPUTE, stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
+from .hardware import dense_tflops
+from .hardware import kernel_efficiency as default_efficiency
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, OPTIMIZER_IMPLS, training_memory
 from .network import get_node
 from .model import Model
-from .parallel import CP_COMMS, MAX_PP, Parallel, check_layout
+from .parallel import CP_COMMS, MAX_PP, Parallel, check_layout, layers_per_stage
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .time_cost import mfu_range_factors
 
@@ -68,13 +72,16 @@ def check_global_batch(global_batch) -> int:
 
 
 #: The most layouts (tp x pp x ZeRO stage, times the recomputations) :func:`plan` weighs in memory in one
-#: call, and the most plans that fit it prices (each a :func:`~llmsizing.layouts.step_time`): bounds that keep
-#: a call under a second. The book's searches weigh at most about 300 layouts (Llama 3.1 405B) and price at
-#: most about 4,000 plans; the whole catalogue at a global batch of 8,192 prices about 10,000. A model whose
-#: layer count has many divisors (pp), or a global batch with hundreds of divisors (dp), is refused with what
-#: to narrow instead of searched for seconds.
+#: call, and the most plans that fit it prices: bounds that keep a call under about a second on the book's
+#: 2-core machine. The book's searches weigh at most about 300 layouts (Llama 3.1 405B). Pricing is vectorised
+#: (:func:`_price`, tens of microseconds a plan), so the plan bound is set by what the largest real search
+#: needs, not by the step-time model's speed: Llama 3.1 405B over the whole GPU catalogue prices about 8,400
+#: plans at 8K tokens and about 17,000 at 128K (context parallelism multiplies the layouts), under
+#: :data:`MAX_PLANS` with room. A model whose layer count has many divisors (pp), or a global batch with
+#: hundreds of divisors (dp: 55,440 has 120, and 30,000 plans of Llama 2 7B fit on two GPU types), is
+#: refused with what to narrow instead of searched for seconds.
 MAX_LAYOUTS = 600
-MAX_PLANS = 10_000
+MAX_PLANS = 25_000
 
 
 #: The context-parallel degrees :func:`plan` tries by default (``cp_degrees=None``), each only where the
@@ -184,6 +191,187 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
     return front
 
 
+#: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
+#: them in, with whether each runs every micro-batch (ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers and
+#: reduce-scatter) or once per step, and the window it hides behind (:func:`~llmsizing.layouts.exposed_by_group`):
+#: ZeRO-3's forward gathers behind each forward; its backward gathers and reduce-scatters, together, behind each
+#: backward; the ZeRO-1/2 weight all-gather behind the next step's first forward; ZeRO-2's reduce-scatter behind
+#: each backward; DDP's and ZeRO-1's gradients behind the last backward.
+_DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter", "gradients")
+
+
+def _dp_slot(name: str) -> int:
+    """The :data:`_DP_SLOTS` index of the data-parallel collective called ``name`` (the tests of
+    :func:`~llmsizing.layouts.exposed_by_group`, in its order)."""
+    if "all-gather (forward)" in name:
+        return 0
+    if name.startswith("ZeRO-3"):
+        return 1
+    if "weight all-gather" in name:
+        return 2
+    if name.startswith("ZeRO-2 gradient"):
+        return 3
+    return 4
+
+
+def _groups(*columns):
+    """The distinct rows of integer ``columns`` (each an array, or a list of tuples' worth) as a list of tuples,
+    and for each row the index of its group: ``np.unique(..., axis=0, return_inverse=True)`` on one packed key,
+    which sorts plain integers instead of records."""
+    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    dims = [int(c.max()) + 1 for c in cols]
+    key = np.ravel_multi_index(cols, dims)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return [tuple(int(c[i]) for c in cols) for i in first.tolist()], inverse.reshape(-1)
+
+
+def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs):
+    """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``, an
+    index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index into
+    ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called once
+    per piece many candidates share and NumPy doing the rest.
+
+    A step is ``compute x (1 + bubble)`` plus each group's exposed communication
+    (:func:`~llmsizing.layouts.exposed_by_group`). With ``m`` micro-batches per step:
+
+    * the compute is :func:`~llmsizing.comm.step_compute_time_s`'s, formed in the same order (bit for bit),
+      from the most loaded stage's FLOPs per token (:func:`~llmsizing.flops.stage_flops_per_token`, per
+      ``pp`` and recomputation) and the peak at the kernel efficiency;
+    * the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
+      with ``m`` and with the layers of the most loaded stage, and do not depend on ``dp`` or the ZeRO stage:
+      one ``step_time`` per (GPU, tp, cp, micro-batch, recomputation) without a pipeline, ``dp = 1``, ``m = 1``
+      gives them for all the layers, and a stage's share of the layers
+      (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
+    * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp, micro-batch))
+      on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`), ``2 m`` calls
+      of which the time of ``2 (pp - 1)`` is exposed;
+    * the data-parallel collectives depend on (the group's link, tp, ZeRO stage, ``dp x cp``) and on the
+      parameters a GPU holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each
+      collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
+      (:func:`~llmsizing.memory.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
+
+    Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
+    compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
+    FP8, own node sizes) at 1e-9 relative."""
+    from .comm import communication
+    from .memory import stage_params
+    from .network import group_link
+
+    gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
+                                                            "rc"))
+    n = len(gi)
+    mf = m.astype(float)
+
+    # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
+    # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over layers,
+    # its share of the windows too: a stage's is the share of the layers it holds)
+    lay_keys, lay_idx = _groups(gi, tp, cp, b, ri)
+    lay = np.zeros((len(lay_keys), 6))
+    peak_of = {}
+    fp8 = compute_dtype(precision) == "fp8"      # the attention core then runs at BF16's pace (step_compute_time_s)
+    for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys):
+        g = gpu_list[g_]
+        st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
+                       grad_accum=1, kernel_efficiency=eff, recompute=rcs[r_], precision=precision,
+                       node=node_of[g.name])
+        by = st.comm_by_group_s
+        bf16_rate = dense_tflops(g, "bf16") * 1e12 * default_efficiency(g, "bf16") if fp8 else 0.0
+        lay[k] = (st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
+                  by.get("cp", 0.0), bf16_rate)
+        peak_of[g_] = st.peak_flops
+    L = lay[lay_idx]
+    # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers over
+    # the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
+    stage_keys, stage_idx = _groups(pp, ri)
+    stage = np.zeros((len(stage_keys), 4))
+    for k, (p_, r_) in enumerate(stage_keys):
+        par, rc = Parallel(pp=p_), rcs[r_]
+        flops = stage_flops_per_token(model, par, seq=seq, recompute=rc)
+        slowest = max(range(len(flops)), key=flops.__getitem__)
+        stage[k] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
+                    training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
+                                                                                             recompute=rc),
+                    stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest] if fp8 else 0.0)
+    S = stage[stage_idx]
+    # step_compute_time_s's own order: stage FLOPs x batch x seq x m / (tp cp) / (peak x 1e12 x efficiency);
+    # under FP8 the attention core's FLOPs at the BF16 rate
+    per_gpu = b * seq * m / (tp * cp)
+    if fp8:
+        compute = (S[:, 0] - S[:, 3]) * per_gpu / L[:, 0] + S[:, 3] * per_gpu / L[:, 5]
+    else:
+        compute = S[:, 0] * b * seq * m / (tp * cp) / L[:, 0]
+    busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
+    one = compute / mf                                            # one micro-batch's compute (_window_s)
+    fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
+    per_layer = S[:, 1] * mf                                      # the stage's layers, m micro-batches
+    tp_exposed, cp_exposed = L[:, 1] * per_layer, L[:, 2] * per_layer
+
+    # the pipeline's sends (one message per (tp, cp, micro-batch), from communication) on the link of pp GPUs
+    # tp x cp x dp apart
+    has_pp = pp > 1
+    pp_all = np.zeros(n)
+    if has_pp.any():
+        on = np.flatnonzero(has_pp)
+        full_keys, full_idx = _groups(gi[on], tp[on], cp[on], pp[on], b[on])
+        msg_keys, msg_idx = _groups(*zip(*((t_, c_, b_) for _, t_, c_, _, b_ in full_keys)))   # (tp, cp, micro)
+        first: dict = {}
+        for key, k in zip(full_keys, msg_idx.tolist()):
+            first.setdefault(k, key)
+        msg = np.array([[c.message_bytes for c in communication(
+            model, Parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, gpu=gpu_list[g_],
+            precision=precision, node=node_of[gpu_list[g_].name]).collectives if c.group == "pp"][0]
+            for g_, t_, c_, p_, b_ in (first[k] for k in range(len(msg_keys)))])
+        msg_of = msg[msg_idx[full_idx]]
+        link_keys, link_idx = _groups(gi[on], pp[on], (tp * cp * dp)[on])
+        links = np.array([(lambda gl: (gl.bandwidth_gbps * 1e9, gl.alpha_s))(
+            group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=p_, stride=s_))
+            for g_, p_, s_ in link_keys])
+        bw, alpha = links[link_idx].T
+        calls = 2 * mf[has_pp]
+        pp_all[has_pp] = calls * msg_of / bw + calls * alpha
+    pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf)))
+
+    # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a pipeline
+    dpcp = dp * cp
+    dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
+    per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
+    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes one call sends, without a pipeline
+    latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))
+    seen: dict = {}                 # GPUs whose data-parallel groups ride the same link send the same
+    for k, (g_, t_, z_, d_) in enumerate(dp_keys):
+        if d_ == 1:
+            continue
+        g = gpu_list[g_]
+        same = seen.setdefault((group_link(g, node_of[g.name], size=d_, stride=t_), t_, z_, d_), k)
+        if same != k:
+            traffic[k], per_byte[k], latency[k] = traffic[same], per_byte[same], latency[same]
+            continue
+        comm = communication(model, Parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq, gpu=g,
+                             precision=precision, node=node_of[g.name])
+        for c in comm.collectives:
+            if c.group == "dp":
+                s = _dp_slot(c.collective)
+                traffic[k, s] += c.bytes_per_gpu / c.calls
+                per_byte[k, s] = 1 / (c.bandwidth_gbps * 1e9)
+                latency[k, s] += c.latency_s / c.calls
+    # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
+    held_keys, held_idx = _groups(tp, pp)
+    share = np.array([max(stage_params(model, Parallel(tp=t_, pp=p_))) / max(stage_params(model, Parallel(tp=t_)))
+                      for t_, p_ in held_keys])[held_idx]
+    call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + latency[dp_idx]
+    dp_exposed = (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
+                  + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
+                  + np.maximum(0.0, call[:, 4] - bwd))
+    if overlap is None:
+        step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed)
+    else:
+        comm_s = (mf * (call[:, 0] + call[:, 1] + call[:, 3]) + call[:, 2] + call[:, 4]
+                  + per_layer * (L[:, 3] + L[:, 4]) + pp_all)
+        step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
+    peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
+    return step, peaks[gi]
+
+
 @functools.lru_cache(maxsize=32)
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
             frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,), cp_comm="p2p"):
@@ -191,7 +379,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
     the tokens, the deadline or the budget (the planner widget's token drop-down) then costs milliseconds
-    instead of the search's 0.1-0.3 s. The cached table is shared: :func:`plan` copies it before adding columns."""
+    instead of the search's 0.1-0.5 s. The cached table is shared: :func:`plan` copies it before adding columns."""
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
@@ -218,9 +406,17 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             f"the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
             "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
 
-    candidates = []                 # (gpu, tp, cp, pp, zero, micro, dp, grad_accum, recompute, total bytes)
+    # the candidates, block by block (layout, cp, micro-batch), as columns: GPU (index into gpu_list), tp, cp, pp,
+    # zero, micro, dp, grad_accum, recompute (index into rcs), total bytes
+    blocks: list = []
+    found = 0
+    limits = np.array([frac * g.memory_bytes for g in gpu_list])
     coef_cache: dict = {}
     for tp, pp, zero in layouts:
+        on = np.array([domains[g.name] % tp == 0 for g in gpu_list])   # tp stays inside the scale-up domain
+        if not on.any():
+            continue
+        gi, limit = np.flatnonzero(on), limits[on]
         for cp, b in ((cp, b) for cp in cps for b in micros):
             if global_batch % b:
                 continue
@@ -255,40 +451,54 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                     totals[rc] = t
                 return totals[rc]
 
-            for g in gpu_list:
-                if domains[g.name] % tp:                 # tensor parallelism stays inside the scale-up domain
-                    continue
-                limit = frac * g.memory_bytes
-                chosen = np.zeros(len(dps), dtype=bool)
-                for rc in rcs:                          # the lightest recomputation that fits, per dp
-                    if chosen.all():                    # (a heavier one is never kept: not worked out)
-                        break
-                    fits = (total(rc) <= limit) & ~chosen
-                    for j in np.flatnonzero(fits):
-                        if zero and dps[j] * cp == 1:   # ZeRO over one data-parallel rank is no ZeRO at all
-                            continue
-                        candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc,
-                                           float(total(rc)[j])))
-                    chosen |= fits
-            if len(candidates) > MAX_PLANS:
+            # for every GPU at once, the lightest recomputation that fits, per dp (a heavier one is never kept, and
+            # worked out only while some GPU still needs one)
+            chosen = np.zeros((len(gi), len(dps)), dtype=bool)
+            fits, kept, totals_ = [], [], []
+            for r, rc in enumerate(rcs):
+                if chosen.all():
+                    break
+                t = total(rc)
+                f = (t[None, :] <= limit[:, None]) & ~chosen
+                fits.append(f)
+                kept.append(r)
+                totals_.append(t)
+                chosen |= f
+            fit = np.stack(fits, axis=1)                      # (GPU, recomputation, dp), in the search's order
+            if zero and cp == 1:                              # ZeRO over one data-parallel rank is no ZeRO at all
+                fit[:, :, dps == 1] = False
+            g_, r_, d_ = np.nonzero(fit)
+            if not len(g_):
+                continue
+            blocks.append((gi[g_], tp, cp, pp, zero, b, dps[d_].astype(np.int64), m[d_].astype(np.int64),
+                           np.array(kept)[r_], np.stack(totals_)[r_, d_]))
+            found += len(g_)
+            if found > MAX_PLANS:
                 raise ValueError(
                     f"more than {MAX_PLANS:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
                     f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
                     "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
                     "global_batch with fewer divisors (a power of two)")
-    if not candidates:
+    if not blocks:
         return None
 
-    out, price_of = [], dict(prices)
-    for g, tp, cp, pp, zero, b, dp, m, rc, total in candidates:
-        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
-        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
-                       recompute=rc, precision=precision, node=node_of[g.name])
-        out.append((g.name, par.gpus, dp, tp, cp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
-                    st.step_s, price_of[g.name], st.peak_flops))
-    df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
-                                    "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
-                                    "price", "peak"])
+    def column(j, dtype):
+        return np.concatenate([np.broadcast_to(np.asarray(blk[j], dtype=dtype), blk[0].shape) for blk in blocks])
+
+    cols = {k: column(j, np.int64) for j, k in enumerate(("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
+                                                          "rc"))}
+    total_bytes = column(9, float)
+    step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
+                          node_of=node_of, cp_comm=cp_comm, rcs=rcs)
+    price_of = dict(prices)
+    names = np.array([g.name for g in gpu_list], dtype=object)
+    gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
+    df = pd.DataFrame({
+        "gpu": names[gi], "n_gpus": tp * cp * pp * dp, "dp": dp, "tp": tp, "cp": cp, "pp": pp, "zero": cols["zero"],
+        "sp": tp > 1, "micro_batch": cols["micro"], "grad_accum": cols["m"],
+        "recompute": np.array(rcs, dtype=object)[cols["rc"]], "memory_per_gpu_bytes": total_bytes,
+        "capacity_bytes": np.array([float(g.memory_bytes) for g in gpu_list])[gi], "step_time_s": step_s,
+        "price": np.array([float(price_of[g.name]) for g in gpu_list])[gi], "peak": peak})
     df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
     return df
 

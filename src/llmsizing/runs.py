@@ -10,15 +10,16 @@ formula of its own beyond ``steps = tokens / tokens per step``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ._validate import MIN_FRACTION, check_bool, check_choice, check_int, check_number
 from .catalog import get_gpu, resolve_model
 from .comm import OffloadTime
-from .flops import RECOMPUTE, training_flops_per_token
+from .flops import RECOMPUTE, _partial_flops_per_token, training_flops_per_token
 from .hardware import dense_tflops
 from .layouts import StepTime
 from .model import Model
+from .parallel import check_recompute_layers, recomputed_layers
 from .time_cost import TrainingTime, mfu_range_factors, training_time
 
 
@@ -68,7 +69,7 @@ class StepRun:
 
 def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq: int, extra_s: float = 0.0,
                   recompute: str = "none", price_usd_per_gpu_hour: float | None = None,
-                  dtype: str = "bf16") -> StepRun:
+                  dtype: str = "bf16", recompute_layers: int | None = None) -> StepRun:
     """Days, GPU-hours and dollars of a run of ``tokens`` tokens made of steps like ``step`` (a
     :class:`~llmsizing.layouts.StepTime` from :func:`~llmsizing.layouts.step_time` for the same ``model``,
     ``gpu`` and ``seq``), each lasting ``step.step_s + extra_s`` seconds.
@@ -80,7 +81,8 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     the GPU generation's calibrated range (:func:`~llmsizing.time_cost.mfu_range_factors`, capped at 1), as the
     planner does.
     ``recompute`` must be what the step ran with (it sets the hardware FLOPs utilisation reported as
-    ``time.hfu``). Taught in the "Case studies" chapter."""
+    ``time.hfu``), and so must ``recompute_layers`` (partial recomputation, per model chunk of the step's layout:
+    :func:`~llmsizing.memory.training_memory`). Taught in the "Case studies" chapter."""
     model = resolve_model(model)
     if not isinstance(step, StepTime):
         raise TypeError(f"step must be a StepTime from layouts.step_time(...), got {type(step).__name__}")
@@ -89,7 +91,9 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     extra_s = check_number("extra_s", extra_s)
     seq = check_int("seq", seq)
     check_choice("recompute", recompute, RECOMPUTE)
-    n_gpus = step.communication.parallel.gpus
+    par = step.communication.parallel
+    n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
+    n_gpus = par.gpus
     total_s = step.step_s + extra_s
     per_token = training_flops_per_token(model, seq=seq)
     mfu = per_token * step.tokens / (total_s * n_gpus * dense_tflops(g, dtype) * 1e12)
@@ -103,5 +107,9 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
                          f"seq={seq}, and extra_s in seconds?")
     t = training_time(model, tokens=tokens, gpu=g, n_gpus=n_gpus, seq=seq, mfu=mfu,
                       mfu_range=(mfu * low, min(1.0, mfu * high)),
-                      price_usd_per_gpu_hour=price_usd_per_gpu_hour, recompute=recompute, dtype=dtype)
+                      price_usd_per_gpu_hour=price_usd_per_gpu_hour,
+                      recompute=recompute if n_rc is None else "none", dtype=dtype)
+    if n_rc is not None:        # the HFU counts the rerun forward of the recomputed layers only
+        rerun = sum(recomputed_layers(model.layers, par, n_rc))
+        t = replace(t, hfu=mfu * _partial_flops_per_token(model, seq, rerun, False) / per_token)
     return StepRun(step.step_s, extra_s, tokens / step.tokens, step.tokens, t)

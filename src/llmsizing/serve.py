@@ -59,15 +59,17 @@ from ._validate import (MAX_MEANINGFUL, check_choice, check_fraction, check_int,
                         check_sequence)
 from .catalog import get_gpu, gpu_price, list_gpus, resolve_gpus, resolve_model
 from .comm import ring_bytes
-from .flops import forward_flops_per_token
+from .flops import forward_flops_per_token, matmul_params, mla_decode_flops_per_token
 from .hardware import COMPUTE_DTYPES, dense_tflops, link_bandwidth_one_way_gbps
-from .inference import kv_cache_bytes_per_token, kv_cached_tokens, weights_bytes
+from .inference import (decode_weight_bytes_read, kv_cache_bytes_per_token, kv_cached_tokens,
+                        moe_expert_bytes_read, routed_expert_bytes, weights_bytes)
 from .memory import FIXED_OVERHEAD_BYTES
 from .model import Model
 from .network import Node, collective_time_s, get_node, group_link
 from .parallel import check_layout
+from .serve_moe import all_to_all_s, check_ep, experts_touched
 from .serve_engine import (BLOCK_SIZE, CUDA_GRAPH_BYTES, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS, KVCapacity,
-                           kv_capacity_tokens, serving_constants, stage_share)
+                           kv_capacity_tokens, kv_split, serving_constants, stage_share, weights_bytes_per_gpu)
 
 #: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
 #: bytes read, not the FLOPs (the matmuls still run in ``compute``).
@@ -145,11 +147,21 @@ class Serving:
     pp: int = 1
     microbatch: int = 0
     pp_send_s: float = 0.0
+    ep: int = 1
+    experts_touched: float = 0.0
+    all_to_all_s: float = 0.0
 
     @property
     def gpus(self) -> int:
-        """GPUs in the replica: ``tp x pp``."""
-        return self.tp * self.pp
+        """GPUs in the replica: ``tp x pp``, or with expert parallelism the ``ep`` GPUs the experts are spread
+        over (attention groups of ``tp`` GPUs, ``ep / tp`` of them data-parallel)."""
+        return self.tp * self.pp if self.ep == 1 else self.ep
+
+    @property
+    def attention_dp(self) -> int:
+        """Data-parallel attention groups of ``tp`` GPUs in the replica: ``ep / tp`` (1 without expert
+        parallelism)."""
+        return self.ep // self.tp if self.ep > 1 else 1
 
     @property
     def fits(self) -> bool:
@@ -245,7 +257,7 @@ class Serving:
         """A one-column DataFrame of the figures, units in the row names."""
         import pandas as pd
 
-        rows = {"gpus": self.gpus, "tp": self.tp, "pp": self.pp, "batch": self.batch, "max_batch": self.max_batch, "fits": self.fits,
+        rows = {"gpus": self.gpus, "tp": self.tp, "pp": self.pp, "ep": self.ep, "batch": self.batch, "max_batch": self.max_batch, "fits": self.fits,
                 "mbu": self.mbu, "mfu": self.mfu, "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
                 "decode_step_s": self.decode_step_s, "itl_s": self.itl_s, "chunk_step_s": self.chunk_step_s,
                 "decode_bound": self.decode_bound,
@@ -288,7 +300,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             price_usd_per_gpu_hour: float | None = None, attention_bu: float = ATTENTION_BU_DEFAULT,
             step_overhead_s: float | None = None, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
             max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
-            node=None, attention_kernel: str = "grouped", engine: str | None = None, pp: int = 1) -> Serving:
+            node=None, attention_kernel: str = "grouped", engine: str | None = None, pp: int = 1,
+            ep: int = 1) -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
@@ -345,12 +358,44 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       plus ``pp - 1`` sends, plus ``c t0``: a long prompt (``c >> pp``) is prefilled about ``pp`` times faster, a
       single chunk no faster. Chunks are taken as equal; later ones attend to more context, so the drain is
       slightly under-estimated. Other sequences' prefills riding along with decode cost each stage its share.
+
+    **A mixture of experts** (chapter 15, "Serving a mixture of experts"; issue 24) keeps every expert resident
+    (the weights are the total parameters), but a decode step reads only the experts its tokens are routed to:
+    every other weight once plus, per MoE layer, the ``E (1 - (1 - k/E)^B)`` distinct experts ``B`` tokens touch
+    under uniform routing (:func:`~llmsizing.inference.moe_expert_bytes_read`; an upper bound for a real,
+    skewed router). Its FLOPs are the active parameters' (:func:`~llmsizing.flops.forward_flops_per_token`). With
+    multi-head latent attention (DeepSeek-V3) a decode step reads the latent cache (576 numbers per token and
+    layer, not split by ``tp``: :func:`~llmsizing.serve_engine.kv_split`) and does the absorbed path's attention
+    FLOPs (:func:`~llmsizing.flops.mla_decode_flops_per_token`, as vLLM and SGLang decode); prefill keeps the
+    expanded per-head attention, as their prefill kernels do. ``experts_touched`` reports the expected distinct
+    experts per MoE layer of a decode step.
+
+    ``ep`` (expert parallelism; a mixture of experts only) spreads the routed experts over ``ep`` GPUs, each
+    holding ``E / ep`` of every MoE layer's experts (``ep`` divides ``E``), or one each when ``ep >= E``, the
+    other ``ep - E`` GPUs holding redundant copies of busy experts, as DeepSeek's decode unit's 64 extra GPUs do
+    (then the expert bytes per GPU are ``1 / E`` of them and the expert FLOPs still spread over ``ep``), and makes the replica those ``ep`` GPUs. Attention, the
+    dense layers, the router and the shared experts are split over groups of ``tp`` GPUs, ``ep / tp`` groups
+    running data-parallel, each on its own sequences: DeepSeek-V3's published inference layout (DeepSeek-V3
+    technical report, arXiv:2412.19437, Sec. 3.4: prefill on 32 GPUs, attention TP4 with sequence parallelism and
+    DP8, experts EP32; decode on 320 GPUs, attention TP4 SP DP80, experts EP320) and SGLang's/vLLM's "DP
+    attention" with ``--enable-expert-parallel`` (``tp = ep``: one group). Per GPU, a decode step of ``B``
+    sequences reads ``(W - R) / tp`` plus ``1 / ep`` of the routed experts the whole batch touches, its
+    attention group's ``ceil(B / (ep / tp))`` sequences' cache, and does those sequences' non-expert FLOPs over
+    ``tp`` plus ``1 / ep`` of the batch's expert FLOPs. Each MoE layer adds a dispatch and a combine
+    all-to-all over the ``ep`` GPUs (``all_to_all_s`` is one of them): each GPU's tokens (its group's over
+    ``tp``: sequence parallelism) x ``k`` hidden vectors of 16 bits, of which ``(ep - 1) / ep`` leave the GPU,
+    priced on the network model as one concurrent exchange (:func:`all_to_all_s`: one latency, the bytes for
+    the GPU's own node over NVLink and the rest over its NIC, the slower of the two). Attention's all-reduce (one per
+    layer) and the dense layers' MLP all-reduces stay on the ``tp`` group. Left out: DeepSeek's node-limited
+    routing and redundant experts, load imbalance between EP ranks, the two-micro-batch overlap that hides the
+    all-to-all (so the EP step is an upper bound there), and ``ep`` with ``pp`` (refused).
     """
-    m = resolve_model(model)
+    m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     tp = check_int("tp", tp, maximum=1024)
     pp = check_int("pp", pp, maximum=1024)
     check_layout(m, tp=tp, pp=pp)
+    ep = check_ep(m, ep, tp, pp)
     check_choice("weights", weights, WEIGHT_FORMATS)
     check_choice("kv_cache", kv_cache, KV_FORMATS)
     prompt = check_int("prompt", prompt)
@@ -376,7 +421,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
     cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
                              gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
-                             cuda_graph_bytes=cuda_graph_bytes, overhead_bytes_per_gpu=overhead, pp=pp)
+                             cuda_graph_bytes=cuda_graph_bytes, overhead_bytes_per_gpu=overhead, pp=pp, ep=ep)
     price = gpu_price(g, price_usd_per_gpu_hour)
     peak = dense_tflops(g, compute) * 1e12
     hbm = g.memory_bandwidth_gbps * 1e9              # (a GPU's speeds are checked when it is made)
@@ -398,12 +443,39 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         t = collective_time_s("send/recv", msg / tp, 2, pp_link, protocols=True)
         return t + (collective_time_s("all-gather", msg, tp, tp_link, protocols=True) if tp > 1 else 0.0)
 
-    kv_split = min(tp, m.kv_heads)
-    w_gpu = weights_bytes(m, weights) / tp        # every layer over tp GPUs (one stage holds `share` of it)
-    kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split
+    w_gpu = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep)   # resident (one stage holds `share` of it)
+    kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split(m, tp)
     kv_seq_gpu = kv_tok_gpu * kv_cached_tokens(m, prompt + output)
     blocks_per_seq = math.ceil(kv_cached_tokens(m, prompt + output) / BLOCK_SIZE)
-    max_batch = cap.blocks // blocks_per_seq
+    dp = ep // tp if ep > 1 else 1                # data-parallel attention groups of tp GPUs
+    max_batch = cap.blocks // blocks_per_seq * dp
+    moe = m.is_moe
+    if moe:
+        routed = routed_expert_bytes(m, weights)
+        rest_w = weights_bytes(m, weights) - routed             # read once per step by every attention group
+        expert_share = m.experts_per_token / m.experts           # of the routed experts' FLOPs, per token
+        expert_flops = 2 * m.routed_expert_params * expert_share  # expert matmul FLOPs per token
+
+    def weights_read(tokens):    # weight bytes per GPU one step over `tokens` tokens (of the replica) reads
+        if not moe:
+            return w_gpu
+        if ep == 1:
+            return decode_weight_bytes_read(m, tokens, weights) / tp
+        return rest_w / tp + moe_expert_bytes_read(m, tokens, weights) / min(ep, m.experts)
+
+    def per_gpu_flops(seqs_group, tokens, per_token):   # FLOPs per GPU: attention group's tokens + experts
+        if ep == 1:
+            return tokens * per_token / tp
+        return seqs_group * (per_token - expert_flops) / tp + tokens * expert_flops / ep
+
+    def a2a(tokens_gpu):         # dispatch + combine all-to-alls of every MoE layer, `tokens_gpu` per GPU
+        if ep == 1:
+            return 0.0
+        return 2 * m.n_moe_layers * all_to_all_s(tokens_gpu * m.experts_per_token * m.hidden * ACTIVATION_BYTES,
+                                                 ep, g, node_obj)
+
+    def ep_ar(tokens):           # with ep, the tp group's all-reduces: attention's per layer, dense MLPs' own
+        return (m.layers + m.n_dense_layers) * _allreduce_s(tokens * m.hidden * ACTIVATION_BYTES, tp, link, lat)
 
     def ar(tokens):   # the two all-reduces per layer of `tokens` activations, split into chunks of T tokens
         full, rest = divmod(tokens, chunk)
@@ -412,12 +484,26 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         return 2 * m.layers * ((full if full else 1) * per + last)
 
     def prefill(n):   # n prompts prefilled together -> (FLOPs, bytes, compute s, memory s, comm s, chunks)
-        flops = n * prompt * forward_flops_per_token(m, seq=prompt, causal=True) / tp
-        chunks = math.ceil(n * prompt / chunk)
-        kv_written = n * kv_tok_gpu * kv_cached_tokens(m, prompt)
-        read = chunks * w_gpu + kv_written
-        memory = chunks * w_gpu / (hbm * mbu) + kv_written / (hbm * attention_bu)
-        return flops, read, flops / (peak * mfu), memory, ar(n * prompt), chunks
+        if ep == 1 and not moe:
+            flops = n * prompt * forward_flops_per_token(m, seq=prompt, causal=True) / tp
+            chunks = math.ceil(n * prompt / chunk)
+            kv_written = n * kv_tok_gpu * kv_cached_tokens(m, prompt)
+            read = chunks * w_gpu + kv_written
+            memory = chunks * w_gpu / (hbm * mbu) + kv_written / (hbm * attention_bu)
+            return flops, read, flops / (peak * mfu), memory, ar(n * prompt), chunks
+        group = math.ceil(n / dp)                  # prompts per attention group (with ep: groups in parallel)
+        flops = per_gpu_flops(group * prompt, n * prompt, forward_flops_per_token(m, seq=prompt, causal=True))
+        chunks = math.ceil(group * prompt / chunk)
+        w_chunk = weights_read(min(min(n, dp) * min(group * prompt, chunk), MAX_MEANINGFUL))
+        kv_written = group * kv_tok_gpu * kv_cached_tokens(m, prompt)
+        read = chunks * w_chunk + kv_written
+        memory = chunks * w_chunk / (hbm * mbu) + kv_written / (hbm * attention_bu)
+        if ep == 1:
+            comm = ar(n * prompt)
+        else:
+            full, rest = divmod(group * prompt, chunk)
+            comm = sum(k * (ep_ar(t) + a2a(t / tp)) for k, t in ((full, chunk), (1 if rest else 0, rest)) if k)
+        return flops, read, flops / (peak * mfu), memory, comm, chunks
 
     pre_flops, pre_bytes, pre_compute, pre_memory, pre_comm, pre_chunks = prefill(1)
     _, _, all_compute, all_memory, all_comm, all_chunks = prefill(batch)
@@ -432,19 +518,35 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     mb = math.ceil(batch / pp)
     ctx = prompt + output // 2
     cached = kv_cached_tokens(m, ctx)
-    dec_flops = mb * forward_flops_per_token(m, seq=ctx) / tp      # min(ctx, window) keys: flops.py
-    kv_read = mb * kv_tok_gpu * cached * _kv_reads(m, attention_kernel)
-    dec_bytes = w_gpu + kv_read
-    dec_memory = w_gpu / (hbm * mbu) + kv_read / (hbm * attention_bu)
-    dec_comm = 2 * m.layers * _allreduce_s(mb * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+    if not moe and not m.is_mla:
+        dec_flops = mb * forward_flops_per_token(m, seq=ctx) / tp      # min(ctx, window) keys: flops.py
+    else:             # MoE: active weights; MLA: the absorbed path's attention core over the latent cache
+        per_token = (2 * matmul_params(m) + mla_decode_flops_per_token(m, context=cached).absorbed_core
+                     if m.is_mla else forward_flops_per_token(m, seq=ctx))
+        dec_flops = per_gpu_flops(math.ceil(mb / dp), mb, per_token)
+    seqs_gpu = math.ceil(mb / dp)                 # sequences whose cache this GPU holds (its attention group's)
+    kv_read = seqs_gpu * kv_tok_gpu * cached * _kv_reads(m, attention_kernel)
+    w_read = weights_read(mb)
+    dec_bytes = w_read + kv_read
+    dec_memory = w_read / (hbm * mbu) + kv_read / (hbm * attention_bu)
+    if ep == 1:
+        dec_comm = 2 * m.layers * _allreduce_s(mb * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+    else:
+        dec_comm = ep_ar(seqs_gpu) + a2a(seqs_gpu / tp)
     pace = pp * share                 # pp stages at the largest stage's pace (1 when pp divides the layers)
     dec_send = (pp - 1) * send(mb)
     # what one prompt's prefill adds to the decode steps it rides along with (its weights read is shared; each
     # stage does its share)
     interleave = (pre_compute + pre_comm) * share
+    if ep > 1:        # the attention groups prefill their own sequences side by side: the batch's cost, shared
+        interleave = (all_compute + all_comm) / batch
     c_tok = min(prompt, chunk)
-    chunk_extra = (c_tok * forward_flops_per_token(m, seq=c_tok, causal=True) / tp / (peak * mfu)
-                   + 2 * m.layers * _allreduce_s(c_tok * m.hidden * ACTIVATION_BYTES, tp, link, lat))
+    if ep == 1:
+        chunk_extra = (c_tok * forward_flops_per_token(m, seq=c_tok, causal=True) / tp / (peak * mfu)
+                       + 2 * m.layers * _allreduce_s(c_tok * m.hidden * ACTIVATION_BYTES, tp, link, lat))
+    else:
+        chunk_extra = (per_gpu_flops(c_tok, c_tok, forward_flops_per_token(m, seq=c_tok, causal=True))
+                       / (peak * mfu) + ep_ar(c_tok) + a2a(c_tok / tp))
 
     return Serving(
         model=m.name, gpu=g.name, tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output,
@@ -458,7 +560,9 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         decode_compute_s=dec_flops / (peak * mfu) * pace, decode_memory_s=dec_memory * pace,
         decode_comm_s=dec_comm * pace + dec_send,
         attention_bu=attention_bu, step_overhead_s=t0, prefill_chunks=pre_chunks, chunk_extra_s=chunk_extra,
-        interleave_s=interleave, kv_capacity=cap, pp=pp, microbatch=mb, pp_send_s=send(mb))
+        interleave_s=interleave, kv_capacity=cap, pp=pp, microbatch=mb, pp_send_s=send(mb), ep=ep,
+        experts_touched=experts_touched(m, mb),
+        all_to_all_s=a2a(seqs_gpu / tp) / (2 * m.n_moe_layers) if ep > 1 else 0.0)
 
 
 def serving_sweep(model: Model | str, gpu, *, batches=None, **kwargs) -> list[Serving]:
@@ -499,7 +603,7 @@ class ServingPlan:
         import pandas as pd
 
         s = self.serving
-        rows = {"gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "pp": s.pp, "replicas": self.replicas,
+        rows = {"gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "pp": s.pp, "ep": s.ep, "replicas": self.replicas,
                 "batch": self.batch,
                 "requests_per_s": self.requests_per_s, "ttft_s": s.ttft_s, "itl_s": s.itl_s, "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
                 "capacity_requests_per_s": self.capacity_requests_per_s, "usd_per_hour": self.usd_per_hour,
@@ -570,9 +674,10 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     the fewest GPUs wins, ties going to the lower ITL. Other keywords go to :func:`serving` (``weights``,
     ``kv_cache``, ``mbu``, ``mfu``, ``pp``, ...); with ``pp`` pipeline stages each replica is ``tp x pp`` GPUs.
     When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what came closest.
-    Taught in chapter 15.
+    A mixture of experts is served with every expert resident (:func:`serving`); with ``ep=`` each replica is
+    ``ep`` GPUs and only the ``tps`` that divide ``ep`` are tried. Taught in chapter 15.
     """
-    m = resolve_model(model)
+    m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     if (requests_per_s is None) == (users is None):
         raise ValueError("give exactly one of requests_per_s (a request rate) or users (concurrent streams)")
@@ -584,16 +689,20 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 2, 4, 8)")})
     pp = check_int("pp", kwargs.get("pp", 1), maximum=1024)
     check_layout(m, pp=pp)                # a stage needs a layer: say so before blaming the tensor-parallel degrees
+    ep = check_ep(m, kwargs.get("ep", 1), 1, pp)
     valid = []
     for t in tps:
         try:
             check_layout(m, tp=t, pp=pp)
         except ValueError:
             continue
+        if ep > 1 and ep % t:             # attention groups of t GPUs must tile the ep GPUs
+            continue
         valid.append(t)
     if not valid:
         raise ValueError(f"tps={tps}: none is a valid tensor-parallel degree for {m.name} "
-                         f"({m.heads} heads, {m.kv_heads} KV heads)")
+                         f"({m.heads} heads, {m.kv_heads} KV heads" + (f"; tp must divide ep={ep}" if ep > 1 else "")
+                         + ")")
     kwargs = dict(kwargs, prompt=prompt, output=output)
     best, firsts = None, []
     for t in valid:
@@ -628,14 +737,15 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
     (:func:`replicas_for`'s search), then the lowest cost per output token. A GPU where no layout meets the
     target gets NaN figures and the reason. Prices are the catalogue's (on-demand, dated). A GPU without BF16 (the
     V100) computes in FP16 at its FP16 rate when ``compute`` is ``"bf16"`` (:func:`~llmsizing.hardware.dense_tflops`),
-    and its ``note`` says so. Chapter 15."""
+    and its ``note`` says so. A mixture of experts is accepted (:func:`serving`; ``ep=`` too). Chapter 15."""
     import pandas as pd
 
-    m = resolve_model(model)
+    m = resolve_model(model, moe=True)
     gpu_list = resolve_gpus(list_gpus() if gpus is None else gpus, example='["H100 SXM", "B200"]')
     ttft_s = check_number("ttft_s", ttft_s, allow_equal=False)
     itl_s = check_number("itl_s", itl_s, allow_equal=False)
     tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 8)")})
+    ep = check_ep(m, kwargs.get("ep", 1), 1, kwargs.get("pp", 1))
     kwargs = dict(kwargs, prompt=prompt, output=output)
     rows = []
     for g in gpu_list:
@@ -644,6 +754,8 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
             try:
                 check_layout(m, tp=t)
             except ValueError:
+                continue
+            if ep > 1 and ep % t:
                 continue
             s, _ = _largest_batch(m, g, t, ttft_s, itl_s, kwargs)
             if s is not None:
@@ -672,7 +784,7 @@ def published_serving():
     return _published()
 
 
-__all__ = ["Serving", "serving", "serving_sweep", "ServingPlan", "replicas_for", "serving_cost_by_gpu",
+__all__ = ["all_to_all_s", "Serving", "serving", "serving_sweep", "ServingPlan", "replicas_for", "serving_cost_by_gpu",
            "published_serving", "MBU_DEFAULT", "MBU_LOW", "MBU_HIGH", "MFU_DEFAULT", "MFU_LOW", "MFU_HIGH",
            "ALLREDUCE_LATENCY_S", "WEIGHT_FORMATS", "KV_FORMATS", "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S",
            "ENGINE_STEP_OVERHEAD_S", "ENGINES", "ATTENTION_KERNELS",

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 from ._validate import check_fraction, check_int, check_number
 from .catalog import DATA_DIR
-from .inference import kv_cache_bytes_per_token, weights_bytes
+from .inference import kv_cache_bytes_per_token, routed_expert_bytes, weights_bytes
 from .memory import FIXED_OVERHEAD_BYTES
 from .model import Model
 from .units import GiB
@@ -68,9 +68,40 @@ class KVCapacity:
 def activation_peak_bytes(model: Model, *, tp: int = 1, chunk: int = MAX_NUM_BATCHED_TOKENS,
                           max_num_seqs: int = MAX_NUM_SEQS) -> float:
     """Peak activation bytes per GPU of a profiling forward over a ``chunk``-token prefill (see the module
-    docstring): ``chunk x (3 ffn / tp + 4 hidden) x 2 + 2 x max_num_seqs x vocab x 4``."""
-    up = (3 if model.gated_mlp else 2) * model.ffn_hidden / tp
+    docstring): ``chunk x (3 ffn / tp + 4 hidden) x 2 + 2 x max_num_seqs x vocab x 4``.
+
+    A mixture of experts runs its MoE layers in vLLM's fused MoE kernel (``vllm/model_executor/layers/fused_moe/
+    fused_moe.py``), whose three buffers hold each token once per chosen expert: ``(T, k, 2 f_e / tp)`` for the
+    gate and up projections, ``(T k, f_e / tp)`` for their product and ``(T, k, hidden)`` for the experts'
+    outputs. Its MLP term is then the larger of the dense layers' (if any) and ``k x (3 f_e / tp + hidden)``."""
+    gate = 3 if model.gated_mlp else 2
+    up = gate * model.ffn_hidden / tp
+    if model.is_moe:
+        moe_up = model.experts_per_token * (gate * (model.expert_ffn_hidden or model.ffn_hidden) / tp
+                                            + model.hidden)
+        up = max(up if model.n_dense_layers else 0.0, moe_up)
     return chunk * (up + 4 * model.hidden) * 2 + 2 * max_num_seqs * model.vocab * 4
+
+
+def kv_split(model: Model, tp: int = 1) -> int:
+    """Over how many GPUs of a ``tp`` group one token's KV cache is split: ``min(tp, kv_heads)`` (each GPU holds
+    its KV heads; vLLM replicates a KV head when ``tp > kv_heads``), but 1 with multi-head latent attention,
+    whose one latent vector is shared by all heads, so every tensor-parallel rank keeps the whole of it (vLLM's
+    MLA backends; this is why DeepSeek-V3 serves attention data-parallel, Sec. 3.4 of its report)."""
+    return 1 if model.is_mla else min(tp, model.kv_heads)
+
+
+def weights_bytes_per_gpu(model: Model, weights: str = "bf16", *, tp: int = 1, ep: int = 1) -> float:
+    """Resident weight bytes per GPU: ``W / tp`` without expert parallelism; with ``ep > 1``, every weight but
+    the routed experts over the ``tp`` GPUs of an attention group, ``(W - R) / tp``, plus ``R / ep`` of the
+    routed experts (``R``: :func:`~llmsizing.inference.routed_expert_bytes`; ``R / experts``, one expert, when
+    ``ep >= experts``, the other GPUs holding redundant copies), as DeepSeek-V3's inference layout
+    (report Sec. 3.4) and vLLM's ``--enable-expert-parallel`` place them. Every expert is resident somewhere."""
+    w = weights_bytes(model, weights)
+    if ep == 1:
+        return w / tp
+    r = routed_expert_bytes(model, weights)
+    return (w - r) / tp + r / min(ep, model.experts)
 
 
 def stage_share(model: Model, pp: int = 1) -> float:
@@ -86,7 +117,7 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
                        max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = MAX_NUM_SEQS,
                        cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
                        overhead_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES,
-                       block_size: int = BLOCK_SIZE, pp: int = 1) -> KVCapacity:
+                       block_size: int = BLOCK_SIZE, pp: int = 1, ep: int = 1) -> KVCapacity:
     """The KV cache one GPU of a ``tp``-GPU replica holds, counted as vLLM does (module docstring):
     ``usable = gpu_memory_utilization x memory``; ``kv = usable - weights / tp - activation peak -
     overhead_bytes_per_gpu (CUDA context, NCCL and cuBLAS buffers) - cuda_graph_bytes``; ``blocks =
@@ -95,10 +126,13 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     stages (vLLM's ``--pipeline-parallel-size``) each GPU holds the weights and the KV cache of its stage's layers
     only; the largest stage has ``ceil(layers / pp)`` of them, and both terms scale by that share (the embedding
     and LM head are spread with the layers: an approximation, under 1% of a 70B model per stage). The
-    activation peak is one layer's and stays. Taught in chapter 15."""
+    activation peak is one layer's and stays. A mixture of experts is served with every expert resident; with
+    ``ep`` GPUs of expert parallelism each GPU holds :func:`weights_bytes_per_gpu` (its ``1 / ep`` of the routed
+    experts). Multi-head latent attention's latent cache is not split by ``tp`` (:func:`kv_split`). Taught in
+    chapter 15."""
     from .catalog import get_gpu, resolve_model
 
-    m = resolve_model(model)
+    m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     tp = check_int("tp", tp, maximum=1024)
     util = check_fraction("gpu_memory_utilization", gpu_memory_utilization)
@@ -108,12 +142,15 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     other = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
     block_size = check_int("block_size", block_size, maximum=4096)
     pp = check_int("pp", pp, maximum=m.layers)
+    ep = check_int("ep", ep, maximum=65536)
+    if ep > 1 and not m.is_moe:
+        raise ValueError(f"ep={ep}: expert parallelism needs a mixture of experts; {m.name!r} is dense")
     share = stage_share(m, pp)
     usable = util * g.memory_bytes
-    w = weights_bytes(m, weights) / tp * share
+    w = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep) * share
     act = activation_peak_bytes(m, tp=tp, chunk=chunk, max_num_seqs=seqs)
     kv = usable - w - act - other - graphs
-    block = block_size * kv_cache_bytes_per_token(m, kv_cache) / min(tp, m.kv_heads) * share
+    block = block_size * kv_cache_bytes_per_token(m, kv_cache) / kv_split(m, tp) * share
     blocks = max(0, math.floor(kv / block)) if kv > 0 else 0
     # kv_bytes is the room left for KV: 0 when the rest does not fit (then blocks = 0 and callers say so)
     return KVCapacity(float(g.memory_bytes), usable, w, act, other, graphs, max(0.0, kv), block, blocks,
@@ -148,5 +185,5 @@ def serving_constants() -> ServingConstants:
                             values["prefill_mfu"], values["range_low"], values["range_high"], engines)
 
 
-__all__ = ["stage_share", "GPU_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
+__all__ = ["stage_share", "kv_split", "weights_bytes_per_gpu", "GPU_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
            "KVCapacity", "activation_peak_bytes", "kv_capacity_tokens", "ServingConstants", "serving_constants"]

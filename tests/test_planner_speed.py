@@ -1,0 +1,194 @@
+"""The planner's fast search (planner._search: candidates chosen with NumPy over all GPU types at once, step times
+priced by planner._price from pieces the candidates share) gives exactly the frame of the direct search it
+replaced: one step_time per candidate, one GPU type at a time. That direct search is kept below, as it stood
+before the change (only its plan-count limit lifted), and whole plan() frames are compared through both: same
+rows in the same order, the same dtypes, every number within 1e-9 relative."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llmsizing import catalog, planner
+from llmsizing.flops import training_flops_per_token
+from llmsizing.layouts import _divisors, step_time
+from llmsizing.parallel import Parallel, check_layout
+from llmsizing.planner import _cp_coefficients, _memory_coefficients, _total_bytes, plan
+
+
+def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer,
+                      attention, stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
+                      cp_comm="p2p"):
+    """planner._search as it stood before it was vectorised (commit 0a2cc1e), its plan-count limit lifted: for
+    each layout, micro-batch and GPU type the lightest recomputation that fits, then one step_time per plan."""
+    import pandas as pd
+
+    kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
+              optimizer_impl=optimizer_impl)
+    model_flops_step = training_flops_per_token(model, seq=seq) * global_batch * seq
+    node_of = dict(nodes)
+    domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
+
+    layouts = []                                          # (tp, pp, zero) the model and the engines allow
+    for tp in sorted({t for d in set(domains.values()) for t in _divisors(d)}):
+        for pp in _divisors(model.layers, max_pp):
+            try:
+                check_layout(model, tp=tp, pp=pp)
+            except ValueError:
+                continue
+            for zero in zeros:
+                if zero >= 2 and pp > 1:
+                    continue
+                layouts.append((tp, pp, zero))
+
+    if len(layouts) * len(rcs) > planner.MAX_LAYOUTS:
+        raise ValueError(
+            f"plan() would weigh {len(layouts):,} layouts x {len(rcs)} recomputations of {model.name}, more than "
+            f"the {planner.MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
+            "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
+
+    candidates = []                 # (gpu, tp, cp, pp, zero, micro, dp, grad_accum, recompute, total bytes)
+    coef_cache: dict = {}
+    for tp, pp, zero in layouts:
+        for cp, b in ((cp, b) for cp in cps for b in micros):
+            if global_batch % b:
+                continue
+            dps = np.array([d for d in _divisors(global_batch // b) if global_batch // (b * d) >= pp], dtype=float)
+            if max_gpus is not None:
+                dps = dps[tp * cp * pp * dps <= max_gpus]
+            if not len(dps):
+                continue
+            m = global_batch // (b * dps.astype(int))
+            # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then
+            # alive in the forward) and the micro-batches in flight, which saturate at pp: two classes at most
+            accum_class = np.where(m > 1, max(2, pp), 1)
+            totals: dict = {}
+
+            def total(rc, b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, totals=totals, cp=cp):
+                """Per-GPU totals for each dp with recomputation rc: worked out when a GPU first needs them."""
+                if rc not in totals:
+                    t = np.empty(len(dps))
+                    for c in np.unique(accum_class):
+                        key = (tp, pp, zero, rc, int(c), cp)
+                        if key not in coef_cache:
+                            one = key[:-1] + (1,)
+                            if one not in coef_cache:
+                                coef_cache[one] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp,
+                                                                       zero, int(c))
+                            if cp > 1:           # every degree of cp at once, from cp = 1 and two degrees
+                                for d, coef in _cp_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero,
+                                                                int(c), cps, cp_comm, coef_cache[one]).items():
+                                    coef_cache[key[:-1] + (d,)] = coef
+                        sel = accum_class == c
+                        t[sel] = _total_bytes(coef_cache[key], np.full(sel.sum(), float(b)), dps[sel])
+                    totals[rc] = t
+                return totals[rc]
+
+            for g in gpu_list:
+                if domains[g.name] % tp:                 # tensor parallelism stays inside the scale-up domain
+                    continue
+                limit = frac * g.memory_bytes
+                chosen = np.zeros(len(dps), dtype=bool)
+                for rc in rcs:                          # the lightest recomputation that fits, per dp
+                    if chosen.all():                    # (a heavier one is never kept: not worked out)
+                        break
+                    fits = (total(rc) <= limit) & ~chosen
+                    for j in np.flatnonzero(fits):
+                        if zero and dps[j] * cp == 1:   # ZeRO over one data-parallel rank is no ZeRO at all
+                            continue
+                        candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc,
+                                           float(total(rc)[j])))
+                    chosen |= fits
+    if not candidates:
+        return None
+
+    out, price_of = [], dict(prices)
+    for g, tp, cp, pp, zero, b, dp, m, rc, total in candidates:
+        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
+        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
+                       recompute=rc, precision=precision, node=node_of[g.name])
+        out.append((g.name, par.gpus, dp, tp, cp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
+                    st.step_s, price_of[g.name], st.peak_flops))
+    df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
+                                    "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
+                                    "price", "peak"])
+    df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
+    return df
+
+
+def _both(monkeypatch, **kw):
+    """plan(**kw) through the direct reference search and through the library's, each from scratch."""
+    planner._search.cache_clear()
+    with monkeypatch.context() as mp:
+        mp.setattr(planner, "_search", _reference_search)
+        slow = plan(**kw)
+    planner._search.cache_clear()
+    fast = plan(**kw)
+    return slow, fast
+
+
+def _assert_same(slow, fast):
+    assert list(fast.columns) == list(slow.columns)
+    assert list(fast.dtypes) == list(slow.dtypes)
+    assert len(fast) == len(slow) > 0
+    assert fast.attrs == slow.attrs
+    for col in slow.columns:
+        a, b = slow[col].to_numpy(), fast[col].to_numpy()
+        if slow[col].dtype.kind == "f":
+            np.testing.assert_allclose(b, a, rtol=1e-9, atol=0, err_msg=col)
+        else:
+            assert (a == b).all(), col
+
+
+SETTINGS = {
+    "70b, four GPU types, every ZeRO stage and pipeline": dict(
+        model="llama-3-70b", tokens=1e12, gpus=("H100 SXM", "A100 80GB", "V100", "MI300X"), seq=4096,
+        global_batch=512, max_gpus=2048),
+    "8b, whole catalogue, one overlap share, own node": dict(
+        model="llama-3-8b", tokens=1e11, gpus=("A10", "L40S", "RTX 4090", "A100 40GB", "H100 SXM", "MI250X GCD"),
+        seq=2048, global_batch=96, max_gpus=256, overlap=0.5, gpus_per_node=4, inter_node_gbps=12.5,
+        kernel_efficiency=0.4),
+    "70b at 32K, context parallelism by all-gather": dict(
+        model="llama-3-70b", tokens=1e12, gpus=("H100 SXM", "B200"), seq=32768, global_batch=64, max_gpus=4096,
+        cp_comm="all_gather"),
+    "70b at 64K in FP8, the ring": dict(
+        model="llama-3-70b", tokens=1e12, gpus=("H100 SXM", "H200"), seq=65536, global_batch=64, max_gpus=4096,
+        precision="fp8-mixed"),
+    "405b over the whole catalogue at 8K, no GPU limit": dict(
+        model="llama-3.1-405b", tokens=15e12, gpus=tuple(catalog.list_gpus()), seq=8192, global_batch=2048),
+    "405b at 128K on H100s (issue 23)": dict(
+        model="llama-3.1-405b", tokens=8e11, gpus=("H100 SXM",), seq=131072, global_batch=128, max_gpus=16384),
+    "8b, chosen micro-batches, recomputations, ZeRO stages and cp degrees": dict(
+        model="llama-3-8b", tokens=1e11, gpus=("A100 80GB", "L40S"), seq=16384, global_batch=48,
+        micro_batches=(1, 3), recomputes=("selective", "full"), zero_stages=(1, 3), cp_degrees=(1, 2, 4)),
+}
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_fast_search_equals_the_direct_one(monkeypatch, name):
+    slow, fast = _both(monkeypatch, **SETTINGS[name])
+    _assert_same(slow, fast)
+
+
+def test_the_comparison_can_fail(monkeypatch):
+    """A step time off by one part in a million is caught."""
+    slow, fast = _both(monkeypatch, **SETTINGS["70b at 32K, context parallelism by all-gather"])
+    off = fast.copy()
+    off.loc[3, "step_time_s"] *= 1 + 1e-6
+    with pytest.raises(AssertionError):
+        _assert_same(slow, off)
+    with pytest.raises(AssertionError):
+        _assert_same(slow, fast.iloc[1:])
+
+
+def test_405b_at_128k_over_the_whole_catalogue_is_searched():
+    """Issue 23: at 128K tokens the planner searches context parallelism over every GPU type of the catalogue
+    instead of refusing because too many plans fit (17,000 or so, beyond the old limit of 10,000)."""
+    seq = 131072
+    df = plan("llama-3.1-405b", tokens=8e11, gpus=catalog.list_gpus(), seq=seq, global_batch=128)
+    assert len(df) > 10_000
+    assert set(df["cp"]) >= {1, 2, 4, 8, 16, 32}
+    assert (seq % (2 * df["cp"]) == 0).all() and (seq // df["cp"] >= 4096).all()
+    assert (df["tp"] * df["cp"] * df["pp"] * df["dp"] == df["n_gpus"]).all()
+    assert (df["micro_batch"] * df["grad_accum"] * df["dp"] == 128).all()
+    assert (df["memory_per_gpu_bytes"] <= 0.9 * df["capacity_bytes"]).all()
+    assert df["pareto"].any() and (df.loc[df["pareto"], "cp"] > 1).any()
