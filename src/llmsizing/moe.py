@@ -36,11 +36,12 @@ What is here, and which hooks call it (every other module only calls into this o
 * **The all-to-all** (:func:`ep_all_to_all`): per MoE layer and micro-batch, the dispatch and the combine in the
   forward and their two conjugates in the backward (4; 6 with full recomputation, which repeats the forward's),
   each sending ``tokens x k x hidden x bytes x (ep - 1) / ep`` per GPU under uniform routing (GShard's and
-  Megatron's accounting; ``measurements.moe_all_to_all_table`` checks it against a gloo measurement), priced on the
-  network model with the ``ep`` group placed like Megatron's (``tp-cp-ep-dp-pp``: ``ep`` ranks ``tp x cp`` apart),
-  across nodes when ``ep x tp x cp`` exceeds a node. DeepSeek-V3's node-limited routing (each token to at most
-  ``M = 4`` nodes, sent once per node over InfiniBand and forwarded over NVLink; DeepSeek-AI 2024, arXiv
-  2412.19437, Sec. 2.1.2 and 3.2.2) caps the inter-node bytes: ``max_nodes``.
+  Megatron's accounting; ``measurements.moe_all_to_all_table`` checks it against a gloo measurement), priced by
+  :func:`llmsizing.serve_moe.all_to_all_s` (serving's all-to-all on the network model, checked against DeepEP's
+  published latencies) with the ``ep`` group placed like Megatron-Core's expert grid (``ep`` ranks ``etp``
+  apart), across nodes when ``ep x etp`` exceeds a scale-up domain. DeepSeek-V3's node-limited routing (each
+  token to at most ``M = 4`` nodes, sent once per node over InfiniBand and forwarded over NVLink; DeepSeek-AI
+  2024, arXiv 2412.19437, Sec. 2.1.2 and 3.2.2) caps the inter-node bytes: ``max_nodes``.
   The all-to-all is exposed by default (it sits between the router and the experts). DeepSeek's DualPipe (Sec.
   3.2.1) hides it by running one micro-batch's forward chunk against another's backward chunk, so that each
   chunk's all-to-all overlaps the other's computation: ``ep_overlap`` (0 to 1) is the share hidden.
@@ -413,13 +414,15 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     :class:`~llmsizing.comm.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward dispatch
     (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the backward's two
     (the gradients of the combine's output sent back along the dispatch's routes, and of the dispatch's), in the
-    working dtype; full recomputation repeats the forward's two. Each moves :func:`all_to_all_bytes` over the
-    ``ep`` group: inside a node at the NVLink rate; across nodes the network bytes (:func:`inter_node_share`) at
-    the NIC rate per GPU and the rest over NVLink, concurrently (the slower of the two counts). Latency: ``ep - 1``
-    steps of the link's alpha per call (one message to each peer)."""
+    working dtype; full recomputation repeats the forward's two. Each sends :func:`all_to_all_bytes` and takes
+    :func:`llmsizing.serve_moe.all_to_all_s` of its ``tokens x k x hidden`` buffer, the model serving uses (within
+    0.90-0.99x of DeepEP's published H800 latencies at EP 16-256), with DeepSeek's node limit ``max_nodes`` and the
+    ``ep`` ranks ``etp`` apart: inside a scale-up domain over NVLink; across domains the cross-node share over the
+    GPU's own NIC and the rest over NVLink, concurrently. A row's ``bandwidth_gbps`` is the effective one (bytes
+    sent / that time, latency included), its ``latency_s`` 0."""
     from .comm import Collective
-    from .network import group_link
     from .precision import DTYPE_BYTES, RECIPES
+    from .serve_moe import all_to_all_s
 
     if par.ep == 1 or not model.is_moe:
         return []
@@ -427,30 +430,18 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
     disp_b = FP8_DISPATCH_BYTES if precision == "fp8-deepseek" else act_b
     tokens = batch * (seq // par.cp) / (par.tp if par.sp else 1)
-    layers = max(stage_moe_layers(model, par))
-    calls = layers * grad_accum
+    k, h, ep = model.experts_per_token, model.hidden, par.ep
+    calls = max(stage_moe_layers(model, par)) * grad_accum
     fwd = 2 if recompute == "full" else 1
-    ep, stride = par.ep, par.etp               # Megatron-Core's expert grid: etp ranks adjacent, then ep
-    link = group_link(gpu, node, size=ep, stride=stride)
-    per_node = max(1, min(ep, node.scaleup_domain_gpus // stride))      # the ep group's GPUs per node
-    intra = group_link(gpu, node, size=per_node, stride=stride)
-    nic = group_link(gpu, node, size=2, stride=node.scaleup_domain_gpus)  # one GPU's own NIC share
-    share = inter_node_share(model.experts_per_token, ep, per_node, max_nodes) if link.across else 0.0
+    across = ep * par.etp > node.scaleup_domain_gpus
     out = []
     for name, b, n_calls in (("EP all-to-all dispatch (forward)", disp_b, calls * fwd),
                              ("EP all-to-all combine (forward)", act_b, calls * fwd),
                              ("EP all-to-all dispatch and combine (backward)", act_b, 2 * calls)):
-        one = all_to_all_bytes(tokens, model.experts_per_token, model.hidden, b, ep)
-        if link.across:
-            # the network's share at this GPU's NIC rate, the rest over NVLink, concurrently: the slower counts
-            base = tokens * model.experts_per_token * model.hidden * b
-            net_s = share * base / (nic.bandwidth_gbps * 1e9)
-            nvl_s = max(one - share * base, 0.0) / (intra.bandwidth_gbps * 1e9)
-            bw = one / max(net_s, nvl_s) / 1e9
-            lk, alpha = "network", link.alpha_s
-        else:
-            bw, lk, alpha = link.bandwidth_gbps, link.link, link.alpha_s
-        out.append(Collective(name, "ep", ep, lk, n_calls, one, n_calls * one, bw, n_calls * (ep - 1) * alpha))
+        one = all_to_all_bytes(tokens, k, h, b, ep)
+        t = all_to_all_s(tokens * k * h * b, ep, gpu, node, top_k=k, max_nodes=max_nodes, stride=par.etp)
+        out.append(Collective(name, "ep", ep, "network" if across else gpu.link, n_calls, one, n_calls * one,
+                              one / t / 1e9, 0.0))
     return out
 
 
