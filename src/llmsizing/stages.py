@@ -270,7 +270,8 @@ def published_stages():
 
 
 def deepseek_v3_standin() -> Model:
-    """A dense stand-in for DeepSeek-V3's FLOPs per token (the library has no mixture-of-experts or MLA model):
+    """A dense stand-in for DeepSeek-V3's FLOPs per token (``training_time``'s calibrated MFU refuses a mixture of
+    experts: the catalogue's ``deepseek-v3`` and :mod:`llmsizing.moe` model its memory and step, not its MFU):
     its 61 layers, hidden size 7,168 and vocabulary of 129,280 (the model's ``config.json``), 128 attention heads of
     160 dimensions (MLA scores with 192-dimensional queries and keys and mixes 128-dimensional values: 160 is
     their mean, so ``QK^T`` plus ``attn @ V`` cost what they cost in MLA), one KV head, and a SwiGLU MLP of 13,020
