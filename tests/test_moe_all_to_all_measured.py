@@ -227,3 +227,55 @@ def test_the_table_against_hand_figures(df):
              & (df["tokens_per_rank"] == 1024) & (df["phase"] == "forward")]
     assert r["sent_bytes_max"] == sub["dispatch_sent_bytes"].max()
     assert r["ratio_mean"] == pytest.approx(sub["dispatch_sent_bytes"].mean() / 1572864)
+
+
+# ----------------------------------------------------------------- dist_compare.compare_all_to_all (chapter 18)
+def test_compare_all_to_all_against_hand_figures(df):
+    from llmsizing.dist_compare import compare_all_to_all
+
+    cmp = compare_all_to_all(df)
+    assert len(cmp) == len(df[df["phase"] == "forward"].groupby(CONFIG))
+    r = cmp.loc[("hf-init", "float32", 4, 1024)]
+    assert r["library_bytes"] == 1024 * 2 * 256 * 4 * 3 / 4 == 1572864           # T k h b (ep - 1) / ep
+    assert cmp.loc[("hf-init", "bfloat16", 4, 1024), "library_bytes"] == 1572864 / 2
+    assert cmp.loc[("hf-init", "float32", 2, 256), "library_bytes"] == 256 * 2 * 256 * 4 / 2 == 262144
+    rows = df[(df["routing"] == "hf-init") & (df["dtype"] == "float32") & (df["ep"] == 4)
+              & (df["tokens_per_rank"] == 1024) & (df["phase"] == "forward")]
+    assert r["ranks"] == 4
+    assert r["sent_mean_bytes"] == pytest.approx(sum(rows["dispatch_sent_bytes"]) / 4)
+    assert r["ratio_busiest"] == pytest.approx(max(max(rows["dispatch_sent_bytes"]), max(rows["dispatch_recv_bytes"]))
+                                               / 1572864)
+    assert r["sigma"] == pytest.approx(math.sqrt(0.75 * 0.25 / 2048) / 0.75)
+
+
+def test_compare_all_to_all_separates_near_uniform_from_skewed(df):
+    """Near-uniform routing: the busiest rank within the tolerance of the hand-written test above; the skewed
+    router's busiest rank beyond it (the library models no load imbalance)."""
+    from llmsizing.dist_compare import compare_all_to_all
+
+    cmp = compare_all_to_all(df)
+    for key, r in cmp.iterrows():
+        tol = _tolerance(key[3], 2, key[2])
+        if key[0] == "hf-init":
+            assert abs(r["ratio_mean"] - 1) <= tol and r["ratio_busiest"] - 1 <= tol, key
+        else:
+            assert r["ratio_busiest"] - 1 > tol, key
+
+
+def test_compare_all_to_all_backward_combine_is_the_forward_dispatch_reversed(df):
+    from llmsizing.dist_compare import compare_all_to_all
+
+    fwd = compare_all_to_all(df, phase="forward", exchange="dispatch")
+    bwd = compare_all_to_all(df, phase="backward", exchange="combine")
+    # backward combine sends what the forward combine received, which is what the forward dispatch sent
+    assert (bwd["sent_mean_bytes"] == fwd["sent_mean_bytes"]).all()
+    assert (bwd["library_bytes"] == fwd["library_bytes"]).all()
+
+
+def test_compare_all_to_all_refuses_bad_choices(df):
+    from llmsizing.dist_compare import compare_all_to_all
+
+    with pytest.raises(ValueError, match="phase"):
+        compare_all_to_all(df, phase="sideways")
+    with pytest.raises(ValueError, match="exchange"):
+        compare_all_to_all(df, exchange="gather")

@@ -229,3 +229,43 @@ def compare_cp(df=None):
                      "grad_sync_measured_bytes": float(r.grad_sync_send_bytes),
                      "grad_sync_library_bytes": by.get("grad", 0.0)})
     return pd.DataFrame(rows).set_index(["variant", "cp", "seq"])
+
+
+# =========================================================================== expert parallelism (chapter 18)
+def compare_all_to_all(df=None, *, phase: str = "forward", exchange: str = "dispatch"):
+    """The gloo measurement of an expert-parallel MoE layer's all-to-all (``tools/measure_memory.py a2a``,
+    :func:`~llmsizing.measurements.load_moe_all_to_all`) next to the library's uniform-routing bytes,
+    :func:`llmsizing.moe.all_to_all_bytes` (``T x k x hidden x bytes x (ep - 1) / ep`` per rank; GShard's and
+    Megatron-LM's accounting), one row per routing, dtype, ``ep`` and tokens per rank, for one ``phase``
+    (``"forward"`` or ``"backward"``) and ``exchange`` (``"dispatch"`` or ``"combine"``).
+
+    Columns: ``ranks``; ``library_bytes``; the measured ``sent_mean_bytes``, ``sent_max_bytes`` and
+    ``recv_max_bytes`` over the ranks; ``ratio_mean`` (mean sent / library) and ``ratio_busiest`` (the largest
+    sent or received bytes of any rank / library: the rank that sets the all-to-all's time); and ``sigma``, the
+    binomial relative standard deviation ``sqrt(p (1 - p) / (T k)) / p`` with ``p = (ep - 1) / ep`` that a
+    uniformly random router's remote share would show by chance. The library assumes uniform routing and models no
+    load imbalance: a skewed router's busiest rank departs from it by more than a few ``sigma``. Stand-ins: a
+    random router at Hugging Face's initialisation (the ``skewed`` rows route artificially skewed tokens), one
+    ``MixtralSparseMoeBlock`` layer, gloo over loopback TCP on one CPU machine. Shown in chapter 18."""
+    import pandas as pd
+
+    from .measurements import MOE_EXCHANGES, load_moe_all_to_all
+    from .moe import all_to_all_bytes
+
+    phase = check_choice("phase", phase, ("forward", "backward"))
+    exchange = check_choice("exchange", exchange, MOE_EXCHANGES)
+    df = load_moe_all_to_all() if df is None else df
+    keys = ["routing", "dtype", "ep", "tokens_per_rank"]
+    rows = []
+    for key, sub in df[df["phase"] == phase].groupby(keys, sort=False):
+        r0 = sub.iloc[0]
+        tokens, k, ep = int(r0["tokens_per_rank"]), int(r0["top_k"]), int(r0["ep"])
+        lib = all_to_all_bytes(tokens, k, int(r0["hidden"]), float(r0["bytes_per_element"]), ep)
+        sent, recv = sub[f"{exchange}_sent_bytes"], sub[f"{exchange}_recv_bytes"]
+        p = (ep - 1) / ep
+        rows.append({**dict(zip(keys, key)), "ranks": len(sub), "library_bytes": lib,
+                     "sent_mean_bytes": float(sent.mean()), "sent_max_bytes": int(sent.max()),
+                     "recv_max_bytes": int(recv.max()), "ratio_mean": float(sent.mean()) / lib,
+                     "ratio_busiest": max(int(sent.max()), int(recv.max())) / lib,
+                     "sigma": math.sqrt(p * (1 - p) / (tokens * k)) / p})
+    return pd.DataFrame(rows).set_index(keys)

@@ -50,7 +50,7 @@ The FLOPs of a mixture of experts are those of its active parameters (:mod:`llms
 small experts run below a dense GEMM's efficiency, which the step time does not model (it uses the dense kernel
 efficiency: an optimistic assumption, stated where DeepSeek-V3's numbers are compared). Load imbalance (the
 busiest expert's GPU receives more than ``tokens x k``) is not modelled: the gloo measurement shows a skewed
-router's busiest rank at 1.2-2.1x the uniform bytes. Chapter: none yet (issue 24; the lead decides).
+router's busiest rank at 1.2-2.1x the uniform bytes. Chapter 18 (:func:`llmsizing.dist_compare.compare_all_to_all`).
 """
 
 from __future__ import annotations
