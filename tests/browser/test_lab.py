@@ -200,8 +200,28 @@ def _save_notebook(page, path: Path) -> bool:
         while path.stat().st_mtime_ns == before and time.time() < deadline:
             time.sleep(0.2)
         if path.stat().st_mtime_ns != before:
+            _wait_until_written(path)
             return True
     return False
+
+
+def _wait_until_written(path: Path, timeout_s: float = 10.0) -> None:
+    """Wait until ``path`` holds a whole notebook: jupyter_server's atomic writing keeps a backup and rewrites the
+    file in place, so a read right after the mtime changes can see it empty or half written (a large chapter
+    takes longer). Returns once two reads 0.2 s apart agree and parse as JSON, or at the deadline (the test
+    then reports what it read)."""
+    deadline = time.time() + timeout_s
+    last = None
+    while time.time() < deadline:
+        data = path.read_bytes()
+        if data == last:
+            try:
+                json.loads(data)
+                return
+            except ValueError:
+                pass
+        last = data
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module", params=NOTEBOOKS, ids=[n.removesuffix(".ipynb") for n in NOTEBOOKS])
