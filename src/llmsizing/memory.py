@@ -184,22 +184,30 @@ def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[f
     return list(_moe.gpu_params(model, par) if model.is_moe else _stage_params(model, par.tp, par.pp, par.stage_layers))
 
 
-@functools.lru_cache(maxsize=256)
-def _stage_params(model: Model, tp: int, pp: int, stage_layers: tuple | None = None) -> tuple[float, ...]:
-    """:func:`stage_params` for a resolved model and layout, kept: the planner asks for the same few thousand
-    times in one search."""
-    per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp) for _, n, s in model.layer_tensors())
+def edge_params(model: Model, tp: int, pp: int) -> dict[str, float]:
+    """Parameters outside the transformer layers per tensor-parallel rank: ``"first"`` (the embeddings, on the
+    first pipeline stage) and ``"last"`` (final norm, untied LM head, and with ``pp > 1`` the output layer's
+    copy of a tied embedding, on the last stage). Shared by :func:`stage_params` and :mod:`llmsizing.moe`."""
     edge = {"first": 0.0, "last": 0.0}
-    for comp, name, shape, k in model.tensors():
+    for _, name, shape, _k in model.tensors():
         if name.startswith("layers."):
             continue
         n = math.prod(shape) * _tp_share(name, model, tp)
         if name.startswith("embed_"):
             edge["first"] += n
             if name == "embed_tokens.weight" and model.tied_embeddings and pp > 1:
-                edge["last"] += n                    # the output layer's copy of the tied embedding
+                edge["last"] += n
         else:
-            edge["last"] += n                        # final norm, untied LM head
+            edge["last"] += n
+    return edge
+
+
+@functools.lru_cache(maxsize=256)
+def _stage_params(model: Model, tp: int, pp: int, stage_layers: tuple | None = None) -> tuple[float, ...]:
+    """:func:`stage_params` for a resolved model and layout, kept: the planner asks for the same few thousand
+    times in one search."""
+    per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp) for _, n, s in model.layer_tensors())
+    edge = edge_params(model, tp, pp)
     out = []
     for i, layers in enumerate(layers_per_stage(model.layers, Parallel(pp=pp, stage_layers=stage_layers))):
         n = layers * per_layer

@@ -128,7 +128,7 @@ def stage_moe_layers(model: Model, par: Parallel) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=256)
 def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
-    from .memory import _tp_share
+    from .memory import _tp_share, edge_params
 
     par = Parallel(pp=pp, stage_layers=stage_layers)
     moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
@@ -156,17 +156,7 @@ def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: boo
             x = math.prod(s) * _tp_share("layers." + n, model, tp)
             m_dense += x
             m_lin += x if len(s) >= 2 else 0.0
-    edge = {"first": 0.0, "last": 0.0}
-    for _, name, shape, _k in model.tensors():
-        if name.startswith("layers."):
-            continue
-        x = math.prod(shape) * _tp_share(name, model, tp)
-        if name.startswith("embed_"):
-            edge["first"] += x
-            if name == "embed_tokens.weight" and model.tied_embeddings and pp > 1:
-                edge["last"] += x
-        else:
-            edge["last"] += x
+    edge = edge_params(model, tp, pp)
     out = []
     n_moe_by_stage = stage_moe_layers(model, par)
     for i, n in enumerate(layers_per_stage(model.layers, par)):
