@@ -138,13 +138,25 @@ JS_KERNEL_READY = """() => {
 JS_WATCH_BUSY = """() => {
   const i = document.querySelector('.jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator');
   window.__sawBusy = false;
-  new MutationObserver(() => { if (i.dataset.status === 'busy') window.__sawBusy = true; })
-    .observe(i, {attributes: true});
+  window.__idleSince = null;
+  new MutationObserver(() => {
+    if (i.dataset.status === 'busy') { window.__sawBusy = true; window.__idleSince = null; }
+    else if (window.__idleSince === null) window.__idleSince = Date.now();
+  }).observe(i, {attributes: true});
 }"""
+# Run All is done when the kernel has been idle for a second (it goes idle for a moment between two cells)
+# and every code cell ran: a visible prompt shows its count, and a folded cell (a solution's code), which
+# shows no prompt, has its output. Without the second condition a poll that fell between two folded cells
+# at the end of a chapter read the prose before its last values came (ch15 on a slow CI machine).
 JS_RUN_DONE = """() => {
   const i = document.querySelector('.jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator');
+  const cells = Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell'));
   return window.__sawBusy && i.dataset.status === 'idle'
-    && !Array.from(document.querySelectorAll('.jp-Notebook .jp-InputPrompt')).some(p => p.textContent.includes('*'));
+    && window.__idleSince !== null && Date.now() - window.__idleSince > 1000
+    && !Array.from(document.querySelectorAll('.jp-Notebook .jp-InputPrompt')).some(p => p.textContent.includes('*'))
+    && cells.filter(c => c.classList.contains('jp-CodeCell')).every(c =>
+         /\\[\\d+\\]/.test((c.querySelector('.jp-InputPrompt') || {}).textContent || '')
+         || c.querySelector('.jp-OutputArea-output'));
 }"""
 CONTROLS = ".widget-slider, .widget-dropdown, .widget-toggle-buttons, .widget-checkbox, .widget-select-multiple"
 JS_HELPERS = """() => {
