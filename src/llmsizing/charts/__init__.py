@@ -48,7 +48,7 @@ from .many_gpus import _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # noqa: F401
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case studies' check,
 # the seed audit.
 from .time_money import (CALIBRATION_COLORS, COST_GPUS, PLAN_GPUS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS,
-                         TIME_GPU_COUNTS,
+                         TIME_GPU_COUNTS, plan_notes,
                          render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus, render_mfu_calibration,
                          render_plan, render_prediction_check, render_seed_audit, render_training_time,
                          resolve_model_name)
@@ -80,7 +80,7 @@ __all__ = [
     "render_zero_stages",
     # Part III
     "CALIBRATION_COLORS", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS", "TIME_GPU_COUNTS",
-    "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus", "render_plan", "render_prediction_check",
+    "plan_notes", "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus", "render_plan", "render_prediction_check",
     "render_mfu_calibration", "render_seed_audit", "render_training_time", "resolve_model_name",
     # Part IV
     "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory", "render_serving_cost", "render_serving_curve",

@@ -88,10 +88,21 @@ class FixedView(View):
         return buf.getvalue()
 
 
-def show(view: View) -> None:
-    """Print the summary and display the figure as PNG: used by the checked cell next to each widget."""
-    from IPython.display import Image, display
+def show(view: View, *, widget: str | None = None) -> None:
+    """Print the summary and display the figure as PNG: used by the checked cell next to each widget.
 
+    ``widget`` (a widget factory's name, e.g. ``"planner_widget"``) says that this is the static copy of that
+    widget's default view: an empty marker element goes out first, by which the live widget, once rendered,
+    hides this cell's outputs (``llmsizing.widgets.dashboard.live_style``; issue 25: in the lab the static copy
+    sat right under the live one, easy to read instead). The static site, where no widget runs, keeps it."""
+    from IPython.display import HTML, Image, display
+
+    if widget is not None:
+        import re
+
+        if not isinstance(widget, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", widget):
+            raise ValueError(f"widget must be a widget factory's name, like 'planner_widget', or None; got {widget!r}")
+        display(HTML(f"<span class='llmsizing-default-of-{widget}' hidden></span>"))
     print(view.summary)
     display(Image(data=view.png(), format="png", alt=figure_alt_text(view)))
 

@@ -477,6 +477,9 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     ax_t.set_yticks(ys, [n if n in ("compute", "pipeline bubble") else f"{n} comm." for n in names], fontsize=8)
     ax_t.invert_yaxis()
     ax_t.set_xlabel("seconds per step (grey: all comm.; colour: exposed)", fontsize=8)
+    if async_tp and "tp" in names and not st.comm_by_group_s.get("tp"):    # the switch moves nothing: say why
+        ax_t.text(0.02, names.index("tp"), f"async TP: no tensor-parallel traffic to hide at tp={par.tp}",
+                  transform=ax_t.get_yaxis_transform(), fontsize=7, va="center", color="0.25")
     ax_t.set_title(f"{g.name}: MFU {st.mfu:.0%} (kernels at {st.kernel_efficiency:.0%} of peak)",
                    fontsize=8.5, loc="left")
 

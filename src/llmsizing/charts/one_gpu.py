@@ -111,14 +111,20 @@ def _gpu_lines(ax, gpus, count: int, *, horizontal: bool) -> list:
     return out
 
 
-def _drop_offscreen_capacity_lines(ax, *, horizontal: bool) -> None:
+def _drop_offscreen_capacity_lines(ax, *, horizontal: bool, name_them: bool = False) -> None:
     """Remove the capacity lines that fall outside the axis range, so the legend never names a GPU whose line
-    the reader cannot see (the text summary still lists every GPU). Call after setting the limits."""
+    the reader cannot see (the text summary still lists every GPU). Call after setting the limits. With
+    ``name_them``, such a line is hidden instead, and its legend entry (without a line) says it is beyond the
+    axis: a GPU the reader adds is then named in the figure, not only in the summary (issue 25)."""
     lo, hi = ax.get_xlim() if horizontal else ax.get_ylim()
     for line in list(ax.lines):
         cap = getattr(line, "capacity_gib", None)
         if cap is not None and not lo <= cap <= hi:
-            line.remove()
+            if name_them:
+                line.set_visible(False)
+                line.set_label(f"{line.get_label()}: {'beyond' if cap > hi else 'below'} the axis")
+            else:
+                line.remove()
 
 
 def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="adamw",
@@ -206,7 +212,7 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
     top = max(r.total_bytes, r.rule_of_thumb_bytes) / GiB
     above = [g.memory_gib for g in gs if g.memory_gib >= top]  # show the first GPU that holds it, if any
     ax.set_xlim(0, max(top * 1.15, min(above, default=0) * 1.05))
-    _drop_offscreen_capacity_lines(ax, horizontal=True)
+    _drop_offscreen_capacity_lines(ax, horizontal=True, name_them=True)
     ax.set_xlabel("memory (GiB)")
     ax.set_title(f"{m.name} ({fmt_count(m.n_params)}): batch {batch} × {context:,} tokens, "
                  f"weights {weights}, KV cache {kv_cache}", fontsize=10)

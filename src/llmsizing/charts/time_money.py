@@ -118,7 +118,7 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
     runs = [training_time(model, tokens=tokens, gpu=gpu, n_gpus=n, seq=seq, mfu=mfu) for n in counts]
     t = runs[counts.index(n_gpus)]
     def build(fig):                                      # fixed margins: a widget redraw skips layout passes
-        fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.95, wspace=0.32)
+        fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.91, wspace=0.32)
         return fig.subplots(1, 2)
 
     fig, (ax, ax2) = figure_axes(7.6, 3.2, into, ("training time",), build)
@@ -138,6 +138,9 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
         a.set_xlabel(f"number of {t.gpu} GPUs")
         a.set_ylabel(label)
         a.spines[["top", "right"]].set_visible(False)
+    # the run in the figure too: two models of the same size draw the same curves (issue 25: say what moved)
+    ax.set_title(f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs", fontsize=8.5,
+                 loc="left")
     summary = (f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs\n"
                f"{t.n_gpus:,} x {t.gpu} at {'the calibrated ' if mfu is None else 'a given '}MFU {t.mfu:.0%} "
                f"({t.mfu_low:.0%}-{t.mfu_high:.0%}): "
@@ -253,7 +256,9 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
                     color="white" if z[i, j] > np.sqrt(z.min() * z.max()) * 1.6 else "black")
     ax.set_xticks(range(len(prices)), [f"${p:.2f}" for p in prices], fontsize=8)
     ax.set_yticks(range(len(mfus)), [f"{m:.0%}" for m in mfus], fontsize=8)
-    ax.set_xlabel("price per GPU-hour (USD)", fontsize=8)
+    # the GPU count moves the days, never the grid: the figure says so (issue 25)
+    ax.set_xlabel(f"price per GPU-hour (USD)\non {n:,} GPUs the job takes {t.days:,.1f} days: the GPU count "
+                  "changes the days, not the cost", fontsize=8)
     ax.set_ylabel("MFU", fontsize=8)
     j0, i0 = SENSITIVITY_PRICE_FACTORS.index(1.0), mfus.index(round(mfu, 4))
     ax.add_patch(_rect((j0 - 0.5, i0 - 0.5), 1, 1))
@@ -371,7 +376,7 @@ def _plan_label(r) -> str:
 def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, seq: int = 8192,
                 global_batch: int = 512, max_gpus: int | None = 4096, deadline_days: float | None = None,
                 budget_usd: float | None = None, highlight=None, plans=None, kernel_efficiency: float | None = None,
-                overlap: float | None = None, into: Figure | None = None) -> View:
+                overlap: float | None = None, into: Figure | None = None, all_plans=None) -> View:
     """The planner's answer (chapter 12, "How many GPUs do you need?"): left, days against cost (log axes) of
     every plan :func:`~llmsizing.planner.plan` finds (grey), each GPU type's own front (thin line) and the
     time-vs-cost front (dots coloured by GPU type); right, the chosen plan's most loaded GPU (what is alive at
@@ -380,7 +385,11 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     overlap). ``highlight`` is a row label of the plans (default: the first front plan, the cheapest).
 
     ``plans`` may pass :func:`~llmsizing.planner.plan`'s result for these arguments (the widget caches it);
-    otherwise it is computed. No plan raises the planner's :class:`~llmsizing.planner.NoPlanError`."""
+    otherwise it is computed. No plan raises the planner's :class:`~llmsizing.planner.NoPlanError`.
+
+    A limit that shapes nothing is said in the figure and the summary (:func:`plan_notes`: the front ends below
+    ``max_gpus``; with ``all_plans``, the table before the deadline and budget, a deadline or budget that drops
+    no plan)."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -476,6 +485,16 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ax_t.set_title(f"step {st.step_s:.2f} s, MFU {r.mfu:.0%}: {r.days:,.1f} days, {_usd(r.cost_usd)}",
                    fontsize=8.5, loc="left")
 
+    notes = plan_notes(plans, global_batch=global_batch, max_gpus=max_gpus, deadline_days=deadline_days,
+                       budget_usd=budget_usd, all_plans=all_plans)
+    if notes:                 # bottom right of the left panel: below the cloud of plans, away from the front
+        import textwrap
+
+        ax.text(0.985, 0.015, "\n".join(textwrap.fill(n, 40) for n in notes), transform=ax.transAxes, ha="right",
+                va="bottom", multialignment="left", fontsize=6.5,
+                color="#7a2a00", bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#D55E00", lw=0.6, alpha=0.95),
+                zorder=6)
+
     rank = list(front.index).index(highlight) + 1 if highlight in front.index else None
     lines = [f"{m.name}, {_tokens(tokens)} tokens of {seq:,}, global batch {global_batch:,} sequences "
              f"({global_batch * seq / 1e6:.2f}M tokens), on {', '.join(plans['gpu'].unique())}"
@@ -483,6 +502,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
              + (f", deadline {deadline_days:g} days" if deadline_days else "")
              + (f", budget {_usd(budget_usd)}" if budget_usd else "")
              + f": {len(plans):,} plans fit, {len(front)} on the time-vs-cost front",
+             *(f"note: {n}" for n in notes),
              f"chosen ({f'front #{rank}' if rank else 'not on the front'}): {_plan_label(r)}",
              f"  {tm.total_bytes / GiB:.1f} GiB of {g.memory_gib:.1f} GiB on the most loaded GPU "
              f"(usable {USABLE_FRACTION:.0%}: {USABLE_FRACTION * g.memory_gib:.1f} GiB)",
@@ -498,6 +518,45 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     for index, line in groups["front_lines"]:
         lines.append(f"{'>' if index == highlight else ' '}{line}")
     return FixedView(fig, "\n".join(lines))
+
+
+def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadline_days: float | None = None,
+               budget_usd: float | None = None, all_plans=None) -> list[str]:
+    """Why a limit of the planner changes nothing in its figure (issue 25: "moving max GPUs from 4096 to 16384
+    changes nothing"), read from :func:`~llmsizing.planner.plan`'s table ``plans`` for those limits (and
+    ``all_plans``, the same search without the deadline and budget, when the caller has it):
+
+    * ``max_gpus`` above the front's largest GPU count: the front ends there, and either no plan that fits uses
+      more GPUs at this global batch (each plan has ``dp x pp <= global_batch / micro-batch`` and ``tp`` within a
+      node: the planner's search), or the plans that do are all slower than the front's fastest (the front holds
+      the fastest plan by definition);
+    * with ``all_plans``: a deadline or a budget that drops no plan.
+
+    One sentence per limit, empty when every limit shapes the answer. Formatting only: the numbers are the
+    tables'."""
+    from ..planner import check_global_batch
+
+    global_batch = check_global_batch(global_batch)
+    notes: list[str] = []
+    if len(plans) == 0:
+        return notes
+    front = plans[plans["pareto"]]
+    searched = plans if all_plans is None else all_plans
+    if max_gpus is not None and len(front):
+        end, largest = int(front["n_gpus"].max()), int(searched["n_gpus"].max())
+        if end < max_gpus:
+            why = (f"no plan that fits uses more than {largest:,}" if largest < max_gpus else
+                   f"plans with up to {largest:,} GPUs fit, but none is faster")
+            notes.append(f"the front ends at {end:,} GPUs (limit {max_gpus:,}): more does not help at this global "
+                         f"batch ({global_batch:,} sequences): {why}")
+    if all_plans is not None and len(all_plans):
+        if deadline_days and all_plans["days"].max() <= deadline_days:
+            notes.append(f"deadline {deadline_days:g} days: every plan meets it (the slowest takes "
+                         f"{all_plans['days'].max():,.1f} days)")
+        if budget_usd and all_plans["cost_usd"].max() <= budget_usd:
+            notes.append(f"budget {_usd(budget_usd)}: every plan is within it (the dearest costs "
+                         f"{_usd(all_plans['cost_usd'].max())})")
+    return notes
 
 
 #: What :func:`_plan_groups` found for the last few plans tables, keyed by their content (a hash of every

@@ -6,8 +6,14 @@ the pixels. The chapters' widgets are in :mod:`.one_gpu` (chapters 1-5), :mod:`.
 :mod:`.time_money` (10-14) and :mod:`.serve_tune` (15-16); the controls they share in :mod:`.controls`.
 
 Layout (issue 12): the controls in a column of :data:`CONTROLS_WIDTH_PX` on the left, the figure beside them at
-its own pixel size (at most :data:`FIGURE_MAX_PX`, never stretched) and the summary under it, scrolling past
-:data:`SUMMARY_HEIGHT_PX`: about 1100 x 620 px in all, so controls and figure are on a 1280 x 720 screen together.
+its own pixel size (at most :data:`FIGURE_MAX_PX`, never stretched): about 1100 x 620 px in all, so controls and
+figure are on a 1280 x 720 screen together. The summary under the figure (issue 25) is wrapped text and tables
+(:func:`summary_html`), as tall as it needs: no inner scroll, no word split. Every control carries a tooltip (its
+full label, or more), so that no label is cut without a way to read it, and no tooltip reads "null".
+
+A live widget hides the static copy of its default view in the same notebook (issue 25): the chapters show that
+copy with ``charts.show(view, widget="planner_widget")`` for the static site, where no widget runs, and the
+widget's own output carries a style that hides it once the widget has rendered (:func:`live_style`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from .._validate import check_int
 #: summary below it.
 CONTROLS_WIDTH_PX = 330
 FIGURE_MAX_PX = (760, 430)
+#: Deprecated (issue 25): the summary no longer scrolls inside a box of this height; kept for code that imported it.
 SUMMARY_HEIGHT_PX = 150
 #: Room for a control's widget part next to its 110 px description, in the controls' column.
 _CONTROL_ROOM_PX = CONTROLS_WIDTH_PX - 110 - 12
@@ -47,9 +54,12 @@ class Dashboard(W.HBox):
     The dashboard keeps one matplotlib figure for its whole life: when ``render`` takes an ``into`` argument
     (every ``render_*`` of :mod:`llmsizing.charts` that a widget uses does), each update draws into that figure
     again instead of building a new one (:func:`llmsizing.charts.blank_figure`). ``above`` names controls shown
-    above the figure instead of in the column (wide ones, like the planner's plan selector)."""
+    above the figure instead of in the column (wide ones, like the planner's plan selector). ``name`` (the widget
+    factory's name, e.g. ``"planner_widget"``) makes the widget hide the static copy of its default view once
+    it renders live (:func:`live_style`)."""
 
-    def __init__(self, render, controls: dict[str, W.ValueWidget], *, above: tuple[str, ...] = ()):
+    def __init__(self, render, controls: dict[str, W.ValueWidget], *, above: tuple[str, ...] = (),
+                 name: str | None = None):
         import inspect
 
         from matplotlib.figure import Figure
@@ -63,13 +73,17 @@ class Dashboard(W.HBox):
         self.figure = Figure(dpi=charts.DPI)
         _text_cache_canvas()(self.figure)     # its own canvas: every redraw reuses it, its renderer and its glyphs
         self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"))
-        self.summary = W.HTML(layout=W.Layout(max_height=f"{SUMMARY_HEIGHT_PX}px", max_width=f"{FIGURE_MAX_PX[0]}px",
-                                              overflow="auto"))
+        self.summary = W.HTML(layout=W.Layout(max_width=f"{FIGURE_MAX_PX[0]}px", width=f"{FIGURE_MAX_PX[0]}px"))
+        self.name = name
+        for w in controls.values():         # the full label on hover (ipywidgets 8 shows "null" when it is unset)
+            if not getattr(w, "tooltip", None):
+                w.tooltip = w.description
         self.image = W.Image(format="png", layout=W.Layout(flex="0 0 auto", max_width="100%", height="auto",
                                                            object_fit="contain"))
         column = W.VBox([c for k, w in controls.items() if k not in above for c in (w, *_hint(w))],
                         layout=W.Layout(width=f"{CONTROLS_WIDTH_PX}px", flex=f"0 0 {CONTROLS_WIDTH_PX}px"))
-        right = W.VBox([controls[k] for k in above] + [self.error, self.image, self.summary],
+        right = W.VBox([controls[k] for k in above] + [self.error, self.image, self.summary]
+                       + ([W.HTML(live_style(name), layout=W.Layout(display="none"))] if name else []),
                        layout=W.Layout(flex="0 1 auto", align_items="flex-start", min_width="0", max_width="100%"))
         super().__init__([column, right], layout=W.Layout(align_items="flex-start", flex_flow="row wrap"))
         for w in controls.values():
@@ -93,12 +107,143 @@ class Dashboard(W.HBox):
             return
         self.error.value = ""
         self.error.layout.display = "none"
-        self.summary.value = (f"<pre style='line-height:1.25; font-size:12px; margin:0'>"
-                              f"{html.escape(view.summary)}</pre>")
+        self.summary.value = summary_html(view.summary)
         png = _figure_png(view)
         width, _ = png_size(png)
         self.image.layout.width = f"{width}px"      # its own size (height follows), never stretched
         self.image.value = png
+
+
+# --------------------------------------------------------------------------- the summary, as a reader sees it
+#: The summary's font size (px): the size of JupyterLab's output text, a little smaller than the prose.
+SUMMARY_FONT_PX = 12
+#: Consecutive lines with columns at least this many spaces apart are laid out as a table.
+_GUTTER = 2
+
+
+def summary_html(text: str) -> str:
+    """A render function's text summary as HTML that wraps instead of scrolling (issue 25: the summary box is
+    readable). The summary is plain text laid out for a monospace font; widgets used to show it as it is in a
+    ``<pre>`` inside a 150 px box, where long lines were cut at the right or broke mid-word. Here:
+
+    * consecutive lines that hold columns (text separated by at least two spaces at the same positions on every
+      line: the planner's front, a breakdown with right-aligned numbers) become a ``<table>``, one cell per
+      column, numbers right-aligned where every row ends at the column's edge; a cell wraps at spaces only;
+    * every other line is a paragraph of its own that wraps at spaces, indented as in the text, with a
+      hanging indent for its continuation lines.
+
+    No word is ever split (``word-break: normal; overflow-wrap: normal`` on every element, whatever the page's
+    style says) and there is no inner scroll: the box is as tall as its text. Formatting only: the text is the
+    view's ``summary``, every character of it escaped (``tests/test_widget_layout.py`` reads the text back)."""
+    import re
+
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and re.search(r"\S {%d,}\S" % _GUTTER, lines[j]):
+            j += 1
+        columns = _columns(lines[i:j]) if j - i >= 2 else None
+        if columns:
+            out.append(_table_html(lines[i:j], columns))
+            i = j
+        else:
+            out.append(_line_html(lines[i]))
+            i += 1
+    return f"<div class='llmsizing-summary'>{_SUMMARY_CSS}" + "".join(out) + "</div>"
+
+
+#: The summary's style, inside its own HTML (so it holds in JupyterLab, Voila and thebe alike, whatever the page's
+#: own rules for ``pre``, ``td`` or the widget's label line height say).
+_SUMMARY_CSS = (
+    "<style>.llmsizing-summary {font-size: %dpx; line-height: 1.35; white-space: normal; word-break: normal; "
+    "overflow-wrap: normal; hyphens: none; font-variant-numeric: tabular-nums}"
+    " .llmsizing-summary p {margin: 0; padding-left: calc(var(--i) + 1.5em); text-indent: -1.5em}"
+    " .llmsizing-summary table {border-collapse: collapse; margin: 1px 0 1px var(--i); font-size: inherit;"
+    " line-height: inherit}"
+    " .llmsizing-summary td {padding: 0 0 0 1.1em; text-align: left; vertical-align: top; white-space: pre-wrap;"
+    " word-break: normal; overflow-wrap: normal; border: 0}"
+    " .llmsizing-summary td:first-child {padding-left: 0} .llmsizing-summary td.r {text-align: right}</style>"
+    % SUMMARY_FONT_PX)
+
+
+def _columns(rows: list[str]) -> list[tuple[int, int, str]] | None:
+    """The columns of a block of fixed-width rows: (start, end, "left"/"right") per column, where the columns are
+    separated by runs of at least :data:`_GUTTER` positions that are blank on every row (the indentation is not a
+    column). None if the block has fewer than two columns."""
+    width = max(len(r) for r in rows)
+    blank = [all(p >= len(r) or r[p] == " " for r in rows) for p in range(width)]
+    spans, p = [], 0
+    while p < width and blank[p]:                      # the common indentation
+        p += 1
+    while p < width:
+        start = p
+        while p < width:
+            if blank[p]:
+                run = p
+                while run < width and blank[run]:
+                    run += 1
+                if run - p >= _GUTTER or run == width:
+                    break
+                p = run
+            else:
+                p += 1
+        spans.append((start, p))
+        while p < width and blank[p]:
+            p += 1
+    if len(spans) < 2:
+        return None
+    out = []
+    for start, end in spans:
+        cells = [r[start:end] for r in rows if r[start:end].strip()]
+        flush_right = all(len(c.rstrip()) == end - start for c in cells)
+        ragged_left = len({len(c) - len(c.lstrip()) for c in cells}) > 1
+        out.append((start, end, "right" if flush_right and ragged_left else "left"))
+    return out
+
+
+def _table_html(rows: list[str], columns) -> str:
+    import html
+
+    indent = min(len(r) - len(r.lstrip(" ")) for r in rows if r.strip())
+    body = "".join("<tr>" + "".join(f"<td{' class=r' if align == 'right' else ''}>{html.escape(r[a:b].strip())}</td>"
+                                    for a, b, align in columns) + "</tr>" for r in rows)
+    return f"<table style='--i: {indent * 0.6:.1f}em'>{body}</table>"
+
+
+def _line_html(line: str) -> str:
+    import html
+
+    indent = len(line) - len(line.lstrip(" "))
+    return f"<p style='--i: {indent * 0.6:.1f}em'>{html.escape(line.strip()) or '&nbsp;'}</p>"
+
+
+# --------------------------------------------------------------------------- the static copy of the default view
+#: The class of the (empty) marker that ``charts.show(view, widget=name)`` puts next to a static default view.
+DEFAULT_MARKER = "llmsizing-default-of-"
+#: The class of a live widget's hidden style element (what the CSS rule of :func:`live_style` looks for).
+LIVE_MARKER = "llmsizing-live-"
+
+
+def live_style(name: str) -> str:
+    """A ``<style>`` element, put in a live widget's own (hidden) output, that hides the outputs of the cell showing
+    the static copy of this widget's default view (its marker, ``charts.show(..., widget=name)``), in the same
+    notebook only: in JupyterLab and Voila (both lay cells out as ``.jp-Notebook .jp-Cell``) and on a page whose
+    cells run under thebe (``make serve-live``, no ``.jp-Notebook``). Standard CSS (``:has()``: Chromium 105,
+    Firefox 121, Safari 15.4) and no lab extension: the rule exists only while the widget's view is in the page,
+    so the static site (where no widget runs) and a notebook opened but not run keep the static copy."""
+    import re
+
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a widget factory's name (a str), got {type(name).__name__}")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name):
+        raise ValueError(f"name must be a widget factory's name (letters, digits, _ and -), got {name!r}")
+    live, static = f".{LIVE_MARKER}{name}", f".{DEFAULT_MARKER}{name}"
+    hide = f":is(.jp-OutputArea, .cell_output):has({static})"
+    return (f"<style class='{LIVE_MARKER}{name}'>"
+            f".jp-Notebook:has({live}) {hide}, body:not(:has(.jp-Notebook)):has({live}) {hide} "
+            "{ display: none !important; }</style>")
 
 
 @functools.cache

@@ -61,4 +61,4 @@ def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
         "cp_comm": W.Dropdown(options=[("ring (p2p)", "p2p"), ("all-gather", "all_gather")], value="p2p",
                               description="CP exchange", **_style()),
     }
-    return Dashboard(render, controls)
+    return Dashboard(render, controls, name="long_context_widget")

@@ -30,7 +30,7 @@ def decode_roofline_widget(model: str = "llama-3-8b") -> Dashboard:
         "batch": W.SelectionSlider(options=[2**i for i in range(11)], value=1, description="batch", **_style()),
         "weights": _choice(["bf16", "fp8", "int4"], "bf16", "weights"),
     }
-    return Dashboard(charts.render_decode_roofline, controls)
+    return Dashboard(charts.render_decode_roofline, controls, name="decode_roofline_widget")
 
 
 # =========================================================================== chapter 7: ZeRO stages
@@ -47,7 +47,7 @@ def zero_stages_widget(model: str = "llama-3-8b") -> Dashboard:
         "optimizer": W.Dropdown(options=list(OPTIMIZERS), value="adamw", description="optimizer", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
     }
-    return Dashboard(charts.render_zero_stages, controls)
+    return Dashboard(charts.render_zero_stages, controls, name="zero_stages_widget")
 
 
 # =========================================================================== chapter 8: parallelism explorer
@@ -80,7 +80,7 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
                                            step=0.05, description="kernel efficiency", **_style()),
         "async_tp": W.Checkbox(value=False, description="async TP (hide TP behind compute)", **_style()),
     }
-    box = Dashboard(charts.render_parallel_explorer, controls)
+    box = Dashboard(charts.render_parallel_explorer, controls, name="parallel_explorer_widget")
     _follow_max_seq(box, "seq", _SEQS, int)
     return box
 

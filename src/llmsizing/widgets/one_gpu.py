@@ -45,7 +45,7 @@ def parameter_counts_widget(model: str = "llama-2-7b") -> Dashboard:
         "gated_mlp": W.Checkbox(value=m.gated_mlp, description="gated MLP (SwiGLU)", **_style()),
         "tied_embeddings": W.Checkbox(value=m.tied_embeddings, description="tied embeddings", **_style()),
     }
-    box = Dashboard(_render_parameters, controls)
+    box = Dashboard(_render_parameters, controls, name="parameter_counts_widget")
     # the values the reader last chose for heads and KV heads: brought back when they become valid again
     wanted = {"heads": m.heads, "kv_heads": m.kv_heads}
 
@@ -111,7 +111,7 @@ def model_states_widget(model: str = "llama-3-8b") -> Dashboard:
                              tooltip="how many GPUs of each type a dashed line stands for", **_style()),
         "gpus": _gpu_multiselect(("A100 40GB", "H100 SXM", "H200", "B200"), "GPUs"),
     }
-    box = Dashboard(_render_model_states, controls)
+    box = Dashboard(_render_model_states, controls, name="model_states_widget")
     _cap_gpus_per_line(box)
     return box
 
@@ -202,7 +202,7 @@ def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
                                description="KV-cache dtype", **_style()),
         "gpus": _gpu_multiselect(("A10", "L40S", "H100 SXM", "H200"), "GPUs"),
     }
-    box = Dashboard(_render_inference_memory, controls)
+    box = Dashboard(_render_inference_memory, controls, name="inference_memory_widget")
     _follow_max_seq(box, "context", _CONTEXTS, lambda c: (f"{c:,}", c))
     return box
 
@@ -231,7 +231,7 @@ def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
                                 value="bf16-mixed", description="recipe", **_style()),
         "dropout": W.Checkbox(value=False, description="dropout", **_style()),
     }
-    box = Dashboard(charts.render_activation_memory, controls)
+    box = Dashboard(charts.render_activation_memory, controls, name="activation_memory_widget")
     _follow_max_seq(box, "seq", _SEQS, int)
     return box
 
@@ -251,5 +251,5 @@ def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
         "stack": _choice(["fused", "hf"], "fused", "stack"),
         "dropout": W.Checkbox(value=False, description="dropout", **_style()),
     }
-    return Dashboard(charts.render_max_micro_batch, controls)
+    return Dashboard(charts.render_max_micro_batch, controls, name="max_micro_batch_widget")
 

@@ -35,7 +35,7 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
                                     **_style()),
         "batch": W.SelectionSlider(options=[2**i for i in range(12)], value=16, description="batch", **_style()),
     }
-    return Dashboard(charts.render_serving_curve, controls)
+    return Dashboard(charts.render_serving_curve, controls, name="serving_widget")
 
 
 # =========================================================================== chapter 16: fine-tuning
@@ -69,7 +69,7 @@ def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
         "optimizer": W.Dropdown(options=["adamw", "adamw-8bit"], value="adamw", description="optimizer",
                                 **_style()),
     }
-    box = Dashboard(render, controls)
+    box = Dashboard(render, controls, name="finetune_widget")
     _follow_max_seq(box, "seq", _FINETUNE_SEQS, int)
     return box
 

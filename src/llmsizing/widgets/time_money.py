@@ -42,7 +42,7 @@ def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
                                     **_style()),
         "mfu": W.Dropdown(options=TIME_MFUS, value=0.0, description="MFU", **_style()),
     }
-    return Dashboard(render, controls)
+    return Dashboard(render, controls, name="training_time_widget")
 
 
 # =========================================================================== chapter 11: cost
@@ -66,7 +66,7 @@ def cost_widget(model: str = "llama-3-70b") -> Dashboard:
         "n_gpus": W.SelectionSlider(options=[2**k for k in range(16)], value=1024, description="GPUs",
                                     **_style()),
     }
-    box = Dashboard(charts.render_cost_sensitivity, controls)
+    box = Dashboard(charts.render_cost_sensitivity, controls, name="cost_widget")
 
     def on_gpu(change):                      # a new GPU brings its own on-demand price (one redraw)
         _set_quietly(box, controls["price"], value=get_gpu(change["new"]).price_usd_per_gpu_hour)
@@ -127,17 +127,17 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
                 raise type(why)(*why.args)           # a new exception each time (the kept one's traceback would grow)
             df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None)
         front = df[df["pareto"]]
-        return df, front, _front_options(front)
+        return df, front, _front_options(front), cached(model, **args)
 
     holder: dict = {}
 
     def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice, into=None):
         args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus)
-        df, front, options = filtered(model, deadline=deadline, budget=budget, **args)
+        df, front, options, searched = filtered(model, deadline=deadline, budget=budget, **args)
         _set_front_options(holder["box"], front, choice, options)
         k = holder["box"].controls["choice"].value
         return charts.render_plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None,
-                                  plans=df, highlight=front.index[k], into=into)
+                                  plans=df, highlight=front.index[k], into=into, all_plans=searched)
 
     controls = {
         "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
@@ -154,7 +154,7 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     }
     controls["choice"].layout.width = f"{FIGURE_MAX_PX[0]}px"
     holder["box"] = box = Dashboard.__new__(Dashboard)
-    box.__init__(render, controls, above=("choice",))
+    box.__init__(render, controls, above=("choice",), name="planner_widget")
     return box
 
 
@@ -190,5 +190,5 @@ def seed_audit_widget(article: str = "all") -> Dashboard:
         "article": W.Dropdown(options=articles, value=article, description="article", **_style()),
     }
     return Dashboard(lambda band, article, into=None: charts.render_seed_audit(band=band, article=article, into=into),
-                     controls)
+                     controls, name="seed_audit_widget")
 
