@@ -105,7 +105,7 @@ def assert_no_drift(b: Dashboard, where: str) -> None:
     widget's caches of plan(); tests/test_ch12_planner_page.py compares the widget's plans with plan() itself.)"""
     assert b.error.value == "", f"{where}: {b.error.value}"
     fresh = b.render(**b.values())      # no into=: a new figure, as the notebooks draw it
-    assert b.summary.value.endswith(f"{__import__('html').escape(fresh.summary)}</pre>"), where
+    assert b.summary.value == widgets.summary_html(fresh.summary), where
     assert figure_content(b.figure) == figure_content(fresh.figure), where
     assert np.array_equal(_pixels(b.image.value), _pixels(fresh.png(compress_level=1))), f"{where}: image differs"
 
@@ -220,16 +220,17 @@ def test_figure_has_a_fixed_size_within_the_budget_and_is_not_stretched(name):
         width = ctrl.layout.width or "0px"
         assert width.endswith("px") and int(width[:-2]) <= CONTROLS_WIDTH_PX, (name, ctrl.description)
     assert b.image in right.children and b.summary in right.children
-    assert b.summary.layout.overflow == "auto" and b.summary.layout.max_height
+    # issue 25: the summary is as tall as its text (no box that scrolls) and as wide as the largest figure
+    assert b.summary.layout.overflow is None and b.summary.layout.max_height is None
+    assert b.summary.layout.max_width == f"{FIGURE_MAX_PX[0]}px"
 
 
 def test_the_whole_widget_fits_the_screen_budget():
-    """Width: the controls' column plus the widest figure stays within ~1100 px. Height: the figure plus the
-    scrolling summary (and the planner's selector above it) within ~620 px; the tallest controls' column too."""
-    from llmsizing.widgets import SUMMARY_HEIGHT_PX
-
+    """Width: the controls' column plus the widest figure stays within ~1100 px. Height: the figure (and the
+    planner's selector above it) within ~620 px; the tallest controls' column too. (The summary follows below the
+    figure, as tall as its text: issue 25.)"""
     assert CONTROLS_WIDTH_PX + FIGURE_MAX_PX[0] + 10 <= 1100
-    assert FIGURE_MAX_PX[1] + SUMMARY_HEIGHT_PX + 32 <= 620
+    assert FIGURE_MAX_PX[1] + 32 <= 620
     for name in NAMES:
         column = board(name).children[0]
         # ~34 px a row; a multi-select shows every GPU (~19 px a row)
@@ -316,3 +317,151 @@ def test_plan_summary_follows_a_table_changed_in_place():
     after = charts.render_plan("llama-3-8b", **kw, plans=df).summary
     assert after != before
     assert after == charts.render_plan("llama-3-8b", **kw, plans=df.copy()).summary
+
+
+# ----------------------------------------------------------------------------- issue 25: a readable summary
+def _shown_text(value: str) -> str:
+    """The text a reader sees in a summary's HTML: no style element, no tags, entities decoded."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<style>.*?</style>", " ", value, flags=re.S)))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_summary_shows_every_word_of_the_text_in_order_without_pre_or_scroll(name):
+    """Issue 25 ("befor|e overlap", rows cut at the right, a 150 px box that scrolls): the summary is HTML that
+    wraps at spaces only. Every word of the view's text is shown, in order; no <pre> (which does not wrap) and
+    every rule that could split a word is set to normal."""
+    b = board(name)
+    fresh = b.render(**b.values())
+    assert _shown_text(b.summary.value).split() == fresh.summary.split(), name
+    assert "<pre" not in b.summary.value
+    css = b.summary.value.split("</style>")[0]
+    assert "word-break: normal" in css and "overflow-wrap: normal" in css and "white-space: normal" in css
+    assert "break-all" not in b.summary.value and "anywhere" not in b.summary.value
+
+
+def test_summary_lays_aligned_columns_out_as_a_table():
+    """A hand-made block: two rows whose columns are 2+ spaces apart become one table row each, the numbers
+    right-aligned (they end at the same column and start at different ones); a line of prose stays a paragraph,
+    and a single space never splits a cell."""
+    text = ("the front, cheapest first:\n"
+            ">  1.    1,024 x B200   4.6 days\n"
+            "   2.   16,384 x H100  12.0 days\n"
+            "done: with one  double space")
+    html_ = widgets.summary_html(text)
+    body = html_.split("</style>")[1]
+    assert body.count("<table") == 1 and body.count("<tr>") == 2
+    cells = [[_shown_text("<" + c).strip() for c in r.split("<td")[1:]] for r in body.split("<tr>")[1:]]
+    assert cells[0][:4] == [">", "1.", "1,024 x B200", "4.6 days"], cells
+    assert cells[1][:4] == ["", "2.", "16,384 x H100", "12.0 days"], cells
+    assert "<td class=r>1,024 x B200" in body                 # right-aligned: ragged left, flush right
+    assert "<p style='--i: 0.0em'>the front, cheapest first:</p>" in body
+    assert "done: with one  double space" in body             # one line alone is a paragraph, never a table
+
+
+def test_planner_front_is_a_table_with_one_row_per_front_plan():
+    from llmsizing.planner import plan
+
+    b = board("planner_widget")
+    v = b.values()
+    df = plan(v["model"], tokens=v["tokens"], gpus=tuple(v["gpus"]), seq=v["seq"], global_batch=v["global_batch"],
+              max_gpus=v["max_gpus"])
+    body = b.summary.value.split("</style>")[1]
+    assert body.count("<table") == 1 and body.count("<tr>") == int(df["pareto"].sum())
+
+
+# ----------------------------------------------------------------------------- issue 25: labels and tooltips
+def control_widgets():
+    return [(n, k) for n in NAMES for k in board(n).controls]
+
+
+@pytest.mark.parametrize("name,key", control_widgets(), ids=[f"{n}-{k}" for n, k in control_widgets()])
+def test_every_control_has_a_tooltip_holding_its_label(name, key):
+    """ipywidgets 8 sets the label's title from ``tooltip`` and shows "null" when it is None (DescriptionView's
+    updateTooltip: ``label.title = model.get("tooltip")``); ``description_tooltip`` is only its deprecated alias.
+    So every control has a tooltip, and it holds the full label or says more than it (issue 25)."""
+    ctrl = board(name).controls[key]
+    assert isinstance(ctrl.tooltip, str) and ctrl.tooltip.strip() and ctrl.tooltip != "null", (name, key)
+    assert ctrl.description.lower() in ctrl.tooltip.lower(), (ctrl.description, ctrl.tooltip)
+
+
+def label_fits_px(label: str) -> int:
+    """A generous width for a control label at JupyterLab's 13 px UI font: ~7 px a character (the browser test
+    measures the real width)."""
+    return round(7.0 * len(label))
+
+
+@pytest.mark.parametrize("name,key", control_widgets(), ids=[f"{n}-{k}" for n, k in control_widgets()])
+def test_control_labels_fit_their_description_width(name, key):
+    """A label beside a control fits the description column (110 px), so it is never cut ("global batch (s…"):
+    a longer meaning goes to the tooltip. (A checkbox's label sits after the box, in the column's width.)"""
+    ctrl = board(name).controls[key]
+    if isinstance(ctrl, W.Checkbox):
+        room = CONTROLS_WIDTH_PX - 20 - (110 if ctrl.indent else 0)
+    else:
+        room = int(ctrl.style.description_width.removesuffix("px"))
+    assert label_fits_px(ctrl.description) <= room, f"{name}.{key}: {ctrl.description!r} needs more than {room} px"
+
+
+# ----------------------------------------------------------------------------- issue 25: the static copy
+@pytest.mark.parametrize("name", NAMES)
+def test_a_live_widget_carries_the_style_that_hides_its_static_copy(name):
+    """Each widget's own output holds a hidden style element whose rule hides the outputs of the cell that shows
+    ``charts.show(..., widget=name)``'s marker, in the same notebook (JupyterLab, Voila) or page (thebe)."""
+    b = board(name)
+    styles = [c for c in b.children[1].children if isinstance(c, W.HTML) and widgets.LIVE_MARKER in c.value]
+    assert len(styles) == 1 and styles[0].layout.display == "none", name
+    css = styles[0].value
+    assert f"class='{widgets.LIVE_MARKER}{name}'" in css
+    assert f".jp-Notebook:has(.{widgets.LIVE_MARKER}{name})" in css
+    assert f":has(.{widgets.DEFAULT_MARKER}{name})" in css and "display: none" in css
+
+
+def test_show_puts_the_marker_before_the_static_copy(capsys):
+    """``charts.show(view, widget=...)`` displays the (hidden, empty) marker, then prints the summary and shows
+    the PNG as before; without ``widget`` nothing else changes. A name that is not a factory's is refused."""
+    from unittest import mock
+
+    view = charts.render_parameter_counts("gpt2")
+    shown = []
+    with mock.patch("IPython.display.display", side_effect=lambda obj: shown.append(obj)):
+        charts.show(view, widget="parameter_counts_widget")
+        charts.show(view)
+    assert [type(o).__name__ for o in shown] == ["HTML", "Image", "Image"]
+    assert shown[0].data == f"<span class='{widgets.DEFAULT_MARKER}parameter_counts_widget' hidden></span>"
+    assert capsys.readouterr().out == view.summary + "\n" + view.summary + "\n"
+    with pytest.raises(ValueError, match="widget must be"):
+        charts.show(view, widget="x'><script>")
+
+
+def _book_cells():
+    import json
+
+    book = Path(__file__).resolve().parents[1] / "book"
+    for path in sorted(book.glob("[0-9]*.ipynb")):
+        yield path.name, json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def test_every_widget_chapter_marks_the_static_copy_of_each_widget():
+    """Every widget a chapter shows live (a cell tagged nbval-ignore-output calling ``name_widget(...)``) has its
+    static copy in a checked cell of the same chapter, shown with ``widget="name_widget"`` (except where the
+    chapter has none: in chapters 10, 11 and 14 the default figure is part of the text, well before the widget)."""
+    import re
+
+    missing = []
+    for nb, cells in _book_cells():
+        src = ["".join(c["source"]) for c in cells]
+        live = {m for c, s in zip(cells, src) if "nbval-ignore-output" in c["metadata"].get("tags", [])
+                for m in re.findall(r"\b(\w+_widget)\(", s)}
+        marked = {m for c, s in zip(cells, src) if c["cell_type"] == "code"
+                  and "nbval-ignore-output" not in c["metadata"].get("tags", [])
+                  for m in re.findall(r"widget=\"(\w+_widget)\"", s)}
+        assert marked <= live, f"{nb}: marks a static copy of {marked - live}, which it does not show live"
+        missing += [f"{nb}: {w}" for w in sorted(live - marked) if w not in NO_STATIC_COPY]
+    assert not missing, f"live widgets without a marked static copy: {missing}"
+
+
+#: The widgets whose chapter has no static copy of their default view next to them.
+NO_STATIC_COPY = {"training_time_widget", "cost_widget", "seed_audit_widget"}

@@ -583,3 +583,242 @@ def test_book_is_unchanged_after_closing(lab, book_before):
     assert not changed, f"book/ changed during the browser tests: {changed}"
     assert git_status(BOOK) == status, f"git status of book/ changed:\n{git_status(BOOK)}"
 
+
+
+# ----------------------------------------------------------------------------- issue 25: what a participant reads
+# The summary under each figure: words broken at the end of a line ("befor|e overlap"), rows cut at the right, a
+# box that scrolls on its own; labels cut short ("global batch (s…") and tooltips reading "null"; the static copy
+# of the default figure right under the live one.
+JS_SUMMARY = """i => {
+  const r = __root(i), s = r && r.querySelector('.llmsizing-summary');
+  if (!s) return null;
+  const split = [], cut = [], scroll = [];
+  // a word split over two lines has client rects on two lines (tops more than half a line apart)
+  const walk = document.createTreeWalker(s, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    if (n.parentElement.closest('style')) continue;
+    for (const m of n.textContent.matchAll(/\\S+/g)) {
+      const range = document.createRange();
+      range.setStart(n, m.index); range.setEnd(n, m.index + m[0].length);
+      const tops = Array.from(range.getClientRects()).filter(b => b.width > 0).map(b => b.top);
+      if (tops.length > 1 && Math.max(...tops) - Math.min(...tops) > 6) split.push(m[0]);
+    }
+  }
+  const right = s.getBoundingClientRect().right;
+  for (const e of s.querySelectorAll('p, table, td')) {
+    if (e.getBoundingClientRect().right > right + 1) cut.push(e.innerText.slice(0, 60));
+  }
+  // every box from the summary up to the widget: none scrolls its own content
+  for (let e = s; e && e !== r.parentElement; e = e.parentElement) {
+    const st = getComputedStyle(e);
+    if (e.scrollHeight > e.clientHeight + 1 && /auto|scroll/.test(st.overflowY)) scroll.push(`${e.className} ${e.scrollHeight} > ${e.clientHeight}px`);
+    if (e.scrollWidth > e.clientWidth + 1 && /auto|scroll|hidden/.test(st.overflowX)) scroll.push(`${e.className} ${e.scrollWidth} > ${e.clientWidth}px wide`);
+  }
+  return {split, cut, scroll, words: s.innerText.split(/\\s+/).length};
+}"""
+
+
+@widgets_only
+def test_summary_is_readable_without_split_words_or_inner_scroll(notebook):
+    """Under every widget's figure the summary wraps at spaces only (no word on two lines), nothing is cut at its
+    right edge, and no box around it scrolls on its own (issue 25). A screenshot of each widget goes to
+    _build/screenshots/lab-<chapter>-<k>-widget.png."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    stem = notebook.name.removesuffix(".ipynb")
+    problems = []
+    for k, i in enumerate(widget_cells(notebook.cells)):
+        scroll_widget_to_top(notebook, i)
+        found = notebook.js(JS_SUMMARY, i)
+        notebook.page.evaluate_handle("i => __root(i)", i).as_element().screenshot(
+            path=str(SHOTS / f"lab-{stem}-{k}-widget.png"))
+        if found is None:
+            problems.append(f"cell {i}: no summary (.llmsizing-summary) under the figure")
+            continue
+        assert found["words"] > 5, f"cell {i}: the summary is (almost) empty"
+        problems += [f"cell {i}: {what} {found[key]}" for key, what in (
+            ("split", "words split over two lines:"), ("cut", "rows cut at the right:"),
+            ("scroll", "boxes that scroll inside the widget:")) if found[key]]
+    assert not problems, f"{notebook.name}: " + "; ".join(problems)
+
+
+JS_LABELS = f"""i => {{
+  const r = __root(i);
+  const out = [];
+  for (const c of r.querySelectorAll('{CONTROLS}')) {{
+    // the description label (and a checkbox's text after its box)
+    for (const l of c.querySelectorAll('.widget-label, .widget-label-basic, .widget-checkbox > label > span, label.widget-label-basic > span')) {{
+      const text = l.textContent.trim();
+      if (!text) continue;
+      const title = l.title || l.closest('[title]')?.title || '';
+      out.push({{text, cut: l.scrollWidth > l.clientWidth + 0.5, width: l.clientWidth, need: l.scrollWidth, title}});
+    }}
+  }}
+  return out;
+}}"""
+
+
+@widgets_only
+def test_control_labels_are_whole_and_carry_a_tooltip(notebook):
+    """Every control's label is shown whole (its text no wider than its box: scrollWidth <= clientWidth), and
+    hovering it shows a tooltip that is not "null" (issue 25: "global batch (s…" with no tooltip)."""
+    problems = []
+    for i in widget_cells(notebook.cells):
+        labels = notebook.js(JS_LABELS, i)
+        assert labels, f"{notebook.name} cell {i}: no control labels found"
+        problems += [f"cell {i}: {lab['text']!r} cut ({lab['need']} > {lab['width']} px; tooltip "
+                     f"{lab['title']!r})" for lab in labels if lab["cut"]]
+        problems += [f"cell {i}: {lab['text']!r} has no tooltip" for lab in labels
+                     if not lab["title"] or lab["title"] == "null"]
+    assert not problems, f"{notebook.name}: " + "; ".join(problems)
+
+
+@widgets_only
+def test_no_tooltip_reads_null(notebook):
+    """ipywidgets 8 sets a description's title from ``tooltip``, which is None unless given: the browser then
+    shows "null" on hover (issue 25). No element of any widget has the title "null" (or "undefined")."""
+    bad = notebook.js("""() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jupyter-widgets [title]'))
+        .filter(e => /^(null|undefined)$/.test(e.title)).map(e => `${e.className}: ${e.textContent.trim().slice(0, 40)}`)""")
+    assert not bad, f"{notebook.name}: tooltips reading null: {bad}"
+
+
+JS_FIGURE = """i => { const r = __root(i); const img = r.querySelector('img');
+  const err = Array.from(r.querySelectorAll('.widget-html')).map(h => h.innerText).find(t => t.includes('⚠')) || '';
+  return {src: img ? img.src : '', error: err}; }"""
+
+
+def _move(notebook, i: int, n: int, back: bool = False) -> str | None:
+    """Move the ``n``-th control of widget cell ``i`` as a reader would (a slider one step by keyboard, the next
+    option of a drop-down, another toggle button, a checkbox click, one more GPU in a multi-select); with
+    ``back``, undo that move. Returns what was done, or None if the control has nothing to move to."""
+    root = notebook.page.evaluate_handle("i => __root(i)", i).as_element()
+    ctrl = root.query_selector_all(CONTROLS)[n]
+    kind = ctrl.evaluate("c => c.className")
+    label = ctrl.evaluate("c => (c.querySelector('.widget-label') || {}).textContent || c.innerText.slice(0, 30)")
+    if "widget-slider" in kind:
+        handle = ctrl.query_selector(".noUi-handle")
+        readout = ctrl.query_selector(".widget-readout")
+        before = readout.inner_text() if readout else None
+        handle.focus()
+        handle.press("ArrowLeft" if back else "ArrowRight")
+        if not back and readout is not None and readout.inner_text() == before:
+            handle.press("ArrowLeft")                    # at the end: the other way
+            notebook.moved_left = True
+        return f"slider {label!r} {before!r} -> {readout.inner_text() if readout else '?'!r}"
+    if "widget-dropdown" in kind:
+        select = ctrl.query_selector("select")
+        options = select.evaluate("s => Array.from(s.options).map(o => o.value)")
+        current = select.evaluate("s => s.value")
+        if len(options) < 2:
+            return None
+        k = options.index(current)
+        new = notebook.dropdown_from if back else options[k + 1] if k + 1 < len(options) else options[k - 1]
+        notebook.dropdown_from = current
+        select.select_option(new)
+        return f"drop-down {label!r} {current!r} -> {new!r}"
+    if "widget-toggle-buttons" in kind:
+        buttons = ctrl.query_selector_all("button")
+        current = next(k for k, b in enumerate(buttons) if "mod-active" in (b.get_attribute("class") or ""))
+        target = notebook.toggle_from if back else (current + 1) % len(buttons)
+        notebook.toggle_from = current
+        buttons[target].click()
+        return f"toggle {label!r} #{current} -> #{target}"
+    if "widget-checkbox" in kind:
+        ctrl.query_selector("input").click()
+        return f"checkbox {label!r}"
+    if "widget-select-multiple" in kind:
+        select = ctrl.query_selector("select")
+        chosen = select.evaluate("s => Array.from(s.selectedOptions).map(o => o.value)")
+        options = select.evaluate("s => Array.from(s.options).map(o => o.value)")
+        if back:
+            select.select_option(notebook.selected_before)
+            return "multi-select back"
+        notebook.selected_before = chosen
+        extra = next((o for o in options if o not in chosen), None)
+        select.select_option(chosen + [extra] if extra is not None else chosen[:-1])
+        return f"multi-select {label!r} + {extra!r}"
+    return None
+
+
+def _wait_redrawn(notebook, i: int, before: dict) -> dict:
+    try:
+        notebook.page.wait_for_function(
+            "([i, b]) => { const s = (" + JS_FIGURE + ")(i); return s.src !== b.src || s.error !== b.error; }",
+            arg=[i, before], timeout=20_000)
+    except Exception:  # noqa: BLE001  (no change: reported by the caller)
+        pass
+    notebook.page.wait_for_function(
+        "() => /\\|\\s*Idle/.test((document.querySelector('#jp-main-statusbar') || document.body).innerText)",
+        timeout=60_000)
+    notebook.page.wait_for_timeout(200)
+    return notebook.js(JS_FIGURE, i)
+
+
+@widgets_only
+def test_every_control_changes_the_figure_or_says_why(notebook):
+    """Issue 25: "moving max GPUs from 4096 to 16384 changes nothing in the figure". Each control of each
+    widget, moved one step from the default view and then back, changes the figure (the PNG the reader sees:
+    a control that cannot change the answer says so in the figure, which changes it) or shows the library's
+    message saying why the combination is refused."""
+    problems = []
+    for i in widget_cells(notebook.cells):
+        scroll_widget_to_top(notebook, i)
+        count = notebook.js(f"i => __root(i).querySelectorAll('{CONTROLS}').length", i)
+        for n in range(count):
+            before = notebook.js(JS_FIGURE, i)
+            notebook.moved_left = False
+            done = _move(notebook, i, n)
+            if done is None:
+                continue
+            after = _wait_redrawn(notebook, i, before)
+            if after["src"] == before["src"] and after["error"] == before["error"]:
+                problems.append(f"cell {i}: {done} changed nothing in the figure and said nothing")
+            _move(notebook, i, n, back=True) if not notebook.moved_left else _move_right(notebook, i, n)
+            _wait_redrawn(notebook, i, after)
+    assert not problems, f"{notebook.name}: " + "; ".join(problems)
+
+
+def _move_right(notebook, i: int, n: int) -> None:
+    """Undo a slider move that went left (the slider was at its right end)."""
+    root = notebook.page.evaluate_handle("i => __root(i)", i).as_element()
+    handle = root.query_selector_all(CONTROLS)[n].query_selector(".noUi-handle")
+    handle.focus()
+    handle.press("ArrowRight")
+
+
+JS_STATIC_COPY = """name => {
+  const marks = Array.from(document.querySelectorAll('.jp-NotebookPanel .llmsizing-default-of-' + name));
+  return {live: !!document.querySelector('.jp-NotebookPanel .llmsizing-live-' + name),
+          marks: marks.length,
+          // what a reader sees of the cell holding the static copy: its outputs' boxes
+          shown: marks.map(m => { const a = m.closest('.jp-OutputArea');
+                                  return a ? a.getBoundingClientRect().height : -1; }),
+          images: marks.map(m => { const a = m.closest('.jp-OutputArea'); const img = a && a.querySelector('img');
+                                   return img ? img.naturalWidth : 0; })};
+}"""
+
+
+@widgets_only
+def test_static_default_figure_is_hidden_once_the_widget_renders(notebook):
+    """Issue 25: in the lab a static copy of the default figure sat right under the live widget. Each live widget
+    whose chapter shows a static copy (``charts.show(..., widget=name)``, marked) hides that copy's outputs once
+    it has rendered: after Run All the marked cell still has its figure (the checked output ran again) but it
+    takes no room on the page."""
+    names = {}
+    for i in widget_cells(notebook.cells):
+        for name in re.findall(r"\b(\w+_widget)\(", _src(notebook.cells[i])):
+            names[name] = i
+    marked = {m for c in notebook.cells if c["cell_type"] == "code" for m in re.findall(r'widget="(\w+_widget)"', _src(c))}
+    problems = []
+    for name in sorted(names):
+        state = notebook.js(JS_STATIC_COPY, name)
+        if not state["live"]:
+            problems.append(f"{name}: the live widget carries no style (.llmsizing-live-{name})")
+        if name not in marked:
+            continue                              # a chapter whose figure is in the text, not a copy (ch10, ch11)
+        if state["marks"] != 1 or not state["images"] or not state["images"][0]:
+            problems.append(f"{name}: expected one marked static copy with its figure, found {state}")
+        elif state["shown"][0] != 0:
+            problems.append(f"{name}: the static copy is shown under the live widget ({state['shown'][0]:.0f} px)")
+    if notebook.name.startswith(("12_", "15_")):
+        assert marked, f"{notebook.name}: no static copy is marked"
+    assert not problems, f"{notebook.name}: " + "; ".join(problems)

@@ -76,8 +76,9 @@ class Dashboard(W.HBox):
         self.summary = W.HTML(layout=W.Layout(max_width=f"{FIGURE_MAX_PX[0]}px", width=f"{FIGURE_MAX_PX[0]}px"))
         self.name = name
         for w in controls.values():         # the full label on hover (ipywidgets 8 shows "null" when it is unset)
-            if not getattr(w, "tooltip", None):
-                w.tooltip = w.description
+            tip = getattr(w, "tooltip", None) or ""
+            if w.description.lower() not in tip.lower():
+                w.tooltip = f"{w.description}: {tip}" if tip else w.description
         self.image = W.Image(format="png", layout=W.Layout(flex="0 0 auto", max_width="100%", height="auto",
                                                            object_fit="contain"))
         column = W.VBox([c for k, w in controls.items() if k not in above for c in (w, *_hint(w))],
