@@ -353,7 +353,9 @@ def test_summary_lays_aligned_columns_out_as_a_table():
     html_ = widgets.summary_html(text)
     body = html_.split("</style>")[1]
     assert body.count("<table") == 1 and body.count("<tr>") == 2
-    cells = [[_shown_text("<" + c).strip() for c in r.split("<td")[1:]] for r in body.split("<tr>")[1:]]
+    import re
+
+    cells = [[_shown_text(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r)] for r in body.split("<tr>")[1:]]
     assert cells[0][:4] == [">", "1.", "1,024 x B200", "4.6 days"], cells
     assert cells[1][:4] == ["", "2.", "16,384 x H100", "12.0 days"], cells
     assert "<td class=r>1,024 x B200" in body                 # right-aligned: ragged left, flush right

@@ -180,3 +180,89 @@ def test_dashboard_only_swallows_value_and_type_errors():
     with pytest.raises(RuntimeError):
         ctrl.value = 3
     assert calls == [0, 1, 2, 3]
+
+
+# ----------------------------------------------------------------------------- issue 25: every move shows
+def every_other_value(ctrl) -> list:
+    """Every value a reader can move ``ctrl`` to from where it is: each other option, the toggled checkbox, one
+    more (or one fewer) GPU in a multi-select, and a slider's neighbours and ends."""
+    v = ctrl.value
+    if isinstance(ctrl, W.SelectMultiple):
+        opts = ctrl._options_values
+        extra = next((o for o in opts if o not in v), None)
+        return [tuple(v) + (extra,)] if extra is not None else [tuple(v[:-1])]
+    if isinstance(v, bool):
+        return [not v]
+    if hasattr(ctrl, "_options_values"):
+        return [o for o in ctrl._options_values if o != v]
+    step = getattr(ctrl, "step", 1) or 1
+    return [x for x in dict.fromkeys((v - step, v + step, ctrl.min, ctrl.max)) if ctrl.min <= x <= ctrl.max and x != v]
+
+
+@pytest.mark.parametrize("name,board_index,key", control_cases(),
+                         ids=[f"{n}-{b}-{k}" for n, b, k in control_cases()])
+def test_every_move_from_the_default_changes_the_figure_or_says_why(name, board_index, key):
+    """Issue 25: "moving max GPUs from 4096 to 16384 changes nothing in the figure, only the summary". From the
+    default view, every value a control offers changes the figure (the PNG), or the widget shows the library's
+    message saying why it refuses it. A limit that changes nothing must say so in the figure, which is then a
+    change (the planner's front that ends below the GPU limit, the cost grid that does not depend on the GPU
+    count, async TP with nothing to hide, a GPU beyond the axis)."""
+    _, boards = built(name)
+    board = boards[board_index]
+    ctrl = board.controls[key]
+    default_value, default_png = ctrl.value, png(board)
+    same = []
+    try:
+        for value in every_other_value(ctrl):
+            ctrl.value = value
+            if board.error.value:
+                assert_clean_error(board, f"{name}.{key} = {value!r}")
+            elif png(board) == default_png:
+                same.append(value)
+            ctrl.value = default_value
+    finally:
+        ctrl.value = default_value
+    assert not same, f"{name}.{key}: moving from {default_value!r} to {same} leaves the figure as it was"
+
+
+def test_planner_says_where_the_front_ends_when_the_gpu_limit_is_above_it():
+    """Chapter 12's widget at its defaults (Llama-3-70B, global batch 512 sequences of 8,192): a plan has
+    dp x pp <= 512 (grad_accum >= pp, micro-batch >= 1) and tp <= 8 (one node's NVLink domain), so no plan
+    uses more than 8 x 512 = 4,096 GPUs. With max GPUs at 4,096 the figure has no note; at 8,192 and 16,384
+    it says that the front ends at 4,096 GPUs and that more does not help, naming the limit (so 8,192 and
+    16,384 draw different figures)."""
+    board = widgets.planner_widget()
+    c = board.controls
+    assert (c["global_batch"].value, c["max_gpus"].value) == (512, 4096)
+
+    def texts():
+        return [t.get_text() for ax in board.figure.axes for t in ax.texts]
+
+    assert not any("front ends" in t for t in texts())
+    pngs = {}
+    for limit in (8192, 16384):
+        c["max_gpus"].value = limit
+        note = " ".join(t for t in texts() if "front ends" in t).replace("\n", " ")
+        assert f"the front ends at 4,096 GPUs (limit {limit:,})" in note, note
+        assert "more does not help at this global batch" in note and "more than 4,096" in note, note
+        assert f"note: the front ends at 4,096 GPUs (limit {limit:,})" in board.summary.value
+        pngs[limit] = png(board)
+    assert pngs[8192] != pngs[16384]
+    c["max_gpus"].value = 4096
+
+
+def test_planner_says_when_a_budget_drops_no_plan():
+    """The dearest plan at the defaults costs less than 10 million USD (the planner's own table, computed here):
+    that budget drops nothing, and the figure says so; a budget below the dearest plan drops plans (no note)."""
+    from llmsizing.planner import plan
+
+    board = widgets.planner_widget()
+    v = board.values()
+    df = plan(v["model"], tokens=v["tokens"], gpus=tuple(v["gpus"]), seq=v["seq"], global_batch=v["global_batch"],
+              max_gpus=v["max_gpus"])
+    assert df["cost_usd"].max() < 1e7
+    board.controls["budget"].value = 1e7
+    assert any("every plan is within it" in t.get_text() for t in board.figure.axes[0].texts)
+    board.controls["budget"].value = 5e6 if df["cost_usd"].max() > 5e6 else 2e6
+    assert not any("every plan is within it" in t.get_text() for t in board.figure.axes[0].texts)
+    board.controls["budget"].value = 0.0

@@ -21,7 +21,8 @@ from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, 
                        _divisors_up_to, _follow_max_seq, _gpu_multiselect, _nearest, _react_then_redraw, _reroute, _set_quietly, _style,
                        _up_to_max_seq)
 from .dashboard import (_CONTROL_ROOM_PX, CONTROLS_WIDTH_PX, DEFAULT_MARKER, FIGURE_MAX_PX, LIVE_MARKER,
-                        SUMMARY_HEIGHT_PX, Dashboard, live_style, summary_html,
+                        SUMMARY_FONT_PX, SUMMARY_HEIGHT_PX, _GUTTER, _SUMMARY_CSS, Dashboard, _columns, _line_html,
+                        _table_html, live_style, summary_html,
                         _figure_png, _hint, _text_cache_canvas, encode_png, png_size)
 from .many_gpus import decode_roofline_widget, parallel_explorer_widget, zero_stages_widget
 from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHARE, _cap_gpus_per_line,

@@ -72,8 +72,10 @@ class Dashboard(W.HBox):
             self._takes_into = False
         self.figure = Figure(dpi=charts.DPI)
         _text_cache_canvas()(self.figure)     # its own canvas: every redraw reuses it, its renderer and its glyphs
-        self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"))
-        self.summary = W.HTML(layout=W.Layout(max_width=f"{FIGURE_MAX_PX[0]}px", width=f"{FIGURE_MAX_PX[0]}px"))
+        # (tooltip="": ipywidgets 8 would set the empty description label's title to "null" on hover)
+        self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"), tooltip="")
+        self.summary = W.HTML(layout=W.Layout(max_width=f"{FIGURE_MAX_PX[0]}px", width=f"{FIGURE_MAX_PX[0]}px"),
+                              tooltip="")
         self.name = name
         for w in controls.values():         # the full label on hover (ipywidgets 8 shows "null" when it is unset)
             tip = getattr(w, "tooltip", None) or ""
@@ -84,7 +86,7 @@ class Dashboard(W.HBox):
         column = W.VBox([c for k, w in controls.items() if k not in above for c in (w, *_hint(w))],
                         layout=W.Layout(width=f"{CONTROLS_WIDTH_PX}px", flex=f"0 0 {CONTROLS_WIDTH_PX}px"))
         right = W.VBox([controls[k] for k in above] + [self.error, self.image, self.summary]
-                       + ([W.HTML(live_style(name), layout=W.Layout(display="none"))] if name else []),
+                       + ([W.HTML(live_style(name), layout=W.Layout(display="none"), tooltip="")] if name else []),
                        layout=W.Layout(flex="0 1 auto", align_items="flex-start", min_width="0", max_width="100%"))
         super().__init__([column, right], layout=W.Layout(align_items="flex-start", flex_flow="row wrap"))
         for w in controls.values():
@@ -145,7 +147,11 @@ def summary_html(text: str) -> str:
         j = i
         while j < len(lines) and re.search(r"\S {%d,}\S" % _GUTTER, lines[j]):
             j += 1
-        columns = _columns(lines[i:j]) if j - i >= 2 else None
+        # the longest run of such lines (two at least) that lines up in columns: a line of prose that happens to hold
+        # a double space next to a table does not spoil it
+        columns = None
+        while j - i >= 2 and not (columns := _columns(lines[i:j])):
+            j -= 1
         if columns:
             out.append(_table_html(lines[i:j], columns))
             i = j
@@ -369,5 +375,5 @@ def _hint(control) -> tuple[W.HTML, ...]:
     hint = getattr(control, "hint", None)
     if not hint:
         return ()
-    return (W.HTML(f"<small>{html.escape(hint)}</small>",
+    return (W.HTML(f"<small>{html.escape(hint)}</small>", tooltip="",
                    layout=W.Layout(margin="0 0 4px 114px", width=f"{CONTROLS_WIDTH_PX - 114}px")),)

@@ -63,22 +63,32 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
     controls = {
         "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
-        "tp": W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="tensor par. (tp)", **_style()),
+        "tp": W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="tensor (tp)",
+                          tooltip="tensor (tp): the tensor-parallel degree, GPUs that split each layer's matrices",
+                          **_style()),
         "pp": W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="pipeline (pp)", **_style()),
         "dp": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512], value=8, description="data par. (dp)",
                          **_style()),
         "zero": _choice([0, 1, 2, 3], 1, "ZeRO stage"),
-        "sp": W.Checkbox(value=False, description="sequence parallel (needs tp > 1)", **_style()),
+        "sp": W.Checkbox(value=False, description="sequence parallel",
+                          tooltip="sequence parallel: splits the norms' and dropout's activations along the sequence "
+                                  "over the tensor-parallel group (needs tp > 1)", **_style()),
         "virtual_stages": W.Dropdown(options=[1, 2, 4], value=1, description="virtual stages", **_style()),
         "offload": W.Dropdown(options=list(OFFLOADS), value="none", description="offload", **_style()),
         "recompute": _choice(["none", "selective", "full"], "selective", "recompute"),
         "batch": W.IntSlider(value=1, min=1, max=32, description="micro-batch", **_style()),
         "seq": W.SelectionSlider(options=seqs, value=min(4096, seqs[-1]), description="sequence", **_style()),
-        "grad_accum": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="micro-batches/step",
+        "grad_accum": W.Dropdown(options=[(f"{n} per step", n) for n in (1, 2, 4, 8, 16, 32, 64)], value=8,
+                                 description="micro-batches",
+                                 tooltip="micro-batches per step (gradient accumulation)",
                                  **_style()),
         "kernel_efficiency": W.FloatSlider(value=round(kernel_efficiency("H100 SXM"), 2), min=0.1, max=0.9,
-                                           step=0.05, description="kernel efficiency", **_style()),
-        "async_tp": W.Checkbox(value=False, description="async TP (hide TP behind compute)", **_style()),
+                                           step=0.05, description="kernel eff.",
+                                           tooltip="kernel eff.: kernel efficiency, the share of the GPU's dense "
+                                                   "peak its matrix multiplies reach", **_style()),
+        "async_tp": W.Checkbox(value=False, description="async TP (overlapped)",
+                                tooltip="async TP (overlapped): the tensor-parallel communication hidden behind compute",
+                                **_style()),
     }
     box = Dashboard(charts.render_parallel_explorer, controls, name="parallel_explorer_widget")
     _follow_max_seq(box, "seq", _SEQS, int)
