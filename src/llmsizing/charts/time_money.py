@@ -492,7 +492,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
 
         ax.text(0.985, 0.015, "\n".join(textwrap.fill(n, 40) for n in notes), transform=ax.transAxes, ha="right",
                 va="bottom", multialignment="left", fontsize=6.5,
-                color="#7a2a00", bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#D55E00", lw=0.6, alpha=0.95),
+                color="0.1", bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#D55E00", lw=0.6, alpha=0.95),
                 zorder=6)
 
     rank = list(front.index).index(highlight) + 1 if highlight in front.index else None
