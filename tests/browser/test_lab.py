@@ -621,16 +621,19 @@ JS_SUMMARY = """i => {
 @widgets_only
 def test_summary_is_readable_without_split_words_or_inner_scroll(notebook):
     """Under every widget's figure the summary wraps at spaces only (no word on two lines), nothing is cut at its
-    right edge, and no box around it scrolls on its own (issue 25). A screenshot of each widget goes to
-    _build/screenshots/lab-<chapter>-<k>-widget.png."""
+    right edge, and no box around it scrolls on its own (issue 25), at 1280x720 with the file browser folded. A
+    screenshot of each summary goes to _build/screenshots/lab-<chapter>-<k>-summary.png."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     stem = notebook.name.removesuffix(".ipynb")
+    set_left_sidebar(notebook.page, False)
     problems = []
     for k, i in enumerate(widget_cells(notebook.cells)):
         scroll_widget_to_top(notebook, i)
         found = notebook.js(JS_SUMMARY, i)
-        notebook.page.evaluate_handle("i => __root(i)", i).as_element().screenshot(
-            path=str(SHOTS / f"lab-{stem}-{k}-widget.png"))
+        summary = notebook.page.evaluate_handle("i => __root(i).querySelector('.llmsizing-summary')", i).as_element()
+        if summary is not None:
+            summary.scroll_into_view_if_needed()
+            summary.screenshot(path=str(SHOTS / f"lab-{stem}-{k}-summary.png"))
         if found is None:
             problems.append(f"cell {i}: no summary (.llmsizing-summary) under the figure")
             continue
