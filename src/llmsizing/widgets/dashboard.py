@@ -74,8 +74,7 @@ class Dashboard(W.HBox):
         _text_cache_canvas()(self.figure)     # its own canvas: every redraw reuses it, its renderer and its glyphs
         # (tooltip="": ipywidgets 8 would set the empty description label's title to "null" on hover)
         self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"), tooltip="")
-        self.summary = W.HTML(layout=W.Layout(max_width=f"{FIGURE_MAX_PX[0]}px", width=f"{FIGURE_MAX_PX[0]}px"),
-                              tooltip="")
+        self.summary = W.HTML(layout=W.Layout(max_width=f"{FIGURE_MAX_PX[0]}px"), tooltip="")
         self.name = name
         for w in controls.values():         # the full label on hover (ipywidgets 8 shows "null" when it is unset)
             tip = getattr(w, "tooltip", None) or ""
