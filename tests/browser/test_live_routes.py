@@ -179,7 +179,7 @@ def test_live_code_runs_the_page_and_a_slider_redraws_the_figure(chromium, live_
     readout = slider.locator(".widget-readout").inner_text().strip()
     assert readout != "1"
     # the kernel redraws once per step: wait until the summary (drawn with the figure) shows the slider's value
-    widget.locator(".widget-html pre", has_text=f"batch {readout} ×").wait_for(timeout=60_000)
+    widget.locator(".llmsizing-summary", has_text=f"batch {readout} ×").wait_for(timeout=60_000)
     after = image.get_attribute("src")
     _shot(page, "thebe-slider-moved")
     assert after != before

@@ -1,0 +1,31 @@
+"""Issue 25 on the Voila route: the static copy of a widget's default view hides once the live widget renders
+(the rule travels in the widget's own output, so no route needs an extension), and the summary is the wrapped
+one. The lab's checks are in test_lab.py (``test_static_default_figure_is_hidden_once_the_widget_renders``)."""
+
+from __future__ import annotations
+
+from conftest import SHOTS  # (conftest puts tools/ on sys.path)
+
+import serve_live  # noqa: E402
+
+
+def test_voila_hides_the_static_copy_of_the_default_view(chromium, guard_network):
+    url, proc = serve_live.start_voila(serve_live.chapter_notebook("15"))
+    try:
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})
+        blocked = guard_network(page)
+        page.goto(url, wait_until="load", timeout=240_000)
+        page.locator(".llmsizing-summary").first.wait_for(state="visible", timeout=240_000)
+        state = page.evaluate("""() => { const m = document.querySelector('.llmsizing-default-of-serving_widget');
+           const a = m && m.closest('.jp-OutputArea'), img = a && a.querySelector('img');
+           return {marker: !!m, image: !!img, live: !!document.querySelector('.llmsizing-live-serving_widget'),
+                   height: a ? a.getBoundingClientRect().height : null}; }""")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "voila-15-static-copy-hidden.png"))
+        assert state["marker"] and state["image"] and state["live"], state
+        assert state["height"] == 0, f"the static copy takes {state['height']} px under the live widget"
+        assert not blocked, f"requests left the machine: {blocked}"
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
