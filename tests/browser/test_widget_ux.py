@@ -29,3 +29,24 @@ def test_voila_hides_the_static_copy_of_the_default_view(chromium, guard_network
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_static_site_keeps_the_static_copy_of_the_default_view(chromium, built_site, guard_network):
+    """The static site runs no widget, so it carries no live rule: chapter 12's marked copy shows its figure.
+    (Skipped until `make book` has built _build/html.)"""
+    import check_site
+
+    rel = next(p for p in check_site.chapter_pages() if "12_how_many_gpus" in p)
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        blocked = guard_network(page)
+        page.goto(built_site.base_url + rel, wait_until="load")
+        state = page.evaluate("""() => { const m = document.querySelector('.llmsizing-default-of-planner_widget');
+           const c = m && m.closest('.cell'), img = c && c.querySelector('img');
+           return {marker: !!m, height: img ? img.getBoundingClientRect().height : 0,
+                   live: !!document.querySelector('[class*="llmsizing-live-"]')}; }""")
+        assert state["marker"] and not state["live"], state
+        assert state["height"] > 100, f"chapter 12's static copy of the planner's default view is hidden: {state}"
+        assert not blocked, blocked
+    finally:
+        page.close()
