@@ -197,17 +197,17 @@ def test_alternating_windows_average_over_layers():
 # ----------------------------------------------------------------------------- refusals
 @pytest.mark.parametrize("call", [
     # (training_memory, activation_memory and model_states model a mixture of experts since issue 24's
-    # expert parallelism: tests/test_moe_training.py)
-    lambda: L.min_gpus("deepseek-v3", "H100 SXM", batch=1, seq=4096),
+    # expert parallelism: tests/test_moe_training.py; plan, min_gpus and training_time since the planner
+    # searches ep: tests/test_planner_moe.py)
     lambda: L.cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=512),
-    lambda: L.training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", n_gpus=8, seq=4096),
+    lambda: L.implied_mfu("qwen3-30b-a3b", gpu="H100 SXM", seq=4096, tokens=1e12, gpu_hours=1e5),
 ])
 def test_functions_without_moe_refuse_it_by_name(call):
     with pytest.raises(ValueError) as e:
         call()
     msg = str(e.value)
     assert MOE_NOT_MODELLED in msg and "mixture of experts" in msg
-    assert msg.split(":")[0] in ("min_gpus", "cost_by_gpu", "training_time")
+    assert msg.split(":")[0] in ("cost_by_gpu", "implied_mfu")
 
 
 def test_what_handles_moe_does():

@@ -201,3 +201,25 @@ def test_expert_tp_rows_are_the_scalar_functions():
         tp=4, dp=2, ep=2, sp=True, zero=1, expert_tp=etp)).states.weights_bytes for etp in (False, True)}
     assert w[False] - w[True] == pytest.approx(2 * MIXTRAL_EXPERTS * (1 / 2 - 1 / 8), rel=1e-12)
     assert par.edp == 4 and L.Parallel(tp=4, dp=2, ep=2, sp=True, expert_tp=True).edp == 1
+
+
+# ----------------------------------------------------------------------------- training_time
+def test_deepseek_v3_published_gpu_hours_inside_the_range():
+    """DeepSeek-V3's pre-training: 14.8T tokens in 2.664M H800 GPU-hours (DeepSeek-AI 2024, arXiv 2412.19437,
+    Table 1), on its published layout in FP8. training_time's calibrated range (dense runs, the size term at the
+    active parameters: an extrapolation it warns about) holds the published figure."""
+    t = L.training_time("deepseek-v3", tokens=14.8e12, gpu="H800", parallel=moe.DEEPSEEK_V3_LAYOUT, seq=4096,
+                        precision="fp8-deepseek", whole_run=True)
+    assert t.gpu_hours_low <= 2.664e6 <= t.gpu_hours_high
+    assert t.layout == "TP1 PP16 DP128 EP64 ZeRO-1" and t.n_gpus == 2048
+    assert any("mixture of experts" in w and "active parameters" in w for w in t.warnings)
+
+
+def test_training_time_counts_active_flops():
+    """GPU-hours at a given MFU: tokens x 6 N_active-ish FLOPs / (peak x MFU): the model FLOPs of the active
+    parameters (flops.training_flops_per_token), not of all 46.7B."""
+    t = L.training_time("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", n_gpus=512, seq=4096, mfu=0.4)
+    per_token = L.training_flops_per_token("mixtral-8x7b", seq=4096)
+    m = L.get_model("mixtral-8x7b")
+    assert 6 * m.active_params < per_token < 6 * m.active_params * 1.1 < 6 * m.n_params / 3
+    assert t.gpu_hours == pytest.approx(1e12 * per_token / (989.4e12 * 0.4) / 3600, rel=1e-9)   # the H100 SXM datasheet

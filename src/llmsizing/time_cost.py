@@ -198,10 +198,16 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
     or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
     ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`): an FP8 recipe gets the FP8 rows,
-    ``dtype="fp8"`` gives the same. Taught in chapter 10."""
+    ``dtype="fp8"`` gives the same. Taught in chapter 10.
+
+    A mixture of experts (issue 24): the MFU is of its active parameters' FLOPs
+    (:func:`~llmsizing.flops.training_flops_per_token`), and the size term is taken at its active parameters
+    ``N_active`` (the work per token; its attention is that of a dense model of its width). An extrapolation,
+    said in a warning: the calibration's runs are dense, and an MoE's grouped GEMMs of small experts and its
+    all-to-all (:func:`~llmsizing.layouts.step_time` models the latter) are not in the fit. Chapter 18."""
     from .hardware import kernel_efficiency_row
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     seq = check_int("seq", seq)
     dtype = compute_dtype(precision, dtype)
@@ -211,6 +217,11 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     table = _mfu_model()
     generation = kernel_efficiency_row(g, dtype).generation
     warnings = []
+    size = float(model.active_params) if model.is_moe else model.n_params
+    if model.is_moe:
+        warnings.append(f"{model.name} is a mixture of experts: the calibration's runs are dense; the size term is "
+                        f"taken at its {size / 1e9:,.3g}B active parameters, without its grouped GEMMs' lower "
+                        "efficiency or its all-to-all (step_time models the all-to-all)")
     row = table.get((generation, key_dtype))
     if row is None:
         same = sorted((r for r in table.values() if r["dtype"] == key_dtype), key=lambda r: r["intercept"])
@@ -222,7 +233,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
         warnings.append(f"no published {key_dtype} run on a {g.name} ({generation}): the median generation's "
                         "MFU and the widest range of any generation are used")
     else:
-        n = model.n_params
+        n = size
         if not row["min_params"] / 2 <= n <= row["max_params"] * 2:
             warnings.append(f"{n / 1e9:,.3g}B parameters is outside the {generation} {key_dtype} runs' "
                             f"{row['min_params'] / 1e9:,.3g}B to {row['max_params'] / 1e9:,.3g}B")
@@ -235,7 +246,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
                             f"{row['min_gpus']:,.0f} to {row['max_gpus']:,.0f}")
     import math
 
-    log_mfu = (row["intercept"] + row["size_exponent"] * math.log(model.n_params / 1e10)
+    log_mfu = (row["intercept"] + row["size_exponent"] * math.log(size / 1e10)
                + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * (recompute == "full")
                + row["whole_run"] * whole_run)
     central = min(math.exp(log_mfu), 1.0)
@@ -351,8 +362,12 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     range around it); ``recompute`` to every stage but a planned one (the plan picks its own). ``n_gpus`` or
     ``parallel`` give the GPU count of a stage that names none. A stage planned by
     :func:`~llmsizing.planner.plan` gets ``plan_options`` (e.g. ``{"precision": "bf16-mixed-fp32-grads"}``)
-    passed on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``."""
-    model = resolve_model(model)
+    passed on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``.
+
+    A mixture of experts (issue 24) is timed on its active parameters' FLOPs, with the calibrated MFU of
+    :func:`mfu_estimate` at its active size (a warning says it is an extrapolation from dense runs) or the
+    ``mfu`` given; ``parallel`` may carry ``ep``. Chapter 18."""
+    model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     dtype = compute_dtype(precision, dtype)
     if stages is not None:
@@ -489,7 +504,7 @@ def _layout_label(par: Parallel) -> str:
     parts = [f"TP{par.tp}" + ("+SP" if par.sp else "")]
     if par.cp > 1:
         parts.append(f"CP{par.cp}" + (" all-gather" if par.cp_comm == "all_gather" else ""))
-    parts += [f"PP{par.pp}", f"DP{par.dp}"]
+    parts += [f"PP{par.pp}", f"DP{par.dp}"] + ([f"EP{par.ep}"] if par.ep > 1 else [])
     if par.zero:
         parts.append(f"ZeRO-{par.zero}")
     if par.offload != "none":
