@@ -57,6 +57,15 @@ def test_mixtral_frame_has_ep_and_every_row_is_the_scalar_functions(mixtral):
             _check_rows(mixtral[sel], "mixtral-8x7b", n=8, seed=1)
 
 
+def test_every_row_memory_is_training_memory(mixtral):
+    """Every row, not a sample: the search reads memory off linear coefficients, and for ZeRO-0/1 without a
+    pipeline derives each ep from two (planner._moe_ep_coefficients); a row where that is wrong is caught."""
+    for r in mixtral.itertuples():
+        mem = L.training_memory("mixtral-8x7b", batch=int(r.micro_batch), seq=SEQ, grad_accum=int(r.grad_accum),
+                                recompute=r.recompute, parallel=_par(r))
+        assert r.memory_per_gpu_bytes == pytest.approx(mem.total_bytes, rel=1e-9), r
+
+
 def test_search_constraints(mixtral):
     df = mixtral
     assert (8 % df["ep"] == 0).all()                                  # whole experts per rank

@@ -88,6 +88,11 @@ def check_global_batch(global_batch) -> int:
 MAX_LAYOUTS = 600
 MAX_PLANS = 25_000
 
+#: :data:`MAX_PLANS` for a mixture of experts: the expert-parallel degrees multiply the plans that fit (four for
+#: Mixtral-8x7B's eight experts, nine for DeepSeek-V3's 256), and pricing stays vectorised: Mixtral-8x7B over the
+#: whole catalogue at a global batch of 512 sequences prices about 43,500 plans (benchmarks/bench_planner.py).
+MAX_MOE_PLANS = 60_000
+
 
 #: The context-parallel degrees :func:`plan` tries by default (``cp_degrees=None``), each only where the
 #: sequence is at least :data:`CP_MIN_SEQ` tokens, splits into ``2 cp`` chunks, and leaves every rank at least
@@ -162,6 +167,31 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
     sharded = 2 * a * (b1d1 - b1d2)
     fixed = b1d1 - per_micro - sharded / a
     return fixed, per_micro, sharded
+
+
+def _moe_ep_coefficients(model, kw: dict, tp: int, zero: int, m: int, ep: int, eps, expert_tp: bool, cache: dict,
+                         key: tuple):
+    """:func:`_memory_coefficients` of a mixture of experts without a pipeline (``pp = 1``, ``cp = 1``) at
+    expert-parallel degree ``ep``, from those at the first two degrees of ``eps`` (kept in ``cache`` under
+    ``key`` with ``ep`` replaced): every piece is ``A + B / ep``. The routed experts' weights (and, without
+    ZeRO, their gradients and states) on a GPU are ``1 / ep`` of them; their ZeRO shards, over
+    ``edp = tp x dp / (etp x ep)`` GPUs, are ``experts / (ep x etp x edp) = experts / (tp x dp)`` whatever
+    ``ep``; nothing else depends on it (the activations: each GPU receives ``tokens x k`` rows under uniform
+    routing; :func:`llmsizing.moe.foreach_temporary_bytes` shards like the states). Used for ZeRO-0 and 1 only:
+    with ZeRO-2 the LM head's gradient of a single micro-batch is counted as the gradients per parameter
+    (sharded, not divided by ``ep``) times the head, a ratio not of that form; likewise with a pipeline the
+    ``foreach`` temporary is split in proportion to each stage's parameters; and another optimizer
+    implementation's temporary is the largest tensor, a maximum. ZeRO-3 has ``ep = 1`` only.
+    ``tests/test_planner_moe.py`` checks whole searches against direct calls."""
+    e1, e2 = eps[0], eps[1]
+    base = []
+    for e in (e1, e2):
+        k = key[:3] + (e,) + key[4:]
+        if k not in cache:
+            cache[k] = _memory_coefficients(model, kw, tp, 1, zero, m, ep=e, expert_tp=expert_tp)
+        base.append(cache[k])
+    w = (1 / ep - 1 / e1) / (1 / e1 - 1 / e2)
+    return tuple(c1 + (c1 - c2) * w for c1, c2 in zip(*base))
 
 
 def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str, base,
@@ -452,6 +482,7 @@ def _moe_dp(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precision, node_o
     etp = tp if expert_tp else np.ones_like(tp)
     edp = tp * dpcp // (etp * ep)
     n_slots = len(_DP_SLOTS)
+    links: dict = {}
     per_byte = np.zeros((len(gi), 2 * n_slots))                  # dense slots, then the experts' slots
     traffic = np.zeros((len(gi), 2 * n_slots))
     latency = np.zeros((len(gi), 2 * n_slots))
@@ -463,7 +494,10 @@ def _moe_dp(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precision, node_o
             if n_ == 1:
                 continue
             g = gpu_list[g_]
-            gl = group_link(g, node_of[g.name], size=n_, stride=t_ if part == 0 else (t_ if expert_tp else 1) * e_)
+            stride = t_ if part == 0 else (t_ if expert_tp else 1) * e_
+            if (g_, n_, stride) not in links:
+                links[g_, n_, stride] = group_link(g, node_of[g.name], size=n_, stride=stride)
+            gl = links[g_, n_, stride]
             same = seen.setdefault((gl, t_, z_, n_, e_), k)
             if same != k:
                 rows[k] = rows[same]
@@ -567,6 +601,9 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             f"the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
             "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
 
+    # a mixture of experts without a pipeline: memory is A + B / ep in every piece (_moe_ep_coefficients)
+    by_ep = model.is_moe and len(eps) > 2 and optimizer_impl == "foreach"
+
     # the candidates, block by block (layout, cp, micro-batch), as columns: GPU (index into gpu_list), tp, cp, pp,
     # zero, micro, dp, grad_accum, recompute (index into rcs), total bytes
     blocks: list = []
@@ -604,8 +641,11 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                         if key not in coef_cache:
                             one = key[:-1] + (1,)
                             if one not in coef_cache:
-                                coef_cache[one] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp,
-                                                                       zero, int(c), ep=ep, expert_tp=expert_tp)
+                                coef_cache[one] = _moe_ep_coefficients(
+                                    model, {**kw, "recompute": rc}, tp, zero, int(c), ep, eps, expert_tp,
+                                    coef_cache, one) if by_ep and pp == 1 and zero < 2 and ep not in eps[:2] \
+                                    else _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero, int(c),
+                                                              ep=ep, expert_tp=expert_tp)
                             if cp > 1:           # every degree of cp at once, from cp = 1 and two degrees
                                 for d, coef in _cp_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero,
                                                                 int(c), cps, cp_comm, coef_cache[one], ep,
@@ -638,9 +678,9 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             blocks.append((gi[g_], tp, cp, pp, zero, b, dps[d_].astype(np.int64), m[d_].astype(np.int64),
                            np.array(kept)[r_], np.stack(totals_)[r_, d_], ep))
             found += len(g_)
-            if found > MAX_PLANS:
+            if found > (MAX_MOE_PLANS if model.is_moe else MAX_PLANS):
                 raise ValueError(
-                    f"more than {MAX_PLANS:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
+                    f"more than {MAX_MOE_PLANS if model.is_moe else MAX_PLANS:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
                     f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
                     "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
                     "global_batch with fewer divisors (a power of two)")
