@@ -678,9 +678,10 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             blocks.append((gi[g_], tp, cp, pp, zero, b, dps[d_].astype(np.int64), m[d_].astype(np.int64),
                            np.array(kept)[r_], np.stack(totals_)[r_, d_], ep))
             found += len(g_)
-            if found > (MAX_MOE_PLANS if model.is_moe else MAX_PLANS):
+            most = MAX_MOE_PLANS if model.is_moe else MAX_PLANS
+            if found > most:
                 raise ValueError(
-                    f"more than {MAX_MOE_PLANS if model.is_moe else MAX_PLANS:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
+                    f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
                     f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
                     "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
                     "global_batch with fewer divisors (a power of two)")
