@@ -604,7 +604,8 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
     ``schedule="dualpipe"`` (Sec. 3.2.1, Table 2; ``deepseek-ai/DualPipe``): pipeline rank ``i`` holds chunks
     ``i`` and ``pp - 1 - i`` (two copies of the parameters: the embedding and the output head on the same
     rank), their weights, gradients and optimizer states each as :func:`moe_model_states` gives them on their own
-    stage; DualPipe's schedule (``dualpipe.py``'s ``step``, rank ``i < pp/2``: ``2 (pp/2 - i - 1) + i + 1``
+    stage (each copy accumulates its own FP32 gradient; a chunk's optimizer shard is counted on both ranks that hold
+    it, an upper bound: sharding it over the pair would save half of the optimizer bytes, 1.8 GiB on rank 0); DualPipe's schedule (``dualpipe.py``'s ``step``, rank ``i < pp/2``: ``2 (pp/2 - i - 1) + i + 1``
     forward chunks of phase 0 (chunk ``i``) and ``i + 1`` of phase 1 (chunk ``pp - 1 - i``) before the first
     backward, then each forward chunk overlapped with a backward one) holds at most ``pp - i`` micro-batches of
     chunk ``i`` and ``i + 1`` of chunk ``pp - 1 - i`` at once: ``pp + 1``, the report's Table 2. ``schedule="1f1b"``: one chunk per rank, ``min(pp - i,
