@@ -17,7 +17,7 @@ import llmsizing.charts as charts
 from llmsizing.charts import base
 
 PACKAGE = Path(charts.__file__).parent
-PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context")   # Parts I-V, in book order
+PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context", "moe")   # Parts I-V, in book order (V: ch 17, 18)
 MAX_LINES = 800
 
 

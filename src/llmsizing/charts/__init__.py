@@ -12,7 +12,8 @@ and :func:`show`, figure and axes reuse, bars, log axes and short numbers), neve
 * :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9;
 * :mod:`~llmsizing.charts.time_money`: Part III, chapters 10-14;
 * :mod:`~llmsizing.charts.serve_tune`: Part IV, chapters 15-16;
-* :mod:`~llmsizing.charts.long_context`: Part V, chapter 17.
+* :mod:`~llmsizing.charts.long_context`: Part V, chapter 17;
+* :mod:`~llmsizing.charts.moe`: Part V, chapter 18.
 
 Every top-level name of these modules is re-exported here, private helpers included (tests and widgets use a
 few), so ``from llmsizing.charts import X`` and ``charts.X`` keep working as they did when ``charts`` was one
@@ -61,8 +62,9 @@ from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, SPECULATIVE_COLORS, SP
                          render_serving_curve, render_speculative_speedup)
 from .serve_tune import _POINT  # noqa: F401
 
-# Part V, the models of 2026 (ch 17): long context.
+# Part V, the models of 2026 (ch 17-18): long context; mixtures of experts.
 from .long_context import CP_OVERLAP_SEQS, llama3_long_context_layout, render_cp_overlap
+from .moe import MOE_LAYOUT_DEFAULT, MOE_TIME_COLORS, render_moe_layout
 
 __all__ = [
     # what every figure shares
@@ -85,5 +87,6 @@ __all__ = [
     # Part IV
     "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory", "render_serving_cost", "render_serving_curve",
     # Part V
-    "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap",
+    "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap", "MOE_LAYOUT_DEFAULT", "MOE_TIME_COLORS",
+    "render_moe_layout",
 ]
