@@ -17,7 +17,7 @@ import os
 import platform
 import time
 
-from llmsizing import catalog, flops, memory, moe, planner
+from llmsizing import activations, catalog, flops, memory, moe, planner
 from llmsizing.planner import plan
 
 CASES = [
@@ -58,7 +58,7 @@ def main() -> None:
         times, cpu, again, rows = [], [], [], 0
         for _ in range(3):
             for kept in (planner._search, memory._stage_params, flops._training_flops_per_token, moe._split,
-                         moe._kept_moe_activation_memory, moe.dense_twin):
+                         activations._kept_moe_activations, moe.dense_twin):
                 kept.cache_clear()
             t0, c0 = time.perf_counter(), time.process_time()
             try:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import llmsizing as L
-from llmsizing import moe, planner
+from llmsizing import moe, moe_layouts, planner
 from llmsizing.layouts import min_gpus, step_time
 from llmsizing.planner import MOE_PLAN_COLUMNS, NoPlanError, PLAN_COLUMNS, plan
 
@@ -145,21 +145,22 @@ def test_one_overlap_share_and_context_parallelism():
 
 
 def test_heavy_stages_hold_the_peak():
-    """The stages the search weighs (moe.heavy_stages) hold the peak of every stage."""
+    """The stages the search weighs (moe_layouts.heavy_stages) hold the peak of every stage."""
     for model, par in (("deepseek-v3", L.Parallel(pp=61, dp=8, ep=8)),
                        ("mixtral-8x7b", L.Parallel(tp=2, pp=4, dp=4, ep=8, sp=True, zero=1))):
         for m in (1, 4, 64):
             full = L.training_memory(model, batch=1, seq=SEQ, grad_accum=m, parallel=par)
             some = L.training_memory(model, batch=1, seq=SEQ, grad_accum=m, parallel=par,
-                                     _stages=moe.heavy_stages(L.get_model(model), par))
+                                     _stages=moe_layouts.heavy_stages(L.get_model(model), par))
             assert some.total_bytes == full.total_bytes
     # DeepSeek-V3: three dense layers first, so one stage per distinct MoE count: 0 (dense) and 1 (MoE)
-    assert moe.heavy_stages(L.get_model("deepseek-v3"), L.Parallel(pp=61)) == (0, 3, 60)
+    assert moe_layouts.heavy_stages(L.get_model("deepseek-v3"), L.Parallel(pp=61)) == (0, 3, 60)
 
 
 def test_dp_unit():
-    assert moe.dp_unit(1, 1, 8) == 8 and moe.dp_unit(8, 1, 8) == 1 and moe.dp_unit(4, 1, 8) == 2
-    assert moe.dp_unit(2, 2, 8) == 2 and moe.dp_unit(8, 1, 8, expert_tp=True) == 8 and moe.dp_unit(4, 1, 1) == 1
+    assert moe_layouts.dp_unit(1, 1, 8) == 8 and moe_layouts.dp_unit(8, 1, 8) == 1 and moe_layouts.dp_unit(4, 1, 8) == 2
+    unit = moe_layouts.dp_unit
+    assert unit(2, 2, 8) == 2 and unit(8, 1, 8, expert_tp=True) == 8 and unit(4, 1, 1) == 1
 
 
 @pytest.mark.parametrize("call", [

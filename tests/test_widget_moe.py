@@ -89,7 +89,8 @@ def test_deepseek_layout_with_node_limited_routing(w):
     _set(w, model="deepseek-v3", gpu="H800", pp=16, dp=128, ep=64, grad_accum=128)
     try:
         assert w.error.layout.display == "none", w.error.value
-        assert "each token to at most 4 nodes" in w.summary.value and "4 of 256 experts" in w.summary.value      # 256 / 64
+        assert "each token to at most 4 nodes" in w.summary.value
+        assert "4 of 256 experts" in w.summary.value                        # 256 / 64
     finally:
         _set(w, **{k: charts.MOE_LAYOUT_DEFAULT[k] for k in ("model", "gpu", "pp", "dp", "ep", "grad_accum")})
 

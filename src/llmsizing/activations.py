@@ -35,7 +35,8 @@ What it leaves out, on purpose: small int64 index tensors of the attention mask 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass, field, replace
 
 from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int, check_number
 from .catalog import resolve_model
@@ -291,6 +292,16 @@ def _int_or_array(name: str, value):
     return check_int(name, value)
 
 
+@functools.lru_cache(maxsize=1024)
+def _kept_moe_activations(key):
+    """:func:`llmsizing.moe.moe_activation_memory` for ``key = (model, arguments)``, kept for the last 1,024: the
+    planner's search asks for the same activations under every ZeRO stage, ``dp`` and ``ep`` (issue 24)."""
+    from .moe import moe_activation_memory
+
+    model, kw = key
+    return moe_activation_memory(model, **dict(kw))
+
+
 def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16",
                       attention: str = "flash", dropout: bool = False, recompute: str = "none",
                       tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
@@ -334,10 +345,16 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
         if recompute_layers is not None:
             raise ValueError(f"recompute_layers={recompute_layers!r}: partial recomputation of a mixture of "
                              "experts is not modelled (use recompute='none', 'selective' or 'full')")
-        return moe_activation_memory(model, capacity_factor=capacity_factor, expert_tp=expert_tp, batch=batch,
-                                     seq=seq, dtype=dtype, attention=attention, dropout=dropout,
-                                     recompute=recompute, tp=tp, sp=sp, mask_bytes=mask_bytes,
-                                     logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
+        kw = dict(capacity_factor=capacity_factor, expert_tp=expert_tp, batch=batch, seq=seq, dtype=dtype,
+                  attention=attention, dropout=dropout, recompute=recompute, tp=tp, sp=sp, mask_bytes=mask_bytes,
+                  logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
+        try:
+            key = (model, tuple(kw.items()))
+            hash(key)
+        except TypeError:                     # an unhashable argument: worked out (and refused) there, not kept
+            return moe_activation_memory(model, **kw)
+        out = _kept_moe_activations(key)      # each caller gets its own breakdown dict
+        return replace(out, breakdown=dict(out.breakdown))
     if capacity_factor is not None or expert_tp:
         raise ValueError(f"capacity_factor and expert_tp describe a mixture of experts; {model.name!r} is dense")
     if recompute_layers is not None:

@@ -75,9 +75,9 @@ def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None)
     (``tests/test_planner.py`` checks it against every stage): two stages, not ``pp``, per evaluation.
 
     A mixture of experts with expert parallelism: every ``dp`` is a multiple of ``unit``
-    (:func:`llmsizing.moe.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the experts' ZeRO
+    (:func:`llmsizing.moe_layouts.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the experts' ZeRO
     shards over ``edp``, proportional to ``dp``), the answer is a multiple of ``unit``, and ``stages`` are
-    :func:`llmsizing.moe.heavy_stages`."""
+    :func:`llmsizing.moe_layouts.heavy_stages`."""
     from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
 
     room = (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)     # total = FIXED + (1 + F) x peak
@@ -152,13 +152,13 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     ``tp x cp x dp / etp``: :class:`~llmsizing.parallel.Parallel`), no ZeRO-3 with ``ep > 1``, the routed experts
     split by tensor parallelism only with ``expert_tp`` (as :func:`~llmsizing.planner.plan` searches them); the
     step time that breaks ties includes the all-to-all with the model's node limit
-    (:func:`llmsizing.moe.route_max_nodes`). A dense model refuses ``ep_degrees`` above 1 and ``expert_tp``.
+    (:func:`llmsizing.moe_layouts.route_max_nodes`). A dense model refuses ``ep_degrees`` above 1 and ``expert_tp``.
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
     """
     from .memory import training_memory
-    from .moe import dp_unit, ep_candidates, heavy_stages, route_max_nodes
+    from .moe_layouts import dp_unit, ep_candidates, heavy_stages, route_max_nodes
 
     model = resolve_model(model, moe=True)
     eps = ep_candidates(model, ep_degrees)

@@ -303,24 +303,7 @@ def moe_activation_memory(model: Model, *, capacity_factor: float | None = None,
     (:func:`dense_twin`: norms, attention, embedding, logits), with each MoE layer's dense MLP term replaced by
     :func:`moe_layer_terms` (the difference goes into the ``"mlp"`` component). Full recomputation keeps only the
     layer inputs, and the rebuilt layer is a MoE one; selective recomputation keeps the MoE part (it reruns only
-    the attention core). Kept for the last 1,024 sets of arguments (the planner's search asks for the same
-    activations under every ZeRO stage, ``dp`` and ``ep``); each call gets its own ``breakdown`` dict."""
-    try:
-        key = (model, capacity_factor, expert_tp, tuple(sorted(kw.items())))
-        hash(key)
-    except TypeError:                                  # an unhashable argument: worked out, not kept
-        return _moe_activation_memory(model, capacity_factor=capacity_factor, expert_tp=expert_tp, **kw)
-    out = _kept_moe_activation_memory(key)
-    return replace(out, breakdown=dict(out.breakdown))
-
-
-@functools.lru_cache(maxsize=1024)
-def _kept_moe_activation_memory(key):
-    model, capacity_factor, expert_tp, kw = key
-    return _moe_activation_memory(model, capacity_factor=capacity_factor, expert_tp=expert_tp, **dict(kw))
-
-
-def _moe_activation_memory(model: Model, *, capacity_factor: float | None = None, expert_tp: bool = False, **kw):
+    the attention core)."""
     from .activations import activation_memory, layer_terms
 
     if kw.get("stack", "fused") != "fused" or kw.get("autocast"):
@@ -486,68 +469,6 @@ def moe_stage_flops(model: Model, par: Parallel, *, seq: int, recompute: str,
         out.append((n - k) * d + k * m)
     out[-1] += total - sum(out)                     # the LM head
     return tuple(out)
-
-
-# ----------------------------------------------------------------------------- the planner's search (issue 24)
-#: Node-limited routing by catalogue model: each token's experts on at most this many nodes. DeepSeek-V3's
-#: ``config.json`` has ``n_group = 8`` and ``topk_group = 4`` (DeepSeek-AI 2024, arXiv 2412.19437, Sec. 2.1.2:
-#: "M = 4"). The other catalogue models route over all experts (no limit).
-NODE_LIMITED_ROUTING = {"deepseek-v3": 4}
-
-
-def route_max_nodes(model: Model) -> int | None:
-    """The node limit of ``model``'s routing (:data:`NODE_LIMITED_ROUTING`), or ``None`` (no limit): what the
-    planner passes to :func:`ep_all_to_all` when it is not told (``max_nodes="model"``)."""
-    return NODE_LIMITED_ROUTING.get(model.name)
-
-
-def ep_candidates(model: Model, ep_degrees=None) -> tuple[int, ...]:
-    """The expert-parallel degrees a search tries: ``(1,)`` for a dense model; for a mixture of experts every
-    divisor of its routed experts (each rank holds whole experts: Megatron-Core asserts ``num_moe_experts %
-    expert_model_parallel_size == 0``), or the given ``ep_degrees``, each of which must divide them (a
-    ``ValueError`` naming ``ep_degrees`` otherwise)."""
-    from ._validate import check_sequence
-
-    if ep_degrees is None:
-        if not model.is_moe:
-            return (1,)
-        e = model.experts
-        return tuple(d for d in range(1, e + 1) if e % d == 0)
-    eps = sorted({check_int("ep_degrees[i]", d) for d in check_sequence("ep_degrees", ep_degrees,
-                                                                         example="(1, 8, 64)")})
-    for d in eps:
-        if d > 1 and not model.is_moe:
-            raise ValueError(f"ep_degrees holds ep={d}, but {model.name!r} is dense (experts=0): expert "
-                             "parallelism splits routed experts")
-        if model.is_moe and model.experts % d:
-            raise ValueError(f"ep_degrees holds ep={d}, which does not divide the {model.experts} routed experts "
-                             f"of {model.name!r}: each expert-parallel rank holds experts / ep whole experts")
-    return tuple(eps)
-
-
-def dp_unit(tp: int, cp: int, ep: int, expert_tp: bool = False) -> int:
-    """The smallest data-parallel degree a layout with ``ep`` can have, every valid ``dp`` being a multiple of
-    it: ``ep`` must divide ``tp x cp x dp / etp`` (:class:`~llmsizing.parallel.Parallel`), so ``dp`` is a
-    multiple of ``etp x ep / gcd(etp x ep, tp x cp)``. 1 without expert parallelism; ``ep`` with ``tp = cp = 1``
-    (the expert-parallel group inside the data-parallel one, as DeepSpeed-MoE places it)."""
-    etp = tp if expert_tp else 1
-    return etp * ep // math.gcd(etp * ep, tp * cp)
-
-
-def heavy_stages(model: Model, par: Parallel) -> tuple[int, ...]:
-    """The pipeline stages of which one is the most loaded GPU, for a search that evaluates only some: the first
-    (embedding, most micro-batches in flight) and the last (LM head, logits), as for a dense model, and for a
-    mixture of experts also the first stage of each count of MoE layers (of stages holding the same MoE layers
-    the earliest has the most micro-batches in flight; DeepSeek-V3's first stage holds its dense layers, so the
-    second may outweigh it). ``tests/test_planner_moe.py`` checks it against every stage."""
-    out = {0, par.pp - 1}
-    if model.is_moe:
-        seen = set()
-        for i, k in enumerate(stage_moe_layers(model, par)):
-            if k not in seen:
-                seen.add(k)
-                out.add(i)
-    return tuple(sorted(out))
 
 
 def check_capacity_factor(capacity_factor):
@@ -869,5 +790,4 @@ __all__ = ["check_ep", "expert_data_parallel", "dense_twin", "stage_moe_layers",
            "stage_offset_bytes", "all_to_all_bytes",
            "inter_node_share", "ep_all_to_all", "moe_stage_flops", "FP8_DISPATCH_BYTES", "deepseek_v3_check",
            "DEEPSEEK_V3_LAYOUT", "DEEPSEEK_V3_BALANCED_SPLIT", "deepseek_layer_bytes", "deepseek_rebuilt_bytes",
-           "deepseek_memory", "DeepSeekMemory", "NODE_LIMITED_ROUTING", "route_max_nodes", "ep_candidates",
-           "dp_unit", "heavy_stages"]
+           "deepseek_memory", "DeepSeekMemory"]

@@ -36,7 +36,8 @@ from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, OPTIMIZER_IMPLS, training_memory
 from .network import get_node
 from .model import Model
-from .moe import dp_unit, ep_candidates, route_max_nodes
+from .moe_layouts import (dp_unit, ep_candidates, moe_all_to_all_s, moe_dp_collectives, moe_ep_coefficients,
+                          route_max_nodes)
 from .parallel import CP_COMMS, MAX_PP, Parallel, check_layout, layers_per_stage
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .time_cost import mfu_range_factors
@@ -138,10 +139,10 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
     A mixture of experts with expert parallelism ``ep`` (issue 24): the routed experts' ZeRO shards are taken
     over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs, which for a given layout is
     proportional to ``dp``, so a piece is still ``fixed + micro x per_micro + sharded / dp``; it is read off
-    ``dp = a`` and ``2 a``, ``a`` the smallest ``dp`` the layout allows (:func:`llmsizing.moe.dp_unit`; 1 for a
-    dense model), and the stages weighed are :func:`llmsizing.moe.heavy_stages`.
+    ``dp = a`` and ``2 a``, ``a`` the smallest ``dp`` the layout allows (:func:`llmsizing.moe_layouts.dp_unit`; 1 for a
+    dense model), and the stages weighed are :func:`llmsizing.moe_layouts.heavy_stages`.
     ``tests/test_planner_moe.py`` checks rows against direct calls."""
-    from .moe import dp_unit, heavy_stages
+    from .moe_layouts import dp_unit, heavy_stages
 
     a = dp_unit(tp, cp, ep, expert_tp) if model.is_moe else 1
 
@@ -167,31 +168,6 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
     sharded = 2 * a * (b1d1 - b1d2)
     fixed = b1d1 - per_micro - sharded / a
     return fixed, per_micro, sharded
-
-
-def _moe_ep_coefficients(model, kw: dict, tp: int, zero: int, m: int, ep: int, eps, expert_tp: bool, cache: dict,
-                         key: tuple):
-    """:func:`_memory_coefficients` of a mixture of experts without a pipeline (``pp = 1``, ``cp = 1``) at
-    expert-parallel degree ``ep``, from those at the first two degrees of ``eps`` (kept in ``cache`` under
-    ``key`` with ``ep`` replaced): every piece is ``A + B / ep``. The routed experts' weights (and, without
-    ZeRO, their gradients and states) on a GPU are ``1 / ep`` of them; their ZeRO shards, over
-    ``edp = tp x dp / (etp x ep)`` GPUs, are ``experts / (ep x etp x edp) = experts / (tp x dp)`` whatever
-    ``ep``; nothing else depends on it (the activations: each GPU receives ``tokens x k`` rows under uniform
-    routing; :func:`llmsizing.moe.foreach_temporary_bytes` shards like the states). Used for ZeRO-0 and 1 only:
-    with ZeRO-2 the LM head's gradient of a single micro-batch is counted as the gradients per parameter
-    (sharded, not divided by ``ep``) times the head, a ratio not of that form; likewise with a pipeline the
-    ``foreach`` temporary is split in proportion to each stage's parameters; and another optimizer
-    implementation's temporary is the largest tensor, a maximum. ZeRO-3 has ``ep = 1`` only.
-    ``tests/test_planner_moe.py`` checks whole searches against direct calls."""
-    e1, e2 = eps[0], eps[1]
-    base = []
-    for e in (e1, e2):
-        k = key[:3] + (e,) + key[4:]
-        if k not in cache:
-            cache[k] = _memory_coefficients(model, kw, tp, 1, zero, m, ep=e, expert_tp=expert_tp)
-        base.append(cache[k])
-    w = (1 / ep - 1 / e1) / (1 / e1 - 1 / e2)
-    return tuple(c1 + (c1 - c2) * w for c1, c2 in zip(*base))
 
 
 def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str, base,
@@ -406,9 +382,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a pipeline
     dpcp = dp * cp
     if moe:
-        dp_exposed, dp_all = _moe_dp(model, gpu_list, cols, dpcp, fwd, bwd, mf, seq=seq, precision=precision,
+        dp_exposed, dp_all = moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, seq=seq, precision=precision,
                                      node_of=node_of, expert_tp=expert_tp)
-        ep_all = _moe_all_to_all(model, gpu_list, cols, mf, seq=seq, precision=precision, node_of=node_of,
+        ep_all = moe_all_to_all_s(model, gpu_list, cols, mf, seq=seq, precision=precision, node_of=node_of,
                                  cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes)
         if overlap is None:
             step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed + ep_all * (1.0 - ep_overlap))
@@ -464,100 +440,6 @@ def _dp_exposed(call, fwd, bwd, mf):
             + np.maximum(0.0, call[:, 4] - bwd))
 
 
-def _moe_dp(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precision, node_of, expert_tp):
-    """A mixture of experts' data-parallel collectives for :func:`_price`: ``(exposed, total)`` seconds per plan,
-    the dense part over ``dp x cp`` (``tp`` apart) and the routed experts' over ``edp`` (``etp x ep`` apart),
-    each exposed on its own. Each part's collectives (:func:`~llmsizing.comm.dp_schedule`, priced by
-    :func:`~llmsizing.comm.ring_collective` as :func:`~llmsizing.comm.communication` prices them) are worked out
-    once per (its group's link, tp, ZeRO stage, group size, ep), for one stage's parameters without a pipeline,
-    and scaled below to the most loaded stage's."""
-    from .comm import dp_schedule, ring_collective
-    from .moe import _split
-    from .network import group_link
-    from .precision import DTYPE_BYTES
-
-    recipe = RECIPES[precision]
-    w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
-    gi, tp, pp, zero, ep = (cols[k] for k in ("gpu", "tp", "pp", "zero", "ep"))
-    etp = tp if expert_tp else np.ones_like(tp)
-    edp = tp * dpcp // (etp * ep)
-    n_slots = len(_DP_SLOTS)
-    links: dict = {}
-    per_byte = np.zeros((len(gi), 2 * n_slots))                  # dense slots, then the experts' slots
-    traffic = np.zeros((len(gi), 2 * n_slots))
-    latency = np.zeros((len(gi), 2 * n_slots))
-    for part, columns in ((0, (gi, tp, zero, dpcp, np.ones_like(ep))), (1, (gi, tp, zero, edp, ep))):
-        keys, idx = _groups(*columns)
-        rows = np.zeros((len(keys), 3, n_slots))
-        seen: dict = {}
-        for k, (g_, t_, z_, n_, e_) in enumerate(keys):
-            if n_ == 1:
-                continue
-            g = gpu_list[g_]
-            stride = t_ if part == 0 else (t_ if expert_tp else 1) * e_
-            if (g_, n_, stride) not in links:
-                links[g_, n_, stride] = group_link(g, node_of[g.name], size=n_, stride=stride)
-            gl = links[g_, n_, stride]
-            same = seen.setdefault((gl, t_, z_, n_, e_), k)
-            if same != k:
-                rows[k] = rows[same]
-                continue
-            on_rank = _split(model, t_, 1, None, e_, expert_tp)[0][part]
-            for name, kind, message, _ in dp_schedule(z_, on_rank, w_b, g_b, 1):
-                c = ring_collective(name, "dp", n_, kind, message, 1, gl)
-                j = _dp_slot(c.collective)
-                rows[k, 0, j] += c.bytes_per_gpu / c.calls
-                rows[k, 1, j] = 1 / (c.bandwidth_gbps * 1e9)
-                rows[k, 2, j] += c.latency_s / c.calls
-        cut = slice(part * n_slots, (part + 1) * n_slots)
-        traffic[:, cut], per_byte[:, cut], latency[:, cut] = rows[idx, 0], rows[idx, 1], rows[idx, 2]
-    # the most loaded stage's dense and expert parameters, relative to one stage's (the messages scale)
-    held_keys, held_idx = _groups(tp, pp, ep)
-    share = np.zeros((len(held_keys), 2))
-    for k, (t_, p_, e_) in enumerate(held_keys):
-        rows, one = _split(model, t_, p_, None, e_, expert_tp), _split(model, t_, 1, None, e_, expert_tp)[0]
-        i = max(range(p_), key=lambda j: rows[j][0] + rows[j][1])
-        share[k] = (rows[i][0] / one[0], rows[i][1] / one[1])
-    share = share[held_idx]
-    dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut] + latency[:, cut]
-                      for part, cut in ((0, slice(0, n_slots)), (1, slice(n_slots, 2 * n_slots))))
-    # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
-    # behind each backward (exposed_by_group): the two parts' slot 1 is one window
-    both = np.zeros_like(dense)
-    both[:, 1] = dense[:, 1] + experts[:, 1]
-    dense[:, 1] = experts[:, 1] = 0.0
-    exposed = _dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf) + _dp_exposed(both, fwd, bwd, mf)
-    total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts, both))
-    return exposed, total
-
-
-def _moe_all_to_all(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_comm, rcs, expert_tp, max_nodes):
-    """Seconds per plan of a mixture of experts' expert-parallel all-to-alls (:func:`llmsizing.moe.ep_all_to_all`)
-    for :func:`_price`: all the MoE layers' of one micro-batch without a pipeline, scaled by the most loaded
-    stage's MoE layers over all of them, times the micro-batches."""
-    from .moe import ep_all_to_all, stage_moe_layers
-
-    gi, tp, cp, pp, b, ep, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "micro", "ep", "rc"))
-    out = np.zeros(len(gi))
-    on = np.flatnonzero(ep > 1)
-    if not len(on):
-        return out
-    keys, idx = _groups(gi[on], tp[on], cp[on], b[on], ep[on])
-    # the forward's two all-to-alls and the backward's, without recomputation; full recomputation repeats the
-    # forward's (ep_all_to_all)
-    fwd_bwd = np.array([[c.time_s for c in ep_all_to_all(
-        model, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp), batch=b_,
-        seq=seq, gpu=gpu_list[g_], node=node_of[gpu_list[g_].name], grad_accum=1, precision=precision,
-        recompute="none", max_nodes=max_nodes)] for g_, t_, c_, b_, e_ in keys])
-    full = np.array([r == "full" for r in rcs])[ri[on]]
-    rows = fwd_bwd[idx]
-    one = np.where(full, 2 * rows[:, 0] + 2 * rows[:, 1] + rows[:, 2], rows[:, 0] + rows[:, 1] + rows[:, 2])
-    pp_keys, pp_idx = _groups(pp[on])
-    most = np.array([max(stage_moe_layers(model, Parallel(pp=p_))) for (p_,) in pp_keys]) / model.n_moe_layers
-    out[on] = one * most[pp_idx] * mf[on]
-    return out
-
-
 @functools.lru_cache(maxsize=32)
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
             frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,), cp_comm="p2p", eps=(1,),
@@ -601,7 +483,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             f"the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
             "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
 
-    # a mixture of experts without a pipeline: memory is A + B / ep in every piece (_moe_ep_coefficients)
+    # a mixture of experts without a pipeline: memory is A + B / ep in every piece (moe_ep_coefficients)
     by_ep = model.is_moe and len(eps) > 2 and optimizer_impl == "foreach"
 
     # the candidates, block by block (layout, cp, micro-batch), as columns: GPU (index into gpu_list), tp, cp, pp,
@@ -641,7 +523,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                         if key not in coef_cache:
                             one = key[:-1] + (1,)
                             if one not in coef_cache:
-                                coef_cache[one] = _moe_ep_coefficients(
+                                coef_cache[one] = moe_ep_coefficients(
                                     model, {**kw, "recompute": rc}, tp, zero, int(c), ep, eps, expert_tp,
                                     coef_cache, one) if by_ep and pp == 1 and zero < 2 and ep not in eps[:2] \
                                     else _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero, int(c),
@@ -769,8 +651,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     :func:`~llmsizing.memory.training_memory`'s (:func:`llmsizing.moe.moe_model_states`: the routed experts'
     ZeRO shards over the expert-data-parallel GPUs); time adds the all-to-all
     (:func:`llmsizing.moe.ep_all_to_all`) with the routing's node limit ``max_nodes`` (``"model"``: the model's
-    own, :func:`llmsizing.moe.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit), exposed but for the
-    share ``ep_overlap`` (0 to 1: DualPipe's overlap); the FLOPs and the MFU are the active parameters'. The
+    own, :func:`llmsizing.moe_layouts.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit), exposed but
+    for the share ``ep_overlap`` (0 to 1: DualPipe's overlap); the FLOPs and the MFU are the active parameters'. The
     frame then has an ``ep`` column (:data:`MOE_PLAN_COLUMNS`). A dense model refuses ``ep_degrees`` above 1 and
     ``expert_tp``.
 

@@ -31,14 +31,14 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     (:func:`~llmsizing.layouts.step_time`): compute, the pipeline bubble and each group's communication in full
     (pale) with the part the step waits for drawn over it (the expert-parallel all-to-all exposed but for
     ``ep_overlap``, with the routing's node limit: ``max_nodes="model"`` is the model's own,
-    :func:`llmsizing.moe.route_max_nodes`). A layout the library refuses (``ep`` not dividing the experts or
+    :func:`llmsizing.moe_layouts.route_max_nodes`). A layout the library refuses (``ep`` not dividing the experts or
     ``tp x dp``, a dense model with ``ep > 1``...) raises its ``ValueError``, which the widget shows."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
     from ..layouts import step_time
     from ..memory import training_memory
-    from ..moe import route_max_nodes
+    from ..moe_layouts import route_max_nodes
     from ..parallel import Parallel
     from ..units import GiB, fmt_gib
     from .base import _fast_hbars, _fast_stacked_columns
