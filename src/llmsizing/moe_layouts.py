@@ -78,20 +78,20 @@ def heavy_stages(model: Model, par: Parallel) -> tuple[int, ...]:
 
 
 # ----------------------------------------------------------------------------- the planner's pricing of them
-def moe_ep_coefficients(model, kw: dict, tp: int, zero: int, m: int, ep: int, eps, expert_tp: bool, cache: dict,
-                        key: tuple):
-    """:func:`~llmsizing.planner._memory_coefficients` of a mixture of experts without a pipeline (``pp = 1``,
-    ``cp = 1``) at
-    expert-parallel degree ``ep``, from those at the first two degrees of ``eps`` (kept in ``cache`` under
+def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep: int, eps, expert_tp: bool,
+                        cache: dict, key: tuple):
+    """:func:`~llmsizing.planner._memory_coefficients` of a mixture of experts (``cp = 1``) at expert-parallel
+    degree ``ep``, from those at the first two degrees of ``eps`` (kept in ``cache`` under
     ``key`` with ``ep`` replaced): every piece is ``A + B / ep``. The routed experts' weights (and, without
     ZeRO, their gradients and states) on a GPU are ``1 / ep`` of them; their ZeRO shards, over
     ``edp = tp x dp / (etp x ep)`` GPUs, are ``experts / (ep x etp x edp) = experts / (tp x dp)`` whatever
     ``ep``; nothing else depends on it (the activations: each GPU receives ``tokens x k`` rows under uniform
-    routing; :func:`llmsizing.moe.foreach_temporary_bytes` shards like the states). Used for ZeRO-0 and 1 only:
-    with ZeRO-2 the LM head's gradient of a single micro-batch is counted as the gradients per parameter
-    (sharded, not divided by ``ep``) times the head, a ratio not of that form; likewise with a pipeline the
-    ``foreach`` temporary is split in proportion to each stage's parameters; and another optimizer
-    implementation's temporary is the largest tensor, a maximum. ZeRO-3 has ``ep = 1`` only.
+    routing; :func:`llmsizing.moe.foreach_temporary_bytes` shards like the states). Used for ZeRO-0 (any ``pp``) and
+    ZeRO-1 without a pipeline only: with ZeRO-2 the LM head's gradient of a single micro-batch is counted as the
+    gradients per parameter (sharded, not divided by ``ep``) times the head, a ratio not of that form; with ZeRO-1
+    and a pipeline the sharded ``foreach`` temporary is split in proportion to each stage's parameters (unsharded,
+    without ZeRO, it is each stage's own); another optimizer implementation's temporary is the largest tensor, a
+    maximum. ZeRO-3 has ``ep = 1`` only.
     ``tests/test_planner_moe.py`` checks whole searches against direct calls."""
     from .planner import _memory_coefficients
 
@@ -100,7 +100,7 @@ def moe_ep_coefficients(model, kw: dict, tp: int, zero: int, m: int, ep: int, ep
     for e in (e1, e2):
         k = key[:3] + (e,) + key[4:]
         if k not in cache:
-            cache[k] = _memory_coefficients(model, kw, tp, 1, zero, m, ep=e, expert_tp=expert_tp)
+            cache[k] = _memory_coefficients(model, kw, tp, pp, zero, m, ep=e, expert_tp=expert_tp)
         base.append(cache[k])
     w = (1 / ep - 1 / e1) / (1 / e1 - 1 / e2)
     return tuple(c1 + (c1 - c2) * w for c1, c2 in zip(*base))

@@ -483,7 +483,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             f"the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
             "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
 
-    # a mixture of experts without a pipeline: memory is A + B / ep in every piece (moe_ep_coefficients)
+    # a mixture of experts, ZeRO-0 or ZeRO-1 without a pipeline: A + B / ep in every piece (moe_ep_coefficients)
     by_ep = model.is_moe and len(eps) > 2 and optimizer_impl == "foreach"
 
     # the candidates, block by block (layout, cp, micro-batch), as columns: GPU (index into gpu_list), tp, cp, pp,
@@ -524,8 +524,9 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                             one = key[:-1] + (1,)
                             if one not in coef_cache:
                                 coef_cache[one] = moe_ep_coefficients(
-                                    model, {**kw, "recompute": rc}, tp, zero, int(c), ep, eps, expert_tp,
-                                    coef_cache, one) if by_ep and pp == 1 and zero < 2 and ep not in eps[:2] \
+                                    model, {**kw, "recompute": rc}, tp, pp, zero, int(c), ep, eps, expert_tp,
+                                    coef_cache, one) if by_ep and (zero == 0 or pp == 1 and zero == 1) \
+                                    and ep not in eps[:2] \
                                     else _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero, int(c),
                                                               ep=ep, expert_tp=expert_tp)
                             if cp > 1:           # every degree of cp at once, from cp = 1 and two degrees
