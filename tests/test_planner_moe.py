@@ -104,6 +104,9 @@ def test_mixtral_does_not_train_on_8_h100s_by_hand():
     assert per_gpu > 0.9 * 80 * GiB
     with pytest.raises(NoPlanError):
         plan("mixtral-8x7b", tokens=1e12, gpus=("H100 SXM",), seq=SEQ, global_batch=64, max_gpus=8)
+    empty = plan("mixtral-8x7b", tokens=1e12, gpus=("H100 SXM",), seq=SEQ, global_batch=64, max_gpus=8,
+                 explain=False)
+    assert empty.empty and tuple(empty.columns) == MOE_PLAN_COLUMNS
     bound = math.ceil(BYTES_PER_PARAM * MIXTRAL_TOTAL / (0.9 * 80 * GiB))
     assert bound == 10
     best = min_gpus("mixtral-8x7b", "H100 SXM", batch=1, seq=SEQ, grad_accum=8)
