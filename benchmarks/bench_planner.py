@@ -58,7 +58,8 @@ def main() -> None:
         times, cpu, again, rows = [], [], [], 0
         for _ in range(3):
             for kept in (planner._search, memory._stage_params, flops._training_flops_per_token, moe._split,
-                         activations._kept_moe_activations, moe.dense_twin):
+                         activations._kept_moe_activations, activations._kept_moe_block_terms,
+                         moe.dense_twin):
                 kept.cache_clear()
             t0, c0 = time.perf_counter(), time.process_time()
             try:

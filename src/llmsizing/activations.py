@@ -124,9 +124,10 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
     if model.is_moe:                          # ---- one MoE layer (llmsizing.moe, issue 24)
         from .moe import moe_block_terms
 
-        return moe_block_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout,
-                               tp=tp, sp=sp, mask_bytes=mask_bytes, selective=selective, stack=stack,
-                               autocast=autocast, fp8=fp8)
+        kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, tp=tp, sp=sp,
+                  mask_bytes=mask_bytes, selective=selective, stack=stack, autocast=autocast, fp8=fp8)
+        key = _moe_key(model, kw)
+        return moe_block_terms(model, **kw) if key is None else dict(_kept_moe_block_terms(key))
     batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
     check_choice("dtype", dtype, ACTIVATION_DTYPES)
     check_choice("attention", attention, ATTENTION)
@@ -292,14 +293,36 @@ def _int_or_array(name: str, value):
     return check_int(name, value)
 
 
+def _moe_key(model, kw: dict):
+    """A cache key for a mixture of experts' activations: the model and every argument with its type (so that
+    ``sp=1`` never hits the entry kept for ``sp=True`` and skips its check), or ``None`` if one is unhashable
+    (a NumPy array of batches)."""
+    key = (model, tuple((k, type(v), v) for k, v in kw.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 @functools.lru_cache(maxsize=1024)
 def _kept_moe_activations(key):
-    """:func:`llmsizing.moe.moe_activation_memory` for ``key = (model, arguments)``, kept for the last 1,024: the
+    """:func:`llmsizing.moe.moe_activation_memory` for ``key`` (:func:`_moe_key`), kept for the last 1,024: the
     planner's search asks for the same activations under every ZeRO stage, ``dp`` and ``ep`` (issue 24)."""
     from .moe import moe_activation_memory
 
     model, kw = key
-    return moe_activation_memory(model, **dict(kw))
+    return moe_activation_memory(model, **{k: v for k, _, v in kw})
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_moe_block_terms(key):
+    """:func:`llmsizing.moe.moe_block_terms` for ``key`` (:func:`_moe_key`), kept like
+    :func:`_kept_moe_activations` (the step's working set asks for it on every call)."""
+    from .moe import moe_block_terms
+
+    model, kw = key
+    return moe_block_terms(model, **{k: v for k, _, v in kw})
 
 
 def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16",
@@ -348,10 +371,8 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
         kw = dict(capacity_factor=capacity_factor, expert_tp=expert_tp, batch=batch, seq=seq, dtype=dtype,
                   attention=attention, dropout=dropout, recompute=recompute, tp=tp, sp=sp, mask_bytes=mask_bytes,
                   logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
-        try:
-            key = (model, tuple(kw.items()))
-            hash(key)
-        except TypeError:                     # an unhashable argument: worked out (and refused) there, not kept
+        key = _moe_key(model, kw)
+        if key is None:                       # an unhashable argument: worked out (and refused) there, not kept
             return moe_activation_memory(model, **kw)
         out = _kept_moe_activations(key)      # each caller gets its own breakdown dict
         return replace(out, breakdown=dict(out.breakdown))
