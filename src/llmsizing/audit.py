@@ -568,6 +568,8 @@ def _matrix(model: str, tokens: float, gpu: str, n: int) -> Finding:
 COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     # ---- seed 000: memory
     "000-rule-4x": lambda: _states(n_params=70_000_000_000).bytes_per_param,
+    "000-rule-params-grads": lambda: _states(n_params=70_000_000_000).weights_bytes / 70e9,
+    "000-rule-adam-state": lambda: _states(n_params=70_000_000_000).optimizer_bytes / 70e9,
     "000-mem-mistral7b-b1": lambda: _train_gb(_M7, 1),
     "000-mem-mistral7b-b32": lambda: _train_gb(_M7, 32),
     "000-mem-llama2-13b-b1": lambda: _train_gb(_L2_13, 1),
@@ -897,3 +899,13 @@ def verdict_counts(df=None, *, by: str | None = None, headline: bool = False):
     out["total"] = out.sum(axis=1)
     out.columns.name = None
     return out
+
+
+def judged(claim_id: str, band: float = BAND):
+    """One row of :func:`audit_table` (a pandas Series), for a chapter that discusses a single seed claim: so that
+    every chapter gives a claim the same verdict as chapter 14 (chapter 13 does this for seed 000's fine-tune)."""
+    t = audit_table(band).set_index("id")
+    if not isinstance(claim_id, str) or claim_id not in t.index:
+        raise ValueError(f"claim_id must be an id of a recomputed claim in {SEED_CLAIMS_CSV.name} (e.g. "
+                         f"'000-faq-finetune-days'), got {claim_id!r}")
+    return t.loc[claim_id]
