@@ -851,7 +851,7 @@ def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str]:
     # is a layout for the same method, and its verdict has its own label
     methods = [judged[0]] + [j for g, j in zip(f.others, judged[1:]) if g.reading != "CPU offload"]
     kinds = {verdict_kind(j[3]) for j in methods}
-    depends = "; ".join(f"{j[4] or 'as stated'}: {verdict_kind(j[3])}" for j in methods) if len(kinds) > 1 else ""
+    depends = " | ".join(f"{j[4] or 'as stated'}: {verdict_kind(j[3])}" for j in methods) if len(kinds) > 1 else ""
     return best[2], best[3], best[4], depends
 
 
