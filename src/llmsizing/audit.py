@@ -115,6 +115,17 @@ YARDSTICKS = {
 }
 
 
+#: The reading named in the table when a claim's compute function names none: the yardstick of its kind, short.
+READINGS = {
+    "training memory": "step peak, fused AdamW, full recomputation", "memory ratio": "step peaks, seed's setting",
+    "model states": "states only, mixed-precision AdamW", "weights": "weights alone",
+    "serving memory": "weights + KV cache + activations", "activations": "full recomputation",
+    "GPU count": "min_gpus, fused AdamW", "throughput": "calibrated MFU", "time": "calibrated MFU",
+    "cost": "calibrated MFU, seed's price", "FLOPs": "6N + attention, recomputation's forward",
+    "hardware": "catalogue", "ratio": "library values", "fine-tuning memory": "QLoRA r16, 2,048 tokens, checkpointing",
+}
+
+
 @dataclass(frozen=True)
 class Finding:
     """A library value together with what it takes for the claim's premise to hold.
@@ -874,7 +885,7 @@ def audit_table(band: float = BAND):
                      "claimed": c.claimed_mid, "library": x, "ratio": c.claimed_mid / x, "verdict": v,
                      "unit": c.unit, "bound": c.bound, "claimed_low": c.claimed,
                      "claimed_high": math.nan if c.claimed_high is None else c.claimed_high,
-                     "wrong_in_kind": v.startswith("wrong"), "kind": c.kind, "reading": reading,
+                     "wrong_in_kind": v.startswith("wrong"), "kind": c.kind, "reading": reading or READINGS[c.kind],
                      "depends": depends, "from_image": c.from_image, "counted_with": c.counted_with,
                      "line": c.line, "library_central": central, "verdict_kind": verdict_kind(v)})
     return pd.DataFrame(rows)
