@@ -489,3 +489,18 @@ def test_chapter_13_gives_the_audits_verdicts(table):
     t = table.set_index("id")
     for claim_id, kind in shown.items():
         assert t.loc[claim_id, "verdict_kind"] == kind, claim_id
+
+
+def test_judged_and_offload_verdict_inputs():
+    assert audit.judged("000-faq-finetune-days")["claimed"] == 3
+    for bad in ("000-nope", 3, "000-flash-attention"):           # unknown, not a string, not recomputed
+        with pytest.raises(ValueError, match="claim_id"):
+            audit.judged(bad)
+    v = verdict(3, 2.6, offload="ZeRO-1 puts the optimizer on the CPU")
+    assert v == "needs CPU offload: ZeRO-1 puts the optimizer on the CPU (the number: holds)"
+    assert audit.verdict_kind(v) == "needs CPU offload"
+    # a reason (wrong in kind) wins over an offload note
+    assert verdict(3, 2.6, reason="no layout", offload="x").startswith("wrong: no layout")
+    with pytest.raises(TypeError, match="offload"):
+        verdict(3, 2.6, offload=1)
+    assert set(audit.READINGS) == set(audit.YARDSTICKS)
