@@ -375,15 +375,37 @@ def test_fused_adamw_is_the_training_memory_yardstick(table):
     assert by_id(table, "000-intro-70b-gpus")["library_central"] == 16
 
 
-def test_training_memory_claims_share_one_yardstick(table):
-    mem = table[table["kind"] == "training memory"]
-    assert len(mem) >= 15
-    # every one is a step peak: far above the 16-bit weights alone (the states are 8 x the weights)
-    from llmsizing.inference import weights_bytes
+#: The library look-up each kind of claim must go through (one yardstick per kind, issue 26).
+YARDSTICK_CALLS = {
+    "training memory": {"_train_gb", "_one_gpu_gb"},
+    "model states": {"_states", "_stage_params_billion"},
+    "GPU count": {"_min_gpus", "_suffices", "_matrix", "_min_plan"},
+    "time": {"_days", "_finetune"},
+    "throughput": {"_tps"},
+    "fine-tuning memory": {"_qlora", "_qlora_fits"},
+}
 
-    for r in mem.itertuples():
-        if r.reading != "CPU offload":
-            assert r.library_central > 0
+
+def _calls(fn) -> set:
+    names = set(fn.__code__.co_names) | {fn.__name__}
+    for const in fn.__code__.co_consts:                # a lambda's body may sit in a nested code object
+        if hasattr(const, "co_names"):
+            names |= set(const.co_names)
+    return names
+
+
+def test_each_kind_of_claim_uses_its_yardstick(table):
+    for r in table.itertuples():
+        if r.kind in YARDSTICK_CALLS:
+            assert _calls(COMPUTE[r.id]) & YARDSTICK_CALLS[r.kind], (r.id, r.kind, _calls(COMPUTE[r.id]))
+    # the training-memory yardstick is the step peak with fused AdamW and full recomputation, never the states
+    from llmsizing.memory import model_states, training_memory
+
+    mem = table[(table["kind"] == "training memory")].set_index("id")
+    assert len(mem) >= 15
+    peak = training_memory("mistral-7b", batch=1, seq=audit.SEQ, recompute="full", optimizer_impl="fused")
+    assert mem.loc["000-mem-mistral7b-b1", "library"] == pytest.approx(peak.total_bytes / 1e9)
+    assert mem.loc["000-mem-mistral7b-b1", "library"] > model_states("mistral-7b").total_bytes / 1e9
 
 
 def test_offload_replaces_wrong_in_kind_when_the_host_holds_the_states(table):
