@@ -588,7 +588,8 @@ def render_prediction_check(rows) -> View:
 
 
 # =========================================================================== chapter 14: the seeds' claims, checked
-_AUDIT_STYLES = {"holds": ("#009E73", "o"), "off": ("#D55E00", "s"), "wrong in kind": ("#CC79A7", "^")}
+_AUDIT_STYLES = {"holds": ("#009E73", "o"), "needs CPU offload": ("#0072B2", "D"), "off": ("#D55E00", "s"),
+                 "wrong in kind": ("#CC79A7", "^")}
 
 
 def render_seed_audit(df=None, *, band: float | None = None, article: str = "all",
@@ -596,7 +597,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     """Every recomputed seed claim as one point: the library's value (x) against the claimed value (y), both
     in the claim's own unit, on log axes, with the line y = x and the band of the verdict rule
     (:data:`~llmsizing.audit.BAND`). Points above the band are claims that are too high, below it too low.
-    Colour and marker give the verdict (holds / off by more than the band / wrong in kind).
+    Colour and marker give the verdict (holds / needs CPU offload / off by more than the band / wrong in kind).
     ``df`` defaults to :func:`~llmsizing.audit.audit_table` judged with ``band`` (default
     :data:`~llmsizing.audit.BAND`; give either ``df`` or ``band``); ``article`` ("all", or a seed's number such as
     "000") keeps one article's claims. Taught in chapter 14."""
@@ -604,7 +605,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     from matplotlib.ticker import LogLocator, NullLocator
 
     from .._validate import check_choice
-    from ..audit import BAND, audit_table, verdict_counts
+    from ..audit import BAND, KINDS, audit_table, verdict_counts, verdict_kind
 
     if df is not None and band is not None:
         raise ValueError("give either df (an audit table) or band, not both")
@@ -613,9 +614,9 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     articles = ["all"] + sorted(df["article"].unique())
     if check_choice("article", article, articles) != "all":
         df = df[df["article"] == article]
-    kind = df["verdict"].str.startswith("wrong")
-    holds = df["verdict"].str.startswith("holds") & ~kind
-    groups = {"holds": holds, "off": ~holds & ~kind, "wrong in kind": kind}
+    kinds = df["verdict"].map(verdict_kind)
+    holds = kinds == "holds"
+    groups = {k: kinds == k for k in KINDS}
     fig, ax = _inch_margins(6.4, 4.4, left=0.7, bottom=0.5, top=0.2, right=0.2, into=into)
     x = df["library"].to_numpy(float)
     y = df["claimed"].to_numpy(float)
@@ -653,6 +654,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     worst = df.iloc[int(np.argmax(np.abs(np.log(r))))]
     label = "" if article == "all" else f"seed {article}, "
     summary = (f"{label}{len(df)} claims: {counts['holds']} hold (within {band - 1:.0%}), "
+               f"{counts['needs CPU offload']} need CPU offload, "
                f"{counts['off']} are off by more, {counts['wrong in kind']} are wrong in kind\n"
                f"claimed / library: median {np.median(r):.2f}, from {r.min():.3g} to {r.max():.3g}; "
                f"furthest: {worst['id']} ({worst['ratio']:.3g})")
