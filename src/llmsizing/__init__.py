@@ -11,7 +11,8 @@ import sys as _sys
 
 # Units and the catalogues (data/models.csv, data/gpus.csv: a source and an as-of date on every row).
 from .units import GB, GiB, fmt_bytes, fmt_count, fmt_gib
-from .catalog import GPU, get_gpu, get_model, gpu_table, list_gpus, list_models, model_entry, model_table
+from .catalog import (GPU, get_gpu, get_model, gpu_table, list_gpus, list_models, model_entry, model_table,
+                      prices_as_of)
 from .precision import DTYPE_BYTES, FP8_SCHEMES, OPTIMIZERS, RECIPES, bytes_per_element, recipe_tensor_table
 
 # Part I, one GPU (ch 1-5): parameters, bytes per parameter, inference memory, activations, the step's peak.
@@ -44,7 +45,7 @@ _sys.modules[__name__ + ".serving"] = _sys.modules[__name__ + ".serve"]
 __all__ = [
     # units and catalogues
     "GB", "GiB", "fmt_bytes", "fmt_count", "fmt_gib", "GPU", "get_gpu", "get_model", "gpu_table", "list_gpus",
-    "list_models", "model_entry", "model_table", "DTYPE_BYTES", "FP8_SCHEMES", "OPTIMIZERS", "RECIPES",
+    "list_models", "model_entry", "model_table", "prices_as_of", "DTYPE_BYTES", "FP8_SCHEMES", "OPTIMIZERS", "RECIPES",
     "bytes_per_element", "recipe_tensor_table",
     # Part I
     "Model", "ModelStates", "TrainingMemory", "max_micro_batch", "model_states", "training_memory",
