@@ -8,7 +8,8 @@ section "Interruptions and goodput").
   interruptions is ``1 / (λ n)``: 3.1 hours for that run. OPT-175B's logbook (Zhang et al. 2022, Sec. 2.5: at
   least 35 manual and an estimated 70+ automatic restarts in 2 months on 992 A100s) is held out to check it,
   and shows that the rate is a property of the cluster and its age, not a constant: that run failed about four
-  times as often per GPU.
+  times as often per GPU. Meta's research-cluster study (Kokolis et al. 2024: a mean time to failure of 7.9 hours
+  for 1,024-GPU jobs on two A100 clusters) is held out too: about six times Llama 3's rate.
 * **What a checkpoint costs.** It holds the weights and the optimizer states (the master copy and the moments;
   not the gradients): :func:`checkpoint_bytes`, from :func:`~llmsizing.memory.model_states`. Written at the
   storage bandwidth you name, it takes ``δ = bytes / bandwidth`` (synchronous; an asynchronous checkpoint
