@@ -120,3 +120,16 @@ def test_goodput_refuses_double_counting_and_bad_input():
     with pytest.raises(ValueError, match="restart_min"):
         goodput("llama-3-8b", n_gpus=8, restart_min=-5, write_s=1)
     assert not math.isnan(interruptions(n_gpus=1, days=1e-3).expected)
+
+
+@pytest.mark.parametrize("name", ["interruption_logs.csv", "llama3_interruption_causes.csv", "scaling_fits.csv",
+                                  "chinchilla_tables.csv"])
+def test_every_row_has_a_source_and_a_date(name):
+    import pandas as pd
+
+    from llmsizing.reliability import DATA
+
+    df = pd.read_csv(DATA / name)
+    assert len(df) > 0
+    assert df["source"].fillna("").str.len().gt(20).all(), f"{name}: a row without a source"
+    assert pd.to_datetime(df["as_of"], format="%Y-%m-%d").notna().all(), f"{name}: a row without an as-of date"
