@@ -105,6 +105,7 @@ def test_gpu_budget_inverse():
     assert b.optimal.params == pytest.approx(67e9 * (b.flops / 5.76e23) ** 0.5, rel=1e-9)
     calibrated = largest_compute_optimal(gpu="H100 SXM", n_gpus=1024, days=30, seq=8192)
     assert 0.2 < calibrated.mfu < 0.6 and calibrated.mfu_from.startswith("calibrated")
+    assert largest_compute_optimal(gpu="MI300X", n_gpus=64, days=7, seq=4096).warnings   # no MI300X run: says so
     half = largest_compute_optimal(gpu="H100 SXM", n_gpus=1024, days=30, seq=8192, mfu=0.40, goodput=0.5)
     assert half.flops == pytest.approx(b.flops / 2, rel=1e-9)
 

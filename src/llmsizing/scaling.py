@@ -235,6 +235,8 @@ class BudgetOptimal:
     goodput: float
     mfu_from: str
     optimal: ComputeOptimal
+    #: the calibrated MFU's warnings (a run outside its published runs), empty for a given MFU
+    warnings: tuple = ()
 
     @property
     def flops(self) -> float:
@@ -267,11 +269,11 @@ def largest_compute_optimal(*, gpu, n_gpus: int, days: float, seq: int, mfu: flo
         return BudgetOptimal(g.name, n_gpus, days, mfu, goodput, "given",
                              compute_optimal(n_gpus * peak * mfu * goodput * seconds, fit=fit))
     dense = [get_model(m) for m in list_models(moe=False)]
-    m_eff, name = 0.4, ""
+    m_eff, name, warnings = 0.4, "", ()
     for _ in range(4):                                  # the size picks the MFU, the MFU the size: converges fast
         n = compute_optimal(n_gpus * peak * m_eff * goodput * seconds, fit=fit).params
         near = min(dense, key=lambda m: abs(math.log(m.n_params / n)))
         est = mfu_estimate(near, gpu=g, seq=seq, dtype=dtype, n_gpus=n_gpus)
-        m_eff, name = est.mfu, near.name
+        m_eff, name, warnings = est.mfu, near.name, est.warnings
     return BudgetOptimal(g.name, n_gpus, days, m_eff, goodput, f"calibrated estimate for {name}",
-                         compute_optimal(n_gpus * peak * m_eff * goodput * seconds, fit=fit))
+                         compute_optimal(n_gpus * peak * m_eff * goodput * seconds, fit=fit), tuple(warnings))
