@@ -157,8 +157,8 @@ def loss(params: float, tokens: float, *, fit: str = "besiroglu") -> float:
     for ``params`` parameters trained on ``tokens`` tokens: ``E + A / N^α + B / D^β`` (Hoffmann et al. 2022,
     Eq. 2). A fit of Approach 3 kind only (:data:`LOSS_FITS`); only differences between losses mean anything
     outside that corpus."""
-    params = check_number("params", params, allow_equal=False)
-    tokens = check_number("tokens", tokens, allow_equal=False)
+    params = check_number("params", params, minimum=1.0)
+    tokens = check_number("tokens", tokens, minimum=1.0)
     f = _fit(check_choice("fit", fit, LOSS_FITS))
     return f["E"] + f["A"] / params ** f["alpha"] + f["B"] / tokens ** f["beta"]
 
@@ -207,8 +207,8 @@ def overtrained(params: float, tokens: float, *, fit: str = "besiroglu") -> Over
     ``extra_compute`` is what training a small model long costs over training the optimal one (paid back in
     cheaper serving). Far outside the fits' data (15T tokens is 30x their largest run), so an indication only.
     Taught in chapter 10 (Llama 3 8B on 15T tokens)."""
-    params = check_number("params", params, allow_equal=False)
-    tokens = check_number("tokens", tokens, allow_equal=False)
+    params = check_number("params", params, minimum=1.0)
+    tokens = check_number("tokens", tokens, minimum=1.0)
     f = _fit(check_choice("fit", fit, LOSS_FITS))
     flops = FLOPS_PER_PARAM_TOKEN * params * tokens
     target = loss(params, tokens, fit=fit)
