@@ -32,6 +32,8 @@ from .flops import forward_flops_per_token, training_flops_per_token
 from .stages import Stage, StagedTrainingTime
 from .time_cost import TrainingTime, cost_by_gpu, implied_mfu, training_time
 from .planner import NoPlanError, plan
+from .scaling import ComputeOptimal, compute_optimal, largest_compute_optimal, overtrained
+from .reliability import Goodput, Interruptions, checkpoint_bytes, goodput, interruptions
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve import Serving, ServingPlan, replicas_for, serving, serving_cost_by_gpu, serving_sweep
@@ -57,7 +59,9 @@ __all__ = [
     "StepTime", "min_gpus", "step_time",
     # Part III
     "forward_flops_per_token", "training_flops_per_token", "Stage", "StagedTrainingTime", "TrainingTime",
-    "cost_by_gpu", "implied_mfu", "training_time", "NoPlanError", "plan",
+    "cost_by_gpu", "implied_mfu", "training_time", "NoPlanError", "plan", "ComputeOptimal", "compute_optimal",
+    "largest_compute_optimal", "overtrained", "Goodput", "Interruptions", "checkpoint_bytes", "goodput",
+    "interruptions",
     # Part IV
     "Serving", "ServingPlan", "replicas_for", "serving", "serving_cost_by_gpu", "serving_sweep",
     "FinetuneMemory", "finetune_memory", "lora_params",
