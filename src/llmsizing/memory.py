@@ -590,8 +590,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
                     overhead_bytes: float | None = None, stack: str = "fused",
-                    optimizer_impl: str = "foreach", _all_stages: bool = False,
-                    _stages=None, recompute_layers: int | None = None) -> TrainingMemory:
+                    optimizer_impl: str = "foreach", _all_stages: bool = False, _stages=None,
+                    recompute_layers: int | None = None, attention_mask: bool = False) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -621,6 +621,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     (:func:`~llmsizing.activations.cp_attention_buffers_bytes`, by ``parallel.cp_comm``).
     ``recompute_layers=N`` with ``recompute="full"`` (``None``: every layer) recomputes the first ``N`` layers of
     each model chunk only, Megatron-LM's ``--recompute-method block`` (:func:`~llmsizing.activations.stage_activations`).
+    ``attention_mask=True`` (``stack="hf"``): a padded batch, on which Hugging Face's SDPA path keeps K and V at
+    the query heads' width and a copy of the mask per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`).
     Taught in chapter 4; checked against measured steps in chapter 5; context parallelism and partial
     recomputation in "Long context".
     """
@@ -640,7 +642,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
     fp8 = recipe.fp8
     act_kw = dict(batch=batch, seq=seq, dtype=act_dtype, attention=attention, dropout=dropout, tp=par.tp,
-                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, cp=par.cp, expert_tp=par.expert_tp)
+                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, cp=par.cp, expert_tp=par.expert_tp, attention_mask=attention_mask)
     acts = activation_memory(model, recompute=recompute, **act_kw)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     plain = None if n_rc is None else activation_memory(model, recompute="none", **act_kw)
@@ -656,7 +658,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
     working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_dtype,
                                                   attention=attention, dropout=dropout, tp=par.tp,
-                                                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
+                                                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, attention_mask=attention_mask).values())
     gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
     flops = (training_flops_per_token(model, seq=seq, recompute=recompute) if n_rc is None else
              _partial_flops_per_token(model, seq, sum(recomputed_layers(model.layers, par, n_rc)), False))
