@@ -305,18 +305,18 @@ def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=Non
     return df
 
 
-def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float = 1.0) -> int:
-    """The smallest number of ``gpu`` (a catalogue name or :class:`~llmsizing.catalog.GPU`) whose memory,
-    added up, holds ``n_bytes``: ``ceil(n_bytes / (usable_fraction x capacity))``.
-
-    This is a lower bound that assumes the bytes shard perfectly (ZeRO-3/FSDP for model states, or tensor
-    parallelism): nothing replicated, nothing else on the GPU. ``usable_fraction`` (0 < f <= 1) reserves part of
-    each GPU for what you are not counting (activations, CUDA context, fragmentation). Taught in chapter 2.
-    """
+def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float | None = None) -> int:
+    """The smallest number of ``gpu`` (a catalogue name or :class:`~llmsizing.catalog.GPU`) whose usable memory,
+    added up, holds ``n_bytes``: ``ceil(n_bytes / (usable_fraction x capacity))``. A lower bound that assumes the
+    bytes shard perfectly (ZeRO-3/FSDP for model states, or tensor parallelism). ``usable_fraction`` (0 < f <= 1)
+    reserves part of each GPU for what you are not counting; ``None`` is the planner's
+    :data:`~llmsizing.layouts.USABLE_FRACTION` (0.9), so Parts I and II count the fewest GPUs alike (issue 26; it was
+    1 here until then). Pass 1.0 for bytes that carry their own allowance (:func:`~llmsizing.inference.inference_memory`). Chapter 2."""
     from .catalog import get_gpu
+    from .layouts import USABLE_FRACTION
 
     n_bytes = check_number("n_bytes", n_bytes)
-    frac = check_fraction("usable_fraction", usable_fraction)
+    frac = check_fraction("usable_fraction", USABLE_FRACTION if usable_fraction is None else usable_fraction)
     g = get_gpu(gpu)
     cap = frac * g.memory_bytes
     if n_bytes / cap > MAX_MEANINGFUL:

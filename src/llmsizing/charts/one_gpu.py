@@ -218,7 +218,8 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
              f"  ×{RULE_OF_THUMB:g} rule: {r.rule_of_thumb_bytes / GiB:,.2f} GiB "
              f"({r.rule_of_thumb_bytes / r.total_bytes - 1:+.0%} vs this book)"]
     for g in gs:
-        n, n_rule = min_gpus_for_bytes(r.total_bytes, g), min_gpus_for_bytes(r.rule_of_thumb_bytes, g)
+        # both totals carry their own allowance (1 GiB + 8%, or the rule's 20%): the whole GPU is usable
+        n, n_rule = (min_gpus_for_bytes(x, g, usable_fraction=1.0) for x in (r.total_bytes, r.rule_of_thumb_bytes))
         lines.append(f"  {g.name} ({g.memory_gib:.1f} GiB): needs ≥ {n} (rule says {n_rule})")
     return FixedView(fig, "\n".join(lines))
 
