@@ -23,8 +23,8 @@ from .units import GiB
 #: measurement; pass ``overhead_bytes=`` to use your own figure.
 FIXED_OVERHEAD_BYTES = 1 * GiB
 
-#: Allocator fragmentation as a fraction of the modelled tensors (PyTorch's caching allocator typically
-#: reserves a few per cent to ~10% more than it hands out). Also an allowance.
+#: Allocator fragmentation as a fraction of the modelled tensors: a guess with no published source, which no
+#: verdict of the book rests on (chapter 3; issue 26). Pass ``overhead_bytes=`` to use your own figure.
 FRAGMENTATION = 0.08
 
 
