@@ -14,10 +14,8 @@ import pytest
 
 from llmsizing import Model, training_memory
 from llmsizing.activations import activation_memory, layer_terms, masked_sdpa_extra_bytes
-from llmsizing.measurements import DATA_DIR
-
-MASK_CSV = DATA_DIR / "masked_sdpa.csv"
-SWIGLU_CSV = DATA_DIR / "fused_swiglu_saved.csv"
+from llmsizing.measurements import FUSED_SWIGLU_CSV as SWIGLU_CSV
+from llmsizing.measurements import MASKED_SDPA_CSV as MASK_CSV
 
 
 def _shape(r):
@@ -98,3 +96,17 @@ def test_fused_swiglu_is_what_megatron_saves():
         dtype = "fp32" if r["dtype"] == "float32" else "bf16"
         mlp = layer_terms(m, batch=1, seq=int(r["tokens"]), dtype=dtype, stack=stack)["mlp"]
         assert mlp == r["saved_bytes"], r.to_dict()
+
+
+@pytest.mark.parametrize("split", ["model", "seq"])
+def test_held_out_peak_errors(split):
+    """Chapter 5's Hugging Face model on configurations its fitted constant (the backward's working set) never
+    saw: the peak stays within the in-sample bound the chapter states for it, 5%."""
+    from llmsizing.measurements import held_out_step_errors
+
+    t = held_out_step_errors(split)
+    assert t.loc["held out", "configs"] == 54 and t.loc["fit", "configs"] == 108
+    assert 0.0 <= t.loc["fit", "working_set"] <= 1.0
+    assert abs(t.loc["held out", "worst_peak_error"]) <= 0.05
+    with pytest.raises(ValueError, match="split"):
+        held_out_step_errors("layers")
