@@ -31,9 +31,11 @@ SAVED_TENSORS_CSV = DATA_DIR / "activation_saved_tensors.csv"
 #: agree within 5% (the book's target). Llama-style pure runs are held to the same 5%.
 TOLERANCE = 0.05
 #: Autocast keeps fp32 norm inputs and one bf16 copy of a norm output per consuming matmul: the pure 16-bit
-#: formula under-estimates by a bounded amount. The stated bound: at most 25% below measured when no s^2
-#: tensor is kept in fp32, at most 60% (at <= 512 tokens, growing with s) when the attention scores are fp32.
-AUTOCAST_GAP_BOUND = 0.25
+#: formula under-estimates by a bounded amount. The stated bound: at most 30% below measured when no s^2
+#: tensor is kept in fp32 (25% until the fused count kept Megatron's 3 SwiGLU tensors instead of 4, issue 26:
+#: the smaller fused figure makes the same gap a larger fraction), at most 60% (at <= 512 tokens, growing with s)
+#: when the attention scores are fp32.
+AUTOCAST_GAP_BOUND = 0.30
 AUTOCAST_FP32_SCORES_GAP_BOUND = 0.60
 
 _BOOL = {"True": True, "False": False, True: True, False: False}
