@@ -531,7 +531,8 @@ def partial_recompute_activations(none: ActivationMemory, full: ActivationMemory
     Megatron-LM's block method if the rebuild coincided with every plain layer still alive. It does not quite:
     the backward reaches the recomputed layers (a chunk's first ones) after its plain layers of that
     micro-batch have freed their tensors, so this overstates the peak by at most the rebuilt layer's working set
-    (0.57 GiB of the 58.7 GiB of Llama 3 405B's most loaded GPU at 128K with ``recomputed`` 4 of 8: 1%). Kept so
+    (0.47 GiB of the 51.5 GiB of Llama 3 405B's most loaded GPU at 128K, tp 8 with SP, cp 16, pp 16 x 4 virtual
+    stages, 16 micro-batches, ``recomputed`` 1 layer per chunk: 1%; it was 0.57 GiB before issue 26). Kept so
     that ``recomputed = layers`` is exactly ``recompute="full"`` and ``0`` exactly ``"none"``. The breakdown puts the checkpoints under
     ``"residuals"`` as full recomputation does. Taught in the "Long context" chapter."""
     layers = check_int("layers", layers)
