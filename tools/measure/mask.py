@@ -25,7 +25,8 @@ It writes data/masked_sdpa.csv, one row per configuration::
   saved_kv_bytes               of those, the K and V SDPA saved (the tensors SDPA saves other than Q, output and
                                log-sum-exp: kv_width says their width in columns, g*d or a*d)
   saved_shared_bytes           storages saved in layer 1 but made outside the layers or saved by several
-                               (the rotary tables, the mask HF built)
+                               (the rotary tables; HF's boolean mask itself is not saved: each layer's SDPA saves
+                               its own additive copy, which counts in saved_layer_bytes)
   forward_end_bytes            live bytes (beyond the baseline) when the forward with the loss returns
   peak_bytes, peak_phase       the step's maximum live bytes beyond the baseline, and its phase
   attention_impl, loss, torch_version, transformers_version, measured_on
