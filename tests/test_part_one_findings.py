@@ -110,3 +110,21 @@ def test_held_out_peak_errors(split):
     assert abs(t.loc["held out", "worst_peak_error"]) <= 0.05
     with pytest.raises(ValueError, match="split"):
         held_out_step_errors("layers")
+
+
+def test_max_micro_batch_with_a_padded_batch():
+    """max_micro_batch takes attention_mask too, and its answer is the largest micro-batch training_memory fits (the
+    mask's copies are b s^2 per layer: quadratic in s, linear in b, which the exact solution assumes)."""
+    from llmsizing import get_gpu
+    from llmsizing.memory import max_micro_batch
+
+    cap = get_gpu("H100 SXM").memory_bytes
+    from llmsizing import Parallel
+
+    kw = dict(precision="bf16", stack="hf", parallel=Parallel(dp=8, zero=3))
+    for seq in (2048, 4096):
+        plain = max_micro_batch("llama-3-8b", "H100 SXM", seq, **kw)
+        masked = max_micro_batch("llama-3-8b", "H100 SXM", seq, attention_mask=True, **kw)
+        assert 1 <= masked <= plain and (masked < plain) == (seq == 4096)     # 2 -> 1 sequences at 4K
+        assert training_memory("llama-3-8b", batch=masked, seq=seq, attention_mask=True, **kw).total_bytes <= cap
+        assert training_memory("llama-3-8b", batch=masked + 1, seq=seq, attention_mask=True, **kw).total_bytes > cap

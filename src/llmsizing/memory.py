@@ -740,8 +740,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
                     attention: str = "flash", recompute: str = "none", dropout: bool = False,
                     parallel: Parallel | None = None, overhead_bytes: float | None = None,
                     stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1,
-                    recompute_layers: int | None = None):
-    """The largest micro-batch (sequences) whose :func:`training_memory` fits ``gpu``'s memory, for one
+                    recompute_layers: int | None = None, attention_mask: bool = False):
+    """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask`` too) fits ``gpu``, for one
     sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an int array).
 
     0 means not even one sequence fits (the model states alone may already be too large). ``grad_accum`` is
@@ -769,7 +769,7 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
         raise ValueError(f"seq must be >= 1 and <= {MAX_MEANINGFUL:,}, got {bad:,}")
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
-              optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers)
+              optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers, attention_mask=attention_mask)
     cp = resolve_parallel(parallel).cp
     if cp > 1 and (seqs % (2 * cp)).any():
         bad = int(seqs[seqs % (2 * cp) != 0].flat[0])
