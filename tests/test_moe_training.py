@@ -97,7 +97,7 @@ def test_moe_layer_activations_by_hand():
     terms = moe.moe_layer_terms(m, batch=1, seq=t)
     assert terms["router"] == 2 * t * h + 9 * t * e + 4 * t * k       # bf16 input, fp32 logits+scores, map, probs
     assert terms["dispatch"] == 2 * t * k * h
-    assert terms["experts"] == 4 * 2 * t * k * f                      # gated: 4 bf16 numbers per intermediate
+    assert terms["experts"] == 3 * 2 * t * k * f                      # gated: Megatron's fused SwiGLU, 3 bf16 numbers
     assert terms["combine"] == 2 * t * k * h
     assert terms["shared"] == 0
     capped = moe.moe_layer_terms(m, batch=1, seq=t, capacity_factor=1.25)
@@ -110,8 +110,8 @@ def test_moe_layer_activations_by_hand():
     # ranks' rows again (2 x t/2 x k) and each rank holds half of every expert's width
     sp = moe.moe_layer_terms(m, batch=1, seq=t, tp=2, sp=True)
     etp = moe.moe_layer_terms(m, batch=1, seq=t, tp=2, sp=True, expert_tp=True)
-    assert sp["dispatch"] == 2 * (t // 2) * k * h and sp["experts"] == 8 * (t // 2) * k * f
-    assert etp["dispatch"] == 2 * t * k * h and etp["experts"] == 8 * t * k * f / 2
+    assert sp["dispatch"] == 2 * (t // 2) * k * h and sp["experts"] == 6 * (t // 2) * k * f
+    assert etp["dispatch"] == 2 * t * k * h and etp["experts"] == 6 * t * k * f / 2
 
 
 def test_moe_activations_replace_the_dense_mlp_term():
@@ -119,8 +119,8 @@ def test_moe_activations_replace_the_dense_mlp_term():
     twin = activation_memory(moe.dense_twin(m), batch=1, seq=1024)
     acts = activation_memory(m, batch=1, seq=1024)
     t, h, k, f = 1024, 4096, 2, 14336
-    dense_mlp = 2 * t * h + 8 * t * f              # the twin's MLP: fc1 input + 4 bf16 numbers per element
-    moe_layer = (2 * t * h + 9 * t * 8 + 4 * t * k) + 2 * t * k * h + 8 * t * k * f + 2 * t * k * h
+    dense_mlp = 2 * t * h + 6 * t * f              # the twin's MLP: fc1 input + 3 bf16 numbers per element (fused SwiGLU)
+    moe_layer = (2 * t * h + 9 * t * 8 + 4 * t * k) + 2 * t * k * h + 6 * t * k * f + 2 * t * k * h
     assert acts.total_bytes - twin.total_bytes == pytest.approx(32 * (moe_layer - dense_mlp), rel=1e-12)
 
 
