@@ -34,12 +34,14 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 BOOK = ROOT / "book"
+VOILA_DIR = ROOT / "tools" / "voila"
 HOST = "127.0.0.1"
 
 
@@ -170,23 +172,29 @@ def chapter_notebook(spec: str) -> Path:
 
 def start_voila(notebook: Path, *, port: int | None = None, timeout_s: float = 60, log=subprocess.DEVNULL
                 ) -> tuple[str, subprocess.Popen]:
-    """Start Voila on 127.0.0.1 for one notebook (kernel cwd: its folder); returns ``(url, process)``."""
+    """Start Voila on 127.0.0.1 on the notebook's folder; returns ``(url of the notebook's app, process)``.
+
+    Voila serves the whole folder (book/), so a link from one chapter to another (``07_data_parallelism.ipynb``)
+    opens that chapter as an app too; kernels start in that folder. tools/voila/config/voila.py turns the
+    chapters' MyST prose into Markdown with the kernel's numbers (tools/voila/myst_voila.py) and loads only
+    the widgets' extension into the page."""
     notebook = Path(notebook).resolve()
     if not notebook.is_file():
         raise FileNotFoundError(f"notebook: {notebook} does not exist")
     port = port or free_port()
     voila = Path(sys.executable).with_name("voila")
     cmd = [
-        str(voila), str(notebook), f"--Voila.ip={HOST}", f"--port={port}", "--no-browser",
+        str(voila), str(notebook.parent), f"--Voila.ip={HOST}", f"--port={port}", "--no-browser",
         "--show_tracebacks=False",
+        f"--Voila.config_file_paths={VOILA_DIR / 'config'}",
         # tools/voila/voila/templates/book: Voila's lab template minus its Font Awesome CDN stylesheets
         "--template=book",
         "--VoilaConfiguration.show_margins=True",
     ]
     env = _kernel_env()
-    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools" / "voila"), env.get("JUPYTER_PATH")]))
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(VOILA_DIR), env.get("JUPYTER_PATH")]))
     proc = subprocess.Popen(cmd, cwd=notebook.parent, env=env, stdout=log, stderr=log)
-    url = f"http://{HOST}:{port}/"
+    url = f"http://{HOST}:{port}/voila/render/{urllib.parse.quote(notebook.name)}"
     # Voila has no unauthenticated status endpoint; its own static files answer once it is up
     _wait_http(f"http://{HOST}:{port}/voila/static/voila.js", proc, timeout_s, "voila")
     return url, proc
