@@ -7,9 +7,11 @@
 
 serve-live starts two local servers and makes no off-machine request:
 
-* a Jupyter server (``jupyter server``) bound to 127.0.0.1 on a free port, with a random token, root folder
-  book/ (so kernels start with cwd book/, as for ``make lab`` and nbval), and CORS (``allow_origin``) set to
-  the site's origin only; it is the only origin whose pages may talk to it;
+* a Jupyter server (``jupyter server``) bound to 127.0.0.1 on a free port, with a random token (passed in its
+  environment, so ``ps`` does not show it), root folder book/ (so kernels start with cwd book/, as for
+  ``make lab`` and nbval), CORS (``allow_origin``) set to the site's origin only (the only origin whose pages
+  may talk to it), and idle kernels culled (tools/live/live_kernels.py: 10 minutes after the reader left the
+  page, 2 hours if the page is still open);
 * an HTTP server for _build/html on 127.0.0.1 that injects ``window.BOOK_LIVE`` (server URL and token) into
   every HTML page it sends. _assets/live-code.js shows its "Live code" button only when that object exists,
   so the static site (and ``make check-site``) never shows a dead control.
@@ -73,29 +75,47 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float, what: str) ->
     raise RuntimeError(f"{what} not ready after {timeout_s:.0f} s ({url})")
 
 
+#: serve-live's Jupyter server configuration: kernel culling (tools/live/live_kernels.py)
+LIVE_SERVER_CONFIG = ROOT / "tools" / "live" / "jupyter_server_config.py"
+
+
+def jupyter_command(site_origin: str, *, root_dir: Path = BOOK, port: int, token: str) -> tuple[list[str], dict]:
+    """The command line and the environment of serve-live's Jupyter server: ``(cmd, env)``.
+
+    The token goes in the environment (``JUPYTER_TOKEN``, which jupyter_server's IdentityProvider reads), never
+    on the command line, where ``ps`` would show it to every user of the machine. Kernels are culled when idle
+    (``--config``: tools/live/jupyter_server_config.py)."""
+    if not site_origin.startswith(("http://127.0.0.1:", "http://localhost:")):
+        raise ValueError(f"site_origin: must be a loopback origin such as http://127.0.0.1:8000, got {site_origin!r}")
+    cmd = [
+        sys.executable, "-m", "jupyter_server",
+        f"--config={LIVE_SERVER_CONFIG}",
+        f"--ServerApp.ip={HOST}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        "--ServerApp.open_browser=False",
+        f"--ServerApp.root_dir={root_dir}",
+        f"--ServerApp.allow_origin={site_origin}",
+        "--ServerApp.terminals_enabled=False",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    env = _kernel_env()
+    env.pop("JUPYTER_TOKEN_FILE", None)
+    env["JUPYTER_TOKEN"] = token
+    return cmd, env
+
+
 def start_jupyter(site_origin: str, *, root_dir: Path = BOOK, port: int | None = None,
                   token: str | None = None, timeout_s: float = 60, log=subprocess.DEVNULL
                   ) -> tuple[str, str, subprocess.Popen]:
     """Start a Jupyter server on 127.0.0.1 for pages from ``site_origin`` (e.g. http://127.0.0.1:8000).
 
     Returns ``(url, token, process)``; the caller terminates the process. Kernels start in ``root_dir``
-    (book/). Only ``site_origin`` passes the server's CORS and websocket origin checks."""
-    if not site_origin.startswith(("http://127.0.0.1:", "http://localhost:")):
-        raise ValueError(f"site_origin: must be a loopback origin such as http://127.0.0.1:8000, got {site_origin!r}")
+    (book/). Only ``site_origin`` passes the server's CORS and websocket origin checks. See
+    :func:`jupyter_command` for the token and the culling of idle kernels."""
     port = port or free_port()
     token = token or secrets.token_hex(24)
-    cmd = [
-        sys.executable, "-m", "jupyter_server",
-        f"--ServerApp.ip={HOST}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-        "--ServerApp.open_browser=False",
-        f"--ServerApp.root_dir={root_dir}",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.allow_origin={site_origin}",
-        "--ServerApp.terminals_enabled=False",
-    ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
-    proc = subprocess.Popen(cmd, cwd=root_dir, env=_kernel_env(), stdout=log, stderr=log)
+    cmd, env = jupyter_command(site_origin, root_dir=root_dir, port=port, token=token)
+    proc = subprocess.Popen(cmd, cwd=root_dir, env=env, stdout=log, stderr=log)
     url = f"http://{HOST}:{port}"
     _wait_http(f"{url}/api/status?token={token}", proc, timeout_s, "jupyter server")
     return url, token, proc
