@@ -80,8 +80,17 @@
     };
   }
 
+  // Live widgets need the page's width (_assets/book.css, body[data-live]): fold the chapter list the way the
+  // theme's menu button does on a wide screen (pst-sidebar-hidden), so that button opens it again.
+  function widen() {
+    document.body.setAttribute("data-live", "starting");
+    var nav = document.querySelector("#pst-primary-sidebar");
+    if (nav) nav.classList.add("pst-sidebar-hidden");
+  }
+
   async function activate(button, status) {
     button.disabled = true;
+    widen();
     status.textContent = "Starting a kernel on " + cfg.serverUrl + " ...";
     try {
       var root = staticRoot();
