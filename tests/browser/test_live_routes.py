@@ -14,6 +14,7 @@ All of them need a built site (``make book``) and skip with that message otherwi
 from __future__ import annotations
 
 import json
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -42,14 +43,26 @@ def _shot(page, name: str) -> None:
 
 
 def _console_errors(page) -> list[str]:
-    """Console errors and failed local responses (the browser's own /favicon.ico request aside)."""
+    """Console errors, uncaught page errors and failed local responses (each with its URL). The browser's
+    "Failed to load resource" console line is left out because the response itself is recorded with its URL.
+    Nothing is exempt: a missing favicon is a 404 like any other (the site declares _assets/favicon.svg)."""
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text)
             if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
-    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}")
-            if r.status >= 400 and not r.url.endswith("/favicon.ico") else None)
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
     page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
     return errors
+
+
+#: What a reader must never see in rendered prose: MyST roles and target labels as written, directive fences,
+#: jupyterlab-myst's unresolved-reference text.
+RAW_PROSE = re.compile(r"\{(?:eval|ref|doc|glue|numref|term)[:}]|^\s*\([\w.-]+\)=\s*$|Cross Reference Not Found|"
+                       r"^\s*(?:```|:::)\{|^\s*:(?:class|label):", re.M | re.I)
+
+
+def raw_prose(text: str) -> list[str]:
+    """The lines of ``text`` that show raw MyST (see RAW_PROSE)."""
+    return [line.strip()[:120] for line in text.splitlines() if RAW_PROSE.search(line)]
 
 
 # The first line of code of each cell the "Live code" button turns into a thebe cell, in page order (the
@@ -270,12 +283,26 @@ def test_lite_ui_loads_from_loopback_until_it_needs_pyodide(chromium, guard_netw
         httpd.shutdown()
 
 
+def _open_voila(chromium, guard_network, spec: str):
+    """Start ``make app CH=spec``'s Voila, load the chapter's page and wait until every cell ran."""
+    url, proc = serve_live.start_voila(serve_live.chapter_notebook(spec))
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    blocked = guard_network(page)
+    errors = _console_errors(page)
+    page.goto(url, wait_until="load", timeout=240_000)
+    page.wait_for_selector("#rendered_cells", state="visible", timeout=240_000)
+    return page, proc, blocked, errors
+
+
+def _stop_voila(page, proc) -> None:
+    page.close()
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
 def test_voila_app_renders_a_chapter_widget(chromium, guard_network):
-    url, proc = serve_live.start_voila(serve_live.chapter_notebook("03"))
+    page, proc, blocked, errors = _open_voila(chromium, guard_network, "03")
     try:
-        page = chromium.new_page(viewport={"width": 1280, "height": 900})
-        blocked = guard_network(page)
-        page.goto(url, wait_until="load", timeout=240_000)
         slider = page.locator(".widget-slider").first
         slider.wait_for(state="visible", timeout=240_000)
         image = page.locator(".widget-image, .jupyter-widgets img").first
@@ -283,7 +310,42 @@ def test_voila_app_renders_a_chapter_widget(chromium, guard_network):
         slider.scroll_into_view_if_needed()
         _shot(page, "voila")
         assert not blocked, f"requests left the machine: {blocked}"
-        page.close()
+        assert not errors, errors
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        _stop_voila(page, proc)
+
+
+def _eval_roles(name: str) -> int:
+    nb = json.loads((ROOT / "book" / name).read_text())
+    return sum(len(re.findall(r"\{eval\}`[^`]*`", "".join(c["source"]))) for c in nb["cells"]
+               if c["cell_type"] == "markdown")
+
+
+@pytest.mark.parametrize("spec, name", [("12", "12_how_many_gpus.ipynb"), ("07", "07_data_parallelism.ipynb")])
+def test_voila_prose_shows_numbers_not_myst(chromium, guard_network, spec, name):
+    """Issue 25: a chapter as an app showed its prose as written ({eval}`...`, {ref}`ch7`, "(ch12)=", directive
+    fences). Now every {eval} role of the chapter is one value from the kernel (tools/voila/myst_voila.py), no
+    raw MyST is left in the page, solutions are folded, and the page logs no console error."""
+    page, proc, blocked, errors = _open_voila(chromium, guard_network, spec)
+    try:
+        page.locator(".widget-slider, .widget-dropdown").first.wait_for(state="visible", timeout=240_000)
+        text = page.inner_text("#rendered_cells")
+        assert not raw_prose(text), f"{name} in Voila shows raw MyST:\n" + "\n".join(raw_prose(text)[:20])
+        values = page.locator(".book-eval").all_text_contents()      # inside folded solutions too
+        assert len(values) == _eval_roles(name), "one value per {eval} role of the notebook's markdown"
+        assert all(v.strip() for v in values)
+        assert page.locator(".book-eval-error").count() == 0
+        # a solution is folded (closed <details>) and an exercise is a box, as on the site
+        assert page.locator("details.book-solution").count() > 0
+        assert page.locator("details.book-solution[open]").count() == 0
+        assert page.locator(".book-admonition.exercise").count() > 0
+        if spec == "12":
+            takeaway = page.locator(".book-admonition.tip").first
+            page.evaluate("window.scrollTo(0, 0)")
+            _shot(page, "voila-ch12-top")
+            takeaway.scroll_into_view_if_needed()
+            _shot(page, "voila-ch12-takeaway")
+        assert not blocked, f"requests left the machine: {blocked}"
+        assert not errors, errors
+    finally:
+        _stop_voila(page, proc)
