@@ -223,3 +223,23 @@ def test_serve_live_server_hides_its_token_and_culls_a_kernel(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_lite_app_pages_load_the_pyodide_check(tmp_path):
+    """tools/build_lite.py puts the "Pyodide could not be downloaded" check on each app page, once."""
+    page = '<html><head><script id="jupyter-config-data" type="application/json">{}</script></head>\n<body></body></html>'
+    for app in ("lab", "notebooks"):
+        (tmp_path / app).mkdir()
+        (tmp_path / app / "index.html").write_text(page)
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "index.html").write_text("<html><body>not an app</body></html>")
+    assert [p.parent.name for p in build_lite.add_pyodide_check(tmp_path)] == ["lab", "notebooks"]
+    build_lite.add_pyodide_check(tmp_path)                                      # a second pass adds nothing
+    html = (tmp_path / "lab" / "index.html").read_text()
+    assert html.count('<script src="../book-pyodide-check.js"></script>') == 1
+    assert html.index("book-pyodide-check.js") < html.index("</body>")
+    assert "book-pyodide-check" not in (tmp_path / "api" / "index.html").read_text()
+    script = (tmp_path / "book-pyodide-check.js").read_text()
+    constants = pytest.importorskip("jupyterlite_pyodide_kernel.constants")
+    assert f"https://cdn.jsdelivr.net/pyodide/v{constants.PYODIDE_VERSION}/full/pyodide.mjs" in script
+    assert "make lab" in script and "@PYODIDE_URL@" not in script

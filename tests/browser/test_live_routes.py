@@ -261,26 +261,46 @@ PYODIDE_CDN = "https://cdn.jsdelivr.net/pyodide/"
 
 
 @needs_lite
-def test_lite_ui_loads_from_loopback_until_it_needs_pyodide(chromium, guard_network):
+def test_lite_ui_loads_from_loopback_until_it_needs_pyodide_and_says_why_it_cannot_start(chromium, guard_network):
     """The JupyterLab UI of the lite copy opens a chapter from a local server; the only requests that would
-    leave the machine are Pyodide's (CDN), which the guard blocks here."""
+    leave the machine are Pyodide's (CDN), which the guard blocks here, as a locked-down workshop network
+    would. Issue 25: the page then says so in a box a reader sees (tools/lite/pyodide-check.js), naming the
+    CDN and the offline route, instead of leaving the cells at [*] with the reason in a hidden log."""
     site_url, httpd = serve_live.serve_site(HTML)
     try:
         # service workers blocked: requests a service worker makes are not seen by page.route, so the guard
         # could miss them
-        context = chromium.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+        context = chromium.new_context(viewport={"width": 1280, "height": 720}, service_workers="block")
         page = context.new_page()
         blocked = guard_network(page)
         page.goto(f"{site_url}/lite/lab/index.html?path=book/{CHAPTER}.ipynb", wait_until="load")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-        page.wait_for_timeout(3000)
-        _shot(page, "lite-ui")
+        box = page.locator("#book-pyodide-blocked[role=alertdialog]")
+        box.wait_for(state="visible", timeout=60_000)
+        text = box.inner_text()
+        assert "cdn.jsdelivr.net" in text and "make lab" in text and "another network" in text, text
+        assert page.get_attribute("body", "data-pyodide") == "blocked"
+        b, v = box.bounding_box(), page.viewport_size
+        assert b["y"] >= 0 and b["y"] + b["height"] <= v["height"] and b["width"] > 300, b   # on screen
+        page.wait_for_timeout(2000)
+        _shot(page, "lite-cdn-blocked")
         assert page.locator(".jp-Notebook .jp-Cell").count() > 5
+        assert any(u.startswith(PYODIDE_CDN) for u in blocked), "the CDN was never asked: what did the box test?"
         off_site = [u for u in blocked if not u.startswith(PYODIDE_CDN)]
         assert not off_site, f"lite UI requested more than Pyodide from off the machine: {off_site}"
+        box.locator("button", has_text="Close").click()
+        assert box.count() == 0
         context.close()
     finally:
         httpd.shutdown()
+
+
+@needs_lite
+def test_lite_build_loads_the_pyodide_check_on_each_app_page():
+    script = (LITE / "book-pyodide-check.js").read_text()
+    assert "@PYODIDE_URL@" not in script and PYODIDE_CDN in script
+    for app in ("lab", "notebooks"):
+        assert '<script src="../book-pyodide-check.js"></script>' in (LITE / app / "index.html").read_text(), app
 
 
 def _open_voila(chromium, guard_network, spec: str):
