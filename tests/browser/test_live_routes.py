@@ -201,6 +201,51 @@ def test_live_code_runs_the_page_and_a_slider_redraws_the_figure(chromium, live_
     context.close()
 
 
+JS_WIDGET_FIT = """(cell) => {
+  const root = cell.querySelector('.cell_output .widget-box, .cell_output .jupyter-widgets');
+  root.scrollIntoView({block: 'start'});
+  const box = el => { const r = el.getBoundingClientRect(); return {top: r.top, left: r.left, bottom: r.bottom, right: r.right}; };
+  const controls = Array.from(cell.querySelectorAll('.widget-slider, .widget-dropdown, .widget-select, '
+    + '.widget-select-multiple, .widget-toggle-buttons, .widget-checkbox')).filter(e => e.offsetWidth > 0).map(box);
+  const article = document.querySelector('.bd-article-container').getBoundingClientRect();
+  return {image: box(cell.querySelector('.cell_output img')), controls, article: article.width,
+          view: {top: 0, left: 0, bottom: window.innerHeight, right: window.innerWidth}};
+}"""
+
+
+@needs_site
+def test_live_widget_gets_the_page_width(chromium, live_site, guard_network):
+    """Issue 25: under serve-live the chapter's reading column (752 px at 1280 px) put the planner's figure
+    under its controls, a scroll away. Once "Live code" runs, the widgets get the page's width
+    (_assets/book.css, body[data-live]) and, at 1280x720 with the widget scrolled to the top, every control and
+    the figure are on screen together; the chapter list can be opened again from the theme's menu button."""
+    site_url, _ = live_site
+    context = chromium.new_context(viewport={"width": 1280, "height": 720}, service_workers="block")
+    page = context.new_page()
+    blocked = guard_network(page)
+    errors = _console_errors(page)
+    page.goto(f"{site_url}/book/12_how_many_gpus.html", wait_until="load")
+    page.locator("button.book-live-button").click()
+    page.wait_for_selector("body[data-live=ready], body[data-live=error]", timeout=300_000)
+    assert page.get_attribute("body", "data-live") == "ready", page.locator(".book-live-status").inner_text()
+    widget = page.locator(".cell.tag_nbval-ignore-output").first
+    widget.locator(".cell_output img").first.wait_for(state="visible", timeout=120_000)
+    m = widget.evaluate(JS_WIDGET_FIT)
+    _shot(page, "thebe-planner-width")
+    v = m["view"]
+    inside = lambda b: b["top"] >= v["top"] - 1 and b["bottom"] <= v["bottom"] + 1 and b["left"] >= -1 \
+        and b["right"] <= v["right"] + 1
+    assert m["article"] > 1100, f"the article is {m['article']:.0f} px wide in live mode"
+    assert len(m["controls"]) >= 5 and all(inside(b) for b in m["controls"]), m["controls"]
+    assert inside(m["image"]), f"figure {m['image']} is not on screen with the controls"
+    assert m["image"]["top"] < max(b["bottom"] for b in m["controls"]), "the figure sits under all the controls"
+    page.locator("button.primary-toggle:visible").first.click()
+    page.locator("#pst-primary-sidebar").wait_for(state="visible", timeout=10_000)
+    assert not blocked, f"requests left the machine: {blocked}"
+    assert not errors, errors
+    context.close()
+
+
 @needs_site
 def test_static_site_has_the_lite_link_but_no_live_button(chromium, guard_network):
     site_url, httpd = serve_live.serve_site(HTML)  # no live_config: as the static site
