@@ -114,7 +114,7 @@ def test_catalogued_moe_models_equal_their_meta_device_rows():
     by_name = {r["config_name"]: int(r["n_params"]) + int(r["n_persistent_buffers"]) for r in ROWS}
     pairs = {"mixtral-8x7b": "Mixtral-8x7B-v0.1", "qwen3-30b-a3b": "Qwen3-30B-A3B",
              "qwen3-235b-a22b": "Qwen3-235B-A22B", "deepseek-v3": "DeepSeek-V3", "gpt-oss-120b": "gpt-oss-120b",
-             "llama-4-scout": "Llama-4-Scout-17B-16E (text)"}
+             "llama-4-scout": "Llama-4-Scout-17B-16E (text)", "deepseek-v2": "DeepSeek-V2"}
     assert set(pairs) == set(list_models(moe=True))
     for cat, row in pairs.items():
         assert get_model(cat).n_params == by_name[row], cat

@@ -40,8 +40,8 @@ PUBLISHED_RUNS_CSV = Path(__file__).resolve().parents[2] / "data" / "published_r
 #: The book's earlier single MFU and band (until issue 21): 0.40, from 0.30 to 0.50, the spread of nine
 #: published runs. The calibrated estimate (:func:`mfu_estimate`: by GPU generation, dtype, model size,
 #: sequence length and recomputation, fitted on 58 runs) has replaced it as :func:`training_time`'s default;
-#: the constants stay for code that imported them, and chapter 14's audit keeps judging at them until it is
-#: read again (issue 26).
+#: the constants stay for code that imported them (chapter 14's audit now judges at the calibrated estimate and
+#: its band; it uses 0.40 only for the B200/H100 ratio, which any common MFU gives).
 MFU_DEFAULT = 0.40
 MFU_LOW = 0.30
 MFU_HIGH = 0.50
@@ -300,6 +300,9 @@ class TrainingTime:
     #: Where the MFU came from: ``"calibrated estimate"``, ``"given"``, ``"step_time of the layout"`` or
     #: ``"plan(): ..."`` (:class:`Stage` says when each applies).
     mfu_source: str = ""
+    #: The useful share of wall time the days and GPU-hours include (:func:`~llmsizing.reliability.goodput`:
+    #: interruptions and checkpoints); 1.0 (the default) for a steady state without them.
+    goodput: float = 1.0
 
     @property
     def total_flops(self) -> float:
@@ -325,7 +328,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   mfu_range: tuple[float, float] | None = None, price_usd_per_gpu_hour: float | None = None,
                   recompute: str = "none", dtype: str | None = None, causal: bool = False,
                   whole_run: bool = False, precision: str = "bf16-mixed", stages=None,
-                  plan_options: dict | None = None):
+                  plan_options: dict | None = None, goodput: float = 1.0):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given).
 
@@ -351,11 +354,24 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     range around it); ``recompute`` to every stage but a planned one (the plan picks its own). ``n_gpus`` or
     ``parallel`` give the GPU count of a stage that names none. A stage planned by
     :func:`~llmsizing.planner.plan` gets ``plan_options`` (e.g. ``{"precision": "bf16-mixed-fp32-grads"}``)
-    passed on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``."""
+    passed on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``.
+
+    **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
+    left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and cost
+    are divided by it (the tokens per second stay the steady state's). It replaces the flat "add 10-20% for
+    failures". Not with ``whole_run=True``, whose calibrated MFU already includes a whole run's restarts (that
+    would count them twice), nor with ``stages`` (divide the totals by it)."""
     model = resolve_model(model)
+    goodput = check_fraction("goodput", goodput)
+    if goodput < 1 and whole_run:
+        raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run MFU "
+                         "already includes them; give one of them")
     g = get_gpu(gpu)
     dtype = compute_dtype(precision, dtype)
     if stages is not None:
+        if goodput < 1:
+            raise ValueError("goodput applies to a single stage; with stages=, divide the totals' days and "
+                             "GPU-hours by it")
         if tokens is not None or seq is not None:
             raise ValueError("give tokens= and seq=, or stages=[(tokens, seq), ...], not both")
         from .stages import _staged
@@ -403,12 +419,13 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
         raise ValueError(f"mfu_range must contain mfu: got mfu={mfu:g} and mfu_range=({low:g}, {high:g})")
     price = gpu_price(g, price_usd_per_gpu_hour)
     return _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings,
-                    parallel=None if parallel is None else par, source=source)
+                    parallel=None if parallel is None else par, source=source, goodput=goodput)
 
 
 def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings, *,
-             parallel=None, source="", layout=None) -> TrainingTime:
-    """A :class:`TrainingTime` from a checked MFU and range: GPU-hours ``tokens x F / (peak x MFU) / 3600``."""
+             parallel=None, source="", layout=None, goodput: float = 1.0) -> TrainingTime:
+    """A :class:`TrainingTime` from a checked MFU and range: GPU-hours ``tokens x F / (peak x MFU) / 3600``,
+    divided by the ``goodput`` (the useful share of wall time)."""
     peak = _peak_flops(g, dtype)
     per_token = training_flops_per_token(model, seq=seq, causal=causal)
     hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal)
@@ -417,7 +434,7 @@ def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dt
         raise ValueError(f"mfu={mfu:g} with recompute={recompute!r} needs a hardware utilisation of {hfu:.2f} > 1")
 
     def hours(m: float) -> float:                      # GPU-hours at MFU m: independent of the GPU count
-        return tokens * per_token / (peak * m) / 3600
+        return tokens * per_token / (peak * m) / 3600 / goodput
 
     h, h_low, h_high = hours(mfu), hours(high), hours(low)
     if layout is None:
@@ -425,7 +442,7 @@ def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dt
     return TrainingTime(model.name, g.name, n_gpus, tokens, seq, mfu, low, high, hfu, per_token,
                         peak * mfu / per_token, h / n_gpus / 24, h_low / n_gpus / 24, h_high / n_gpus / 24,
                         h, h_low, h_high, price, h * price, h_low * price, h_high * price, tuple(warnings),
-                        layout, source)
+                        layout, source, goodput)
 
 
 def _causal_factor(model, seq: int, causal: bool) -> float:

@@ -47,11 +47,12 @@ from .many_gpus import _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # noqa: F401
 
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case studies' check,
 # the seed audit.
-from .time_money import (CALIBRATION_COLORS, COST_GPUS, PLAN_GPUS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS,
+from .time_money import (CALIBRATION_COLORS, COST_GPUS, GOODPUT_GPUS, GOODPUT_STORAGE_GB_PER_S, PLAN_GPUS,
+                         SCALING_FIT_COLORS, SCALING_RUNS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS,
                          TIME_GPU_COUNTS,
-                         render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus, render_mfu_calibration,
-                         render_plan, render_prediction_check, render_seed_audit, render_training_time,
-                         resolve_model_name)
+                         render_compute_optimal, render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus,
+                         render_goodput, render_mfu_calibration, render_plan, render_prediction_check,
+                         render_seed_audit, render_training_time, resolve_model_name)
 from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _log_norm,  # noqa: F401
                          _plan_groups, _plan_label, _rect)
 
@@ -82,6 +83,8 @@ __all__ = [
     "CALIBRATION_COLORS", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS", "TIME_GPU_COUNTS",
     "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus", "render_plan", "render_prediction_check",
     "render_mfu_calibration", "render_seed_audit", "render_training_time", "resolve_model_name",
+    "GOODPUT_GPUS", "GOODPUT_STORAGE_GB_PER_S", "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal",
+    "render_goodput",
     # Part IV
     "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory", "render_serving_cost", "render_serving_curve",
     # Part V
