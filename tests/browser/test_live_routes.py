@@ -2,13 +2,18 @@
 
 * the built site under ``make serve-live`` (tools/serve_live.py): a chapter shows "Live code", pressing it
   starts a kernel on the local Jupyter server, runs the page, and moving a slider redraws the widget's image;
-  no request leaves the machine;
+  in live mode the widgets get the page's width (the planner's controls and figure on screen together at
+  1280x720); no request leaves the machine and nothing is logged in the console;
 * the static site (no live config): no "Live code" button, but the "Run live in your browser" link is there;
 * the JupyterLite copy (tools/build_lite.py): every chapter of _toc.yml with its set-up cell, the wheels and the
   labextensions are in _build/html/lite/ (files only: Pyodide itself comes from a CDN and cannot run here);
-* ``make app CH=03``: Voila renders chapter 3's widget on 127.0.0.1, offline.
+  with the CDN blocked, the page says why Python cannot start and what to do (tools/lite/pyodide-check.js);
+* ``make app``: Voila renders chapter 3's widget, and every chapter's prose shows the kernel's numbers, no raw
+  MyST (roles, labels, directive fences) and no console error (tools/voila/myst_voila.py), on 127.0.0.1.
 
-All of them need a built site (``make book``) and skip with that message otherwise.
+All of them need a built site (``make book``) and skip with that message otherwise (Voila needs only book/).
+Screenshots go to _build/screenshots/live-*.png (Voila chapter 12: live-voila-ch12-top.png and
+live-voila-ch12-takeaway.png; JupyterLite with its CDN blocked: live-lite-cdn-blocked.png).
 """
 
 from __future__ import annotations
