@@ -80,7 +80,9 @@ outputs: $(STAMP) ## Re-execute all notebooks in place to refresh their stored o
 # and kernel versions (tools/refresh_outputs.py's normalise), so autosave never dirties book/*.ipynb.
 # tools/lab/config/labconfig/page_config.json disables JupyterLab 4's announcements plugin (the "notified
 # about official Jupyter news?" pop-up, which --LabApp.news_url=None alone does not stop); JUPYTER_CONFIG_PATH
-# adds it for this server only (nothing is written to ~/.jupyter or the venv).
+# adds it for this server only (nothing is written to ~/.jupyter or the venv). The same config opens a workspace
+# not saved yet with the file browser folded (tools/lab/default_workspace.json) and keeps JupyterLite's Pyodide
+# kernel extension (installed for the lite build) out of the lab's page, where it only logged an error.
 # LAB_DIR: the folder JupyterLab opens (tests/browser serves a copy of book/ this way); LAB_ARGS: more flags.
 LAB_DIR ?= book/
 .PHONY: lab
@@ -93,7 +95,9 @@ lab: $(STAMP) ## Open JupyterLab on book/ for a live workshop (offline once set 
 	  --LabApp.extension_manager=readonly \
 	  $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
-# Live routes (README "Running a workshop"); both bind to 127.0.0.1 only.
+# Live routes (README "Running a workshop"); both bind to 127.0.0.1 only. serve-live's Jupyter server takes its
+# token from the environment (not shown by ps) and culls idle kernels (tools/live/); `make app` runs Voila on
+# book/ with tools/voila/config/voila.py (the chapters' MyST prose with the kernel's numbers).
 .PHONY: serve-live
 serve-live: $(STAMP) ## Serve _build/html with a "Live code" button backed by a local Jupyter server (PORT=8000)
 	@test -f _build/html/index.html || { echo "no _build/html: run 'make book' first" >&2; exit 1; }

@@ -80,8 +80,32 @@
     };
   }
 
+  // Live widgets need the page's width (_assets/book.css, body[data-live]): fold the chapter list the way the
+  // theme's menu button does on a wide screen (pst-sidebar-hidden), so that button opens it again.
+  // sphinx-book-theme toggles pst-sidebar-hidden only from the first .primary-toggle of the page (the navbar's,
+  // hidden on a wide screen), so the visible menu button in the article header did nothing there: give it
+  // the same action, on wide screens only (narrow ones open the theme's drawer as before).
+  function widen() {
+    document.body.setAttribute("data-live", "starting");
+    var nav = document.querySelector("#pst-primary-sidebar");
+    if (!nav) return;
+    nav.classList.add("pst-sidebar-hidden");
+    var first = document.querySelector(".primary-toggle");
+    document.querySelectorAll(".primary-toggle").forEach(function (b) {
+      if (b === first || b.getAttribute("data-book-live-toggle")) return;
+      b.setAttribute("data-book-live-toggle", "true");
+      b.addEventListener("click", function (e) {
+        if (!window.matchMedia("(min-width: 992px)").matches) return;
+        e.preventDefault();
+        e.stopImmediatePropagation();
+        nav.classList.toggle("pst-sidebar-hidden");
+      }, true);
+    });
+  }
+
   async function activate(button, status) {
     button.disabled = true;
+    widen();
     status.textContent = "Starting a kernel on " + cfg.serverUrl + " ...";
     try {
       var root = staticRoot();

@@ -25,7 +25,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from llmsizing import Model, activation_memory, get_model
-from llmsizing.activations import ACT_COMPONENTS, korthikanti_bytes_per_layer
+from llmsizing.activations import ACT_COMPONENTS, korthikanti_bytes_per_layer, layer_terms
 
 
 def gpt_layer_model(h: int, a: int, layers: int = 1, vocab: int = 50257) -> Model:
@@ -151,23 +151,27 @@ def test_cpu_style_masks():
 
 
 def test_llama_layer_by_hand():
-    """Llama-2-7B layer, bf16, flash, no dropout, op by op (unfused SwiGLU, RMSNorm with an fp32 rstd):
-    2 RMSNorm inputs 2 x 2sbh + 2 x 4sb; QKV input 2sbh; Q, K, V 3 x 2sbh (32 KV heads); log-sum-exp
-    4 x a x s x b; o_proj input 2sbh; MLP input 2sbh; gate, up, SiLU(gate), product 4 x 2sbf."""
+    """Llama-2-7B layer, bf16, flash, no dropout, op by op (Megatron-LM's fused SwiGLU, RMSNorm with an fp32
+    rstd): 2 RMSNorm inputs 2 x 2sbh + 2 x 4sb; QKV input 2sbh; Q, K, V 3 x 2sbh (32 KV heads); log-sum-exp
+    4 x a x s x b; o_proj input 2sbh; MLP input 2sbh; the fused SwiGLU's [gate | up] input and fc2's input, the
+    product, 3 x 2sbf (``SwiGLUFunction`` saves only its input; issue 26). Hugging Face's unfused SwiGLU also keeps
+    SiLU(gate): 4 x 2sbf."""
     m = get_model("llama-2-7b")
     h, a, f, s, b = 4096, 32, 11008, 4096, 1
     sb = s * b
     expected = 2 * 2 * sb * h + 2 * 4 * sb + 2 * sb * h + 3 * 2 * sb * h + 4 * a * s * b + 2 * sb * h \
-        + 2 * sb * h + 4 * 2 * sb * f
+        + 2 * sb * h + 3 * 2 * sb * f
     assert activation_memory(m, batch=b, seq=s).per_layer_bytes == expected
+    hf = layer_terms(m, batch=b, seq=s, stack="hf")["mlp"]
+    assert hf - layer_terms(m, batch=b, seq=s)["mlp"] == 2 * sb * f
 
 
 def test_gqa_layer_by_hand():
-    """Mistral-7B: K and V have 8 x 128 = 1024 columns, not 4096."""
+    """Mistral-7B: K and V have 8 x 128 = 1024 columns, not 4096 (the fused SwiGLU keeps 3 f-wide tensors)."""
     h, a, g, d, f, s, b = 4096, 32, 8, 128, 14336, 1024, 2
     sb = s * b
     expected = (2 * 2 * sb * h + 2 * 4 * sb) + 2 * sb * h + (2 * sb * a * d + 2 * 2 * sb * g * d) \
-        + 4 * a * s * b + 2 * sb * h + 2 * sb * h + 4 * 2 * sb * f
+        + 4 * a * s * b + 2 * sb * h + 2 * sb * h + 3 * 2 * sb * f
     assert activation_memory("mistral-7b", batch=b, seq=s).per_layer_bytes == expected
 
 

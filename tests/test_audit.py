@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -37,14 +38,18 @@ def by_id(table, claim_id):
 # ----------------------------------------------------------------------------- the registry
 def test_csv_columns_and_values(rows):
     assert list(rows[0]) == ["id", "article", "source", "topic", "claim", "claimed", "claimed_high", "bound",
-                             "unit", "not_computed", "as_of"]
+                             "unit", "kind", "line", "from_image", "counted_with", "not_computed", "as_of"]
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)), "claim ids must be unique"
     for r in rows:
         assert r["source"] in SEEDS and r["source"].startswith(r["article"]), r["id"]
         assert r["id"].startswith(r["article"] + "-"), r["id"]
-        assert "2026-11-23" <= r["as_of"] <= "2026-12-31" and len(r["as_of"]) == 10   # the audit's dates (FP8: 25th)
+        assert "2026-11-23" <= r["as_of"] <= "2026-12-31" and len(r["as_of"]) == 10   # the audit's dates
         assert r["bound"] in BOUNDS
+        assert r["kind"] in audit.YARDSTICKS, r["id"]
+        assert all(0 < int(x) < 300 for x in r["line"].split(";")), r["id"]
+        assert r["from_image"] in ("", "yes")
+        assert r["counted_with"] in ("", *ids) and r["counted_with"] != r["id"]
         assert float(r["claimed"]) > 0
         assert (r["bound"] == "range") == bool(r["claimed_high"]), r["id"]
         if r["claimed_high"]:
@@ -86,9 +91,8 @@ def test_audit_table_is_a_copy(table):
 
 # ----------------------------------------------------------------------------- the verdict rule
 def expected_verdict(r) -> str:
-    """The rule written out again, independently: holds / off / wrong, from the claimed and library values."""
-    if r.wrong_in_kind:
-        return "wrong"
+    """The rule written out again, independently: holds / off, from the claimed and library values (the number
+    alone, whatever the premise)."""
     lo = r.claimed_low
     hi = r.claimed_high if r.bound == "range" else lo
     if r.bound == "about":
@@ -105,7 +109,10 @@ def expected_verdict(r) -> str:
 def test_verdicts_follow_the_rule(table):
     for r in table.itertuples():
         want = expected_verdict(r)
-        assert r.verdict.startswith(want), (r.id, r.verdict, want)
+        number = r.verdict
+        if r.verdict.startswith(("wrong", "needs CPU offload")):
+            number = r.verdict.rsplit("(the number", 1)[1].split(": ", 1)[1]
+        assert number.startswith(want), (r.id, r.verdict, want)
         if want == "off":
             f = max(r.library / (r.claimed_high if r.bound == "range" and r.library > r.claimed_high
                                  else r.claimed_low), 1e-300)
@@ -116,7 +123,8 @@ def test_verdicts_follow_the_rule(table):
 def test_verdict_counts_add_up(table):
     counts = audit.verdict_counts(table)
     assert sum(counts.values()) == len(table)
-    assert counts["holds"] > 0 and counts["off"] > 0 and counts["wrong in kind"] > 0
+    assert all(counts[k] > 0 for k in audit.KINDS)
+    assert (table["verdict_kind"] == table["verdict"].map(audit.verdict_kind)).all()
 
 
 @pytest.mark.parametrize("args, kw, want", [
@@ -179,33 +187,32 @@ def test_002_ten_billion_by_hand(table):
     assert by_id(table, "002-10b-weights")["library"] == pytest.approx(n * 2 / 1e9)     # 20 GB
     assert by_id(table, "002-10b-optimizer")["library"] == pytest.approx(n * 12 / 1e9)  # m, v and master: 120 GB
     assert by_id(table, "002-10b-optimizer")["verdict"] == "off by 1.5x (too low)"     # the seed forgot the master
-    assert by_id(table, "002-10b-two-gpus")["library"] == pytest.approx(n * 16 / 2 / 1e9)  # ZeRO-3 over 2: 80 GB
+    # ZeRO-3 over 2 shards the 16 bytes per parameter of the 31-layer 10.16B stand-in: 81 GB, then the step's
+    # activations and allowance come on top
+    assert by_id(table, "002-10b-two-gpus")["library"] > 10_161_024_000 * 16 / 2 / 1e9
     # one layer of Llama 2 13B keeps at least its input under full recomputation: b x s x h x 2 bytes
     assert by_id(table, "002-10b-layer-activations")["library"] == pytest.approx(32 * 4096 * 5120 * 2 / 1e6)
 
 
 def test_000_time_formula_and_throughput_by_hand(table):
+    from llmsizing.time_cost import mfu_estimate
+
     # Llama 2 70B: N = 68,976,648,192 parameters, of which the 32,000 x 8,192 input embedding is a lookup;
     # 6 FLOPs per matmul weight per token + attention 12 x L x a x d x s (PaLM, App. B)
     n, emb = 68_976_648_192, 32_000 * 8_192
     flops = 6 * (n - emb) + 12 * 80 * 64 * 128 * 4096
     assert by_id(table, "000-time-formula")["library"] == pytest.approx(flops / n, rel=1e-3)
-    tps = 989.4e12 * 0.40 / flops                                    # H100 dense BF16 peak x 40% MFU
-    assert by_id(table, "000-tps-h100")["library"] == pytest.approx(tps, rel=1e-3)
+    est = mfu_estimate("llama-2-70b", gpu="H100 SXM", seq=4096)              # the calibrated MFU (chapter 10)
+    tps = 989.4e12 * est.mfu / flops                                          # H100 dense BF16 peak x MFU
+    assert by_id(table, "000-tps-h100")["library_central"] == pytest.approx(tps, rel=1e-3)
+    # the seed's 3,500 is above the whole band: judged at its top
+    assert by_id(table, "000-tps-h100")["library"] == pytest.approx(989.4e12 * est.high / flops, rel=1e-3)
     days_8 = 1e12 / (8 * tps) / 86400
-    assert by_id(table, "000-opt2-days")["library"] == pytest.approx(days_8, rel=1e-3)
-    assert by_id(table, "000-opt2-cost")["library"] == pytest.approx(days_8 * 24 * 8 * 2.69, rel=1e-3)
-    tps_a100 = 312e12 * 0.40 / flops
-    assert by_id(table, "000-opt1-cost")["library"] == pytest.approx(1e12 / tps_a100 / 3600 * 1.39, rel=1e-3)
-
-
-def test_wrong_in_kind_when_the_step_does_not_fit(table):
-    # 70B with 16 bytes per parameter is about 1.1 TB of states: 8 x 80 GB cannot hold it, whatever the layout
-    assert 68_976_648_192 * 16 > 8 * 80e9
-    for claim_id in ("000-opt1-days", "000-opt2-cost", "000-faq-one-h100", "000-cost-llama2-70b-8-days"):
-        assert by_id(table, claim_id)["verdict"].startswith("wrong: a llama-2-70b training step does not fit")
-    # 64 H100s hold it: the 64-GPU option is judged on its number alone
-    assert not by_id(table, "000-opt3-days")["wrong_in_kind"]
+    assert by_id(table, "000-opt2-days")["library_central"] == pytest.approx(days_8, rel=1e-3)
+    assert by_id(table, "000-opt2-cost")["library_central"] == pytest.approx(days_8 * 24 * 8 * 2.69, rel=1e-3)
+    a100 = mfu_estimate("llama-2-70b", gpu="A100 80GB", seq=4096)
+    tps_a100 = 312e12 * a100.mfu / flops
+    assert by_id(table, "000-opt1-cost")["library_central"] == pytest.approx(1e12 / tps_a100 / 3600 * 1.39, rel=1e-3)
 
 
 def test_hardware_specs_by_hand(table):
@@ -225,12 +232,14 @@ def test_render_seed_audit_shows_the_table(table):
     v = render_seed_audit(table)
     counts = audit.verdict_counts(table)
     assert v.summary.startswith(f"{len(table)} claims: {counts['holds']} hold")
+    assert f"{counts['needs CPU offload']} need CPU offload" in v.summary
     assert len(v.png()) > 1000
 
 
 def test_band_only_rejudges(table):
     wide = audit_table(3.0)
-    assert (wide["library"] == table["library"]).all()
+    same = wide["reading"] == table["reading"]        # a wider band can make another reading the favourable one
+    assert same.mean() > 0.9 and (wide["library"] == table["library"])[same].all()
     assert audit.verdict_counts(wide)["holds"] >= audit.verdict_counts(table)["holds"]
     assert audit.verdict_counts(wide)["wrong in kind"] == audit.verdict_counts(table)["wrong in kind"]
     with pytest.raises(ValueError, match="band"):
@@ -267,3 +276,253 @@ def test_inference_rule_claims_are_the_library_rule(rows):
     assert float(by["002-rule-batch32"]["claimed"]) == RULE_OF_THUMB
     assert float(by["002-rule-128k"]["claimed"]) == RULE_OF_THUMB
     assert float(by["002-70b-serving"]["claimed"]) == pytest.approx(RULE_OF_THUMB * 140)  # 1.2 x 70B x 2 bytes
+
+
+# ----------------------------------------------------------------------------- completeness: every numeric line
+#: Every line of the five seeds that states a number the audit should judge, as (seed, line, a short token that
+#: is on that line: a number with its unit, never a sentence). Lines that only set up an example (the "Scenario"
+#: of seed 000's worked options), quote no quantity, or only hedge ("can potentially double") are not listed.
+NUMERIC_LINES = [
+    ("000", 9, "8-64"), ("000", 19, "/ 2"), ("000", 20, "/ 2"), ("000", 22, "/ 2"), ("000", 24, "4x"),
+    ("000", 29, "14GB"), ("000", 30, "26GB"), ("000", 31, "140GB"), ("000", 32, "810GB"), ("000", 37, "24GB"),
+    ("000", 38, "24GB"), ("000", 39, "batch=2-4"), ("000", 40, "batch=32"), ("000", 41, "batch=16"),
+    ("000", 42, "141GB"), ("000", 50, "2-8"), ("000", 54, "85-95%"), ("000", 56, "4xA100"), ("000", 58, "32"),
+    ("000", 59, "128"), ("000", 60, "2-3 days"), ("000", 66, "8-64"), ("000", 70, "70-85%"), ("000", 74, "8.75B"),
+    ("000", 75, "35GB"), ("000", 76, "5-7 days"), ("000", 82, "16-128"), ("000", 86, "50-70%"),
+    ("000", 90, "25.3B"), ("000", 91, "80GB"), ("000", 92, "10-15 days"), ("000", 98, "8-256"),
+    ("000", 102, "75-90%"), ("000", 106, "12.7B"), ("000", 107, "80GB"), ("000", 108, "3-5 days"),
+    ("000", 114, "x 3"), ("000", 121, "3,500"), ("000", 122, "2,500"), ("000", 123, "4,000"), ("000", 124, "1,200"),
+    ("000", 125, "1,500"), ("000", 136, "3,500"), ("000", 140, "20,000"), ("000", 141, "50 million"),
+    ("000", 142, "579 days"), ("000", 143, "$19,304"), ("000", 147, "28,000"), ("000", 148, "417 days"),
+    ("000", 149, "$26,900"), ("000", 153, "224,000"), ("000", 154, "75%"), ("000", 155, "168,000"),
+    ("000", 156, "69 days"), ("000", 157, "$44,863"), ("000", 164, "$16,768"), ("000", 165, "$18,318"),
+    ("000", 166, "$18,907"), ("000", 171, "$18,112"), ("000", 172, "$18,907"), ("000", 173, "$21,238"),
+    ("000", 178, "$216,006"), ("000", 179, "$239,316"), ("000", 180, "$269,360"), ("000", 181, "$285,936"),
+    ("000", 183, "$2.69"), ("000", 188, "50B"), ("000", 189, "300B"), ("000", 190, "100B"), ("000", 191, "100B"),
+    ("000", 192, "1T"), ("000", 193, "15T"), ("000", 201, "4-16x"), ("000", 203, "25-50%"), ("000", 207, "80GB"),
+    ("000", 208, "40GB"), ("000", 209, "half"), ("000", 211, "10-30%"), ("000", 213, "FP32"), ("000", 217, "2x"),
+    ("000", 235, "<1%"), ("000", 241, "50-60%"), ("000", 243, "60%"), ("000", 247, "1.6GB"), ("000", 248, "0.64GB"),
+    ("000", 249, "7.7GB"), ("000", 255, "20%"), ("000", 265, "12+"), ("000", 267, "85%"), ("000", 269, "400 days"),
+    ("000", 271, "85%"), ("000", 273, "20-30%"), ("000", 277, "2 years"), ("000", 279, "$192"),
+    ("001", 9, "1.3B"), ("001", 14, "16 GPUs"), ("001", 15, "32-GPU"),
+    ("002", 12, "4 bytes"), ("002", 16, "4 bytes"), ("002", 17, "2 bytes"), ("002", 18, "1 byte"),
+    ("002", 19, "0.5 bytes"), ("002", 31, "4 bytes"), ("002", 35, "2 bytes"), ("002", 39, "1.2"), ("002", 41, "70b"),
+    ("002", 86, "20 GB"), ("002", 92, "100k"), ("002", 94, "6.4 MB"), ("002", 98, "20–40 GB"), ("002", 102, "20 GB"),
+    ("002", 106, "80 GB"), ("002", 110, "20 GB"), ("002", 111, "20–40"), ("002", 112, "20 GB"), ("002", 113, "80 GB"),
+    ("002", 115, "140 to 160"), ("002", 136, "100 GB"),
+    ("003", 5, "8x"), ("003", 6, "140GB"), ("003", 10, "900 GB/s"), ("003", 13, "15B"), ("003", 14, "141GB"),
+    ("003", 17, "64+"),
+    ("004", 23, "2 bytes"), ("004", 24, "8 bytes"), ("004", 25, "2 bytes"), ("004", 30, "840GB"),
+    ("004", 34, "0.5 bytes"), ("004", 36, "41GB"), ("004", 44, "2.2x"), ("004", 50, "57 percent"),
+    ("004", 54, "half the time"), ("004", 62, "600 GB/s"), ("004", 66, "FP8"), ("004", 68, "48GB"),
+    ("004", 72, "FP8"), ("004", 88, "20 percent"), ("004", 116, "A100 40GB"), ("004", 120, "2x A100"),
+    ("004", 124, "80GB"), ("004", 128, "8x H100"), ("004", 140, "140GB"), ("004", 146, "41GB"),
+    ("004", 148, "1.1TB"), ("004", 156, "3.35 TB/s"), ("004", 162, "192GB"), ("004", 168, "12 bytes"),
+    ("004", 180, "FP8"),
+]
+SEED_DIR = Path("/work/shared/seeds")
+
+
+def _row_lines(rows):
+    out = {}
+    for r in rows:
+        for line in r["line"].split(";"):
+            out.setdefault((r["article"], int(line)), []).append(r["id"])
+    return out
+
+
+def test_every_numeric_line_of_the_seeds_has_a_claim_row(rows):
+    listed = {(a, n) for a, n, _ in NUMERIC_LINES}
+    assert len(listed) == len(NUMERIC_LINES) == 149, "a numeric line was added or lost: count them again"
+    covered = _row_lines(rows)
+    missing = sorted(listed - set(covered))
+    assert not missing, f"numeric lines of the seeds with no claim row: {missing}"
+    stray = sorted(set(covered) - listed)
+    assert not stray, f"claim rows pointing at lines not in the list: {stray} ({[covered[k] for k in stray]})"
+    # every seed contributes, and each seed's rows are judged or say why not
+    assert {a for a, _ in covered} == {"000", "001", "002", "003", "004"}
+
+
+@pytest.mark.skipif(not SEED_DIR.is_dir(), reason="the seed articles are not on this machine")
+def test_numeric_lines_point_at_the_seed_text():
+    files = {f.name[:3]: f.read_text().split("\n") for f in SEED_DIR.glob("00[0-4]_*.txt")}
+    for article, line, token in NUMERIC_LINES:
+        assert token.lower() in files[article][line - 1].lower(), (article, line, token)
+
+
+def test_image_claims_are_marked(rows):
+    by = {r["id"]: r for r in rows}
+    # seed 002 gave its serving formula and its 168 GB in images: the rows are reconstructions
+    for claim_id in ("002-70b-serving", "002-rule-batch32", "002-rule-128k"):
+        assert by[claim_id]["from_image"] == "yes"
+    assert sum(r["from_image"] == "yes" for r in rows) == 3
+
+
+# ----------------------------------------------------------------------------- the most favourable reading
+def test_fused_adamw_is_the_training_memory_yardstick(table):
+    from llmsizing.memory import training_memory
+
+    kw = dict(batch=1, seq=audit.SEQ, recompute="full")
+    fused = training_memory("llama-2-70b", optimizer_impl="fused", **kw).total_bytes / 1e9
+    foreach = training_memory("llama-2-70b", optimizer_impl="foreach", **kw).total_bytes / 1e9
+    # foreach holds one more fp32 tensor per parameter (sqrt of the second moment): 4 bytes x 68.98B = 276 GB,
+    # and the allowance grows with it
+    assert 4 * 68_976_648_192 / 1e9 < foreach - fused < 1.1 * 4 * 68_976_648_192 / 1e9
+    assert round(fused) == 1194 and round(foreach) == 1491                    # issue 26's figures
+    assert by_id(table, "000-mem-llama2-70b-b1")["library"] == pytest.approx(fused)
+    # the fewest H100s fall with the fused step (issue 26: Llama-3-70B 21 -> 18, Llama-2-70B 20 -> 16)
+    assert by_id(table, "004-70b-two-nodes")["library"] == 18
+    assert by_id(table, "000-intro-70b-gpus")["library_central"] == 16
+
+
+#: The library look-up each kind of claim must go through (one yardstick per kind, issue 26).
+YARDSTICK_CALLS = {
+    "training memory": {"_train_gb", "_one_gpu_gb"},
+    "model states": {"_states", "_stage_params_billion"},
+    "GPU count": {"_min_gpus", "_suffices", "_matrix", "_min_plan"},
+    "time": {"_days", "_finetune"},
+    "throughput": {"_tps"},
+    "fine-tuning memory": {"_qlora", "_qlora_fits"},
+}
+
+
+def _calls(fn) -> set:
+    names = set(fn.__code__.co_names) | {fn.__name__}
+    for const in fn.__code__.co_consts:                # a lambda's body may sit in a nested code object
+        if hasattr(const, "co_names"):
+            names |= set(const.co_names)
+    return names
+
+
+def test_each_kind_of_claim_uses_its_yardstick(table):
+    for r in table.itertuples():
+        if r.kind in YARDSTICK_CALLS:
+            assert _calls(COMPUTE[r.id]) & YARDSTICK_CALLS[r.kind], (r.id, r.kind, _calls(COMPUTE[r.id]))
+    # the training-memory yardstick is the step peak with fused AdamW and full recomputation, never the states
+    from llmsizing.memory import model_states, training_memory
+
+    mem = table[(table["kind"] == "training memory")].set_index("id")
+    assert len(mem) >= 15
+    peak = training_memory("mistral-7b", batch=1, seq=audit.SEQ, recompute="full", optimizer_impl="fused")
+    assert mem.loc["000-mem-mistral7b-b1", "library"] == pytest.approx(peak.total_bytes / 1e9)
+    assert mem.loc["000-mem-mistral7b-b1", "library"] > model_states("mistral-7b").total_bytes / 1e9
+
+
+def test_offload_replaces_wrong_in_kind_when_the_host_holds_the_states(table):
+    # Llama 2 70B on 8 H100s: 16 bytes x 68.98B = 1.10 TB of states do not fit 8 x 72 GB ...
+    n = 68_976_648_192
+    assert 16 * n > 8 * 0.9 * 80e9
+    # ... but ZeRO-3 with the optimizer (12 bytes per parameter) on the CPU leaves 4 bytes / 8 per GPU, and the
+    # host holds 12 x 68.98B = 0.83 TB < 2 TB
+    assert 4 * n / 8 < 0.9 * 80e9 and 12 * n < audit.HOST_BYTES_PER_NODE
+    for claim_id in ("000-opt1-days", "000-opt2-cost", "000-cost-llama2-70b-8-days", "000-faq-8-h100"):
+        assert by_id(table, claim_id)["verdict"].startswith("needs CPU offload"), claim_id
+    # Llama 3.1 405B on 16 H100s (two servers): the optimizer alone is 12 x 405.9B = 4.9 TB > 2 x 2 TB of host
+    # memory, so no offload layout runs it: wrong in kind
+    assert 12 * 405.9e9 > 2 * audit.HOST_BYTES_PER_NODE
+    assert by_id(table, "000-pp-405b-days")["verdict"].startswith("wrong: a llama-3.1-405b training step")
+    # 64 H100s hold Llama 2 70B without offload: judged on the number alone
+    assert by_id(table, "000-opt3-days")["verdict_kind"] == "off"
+
+
+def test_mfu_band_reading(table):
+    from llmsizing.time_cost import mfu_estimate
+
+    # Mistral 7B on one H100 for 100B tokens: tokens / (peak x MFU / FLOPs per token), at the band's low end
+    r = by_id(table, "000-cost-mistral7b-1-days")
+    est = mfu_estimate("mistral-7b", gpu="H100 SXM", seq=audit.SEQ)
+    flops = audit._run("mistral-7b", 1e11, "H100 SXM", 1).flops_per_token
+    slow_days = 1e11 * flops / (989.4e12 * est.low) / 86400
+    assert r["library"] == pytest.approx(slow_days, rel=1e-6)
+    assert r["library"] > r["library_central"]                 # the claim (262 days) is past the central value
+    assert r["verdict"].endswith("(the number: holds)")        # at the MFU a small model often gets, it holds
+
+
+def test_unqualified_fine_tuning_is_read_both_ways(table):
+    r = by_id(table, "000-faq-finetune-days")
+    assert "LoRA" in r["depends"] and "full fine-tuning" in r["depends"]
+    assert r["verdict_kind"] == "needs CPU offload"
+    assert by_id(table, "000-faq-finetune-usd")["depends"]
+
+
+def test_paraphrases_fixed(table):
+    # seed 000's "model size (GB)" is the fp32 size (its FP16 parameters are "model size / 2"): 4 x 4 = 16 bytes
+    assert by_id(table, "000-rule-4x")["claimed"] == 16 and by_id(table, "000-rule-4x")["verdict"] == "holds"
+    # "might fit on a handful" is an upper bound
+    r = by_id(table, "001-1p3b-handful")
+    assert r["bound"] == "at most" and r["verdict"] == "holds"
+
+
+def test_new_claims_by_hand(table):
+    assert by_id(table, "000-grad-accum-batch")["library"] == 8 * 32          # not the 32 of "batch 32"
+    assert by_id(table, "000-grad-accum-batch")["verdict"] == "off by 8.0x (too low)"
+    # full recomputation runs the forward again: (2 + 4 + 2) / (2 + 4) = 4/3 of the FLOPs (attention included)
+    assert by_id(table, "000-checkpointing-slowdown")["library"] == pytest.approx(4 / 3, rel=0.01)
+    assert by_id(table, "000-checkpointing-slowdown")["verdict"] == "holds"
+    # 8 GPUs x 50 days = 1 GPU x 400 days: the same GPU-hours, so not cheaper
+    r = by_id(table, "000-faq-8x50-cheaper")
+    assert r["library"] == pytest.approx(1.0) and r["verdict_kind"] == "wrong in kind"
+    assert len(table[table["id"].str.startswith("000-matrix-")]) == 12
+
+
+# ----------------------------------------------------------------------------- counting without double counting
+def test_headline_counts_by_seed(table):
+    total = audit.verdict_counts(table)
+    head = audit.verdict_counts(table, headline=True)
+    repeated = (table["counted_with"] != "").sum()
+    assert repeated >= 10 and sum(head.values()) == len(table) - repeated
+    assert sum(total.values()) == len(table)
+    for r in table[table["counted_with"] != ""].itertuples():
+        assert r.counted_with in set(table["id"]), r.id
+    per_seed = audit.verdict_counts(table, by="article", headline=True)
+    assert list(per_seed.index) == ["000", "001", "002", "003", "004"]
+    assert list(per_seed.columns) == [*audit.KINDS, "total"]
+    assert per_seed["total"].sum() == sum(head.values())
+    assert (per_seed[list(audit.KINDS)].sum(axis=1) == per_seed["total"]).all()
+    with pytest.raises(ValueError, match="by"):
+        audit.verdict_counts(table, by="topic")
+
+
+def test_cost_rows_follow_their_days_rows(table):
+    # a cost table's total is its days x its cost per day: same ratio to the library as the days row
+    t = table.set_index("id")
+    for r in t[t.index.str.match(r"000-cost-.*-usd")].itertuples():
+        days = t.loc[r.counted_with]
+        assert r.counted_with.endswith("-days")
+        assert r.verdict_kind == days["verdict_kind"], r.Index
+
+
+# ----------------------------------------------------------------------------- chapters 13 and 14 agree
+def test_chapter_13_gives_the_audits_verdicts(table):
+    import json
+    import re
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "book" / "13_case_studies.ipynb").read_text())
+    source = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    asked = set(re.findall(r"judged\(\"(\d{3}-[a-z0-9.-]+)\"\)", source))
+    assert {"000-faq-finetune-days", "000-faq-finetune-usd"} <= asked
+    shown = {}
+    for c in nb["cells"]:
+        for o in c.get("outputs", []):
+            for m in re.finditer(r"audit (\d{3}-[a-z0-9.-]+): (holds|needs CPU offload|off|wrong in kind)\b",
+                                 "".join(o.get("text", ""))):
+                shown[m.group(1)] = m.group(2)
+    assert set(shown) == asked, "chapter 13 prints one audit verdict per claim it judges"
+    t = table.set_index("id")
+    for claim_id, kind in shown.items():
+        assert t.loc[claim_id, "verdict_kind"] == kind, claim_id
+
+
+def test_judged_and_offload_verdict_inputs():
+    assert audit.judged("000-faq-finetune-days")["claimed"] == 3
+    for bad in ("000-nope", 3, "000-flash-attention"):           # unknown, not a string, not recomputed
+        with pytest.raises(ValueError, match="claim_id"):
+            audit.judged(bad)
+    v = verdict(3, 2.6, offload="ZeRO-1 puts the optimizer on the CPU")
+    assert v == "needs CPU offload: ZeRO-1 puts the optimizer on the CPU (the number: holds)"
+    assert audit.verdict_kind(v) == "needs CPU offload"
+    # a reason (wrong in kind) wins over an offload note
+    assert verdict(3, 2.6, reason="no layout", offload="x").startswith("wrong: no layout")
+    with pytest.raises(TypeError, match="offload"):
+        verdict(3, 2.6, offload=1)
+    assert set(audit.READINGS) == set(audit.YARDSTICKS)

@@ -17,7 +17,7 @@ import llmsizing.charts as charts
 from llmsizing.charts import base
 
 PACKAGE = Path(charts.__file__).parent
-PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context")   # Parts I-V, in book order
+PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context", "moe")   # Parts I-V, in book order (V: ch 17, 18)
 MAX_LINES = 800
 
 
@@ -86,3 +86,23 @@ def test_short_numbers_share_one_ladder(v, short, tokens, usd):
     assert (base._short_number(v), base._tokens(v)) == (short, tokens)
     if usd is not None:
         assert base._usd(v) == usd
+
+
+def test_beyond_max_seq_label_clears_the_column_totals():
+    """Chapter 4's column chart prints off-chart totals at the top of its columns; the 'beyond max_seq' label used
+    to sit there too and cover them (issue 26). It now sits in the right margin, outside the axes, and no two
+    texts of the chart overlap."""
+    from llmsizing.charts import render_activation_memory
+
+    view = render_activation_memory("llama-3-8b", seq=8192, batch=1, attention="eager", zero3_gpus=8)
+    fig = view.figure
+    view.png()                                                     # draws the figure once
+    ax = fig.axes[0]
+    texts = [t for t in ax.texts if t.get_text()]
+    label = [t for t in texts if "beyond max_seq" in t.get_text()]
+    totals = [t for t in texts if t.get_text().endswith("↑")]
+    assert len(label) == 1 and totals, [t.get_text() for t in texts]
+    renderer = fig._get_renderer()
+    box = label[0].get_window_extent(renderer)
+    assert box.x0 >= ax.get_window_extent(renderer).x1            # outside the plotting area
+    assert not any(box.overlaps(t.get_window_extent(renderer)) for t in totals)

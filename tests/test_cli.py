@@ -379,3 +379,52 @@ def test_memory_and_plan_take_context_parallelism(capsys):
     rows = _json(capsys, ["plan", "llama-3-8b", "--tokens", "1B", "--seq", "8192", "--global-batch", "64",
                           "--max-gpus", "64", "--cp", "1", "--cp", "2", "--all", "--json"])
     assert rows and {r["cp"] for r in rows} <= {1, 2} and 2 in {r["cp"] for r in rows}
+
+
+# ----------------------------------------------------------------------------- mixtures of experts (issue 24)
+def test_memory_ep_is_the_library(capsys):
+    argv = ["memory", "mixtral-8x7b", "--batch", "1", "--seq", "4096", "--dp", "16", "--ep", "8", "--zero", "2",
+            "--recompute", "full", "--grad-accum", "16", "--json"]
+    rows = {r["component"]: r for r in _json(capsys, argv)}
+    t = L.training_memory("mixtral-8x7b", batch=1, seq=4096, grad_accum=16, recompute="full",
+                          parallel=L.Parallel(dp=16, ep=8, zero=2))
+    assert rows["total"]["bytes"] == pytest.approx(t.total_bytes)
+    # by hand: each GPU's bf16 weights are the 1.6B dense parameters and 1/8 of the 45.1B of experts
+    dense, experts = 46_702_792_704 - 45_097_156_608, 45_097_156_608
+    assert rows["weights"]["bytes"] == pytest.approx(2 * (dense + experts / 8))
+
+
+def test_memory_expert_tp_splits_the_experts(capsys):
+    base = ["memory", "mixtral-8x7b", "--batch", "1", "--seq", "4096", "--tp", "4", "--sp", "--dp", "2", "--ep",
+            "2", "--zero", "1", "--json"]
+    plain = {r["component"]: r for r in _json(capsys, base)}
+    split = {r["component"]: r for r in _json(capsys, base + ["--expert-tp"])}
+    assert plain["weights"]["bytes"] - split["weights"]["bytes"] == pytest.approx(
+        2 * 45_097_156_608 * (1 / 2 - 1 / 8))             # 1/ep of the experts, then 1/(ep x tp)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["memory", "mixtral-8x7b", "--batch", "1", "--seq", "4096", "--dp", "16", "--ep", "3"], "ep=3"),
+    (["memory", "mixtral-8x7b", "--batch", "1", "--seq", "4096", "--dp", "32", "--ep", "16"], "ep=16"),
+    (["memory", "llama-3-8b", "--batch", "1", "--seq", "4096", "--dp", "2", "--ep", "2"], "ep=2"),
+    (["plan", "mixtral-8x7b", "--tokens", "1T", "--seq", "4096", "--global-batch", "64", "--ep", "3"], "ep=3"),
+])
+def test_bad_ep_exits_2_naming_it(argv, words, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
+def test_plan_ep_is_the_planner(capsys):
+    from llmsizing.planner import plan
+
+    rows = _json(capsys, ["plan", "mixtral-8x7b", "--tokens", "1T", "--seq", "4096", "--global-batch", "256",
+                          "--max-gpus", "128", "--ep", "4", "--ep", "8", "--json"])
+    df = plan("mixtral-8x7b", tokens=1e12, seq=4096, global_batch=256, max_gpus=128, ep_degrees=(4, 8))
+    front = df[df["pareto"]].head(20)
+    assert [(r["n_gpus"], r["ep"]) for r in rows] == list(zip(front["n_gpus"], front["ep"]))
+    assert {r["ep"] for r in rows} <= {4, 8}
+    assert cli.main(["plan", "mixtral-8x7b", "--tokens", "1T", "--seq", "4096", "--global-batch", "256",
+                     "--max-gpus", "128", "--ep", "8", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert " ep " in out.splitlines()[1] and "expert parallelism ep in (8,)" in out

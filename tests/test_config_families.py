@@ -114,7 +114,7 @@ def test_catalogued_moe_models_equal_their_meta_device_rows():
     by_name = {r["config_name"]: int(r["n_params"]) + int(r["n_persistent_buffers"]) for r in ROWS}
     pairs = {"mixtral-8x7b": "Mixtral-8x7B-v0.1", "qwen3-30b-a3b": "Qwen3-30B-A3B",
              "qwen3-235b-a22b": "Qwen3-235B-A22B", "deepseek-v3": "DeepSeek-V3", "gpt-oss-120b": "gpt-oss-120b",
-             "llama-4-scout": "Llama-4-Scout-17B-16E (text)"}
+             "llama-4-scout": "Llama-4-Scout-17B-16E (text)", "deepseek-v2": "DeepSeek-V2"}
     assert set(pairs) == set(list_models(moe=True))
     for cat, row in pairs.items():
         assert get_model(cat).n_params == by_name[row], cat
@@ -197,17 +197,17 @@ def test_alternating_windows_average_over_layers():
 # ----------------------------------------------------------------------------- refusals
 @pytest.mark.parametrize("call", [
     # (training_memory, activation_memory and model_states model a mixture of experts since issue 24's
-    # expert parallelism: tests/test_moe_training.py)
-    lambda: L.min_gpus("deepseek-v3", "H100 SXM", batch=1, seq=4096),
+    # expert parallelism: tests/test_moe_training.py; plan, min_gpus and training_time since the planner
+    # searches ep: tests/test_planner_moe.py)
     lambda: L.cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=512),
-    lambda: L.training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", n_gpus=8, seq=4096),
+    lambda: L.implied_mfu("qwen3-30b-a3b", gpu="H100 SXM", seq=4096, tokens=1e12, gpu_hours=1e5),
 ])
 def test_functions_without_moe_refuse_it_by_name(call):
     with pytest.raises(ValueError) as e:
         call()
     msg = str(e.value)
     assert MOE_NOT_MODELLED in msg and "mixture of experts" in msg
-    assert msg.split(":")[0] in ("min_gpus", "cost_by_gpu", "training_time")
+    assert msg.split(":")[0] in ("cost_by_gpu", "implied_mfu")
 
 
 def test_what_handles_moe_does():

@@ -77,7 +77,7 @@ def test_per_rank_activations_are_those_of_seq_over_cp_tokens():
     norms = 2 * (2 * s * h + 4 * s)                 # two RMSNorm inputs + fp32 rstd per token
     projections = 2 * s * h + 2 * s * a * d         # QKV input + output-projection input
     core = 2 * s * (a * d + 2 * g * d) + 4 * a * s  # Q, K, V + log-sum-exp
-    mlp = 2 * s * h + 4 * 2 * s * f                 # MLP input + gate, up, SiLU(gate), product
+    mlp = 2 * s * h + 3 * 2 * s * f                 # MLP input + fused SwiGLU's [gate | up] + product (Megatron)
     acts = L.activation_memory(L8, batch=1, seq=SEQ, cp=8)
     assert acts.per_layer_bytes == norms + projections + core + mlp
     whole = L.activation_memory(L8, batch=1, seq=SEQ)

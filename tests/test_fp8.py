@@ -137,7 +137,7 @@ def test_saved_linear_inputs_fp8_deepseek():
     ds = layer_terms("llama-3-8b", batch=1, seq=4096, fp8="fp8-deepseek")
     assert ds["attention_projections"] == pytest.approx(SB * (q * H + q_attn * H), rel=1e-12)
     assert ds["mlp"] == pytest.approx(SB * (q * H + 2 * q * F), rel=1e-12)
-    assert bf["mlp"] == SB * (2 * H + 4 * 2 * F)
+    assert bf["mlp"] == SB * (2 * H + 3 * 2 * F)      # Megatron's fused SwiGLU: [gate | up] + product
 
 
 def test_training_memory_uses_the_recipe():

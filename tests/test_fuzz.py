@@ -645,7 +645,7 @@ PART3_FUNCTIONS = {
                              gpus=lists_of(gpus(), max_size=2), batch=ints(1, 4), recompute=RECOMPUTES),
                         aliases={"gpus": ("gpu",)}),
 }
-from llmsizing import finetune  # noqa: E402
+from llmsizing import finetune, reliability, scaling  # noqa: E402
 
 FINETUNE_FUNCTIONS = {
     "lora_params": Spec(finetune.lora_params, dict(model=models(), rank=ints(1, 256),
@@ -658,6 +658,30 @@ FINETUNE_FUNCTIONS = {
                                  lora_dropout=bools(), grad_accum=ints(1, 16))),
 }
 PART3_FUNCTIONS.update(FINETUNE_FUNCTIONS)
+# compute-optimal sizing (chapter 10) and interruptions and goodput (chapter 11), issue 26
+_FRACTION = Arg(st.floats(0.5, 1.0), st.sampled_from([0, 1.5, "0.9", float("nan"), None]))
+PART3_FUNCTIONS.update({
+    "compute_optimal": Spec(scaling.compute_optimal, dict(flops=nums(1e15, 1e30), fit=names(scaling.FITS))),
+    "scaling_loss": Spec(scaling.loss, dict(params=nums(1, 1e13), tokens=nums(1, 1e15),
+                                            fit=names(scaling.LOSS_FITS))),
+    "overtrained": Spec(scaling.overtrained, dict(params=nums(1e6, 1e13), tokens=nums(1e6, 1e15),
+                                                  fit=names(scaling.LOSS_FITS))),
+    "largest_compute_optimal": Spec(scaling.largest_compute_optimal,
+                                    dict(gpu=gpus(), n_gpus=ints(1, 65536), days=nums(0.01, 365),
+                                         seq=ints(128, 32768), goodput=_FRACTION,
+                                         mfu=Arg(st.one_of(st.none(), st.floats(0.05, 0.7)),
+                                                 st.sampled_from([0, 1.5, "0.4", float("nan")])))),
+    "interruptions": Spec(reliability.interruptions, dict(n_gpus=ints(1, 1 << 20), days=nums(1e-3, 1e4),
+                                                          include_planned=bools())),
+    "checkpoint_bytes": Spec(reliability.checkpoint_bytes, dict(model=models())),
+    "goodput": Spec(reliability.goodput, dict(model=models(), n_gpus=ints(1, 65536), restart_min=nums(0, 60),
+                                              storage_gb_per_s=nums(1, 1e4))),
+    "optimal_checkpoint_interval_s": Spec(reliability.optimal_checkpoint_interval_s,
+                                          dict(write_s=nums(1e-3, 1e4), mtbf_s=nums(1, 1e8))),
+    "training_time_goodput": Spec(time_cost.training_time,
+                                  dict(model=models(), tokens=nums(1e6, 1e14), gpu=gpus(), n_gpus=ints(1, 65536),
+                                       seq=ints(1, 131072), goodput=_FRACTION)),
+})
 SLOW = {"plan", "cost_by_gpu"}
 PART3_CHARTS = {
     "render_training_time": Spec(charts.render_training_time,

@@ -159,3 +159,36 @@ def test_lab_renders_every_cell_so_the_prose_gets_its_numbers(config):
     overrides, error = _get_overrides(settings_dir)
     assert not error
     assert overrides["@jupyterlab/notebook-extension:tracker"]["windowingMode"] == "none"
+
+
+# --------------------------------------------------------------------------- issue 25: layout and console
+def test_a_workspace_not_saved_yet_opens_with_the_file_browser_folded(config, tmp_path):
+    """JupyterLab opens the file browser on a "fresh" layout (no saved layout-restorer data); the lab's config
+    gives a workspace with no file the folded layout, and leaves a saved one as the reader saved it."""
+    from jupyterlab_server.workspaces_handler import WorkspacesManager
+
+    manager = WorkspacesManager(str(tmp_path))
+    layout = manager.load("default")["data"]["layout-restorer:data"]
+    assert layout["left"]["collapsed"] is True and "filebrowser" in layout["left"]["widgets"]
+    assert manager.load("first-visit")["metadata"]["id"] == "/first-visit"
+    saved = {"data": {"layout-restorer:data": {"left": {"collapsed": False}}}, "metadata": {"id": "default"}}
+    manager.save("default", json.dumps(saved))
+    assert manager.load("default")["data"] == saved["data"]
+    # loading the config again does not wrap the loader twice
+    PyFileConfigLoader(CONFIG.name, path=str(LAB)).load_config()
+    assert manager.load("other")["data"]["layout-restorer:data"]["left"]["collapsed"] is True
+
+
+def test_the_lab_page_does_not_load_the_lite_kernel_extension(config):
+    """@jupyterlite/pyodide-kernel-extension (installed for the lite build) logged "Shared module
+    @jupyterlite/services doesn't exist" in every lab page; JupyterLab loads even disabled extensions, so the
+    lab's config leaves it out of the page's extension list. The ones the workshop needs stay."""
+    from jupyter_core.paths import jupyter_path
+    from jupyterlab_server.config import get_page_config
+
+    paths = jupyter_path("labextensions")
+    if not any((Path(p) / "@jupyterlite" / "pyodide-kernel-extension" / "package.json").is_file() for p in paths):
+        pytest.skip("jupyterlite-pyodide-kernel's lab extension is not installed here: nothing to leave out")
+    names = {e["name"] for e in get_page_config(paths, None)["federated_extensions"]}
+    assert "@jupyterlite/pyodide-kernel-extension" not in names
+    assert {"jupyterlab-myst", "@jupyter-widgets/jupyterlab-manager"} <= names

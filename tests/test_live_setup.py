@@ -142,3 +142,104 @@ def test_readme_table_matches_the_recorded_versions():
         row = re.search(rf"^\| {name} \| ([^|]+) \|", readme, re.M)
         assert row, f"README: no version row for {name}"
         assert row.group(1).strip() == PYODIDE["packages"][name], name
+
+
+# --------------------------------------------------------------------------- serve-live's Jupyter server (issue 25)
+_kspec = importlib.util.spec_from_file_location("live_kernels", ROOT / "tools" / "live" / "live_kernels.py")
+live_kernels = importlib.util.module_from_spec(_kspec)
+_kspec.loader.exec_module(live_kernels)
+
+
+def test_serve_live_passes_its_token_in_the_environment_not_the_command_line():
+    token = "f00d" * 12
+    cmd, env = serve_live.jupyter_command("http://127.0.0.1:8000", port=8888, token=token)
+    assert not [a for a in cmd if token in a or "token" in a.lower()], cmd
+    assert env["JUPYTER_TOKEN"] == token
+    assert "MPLBACKEND" not in env
+    assert f"--config={serve_live.LIVE_SERVER_CONFIG}" in cmd and serve_live.LIVE_SERVER_CONFIG.is_file()
+    with pytest.raises(ValueError, match="site_origin"):
+        serve_live.jupyter_command("http://192.168.1.5:8000", port=8888, token=token)
+
+
+def test_serve_live_config_culls_idle_kernels():
+    from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
+    from traitlets.config.loader import PyFileConfigLoader
+
+    path = serve_live.LIVE_SERVER_CONFIG
+    config = PyFileConfigLoader(path.name, str(path.parent)).load_config()
+    mkm = config.MappingKernelManager
+    assert mkm.cull_idle_timeout == 600 and mkm.cull_interval == 60          # 10 minutes, checked each minute
+    assert mkm.cull_connected is True and mkm.cull_busy is False
+    assert config.LiveKernelManager.cull_connected_idle_timeout == 2 * 3600
+    cls = config.ServerApp.kernel_manager_class
+    assert issubclass(cls, MappingKernelManager) and cls.__name__ == "LiveKernelManager"
+
+
+@pytest.mark.parametrize("idle_s, connections, busy, culled", [
+    (599, 0, False, False),     # a page left 9 min 59 s ago: kept
+    (601, 0, False, True),      # 10 minutes without a page: culled
+    (601, 1, False, False),     # the page is still open: kept ...
+    (7199, 2, False, False),
+    (7201, 1, False, True),     # ... until 2 hours without activity
+    (99999, 0, True, False),    # a running cell is never culled
+])
+def test_kernels_are_culled_on_the_two_timeouts(idle_s, connections, busy, culled):
+    assert live_kernels.should_cull(idle_s, connections, busy, 600, 7200) is culled
+
+
+def test_serve_live_server_hides_its_token_and_culls_a_kernel(tmp_path):
+    """A real server from jupyter_command (with the timeouts shortened on its command line): /proc shows no
+    token, the token in the environment is the one it accepts, and an idle kernel with no page is shut down."""
+    import os
+    import subprocess
+    import time
+    import urllib.error
+    import urllib.request
+
+    port, token = serve_live.free_port(), "c0ffee" * 8
+    cmd, env = serve_live.jupyter_command("http://127.0.0.1:8000", root_dir=tmp_path, port=port, token=token)
+    cmd += ["--MappingKernelManager.cull_idle_timeout=3", "--MappingKernelManager.cull_interval=1"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+
+    def api(path, method="GET", auth=True):
+        headers = {"Authorization": f"token {token}"} if auth else {}
+        req = urllib.request.Request(url + path, method=method, headers=headers, data=b"{}" if method == "POST" else None)
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read() or b"null")
+
+    try:
+        serve_live._wait_http(f"{url}/api/status?token={token}", proc, 60, "jupyter server")
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode() if os.path.exists("/proc") else " ".join(cmd)
+        assert token not in cmdline
+        with pytest.raises(urllib.error.HTTPError):
+            api("/api/kernels", auth=False)
+        kernel = api("/api/kernels", method="POST")
+        assert [k["id"] for k in api("/api/kernels")] == [kernel["id"]]
+        deadline = time.monotonic() + 60
+        while api("/api/kernels") and time.monotonic() < deadline:
+            time.sleep(1)
+        assert api("/api/kernels") == [], "the idle kernel was not culled"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_lite_app_pages_load_the_pyodide_check(tmp_path):
+    """tools/build_lite.py puts the "Pyodide could not be downloaded" check on each app page, once."""
+    page = '<html><head><script id="jupyter-config-data" type="application/json">{}</script></head>\n<body></body></html>'
+    for app in ("lab", "notebooks"):
+        (tmp_path / app).mkdir()
+        (tmp_path / app / "index.html").write_text(page)
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "index.html").write_text("<html><body>not an app</body></html>")
+    assert [p.parent.name for p in build_lite.add_pyodide_check(tmp_path)] == ["lab", "notebooks"]
+    build_lite.add_pyodide_check(tmp_path)                                      # a second pass adds nothing
+    html = (tmp_path / "lab" / "index.html").read_text()
+    assert html.count('<script src="../book-pyodide-check.js"></script>') == 1
+    assert html.index("book-pyodide-check.js") < html.index("</body>")
+    assert "book-pyodide-check" not in (tmp_path / "api" / "index.html").read_text()
+    script = (tmp_path / "book-pyodide-check.js").read_text()
+    constants = pytest.importorskip("jupyterlite_pyodide_kernel.constants")
+    assert f"https://cdn.jsdelivr.net/pyodide/v{constants.PYODIDE_VERSION}/full/pyodide.mjs" in script
+    assert "make lab" in script and "@PYODIDE_URL@" not in script

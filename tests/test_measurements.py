@@ -6,7 +6,7 @@ The tolerances are the book's stated targets, written out here (not read back fr
 * pure 16-bit and fp32 runs, GPT-style and Llama-style, every attention kernel and recompute level, counting
   GPU-style 1-byte dropout masks: within +/-5%;
 * the same runs with the masks as CPU PyTorch stores them (and the formula told that width): within +/-5%;
-* autocast (bf16 compute, fp32 weights) against the pure 16-bit formula: the formula is low, by at most 25%
+* autocast (bf16 compute, fp32 weights) against the pure 16-bit formula: the formula is low, by at most 30%
   when no s^2 tensor is kept in fp32 (flash attention, or the GPT-style model whose CPU softmax stays bf16),
   and by at most 60% (at <= 512 tokens; the gap grows with s) for the Llama-style model's
   eager attention, whose scores are fp32 under autocast (6 bytes per score instead of 2);
@@ -19,7 +19,8 @@ import pytest
 from llmsizing.measurements import MEASUREMENTS_CSV, SAVED_TENSORS_CSV, compare_measurements, load_measurements
 
 TARGET = 0.05            # the book's stated target for pure 16-bit / fp32 runs
-AUTOCAST_BOUND = 0.25          # stated bound: the pure 16-bit formula is 0-25% below an autocast measurement
+AUTOCAST_BOUND = 0.30          # stated bound: the pure 16-bit formula is 0-30% below an autocast measurement
+# (0.25 until issue 26: the fused count's SwiGLU keeps 3 f-wide tensors, so the same gap is a larger fraction)
 AUTOCAST_FP32_SCORES_BOUND = 0.60   # ... and 0-60% when the s^2 scores are kept in fp32 (seq <= 512)
 STATE_TOLERANCE = 0.001
 

@@ -97,7 +97,7 @@ def test_moe_layer_activations_by_hand():
     terms = moe.moe_layer_terms(m, batch=1, seq=t)
     assert terms["router"] == 2 * t * h + 9 * t * e + 4 * t * k       # bf16 input, fp32 logits+scores, map, probs
     assert terms["dispatch"] == 2 * t * k * h
-    assert terms["experts"] == 4 * 2 * t * k * f                      # gated: 4 bf16 numbers per intermediate
+    assert terms["experts"] == 3 * 2 * t * k * f                      # gated: Megatron's fused SwiGLU, 3 bf16 numbers
     assert terms["combine"] == 2 * t * k * h
     assert terms["shared"] == 0
     capped = moe.moe_layer_terms(m, batch=1, seq=t, capacity_factor=1.25)
@@ -110,8 +110,8 @@ def test_moe_layer_activations_by_hand():
     # ranks' rows again (2 x t/2 x k) and each rank holds half of every expert's width
     sp = moe.moe_layer_terms(m, batch=1, seq=t, tp=2, sp=True)
     etp = moe.moe_layer_terms(m, batch=1, seq=t, tp=2, sp=True, expert_tp=True)
-    assert sp["dispatch"] == 2 * (t // 2) * k * h and sp["experts"] == 8 * (t // 2) * k * f
-    assert etp["dispatch"] == 2 * t * k * h and etp["experts"] == 8 * t * k * f / 2
+    assert sp["dispatch"] == 2 * (t // 2) * k * h and sp["experts"] == 6 * (t // 2) * k * f
+    assert etp["dispatch"] == 2 * t * k * h and etp["experts"] == 6 * t * k * f / 2
 
 
 def test_moe_activations_replace_the_dense_mlp_term():
@@ -119,8 +119,8 @@ def test_moe_activations_replace_the_dense_mlp_term():
     twin = activation_memory(moe.dense_twin(m), batch=1, seq=1024)
     acts = activation_memory(m, batch=1, seq=1024)
     t, h, k, f = 1024, 4096, 2, 14336
-    dense_mlp = 2 * t * h + 8 * t * f              # the twin's MLP: fc1 input + 4 bf16 numbers per element
-    moe_layer = (2 * t * h + 9 * t * 8 + 4 * t * k) + 2 * t * k * h + 8 * t * k * f + 2 * t * k * h
+    dense_mlp = 2 * t * h + 6 * t * f              # the twin's MLP: fc1 input + 3 bf16 numbers per element (fused SwiGLU)
+    moe_layer = (2 * t * h + 9 * t * 8 + 4 * t * k) + 2 * t * k * h + 6 * t * k * f + 2 * t * k * h
     assert acts.total_bytes - twin.total_bytes == pytest.approx(32 * (moe_layer - dense_mlp), rel=1e-12)
 
 
@@ -199,7 +199,7 @@ def test_deepseek_v3_fits_80gb_with_recomputation(dsv3):
     assert dsv3["fits_full"] and dsv3["memory_gib_full"] < 80
     # without recomputation the library's count (1F1B: 15 micro-batches of 4 MoE layers in flight on the second
     # stage, MLA's per-head Q/K/V saved) does not fit: DeepSeek recomputes its norms and MLA up-projections and
-    # runs DualPipe, which the library does not model
+    # runs DualPipe (moe.deepseek_memory, tested below)
     assert not dsv3["fits_none"] and dsv3["memory_gib_none"] > 80
     # the model states alone: about 1.6-3.1B parameters per GPU, far below 80 GB
     assert 10 < dsv3["states_gib"] < 40
@@ -318,3 +318,101 @@ def test_all_to_all_across_nodes_and_the_node_limit():
     assert times[4] / times[None] == pytest.approx((4 / 8 * 7 / 8) / (56 / 64), rel=0.01)
     # serving's all-to-all (checked against DeepEP) is the one priced: old calls give the same as before
     assert all_to_all_s(base, 64, "H800") == pytest.approx(times[None], rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- DeepSeek-V3's own memory recipe
+F8 = 1 + 4 / 128                         # FP8 E4M3 + one fp32 scale per 1 x 128 tile (report Sec. 3.3.2)
+E5M6 = 1.5 + 4 / 128                     # the attention output's 12-bit format, same tiles (Sec. 3.3.3 (1))
+
+
+def test_deepseek_layer_bytes_by_hand():
+    m = get_model("deepseek-v3")
+    # per token, config.json shapes: residual stream x2 (bf16, the RMSNorms' inputs; their outputs recomputed),
+    # MLA's latents before their norms (1536 + 512 + rope 64, bf16), 128 heads x 128 value dims in E5M6 + fp32
+    # log-sum-exp per head, router 256 fp32 logits + 256 fp32 scores + 256-byte map + 8 fp32 weights,
+    # the dispatched 8 x 7168 in FP8, 8 experts' SwiGLU inputs 2 x 2048 in FP8, the shared expert's 2 x 2048
+    moe_layer = (2 * 2 * 7168 + 2 * (1536 + 512 + 64) + E5M6 * 128 * 128 + 4 * 128 + (4 + 4 + 1) * 256 + 4 * 8
+                 + F8 * 8 * 7168 + F8 * 8 * 2 * 2048 + F8 * 2 * 2048)
+    assert sum(moe.deepseek_layer_bytes(m).values()) == pytest.approx(moe_layer, rel=1e-12)
+    assert moe_layer == pytest.approx(157984, abs=1e-6)
+    # a dense layer: the MLP keeps its two 18432-wide SwiGLU inputs in bf16 and the down-projection's FP8 input
+    dense_layer = 2 * 2 * 7168 + 2 * 2112 + E5M6 * 128 * 128 + 4 * 128 + 2 * 2 * 18432 + F8 * 18432
+    assert sum(moe.deepseek_layer_bytes(m, moe=False).values()) == pytest.approx(dense_layer, rel=1e-12)
+    # keeping the experts' bf16 outputs for the combine adds k x h x 2
+    kept = moe.deepseek_layer_bytes(m, probs_in_swiglu=False)
+    assert kept["combine"] == 8 * 7168 * 2
+    with pytest.raises(ValueError, match="latent attention"):
+        moe.deepseek_layer_bytes(get_model("mixtral-8x7b"))
+
+
+def test_dualpipe_holds_pp_plus_one_micro_batches():
+    # DeepSeek-V3 report Table 2 / deepseek-ai/DualPipe README: activations PP + 1, parameters 2x per device
+    r = moe.deepseek_memory()
+    assert len(r.ranks) == 8                                      # ranks i and 15 - i hold the same two chunks
+    for row in r.ranks:
+        i = row["rank"]
+        assert row["chunks"] == (i, 15 - i)
+        assert sum(row["in_flight"]) == 17
+        assert row["in_flight"] == (16 - i, i + 1)
+
+
+def _states_by_hand(moe_layers: int) -> float:
+    """Model states of ``moe_layers`` DeepSeek-V3 MoE layers on one GPU of the published layout: non-expert
+    parameters with ZeRO-1 over dp = 128, the 256 routed experts split over ep = 64 with ZeRO-1 over edp = 2.
+    Weights bf16 (2), gradients fp32 (4), an FP8 copy of each matrix (1 + 4 / 128^2), master fp32 + two bf16
+    moments (4 + 2 + 2) sharded (Sec. 3.3.3)."""
+    h = 7168
+    mats = h * 1536 + 1536 * 128 * 192 + h * 576 + 512 * 128 * 256 + 128 * 128 * h + 3 * h * 2048  # MLA + shared
+    vecs = 1536 + 512 + 2 * h + 256                                  # MLA and layer norms, router bias
+    router = 256 * h
+    experts = 4 * 3 * h * 2048                                       # 256 / 64 experts of gate, up, down
+    dense = mats + vecs + router
+    w8 = 1 + 4 / 128 ** 2
+    per_layer = dense * (2 + 4 + 8 / 128) + mats * w8 + experts * (2 + 4 + w8 + 8 / 2)
+    return moe_layers * per_layer
+
+
+def test_deepseek_memory_of_a_middle_rank_by_hand():
+    from llmsizing.memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
+
+    r = moe.deepseek_memory()
+    row = r.ranks[3]                                    # chunks 3 and 12: four MoE layers each
+    t = 4096
+    layer = 157984 * t
+    kept = (13 + 4) * 4 * layer
+    assert row["activations"] - kept == pytest.approx(
+        2 * (2 * 7168 + 128 * (2 * 192 + 128) + 8 * 2048 + 2048) * t, rel=1e-12)   # one layer rebuilt
+    assert row["states"] == pytest.approx(_states_by_hand(8), rel=1e-9)
+    # the peak is the start of the backward: states, kept activations, one layer rebuilt and half a layer's
+    # working set (memory.LAYER_WORKING_SET); the gradients are alive (120 micro-batches accumulate)
+    peak = row["states"] + row["activations"] + 0.5 * layer
+    assert row["peak"] == pytest.approx(peak, rel=1e-12)
+    assert row["total"] == pytest.approx(peak * (1 + FRAGMENTATION) + FIXED_OVERHEAD_BYTES, rel=1e-12)
+
+
+def test_deepseek_v3_fits_80gb_with_its_own_recipe(dsv3):
+    # with Megatron's even split the rank holding the embedding, the output head, the MTP module and the logits
+    # (chunks 0 and 15) does not fit; one layer fewer in each of those chunks does, with a few GiB to spare
+    assert not dsv3["fits_deepseek_even"] and dsv3["rank_deepseek_even"] == 0
+    assert dsv3["fits_deepseek_balanced"] and 70 < dsv3["memory_gib_deepseek_balanced"] < 80
+    # keeping the experts' bf16 outputs for the combine does not fit, whatever the split
+    assert not dsv3["fits_deepseek_combine"]
+    # DualPipe's two copies of the parameters cost more than 1F1B's one
+    assert dsv3["memory_gib_deepseek_1f1b"] < dsv3["memory_gib_deepseek_balanced"]
+    # and the recipe sits between no recomputation and full recomputation of the library's 1F1B count
+    assert dsv3["memory_gib_full"] < dsv3["memory_gib_deepseek_balanced"] < dsv3["memory_gib_none"]
+
+
+def test_deepseek_memory_refuses_layouts_it_does_not_model():
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="tensor"):
+        moe.deepseek_memory(parallel=Parallel(tp=2, pp=16, dp=64, ep=64, sp=True, zero=1))
+    with pytest.raises(ValueError, match="grad_accum"):
+        moe.deepseek_memory(grad_accum=16)
+    with pytest.raises(ValueError, match="schedule"):
+        moe.deepseek_memory(schedule="gpipe")
+    with pytest.raises(TypeError, match="parallel"):
+        moe.deepseek_memory(parallel="pp16")
+    with pytest.raises(ValueError, match="even pp"):
+        moe.deepseek_memory(parallel=replace(moe.DEEPSEEK_V3_LAYOUT, pp=1, dp=2048))

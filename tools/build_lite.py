@@ -17,7 +17,10 @@ What it does, offline except for PyPI (wheels are downloaded once into _vendor_c
    kernel, ``@jupyter-widgets/jupyterlab-manager`` (from jupyterlab_widgets, so widgets render) and
    ``jupyterlab-myst`` (admonitions, exercises and dropdowns render; the {eval} numbers need the kernel's
    ``user_expressions``, which could not be tried here: Pyodide comes from a CDN);
-4. leaves out the source maps (*.map) and the apps the book does not link to, and prints the size of the
+4. adds ``book-pyodide-check.js`` (tools/lite/pyodide-check.js) to the app pages: when the network blocks the
+   CDN that Pyodide comes from, a box in the page says so and points to ``make lab`` (JupyterLite alone says it
+   only in its hidden log console);
+5. leaves out the source maps (*.map) and the apps the book does not link to, and prints the size of the
    result (29.7 MiB on 2026-11-23; book-lite.json in the output records the current figure).
 
 At run time the lite site loads Pyodide itself (and numpy, pandas, matplotlib) from the jsDelivr CDN: that
@@ -194,6 +197,38 @@ def drop_source_maps(out: Path) -> int:
     return n
 
 
+PYODIDE_CHECK = ROOT / "tools" / "lite" / "pyodide-check.js"
+
+
+def pyodide_url() -> str:
+    """The file the Pyodide kernel loads first, at the CDN jupyterlite-pyodide-kernel pins."""
+    from jupyterlite_pyodide_kernel.constants import PYODIDE_CDN_URL
+
+    return f"{PYODIDE_CDN_URL}/pyodide.mjs"
+
+
+def add_pyodide_check(out: Path) -> list[Path]:
+    """Put tools/lite/pyodide-check.js into the lite site and load it from each app page (lab/, notebooks/).
+
+    When the network blocks the CDN Pyodide comes from, that script shows a box in the page saying so and
+    what to do (another network, or ``make lab`` offline); JupyterLite alone says it only in its log console.
+    Returns the pages changed."""
+    script = PYODIDE_CHECK.read_text(encoding="utf-8").replace("@PYODIDE_URL@", pyodide_url())
+    (out / "book-pyodide-check.js").write_text(script, encoding="utf-8")
+    tag = '<script src="../book-pyodide-check.js"></script>'
+    pages = []
+    for page in sorted(out.glob("*/index.html")):
+        html = page.read_text(encoding="utf-8")
+        if 'id="jupyter-config-data"' not in html:
+            continue
+        if tag not in html:
+            if "</body>" not in html:
+                raise ValueError(f"{page}: no </body> to put the Pyodide check before")
+            page.write_text(html.replace("</body>", f"  {tag}\n</body>", 1), encoding="utf-8")
+        pages.append(page)
+    return pages
+
+
 def size_mib(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
 
@@ -230,6 +265,7 @@ def build(out: Path = OUT, stage: Path = STAGE) -> dict:
     env.pop("MPLBACKEND", None)
     subprocess.run([str(jupyter), "lite", "build", "--lite-dir", str(lite_dir)], check=True, cwd=lite_dir, env=env)
     maps = drop_source_maps(out)
+    add_pyodide_check(out)
     result = {
         "notebooks": [p.name for p in notebooks],
         "wheels": [p.name for p in wheels],

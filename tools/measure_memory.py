@@ -32,6 +32,12 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     hf-counts [--out data/hf_meta_param_counts.csv]
            exact parameters of every Hugging Face family Model.from_hf_config reads (MoE, MLA, Gemma, Falcon,
            ...): transformers' ForCausalLM built on the meta device from small and published configs (issue 24)
+    mask   [--out data/masked_sdpa.csv]
+           a small HF Llama's saved tensors with no attention mask, an all-ones one and a padded batch's (SDPA,
+           CPU; issue 26): with a mask HF repeats K and V to every query head (``mask.py``)
+    swiglu --megatron PATH [--megatron-commit SHA] [--out data/fused_swiglu_saved.csv]
+           what Megatron-LM's fused SwiGLU (its own fused_bias_swiglu.py, loaded from a checkout) saves for the
+           backward, against an unfused SwiGLU (CPU; issue 26; ``swiglu.py``; skipped by ``all``)
     all    every sub-command above in turn (saved, step, dist, peft, lora, loss, loss-peak, nf4, dropout,
            collectives, cp, a2a, hf-counts), with the default files (also what runs with no sub-command)
 

@@ -7,9 +7,11 @@
 
 serve-live starts two local servers and makes no off-machine request:
 
-* a Jupyter server (``jupyter server``) bound to 127.0.0.1 on a free port, with a random token, root folder
-  book/ (so kernels start with cwd book/, as for ``make lab`` and nbval), and CORS (``allow_origin``) set to
-  the site's origin only; it is the only origin whose pages may talk to it;
+* a Jupyter server (``jupyter server``) bound to 127.0.0.1 on a free port, with a random token (passed in its
+  environment, so ``ps`` does not show it), root folder book/ (so kernels start with cwd book/, as for
+  ``make lab`` and nbval), CORS (``allow_origin``) set to the site's origin only (the only origin whose pages
+  may talk to it), and idle kernels culled (tools/live/live_kernels.py: 10 minutes after the reader left the
+  page, 2 hours if the page is still open);
 * an HTTP server for _build/html on 127.0.0.1 that injects ``window.BOOK_LIVE`` (server URL and token) into
   every HTML page it sends. _assets/live-code.js shows its "Live code" button only when that object exists,
   so the static site (and ``make check-site``) never shows a dead control.
@@ -34,12 +36,14 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 BOOK = ROOT / "book"
+VOILA_DIR = ROOT / "tools" / "voila"
 HOST = "127.0.0.1"
 
 
@@ -71,29 +75,47 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float, what: str) ->
     raise RuntimeError(f"{what} not ready after {timeout_s:.0f} s ({url})")
 
 
+#: serve-live's Jupyter server configuration: kernel culling (tools/live/live_kernels.py)
+LIVE_SERVER_CONFIG = ROOT / "tools" / "live" / "jupyter_server_config.py"
+
+
+def jupyter_command(site_origin: str, *, root_dir: Path = BOOK, port: int, token: str) -> tuple[list[str], dict]:
+    """The command line and the environment of serve-live's Jupyter server: ``(cmd, env)``.
+
+    The token goes in the environment (``JUPYTER_TOKEN``, which jupyter_server's IdentityProvider reads), never
+    on the command line, where ``ps`` would show it to every user of the machine. Kernels are culled when idle
+    (``--config``: tools/live/jupyter_server_config.py)."""
+    if not site_origin.startswith(("http://127.0.0.1:", "http://localhost:")):
+        raise ValueError(f"site_origin: must be a loopback origin such as http://127.0.0.1:8000, got {site_origin!r}")
+    cmd = [
+        sys.executable, "-m", "jupyter_server",
+        f"--config={LIVE_SERVER_CONFIG}",
+        f"--ServerApp.ip={HOST}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        "--ServerApp.open_browser=False",
+        f"--ServerApp.root_dir={root_dir}",
+        f"--ServerApp.allow_origin={site_origin}",
+        "--ServerApp.terminals_enabled=False",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    env = _kernel_env()
+    env.pop("JUPYTER_TOKEN_FILE", None)
+    env["JUPYTER_TOKEN"] = token
+    return cmd, env
+
+
 def start_jupyter(site_origin: str, *, root_dir: Path = BOOK, port: int | None = None,
                   token: str | None = None, timeout_s: float = 60, log=subprocess.DEVNULL
                   ) -> tuple[str, str, subprocess.Popen]:
     """Start a Jupyter server on 127.0.0.1 for pages from ``site_origin`` (e.g. http://127.0.0.1:8000).
 
     Returns ``(url, token, process)``; the caller terminates the process. Kernels start in ``root_dir``
-    (book/). Only ``site_origin`` passes the server's CORS and websocket origin checks."""
-    if not site_origin.startswith(("http://127.0.0.1:", "http://localhost:")):
-        raise ValueError(f"site_origin: must be a loopback origin such as http://127.0.0.1:8000, got {site_origin!r}")
+    (book/). Only ``site_origin`` passes the server's CORS and websocket origin checks. See
+    :func:`jupyter_command` for the token and the culling of idle kernels."""
     port = port or free_port()
     token = token or secrets.token_hex(24)
-    cmd = [
-        sys.executable, "-m", "jupyter_server",
-        f"--ServerApp.ip={HOST}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-        "--ServerApp.open_browser=False",
-        f"--ServerApp.root_dir={root_dir}",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.allow_origin={site_origin}",
-        "--ServerApp.terminals_enabled=False",
-    ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
-    proc = subprocess.Popen(cmd, cwd=root_dir, env=_kernel_env(), stdout=log, stderr=log)
+    cmd, env = jupyter_command(site_origin, root_dir=root_dir, port=port, token=token)
+    proc = subprocess.Popen(cmd, cwd=root_dir, env=env, stdout=log, stderr=log)
     url = f"http://{HOST}:{port}"
     _wait_http(f"{url}/api/status?token={token}", proc, timeout_s, "jupyter server")
     return url, token, proc
@@ -170,23 +192,29 @@ def chapter_notebook(spec: str) -> Path:
 
 def start_voila(notebook: Path, *, port: int | None = None, timeout_s: float = 60, log=subprocess.DEVNULL
                 ) -> tuple[str, subprocess.Popen]:
-    """Start Voila on 127.0.0.1 for one notebook (kernel cwd: its folder); returns ``(url, process)``."""
+    """Start Voila on 127.0.0.1 on the notebook's folder; returns ``(url of the notebook's app, process)``.
+
+    Voila serves the whole folder (book/), so a link from one chapter to another (``07_data_parallelism.ipynb``)
+    opens that chapter as an app too; kernels start in that folder. tools/voila/config/voila.py turns the
+    chapters' MyST prose into Markdown with the kernel's numbers (tools/voila/myst_voila.py) and loads only
+    the widgets' extension into the page."""
     notebook = Path(notebook).resolve()
     if not notebook.is_file():
         raise FileNotFoundError(f"notebook: {notebook} does not exist")
     port = port or free_port()
     voila = Path(sys.executable).with_name("voila")
     cmd = [
-        str(voila), str(notebook), f"--Voila.ip={HOST}", f"--port={port}", "--no-browser",
+        str(voila), str(notebook.parent), f"--Voila.ip={HOST}", f"--port={port}", "--no-browser",
         "--show_tracebacks=False",
+        f"--Voila.config_file_paths={VOILA_DIR / 'config'}",
         # tools/voila/voila/templates/book: Voila's lab template minus its Font Awesome CDN stylesheets
         "--template=book",
         "--VoilaConfiguration.show_margins=True",
     ]
     env = _kernel_env()
-    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools" / "voila"), env.get("JUPYTER_PATH")]))
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(VOILA_DIR), env.get("JUPYTER_PATH")]))
     proc = subprocess.Popen(cmd, cwd=notebook.parent, env=env, stdout=log, stderr=log)
-    url = f"http://{HOST}:{port}/"
+    url = f"http://{HOST}:{port}/voila/render/{urllib.parse.quote(notebook.name)}"
     # Voila has no unauthenticated status endpoint; its own static files answer once it is up
     _wait_http(f"http://{HOST}:{port}/voila/static/voila.js", proc, timeout_s, "voila")
     return url, proc

@@ -11,7 +11,8 @@ import sys as _sys
 
 # Units and the catalogues (data/models.csv, data/gpus.csv: a source and an as-of date on every row).
 from .units import GB, GiB, fmt_bytes, fmt_count, fmt_gib
-from .catalog import GPU, get_gpu, get_model, gpu_table, list_gpus, list_models, model_entry, model_table
+from .catalog import (GPU, get_gpu, get_model, gpu_table, list_gpus, list_models, model_entry, model_table,
+                      prices_as_of)
 from .precision import DTYPE_BYTES, FP8_SCHEMES, OPTIMIZERS, RECIPES, bytes_per_element, recipe_tensor_table
 
 # Part I, one GPU (ch 1-5): parameters, bytes per parameter, inference memory, activations, the step's peak.
@@ -31,6 +32,8 @@ from .flops import forward_flops_per_token, training_flops_per_token
 from .stages import Stage, StagedTrainingTime
 from .time_cost import TrainingTime, cost_by_gpu, implied_mfu, training_time
 from .planner import NoPlanError, plan
+from .scaling import ComputeOptimal, compute_optimal, largest_compute_optimal, overtrained
+from .reliability import Goodput, Interruptions, checkpoint_bytes, goodput, interruptions
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve import Serving, ServingPlan, replicas_for, serving, serving_cost_by_gpu, serving_sweep
@@ -44,7 +47,7 @@ _sys.modules[__name__ + ".serving"] = _sys.modules[__name__ + ".serve"]
 __all__ = [
     # units and catalogues
     "GB", "GiB", "fmt_bytes", "fmt_count", "fmt_gib", "GPU", "get_gpu", "get_model", "gpu_table", "list_gpus",
-    "list_models", "model_entry", "model_table", "DTYPE_BYTES", "FP8_SCHEMES", "OPTIMIZERS", "RECIPES",
+    "list_models", "model_entry", "model_table", "prices_as_of", "DTYPE_BYTES", "FP8_SCHEMES", "OPTIMIZERS", "RECIPES",
     "bytes_per_element", "recipe_tensor_table",
     # Part I
     "Model", "ModelStates", "TrainingMemory", "max_micro_batch", "model_states", "training_memory",
@@ -56,7 +59,9 @@ __all__ = [
     "StepTime", "min_gpus", "step_time",
     # Part III
     "forward_flops_per_token", "training_flops_per_token", "Stage", "StagedTrainingTime", "TrainingTime",
-    "cost_by_gpu", "implied_mfu", "training_time", "NoPlanError", "plan",
+    "cost_by_gpu", "implied_mfu", "training_time", "NoPlanError", "plan", "ComputeOptimal", "compute_optimal",
+    "largest_compute_optimal", "overtrained", "Goodput", "Interruptions", "checkpoint_bytes", "goodput",
+    "interruptions",
     # Part IV
     "Serving", "ServingPlan", "replicas_for", "serving", "serving_cost_by_gpu", "serving_sweep",
     "FinetuneMemory", "finetune_memory", "lora_params",

@@ -9,8 +9,11 @@ parallelism ``t``: ``sbh(10 + 24/t + 5as/(ht))``; with sequence parallelism too:
 This module rebuilds that count tensor by tensor so it generalises honestly:
 
 * grouped-query attention (K and V have ``kv_heads * head_dim`` columns, not ``h``);
-* a gated MLP (SwiGLU saves gate, up, SiLU(gate) and their product: ``4*s*b*f`` elements, as an unfused
-  PyTorch implementation does; Megatron's fused kernel saves ``3*s*b*f``);
+* a gated MLP: the ``"fused"`` stack counts Megatron-LM's fused SwiGLU (``megatron/core/fusions/
+  fused_bias_swiglu.py``: ``SwiGLUFunction`` saves only its ``[gate | up]`` input and recomputes SiLU in its
+  backward; ``linear_fc2`` saves the product), ``3*s*b*f`` elements; the ``"hf"`` stack the unfused PyTorch
+  code, which keeps gate, up, SiLU(gate) and the product, ``4*s*b*f`` (measured on Megatron's own function in
+  ``data/fused_swiglu_saved.csv``, ``tools/measure_memory.py swiglu``; issue 26);
 * LayerNorm or RMSNorm (both save their input; the fp32 per-token statistics are counted too);
 * dropout masks at ``mask_bytes`` per element (1 on CUDA; pass the activation width for CPU PyTorch);
 * ``attention="eager"`` saves the ``a*s^2`` softmax output (plus the dropout mask and output);
@@ -35,7 +38,8 @@ What it leaves out, on purpose: small int64 index tensors of the attention mask 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass, field, replace
 
 from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int, check_number
 from .catalog import resolve_model
@@ -104,8 +108,12 @@ class ActivationMemory:
 def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str = "flash",
                 dropout: bool = False, tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
                 selective: bool = False, stack: str = "fused", autocast: bool = False,
-                fp8: str | None = None) -> dict[str, float]:
+                fp8: str | None = None, attention_mask: bool = False) -> dict[str, float]:
     """Bytes one layer saves for backward, by component, with no recomputation except ``selective``.
+
+    ``attention_mask=True`` (``stack="hf"`` only): the batch is padded, so Hugging Face passes a mask to SDPA,
+    which then keeps K and V at the query heads' width and a 16-bit copy of the mask per layer
+    (:func:`masked_sdpa_extra_bytes`).
 
     ``fp8`` (an FP8 recipe's name, :data:`~llmsizing.precision.FP8_SCHEMES`) saves the Linear layers' inputs
     as that recipe does (:func:`_fp8_saved`); the norms, attention core and activation inputs stay in ``dtype``.
@@ -120,12 +128,16 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
     tokens, experts and shared experts under ``"mlp"`` (:func:`llmsizing.moe.moe_block_terms`).
     """
     model = resolve_model(model, moe=True)
+    attention_mask = _check_mask(attention_mask, stack)
     if model.is_moe:                          # ---- one MoE layer (llmsizing.moe, issue 24)
         from .moe import moe_block_terms
 
-        return moe_block_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout,
-                               tp=tp, sp=sp, mask_bytes=mask_bytes, selective=selective, stack=stack,
-                               autocast=autocast, fp8=fp8)
+        if attention_mask:
+            raise ValueError("attention_mask=True is modelled for dense Hugging Face models only")
+        kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, tp=tp, sp=sp,
+                  mask_bytes=mask_bytes, selective=selective, stack=stack, autocast=autocast, fp8=fp8)
+        key = _moe_key(model, kw)
+        return moe_block_terms(model, **kw) if key is None else dict(_kept_moe_block_terms(key))
     batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
     check_choice("dtype", dtype, ACTIVATION_DTYPES)
     check_choice("attention", attention, ATTENTION)
@@ -137,8 +149,12 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
     stack, autocast = _check_stack(stack, autocast, dtype, selective)
     fp8 = _check_fp8(fp8, stack, autocast)
     if stack == "hf":
-        return _hf_layer_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout,
-                               tp=tp, sp=sp, mask_bytes=mask_bytes, autocast=autocast)
+        terms = _hf_layer_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout,
+                                tp=tp, sp=sp, mask_bytes=mask_bytes, autocast=autocast)
+        if attention_mask:
+            terms["attention_core"] += masked_sdpa_extra_bytes(model, batch=batch, seq=seq, dtype=dtype,
+                                                               attention=attention, tp=tp, autocast=autocast)
+        return terms
     p = DTYPE_BYTES[dtype]
     s, b = seq, batch
     h, a, g, d, f = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn_hidden
@@ -173,22 +189,23 @@ def _fp8_saved(fp8, p, attention, gated) -> tuple[float, float, float]:
     inputs (per element of ``h``), the output projection's input (per element of ``a*d``), and the MLP's
     ``f``-wide tensors together (per element of ``f``).
 
-    Without ``fp8``: ``p``, ``p`` and ``4p`` (gated: gate, up, SiLU(gate), product) or ``2p``. With
-    Transformer Engine's ``fp8-mixed``: the QKV, fc1 and fc2 inputs in FP8 (``module/linear.py`` keeps the
-    column-wise FP8 copy of the input; ``module/layernorm_linear.py`` the norm's FP8 output), and with flash
-    attention the output projection's input twice, the kernel's own bf16 output plus the Linear's FP8 copy
-    (gated: ``3p + 1`` for the MLP). DeepSeek-V3 (``fp8-deepseek``): 1 x 128-tile FP8 inputs, the output
+    Without ``fp8``: ``p``, ``p`` and ``3p`` (gated: Megatron-LM's fused SwiGLU keeps its ``[gate | up]``
+    input, ``linear_fc2`` the product; ``data/fused_swiglu_saved.csv``) or ``2p`` (the activation's input and
+    output). With Transformer Engine's ``fp8-mixed``: the QKV, fc1 and fc2 inputs in FP8 (``module/linear.py``
+    keeps the column-wise FP8 copy of the input; ``module/layernorm_linear.py`` the norm's FP8 output), and with
+    flash attention the output projection's input twice, the kernel's own bf16 output plus the Linear's FP8 copy
+    (gated: ``2p + 1`` for the MLP, the fused SwiGLU's bf16 input and fc2's FP8 input). DeepSeek-V3 (``fp8-deepseek``): 1 x 128-tile FP8 inputs, the output
     projection's input in E5M6, and the activation's input cached in FP8 with its output recomputed (gated:
     gate and up in FP8, nothing else; the attention's backward reads the E5M6 copy, so no bf16 output is kept)."""
     if fp8 is None:
-        return p, p, (4 if gated else 2) * p
+        return p, p, (3 if gated else 2) * p
     from .precision import FP8_SCHEMES
 
     sch = FP8_SCHEMES[fp8]
     q_out = sch.attn_out_bytes + (p if attention == "flash" and not sch.attn_out_shared else 0.0)
     if sch.cache_act_input:
         return sch.input_bytes, q_out, (2 if gated else 1) * sch.input_bytes
-    return sch.input_bytes, q_out, (3 if gated else 1) * p + sch.input_bytes
+    return sch.input_bytes, q_out, (2 if gated else 1) * p + sch.input_bytes
 
 
 def _check_fp8(fp8, stack, autocast):
@@ -201,6 +218,42 @@ def _check_fp8(fp8, stack, autocast):
         raise ValueError(f"fp8={fp8!r} counts Transformer Engine's or DeepSeek's fused modules: use stack='fused' "
                          "and autocast=False")
     return fp8
+
+
+def _check_mask(attention_mask, stack) -> bool:
+    attention_mask = check_bool("attention_mask", attention_mask)
+    if attention_mask and stack != "hf":
+        raise ValueError("attention_mask=True models Hugging Face's SDPA path (a padded batch): use stack='hf'; "
+                         "Megatron-style fused attention takes packed sequences with a causal flag, no mask")
+    return attention_mask
+
+
+def masked_sdpa_extra_bytes(model: Model | str, *, batch, seq, dtype: str = "bf16", attention: str = "flash",
+                            tp: int = 1, autocast: bool = False) -> float:
+    """What one Hugging Face decoder layer saves on top when the batch carries a padding mask (issue 26), on the
+    SDPA path (``attention="flash"``; the eager path repeats K and V and adds its causal mask either way, so
+    nothing changes there: 0).
+
+    ``transformers/integrations/sdpa_attention.py`` (5.23) calls SDPA with ``enable_gqa=True`` only when
+    ``use_gqa_in_sdpa`` holds, which on CUDA and CPU needs ``attention_mask is None``. With a mask it expands K and
+    V to every query head (``repeat_kv``) first, and SDPA saves the expanded copies: ``2 p s b (a - g) d / t``
+    more bytes. PyTorch's ``scaled_dot_product_attention`` also turns HF's boolean ``b x 1 x s x s`` mask into an
+    additive one in the query's dtype (``convert_boolean_attn_mask`` in ATen's ``attention.cpp``) on every call,
+    and the kernel saves it for its backward: ``p b s^2`` more bytes per layer, not divided by ``t`` (one mask for
+    all heads). Measured on a small HF Llama (GQA 8/2) on the CPU in ``data/masked_sdpa.csv``
+    (``tools/measure_memory.py mask``): an all-ones mask is dropped by HF's mask builder, so only padding costs.
+    On CUDA the mask sends SDPA to the memory-efficient kernel, which saves the same ``attn_bias`` input; that path
+    is read from the source, not measured."""
+    model = resolve_model(model)
+    batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
+    check_choice("dtype", dtype, ACTIVATION_DTYPES)
+    check_choice("attention", attention, ATTENTION)
+    tp, autocast = check_int("tp", tp), check_bool("autocast", autocast)
+    if attention == "eager":
+        return 0.0 * batch * seq
+    p = 2.0 if autocast else DTYPE_BYTES[dtype]
+    a_t, g_t = model.heads / tp, max(model.kv_heads / tp, 1)
+    return 2 * p * seq * batch * (a_t - g_t) * model.head_dim + p * batch * seq * seq
 
 
 def _check_stack(stack, autocast, dtype, selective) -> tuple[str, bool]:
@@ -291,12 +344,45 @@ def _int_or_array(name: str, value):
     return check_int(name, value)
 
 
+def _moe_key(model, kw: dict):
+    """A cache key for a mixture of experts' activations: the model and every argument with its type (so that
+    ``sp=1`` never hits the entry kept for ``sp=True`` and skips its check), or ``None`` if one is unhashable
+    (a NumPy array of batches)."""
+    key = (model, tuple((k, type(v), v) for k, v in kw.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_moe_activations(key):
+    """:func:`llmsizing.moe.moe_activation_memory` for ``key`` (:func:`_moe_key`), kept for the last 1,024: the
+    planner's search asks for the same activations under every ZeRO stage, ``dp`` and ``ep`` (issue 24)."""
+    from .moe import moe_activation_memory
+
+    model, kw = key
+    return moe_activation_memory(model, **{k: v for k, _, v in kw})
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_moe_block_terms(key):
+    """:func:`llmsizing.moe.moe_block_terms` for ``key`` (:func:`_moe_key`), kept like
+    :func:`_kept_moe_activations` (the step's working set asks for it on every call)."""
+    from .moe import moe_block_terms
+
+    model, kw = key
+    return moe_block_terms(model, **{k: v for k, _, v in kw})
+
+
 def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16",
                       attention: str = "flash", dropout: bool = False, recompute: str = "none",
                       tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
                       logits_dtype: str = "fp32", stack: str = "fused", autocast: bool = False,
                       fp8: str | None = None, cp: int = 1, recompute_layers: int | None = None,
-                      capacity_factor: float | None = None, expert_tp: bool = False) -> ActivationMemory:
+                      capacity_factor: float | None = None, expert_tp: bool = False,
+                      attention_mask: bool = False) -> ActivationMemory:
     """Bytes saved for backward by one micro-batch of ``batch`` sequences of ``seq`` tokens, on one GPU.
 
     In the simple case (GPT layer, 16-bit, dropout, eager attention, no TP) the per-layer figure is exactly
@@ -325,19 +411,29 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     combine inputs, and shared experts (:func:`llmsizing.moe.moe_activation_memory`; dropless, or
     ``capacity_factor``; ``expert_tp`` splits the experts' intermediates over ``tp``), in the ``"mlp"``
     component (``recompute_layers`` is not modelled for one).
+
+    ``attention_mask=True`` (``stack="hf"``): a padded batch, whose mask makes Hugging Face's SDPA path keep K and
+    V at the query heads' width and a copy of the mask per layer (:func:`masked_sdpa_extra_bytes`).
     """
     model = resolve_model(model, moe=True)
     expert_tp = check_bool("expert_tp", expert_tp)
+    attention_mask = _check_mask(attention_mask, stack)
     if model.is_moe:                          # ---- mixture of experts (llmsizing.moe, issue 24)
         from .moe import moe_activation_memory
 
+        if attention_mask:
+            raise ValueError("attention_mask=True is modelled for dense Hugging Face models only")
         if recompute_layers is not None:
             raise ValueError(f"recompute_layers={recompute_layers!r}: partial recomputation of a mixture of "
                              "experts is not modelled (use recompute='none', 'selective' or 'full')")
-        return moe_activation_memory(model, capacity_factor=capacity_factor, expert_tp=expert_tp, batch=batch,
-                                     seq=seq, dtype=dtype, attention=attention, dropout=dropout,
-                                     recompute=recompute, tp=tp, sp=sp, mask_bytes=mask_bytes,
-                                     logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
+        kw = dict(capacity_factor=capacity_factor, expert_tp=expert_tp, batch=batch, seq=seq, dtype=dtype,
+                  attention=attention, dropout=dropout, recompute=recompute, tp=tp, sp=sp, mask_bytes=mask_bytes,
+                  logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
+        key = _moe_key(model, kw)
+        if key is None:                       # an unhashable argument: worked out (and refused) there, not kept
+            return moe_activation_memory(model, **kw)
+        out = _kept_moe_activations(key)      # each caller gets its own breakdown dict
+        return replace(out, breakdown=dict(out.breakdown))
     if capacity_factor is not None or expert_tp:
         raise ValueError(f"capacity_factor and expert_tp describe a mixture of experts; {model.name!r} is dense")
     if recompute_layers is not None:
@@ -346,7 +442,8 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
         check_choice("recompute", recompute, RECOMPUTE)
         n = check_recompute_layers(recompute, recompute_layers, model.layers)
         kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, tp=tp, sp=sp,
-                  mask_bytes=mask_bytes, logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp)
+                  mask_bytes=mask_bytes, logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp,
+                  attention_mask=attention_mask)
         return partial_recompute_activations(activation_memory(model, recompute="none", **kw),
                                              activation_memory(model, recompute="full", **kw),
                                              layers=model.layers, recomputed=n)
@@ -378,7 +475,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     sb = seq * batch
     r = tp if sp else 1
     kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, tp=tp, sp=sp,
-              mask_bytes=mask_bytes, stack=stack, autocast=autocast, fp8=fp8)
+              mask_bytes=mask_bytes, stack=stack, autocast=autocast, fp8=fp8, attention_mask=attention_mask)
     one_layer = layer_terms(model, **kw, selective=(recompute == "selective"))
     per_layer = sum(one_layer.values())
     comps = {k: L * v for k, v in one_layer.items()}
@@ -412,7 +509,8 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
         # Hugging Face: the final norm saves what its layers' norms save. The LM head's output itself is not
         # kept: ForCausalLMLoss upcasts it with .float() and log_softmax saves only its own fp32 output (the
         # Trainer drops the model's outputs before the backward), as measured.
-        one_norm = _hf_layer_terms(model, **{k: v for k, v in kw.items() if k not in ("stack", "fp8")})["norms"] / 2
+        one_norm = _hf_layer_terms(model, **{k: v for k, v in kw.items()
+                                             if k not in ("stack", "fp8", "attention_mask")})["norms"] / 2
         logits += one_norm - (p * sb * h + stats * sb) / r
     comps["embedding"] = embedding
     comps["logits"] = logits
@@ -470,7 +568,8 @@ def partial_recompute_activations(none: ActivationMemory, full: ActivationMemory
     Megatron-LM's block method if the rebuild coincided with every plain layer still alive. It does not quite:
     the backward reaches the recomputed layers (a chunk's first ones) after its plain layers of that
     micro-batch have freed their tensors, so this overstates the peak by at most the rebuilt layer's working set
-    (0.57 GiB of the 58.7 GiB of Llama 3 405B's most loaded GPU at 128K with ``recomputed`` 4 of 8: 1%). Kept so
+    (0.47 GiB of the 51.5 GiB of Llama 3 405B's most loaded GPU at 128K, tp 8 with SP, cp 16, pp 16 x 4 virtual
+    stages, 16 micro-batches, ``recomputed`` 1 layer per chunk: 1%; it was 0.57 GiB before issue 26). Kept so
     that ``recomputed = layers`` is exactly ``recompute="full"`` and ``0`` exactly ``"none"``. The breakdown puts the checkpoints under
     ``"residuals"`` as full recomputation does. Taught in the "Long context" chapter."""
     layers = check_int("layers", layers)

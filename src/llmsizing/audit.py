@@ -1,37 +1,56 @@
 """The seed articles' numeric claims, each recomputed by the library (chapter 14, "Rules of thumb, checked").
 
-The claims themselves (a paraphrase, the claimed value, its unit, its source article) are data:
-``data/seed_claims.csv``, one row per claim, dated by the audit (``as_of``). This module holds, for each claim
-id, a small function that asks the library for the same quantity (:data:`COMPUTE`). No formula lives here:
-every number comes from :mod:`~llmsizing.memory`, :mod:`~llmsizing.time_cost`, :mod:`~llmsizing.layouts`,
-:mod:`~llmsizing.inference` and the catalogues.
+The claims themselves (a paraphrase, the claimed value, its unit, its source article and line, whether it was
+read off an image) are data: ``data/seed_claims.csv``, one row per claim, dated by the audit (``as_of``). This
+module holds, for each claim id, a small function that asks the library for the same quantity
+(:data:`COMPUTE`). No formula lives here: every number comes from :mod:`~llmsizing.memory`,
+:mod:`~llmsizing.time_cost`, :mod:`~llmsizing.layouts`, :mod:`~llmsizing.inference`,
+:mod:`~llmsizing.finetune` and the catalogues.
 
-**Conventions**, so that the library gives each seed the benefit of the doubt:
+**The most favourable reading.** Each claim is judged at the reading that the library can compute and that
+comes closest to making it hold, and the table names that reading (the ``reading`` column):
 
-* training memory is :func:`~llmsizing.memory.training_memory` with full activation recomputation, flash
-  attention and sequences of :data:`SEQ` tokens (the seeds give no sequence length): the most lenient setting;
-* GPU counts are :func:`~llmsizing.layouts.min_gpus` for one such sequence per micro-batch: the fewest GPUs
-  whose most loaded rank holds a step in any TP x PP x DP x ZeRO layout;
-* times use :func:`~llmsizing.time_cost.training_time` at the book's earlier fixed MFU
-  (:data:`~llmsizing.time_cost.MFU_DEFAULT`, 0.40; the calibrated estimate of chapter 10 replaces it when the
-  audit is read again), and costs the price per GPU-hour the seed itself states
-  (:data:`SEED_PRICES_USD`), so that a cost ratio measures the seed's arithmetic, not the price list. The FP8
-  claims are the exception: they dispute how much of the FP8 peak a run reaches, so they are judged at the
-  calibrated MFU of each dtype (:func:`~llmsizing.time_cost.mfu_estimate`) with the FP8 recipes of
-  :data:`~llmsizing.precision.RECIPES`;
-* "GB" is 10**9 bytes, as the seeds use it ("140 GB" for 70B parameters in 16 bits).
+* the optimizer step is PyTorch's **fused** AdamW (no ``foreach`` temporaries: Llama 2 70B's step needs 1,194
+  GB instead of 1,491);
+* a run "on n GPUs" whose step does not fit on n GPUs is tried with **CPU offload** (DeepSpeed's ZeRO-Offload
+  layouts, :class:`~llmsizing.parallel.Parallel` with ``offload=``), as long as the host memory it needs fits
+  :data:`HOST_BYTES_PER_NODE` per node: the verdict is then "needs CPU offload", not "wrong in kind";
+* where a seed says "fine-tuning" without saying which, both **full fine-tuning and LoRA** are computed; when
+  their verdicts differ, the ``depends`` column says so;
+* times, throughputs and costs use the **calibrated MFU** of chapter 10 (by GPU generation, model size and
+  sequence length, :func:`~llmsizing.time_cost.mfu_estimate`) and are judged at the point of its band (the
+  published runs' spread) nearest the claim: a claim holds if some MFU that runs of that size reach makes it
+  hold.
+
+**One yardstick per kind of claim** (the ``kind`` column, :data:`YARDSTICKS`): "training memory" is always the
+peak of a step on the most loaded GPU plus the allowance (:func:`~llmsizing.memory.training_memory`, full
+recomputation, flash attention, one sequence of :data:`SEQ` tokens per micro-batch unless the seed names a
+batch); "model states" only the weights, gradients and optimizer states, for the claims that name them; a
+"GPU count" is :func:`~llmsizing.layouts.min_gpus` of that same step; and so on. Costs use the price per
+GPU-hour the seed itself states (:data:`SEED_PRICES_USD`), so that a cost measures the seed's arithmetic, not the
+price list. The FP8 claims dispute how much of the FP8 peak a run reaches, so they compare the central calibrated
+MFU of each dtype (:func:`~llmsizing.time_cost.mfu_estimate`) with the FP8 recipes of
+:data:`~llmsizing.precision.RECIPES`. "GB" is 10**9 bytes, as the seeds use it ("140 GB" for 70B parameters in
+16 bits).
+
+**No double counting.** A claim that only repeats another (the same run in two tables) or follows from it by the
+seed's own arithmetic (a table's cost = its days x its cost per day) names that claim in ``counted_with``;
+:func:`verdict_counts` leaves such rows out, and counts by seed with ``by="article"``.
 
 **The verdict rule** (:func:`verdict`). With ``r = claimed / library``:
 
 * ``about``: the claim holds if ``1/BAND <= r <= BAND`` (within 25% either way), otherwise it is
   "off by fx (too low / too high)" with ``f = max(r, 1/r)``;
 * ``at least`` (a claim written "N+" or "more than N"): holds if the library value is at least N/BAND;
-* ``at most`` (a claim that something fits in N GB): holds if the library value is at most N x BAND;
+* ``at most`` (a claim that something fits in N GB, or that N GPUs suffice): holds if the library value is at
+  most N x BAND;
 * ``range`` (a claim "from lo to hi"): holds if the library value lies in ``[lo/BAND, hi x BAND]``, otherwise
   it is off by the factor to the nearer end; ``ratio`` uses the middle of the range.
 
-A claim can also be **wrong in kind**: its premise fails whatever the number (a run "on 8 GPUs" whose training
-step does not fit on 8 GPUs). The compute function then returns a :class:`Finding` with a ``reason``, and the
+A claim can **need CPU offload**: its premise (a run on n GPUs) holds only with ZeRO-Offload. The verdict is then
+"needs CPU offload: <how>", followed in brackets by what the number scores. A claim is **wrong in kind** when its
+premise fails whatever the number and whatever the reading (a run whose step fits on its GPUs in no layout the
+library knows, offload included). The compute function then returns a :class:`Finding` with a ``reason``, and the
 verdict is "wrong: <reason>", followed in brackets by what the number alone would have scored.
 """
 
@@ -46,6 +65,18 @@ from pathlib import Path
 
 from ._validate import check_choice, check_number
 from .units import GB
+from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Finding, ... keep working)
+    DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, SEED_PRICES_USD, SEQ,
+    _OFFLOADS, _fit, _fit_reason, _min_offload_gpus, _offload_fit, _A100,
+    _COST_TABLES, _H100, _H200, _L2_13, _L2_7, _L2_70,
+    _L3_70, _L3_8, _L405, _M7, _MATRIX, _activations_gb,
+    _b200_speedup, _bytes, _cost, _days, _finetune, _fp8_speedup,
+    _fp8_tps, _fp8_vram, _gpu, _layer_activations_mb, _matrix, _memory_ratio,
+    _min_gpus, _min_plan, _model, _one_gpu_gb, _one_way_gbps, _par,
+    _qlora, _qlora_fits, _recompute_flops_factor, _run, _same_gpu_days_cost_ratio, _serving,
+    _serving_factor, _stage_params_billion, _states, _suffices, _ten_b, _tps,
+    _train_gb, _weights_gb,
+)
 
 SEED_CLAIMS_CSV = Path(__file__).resolve().parents[2] / "data" / "seed_claims.csv"
 
@@ -55,23 +86,40 @@ BAND = 1.25
 #: How a claimed value is meant: a point, a lower bound, an upper bound (a capacity), or a range.
 BOUNDS = ("about", "at least", "at most", "range")
 
-#: Sequence length of every training claim (the seeds give none; 4,096 is Llama 2's training length).
-SEQ = 4096
+#: How a verdict is counted (:func:`verdict_kind`), from best to worst.
+KINDS = ("holds", "needs CPU offload", "off", "wrong in kind")
 
-#: Prices per GPU-hour that seed 000 states (RunPod, as quoted there): costs are recomputed at these.
-SEED_PRICES_USD = {"H100 SXM": 2.69, "A100 80GB": 1.39}
+#: The yardstick of each kind of claim (the ``kind`` column of ``data/seed_claims.csv``): every claim of a kind
+#: is judged the same way.
+YARDSTICKS = {
+    "training memory": "the peak of a training step on the most loaded GPU plus the allowance (training_memory: "
+                       "fused AdamW, full recomputation, flash attention, sequences of 4,096 tokens)",
+    "memory ratio": "the ratio of two such step peaks, at the setting the seed describes",
+    "model states": "weights, gradients and optimizer states only (model_states), for claims that name them",
+    "weights": "the weights alone in the named dtype (weights_bytes)",
+    "serving memory": "inference_memory: weights, KV cache, activations and allowance",
+    "activations": "activation_memory with full recomputation (the least a step can keep)",
+    "GPU count": "min_gpus for the training-memory step (fused AdamW; CPU offload when the claim's count "
+                 "needs it)",
+    "throughput": "training_time's tokens per second per GPU at the calibrated MFU and its band",
+    "time": "training_time's days at the calibrated MFU and its band (fit checked as for a GPU count)",
+    "cost": "training_time's cost at the seed's own price per GPU-hour, calibrated MFU and its band",
+    "FLOPs": "training FLOPs per token (flops.training_flops_per_token) and what recomputation adds",
+    "hardware": "the GPU catalogue (data/gpus.csv) and the precision table",
+    "ratio": "a ratio of two library values of one kind (each with its own yardstick)",
+    "fine-tuning memory": "finetune_memory (LoRA/QLoRA) of one 2,048-token sequence with checkpointing",
+}
 
-#: Days per month and per year, to express a time claim in the seed's own unit.
-DAYS_PER_YEAR = 365.25
-DAYS_PER_MONTH = DAYS_PER_YEAR / 12
 
-
-@dataclass(frozen=True)
-class Finding:
-    """A library value together with a reason that makes the claim wrong in kind (empty when there is none)."""
-
-    value: float
-    reason: str = ""
+#: The reading named in the table when a claim's compute function names none: the yardstick of its kind, short.
+READINGS = {
+    "training memory": "step peak, fused AdamW, full recomputation", "memory ratio": "step peaks, seed's setting",
+    "model states": "states only, mixed-precision AdamW", "weights": "weights alone",
+    "serving memory": "weights + KV cache + activations", "activations": "full recomputation",
+    "GPU count": "min_gpus, fused AdamW", "throughput": "calibrated MFU", "time": "calibrated MFU",
+    "cost": "calibrated MFU, seed's price", "FLOPs": "6N + attention, recomputation's forward",
+    "hardware": "catalogue", "ratio": "library values", "fine-tuning memory": "QLoRA r16, 2,048 tokens, checkpointing",
+}
 
 
 @dataclass(frozen=True)
@@ -79,7 +127,10 @@ class Claim:
     """One numeric claim from a seed article and the function that recomputes it (:data:`COMPUTE`).
 
     ``claimed`` is the value as written (the low end for a ``range``; ``claimed_high`` the high end), in
-    ``unit``; ``bound`` is one of :data:`BOUNDS`. ``compute()`` returns a float or a :class:`Finding`."""
+    ``unit``; ``bound`` is one of :data:`BOUNDS`. ``compute()`` returns a float or a :class:`Finding`.
+    ``kind`` is a key of :data:`YARDSTICKS`, ``line`` the line of the seed file it comes from,
+    ``from_image`` whether the seed gave it in an image (so the paraphrase is a reconstruction) and
+    ``counted_with`` the claim it repeats or follows from (left out of the headline counts)."""
 
     id: str
     article: str
@@ -92,6 +143,10 @@ class Claim:
     bound: str = "about"
     source: str = ""
     as_of: str = ""
+    kind: str = ""
+    line: str = ""
+    from_image: bool = False
+    counted_with: str = ""
 
     @property
     def claimed_mid(self) -> float:
@@ -99,193 +154,15 @@ class Claim:
         return self.claimed if self.claimed_high is None else (self.claimed + self.claimed_high) / 2
 
 
-# ----------------------------------------------------------------------------- library look-ups (no formulas)
-@cache
-def _min_plan(model: str, gpu: str):
-    """The fewest GPUs that hold one training sequence of :data:`SEQ` tokens with full recomputation."""
-    from .layouts import min_gpus
-
-    return min_gpus(model, gpu, batch=1, seq=SEQ, recompute="full")
-
-
-def _min_gpus(model: str, gpu: str) -> float:
-    return float(_min_plan(model, gpu).gpus)
-
-
-def _fit_reason(model: str, gpu: str, n_gpus: int) -> str:
-    """Why a run of ``model`` on ``n_gpus`` x ``gpu`` cannot happen, or "" if a training step fits."""
-    from .time_cost import _layout_label
-
-    plan = _min_plan(model, gpu)
-    if n_gpus >= plan.gpus:
-        return ""
-    what = "one GPU" if n_gpus == 1 else f"{n_gpus} GPUs"
-    return (f"a {model} training step does not fit on {what}; it needs at least {plan.gpus} {gpu} "
-            f"({_layout_label(plan.parallel)})")
-
-
-def _train_gb(model: str, batch: int = 1, parallel=None) -> float:
-    """Per-GPU training memory (peak + allowance, most loaded GPU) in GB."""
-    from .memory import training_memory
-
-    return training_memory(model, batch=batch, seq=SEQ, recompute="full", parallel=parallel).total_bytes / GB
-
-
-def _run(model: str, tokens: float, gpu: str, n_gpus: int):
-    from .time_cost import MFU_DEFAULT, MFU_HIGH, MFU_LOW, training_time
-
-    # the audit keeps the book's earlier fixed MFU (0.40, range 0.30-0.50) until issue 26 re-reads it with the
-    # calibrated, size-dependent estimate: its verdicts stay those chapter 14 explains
-    return training_time(model, tokens=tokens, gpu=gpu, n_gpus=n_gpus, seq=SEQ, mfu=MFU_DEFAULT,
-                         mfu_range=(MFU_LOW, MFU_HIGH), price_usd_per_gpu_hour=SEED_PRICES_USD.get(gpu))
-
-
-def _days(model: str, tokens: float, gpu: str, n_gpus: int, *, per: float = 1.0) -> Finding:
-    """Days (divided by ``per``: 30.4 for months, 365.25 for years) of the run, with the fit check."""
-    return Finding(_run(model, tokens, gpu, n_gpus).days / per, _fit_reason(model, gpu, n_gpus))
-
-
-def _cost(model: str, tokens: float, gpu: str, n_gpus: int) -> Finding:
-    """USD of the run at the seed's own price, with the fit check."""
-    return Finding(_run(model, tokens, gpu, n_gpus).cost_usd, _fit_reason(model, gpu, n_gpus))
-
-
-def _tps(model: str, gpu: str, *, fit: bool = False) -> Finding:
-    """Tokens per second per GPU at the default MFU; with ``fit``, also whether one GPU holds a step."""
-    return Finding(_run(model, 1e12, gpu, 1).tokens_per_s_per_gpu, _fit_reason(model, gpu, 1) if fit else "")
-
-
-def _weights_gb(model: str, dtype: str) -> float:
-    from .inference import weights_bytes
-
-    return weights_bytes(model, dtype) / GB
-
-
-def _states(model: str | None = None, n_params: int | None = None, parallel=None):
-    from .memory import model_states, model_states_for_params
-
-    if model is not None:
-        return model_states(model, parallel=parallel)
-    return model_states_for_params(n_params, parallel=parallel)
-
-
-def _stage_params_billion(model: str, parallel) -> float:
-    from .memory import stage_params
-
-    return max(stage_params(model, parallel)) / 1e9
-
-
-def _serving(model: str, batch: int, context: int):
-    from .inference import inference_memory
-
-    return inference_memory(model, batch=batch, context=context)
-
-
-def _gpu(name: str):
-    from .catalog import get_gpu
-
-    return get_gpu(name)
-
-
-def _model(name: str):
-    from .catalog import get_model
-
-    return get_model(name)
-
-
-def _one_way_gbps(gpu: str) -> float:
-    from .hardware import link_bandwidth_one_way_gbps
-
-    return link_bandwidth_one_way_gbps(gpu)
-
-
-def _bytes(dtype: str) -> float:
-    from .precision import bytes_per_element
-
-    return bytes_per_element(dtype)
-
-
-def _par(**kw):
-    from .parallel import Parallel
-
-    return Parallel(**kw)
-
-
-def _b200_speedup() -> float:
-    """Days on H100 / days on B200 for the same run at the same MFU."""
-    return _run("llama-3-70b", 1e12, "H100 SXM", 8).days / _run("llama-3-70b", 1e12, "B200", 8).days
-
-
-def _one_p3b_gpus() -> float:
-    """GPUs whose memory holds a 1.3B model's training states (activations come on top)."""
-    from .memory import min_gpus_for_bytes
-
-    return float(min_gpus_for_bytes(_states(n_params=1_300_000_000).total_bytes, "A100 80GB"))
-
-
-def _layer_activations_mb() -> float:
-    """One layer's saved activations at batch 32 with full recomputation (the least a layer can keep) for the
-    catalogue model nearest 10B."""
-    from .activations import activation_memory
-
-    return activation_memory("llama-2-13b", batch=32, seq=SEQ, recompute="full").per_layer_bytes / 1e6
-
-
-def _serving_factor(model: str, batch: int, context: int) -> float:
-    r = _serving(model, batch, context)
-    return r.total_bytes / r.weights_bytes
-
-
-def _fp8_tps(model: str, gpu: str, precision: str) -> float:
-    """Tokens per second per GPU at the calibrated MFU of ``precision`` (:func:`~llmsizing.time_cost.mfu_estimate`
-    by GPU generation and dtype): the FP8 claims are judged at the calibrated estimate, not the fixed 0.40,
-    because what they dispute is how much of the FP8 peak a run reaches (chapter 10)."""
-    from .time_cost import training_time
-
-    return training_time(model, tokens=1e12, gpu=gpu, n_gpus=8, seq=SEQ, precision=precision).tokens_per_s_per_gpu
-
-
-def _fp8_speedup(model: str, gpu: str) -> float:
-    """Tokens/s per GPU with Transformer Engine's FP8 (``fp8-mixed``) over BF16 on the same GPU."""
-    return _fp8_tps(model, gpu, "fp8-mixed") / _fp8_tps(model, gpu, "bf16-mixed")
-
-
-def _fp8_vram(model: str) -> Finding:
-    """Training memory without FP8 over memory with Transformer Engine's FP8, both on the same stack (fp32
-    gradients, as Megatron-LM keeps them: ``bf16-mixed-fp32-grads`` against ``fp8-mixed``), one sequence of
-    :data:`SEQ` tokens with no recomputation (where FP8's smaller saved activations count most: the seed's best
-    case). Wrong in kind when the FP8 step needs more memory."""
-    from .memory import training_memory
-
-    kw = dict(batch=1, seq=SEQ, recompute="none")
-    base = training_memory(model, precision="bf16-mixed-fp32-grads", **kw).total_bytes
-    fp8 = training_memory(model, precision="fp8-mixed", **kw).total_bytes
-    reason = "" if fp8 < base else (
-        f"FP8 training keeps the 16-bit weights and adds FP8 copies of the Linear weights (Transformer Engine: "
-        f"2 bytes per weight, with the transpose): a {model} step needs {fp8 / GB:,.0f} GB with FP8 against "
-        f"{base / GB:,.0f} GB without")
-    return Finding(base / fp8, reason)
-
 
 # ----------------------------------------------------------------------------- one function per claim id
-_L2_70, _L3_70, _L405, _M7, _L2_13, _L2_7 = ("llama-2-70b", "llama-3-70b", "llama-3.1-405b", "mistral-7b",
-                                             "llama-2-13b", "llama-2-7b")
-_L3_8 = "llama-3-8b"
-_H100, _A100, _H200 = "H100 SXM", "A100 80GB", "H200"
-
-def _qlora(model: str):
-    """QLoRA (rank 16, all linear layers) of one 2,048-token sequence with gradient checkpointing: the
-    configuration of the seed's quoted benchmark (chapter 16)."""
-    from .finetune import finetune_memory
-
-    return finetune_memory(model, method="qlora", batch=1, seq=2048, recompute="full")
-
-
 #: For each claim id of ``data/seed_claims.csv`` that the library can recompute: a function of no arguments
-#: returning the library's value in the claim's unit (a float, or a :class:`Finding` with a reason).
+#: returning the library's value in the claim's unit (a float, or a :class:`Finding` with a reading).
 COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     # ---- seed 000: memory
     "000-rule-4x": lambda: _states(n_params=70_000_000_000).bytes_per_param,
+    "000-rule-params-grads": lambda: _states(n_params=70_000_000_000).weights_bytes / 70e9,
+    "000-rule-adam-state": lambda: _states(n_params=70_000_000_000).optimizer_bytes / 70e9,
     "000-mem-mistral7b-b1": lambda: _train_gb(_M7, 1),
     "000-mem-mistral7b-b32": lambda: _train_gb(_M7, 32),
     "000-mem-llama2-13b-b1": lambda: _train_gb(_L2_13, 1),
@@ -302,11 +179,18 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "000-q4-llama2-70b": lambda: _weights_gb(_L2_70, "int4"),
     "000-q8-405b": lambda: _weights_gb(_L405, "int8"),
     "000-q4-405b": lambda: _weights_gb(_L405, "int4"),
-    "000-fit-a100-40-llama2-7b": lambda: _train_gb(_L2_7, 2),
-    "000-fit-a100-80-mistral7b": lambda: _train_gb(_M7, 32),
-    "000-fit-a100-80-llama2-13b": lambda: _train_gb(_L2_13, 8),
-    "000-fit-h100-llama2-13b": lambda: _train_gb(_L2_13, 16),
-    "000-fit-h200-llama2-70b": lambda: _train_gb(_L2_70, 16),
+    # ---- seed 000: single-GPU limits
+    **{f"000-vram-{key}": (lambda g=g: _gpu(g).memory_marketed_gb)
+       for key, g in (("rtx4090", "RTX 4090"), ("a10", "A10"), ("a100-40", "A100 40GB"), ("a100-80", _A100),
+                      ("h100", _H100), ("h200", _H200))},
+    "000-fit-rtx4090-mistral7b-q": lambda: _qlora_fits(_M7),
+    "000-fit-a10-mistral7b-q": lambda: _qlora_fits(_M7),
+    "000-fit-a100-40-llama2-7b": lambda: _one_gpu_gb(_L2_7, 2, "A100 40GB"),
+    "000-fit-a100-80-mistral7b": lambda: _one_gpu_gb(_M7, 32, _A100),
+    "000-fit-a100-80-llama2-13b": lambda: _one_gpu_gb(_L2_13, 8, _A100),
+    "000-fit-h100-llama2-13b": lambda: _one_gpu_gb(_L2_13, 16, _H100),
+    "000-fit-h100-llama2-70b-techniques": lambda: _qlora_fits(_L2_70),
+    "000-fit-h200-llama2-70b": lambda: _one_gpu_gb(_L2_70, 16, _H200),
     # ---- seed 000: strategies
     "000-dp-mistral7b-days": lambda: _days(_M7, 1e11, _A100, 4),
     "000-tp-70b-params": lambda: _stage_params_billion(_L2_70, _par(tp=8)),
@@ -331,26 +215,36 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "000-opt2-cost": lambda: _cost(_L2_70, 1e12, _H100, 8),
     "000-opt3-days": lambda: _days(_L2_70, 1e12, _H100, 64),
     "000-opt3-cost": lambda: _cost(_L2_70, 1e12, _H100, 64),
-    # ---- seed 000: cost tables
+    # ---- seed 000: cost tables (throughput of all the GPUs, days, total cost)
+    **{f"000-cost-{key}-{n}-tps": (lambda m=m, n=n: _tps(m, _H100, n_gpus=n))
+       for key, m, t, ns in _COST_TABLES for n in ns},
     **{f"000-cost-{key}-{n}-days": (lambda m=m, t=t, n=n: _days(m, t, _H100, n))
-       for key, m, t, ns in (("mistral7b", _M7, 1e11, (1, 2, 4)), ("llama2-13b", _L2_13, 1e11, (1, 4, 8)),
-                             ("llama2-70b", _L2_70, 1e12, (8, 16, 32, 64))) for n in ns},
+       for key, m, t, ns in _COST_TABLES for n in ns},
     **{f"000-cost-{key}-{n}-usd": (lambda m=m, t=t, n=n: _cost(m, t, _H100, n))
-       for key, m, t, ns in (("mistral7b", _M7, 1e11, (1, 2, 4)), ("llama2-13b", _L2_13, 1e11, (1, 4, 8)),
-                             ("llama2-70b", _L2_70, 1e12, (8, 16, 32, 64))) for n in ns},
-    "000-cost-per-day": lambda: _gpu(_H100).price_usd_per_gpu_hour * 24,
+       for key, m, t, ns in _COST_TABLES for n in ns},
+    "000-cost-per-day": lambda: SEED_PRICES_USD[_H100] * 24,
+    # ---- seed 000: the recommendation matrix
+    **{f"000-matrix-{key}": (lambda m=m, t=t, g=g, n=n: _matrix(m, t, g, n)) for key, m, t, g, n in _MATRIX},
+    # ---- seed 000: techniques
+    "000-grad-accum-batch": lambda: float(8 * 32),   # sequences per optimizer step: micro-batch x accumulation
+    "000-grad-accum": lambda: _memory_ratio(_M7, batch=8, base_batch=32, grad_accum=32),
+    "000-grad-accum-savings": lambda: 100 * (1 - _memory_ratio(_M7, batch=8, base_batch=32, grad_accum=32)),
+    "000-mixed-precision-2x": lambda: _memory_ratio(_M7, batch=32, base_batch=32, precision="fp32"),
+    "000-checkpointing-slowdown": _recompute_flops_factor,
     # ---- seed 000: GPU counts and the FAQ
-    "000-intro-13b-one-h100": lambda: _min_gpus(_L2_13, _H100),
+    "000-intro-13b-one-h100": lambda: _suffices(_L2_13, _H100, 1),
     "000-intro-70b-gpus": lambda: _min_gpus(_L2_70, _H100),
     "000-faq-one-h100": lambda: _days(_L2_70, 1e12, _H100, 1, per=DAYS_PER_MONTH),
     "000-faq-8-h100": lambda: _days(_L2_70, 1e12, _H100, 8, per=DAYS_PER_MONTH),
+    "000-faq-8x50-cheaper": _same_gpu_days_cost_ratio,
     "000-faq-1gpu-years": lambda: _days(_L2_70, 1e12, _H100, 1, per=DAYS_PER_YEAR),
     "000-faq-2gpu-years": lambda: _days(_L2_70, 1e12, _H100, 2, per=DAYS_PER_YEAR),
     "000-faq-4gpu-years": lambda: _days(_L2_70, 1e12, _H100, 4, per=DAYS_PER_YEAR),
-    "000-faq-finetune-days": lambda: _days(_M7, 1e9, _H100, 1),
-    "000-faq-finetune-usd": lambda: _cost(_M7, 1e9, _H100, 1),
+    "000-faq-finetune-days": lambda: _finetune(_M7, 1e9, _H100, "days"),
+    "000-faq-finetune-usd": lambda: _finetune(_M7, 1e9, _H100, "cost"),
     # ---- seed 001
-    "001-1p3b-handful": _one_p3b_gpus,
+    "001-1p3b-handful": lambda: _min_gpus("mpt-bench-1b", _A100),
+    "001-7b-broader": lambda: float(_min_plan(_L2_7, _H100).gpus),
     # ---- seed 002
     "002-fp32-bytes": lambda: _bytes("fp32"),
     "002-bf16-bytes": lambda: _bytes("bf16"),
@@ -362,23 +256,25 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "002-10b-weights": lambda: _states(n_params=10_000_000_000).weights_bytes / GB,
     "002-10b-gradients": lambda: _states(n_params=10_000_000_000).gradients_bytes / GB,
     "002-10b-optimizer": lambda: _states(n_params=10_000_000_000).optimizer_bytes / GB,
-    "002-10b-total": lambda: _states(n_params=10_000_000_000).total_bytes / GB,
+    "002-10b-activations": lambda: _activations_gb(_ten_b(), 32),
+    "002-10b-total": lambda: _train_gb(_ten_b(), 32),
     "002-10b-width": lambda: float(_model(_L2_13).hidden),
     "002-10b-layer-activations": _layer_activations_mb,
-    "002-10b-two-gpus": lambda: _states(n_params=10_000_000_000, parallel=_par(dp=2, zero=3)).total_bytes / GB,
+    "002-10b-two-gpus": lambda: _train_gb(_ten_b(), 16, _par(dp=2, zero=3)),
     # ---- seed 003
     "003-70b-fp16": lambda: _weights_gb(_L2_70, "bf16"),
     "003-nvlink4": lambda: 2 * _one_way_gbps(_H100),
     "003-h200-memory": lambda: _gpu(_H200).memory_marketed_gb,
     "003-mi300x-memory": lambda: _gpu("MI300X").memory_marketed_gb,
-    "003-7b-one-a100": lambda: _min_gpus(_L2_7, _A100),
+    "003-7b-one-a100": lambda: _suffices(_L2_7, _A100, 1),
     "003-70b-h100s": lambda: _min_gpus(_L2_70, _H100),
+    "003-medium-4-8": lambda: _min_gpus("mcore-gpt-16b", _H100),
     "003-405b-gpus": lambda: _min_gpus(_L405, _H100),
-    "003-dp-under-15b": lambda: _states(n_params=15_000_000_000).total_bytes / GB,
+    "003-dp-under-15b": lambda: _one_gpu_gb(_L2_13, 1, _H100),
     # ---- seed 004
     "004-qlora-70b-41gb": lambda: _qlora(_L3_70).peak_bytes / GB,
-    "004-qlora-7-13b-l40s": lambda: _qlora(_L2_13).total_bytes / GB,
-    "004-qlora-70b-one-gpu": lambda: _qlora(_L3_70).total_bytes / GB,
+    "004-qlora-7-13b-l40s": lambda: _qlora_fits(_L2_13),
+    "004-qlora-70b-one-gpu": lambda: _qlora_fits(_L3_70),
     "004-16-bytes": lambda: _states(_L3_70).bytes_per_param,
     "004-adamw-12-bytes": lambda: _states(_L3_70).optimizer_bytes / _states(_L3_70).n_params,
     "004-int4-bytes": lambda: _bytes("int4"),
@@ -387,8 +283,8 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "004-70b-gradients": lambda: _states(_L3_70).gradients_bytes / GB,
     "004-70b-total": lambda: _states(_L3_70).total_bytes / GB,
     "004-70b-two-nodes": lambda: _min_gpus(_L3_70, _H100),
-    "004-70b-8-h100": lambda: _min_gpus(_L3_70, _H100),
-    "004-13b-2-a100": lambda: _min_gpus(_L2_13, _A100),
+    "004-70b-8-h100": lambda: _suffices(_L3_70, _H100, 8),
+    "004-13b-2-a100": lambda: _suffices(_L2_13, _A100, 2),
     "004-h100-memory": lambda: _gpu(_H100).memory_marketed_gb,
     "004-h100-bandwidth": lambda: _gpu(_H100).memory_bandwidth_gbps / 1000,
     "004-b200-memory": lambda: _gpu("B200").memory_marketed_gb,
@@ -408,6 +304,10 @@ def _rows() -> tuple[dict, ...]:
         return tuple(csv.DictReader(f))
 
 
+def _flag(value: str) -> bool:
+    return value.strip().lower() in ("yes", "true", "1")
+
+
 def claims() -> tuple[Claim, ...]:
     """Every claim of ``data/seed_claims.csv`` that the library recomputes (those without a
     ``not_computed`` reason), each with its :data:`COMPUTE` function. Chapter 14."""
@@ -419,17 +319,19 @@ def claims() -> tuple[Claim, ...]:
             raise KeyError(f"claim {r['id']!r} in {SEED_CLAIMS_CSV.name} has no compute function in audit.COMPUTE")
         out.append(Claim(r["id"], r["article"], r["topic"], r["claim"], float(r["claimed"]), r["unit"],
                          COMPUTE[r["id"]], float(r["claimed_high"]) if r["claimed_high"] else None,
-                         check_choice("bound", r["bound"], BOUNDS), r["source"], r["as_of"]))
+                         check_choice("bound", r["bound"], BOUNDS), r["source"], r["as_of"],
+                         check_choice("kind", r["kind"], tuple(YARDSTICKS)), r["line"], _flag(r["from_image"]),
+                         r["counted_with"]))
     return tuple(out)
 
 
 def not_computed_claims():
     """The claims the library does not recompute, with the reason (a DataFrame: id, article, topic, claim,
-    claimed, unit, why). Chapter 14."""
+    claimed, unit, why, line). Chapter 14."""
     import pandas as pd
 
     rows = [{"id": r["id"], "article": r["article"], "topic": r["topic"], "claim": r["claim"],
-             "claimed": float(r["claimed"]), "unit": r["unit"], "why": r["not_computed"]}
+             "claimed": float(r["claimed"]), "unit": r["unit"], "why": r["not_computed"], "line": r["line"]}
             for r in _rows() if r["not_computed"]]
     return pd.DataFrame(rows)
 
@@ -439,12 +341,14 @@ def _factor(f: float) -> str:
 
 
 def verdict(claimed: float, library: float, *, bound: str = "about", claimed_high: float | None = None,
-            reason: str = "", band: float = BAND) -> str:
+            reason: str = "", band: float = BAND, offload: str = "") -> str:
     """The verdict on one claim (the rule is in this module's docstring): ``"holds"``, ``"off by 4.1x (too
-    low)"``, ``"holds as a lower bound (library 9.3x higher)"`` or ``"wrong: <reason> (the number alone: ...)"``.
+    low)"``, ``"holds as a lower bound (library 9.3x higher)"``, ``"needs CPU offload: <how> (the number:
+    ...)"`` or ``"wrong: <reason> (the number alone: ...)"``.
 
     ``claimed`` and ``library`` are in the same unit (``library`` > 0); ``claimed_high`` is the top of a
-    ``range``; ``band`` > 1 is the tolerance factor (default :data:`BAND`). Taught in chapter 14."""
+    ``range``; ``band`` > 1 is the tolerance factor (default :data:`BAND`); ``offload`` says how the claim's
+    premise holds with CPU offload (a ``reason`` wins over it). Taught in chapter 14."""
     claimed = check_number("claimed", claimed, allow_equal=False)
     library = check_number("library", library, allow_equal=False)
     band = check_number("band", band, minimum=1.0)
@@ -457,8 +361,9 @@ def verdict(claimed: float, library: float, *, bound: str = "about", claimed_hig
             raise ValueError(f"claimed_high must be >= claimed ({claimed:g}), got {high:g}")
     elif claimed_high is not None:
         raise ValueError(f"claimed_high is only for bound='range', got bound={bound!r}")
-    if not isinstance(reason, str):
-        raise TypeError(f"reason must be a string, got {type(reason).__name__}")
+    for name, text in (("reason", reason), ("offload", offload)):
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be a string, got {type(text).__name__}")
     if not 1e-300 <= claimed / library <= 1e300:        # (a factor that overflows is no verdict: "off by infx")
         raise ValueError(f"claimed={claimed:g} and library={library:g} are too far apart to compare: their ratio "
                          "overflows (the same unit for both?)")
@@ -484,7 +389,18 @@ def verdict(claimed: float, library: float, *, bound: str = "about", claimed_hig
             alone = f"off by {_factor(claimed / library)} (too high)"
     if reason:
         return f"wrong: {reason} (the number alone: {alone})"
+    if offload:
+        return f"needs CPU offload: {offload} (the number: {alone})"
     return alone
+
+
+def verdict_kind(v: str) -> str:
+    """Which of :data:`KINDS` a verdict string is."""
+    if v.startswith("wrong"):
+        return "wrong in kind"
+    if v.startswith("needs CPU offload"):
+        return "needs CPU offload"
+    return "holds" if v.startswith("holds") else "off"
 
 
 def _value(result) -> Finding:
@@ -500,30 +416,89 @@ def _findings() -> tuple[tuple[Claim, Finding], ...]:
     return tuple((c, _value(c.compute())) for c in claims())
 
 
+def _favourable(c: Claim, f: Finding) -> float:
+    """The point of the finding's range (its MFU band) nearest the claim: the claim is judged there."""
+    if f.low is None or f.high is None:
+        return f.value
+    lo, hi = min(f.low, f.high), max(f.low, f.high)
+    if c.bound == "at least":
+        return hi
+    if c.bound == "at most":
+        return lo
+    top = c.claimed if c.claimed_high is None else c.claimed_high
+    return min(max(c.claimed, lo), hi) if c.claimed >= lo else min(max(top, lo), hi)
+
+
+def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str]:
+    """(value judged, verdict, reading, depends) for one claim: the most favourable of the finding's readings
+    (the best :data:`KINDS`, then the smallest factor off); ``depends`` lists every reading's verdict when they
+    differ in kind."""
+    judged = []
+    for g in (f, *f.others):
+        x = _favourable(c, g)
+        v = verdict(c.claimed, x, bound=c.bound, claimed_high=c.claimed_high, reason=g.reason, band=band,
+                    offload=g.offload)
+        judged.append((KINDS.index(verdict_kind(v)), abs(math.log(c.claimed_mid / x)), x, v, g.reading))
+    best = min(judged, key=lambda j: j[:2])
+    # a reading that changes the method (LoRA for "fine-tuning") makes the verdict depend on it; CPU offload
+    # is a layout for the same method, and its verdict has its own label
+    methods = [judged[0]] + [j for g, j in zip(f.others, judged[1:]) if g.reading != "CPU offload"]
+    kinds = {verdict_kind(j[3]) for j in methods}
+    depends = " | ".join(f"{j[4] or 'as stated'}: {verdict_kind(j[3])}" for j in methods) if len(kinds) > 1 else ""
+    return best[2], best[3], best[4], depends
+
+
 def audit_table(band: float = BAND):
     """One row per recomputed claim: ``id, article, topic, claim, claimed, library, ratio, verdict`` (then
-    ``unit, bound, claimed_low, claimed_high, wrong_in_kind``). ``claimed`` is the middle of a claimed range,
-    ``ratio`` = claimed / library, and the verdict follows :func:`verdict` with tolerance ``band`` (default
-    :data:`BAND`). The library values are computed once per session; a new ``band`` only re-judges them. Taught
-    in chapter 14."""
+    ``unit, bound, claimed_low, claimed_high, wrong_in_kind, kind, reading, depends, from_image, counted_with,
+    line, library_central, verdict_kind``). ``claimed`` is the middle of a claimed range; ``library`` is the value
+    judged, the point of the most favourable reading's range nearest the claim (``library_central`` is that
+    reading's central value); ``ratio`` = claimed / library, and the verdict follows :func:`verdict` with
+    tolerance ``band`` (default :data:`BAND`). The library values are computed once per session; a new ``band``
+    only re-judges them. Taught in chapter 14."""
     import pandas as pd
 
     band = check_number("band", band, minimum=1.0)
     rows = []
     for c, f in _findings():
+        x, v, reading, depends = _judge(c, f, band)
+        central = next((g.value for g in (f, *f.others) if g.reading == reading), f.value)
         rows.append({"id": c.id, "article": c.article, "topic": c.topic, "claim": c.claim,
-                     "claimed": c.claimed_mid, "library": f.value, "ratio": c.claimed_mid / f.value,
-                     "verdict": verdict(c.claimed, f.value, bound=c.bound, claimed_high=c.claimed_high,
-                                        reason=f.reason, band=band),
+                     "claimed": c.claimed_mid, "library": x, "ratio": c.claimed_mid / x, "verdict": v,
                      "unit": c.unit, "bound": c.bound, "claimed_low": c.claimed,
                      "claimed_high": math.nan if c.claimed_high is None else c.claimed_high,
-                     "wrong_in_kind": bool(f.reason)})
+                     "wrong_in_kind": v.startswith("wrong"), "kind": c.kind, "reading": reading or READINGS[c.kind],
+                     "depends": depends, "from_image": c.from_image, "counted_with": c.counted_with,
+                     "line": c.line, "library_central": central, "verdict_kind": verdict_kind(v)})
     return pd.DataFrame(rows)
 
 
-def verdict_counts(df=None) -> dict[str, int]:
-    """How many claims hold, are off by more than the band, or are wrong in kind (over :func:`audit_table`)."""
+def verdict_counts(df=None, *, by: str | None = None, headline: bool = False):
+    """How many claims hold, need CPU offload, are off by more than the band, or are wrong in kind (over
+    :func:`audit_table`): a dict keyed by :data:`KINDS`. ``headline=True`` leaves out the claims that only
+    repeat or follow from another (``counted_with``), so that no error is counted twice. ``by="article"``
+    returns a DataFrame instead: one row per seed, one column per kind, and the total."""
     df = audit_table() if df is None else df
-    kind = df["verdict"].str.startswith("wrong")
-    holds = df["verdict"].str.startswith("holds") & ~kind
-    return {"holds": int(holds.sum()), "off": int((~holds & ~kind).sum()), "wrong in kind": int(kind.sum())}
+    kinds = df["verdict"].map(verdict_kind)
+    if headline:
+        keep = df["counted_with"].fillna("") == ""
+        df, kinds = df[keep], kinds[keep]
+    if by is None:
+        return {k: int((kinds == k).sum()) for k in KINDS}
+    check_choice("by", by, ("article",))
+    import pandas as pd
+
+    out = pd.crosstab(df[by], kinds).reindex(columns=list(KINDS), fill_value=0)
+    out["total"] = out.sum(axis=1)
+    out.columns.name = None
+    return out
+
+
+def judged(claim_id: str, band: float = BAND):
+    """One row of :func:`audit_table` (a pandas Series), for a chapter that discusses a single seed claim: so that
+    every chapter gives a claim the same verdict as chapter 14 (chapter 13 does this for seed 000's fine-tune)."""
+    t = audit_table(band).set_index("id")
+    if not isinstance(claim_id, str) or claim_id not in t.index:
+        raise ValueError(f"claim_id must be an id of a recomputed claim in {SEED_CLAIMS_CSV.name} (e.g. "
+                         f"'000-faq-finetune-days'), got {claim_id!r}")
+    return t.loc[claim_id]

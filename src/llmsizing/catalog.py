@@ -369,6 +369,19 @@ def gpu_price(gpu: GPU, price=None, *, name: str = "price_usd_per_gpu_hour") -> 
     return gpu.price_usd_per_gpu_hour
 
 
+def prices_as_of(gpus=None) -> str:
+    """The date of the catalogue's prices for ``gpus`` (names or :class:`GPU`; default every catalogued GPU), as
+    the chapters print it next to a cost: ``"2025-06-01"``, or ``"2025-06-01 to 2025-10-01"`` when the rows were
+    priced on different days. Each row of ``data/gpus.csv`` carries its own ``as_of`` (issue 26: a visible "prices
+    as of" wherever a price is used). A GPU made by hand with no ``as_of`` is refused, naming it."""
+    chosen = list(_gpus().values()) if gpus is None else resolve_gpus(gpus)
+    missing = [g.name for g in chosen if not g.as_of]
+    if missing:
+        raise ValueError(f"gpus: no as_of date for {', '.join(missing)} (only catalogued prices are dated)")
+    dates = sorted({g.as_of for g in chosen})
+    return dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+
+
 def gpu_table():
     """The GPU catalogue as a pandas DataFrame (for the book's tables)."""
     import pandas as pd

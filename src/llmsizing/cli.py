@@ -19,6 +19,7 @@ EXAMPLES = """examples:
   llmsizing gpus --csv
   llmsizing memory llama-3-8b --batch 1 --seq 8192 --gpu "H100 SXM"
   llmsizing memory llama-3-70b --batch 1 --seq 4096 --tp 8 --pp 2 --dp 4 --zero 1 --grad-accum 8
+  llmsizing memory mixtral-8x7b --batch 1 --seq 4096 --dp 16 --ep 8 --zero 2 --recompute full --gpu "H100 SXM"
   llmsizing memory path/to/config.json --batch 2 --seq 2048 --json
   llmsizing time llama-3-70b --tokens 1T --gpu "H100 SXM" --gpus 1024 --seq 8192
   llmsizing time llama-3.1-405b --tokens 15.6T --gpu "H100 SXM" --gpus 16384 --seq 8192 --mfu 0.38
@@ -202,11 +203,13 @@ def cmd_gpus(args) -> None:
 def _parallel(args):
     from .parallel import Parallel
 
-    if (args.tp, args.pp, args.dp, args.zero, args.sp, args.virtual_stages, args.offload, args.cp) == (
-            1, 1, 1, 0, False, 1, "none", 1):
+    ep, expert_tp = getattr(args, "ep", 1), getattr(args, "expert_tp", False)
+    if (args.tp, args.pp, args.dp, args.zero, args.sp, args.virtual_stages, args.offload, args.cp, ep,
+            expert_tp) == (1, 1, 1, 0, False, 1, "none", 1, 1, False):
         return None
     return Parallel(tp=args.tp, pp=args.pp, dp=args.dp, zero=args.zero, sp=args.sp,
-                    virtual_stages=args.virtual_stages, offload=args.offload, cp=args.cp, cp_comm=args.cp_comm)
+                    virtual_stages=args.virtual_stages, offload=args.offload, cp=args.cp, cp_comm=args.cp_comm,
+                    ep=ep, expert_tp=expert_tp)
 
 
 #: How the memory table names the temporaries alive at the peak, by the phase that holds it
@@ -236,7 +239,7 @@ def cmd_memory(args) -> None:
     from .catalog import get_gpu
     from .memory import PHASES, training_memory
 
-    model = _model(args.model)
+    model = _model(args.model, moe=True)                # a mixture of experts too (with --ep: issue 24)
     g = None if args.gpu is None else get_gpu(args.gpu)  # an unknown GPU is refused before anything is printed
     t = training_memory(model, batch=args.batch, seq=args.seq, precision=args.precision,
                         optimizer=args.optimizer, attention=args.attention, recompute=args.recompute,
@@ -295,7 +298,7 @@ def _staged_output(r, args, title: str) -> None:
 def _time_stages(args) -> None:
     from .time_cost import mfu_estimate, training_time
 
-    model = _model(args.model)
+    model = _model(args.model, moe=True)
     mfu, mfu_range = args.mfu, (tuple(args.mfu_range) if args.mfu_range else None)
     if mfu_range is not None and not mfu_range[0] <= mfu_range[1]:
         raise ValueError(f"--mfu-range LOW HIGH must have LOW <= HIGH, got {mfu_range[0]:g} {mfu_range[1]:g}")
@@ -327,12 +330,12 @@ def cmd_time(args) -> None:
     if mfu is not None and mfu_range is None:
         mfu_range = (mfu, mfu)                         # an MFU given alone is exact: one row, not three
     elif mfu is None and mfu_range is not None:
-        central = mfu_estimate(_model(args.model), gpu=args.gpu, seq=args.seq, dtype=args.dtype,
+        central = mfu_estimate(_model(args.model, moe=True), gpu=args.gpu, seq=args.seq, dtype=args.dtype,
                                whole_run=args.whole_run).mfu
         if not mfu_range[0] <= central <= mfu_range[1]:
             raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the calibrated MFU "
                              f"{central:.3g}: give --mfu too")
-    t = training_time(_model(args.model), tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus, seq=args.seq,
+    t = training_time(_model(args.model, moe=True), tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus, seq=args.seq,
                       mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price, dtype=args.dtype,
                       whole_run=args.whole_run)
     df = t.to_frame()
@@ -376,7 +379,7 @@ def _plan_stages(args) -> None:
     options = dict(overlap=args.overlap, kernel_efficiency=args.kernel_efficiency, precision=args.precision,
                    optimizer_impl=args.optimizer_impl)
     gpu = (args.gpu or ["H100 SXM"])[0]
-    r = training_time(_model(args.model), stages=stages, gpu=gpu, n_gpus=args.max_gpus, plan_options=options)
+    r = training_time(_model(args.model, moe=True), stages=stages, gpu=gpu, n_gpus=args.max_gpus, plan_options=options)
     which = f"the fastest plan on at most {args.max_gpus:,} GPUs" if args.max_gpus else "the cheapest plan"
     _staged_output(r, args, f"{r.model} on {r.gpu}: {len(r.stages)} stages, each with {which}")
 
@@ -389,18 +392,22 @@ def cmd_plan(args) -> None:
     if args.stage:
         _plan_stages(args)
         return
-    df = plan(_model(args.model), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)), seq=args.seq,
+    moe_kw = {} if args.ep is None else {"ep_degrees": tuple(args.ep)}
+    if args.ep_overlap is not None:
+        moe_kw["ep_overlap"] = args.ep_overlap
+    df = plan(_model(args.model, moe=True), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)), seq=args.seq,
               global_batch=args.global_batch, max_gpus=args.max_gpus, deadline_days=args.deadline_days,
               budget_usd=args.budget, overlap=args.overlap, kernel_efficiency=args.kernel_efficiency,
               precision=args.precision, optimizer_impl=args.optimizer_impl,
-              **({} if args.cp is None else {"cp_degrees": tuple(args.cp)}), cp_comm=args.cp_comm)
+              **({} if args.cp is None else {"cp_degrees": tuple(args.cp)}), cp_comm=args.cp_comm, **moe_kw)
     if not args.all:
         df = df[df["pareto"]]
     df = df.head(args.top).reset_index(drop=True)
     if args.json or args.csv:
         _emit(df, args)
         return
-    out = df[["gpu", "n_gpus", "tp", "cp", "pp", "dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
+    out = df[["gpu", "n_gpus", "tp", "cp", "pp"] + (["ep"] if "ep" in df else [])
+             + ["dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
     out["GiB/GPU"] = (df["memory_per_gpu_bytes"] / 2**30).map("{:.1f}".format)
     out["step s"] = df["step_time_s"].map("{:.2f}".format)
     out["MFU"] = df["mfu"].map("{:.0%}".format)
@@ -537,6 +544,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--virtual-stages", type=integer(), default=1,
                    help="interleaved 1F1B model chunks per pipeline rank")
     p.add_argument("--offload", default="none", choices=list(OFFLOADS))
+    p.add_argument("--ep", type=integer(), default=1,
+                   help="expert-parallel degree for a mixture of experts: its routed experts split over ep of the "
+                        "layout's GPUs (ep must divide the experts and tp x cp x dp; default 1: none)")
+    p.add_argument("--expert-tp", action="store_true",
+                   help="split the routed experts by --tp as well (Megatron-LM's default; default: not split)")
     p.add_argument("--gpu", help="say whether the total fits on this catalogue GPU")
     _add_output(p)
     p.set_defaults(func=cmd_memory)
@@ -595,6 +607,11 @@ def parser() -> argparse.ArgumentParser:
                         "powers of two up to 32 from 16K)")
     p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
                    help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
+    p.add_argument("--ep", type=integer(), action="append",
+                   help="an expert-parallel degree to search for a mixture of experts; repeat for several "
+                        "(default: every divisor of its routed experts)")
+    p.add_argument("--ep-overlap", type=number(0, 1), default=None,
+                   help="share of the all-to-all hidden behind compute (DualPipe's; default 0)")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)

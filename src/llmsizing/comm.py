@@ -116,6 +116,35 @@ def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
     return (2.0 if kind == "all-reduce" else 1.0) * (n - 1) / n * s
 
 
+def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
+                reshard_after_forward: bool = True) -> list[tuple[str, str, float, int]]:
+    """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as ``(name, kind, message
+    bytes, calls)`` (:func:`communication`'s rules): DDP's gradient all-reduce; ZeRO-1's gradient
+    reduce-scatter and weight all-gather once per step; ZeRO-2's reduce-scatter every micro-batch; ZeRO-3's
+    forward (and, resharded after the forward, backward) weight all-gathers and gradient reduce-scatter every
+    micro-batch. :func:`communication` prices them on the group's link; the planner's search reuses them."""
+    w, g, m = on_rank * weight_bytes, on_rank * grad_bytes, grad_accum
+    if zero == 0:
+        return [("DP gradient all-reduce", "all-reduce", g, 1)]
+    if zero == 1:
+        return [("ZeRO-1 gradient reduce-scatter", "reduce-scatter", g, 1),
+                ("ZeRO-1 weight all-gather", "all-gather", w, 1)]
+    if zero == 2:
+        return [("ZeRO-2 gradient reduce-scatter", "reduce-scatter", g, m),
+                ("ZeRO-2 weight all-gather", "all-gather", w, 1)]
+    return ([("ZeRO-3 weight all-gather (forward)", "all-gather", w, m)]
+            + ([("ZeRO-3 weight all-gather (backward)", "all-gather", w, m)] if reshard_after_forward else [])
+            + [("ZeRO-3 gradient reduce-scatter", "reduce-scatter", g, m)])
+
+
+def ring_collective(name: str, group: str, n: int, kind: str, message: float, calls: int, gl) -> "Collective":
+    """One ring collective of ``calls`` calls of a ``message``-byte buffer over ``n`` GPUs on the link ``gl``
+    (:class:`~llmsizing.network.GroupLink`): :func:`ring_bytes` per call at its bandwidth, and
+    :func:`~llmsizing.network.latency_steps` latencies per call."""
+    return Collective(name, group, n, gl.link, calls, message, calls * ring_bytes(kind, message, n),
+                      gl.bandwidth_gbps, calls * latency_steps(kind, n, gl.across) * gl.alpha_s)
+
+
 GROUP_STRIDES = ("tp", "cp", "dp", "pp")
 
 
@@ -238,24 +267,11 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
             return
         if message > MAX_MEANINGFUL:
             raise too_large(name, message)
-        gl = gl or links[group]
-        out.append(Collective(name, group, n, gl.link, calls, message, calls * ring_bytes(kind, message, n),
-                              gl.bandwidth_gbps, calls * latency_steps(kind, n, gl.across) * gl.alpha_s))
+        out.append(ring_collective(name, group, n, kind, message, calls, gl or links[group]))
 
     for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
-        if par.zero == 0:
-            add("DP gradient all-reduce" + tag, "dp", dp, "all-reduce", on_rank * g_b, 1, gl)
-        elif par.zero == 1:
-            add("ZeRO-1 gradient reduce-scatter" + tag, "dp", dp, "reduce-scatter", on_rank * g_b, 1, gl)
-            add("ZeRO-1 weight all-gather" + tag, "dp", dp, "all-gather", on_rank * w_b, 1, gl)
-        elif par.zero == 2:
-            add("ZeRO-2 gradient reduce-scatter" + tag, "dp", dp, "reduce-scatter", on_rank * g_b, m, gl)
-            add("ZeRO-2 weight all-gather" + tag, "dp", dp, "all-gather", on_rank * w_b, 1, gl)
-        else:
-            add("ZeRO-3 weight all-gather (forward)" + tag, "dp", dp, "all-gather", on_rank * w_b, m, gl)
-            if par.reshard_after_forward:
-                add("ZeRO-3 weight all-gather (backward)" + tag, "dp", dp, "all-gather", on_rank * w_b, m, gl)
-            add("ZeRO-3 gradient reduce-scatter" + tag, "dp", dp, "reduce-scatter", on_rank * g_b, m, gl)
+        for name, kind, message, calls in dp_schedule(par.zero, on_rank, w_b, g_b, m, par.reshard_after_forward):
+            add(name + tag, "dp", dp, kind, message, calls, gl)
 
     stages = layers_per_stage(model.layers, par)
     most = max(range(par.pp), key=lambda i: stages[i])         # the most loaded stage (the first of the largest)

@@ -66,32 +66,38 @@ def _divisors(n: int, limit: int | None = None) -> list[int]:
     return out if limit is None else [d for d in out if d <= limit]
 
 
-def _smallest_dp(par, limit: float, kw: dict, model) -> int | None:
+def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None) -> int | None:
     """The smallest ``dp`` for which every piece of the first and last pipeline stages' steps
     (:func:`~llmsizing.memory.step_phases`) fits ``limit`` with the default allowance, or ``None`` if no ``dp``
     does. Each piece is ``fixed + sharded / dp`` (ZeRO divides the sharded states by ``dp``), read off ``dp = 1``
     and ``dp = 2``. With Megatron-LM's even split the first stage (the embedding, the most micro-batches in
     flight) or the last (the LM head, the logits) is the most loaded, as the planner also assumes
-    (``tests/test_planner.py`` checks it against every stage): two stages, not ``pp``, per evaluation."""
+    (``tests/test_planner.py`` checks it against every stage): two stages, not ``pp``, per evaluation.
+
+    A mixture of experts with expert parallelism: every ``dp`` is a multiple of ``unit``
+    (:func:`llmsizing.moe_layouts.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the experts' ZeRO
+    shards over ``edp``, proportional to ``dp``), the answer is a multiple of ``unit``, and ``stages`` are
+    :func:`llmsizing.moe_layouts.heavy_stages`."""
     from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
 
     room = (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)     # total = FIXED + (1 + F) x peak
-    stages = (0, par(1).pp - 1)
-    one = training_memory(model, parallel=par(1), _all_stages=True, _stages=stages, **kw)
-    if par(1).zero == 0:
-        return 1 if all(v <= room for r in one for v in r.pieces_bytes.values()) else None
-    two = training_memory(model, parallel=par(2), _all_stages=True, _stages=stages, **kw)
+    a = unit
+    stages = (0, par(a).pp - 1) if stages is None else stages
+    one = training_memory(model, parallel=par(a), _all_stages=True, _stages=stages, **kw)
+    if par(a).zero == 0:
+        return a if all(v <= room for r in one for v in r.pieces_bytes.values()) else None
+    two = training_memory(model, parallel=par(2 * a), _all_stages=True, _stages=stages, **kw)
     dp = 1
     for r1, r2 in zip(one, two):
         for k, t1 in r1.pieces_bytes.items():
             t2 = r2.pieces_bytes[k]
-            fixed, sharded = 2 * t2 - t1, 2 * (t1 - t2)
+            fixed, sharded = 2 * t2 - t1, 2 * a * (t1 - t2)        # a piece is fixed + sharded / dp
             if t1 <= room:
                 continue
             if fixed >= room or sharded <= 0:
                 return None
             dp = max(dp, math.ceil(sharded / (room - fixed) - 1e-9))
-    return dp
+    return dp if a == 1 else a * math.ceil(dp / a)
 
 
 def _fits_from(dp: int, top: int, fits) -> int | None:
@@ -121,7 +127,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
              recompute: str = "none", stack: str = "fused", usable_fraction: float = USABLE_FRACTION,
              gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
              kernel_efficiency: float | None = None, max_gpus: int = 65536, offload: bool = False,
-             optimizer_impl: str = "foreach", node=None, mfu: float | None = None) -> Plan:
+             optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
+             expert_tp: bool = False) -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
@@ -140,12 +147,25 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     implementation (:data:`~llmsizing.memory.OPTIMIZER_IMPLS`: PyTorch's default ``"foreach"`` or the
     smaller ``"fused"``).
 
+    A mixture of experts (issue 24; chapter 18) also tries expert parallelism: ``ep`` among the divisors of its
+    routed experts (or ``ep_degrees``), ``dp`` a multiple of what ``ep`` needs (``ep`` divides
+    ``tp x cp x dp / etp``: :class:`~llmsizing.parallel.Parallel`), no ZeRO-3 with ``ep > 1``, the routed experts
+    split by tensor parallelism only with ``expert_tp`` (as :func:`~llmsizing.planner.plan` searches them); the
+    step time that breaks ties includes the all-to-all with the model's node limit
+    (:func:`llmsizing.moe_layouts.route_max_nodes`). A dense model refuses ``ep_degrees`` above 1 and ``expert_tp``.
+
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
     """
     from .memory import training_memory
+    from .moe_layouts import dp_unit, ep_candidates, heavy_stages, route_max_nodes
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
+    eps = ep_candidates(model, ep_degrees)
+    expert_tp = check_bool("expert_tp", expert_tp)
+    if expert_tp and not model.is_moe:
+        raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
+    max_nodes = route_max_nodes(model)
     g = get_gpu(gpu)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     frac = check_fraction("usable_fraction", usable_fraction)
@@ -170,22 +190,45 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
             check_layout(model, tp=tp, pp=pp)
         except ValueError:
             continue
-        for zero in (0, 1, 2, 3):
+        for zero, ep in ((z, e) for z in (0, 1, 2, 3) for e in eps):
             if zero >= 2 and pp > 1:
                 continue
+            if model.is_moe:
+                try:
+                    check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
+                except ValueError:                 # zero=3 with ep > 1, an expert width tp does not divide
+                    continue
             offloads = ["none"] + (["optimizer"] if offload and zero >= 1 else []) \
                 + (["optimizer+params"] if offload and zero == 3 else [])
             for off in offloads:
-                def par(dp, tp=tp, pp=pp, zero=zero, off=off):
-                    return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off)
+                if not model.is_moe:
+                    def par(dp, tp=tp, pp=pp, zero=zero, off=off):
+                        return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off)
 
-                def fits(dp, par=par, pp=pp):
-                    return max(r.total_bytes for r in training_memory(
-                        model, parallel=par(dp), _all_stages=True, _stages=(0, pp - 1), **kw)) <= limit
-                dp = _smallest_dp(par, limit, kw, model)
-                if dp is None:
-                    continue
-                dp = _fits_from(dp, fewest // (tp * pp), fits)   # floating-point edge: step up until it fits
+                    def fits(dp, par=par, pp=pp):
+                        return max(r.total_bytes for r in training_memory(
+                            model, parallel=par(dp), _all_stages=True, _stages=(0, pp - 1), **kw)) <= limit
+                    dp = _smallest_dp(par, limit, kw, model)
+                    if dp is None:
+                        continue
+                    dp = _fits_from(dp, fewest // (tp * pp), fits)   # floating-point edge: step up until it fits
+                else:                              # ---- a mixture of experts: dp in multiples of a
+                    a = dp_unit(tp, 1, ep, expert_tp)
+
+                    def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep):
+                        return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
+                                        expert_tp=expert_tp)
+
+                    stages = heavy_stages(model, par(a))
+
+                    def fits(k, par=par, a=a, stages=stages):
+                        return max(r.total_bytes for r in training_memory(
+                            model, parallel=par(a * k), _all_stages=True, _stages=stages, **kw)) <= limit
+                    dp = _smallest_dp(par, limit, kw, model, unit=a, stages=stages)
+                    if dp is None:
+                        continue
+                    k = _fits_from(dp // a, fewest // (tp * pp * a), fits)
+                    dp = None if k is None else a * k
                 if dp is not None:
                     candidates.append(par(dp))
                     fewest = min(fewest, tp * pp * dp)
@@ -199,7 +242,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         if c.gpus != fewest:
             continue
         st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=0.0,
-                       recompute=recompute, precision=precision, node=nd)
+                       recompute=recompute, precision=precision, node=nd,
+                       **({"max_nodes": max_nodes} if model.is_moe else {}))
         total = training_memory(model, parallel=c, **kw).total_bytes          # every stage, this time
         if total <= limit:
             plans.append(Plan(c, total, float(g.memory_bytes), st.comm_s, st.compute_s, st.bubble))
@@ -207,7 +251,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         raise ValueError(f"no layout of {fewest:,} {g.name} GPUs holds batch={batch}, seq={seq:,} on every "
                          "pipeline stage: raise max_gpus or lower batch or seq")
     return min(plans, key=lambda p: (round(p.step_s, 9), p.parallel.tp, p.parallel.pp, p.parallel.zero,
-                                     p.parallel.offload != "none"))
+                                     p.parallel.offload != "none", p.parallel.ep))
 
 
 # =========================================================================== where a step's time goes

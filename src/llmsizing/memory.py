@@ -23,8 +23,8 @@ from .units import GiB
 #: measurement; pass ``overhead_bytes=`` to use your own figure.
 FIXED_OVERHEAD_BYTES = 1 * GiB
 
-#: Allocator fragmentation as a fraction of the modelled tensors (PyTorch's caching allocator typically
-#: reserves a few per cent to ~10% more than it hands out). Also an allowance.
+#: Allocator fragmentation as a fraction of the modelled tensors: a guess with no published source, which no
+#: verdict of the book rests on (chapter 3; issue 26). Pass ``overhead_bytes=`` to use your own figure.
 FRAGMENTATION = 0.08
 
 
@@ -305,18 +305,18 @@ def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=Non
     return df
 
 
-def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float = 1.0) -> int:
-    """The smallest number of ``gpu`` (a catalogue name or :class:`~llmsizing.catalog.GPU`) whose memory,
-    added up, holds ``n_bytes``: ``ceil(n_bytes / (usable_fraction x capacity))``.
-
-    This is a lower bound that assumes the bytes shard perfectly (ZeRO-3/FSDP for model states, or tensor
-    parallelism): nothing replicated, nothing else on the GPU. ``usable_fraction`` (0 < f <= 1) reserves part of
-    each GPU for what you are not counting (activations, CUDA context, fragmentation). Taught in chapter 2.
-    """
+def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float | None = None) -> int:
+    """The smallest number of ``gpu`` (a catalogue name or :class:`~llmsizing.catalog.GPU`) whose usable memory,
+    added up, holds ``n_bytes``: ``ceil(n_bytes / (usable_fraction x capacity))``. A lower bound that assumes the
+    bytes shard perfectly (ZeRO-3/FSDP for model states, or tensor parallelism). ``usable_fraction`` (0 < f <= 1)
+    reserves part of each GPU for what you are not counting; ``None`` is the planner's
+    :data:`~llmsizing.layouts.USABLE_FRACTION` (0.9), so Parts I and II count the fewest GPUs alike (issue 26; it was
+    1 here until then). Pass 1.0 for bytes that carry their own allowance (:func:`~llmsizing.inference.inference_memory`). Chapter 2."""
     from .catalog import get_gpu
+    from .layouts import USABLE_FRACTION
 
     n_bytes = check_number("n_bytes", n_bytes)
-    frac = check_fraction("usable_fraction", usable_fraction)
+    frac = check_fraction("usable_fraction", USABLE_FRACTION if usable_fraction is None else usable_fraction)
     g = get_gpu(gpu)
     cap = frac * g.memory_bytes
     if n_bytes / cap > MAX_MEANINGFUL:
@@ -590,8 +590,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
                     overhead_bytes: float | None = None, stack: str = "fused",
-                    optimizer_impl: str = "foreach", _all_stages: bool = False,
-                    _stages=None, recompute_layers: int | None = None) -> TrainingMemory:
+                    optimizer_impl: str = "foreach", _all_stages: bool = False, _stages=None,
+                    recompute_layers: int | None = None, attention_mask: bool = False) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -621,6 +621,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     (:func:`~llmsizing.activations.cp_attention_buffers_bytes`, by ``parallel.cp_comm``).
     ``recompute_layers=N`` with ``recompute="full"`` (``None``: every layer) recomputes the first ``N`` layers of
     each model chunk only, Megatron-LM's ``--recompute-method block`` (:func:`~llmsizing.activations.stage_activations`).
+    ``attention_mask=True`` (``stack="hf"``): a padded batch, on which Hugging Face's SDPA path keeps K and V at
+    the query heads' width and a copy of the mask per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`).
     Taught in chapter 4; checked against measured steps in chapter 5; context parallelism and partial
     recomputation in "Long context".
     """
@@ -640,7 +642,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
     fp8 = recipe.fp8
     act_kw = dict(batch=batch, seq=seq, dtype=act_dtype, attention=attention, dropout=dropout, tp=par.tp,
-                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, cp=par.cp, expert_tp=par.expert_tp)
+                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, cp=par.cp, expert_tp=par.expert_tp, attention_mask=attention_mask)
     acts = activation_memory(model, recompute=recompute, **act_kw)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     plain = None if n_rc is None else activation_memory(model, recompute="none", **act_kw)
@@ -656,7 +658,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
     working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_dtype,
                                                   attention=attention, dropout=dropout, tp=par.tp,
-                                                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8).values())
+                                                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, attention_mask=attention_mask).values())
     gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
     flops = (training_flops_per_token(model, seq=seq, recompute=recompute) if n_rc is None else
              _partial_flops_per_token(model, seq, sum(recomputed_layers(model.layers, par, n_rc)), False))
@@ -738,8 +740,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
                     attention: str = "flash", recompute: str = "none", dropout: bool = False,
                     parallel: Parallel | None = None, overhead_bytes: float | None = None,
                     stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1,
-                    recompute_layers: int | None = None):
-    """The largest micro-batch (sequences) whose :func:`training_memory` fits ``gpu``'s memory, for one
+                    recompute_layers: int | None = None, attention_mask: bool = False):
+    """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask`` too) fits ``gpu``, for one
     sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an int array).
 
     0 means not even one sequence fits (the model states alone may already be too large). ``grad_accum`` is
@@ -767,7 +769,7 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
         raise ValueError(f"seq must be >= 1 and <= {MAX_MEANINGFUL:,}, got {bad:,}")
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
-              optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers)
+              optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers, attention_mask=attention_mask)
     cp = resolve_parallel(parallel).cp
     if cp > 1 and (seqs % (2 * cp)).any():
         bad = int(seqs[seqs % (2 * cp) != 0].flat[0])

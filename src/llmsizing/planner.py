@@ -36,6 +36,8 @@ from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, OPTIMIZER_IMPLS, training_memory
 from .network import get_node
 from .model import Model
+from .moe_layouts import (dp_unit, ep_candidates, moe_all_to_all_s, moe_dp_collectives, moe_ep_coefficients,
+                          route_max_nodes)
 from .parallel import CP_COMMS, MAX_PP, Parallel, check_layout, layers_per_stage
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .time_cost import mfu_range_factors
@@ -53,6 +55,10 @@ OVERLAP = None
 PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum", "recompute",
                 "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days", "days_low", "days_high",
                 "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto")
+
+#: Columns of :func:`plan`'s DataFrame for a mixture of experts: :data:`PLAN_COLUMNS` with the expert-parallel
+#: degree ``ep`` after ``pp`` (a dense model's frame keeps :data:`PLAN_COLUMNS`, unchanged).
+MOE_PLAN_COLUMNS = PLAN_COLUMNS[:PLAN_COLUMNS.index("pp") + 1] + ("ep",) + PLAN_COLUMNS[PLAN_COLUMNS.index("pp") + 1:]
 
 
 #: The largest global batch :func:`plan` searches, in sequences: 2**16 = 65,536 (Llama 3 405B trained with
@@ -82,6 +88,11 @@ def check_global_batch(global_batch) -> int:
 #: refused with what to narrow instead of searched for seconds.
 MAX_LAYOUTS = 600
 MAX_PLANS = 25_000
+
+#: :data:`MAX_PLANS` for a mixture of experts: the expert-parallel degrees multiply the plans that fit (four for
+#: Mixtral-8x7B's eight experts, nine for DeepSeek-V3's 256), and pricing stays vectorised: Mixtral-8x7B over the
+#: whole catalogue at a global batch of 512 sequences prices about 43,500 plans (benchmarks/bench_planner.py).
+MAX_MOE_PLANS = 60_000
 
 
 #: The context-parallel degrees :func:`plan` tries by default (``cp_degrees=None``), each only where the
@@ -115,7 +126,7 @@ class NoPlanError(ValueError):
 
 
 def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1, cp_comm: str = "p2p",
-                         base=None):
+                         base=None, ep: int = 1, expert_tp: bool = False):
     """``(fixed, per_micro, sharded)`` arrays, one entry per (stage, phase piece), such that a GPU's peak
     piece is ``fixed + micro x per_micro + sharded / dp`` (read off three evaluations).
 
@@ -123,26 +134,44 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
     evaluation is enough: the model states do not depend on ``cp`` except through ZeRO's divisor ``dp x cp``
     (``fixed`` is the same, ``sharded`` falls to ``sharded / cp``), so only ``per_micro`` (the activations of
     ``seq / cp`` tokens and the K, V buffers) is read off ``micro = dp = 1``. ``tests/test_context_parallel.py``
-    checks this against the three evaluations."""
+    checks this against the three evaluations.
+
+    A mixture of experts with expert parallelism ``ep`` (issue 24): the routed experts' ZeRO shards are taken
+    over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs, which for a given layout is
+    proportional to ``dp``, so a piece is still ``fixed + micro x per_micro + sharded / dp``; it is read off
+    ``dp = a`` and ``2 a``, ``a`` the smallest ``dp`` the layout allows (:func:`llmsizing.moe_layouts.dp_unit`; 1 for a
+    dense model), and the stages weighed are :func:`llmsizing.moe_layouts.heavy_stages`.
+    ``tests/test_planner_moe.py`` checks rows against direct calls."""
+    from .moe_layouts import dp_unit, heavy_stages
+
+    a = dp_unit(tp, cp, ep, expert_tp) if model.is_moe else 1
+
     def pieces(batch, dp):
-        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
+        if model.is_moe:
+            par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
+                           expert_tp=expert_tp)
+            stages = heavy_stages(model, par)
+        else:
+            par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
+            stages = (0, pp - 1)
         runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True,
-                               _stages=(0, pp - 1), **kw)
+                               _stages=stages, **kw)
         return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
 
     if cp > 1 and base is not None:
         fixed, _, sharded = base
         sharded = sharded / cp
-        return fixed, pieces(1, 1) - fixed - sharded, sharded
-    b1d1, b2d1 = pieces(1, 1), pieces(2, 1)
-    b1d2 = pieces(1, 2) if zero else b1d1
+        return fixed, pieces(1, a) - fixed - sharded / a, sharded
+    b1d1, b2d1 = pieces(1, a), pieces(2, a)
+    b1d2 = pieces(1, 2 * a) if zero else b1d1
     per_micro = b2d1 - b1d1
-    sharded = 2 * (b1d1 - b1d2)
-    fixed = b1d1 - per_micro - sharded
+    sharded = 2 * a * (b1d1 - b1d2)
+    fixed = b1d1 - per_micro - sharded / a
     return fixed, per_micro, sharded
 
 
-def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str, base) -> dict:
+def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str, base,
+                     ep: int = 1, expert_tp: bool = False) -> dict:
     """:func:`_memory_coefficients` for every context-parallel degree above 1 in ``cps``, from ``base`` (the
     layout at ``cp = 1``) and at most two evaluations: what one micro-batch adds is ``X / cp + Y`` in every
     piece, since the activations, the loss's temporaries and the ring's backward buffers are those of
@@ -152,10 +181,11 @@ def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, 
     degrees = sorted(c for c in cps if c > 1)
     fixed, _, sharded = base
     if len(degrees) == 1:
-        return {degrees[0]: _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base)}
+        return {degrees[0]: _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base, ep,
+                                                 expert_tp)}
     c1, c2 = degrees[:2]
-    p1 = _memory_coefficients(model, kw, tp, pp, zero, m, c1, cp_comm, base)[1]
-    p2 = _memory_coefficients(model, kw, tp, pp, zero, m, c2, cp_comm, base)[1]
+    p1 = _memory_coefficients(model, kw, tp, pp, zero, m, c1, cp_comm, base, ep, expert_tp)[1]
+    p2 = _memory_coefficients(model, kw, tp, pp, zero, m, c2, cp_comm, base, ep, expert_tp)[1]
     y = (c2 * p2 - c1 * p1) / (c2 - c1)
     x = (p1 - y) * c1
     return {c: (fixed, x / c + y, sharded / c) for c in degrees}
@@ -225,7 +255,8 @@ def _groups(*columns):
     return [tuple(int(c[i]) for c in cols) for i in first.tolist()], inverse.reshape(-1)
 
 
-def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs):
+def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs, expert_tp=False,
+           max_nodes=None, ep_overlap=0.0):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``, an
     index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index into
     ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called once
@@ -250,12 +281,28 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
       collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
       (:func:`~llmsizing.memory.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
 
+    A mixture of experts (issue 24; ``cols["ep"]``, ``expert_tp``, DeepSeek's node limit ``max_nodes``, the share
+    ``ep_overlap`` of the all-to-all hidden) adds:
+
+    * the compute of each stage's dense and MoE layers (:func:`llmsizing.moe.moe_stage_flops`, active FLOPs);
+    * its data-parallel collectives in two parts, each exposed on its own as :func:`exposed_by_group` does: the
+      dense parameters over ``dp x cp`` and the routed experts over the ``edp`` expert-data-parallel GPUs (one
+      :func:`~llmsizing.comm.communication` per (GPU, tp, ZeRO stage, ``dp x cp``, ep) without a pipeline, each
+      part scaled by the most loaded stage's dense and expert parameters, :func:`llmsizing.moe.stage_split`);
+    * the expert-parallel all-to-all (:func:`llmsizing.moe.ep_all_to_all`): one call per (GPU, tp, cp,
+      micro-batch, ep, recomputation) without a pipeline gives all the MoE layers' for one micro-batch, scaled
+      by the most loaded stage's MoE layers and ``m``; exposed but for ``ep_overlap``.
+
     Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
     compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
-    FP8, own node sizes) at 1e-9 relative."""
+    FP8, own node sizes, mixtures of experts with ``ep``) at 1e-9 relative."""
     from .comm import communication
     from .memory import stage_params
     from .network import group_link
+
+    moe = model.is_moe
+    if moe:
+        from . import moe as _moe
 
     gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
                                                             "rc"))
@@ -286,7 +333,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     stage = np.zeros((len(stage_keys), 4))
     for k, (p_, r_) in enumerate(stage_keys):
         par, rc = Parallel(pp=p_), rcs[r_]
-        flops = stage_flops_per_token(model, par, seq=seq, recompute=rc)
+        flops = (_moe.moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
+                 stage_flops_per_token(model, par, seq=seq, recompute=rc))
         slowest = max(range(len(flops)), key=flops.__getitem__)
         stage[k] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
                     training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
@@ -333,6 +381,18 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
 
     # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a pipeline
     dpcp = dp * cp
+    if moe:
+        dp_exposed, dp_all = moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, seq=seq, precision=precision,
+                                     node_of=node_of, expert_tp=expert_tp)
+        ep_all = moe_all_to_all_s(model, gpu_list, cols, mf, seq=seq, precision=precision, node_of=node_of,
+                                 cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes)
+        if overlap is None:
+            step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed + ep_all * (1.0 - ep_overlap))
+        else:
+            comm_s = dp_all + per_layer * (L[:, 3] + L[:, 4]) + pp_all + ep_all
+            step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
+        peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
+        return step, peaks[gi]
     dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
     per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
     traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes one call sends, without a pipeline
@@ -372,9 +432,18 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     return step, peaks[gi]
 
 
+def _dp_exposed(call, fwd, bwd, mf):
+    """The exposed seconds of the data-parallel collectives ``call`` (one call's seconds per :data:`_DP_SLOTS`
+    slot, one row per plan), by :func:`~llmsizing.layouts.exposed_by_group`'s rules."""
+    return (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
+            + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
+            + np.maximum(0.0, call[:, 4] - bwd))
+
+
 @functools.lru_cache(maxsize=32)
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
-            frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,), cp_comm="p2p"):
+            frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,), cp_comm="p2p", eps=(1,),
+            expert_tp=False, max_nodes=None, ep_overlap=0.0):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -398,13 +467,24 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             for zero in zeros:
                 if zero >= 2 and pp > 1:
                     continue
-                layouts.append((tp, pp, zero))
+                for ep in eps:                            # (1,) for a dense model
+                    if model.is_moe:
+                        try:
+                            check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
+                        except ValueError:                # zero=3 with ep > 1, an expert width tp does not divide
+                            continue
+                    layouts.append((tp, pp, zero, ep))
 
-    if len(layouts) * len(rcs) > MAX_LAYOUTS:
+    # (a mixture of experts' ep degrees multiply the layouts, and are bounded by the divisors of its experts)
+    n_layouts = len({lay[:3] for lay in layouts})
+    if n_layouts * len(rcs) > MAX_LAYOUTS:
         raise ValueError(
-            f"plan() would weigh {len(layouts):,} layouts x {len(rcs)} recomputations of {model.name}, more than "
+            f"plan() would weigh {n_layouts:,} layouts x {len(rcs)} recomputations of {model.name}, more than "
             f"the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
             "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
+
+    # a mixture of experts, ZeRO-0 or ZeRO-1 without a pipeline: A + B / ep in every piece (moe_ep_coefficients)
+    by_ep = model.is_moe and len(eps) > 2 and optimizer_impl == "foreach"
 
     # the candidates, block by block (layout, cp, micro-batch), as columns: GPU (index into gpu_list), tp, cp, pp,
     # zero, micro, dp, grad_accum, recompute (index into rcs), total bytes
@@ -412,7 +492,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     found = 0
     limits = np.array([frac * g.memory_bytes for g in gpu_list])
     coef_cache: dict = {}
-    for tp, pp, zero in layouts:
+    for tp, pp, zero, ep in layouts:
         on = np.array([domains[g.name] % tp == 0 for g in gpu_list])   # tp stays inside the scale-up domain
         if not on.any():
             continue
@@ -423,6 +503,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             dps = np.array([d for d in _divisors(global_batch // b) if global_batch // (b * d) >= pp], dtype=float)
             if max_gpus is not None:
                 dps = dps[tp * cp * pp * dps <= max_gpus]
+            if model.is_moe:                  # ep must divide tp x cp x dp / etp (Parallel; llmsizing.moe)
+                dps = dps[dps % dp_unit(tp, cp, ep, expert_tp) == 0]
             if not len(dps):
                 continue
             m = global_batch // (b * dps.astype(int))
@@ -431,20 +513,26 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             accum_class = np.where(m > 1, max(2, pp), 1)
             totals: dict = {}
 
-            def total(rc, b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, totals=totals, cp=cp):
+            def total(rc, b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, totals=totals, cp=cp,
+                      ep=ep):
                 """Per-GPU totals for each dp with recomputation rc: worked out when a GPU first needs them."""
                 if rc not in totals:
                     t = np.empty(len(dps))
                     for c in np.unique(accum_class):
-                        key = (tp, pp, zero, rc, int(c), cp)
+                        key = (tp, pp, zero, ep, rc, int(c), cp)
                         if key not in coef_cache:
                             one = key[:-1] + (1,)
                             if one not in coef_cache:
-                                coef_cache[one] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp,
-                                                                       zero, int(c))
+                                coef_cache[one] = moe_ep_coefficients(
+                                    model, {**kw, "recompute": rc}, tp, pp, zero, int(c), ep, eps, expert_tp,
+                                    coef_cache, one) if by_ep and (zero == 0 or pp == 1 and zero == 1) \
+                                    and ep not in eps[:2] \
+                                    else _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero, int(c),
+                                                              ep=ep, expert_tp=expert_tp)
                             if cp > 1:           # every degree of cp at once, from cp = 1 and two degrees
                                 for d, coef in _cp_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero,
-                                                                int(c), cps, cp_comm, coef_cache[one]).items():
+                                                                int(c), cps, cp_comm, coef_cache[one], ep,
+                                                                expert_tp).items():
                                     coef_cache[key[:-1] + (d,)] = coef
                         sel = accum_class == c
                         t[sel] = _total_bytes(coef_cache[key], np.full(sel.sum(), float(b)), dps[sel])
@@ -471,11 +559,12 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             if not len(g_):
                 continue
             blocks.append((gi[g_], tp, cp, pp, zero, b, dps[d_].astype(np.int64), m[d_].astype(np.int64),
-                           np.array(kept)[r_], np.stack(totals_)[r_, d_]))
+                           np.array(kept)[r_], np.stack(totals_)[r_, d_], ep))
             found += len(g_)
-            if found > MAX_PLANS:
+            most = MAX_MOE_PLANS if model.is_moe else MAX_PLANS
+            if found > most:
                 raise ValueError(
-                    f"more than {MAX_PLANS:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
+                    f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
                     f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
                     "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
                     "global_batch with fewer divisors (a power of two)")
@@ -488,8 +577,10 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     cols = {k: column(j, np.int64) for j, k in enumerate(("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
                                                           "rc"))}
     total_bytes = column(9, float)
+    cols["ep"] = column(10, np.int64)
     step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
-                          node_of=node_of, cp_comm=cp_comm, rcs=rcs)
+                          node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
+                          ep_overlap=ep_overlap)
     price_of = dict(prices)
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
@@ -499,6 +590,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
         "recompute": np.array(rcs, dtype=object)[cols["rc"]], "memory_per_gpu_bytes": total_bytes,
         "capacity_bytes": np.array([float(g.memory_bytes) for g in gpu_list])[gi], "step_time_s": step_s,
         "price": np.array([float(price_of[g.name]) for g in gpu_list])[gi], "peak": peak})
+    if model.is_moe:
+        df.insert(df.columns.get_loc("pp") + 1, "ep", cols["ep"])
     df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
     return df
 
@@ -511,7 +604,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          overlap: float | None = None, prices: dict | None = None, gpus_per_node: int | None = None,
          inter_node_gbps: float | None = None, max_pp: int = 64, explain: bool = True,
          optimizer_impl: str = "foreach", compute_efficiency: float | None = None, cp_degrees=None,
-         cp_comm: str = "p2p"):
+         cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
+         ep_overlap: float = 0.0):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest first.
 
@@ -549,15 +643,39 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     fastest/cheapest plan misses the deadline/budget, with its figures). ``explain=False`` returns the empty
     frame instead. Taught in the "How many GPUs do you need?" chapter; the command line's ``plan`` calls it.
 
+    **A mixture of experts** (issue 24; chapter 18) is searched over expert parallelism too: ``ep`` among the
+    divisors of its routed experts (or ``ep_degrees``, each of which must divide them), for every ``dp`` with
+    ``ep`` dividing ``tp x cp x dp / etp`` (the expert-parallel group made of the layout's own GPUs, inside the
+    data-parallel and tensor-parallel ranks as Megatron-Core's expert grid puts it; with ``tp = cp = 1``, ``dp`` a
+    multiple of ``ep``), ZeRO-3 left out with ``ep > 1`` (not modelled). The experts are not split by tensor
+    parallelism unless ``expert_tp=True`` (:class:`~llmsizing.parallel.Parallel`). Memory is
+    :func:`~llmsizing.memory.training_memory`'s (:func:`llmsizing.moe.moe_model_states`: the routed experts'
+    ZeRO shards over the expert-data-parallel GPUs); time adds the all-to-all
+    (:func:`llmsizing.moe.ep_all_to_all`) with the routing's node limit ``max_nodes`` (``"model"``: the model's
+    own, :func:`llmsizing.moe_layouts.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit), exposed but
+    for the share ``ep_overlap`` (0 to 1: DualPipe's overlap); the FLOPs and the MFU are the active parameters'. The
+    frame then has an ``ep`` column (:data:`MOE_PLAN_COLUMNS`). A dense model refuses ``ep_degrees`` above 1 and
+    ``expert_tp``.
+
     The search itself, everything but the token budget, the deadline and the budget, is kept for the last 32
     settings (:func:`_search`): asking again with another token budget costs milliseconds.
     """
     import pandas as pd
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     tokens = check_number("tokens", tokens, allow_equal=False)
     seq = check_int("seq", seq)
     global_batch = check_global_batch(global_batch)
+    eps = ep_candidates(model, ep_degrees)
+    expert_tp = check_bool("expert_tp", expert_tp)
+    if expert_tp and not model.is_moe:
+        raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
+    if isinstance(max_nodes, str) and max_nodes == "model":
+        max_nodes = route_max_nodes(model)
+    elif max_nodes is not None:
+        max_nodes = check_int("max_nodes", max_nodes)
+    ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
+    columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
     gpu_list = resolve_gpus(gpus, example='("H100 SXM", "A100 80GB")')
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
     deadline = None if deadline_days is None else check_number("deadline_days", deadline_days, allow_equal=False)
@@ -612,6 +730,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     args = (model, tuple(gpu_list), seq, global_batch, max_gpus, tuple(micros), tuple(rcs), tuple(zeros), precision,
             optimizer, attention, stack, frac, eff, overlap, tuple(sorted(prices.items())), nodes, max_pp,
             optimizer_impl, cps, cp_comm)
+    if model.is_moe:                            # (a dense model's search is called as before)
+        args += (eps, expert_tp, max_nodes, ep_overlap)
     try:
         hash(args)
     except TypeError:           # an unhashable argument: not cached; the search rejects it with its own message
@@ -620,7 +740,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         df = _search(*args)
     if df is None:
         if not explain:
-            return pd.DataFrame(columns=list(PLAN_COLUMNS))
+            return pd.DataFrame(columns=list(columns))
         limit = ", ".join(f"{g.name} ({frac:.0%} of {g.memory_gib:.1f} GiB)" for g in gpu_list)
         raise NoPlanError(
             f"no layout holds {model.name} with micro-batches {micros} of {seq:,} tokens on {limit}"
@@ -651,7 +771,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         df = df[df["cost_usd"] <= budget]
     if df.empty:
         if not explain:
-            return pd.DataFrame(columns=list(PLAN_COLUMNS))
+            return pd.DataFrame(columns=list(columns))
         raise NoPlanError(
             f"{found:,} plans fit in memory, but none meets "
             + " and ".join(x for x in (f"deadline_days={deadline:g}" if deadline else "",
@@ -663,10 +783,14 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     df = df.copy()
     df["pareto"] = _pareto(df["days"].to_numpy(), df["cost_usd"].to_numpy(), df["memory_per_gpu_bytes"].to_numpy())
     df = df.sort_values(["cost_usd", "days"]).reset_index(drop=True)
-    out = df[list(PLAN_COLUMNS)]
+    out = df[list(columns)]
     out.attrs["assumes"] = (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
                             f"kernel efficiency {'calibrated per GPU' if eff is None else f'{eff:g}'}, "
                             f"overlap {'per group' if overlap is None else f'{overlap:g}'}"
-                            + ("" if cps == (1,) else f", context parallelism {cp_comm}"))
+                            + ("" if cps == (1,) else f", context parallelism {cp_comm}")
+                            + ("" if not model.is_moe else
+                               f", expert parallelism ep in {eps}{' with expert_tp' if expert_tp else ''}, "
+                               f"all-to-all {ep_overlap:.0%} hidden, routing "
+                               + ("to any node" if max_nodes is None else f"to at most {max_nodes} nodes")))
     out.attrs["cp_comm"] = cp_comm
     return out

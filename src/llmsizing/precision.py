@@ -214,8 +214,8 @@ DEEPSEEK_TILE = 128
 #: (12 bits, 1.5 + 4/128 bytes), which the attention operator's backward also reads ("these activations are
 #: also used in the backward pass of the attention operator"), so it is kept once; the SwiGLU input cached in FP8 and its output recomputed (the report says so
 #: for the MoE experts; applied here to every gated MLP). No delayed scaling: no amax history. Its
-#: recomputation of every RMSNorm and of MLA's up-projections (Sec. 3.2.3) is a recomputation choice, not
-#: modelled here.
+#: recomputation of every RMSNorm and of MLA's up-projections (Sec. 3.2.3) is a recomputation choice, not part
+#: of the recipe: :func:`llmsizing.moe.deepseek_memory` models the whole of DeepSeek's memory plan.
 FP8_SCHEMES: dict[str, Fp8Scheme] = {s.name: s for s in (
     Fp8Scheme("fp8-mixed", weight_copy_bytes=2.0, input_bytes=1.0, attn_out_bytes=1.0,
               amax_history_len=TE_AMAX_HISTORY_LEN, tensors_per_gemm=5,

@@ -102,8 +102,8 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
                          f"with seq={seq}?")
     low, high = mfu_range_factors(g, dtype)
     if mfu * low < MIN_FRACTION:                         # (the range's low end must be an MFU training_time takes)
-        raise ValueError(f"the step ({total_s:g} s with extra_s={extra_s:g}) implies an MFU of {mfu:.3g}, below "
-                         f"{MIN_FRACTION / low:.3g}: is step for {model.name} on {g.name} with "
+        raise ValueError(f"the step ({total_s:g} s with extra_s={extra_s:g}) implies an MFU of {mfu:.4g}, below "
+                         f"{MIN_FRACTION / low:.4g}: is step for {model.name} on {g.name} with "
                          f"seq={seq}, and extra_s in seconds?")
     t = training_time(model, tokens=tokens, gpu=g, n_gpus=n_gpus, seq=seq, mfu=mfu,
                       mfu_range=(mfu * low, min(1.0, mfu * high)),

@@ -40,8 +40,8 @@ PUBLISHED_RUNS_CSV = Path(__file__).resolve().parents[2] / "data" / "published_r
 #: The book's earlier single MFU and band (until issue 21): 0.40, from 0.30 to 0.50, the spread of nine
 #: published runs. The calibrated estimate (:func:`mfu_estimate`: by GPU generation, dtype, model size,
 #: sequence length and recomputation, fitted on 58 runs) has replaced it as :func:`training_time`'s default;
-#: the constants stay for code that imported them, and chapter 14's audit keeps judging at them until it is
-#: read again (issue 26).
+#: the constants stay for code that imported them (chapter 14's audit now judges at the calibrated estimate and
+#: its band; it uses 0.40 only for the B200/H100 ratio, which any common MFU gives).
 MFU_DEFAULT = 0.40
 MFU_LOW = 0.30
 MFU_HIGH = 0.50
@@ -198,10 +198,16 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
     or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
     ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`): an FP8 recipe gets the FP8 rows,
-    ``dtype="fp8"`` gives the same. Taught in chapter 10."""
+    ``dtype="fp8"`` gives the same. Taught in chapter 10.
+
+    A mixture of experts (issue 24): the MFU is of its active parameters' FLOPs
+    (:func:`~llmsizing.flops.training_flops_per_token`), and the size term is taken at its active parameters
+    ``N_active`` (the work per token; its attention is that of a dense model of its width). An extrapolation,
+    said in a warning: the calibration's runs are dense, and an MoE's grouped GEMMs of small experts and its
+    all-to-all (:func:`~llmsizing.layouts.step_time` models the latter) are not in the fit. Chapter 18."""
     from .hardware import kernel_efficiency_row
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     seq = check_int("seq", seq)
     dtype = compute_dtype(precision, dtype)
@@ -211,6 +217,11 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     table = _mfu_model()
     generation = kernel_efficiency_row(g, dtype).generation
     warnings = []
+    size = float(model.active_params) if model.is_moe else model.n_params
+    if model.is_moe:
+        warnings.append(f"{model.name} is a mixture of experts: the calibration's runs are dense; the size term is "
+                        f"taken at its {size / 1e9:,.3g}B active parameters, without its grouped GEMMs' lower "
+                        "efficiency or its all-to-all (step_time models the all-to-all)")
     row = table.get((generation, key_dtype))
     if row is None:
         same = sorted((r for r in table.values() if r["dtype"] == key_dtype), key=lambda r: r["intercept"])
@@ -222,7 +233,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
         warnings.append(f"no published {key_dtype} run on a {g.name} ({generation}): the median generation's "
                         "MFU and the widest range of any generation are used")
     else:
-        n = model.n_params
+        n = size
         if not row["min_params"] / 2 <= n <= row["max_params"] * 2:
             warnings.append(f"{n / 1e9:,.3g}B parameters is outside the {generation} {key_dtype} runs' "
                             f"{row['min_params'] / 1e9:,.3g}B to {row['max_params'] / 1e9:,.3g}B")
@@ -235,7 +246,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
                             f"{row['min_gpus']:,.0f} to {row['max_gpus']:,.0f}")
     import math
 
-    log_mfu = (row["intercept"] + row["size_exponent"] * math.log(model.n_params / 1e10)
+    log_mfu = (row["intercept"] + row["size_exponent"] * math.log(size / 1e10)
                + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * (recompute == "full")
                + row["whole_run"] * whole_run)
     central = min(math.exp(log_mfu), 1.0)
@@ -300,6 +311,9 @@ class TrainingTime:
     #: Where the MFU came from: ``"calibrated estimate"``, ``"given"``, ``"step_time of the layout"`` or
     #: ``"plan(): ..."`` (:class:`Stage` says when each applies).
     mfu_source: str = ""
+    #: The useful share of wall time the days and GPU-hours include (:func:`~llmsizing.reliability.goodput`:
+    #: interruptions and checkpoints); 1.0 (the default) for a steady state without them.
+    goodput: float = 1.0
 
     @property
     def total_flops(self) -> float:
@@ -325,7 +339,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   mfu_range: tuple[float, float] | None = None, price_usd_per_gpu_hour: float | None = None,
                   recompute: str = "none", dtype: str | None = None, causal: bool = False,
                   whole_run: bool = False, precision: str = "bf16-mixed", stages=None,
-                  plan_options: dict | None = None):
+                  plan_options: dict | None = None, goodput: float = 1.0):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given).
 
@@ -351,11 +365,28 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     range around it); ``recompute`` to every stage but a planned one (the plan picks its own). ``n_gpus`` or
     ``parallel`` give the GPU count of a stage that names none. A stage planned by
     :func:`~llmsizing.planner.plan` gets ``plan_options`` (e.g. ``{"precision": "bf16-mixed-fp32-grads"}``)
-    passed on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``."""
-    model = resolve_model(model)
+    passed on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``.
+
+    A mixture of experts (issue 24) is timed on its active parameters' FLOPs, with the calibrated MFU of
+    :func:`mfu_estimate` at its active size (a warning says it is an extrapolation from dense runs) or the
+    ``mfu`` given; ``parallel`` may carry ``ep``. Chapter 18.
+
+    **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
+    left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and cost
+    are divided by it (the tokens per second stay the steady state's). It replaces the flat "add 10-20% for
+    failures". Not with ``whole_run=True``, whose calibrated MFU already includes a whole run's restarts (that
+    would count them twice), nor with ``stages`` (divide the totals by it)."""
+    model = resolve_model(model, moe=True)
+    goodput = check_fraction("goodput", goodput)
+    if goodput < 1 and whole_run:
+        raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run MFU "
+                         "already includes them; give one of them")
     g = get_gpu(gpu)
     dtype = compute_dtype(precision, dtype)
     if stages is not None:
+        if goodput < 1:
+            raise ValueError("goodput applies to a single stage; with stages=, divide the totals' days and "
+                             "GPU-hours by it")
         if tokens is not None or seq is not None:
             raise ValueError("give tokens= and seq=, or stages=[(tokens, seq), ...], not both")
         from .stages import _staged
@@ -403,12 +434,13 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
         raise ValueError(f"mfu_range must contain mfu: got mfu={mfu:g} and mfu_range=({low:g}, {high:g})")
     price = gpu_price(g, price_usd_per_gpu_hour)
     return _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings,
-                    parallel=None if parallel is None else par, source=source)
+                    parallel=None if parallel is None else par, source=source, goodput=goodput)
 
 
 def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings, *,
-             parallel=None, source="", layout=None) -> TrainingTime:
-    """A :class:`TrainingTime` from a checked MFU and range: GPU-hours ``tokens x F / (peak x MFU) / 3600``."""
+             parallel=None, source="", layout=None, goodput: float = 1.0) -> TrainingTime:
+    """A :class:`TrainingTime` from a checked MFU and range: GPU-hours ``tokens x F / (peak x MFU) / 3600``,
+    divided by the ``goodput`` (the useful share of wall time)."""
     peak = _peak_flops(g, dtype)
     per_token = training_flops_per_token(model, seq=seq, causal=causal)
     hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal)
@@ -417,7 +449,7 @@ def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dt
         raise ValueError(f"mfu={mfu:g} with recompute={recompute!r} needs a hardware utilisation of {hfu:.2f} > 1")
 
     def hours(m: float) -> float:                      # GPU-hours at MFU m: independent of the GPU count
-        return tokens * per_token / (peak * m) / 3600
+        return tokens * per_token / (peak * m) / 3600 / goodput
 
     h, h_low, h_high = hours(mfu), hours(high), hours(low)
     if layout is None:
@@ -425,7 +457,7 @@ def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dt
     return TrainingTime(model.name, g.name, n_gpus, tokens, seq, mfu, low, high, hfu, per_token,
                         peak * mfu / per_token, h / n_gpus / 24, h_low / n_gpus / 24, h_high / n_gpus / 24,
                         h, h_low, h_high, price, h * price, h_low * price, h_high * price, tuple(warnings),
-                        layout, source)
+                        layout, source, goodput)
 
 
 def _causal_factor(model, seq: int, causal: bool) -> float:
@@ -489,7 +521,7 @@ def _layout_label(par: Parallel) -> str:
     parts = [f"TP{par.tp}" + ("+SP" if par.sp else "")]
     if par.cp > 1:
         parts.append(f"CP{par.cp}" + (" all-gather" if par.cp_comm == "all_gather" else ""))
-    parts += [f"PP{par.pp}", f"DP{par.dp}"]
+    parts += [f"PP{par.pp}", f"DP{par.dp}"] + ([f"EP{par.ep}"] if par.ep > 1 else [])
     if par.zero:
         parts.append(f"ZeRO-{par.zero}")
     if par.offload != "none":

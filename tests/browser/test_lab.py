@@ -189,6 +189,7 @@ class Opened:
     cells: list[dict]
     blocked: list[str]
     page_errors: list[str]
+    console_errors: list[str]                 # console.error messages and failed responses, with their URL
     solutions_on_open: dict[str, list[str]]   # solution label -> probe strings readable when first opened
     saved_on_open: tuple[bool, bytes, bytes]  # (JupyterLab wrote the file, bytes before, bytes after)
 
@@ -236,6 +237,15 @@ def _wait_until_written(path: Path, timeout_s: float = 10.0) -> None:
         time.sleep(0.2)
 
 
+def collect_console_errors(page) -> list[str]:
+    """console.error messages and responses >= 400 (with their URL) of ``page``, as they come."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text[:300])
+            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    return errors
+
+
 @pytest.fixture(scope="module", params=NOTEBOOKS, ids=[n.removesuffix(".ipynb") for n in NOTEBOOKS])
 def notebook(request, chromium, guard_network, lab, lab_book):
     """One notebook opened in JupyterLab and run top to bottom (Run > Run All Cells), in its own page and
@@ -246,6 +256,7 @@ def notebook(request, chromium, guard_network, lab, lab_book):
     blocked = guard_network(page)
     page_errors: list[str] = []
     page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+    console_errors = collect_console_errors(page)
     stem = name.removesuffix(".ipynb")
     cells = _cells(BOOK / name)
     try:
@@ -272,7 +283,7 @@ def notebook(request, chromium, guard_network, lab, lab_book):
                 "i => { const r = __root(i); const img = r && r.querySelector('img');"
                 " return (img && img.complete && img.naturalWidth > 0) || /Error displaying widget|Model not"
                 " found/.test(__cells()[i].innerText); }", arg=i, timeout=60_000)
-        yield Opened(name, page, cells, blocked, page_errors, on_open, saved)
+        yield Opened(name, page, cells, blocked, page_errors, console_errors, on_open, saved)
         # everything the tests of this notebook did (resizes, control moves) stayed on the machine, error-free
         assert blocked == [], f"{name}: requests off 127.0.0.1 (blocked) during the tests: {blocked}"
         assert not page_errors, f"{name}: uncaught JavaScript errors during the tests: {page_errors}"
@@ -311,6 +322,14 @@ def test_opening_and_saving_leaves_the_notebook_unchanged(notebook):
         diff = [k for k in ("metadata", "nbformat", "nbformat_minor") if old.get(k) != new.get(k)]
         diff += [f"cell {i}" for i, (a, b) in enumerate(zip(old["cells"], new["cells"])) if a != b]
         pytest.fail(f"{notebook.name} changed when saved: {diff[:10]}")
+
+
+def test_no_console_error(notebook):
+    """Issue 25: nothing in the browser console while the notebook opens, runs and is used. It logged the
+    Pyodide kernel extension's "Shared module @jupyterlite/services doesn't exist" (now kept out of the lab's
+    page, tools/lab/jupyter_server_config.py) and jupyterlab-myst's "Cross reference target was not found" for
+    each {ref} role to another chapter (now relative links to the chapter files)."""
+    assert not notebook.console_errors, f"{notebook.name}: console errors: {notebook.console_errors[:10]}"
 
 
 def test_no_request_leaves_the_machine(notebook):
@@ -469,6 +488,35 @@ def set_left_sidebar(page, open_: bool) -> None:
         tab = ".jp-SideBar.jp-mod-left .lm-TabBar-tab" + (".lm-mod-current" if not open_ else "")
         page.locator(tab).first.click()
         page.wait_for_function(f"() => ({JS_LEFT_SIDEBAR_OPEN})() === {str(open_).lower()}", timeout=10_000)
+
+
+def test_lab_opens_with_the_file_browser_folded(chromium, guard_network, lab):
+    """Issue 25: at 1280x720 the file browser took the notebook's width, so a widget's figure fell under its
+    controls. `make lab` now opens a workspace the reader has not saved yet with the file browser folded
+    (tools/lab/default_workspace.json); the folder tab opens it. No console error on the way."""
+    context = chromium.new_context(viewport=VIEWPORT, service_workers="block")
+    page = context.new_page()
+    blocked = guard_network(page)
+    errors = collect_console_errors(page)
+    try:
+        # a workspace name no other test uses, and no ?reset: what a reader's first `make lab` opens
+        page.goto(f"{lab.base_url}/lab/workspaces/first-visit/tree/02_bytes_per_parameter.ipynb?token={lab.token}",
+                  wait_until="domcontentloaded", timeout=120_000)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+        page.wait_for_function(JS_KERNEL_READY, timeout=120_000)
+        page.wait_for_timeout(1000)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "lab-first-visit.png"))
+        assert page.evaluate(JS_LEFT_SIDEBAR_OPEN) is False, "the file browser is open on a first visit"
+        notebook_box = page.locator(".jp-NotebookPanel").first.bounding_box()
+        assert notebook_box["x"] < 60, f"the notebook starts {notebook_box['x']:.0f} px from the left"
+        set_left_sidebar(page, True)                  # the reader can still open it
+        assert page.locator(".jp-FileBrowser").first.is_visible()
+        assert not blocked, blocked
+        assert not errors, errors
+    finally:
+        shutdown_sessions(lab)
+        context.close()
 
 
 # A laptop at 1280x720 with the file browser folded (README, "Running a workshop": Ctrl+B or a click on the

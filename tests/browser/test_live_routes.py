@@ -2,23 +2,34 @@
 
 * the built site under ``make serve-live`` (tools/serve_live.py): a chapter shows "Live code", pressing it
   starts a kernel on the local Jupyter server, runs the page, and moving a slider redraws the widget's image;
-  no request leaves the machine;
+  in live mode the widgets get the page's width (the planner's controls and figure on screen together at
+  1280x720); no request leaves the machine and nothing is logged in the console;
 * the static site (no live config): no "Live code" button, but the "Run live in your browser" link is there;
 * the JupyterLite copy (tools/build_lite.py): every chapter of _toc.yml with its set-up cell, the wheels and the
   labextensions are in _build/html/lite/ (files only: Pyodide itself comes from a CDN and cannot run here);
-* ``make app CH=03``: Voila renders chapter 3's widget on 127.0.0.1, offline.
+  with the CDN blocked, the page says why Python cannot start and what to do (tools/lite/pyodide-check.js);
+* ``make app``: Voila renders chapter 3's widget, and every chapter's prose shows the kernel's numbers, no raw
+  MyST (roles, labels, directive fences) and no console error (tools/voila/myst_voila.py), on 127.0.0.1.
 
-All of them need a built site (``make book``) and skip with that message otherwise.
+All of them need a built site (``make book``) and skip with that message otherwise (Voila needs only book/).
+Screenshots go to _build/screenshots/live-*.png (Voila chapter 12: live-voila-ch12-top.png and
+live-voila-ch12-takeaway.png; JupyterLite with its CDN blocked: live-lite-cdn-blocked.png).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # the browser tests skip without Playwright (conftest.py)
+    PlaywrightTimeout = TimeoutError
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
@@ -42,14 +53,26 @@ def _shot(page, name: str) -> None:
 
 
 def _console_errors(page) -> list[str]:
-    """Console errors and failed local responses (the browser's own /favicon.ico request aside)."""
+    """Console errors, uncaught page errors and failed local responses (each with its URL). The browser's
+    "Failed to load resource" console line is left out because the response itself is recorded with its URL.
+    Nothing is exempt: a missing favicon is a 404 like any other (the site declares _assets/favicon.svg)."""
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text)
             if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
-    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}")
-            if r.status >= 400 and not r.url.endswith("/favicon.ico") else None)
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
     page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
     return errors
+
+
+#: What a reader must never see in rendered prose: MyST roles and target labels as written, directive fences,
+#: jupyterlab-myst's unresolved-reference text.
+RAW_PROSE = re.compile(r"\{(?:eval|ref|doc|glue|numref|term)[:}]|^\s*\([\w.-]+\)=\s*$|Cross Reference Not Found|"
+                       r"^\s*(?:```|:::)\{|^\s*:(?:class|label):", re.M | re.I)
+
+
+def raw_prose(text: str) -> list[str]:
+    """The lines of ``text`` that show raw MyST (see RAW_PROSE)."""
+    return [line.strip()[:120] for line in text.splitlines() if RAW_PROSE.search(line)]
 
 
 # The first line of code of each cell the "Live code" button turns into a thebe cell, in page order (the
@@ -188,6 +211,51 @@ def test_live_code_runs_the_page_and_a_slider_redraws_the_figure(chromium, live_
     context.close()
 
 
+JS_WIDGET_FIT = """(cell) => {
+  const root = cell.querySelector('.cell_output .widget-box, .cell_output .jupyter-widgets');
+  root.scrollIntoView({block: 'start'});
+  const box = el => { const r = el.getBoundingClientRect(); return {top: r.top, left: r.left, bottom: r.bottom, right: r.right}; };
+  const controls = Array.from(cell.querySelectorAll('.widget-slider, .widget-dropdown, .widget-select, '
+    + '.widget-select-multiple, .widget-toggle-buttons, .widget-checkbox')).filter(e => e.offsetWidth > 0).map(box);
+  const article = document.querySelector('.bd-article-container').getBoundingClientRect();
+  return {image: box(cell.querySelector('.cell_output img')), controls, article: article.width,
+          view: {top: 0, left: 0, bottom: window.innerHeight, right: window.innerWidth}};
+}"""
+
+
+@needs_site
+def test_live_widget_gets_the_page_width(chromium, live_site, guard_network):
+    """Issue 25: under serve-live the chapter's reading column (752 px at 1280 px) put the planner's figure
+    under its controls, a scroll away. Once "Live code" runs, the widgets get the page's width
+    (_assets/book.css, body[data-live]) and, at 1280x720 with the widget scrolled to the top, every control and
+    the figure are on screen together; the chapter list can be opened again from the theme's menu button."""
+    site_url, _ = live_site
+    context = chromium.new_context(viewport={"width": 1280, "height": 720}, service_workers="block")
+    page = context.new_page()
+    blocked = guard_network(page)
+    errors = _console_errors(page)
+    page.goto(f"{site_url}/book/12_how_many_gpus.html", wait_until="load")
+    page.locator("button.book-live-button").click()
+    page.wait_for_selector("body[data-live=ready], body[data-live=error]", timeout=300_000)
+    assert page.get_attribute("body", "data-live") == "ready", page.locator(".book-live-status").inner_text()
+    widget = page.locator(".cell.tag_nbval-ignore-output").first
+    widget.locator(".cell_output img").first.wait_for(state="visible", timeout=120_000)
+    m = widget.evaluate(JS_WIDGET_FIT)
+    _shot(page, "thebe-planner-width")
+    v = m["view"]
+    inside = lambda b: b["top"] >= v["top"] - 1 and b["bottom"] <= v["bottom"] + 1 and b["left"] >= -1 \
+        and b["right"] <= v["right"] + 1
+    assert m["article"] > 1100, f"the article is {m['article']:.0f} px wide in live mode"
+    assert len(m["controls"]) >= 5 and all(inside(b) for b in m["controls"]), m["controls"]
+    assert inside(m["image"]), f"figure {m['image']} is not on screen with the controls"
+    assert m["image"]["top"] < max(b["bottom"] for b in m["controls"]), "the figure sits under all the controls"
+    page.locator("button.primary-toggle:visible").first.click()
+    page.locator("#pst-primary-sidebar").wait_for(state="visible", timeout=10_000)
+    assert not blocked, f"requests left the machine: {blocked}"
+    assert not errors, errors
+    context.close()
+
+
 @needs_site
 def test_static_site_has_the_lite_link_but_no_live_button(chromium, guard_network):
     site_url, httpd = serve_live.serve_site(HTML)  # no live_config: as the static site
@@ -248,34 +316,68 @@ PYODIDE_CDN = "https://cdn.jsdelivr.net/pyodide/"
 
 
 @needs_lite
-def test_lite_ui_loads_from_loopback_until_it_needs_pyodide(chromium, guard_network):
+def test_lite_ui_loads_from_loopback_until_it_needs_pyodide_and_says_why_it_cannot_start(chromium, guard_network):
     """The JupyterLab UI of the lite copy opens a chapter from a local server; the only requests that would
-    leave the machine are Pyodide's (CDN), which the guard blocks here."""
+    leave the machine are Pyodide's (CDN), which the guard blocks here, as a locked-down workshop network
+    would. Issue 25: the page then says so in a box a reader sees (tools/lite/pyodide-check.js), naming the
+    CDN and the offline route, instead of leaving the cells at [*] with the reason in a hidden log."""
     site_url, httpd = serve_live.serve_site(HTML)
     try:
         # service workers blocked: requests a service worker makes are not seen by page.route, so the guard
         # could miss them
-        context = chromium.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+        context = chromium.new_context(viewport={"width": 1280, "height": 720}, service_workers="block")
         page = context.new_page()
         blocked = guard_network(page)
         page.goto(f"{site_url}/lite/lab/index.html?path=book/{CHAPTER}.ipynb", wait_until="load")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-        page.wait_for_timeout(3000)
-        _shot(page, "lite-ui")
+        box = page.locator("#book-pyodide-blocked[role=alertdialog]")
+        box.wait_for(state="visible", timeout=60_000)
+        text = box.inner_text()
+        assert "cdn.jsdelivr.net" in text and "make lab" in text and "another network" in text, text
+        assert page.get_attribute("body", "data-pyodide") == "blocked"
+        b, v = box.bounding_box(), page.viewport_size
+        assert b["y"] >= 0 and b["y"] + b["height"] <= v["height"] and b["width"] > 300, b   # on screen
+        page.wait_for_timeout(2000)
+        _shot(page, "lite-cdn-blocked")
         assert page.locator(".jp-Notebook .jp-Cell").count() > 5
+        assert any(u.startswith(PYODIDE_CDN) for u in blocked), "the CDN was never asked: what did the box test?"
         off_site = [u for u in blocked if not u.startswith(PYODIDE_CDN)]
         assert not off_site, f"lite UI requested more than Pyodide from off the machine: {off_site}"
+        box.locator("button", has_text="Close").click()
+        assert box.count() == 0
         context.close()
     finally:
         httpd.shutdown()
 
 
+@needs_lite
+def test_lite_build_loads_the_pyodide_check_on_each_app_page():
+    script = (LITE / "book-pyodide-check.js").read_text()
+    assert "@PYODIDE_URL@" not in script and PYODIDE_CDN in script
+    for app in ("lab", "notebooks"):
+        assert '<script src="../book-pyodide-check.js"></script>' in (LITE / app / "index.html").read_text(), app
+
+
+def _open_voila(chromium, guard_network, spec: str):
+    """Start ``make app CH=spec``'s Voila, load the chapter's page and wait until every cell ran."""
+    url, proc = serve_live.start_voila(serve_live.chapter_notebook(spec))
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    blocked = guard_network(page)
+    errors = _console_errors(page)
+    page.goto(url, wait_until="load", timeout=240_000)
+    page.wait_for_selector("#rendered_cells", state="visible", timeout=240_000)
+    return page, proc, blocked, errors
+
+
+def _stop_voila(page, proc) -> None:
+    page.close()
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
 def test_voila_app_renders_a_chapter_widget(chromium, guard_network):
-    url, proc = serve_live.start_voila(serve_live.chapter_notebook("03"))
+    page, proc, blocked, errors = _open_voila(chromium, guard_network, "03")
     try:
-        page = chromium.new_page(viewport={"width": 1280, "height": 900})
-        blocked = guard_network(page)
-        page.goto(url, wait_until="load", timeout=240_000)
         slider = page.locator(".widget-slider").first
         slider.wait_for(state="visible", timeout=240_000)
         image = page.locator(".widget-image, .jupyter-widgets img").first
@@ -283,7 +385,63 @@ def test_voila_app_renders_a_chapter_widget(chromium, guard_network):
         slider.scroll_into_view_if_needed()
         _shot(page, "voila")
         assert not blocked, f"requests left the machine: {blocked}"
-        page.close()
+        assert not errors, errors
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        _stop_voila(page, proc)
+
+
+def _eval_roles(name: str) -> int:
+    nb = json.loads((ROOT / "book" / name).read_text())
+    return sum(len(re.findall(r"\{eval\}`[^`]*`", "".join(c["source"]))) for c in nb["cells"]
+               if c["cell_type"] == "markdown")
+
+
+def _source(name: str, kind: str) -> str:
+    nb = json.loads((ROOT / "book" / name).read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == kind)
+
+
+#: every chapter of _toc.yml, chapters 12 and 7 (the issue's examples: 97 and 71 raw roles) first
+VOILA_CHAPTERS = sorted((p.name for p in toc_notebooks()), key=lambda n: (n[:2] not in ("12", "07"), n))
+
+
+@pytest.mark.parametrize("name", VOILA_CHAPTERS, ids=[n.removesuffix(".ipynb") for n in VOILA_CHAPTERS])
+def test_voila_prose_shows_numbers_not_myst(chromium, guard_network, name):
+    """Issue 25: a chapter as an app showed its prose as written ({eval}`...`, {ref}`ch7`, "(ch12)=", directive
+    fences). Now every {eval} role of the chapter is one value from the kernel (tools/voila/myst_voila.py), no
+    raw MyST is left in the page, solutions are folded, exercises are boxes, and the page logs no console
+    error. Screenshots of chapter 12: live-voila-ch12-top.png and live-voila-ch12-takeaway.png."""
+    page, proc, blocked, errors = _open_voila(chromium, guard_network, name.removesuffix(".ipynb"))
+    try:
+        cells = json.loads((ROOT / "book" / name).read_text())["cells"]
+        if any("nbval-ignore-output" in c["metadata"].get("tags", []) for c in cells):     # widget cells
+            page.locator(".widget-slider, .widget-dropdown").first.wait_for(state="visible", timeout=240_000)
+        # Voila's page draws the cells' outputs (the prose with its values among them) after the kernel ran them
+        expected = _eval_roles(name)
+        try:
+            page.wait_for_function("n => document.querySelectorAll('.book-eval, .book-eval-error').length >= n",
+                                   arg=expected, timeout=120_000)
+        except PlaywrightTimeout:
+            pass                                                     # the assertions below say what is missing
+        text = page.inner_text("#rendered_cells")
+        assert not raw_prose(text), f"{name} in Voila shows raw MyST:\n" + "\n".join(raw_prose(text)[:20])
+        values = page.locator(".book-eval").all_text_contents()      # inside folded solutions too
+        assert len(values) == expected, "one value per {eval} role of the notebook's markdown"
+        assert all(v.strip() for v in values)
+        assert page.locator(".book-eval-error").count() == 0
+        markdown = _source(name, "markdown")
+        if "{solution" in markdown:          # folded (closed <details>), as on the site
+            assert page.locator("details.book-solution, details.book-admonition.solution").count() > 0
+            assert page.locator("details[open]").count() == 0
+        if "{exercise}" in markdown:
+            assert page.locator(".book-admonition.exercise").count() > 0
+        if name.startswith("12_"):
+            takeaway = page.locator(".book-admonition.tip").first
+            page.evaluate("window.scrollTo(0, 0)")
+            _shot(page, "voila-ch12-top")
+            takeaway.scroll_into_view_if_needed()
+            _shot(page, "voila-ch12-takeaway")
+        assert not blocked, f"requests left the machine: {blocked}"
+        assert not errors, errors
+    finally:
+        _stop_voila(page, proc)

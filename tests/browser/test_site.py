@@ -53,3 +53,19 @@ def test_static_check_passes(built_site, capsys):
     status = check_site.static_check()
     out = capsys.readouterr().out
     assert status == 0, out
+
+
+@pytest.mark.parametrize("rel", PAGES, ids=[Path(p).stem for p in PAGES])
+def test_page_declares_a_favicon_that_exists(built_site, rel):
+    """Issue 25: a browser asks every page for an icon; with none declared it requests /favicon.ico, a 404 in
+    the console (headless Chromium does not ask, so test_page_renders_offline cannot see it). The site declares
+    _assets/favicon.svg (_config.yml html.favicon)."""
+    import re
+
+    page = built_site.html / rel
+    if not page.is_file():
+        pytest.fail(f"{rel} is in _toc.yml but not in the built site: rebuild with `make book`")
+    icons = re.findall(r'<link[^>]*rel="(?:shortcut )?icon"[^>]*href="([^"]+)"', page.read_text(encoding="utf-8"))
+    assert icons, f"{rel}: no <link rel=\"icon\"> (rebuild with `make book` after _config.yml's html.favicon)"
+    for href in icons:
+        assert (page.parent / href.split("?")[0]).resolve().is_file(), f"{rel}: icon {href} is not in the build"

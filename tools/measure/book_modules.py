@@ -76,6 +76,24 @@ class RMSNormFn(torch.autograd.Function):
         return gx.to(x.dtype), gw, None
 
 
+class SwiGLUFn(torch.autograd.Function):
+    """SiLU(gate) * up that saves what a fused SwiGLU kernel saves: gate and up only, with SiLU recomputed in the
+    backward (Megatron-LM's ``SwiGLUFunction`` in ``megatron/core/fusions/fused_bias_swiglu.py`` saves its
+    ``[gate | up]`` input and nothing else; ``tools/measure/swiglu.py`` runs that function itself). The unfused
+    ``F.silu(gate) * up`` also keeps SiLU(gate): one more ``f``-wide tensor per layer."""
+
+    @staticmethod
+    def forward(ctx, gate, up):
+        ctx.save_for_backward(gate, up)
+        return F.silu(gate) * up
+
+    @staticmethod
+    def backward(ctx, g):
+        gate, up = ctx.saved_tensors
+        sig = torch.sigmoid(gate)
+        return g * up * sig * (1 + gate * (1 - sig)), g * gate * sig
+
+
 class Norm(nn.Module):
     tag = "norms"
 
@@ -242,7 +260,7 @@ class MLP(nn.Module):
 
     def forward(self, x):
         if self.gated:                                   # SwiGLU (Shazeer 2020)
-            y = F.silu(self.gate_proj(x)) * self.up_proj(x)
+            y = SwiGLUFn.apply(self.gate_proj(x), self.up_proj(x))
         else:                                            # GPT-2: GELU (tanh approximation)
             y = F.gelu(self.up_proj(x), approximate="tanh")
         return self.drop(self.down_proj(y))

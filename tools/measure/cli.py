@@ -18,6 +18,8 @@ from .dist import cmd_dist
 from .dropout import cmd_dropout
 from .hf_counts import cmd_hf_counts
 from .lora import cmd_lora
+from .mask import cmd_mask
+from .swiglu import cmd_swiglu
 from .loss import cmd_loss
 from .loss_peak import cmd_loss_peak
 from .moe_a2a import cmd_a2a
@@ -69,10 +71,18 @@ def main(argv=None):
     p_hfc = sub.add_parser("hf-counts", help="exact parameters of every HF family from_hf_config reads, built on the "
                                              "meta device from small and published configs (issue 24)")
     p_hfc.add_argument("--out", default=str(data / "hf_meta_param_counts.csv"))
+    p_mask = sub.add_parser("mask", help="HF Llama's saved tensors with and without an attention mask (SDPA "
+                                         "repeats K and V when a mask is passed; CPU; issue 26)")
+    p_mask.add_argument("--out", default=str(data / "masked_sdpa.csv"))
+    p_sw = sub.add_parser("swiglu", help="what Megatron-LM's fused SwiGLU saves, run from a Megatron-LM checkout "
+                                         "(--megatron PATH), against an unfused SwiGLU (CPU; issue 26)")
+    p_sw.add_argument("--out", default=str(data / "fused_swiglu_saved.csv"))
+    p_sw.add_argument("--megatron", help="a Megatron-LM checkout, or its megatron/core/fusions/fused_bias_swiglu.py")
+    p_sw.add_argument("--megatron-commit", help="the checkout's commit, written to the CSV")
     p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp, a2a, hf-counts), with "
                                        "the default output files (the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_a2a, p_hfc,
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_a2a, p_hfc, p_mask, p_sw,
               p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
@@ -81,7 +91,7 @@ def main(argv=None):
                 "loss-peak": cmd_loss_peak,
                 "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives, "cp": cmd_cp,
                 "a2a": cmd_a2a,
-                "hf-counts": cmd_hf_counts}
+                "hf-counts": cmd_hf_counts, "mask": cmd_mask, "swiglu": cmd_swiglu}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)

@@ -69,7 +69,7 @@ FUSED_MODEL_CLASS = "tools.measure_memory.Transformer"
 FUSED_STAND_INS = {
     "gpt": "LayerNorm=F.layer_norm; GELU=F.gelu(tanh); eager=matmul+softmax (GQA folded, no K/V copy); "
            "sdpa=F.scaled_dot_product_attention; loss=F.cross_entropy on .float() logits",
-    "llama": "RMSNorm=RMSNormFn (fused-kernel stand-in: saves input + fp32 rstd); SwiGLU unfused (F.silu * up); "
+    "llama": "RMSNorm=RMSNormFn (fused-kernel stand-in: saves input + fp32 rstd); SwiGLU=SwiGLUFn (fused-kernel stand-in: saves gate and up, recomputes SiLU); "
              "Rotary (rotate-half, tables in activation dtype); eager=matmul+softmax (GQA folded); "
              "sdpa=F.scaled_dot_product_attention(enable_gqa); loss=F.cross_entropy on .float() logits",
 }

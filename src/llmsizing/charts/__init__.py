@@ -12,7 +12,8 @@ and :func:`show`, figure and axes reuse, bars, log axes and short numbers), neve
 * :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9;
 * :mod:`~llmsizing.charts.time_money`: Part III, chapters 10-14;
 * :mod:`~llmsizing.charts.serve_tune`: Part IV, chapters 15-16;
-* :mod:`~llmsizing.charts.long_context`: Part V, chapter 17.
+* :mod:`~llmsizing.charts.long_context`: Part V, chapter 17;
+* :mod:`~llmsizing.charts.moe`: Part V, chapter 18.
 
 Every top-level name of these modules is re-exported here, private helpers included (tests and widgets use a
 few), so ``from llmsizing.charts import X`` and ``charts.X`` keep working as they did when ``charts`` was one
@@ -47,11 +48,12 @@ from .many_gpus import _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # noqa: F401
 
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case studies' check,
 # the seed audit.
-from .time_money import (CALIBRATION_COLORS, COST_GPUS, PLAN_GPUS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS,
+from .time_money import (CALIBRATION_COLORS, COST_GPUS, GOODPUT_GPUS, GOODPUT_STORAGE_GB_PER_S, PLAN_GPUS,
+                         SCALING_FIT_COLORS, SCALING_RUNS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS,
                          TIME_GPU_COUNTS, plan_notes,
-                         render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus, render_mfu_calibration,
-                         render_plan, render_prediction_check, render_seed_audit, render_training_time,
-                         resolve_model_name)
+                         render_compute_optimal, render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus,
+                         render_goodput, render_mfu_calibration, render_plan, render_prediction_check,
+                         render_seed_audit, render_training_time, resolve_model_name)
 from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _log_norm,  # noqa: F401
                          _plan_groups, _plan_label, _rect)
 
@@ -61,8 +63,9 @@ from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, SPECULATIVE_COLORS, SP
                          render_serving_curve, render_speculative_speedup)
 from .serve_tune import _POINT  # noqa: F401
 
-# Part V, the models of 2026 (ch 17): long context.
+# Part V, the models of 2026 (ch 17-18): long context; mixtures of experts.
 from .long_context import CP_OVERLAP_SEQS, llama3_long_context_layout, render_cp_overlap
+from .moe import MOE_LAYOUT_DEFAULT, MOE_TIME_COLORS, render_moe_layout
 
 __all__ = [
     # what every figure shares
@@ -82,8 +85,11 @@ __all__ = [
     "CALIBRATION_COLORS", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS", "TIME_GPU_COUNTS",
     "plan_notes", "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus", "render_plan", "render_prediction_check",
     "render_mfu_calibration", "render_seed_audit", "render_training_time", "resolve_model_name",
+    "GOODPUT_GPUS", "GOODPUT_STORAGE_GB_PER_S", "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal",
+    "render_goodput",
     # Part IV
     "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory", "render_serving_cost", "render_serving_curve",
     # Part V
-    "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap",
+    "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap", "MOE_LAYOUT_DEFAULT", "MOE_TIME_COLORS",
+    "render_moe_layout",
 ]

@@ -224,7 +224,8 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
              f"  ×{RULE_OF_THUMB:g} rule: {r.rule_of_thumb_bytes / GiB:,.2f} GiB "
              f"({r.rule_of_thumb_bytes / r.total_bytes - 1:+.0%} vs this book)"]
     for g in gs:
-        n, n_rule = min_gpus_for_bytes(r.total_bytes, g), min_gpus_for_bytes(r.rule_of_thumb_bytes, g)
+        # both totals carry their own allowance (1 GiB + 8%, or the rule's 20%): the whole GPU is usable
+        n, n_rule = (min_gpus_for_bytes(x, g, usable_fraction=1.0) for x in (r.total_bytes, r.rule_of_thumb_bytes))
         lines.append(f"  {g.name} ({g.memory_gib:.1f} GiB): needs ≥ {n} (rule says {n_rule})")
     return FixedView(fig, "\n".join(lines))
 
@@ -288,10 +289,17 @@ ACT_LABELS = {
 RECOMPUTE_COLORS = {"none": "#D55E00", "selective": "#E69F00", "full": "#0072B2"}
 
 
-def _mark_beyond_max_seq(ax, x0: float, x1: float, max_seq: int) -> None:
+def _mark_beyond_max_seq(ax, x0: float, x1: float, max_seq: int, *, in_margin: bool = False) -> None:
     """Hatch the sequence lengths beyond the model's trained context (``Model.max_seq``): the memory is
-    computed the same way there, but running them assumes extended positions (RoPE scaling)."""
+    computed the same way there, but running them assumes extended positions (RoPE scaling). The label goes at
+    the top of the hatched span, or with ``in_margin`` in the right margin at the axes' foot, where it cannot
+    cover the totals a column chart prints at its top (issue 26)."""
     ax.axvspan(x0, x1, facecolor="none", edgecolor="0.75", hatch="//", lw=0, zorder=0.5)
+    if in_margin:
+        ax.annotate(f"hatched: beyond max_seq ({_seq_label(max_seq)}),\nthe positions extrapolated",
+                    (1.0, 0.0), xycoords="axes fraction", xytext=(8, 0), textcoords="offset points", ha="left",
+                    va="bottom", fontsize=7, color="0.4")
+        return
     ax.annotate(f"beyond max_seq ({_seq_label(max_seq)})", (x0, 1.0), xycoords=("data", "axes fraction"),
                 xytext=(3, -3), textcoords="offset points", ha="left", va="top", fontsize=7, color="0.4")
 
@@ -363,7 +371,7 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     ax.axvspan(i_sel - 0.5, i_sel + 0.5, color="0.9", zorder=0)
     beyond = [i for i, s in enumerate(seqs) if s > m.max_seq]
     if beyond:
-        _mark_beyond_max_seq(ax, beyond[0] - 0.5, len(seqs) - 0.5, m.max_seq)
+        _mark_beyond_max_seq(ax, beyond[0] - 0.5, len(seqs) - 0.5, m.max_seq, in_margin=True)
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("GiB per GPU")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"

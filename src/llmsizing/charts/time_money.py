@@ -1,8 +1,9 @@
 """Part III, time and money (chapters 10-14): how long a run takes, what it costs, and how right the answers are.
 Chapter 10, published runs against the calibrated MFU and a run's days and cost against the GPU count
-(:func:`render_mfu_calibration`, :func:`render_training_time`); chapter 11, the cost of the job by GPU type, over
-price x MFU, and against the GPU count (:func:`render_cost_by_gpu`, :func:`render_cost_sensitivity`,
-:func:`render_cost_vs_gpus`); chapter 12, the planner's answer (:func:`render_plan`); chapter 13, predicted
+(:func:`render_mfu_calibration`, :func:`render_training_time`) and the compute-optimal model size
+(:func:`render_compute_optimal`); chapter 11, the cost of the job by GPU type, over price x MFU, and against the
+GPU count (:func:`render_cost_by_gpu`, :func:`render_cost_sensitivity`, :func:`render_cost_vs_gpus`), and goodput
+against the GPU count (:func:`render_goodput`); chapter 12, the planner's answer (:func:`render_plan`); chapter 13, predicted
 against published GPU-hours (:func:`render_prediction_check`); chapter 14, the seed articles' claims against the
 library (:func:`render_seed_audit`).
 
@@ -150,6 +151,50 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour"
                + "".join(f"\nwarning: {w}" for w in t.warnings))
     return FixedView(fig, summary)
+
+
+#: The runs :func:`render_compute_optimal` marks against the frontier: (label, parameters, tokens), from
+#: Hoffmann et al. 2022 (Chinchilla, Sec. 4) and Dubey et al. 2024 (Llama 3: 15T tokens; 405B on 15.6T).
+SCALING_RUNS = (("Chinchilla 70B", 70e9, 1.4e12), ("Llama 3 8B", 8.03e9, 15e12), ("Llama 3 70B", 70.6e9, 15e12),
+                ("Llama 3 405B", 405.9e9, 15.6e12))
+SCALING_FIT_COLORS = {"approach1": "#0072B2", "approach2": "#56B4E9", "approach3": "#E69F00",
+                      "besiroglu": "#009E73"}
+
+
+def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *, runs=SCALING_RUNS) -> View:
+    """Chapter 10: the compute-optimal parameter count against the training budget for Hoffmann et al.'s three
+    approaches and Besiroglu et al.'s refit (:func:`~llmsizing.scaling.compute_optimal`), the published Table 3
+    rows as dots, and real runs (``runs``: label, parameters, tokens) at their ``6ND``: below the lines means
+    smaller than compute-optimal, trained on more tokens."""
+    import numpy as np
+
+    from ..scaling import FLOPS_PER_PARAM_TOKEN, chinchilla_tables, compute_optimal
+
+    c = np.geomspace(flops_low, flops_high, 60)
+    fig, ax = new_figure(7.2, 4.0)
+    labels = {"approach1": "Approach 1 (a = 0.50)", "approach2": "Approach 2 (a = 0.49)",
+              "approach3": "Approach 3 (a = 0.46)", "besiroglu": "Besiroglu et al. 2024 refit (a = 0.51)"}
+    for fit, colour in SCALING_FIT_COLORS.items():
+        ax.plot(c, [compute_optimal(x, fit=fit).params for x in c], color=colour, lw=1.6, label=labels[fit],
+                ls="--" if fit == "approach3" else "-")
+    t3 = chinchilla_tables().query("table == 'Table 3'")
+    ax.plot(t3["flops"], t3["params"], "o", color="#0072B2", ms=4, mfc="white", label="Hoffmann et al. Table 3")
+    lines = [f"{'run':16s} {'params':>8s} {'tokens':>8s} {'C = 6ND':>9s} {'tok/param':>9s} {'optimal N':>9s}"]
+    for name, n, d in runs:
+        flops = FLOPS_PER_PARAM_TOKEN * n * d
+        ax.plot([flops], [n], marker="D", ms=5, color="#D55E00", ls="none")
+        ax.annotate(name, (flops, n), textcoords="offset points", xytext=(5, -9), fontsize=7)
+        lines.append(f"{name:16s} {n / 1e9:7,.1f}B {d / 1e12:7,.1f}T {flops:9.2e} {d / n:9,.0f} "
+                     f"{compute_optimal(flops).params / 1e9:8,.0f}B")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("training compute C (FLOPs, C = 6ND)")
+    ax.set_ylabel("parameters N")
+    ax.yaxis.set_major_formatter(_short_number)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(fontsize=7, frameon=False, loc="upper left")
+    return View(fig, "Compute-optimal parameters against the budget (Hoffmann et al. 2022; Besiroglu et al. 2024)\n"
+                + "\n".join(lines))
 
 
 # =========================================================================== chapter 11: cost
@@ -352,6 +397,56 @@ def render_cost_vs_gpus(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H
         lines.append(f"  {r['n_gpus']:>6,.0f} GPUs (dp {r['dp']:>4.0f}, {r['grad_accum']:>4.0f} micro-batches): "
                      f"MFU {r['mfu']:.0%}, {r['days']:>7,.1f} days, ${r['cost_usd']:>12,.0f}")
     return FixedView(fig, "\n".join(lines))
+
+
+#: GPU counts and storage write bandwidths (GB/s) :func:`render_goodput` sweeps.
+GOODPUT_GPUS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+GOODPUT_STORAGE_GB_PER_S = (100, 500, 2000)
+
+
+def render_goodput(model="llama-3.1-405b", *, restart_min: float = 10.0, counts=GOODPUT_GPUS,
+                   storage=GOODPUT_STORAGE_GB_PER_S) -> View:
+    """Chapter 11: left, the job's mean time between interruptions against the GPU count
+    (:func:`~llmsizing.reliability.interruptions`, Llama 3's rate); right, the goodput at Young's checkpoint
+    interval for each storage write bandwidth (:func:`~llmsizing.reliability.goodput`, ``restart_min`` per
+    restart). The goodput falls with the GPU count because the interruptions come faster while each costs the
+    same."""
+    import numpy as np
+
+    from ..reliability import goodput, interruptions
+
+    x = np.array(counts, dtype=float)
+    fig, (ax, ax2) = new_figure(7.6, 3.3, ncols=2)
+    ax.plot(x, [interruptions(n_gpus=int(n), days=1).mtbf_hours for n in counts], color="#D55E00", marker="o",
+            ms=3)
+    ax.set_yscale("log")
+    ax.set_ylabel("hours between interruptions")
+    ax.set_title("the job's mean time between interruptions", fontsize=8.5, loc="left")
+    ax.yaxis.set_major_formatter(_short_number)
+    name = getattr(model, "name", model)
+    lines = [f"{name}, restart {restart_min:g} min, checkpoint at Young's interval: goodput by GPU count",
+             f"{'GPUs':>8s} {'MTBF h':>7s} " + " ".join(f"{f'{bw:,} GB/s':>11s}" for bw in storage)]
+    rows = {n: [f"{n:8,d} {interruptions(n_gpus=int(n), days=1).mtbf_hours:7.2f}"] for n in counts}
+    for bw, colour in zip(storage, ("#CC79A7", "#E69F00", "#0072B2")):
+        vals = []
+        for n in counts:
+            try:
+                vals.append(goodput(model, n_gpus=int(n), restart_min=restart_min, storage_gb_per_s=bw).goodput)
+            except ValueError:                           # no progress at all at that scale
+                vals.append(0.0)
+            rows[n].append(f"{vals[-1]:11.1%}")
+        ax2.plot(x, 100 * np.array(vals), color=colour, marker="o", ms=3, label=f"storage {bw:,} GB/s")
+    ax2.set_ylim(0, 100)
+    ax2.set_ylabel("goodput (% of wall time)")
+    ax2.legend(fontsize=7, frameon=False, loc="lower left")
+    for a in (ax, ax2):
+        a.set_xscale("log", base=2)
+        a.set_xticks(x, [f"{v / 1024:g}K" if v >= 1024 else f"{v:g}" for v in x], fontsize=7)
+        a.xaxis.set_minor_locator(NullLocator())
+        a.set_xlabel("GPUs in the job")
+        a.spines[["top", "right"]].set_visible(False)
+    ax2.set_title(name, fontsize=8.5, loc="left")
+    return View(fig, "\n".join(lines + [" ".join(r) for r in rows.values()]))
 
 
 # =========================================================================== chapter 12: the planner
@@ -647,7 +742,8 @@ def render_prediction_check(rows) -> View:
 
 
 # =========================================================================== chapter 14: the seeds' claims, checked
-_AUDIT_STYLES = {"holds": ("#009E73", "o"), "off": ("#D55E00", "s"), "wrong in kind": ("#CC79A7", "^")}
+_AUDIT_STYLES = {"holds": ("#009E73", "o"), "needs CPU offload": ("#0072B2", "D"), "off": ("#D55E00", "s"),
+                 "wrong in kind": ("#CC79A7", "^")}
 
 
 def render_seed_audit(df=None, *, band: float | None = None, article: str = "all",
@@ -655,7 +751,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     """Every recomputed seed claim as one point: the library's value (x) against the claimed value (y), both
     in the claim's own unit, on log axes, with the line y = x and the band of the verdict rule
     (:data:`~llmsizing.audit.BAND`). Points above the band are claims that are too high, below it too low.
-    Colour and marker give the verdict (holds / off by more than the band / wrong in kind).
+    Colour and marker give the verdict (holds / needs CPU offload / off by more than the band / wrong in kind).
     ``df`` defaults to :func:`~llmsizing.audit.audit_table` judged with ``band`` (default
     :data:`~llmsizing.audit.BAND`; give either ``df`` or ``band``); ``article`` ("all", or a seed's number such as
     "000") keeps one article's claims. Taught in chapter 14."""
@@ -663,7 +759,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     from matplotlib.ticker import LogLocator, NullLocator
 
     from .._validate import check_choice
-    from ..audit import BAND, audit_table, verdict_counts
+    from ..audit import BAND, KINDS, audit_table, verdict_counts, verdict_kind
 
     if df is not None and band is not None:
         raise ValueError("give either df (an audit table) or band, not both")
@@ -672,9 +768,9 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     articles = ["all"] + sorted(df["article"].unique())
     if check_choice("article", article, articles) != "all":
         df = df[df["article"] == article]
-    kind = df["verdict"].str.startswith("wrong")
-    holds = df["verdict"].str.startswith("holds") & ~kind
-    groups = {"holds": holds, "off": ~holds & ~kind, "wrong in kind": kind}
+    kinds = df["verdict"].map(verdict_kind)
+    holds = kinds == "holds"
+    groups = {k: kinds == k for k in KINDS}
     fig, ax = _inch_margins(6.4, 4.4, left=0.7, bottom=0.5, top=0.2, right=0.2, into=into)
     x = df["library"].to_numpy(float)
     y = df["claimed"].to_numpy(float)
@@ -712,6 +808,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     worst = df.iloc[int(np.argmax(np.abs(np.log(r))))]
     label = "" if article == "all" else f"seed {article}, "
     summary = (f"{label}{len(df)} claims: {counts['holds']} hold (within {band - 1:.0%}), "
+               f"{counts['needs CPU offload']} need CPU offload, "
                f"{counts['off']} are off by more, {counts['wrong in kind']} are wrong in kind\n"
                f"claimed / library: median {np.median(r):.2f}, from {r.min():.3g} to {r.max():.3g}; "
                f"furthest: {worst['id']} ({worst['ratio']:.3g})")

@@ -55,8 +55,9 @@ class Dashboard(W.HBox):
     (every ``render_*`` of :mod:`llmsizing.charts` that a widget uses does), each update draws into that figure
     again instead of building a new one (:func:`llmsizing.charts.blank_figure`). ``above`` names controls shown
     above the figure instead of in the column (wide ones, like the planner's plan selector). ``name`` (the widget
-    factory's name, e.g. ``"planner_widget"``) makes the widget hide the static copy of its default view once
-    it renders live (:func:`live_style`)."""
+    factory's name, e.g. ``"planner_widget"``; by default the name of the function that builds the dashboard, if
+    it ends in ``_widget``) makes the widget hide the static copy of its default view once it renders live
+    (:func:`live_style`)."""
 
     def __init__(self, render, controls: dict[str, W.ValueWidget], *, above: tuple[str, ...] = (),
                  name: str | None = None):
@@ -75,6 +76,11 @@ class Dashboard(W.HBox):
         # (tooltip="": ipywidgets 8 would set the empty description label's title to "null" on hover)
         self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"), tooltip="")
         self.summary = W.HTML(layout=W.Layout(max_width=f"{FIGURE_MAX_PX[0]}px"), tooltip="")
+        if name is None:          # the factory that built it (a widget added later hides its copy too)
+            import sys
+
+            caller = sys._getframe(1).f_code.co_name
+            name = caller if caller.endswith("_widget") and caller.isidentifier() else None
         self.name = name
         for w in controls.values():         # the full label on hover (ipywidgets 8 shows "null" when it is unset)
             tip = getattr(w, "tooltip", None) or ""

@@ -1,0 +1,449 @@
+"""The readings the seed audit judges claims at (chapter 14): the library look-ups behind
+:data:`llmsizing.audit.COMPUTE`, each a few lines that call :mod:`~llmsizing.memory`, :mod:`~llmsizing.layouts`,
+:mod:`~llmsizing.time_cost`, :mod:`~llmsizing.finetune` and the catalogues, and no formula of their own.
+
+Each returns a number or a :class:`Finding`: the value, the reading it was computed at (fused AdamW, CPU offload,
+LoRA, the calibrated MFU and its band), and what the claim's premise needs (CPU offload) or why it fails (a reason:
+wrong in kind). :mod:`llmsizing.audit` holds the claims, the verdict rule and the table; its module docstring
+states the conventions these functions follow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from .units import GB
+
+#: Sequence length of every training claim (the seeds give none; 4,096 is Llama 2's training length).
+SEQ = 4096
+
+#: Prices per GPU-hour that seed 000 states (RunPod, as quoted there): costs are recomputed at these.
+SEED_PRICES_USD = {"H100 SXM": 2.69, "A100 80GB": 1.39}
+
+#: Host memory of one 8-GPU server, the most an offloaded run may put on the CPU side of a node: NVIDIA's DGX
+#: H100 datasheet lists 2 TB of system memory (a DGX A100 has 1 or 2 TB). A run on fewer than 8 GPUs is given a
+#: whole server's host memory; a run on more gets 2 TB per 8 GPUs. NVMe offload (ZeRO-Infinity) is not counted.
+HOST_BYTES_PER_NODE = 2e12
+GPUS_PER_HOST = 8
+
+#: Days per month and per year, to express a time claim in the seed's own unit.
+DAYS_PER_YEAR = 365.25
+DAYS_PER_MONTH = DAYS_PER_YEAR / 12
+
+_L2_70, _L3_70, _L405, _M7, _L2_13, _L2_7 = ("llama-2-70b", "llama-3-70b", "llama-3.1-405b", "mistral-7b",
+                                             "llama-2-13b", "llama-2-7b")
+_L3_8 = "llama-3-8b"
+_H100, _A100, _H200 = "H100 SXM", "A100 80GB", "H200"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A library value together with what it takes for the claim's premise to hold.
+
+    ``reason`` makes the claim wrong in kind (empty when there is none); ``offload`` says that the premise holds
+    only with CPU offload, and how. ``reading`` names the reading judged (fused AdamW, offload, LoRA, the MFU).
+    ``low`` and ``high`` are the library's range under that reading (the calibrated MFU band): the claim is judged
+    at the point of the range nearest to it. ``others`` are other readings of the same claim (e.g. full
+    fine-tuning against LoRA): the most favourable one is judged, and ``depends`` reports when they disagree."""
+
+    value: float
+    reason: str = ""
+    reading: str = ""
+    low: float | None = None
+    high: float | None = None
+    offload: str = ""
+    others: tuple = ()
+
+
+# ----------------------------------------------------------------------------- library look-ups (no formulas)
+_FUSED = "fused"
+
+
+@cache
+def _min_plan(model: str, gpu: str):
+    """The fewest GPUs that hold one training sequence of :data:`SEQ` tokens with full recomputation and the
+    fused AdamW step, without offload."""
+    from .layouts import min_gpus
+
+    return min_gpus(model, gpu, batch=1, seq=SEQ, recompute="full", optimizer_impl=_FUSED)
+
+
+#: The ZeRO-Offload layouts tried on n GPUs, least offloaded first (DeepSpeed's ``offload_optimizer`` needs a
+#: ZeRO stage; ``offload_param`` needs stage 3).
+_OFFLOADS = ((1, "optimizer"), (2, "optimizer"), (3, "optimizer"), (3, "optimizer+params"))
+
+
+@cache
+def _offload_fit(model: str, gpu: str, n_gpus: int) -> str:
+    """How ``n_gpus`` x ``gpu`` hold a training step of ``model`` with CPU offload ("" if no layout does):
+    data parallelism over all of them with one of :data:`_OFFLOADS`, within the usable share of each GPU and
+    :data:`HOST_BYTES_PER_NODE` of host memory per server."""
+    from .layouts import USABLE_FRACTION
+    from .memory import training_memory
+    from .parallel import Parallel
+
+    limit = USABLE_FRACTION * _gpu(gpu).memory_bytes
+    per_host = min(n_gpus, GPUS_PER_HOST)
+    for zero, what in _OFFLOADS:
+        par = Parallel(dp=n_gpus, zero=zero, offload=what)
+        r = training_memory(model, batch=1, seq=SEQ, recompute="full", optimizer_impl=_FUSED, parallel=par)
+        if r.total_bytes <= limit and r.host_bytes * per_host <= HOST_BYTES_PER_NODE:
+            return (f"ZeRO-{zero} with the {what.replace('+', ' and ')} on the CPU holds a {model} step on "
+                    f"{'one' if n_gpus == 1 else n_gpus} {gpu} ({r.total_bytes / GB:,.0f} GB per GPU, "
+                    f"{r.host_bytes * per_host / 1e12:.2f} TB of host memory per server)")
+    return ""
+
+
+@cache
+def _min_offload_gpus(model: str, gpu: str) -> int:
+    """The fewest GPUs that hold the step with CPU offload (:func:`_offload_fit`), at most the count without."""
+    plain = _min_plan(model, gpu).gpus
+    return next((n for n in range(1, plain) if _offload_fit(model, gpu, n)), plain)
+
+
+def _min_gpus(model: str, gpu: str) -> Finding:
+    """The fewest GPUs for a training step without offload; the other reading: any count from the fewest with
+    CPU offload up to one below that (each holds the step with ZeRO-Offload), judged at the count nearest the
+    claim."""
+    from .time_cost import _layout_label
+
+    plan = _min_plan(model, gpu)
+    plain = Finding(float(plan.gpus), reading=f"fused AdamW, no offload ({_layout_label(plan.parallel)})")
+    n_off = _min_offload_gpus(model, gpu)
+    if n_off >= plan.gpus:
+        return plain
+    span = "one" if n_off == plan.gpus - 1 == 1 else f"{n_off} to {plan.gpus - 1}"
+    off = (f"ZeRO-Offload layouts hold a {model} step on {span} {gpu} (fewer than the {plan.gpus} it needs "
+           f"without offload), within {HOST_BYTES_PER_NODE / 1e12:g} TB of host memory per server")
+    return Finding(plain.value, reading=plain.reading,
+                   others=(Finding(float(n_off), reading="CPU offload", low=float(n_off),
+                                   high=float(plan.gpus - 1), offload=off),))
+
+
+def _suffices(model: str, gpu: str, n_gpus: int) -> Finding:
+    """Whether ``n_gpus`` suffice for a training step, as a GPU count judged "at most": the fewest GPUs without
+    offload, or, when the claim's count needs it, the claim's count with CPU offload."""
+    plain = _min_gpus(model, gpu)
+    if plain.value <= n_gpus:
+        return Finding(plain.value, reading=plain.reading)
+    off = _offload_fit(model, gpu, n_gpus)
+    if off:
+        return Finding(plain.value, reading=plain.reading,
+                       others=(Finding(float(n_gpus), reading="CPU offload", offload=off),))
+    return Finding(plain.value, reading=plain.reading)
+
+
+def _fit(model: str, gpu: str, n_gpus: int) -> tuple[str, str, str]:
+    """(reason, offload, reading) for a run of ``model`` on ``n_gpus`` x ``gpu``: no reason when the step fits
+    without offload; an offload note when it fits only with CPU offload; a reason when it fits in neither."""
+    from .time_cost import _layout_label
+
+    plan = _min_plan(model, gpu)
+    if n_gpus >= plan.gpus:
+        return "", "", "fused AdamW"
+    off = _offload_fit(model, gpu, n_gpus)
+    if off:
+        return "", off, "CPU offload"
+    what = "one GPU" if n_gpus == 1 else f"{n_gpus} GPUs"
+    return (f"a {model} training step does not fit on {what}, even with CPU offload within "
+            f"{HOST_BYTES_PER_NODE / 1e12:g} TB of host memory per server; it needs at least {plan.gpus} {gpu} "
+            f"({_layout_label(plan.parallel)})", "", "fused AdamW")
+
+
+def _fit_reason(model: str, gpu: str, n_gpus: int) -> str:
+    """Why a run of ``model`` on ``n_gpus`` x ``gpu`` cannot happen in any layout, offload included ("" if it
+    can)."""
+    return _fit(model, gpu, n_gpus)[0]
+
+
+def _memory(model: str, batch: int = 1, parallel=None, **kw):
+    from .memory import training_memory
+
+    kw = {"recompute": "full", "optimizer_impl": _FUSED, **kw}
+    return training_memory(model, batch=batch, seq=SEQ, parallel=parallel, **kw)
+
+
+def _train_gb(model: str, batch: int = 1, parallel=None) -> float:
+    """Per-GPU training memory (the step's peak + allowance on the most loaded GPU, fused AdamW, full
+    recomputation) in GB: the "training memory" yardstick."""
+    return _memory(model, batch, parallel).total_bytes / GB
+
+
+def _memory_ratio(model: str, *, batch: int, base_batch: int, grad_accum: int = 1, precision: str = "bf16-mixed",
+                  base_precision: str = "bf16-mixed", recompute: str = "none") -> float:
+    """One step peak over another (same model), at the setting the seed describes."""
+    a = _memory(model, batch, precision=precision, recompute=recompute, grad_accum=grad_accum).total_bytes
+    b = _memory(model, base_batch, precision=base_precision, recompute=recompute).total_bytes
+    return a / b
+
+
+@cache
+def _run(model: str, tokens: float, gpu: str, n_gpus: int, price: float | None = None):
+    """``training_time`` at the calibrated MFU (chapter 10) and its band, at the seed's price."""
+    from .time_cost import training_time
+
+    return training_time(model, tokens=tokens, gpu=gpu, n_gpus=n_gpus, seq=SEQ,
+                         price_usd_per_gpu_hour=price or SEED_PRICES_USD.get(gpu))
+
+
+def _mfu_reading(t) -> str:
+    return f"calibrated MFU {t.mfu:.0%} (band {t.mfu_low:.0%} to {t.mfu_high:.0%})"
+
+
+def _days(model: str, tokens: float, gpu: str, n_gpus: int, *, per: float = 1.0) -> Finding:
+    """Days (divided by ``per``: 30.4 for months, 365.25 for years) of the run, over the calibrated MFU band,
+    with the fit check. Offload's own extra time is not added (it can only lengthen the run)."""
+    t = _run(model, tokens, gpu, n_gpus)
+    reason, off, how = _fit(model, gpu, n_gpus)
+    reading = _mfu_reading(t) + ("" if how == "fused AdamW" else f"; {how}")
+    return Finding(t.days / per, reason, reading, t.days_low / per, t.days_high / per, off)
+
+
+def _cost(model: str, tokens: float, gpu: str, n_gpus: int, price: float | None = None) -> Finding:
+    """USD of the run at the seed's own price, over the calibrated MFU band, with the fit check."""
+    t = _run(model, tokens, gpu, n_gpus, price)
+    reason, off, how = _fit(model, gpu, n_gpus)
+    reading = _mfu_reading(t) + ("" if how == "fused AdamW" else f"; {how}")
+    return Finding(t.cost_usd, reason, reading, t.cost_usd_low, t.cost_usd_high, off)
+
+
+def _tps(model: str, gpu: str, *, n_gpus: int = 1, fit: bool = False) -> Finding:
+    """Tokens per second (of ``n_gpus`` GPUs together) over the calibrated MFU band; with ``fit``, also whether
+    the GPUs hold a step."""
+    t = _run(model, 1e12, gpu, n_gpus)
+    reason, off, how = _fit(model, gpu, n_gpus) if fit else ("", "", "fused AdamW")
+    tps = t.tokens_per_s_per_gpu * n_gpus
+    reading = _mfu_reading(t) + ("" if how == "fused AdamW" else f"; {how}")
+    return Finding(tps, reason, reading, tps * t.mfu_low / t.mfu, tps * t.mfu_high / t.mfu, off)
+
+
+def _lora_run(model: str, tokens: float, gpu: str, what: str) -> Finding:
+    """Days or USD of a LoRA fine-tune (rank 16, all linear layers, sequences of :data:`SEQ` tokens) on one
+    GPU at the seed's price (:func:`~llmsizing.finetune_time.finetune_time`); the step fits (checked)."""
+    from .finetune import finetune_memory
+    from .finetune_time import finetune_time
+    from .layouts import USABLE_FRACTION
+
+    t = finetune_time(model, gpu=gpu, method="lora", tokens=tokens, seq=SEQ, batch=1,
+                      price_usd_per_gpu_hour=SEED_PRICES_USD.get(gpu))
+    m = finetune_memory(model, method="lora", batch=1, seq=SEQ, recompute="full")
+    fits = m.total_bytes <= USABLE_FRACTION * _gpu(gpu).memory_bytes
+    reason = "" if fits else f"a LoRA step of {model} does not fit on one {gpu}"
+    return Finding(t.days if what == "days" else t.cost_usd, reason,
+                   f"LoRA (rank 16; {m.total_bytes / GB:.0f} GB per step), MFU {t.mfu:.0%}")
+
+
+def _finetune(model: str, tokens: float, gpu: str, what: str) -> Finding:
+    """A "fine-tuning" run the seed does not qualify: full fine-tuning (:func:`_days`/:func:`_cost`), with LoRA
+    as the other reading."""
+    full = _days(model, tokens, gpu, 1) if what == "days" else _cost(model, tokens, gpu, 1)
+    full = Finding(full.value, full.reason, "full fine-tuning, " + full.reading, full.low, full.high, full.offload)
+    return Finding(full.value, full.reason, full.reading, full.low, full.high, full.offload,
+                   others=(_lora_run(model, tokens, gpu, what),))
+
+
+def _recompute_flops_factor() -> float:
+    """Hardware FLOPs with full recomputation over the model FLOPs (chapter 10: a forward again, about 4/3)."""
+    t = _run_recompute()
+    return t.hfu / t.mfu
+
+
+@cache
+def _run_recompute():
+    from .time_cost import training_time
+
+    return training_time(_M7, tokens=1e9, gpu=_H100, n_gpus=1, seq=SEQ, recompute="full")
+
+
+def _same_gpu_days_cost_ratio() -> Finding:
+    """Seed 000's "8 GPUs for 50 days is cheaper than 1 GPU for 400 days": the cost of a run on 8 H100s over the
+    same run on one, at the same price (Mistral 7B on 100B tokens, the seed's own example run)."""
+    eight, one = _run(_M7, 1e11, _H100, 8), _run(_M7, 1e11, _H100, 1)
+    ratio = eight.cost_usd / one.cost_usd
+    return Finding(ratio, f"8 x 50 and 1 x 400 are both 400 GPU-days: at one price per GPU-hour they cost the "
+                          f"same (USD {8 * 50 * 24 * SEED_PRICES_USD[_H100]:,.0f} at the seed's USD "
+                          f"{SEED_PRICES_USD[_H100]}), and more GPUs never raise the MFU",
+                   f"calibrated MFU, same on 1 and 8 GPUs; cost ratio {ratio:.2f}")
+
+
+def _qlora_fits(model: str) -> float:
+    """QLoRA's per-GPU memory (GB) in the configuration of seed 004's quoted benchmark (:func:`_qlora`)."""
+    return _qlora(model).total_bytes / GB
+
+
+def _weights_gb(model: str, dtype: str) -> float:
+    from .inference import weights_bytes
+
+    return weights_bytes(model, dtype) / GB
+
+
+def _states(model: str | None = None, n_params: int | None = None, parallel=None):
+    from .memory import model_states, model_states_for_params
+
+    if model is not None:
+        return model_states(model, parallel=parallel)
+    return model_states_for_params(n_params, parallel=parallel)
+
+
+def _stage_params_billion(model: str, parallel) -> float:
+    from .memory import stage_params
+
+    return max(stage_params(model, parallel)) / 1e9
+
+
+def _serving(model: str, batch: int, context: int):
+    from .inference import inference_memory
+
+    return inference_memory(model, batch=batch, context=context)
+
+
+def _gpu(name: str):
+    from .catalog import get_gpu
+
+    return get_gpu(name)
+
+
+def _model(name: str):
+    from .catalog import get_model
+
+    return get_model(name)
+
+
+def _one_way_gbps(gpu: str) -> float:
+    from .hardware import link_bandwidth_one_way_gbps
+
+    return link_bandwidth_one_way_gbps(gpu)
+
+
+def _bytes(dtype: str) -> float:
+    from .precision import bytes_per_element
+
+    return bytes_per_element(dtype)
+
+
+def _par(**kw):
+    from .parallel import Parallel
+
+    return Parallel(**kw)
+
+
+def _b200_speedup() -> float:
+    """Days on H100 / days on B200 for the same run at the same MFU (the ratio of the dense BF16 peaks)."""
+    from .time_cost import MFU_DEFAULT, training_time
+
+    kw = dict(tokens=1e12, n_gpus=8, seq=SEQ, mfu=MFU_DEFAULT)
+    return training_time(_L3_70, gpu=_H100, **kw).days / training_time(_L3_70, gpu="B200", **kw).days
+
+
+def _layer_activations_mb() -> float:
+    """One layer's saved activations at batch 32 with full recomputation (the least a layer can keep) for the
+    catalogue model nearest 10B."""
+    from .activations import activation_memory
+
+    return activation_memory("llama-2-13b", batch=32, seq=SEQ, recompute="full").per_layer_bytes / 1e6
+
+
+def _activations_gb(model: str, batch: int) -> float:
+    """All layers' saved activations with full recomputation (the least a step keeps), in GB."""
+    from .activations import activation_memory
+
+    return activation_memory(model, batch=batch, seq=SEQ, recompute="full").total_bytes / GB
+
+
+def _serving_factor(model: str, batch: int, context: int) -> float:
+    r = _serving(model, batch, context)
+    return r.total_bytes / r.weights_bytes
+
+
+def _fp8_tps(model: str, gpu: str, precision: str) -> float:
+    """Tokens per second per GPU at the calibrated MFU of ``precision`` (:func:`~llmsizing.time_cost.mfu_estimate`
+    by GPU generation and dtype): the FP8 claims are judged at the calibrated estimate, because what they
+    dispute is how much of the FP8 peak a run reaches (chapter 10)."""
+    from .time_cost import training_time
+
+    return training_time(model, tokens=1e12, gpu=gpu, n_gpus=8, seq=SEQ, precision=precision).tokens_per_s_per_gpu
+
+
+def _fp8_speedup(model: str, gpu: str) -> float:
+    """Tokens/s per GPU with Transformer Engine's FP8 (``fp8-mixed``) over BF16 on the same GPU."""
+    return _fp8_tps(model, gpu, "fp8-mixed") / _fp8_tps(model, gpu, "bf16-mixed")
+
+
+def _fp8_vram(model: str) -> Finding:
+    """Training memory without FP8 over memory with Transformer Engine's FP8, both on the same stack (fp32
+    gradients, as Megatron-LM keeps them: ``bf16-mixed-fp32-grads`` against ``fp8-mixed``), one sequence of
+    :data:`SEQ` tokens with no recomputation (where FP8's smaller saved activations count most: the seed's best
+    case), fused AdamW. Wrong in kind when the FP8 step needs more memory."""
+    kw = dict(batch=1, recompute="none")
+    base = _memory(model, precision="bf16-mixed-fp32-grads", **kw).total_bytes
+    fp8 = _memory(model, precision="fp8-mixed", **kw).total_bytes
+    reason = "" if fp8 < base else (
+        f"FP8 training keeps the 16-bit weights and adds FP8 copies of the Linear weights (Transformer Engine: "
+        f"2 bytes per weight, with the transpose): a {model} step needs {fp8 / GB:,.0f} GB with FP8 against "
+        f"{base / GB:,.0f} GB without")
+    return Finding(base / fp8, reason, "no recomputation, fused AdamW")
+
+
+# ----------------------------------------------------------------------------- look-ups for particular claims
+
+
+@cache
+def _ten_b():
+    """Seed 002's 10B model: Llama 2 13B's blocks (h = 5,120) cut to 31 layers, 10.16B parameters (the catalogue
+    has no 10B model; the seed gives none)."""
+    import dataclasses
+
+    return dataclasses.replace(_model(_L2_13), name="llama-2-13b-31-layers", layers=31)
+
+
+def _qlora(model: str):
+    """QLoRA (rank 16, all linear layers) of one 2,048-token sequence with gradient checkpointing: the
+    configuration of seed 004's quoted benchmark (chapter 16)."""
+    from .finetune import finetune_memory
+
+    return finetune_memory(model, method="qlora", batch=1, seq=2048, recompute="full")
+
+
+def _one_gpu_gb(model, batch: int, gpu: str) -> Finding:
+    """Training memory of ``model`` at micro-batch ``batch`` on one ``gpu``: without offload, and (the other
+    reading) with the least offloaded ZeRO-Offload layout that fits the GPU (:data:`_OFFLOADS`; the one that
+    keeps the least on the GPU if none fits) and whose host memory fits :data:`HOST_BYTES_PER_NODE`."""
+    from .layouts import USABLE_FRACTION
+
+    plain = Finding(_train_gb(model, batch), reading="fused AdamW, no offload")
+    limit = USABLE_FRACTION * _gpu(gpu).memory_bytes
+    tried = []
+    for zero, what in _OFFLOADS:
+        r = _memory(model, batch, _par(dp=1, zero=zero, offload=what))
+        if r.host_bytes <= HOST_BYTES_PER_NODE:
+            tried.append((r, zero, what))
+    if not tried:
+        return plain
+    r, zero, what = next((t for t in tried if t[0].total_bytes <= limit),
+                         min(tried, key=lambda t: t[0].total_bytes))
+    name = getattr(model, "name", model)
+    off = (f"ZeRO-{zero} with the {what.replace('+', ' and ')} on the CPU keeps {r.total_bytes / GB:,.0f} GB of a "
+           f"{name} step on the GPU ({r.host_bytes / 1e12:.2f} TB of host memory)")
+    return Finding(plain.value, reading=plain.reading,
+                   others=(Finding(r.total_bytes / GB, reading="CPU offload", offload=off),))
+
+
+_COST_TABLES = (("mistral7b", _M7, 1e11, (1, 2, 4)), ("llama2-13b", _L2_13, 1e11, (1, 4, 8)),
+                ("llama2-70b", _L2_70, 1e12, (8, 16, 32, 64)))
+#: seed 000's GPU recommendation matrix: (id part, model, tokens, GPU, count)
+_MATRIX = (("mistral7b-50b-h100", _M7, 5e10, _H100, 2), ("mistral7b-50b-a100", _M7, 5e10, _A100, 1),
+           ("mistral7b-300b-h100", _M7, 3e11, _H100, 4), ("mistral7b-300b-a100", _M7, 3e11, _A100, 8),
+           ("llama2-7b-100b-h100", _L2_7, 1e11, _H100, 1), ("llama2-7b-100b-a100", _L2_7, 1e11, _A100, 2),
+           ("llama2-13b-100b-h100", _L2_13, 1e11, _H100, 4), ("llama2-13b-100b-a100", _L2_13, 1e11, _A100, 8),
+           ("llama2-70b-1t-h100", _L2_70, 1e12, _H100, 32), ("llama2-70b-1t-a100", _L2_70, 1e12, _A100, 64),
+           ("405b-15t-h100", _L405, 15e12, _H100, 256), ("405b-15t-a100", _L405, 15e12, _A100, 512))
+
+
+def _matrix(model: str, tokens: float, gpu: str, n: int) -> Finding:
+    """A recommended GPU count: does it hold a step (:func:`_suffices`), and how long the run would take on it
+    (named in the reading; the matrix gives no time to judge)."""
+    f = _suffices(model, gpu, n)
+    t = _run(model, tokens, gpu, n)
+    return Finding(f.value, f.reason, f"{f.reading}; the run would take {t.days:,.0f} days "
+                   f"({t.days_low:,.0f} to {t.days_high:,.0f})", f.low, f.high, f.offload, f.others)

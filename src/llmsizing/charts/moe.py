@@ -1,0 +1,114 @@
+"""Figures of Part V, the models of 2026 (chapter 18, "Mixture of experts"): one expert-parallel layout's memory
+per GPU and where its step's time goes. No formula lives here: the numbers come from
+:func:`~llmsizing.memory.training_memory` and :func:`~llmsizing.layouts.step_time` (with
+:mod:`llmsizing.moe` behind both)."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .base import COLORS, EXPLORER_TIME_COLORS, FixedView, View, capacity_line, figure_axes
+
+#: The step-time colours of chapter 18's figure: the parallelism explorer's, and the expert-parallel all-to-all.
+MOE_TIME_COLORS = {**EXPLORER_TIME_COLORS, "ep": "#D55E00"}
+
+#: Chapter 18's default layout: Mixtral-8x7B on 32 H100s, the experts split eight ways (one expert of each layer
+#: per GPU), ZeRO-1 over the 32 data-parallel GPUs (the experts' shards over the 4 that hold the same expert),
+#: full recomputation, micro-batches of one 4K sequence, 8 per step (a global batch of 256 sequences).
+MOE_LAYOUT_DEFAULT = dict(model="mixtral-8x7b", gpu="H100 SXM", tp=1, pp=1, dp=32, ep=8, zero=1,
+                          recompute="full", batch=1, seq=4096, grad_accum=8, ep_overlap=0.0)
+
+
+def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1, dp: int = 32,
+                      ep: int = 8, zero: int = 1, recompute: str = "full", batch: int = 1, seq: int = 4096,
+                      grad_accum: int = 8, ep_overlap: float = 0.0, precision: str = "bf16-mixed",
+                      max_nodes="model", *, into: Figure | None = None) -> View:
+    """Chapter 18: one layout of a mixture of experts with ``ep``-way expert parallelism (inside the layout's
+    ``tp x dp`` GPUs; sequence parallelism on whenever ``tp > 1``). Left, the most loaded GPU of each pipeline
+    stage (:func:`~llmsizing.memory.training_memory`): weights, gradients, optimizer states, activations,
+    temporaries and the allowance against the GPU's memory. Right, the step
+    (:func:`~llmsizing.layouts.step_time`): compute, the pipeline bubble and each group's communication in full
+    (pale) with the part the step waits for drawn over it (the expert-parallel all-to-all exposed but for
+    ``ep_overlap``, with the routing's node limit: ``max_nodes="model"`` is the model's own,
+    :func:`llmsizing.moe_layouts.route_max_nodes`). A layout the library refuses (``ep`` not dividing the experts or
+    ``tp x dp``, a dense model with ``ep > 1``...) raises its ``ValueError``, which the widget shows."""
+    import numpy as np
+
+    from ..catalog import get_gpu, resolve_model
+    from ..layouts import step_time
+    from ..memory import training_memory
+    from ..moe_layouts import route_max_nodes
+    from ..parallel import Parallel
+    from ..units import GiB, fmt_gib
+    from .base import _fast_hbars, _fast_stacked_columns
+
+    m = resolve_model(model, moe=True)
+    g = get_gpu(gpu)
+    par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, ep=ep)
+    nodes = route_max_nodes(m) if isinstance(max_nodes, str) and max_nodes == "model" else max_nodes
+    kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, precision=precision)
+    tm = training_memory(m, parallel=par, **kw)
+    st = step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=nodes, **kw)
+    rows = list(tm.stages)
+
+    def build(fig):
+        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.25, top=0.9, wspace=0.5)
+        return fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.1, 1]})
+
+    fig, (ax, ax_t) = figure_axes(7.9, 3.4, into, ("moe layout",), build)
+    stacks = {"weights": [r["weights"] for r in rows], "gradients": [r["gradients"] for r in rows],
+              "optimizer": [r["optimizer"] for r in rows], "activations": [r["activations"] for r in rows]}
+    stacks["temporaries"] = [max(r["peak"] - r["weights"] - r["gradients"] - r["optimizer"] - r["activations"], 0.0)
+                             for r in rows]
+    stacks["overhead"] = [r["total"] - r["peak"] for r in rows]
+    labels = [f"stage {r['stage']}" if len(rows) > 1 else "each GPU" for r in rows]
+    _fast_stacked_columns(ax, labels, stacks)
+    ax.get_legend().remove()
+    ax.legend(handles=[Patch(facecolor=COLORS[k], label=k) for k in stacks], fontsize=6.5, frameon=False,
+              ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    capacity_line(ax, g.memory_gib, g.name)
+    totals = np.array([r["total"] for r in rows]) / GiB
+    ax.set_ylim(0, 1.15 * max(totals.max(), g.memory_gib))
+    ax.get_xticklabels()[tm.stage].set_fontweight("bold")
+    ax.set_ylabel("GiB per GPU")
+    many = len(rows) > 8
+    ax.tick_params(axis="x", labelrotation=90 if many else 0, labelsize=6 if many else "medium")
+    ax.set_title(f"{m.name}: tp={par.tp} pp={par.pp} dp={par.dp} ep={par.ep} ZeRO-{par.zero}", fontsize=8.5,
+                 loc="left")
+
+    parts = st.parts()
+    names = [k for k in parts if k in ("compute", "pipeline bubble") or parts[k] > 0]
+    exposed = st.exposed_by_group_s
+    ys = np.arange(len(names))
+    _fast_hbars(ax_t, ys, [parts[k] for k in names],
+                colors=[MOE_TIME_COLORS[k] if k in ("compute", "pipeline bubble") else "0.85" for k in names])
+    groups = [k for k in names if k in exposed]
+    _fast_hbars(ax_t, [names.index(k) for k in groups], [exposed[k] for k in groups], height=0.5,
+                colors=[MOE_TIME_COLORS[k] for k in groups])
+    ax_t.set_yticks(ys, [{"ep": "all-to-all (ep)"}.get(n, n if n in ("compute", "pipeline bubble") else f"{n} comm.")
+                         for n in names], fontsize=8)
+    ax_t.invert_yaxis()
+    ax_t.set_xlabel("seconds per step (grey: all comm.; colour: exposed)", fontsize=8)
+    ax_t.set_title(f"{par.gpus} x {g.name}: MFU {st.mfu:.0%} (active parameters)", fontsize=8.5, loc="left")
+
+    fits = tm.total_bytes <= g.memory_bytes
+    by = st.comm_by_group_s
+    a2a = by.get("ep", 0.0)
+    lines = [f"{m.name} on {par.gpus} x {g.name}: tp={par.tp}, pp={par.pp}, dp={par.dp}, ep={par.ep} "
+             f"({m.experts // par.ep} of {m.experts} experts per GPU in each MoE layer), ZeRO-{par.zero}"
+             f"{' (experts sharded over edp=' + str(par.edp) + ')' if par.zero else ''}, micro-batch {batch} x "
+             f"{seq:,} tokens, {grad_accum} per step, recompute={recompute}:",
+             f"  most loaded GPU: stage {tm.stage}, {fmt_gib(tm.total_bytes)} (peak {fmt_gib(tm.peak_bytes)} in the "
+             f"{tm.peak_phase} + allowance) -> {'fits' if fits else 'does NOT fit'} in {g.memory_gib:.1f} GiB",
+             f"  compute {st.compute_s:.3f} s + bubble {st.bubble_s:.3f} s; all-to-all {a2a:.3f} s, exposed "
+             f"{exposed.get('ep', 0.0):.3f} s ({ep_overlap:.0%} hidden"
+             + (f", each token to at most {nodes} nodes" if nodes else "") + ")",
+             "  other communication, exposed of all: " + (", ".join(
+                 f"{k} {exposed[k]:.3f} of {by[k]:.3f} s" for k in ("dp", "tp", "pp") if by[k] > 0) or "none"),
+             f"  step time {st.step_s:.3f} s -> MFU {st.mfu:.0%} of the active parameters' FLOPs, "
+             f"{st.tokens_per_s:,.0f} tokens/s"]
+    if not fits:
+        lines.append("    (to fit: more data-parallel GPUs with ZeRO, a larger ep, pp, recompute, or a smaller "
+                     "micro-batch)")
+    return FixedView(fig, "\n".join(lines))

@@ -1,0 +1,126 @@
+"""The formula summary (book/90_formula_summary.ipynb) agrees with the library (issue 26).
+
+Each test quotes one formula exactly as the appendix writes it (the test fails if the page no longer says so),
+evaluates it with its own few lines of arithmetic from the model's config numbers (layers, hidden, heads, ...),
+and compares the result with the library function the page names, for a few models. Nothing here calls the
+library to get the expected value: only the config numbers and the GPU's reported capacity come from it.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from llmsizing import GiB, get_gpu, get_model, model_states, training_flops_per_token
+from llmsizing.activations import activation_memory
+from llmsizing.inference import inference_memory, kv_cache_bytes_per_token
+from llmsizing.memory import min_gpus_for_bytes
+
+PAGE = Path(__file__).resolve().parents[1] / "book" / "90_formula_summary.ipynb"
+MODELS = ["gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b", "llama-3-70b"]
+
+
+@pytest.fixture(scope="module")
+def page():
+    nb = json.loads(PAGE.read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def cfg(name):
+    m = get_model(name)
+    return dict(V=m.vocab, h=m.hidden, L=m.layers, a=m.heads, g=m.kv_heads, d=m.head_dim, f=m.ffn_hidden,
+                tau=1 if m.tied_embeddings else 0, gated=m.gated_mlp, layernorm=m.norm == "layernorm",
+                bias=m.bias, positions=m.max_seq if m.learned_pos else 0, w=m.sliding_window,
+                window_layers=m.window_layers)
+
+
+# ---------------------------------------------------------------- chapter 1
+def test_parameters(page):
+    assert (r"$N = (2-\tau)Vh + L\,[2hd(a+g) + m\,hf + n_\text{norm}h] + \tfrac{1}{2}n_\text{norm}h$"
+            in page)
+    for name in MODELS:
+        c = cfg(name)
+        V, h, L, a, g, d, f = (c[k] for k in "VhLagdf")
+        m = 3 if c["gated"] else 2
+        n_norm = 4 if c["layernorm"] else 2
+        n = (2 - c["tau"]) * V * h + L * (2 * h * d * (a + g) + m * h * f + n_norm * h) + n_norm * h / 2
+        if c["bias"]:     # "plus biases": q, k, v and the output projection; the MLP's up and down projections
+            n += L * ((a + 2 * g) * d + h + f + h)
+        n += c["positions"] * h     # "... and learned positions"
+        assert n == get_model(name).n_params, name
+
+
+def test_gpt2_final_norm_is_2h(page):
+    """The issue's case: GPT-2's final LayerNorm is a gain and a bias, 2h, as chapter 1 counts it."""
+    assert "the final norm has half as many, $h$ or $2h$" in page
+    m = get_model("gpt2")
+    assert m.param_breakdown()["norms"] == (4 * m.layers + 2) * m.hidden
+
+
+# ---------------------------------------------------------------- chapter 2
+def test_fewest_gpus_for_the_states(page):
+    assert r"$\lceil \text{bytes} / (\text{usable} \times \text{capacity}) \rceil$" in page
+    assert "usable = 0.9 in every part" in page
+    for name in ("llama-3-8b", "llama-3-70b", "llama-2-70b"):
+        n = get_model(name).n_params
+        states = (2 + 2 + 4 + 2 * 4) * n          # bf16-mixed AdamW: B_weights + B_grads + B_master + k B_state
+        assert states == model_states(name).total_bytes
+        for gpu in ("H100 SXM", "A100 80GB", "B200"):
+            cap = get_gpu(gpu).memory_bytes
+            assert min_gpus_for_bytes(states, gpu) == math.ceil(states / (0.9 * cap)), (name, gpu)
+    # the issue's example: Llama-3-70B's 16 bytes per parameter on H100s, one answer in Parts I and II
+    assert math.ceil(16 * get_model("llama-3-70b").n_params / (0.9 * get_gpu("H100 SXM").memory_bytes)) == 15
+
+
+# ---------------------------------------------------------------- chapter 3
+def test_kv_cache_and_serving_memory(page):
+    assert r"$b \cdot \min(s, w) \cdot 2 L g d\, B_\text{kv}$" in page
+    assert "weights $+$ KV cache $+$ 1 GiB $+$ 8% of both" in page
+    for name in ("llama-2-7b", "llama-3-8b", "llama-3-70b"):
+        c = cfg(name)
+        b, s = 4, 4096
+        kv = b * s * 2 * c["L"] * c["g"] * c["d"] * 2
+        assert kv == b * s * kv_cache_bytes_per_token(name)
+        weights = 2 * get_model(name).n_params
+        r = inference_memory(name, batch=b, context=s)
+        assert r.total_bytes == pytest.approx(weights + kv + GiB + 0.08 * (weights + kv), rel=1e-12)
+
+
+# ---------------------------------------------------------------- chapter 4
+def test_korthikanti_layer(page):
+    r"""$sbh(34 + 5as/h)$ for a GPT layer (16-bit, dropout with 1-byte masks, eager attention, f = 4h), plus the
+    fp32 LayerNorm statistics the library adds (2 norms x 8 bytes per token)."""
+    assert "$sbh(34 + 5as/h)$" in page
+    m = get_model("gpt2")
+    h, a = m.hidden, m.heads
+    for s, b in ((512, 1), (1024, 4)):
+        hand = s * b * h * (34 + 5 * a * s / h) + 16 * s * b
+        got = activation_memory(m, batch=b, seq=s, attention="eager", dropout=True).per_layer_bytes
+        assert got == pytest.approx(hand, rel=1e-12)
+
+
+def test_training_flops(page):
+    assert r"$6N_\text{mm} + 12 L s\,a d$" in page
+    for name in MODELS:
+        c = cfg(name)
+        n_mm = get_model(name).n_params - (0 if c["tau"] else c["V"] * c["h"]) - c["positions"] * c["h"]
+        assert c["window_layers"] is None          # (every layer windowed, or none)
+        for s in (2048, 8192):
+            keys = s if c["w"] is None else min(s, c["w"])     # "each token attends to at most w keys"
+            hand = 6 * n_mm + 12 * c["L"] * keys * c["a"] * c["d"]
+            assert training_flops_per_token(name, seq=s) == pytest.approx(hand, rel=1e-12), (name, s)
+    # the issue's example: Llama-3-8B at 8K is 7.21 N with the lookup left out (7.60 N with it in)
+    m = get_model("llama-3-8b")
+    assert training_flops_per_token(m, seq=8192) / m.n_params == pytest.approx(7.21, abs=0.005)
+
+
+def test_masked_sdpa(page):
+    assert r"$+\,2B_x\,sb(a-g)d + B_x\,bs^2$" in page
+    c = cfg("llama-3-8b")
+    s, b = 8192, 1
+    hand = 2 * 2 * s * b * (c["a"] - c["g"]) * c["d"] + 2 * b * s * s
+    kw = dict(batch=b, seq=s, stack="hf")
+    extra = (activation_memory("llama-3-8b", attention_mask=True, **kw).total_bytes
+             - activation_memory("llama-3-8b", **kw).total_bytes)
+    assert extra == c["L"] * hand

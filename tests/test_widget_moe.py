@@ -1,0 +1,100 @@
+"""Chapter 18's widget (llmsizing.widgets.moe_layout_widget), driven from pytest: its default is the chapter's
+checked figure, each control moves what the library says it should, and a layout the library refuses shows the
+refusal (naming the parameter) instead of a figure."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+
+import llmsizing as L
+from llmsizing import charts
+from llmsizing.widgets import moe_layout_widget
+
+
+@pytest.fixture(scope="module")
+def w():
+    return moe_layout_widget()
+
+
+def _set(w, **values):
+    for k, v in values.items():
+        w.controls[k].value = v
+
+
+def test_default_is_the_chapters_figure(w):
+    assert w.values() == {k: v for k, v in charts.MOE_LAYOUT_DEFAULT.items() if k != "seq"}
+    assert w.summary.value and w.error.layout.display == "none" and bytes(w.image.value).startswith(b"\x89PNG")
+    assert charts.render_moe_layout().summary in html.unescape(w.summary.value)
+
+
+def test_summary_is_the_library(w):
+    _set(w, ep=4, dp=16, zero=1)
+    try:
+        par = L.Parallel(dp=16, ep=4, zero=1)
+        t = L.training_memory("mixtral-8x7b", batch=1, seq=4096, grad_accum=8, recompute="full", parallel=par)
+        st = L.step_time("mixtral-8x7b", "H100 SXM", par, batch=1, seq=4096, grad_accum=8, recompute="full")
+        text = w.summary.value
+        assert f"{t.total_bytes / 2**30:,.1f} GiB" in text and f"step time {st.step_s:.3f} s" in text
+        assert "2 of 8 experts per GPU" in text and "edp=4" in text        # 8 / ep; 16 / 4 GPUs per expert
+    finally:
+        _set(w, **{k: charts.MOE_LAYOUT_DEFAULT[k] for k in ("ep", "dp", "zero")})
+
+
+def test_more_expert_parallelism_holds_fewer_experts_and_adds_all_to_all(w):
+    """Each GPU holds 8 / ep experts of each layer: from ep = 1 to 8 the weights per GPU fall by 7/8 of the
+    experts' 45.1B bf16 parameters (90.2 GB x 7/8), and an all-to-all appears."""
+    _set(w, ep=1)
+    try:
+        one = L.training_memory("mixtral-8x7b", batch=1, seq=4096, grad_accum=8, recompute="full",
+                                parallel=L.Parallel(dp=32, ep=1, zero=1)).states.weights_bytes
+        eight = L.training_memory("mixtral-8x7b", batch=1, seq=4096, grad_accum=8, recompute="full",
+                                  parallel=L.Parallel(dp=32, ep=8, zero=1)).states.weights_bytes
+        assert one - eight == pytest.approx(2 * 45_097_156_608 * 7 / 8)
+        assert "all-to-all 0.000 s" in w.summary.value
+    finally:
+        _set(w, ep=8)
+    assert "all-to-all 0.000 s" not in w.summary.value
+
+
+@pytest.mark.parametrize("values, words", [
+    (dict(ep=16), "ep=16"),                        # Mixtral has 8 experts
+    (dict(dp=2, ep=8), "ep=8"),                    # ep must divide tp x dp
+    (dict(zero=2, recompute="none", dp=1, ep=1), "does NOT fit"),      # a summary, not an error
+])
+def test_bad_layouts_show_the_refusal(w, values, words):
+    _set(w, **values)
+    try:
+        shown = w.error.value + w.summary.value
+        assert words in shown and "Traceback" not in shown
+        if "NOT" not in words:
+            assert bytes(w.image.value) == b"" and w.error.layout.display != "none"
+    finally:
+        _set(w, **{k: charts.MOE_LAYOUT_DEFAULT[k] for k in values})
+    assert w.error.layout.display == "none" and bytes(w.image.value)
+
+
+def test_dualpipe_overlap_hides_the_all_to_all(w):
+    _set(w, ep_overlap=1.0)
+    try:
+        assert "exposed 0.000 s (100% hidden" in w.summary.value
+    finally:
+        _set(w, ep_overlap=0.0)
+
+
+def test_deepseek_layout_with_node_limited_routing(w):
+    _set(w, model="deepseek-v3", gpu="H800", pp=16, dp=128, ep=64, grad_accum=128)
+    try:
+        assert w.error.layout.display == "none", w.error.value
+        assert "each token to at most 4 nodes" in w.summary.value
+        assert "4 of 256 experts" in w.summary.value                        # 256 / 64
+    finally:
+        _set(w, **{k: charts.MOE_LAYOUT_DEFAULT[k] for k in ("model", "gpu", "pp", "dp", "ep", "grad_accum")})
+
+
+def test_a_dense_model_is_refused():
+    with pytest.raises(ValueError, match="dense"):
+        moe_layout_widget("llama-3-8b")

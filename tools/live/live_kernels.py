@@ -1,0 +1,57 @@
+"""Kernel culling for ``make serve-live`` (tools/serve_live.py; loaded by tools/live/jupyter_server_config.py).
+
+Each chapter a reader opens with "Live code" starts a kernel (140-155 MB each, issue 25). Without culling they
+all live until the server stops. jupyter_server culls idle kernels (``MappingKernelManager.cull_idle_timeout``)
+but has one timeout for every kernel; here there are two:
+
+* a kernel with no page connected (the reader went on to another chapter, or closed the tab) is shut down
+  after ``cull_idle_timeout`` seconds without activity (10 minutes);
+* a kernel whose page is still open is shut down only after ``cull_connected_idle_timeout`` seconds without
+  activity (2 hours): a reader who pauses over a chapter keeps their kernel, a tab forgotten overnight does not.
+
+A busy kernel (a cell running) is never culled. The server checks every ``cull_interval`` seconds (60).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from jupyter_server._tz import utcnow
+from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+from jupyter_server.utils import ensure_async
+from traitlets import Integer
+
+#: serve-live's culling settings (also what tests/test_live_setup.py checks)
+CULL_IDLE_TIMEOUT_S = 600
+CULL_CONNECTED_IDLE_TIMEOUT_S = 7200
+CULL_INTERVAL_S = 60
+
+
+def should_cull(idle_s: float, connections: int, busy: bool, idle_timeout_s: float,
+                connected_idle_timeout_s: float) -> bool:
+    """Whether a kernel idle for ``idle_s`` seconds with ``connections`` open pages is culled."""
+    if busy:
+        return False
+    return idle_s > (connected_idle_timeout_s if connections else idle_timeout_s)
+
+
+class LiveKernelManager(AsyncMappingKernelManager):
+    """jupyter_server's kernel manager with a longer idle timeout for kernels a page is still connected to."""
+
+    cull_connected_idle_timeout = Integer(
+        CULL_CONNECTED_IDLE_TIMEOUT_S, config=True,
+        help="Seconds without activity after which a kernel that a page is still connected to is culled "
+             "(kernels without a connection use cull_idle_timeout).")
+
+    async def cull_kernel_if_idle(self, kernel_id):
+        kernel = self._kernels.get(kernel_id)
+        if (kernel is None or getattr(kernel, "execution_state", None) == "dead"
+                or not hasattr(kernel, "last_activity")):
+            return await super().cull_kernel_if_idle(kernel_id)
+        idle_s = (utcnow() - kernel.last_activity) / timedelta(seconds=1)
+        connections = self._kernel_connections.get(kernel_id, 0)
+        busy = kernel.execution_state == "busy"
+        if should_cull(idle_s, connections, busy, self.cull_idle_timeout, self.cull_connected_idle_timeout):
+            self.log.warning("Culling kernel %s (%s) after %d s without activity, %d page(s) connected.",
+                             kernel.kernel_name, kernel_id, idle_s, connections)
+            await ensure_async(self.shutdown_kernel(kernel_id))
