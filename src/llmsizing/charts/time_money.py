@@ -482,9 +482,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ``plans`` may pass :func:`~llmsizing.planner.plan`'s result for these arguments (the widget caches it);
     otherwise it is computed. No plan raises the planner's :class:`~llmsizing.planner.NoPlanError`.
 
-    A limit that shapes nothing is said in the figure and the summary (:func:`plan_notes`: the front ends below
-    ``max_gpus``; with ``all_plans``, the table before the deadline and budget, a deadline or budget that drops
-    no plan)."""
+    A limit that shapes nothing is said in the figure and the summary (:func:`plan_notes`; ``all_plans``: the
+    table before the deadline and budget)."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -584,7 +583,6 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                        budget_usd=budget_usd, all_plans=all_plans)
     if notes:                 # bottom right of the left panel: below the cloud of plans, away from the front
         import textwrap
-
         ax.text(0.985, 0.015, "\n".join(textwrap.fill(n, 40) for n in notes), transform=ax.transAxes, ha="right",
                 va="bottom", multialignment="left", fontsize=6.5,
                 color="0.1", bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#D55E00", lw=0.6, alpha=0.95),
@@ -617,40 +615,27 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
 
 def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadline_days: float | None = None,
                budget_usd: float | None = None, all_plans=None) -> list[str]:
-    """Why a limit of the planner changes nothing in its figure (issue 25: "moving max GPUs from 4096 to 16384
-    changes nothing"), read from :func:`~llmsizing.planner.plan`'s table ``plans`` for those limits (and
-    ``all_plans``, the same search without the deadline and budget, when the caller has it):
-
-    * ``max_gpus`` above the front's largest GPU count: the front ends there, and either no plan that fits uses
-      more GPUs at this global batch (each plan has ``dp x pp <= global_batch / micro-batch`` and ``tp`` within a
-      node: the planner's search), or the plans that do are all slower than the front's fastest (the front holds
-      the fastest plan by definition);
-    * with ``all_plans``: a deadline or a budget that drops no plan.
-
-    One sentence per limit, empty when every limit shapes the answer. Formatting only: the numbers are the
-    tables'."""
+    """Why a planner limit changes nothing in its figure (issue 25), from :func:`~llmsizing.planner.plan`'s table
+    ``plans`` (and ``all_plans``, the same search before the deadline and budget, if known): a ``max_gpus`` above
+    the front's largest GPU count (either no plan that fits uses more GPUs at this global batch, since each has
+    ``dp x pp <= global_batch / micro-batch`` and ``tp`` within a node, or those that do are all slower than the
+    front's fastest), and a deadline or budget that drops no plan. One sentence per limit. Formatting only."""
     from ..planner import check_global_batch
 
-    global_batch = check_global_batch(global_batch)
-    notes: list[str] = []
-    if len(plans) == 0:
-        return notes
-    front = plans[plans["pareto"]]
-    searched = plans if all_plans is None else all_plans
-    if max_gpus is not None and len(front):
+    global_batch, notes = check_global_batch(global_batch), []
+    front, searched = plans[plans["pareto"]], plans if all_plans is None else all_plans
+    if max_gpus is not None and len(front) and int(front["n_gpus"].max()) < max_gpus:
         end, largest = int(front["n_gpus"].max()), int(searched["n_gpus"].max())
-        if end < max_gpus:
-            why = (f"no plan that fits uses more than {largest:,}" if largest < max_gpus else
-                   f"plans with up to {largest:,} GPUs fit, but none is faster")
-            notes.append(f"the front ends at {end:,} GPUs (limit {max_gpus:,}): more does not help at this global "
-                         f"batch ({global_batch:,} sequences): {why}")
-    if all_plans is not None and len(all_plans):
-        if deadline_days and all_plans["days"].max() <= deadline_days:
-            notes.append(f"deadline {deadline_days:g} days: every plan meets it (the slowest takes "
-                         f"{all_plans['days'].max():,.1f} days)")
-        if budget_usd and all_plans["cost_usd"].max() <= budget_usd:
-            notes.append(f"budget {_usd(budget_usd)}: every plan is within it (the dearest costs "
-                         f"{_usd(all_plans['cost_usd'].max())})")
+        why = (f"no plan that fits uses more than {largest:,}" if largest < max_gpus else
+               f"plans with up to {largest:,} GPUs fit, but none is faster")
+        notes.append(f"the front ends at {end:,} GPUs (limit {max_gpus:,}): more does not help at this global "
+                     f"batch ({global_batch:,} sequences): {why}")
+    if all_plans is not None and len(all_plans) and deadline_days and all_plans["days"].max() <= deadline_days:
+        notes.append(f"deadline {deadline_days:g} days: every plan meets it (the slowest takes "
+                     f"{all_plans['days'].max():,.1f} days)")
+    if all_plans is not None and len(all_plans) and budget_usd and all_plans["cost_usd"].max() <= budget_usd:
+        notes.append(f"budget {_usd(budget_usd)}: every plan is within it (the dearest costs "
+                     f"{_usd(all_plans['cost_usd'].max())})")
     return notes
 
 
