@@ -28,7 +28,8 @@ No formula lives here: render functions only call the library and draw.
 from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, blank_figure, capacity_line,
                    figure_alt_text, figure_axes, new_figure, reset_axes, show, stacked_bars)
 from .base import (_SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns, _fixed_figure, _flat,  # noqa: F401
-                   _inch_margins, _kept_legend, _log_axis, _png_kwargs, _short_number, _step_time_bars, _suffixed,
+                   _inch_margins, _kept_legend, _log_axis, _png_kwargs, _short_number, _stage_memory_columns,
+                   _step_time_bars, _suffixed,
                    _tokens, _usd)
 
 # Part I, one GPU (ch 1-5): parameters, model states, inference memory, activations, measurements.

@@ -366,6 +366,32 @@ def _fast_hbars(ax, y, widths, *, left=0.0, height: float = 0.8, colors=None):
     return [Patch(facecolor=c, edgecolor="none") for c in np.broadcast_to(np.asarray(colors, dtype=object), y.shape)]
 
 
+def _stage_memory_columns(ax, tm, g) -> None:
+    """One stacked column per pipeline stage of ``tm`` (a :class:`~llmsizing.memory.TrainingMemory`): weights,
+    gradients, optimizer, activations, temporaries and overhead, with ``g``'s capacity line and the most loaded
+    stage in bold. Shared by the parallel explorer (chapter 8) and the MoE layout (chapter 18)."""
+    import numpy as np
+
+    rows = list(tm.stages)
+    stacks = {"weights": [r["weights"] for r in rows], "gradients": [r["gradients"] for r in rows],
+              "optimizer": [r["optimizer"] for r in rows], "activations": [r["activations"] for r in rows]}
+    stacks["temporaries"] = [max(r["peak"] - r["weights"] - r["gradients"] - r["optimizer"] - r["activations"], 0.0)
+                             for r in rows]
+    stacks["overhead"] = [r["total"] - r["peak"] for r in rows]
+    labels = [f"stage {r['stage']}" if len(rows) > 1 else "each GPU" for r in rows]
+    _fast_stacked_columns(ax, labels, stacks)
+    ax.get_legend().remove()
+    ax.legend(handles=[Patch(facecolor=COLORS[k], label=k) for k in stacks], fontsize=6.5, frameon=False,
+              ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    capacity_line(ax, g.memory_gib, g.name)
+    totals = np.array([r["total"] for r in rows]) / GiB
+    ax.set_ylim(0, 1.15 * max(totals.max(), g.memory_gib))
+    ax.get_xticklabels()[tm.stage].set_fontweight("bold")
+    ax.set_ylabel("GiB per GPU")
+    many = len(rows) > 8
+    ax.tick_params(axis="x", labelrotation=90 if many else 0, labelsize=6 if many else "medium")
+
+
 def _step_time_bars(ax, st, *, fontsize: float) -> None:
     """Where one step's time goes (:meth:`~llmsizing.layouts.StepTime.parts`): one horizontal bar per part,
     compute first; shared by the parallelism explorer and the planner's figure."""

@@ -11,11 +11,10 @@ No formula lives here: render functions only call the library and draw.
 from __future__ import annotations
 
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from ..units import GiB
-from .base import (COLORS, DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins,
-                   _log_axis, _short_number, _step_time_bars, capacity_line, figure_axes, new_figure)
+from .base import (DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins,
+                   _log_axis, _short_number, _stage_memory_columns, capacity_line, figure_axes, new_figure)
 
 
 # =========================================================================== chapter 6: hardware
@@ -444,23 +443,7 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
         return fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
 
     fig, (ax, ax_t) = figure_axes(7.9, 3.4, into, ("parallel explorer",), build)
-    stacks = {"weights": [r["weights"] for r in rows], "gradients": [r["gradients"] for r in rows],
-              "optimizer": [r["optimizer"] for r in rows], "activations": [r["activations"] for r in rows]}
-    stacks["temporaries"] = [max(r["peak"] - r["weights"] - r["gradients"] - r["optimizer"] - r["activations"], 0.0)
-                             for r in rows]
-    stacks["overhead"] = [r["total"] - r["peak"] for r in rows]
-    labels = [f"stage {r['stage']}" if len(rows) > 1 else "each GPU" for r in rows]
-    _fast_stacked_columns(ax, labels, stacks)
-    ax.get_legend().remove()
-    ax.legend(handles=[Patch(facecolor=COLORS[k], label=k) for k in stacks], fontsize=6.5, frameon=False,
-              ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
-    capacity_line(ax, g.memory_gib, g.name)
-    totals = np.array([r["total"] for r in rows]) / GiB
-    ax.set_ylim(0, 1.15 * max(totals.max(), g.memory_gib))
-    ax.get_xticklabels()[tm.stage].set_fontweight("bold")
-    ax.set_ylabel("GiB per GPU")
-    many = len(rows) > 8
-    ax.tick_params(axis="x", labelrotation=90 if many else 0, labelsize=6 if many else "medium")
+    _stage_memory_columns(ax, tm, g)
     ax.set_title(f"{m.name}: tp={par.tp} pp={par.pp} dp={par.dp} ZeRO-{par.zero}"
                  + (" SP" if par.sp else "") + (f" v={par.virtual_stages}" if par.virtual_stages > 1 else "")
                  + (f" offload={par.offload}" if par.offload != "none" else ""), fontsize=8.5, loc="left")

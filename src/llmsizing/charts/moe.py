@@ -6,9 +6,8 @@ per GPU and where its step's time goes. No formula lives here: the numbers come 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
-from .base import COLORS, EXPLORER_TIME_COLORS, FixedView, View, capacity_line, figure_axes
+from .base import EXPLORER_TIME_COLORS, FixedView, View, figure_axes
 
 #: The step-time colours of chapter 18's figure: the parallelism explorer's, and the expert-parallel all-to-all.
 MOE_TIME_COLORS = {**EXPLORER_TIME_COLORS, "ep": "#D55E00"}
@@ -41,7 +40,7 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     from ..moe_layouts import route_max_nodes
     from ..parallel import Parallel
     from ..units import GiB, fmt_gib
-    from .base import _fast_hbars, _fast_stacked_columns
+    from .base import _fast_hbars, _stage_memory_columns
 
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
@@ -57,23 +56,7 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
         return fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.1, 1]})
 
     fig, (ax, ax_t) = figure_axes(7.9, 3.4, into, ("moe layout",), build)
-    stacks = {"weights": [r["weights"] for r in rows], "gradients": [r["gradients"] for r in rows],
-              "optimizer": [r["optimizer"] for r in rows], "activations": [r["activations"] for r in rows]}
-    stacks["temporaries"] = [max(r["peak"] - r["weights"] - r["gradients"] - r["optimizer"] - r["activations"], 0.0)
-                             for r in rows]
-    stacks["overhead"] = [r["total"] - r["peak"] for r in rows]
-    labels = [f"stage {r['stage']}" if len(rows) > 1 else "each GPU" for r in rows]
-    _fast_stacked_columns(ax, labels, stacks)
-    ax.get_legend().remove()
-    ax.legend(handles=[Patch(facecolor=COLORS[k], label=k) for k in stacks], fontsize=6.5, frameon=False,
-              ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
-    capacity_line(ax, g.memory_gib, g.name)
-    totals = np.array([r["total"] for r in rows]) / GiB
-    ax.set_ylim(0, 1.15 * max(totals.max(), g.memory_gib))
-    ax.get_xticklabels()[tm.stage].set_fontweight("bold")
-    ax.set_ylabel("GiB per GPU")
-    many = len(rows) > 8
-    ax.tick_params(axis="x", labelrotation=90 if many else 0, labelsize=6 if many else "medium")
+    _stage_memory_columns(ax, tm, g)
     ax.set_title(f"{m.name}: tp={par.tp} pp={par.pp} dp={par.dp} ep={par.ep} ZeRO-{par.zero}", fontsize=8.5,
                  loc="left")
 
