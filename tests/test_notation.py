@@ -62,7 +62,7 @@ def problems(md: str) -> list[str]:
         say = lambda why: out.append(f"{why}: ${tex.strip()[:80]}$  (…{before[-50:]!r})")  # noqa: E731
 
         # N: the parameter count only
-        if re.search(r"N_d\b|N_\{d\}|\(N\s*-\s*1\)|N\s*-\s*1\b|(?<!D)/\s*N\b|\\log_2\s*N\b", sym):
+        if re.search(r"N_d\b|N_\{d\}|\(N\s*-\s*1\)|N\s*-\s*1\b|(?<!D)/\s*N\b(?!\s*\^)|\\log_2\s*N\b", sym):
             say("N as a GPU count (ring size / data-parallel degree): use n, n_dp")
         elif re.fullmatch(r"\s*N\s*(=.*)?", sym, re.S) and (
                 re.match(r"\s*(\w+\s+)?(GPUs?|ranks?|nodes?|layers?)\b", text[m.end():m.end() + 30])
