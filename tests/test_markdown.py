@@ -150,7 +150,7 @@ def _book():
     ("chapter {ref}`ch10` now", "01_a.ipynb", "[chapter 10](10_b.ipynb) now"),
     ("see {doc}`90_c`", "01_a.ipynb", "see [the formula summary](90_c.ipynb)"),
     ("see {ref}`sec-x`", "10_b.ipynb", "see [Section X](01_a.ipynb#section-x)"),
-    ("see {ref}`sec-x`", "01_a.ipynb", "see [Section X](#section-x)"),
+    ("see {ref}`sec-x`", "01_a.ipynb", "see [Section X](01_a.ipynb#section-x)"),
     ("see {ref}`this one <sec-x>`", "10_b.ipynb", "see [this one](01_a.ipynb#section-x)"),
     ("exercise {ref}`ex-b` asks", "01_a.ipynb", "[exercise 2](#ex-b) asks"),
     ("* {numref}`ch1` first", "10_b.ipynb", "* [Chapter 1](01_a.ipynb) first"),

@@ -62,7 +62,7 @@ def test_more_expert_parallelism_holds_fewer_experts_and_adds_all_to_all(w):
 
 
 @pytest.mark.parametrize("values, words", [
-    (dict(ep=16), "ep=16"),                        # Mixtral has 8 experts
+    (dict(dp=2, tp=2, ep=8), "ep=8"),              # ep must divide tp x dp (Mixtral's ep=16 is not offered)
     (dict(dp=2, ep=8), "ep=8"),                    # ep must divide tp x dp
     (dict(zero=2, recompute="none", dp=1, ep=1), "does NOT fit"),      # a summary, not an error
 ])
@@ -99,3 +99,25 @@ def test_deepseek_layout_with_node_limited_routing(w):
 def test_a_dense_model_is_refused():
     with pytest.raises(ValueError, match="dense"):
         moe_layout_widget("llama-3-8b")
+
+
+def test_ep_slider_offers_only_degrees_that_divide_the_models_experts():
+    """Issue 25 (moving a control changes the figure or says why): the ep slider once offered 16 for Mixtral's 8
+    experts, a move that could only give the library's refusal. It offers the divisors of the chosen model's
+    routed experts, and a degree the reader chose comes back when a model with more experts is picked."""
+    from llmsizing.catalog import get_model, list_models
+    from llmsizing.widgets import moe_layout_widget
+
+    box = moe_layout_widget()
+    for name in list_models(moe=True):
+        box.controls["model"].value = name
+        experts = get_model(name).experts
+        options = list(box.controls["ep"].options)
+        assert options and all(experts % e == 0 for e in options), (name, options)
+        assert max(options) == max(2**k for k in range(9) if experts % 2**k == 0)
+    box.controls["model"].value = "deepseek-v3"           # 256 routed experts
+    box.controls["ep"].value = 64
+    box.controls["model"].value = "mixtral-8x7b"          # 8: ep falls to 8
+    assert box.controls["ep"].value == 8
+    box.controls["model"].value = "deepseek-v3"
+    assert box.controls["ep"].value == 64

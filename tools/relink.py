@@ -167,7 +167,9 @@ class Book:
         frag = self.anchor(name, title)
         if frag is None:
             return name, title, ""
-        return (f"#{frag}" if name == here else f"{name}#{frag}"), title, ""
+        # a heading of the same notebook is linked through its file too: jupyterlab-myst logs a console error
+        # ("Linking ... to an implicit heading reference") for a bare #slug (issue 25: no console error)
+        return f"{name}#{frag}", title, ""
 
 
 def _sentence_start(before: str) -> bool:

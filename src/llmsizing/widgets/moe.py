@@ -11,12 +11,19 @@ import ipywidgets as W
 
 from .. import charts
 from ..catalog import get_model, list_gpus, list_models
-from .controls import _choice, _style
+from .controls import _choice, _nearest, _reroute, _set_quietly, _style
 from .dashboard import Dashboard
 
-#: The expert-parallel degrees the widget offers: powers of two up to 256 (DeepSeek-V3's routed experts). One that
-#: does not divide the chosen model's experts, or the layout's tp x dp GPUs, shows the library's refusal.
+#: The expert-parallel degrees the widget can offer: powers of two up to 256 (DeepSeek-V3's routed experts). The
+#: slider shows those that divide the chosen model's routed experts (:func:`_eps_for`); one that does not divide
+#: the layout's tp x dp GPUs shows the library's refusal.
 MOE_EPS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def _eps_for(model) -> list[int]:
+    """The degrees of :data:`MOE_EPS` that divide ``model``'s routed experts (Mixtral's 8: 1 to 8)."""
+    experts = get_model(model).experts
+    return [e for e in MOE_EPS if experts % e == 0]
 
 #: The data-parallel degrees the widget offers: 1 to 4,096 (DeepSeek-V3 trained with 128).
 MOE_DPS = tuple(2**k for k in range(13))
@@ -36,7 +43,8 @@ def moe_layout_widget(model: str = "mixtral-8x7b") -> Dashboard:
     controls = {
         "model": W.Dropdown(options=list_models(moe=True), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value=d["gpu"], description="GPU", **_style()),
-        "ep": W.SelectionSlider(options=list(MOE_EPS), value=d["ep"], description="ep (experts)", **_style()),
+        "ep": W.SelectionSlider(options=_eps_for(model), value=_nearest(_eps_for(model), d["ep"]),
+                                description="ep (experts)", **_style()),
         "tp": _choice([1, 2, 4, 8], d["tp"], "tp"),
         "pp": W.SelectionSlider(options=[1, 2, 4, 8, 16], value=d["pp"], description="pp", **_style()),
         "dp": W.SelectionSlider(options=list(MOE_DPS), value=d["dp"], description="dp", **_style()),
@@ -54,4 +62,19 @@ def moe_layout_widget(model: str = "mixtral-8x7b") -> Dashboard:
                                         batch=batch, seq=d["seq"], grad_accum=grad_accum, ep_overlap=ep_overlap,
                                         into=into)
 
-    return Dashboard(render, controls)
+    box = Dashboard(render, controls)
+    slider, wanted = box.controls["ep"], {"value": box.controls["ep"].value}
+
+    def on_ep(change):
+        wanted["value"] = change["new"]
+
+    def on_model(change):
+        # the ep slider offers the new model's divisors; the degree the reader chose comes back when it divides
+        allowed = _eps_for(change["new"])
+        value = max([e for e in allowed if e <= wanted["value"]], default=allowed[0])
+        _set_quietly(box, slider, on_ep, options=allowed, value=value)
+        box.update()
+
+    slider.observe(on_ep, names="value")
+    _reroute(box, on_model, ("model",))
+    return box
