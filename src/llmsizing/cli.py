@@ -24,6 +24,7 @@ EXAMPLES = """examples:
   llmsizing time llama-3-70b --tokens 1T --gpu "H100 SXM" --gpus 1024 --seq 8192
   llmsizing time llama-3.1-405b --tokens 15.6T --gpu "H100 SXM" --gpus 16384 --seq 8192 --mfu 0.38
   llmsizing time llama-3.1-405b --stage 14.8T:8192 --stage 800B:131072 --gpu "H100 SXM" --gpus 16384 --whole-run
+  llmsizing cost mixtral-8x7b --tokens 1T --seq 4096 --gpu "H100 SXM" --gpu B200 --gpu MI300X
   llmsizing plan llama-3-70b --stage 1T:8192:1024 --stage 50B:32768:256 --gpu "H100 SXM" --max-gpus 1024
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --gpu "H100 SXM" --gpu B200
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --deadline-days 30 --budget 2M --all
@@ -357,6 +358,30 @@ def cmd_time(args) -> None:
         print(f"warning: {w}")
 
 
+def cmd_cost(args) -> None:
+    from .time_cost import cost_by_gpu
+
+    df = cost_by_gpu(_model(args.model, moe=True), tokens=args.tokens, seq=args.seq, gpus=args.gpu,
+                     batch=args.batch, recompute=args.recompute, mfu=args.mfu, max_gpus=args.max_gpus,
+                     **({} if args.ep is None else {"ep_degrees": tuple(args.ep)}))
+    if args.json or args.csv:
+        _emit(df, args)
+        return
+    ok = df[df["fits"]]
+    out = ok[["gpu", "min_gpus", "layout"]].copy()
+    out["$/GPU-h"] = ok["price_usd_per_gpu_hour"].map("{:.2f}".format)
+    out["GPU-hours"] = ok["gpu_hours"].map("{:,.0f}".format)
+    out["days on min"] = ok["days_on_min_gpus"].map("{:,.0f}".format)
+    out["cost"] = [f"${c:,.0f} (${lo:,.0f}-${hi:,.0f})" for c, lo, hi in
+                   zip(ok["cost_usd"], ok["cost_usd_low"], ok["cost_usd_high"])]
+    _emit(out.reset_index(drop=True), args, title=f"{args.model}: {args.tokens:.3g} tokens of {args.seq:,}, cost of "
+          "the finished job on each GPU type (its fewest GPUs; cheapest first):")
+    for _, r in df[~df["fits"]].iterrows():
+        print(f"{r['gpu']}: does not fit: {r['why']}")
+    for w in df.attrs.get("warnings", ())[:1]:
+        print(f"warning: {w}")
+
+
 def _plan_stages(args) -> None:
     from dataclasses import replace
 
@@ -512,7 +537,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="llmsizing", description="How many GPUs? Memory, time and cost of training "
                                  "a language model, from the library behind the book.", epilog=EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{models,gpus,memory,time,plan,serve,finetune}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{models,gpus,memory,time,cost,plan,serve,finetune}")
 
     p = sub.add_parser("models", help="the model catalogue")
     _add_output(p)
@@ -616,6 +641,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)
     p.set_defaults(func=cmd_plan)
+
+    p = _command(sub, "cost", "the finished job's cost on each GPU type",
+                 "The cost of the finished job on each GPU type (cost_by_gpu): each type's fewest GPUs that hold a "
+                 "step, the GPU-hours and dollars, with the MFU range; mixtures of experts too (expert parallelism).")
+    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
+    p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T")
+    p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
+    p.add_argument("--gpu", action="append", help="a catalogue GPU; repeat for several (default: every one)")
+    p.add_argument("--batch", type=integer(), default=1, help="micro-batch, sequences per GPU (default 1)")
+    p.add_argument("--recompute", default="full", choices=list(RECOMPUTE), help="default full")
+    p.add_argument("--mfu", type=number(0, 1, inclusive=False),
+                   help="model FLOPs utilisation, exact (default: calibrated, with its range)")
+    p.add_argument("--max-gpus", type=integer(), default=65536, help="largest GPU count per type (default 65,536)")
+    p.add_argument("--ep", type=integer(), action="append",
+                   help="an expert-parallel degree to search for a mixture of experts; repeat for several "
+                        "(default: every divisor of its routed experts)")
+    _add_output(p)
+    p.set_defaults(func=cmd_cost)
 
     from .serve import KV_FORMATS, WEIGHT_FORMATS
 

@@ -64,8 +64,13 @@ def implied_mfu(model: Model | str, *, gpu, seq: int, tokens: float | None = Non
 
     ``model FLOPs / (GPU-hours x 3600 x dense peak)``: the inverse of :func:`training_time`. An MFU above 1
     (more FLOPs than the GPUs' dense peak can do in those hours) is refused, naming the inputs: it is a wrong
-    unit (GPU-days, node-hours, a sparse peak), a wrong GPU, or a wrong token count, never a utilisation."""
-    model = resolve_model(model)
+    unit (GPU-days, node-hours, a sparse peak), a wrong GPU, or a wrong token count, never a utilisation.
+
+    A mixture of experts (issue 24) counts its ACTIVE parameters' FLOPs, with the same
+    :func:`~llmsizing.flops.training_flops_per_token` that :func:`training_time` divides by (``6 N_active``, less
+    the input embedding lookup, plus the attention term): DeepSeek-V3's 2,664K H800 GPU-hours for 14.8T tokens
+    imply about 22% of the FP8 dense peak (44% of the BF16 one), ``tests/test_moe_cost.py`` by hand. Chapter 18."""
+    model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     seq = check_int("seq", seq)
     check_choice("flops_convention", flops_convention, FLOPS_CONVENTIONS)   # (checked even where unused)
@@ -469,7 +474,7 @@ def _causal_factor(model, seq: int, causal: bool) -> float:
 
 def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,
                 recompute: str = "full", mfu: float | None = None, prices: dict | None = None,
-                max_gpus: int = 65536):
+                max_gpus: int = 65536, ep_degrees=None):
     """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
     whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.layouts.min_gpus`, micro-batch
     ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and dollars of
@@ -478,13 +483,23 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     GPU is refused, and so is a GPU listed twice. A GPU type on which nothing fits within ``max_gpus`` gets a
     ``fits`` of False and a ``why`` instead of numbers. ``dtype`` says the format each GPU is priced in: ``"bf16"``,
     or ``"fp16"`` on a GPU without BF16 (the V100 trains the same recipe in FP16 mixed precision, at its FP16
-    rate: :func:`~llmsizing.hardware.dense_tflops`). Sorted by cost. Taught in the "Cost" chapter."""
+    rate: :func:`~llmsizing.hardware.dense_tflops`). Sorted by cost. Taught in the "Cost" chapter.
+
+    A mixture of experts (issue 24) gets each GPU's fewest GPUs from :func:`~llmsizing.layouts.min_gpus`'s own
+    search over expert parallelism (``ep`` among the divisors of its routed experts, or ``ep_degrees``), and
+    its GPU-hours from :func:`training_time` (active parameters' FLOPs, the calibrated MFU taken at the active
+    size). The frame then has an ``ep`` column after ``layout`` and a ``warnings`` column (``training_time``'s
+    warnings, joined by `` | ``: the MFU is an extrapolation from dense runs), and ``attrs["warnings"]`` lists
+    every distinct one once. As in :func:`training_time`, no MoE factor is applied: how much longer the published
+    MoE runs took than the dense-calibrated step time (:func:`llmsizing.moe_runs.fit_moe_factor`) is chapter 18's
+    to weigh against the range. A dense model's frame is as before (no ``ep``, no ``warnings``). Chapter 18."""
     import pandas as pd
 
     from .catalog import list_gpus
     from .layouts import min_gpus
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
+    moe_kw = {"ep_degrees": ep_degrees} if ep_degrees is not None else {}
     gpu_list = resolve_gpus(list_gpus() if gpus is None else gpus)
     prices = resolve_prices(prices, gpu_list)
     # everything checked before the first GPU, so that a bad argument is refused even where nothing fits
@@ -495,24 +510,30 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     mfu = None if mfu is None else check_fraction("mfu", mfu)
     max_gpus = check_int("max_gpus", max_gpus)
     price_of = {g.name: prices[g.name] if g.name in prices else gpu_price(g, name="prices") for g in gpu_list}
-    rows = []
+    rows, seen = [], []
     for g in gpu_list:
         row = {"gpu": g.name, "price_usd_per_gpu_hour": price_of[g.name], "dtype": effective_dtype(g)}
         try:
-            plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus)
+            plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus, **moe_kw)
         except ValueError as e:
             rows.append({**row, "fits": False, "why": str(e)})
             continue
         t = training_time(model, tokens=tokens, gpu=g, n_gpus=plan.gpus, seq=seq, mfu=mfu,
                           price_usd_per_gpu_hour=row["price_usd_per_gpu_hour"], recompute=recompute)
+        moe_cols = {"ep": plan.parallel.ep} if model.is_moe else {}
         rows.append({**row, "fits": True, "why": "", "min_gpus": plan.gpus, "layout": _layout_label(plan.parallel),
-                     "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu, "days_on_min_gpus": t.days,
+                     **moe_cols, "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu, "days_on_min_gpus": t.days,
                      "gpu_hours": t.gpu_hours, "gpu_hours_low": t.gpu_hours_low, "gpu_hours_high": t.gpu_hours_high,
-                     "cost_usd": t.cost_usd, "cost_usd_low": t.cost_usd_low, "cost_usd_high": t.cost_usd_high})
+                     "cost_usd": t.cost_usd, "cost_usd_low": t.cost_usd_low, "cost_usd_high": t.cost_usd_high,
+                     **({"warnings": " | ".join(t.warnings)} if model.is_moe else {})})
+        seen.append(t.warnings)
     df = pd.DataFrame(rows)
     if "cost_usd" not in df:                           # no GPU type fits: keep the columns a caller reads
         df["cost_usd"] = float("nan")
-    return df.sort_values(["fits", "cost_usd"], ascending=[False, True], na_position="last").reset_index(drop=True)
+    df = df.sort_values(["fits", "cost_usd"], ascending=[False, True], na_position="last").reset_index(drop=True)
+    if model.is_moe:
+        df.attrs["warnings"] = tuple(dict.fromkeys(w for ws in seen for w in ws))
+    return df
 
 
 def _layout_label(par: Parallel) -> str:

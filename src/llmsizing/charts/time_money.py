@@ -207,7 +207,8 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
     """Chapter 11: the cost of the *finished job* on each GPU type (bars, with the MFU band as a range), next
     to the hourly price (right), from :func:`~llmsizing.time_cost.cost_by_gpu`: the fewest GPUs that hold a
     step, the days on them, GPU-hours x price. At the same MFU the ranking follows price / dense peak, not the
-    hourly price."""
+    hourly price. A mixture of experts works too (its layouts with expert parallelism, EP in the layout; the
+    summary adds the warning that its MFU is extrapolated from dense runs): chapter 18."""
     import numpy as np
 
     from ..time_cost import cost_by_gpu
@@ -249,14 +250,15 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
                      f"min {r['min_gpus']:.0f} GPUs ({r['layout']}), {r['days_on_min_gpus']:,.0f} days on them")
     if first["fits"]:
         lines.append(f"cheapest job: {first['gpu']}")
-    return FixedView(fig, "\n".join(lines))
+    lines += [f"warning: {w}" for w in df.attrs.get("warnings", ())[:1]]     # a mixture of experts: the MFU's
+    return FixedView(fig, "\n".join(lines))                                 # extrapolation from dense runs
 
 
 def resolve_model_name(model) -> str:
-    """A model's catalogue name (for titles)."""
+    """A model's catalogue name (for titles; a mixture of experts too)."""
     from ..catalog import resolve_model
 
-    return resolve_model(model).name
+    return resolve_model(model, moe=True).name
 
 
 #: Price multipliers and MFUs of :func:`render_cost_sensitivity`'s grid (around the chosen price).
