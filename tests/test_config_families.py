@@ -25,6 +25,7 @@ from llmsizing.flops import (attention_flops_per_token, forward_flops_per_token,
 from llmsizing.inference import (inference_memory, kv_cache_bytes_per_token, kv_cached_tokens,
                                  kv_numbers_per_token_per_layer, weights_bytes)
 from llmsizing.model import MOE_NOT_MODELLED, HF_FAMILIES, moe_layer_indices
+from llmsizing.speculative import speculative_decoding
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "hf_meta_param_counts.csv"
 ROWS = list(csv.DictReader(open(CSV, newline="")))
@@ -198,16 +199,16 @@ def test_alternating_windows_average_over_layers():
 @pytest.mark.parametrize("call", [
     # (training_memory, activation_memory and model_states model a mixture of experts since issue 24's
     # expert parallelism: tests/test_moe_training.py; plan, min_gpus and training_time since the planner
-    # searches ep: tests/test_planner_moe.py)
-    lambda: L.cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=512),
-    lambda: L.implied_mfu("qwen3-30b-a3b", gpu="H100 SXM", seq=4096, tokens=1e12, gpu_hours=1e5),
+    # searches ep: tests/test_planner_moe.py; cost_by_gpu and implied_mfu: tests/test_moe_cost.py)
+    lambda: L.finetune_memory("mixtral-8x7b", batch=1, seq=512),
+    lambda: speculative_decoding("qwen3-30b-a3b", "llama-3-8b", "H100 SXM"),
 ])
 def test_functions_without_moe_refuse_it_by_name(call):
     with pytest.raises(ValueError) as e:
         call()
     msg = str(e.value)
     assert MOE_NOT_MODELLED in msg and "mixture of experts" in msg
-    assert msg.split(":")[0] in ("cost_by_gpu", "implied_mfu")
+    assert msg.split(":")[0] in ("finetune_memory", "speculative_decoding")
 
 
 def test_what_handles_moe_does():

@@ -118,10 +118,11 @@ def compare_gpus(gpu_a, gpu_b, *, speedup: float | None = None, prices: dict | N
 def cost_sensitivity(model: Model | str, *, tokens: float, gpu, seq: int, prices, mfus):
     """The job cost in USD for every ``price`` (USD per GPU-hour) x ``mfu`` pair, as a DataFrame with one row
     per MFU and one column per price (:func:`~llmsizing.time_cost.training_time` at each MFU exactly; the GPU
-    count does not matter). Cost is proportional to the price and to ``1 / mfu``. Chapter 11."""
+    count does not matter). Cost is proportional to the price and to ``1 / mfu``. Chapter 11. A mixture of
+    experts is priced on its active parameters' FLOPs, as :func:`~llmsizing.time_cost.training_time` prices it."""
     import pandas as pd
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     ps = [check_number("prices[i]", p) for p in check_sequence("prices", prices, example="(2.0, 3.0)")]
     ms = [check_fraction("mfus[i]", m) for m in check_sequence("mfus", mfus, example="(0.3, 0.4, 0.5)")]
     hours = {m: training_time(model, tokens=tokens, gpu=gpu, n_gpus=1, seq=seq, mfu=m).gpu_hours for m in ms}

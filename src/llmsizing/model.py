@@ -72,19 +72,20 @@ def require_dense(model: "Model", what: str) -> "Model":
     function that cannot handle it) and what is missing (:data:`MOE_NOT_MODELLED`).
 
     This is the library's one guard for functions that would silently compute a dense answer for an MoE model
-    (the planner's search, the calibrated MFU, serving time): they call it (directly or through
-    :func:`llmsizing.catalog.resolve_model`), so there is one place to lift it. What DOES handle an MoE model:
-    :attr:`Model.n_params`, :attr:`Model.active_params`, the weights and KV cache of :mod:`llmsizing.inference`,
-    the FLOPs of :mod:`llmsizing.flops`, and since issue 24 training memory, activations, communication and step
-    time with expert parallelism (:mod:`llmsizing.moe`, ``Parallel(ep=...)``; chapter 1, "Mixtures of
-    experts")."""
+    (fine-tuning, speculative decoding, the dense-only formulas of chapters 4 and 7): they call it (directly or
+    through :func:`llmsizing.catalog.resolve_model`), so there is one place to lift it. What DOES handle an MoE
+    model: :attr:`Model.n_params`, :attr:`Model.active_params`, the weights and KV cache of
+    :mod:`llmsizing.inference`, the FLOPs of :mod:`llmsizing.flops`, and since issue 24 training memory,
+    activations, communication and step time with expert parallelism (:mod:`llmsizing.moe`,
+    ``Parallel(ep=...)``), the planner (``plan``, ``min_gpus``), the calibrated MFU, ``training_time``,
+    ``implied_mfu``, ``cost_by_gpu`` and serving (chapter 18)."""
     if getattr(model, "is_moe", False):
         raise MoENotModelledError(
             f"{what}: {model.name!r} is a mixture of experts ({model.experts} routed experts, "
             f"{model.experts_per_token} per token) and {MOE_NOT_MODELLED}. Its parameters (n_params, "
             "active_params), weights, KV cache, FLOPs, training memory, communication and step time "
-            "(training_memory, step_time with Parallel(ep=...)) are modelled; the planner's search, the "
-            "calibrated MFU and serving time are not")
+            "(training_memory, step_time with Parallel(ep=...)), the planner (plan, min_gpus), training_time, "
+            "implied_mfu, cost_by_gpu and serving are modelled (chapter 18)")
     return model
 
 

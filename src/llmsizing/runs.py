@@ -82,8 +82,10 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     planner does.
     ``recompute`` must be what the step ran with (it sets the hardware FLOPs utilisation reported as
     ``time.hfu``), and so must ``recompute_layers`` (partial recomputation, per model chunk of the step's layout:
-    :func:`~llmsizing.memory.training_memory`). Taught in the "Case studies" chapter."""
-    model = resolve_model(model)
+    :func:`~llmsizing.memory.training_memory`). Taught in the "Case studies" chapter. A mixture of experts
+    (a step of :func:`~llmsizing.layouts.step_time` with ``ep``) counts its active parameters' FLOPs, as the
+    step's own ``mfu`` does (chapter 18)."""
+    model = resolve_model(model, moe=True)
     if not isinstance(step, StepTime):
         raise TypeError(f"step must be a StepTime from layouts.step_time(...), got {type(step).__name__}")
     g = get_gpu(gpu)

@@ -499,6 +499,10 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     from .layouts import min_gpus
 
     model = resolve_model(model, moe=True)
+    if ep_degrees is not None:                         # refused here, not as a "does not fit" on every GPU
+        from .moe_layouts import ep_candidates
+
+        ep_degrees = ep_candidates(model, ep_degrees)
     moe_kw = {"ep_degrees": ep_degrees} if ep_degrees is not None else {}
     gpu_list = resolve_gpus(list_gpus() if gpus is None else gpus)
     prices = resolve_prices(prices, gpu_list)

@@ -1,0 +1,223 @@
+"""Issue 24's leftovers: implied_mfu, cost_by_gpu (its chart and the CLI's ``cost``), cost_sensitivity and
+run_from_step accept a mixture of experts. Expected values are worked out here from the papers and the
+models' config.json, not read back from the library; the dense path of cost_by_gpu is checked to be the
+composition it always was (min_gpus, then training_time) with its old columns."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import llmsizing as L
+from llmsizing import cli
+from llmsizing.cost import cost_sensitivity
+from llmsizing.layouts import min_gpus, step_time
+from llmsizing.runs import run_from_step
+from llmsizing.time_cost import _layout_label, cost_by_gpu, implied_mfu, mfu_estimate, training_time
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _gpu_row(name: str) -> dict:
+    with open(ROOT / "data" / "gpus.csv", newline="") as fh:
+        return next(r for r in csv.DictReader(fh) if r["name"] == name)
+
+
+def _deepseek_v3_run() -> dict:
+    with open(ROOT / "data" / "moe_published_runs.csv", newline="") as fh:
+        return next(r for r in csv.DictReader(fh) if r["run"] == "DeepSeek-V3 pre-training")
+
+
+# ----------------------------------------------------------------------------- implied_mfu, by hand
+def test_deepseek_v3_implied_mfu_by_hand():
+    """DeepSeek-V3 (arXiv:2412.19437): 2,664K H800 GPU-hours of pre-training for 14.8T tokens of 4K (Table 1;
+    the 2,788K total adds context extension and post-training, which are not those 14.8T tokens), 37B
+    activated parameters (Sec. 1), FP8 training. MLA attention from its config.json: 128 heads, queries and keys
+    of 128 + 64 = 192 dimensions, values of 128, 61 layers."""
+    run = _deepseek_v3_run()
+    tokens, hours, seq = float(run["tokens"]), float(run["gpu_hours"]), int(run["seq"])
+    assert (tokens, hours, seq) == (14.8e12, 2_664_000, 4096)         # the CSV holds the paper's figures
+    fp8_peak = float(_gpu_row("H800")["fp8_dense_tflops"]) * 1e12     # 1,978.9 TFLOP/s dense
+    bf16_peak = float(_gpu_row("H800")["bf16_dense_tflops"]) * 1e12
+    attention_fwd = 2 * seq * 128 * (192 + 128) * 61                 # QK^T (192) and attn @ V (128), per token
+    per_token = 6 * 37e9 + 3 * attention_fwd                         # 2.22e11 + 6.14e10
+    expected = tokens * per_token / (hours * 3600 * fp8_peak)
+    assert expected == pytest.approx(0.221, abs=0.001)                # the number the report quotes
+    got = implied_mfu("deepseek-v3", gpu="H800", seq=seq, tokens=tokens, gpu_hours=hours, dtype="fp8")
+    # the library counts 36.6B matmul weights per token (37.6B active less the 0.93B input embedding, a lookup):
+    # 0.8% below the paper's rounded 37B; the multi-token-prediction module (~2% more FLOPs) is in neither count
+    assert got == pytest.approx(expected, rel=0.015)
+    assert got < expected                                             # and it is the lower count, as said
+    bf16 = implied_mfu("deepseek-v3", gpu="H800", seq=seq, tokens=tokens, gpu_hours=hours)
+    assert bf16 == pytest.approx(got * fp8_peak / bf16_peak, rel=1e-12)
+    # all 671B parameters would imply an MFU above 1: the active count is what is used
+    assert tokens * 6 * 671e9 / (hours * 3600 * bf16_peak) > 1
+    # the inverse of training_time, through the same FLOP count
+    t = training_time("deepseek-v3", tokens=tokens, gpu="H800", n_gpus=2048, seq=seq, mfu=got, dtype="fp8")
+    assert t.gpu_hours == pytest.approx(hours, rel=1e-12)
+
+
+MIXTRAL_MATMUL = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024      # per layer: q, o and k, v (8 KV heads of 128)
+                       + 2 * 3 * 4096 * 14336                 # two SwiGLU experts of width 14,336 (top-2 of 8)
+                       + 4096 * 8 + 2 * 4096) \
+    + 32000 * 4096 + 4096                                     # router and two norms; LM head, final norm
+
+
+def _mixtral_per_token(seq: int) -> float:
+    """Mixtral 8x7B's training FLOPs per token from its config.json (no recomputation): 3 x (2 x the weights a
+    token multiplies + 4 s heads d layers)."""
+    return 3 * (2 * MIXTRAL_MATMUL + 4 * seq * 32 * 128 * 32)
+
+
+def test_mixtral_implied_mfu_counts_top2_not_all_eight_experts():
+    seq, tokens, hours = 4096, 1e12, 1e5
+    peak = float(_gpu_row("H100 SXM")["bf16_dense_tflops"]) * 1e12
+    expected = tokens * _mixtral_per_token(seq) / (hours * 3600 * peak)
+    assert implied_mfu("mixtral-8x7b", gpu="H100 SXM", seq=seq, tokens=tokens, gpu_hours=hours) == \
+        pytest.approx(expected, rel=1e-9)
+
+
+def test_mixtral_reported_hardware_flops_convert_with_the_active_blocks():
+    """Full recomputation reruns the forward of the active part of each block (2 x active block weights plus
+    the attention core): a reported HFU converts to MFU by 3F / (3F + rerun)."""
+    seq = 4096
+    attention_fwd = 4 * seq * 32 * 128 * 32
+    blocks = MIXTRAL_MATMUL - 32000 * 4096 - 4096                     # the 32 blocks' active weights
+    model = _mixtral_per_token(seq)
+    hardware = model + 2 * blocks + attention_fwd
+    peak = float(_gpu_row("H100 SXM")["bf16_dense_tflops"]) * 1e12
+    got = implied_mfu("mixtral-8x7b", gpu="H100 SXM", seq=seq, tflops_per_gpu=400,
+                      flops_convention="full-recompute")
+    assert got == pytest.approx(400e12 * model / hardware / peak, rel=1e-9)
+
+
+# ----------------------------------------------------------------------------- cost_by_gpu
+GPUS = ["H100 SXM", "H200", "B200", "MI300X", "A10"]
+
+
+@pytest.fixture(scope="module")
+def mixtral():
+    return cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=4096, gpus=GPUS)
+
+
+def test_mixtral_cost_by_gpu_by_hand(mixtral):
+    """Each row's GPU-hours are the run's active FLOPs over the GPU's dense peak at the calibrated MFU."""
+    flops = 1e12 * _mixtral_per_token(4096)
+    for r in mixtral[mixtral["fits"]].itertuples():
+        row = _gpu_row(r.gpu)
+        peak = float(row["bf16_dense_tflops"] or row["fp16_dense_tflops"]) * 1e12
+        mfu = mfu_estimate("mixtral-8x7b", gpu=r.gpu, seq=4096, recompute="full").mfu
+        assert r.gpu_hours == pytest.approx(flops / (peak * mfu) / 3600, rel=1e-9), r.gpu
+        assert r.cost_usd == pytest.approx(r.gpu_hours * float(row["price_usd_per_gpu_hour"]), rel=1e-12)
+        assert r.days_on_min_gpus == pytest.approx(r.gpu_hours / r.min_gpus / 24, rel=1e-12)
+        assert r.cost_usd_low <= r.cost_usd <= r.cost_usd_high
+    assert list(mixtral["cost_usd"]) == sorted(mixtral["cost_usd"])
+
+
+def test_mixtral_cost_by_gpu_uses_min_gpus_expert_parallel_search(mixtral):
+    assert mixtral["fits"].all()
+    for r in mixtral.itertuples():
+        p = min_gpus("mixtral-8x7b", r.gpu, batch=1, seq=4096, recompute="full")
+        assert (r.min_gpus, r.layout, r.ep) == (p.gpus, _layout_label(p.parallel), p.parallel.ep)
+        assert (f"EP{r.ep}" in r.layout) == (r.ep > 1)
+        dense_only = min_gpus("mixtral-8x7b", r.gpu, batch=1, seq=4096, recompute="full", ep_degrees=(1,))
+        assert r.min_gpus <= dense_only.gpus                        # searching ep never needs more GPUs
+    assert (mixtral["ep"] > 1).any()                                 # and some GPU's fewest-GPU layout uses it
+    forced = cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=4096, gpus=["H100 SXM"], ep_degrees=(8,))
+    assert forced.loc[0, "ep"] == 8 and "EP8" in forced.loc[0, "layout"]
+
+
+def test_moe_cost_by_gpu_carries_training_time_warning(mixtral):
+    assert "mixture of experts" in mixtral.attrs["warnings"][0]
+    assert all("mixture of experts" in w for w in mixtral["warnings"])
+    t = training_time("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", n_gpus=14, seq=4096, recompute="full")
+    assert mixtral.set_index("gpu").loc["H100 SXM", "warnings"] == " | ".join(t.warnings)
+
+
+def test_deepseek_v3_cost_by_gpu_is_quick_and_fits():
+    import time
+
+    start = time.process_time()
+    df = cost_by_gpu("deepseek-v3", tokens=14.8e12, seq=4096)        # the whole catalogue
+    assert time.process_time() - start < 6                          # about 1.4 CPU seconds on the build machine
+    assert df["fits"].any() and (df.loc[df["fits"], "min_gpus"] >= 40).all()   # 671B parameters need many GPUs
+
+
+def test_dense_refuses_expert_parallel_degrees():
+    with pytest.raises(ValueError, match="ep"):
+        cost_by_gpu("llama-3-8b", tokens=1e10, seq=4096, gpus=["H100 SXM"], ep_degrees=(8,))
+
+
+#: cost_by_gpu's columns for a dense model, as they were before mixtures of experts were accepted.
+DENSE_COLUMNS = ["gpu", "price_usd_per_gpu_hour", "dtype", "fits", "why", "min_gpus", "layout",
+                 "tokens_per_s_per_gpu", "days_on_min_gpus", "gpu_hours", "gpu_hours_low", "gpu_hours_high",
+                 "cost_usd", "cost_usd_low", "cost_usd_high"]
+
+
+@settings(max_examples=12, deadline=None)
+@given(model=st.sampled_from(["gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b"]),
+       gpus=st.lists(st.sampled_from(["H100 SXM", "A100 80GB", "A10", "MI300X", "V100", "L4"]), min_size=1,
+                     max_size=3, unique=True),
+       seq=st.sampled_from([1024, 2048, 4096]), recompute=st.sampled_from(["full", "none"]),
+       mfu=st.sampled_from([None, 0.35]))
+def test_dense_cost_by_gpu_is_min_gpus_then_training_time(model, gpus, seq, recompute, mfu):
+    """The dense path, exactly: min_gpus (no ep) for the count and layout, training_time for the rest; the
+    same columns as before, no attrs."""
+    df = cost_by_gpu(model, tokens=1e11, seq=seq, gpus=gpus, recompute=recompute, mfu=mfu)
+    fits = df["fits"].all()
+    assert list(df.columns) == (DENSE_COLUMNS if fits else DENSE_COLUMNS[:5] + [c for c in DENSE_COLUMNS[5:]
+                                                                               if c in df.columns])
+    assert df.attrs == {}
+    for r in df[df["fits"]].itertuples():
+        p = min_gpus(model, r.gpu, batch=1, seq=seq, recompute=recompute)
+        t = training_time(model, tokens=1e11, gpu=r.gpu, n_gpus=p.gpus, seq=seq, mfu=mfu, recompute=recompute)
+        assert (r.min_gpus, r.layout) == (p.gpus, _layout_label(p.parallel))
+        assert (r.gpu_hours, r.gpu_hours_low, r.gpu_hours_high, r.cost_usd, r.days_on_min_gpus,
+                r.tokens_per_s_per_gpu) == (t.gpu_hours, t.gpu_hours_low, t.gpu_hours_high, t.cost_usd, t.days,
+                                            t.tokens_per_s_per_gpu)
+
+
+def test_render_cost_by_gpu_draws_a_mixture_of_experts():
+    from llmsizing.charts import render_cost_by_gpu
+
+    view = render_cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=4096, gpus=["H100 SXM", "H200"])
+    assert "mixtral-8x7b" in view.summary and "EP8" in view.summary
+    assert "warning: mixtral-8x7b is a mixture of experts" in view.summary
+
+
+# ----------------------------------------------------------------------------- the command line
+def test_cli_cost_json_is_cost_by_gpu(capsys):
+    assert cli.main(["cost", "mixtral-8x7b", "--tokens", "1T", "--seq", "4096", "--gpu", "H100 SXM",
+                     "--gpu", "H200", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    df = cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=4096, gpus=["H100 SXM", "H200"])
+    assert [r["gpu"] for r in rows] == list(df["gpu"])
+    assert [r["cost_usd"] for r in rows] == pytest.approx(list(df["cost_usd"]), rel=1e-12)
+    assert [r["ep"] for r in rows] == list(df["ep"])
+
+
+def test_cli_cost_csv_and_text(capsys):
+    assert cli.main(["cost", "mixtral-8x7b", "--tokens", "1T", "--seq", "4096", "--gpu", "H200", "--csv"]) == 0
+    header, first = capsys.readouterr().out.splitlines()[:2]
+    assert "cost_usd" in header and "ep" in header.split(",") and "EP8" in first
+    assert cli.main(["cost", "llama-3-8b", "--tokens", "100B", "--seq", "4096", "--gpu", "H100 SXM"]) == 0
+    out = capsys.readouterr().out
+    assert "H100 SXM" in out and "warning" not in out
+    assert cli.main(["cost", "llama-3-8b", "--tokens", "100B", "--seq", "4096", "--ep", "8"]) == 2
+
+
+# ----------------------------------------------------------------------------- the rest of chapter 11's helpers
+def test_cost_sensitivity_prices_the_active_flops():
+    df = cost_sensitivity("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", seq=4096, prices=(2.0,), mfus=(0.4,))
+    peak = float(_gpu_row("H100 SXM")["bf16_dense_tflops"]) * 1e12
+    assert df.loc[0.4, 2.0] == pytest.approx(1e12 * _mixtral_per_token(4096) / (peak * 0.4) / 3600 * 2.0, rel=1e-9)
+
+
+def test_run_from_step_of_an_expert_parallel_step():
+    st_ = step_time("mixtral-8x7b", "H100 SXM", L.Parallel(dp=8, ep=8, zero=1), batch=1, seq=4096, grad_accum=16)
+    run = run_from_step("mixtral-8x7b", st_, tokens=1e12, gpu="H100 SXM", seq=4096)
+    assert run.time.mfu == pytest.approx(st_.mfu, rel=1e-12)       # the step's own (active) MFU
+    assert run.time.gpu_hours == pytest.approx(1e12 / st_.tokens * st_.step_s * 8 / 3600, rel=1e-9)
