@@ -207,8 +207,7 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
     """Chapter 11: the cost of the *finished job* on each GPU type (bars, with the MFU band as a range), next
     to the hourly price (right), from :func:`~llmsizing.time_cost.cost_by_gpu`: the fewest GPUs that hold a
     step, the days on them, GPU-hours x price. At the same MFU the ranking follows price / dense peak, not the
-    hourly price. A mixture of experts works too (its layouts with expert parallelism, EP in the layout; the
-    summary adds the warning that its MFU is extrapolated from dense runs): chapter 18."""
+    hourly price. A mixture of experts too (EP in its layouts; the summary adds its MFU warning): chapter 18."""
     import numpy as np
 
     from ..time_cost import cost_by_gpu
@@ -248,10 +247,9 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
         lines.append(f"  {r['gpu']:<10s} ${r['price_usd_per_gpu_hour']:.2f}/h  {r['gpu_hours']:>12,.0f} GPU-h  "
                      f"${r['cost_usd']:>12,.0f} (${r['cost_usd_low']:,.0f}-${r['cost_usd_high']:,.0f})  "
                      f"min {r['min_gpus']:.0f} GPUs ({r['layout']}), {r['days_on_min_gpus']:,.0f} days on them")
-    if first["fits"]:
-        lines.append(f"cheapest job: {first['gpu']}")
-    lines += [f"warning: {w}" for w in df.attrs.get("warnings", ())[:1]]     # a mixture of experts: the MFU's
-    return FixedView(fig, "\n".join(lines))                                 # extrapolation from dense runs
+    lines += [f"cheapest job: {first['gpu']}"] if first["fits"] else []
+    lines += [f"warning: {w}" for w in df.attrs.get("warnings", ())[:1]]     # a mixture of experts' MFU warning
+    return FixedView(fig, "\n".join(lines))
 
 
 def resolve_model_name(model) -> str:
