@@ -221,3 +221,20 @@ def test_run_from_step_of_an_expert_parallel_step():
     run = run_from_step("mixtral-8x7b", st_, tokens=1e12, gpu="H100 SXM", seq=4096)
     assert run.time.mfu == pytest.approx(st_.mfu, rel=1e-12)       # the step's own (active) MFU
     assert run.time.gpu_hours == pytest.approx(1e12 / st_.tokens * st_.step_s * 8 / 3600, rel=1e-9)
+
+
+# ----------------------------------------------------------------------------- the widgets of chapters 10 and 11
+def test_time_and_cost_widgets_offer_and_draw_mixtures_of_experts():
+    from llmsizing.widgets import cost_widget, training_time_widget
+
+    board = training_time_widget()
+    assert set(L.list_models(moe=True)) <= set(board.controls["model"].options)
+    board.controls["mfu"].value = 0.3
+    board.controls["model"].value = "mixtral-8x7b"
+    t = training_time("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", n_gpus=1024, seq=8192, mfu=0.3)
+    assert f"{t.days:,.1f} days" in board.summary.value and not board.error.value
+    w = cost_widget()
+    w.controls["mfu"].value = 0.5
+    w.controls["model"].value = "deepseek-v3"
+    t = training_time("deepseek-v3", tokens=1e12, gpu="H100 SXM", n_gpus=1024, seq=8192, mfu=0.5)
+    assert f"${t.cost_usd:,.0f}" in w.summary.value and w.error.value == ""

@@ -20,8 +20,9 @@ from .dashboard import _CONTROL_ROOM_PX, CONTROLS_WIDTH_PX, Dashboard
 def _dense_models(model) -> list[str]:
     """The dense catalogue models, for a widget's model dropdown; ``model`` (the widget's starting value) is
     checked first, so that a mixture of experts is refused with the reason rather than a bare "Invalid
-    selection": the widgets draw training memory, layouts and serving time, which do not model MoE yet
-    (issue 24; its parameters, weights, KV cache and FLOPs are in chapters 1 and 3)."""
+    selection": these widgets draw dense views with no expert-parallel control (issue 24). A mixture of experts
+    has chapter 18's ``moe_layout_widget``; the training-time and cost widgets (chapters 10 and 11) list every
+    model."""
     from ..catalog import get_model, list_models
     from ..model import MOE_NOT_MODELLED
 

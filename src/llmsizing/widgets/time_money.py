@@ -13,7 +13,7 @@ import functools
 import ipywidgets as W
 
 from .. import charts
-from ..catalog import get_model, list_gpus
+from ..catalog import get_model, list_gpus, list_models
 from .controls import _dense_models, _gpu_multiselect, _reroute, _set_quietly, _style
 from .dashboard import FIGURE_MAX_PX, Dashboard
 
@@ -33,8 +33,8 @@ def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
         return charts.render_training_time(model, tokens=tokens, gpu=gpu, seq=seq, n_gpus=n_gpus,
                                            mfu=mfu or None, into=into)
 
-    controls = {
-        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
+    controls = {                                 # every model: a mixture of experts is timed on its active FLOPs
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
@@ -54,8 +54,8 @@ def cost_widget(model: str = "llama-3-70b") -> Dashboard:
 
     get_model(model)
     start = get_gpu("H100 SXM")
-    controls = {
-        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
+    controls = {                                 # every model (cost_sensitivity prices a mixture of experts too)
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value=start.name, description="GPU", **_style()),
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
