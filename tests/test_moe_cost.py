@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import llmsizing as L
 from llmsizing import cli
-from llmsizing.cost import cost_sensitivity
+from llmsizing.cost import cost_sensitivity, cost_vs_gpus
 from llmsizing.layouts import min_gpus, step_time
 from llmsizing.runs import run_from_step
 from llmsizing.time_cost import _layout_label, cost_by_gpu, implied_mfu, mfu_estimate, training_time
@@ -238,3 +238,23 @@ def test_time_and_cost_widgets_offer_and_draw_mixtures_of_experts():
     w.controls["model"].value = "deepseek-v3"
     t = training_time("deepseek-v3", tokens=1e12, gpu="H100 SXM", n_gpus=1024, seq=8192, mfu=0.5)
     assert f"${t.cost_usd:,.0f}" in w.summary.value and w.error.value == ""
+
+
+# ----------------------------------------------------------------------------- cost_vs_gpus with expert parallelism
+def test_cost_vs_gpus_of_mixtral_with_ep8():
+    df = cost_vs_gpus("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", seq=4096, global_batch=512, tp=1, pp=1,
+                             ep=8, zero=1)
+    assert list(df["dp"]) == [8, 16, 32, 64, 128, 256, 512]           # ep = 8 divides dp (tp = 1)
+    peak = float(_gpu_row("H100 SXM")["bf16_dense_tflops"]) * 1e12
+    for r in df.itertuples():
+        st_ = step_time("mixtral-8x7b", "H100 SXM", L.Parallel(dp=r.dp, ep=8, zero=1), batch=1, seq=4096,
+                        grad_accum=512 // r.dp)
+        assert r.step_s == pytest.approx(st_.step_s, rel=1e-12)
+        assert r.mfu == pytest.approx(_mixtral_per_token(4096) * 512 * 4096 / (r.step_s * r.n_gpus * peak), rel=1e-9)
+    with pytest.raises(ValueError, match="ep=8"):
+        cost_vs_gpus("llama-3-8b", tokens=1e12, gpu="H100 SXM", seq=4096, global_batch=512, ep=8)
+    with pytest.raises(ValueError, match="ep=3"):
+        cost_vs_gpus("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", seq=4096, global_batch=512, ep=3)
+    with pytest.raises(ValueError, match="dps must be multiples of 8"):
+        cost_vs_gpus("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", seq=4096, global_batch=512, tp=1, ep=8,
+                            dps=(4, 8))

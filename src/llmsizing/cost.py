@@ -135,7 +135,7 @@ def cost_sensitivity(model: Model | str, *, tokens: float, gpu, seq: int, prices
 def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_batch: int, tp: int = 8,
                  pp: int = 1, zero: int = 1, micro_batch: int = 1, dps=None, kernel_efficiency: float | None = None,
                  overlap: float | None = None, recompute: str = "none", price_usd_per_gpu_hour: float | None = None,
-                 compute_efficiency: float | None = None):
+                 compute_efficiency: float | None = None, ep: int = 1):
     """Days, GPU-hours and cost of one job as the data-parallel degree grows at a fixed ``global_batch``
     (sequences), for the layout ``tp`` x ``pp`` (sequence parallelism on when ``tp > 1``) with ZeRO stage
     ``zero`` (off at ``dp = 1``, where there is nothing to shard over), micro-batch ``micro_batch`` and
@@ -148,12 +148,24 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     the MFU falls and the same job costs more. ``dp`` stops at ``global_batch / micro_batch``: the global batch
     caps data parallelism. ``dps`` defaults to the powers of two that divide it. Memory is not checked here
     (the planner does that). Days and cost carry the GPU generation's calibrated range
-    (:func:`~llmsizing.time_cost.mfu_range_factors`), as the planner's do. Chapter 11."""
+    (:func:`~llmsizing.time_cost.mfu_range_factors`), as the planner's do. Chapter 11.
+
+    A mixture of experts may split its routed experts over ``ep`` GPUs (a divisor of its experts; default 1): each
+    ``dp`` is then a multiple of what ``ep`` needs (:func:`llmsizing.moe_layouts.dp_unit`), the step includes the
+    all-to-all with the model's node limit (:func:`llmsizing.moe_layouts.route_max_nodes`, as the planner's) and
+    the MFU counts the active parameters' FLOPs (chapter 18)."""
     import pandas as pd
 
     from .layouts import step_time
+    from .moe_layouts import dp_unit, route_max_nodes
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
+    ep = check_int("ep", ep)
+    if ep > 1 and not model.is_moe:
+        raise ValueError(f"ep={ep} splits routed experts, but {model.name!r} is dense (experts=0): give ep=1")
+    if model.is_moe and model.experts % ep:
+        raise ValueError(f"ep={ep} must divide the {model.experts} routed experts of {model.name!r}")
+    unit = dp_unit(tp, 1, ep)
     g = get_gpu(gpu)
     tokens = check_number("tokens", tokens, allow_equal=False)
     seq = check_int("seq", seq)
@@ -170,13 +182,18 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
         raise ValueError(f"micro_batch={b} must divide global_batch={gb}")
     top = gb // b
     if dps is None:
-        dps = [d for d in (2 ** k for k in range(25)) if d <= top and top % d == 0]
+        dps = [d for d in (2 ** k for k in range(25)) if d <= top and top % d == 0 and d % unit == 0]
     else:
         dps = sorted({check_int("dps[i]", d) for d in check_sequence("dps", dps, example="(1, 8, 64)")})
         bad = [d for d in dps if top % d]
         if bad:
             raise ValueError(f"dps must divide global_batch / micro_batch = {top:,} (the global batch caps data "
                              f"parallelism); {bad[0]:,} does not")
+        if [d for d in dps if d % unit]:
+            raise ValueError(f"dps must be multiples of {unit} with ep={ep} and tp={tp} (ep divides tp x dp)")
+    if not dps:
+        raise ValueError(f"no data-parallel degree up to global_batch / micro_batch = {top:,} is a multiple of "
+                         f"{unit}, which ep={ep} needs: raise global_batch or lower ep")
     price = gpu_price(g, price_usd_per_gpu_hour)
     per_step_flops = training_flops_per_token(model, seq=seq) * gb * seq
     steps = tokens / (gb * seq)
@@ -184,9 +201,9 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     low, high = mfu_range_factors(g)
     rows = []
     for d in dps:
-        par = Parallel(tp=tp, pp=pp, dp=d, zero=zero if d > 1 else 0, sp=tp > 1)
+        par = Parallel(tp=tp, pp=pp, dp=d, zero=zero if d > 1 else 0, sp=tp > 1, **({"ep": ep} if ep > 1 else {}))
         st = step_time(model, g, par, batch=b, seq=seq, grad_accum=top // d, kernel_efficiency=eff, overlap=overlap,
-                       recompute=recompute)
+                       recompute=recompute, **({"max_nodes": route_max_nodes(model)} if model.is_moe else {}))
         days = steps * st.step_s / SECONDS_PER_DAY
         hours = days * HOURS_PER_DAY * par.gpus
         rows.append({"dp": d, "n_gpus": par.gpus, "grad_accum": top // d, "compute_s": st.compute_s,
