@@ -258,3 +258,27 @@ def test_cost_vs_gpus_of_mixtral_with_ep8():
     with pytest.raises(ValueError, match="dps must be multiples of 8"):
         cost_vs_gpus("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", seq=4096, global_batch=512, tp=1, ep=8,
                             dps=(4, 8))
+
+
+# ----------------------------------------------------------------------------- the planner's figure and widget
+def test_render_plan_and_planner_widget_draw_a_mixture_of_experts():
+    from llmsizing.charts import render_plan
+    from llmsizing.planner import plan
+    from llmsizing.widgets import planner_widget
+
+    run = dict(tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=512, max_gpus=1024)
+    first = plan("mixtral-8x7b", **run).query("pareto").iloc[0]
+    view = render_plan("mixtral-8x7b", **run)
+    assert f"dp={first.dp}, ep={first.ep}, ZeRO-{first.zero}" in view.summary and first.ep > 1
+    st_ = step_time("mixtral-8x7b", "H100 SXM", L.Parallel(dp=int(first.dp), ep=int(first.ep), zero=int(first.zero)),
+                    batch=int(first.micro_batch), seq=4096, grad_accum=int(first.grad_accum), recompute=first.recompute)
+    assert f"step {st_.step_s:.2f} s" in view.summary                 # the chosen plan's own step, all-to-all included
+    board = planner_widget()
+    assert set(L.list_models(moe=True)) <= set(board.controls["model"].options)
+    board.controls["seq"].value = 4096
+    board.controls["gpus"].value = ("H100 SXM",)
+    board.controls["max_gpus"].value = 1024
+    board.controls["model"].value = "mixtral-8x7b"                    # the run above: its cheapest plan uses ep
+    assert not board.error.value
+    assert board.controls["choice"].options[0][0].startswith(f"#1: {first.n_gpus} x H100 SXM, tp=1 pp=1 "
+                                                             f"dp={first.dp}, ep={first.ep}, ")

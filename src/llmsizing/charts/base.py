@@ -394,13 +394,14 @@ def _stage_memory_columns(ax, tm, g) -> None:
 
 def _step_time_bars(ax, st, *, fontsize: float) -> None:
     """Where one step's time goes (:meth:`~llmsizing.layouts.StepTime.parts`): one horizontal bar per part,
-    compute first; shared by the parallelism explorer and the planner's figure."""
+    compute first; shared by the parallelism explorer and the planner's figure (a mixture of experts' all-to-all,
+    ``ep``, in the colour chapter 18's figures give it)."""
     import numpy as np
 
     parts = st.parts()
     names = list(parts)
     _fast_hbars(ax, np.arange(len(names)), [parts[k] for k in names],
-                colors=[EXPLORER_TIME_COLORS[k] for k in names])
+                colors=[{**EXPLORER_TIME_COLORS, "ep": "#D55E00"}[k] for k in names])
     ax.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
                                           for n in names], fontsize=fontsize)
     ax.invert_yaxis()

@@ -464,7 +464,7 @@ def _cp_text(r, sep: str = " ") -> str:
 def _plan_label(r) -> str:
     """A front plan in one line: GPUs and layout."""
     return (f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp},{_cp_text(r, ' ')}{',' if _cp_text(r) else ''} pp={r.pp}, "
-            f"dp={r.dp}, ZeRO-{r.zero}"
+            f"dp={r.dp}{f', ep={r.ep}' if r.get('ep', 1) > 1 else ''}, ZeRO-{r.zero}"
             f"{', SP' if r.sp else ''}), micro-batch {r.micro_batch} x {r.grad_accum}, recompute={r.recompute}")
 
 
@@ -489,11 +489,11 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..catalog import get_gpu, resolve_model
     from ..layouts import USABLE_FRACTION, step_time
     from ..memory import training_memory
+    from ..moe_layouts import route_max_nodes
     from ..parallel import Parallel
     from ..planner import _pareto, plan
 
-    eff, ovl = kernel_efficiency, overlap
-    m = resolve_model(model)
+    eff, ovl, m = kernel_efficiency, overlap, resolve_model(model, moe=True)   # a mixture of experts: chapter 18
     if plans is None:
         plans = plan(m, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
                      deadline_days=deadline_days, budget_usd=budget_usd, kernel_efficiency=eff, overlap=ovl)
@@ -507,11 +507,11 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                          f"got {highlight!r}")
     r = plans.loc[highlight]
     g = get_gpu(r.gpu)
-    par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp),
+    par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp), ep=int(r.get("ep", 1)),
                    cp=int(r.get("cp", 1)), cp_comm=plans.attrs.get("cp_comm", "p2p"))
     run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), recompute=r.recompute)
     tm = training_memory(m, parallel=par, **run)
-    st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, **run)
+    st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, max_nodes=route_max_nodes(m), **run)
 
     def build(fig):
         gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1], height_ratios=[1, 1.3], left=0.1, right=0.965,

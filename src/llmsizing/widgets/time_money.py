@@ -14,7 +14,7 @@ import ipywidgets as W
 
 from .. import charts
 from ..catalog import get_model, list_gpus, list_models
-from .controls import _dense_models, _gpu_multiselect, _reroute, _set_quietly, _style
+from .controls import _gpu_multiselect, _reroute, _set_quietly, _style
 from .dashboard import FIGURE_MAX_PX, Dashboard
 
 #: The token budgets the widgets of chapters 10-12 offer.
@@ -140,7 +140,7 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
                                   plans=df, highlight=front.index[k], into=into, all_plans=searched)
 
     controls = {
-        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
+        "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),   # MoE too
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
         "gpus": _gpu_multiselect(charts.PLAN_GPUS, "GPU types"),
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
@@ -163,7 +163,7 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
 def _front_options(front) -> list[tuple[str, int]]:
     """The plan selector's options: one per front plan (cheapest first)."""
     return [(f"#{i}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp}{charts.time_money._cp_text(r)} pp={r.pp} dp={r.dp}, "
-             f"{r.days:,.1f} days, "
+             + (f"ep={r.ep}, " if getattr(r, "ep", 1) > 1 else "") + f"{r.days:,.1f} days, "
              f"{charts._usd(r.cost_usd)}", i - 1) for i, r in enumerate(front.itertuples(), 1)]
 
 
