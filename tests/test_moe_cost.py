@@ -282,3 +282,22 @@ def test_render_plan_and_planner_widget_draw_a_mixture_of_experts():
     assert not board.error.value
     assert board.controls["choice"].options[0][0].startswith(f"#1: {first.n_gpus} x H100 SXM, tp=1 pp=1 "
                                                              f"dp={first.dp}, ep={first.ep}, ")
+
+
+# ----------------------------------------------------------------------------- the largest micro-batch
+@pytest.mark.parametrize("par", [L.Parallel(dp=8, ep=8, zero=1), L.Parallel(dp=16, ep=8, zero=2),
+                                 L.Parallel(tp=2, sp=True, dp=8, ep=8, zero=1)])
+def test_max_micro_batch_of_mixtral_is_the_largest_that_fits(par):
+    """max_micro_batch against training_memory itself: b fits (or is 0) and b + 1 does not."""
+    from llmsizing.memory import max_micro_batch, training_memory
+
+    capacity = L.get_gpu("H100 SXM").memory_bytes
+    for seq in (1024, 4096, 8192):
+        b = max_micro_batch("mixtral-8x7b", "H100 SXM", seq, parallel=par, recompute="full")
+
+        def fits(n):
+            return training_memory("mixtral-8x7b", batch=n, seq=seq, parallel=par,
+                                   recompute="full").total_bytes <= capacity
+        assert (b == 0 or fits(b)) and not fits(b + 1), (seq, b)
+    assert max_micro_batch("mixtral-8x7b", "H100 SXM", 1024, parallel=L.Parallel(tp=2, sp=True, dp=8, ep=8, zero=1),
+                           recompute="full") > 0

@@ -753,13 +753,13 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     quadratics in ``s``: the peak fits iff every piece fits. The pieces are read off six calls of
     :func:`training_memory`, which makes the sweep over sequence lengths a NumPy expression (no loop) that
     agrees with :func:`training_memory` by construction (``recompute_layers`` too: partial recomputation is linear
-    in the micro-batch as well). Taught in chapter 4.
+    in the micro-batch as well). Taught in chapter 4. A mixture of experts (``parallel`` with ``ep``) too: chapter 18.
     """
     import numpy as np
 
     from .catalog import get_gpu
 
-    model = resolve_model(model)
+    model = resolve_model(model, moe=True)
     capacity = get_gpu(gpu).memory_bytes
     seqs = np.asarray(seq)
     if seqs.ndim > 1 or seqs.size == 0 or seqs.dtype.kind not in "iu":
