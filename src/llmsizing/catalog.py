@@ -141,10 +141,11 @@ def resolve_model(model: Model | str, *, moe: bool = False) -> Model:
 
     A mixture of experts (:attr:`Model.is_moe`) is refused unless ``moe=True``: this is the library's one guard
     (:func:`llmsizing.model.require_dense`) for the functions that would otherwise compute a dense answer for
-    it (the planner, the calibrated MFU, serving time). The functions that do handle one pass ``moe=True``: the
-    weights and KV cache of :mod:`llmsizing.inference`, the FLOPs of :mod:`llmsizing.flops`, and training memory,
-    activations, communication and step time with expert parallelism (:mod:`llmsizing.moe`, issue 24). The error
-    names the function that refused."""
+    it (fine-tuning, speculative decoding, chapter 4's and 7's dense formulas). The functions that do handle one
+    pass ``moe=True``: the weights and KV cache of :mod:`llmsizing.inference`, the FLOPs of :mod:`llmsizing.flops`,
+    training memory, activations, communication and step time with expert parallelism (:mod:`llmsizing.moe`,
+    issue 24), the planner, the calibrated MFU, training time and cost, and serving. The error names the function
+    that refused."""
     if isinstance(model, str):
         model = get_model(model)
     elif not isinstance(model, Model):
