@@ -37,6 +37,7 @@ def _read():
         df[col] = df[col].fillna("bf16") if col in df else "bf16"
     col = "attention_kernel"   # how the engine's decode attention reads GQA KV heads; grouped where blank
     df[col] = df[col].fillna("grouped") if col in df else "grouped"
+    df["known_out"] = df["known_out"].fillna("") if "known_out" in df else ""   # why a row is known to miss
     return df
 
 
