@@ -237,11 +237,12 @@ def test_every_published_row_inside_the_stated_range_and_within_1_5x(i, publishe
 
 def test_known_out_rows_are_held_out_and_few():
     """A known miss is never a calibration row, and the misses stay a small share of the held-out rows (the range
-    is stated for the rest): at most 3 of the rows, each with a reason of some length."""
+    is stated for the rest): at most one in eight, each with a reason of some length."""
     df = S.published_serving()
     out = df[df["known_out"] != ""]
     assert (out["calibration"] == "no").all()
-    assert 0 < len(out) <= 3 and out["known_out"].str.len().gt(40).all()
+    assert 0 < len(out) <= (df["calibration"] == "no").sum() / 8
+    assert out["known_out"].str.len().gt(40).all()
     assert not out["inside"].any()
 
 
