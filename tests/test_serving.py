@@ -235,6 +235,19 @@ def test_every_published_row_inside_the_stated_range_and_within_1_5x(i, publishe
     assert 1 / 1.5 <= r.speed_ratio <= 1.5, (r.model, r.gpu, r.metric, r.speed_ratio)
 
 
+def test_rejected_candidates_have_sources_and_reasons():
+    """Every published figure considered and left out (data/serving_published_rejected.csv) names its source, a URL
+    and why it could not be represented, so a later session does not add it back unexamined."""
+    import pandas as pd
+    from llmsizing.catalog import DATA_DIR
+
+    rej = pd.read_csv(DATA_DIR / "serving_published_rejected.csv")
+    assert list(rej.columns) == ["source", "url", "as_of", "reason"] and len(rej) >= 10
+    assert rej["url"].str.startswith("https://").all() and rej["reason"].str.len().gt(30).all()
+    kept = set(S.published_serving()["source"])
+    assert not kept & set(rej["source"])                      # a candidate is either a row or rejected, not both
+
+
 def test_known_out_rows_are_held_out_and_few():
     """A known miss is never a calibration row, and the misses stay a small share of the held-out rows (the range
     is stated for the rest): at most one in eight, each with a reason of some length."""
