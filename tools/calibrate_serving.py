@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from llmsizing.serve_calibration import fit_serving_constants  # noqa: E402
 
-AS_OF = "2026-11-25"
+AS_OF = "2026-11-26"
 UNITS = {"weights_bu": "fraction", "attention_bu": "fraction", "step_overhead_s": "s", "prefill_mfu": "fraction"}
 NOTES = {"weights_bu": "share of HBM bandwidth reading the weights in a decode step (MBU)",
          "attention_bu": "share of HBM bandwidth reading the paged KV cache",
@@ -43,8 +43,9 @@ def model_csv() -> str:
     for engine, value in per_engine.items():
         w.writerow([f"step_overhead_s[{engine}]", value, "s", src, AS_OF,
                     f"fixed time per engine step fitted on {engine}'s calibration rows (serving(engine={engine!r}))"])
-    w.writerow(["range_low", low, "ratio", src, AS_OF, "lowest engine/model speed ratio, rounded down to 0.05"])
-    w.writerow(["range_high", high, "ratio", src, AS_OF, "highest engine/model speed ratio, rounded up to 0.05"])
+    src = "spread of every row of data/serving_published.csv at the fitted constants (tools/calibrate_serving.py)"
+    w.writerow(["range_low", low, "ratio", src, AS_OF, "lowest engine/model speed ratio over every row (calibration and held out), rounded down to 0.05"])
+    w.writerow(["range_high", high, "ratio", src, AS_OF, "highest engine/model speed ratio over every row (calibration and held out), rounded up to 0.05"])
     return out.getvalue()
 
 

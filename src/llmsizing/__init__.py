@@ -37,6 +37,7 @@ from .reliability import Goodput, Interruptions, checkpoint_bytes, goodput, inte
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve import Serving, ServingPlan, replicas_for, serving, serving_cost_by_gpu, serving_sweep
+from .serve_calibration import ServingRange, serving_range
 from .finetune import FinetuneMemory, finetune_memory, lora_params
 
 # The serving module was `llmsizing.serving` until the top-level API took that name for the function:
@@ -63,7 +64,7 @@ __all__ = [
     "largest_compute_optimal", "overtrained", "Goodput", "Interruptions", "checkpoint_bytes", "goodput",
     "interruptions",
     # Part IV
-    "Serving", "ServingPlan", "replicas_for", "serving", "serving_cost_by_gpu", "serving_sweep",
-    "FinetuneMemory", "finetune_memory", "lora_params",
+    "Serving", "ServingPlan", "replicas_for", "serving", "serving_cost_by_gpu", "serving_sweep", "ServingRange",
+    "serving_range", "FinetuneMemory", "finetune_memory", "lora_params",
 ]
 __version__ = "0.1.0"

@@ -37,8 +37,10 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
   with the decode steps, so under load each running sequence's ITL carries the other sequences' prefills
   (``itl_s``), and a step that carries a full chunk costs more (``chunk_step_s``).
 * The four constants (``mbu``, ``attention_bu``, ``step_overhead_s``, ``mfu``) are fitted on published figures
-  (``data/serving_model.csv``, ``tools/calibrate_serving.py``, :mod:`llmsizing.serve_calibration`), which also
-  give the range of the residuals. The step overhead is fitted per engine (``engine=``); the default is pooled.
+  (``data/serving_model.csv``, ``tools/calibrate_serving.py``, :mod:`llmsizing.serve_calibration`), and the range
+  stated for a prediction (:func:`~llmsizing.serve_calibration.serving_range`) is the spread of every published
+  row. The step overhead is fitted per engine (``engine=``); the default is pooled, and an engine without rows is
+  stated over the fitted engines' whole overhead interval.
 * **Grouped-query attention in decode**: a kernel that reads each KV head once for its group of query heads
   (``attention_kernel="grouped"``, the default), or once per query head (``"per-query-head"``: ``heads /
   kv_heads`` times the KV bytes, as TensorRT-LLM 0.5 and 0.6.1 did before its XQA kernel).
@@ -93,8 +95,9 @@ ENGINE_STEP_OVERHEAD_S = dict(_FIT.engine_step_overhead_s)
 ENGINES = tuple(ENGINE_STEP_OVERHEAD_S)
 #: Achieved fraction of the dense peak (MFU) in prefill and in decode's matmuls: calibrated, and a range.
 MFU_DEFAULT, MFU_LOW, MFU_HIGH = _FIT.prefill_mfu, 0.4, 0.7
-#: The published / predicted range the calibration's residuals give (rounded outwards): a serving figure
-#: lies within ``RANGE_LOW x`` and ``RANGE_HIGH x`` the central prediction.
+#: The stated range (rounded outwards): a published serving figure's speed lies within ``RANGE_LOW x`` and
+#: ``RANGE_HIGH x`` the central prediction (the spread of every row of ``data/serving_published.csv``, calibration
+#: and held out; :func:`~llmsizing.serve_calibration.serving_range`).
 RANGE_LOW, RANGE_HIGH = _FIT.low, _FIT.high
 #: Fixed time per tensor-parallel all-reduce (seconds) of the old model; now used only when a caller passes
 #: ``allreduce_latency_s=`` to :func:`serving` (the default prices all-reduces with the network model).
