@@ -54,7 +54,7 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
                                _stages=stages, **kw)
         return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
 
-    if cp > 1 and base is not None:
+    if base is not None:              # (at cp = 1: the same layout with another recomputation, _partial_coefficients)
         fixed, _, sharded = base
         sharded = sharded / cp
         return fixed, pieces(1, a) - fixed - sharded / a, sharded
@@ -93,6 +93,59 @@ def _total_bytes(coef, micro: np.ndarray, dp: np.ndarray) -> np.ndarray:
     fixed, per_micro, sharded = coef
     peak = (fixed[None, :] + micro[:, None] * per_micro[None, :] + sharded[None, :] / dp[:, None]).max(axis=1)
     return FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * peak
+
+
+def _partial_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str,
+                          full) -> dict:
+    """:func:`_memory_coefficients` of partial recomputation with one layer per stage recomputed
+    (``recompute="full", recompute_layers=1``: the planner's stages are one model chunk each) for every
+    context-parallel degree of ``cps`` (``{cp: coefficients}``), from ``full``, the coefficients at
+    ``recompute="full"`` and ``cp = 1``: the
+    model states, ``fixed`` and ``sharded``, do not depend on what is recomputed, so one evaluation reads
+    ``per_micro`` at ``cp = 1`` and two more give every other degree (:func:`_cp_coefficients`).
+    ``tests/test_planner_speed.py`` checks plans priced from them against direct calls."""
+    kw = {**kw, "recompute": "full", "recompute_layers": 1}
+    out = {1: _memory_coefficients(model, kw, tp, pp, zero, m, 1, cp_comm, full)}
+    if any(c > 1 for c in cps):
+        out.update(_cp_coefficients(model, kw, tp, pp, zero, m, cps, cp_comm, out[1]))
+    return out
+
+
+def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarray, limits: np.ndarray):
+    """The fewest layers per stage, ``n`` in ``1 .. layers``, that partial recomputation (Megatron-LM's block
+    method, :func:`~llmsizing.parallel.recomputed_layers`) must rerun for the per-GPU total to fit each limit, for
+    every GPU limit (rows, ``limits``) and ``dp`` (columns, ``dps``) at once; and the totals at that ``n``.
+
+    ``one`` and ``every`` are :func:`_memory_coefficients` with 1 and all ``layers`` of a stage recomputed. Every
+    piece of the peak is affine in ``n`` between them (each recomputed layer keeps its input instead of its
+    tensors, :func:`~llmsizing.activations.partial_recompute_activations`), so the peak fits iff every piece does
+    and each piece gives a bound on ``n`` in closed form: ``n = 1 + max over pieces of ceil((P1 - limit) / (P1 -
+    Pn) x (layers - 1))``. ``n`` is 0 where nothing fits, even every layer (the total there is ``inf``); the
+    total at ``n = layers`` is :func:`_total_bytes` of ``every`` itself (the plan of full recomputation, as
+    before)."""
+    micro = np.full(len(dps), float(micro))
+    total_every = _total_bytes(every, micro, dps)
+    n = np.zeros((len(limits), len(dps)), dtype=np.int64)
+    total = np.full(n.shape, np.inf)
+    can = total_every[None, :] <= limits[:, None]                  # where every layer recomputed fits
+    if not can.any():
+        return n, total
+    g, d = np.nonzero(can)
+    f1, u1, s1 = one
+    fl, ul, sl = every
+    p1 = f1[None, :] + micro[d, None] * u1[None, :] + s1[None, :] / dps[d, None]   # (plan, piece) at 1 layer
+    pl = fl[None, :] + micro[d, None] * ul[None, :] + sl[None, :] / dps[d, None]   # ... at every layer
+    slope = (pl - p1) / (layers - 1)                                  # per extra layer (<= 0)
+    over = p1 - ((limits[g] - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION))[:, None]   # above the peak allowed
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.where(over <= 0, 0.0, np.where(slope < 0, np.ceil(over / -slope - 1e-9), np.inf))
+    k = np.minimum(1 + need.max(axis=1), layers)                      # (every layer fits: at most layers)
+    t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
+    k = np.where((k < layers) & (t > limits[g]), k + 1, k)            # (a floating-point edge: one more)
+    t = np.where(k == layers, total_every[d], FIXED_OVERHEAD_BYTES
+                 + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1))
+    n[g, d], total[g, d] = k.astype(np.int64), t
+    return n, total
 
 
 #: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
@@ -182,11 +235,25 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                                                             "rc"))
     n = len(gi)
     mf = m.astype(float)
+    # partial recomputation (cols["rl"] layers of each stage's, fewer than all, with "full"): every per-layer piece
+    # below is affine in the layers whose forward runs twice, so such a row is "none" + x ("full" - "none"), x the
+    # share of its stage's layers recomputed (the pieces of "none" are added for those rows)
+    rl = cols.get("rl")
+    part = np.zeros(n, dtype=bool)
+    if rl is not None and "full" in rcs:
+        part = (ri == list(rcs).index("full")) & (rl > 0) & (rl < model.layers // pp)
+    pi = np.flatnonzero(part)
+    rcs = tuple(rcs) + (() if "none" in rcs else ("none",))
+    x = (rl[pi] / (model.layers // pp[pi]))[:, None] if len(pi) else np.zeros((0, 1))
+
+    def plus_none(*arrays):      # the arrays, then their partial rows again with the "none" recomputation
+        return [np.concatenate([a, a[pi]]) for a in arrays[:-1]] + [
+            np.concatenate([arrays[-1], np.full(len(pi), rcs.index("none"))])]
 
     # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
     # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over layers,
     # its share of the windows too: a stage's is the share of the layers it holds)
-    lay_keys, lay_idx = _groups(gi, tp, cp, b, ri)
+    lay_keys, lay_idx = _groups(*plus_none(gi, tp, cp, b, ri))
     lay = np.zeros((len(lay_keys), 6))
     peak_of = {}
     fp8 = compute_dtype(precision) == "fp8"      # the attention core then runs at BF16's pace (step_compute_time_s)
@@ -200,10 +267,13 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         lay[k] = (st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
                   by.get("cp", 0.0), bf16_rate)
         peak_of[g_] = st.peak_flops
-    L = lay[lay_idx]
+    L = lay[lay_idx[:n]]
+    if len(pi):
+        none = lay[lay_idx[n:]]
+        L[pi] = none + x * (L[pi] - none)
     # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers over
     # the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
-    stage_keys, stage_idx = _groups(pp, ri)
+    stage_keys, stage_idx = _groups(*plus_none(pp, ri))
     stage = np.zeros((len(stage_keys), 4))
     for k, (p_, r_) in enumerate(stage_keys):
         par, rc = Parallel(pp=p_), rcs[r_]
@@ -214,7 +284,11 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                     training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
                                                                                              recompute=rc),
                     stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest] if fp8 else 0.0)
-    S = stage[stage_idx]
+    S = stage[stage_idx[:n]]
+    if len(pi):     # FLOPs: affine; the forward's share: its inverse is (the hardware FLOPs are)
+        none, full = stage[stage_idx[n:]], S[pi]
+        S[pi] = none + x * (full - none)
+        S[pi, 2] = 1 / (1 / none[:, 2] + x[:, 0] * (1 / full[:, 2] - 1 / none[:, 2]))
     # step_compute_time_s's own order: stage FLOPs x batch x seq x m / (tp cp) / (peak x 1e12 x efficiency);
     # under FP8 the attention core's FLOPs at the BF16 rate
     per_gpu = b * seq * m / (tp * cp)

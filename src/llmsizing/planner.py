@@ -38,7 +38,8 @@ from .moe_layouts import dp_unit, ep_candidates, moe_ep_coefficients, route_max_
 from .parallel import CP_COMMS, MAX_PP, check_layout
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups,  # noqa: F401
-                           _memory_coefficients, _price, _total_bytes)
+                           _least_recompute_layers, _memory_coefficients, _partial_coefficients, _price,
+                           _total_bytes)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .time_cost import mfu_range_factors
 
@@ -53,8 +54,8 @@ OVERLAP = None
 
 #: Columns of :func:`plan`'s DataFrame, in order.
 PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum", "recompute",
-                "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days", "days_low", "days_high",
-                "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto")
+                "recompute_layers", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days",
+                "days_low", "days_high", "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto")
 
 #: Columns of :func:`plan`'s DataFrame for a mixture of experts: :data:`PLAN_COLUMNS` with the expert-parallel
 #: degree ``ep`` after ``pp`` (a dense model's frame keeps :data:`PLAN_COLUMNS`, unchanged).
@@ -121,6 +122,17 @@ def default_cp_degrees(seq: int) -> tuple[int, ...]:
     return tuple(c for c in CP_DEGREES if c == 1 or (seq % (2 * c) == 0 and seq // c >= CP_MIN_TOKENS_PER_RANK))
 
 
+def recompute_kwargs(row) -> dict:
+    """``recompute=`` and ``recompute_layers=`` of one row of a :func:`plan` frame (a ``Series`` or an
+    ``itertuples()`` row), to give :func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time`
+    or :func:`~llmsizing.time_cost.training_time` the plan's recomputation: ``recompute_layers`` is ``None``
+    for ``"none"``, ``"selective"`` and a frame without the column (issue 23)."""
+    import pandas as pd
+
+    n = getattr(row, "recompute_layers", None)
+    return {"recompute": row.recompute, "recompute_layers": None if n is None or pd.isna(n) else int(n)}
+
+
 class NoPlanError(ValueError):
     """Nothing fits, or nothing meets the deadline or budget: the message says which and what came closest."""
 
@@ -151,7 +163,7 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
 @functools.lru_cache(maxsize=32)
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
             frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,), cp_comm="p2p", eps=(1,),
-            expert_tp=False, max_nodes=None, ep_overlap=0.0):
+            expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -247,18 +259,44 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                     totals[rc] = t
                 return totals[rc]
 
+            def least(b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, cp=cp, ep=ep):
+                """Partial recomputation: per GPU and dp the fewest layers per stage that fit (0: none do), and
+                the totals there (plan_pricing._least_recompute_layers)."""
+                total("full")                       # (fills the cache with full recomputation's coefficients)
+                n, t = np.zeros((len(gi), len(dps)), dtype=np.int64), np.full((len(gi), len(dps)), np.inf)
+                for c in np.unique(accum_class):
+                    key = (tp, pp, zero, ep, "full1", int(c), cp)
+                    if key not in coef_cache:
+                        for d, coef in _partial_coefficients(model, kw, tp, pp, zero, int(c), cps, cp_comm,
+                                                             coef_cache[(tp, pp, zero, ep, "full", int(c), 1)]
+                                                             ).items():
+                            coef_cache[key[:-1] + (d,)] = coef
+                    sel = accum_class == c
+                    n[:, sel], t[:, sel] = _least_recompute_layers(
+                        coef_cache[key], coef_cache[(tp, pp, zero, ep, "full", int(c), cp)], stage_layers, float(b),
+                        dps[sel], limit)
+                return n, t
+
             # for every GPU at once, the lightest recomputation that fits, per dp (a heavier one is never kept, and
-            # worked out only while some GPU still needs one)
+            # worked out only while some GPU still needs one); full recomputation with the fewest layers per stage
+            # that fit when partial recomputation is searched
+            stage_layers = model.layers // pp
             chosen = np.zeros((len(gi), len(dps)), dtype=bool)
-            fits, kept, totals_ = [], [], []
+            fits, kept, totals_, layers_ = [], [], [], []
             for r, rc in enumerate(rcs):
                 if chosen.all():
                     break
-                t = total(rc)
-                f = (t[None, :] <= limit[:, None]) & ~chosen
+                if rc == "full" and partial and stage_layers > 1:
+                    n, t = least()
+                    f = (n > 0) & ~chosen
+                else:
+                    t = np.broadcast_to(total(rc)[None, :], chosen.shape)
+                    f = (t <= limit[:, None]) & ~chosen
+                    n = np.full(chosen.shape, stage_layers if rc == "full" else -1, dtype=np.int64)
                 fits.append(f)
                 kept.append(r)
                 totals_.append(t)
+                layers_.append(n)
                 chosen |= f
             fit = np.stack(fits, axis=1)                      # (GPU, recomputation, dp), in the search's order
             if zero and cp == 1:                              # ZeRO over one data-parallel rank is no ZeRO at all
@@ -267,7 +305,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             if not len(g_):
                 continue
             blocks.append((gi[g_], tp, cp, pp, zero, b, dps[d_].astype(np.int64), m[d_].astype(np.int64),
-                           np.array(kept)[r_], np.stack(totals_)[r_, d_], ep))
+                           np.array(kept)[r_], np.stack(totals_)[r_, g_, d_], ep, np.stack(layers_)[r_, g_, d_]))
             found += len(g_)
             most = MAX_MOE_PLANS if model.is_moe else MAX_PLANS
             if found > most:
@@ -286,6 +324,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                                                           "rc"))}
     total_bytes = column(9, float)
     cols["ep"] = column(10, np.int64)
+    cols["rl"] = column(11, np.int64)
     step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
                           node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
                           ep_overlap=ep_overlap)
@@ -295,7 +334,9 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     df = pd.DataFrame({
         "gpu": names[gi], "n_gpus": tp * cp * pp * dp, "dp": dp, "tp": tp, "cp": cp, "pp": pp, "zero": cols["zero"],
         "sp": tp > 1, "micro_batch": cols["micro"], "grad_accum": cols["m"],
-        "recompute": np.array(rcs, dtype=object)[cols["rc"]], "memory_per_gpu_bytes": total_bytes,
+        "recompute": np.array(rcs, dtype=object)[cols["rc"]],
+        "recompute_layers": pd.Series(cols["rl"]).where(cols["rl"] >= 0).astype("Int64"),
+        "memory_per_gpu_bytes": total_bytes,
         "capacity_bytes": np.array([float(g.memory_bytes) for g in gpu_list])[gi], "step_time_s": step_s,
         "price": np.array([float(price_of[g.name]) for g in gpu_list])[gi], "peak": peak})
     if model.is_moe:
@@ -313,7 +354,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          inter_node_gbps: float | None = None, max_pp: int = 64, explain: bool = True,
          optimizer_impl: str = "foreach", compute_efficiency: float | None = None, cp_degrees=None,
          cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
-         ep_overlap: float = 0.0):
+         ep_overlap: float = 0.0, partial_recompute: bool = True):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest first.
 
@@ -332,6 +373,19 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     that fits is kept (heavier recomputation costs time and buys nothing once it fits). A plan fits when its
     most loaded GPU's total (:func:`~llmsizing.memory.training_memory`) is at most ``usable_fraction`` of
     the GPU's memory.
+
+    **Partial recomputation** (issue 23; ``partial_recompute=True``, the default, for a dense model): where
+    only ``"full"`` fits, the plan recomputes the fewest layers of each pipeline stage that make it fit,
+    Megatron-LM's ``--recompute-method block --recompute-num-layers N`` (``recompute="full",
+    recompute_layers=N`` in :func:`~llmsizing.memory.training_memory` and :func:`~llmsizing.layouts.step_time`),
+    found in closed form for every GPU and ``dp`` at once (:func:`~llmsizing.plan_pricing._least_recompute_layers`:
+    the memory is affine in ``N``). It reruns ``N`` of the stage's layers instead of all of them, so such a plan
+    is never slower than the same layout with full recomputation. The ``recompute_layers`` column holds ``N``
+    for ``"full"`` (the stage's layers when every layer is recomputed) and ``<NA>`` for ``"none"`` and
+    ``"selective"``. ``partial_recompute=False`` recomputes every layer, as before. Not searched: partial
+    recomputation where ``"selective"`` already fits (a few recomputed layers can rerun fewer FLOPs than
+    selective recomputation at long context; the planner keeps its lightest-first order), and a mixture of
+    experts (partial recomputation of one is not modelled).
 
     Time: :func:`~llmsizing.layouts.step_time` on each GPU's node (``data/nodes.csv``; ``gpus_per_node`` and
     ``inter_node_gbps`` override it), at ``kernel_efficiency`` (default: each GPU generation's calibrated one;
@@ -383,6 +437,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     elif max_nodes is not None:
         max_nodes = check_int("max_nodes", max_nodes)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
+    partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
     gpu_list = resolve_gpus(gpus, example='("H100 SXM", "A100 80GB")')
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
@@ -440,12 +495,13 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             optimizer_impl, cps, cp_comm)
     if model.is_moe:                            # (a dense model's search is called as before)
         args += (eps, expert_tp, max_nodes, ep_overlap)
+    more = {"partial": True} if partial else {}      # (the search without it is called as before)
     try:
         hash(args)
     except TypeError:           # an unhashable argument: not cached; the search rejects it with its own message
-        df = _search.__wrapped__(*args)
+        df = _search.__wrapped__(*args, **more)
     else:
-        df = _search(*args)
+        df = _search(*args, **more)
     if df is None:
         if not explain:
             return pd.DataFrame(columns=list(columns))

@@ -490,7 +490,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..layouts import USABLE_FRACTION, step_time
     from ..memory import training_memory
     from ..parallel import Parallel
-    from ..planner import _pareto, plan
+    from ..planner import _pareto, plan, recompute_kwargs
 
     eff, ovl = kernel_efficiency, overlap
     m = resolve_model(model)
@@ -509,7 +509,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     g = get_gpu(r.gpu)
     par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp),
                    cp=int(r.get("cp", 1)), cp_comm=plans.attrs.get("cp_comm", "p2p"))
-    run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), recompute=r.recompute)
+    run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), **recompute_kwargs(r))
     tm = training_memory(m, parallel=par, **run)
     st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, **run)
 
