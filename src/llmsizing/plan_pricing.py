@@ -111,6 +111,23 @@ def _partial_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, 
     return out
 
 
+def _one_layer_coefficients(none, full, layers: int):
+    """:func:`_partial_coefficients` at one context-parallel degree without evaluating anything, from the same
+    layout's coefficients without recomputation (``none``) and with every layer recomputed (``full``), a stage of
+    ``layers`` layers. Per micro-batch, a piece of a stage grows with the recomputed layers by the same bytes
+    (their checkpoints replace their tensors, in every micro-batch in flight: :math:`1/L` of what ``full`` changes
+    in the forward piece), and the start of the backward also holds the rebuilt layer's working set from the
+    first recomputed layer on (what ``full`` adds there beyond the forward's change). The pieces are
+    :func:`~llmsizing.memory.step_phases`' five per stage, in its order. ``tests/test_planner_speed.py`` checks
+    plans built on them against direct calls."""
+    fixed, per_micro, sharded = full
+    base = none[1].reshape(-1, 5)
+    change = per_micro.reshape(-1, 5) - base
+    rebuilt = np.zeros_like(change)
+    rebuilt[:, 2] = change[:, 2] - change[:, 0]            # backward (start): the rebuilt layer on top
+    return fixed, (base + (change - rebuilt) / layers + rebuilt).reshape(-1), sharded
+
+
 def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarray, limits: np.ndarray):
     """The fewest layers per stage, ``n`` in ``1 .. layers``, that partial recomputation (Megatron-LM's block
     method, :func:`~llmsizing.parallel.recomputed_layers`) must rerun for the per-GPU total to fit each limit, for

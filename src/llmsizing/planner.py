@@ -38,8 +38,8 @@ from .moe_layouts import dp_unit, ep_candidates, moe_ep_coefficients, route_max_
 from .parallel import CP_COMMS, MAX_PP, check_layout
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups,  # noqa: F401
-                           _least_recompute_layers, _memory_coefficients, _partial_coefficients, _price,
-                           _total_bytes)
+                           _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
+                           _partial_coefficients, _price, _total_bytes)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .time_cost import mfu_range_factors
 
@@ -266,7 +266,13 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                 n, t = np.zeros((len(gi), len(dps)), dtype=np.int64), np.full((len(gi), len(dps)), np.inf)
                 for c in np.unique(accum_class):
                     key = (tp, pp, zero, ep, "full1", int(c), cp)
-                    if key not in coef_cache:
+                    none = (tp, pp, zero, ep, "none", int(c), cp)
+                    if key in coef_cache:
+                        pass
+                    elif none in coef_cache:          # (the search tried no recomputation first: no evaluation)
+                        coef_cache[key] = _one_layer_coefficients(coef_cache[none], coef_cache[
+                            (tp, pp, zero, ep, "full", int(c), cp)], stage_layers)
+                    else:
                         for d, coef in _partial_coefficients(model, kw, tp, pp, zero, int(c), cps, cp_comm,
                                                              coef_cache[(tp, pp, zero, ep, "full", int(c), 1)]
                                                              ).items():
