@@ -158,9 +158,11 @@ def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarr
         need = np.where(over <= 0, 0.0, np.where(slope < 0, np.ceil(over / -slope - 1e-9), np.inf))
     k = np.minimum(1 + need.max(axis=1), layers)                      # (every layer fits: at most layers)
     t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
-    k = np.where((k < layers) & (t > limits[g]), k + 1, k)            # (a floating-point edge: one more)
-    t = np.where(k == layers, total_every[d], FIXED_OVERHEAD_BYTES
-                 + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1))
+    edge = (k < layers) & (t > limits[g])                             # (a floating-point edge: one more)
+    if edge.any():
+        k = np.where(edge, k + 1, k)
+        t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
+    t = np.where(k == layers, total_every[d], t)
     n[g, d], total[g, d] = k.astype(np.int64), t
     return n, total
 
