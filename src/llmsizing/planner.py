@@ -14,6 +14,10 @@ days and cost. It adds no formula of its own:
   communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide), worked out for all
   the plans at once (:func:`_price`: the library called once per piece that many plans share, NumPy for the
   rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time`` per plan);
+* where only full recomputation fits, the fewest layers per stage that fit (partial recomputation, Megatron-LM's
+  block method; issue 23): the memory is affine in them, so :func:`~llmsizing.plan_pricing._least_recompute_layers`
+  solves for them in closed form, and each per-layer piece of the step time is the no-recomputation one plus the
+  recomputed share of what full recomputation adds (:func:`~llmsizing.plan_pricing._price`);
 * days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
   range of the GPU generation's published runs around the calibrated fit
   (:func:`~llmsizing.time_cost.mfu_range_factors`).
