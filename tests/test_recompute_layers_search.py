@@ -201,3 +201,14 @@ def test_a_mixture_of_experts_is_searched_as_before():
     assert new.equals(old)
     full = new[new["recompute"] == "full"]
     assert (full["recompute_layers"] == 32 // full["pp"]).all()         # Mixtral's 32 layers, all of a stage's
+
+
+def test_recompute_label_names_the_layers(at_128k):
+    from llmsizing.planner import recompute_label
+
+    df, old = at_128k
+    r = df.sort_values("days").iloc[0]
+    n = int(r.recompute_layers)
+    assert recompute_label(r) == f"full ({n})" and recompute_label(r, long=True) == f"full ({n} layers per stage)"
+    none = df[df["recompute"] == "none"].iloc[0]
+    assert recompute_label(none) == "none" and recompute_label(none.drop("recompute_layers")) == "none"

@@ -137,6 +137,13 @@ def recompute_kwargs(row) -> dict:
     return {"recompute": row.recompute, "recompute_layers": None if n is None or pd.isna(n) else int(n)}
 
 
+def recompute_label(row, long: bool = False) -> str:
+    """A plan row's recomputation as tables print it: ``"none"``, ``"selective"``, ``"full"``, or with the layers
+    per stage full recomputation reruns ``"full (5)"`` (``long``: ``"full (5 layers per stage)"``)."""
+    n = recompute_kwargs(row)["recompute_layers"]
+    return row.recompute if n is None else f"full ({n}{' layers per stage' if long else ''})"
+
+
 class NoPlanError(ValueError):
     """Nothing fits, or nothing meets the deadline or budget: the message says which and what came closest."""
 
