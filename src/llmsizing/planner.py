@@ -309,7 +309,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                 else:
                     t = np.broadcast_to(total(rc)[None, :], chosen.shape)
                     f = (t <= limit[:, None]) & ~chosen
-                    n = np.full(chosen.shape, stage_layers if rc == "full" else -1, dtype=np.int64)
+                    n = np.full(chosen.shape, stage_layers if rc == "full" and not model.is_moe else -1,
+                                dtype=np.int64)           # (a mixture of experts: whole-model recomputation only)
                 fits.append(f)
                 kept.append(r)
                 totals_.append(t)
@@ -391,18 +392,18 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     most loaded GPU's total (:func:`~llmsizing.memory.training_memory`) is at most ``usable_fraction`` of
     the GPU's memory.
 
-    **Partial recomputation** (issue 23; ``partial_recompute=True``, the default, for a dense model): where
-    only ``"full"`` fits, the plan recomputes the fewest layers of each pipeline stage that make it fit,
-    Megatron-LM's ``--recompute-method block --recompute-num-layers N`` (``recompute="full",
-    recompute_layers=N`` in :func:`~llmsizing.memory.training_memory` and :func:`~llmsizing.layouts.step_time`),
-    found in closed form for every GPU and ``dp`` at once (:func:`~llmsizing.plan_pricing._least_recompute_layers`:
-    the memory is affine in ``N``). It reruns ``N`` of the stage's layers instead of all of them, so such a plan
-    is never slower than the same layout with full recomputation. The ``recompute_layers`` column holds ``N``
-    for ``"full"`` (the stage's layers when every layer is recomputed) and ``<NA>`` for ``"none"`` and
-    ``"selective"``. ``partial_recompute=False`` recomputes every layer, as before. Not searched: partial
-    recomputation where ``"selective"`` already fits (a few recomputed layers can rerun fewer FLOPs than
-    selective recomputation at long context; the planner keeps its lightest-first order), and a mixture of
-    experts (partial recomputation of one is not modelled).
+    **Partial recomputation** (issue 23; ``partial_recompute=True``, the default, for a dense model): where only
+    ``"full"`` fits, the plan recomputes the fewest layers of each pipeline stage that make it fit, Megatron-LM's
+    ``--recompute-method block --recompute-num-layers N`` (``recompute="full", recompute_layers=N`` in
+    :func:`~llmsizing.memory.training_memory` and :func:`~llmsizing.layouts.step_time`), found in closed form for
+    every GPU and ``dp`` at once (:func:`~llmsizing.plan_pricing._least_recompute_layers`: the memory is affine in
+    ``N``). It reruns ``N`` of the stage's layers instead of all of them, so such a plan is never slower than the
+    same layout with full recomputation. The ``recompute_layers`` column holds ``N`` for ``"full"`` (the stage's
+    layers when every layer is recomputed) and ``<NA>`` for ``"none"`` and ``"selective"`` (and for a mixture of
+    experts, which recomputes the whole model or nothing). ``partial_recompute=False`` recomputes every layer, as
+    before. Not searched: partial recomputation where ``"selective"`` already fits (a few recomputed layers can
+    rerun fewer FLOPs than selective recomputation at long context; the planner keeps its lightest-first order), and
+    a mixture of experts (partial recomputation of one is not modelled).
 
     Time: :func:`~llmsizing.layouts.step_time` on each GPU's node (``data/nodes.csv``; ``gpus_per_node`` and
     ``inter_node_gbps`` override it), at ``kernel_efficiency`` (default: each GPU generation's calibrated one;
