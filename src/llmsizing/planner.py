@@ -273,9 +273,11 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             def least(b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, cp=cp, ep=ep):
                 """Partial recomputation: per GPU and dp the fewest layers per stage that fit (0: none do), and
                 the totals there (plan_pricing._least_recompute_layers)."""
-                total("full")                       # (fills the cache with full recomputation's coefficients)
+                can = total("full")[None, :] <= limit[:, None]    # (fills the cache with full's coefficients)
                 n, t = np.zeros((len(gi), len(dps)), dtype=np.int64), np.full((len(gi), len(dps)), np.inf)
                 for c in np.unique(accum_class):
+                    if not can[:, accum_class == c].any():     # not even every layer recomputed fits
+                        continue
                     key = (tp, pp, zero, ep, "full1", int(c), cp)
                     none = (tp, pp, zero, ep, "none", int(c), cp)
                     if key in coef_cache:
