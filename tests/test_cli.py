@@ -428,3 +428,47 @@ def test_plan_ep_is_the_planner(capsys):
                      "--max-gpus", "128", "--ep", "8", "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert " ep " in out.splitlines()[1] and "expert parallelism ep in (8,)" in out
+
+
+# ----------------------------------------------------------------------------- partial recomputation (issue 23)
+def test_recompute_layers_on_memory_time_and_plan(capsys):
+    """``--recompute-layers N`` (with ``--recompute full``) is the library's ``recompute_layers``: memory between no
+    and full recomputation, the time's HFU and calibrated MFU; ``plan`` shows the planner's layers per stage and
+    ``--no-partial-recompute`` recomputes every layer."""
+    base = ["memory", "llama-3-70b", "--batch", "1", "--seq", "8192", "--tp", "8", "--pp", "4", "--dp", "8", "--sp",
+            "--grad-accum", "8", "--json"]
+    mem = {k: {r["component"]: r["bytes"] for r in _json(capsys, base + extra)}["total"] for k, extra in (
+        ("none", []), ("five", ["--recompute", "full", "--recompute-layers", "5"]), ("full", ["--recompute", "full"]))}
+    lib = L.training_memory("llama-3-70b", batch=1, seq=8192, grad_accum=8, recompute="full", recompute_layers=5,
+                            parallel=L.Parallel(tp=8, pp=4, dp=8, sp=True)).total_bytes
+    assert mem["five"] == pytest.approx(lib) and mem["full"] < mem["five"] < mem["none"]
+    argv = ["time", "llama-3-70b", "--tokens", "1T", "--gpu", "H100 SXM", "--gpus", "1024", "--seq", "8192",
+            "--recompute", "full", "--recompute-layers", "20", "--json"]
+    central = {r["case"]: r for r in _json(capsys, argv)}["central"]
+    t = training_time("llama-3-70b", tokens=1e12, gpu="H100 SXM", n_gpus=1024, seq=8192, recompute="full",
+                      recompute_layers=20)
+    assert central["days"] == pytest.approx(t.days) and central["mfu"] == pytest.approx(t.mfu)
+    plan_argv = ["plan", "llama-3.1-405b", "--tokens", "800B", "--seq", "131072", "--global-batch", "128",
+                 "--max-gpus", "16384", "--all", "--json"]
+    rows = _json(capsys, plan_argv)
+    assert any(r["recompute"] == "full" and r["recompute_layers"] < 126 // r["pp"] for r in rows)
+    assert all((r["recompute_layers"] is None) == (r["recompute"] != "full") for r in rows)
+    every = _json(capsys, plan_argv + ["--no-partial-recompute"])
+    assert all(r["recompute_layers"] == 126 // r["pp"] for r in every if r["recompute"] == "full")
+    assert cli.main(plan_argv[:-2] + ["--top", "1"]) == 0
+    assert "layers)" in capsys.readouterr().out                           # "full (N layers)"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["memory", "llama-3-8b", "--batch", "1", "--seq", "4096", "--recompute-layers", "3"], "--recompute full"),
+    (["memory", "llama-3-8b", "--batch", "1", "--seq", "4096", "--recompute", "full", "--recompute-layers", "33"],
+     "recompute_layers"),
+    (["memory", "llama-3-8b", "--batch", "1", "--seq", "4096", "--recompute", "full", "--recompute-layers", "-1"],
+     "--recompute-layers"),
+    (["time", "llama-3-8b", "--tokens", "1T", "--gpu", "H100 SXM", "--gpus", "8", "--seq", "4096",
+      "--recompute", "selective", "--recompute-layers", "2"], "--recompute full"),
+])
+def test_bad_recompute_layers_exit_2_naming_it(argv, words, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err

@@ -220,10 +220,10 @@ def test_the_planner_finds_cp_layouts_at_128k():
     for r in df.sort_values("days").head(3).itertuples():          # rows agree with direct calls
         par = Parallel(tp=int(r.tp), cp=int(r.cp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp))
         t = L.training_memory(L405, batch=int(r.micro_batch), seq=SEQ, grad_accum=int(r.grad_accum),
-                              recompute=r.recompute, parallel=par)
+                              parallel=par, **planner.recompute_kwargs(r))
         assert t.total_bytes == pytest.approx(r.memory_per_gpu_bytes, rel=1e-6)
         st = L.step_time(L405, "H100 SXM", par, batch=int(r.micro_batch), seq=SEQ, grad_accum=int(r.grad_accum),
-                         recompute=r.recompute, overlap=None)
+                         overlap=None, **planner.recompute_kwargs(r))
         assert st.step_s == pytest.approx(r.step_time_s, rel=1e-9)
 
 

@@ -417,7 +417,12 @@ def figures(result) -> list[float]:
     if isinstance(result, np.ndarray):
         return [float(x) for x in result.ravel()]
     if isinstance(result, pd.DataFrame):
-        return [float(x) for x in result.select_dtypes("number").to_numpy().ravel()]
+        # a nullable integer column's <NA> says "does not apply" (plan()'s recompute_layers for plans that do not
+        # recompute whole layers): not a figure; a float NaN still is one, and fails
+        num = result.select_dtypes("number")
+        cols = [num.iloc[:, j] for j in range(num.shape[1])]
+        return [float(x) for c in cols for x in
+                (c.dropna() if isinstance(c.dtype, pd.api.extensions.ExtensionDtype) else c).to_numpy()]
     if isinstance(result, dict):
         return [x for v in result.values() for x in figures(v)]
     if dataclasses.is_dataclass(result):

@@ -229,7 +229,7 @@ def test_fuzz_plan_rows_fit_when_rechecked(model, gpu, seq, gb, max_gpus, price,
         r = df.iloc[i]
         par = L.Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp), cp=int(r.cp))
         t = L.training_memory(model, batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum),
-                              recompute=r.recompute, parallel=par)
+                              parallel=par, **L.planner.recompute_kwargs(r))
         assert t.total_bytes == pytest.approx(r.memory_per_gpu_bytes, rel=1e-6)
         assert t.total_bytes <= USABLE_FRACTION * g.memory_bytes * (1 + 1e-9)
         assert r.n_gpus == r.tp * r.cp * r.pp * r.dp and r.micro_batch * r.grad_accum * r.dp == gb

@@ -6,7 +6,7 @@ import pytest
 
 import llmsizing as L
 from llmsizing.layouts import step_time
-from llmsizing.planner import NoPlanError, PLAN_COLUMNS, plan
+from llmsizing.planner import NoPlanError, PLAN_COLUMNS, plan, recompute_kwargs
 
 SEQ = 4096
 
@@ -33,7 +33,7 @@ def test_memory_is_training_memory_exactly(p70):
     rows = p70.sample(25, random_state=0)
     for r in rows.itertuples():
         t = L.training_memory("llama-3-70b", batch=int(r.micro_batch), seq=SEQ, grad_accum=int(r.grad_accum),
-                              recompute=r.recompute, parallel=_row_par(r))
+                              parallel=_row_par(r), **recompute_kwargs(r))
         assert r.memory_per_gpu_bytes == pytest.approx(t.total_bytes, rel=1e-9)
         assert r.memory_per_gpu_bytes <= 0.9 * L.get_gpu(r.gpu).memory_bytes
 
@@ -59,7 +59,7 @@ def test_first_and_last_stage_hold_the_peak():
 def test_time_and_money_follow_step_time(p70):
     for r in p70.sample(10, random_state=2).itertuples():
         st = step_time("llama-3-70b", r.gpu, _row_par(r), batch=int(r.micro_batch), seq=SEQ,
-                       grad_accum=int(r.grad_accum), recompute=r.recompute)
+                       grad_accum=int(r.grad_accum), **recompute_kwargs(r))
         assert r.step_time_s == pytest.approx(st.step_s, rel=1e-12)
         steps = 1e12 / (512 * SEQ)
         assert r.days == pytest.approx(steps * st.step_s / 86400)
@@ -148,7 +148,8 @@ def test_the_kept_search_gives_what_a_fresh_search_gives(monkeypatch):
 
     kw = dict(gpus=("H100 SXM", "A100 80GB"), seq=4096, global_batch=256, max_gpus=512)
     search, returned = planner._search, []
-    monkeypatch.setattr(planner, "_search", lambda *args: returned.append(search(*args)) or returned[-1])
+    monkeypatch.setattr(planner, "_search", lambda *args, **kw: returned.append(search(*args, **kw))
+                        or returned[-1])
     first = plan("llama-3-8b", tokens=1e11, **kw)
     first.loc[:, "gpu"] = "nonsense"                          # a caller scribbling on what it got
     table = returned[-1]                                      # the table the search keeps

@@ -11,15 +11,19 @@ import pytest
 from llmsizing import catalog, planner
 from llmsizing.flops import training_flops_per_token
 from llmsizing.layouts import _divisors, step_time
+from llmsizing.memory import training_memory
 from llmsizing.parallel import Parallel, check_layout
 from llmsizing.planner import _cp_coefficients, _memory_coefficients, _total_bytes, plan
 
 
 def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer,
                       attention, stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
-                      cp_comm="p2p"):
+                      cp_comm="p2p", partial=False):
     """planner._search as it stood before it was vectorised (commit 0a2cc1e), its plan-count limit lifted: for
-    each layout, micro-batch and GPU type the lightest recomputation that fits, then one step_time per plan."""
+    each layout, micro-batch and GPU type the lightest recomputation that fits, then one step_time per plan.
+    With ``partial`` (issue 23), a plan that needs full recomputation gets the fewest layers per stage for which
+    a direct training_memory call fits (a bisection over 1 .. layers per stage: the memory falls with them), its
+    memory from that call and its step time from step_time with recompute_layers."""
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
@@ -46,7 +50,7 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
             f"the {planner.MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
             "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
 
-    candidates = []                 # (gpu, tp, cp, pp, zero, micro, dp, grad_accum, recompute, total bytes)
+    candidates = []                 # (gpu, tp, cp, pp, zero, micro, dp, grad_accum, recompute, total bytes, layers)
     coef_cache: dict = {}
     for tp, pp, zero in layouts:
         for cp, b in ((cp, b) for cp in cps for b in micros):
@@ -95,24 +99,47 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
                     for j in np.flatnonzero(fits):
                         if zero and dps[j] * cp == 1:   # ZeRO over one data-parallel rank is no ZeRO at all
                             continue
-                        candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc,
-                                           float(total(rc)[j])))
+                        n_rc, t = (model.layers // pp if rc == "full" else None), float(total(rc)[j])
+                        if rc == "full" and partial and n_rc > 1:
+                            n_rc, t = _fewest_layers(model, g, Parallel(tp=tp, pp=pp, dp=int(dps[j]), zero=zero,
+                                                                        sp=tp > 1, cp=cp, cp_comm=cp_comm),
+                                                     b, int(m[j]), limit, kw)
+                        candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc, t, n_rc))
                     chosen |= fits
     if not candidates:
         return None
 
     out, price_of = [], dict(prices)
-    for g, tp, cp, pp, zero, b, dp, m, rc, total in candidates:
+    for g, tp, cp, pp, zero, b, dp, m, rc, total, n_rc in candidates:
         par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
         st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
-                       recompute=rc, precision=precision, node=node_of[g.name])
-        out.append((g.name, par.gpus, dp, tp, cp, pp, zero, tp > 1, b, m, rc, total, float(g.memory_bytes),
+                       recompute=rc, precision=precision, node=node_of[g.name],
+                       recompute_layers=n_rc if n_rc is not None and n_rc < model.layers // pp else None)
+        out.append((g.name, par.gpus, dp, tp, cp, pp, zero, tp > 1, b, m, rc, n_rc, total, float(g.memory_bytes),
                     st.step_s, price_of[g.name], st.peak_flops))
     df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
-                                    "recompute", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s",
-                                    "price", "peak"])
+                                    "recompute", "recompute_layers", "memory_per_gpu_bytes", "capacity_bytes",
+                                    "step_time_s", "price", "peak"])
+    df["recompute_layers"] = df["recompute_layers"].astype("Int64")
     df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
     return df
+
+
+def _fewest_layers(model, gpu, par, batch, grad_accum, limit, kw):
+    """The fewest layers per stage (1 .. layers per stage) whose partial recomputation fits ``limit``, by
+    bisection on direct training_memory calls, and the total there."""
+    def total(n):
+        return training_memory(model, batch=batch, grad_accum=grad_accum, parallel=par, recompute="full",
+                               recompute_layers=n, **{k: v for k, v in kw.items() if k != "recompute"}).total_bytes
+
+    lo, hi = 1, model.layers // par.pp                  # total(hi) fits: the search found full recomputation fits
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if total(mid) <= limit:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo, total(lo)
 
 
 def _both(monkeypatch, **kw):
@@ -133,6 +160,8 @@ def _assert_same(slow, fast):
     assert fast.attrs == slow.attrs
     for col in slow.columns:
         a, b = slow[col].to_numpy(), fast[col].to_numpy()
+        if str(slow[col].dtype) == "Int64":              # recompute_layers: <NA> for none and selective
+            a, b = slow[col].fillna(-1).to_numpy(), fast[col].fillna(-1).to_numpy()
         if slow[col].dtype.kind == "f":
             np.testing.assert_allclose(b, a, rtol=1e-9, atol=0, err_msg=col)
         else:
@@ -153,8 +182,11 @@ SETTINGS = {
     "70b at 64K in FP8, the ring": dict(
         model="llama-3-70b", tokens=1e12, gpus=("H100 SXM", "H200"), seq=65536, global_batch=64, max_gpus=4096,
         precision="fp8-mixed"),
-    "405b over the whole catalogue at 8K, no GPU limit": dict(
-        model="llama-3.1-405b", tokens=15e12, gpus=tuple(catalog.list_gpus()), seq=8192, global_batch=2048),
+    # (every layer recomputed here: the reference's bisection for 4,400 partial plans would take a minute; the
+    # other settings hold 240 to 1,500 partial plans each, with pipelines, cp, FP8 and a given overlap)
+    "405b over the whole catalogue at 8K, no GPU limit, full recomputation of every layer": dict(
+        model="llama-3.1-405b", tokens=15e12, gpus=tuple(catalog.list_gpus()), seq=8192, global_batch=2048,
+        partial_recompute=False),
     "405b at 128K on H100s (issue 23)": dict(
         model="llama-3.1-405b", tokens=8e11, gpus=("H100 SXM",), seq=131072, global_batch=128, max_gpus=16384),
     "8b, chosen micro-batches, recomputations, ZeRO stages and cp degrees": dict(
@@ -178,6 +210,26 @@ def test_the_comparison_can_fail(monkeypatch):
         _assert_same(slow, off)
     with pytest.raises(AssertionError):
         _assert_same(slow, fast.iloc[1:])
+    off = fast.copy()                                   # one partial plan with one layer more recomputed
+    i = off.index[off["recompute_layers"].fillna(0) > 1][0]
+    off.loc[i, "recompute_layers"] += 1
+    with pytest.raises(AssertionError):
+        _assert_same(slow, off)
+
+
+def test_the_settings_hold_partial_recomputation():
+    """The comparisons above cover partial recomputation (issue 23) with pipelines, context parallelism and every
+    ZeRO stage: fewer layers recomputed than a stage holds, on some plans of each kind."""
+    for name, kw in SETTINGS.items():
+        if not kw.get("partial_recompute", True):
+            continue
+        df = plan(**kw)
+        layers = {"llama-3-70b": 80, "llama-3-8b": 32, "llama-3.1-405b": 126}[kw["model"]]
+        part = df[(df["recompute"] == "full") & (df["recompute_layers"] < layers // df["pp"])]
+        assert (part["pp"] > 1).any() and (part["pp"] == 1).any(), name
+        assert part["recompute_layers"].min() >= 1, name
+        if kw["seq"] >= 16384:
+            assert (part["cp"] > 1).any(), name
 
 
 def test_405b_at_128k_over_the_whole_catalogue_is_searched():

@@ -120,6 +120,10 @@ def number(minimum: float = 0.0, maximum: float | None = None, *, inclusive: boo
 #: The form of ``--stage``, for its help and its errors.
 STAGE_FORM = "TOKENS:SEQ[:GLOBAL_BATCH], e.g. 15T:8192 or 800B:131072:128"
 
+_RECOMPUTE_LAYERS_HELP = ("with --recompute full: recompute only the first N layers of each model chunk (a pipeline "
+                          "stage, or 1/--virtual-stages of one), Megatron-LM's --recompute-method block "
+                          "--recompute-num-layers N")
+
 
 def stage(text: str):
     """``"15T:8192"`` or ``"800B:131072:128"`` (tokens, sequence length, optional global batch in sequences) as a
@@ -243,8 +247,8 @@ def cmd_memory(args) -> None:
     model = _model(args.model, moe=True)                # a mixture of experts too (with --ep: issue 24)
     g = None if args.gpu is None else get_gpu(args.gpu)  # an unknown GPU is refused before anything is printed
     t = training_memory(model, batch=args.batch, seq=args.seq, precision=args.precision,
-                        optimizer=args.optimizer, attention=args.attention, recompute=args.recompute,
-                        grad_accum=args.grad_accum, parallel=_parallel(args), stack=args.stack)
+                        optimizer=args.optimizer, attention=args.attention, grad_accum=args.grad_accum,
+                        parallel=_parallel(args), stack=args.stack, **_recompute(args))
     df = memory_frame(t)
     if args.json or args.csv:
         _emit(df, args)
@@ -260,6 +264,16 @@ def cmd_memory(args) -> None:
     if g is not None:
         verdict = "fits" if t.total_bytes <= g.memory_bytes else "does NOT fit"
         print(f"\n{t.total_bytes / 2**30:,.1f} GiB {verdict} on one {g.label}")
+
+
+def _recompute(args) -> dict:
+    """``recompute=`` and ``recompute_layers=`` from ``--recompute`` and ``--recompute-layers`` (partial
+    recomputation: only with ``--recompute full``; the library checks the range)."""
+    n = args.recompute_layers
+    if n is not None and args.recompute != "full":
+        raise ValueError(f"--recompute-layers {n} recomputes whole layers (Megatron-LM's block method): give "
+                         f"--recompute full, got --recompute {args.recompute}")
+    return {"recompute": args.recompute, "recompute_layers": n}
 
 
 def _check_single_or_stages(args, *, single: tuple) -> None:
@@ -312,7 +326,8 @@ def _time_stages(args) -> None:
                 raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the calibrated "
                                  f"MFU {central:.3g} of --stage number {i + 1} (seq {st.seq:,}): give --mfu too")
     r = training_time(model, stages=args.stage, gpu=args.gpu, n_gpus=args.gpus, mfu=mfu, mfu_range=mfu_range,
-                      price_usd_per_gpu_hour=args.price, dtype=args.dtype, whole_run=args.whole_run)
+                      price_usd_per_gpu_hour=args.price, dtype=args.dtype, whole_run=args.whole_run,
+                      **_recompute(args))
     s0 = r.stages[0]
     _staged_output(r, args, f"{r.model}: {len(r.stages)} stages, {r.tokens:.3g} tokens on {r.gpu} at "
                             f"${s0.price_usd_per_gpu_hour:.2f}/GPU-hour; {r.total_flops:.3g} model FLOPs")
@@ -338,7 +353,7 @@ def cmd_time(args) -> None:
                              f"{central:.3g}: give --mfu too")
     t = training_time(_model(args.model, moe=True), tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus, seq=args.seq,
                       mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price, dtype=args.dtype,
-                      whole_run=args.whole_run)
+                      whole_run=args.whole_run, **_recompute(args))
     df = t.to_frame()
     if t.mfu_low == t.mfu_high:                        # one MFU: the three cases are the same row
         df = df.loc[["central"]]
@@ -402,7 +417,7 @@ def _plan_stages(args) -> None:
             st = replace(st, global_batch=args.global_batch)
         stages.append(st)
     options = dict(overlap=args.overlap, kernel_efficiency=args.kernel_efficiency, precision=args.precision,
-                   optimizer_impl=args.optimizer_impl)
+                   optimizer_impl=args.optimizer_impl, partial_recompute=not args.no_partial_recompute)
     gpu = (args.gpu or ["H100 SXM"])[0]
     r = training_time(_model(args.model, moe=True), stages=stages, gpu=gpu, n_gpus=args.max_gpus, plan_options=options)
     which = f"the fastest plan on at most {args.max_gpus:,} GPUs" if args.max_gpus else "the cheapest plan"
@@ -424,7 +439,8 @@ def cmd_plan(args) -> None:
               global_batch=args.global_batch, max_gpus=args.max_gpus, deadline_days=args.deadline_days,
               budget_usd=args.budget, overlap=args.overlap, kernel_efficiency=args.kernel_efficiency,
               precision=args.precision, optimizer_impl=args.optimizer_impl,
-              **({} if args.cp is None else {"cp_degrees": tuple(args.cp)}), cp_comm=args.cp_comm, **moe_kw)
+              **({} if args.cp is None else {"cp_degrees": tuple(args.cp)}), cp_comm=args.cp_comm,
+              partial_recompute=not args.no_partial_recompute, **moe_kw)
     if not args.all:
         df = df[df["pareto"]]
     df = df.head(args.top).reset_index(drop=True)
@@ -433,6 +449,8 @@ def cmd_plan(args) -> None:
         return
     out = df[["gpu", "n_gpus", "tp", "cp", "pp"] + (["ep"] if "ep" in df else [])
              + ["dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
+    part = df["recompute_layers"].notna() & (df["recompute_layers"] < _model(args.model, moe=True).layers // df["pp"])
+    out.loc[part, "recompute"] = [f"full ({n} layers)" for n in df.loc[part, "recompute_layers"]]
     out["GiB/GPU"] = (df["memory_per_gpu_bytes"] / 2**30).map("{:.1f}".format)
     out["step s"] = df["step_time_s"].map("{:.2f}".format)
     out["MFU"] = df["mfu"].map("{:.0%}".format)
@@ -555,6 +573,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", default="adamw", choices=list(OPTIMIZERS))
     p.add_argument("--attention", default="flash", choices=list(ATTENTION))
     p.add_argument("--recompute", default="none", choices=list(RECOMPUTE))
+    p.add_argument("--recompute-layers", type=integer(0), metavar="N", help=_RECOMPUTE_LAYERS_HELP)
     p.add_argument("--stack", default="fused", choices=list(STACKS))
     p.add_argument("--grad-accum", type=integer(), default=1,
                    help="gradient-accumulation steps (= pipeline micro-batches)")
@@ -599,6 +618,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"],
                    help="the peak the MFU is measured against")
+    p.add_argument("--recompute", default="none", choices=list(RECOMPUTE),
+                   help="activation recomputation: changes the HFU and the calibrated MFU (default none)")
+    p.add_argument("--recompute-layers", type=integer(0), metavar="N",
+                   help=_RECOMPUTE_LAYERS_HELP + " (without a layout the model is one chunk: 0 to its layers)")
     _add_output(p)
     p.set_defaults(func=cmd_time)
 
@@ -637,6 +660,9 @@ def parser() -> argparse.ArgumentParser:
                         "(default: every divisor of its routed experts)")
     p.add_argument("--ep-overlap", type=number(0, 1), default=None,
                    help="share of the all-to-all hidden behind compute (DualPipe's; default 0)")
+    p.add_argument("--no-partial-recompute", action="store_true",
+                   help="recompute every layer where only full recomputation fits (default: the fewest layers per "
+                        "pipeline stage that fit, shown as 'full (N layers)')")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)

@@ -93,7 +93,7 @@ def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep
     without ZeRO, it is each stage's own); another optimizer implementation's temporary is the largest tensor, a
     maximum. ZeRO-3 has ``ep = 1`` only.
     ``tests/test_planner_moe.py`` checks whole searches against direct calls."""
-    from .planner import _memory_coefficients
+    from .plan_pricing import _memory_coefficients
 
     e1, e2 = eps[0], eps[1]
     base = []
@@ -117,7 +117,7 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     from .comm import dp_schedule, ring_collective
     from .moe import _split
     from .network import group_link
-    from .planner import _DP_SLOTS, _dp_exposed, _dp_slot, _groups
+    from .plan_pricing import _DP_SLOTS, _dp_exposed, _dp_slot, _groups
     from .precision import DTYPE_BYTES, RECIPES
 
     recipe = RECIPES[precision]
@@ -180,7 +180,7 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     for :func:`~llmsizing.planner._price`: all the MoE layers' of one micro-batch without a pipeline, scaled by
     the most loaded stage's MoE layers over all of them, times the micro-batches."""
     from .moe import ep_all_to_all
-    from .planner import _groups
+    from .plan_pricing import _groups
 
     gi, tp, cp, pp, b, ep, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "micro", "ep", "rc"))
     out = np.zeros(len(gi))

@@ -14,6 +14,10 @@ days and cost. It adds no formula of its own:
   communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide), worked out for all
   the plans at once (:func:`_price`: the library called once per piece that many plans share, NumPy for the
   rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time`` per plan);
+* where only full recomputation fits, the fewest layers per stage that fit (partial recomputation, Megatron-LM's
+  block method; issue 23): the memory is affine in them, so :func:`~llmsizing.plan_pricing._least_recompute_layers`
+  solves for them in closed form, and each per-layer piece of the step time is the no-recomputation one plus the
+  recomputed share of what full recomputation adds (:func:`~llmsizing.plan_pricing._price`);
 * days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
   range of the GPU generation's published runs around the calibrated fit
   (:func:`~llmsizing.time_cost.mfu_range_factors`).
@@ -29,16 +33,17 @@ import numpy as np
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence, renamed
 from .activations import ATTENTION, STACKS
 from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
-from .flops import RECOMPUTE, stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
-from .hardware import dense_tflops
-from .hardware import kernel_efficiency as default_efficiency
-from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors, step_time
-from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, OPTIMIZER_IMPLS, training_memory
+from .flops import RECOMPUTE, training_flops_per_token
+from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
+from .memory import OPTIMIZER_IMPLS
 from .network import get_node
 from .model import Model
-from .moe_layouts import (dp_unit, ep_candidates, moe_all_to_all_s, moe_dp_collectives, moe_ep_coefficients,
-                          route_max_nodes)
-from .parallel import CP_COMMS, MAX_PP, Parallel, check_layout, layers_per_stage
+from .moe_layouts import dp_unit, ep_candidates, moe_ep_coefficients, route_max_nodes
+from .parallel import CP_COMMS, MAX_PP, check_layout
+# the vectorised arithmetic lives in plan_pricing; its names stay importable from here
+from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups,  # noqa: F401
+                           _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
+                           _partial_coefficients, _price, _total_bytes)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .time_cost import mfu_range_factors
 
@@ -53,8 +58,8 @@ OVERLAP = None
 
 #: Columns of :func:`plan`'s DataFrame, in order.
 PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum", "recompute",
-                "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days", "days_low", "days_high",
-                "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto")
+                "recompute_layers", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days",
+                "days_low", "days_high", "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto")
 
 #: Columns of :func:`plan`'s DataFrame for a mixture of experts: :data:`PLAN_COLUMNS` with the expert-parallel
 #: degree ``ep`` after ``pp`` (a dense model's frame keeps :data:`PLAN_COLUMNS`, unchanged).
@@ -121,82 +126,26 @@ def default_cp_degrees(seq: int) -> tuple[int, ...]:
     return tuple(c for c in CP_DEGREES if c == 1 or (seq % (2 * c) == 0 and seq // c >= CP_MIN_TOKENS_PER_RANK))
 
 
+def recompute_kwargs(row) -> dict:
+    """``recompute=`` and ``recompute_layers=`` of one row of a :func:`plan` frame (a ``Series`` or an
+    ``itertuples()`` row), to give :func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time`
+    or :func:`~llmsizing.time_cost.training_time` the plan's recomputation: ``recompute_layers`` is ``None``
+    for ``"none"``, ``"selective"`` and a frame without the column (issue 23)."""
+    import pandas as pd
+
+    n = getattr(row, "recompute_layers", None)
+    return {"recompute": row.recompute, "recompute_layers": None if n is None or pd.isna(n) else int(n)}
+
+
+def recompute_label(row, long: bool = False) -> str:
+    """A plan row's recomputation as tables print it: ``"none"``, ``"selective"``, ``"full"``, or with the layers
+    per stage full recomputation reruns ``"full (5)"`` (``long``: ``"full (5 layers per stage)"``)."""
+    n = recompute_kwargs(row)["recompute_layers"]
+    return row.recompute if n is None else f"full ({n}{' layers per stage' if long else ''})"
+
+
 class NoPlanError(ValueError):
     """Nothing fits, or nothing meets the deadline or budget: the message says which and what came closest."""
-
-
-def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1, cp_comm: str = "p2p",
-                         base=None, ep: int = 1, expert_tp: bool = False):
-    """``(fixed, per_micro, sharded)`` arrays, one entry per (stage, phase piece), such that a GPU's peak
-    piece is ``fixed + micro x per_micro + sharded / dp`` (read off three evaluations).
-
-    With ``cp`` context parallelism and ``base``, the coefficients of the same layout at ``cp = 1``, one
-    evaluation is enough: the model states do not depend on ``cp`` except through ZeRO's divisor ``dp x cp``
-    (``fixed`` is the same, ``sharded`` falls to ``sharded / cp``), so only ``per_micro`` (the activations of
-    ``seq / cp`` tokens and the K, V buffers) is read off ``micro = dp = 1``. ``tests/test_context_parallel.py``
-    checks this against the three evaluations.
-
-    A mixture of experts with expert parallelism ``ep`` (issue 24): the routed experts' ZeRO shards are taken
-    over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs, which for a given layout is
-    proportional to ``dp``, so a piece is still ``fixed + micro x per_micro + sharded / dp``; it is read off
-    ``dp = a`` and ``2 a``, ``a`` the smallest ``dp`` the layout allows (:func:`llmsizing.moe_layouts.dp_unit`; 1 for a
-    dense model), and the stages weighed are :func:`llmsizing.moe_layouts.heavy_stages`.
-    ``tests/test_planner_moe.py`` checks rows against direct calls."""
-    from .moe_layouts import dp_unit, heavy_stages
-
-    a = dp_unit(tp, cp, ep, expert_tp) if model.is_moe else 1
-
-    def pieces(batch, dp):
-        if model.is_moe:
-            par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
-                           expert_tp=expert_tp)
-            stages = heavy_stages(model, par)
-        else:
-            par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
-            stages = (0, pp - 1)
-        runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True,
-                               _stages=stages, **kw)
-        return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
-
-    if cp > 1 and base is not None:
-        fixed, _, sharded = base
-        sharded = sharded / cp
-        return fixed, pieces(1, a) - fixed - sharded / a, sharded
-    b1d1, b2d1 = pieces(1, a), pieces(2, a)
-    b1d2 = pieces(1, 2 * a) if zero else b1d1
-    per_micro = b2d1 - b1d1
-    sharded = 2 * a * (b1d1 - b1d2)
-    fixed = b1d1 - per_micro - sharded / a
-    return fixed, per_micro, sharded
-
-
-def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str, base,
-                     ep: int = 1, expert_tp: bool = False) -> dict:
-    """:func:`_memory_coefficients` for every context-parallel degree above 1 in ``cps``, from ``base`` (the
-    layout at ``cp = 1``) and at most two evaluations: what one micro-batch adds is ``X / cp + Y`` in every
-    piece, since the activations, the loss's temporaries and the ring's backward buffers are those of
-    ``seq / cp`` tokens and the gathered (or all-received) K and V of the whole sequence do not depend on ``cp``
-    (:func:`~llmsizing.activations.cp_attention_buffers_bytes`). ``tests/test_context_parallel.py`` checks the
-    result against direct evaluations."""
-    degrees = sorted(c for c in cps if c > 1)
-    fixed, _, sharded = base
-    if len(degrees) == 1:
-        return {degrees[0]: _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base, ep,
-                                                 expert_tp)}
-    c1, c2 = degrees[:2]
-    p1 = _memory_coefficients(model, kw, tp, pp, zero, m, c1, cp_comm, base, ep, expert_tp)[1]
-    p2 = _memory_coefficients(model, kw, tp, pp, zero, m, c2, cp_comm, base, ep, expert_tp)[1]
-    y = (c2 * p2 - c1 * p1) / (c2 - c1)
-    x = (p1 - y) * c1
-    return {c: (fixed, x / c + y, sharded / c) for c in degrees}
-
-
-def _total_bytes(coef, micro: np.ndarray, dp: np.ndarray) -> np.ndarray:
-    """Per-GPU total (peak + the default allowance, as :func:`~llmsizing.memory.default_overhead_bytes`)
-    for arrays of micro-batches and ``dp``."""
-    fixed, per_micro, sharded = coef
-    peak = (fixed[None, :] + micro[:, None] * per_micro[None, :] + sharded[None, :] / dp[:, None]).max(axis=1)
-    return FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * peak
 
 
 def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarray:
@@ -221,229 +170,11 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
     return front
 
 
-#: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
-#: them in, with whether each runs every micro-batch (ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers and
-#: reduce-scatter) or once per step, and the window it hides behind (:func:`~llmsizing.layouts.exposed_by_group`):
-#: ZeRO-3's forward gathers behind each forward; its backward gathers and reduce-scatters, together, behind each
-#: backward; the ZeRO-1/2 weight all-gather behind the next step's first forward; ZeRO-2's reduce-scatter behind
-#: each backward; DDP's and ZeRO-1's gradients behind the last backward.
-_DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter", "gradients")
-
-
-def _dp_slot(name: str) -> int:
-    """The :data:`_DP_SLOTS` index of the data-parallel collective called ``name`` (the tests of
-    :func:`~llmsizing.layouts.exposed_by_group`, in its order)."""
-    if "all-gather (forward)" in name:
-        return 0
-    if name.startswith("ZeRO-3"):
-        return 1
-    if "weight all-gather" in name:
-        return 2
-    if name.startswith("ZeRO-2 gradient"):
-        return 3
-    return 4
-
-
-def _groups(*columns):
-    """The distinct rows of integer ``columns`` (each an array, or a list of tuples' worth) as a list of tuples,
-    and for each row the index of its group: ``np.unique(..., axis=0, return_inverse=True)`` on one packed key,
-    which sorts plain integers instead of records."""
-    cols = [np.asarray(c, dtype=np.int64) for c in columns]
-    dims = [int(c.max()) + 1 for c in cols]
-    key = np.ravel_multi_index(cols, dims)
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return [tuple(int(c[i]) for c in cols) for i in first.tolist()], inverse.reshape(-1)
-
-
-def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs, expert_tp=False,
-           max_nodes=None, ep_overlap=0.0):
-    """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``, an
-    index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index into
-    ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called once
-    per piece many candidates share and NumPy doing the rest.
-
-    A step is ``compute x (1 + bubble)`` plus each group's exposed communication
-    (:func:`~llmsizing.layouts.exposed_by_group`). With ``m`` micro-batches per step:
-
-    * the compute is :func:`~llmsizing.comm.step_compute_time_s`'s, formed in the same order (bit for bit),
-      from the most loaded stage's FLOPs per token (:func:`~llmsizing.flops.stage_flops_per_token`, per
-      ``pp`` and recomputation) and the peak at the kernel efficiency;
-    * the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
-      with ``m`` and with the layers of the most loaded stage, and do not depend on ``dp`` or the ZeRO stage:
-      one ``step_time`` per (GPU, tp, cp, micro-batch, recomputation) without a pipeline, ``dp = 1``, ``m = 1``
-      gives them for all the layers, and a stage's share of the layers
-      (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
-    * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp, micro-batch))
-      on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`), ``2 m`` calls
-      of which the time of ``2 (pp - 1)`` is exposed;
-    * the data-parallel collectives depend on (the group's link, tp, ZeRO stage, ``dp x cp``) and on the
-      parameters a GPU holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each
-      collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
-      (:func:`~llmsizing.memory.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
-
-    A mixture of experts (issue 24; ``cols["ep"]``, ``expert_tp``, DeepSeek's node limit ``max_nodes``, the share
-    ``ep_overlap`` of the all-to-all hidden) adds:
-
-    * the compute of each stage's dense and MoE layers (:func:`llmsizing.moe.moe_stage_flops`, active FLOPs);
-    * its data-parallel collectives in two parts, each exposed on its own as :func:`exposed_by_group` does: the
-      dense parameters over ``dp x cp`` and the routed experts over the ``edp`` expert-data-parallel GPUs (one
-      :func:`~llmsizing.comm.communication` per (GPU, tp, ZeRO stage, ``dp x cp``, ep) without a pipeline, each
-      part scaled by the most loaded stage's dense and expert parameters, :func:`llmsizing.moe.stage_split`);
-    * the expert-parallel all-to-all (:func:`llmsizing.moe.ep_all_to_all`): one call per (GPU, tp, cp,
-      micro-batch, ep, recomputation) without a pipeline gives all the MoE layers' for one micro-batch, scaled
-      by the most loaded stage's MoE layers and ``m``; exposed but for ``ep_overlap``.
-
-    Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
-    compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
-    FP8, own node sizes, mixtures of experts with ``ep``) at 1e-9 relative."""
-    from .comm import communication
-    from .memory import stage_params
-    from .network import group_link
-
-    moe = model.is_moe
-    if moe:
-        from . import moe as _moe
-
-    gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
-                                                            "rc"))
-    n = len(gi)
-    mf = m.astype(float)
-
-    # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
-    # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over layers,
-    # its share of the windows too: a stage's is the share of the layers it holds)
-    lay_keys, lay_idx = _groups(gi, tp, cp, b, ri)
-    lay = np.zeros((len(lay_keys), 6))
-    peak_of = {}
-    fp8 = compute_dtype(precision) == "fp8"      # the attention core then runs at BF16's pace (step_compute_time_s)
-    for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys):
-        g = gpu_list[g_]
-        st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
-                       grad_accum=1, kernel_efficiency=eff, recompute=rcs[r_], precision=precision,
-                       node=node_of[g.name])
-        by = st.comm_by_group_s
-        bf16_rate = dense_tflops(g, "bf16") * 1e12 * default_efficiency(g, "bf16") if fp8 else 0.0
-        lay[k] = (st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
-                  by.get("cp", 0.0), bf16_rate)
-        peak_of[g_] = st.peak_flops
-    L = lay[lay_idx]
-    # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers over
-    # the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
-    stage_keys, stage_idx = _groups(pp, ri)
-    stage = np.zeros((len(stage_keys), 4))
-    for k, (p_, r_) in enumerate(stage_keys):
-        par, rc = Parallel(pp=p_), rcs[r_]
-        flops = (_moe.moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
-                 stage_flops_per_token(model, par, seq=seq, recompute=rc))
-        slowest = max(range(len(flops)), key=flops.__getitem__)
-        stage[k] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
-                    training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
-                                                                                             recompute=rc),
-                    stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest] if fp8 else 0.0)
-    S = stage[stage_idx]
-    # step_compute_time_s's own order: stage FLOPs x batch x seq x m / (tp cp) / (peak x 1e12 x efficiency);
-    # under FP8 the attention core's FLOPs at the BF16 rate
-    per_gpu = b * seq * m / (tp * cp)
-    if fp8:
-        compute = (S[:, 0] - S[:, 3]) * per_gpu / L[:, 0] + S[:, 3] * per_gpu / L[:, 5]
-    else:
-        compute = S[:, 0] * b * seq * m / (tp * cp) / L[:, 0]
-    busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
-    one = compute / mf                                            # one micro-batch's compute (_window_s)
-    fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
-    per_layer = S[:, 1] * mf                                      # the stage's layers, m micro-batches
-    tp_exposed, cp_exposed = L[:, 1] * per_layer, L[:, 2] * per_layer
-
-    # the pipeline's sends (one message per (tp, cp, micro-batch), from communication) on the link of pp GPUs
-    # tp x cp x dp apart
-    has_pp = pp > 1
-    pp_all = np.zeros(n)
-    if has_pp.any():
-        on = np.flatnonzero(has_pp)
-        full_keys, full_idx = _groups(gi[on], tp[on], cp[on], pp[on], b[on])
-        msg_keys, msg_idx = _groups(*zip(*((t_, c_, b_) for _, t_, c_, _, b_ in full_keys)))   # (tp, cp, micro)
-        first: dict = {}
-        for key, k in zip(full_keys, msg_idx.tolist()):
-            first.setdefault(k, key)
-        msg = np.array([[c.message_bytes for c in communication(
-            model, Parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, gpu=gpu_list[g_],
-            precision=precision, node=node_of[gpu_list[g_].name]).collectives if c.group == "pp"][0]
-            for g_, t_, c_, p_, b_ in (first[k] for k in range(len(msg_keys)))])
-        msg_of = msg[msg_idx[full_idx]]
-        link_keys, link_idx = _groups(gi[on], pp[on], (tp * cp * dp)[on])
-        links = np.array([(lambda gl: (gl.bandwidth_gbps * 1e9, gl.alpha_s))(
-            group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=p_, stride=s_))
-            for g_, p_, s_ in link_keys])
-        bw, alpha = links[link_idx].T
-        calls = 2 * mf[has_pp]
-        pp_all[has_pp] = calls * msg_of / bw + calls * alpha
-    pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf)))
-
-    # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a pipeline
-    dpcp = dp * cp
-    if moe:
-        dp_exposed, dp_all = moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, seq=seq, precision=precision,
-                                     node_of=node_of, expert_tp=expert_tp)
-        ep_all = moe_all_to_all_s(model, gpu_list, cols, mf, seq=seq, precision=precision, node_of=node_of,
-                                 cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes)
-        if overlap is None:
-            step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed + ep_all * (1.0 - ep_overlap))
-        else:
-            comm_s = dp_all + per_layer * (L[:, 3] + L[:, 4]) + pp_all + ep_all
-            step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
-        peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
-        return step, peaks[gi]
-    dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
-    per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
-    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes one call sends, without a pipeline
-    latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))
-    seen: dict = {}                 # GPUs whose data-parallel groups ride the same link send the same
-    for k, (g_, t_, z_, d_) in enumerate(dp_keys):
-        if d_ == 1:
-            continue
-        g = gpu_list[g_]
-        same = seen.setdefault((group_link(g, node_of[g.name], size=d_, stride=t_), t_, z_, d_), k)
-        if same != k:
-            traffic[k], per_byte[k], latency[k] = traffic[same], per_byte[same], latency[same]
-            continue
-        comm = communication(model, Parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq, gpu=g,
-                             precision=precision, node=node_of[g.name])
-        for c in comm.collectives:
-            if c.group == "dp":
-                s = _dp_slot(c.collective)
-                traffic[k, s] += c.bytes_per_gpu / c.calls
-                per_byte[k, s] = 1 / (c.bandwidth_gbps * 1e9)
-                latency[k, s] += c.latency_s / c.calls
-    # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
-    held_keys, held_idx = _groups(tp, pp)
-    share = np.array([max(stage_params(model, Parallel(tp=t_, pp=p_))) / max(stage_params(model, Parallel(tp=t_)))
-                      for t_, p_ in held_keys])[held_idx]
-    call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + latency[dp_idx]
-    dp_exposed = (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
-                  + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
-                  + np.maximum(0.0, call[:, 4] - bwd))
-    if overlap is None:
-        step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed)
-    else:
-        comm_s = (mf * (call[:, 0] + call[:, 1] + call[:, 3]) + call[:, 2] + call[:, 4]
-                  + per_layer * (L[:, 3] + L[:, 4]) + pp_all)
-        step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
-    peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
-    return step, peaks[gi]
-
-
-def _dp_exposed(call, fwd, bwd, mf):
-    """The exposed seconds of the data-parallel collectives ``call`` (one call's seconds per :data:`_DP_SLOTS`
-    slot, one row per plan), by :func:`~llmsizing.layouts.exposed_by_group`'s rules."""
-    return (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
-            + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
-            + np.maximum(0.0, call[:, 4] - bwd))
-
 
 @functools.lru_cache(maxsize=32)
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
             frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,), cp_comm="p2p", eps=(1,),
-            expert_tp=False, max_nodes=None, ep_overlap=0.0):
+            expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -539,18 +270,53 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                     totals[rc] = t
                 return totals[rc]
 
+            def least(b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, cp=cp, ep=ep):
+                """Partial recomputation: per GPU and dp the fewest layers per stage that fit (0: none do), and
+                the totals there (plan_pricing._least_recompute_layers)."""
+                can = total("full")[None, :] <= limit[:, None]    # (fills the cache with full's coefficients)
+                n, t = np.zeros((len(gi), len(dps)), dtype=np.int64), np.full((len(gi), len(dps)), np.inf)
+                for c in np.unique(accum_class):
+                    if not can[:, accum_class == c].any():     # not even every layer recomputed fits
+                        continue
+                    key = (tp, pp, zero, ep, "full1", int(c), cp)
+                    none = (tp, pp, zero, ep, "none", int(c), cp)
+                    if key in coef_cache:
+                        pass
+                    elif none in coef_cache:          # (the search tried no recomputation first: no evaluation)
+                        coef_cache[key] = _one_layer_coefficients(coef_cache[none], coef_cache[
+                            (tp, pp, zero, ep, "full", int(c), cp)], stage_layers)
+                    else:
+                        for d, coef in _partial_coefficients(model, kw, tp, pp, zero, int(c), cps, cp_comm,
+                                                             coef_cache[(tp, pp, zero, ep, "full", int(c), 1)]
+                                                             ).items():
+                            coef_cache[key[:-1] + (d,)] = coef
+                    sel = accum_class == c
+                    n[:, sel], t[:, sel] = _least_recompute_layers(
+                        coef_cache[key], coef_cache[(tp, pp, zero, ep, "full", int(c), cp)], stage_layers, float(b),
+                        dps[sel], limit)
+                return n, t
+
             # for every GPU at once, the lightest recomputation that fits, per dp (a heavier one is never kept, and
-            # worked out only while some GPU still needs one)
+            # worked out only while some GPU still needs one); full recomputation with the fewest layers per stage
+            # that fit when partial recomputation is searched
+            stage_layers = model.layers // pp
             chosen = np.zeros((len(gi), len(dps)), dtype=bool)
-            fits, kept, totals_ = [], [], []
+            fits, kept, totals_, layers_ = [], [], [], []
             for r, rc in enumerate(rcs):
                 if chosen.all():
                     break
-                t = total(rc)
-                f = (t[None, :] <= limit[:, None]) & ~chosen
+                if rc == "full" and partial and stage_layers > 1:
+                    n, t = least()
+                    f = (n > 0) & ~chosen
+                else:
+                    t = np.broadcast_to(total(rc)[None, :], chosen.shape)
+                    f = (t <= limit[:, None]) & ~chosen
+                    n = np.full(chosen.shape, stage_layers if rc == "full" and not model.is_moe else -1,
+                                dtype=np.int64)           # (a mixture of experts: whole-model recomputation only)
                 fits.append(f)
                 kept.append(r)
                 totals_.append(t)
+                layers_.append(n)
                 chosen |= f
             fit = np.stack(fits, axis=1)                      # (GPU, recomputation, dp), in the search's order
             if zero and cp == 1:                              # ZeRO over one data-parallel rank is no ZeRO at all
@@ -559,7 +325,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             if not len(g_):
                 continue
             blocks.append((gi[g_], tp, cp, pp, zero, b, dps[d_].astype(np.int64), m[d_].astype(np.int64),
-                           np.array(kept)[r_], np.stack(totals_)[r_, d_], ep))
+                           np.array(kept)[r_], np.stack(totals_)[r_, g_, d_], ep, np.stack(layers_)[r_, g_, d_]))
             found += len(g_)
             most = MAX_MOE_PLANS if model.is_moe else MAX_PLANS
             if found > most:
@@ -578,6 +344,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                                                           "rc"))}
     total_bytes = column(9, float)
     cols["ep"] = column(10, np.int64)
+    cols["rl"] = column(11, np.int64)
     step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
                           node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
                           ep_overlap=ep_overlap)
@@ -587,7 +354,9 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     df = pd.DataFrame({
         "gpu": names[gi], "n_gpus": tp * cp * pp * dp, "dp": dp, "tp": tp, "cp": cp, "pp": pp, "zero": cols["zero"],
         "sp": tp > 1, "micro_batch": cols["micro"], "grad_accum": cols["m"],
-        "recompute": np.array(rcs, dtype=object)[cols["rc"]], "memory_per_gpu_bytes": total_bytes,
+        "recompute": np.array(rcs, dtype=object)[cols["rc"]],
+        "recompute_layers": pd.Series(cols["rl"]).where(cols["rl"] >= 0).astype("Int64"),
+        "memory_per_gpu_bytes": total_bytes,
         "capacity_bytes": np.array([float(g.memory_bytes) for g in gpu_list])[gi], "step_time_s": step_s,
         "price": np.array([float(price_of[g.name]) for g in gpu_list])[gi], "peak": peak})
     if model.is_moe:
@@ -605,7 +374,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          inter_node_gbps: float | None = None, max_pp: int = 64, explain: bool = True,
          optimizer_impl: str = "foreach", compute_efficiency: float | None = None, cp_degrees=None,
          cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
-         ep_overlap: float = 0.0):
+         ep_overlap: float = 0.0, partial_recompute: bool = True):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest first.
 
@@ -624,6 +393,19 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     that fits is kept (heavier recomputation costs time and buys nothing once it fits). A plan fits when its
     most loaded GPU's total (:func:`~llmsizing.memory.training_memory`) is at most ``usable_fraction`` of
     the GPU's memory.
+
+    **Partial recomputation** (issue 23; ``partial_recompute=True``, the default, for a dense model): where only
+    ``"full"`` fits, the plan recomputes the fewest layers of each pipeline stage that make it fit, Megatron-LM's
+    ``--recompute-method block --recompute-num-layers N`` (``recompute="full", recompute_layers=N`` in
+    :func:`~llmsizing.memory.training_memory` and :func:`~llmsizing.layouts.step_time`), found in closed form for
+    every GPU and ``dp`` at once (:func:`~llmsizing.plan_pricing._least_recompute_layers`: the memory is affine in
+    ``N``). It reruns ``N`` of the stage's layers instead of all of them, so such a plan is never slower than the
+    same layout with full recomputation. The ``recompute_layers`` column holds ``N`` for ``"full"`` (the stage's
+    layers when every layer is recomputed) and ``<NA>`` for ``"none"`` and ``"selective"`` (and for a mixture of
+    experts, which recomputes the whole model or nothing). ``partial_recompute=False`` recomputes every layer, as
+    before. Not searched: partial recomputation where ``"selective"`` already fits (a few recomputed layers can
+    rerun fewer FLOPs than selective recomputation at long context; the planner keeps its lightest-first order), and
+    a mixture of experts (partial recomputation of one is not modelled).
 
     Time: :func:`~llmsizing.layouts.step_time` on each GPU's node (``data/nodes.csv``; ``gpus_per_node`` and
     ``inter_node_gbps`` override it), at ``kernel_efficiency`` (default: each GPU generation's calibrated one;
@@ -675,6 +457,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     elif max_nodes is not None:
         max_nodes = check_int("max_nodes", max_nodes)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
+    partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
     gpu_list = resolve_gpus(gpus, example='("H100 SXM", "A100 80GB")')
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
@@ -732,12 +515,13 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             optimizer_impl, cps, cp_comm)
     if model.is_moe:                            # (a dense model's search is called as before)
         args += (eps, expert_tp, max_nodes, ep_overlap)
+    more = {"partial": True} if partial else {}      # (the search without it is called as before)
     try:
         hash(args)
     except TypeError:           # an unhashable argument: not cached; the search rejects it with its own message
-        df = _search.__wrapped__(*args)
+        df = _search.__wrapped__(*args, **more)
     else:
-        df = _search(*args)
+        df = _search(*args, **more)
     if df is None:
         if not explain:
             return pd.DataFrame(columns=list(columns))

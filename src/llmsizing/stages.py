@@ -17,7 +17,7 @@ from ._validate import check_bool, check_choice, check_fraction, check_int, chec
 from .catalog import gpu_price
 from .flops import RECOMPUTE
 from .model import Model
-from .parallel import Parallel, resolve_parallel
+from .parallel import Parallel, recomputed_layers, resolve_parallel
 from .time_cost import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _time_at, mfu_range_factors,
                         training_time)
 
@@ -159,13 +159,17 @@ class StagedTrainingTime:
 
 
 def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recompute, dtype, causal, whole_run,
-            plan_options) -> StagedTrainingTime:
+            plan_options, recompute_layers=None) -> StagedTrainingTime:
     """:func:`training_time` for a list of stages (see :class:`Stage`); everything checked before any stage."""
     items = [_as_stage(i, item) for i, item in
              enumerate(check_sequence("stages", stages, example="[(15e12, 8192), (8e11, 131072)]"))]
     check_bool("causal", causal)
     check_bool("whole_run", whole_run)
     check_choice("recompute", recompute, RECOMPUTE)
+    if recompute_layers is not None:            # (checked against each stage's own layout there)
+        from .parallel import check_recompute_layers
+
+        check_recompute_layers(recompute, recompute_layers, model.layers)
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
     run_gpus = run_par = None
     if parallel is not None:
@@ -191,7 +195,7 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
         label = st.name or f"stage {i + 1}"
         try:
             t = _one_stage(model, g, st, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype, causal,
-                           whole_run, plan_options or {})
+                           whole_run, plan_options or {}, recompute_layers)
         except (TypeError, ValueError) as e:
             raise type(e)(f"stages[{i}] ({label}, tokens={st.tokens:g}, seq={st.seq:,}): {e}") from e
         out.append(t)
@@ -200,7 +204,7 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
 
 
 def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype, causal,
-               whole_run, plan_options) -> TrainingTime:
+               whole_run, plan_options, recompute_layers=None) -> TrainingTime:
     par = None if st.parallel is None else resolve_parallel(st.parallel, model)
     gpus = par.gpus if par is not None else (st.n_gpus if st.n_gpus is not None else run_gpus)
     if st.mfu is not None or (st.global_batch is None):
@@ -215,7 +219,7 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
             dict(n_gpus=gpus) if st.n_gpus is not None or run_par is None else dict(parallel=run_par))
         return training_time(model, tokens=st.tokens, gpu=g, seq=st.seq, mfu=one_mfu, mfu_range=one_range,
                              price_usd_per_gpu_hour=price, recompute=recompute, dtype=dtype, causal=causal,
-                             whole_run=whole_run, **count)
+                             whole_run=whole_run, recompute_layers=recompute_layers, **count)
     low_f, high_f = mfu_range_factors(g, dtype)
     if par is not None:                                # 2: the layout's own step time
         from .layouts import step_time
@@ -226,19 +230,21 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
             raise ValueError(f"global_batch={st.global_batch:,} is not a multiple of micro_batch x dp = "
                              f"{st.micro_batch} x {par.dp}: the layout cannot reach it")
         accum = st.global_batch // per_step
-        step = step_time(model, g, par, batch=st.micro_batch, seq=st.seq, grad_accum=accum, recompute=recompute,
-                         dtype=dtype)
+        rc = dict(recompute=recompute, recompute_layers=recompute_layers)
+        step = step_time(model, g, par, batch=st.micro_batch, seq=st.seq, grad_accum=accum, dtype=dtype, **rc)
         m = check_fraction("the layout's MFU", step.mfu * _causal_factor(model, st.seq, causal))
         warnings = []
-        total = training_memory(model, batch=st.micro_batch, seq=st.seq, recompute=recompute, grad_accum=accum,
-                                parallel=par).total_bytes
+        total = training_memory(model, batch=st.micro_batch, seq=st.seq, grad_accum=accum, parallel=par,
+                                **rc).total_bytes
         if total > g.memory_bytes:
             warnings.append(f"the layout needs {total / 2**30:,.1f} GiB per GPU (recompute={recompute!r}), more "
                             f"than the {g.name}'s {g.memory_gib:,.1f} GiB")
+        rerun = None if recompute_layers is None else sum(recomputed_layers(model.layers, par, recompute_layers))
         return _time_at(model, g, st.tokens, st.seq, par.gpus, m, m * low_f, min(1.0, m * high_f), price_value,
-                        recompute, dtype, causal, warnings, parallel=par, source="step_time of the layout")
+                        recompute, dtype, causal, warnings, parallel=par, source="step_time of the layout",
+                        rerun_layers=rerun)
     # 3: plan() for this stage alone
-    from .planner import plan
+    from .planner import plan, recompute_kwargs
 
     kw = dict(plan_options)
     if price is not None:
@@ -254,8 +260,10 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
     m = check_fraction("the plan's MFU", float(row["mfu"]) * _causal_factor(model, st.seq, causal))
     chosen = Parallel(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), zero=int(row["zero"]),
                       sp=bool(row["sp"]), **({"cp": int(row["cp"])} if "cp" in row.index else {}))
+    n_rc = recompute_kwargs(row)["recompute_layers"]          # (the plan's own partial recomputation)
     t = _time_at(model, g, st.tokens, st.seq, int(row["n_gpus"]), m, m * low_f, min(1.0, m * high_f), price_value,
-                 row["recompute"], dtype, causal, (), parallel=chosen, source=why)
+                 row["recompute"], dtype, causal, (), parallel=chosen, source=why,
+                 rerun_layers=None if n_rc is None else sum(recomputed_layers(model.layers, chosen, n_rc)))
     return t
 
 

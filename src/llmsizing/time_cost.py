@@ -192,7 +192,8 @@ class MfuEstimate:
 
 def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None, recompute: str = "none",
                  whole_run: bool = False, n_gpus: int | None = None,
-                 precision: str = "bf16-mixed") -> MfuEstimate:
+                 precision: str = "bf16-mixed", recompute_layers: int | None = None,
+                 parallel: Parallel | None = None) -> MfuEstimate:
     """The calibrated end-to-end MFU of a run (``data/mfu_model.csv``, fitted by ``tools/calibrate.py`` with
     :func:`~llmsizing.calibration.fit_mfu_model` on ``data/published_runs.csv``): the GPU generation's and
     dtype's intercept, a term in model size and one in sequence length, what full recomputation costs
@@ -204,6 +205,12 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
     ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`): an FP8 recipe gets the FP8 rows,
     ``dtype="fp8"`` gives the same. Taught in chapter 10.
+
+    ``recompute_layers`` (with ``recompute="full"``): partial recomputation, the first that many layers of each
+    model chunk of ``parallel`` (the model as one chunk without it; :func:`~llmsizing.parallel.recomputed_layers`).
+    The fit's full-recomputation term is taken in proportion to the layers rerun (``share x term`` in log MFU,
+    the share :func:`~llmsizing.flops.training_flops_per_token` reruns): an interpolation, since every calibration
+    run recomputed all its layers or none (``0`` gives the no-recomputation estimate, every layer the full one).
 
     A mixture of experts (issue 24): the MFU is of its active parameters' FLOPs
     (:func:`~llmsizing.flops.training_flops_per_token`), and the size term is taken at its active parameters
@@ -218,6 +225,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     dtype = compute_dtype(precision, dtype)
     key_dtype = "fp8" if dtype == "fp8" else "bf16"
     check_choice("recompute", recompute, RECOMPUTE)
+    share = float(recompute == "full") if recompute_layers is None else _rerun_layers(
+        model, recompute, recompute_layers, parallel) / model.layers
     whole_run = check_bool("whole_run", whole_run)
     table = _mfu_model()
     generation = kernel_efficiency_row(g, dtype).generation
@@ -252,11 +261,21 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     import math
 
     log_mfu = (row["intercept"] + row["size_exponent"] * math.log(size / 1e10)
-               + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * (recompute == "full")
+               + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * share
                + row["whole_run"] * whole_run)
     central = min(math.exp(log_mfu), 1.0)
     return MfuEstimate(central, central * row["low"], min(1.0, central * row["high"]), generation,
                        tuple(warnings))
+
+
+def _rerun_layers(model: Model, recompute: str, recompute_layers, parallel) -> int:
+    """The model's layers that partial recomputation reruns (``recompute_layers`` per model chunk of ``parallel``,
+    checked), for :func:`mfu_estimate` and :func:`training_time`."""
+    from .parallel import check_recompute_layers, recomputed_layers
+
+    par = None if parallel is None else resolve_parallel(parallel, model)
+    n = check_recompute_layers(recompute, recompute_layers, model.layers, par)
+    return sum(recomputed_layers(model.layers, par, n))
 
 
 def mfu_residuals():
@@ -344,7 +363,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   mfu_range: tuple[float, float] | None = None, price_usd_per_gpu_hour: float | None = None,
                   recompute: str = "none", dtype: str | None = None, causal: bool = False,
                   whole_run: bool = False, precision: str = "bf16-mixed", stages=None,
-                  plan_options: dict | None = None, goodput: float = 1.0):
+                  plan_options: dict | None = None, goodput: float = 1.0, recompute_layers: int | None = None):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given).
 
@@ -356,21 +375,25 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     includes communication, bubbles and restarts, so ``parallel`` only sets the GPU count here (the planner
     derives a layout's MFU from its step time). ``price_usd_per_gpu_hour`` defaults to the catalogue's
     on-demand price (its source and date are in ``data/gpus.csv``; prices move). ``recompute`` changes the HFU,
-    not the MFU (recomputation is work the model does not need). ``dtype`` (the peak the MFU is of) defaults to
+    not the MFU (recomputation is work the model does not need); ``recompute_layers`` (with ``recompute="full"``)
+    is partial recomputation, the first that many layers of each model chunk of ``parallel`` (the model as one
+    chunk without a layout; Megatron-LM's block method, :func:`~llmsizing.memory.training_memory`): the HFU counts
+    those layers' second forward, and the calibrated MFU takes that share of full recomputation's term
+    (:func:`mfu_estimate`). ``dtype`` (the peak the MFU is of) defaults to
     the ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`): ``precision="fp8-mixed"`` times the
     run at the FP8 dense peak with the FP8 calibration and band, as ``dtype="fp8"`` does. Taught in the "FLOPs,
     MFU and training time" chapter.
 
-    **Stages.** ``stages=[(tokens, seq), ...]`` (or :class:`Stage` objects, each with its own layout, global
-    batch, GPU count or MFU) instead of ``tokens``/``seq`` plans a run that changes its context on the way and
-    returns a :class:`StagedTrainingTime`: one :class:`TrainingTime` per stage and the totals. Each stage gets
-    its MFU as :class:`Stage` says (its own ``seq`` in the calibrated estimate, or its own layout). ``dtype``,
-    ``causal`` and the price apply to every stage; ``mfu``, ``mfu_range`` and ``whole_run`` to the stages on the
-    calibrated estimate (a layout's or a plan's MFU is a steady state from its step time, with the calibrated
-    range around it); ``recompute`` to every stage but a planned one (the plan picks its own). ``n_gpus`` or
-    ``parallel`` give the GPU count of a stage that names none. A stage planned by
-    :func:`~llmsizing.planner.plan` gets ``plan_options`` (e.g. ``{"precision": "bf16-mixed-fp32-grads"}``)
-    passed on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``.
+    **Stages.** ``stages=[(tokens, seq), ...]`` (or :class:`Stage` objects, each with its own layout, global batch,
+    GPU count or MFU) instead of ``tokens``/``seq`` plans a run that changes its context on the way and returns a
+    :class:`StagedTrainingTime`: one :class:`TrainingTime` per stage and the totals. Each stage gets its MFU as
+    :class:`Stage` says (its own ``seq`` in the calibrated estimate, or its own layout). ``dtype``, ``causal`` and
+    the price apply to every stage; ``mfu``, ``mfu_range`` and ``whole_run`` to the stages on the calibrated
+    estimate (a layout's or a plan's MFU is a steady state from its step time, with the calibrated range around it);
+    ``recompute`` (and ``recompute_layers``) to every stage but a planned one (the plan picks its own). ``n_gpus``
+    or ``parallel`` give the GPU count of a stage that names none. A stage planned by
+    :func:`~llmsizing.planner.plan` gets ``plan_options`` (e.g. ``{"precision": "bf16-mixed-fp32-grads"}``) passed
+    on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``.
 
     A mixture of experts (issue 24) is timed on its active parameters' FLOPs, with the calibrated MFU of
     :func:`mfu_estimate` at its active size (a warning says it is an extrapolation from dense runs) or the
@@ -398,7 +421,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
 
         return _staged(model, g, stages, n_gpus=n_gpus, parallel=parallel, mfu=mfu, mfu_range=mfu_range,
                        price=price_usd_per_gpu_hour, recompute=recompute, dtype=dtype, causal=causal,
-                       whole_run=whole_run, plan_options=plan_options)
+                       whole_run=whole_run, plan_options=plan_options, recompute_layers=recompute_layers)
     if plan_options is not None:
         raise ValueError("plan_options applies to stages=[Stage(..., global_batch=...)] only")
     if tokens is None or seq is None:
@@ -415,10 +438,12 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     elif n_gpus is None:
         raise ValueError("give n_gpus (an integer >= 1) or parallel=Parallel(...)")
     n_gpus = check_int("n_gpus", n_gpus)
+    par = None if parallel is None else par
+    rerun = None if recompute_layers is None else _rerun_layers(model, recompute, recompute_layers, par)
     warnings: tuple = ()
     if mfu is None:
         est = mfu_estimate(model, gpu=g, seq=seq, dtype=dtype, recompute=recompute, whole_run=whole_run,
-                           n_gpus=n_gpus)
+                           n_gpus=n_gpus, recompute_layers=recompute_layers, parallel=par)
         mfu, warnings = est.mfu, est.warnings
         default_range = (est.low, est.high)
         source = "calibrated estimate"
@@ -439,16 +464,21 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
         raise ValueError(f"mfu_range must contain mfu: got mfu={mfu:g} and mfu_range=({low:g}, {high:g})")
     price = gpu_price(g, price_usd_per_gpu_hour)
     return _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings,
-                    parallel=None if parallel is None else par, source=source, goodput=goodput)
+                    parallel=par, source=source, goodput=goodput, rerun_layers=rerun)
 
 
 def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings, *,
-             parallel=None, source="", layout=None, goodput: float = 1.0) -> TrainingTime:
+             parallel=None, source="", layout=None, goodput: float = 1.0,
+             rerun_layers: int | None = None) -> TrainingTime:
     """A :class:`TrainingTime` from a checked MFU and range: GPU-hours ``tokens x F / (peak x MFU) / 3600``,
-    divided by the ``goodput`` (the useful share of wall time)."""
+    divided by the ``goodput`` (the useful share of wall time). ``rerun_layers``: the layers partial
+    recomputation reruns (:func:`_rerun_layers`), for the HFU."""
+    from .flops import _partial_flops_per_token
+
     peak = _peak_flops(g, dtype)
     per_token = training_flops_per_token(model, seq=seq, causal=causal)
-    hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal)
+    hardware_per_token = (training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal)
+                          if rerun_layers is None else _partial_flops_per_token(model, seq, rerun_layers, causal))
     hfu = mfu * hardware_per_token / per_token
     if hfu > 1:
         raise ValueError(f"mfu={mfu:g} with recompute={recompute!r} needs a hardware utilisation of {hfu:.2f} > 1")

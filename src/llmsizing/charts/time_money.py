@@ -204,10 +204,9 @@ COST_GPUS = ("A100 80GB", "H100 SXM", "H200", "B200", "MI300X")
 
 def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 8192, gpus=COST_GPUS,
                        mfu: float | None = None, prices: dict | None = None) -> View:
-    """Chapter 11: the cost of the *finished job* on each GPU type (bars, with the MFU band as a range), next
-    to the hourly price (right), from :func:`~llmsizing.time_cost.cost_by_gpu`: the fewest GPUs that hold a
-    step, the days on them, GPU-hours x price. At the same MFU the ranking follows price / dense peak, not the
-    hourly price. A mixture of experts too (EP in its layouts; the summary adds its MFU warning): chapter 18."""
+    """Chapter 11: the *finished job's* cost on each GPU type (bars, the MFU band as a range) by the hourly price
+    (right), from :func:`~llmsizing.time_cost.cost_by_gpu` (fewest GPUs that hold a step, days, GPU-hours x price;
+    the ranking follows price / dense peak). A mixture of experts too (chapter 18: EP layouts, its MFU warning)."""
     import numpy as np
 
     from ..time_cost import cost_by_gpu
@@ -462,10 +461,11 @@ def _cp_text(r, sep: str = " ") -> str:
 
 
 def _plan_label(r) -> str:
-    """A front plan in one line: GPUs and layout."""
+    """A front plan in one line: GPUs, layout and recomputation."""
+    from ..planner import recompute_label
     return (f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp},{_cp_text(r, ' ')}{',' if _cp_text(r) else ''} pp={r.pp}, "
             f"dp={r.dp}{f', ep={r.ep}' if r.get('ep', 1) > 1 else ''}, ZeRO-{r.zero}"
-            f"{', SP' if r.sp else ''}), micro-batch {r.micro_batch} x {r.grad_accum}, recompute={r.recompute}")
+            f"{', SP' if r.sp else ''}), micro-batch {r.micro_batch} x {r.grad_accum}, recompute={recompute_label(r, True)}")
 
 
 def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, seq: int = 8192,
@@ -491,7 +491,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..memory import training_memory
     from ..moe_layouts import route_max_nodes
     from ..parallel import Parallel
-    from ..planner import _pareto, plan
+    from ..planner import _pareto, plan, recompute_kwargs
 
     eff, ovl, m = kernel_efficiency, overlap, resolve_model(model, moe=True)   # a mixture of experts: chapter 18
     if plans is None:
@@ -509,7 +509,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     g = get_gpu(r.gpu)
     par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp), ep=int(r.get("ep", 1)),
                    cp=int(r.get("cp", 1)), cp_comm=plans.attrs.get("cp_comm", "p2p"))
-    run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), recompute=r.recompute)
+    run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), **recompute_kwargs(r))
     tm = training_memory(m, parallel=par, **run)
     st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, max_nodes=route_max_nodes(m), **run)
 
@@ -653,7 +653,7 @@ def _plan_groups(plans) -> dict:
     Kept for the last few tables, by content (~1 ms to hash 3,000 plans), and computed for any other."""
     import pandas as pd
 
-    from ..planner import _pareto
+    from ..planner import _pareto, recompute_label
 
     key = (tuple(plans.columns), int(pd.util.hash_pandas_object(plans, index=True).sum()))
     if key in _PLAN_GROUPS_KEPT:
@@ -669,7 +669,7 @@ def _plan_groups(plans) -> dict:
     for i, f in enumerate(front.itertuples(), 1):                  # (itertuples: iterrows is ~10x slower)
         lines.append((f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp}{_cp_text(f)} "
                      f"pp={f.pp:<2d} dp={f.dp:<4d} ZeRO-{f.zero} mb={f.micro_batch} x{f.grad_accum:<4d} "
-                     f"{f.recompute:<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
+                     f"{recompute_label(f):<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
                      f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}"))
     out = {"own": own, "front": (fs["days"].to_numpy(), fs["cost_usd"].to_numpy()),
            "front_by_gpu": [(name, sub["days"].to_numpy(), sub["cost_usd"].to_numpy())

@@ -1,0 +1,407 @@
+"""The planner's vectorised arithmetic (Part III, "How many GPUs do you need?"), split out of
+:mod:`llmsizing.planner` (issue 23's partial recomputation would have pushed it past 800 lines): the memory
+coefficients that give a layout's per-GPU total for every micro-batch and ``dp`` at once
+(:func:`_memory_coefficients`, :func:`_cp_coefficients`, :func:`_partial_coefficients`,
+:func:`_least_recompute_layers`), and the step times of all candidate plans at once (:func:`_price`). No formula
+of its own: every number is read off :func:`~llmsizing.memory.training_memory`,
+:func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.comm.communication`, and ``tests/test_planner_speed.py``
+checks whole searches against one direct call per plan. :mod:`llmsizing.planner` re-exports these names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
+from .hardware import dense_tflops
+from .hardware import kernel_efficiency as default_efficiency
+from .layouts import step_time
+from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
+from .moe_layouts import moe_all_to_all_s, moe_dp_collectives
+from .parallel import Parallel, layers_per_stage
+from .precision import compute_dtype
+
+def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1, cp_comm: str = "p2p",
+                         base=None, ep: int = 1, expert_tp: bool = False):
+    """``(fixed, per_micro, sharded)`` arrays, one entry per (stage, phase piece), such that a GPU's peak
+    piece is ``fixed + micro x per_micro + sharded / dp`` (read off three evaluations).
+
+    With ``cp`` context parallelism and ``base``, the coefficients of the same layout at ``cp = 1``, one
+    evaluation is enough: the model states do not depend on ``cp`` except through ZeRO's divisor ``dp x cp``
+    (``fixed`` is the same, ``sharded`` falls to ``sharded / cp``), so only ``per_micro`` (the activations of
+    ``seq / cp`` tokens and the K, V buffers) is read off ``micro = dp = 1``. ``tests/test_context_parallel.py``
+    checks this against the three evaluations.
+
+    A mixture of experts with expert parallelism ``ep`` (issue 24): the routed experts' ZeRO shards are taken
+    over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs, which for a given layout is
+    proportional to ``dp``, so a piece is still ``fixed + micro x per_micro + sharded / dp``; it is read off
+    ``dp = a`` and ``2 a``, ``a`` the smallest ``dp`` the layout allows (:func:`llmsizing.moe_layouts.dp_unit`; 1 for a
+    dense model), and the stages weighed are :func:`llmsizing.moe_layouts.heavy_stages`.
+    ``tests/test_planner_moe.py`` checks rows against direct calls."""
+    from .moe_layouts import dp_unit, heavy_stages
+
+    a = dp_unit(tp, cp, ep, expert_tp) if model.is_moe else 1
+
+    def pieces(batch, dp):
+        if model.is_moe:
+            par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
+                           expert_tp=expert_tp)
+            stages = heavy_stages(model, par)
+        else:
+            par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
+            stages = (0, pp - 1)
+        runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True,
+                               _stages=stages, **kw)
+        return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
+
+    if base is not None:              # (at cp = 1: the same layout with another recomputation, _partial_coefficients)
+        fixed, _, sharded = base
+        sharded = sharded / cp
+        return fixed, pieces(1, a) - fixed - sharded / a, sharded
+    b1d1, b2d1 = pieces(1, a), pieces(2, a)
+    b1d2 = pieces(1, 2 * a) if zero else b1d1
+    per_micro = b2d1 - b1d1
+    sharded = 2 * a * (b1d1 - b1d2)
+    fixed = b1d1 - per_micro - sharded / a
+    return fixed, per_micro, sharded
+
+
+def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str, base,
+                     ep: int = 1, expert_tp: bool = False) -> dict:
+    """:func:`_memory_coefficients` for every context-parallel degree above 1 in ``cps``, from ``base`` (the
+    layout at ``cp = 1``) and at most two evaluations: what one micro-batch adds is ``X / cp + Y`` in every
+    piece, since the activations, the loss's temporaries and the ring's backward buffers are those of
+    ``seq / cp`` tokens and the gathered (or all-received) K and V of the whole sequence do not depend on ``cp``
+    (:func:`~llmsizing.activations.cp_attention_buffers_bytes`). ``tests/test_context_parallel.py`` checks the
+    result against direct evaluations."""
+    degrees = sorted(c for c in cps if c > 1)
+    fixed, _, sharded = base
+    if len(degrees) == 1:
+        return {degrees[0]: _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base, ep,
+                                                 expert_tp)}
+    c1, c2 = degrees[:2]
+    p1 = _memory_coefficients(model, kw, tp, pp, zero, m, c1, cp_comm, base, ep, expert_tp)[1]
+    p2 = _memory_coefficients(model, kw, tp, pp, zero, m, c2, cp_comm, base, ep, expert_tp)[1]
+    y = (c2 * p2 - c1 * p1) / (c2 - c1)
+    x = (p1 - y) * c1
+    return {c: (fixed, x / c + y, sharded / c) for c in degrees}
+
+
+def _total_bytes(coef, micro: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """Per-GPU total (peak + the default allowance, as :func:`~llmsizing.memory.default_overhead_bytes`)
+    for arrays of micro-batches and ``dp``."""
+    fixed, per_micro, sharded = coef
+    peak = (fixed[None, :] + micro[:, None] * per_micro[None, :] + sharded[None, :] / dp[:, None]).max(axis=1)
+    return FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * peak
+
+
+def _partial_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str,
+                          full) -> dict:
+    """:func:`_memory_coefficients` of partial recomputation with one layer per stage recomputed
+    (``recompute="full", recompute_layers=1``: the planner's stages are one model chunk each) for every
+    context-parallel degree of ``cps`` (``{cp: coefficients}``), from ``full``, the coefficients at
+    ``recompute="full"`` and ``cp = 1``: the
+    model states, ``fixed`` and ``sharded``, do not depend on what is recomputed, so one evaluation reads
+    ``per_micro`` at ``cp = 1`` and two more give every other degree (:func:`_cp_coefficients`).
+    ``tests/test_planner_speed.py`` checks plans priced from them against direct calls."""
+    kw = {**kw, "recompute": "full", "recompute_layers": 1}
+    out = {1: _memory_coefficients(model, kw, tp, pp, zero, m, 1, cp_comm, full)}
+    if any(c > 1 for c in cps):
+        out.update(_cp_coefficients(model, kw, tp, pp, zero, m, cps, cp_comm, out[1]))
+    return out
+
+
+def _one_layer_coefficients(none, full, layers: int):
+    """:func:`_partial_coefficients` at one context-parallel degree without evaluating anything, from the same
+    layout's coefficients without recomputation (``none``) and with every layer recomputed (``full``), a stage of
+    ``layers`` layers. Per micro-batch, a piece of a stage grows with the recomputed layers by the same bytes
+    (their checkpoints replace their tensors, in every micro-batch in flight: :math:`1/L` of what ``full`` changes
+    in the forward piece), and the start of the backward also holds the rebuilt layer's working set from the
+    first recomputed layer on (what ``full`` adds there beyond the forward's change). The pieces are
+    :func:`~llmsizing.memory.step_phases`' five per stage, in its order. ``tests/test_planner_speed.py`` checks
+    plans built on them against direct calls."""
+    fixed, per_micro, sharded = full
+    base = none[1].reshape(-1, 5)
+    change = per_micro.reshape(-1, 5) - base
+    rebuilt = np.zeros_like(change)
+    rebuilt[:, 2] = change[:, 2] - change[:, 0]            # backward (start): the rebuilt layer on top
+    return fixed, (base + (change - rebuilt) / layers + rebuilt).reshape(-1), sharded
+
+
+def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarray, limits: np.ndarray):
+    """The fewest layers per stage, ``n`` in ``1 .. layers``, that partial recomputation (Megatron-LM's block
+    method, :func:`~llmsizing.parallel.recomputed_layers`) must rerun for the per-GPU total to fit each limit, for
+    every GPU limit (rows, ``limits``) and ``dp`` (columns, ``dps``) at once; and the totals at that ``n``.
+
+    ``one`` and ``every`` are :func:`_memory_coefficients` with 1 and all ``layers`` of a stage recomputed. Every
+    piece of the peak is affine in ``n`` between them (each recomputed layer keeps its input instead of its
+    tensors, :func:`~llmsizing.activations.partial_recompute_activations`), so the peak fits iff every piece does
+    and each piece gives a bound on ``n`` in closed form: ``n = 1 + max over pieces of ceil((P1 - limit) / (P1 -
+    Pn) x (layers - 1))``. ``n`` is 0 where nothing fits, even every layer (the total there is ``inf``); the
+    total at ``n = layers`` is :func:`_total_bytes` of ``every`` itself (the plan of full recomputation, as
+    before)."""
+    micro = np.full(len(dps), float(micro))
+    total_every = _total_bytes(every, micro, dps)
+    n = np.zeros((len(limits), len(dps)), dtype=np.int64)
+    total = np.full(n.shape, np.inf)
+    can = total_every[None, :] <= limits[:, None]                  # where every layer recomputed fits
+    if not can.any():
+        return n, total
+    g, d = np.nonzero(can)
+    f1, u1, s1 = one
+    fl, ul, sl = every
+    p1 = f1[None, :] + micro[d, None] * u1[None, :] + s1[None, :] / dps[d, None]   # (plan, piece) at 1 layer
+    pl = fl[None, :] + micro[d, None] * ul[None, :] + sl[None, :] / dps[d, None]   # ... at every layer
+    slope = (pl - p1) / (layers - 1)                                  # per extra layer (<= 0)
+    over = p1 - ((limits[g] - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION))[:, None]   # above the peak allowed
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.where(over <= 0, 0.0, np.where(slope < 0, np.ceil(over / -slope - 1e-9), np.inf))
+    k = np.minimum(1 + need.max(axis=1), layers)                      # (every layer fits: at most layers)
+    t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
+    edge = (k < layers) & (t > limits[g])                             # (a floating-point edge: one more)
+    if edge.any():
+        k = np.where(edge, k + 1, k)
+        t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
+    t = np.where(k == layers, total_every[d], t)
+    n[g, d], total[g, d] = k.astype(np.int64), t
+    return n, total
+
+
+#: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
+#: them in, with whether each runs every micro-batch (ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers and
+#: reduce-scatter) or once per step, and the window it hides behind (:func:`~llmsizing.layouts.exposed_by_group`):
+#: ZeRO-3's forward gathers behind each forward; its backward gathers and reduce-scatters, together, behind each
+#: backward; the ZeRO-1/2 weight all-gather behind the next step's first forward; ZeRO-2's reduce-scatter behind
+#: each backward; DDP's and ZeRO-1's gradients behind the last backward.
+_DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter", "gradients")
+
+
+def _dp_slot(name: str) -> int:
+    """The :data:`_DP_SLOTS` index of the data-parallel collective called ``name`` (the tests of
+    :func:`~llmsizing.layouts.exposed_by_group`, in its order)."""
+    if "all-gather (forward)" in name:
+        return 0
+    if name.startswith("ZeRO-3"):
+        return 1
+    if "weight all-gather" in name:
+        return 2
+    if name.startswith("ZeRO-2 gradient"):
+        return 3
+    return 4
+
+
+def _groups(*columns):
+    """The distinct rows of integer ``columns`` (each an array, or a list of tuples' worth) as a list of tuples,
+    and for each row the index of its group: ``np.unique(..., axis=0, return_inverse=True)`` on one packed key,
+    which sorts plain integers instead of records."""
+    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    dims = [int(c.max()) + 1 for c in cols]
+    key = np.ravel_multi_index(cols, dims)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return [tuple(int(c[i]) for c in cols) for i in first.tolist()], inverse.reshape(-1)
+
+
+def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs, expert_tp=False,
+           max_nodes=None, ep_overlap=0.0):
+    """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``, an
+    index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index into
+    ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called once
+    per piece many candidates share and NumPy doing the rest.
+
+    A step is ``compute x (1 + bubble)`` plus each group's exposed communication
+    (:func:`~llmsizing.layouts.exposed_by_group`). With ``m`` micro-batches per step:
+
+    * the compute is :func:`~llmsizing.comm.step_compute_time_s`'s, formed in the same order (bit for bit),
+      from the most loaded stage's FLOPs per token (:func:`~llmsizing.flops.stage_flops_per_token`, per
+      ``pp`` and recomputation) and the peak at the kernel efficiency;
+    * the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
+      with ``m`` and with the layers of the most loaded stage, and do not depend on ``dp`` or the ZeRO stage:
+      one ``step_time`` per (GPU, tp, cp, micro-batch, recomputation) without a pipeline, ``dp = 1``, ``m = 1``
+      gives them for all the layers, and a stage's share of the layers
+      (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
+    * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp, micro-batch))
+      on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`), ``2 m`` calls
+      of which the time of ``2 (pp - 1)`` is exposed;
+    * the data-parallel collectives depend on (the group's link, tp, ZeRO stage, ``dp x cp``) and on the
+      parameters a GPU holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each
+      collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
+      (:func:`~llmsizing.memory.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
+
+    A mixture of experts (issue 24; ``cols["ep"]``, ``expert_tp``, DeepSeek's node limit ``max_nodes``, the share
+    ``ep_overlap`` of the all-to-all hidden) adds:
+
+    * the compute of each stage's dense and MoE layers (:func:`llmsizing.moe.moe_stage_flops`, active FLOPs);
+    * its data-parallel collectives in two parts, each exposed on its own as :func:`exposed_by_group` does: the
+      dense parameters over ``dp x cp`` and the routed experts over the ``edp`` expert-data-parallel GPUs (one
+      :func:`~llmsizing.comm.communication` per (GPU, tp, ZeRO stage, ``dp x cp``, ep) without a pipeline, each
+      part scaled by the most loaded stage's dense and expert parameters, :func:`llmsizing.moe.stage_split`);
+    * the expert-parallel all-to-all (:func:`llmsizing.moe.ep_all_to_all`): one call per (GPU, tp, cp,
+      micro-batch, ep, recomputation) without a pipeline gives all the MoE layers' for one micro-batch, scaled
+      by the most loaded stage's MoE layers and ``m``; exposed but for ``ep_overlap``.
+
+    Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
+    compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
+    FP8, own node sizes, mixtures of experts with ``ep``) at 1e-9 relative."""
+    from .comm import communication
+    from .memory import stage_params
+    from .network import group_link
+
+    moe = model.is_moe
+    if moe:
+        from . import moe as _moe
+
+    gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
+                                                            "rc"))
+    n = len(gi)
+    mf = m.astype(float)
+    # partial recomputation (cols["rl"] layers of each stage's, fewer than all, with "full"): every per-layer piece
+    # below is affine in the layers whose forward runs twice, so such a row is "none" + x ("full" - "none"), x the
+    # share of its stage's layers recomputed (the pieces of "none" are added for those rows)
+    rl = cols.get("rl")
+    part = np.zeros(n, dtype=bool)
+    if rl is not None and "full" in rcs:
+        part = (ri == list(rcs).index("full")) & (rl > 0) & (rl < model.layers // pp)
+    pi = np.flatnonzero(part)
+    rcs = tuple(rcs) + (() if "none" in rcs else ("none",))
+    x = (rl[pi] / (model.layers // pp[pi]))[:, None] if len(pi) else np.zeros((0, 1))
+
+    def plus_none(*arrays):      # the arrays, then their partial rows again with the "none" recomputation
+        return [np.concatenate([a, a[pi]]) for a in arrays[:-1]] + [
+            np.concatenate([arrays[-1], np.full(len(pi), rcs.index("none"))])]
+
+    # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
+    # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over layers,
+    # its share of the windows too: a stage's is the share of the layers it holds)
+    lay_keys, lay_idx = _groups(*plus_none(gi, tp, cp, b, ri))
+    lay = np.zeros((len(lay_keys), 6))
+    peak_of = {}
+    fp8 = compute_dtype(precision) == "fp8"      # the attention core then runs at BF16's pace (step_compute_time_s)
+    for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys):
+        g = gpu_list[g_]
+        st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
+                       grad_accum=1, kernel_efficiency=eff, recompute=rcs[r_], precision=precision,
+                       node=node_of[g.name])
+        by = st.comm_by_group_s
+        bf16_rate = dense_tflops(g, "bf16") * 1e12 * default_efficiency(g, "bf16") if fp8 else 0.0
+        lay[k] = (st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
+                  by.get("cp", 0.0), bf16_rate)
+        peak_of[g_] = st.peak_flops
+    L = lay[lay_idx[:n]]
+    if len(pi):
+        none = lay[lay_idx[n:]]
+        L[pi] = none + x * (L[pi] - none)
+    # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers over
+    # the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
+    stage_keys, stage_idx = _groups(*plus_none(pp, ri))
+    stage = np.zeros((len(stage_keys), 4))
+    for k, (p_, r_) in enumerate(stage_keys):
+        par, rc = Parallel(pp=p_), rcs[r_]
+        flops = (_moe.moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
+                 stage_flops_per_token(model, par, seq=seq, recompute=rc))
+        slowest = max(range(len(flops)), key=flops.__getitem__)
+        stage[k] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
+                    training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
+                                                                                             recompute=rc),
+                    stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest] if fp8 else 0.0)
+    S = stage[stage_idx[:n]]
+    if len(pi):     # FLOPs: affine; the forward's share: its inverse is (the hardware FLOPs are)
+        none, full = stage[stage_idx[n:]], S[pi]
+        S[pi] = none + x * (full - none)
+        S[pi, 2] = 1 / (1 / none[:, 2] + x[:, 0] * (1 / full[:, 2] - 1 / none[:, 2]))
+    # step_compute_time_s's own order: stage FLOPs x batch x seq x m / (tp cp) / (peak x 1e12 x efficiency);
+    # under FP8 the attention core's FLOPs at the BF16 rate
+    per_gpu = b * seq * m / (tp * cp)
+    if fp8:
+        compute = (S[:, 0] - S[:, 3]) * per_gpu / L[:, 0] + S[:, 3] * per_gpu / L[:, 5]
+    else:
+        compute = S[:, 0] * b * seq * m / (tp * cp) / L[:, 0]
+    busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
+    one = compute / mf                                            # one micro-batch's compute (_window_s)
+    fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
+    per_layer = S[:, 1] * mf                                      # the stage's layers, m micro-batches
+    tp_exposed, cp_exposed = L[:, 1] * per_layer, L[:, 2] * per_layer
+
+    # the pipeline's sends (one message per (tp, cp, micro-batch), from communication) on the link of pp GPUs
+    # tp x cp x dp apart
+    has_pp = pp > 1
+    pp_all = np.zeros(n)
+    if has_pp.any():
+        on = np.flatnonzero(has_pp)
+        full_keys, full_idx = _groups(gi[on], tp[on], cp[on], pp[on], b[on])
+        msg_keys, msg_idx = _groups(*zip(*((t_, c_, b_) for _, t_, c_, _, b_ in full_keys)))   # (tp, cp, micro)
+        first: dict = {}
+        for key, k in zip(full_keys, msg_idx.tolist()):
+            first.setdefault(k, key)
+        msg = np.array([[c.message_bytes for c in communication(
+            model, Parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, gpu=gpu_list[g_],
+            precision=precision, node=node_of[gpu_list[g_].name]).collectives if c.group == "pp"][0]
+            for g_, t_, c_, p_, b_ in (first[k] for k in range(len(msg_keys)))])
+        msg_of = msg[msg_idx[full_idx]]
+        link_keys, link_idx = _groups(gi[on], pp[on], (tp * cp * dp)[on])
+        links = np.array([(lambda gl: (gl.bandwidth_gbps * 1e9, gl.alpha_s))(
+            group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=p_, stride=s_))
+            for g_, p_, s_ in link_keys])
+        bw, alpha = links[link_idx].T
+        calls = 2 * mf[has_pp]
+        pp_all[has_pp] = calls * msg_of / bw + calls * alpha
+    pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf)))
+
+    # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a pipeline
+    dpcp = dp * cp
+    if moe:
+        dp_exposed, dp_all = moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, seq=seq, precision=precision,
+                                     node_of=node_of, expert_tp=expert_tp)
+        ep_all = moe_all_to_all_s(model, gpu_list, cols, mf, seq=seq, precision=precision, node_of=node_of,
+                                 cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes)
+        if overlap is None:
+            step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed + ep_all * (1.0 - ep_overlap))
+        else:
+            comm_s = dp_all + per_layer * (L[:, 3] + L[:, 4]) + pp_all + ep_all
+            step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
+        peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
+        return step, peaks[gi]
+    dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
+    per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
+    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes one call sends, without a pipeline
+    latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))
+    seen: dict = {}                 # GPUs whose data-parallel groups ride the same link send the same
+    for k, (g_, t_, z_, d_) in enumerate(dp_keys):
+        if d_ == 1:
+            continue
+        g = gpu_list[g_]
+        same = seen.setdefault((group_link(g, node_of[g.name], size=d_, stride=t_), t_, z_, d_), k)
+        if same != k:
+            traffic[k], per_byte[k], latency[k] = traffic[same], per_byte[same], latency[same]
+            continue
+        comm = communication(model, Parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq, gpu=g,
+                             precision=precision, node=node_of[g.name])
+        for c in comm.collectives:
+            if c.group == "dp":
+                s = _dp_slot(c.collective)
+                traffic[k, s] += c.bytes_per_gpu / c.calls
+                per_byte[k, s] = 1 / (c.bandwidth_gbps * 1e9)
+                latency[k, s] += c.latency_s / c.calls
+    # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
+    held_keys, held_idx = _groups(tp, pp)
+    share = np.array([max(stage_params(model, Parallel(tp=t_, pp=p_))) / max(stage_params(model, Parallel(tp=t_)))
+                      for t_, p_ in held_keys])[held_idx]
+    call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + latency[dp_idx]
+    dp_exposed = (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
+                  + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
+                  + np.maximum(0.0, call[:, 4] - bwd))
+    if overlap is None:
+        step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed)
+    else:
+        comm_s = (mf * (call[:, 0] + call[:, 1] + call[:, 3]) + call[:, 2] + call[:, 4]
+                  + per_layer * (L[:, 3] + L[:, 4]) + pp_all)
+        step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
+    peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
+    return step, peaks[gi]
+
+
+def _dp_exposed(call, fwd, bwd, mf):
+    """The exposed seconds of the data-parallel collectives ``call`` (one call's seconds per :data:`_DP_SLOTS`
+    slot, one row per plan), by :func:`~llmsizing.layouts.exposed_by_group`'s rules."""
+    return (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
+            + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
+            + np.maximum(0.0, call[:, 4] - bwd))
