@@ -342,6 +342,28 @@ def test_serve_pp_is_the_library(capsys):
     assert f"{p.replicas} x tp={p.tp} x pp=2" in capsys.readouterr().out
 
 
+def test_serve_states_the_itl_range(capsys):
+    """The plan's ITL comes with the range chapter 15 states: RANGE_LOW..RANGE_HIGH around a calibrated engine's
+    central ITL (--engine), wider for the default engine, whose step overhead is unknown (checked against serving()
+    at the smallest and largest fitted overheads)."""
+    from llmsizing.serve import ENGINE_STEP_OVERHEAD_S, RANGE_HIGH, RANGE_LOW, serving
+
+    (vllm,) = _json(capsys, _SERVE + ["--users", "1000", "--engine", "vLLM", "--json"])
+    assert vllm["itl_s_low"] == pytest.approx(vllm["itl_s"] / RANGE_HIGH)
+    assert vllm["itl_s_high"] == pytest.approx(vllm["itl_s"] / RANGE_LOW)
+    (row,) = _json(capsys, _SERVE + ["--users", "1000", "--json"])
+    kw = dict(tp=row["tp"], batch=row["batch"], prompt=1024, output=256)
+    fast = serving("llama-3-70b", "H100 SXM", step_overhead_s=min(ENGINE_STEP_OVERHEAD_S.values()), **kw)
+    slow = serving("llama-3-70b", "H100 SXM", step_overhead_s=max(ENGINE_STEP_OVERHEAD_S.values()), **kw)
+    assert row["itl_s_low"] == pytest.approx(fast.itl_s / RANGE_HIGH)
+    assert row["itl_s_high"] == pytest.approx(slow.itl_s / RANGE_LOW)
+    assert row["itl_s_low"] < row["itl_s"] < row["itl_s_high"]
+    assert cli.main(_SERVE + ["--users", "1000"]) == 0
+    assert f"{row['itl_s_low'] * 1e3:,.1f}-{row['itl_s_high'] * 1e3:,.1f}" in capsys.readouterr().out
+    assert cli.main(_SERVE + ["--users", "10", "--engine", "Z"]) == 2
+    assert "--engine" in capsys.readouterr().err
+
+
 def test_serve_csv_has_one_row(capsys):
     assert cli.main(_SERVE + ["--rps", "20", "--csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

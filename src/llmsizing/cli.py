@@ -462,13 +462,18 @@ def cmd_plan(args) -> None:
 
 def cmd_serve(args) -> None:
     from .serve import replicas_for
+    from .serve_calibration import serving_range
 
     load = dict(users=args.users) if args.users is not None else dict(requests_per_s=args.rps)
-    plan = replicas_for(_model(args.model, moe=True), args.gpu, prompt=args.prompt, output=args.output,
-                        itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3, think_s=args.think_s,
-                        weights=args.weights, kv_cache=args.kv_cache, price_usd_per_gpu_hour=args.price, pp=args.pp,
-                        ep=args.ep, **load)
+    model = _model(args.model, moe=True)
+    kw = dict(prompt=args.prompt, output=args.output, weights=args.weights, kv_cache=args.kv_cache, pp=args.pp,
+              ep=args.ep, engine=args.engine)
+    plan = replicas_for(model, args.gpu, itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3, think_s=args.think_s,
+                        price_usd_per_gpu_hour=args.price, **kw, **load)
+    # the stated range of the plan's ITL (chapter 15): wider for an engine the calibration has not seen
+    rng = serving_range(model, args.gpu, tp=plan.tp, batch=plan.batch, **kw).itl_s
     df = plan.to_frame().T.reset_index(drop=True)
+    df["itl_s_low"], df["itl_s_high"] = rng
     if args.json or args.csv:
         _emit(df, args)
         return
@@ -477,6 +482,7 @@ def cmd_serve(args) -> None:
         + (f" x pp={s.pp}" if s.pp > 1 else "")
     out = {"GPUs": f"{plan.gpus:,}", "layout": layout, "batch": f"{plan.batch:,}",
            "TTFT ms": f"{s.ttft_s * 1e3:,.1f}", "ITL ms": f"{s.itl_s * 1e3:,.1f}",
+           "ITL stated range ms": f"{rng[0] * 1e3:,.1f}-{rng[1] * 1e3:,.1f}",
            "requests/s": f"{plan.requests_per_s:,.2f}", "capacity requests/s": f"{plan.capacity_requests_per_s:,.2f}",
            "tokens/s/GPU": f"{s.output_tokens_per_s_per_gpu:,.0f}", "$/hour": f"${plan.usd_per_hour:,.2f}",
            "$/M output tokens": f"${s.usd_per_million_output_tokens:,.3f}"}
@@ -686,7 +692,7 @@ def parser() -> argparse.ArgumentParser:
     _add_output(p)
     p.set_defaults(func=cmd_cost)
 
-    from .serve import KV_FORMATS, WEIGHT_FORMATS
+    from .serve import ENGINES, KV_FORMATS, WEIGHT_FORMATS
 
     p = _command(sub, "serve", "GPUs to serve a load within a latency target",
                  "The fewest GPUs (replicas x tensor parallelism x --pp stages, or replicas x --ep GPUs for a "
@@ -711,6 +717,9 @@ def parser() -> argparse.ArgumentParser:
                         "them, attention in data-parallel groups of tp (DeepSeek-V3's layout; default 1: none)")
     p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS))
     p.add_argument("--kv-cache", default="bf16", choices=list(KV_FORMATS))
+    p.add_argument("--engine", choices=list(ENGINES),
+                   help="a calibrated engine's own step overhead (default: the pooled one, and the wider stated "
+                        "range of an engine the calibration has not seen)")
     p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
     _add_output(p)
     p.set_defaults(func=cmd_serve)
