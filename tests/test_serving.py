@@ -365,6 +365,10 @@ def test_widget_shows_what_the_library_computes():
     s = S.serving("llama-3-8b", "H100 SXM", batch=16, prompt=1024, output=256)
     assert f"ITL {s.itl_s * 1e3:,.2f} ms" in w.summary.value
     assert f"${s.usd_per_million_output_tokens:,.3f} per million output tokens" in w.summary.value
+    lo, hi = (min(S.ENGINE_STEP_OVERHEAD_S.values()), max(S.ENGINE_STEP_OVERHEAD_S.values()))
+    fast, slow = (S.serving("llama-3-8b", "H100 SXM", batch=16, prompt=1024, output=256, step_overhead_s=t)
+                  for t in (lo, hi))
+    assert f"{fast.itl_s / S.RANGE_HIGH * 1e3:,.2f}-{slow.itl_s / S.RANGE_LOW * 1e3:,.2f} ms" in w.summary.value
     w.controls["model"].value = "llama-3-70b"                       # 141 GB on one H100: the library's message
     assert "does not fit" in w.error.value and w.image.value == b""
     w.controls["tp"].value = 4
