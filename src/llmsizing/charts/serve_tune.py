@@ -241,9 +241,9 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     """Chapter 16: published LoRA and Q-LoRA step times (``data/finetune_published.csv``, Qwen's table on one A100
     80GB) against the sequence length, with :func:`~llmsizing.finetune_time.finetune_time`'s prediction at the
     fitted constants as lines; filled markers are the rows the constants were fitted on, open ones held out. The
-    figure shows the one-GPU LoRA and Q-LoRA rows; the text lists each series' published/predicted ratios, and
-    those of the ``known_out`` series (setups the model does not price: DeepSpeed over several GPUs, full
-    fine-tuning), which the stated range does not cover."""
+    figure shows the one-GPU LoRA and Q-LoRA rows; the text lists each series' published/predicted ratios, the
+    multi-GPU ones included, and marks the ``known_out`` series (full fine-tuning), which the stated range does
+    not cover."""
     from ..finetune_time import RESIDUAL_RANGE, finetune_residuals
 
     everything = finetune_residuals()
@@ -279,11 +279,11 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
     lo, hi = RESIDUAL_RANGE
-    for (model, method, n, strategy), sub in everything[~one_gpu].groupby(["model", "method", "n_gpus", "strategy"],
-                                                                          sort=False):
-        label = f"{model} {method} x{n} {strategy}"
+    for (model, method, gpu, n, strategy), sub in everything[~one_gpu].groupby(
+            ["model", "method", "gpu", "n_gpus", "strategy"], sort=False):
+        label = f"{model} {method} {n}x {gpu} {strategy}"
         out = " (known out)" if (sub["known_out"] != "").all() else ""
-        lines.append(f"{label:28s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}{out}")
+        lines.append(f"{label:40s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}{out}")
     covered = everything[everything["known_out"] == ""]
     lines.append(f"stated range of published/model: {lo:.2f} to {hi:.2f}; covered rows inside: "
                  f"{int(covered['in_range'].sum())} of {len(covered)} (known out: {len(everything) - len(covered)})")
