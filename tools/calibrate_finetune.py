@@ -27,8 +27,10 @@ ROWS = (("layer_overhead_s", "s", "fixed time per transformer layer and micro-ba
                                   "(LoRA, QLoRA): kernel launches and Python, fitted on the LoRA rows"),
         ("dequant_bandwidth_fraction", "fraction", "share of HBM bandwidth of the 4-bit dequantisation, fitted on "
                                                    "the Q-LoRA rows (a GPTQ int4 stand-in for nf4)"),
-        ("range_low", "ratio", "lowest published/predicted step-time ratio over every covered row (calibration and held out; full fine-tuning is known_out), rounded down to 0.05"),
-        ("range_high", "ratio", "highest published/predicted step-time ratio over every covered row (calibration and held out; full fine-tuning is known_out), rounded up to 0.05"))
+        ("range_low", "ratio", "lowest published/predicted step-time ratio over every covered row (calibration and held "
+                              "out; full fine-tuning is known_out), rounded down to 0.05"),
+        ("range_high", "ratio", "highest published/predicted step-time ratio over every covered row (calibration and held "
+                              "out; full fine-tuning is known_out), rounded up to 0.05"))
 
 
 def model_csv() -> str:

@@ -43,9 +43,9 @@ predicted over every row the model covers, calibration and held out, as :mod:`ll
 its range. 2026-11-26: 49 held-out rows were added: the rest of Qwen's README table (Qwen-1.8B and Qwen-72B,
 DeepSpeed ZeRO-2 over two nodes and ZeRO-3 on four GPUs, full fine-tuning) and Answer.AI's FSDP-QLoRA benchmarks
 (bitsandbytes nf4, PyTorch FSDP; Llama-2 7B on two RTX 4090, Llama-2 70B on A100 40GB, H100 and RTX 6000 Ada).
-The calibration rows' own spread, 0.80-1.15, held for 33 of the 49: A100 and RTX 4090 rows of the second source
-(real nf4, FSDP) lie at 0.83-0.94, but Qwen-1.8B's short steps (a fixed cost per step a per-layer cost fitted on
-one model size undercounts), DeepSpeed LoRA over two nodes (1.7-1.9 at every length), ZeRO-3 on a 72B base at
+The calibration rows' own spread, 0.80-1.15, held for 19 of the 40 new LoRA/QLoRA rows: the A100 and RTX 4090
+rows of the second source (real nf4, FSDP) lie at 0.83-0.94, but Qwen-1.8B's short steps (a fixed cost per
+step that a per-layer cost fitted on one model size undercounts), DeepSpeed LoRA over two nodes (1.7-1.9 at every length), ZeRO-3 on a 72B base at
 short sequences (1.86), the H100 (1.44) and the RTX 6000 Ada (1.7-1.9) are slower than the model, for reasons
 not established (each row's ``miss_reason``). The constants are not refitted; the stated range is restated
 from every LoRA/QLoRA row: 0.80-1.95. Full fine-tuning rows are ``known_out``: :func:`finetune_time` prices
@@ -553,20 +553,16 @@ def _published_frame():
 
 
 def _predict(r, *, dequant_bandwidth_fraction=None, layer_overhead_s=None) -> float:
-    """The model's seconds per optimizer step for one row of ``data/finetune_published.csv``."""
+    """The model's seconds per optimizer step for one row of ``data/finetune_published.csv``: its ``targets``
+    are ``all-linear`` or short names separated by spaces (``q k v gate up down``), its ``strategy`` one of
+    :data:`STRATEGIES` (``ddp`` where the CSV leaves it blank), and a full fine-tuning row has no adapters."""
     targets = r.targets if r.method == "full" or r.targets == "all-linear" else tuple(r.targets.split())
     adapters = {} if r.method == "full" else dict(rank=int(r.rank), targets=targets)   # (full: every weight)
-    strategy = getattr(r, "strategy", "ddp")
     t = finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq), batch=int(r.batch),
-                      grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), strategy="ddp" if pd_isna(strategy) else strategy,
+                      grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), strategy=getattr(r, "strategy", "ddp"),
                       recompute=r.recompute, dequant_bandwidth_fraction=dequant_bandwidth_fraction,
                       layer_overhead_s=layer_overhead_s, **adapters)
     return t.step_s
-
-
-def pd_isna(x) -> bool:
-    """A blank CSV cell (NaN) or None."""
-    return x is None or (isinstance(x, float) and math.isnan(x))
 
 
 def _best_on_grid(loss, grid) -> float:
