@@ -20,14 +20,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-AS_OF = "2026-11-25"
-SOURCE = "fitted on the calibration=yes rows of data/finetune_published.csv (tools/calibrate_finetune.py)"
+AS_OF = "2026-11-26"
+SOURCE = ("fitted on the calibration=yes rows of data/finetune_published.csv; the range over every row without "
+          "known_out (tools/calibrate_finetune.py)")
 ROWS = (("layer_overhead_s", "s", "fixed time per transformer layer and micro-batch of a HF Trainer + PEFT step "
                                   "(LoRA, QLoRA): kernel launches and Python, fitted on the LoRA rows"),
         ("dequant_bandwidth_fraction", "fraction", "share of HBM bandwidth of the 4-bit dequantisation, fitted on "
                                                    "the Q-LoRA rows (a GPTQ int4 stand-in for nf4)"),
-        ("range_low", "ratio", "lowest published/predicted step-time ratio, rounded down to 0.05"),
-        ("range_high", "ratio", "highest published/predicted step-time ratio, rounded up to 0.05"))
+        ("range_low", "ratio", "lowest published/predicted step-time ratio over every covered row (calibration and held "
+                              "out; full fine-tuning is known_out), rounded down to 0.05"),
+        ("range_high", "ratio", "highest published/predicted step-time ratio over every covered row (calibration and held "
+                              "out; full fine-tuning is known_out), rounded up to 0.05"))
 
 
 def model_csv() -> str:
