@@ -205,3 +205,25 @@ def test_errors_name_the_parameter(kw, name):
 def test_full_method_has_no_lora_communication():
     with pytest.raises(ValueError, match="method"):
         finetune_communication("llama-3-8b", "H100 SXM", n_gpus=2, method="full")
+
+
+def test_hours_come_with_the_stated_range(capsys):
+    """A LoRA or QLoRA run's hours carry chapter 16's stated range: the spread of published / predicted step
+    times over every covered published row (recomputed here from the residuals, rounded outwards to 0.05); full
+    fine-tuning, which those rows do not bound, has none. The CLI prints it."""
+    import math
+
+    from llmsizing import cli
+    from llmsizing.finetune_time import finetune_residuals, finetune_time
+
+    res = finetune_residuals()
+    covered = res[res["known_out"] == ""]
+    lo, hi = math.floor(covered["ratio"].min() * 20) / 20, math.ceil(covered["ratio"].max() * 20) / 20
+    t = finetune_time("llama-3-70b", gpu="H100 SXM", method="qlora", tokens=1e8, seq=2048, recompute="full")
+    assert t.hours_range == pytest.approx((t.hours * lo, t.hours * hi))
+    assert t.to_dict()["hours_high"] == pytest.approx(t.hours * hi)
+    full = finetune_time("llama-3-8b", gpu="H100 SXM", method="full", tokens=1e8, seq=2048, n_gpus=8,
+                         strategy="fsdp", recompute="full")
+    assert full.hours_range is None and full.to_dict()["hours_low"] is None
+    assert cli.main(["finetune", "llama-3-70b", "--method", "qlora", "--gpu", "H100 SXM"]) == 0
+    assert f"stated range {t.hours * lo:,.1f}-{t.hours * hi:,.1f} hours" in capsys.readouterr().out

@@ -530,7 +530,9 @@ def cmd_finetune(args) -> None:
                 f"exposed communication {t.exposed_comm_s:,.2f})",
         "throughput": f"{t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.0%} at kernel efficiency "
                       f"{t.kernel_efficiency:.0%}",
-        "time": f"{t.hours:,.1f} hours ({t.days:,.2f} days), {t.steps:,} steps",
+        "time": f"{t.hours:,.1f} hours ({t.days:,.2f} days), {t.steps:,} steps" + (
+            "" if t.hours_range is None else
+            f"; stated range {t.hours_range[0]:,.1f}-{t.hours_range[1]:,.1f} hours (published runs, chapter 16)"),
         "cost": f"{t.gpu_hours:,.1f} GPU-hours x ${t.price_usd_per_gpu_hour:.2f} = ${t.cost_usd:,.2f}",
     }
     if args.method != "full":

@@ -432,6 +432,13 @@ class FinetuneTime:
         return self.hours * self.n_gpus
 
     @property
+    def hours_range(self) -> tuple | None:
+        """The stated range of the run's hours: :data:`RESIDUAL_RANGE` (the spread of published / predicted step
+        times over every published LoRA and QLoRA row, chapter 16) times :attr:`hours`. ``None`` for full
+        fine-tuning, which the published rows do not bound (their fixed per-step costs are ``known_out``)."""
+        return None if self.method == "full" else (self.hours * RESIDUAL_RANGE[0], self.hours * RESIDUAL_RANGE[1])
+
+    @property
     def cost_usd(self) -> float:
         return self.gpu_hours * self.price_usd_per_gpu_hour
 
@@ -449,7 +456,9 @@ class FinetuneTime:
                 "dequant_s": self.dequant_s, "overhead_s": self.overhead_s, "exposed_comm_s": self.exposed_comm_s, "steps": self.steps,
                 "tokens_per_s": self.tokens_per_s, "mfu": self.mfu, "hours": self.hours, "days": self.days,
                 "gpu_hours": self.gpu_hours, "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
-                "cost_usd": self.cost_usd}
+                "cost_usd": self.cost_usd,
+                "hours_low": None if self.hours_range is None else self.hours_range[0],
+                "hours_high": None if self.hours_range is None else self.hours_range[1]}
 
 
 def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: float, epochs: float = 1.0,
