@@ -13,11 +13,11 @@ import sys as _sys
 from .units import GB, GiB, fmt_bytes, fmt_count, fmt_gib
 from .catalog import (GPU, get_gpu, get_model, gpu_table, list_gpus, list_models, model_entry, model_table,
                       prices_as_of)
-from .precision import DTYPE_BYTES, FP8_SCHEMES, OPTIMIZERS, RECIPES, bytes_per_element, recipe_tensor_table
+from .precision import DTYPE_BYTES, FP8_SCHEMES, OPTIMIZERS, RECIPES, bytes_per_element
 
 # Part I, one GPU (ch 1-5): parameters, bytes per parameter, inference memory, activations, the step's peak.
 from .model import Model
-from .memory import ModelStates, TrainingMemory, max_micro_batch, model_states, training_memory
+from .memory import ModelStates, TrainingMemory, max_micro_batch, model_states, recipe_tensor_table, training_memory
 from .inference import InferenceMemory, inference_memory, kv_cache_bytes_per_token, weights_bytes
 from .activations import ActivationMemory, activation_memory
 

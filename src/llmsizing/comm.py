@@ -39,40 +39,13 @@ from .flops import stage_attention_flops_per_token, stage_flops_per_token
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .model import Model
-from .network import GroupLink, Node, get_node, group_link, latency_steps
+from .network import Collective, GroupLink, Node, get_node, group_link, latency_steps
 from .parallel import Parallel, check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
 
 #: Columns of :meth:`Communication.to_frame`.
 COMM_COLUMNS = ("collective", "group", "group_size", "link", "calls", "message_bytes", "bytes_per_gpu",
                 "bandwidth_gbps", "latency_s", "time_s")
-
-
-@dataclass(frozen=True)
-class Collective:
-    """One kind of collective in a step, on one GPU. ``message_bytes`` is the full buffer of one call (before
-    any sharding), ``bytes_per_gpu`` what this GPU sends in all ``calls`` of the step, ``bandwidth_gbps`` the
-    one-way bandwidth the ``link`` reaches (nominal x achievable fraction), ``latency_s`` the algorithm steps
-    of all ``calls`` x the link's latency per step, ``time_s`` = bytes / bandwidth + latency."""
-
-    collective: str
-    group: str
-    group_size: int
-    link: str
-    calls: int
-    message_bytes: float
-    bytes_per_gpu: float
-    bandwidth_gbps: float
-    latency_s: float = 0.0
-
-    @property
-    def time_s(self) -> float:
-        return self.bytes_per_gpu / (self.bandwidth_gbps * 1e9) + self.latency_s
-
-    @property
-    def one_call_s(self) -> float:
-        """One call's seconds (``time_s / calls``)."""
-        return self.time_s / self.calls
 
 
 @dataclass(frozen=True)

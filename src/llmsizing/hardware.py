@@ -1,36 +1,20 @@
-"""Hardware arithmetic (chapter 6, "Hardware"): link bandwidths in one direction and the default network.
+"""Hardware arithmetic (chapter 6, "Hardware"): peaks, ridge points, the decode roofline, the GPU comparison and
+the calibrated kernel efficiency. The links themselves (one-way bandwidths, nodes, collectives) are
+:mod:`llmsizing.network`'s; ``link_bandwidth_one_way_gbps`` is still importable from here.
 
 Units follow :mod:`llmsizing.units`: decimal GB/s, and every bandwidth says its direction.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
-from ._validate import check_number
-
-#: The network bandwidth per GPU between nodes, one way, in decimal GB/s: one 400 Gb/s InfiniBand NDR (or
-#: 400 GbE) adapter per GPU, as in NVIDIA's DGX H100 (eight ConnectX-7 ports for eight GPUs): 400 / 8 = 50 GB/s
-#: each way. A parameter of :func:`~llmsizing.comm.communication` (``inter_node_gbps``).
-INTER_NODE_GBPS_PER_GPU = 50.0
-
-
-def link_bandwidth_one_way_gbps(gpu) -> float:
-    """The GPU's link to its node-mates (NVLink, Infinity Fabric or PCIe) in one direction, decimal GB/s.
-
-    Datasheets quote NVLink and PCIe bidirectionally (an H100 SXM's "900 GB/s" NVLink is 450 GB/s each way);
-    a ring collective sends and receives at the same time, so its time uses the one-way figure."""
-    from .catalog import get_gpu
-
-    g = get_gpu(gpu)
-    bw = check_number("link_bandwidth_gbps", g.link_bandwidth_gbps, allow_equal=False)
-    return bw / 2 if g.link_direction == "bidirectional" else bw
+from ._validate import check_choice, check_int, check_number
+from .network import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps  # noqa: F401 (chapter 6's names)
 
 
 # =========================================================================== chapter 6: peaks, ridge points, rooflines
-from dataclasses import dataclass  # noqa: E402
-
-from ._validate import check_choice, check_int  # noqa: E402
 
 #: The compute formats the catalogue has a tensor-core peak for: ``bf16`` and ``fp16`` (FP32 accumulation),
 #: ``fp16-acc16`` (FP16 with FP16 accumulation, faster on GeForce cards only) and ``fp8`` (absent on the A10, the

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
 from .catalog import resolve_model
-from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _frame, default_overhead_bytes
+from .states import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _frame, default_overhead_bytes
 from .model import Model
 from .precision import DTYPE_BYTES, KV_DTYPES, STORED_FORMATS, WEIGHT_DTYPES, use_more_bits
 

@@ -21,11 +21,8 @@ from .model import Model
 from .network import get_node
 from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, pipeline_bubble, recomputed_layers
 from .precision import compute_dtype
+from .states import USABLE_FRACTION
 
-#: The share of a GPU's memory a plan may fill with :attr:`~llmsizing.memory.TrainingMemory.total_bytes`
-#: (which already includes the book's overhead allowance). The other 10% is headroom for what the estimate
-#: misses: chapter 5 measures the peak within about 5%, and the allowance itself is not a measurement.
-USABLE_FRACTION = 0.9
 
 #: The most GPUs a node may have (``gpus_per_node``): tensor-parallel degrees are searched among its divisors.
 #: NVIDIA's GB200 NVL72 puts 72 GPUs in one NVLink domain; 1,024 leaves room for larger ones.

@@ -1,115 +1,33 @@
-"""Model states (weights, gradients, optimizer) and the total training footprint per GPU.
+"""Model states (weights, gradients, optimizer) and the total training footprint per GPU, for any model and layout.
 
 ``model_states`` is taught in chapter 2 ("Bytes per parameter"); ``training_memory`` in chapter 4
-("Activation memory"). Sources are listed in :mod:`llmsizing.precision` and :mod:`llmsizing.activations`.
+("Activation memory"). The pieces live below: the dense model states in :mod:`llmsizing.states`, a mixture of
+experts' in :mod:`llmsizing.moe`, the activations in :mod:`llmsizing.activations`, the step's peak from its parts
+in :mod:`llmsizing.footprint`; their names are importable from here too. Sources are listed in
+:mod:`llmsizing.precision` and :mod:`llmsizing.activations`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, check_sequence
 from . import moe as _moe
 from .catalog import resolve_model
 from .model import Model
-from .parallel import Parallel, layers_per_stage, resolve_parallel
+from .parallel import Parallel, resolve_parallel
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
-from .units import GiB
-
-#: A fixed allowance for what no formula here models: the CUDA context and kernels (~0.3-0.6 GiB with
-#: lazy module loading), cuBLAS/cuDNN workspaces and NCCL communication buffers. An allowance, not a
-#: measurement; pass ``overhead_bytes=`` to use your own figure.
-FIXED_OVERHEAD_BYTES = 1 * GiB
-
-#: Allocator fragmentation as a fraction of the modelled tensors: a guess with no published source, which no
-#: verdict of the book rests on (chapter 3; issue 26). Pass ``overhead_bytes=`` to use your own figure.
-FRAGMENTATION = 0.08
+from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
+                     _stage_params, _states, _tp_share, default_overhead_bytes, edge_params,
+                     model_states_for_params, optimizer_state_elements)
+from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
+                        STEP_PARTS, TrainingMemory, step_phases)
 
 
-def default_overhead_bytes(tensor_bytes: float) -> float:
-    """The book's default allowance: :data:`FIXED_OVERHEAD_BYTES` + :data:`FRAGMENTATION` x modelled tensors."""
-    return FIXED_OVERHEAD_BYTES + FRAGMENTATION * tensor_bytes
-
-
-def _frame(rows: dict[str, float], n_params: int):
-    import pandas as pd
-
-    df = pd.DataFrame({"bytes": pd.Series(rows, dtype="float64")})
-    df["GiB"] = df["bytes"] / GiB
-    df["bytes/param"] = df["bytes"] / n_params
-    df.index.name = "component"
-    return df
 
 
 # ----------------------------------------------------------------------------- model states
-@dataclass(frozen=True)
-class ModelStates:
-    """Bytes of the model states on one GPU. ``optimizer_bytes`` includes the fp32 master copy
-    (``master_bytes``) and the optimizer's own buffers (``optimizer_state_bytes``). With an ``offload`` layout
-    (:data:`~llmsizing.parallel.OFFLOADS`) the offloaded bytes are not on the GPU: ``host_bytes`` is what this
-    GPU's share costs in the host's memory (multiply by the GPUs per node for a node's RAM).
-
-    An FP8 recipe (:data:`~llmsizing.precision.FP8_SCHEMES`) adds ``fp8_weights_bytes``, the FP8 copies of the
-    Linear weights that Transformer Engine caches (DeepSeek-V3: one block-scaled copy), and ``fp8_meta_bytes``,
-    its scaling state (amax histories and scales: kilobytes per layer). Both are in :attr:`total_bytes`."""
-
-    n_params: int
-    precision: str
-    optimizer: str
-    weights_bytes: float
-    gradients_bytes: float
-    master_bytes: float
-    optimizer_state_bytes: float
-    parallel: Parallel = Parallel()
-    host_bytes: float = 0.0
-    fp8_weights_bytes: float = 0.0
-    fp8_meta_bytes: float = 0.0
-
-    @property
-    def optimizer_bytes(self) -> float:
-        return self.master_bytes + self.optimizer_state_bytes
-
-    @property
-    def working_weights_bytes(self) -> float:
-        """The weights the step computes with: :attr:`weights_bytes` plus an FP8 recipe's weight copies and
-        scaling state (what :func:`step_phases` counts as alive under "weights")."""
-        return self.weights_bytes + self.fp8_weights_bytes + self.fp8_meta_bytes
-
-    @property
-    def total_bytes(self) -> float:
-        return self.working_weights_bytes + self.gradients_bytes + self.optimizer_bytes
-
-    @property
-    def bytes_per_param(self) -> float:
-        """Bytes on this GPU divided by the model's parameter count: the familiar 16 (bf16-mixed AdamW) on one
-        GPU; with ``parallel`` it is the most loaded GPU's share (a little over 8 with ``Parallel(tp=2)``: the norms
-        are replicated)."""
-        return self.total_bytes / self.n_params
-
-    def to_frame(self):
-        """A DataFrame with one row per component (weights, gradients, master copy, optimizer states, total;
-        with an FP8 recipe also its FP8 weight copies and scaling state)."""
-        rows = {"weights": self.weights_bytes, "gradients": self.gradients_bytes,
-                "master copy": self.master_bytes, "optimizer states": self.optimizer_state_bytes}
-        if RECIPES[self.precision].fp8:
-            rows |= {"FP8 weight copies": self.fp8_weights_bytes, "FP8 scaling state": self.fp8_meta_bytes}
-        return _frame({**rows, "total": self.total_bytes}, self.n_params)
-
-
-def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
-    """How many numbers the optimizer keeps (before choosing their dtype).
-
-    Adafactor's factored second moment keeps ``r + c`` numbers per ``r x c`` matrix and the full vector for
-    1-D tensors (Shazeer & Stern 2018, Alg. 4), so it is computed tensor by tensor from :meth:`Model.tensors`.
-    """
-    model = resolve_model(model, moe=True)
-    opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
-    n = opt.states * model.n_params
-    if opt.factored:
-        n += sum((s[0] + s[1] if len(s) == 2 else math.prod(s)) * k for _, _, s, k in model.tensors())
-    return n
 
 
 def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
@@ -138,40 +56,6 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
         linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
 
 
-def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
-                            parallel: Parallel | None = None) -> ModelStates:
-    """:func:`model_states` for a bare parameter count, when there is no architecture to build (for example
-    "a 10B model" in an article). Same recipes, same ZeRO rules.
-
-    Only for optimizers whose state is elementwise (everything but Adafactor, whose factored moment depends on
-    the tensor shapes: build a :class:`~llmsizing.model.Model` for it). With an FP8 recipe every parameter is
-    counted as a Linear weight with an FP8 copy (an upper bound: the embeddings and norms have none; the blocks'
-    matrices are 87% of Llama 3 8B) and the scaling state is left out (no layer count). Taught in chapter 2.
-    """
-    n = check_int("n_params", n_params)
-    check_recipe("precision", precision)
-    opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
-    if opt.factored:
-        raise ValueError(f"optimizer={optimizer!r} has a factored state that depends on the tensor shapes: "
-                         "use model_states with a Model")
-    return _states(n, opt.states * n, precision, optimizer, resolve_parallel(parallel))
-
-
-def _tp_share(name: str, model: Model, tp: int) -> float:
-    """The fraction of one parameter tensor that each tensor-parallel rank holds (Megatron-LM's layout,
-    Shoeybi et al. 2019): column-parallel matrices and their biases (q, k, v, gate, up) and row-parallel
-    matrices (o, down) are split; row-parallel biases, norms and learned positions are replicated; the
-    embedding and the LM head are split along the vocabulary. K and V are split by KV head, at least one head per
-    rank (replicated beyond ``kv_heads``, as vLLM does)."""
-    if tp == 1:
-        return 1.0
-    if any(k in name for k in ("norm", "embed_positions")) or name.endswith(("o_proj.bias", "down_proj.bias")):
-        return 1.0
-    if "k_proj" in name or "v_proj" in name:
-        return max(model.kv_heads / tp, 1) / model.kv_heads
-    return 1.0 / tp
-
-
 def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[float]:
     """Parameters held by one GPU of each pipeline stage (per tensor-parallel rank), exactly: layers split as
     evenly as possible (the first stages take the remainder), the first stage also holds the embedding (and
@@ -182,103 +66,6 @@ def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[f
     model = resolve_model(model, moe=True)
     par = resolve_parallel(parallel, model)
     return list(_moe.gpu_params(model, par) if model.is_moe else _stage_params(model, par.tp, par.pp, par.stage_layers))
-
-
-def edge_params(model: Model, tp: int, pp: int) -> dict[str, float]:
-    """Parameters outside the transformer layers per tensor-parallel rank: ``"first"`` (the embeddings, on the
-    first pipeline stage) and ``"last"`` (final norm, untied LM head, and with ``pp > 1`` the output layer's
-    copy of a tied embedding, on the last stage). Shared by :func:`stage_params` and :mod:`llmsizing.moe`."""
-    edge = {"first": 0.0, "last": 0.0}
-    for _, name, shape, _k in model.tensors():
-        if name.startswith("layers."):
-            continue
-        n = math.prod(shape) * _tp_share(name, model, tp)
-        if name.startswith("embed_"):
-            edge["first"] += n
-            if name == "embed_tokens.weight" and model.tied_embeddings and pp > 1:
-                edge["last"] += n
-        else:
-            edge["last"] += n
-    return edge
-
-
-@functools.lru_cache(maxsize=256)
-def _stage_params(model: Model, tp: int, pp: int, stage_layers: tuple | None = None) -> tuple[float, ...]:
-    """:func:`stage_params` for a resolved model and layout, kept: the planner asks for the same few thousand
-    times in one search."""
-    per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp) for _, n, s in model.layer_tensors())
-    edge = edge_params(model, tp, pp)
-    out = []
-    for i, layers in enumerate(layers_per_stage(model.layers, Parallel(pp=pp, stage_layers=stage_layers))):
-        n = layers * per_layer
-        n += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
-        out.append(n)
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=256)
-def _stage_linear(model: Model, tp: int, pp: int, stage_layers: tuple | None = None) -> tuple[tuple[float, int], ...]:
-    """Per pipeline stage: ``(Linear weight elements on one GPU, layers)``, the blocks' matrices that an FP8
-    recipe casts to FP8 (QKV, output projection, gate/up, down, split by :func:`_tp_share`). The embedding and
-    the LM head stay 16-bit: Megatron-LM's ``output_layer`` is its own ``ColumnParallelLinear``, not a
-    Transformer Engine module."""
-    per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp)
-                    for _, n, s in model.layer_tensors() if len(s) == 2)
-    layers = layers_per_stage(model.layers, Parallel(pp=pp, stage_layers=stage_layers))
-    return tuple((k * per_layer, k) for k in layers)
-
-
-def _states(n: int, elements: float, precision: str, optimizer: str, par: Parallel,
-            on_rank: float | None = None, linear: tuple[float, int] | None = None) -> ModelStates:
-    """The recipe and ZeRO arithmetic shared by :func:`model_states` and :func:`model_states_for_params`:
-    ``n`` parameters, ``elements`` optimizer-state numbers, ``on_rank`` the parameters one GPU holds before
-    ZeRO (default: the even split ``n / (tp * pp)``, for a bare parameter count), ``linear`` the Linear weight
-    elements and layers on this GPU (:func:`_stage_linear`; default: every parameter, no layers)."""
-    recipe, opt = RECIPES[precision], OPTIMIZERS[optimizer]
-    weights = n * DTYPE_BYTES[recipe.weights]
-    grads = n * DTYPE_BYTES[recipe.grads]
-    # the optimizer's own fp32 gradient copy (DeepSpeed ZeRO-1/2) belongs to the optimizer's partition
-    extra = n * DTYPE_BYTES[recipe.extra_grads] if recipe.extra_grads else 0.0
-    master = n * DTYPE_BYTES[recipe.master] if recipe.master else 0.0
-    if opt.dtype:  # quantised states: 1 byte each + one fp32 constant per block
-        states = elements * (DTYPE_BYTES[opt.dtype] + 4 / opt.block)
-    else:
-        states = elements * DTYPE_BYTES[recipe.states]
-    share = (on_rank / n) if on_rank is not None else 1 / (par.tp * par.pp)
-    weights, grads, extra, master, states = (x * share for x in (weights, grads, extra, master, states))
-    dp = par.dp_cp        # ZeRO shards over the data- and context-parallel ranks (Megatron-LM, torchtitan)
-    scheme = recipe.scheme
-    fp8_w = fp8_meta = 0.0
-    if scheme is not None:
-        lin, n_layers = linear if linear is not None else (n * share, 0)
-        fp8_w = scheme.weight_copy_bytes * lin
-        fp8_meta = scheme.meta_bytes_per_layer * n_layers
-        if par.zero >= 3 and par.reshard_after_forward:   # remade per gathered unit, like the weights
-            fp8_w = fp8_w / dp
-    if par.zero >= 1:
-        master, states, extra = master / dp, states / dp, extra / dp
-    if par.zero >= 2:
-        grads = grads / dp
-    if par.zero >= 3 and par.reshard_after_forward:     # (FSDP2 without resharding keeps them gathered)
-        weights = weights / dp
-    host = 0.0
-    if par.offload != "none":
-        # ZeRO-Offload: the optimizer's partition lives (and steps, with CPU Adam) in host memory, with an fp32
-        # copy of the gradient partition when the recipe's gradients are 16-bit (DeepSpeed keeps one for CPU Adam)
-        fp32_grads = 0.0
-        if not extra and DTYPE_BYTES[recipe.grads] < 4:
-            fp32_grads = 4.0 * n * share / (dp if par.zero >= 1 else 1)
-        host = master + states + extra + fp32_grads
-        master = states = extra = 0.0
-        if par.zero >= 2:
-            # ZeRO-2/3 offload reduces each gradient bucket straight into that host fp32 partition: no gradient
-            # shard stays on the GPU (DeepSpeed's estimate_zero2/zero3_model_states_mem_needs count no
-            # gradient bytes on the GPU with cpu_offload, and 16 bytes per parameter on the host)
-            grads = 0.0
-        if par.offload == "optimizer+params":     # ZeRO-Infinity's offload_param: the weight shard too
-            host += weights
-            weights = 0.0
-    return ModelStates(n, precision, optimizer, weights, grads + extra, master, states, par, host, fp8_w, fp8_meta)
 
 
 def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=None):
@@ -313,7 +100,6 @@ def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float | None = N
     :data:`~llmsizing.layouts.USABLE_FRACTION` (0.9), so Parts I and II count the fewest GPUs alike (issue 26; it was
     1 here until then). Pass 1.0 for bytes that carry their own allowance (:func:`~llmsizing.inference.inference_memory`). Chapter 2."""
     from .catalog import get_gpu
-    from .layouts import USABLE_FRACTION
 
     n_bytes = check_number("n_bytes", n_bytes)
     frac = check_fraction("usable_fraction", USABLE_FRACTION if usable_fraction is None else usable_fraction)
@@ -329,12 +115,7 @@ def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float | None = N
 
 
 # ----------------------------------------------------------------------------- the peak of a step
-#: PyTorch's three AdamW implementations (its own names): ``foreach`` (its default on CUDA) applies each update
-#: to the whole parameter group at once, ``for-loop`` one tensor at a time, ``fused`` in one kernel.
-OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
 
-#: The phases of one training step, in order (:attr:`TrainingMemory.phases`).
-PHASES = ("forward", "loss backward", "backward", "optimizer step")
 
 
 def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
@@ -379,211 +160,6 @@ def autocast_copies_bytes(model: Model | str, *, parallel: Parallel | None = Non
     parts = model.param_breakdown()
     matmul = parts["attention"] + parts["mlp"] + (parts["embedding"] if model.tied_embeddings else parts["lm_head"])
     return 2.0 * matmul / (par.tp * par.pp)
-
-
-@dataclass(frozen=True)
-class TrainingMemory:
-    """The memory of one training step on one GPU, phase by phase (chapter 4, "The peak of a step").
-
-    ``phases_bytes`` holds the largest live bytes of each phase in :data:`PHASES`, at steady state (the
-    optimizer states already exist; the gradients were freed by ``zero_grad(set_to_none=True)``):
-    ``peak_bytes`` is the largest of them and ``total_bytes`` adds the overhead allowance to it. Gradient
-    accumulation multiplies the global batch, not the activations.
-
-    With pipeline parallelism the result is the most loaded GPU's (``stage`` is its pipeline stage; ties go to
-    the earlier stage): ``stages`` holds one row per stage (params, micro-batches in flight, states,
-    activations, peak, total, host bytes) and :attr:`stage_table` shows them. ``in_flight`` is how many
-    micro-batches of this stage's layers are alive at its peak (:func:`~llmsizing.parallel.pipeline_in_flight`),
-    ``gathered_bytes`` ZeRO-3's gathered unit (:func:`zero3_gathered_bytes`) and :attr:`host_bytes` the
-    host memory an ``offload`` layout costs per GPU.
-
-    Changed in the "peak of a step" revision: ``total_bytes`` used to be model states + activations +
-    allowance; it is now the peak of the phases + allowance, which is never less than the activations
-    alive at the end of the forward plus the states that exist then. Every field and property of the old
-    result is still there.
-    """
-
-    states: ModelStates
-    activations: "ActivationMemory"  # noqa: F821
-    overhead_bytes: float
-    micro_batch: int
-    grad_accum: int
-    seq: int
-    flops_per_token: float
-    pieces: dict = field(default_factory=dict)
-    stack: str = "fused"
-    optimizer_impl: str = "foreach"
-    autocast_copies_bytes: float = 0.0
-    loss_temporaries_bytes: float = 0.0
-    optimizer_temporaries_bytes: float = 0.0
-    stage: int = 0
-    in_flight: float = 1.0
-    gathered_bytes: float = 0.0
-    stages: tuple = ()
-
-    @property
-    def weights_bytes(self) -> float:
-        return self.states.weights_bytes
-
-    @property
-    def gradients_bytes(self) -> float:
-        return self.states.gradients_bytes
-
-    @property
-    def optimizer_bytes(self) -> float:
-        return self.states.optimizer_bytes
-
-    @property
-    def activations_bytes(self) -> float:
-        return self.activations.total_bytes
-
-    @property
-    def pieces_bytes(self) -> dict[str, float]:
-        """The bytes of each piece of :func:`step_phases` (the backward's two ends apart)."""
-        return {k: sum(v.values()) for k, v in self.pieces.items()}
-
-    @property
-    def phase_parts(self) -> dict[str, dict[str, float]]:
-        """What is alive at the peak of each phase in :data:`PHASES`, by part (:data:`STEP_PARTS`)."""
-        p, b = self.pieces, self.pieces_bytes
-        back = "backward (start)" if b["backward (start)"] >= b["backward (end)"] else "backward (end)"
-        out = {"forward": p["forward"], "loss backward": p["loss backward"], "backward": p[back],
-               "optimizer step": p["optimizer step"]}
-        return {k: {part: v.get(part, 0.0) for part in STEP_PARTS} for k, v in out.items()}
-
-    @property
-    def phases_bytes(self) -> dict[str, float]:
-        """The largest live bytes of each phase in :data:`PHASES` (:func:`step_phases`)."""
-        return {k: sum(v.values()) for k, v in self.phase_parts.items()}
-
-    @property
-    def peak_bytes(self) -> float:
-        """The largest phase of the step, without the overhead allowance."""
-        return max(self.phases_bytes.values())
-
-    @property
-    def peak_phase(self) -> str:
-        """Which phase holds the peak (the first one, if two are equal)."""
-        return max(PHASES, key=lambda p: (self.phases_bytes[p], -PHASES.index(p)))
-
-    @property
-    def total_bytes(self) -> float:
-        """The peak of the step plus the overhead allowance: what must fit in the GPU's memory."""
-        return self.peak_bytes + self.overhead_bytes
-
-    @property
-    def host_bytes(self) -> float:
-        """Host (CPU) memory this GPU's offloaded states take (0 without ``offload``)."""
-        return self.states.host_bytes
-
-    @property
-    def stage_table(self):
-        """A DataFrame, one row per pipeline stage (bytes, and ``total GiB``); one row without a pipeline."""
-        import pandas as pd
-
-        df = pd.DataFrame(list(self.stages)).set_index("stage")
-        df["total GiB"] = df["total"] / GiB
-        return df
-
-    @property
-    def global_batch(self) -> int:
-        """Sequences per optimizer step: micro-batch x accumulation steps x data-parallel replicas."""
-        return self.micro_batch * self.grad_accum * self.states.parallel.dp
-
-    @property
-    def tokens_per_step(self) -> int:
-        return self.global_batch * self.seq
-
-    @property
-    def phases(self):
-        """A DataFrame, one row per phase: what is alive at its peak by part (bytes, :data:`STEP_PARTS`), the
-        phase's ``bytes`` and ``GiB``."""
-        import pandas as pd
-
-        df = pd.DataFrame(self.phase_parts).T.astype("float64")
-        df["bytes"] = df.sum(axis=1)
-        df["GiB"] = df["bytes"] / GiB
-        df.index.name = "phase"
-        return df
-
-    def to_frame(self):
-        return _frame({"weights": self.weights_bytes, "gradients": self.gradients_bytes,
-                       "optimizer": self.optimizer_bytes, "activations": self.activations_bytes,
-                       "peak": self.peak_bytes, "overhead": self.overhead_bytes, "total": self.total_bytes},
-                      self.states.n_params)
-
-
-def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: float, loss_bytes: float,
-                optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
-                head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
-                gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0)) -> dict[str, float]:
-    """The live bytes of each phase of one step (see :class:`TrainingMemory`), from its parts.
-
-    * forward: weights + optimizer states + activations + autocast copies (+ gradients from the previous
-      micro-batch when accumulating);
-    * loss backward: the forward's bytes + the loss's temporaries (the fp32 gradient of the logits and its
-      companions, ``loss_bytes``);
-    * backward: the loss's and the LM head's tensors are gone; the layers' activations are freed layer by
-      layer while that layer's gradients appear, so the live bytes move linearly from (the layers'
-      activations + the LM head's gradients) to (the embedding's activations + all gradients); the larger
-      end, plus one layer's backward working set. With tied embeddings the embedding's backward writes a
-      dense gradient of the shared matrix and adds it to the LM head's: two more copies at the end
-      (``embedding_grad_bytes``, measured). The LM head's autocast copy (``head_copy_bytes``) is gone;
-    * optimizer step: weights + gradients + optimizer states + the optimizer's temporaries (the activations
-      and autocast copies are gone);
-    * with ZeRO-3, the weights and gradient of the unit being computed are gathered in full
-      (``gathered_bytes``, :func:`zero3_gathered_bytes`) during the forward and backward;
-    * with context parallelism, one layer's attention holds the K and V it exchanges
-      (``cp_buffers_bytes``, forward and backward: :func:`~llmsizing.activations.cp_attention_buffers_bytes`)
-      on top of the forward's activations and of the backward's working set.
-
-    Against the measured Hugging Face steps (chapter 5) the forward and the loss backward are within -1% / +5%
-    and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set is a fitted
-    half layer, :data:`LAYER_WORKING_SET`), and it rarely holds the peak.
-
-    Returns five pieces, each a dict of what is alive (keys of :data:`STEP_PARTS`) and each linear in the
-    micro-batch: the two ends of the backward are kept apart (``"backward (start)"``, ``"backward (end)"``),
-    which is what lets :func:`max_micro_batch` stay exact.
-    """
-    W, G, O = states.working_weights_bytes, states.gradients_bytes, states.optimizer_bytes
-    # what the forward leaves alive; with recomputation, the layer rebuilt during the backward comes on top
-    # only in the backward (activation_memory reports the backward peak, rebuilt layer included)
-    kept = acts.total_bytes - acts.rebuilt_bytes
-    A, A_emb = kept, acts.embedding_bytes
-    g_fwd = G if grad_accum > 1 else 0.0
-    cp_fwd, cp_bwd = cp_buffers_bytes
-    forward = {"weights": W, "optimizer states": O, "gradients": g_fwd, "activations": A,
-               "autocast copies": autocast_bytes, "temporaries": gathered_bytes + cp_fwd}
-    return {
-        "forward": forward,
-        "loss backward": {**forward, "temporaries": loss_bytes + gathered_bytes},
-        "backward (start)": {**forward, "activations": A - acts.logits_bytes + acts.rebuilt_bytes,
-                             "autocast copies": autocast_bytes - head_copy_bytes,
-                             "gradients": G if grad_accum > 1 else head_grad_bytes,
-                             "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
-        "backward (end)": {"weights": W, "optimizer states": O, "gradients": G + embedding_grad_bytes,
-                           "activations": A_emb, "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
-        "optimizer step": {"weights": W, "optimizer states": O, "gradients": G, "temporaries": optimizer_bytes},
-    }
-
-
-#: What :func:`step_phases` reports as alive in each phase.
-STEP_PARTS = ("weights", "optimizer states", "gradients", "activations", "autocast copies", "temporaries")
-
-
-#: Bytes per logit (per ``batch x seq x vocab / tp`` element) that the loss's backward allocates on top of
-#: what the forward left alive: ``nll_loss``'s backward writes an fp32 gradient of the log-probabilities
-#: (4 bytes) and ``log_softmax``'s backward an fp32 gradient of the logits (4 more) while the first is still
-#: alive. Measured at exactly 8.0 for every configuration of ``data/step_measurements.csv``, both stacks and
-#: every precision (chapter 5). Fused or chunked cross-entropy kernels (Megatron's vocab-parallel one writes
-#: the gradient in place of its saved softmax; Liger-Kernel's never materialises the logits) allocate less.
-LOSS_BACKWARD_BYTES_PER_LOGIT = {"fused": 8.0, "hf": 8.0}
-
-#: One layer's backward working set, as a multiple of what that layer saved for backward (the gradients of
-#: its inputs and intermediate results coexist with the saved tensors they are computed from). Fitted to the
-#: start of the backward in ``data/step_measurements.csv``: 0.04 to 0.63 of a layer (more with eager
-#: attention and long sequences), so 0.5.
-LAYER_WORKING_SET = 0.5
 
 
 def training_memory(model: Model | str, *, batch: int, seq: int, precision: str = "bf16-mixed",
@@ -798,3 +374,24 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
         b = np.minimum(b, fit)
     b = np.maximum(b, 0).astype(np.int64)
     return int(b) if seqs.ndim == 0 else b
+
+
+def recipe_tensor_table(model, *, precisions=("bf16-mixed", "bf16-mixed-fp32-grads", "fp8-mixed",
+                                                 "fp8-deepseek"), optimizer: str = "adamw"):
+    """Bytes per parameter of each model-state tensor (rows: weights, gradients, master copy, optimizer states,
+    FP8 weight copies, FP8 scaling state, total) for each recipe in ``precisions`` (columns), on one GPU, from
+    :meth:`~llmsizing.memory.ModelStates.to_frame`: what an FP8 recipe saves and what it adds, tensor by
+    tensor. The FP8 rows are per parameter of the whole model (only the blocks' Linear weights have copies: 2
+    bytes per Linear weight with Transformer Engine on Hopper). Taught in chapter 2, "FP8: what it saves and
+    what it does not"."""
+    import pandas as pd
+
+    model = resolve_model(model)
+    precisions = [check_recipe("precision", p)
+                  for p in check_sequence("precisions", precisions, example="['bf16-mixed', 'fp8-mixed']")]
+    cols = {p: model_states(model, precision=p, optimizer=optimizer).to_frame()["bytes/param"] for p in precisions}
+    rows = ["weights", "gradients", "master copy", "optimizer states", "FP8 weight copies", "FP8 scaling state",
+            "total"]
+    df = pd.DataFrame(cols).reindex(rows).fillna(0.0)
+    df.index.name = "tensor"
+    return df

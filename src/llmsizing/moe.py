@@ -37,7 +37,7 @@ What is here, and which hooks call it (every other module only calls into this o
   forward and their two conjugates in the backward (4; 6 with full recomputation, which repeats the forward's),
   each sending ``tokens x k x hidden x bytes x (ep - 1) / ep`` per GPU under uniform routing (GShard's and
   Megatron's accounting; ``measurements.moe_all_to_all_table`` checks it against a gloo measurement), priced by
-  :func:`llmsizing.serve_moe.all_to_all_s` (serving's all-to-all on the network model, checked against DeepEP's
+  :func:`llmsizing.all_to_all.all_to_all_s` (serving's all-to-all on the network model, checked against DeepEP's
   published latencies) with the ``ep`` group placed like Megatron-Core's expert grid (``ep`` ranks ``etp``
   apart), across nodes when ``ep x etp`` exceeds a scale-up domain. DeepSeek-V3's node-limited routing (each
   token to at most ``M = 4`` nodes, sent once per node over InfiniBand and forwarded over NVLink; DeepSeek-AI
@@ -59,34 +59,23 @@ import functools
 import math
 from dataclasses import dataclass, replace
 
+from ._compat import forward as _forward
 from ._validate import check_bool, check_choice, check_int, check_number
-from .activations import ActivationMemory as _ActivationMemory
+from .act_terms import (ACTIVATION_DTYPES, _check_fp8, _fp8_saved, _int_or_array, dense_activation_memory,
+                        dense_layer_terms)
+from .act_terms import ActivationMemory as _ActivationMemory
+from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa: F401 (issue 24's home)
+from .catalog import resolve_model
 from .model import Model
-from .parallel import Parallel, layers_per_stage
+from .network import Collective
+from .parallel import Parallel, check_ep, layers_per_stage  # noqa: F401 (check_ep: issue 24's home)
+from .precision import DTYPE_BYTES
+from .states import ModelStates, _states, _tp_share, edge_params
 
 #: The dtype of the forward dispatch all-to-all by recipe: DeepSeek-V3 quantises the activations to FP8 before the
 #: dispatch (1 byte per element plus one fp32 scale per 128 elements) and combines in BF16 (Sec. 3.3.4,
 #: "Low-Precision Communication"); every other recipe sends its working dtype both ways.
 FP8_DISPATCH_BYTES = 1.0 + 4 / 128
-
-
-def check_ep(model, par: Parallel) -> None:
-    """Refuse an expert-parallel layout that cannot run ``model``: ``ep > 1`` needs a mixture of experts whose
-    routed experts ``ep`` divides (Megatron-Core's ``MoELayer`` asserts ``num_moe_experts %
-    expert_model_parallel_size == 0``), and ``expert_tp=True`` needs the expert width divisible by ``tp``."""
-    if par.ep == 1 and not par.expert_tp:
-        return
-    if model is None:
-        return
-    if not model.is_moe:
-        what = f"ep={par.ep}" if par.ep > 1 else "expert_tp=True"
-        raise ValueError(f"{what} splits routed experts, but {model.name!r} is dense (experts=0)")
-    if model.experts % par.ep:
-        raise ValueError(f"ep={par.ep} must divide the routed experts ({model.experts}) of {model.name!r}: each "
-                         "expert-parallel rank holds experts / ep whole experts")
-    fe = model.expert_ffn_hidden or model.ffn_hidden
-    if par.expert_tp and fe % par.tp:
-        raise ValueError(f"expert_tp=True: tp={par.tp} must divide the expert width ({fe})")
 
 
 def _require_moe(model: Model, what: str) -> Model:
@@ -104,8 +93,8 @@ def expert_data_parallel(par: Parallel) -> int:
 
 @functools.lru_cache(maxsize=64)
 def dense_twin(model: Model) -> Model:
-    """``model`` with its MoE fields cleared: every layer a dense block with the ``ffn_hidden`` MLP. Used to reuse
-    the dense activation formulas for the parts a MoE layer shares with a dense one (norms, attention)."""
+    """``model`` with its MoE fields cleared: every layer a dense block with the ``ffn_hidden`` MLP (chapter 18
+    builds its dense comparison from it). The memory path no longer needs it: the dense terms read no MoE field."""
     return replace(model, experts=0, experts_per_token=0, expert_ffn_hidden=None, shared_experts=0,
                    shared_expert_ffn_hidden=None, shared_expert_gate=False, router_bias=False, moe_layers=None,
                    name=f"{model.name} (dense twin)")
@@ -129,8 +118,6 @@ def stage_moe_layers(model: Model, par: Parallel) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=256)
 def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
-    from .memory import _tp_share, edge_params
-
     par = Parallel(pp=pp, stage_layers=stage_layers)
     moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
     common = lin_common = 0.0                  # attention + norms of every layer
@@ -190,8 +177,6 @@ def moe_model_states(model: Model, elements: float, precision: str, optimizer: s
     dense part with the dense rules (ZeRO over ``dp x cp``), the routed experts with ZeRO over the ``edp``
     expert-data-parallel GPUs (:func:`expert_data_parallel`). ``elements`` is the whole model's optimizer-state
     count (:func:`~llmsizing.memory.optimizer_state_elements`), split in proportion to the parameters."""
-    from .memory import ModelStates, _states
-
     row = stage_split(model, par)[stage]
     n_exp = model.routed_expert_params
     n_dense = model.n_params - n_exp
@@ -256,12 +241,6 @@ def moe_layer_terms(model: Model | str, *, batch: int, seq: int, dtype: str = "b
     The all-to-all's send and receive buffers are transient (freed once the grouped GEMM has its input) and not
     counted. Exact for the tensors listed; what Megatron-Core's fused permute kernels keep beyond them (index
     maps, ``T k`` int32) is left out (under 1% of a layer at hidden sizes above 1,000)."""
-    from .activations import _fp8_saved
-    from .precision import DTYPE_BYTES
-
-    from .activations import ACTIVATION_DTYPES, _check_fp8, _int_or_array
-    from .catalog import resolve_model
-
     model = _require_moe(resolve_model(model, moe=True), "moe_layer_terms")
     batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
     check_choice("dtype", dtype, ACTIVATION_DTYPES)
@@ -299,24 +278,21 @@ class MoEActivationMemory(_ActivationMemory):
 
 
 def moe_activation_memory(model: Model, *, capacity_factor: float | None = None, expert_tp: bool = False, **kw):
-    """:func:`~llmsizing.activations.activation_memory` for a mixture of experts: the dense twin's
-    (:func:`dense_twin`: norms, attention, embedding, logits), with each MoE layer's dense MLP term replaced by
+    """:func:`~llmsizing.activations.activation_memory` for a mixture of experts: the dense terms of its layers
+    (:func:`~llmsizing.act_terms.dense_activation_memory`: norms, attention, embedding, logits), with each MoE layer's dense MLP term replaced by
     :func:`moe_layer_terms` (the difference goes into the ``"mlp"`` component). Full recomputation keeps only the
     layer inputs, and the rebuilt layer is a MoE one; selective recomputation keeps the MoE part (it reruns only
     the attention core)."""
-    from .activations import activation_memory, layer_terms
-
     if kw.get("stack", "fused") != "fused" or kw.get("autocast"):
         raise ValueError(f"stack={kw.get('stack')!r}, autocast={kw.get('autocast')!r}: a mixture of experts' "
                          "activations are modelled for stack='fused' without autocast (Megatron-Core's token "
                          "dispatcher) only")
-    twin = dense_twin(model)
-    base = activation_memory(twin, **kw)
+    base = dense_activation_memory(model, **kw)      # norms, attention, embedding, logits: as a dense layer's
     cp = kw.get("cp", 1)
     seq = kw["seq"] // cp
     lt = {k: v for k, v in kw.items() if k in ("batch", "dtype", "attention", "dropout", "tp", "sp", "mask_bytes",
                                                "stack", "autocast", "fp8")}
-    dense_mlp = layer_terms(twin, seq=seq, **lt)["mlp"]
+    dense_mlp = dense_layer_terms(model, seq=seq, **lt)["mlp"]
     terms = moe_layer_terms(model, batch=kw["batch"], seq=seq, dtype=kw.get("dtype", "bf16"), tp=kw.get("tp", 1),
                             sp=kw.get("sp", False), fp8=kw.get("fp8"), capacity_factor=capacity_factor,
                             expert_tp=expert_tp)
@@ -351,15 +327,13 @@ def stage_offset_bytes(acts, par: Parallel, stage: int) -> float:
 
 
 def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw) -> dict[str, float]:
-    """What one MoE layer saves, by :func:`~llmsizing.activations.layer_terms`'s components: the dense twin's
+    """What one MoE layer saves, by :func:`~llmsizing.activations.layer_terms`'s components: the dense layer's
     norms, attention and masks, and under ``"mlp"`` the sum of :func:`moe_layer_terms` (``kw`` are
     ``layer_terms``'s arguments; the ``"fused"`` stack only)."""
-    from .activations import layer_terms
-
     if kw.get("stack", "fused") != "fused" or kw.get("autocast") or kw.get("selective"):
         raise ValueError("a mixture of experts' layer is modelled for stack='fused', autocast=False and without "
                          "selective=True (Megatron-Core's token dispatcher)")
-    t = layer_terms(dense_twin(model), **kw)
+    t = dense_layer_terms(model, **kw)
     t["mlp"] = sum(moe_layer_terms(model, batch=kw["batch"], seq=kw["seq"], dtype=kw.get("dtype", "bf16"),
                                    tp=kw.get("tp", 1), sp=kw.get("sp", False), fp8=kw.get("fp8"),
                                    capacity_factor=capacity_factor).values())
@@ -367,53 +341,21 @@ def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw)
 
 
 # ----------------------------------------------------------------------------- the all-to-all
-def all_to_all_bytes(tokens: float, top_k: int, hidden: int, bytes_per_element: float, ep: int) -> float:
-    """Bytes one GPU sends in one dispatch (or combine) all-to-all under uniform routing:
-    ``tokens x k x hidden x bytes x (ep - 1) / ep`` (each of a token's ``k`` copies lands on another GPU with
-    probability ``(ep - 1) / ep``; dropless top-k, experts spread evenly over the ``ep`` GPUs)."""
-    tokens = check_number("tokens", tokens)
-    k = check_int("top_k", top_k)
-    h = check_int("hidden", hidden)
-    b = check_number("bytes_per_element", bytes_per_element, minimum=0.0)
-    ep = check_int("ep", ep)
-    return tokens * k * h * b * (ep - 1) / ep
-
-
-def inter_node_share(top_k: int, ep: int, gpus_per_node: int, max_nodes: int | None = None) -> float:
-    """The bytes that cross the network per byte of ``tokens x k x hidden x bytes``, with the ``ep`` GPUs in
-    groups of ``gpus_per_node`` per node (``n = ep / gpus_per_node`` nodes; 0 when ``ep`` fits in a node).
-
-    Without node limit: ``(ep - g) / ep`` of a token's ``k`` copies go to another node. With DeepSeek-V3's
-    node-limited routing (``max_nodes = M``; Sec. 2.1.2) a token goes to at most ``M`` nodes and is sent once per
-    node over InfiniBand, then forwarded to the right GPUs over NVLink (Sec. 3.2.2): ``min(k, M, n) x (n - 1) /
-    n`` copies cross the network (its chosen nodes taken as uniform over the ``n``, its own among them with
-    probability ``M / n``), i.e. ``min(k, M, n) / k x (n - 1) / n`` per byte of the formula. An approximation:
-    routing is not uniform, and a token whose ``k`` experts sit on fewer than ``M`` nodes sends fewer copies."""
-    k, ep, g = check_int("top_k", top_k), check_int("ep", ep), check_int("gpus_per_node", gpus_per_node)
-    m = None if max_nodes is None else check_int("max_nodes", max_nodes)
-    if ep <= g:
-        return 0.0
-    n = ep / g
-    if m is None:
-        return (ep - g) / ep
-    return min(k, m, n) / k * (n - 1) / n
 
 
 def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, node, grad_accum: int,
                   precision: str, recompute: str, max_nodes: int | None = None) -> list:
     """The expert-parallel all-to-alls of one step on the GPU of the stage with the most MoE layers, as
-    :class:`~llmsizing.comm.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward dispatch
+    :class:`~llmsizing.network.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward dispatch
     (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the backward's two
     (the gradients of the combine's output sent back along the dispatch's routes, and of the dispatch's), in the
     working dtype; full recomputation repeats the forward's two. Each sends :func:`all_to_all_bytes` and takes
-    :func:`llmsizing.serve_moe.all_to_all_s` of its ``tokens x k x hidden`` buffer, the model serving uses (within
+    :func:`llmsizing.all_to_all.all_to_all_s` of its ``tokens x k x hidden`` buffer, the model serving uses (within
     0.90-0.99x of DeepEP's published H800 latencies at EP 16-256), with DeepSeek's node limit ``max_nodes`` and the
     ``ep`` ranks ``etp`` apart: inside a scale-up domain over NVLink; across domains the cross-node share over the
     GPU's own NIC and the rest over NVLink, concurrently. A row's ``bandwidth_gbps`` is the effective one (bytes
     sent / that time, latency included), its ``latency_s`` 0."""
-    from .comm import Collective
     from .precision import DTYPE_BYTES, RECIPES
-    from .serve_moe import all_to_all_s
 
     if par.ep == 1 or not model.is_moe:
         return []
@@ -479,315 +421,15 @@ def check_capacity_factor(capacity_factor):
 
 
 # ----------------------------------------------------------------------------- DeepSeek-V3 (issue 24's done-when)
-#: DeepSeek-V3's pre-training layout (DeepSeek-AI 2024, arXiv 2412.19437, Sec. 3.2-3.3): 2,048 H800s, 16-way
-#: pipeline parallelism (DualPipe), 64-way expert parallelism over 8 nodes, ZeRO-1 data parallelism, no tensor
-#: parallelism, FP8 training; a batch of 15,360 sequences of 4K tokens (Sec. 4.2) is 120 per data-parallel rank.
-DEEPSEEK_V3_LAYOUT = Parallel(pp=16, dp=128, ep=64, zero=1)
-DEEPSEEK_V3_MICRO_BATCHES = 15360 // 128
-#: Its node-limited routing: each token to at most 4 nodes (Sec. 2.1.2, 3.2.2).
-DEEPSEEK_V3_MAX_NODES = 4
-#: A split of DeepSeek-V3's 61 layers over its 16 pipeline stages that unloads the chunks DualPipe puts on one
-#: rank with the embedding, the output head and the MTP module: one layer fewer in the first and in the last
-#: chunk. Not published (the report gives no split); :func:`deepseek_v3_check` shows Megatron's even split too.
-DEEPSEEK_V3_BALANCED_SPLIT = (3,) + (4,) * 14 + (2,)
-
-
-#: What DeepSeek-V3 keeps per micro-batch in the model's last pipeline chunk for its multi-token-prediction (MTP)
-#: module (Sec. 2.2): one MTP depth, a MoE block with its own projection ``M`` (``2h x h``) and two RMSNorms; the
-#: embedding and the output head are the main model's, on the same pipeline rank (Sec. 3.2.3).
-DEEPSEEK_V3_MTP_DEPTH = 1
-
-
-def deepseek_layer_bytes(model: Model, *, moe: bool = True, probs_in_swiglu: bool = True) -> dict[str, float]:
-    """Bytes one layer of a multi-head-latent-attention mixture of experts saves for its backward **per token**
-    under DeepSeek-V3's memory recipe (DeepSeek-AI 2024, arXiv:2412.19437; ``moe=False``: one of its first dense
-    layers), by tensor. No tensor or sequence parallelism (DeepSeek ran none), uniform routing, dropless.
-
-    * ``residuals``: the inputs of the layer's two RMSNorms in BF16, ``2 x 2h``. Sec. 3.2.3 "Recomputation of
-      RMSNorm and MLA Up-Projection": every RMSNorm is recomputed in the backward, so its *output* is not kept
-      (nor the FP8 copy a following Linear would cache of it: the QKV down-projections', the router's, the shared
-      expert's and the dispatched tokens' source), only its input, the residual stream, which is needed anyway.
-    * ``mla_latents``: the compressed query and key-value latents before their RMSNorms and the rope key, in
-      BF16: ``2 (q_lora_rank + kv_lora_rank + qk_rope_head_dim)``. MLA's up-projections are recomputed (Sec.
-      3.2.3), so the per-head queries, keys and values (``heads x (2 x 192 + 128)`` numbers, what a dense layer's
-      flash attention keeps) are rebuilt from these in the backward.
-    * ``attention_output``: the output projection's input, ``heads x v_head_dim`` in E5M6 with a 1 x 128 tile
-      scale (1.5 + 4/128 bytes; Sec. 3.3.3 (1)), which the attention's backward reads too (kept once), and the
-      flash kernel's fp32 log-sum-exp per head (``4 x heads``).
-    * MoE layers: ``router``, the fp32 logits and scores, the routing map and the fp32 top-k weights (``9 E +
-      4 k``, :func:`moe_layer_terms`'s router without its input, which is recomputed); ``dispatch``, the tokens
-      the experts receive, ``k x h`` in FP8 with tile scales (Sec. 3.3.3 "Low-Precision Communication": quantised
-      before the dispatch, the experts' up-projection input); ``experts`` and ``shared``, each expert's SwiGLU
-      input (``2 x`` its width) in FP8 with its output recomputed (Sec. 3.3.3 (2)). ``combine``: with
-      ``probs_in_swiglu`` (default) nothing: the router's weights multiply the SwiGLU output before the
-      down-projection (which is linear, so the sum is the same), and the weights' gradient needs only that
-      recomputed output (Megatron-Core's ``TEGroupedMLP`` does this with ``weighted_bias_swiglu_impl``,
-      ``megatron/core/fusions/fused_bias_swiglu.py``, and its FP8 input store); with ``probs_in_swiglu=False``
-      the experts' BF16 outputs, ``2 k h``, kept for the combine's weighting (:func:`moe_layer_terms`'s rule). The
-      report does not say which DeepSeek did.
-    * dense layers: ``mlp``, the SwiGLU's two BF16 inputs and the down-projection's FP8 input (``4 f + f x (1
-      + 4/128)``): Sec. 3.3.3 (2) caches the SwiGLU input in FP8 only "in MoE".
-
-    EMA of the parameters lives in CPU memory (Sec. 3.2.3) and costs the GPU nothing; BF16 optimizer moments and
-    FP32 master weights and gradients (Sec. 3.3.3) are the ``fp8-deepseek`` recipe's (:mod:`llmsizing.precision`).
-    Used by :func:`deepseek_memory`."""
-    from .precision import FP8_SCHEMES
-
-    if not (model.is_moe and model.is_mla):
-        raise ValueError(f"deepseek_layer_bytes: {model.name!r} is not a mixture of experts with multi-head latent "
-                         "attention (DeepSeek-V2/V3's recipe needs both)")
-    check_bool("moe", moe)
-    check_bool("probs_in_swiglu", probs_in_swiglu)
-    sch = FP8_SCHEMES["fp8-deepseek"]
-    f8, p = sch.input_bytes, 2.0
-    h, a, e, k = model.hidden, model.heads, model.experts, model.experts_per_token
-    out = {"residuals": 2 * p * h,
-           "mla_latents": p * ((model.q_lora_rank or 0) + model.kv_lora_rank + model.qk_rope_head_dim),
-           "attention_output": sch.attn_out_bytes * a * model.v_head_dim + 4.0 * a}
-    if not moe:
-        f = model.ffn_hidden
-        return out | {"mlp": 2 * p * f + f8 * f}
-    fe = model.expert_ffn_hidden or model.ffn_hidden
-    fs = model.shared_experts * (model.shared_expert_ffn_hidden or fe)
-    return out | {"router": 9.0 * e + 4.0 * k, "dispatch": f8 * k * h, "experts": f8 * 2 * fe * k,
-                  "shared": f8 * 2 * fs, "combine": 0.0 if probs_in_swiglu else p * k * h}
-
-
-def deepseek_rebuilt_bytes(model: Model) -> float:
-    """Bytes per token one MoE layer rebuilds during its own backward under DeepSeek-V3's recipe (alive for that
-    layer only): its two RMSNorm outputs in BF16, the per-head queries, keys and values MLA's up-projections
-    recompute (BF16, ``heads x (2 (nope + rope) + v)``), and the routed and shared experts' SwiGLU outputs (BF16)."""
-    fe = model.expert_ffn_hidden or model.ffn_hidden
-    fs = model.shared_experts * (model.shared_expert_ffn_hidden or fe)
-    d_qk = model.qk_nope_head_dim + model.qk_rope_head_dim
-    return 2.0 * (2 * model.hidden + model.heads * (2 * d_qk + model.v_head_dim)
-                  + model.experts_per_token * fe + fs)
-
-
-@dataclass(frozen=True)
-class DeepSeekMemory:
-    """:func:`deepseek_memory`'s result: ``ranks``, one dict per pipeline rank of the first half (DualPipe's
-    ranks ``i`` and ``pp - 1 - i`` hold the same two chunks), with its ``chunks``, micro-batches in flight of
-    each, model states, activations, peak (bytes) and ``total`` (peak + overhead allowance); ``rank`` is the most
-    loaded one, :attr:`total_bytes` its total."""
-
-    ranks: tuple
-    rank: int
-    schedule: str
-
-    @property
-    def total_bytes(self) -> float:
-        return self.ranks[self.rank]["total"]
-
-    @property
-    def table(self):
-        """A DataFrame, one row per rank, in GiB."""
-        import pandas as pd
-
-        from .units import GiB
-
-        cols = ("states", "activations", "peak", "total")
-        df = pd.DataFrame([{"rank": r["rank"], "chunks": r["chunks"], "in flight": r["in_flight"],
-                            **{c + " GiB": r[c] / GiB for c in cols}} for r in self.ranks])
-        return df.set_index("rank")
-
-
-def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | None = None, *, batch: int = 1,
-                    seq: int = 4096, grad_accum: int | None = None, schedule: str = "dualpipe",
-                    probs_in_swiglu: bool = True, mtp_depth: int = DEEPSEEK_V3_MTP_DEPTH,
-                    overhead_bytes: float | None = None) -> DeepSeekMemory:
-    """Per-GPU training memory of a DeepSeek-V2/V3-style model run as DeepSeek ran V3 (arXiv:2412.19437,
-    Sec. 3.2.3 and 3.3.3): ``precision="fp8-deepseek"`` (FP8 Linear weights, FP32 master weights and gradients,
-    BF16 AdamW moments), activations as :func:`deepseek_layer_bytes` (RMSNorms and MLA up-projections recomputed,
-    FP8/E5M6 caches), EMA on the CPU, and the MTP module (``mtp_depth`` MoE blocks with their ``2h x h``
-    projections and two norms) in the last pipeline chunk, sharing the embedding and head.
-
-    ``schedule="dualpipe"`` (Sec. 3.2.1, Table 2; ``deepseek-ai/DualPipe``): pipeline rank ``i`` holds chunks
-    ``i`` and ``pp - 1 - i`` (two copies of the parameters: the embedding and the output head on the same
-    rank), their weights, gradients and optimizer states each as :func:`moe_model_states` gives them on their own
-    stage (each copy accumulates its own FP32 gradient; a chunk's optimizer shard is counted on both ranks that hold
-    it, an upper bound: sharding it over the pair would save half of the optimizer bytes, 1.8 GiB on rank 0); DualPipe's schedule (``dualpipe.py``'s ``step``, rank ``i < pp/2``: ``2 (pp/2 - i - 1) + i + 1``
-    forward chunks of phase 0 (chunk ``i``) and ``i + 1`` of phase 1 (chunk ``pp - 1 - i``) before the first
-    backward, then each forward chunk overlapped with a backward one) holds at most ``pp - i`` micro-batches of
-    chunk ``i`` and ``i + 1`` of chunk ``pp - 1 - i`` at once: ``pp + 1``, the report's Table 2. ``schedule="1f1b"``: one chunk per rank, ``min(pp - i,
-    grad_accum)`` in flight (:func:`~llmsizing.parallel.pipeline_in_flight`). The layers are split as ``parallel``
-    says (``stage_layers``, else Megatron's even split); the MTP block joins the last chunk.
-
-    The peak and its phases are :func:`~llmsizing.memory.step_phases`': the kept activations, one MoE layer
-    rebuilt (:func:`deepseek_rebuilt_bytes`) plus :data:`~llmsizing.memory.LAYER_WORKING_SET` of it in its
-    backward, the loss's temporaries on the rank with the output head (one head at a time), the overhead allowance
-    of :func:`~llmsizing.memory.default_overhead_bytes`. ``parallel`` defaults to :data:`DEEPSEEK_V3_LAYOUT`,
-    ``grad_accum`` to :data:`DEEPSEEK_V3_MICRO_BATCHES` (DualPipe needs at least ``2 pp`` micro-batches)."""
-    from .catalog import resolve_model
-    from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, ModelStates, _states,
-                         default_overhead_bytes, optimizer_state_elements, step_phases)
-    from .activations import ActivationMemory
-    from .parallel import pipeline_in_flight
-
-    model = resolve_model(model, moe=True)
-    par = DEEPSEEK_V3_LAYOUT if parallel is None else parallel
-    if not isinstance(par, Parallel):
-        raise TypeError(f"parallel must be a Parallel, got {type(par).__name__}")
-    batch, seq = check_int("batch", batch), check_int("seq", seq)
-    m = check_int("grad_accum", DEEPSEEK_V3_MICRO_BATCHES if grad_accum is None else grad_accum)
-    schedule = check_choice("schedule", schedule, ("dualpipe", "1f1b"))
-    depth = check_int("mtp_depth", mtp_depth, minimum=0, maximum=8)
-    check_bool("probs_in_swiglu", probs_in_swiglu)
-    if overhead_bytes is not None:
-        overhead_bytes = check_number("overhead_bytes", overhead_bytes)
-    if par.tp > 1 or par.cp > 1 or par.virtual_stages > 1:
-        raise ValueError(f"deepseek_memory models DeepSeek-V3's layout: no tensor, context or interleaved pipeline "
-                         f"parallelism (got tp={par.tp}, cp={par.cp}, virtual_stages={par.virtual_stages})")
-    check_ep(model, par)
-    pp = par.pp
-    if schedule == "dualpipe" and (pp % 2 or m < 2 * pp):
-        raise ValueError(f"schedule='dualpipe' needs an even pp (got {pp}) and grad_accum >= 2 pp "
-                         f"(got {m}): DualPipe's own assertions")
-    t = batch * seq
-    moe_b = sum(deepseek_layer_bytes(model, probs_in_swiglu=probs_in_swiglu).values()) * t
-    dense_b = sum(deepseek_layer_bytes(model, moe=False).values()) * t
-    # the main model's split, the MTP block(s) appended to the last chunk as MoE layers
-    split = list(layers_per_stage(model.layers, par))
-    split[-1] += depth
-    moe_idx = sorted(_moe_indices(model)) + list(range(model.layers, model.layers + depth))
-    ext = replace(model, layers=model.layers + depth, moe_layers=tuple(moe_idx),
-                  name=f"{model.name} (+{depth} MTP)") if depth else model
-    epar = replace(par, stage_layers=tuple(split))
-    elements = optimizer_state_elements(ext, "adamw")
-    h = model.hidden
-    proj = depth * (2 * h * h + 2 * h)                 # MTP: projection M and its two RMSNorms (Sec. 2.2)
-    per_chunk, start = [], 0
-    moe_set = set(moe_idx)
-    for i, n in enumerate(split):
-        k = sum(1 for j in range(start, start + n) if j in moe_set)
-        start += n
-        acts = k * moe_b + (n - k) * dense_b
-        st = moe_model_states(ext, elements, "fp8-deepseek", "adamw", epar, i)
-        emb = logits = 0.0
-        if i == 0:
-            emb = 8.0 * t                                           # int64 token ids
-        if i == pp - 1:
-            # main and MTP heads: the final norm's input and fp32 log-probabilities per head (the library's
-            # logits rule), and the MTP block's second input, the next token's embedding (BF16)
-            logits = (1 + depth) * (2.0 * h + 4.0 * model.vocab) * t + depth * 2.0 * h * t
-            if depth:
-                st = _add_states(st, _states(proj, 2 * proj, "fp8-deepseek", "adamw", par, on_rank=proj,
-                                             linear=(2 * h * h * depth, 0)), ModelStates)
-        per_chunk.append(dict(acts=acts, emb=emb, logits=logits, states=st, moe=k))
-    rebuilt = deepseek_rebuilt_bytes(model) * t
-    loss = LOSS_BACKWARD_BYTES_PER_LOGIT["fused"] * t * model.vocab
-    ranks = []
-    own = range(pp // 2) if schedule == "dualpipe" else range(pp)
-    for i in own:
-        if schedule == "dualpipe":
-            a, b = per_chunk[i], per_chunk[pp - 1 - i]
-            na, nb = float(pp - i), float(i + 1)
-            chunks, flight = (i, pp - 1 - i), (na, nb)
-            states = _add_states(a["states"], b["states"], ModelStates)
-            kept = na * a["acts"] + nb * b["acts"]
-            emb, logits = na * a["emb"] + nb * b["emb"], na * a["logits"] + nb * b["logits"]
-            has_head = True if i == 0 else False
-        else:
-            a = per_chunk[i]
-            na = pipeline_in_flight(pp, m)[i]
-            chunks, flight = (i,), (na,)
-            states, kept = a["states"], na * a["acts"]
-            emb, logits, has_head = na * a["emb"], a["logits"], i == pp - 1
-        acts = ActivationMemory(kept, kept + rebuilt, emb, logits, {"layers": kept + rebuilt, "embedding": emb,
-                                                                     "logits": logits}, 1)
-        phases = step_phases(states, acts, grad_accum=m, autocast_bytes=0.0, loss_bytes=loss if has_head else 0.0,
-                             optimizer_bytes=states.optimizer_state_bytes / 2,   # foreach: one moment's size
-                             layer_working_bytes=LAYER_WORKING_SET * moe_b, head_grad_bytes=0.0)
-        peak = max(sum(v.values()) for v in phases.values())
-        over = default_overhead_bytes(peak) if overhead_bytes is None else overhead_bytes
-        ranks.append({"rank": i, "chunks": chunks, "in_flight": flight, "states": states.total_bytes,
-                      "activations": acts.total_bytes, "peak": peak, "total": peak + over,
-                      "states_detail": states})
-    top = max(range(len(ranks)), key=lambda r: (ranks[r]["total"], -r))
-    return DeepSeekMemory(tuple(ranks), top, schedule)
-
-
-def _add_states(a, b, cls):
-    """Two :class:`~llmsizing.memory.ModelStates` on one GPU (DualPipe's two chunks, or a chunk and the MTP
-    projection), field by field."""
-    return cls(a.n_params, a.precision, a.optimizer, a.weights_bytes + b.weights_bytes,
-               a.gradients_bytes + b.gradients_bytes, a.master_bytes + b.master_bytes,
-               a.optimizer_state_bytes + b.optimizer_state_bytes, a.parallel, a.host_bytes + b.host_bytes,
-               a.fp8_weights_bytes + b.fp8_weights_bytes, a.fp8_meta_bytes + b.fp8_meta_bytes)
-
-
-def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
-    """DeepSeek-V3's published pre-training run against the library (issue 24's done-when), as named numbers a
-    chapter can glue: the per-GPU peak of :func:`~llmsizing.memory.training_memory` (``GiB`` at the most loaded
-    stage) with no, selective and full recomputation, at micro-batches of one 4K sequence on
-    :data:`DEEPSEEK_V3_LAYOUT` with ``precision="fp8-deepseek"``; the step of
-    :func:`~llmsizing.layouts.step_time` with node-limited routing (:data:`DEEPSEEK_V3_MAX_NODES`) and the
-    all-to-all exposed (``ep_overlap=0``) or hidden by DualPipe (``ep_overlap=1``): its MFU and the pre-training's
-    GPU-hours (tokens and GPU-hours from ``data/published_stages.csv``) with the calibrated band of Hopper FP8
-    runs (:func:`~llmsizing.time_cost.mfu_range_factors` applied to the MFU).
-
-    DeepSeek's own memory recipe is :func:`deepseek_memory` (DualPipe's two chunks per rank and ``pp + 1``
-    micro-batches, recomputed RMSNorms and MLA up-projections, FP8/E5M6 caches, the MTP module):
-    ``memory_gib_deepseek_even`` with Megatron's even split of the layers, ``..._balanced`` with
-    :data:`DEEPSEEK_V3_BALANCED_SPLIT`, ``..._combine`` with the balanced split and the experts' outputs kept for
-    the combine (``probs_in_swiglu=False``), ``memory_gib_deepseek_1f1b`` the balanced split under 1F1B; each with
-    ``fits_``, the most loaded ``rank_``, its ``states_gib_`` and ``activations_gib_`` and ``in_flight_``.
-
-    What the step time does not model, and which way it leans: DualPipe's schedule (a smaller bubble; 1F1B's is
-    used), the multi-token-prediction module (about 2% more FLOPs), grouped-GEMM efficiency and load imbalance
-    (the dense kernel efficiency is used)."""
-    from .catalog import get_model
-    from .layouts import step_time
-    from .memory import training_memory
-    from .stages import published_stages
-    from .time_cost import mfu_range_factors
-    from .units import GiB
-
-    gpu_memory_gib = check_number("gpu_memory_gib", gpu_memory_gib)
-    m, par = get_model("deepseek-v3"), DEEPSEEK_V3_LAYOUT
-    ds = published_stages()
-    row = ds[(ds["run"] == "DeepSeek-V3") & (ds["phase"] == "pre-training")].iloc[0]
-    tokens, published = float(row["tokens"]), float(row["phase_gpu_hours"])
-    kw = dict(batch=1, seq=int(row["seq"]), grad_accum=DEEPSEEK_V3_MICRO_BATCHES, precision="fp8-deepseek")
-    out = {"gpus": par.gpus, "tokens": tokens, "published_gpu_hours": published}
-    for rc in ("none", "selective", "full"):
-        r = training_memory(m, parallel=par, recompute=rc, **kw)
-        out[f"memory_gib_{rc}"] = r.total_bytes / GiB
-        out[f"fits_{rc}"] = r.total_bytes / GiB <= gpu_memory_gib
-    out["states_gib"] = training_memory(m, parallel=par, recompute="full", **kw).states.total_bytes / GiB
-    # DeepSeek's own recipe (deepseek_memory): DualPipe, recomputed RMSNorms and MLA up-projections, FP8 caches
-    balanced = replace(par, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT)
-    for tag, p_, swiglu in (("even", par, True), ("balanced", balanced, True), ("combine", balanced, False)):
-        r = deepseek_memory(m, p_, seq=kw["seq"], grad_accum=kw["grad_accum"], probs_in_swiglu=swiglu)
-        top = r.ranks[r.rank]
-        out[f"memory_gib_deepseek_{tag}"] = r.total_bytes / GiB
-        out[f"fits_deepseek_{tag}"] = r.total_bytes / GiB <= gpu_memory_gib
-        out[f"rank_deepseek_{tag}"] = r.rank
-        out[f"states_gib_deepseek_{tag}"] = top["states"] / GiB
-        out[f"activations_gib_deepseek_{tag}"] = top["activations"] / GiB
-        out[f"in_flight_deepseek_{tag}"] = top["in_flight"]
-    out["memory_gib_deepseek_1f1b"] = deepseek_memory(m, balanced, seq=kw["seq"], grad_accum=kw["grad_accum"],
-                                                      schedule="1f1b").total_bytes / GiB
-    low, high = mfu_range_factors("H800", "fp8")
-    for tag, overlap in (("exposed", 0.0), ("dualpipe", 1.0)):
-        st = step_time(m, "H800", par, ep_overlap=overlap, max_nodes=DEEPSEEK_V3_MAX_NODES, **kw)
-        hours = tokens / st.tokens * st.step_s * par.gpus / 3600
-        out[f"step_s_{tag}"] = st.step_s
-        out[f"mfu_{tag}"] = st.mfu
-        out[f"gpu_hours_{tag}"] = hours
-        out[f"gpu_hours_{tag}_low"] = hours / high            # the band's fastest end
-        out[f"gpu_hours_{tag}_high"] = hours / low
-        out[f"inside_{tag}"] = hours / high <= published <= hours / low
-        out[f"ratio_{tag}"] = published / hours
-        if tag == "exposed":
-            out["compute_s"], out["bubble_s"] = st.compute_s, st.bubble_s
-            out["all_to_all_s"] = st.comm_by_group_s["ep"]
-    return out
 
 
 __all__ = ["check_ep", "expert_data_parallel", "dense_twin", "stage_moe_layers", "stage_split", "gpu_params",
            "moe_model_states", "moe_layer_terms", "moe_block_terms", "moe_activation_memory", "MoEActivationMemory",
            "stage_offset_bytes", "all_to_all_bytes",
-           "inter_node_share", "ep_all_to_all", "moe_stage_flops", "FP8_DISPATCH_BYTES", "deepseek_v3_check",
-           "DEEPSEEK_V3_LAYOUT", "DEEPSEEK_V3_BALANCED_SPLIT", "deepseek_layer_bytes", "deepseek_rebuilt_bytes",
-           "deepseek_memory", "DeepSeekMemory"]
+           "inter_node_share", "ep_all_to_all", "moe_stage_flops", "FP8_DISPATCH_BYTES"]
+
+# DeepSeek-V3's own plan and check moved to llmsizing.deepseek (issue 32: it sits above the answers it checks).
+__getattr__ = _forward(__name__, {name: "llmsizing.deepseek" for name in (
+    "DEEPSEEK_V3_LAYOUT", "DEEPSEEK_V3_MICRO_BATCHES", "DEEPSEEK_V3_MAX_NODES", "DEEPSEEK_V3_BALANCED_SPLIT",
+    "DEEPSEEK_V3_MTP_DEPTH", "deepseek_layer_bytes", "deepseek_rebuilt_bytes", "DeepSeekMemory", "deepseek_memory",
+    "deepseek_v3_check")})

@@ -260,8 +260,6 @@ def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
 def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
     """:func:`group_link` for checked arguments, kept (the planner asks for the same few links thousands of
     times in one search)."""
-    from .hardware import link_bandwidth_one_way_gbps
-
     cls = _class_of(g, node)
     own = link_bandwidth_one_way_gbps(g)
     domain = node.scaleup_domain_gpus
@@ -359,3 +357,46 @@ def bus_bandwidth_gbps(kind: str, message_bytes, n: int, link: GroupLink):
     f = bus_factor(kind, n)
     t = latency_steps(kind, n, link.across) * link.alpha_s + f * s / (link.bandwidth_gbps * 1e9)
     return f * s / t / 1e9
+
+
+#: The network bandwidth per GPU between nodes, one way, in decimal GB/s: one 400 Gb/s InfiniBand NDR (or
+#: 400 GbE) adapter per GPU, as in NVIDIA's DGX H100 (eight ConnectX-7 ports for eight GPUs): 400 / 8 = 50 GB/s
+#: each way. A parameter of :func:`~llmsizing.comm.communication` (``inter_node_gbps``).
+INTER_NODE_GBPS_PER_GPU = 50.0
+
+
+def link_bandwidth_one_way_gbps(gpu) -> float:
+    """The GPU's link to its node-mates (NVLink, Infinity Fabric or PCIe) in one direction, decimal GB/s.
+
+    Datasheets quote NVLink and PCIe bidirectionally (an H100 SXM's "900 GB/s" NVLink is 450 GB/s each way);
+    a ring collective sends and receives at the same time, so its time uses the one-way figure."""
+    g = get_gpu(gpu)
+    bw = check_number("link_bandwidth_gbps", g.link_bandwidth_gbps, allow_equal=False)
+    return bw / 2 if g.link_direction == "bidirectional" else bw
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One kind of collective in a step, on one GPU. ``message_bytes`` is the full buffer of one call (before
+    any sharding), ``bytes_per_gpu`` what this GPU sends in all ``calls`` of the step, ``bandwidth_gbps`` the
+    one-way bandwidth the ``link`` reaches (nominal x achievable fraction), ``latency_s`` the algorithm steps
+    of all ``calls`` x the link's latency per step, ``time_s`` = bytes / bandwidth + latency."""
+
+    collective: str
+    group: str
+    group_size: int
+    link: str
+    calls: int
+    message_bytes: float
+    bytes_per_gpu: float
+    bandwidth_gbps: float
+    latency_s: float = 0.0
+
+    @property
+    def time_s(self) -> float:
+        return self.bytes_per_gpu / (self.bandwidth_gbps * 1e9) + self.latency_s
+
+    @property
+    def one_call_s(self) -> float:
+        """One call's seconds (``time_s / calls``)."""
+        return self.time_s / self.calls

@@ -179,7 +179,7 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
       context-parallel rank two chunks of ``seq / (2 cp)`` tokens (Megatron-LM's ``arguments.py`` asserts
       ``seq_length % (context_parallel_size * 2) == 0``; Transformer Engine's attention needs the same).
     * ``ep > 1`` (or ``expert_tp``) needs a mixture of experts whose routed experts ``ep`` divides
-      (:func:`llmsizing.moe.check_ep`); ``zero=3`` with ``ep > 1`` is not modelled.
+      (:func:`check_ep`); ``zero=3`` with ``ep > 1`` is not modelled.
     """
     sp, expert_tp = check_bool("sp", sp), check_bool("expert_tp", expert_tp)
     if cp > 1 and seq is not None and seq % (2 * cp):
@@ -203,8 +203,6 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     if model is None:
         return
     if ep > 1 or expert_tp:                    # ---- expert parallelism (issue 24)
-        from .moe import check_ep
-
         check_ep(model, Parallel(tp=tp, ep=ep, dp=ep, sp=sp, expert_tp=expert_tp))
         if ep > 1 and zero == 3:
             raise ValueError(f"zero=3 with ep={ep} is not modelled: ZeRO-3/FSDP's gathered unit of a mixture of "
@@ -361,3 +359,22 @@ def pipeline_in_flight(pp: int, microbatches: int, virtual_stages: int = 1) -> l
     if v == 1:
         return [float(min(p - i, m)) for i in range(p)]
     return [min(2 * (p - i - 1) + (v - 1) * p + 1, m * v) / v for i in range(p)]
+
+
+def check_ep(model, par: Parallel) -> None:
+    """Refuse an expert-parallel layout that cannot run ``model``: ``ep > 1`` needs a mixture of experts whose
+    routed experts ``ep`` divides (Megatron-Core's ``MoELayer`` asserts ``num_moe_experts %
+    expert_model_parallel_size == 0``), and ``expert_tp=True`` needs the expert width divisible by ``tp``."""
+    if par.ep == 1 and not par.expert_tp:
+        return
+    if model is None:
+        return
+    if not model.is_moe:
+        what = f"ep={par.ep}" if par.ep > 1 else "expert_tp=True"
+        raise ValueError(f"{what} splits routed experts, but {model.name!r} is dense (experts=0)")
+    if model.experts % par.ep:
+        raise ValueError(f"ep={par.ep} must divide the routed experts ({model.experts}) of {model.name!r}: each "
+                         "expert-parallel rank holds experts / ep whole experts")
+    fe = model.expert_ffn_hidden or model.ffn_hidden
+    if par.expert_tp and fe % par.tp:
+        raise ValueError(f"expert_tp=True: tp={par.tp} must divide the expert width ({fe})")

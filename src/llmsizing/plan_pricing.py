@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from .comm import communication, dp_schedule, ring_collective
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .layouts import step_time
-from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
-from .moe_layouts import moe_all_to_all_s, moe_dp_collectives
+from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_memory
+from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
+from .moe_layouts import dp_unit, heavy_stages
+from .network import group_link
 from .parallel import Parallel, layers_per_stage
-from .precision import compute_dtype
+from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
 def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1, cp_comm: str = "p2p",
                          base=None, ep: int = 1, expert_tp: bool = False):
@@ -38,8 +41,6 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
     ``dp = a`` and ``2 a``, ``a`` the smallest ``dp`` the layout allows (:func:`llmsizing.moe_layouts.dp_unit`; 1 for a
     dense model), and the stages weighed are :func:`llmsizing.moe_layouts.heavy_stages`.
     ``tests/test_planner_moe.py`` checks rows against direct calls."""
-    from .moe_layouts import dp_unit, heavy_stages
-
     a = dp_unit(tp, cp, ep, expert_tp) if model.is_moe else 1
 
     def pieces(batch, dp):
@@ -242,14 +243,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
     compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
     FP8, own node sizes, mixtures of experts with ``ep``) at 1e-9 relative."""
-    from .comm import communication
-    from .memory import stage_params
-    from .network import group_link
 
     moe = model.is_moe
-    if moe:
-        from . import moe as _moe
-
     gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
                                                             "rc"))
     n = len(gi)
@@ -296,7 +291,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     stage = np.zeros((len(stage_keys), 4))
     for k, (p_, r_) in enumerate(stage_keys):
         par, rc = Parallel(pp=p_), rcs[r_]
-        flops = (_moe.moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
+        flops = (moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
                  stage_flops_per_token(model, par, seq=seq, recompute=rc))
         slowest = max(range(len(flops)), key=flops.__getitem__)
         stage[k] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
@@ -405,3 +400,120 @@ def _dp_exposed(call, fwd, bwd, mf):
     return (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
             + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
             + np.maximum(0.0, call[:, 4] - bwd))
+
+
+def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep: int, eps, expert_tp: bool,
+                        cache: dict, key: tuple):
+    """:func:`~llmsizing.planner._memory_coefficients` of a mixture of experts (``cp = 1``) at expert-parallel
+    degree ``ep``, from those at the first two degrees of ``eps`` (kept in ``cache`` under
+    ``key`` with ``ep`` replaced): every piece is ``A + B / ep``. The routed experts' weights (and, without
+    ZeRO, their gradients and states) on a GPU are ``1 / ep`` of them; their ZeRO shards, over
+    ``edp = tp x dp / (etp x ep)`` GPUs, are ``experts / (ep x etp x edp) = experts / (tp x dp)`` whatever
+    ``ep``; nothing else depends on it (the activations: each GPU receives ``tokens x k`` rows under uniform
+    routing; :func:`llmsizing.moe.foreach_temporary_bytes` shards like the states). Used for ZeRO-0 (any ``pp``) and
+    ZeRO-1 without a pipeline only: with ZeRO-2 the LM head's gradient of a single micro-batch is counted as the
+    gradients per parameter (sharded, not divided by ``ep``) times the head, a ratio not of that form; with ZeRO-1
+    and a pipeline the sharded ``foreach`` temporary is split in proportion to each stage's parameters (unsharded,
+    without ZeRO, it is each stage's own); another optimizer implementation's temporary is the largest tensor, a
+    maximum. ZeRO-3 has ``ep = 1`` only.
+    ``tests/test_planner_moe.py`` checks whole searches against direct calls."""
+
+    e1, e2 = eps[0], eps[1]
+    base = []
+    for e in (e1, e2):
+        k = key[:3] + (e,) + key[4:]
+        if k not in cache:
+            cache[k] = _memory_coefficients(model, kw, tp, pp, zero, m, ep=e, expert_tp=expert_tp)
+        base.append(cache[k])
+    w = (1 / ep - 1 / e1) / (1 / e1 - 1 / e2)
+    return tuple(c1 + (c1 - c2) * w for c1, c2 in zip(*base))
+
+
+def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precision, node_of, expert_tp):
+    """A mixture of experts' data-parallel collectives for the planner's pricing
+    (:func:`~llmsizing.planner._price`): ``(exposed, total)`` seconds per plan,
+    the dense part over ``dp x cp`` (``tp`` apart) and the routed experts' over ``edp`` (``etp x ep`` apart),
+    each exposed on its own. Each part's collectives (:func:`~llmsizing.comm.dp_schedule`, priced by
+    :func:`~llmsizing.comm.ring_collective` as :func:`~llmsizing.comm.communication` prices them) are worked out
+    once per (its group's link, tp, ZeRO stage, group size, ep), for one stage's parameters without a pipeline,
+    and scaled below to the most loaded stage's."""
+
+    recipe = RECIPES[precision]
+    w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
+    gi, tp, pp, zero, ep = (cols[k] for k in ("gpu", "tp", "pp", "zero", "ep"))
+    etp = tp if expert_tp else np.ones_like(tp)
+    edp = tp * dpcp // (etp * ep)
+    n_slots = len(_DP_SLOTS)
+    links: dict = {}
+    per_byte = np.zeros((len(gi), 2 * n_slots))                  # dense slots, then the experts' slots
+    traffic = np.zeros((len(gi), 2 * n_slots))
+    latency = np.zeros((len(gi), 2 * n_slots))
+    for part, columns in ((0, (gi, tp, zero, dpcp, np.ones_like(ep))), (1, (gi, tp, zero, edp, ep))):
+        keys, idx = _groups(*columns)
+        rows = np.zeros((len(keys), 3, n_slots))
+        seen: dict = {}
+        for k, (g_, t_, z_, n_, e_) in enumerate(keys):
+            if n_ == 1:
+                continue
+            g = gpu_list[g_]
+            stride = t_ if part == 0 else (t_ if expert_tp else 1) * e_
+            if (g_, n_, stride) not in links:
+                links[g_, n_, stride] = group_link(g, node_of[g.name], size=n_, stride=stride)
+            gl = links[g_, n_, stride]
+            same = seen.setdefault((gl, t_, z_, n_, e_), k)
+            if same != k:
+                rows[k] = rows[same]
+                continue
+            on_rank = _split(model, t_, 1, None, e_, expert_tp)[0][part]
+            for name, kind, message, _ in dp_schedule(z_, on_rank, w_b, g_b, 1):
+                c = ring_collective(name, "dp", n_, kind, message, 1, gl)
+                j = _dp_slot(c.collective)
+                rows[k, 0, j] += c.bytes_per_gpu / c.calls
+                rows[k, 1, j] = 1 / (c.bandwidth_gbps * 1e9)
+                rows[k, 2, j] += c.latency_s / c.calls
+        cut = slice(part * n_slots, (part + 1) * n_slots)
+        traffic[:, cut], per_byte[:, cut], latency[:, cut] = rows[idx, 0], rows[idx, 1], rows[idx, 2]
+    # the most loaded stage's dense and expert parameters, relative to one stage's (the messages scale)
+    held_keys, held_idx = _groups(tp, pp, ep)
+    share = np.zeros((len(held_keys), 2))
+    for k, (t_, p_, e_) in enumerate(held_keys):
+        rows, one = _split(model, t_, p_, None, e_, expert_tp), _split(model, t_, 1, None, e_, expert_tp)[0]
+        i = max(range(p_), key=lambda j: rows[j][0] + rows[j][1])
+        share[k] = (rows[i][0] / one[0], rows[i][1] / one[1])
+    share = share[held_idx]
+    dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut] + latency[:, cut]
+                      for part, cut in ((0, slice(0, n_slots)), (1, slice(n_slots, 2 * n_slots))))
+    # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
+    # behind each backward (exposed_by_group): the two parts' slot 1 is one window
+    both = np.zeros_like(dense)
+    both[:, 1] = dense[:, 1] + experts[:, 1]
+    dense[:, 1] = experts[:, 1] = 0.0
+    exposed = _dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf) + _dp_exposed(both, fwd, bwd, mf)
+    total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts, both))
+    return exposed, total
+
+
+def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_comm, rcs, expert_tp, max_nodes):
+    """Seconds per plan of a mixture of experts' expert-parallel all-to-alls (:func:`llmsizing.moe.ep_all_to_all`)
+    for :func:`~llmsizing.planner._price`: all the MoE layers' of one micro-batch without a pipeline, scaled by
+    the most loaded stage's MoE layers over all of them, times the micro-batches."""
+
+    gi, tp, cp, pp, b, ep, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "micro", "ep", "rc"))
+    out = np.zeros(len(gi))
+    on = np.flatnonzero(ep > 1)
+    if not len(on):
+        return out
+    keys, idx = _groups(gi[on], tp[on], cp[on], b[on], ep[on])
+    # the forward's two all-to-alls and the backward's, without recomputation; full recomputation repeats the
+    # forward's (ep_all_to_all)
+    fwd_bwd = np.array([[c.time_s for c in ep_all_to_all(
+        model, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp), batch=b_,
+        seq=seq, gpu=gpu_list[g_], node=node_of[gpu_list[g_].name], grad_accum=1, precision=precision,
+        recompute="none", max_nodes=max_nodes)] for g_, t_, c_, b_, e_ in keys])
+    full = np.array([r == "full" for r in rcs])[ri[on]]
+    rows = fwd_bwd[idx]
+    one = np.where(full, 2 * rows[:, 0] + 2 * rows[:, 1] + rows[:, 2], rows[:, 0] + rows[:, 1] + rows[:, 2])
+    pp_keys, pp_idx = _groups(pp[on])
+    most = np.array([max(stage_moe_layers(model, Parallel(pp=p_))) for (p_,) in pp_keys]) / model.n_moe_layers
+    out[on] = one * most[pp_idx] * mf[on]
+    return out

@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from ._compat import retire as _retire
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence, renamed
 from .activations import ATTENTION, STACKS
 from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
@@ -38,23 +39,14 @@ from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
 from .memory import OPTIMIZER_IMPLS
 from .network import get_node
 from .model import Model
-from .moe_layouts import dp_unit, ep_candidates, moe_ep_coefficients, route_max_nodes
+from .moe_layouts import dp_unit, ep_candidates, route_max_nodes
 from .parallel import CP_COMMS, MAX_PP, check_layout
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
-from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups,  # noqa: F401
+from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups, moe_ep_coefficients,  # noqa: F401
                            _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
                            _partial_coefficients, _price, _total_bytes)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
-from .time_cost import mfu_range_factors
-
-#: Deprecated (issue 21): the planner's old fixed compute efficiency. :func:`plan` now uses each GPU
-#: generation's calibrated kernel efficiency (:func:`~llmsizing.hardware.kernel_efficiency`) unless given
-#: ``kernel_efficiency=``; the constant stays for code that imported it.
-COMPUTE_EFFICIENCY = 0.5
-
-#: Deprecated (issue 21): the old single share of communication hidden behind compute. :func:`plan` now hides
-#: communication group by group (:func:`~llmsizing.layouts.exposed_by_group`) unless given ``overlap=``.
-OVERLAP = None
+from .mfu import mfu_range_factors
 
 #: Columns of :func:`plan`'s DataFrame, in order.
 PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum", "recompute",
@@ -578,3 +570,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                + ("to any node" if max_nodes is None else f"to at most {max_nodes} nodes")))
     out.attrs["cp_comm"] = cp_comm
     return out
+
+
+# Retired (issue 21, warned since issue 32): the planner's old fixed compute efficiency and single overlap share.
+__getattr__ = _retire(__name__, {
+    "COMPUTE_EFFICIENCY": (0.5, "hardware.kernel_efficiency(gpu, dtype), or plan(kernel_efficiency=...)"),
+    "OVERLAP": (None, "layouts.exposed_by_group (plan hides communication group by group), or plan(overlap=...)")})

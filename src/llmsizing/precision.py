@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import check_choice, check_sequence
+from ._compat import forward as _forward
+from ._validate import check_choice
 
 #: Bits per weight of the block formats inference engines store, scales included (see :data:`STORED_FORMATS`).
 #: GGUF ``Q8_0``: blocks of 32 int8 values and one fp16 scale: (32 x 8 + 16) / 32 = 8.5 bits.
@@ -332,25 +333,5 @@ OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
 )}
 
 
-def recipe_tensor_table(model, *, precisions=("bf16-mixed", "bf16-mixed-fp32-grads", "fp8-mixed",
-                                                 "fp8-deepseek"), optimizer: str = "adamw"):
-    """Bytes per parameter of each model-state tensor (rows: weights, gradients, master copy, optimizer states,
-    FP8 weight copies, FP8 scaling state, total) for each recipe in ``precisions`` (columns), on one GPU, from
-    :meth:`~llmsizing.memory.ModelStates.to_frame`: what an FP8 recipe saves and what it adds, tensor by
-    tensor. The FP8 rows are per parameter of the whole model (only the blocks' Linear weights have copies: 2
-    bytes per Linear weight with Transformer Engine on Hopper). Taught in chapter 2, "FP8: what it saves and
-    what it does not"."""
-    import pandas as pd
-
-    from .catalog import resolve_model
-    from .memory import model_states
-
-    model = resolve_model(model)
-    precisions = [check_recipe("precision", p)
-                  for p in check_sequence("precisions", precisions, example="['bf16-mixed', 'fp8-mixed']")]
-    cols = {p: model_states(model, precision=p, optimizer=optimizer).to_frame()["bytes/param"] for p in precisions}
-    rows = ["weights", "gradients", "master copy", "optimizer states", "FP8 weight copies", "FP8 scaling state",
-            "total"]
-    df = pd.DataFrame(cols).reindex(rows).fillna(0.0)
-    df.index.name = "tensor"
-    return df
+# recipe_tensor_table reads the model states of llmsizing.memory, above this module (issue 32).
+__getattr__ = _forward(__name__, {"recipe_tensor_table": "llmsizing.memory"})

@@ -33,7 +33,7 @@ from functools import lru_cache
 from ._validate import check_fraction, check_int, check_number
 from .catalog import DATA_DIR
 from .inference import kv_cache_bytes_per_token, routed_expert_bytes, weights_bytes
-from .memory import FIXED_OVERHEAD_BYTES
+from .states import FIXED_OVERHEAD_BYTES
 from .model import Model
 from .units import GiB
 

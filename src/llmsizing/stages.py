@@ -14,12 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
-from .catalog import gpu_price
+from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
+from .layouts import step_time
+from .memory import training_memory
+from .mfu import PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _time_at, mfu_range_factors, run_time
 from .model import Model
-from .parallel import Parallel, recomputed_layers, resolve_parallel
-from .time_cost import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _time_at, mfu_range_factors,
-                        training_time)
+from .parallel import Parallel, check_recompute_layers, recomputed_layers, resolve_parallel
+from .planner import check_global_batch, plan, recompute_kwargs
+from .precision import compute_dtype
 
 #: Runs published stage by stage, with their sources (:func:`published_stages`).
 PUBLISHED_STAGES_CSV = PUBLISHED_RUNS_CSV.parent / "published_stages.csv"
@@ -67,8 +70,6 @@ class Stage:
         if self.parallel is not None and not isinstance(self.parallel, Parallel):
             raise TypeError(f"parallel must be a Parallel(...) or None, got {type(self.parallel).__name__}")
         if self.global_batch is not None:
-            from .planner import check_global_batch
-
             object.__setattr__(self, "global_batch", check_global_batch(self.global_batch))
         if self.n_gpus is not None:
             object.__setattr__(self, "n_gpus", check_int("n_gpus", self.n_gpus))
@@ -167,8 +168,6 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
     check_bool("whole_run", whole_run)
     check_choice("recompute", recompute, RECOMPUTE)
     if recompute_layers is not None:            # (checked against each stage's own layout there)
-        from .parallel import check_recompute_layers
-
         check_recompute_layers(recompute, recompute_layers, model.layers)
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
     run_gpus = run_par = None
@@ -217,14 +216,11 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
         # the GPU count from the stage's layout, its n_gpus, or the run's layout or n_gpus (labelled as the old call)
         count = dict(parallel=par) if par is not None else (
             dict(n_gpus=gpus) if st.n_gpus is not None or run_par is None else dict(parallel=run_par))
-        return training_time(model, tokens=st.tokens, gpu=g, seq=st.seq, mfu=one_mfu, mfu_range=one_range,
-                             price_usd_per_gpu_hour=price, recompute=recompute, dtype=dtype, causal=causal,
-                             whole_run=whole_run, recompute_layers=recompute_layers, **count)
+        return run_time(model, tokens=st.tokens, gpu=g, seq=st.seq, mfu=one_mfu, mfu_range=one_range,
+                        price_usd_per_gpu_hour=price, recompute=recompute, dtype=dtype, causal=causal,
+                        whole_run=whole_run, recompute_layers=recompute_layers, **count)
     low_f, high_f = mfu_range_factors(g, dtype)
     if par is not None:                                # 2: the layout's own step time
-        from .layouts import step_time
-        from .memory import training_memory
-
         per_step = st.micro_batch * par.dp
         if st.global_batch % per_step:
             raise ValueError(f"global_batch={st.global_batch:,} is not a multiple of micro_batch x dp = "
@@ -244,8 +240,6 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
                         recompute, dtype, causal, warnings, parallel=par, source="step_time of the layout",
                         rerun_layers=rerun)
     # 3: plan() for this stage alone
-    from .planner import plan, recompute_kwargs
-
     kw = dict(plan_options)
     if price is not None:
         kw["prices"] = {g.name: price}
@@ -293,6 +287,14 @@ def deepseek_v3_standin() -> Model:
                  ffn_hidden=13020, vocab=129280, max_seq=131072)
 
 
+def _run(model, *, gpu, n_gpus: int, stages, dtype: str | None = None, whole_run: bool = False):
+    """``training_time(model, gpu=, n_gpus=, stages=, dtype=, whole_run=)`` with every other argument at its
+    default (:mod:`llmsizing.time_cost` sits above this module)."""
+    return _staged(resolve_model(model, moe=True), get_gpu(gpu), stages, n_gpus=n_gpus, parallel=None, mfu=None,
+                   mfu_range=None, price=None, recompute="none", dtype=compute_dtype("bf16-mixed", dtype),
+                   causal=False, whole_run=whole_run, plan_options=None)
+
+
 def published_stage_checks():
     """The staged runs of :func:`published_stages` against :func:`training_time` with ``stages=``, one row per
     check (``run``, ``check``, ``predicted``, ``published``, ``ratio`` = predicted / published, ``unit``):
@@ -309,8 +311,8 @@ def published_stage_checks():
     df = published_stages()
     rows = []
     ds = df[df["run"] == "DeepSeek-V3"]
-    r = training_time(deepseek_v3_standin(), gpu="H800", n_gpus=int(ds["n_gpus"].iloc[0]), dtype="fp8",
-                      stages=[Stage(float(x.tokens), int(x.seq), name=x.stage) for x in ds.itertuples()])
+    r = _run(deepseek_v3_standin(), gpu="H800", n_gpus=int(ds["n_gpus"].iloc[0]), dtype="fp8",
+             stages=[Stage(float(x.tokens), int(x.seq), name=x.stage) for x in ds.itertuples()])
     pre = [st.gpu_hours for st, p in zip(r.stages, ds["phase"]) if p == "pre-training"]
     ext = [st.gpu_hours for st, p in zip(r.stages, ds["phase"]) if p == "context extension"]
     published = ds.groupby("phase")["phase_gpu_hours"].first()
@@ -320,11 +322,11 @@ def published_stage_checks():
     ll = df[df["run"] == "Llama 3.1 405B"]
     n = int(ll["n_gpus"].iloc[0])
     total = float(ll["phase_gpu_hours"].iloc[0])
-    given = training_time("llama-3.1-405b", gpu="H100 SXM", n_gpus=n, stages=[
+    given = _run("llama-3.1-405b", gpu="H100 SXM", n_gpus=n, stages=[
         Stage(float(x.tokens), int(x.seq), mfu=float(x.reported_mfu), name=x.stage) for x in ll.itertuples()])
     rows.append({"run": "Llama 3.1 405B", "check": "GPU-hours at the published MFU of each stage",
                  "predicted": given.gpu_hours, "published": total, "unit": "GPU-hours"})
-    est = training_time("llama-3.1-405b", gpu="H100 SXM", n_gpus=n, whole_run=True, stages=[
+    est = _run("llama-3.1-405b", gpu="H100 SXM", n_gpus=n, whole_run=True, stages=[
         Stage(float(x.tokens), int(x.seq), name=x.stage) for x in ll.itertuples()])
     rows.append({"run": "Llama 3.1 405B", "check": "GPU-hours at the calibrated whole-run MFU of each stage",
                  "predicted": est.gpu_hours, "published": total, "unit": "GPU-hours"})

@@ -1,0 +1,40 @@
+"""Forwards for names that moved to a higher module (issue 32, "One engine").
+
+A lower module may not import a higher one, so an old import path such as ``llmsizing.moe.deepseek_memory``
+is kept for one release by a module ``__getattr__`` that finds the name in its new home on first use and warns
+with a :class:`DeprecationWarning` naming it. The README lists every forward and when it goes.
+"""
+
+import importlib
+import warnings
+
+
+def forward(module_name: str, moved: dict[str, str]):
+    """A module ``__getattr__`` for ``module_name`` that forwards each name in ``moved`` (name -> the module it
+    moved to) with a :class:`DeprecationWarning`, and raises :class:`AttributeError` for any other name."""
+
+    def __getattr__(name: str):
+        if name not in moved:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        warnings.warn(f"{module_name}.{name} moved to {moved[name]}.{name}; import it from there (this forward "
+                      "goes in the next release)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(moved[name]), name)
+
+    return __getattr__
+
+
+def retire(module_name: str, retired: dict[str, tuple[object, str]], moved: dict[str, str] | None = None):
+    """A module ``__getattr__`` for ``module_name`` that still gives each old constant in ``retired`` (name ->
+    (its value, what replaces it)) with a :class:`DeprecationWarning` naming the replacement, and forwards the
+    names in ``moved`` as :func:`forward` does."""
+    moved_getattr = forward(module_name, moved or {})
+
+    def __getattr__(name: str):
+        if name not in retired:
+            return moved_getattr(name)
+        value, replacement = retired[name]
+        warnings.warn(f"{module_name}.{name} is retired: it is not the range the library states; use {replacement} "
+                      "(this name goes in the next release)", DeprecationWarning, stacklevel=2)
+        return value
+
+    return __getattr__

@@ -1,0 +1,227 @@
+"""The peak of a training step from its parts (chapter 4, "Activation memory"; chapter 3 for the allowances): the
+:class:`TrainingMemory` result, the four phases of a step and what each holds at its peak (:func:`step_phases`),
+and the constants of the loss and of one layer's working set. :func:`llmsizing.memory.training_memory` fills it
+in for a model and a layout; :mod:`llmsizing.deepseek` for DeepSeek-V3's own plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .states import ModelStates, _frame
+from .units import GiB
+
+
+#: PyTorch's three AdamW implementations (its own names): ``foreach`` (its default on CUDA) applies each update
+#: to the whole parameter group at once, ``for-loop`` one tensor at a time, ``fused`` in one kernel.
+OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
+
+
+#: The phases of one training step, in order (:attr:`TrainingMemory.phases`).
+PHASES = ("forward", "loss backward", "backward", "optimizer step")
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """The memory of one training step on one GPU, phase by phase (chapter 4, "The peak of a step").
+
+    ``phases_bytes`` holds the largest live bytes of each phase in :data:`PHASES`, at steady state (the
+    optimizer states already exist; the gradients were freed by ``zero_grad(set_to_none=True)``):
+    ``peak_bytes`` is the largest of them and ``total_bytes`` adds the overhead allowance to it. Gradient
+    accumulation multiplies the global batch, not the activations.
+
+    With pipeline parallelism the result is the most loaded GPU's (``stage`` is its pipeline stage; ties go to
+    the earlier stage): ``stages`` holds one row per stage (params, micro-batches in flight, states,
+    activations, peak, total, host bytes) and :attr:`stage_table` shows them. ``in_flight`` is how many
+    micro-batches of this stage's layers are alive at its peak (:func:`~llmsizing.parallel.pipeline_in_flight`),
+    ``gathered_bytes`` ZeRO-3's gathered unit (:func:`zero3_gathered_bytes`) and :attr:`host_bytes` the
+    host memory an ``offload`` layout costs per GPU.
+
+    Changed in the "peak of a step" revision: ``total_bytes`` used to be model states + activations +
+    allowance; it is now the peak of the phases + allowance, which is never less than the activations
+    alive at the end of the forward plus the states that exist then. Every field and property of the old
+    result is still there.
+    """
+
+    states: ModelStates
+    activations: "ActivationMemory"  # noqa: F821
+    overhead_bytes: float
+    micro_batch: int
+    grad_accum: int
+    seq: int
+    flops_per_token: float
+    pieces: dict = field(default_factory=dict)
+    stack: str = "fused"
+    optimizer_impl: str = "foreach"
+    autocast_copies_bytes: float = 0.0
+    loss_temporaries_bytes: float = 0.0
+    optimizer_temporaries_bytes: float = 0.0
+    stage: int = 0
+    in_flight: float = 1.0
+    gathered_bytes: float = 0.0
+    stages: tuple = ()
+
+    @property
+    def weights_bytes(self) -> float:
+        return self.states.weights_bytes
+
+    @property
+    def gradients_bytes(self) -> float:
+        return self.states.gradients_bytes
+
+    @property
+    def optimizer_bytes(self) -> float:
+        return self.states.optimizer_bytes
+
+    @property
+    def activations_bytes(self) -> float:
+        return self.activations.total_bytes
+
+    @property
+    def pieces_bytes(self) -> dict[str, float]:
+        """The bytes of each piece of :func:`step_phases` (the backward's two ends apart)."""
+        return {k: sum(v.values()) for k, v in self.pieces.items()}
+
+    @property
+    def phase_parts(self) -> dict[str, dict[str, float]]:
+        """What is alive at the peak of each phase in :data:`PHASES`, by part (:data:`STEP_PARTS`)."""
+        p, b = self.pieces, self.pieces_bytes
+        back = "backward (start)" if b["backward (start)"] >= b["backward (end)"] else "backward (end)"
+        out = {"forward": p["forward"], "loss backward": p["loss backward"], "backward": p[back],
+               "optimizer step": p["optimizer step"]}
+        return {k: {part: v.get(part, 0.0) for part in STEP_PARTS} for k, v in out.items()}
+
+    @property
+    def phases_bytes(self) -> dict[str, float]:
+        """The largest live bytes of each phase in :data:`PHASES` (:func:`step_phases`)."""
+        return {k: sum(v.values()) for k, v in self.phase_parts.items()}
+
+    @property
+    def peak_bytes(self) -> float:
+        """The largest phase of the step, without the overhead allowance."""
+        return max(self.phases_bytes.values())
+
+    @property
+    def peak_phase(self) -> str:
+        """Which phase holds the peak (the first one, if two are equal)."""
+        return max(PHASES, key=lambda p: (self.phases_bytes[p], -PHASES.index(p)))
+
+    @property
+    def total_bytes(self) -> float:
+        """The peak of the step plus the overhead allowance: what must fit in the GPU's memory."""
+        return self.peak_bytes + self.overhead_bytes
+
+    @property
+    def host_bytes(self) -> float:
+        """Host (CPU) memory this GPU's offloaded states take (0 without ``offload``)."""
+        return self.states.host_bytes
+
+    @property
+    def stage_table(self):
+        """A DataFrame, one row per pipeline stage (bytes, and ``total GiB``); one row without a pipeline."""
+        import pandas as pd
+
+        df = pd.DataFrame(list(self.stages)).set_index("stage")
+        df["total GiB"] = df["total"] / GiB
+        return df
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per optimizer step: micro-batch x accumulation steps x data-parallel replicas."""
+        return self.micro_batch * self.grad_accum * self.states.parallel.dp
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq
+
+    @property
+    def phases(self):
+        """A DataFrame, one row per phase: what is alive at its peak by part (bytes, :data:`STEP_PARTS`), the
+        phase's ``bytes`` and ``GiB``."""
+        import pandas as pd
+
+        df = pd.DataFrame(self.phase_parts).T.astype("float64")
+        df["bytes"] = df.sum(axis=1)
+        df["GiB"] = df["bytes"] / GiB
+        df.index.name = "phase"
+        return df
+
+    def to_frame(self):
+        return _frame({"weights": self.weights_bytes, "gradients": self.gradients_bytes,
+                       "optimizer": self.optimizer_bytes, "activations": self.activations_bytes,
+                       "peak": self.peak_bytes, "overhead": self.overhead_bytes, "total": self.total_bytes},
+                      self.states.n_params)
+
+
+def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: float, loss_bytes: float,
+                optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
+                head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
+                gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0)) -> dict[str, float]:
+    """The live bytes of each phase of one step (see :class:`TrainingMemory`), from its parts.
+
+    * forward: weights + optimizer states + activations + autocast copies (+ gradients from the previous
+      micro-batch when accumulating);
+    * loss backward: the forward's bytes + the loss's temporaries (the fp32 gradient of the logits and its
+      companions, ``loss_bytes``);
+    * backward: the loss's and the LM head's tensors are gone; the layers' activations are freed layer by
+      layer while that layer's gradients appear, so the live bytes move linearly from (the layers'
+      activations + the LM head's gradients) to (the embedding's activations + all gradients); the larger
+      end, plus one layer's backward working set. With tied embeddings the embedding's backward writes a
+      dense gradient of the shared matrix and adds it to the LM head's: two more copies at the end
+      (``embedding_grad_bytes``, measured). The LM head's autocast copy (``head_copy_bytes``) is gone;
+    * optimizer step: weights + gradients + optimizer states + the optimizer's temporaries (the activations
+      and autocast copies are gone);
+    * with ZeRO-3, the weights and gradient of the unit being computed are gathered in full
+      (``gathered_bytes``, :func:`zero3_gathered_bytes`) during the forward and backward;
+    * with context parallelism, one layer's attention holds the K and V it exchanges
+      (``cp_buffers_bytes``, forward and backward: :func:`~llmsizing.activations.cp_attention_buffers_bytes`)
+      on top of the forward's activations and of the backward's working set.
+
+    Against the measured Hugging Face steps (chapter 5) the forward and the loss backward are within -1% / +5%
+    and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set is a fitted
+    half layer, :data:`LAYER_WORKING_SET`), and it rarely holds the peak.
+
+    Returns five pieces, each a dict of what is alive (keys of :data:`STEP_PARTS`) and each linear in the
+    micro-batch: the two ends of the backward are kept apart (``"backward (start)"``, ``"backward (end)"``),
+    which is what lets :func:`max_micro_batch` stay exact.
+    """
+    W, G, O = states.working_weights_bytes, states.gradients_bytes, states.optimizer_bytes
+    # what the forward leaves alive; with recomputation, the layer rebuilt during the backward comes on top
+    # only in the backward (activation_memory reports the backward peak, rebuilt layer included)
+    kept = acts.total_bytes - acts.rebuilt_bytes
+    A, A_emb = kept, acts.embedding_bytes
+    g_fwd = G if grad_accum > 1 else 0.0
+    cp_fwd, cp_bwd = cp_buffers_bytes
+    forward = {"weights": W, "optimizer states": O, "gradients": g_fwd, "activations": A,
+               "autocast copies": autocast_bytes, "temporaries": gathered_bytes + cp_fwd}
+    return {
+        "forward": forward,
+        "loss backward": {**forward, "temporaries": loss_bytes + gathered_bytes},
+        "backward (start)": {**forward, "activations": A - acts.logits_bytes + acts.rebuilt_bytes,
+                             "autocast copies": autocast_bytes - head_copy_bytes,
+                             "gradients": G if grad_accum > 1 else head_grad_bytes,
+                             "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
+        "backward (end)": {"weights": W, "optimizer states": O, "gradients": G + embedding_grad_bytes,
+                           "activations": A_emb, "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
+        "optimizer step": {"weights": W, "optimizer states": O, "gradients": G, "temporaries": optimizer_bytes},
+    }
+
+
+#: What :func:`step_phases` reports as alive in each phase.
+STEP_PARTS = ("weights", "optimizer states", "gradients", "activations", "autocast copies", "temporaries")
+
+
+#: Bytes per logit (per ``batch x seq x vocab / tp`` element) that the loss's backward allocates on top of
+#: what the forward left alive: ``nll_loss``'s backward writes an fp32 gradient of the log-probabilities
+#: (4 bytes) and ``log_softmax``'s backward an fp32 gradient of the logits (4 more) while the first is still
+#: alive. Measured at exactly 8.0 for every configuration of ``data/step_measurements.csv``, both stacks and
+#: every precision (chapter 5). Fused or chunked cross-entropy kernels (Megatron's vocab-parallel one writes
+#: the gradient in place of its saved softmax; Liger-Kernel's never materialises the logits) allocate less.
+LOSS_BACKWARD_BYTES_PER_LOGIT = {"fused": 8.0, "hf": 8.0}
+
+
+#: One layer's backward working set, as a multiple of what that layer saved for backward (the gradients of
+#: its inputs and intermediate results coexist with the saved tensors they are computed from). Fitted to the
+#: start of the backward in ``data/step_measurements.csv``: 0.04 to 0.63 of a layer (more with eager
+#: attention and long sequences), so 0.5.
+LAYER_WORKING_SET = 0.5

@@ -1,0 +1,462 @@
+"""The MFU model and what a run at an MFU takes (Part III, "FLOPs, MFU and training time"): the published runs and
+the calibrated MFU estimate with its range, the MFU a published run implies, and one run's days, GPU-hours and
+dollars at a given MFU (:func:`run_time`). :func:`llmsizing.time_cost.training_time` is the public entry point
+(one run, or a run in stages); this module holds what it and :mod:`llmsizing.stages` share.
+
+
+The arithmetic (Kaplan et al. 2020; Narayanan et al. 2021, Sec. 5.1; Chowdhery et al. 2022, App. B):
+
+* a run of ``D`` tokens costs ``C = D x F`` FLOPs, ``F`` = :func:`~llmsizing.flops.training_flops_per_token`
+  (``6N`` plus the attention term, without recomputation: the model's FLOPs);
+* a GPU with dense peak ``P`` that reaches model FLOPs utilisation ``MFU`` processes
+  ``P x MFU / F`` tokens per second;
+* ``n`` GPUs finish in ``D / (n x tokens/s per GPU)`` seconds, and the GPU-hours ``C / (P x MFU) / 3600`` do
+  not depend on ``n`` at all: more GPUs buy time, not a cheaper job, until the MFU itself falls.
+
+**MFU versus HFU.** MFU counts only the FLOPs the model needs (Chowdhery et al. 2022). Hardware FLOPs
+utilisation (HFU) also counts what recomputation re-runs, so it is higher for the same run; a paper that
+reports "TFLOP/s per GPU" with recomputation on (Narayanan et al. 2021, Eq. 3) reports hardware FLOPs.
+
+**The MFU is an input here**, not something this module predicts from first principles: its default and range
+come from the published runs (``data/published_runs.csv``; :func:`published_runs`; :func:`mfu_estimate`),
+which include everything a real run loses: communication that is not hidden, pipeline bubbles, stragglers,
+and, for GPU-hour totals, restarts after failures. From a layout, :func:`~llmsizing.layouts.step_time` derives
+the MFU instead (an output of the kernel efficiency and the losses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
+from .catalog import get_gpu, gpu_price, resolve_model
+from .flops import RECOMPUTE, training_flops_per_token
+from .hardware import dense_tflops
+from .model import Model
+from .parallel import Parallel, resolve_parallel
+from .precision import compute_dtype
+
+
+PUBLISHED_RUNS_CSV = Path(__file__).resolve().parents[2] / "data" / "published_runs.csv"
+
+
+#: Conventions of a published "TFLOP/s per GPU": ``"model"`` counts the model's FLOPs (MFU),
+#: ``"full-recompute"`` also the forward that full recomputation re-runs (HFU).
+FLOPS_CONVENTIONS = ("model", "full-recompute")
+
+
+def _peak_flops(gpu, dtype: str) -> float:
+    """The dense peak in FLOP/s (:func:`~llmsizing.hardware.dense_tflops`)."""
+    return dense_tflops(gpu, dtype) * 1e12
+
+
+def implied_mfu(model: Model | str, *, gpu, seq: int, tokens: float | None = None,
+                gpu_hours: float | None = None, tflops_per_gpu: float | None = None,
+                flops_convention: str = "model", dtype: str = "bf16") -> float:
+    """The MFU a published run implies, from either its token count and GPU-hours, or its reported TFLOP/s per
+    GPU (converted to model FLOPs when the paper counted full recomputation's extra forward).
+
+    ``model FLOPs / (GPU-hours x 3600 x dense peak)``: the inverse of :func:`training_time`. An MFU above 1
+    (more FLOPs than the GPUs' dense peak can do in those hours) is refused, naming the inputs: it is a wrong
+    unit (GPU-days, node-hours, a sparse peak), a wrong GPU, or a wrong token count, never a utilisation.
+
+    A mixture of experts (issue 24) counts its ACTIVE parameters' FLOPs, with the same
+    :func:`~llmsizing.flops.training_flops_per_token` that :func:`training_time` divides by (``6 N_active``, less
+    the input embedding lookup, plus the attention term): DeepSeek-V3's 2,664K H800 GPU-hours for 14.8T tokens
+    imply about 22% of the FP8 dense peak (44% of the BF16 one), ``tests/test_moe_cost.py`` by hand. Chapter 18."""
+    model = resolve_model(model, moe=True)
+    g = get_gpu(gpu)
+    seq = check_int("seq", seq)
+    check_choice("flops_convention", flops_convention, FLOPS_CONVENTIONS)   # (checked even where unused)
+    peak = _peak_flops(g, dtype)
+    per_token = training_flops_per_token(model, seq=seq)
+    if tflops_per_gpu is not None:
+        if tokens is not None or gpu_hours is not None:
+            raise ValueError("give either tflops_per_gpu, or tokens and gpu_hours, not both")
+        reported = check_number("tflops_per_gpu", tflops_per_gpu, allow_equal=False)
+        achieved = reported * 1e12
+        if flops_convention == "full-recompute":
+            achieved *= per_token / training_flops_per_token(model, seq=seq, recompute="full")
+        mfu = achieved / peak
+        if not mfu <= 1:
+            raise ValueError(f"tflops_per_gpu={reported:g} ({flops_convention} FLOPs) on the {g.name} implies an "
+                             f"MFU of {mfu:.3g} > 1: above its dense {dtype} peak of {peak / 1e12:g} TFLOP/s "
+                             "(a figure with sparsity, or another dtype or GPU?)")
+        return mfu
+    if tokens is None or gpu_hours is None:
+        raise ValueError("give tokens and gpu_hours (or tflops_per_gpu)")
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    gpu_hours = check_number("gpu_hours", gpu_hours, allow_equal=False)
+    mfu = tokens * per_token / (gpu_hours * 3600 * peak)
+    if not mfu <= 1:
+        raise ValueError(f"tokens={tokens:g} in gpu_hours={gpu_hours:g} on the {g.name} imply an MFU of {mfu:.3g} "
+                         f"> 1: more model FLOPs than its dense {dtype} peak can do in those hours (GPU-hours, "
+                         "not node-hours or GPU-days? the right GPU, seq and token count?)")
+    return mfu
+
+
+@cache
+def _runs_frame():
+    import pandas as pd
+
+    return pd.read_csv(PUBLISHED_RUNS_CSV, keep_default_na=False, na_values=[""])
+
+
+def published_runs():
+    """The published runs of ``data/published_runs.csv`` (each with its source and date; the layout where it
+    was published) and the MFU each implies in the library's own FLOP count, as a DataFrame.
+
+    ``implied_mfu`` is taken, in this order of preference, from the tokens per second per GPU the source
+    reports (times :func:`~llmsizing.flops.training_flops_per_token`: one FLOP convention for every source,
+    whichever attention count the source used), from its TFLOP/s per GPU (:func:`implied_mfu`, converted from
+    hardware FLOPs where the source counted recomputation), or from its tokens and GPU-hours. It is over the
+    dense peak of the run's ``dtype`` (an FP8 run against the FP8 peak; ``fp16`` runs at the ``bf16`` rate).
+    ``calibration`` says whether a run is fitted on (``True``) or held out to check the fit (``False``)."""
+    import pandas as pd
+
+    df = _runs_frame().copy()
+    df["dtype"] = df["dtype"].fillna("bf16")
+    mfus = []
+    for r in df.itertuples():
+        dtype = "fp8" if r.dtype == "fp8" else "bf16"
+        if pd.notna(r.tokens_per_s_per_gpu):
+            per_token = training_flops_per_token(r.model, seq=int(r.seq))
+            mfus.append(check_fraction(f"the MFU of run {r.run!r}",
+                                       r.tokens_per_s_per_gpu * per_token / _peak_flops(r.gpu, dtype)))
+        elif pd.notna(r.reported_tflops_per_gpu):
+            mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq), tflops_per_gpu=r.reported_tflops_per_gpu,
+                                    flops_convention=r.reported_flops_convention, dtype=dtype))
+        else:
+            mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq), tokens=r.tokens, gpu_hours=r.gpu_hours,
+                                    dtype=dtype))
+    df["implied_mfu"] = mfus
+    df["calibration"] = df["calibration"] == "yes"
+    return df
+
+
+MFU_MODEL_CSV = PUBLISHED_RUNS_CSV.parent / "mfu_model.csv"
+
+
+@cache
+def _mfu_model() -> dict:
+    import csv
+
+    with open(MFU_MODEL_CSV, newline="") as fh:
+        return {(r["generation"], r["dtype"]): {k: (v if k in ("generation", "dtype") else float(v or "nan"))
+                                                for k, v in r.items()} for r in csv.DictReader(fh)}
+
+
+def mfu_model_table():
+    """``data/mfu_model.csv`` as a DataFrame, one row per calibrated GPU generation and dtype: the fit's
+    intercept and shared terms (:func:`mfu_estimate`), the range's factors ``low``/``high``, its ``width``
+    (``high / low``) and the region of its runs. Shown in chapter 10."""
+    import pandas as pd
+
+    df = pd.DataFrame(list(_mfu_model().values()))
+    df["width"] = df["high"] / df["low"]
+    return df
+
+
+def mfu_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
+    """``(low, high)``: the factors by which the published runs of ``gpu``'s generation in ``dtype`` fall
+    below and rise above the calibrated fit at most (``data/mfu_model.csv``; the widest of any generation for
+    a GPU with no published run). A prediction's range is ``prediction x low`` to ``prediction x high``: what
+    :func:`training_time`, :func:`~llmsizing.planner.plan` and :func:`~llmsizing.runs.run_from_step` report."""
+    from .hardware import kernel_efficiency_row
+
+    key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8")) == "fp8" else "bf16"
+    table = _mfu_model()
+    row = table.get((kernel_efficiency_row(gpu, dtype).generation, key_dtype))
+    if row is None:
+        return min(r["low"] for r in table.values()), max(r["high"] for r in table.values())
+    return row["low"], row["high"]
+
+
+@dataclass(frozen=True)
+class MfuEstimate:
+    """The end-to-end MFU the calibration predicts for a run (:func:`mfu_estimate`), its range, and why it may
+    be less sure: ``warnings`` name every way the run lies outside the published runs it was fitted on."""
+
+    mfu: float
+    low: float
+    high: float
+    generation: str
+    warnings: tuple
+
+
+def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None, recompute: str = "none",
+                 whole_run: bool = False, n_gpus: int | None = None,
+                 precision: str = "bf16-mixed", recompute_layers: int | None = None,
+                 parallel: Parallel | None = None) -> MfuEstimate:
+    """The calibrated end-to-end MFU of a run (``data/mfu_model.csv``, fitted by ``tools/calibrate.py`` with
+    :func:`~llmsizing.calibration.fit_mfu_model` on ``data/published_runs.csv``): the GPU generation's and
+    dtype's intercept, a term in model size and one in sequence length, what full recomputation costs
+    (``recompute="full"``) and what a whole run's GPU-hours lose against a measured steady state
+    (``whole_run=True``: restarts, evaluation, stragglers). The range is the largest residuals of that
+    generation's published runs below and above the fit, so every published run lies inside its own range.
+
+    A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
+    or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
+    ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`): an FP8 recipe gets the FP8 rows,
+    ``dtype="fp8"`` gives the same. Taught in chapter 10.
+
+    ``recompute_layers`` (with ``recompute="full"``): partial recomputation, the first that many layers of each
+    model chunk of ``parallel`` (the model as one chunk without it; :func:`~llmsizing.parallel.recomputed_layers`).
+    The fit's full-recomputation term is taken in proportion to the layers rerun (``share x term`` in log MFU,
+    the share :func:`~llmsizing.flops.training_flops_per_token` reruns): an interpolation, since every calibration
+    run recomputed all its layers or none (``0`` gives the no-recomputation estimate, every layer the full one).
+
+    A mixture of experts (issue 24): the MFU is of its active parameters' FLOPs
+    (:func:`~llmsizing.flops.training_flops_per_token`), and the size term is taken at its active parameters
+    ``N_active`` (the work per token; its attention is that of a dense model of its width). An extrapolation,
+    said in a warning: the calibration's runs are dense, and an MoE's grouped GEMMs of small experts and its
+    all-to-all (:func:`~llmsizing.layouts.step_time` models the latter) are not in the fit. Chapter 18."""
+    from .hardware import kernel_efficiency_row
+
+    model = resolve_model(model, moe=True)
+    g = get_gpu(gpu)
+    seq = check_int("seq", seq)
+    dtype = compute_dtype(precision, dtype)
+    key_dtype = "fp8" if dtype == "fp8" else "bf16"
+    check_choice("recompute", recompute, RECOMPUTE)
+    share = float(recompute == "full") if recompute_layers is None else _rerun_layers(
+        model, recompute, recompute_layers, parallel) / model.layers
+    whole_run = check_bool("whole_run", whole_run)
+    table = _mfu_model()
+    generation = kernel_efficiency_row(g, dtype).generation
+    warnings = []
+    size = float(model.active_params) if model.is_moe else model.n_params
+    if model.is_moe:
+        warnings.append(f"{model.name} is a mixture of experts: the calibration's runs are dense; the size term is "
+                        f"taken at its {size / 1e9:,.3g}B active parameters, without its grouped GEMMs' lower "
+                        "efficiency or its all-to-all (step_time models the all-to-all)")
+    row = table.get((generation, key_dtype))
+    if row is None:
+        same = sorted((r for r in table.values() if r["dtype"] == key_dtype), key=lambda r: r["intercept"])
+        same = same or sorted(table.values(), key=lambda r: r["intercept"])
+        row = {**same[(len(same) - 1) // 2], "min_params": float("nan")}
+        pooled = [r for r in table.values()]
+        row["low"] = min(r["low"] for r in pooled)
+        row["high"] = max(r["high"] for r in pooled)
+        warnings.append(f"no published {key_dtype} run on a {g.name} ({generation}): the median generation's "
+                        "MFU and the widest range of any generation are used")
+    else:
+        n = size
+        if not row["min_params"] / 2 <= n <= row["max_params"] * 2:
+            warnings.append(f"{n / 1e9:,.3g}B parameters is outside the {generation} {key_dtype} runs' "
+                            f"{row['min_params'] / 1e9:,.3g}B to {row['max_params'] / 1e9:,.3g}B")
+        if not row["min_seq"] / 2 <= seq <= row["max_seq"] * 2:
+            warnings.append(f"seq={seq:,} is outside the {generation} {key_dtype} runs' {row['min_seq']:,.0f} to "
+                            f"{row['max_seq']:,.0f} tokens")
+        if n_gpus is not None and row["max_gpus"] == row["max_gpus"] and not (
+                row["min_gpus"] / 2 <= n_gpus <= row["max_gpus"] * 2):
+            warnings.append(f"{n_gpus:,} GPUs is outside the {generation} {key_dtype} runs' "
+                            f"{row['min_gpus']:,.0f} to {row['max_gpus']:,.0f}")
+    import math
+
+    log_mfu = (row["intercept"] + row["size_exponent"] * math.log(size / 1e10)
+               + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * share
+               + row["whole_run"] * whole_run)
+    central = min(math.exp(log_mfu), 1.0)
+    return MfuEstimate(central, central * row["low"], min(1.0, central * row["high"]), generation,
+                       tuple(warnings))
+
+
+def _rerun_layers(model: Model, recompute: str, recompute_layers, parallel) -> int:
+    """The model's layers that partial recomputation reruns (``recompute_layers`` per model chunk of ``parallel``,
+    checked), for :func:`mfu_estimate` and :func:`training_time`."""
+    from .parallel import check_recompute_layers, recomputed_layers
+
+    par = None if parallel is None else resolve_parallel(parallel, model)
+    n = check_recompute_layers(recompute, recompute_layers, model.layers, par)
+    return sum(recomputed_layers(model.layers, par, n))
+
+
+def mfu_residuals():
+    """Every published run (:func:`published_runs`) against the calibrated end-to-end MFU model: its
+    ``generation``, ``implied_mfu``, the ``predicted_mfu`` of :func:`mfu_estimate` for the same model, GPU,
+    sequence length, dtype, full recomputation and whole-run total, the ``residual`` ``implied / predicted``,
+    the range ``low``/``high`` of its generation as MFUs, and ``inside``: whether the run lies in that range
+    (issue 21's done-when: every run does). One row per run, in the order of ``data/published_runs.csv``.
+    Taught in chapter 10."""
+    import pandas as pd
+
+    rows = []
+    for r in published_runs().itertuples():
+        est = mfu_estimate(r.model, gpu=r.gpu, seq=int(r.seq), dtype=r.dtype,
+                           recompute="full" if r.recompute == "full" else "none",
+                           whole_run=r.kind == "pretraining-total")
+        rows.append({"run": r.run, "gpu": r.gpu, "dtype": "fp8" if r.dtype == "fp8" else "bf16",
+                     "generation": est.generation, "framework": r.framework, "calibration": r.calibration,
+                     "implied_mfu": r.implied_mfu, "predicted_mfu": est.mfu, "residual": r.implied_mfu / est.mfu,
+                     "low": est.low, "high": est.high,
+                     "inside": bool(est.low * (1 - 1e-9) <= r.implied_mfu <= est.high * (1 + 1e-9))})
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class TrainingTime:
+    """How long a run takes and what it costs, with the range its MFU range implies (:func:`training_time`).
+
+    ``days_low``/``gpu_hours_low``/``cost_usd_low`` go with ``mfu_high`` (the fast end) and the ``_high``
+    figures with ``mfu_low``. ``hfu`` is the hardware FLOPs utilisation the same run has with its
+    recomputation (equal to ``mfu`` without)."""
+
+    model: str
+    gpu: str
+    n_gpus: int
+    tokens: float
+    seq: int
+    mfu: float
+    mfu_low: float
+    mfu_high: float
+    hfu: float
+    flops_per_token: float
+    tokens_per_s_per_gpu: float
+    days: float
+    days_low: float
+    days_high: float
+    gpu_hours: float
+    gpu_hours_low: float
+    gpu_hours_high: float
+    price_usd_per_gpu_hour: float
+    cost_usd: float
+    cost_usd_low: float
+    cost_usd_high: float
+    warnings: tuple = ()
+    #: The stage's layout as tables name it (``"TP8 PP16 DP64 ZeRO-1"``), ``""`` when none was given or planned.
+    layout: str = ""
+    #: Where the MFU came from: ``"calibrated estimate"``, ``"given"``, ``"step_time of the layout"`` or
+    #: ``"plan(): ..."`` (:class:`Stage` says when each applies).
+    mfu_source: str = ""
+    #: The useful share of wall time the days and GPU-hours include (:func:`~llmsizing.reliability.goodput`:
+    #: interruptions and checkpoints); 1.0 (the default) for a steady state without them.
+    goodput: float = 1.0
+
+    @property
+    def total_flops(self) -> float:
+        """The run's model FLOPs: tokens x FLOPs per token."""
+        return self.tokens * self.flops_per_token
+
+    def to_frame(self):
+        """One row per bound (low / central / high) with MFU, tokens/s per GPU, days, GPU-hours and cost."""
+        import pandas as pd
+
+        rows = []
+        for label, mfu, days, hours, cost in (
+                ("fast end", self.mfu_high, self.days_low, self.gpu_hours_low, self.cost_usd_low),
+                ("central", self.mfu, self.days, self.gpu_hours, self.cost_usd),
+                ("slow end", self.mfu_low, self.days_high, self.gpu_hours_high, self.cost_usd_high)):
+            rows.append({"case": label, "mfu": mfu, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu * mfu / self.mfu,
+                         "days": days, "gpu_hours": hours, "cost_usd": cost})
+        return pd.DataFrame(rows).set_index("case")
+
+
+def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings, *,
+             parallel=None, source="", layout=None, goodput: float = 1.0,
+             rerun_layers: int | None = None) -> TrainingTime:
+    """A :class:`TrainingTime` from a checked MFU and range: GPU-hours ``tokens x F / (peak x MFU) / 3600``,
+    divided by the ``goodput`` (the useful share of wall time). ``rerun_layers``: the layers partial
+    recomputation reruns (:func:`_rerun_layers`), for the HFU."""
+    from .flops import _partial_flops_per_token
+
+    peak = _peak_flops(g, dtype)
+    per_token = training_flops_per_token(model, seq=seq, causal=causal)
+    hardware_per_token = (training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal)
+                          if rerun_layers is None else _partial_flops_per_token(model, seq, rerun_layers, causal))
+    hfu = mfu * hardware_per_token / per_token
+    if hfu > 1:
+        raise ValueError(f"mfu={mfu:g} with recompute={recompute!r} needs a hardware utilisation of {hfu:.2f} > 1")
+
+    def hours(m: float) -> float:                      # GPU-hours at MFU m: independent of the GPU count
+        return tokens * per_token / (peak * m) / 3600 / goodput
+
+    h, h_low, h_high = hours(mfu), hours(high), hours(low)
+    if layout is None:
+        layout = "" if parallel is None else _layout_label(parallel)
+    return TrainingTime(model.name, g.name, n_gpus, tokens, seq, mfu, low, high, hfu, per_token,
+                        peak * mfu / per_token, h / n_gpus / 24, h_low / n_gpus / 24, h_high / n_gpus / 24,
+                        h, h_low, h_high, price, h * price, h_low * price, h_high * price, tuple(warnings),
+                        layout, source, goodput)
+
+
+def _causal_factor(model, seq: int, causal: bool) -> float:
+    """A step time's MFU in the causal count (``causal=True``): the same seconds, fewer FLOPs counted."""
+    if not causal:
+        return 1.0
+    return training_flops_per_token(model, seq=seq, causal=True) / training_flops_per_token(model, seq=seq)
+
+
+def _layout_label(par: Parallel) -> str:
+    """``"TP8 PP2 DP4 ZeRO-1"``: how tables name a layout (``"TP8+SP CP16 PP16 DP8 ZeRO-1"`` with context
+    parallelism; ``"CP16 all-gather"`` when its K, V are all-gathered rather than sent around a ring)."""
+    parts = [f"TP{par.tp}" + ("+SP" if par.sp else "")]
+    if par.cp > 1:
+        parts.append(f"CP{par.cp}" + (" all-gather" if par.cp_comm == "all_gather" else ""))
+    parts += [f"PP{par.pp}", f"DP{par.dp}"] + ([f"EP{par.ep}"] if par.ep > 1 else [])
+    if par.zero:
+        parts.append(f"ZeRO-{par.zero}")
+    if par.offload != "none":
+        parts.append(f"offload {par.offload}")
+    return " ".join(parts)
+
+def run_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: int | None = None,
+             seq: int | None = None, parallel: Parallel | None = None, mfu: float | None = None,
+             mfu_range: tuple[float, float] | None = None, price_usd_per_gpu_hour: float | None = None,
+             recompute: str = "none", dtype: str | None = None, causal: bool = False, whole_run: bool = False,
+             precision: str = "bf16-mixed", goodput: float = 1.0,
+             recompute_layers: int | None = None) -> TrainingTime:
+    """One run (one stage) of :func:`llmsizing.time_cost.training_time`, whose docstring says what every
+    argument does: the calibrated or given MFU and its range, then :func:`_time_at`. A stage of a staged run
+    that is timed on the calibrated estimate or a given MFU is exactly this call (:mod:`llmsizing.stages`)."""
+    model = resolve_model(model, moe=True)
+    goodput = check_fraction("goodput", goodput)
+    if goodput < 1 and whole_run:
+        raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run MFU "
+                         "already includes them; give one of them")
+    g = get_gpu(gpu)
+    dtype = compute_dtype(precision, dtype)
+    if tokens is None or seq is None:
+        raise ValueError("give tokens= (a number > 0) and seq= (an integer >= 1), or stages=[(tokens, seq), ...]")
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    seq = check_int("seq", seq)
+    check_bool("causal", causal)
+    check_choice("recompute", recompute, RECOMPUTE)
+    if parallel is not None:
+        par = resolve_parallel(parallel, model)
+        if n_gpus is not None and check_int("n_gpus", n_gpus) != par.gpus:
+            raise ValueError(f"n_gpus={n_gpus} but parallel uses tp*cp*pp*dp = {par.gpus} GPUs; give one of them")
+        n_gpus = par.gpus
+    elif n_gpus is None:
+        raise ValueError("give n_gpus (an integer >= 1) or parallel=Parallel(...)")
+    n_gpus = check_int("n_gpus", n_gpus)
+    par = None if parallel is None else par
+    rerun = None if recompute_layers is None else _rerun_layers(model, recompute, recompute_layers, par)
+    warnings: tuple = ()
+    if mfu is None:
+        est = mfu_estimate(model, gpu=g, seq=seq, dtype=dtype, recompute=recompute, whole_run=whole_run,
+                           n_gpus=n_gpus, recompute_layers=recompute_layers, parallel=par)
+        mfu, warnings = est.mfu, est.warnings
+        default_range = (est.low, est.high)
+        source = "calibrated estimate"
+    else:
+        mfu = check_fraction("mfu", mfu)
+        default_range = (mfu, mfu)
+        source = "given"
+    if mfu_range is None:
+        low, high = default_range
+    else:
+        bounds = check_sequence("mfu_range", mfu_range, example="(0.3, 0.5)")
+        if len(bounds) != 2:
+            raise ValueError(f"mfu_range must be two numbers (low, high), e.g. (0.3, 0.5); got {mfu_range!r}")
+        low, high = bounds
+    low = check_fraction("mfu_range[0]", low)
+    high = check_fraction("mfu_range[1]", high)
+    if not low <= mfu <= high:
+        raise ValueError(f"mfu_range must contain mfu: got mfu={mfu:g} and mfu_range=({low:g}, {high:g})")
+    price = gpu_price(g, price_usd_per_gpu_hour)
+    return _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings,
+                    parallel=par, source=source, goodput=goodput, rerun_layers=rerun)
+

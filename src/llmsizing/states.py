@@ -1,0 +1,249 @@
+"""Model states per GPU (chapter 2, "Bytes per parameter"; chapter 7 for ZeRO): the weights, gradients and
+optimizer states one GPU holds under a layout, the allowances for what no formula models, and the share of GPU
+memory a plan may fill. A mixture of experts' split of the same states is :mod:`llmsizing.moe`'s; the public
+:func:`~llmsizing.memory.model_states` picks one of them. Sources are listed in :mod:`llmsizing.precision`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from ._validate import check_choice, check_int
+from .catalog import resolve_model
+from .model import Model
+from .parallel import Parallel, layers_per_stage, resolve_parallel
+from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
+from .units import GiB
+
+
+#: A fixed allowance for what no formula here models: the CUDA context and kernels (~0.3-0.6 GiB with
+#: lazy module loading), cuBLAS/cuDNN workspaces and NCCL communication buffers. An allowance, not a
+#: measurement; pass ``overhead_bytes=`` to use your own figure.
+FIXED_OVERHEAD_BYTES = 1 * GiB
+
+
+#: Allocator fragmentation as a fraction of the modelled tensors: a guess with no published source, which no
+#: verdict of the book rests on (chapter 3; issue 26). Pass ``overhead_bytes=`` to use your own figure.
+FRAGMENTATION = 0.08
+
+
+def default_overhead_bytes(tensor_bytes: float) -> float:
+    """The book's default allowance: :data:`FIXED_OVERHEAD_BYTES` + :data:`FRAGMENTATION` x modelled tensors."""
+    return FIXED_OVERHEAD_BYTES + FRAGMENTATION * tensor_bytes
+
+
+def _frame(rows: dict[str, float], n_params: int):
+    import pandas as pd
+
+    df = pd.DataFrame({"bytes": pd.Series(rows, dtype="float64")})
+    df["GiB"] = df["bytes"] / GiB
+    df["bytes/param"] = df["bytes"] / n_params
+    df.index.name = "component"
+    return df
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    """Bytes of the model states on one GPU. ``optimizer_bytes`` includes the fp32 master copy
+    (``master_bytes``) and the optimizer's own buffers (``optimizer_state_bytes``). With an ``offload`` layout
+    (:data:`~llmsizing.parallel.OFFLOADS`) the offloaded bytes are not on the GPU: ``host_bytes`` is what this
+    GPU's share costs in the host's memory (multiply by the GPUs per node for a node's RAM).
+
+    An FP8 recipe (:data:`~llmsizing.precision.FP8_SCHEMES`) adds ``fp8_weights_bytes``, the FP8 copies of the
+    Linear weights that Transformer Engine caches (DeepSeek-V3: one block-scaled copy), and ``fp8_meta_bytes``,
+    its scaling state (amax histories and scales: kilobytes per layer). Both are in :attr:`total_bytes`."""
+
+    n_params: int
+    precision: str
+    optimizer: str
+    weights_bytes: float
+    gradients_bytes: float
+    master_bytes: float
+    optimizer_state_bytes: float
+    parallel: Parallel = Parallel()
+    host_bytes: float = 0.0
+    fp8_weights_bytes: float = 0.0
+    fp8_meta_bytes: float = 0.0
+
+    @property
+    def optimizer_bytes(self) -> float:
+        return self.master_bytes + self.optimizer_state_bytes
+
+    @property
+    def working_weights_bytes(self) -> float:
+        """The weights the step computes with: :attr:`weights_bytes` plus an FP8 recipe's weight copies and
+        scaling state (what :func:`step_phases` counts as alive under "weights")."""
+        return self.weights_bytes + self.fp8_weights_bytes + self.fp8_meta_bytes
+
+    @property
+    def total_bytes(self) -> float:
+        return self.working_weights_bytes + self.gradients_bytes + self.optimizer_bytes
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Bytes on this GPU divided by the model's parameter count: the familiar 16 (bf16-mixed AdamW) on one
+        GPU; with ``parallel`` it is the most loaded GPU's share (a little over 8 with ``Parallel(tp=2)``: the norms
+        are replicated)."""
+        return self.total_bytes / self.n_params
+
+    def to_frame(self):
+        """A DataFrame with one row per component (weights, gradients, master copy, optimizer states, total;
+        with an FP8 recipe also its FP8 weight copies and scaling state)."""
+        rows = {"weights": self.weights_bytes, "gradients": self.gradients_bytes,
+                "master copy": self.master_bytes, "optimizer states": self.optimizer_state_bytes}
+        if RECIPES[self.precision].fp8:
+            rows |= {"FP8 weight copies": self.fp8_weights_bytes, "FP8 scaling state": self.fp8_meta_bytes}
+        return _frame({**rows, "total": self.total_bytes}, self.n_params)
+
+
+def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
+    """How many numbers the optimizer keeps (before choosing their dtype).
+
+    Adafactor's factored second moment keeps ``r + c`` numbers per ``r x c`` matrix and the full vector for
+    1-D tensors (Shazeer & Stern 2018, Alg. 4), so it is computed tensor by tensor from :meth:`Model.tensors`.
+    """
+    model = resolve_model(model, moe=True)
+    opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
+    n = opt.states * model.n_params
+    if opt.factored:
+        n += sum((s[0] + s[1] if len(s) == 2 else math.prod(s)) * k for _, _, s, k in model.tensors())
+    return n
+
+
+def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
+                            parallel: Parallel | None = None) -> ModelStates:
+    """:func:`model_states` for a bare parameter count, when there is no architecture to build (for example
+    "a 10B model" in an article). Same recipes, same ZeRO rules.
+
+    Only for optimizers whose state is elementwise (everything but Adafactor, whose factored moment depends on
+    the tensor shapes: build a :class:`~llmsizing.model.Model` for it). With an FP8 recipe every parameter is
+    counted as a Linear weight with an FP8 copy (an upper bound: the embeddings and norms have none; the blocks'
+    matrices are 87% of Llama 3 8B) and the scaling state is left out (no layer count). Taught in chapter 2.
+    """
+    n = check_int("n_params", n_params)
+    check_recipe("precision", precision)
+    opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
+    if opt.factored:
+        raise ValueError(f"optimizer={optimizer!r} has a factored state that depends on the tensor shapes: "
+                         "use model_states with a Model")
+    return _states(n, opt.states * n, precision, optimizer, resolve_parallel(parallel))
+
+
+def _tp_share(name: str, model: Model, tp: int) -> float:
+    """The fraction of one parameter tensor that each tensor-parallel rank holds (Megatron-LM's layout,
+    Shoeybi et al. 2019): column-parallel matrices and their biases (q, k, v, gate, up) and row-parallel
+    matrices (o, down) are split; row-parallel biases, norms and learned positions are replicated; the
+    embedding and the LM head are split along the vocabulary. K and V are split by KV head, at least one head per
+    rank (replicated beyond ``kv_heads``, as vLLM does)."""
+    if tp == 1:
+        return 1.0
+    if any(k in name for k in ("norm", "embed_positions")) or name.endswith(("o_proj.bias", "down_proj.bias")):
+        return 1.0
+    if "k_proj" in name or "v_proj" in name:
+        return max(model.kv_heads / tp, 1) / model.kv_heads
+    return 1.0 / tp
+
+
+def edge_params(model: Model, tp: int, pp: int) -> dict[str, float]:
+    """Parameters outside the transformer layers per tensor-parallel rank: ``"first"`` (the embeddings, on the
+    first pipeline stage) and ``"last"`` (final norm, untied LM head, and with ``pp > 1`` the output layer's
+    copy of a tied embedding, on the last stage). Shared by :func:`stage_params` and :mod:`llmsizing.moe`."""
+    edge = {"first": 0.0, "last": 0.0}
+    for _, name, shape, _k in model.tensors():
+        if name.startswith("layers."):
+            continue
+        n = math.prod(shape) * _tp_share(name, model, tp)
+        if name.startswith("embed_"):
+            edge["first"] += n
+            if name == "embed_tokens.weight" and model.tied_embeddings and pp > 1:
+                edge["last"] += n
+        else:
+            edge["last"] += n
+    return edge
+
+
+@functools.lru_cache(maxsize=256)
+def _stage_params(model: Model, tp: int, pp: int, stage_layers: tuple | None = None) -> tuple[float, ...]:
+    """:func:`stage_params` for a resolved model and layout, kept: the planner asks for the same few thousand
+    times in one search."""
+    per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp) for _, n, s in model.layer_tensors())
+    edge = edge_params(model, tp, pp)
+    out = []
+    for i, layers in enumerate(layers_per_stage(model.layers, Parallel(pp=pp, stage_layers=stage_layers))):
+        n = layers * per_layer
+        n += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
+        out.append(n)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _stage_linear(model: Model, tp: int, pp: int, stage_layers: tuple | None = None) -> tuple[tuple[float, int], ...]:
+    """Per pipeline stage: ``(Linear weight elements on one GPU, layers)``, the blocks' matrices that an FP8
+    recipe casts to FP8 (QKV, output projection, gate/up, down, split by :func:`_tp_share`). The embedding and
+    the LM head stay 16-bit: Megatron-LM's ``output_layer`` is its own ``ColumnParallelLinear``, not a
+    Transformer Engine module."""
+    per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp)
+                    for _, n, s in model.layer_tensors() if len(s) == 2)
+    layers = layers_per_stage(model.layers, Parallel(pp=pp, stage_layers=stage_layers))
+    return tuple((k * per_layer, k) for k in layers)
+
+
+def _states(n: int, elements: float, precision: str, optimizer: str, par: Parallel,
+            on_rank: float | None = None, linear: tuple[float, int] | None = None) -> ModelStates:
+    """The recipe and ZeRO arithmetic shared by :func:`model_states` and :func:`model_states_for_params`:
+    ``n`` parameters, ``elements`` optimizer-state numbers, ``on_rank`` the parameters one GPU holds before
+    ZeRO (default: the even split ``n / (tp * pp)``, for a bare parameter count), ``linear`` the Linear weight
+    elements and layers on this GPU (:func:`_stage_linear`; default: every parameter, no layers)."""
+    recipe, opt = RECIPES[precision], OPTIMIZERS[optimizer]
+    weights = n * DTYPE_BYTES[recipe.weights]
+    grads = n * DTYPE_BYTES[recipe.grads]
+    # the optimizer's own fp32 gradient copy (DeepSpeed ZeRO-1/2) belongs to the optimizer's partition
+    extra = n * DTYPE_BYTES[recipe.extra_grads] if recipe.extra_grads else 0.0
+    master = n * DTYPE_BYTES[recipe.master] if recipe.master else 0.0
+    if opt.dtype:  # quantised states: 1 byte each + one fp32 constant per block
+        states = elements * (DTYPE_BYTES[opt.dtype] + 4 / opt.block)
+    else:
+        states = elements * DTYPE_BYTES[recipe.states]
+    share = (on_rank / n) if on_rank is not None else 1 / (par.tp * par.pp)
+    weights, grads, extra, master, states = (x * share for x in (weights, grads, extra, master, states))
+    dp = par.dp_cp        # ZeRO shards over the data- and context-parallel ranks (Megatron-LM, torchtitan)
+    scheme = recipe.scheme
+    fp8_w = fp8_meta = 0.0
+    if scheme is not None:
+        lin, n_layers = linear if linear is not None else (n * share, 0)
+        fp8_w = scheme.weight_copy_bytes * lin
+        fp8_meta = scheme.meta_bytes_per_layer * n_layers
+        if par.zero >= 3 and par.reshard_after_forward:   # remade per gathered unit, like the weights
+            fp8_w = fp8_w / dp
+    if par.zero >= 1:
+        master, states, extra = master / dp, states / dp, extra / dp
+    if par.zero >= 2:
+        grads = grads / dp
+    if par.zero >= 3 and par.reshard_after_forward:     # (FSDP2 without resharding keeps them gathered)
+        weights = weights / dp
+    host = 0.0
+    if par.offload != "none":
+        # ZeRO-Offload: the optimizer's partition lives (and steps, with CPU Adam) in host memory, with an fp32
+        # copy of the gradient partition when the recipe's gradients are 16-bit (DeepSpeed keeps one for CPU Adam)
+        fp32_grads = 0.0
+        if not extra and DTYPE_BYTES[recipe.grads] < 4:
+            fp32_grads = 4.0 * n * share / (dp if par.zero >= 1 else 1)
+        host = master + states + extra + fp32_grads
+        master = states = extra = 0.0
+        if par.zero >= 2:
+            # ZeRO-2/3 offload reduces each gradient bucket straight into that host fp32 partition: no gradient
+            # shard stays on the GPU (DeepSpeed's estimate_zero2/zero3_model_states_mem_needs count no
+            # gradient bytes on the GPU with cpu_offload, and 16 bytes per parameter on the host)
+            grads = 0.0
+        if par.offload == "optimizer+params":     # ZeRO-Infinity's offload_param: the weight shard too
+            host += weights
+            weights = 0.0
+    return ModelStates(n, precision, optimizer, weights, grads + extra, master, states, par, host, fp8_w, fp8_meta)
+
+
+#: The share of a GPU's memory a plan may fill with :attr:`~llmsizing.memory.TrainingMemory.total_bytes`
+#: (which already includes the book's overhead allowance). The other 10% is headroom for what the estimate
+#: misses: chapter 5 measures the peak within about 5%, and the allowance itself is not a measurement.
+USABLE_FRACTION = 0.9

@@ -1,0 +1,137 @@
+"""The library's layers (issue 32): the import-linter contract in pyproject.toml holds, no two modules import each
+other however indirectly (imports inside functions count), no module passes 600 lines, and every name that moved
+to a higher module or was retired still works for one release, with a DeprecationWarning naming its new home."""
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "llmsizing"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in SRC.rglob("*.py"):
+        parts = p.relative_to(SRC.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+def _imports(name: str, path: Path, mods) -> set[str]:
+    """Every llmsizing module ``name`` imports, at module level or inside a function."""
+    pkg = path.name == "__init__.py"
+    base = name.split(".") if pkg else name.split(".")[:-1]
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.ImportFrom):
+            stem = base[: len(base) - (n.level - 1)] if n.level else []
+            target = ".".join(stem + ([n.module] if n.module else [])) if n.level else n.module or ""
+            for a in n.names:
+                full = f"{target}.{a.name}"
+                out.add(full if full in mods else target)
+        elif isinstance(n, ast.Import):
+            out.update(a.name for a in n.names)
+    return {m for m in out if m in mods and m != name}
+
+
+def _cycles() -> list[list[str]]:
+    mods = _modules()
+    graph = {m: _imports(m, p, mods) for m, p in mods.items()}
+    # a package's __init__ gathers its children's names for the reader: its own edges to them are not circles
+    graph = {m: {t for t in ts if not t.startswith(m + ".")} for m, ts in graph.items()}
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles():
+    assert _cycles() == []
+
+
+def test_cycle_finder_finds_a_planted_circle(tmp_path, monkeypatch):
+    """The check above can fail: two modules that import each other inside functions are found."""
+    pkg = tmp_path / "llmsizing"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from .b import g\n")
+    (pkg / "b.py").write_text("def g():\n    from . import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "SRC", pkg)
+    assert _cycles() == [["llmsizing.a", "llmsizing.b"]]
+
+
+def test_import_linter_contract():
+    exe = Path(sys.executable).with_name("lint-imports")
+    r = subprocess.run([str(exe), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "1 kept, 0 broken" in r.stdout
+
+
+def test_no_module_over_600_lines():
+    big = {str(p.relative_to(ROOT)): n for p in SRC.rglob("*.py")
+           if (n := len(p.read_text().splitlines())) > 600}
+    assert big == {}
+
+
+MOVED = [("llmsizing.moe", "deepseek_memory", "llmsizing.deepseek"),
+         ("llmsizing.moe", "DEEPSEEK_V3_LAYOUT", "llmsizing.deepseek"),
+         ("llmsizing.precision", "recipe_tensor_table", "llmsizing.memory"),
+         ("llmsizing.moe_layouts", "moe_all_to_all_s", "llmsizing.plan_pricing")]
+
+
+@pytest.mark.parametrize("old, name, new", MOVED)
+def test_moved_names_still_work_and_warn(old, name, new):
+    with pytest.warns(DeprecationWarning, match=f"{old}.{name} moved to {new}"):
+        got = getattr(importlib.import_module(old), name)
+    assert got is getattr(importlib.import_module(new), name)
+
+
+@pytest.mark.parametrize("module, name, value", [("llmsizing.time_cost", "MFU_DEFAULT", 0.40),
+                                                 ("llmsizing.time_cost", "MFU_LOW", 0.30),
+                                                 ("llmsizing.time_cost", "MFU_HIGH", 0.50),
+                                                 ("llmsizing.planner", "COMPUTE_EFFICIENCY", 0.5)])
+def test_retired_constants_warn_and_name_the_replacement(module, name, value):
+    with pytest.warns(DeprecationWarning, match=f"{name} is retired.*use "):
+        assert getattr(importlib.import_module(module), name) == value
+
+
+def test_an_unknown_name_is_still_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        importlib.import_module("llmsizing.moe").nothing_here
+
+
+def test_the_library_itself_uses_no_forward():
+    """Importing every module (in a fresh interpreter) raises no DeprecationWarning: the library imports each name
+    from its home."""
+    names = [m for m in sorted(_modules()) if not m.endswith("__main__")]
+    code = "import importlib\nfor m in %r:\n    importlib.import_module(m)\n" % names
+    r = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
