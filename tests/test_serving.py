@@ -10,6 +10,7 @@ import pytest
 
 from llmsizing import serve as S
 from llmsizing.hardware import ridge_point_flops_per_byte
+from llmsizing.serve_calibration import published_serving
 
 H100_BW = 3.35e12            # B/s, H100 SXM datasheet
 H100_PEAK = 989.4e12         # FLOP/s dense bf16
@@ -180,8 +181,27 @@ def test_cost_by_gpu_rows():
     assert nothing.loc["A10", "note"] and math.isnan(nothing.loc["A10", "usd_per_million_output_tokens"])
 
 
+def test_the_old_published_serving_path_still_works_and_warns():
+    """``llmsizing.serve.published_serving`` (its home until issue 22) forwards to serve_calibration's for one
+    release, with a DeprecationWarning naming the new home (issue 32: serve_calibration imports the step model from
+    serve_step, and nothing imports back up into serve)."""
+    import importlib
+
+    from llmsizing import serve_calibration
+
+    with pytest.warns(DeprecationWarning, match="llmsizing.serve.published_serving moved to "
+                                                "llmsizing.serve_calibration.published_serving"):
+        old = S.published_serving
+    assert old is serve_calibration.published_serving
+    with pytest.warns(DeprecationWarning):
+        assert importlib.import_module("llmsizing.serve").published_serving is old
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        S.nothing_here
+    assert "published_serving" not in S.__all__          # a star import does not warn
+
+
 def test_published_figures_have_sources_and_a_calibration_split():
-    df = S.published_serving()
+    df = published_serving()
     assert len(df) >= 20
     assert df["source"].str.len().gt(10).all() and df["as_of"].str.len().gt(3).all()
     assert df["url"].str.startswith("https://").all()
@@ -218,7 +238,7 @@ def _published_rows():
 
 @pytest.fixture(scope="module")
 def published():
-    return S.published_serving()
+    return published_serving()
 
 
 @pytest.mark.parametrize("i", _published_rows())
@@ -292,7 +312,7 @@ def test_rejected_candidates_have_sources_and_reasons():
     rej = pd.read_csv(DATA_DIR / "serving_published_rejected.csv")
     assert list(rej.columns) == ["source", "url", "as_of", "reason"] and len(rej) >= 10
     assert rej["url"].str.startswith("https://").all() and rej["reason"].str.len().gt(30).all()
-    kept = set(S.published_serving()["source"])
+    kept = set(published_serving()["source"])
     assert not kept & set(rej["source"])                      # a candidate is either a row or rejected, not both
 
 
@@ -301,7 +321,7 @@ def test_known_out_rows_are_held_out_and_few():
     and the misses stay a small share of the held-out rows: at most one in eight. Every other row lies inside the
     calibration rows' spread; the stated range is widened to the known misses (module docstring of
     serve_calibration)."""
-    df = S.published_serving()
+    df = published_serving()
     cal = df[df["calibration"] == "yes"]
     lo, hi = cal["nearest_ratio"].min(), cal["nearest_ratio"].max()
     outside = (df["nearest_ratio"] < lo) | (df["nearest_ratio"] > hi)
@@ -318,7 +338,7 @@ def test_known_out_rows_are_held_out_and_few():
 def test_calibration_rows_inside_the_stated_range_and_no_row_beats_the_roofline():
     """The range holds the calibration rows' extreme ratios rounded outwards, so they lie inside it; and no row
     is faster than the roofline with no loss (every efficiency 1, no overheads)."""
-    df = S.published_serving()
+    df = published_serving()
     cal = df[df["calibration"] == "yes"]
     assert cal["inside"].all()
     from llmsizing.serve_calibration import predict_row
@@ -417,7 +437,7 @@ def test_engine_takes_its_own_step_overhead_and_the_default_is_pooled():
 def test_tensorrt_llm_before_xqa_reads_per_query_head_and_the_xqa_gain_is_reproduced():
     """TensorRT-LLM's rows from v0.5 to v0.7 (before the XQA kernel of v0.8) are marked per-query-head and every
     other row grouped; the published XQA gain (1,227 -> 2,941 tokens/s/GPU) lies within 1.5x of the model's."""
-    df = S.published_serving()
+    df = published_serving()
     old = df["engine"].eq("TensorRT-LLM") & df["engine_version"].str.match(r"0\.[567]")
     assert set(df.loc[old, "attention_kernel"]) == {"per-query-head"}
     assert set(df.loc[~old & df["metric"].ne("grouped_attention_gain"), "attention_kernel"]) == {"grouped"}

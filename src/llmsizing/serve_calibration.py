@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 from .catalog import DATA_DIR
+from .serve_step import ENGINE_STEP_OVERHEAD_S, ENGINES, RANGE_HIGH, RANGE_LOW, serving
 
 #: Metrics that are times (a lower value is faster).
 TIME_METRICS = ("ttft_s", "itl_s")
@@ -49,8 +50,6 @@ def predict_row(r, **constants) -> float:
     namedtuple from ``itertuples``), at the given constants (``mbu``, ``attention_bu``, ``step_overhead_s``,
     ``mfu``; default the calibrated ones, with the row's engine's own step overhead where it has one). Rates
     count the prefill (:attr:`Serving.output_tokens_per_s`)."""
-    from .serve import ENGINES, serving
-
     kw = dict(tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache, compute=r.compute, prompt=int(r.prompt),
               output=int(r.output), attention_kernel=r.attention_kernel, **constants)
     if "step_overhead_s" not in constants and r.engine in ENGINES:
@@ -76,8 +75,6 @@ def overhead_interval() -> tuple[float, float]:
     may run anywhere in between, so :func:`serving_range` and :func:`published_serving` give such an engine the
     whole interval instead of the pooled value alone (2026-11-26: LMDeploy's TurboMind at batch 1 on an RTX 4090
     is 1.6 times as fast as the pooled overhead allows, and near the leanest engine's)."""
-    from .serve import ENGINE_STEP_OVERHEAD_S
-
     return min(ENGINE_STEP_OVERHEAD_S.values()), max(ENGINE_STEP_OVERHEAD_S.values())
 
 
@@ -101,8 +98,6 @@ def published_serving(**constants):
     nearest prediction over :func:`overhead_interval`, 1 when the engine's speed lies inside that interval's
     predictions. ``inside`` says whether ``nearest_ratio`` lies in the stated range,
     :data:`llmsizing.serve.RANGE_LOW` to ``RANGE_HIGH``: the range :func:`serving_range` states. Chapter 15."""
-    from .serve import ENGINES, RANGE_HIGH, RANGE_LOW
-
     df = _read()
     preds = [predict_row(r, **constants) for r in df.itertuples()]
     df["predicted"] = preds
@@ -142,8 +137,6 @@ def serving_range(model, gpu, *, engine: str | None = None, **kwargs) -> Serving
     (``engine=None``) they are the predictions at the largest and smallest fitted overheads
     (:func:`overhead_interval`), since that engine's own overhead is unknown. ``kwargs`` go to
     :func:`llmsizing.serve.serving`."""
-    from .serve import RANGE_HIGH, RANGE_LOW, serving
-
     central = serving(model, gpu, engine=engine, **kwargs)
     known = engine is not None or "step_overhead_s" in kwargs
     if known:

@@ -1,0 +1,528 @@
+"""One serving replica, priced (chapter 15, "Serving"): the :class:`Serving` result, the calibrated constants and
+:func:`serving`, which prices a replica's prefill and decode steps on the roofline, the engine's KV capacity
+(:mod:`llmsizing.serve_engine`) and the network model.
+
+:mod:`llmsizing.serve` builds on it (how many GPUs a load needs, the batch sweep, the cost by GPU), re-exports every
+name here, and its module docstring tells the whole model. :mod:`llmsizing.serve_calibration` fits the constants
+on published figures and imports from here, never from :mod:`llmsizing.serve` (issue 32: no import circles).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number
+from .all_to_all import all_to_all_s
+from .catalog import get_gpu, gpu_price, resolve_model
+from .comm import ring_bytes
+from .flops import forward_flops_per_token, matmul_params, mla_decode_flops_per_token
+from .hardware import COMPUTE_DTYPES, dense_tflops
+from .inference import (decode_weight_bytes_read, kv_cache_bytes_per_token, kv_cached_tokens,
+                        moe_expert_bytes_read, routed_expert_bytes, weights_bytes)
+from .model import Model
+from .network import Node, collective_time_s, get_node, group_link, link_bandwidth_one_way_gbps
+from .parallel import check_layout
+from .serve_engine import (BLOCK_SIZE, CUDA_GRAPH_BYTES, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS,
+                           KVCapacity, kv_capacity_tokens, kv_split, serving_constants, stage_share,
+                           weights_bytes_per_gpu)
+from .serve_moe import check_ep, experts_touched
+from .states import FIXED_OVERHEAD_BYTES
+
+#: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
+#: bytes read, not the FLOPs (the matmuls still run in ``compute``).
+WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "int4-g128", "q8_0", "q6_k", "q4_0", "q4_k", "q4_k_m")
+#: KV-cache formats (vLLM's ``kv_cache_dtype``: auto = the model's 16 bits, or fp8).
+KV_FORMATS = ("bf16", "fp16", "fp8", "int8")
+
+_FIT = serving_constants()
+#: Achieved fraction of HBM bandwidth reading the weights in decode (MBU): the calibrated default
+#: (``data/serving_model.csv``), and a range for the reader's what-ifs.
+MBU_DEFAULT, MBU_LOW, MBU_HIGH = _FIT.weights_bu, 0.6, 0.9
+#: Achieved fraction of HBM bandwidth reading the paged KV cache (attention kernels): calibrated.
+ATTENTION_BU_DEFAULT = _FIT.attention_bu
+#: Fixed time per engine step (scheduling, sampling, kernel launches), seconds: calibrated. The pooled value
+#: (over every calibration row at the shared constants) is the default; :data:`ENGINE_STEP_OVERHEAD_S` holds each
+#: calibrated engine's own, which ``serving(engine=...)`` uses.
+STEP_OVERHEAD_S = _FIT.step_overhead_s
+#: The step overhead fitted per engine (seconds), for the engines with calibration rows.
+ENGINE_STEP_OVERHEAD_S = dict(_FIT.engine_step_overhead_s)
+#: The engines :func:`serving` knows by name (``engine=``).
+ENGINES = tuple(ENGINE_STEP_OVERHEAD_S)
+#: Achieved fraction of the dense peak (MFU) in prefill and in decode's matmuls: calibrated, and a range.
+MFU_DEFAULT, MFU_LOW, MFU_HIGH = _FIT.prefill_mfu, 0.4, 0.7
+#: The stated range (rounded outwards): a published serving figure's speed lies within ``RANGE_LOW x`` and
+#: ``RANGE_HIGH x`` the central prediction (the spread of every row of ``data/serving_published.csv``, calibration
+#: and held out; :func:`~llmsizing.serve_calibration.serving_range`).
+RANGE_LOW, RANGE_HIGH = _FIT.low, _FIT.high
+#: Fixed time per tensor-parallel all-reduce (seconds) of the old model; now used only when a caller passes
+#: ``allreduce_latency_s=`` to :func:`serving` (the default prices all-reduces with the network model).
+ALLREDUCE_LATENCY_S = 10e-6
+#: Bytes of one activation element in the all-reduces (16-bit activations).
+ACTIVATION_BYTES = 2
+
+
+@dataclass(frozen=True)
+class Serving:
+    """One serving replica (``tp`` GPUs) running ``batch`` requests of ``prompt`` + ``output`` tokens
+    (:func:`serving`). Times are per replica; bytes and FLOPs are per GPU."""
+
+    model: str
+    gpu: str
+    tp: int
+    weights: str
+    kv_cache: str
+    prompt: int
+    output: int
+    batch: int
+    mbu: float
+    mfu: float
+    price_usd_per_gpu_hour: float
+    weights_bytes_per_gpu: float
+    kv_bytes_per_sequence_per_gpu: float
+    capacity_bytes_per_gpu: float
+    overhead_bytes_per_gpu: float
+    max_batch: int
+    prefill_flops_per_gpu: float
+    prefill_bytes_per_gpu: float
+    prefill_compute_s: float
+    prefill_memory_s: float
+    prefill_comm_s: float
+    batch_prefill_s: float
+    decode_context: int
+    decode_flops_per_gpu: float
+    decode_bytes_per_gpu: float
+    decode_compute_s: float
+    decode_memory_s: float
+    decode_comm_s: float
+    attention_bu: float = ATTENTION_BU_DEFAULT
+    step_overhead_s: float = STEP_OVERHEAD_S
+    prefill_chunks: int = 1
+    chunk_extra_s: float = 0.0
+    interleave_s: float = 0.0
+    kv_capacity: KVCapacity | None = None
+    pp: int = 1
+    microbatch: int = 0
+    pp_send_s: float = 0.0
+    ep: int = 1
+    experts_touched: float = 0.0
+    all_to_all_s: float = 0.0
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in the replica: ``tp x pp``, or with expert parallelism the ``ep`` GPUs the experts are spread
+        over (attention groups of ``tp`` GPUs, ``ep / tp`` of them data-parallel)."""
+        return self.tp * self.pp if self.ep == 1 else self.ep
+
+    @property
+    def attention_dp(self) -> int:
+        """Data-parallel attention groups of ``tp`` GPUs in the replica: ``ep / tp`` (1 without expert
+        parallelism)."""
+        return self.ep // self.tp if self.ep > 1 else 1
+
+    @property
+    def fits(self) -> bool:
+        """Whether the batch's KV cache (at ``prompt + output`` tokens) fits the engine's KV budget."""
+        return self.batch <= self.max_batch
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token: one prompt's prefill in ``prefill_chunks`` steps, ``max(compute, memory) +
+        all-reduces + chunks x step overhead`` (queueing is not modelled)."""
+        return (max(self.prefill_compute_s, self.prefill_memory_s) + self.prefill_comm_s
+                + self.prefill_chunks * self.step_overhead_s)
+
+    @property
+    def decode_step_s(self) -> float:
+        """One decode step carrying no prefill: ``max(memory, compute) + all-reduces + step overhead``."""
+        return max(self.decode_memory_s, self.decode_compute_s) + self.decode_comm_s + self.step_overhead_s
+
+    @property
+    def itl_s(self) -> float:
+        """Mean inter-token latency under continuous batching: a decode step plus the other ``batch - 1``
+        sequences' prefills spread over the ``output`` steps (chunked prefill rides along with decode):
+        ``decode_step_s + (batch - 1) x interleave_s / output``. Issue 22: the step has an overhead, its own
+        attention efficiency and network-priced all-reduces, and it carries the others' prefills."""
+        return self.decode_step_s + (self.batch - 1) * self.interleave_s / self.output
+
+    @property
+    def chunk_step_s(self) -> float:
+        """A decode step that also carries one prefill chunk (``min(prompt, max_num_batched_tokens)`` tokens):
+        the worst ITL a running sequence sees when a new request arrives."""
+        return self.decode_step_s + self.chunk_extra_s
+
+    @property
+    def decode_bound(self) -> str:
+        """``"memory"`` or ``"compute"``: the larger of the decode step's two bounds."""
+        return "memory" if self.decode_memory_s >= self.decode_compute_s else "compute"
+
+    @property
+    def prefill_bound(self) -> str:
+        return "compute" if self.prefill_compute_s >= self.prefill_memory_s else "memory"
+
+    @property
+    def decode_intensity_flops_per_byte(self) -> float:
+        """FLOPs per byte read in one decode step (compare with the GPU's ridge point)."""
+        return self.decode_flops_per_gpu / self.decode_bytes_per_gpu
+
+    @property
+    def prefill_intensity_flops_per_byte(self) -> float:
+        return self.prefill_flops_per_gpu / self.prefill_bytes_per_gpu
+
+    @property
+    def cycle_s(self) -> float:
+        """GPU time to serve ``batch`` requests completely: prefill all their prompts (``batch_prefill_s``)
+        and decode ``output`` steps: ``batch_prefill_s + output x decode_step_s``."""
+        return self.batch_prefill_s + self.output * self.decode_step_s
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        """Tokens the replica generates per second, prefills included: ``batch x output / cycle_s``
+        (issue 22; before, ``batch / itl_s`` with no prefill)."""
+        return self.batch * self.output / self.cycle_s
+
+    @property
+    def output_tokens_per_s_per_gpu(self) -> float:
+        return self.output_tokens_per_s / self.gpus
+
+    @property
+    def request_s(self) -> float:
+        """One request end to end: ``ttft_s + output x itl_s``."""
+        return self.ttft_s + self.output * self.itl_s
+
+    @property
+    def requests_per_s(self) -> float:
+        """Requests the replica completes per second running batches back to back: ``batch / cycle_s``."""
+        return self.batch / self.cycle_s
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.price_usd_per_gpu_hour * self.gpus
+
+    @property
+    def usd_per_million_output_tokens(self) -> float:
+        """The replica's decode time per generated token, priced: ``gpus x price x decode_step_s / batch``."""
+        return self.usd_per_hour / 3600 * self.decode_step_s / self.batch * 1e6
+
+    @property
+    def usd_per_million_input_tokens(self) -> float:
+        """The replica's prefill time per prompt token, priced: ``gpus x price x batch_prefill_s / (batch x
+        prompt)``."""
+        return self.usd_per_hour / 3600 * self.batch_prefill_s / (self.batch * self.prompt) * 1e6
+
+    def to_frame(self):
+        """A one-column DataFrame of the figures, units in the row names."""
+        import pandas as pd
+
+        rows = {"gpus": self.gpus, "tp": self.tp, "pp": self.pp, "ep": self.ep, "batch": self.batch, "max_batch": self.max_batch, "fits": self.fits,
+                "mbu": self.mbu, "mfu": self.mfu, "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
+                "decode_step_s": self.decode_step_s, "itl_s": self.itl_s, "chunk_step_s": self.chunk_step_s,
+                "decode_bound": self.decode_bound,
+                "decode_intensity_flops_per_byte": self.decode_intensity_flops_per_byte,
+                "output_tokens_per_s": self.output_tokens_per_s,
+                "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
+                "requests_per_s": self.requests_per_s,
+                "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
+                "usd_per_million_input_tokens": self.usd_per_million_input_tokens}
+        return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
+
+
+def _allreduce_s(message_bytes: float, tp: int, link, latency_s: float | None) -> float:
+    """One all-reduce: the network model's (``link`` a GroupLink) or, given ``latency_s``, the old fixed latency
+    plus the ring bytes at the link's one-way bandwidth (``link`` a float, GB/s)."""
+    if tp == 1:
+        return 0.0
+    if latency_s is None:
+        return collective_time_s("all-reduce", message_bytes, tp, link, protocols=True)
+    return ring_bytes("all-reduce", message_bytes, tp) / (link * 1e9) + latency_s
+
+
+#: How a decode attention kernel reads a grouped-query model's KV cache: ``"grouped"`` reads each KV head once
+#: per step for its whole group of query heads; ``"per-query-head"`` runs one kernel block per query head, each
+#: reading its KV head again (``heads / kv_heads`` reads), as TensorRT-LLM's masked multi-head attention did
+#: before its XQA kernel.
+ATTENTION_KERNELS = ("grouped", "per-query-head")
+
+
+def _kv_reads(m: Model, attention_kernel: str) -> int:
+    """Times one decode step reads each cached KV head (see :data:`ATTENTION_KERNELS`)."""
+    check_choice("attention_kernel", attention_kernel, ATTENTION_KERNELS)
+    return 1 if attention_kernel == "grouped" else m.heads // m.kv_heads
+
+
+def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_cache: str = "bf16",
+            prompt: int = 1024, output: int = 256, batch: int = 1, mbu: float = MBU_DEFAULT,
+            mfu: float = MFU_DEFAULT, compute: str = "bf16", allreduce_latency_s: float | None = None,
+            overhead_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES,
+            price_usd_per_gpu_hour: float | None = None, attention_bu: float = ATTENTION_BU_DEFAULT,
+            step_overhead_s: float | None = None, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+            max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
+            node=None, attention_kernel: str = "grouped", engine: str | None = None, pp: int = 1,
+            ep: int = 1) -> Serving:
+    """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
+    input and ``output`` generated tokens.
+
+    Per GPU, with ``W`` the weight bytes (:func:`~llmsizing.inference.weights_bytes`), ``K`` the KV bytes per
+    token, ``F(s)`` the forward FLOPs per token at context ``s`` (:func:`~llmsizing.flops.forward_flops_per_token`),
+    ``B`` the HBM bandwidth, ``P`` the dense peak in ``compute``, ``t0`` = ``step_overhead_s``, ``T`` =
+    ``max_num_batched_tokens`` (the prefill chunk):
+
+    * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp, in ``c = ceil(n x prompt / T)``
+      chunks, each reading ``W/tp``; time ``max(FLOPs / (P mfu), c W / (B mbu) + KV written / (B
+      attention_bu)) + 2 L all-reduces of the tokens x hidden x 2 bytes + c t0``. ``ttft_s`` is one prompt's,
+      ``batch_prefill_s`` the whole batch's;
+    * decode step, at the mean context ``c = prompt + output // 2``: ``max(W / (B mbu) + batch K c / (B
+      attention_bu), batch F(c) / (P mfu)) + 2 L all-reduces of batch x hidden x 2 bytes + t0``
+      (``decode_step_s``); ``itl_s`` adds the other sequences' prefills spread over the output
+      (chunked prefill, see :class:`Serving`), ``chunk_step_s`` one full chunk;
+    * all-reduces: the network model (:func:`llmsizing.network.collective_time_s` on the tensor-parallel
+      group's :func:`~llmsizing.network.group_link` in ``node``, default the GPU's node). Passing
+      ``allreduce_latency_s=`` restores the old price: ring bytes at the link bandwidth plus that latency;
+    * ``max_batch``: the KV blocks vLLM would allocate (:func:`~llmsizing.serve_engine.kv_capacity_tokens`,
+      with ``gpu_memory_utilization``, ``max_num_batched_tokens``, ``cuda_graph_bytes`` and
+      ``overhead_bytes_per_gpu``) over the blocks one sequence of ``prompt + output`` tokens holds. The result
+      reports ``fits``; it does not refuse a batch that does not fit.
+
+    ``mbu``, ``attention_bu``, ``step_overhead_s`` and ``mfu`` default to the calibrated constants
+    (``data/serving_model.csv``). The fixed step overhead is fitted per engine: ``engine=`` (one of
+    :data:`ENGINES`) takes that engine's own, and the default (``None``) the pooled one. ``attention_kernel``
+    says how decode attention reads a grouped-query model's KV heads (:data:`ATTENTION_KERNELS`): once per KV
+    head (``"grouped"``, the default) or once per query head (``"per-query-head"``, ``heads / kv_heads`` times
+    the bytes, as TensorRT-LLM before its XQA kernel). Issue 22 changed the defaults and added the keywords after
+    ``price_usd_per_gpu_hour``; old calls run unchanged. ``tp`` must divide the heads and the MLP, and divide or
+    be a multiple of the KV heads (:func:`llmsizing.parallel.check_layout`). Quantised ``weights``
+    (fp8/int8/int4) are fewer bytes to read, the same FLOPs. Prices default to the catalogue's. Chapter 15.
+
+    ``pp`` splits the layers over that many pipeline stages of ``tp`` GPUs each (vLLM's
+    ``--pipeline-parallel-size``; the replica is ``tp x pp`` GPUs), as vLLM runs it (docs, "Distributed inference
+    and serving"; RFCs vllm-project/vllm#4461 and #11945):
+
+    * each GPU holds its stage's layers: ``ceil(L / pp) / L`` of the weights and of each sequence's KV cache
+      (:func:`~llmsizing.serve_engine.stage_share`), so ``max_batch`` grows with the freed memory;
+    * decode keeps ``pp`` micro-batches of ``m = ceil(batch / pp)`` sequences in flight, one per stage. A
+      micro-batch's token passes every stage in turn, so ``decode_step_s`` (its ITL) is ``pp`` stage times at
+      batch ``m`` (the largest stage's pace; the whole model's step at batch ``m`` when ``pp`` divides the
+      layers) plus ``pp - 1`` sends of its activations between stages, plus ``t0``; the replica makes ``batch``
+      tokens per ITL. Each stage's weights are read once per micro-batch, so pipeline stages buy memory and
+      throughput, not latency;
+    * a send (``pp_send_s``) moves vLLM's ``IntermediateTensors``, the hidden states and the residual (2 x tokens
+      x hidden x 2 bytes): each of the ``tp`` GPUs sends ``1 / tp`` of it to its peer in the next stage, which
+      all-gathers it over its tensor-parallel group (``send_tensor_dict(..., all_gather_group=tp_group)``). Both are
+      priced by the network model, the send on the pipeline group's link (ranks ``tp`` apart: across nodes once
+      ``tp x pp`` exceeds the node);
+    * prefill: a prompt's ``c`` chunks flow through the stages like micro-batches (vLLM V1's chunked pipeline
+      parallelism, vllm-project/vllm#13637 and #38726), so the TTFT is ``(c + pp - 1)`` stage times of one chunk,
+      plus ``pp - 1`` sends, plus ``c t0``: a long prompt (``c >> pp``) is prefilled about ``pp`` times faster, a
+      single chunk no faster. Chunks are taken as equal; later ones attend to more context, so the drain is
+      slightly under-estimated. Other sequences' prefills riding along with decode cost each stage its share.
+
+    **A mixture of experts** (chapter 15, "Serving a mixture of experts"; issue 24) keeps every expert resident
+    (the weights are the total parameters), but a decode step reads only the experts its tokens are routed to:
+    every other weight once plus, per MoE layer, the ``E (1 - (1 - k/E)^B)`` distinct experts ``B`` tokens touch
+    under uniform routing (:func:`~llmsizing.inference.moe_expert_bytes_read`; an upper bound for a real,
+    skewed router). Its FLOPs are the active parameters' (:func:`~llmsizing.flops.forward_flops_per_token`). With
+    multi-head latent attention (DeepSeek-V3) a decode step reads the latent cache (576 numbers per token and
+    layer, not split by ``tp``: :func:`~llmsizing.serve_engine.kv_split`) and does the absorbed path's attention
+    FLOPs (:func:`~llmsizing.flops.mla_decode_flops_per_token`, as vLLM and SGLang decode); prefill keeps the
+    expanded per-head attention, as their prefill kernels do. ``experts_touched`` reports the expected distinct
+    experts per MoE layer of a decode step.
+
+    ``ep`` (expert parallelism; a mixture of experts only) spreads the routed experts over ``ep`` GPUs, each
+    holding ``E / ep`` of every MoE layer's experts (``ep`` divides ``E``), or one each when ``ep >= E``, the
+    other ``ep - E`` GPUs holding redundant copies of busy experts, as DeepSeek's decode unit's 64 extra GPUs do
+    (then the expert bytes per GPU are ``1 / E`` of them and the expert FLOPs still spread over ``ep``), and makes the replica those ``ep`` GPUs. Attention, the
+    dense layers, the router and the shared experts are split over groups of ``tp`` GPUs, ``ep / tp`` groups
+    running data-parallel, each on its own sequences: DeepSeek-V3's published inference layout (DeepSeek-V3
+    technical report, arXiv:2412.19437, Sec. 3.4: prefill on 32 GPUs, attention TP4 with sequence parallelism and
+    DP8, experts EP32; decode on 320 GPUs, attention TP4 SP DP80, experts EP320) and SGLang's/vLLM's "DP
+    attention" with ``--enable-expert-parallel`` (``tp = ep``: one group). Per GPU, a decode step of ``B``
+    sequences reads ``(W - R) / tp`` plus ``1 / ep`` of the routed experts the whole batch touches, its
+    attention group's ``ceil(B / (ep / tp))`` sequences' cache, and does those sequences' non-expert FLOPs over
+    ``tp`` plus ``1 / ep`` of the batch's expert FLOPs. Each MoE layer adds a dispatch and a combine
+    all-to-all over the ``ep`` GPUs (``all_to_all_s`` is one of them): each GPU's tokens (its group's over
+    ``tp``: sequence parallelism) x ``k`` hidden vectors of 16 bits, of which ``(ep - 1) / ep`` leave the GPU,
+    priced on the network model as one concurrent exchange (:func:`all_to_all_s`: one latency, the bytes for
+    the GPU's own node over NVLink and the rest over its NIC, the slower of the two). Attention's all-reduce (one per
+    layer) and the dense layers' MLP all-reduces stay on the ``tp`` group. Left out: DeepSeek's node-limited
+    routing and redundant experts, load imbalance between EP ranks, the two-micro-batch overlap that hides the
+    all-to-all (so the EP step is an upper bound there), and ``ep`` with ``pp`` (refused).
+    """
+    m = resolve_model(model, moe=True)
+    g = get_gpu(gpu)
+    tp = check_int("tp", tp, maximum=1024)
+    pp = check_int("pp", pp, maximum=1024)
+    check_layout(m, tp=tp, pp=pp)
+    ep = check_ep(m, ep, tp, pp)
+    check_choice("weights", weights, WEIGHT_FORMATS)
+    check_choice("kv_cache", kv_cache, KV_FORMATS)
+    prompt = check_int("prompt", prompt)
+    output = check_int("output", output)
+    batch = check_int("batch", batch)
+    if prompt + output > MAX_MEANINGFUL:          # (the context a sequence reaches; say so in the caller's words)
+        raise ValueError(f"prompt + output must be <= {MAX_MEANINGFUL:,} tokens, got {prompt:,} + {output:,}")
+    if tp > 1 and batch * prompt * m.hidden * ACTIVATION_BYTES > MAX_MEANINGFUL:
+        raise ValueError(f"batch x prompt = {batch:,} x {prompt:,} tokens prefilled at once: their tensor-parallel "
+                         f"all-reduce would exceed {MAX_MEANINGFUL:,} bytes; give a smaller batch or prompt")
+    mbu = check_fraction("mbu", mbu)
+    mfu = check_fraction("mfu", mfu)
+    attention_bu = check_fraction("attention_bu", attention_bu)
+    if engine is not None:
+        check_choice("engine", engine, ENGINES)
+    if step_overhead_s is None:      # the engine's own fitted overhead, or the pooled one
+        step_overhead_s = STEP_OVERHEAD_S if engine is None else ENGINE_STEP_OVERHEAD_S[engine]
+    t0 = check_number("step_overhead_s", step_overhead_s, maximum=1.0)
+    check_choice("compute", compute, COMPUTE_DTYPES)
+    lat = None if allreduce_latency_s is None else check_number("allreduce_latency_s", allreduce_latency_s,
+                                                                maximum=1.0)
+    overhead = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
+    chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
+    cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
+                             gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
+                             cuda_graph_bytes=cuda_graph_bytes, overhead_bytes_per_gpu=overhead, pp=pp, ep=ep)
+    price = gpu_price(g, price_usd_per_gpu_hour)
+    peak = dense_tflops(g, compute) * 1e12
+    hbm = g.memory_bandwidth_gbps * 1e9              # (a GPU's speeds are checked when it is made)
+    node_obj = get_node(node, gpu=g) if not isinstance(node, Node) else node
+    if tp == 1:
+        link = None
+    elif lat is None:
+        link = group_link(g, node_obj, size=tp)
+    else:
+        link = link_bandwidth_one_way_gbps(g)
+    share = stage_share(m, pp)
+    pp_link = group_link(g, node_obj, size=pp, stride=tp) if pp > 1 else None
+    tp_link = group_link(g, node_obj, size=tp) if pp > 1 and tp > 1 else None
+
+    def send(tokens):   # one stage boundary: IntermediateTensors (hidden states + residual), 1/tp per GPU
+        if pp == 1:
+            return 0.0
+        msg = 2 * tokens * m.hidden * ACTIVATION_BYTES
+        t = collective_time_s("send/recv", msg / tp, 2, pp_link, protocols=True)
+        return t + (collective_time_s("all-gather", msg, tp, tp_link, protocols=True) if tp > 1 else 0.0)
+
+    w_gpu = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep)   # resident (one stage holds `share` of it)
+    kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split(m, tp)
+    kv_seq_gpu = kv_tok_gpu * kv_cached_tokens(m, prompt + output)
+    blocks_per_seq = math.ceil(kv_cached_tokens(m, prompt + output) / BLOCK_SIZE)
+    dp = ep // tp if ep > 1 else 1                # data-parallel attention groups of tp GPUs
+    max_batch = cap.blocks // blocks_per_seq * dp
+    moe = m.is_moe
+    if moe:
+        routed = routed_expert_bytes(m, weights)
+        rest_w = weights_bytes(m, weights) - routed             # read once per step by every attention group
+        expert_share = m.experts_per_token / m.experts           # of the routed experts' FLOPs, per token
+        expert_flops = 2 * m.routed_expert_params * expert_share  # expert matmul FLOPs per token
+
+    def weights_read(tokens):    # weight bytes per GPU one step over `tokens` tokens (of the replica) reads
+        if not moe:
+            return w_gpu
+        if ep == 1:
+            return decode_weight_bytes_read(m, tokens, weights) / tp
+        return rest_w / tp + moe_expert_bytes_read(m, tokens, weights) / min(ep, m.experts)
+
+    def per_gpu_flops(seqs_group, tokens, per_token):   # FLOPs per GPU: attention group's tokens + experts
+        if ep == 1:
+            return tokens * per_token / tp
+        return seqs_group * (per_token - expert_flops) / tp + tokens * expert_flops / ep
+
+    def a2a(tokens_gpu):         # dispatch + combine all-to-alls of every MoE layer, `tokens_gpu` per GPU
+        if ep == 1:
+            return 0.0
+        return 2 * m.n_moe_layers * all_to_all_s(tokens_gpu * m.experts_per_token * m.hidden * ACTIVATION_BYTES,
+                                                 ep, g, node_obj)
+
+    def ep_ar(tokens):           # with ep, the tp group's all-reduces: attention's per layer, dense MLPs' own
+        return (m.layers + m.n_dense_layers) * _allreduce_s(tokens * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+
+    def ar(tokens):   # the two all-reduces per layer of `tokens` activations, split into chunks of T tokens
+        full, rest = divmod(tokens, chunk)
+        per = _allreduce_s(min(tokens, chunk) * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+        last = _allreduce_s(rest * m.hidden * ACTIVATION_BYTES, tp, link, lat) if rest and full else 0.0
+        return 2 * m.layers * ((full if full else 1) * per + last)
+
+    def prefill(n):   # n prompts prefilled together -> (FLOPs, bytes, compute s, memory s, comm s, chunks)
+        if ep == 1 and not moe:
+            flops = n * prompt * forward_flops_per_token(m, seq=prompt, causal=True) / tp
+            chunks = math.ceil(n * prompt / chunk)
+            kv_written = n * kv_tok_gpu * kv_cached_tokens(m, prompt)
+            read = chunks * w_gpu + kv_written
+            memory = chunks * w_gpu / (hbm * mbu) + kv_written / (hbm * attention_bu)
+            return flops, read, flops / (peak * mfu), memory, ar(n * prompt), chunks
+        group = math.ceil(n / dp)                  # prompts per attention group (with ep: groups in parallel)
+        flops = per_gpu_flops(group * prompt, n * prompt, forward_flops_per_token(m, seq=prompt, causal=True))
+        chunks = math.ceil(group * prompt / chunk)
+        w_chunk = weights_read(min(min(n, dp) * min(group * prompt, chunk), MAX_MEANINGFUL))
+        kv_written = group * kv_tok_gpu * kv_cached_tokens(m, prompt)
+        read = chunks * w_chunk + kv_written
+        memory = chunks * w_chunk / (hbm * mbu) + kv_written / (hbm * attention_bu)
+        if ep == 1:
+            comm = ar(n * prompt)
+        else:
+            full, rest = divmod(group * prompt, chunk)
+            comm = sum(k * (ep_ar(t) + a2a(t / tp)) for k, t in ((full, chunk), (1 if rest else 0, rest)) if k)
+        return flops, read, flops / (peak * mfu), memory, comm, chunks
+
+    pre_flops, pre_bytes, pre_compute, pre_memory, pre_comm, pre_chunks = prefill(1)
+    _, _, all_compute, all_memory, all_comm, all_chunks = prefill(batch)
+    # pipeline stages: c chunks flow through pp stages of `share` of the layers each, (c + pp - 1) stage times
+    fill = share * (pre_chunks + pp - 1) / pre_chunks
+    fill_all = share * (all_chunks + pp - 1) / all_chunks
+    pre_send = (pp - 1) * send(min(prompt, chunk))
+    all_send = (pp - 1) * send(min(batch * prompt, chunk))
+
+    # decode: one token per sequence, attending to the mean context of the output steps; with pp stages,
+    # micro-batches of mb sequences, each passing the pp stages in turn
+    mb = math.ceil(batch / pp)
+    ctx = prompt + output // 2
+    cached = kv_cached_tokens(m, ctx)
+    if not moe and not m.is_mla:
+        dec_flops = mb * forward_flops_per_token(m, seq=ctx) / tp      # min(ctx, window) keys: flops.py
+    else:             # MoE: active weights; MLA: the absorbed path's attention core over the latent cache
+        per_token = (2 * matmul_params(m) + mla_decode_flops_per_token(m, context=cached).absorbed_core
+                     if m.is_mla else forward_flops_per_token(m, seq=ctx))
+        dec_flops = per_gpu_flops(math.ceil(mb / dp), mb, per_token)
+    seqs_gpu = math.ceil(mb / dp)                 # sequences whose cache this GPU holds (its attention group's)
+    kv_read = seqs_gpu * kv_tok_gpu * cached * _kv_reads(m, attention_kernel)
+    w_read = weights_read(mb)
+    dec_bytes = w_read + kv_read
+    dec_memory = w_read / (hbm * mbu) + kv_read / (hbm * attention_bu)
+    if ep == 1:
+        dec_comm = 2 * m.layers * _allreduce_s(mb * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+    else:
+        dec_comm = ep_ar(seqs_gpu) + a2a(seqs_gpu / tp)
+    pace = pp * share                 # pp stages at the largest stage's pace (1 when pp divides the layers)
+    dec_send = (pp - 1) * send(mb)
+    # what one prompt's prefill adds to the decode steps it rides along with (its weights read is shared; each
+    # stage does its share)
+    interleave = (pre_compute + pre_comm) * share
+    if ep > 1:        # the attention groups prefill their own sequences side by side: the batch's cost, shared
+        interleave = (all_compute + all_comm) / batch
+    c_tok = min(prompt, chunk)
+    if ep == 1:
+        chunk_extra = (c_tok * forward_flops_per_token(m, seq=c_tok, causal=True) / tp / (peak * mfu)
+                       + 2 * m.layers * _allreduce_s(c_tok * m.hidden * ACTIVATION_BYTES, tp, link, lat))
+    else:
+        chunk_extra = (per_gpu_flops(c_tok, c_tok, forward_flops_per_token(m, seq=c_tok, causal=True))
+                       / (peak * mfu) + ep_ar(c_tok) + a2a(c_tok / tp))
+
+    return Serving(
+        model=m.name, gpu=g.name, tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output,
+        batch=batch, mbu=mbu, mfu=mfu, price_usd_per_gpu_hour=price, weights_bytes_per_gpu=w_gpu * share,
+        kv_bytes_per_sequence_per_gpu=kv_seq_gpu * share, capacity_bytes_per_gpu=float(g.memory_bytes),
+        overhead_bytes_per_gpu=overhead, max_batch=max_batch, prefill_flops_per_gpu=pre_flops * share,
+        prefill_bytes_per_gpu=pre_bytes * share, prefill_compute_s=pre_compute * fill,
+        prefill_memory_s=pre_memory * fill, prefill_comm_s=pre_comm * fill + pre_send,
+        batch_prefill_s=max(all_compute, all_memory) * fill_all + all_comm * fill_all + all_send + all_chunks * t0,
+        decode_context=ctx, decode_flops_per_gpu=dec_flops * share, decode_bytes_per_gpu=dec_bytes * share,
+        decode_compute_s=dec_flops / (peak * mfu) * pace, decode_memory_s=dec_memory * pace,
+        decode_comm_s=dec_comm * pace + dec_send,
+        attention_bu=attention_bu, step_overhead_s=t0, prefill_chunks=pre_chunks, chunk_extra_s=chunk_extra,
+        interleave_s=interleave, kv_capacity=cap, pp=pp, microbatch=mb, pp_send_s=send(mb), ep=ep,
+        experts_touched=experts_touched(m, mb),
+        all_to_all_s=a2a(seqs_gpu / tp) / (2 * m.n_moe_layers) if ep > 1 else 0.0)
+
+
+__all__ = ["Serving", "serving", "WEIGHT_FORMATS", "KV_FORMATS", "MBU_DEFAULT", "MBU_LOW", "MBU_HIGH",
+           "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S", "ENGINE_STEP_OVERHEAD_S", "ENGINES", "MFU_DEFAULT",
+           "MFU_LOW", "MFU_HIGH", "RANGE_LOW", "RANGE_HIGH", "ALLREDUCE_LATENCY_S", "ACTIVATION_BYTES",
+           "ATTENTION_KERNELS"]
