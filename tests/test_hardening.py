@@ -65,7 +65,7 @@ REQUIRED = dict(model="llama-2-7b", gpu="H100 SXM", gpu_a="H100 SXM", gpu_b="A10
 #: Modules whose public functions are audited (charts and widgets draw; cli, prose and the measurement
 #: readers take no flags of their own).
 AUDITED = ("activations", "comm", "cost", "finetune", "flops", "hardware", "inference", "layouts", "memory",
-           "parallel", "planner", "runs", "serve", "time_cost")
+           "parallel", "planner", "runs", "serve", "serve_step", "time_cost")
 #: String parameters that are labels, not choices.
 NOT_A_CHOICE = {("gpu_with_link", "link"), ("cost_vs_gpus", "gpu"), ("audit_cost_table", "gpu"),
                 ("plan", "max_nodes")}     # (an int, None or "model": the model's own node limit; 3 is valid)

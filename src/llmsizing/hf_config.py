@@ -17,7 +17,10 @@ from os import PathLike
 from pathlib import Path
 
 from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int
-from .model import _HF_ACTIVATION_ALIASES, ACTIVATIONS, MOE_KEYS, moe_layer_indices
+# the tables, and the activation names and MoE keys Model shares, live one level down in model_keys (issue 32)
+from .model_keys import (_ALIASES, _FAMILY_KEY_OF_FIELD, _GPT2_KEY_OF_FIELD, _HF_ACTIVATION_ALIASES,  # noqa: F401
+                         _HF_KEY_OF_FIELD, _LLAMA_FLAGS, _MOE_FAMILIES, _MULTIMODAL, ACTIVATIONS, HF_DEFAULTS,
+                         HF_FAMILIES, MOE_KEYS, moe_layer_indices)
 
 
 def model_from_hf_config(cls, config, name=None):
@@ -118,110 +121,6 @@ def model_from_hf_config(cls, config, name=None):
             fields["ffn_hidden"] = get.int("intermediate_size_mlp")
     return get.build(cls, name, fields)
 
-
-#: The ``model_type`` values :meth:`Model.from_hf_config` reads, dense then mixtures of experts.
-HF_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "gemma3", "phi3", "olmo2",
-               "nemotron", "gpt_neox", "falcon", "opt", "bloom", "gpt2", "mixtral", "qwen2_moe", "qwen3_moe",
-               "deepseek_v2", "deepseek_v3", "gpt_oss", "llama4_text", "llama4")
-_MOE_FAMILIES = frozenset({"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss",
-                           "llama4_text"})
-#: Multimodal configs whose ``text_config`` is read as the given text ``model_type``.
-_MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
-
-_LLAMA_FLAGS = {"num_key_value_heads": None, "head_dim": None, "tie_word_embeddings": False, "hidden_act": "silu"}
-
-#: The defaults of the Hugging Face config classes (``transformers`` 5.x ``configuration_<type>.py``) for the
-#: keys ``from_hf_config`` reads, used when a key is absent. ``None`` means "computed": ``head_dim`` is
-#: ``hidden_size // num_attention_heads``, a ``null``/``None`` ``num_key_value_heads`` the head count, GPT-2's
-#: ``n_inner`` ``4 x n_embd``. Keys without a default here (the shape: layers, widths, heads, vocabulary) are
-#: required.
-HF_DEFAULTS: dict[str, dict] = {
-    "llama": {"num_key_value_heads": None, "head_dim": None, "max_position_embeddings": 2048,
-              "tie_word_embeddings": False, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False},
-    "mistral": {"num_key_value_heads": 8, "head_dim": None, "max_position_embeddings": 4096 * 32,
-                "tie_word_embeddings": False, "hidden_act": "silu", "sliding_window": 4096},
-    "qwen2": {"num_key_value_heads": 32, "head_dim": None, "max_position_embeddings": 32768,
-              "tie_word_embeddings": False, "hidden_act": "silu", "use_sliding_window": False,
-              "sliding_window": 4096, "max_window_layers": 28, "layer_types": None},
-    "gpt2": {"n_inner": None, "n_positions": 1024, "tie_word_embeddings": True, "activation_function": "gelu_new"},
-    "qwen3": {**_LLAMA_FLAGS, "num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768,
-              "attention_bias": False, "use_sliding_window": False},
-    "gemma": {**_LLAMA_FLAGS, "num_key_value_heads": 16, "head_dim": 256, "max_position_embeddings": 8192,
-              "tie_word_embeddings": True, "hidden_act": "gelu_pytorch_tanh", "attention_bias": False},
-    "gemma2": {**_LLAMA_FLAGS, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 8192,
-               "tie_word_embeddings": True, "hidden_act": "gelu_pytorch_tanh", "attention_bias": False,
-               "sliding_window": 4096, "layer_types": None},
-    "gemma3_text": {**_LLAMA_FLAGS, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
-                    "tie_word_embeddings": True, "hidden_act": "gelu_pytorch_tanh", "attention_bias": False,
-                    "sliding_window": 4096, "layer_types": None, "sliding_window_pattern": 6},
-    "phi3": {**_LLAMA_FLAGS, "max_position_embeddings": 4096, "sliding_window": None},
-    "olmo2": {**_LLAMA_FLAGS, "max_position_embeddings": 2048, "attention_bias": False},
-    "nemotron": {**_LLAMA_FLAGS, "max_position_embeddings": 4096, "hidden_act": "relu2", "attention_bias": False,
-                 "mlp_bias": False},
-    "gpt_neox": {"max_position_embeddings": 2048, "tie_word_embeddings": False, "hidden_act": "gelu",
-                 "attention_bias": True, "use_parallel_residual": True},
-    "falcon": {"max_position_embeddings": 2048, "tie_word_embeddings": True, "parallel_attn": True,
-               "new_decoder_architecture": False, "multi_query": True, "num_kv_heads": None, "bias": False,
-               "ffn_hidden_size": None, "num_ln_in_parallel_attn": None, "activation": "gelu"},
-    "opt": {"max_position_embeddings": 2048, "tie_word_embeddings": True, "enable_bias": True,
-            "activation_function": "relu", "word_embed_proj_dim": None, "do_layer_norm_before": True,
-            "_remove_final_layer_norm": False, "layer_norm_elementwise_affine": True},
-    # BLOOM has ALiBi and no position table; seq_length (2048, its training length) is not a BloomConfig key
-    "bloom": {"tie_word_embeddings": True, "seq_length": 2048},
-    "mixtral": {**_LLAMA_FLAGS, "num_key_value_heads": 8, "max_position_embeddings": 4096 * 32,
-                "sliding_window": None, "num_local_experts": 8, "num_experts_per_tok": 2},
-    "qwen2_moe": {**_LLAMA_FLAGS, "num_key_value_heads": 16, "max_position_embeddings": 32768,
-                  "qkv_bias": True, "use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28,
-                  "layer_types": None, "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
-                  "shared_expert_intermediate_size": 5632, "decoder_sparse_step": 1, "mlp_only_layers": None},
-    "qwen3_moe": {**_LLAMA_FLAGS, "num_key_value_heads": 4, "max_position_embeddings": 32768,
-                  "attention_bias": False, "use_sliding_window": False, "num_experts": 128,
-                  "num_experts_per_tok": 8, "moe_intermediate_size": 768, "decoder_sparse_step": 1,
-                  "mlp_only_layers": None},
-    "deepseek_v2": {**_LLAMA_FLAGS, "max_position_embeddings": 2048, "attention_bias": False,
-                    "n_routed_experts": 64, "n_shared_experts": 2, "moe_intermediate_size": 1407,
-                    "first_k_dense_replace": 0, "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512,
-                    "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128},
-    "deepseek_v3": {**_LLAMA_FLAGS, "max_position_embeddings": 4096, "attention_bias": False,
-                    "n_routed_experts": 256, "n_shared_experts": 1, "moe_intermediate_size": 2048,
-                    "num_experts_per_tok": 8, "first_k_dense_replace": 3, "moe_layer_freq": 1,
-                    "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
-                    "v_head_dim": 128},
-    "gpt_oss": {**_LLAMA_FLAGS, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072,
-                "attention_bias": True, "sliding_window": 128, "layer_types": None, "num_local_experts": 128,
-                "num_experts_per_tok": 4},
-    "llama4_text": {**_LLAMA_FLAGS, "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072,
-                    "attention_bias": False, "num_local_experts": 16, "num_experts_per_tok": 1,
-                    "moe_layers": None, "interleave_moe_layer_step": 1, "layer_types": None,
-                    "no_rope_layers": None, "no_rope_layer_interval": 4, "attention_chunk_size": 8192},
-}
-
-#: Keys a config may give under another name (Hugging Face's ``attribute_map`` and backward-compatible kwargs).
-_ALIASES = {"bloom": {"n_layer": ("num_hidden_layers",), "n_head": ("num_attention_heads",),
-                      "hidden_size": ("n_embed",)}}
-
-#: The config key each :class:`Model` field is read from, by ``model_type`` (for error messages).
-_HF_KEY_OF_FIELD = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
-                    "kv_heads": "num_key_value_heads", "head_dim": "head_dim", "ffn_hidden": "intermediate_size",
-                    "vocab": "vocab_size", "max_seq": "max_position_embeddings", "activation": "hidden_act",
-                    "tied_embeddings": "tie_word_embeddings", "sliding_window": "sliding_window",
-                    "experts_per_token": "num_experts_per_tok", "expert_ffn_hidden": "moe_intermediate_size",
-                    "experts": "num_local_experts"}
-_GPT2_KEY_OF_FIELD = {**_HF_KEY_OF_FIELD, "layers": "n_layer", "hidden": "n_embd", "heads": "n_head",
-                      "ffn_hidden": "n_inner", "max_seq": "n_positions", "activation": "activation_function"}
-_FAMILY_KEY_OF_FIELD = {
-    "gpt2": _GPT2_KEY_OF_FIELD,
-    "qwen2_moe": {**_HF_KEY_OF_FIELD, "experts": "num_experts"},
-    "qwen3_moe": {**_HF_KEY_OF_FIELD, "experts": "num_experts"},
-    "deepseek_v2": {**_HF_KEY_OF_FIELD, "experts": "n_routed_experts"},
-    "deepseek_v3": {**_HF_KEY_OF_FIELD, "experts": "n_routed_experts"},
-    "llama4_text": {**_HF_KEY_OF_FIELD, "expert_ffn_hidden": "intermediate_size",
-                    "ffn_hidden": "intermediate_size_mlp"},
-    "falcon": {**_HF_KEY_OF_FIELD, "kv_heads": "num_kv_heads", "ffn_hidden": "ffn_hidden_size",
-               "activation": "activation"},
-    "opt": {**_HF_KEY_OF_FIELD, "ffn_hidden": "ffn_dim", "activation": "activation_function"},
-    "bloom": {**_HF_KEY_OF_FIELD, "layers": "n_layer", "heads": "n_head", "max_seq": "seq_length"},
-}
 
 
 def _gpt_neox_fields(get: "_ConfigReader") -> dict:

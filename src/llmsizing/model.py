@@ -29,6 +29,12 @@ from functools import cached_property
 from os import PathLike
 
 from ._validate import check_bool, check_choice, check_int
+from .hf_config import model_from_hf_config
+# The key tables and moe_layer_indices live one level down, in model_keys, and the tensor layout in
+# model_tensors (issue 32); every name they had here still imports from here.
+from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES, MOE_KEYS,  # noqa: F401
+                         moe_layer_indices)
+from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 
 NORMS = ("layernorm", "rmsnorm")
 
@@ -37,26 +43,10 @@ NORMS = ("layernorm", "rmsnorm")
 COMPONENTS = ("embedding", "position", "attention", "mlp", "norms", "lm_head")
 
 
-#: MLP activation functions by their Hugging Face names (``hidden_act`` / ``activation_function``); with
-#: ``gated_mlp`` the activation is applied to the gate (``silu`` gives SwiGLU, ``gelu_pytorch_tanh`` GeGLU).
-#: ``relu2`` is the squared ReLU of Nemotron (So et al. 2021, "Primer"), applied to a two-matrix MLP.
-ACTIVATIONS = ("silu", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "relu2")
-_HF_ACTIVATION_ALIASES = {"swish": "silu", "gelu_fast": "gelu_new", "gelu_python": "gelu", "bloom_gelu": "gelu_new"}
-
-#: Config keys that mark a mixture-of-experts model (Mixtral, Qwen-MoE, OLMoE, DeepSeek, ...). ``from_hf_config``
-#: reads them for the MoE families it knows (:data:`HF_FAMILIES`) and refuses them under any other
-#: ``model_type``: a dense count of a mixture of experts is badly wrong (85% low for Mixtral 8x7B).
-MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
-            "n_shared_experts", "num_shared_experts", "moe_num_experts")
-
 #: ``qk_norm`` values: a norm over each head's query and key vectors (``head_dim`` gains each: Qwen3, Gemma 3,
 #: Qwen3-MoE), or over the whole query and key projections (``heads x head_dim`` and ``kv_heads x head_dim``
 #: gains: OLMo 2).
 QK_NORMS = ("head", "proj")
-
-#: The names of a block's norms, in order, for ``norms_per_layer`` = 1 .. 4: Falcon-7B's parallel block has one
-#: (``input_layernorm``), most models two, Gemma 2 and 3 four (a norm before AND after attention and the MLP).
-_NORM_NAMES = ("attn_norm", "mlp_norm", "post_attn_norm", "post_mlp_norm")
 
 #: What the functions that do not model mixtures of experts yet say when they are given one.
 MOE_NOT_MODELLED = "this function does not model a mixture of experts yet"
@@ -94,7 +84,7 @@ def _opt_int(name: str, value, minimum: int = 1):
 
 
 @dataclass(frozen=True)
-class Model:
+class Model(TensorLayout):
     """A decoder-only transformer, described by the numbers in its config file.
 
     ``head_dim`` defaults to ``hidden // heads`` and ``kv_heads`` to ``heads`` (no GQA). ``ffn_hidden`` is the
@@ -328,128 +318,7 @@ class Model:
             return 0
         return self.layers if self.window_layers is None else self.window_layers
 
-    # ------------------------------------------------------------------ tensors
-    def _attention_tensors(self) -> list[tuple[str, str, tuple[int, ...]]]:
-        h, a, g, d = self.hidden, self.heads, self.kv_heads, self.head_dim
-        norm = [("weight", (h,))] + ([("bias", (h,))] if self.norm == "layernorm" else [])
-        t: list[tuple[str, str, tuple[int, ...]]] = []
-        t += [("norms", f"attn_norm.{n}", s) for n, s in norm]
-        if self.is_mla:
-            r, c, nope, rope, v = (self.q_lora_rank, self.kv_lora_rank, self.qk_nope_head_dim,
-                                   self.qk_rope_head_dim, self.v_head_dim)
-            if r is None:
-                t.append(("attention", "q_proj.weight", (a * d, h)))
-            else:
-                t += [("attention", "q_a_proj.weight", (r, h)), ("norms", "q_a_layernorm.weight", (r,)),
-                      ("attention", "q_b_proj.weight", (a * d, r))]
-            t += [("attention", "kv_a_proj_with_mqa.weight", (c + rope, h)),
-                  ("norms", "kv_a_layernorm.weight", (c,)),
-                  ("attention", "kv_b_proj.weight", (a * (nope + v), c)),
-                  ("attention", "o_proj.weight", (h, a * v))]
-        else:
-            for proj, out in (("q", a * d), ("k", g * d), ("v", g * d)):
-                t.append(("attention", f"{proj}_proj.weight", (out, h)))
-                if self.bias or self.qkv_bias:
-                    t.append(("attention", f"{proj}_proj.bias", (out,)))
-            t.append(("attention", "o_proj.weight", (h, a * d)))
-            if self.bias:
-                t.append(("attention", "o_proj.bias", (h,)))
-        if self.qk_norm == "head":
-            t += [("norms", "q_norm.weight", (d,)), ("norms", "k_norm.weight", (d,))]
-        elif self.qk_norm == "proj":
-            t += [("norms", "q_norm.weight", (a * d,)), ("norms", "k_norm.weight", (g * d,))]
-        if self.attn_sinks:
-            t.append(("attention", "sinks", (a,)))
-        return t
-
-    def _norm_tensors(self, which: str) -> list[tuple[str, str, tuple[int, ...]]]:
-        h = self.hidden
-        norm = [("weight", (h,))] + ([("bias", (h,))] if self.norm == "layernorm" else [])
-        return [("norms", f"{which}.{n}", s) for n, s in norm]
-
-    def _mlp_tensors(self, prefix: str, f: int, experts: int | None = None, bias: bool | None = None):
-        """The matrices of one MLP of width ``f`` (``experts`` of them stacked as ``(E, out, in)``)."""
-        h = self.hidden
-        bias = self._mlp_bias if bias is None else bias
-        stack = () if experts is None else (experts,)
-        t = []
-        for proj in (("gate_proj", "up_proj") if self.gated_mlp else ("up_proj",)):
-            t.append(("mlp", f"{prefix}{proj}.weight", stack + (f, h)))
-            if bias:
-                t.append(("mlp", f"{prefix}{proj}.bias", stack + (f,)))
-        t.append(("mlp", f"{prefix}down_proj.weight", stack + (h, f)))
-        if bias:
-            t.append(("mlp", f"{prefix}down_proj.bias", stack + (h,)))
-        return t
-
-    @property
-    def _mlp_bias(self) -> bool:
-        return self.bias if self.mlp_bias is None else self.mlp_bias
-
-    def _moe_mlp_tensors(self) -> list[tuple[str, str, tuple[int, ...]]]:
-        """The MoE part of one MoE layer: router, routed experts (stacked, ``(experts, out, in)``, as Hugging
-        Face's fused expert modules hold them), shared experts (as one MLP of ``shared_experts x`` the width,
-        as DeepSeek's ``shared_experts`` module is) and the shared expert's gate."""
-        h, e = self.hidden, self.experts
-        t = [("mlp", "router.weight", (e, h))]
-        if self.router_bias:
-            t.append(("mlp", "router.bias", (e,)))
-        t += self._mlp_tensors("experts.", self.expert_ffn_hidden or self.ffn_hidden, experts=e)
-        if self.shared_experts:
-            fs = self.shared_expert_ffn_hidden or self.expert_ffn_hidden or self.ffn_hidden
-            t += self._mlp_tensors("shared_experts.", self.shared_experts * fs, bias=False)
-            if self.shared_expert_gate:
-                t.append(("mlp", "shared_expert_gate.weight", (1, h)))
-        return t
-
-    def layer_tensors(self, kind: str | None = None) -> list[tuple[str, str, tuple[int, ...]]]:
-        """The tensors of ONE transformer block as ``(component, name, shape)``; matrices are (out, in).
-
-        ``kind`` is ``"dense"`` (a block with a dense MLP) or ``"moe"`` (a block with experts; routed experts are
-        one ``(experts, out, in)`` tensor per matrix); the default is the model's only kind of block, or
-        ``"moe"`` for a mixture of experts with some dense layers."""
-        if kind is None:
-            kind = "moe" if self.n_moe_layers else "dense"
-        check_choice("kind", kind, ("dense", "moe"))
-        if kind == "moe" and not self.is_moe:
-            raise ValueError(f"kind='moe': {self.name!r} is dense (experts=0)")
-        t = self._attention_tensors()
-        if self.norms_per_layer >= 3:
-            t += self._norm_tensors(_NORM_NAMES[2])
-        if self.norms_per_layer >= 2:
-            t += self._norm_tensors(_NORM_NAMES[1])
-        t += self._moe_mlp_tensors() if kind == "moe" else self._mlp_tensors("", self.ffn_hidden)
-        if self.norms_per_layer >= 4:
-            t += self._norm_tensors(_NORM_NAMES[3])
-        return t
-
-    def tensors(self) -> list[tuple[str, str, tuple[int, ...], int]]:
-        """Every parameter tensor as ``(component, name, shape, copies)``; ``copies`` is the number of layers
-        that hold it for block tensors (``layers``; the dense or the MoE layers for their MLPs) and 1 otherwise.
-        Tied embeddings are counted once (the LM head reuses the embedding)."""
-        h = self.hidden
-        t = [("embedding", "embed_tokens.weight", (self.vocab, h), 1)]
-        if self.embed_norm:
-            t += [(c, n, s, 1) for c, n, s in self._norm_tensors("embed_norm")]
-        if self.learned_pos:
-            t.append(("position", "embed_positions.weight", (self.max_seq + self.pos_offset, h), 1))
-        n_moe, n_dense = self.n_moe_layers, self.n_dense_layers
-        if n_moe == 0:
-            t += [(c, f"layers.{n}", s, self.layers) for c, n, s in self.layer_tensors("dense")]
-        else:
-            dense_mlp = {n for _, n, _ in self._mlp_tensors("", self.ffn_hidden)}
-            moe_mlp = {n for _, n, _ in self._moe_mlp_tensors()}
-            for c, n, s in self.layer_tensors("moe"):
-                t.append((c, f"layers.{n}", s, n_moe if n in moe_mlp else self.layers))
-            if n_dense:
-                t += [(c, f"layers.{n}", s, n_dense) for c, n, s in self._mlp_tensors("", self.ffn_hidden)
-                      if n in dense_mlp]
-        t += [("norms", "final_norm.weight", (h,), 1)]
-        if self.norm == "layernorm":
-            t.append(("norms", "final_norm.bias", (h,), 1))
-        if not self.tied_embeddings:
-            t.append(("lm_head", "lm_head.weight", (self.vocab, h), 1))
-        return t
+    # ------------------------------------------------------------------ tensors: inherited (model_tensors.py)
 
     # ------------------------------------------------------------------ counts
     @cached_property
@@ -608,21 +477,7 @@ class Model:
           a mix of full and windowed layers is refused;
         * ``llama`` and ``gpt2``: no window; a ``sliding_window`` key is ignored, as Hugging Face ignores it.
         """
-        from .hf_config import model_from_hf_config
-
         return model_from_hf_config(cls, config, name)
-
-
-def moe_layer_indices(layers: int, *, first_dense: int = 0, every: int = 1, dense_layers=()) -> tuple[int, ...]:
-    """The indices of the MoE layers of a ``layers``-layer model, as :attr:`Model.moe_layers` takes them: from
-    layer ``first_dense`` on (DeepSeek's ``first_k_dense_replace``), the layers ``i`` with ``(i + 1) % every == 0``
-    (Qwen-MoE's ``decoder_sparse_step``, Llama 4's ``interleave_moe_layer_step``), less ``dense_layers``
-    (Qwen-MoE's ``mlp_only_layers``)."""
-    layers = check_int("layers", layers)
-    first_dense = check_int("first_dense", first_dense, minimum=0)
-    every = check_int("every", every)
-    skip = {check_int("dense_layers[i]", i, minimum=0) for i in dense_layers}
-    return tuple(i for i in range(first_dense, layers) if (i + 1) % every == 0 and i not in skip)
 
 
 # ----------------------------------------------------------------------------- approximations
@@ -638,7 +493,3 @@ def approx_params_12lh2(model: Model) -> int:
     if not isinstance(model, Model):
         raise TypeError(f"model must be a Model, got {type(model).__name__}")
     return 12 * model.layers * model.hidden**2
-
-
-# the config reader's tables, where they were before issue 24 split the reader into hf_config.py
-from .hf_config import HF_DEFAULTS, HF_FAMILIES  # noqa: E402,F401

@@ -1,0 +1,149 @@
+"""The parameter tensors of a :class:`~llmsizing.model.Model` (chapter 1, "Counting parameters"): the one list
+every count, breakdown and optimizer state is derived from.
+
+:class:`TensorLayout` holds the module tree of ``transformers`` 5.23's ``modeling_<type>.py`` as ``(component,
+name, shape)`` tuples: attention (multi-head latent attention too), the norms, the MLP, a mixture of experts'
+router, routed and shared experts; one block (:meth:`~TensorLayout.layer_tensors`) and the whole model
+(:meth:`~TensorLayout.tensors`). :class:`~llmsizing.model.Model` inherits it (issue 32: model.py stays under 600
+lines); its methods read only the Model's fields and properties, so this module imports nothing of the library
+but the checks.
+"""
+
+from __future__ import annotations
+
+from ._validate import check_choice
+
+
+#: The names of a block's norms, in order, for ``norms_per_layer`` = 1 .. 4: Falcon-7B's parallel block has one
+#: (``input_layernorm``), most models two, Gemma 2 and 3 four (a norm before AND after attention and the MLP).
+_NORM_NAMES = ("attn_norm", "mlp_norm", "post_attn_norm", "post_mlp_norm")
+
+
+class TensorLayout:
+    """The parameter tensors of a :class:`~llmsizing.model.Model`, which inherits these methods (they read its
+    fields, ``hidden``, ``heads``, ``experts``, ..., and its properties ``is_mla`` and ``n_moe_layers``)."""
+
+    def _attention_tensors(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        h, a, g, d = self.hidden, self.heads, self.kv_heads, self.head_dim
+        norm = [("weight", (h,))] + ([("bias", (h,))] if self.norm == "layernorm" else [])
+        t: list[tuple[str, str, tuple[int, ...]]] = []
+        t += [("norms", f"attn_norm.{n}", s) for n, s in norm]
+        if self.is_mla:
+            r, c, nope, rope, v = (self.q_lora_rank, self.kv_lora_rank, self.qk_nope_head_dim,
+                                   self.qk_rope_head_dim, self.v_head_dim)
+            if r is None:
+                t.append(("attention", "q_proj.weight", (a * d, h)))
+            else:
+                t += [("attention", "q_a_proj.weight", (r, h)), ("norms", "q_a_layernorm.weight", (r,)),
+                      ("attention", "q_b_proj.weight", (a * d, r))]
+            t += [("attention", "kv_a_proj_with_mqa.weight", (c + rope, h)),
+                  ("norms", "kv_a_layernorm.weight", (c,)),
+                  ("attention", "kv_b_proj.weight", (a * (nope + v), c)),
+                  ("attention", "o_proj.weight", (h, a * v))]
+        else:
+            for proj, out in (("q", a * d), ("k", g * d), ("v", g * d)):
+                t.append(("attention", f"{proj}_proj.weight", (out, h)))
+                if self.bias or self.qkv_bias:
+                    t.append(("attention", f"{proj}_proj.bias", (out,)))
+            t.append(("attention", "o_proj.weight", (h, a * d)))
+            if self.bias:
+                t.append(("attention", "o_proj.bias", (h,)))
+        if self.qk_norm == "head":
+            t += [("norms", "q_norm.weight", (d,)), ("norms", "k_norm.weight", (d,))]
+        elif self.qk_norm == "proj":
+            t += [("norms", "q_norm.weight", (a * d,)), ("norms", "k_norm.weight", (g * d,))]
+        if self.attn_sinks:
+            t.append(("attention", "sinks", (a,)))
+        return t
+
+    def _norm_tensors(self, which: str) -> list[tuple[str, str, tuple[int, ...]]]:
+        h = self.hidden
+        norm = [("weight", (h,))] + ([("bias", (h,))] if self.norm == "layernorm" else [])
+        return [("norms", f"{which}.{n}", s) for n, s in norm]
+
+    def _mlp_tensors(self, prefix: str, f: int, experts: int | None = None, bias: bool | None = None):
+        """The matrices of one MLP of width ``f`` (``experts`` of them stacked as ``(E, out, in)``)."""
+        h = self.hidden
+        bias = self._mlp_bias if bias is None else bias
+        stack = () if experts is None else (experts,)
+        t = []
+        for proj in (("gate_proj", "up_proj") if self.gated_mlp else ("up_proj",)):
+            t.append(("mlp", f"{prefix}{proj}.weight", stack + (f, h)))
+            if bias:
+                t.append(("mlp", f"{prefix}{proj}.bias", stack + (f,)))
+        t.append(("mlp", f"{prefix}down_proj.weight", stack + (h, f)))
+        if bias:
+            t.append(("mlp", f"{prefix}down_proj.bias", stack + (h,)))
+        return t
+
+    @property
+    def _mlp_bias(self) -> bool:
+        return self.bias if self.mlp_bias is None else self.mlp_bias
+
+    def _moe_mlp_tensors(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        """The MoE part of one MoE layer: router, routed experts (stacked, ``(experts, out, in)``, as Hugging
+        Face's fused expert modules hold them), shared experts (as one MLP of ``shared_experts x`` the width,
+        as DeepSeek's ``shared_experts`` module is) and the shared expert's gate."""
+        h, e = self.hidden, self.experts
+        t = [("mlp", "router.weight", (e, h))]
+        if self.router_bias:
+            t.append(("mlp", "router.bias", (e,)))
+        t += self._mlp_tensors("experts.", self.expert_ffn_hidden or self.ffn_hidden, experts=e)
+        if self.shared_experts:
+            fs = self.shared_expert_ffn_hidden or self.expert_ffn_hidden or self.ffn_hidden
+            t += self._mlp_tensors("shared_experts.", self.shared_experts * fs, bias=False)
+            if self.shared_expert_gate:
+                t.append(("mlp", "shared_expert_gate.weight", (1, h)))
+        return t
+
+    def layer_tensors(self, kind: str | None = None) -> list[tuple[str, str, tuple[int, ...]]]:
+        """The tensors of ONE transformer block as ``(component, name, shape)``; matrices are (out, in).
+
+        ``kind`` is ``"dense"`` (a block with a dense MLP) or ``"moe"`` (a block with experts; routed experts are
+        one ``(experts, out, in)`` tensor per matrix); the default is the model's only kind of block, or
+        ``"moe"`` for a mixture of experts with some dense layers."""
+        if kind is None:
+            kind = "moe" if self.n_moe_layers else "dense"
+        check_choice("kind", kind, ("dense", "moe"))
+        if kind == "moe" and not self.is_moe:
+            raise ValueError(f"kind='moe': {self.name!r} is dense (experts=0)")
+        t = self._attention_tensors()
+        if self.norms_per_layer >= 3:
+            t += self._norm_tensors(_NORM_NAMES[2])
+        if self.norms_per_layer >= 2:
+            t += self._norm_tensors(_NORM_NAMES[1])
+        t += self._moe_mlp_tensors() if kind == "moe" else self._mlp_tensors("", self.ffn_hidden)
+        if self.norms_per_layer >= 4:
+            t += self._norm_tensors(_NORM_NAMES[3])
+        return t
+
+    def tensors(self) -> list[tuple[str, str, tuple[int, ...], int]]:
+        """Every parameter tensor as ``(component, name, shape, copies)``; ``copies`` is the number of layers
+        that hold it for block tensors (``layers``; the dense or the MoE layers for their MLPs) and 1 otherwise.
+        Tied embeddings are counted once (the LM head reuses the embedding)."""
+        h = self.hidden
+        t = [("embedding", "embed_tokens.weight", (self.vocab, h), 1)]
+        if self.embed_norm:
+            t += [(c, n, s, 1) for c, n, s in self._norm_tensors("embed_norm")]
+        if self.learned_pos:
+            t.append(("position", "embed_positions.weight", (self.max_seq + self.pos_offset, h), 1))
+        n_moe, n_dense = self.n_moe_layers, self.n_dense_layers
+        if n_moe == 0:
+            t += [(c, f"layers.{n}", s, self.layers) for c, n, s in self.layer_tensors("dense")]
+        else:
+            dense_mlp = {n for _, n, _ in self._mlp_tensors("", self.ffn_hidden)}
+            moe_mlp = {n for _, n, _ in self._moe_mlp_tensors()}
+            for c, n, s in self.layer_tensors("moe"):
+                t.append((c, f"layers.{n}", s, n_moe if n in moe_mlp else self.layers))
+            if n_dense:
+                t += [(c, f"layers.{n}", s, n_dense) for c, n, s in self._mlp_tensors("", self.ffn_hidden)
+                      if n in dense_mlp]
+        t += [("norms", "final_norm.weight", (h,), 1)]
+        if self.norm == "layernorm":
+            t.append(("norms", "final_norm.bias", (h,), 1))
+        if not self.tied_embeddings:
+            t.append(("lm_head", "lm_head.weight", (self.vocab, h), 1))
+        return t
+
+
+__all__ = ["TensorLayout"]
