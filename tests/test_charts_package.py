@@ -1,6 +1,8 @@
 """The shape of ``llmsizing.charts`` (issue "The house by part"): a package with a base module and one module per
-part of the book, in book order, none over 800 lines; imports run only downwards (the part modules import
-``base``, ``base`` imports no part module, the parts do not import each other, the package imports them all);
+part of the book, in book order, none over 800 lines; a part over 600 lines keeps some chapters' figures in
+chapter modules of its own (issue 32); imports run only downwards (a chapter module imports ``base``, a part
+``base`` and its chapter modules, ``base`` imports no other module, the parts do not import each other, the
+package imports the parts);
 every top-level name of every module is re-exported by the package as the same object, so ``charts.X`` and
 ``from llmsizing.charts import X`` keep working for every name the former single module had. Plus the short
 numbers that the figures' tick labels and summaries share one suffix ladder for."""
@@ -17,7 +19,10 @@ import llmsizing.charts as charts
 from llmsizing.charts import base
 
 PACKAGE = Path(charts.__file__).parent
-PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context", "moe")   # Parts I-V, in book order (V: ch 17, 18)
+PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context", "moe")   # Parts I-V (V: 17, 18)
+#: The chapter modules of a part (issue 32: modules under 600 lines), which the part imports and re-exports.
+CHAPTERS = {"one_gpu": ("one_gpu_measure",), "time_money": ("time_money_plan", "time_money_checks")}
+SUBS = tuple(sub for subs in CHAPTERS.values() for sub in subs)
 MAX_LINES = 800
 
 
@@ -45,7 +50,7 @@ def _defined(name: str) -> set[str]:
 
 
 def test_the_package_holds_base_and_one_module_per_part():
-    assert sorted(p.stem for p in PACKAGE.glob("*.py")) == sorted(["__init__", "base", *PARTS])
+    assert sorted(p.stem for p in PACKAGE.glob("*.py")) == sorted(["__init__", "base", *PARTS, *SUBS])
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
@@ -57,15 +62,26 @@ def test_no_module_is_over_800_lines(path):
 def test_imports_run_only_downwards():
     assert _package_imports("base") == set(), "base must import no module of the package"
     for part in PARTS:
-        assert _package_imports(part) == {"base"}, f"{part} may import base only"
+        chapters = set(CHAPTERS.get(part, ()))
+        assert _package_imports(part) == {"base", *chapters}, f"{part} may import base and its chapters"
+    for sub in SUBS:
+        assert _package_imports(sub) == {"base"}, f"{sub} may import base only"
     assert _package_imports("__init__") == {"base", *PARTS}
 
 
-@pytest.mark.parametrize("module", ["base", *PARTS])
+@pytest.mark.parametrize("module", ["base", *PARTS, *SUBS])
 def test_every_name_is_re_exported_as_the_same_object(module):
     mod = importlib.import_module(f"llmsizing.charts.{module}")
     for name in _defined(module):
         assert getattr(charts, name, None) is getattr(mod, name), f"charts.{name} is not {module}.{name}"
+
+
+@pytest.mark.parametrize("part, sub", [(part, sub) for part, subs in CHAPTERS.items() for sub in subs])
+def test_a_part_still_exports_its_chapter_modules_names(part, sub):
+    """``from llmsizing.charts.time_money import render_plan`` keeps working after chapter 12 moved out."""
+    mod, chapter = (importlib.import_module(f"llmsizing.charts.{m}") for m in (part, sub))
+    for name in _defined(sub):
+        assert getattr(mod, name, None) is getattr(chapter, name), f"{part}.{name} is not {sub}.{name}"
 
 
 def test_shared_state_is_one_object():

@@ -6,14 +6,21 @@ redraw empties and reuses its axes (:func:`figure_axes`) instead of building a n
 fraction of the time (``benchmarks/bench.py``).
 
 One module per part of the book, each importing only :mod:`~llmsizing.charts.base` (the palette, :class:`View`
-and :func:`show`, figure and axes reuse, bars, log axes and short numbers), never each other:
+and :func:`show`, figure and axes reuse, bars, log axes and short numbers) and its own chapter modules (below),
+never each other:
 
-* :mod:`~llmsizing.charts.one_gpu`: Part I, chapters 1-5;
+* :mod:`~llmsizing.charts.one_gpu`: Part I, chapters 1-5 (chapter 5's figures in
+  :mod:`~llmsizing.charts.one_gpu_measure`);
 * :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9;
-* :mod:`~llmsizing.charts.time_money`: Part III, chapters 10-14;
+* :mod:`~llmsizing.charts.time_money`: Part III, chapters 10-14 (chapter 12's in
+  :mod:`~llmsizing.charts.time_money_plan`, 13 and 14's in :mod:`~llmsizing.charts.time_money_checks`);
 * :mod:`~llmsizing.charts.serve_tune`: Part IV, chapters 15-16;
 * :mod:`~llmsizing.charts.long_context`: Part V, chapter 17;
 * :mod:`~llmsizing.charts.moe`: Part V, chapter 18.
+
+A part over 600 lines keeps some chapters' figures in chapter modules of its own, which import only
+:mod:`~llmsizing.charts.base`; the part imports them and re-exports every name (issue 32), so the package imports
+the parts alone.
 
 Every top-level name of these modules is re-exported here, private helpers included (tests and widgets use a
 few), so ``from llmsizing.charts import X`` and ``charts.X`` keep working as they did when ``charts`` was one

@@ -1,0 +1,247 @@
+"""Part III, chapter 12 ("How many GPUs do you need?"): the planner's answer (:func:`render_plan`: days
+against cost of every plan, the chosen plans' layouts, memory and step time) and the notes under it
+(:func:`plan_notes`). :mod:`~llmsizing.charts.time_money` imports every name here and re-exports it.
+
+No formula lives here: render functions only call the library and draw.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from ..units import GiB
+from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legend, _log_axis, _step_time_bars,
+                   _tokens, _usd, figure_axes)
+
+
+# =========================================================================== chapter 12: the planner
+#: GPU types and settings of chapter 12's worked example (and the planner widget's defaults).
+PLAN_GPUS = ("H100 SXM", "H200", "B200", "A100 80GB")
+
+
+def _cp_text(r, sep: str = " ") -> str:
+    """``" cp=16"`` for a plan row with context parallelism, ``""`` without (or for a table from before the
+    ``cp`` column)."""
+    cp = int(getattr(r, "cp", 1))
+    return f"{sep}cp={cp}" if cp > 1 else ""
+
+
+def _plan_label(r) -> str:
+    """A front plan in one line: GPUs, layout and recomputation."""
+    from ..planner import recompute_label
+    return (f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp},{_cp_text(r, ' ')}{',' if _cp_text(r) else ''} pp={r.pp}, "
+            f"dp={r.dp}{f', ep={r.ep}' if r.get('ep', 1) > 1 else ''}, ZeRO-{r.zero}"
+            f"{', SP' if r.sp else ''}), micro-batch {r.micro_batch} x {r.grad_accum}, recompute={recompute_label(r, True)}")
+
+
+def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, seq: int = 8192,
+                global_batch: int = 512, max_gpus: int | None = 4096, deadline_days: float | None = None,
+                budget_usd: float | None = None, highlight=None, plans=None, kernel_efficiency: float | None = None,
+                overlap: float | None = None, into: Figure | None = None, all_plans=None) -> View:
+    """The planner's answer (chapter 12, "How many GPUs do you need?"): left, days against cost (log axes) of
+    every plan :func:`~llmsizing.planner.plan` finds (grey), each GPU type's own front (thin line) and the
+    time-vs-cost front (dots coloured by GPU type); right, the chosen plan's most loaded GPU (what is alive at
+    its peak, :func:`~llmsizing.memory.training_memory`, against the capacity and the usable share) and its step
+    time by part (:func:`~llmsizing.layouts.step_time`: compute, bubble, each group's communication before
+    overlap). ``highlight`` is a row label of the plans (default: the first front plan, the cheapest).
+
+    ``plans`` may pass :func:`~llmsizing.planner.plan`'s result for these arguments (the widget caches it);
+    otherwise it is computed. No plan raises the planner's :class:`~llmsizing.planner.NoPlanError`.
+
+    A limit that shapes nothing is said in the figure and the summary (:func:`plan_notes`; ``all_plans``: the
+    table before the deadline and budget)."""
+    import numpy as np
+
+    from ..catalog import get_gpu, resolve_model
+    from ..layouts import USABLE_FRACTION, step_time
+    from ..memory import training_memory
+    from ..moe_layouts import route_max_nodes
+    from ..parallel import Parallel
+    from ..planner import _pareto, plan, recompute_kwargs
+
+    eff, ovl, m = kernel_efficiency, overlap, resolve_model(model, moe=True)   # a mixture of experts: chapter 18
+    if plans is None:
+        plans = plan(m, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
+                     deadline_days=deadline_days, budget_usd=budget_usd, kernel_efficiency=eff, overlap=ovl)
+    front = plans[plans["pareto"]]
+    if front.empty:
+        raise ValueError("plans must hold at least one plan on the front (planner.plan's result)")
+    if highlight is None:
+        highlight = front.index[0]
+    if highlight not in plans.index:
+        raise ValueError(f"highlight must be a row label of the plans (0 to {len(plans) - 1:,}) or None; "
+                         f"got {highlight!r}")
+    r = plans.loc[highlight]
+    g = get_gpu(r.gpu)
+    par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp), ep=int(r.get("ep", 1)),
+                   cp=int(r.get("cp", 1)), cp_comm=plans.attrs.get("cp_comm", "p2p"))
+    run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), **recompute_kwargs(r))
+    tm = training_memory(m, parallel=par, **run)
+    st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, max_nodes=route_max_nodes(m), **run)
+
+    def build(fig):
+        gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1], height_ratios=[1, 1.3], left=0.1, right=0.965,
+                              bottom=0.11, top=0.93, wspace=0.3, hspace=1.25)
+        return fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
+
+    fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build)
+
+    # ---- left: every plan, each GPU type's front, the front, the chosen plan
+    ax.plot(plans["days"], plans["cost_usd"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
+            label=f"{len(plans):,} plans that fit")
+    groups = _plan_groups(plans)
+    for name, days, cost in groups["own"]:
+        ax.plot(days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
+                label=f"best on {name} alone")
+    ax.plot(*groups["front"], color="0.2", lw=0.8, zorder=3)
+    for name, days, cost in groups["front_by_gpu"]:
+        ax.plot(days, cost, ls="none", marker="o", ms=4.5, color=GPU_COLORS.get(name, "0.4"),
+                zorder=4, label=f"front: {name}")
+    ax.plot([r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none", mec="#D55E00", mew=2, zorder=5,
+            label="chosen plan")
+    if deadline_days:
+        ax.axvline(deadline_days, color="#D55E00", lw=0.9, ls="--")
+    if budget_usd:
+        ax.axhline(budget_usd, color="#D55E00", lw=0.9, ls="--")
+    _log_axis(ax.xaxis, plans["days"].min(), plans["days"].max(), lambda v: f"{v:g}")
+    _log_axis(ax.yaxis, plans["cost_usd"].min(), plans["cost_usd"].max(), _usd)
+    ax.set_xlabel("days of training (log scale)")
+    ax.set_ylabel("cost of the run, USD (log scale)")
+    ax.spines[["top", "right"]].set_visible(False)
+    # (the handles' styles follow from the GPU names in the labels)
+    _kept_legend(ax, ("plan", *ax.get_legend_handles_labels()[1]),
+                 lambda: ax.legend(fontsize=6.5, frameon=True, framealpha=0.9, edgecolor="none", loc="upper right"))
+    ax.set_title(f"{m.name}, {_tokens(tokens)} tokens, global batch {global_batch:,} x {seq:,}", fontsize=8.5,
+                 loc="left")
+
+    # ---- right, top: what is alive on the most loaded GPU at its peak
+    parts = {k: v for k, v in tm.phase_parts[tm.peak_phase].items() if v > 0}
+    parts["overhead"] = tm.overhead_bytes
+    widths = np.array(list(parts.values())) / GiB
+    handles = _fast_hbars(ax_m, np.zeros(len(parts)), widths, left=np.cumsum(widths) - widths, height=0.6,
+                          colors=[COLORS.get(k, "0.5") for k in parts])    # a bar per part, side by side
+    left = float(widths.sum())
+    ax_m.axvline(g.memory_gib, color="0.15", lw=1.1, ls="--")
+    ax_m.axvline(USABLE_FRACTION * g.memory_gib, color="0.45", lw=0.9, ls=":")
+    ax_m.text(g.memory_gib, 0.42, f" {g.memory_gib:.0f} GiB", fontsize=7, va="bottom", ha="right")
+    ax_m.set_xlim(0, 1.05 * max(left, g.memory_gib))
+    ax_m.set_ylim(-0.5, 0.6)
+    ax_m.set_yticks([])
+    ax_m.set_xlabel(f"GiB on the most loaded {g.name} (peak: {tm.peak_phase})", fontsize=8)
+    _kept_legend(ax_m, ("plan memory", *parts),             # (the colours follow from the parts' names)
+                 lambda: ax_m.legend(handles, list(parts), fontsize=6.5, frameon=False, ncols=3, loc="upper center",
+                                     bbox_to_anchor=(0.5, -0.62)))
+    if _cp_text(r):                   # one more degree: the GPU's name is in the summary, not the title
+        ax_m.set_title(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
+                       fontsize=7.5, loc="left")
+    else:
+        ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
+                       fontsize=8.5, loc="left")
+
+    # ---- right, bottom: where the step's time goes
+    _step_time_bars(ax_t, st, fontsize=7.5)
+    ax_t.set_xlabel("seconds per step (communication before overlap, "
+                    + ("hidden group by group)" if ovl is None else f"{ovl:.0%} of it hidden)"), fontsize=7.5)
+    ax_t.set_title(f"step {st.step_s:.2f} s, MFU {r.mfu:.0%}: {r.days:,.1f} days, {_usd(r.cost_usd)}",
+                   fontsize=8.5, loc="left")
+
+    notes = plan_notes(plans, global_batch=global_batch, max_gpus=max_gpus, deadline_days=deadline_days,
+                       budget_usd=budget_usd, all_plans=all_plans)
+    if notes:                 # bottom right of the left panel: below the cloud of plans, away from the front
+        import textwrap
+        ax.text(0.985, 0.015, "\n".join(textwrap.fill(n, 40) for n in notes), transform=ax.transAxes, ha="right",
+                va="bottom", multialignment="left", fontsize=6.5,
+                color="0.1", bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#D55E00", lw=0.6, alpha=0.95),
+                zorder=6)
+
+    rank = list(front.index).index(highlight) + 1 if highlight in front.index else None
+    lines = [f"{m.name}, {_tokens(tokens)} tokens of {seq:,}, global batch {global_batch:,} sequences "
+             f"({global_batch * seq / 1e6:.2f}M tokens), on {', '.join(plans['gpu'].unique())}"
+             + (f", at most {max_gpus:,} GPUs" if max_gpus else "")
+             + (f", deadline {deadline_days:g} days" if deadline_days else "")
+             + (f", budget {_usd(budget_usd)}" if budget_usd else "")
+             + f": {len(plans):,} plans fit, {len(front)} on the time-vs-cost front",
+             *(f"note: {n}" for n in notes),
+             f"chosen ({f'front #{rank}' if rank else 'not on the front'}): {_plan_label(r)}",
+             f"  {tm.total_bytes / GiB:.1f} GiB of {g.memory_gib:.1f} GiB on the most loaded GPU "
+             f"(usable {USABLE_FRACTION:.0%}: {USABLE_FRACTION * g.memory_gib:.1f} GiB)",
+             f"  step {st.step_s:.2f} s: compute {st.compute_s:.2f} + bubble {st.bubble_s:.2f} + exposed "
+             f"communication {st.exposed_comm_s:.2f} (dp {st.comm_by_group_s['dp']:.2f}, tp "
+             f"{st.comm_by_group_s['tp']:.2f}, pp {st.comm_by_group_s['pp']:.2f}"
+             + (f", cp {st.comm_by_group_s['cp']:.2f}" if "cp" in st.comm_by_group_s else "")
+             + f" before overlap); MFU {r.mfu:.0%}",
+             f"  {r.days:,.1f} days ({r.days_low:,.1f}-{r.days_high:,.1f}), {r.gpu_hours:,.0f} GPU-hours, "
+             f"{_usd(r.cost_usd)} ({_usd(r.cost_usd_low)}-{_usd(r.cost_usd_high)})",
+             *([f"assumes: {plans.attrs['assumes']}"] if plans.attrs.get("assumes") else []),
+             "the front, cheapest first:"]
+    for index, line in groups["front_lines"]:
+        lines.append(f"{'>' if index == highlight else ' '}{line}")
+    return FixedView(fig, "\n".join(lines))
+
+
+def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadline_days: float | None = None,
+               budget_usd: float | None = None, all_plans=None) -> list[str]:
+    """Why a planner limit changes nothing in its figure (issue 25), from :func:`~llmsizing.planner.plan`'s table
+    ``plans`` (and ``all_plans``, the same search before the deadline and budget, if known): a ``max_gpus`` above
+    the front's largest GPU count (either no plan that fits uses more GPUs at this global batch, since each has
+    ``dp x pp <= global_batch / micro-batch`` and ``tp`` within a node, or those that do are all slower than the
+    front's fastest), and a deadline or budget that drops no plan. One sentence per limit. Formatting only."""
+    from ..planner import check_global_batch
+
+    global_batch, notes = check_global_batch(global_batch), []
+    front, searched = plans[plans["pareto"]], plans if all_plans is None else all_plans
+    if max_gpus is not None and len(front) and int(front["n_gpus"].max()) < max_gpus:
+        end, largest = int(front["n_gpus"].max()), int(searched["n_gpus"].max())
+        why = (f"no plan that fits uses more than {largest:,}" if largest < max_gpus else
+               f"plans with up to {largest:,} GPUs fit, but none is faster")
+        notes.append(f"the front ends at {end:,} GPUs (limit {max_gpus:,}): more does not help at this global "
+                     f"batch ({global_batch:,} sequences): {why}")
+    if all_plans is not None and len(all_plans) and deadline_days and all_plans["days"].max() <= deadline_days:
+        notes.append(f"deadline {deadline_days:g} days: every plan meets it (the slowest takes "
+                     f"{all_plans['days'].max():,.1f} days)")
+    if all_plans is not None and len(all_plans) and budget_usd and all_plans["cost_usd"].max() <= budget_usd:
+        notes.append(f"budget {_usd(budget_usd)}: every plan is within it (the dearest costs "
+                     f"{_usd(all_plans['cost_usd'].max())})")
+    return notes
+
+
+#: What :func:`_plan_groups` found for the last few plans tables, keyed by their content (a hash of every
+#: value and the index): a widget redraw that moves the chosen plan, or returns to a table it saw before, reuses
+#: it; a table changed in place is a new key.
+_PLAN_GROUPS_KEPT: dict = {}
+_PLAN_GROUPS_KEEP = 8
+
+
+def _plan_groups(plans) -> dict:
+    """What :func:`render_plan` draws from ``plans`` whatever plan is chosen: each GPU type's own front
+    (``own``: name, days, cost, fastest first), the time-vs-cost front (``front``: days, cost, fastest first;
+    ``front_by_gpu`` per GPU type) and the summary's line per front plan (``front_lines``: row label, text).
+    Kept for the last few tables, by content (~1 ms to hash 3,000 plans), and computed for any other."""
+    import pandas as pd
+
+    from ..planner import _pareto, recompute_label
+
+    key = (tuple(plans.columns), int(pd.util.hash_pandas_object(plans, index=True).sum()))
+    if key in _PLAN_GROUPS_KEPT:
+        return _PLAN_GROUPS_KEPT[key]
+    own = []
+    for name, sub in plans.groupby("gpu", sort=False):
+        best = sub[_pareto(sub["days"].to_numpy(), sub["cost_usd"].to_numpy(),
+                           sub["memory_per_gpu_bytes"].to_numpy())].sort_values("days")
+        own.append((name, best["days"].to_numpy(), best["cost_usd"].to_numpy()))
+    front = plans[plans["pareto"]]
+    fs = front.sort_values("days")
+    lines = []
+    for i, f in enumerate(front.itertuples(), 1):                  # (itertuples: iterrows is ~10x slower)
+        lines.append((f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp}{_cp_text(f)} "
+                     f"pp={f.pp:<2d} dp={f.dp:<4d} ZeRO-{f.zero} mb={f.micro_batch} x{f.grad_accum:<4d} "
+                     f"{recompute_label(f):<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
+                     f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}"))
+    out = {"own": own, "front": (fs["days"].to_numpy(), fs["cost_usd"].to_numpy()),
+           "front_by_gpu": [(name, sub["days"].to_numpy(), sub["cost_usd"].to_numpy())
+                            for name, sub in fs.groupby("gpu", sort=False)],
+           "front_lines": lines}
+    if len(_PLAN_GROUPS_KEPT) >= _PLAN_GROUPS_KEEP:
+        del _PLAN_GROUPS_KEPT[next(iter(_PLAN_GROUPS_KEPT))]          # the oldest
+    _PLAN_GROUPS_KEPT[key] = out
+    return out
