@@ -2,9 +2,9 @@
 config file"; issue 24 for the families beyond Llama, Mistral, Qwen2 and GPT-2).
 
 :meth:`Model.from_hf_config <llmsizing.model.Model.from_hf_config>` documents what each family reads; this
-module holds the reader: the Hugging Face config classes' defaults (:data:`HF_DEFAULTS`, from transformers 5.23's
-``configuration_<type>.py``), the per-family layouts, and the checks whose errors name the config key and file.
-Every family's count is checked against transformers' own modules built on the meta device
+module holds the reader: the Hugging Face config classes' defaults (:data:`HF_DEFAULTS`, from transformers
+5.23's ``configuration_<type>.py``), the per-family layouts, and the checks whose errors name the config key
+and file. Every family's count is checked against transformers' own modules built on the meta device
 (``data/hf_meta_param_counts.csv``, ``tools/measure_memory.py hf-counts``; ``tests/test_config_families.py``).
 """
 
@@ -17,15 +17,16 @@ from os import PathLike
 from pathlib import Path
 
 from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int
-# the tables, and the activation names and MoE keys Model shares, live one level down in model_keys (issue 32)
-from .model_keys import (_ALIASES, _FAMILY_KEY_OF_FIELD, _GPT2_KEY_OF_FIELD, _HF_ACTIVATION_ALIASES,  # noqa: F401
-                         _HF_KEY_OF_FIELD, _LLAMA_FLAGS, _MOE_FAMILIES, _MULTIMODAL, ACTIVATIONS, HF_DEFAULTS,
-                         HF_FAMILIES, MOE_KEYS, moe_layer_indices)
+# the tables, and the activation names and MoE keys Model shares, live one level down in model_keys
+# (issue 32)
+from .model_keys import (_ALIASES, _FAMILY_KEY_OF_FIELD, _GPT2_KEY_OF_FIELD,  # noqa: F401
+                         _HF_ACTIVATION_ALIASES, _HF_KEY_OF_FIELD, _LLAMA_FLAGS, _MOE_FAMILIES, _MULTIMODAL,
+                         ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES, MOE_KEYS, moe_layer_indices)
 
 
 def model_from_hf_config(cls, config, name=None):
-    """:meth:`Model.from_hf_config <llmsizing.model.Model.from_hf_config>` (its docstring says what each family
-    reads): ``cls(...)`` from a Hugging Face config dict or file."""
+    """:meth:`Model.from_hf_config <llmsizing.model.Model.from_hf_config>` (its docstring says what each
+    family reads): ``cls(...)`` from a Hugging Face config dict or file."""
     config, where = _load_hf_config(config)
     if name is not None and (not isinstance(name, str) or not name):
         raise TypeError(f"name must be a non-empty string or None, got {name!r}")

@@ -32,14 +32,14 @@ from ._validate import check_bool, check_choice, check_int
 from .hf_config import model_from_hf_config
 # The key tables and moe_layer_indices live one level down, in model_keys, and the tensor layout in
 # model_tensors (issue 32); every name they had here still imports from here.
-from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES, MOE_KEYS,  # noqa: F401
-                         moe_layer_indices)
+from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES,  # noqa: F401
+                         MOE_KEYS, moe_layer_indices)
 from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 
 NORMS = ("layernorm", "rmsnorm")
 
-#: Components of :meth:`Model.param_breakdown`, in the order charts draw them. A mixture of experts' routed and
-#: shared experts and its router count under ``"mlp"`` (:meth:`Model.moe_breakdown` splits them).
+#: Components of :meth:`Model.param_breakdown`, in the order charts draw them. A mixture of experts' routed
+#: and shared experts and its router count under ``"mlp"`` (:meth:`Model.moe_breakdown` splits them).
 COMPONENTS = ("embedding", "position", "attention", "mlp", "norms", "lm_head")
 
 
@@ -58,13 +58,13 @@ class MoENotModelledError(ValueError):
 
 
 def require_dense(model: "Model", what: str) -> "Model":
-    """Return ``model`` if it is dense; refuse a mixture of experts (:attr:`Model.is_moe`) naming ``what`` (the
-    function that cannot handle it) and what is missing (:data:`MOE_NOT_MODELLED`).
+    """Return ``model`` if it is dense; refuse a mixture of experts (:attr:`Model.is_moe`) naming ``what``
+    (the function that cannot handle it) and what is missing (:data:`MOE_NOT_MODELLED`).
 
     This is the library's one guard for functions that would silently compute a dense answer for an MoE model
-    (fine-tuning, speculative decoding, the dense-only formulas of chapters 4 and 7): they call it (directly or
-    through :func:`llmsizing.catalog.resolve_model`), so there is one place to lift it. What DOES handle an MoE
-    model: :attr:`Model.n_params`, :attr:`Model.active_params`, the weights and KV cache of
+    (fine-tuning, speculative decoding, the dense-only formulas of chapters 4 and 7): they call it (directly
+    or through :func:`llmsizing.catalog.resolve_model`), so there is one place to lift it. What DOES handle an
+    MoE model: :attr:`Model.n_params`, :attr:`Model.active_params`, the weights and KV cache of
     :mod:`llmsizing.inference`, the FLOPs of :mod:`llmsizing.flops`, and since issue 24 training memory,
     activations, communication and step time with expert parallelism (:mod:`llmsizing.moe`,
     ``Parallel(ep=...)``), the planner (``plan``, ``min_gpus``), the calibrated MFU, ``training_time``,
@@ -74,8 +74,8 @@ def require_dense(model: "Model", what: str) -> "Model":
             f"{what}: {model.name!r} is a mixture of experts ({model.experts} routed experts, "
             f"{model.experts_per_token} per token) and {MOE_NOT_MODELLED}. Its parameters (n_params, "
             "active_params), weights, KV cache, FLOPs, training memory, communication and step time "
-            "(training_memory, step_time with Parallel(ep=...)), the planner (plan, min_gpus), training_time, "
-            "implied_mfu, cost_by_gpu and serving are modelled (chapter 18)")
+            "(training_memory, step_time with Parallel(ep=...)), the planner (plan, min_gpus), "
+            "training_time, implied_mfu, cost_by_gpu and serving are modelled (chapter 18)")
     return model
 
 
@@ -90,14 +90,14 @@ class Model(TensorLayout):
     ``head_dim`` defaults to ``hidden // heads`` and ``kv_heads`` to ``heads`` (no GQA). ``ffn_hidden`` is the
     width of the MLP's inner layer; with ``gated_mlp`` (SwiGLU) the MLP has three matrices (gate, up, down),
     without it two (up, down). ``bias`` puts a bias on every linear layer (GPT-2 style); ``qkv_bias`` only on
-    the query/key/value projections (Qwen2 style). LayerNorm always has a bias (2 vectors), RMSNorm only a gain.
-    ``activation`` is the MLP's activation function by its Hugging Face name (default: ``"silu"`` with a gated
-    MLP, ``"gelu_new"`` without); it changes no parameter count, only what the Hugging Face stack saves for
-    backward. ``sliding_window`` (``None``: full attention) limits how far back each token attends (Mistral
-    7B v0.1: 4096); it caps the KV cache (:func:`~llmsizing.inference.inference_memory`) and the attention FLOPs
-    (:func:`~llmsizing.flops.attention_keys_per_token`). ``fused_qkv`` says the query, key and value projections are
-    one matrix of ``(heads + 2 kv_heads) x head_dim`` rows (GPT-2's ``c_attn``, BLOOM's and Falcon's
-    ``query_key_value``, MPT's ``Wqkv``): the same parameters, but LoRA adapts it as one matrix
+    the query/key/value projections (Qwen2 style). LayerNorm always has a bias (2 vectors), RMSNorm only a
+    gain. ``activation`` is the MLP's activation function by its Hugging Face name (default: ``"silu"`` with a
+    gated MLP, ``"gelu_new"`` without); it changes no parameter count, only what the Hugging Face stack saves
+    for backward. ``sliding_window`` (``None``: full attention) limits how far back each token attends
+    (Mistral 7B v0.1: 4096); it caps the KV cache (:func:`~llmsizing.inference.inference_memory`) and the
+    attention FLOPs (:func:`~llmsizing.flops.attention_keys_per_token`). ``fused_qkv`` says the query, key and
+    value projections are one matrix of ``(heads + 2 kv_heads) x head_dim`` rows (GPT-2's ``c_attn``, BLOOM's
+    and Falcon's ``query_key_value``, MPT's ``Wqkv``): the same parameters, but LoRA adapts it as one matrix
     (:func:`~llmsizing.finetune.lora_params`), as PEFT does.
 
     ``max_seq`` is the context the model was trained with. The library accepts longer sequences: none of its
@@ -109,41 +109,43 @@ class Model(TensorLayout):
     **The odd parts of other families** (all default to the Llama/GPT-2 layout above, so a dense model built
     without them is exactly what it was):
 
-    * ``mlp_bias`` (``None``: the same as ``bias``): biases on the MLP's matrices independently of the attention's
-      (Qwen3's and Llama's ``attention_bias`` without ``mlp_bias``; Nemotron's ``mlp_bias``);
-    * ``qk_norm``: ``"head"`` (a norm of ``head_dim`` gains on queries and on keys: Qwen3, Gemma 3) or ``"proj"``
-      (over the whole projections: OLMo 2), :data:`QK_NORMS`;
-    * ``attn_sinks``: one learned logit per head that every softmax also normalises over (gpt-oss's ``sinks``);
+    * ``mlp_bias`` (``None``: the same as ``bias``): biases on the MLP's matrices independently of the
+      attention's (Qwen3's and Llama's ``attention_bias`` without ``mlp_bias``; Nemotron's ``mlp_bias``);
+    * ``qk_norm``: ``"head"`` (a norm of ``head_dim`` gains on queries and on keys: Qwen3, Gemma 3) or
+      ``"proj"`` (over the whole projections: OLMo 2), :data:`QK_NORMS`;
+    * ``attn_sinks``: one learned logit per head that every softmax also normalises over (gpt-oss's
+      ``sinks``);
     * ``norms_per_layer`` (1 to 4; default 2): Falcon-7B's parallel block has one norm, Gemma 2 and 3 four;
     * ``embed_norm``: a norm right after the embedding (BLOOM's ``word_embeddings_layernorm``);
     * ``pos_offset``: learned position rows beyond ``max_seq`` (OPT's table has ``max_seq + 2``);
-    * ``window_layers``: how many of the layers use ``sliding_window`` (``None``: all of them); the rest attend
-      to everything (Gemma 2 and gpt-oss alternate, Gemma 3 has five windowed layers for one global);
+    * ``window_layers``: how many of the layers use ``sliding_window`` (``None``: all of them); the rest
+      attend to everything (Gemma 2 and gpt-oss alternate, Gemma 3 has five windowed layers for one global);
     * ``parallel_block``: attention and MLP read the same input and add into one residual (GPT-J, GPT-NeoX,
       Falcon). No parameter changes; recorded for what it saves.
 
     Position encodings without parameters (rotary, partial rotary, ALiBi), logit soft-capping and attention
     scaling change no parameter and no cache byte, and have no field.
 
-    **Mixtures of experts** (``experts > 0``; Shazeer et al. 2017, Fedus et al. 2021; Mixtral, Jiang et al. 2024;
-    DeepSeekMoE, Dai et al. 2024): an MoE layer replaces the MLP by ``experts`` routed expert MLPs of width
-    ``expert_ffn_hidden`` (default ``ffn_hidden``; Hugging Face's ``moe_intermediate_size``), of which a linear
-    router (``hidden x experts``, plus a bias with ``router_bias``) picks ``experts_per_token`` for each token;
-    ``shared_experts`` MLPs of width ``shared_expert_ffn_hidden`` (default ``expert_ffn_hidden``) see every token
-    (DeepSeek's ``n_shared_experts``; Qwen2-MoE's and Llama 4's one shared expert), Qwen2-MoE's with a
-    ``1 x hidden`` sigmoid gate (``shared_expert_gate``). ``moe_layers`` lists the indices of the MoE layers
-    (``None``: every layer); the others are dense MLPs of width ``ffn_hidden`` (DeepSeek-V3's first three
-    layers, Llama 4 Maverick's every other layer). Routed experts have the same matrices as the dense MLP
-    (``gated_mlp``, ``mlp_bias``). Use :func:`moe_layer_indices` to build ``moe_layers`` from a config's
-    ``first_k_dense_replace`` / ``decoder_sparse_step`` / ``interleave_moe_layer_step``.
+    **Mixtures of experts** (``experts > 0``; Shazeer et al. 2017, Fedus et al. 2021; Mixtral, Jiang et al.
+    2024; DeepSeekMoE, Dai et al. 2024): an MoE layer replaces the MLP by ``experts`` routed expert MLPs of
+    width ``expert_ffn_hidden`` (default ``ffn_hidden``; Hugging Face's ``moe_intermediate_size``), of which a
+    linear router (``hidden x experts``, plus a bias with ``router_bias``) picks ``experts_per_token`` for
+    each token; ``shared_experts`` MLPs of width ``shared_expert_ffn_hidden`` (default ``expert_ffn_hidden``)
+    see every token (DeepSeek's ``n_shared_experts``; Qwen2-MoE's and Llama 4's one shared expert),
+    Qwen2-MoE's with a ``1 x hidden`` sigmoid gate (``shared_expert_gate``). ``moe_layers`` lists the indices
+    of the MoE layers (``None``: every layer); the others are dense MLPs of width ``ffn_hidden``
+    (DeepSeek-V3's first three layers, Llama 4 Maverick's every other layer). Routed experts have the same
+    matrices as the dense MLP (``gated_mlp``, ``mlp_bias``). Use :func:`moe_layer_indices` to build
+    ``moe_layers`` from a config's ``first_k_dense_replace`` / ``decoder_sparse_step`` /
+    ``interleave_moe_layer_step``.
 
     **Multi-head latent attention** (``kv_lora_rank`` set; DeepSeek-V2, DeepSeek-AI 2024, arXiv:2405.04434,
     Sec. 2.1): queries go through a rank-``q_lora_rank`` bottleneck (``q_a_proj``, a norm, ``q_b_proj``; none
     with ``q_lora_rank=None``, DeepSeek-V2-Lite), keys and values are one shared latent of ``kv_lora_rank``
     numbers plus one rotary key of ``qk_rope_head_dim`` shared by all heads (``kv_a_proj_with_mqa``), expanded
-    per head by ``kv_b_proj`` to ``qk_nope_head_dim`` key and ``v_head_dim`` value numbers. ``head_dim`` is then
-    the query/key width ``qk_nope_head_dim + qk_rope_head_dim`` and ``kv_heads`` must be ``heads``; the KV cache
-    is the latent plus the rotary key (:func:`~llmsizing.inference.kv_cache_bytes_per_token`).
+    per head by ``kv_b_proj`` to ``qk_nope_head_dim`` key and ``v_head_dim`` value numbers. ``head_dim`` is
+    then the query/key width ``qk_nope_head_dim + qk_rope_head_dim`` and ``kv_heads`` must be ``heads``; the
+    KV cache is the latent plus the rotary key (:func:`~llmsizing.inference.kv_cache_bytes_per_token`).
     """
 
     name: str
@@ -216,15 +218,16 @@ class Model(TensorLayout):
                                  "unless head_dim is given")
         object.__setattr__(self, "kv_heads", kv)
         object.__setattr__(self, "head_dim", hd)
-        for f in ("gated_mlp", "tied_embeddings", "bias", "qkv_bias", "learned_pos", "fused_qkv", "attn_sinks",
-                  "embed_norm", "parallel_block", "shared_expert_gate", "router_bias"):
+        for f in ("gated_mlp", "tied_embeddings", "bias", "qkv_bias", "learned_pos", "fused_qkv",
+                  "attn_sinks", "embed_norm", "parallel_block", "shared_expert_gate", "router_bias"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         if self.mlp_bias is not None:
             object.__setattr__(self, "mlp_bias", check_bool("mlp_bias", self.mlp_bias))
         check_choice("norm", self.norm, NORMS)
         if self.qk_norm is not None:
             check_choice("qk_norm", self.qk_norm, QK_NORMS)
-        object.__setattr__(self, "norms_per_layer", check_int("norms_per_layer", self.norms_per_layer, maximum=4))
+        object.__setattr__(self, "norms_per_layer",
+                           check_int("norms_per_layer", self.norms_per_layer, maximum=4))
         object.__setattr__(self, "pos_offset", check_int("pos_offset", self.pos_offset, minimum=0))
         act = self.activation
         if act is None:              # the usual pairing: SwiGLU for gated MLPs, GPT-2's gelu_new otherwise
@@ -234,9 +237,10 @@ class Model(TensorLayout):
             object.__setattr__(self, "sliding_window", check_int("sliding_window", self.sliding_window))
         if self.window_layers is not None:
             if self.sliding_window is None:
-                raise ValueError("window_layers counts the layers that use sliding_window: give sliding_window "
-                                 "too, or leave window_layers=None")
-            object.__setattr__(self, "window_layers", check_int("window_layers", self.window_layers, minimum=0,
+                raise ValueError("window_layers counts the layers that use sliding_window: give "
+                                 "sliding_window too, or leave window_layers=None")
+            object.__setattr__(self, "window_layers",
+                               check_int("window_layers", self.window_layers, minimum=0,
                                                                 maximum=self.layers))
         self._check_moe()
 
@@ -250,8 +254,8 @@ class Model(TensorLayout):
             raise ValueError(f"kv_heads must equal heads ({self.heads}) with multi-head latent attention "
                              f"(every head gets its own key and value from the shared latent), got {kv}")
         if self.fused_qkv or self.qk_norm is not None or self.qkv_bias or self.bias:
-            raise ValueError("multi-head latent attention (kv_lora_rank) has no fused_qkv, qk_norm, qkv_bias or "
-                             "bias variant in this library")
+            raise ValueError("multi-head latent attention (kv_lora_rank) has no fused_qkv, qk_norm, qkv_bias "
+                             "or bias variant in this library")
 
     def _check_moe(self) -> None:
         e = check_int("experts", self.experts, minimum=0)
@@ -262,8 +266,8 @@ class Model(TensorLayout):
             for f in ("experts_per_token", "shared_experts", "expert_ffn_hidden", "shared_expert_ffn_hidden",
                       "moe_layers"):
                 if getattr(self, f) not in (None, 0):
-                    raise ValueError(f"{f} describes a mixture of experts: give experts (routed experts per MoE "
-                                     f"layer) >= 1 too, or leave {f} unset")
+                    raise ValueError(f"{f} describes a mixture of experts: give experts (routed experts per "
+                                     f"MoE layer) >= 1 too, or leave {f} unset")
             for f in ("shared_expert_gate", "router_bias"):
                 if getattr(self, f):
                     raise ValueError(f"{f} describes a mixture of experts: give experts >= 1 too")
@@ -345,18 +349,18 @@ class Model(TensorLayout):
     def active_params(self) -> int:
         """Parameters one token uses (chapter 1, "Mixtures of experts: total and active parameters").
 
-        Convention: everything but the routed experts counts once, as in :attr:`n_params` (the input embedding,
-        the LM head, attention, norms, dense MLPs, shared experts, the router); of the routed experts, the
-        ``experts_per_token`` a token is sent to in each MoE layer. The input embedding is counted, as Mixtral's
-        "12.9B active" (12.88B here) and Qwen3-30B-A3B's "3.3B activated" (3.35B) count it. OpenAI's "5.13B
-        active" for gpt-oss-120b and DeepSeek's "37B" (V3), "21B" (V2) and "2.4B" (V2-Lite) leave it out
-        (5.13B, 36.63B, 20.85B, 2.45B here): that count is :func:`llmsizing.flops.matmul_params`, which the FLOPs
-        use, as they leave the embedding lookup out of a dense model's FLOPs. Chapter 1. A dense model's active
-        parameters are its parameters."""
+        Convention: everything but the routed experts counts once, as in :attr:`n_params` (the input
+        embedding, the LM head, attention, norms, dense MLPs, shared experts, the router); of the routed
+        experts, the ``experts_per_token`` a token is sent to in each MoE layer. The input embedding is
+        counted, as Mixtral's "12.9B active" (12.88B here) and Qwen3-30B-A3B's "3.3B activated" (3.35B) count
+        it. OpenAI's "5.13B active" for gpt-oss-120b and DeepSeek's "37B" (V3), "21B" (V2) and "2.4B"
+        (V2-Lite) leave it out (5.13B, 36.63B, 20.85B, 2.45B here): that count is
+        :func:`llmsizing.flops.matmul_params`, which the FLOPs use, as they leave the embedding lookup out of
+        a dense model's FLOPs. Chapter 1. A dense model's active parameters are its parameters."""
         if not self.is_moe:
             return self.n_params
-        return self.n_params - self.routed_expert_params + self.routed_expert_params * self.experts_per_token \
-            // self.experts
+        return self.n_params - self.routed_expert_params + self.routed_expert_params \
+            * self.experts_per_token // self.experts
 
     @cached_property
     def routed_expert_params(self) -> int:
@@ -365,16 +369,18 @@ class Model(TensorLayout):
 
     @cached_property
     def active_block_params(self) -> int:
-        """:attr:`block_params` one token uses: the routed experts only ``experts_per_token`` of ``experts``."""
+        """:attr:`block_params` one token uses: the routed experts only ``experts_per_token`` of
+        ``experts``."""
         return self.block_params - self.routed_expert_params + self.routed_expert_params * \
             self.experts_per_token // max(self.experts, 1)
 
     def moe_breakdown(self) -> dict[str, int]:
         """The MoE part of :attr:`n_params`: ``routed_experts``, ``active_routed_experts`` (the top-k share),
-        ``shared_experts``, ``router`` (weights, bias and Qwen2-MoE's shared-expert gate), over all MoE layers;
-        zeros for a dense model."""
+        ``shared_experts``, ``router`` (weights, bias and Qwen2-MoE's shared-expert gate), over all MoE
+        layers; zeros for a dense model."""
         out = {"routed_experts": self.routed_expert_params,
-               "active_routed_experts": self.routed_expert_params * self.experts_per_token // max(self.experts, 1),
+               "active_routed_experts": (self.routed_expert_params * self.experts_per_token
+                                         // max(self.experts, 1)),
                "shared_experts": 0, "router": 0}
         for _, n, s, k in self.tensors():
             if n.startswith("layers.shared_experts."):
@@ -415,19 +421,19 @@ class Model(TensorLayout):
         ``nemotron``, ``gpt_neox``, ``falcon``, ``opt``, ``bloom``, ``gpt2``; mixtures of experts ``mixtral``,
         ``qwen2_moe``, ``qwen3_moe``, ``deepseek_v2``, ``deepseek_v3``, ``gpt_oss``, ``llama4_text`` (and
         ``llama4``: its ``text_config``; the vision tower is not counted). Each family's count equals the
-        parameters of transformers 5.23's ``<Family>ForCausalLM`` built from the same config on the meta device
-        (``data/hf_meta_param_counts.csv``, made by ``tools/measure_memory.py hf-counts``). Anything else raises
-        ``ValueError`` naming the ``model_type``: a silently wrong architecture would give a silently wrong count.
-        So does a config with mixture-of-experts fields (:data:`MOE_KEYS`) under a dense ``model_type``; the
-        error names the keys it saw.
+        parameters of transformers 5.23's ``<Family>ForCausalLM`` built from the same config on the meta
+        device (``data/hf_meta_param_counts.csv``, made by ``tools/measure_memory.py hf-counts``). Anything
+        else raises ``ValueError`` naming the ``model_type``: a silently wrong architecture would give a
+        silently wrong count. So does a config with mixture-of-experts fields (:data:`MOE_KEYS`) under a dense
+        ``model_type``; the error names the keys it saw.
 
         Every key read is checked, and an error names the **config key** and the file
-        (``config.json: num_attention_heads must be an integer >= 1, got 0``; ``num_key_value_heads`` must divide
-        ``num_attention_heads``), never a :class:`Model` field. A key that is absent gets the default of the
-        Hugging Face config class (:data:`HF_DEFAULTS`: Mistral's ``num_key_value_heads`` is 8, Qwen2's 32);
-        ``null`` is read as absent, except where the class's ``__post_init__`` gives it its own meaning
-        (``num_key_value_heads: null`` is ``num_attention_heads``, ``sliding_window: null`` no window, ``head_dim:
-        null`` ``hidden_size // num_attention_heads``). A present but invalid value (0, a float,
+        (``config.json: num_attention_heads must be an integer >= 1, got 0``; ``num_key_value_heads`` must
+        divide ``num_attention_heads``), never a :class:`Model` field. A key that is absent gets the default
+        of the Hugging Face config class (:data:`HF_DEFAULTS`: Mistral's ``num_key_value_heads`` is 8, Qwen2's
+        32); ``null`` is read as absent, except where the class's ``__post_init__`` gives it its own meaning
+        (``num_key_value_heads: null`` is ``num_attention_heads``, ``sliding_window: null`` no window,
+        ``head_dim: null`` ``hidden_size // num_attention_heads``). A present but invalid value (0, a float,
         ``"false"``, an integer of thousands of digits) is refused, not replaced. Bias flags the Hugging Face
         class ignores are ignored too: Qwen2 always has biases on q, k and v only, Mistral none.
 
@@ -439,17 +445,17 @@ class Model(TensorLayout):
         * ``phi3``: fused ``qkv_proj`` and ``gate_up_proj`` (the same parameters as separate matrices);
           ``nemotron``: a two-matrix MLP with squared ReLU and LayerNorm with a bias (``LayerNorm1P``);
         * ``gpt_neox``: fused q/k/v, biases (``attention_bias`` on attention, always on the MLP), parallel
-          attention and MLP (``use_parallel_residual``), partial rotary (no parameters); ``falcon``: fused q/k/v
-          with multi-query (``multi_query``) or grouped (``new_decoder_architecture``, ``num_kv_heads``) keys,
-          one or two LayerNorms per parallel block (``num_ln_in_parallel_attn``), ALiBi or rotary (no
-          parameters); ``opt``: learned positions with 2 extra rows, biases, ReLU; ``bloom``: ALiBi, fused q/k/v,
-          a LayerNorm after the embedding;
+          attention and MLP (``use_parallel_residual``), partial rotary (no parameters); ``falcon``: fused
+          q/k/v with multi-query (``multi_query``) or grouped (``new_decoder_architecture``, ``num_kv_heads``)
+          keys, one or two LayerNorms per parallel block (``num_ln_in_parallel_attn``), ALiBi or rotary (no
+          parameters); ``opt``: learned positions with 2 extra rows, biases, ReLU; ``bloom``: ALiBi, fused
+          q/k/v, a LayerNorm after the embedding;
         * windows: ``mistral``, ``mixtral``, ``phi3`` window every layer; ``gemma2``, ``gemma3_text``,
           ``gpt_oss`` window the layers ``layer_types`` marks ``sliding_attention`` (by default every other
           layer, Gemma 3 five in six); ``llama4_text``'s chunked-attention layers (``attention_chunk_size``,
           three in four) are kept as windows of the chunk size (the same KV cache; their attention FLOPs are
-          counted as a window's, up to twice a chunk's); ``qwen3``/``qwen3_moe`` with ``use_sliding_window`` are
-          refused (no released config sets it);
+          counted as a window's, up to twice a chunk's); ``qwen3``/``qwen3_moe`` with ``use_sliding_window``
+          are refused (no released config sets it);
         * mixtures of experts: ``mixtral`` and ``gpt_oss`` (``num_local_experts``, experts of width
           ``intermediate_size``; gpt-oss's router and experts have biases, its attention learned ``sinks``),
           ``qwen2_moe`` and ``qwen3_moe`` (``num_experts`` of width ``moe_intermediate_size`` in the layers
@@ -457,24 +463,25 @@ class Model(TensorLayout):
           ``intermediate_size``; Qwen2-MoE's gated shared expert of ``shared_expert_intermediate_size``),
           ``deepseek_v2``/``deepseek_v3`` (``n_routed_experts`` and ``n_shared_experts`` of width
           ``moe_intermediate_size`` from layer ``first_k_dense_replace`` on, multi-head latent attention; a
-          ``moe_layer_freq`` other than 1 is refused: DeepSeek's own code and Hugging Face's disagree on it, and
-          no released model uses it; DeepSeek-V3's ``e_score_correction_bias`` is a buffer in Hugging Face's
-          module, updated by a rule rather than by gradients, but it is stored in the checkpoint and counted here
-          as the router's bias: 256 numbers per MoE layer, 14,848 in all, which make the published
-          671,026,419,200), ``llama4_text``
+          ``moe_layer_freq`` other than 1 is refused: DeepSeek's own code and Hugging Face's disagree on it,
+          and no released model uses it; DeepSeek-V3's ``e_score_correction_bias`` is a buffer in Hugging
+          Face's module, updated by a rule rather than by gradients, but it is stored in the checkpoint and
+          counted here as the router's bias: 256 numbers per MoE layer, 14,848 in all, which make the
+          published 671,026,419,200), ``llama4_text``
           (``num_local_experts`` of width ``intermediate_size`` plus a shared expert of that width in the
           ``moe_layers`` / every ``interleave_moe_layer_step``-th layer, dense layers of
           ``intermediate_size_mlp``; its q/k norm has no weights).
 
-        Sliding windows of the older families follow each architecture's Hugging Face code (``transformers`` 5.x):
+        Sliding windows of the older families follow each architecture's Hugging Face code (``transformers``
+        5.x):
 
         * ``mistral``: ``sliding_window`` applies to every layer (``modeling_mistral.py``); absent it is
           ``MistralConfig``'s 4096 (Mistral 7B v0.1), ``null`` is no window (v0.2 and v0.3);
         * ``qwen2``: ``sliding_window`` counts only with ``use_sliding_window``; then the layers with
           ``layer_types[i] == "sliding_attention"`` are windowed, by default those with
           ``i >= max_window_layers`` (``Qwen2Config.__post_init__``). No windowed layer (``max_window_layers``
-          >= ``num_hidden_layers``, Qwen2's released configs) is full attention; every layer windowed is a window;
-          a mix of full and windowed layers is refused;
+          >= ``num_hidden_layers``, Qwen2's released configs) is full attention; every layer windowed is a
+          window; a mix of full and windowed layers is refused;
         * ``llama`` and ``gpt2``: no window; a ``sliding_window`` key is ignored, as Hugging Face ignores it.
         """
         return model_from_hf_config(cls, config, name)

@@ -4,9 +4,9 @@ every count, breakdown and optimizer state is derived from.
 :class:`TensorLayout` holds the module tree of ``transformers`` 5.23's ``modeling_<type>.py`` as ``(component,
 name, shape)`` tuples: attention (multi-head latent attention too), the norms, the MLP, a mixture of experts'
 router, routed and shared experts; one block (:meth:`~TensorLayout.layer_tensors`) and the whole model
-(:meth:`~TensorLayout.tensors`). :class:`~llmsizing.model.Model` inherits it (issue 32: model.py stays under 600
-lines); its methods read only the Model's fields and properties, so this module imports nothing of the library
-but the checks.
+(:meth:`~TensorLayout.tensors`). :class:`~llmsizing.model.Model` inherits it (issue 32: model.py stays under
+600 lines); its methods read only the Model's fields and properties, so this module imports nothing of the
+library but the checks.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from __future__ import annotations
 from ._validate import check_choice
 
 
-#: The names of a block's norms, in order, for ``norms_per_layer`` = 1 .. 4: Falcon-7B's parallel block has one
-#: (``input_layernorm``), most models two, Gemma 2 and 3 four (a norm before AND after attention and the MLP).
+#: The names of a block's norms, in order, for ``norms_per_layer`` = 1 .. 4: Falcon-7B's parallel block has
+#: one (``input_layernorm``), most models two, Gemma 2 and 3 four (a norm before AND after attention and the
+#: MLP).
 _NORM_NAMES = ("attn_norm", "mlp_norm", "post_attn_norm", "post_mlp_norm")
 
 
@@ -99,8 +100,8 @@ class TensorLayout:
     def layer_tensors(self, kind: str | None = None) -> list[tuple[str, str, tuple[int, ...]]]:
         """The tensors of ONE transformer block as ``(component, name, shape)``; matrices are (out, in).
 
-        ``kind`` is ``"dense"`` (a block with a dense MLP) or ``"moe"`` (a block with experts; routed experts are
-        one ``(experts, out, in)`` tensor per matrix); the default is the model's only kind of block, or
+        ``kind`` is ``"dense"`` (a block with a dense MLP) or ``"moe"`` (a block with experts; routed experts
+        are one ``(experts, out, in)`` tensor per matrix); the default is the model's only kind of block, or
         ``"moe"`` for a mixture of experts with some dense layers."""
         if kind is None:
             kind = "moe" if self.n_moe_layers else "dense"
@@ -119,7 +120,8 @@ class TensorLayout:
 
     def tensors(self) -> list[tuple[str, str, tuple[int, ...], int]]:
         """Every parameter tensor as ``(component, name, shape, copies)``; ``copies`` is the number of layers
-        that hold it for block tensors (``layers``; the dense or the MoE layers for their MLPs) and 1 otherwise.
+        that hold it for block tensors (``layers``; the dense or the MoE layers for their MLPs) and 1
+        otherwise.
         Tied embeddings are counted once (the LM head reuses the embedding)."""
         h = self.hidden
         t = [("embedding", "embed_tokens.weight", (self.vocab, h), 1)]

@@ -25,29 +25,30 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
 * **KV capacity** as vLLM counts it (:func:`~llmsizing.serve_engine.kv_capacity_tokens`): 90% of the memory,
   minus the weights, the profiled activation peak of the largest prefill chunk, CUDA graphs and buffers, cut
   into 16-token blocks. It caps the batch (``max_batch``). Before issue 22 all memory but 1 GiB held KV.
-* **Decode step**: the weights read once at ``mbu`` of the HBM bandwidth, each sequence's cached KV read at its
-  own ``attention_bu``, the matmuls' FLOPs at ``mfu`` (the larger of memory and compute), a fixed
+* **Decode step**: the weights read once at ``mbu`` of the HBM bandwidth, each sequence's cached KV read at
+  its own ``attention_bu``, the matmuls' FLOPs at ``mfu`` (the larger of memory and compute), a fixed
   ``step_overhead_s`` (scheduling, sampling, launches) and the tensor-parallel all-reduces priced by the
-  network model (:func:`llmsizing.network.collective_time_s` on :func:`~llmsizing.network.group_link`), two per
-  layer of ``batch x hidden x 2`` bytes, with NCCL's choice of protocol per message size
-  (``collective_time_s(..., protocols=True)``: a 128-token prefill's 2 MiB all-reduces sit at the knee the single
-  alpha-beta line misses). Before, the step was ``max(bytes / (B x 0.8), FLOPs / (P x 0.5))`` and
+  network model (:func:`llmsizing.network.collective_time_s` on :func:`~llmsizing.network.group_link`), two
+  per layer of ``batch x hidden x 2`` bytes, with NCCL's choice of protocol per message size
+  (``collective_time_s(..., protocols=True)``: a 128-token prefill's 2 MiB all-reduces sit at the knee the
+  single alpha-beta line misses). Before, the step was ``max(bytes / (B x 0.8), FLOPs / (P x 0.5))`` and
   each all-reduce cost a fixed 10 us.
 * **Chunked prefill**: a prompt is prefilled in chunks of ``max_num_batched_tokens`` tokens that ride along
   with the decode steps, so under load each running sequence's ITL carries the other sequences' prefills
   (``itl_s``), and a step that carries a full chunk costs more (``chunk_step_s``).
 * The four constants (``mbu``, ``attention_bu``, ``step_overhead_s``, ``mfu``) are fitted on published figures
-  (``data/serving_model.csv``, ``tools/calibrate_serving.py``, :mod:`llmsizing.serve_calibration`), and the range
-  stated for a prediction (:func:`~llmsizing.serve_calibration.serving_range`) is the spread of every published
-  row. The step overhead is fitted per engine (``engine=``); the default is pooled, and an engine without rows is
-  stated over the fitted engines' whole overhead interval.
+  (``data/serving_model.csv``, ``tools/calibrate_serving.py``, :mod:`llmsizing.serve_calibration`), and the
+  range stated for a prediction (:func:`~llmsizing.serve_calibration.serving_range`) is the spread of every
+  published row. The step overhead is fitted per engine (``engine=``); the default is pooled, and an engine
+  without rows is stated over the fitted engines' whole overhead interval.
 * **Grouped-query attention in decode**: a kernel that reads each KV head once for its group of query heads
   (``attention_kernel="grouped"``, the default), or once per query head (``"per-query-head"``: ``heads /
   kv_heads`` times the KV bytes, as TensorRT-LLM 0.5 and 0.6.1 did before its XQA kernel).
 
-* **Pipeline-parallel serving** (``pp=``, vLLM's ``--pipeline-parallel-size``): stages of ``tp`` GPUs each hold
-  their layers' weights and KV cache; decode keeps ``pp`` micro-batches in flight and a token's pass crosses the
-  ``pp - 1`` stage boundaries; a long prompt's prefill chunks flow through the stages (see :func:`serving`).
+* **Pipeline-parallel serving** (``pp=``, vLLM's ``--pipeline-parallel-size``): stages of ``tp`` GPUs each
+  hold their layers' weights and KV cache; decode keeps ``pp`` micro-batches in flight and a token's pass
+  crosses the ``pp - 1`` stage boundaries; a long prompt's prefill chunks flow through the stages (see
+  :func:`serving`).
 
 The replica's step model (:class:`Serving`, :func:`serving` and the calibrated constants) lives in
 :mod:`llmsizing.serve_step`, and every name of it still imports from here; this module adds what a load needs:
@@ -69,11 +70,12 @@ from .model import Model
 from .parallel import check_layout
 from .serve_engine import kv_capacity_tokens  # noqa: F401 (in __all__)
 from .serve_moe import check_ep
-# The step model lives one level down, in serve_step (issue 32); every name it had here still imports from here.
-from .serve_step import (ACTIVATION_BYTES, ALLREDUCE_LATENCY_S, ATTENTION_BU_DEFAULT, ATTENTION_KERNELS,  # noqa: F401
-                         ENGINE_STEP_OVERHEAD_S, ENGINES, KV_FORMATS, MBU_DEFAULT, MBU_HIGH, MBU_LOW, MFU_DEFAULT,
-                         MFU_HIGH, MFU_LOW, RANGE_HIGH, RANGE_LOW, STEP_OVERHEAD_S, WEIGHT_FORMATS, _FIT,
-                         Serving, _allreduce_s, _kv_reads, serving)
+# The step model lives one level down, in serve_step (issue 32); every name it had here still imports
+# from here.
+from .serve_step import (ACTIVATION_BYTES, ALLREDUCE_LATENCY_S, ATTENTION_BU_DEFAULT,  # noqa: F401
+                         ATTENTION_KERNELS, ENGINE_STEP_OVERHEAD_S, ENGINES, KV_FORMATS, MBU_DEFAULT,
+                         MBU_HIGH, MBU_LOW, MFU_DEFAULT, MFU_HIGH, MFU_LOW, RANGE_HIGH, RANGE_LOW,
+                         STEP_OVERHEAD_S, WEIGHT_FORMATS, _FIT, Serving, _allreduce_s, _kv_reads, serving)
 
 #: The tensor-parallel degrees :func:`replicas_for` tries: within one 8-GPU node.
 TP_CHOICES = (1, 2, 4, 8)
@@ -117,9 +119,10 @@ class ServingPlan:
         import pandas as pd
 
         s = self.serving
-        rows = {"gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "pp": s.pp, "ep": s.ep, "replicas": self.replicas,
-                "batch": self.batch,
-                "requests_per_s": self.requests_per_s, "ttft_s": s.ttft_s, "itl_s": s.itl_s, "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
+        rows = {"gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "pp": s.pp, "ep": s.ep,
+                "replicas": self.replicas, "batch": self.batch,
+                "requests_per_s": self.requests_per_s, "ttft_s": s.ttft_s, "itl_s": s.itl_s,
+                "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
                 "capacity_requests_per_s": self.capacity_requests_per_s, "usd_per_hour": self.usd_per_hour,
                 "usd_per_million_output_tokens": s.usd_per_million_output_tokens}
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
@@ -149,10 +152,10 @@ def _explain(m, g, ttft_s, itl_s, firsts) -> str:
     for s in firsts:
         if s.max_batch < 1:
             c = s.kv_capacity
-            parts.append(f"tp={s.tp}: does not fit ({s.weights_bytes_per_gpu / GiB:,.1f} GiB of weights per GPU "
-                         f"+ {c.activation_peak_bytes / GiB:.1f} GiB activation peak + "
-                         f"{(c.non_torch_bytes + c.cuda_graph_bytes) / GiB:.1f} GiB overhead and CUDA graphs + one "
-                         f"sequence's KV cache > {c.usable_bytes / GiB:,.1f} GiB usable)")
+            parts.append(f"tp={s.tp}: does not fit ({s.weights_bytes_per_gpu / GiB:,.1f} GiB of weights per "
+                         f"GPU + {c.activation_peak_bytes / GiB:.1f} GiB activation peak + "
+                         f"{(c.non_torch_bytes + c.cuda_graph_bytes) / GiB:.1f} GiB overhead and CUDA "
+                         f"graphs + one sequence's KV cache > {c.usable_bytes / GiB:,.1f} GiB usable)")
     if fitting:
         best = min(fitting, key=lambda s: (max(s.itl_s / itl_s, s.ttft_s / ttft_s)))
         parts.append(f"closest: tp={best.tp} at batch 1, ITL {best.itl_s * 1e3:,.2f} ms (target "
@@ -163,7 +166,8 @@ def _explain(m, g, ttft_s, itl_s, firsts) -> str:
 
 
 def _cut(x: float) -> float:
-    """``x`` rounded to 9 significant digits, so that a load given as users and the same load given as its rate
+    """``x`` rounded to 9 significant digits, so that a load given as users and the same load given as its
+    rate
     (which went through a division and back) land on the same side of a whole number of replicas."""
     return float(f"{x:.9g}")
 
@@ -186,23 +190,26 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     For each ``tp`` in ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and
     fitting the KV cache is found by bisection (both latencies never fall as the batch grows); the layout with
     the fewest GPUs wins, ties going to the lower ITL. Other keywords go to :func:`serving` (``weights``,
-    ``kv_cache``, ``mbu``, ``mfu``, ``pp``, ...); with ``pp`` pipeline stages each replica is ``tp x pp`` GPUs.
-    When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what came closest.
-    A mixture of experts is served with every expert resident (:func:`serving`); with ``ep=`` each replica is
-    ``ep`` GPUs and only the ``tps`` that divide ``ep`` are tried. Taught in chapter 15.
+    ``kv_cache``, ``mbu``, ``mfu``, ``pp``, ...); with ``pp`` pipeline stages each replica is ``tp x pp``
+    GPUs. When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what came
+    closest. A mixture of experts is served with every expert resident (:func:`serving`); with ``ep=`` each
+    replica is ``ep`` GPUs and only the ``tps`` that divide ``ep`` are tried. Taught in chapter 15.
     """
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     if (requests_per_s is None) == (users is None):
         raise ValueError("give exactly one of requests_per_s (a request rate) or users (concurrent streams)")
-    rps = None if requests_per_s is None else check_number("requests_per_s", requests_per_s, allow_equal=False)
+    rps = None if requests_per_s is None else check_number("requests_per_s", requests_per_s,
+                                                           allow_equal=False)
     users = None if users is None else check_int("users", users)
     think = check_number("think_s", think_s)
     ttft_s = check_number("ttft_s", ttft_s, allow_equal=False)
     itl_s = check_number("itl_s", itl_s, allow_equal=False)
-    tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps, example="(1, 2, 4, 8)")})
+    tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps,
+                                                                               example="(1, 2, 4, 8)")})
     pp = check_int("pp", kwargs.get("pp", 1), maximum=1024)
-    check_layout(m, pp=pp)                # a stage needs a layer: say so before blaming the tensor-parallel degrees
+    # a stage needs a layer: say so before blaming the tensor-parallel degrees
+    check_layout(m, pp=pp)
     ep = check_ep(m, kwargs.get("ep", 1), 1, pp)
     valid = []
     for t in tps:
@@ -215,8 +222,8 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
         valid.append(t)
     if not valid:
         raise ValueError(f"tps={tps}: none is a valid tensor-parallel degree for {m.name} "
-                         f"({m.heads} heads, {m.kv_heads} KV heads" + (f"; tp must divide ep={ep}" if ep > 1 else "")
-                         + ")")
+                         f"({m.heads} heads, {m.kv_heads} KV heads"
+                         + (f"; tp must divide ep={ep}" if ep > 1 else "") + ")")
     kwargs = dict(kwargs, prompt=prompt, output=output)
     best, firsts = None, []
     for t in valid:
@@ -227,7 +234,8 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
         rate = rps if users is None else users / (s.request_s + think)
         # Little's law: rate x R requests in flight, batch per replica; and no more than a replica completes.
         # Any load, however small, needs one replica (it rounds up to 1, never 0).
-        replicas = max(1, math.ceil(_cut(rate * s.request_s / s.batch)), math.ceil(_cut(rate / s.requests_per_s)))
+        replicas = max(1, math.ceil(_cut(rate * s.request_s / s.batch)),
+                       math.ceil(_cut(rate / s.requests_per_s)))
         plan = ServingPlan(replicas * s.gpus, t, s.batch, replicas, s, rate, users)
         if best is None or (plan.gpus, s.itl_s) < (best.gpus, best.serving.itl_s):
             best = plan
@@ -249,8 +257,9 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
     """Cost per million output and input tokens on each GPU type (default: the catalogue), at the cheapest
     layout (tp, batch) that meets ``ttft_s`` and ``itl_s``: for each tp the largest batch that meets them
     (:func:`replicas_for`'s search), then the lowest cost per output token. A GPU where no layout meets the
-    target gets NaN figures and the reason. Prices are the catalogue's (on-demand, dated). A GPU without BF16 (the
-    V100) computes in FP16 at its FP16 rate when ``compute`` is ``"bf16"`` (:func:`~llmsizing.hardware.dense_tflops`),
+    target gets NaN figures and the reason. Prices are the catalogue's (on-demand, dated). A GPU without BF16
+    (the V100) computes in FP16 at its FP16 rate when ``compute`` is ``"bf16"``
+    (:func:`~llmsizing.hardware.dense_tflops`),
     and its ``note`` says so. A mixture of experts is accepted (:func:`serving`; ``ep=`` too). Chapter 15."""
     import pandas as pd
 
@@ -280,13 +289,15 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
                          "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
                          "price_usd_per_gpu_hour": s.price_usd_per_gpu_hour,
                          "usd_per_million_output_tokens": s.usd_per_million_output_tokens,
-                         "usd_per_million_input_tokens": s.usd_per_million_input_tokens, "note": _dtype_note(g, kwargs)})
+                         "usd_per_million_input_tokens": s.usd_per_million_input_tokens,
+                         "note": _dtype_note(g, kwargs)})
         else:
             rows.append({"gpu": g.name, "tp": None, "batch": None, "itl_s": math.nan, "ttft_s": math.nan,
                          "output_tokens_per_s_per_gpu": math.nan,
                          "price_usd_per_gpu_hour": g.price_usd_per_gpu_hour,
                          "usd_per_million_output_tokens": math.nan, "usd_per_million_input_tokens": math.nan,
-                         "note": "; ".join(x for x in ("no layout meets the target", _dtype_note(g, kwargs)) if x)})
+                         "note": "; ".join(x for x in ("no layout meets the target",
+                                                       _dtype_note(g, kwargs)) if x)})
     return pd.DataFrame(rows).set_index("gpu")
 
 

@@ -6,16 +6,17 @@ tensor parallelism, formats, lengths, batch, metric, value, source URL and date,
 ``yes`` rows are fitted on, ``no`` rows are held out and only checked. :func:`fit_serving_constants` finds the
 weight-read bandwidth efficiency, the attention (KV-read) efficiency, the fixed time per engine step and the
 prefill MFU that minimise the squared log ratios ``published / predicted`` over the calibration rows, by a
-deterministic Nelder-Mead search (the library has no SciPy). The three efficiencies are shared by every engine;
-the fixed step time is fitted per engine (``step_overhead_s[engine]``), and a pooled one, fitted over all the
-rows at the shared efficiencies, is the default for an engine without rows. A row's ``attention_kernel`` says
-how its engine's decode attention reads a grouped-query model's KV heads (``grouped`` or ``per-query-head``:
-TensorRT-LLM before its XQA kernel). Besides rates and times, a row may give ``batch_gain`` (throughput at its
-batch over batch 1) or ``grouped_attention_gain`` (the same run with a grouped over a per-query-head kernel). The stated range is the lowest and highest speed ratio
-over every row, calibration and held-out (an engine without its own overhead at the nearest prediction over the
-fitted engines' overheads, :func:`overhead_interval`), rounded outwards to 0.05 (2026-11-26: 23 new held-out rows
-showed that the calibration rows' own spread, 0.75-1.3, held for only 90% of the figures the fit had not seen); ``tools/calibrate_serving.py`` writes both to
-``data/serving_model.csv``.
+deterministic Nelder-Mead search (the library has no SciPy). The three efficiencies are shared by every
+engine; the fixed step time is fitted per engine (``step_overhead_s[engine]``), and a pooled one, fitted over
+all the rows at the shared efficiencies, is the default for an engine without rows. A row's
+``attention_kernel`` says how its engine's decode attention reads a grouped-query model's KV heads
+(``grouped`` or ``per-query-head``: TensorRT-LLM before its XQA kernel). Besides rates and times, a row may
+give ``batch_gain`` (throughput at its batch over batch 1) or ``grouped_attention_gain`` (the same run with a
+grouped over a per-query-head kernel). The stated range is the lowest and highest speed ratio over every row,
+calibration and held-out (an engine without its own overhead at the nearest prediction over the fitted
+engines' overheads, :func:`overhead_interval`), rounded outwards to 0.05 (2026-11-26: 23 new held-out rows
+showed that the calibration rows' own spread, 0.75-1.3, held for only 90% of the figures the fit had not
+seen); ``tools/calibrate_serving.py`` writes both to ``data/serving_model.csv``.
 """
 
 from __future__ import annotations
@@ -71,10 +72,10 @@ def _ratio(r, value, predicted):
 
 
 def overhead_interval() -> tuple[float, float]:
-    """The smallest and largest step overhead fitted for an engine (seconds). An engine without calibration rows
-    may run anywhere in between, so :func:`serving_range` and :func:`published_serving` give such an engine the
-    whole interval instead of the pooled value alone (2026-11-26: LMDeploy's TurboMind at batch 1 on an RTX 4090
-    is 1.6 times as fast as the pooled overhead allows, and near the leanest engine's)."""
+    """The smallest and largest step overhead fitted for an engine (seconds). An engine without calibration
+    rows may run anywhere in between, so :func:`serving_range` and :func:`published_serving` give such an
+    engine the whole interval instead of the pooled value alone (2026-11-26: LMDeploy's TurboMind at batch 1
+    on an RTX 4090 is 1.6 times as fast as the pooled overhead allows, and near the leanest engine's)."""
     return min(ENGINE_STEP_OVERHEAD_S.values()), max(ENGINE_STEP_OVERHEAD_S.values())
 
 
@@ -84,9 +85,9 @@ def _uncalibrated(r, engines) -> bool:
 
 
 def _nearest_ratio(ratio_fast: float, ratio_slow: float) -> float:
-    """The speed ratio to the nearest prediction an overhead interval allows: ``ratio_fast`` is the ratio to the
-    prediction at the smallest overhead (the fastest), ``ratio_slow`` at the largest; 1 when the engine's speed
-    lies between them."""
+    """The speed ratio to the nearest prediction an overhead interval allows: ``ratio_fast`` is the ratio to
+    the prediction at the smallest overhead (the fastest), ``ratio_slow`` at the largest; 1 when the engine's
+    speed lies between them."""
     return ratio_fast if ratio_fast > 1.0 else ratio_slow if ratio_slow < 1.0 else 1.0
 
 
@@ -94,10 +95,11 @@ def published_serving(**constants):
     """``data/serving_published.csv`` with ``predicted`` (:func:`predict_row`), ``published_over_predicted``
     and ``speed_ratio`` (the engine's speed over the model's: for rates the same, for times inverted),
     ``nearest_ratio`` and ``inside``. For an engine with its own fitted overhead ``nearest_ratio`` is the
-    ``speed_ratio``; for an engine without (the prediction uses the pooled overhead) it is the speed ratio to the
-    nearest prediction over :func:`overhead_interval`, 1 when the engine's speed lies inside that interval's
-    predictions. ``inside`` says whether ``nearest_ratio`` lies in the stated range,
-    :data:`llmsizing.serve.RANGE_LOW` to ``RANGE_HIGH``: the range :func:`serving_range` states. Chapter 15."""
+    ``speed_ratio``; for an engine without (the prediction uses the pooled overhead) it is the speed ratio to
+    the nearest prediction over :func:`overhead_interval`, 1 when the engine's speed lies inside that
+    interval's predictions. ``inside`` says whether ``nearest_ratio`` lies in the stated range,
+    :data:`llmsizing.serve.RANGE_LOW` to ``RANGE_HIGH``: the range :func:`serving_range` states.
+    Chapter 15."""
     df = _read()
     preds = [predict_row(r, **constants) for r in df.itertuples()]
     df["predicted"] = preds
@@ -151,7 +153,8 @@ def serving_range(model, gpu, *, engine: str | None = None, **kwargs) -> Serving
 
 
 def _to_constants(x, engine_index):
-    """Constants for one row from the search vector ``[weights_bu, attention_bu, prefill_mfu, t0_engine...]``."""
+    """Constants for one row from the search vector
+    ``[weights_bu, attention_bu, prefill_mfu, t0_engine...]``."""
     return dict(mbu=x[0], attention_bu=x[1], mfu=x[2], step_overhead_s=x[3 + engine_index])
 
 
@@ -197,14 +200,14 @@ def _nelder_mead(f, x0, steps, iters=300):
 
 
 def fit_serving_constants():
-    """Fit the constants on the ``calibration == "yes"`` rows (module docstring). The weight-read and attention
-    bandwidth shares and the prefill MFU are shared by every engine; the fixed step overhead is fitted per engine
-    (each engine's scheduler, sampler and launches are its own), all in one search. The pooled step overhead,
-    the default for an engine without calibration rows, is then fitted over all the rows at the shared
-    constants. Returns ``(constants, low, high)``: a dict ``weights_bu, attention_bu, step_overhead_s,
-    prefill_mfu, engine_step_overhead_s`` (the last a dict engine -> seconds) and the stated range (every row's
-    speed ratio at its engine's constants, or the nearest over :func:`overhead_interval` for an engine without
-    rows, rounded outwards to 0.05)."""
+    """Fit the constants on the ``calibration == "yes"`` rows (module docstring). The weight-read and
+    attention bandwidth shares and the prefill MFU are shared by every engine; the fixed step overhead is
+    fitted per engine (each engine's scheduler, sampler and launches are its own), all in one search. The
+    pooled step overhead, the default for an engine without calibration rows, is then fitted over all the rows
+    at the shared constants. Returns ``(constants, low, high)``: a dict
+    ``weights_bu, attention_bu, step_overhead_s, prefill_mfu, engine_step_overhead_s`` (the last a dict engine
+    -> seconds) and the stated range (every row's speed ratio at its engine's constants, or the nearest over
+    :func:`overhead_interval` for an engine without rows, rounded outwards to 0.05)."""
     df = _read()
     rows = [r for r in df.itertuples() if r.calibration == "yes"]
     engines = sorted({r.engine for r in rows})
@@ -231,8 +234,8 @@ def fit_serving_constants():
             ratios.append(_ratio(r, r.value, predict_row(r, **c, step_overhead_s=t0)))
     low = math.floor(min(ratios) * 20) / 20
     high = math.ceil(max(ratios) * 20) / 20
-    constants = dict(weights_bu=x[0], attention_bu=x[1], step_overhead_s=round(pooled[0], 5), prefill_mfu=x[2],
-                     engine_step_overhead_s=dict(zip(engines, x[3:])))
+    constants = dict(weights_bu=x[0], attention_bu=x[1], step_overhead_s=round(pooled[0], 5),
+                     prefill_mfu=x[2], engine_step_overhead_s=dict(zip(engines, x[3:])))
     return constants, low, high
 
 

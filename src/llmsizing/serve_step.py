@@ -1,10 +1,11 @@
-"""One serving replica, priced (chapter 15, "Serving"): the :class:`Serving` result, the calibrated constants and
-:func:`serving`, which prices a replica's prefill and decode steps on the roofline, the engine's KV capacity
-(:mod:`llmsizing.serve_engine`) and the network model.
+"""One serving replica, priced (chapter 15, "Serving"): the :class:`Serving` result, the calibrated constants
+and :func:`serving`, which prices a replica's prefill and decode steps on the roofline, the engine's KV
+capacity (:mod:`llmsizing.serve_engine`) and the network model.
 
-:mod:`llmsizing.serve` builds on it (how many GPUs a load needs, the batch sweep, the cost by GPU), re-exports every
-name here, and its module docstring tells the whole model. :mod:`llmsizing.serve_calibration` fits the constants
-on published figures and imports from here, never from :mod:`llmsizing.serve` (issue 32: no import circles).
+:mod:`llmsizing.serve` builds on it (how many GPUs a load needs, the batch sweep, the cost by GPU), re-exports
+every name here, and its module docstring tells the whole model. :mod:`llmsizing.serve_calibration` fits the
+constants on published figures and imports from here, never from :mod:`llmsizing.serve` (issue 32: no import
+circles).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from .states import FIXED_OVERHEAD_BYTES
 
 #: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
 #: bytes read, not the FLOPs (the matmuls still run in ``compute``).
-WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "int4-g128", "q8_0", "q6_k", "q4_0", "q4_k", "q4_k_m")
+WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "int4-g128", "q8_0", "q6_k", "q4_0",
+                  "q4_k", "q4_k_m")
 #: KV-cache formats (vLLM's ``kv_cache_dtype``: auto = the model's 16 bits, or fp8).
 KV_FORMATS = ("bf16", "fp16", "fp8", "int8")
 
@@ -42,8 +44,8 @@ MBU_DEFAULT, MBU_LOW, MBU_HIGH = _FIT.weights_bu, 0.6, 0.9
 #: Achieved fraction of HBM bandwidth reading the paged KV cache (attention kernels): calibrated.
 ATTENTION_BU_DEFAULT = _FIT.attention_bu
 #: Fixed time per engine step (scheduling, sampling, kernel launches), seconds: calibrated. The pooled value
-#: (over every calibration row at the shared constants) is the default; :data:`ENGINE_STEP_OVERHEAD_S` holds each
-#: calibrated engine's own, which ``serving(engine=...)`` uses.
+#: (over every calibration row at the shared constants) is the default; :data:`ENGINE_STEP_OVERHEAD_S` holds
+#: each calibrated engine's own, which ``serving(engine=...)`` uses.
 STEP_OVERHEAD_S = _FIT.step_overhead_s
 #: The step overhead fitted per engine (seconds), for the engines with calibration rows.
 ENGINE_STEP_OVERHEAD_S = dict(_FIT.engine_step_overhead_s)
@@ -52,8 +54,8 @@ ENGINES = tuple(ENGINE_STEP_OVERHEAD_S)
 #: Achieved fraction of the dense peak (MFU) in prefill and in decode's matmuls: calibrated, and a range.
 MFU_DEFAULT, MFU_LOW, MFU_HIGH = _FIT.prefill_mfu, 0.4, 0.7
 #: The stated range (rounded outwards): a published serving figure's speed lies within ``RANGE_LOW x`` and
-#: ``RANGE_HIGH x`` the central prediction (the spread of every row of ``data/serving_published.csv``, calibration
-#: and held out; :func:`~llmsizing.serve_calibration.serving_range`).
+#: ``RANGE_HIGH x`` the central prediction (the spread of every row of ``data/serving_published.csv``,
+#: calibration and held out; :func:`~llmsizing.serve_calibration.serving_range`).
 RANGE_LOW, RANGE_HIGH = _FIT.low, _FIT.high
 #: Fixed time per tensor-parallel all-reduce (seconds) of the old model; now used only when a caller passes
 #: ``allreduce_latency_s=`` to :func:`serving` (the default prices all-reduces with the network model).
@@ -214,8 +216,9 @@ class Serving:
         """A one-column DataFrame of the figures, units in the row names."""
         import pandas as pd
 
-        rows = {"gpus": self.gpus, "tp": self.tp, "pp": self.pp, "ep": self.ep, "batch": self.batch, "max_batch": self.max_batch, "fits": self.fits,
-                "mbu": self.mbu, "mfu": self.mfu, "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
+        rows = {"gpus": self.gpus, "tp": self.tp, "pp": self.pp, "ep": self.ep, "batch": self.batch,
+                "max_batch": self.max_batch, "fits": self.fits, "mbu": self.mbu, "mfu": self.mfu,
+                "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
                 "decode_step_s": self.decode_step_s, "itl_s": self.itl_s, "chunk_step_s": self.chunk_step_s,
                 "decode_bound": self.decode_bound,
                 "decode_intensity_flops_per_byte": self.decode_intensity_flops_per_byte,
@@ -228,8 +231,8 @@ class Serving:
 
 
 def _allreduce_s(message_bytes: float, tp: int, link, latency_s: float | None) -> float:
-    """One all-reduce: the network model's (``link`` a GroupLink) or, given ``latency_s``, the old fixed latency
-    plus the ring bytes at the link's one-way bandwidth (``link`` a float, GB/s)."""
+    """One all-reduce: the network model's (``link`` a GroupLink) or, given ``latency_s``, the old fixed
+    latency plus the ring bytes at the link's one-way bandwidth (``link`` a float, GB/s)."""
     if tp == 1:
         return 0.0
     if latency_s is None:
@@ -238,9 +241,9 @@ def _allreduce_s(message_bytes: float, tp: int, link, latency_s: float | None) -
 
 
 #: How a decode attention kernel reads a grouped-query model's KV cache: ``"grouped"`` reads each KV head once
-#: per step for its whole group of query heads; ``"per-query-head"`` runs one kernel block per query head, each
-#: reading its KV head again (``heads / kv_heads`` reads), as TensorRT-LLM's masked multi-head attention did
-#: before its XQA kernel.
+#: per step for its whole group of query heads; ``"per-query-head"`` runs one kernel block per query head,
+#: each reading its KV head again (``heads / kv_heads`` reads), as TensorRT-LLM's masked multi-head attention
+#: did before its XQA kernel.
 ATTENTION_KERNELS = ("grouped", "per-query-head")
 
 
@@ -263,9 +266,9 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     input and ``output`` generated tokens.
 
     Per GPU, with ``W`` the weight bytes (:func:`~llmsizing.inference.weights_bytes`), ``K`` the KV bytes per
-    token, ``F(s)`` the forward FLOPs per token at context ``s`` (:func:`~llmsizing.flops.forward_flops_per_token`),
-    ``B`` the HBM bandwidth, ``P`` the dense peak in ``compute``, ``t0`` = ``step_overhead_s``, ``T`` =
-    ``max_num_batched_tokens`` (the prefill chunk):
+    token, ``F(s)`` the forward FLOPs per token at context ``s``
+    (:func:`~llmsizing.flops.forward_flops_per_token`), ``B`` the HBM bandwidth, ``P`` the dense peak in
+    ``compute``, ``t0`` = ``step_overhead_s``, ``T`` = ``max_num_batched_tokens`` (the prefill chunk):
 
     * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp, in ``c = ceil(n x prompt / T)``
       chunks, each reading ``W/tp``; time ``max(FLOPs / (P mfu), c W / (B mbu) + KV written / (B
@@ -288,64 +291,67 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     :data:`ENGINES`) takes that engine's own, and the default (``None``) the pooled one. ``attention_kernel``
     says how decode attention reads a grouped-query model's KV heads (:data:`ATTENTION_KERNELS`): once per KV
     head (``"grouped"``, the default) or once per query head (``"per-query-head"``, ``heads / kv_heads`` times
-    the bytes, as TensorRT-LLM before its XQA kernel). Issue 22 changed the defaults and added the keywords after
-    ``price_usd_per_gpu_hour``; old calls run unchanged. ``tp`` must divide the heads and the MLP, and divide or
-    be a multiple of the KV heads (:func:`llmsizing.parallel.check_layout`). Quantised ``weights``
+    the bytes, as TensorRT-LLM before its XQA kernel). Issue 22 changed the defaults and added the keywords
+    after ``price_usd_per_gpu_hour``; old calls run unchanged. ``tp`` must divide the heads and the MLP, and
+    divide or be a multiple of the KV heads (:func:`llmsizing.parallel.check_layout`). Quantised ``weights``
     (fp8/int8/int4) are fewer bytes to read, the same FLOPs. Prices default to the catalogue's. Chapter 15.
 
     ``pp`` splits the layers over that many pipeline stages of ``tp`` GPUs each (vLLM's
-    ``--pipeline-parallel-size``; the replica is ``tp x pp`` GPUs), as vLLM runs it (docs, "Distributed inference
-    and serving"; RFCs vllm-project/vllm#4461 and #11945):
+    ``--pipeline-parallel-size``; the replica is ``tp x pp`` GPUs), as vLLM runs it (docs, "Distributed
+    inference and serving"; RFCs vllm-project/vllm#4461 and #11945):
 
     * each GPU holds its stage's layers: ``ceil(L / pp) / L`` of the weights and of each sequence's KV cache
       (:func:`~llmsizing.serve_engine.stage_share`), so ``max_batch`` grows with the freed memory;
     * decode keeps ``pp`` micro-batches of ``m = ceil(batch / pp)`` sequences in flight, one per stage. A
       micro-batch's token passes every stage in turn, so ``decode_step_s`` (its ITL) is ``pp`` stage times at
       batch ``m`` (the largest stage's pace; the whole model's step at batch ``m`` when ``pp`` divides the
-      layers) plus ``pp - 1`` sends of its activations between stages, plus ``t0``; the replica makes ``batch``
-      tokens per ITL. Each stage's weights are read once per micro-batch, so pipeline stages buy memory and
-      throughput, not latency;
-    * a send (``pp_send_s``) moves vLLM's ``IntermediateTensors``, the hidden states and the residual (2 x tokens
-      x hidden x 2 bytes): each of the ``tp`` GPUs sends ``1 / tp`` of it to its peer in the next stage, which
-      all-gathers it over its tensor-parallel group (``send_tensor_dict(..., all_gather_group=tp_group)``). Both are
-      priced by the network model, the send on the pipeline group's link (ranks ``tp`` apart: across nodes once
-      ``tp x pp`` exceeds the node);
+      layers) plus ``pp - 1`` sends of its activations between stages, plus ``t0``; the replica makes
+      ``batch`` tokens per ITL. Each stage's weights are read once per micro-batch, so pipeline stages buy
+      memory and throughput, not latency;
+    * a send (``pp_send_s``) moves vLLM's ``IntermediateTensors``, the hidden states and the residual (2 x
+      tokens x hidden x 2 bytes): each of the ``tp`` GPUs sends ``1 / tp`` of it to its peer in the next
+      stage, which all-gathers it over its tensor-parallel group
+      (``send_tensor_dict(..., all_gather_group=tp_group)``). Both are priced by the network model, the send
+      on the pipeline group's link (ranks ``tp`` apart: across nodes once ``tp x pp`` exceeds the node);
     * prefill: a prompt's ``c`` chunks flow through the stages like micro-batches (vLLM V1's chunked pipeline
-      parallelism, vllm-project/vllm#13637 and #38726), so the TTFT is ``(c + pp - 1)`` stage times of one chunk,
-      plus ``pp - 1`` sends, plus ``c t0``: a long prompt (``c >> pp``) is prefilled about ``pp`` times faster, a
-      single chunk no faster. Chunks are taken as equal; later ones attend to more context, so the drain is
-      slightly under-estimated. Other sequences' prefills riding along with decode cost each stage its share.
+      parallelism, vllm-project/vllm#13637 and #38726), so the TTFT is ``(c + pp - 1)`` stage times of one
+      chunk, plus ``pp - 1`` sends, plus ``c t0``: a long prompt (``c >> pp``) is prefilled about ``pp`` times
+      faster, a single chunk no faster. Chunks are taken as equal; later ones attend to more context, so the
+      drain is slightly under-estimated. Other sequences' prefills riding along with decode cost each stage
+      its share.
 
-    **A mixture of experts** (chapter 15, "Serving a mixture of experts"; issue 24) keeps every expert resident
-    (the weights are the total parameters), but a decode step reads only the experts its tokens are routed to:
-    every other weight once plus, per MoE layer, the ``E (1 - (1 - k/E)^B)`` distinct experts ``B`` tokens touch
-    under uniform routing (:func:`~llmsizing.inference.moe_expert_bytes_read`; an upper bound for a real,
-    skewed router). Its FLOPs are the active parameters' (:func:`~llmsizing.flops.forward_flops_per_token`). With
-    multi-head latent attention (DeepSeek-V3) a decode step reads the latent cache (576 numbers per token and
-    layer, not split by ``tp``: :func:`~llmsizing.serve_engine.kv_split`) and does the absorbed path's attention
-    FLOPs (:func:`~llmsizing.flops.mla_decode_flops_per_token`, as vLLM and SGLang decode); prefill keeps the
-    expanded per-head attention, as their prefill kernels do. ``experts_touched`` reports the expected distinct
-    experts per MoE layer of a decode step.
+    **A mixture of experts** (chapter 15, "Serving a mixture of experts"; issue 24) keeps every expert
+    resident (the weights are the total parameters), but a decode step reads only the experts its tokens are
+    routed to: every other weight once plus, per MoE layer, the ``E (1 - (1 - k/E)^B)`` distinct experts ``B``
+    tokens touch under uniform routing (:func:`~llmsizing.inference.moe_expert_bytes_read`; an upper bound for
+    a real, skewed router). Its FLOPs are the active parameters'
+    (:func:`~llmsizing.flops.forward_flops_per_token`). With multi-head latent attention (DeepSeek-V3) a
+    decode step reads the latent cache (576 numbers per token and layer, not split by ``tp``:
+    :func:`~llmsizing.serve_engine.kv_split`) and does the absorbed path's attention FLOPs
+    (:func:`~llmsizing.flops.mla_decode_flops_per_token`, as vLLM and SGLang decode); prefill keeps the
+    expanded per-head attention, as their prefill kernels do. ``experts_touched`` reports the expected
+    distinct experts per MoE layer of a decode step.
 
     ``ep`` (expert parallelism; a mixture of experts only) spreads the routed experts over ``ep`` GPUs, each
     holding ``E / ep`` of every MoE layer's experts (``ep`` divides ``E``), or one each when ``ep >= E``, the
-    other ``ep - E`` GPUs holding redundant copies of busy experts, as DeepSeek's decode unit's 64 extra GPUs do
-    (then the expert bytes per GPU are ``1 / E`` of them and the expert FLOPs still spread over ``ep``), and makes the replica those ``ep`` GPUs. Attention, the
-    dense layers, the router and the shared experts are split over groups of ``tp`` GPUs, ``ep / tp`` groups
-    running data-parallel, each on its own sequences: DeepSeek-V3's published inference layout (DeepSeek-V3
-    technical report, arXiv:2412.19437, Sec. 3.4: prefill on 32 GPUs, attention TP4 with sequence parallelism and
-    DP8, experts EP32; decode on 320 GPUs, attention TP4 SP DP80, experts EP320) and SGLang's/vLLM's "DP
-    attention" with ``--enable-expert-parallel`` (``tp = ep``: one group). Per GPU, a decode step of ``B``
-    sequences reads ``(W - R) / tp`` plus ``1 / ep`` of the routed experts the whole batch touches, its
-    attention group's ``ceil(B / (ep / tp))`` sequences' cache, and does those sequences' non-expert FLOPs over
-    ``tp`` plus ``1 / ep`` of the batch's expert FLOPs. Each MoE layer adds a dispatch and a combine
-    all-to-all over the ``ep`` GPUs (``all_to_all_s`` is one of them): each GPU's tokens (its group's over
-    ``tp``: sequence parallelism) x ``k`` hidden vectors of 16 bits, of which ``(ep - 1) / ep`` leave the GPU,
-    priced on the network model as one concurrent exchange (:func:`all_to_all_s`: one latency, the bytes for
-    the GPU's own node over NVLink and the rest over its NIC, the slower of the two). Attention's all-reduce (one per
-    layer) and the dense layers' MLP all-reduces stay on the ``tp`` group. Left out: DeepSeek's node-limited
-    routing and redundant experts, load imbalance between EP ranks, the two-micro-batch overlap that hides the
-    all-to-all (so the EP step is an upper bound there), and ``ep`` with ``pp`` (refused).
+    other ``ep - E`` GPUs holding redundant copies of busy experts, as DeepSeek's decode unit's 64 extra GPUs
+    do (then the expert bytes per GPU are ``1 / E`` of them and the expert FLOPs still spread over ``ep``),
+    and makes the replica those ``ep`` GPUs. Attention, the dense layers, the router and the shared experts
+    are split over groups of ``tp`` GPUs, ``ep / tp`` groups running data-parallel, each on its own sequences:
+    DeepSeek-V3's published inference layout (DeepSeek-V3 technical report, arXiv:2412.19437, Sec. 3.4:
+    prefill on 32 GPUs, attention TP4 with sequence parallelism and DP8, experts EP32; decode on 320 GPUs,
+    attention TP4 SP DP80, experts EP320) and SGLang's/vLLM's "DP attention" with ``--enable-expert-parallel``
+    (``tp = ep``: one group). Per GPU, a decode step of ``B`` sequences reads ``(W - R) / tp`` plus ``1 / ep``
+    of the routed experts the whole batch touches, its attention group's ``ceil(B / (ep / tp))`` sequences'
+    cache, and does those sequences' non-expert FLOPs over ``tp`` plus ``1 / ep`` of the batch's expert FLOPs.
+    Each MoE layer adds a dispatch and a combine all-to-all over the ``ep`` GPUs (``all_to_all_s`` is one of
+    them): each GPU's tokens (its group's over ``tp``: sequence parallelism) x ``k`` hidden vectors of 16
+    bits, of which ``(ep - 1) / ep`` leave the GPU, priced on the network model as one concurrent exchange
+    (:func:`all_to_all_s`: one latency, the bytes for the GPU's own node over NVLink and the rest over its
+    NIC, the slower of the two). Attention's all-reduce (one per layer) and the dense layers' MLP all-reduces
+    stay on the ``tp`` group. Left out: DeepSeek's node-limited routing and redundant experts, load imbalance
+    between EP ranks, the two-micro-batch overlap that hides the all-to-all (so the EP step is an upper bound
+    there), and ``ep`` with ``pp`` (refused).
     """
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
@@ -358,11 +364,13 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     prompt = check_int("prompt", prompt)
     output = check_int("output", output)
     batch = check_int("batch", batch)
-    if prompt + output > MAX_MEANINGFUL:          # (the context a sequence reaches; say so in the caller's words)
+    # (the context a sequence reaches; say so in the caller's words)
+    if prompt + output > MAX_MEANINGFUL:
         raise ValueError(f"prompt + output must be <= {MAX_MEANINGFUL:,} tokens, got {prompt:,} + {output:,}")
     if tp > 1 and batch * prompt * m.hidden * ACTIVATION_BYTES > MAX_MEANINGFUL:
-        raise ValueError(f"batch x prompt = {batch:,} x {prompt:,} tokens prefilled at once: their tensor-parallel "
-                         f"all-reduce would exceed {MAX_MEANINGFUL:,} bytes; give a smaller batch or prompt")
+        raise ValueError(f"batch x prompt = {batch:,} x {prompt:,} tokens prefilled at once: their "
+                         f"tensor-parallel all-reduce would exceed {MAX_MEANINGFUL:,} bytes; give a smaller "
+                         "batch or prompt")
     mbu = check_fraction("mbu", mbu)
     mfu = check_fraction("mfu", mfu)
     attention_bu = check_fraction("attention_bu", attention_bu)
@@ -428,11 +436,12 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     def a2a(tokens_gpu):         # dispatch + combine all-to-alls of every MoE layer, `tokens_gpu` per GPU
         if ep == 1:
             return 0.0
-        return 2 * m.n_moe_layers * all_to_all_s(tokens_gpu * m.experts_per_token * m.hidden * ACTIVATION_BYTES,
-                                                 ep, g, node_obj)
+        return 2 * m.n_moe_layers * all_to_all_s(
+            tokens_gpu * m.experts_per_token * m.hidden * ACTIVATION_BYTES, ep, g, node_obj)
 
     def ep_ar(tokens):           # with ep, the tp group's all-reduces: attention's per layer, dense MLPs' own
-        return (m.layers + m.n_dense_layers) * _allreduce_s(tokens * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+        return (m.layers + m.n_dense_layers) * _allreduce_s(tokens * m.hidden * ACTIVATION_BYTES, tp, link,
+                                                            lat)
 
     def ar(tokens):   # the two all-reduces per layer of `tokens` activations, split into chunks of T tokens
         full, rest = divmod(tokens, chunk)
@@ -459,7 +468,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             comm = ar(n * prompt)
         else:
             full, rest = divmod(group * prompt, chunk)
-            comm = sum(k * (ep_ar(t) + a2a(t / tp)) for k, t in ((full, chunk), (1 if rest else 0, rest)) if k)
+            comm = sum(k * (ep_ar(t) + a2a(t / tp)) for k,
+                       t in ((full, chunk), (1 if rest else 0, rest)) if k)
         return flops, read, flops / (peak * mfu), memory, comm, chunks
 
     pre_flops, pre_bytes, pre_compute, pre_memory, pre_comm, pre_chunks = prefill(1)
@@ -481,7 +491,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         per_token = (2 * matmul_params(m) + mla_decode_flops_per_token(m, context=cached).absorbed_core
                      if m.is_mla else forward_flops_per_token(m, seq=ctx))
         dec_flops = per_gpu_flops(math.ceil(mb / dp), mb, per_token)
-    seqs_gpu = math.ceil(mb / dp)                 # sequences whose cache this GPU holds (its attention group's)
+    # sequences whose cache this GPU holds (its attention group's)
+    seqs_gpu = math.ceil(mb / dp)
     kv_read = seqs_gpu * kv_tok_gpu * cached * _kv_reads(m, attention_kernel)
     w_read = weights_read(mb)
     dec_bytes = w_read + kv_read
@@ -495,7 +506,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     # what one prompt's prefill adds to the decode steps it rides along with (its weights read is shared; each
     # stage does its share)
     interleave = (pre_compute + pre_comm) * share
-    if ep > 1:        # the attention groups prefill their own sequences side by side: the batch's cost, shared
+    # the attention groups prefill their own sequences side by side: the batch's cost, shared
+    if ep > 1:
         interleave = (all_compute + all_comm) / batch
     c_tok = min(prompt, chunk)
     if ep == 1:
@@ -512,7 +524,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         overhead_bytes_per_gpu=overhead, max_batch=max_batch, prefill_flops_per_gpu=pre_flops * share,
         prefill_bytes_per_gpu=pre_bytes * share, prefill_compute_s=pre_compute * fill,
         prefill_memory_s=pre_memory * fill, prefill_comm_s=pre_comm * fill + pre_send,
-        batch_prefill_s=max(all_compute, all_memory) * fill_all + all_comm * fill_all + all_send + all_chunks * t0,
+        batch_prefill_s=max(all_compute,
+                            all_memory) * fill_all + all_comm * fill_all + all_send + all_chunks * t0,
         decode_context=ctx, decode_flops_per_gpu=dec_flops * share, decode_bytes_per_gpu=dec_bytes * share,
         decode_compute_s=dec_flops / (peak * mfu) * pace, decode_memory_s=dec_memory * pace,
         decode_comm_s=dec_comm * pace + dec_send,

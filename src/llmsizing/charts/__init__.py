@@ -1,13 +1,13 @@
 """Figures for the book. Each chapter's figure is a ``render_*`` function that returns a :class:`View`
 (a matplotlib figure plus a plain-text summary). The notebook's checked cell calls ``show(render_x())``; the
 chapter's widget (in :mod:`llmsizing.widgets`) calls the same function on every change, so the static page,
-the tests and the live widget all draw the same thing. A widget passes ``into=`` the figure it keeps, so that a
-redraw empties and reuses its axes (:func:`figure_axes`) instead of building a new figure: same drawing, a
+the tests and the live widget all draw the same thing. A widget passes ``into=`` the figure it keeps, so that
+a redraw empties and reuses its axes (:func:`figure_axes`) instead of building a new figure: same drawing, a
 fraction of the time (``benchmarks/bench.py``).
 
 One module per part of the book, each importing only :mod:`~llmsizing.charts.base` (the palette, :class:`View`
-and :func:`show`, figure and axes reuse, bars, log axes and short numbers) and its own chapter modules (below),
-never each other:
+and :func:`show`, figure and axes reuse, bars, log axes and short numbers) and its own chapter modules
+(below), never each other:
 
 * :mod:`~llmsizing.charts.one_gpu`: Part I, chapters 1-5 (chapter 5's figures in
   :mod:`~llmsizing.charts.one_gpu_measure`);
@@ -19,51 +19,52 @@ never each other:
 * :mod:`~llmsizing.charts.moe`: Part V, chapter 18.
 
 A part over 600 lines keeps some chapters' figures in chapter modules of its own, which import only
-:mod:`~llmsizing.charts.base`; the part imports them and re-exports every name (issue 32), so the package imports
-the parts alone.
+:mod:`~llmsizing.charts.base`; the part imports them and re-exports every name (issue 32), so the package
+imports the parts alone.
 
 Every top-level name of these modules is re-exported here, private helpers included (tests and widgets use a
 few), so ``from llmsizing.charts import X`` and ``charts.X`` keep working as they did when ``charts`` was one
 module (``tests/test_charts_package.py`` checks it). The objects are shared, not copied (``charts.COLORS`` is
-``charts.base.COLORS``), but rebinding a name here (``charts.X = ...``) does not reach the module that defines and
-reads it: set it there.
+``charts.base.COLORS``), but rebinding a name here (``charts.X = ...``) does not reach the module that defines
+and reads it: set it there.
 
 No formula lives here: render functions only call the library and draw.
 """
 
 # What every figure shares: the palette, views, figure and axes reuse, bars, numbers and log axes.
-from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, blank_figure, capacity_line,
-                   figure_alt_text, figure_axes, new_figure, reset_axes, show, stacked_bars)
-from .base import (_SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns, _fixed_figure, _flat,  # noqa: F401
-                   _inch_margins, _kept_legend, _log_axis, _png_kwargs, _short_number, _stage_memory_columns,
-                   _step_time_bars, _suffixed,
-                   _tokens, _usd)
+from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, blank_figure,
+                   capacity_line, figure_alt_text, figure_axes, new_figure, reset_axes, show, stacked_bars)
+from .base import (_SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns,  # noqa: F401
+                   _fixed_figure, _flat, _inch_margins, _kept_legend, _log_axis, _png_kwargs, _short_number,
+                   _stage_memory_columns, _step_time_bars, _suffixed, _tokens, _usd)
 
 # Part I, one GPU (ch 1-5): parameters, model states, inference memory, activations, measurements.
-from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS, MMB_SEQS, MODEL_STATES_COMPARE,
-                      RECOMPUTE_COLORS, render_activation_memory, render_inference_memory, render_inference_vs_context,
-                      render_max_micro_batch, render_model_states, render_parameter_counts, render_parameter_shares,
+from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS, MMB_SEQS,
+                      MODEL_STATES_COMPARE, RECOMPUTE_COLORS, render_activation_memory,
+                      render_inference_memory, render_inference_vs_context, render_max_micro_batch,
+                      render_model_states, render_parameter_counts, render_parameter_shares,
                       render_prediction_vs_measurement, render_step_phases, render_step_timeline)
 from .one_gpu import (_CAPACITY_COLORS, _CAPACITY_STYLES, _PHASE_SHADES, _TIMELINE_PHASES,  # noqa: F401
                       _drop_offscreen_capacity_lines, _gpu_lines, _mark_beyond_max_seq, _seq_label, _zero3)
 
-# Part II, many GPUs (ch 6-9): GPUs and the decode roofline, ZeRO and data parallelism, the pipeline bubble and
-# the parallelism explorer, measured collectives.
+# Part II, many GPUs (ch 6-9): GPUs and the decode roofline, ZeRO and data parallelism, the pipeline bubble
+# and the parallelism explorer, measured collectives.
 from .many_gpus import (BUS_BANDWIDTH_SIZES, DECODE_BATCHES, DP_SCALING_PANELS, render_bus_bandwidth,
                         render_collectives_vs_prediction, render_decode_roofline, render_dp_scaling,
-                        render_gpu_landscape, render_parallel_explorer, render_pipeline_bubble, render_zero_stages)
+                        render_gpu_landscape, render_parallel_explorer, render_pipeline_bubble,
+                        render_zero_stages)
 from .many_gpus import _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # noqa: F401
 
-# Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case studies' check,
-# the seed audit.
+# Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case
+# studies' check, the seed audit.
 from .time_money import (CALIBRATION_COLORS, COST_GPUS, GOODPUT_GPUS, GOODPUT_STORAGE_GB_PER_S, PLAN_GPUS,
                          SCALING_FIT_COLORS, SCALING_RUNS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS,
-                         TIME_GPU_COUNTS, plan_notes,
-                         render_compute_optimal, render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus,
-                         render_goodput, render_mfu_calibration, render_plan, render_prediction_check,
-                         render_seed_audit, render_training_time, resolve_model_name)
-from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _log_norm,  # noqa: F401
-                         _plan_groups, _plan_label, _rect)
+                         TIME_GPU_COUNTS, plan_notes, render_compute_optimal, render_cost_by_gpu,
+                         render_cost_sensitivity, render_cost_vs_gpus, render_goodput, render_mfu_calibration,
+                         render_plan, render_prediction_check, render_seed_audit, render_training_time,
+                         resolve_model_name)
+from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text,  # noqa: F401
+                         _log_norm, _plan_groups, _plan_label, _rect)
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, SPECULATIVE_COLORS, SPECULATIVE_KS,
@@ -77,8 +78,8 @@ from .moe import MOE_LAYOUT_DEFAULT, MOE_TIME_COLORS, render_moe_layout
 
 __all__ = [
     # what every figure shares
-    "COLORS", "DPI", "EXPLORER_TIME_COLORS", "GPU_COLORS", "FixedView", "View", "blank_figure", "capacity_line",
-    "figure_alt_text", "figure_axes", "new_figure", "reset_axes", "show", "stacked_bars",
+    "COLORS", "DPI", "EXPLORER_TIME_COLORS", "GPU_COLORS", "FixedView", "View", "blank_figure",
+    "capacity_line", "figure_alt_text", "figure_axes", "new_figure", "reset_axes", "show", "stacked_bars",
     # Part I
     "ACT_LABELS", "MEASURE_COLORS", "MEASURE_STYLES", "MEASURE_SWEEPS", "MMB_SEQS", "MODEL_STATES_COMPARE",
     "RECOMPUTE_COLORS", "render_activation_memory", "render_inference_memory", "render_inference_vs_context",
@@ -86,18 +87,18 @@ __all__ = [
     "render_prediction_vs_measurement", "render_step_phases", "render_step_timeline",
     # Part II
     "BUS_BANDWIDTH_SIZES", "DECODE_BATCHES", "DP_SCALING_PANELS", "render_bus_bandwidth",
-    "render_collectives_vs_prediction", "render_decode_roofline",
-    "render_dp_scaling", "render_gpu_landscape", "render_parallel_explorer", "render_pipeline_bubble",
-    "render_zero_stages",
+    "render_collectives_vs_prediction", "render_decode_roofline", "render_dp_scaling", "render_gpu_landscape",
+    "render_parallel_explorer", "render_pipeline_bubble", "render_zero_stages",
     # Part III
-    "CALIBRATION_COLORS", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS", "TIME_GPU_COUNTS",
-    "plan_notes", "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus", "render_plan", "render_prediction_check",
-    "render_mfu_calibration", "render_seed_audit", "render_training_time", "resolve_model_name",
-    "GOODPUT_GPUS", "GOODPUT_STORAGE_GB_PER_S", "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal",
-    "render_goodput",
+    "CALIBRATION_COLORS", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS",
+    "TIME_GPU_COUNTS", "plan_notes", "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus",
+    "render_plan", "render_prediction_check", "render_mfu_calibration", "render_seed_audit",
+    "render_training_time", "resolve_model_name", "GOODPUT_GPUS", "GOODPUT_STORAGE_GB_PER_S",
+    "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal", "render_goodput",
     # Part IV
-    "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory", "render_serving_cost", "render_serving_curve",
+    "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory",
+    "render_serving_cost", "render_serving_curve",
     # Part V
-    "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap", "MOE_LAYOUT_DEFAULT", "MOE_TIME_COLORS",
-    "render_moe_layout",
+    "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap", "MOE_LAYOUT_DEFAULT",
+    "MOE_TIME_COLORS", "render_moe_layout",
 ]

@@ -2,11 +2,11 @@
 component (:func:`render_parameter_counts`, :func:`render_parameter_shares`); chapter 2, the model states of
 each recipe and optimizer against GPU capacities (:func:`render_model_states`); chapter 3, serving memory
 against the ``1.2 x weights`` rule (:func:`render_inference_memory`, :func:`render_inference_vs_context`);
-chapter 4, activation memory, the peak of a step and the largest micro-batch (:func:`render_activation_memory`,
-:func:`render_step_phases`, :func:`render_max_micro_batch`). Chapter 5's figures, the library against PyTorch's
-measurements (:func:`render_prediction_vs_measurement`, :func:`render_step_timeline`, also in chapter 4), live
-in :mod:`~llmsizing.charts.one_gpu_measure`; this module imports every name of theirs and re-exports it (issue
-32: each module under 600 lines).
+chapter 4, activation memory, the peak of a step and the largest micro-batch
+(:func:`render_activation_memory`, :func:`render_step_phases`, :func:`render_max_micro_batch`). Chapter 5's
+figures, the library against PyTorch's measurements (:func:`render_prediction_vs_measurement`,
+:func:`render_step_timeline`, also in chapter 4), live in :mod:`~llmsizing.charts.one_gpu_measure`; this
+module imports every name of theirs and re-exports it (issue 32: each module under 600 lines).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -43,8 +43,8 @@ def render_parameter_counts(model="llama-2-7b", *, into: Figure | None = None, *
     comps = [c for c in COMPONENTS if parts[c]]
     stacked_bars(ax, [m.name], {c: [parts[c]] for c in comps}, unit=1e9)
     ax.set_xlabel("parameters (billions)")
-    fig.legend(*ax.get_legend_handles_labels(), ncols=len(comps), loc="lower center", bbox_to_anchor=(0.5, 0.0),
-               fontsize=8, frameon=False)
+    fig.legend(*ax.get_legend_handles_labels(), ncols=len(comps), loc="lower center",
+               bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False)
     ax.set_title(f"{label}: {fmt_count(m.n_params)} parameters", fontsize=10)
     lines = [f"{label}: {m.n_params:,} parameters"]
     lines += [f"  {c:<10s} {parts[c]:>16,d}  ({parts[c] / m.n_params:6.1%})" for c in comps]
@@ -62,7 +62,8 @@ def render_parameter_shares(models=None) -> View:
 
     if models is None:
         models = list_models()
-    ms = [resolve_model(m, moe=True) for m in check_sequence("models", models, example="['gpt2', 'llama-3-8b']")]
+    ms = [resolve_model(m, moe=True) for m in check_sequence("models", models,
+                                                             example="['gpt2', 'llama-3-8b']")]
     parts = [m.param_breakdown() for m in ms]
     comps = [c for c in COMPONENTS if any(p[c] for p in parts)]
     fig, ax = new_figure(7.5, 0.42 * len(ms) + 1.4)
@@ -174,8 +175,9 @@ def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="a
                  fontsize=10)
     fig.legend(*ax.get_legend_handles_labels(), ncols=4, loc="lower center", bbox_to_anchor=(0.5, 0.0),
                fontsize=7.5, frameon=False)
-    lines = [f"{m.name} ({m.n_params:,} params), {precision} + {optimizer}: {sel.bytes_per_param:.4g} B/param "
-             f"= {sel.total_bytes / GiB:,.1f} GiB = {sel.total_bytes / GB:,.1f} GB of model states",
+    lines = [f"{m.name} ({m.n_params:,} params), {precision} + {optimizer}: "
+             f"{sel.bytes_per_param:.4g} B/param = {sel.total_bytes / GiB:,.1f} GiB = "
+             f"{sel.total_bytes / GB:,.1f} GB of model states",
              "  " + " | ".join(f"{k} {v[pairs.index((precision, optimizer))] / GiB:,.1f} GiB"
                                for k, v in stacks.items())]
     for g in gs:
@@ -230,7 +232,8 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
              f"({r.rule_of_thumb_bytes / r.total_bytes - 1:+.0%} vs this book)"]
     for g in gs:
         # both totals carry their own allowance (1 GiB + 8%, or the rule's 20%): the whole GPU is usable
-        n, n_rule = (min_gpus_for_bytes(x, g, usable_fraction=1.0) for x in (r.total_bytes, r.rule_of_thumb_bytes))
+        n, n_rule = (min_gpus_for_bytes(x, g, usable_fraction=1.0) for x in (r.total_bytes,
+                                                                             r.rule_of_thumb_bytes))
         lines.append(f"  {g.name} ({g.memory_gib:.1f} GiB): needs ≥ {n} (rule says {n_rule})")
     return FixedView(fig, "\n".join(lines))
 
@@ -256,7 +259,8 @@ def render_inference_vs_context(model="llama-3-8b", batches=(1, 8, 32), weights=
     fig, ax = _inch_margins(7.5, 3.8, left=0.75, bottom=0.95)
     lines = [f"{m.name}: total serving memory (GiB), weights {weights}, KV cache {kv_cache}",
              f"{'context':>9s}" + "".join(f"{'batch ' + str(b):>11s}" for b in batches)]
-    table = {b: [inference_memory(m, batch=b, context=c, weights=weights, kv_cache=kv_cache) for c in contexts]
+    table = {b: [inference_memory(m, batch=b, context=c, weights=weights,
+                                  kv_cache=kv_cache) for c in contexts]
              for b in batches}
     colors = ("#0072B2", "#E69F00", "#D55E00", "#009E73", "#CC79A7", "#555555")
     for i, b in enumerate(batches):
@@ -302,8 +306,8 @@ def _mark_beyond_max_seq(ax, x0: float, x1: float, max_seq: int, *, in_margin: b
     ax.axvspan(x0, x1, facecolor="none", edgecolor="0.75", hatch="//", lw=0, zorder=0.5)
     if in_margin:
         ax.annotate(f"hatched: beyond max_seq ({_seq_label(max_seq)}),\nthe positions extrapolated",
-                    (1.0, 0.0), xycoords="axes fraction", xytext=(8, 0), textcoords="offset points", ha="left",
-                    va="bottom", fontsize=7, color="0.4")
+                    (1.0, 0.0), xycoords="axes fraction", xytext=(8, 0), textcoords="offset points",
+                    ha="left", va="bottom", fontsize=7, color="0.4")
         return
     ax.annotate(f"beyond max_seq ({_seq_label(max_seq)})", (x0, 1.0), xycoords=("data", "axes fraction"),
                 xytext=(3, -3), textcoords="offset points", ha="left", va="top", fontsize=7, color="0.4")
@@ -380,15 +384,15 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("GiB per GPU")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
-    ax.set_title(f"{m.name}, micro-batch {batch}, {attention} attention, recompute={recompute}, {stack} stack "
-                 f"({states})", fontsize=9, loc="left")
+    ax.set_title(f"{m.name}, micro-batch {batch}, {attention} attention, recompute={recompute}, "
+                 f"{stack} stack ({states})", fontsize=9, loc="left")
 
     acts = chosen.activations
     fit = "fits" if chosen.total_bytes <= g.memory_bytes else "does NOT fit"
     bmax = max_micro_batch(m, g, seq, precision=precision, attention=attention, recompute=recompute,
                            dropout=dropout, parallel=par, stack=stack)
-    lines = [f"{m.name} at {seq:,} tokens x micro-batch {batch}, {attention} attention, recompute={recompute}, "
-             f"{precision}, {stack} stack, {states}:",
+    lines = [f"{m.name} at {seq:,} tokens x micro-batch {batch}, {attention} attention, "
+             f"recompute={recompute}, {precision}, {stack} stack, {states}:",
              f"  model states     "
              f"{fmt_gib(chosen.weights_bytes + chosen.gradients_bytes + chosen.optimizer_bytes):>12s}",
              f"  activations      {fmt_gib(acts.total_bytes):>12s}"]
@@ -396,7 +400,8 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
               if acts.breakdown[c]]
     lines += [f"  peak of the step {fmt_gib(chosen.peak_bytes):>12s}  (in the {chosen.peak_phase})",
               f"  overhead         {fmt_gib(chosen.overhead_bytes):>12s}",
-              f"  total            {fmt_gib(chosen.total_bytes):>12s}  -> {fit} on {g.name} ({g.memory_gib:.1f} GiB)",
+              f"  total            {fmt_gib(chosen.total_bytes):>12s}  -> {fit} on {g.name} "
+              f"({g.memory_gib:.1f} GiB)",
               f"  largest micro-batch that fits at {seq:,} tokens: {bmax}"]
     if seq > m.max_seq:
         lines.append(f"  ({seq:,} tokens is beyond the {m.max_seq:,} the model was trained with: "
@@ -416,8 +421,8 @@ def render_step_phases(model="llama-3-8b", seq: int = 8192, batch: int = 1, atte
     m = resolve_model(model)
     g = get_gpu(gpu)
     par = _zero3(zero3_gpus)
-    t = training_memory(m, batch=batch, seq=seq, attention=attention, recompute=recompute, precision=precision,
-                        parallel=par, stack=stack, optimizer_impl=optimizer_impl)
+    t = training_memory(m, batch=batch, seq=seq, attention=attention, recompute=recompute,
+                        precision=precision, parallel=par, stack=stack, optimizer_impl=optimizer_impl)
     parts = t.phase_parts
     used = [p for p in STEP_PARTS if any(parts[ph][p] for ph in PHASES)]
     fig, ax = _fixed_figure(7.6, 3.4, left=0.08, right=0.70, bottom=0.12, top=0.90)
@@ -488,8 +493,8 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("largest micro-batch (sequences)")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
-    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack, {states}", fontsize=9,
-                 loc="left")
+    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack, {states}",
+                 fontsize=9, loc="left")
     ax.grid(True, which="major", lw=0.4, alpha=0.5)
     if np.all([np.all(b == 0) for b in curves.values()]):
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,
@@ -504,7 +509,8 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     show_seqs = [s for s in seqs if s in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)]
     idx = [int(np.searchsorted(seqs, s)) for s in show_seqs]
     head = f"{'kernel':<6s} {'recompute':<10s}" + "".join(f"{_seq_label(int(s)):>6s}" for s in show_seqs)
-    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {stack} stack, {states} (0 = does not fit):",
+    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {stack} stack, {states} "
+             "(0 = does not fit):",
              head]
     for (rc, att), b in curves.items():
         lines.append(f"{att:<6s} {rc:<10s}" + "".join(f"{int(b[i]):>6d}" for i in idx))

@@ -71,8 +71,8 @@ def render_prediction_vs_measurement(sweep: str = "seq", style: str = "gpt", dro
             c, ls = MEASURE_COLORS[mode], MEASURE_STYLES[att]
             if mode != "autocast-bf16":    # autocast is predicted by the bf16 line: draw only its dots
                 ax.plot(ser[x], ser["predicted_bytes"] / MiB, color=c, ls=ls, lw=1.2, label=f"{mode}, {att}")
-            ax.plot(ser[x], ser["measured_bytes"] / MiB, color=c, ls="none", marker="o" if att == "eager" else "s",
-                    ms=4, label=f"{mode}, {att} (measured)")
+            ax.plot(ser[x], ser["measured_bytes"] / MiB, color=c, ls="none",
+                    marker="o" if att == "eager" else "s", ms=4, label=f"{mode}, {att} (measured)")
             worst = ser.loc[ser["error"].abs().idxmax(), "error"]
             lines.append(f"{mode:<14s}{att:<6s} worst error {worst:+7.2%} over {len(ser)} points")
         if sweep == "recompute":
@@ -83,8 +83,8 @@ def render_prediction_vs_measurement(sweep: str = "seq", style: str = "gpt", dro
             ax.set_xticks(vals, [str(v) for v in vals])
         ax.set_xlabel(xlabel)
         ax.set_ylabel("activations (MiB)")
-        ax.set_title(f"{style}-style, dropout {'on' if dropout else 'off'}: lines = formula (autocast uses the "
-                     "bf16 line), markers = PyTorch", fontsize=8, loc="left")
+        ax.set_title(f"{style}-style, dropout {'on' if dropout else 'off'}: lines = formula (autocast uses "
+                     "the bf16 line), markers = PyTorch", fontsize=8, loc="left")
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     head = f"Prediction vs measurement ({style}-style, sweep={sweep}" + \
         (")" if sweep == "all" else f", dropout={'on' if dropout else 'off'})") + \
@@ -128,7 +128,8 @@ def render_step_timeline() -> View:
             narrow = spans[ph][1] - spans[ph][0] < 0.1 * width     # the loss backward: a few dozen ops
             ax.annotate(ph, (sum(spans[ph]) / 2, 0.04 if narrow else 1.0), xycoords=("data", "axes fraction"),
                         ha="center", va="bottom" if narrow else "top", fontsize=7.5, color="0.3",
-                        rotation=90 if narrow else 0, xytext=(0, 0 if narrow else -2), textcoords="offset points")
+                        rotation=90 if narrow else 0, xytext=(0, 0 if narrow else -2),
+                        textcoords="offset points")
     ax.plot(tl["op_index"], tl["live_bytes"] / MiB, color="#D55E00", lw=1.2, label="measured live bytes")
     ax.axhline(row["baseline_bytes"] / MiB, color="#0072B2", lw=1, ls=":",
                label="weights + optimizer states (measured)")
@@ -142,8 +143,9 @@ def render_step_timeline() -> View:
                  f"{row['attention']}, batch {int(row['batch'])} x {int(row['seq'])} tokens, AdamW "
                  f"{row['optimizer_impl']} (CPU)", fontsize=8.5, loc="left")
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    lines = [f"{row['model_class']}, {row['mode']}, {row['attention']}, {int(row['batch'])} x {int(row['seq'])} "
-             "tokens: the peak of each phase, measured vs library (MiB)"]
+    lines = [f"{row['model_class']}, {row['mode']}, {row['attention']}, "
+             f"{int(row['batch'])} x {int(row['seq'])} tokens: the peak of each phase, measured vs library "
+             "(MiB)"]
     measured = {"forward": row["forward_end_bytes"],
                 "loss backward": max(row["loss_backward_max_bytes"], row["head_backward_max_bytes"]),
                 "backward": row["backward_max_bytes"], "optimizer step": row["optimizer_max_bytes"]}

@@ -1,13 +1,13 @@
-"""Part III, time and money (chapters 10-14): how long a run takes, what it costs, and how right the answers are.
-Chapter 10, published runs against the calibrated MFU and a run's days and cost against the GPU count
+"""Part III, time and money (chapters 10-14): how long a run takes, what it costs, and how right the answers
+are. Chapter 10, published runs against the calibrated MFU and a run's days and cost against the GPU count
 (:func:`render_mfu_calibration`, :func:`render_training_time`) and the compute-optimal model size
-(:func:`render_compute_optimal`); chapter 11, the cost of the job by GPU type, over price x MFU, and against the
-GPU count (:func:`render_cost_by_gpu`, :func:`render_cost_sensitivity`, :func:`render_cost_vs_gpus`), and goodput
-against the GPU count (:func:`render_goodput`). Chapter 12's figure, the planner's answer (:func:`render_plan`),
-lives in :mod:`~llmsizing.charts.time_money_plan`; chapter 13's, predicted against published GPU-hours
-(:func:`render_prediction_check`), and chapter 14's, the seed articles' claims against the library
-(:func:`render_seed_audit`), in :mod:`~llmsizing.charts.time_money_checks`. This module imports every name of
-theirs and re-exports it (issue 32: each module under 600 lines).
+(:func:`render_compute_optimal`); chapter 11, the cost of the job by GPU type, over price x MFU, and against
+the GPU count (:func:`render_cost_by_gpu`, :func:`render_cost_sensitivity`, :func:`render_cost_vs_gpus`), and
+goodput against the GPU count (:func:`render_goodput`). Chapter 12's figure, the planner's answer
+(:func:`render_plan`), lives in :mod:`~llmsizing.charts.time_money_plan`; chapter 13's, predicted against
+published GPU-hours (:func:`render_prediction_check`), and chapter 14's, the seed articles' claims against the
+library (:func:`render_seed_audit`), in :mod:`~llmsizing.charts.time_money_checks`. This module imports every
+name of theirs and re-exports it (issue 32: each module under 600 lines).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -18,33 +18,36 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from .base import DPI, GPU_COLORS, FixedView, View, _log_axis, _short_number, _usd, figure_axes, new_figure
-# chapter 12's figure (the planner's answer) lives in time_money_plan, chapters 13-14's (the library checked) in
-# time_money_checks; every name of theirs is still here
+# chapter 12's figure (the planner's answer) lives in time_money_plan, chapters 13-14's (the library checked)
+# in time_money_checks; every name of theirs is still here
 from .time_money_plan import PLAN_GPUS, plan_notes, render_plan  # noqa: F401
-from .time_money_plan import _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _plan_groups, _plan_label  # noqa: F401
+from .time_money_plan import (_PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _plan_groups,  # noqa: F401
+                              _plan_label)
 from .time_money_checks import _AUDIT_STYLES, render_prediction_check, render_seed_audit  # noqa: F401
 
 
 # =========================================================================== chapter 10: FLOPs and time
 #: Colours of the calibrated (generation, dtype) groups in :func:`render_mfu_calibration`.
-CALIBRATION_COLORS = {("ampere", "bf16"): "#0072B2", ("hopper", "bf16"): "#D55E00", ("hopper", "fp8"): "#CC79A7",
-                      ("blackwell", "fp8"): "#009E73"}
+CALIBRATION_COLORS = {("ampere", "bf16"): "#0072B2", ("hopper", "bf16"): "#D55E00",
+                      ("hopper", "fp8"): "#CC79A7", ("blackwell", "fp8"): "#009E73"}
 
 
 def render_mfu_calibration() -> View:
-    """Every published run against the calibrated end-to-end MFU model (:func:`~llmsizing.time_cost.mfu_residuals`):
-    left, the MFU each run implies against the one the model predicts for it (the diagonal is a perfect
-    prediction); right, each run's residual (implied / predicted, log axis), grouped by GPU generation and dtype,
-    with that group's range shaded. Filled dots are calibration runs, open ones held out. Chapter 10."""
+    """Every published run against the calibrated end-to-end MFU model
+    (:func:`~llmsizing.time_cost.mfu_residuals`): left, the MFU each run implies against the one the model
+    predicts for it (the diagonal is a perfect prediction); right, each run's residual (implied / predicted,
+    log axis), grouped by GPU generation and dtype, with that group's range shaded. Filled dots are
+    calibration runs, open ones held out. Chapter 10."""
     import numpy as np
 
     from ..time_cost import mfu_residuals
 
     df = mfu_residuals()
-    groups = sorted(set(zip(df["generation"], df["dtype"])), key=lambda k: (-len(df[(df["generation"] == k[0])
-                                                                                   & (df["dtype"] == k[1])]), k))
+    groups = sorted(set(zip(df["generation"], df["dtype"])),
+                    key=lambda k: (-len(df[(df["generation"] == k[0]) & (df["dtype"] == k[1])]), k))
     fig = Figure(figsize=(8.6, 9.2), dpi=DPI)
-    gs = fig.add_gridspec(2, 1, height_ratios=[1, 3.1], left=0.43, right=0.975, bottom=0.05, top=0.975, hspace=0.17)
+    gs = fig.add_gridspec(2, 1, height_ratios=[1, 3.1], left=0.43, right=0.975, bottom=0.05, top=0.975,
+                          hspace=0.17)
     ax, ax_r = fig.add_subplot(gs[0]), fig.add_subplot(gs[1])
 
     # ---- top: implied against predicted
@@ -53,8 +56,8 @@ def render_mfu_calibration() -> View:
         c = CALIBRATION_COLORS.get(key, "0.4")
         for cal, face in ((True, c), (False, "white")):
             part = sub[sub["calibration"] == cal]
-            ax.plot(part["predicted_mfu"] * 100, part["implied_mfu"] * 100, ls="none", marker="o", ms=5, mec=c,
-                    mfc=face, label=f"{key[0]} {key[1].upper()}" if cal else None)
+            ax.plot(part["predicted_mfu"] * 100, part["implied_mfu"] * 100, ls="none", marker="o", ms=5,
+                    mec=c, mfc=face, label=f"{key[0]} {key[1].upper()}" if cal else None)
     ax.plot([10, 65], [10, 65], color="0.3", lw=0.8, ls="--")
     ax.set_xlim(10, 65)
     ax.set_ylim(10, 65)
@@ -145,8 +148,8 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
         a.set_ylabel(label)
         a.spines[["top", "right"]].set_visible(False)
     # the run in the figure too: two models of the same size draw the same curves (issue 25: say what moved)
-    ax.set_title(f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs", fontsize=8.5,
-                 loc="left")
+    ax.set_title(f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs",
+                 fontsize=8.5, loc="left")
     summary = (f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs\n"
                f"{t.n_gpus:,} x {t.gpu} at {'the calibrated ' if mfu is None else 'a given '}MFU {t.mfu:.0%} "
                f"({t.mfu_low:.0%}-{t.mfu_high:.0%}): "
@@ -160,17 +163,17 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
 
 #: The runs :func:`render_compute_optimal` marks against the frontier: (label, parameters, tokens), from
 #: Hoffmann et al. 2022 (Chinchilla, Sec. 4) and Dubey et al. 2024 (Llama 3: 15T tokens; 405B on 15.6T).
-SCALING_RUNS = (("Chinchilla 70B", 70e9, 1.4e12), ("Llama 3 8B", 8.03e9, 15e12), ("Llama 3 70B", 70.6e9, 15e12),
-                ("Llama 3 405B", 405.9e9, 15.6e12))
+SCALING_RUNS = (("Chinchilla 70B", 70e9, 1.4e12), ("Llama 3 8B", 8.03e9, 15e12),
+                ("Llama 3 70B", 70.6e9, 15e12), ("Llama 3 405B", 405.9e9, 15.6e12))
 SCALING_FIT_COLORS = {"approach1": "#0072B2", "approach2": "#56B4E9", "approach3": "#E69F00",
                       "besiroglu": "#009E73"}
 
 
 def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *, runs=SCALING_RUNS) -> View:
     """Chapter 10: the compute-optimal parameter count against the training budget for Hoffmann et al.'s three
-    approaches and Besiroglu et al.'s refit (:func:`~llmsizing.scaling.compute_optimal`), the published Table 3
-    rows as dots, and real runs (``runs``: label, parameters, tokens) at their ``6ND``: below the lines means
-    smaller than compute-optimal, trained on more tokens."""
+    approaches and Besiroglu et al.'s refit (:func:`~llmsizing.scaling.compute_optimal`), the published Table
+    3 rows as dots, and real runs (``runs``: label, parameters, tokens) at their ``6ND``: below the lines
+    means smaller than compute-optimal, trained on more tokens."""
     import numpy as np
 
     from ..scaling import FLOPS_PER_PARAM_TOKEN, chinchilla_tables, compute_optimal
@@ -183,7 +186,8 @@ def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *,
         ax.plot(c, [compute_optimal(x, fit=fit).params for x in c], color=colour, lw=1.6, label=labels[fit],
                 ls="--" if fit == "approach3" else "-")
     t3 = chinchilla_tables().query("table == 'Table 3'")
-    ax.plot(t3["flops"], t3["params"], "o", color="#0072B2", ms=4, mfc="white", label="Hoffmann et al. Table 3")
+    ax.plot(t3["flops"], t3["params"], "o", color="#0072B2", ms=4, mfc="white",
+            label="Hoffmann et al. Table 3")
     lines = [f"{'run':16s} {'params':>8s} {'tokens':>8s} {'C = 6ND':>9s} {'tok/param':>9s} {'optimal N':>9s}"]
     for name, n, d in runs:
         flops = FLOPS_PER_PARAM_TOKEN * n * d
@@ -198,7 +202,9 @@ def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *,
     ax.yaxis.set_major_formatter(_short_number)
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(fontsize=7, frameon=False, loc="upper left")
-    return View(fig, "Compute-optimal parameters against the budget (Hoffmann et al. 2022; Besiroglu et al. 2024)\n"
+    return View(fig,
+                "Compute-optimal parameters against the budget (Hoffmann et al. 2022; Besiroglu et al. "
+                "2024)\n"
                 + "\n".join(lines))
 
 
@@ -209,9 +215,10 @@ COST_GPUS = ("A100 80GB", "H100 SXM", "H200", "B200", "MI300X")
 
 def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 8192, gpus=COST_GPUS,
                        mfu: float | None = None, prices: dict | None = None) -> View:
-    """Chapter 11: the *finished job's* cost on each GPU type (bars, the MFU band as a range) by the hourly price
-    (right), from :func:`~llmsizing.time_cost.cost_by_gpu` (fewest GPUs that hold a step, days, GPU-hours x price;
-    the ranking follows price / dense peak). A mixture of experts too (chapter 18: EP layouts, its MFU warning)."""
+    """Chapter 11: the *finished job's* cost on each GPU type (bars, the MFU band as a range) by the hourly
+    price (right), from :func:`~llmsizing.time_cost.cost_by_gpu` (fewest GPUs that hold a step, days,
+    GPU-hours x price; the ranking follows price / dense peak). A mixture of experts too (chapter 18: EP
+    layouts, its MFU warning)."""
     import numpy as np
 
     from ..time_cost import cost_by_gpu
@@ -230,8 +237,8 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
     err = np.vstack([mid - ok["cost_usd_low"].to_numpy() / 1e3, ok["cost_usd_high"].to_numpy() / 1e3 - mid])
     ax.barh(y, mid, color=colors, xerr=err, error_kw={"ecolor": "0.3", "capsize": 3, "lw": 0.8})
     for yi, (_, r) in zip(y, ok.iterrows()):
-        ax.annotate(f" {r['min_gpus']:.0f} GPUs, {r['days_on_min_gpus']:,.0f} d", (r["cost_usd_high"] / 1e3, yi),
-                    va="center", fontsize=7, color="0.25")
+        ax.annotate(f" {r['min_gpus']:.0f} GPUs, {r['days_on_min_gpus']:,.0f} d",
+                    (r["cost_usd_high"] / 1e3, yi), va="center", fontsize=7, color="0.25")
     ax.set_yticks(y, list(ok["gpu"]), fontsize=8)
     ax.set_xlabel("cost of the finished job (thousand USD; bar: MFU band)", fontsize=8)
     ax.set_xlim(0, ok["cost_usd_high"].max() / 1e3 * 1.45)
@@ -248,11 +255,14 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
         if not r["fits"]:
             lines.append(f"  {r['gpu']:<10s} does not fit: {r['why']}")
             continue
-        lines.append(f"  {r['gpu']:<10s} ${r['price_usd_per_gpu_hour']:.2f}/h  {r['gpu_hours']:>12,.0f} GPU-h  "
+        lines.append(f"  {r['gpu']:<10s} ${r['price_usd_per_gpu_hour']:.2f}/h  "
+                     f"{r['gpu_hours']:>12,.0f} GPU-h  "
                      f"${r['cost_usd']:>12,.0f} (${r['cost_usd_low']:,.0f}-${r['cost_usd_high']:,.0f})  "
-                     f"min {r['min_gpus']:.0f} GPUs ({r['layout']}), {r['days_on_min_gpus']:,.0f} days on them")
+                     f"min {r['min_gpus']:.0f} GPUs ({r['layout']}), "
+                     f"{r['days_on_min_gpus']:,.0f} days on them")
     lines += [f"cheapest job: {first['gpu']}"] if first["fits"] else []
-    lines += [f"warning: {w}" for w in df.attrs.get("warnings", ())[:1]]     # a mixture of experts' MFU warning
+    # a mixture of experts' MFU warning
+    lines += [f"warning: {w}" for w in df.attrs.get("warnings", ())[:1]]
     return FixedView(fig, "\n".join(lines))
 
 
@@ -284,7 +294,8 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     from ..time_cost import training_time
 
     g = get_gpu(gpu)
-    p0 = g.price_usd_per_gpu_hour if price is None else check_number("price", price, minimum=0.01, maximum=1e3)
+    p0 = g.price_usd_per_gpu_hour if price is None else check_number("price", price, minimum=0.01,
+                                                                     maximum=1e3)
     mfu = check_number("mfu", mfu, minimum=0.01, maximum=1.0)
     n = check_int("n_gpus", n_gpus)
     t = training_time(model, tokens=tokens, gpu=g, n_gpus=n, seq=seq, mfu=mfu, price_usd_per_gpu_hour=p0)
@@ -327,7 +338,8 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     cax.tick_params(labelsize=7)
     ax.set_title(f"{t.model}, {tokens:.3g} tokens on {g.name}: cost of the job (million USD)", fontsize=9,
                  loc="left")
-    summary = (f"{t.model}, {tokens:.3g} tokens of {seq:,} on {g.name} at ${p0:.2f}/GPU-hour and MFU {mfu:.0%}: "
+    summary = (f"{t.model}, {tokens:.3g} tokens of {seq:,} on {g.name} at ${p0:.2f}/GPU-hour and MFU "
+               f"{mfu:.0%}: "
                f"{t.gpu_hours:,.0f} GPU-hours, ${t.cost_usd:,.0f}; {t.days:,.1f} days on {n:,} GPUs\n"
                f"cost x price / MFU: halving the price or doubling the MFU halves the bill; "
                f"grid ${min(prices):.2f}-${max(prices):.2f} x MFU {min(mfus):.0%}-{max(mfus):.0%}: "
@@ -398,7 +410,8 @@ def render_cost_vs_gpus(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H
     lines = [f"{name}, {tokens:.3g} tokens of {seq:,} on {gpu}, TP{tp} PP{pp} ZeRO-{zero}, global batch "
              f"{global_batch}, micro-batch {micro_batch}: as dp grows"]
     for _, r in df.iterrows():
-        lines.append(f"  {r['n_gpus']:>6,.0f} GPUs (dp {r['dp']:>4.0f}, {r['grad_accum']:>4.0f} micro-batches): "
+        lines.append(f"  {r['n_gpus']:>6,.0f} GPUs (dp {r['dp']:>4.0f}, "
+                     f"{r['grad_accum']:>4.0f} micro-batches): "
                      f"MFU {r['mfu']:.0%}, {r['days']:>7,.1f} days, ${r['cost_usd']:>12,.0f}")
     return FixedView(fig, "\n".join(lines))
 
@@ -435,7 +448,8 @@ def render_goodput(model="llama-3.1-405b", *, restart_min: float = 10.0, counts=
         vals = []
         for n in counts:
             try:
-                vals.append(goodput(model, n_gpus=int(n), restart_min=restart_min, storage_gb_per_s=bw).goodput)
+                vals.append(goodput(model, n_gpus=int(n), restart_min=restart_min,
+                                    storage_gb_per_s=bw).goodput)
             except ValueError:                           # no progress at all at that scale
                 vals.append(0.0)
             rows[n].append(f"{vals[-1]:11.1%}")

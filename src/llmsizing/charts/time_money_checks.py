@@ -1,6 +1,7 @@
 """Part III, chapters 13 and 14: the library checked against what was published. Chapter 13, predicted
-against published GPU-hours (:func:`render_prediction_check`); chapter 14, the seed articles' claims against the
-library (:func:`render_seed_audit`). :mod:`~llmsizing.charts.time_money` imports every name here and re-exports it.
+against published GPU-hours (:func:`render_prediction_check`); chapter 14, the seed articles' claims against
+the library (:func:`render_seed_audit`). :mod:`~llmsizing.charts.time_money` imports every name here and
+re-exports it.
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -57,7 +58,8 @@ def render_prediction_check(rows) -> View:
     return FixedView(fig, "\n".join(lines))
 
 
-# =========================================================================== chapter 14: the seeds' claims, checked
+# =========================================================================== chapter 14: the seeds' claims,
+# checked
 _AUDIT_STYLES = {"holds": ("#009E73", "o"), "needs CPU offload": ("#0072B2", "D"), "off": ("#D55E00", "s"),
                  "wrong in kind": ("#CC79A7", "^")}
 
@@ -67,9 +69,10 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     """Every recomputed seed claim as one point: the library's value (x) against the claimed value (y), both
     in the claim's own unit, on log axes, with the line y = x and the band of the verdict rule
     (:data:`~llmsizing.audit.BAND`). Points above the band are claims that are too high, below it too low.
-    Colour and marker give the verdict (holds / needs CPU offload / off by more than the band / wrong in kind).
-    ``df`` defaults to :func:`~llmsizing.audit.audit_table` judged with ``band`` (default
-    :data:`~llmsizing.audit.BAND`; give either ``df`` or ``band``); ``article`` ("all", or a seed's number such as
+    Colour and marker give the verdict (holds / needs CPU offload / off by more than the band / wrong in
+    kind). ``df`` defaults to :func:`~llmsizing.audit.audit_table` judged with ``band`` (default
+    :data:`~llmsizing.audit.BAND`; give either ``df`` or ``band``); ``article`` ("all", or a seed's number
+    such as
     "000") keeps one article's claims. Taught in chapter 14."""
     import numpy as np
     from matplotlib.ticker import LogLocator, NullLocator

@@ -29,21 +29,23 @@ def _cp_text(r, sep: str = " ") -> str:
 def _plan_label(r) -> str:
     """A front plan in one line: GPUs, layout and recomputation."""
     from ..planner import recompute_label
-    return (f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp},{_cp_text(r, ' ')}{',' if _cp_text(r) else ''} pp={r.pp}, "
-            f"dp={r.dp}{f', ep={r.ep}' if r.get('ep', 1) > 1 else ''}, ZeRO-{r.zero}"
-            f"{', SP' if r.sp else ''}), micro-batch {r.micro_batch} x {r.grad_accum}, recompute={recompute_label(r, True)}")
+    return (f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp},{_cp_text(r, ' ')}{',' if _cp_text(r) else ''} "
+            f"pp={r.pp}, dp={r.dp}{f', ep={r.ep}' if r.get('ep', 1) > 1 else ''}, ZeRO-{r.zero}"
+            f"{', SP' if r.sp else ''}), micro-batch {r.micro_batch} x {r.grad_accum}, "
+            f"recompute={recompute_label(r, True)}")
 
 
 def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, seq: int = 8192,
                 global_batch: int = 512, max_gpus: int | None = 4096, deadline_days: float | None = None,
-                budget_usd: float | None = None, highlight=None, plans=None, kernel_efficiency: float | None = None,
-                overlap: float | None = None, into: Figure | None = None, all_plans=None) -> View:
+                budget_usd: float | None = None, highlight=None, plans=None,
+                kernel_efficiency: float | None = None, overlap: float | None = None,
+                into: Figure | None = None, all_plans=None) -> View:
     """The planner's answer (chapter 12, "How many GPUs do you need?"): left, days against cost (log axes) of
     every plan :func:`~llmsizing.planner.plan` finds (grey), each GPU type's own front (thin line) and the
     time-vs-cost front (dots coloured by GPU type); right, the chosen plan's most loaded GPU (what is alive at
-    its peak, :func:`~llmsizing.memory.training_memory`, against the capacity and the usable share) and its step
-    time by part (:func:`~llmsizing.layouts.step_time`: compute, bubble, each group's communication before
-    overlap). ``highlight`` is a row label of the plans (default: the first front plan, the cheapest).
+    its peak, :func:`~llmsizing.memory.training_memory`, against the capacity and the usable share) and its
+    step time by part (:func:`~llmsizing.layouts.step_time`: compute, bubble, each group's communication
+    before overlap). ``highlight`` is a row label of the plans (default: the first front plan, the cheapest).
 
     ``plans`` may pass :func:`~llmsizing.planner.plan`'s result for these arguments (the widget caches it);
     otherwise it is computed. No plan raises the planner's :class:`~llmsizing.planner.NoPlanError`.
@@ -59,7 +61,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..parallel import Parallel
     from ..planner import _pareto, plan, recompute_kwargs
 
-    eff, ovl, m = kernel_efficiency, overlap, resolve_model(model, moe=True)   # a mixture of experts: chapter 18
+    # a mixture of experts: chapter 18
+    eff, ovl, m = kernel_efficiency, overlap, resolve_model(model, moe=True)
     if plans is None:
         plans = plan(m, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
                      deadline_days=deadline_days, budget_usd=budget_usd, kernel_efficiency=eff, overlap=ovl)
@@ -73,8 +76,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                          f"got {highlight!r}")
     r = plans.loc[highlight]
     g = get_gpu(r.gpu)
-    par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp), ep=int(r.get("ep", 1)),
-                   cp=int(r.get("cp", 1)), cp_comm=plans.attrs.get("cp_comm", "p2p"))
+    par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp),
+                   ep=int(r.get("ep", 1)), cp=int(r.get("cp", 1)), cp_comm=plans.attrs.get("cp_comm", "p2p"))
     run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), **recompute_kwargs(r))
     tm = training_memory(m, parallel=par, **run)
     st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, max_nodes=route_max_nodes(m), **run)
@@ -110,7 +113,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ax.spines[["top", "right"]].set_visible(False)
     # (the handles' styles follow from the GPU names in the labels)
     _kept_legend(ax, ("plan", *ax.get_legend_handles_labels()[1]),
-                 lambda: ax.legend(fontsize=6.5, frameon=True, framealpha=0.9, edgecolor="none", loc="upper right"))
+                 lambda: ax.legend(fontsize=6.5, frameon=True, framealpha=0.9, edgecolor="none",
+                                   loc="upper right"))
     ax.set_title(f"{m.name}, {_tokens(tokens)} tokens, global batch {global_batch:,} x {seq:,}", fontsize=8.5,
                  loc="left")
 
@@ -129,11 +133,11 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ax_m.set_yticks([])
     ax_m.set_xlabel(f"GiB on the most loaded {g.name} (peak: {tm.peak_phase})", fontsize=8)
     _kept_legend(ax_m, ("plan memory", *parts),             # (the colours follow from the parts' names)
-                 lambda: ax_m.legend(handles, list(parts), fontsize=6.5, frameon=False, ncols=3, loc="upper center",
-                                     bbox_to_anchor=(0.5, -0.62)))
+                 lambda: ax_m.legend(handles, list(parts), fontsize=6.5, frameon=False, ncols=3,
+                                     loc="upper center", bbox_to_anchor=(0.5, -0.62)))
     if _cp_text(r):                   # one more degree: the GPU's name is in the summary, not the title
-        ax_m.set_title(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
-                       fontsize=7.5, loc="left")
+        ax_m.set_title(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp} dp={r.dp} "
+                       f"ZeRO-{r.zero}", fontsize=7.5, loc="left")
     else:
         ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
                        fontsize=8.5, loc="left")
@@ -149,10 +153,10 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                        budget_usd=budget_usd, all_plans=all_plans)
     if notes:                 # bottom right of the left panel: below the cloud of plans, away from the front
         import textwrap
-        ax.text(0.985, 0.015, "\n".join(textwrap.fill(n, 40) for n in notes), transform=ax.transAxes, ha="right",
-                va="bottom", multialignment="left", fontsize=6.5,
-                color="0.1", bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#D55E00", lw=0.6, alpha=0.95),
-                zorder=6)
+        ax.text(0.985, 0.015, "\n".join(textwrap.fill(n, 40) for n in notes), transform=ax.transAxes,
+                ha="right", va="bottom", multialignment="left", fontsize=6.5,
+                color="0.1",
+                bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#D55E00", lw=0.6, alpha=0.95), zorder=6)
 
     rank = list(front.index).index(highlight) + 1 if highlight in front.index else None
     lines = [f"{m.name}, {_tokens(tokens)} tokens of {seq:,}, global batch {global_batch:,} sequences "
@@ -181,11 +185,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
 
 def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadline_days: float | None = None,
                budget_usd: float | None = None, all_plans=None) -> list[str]:
-    """Why a planner limit changes nothing in its figure (issue 25), from :func:`~llmsizing.planner.plan`'s table
-    ``plans`` (and ``all_plans``, the same search before the deadline and budget, if known): a ``max_gpus`` above
-    the front's largest GPU count (either no plan that fits uses more GPUs at this global batch, since each has
-    ``dp x pp <= global_batch / micro-batch`` and ``tp`` within a node, or those that do are all slower than the
-    front's fastest), and a deadline or budget that drops no plan. One sentence per limit. Formatting only."""
+    """Why a planner limit changes nothing in its figure (issue 25), from :func:`~llmsizing.planner.plan`'s
+    table ``plans`` (and ``all_plans``, the same search before the deadline and budget, if known): a
+    ``max_gpus`` above the front's largest GPU count (either no plan that fits uses more GPUs at this global
+    batch, since each has ``dp x pp <= global_batch / micro-batch`` and ``tp`` within a node, or those that do
+    are all slower than the front's fastest), and a deadline or budget that drops no plan. One sentence per
+    limit. Formatting only."""
     from ..planner import check_global_batch
 
     global_batch, notes = check_global_batch(global_batch), []
@@ -194,9 +199,10 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
         end, largest = int(front["n_gpus"].max()), int(searched["n_gpus"].max())
         why = (f"no plan that fits uses more than {largest:,}" if largest < max_gpus else
                f"plans with up to {largest:,} GPUs fit, but none is faster")
-        notes.append(f"the front ends at {end:,} GPUs (limit {max_gpus:,}): more does not help at this global "
-                     f"batch ({global_batch:,} sequences): {why}")
-    if all_plans is not None and len(all_plans) and deadline_days and all_plans["days"].max() <= deadline_days:
+        notes.append(f"the front ends at {end:,} GPUs (limit {max_gpus:,}): more does not help at this "
+                     f"global batch ({global_batch:,} sequences): {why}")
+    if (all_plans is not None and len(all_plans) and deadline_days
+            and all_plans["days"].max() <= deadline_days):
         notes.append(f"deadline {deadline_days:g} days: every plan meets it (the slowest takes "
                      f"{all_plans['days'].max():,.1f} days)")
     if all_plans is not None and len(all_plans) and budget_usd and all_plans["cost_usd"].max() <= budget_usd:
@@ -206,8 +212,8 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
 
 
 #: What :func:`_plan_groups` found for the last few plans tables, keyed by their content (a hash of every
-#: value and the index): a widget redraw that moves the chosen plan, or returns to a table it saw before, reuses
-#: it; a table changed in place is a new key.
+#: value and the index): a widget redraw that moves the chosen plan, or returns to a table it saw before,
+#: reuses it; a table changed in place is a new key.
 _PLAN_GROUPS_KEPT: dict = {}
 _PLAN_GROUPS_KEEP = 8
 
