@@ -15,6 +15,7 @@ from dataclasses import replace
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, check_sequence
 from . import moe as _moe
 from .catalog import resolve_model
+from .job import takes_job
 from .model import Model
 from .parallel import Parallel, resolve_parallel
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
@@ -162,6 +163,7 @@ def autocast_copies_bytes(model: Model | str, *, parallel: Parallel | None = Non
     return 2.0 * matmul / (par.tp * par.pp)
 
 
+@takes_job("memory")
 def training_memory(model: Model | str, *, batch: int, seq: int, precision: str = "bf16-mixed",
                     optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,

@@ -38,6 +38,7 @@ from .flops import RECOMPUTE, training_flops_per_token
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
 from .memory import OPTIMIZER_IMPLS
 from .network import get_node
+from .job import takes_job
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, route_max_nodes
 from .parallel import CP_COMMS, MAX_PP, check_layout
@@ -357,6 +358,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     return df
 
 
+@takes_job("plan")
 def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, global_batch: int,
          max_gpus: int | None = None, deadline_days: float | None = None, budget_usd: float | None = None,
          micro_batches=(1, 2, 4), recomputes=RECOMPUTE, zero_stages=(0, 1, 2, 3), precision: str = "bf16-mixed",
