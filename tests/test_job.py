@@ -133,3 +133,41 @@ def test_a_planned_moe_stage_keeps_its_expert_parallelism():
     assert t.stages[0].days == pytest.approx(row["days"], rel=1e-9)
     assert row["ep"] > 1                                   # (the label dropped it: "TP1 PP1 DP64 ZeRO-2")
     assert f"EP{int(row['ep'])}" in t.stages[0].layout
+
+
+# ----------------------------------------------------------------------------- issue 33: refused, or answered
+def test_an_fp8_recipe_on_a_gpu_without_fp8_is_refused_everywhere():
+    """The A100 has no FP8 tensor cores: every answer that takes a recipe and a GPU says so, naming precision
+    (memory said "42.4 GiB fits" and mfu_estimate gave an MFU)."""
+    calls = [lambda: L.max_micro_batch("llama-3-8b", "A100 80GB", 4096, precision="fp8-mixed"),
+             lambda: L.time_cost.mfu_estimate("llama-3-8b", gpu="A100 80GB", seq=4096, precision="fp8-mixed"),
+             lambda: L.training_time("llama-3-8b", tokens=TOKENS, gpu="A100 80GB", seq=4096, n_gpus=8,
+                                     precision="fp8-deepseek"),
+             lambda: step_time("llama-3-8b", "A100 80GB", L.Parallel(dp=8), batch=1, seq=4096, precision="fp8-mixed"),
+             lambda: L.min_gpus("llama-3-8b", "A100 80GB", batch=1, seq=4096, precision="fp8-mixed"),
+             lambda: L.plan("llama-3-8b", tokens=TOKENS, gpus=("H100 SXM", "A100 80GB"), seq=4096, global_batch=64,
+                            precision="fp8-mixed"),
+             lambda: Job("llama-3-8b", "A100 40GB", 4096, precision="fp8-mixed")]
+    for call in calls:
+        with pytest.raises(ValueError, match="precision='fp8-.*no FP8 tensor cores"):
+            call()
+    # and the H100 has them
+    assert L.max_micro_batch("qwen-1.8b", "H100 SXM", 4096, precision="fp8-mixed") >= 1
+
+
+@pytest.mark.parametrize("n_gpus", [float("nan"), True, -1, float("inf"), "8", 2.0])
+def test_mfu_estimate_checks_n_gpus(n_gpus):
+    with pytest.raises((TypeError, ValueError), match="n_gpus"):
+        L.time_cost.mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=4096, n_gpus=n_gpus)
+
+
+def test_gpu_hours_need_no_gpu_count():
+    """A model card gives GPU-hours, not GPUs: training_time answers them without n_gpus, and the days (which do
+    depend on it) are None rather than a guess. GPU-hours = tokens x FLOPs per token / (peak x MFU) / 3600."""
+    t = L.training_time("llama-3-8b", tokens=15e12, gpu="H100 SXM", seq=8192)
+    with8 = L.training_time("llama-3-8b", tokens=15e12, gpu="H100 SXM", seq=8192, n_gpus=8)
+    assert t.days is None and t.n_gpus is None
+    by_hand = 15e12 * t.flops_per_token / (989.4e12 * t.mfu) / 3600
+    assert t.gpu_hours == pytest.approx(by_hand, rel=1e-3)
+    assert t.gpu_hours == pytest.approx(with8.gpu_hours, rel=1e-12)
+    assert with8.days == pytest.approx(with8.gpu_hours / 8 / 24, rel=1e-12)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from ._validate import check_choice, check_int, check_number
 from .act_terms import ATTENTION, STACKS
 from .catalog import GPU, get_gpu, resolve_model
+from .hardware import check_recipe_runs_on
 from .model import Model
 from .parallel import RECOMPUTE, SINGLE_GPU, Parallel, check_recompute_layers, resolve_parallel
 from .precision import OPTIMIZERS, check_recipe
@@ -63,6 +64,7 @@ class Job:
         set_("grad_accum", check_int("grad_accum", self.grad_accum))
         set_("parallel", resolve_parallel(self.parallel, model, self.seq))
         set_("precision", check_recipe("precision", self.precision))
+        set_("gpu", check_recipe_runs_on(self.precision, self.gpu))
         check_choice("optimizer", self.optimizer, tuple(OPTIMIZERS))
         check_choice("recompute", self.recompute, RECOMPUTE)
         check_choice("attention", self.attention, ATTENTION)

@@ -15,7 +15,7 @@ from ._validate import check_bool, check_fraction, check_int, check_number, rena
 from .catalog import get_gpu, resolve_model
 from .comm import communication, step_compute_time_s
 from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
-from .hardware import dense_tflops
+from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .job import takes_job
 from .model import Model
@@ -163,7 +163,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     if expert_tp and not model.is_moe:
         raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
     max_nodes = route_max_nodes(model)
-    g = get_gpu(gpu)
+    g = check_recipe_runs_on(precision, gpu)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     frac = check_fraction("usable_fraction", usable_fraction)
     if gpus_per_node is not None:
@@ -543,7 +543,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     ``ep_overlap`` (0 to 1; DualPipe's overlap). ``step_time(job)`` takes a :class:`~llmsizing.job.Job`.
     """
     model = resolve_model(model, moe=True)
-    g = get_gpu(gpu)
+    g = check_recipe_runs_on(precision, gpu)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)

@@ -38,6 +38,7 @@ from .flops import RECOMPUTE, training_flops_per_token
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
 from .memory import OPTIMIZER_IMPLS
 from .network import get_node
+from .hardware import check_recipe_runs_on
 from .job import takes_job
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, route_max_nodes
@@ -453,7 +454,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
-    gpu_list = resolve_gpus(gpus, example='("H100 SXM", "A100 80GB")')
+    gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus, example='("H100 SXM", "A100 80GB")')]
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
     deadline = None if deadline_days is None else check_number("deadline_days", deadline_days, allow_equal=False)
     budget = None if budget_usd is None else check_number("budget_usd", budget_usd, allow_equal=False)

@@ -51,7 +51,14 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   plan_options: dict | None = None, goodput: float = 1.0, recompute_layers: int | None = None,
                   global_batch: int | None = None, micro_batch: int = 1):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
-    GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given).
+    GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
+    the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
+    ``training_time(job, tokens=...)`` takes a :class:`~llmsizing.job.Job`: the run on its layout's own step.
+
+    **On a layout's own step.** ``parallel`` with ``global_batch`` (sequences per optimizer step; ``micro_batch``
+    sequences per GPU and micro-batch) times the run as :func:`~llmsizing.planner.plan` and
+    :func:`~llmsizing.layouts.step_time` do: the MFU is the layout's, from its step, with the calibrated range of
+    the GPU's generation around it, so a plan row and this call give the same days (``tests/test_job.py``).
 
     ``mfu`` defaults to the calibrated estimate (:func:`mfu_estimate`: by GPU generation and dtype, model size,
     sequence length, full recomputation, and ``whole_run`` for a whole run's GPU-hours with its restarts), with
