@@ -99,7 +99,7 @@ def test_breakeven_ratios():
     assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=1) == pytest.approx(ddp)          # same volume
     assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=3) == pytest.approx(1.5 * ddp)    # 3 Psi vs 2 Psi
     assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=0, window=2 / 3) == pytest.approx(1.5 * ddp)
-    pcie = gpu_with_link(g, "PCIe Gen4 x16", 32.0)
+    pcie = gpu_with_link(g, "PCIe Gen4 x16", 32.0, "pcie")
     nv, _ = _achievable("nvlink")
     pc, _ = _achievable("pcie")
     assert dp_breakeven_tokens("llama-3-8b", pcie, dp=8, zero=0) == pytest.approx(
@@ -114,7 +114,7 @@ def test_breakeven_ratios():
 def test_gpu_with_link():
     from llmsizing.hardware import link_bandwidth_one_way_gbps
 
-    g = gpu_with_link("H100 SXM", "PCIe Gen5 x16", 63.0)
+    g = gpu_with_link("H100 SXM", "PCIe Gen5 x16", 63.0, "pcie")
     assert link_bandwidth_one_way_gbps(g) == 63.0
     assert g.bf16_dense_tflops == get_gpu("H100 SXM").bf16_dense_tflops
     with pytest.raises(ValueError, match="one_way_gbps"):
@@ -222,7 +222,7 @@ SPECS = {
                               host_link_gbps=nums(1, 1e3), host_memory_gbps=nums(1, 1e3))),
     "render_zero_stages": Spec(render_zero_stages, dict(model=models(), dp=Arg(st.integers(1, 1024), st.sampled_from(
         [0, 2.5, "8"])), precision=names(RECIPES), gpu=gpus())),
-    "gpu_with_link": Spec(lambda gpu, one_way_gbps: gpu_with_link(gpu, "PCIe", one_way_gbps),
+    "gpu_with_link": Spec(lambda gpu, one_way_gbps: gpu_with_link(gpu, "PCIe", one_way_gbps, "pcie"),
                           dict(gpu=gpus(), one_way_gbps=nums(1, 1e4))),
     "render_dp_scaling": Spec(render_dp_scaling,
                               dict(model=models(), gpu=gpus(), global_batch=Arg(st.sampled_from([8, 64, 512]),
@@ -237,3 +237,17 @@ FEW = {"render_dp_scaling": 4, "render_zero_stages": 6}
 def test_fuzz_ch7(name):
     n = FEW.get(name, 15)               # (in proportion to LLMSIZING_FUZZ_EXAMPLES under `make fuzz`; charts 1/5)
     _run(name, SPECS[name], max(n, EXAMPLES * n // (125 if name.startswith("render") else 25)))
+
+
+def test_gpu_with_link_class_comes_from_data_not_the_label():
+    """Issue 33: a label is a label. "PCIe Gen4 x16 (no NVLink)" was read as NVLink; the class is an argument now,
+    and an old call without it still works, warning, with the class its label names."""
+    from llmsizing.network import _class_of, get_node
+
+    g = gpu_with_link("H100 SXM", "PCIe Gen4 x16 (no NVLink)", 32.0, "pcie")
+    assert _class_of(g, get_node(gpu="H100 SXM")) == "pcie"
+    with pytest.warns(DeprecationWarning, match="link_class"):
+        old = gpu_with_link("H100 SXM", "PCIe Gen4 x16 (no NVLink)", 32.0)
+    assert old == g
+    with pytest.raises(ValueError, match="link_class"):
+        gpu_with_link("H100 SXM", "PCIe", 32.0, "copper")

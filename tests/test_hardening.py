@@ -398,7 +398,7 @@ def test_the_pareto_sweep_always_advances_and_never_marks_a_nan():
                                  kernel_efficiency=v), "kernel_efficiency"),
     (lambda v: L.communication("gpt2", L.Parallel(dp=16), batch=1, seq=128, gpu="H100 SXM", inter_node_gbps=v),
      "inter_node_gbps"),
-    (lambda v: comm.gpu_with_link("H100 SXM", "PCIe", v), "one_way_gbps"),
+    (lambda v: comm.gpu_with_link("H100 SXM", "PCIe", v, "pcie"), "one_way_gbps"),
     (lambda v: cost.compare_gpus("H100 SXM", "B200", speedup=v), "speedup"),
     (lambda v: cost.compare_gpus("H100 SXM", "B200", prices={"H100 SXM": v}), "prices"),
     (lambda v: hardware.matmul_intensity_flops_per_byte(2**20, 2**20, 2**20, v), "bytes_per_element"),

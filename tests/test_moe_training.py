@@ -7,7 +7,7 @@ all-to-all (data/moe_all_to_all_gloo.csv) and DeepSeek-V3's technical report (ar
 
 import pytest
 
-from llmsizing import moe
+from llmsizing import deepseek, moe
 from llmsizing.activations import activation_memory
 from llmsizing.catalog import get_model
 from llmsizing.comm import communication
@@ -180,14 +180,14 @@ def test_ep_overlap_hides_the_all_to_all():
 # ----------------------------------------------------------------------------- DeepSeek-V3 (done-when)
 def test_deepseek_v3_published_layout():
     # DeepSeek-AI 2024 (arXiv 2412.19437), Sec. 3.1-3.2: 2,048 H800s, PP16, EP64 over 8 nodes, ZeRO-1 DP, no TP
-    par = moe.DEEPSEEK_V3_LAYOUT
+    par = deepseek.DEEPSEEK_V3_LAYOUT
     assert (par.gpus, par.pp, par.ep, par.tp, par.zero, par.dp) == (2048, 16, 64, 1, 1, 128)
-    assert moe.DEEPSEEK_V3_MICRO_BATCHES * par.dp == 15360           # Sec. 4.2: batch 15,360 sequences
+    assert deepseek.DEEPSEEK_V3_MICRO_BATCHES * par.dp == 15360           # Sec. 4.2: batch 15,360 sequences
 
 
 @pytest.fixture(scope="module")
 def dsv3():
-    return moe.deepseek_v3_check()
+    return deepseek.deepseek_v3_check()
 
 
 def test_deepseek_v3_reads_the_published_run(dsv3):
@@ -199,7 +199,7 @@ def test_deepseek_v3_fits_80gb_with_recomputation(dsv3):
     assert dsv3["fits_full"] and dsv3["memory_gib_full"] < 80
     # without recomputation the library's count (1F1B: 15 micro-batches of 4 MoE layers in flight on the second
     # stage, MLA's per-head Q/K/V saved) does not fit: DeepSeek recomputes its norms and MLA up-projections and
-    # runs DualPipe (moe.deepseek_memory, tested below)
+    # runs DualPipe (deepseek.deepseek_memory, tested below)
     assert not dsv3["fits_none"] and dsv3["memory_gib_none"] > 80
     # the model states alone: about 1.6-3.1B parameters per GPU, far below 80 GB
     assert 10 < dsv3["states_gib"] < 40
@@ -223,7 +223,7 @@ def test_deepseek_v3_stage_flops_by_hand():
     router = 256 * 7168 + 256
     experts = (1 + 8) * 3 * 7168 * 2048
     layer = 3 * (2 * (attn + norms + router + experts) + 2 * 128 * (192 + 128) * 4096)
-    flops = moe.moe_stage_flops(get_model("deepseek-v3"), moe.DEEPSEEK_V3_LAYOUT, seq=4096, recompute="none")
+    flops = moe.moe_stage_flops(get_model("deepseek-v3"), deepseek.DEEPSEEK_V3_LAYOUT, seq=4096, recompute="none")
     assert flops[1] == pytest.approx(4 * layer, rel=1e-12)              # stage 1: four MoE layers
     assert flops[-1] - flops[-2] == pytest.approx(6 * 129280 * 7168, rel=1e-5)   # the LM head on the last
 
@@ -236,7 +236,7 @@ def test_each_pipeline_stage_counts_its_own_dense_and_moe_layers():
     moe_layer = sum(layer_terms(m, **kw).values())                     # one MoE layer (tested by hand above)
     dense_layer = sum(layer_terms(moe.dense_twin(m), **kw).values())   # one of the three dense layers
     assert moe_layer > dense_layer
-    r = training_memory(m, parallel=moe.DEEPSEEK_V3_LAYOUT, batch=1, seq=4096, grad_accum=120,
+    r = training_memory(m, parallel=deepseek.DEEPSEEK_V3_LAYOUT, batch=1, seq=4096, grad_accum=120,
                         precision="fp8-deepseek")
     acts = r.stage_table["activations"]
     # 1F1B: stage 0 holds 16 micro-batches of layers 0-3 (three dense, one MoE) and of the embedding's tensors,
@@ -333,21 +333,21 @@ def test_deepseek_layer_bytes_by_hand():
     # the dispatched 8 x 7168 in FP8, 8 experts' SwiGLU inputs 2 x 2048 in FP8, the shared expert's 2 x 2048
     moe_layer = (2 * 2 * 7168 + 2 * (1536 + 512 + 64) + E5M6 * 128 * 128 + 4 * 128 + (4 + 4 + 1) * 256 + 4 * 8
                  + F8 * 8 * 7168 + F8 * 8 * 2 * 2048 + F8 * 2 * 2048)
-    assert sum(moe.deepseek_layer_bytes(m).values()) == pytest.approx(moe_layer, rel=1e-12)
+    assert sum(deepseek.deepseek_layer_bytes(m).values()) == pytest.approx(moe_layer, rel=1e-12)
     assert moe_layer == pytest.approx(157984, abs=1e-6)
     # a dense layer: the MLP keeps its two 18432-wide SwiGLU inputs in bf16 and the down-projection's FP8 input
     dense_layer = 2 * 2 * 7168 + 2 * 2112 + E5M6 * 128 * 128 + 4 * 128 + 2 * 2 * 18432 + F8 * 18432
-    assert sum(moe.deepseek_layer_bytes(m, moe=False).values()) == pytest.approx(dense_layer, rel=1e-12)
+    assert sum(deepseek.deepseek_layer_bytes(m, moe=False).values()) == pytest.approx(dense_layer, rel=1e-12)
     # keeping the experts' bf16 outputs for the combine adds k x h x 2
-    kept = moe.deepseek_layer_bytes(m, probs_in_swiglu=False)
+    kept = deepseek.deepseek_layer_bytes(m, probs_in_swiglu=False)
     assert kept["combine"] == 8 * 7168 * 2
     with pytest.raises(ValueError, match="latent attention"):
-        moe.deepseek_layer_bytes(get_model("mixtral-8x7b"))
+        deepseek.deepseek_layer_bytes(get_model("mixtral-8x7b"))
 
 
 def test_dualpipe_holds_pp_plus_one_micro_batches():
     # DeepSeek-V3 report Table 2 / deepseek-ai/DualPipe README: activations PP + 1, parameters 2x per device
-    r = moe.deepseek_memory()
+    r = deepseek.deepseek_memory()
     assert len(r.ranks) == 8                                      # ranks i and 15 - i hold the same two chunks
     for row in r.ranks:
         i = row["rank"]
@@ -375,7 +375,7 @@ def _states_by_hand(moe_layers: int) -> float:
 def test_deepseek_memory_of_a_middle_rank_by_hand():
     from llmsizing.memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
 
-    r = moe.deepseek_memory()
+    r = deepseek.deepseek_memory()
     row = r.ranks[3]                                    # chunks 3 and 12: four MoE layers each
     t = 4096
     layer = 157984 * t
@@ -407,12 +407,12 @@ def test_deepseek_memory_refuses_layouts_it_does_not_model():
     from dataclasses import replace
 
     with pytest.raises(ValueError, match="tensor"):
-        moe.deepseek_memory(parallel=Parallel(tp=2, pp=16, dp=64, ep=64, sp=True, zero=1))
+        deepseek.deepseek_memory(parallel=Parallel(tp=2, pp=16, dp=64, ep=64, sp=True, zero=1))
     with pytest.raises(ValueError, match="grad_accum"):
-        moe.deepseek_memory(grad_accum=16)
+        deepseek.deepseek_memory(grad_accum=16)
     with pytest.raises(ValueError, match="schedule"):
-        moe.deepseek_memory(schedule="gpipe")
+        deepseek.deepseek_memory(schedule="gpipe")
     with pytest.raises(TypeError, match="parallel"):
-        moe.deepseek_memory(parallel="pp16")
+        deepseek.deepseek_memory(parallel="pp16")
     with pytest.raises(ValueError, match="even pp"):
-        moe.deepseek_memory(parallel=replace(moe.DEEPSEEK_V3_LAYOUT, pp=1, dp=2048))
+        deepseek.deepseek_memory(parallel=replace(deepseek.DEEPSEEK_V3_LAYOUT, pp=1, dp=2048))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import llmsizing as L
-from llmsizing import moe, moe_layouts, planner
+from llmsizing import deepseek, moe, moe_layouts, planner
 from llmsizing.layouts import min_gpus, step_time
 from llmsizing.planner import MOE_PLAN_COLUMNS, NoPlanError, PLAN_COLUMNS, plan
 
@@ -221,7 +221,7 @@ def test_deepseek_v3_published_gpu_hours_inside_the_range():
     """DeepSeek-V3's pre-training: 14.8T tokens in 2.664M H800 GPU-hours (DeepSeek-AI 2024, arXiv 2412.19437,
     Table 1), on its published layout in FP8. training_time's calibrated range (dense runs, the size term at the
     active parameters: an extrapolation it warns about) holds the published figure."""
-    t = L.training_time("deepseek-v3", tokens=14.8e12, gpu="H800", parallel=moe.DEEPSEEK_V3_LAYOUT, seq=4096,
+    t = L.training_time("deepseek-v3", tokens=14.8e12, gpu="H800", parallel=deepseek.DEEPSEEK_V3_LAYOUT, seq=4096,
                         precision="fp8-deepseek", whole_run=True)
     assert t.gpu_hours_low <= 2.664e6 <= t.gpu_hours_high
     assert t.layout == "TP1 PP16 DP128 EP64 ZeRO-1" and t.n_gpus == 2048

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int, check_number
 from .catalog import resolve_model
 from .model import Model
-from .parallel import check_layout
+from .parallel import RECOMPUTE, check_layout
 from .precision import DTYPE_BYTES
 
 
@@ -54,8 +54,6 @@ ATTENTION = ("flash", "eager")
 #: (Korthikanti et al. 2022); ``"hf"`` what Hugging Face ``transformers`` modules save as they are written.
 STACKS = ("fused", "hf")
 
-
-RECOMPUTE = ("none", "selective", "full")
 
 
 ACTIVATION_DTYPES = ("bf16", "fp16", "fp32")

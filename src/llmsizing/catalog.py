@@ -162,6 +162,11 @@ def resolve_model(model: Model | str, *, moe: bool = False) -> Model:
 #: How a GPU's ``link_bandwidth_gbps`` is quoted: both directions added (NVLink and PCIe datasheets), or one way.
 LINK_DIRECTIONS = ("bidirectional", "one-way")
 
+#: The class of a GPU's scale-up link, a column of ``data/gpus.csv`` (issue 33: read from data, never from the
+#: ``link`` text, whose "PCIe Gen4 x16 (no NVLink)" once made three PCIe cards NVLink ones). Each class has its
+#: fitted achievable fraction and latency in ``data/links.csv`` (:mod:`llmsizing.network`).
+GPU_LINK_CLASSES = ("nvlink", "infinity-fabric", "pcie")
+
 #: The smallest speed a GPU may claim, for its dense TFLOP/s and its GB/s of HBM and link bandwidth: 0.001
 #: (a GFLOP/s, a MB/s). A GPU at zero would divide every time by zero.
 MIN_GPU_SPEED = 1e-3
@@ -207,6 +212,8 @@ class GPU:
     as_of: str
     fp16_dense_tflops: float | None = None
     fp16_acc16_dense_tflops: float | None = None
+    #: :data:`GPU_LINK_CLASSES`; ``None`` (a hand-made GPU) takes the class of its node's topology.
+    link_class: str | None = None
 
     def __post_init__(self):
         # a hand-made GPU (or dataclasses.replace of a catalogued one) is checked like the catalogue's rows: a
@@ -238,6 +245,8 @@ class GPU:
         if self.price_usd_per_gpu_hour is not None:  # None: no price (a blank cell in data/gpus.csv)
             field("price_usd_per_gpu_hour")
         check_choice(f"link_direction of GPU {self.name!r}", self.link_direction, LINK_DIRECTIONS)
+        if self.link_class is not None:
+            check_choice(f"link_class of GPU {self.name!r}", self.link_class, GPU_LINK_CLASSES)
 
     @property
     def has_bf16(self) -> bool:
@@ -280,6 +289,7 @@ def _gpus() -> dict[str, GPU]:
             link_direction=r["link_direction"], price_usd_per_gpu_hour=num("price_usd_per_gpu_hour"),
             price_source=r["price_source"], spec_source=r["spec_source"], as_of=r["as_of"],
             fp16_dense_tflops=num("fp16_dense_tflops"), fp16_acc16_dense_tflops=num("fp16_acc16_dense_tflops"),
+            link_class=r["link_class"],
         )
         out[g.name] = g
     return out

@@ -362,17 +362,30 @@ def busy_fraction(compute_s: float, comm_s: float, overlap: float = 1.0) -> floa
     return c / (c + t - min(o * t, c))
 
 
-def gpu_with_link(gpu, link: str, one_way_gbps: float):
-    """The catalogue's ``gpu`` with its node-mate link replaced by ``link`` at ``one_way_gbps`` (decimal GB/s,
-    one direction): the same chip over NVLink, PCIe or a slower fabric, so that a comparison changes only the
-    link. Taught in chapter 7."""
+def gpu_with_link(gpu, link: str, one_way_gbps: float, link_class: str | None = None):
+    """The catalogue's ``gpu`` with its node-mate link replaced by ``link`` (a label) at ``one_way_gbps`` (decimal
+    GB/s, one direction) of the class ``link_class`` (``"nvlink"``, ``"infinity-fabric"`` or ``"pcie"``, which
+    sets its achievable fraction and latency: ``data/links.csv``): the same chip over NVLink, PCIe or a slower
+    fabric, so that a comparison changes only the link. Taught in chapter 7. Without ``link_class`` (the old
+    call) the class is read off the label, with a :class:`DeprecationWarning`: behaviour comes from data, not
+    from a name (issue 33)."""
+    import warnings
     from dataclasses import replace
+
+    from .catalog import GPU_LINK_CLASSES
 
     g = get_gpu(gpu)
     if not isinstance(link, str) or not link:
         raise TypeError(f"link must be a non-empty string naming the link, got {link!r}")
     bw = check_number("one_way_gbps", one_way_gbps, minimum=MIN_GPU_SPEED)
-    return replace(g, link=link, link_bandwidth_gbps=bw, link_direction="one-way")
+    if link_class is None:
+        label = link.lower()
+        link_class = next((c for k, c in (("no nvlink", "pcie"), ("nvlink", "nvlink"), ("infinity", "infinity-fabric"))
+                           if k in label), "pcie")
+        warnings.warn(f"gpu_with_link({link!r}) without link_class: taken as {link_class!r} from the label; give "
+                      "link_class= ('nvlink', 'infinity-fabric' or 'pcie')", DeprecationWarning, stacklevel=2)
+    link_class = check_choice("link_class", link_class, GPU_LINK_CLASSES)
+    return replace(g, link=link, link_bandwidth_gbps=bw, link_direction="one-way", link_class=link_class)
 
 
 def dp_breakeven_tokens(model: Model | str, gpu, *, dp: int, zero: int, seq: int = 4096, grad_accum: int = 1,

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_choice, check_int
 from .catalog import resolve_model
 from .model import Model
-
-RECOMPUTE = ("none", "selective", "full")
+from .parallel import RECOMPUTE  # noqa: F401 (its home until issue 32)
 
 
 def attention_keys_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:

@@ -37,6 +37,22 @@ def effective_dtype(gpu, dtype: str = "bf16") -> str:
     return "fp16" if dtype == "bf16" and not g.has_bf16 else dtype
 
 
+def check_recipe_runs_on(precision: str, gpu):
+    """Refuse a recipe whose matrix multiplies the GPU has no tensor cores for: an FP8 recipe
+    (:data:`~llmsizing.precision.RECIPES`, ``fp8-mixed`` or ``fp8-deepseek``) on a GPU without an FP8 peak (the
+    A100s, the A10, the V100, the MI250X). Every answer that takes a recipe and a GPU calls it (issue 33), so
+    an FP8 run on an A100 is an error naming ``precision``, not a memory figure that "fits"."""
+    from .catalog import get_gpu
+    from .precision import RECIPES, check_recipe
+
+    recipe = RECIPES[check_recipe("precision", precision)]
+    g = get_gpu(gpu)
+    if recipe.fp8 and g.fp8_dense_tflops is None:
+        raise ValueError(f"precision={precision!r} runs its matrix multiplies in FP8, and the {g.name} has no FP8 "
+                         "tensor cores: use a 16-bit recipe ('bf16-mixed', 'bf16-mixed-fp32-grads') on it")
+    return g
+
+
 def dense_tflops(gpu, dtype: str = "bf16") -> float:
     """The GPU's dense tensor-core peak in ``dtype``, TFLOP/s (10**12 FLOP/s), as the catalogue stores it
     (``data/gpus.csv``: datasheet figures without sparsity). Source: each GPU's datasheet (the catalogue's

@@ -15,9 +15,11 @@ from ._validate import check_bool, check_fraction, check_int, check_number, rena
 from .catalog import get_gpu, resolve_model
 from .comm import communication, step_compute_time_s
 from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
-from .hardware import dense_tflops
+from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
+from .job import takes_job
 from .model import Model
+from .moe_layouts import dp_unit, ep_candidates, heavy_stages, route_max_nodes
 from .network import get_node
 from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, pipeline_bubble, recomputed_layers
 from .precision import compute_dtype
@@ -155,15 +157,13 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
     """
     from .memory import training_memory
-    from .moe_layouts import dp_unit, ep_candidates, heavy_stages, route_max_nodes
-
     model = resolve_model(model, moe=True)
     eps = ep_candidates(model, ep_degrees)
     expert_tp = check_bool("expert_tp", expert_tp)
     if expert_tp and not model.is_moe:
         raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
     max_nodes = route_max_nodes(model)
-    g = get_gpu(gpu)
+    g = check_recipe_runs_on(precision, gpu)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     frac = check_fraction("usable_fraction", usable_fraction)
     if gpus_per_node is not None:
@@ -509,12 +509,13 @@ class StepTime:
         return {"compute": self.compute_s, "pipeline bubble": self.bubble_s, **self.comm_by_group_s}
 
 
+@takes_job("step")
 def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batch: int, seq: int,
               grad_accum: int = 1, kernel_efficiency: float | None = None, overlap: float | None = None,
               recompute: str = "none", precision: str = "bf16-mixed", gpus_per_node: int | None = None,
               inter_node_gbps: float | None = None, dtype: str | None = None, async_tp: bool = False, node=None,
               mfu: float | None = None, recompute_layers: int | None = None, ep_overlap: float = 0.0,
-              max_nodes: int | None = None) -> StepTime:
+              max_nodes: int | str | None = "model") -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -536,17 +537,21 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     the slowest stage's compute, its collectives and the HFU count only those layers' second forward. Taught in
     chapter 8; the parallelism explorer draws it; context parallelism and partial recomputation in the "Long
     context" chapter. A mixture of experts (issue 24) computes its active FLOPs on each stage's dense and MoE
-    layers and adds the expert-parallel all-to-all (:mod:`llmsizing.moe`; DeepSeek-V3's node limit
-    ``max_nodes``), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap).
+    layers and adds the expert-parallel all-to-all (:mod:`llmsizing.moe`; the routing's node limit
+    ``max_nodes``: ``"model"``, the default, is the model's own from its config's ``n_group``/``topk_group``, as
+    :func:`~llmsizing.planner.plan` takes it; ``None`` routes over every node), exposed except the share
+    ``ep_overlap`` (0 to 1; DualPipe's overlap). ``step_time(job)`` takes a :class:`~llmsizing.job.Job`.
     """
     model = resolve_model(model, moe=True)
-    g = get_gpu(gpu)
+    g = check_recipe_runs_on(precision, gpu)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     overlap = None if overlap is None else check_number("overlap", overlap, maximum=1.0)
     async_tp = check_bool("async_tp", async_tp)
     dtype = compute_dtype(precision, dtype)
+    if isinstance(max_nodes, str) and max_nodes == "model":
+        max_nodes = route_max_nodes(model)
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m, recompute=recompute,
                          node=node, recompute_layers=recompute_layers, max_nodes=max_nodes)

@@ -15,6 +15,8 @@ from dataclasses import replace
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, check_sequence
 from . import moe as _moe
 from .catalog import resolve_model
+from .hardware import check_recipe_runs_on
+from .job import takes_job
 from .model import Model
 from .parallel import Parallel, resolve_parallel
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
@@ -162,6 +164,7 @@ def autocast_copies_bytes(model: Model | str, *, parallel: Parallel | None = Non
     return 2.0 * matmul / (par.tp * par.pp)
 
 
+@takes_job("memory")
 def training_memory(model: Model | str, *, batch: int, seq: int, precision: str = "bf16-mixed",
                     optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
@@ -249,7 +252,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     # split, the first holds the most micro-batches in flight and the embedding, the last the logits and head,
     # so one of them is the most loaded; tests/test_planner.py checks this against every stage)
     for i in (range(par.pp) if _stages is None else sorted(set(_stages))):
-        first, last = i == 0, i == par.pp - 1
+        last = i == par.pp - 1
         states = (_moe.moe_model_states(model, elements, precision, optimizer, par, i) if model.is_moe else
                   _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
                           linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i]))
@@ -333,10 +336,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     """
     import numpy as np
 
-    from .catalog import get_gpu
-
     model = resolve_model(model, moe=True)
-    capacity = get_gpu(gpu).memory_bytes
+    capacity = check_recipe_runs_on(precision, gpu).memory_bytes
     seqs = np.asarray(seq)
     if seqs.ndim > 1 or seqs.size == 0 or seqs.dtype.kind not in "iu":
         raise TypeError(f"seq must be an integer or a 1-D array of integers, got {seq!r}")

@@ -33,7 +33,7 @@ from pathlib import Path
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE, training_flops_per_token
-from .hardware import dense_tflops
+from .hardware import check_recipe_runs_on, dense_tflops
 from .model import Model
 from .parallel import Parallel, resolve_parallel
 from .precision import compute_dtype
@@ -216,9 +216,10 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     from .hardware import kernel_efficiency_row
 
     model = resolve_model(model, moe=True)
-    g = get_gpu(gpu)
+    g = check_recipe_runs_on(precision, gpu)
     seq = check_int("seq", seq)
     dtype = compute_dtype(precision, dtype)
+    n_gpus = None if n_gpus is None else check_int("n_gpus", n_gpus)
     key_dtype = "fp8" if dtype == "fp8" else "bf16"
     check_choice("recompute", recompute, RECOMPUTE)
     share = float(recompute == "full") if recompute_layers is None else _rerun_layers(
@@ -302,11 +303,12 @@ class TrainingTime:
 
     ``days_low``/``gpu_hours_low``/``cost_usd_low`` go with ``mfu_high`` (the fast end) and the ``_high``
     figures with ``mfu_low``. ``hfu`` is the hardware FLOPs utilisation the same run has with its
-    recomputation (equal to ``mfu`` without)."""
+    recomputation (equal to ``mfu`` without). Without a GPU count (``n_gpus`` ``None``: a model card gives
+    GPU-hours, not GPUs) the days are ``None`` and the GPU-hours and cost stand: they do not depend on it."""
 
     model: str
     gpu: str
-    n_gpus: int
+    n_gpus: int | None
     tokens: float
     seq: int
     mfu: float
@@ -315,9 +317,9 @@ class TrainingTime:
     hfu: float
     flops_per_token: float
     tokens_per_s_per_gpu: float
-    days: float
-    days_low: float
-    days_high: float
+    days: float | None
+    days_low: float | None
+    days_high: float | None
     gpu_hours: float
     gpu_hours_low: float
     gpu_hours_high: float
@@ -376,8 +378,9 @@ def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dt
     h, h_low, h_high = hours(mfu), hours(high), hours(low)
     if layout is None:
         layout = "" if parallel is None else _layout_label(parallel)
+    days = (None, None, None) if n_gpus is None else (h / n_gpus / 24, h_low / n_gpus / 24, h_high / n_gpus / 24)
     return TrainingTime(model.name, g.name, n_gpus, tokens, seq, mfu, low, high, hfu, per_token,
-                        peak * mfu / per_token, h / n_gpus / 24, h_low / n_gpus / 24, h_high / n_gpus / 24,
+                        peak * mfu / per_token, *days,
                         h, h_low, h_high, price, h * price, h_low * price, h_high * price, tuple(warnings),
                         layout, source, goodput)
 
@@ -416,7 +419,7 @@ def run_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: in
     if goodput < 1 and whole_run:
         raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run MFU "
                          "already includes them; give one of them")
-    g = get_gpu(gpu)
+    g = check_recipe_runs_on(precision, gpu)
     dtype = compute_dtype(precision, dtype)
     if tokens is None or seq is None:
         raise ValueError("give tokens= (a number > 0) and seq= (an integer >= 1), or stages=[(tokens, seq), ...]")
@@ -429,9 +432,7 @@ def run_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: in
         if n_gpus is not None and check_int("n_gpus", n_gpus) != par.gpus:
             raise ValueError(f"n_gpus={n_gpus} but parallel uses tp*cp*pp*dp = {par.gpus} GPUs; give one of them")
         n_gpus = par.gpus
-    elif n_gpus is None:
-        raise ValueError("give n_gpus (an integer >= 1) or parallel=Parallel(...)")
-    n_gpus = check_int("n_gpus", n_gpus)
+    n_gpus = None if n_gpus is None else check_int("n_gpus", n_gpus)   # (GPU-hours need no GPU count)
     par = None if parallel is None else par
     rerun = None if recompute_layers is None else _rerun_layers(model, recompute, recompute_layers, par)
     warnings: tuple = ()

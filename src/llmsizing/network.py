@@ -197,7 +197,7 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
         if found:
             n = found
         else:                         # a GPU with no node row: an 8-GPU box of its own link, one 400 Gb/s NIC per GPU
-            topo = "switch" if "nvlink" in g.link.lower() else "pcie"
+            topo = {"nvlink": "switch", "infinity-fabric": "mesh"}.get(g.link_class, "pcie")   # (its data, not its name)
             n = Node(f"8x {g.name} (no catalogued node)", g.name, 8, 8, topo, 1.0, 8, 400.0,
                      "default for a GPU without a node row", "", "")
     if gpus_per_node is not None:
@@ -214,11 +214,10 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
 
 
 def _class_of(gpu, node: Node) -> str:
-    """The link class of the GPU's scale-up link: from its name, else from the node's topology."""
-    name = gpu.link.lower()
-    for key, cls in (("nvlink", "nvlink"), ("infinity", "infinity-fabric"), ("pcie", "pcie")):
-        if key in name:
-            return cls
+    """The link class of the GPU's scale-up link: its ``link_class`` (a column of ``data/gpus.csv``), else, for a
+    hand-made GPU without one, the class its node's topology implies. Never its name (issue 33)."""
+    if gpu.link_class is not None:
+        return gpu.link_class
     return {"switch": "nvlink", "mesh": "infinity-fabric", "pcie": "pcie"}[node.intra_topology]
 
 
@@ -267,7 +266,7 @@ def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
     k = min(size, max(1, domain // stride)) if across else size
 
     def intra(k: int) -> float:
-        if cls == "infinity-fabric" and node.intra_topology == "mesh":
+        if node.intra_topology == "mesh":        # (a node row's fact: the MI300X's and the V100's alike)
             return min(own, max(k - 1, 1) * node.intra_link_gbps_one_way)
         return own
 

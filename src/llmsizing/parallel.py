@@ -33,6 +33,10 @@ MAX_PP = 1024
 #: (Ulysses-style head scatter) is not modelled. Taught in the "Long context" chapter.
 CP_COMMS = ("p2p", "all_gather")
 
+#: Activation recomputation a run may use (Korthikanti et al. 2022, Sec. 5): none, the attention core only, or
+#: every layer (``recompute_layers`` for the first few only: :func:`recomputed_layers`).
+RECOMPUTE = ("none", "selective", "full")
+
 
 @dataclass(frozen=True)
 class Parallel:

@@ -38,6 +38,8 @@ from .flops import RECOMPUTE, training_flops_per_token
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
 from .memory import OPTIMIZER_IMPLS
 from .network import get_node
+from .hardware import check_recipe_runs_on
+from .job import takes_job
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, route_max_nodes
 from .parallel import CP_COMMS, MAX_PP, check_layout
@@ -357,6 +359,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     return df
 
 
+@takes_job("plan")
 def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, global_batch: int,
          max_gpus: int | None = None, deadline_days: float | None = None, budget_usd: float | None = None,
          micro_batches=(1, 2, 4), recomputes=RECOMPUTE, zero_stages=(0, 1, 2, 3), precision: str = "bf16-mixed",
@@ -451,7 +454,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
-    gpu_list = resolve_gpus(gpus, example='("H100 SXM", "A100 80GB")')
+    gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus, example='("H100 SXM", "A100 80GB")')]
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
     deadline = None if deadline_days is None else check_number("deadline_days", deadline_days, allow_equal=False)
     budget = None if budget_usd is None else check_number("budget_usd", budget_usd, allow_equal=False)

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
+from .job import Job
 from .layouts import step_time
 from .memory import training_memory
 from .mfu import PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _time_at, mfu_range_factors, run_time
 from .model import Model
 from .parallel import Parallel, check_recompute_layers, recomputed_layers, resolve_parallel
 from .planner import check_global_batch, plan, recompute_kwargs
-from .precision import compute_dtype
+from .precision import check_recipe, compute_dtype
 
 #: Runs published stage by stage, with their sources (:func:`published_stages`).
 PUBLISHED_STAGES_CSV = PUBLISHED_RUNS_CSV.parent / "published_stages.csv"
@@ -160,8 +161,11 @@ class StagedTrainingTime:
 
 
 def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recompute, dtype, causal, whole_run,
-            plan_options, recompute_layers=None) -> StagedTrainingTime:
-    """:func:`training_time` for a list of stages (see :class:`Stage`); everything checked before any stage."""
+            plan_options, recompute_layers=None, precision=None) -> StagedTrainingTime:
+    """:func:`training_time` for a list of stages (see :class:`Stage`); everything checked before any stage.
+    ``dtype`` is the one given (``None``: the recipe's). The precision flows once: ``precision`` (or, when it is
+    not given, ``plan_options["precision"]``; ``"bf16-mixed"`` when neither is) is every stage's recipe, so a
+    planned stage is planned and timed in it, for its MFU and its peak alike; the two may not disagree."""
     items = [_as_stage(i, item) for i, item in
              enumerate(check_sequence("stages", stages, example="[(15e12, 8192), (8e11, 131072)]"))]
     check_bool("causal", causal)
@@ -169,7 +173,15 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
     check_choice("recompute", recompute, RECOMPUTE)
     if recompute_layers is not None:            # (checked against each stage's own layout there)
         check_recompute_layers(recompute, recompute_layers, model.layers)
-    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
+    if plan_options is not None and not isinstance(plan_options, dict):
+        raise TypeError(f"plan_options must be a dict of plan() keywords, got {type(plan_options).__name__}")
+    planned = (plan_options or {}).get("precision")
+    if precision is not None and planned is not None and \
+            check_recipe("precision", precision) != check_recipe("plan_options['precision']", planned):
+        raise ValueError(f"precision={precision!r} and plan_options['precision']={planned!r} disagree: give the "
+                         "run's precision once (precision= applies to every stage, the planned ones too)")
+    precision = check_recipe("precision", precision or planned or "bf16-mixed")
+    dtype = compute_dtype(precision, dtype)
     run_gpus = run_par = None
     if parallel is not None:
         run_par = resolve_parallel(parallel, model)
@@ -178,8 +190,6 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
             raise ValueError(f"n_gpus={n_gpus} but parallel uses {run_gpus} GPUs; give one of them")
     elif n_gpus is not None:
         run_gpus = check_int("n_gpus", n_gpus)
-    if plan_options is not None and not isinstance(plan_options, dict):
-        raise TypeError(f"plan_options must be a dict of plan() keywords, got {type(plan_options).__name__}")
     if plan_options and not any(st.global_batch is not None and st.parallel is None and st.mfu is None
                                 for st in items):
         raise ValueError("plan_options applies only to stages planned by plan(): Stage(tokens, seq, "
@@ -193,13 +203,41 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
     for i, st in enumerate(items):
         label = st.name or f"stage {i + 1}"
         try:
-            t = _one_stage(model, g, st, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype, causal,
-                           whole_run, plan_options or {}, recompute_layers)
+            t = _one_stage(model, g, st, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype,
+                           causal, whole_run, {**(plan_options or {}), "precision": precision}, recompute_layers)
         except (TypeError, ValueError) as e:
             raise type(e)(f"stages[{i}] ({label}, tokens={st.tokens:g}, seq={st.seq:,}): {e}") from e
         out.append(t)
     return StagedTrainingTime(model.name, g.name, tuple(out), tuple(st.name or f"stage {i + 1}"
                                                                     for i, st in enumerate(items)))
+
+
+def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch: int, global_batch: int,
+                precision: str, dtype: str, recompute: str, recompute_layers: int | None, causal: bool,
+                price_value: float, node=None, max_nodes="model", goodput: float = 1.0) -> TrainingTime:
+    """A run timed on its layout's own step (a stage's case 2 above; :func:`~llmsizing.time_cost.training_time`
+    with ``parallel`` and ``global_batch``): :func:`~llmsizing.layouts.step_time` with ``global_batch /
+    (micro_batch x dp)`` micro-batches gives the MFU, in ``precision`` at the ``dtype`` peak, with the calibrated
+    range of the GPU's generation around it; a layout that does not fit adds a warning (the caller chose it)."""
+    per_step = micro_batch * par.dp
+    if global_batch % per_step:
+        raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
+                         f"{micro_batch} x {par.dp}: the layout cannot reach it")
+    accum = global_batch // per_step
+    rc = dict(recompute=recompute, recompute_layers=recompute_layers, precision=precision)
+    step = step_time(model, g, par, batch=micro_batch, seq=seq, grad_accum=accum, dtype=dtype, node=node,
+                     max_nodes=max_nodes, **rc)
+    m = check_fraction("the layout's MFU", step.mfu * _causal_factor(model, seq, causal))
+    warnings = []
+    total = training_memory(model, batch=micro_batch, seq=seq, grad_accum=accum, parallel=par, **rc).total_bytes
+    if total > g.memory_bytes:
+        warnings.append(f"the layout needs {total / 2**30:,.1f} GiB per GPU (recompute={recompute!r}), more "
+                        f"than the {g.name}'s {g.memory_gib:,.1f} GiB")
+    rerun = None if recompute_layers is None else sum(recomputed_layers(model.layers, par, recompute_layers))
+    low_f, high_f = mfu_range_factors(g, dtype)
+    return _time_at(model, g, tokens, seq, par.gpus, m, m * low_f, min(1.0, m * high_f), price_value,
+                    recompute, dtype, causal, warnings, parallel=par, source="step_time of the layout",
+                    rerun_layers=rerun, goodput=goodput)
 
 
 def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype, causal,
@@ -218,27 +256,14 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
             dict(n_gpus=gpus) if st.n_gpus is not None or run_par is None else dict(parallel=run_par))
         return run_time(model, tokens=st.tokens, gpu=g, seq=st.seq, mfu=one_mfu, mfu_range=one_range,
                         price_usd_per_gpu_hour=price, recompute=recompute, dtype=dtype, causal=causal,
-                        whole_run=whole_run, recompute_layers=recompute_layers, **count)
-    low_f, high_f = mfu_range_factors(g, dtype)
+                        whole_run=whole_run, recompute_layers=recompute_layers,
+                        precision=plan_options["precision"], **count)
     if par is not None:                                # 2: the layout's own step time
-        per_step = st.micro_batch * par.dp
-        if st.global_batch % per_step:
-            raise ValueError(f"global_batch={st.global_batch:,} is not a multiple of micro_batch x dp = "
-                             f"{st.micro_batch} x {par.dp}: the layout cannot reach it")
-        accum = st.global_batch // per_step
-        rc = dict(recompute=recompute, recompute_layers=recompute_layers)
-        step = step_time(model, g, par, batch=st.micro_batch, seq=st.seq, grad_accum=accum, dtype=dtype, **rc)
-        m = check_fraction("the layout's MFU", step.mfu * _causal_factor(model, st.seq, causal))
-        warnings = []
-        total = training_memory(model, batch=st.micro_batch, seq=st.seq, grad_accum=accum, parallel=par,
-                                **rc).total_bytes
-        if total > g.memory_bytes:
-            warnings.append(f"the layout needs {total / 2**30:,.1f} GiB per GPU (recompute={recompute!r}), more "
-                            f"than the {g.name}'s {g.memory_gib:,.1f} GiB")
-        rerun = None if recompute_layers is None else sum(recomputed_layers(model.layers, par, recompute_layers))
-        return _time_at(model, g, st.tokens, st.seq, par.gpus, m, m * low_f, min(1.0, m * high_f), price_value,
-                        recompute, dtype, causal, warnings, parallel=par, source="step_time of the layout",
-                        rerun_layers=rerun)
+        return layout_time(model, g, par, tokens=st.tokens, seq=st.seq, micro_batch=st.micro_batch,
+                           global_batch=st.global_batch, precision=plan_options["precision"], dtype=dtype,
+                           recompute=recompute, recompute_layers=recompute_layers, causal=causal,
+                           price_value=price_value)
+    low_f, high_f = mfu_range_factors(g, dtype)
     # 3: plan() for this stage alone
     kw = dict(plan_options)
     if price is not None:
@@ -252,8 +277,8 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
         row = df.iloc[0]                                 # (sorted cheapest first)
         why = "plan(): the cheapest plan"
     m = check_fraction("the plan's MFU", float(row["mfu"]) * _causal_factor(model, st.seq, causal))
-    chosen = Parallel(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), zero=int(row["zero"]),
-                      sp=bool(row["sp"]), **({"cp": int(row["cp"])} if "cp" in row.index else {}))
+    chosen = Job.from_plan_row(row, model, seq=st.seq, cp_comm=kw.get("cp_comm", "p2p"),
+                               expert_tp=kw.get("expert_tp", False)).parallel     # (EP included: issue 33)
     n_rc = recompute_kwargs(row)["recompute_layers"]          # (the plan's own partial recomputation)
     t = _time_at(model, g, st.tokens, st.seq, int(row["n_gpus"]), m, m * low_f, min(1.0, m * high_f), price_value,
                  row["recompute"], dtype, causal, (), parallel=chosen, source=why,
@@ -291,7 +316,7 @@ def _run(model, *, gpu, n_gpus: int, stages, dtype: str | None = None, whole_run
     """``training_time(model, gpu=, n_gpus=, stages=, dtype=, whole_run=)`` with every other argument at its
     default (:mod:`llmsizing.time_cost` sits above this module)."""
     return _staged(resolve_model(model, moe=True), get_gpu(gpu), stages, n_gpus=n_gpus, parallel=None, mfu=None,
-                   mfu_range=None, price=None, recompute="none", dtype=compute_dtype("bf16-mixed", dtype),
+                   mfu_range=None, price=None, recompute="none", dtype=dtype,
                    causal=False, whole_run=whole_run, plan_options=None)
 
 

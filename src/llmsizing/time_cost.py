@@ -24,7 +24,7 @@ the MFU instead (an output of the kernel efficiency and the losses).
 from __future__ import annotations
 
 from ._compat import retire as _retire
-from ._validate import check_choice, check_fraction, check_int, check_number
+from ._validate import check_bool, check_choice, check_fraction, check_int, check_number
 from .catalog import get_gpu, gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .layouts import min_gpus
 from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstimate, TrainingTime,  # noqa: F401
@@ -33,21 +33,32 @@ from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstim
                   run_time)
 from .flops import RECOMPUTE
 from .hardware import effective_dtype
+from .job import takes_job
 from .model import Model
 from .moe_layouts import ep_candidates
-from .parallel import Parallel
+from .parallel import Parallel, resolve_parallel
 from .precision import compute_dtype
-from .stages import _staged
+from .planner import check_global_batch
+from .stages import _staged, layout_time
 
 
+@takes_job("time")
 def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: int | None = None,
                   seq: int | None = None, parallel: Parallel | None = None, mfu: float | None = None,
                   mfu_range: tuple[float, float] | None = None, price_usd_per_gpu_hour: float | None = None,
                   recompute: str = "none", dtype: str | None = None, causal: bool = False,
-                  whole_run: bool = False, precision: str = "bf16-mixed", stages=None,
-                  plan_options: dict | None = None, goodput: float = 1.0, recompute_layers: int | None = None):
+                  whole_run: bool = False, precision: str | None = None, stages=None,
+                  plan_options: dict | None = None, goodput: float = 1.0, recompute_layers: int | None = None,
+                  global_batch: int | None = None, micro_batch: int = 1):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
-    GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given).
+    GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
+    the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
+    ``training_time(job, tokens=...)`` takes a :class:`~llmsizing.job.Job`: the run on its layout's own step.
+
+    **On a layout's own step.** ``parallel`` with ``global_batch`` (sequences per optimizer step; ``micro_batch``
+    sequences per GPU and micro-batch) times the run as :func:`~llmsizing.planner.plan` and
+    :func:`~llmsizing.layouts.step_time` do: the MFU is the layout's, from its step, with the calibrated range of
+    the GPU's generation around it, so a plan row and this call give the same days (``tests/test_job.py``).
 
     ``mfu`` defaults to the calibrated estimate (:func:`mfu_estimate`: by GPU generation and dtype, model size,
     sequence length, full recomputation, and ``whole_run`` for a whole run's GPU-hours with its restarts), with
@@ -92,7 +103,25 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
         raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run MFU "
                          "already includes them; give one of them")
     g = get_gpu(gpu)
-    dtype = compute_dtype(precision, dtype)
+    if stages is None:
+        dtype = compute_dtype("bf16-mixed" if precision is None else precision, dtype)
+    if global_batch is not None:
+        if stages is not None or parallel is None or mfu is not None or mfu_range is not None or whole_run:
+            raise ValueError("global_batch= times the run on its layout's own step: give it with parallel= (and "
+                             "micro_batch=), without stages=, mfu=, mfu_range= or whole_run=")
+        if tokens is None or seq is None:
+            raise ValueError("give tokens= (a number > 0) and seq= (an integer >= 1) with global_batch=")
+        par = resolve_parallel(parallel, model, check_int("seq", seq))
+        if n_gpus is not None and check_int("n_gpus", n_gpus) != par.gpus:
+            raise ValueError(f"n_gpus={n_gpus} but parallel uses tp*cp*pp*dp = {par.gpus} GPUs; give one of them")
+        t = layout_time(model, g, par, tokens=check_number("tokens", tokens, allow_equal=False), seq=seq,
+                        micro_batch=check_int("micro_batch", micro_batch),
+                        global_batch=check_global_batch(global_batch),
+                        precision="bf16-mixed" if precision is None else precision, dtype=dtype,
+                        recompute=check_choice("recompute", recompute, RECOMPUTE), recompute_layers=recompute_layers,
+                        causal=check_bool("causal", causal), price_value=gpu_price(g, price_usd_per_gpu_hour),
+                        goodput=goodput)
+        return t
     if stages is not None:
         if goodput < 1:
             raise ValueError("goodput applies to a single stage; with stages=, divide the totals' days and "
@@ -101,13 +130,17 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
             raise ValueError("give tokens= and seq=, or stages=[(tokens, seq), ...], not both")
         return _staged(model, g, stages, n_gpus=n_gpus, parallel=parallel, mfu=mfu, mfu_range=mfu_range,
                        price=price_usd_per_gpu_hour, recompute=recompute, dtype=dtype, causal=causal,
-                       whole_run=whole_run, plan_options=plan_options, recompute_layers=recompute_layers)
+                       whole_run=whole_run, plan_options=plan_options, recompute_layers=recompute_layers,
+                       precision=precision)
     if plan_options is not None:
         raise ValueError("plan_options applies to stages=[Stage(..., global_batch=...)] only")
+    if micro_batch != 1:
+        raise ValueError(f"micro_batch={micro_batch!r} applies with global_batch= and parallel= only (a run timed "
+                         "on its layout's step)")
     return run_time(model, tokens=tokens, gpu=g, n_gpus=n_gpus, seq=seq, parallel=parallel, mfu=mfu,
                     mfu_range=mfu_range, price_usd_per_gpu_hour=price_usd_per_gpu_hour, recompute=recompute,
                     dtype=dtype, causal=causal, whole_run=whole_run, goodput=goodput,
-                    recompute_layers=recompute_layers)
+                    recompute_layers=recompute_layers, precision="bf16-mixed" if precision is None else precision)
 
 
 def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,

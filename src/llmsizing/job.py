@@ -1,0 +1,154 @@
+"""A job spec (issue 32): one frozen description of what is being run, so that the same facts are stated once
+and checked once, and every answer about it reads them from the same place.
+
+A :class:`Job` is the model, the GPU (and node), the layout (:class:`~llmsizing.parallel.Parallel`), the recipe
+(precision, optimizer, attention kernel, software stack), the batch (micro-batch and accumulation steps; the
+global batch follows from the layout's ``dp``), the sequence length and the recomputation. Megatron-Core's
+``TransformerConfig`` and llm-analysis's configs do the same for a run; this one holds only what the library's
+answers read. :func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time`,
+:func:`~llmsizing.time_cost.training_time` and :func:`~llmsizing.planner.plan` take a job in place of their
+first argument (``training_memory(job)``, ``step_time(job)``, ``training_time(job, tokens=1e12)``); keyword
+calls keep working unchanged, and a keyword given with a job overrides the job's value
+(``training_memory(job, batch=2)``). :meth:`Job.from_plan_row` turns a row of :func:`~llmsizing.planner.plan`'s
+frame back into the job it priced, so that the direct functions re-check the row (chapter 12).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+
+from ._validate import check_choice, check_int, check_number
+from .act_terms import ATTENTION, STACKS
+from .catalog import GPU, get_gpu, resolve_model
+from .hardware import check_recipe_runs_on
+from .model import Model
+from .parallel import RECOMPUTE, SINGLE_GPU, Parallel, check_recompute_layers, resolve_parallel
+from .precision import OPTIMIZERS, check_recipe
+
+@dataclass(frozen=True)
+class Job:
+    """What is being run: ``model`` on ``gpu`` GPUs in the layout ``parallel``, ``micro_batch`` sequences of
+    ``seq`` tokens per GPU and micro-batch, ``grad_accum`` micro-batches per optimizer step, with the recipe
+    ``precision`` and ``optimizer``, the ``attention`` kernel and software ``stack``, and ``recompute``
+    (``recompute_layers`` for partial recomputation). ``node`` (a :func:`~llmsizing.network.get_node` name or
+    ``None`` for the GPU's default node), ``max_nodes`` (``"model"``: the routing's own node limit), ``ep_overlap``,
+    ``kernel_efficiency`` and ``overlap`` (``None``: calibrated) are what the step model reads beyond that.
+    Checked when made: a model and layout that cannot run together are refused here, once."""
+
+    model: Model | str
+    gpu: GPU | str
+    seq: int
+    parallel: Parallel = SINGLE_GPU
+    micro_batch: int = 1
+    grad_accum: int = 1
+    precision: str = "bf16-mixed"
+    optimizer: str = "adamw"
+    recompute: str = "none"
+    recompute_layers: int | None = None
+    attention: str = "flash"
+    stack: str = "fused"
+    node: object = None
+    max_nodes: int | str | None = "model"
+    ep_overlap: float = 0.0
+    kernel_efficiency: float | None = None
+    overlap: float | None = field(default=None)
+
+    def __post_init__(self):
+        model = resolve_model(self.model, moe=True)
+        set_ = functools.partial(object.__setattr__, self)
+        set_("model", model)
+        set_("gpu", get_gpu(self.gpu))
+        set_("seq", check_int("seq", self.seq))
+        set_("micro_batch", check_int("micro_batch", self.micro_batch))
+        set_("grad_accum", check_int("grad_accum", self.grad_accum))
+        set_("parallel", resolve_parallel(self.parallel, model, self.seq))
+        set_("precision", check_recipe("precision", self.precision))
+        set_("gpu", check_recipe_runs_on(self.precision, self.gpu))
+        check_choice("optimizer", self.optimizer, tuple(OPTIMIZERS))
+        check_choice("recompute", self.recompute, RECOMPUTE)
+        check_choice("attention", self.attention, ATTENTION)
+        check_choice("stack", self.stack, STACKS)
+        if self.recompute_layers is not None:
+            check_recompute_layers(self.recompute, self.recompute_layers, model.layers)
+        if not (self.max_nodes is None or self.max_nodes == "model"):
+            set_("max_nodes", check_int("max_nodes", self.max_nodes))
+        set_("ep_overlap", check_number("ep_overlap", self.ep_overlap, maximum=1.0))
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs the job runs on: the layout's ``tp x cp x pp x dp``."""
+        return self.parallel.gpus
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per optimizer step: ``micro_batch x grad_accum x dp``."""
+        return self.micro_batch * self.grad_accum * self.parallel.dp
+
+    def replace(self, **changes) -> "Job":
+        """A copy with ``changes`` (checked again)."""
+        return replace(self, **changes)
+
+    def kwargs(self, kind: str) -> dict:
+        """The keywords of one answer about this job: ``"memory"`` (:func:`~llmsizing.memory.training_memory`),
+        ``"step"`` (:func:`~llmsizing.layouts.step_time`), ``"time"`` (:func:`~llmsizing.time_cost.training_time`,
+        timed on the layout's own step) or ``"plan"`` (:func:`~llmsizing.planner.plan`: the model, GPU and recipe;
+        the layout is what a plan searches, so the job's is not passed)."""
+        recipe = dict(precision=self.precision, recompute=self.recompute, recompute_layers=self.recompute_layers)
+        if kind == "memory":
+            return dict(model=self.model, batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum,
+                        parallel=self.parallel, optimizer=self.optimizer, attention=self.attention,
+                        stack=self.stack, **recipe)
+        if kind == "step":
+            return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, batch=self.micro_batch,
+                        seq=self.seq, grad_accum=self.grad_accum, node=self.node, max_nodes=self.max_nodes,
+                        ep_overlap=self.ep_overlap, kernel_efficiency=self.kernel_efficiency,
+                        overlap=self.overlap, **recipe)
+        if kind == "time":
+            return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, seq=self.seq,
+                        global_batch=self.global_batch, micro_batch=self.micro_batch, **recipe)
+        if kind == "plan":
+            return dict(model=self.model, gpus=(self.gpu.name,), seq=self.seq, global_batch=self.global_batch,
+                        precision=self.precision, optimizer=self.optimizer, attention=self.attention,
+                        stack=self.stack, max_nodes=self.max_nodes, ep_overlap=self.ep_overlap)
+        raise ValueError(f"kind must be one of 'memory', 'step', 'time', 'plan'; got {kind!r}")
+
+    @classmethod
+    def from_plan_row(cls, row, model, *, seq: int, precision: str = "bf16-mixed", optimizer: str = "adamw",
+                      attention: str = "flash", stack: str = "fused", cp_comm: str = "p2p", expert_tp: bool = False,
+                      max_nodes="model", ep_overlap: float = 0.0, kernel_efficiency: float | None = None,
+                      overlap: float | None = None) -> "Job":
+        """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
+        ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
+        defaults). ``training_memory(job)``, ``step_time(job)`` and ``training_time(job, tokens=...)`` then
+        reproduce the row's memory, step and days (``tests/test_job.py``)."""
+        import pandas as pd
+
+        get = row.get if hasattr(row, "get") else functools.partial(getattr, row)
+        n = get("recompute_layers", None)
+        par = Parallel(tp=int(get("tp")), cp=int(get("cp", 1)), pp=int(get("pp")), dp=int(get("dp")),
+                       zero=int(get("zero")), sp=bool(get("sp")), ep=int(get("ep", 1)), expert_tp=expert_tp,
+                       cp_comm=cp_comm)
+        return cls(model, get("gpu"), seq, par, micro_batch=int(get("micro_batch")),
+                   grad_accum=int(get("grad_accum")), precision=precision, optimizer=optimizer,
+                   recompute=get("recompute"), recompute_layers=None if n is None or pd.isna(n) else int(n),
+                   attention=attention, stack=stack, max_nodes=max_nodes, ep_overlap=ep_overlap,
+                   kernel_efficiency=kernel_efficiency, overlap=overlap)
+
+
+def takes_job(kind: str):
+    """Let an answer take a :class:`Job` as its first argument: ``f(job, **overrides)`` is
+    ``f(**job.kwargs(kind), **overrides)``; any other first argument is the old call, unchanged."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kw):
+            if args and isinstance(args[0], Job):
+                if len(args) > 1:
+                    raise TypeError(f"{fn.__name__}(job, ...): give the other arguments by keyword")
+                return fn(**{**args[0].kwargs(kind), **kw})
+            return fn(*args, **kw)
+
+        return wrapper
+
+    return decorate
