@@ -68,7 +68,8 @@ AUDITED = ("activations", "comm", "cost", "finetune", "flops", "hardware", "infe
            "parallel", "planner", "runs", "serve", "serve_step", "time_cost")
 #: String parameters that are labels, not choices.
 NOT_A_CHOICE = {("gpu_with_link", "link"), ("cost_vs_gpus", "gpu"), ("audit_cost_table", "gpu"),
-                ("plan", "max_nodes")}     # (an int, None or "model": the model's own node limit; 3 is valid)
+                ("plan", "max_nodes"), ("step_time", "max_nodes")}   # (an int, None or "model": the model's own
+#                                                                       node limit; 3 is valid)
 
 
 def _public_functions():

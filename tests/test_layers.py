@@ -161,3 +161,10 @@ def test_the_moe_path_from_a_chart_never_returns_to_a_module_it_left():
     finally:
         sys.setprofile(None)
     assert set(reentries) <= {("llmsizing.charts.moe", "llmsizing.charts.base")}, reentries
+
+
+@pytest.mark.parametrize("module", ["llmsizing.serve", "llmsizing.serve_step"])
+@pytest.mark.parametrize("name, value", [("MBU_LOW", 0.6), ("MBU_HIGH", 0.9), ("MFU_LOW", 0.4), ("MFU_HIGH", 0.7)])
+def test_serving_what_if_bands_are_retired(module, name, value):
+    with pytest.warns(DeprecationWarning, match=f"{name} is retired.*serving_range"):
+        assert getattr(importlib.import_module(module), name) == value

@@ -552,6 +552,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     dtype = compute_dtype(precision, dtype)
     if isinstance(max_nodes, str) and max_nodes == "model":
         max_nodes = route_max_nodes(model)
+    elif max_nodes is not None:
+        max_nodes = check_int("max_nodes", max_nodes)
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m, recompute=recompute,
                          node=node, recompute_layers=recompute_layers, max_nodes=max_nodes)

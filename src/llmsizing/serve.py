@@ -62,7 +62,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._compat import forward as _forward
+from ._compat import retire as _retire
 from ._validate import check_int, check_number, check_sequence
 from .all_to_all import all_to_all_s  # noqa: F401 (in __all__)
 from .catalog import get_gpu, list_gpus, resolve_gpus, resolve_model
@@ -74,8 +74,7 @@ from .serve_moe import check_ep
 # from here.
 from .serve_step import (ACTIVATION_BYTES, ALLREDUCE_LATENCY_S, ATTENTION_BU_DEFAULT,  # noqa: F401
                          ATTENTION_KERNELS, ENGINE_STEP_OVERHEAD_S, ENGINES, KV_FORMATS, MBU_DEFAULT,
-                         MBU_HIGH, MBU_LOW, MFU_DEFAULT, MFU_HIGH, MFU_LOW, RANGE_HIGH, RANGE_LOW,
-                         STEP_OVERHEAD_S, WEIGHT_FORMATS, _FIT, Serving, _allreduce_s, _kv_reads, serving)
+                         MFU_DEFAULT, RANGE_HIGH, RANGE_LOW, RETIRED, STEP_OVERHEAD_S, WEIGHT_FORMATS, _FIT, Serving, _allreduce_s, _kv_reads, serving)
 
 #: The tensor-parallel degrees :func:`replicas_for` tries: within one 8-GPU node.
 TP_CHOICES = (1, 2, 4, 8)
@@ -303,10 +302,10 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
 
 # Issue 22 moved published_serving to serve_calibration, which imports the step model from serve_step; the old
 # name still works for one release, with a DeprecationWarning (issue 32: no import runs back up to it).
-__getattr__ = _forward(__name__, {"published_serving": "llmsizing.serve_calibration"})
+__getattr__ = _retire(__name__, RETIRED, moved={"published_serving": "llmsizing.serve_calibration"})
 
 __all__ = ["all_to_all_s", "Serving", "serving", "serving_sweep", "ServingPlan", "replicas_for",
-           "serving_cost_by_gpu", "MBU_DEFAULT", "MBU_LOW", "MBU_HIGH", "MFU_DEFAULT", "MFU_LOW", "MFU_HIGH",
+           "serving_cost_by_gpu", "MBU_DEFAULT", "MFU_DEFAULT",
            "ALLREDUCE_LATENCY_S", "WEIGHT_FORMATS", "KV_FORMATS", "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S",
            "ENGINE_STEP_OVERHEAD_S", "ENGINES", "ATTENTION_KERNELS",
            "RANGE_LOW", "RANGE_HIGH", "kv_capacity_tokens"]

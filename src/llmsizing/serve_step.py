@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ._compat import retire as _retire
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number
 from .all_to_all import all_to_all_s
 from .catalog import get_gpu, gpu_price, resolve_model
@@ -39,8 +40,8 @@ KV_FORMATS = ("bf16", "fp16", "fp8", "int8")
 
 _FIT = serving_constants()
 #: Achieved fraction of HBM bandwidth reading the weights in decode (MBU): the calibrated default
-#: (``data/serving_model.csv``), and a range for the reader's what-ifs.
-MBU_DEFAULT, MBU_LOW, MBU_HIGH = _FIT.weights_bu, 0.6, 0.9
+#: (``data/serving_model.csv``).
+MBU_DEFAULT = _FIT.weights_bu
 #: Achieved fraction of HBM bandwidth reading the paged KV cache (attention kernels): calibrated.
 ATTENTION_BU_DEFAULT = _FIT.attention_bu
 #: Fixed time per engine step (scheduling, sampling, kernel launches), seconds: calibrated. The pooled value
@@ -51,8 +52,8 @@ STEP_OVERHEAD_S = _FIT.step_overhead_s
 ENGINE_STEP_OVERHEAD_S = dict(_FIT.engine_step_overhead_s)
 #: The engines :func:`serving` knows by name (``engine=``).
 ENGINES = tuple(ENGINE_STEP_OVERHEAD_S)
-#: Achieved fraction of the dense peak (MFU) in prefill and in decode's matmuls: calibrated, and a range.
-MFU_DEFAULT, MFU_LOW, MFU_HIGH = _FIT.prefill_mfu, 0.4, 0.7
+#: Achieved fraction of the dense peak (MFU) in prefill and in decode's matmuls: calibrated.
+MFU_DEFAULT = _FIT.prefill_mfu
 #: The stated range (rounded outwards): a published serving figure's speed lies within ``RANGE_LOW x`` and
 #: ``RANGE_HIGH x`` the central prediction (the spread of every row of ``data/serving_published.csv``,
 #: calibration and held out; :func:`~llmsizing.serve_calibration.serving_range`).
@@ -535,7 +536,16 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         all_to_all_s=a2a(seqs_gpu / tp) / (2 * m.n_moe_layers) if ep > 1 else 0.0)
 
 
-__all__ = ["Serving", "serving", "WEIGHT_FORMATS", "KV_FORMATS", "MBU_DEFAULT", "MBU_LOW", "MBU_HIGH",
+__all__ = ["Serving", "serving", "WEIGHT_FORMATS", "KV_FORMATS", "MBU_DEFAULT",
            "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S", "ENGINE_STEP_OVERHEAD_S", "ENGINES", "MFU_DEFAULT",
-           "MFU_LOW", "MFU_HIGH", "RANGE_LOW", "RANGE_HIGH", "ALLREDUCE_LATENCY_S", "ACTIVATION_BYTES",
+           "RANGE_LOW", "RANGE_HIGH", "ALLREDUCE_LATENCY_S", "ACTIVATION_BYTES",
            "ATTENTION_KERNELS"]
+
+# The what-if bands before the serving range was stated (issue 22): 0.6-0.9 MBU and 0.4-0.7 MFU. They are not the
+# range the library states (RANGE_LOW/RANGE_HIGH, serving_range); code that built bands from them kept the old
+# answer silently (issue 32).
+RETIRED = {"MBU_LOW": (0.6, "serve_calibration.serving_range(...) (the stated range, RANGE_LOW/RANGE_HIGH)"),
+           "MBU_HIGH": (0.9, "serve_calibration.serving_range(...) (the stated range, RANGE_LOW/RANGE_HIGH)"),
+           "MFU_LOW": (0.4, "serve_calibration.serving_range(...) (the stated range, RANGE_LOW/RANGE_HIGH)"),
+           "MFU_HIGH": (0.7, "serve_calibration.serving_range(...) (the stated range, RANGE_LOW/RANGE_HIGH)")}
+__getattr__ = _retire(__name__, RETIRED)
