@@ -189,7 +189,7 @@ def test_parallel_sets_the_gpu_count():
     (dict(tokens=0), ValueError, "tokens"),
     (dict(tokens=-1e9), ValueError, "tokens"),
     (dict(n_gpus=0), ValueError, "n_gpus"),
-    (dict(n_gpus=None), ValueError, "n_gpus"),
+    (dict(n_gpus=True), TypeError, "n_gpus"),          # (n_gpus=None is a GPU-hours-only answer since issue 33)
     (dict(mfu=1.5), ValueError, "mfu"),
     (dict(mfu=0), ValueError, "mfu"),
     (dict(mfu="0.4"), TypeError, "mfu"),
