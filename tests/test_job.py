@@ -171,3 +171,54 @@ def test_gpu_hours_need_no_gpu_count():
     assert t.gpu_hours == pytest.approx(by_hand, rel=1e-3)
     assert t.gpu_hours == pytest.approx(with8.gpu_hours, rel=1e-12)
     assert with8.days == pytest.approx(with8.gpu_hours / 8 / 24, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- behaviour from data (issue 33 #3)
+def _deepseek_config() -> dict:
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    df = pd.read_csv(Path(__file__).resolve().parents[1] / "data" / "hf_meta_param_counts.csv")
+    row = df[(df["family"] == "deepseek_v3") & (df["kind"] == "published")].iloc[0]
+    return json.loads(row["config_json"])
+
+
+def test_deepseek_v3_from_its_config_json_or_renamed_plans_as_the_catalogue():
+    """Node-limited routing came from NODE_LIMITED_ROUTING = {"deepseek-v3": 4}: the same architecture read from its
+    config.json, or renamed, planned 28% slower. It comes from the config's n_group = 8 and topk_group = 4 now."""
+    from dataclasses import replace
+
+    from llmsizing.moe_layouts import route_max_nodes
+
+    cfg = _deepseek_config()
+    assert (cfg["n_group"], cfg["topk_group"]) == (8, 4)
+    catalogue = L.get_model("deepseek-v3")
+    loaded = L.Model.from_hf_config(cfg, name="my-deepseek")
+    renamed = replace(catalogue, name="renamed")
+    assert route_max_nodes(catalogue) == route_max_nodes(loaded) == route_max_nodes(renamed) == 4
+    kw = dict(tokens=TOKENS, gpus=("H800",), seq=SEQ, global_batch=1920, max_gpus=2048, precision="fp8-deepseek",
+              micro_batches=(1,), recomputes=("none",), zero_stages=(1,))
+    base = L.plan(catalogue, **kw).reset_index(drop=True)
+    for m in (loaded, renamed):
+        other = L.plan(m, **kw).reset_index(drop=True)
+        assert other.equals(base), m.name
+    # a grouped router whose token may use every group has no limit; no groups, no limit
+    assert route_max_nodes(replace(catalogue, expert_groups_per_token=8)) is None
+    assert route_max_nodes(L.get_model("mixtral-8x7b")) is None
+
+
+@pytest.mark.parametrize("groups, per_token", [(3, 1), (8, 9), (8, 0), (0, 4)])
+def test_bad_expert_groups_are_refused(groups, per_token):
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="expert_groups"):
+        replace(L.get_model("deepseek-v3"), expert_groups=groups, expert_groups_per_token=per_token)
+
+
+def test_a_config_with_greedy_routing_has_no_groups():
+    cfg = {**_deepseek_config(), "topk_method": "greedy"}
+    assert L.Model.from_hf_config(cfg, name="greedy").expert_groups == 0
+    with pytest.raises(ValueError, match="n_group"):
+        L.Model.from_hf_config({**_deepseek_config(), "n_group": 7}, name="bad")

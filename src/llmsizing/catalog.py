@@ -64,7 +64,7 @@ class ModelEntry:
 #: other families (issue 24); blank for a dense Llama-style model, and optional: a file without them still loads.
 _OPTIONAL_INT = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "shared_expert_ffn_hidden",
                  "window_layers", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-                 "v_head_dim")
+                 "v_head_dim", "expert_groups", "expert_groups_per_token")
 _OPTIONAL_FLAG = ("router_bias", "attn_sinks")
 
 

@@ -481,6 +481,7 @@ class _ConfigReader:
                 raise ValueError(f"{self.where}: first_k_dense_replace ({first}) leaves no MoE layer of "
                                  f"num_hidden_layers={layers}")
             out["moe_layers"] = moe_layer_indices(layers, first_dense=first)
+            out.update(self.expert_groups(experts))
         elif m == "gpt_oss":
             out["router_bias"] = True
         if m == "deepseek_v3":          # e_score_correction_bias: in the checkpoint, a buffer in transformers
@@ -494,6 +495,22 @@ class _ConfigReader:
         if "moe_layers" in out and not out["moe_layers"]:
             return {}                                       # no layer has experts: a dense model
         return out
+
+    def expert_groups(self, experts: int) -> dict:
+        """DeepSeek's group-limited routing (``topk_method`` ``"group_limited_greedy"`` or ``"noaux_tc"``, with
+        ``n_group`` and ``topk_group``; transformers' ``DeepseekV3MoE`` routes by group): ``expert_groups`` and
+        ``expert_groups_per_token``, or nothing for ``"greedy"`` routing over every expert, or when the token may
+        use every group."""
+        method, _ = self._value("topk_method")
+        groups, _ = self._value("n_group")
+        top, _ = self._value("topk_group")
+        if method == "greedy" or groups is None or top is None:
+            return {}
+        groups, top = self.int("n_group"), self.int("topk_group")
+        if top > groups or experts % groups:
+            raise ValueError(f"{self.where}: n_group ({groups}) must divide n_routed_experts ({experts}) and "
+                             f"topk_group ({top}) be at most n_group")
+        return {} if top == groups else {"expert_groups": groups, "expert_groups_per_token": top}
 
     def build(self, cls, name: str, fields: dict) -> "Model":
         """``cls(name, **fields)``; an error the Model raises names the config keys, not its fields."""

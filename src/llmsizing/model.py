@@ -137,7 +137,11 @@ class Model(TensorLayout):
     (DeepSeek-V3's first three layers, Llama 4 Maverick's every other layer). Routed experts have the same
     matrices as the dense MLP (``gated_mlp``, ``mlp_bias``). Use :func:`moe_layer_indices` to build
     ``moe_layers`` from a config's ``first_k_dense_replace`` / ``decoder_sparse_step`` /
-    ``interleave_moe_layer_step``.
+    ``interleave_moe_layer_step``. Group-limited routing (DeepSeek's ``n_group`` / ``topk_group``): the routed
+    experts fall into ``expert_groups`` groups and each token picks its experts from ``expert_groups_per_token``
+    of them (0 and 0: no grouping). DeepSeek-V3 deploys one group per node, so a token reaches at most
+    ``expert_groups_per_token`` nodes (arXiv:2412.19437 Sec. 2.1.2, 3.2.2): the node limit the all-to-all is
+    priced with (:func:`llmsizing.moe_layouts.route_max_nodes`), read from these fields, never from a name.
 
     **Multi-head latent attention** (``kv_lora_rank`` set; DeepSeek-V2, DeepSeek-AI 2024, arXiv:2405.04434,
     Sec. 2.1): queries go through a rank-``q_lora_rank`` bottleneck (``q_a_proj``, a norm, ``q_b_proj``; none
@@ -184,6 +188,8 @@ class Model(TensorLayout):
     shared_expert_gate: bool = False
     router_bias: bool = False
     moe_layers: tuple[int, ...] | None = None
+    expert_groups: int = 0
+    expert_groups_per_token: int = 0
     # ---- multi-head latent attention (kv_lora_rank=None: none)
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
@@ -268,10 +274,17 @@ class Model(TensorLayout):
                 if getattr(self, f) not in (None, 0):
                     raise ValueError(f"{f} describes a mixture of experts: give experts (routed experts per "
                                      f"MoE layer) >= 1 too, or leave {f} unset")
-            for f in ("shared_expert_gate", "router_bias"):
+            for f in ("shared_expert_gate", "router_bias", "expert_groups", "expert_groups_per_token"):
                 if getattr(self, f):
                     raise ValueError(f"{f} describes a mixture of experts: give experts >= 1 too")
             return
+        groups = check_int("expert_groups", self.expert_groups, minimum=0)
+        per_token = check_int("expert_groups_per_token", self.expert_groups_per_token, minimum=0)
+        if (groups == 0) != (per_token == 0) or per_token > groups or (groups and e % groups):
+            raise ValueError(f"expert_groups ({groups}) must divide experts ({e}) and expert_groups_per_token "
+                             f"({per_token}) be from 1 to expert_groups; both 0 for routing without groups")
+        object.__setattr__(self, "expert_groups", groups)
+        object.__setattr__(self, "expert_groups_per_token", per_token)
         k = self.experts_per_token
         if not 1 <= k <= e:
             raise ValueError(f"experts_per_token must be an integer >= 1 and <= experts ({e}), got {k}")

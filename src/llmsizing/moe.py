@@ -97,6 +97,7 @@ def dense_twin(model: Model) -> Model:
     builds its dense comparison from it). The memory path no longer needs it: the dense terms read no MoE field."""
     return replace(model, experts=0, experts_per_token=0, expert_ffn_hidden=None, shared_experts=0,
                    shared_expert_ffn_hidden=None, shared_expert_gate=False, router_bias=False, moe_layers=None,
+                   expert_groups=0, expert_groups_per_token=0,
                    name=f"{model.name} (dense twin)")
 
 

@@ -8,22 +8,20 @@ from __future__ import annotations
 
 import math
 
-from ._compat import forward as _forward
+from ._compat import retire as _retire
 from ._validate import check_int
 from .model import Model
 from .moe import stage_moe_layers
 from .parallel import Parallel
 
-#: Node-limited routing by catalogue model: each token's experts on at most this many nodes. DeepSeek-V3's
-#: ``config.json`` has ``n_group = 8`` and ``topk_group = 4`` (DeepSeek-AI 2024, arXiv 2412.19437, Sec. 2.1.2:
-#: "M = 4"). The other catalogue models route over all experts (no limit).
-NODE_LIMITED_ROUTING = {"deepseek-v3": 4}
-
-
 def route_max_nodes(model: Model) -> int | None:
-    """The node limit of ``model``'s routing (:data:`NODE_LIMITED_ROUTING`), or ``None`` (no limit): what the
-    planner passes to :func:`ep_all_to_all` when it is not told (``max_nodes="model"``)."""
-    return NODE_LIMITED_ROUTING.get(model.name)
+    """The node limit of ``model``'s routing, from its own fields: ``expert_groups_per_token`` when its experts
+    are routed by group (DeepSeek's ``n_group``/``topk_group``; DeepSeek-V3 places one group per node, so a token
+    reaches at most that many nodes: 4 of 8, arXiv:2412.19437 Sec. 2.1.2), else ``None`` (no limit). What the
+    planner and :func:`~llmsizing.layouts.step_time` use when not told (``max_nodes="model"``). Until issue 32 it
+    was keyed by the catalogue name, so the same architecture loaded from its config planned 28% slower."""
+    g = model.expert_groups_per_token
+    return g if 0 < g < model.expert_groups else None
 
 
 def ep_candidates(model: Model, ep_degrees=None) -> tuple[int, ...]:
@@ -79,9 +77,12 @@ def heavy_stages(model: Model, par: Parallel) -> tuple[int, ...]:
 # ----------------------------------------------------------------------------- the planner's pricing of them
 
 
-__all__ = ["NODE_LIMITED_ROUTING", "route_max_nodes", "ep_candidates", "dp_unit", "heavy_stages"]
+__all__ = ["route_max_nodes", "ep_candidates", "dp_unit", "heavy_stages"]
 
 
-# The planner's MoE pricing moved to llmsizing.plan_pricing, beside the dense pricing it extends (issue 32).
-__getattr__ = _forward(__name__, {name: "llmsizing.plan_pricing"
-                                  for name in ("moe_ep_coefficients", "moe_dp_collectives", "moe_all_to_all_s")})
+# The name-keyed table is retired (issue 32: behaviour comes from the config's fields); the planner's MoE pricing
+# moved to llmsizing.plan_pricing, beside the dense pricing it extends.
+__getattr__ = _retire(__name__, {"NODE_LIMITED_ROUTING": ({"deepseek-v3": 4}, "route_max_nodes(model), read from "
+                                                          "Model.expert_groups_per_token (config's topk_group)")},
+                      moved={n: "llmsizing.plan_pricing"
+                             for n in ("moe_ep_coefficients", "moe_dp_collectives", "moe_all_to_all_s")})
