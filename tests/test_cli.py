@@ -494,3 +494,20 @@ def test_bad_recompute_layers_exit_2_naming_it(argv, words, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+def test_plan_stage_takes_the_layout_flags_as_a_single_plan_does(capsys):
+    """Issue 33 #2: `plan --stage` dropped --cp, --cp-comm, --ep and --ep-overlap (405B at 128K with --cp 8 came
+    back with cp=32). A planned stage now has the layout, the MFU and the days of the single plan's fastest row."""
+    import json
+
+    from llmsizing.planner import plan
+
+    args = ["plan", "llama-3.1-405b", "--gpu", "H100 SXM", "--max-gpus", "16384", "--cp", "8", "--json"]
+    assert cli.main([*args, "--stage", "100B:131072:64"]) == 0
+    staged = json.loads(capsys.readouterr().out)
+    row = plan("llama-3.1-405b", tokens=100e9, gpus=("H100 SXM",), seq=131072, global_batch=64, max_gpus=16384,
+               cp_degrees=(8,)).sort_values(["days", "cost_usd"]).iloc[0]
+    first = staged[0]
+    assert first["layout"].split()[1] == "CP8"
+    assert first["days"] == pytest.approx(row["days"], rel=1e-9)

@@ -397,6 +397,20 @@ def cmd_cost(args) -> None:
         print(f"warning: {w}")
 
 
+def _plan_layout_options(args) -> dict:
+    """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``, ``--ep``,
+    ``--ep-overlap``. One place, so a single plan and every planned ``--stage`` take them alike (issue 33: the
+    stage path dropped them)."""
+    out = {"cp_comm": args.cp_comm}
+    if args.cp is not None:
+        out["cp_degrees"] = tuple(args.cp)
+    if args.ep is not None:
+        out["ep_degrees"] = tuple(args.ep)
+    if args.ep_overlap is not None:
+        out["ep_overlap"] = args.ep_overlap
+    return out
+
+
 def _plan_stages(args) -> None:
     from dataclasses import replace
 
@@ -417,7 +431,8 @@ def _plan_stages(args) -> None:
             st = replace(st, global_batch=args.global_batch)
         stages.append(st)
     options = dict(overlap=args.overlap, kernel_efficiency=args.kernel_efficiency, precision=args.precision,
-                   optimizer_impl=args.optimizer_impl, partial_recompute=not args.no_partial_recompute)
+                   optimizer_impl=args.optimizer_impl, partial_recompute=not args.no_partial_recompute,
+                   **_plan_layout_options(args))
     gpu = (args.gpu or ["H100 SXM"])[0]
     r = training_time(_model(args.model, moe=True), stages=stages, gpu=gpu, n_gpus=args.max_gpus, plan_options=options)
     which = f"the fastest plan on at most {args.max_gpus:,} GPUs" if args.max_gpus else "the cheapest plan"
@@ -432,15 +447,11 @@ def cmd_plan(args) -> None:
     if args.stage:
         _plan_stages(args)
         return
-    moe_kw = {} if args.ep is None else {"ep_degrees": tuple(args.ep)}
-    if args.ep_overlap is not None:
-        moe_kw["ep_overlap"] = args.ep_overlap
     df = plan(_model(args.model, moe=True), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)), seq=args.seq,
               global_batch=args.global_batch, max_gpus=args.max_gpus, deadline_days=args.deadline_days,
               budget_usd=args.budget, overlap=args.overlap, kernel_efficiency=args.kernel_efficiency,
               precision=args.precision, optimizer_impl=args.optimizer_impl,
-              **({} if args.cp is None else {"cp_degrees": tuple(args.cp)}), cp_comm=args.cp_comm,
-              partial_recompute=not args.no_partial_recompute, **moe_kw)
+              partial_recompute=not args.no_partial_recompute, **_plan_layout_options(args))
     if not args.all:
         df = df[df["pareto"]]
     df = df.head(args.top).reset_index(drop=True)
