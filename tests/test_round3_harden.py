@@ -303,3 +303,55 @@ def test_the_fit_tool_names_the_file_line_and_column(tmp_path):
     (tmp_path / "bad_all_reduce.txt").write_text(text)
     with pytest.raises(ValueError, match=f"bad_all_reduce.txt: text line {at[1 << 24]}, column #wrong"):
         tool.fits(tmp_path)
+
+
+# =========================================================================== #5 `time` on a planned stage
+_PLANNED = ["time", "llama-3-8b", "--stage", "1T:8192", "--stage", "50B:32768:64", "--gpu", "H100 SXM",
+            "--gpus", "64"]
+
+
+@pytest.mark.parametrize("extra, flag", [
+    (["--mfu", "0.3"], "--mfu"), (["--mfu-range", "0.1", "0.2"], "--mfu-range"), (["--whole-run"], "--whole-run"),
+    (["--recompute", "full"], "--recompute"), (["--recompute", "none"], "--recompute"),
+    (["--recompute", "full", "--recompute-layers", "4"], "--recompute"),
+])
+def test_time_refuses_a_flag_a_planned_stage_ignores(extra, flag, capsys):
+    code, out, err = run_cli(_PLANNED + extra, capsys)
+    assert code == 2 and not out
+    assert f"{flag} does not apply to --stage number 2" in err and "GLOBAL_BATCH" in err
+
+
+def test_time_on_a_planned_stage_without_those_flags_is_the_library(capsys):
+    from llmsizing.stages import Stage
+
+    rows = json.loads(run_cli(["time", "llama-3-8b", "--stage", "50B:8192:64", "--gpu", "H100 SXM", "--gpus",
+                               "64", "--price", "2", "--json"], capsys)[1])
+    r = L.training_time("llama-3-8b", stages=[Stage(50e9, 8192, global_batch=64)], gpu="H100 SXM", n_gpus=64,
+                        price_usd_per_gpu_hour=2.0)
+    assert rows[0]["days"] == pytest.approx(r.stages[0].days, rel=1e-9)            # (JSON: 10 digits)
+    assert rows[0]["cost_usd"] == pytest.approx(r.stages[0].cost_usd, rel=1e-9)
+
+
+def test_time_flags_still_change_an_unplanned_stage(capsys):
+    base = ["time", "llama-3-8b", "--stage", "1T:8192", "--gpu", "H100 SXM", "--gpus", "64", "--json"]
+    days = {}
+    for label, extra in (("none", []), ("mfu", ["--mfu", "0.3"]), ("whole", ["--whole-run"]),
+                         ("recompute", ["--recompute", "full"])):
+        code, out, _ = run_cli(base + extra, capsys)
+        assert code == 0
+        days[label] = json.loads(out)[0]["days"]
+    assert len(set(days.values())) == 4
+    # --mfu 0.3 is exact: 6 N D / (64 x peak x 0.3), the library's own count of the stage's FLOPs
+    t = L.training_time("llama-3-8b", tokens=1e12, seq=8192, gpu="H100 SXM", n_gpus=64, mfu=0.3)
+    assert days["mfu"] == pytest.approx(t.days, rel=1e-9)
+
+
+@pytest.mark.parametrize("rng", [["0.1", "0.2"], ["0.9", "0.95"]])
+def test_time_mfu_range_is_checked_on_every_path(rng, capsys):
+    # the calibrated MFU of Llama-3-8B at 8K on H100s is neither below 0.2 nor above 0.9: both refused
+    for argv in (["time", "llama-3-8b", "--tokens", "1T", "--seq", "8192", "--gpu", "H100 SXM", "--gpus", "64"],
+                 ["time", "llama-3-8b", "--stage", "1T:8192", "--gpu", "H100 SXM", "--gpus", "64"]):
+        code, out, err = run_cli(argv + ["--mfu-range", *rng], capsys)
+        assert code == 2 and "--mfu-range" in err and not out
+    code, _, err = run_cli(_PLANNED + ["--mfu-range", *rng], capsys)
+    assert code == 2 and "--mfu-range does not apply" in err

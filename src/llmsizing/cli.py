@@ -270,10 +270,11 @@ def _recompute(args) -> dict:
     """``recompute=`` and ``recompute_layers=`` from ``--recompute`` and ``--recompute-layers`` (partial
     recomputation: only with ``--recompute full``; the library checks the range)."""
     n = args.recompute_layers
-    if n is not None and args.recompute != "full":
+    recompute = "none" if args.recompute is None else args.recompute      # (`time` leaves it unset: none)
+    if n is not None and recompute != "full":
         raise ValueError(f"--recompute-layers {n} recomputes whole layers (Megatron-LM's block method): give "
-                         f"--recompute full, got --recompute {args.recompute}")
-    return {"recompute": args.recompute, "recompute_layers": n}
+                         f"--recompute full, got --recompute {recompute}")
+    return {"recompute": recompute, "recompute_layers": n}
 
 
 def _check_single_or_stages(args, *, single: tuple) -> None:
@@ -310,9 +311,33 @@ def _staged_output(r, args, title: str) -> None:
         print(f"warning: {w}")
 
 
+def _refuse_on_planned_stages(args) -> None:
+    """A stage with GLOBAL_BATCH is planned (:func:`~llmsizing.planner.plan`): its MFU, its range,
+    recomputation and steady state come from the plan's layout, so the flags that set them for an unplanned
+    stage would be ignored. Refuse them, naming the stage and saying why."""
+    planned = [(i, st) for i, st in enumerate(args.stage) if st.global_batch is not None]
+    if not planned:
+        return
+    i, st = planned[0]
+    which = f"--stage number {i + 1} ({st.tokens:.3g}:{st.seq}:{st.global_batch})"
+    why = {"--mfu": "its MFU is an output of the planned layout's step time",
+           "--mfu-range": "its range is the calibration's spread around the planned layout's MFU",
+           "--whole-run": "the planned layout's step is a steady state, and no whole-run factor applies to it",
+           "--recompute": "the plan chooses the recomputation that fits",
+           "--recompute-layers": "the plan chooses the recomputation that fits"}
+    given = {"--mfu": args.mfu is not None, "--mfu-range": args.mfu_range is not None,
+             "--whole-run": args.whole_run, "--recompute": args.recompute is not None,
+             "--recompute-layers": args.recompute_layers is not None}
+    for flag, on in given.items():
+        if on:
+            raise ValueError(f"{flag} does not apply to {which}, which is planned (it has a GLOBAL_BATCH): "
+                             f"{why[flag]}. Drop {flag}, or drop the stage's GLOBAL_BATCH to price it at an MFU")
+
+
 def _time_stages(args) -> None:
     from .time_cost import mfu_estimate, training_time
 
+    _refuse_on_planned_stages(args)
     model = _model(args.model, moe=True)
     mfu, mfu_range = args.mfu, (tuple(args.mfu_range) if args.mfu_range else None)
     if mfu_range is not None and not mfu_range[0] <= mfu_range[1]:
@@ -626,8 +651,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"],
                    help="the peak the MFU is measured against")
-    p.add_argument("--recompute", default="none", choices=list(RECOMPUTE),
-                   help="activation recomputation: changes the HFU and the calibrated MFU (default none)")
+    p.add_argument("--recompute", default=None, choices=list(RECOMPUTE),
+                   help="activation recomputation: changes the HFU and the calibrated MFU (default none; not "
+                        "with a planned --stage, whose plan chooses it)")
     p.add_argument("--recompute-layers", type=integer(0), metavar="N",
                    help=_RECOMPUTE_LAYERS_HELP + " (without a layout the model is one chunk: 0 to its layers)")
     _add_output(p)
