@@ -355,3 +355,116 @@ def test_time_mfu_range_is_checked_on_every_path(rng, capsys):
         assert code == 2 and "--mfu-range" in err and not out
     code, _, err = run_cli(_PLANNED + ["--mfu-range", *rng], capsys)
     assert code == 2 and "--mfu-range does not apply" in err
+
+
+# =========================================================================== #6 `finetune` and --grad-accum
+_FT = ["finetune", "qwen-7b", "--method", "full", "--gpus", "8", "--strategy", "fsdp", "--gpu", "H100 SXM",
+       "--seq", "4096", "--json"]
+
+
+def test_finetune_cli_sizes_memory_batch_and_context_at_its_grad_accum(capsys):
+    from llmsizing.finetune_time import finetune_memory_per_gpu, max_batch_per_gpu, max_seq
+
+    code, out, _ = run_cli(_FT + ["--grad-accum", "8"], capsys)
+    assert code == 0
+    row = json.loads(out)[0]
+    kw = dict(method="full", n_gpus=8, strategy="fsdp", rank=16, recompute="full")
+    with8 = finetune_memory_per_gpu("qwen-7b", batch=1, seq=4096, grad_accum=8, **kw).total_bytes
+    with1 = finetune_memory_per_gpu("qwen-7b", batch=1, seq=4096, grad_accum=1, **kw).total_bytes
+    assert with8 > with1                     # accumulated gradients alive during the forward
+    assert row["memory_per_gpu_bytes"] == pytest.approx(with8, rel=1e-9)
+    assert row["max_batch"] == max_batch_per_gpu("qwen-7b", "H100 SXM", seq=4096, grad_accum=8, **kw)
+    assert row["max_seq"] == max_seq("qwen-7b", "H100 SXM", batch=1, grad_accum=8, **kw)
+    assert row["fits"] == (with8 <= 0.9 * L.get_gpu("H100 SXM").memory_bytes)
+
+
+def test_finetune_cli_grad_accum_moves_lora_memory_too(capsys):
+    from llmsizing.finetune_time import finetune_memory_per_gpu
+
+    base = ["finetune", "llama-3-8b", "--method", "lora", "--gpu", "A100 80GB", "--json"]
+    one = json.loads(run_cli(base, capsys)[1])[0]["memory_per_gpu_bytes"]
+    four = json.loads(run_cli(base + ["--grad-accum", "4"], capsys)[1])[0]["memory_per_gpu_bytes"]
+    lib = finetune_memory_per_gpu("llama-3-8b", method="lora", batch=1, seq=2048, recompute="full", grad_accum=4)
+    assert four == pytest.approx(lib.total_bytes, rel=1e-9) and four > one
+
+
+# =========================================================================== finetune_memory's parallel= message
+def test_lora_with_a_layout_names_the_function_that_does_it():
+    with pytest.raises(ValueError, match="finetune_memory_per_gpu"):
+        L.finetune_memory("llama-3-8b", method="lora", batch=1, seq=512, parallel=L.Parallel(dp=2))
+
+
+# =========================================================================== QLoRA's default: PEFT's k-bit prep
+def test_qlora_defaults_to_kbit_prep_and_says_so():
+    m = L.get_model("llama-3-8b")
+    kw = dict(method="qlora", batch=1, seq=2048, recompute="full")
+    default = L.finetune_memory(m, **kw)
+    assert default == L.finetune_memory(m, kbit_prep=True, **kw)
+    bare = L.finetune_memory(m, kbit_prep=False, **kw)
+    # by hand: every parameter outside the blocks' matrices (embedding, LM head, norms) 2 bytes more
+    parts = m.param_breakdown()
+    assert default.base_weights_bytes - bare.base_weights_bytes == 2 * (parts["embedding"] + parts["lm_head"]
+                                                                      + parts["norms"])
+    assert "kbit_prep=True" in default.assumes and "kbit_prep=False" in bare.assumes
+    assert "kbit_prep" not in L.finetune_memory(m, method="lora", batch=1, seq=2048).assumes
+
+
+def test_qlora_max_context_defaults_to_what_most_recipes_run():
+    from llmsizing.finetune import max_context
+
+    kw = dict(method="qlora", rank=32, recompute="full", stack="hf", optimizer="adamw-8bit")
+    assert max_context("llama-3-8b", "A100 80GB", **kw) == max_context("llama-3-8b", "A100 80GB", kbit_prep=True,
+                                                                       **kw)
+    assert max_context("llama-3-8b", "A100 80GB", **kw) < max_context("llama-3-8b", "A100 80GB", kbit_prep=False,
+                                                                      **kw)
+
+
+def test_finetune_cli_states_its_assumptions_and_takes_no_kbit_prep(capsys):
+    from llmsizing.finetune_time import finetune_memory_per_gpu
+
+    base = ["finetune", "llama-3-8b", "--method", "qlora", "--gpu", "A100 80GB"]
+    code, out, _ = run_cli(base, capsys)
+    assert code == 0 and "assumes:" in out and "kbit_prep=True" in out and "loop='trainer'" in out
+    row = json.loads(run_cli(base + ["--no-kbit-prep", "--json"], capsys)[1])[0]
+    lib = finetune_memory_per_gpu("llama-3-8b", method="qlora", batch=1, seq=2048, recompute="full",
+                                  kbit_prep=False)
+    assert row["memory_per_gpu_bytes"] == pytest.approx(lib.total_bytes, rel=1e-9)
+    assert "kbit_prep=False" in row["assumes"]
+    code, _, err = run_cli(["finetune", "llama-3-8b", "--method", "lora", "--no-kbit-prep"], capsys)
+    assert code == 2 and "--no-kbit-prep" in err
+
+
+# =========================================================================== a loop that keeps the output
+@pytest.mark.parametrize("method, dtype, per_logit", [("lora", "bf16", 2), ("lora", "fp32", 4), ("qlora", "bf16", 2),
+                                                      ("full", "bf16", 2)])
+def test_a_loop_that_keeps_the_output_holds_one_more_logits_tensor(method, dtype, per_logit):
+    kw = dict(method=method, batch=1, seq=8192, recompute="full")
+    if dtype != "bf16":
+        kw["dtype"] = dtype
+    trainer = L.finetune_memory("llama-3-8b", **kw)
+    kept = L.finetune_memory("llama-3-8b", loop="keep_output", **kw)
+    logits = 8192 * 128256 * per_logit          # Llama 3 at 8K tokens in bf16: 2.1 GB per micro-batch (issue 33)
+    assert kept.kept_output_bytes == logits and trainer.kept_output_bytes == 0
+    assert kept.peak_bytes - trainer.peak_bytes == pytest.approx(logits)
+    assert trainer.loop == "trainer" and "loop='trainer'" in trainer.assumes
+    assert kept.loop == "keep_output" and "loop='keep_output'" in kept.assumes
+    assert "kept output" in kept.to_frame().index and "kept output" not in trainer.to_frame().index
+
+
+def test_keep_output_is_refused_where_the_logits_are_split():
+    with pytest.raises(ValueError, match="loop='keep_output'"):
+        L.finetune_memory("llama-3-8b", method="full", batch=1, seq=2048, parallel=L.Parallel(tp=2),
+                          loop="keep_output")
+    with pytest.raises(ValueError, match="loop"):
+        L.finetune_memory("llama-3-8b", method="lora", batch=1, seq=2048, loop="accelerate")
+
+
+def test_finetune_cli_loop_is_the_library(capsys):
+    from llmsizing.finetune_time import finetune_memory_per_gpu
+
+    row = json.loads(run_cli(["finetune", "llama-3-8b", "--method", "lora", "--seq", "8192", "--loop",
+                              "keep_output", "--json"], capsys)[1])[0]
+    lib = finetune_memory_per_gpu("llama-3-8b", method="lora", batch=1, seq=8192, recompute="full",
+                                  loop="keep_output")
+    assert row["memory_per_gpu_bytes"] == pytest.approx(lib.total_bytes, rel=1e-9)
+    assert row["loop"] == "keep_output" and "keep_output" in row["assumes"]

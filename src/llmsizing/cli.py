@@ -527,8 +527,14 @@ def cmd_finetune(args) -> None:
 
     model = _model(args.model)
     g = get_gpu(args.gpu)
+    if args.no_kbit_prep and args.method != "qlora":
+        raise ValueError(f"--no-kbit-prep applies to --method qlora (PEFT's k-bit preparation of a quantised base); "
+                         f"--method {args.method} has no k-bit preparation to leave out")
+    # every memory answer (the step, the largest micro-batch and context) at the run's own --grad-accum: from the
+    # second micro-batch on, the accumulated gradients are alive during the forward
     mem_kw = dict(method=args.method, n_gpus=args.gpus, strategy=args.strategy, rank=args.rank,
-                  recompute=args.recompute)
+                  recompute=args.recompute, grad_accum=args.grad_accum, loop=args.loop,
+                  **({"kbit_prep": False} if args.no_kbit_prep else {}))
     m = finetune_memory_per_gpu(model, batch=args.batch, seq=args.seq, **mem_kw)
     largest_batch = max_batch_per_gpu(model, g, seq=args.seq, **mem_kw)
     largest_seq = max_seq(model, g, batch=args.batch, **mem_kw)
@@ -540,7 +546,7 @@ def cmd_finetune(args) -> None:
     row = {**t.to_dict(), "rank": args.rank, "recompute": args.recompute,
            "memory_per_gpu_bytes": m.total_bytes, "gpu_memory_bytes": float(g.memory_bytes),
            "fits": bool(m.total_bytes <= 0.9 * g.memory_bytes), "max_batch": largest_batch, "max_seq": largest_seq,
-           "adapter_checkpoint_bytes": adapter}
+           "adapter_checkpoint_bytes": adapter, "loop": args.loop, "assumes": m.assumes}
     if args.json or args.csv:
         _emit(pd.DataFrame([row]).set_index("model"), args)
         return
@@ -565,7 +571,8 @@ def cmd_finetune(args) -> None:
     out = pd.DataFrame({"value": lines})
     _emit(out, args, title=f"{args.method} of {t.model} on {where}: {t.tokens:.3g} tokens "
                            f"({args.epochs:g} epoch(s)), micro-batch {args.batch} x {args.seq:,}, "
-                           f"recompute {args.recompute}")
+                           f"{args.grad_accum} micro-batch(es) per step, recompute {args.recompute}")
+    print("assumes:\n" + "\n".join(f"  {a}" for a in m.single.assumptions))
 
 
 def _add_output(p) -> None:
@@ -751,7 +758,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
     _add_output(p)
     p.set_defaults(func=cmd_serve)
-    from .finetune import METHODS
+    from .finetune import LOOPS, METHODS
     from .finetune_time import STRATEGIES
 
     p = _command(sub, "finetune", "memory, largest batch and context, time and cost of a fine-tune",
@@ -766,7 +773,15 @@ def parser() -> argparse.ArgumentParser:
                    help="how several GPUs share the work: ddp replicates, fsdp/zero3 shard the base")
     p.add_argument("--seq", type=integer(), default=2048, help="sequence length, tokens (default 2048)")
     p.add_argument("--batch", type=integer(), default=1, help="micro-batch per GPU (default 1)")
-    p.add_argument("--grad-accum", type=integer(), default=1, help="micro-batches per optimizer step")
+    p.add_argument("--grad-accum", type=integer(), default=1,
+                   help="micro-batches per optimizer step (the accumulated gradients count in the memory)")
+    p.add_argument("--loop", choices=list(LOOPS), default="trainer",
+                   help="the training loop: trainer (Hugging Face's Trainer frees the model's output before the "
+                        "backward; default) or keep_output (out = model(...); out.loss.backward(): the logits "
+                        "stay alive)")
+    p.add_argument("--no-kbit-prep", action="store_true",
+                   help="QLoRA without PEFT's prepare_model_for_kbit_training (default: with it, as most "
+                        "recipes run)")
     p.add_argument("--tokens", type=count, default=1e8, help="dataset tokens, e.g. 100M (default 100M)")
     p.add_argument("--epochs", type=number(0, 1e6, inclusive=False), default=1.0, help="epochs (default 1)")
     p.add_argument("--recompute", default="full", choices=list(RECOMPUTE),
