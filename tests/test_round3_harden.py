@@ -468,3 +468,18 @@ def test_finetune_cli_loop_is_the_library(capsys):
                                   loop="keep_output")
     assert row["memory_per_gpu_bytes"] == pytest.approx(lib.total_bytes, rel=1e-9)
     assert row["loop"] == "keep_output" and "keep_output" in row["assumes"]
+
+
+@pytest.mark.parametrize("changes", [{"virtual_stages": 4096.0}, {"tp": 3.0, "n_gpus": math.nan},
+                                     {"pp": 256.0, "n_gpus": math.nan}])
+def test_kernel_fit_names_the_row_whose_layout_cannot_run(changes):
+    from llmsizing import calibration as C
+
+    df = _runs()
+    i = df.index[df["dp"].notna() & (df["pp"].fillna(1) > 1)][0]
+    for column, value in changes.items():
+        df = _with(df, column, value, row=df.index.get_loc(i))
+    with pytest.raises(ValueError) as info:
+        C.fit_kernel_efficiency(df)
+    msg = str(info.value)
+    assert f"runs row {i}" in msg and df.loc[i, "run"] in msg and "layout" in msg

@@ -70,18 +70,20 @@ def _check_cell(where: str, column: str, value):
 
     import numpy as np
 
+    from ._validate import MAX_MEANINGFUL
     from .activations import RECOMPUTE
     from .catalog import get_gpu, get_model
 
     def bad(allowed, exc=ValueError):
         raise exc(f"{where}, column {column!r}: must be {allowed}; got {type(value).__name__} {value!r}")
 
-    def whole(minimum, maximum=None):
+    def whole(minimum, maximum=MAX_MEANINGFUL):
+        allowed = f"a whole number from {minimum} to {maximum:,}"
         if isinstance(value, (bool, str)) or not isinstance(value, numbers.Real) or value != value:
-            bad(f"a whole number >= {minimum}", TypeError if not isinstance(value, numbers.Real)
-                or isinstance(value, bool) else ValueError)
-        if value != int(value) or value < minimum or (maximum is not None and value > maximum):
-            bad(f"a whole number >= {minimum}" + ("" if maximum is None else f" and <= {maximum}"))
+            bad(allowed, TypeError if not isinstance(value, numbers.Real) or isinstance(value, bool)
+                else ValueError)
+        if not math.isfinite(value) or value != int(value) or not minimum <= value <= maximum:
+            bad(allowed)
 
     if column in ("model", "gpu"):
         if not isinstance(value, str):
@@ -223,18 +225,25 @@ def run_kernel_efficiency(row) -> float | None:
     from .layouts import step_time
 
     row = _check_row(row)
-    lay = _layout_of(row)
-    if lay is None:
-        return None
-    par, micro, accum, recompute = lay
-    dtype = "fp8" if row.dtype == "fp8" else "bf16"
+    run = getattr(row, "run", None)
+    where = "row" + (f" ({run!r})" if isinstance(run, str) else "")
+    try:      # each cell is valid; together they may still be no layout the model can run
+        lay = _layout_of(row)
+        if lay is None:
+            return None
+        par, micro, accum, recompute = lay
+        dtype = "fp8" if row.dtype == "fp8" else "bf16"
 
-    def mfu(e):
-        return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
-                         kernel_efficiency=e, recompute=recompute, dtype=dtype).mfu
+        def mfu(e):
+            return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
+                             kernel_efficiency=e, recompute=recompute, dtype=dtype).mfu
 
+        top = mfu(1.0)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{where}: its layout (columns tp, pp, dp, cp, virtual_stages, zero, micro_batch, "
+                      f"global_batch, seq, recompute) cannot run {row.model} on {row.gpu}: {e}") from None
     lo, hi = 0.01, 1.0
-    if mfu(hi) < row.implied_mfu:
+    if top < row.implied_mfu:
         return None
     for _ in range(40):
         mid = (lo + hi) / 2
@@ -259,7 +268,16 @@ def fit_kernel_efficiency(runs=None):
     df = _check_runs(runs, KERNEL_FIT_COLUMNS)
     df["dtype"] = np.where(df["dtype"] == "fp8", "fp8", "bf16")
     df["generation"] = [generation_of(g, d) for g, d in zip(df["gpu"], df["dtype"])]
-    df["kernel_efficiency"] = [np.nan if (e := run_kernel_efficiency(r)) is None else e for r in df.itertuples()]
+    effs = []
+    for r in df.itertuples():
+        try:
+            e = run_kernel_efficiency(r)
+        except (ValueError, TypeError) as exc:      # (the row's layout: name the table's row)
+            msg = str(exc)
+            raise type(exc)(f"runs row {r.Index!r}{msg[3:]}" if msg.startswith("row") else
+                            f"runs row {r.Index!r}: {msg}") from None
+        effs.append(np.nan if e is None else e)
+    df["kernel_efficiency"] = effs
     df["kernel_fit"] = df["calibration"] & (df["cp"].fillna(1) <= KERNEL_FIT_MAX_CP)
     fit = (df[df["kernel_fit"] & df["kernel_efficiency"].notna()]
            .groupby(["generation", "dtype"])["kernel_efficiency"].agg(["median", "count", "min", "max"]))
