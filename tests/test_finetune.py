@@ -29,7 +29,7 @@ def test_qlora_base_is_nf4_blocks_and_16bit_rest():
     block_matrices = m.layers * (4 * 4096 * 4096 + 3 * 4096 * 11008)
     rest = m.n_params - block_matrices                         # embeddings, LM head, norms: bf16
     nf4 = (4 + 8 / 64 + 32 / (64 * 256)) / 8                     # QLoRA paper, Sec. 3: 4.127 bits
-    q = finetune_memory("llama-2-7b", method="qlora", batch=1, seq=512, kbit_prep=False)     # a bare PEFT model
+    q = finetune_memory("llama-2-7b", method="qlora", batch=1, seq=512, kbit_prep=False)   # a bare PEFT model
     assert q.base_weights_bytes == pytest.approx(block_matrices * nf4 + rest * 2)
     # PEFT's k-bit preparation (the default for QLoRA) casts the 16-bit rest to fp32: 2 more bytes each
     prepared = finetune_memory("llama-2-7b", method="qlora", batch=1, seq=512)

@@ -1,6 +1,6 @@
-"""Issue 33, "no silent wrong number", round 3: the classes outside the library's core (readers, calibration,
-scaling, the HF config reader, fine-tuning and the command line). One test per defect, each failing on the code
-before its fix.
+"""Issue 33, "no silent wrong number", round 3: the classes outside the library's core (readers,
+calibration, scaling, the HF config reader, fine-tuning and the command line). One test per defect, each
+failing on the code before its fix.
 
 Expected numbers come from a hand derivation, a published figure or an independent library call, never from
 the output under test.
@@ -14,7 +14,6 @@ import math
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import llmsizing as L
@@ -109,7 +108,8 @@ def test_calibration_names_a_missing_column(fit, column):
 @pytest.mark.parametrize("fit", ["fit_mfu_model", "fit_kernel_efficiency"])
 @pytest.mark.parametrize("column, value, exc", [
     ("seq", "4k", TypeError), ("seq", -1, ValueError), ("seq", 4096.5, ValueError),
-    ("implied_mfu", math.nan, ValueError), ("implied_mfu", 1.5, ValueError), ("implied_mfu", "0.4", TypeError),
+    ("implied_mfu", math.nan, ValueError), ("implied_mfu", 1.5, ValueError),
+    ("implied_mfu", "0.4", TypeError),
     ("model", "no-such-model", ValueError), ("model", 7, TypeError), ("gpu", "Z100", ValueError),
     ("calibration", "yes", TypeError), ("dtype", "fp4", ValueError), ("recompute", "sometimes", ValueError),
     ("n_gpus", 0, ValueError),
@@ -175,7 +175,8 @@ def test_a_good_table_fits_as_before():
 
 # =========================================================================== #9 and #12 nccl-tests logs
 def _log(edit=None):
-    """The NVLink log's lines, with ``edit(lines)`` applied; and the line number (from 1) of each size's row."""
+    """The NVLink log's text, with ``edit(lines, at)`` applied; and the line number (from 1) of each size's
+    row."""
     lines = NV_LOG.read_text().splitlines()
     at = {int(t.split()[0]): i + 1 for i, t in enumerate(lines)
           if t.split() and t.split()[0].isdigit() and len(t.split()) >= 11}
@@ -193,7 +194,7 @@ def _set(lines, at, size, pos, value):
 def test_a_row_with_wrong_results_is_refused_naming_its_line_and_column():
     from llmsizing.alpha_beta import from_nccl_tests, parse_nccl_tests
 
-    text, at = _log(lambda lines, at: _set(lines, at, 1 << 20, -5, "17"))      # 17 wrong elements, out-of-place
+    text, at = _log(lambda lines, at: _set(lines, at, 1 << 20, -5, "17"))    # 17 wrong elements, out-of-place
     for call in (parse_nccl_tests, from_nccl_tests):
         with pytest.raises(ValueError) as info:
             call(text)
@@ -271,7 +272,7 @@ def test_a_failed_footer_without_a_row_to_blame_is_refused():
 def test_a_corrupt_cell_is_refused_naming_its_line_and_column(pos, value, column):
     from llmsizing.alpha_beta import from_nccl_tests
 
-    size = 1 << 27                                           # the 28th row of the table (times_s[27] in the fit)
+    size = 1 << 27                                       # the 28th row of the table (times_s[27] in the fit)
     text, at = _log(lambda lines, at: _set(lines, at, size, pos, value))
     with pytest.raises(ValueError) as info:
         from_nccl_tests(text)
@@ -311,7 +312,8 @@ _PLANNED = ["time", "llama-3-8b", "--stage", "1T:8192", "--stage", "50B:32768:64
 
 
 @pytest.mark.parametrize("extra, flag", [
-    (["--mfu", "0.3"], "--mfu"), (["--mfu-range", "0.1", "0.2"], "--mfu-range"), (["--whole-run"], "--whole-run"),
+    (["--mfu", "0.3"], "--mfu"), (["--mfu-range", "0.1", "0.2"], "--mfu-range"),
+    (["--whole-run"], "--whole-run"),
     (["--recompute", "full"], "--recompute"), (["--recompute", "none"], "--recompute"),
     (["--recompute", "full", "--recompute-layers", "4"], "--recompute"),
 ])
@@ -349,7 +351,8 @@ def test_time_flags_still_change_an_unplanned_stage(capsys):
 @pytest.mark.parametrize("rng", [["0.1", "0.2"], ["0.9", "0.95"]])
 def test_time_mfu_range_is_checked_on_every_path(rng, capsys):
     # the calibrated MFU of Llama-3-8B at 8K on H100s is neither below 0.2 nor above 0.9: both refused
-    for argv in (["time", "llama-3-8b", "--tokens", "1T", "--seq", "8192", "--gpu", "H100 SXM", "--gpus", "64"],
+    for argv in (["time", "llama-3-8b", "--tokens", "1T", "--seq", "8192", "--gpu", "H100 SXM", "--gpus",
+                  "64"],
                  ["time", "llama-3-8b", "--stage", "1T:8192", "--gpu", "H100 SXM", "--gpus", "64"]):
         code, out, err = run_cli(argv + ["--mfu-range", *rng], capsys)
         assert code == 2 and "--mfu-range" in err and not out
@@ -384,17 +387,18 @@ def test_finetune_cli_grad_accum_moves_lora_memory_too(capsys):
     base = ["finetune", "llama-3-8b", "--method", "lora", "--gpu", "A100 80GB", "--json"]
     one = json.loads(run_cli(base, capsys)[1])[0]["memory_per_gpu_bytes"]
     four = json.loads(run_cli(base + ["--grad-accum", "4"], capsys)[1])[0]["memory_per_gpu_bytes"]
-    lib = finetune_memory_per_gpu("llama-3-8b", method="lora", batch=1, seq=2048, recompute="full", grad_accum=4)
+    lib = finetune_memory_per_gpu("llama-3-8b", method="lora", batch=1, seq=2048, recompute="full",
+                                  grad_accum=4)
     assert four == pytest.approx(lib.total_bytes, rel=1e-9) and four > one
 
 
-# =========================================================================== finetune_memory's parallel= message
+# ========================================================================= finetune_memory's parallel=
 def test_lora_with_a_layout_names_the_function_that_does_it():
     with pytest.raises(ValueError, match="finetune_memory_per_gpu"):
         L.finetune_memory("llama-3-8b", method="lora", batch=1, seq=512, parallel=L.Parallel(dp=2))
 
 
-# =========================================================================== QLoRA's default: PEFT's k-bit prep
+# ========================================================================= QLoRA's default: k-bit prep
 def test_qlora_defaults_to_kbit_prep_and_says_so():
     m = L.get_model("llama-3-8b")
     kw = dict(method="qlora", batch=1, seq=2048, recompute="full")
@@ -413,10 +417,9 @@ def test_qlora_max_context_defaults_to_what_most_recipes_run():
     from llmsizing.finetune import max_context
 
     kw = dict(method="qlora", rank=32, recompute="full", stack="hf", optimizer="adamw-8bit")
-    assert max_context("llama-3-8b", "A100 80GB", **kw) == max_context("llama-3-8b", "A100 80GB", kbit_prep=True,
-                                                                       **kw)
-    assert max_context("llama-3-8b", "A100 80GB", **kw) < max_context("llama-3-8b", "A100 80GB", kbit_prep=False,
-                                                                      **kw)
+    default = max_context("llama-3-8b", "A100 80GB", **kw)
+    assert default == max_context("llama-3-8b", "A100 80GB", kbit_prep=True, **kw)
+    assert default < max_context("llama-3-8b", "A100 80GB", kbit_prep=False, **kw)
 
 
 def test_finetune_cli_states_its_assumptions_and_takes_no_kbit_prep(capsys):
@@ -435,15 +438,15 @@ def test_finetune_cli_states_its_assumptions_and_takes_no_kbit_prep(capsys):
 
 
 # =========================================================================== a loop that keeps the output
-@pytest.mark.parametrize("method, dtype, per_logit", [("lora", "bf16", 2), ("lora", "fp32", 4), ("qlora", "bf16", 2),
-                                                      ("full", "bf16", 2)])
+@pytest.mark.parametrize("method, dtype, per_logit", [("lora", "bf16", 2), ("lora", "fp32", 4),
+                                                      ("qlora", "bf16", 2), ("full", "bf16", 2)])
 def test_a_loop_that_keeps_the_output_holds_one_more_logits_tensor(method, dtype, per_logit):
     kw = dict(method=method, batch=1, seq=8192, recompute="full")
     if dtype != "bf16":
         kw["dtype"] = dtype
     trainer = L.finetune_memory("llama-3-8b", **kw)
     kept = L.finetune_memory("llama-3-8b", loop="keep_output", **kw)
-    logits = 8192 * 128256 * per_logit          # Llama 3 at 8K tokens in bf16: 2.1 GB per micro-batch (issue 33)
+    logits = 8192 * 128256 * per_logit       # Llama 3 at 8K tokens in bf16: 2.1 GB per micro-batch (issue 33)
     assert kept.kept_output_bytes == logits and trainer.kept_output_bytes == 0
     assert kept.peak_bytes - trainer.peak_bytes == pytest.approx(logits)
     assert trainer.loop == "trainer" and "loop='trainer'" in trainer.assumes

@@ -51,9 +51,9 @@ AS_OF = "2026-11-25"
 
 
 def fits(logs=LOGS):
-    """One row per log in ``logs``. A log that cannot be fitted (a corrupt cell, a row whose results nccl-tests
-    found wrong: ``llmsizing.alpha_beta.parse_nccl_tests`` refuses both) raises ``ValueError`` naming the file,
-    its line and its column."""
+    """One row per log in ``logs``. A log that cannot be fitted (a corrupt cell, a row whose results
+    nccl-tests found wrong: ``llmsizing.alpha_beta.parse_nccl_tests`` refuses both) raises ``ValueError``
+    naming the file, its line and its column."""
     rows = []
     for path in sorted(logs.glob("*.txt")):
         try:

@@ -80,9 +80,9 @@ def _num(tok: str) -> float:
 
 
 #: The columns of a table row, named as nccl-tests' header names them, by position from the end of the row.
-_ROW_COLUMNS = {-8: "time (out-of-place, us)", -7: "algbw (out-of-place, GB/s)", -6: "busbw (out-of-place, GB/s)",
-                -5: "#wrong (out-of-place)", -4: "time (in-place, us)", -3: "algbw (in-place, GB/s)",
-                -2: "busbw (in-place, GB/s)", -1: "#wrong (in-place)"}
+_ROW_COLUMNS = {-8: "time (out-of-place, us)", -7: "algbw (out-of-place, GB/s)",
+                -6: "busbw (out-of-place, GB/s)", -5: "#wrong (out-of-place)", -4: "time (in-place, us)",
+                -3: "algbw (in-place, GB/s)", -2: "busbw (in-place, GB/s)", -1: "#wrong (in-place)"}
 
 #: What to do with rows whose results nccl-tests found wrong (:func:`parse_nccl_tests`'s ``wrong_results``).
 WRONG_RESULTS = ("refuse", "drop")
@@ -127,8 +127,8 @@ def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None
     nccl-tests found the results wrong (a count above 0; in older logs an ``error`` above its tolerance,
     :data:`OLD_ERROR_TOLERANCE`) is timed on corrupt data: ``wrong_results="refuse"`` (the default) raises
     naming its line and column, ``"drop"`` leaves it out with a ``UserWarning`` naming each such line. ``N/A``
-    (validation off, ``-c 0``) is accepted. A footer ``Out of bounds values : N FAILED`` with ``N > 0`` and no row
-    to blame is refused too.
+    (validation off, ``-c 0``) is accepted. A footer ``Out of bounds values : N FAILED`` with ``N > 0`` and no
+    row to blame is refused too.
 
     The number of ranks is counted from the ``#  Rank  k ...`` device lines (given as ``n_ranks`` it must agree);
     the collective is read from the ``Collective test starting: X_perf`` line or the first ``X_perf`` the text
@@ -180,13 +180,13 @@ def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None
                 is_time = pos in (-8, -4)
                 if not math.isfinite(v) or v < 0 or (is_time and size > 0 and v == 0):
                     need = "> 0" if is_time and size > 0 else ">= 0"
-                    raise ValueError(f"text line {number}, column {_ROW_COLUMNS[pos]}: {toks[pos]!r} is not a "
-                                     f"finite number {need} (the row: {stripped[:120]!r})")
+                    raise ValueError(f"text line {number}, column {_ROW_COLUMNS[pos]}: {toks[pos]!r} is "
+                                     f"not a finite number {need} (the row: {stripped[:120]!r})")
                 cells[pos] = v
             for pos in (-5, -1):
                 if toks[pos].upper() != "N/A" and math.isnan(_num(toks[pos])):
-                    raise ValueError(f"text line {number}, column {_ROW_COLUMNS[pos]}: {toks[pos]!r} is neither "
-                                     f"a count nor N/A (the row: {stripped[:120]!r})")
+                    raise ValueError(f"text line {number}, column {_ROW_COLUMNS[pos]}: {toks[pos]!r} is "
+                                     f"neither a count nor N/A (the row: {stripped[:120]!r})")
             rows.append({"size_bytes": size, "count": int(toks[1]), "type": toks[2],
                          "time_us": cells[-8], "algbw_gbps": cells[-7], "busbw_gbps": cells[-6],
                          "wrong": toks[-5], "time_us_inplace": cells[-4], "algbw_gbps_inplace": cells[-3],
@@ -200,9 +200,9 @@ def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None
                          "'size count type [redop [root]] time algbw busbw #wrong time algbw busbw #wrong'")
     for a, b in zip(rows, rows[1:]):
         if b["size_bytes"] < a["size_bytes"]:
-            raise ValueError(f"text holds rows whose sizes go down again (line {b['line']}: {b['size_bytes']:,} B "
-                             f"after {a['size_bytes']:,} B on line {a['line']}): two nccl-tests runs in one text? "
-                             "Pass one run at a time")
+            raise ValueError(f"text holds rows whose sizes go down again (line {b['line']}: "
+                             f"{b['size_bytes']:,} B after {a['size_bytes']:,} B on line {a['line']}): two "
+                             "nccl-tests runs in one text? Pass one run at a time")
     found = started or (named[0] if named else None)
     if collective is None:
         if found is None:
@@ -246,9 +246,10 @@ def _drop_wrong(rows: list, collective: str, wrong_results: str, footer) -> list
     if wrong_results == "refuse":
         r, pos, why = bad[0]
         more = f" (and {len(bad) - 1} more rows)" if len(bad) > 1 else ""
-        raise ValueError(f"text line {r['line']}, column {_ROW_COLUMNS[pos]}: nccl-tests found the results of "
-                         f"the {r['size_bytes']:,} B row wrong ({why}){more}: a time measured on corrupt data "
-                         "is not a bandwidth. Fix the run, or pass wrong_results='drop' to leave such rows out")
+        raise ValueError(f"text line {r['line']}, column {_ROW_COLUMNS[pos]}: nccl-tests found the results "
+                         f"of the {r['size_bytes']:,} B row wrong ({why}){more}: a time measured on corrupt "
+                         "data is not a bandwidth. Fix the run, or pass wrong_results='drop' to leave such "
+                         "rows out")
     for r, pos, why in bad:
         warnings.warn(f"nccl-tests log line {r['line']} ({r['size_bytes']:,} B) left out: column "
                       f"{_ROW_COLUMNS[pos]} reports {why}", UserWarning, stacklevel=4)
@@ -457,11 +458,11 @@ def from_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None 
     span = f"text lines {lines[0]}-{lines[-1]} (the table)"
     used = table[table["size_bytes"] > 0]
     if len(used) < 2 * min_points:
-        raise ValueError(f"{span}: {len(used)} rows of non-zero size; two regimes of min_points={min_points} rows "
-                         f"need at least {2 * min_points} (a sweep such as -b 8 -e 8G -f 2 gives 31)")
+        raise ValueError(f"{span}: {len(used)} rows of non-zero size; two regimes of min_points={min_points} "
+                         f"rows need at least {2 * min_points} (a sweep such as -b 8 -e 8G -f 2 gives 31)")
     if used["size_bytes"].nunique() < 2:
-        raise ValueError(f"{span}: every row has the same size ({int(used['size_bytes'].iloc[0]):,} B): latency "
-                         "cannot be told from bandwidth")
+        raise ValueError(f"{span}: every row has the same size ({int(used['size_bytes'].iloc[0]):,} B): "
+                         "latency cannot be told from bandwidth")
     try:
         regimes = fit_two_regimes(table["size_bytes"].tolist(), (table["time_us"] * 1e-6).tolist(),
                                   collective=coll, n=n, min_points=min_points)
@@ -469,7 +470,8 @@ def from_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None 
         msg = re.sub(r"(times_s|sizes_bytes)\[(\d+)\]",
                      lambda m: f"line {lines[int(m.group(2))]}'s "
                                f"{'time (out-of-place, us)' if m.group(1) == 'times_s' else 'size'}", str(e))
-        msg = msg.replace("times_s", "the time (out-of-place, us) column").replace("sizes_bytes", "the size column")
+        msg = msg.replace("times_s", "the time (out-of-place, us) column")
+        msg = msg.replace("sizes_bytes", "the size column")
         raise ValueError(f"{span}: {msg}") from None
     return LogFit(table=table, regimes=regimes)
 

@@ -44,7 +44,8 @@ def cp_comm_of(framework) -> str:
 
 
 #: The columns each fit reads from a runs table (:func:`~llmsizing.time_cost.published_runs`'s columns).
-MFU_FIT_COLUMNS = ("model", "gpu", "dtype", "seq", "n_gpus", "implied_mfu", "calibration", "recompute", "kind")
+MFU_FIT_COLUMNS = ("model", "gpu", "dtype", "seq", "n_gpus", "implied_mfu", "calibration", "recompute",
+                   "kind")
 #: ... and the columns of a run's layout, which :func:`run_kernel_efficiency` reads.
 LAYOUT_COLUMNS = ("model", "gpu", "dtype", "seq", "n_gpus", "implied_mfu", "tp", "pp", "dp", "cp",
                   "virtual_stages", "zero", "micro_batch", "global_batch", "recompute", "framework")
@@ -64,8 +65,8 @@ def _blank(value) -> bool:
 
 
 def _check_cell(where: str, column: str, value):
-    """One cell of a runs table, checked: raises ``TypeError``/``ValueError`` naming ``where`` (the row) and the
-    column, with what the column allows; returns nothing (the table itself is left as it is)."""
+    """One cell of a runs table, checked: raises ``TypeError``/``ValueError`` naming ``where`` (the row) and
+    the column, with what the column allows; returns nothing (the table itself is left as it is)."""
     import numbers
 
     import numpy as np
@@ -120,9 +121,9 @@ def _check_cell(where: str, column: str, value):
 
 
 def _check_runs(runs, columns):
-    """``runs`` (default: :func:`~llmsizing.time_cost.published_runs`) as a copy, after checking that it is a
-    non-empty DataFrame with ``columns`` whose cells each hold what the fit reads (:func:`_check_cell`); errors
-    name the row (its index and ``run`` name) and the column."""
+    """``runs`` (default: :func:`~llmsizing.time_cost.published_runs`) as a copy, after checking that it is
+    a non-empty DataFrame with ``columns`` whose cells each hold what the fit reads (:func:`_check_cell`);
+    errors name the row (its index and ``run`` name) and the column."""
     import pandas as pd
 
     from .time_cost import published_runs
@@ -166,8 +167,8 @@ def _check_row(row):
     elif hasattr(row, "_asdict"):                      # itertuples()'s named tuple
         fields = row._asdict()
     else:
-        raise TypeError(f"row must be one run of published_runs() (a row of itertuples(), a Series or a dict), "
-                        f"got {type(row).__name__}")
+        raise TypeError(f"row must be one run of published_runs() (a row of itertuples(), a Series or a "
+                        f"dict), got {type(row).__name__}")
     missing = [c for c in LAYOUT_COLUMNS if c not in fields]
     if missing:
         raise ValueError(f"row lacks the fields {missing} (a row of published_runs() has them)")

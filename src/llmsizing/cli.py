@@ -322,7 +322,7 @@ def _refuse_on_planned_stages(args) -> None:
     which = f"--stage number {i + 1} ({st.tokens:.3g}:{st.seq}:{st.global_batch})"
     why = {"--mfu": "its MFU is an output of the planned layout's step time",
            "--mfu-range": "its range is the calibration's spread around the planned layout's MFU",
-           "--whole-run": "the planned layout's step is a steady state, and no whole-run factor applies to it",
+           "--whole-run": "the planned layout's step is a steady state; no whole-run factor applies to it",
            "--recompute": "the plan chooses the recomputation that fits",
            "--recompute-layers": "the plan chooses the recomputation that fits"}
     given = {"--mfu": args.mfu is not None, "--mfu-range": args.mfu_range is not None,
@@ -331,7 +331,8 @@ def _refuse_on_planned_stages(args) -> None:
     for flag, on in given.items():
         if on:
             raise ValueError(f"{flag} does not apply to {which}, which is planned (it has a GLOBAL_BATCH): "
-                             f"{why[flag]}. Drop {flag}, or drop the stage's GLOBAL_BATCH to price it at an MFU")
+                             f"{why[flag]}. Drop {flag}, or drop the stage's GLOBAL_BATCH to price it at an "
+                             "MFU")
 
 
 def _time_stages(args) -> None:
@@ -528,10 +529,10 @@ def cmd_finetune(args) -> None:
     model = _model(args.model)
     g = get_gpu(args.gpu)
     if args.no_kbit_prep and args.method != "qlora":
-        raise ValueError(f"--no-kbit-prep applies to --method qlora (PEFT's k-bit preparation of a quantised base); "
-                         f"--method {args.method} has no k-bit preparation to leave out")
-    # every memory answer (the step, the largest micro-batch and context) at the run's own --grad-accum: from the
-    # second micro-batch on, the accumulated gradients are alive during the forward
+        raise ValueError(f"--no-kbit-prep applies to --method qlora (PEFT's k-bit preparation of a quantised "
+                         f"base); --method {args.method} has no k-bit preparation to leave out")
+    # every memory answer (the step, the largest micro-batch and context) at the run's own --grad-accum: from
+    # the second micro-batch on, the accumulated gradients are alive during the forward
     mem_kw = dict(method=args.method, n_gpus=args.gpus, strategy=args.strategy, rank=args.rank,
                   recompute=args.recompute, grad_accum=args.grad_accum, loop=args.loop,
                   **({"kbit_prep": False} if args.no_kbit_prep else {}))
@@ -776,9 +777,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-accum", type=integer(), default=1,
                    help="micro-batches per optimizer step (the accumulated gradients count in the memory)")
     p.add_argument("--loop", choices=list(LOOPS), default="trainer",
-                   help="the training loop: trainer (Hugging Face's Trainer frees the model's output before the "
-                        "backward; default) or keep_output (out = model(...); out.loss.backward(): the logits "
-                        "stay alive)")
+                   help="the training loop: trainer (Hugging Face's Trainer frees the model's output before "
+                        "the backward; default) or keep_output (out = model(...); out.loss.backward(): the "
+                        "logits stay alive)")
     p.add_argument("--no-kbit-prep", action="store_true",
                    help="QLoRA without PEFT's prepare_model_for_kbit_training (default: with it, as most "
                         "recipes run)")

@@ -112,8 +112,8 @@ class ComputeOptimal:
     """The compute-optimal split of a budget (:func:`compute_optimal`): ``params`` (N) and ``tokens`` (D) with
     ``6 x params x tokens = flops``, the fit used and its exponent ``a``, and the spread of the published fits
     at the same budget (``params_low``/``params_high``: the smallest and largest ``N`` of Approaches 1, 2, 3,
-    Besiroglu et al.'s refit and the fit used, so that the spread always holds the answer), which is wider than
-    any one fit's own interval."""
+    Besiroglu et al.'s refit and the fit used, so that the spread always holds the answer), which is wider
+    than any one fit's own interval."""
 
     flops: float
     params: float
@@ -141,8 +141,9 @@ def compute_optimal(flops: float, *, fit: str = "approach1") -> ComputeOptimal:
     Hoffmann et al. 2022's fits (:data:`FITS`; default Approach 1, the paper's Table 3). At Gopher's budget
     (5.76e23 FLOPs) Approach 1 gives 67B parameters and 1.43T tokens; the paper trained Chinchilla at 70B and
     1.4T. ``fit="besiroglu"`` is Besiroglu et al. 2024's corrected Approach 3. ``params_low``/``params_high``
-    are the spread of the four published fits at the same budget, widened to the fit used where it lies outside
-    them (``"approach3-rounded"``, whose rounded exponents put it below all four). Taught in chapter 10."""
+    are the spread of the four published fits at the same budget, widened to the fit used where it lies
+    outside them (``"approach3-rounded"``, whose rounded exponents put it below all four). Taught in chapter
+    10."""
     flops = check_number("flops", flops, allow_equal=False, maximum=MAX_FLOPS)
     if flops < 1e15:
         raise ValueError(f"flops must be >= 1e15 (a budget of at least a small model's training run), got "
