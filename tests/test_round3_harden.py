@@ -381,6 +381,16 @@ def test_finetune_cli_sizes_memory_batch_and_context_at_its_grad_accum(capsys):
     assert row["fits"] == (with8 <= 0.9 * L.get_gpu("H100 SXM").memory_bytes)
 
 
+def test_finetune_cli_gives_the_issues_true_figure(capsys):
+    # issue 33's example: FSDP full fine-tuning of qwen-7b showed 39.83 GiB where the step with accumulation
+    # needs 42.63 GiB (without accumulation it is 39.83 GiB)
+    argv = ["finetune", "qwen-7b", "--method", "full", "--gpus", "4", "--strategy", "fsdp", "--seq", "1024",
+            "--recompute", "none", "--json"]
+    one = json.loads(run_cli(argv, capsys)[1])[0]["memory_per_gpu_bytes"]
+    four = json.loads(run_cli(argv + ["--grad-accum", "4"], capsys)[1])[0]["memory_per_gpu_bytes"]
+    assert round(one / 2**30, 2) == 39.83 and round(four / 2**30, 2) == 42.63
+
+
 def test_finetune_cli_grad_accum_moves_lora_memory_too(capsys):
     from llmsizing.finetune_time import finetune_memory_per_gpu
 
