@@ -311,34 +311,23 @@ def _staged_output(r, args, title: str) -> None:
         print(f"warning: {w}")
 
 
-def _refuse_on_planned_stages(args) -> None:
-    """A stage with GLOBAL_BATCH is planned (:func:`~llmsizing.planner.plan`): its MFU, its range,
-    recomputation and steady state come from the plan's layout, so the flags that set them for an unplanned
-    stage would be ignored. Refuse them, naming the stage and saying why."""
-    planned = [(i, st) for i, st in enumerate(args.stage) if st.global_batch is not None]
-    if not planned:
-        return
-    i, st = planned[0]
-    which = f"--stage number {i + 1} ({st.tokens:.3g}:{st.seq}:{st.global_batch})"
-    why = {"--mfu": "its MFU is an output of the planned layout's step time",
-           "--mfu-range": "its range is the calibration's spread around the planned layout's MFU",
-           "--whole-run": "the planned layout's step is a steady state; no whole-run factor applies to it",
-           "--recompute": "the plan chooses the recomputation that fits",
-           "--recompute-layers": "the plan chooses the recomputation that fits"}
-    given = {"--mfu": args.mfu is not None, "--mfu-range": args.mfu_range is not None,
-             "--whole-run": args.whole_run, "--recompute": args.recompute is not None,
-             "--recompute-layers": args.recompute_layers is not None}
-    for flag, on in given.items():
-        if on:
-            raise ValueError(f"{flag} does not apply to {which}, which is planned (it has a GLOBAL_BATCH): "
-                             f"{why[flag]}. Drop {flag}, or drop the stage's GLOBAL_BATCH to price it at an "
-                             "MFU")
+#: What a stage with GLOBAL_BATCH takes from its plan, by the flag that would set it (refused there).
+_PLANNED = {"mfu": "its MFU is an output of the planned layout's step time",
+            "mfu_range": "its range is the calibration's spread around the planned layout's MFU",
+            "whole_run": "the planned layout's step is a steady state; no whole-run factor applies to it",
+            **dict.fromkeys(("recompute", "recompute_layers"), "the plan picks the recomputation that fits")}
 
 
 def _time_stages(args) -> None:
     from .time_cost import mfu_estimate, training_time
 
-    _refuse_on_planned_stages(args)
+    i, st = next(((i, s) for i, s in enumerate(args.stage) if s.global_batch is not None), (0, None))
+    for key, why in _PLANNED.items():                  # a planned stage would ignore these flags: refuse them
+        if st is not None and getattr(args, key) not in (None, False):
+            flag = "--" + key.replace("_", "-")
+            raise ValueError(f"{flag} does not apply to --stage number {i + 1} ({st.tokens:.3g}:{st.seq}:"
+                             f"{st.global_batch}), which is planned (it has a GLOBAL_BATCH): {why}. Drop "
+                             f"{flag}, or drop the stage's GLOBAL_BATCH to price it at an MFU")
     model = _model(args.model, moe=True)
     mfu, mfu_range = args.mfu, (tuple(args.mfu_range) if args.mfu_range else None)
     if mfu_range is not None and not mfu_range[0] <= mfu_range[1]:
@@ -529,10 +518,8 @@ def cmd_finetune(args) -> None:
     model = _model(args.model)
     g = get_gpu(args.gpu)
     if args.no_kbit_prep and args.method != "qlora":
-        raise ValueError(f"--no-kbit-prep applies to --method qlora (PEFT's k-bit preparation of a quantised "
-                         f"base); --method {args.method} has no k-bit preparation to leave out")
-    # every memory answer (the step, the largest micro-batch and context) at the run's own --grad-accum: from
-    # the second micro-batch on, the accumulated gradients are alive during the forward
+        raise ValueError(f"--no-kbit-prep applies to --method qlora; --method {args.method} has no k-bit "
+                         "preparation (PEFT's, of a quantised base) to leave out")
     mem_kw = dict(method=args.method, n_gpus=args.gpus, strategy=args.strategy, rank=args.rank,
                   recompute=args.recompute, grad_accum=args.grad_accum, loop=args.loop,
                   **({"kbit_prep": False} if args.no_kbit_prep else {}))
@@ -660,8 +647,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"],
                    help="the peak the MFU is measured against")
     p.add_argument("--recompute", default=None, choices=list(RECOMPUTE),
-                   help="activation recomputation: changes the HFU and the calibrated MFU (default none; not "
-                        "with a planned --stage, whose plan chooses it)")
+                   help="activation recomputation: changes the HFU and the calibrated MFU (default none)")
     p.add_argument("--recompute-layers", type=integer(0), metavar="N",
                    help=_RECOMPUTE_LAYERS_HELP + " (without a layout the model is one chunk: 0 to its layers)")
     _add_output(p)
@@ -774,15 +760,12 @@ def parser() -> argparse.ArgumentParser:
                    help="how several GPUs share the work: ddp replicates, fsdp/zero3 shard the base")
     p.add_argument("--seq", type=integer(), default=2048, help="sequence length, tokens (default 2048)")
     p.add_argument("--batch", type=integer(), default=1, help="micro-batch per GPU (default 1)")
-    p.add_argument("--grad-accum", type=integer(), default=1,
-                   help="micro-batches per optimizer step (the accumulated gradients count in the memory)")
+    p.add_argument("--grad-accum", type=integer(), default=1, help="micro-batches per optimizer step")
     p.add_argument("--loop", choices=list(LOOPS), default="trainer",
-                   help="the training loop: trainer (Hugging Face's Trainer frees the model's output before "
-                        "the backward; default) or keep_output (out = model(...); out.loss.backward(): the "
-                        "logits stay alive)")
+                   help="trainer (HF's Trainer frees the model's output before the backward; default) or "
+                        "keep_output (out = model(...); out.loss.backward(): the logits stay alive)")
     p.add_argument("--no-kbit-prep", action="store_true",
-                   help="QLoRA without PEFT's prepare_model_for_kbit_training (default: with it, as most "
-                        "recipes run)")
+                   help="QLoRA without PEFT's k-bit preparation (default: with it, as most recipes run)")
     p.add_argument("--tokens", type=count, default=1e8, help="dataset tokens, e.g. 100M (default 100M)")
     p.add_argument("--epochs", type=number(0, 1e6, inclusive=False), default=1.0, help="epochs (default 1)")
     p.add_argument("--recompute", default="full", choices=list(RECOMPUTE),
