@@ -29,8 +29,11 @@ def test_qlora_base_is_nf4_blocks_and_16bit_rest():
     block_matrices = m.layers * (4 * 4096 * 4096 + 3 * 4096 * 11008)
     rest = m.n_params - block_matrices                         # embeddings, LM head, norms: bf16
     nf4 = (4 + 8 / 64 + 32 / (64 * 256)) / 8                     # QLoRA paper, Sec. 3: 4.127 bits
-    q = finetune_memory("llama-2-7b", method="qlora", batch=1, seq=512)
+    q = finetune_memory("llama-2-7b", method="qlora", batch=1, seq=512, kbit_prep=False)   # a bare PEFT model
     assert q.base_weights_bytes == pytest.approx(block_matrices * nf4 + rest * 2)
+    # PEFT's k-bit preparation (the default for QLoRA) casts the 16-bit rest to fp32: 2 more bytes each
+    prepared = finetune_memory("llama-2-7b", method="qlora", batch=1, seq=512)
+    assert prepared.base_weights_bytes == pytest.approx(block_matrices * nf4 + rest * 4)
     assert parts["norms"] < rest
     # one 16-bit copy of the largest block matrix (gate/up/down: 4096 x 11008) is dequantised at a time
     assert q.dequantised_bytes == 2 * 4096 * 11008

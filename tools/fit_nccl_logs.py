@@ -50,10 +50,16 @@ LINKS = {
 AS_OF = "2026-11-25"
 
 
-def fits():
+def fits(logs=LOGS):
+    """One row per log in ``logs``. A log that cannot be fitted (a corrupt cell, a row whose results
+    nccl-tests found wrong: ``llmsizing.alpha_beta.parse_nccl_tests`` refuses both) raises ``ValueError``
+    naming the file, its line and its column."""
     rows = []
-    for path in sorted(LOGS.glob("*.txt")):
-        f = from_nccl_tests(path.read_text())
+    for path in sorted(logs.glob("*.txt")):
+        try:
+            f = from_nccl_tests(path.read_text())
+        except ValueError as e:
+            raise ValueError(f"{path.name}: {e}") from None
         r = f.regimes
         rows.append({"log": path.name, "collective": f.collective, "n_ranks": f.n_ranks, "rows": len(f.table),
                      "peak_busbw_gbps": f.peak_busbw_gbps,
@@ -116,7 +122,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if the files are out of date")
     args = ap.parse_args(argv)
-    fit_rows = fits()
+    try:
+        fit_rows = fits()
+    except ValueError as e:
+        print(f"fit_nccl_logs: error: {e}", file=sys.stderr)
+        return 2
     with open(LINKS_CSV, newline="") as fh:
         old = list(csv.DictReader(fh))
     texts = {LOGS / "fits.csv": _csv_text(fit_rows), LINKS_CSV: _csv_text(link_rows(fit_rows, old))}

@@ -79,14 +79,56 @@ def _num(tok: str) -> float:
         return math.nan
 
 
-def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None = None) -> pd.DataFrame:
+#: The columns of a table row, named as nccl-tests' header names them, by position from the end of the row.
+_ROW_COLUMNS = {-8: "time (out-of-place, us)", -7: "algbw (out-of-place, GB/s)",
+                -6: "busbw (out-of-place, GB/s)", -5: "#wrong (out-of-place)", -4: "time (in-place, us)",
+                -3: "algbw (in-place, GB/s)", -2: "busbw (in-place, GB/s)", -1: "#wrong (in-place)"}
+
+#: What to do with rows whose results nccl-tests found wrong (:func:`parse_nccl_tests`'s ``wrong_results``).
+WRONG_RESULTS = ("refuse", "drop")
+
+#: The largest relative error the older nccl-tests ``error`` column (before the ``#wrong`` count) shows for a
+#: correct result: its ``deltaMaxValue`` in ``src/common.cu``, for reductions in half 5e-2, float 1e-5, double
+#: 1e-12; anything else (copies, integer types) must be exact.
+OLD_ERROR_TOLERANCE = {"half": 5e-2, "float": 1e-5, "double": 1e-12}
+_REDUCTIONS = ("all_reduce", "reduce_scatter", "reduce")
+_FOOTER = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
+
+
+def _wrong(tok: str, dtype: str, collective: str) -> str | None:
+    """Why the ``#wrong`` (or older ``error``) cell ``tok`` says the results are wrong, or ``None`` if it does
+    not (0, or ``N/A``: validation off, ``-c 0``). Current nccl-tests print the count of wrong elements
+    (``%g``: an integer, ``1e+06`` beyond a million); older ones printed the largest relative error
+    (``%.0e``, e.g. ``4e-07``), wrong above :data:`OLD_ERROR_TOLERANCE`."""
+    if tok.upper() == "N/A":
+        return None
+    value = _num(tok)
+    if value == 0:
+        return None
+    if 0 < value < 1:                               # the older max-error column: within its tolerance?
+        tol = OLD_ERROR_TOLERANCE.get(dtype, 0.0) if collective in _REDUCTIONS else 0.0
+        return None if value <= tol else (f"a largest error of {tok} (nccl-tests' tolerance for {collective} "
+                                          f"in {dtype}: {tol:g})")
+    return f"{tok} wrong elements"
+
+
+def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None = None,
+                     wrong_results: str = "refuse") -> pd.DataFrame:
     """The result table of one nccl-tests run (``all_reduce_perf``, ``all_gather_perf``, ...) as a DataFrame.
 
     ``text`` is the program's standard output, possibly with lines around it (the shell command, NCCL_DEBUG
     lines, ``mpirun --tag-output`` prefixes, comment lines starting ``##``). Columns: ``size_bytes``,
     ``count``, ``type``, ``time_us`` / ``algbw_gbps`` / ``busbw_gbps`` (out-of-place), ``time_us_inplace``,
-    ``algbw_gbps_inplace``, ``busbw_gbps_inplace``, ``wrong`` (the #wrong or error column, as text),
-    ``n_ranks`` and ``collective``.
+    ``algbw_gbps_inplace``, ``busbw_gbps_inplace``, ``wrong`` and ``wrong_inplace`` (the #wrong or error
+    columns, as text), ``line`` (the row's line number in ``text``, from 1), ``n_ranks`` and ``collective``.
+
+    Each cell is checked: a time, algbw or busbw that is not a finite number >= 0 (a time of a non-empty
+    message > 0) is refused with the line and the column named. A row whose ``#wrong`` column (either) says
+    nccl-tests found the results wrong (a count above 0; in older logs an ``error`` above its tolerance,
+    :data:`OLD_ERROR_TOLERANCE`) is timed on corrupt data: ``wrong_results="refuse"`` (the default) raises
+    naming its line and column, ``"drop"`` leaves it out with a ``UserWarning`` naming each such line. ``N/A``
+    (validation off, ``-c 0``) is accepted. A footer ``Out of bounds values : N FAILED`` with ``N > 0`` and no
+    row to blame is refused too.
 
     The number of ranks is counted from the ``#  Rank  k ...`` device lines (given as ``n_ranks`` it must agree);
     the collective is read from the ``Collective test starting: X_perf`` line or the first ``X_perf`` the text
@@ -104,11 +146,16 @@ def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None
         collective = check_choice("collective", collective, COLLECTIVES)
     if n_ranks is not None:
         n_ranks = check_int("n_ranks", n_ranks, minimum=2)
-    ranks, rows, named, started = set(), [], [], None
-    for raw in text.splitlines():
+    wrong_results = check_choice("wrong_results", wrong_results, WRONG_RESULTS)
+    ranks, rows, named, started, footer = set(), [], [], None, None
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = _PREFIX.sub("", raw).rstrip()
         stripped = line.strip()
         if not stripped:
+            continue
+        f = _FOOTER.search(stripped) if stripped.startswith("#") else None
+        if f:
+            footer = (number, int(f.group(1)), f.group(2) or "")
             continue
         m = _RANK.match(stripped)
         if m:
@@ -126,13 +173,24 @@ def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None
             continue
         toks = stripped.split()
         if len(toks) >= 11 and _INT.match(toks[0]) and _INT.match(toks[1]) and not _INT.match(toks[2]):
-            t, a, bb = (_num(x) for x in toks[-8:-5])
-            ti, ai, bi = (_num(x) for x in toks[-4:-1])
-            if math.isnan(t) or math.isnan(a) or math.isnan(bb):
-                raise ValueError(f"text: a table row has no numbers where time, algbw, busbw belong: {stripped!r}")
-            rows.append({"size_bytes": int(toks[0]), "count": int(toks[1]), "type": toks[2],
-                         "time_us": t, "algbw_gbps": a, "busbw_gbps": bb, "wrong": toks[-5],
-                         "time_us_inplace": ti, "algbw_gbps_inplace": ai, "busbw_gbps_inplace": bi})
+            size = int(toks[0])
+            cells = {}
+            for pos in (-8, -7, -6, -4, -3, -2):
+                v = _num(toks[pos])
+                is_time = pos in (-8, -4)
+                if not math.isfinite(v) or v < 0 or (is_time and size > 0 and v == 0):
+                    need = "> 0" if is_time and size > 0 else ">= 0"
+                    raise ValueError(f"text line {number}, column {_ROW_COLUMNS[pos]}: {toks[pos]!r} is "
+                                     f"not a finite number {need} (the row: {stripped[:120]!r})")
+                cells[pos] = v
+            for pos in (-5, -1):
+                if toks[pos].upper() != "N/A" and math.isnan(_num(toks[pos])):
+                    raise ValueError(f"text line {number}, column {_ROW_COLUMNS[pos]}: {toks[pos]!r} is "
+                                     f"neither a count nor N/A (the row: {stripped[:120]!r})")
+            rows.append({"size_bytes": size, "count": int(toks[1]), "type": toks[2],
+                         "time_us": cells[-8], "algbw_gbps": cells[-7], "busbw_gbps": cells[-6],
+                         "wrong": toks[-5], "time_us_inplace": cells[-4], "algbw_gbps_inplace": cells[-3],
+                         "busbw_gbps_inplace": cells[-2], "wrong_inplace": toks[-1], "line": number})
         else:
             b = _BINARY.search(stripped)
             if b:
@@ -140,10 +198,11 @@ def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None
     if not rows:
         raise ValueError("text does not look like nccl-tests output: no table row of the form "
                          "'size count type [redop [root]] time algbw busbw #wrong time algbw busbw #wrong'")
-    sizes = [r["size_bytes"] for r in rows]
-    if any(b < a for a, b in zip(sizes, sizes[1:])):
-        raise ValueError("text holds rows whose sizes go down again: two nccl-tests runs in one text? "
-                         "Pass one run at a time")
+    for a, b in zip(rows, rows[1:]):
+        if b["size_bytes"] < a["size_bytes"]:
+            raise ValueError(f"text holds rows whose sizes go down again (line {b['line']}: "
+                             f"{b['size_bytes']:,} B after {a['size_bytes']:,} B on line {a['line']}): two "
+                             "nccl-tests runs in one text? Pass one run at a time")
     found = started or (named[0] if named else None)
     if collective is None:
         if found is None:
@@ -160,10 +219,44 @@ def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None
         raise ValueError("n_ranks could not be read from text (no '#  Rank k ...' lines); pass n_ranks=")
     if n_ranks < 2:
         raise ValueError("text lists a single rank: a collective over one rank moves no data")
+    rows = _drop_wrong(rows, collective, wrong_results, footer)
     df = pd.DataFrame(rows)
     df["n_ranks"] = n_ranks
     df["collective"] = collective
     return df
+
+
+def _drop_wrong(rows: list, collective: str, wrong_results: str, footer) -> list:
+    """The rows whose results nccl-tests did not find wrong; a wrong one refused (``"refuse"``) or left out
+    with a warning naming its line (``"drop"``)."""
+    import warnings
+
+    bad = []
+    for r in rows:
+        for key, pos in (("wrong", -5), ("wrong_inplace", -1)):
+            why = _wrong(r[key], r["type"], collective)
+            if why is not None:
+                bad.append((r, pos, why))
+                break
+    if footer is not None and footer[1] > 0 and not bad:
+        raise ValueError(f"text line {footer[0]}: nccl-tests reports {footer[1]} out-of-bounds values "
+                         f"({footer[2] or 'FAILED'}), but no row says which: its times are of wrong results")
+    if not bad:
+        return rows
+    if wrong_results == "refuse":
+        r, pos, why = bad[0]
+        more = f" (and {len(bad) - 1} more rows)" if len(bad) > 1 else ""
+        raise ValueError(f"text line {r['line']}, column {_ROW_COLUMNS[pos]}: nccl-tests found the results "
+                         f"of the {r['size_bytes']:,} B row wrong ({why}){more}: a time measured on corrupt "
+                         "data is not a bandwidth. Fix the run, or pass wrong_results='drop' to leave such "
+                         "rows out")
+    for r, pos, why in bad:
+        warnings.warn(f"nccl-tests log line {r['line']} ({r['size_bytes']:,} B) left out: column "
+                      f"{_ROW_COLUMNS[pos]} reports {why}", UserWarning, stacklevel=4)
+    kept = [r for r in rows if all(r is not b[0] for b in bad)]
+    if not kept:
+        raise ValueError("text: every row of the table reports wrong results; nothing is left to read")
+    return kept
 
 
 # ============================================================================ fitting
@@ -353,13 +446,33 @@ class LogFit:
 
 
 def from_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None = None,
-                    min_points: int = 3) -> LogFit:
-    """Parse one nccl-tests run (:func:`parse_nccl_tests`) and fit it (:func:`fit_two_regimes` on the
-    out-of-place times; rows of size 0 are dropped)."""
-    table = parse_nccl_tests(text, collective=collective, n_ranks=n_ranks)
+                    min_points: int = 3, wrong_results: str = "refuse") -> LogFit:
+    """Parse one nccl-tests run (:func:`parse_nccl_tests`, which refuses corrupt cells and, unless
+    ``wrong_results="drop"``, rows whose results nccl-tests found wrong) and fit it (:func:`fit_two_regimes`
+    on the out-of-place times; rows of size 0 are dropped). A table that cannot be fitted is refused naming
+    its lines and columns, not the fit's internal lists."""
+    min_points = check_int("min_points", min_points, minimum=2)
+    table = parse_nccl_tests(text, collective=collective, n_ranks=n_ranks, wrong_results=wrong_results)
     coll, n = str(table["collective"].iloc[0]), int(table["n_ranks"].iloc[0])
-    regimes = fit_two_regimes(table["size_bytes"].tolist(), (table["time_us"] * 1e-6).tolist(),
-                              collective=coll, n=n, min_points=min_points)
+    lines = table["line"].tolist()
+    span = f"text lines {lines[0]}-{lines[-1]} (the table)"
+    used = table[table["size_bytes"] > 0]
+    if len(used) < 2 * min_points:
+        raise ValueError(f"{span}: {len(used)} rows of non-zero size; two regimes of min_points={min_points} "
+                         f"rows need at least {2 * min_points} (a sweep such as -b 8 -e 8G -f 2 gives 31)")
+    if used["size_bytes"].nunique() < 2:
+        raise ValueError(f"{span}: every row has the same size ({int(used['size_bytes'].iloc[0]):,} B): "
+                         "latency cannot be told from bandwidth")
+    try:
+        regimes = fit_two_regimes(table["size_bytes"].tolist(), (table["time_us"] * 1e-6).tolist(),
+                                  collective=coll, n=n, min_points=min_points)
+    except ValueError as e:                 # name the log's lines and columns, not the fit's lists
+        msg = re.sub(r"(times_s|sizes_bytes)\[(\d+)\]",
+                     lambda m: f"line {lines[int(m.group(2))]}'s "
+                               f"{'time (out-of-place, us)' if m.group(1) == 'times_s' else 'size'}", str(e))
+        msg = msg.replace("times_s", "the time (out-of-place, us) column")
+        msg = msg.replace("sizes_bytes", "the size column")
+        raise ValueError(f"{span}: {msg}") from None
     return LogFit(table=table, regimes=regimes)
 
 

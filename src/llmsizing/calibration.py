@@ -43,6 +43,142 @@ def cp_comm_of(framework) -> str:
     return next((v for k, v in CP_COMM_BY_FRAMEWORK.items() if name.startswith(k)), "p2p")
 
 
+#: The columns each fit reads from a runs table (:func:`~llmsizing.time_cost.published_runs`'s columns).
+MFU_FIT_COLUMNS = ("model", "gpu", "dtype", "seq", "n_gpus", "implied_mfu", "calibration", "recompute",
+                   "kind")
+#: ... and the columns of a run's layout, which :func:`run_kernel_efficiency` reads.
+LAYOUT_COLUMNS = ("model", "gpu", "dtype", "seq", "n_gpus", "implied_mfu", "tp", "pp", "dp", "cp",
+                  "virtual_stages", "zero", "micro_batch", "global_batch", "recompute", "framework")
+KERNEL_FIT_COLUMNS = tuple(dict.fromkeys(LAYOUT_COLUMNS + ("calibration",)))
+
+#: The layout columns that may be blank (unpublished) or a whole number >= 1; ``zero`` is 0 to 3.
+_POSITIVE_OR_BLANK = ("n_gpus", "tp", "pp", "dp", "cp", "virtual_stages", "micro_batch", "global_batch")
+
+
+def _blank(value) -> bool:
+    import pandas as pd
+
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):          # a list or an array in a cell: not blank (and refused below)
+        return False
+
+
+def _check_cell(where: str, column: str, value):
+    """One cell of a runs table, checked: raises ``TypeError``/``ValueError`` naming ``where`` (the row) and
+    the column, with what the column allows; returns nothing (the table itself is left as it is)."""
+    import numbers
+
+    import numpy as np
+
+    from ._validate import MAX_MEANINGFUL
+    from .activations import RECOMPUTE
+    from .catalog import get_gpu, get_model
+
+    def bad(allowed, exc=ValueError):
+        raise exc(f"{where}, column {column!r}: must be {allowed}; got {type(value).__name__} {value!r}")
+
+    def whole(minimum, maximum=MAX_MEANINGFUL):
+        allowed = f"a whole number from {minimum} to {maximum:,}"
+        if isinstance(value, (bool, str)) or not isinstance(value, numbers.Real) or value != value:
+            bad(allowed, TypeError if not isinstance(value, numbers.Real) or isinstance(value, bool)
+                else ValueError)
+        if not math.isfinite(value) or value != int(value) or not minimum <= value <= maximum:
+            bad(allowed)
+
+    if column in ("model", "gpu"):
+        if not isinstance(value, str):
+            bad("a catalogue name (a string)", TypeError)
+        try:
+            (get_model if column == "model" else get_gpu)(value)
+        except (KeyError, ValueError, TypeError) as e:
+            raise ValueError(f"{where}, column {column!r}: {e}") from None
+    elif column == "dtype":
+        if not _blank(value) and value not in ("bf16", "fp16", "fp8"):
+            bad("'bf16', 'fp16' or 'fp8' (blank: bf16)")
+    elif column == "seq":
+        whole(1)
+    elif column == "implied_mfu":
+        if isinstance(value, (bool, str)) or not isinstance(value, numbers.Real):
+            bad("an MFU, a number in (0, 1]", TypeError)
+        if not 0 < value <= 1:                      # (NaN fails this too)
+            bad("an MFU, a number in (0, 1]")
+    elif column == "calibration":
+        if not isinstance(value, (bool, np.bool_)):
+            bad("True or False (published_runs() turns the CSV's yes/no into them)", TypeError)
+    elif column == "recompute":
+        if not _blank(value) and value not in RECOMPUTE:
+            bad(f"one of {', '.join(RECOMPUTE)} (blank: none)")
+    elif column in ("kind", "framework"):
+        if not _blank(value) and not isinstance(value, str):
+            bad("a string or blank", TypeError)
+    elif column in _POSITIVE_OR_BLANK:
+        if not _blank(value):
+            whole(1)
+    elif column == "zero":
+        if not _blank(value):
+            whole(0, 3)
+
+
+def _check_runs(runs, columns):
+    """``runs`` (default: :func:`~llmsizing.time_cost.published_runs`) as a copy, after checking that it is
+    a non-empty DataFrame with ``columns`` whose cells each hold what the fit reads (:func:`_check_cell`);
+    errors name the row (its index and ``run`` name) and the column."""
+    import pandas as pd
+
+    from .time_cost import published_runs
+
+    if runs is None:
+        return published_runs()
+    if not isinstance(runs, pd.DataFrame):
+        raise TypeError(f"runs must be a DataFrame like published_runs() (columns {', '.join(columns)}), got "
+                        f"{type(runs).__name__}")
+    missing = [c for c in columns if c not in runs.columns]
+    if missing:
+        raise ValueError(f"runs lacks the columns {missing} (a table like published_runs() has them)")
+    if runs.empty:
+        raise ValueError("runs has no rows: there is nothing to fit")
+    if not runs.index.is_unique:
+        raise ValueError("runs has a repeated index: give each row its own (runs.reset_index(drop=True))")
+    for label, row in runs.iterrows():
+        where = _row_name(label, row)
+        for c in columns:
+            _check_cell(where, c, row[c])
+    return runs.copy()
+
+
+def _row_name(label, row) -> str:
+    run = row.get("run") if hasattr(row, "get") else getattr(row, "run", None)
+    return f"runs row {label!r}" + (f" ({run!r})" if isinstance(run, str) else "")
+
+
+def _check_row(row):
+    """A single run (a row of :func:`~llmsizing.time_cost.published_runs`: a ``DataFrame.itertuples()`` tuple,
+    a ``Series`` or a dict) with the fields :func:`run_kernel_efficiency` reads, as an object with attributes;
+    errors name the field."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    if isinstance(row, dict):
+        fields = row
+    elif isinstance(row, pd.Series):
+        fields = row.to_dict()
+    elif hasattr(row, "_asdict"):                      # itertuples()'s named tuple
+        fields = row._asdict()
+    else:
+        raise TypeError(f"row must be one run of published_runs() (a row of itertuples(), a Series or a "
+                        f"dict), got {type(row).__name__}")
+    missing = [c for c in LAYOUT_COLUMNS if c not in fields]
+    if missing:
+        raise ValueError(f"row lacks the fields {missing} (a row of published_runs() has them)")
+    run = fields.get("run")
+    where = "row" + (f" ({run!r})" if isinstance(run, str) else "")
+    for c in LAYOUT_COLUMNS:
+        _check_cell(where, c, fields[c])
+    return SimpleNamespace(**fields)
+
+
 def _layout_of(row):
     """``(Parallel, micro_batch, grad_accum, recompute)`` of a published run, or ``None`` when its layout
     was not published or does not add up (``tp x cp x pp x dp`` must be its GPU count). A blank micro-batch is
@@ -89,18 +225,26 @@ def run_kernel_efficiency(row) -> float | None:
     unknown or even kernels at 100% of peak would not reach it."""
     from .layouts import step_time
 
-    lay = _layout_of(row)
-    if lay is None:
-        return None
-    par, micro, accum, recompute = lay
-    dtype = "fp8" if row.dtype == "fp8" else "bf16"
+    row = _check_row(row)
+    run = getattr(row, "run", None)
+    where = "row" + (f" ({run!r})" if isinstance(run, str) else "")
+    try:      # each cell is valid; together they may still be no layout the model can run
+        lay = _layout_of(row)
+        if lay is None:
+            return None
+        par, micro, accum, recompute = lay
+        dtype = "fp8" if row.dtype == "fp8" else "bf16"
 
-    def mfu(e):
-        return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
-                         kernel_efficiency=e, recompute=recompute, dtype=dtype).mfu
+        def mfu(e):
+            return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
+                             kernel_efficiency=e, recompute=recompute, dtype=dtype).mfu
 
+        top = mfu(1.0)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{where}: its layout (columns tp, pp, dp, cp, virtual_stages, zero, micro_batch, "
+                      f"global_batch, seq, recompute) cannot run {row.model} on {row.gpu}: {e}") from None
     lo, hi = 0.01, 1.0
-    if mfu(hi) < row.implied_mfu:
+    if top < row.implied_mfu:
         return None
     for _ in range(40):
         mid = (lo + hi) / 2
@@ -122,12 +266,19 @@ def fit_kernel_efficiency(runs=None):
     (generation, dtype) the median over those runs: ``(per_run, per_generation)``."""
     import numpy as np
 
-    from .time_cost import published_runs
-
-    df = published_runs() if runs is None else runs.copy()
+    df = _check_runs(runs, KERNEL_FIT_COLUMNS)
     df["dtype"] = np.where(df["dtype"] == "fp8", "fp8", "bf16")
     df["generation"] = [generation_of(g, d) for g, d in zip(df["gpu"], df["dtype"])]
-    df["kernel_efficiency"] = [np.nan if (e := run_kernel_efficiency(r)) is None else e for r in df.itertuples()]
+    effs = []
+    for r in df.itertuples():
+        try:
+            e = run_kernel_efficiency(r)
+        except (ValueError, TypeError) as exc:      # (the row's layout: name the table's row)
+            msg = str(exc)
+            raise type(exc)(f"runs row {r.Index!r}{msg[3:]}" if msg.startswith("row") else
+                            f"runs row {r.Index!r}: {msg}") from None
+        effs.append(np.nan if e is None else e)
+    df["kernel_efficiency"] = effs
     df["kernel_fit"] = df["calibration"] & (df["cp"].fillna(1) <= KERNEL_FIT_MAX_CP)
     fit = (df[df["kernel_fit"] & df["kernel_efficiency"].notna()]
            .groupby(["generation", "dtype"])["kernel_efficiency"].agg(["median", "count", "min", "max"]))
@@ -167,13 +318,14 @@ def fit_mfu_model(runs=None):
     import pandas as pd
 
     from .catalog import get_model
-    from .time_cost import published_runs
 
-    df = published_runs() if runs is None else runs.copy()
+    df = _check_runs(runs, MFU_FIT_COLUMNS)
     df["dtype"] = np.where(df["dtype"] == "fp8", "fp8", "bf16")
     df["generation"] = [generation_of(g, d) for g, d in zip(df["gpu"], df["dtype"])]
     df["n_params"] = [get_model(m).n_params for m in df["model"]]
-    cal = df[df["calibration"]]
+    cal = df[df["calibration"].astype(bool)]
+    if cal.empty:
+        raise ValueError("runs has no row with calibration True: there is nothing to fit the MFU model on")
     groups = sorted(set(zip(cal["generation"], cal["dtype"])))
     x = _design(cal, groups)
     y = np.log(cal["implied_mfu"].to_numpy(float))

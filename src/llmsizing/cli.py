@@ -270,10 +270,11 @@ def _recompute(args) -> dict:
     """``recompute=`` and ``recompute_layers=`` from ``--recompute`` and ``--recompute-layers`` (partial
     recomputation: only with ``--recompute full``; the library checks the range)."""
     n = args.recompute_layers
-    if n is not None and args.recompute != "full":
+    recompute = "none" if args.recompute is None else args.recompute      # (`time` leaves it unset: none)
+    if n is not None and recompute != "full":
         raise ValueError(f"--recompute-layers {n} recomputes whole layers (Megatron-LM's block method): give "
-                         f"--recompute full, got --recompute {args.recompute}")
-    return {"recompute": args.recompute, "recompute_layers": n}
+                         f"--recompute full, got --recompute {recompute}")
+    return {"recompute": recompute, "recompute_layers": n}
 
 
 def _check_single_or_stages(args, *, single: tuple) -> None:
@@ -310,9 +311,23 @@ def _staged_output(r, args, title: str) -> None:
         print(f"warning: {w}")
 
 
+#: What a stage with GLOBAL_BATCH takes from its plan, by the flag that would set it (refused there).
+_PLANNED = {"mfu": "its MFU is an output of the planned layout's step time",
+            "mfu_range": "its range is the calibration's spread around the planned layout's MFU",
+            "whole_run": "the planned layout's step is a steady state; no whole-run factor applies to it",
+            **dict.fromkeys(("recompute", "recompute_layers"), "the plan picks the recomputation that fits")}
+
+
 def _time_stages(args) -> None:
     from .time_cost import mfu_estimate, training_time
 
+    i, st = next(((i, s) for i, s in enumerate(args.stage) if s.global_batch is not None), (0, None))
+    for key, why in _PLANNED.items():                  # a planned stage would ignore these flags: refuse them
+        if st is not None and getattr(args, key) not in (None, False):
+            flag = "--" + key.replace("_", "-")
+            raise ValueError(f"{flag} does not apply to --stage number {i + 1} ({st.tokens:.3g}:{st.seq}:"
+                             f"{st.global_batch}), which is planned (it has a GLOBAL_BATCH): {why}. Drop "
+                             f"{flag}, or drop the stage's GLOBAL_BATCH to price it at an MFU")
     model = _model(args.model, moe=True)
     mfu, mfu_range = args.mfu, (tuple(args.mfu_range) if args.mfu_range else None)
     if mfu_range is not None and not mfu_range[0] <= mfu_range[1]:
@@ -513,8 +528,12 @@ def cmd_finetune(args) -> None:
 
     model = _model(args.model)
     g = get_gpu(args.gpu)
+    if args.no_kbit_prep and args.method != "qlora":
+        raise ValueError(f"--no-kbit-prep applies to --method qlora; --method {args.method} has no k-bit "
+                         "preparation (PEFT's, of a quantised base) to leave out")
     mem_kw = dict(method=args.method, n_gpus=args.gpus, strategy=args.strategy, rank=args.rank,
-                  recompute=args.recompute)
+                  recompute=args.recompute, grad_accum=args.grad_accum, loop=args.loop,
+                  **({"kbit_prep": False} if args.no_kbit_prep else {}))
     m = finetune_memory_per_gpu(model, batch=args.batch, seq=args.seq, **mem_kw)
     largest_batch = max_batch_per_gpu(model, g, seq=args.seq, **mem_kw)
     largest_seq = max_seq(model, g, batch=args.batch, **mem_kw)
@@ -526,7 +545,7 @@ def cmd_finetune(args) -> None:
     row = {**t.to_dict(), "rank": args.rank, "recompute": args.recompute,
            "memory_per_gpu_bytes": m.total_bytes, "gpu_memory_bytes": float(g.memory_bytes),
            "fits": bool(m.total_bytes <= 0.9 * g.memory_bytes), "max_batch": largest_batch, "max_seq": largest_seq,
-           "adapter_checkpoint_bytes": adapter}
+           "adapter_checkpoint_bytes": adapter, "loop": args.loop, "assumes": m.assumes}
     if args.json or args.csv:
         _emit(pd.DataFrame([row]).set_index("model"), args)
         return
@@ -551,7 +570,8 @@ def cmd_finetune(args) -> None:
     out = pd.DataFrame({"value": lines})
     _emit(out, args, title=f"{args.method} of {t.model} on {where}: {t.tokens:.3g} tokens "
                            f"({args.epochs:g} epoch(s)), micro-batch {args.batch} x {args.seq:,}, "
-                           f"recompute {args.recompute}")
+                           f"{args.grad_accum} micro-batch(es) per step, recompute {args.recompute}")
+    print("assumes:\n" + "\n".join(f"  {a}" for a in m.single.assumptions))
 
 
 def _add_output(p) -> None:
@@ -637,7 +657,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"],
                    help="the peak the MFU is measured against")
-    p.add_argument("--recompute", default="none", choices=list(RECOMPUTE),
+    p.add_argument("--recompute", default=None, choices=list(RECOMPUTE),
                    help="activation recomputation: changes the HFU and the calibrated MFU (default none)")
     p.add_argument("--recompute-layers", type=integer(0), metavar="N",
                    help=_RECOMPUTE_LAYERS_HELP + " (without a layout the model is one chunk: 0 to its layers)")
@@ -736,7 +756,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
     _add_output(p)
     p.set_defaults(func=cmd_serve)
-    from .finetune import METHODS
+    from .finetune import LOOPS, METHODS
     from .finetune_time import STRATEGIES
 
     p = _command(sub, "finetune", "memory, largest batch and context, time and cost of a fine-tune",
@@ -752,6 +772,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seq", type=integer(), default=2048, help="sequence length, tokens (default 2048)")
     p.add_argument("--batch", type=integer(), default=1, help="micro-batch per GPU (default 1)")
     p.add_argument("--grad-accum", type=integer(), default=1, help="micro-batches per optimizer step")
+    p.add_argument("--loop", choices=list(LOOPS), default="trainer",
+                   help="trainer (HF's Trainer frees the model's output before the backward; default) or "
+                        "keep_output (out = model(...); out.loss.backward(): the logits stay alive)")
+    p.add_argument("--no-kbit-prep", action="store_true",
+                   help="QLoRA without PEFT's k-bit preparation (default: with it, as most recipes run)")
     p.add_argument("--tokens", type=count, default=1e8, help="dataset tokens, e.g. 100M (default 100M)")
     p.add_argument("--epochs", type=number(0, 1e6, inclusive=False), default=1.0, help="epochs (default 1)")
     p.add_argument("--recompute", default="full", choices=list(RECOMPUTE),

@@ -51,14 +51,24 @@ from .precision import DTYPE_BYTES, OPTIMIZERS
 
 METHODS = ("full", "lora", "qlora")
 
-#: The settings of the QLoRA paper's script (``artidoro/qlora``, ``qlora.py`` and ``scripts/finetune_guanaco_65b.sh``)
-#: as :func:`finetune_memory` keywords: nf4 with double quantisation (``method="qlora"``), LoRA r=64 on every
-#: linear layer of the blocks, bf16 adapters (``--bf16``), ``paged_adamw_32bit``, gradient checkpointing,
-#: ``prepare_model_for_kbit_training``, batch 1, on the HF stack; ``--source_max_len``/``--target_max_len``
-#: are 512 and 512 in the 65B script, so a sequence of up to 1,024 tokens.
+#: The training loops :func:`finetune_memory` sizes (its ``loop``): ``"trainer"``, Hugging Face's Trainer,
+#: whose ``compute_loss`` returns the loss alone, so the model's output (the 16-bit logits) is freed before
+#: the backward; ``"keep_output"``, a hand-written loop that keeps it (``out = model(**batch);
+#: out.loss.backward()``, as accelerate's examples run), so one more logits-sized tensor is alive at every
+#: phase of the step (the last micro-batch's until the next forward returns).
+LOOPS = ("trainer", "keep_output")
+
+#: The settings of the QLoRA paper's 65B script (``artidoro/qlora``, ``qlora.py`` and
+#: ``scripts/finetune_guanaco_65b.sh``) as :func:`finetune_memory` keywords: nf4 with double quantisation
+#: (``method="qlora"``), LoRA r=64 (``lora_alpha`` 16) on every linear layer of the blocks with
+#: ``--lora_dropout 0.05``, bf16 adapters (``--bf16``), ``paged_adamw_32bit``, gradient checkpointing,
+#: ``prepare_model_for_kbit_training`` followed by the script's own casts (the embedding and the LM head back
+#: to bf16, the norms kept in fp32: ``recast_embeddings=True``), ``--per_device_train_batch_size 1`` and
+#: ``--gradient_accumulation_steps 16``, on the HF stack. A sequence is at most ``--source_max_len 16`` +
+#: ``--target_max_len 512`` = 528 tokens.
 QLORA_SCRIPT = dict(method="qlora", rank=64, alpha=16, targets="all-linear", optimizer="adamw",
-                    adapter_dtype="bf16", paged_optimizer=True, kbit_prep=True, recompute="full", stack="hf",
-                    batch=1, lora_dropout=False)
+                    adapter_dtype="bf16", paged_optimizer=True, kbit_prep=True, recast_embeddings=True,
+                    recompute="full", stack="hf", batch=1, seq=16 + 512, grad_accum=16, lora_dropout=True)
 
 #: PEFT's module names for the matrices of a block, and the short names the book also accepts. ``qkv`` is the
 #: fused query/key/value matrix of a model with :attr:`~llmsizing.model.Model.fused_qkv` (GPT-2's ``c_attn``).
@@ -193,17 +203,50 @@ class FinetuneMemory:
     peak_phase: str
     dequantised_bytes: float = 0.0
     host_bytes: float = 0.0
+    #: the training loop sized (:data:`LOOPS`) and the logits a ``"keep_output"`` loop keeps (in the peak)
+    loop: str = "trainer"
+    kept_output_bytes: float = 0.0
+    #: what the answer assumes where recipes differ (the loop, PEFT's k-bit preparation, ...), one per item
+    assumptions: tuple = ()
 
     @property
     def total_bytes(self) -> float:
         return self.peak_bytes + self.overhead_bytes
 
+    @property
+    def assumes(self) -> str:
+        """The assumptions, as one line (what the command line prints)."""
+        return "; ".join(self.assumptions)
+
     def to_frame(self):
-        """One row per part (bytes, GiB, bytes per trainable parameter)."""
-        return _frame({"base weights": self.base_weights_bytes, "adapters": self.adapter_bytes,
-                       "gradients": self.gradients_bytes, "optimizer": self.optimizer_bytes,
-                       "activations": self.activations_bytes, "peak": self.peak_bytes,
-                       "overhead": self.overhead_bytes, "total": self.total_bytes}, max(self.trainable_params, 1))
+        """One row per part (bytes, GiB, bytes per trainable parameter); ``kept output`` only when a
+        ``"keep_output"`` loop keeps the logits."""
+        rows = {"base weights": self.base_weights_bytes, "adapters": self.adapter_bytes,
+                "gradients": self.gradients_bytes, "optimizer": self.optimizer_bytes,
+                "activations": self.activations_bytes}
+        if self.kept_output_bytes:
+            rows["kept output"] = self.kept_output_bytes
+        rows.update({"peak": self.peak_bytes, "overhead": self.overhead_bytes, "total": self.total_bytes})
+        return _frame(rows, max(self.trainable_params, 1))
+
+
+def _assumptions(method: str, loop: str, kbit_prep: bool, recast: bool, adapter_dtype: str,
+                 paged: bool) -> tuple:
+    out = ["loop='trainer': Hugging Face's Trainer, the model's output freed before the backward "
+           "('keep_output': a loop that keeps out.logits)" if loop == "trainer" else
+           "loop='keep_output': the model's output kept, one logits tensor alive through the step "
+           "('trainer': HF's Trainer frees it)"]
+    if method == "qlora":
+        if kbit_prep:
+            out.append("kbit_prep=True: PEFT's prepare_model_for_kbit_training, as most QLoRA recipes run; "
+                       + ("norms fp32, embedding and LM head recast to bf16 (recast_embeddings=True)"
+                          if recast else "embeddings, LM head and norms fp32") + ", fp32 checkpoints")
+        else:
+            out.append("kbit_prep=False: no k-bit preparation, the base's 16-bit parts stay 16-bit")
+    if method != "full":
+        out.append(f"adapter_dtype={adapter_dtype!r}, fp32 optimizer states "
+                   + ("paged to the host (paged_optimizer=True)" if paged else "on the GPU"))
+    return tuple(out)
 
 
 def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16, alpha: float | None = None,
@@ -212,7 +255,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
                     attention: str = "flash", stack: str = "hf", lora_dropout: bool = False, grad_accum: int = 1,
                     dtype: str = "bf16", parallel=None, overhead_bytes: float | None = None,
                     mask_bytes: float = DROPOUT_MASK_BYTES, adapter_dtype: str = "fp32",
-                    paged_optimizer: bool = False, kbit_prep: bool = False) -> FinetuneMemory:
+                    paged_optimizer: bool = False, kbit_prep: bool | None = None,
+                    recast_embeddings: bool = False, loop: str = "trainer") -> FinetuneMemory:
     """Memory of one fine-tuning step on one GPU, with the same peak semantics as
     :func:`~llmsizing.memory.training_memory` (its phases, its allowance).
 
@@ -231,8 +275,17 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     is gradient checkpointing as PEFT users enable it (``gradient_checkpointing_enable()``). Taught in the
     fine-tuning chapter; checked against PEFT's counts and measured LoRA steps.
 
-    Options of the QLoRA recipe as shipped (``qlora.py`` of Dettmers et al.), all off by default, so that every
-    earlier call keeps its answer (:data:`QLORA_SCRIPT` turns them all on, as the script runs):
+    ``loop`` (:data:`LOOPS`) is the training loop sized: ``"trainer"`` (default), Hugging Face's Trainer,
+    which frees the model's output before the backward; ``"keep_output"``, a loop that keeps it (``out =
+    model(**batch); out.loss.backward()``, accelerate's examples): the logits, ``batch x seq x vocab`` numbers
+    in the model's dtype (16-bit under mixed precision and for QLoRA's autocast), stay alive through every
+    phase (``kept_output_bytes``, in the peak). For full fine-tuning it is modelled on data parallelism and
+    ZeRO only (no tensor, pipeline or context parallelism, which split the logits). The result's ``assumes``
+    says which loop, and what else it assumes where recipes differ.
+
+    Options of the QLoRA recipe as shipped (``qlora.py`` of Dettmers et al.); ``kbit_prep`` defaults to what
+    most recipes run, the others are off by default (:data:`QLORA_SCRIPT` turns them all on, as the script
+    runs):
 
     * ``adapter_dtype="bf16"``: the adapters (and their gradients) in bf16, as the script's ``--bf16`` casts them;
       their optimizer states stay fp32 (bitsandbytes' 32-bit optimizers keep fp32 states for 16-bit
@@ -243,13 +296,20 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
       which bitsandbytes runs one tensor at a time (fused: no ``foreach`` temporaries), pages in the states of
       one tensor, the largest adapter matrix's. With free memory the driver leaves more of them on the GPU; they
       are evicted again when the next forward needs the room.
-    * ``kbit_prep=True`` (only with ``"qlora"``; the QLoRA script and most QLoRA recipes call it): PEFT's
-      ``prepare_model_for_kbit_training`` (peft 0.21, ``peft/utils/other.py``) casts every 16-bit parameter that is
-      not a bitsandbytes ``Params4bit`` to fp32: the embeddings, the LM head and the norms (+2 bytes each). It
-      has two consequences, measured in ``data/loss_logits_measurements.csv`` (mode ``nf4-kbit``): the fp32
-      embedding makes the residual stream fp32 (``Linear4bit`` returns its input's dtype), so gradient
-      checkpointing keeps 4-byte layer inputs, not 2; and under autocast the LM head's matmul saves a bf16 copy
-      of its fp32 weight until the head's backward (:func:`kbit_prep_bytes`).
+    * ``kbit_prep`` (default ``None``: ``True`` for ``"qlora"``, the only method it applies to; the QLoRA
+      script and most QLoRA recipes call it, so the default sizes what they run; ``False`` for a bare PEFT
+      model): PEFT's ``prepare_model_for_kbit_training`` (peft 0.21, ``peft/utils/other.py``) casts every
+      16-bit parameter that is not a bitsandbytes ``Params4bit`` to fp32: the embeddings, the LM head and the
+      norms (+2 bytes each). It has two consequences, measured in ``data/loss_logits_measurements.csv`` (mode
+      ``nf4-kbit``): the fp32 embedding makes the residual stream fp32 (``Linear4bit`` returns its input's
+      dtype), so gradient checkpointing keeps 4-byte layer inputs, not 2; and under autocast the LM head's
+      matmul saves a bf16 copy of its fp32 weight until the head's backward (:func:`kbit_prep_bytes`).
+    * ``recast_embeddings=True`` (with ``kbit_prep``): what ``qlora.py`` does after the preparation under
+      ``--bf16``: the embedding and the LM head cast back to bf16, the norms left in fp32. Only the norms (and
+      biases) keep the +2 bytes; the LM head needs no autocast copy; the first layer's input is the bf16
+      embedding's output, and from its first fp32 norm on the residual stream is fp32 again (a bf16 residual
+      plus an fp32 branch), so every later checkpoint is 4 bytes per number. Derived from the casts, not
+      measured.
 
     The HF loss (``stack="hf"``) upcasts the logits to fp32: 4 bytes per logit saved by ``log_softmax`` and 8
     more in its backward (:data:`~llmsizing.memory.LOSS_BACKWARD_BYTES_PER_LOGIT`), measured at long context and
@@ -269,10 +329,17 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     rank = check_int("rank", rank, maximum=65536)
     adapter_dtype = check_choice("adapter_dtype", adapter_dtype, ("fp32", "bf16"))
     check_bool("paged_optimizer", paged_optimizer)
-    check_bool("kbit_prep", kbit_prep)
+    kbit_prep = method == "qlora" if kbit_prep is None else check_bool("kbit_prep", kbit_prep)
+    recast_embeddings = check_bool("recast_embeddings", recast_embeddings)
+    loop = check_choice("loop", loop, LOOPS)
     if kbit_prep and method != "qlora":
         raise ValueError(f"kbit_prep=True with method={method!r}: prepare_model_for_kbit_training is for a quantised "
                          "base (method='qlora'); on a 16-bit base it would cast every weight to fp32")
+    if recast_embeddings and not kbit_prep:
+        raise ValueError(f"recast_embeddings=True with kbit_prep={kbit_prep!r}, method={method!r}: it undoes "
+                         "part of prepare_model_for_kbit_training (qlora.py's casts after it); give "
+                         "method='qlora' with kbit_prep=True")
+    notes = _assumptions(method, loop, kbit_prep, recast_embeddings, adapter_dtype, paged_optimizer)
     if method == "full" and (adapter_dtype != "fp32" or paged_optimizer):
         raise ValueError(f"adapter_dtype={adapter_dtype!r}, paged_optimizer={paged_optimizer!r}: these options are "
                          "for LoRA/QLoRA adapters; full fine-tuning takes precision and parallel via training_memory")
@@ -283,18 +350,35 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
         t = training_memory(model, batch=batch, seq=seq, precision="bf16-mixed", optimizer=optimizer,
                             attention=attention, recompute=recompute, grad_accum=grad_accum, parallel=parallel,
                             overhead_bytes=overhead_bytes, stack=stack)
+        kept, peak, overhead = 0.0, t.peak_bytes, t.overhead_bytes
+        if loop == "keep_output":       # the bf16 logits, alive in every phase: the peak phase stays the peak
+            if parallel is not None and (parallel.tp, parallel.pp, parallel.cp) != (1, 1, 1):
+                raise ValueError(f"loop='keep_output' with parallel={parallel!r}: the kept logits are "
+                                 "modelled for data parallelism and ZeRO only (tp, pp and cp split them); "
+                                 "use loop='trainer' or a layout with tp=pp=cp=1")
+            kept = batch * seq * model.vocab * DTYPE_BYTES["bf16"]
+            peak = t.peak_bytes + kept
+            overhead = default_overhead_bytes(peak) if overhead_bytes is None else overhead_bytes
         return FinetuneMemory("full", model.n_params, 0.0, t.weights_bytes, t.gradients_bytes, t.optimizer_bytes,
-                              t.activations_bytes, t.peak_bytes, t.overhead_bytes, t.peak_phase,
-                              host_bytes=t.states.host_bytes)
+                              t.activations_bytes, peak, overhead, t.peak_phase,
+                              host_bytes=t.states.host_bytes, loop=loop, kept_output_bytes=kept,
+                              assumptions=notes)
     if parallel is not None:
-        raise ValueError(f"parallel={parallel!r}: LoRA/QLoRA are modelled on one GPU (data parallelism replicates "
-                         "them; give parallel=None), full fine-tuning takes a layout")
+        raise ValueError(f"parallel={parallel!r}: finetune_memory models LoRA/QLoRA on one GPU (give "
+                         "parallel=None); for several GPUs use "
+                         "llmsizing.finetune_time.finetune_memory_per_gpu(model, n_gpus=..., strategy='ddp', "
+                         "'fsdp' or 'zero3', ...), which replicates or shards the frozen base. Full "
+                         "fine-tuning (method='full') takes a layout here")
     shapes = _target_shapes(model, targets)
     trainable = model.layers * sum(rank * (d_out + d_in) for d_out, d_in in shapes.values())
     from .inference import weights_bytes
 
     base = weights_bytes(model, "nf4" if method == "qlora" else dtype)
     prep = kbit_prep_bytes(model) if kbit_prep else {"weights": 0.0, "head_copy": 0.0}
+    if recast_embeddings:     # qlora.py: embedding and LM head back to bf16, only the norms (and biases) fp32
+        parts = model.param_breakdown()
+        embeddings = parts["embedding"] + (0.0 if model.tied_embeddings else parts["lm_head"])
+        prep = {"weights": prep["weights"] - 2.0 * embeddings, "head_copy": 0.0}
     base += prep["weights"]
     adapters = _states(trainable, _adapter_state_elements(shapes, rank, model.layers, optimizer), "fp32",
                        optimizer, Parallel())                            # fp32 states (and adapters), one GPU
@@ -320,8 +404,10 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     layer_adapters = _adapter_saved_bytes(shapes, **kw)
     first_layer_less = layer_adapters - _adapter_saved_bytes(shapes, first_layer=True, **kw)   # (no mask there)
     if recompute == "full":       # layers keep only their inputs; the one rebuilt in the backward holds the rest
-        # after kbit_prep the residual stream is fp32 (the fp32 embedding feeds it): 4-byte checkpoints
-        fp32_stream = model.layers * tokens * h * (4 - act_bytes) if kbit_prep else 0.0
+        # after kbit_prep the residual stream is fp32 (the fp32 embedding feeds it): 4-byte checkpoints; with
+        # the embedding recast to bf16 the first layer's input is bf16, and its fp32 norms make the rest fp32
+        fp32_layers = (model.layers - 1 if recast_embeddings else model.layers) if kbit_prep else 0
+        fp32_stream = fp32_layers * tokens * h * (4 - act_bytes)
         acts = replace(acts, layers_bytes=acts.layers_bytes - layer_saving + layer_adapters + fp32_stream,
                        logits_bytes=acts.logits_bytes - head_saving)
     else:
@@ -341,13 +427,19 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     pieces = step_phases(states, acts, grad_accum=grad_accum, autocast_bytes=prep["head_copy"], loss_bytes=loss,
                          optimizer_bytes=opt_tmp, layer_working_bytes=working, head_grad_bytes=0.0,
                          head_copy_bytes=prep["head_copy"], gathered_bytes=dequant)
-    totals = {k: sum(v.values()) for k, v in pieces.items()}
+    # a loop that keeps the model's output holds its logits in every phase: the 16-bit LM head's output
+    # (QLoRA's under autocast; a LoRA base's own dtype, fp32 for an fp32 base: HF's .float() is then the
+    # tensor itself)
+    kept = tokens * model.vocab * (DTYPE_BYTES["bf16"] if method == "qlora" else act_bytes) \
+        if loop == "keep_output" else 0.0
+    totals = {k: sum(v.values()) + kept for k, v in pieces.items()}
     phase = max(totals, key=totals.get)
     peak = totals[phase]
     overhead = default_overhead_bytes(peak) if overhead_bytes is None else overhead_bytes
     return FinetuneMemory(method, trainable, base, adapter_w, adapter_g,
                           0.0 if paged_optimizer else opt_states, acts.total_bytes, peak, overhead,
-                          phase.replace(" (start)", "").replace(" (end)", ""), dequant, host_bytes=host)
+                          phase.replace(" (start)", "").replace(" (end)", ""), dequant, host_bytes=host,
+                          loop=loop, kept_output_bytes=kept, assumptions=notes)
 
 
 def kbit_prep_bytes(model: Model | str) -> dict[str, float]:

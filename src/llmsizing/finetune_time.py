@@ -221,6 +221,11 @@ class ShardedFinetuneMemory:
     def total_bytes(self) -> float:
         return self.peak_bytes + self.overhead_bytes
 
+    @property
+    def assumes(self) -> str:
+        """What the one-GPU step assumes (:attr:`~llmsizing.finetune.FinetuneMemory.assumes`)."""
+        return self.single.assumes
+
 
 def gathered_unit_bytes(model: Model | str, method: str = "lora") -> float:
     """Bytes FSDP/ZeRO-3 gathers for one unit of a frozen base: the larger of one block's matrices in the

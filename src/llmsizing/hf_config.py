@@ -31,6 +31,9 @@ def model_from_hf_config(cls, config, name=None):
     if name is not None and (not isinstance(name, str) or not name):
         raise TypeError(f"name must be a non-empty string or None, got {name!r}")
     mtype = config.get("model_type")
+    if mtype is not None and not isinstance(mtype, str):     # (a list or dict cannot even be looked up)
+        raise TypeError(f"{where}: model_type must be a string, one of {', '.join(HF_FAMILIES)}; got "
+                        f"{type(mtype).__name__} {_short(mtype)}")
     name = name or str(config.get("_name_or_path") or mtype)
     if mtype in _MULTIMODAL and isinstance(config.get("text_config"), dict):
         # the text model of a multimodal config (Gemma 3, Llama 4): counted without the vision tower

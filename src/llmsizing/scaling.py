@@ -111,8 +111,9 @@ def _params_at(flops: float, fit: str) -> float:
 class ComputeOptimal:
     """The compute-optimal split of a budget (:func:`compute_optimal`): ``params`` (N) and ``tokens`` (D) with
     ``6 x params x tokens = flops``, the fit used and its exponent ``a``, and the spread of the published fits
-    at the same budget (``params_low``/``params_high``: the smallest and largest ``N`` of Approaches 1, 2, 3 and
-    Besiroglu et al.'s refit), which is wider than any one fit's own interval."""
+    at the same budget (``params_low``/``params_high``: the smallest and largest ``N`` of Approaches 1, 2, 3,
+    Besiroglu et al.'s refit and the fit used, so that the spread always holds the answer), which is wider
+    than any one fit's own interval."""
 
     flops: float
     params: float
@@ -140,13 +141,17 @@ def compute_optimal(flops: float, *, fit: str = "approach1") -> ComputeOptimal:
     Hoffmann et al. 2022's fits (:data:`FITS`; default Approach 1, the paper's Table 3). At Gopher's budget
     (5.76e23 FLOPs) Approach 1 gives 67B parameters and 1.43T tokens; the paper trained Chinchilla at 70B and
     1.4T. ``fit="besiroglu"`` is Besiroglu et al. 2024's corrected Approach 3. ``params_low``/``params_high``
-    are the spread of the four published fits at the same budget. Taught in chapter 10."""
+    are the spread of the four published fits at the same budget, widened to the fit used where it lies
+    outside them (``"approach3-rounded"``, whose rounded exponents put it below all four). Taught in chapter
+    10."""
     flops = check_number("flops", flops, allow_equal=False, maximum=MAX_FLOPS)
     if flops < 1e15:
         raise ValueError(f"flops must be >= 1e15 (a budget of at least a small model's training run), got "
                          f"{flops:g}: the fits were made on 6e18 to 3e21 FLOPs and mean nothing far below")
     n = _params_at(flops, fit)
-    others = [_params_at(flops, k) for k in ("approach1", "approach2", "approach3", "besiroglu")]
+    # the spread of the published fits, and the fit used: "approach3-rounded" (the printed exponents) lies
+    # below all four, and a stated spread that leaves out its own answer would not be a spread of it
+    others = [_params_at(flops, k) for k in ("approach1", "approach2", "approach3", "besiroglu")] + [n]
     f = _fit(fit)
     a = f["a"] if f["kind"] == "power_law" else _g_and_a(f)[1]
     return ComputeOptimal(flops, n, flops / FLOPS_PER_PARAM_TOKEN / n, fit, a, min(others), max(others))
