@@ -7,12 +7,13 @@ printed as one line naming the parameter, with exit code 2 (argparse's conventio
 from __future__ import annotations
 
 import argparse
-import math
-import re
 import sys
-from pathlib import Path
 
-from ._validate import MAX_MEANINGFUL
+# Argument types, the model reader and the printer live in cli_args, the serving and fine-tuning commands in
+# cli_tune (issue 32); every name they had here still imports from here.
+from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, STAGE_FORM,  # noqa: F401
+                       _emit, _finite, _fmt_frame, _is_dir, _model, _parse, _refuse, count, integer, number, stage)
+from .cli_tune import cmd_finetune, cmd_serve
 
 EXAMPLES = """examples:
   llmsizing models
@@ -37,157 +38,10 @@ EXAMPLES = """examples:
   llmsizing finetune llama-3-70b --method qlora --gpu "A100 80GB" --gpus 4 --strategy fsdp --tokens 50M --json
 """
 
-_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
-#: A number as the CLI reads it: digits, optionally grouped in threes by commas (``1,000,000``) or underscores
-#: (``1_000_000``), an optional fraction and exponent, and (for counts) a suffix. A comma is read as a thousands
-#: separator only when exactly three digits follow it: ``1,5T`` (a decimal comma) is refused, not read as 15T.
-_NUMBER = re.compile(r"(?P<sign>[+-])?(?P<int>[0-9]{1,3}(?:(?P<sep>[,_])[0-9]{3})(?:(?P=sep)[0-9]{3})*|[0-9]+)"
-                     r"(?P<frac>\.[0-9]*)?(?P<exp>e[+-]?[0-9]+)?", re.IGNORECASE)
-_NUMBER_SUFFIXED = re.compile(_NUMBER.pattern + r"\s*(?P<suffix>[kmbgt]?)", re.IGNORECASE)
-
-
-def _refuse(text: str, what: str, example: str) -> argparse.ArgumentTypeError:
-    """The error for ``text`` that is not ``what``; a misplaced comma gets its own explanation."""
-    if "," in text or "_" in text:
-        return argparse.ArgumentTypeError(
-            f"{text!r}: a comma (or _) is read only as a thousands separator, followed by exactly three digits "
-            f"(1,000,000); for a decimal write a point, e.g. {example}")
-    return argparse.ArgumentTypeError(f"not {what}: {text!r} (write e.g. {example})")
-
-
-def _parse(text, pattern, what: str, example: str) -> re.Match:
-    text = str(text).strip()
-    m = pattern.fullmatch(text)
-    if not m:
-        raise _refuse(text, what, example)
-    return m
-
-
-def _finite(value: float, text: str, what: str) -> float:
-    if not math.isfinite(value) or value > MAX_MEANINGFUL:
-        raise argparse.ArgumentTypeError(f"{text!r} is too large to be {what} (at most {MAX_MEANINGFUL:.3g})")
-    return value
-
-
-def count(text: str) -> float:
-    """``"15.6T"``, ``"500B"``, ``"2e12"`` or ``"1,000,000"`` as a number (argparse type for token counts and
-    dollars). A comma must be a thousands separator (followed by exactly three digits): ``"1,5T"`` is refused."""
-    m = _parse(text, _NUMBER_SUFFIXED, "a count", "1T, 1.5T, 500B, 2e12 or 1,000,000")
-    number = ((m.group("sign") or "") + m.group("int").replace(",", "").replace("_", "") + (m.group("frac") or "")
-              + (m.group("exp") or ""))
-    value = _finite(float(number) * _SUFFIX[m.group("suffix").lower()], text, "a count")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"a count must be > 0, got {str(text).strip()!r}")
-    return value
-
-
-def integer(minimum: int = 1, maximum: int | None = None):
-    """An argparse type: a whole number in [minimum, maximum], digits optionally grouped (``8,192``)."""
-    def parse(text: str) -> int:
-        m = _parse(text, _NUMBER, "an integer", "8192 or 8,192")
-        if m.group("frac") or m.group("exp"):
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r} (write e.g. 8192 or 8,192)")
-        digits = m.group("int").replace(",", "").replace("_", "")
-        if len(digits.lstrip("0")) > 16:
-            raise argparse.ArgumentTypeError(f"{text.strip()!r} is too large (at most {MAX_MEANINGFUL:,})")
-        value = -int(digits) if m.group("sign") == "-" else int(digits)
-        top = MAX_MEANINGFUL if maximum is None else maximum
-        if not minimum <= value <= top:
-            allowed = f">= {minimum:,}" if maximum is None and value < minimum else f"from {minimum:,} to {top:,}"
-            raise argparse.ArgumentTypeError(f"must be an integer {allowed}, got {value:,}")
-        return value
-    parse.__name__ = "integer"           # argparse names the type in its own messages
-    return parse
-
-
-def number(minimum: float = 0.0, maximum: float | None = None, *, inclusive: bool = True):
-    """An argparse type: a finite decimal number (a point, not a comma) in range: ``minimum <= x`` (``<`` unless
-    ``inclusive``) and ``x <= maximum``."""
-    def parse(text: str) -> float:
-        m = _parse(text, _NUMBER, "a number", "0.4 or 1,000.5")
-        value = _finite(float(m.group(0).replace(",", "").replace("_", "")), text, "a number")
-        low_ok = value >= minimum if inclusive else value > minimum
-        if not low_ok or (maximum is not None and value > maximum):
-            op = ">=" if inclusive else ">"
-            hi = "" if maximum is None else f" and <= {maximum:g}"
-            raise argparse.ArgumentTypeError(f"must be a number {op} {minimum:g}{hi}, got {text.strip()!r}")
-        return value
-    parse.__name__ = "number"
-    return parse
-
-
-#: The form of ``--stage``, for its help and its errors.
-STAGE_FORM = "TOKENS:SEQ[:GLOBAL_BATCH], e.g. 15T:8192 or 800B:131072:128"
-
-_RECOMPUTE_LAYERS_HELP = ("with --recompute full: recompute only the first N layers of each model chunk (a pipeline "
-                          "stage, or 1/--virtual-stages of one), Megatron-LM's --recompute-method block "
-                          "--recompute-num-layers N")
-
-
-def stage(text: str):
-    """``"15T:8192"`` or ``"800B:131072:128"`` (tokens, sequence length, optional global batch in sequences) as a
-    :class:`~llmsizing.stages.Stage` (argparse type of ``--stage``)."""
-    from .stages import Stage
-
-    parts = str(text).strip().split(":")
-    if len(parts) not in (2, 3):
-        raise argparse.ArgumentTypeError(f"{text!r} is not {STAGE_FORM}")
-    names = ("TOKENS", "SEQ", "GLOBAL_BATCH")
-    values = []
-    for name, part, kind in zip(names, parts, (count, integer(), integer())):
-        try:
-            values.append(kind(part))
-        except argparse.ArgumentTypeError as e:
-            raise argparse.ArgumentTypeError(f"{text!r}: {name} {e} (the form is {STAGE_FORM})") from None
-    try:
-        return Stage(values[0], values[1], global_batch=values[2] if len(values) == 3 else None)
-    except (TypeError, ValueError) as e:
-        raise argparse.ArgumentTypeError(f"{text!r}: {e} (the form is {STAGE_FORM})") from None
 
 
 stage.__name__ = "stage"
-
-
-def _model(name: str, moe: bool = False):
-    """A catalogue name, or the path of a Hugging Face config.json (or of the folder that holds one). A mixture
-    of experts is refused unless ``moe=True`` (the serve command's models may be one)."""
-    from .catalog import resolve_model
-    from .model import Model
-
-    if not name.strip():
-        raise ValueError("model: got an empty name; give a catalogue name (see `llmsizing models`) or the path "
-                         "of a Hugging Face config.json")
-    if name.endswith(".json") or "/" in name or _is_dir(name):
-        return Model.from_hf_config(name)
-    return resolve_model(name, moe=moe)
-
-
-def _is_dir(name: str) -> bool:
-    try:
-        return Path(name).is_dir()
-    except OSError:                        # a name no file system accepts (too long): not a folder
-        return False
-
-
-def _emit(df, args, *, title: str = "") -> None:
-    if args.json:
-        print(df.reset_index().to_json(orient="records", indent=2))
-    elif args.csv:
-        print(df.to_csv(), end="")
-    else:
-        if title:
-            print(title)
-        print(df.to_string())
-
-
-def _fmt_frame(df, gib_cols=(), int_cols=()):
-    out = df.copy()
-    for c in gib_cols:
-        out[c] = out[c].map(lambda x: f"{x / 2**30:,.2f}")
-    for c in int_cols:
-        out[c] = out[c].map(lambda x: f"{x:,.0f}")
-    return out
 
 
 def cmd_models(args) -> None:
@@ -484,94 +338,6 @@ def cmd_plan(args) -> None:
     out["cost"] = df["cost_usd"].map("${:,.0f}".format)
     which = "plans" if args.all else "plans on the time-vs-cost front"
     _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')}):")
-
-
-def cmd_serve(args) -> None:
-    from .serve import replicas_for
-    from .serve_calibration import serving_range
-
-    load = dict(users=args.users) if args.users is not None else dict(requests_per_s=args.rps)
-    model = _model(args.model, moe=True)
-    kw = dict(prompt=args.prompt, output=args.output, weights=args.weights, kv_cache=args.kv_cache, pp=args.pp,
-              ep=args.ep, engine=args.engine)
-    plan = replicas_for(model, args.gpu, itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3, think_s=args.think_s,
-                        price_usd_per_gpu_hour=args.price, **kw, **load)
-    # the stated range of the plan's ITL (chapter 15): wider for an engine the calibration has not seen
-    rng = serving_range(model, args.gpu, tp=plan.tp, batch=plan.batch, **kw).itl_s
-    df = plan.to_frame().T.reset_index(drop=True)
-    df["itl_s_low"], df["itl_s_high"] = rng
-    if args.json or args.csv:
-        _emit(df, args)
-        return
-    s = plan.serving
-    layout = f"{plan.replicas:,} x " + (f"ep={s.ep} (tp={plan.tp} attention groups)" if s.ep > 1 else f"tp={plan.tp}") \
-        + (f" x pp={s.pp}" if s.pp > 1 else "")
-    out = {"GPUs": f"{plan.gpus:,}", "layout": layout, "batch": f"{plan.batch:,}",
-           "TTFT ms": f"{s.ttft_s * 1e3:,.1f}", "ITL ms": f"{s.itl_s * 1e3:,.1f}",
-           "ITL stated range ms": f"{rng[0] * 1e3:,.1f}-{rng[1] * 1e3:,.1f}",
-           "requests/s": f"{plan.requests_per_s:,.2f}", "capacity requests/s": f"{plan.capacity_requests_per_s:,.2f}",
-           "tokens/s/GPU": f"{s.output_tokens_per_s_per_gpu:,.0f}", "$/hour": f"${plan.usd_per_hour:,.2f}",
-           "$/M output tokens": f"${s.usd_per_million_output_tokens:,.3f}"}
-    import pandas as pd
-
-    load_text = f"{args.users:,} users" if args.users is not None else f"{args.rps:g} requests/s"
-    _emit(pd.DataFrame([out]), args, title=f"{s.model} on {s.gpu}: {load_text} of {args.prompt:,} + "
-          f"{args.output:,} tokens at ITL <= {args.itl_ms:g} ms, TTFT <= {args.ttft_ms:g} ms")
-def cmd_finetune(args) -> None:
-    """Memory per GPU, the largest micro-batch and context that fit, and time and cost of a fine-tune
-    (:mod:`llmsizing.finetune_time`)."""
-    import pandas as pd
-
-    from .catalog import get_gpu
-    from .finetune_time import (adapter_checkpoint_bytes, finetune_memory_per_gpu, finetune_time,
-                                max_batch_per_gpu, max_seq)
-
-    model = _model(args.model)
-    g = get_gpu(args.gpu)
-    if args.no_kbit_prep and args.method != "qlora":
-        raise ValueError(f"--no-kbit-prep applies to --method qlora; --method {args.method} has no k-bit "
-                         "preparation (PEFT's, of a quantised base) to leave out")
-    mem_kw = dict(method=args.method, n_gpus=args.gpus, strategy=args.strategy, rank=args.rank,
-                  recompute=args.recompute, grad_accum=args.grad_accum, loop=args.loop,
-                  **({"kbit_prep": False} if args.no_kbit_prep else {}))
-    m = finetune_memory_per_gpu(model, batch=args.batch, seq=args.seq, **mem_kw)
-    largest_batch = max_batch_per_gpu(model, g, seq=args.seq, **mem_kw)
-    largest_seq = max_seq(model, g, batch=args.batch, **mem_kw)
-    t = finetune_time(model, gpu=g, method=args.method, tokens=args.tokens, epochs=args.epochs, seq=args.seq,
-                      batch=args.batch, grad_accum=args.grad_accum, n_gpus=args.gpus, strategy=args.strategy,
-                      rank=args.rank, recompute=args.recompute, kernel_efficiency=args.kernel_efficiency,
-                      price_usd_per_gpu_hour=args.price)
-    adapter = 0.0 if args.method == "full" else adapter_checkpoint_bytes(model, rank=args.rank)
-    row = {**t.to_dict(), "rank": args.rank, "recompute": args.recompute,
-           "memory_per_gpu_bytes": m.total_bytes, "gpu_memory_bytes": float(g.memory_bytes),
-           "fits": bool(m.total_bytes <= 0.9 * g.memory_bytes), "max_batch": largest_batch, "max_seq": largest_seq,
-           "adapter_checkpoint_bytes": adapter, "loop": args.loop, "assumes": m.assumes}
-    if args.json or args.csv:
-        _emit(pd.DataFrame([row]).set_index("model"), args)
-        return
-    verdict = "fits" if row["fits"] else "does NOT fit"
-    where = f"{args.gpus:,} x {g.name}" + (f" ({args.strategy})" if args.gpus > 1 else "")
-    lines = {
-        "memory per GPU": f"{m.total_bytes / 2**30:,.1f} GiB ({verdict} in 90% of {g.memory_gib:,.1f} GiB)",
-        "largest micro-batch": f"{largest_batch:,} x {args.seq:,} tokens",
-        "largest context": f"{largest_seq:,} tokens at micro-batch {args.batch}",
-        "FLOPs per token": f"{t.flops.model_flops:.3g} ({t.flops.ratio_to_full:.0%} of full fine-tuning's)",
-        "step": f"{t.step_s:,.2f} s (compute {t.compute_s:,.2f}, dequantisation {t.dequant_s:,.2f}, "
-                f"exposed communication {t.exposed_comm_s:,.2f})",
-        "throughput": f"{t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.0%} at kernel efficiency "
-                      f"{t.kernel_efficiency:.0%}",
-        "time": f"{t.hours:,.1f} hours ({t.days:,.2f} days), {t.steps:,} steps" + (
-            "" if t.hours_range is None else
-            f"; stated range {t.hours_range[0]:,.1f}-{t.hours_range[1]:,.1f} hours (published runs, chapter 16)"),
-        "cost": f"{t.gpu_hours:,.1f} GPU-hours x ${t.price_usd_per_gpu_hour:.2f} = ${t.cost_usd:,.2f}",
-    }
-    if args.method != "full":
-        lines["adapter checkpoint"] = f"{adapter / 2**20:,.0f} MiB (fp32)"
-    out = pd.DataFrame({"value": lines})
-    _emit(out, args, title=f"{args.method} of {t.model} on {where}: {t.tokens:.3g} tokens "
-                           f"({args.epochs:g} epoch(s)), micro-batch {args.batch} x {args.seq:,}, "
-                           f"{args.grad_accum} micro-batch(es) per step, recompute {args.recompute}")
-    print("assumes:\n" + "\n".join(f"  {a}" for a in m.single.assumptions))
 
 
 def _add_output(p) -> None:

@@ -422,7 +422,7 @@ def run_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: in
     g = check_recipe_runs_on(precision, gpu)
     dtype = compute_dtype(precision, dtype)
     if tokens is None or seq is None:
-        raise ValueError("give tokens= (a number > 0) and seq= (an integer >= 1), or stages=[(tokens, seq), ...]")
+        raise ValueError("give tokens= (a number > 0) and seq= (an integer >= 1)")
     tokens = check_number("tokens", tokens, allow_equal=False)
     seq = check_int("seq", seq)
     check_bool("causal", causal)

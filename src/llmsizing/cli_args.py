@@ -1,0 +1,167 @@
+"""The command line's argument types and output (issue 32: split out of :mod:`llmsizing.cli`): counts and numbers
+with their suffixes and separators, ``--stage``, a model by name or config file, and the table, JSON or CSV
+printer. Nothing is computed here; :mod:`llmsizing.cli` re-exports every name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from pathlib import Path
+
+from ._validate import MAX_MEANINGFUL
+
+
+_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+#: A number as the CLI reads it: digits, optionally grouped in threes by commas (``1,000,000``) or underscores
+#: (``1_000_000``), an optional fraction and exponent, and (for counts) a suffix. A comma is read as a thousands
+#: separator only when exactly three digits follow it: ``1,5T`` (a decimal comma) is refused, not read as 15T.
+_NUMBER = re.compile(r"(?P<sign>[+-])?(?P<int>[0-9]{1,3}(?:(?P<sep>[,_])[0-9]{3})(?:(?P=sep)[0-9]{3})*|[0-9]+)"
+                     r"(?P<frac>\.[0-9]*)?(?P<exp>e[+-]?[0-9]+)?", re.IGNORECASE)
+
+
+_NUMBER_SUFFIXED = re.compile(_NUMBER.pattern + r"\s*(?P<suffix>[kmbgt]?)", re.IGNORECASE)
+
+
+def _refuse(text: str, what: str, example: str) -> argparse.ArgumentTypeError:
+    """The error for ``text`` that is not ``what``; a misplaced comma gets its own explanation."""
+    if "," in text or "_" in text:
+        return argparse.ArgumentTypeError(
+            f"{text!r}: a comma (or _) is read only as a thousands separator, followed by exactly three digits "
+            f"(1,000,000); for a decimal write a point, e.g. {example}")
+    return argparse.ArgumentTypeError(f"not {what}: {text!r} (write e.g. {example})")
+
+
+def _parse(text, pattern, what: str, example: str) -> re.Match:
+    text = str(text).strip()
+    m = pattern.fullmatch(text)
+    if not m:
+        raise _refuse(text, what, example)
+    return m
+
+
+def _finite(value: float, text: str, what: str) -> float:
+    if not math.isfinite(value) or value > MAX_MEANINGFUL:
+        raise argparse.ArgumentTypeError(f"{text!r} is too large to be {what} (at most {MAX_MEANINGFUL:.3g})")
+    return value
+
+
+def count(text: str) -> float:
+    """``"15.6T"``, ``"500B"``, ``"2e12"`` or ``"1,000,000"`` as a number (argparse type for token counts and
+    dollars). A comma must be a thousands separator (followed by exactly three digits): ``"1,5T"`` is refused."""
+    m = _parse(text, _NUMBER_SUFFIXED, "a count", "1T, 1.5T, 500B, 2e12 or 1,000,000")
+    number = ((m.group("sign") or "") + m.group("int").replace(",", "").replace("_", "") + (m.group("frac") or "")
+              + (m.group("exp") or ""))
+    value = _finite(float(number) * _SUFFIX[m.group("suffix").lower()], text, "a count")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a count must be > 0, got {str(text).strip()!r}")
+    return value
+
+
+def integer(minimum: int = 1, maximum: int | None = None):
+    """An argparse type: a whole number in [minimum, maximum], digits optionally grouped (``8,192``)."""
+    def parse(text: str) -> int:
+        m = _parse(text, _NUMBER, "an integer", "8192 or 8,192")
+        if m.group("frac") or m.group("exp"):
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r} (write e.g. 8192 or 8,192)")
+        digits = m.group("int").replace(",", "").replace("_", "")
+        if len(digits.lstrip("0")) > 16:
+            raise argparse.ArgumentTypeError(f"{text.strip()!r} is too large (at most {MAX_MEANINGFUL:,})")
+        value = -int(digits) if m.group("sign") == "-" else int(digits)
+        top = MAX_MEANINGFUL if maximum is None else maximum
+        if not minimum <= value <= top:
+            allowed = f">= {minimum:,}" if maximum is None and value < minimum else f"from {minimum:,} to {top:,}"
+            raise argparse.ArgumentTypeError(f"must be an integer {allowed}, got {value:,}")
+        return value
+    parse.__name__ = "integer"           # argparse names the type in its own messages
+    return parse
+
+
+def number(minimum: float = 0.0, maximum: float | None = None, *, inclusive: bool = True):
+    """An argparse type: a finite decimal number (a point, not a comma) in range: ``minimum <= x`` (``<`` unless
+    ``inclusive``) and ``x <= maximum``."""
+    def parse(text: str) -> float:
+        m = _parse(text, _NUMBER, "a number", "0.4 or 1,000.5")
+        value = _finite(float(m.group(0).replace(",", "").replace("_", "")), text, "a number")
+        low_ok = value >= minimum if inclusive else value > minimum
+        if not low_ok or (maximum is not None and value > maximum):
+            op = ">=" if inclusive else ">"
+            hi = "" if maximum is None else f" and <= {maximum:g}"
+            raise argparse.ArgumentTypeError(f"must be a number {op} {minimum:g}{hi}, got {text.strip()!r}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
+#: The form of ``--stage``, for its help and its errors.
+STAGE_FORM = "TOKENS:SEQ[:GLOBAL_BATCH], e.g. 15T:8192 or 800B:131072:128"
+
+
+_RECOMPUTE_LAYERS_HELP = ("with --recompute full: recompute only the first N layers of each model chunk (a pipeline "
+                          "stage, or 1/--virtual-stages of one), Megatron-LM's --recompute-method block "
+                          "--recompute-num-layers N")
+
+
+def stage(text: str):
+    """``"15T:8192"`` or ``"800B:131072:128"`` (tokens, sequence length, optional global batch in sequences) as a
+    :class:`~llmsizing.stages.Stage` (argparse type of ``--stage``)."""
+    from .stages import Stage
+
+    parts = str(text).strip().split(":")
+    if len(parts) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {STAGE_FORM}")
+    names = ("TOKENS", "SEQ", "GLOBAL_BATCH")
+    values = []
+    for name, part, kind in zip(names, parts, (count, integer(), integer())):
+        try:
+            values.append(kind(part))
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{text!r}: {name} {e} (the form is {STAGE_FORM})") from None
+    try:
+        return Stage(values[0], values[1], global_batch=values[2] if len(values) == 3 else None)
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e} (the form is {STAGE_FORM})") from None
+
+
+def _model(name: str, moe: bool = False):
+    """A catalogue name, or the path of a Hugging Face config.json (or of the folder that holds one). A mixture
+    of experts is refused unless ``moe=True`` (the serve command's models may be one)."""
+    from .catalog import resolve_model
+    from .model import Model
+
+    if not name.strip():
+        raise ValueError("model: got an empty name; give a catalogue name (see `llmsizing models`) or the path "
+                         "of a Hugging Face config.json")
+    if name.endswith(".json") or "/" in name or _is_dir(name):
+        return Model.from_hf_config(name)
+    return resolve_model(name, moe=moe)
+
+
+def _is_dir(name: str) -> bool:
+    try:
+        return Path(name).is_dir()
+    except OSError:                        # a name no file system accepts (too long): not a folder
+        return False
+
+
+def _emit(df, args, *, title: str = "") -> None:
+    if args.json:
+        print(df.reset_index().to_json(orient="records", indent=2))
+    elif args.csv:
+        print(df.to_csv(), end="")
+    else:
+        if title:
+            print(title)
+        print(df.to_string())
+
+
+def _fmt_frame(df, gib_cols=(), int_cols=()):
+    out = df.copy()
+    for c in gib_cols:
+        out[c] = out[c].map(lambda x: f"{x / 2**30:,.2f}")
+    for c in int_cols:
+        out[c] = out[c].map(lambda x: f"{x:,.0f}")
+    return out
