@@ -15,8 +15,8 @@ when it runs (``tests/test_calibration.py`` re-fits and compares):
 2. **End-to-end MFU** (``data/mfu_model.csv``), for :func:`~llmsizing.time_cost.training_time`, which knows no
    layout: ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation]
    + w [whole-run total]``, least squares over every calibration run. ``r`` is what full recomputation costs
-   (its extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against a
-   measured steady state (restarts, evaluation, stragglers). The range of each (generation, dtype) is set by
+   (its extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against
+   a measured steady state (restarts, evaluation, stragglers). The range of each (generation, dtype) is set by
    the largest residuals below and above the fit over *all* its runs, calibration and held out, so that every
    published run lies inside it (a group with fewer than :data:`MIN_GROUP_RUNS` runs takes the extremes over
    all runs). The region the runs cover (parameters, sequence lengths, GPU counts) is kept
@@ -85,8 +85,8 @@ def _layout_of(row):
 
 def run_kernel_efficiency(row) -> float | None:
     """The kernel efficiency at which :func:`~llmsizing.layouts.step_time` gives ``row``'s published MFU
-    (``row.implied_mfu``, a row of :func:`~llmsizing.time_cost.published_runs`), or ``None`` when the layout is
-    unknown or even kernels at 100% of peak would not reach it."""
+    (``row.implied_mfu``, a row of :func:`~llmsizing.time_cost.published_runs`), or ``None`` when the layout
+    is unknown or even kernels at 100% of peak would not reach it."""
     from .layouts import step_time
 
     lay = _layout_of(row)
@@ -109,7 +109,8 @@ def run_kernel_efficiency(row) -> float | None:
 
 
 def generation_of(gpu: str, dtype: str) -> str:
-    """The generation row of ``data/kernel_efficiency.csv`` that names ``gpu`` (``"uncalibrated"`` if none)."""
+    """The generation row of ``data/kernel_efficiency.csv`` that names ``gpu`` (``"uncalibrated"`` if
+    none)."""
     from .hardware import kernel_efficiency_row
 
     return kernel_efficiency_row(gpu, dtype).generation
@@ -127,7 +128,8 @@ def fit_kernel_efficiency(runs=None):
     df = published_runs() if runs is None else runs.copy()
     df["dtype"] = np.where(df["dtype"] == "fp8", "fp8", "bf16")
     df["generation"] = [generation_of(g, d) for g, d in zip(df["gpu"], df["dtype"])]
-    df["kernel_efficiency"] = [np.nan if (e := run_kernel_efficiency(r)) is None else e for r in df.itertuples()]
+    df["kernel_efficiency"] = [np.nan if (e := run_kernel_efficiency(r)) is None else e
+                               for r in df.itertuples()]
     df["kernel_fit"] = df["calibration"] & (df["cp"].fillna(1) <= KERNEL_FIT_MAX_CP)
     fit = (df[df["kernel_fit"] & df["kernel_efficiency"].notna()]
            .groupby(["generation", "dtype"])["kernel_efficiency"].agg(["median", "count", "min", "max"]))
