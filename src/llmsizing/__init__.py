@@ -17,7 +17,8 @@ from .precision import DTYPE_BYTES, FP8_SCHEMES, OPTIMIZERS, RECIPES, bytes_per_
 
 # Part I, one GPU (ch 1-5): parameters, bytes per parameter, inference memory, activations, the step's peak.
 from .model import Model
-from .memory import ModelStates, TrainingMemory, max_micro_batch, model_states, recipe_tensor_table, training_memory
+from .memory import (ModelStates, TrainingMemory, max_micro_batch, model_states, recipe_tensor_table,
+                     training_memory)
 from .inference import InferenceMemory, inference_memory, kv_cache_bytes_per_token, weights_bytes
 from .activations import ActivationMemory, activation_memory
 
@@ -48,8 +49,8 @@ _sys.modules[__name__ + ".serving"] = _sys.modules[__name__ + ".serve"]
 __all__ = [
     # units and catalogues
     "GB", "GiB", "fmt_bytes", "fmt_count", "fmt_gib", "GPU", "get_gpu", "get_model", "gpu_table", "list_gpus",
-    "list_models", "model_entry", "model_table", "prices_as_of", "DTYPE_BYTES", "FP8_SCHEMES", "OPTIMIZERS", "RECIPES",
-    "bytes_per_element", "recipe_tensor_table",
+    "list_models", "model_entry", "model_table", "prices_as_of", "DTYPE_BYTES", "FP8_SCHEMES", "OPTIMIZERS",
+    "RECIPES", "bytes_per_element", "recipe_tensor_table",
     # Part I
     "Model", "ModelStates", "TrainingMemory", "max_micro_batch", "model_states", "training_memory",
     "InferenceMemory", "inference_memory", "kv_cache_bytes_per_token", "weights_bytes", "ActivationMemory",
@@ -64,7 +65,7 @@ __all__ = [
     "largest_compute_optimal", "overtrained", "Goodput", "Interruptions", "checkpoint_bytes", "goodput",
     "interruptions",
     # Part IV
-    "Serving", "ServingPlan", "replicas_for", "serving", "serving_cost_by_gpu", "serving_sweep", "ServingRange",
-    "serving_range", "FinetuneMemory", "finetune_memory", "lora_params",
+    "Serving", "ServingPlan", "replicas_for", "serving", "serving_cost_by_gpu", "serving_sweep",
+    "ServingRange", "serving_range", "FinetuneMemory", "finetune_memory", "lora_params",
 ]
 __version__ = "0.1.0"

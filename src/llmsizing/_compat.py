@@ -10,14 +10,14 @@ import warnings
 
 
 def forward(module_name: str, moved: dict[str, str]):
-    """A module ``__getattr__`` for ``module_name`` that forwards each name in ``moved`` (name -> the module it
-    moved to) with a :class:`DeprecationWarning`, and raises :class:`AttributeError` for any other name."""
+    """A module ``__getattr__`` for ``module_name`` that forwards each name in ``moved`` (name -> the module
+    it moved to) with a :class:`DeprecationWarning`, and raises :class:`AttributeError` for any other name."""
 
     def __getattr__(name: str):
         if name not in moved:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
-        warnings.warn(f"{module_name}.{name} moved to {moved[name]}.{name}; import it from there (this forward "
-                      "goes in the next release)", DeprecationWarning, stacklevel=2)
+        warnings.warn(f"{module_name}.{name} moved to {moved[name]}.{name}; import it from there (this "
+                      "forward goes in the next release)", DeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module(moved[name]), name)
 
     return __getattr__
@@ -33,8 +33,8 @@ def retire(module_name: str, retired: dict[str, tuple[object, str]], moved: dict
         if name not in retired:
             return moved_getattr(name)
         value, replacement = retired[name]
-        warnings.warn(f"{module_name}.{name} is retired: it is not the range the library states; use {replacement} "
-                      "(this name goes in the next release)", DeprecationWarning, stacklevel=2)
+        warnings.warn(f"{module_name}.{name} is retired: it is not the range the library states; use "
+                      f"{replacement} (this name goes in the next release)", DeprecationWarning, stacklevel=2)
         return value
 
     return __getattr__

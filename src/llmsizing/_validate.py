@@ -45,7 +45,7 @@ def check_int(name: str, value, *, minimum: int = 1, maximum: int | None = None)
     NumPy integer scalars are accepted and converted; ``bool`` (Python's or NumPy's), floats (even ``2.0``)
     and strings raise ``TypeError``. Without ``maximum`` the bound is :data:`MAX_MEANINGFUL`.
     """
-    if type(value) is not int:     # (a plain int skips the ABC checks: the planner makes ~10^5 of these calls)
+    if type(value) is not int:    # (a plain int skips the ABC checks: the planner makes ~10^5 of these calls)
         if _is_bool(value) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
         value = int(value)
@@ -89,12 +89,13 @@ def check_number(name: str, value, *, minimum: float = 0.0, allow_equal: bool = 
 
 
 def check_fraction(name: str, value, *, minimum: float = MIN_FRACTION) -> float:
-    """Return ``value`` as a Python ``float`` if it is a share of a peak in [``minimum``, 1] (an MFU, an MBU, an
-    efficiency, a usable share of memory: :data:`MIN_FRACTION` by default); raise naming ``name`` otherwise."""
+    """Return ``value`` as a Python ``float`` if it is a share of a peak in [``minimum``, 1] (an MFU, an MBU,
+    an efficiency, a usable share of memory: :data:`MIN_FRACTION` by default); raise naming ``name``
+    otherwise."""
     value = check_number(name, value, allow_equal=False, maximum=1.0)
     if value < minimum:
-        raise ValueError(f"{name} must be between {minimum:g} and 1, got {value:g}: a share below {minimum:g} "
-                         "of the peak is not a run the library can size")
+        raise ValueError(f"{name} must be between {minimum:g} and 1, got {value:g}: a share below "
+                         f"{minimum:g} of the peak is not a run the library can size")
     return value
 
 
@@ -123,17 +124,18 @@ def check_choice(name: str, value, choices: Iterable[str]) -> str:
 MAX_ITEMS = 1024
 
 
-def check_sequence(name: str, value, *, example: str, allow_empty: bool = False, max_items: int = MAX_ITEMS) -> list:
+def check_sequence(name: str, value, *, example: str, allow_empty: bool = False,
+                   max_items: int = MAX_ITEMS) -> list:
     """Return ``value`` as a list if it is a list-like of items (a list, tuple, set or array; not a string or
     a dict, which would iterate over characters or keys) of at most ``max_items`` items; raise
-    ``TypeError``/``ValueError`` naming ``name``. A longer iterable (even an endless one) is refused after reading
-    ``max_items + 1`` items. The items themselves are checked by the caller."""
+    ``TypeError``/``ValueError`` naming ``name``. A longer iterable (even an endless one) is refused after
+    reading ``max_items + 1`` items. The items themselves are checked by the caller."""
     if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
         raise TypeError(f"{name} must be a list, e.g. {example}; got {type(value).__name__} {value!r}")
     items = list(itertools.islice(value, max_items + 1))
     if len(items) > max_items:
-        raise ValueError(f"{name} may hold at most {max_items:,} items, got more (e.g. {example}): each item is "
-                         "computed or drawn in turn")
+        raise ValueError(f"{name} may hold at most {max_items:,} items, got more (e.g. {example}): each item "
+                         "is computed or drawn in turn")
     if not items and not allow_empty:
         raise ValueError(f"{name} must not be empty, e.g. {example}")
     return items
@@ -141,14 +143,15 @@ def check_sequence(name: str, value, *, example: str, allow_empty: bool = False,
 
 def renamed(new_name: str, new_value, old_name: str, old_value, *, stacklevel: int = 3):
     """A keyword renamed in issue 21: ``old_value`` (given under ``old_name``) is taken as ``new_name`` with a
-    ``DeprecationWarning``; giving both is refused. Returns the value to use (``None`` if neither was given)."""
+    ``DeprecationWarning``; giving both is refused. Returns the value to use (``None`` if neither was
+    given)."""
     import warnings
 
     if old_value is None:
         return new_value
     if new_value is not None:
         raise TypeError(f"give {new_name}= only ({old_name}= is its old name), not both")
-    warnings.warn(f"{old_name}= is deprecated: it is now called {new_name}= (the same number: the share of the "
-                  "dense peak the GPU reaches while it computes; the end-to-end MFU is an output)",
+    warnings.warn(f"{old_name}= is deprecated: it is now called {new_name}= (the same number: the share of "
+                  "the dense peak the GPU reaches while it computes; the end-to-end MFU is an output)",
                   DeprecationWarning, stacklevel=stacklevel)
     return old_value

@@ -1,7 +1,8 @@
 """The all-to-all of a mixture of experts on the network model (chapters 15 and 18; issue 24): the bytes an
-expert-parallel dispatch or combine sends, the share of them that leaves a node under DeepSeek-V3's node-limited
-routing, and one all-to-all's seconds. Training's per-step all-to-alls (:func:`llmsizing.moe.ep_all_to_all`) and
-serving's decode step (:mod:`llmsizing.serve_moe`) both price theirs here.
+expert-parallel dispatch or combine sends, the share of them that leaves a node under DeepSeek-V3's
+node-limited routing, and one all-to-all's seconds. Training's per-step all-to-alls
+(:func:`llmsizing.moe.ep_all_to_all`) and serving's decode step (:mod:`llmsizing.serve_moe`) both price theirs
+here.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ def inter_node_share(top_k: int, ep: int, gpus_per_node: int, max_nodes: int | N
     groups of ``gpus_per_node`` per node (``n = ep / gpus_per_node`` nodes; 0 when ``ep`` fits in a node).
 
     Without node limit: ``(ep - g) / ep`` of a token's ``k`` copies go to another node. With DeepSeek-V3's
-    node-limited routing (``max_nodes = M``; Sec. 2.1.2) a token goes to at most ``M`` nodes and is sent once per
-    node over InfiniBand, then forwarded to the right GPUs over NVLink (Sec. 3.2.2): ``min(k, M, n) x (n - 1) /
-    n`` copies cross the network (its chosen nodes taken as uniform over the ``n``, its own among them with
-    probability ``M / n``), i.e. ``min(k, M, n) / k x (n - 1) / n`` per byte of the formula. An approximation:
-    routing is not uniform, and a token whose ``k`` experts sit on fewer than ``M`` nodes sends fewer copies."""
+    node-limited routing (``max_nodes = M``; Sec. 2.1.2) a token goes to at most ``M`` nodes and is sent once
+    per node over InfiniBand, then forwarded to the right GPUs over NVLink (Sec. 3.2.2):
+    ``min(k, M, n) x (n - 1) / n`` copies cross the network (its chosen nodes taken as uniform over the ``n``,
+    its own among them with probability ``M / n``), i.e. ``min(k, M, n) / k x (n - 1) / n`` per byte of the
+    formula. An approximation: routing is not uniform, and a token whose ``k`` experts sit on fewer than ``M``
+    nodes sends fewer copies."""
     k, ep, g = check_int("top_k", top_k), check_int("ep", ep), check_int("gpus_per_node", gpus_per_node)
     m = None if max_nodes is None else check_int("max_nodes", max_nodes)
     if ep <= g:
@@ -51,24 +53,25 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     Each GPU keeps ``1 / ep`` of its buffer and sends ``1 / ep`` to each peer, all at once (NCCL runs an
     all-to-all as grouped sends that progress together; DeepSeek's DeepEP kernels likewise), so the latency is
     charged once, not ``ep - 1`` times. Inside one scale-up domain (``ep <= domain``: 8 GPUs of an HGX node)
-    the ``(ep - 1) / ep`` that leaves rides the GPU's own link. Across domains the peers in the GPU's own domain
-    (``domain - 1`` of them) are reached over NVLink while the other ``(ep - domain) / ep`` of the buffer leaves
-    through the GPU's own share of its node's NICs (every GPU of a node sends across at once, so each gets one
-    NIC: :func:`~llmsizing.network.group_link` with ranks a domain apart); the two go in parallel and the slower
-    sets the time: ``alpha + max(cross bytes / NIC bandwidth, intra bytes / NVLink bandwidth)``, each with
-    NCCL's protocol choice (:func:`~llmsizing.network.collective_time_s` of a ``send/recv``).
+    the ``(ep - 1) / ep`` that leaves rides the GPU's own link. Across domains the peers in the GPU's own
+    domain (``domain - 1`` of them) are reached over NVLink while the other ``(ep - domain) / ep`` of the
+    buffer leaves through the GPU's own share of its node's NICs (every GPU of a node sends across at once, so
+    each gets one NIC: :func:`~llmsizing.network.group_link` with ranks a domain apart); the two go in
+    parallel and the slower sets the time:
+    ``alpha + max(cross bytes / NIC bandwidth, intra bytes / NVLink bandwidth)``, each with NCCL's protocol
+    choice (:func:`~llmsizing.network.collective_time_s` of a ``send/recv``).
 
     Checked against DeepEP's published low-latency kernels on H800 with one 400 Gb/s CX7 NIC per GPU
-    (``data/deepep_all_to_all.csv``: 128 tokens, hidden 7,168, top-8, FP8 dispatch, BF16 combine, EP 16 to 256):
-    0.90x-0.99x of every internode row (EP 16-256; tests/test_moe_serving.py). At EP 8 the model is 0.65x
-    (dispatch) and 0.80x (combine): those kernels sent even a node's own peers through the NIC ("pure RDMA",
-    before DeepEP's PR #173), where the model prices NVLink. Chapter 15.
+    (``data/deepep_all_to_all.csv``: 128 tokens, hidden 7,168, top-8, FP8 dispatch, BF16 combine, EP 16 to
+    256): 0.90x-0.99x of every internode row (EP 16-256; tests/test_moe_serving.py). At EP 8 the model is
+    0.65x (dispatch) and 0.80x (combine): those kernels sent even a node's own peers through the NIC ("pure
+    RDMA", before DeepEP's PR #173), where the model prices NVLink. Chapter 15.
 
     Training (issue 24, :func:`llmsizing.moe.ep_all_to_all`) adds two keywords, old calls unchanged:
     ``max_nodes`` (with ``top_k``) is DeepSeek-V3's node-limited routing, each token sent to at most that many
     nodes, once per node (the cross-node share becomes :func:`llmsizing.moe.inter_node_share` instead of
-    ``(ep - domain) / ep``); ``stride`` places the ``ep`` ranks that far apart (Megatron-Core's expert grid puts
-    them ``etp`` apart), so that ``domain / stride`` of them share a scale-up domain."""
+    ``(ep - domain) / ep``); ``stride`` places the ``ep`` ranks that far apart (Megatron-Core's expert grid
+    puts them ``etp`` apart), so that ``domain / stride`` of them share a scale-up domain."""
     s = check_number("message_bytes", message_bytes)
     ep = check_int("ep", ep, maximum=65536)
     stride = check_int("stride", stride, maximum=65536)
@@ -86,7 +89,8 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
         share = (ep - d) / ep
     else:                                                 # ---- node-limited routing (llmsizing.moe)
         share = inter_node_share(top_k, ep, d, max_nodes)
-    cross = collective_time_s("send/recv", s * share, 2, group_link(g, n, size=ep, stride=n.scaleup_domain_gpus),
+    cross = collective_time_s("send/recv", s * share, 2, group_link(g, n, size=ep,
+                                                                    stride=n.scaleup_domain_gpus),
                               protocols=True)
     intra = collective_time_s("send/recv", s * (d - 1) / ep, 2, group_link(g, n, size=d, stride=stride),
                               protocols=True) if d > 1 else 0.0

@@ -4,20 +4,21 @@ The network model of the book prices one collective over ``n`` ranks as::
 
     t = steps(n) x alpha + bus_factor(n) x S / busbw
 
-with ``S`` the message size as nccl-tests counts it and ``busbw`` the per-rank bandwidth of the bottleneck link.
-A ring all-reduce takes ``2(n-1)`` steps and moves ``2(n-1)/n x S`` bytes per rank; a ring all-gather or
+with ``S`` the message size as nccl-tests counts it and ``busbw`` the per-rank bandwidth of the bottleneck
+link. A ring all-reduce takes ``2(n-1)`` steps and moves ``2(n-1)/n x S`` bytes per rank; a ring all-gather or
 reduce-scatter ``n-1`` steps and ``(n-1)/n x S``. nccl-tests (NVIDIA, ``doc/PERFORMANCE.md``) reports
-``algbw = S / t`` and ``busbw = algbw x 2(n-1)/n`` for all-reduce, ``x (n-1)/n`` for all-gather, reduce-scatter
-and all-to-all, ``x 1`` for broadcast and reduce. Its ``S`` is the size of the whole array: for all-gather the
-gathered output (``sendcount x sizeof(type) x n``), for reduce-scatter the input (``recvcount x sizeof(type) x
-n``); the ``count`` column of its table is the per-rank count for those two, so ``size = count x 4 x n`` for
-floats. The same convention is used here, so ``bus_factor(n) x S / busbw`` is exactly nccl-tests' busbw.
+``algbw = S / t`` and ``busbw = algbw x 2(n-1)/n`` for all-reduce, ``x (n-1)/n`` for all-gather,
+reduce-scatter and all-to-all, ``x 1`` for broadcast and reduce. Its ``S`` is the size of the whole array: for
+all-gather the gathered output (``sendcount x sizeof(type) x n``), for reduce-scatter the input
+(``recvcount x sizeof(type) x n``); the ``count`` column of its table is the per-rank count for those two, so
+``size = count x 4 x n`` for floats. The same convention is used here, so ``bus_factor(n) x S / busbw`` is
+exactly nccl-tests' busbw.
 
 NCCL switches algorithm (ring, tree, NVLS, ...) and protocol (LL, LL128, Simple) with the message size, so one
-straight line through a whole sweep is an approximation: :func:`fit_alpha_beta` reports its worst relative error
-over the rows it used, and :func:`fit_two_regimes` fits a small-message and a large-message line on either side of
-the split that fits best. :func:`from_nccl_tests` does both on a log and combines them as the model uses them:
-alpha from the small-message regime, bus bandwidth from the large-message one.
+straight line through a whole sweep is an approximation: :func:`fit_alpha_beta` reports its worst relative
+error over the rows it used, and :func:`fit_two_regimes` fits a small-message and a large-message line on
+either side of the split that fits best. :func:`from_nccl_tests` does both on a log and combines them as the
+model uses them: alpha from the small-message regime, bus bandwidth from the large-message one.
 
 Functions: :func:`parse_nccl_tests`, :func:`steps`, :func:`bus_factor`, :func:`fit_alpha_beta`,
 :func:`fit_two_regimes`, :func:`from_nccl_tests`, :func:`predict_time`.
@@ -54,8 +55,9 @@ def steps(collective: str, n: int) -> int:
 
 
 def bus_factor(collective: str, n: int) -> float:
-    """nccl-tests' busbw / algbw for ``collective`` over ``n`` ranks (``doc/PERFORMANCE.md``): ``2(n-1)/n`` for
-    all-reduce, ``(n-1)/n`` for all-gather, reduce-scatter and all-to-all, 1 for broadcast, reduce, send/recv."""
+    """nccl-tests' busbw / algbw for ``collective`` over ``n`` ranks (``doc/PERFORMANCE.md``): ``2(n-1)/n``
+    for all-reduce, ``(n-1)/n`` for all-gather, reduce-scatter and all-to-all, 1 for broadcast, reduce,
+    send/recv."""
     collective = check_choice("collective", collective, COLLECTIVES)
     n = check_int("n", n, minimum=2)
     if collective == "all_reduce":
@@ -130,16 +132,18 @@ def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None
     (validation off, ``-c 0``) is accepted. A footer ``Out of bounds values : N FAILED`` with ``N > 0`` and no
     row to blame is refused too.
 
-    The number of ranks is counted from the ``#  Rank  k ...`` device lines (given as ``n_ranks`` it must agree);
-    the collective is read from the ``Collective test starting: X_perf`` line or the first ``X_perf`` the text
-    names, unless given. Both the current layout (``size count type redop root time algbw busbw #wrong ...``)
-    and older ones (no ``root``, or no ``redop``, ``error`` instead of ``#wrong``) are read: a row's first three
-    fields are size, count and type, and its last eight the out-of-place and in-place time, algbw, busbw, wrong.
-    Raises ``TypeError``/``ValueError`` naming ``text`` when it holds no such table, two runs, or rows out of
-    order; ``collective`` and ``n_ranks`` when they are missing or contradict the log.
+    The number of ranks is counted from the ``#  Rank  k ...`` device lines (given as ``n_ranks`` it must
+    agree); the collective is read from the ``Collective test starting: X_perf`` line or the first ``X_perf``
+    the text names, unless given. Both the current layout
+    (``size count type redop root time algbw busbw #wrong ...``) and older ones (no ``root``, or no ``redop``,
+    ``error`` instead of ``#wrong``) are read: a row's first three fields are size, count and type, and its
+    last eight the out-of-place and in-place time, algbw, busbw, wrong. Raises ``TypeError``/``ValueError``
+    naming ``text`` when it holds no such table, two runs, or rows out of order; ``collective`` and
+    ``n_ranks`` when they are missing or contradict the log.
     """
     if not isinstance(text, str):
-        raise TypeError(f"text must be a string (the stdout of an nccl-tests binary), got {type(text).__name__}")
+        raise TypeError("text must be a string (the stdout of an nccl-tests binary), got "
+                        f"{type(text).__name__}")
     if len(text) > MAX_LOG_CHARS:
         raise ValueError(f"text is {len(text):,} characters; at most {MAX_LOG_CHARS:,} are read")
     if collective is not None:
@@ -206,7 +210,8 @@ def parse_nccl_tests(text, *, collective: str | None = None, n_ranks: int | None
     found = started or (named[0] if named else None)
     if collective is None:
         if found is None:
-            raise ValueError("collective could not be read from text (no 'X_perf' named in it); pass collective=")
+            raise ValueError("collective could not be read from text (no 'X_perf' named in it); pass "
+                             "collective=")
         collective = found
     elif found is not None and found != collective:
         raise ValueError(f"collective={collective!r} but text is the output of {found}_perf")
@@ -264,8 +269,8 @@ def _drop_wrong(rows: list, collective: str, wrong_results: str, footer) -> list
 class AlphaBeta:
     """One fitted line ``t = steps(n) x alpha_s + bus_factor(n) x S / (busbw_gbps x 1e9)``.
 
-    ``residuals`` are the relative errors ``(model - measured) / measured`` of the rows used (``sizes_bytes``),
-    ``worst_rel_error`` the largest of their magnitudes."""
+    ``residuals`` are the relative errors ``(model - measured) / measured`` of the rows used
+    (``sizes_bytes``), ``worst_rel_error`` the largest of their magnitudes."""
     collective: str
     n: int
     alpha_s: float
@@ -300,9 +305,11 @@ def _columns(sizes_bytes, times_s, *, collective, n):
     sizes = check_sequence("sizes_bytes", sizes_bytes, example="[1024, 2048, 4096]")
     times = check_sequence("times_s", times_s, example="[3.1e-05, 3.2e-05, 3.4e-05]")
     if len(sizes) != len(times):
-        raise ValueError(f"sizes_bytes and times_s must have the same length, got {len(sizes)} and {len(times)}")
+        raise ValueError(f"sizes_bytes and times_s must have the same length, got {len(sizes)} and "
+                         f"{len(times)}")
     s = np.array([check_number(f"sizes_bytes[{i}]", v) for i, v in enumerate(sizes)], dtype=float)
-    t = np.array([check_number(f"times_s[{i}]", v, allow_equal=False) for i, v in enumerate(times)], dtype=float)
+    t = np.array([check_number(f"times_s[{i}]", v, allow_equal=False) for i, v in enumerate(times)],
+                 dtype=float)
     return s, t, steps(collective, n), bus_factor(collective, n)
 
 
@@ -328,7 +335,8 @@ def _solve(s, t, k, c):
 
 def fit_alpha_beta(sizes_bytes, times_s, *, collective: str, n: int, min_points: int = 2) -> AlphaBeta:
     """Fit ``t = steps(n) x alpha + bus_factor(n) x S / busbw`` to measured times, by least squares on the
-    relative errors (each row weighted by 1/t, so an 8 B call at 30 us counts as much as an 8 GiB one at 60 ms).
+    relative errors (each row weighted by 1/t, so an 8 B call at 30 us counts as much as an 8 GiB one at
+    60 ms).
 
     ``sizes_bytes`` are nccl-tests sizes (the whole array, see the module docstring), ``times_s`` seconds.
     Rows of size 0 are dropped. Both coefficients are kept >= 0. The result's ``worst_rel_error`` says how far
@@ -343,10 +351,12 @@ def fit_alpha_beta(sizes_bytes, times_s, *, collective: str, n: int, min_points:
         raise ValueError(f"sizes_bytes must hold at least {max(2, min_points)} non-zero sizes to fit a line, "
                          f"got {len(s)}")
     if len(set(s.tolist())) < 2:
-        raise ValueError("sizes_bytes must hold at least two different sizes to separate latency from bandwidth")
+        raise ValueError("sizes_bytes must hold at least two different sizes to separate latency from "
+                         "bandwidth")
     x = _solve(s, t, k, c)
     if x[1] <= 0:
-        raise ValueError("times_s do not grow with sizes_bytes: no bandwidth can be fitted (a latency-only range)")
+        raise ValueError("times_s do not grow with sizes_bytes: no bandwidth can be fitted (a latency-only "
+                         "range)")
     model = k * x[0] + c * s * x[1]
     return AlphaBeta(collective=collective, n=n, alpha_s=float(x[0]), busbw_gbps=float(1.0 / x[1] / 1e9),
                      sizes_bytes=tuple(int(v) for v in s), residuals=tuple(float(v) for v in model / t - 1.0))
@@ -365,10 +375,10 @@ class TwoRegimes:
     single: AlphaBeta
 
     def predict_protocols(self, size_bytes) -> float:
-        """The cheaper of the two lines at ``size_bytes``: NCCL's tuner prices each protocol (LL: little latency,
-        a fraction of the bandwidth; LL128/Simple: full bandwidth, more latency per step) as latency + size /
-        bandwidth and runs the cheapest (NVIDIA/nccl ``src/graph/tuning.cc``; Hu et al. 2025, "Demystifying
-        NCCL", arXiv 2507.04786). Issue 22."""
+        """The cheaper of the two lines at ``size_bytes``: NCCL's tuner prices each protocol (LL: little
+        latency, a fraction of the bandwidth; LL128/Simple: full bandwidth, more latency per step) as
+        latency + size / bandwidth and runs the cheapest (NVIDIA/nccl ``src/graph/tuning.cc``; Hu et al. 2025,
+        "Demystifying NCCL", arXiv 2507.04786). Issue 22."""
         return min(self.small.predict(size_bytes), self.large.predict(size_bytes))
 
     @property
@@ -383,13 +393,15 @@ class TwoRegimes:
 def _combined(small: AlphaBeta, large: AlphaBeta, s, t) -> AlphaBeta:
     k, c = steps(small.collective, small.n), bus_factor(small.collective, small.n)
     model = k * small.alpha_s + c * s / (large.busbw_gbps * 1e9)
-    return AlphaBeta(collective=small.collective, n=small.n, alpha_s=small.alpha_s, busbw_gbps=large.busbw_gbps,
-                     sizes_bytes=tuple(int(v) for v in s), residuals=tuple(float(v) for v in model / t - 1.0))
+    return AlphaBeta(collective=small.collective, n=small.n, alpha_s=small.alpha_s,
+                     busbw_gbps=large.busbw_gbps, sizes_bytes=tuple(int(v) for v in s),
+                     residuals=tuple(float(v) for v in model / t - 1.0))
 
 
 def fit_two_regimes(sizes_bytes, times_s, *, collective: str, n: int, min_points: int = 3) -> TwoRegimes:
-    """Fit a small-message line and a large-message line, choosing the split (each side at least ``min_points``
-    rows) that gives the smallest sum of squared relative errors; also the single line, for comparison.
+    """Fit a small-message line and a large-message line, choosing the split (each side at least
+    ``min_points`` rows) that gives the smallest sum of squared relative errors; also the single line, for
+    comparison.
 
     The large-message line's bus bandwidth is the one to compare with a link's nominal bandwidth; the
     small-message line's alpha is the per-step latency (its bandwidth term is usually loose: LL protocols)."""
@@ -489,7 +501,7 @@ def node_level_busbw(algbw_gbps, *, nodes: int, collective: str = "all_reduce") 
     return algbw_gbps * bus_factor(collective, nodes)
 
 
-# ============================================================================ the saved data (chapters 6 and 9)
+# ========================================================================== the saved data (chapters 6 and 9)
 def _data_dir():
     from pathlib import Path
 
@@ -514,26 +526,29 @@ def published_log(name: str) -> str:
 
 
 #: Columns of :func:`gloo_fits`, units in the names.
-GLOO_FIT_COLUMNS = ("collective", "n_ranks", "rows", "alpha_us", "latency_us", "busbw_gbps", "worst_rel_error")
+GLOO_FIT_COLUMNS = ("collective", "n_ranks", "rows", "alpha_us", "latency_us", "busbw_gbps",
+                    "worst_rel_error")
 
 
 def gloo_fits(times=None) -> pd.DataFrame:
-    """One :func:`fit_alpha_beta` line per (collective, ranks) of a gloo timing sweep: ``times`` is a DataFrame
-    with the columns of ``data/gloo_collective_times.csv`` (``collective``, ``n_ranks``, ``size_bytes``,
-    ``time_s_median``), by default that file (``tools/measure_memory.py collectives``, on this book's 2-CPU
-    machine). Columns :data:`GLOO_FIT_COLUMNS`: ``alpha_us`` per step, ``latency_us`` = steps x alpha, the bus
-    bandwidth in GB/s and the worst relative error of the line over the sweep. Chapter 9."""
+    """One :func:`fit_alpha_beta` line per (collective, ranks) of a gloo timing sweep: ``times`` is a
+    DataFrame with the columns of ``data/gloo_collective_times.csv`` (``collective``, ``n_ranks``,
+    ``size_bytes``, ``time_s_median``), by default that file (``tools/measure_memory.py collectives``, on this
+    book's 2-CPU machine). Columns :data:`GLOO_FIT_COLUMNS`: ``alpha_us`` per step, ``latency_us`` = steps x
+    alpha, the bus bandwidth in GB/s and the worst relative error of the line over the sweep. Chapter 9."""
     if times is None:
         times = pd.read_csv(_data_dir() / "gloo_collective_times.csv")
     if not isinstance(times, pd.DataFrame):
-        raise TypeError(f"times must be a DataFrame like data/gloo_collective_times.csv, got {type(times).__name__}")
+        raise TypeError("times must be a DataFrame like data/gloo_collective_times.csv, got "
+                        f"{type(times).__name__}")
     missing = {"collective", "n_ranks", "size_bytes", "time_s_median"} - set(times.columns)
     if missing:
         raise ValueError(f"times lacks the columns {sorted(missing)}")
     rows = []
     for (coll, n), g in times.groupby(["collective", "n_ranks"], sort=True):
-        ab = fit_alpha_beta(g["size_bytes"].tolist(), g["time_s_median"].tolist(), collective=str(coll), n=int(n))
+        ab = fit_alpha_beta(g["size_bytes"].tolist(), g["time_s_median"].tolist(), collective=str(coll),
+                            n=int(n))
         rows.append({"collective": str(coll), "n_ranks": int(n), "rows": len(ab.sizes_bytes),
-                     "alpha_us": ab.alpha_s * 1e6, "latency_us": ab.latency_s * 1e6, "busbw_gbps": ab.busbw_gbps,
-                     "worst_rel_error": ab.worst_rel_error})
+                     "alpha_us": ab.alpha_s * 1e6, "latency_us": ab.latency_s * 1e6,
+                     "busbw_gbps": ab.busbw_gbps, "worst_rel_error": ab.worst_rel_error})
     return pd.DataFrame(rows, columns=list(GLOO_FIT_COLUMNS))

@@ -27,14 +27,14 @@ peak of a step on the most loaded GPU plus the allowance (:func:`~llmsizing.memo
 recomputation, flash attention, one sequence of :data:`SEQ` tokens per micro-batch unless the seed names a
 batch); "model states" only the weights, gradients and optimizer states, for the claims that name them; a
 "GPU count" is :func:`~llmsizing.layouts.min_gpus` of that same step; and so on. Costs use the price per
-GPU-hour the seed itself states (:data:`SEED_PRICES_USD`), so that a cost measures the seed's arithmetic, not the
-price list. The FP8 claims dispute how much of the FP8 peak a run reaches, so they compare the central calibrated
-MFU of each dtype (:func:`~llmsizing.time_cost.mfu_estimate`) with the FP8 recipes of
+GPU-hour the seed itself states (:data:`SEED_PRICES_USD`), so that a cost measures the seed's arithmetic, not
+the price list. The FP8 claims dispute how much of the FP8 peak a run reaches, so they compare the central
+calibrated MFU of each dtype (:func:`~llmsizing.time_cost.mfu_estimate`) with the FP8 recipes of
 :data:`~llmsizing.precision.RECIPES`. "GB" is 10**9 bytes, as the seeds use it ("140 GB" for 70B parameters in
 16 bits).
 
-**No double counting.** A claim that only repeats another (the same run in two tables) or follows from it by the
-seed's own arithmetic (a table's cost = its days x its cost per day) names that claim in ``counted_with``;
+**No double counting.** A claim that only repeats another (the same run in two tables) or follows from it by
+the seed's own arithmetic (a table's cost = its days x its cost per day) names that claim in ``counted_with``;
 :func:`verdict_counts` leaves such rows out, and counts by seed with ``by="article"``.
 
 **The verdict rule** (:func:`verdict`). With ``r = claimed / library``:
@@ -47,11 +47,12 @@ seed's own arithmetic (a table's cost = its days x its cost per day) names that 
 * ``range`` (a claim "from lo to hi"): holds if the library value lies in ``[lo/BAND, hi x BAND]``, otherwise
   it is off by the factor to the nearer end; ``ratio`` uses the middle of the range.
 
-A claim can **need CPU offload**: its premise (a run on n GPUs) holds only with ZeRO-Offload. The verdict is then
-"needs CPU offload: <how>", followed in brackets by what the number scores. A claim is **wrong in kind** when its
-premise fails whatever the number and whatever the reading (a run whose step fits on its GPUs in no layout the
-library knows, offload included). The compute function then returns a :class:`Finding` with a ``reason``, and the
-verdict is "wrong: <reason>", followed in brackets by what the number alone would have scored.
+A claim can **need CPU offload**: its premise (a run on n GPUs) holds only with ZeRO-Offload. The verdict is
+then "needs CPU offload: <how>", followed in brackets by what the number scores. A claim is **wrong in kind**
+when its premise fails whatever the number and whatever the reading (a run whose step fits on its GPUs in no
+layout the library knows, offload included). The compute function then returns a :class:`Finding` with a
+``reason``, and the verdict is "wrong: <reason>", followed in brackets by what the number alone would have
+scored.
 """
 
 from __future__ import annotations
@@ -89,11 +90,12 @@ BOUNDS = ("about", "at least", "at most", "range")
 #: How a verdict is counted (:func:`verdict_kind`), from best to worst.
 KINDS = ("holds", "needs CPU offload", "off", "wrong in kind")
 
-#: The yardstick of each kind of claim (the ``kind`` column of ``data/seed_claims.csv``): every claim of a kind
-#: is judged the same way.
+#: The yardstick of each kind of claim (the ``kind`` column of ``data/seed_claims.csv``): every claim of a
+#: kind is judged the same way.
 YARDSTICKS = {
-    "training memory": "the peak of a training step on the most loaded GPU plus the allowance (training_memory: "
-                       "fused AdamW, full recomputation, flash attention, sequences of 4,096 tokens)",
+    "training memory": "the peak of a training step on the most loaded GPU plus the allowance "
+                       "(training_memory: fused AdamW, full recomputation, flash attention, sequences of "
+                       "4,096 tokens)",
     "memory ratio": "the ratio of two such step peaks, at the setting the seed describes",
     "model states": "weights, gradients and optimizer states only (model_states), for claims that name them",
     "weights": "the weights alone in the named dtype (weights_bytes)",
@@ -111,14 +113,17 @@ YARDSTICKS = {
 }
 
 
-#: The reading named in the table when a claim's compute function names none: the yardstick of its kind, short.
+#: The reading named in the table when a claim's compute function names none: the yardstick of its kind,
+#: short.
 READINGS = {
-    "training memory": "step peak, fused AdamW, full recomputation", "memory ratio": "step peaks, seed's setting",
+    "training memory": "step peak, fused AdamW, full recomputation",
+    "memory ratio": "step peaks, seed's setting",
     "model states": "states only, mixed-precision AdamW", "weights": "weights alone",
     "serving memory": "weights + KV cache + activations", "activations": "full recomputation",
     "GPU count": "min_gpus, fused AdamW", "throughput": "calibrated MFU", "time": "calibrated MFU",
     "cost": "calibrated MFU, seed's price", "FLOPs": "6N + attention, recomputation's forward",
-    "hardware": "catalogue", "ratio": "library values", "fine-tuning memory": "QLoRA r16, 2,048 tokens, checkpointing",
+    "hardware": "catalogue", "ratio": "library values",
+    "fine-tuning memory": "QLoRA r16, 2,048 tokens, checkpointing",
 }
 
 
@@ -199,7 +204,8 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "000-pp-405b-params": lambda: _stage_params_billion(_L405, _par(pp=16)),
     "000-pp-405b-mem": lambda: _train_gb(_L405, 1, _par(pp=16)),
     "000-pp-405b-days": lambda: _days(_L405, 1e11, _H100, 16),
-    "000-fsdp-405b-params": lambda: _states(_L405, parallel=_par(dp=32, zero=3)).weights_bytes / _bytes("bf16") / 1e9,
+    "000-fsdp-405b-params": lambda: (_states(_L405, parallel=_par(dp=32, zero=3)).weights_bytes
+                                     / _bytes("bf16") / 1e9),
     "000-fsdp-405b-mem": lambda: _train_gb(_L405, 1, _par(dp=32, zero=3)),
     "000-fsdp-405b-days": lambda: _days(_L405, 1e11, _H100, 32),
     # ---- seed 000: throughput and time
@@ -226,7 +232,7 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     # ---- seed 000: the recommendation matrix
     **{f"000-matrix-{key}": (lambda m=m, t=t, g=g, n=n: _matrix(m, t, g, n)) for key, m, t, g, n in _MATRIX},
     # ---- seed 000: techniques
-    "000-grad-accum-batch": lambda: float(8 * 32),   # sequences per optimizer step: micro-batch x accumulation
+    "000-grad-accum-batch": lambda: float(8 * 32),  # sequences per optimizer step: micro-batch x accumulation
     "000-grad-accum": lambda: _memory_ratio(_M7, batch=8, base_batch=32, grad_accum=32),
     "000-grad-accum-savings": lambda: 100 * (1 - _memory_ratio(_M7, batch=8, base_batch=32, grad_accum=32)),
     "000-mixed-precision-2x": lambda: _memory_ratio(_M7, batch=32, base_batch=32, precision="fp32"),
@@ -293,7 +299,8 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "004-b200-speedup": _b200_speedup,
     "004-fp8-faster-h100": lambda: _fp8_speedup(_L3_8, _H100),
     "004-fp8-less-vram": lambda: _fp8_vram(_L3_8),
-    "004-l40s-fp8-vs-a100": lambda: _fp8_tps(_L3_8, "L40S", "fp8-mixed") / _fp8_tps(_L3_8, _A100, "bf16-mixed"),
+    "004-l40s-fp8-vs-a100": lambda: (_fp8_tps(_L3_8, "L40S", "fp8-mixed")
+                                     / _fp8_tps(_L3_8, _A100, "bf16-mixed")),
 }
 
 
@@ -316,12 +323,13 @@ def claims() -> tuple[Claim, ...]:
         if r["not_computed"]:
             continue
         if r["id"] not in COMPUTE:
-            raise KeyError(f"claim {r['id']!r} in {SEED_CLAIMS_CSV.name} has no compute function in audit.COMPUTE")
+            raise KeyError(f"claim {r['id']!r} in {SEED_CLAIMS_CSV.name} has no compute function in "
+                           "audit.COMPUTE")
         out.append(Claim(r["id"], r["article"], r["topic"], r["claim"], float(r["claimed"]), r["unit"],
                          COMPUTE[r["id"]], float(r["claimed_high"]) if r["claimed_high"] else None,
                          check_choice("bound", r["bound"], BOUNDS), r["source"], r["as_of"],
-                         check_choice("kind", r["kind"], tuple(YARDSTICKS)), r["line"], _flag(r["from_image"]),
-                         r["counted_with"]))
+                         check_choice("kind", r["kind"], tuple(YARDSTICKS)), r["line"],
+                         _flag(r["from_image"]), r["counted_with"]))
     return tuple(out)
 
 
@@ -364,9 +372,9 @@ def verdict(claimed: float, library: float, *, bound: str = "about", claimed_hig
     for name, text in (("reason", reason), ("offload", offload)):
         if not isinstance(text, str):
             raise TypeError(f"{name} must be a string, got {type(text).__name__}")
-    if not 1e-300 <= claimed / library <= 1e300:        # (a factor that overflows is no verdict: "off by infx")
-        raise ValueError(f"claimed={claimed:g} and library={library:g} are too far apart to compare: their ratio "
-                         "overflows (the same unit for both?)")
+    if not 1e-300 <= claimed / library <= 1e300:      # (a factor that overflows is no verdict: "off by infx")
+        raise ValueError(f"claimed={claimed:g} and library={library:g} are too far apart to compare: their "
+                         "ratio overflows (the same unit for both?)")
 
     if bound == "about":
         r = claimed / library
@@ -431,8 +439,8 @@ def _favourable(c: Claim, f: Finding) -> float:
 
 def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str]:
     """(value judged, verdict, reading, depends) for one claim: the most favourable of the finding's readings
-    (the best :data:`KINDS`, then the smallest factor off); ``depends`` lists every reading's verdict when they
-    differ in kind."""
+    (the best :data:`KINDS`, then the smallest factor off); ``depends`` lists every reading's verdict when
+    they differ in kind."""
     judged = []
     for g in (f, *f.others):
         x = _favourable(c, g)
@@ -444,18 +452,19 @@ def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str]:
     # is a layout for the same method, and its verdict has its own label
     methods = [judged[0]] + [j for g, j in zip(f.others, judged[1:]) if g.reading != "CPU offload"]
     kinds = {verdict_kind(j[3]) for j in methods}
-    depends = " | ".join(f"{j[4] or 'as stated'}: {verdict_kind(j[3])}" for j in methods) if len(kinds) > 1 else ""
+    depends = (" | ".join(f"{j[4] or 'as stated'}: {verdict_kind(j[3])}" for j in methods)
+               if len(kinds) > 1 else "")
     return best[2], best[3], best[4], depends
 
 
 def audit_table(band: float = BAND):
     """One row per recomputed claim: ``id, article, topic, claim, claimed, library, ratio, verdict`` (then
     ``unit, bound, claimed_low, claimed_high, wrong_in_kind, kind, reading, depends, from_image, counted_with,
-    line, library_central, verdict_kind``). ``claimed`` is the middle of a claimed range; ``library`` is the value
-    judged, the point of the most favourable reading's range nearest the claim (``library_central`` is that
-    reading's central value); ``ratio`` = claimed / library, and the verdict follows :func:`verdict` with
-    tolerance ``band`` (default :data:`BAND`). The library values are computed once per session; a new ``band``
-    only re-judges them. Taught in chapter 14."""
+    line, library_central, verdict_kind``). ``claimed`` is the middle of a claimed range; ``library`` is the
+    value judged, the point of the most favourable reading's range nearest the claim (``library_central`` is
+    that reading's central value); ``ratio`` = claimed / library, and the verdict follows :func:`verdict` with
+    tolerance ``band`` (default :data:`BAND`). The library values are computed once per session; a new
+    ``band`` only re-judges them. Taught in chapter 14."""
     import pandas as pd
 
     band = check_number("band", band, minimum=1.0)
@@ -467,7 +476,8 @@ def audit_table(band: float = BAND):
                      "claimed": c.claimed_mid, "library": x, "ratio": c.claimed_mid / x, "verdict": v,
                      "unit": c.unit, "bound": c.bound, "claimed_low": c.claimed,
                      "claimed_high": math.nan if c.claimed_high is None else c.claimed_high,
-                     "wrong_in_kind": v.startswith("wrong"), "kind": c.kind, "reading": reading or READINGS[c.kind],
+                     "wrong_in_kind": v.startswith("wrong"), "kind": c.kind,
+                     "reading": reading or READINGS[c.kind],
                      "depends": depends, "from_image": c.from_image, "counted_with": c.counted_with,
                      "line": c.line, "library_central": central, "verdict_kind": verdict_kind(v)})
     return pd.DataFrame(rows)
@@ -495,8 +505,9 @@ def verdict_counts(df=None, *, by: str | None = None, headline: bool = False):
 
 
 def judged(claim_id: str, band: float = BAND):
-    """One row of :func:`audit_table` (a pandas Series), for a chapter that discusses a single seed claim: so that
-    every chapter gives a claim the same verdict as chapter 14 (chapter 13 does this for seed 000's fine-tune)."""
+    """One row of :func:`audit_table` (a pandas Series), for a chapter that discusses a single seed claim: so
+    that every chapter gives a claim the same verdict as chapter 14 (chapter 13 does this for seed 000's
+    fine-tune)."""
     t = audit_table(band).set_index("id")
     if not isinstance(claim_id, str) or claim_id not in t.index:
         raise ValueError(f"claim_id must be an id of a recomputed claim in {SEED_CLAIMS_CSV.name} (e.g. "

@@ -1,11 +1,12 @@
 """The readings the seed audit judges claims at (chapter 14): the library look-ups behind
-:data:`llmsizing.audit.COMPUTE`, each a few lines that call :mod:`~llmsizing.memory`, :mod:`~llmsizing.layouts`,
-:mod:`~llmsizing.time_cost`, :mod:`~llmsizing.finetune` and the catalogues, and no formula of their own.
+:data:`llmsizing.audit.COMPUTE`, each a few lines that call :mod:`~llmsizing.memory`,
+:mod:`~llmsizing.layouts`, :mod:`~llmsizing.time_cost`, :mod:`~llmsizing.finetune` and the catalogues, and no
+formula of their own.
 
-Each returns a number or a :class:`Finding`: the value, the reading it was computed at (fused AdamW, CPU offload,
-LoRA, the calibrated MFU and its band), and what the claim's premise needs (CPU offload) or why it fails (a reason:
-wrong in kind). :mod:`llmsizing.audit` holds the claims, the verdict rule and the table; its module docstring
-states the conventions these functions follow.
+Each returns a number or a :class:`Finding`: the value, the reading it was computed at (fused AdamW, CPU
+offload, LoRA, the calibrated MFU and its band), and what the claim's premise needs (CPU offload) or why it
+fails (a reason: wrong in kind). :mod:`llmsizing.audit` holds the claims, the verdict rule and the table; its
+module docstring states the conventions these functions follow.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ RATIO_MFU = 0.40
 SEED_PRICES_USD = {"H100 SXM": 2.69, "A100 80GB": 1.39}
 
 #: Host memory of one 8-GPU server, the most an offloaded run may put on the CPU side of a node: NVIDIA's DGX
-#: H100 datasheet lists 2 TB of system memory (a DGX A100 has 1 or 2 TB). A run on fewer than 8 GPUs is given a
-#: whole server's host memory; a run on more gets 2 TB per 8 GPUs. NVMe offload (ZeRO-Infinity) is not counted.
+#: H100 datasheet lists 2 TB of system memory (a DGX A100 has 1 or 2 TB). A run on fewer than 8 GPUs is given
+#: a whole server's host memory; a run on more gets 2 TB per 8 GPUs. NVMe offload (ZeRO-Infinity) is not
+#: counted.
 HOST_BYTES_PER_NODE = 2e12
 GPUS_PER_HOST = 8
 
@@ -44,11 +46,12 @@ _H100, _A100, _H200 = "H100 SXM", "A100 80GB", "H200"
 class Finding:
     """A library value together with what it takes for the claim's premise to hold.
 
-    ``reason`` makes the claim wrong in kind (empty when there is none); ``offload`` says that the premise holds
-    only with CPU offload, and how. ``reading`` names the reading judged (fused AdamW, offload, LoRA, the MFU).
-    ``low`` and ``high`` are the library's range under that reading (the calibrated MFU band): the claim is judged
-    at the point of the range nearest to it. ``others`` are other readings of the same claim (e.g. full
-    fine-tuning against LoRA): the most favourable one is judged, and ``depends`` reports when they disagree."""
+    ``reason`` makes the claim wrong in kind (empty when there is none); ``offload`` says that the premise
+    holds only with CPU offload, and how. ``reading`` names the reading judged (fused AdamW, offload, LoRA,
+    the MFU). ``low`` and ``high`` are the library's range under that reading (the calibrated MFU band): the
+    claim is judged at the point of the range nearest to it. ``others`` are other readings of the same claim
+    (e.g. full fine-tuning against LoRA): the most favourable one is judged, and ``depends`` reports when they
+    disagree."""
 
     value: float
     reason: str = ""
@@ -100,7 +103,8 @@ def _offload_fit(model: str, gpu: str, n_gpus: int) -> str:
 
 @cache
 def _min_offload_gpus(model: str, gpu: str) -> int:
-    """The fewest GPUs that hold the step with CPU offload (:func:`_offload_fit`), at most the count without."""
+    """The fewest GPUs that hold the step with CPU offload (:func:`_offload_fit`), at most the count
+    without."""
     plain = _min_plan(model, gpu).gpus
     return next((n for n in range(1, plain) if _offload_fit(model, gpu, n)), plain)
 
@@ -125,8 +129,8 @@ def _min_gpus(model: str, gpu: str) -> Finding:
 
 
 def _suffices(model: str, gpu: str, n_gpus: int) -> Finding:
-    """Whether ``n_gpus`` suffice for a training step, as a GPU count judged "at most": the fewest GPUs without
-    offload, or, when the claim's count needs it, the claim's count with CPU offload."""
+    """Whether ``n_gpus`` suffice for a training step, as a GPU count judged "at most": the fewest GPUs
+    without offload, or, when the claim's count needs it, the claim's count with CPU offload."""
     plain = _min_gpus(model, gpu)
     if plain.value <= n_gpus:
         return Finding(plain.value, reading=plain.reading)
@@ -150,8 +154,8 @@ def _fit(model: str, gpu: str, n_gpus: int) -> tuple[str, str, str]:
         return "", off, "CPU offload"
     what = "one GPU" if n_gpus == 1 else f"{n_gpus} GPUs"
     return (f"a {model} training step does not fit on {what}, even with CPU offload within "
-            f"{HOST_BYTES_PER_NODE / 1e12:g} TB of host memory per server; it needs at least {plan.gpus} {gpu} "
-            f"({_layout_label(plan.parallel)})", "", "fused AdamW")
+            f"{HOST_BYTES_PER_NODE / 1e12:g} TB of host memory per server; it needs at least {plan.gpus} "
+            f"{gpu} ({_layout_label(plan.parallel)})", "", "fused AdamW")
 
 
 def _fit_reason(model: str, gpu: str, n_gpus: int) -> str:
@@ -173,8 +177,9 @@ def _train_gb(model: str, batch: int = 1, parallel=None) -> float:
     return _memory(model, batch, parallel).total_bytes / GB
 
 
-def _memory_ratio(model: str, *, batch: int, base_batch: int, grad_accum: int = 1, precision: str = "bf16-mixed",
-                  base_precision: str = "bf16-mixed", recompute: str = "none") -> float:
+def _memory_ratio(model: str, *, batch: int, base_batch: int, grad_accum: int = 1,
+                  precision: str = "bf16-mixed", base_precision: str = "bf16-mixed",
+                  recompute: str = "none") -> float:
     """One step peak over another (same model), at the setting the seed describes."""
     a = _memory(model, batch, precision=precision, recompute=recompute, grad_accum=grad_accum).total_bytes
     b = _memory(model, base_batch, precision=base_precision, recompute=recompute).total_bytes
@@ -212,8 +217,8 @@ def _cost(model: str, tokens: float, gpu: str, n_gpus: int, price: float | None 
 
 
 def _tps(model: str, gpu: str, *, n_gpus: int = 1, fit: bool = False) -> Finding:
-    """Tokens per second (of ``n_gpus`` GPUs together) over the calibrated MFU band; with ``fit``, also whether
-    the GPUs hold a step."""
+    """Tokens per second (of ``n_gpus`` GPUs together) over the calibrated MFU band; with ``fit``, also
+    whether the GPUs hold a step."""
     t = _run(model, 1e12, gpu, n_gpus)
     reason, off, how = _fit(model, gpu, n_gpus) if fit else ("", "", "fused AdamW")
     tps = t.tokens_per_s_per_gpu * n_gpus
@@ -238,16 +243,18 @@ def _lora_run(model: str, tokens: float, gpu: str, what: str) -> Finding:
 
 
 def _finetune(model: str, tokens: float, gpu: str, what: str) -> Finding:
-    """A "fine-tuning" run the seed does not qualify: full fine-tuning (:func:`_days`/:func:`_cost`), with LoRA
-    as the other reading."""
+    """A "fine-tuning" run the seed does not qualify: full fine-tuning (:func:`_days`/:func:`_cost`), with
+    LoRA as the other reading."""
     full = _days(model, tokens, gpu, 1) if what == "days" else _cost(model, tokens, gpu, 1)
-    full = Finding(full.value, full.reason, "full fine-tuning, " + full.reading, full.low, full.high, full.offload)
+    full = Finding(full.value, full.reason, "full fine-tuning, " + full.reading, full.low, full.high,
+                   full.offload)
     return Finding(full.value, full.reason, full.reading, full.low, full.high, full.offload,
                    others=(_lora_run(model, tokens, gpu, what),))
 
 
 def _recompute_flops_factor() -> float:
-    """Hardware FLOPs with full recomputation over the model FLOPs (chapter 10: a forward again, about 4/3)."""
+    """Hardware FLOPs with full recomputation over the model FLOPs (chapter 10: a forward again, about
+    4/3)."""
     t = _run_recompute()
     return t.hfu / t.mfu
 
@@ -260,12 +267,12 @@ def _run_recompute():
 
 
 def _same_gpu_days_cost_ratio() -> Finding:
-    """Seed 000's "8 GPUs for 50 days is cheaper than 1 GPU for 400 days": the cost of a run on 8 H100s over the
-    same run on one, at the same price (Mistral 7B on 100B tokens, the seed's own example run)."""
+    """Seed 000's "8 GPUs for 50 days is cheaper than 1 GPU for 400 days": the cost of a run on 8 H100s over
+    the same run on one, at the same price (Mistral 7B on 100B tokens, the seed's own example run)."""
     eight, one = _run(_M7, 1e11, _H100, 8), _run(_M7, 1e11, _H100, 1)
     ratio = eight.cost_usd / one.cost_usd
-    return Finding(ratio, f"8 x 50 and 1 x 400 are both 400 GPU-days: at one price per GPU-hour they cost the "
-                          f"same (USD {8 * 50 * 24 * SEED_PRICES_USD[_H100]:,.0f} at the seed's USD "
+    return Finding(ratio, f"8 x 50 and 1 x 400 are both 400 GPU-days: at one price per GPU-hour they cost "
+                          f"the same (USD {8 * 50 * 24 * SEED_PRICES_USD[_H100]:,.0f} at the seed's USD "
                           f"{SEED_PRICES_USD[_H100]}), and more GPUs never raise the MFU",
                    f"calibrated MFU, same on 1 and 8 GPUs; cost ratio {ratio:.2f}")
 
@@ -360,12 +367,13 @@ def _serving_factor(model: str, batch: int, context: int) -> float:
 
 
 def _fp8_tps(model: str, gpu: str, precision: str) -> float:
-    """Tokens per second per GPU at the calibrated MFU of ``precision`` (:func:`~llmsizing.time_cost.mfu_estimate`
-    by GPU generation and dtype): the FP8 claims are judged at the calibrated estimate, because what they
-    dispute is how much of the FP8 peak a run reaches (chapter 10)."""
+    """Tokens per second per GPU at the calibrated MFU of ``precision``
+    (:func:`~llmsizing.time_cost.mfu_estimate` by GPU generation and dtype): the FP8 claims are judged at the
+    calibrated estimate, because what they dispute is how much of the FP8 peak a run reaches (chapter 10)."""
     from .time_cost import training_time
 
-    return training_time(model, tokens=1e12, gpu=gpu, n_gpus=8, seq=SEQ, precision=precision).tokens_per_s_per_gpu
+    return training_time(model, tokens=1e12, gpu=gpu, n_gpus=8, seq=SEQ,
+                         precision=precision).tokens_per_s_per_gpu
 
 
 def _fp8_speedup(model: str, gpu: str) -> float:
@@ -376,15 +384,15 @@ def _fp8_speedup(model: str, gpu: str) -> float:
 def _fp8_vram(model: str) -> Finding:
     """Training memory without FP8 over memory with Transformer Engine's FP8, both on the same stack (fp32
     gradients, as Megatron-LM keeps them: ``bf16-mixed-fp32-grads`` against ``fp8-mixed``), one sequence of
-    :data:`SEQ` tokens with no recomputation (where FP8's smaller saved activations count most: the seed's best
-    case), fused AdamW. Wrong in kind when the FP8 step needs more memory."""
+    :data:`SEQ` tokens with no recomputation (where FP8's smaller saved activations count most: the seed's
+    best case), fused AdamW. Wrong in kind when the FP8 step needs more memory."""
     kw = dict(batch=1, recompute="none")
     base = _memory(model, precision="bf16-mixed-fp32-grads", **kw).total_bytes
     fp8 = _memory(model, precision="fp8-mixed", **kw).total_bytes
     reason = "" if fp8 < base else (
-        f"FP8 training keeps the 16-bit weights and adds FP8 copies of the Linear weights (Transformer Engine: "
-        f"2 bytes per weight, with the transpose): a {model} step needs {fp8 / GB:,.0f} GB with FP8 against "
-        f"{base / GB:,.0f} GB without")
+        "FP8 training keeps the 16-bit weights and adds FP8 copies of the Linear weights (Transformer "
+        f"Engine: 2 bytes per weight, with the transpose): a {model} step needs {fp8 / GB:,.0f} GB with FP8 "
+        f"against {base / GB:,.0f} GB without")
     return Finding(base / fp8, reason, "no recomputation, fused AdamW")
 
 
@@ -393,8 +401,8 @@ def _fp8_vram(model: str) -> Finding:
 
 @cache
 def _ten_b():
-    """Seed 002's 10B model: Llama 2 13B's blocks (h = 5,120) cut to 31 layers, 10.16B parameters (the catalogue
-    has no 10B model; the seed gives none)."""
+    """Seed 002's 10B model: Llama 2 13B's blocks (h = 5,120) cut to 31 layers, 10.16B parameters (the
+    catalogue has no 10B model; the seed gives none)."""
     import dataclasses
 
     return dataclasses.replace(_model(_L2_13), name="llama-2-13b-31-layers", layers=31)
@@ -426,8 +434,8 @@ def _one_gpu_gb(model, batch: int, gpu: str) -> Finding:
     r, zero, what = next((t for t in tried if t[0].total_bytes <= limit),
                          min(tried, key=lambda t: t[0].total_bytes))
     name = getattr(model, "name", model)
-    off = (f"ZeRO-{zero} with the {what.replace('+', ' and ')} on the CPU keeps {r.total_bytes / GB:,.0f} GB of a "
-           f"{name} step on the GPU ({r.host_bytes / 1e12:.2f} TB of host memory)")
+    off = (f"ZeRO-{zero} with the {what.replace('+', ' and ')} on the CPU keeps {r.total_bytes / GB:,.0f} GB "
+           f"of a {name} step on the GPU ({r.host_bytes / 1e12:.2f} TB of host memory)")
     return Finding(plain.value, reading=plain.reading,
                    others=(Finding(r.total_bytes / GB, reading="CPU offload", offload=off),))
 

@@ -15,8 +15,8 @@ when it runs (``tests/test_calibration.py`` re-fits and compares):
 2. **End-to-end MFU** (``data/mfu_model.csv``), for :func:`~llmsizing.time_cost.training_time`, which knows no
    layout: ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation]
    + w [whole-run total]``, least squares over every calibration run. ``r`` is what full recomputation costs
-   (its extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against a
-   measured steady state (restarts, evaluation, stragglers). The range of each (generation, dtype) is set by
+   (its extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against
+   a measured steady state (restarts, evaluation, stragglers). The range of each (generation, dtype) is set by
    the largest residuals below and above the fit over *all* its runs, calibration and held out, so that every
    published run lies inside it (a group with fewer than :data:`MIN_GROUP_RUNS` runs takes the extremes over
    all runs). The region the runs cover (parameters, sequence lengths, GPU counts) is kept
@@ -221,8 +221,8 @@ def _layout_of(row):
 
 def run_kernel_efficiency(row) -> float | None:
     """The kernel efficiency at which :func:`~llmsizing.layouts.step_time` gives ``row``'s published MFU
-    (``row.implied_mfu``, a row of :func:`~llmsizing.time_cost.published_runs`), or ``None`` when the layout is
-    unknown or even kernels at 100% of peak would not reach it."""
+    (``row.implied_mfu``, a row of :func:`~llmsizing.time_cost.published_runs`), or ``None`` when the layout
+    is unknown or even kernels at 100% of peak would not reach it."""
     from .layouts import step_time
 
     row = _check_row(row)
@@ -253,7 +253,8 @@ def run_kernel_efficiency(row) -> float | None:
 
 
 def generation_of(gpu: str, dtype: str) -> str:
-    """The generation row of ``data/kernel_efficiency.csv`` that names ``gpu`` (``"uncalibrated"`` if none)."""
+    """The generation row of ``data/kernel_efficiency.csv`` that names ``gpu`` (``"uncalibrated"`` if
+    none)."""
     from .hardware import kernel_efficiency_row
 
     return kernel_efficiency_row(gpu, dtype).generation

@@ -60,11 +60,13 @@ class ModelEntry:
     as_of: str
 
 
-#: Columns of ``data/models.csv`` added for mixtures of experts, multi-head latent attention and the odd parts of
-#: other families (issue 24); blank for a dense Llama-style model, and optional: a file without them still loads.
-_OPTIONAL_INT = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "shared_expert_ffn_hidden",
-                 "window_layers", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-                 "v_head_dim", "expert_groups", "expert_groups_per_token")
+#: Columns of ``data/models.csv`` added for mixtures of experts, multi-head latent attention and the odd parts
+#: of other families (issue 24); blank for a dense Llama-style model, and optional: a file without them still
+#: loads.
+_OPTIONAL_INT = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts",
+                 "shared_expert_ffn_hidden", "window_layers", "q_lora_rank", "kv_lora_rank",
+                 "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "expert_groups",
+                 "expert_groups_per_token")
 _OPTIONAL_FLAG = ("router_bias", "attn_sinks")
 
 
@@ -139,13 +141,13 @@ def model_entry(name: str) -> ModelEntry:
 def resolve_model(model: Model | str, *, moe: bool = False) -> Model:
     """Accept a :class:`Model` or a catalogue name.
 
-    A mixture of experts (:attr:`Model.is_moe`) is refused unless ``moe=True``: this is the library's one guard
-    (:func:`llmsizing.model.require_dense`) for the functions that would otherwise compute a dense answer for
-    it (fine-tuning, speculative decoding, chapter 4's and 7's dense formulas). The functions that do handle one
-    pass ``moe=True``: the weights and KV cache of :mod:`llmsizing.inference`, the FLOPs of :mod:`llmsizing.flops`,
-    training memory, activations, communication and step time with expert parallelism (:mod:`llmsizing.moe`,
-    issue 24), the planner, the calibrated MFU, training time and cost, and serving. The error names the function
-    that refused."""
+    A mixture of experts (:attr:`Model.is_moe`) is refused unless ``moe=True``: this is the library's one
+    guard (:func:`llmsizing.model.require_dense`) for the functions that would otherwise compute a dense
+    answer for it (fine-tuning, speculative decoding, chapter 4's and 7's dense formulas). The functions that
+    do handle one pass ``moe=True``: the weights and KV cache of :mod:`llmsizing.inference`, the FLOPs of
+    :mod:`llmsizing.flops`, training memory, activations, communication and step time with expert parallelism
+    (:mod:`llmsizing.moe`, issue 24), the planner, the calibrated MFU, training time and cost, and serving.
+    The error names the function that refused."""
     if isinstance(model, str):
         model = get_model(model)
     elif not isinstance(model, Model):
@@ -153,18 +155,19 @@ def resolve_model(model: Model | str, *, moe: bool = False) -> Model:
     if model.experts and not moe:
         frame = sys._getframe(1)
         while frame.f_back is not None and frame.f_code.co_name.startswith(("<", "_")):
-            frame = frame.f_back            # past comprehensions, lambdas and private helpers: the public function
+            frame = frame.f_back       # past comprehensions, lambdas and private helpers: the public function
         require_dense(model, frame.f_code.co_name)
     return model
 
 
 # ----------------------------------------------------------------------------- GPUs
-#: How a GPU's ``link_bandwidth_gbps`` is quoted: both directions added (NVLink and PCIe datasheets), or one way.
+#: How a GPU's ``link_bandwidth_gbps`` is quoted: both directions added (NVLink and PCIe datasheets), or one
+#: way.
 LINK_DIRECTIONS = ("bidirectional", "one-way")
 
 #: The class of a GPU's scale-up link, a column of ``data/gpus.csv`` (issue 33: read from data, never from the
-#: ``link`` text, whose "PCIe Gen4 x16 (no NVLink)" once made three PCIe cards NVLink ones). Each class has its
-#: fitted achievable fraction and latency in ``data/links.csv`` (:mod:`llmsizing.network`).
+#: ``link`` text, whose "PCIe Gen4 x16 (no NVLink)" once made three PCIe cards NVLink ones). Each class has
+#: its fitted achievable fraction and latency in ``data/links.csv`` (:mod:`llmsizing.network`).
 GPU_LINK_CLASSES = ("nvlink", "infinity-fabric", "pcie")
 
 #: The smallest speed a GPU may claim, for its dense TFLOP/s and its GB/s of HBM and link bandwidth: 0.001
@@ -184,16 +187,16 @@ class GPU:
     arithmetic on it fails loudly instead of returning NaN).
 
     Half precision: ``bf16_dense_tflops`` is the BF16 tensor-core peak (FP32 accumulation), ``None`` on a chip
-    without BF16 (the V100). ``fp16_dense_tflops`` is the FP16 peak with FP32 accumulation where it differs from
-    the BF16 one or where there is no BF16 (the V100's 125); ``None`` means "the BF16 rate". At least one of the
-    two is given. ``fp16_acc16_dense_tflops`` is FP16 with FP16 accumulation where that runs faster (GeForce
-    cards: the RTX 4090's 330.3 against 165.2); ``None`` means "the FP16 rate". Read them through
+    without BF16 (the V100). ``fp16_dense_tflops`` is the FP16 peak with FP32 accumulation where it differs
+    from the BF16 one or where there is no BF16 (the V100's 125); ``None`` means "the BF16 rate". At least one
+    of the two is given. ``fp16_acc16_dense_tflops`` is FP16 with FP16 accumulation where that runs faster
+    (GeForce cards: the RTX 4090's 330.3 against 165.2); ``None`` means "the FP16 rate". Read them through
     :func:`llmsizing.hardware.dense_tflops`, which states the policy for a chip without BF16.
 
     Memory: ``memory_mib`` is the total the driver reports (``nvidia-smi`` / ``rocm-smi``), which is what a
     program can allocate before the CUDA context; every "does it fit" in the book uses it
-    (:attr:`memory_bytes`, :attr:`memory_gib`). ``memory_marketed_gb`` is the figure on the box ("80 GB" for an
-    H100, which reports 79.6 GiB; "24 GB" for an A10, which reports 22.5 GiB with ECC on)."""
+    (:attr:`memory_bytes`, :attr:`memory_gib`). ``memory_marketed_gb`` is the figure on the box ("80 GB" for
+    an H100, which reports 79.6 GiB; "24 GB" for an A10, which reports 22.5 GiB with ECC on)."""
 
     name: str
     vendor: str
@@ -233,10 +236,10 @@ class GPU:
         for f in ("memory_bandwidth_gbps", "link_bandwidth_gbps"):
             field(f, minimum=MIN_GPU_SPEED)
         if self.bf16_dense_tflops is None and self.fp16_dense_tflops is None:
-            raise ValueError(f"bf16_dense_tflops of GPU {self.name!r} is None (no BF16) and so is fp16_dense_tflops: "
-                             "give the GPU's 16-bit tensor-core peak in one of them")
-        # None: no FP8 tensor cores (the A10, the A100s, the V100); no BF16 (the V100); FP16 at the BF16 rate, or
-        # FP16-accumulate FP16 at the FP16 rate (every GPU but a GeForce card)
+            raise ValueError(f"bf16_dense_tflops of GPU {self.name!r} is None (no BF16) and so is "
+                             "fp16_dense_tflops: give the GPU's 16-bit tensor-core peak in one of them")
+        # None: no FP8 tensor cores (the A10, the A100s, the V100); no BF16 (the V100); FP16 at the BF16 rate,
+        # or FP16-accumulate FP16 at the FP16 rate (every GPU but a GeForce card)
         for f in ("bf16_dense_tflops", "fp8_dense_tflops", "fp16_dense_tflops", "fp16_acc16_dense_tflops"):
             if getattr(self, f) is not None:
                 field(f, minimum=MIN_GPU_SPEED)
@@ -285,11 +288,11 @@ def _gpus() -> dict[str, GPU]:
             name=r["name"], vendor=r["vendor"], memory_marketed_gb=num("memory_marketed_gb"),
             memory_mib=int(r["memory_mib"]), memory_source=r["memory_source"],
             memory_bandwidth_gbps=num("memory_bandwidth_gbps"), bf16_dense_tflops=num("bf16_dense_tflops"),
-            fp8_dense_tflops=num("fp8_dense_tflops"), link=r["link"], link_bandwidth_gbps=num("link_bandwidth_gbps"),
-            link_direction=r["link_direction"], price_usd_per_gpu_hour=num("price_usd_per_gpu_hour"),
-            price_source=r["price_source"], spec_source=r["spec_source"], as_of=r["as_of"],
-            fp16_dense_tflops=num("fp16_dense_tflops"), fp16_acc16_dense_tflops=num("fp16_acc16_dense_tflops"),
-            link_class=r["link_class"],
+            fp8_dense_tflops=num("fp8_dense_tflops"), link=r["link"],
+            link_bandwidth_gbps=num("link_bandwidth_gbps"), link_direction=r["link_direction"],
+            price_usd_per_gpu_hour=num("price_usd_per_gpu_hour"), price_source=r["price_source"],
+            spec_source=r["spec_source"], as_of=r["as_of"], fp16_dense_tflops=num("fp16_dense_tflops"),
+            fp16_acc16_dense_tflops=num("fp16_acc16_dense_tflops"), link_class=r["link_class"],
         )
         out[g.name] = g
     return out
@@ -375,16 +378,17 @@ def gpu_price(gpu: GPU, price=None, *, name: str = "price_usd_per_gpu_hour") -> 
     if price is not None:
         return check_number(name, price)
     if gpu.price_usd_per_gpu_hour is None:
-        raise ValueError(f"the {gpu.name} has no price_usd_per_gpu_hour (the catalogue or the GPU gives none): "
-                         f"pass {name}=...")
+        raise ValueError(f"the {gpu.name} has no price_usd_per_gpu_hour (the catalogue or the GPU gives "
+                         f"none): pass {name}=...")
     return gpu.price_usd_per_gpu_hour
 
 
 def prices_as_of(gpus=None) -> str:
-    """The date of the catalogue's prices for ``gpus`` (names or :class:`GPU`; default every catalogued GPU), as
-    the chapters print it next to a cost: ``"2025-06-01"``, or ``"2025-06-01 to 2025-10-01"`` when the rows were
-    priced on different days. Each row of ``data/gpus.csv`` carries its own ``as_of`` (issue 26: a visible "prices
-    as of" wherever a price is used). A GPU made by hand with no ``as_of`` is refused, naming it."""
+    """The date of the catalogue's prices for ``gpus`` (names or :class:`GPU`; default every catalogued GPU),
+    as the chapters print it next to a cost: ``"2025-06-01"``, or ``"2025-06-01 to 2025-10-01"`` when the rows
+    were priced on different days. Each row of ``data/gpus.csv`` carries its own ``as_of`` (issue 26: a
+    visible "prices as of" wherever a price is used). A GPU made by hand with no ``as_of`` is refused, naming
+    it."""
     chosen = list(_gpus().values()) if gpus is None else resolve_gpus(gpus)
     missing = [g.name for g in chosen if not g.as_of]
     if missing:
@@ -411,7 +415,7 @@ def model_table():
         m = e.model
         rows.append(dict(name=m.name, layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads,
                          ffn_hidden=m.ffn_hidden, vocab=m.vocab, n_params=m.n_params,
-                         experts=m.experts, experts_per_token=m.experts_per_token, active_params=m.active_params,
-                         published_params=e.published_params, published_rounded_to=e.published_rounded_to,
-                         source=e.source, as_of=e.as_of))
+                         experts=m.experts, experts_per_token=m.experts_per_token,
+                         active_params=m.active_params, published_params=e.published_params,
+                         published_rounded_to=e.published_rounded_to, source=e.source, as_of=e.as_of))
     return pd.DataFrame(rows).set_index("name")

@@ -16,17 +16,17 @@ Sources:
   back per micro-batch and stage boundary (divided by ``tp`` with Megatron-LM's scatter/gather
   optimisation, here when ``sp`` is on), ``v`` times as many with ``v`` interleaved chunks;
 * context parallelism (Liu et al. 2023, ring attention; Transformer Engine's ``context_parallel.py``; Dubey et
-  al. 2024, Sec. 3.3.2): per layer and micro-batch, each rank's K, V chunk travels ``cp - 1`` hops of a ring in
-  the forward and K, V with their gradients ``cp - 1`` hops in the backward (``"p2p"``), or K, V are
-  all-gathered in the forward and again in the backward and their gradients reduce-scattered (``"all_gather"``):
-  ``3 (cp - 1)`` chunks either way. The gradients are then reduced over ``dp x cp`` GPUs.
+  al. 2024, Sec. 3.3.2): per layer and micro-batch, each rank's K, V chunk travels ``cp - 1`` hops of a ring
+  in the forward and K, V with their gradients ``cp - 1`` hops in the backward (``"p2p"``), or K, V are
+  all-gathered in the forward and again in the backward and their gradients reduce-scattered
+  (``"all_gather"``): ``3 (cp - 1)`` chunks either way. The gradients are then reduced over ``dp x cp`` GPUs.
 
 Placement follows Megatron-LM's rank order (tensor-parallel ranks adjacent, then context-parallel, then
-data-parallel, then pipeline), and each group's link, achievable bandwidth and latency come from the network model of
-:mod:`llmsizing.network` (nodes in ``data/nodes.csv``; a group that spans nodes shares the node's NICs with
-the other groups in it). A collective costs ``steps x alpha + bytes / bandwidth``. :class:`Communication`
-reports every collective in full; what hides behind compute is :func:`~llmsizing.layouts.step_time`'s
-business, group by group.
+data-parallel, then pipeline), and each group's link, achievable bandwidth and latency come from the network
+model of :mod:`llmsizing.network` (nodes in ``data/nodes.csv``; a group that spans nodes shares the node's
+NICs with the other groups in it). A collective costs ``steps x alpha + bytes / bandwidth``.
+:class:`Communication` reports every collective in full; what hides behind compute is
+:func:`~llmsizing.layouts.step_time`'s business, group by group.
 """
 
 from __future__ import annotations
@@ -91,11 +91,12 @@ def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
 
 def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
                 reshard_after_forward: bool = True) -> list[tuple[str, str, float, int]]:
-    """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as ``(name, kind, message
-    bytes, calls)`` (:func:`communication`'s rules): DDP's gradient all-reduce; ZeRO-1's gradient
-    reduce-scatter and weight all-gather once per step; ZeRO-2's reduce-scatter every micro-batch; ZeRO-3's
-    forward (and, resharded after the forward, backward) weight all-gathers and gradient reduce-scatter every
-    micro-batch. :func:`communication` prices them on the group's link; the planner's search reuses them."""
+    """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as
+    ``(name, kind, message bytes, calls)`` (:func:`communication`'s rules): DDP's gradient all-reduce;
+    ZeRO-1's gradient reduce-scatter and weight all-gather once per step; ZeRO-2's reduce-scatter every
+    micro-batch; ZeRO-3's forward (and, resharded after the forward, backward) weight all-gathers and gradient
+    reduce-scatter every micro-batch. :func:`communication` prices them on the group's link; the planner's
+    search reuses them."""
     w, g, m = on_rank * weight_bytes, on_rank * grad_bytes, grad_accum
     if zero == 0:
         return [("DP gradient all-reduce", "all-reduce", g, 1)]
@@ -123,11 +124,11 @@ GROUP_STRIDES = ("tp", "cp", "dp", "pp")
 
 def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | None = None,
                   inter_node_gbps: float | None = None) -> dict[str, GroupLink]:
-    """Each parallel group's link (:class:`~llmsizing.network.GroupLink`: achievable bandwidth, latency, whether
-    it leaves the node). Megatron-LM's order puts the ``tp`` ranks of a group next to each other, then ``cp``
-    (``tp`` apart), then ``dp`` (``tp x cp`` apart), then ``pp`` (``tp x cp x dp`` apart);
-    :func:`~llmsizing.network.group_link` does the rest. The ``"dp"`` link is that of the ``dp x cp`` GPUs that
-    reduce the gradients together (``tp`` apart; the ``dp`` ranks alone without context parallelism); the
+    """Each parallel group's link (:class:`~llmsizing.network.GroupLink`: achievable bandwidth, latency,
+    whether it leaves the node). Megatron-LM's order puts the ``tp`` ranks of a group next to each other, then
+    ``cp`` (``tp`` apart), then ``dp`` (``tp x cp`` apart), then ``pp`` (``tp x cp x dp`` apart);
+    :func:`~llmsizing.network.group_link` does the rest. The ``"dp"`` link is that of the ``dp x cp`` GPUs
+    that reduce the gradients together (``tp`` apart; the ``dp`` ranks alone without context parallelism); the
     ``"cp"`` key is there only when ``cp > 1``.
     ``node`` is a name in ``data/nodes.csv`` (default: the GPU's); ``gpus_per_node`` and ``inter_node_gbps``
     override it (:func:`~llmsizing.network.get_node`)."""
@@ -139,7 +140,7 @@ def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | No
            "pp": group_link(g, nd, size=par.pp, stride=par.tp * par.dp_cp)}
     if par.cp > 1:
         out["cp"] = group_link(g, nd, size=par.cp, stride=par.tp)
-    if par.ep > 1:                            # ---- expert parallelism: Megatron-Core's expert grid etp-ep-edp-pp
+    if par.ep > 1:                        # ---- expert parallelism: Megatron-Core's expert grid etp-ep-edp-pp
         out["ep"] = group_link(g, nd, size=par.ep, stride=par.etp)
     return out
 
@@ -148,8 +149,8 @@ def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
                 inter_node_gbps: float | None = None, node=None) -> dict[str, tuple[str, float]]:
     """Which link each parallel group rides on and the one-way bandwidth per GPU it reaches, GB/s:
     ``{"tp": (link, gbps), "dp": ..., "pp": ...}`` (:func:`group_network` without the latency). A group inside
-    a node rides the GPU's own link; one that spans nodes shows ``"network"``, at ``k`` NICs' worth per GPU for
-    ``k`` of its GPUs per node."""
+    a node rides the GPU's own link; one that spans nodes shows ``"network"``, at ``k`` NICs' worth per GPU
+    for ``k`` of its GPUs per node."""
     return {k: (v.link, v.bandwidth_gbps) for k, v in
             group_network(parallel, gpu, node=node, gpus_per_node=gpus_per_node,
                           inter_node_gbps=inter_node_gbps).items()}
@@ -243,11 +244,12 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         out.append(ring_collective(name, group, n, kind, message, calls, gl or links[group]))
 
     for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
-        for name, kind, message, calls in dp_schedule(par.zero, on_rank, w_b, g_b, m, par.reshard_after_forward):
+        for name, kind, message, calls in dp_schedule(par.zero, on_rank, w_b, g_b, m,
+                                                      par.reshard_after_forward):
             add(name + tag, "dp", dp, kind, message, calls, gl)
 
     stages = layers_per_stage(model.layers, par)
-    most = max(range(par.pp), key=lambda i: stages[i])         # the most loaded stage (the first of the largest)
+    most = max(range(par.pp), key=lambda i: stages[i])      # the most loaded stage (the first of the largest)
     layers = stages[most]
     local = seq // par.cp                                     # this GPU's tokens of each sequence
     act = act_b * batch * local * model.hidden                # one b x s x h activation (s / cp tokens)
@@ -257,8 +259,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     if par.sp:
         add("SP all-gather (forward)", "tp", par.tp, "all-gather", act, 2 * fwd_layers * m)
         add("SP reduce-scatter (forward)", "tp", par.tp, "reduce-scatter", act, 2 * fwd_layers * m)
-        # the backward's conjugates (2 + 2), plus Megatron-LM's re-gather of each column-parallel layer's input
-        # for its weight gradient (the forward's gathered input is not kept, to save memory)
+        # the backward's conjugates (2 + 2), plus Megatron-LM's re-gather of each column-parallel layer's
+        # input for its weight gradient (the forward's gathered input is not kept, to save memory)
         add("SP all-gather (backward)", "tp", par.tp, "all-gather", act, 4 * layers * m)
         add("SP reduce-scatter (backward)", "tp", par.tp, "reduce-scatter", act, 2 * layers * m)
     else:
@@ -267,15 +269,17 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
 
     if par.cp > 1:
         cp, gl = par.cp, links["cp"]
-        chunk = act_b * batch * local * 2 * max(model.kv_heads / par.tp, 1) * model.head_dim   # one rank's K, V
+        # one rank's K, V
+        chunk = act_b * batch * local * 2 * max(model.kv_heads / par.tp, 1) * model.head_dim
         if par.cp_comm == "p2p":
             hops = (cp - 1) * layers * m
-            for name, message, calls in (("CP ring send/recv K,V (forward)", chunk, (cp - 1) * fwd_layers * m),
+            for name, message, calls in (("CP ring send/recv K,V (forward)", chunk,
+                                          (cp - 1) * fwd_layers * m),
                                          ("CP ring send/recv K,V and dK,dV (backward)", 2 * chunk, hops)):
                 if message > MAX_MEANINGFUL:
                     raise too_large(name, message)
-                out.append(Collective(name, "cp", cp, gl.link, calls, message, calls * message, gl.bandwidth_gbps,
-                                      calls * gl.alpha_s))
+                out.append(Collective(name, "cp", cp, gl.link, calls, message, calls * message,
+                                      gl.bandwidth_gbps, calls * gl.alpha_s))
         else:
             add("CP K,V all-gather (forward)", "cp", cp, "all-gather", cp * chunk, fwd_layers * m)
             add("CP K,V all-gather (backward)", "cp", cp, "all-gather", cp * chunk, layers * m)
@@ -305,8 +309,8 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     GPU's dense peak in ``dtype`` (``"bf16"``, ``"fp16"`` or ``"fp8"``; ``"bf16"`` on a GPU without BF16, the
     V100, is its FP16 rate: :func:`~llmsizing.hardware.dense_tflops`): that stage's training FLOPs
     (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
-    ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs. With ``dtype="fp8"`` only the Linear layers'
-    FLOPs run at the FP8 peak; the attention core runs at the BF16 peak and BF16 efficiency
+    ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs. With ``dtype="fp8"`` only the Linear
+    layers' FLOPs run at the FP8 peak; the attention core runs at the BF16 peak and BF16 efficiency
     (:func:`~llmsizing.flops.stage_attention_flops_per_token`: what FP8 recipes quantise).
 
     ``kernel_efficiency`` defaults to the calibrated value of the GPU's generation
@@ -314,8 +318,9 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     run's MFU: the bubble and the exposed communication come on top (:func:`~llmsizing.layouts.step_time`),
     and the MFU is what is left (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of
     ``kernel_efficiency`` (deprecated; the same number was always applied to hardware FLOPs).
-    ``recompute_layers``: partial recomputation (:func:`~llmsizing.memory.training_memory`). A mixture of experts
-    computes its active FLOPs on each stage's dense and MoE layers (:func:`llmsizing.moe.moe_stage_flops`)."""
+    ``recompute_layers``: partial recomputation (:func:`~llmsizing.memory.training_memory`). A mixture of
+    experts computes its active FLOPs on each stage's dense and MoE layers
+    (:func:`llmsizing.moe.moe_stage_flops`)."""
     model = resolve_model(model, moe=True)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     par = resolve_parallel(parallel, model, seq=seq)
@@ -327,7 +332,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     # each of the tp x cp GPUs of a stage does 1 / (tp cp) of its work: with causal load balancing every
     # context-parallel rank gets the same share of the attention (two chunks, one early, one late)
     kw = dict(seq=seq, recompute=recompute, recompute_layers=recompute_layers)
-    if model.is_moe:                          # ---- mixture of experts: active FLOPs per stage (llmsizing.moe)
+    if model.is_moe:                         # ---- mixture of experts: active FLOPs per stage (llmsizing.moe)
         from .moe import moe_stage_flops
 
         stages = moe_stage_flops(model, par, **kw)
@@ -351,11 +356,11 @@ def busy_fraction(compute_s: float, comm_s: float, overlap: float = 1.0) -> floa
 
     ``overlap`` (0 <= overlap <= 1) is the share of the communication the framework manages to run while the
     GPU computes: 1 is perfect overlap (PyTorch DDP's bucketed all-reduce during the backward, FSDP's and
-    DeepSpeed's prefetched all-gathers at their best), 0 none. Hidden communication cannot exceed the compute it
-    hides behind, so ``step = compute_s + comm_s - min(overlap x comm_s, compute_s)``: with ``overlap=1`` the
-    step is ``max(compute_s, comm_s)`` (the lower bound of the scaling book's "where does the time go"), with 0
-    it is ``compute_s + comm_s`` (the upper bound). It ignores that communication kernels also take some of the
-    GPU's streaming multiprocessors. Taught in chapter 7."""
+    DeepSpeed's prefetched all-gathers at their best), 0 none. Hidden communication cannot exceed the compute
+    it hides behind, so ``step = compute_s + comm_s - min(overlap x comm_s, compute_s)``: with ``overlap=1``
+    the step is ``max(compute_s, comm_s)`` (the lower bound of the scaling book's "where does the time go"),
+    with 0 it is ``compute_s + comm_s`` (the upper bound). It ignores that communication kernels also take
+    some of the GPU's streaming multiprocessors. Taught in chapter 7."""
     c = check_number("compute_s", compute_s, allow_equal=False)
     t = check_number("comm_s", comm_s)
     o = check_number("overlap", overlap, maximum=1.0)
@@ -363,12 +368,12 @@ def busy_fraction(compute_s: float, comm_s: float, overlap: float = 1.0) -> floa
 
 
 def gpu_with_link(gpu, link: str, one_way_gbps: float, link_class: str | None = None):
-    """The catalogue's ``gpu`` with its node-mate link replaced by ``link`` (a label) at ``one_way_gbps`` (decimal
-    GB/s, one direction) of the class ``link_class`` (``"nvlink"``, ``"infinity-fabric"`` or ``"pcie"``, which
-    sets its achievable fraction and latency: ``data/links.csv``): the same chip over NVLink, PCIe or a slower
-    fabric, so that a comparison changes only the link. Taught in chapter 7. Without ``link_class`` (the old
-    call) the class is read off the label, with a :class:`DeprecationWarning`: behaviour comes from data, not
-    from a name (issue 33)."""
+    """The catalogue's ``gpu`` with its node-mate link replaced by ``link`` (a label) at ``one_way_gbps``
+    (decimal GB/s, one direction) of the class ``link_class`` (``"nvlink"``, ``"infinity-fabric"`` or
+    ``"pcie"``, which sets its achievable fraction and latency: ``data/links.csv``): the same chip over
+    NVLink, PCIe or a slower fabric, so that a comparison changes only the link. Taught in chapter 7. Without
+    ``link_class`` (the old call) the class is read off the label, with a :class:`DeprecationWarning`:
+    behaviour comes from data, not from a name (issue 33)."""
     import warnings
     from dataclasses import replace
 
@@ -380,10 +385,12 @@ def gpu_with_link(gpu, link: str, one_way_gbps: float, link_class: str | None = 
     bw = check_number("one_way_gbps", one_way_gbps, minimum=MIN_GPU_SPEED)
     if link_class is None:
         label = link.lower()
-        link_class = next((c for k, c in (("no nvlink", "pcie"), ("nvlink", "nvlink"), ("infinity", "infinity-fabric"))
+        link_class = next((c for k, c in (("no nvlink", "pcie"), ("nvlink", "nvlink"),
+                                          ("infinity", "infinity-fabric"))
                            if k in label), "pcie")
-        warnings.warn(f"gpu_with_link({link!r}) without link_class: taken as {link_class!r} from the label; give "
-                      "link_class= ('nvlink', 'infinity-fabric' or 'pcie')", DeprecationWarning, stacklevel=2)
+        warnings.warn(f"gpu_with_link({link!r}) without link_class: taken as {link_class!r} from the label; "
+                      "give link_class= ('nvlink', 'infinity-fabric' or 'pcie')", DeprecationWarning,
+                      stacklevel=2)
     link_class = check_choice("link_class", link_class, GPU_LINK_CLASSES)
     return replace(g, link=link, link_bandwidth_gbps=bw, link_direction="one-way", link_class=link_class)
 
@@ -396,10 +403,10 @@ def dp_breakeven_tokens(model: Model | str, gpu, *, dp: int, zero: int, seq: int
     its compute: the ``T`` where ``window x compute(T) = dp traffic`` (both from this module's own
     :func:`step_compute_time_s` and :func:`communication`, never a second formula).
 
-    Compute grows with the tokens (``6 N T / (peak x mfu)`` plus attention); DDP's and ZeRO-1's traffic does not
-    (one all-reduce, or reduce-scatter + all-gather, per step), so more tokens per GPU per step always hide it.
-    ZeRO-2 reduce-scatters and ZeRO-3 gathers again for every micro-batch, so their traffic grows with
-    ``grad_accum``: for them, read the result per micro-batch (divide by ``grad_accum``), and gradient
+    Compute grows with the tokens (``6 N T / (peak x mfu)`` plus attention); DDP's and ZeRO-1's traffic does
+    not (one all-reduce, or reduce-scatter + all-gather, per step), so more tokens per GPU per step always
+    hide it. ZeRO-2 reduce-scatters and ZeRO-3 gathers again for every micro-batch, so their traffic grows
+    with ``grad_accum``: for them, read the result per micro-batch (divide by ``grad_accum``), and gradient
     accumulation does not help. ``window`` (0 < window <= 1) is the share of the compute the traffic may hide
     behind: 1 for the whole step, 2/3 for DDP's gradient all-reduce, which only overlaps the backward.
     Below the breakeven, the GPU waits (see :func:`busy_fraction`). Without the attention FLOPs the result is
@@ -413,15 +420,16 @@ def dp_breakeven_tokens(model: Model | str, gpu, *, dp: int, zero: int, seq: int
     w = check_fraction("window", window)
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     comm = communication(model, par, batch=1, seq=seq, gpu=gpu, gpus_per_node=gpus_per_node, node=node,
-                         inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m).by_group().get("dp", 0.0)
+                         inter_node_gbps=inter_node_gbps, precision=precision,
+                         grad_accum=m).by_group().get("dp", 0.0)
     per_token = step_compute_time_s(model, par, batch=1, seq=seq, gpu=gpu, kernel_efficiency=eff) / seq
     return comm / (w * per_token)
 
 
 #: The host link of an offloading GPU, one way, decimal GB/s: PCIe Gen4 x16 (16 GT/s x 16 lanes x 128/130
-#: encoding / 8 bits = 31.5 GB/s each way, rounded). A100 servers have it; H100 and B200 servers have PCIe Gen5
-#: x16, twice as fast (63 GB/s each way), but pinned-memory copies reach ~80-90% of a link and GPUs often share
-#: a PCIe switch with a NIC, so 32 is a cautious default for both. A parameter of :func:`offload_time`.
+#: encoding / 8 bits = 31.5 GB/s each way, rounded). A100 servers have it; H100 and B200 servers have PCIe
+#: Gen5 x16, twice as fast (63 GB/s each way), but pinned-memory copies reach ~80-90% of a link and GPUs often
+#: share a PCIe switch with a NIC, so 32 is a cautious default for both. A parameter of :func:`offload_time`.
 HOST_LINK_GBPS = 32.0
 
 #: How fast the host's CPU Adam streams one GPU's optimizer partition, decimal GB/s of memory traffic. An
@@ -461,21 +469,22 @@ class OffloadTime:
         return self.transfer_s + self.cpu_adam_s
 
 
-def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1, precision: str = "bf16-mixed",
-                 host_link_gbps: float = HOST_LINK_GBPS, host_memory_gbps: float = HOST_MEMORY_GBPS) -> OffloadTime:
+def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
+                 precision: str = "bf16-mixed", host_link_gbps: float = HOST_LINK_GBPS,
+                 host_memory_gbps: float = HOST_MEMORY_GBPS) -> OffloadTime:
     """Seconds ZeRO-Offload / ZeRO-Infinity add to a step per GPU (:class:`OffloadTime`): ``parallel`` must
     offload (``offload="optimizer"`` with ZeRO >= 1, or ``"optimizer+params"`` with ZeRO-3).
 
-    Each GPU owns ``1/dp`` of its (tensor- and pipeline-parallel) parameters (:func:`~llmsizing.memory.stage_params`,
-    most loaded stage). Per step it sends that partition's 16-bit gradients down the host link (once per
-    micro-batch with ZeRO-2/3, which accumulate into the host buffer; once with ZeRO-1), the host runs Adam over
-    it (:data:`CPU_ADAM_BYTES_PER_PARAM` bytes of memory traffic each at ``host_memory_gbps``), and the updated
-    16-bit weights come back up once (with ``"optimizer+params"`` the weights stay on the host and every
-    micro-batch's forward and backward fetch the partition instead). ``host_link_gbps`` is one way
-    (:data:`HOST_LINK_GBPS`), ``host_memory_gbps`` an estimate (:data:`HOST_MEMORY_GBPS`). DeepSpeed overlaps
-    the gradient copies with the backward and, with its "delayed parameter update", the CPU step with the next
-    step's compute (Ren et al. 2021, "one-step delayed parameter update"); :attr:`OffloadTime.total_s` is the
-    cost without that.
+    Each GPU owns ``1/dp`` of its (tensor- and pipeline-parallel) parameters
+    (:func:`~llmsizing.memory.stage_params`, most loaded stage). Per step it sends that partition's 16-bit
+    gradients down the host link (once per micro-batch with ZeRO-2/3, which accumulate into the host buffer;
+    once with ZeRO-1), the host runs Adam over it (:data:`CPU_ADAM_BYTES_PER_PARAM` bytes of memory traffic
+    each at ``host_memory_gbps``), and the updated 16-bit weights come back up once (with
+    ``"optimizer+params"`` the weights stay on the host and every micro-batch's forward and backward fetch the
+    partition instead). ``host_link_gbps`` is one way (:data:`HOST_LINK_GBPS`), ``host_memory_gbps`` an
+    estimate (:data:`HOST_MEMORY_GBPS`). DeepSpeed overlaps the gradient copies with the backward and, with
+    its "delayed parameter update", the CPU step with the next step's compute (Ren et al. 2021, "one-step
+    delayed parameter update"); :attr:`OffloadTime.total_s` is the cost without that.
     Taught in chapter 7."""
     from .memory import stage_params
 

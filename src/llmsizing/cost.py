@@ -44,8 +44,9 @@ MIN_RATIO_TERM = 1e-6
 # =========================================================================== on-demand vs reserved
 def effective_price_usd_per_gpu_hour(price_usd_per_gpu_hour: float, *, discount: float = 0.0,
                                      utilisation: float = 1.0) -> float:
-    """What one *used* GPU-hour costs when capacity is bought at ``price x (1 - discount)`` per hour and only a
-    share ``utilisation`` (0 < u <= 1) of the paid hours runs the job: ``price x (1 - discount) / utilisation``.
+    """What one *used* GPU-hour costs when capacity is bought at ``price x (1 - discount)`` per hour and only
+    a share ``utilisation`` (0 < u <= 1) of the paid hours runs the job:
+    ``price x (1 - discount) / utilisation``.
 
     On-demand is ``discount=0, utilisation=1`` (you pay only while you run). A reservation trades a discount
     for paying idle hours too. No reserved price is assumed anywhere in the book: the discount is the reader's
@@ -84,13 +85,13 @@ class GpuComparison:
 
     def breakeven_mfu(self, mfu_a: float) -> float:
         """The MFU B must reach for the job to cost the same as on A at ``mfu_a``:
-        ``mfu_a x price_ratio / peak_ratio`` (B is cheaper above it). An MFU above 1 is no answer: then B cannot
-        cost as little as A at ``mfu_a``, and ``ValueError`` says so."""
+        ``mfu_a x price_ratio / peak_ratio`` (B is cheaper above it). An MFU above 1 is no answer: then B
+        cannot cost as little as A at ``mfu_a``, and ``ValueError`` says so."""
         mfu_a = check_fraction("mfu_a", mfu_a)
         mfu_b = mfu_a * self.price_ratio / self.peak_ratio
         if not mfu_b <= 1:
-            raise ValueError(f"at mfu_a={mfu_a:g} the {self.gpu_b} would need an MFU of {mfu_b:.3g} > 1 to cost as "
-                             f"little per job as the {self.gpu_a}: it cannot, at these prices")
+            raise ValueError(f"at mfu_a={mfu_a:g} the {self.gpu_b} would need an MFU of {mfu_b:.3g} > 1 to "
+                             f"cost as little per job as the {self.gpu_a}: it cannot, at these prices")
         return mfu_b
 
 
@@ -100,8 +101,8 @@ def compare_gpus(gpu_a, gpu_b, *, speedup: float | None = None, prices: dict | N
 
     ``speedup`` (B's throughput per GPU over A's on the job) defaults to the ratio of their dense ``dtype``
     peaks, i.e. the same MFU on both; pass a measured or claimed speed-up instead (for example a benchmark's
-    "2.2x"). ``prices`` maps GPU names to USD per GPU-hour (default: the catalogue's on-demand prices, dated in
-    ``data/gpus.csv``). A job costs less on B exactly when ``speedup > price_b / price_a`` (chapter 11)."""
+    "2.2x"). ``prices`` maps GPU names to USD per GPU-hour (default: the catalogue's on-demand prices, dated
+    in ``data/gpus.csv``). A job costs less on B exactly when ``speedup > price_b / price_a`` (chapter 11)."""
     a, b = get_gpu(gpu_a), get_gpu(gpu_b)
     prices = resolve_prices(prices, [a, b])
     pa = prices[a.name] if a.name in prices else gpu_price(a, name="prices")
@@ -119,7 +120,8 @@ def cost_sensitivity(model: Model | str, *, tokens: float, gpu, seq: int, prices
     """The job cost in USD for every ``price`` (USD per GPU-hour) x ``mfu`` pair, as a DataFrame with one row
     per MFU and one column per price (:func:`~llmsizing.time_cost.training_time` at each MFU exactly; the GPU
     count does not matter). Cost is proportional to the price and to ``1 / mfu``. Chapter 11. A mixture of
-    experts is priced on its active parameters' FLOPs, as :func:`~llmsizing.time_cost.training_time` prices it."""
+    experts is priced on its active parameters' FLOPs, as :func:`~llmsizing.time_cost.training_time` prices
+    it."""
     import pandas as pd
 
     model = resolve_model(model, moe=True)
@@ -133,8 +135,9 @@ def cost_sensitivity(model: Model | str, *, tokens: float, gpu, seq: int, prices
 
 # =========================================================================== more GPUs, same job
 def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_batch: int, tp: int = 8,
-                 pp: int = 1, zero: int = 1, micro_batch: int = 1, dps=None, kernel_efficiency: float | None = None,
-                 overlap: float | None = None, recompute: str = "none", price_usd_per_gpu_hour: float | None = None,
+                 pp: int = 1, zero: int = 1, micro_batch: int = 1, dps=None,
+                 kernel_efficiency: float | None = None, overlap: float | None = None,
+                 recompute: str = "none", price_usd_per_gpu_hour: float | None = None,
                  compute_efficiency: float | None = None, ep: int = 1):
     """Days, GPU-hours and cost of one job as the data-parallel degree grows at a fixed ``global_batch``
     (sequences), for the layout ``tp`` x ``pp`` (sequence parallelism on when ``tp > 1``) with ZeRO stage
@@ -142,18 +145,18 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     ``grad_accum = global_batch / (micro_batch x dp)``.
 
     Each row is one :func:`~llmsizing.layouts.step_time` (compute at ``kernel_efficiency`` of the dense peak,
-    default the calibrated one, ``compute_efficiency=`` its old name; the pipeline bubble; communication hidden
-    group by group, or a share ``overlap`` of it): as ``dp`` grows, each GPU's compute per
+    default the calibrated one, ``compute_efficiency=`` its old name; the pipeline bubble; communication
+    hidden group by group, or a share ``overlap`` of it): as ``dp`` grows, each GPU's compute per
     step shrinks while the bubble (a fixed number of micro-batch slots) and the gradient all-reduce do not, so
-    the MFU falls and the same job costs more. ``dp`` stops at ``global_batch / micro_batch``: the global batch
-    caps data parallelism. ``dps`` defaults to the powers of two that divide it. Memory is not checked here
-    (the planner does that). Days and cost carry the GPU generation's calibrated range
+    the MFU falls and the same job costs more. ``dp`` stops at ``global_batch / micro_batch``: the global
+    batch caps data parallelism. ``dps`` defaults to the powers of two that divide it. Memory is not checked
+    here (the planner does that). Days and cost carry the GPU generation's calibrated range
     (:func:`~llmsizing.time_cost.mfu_range_factors`), as the planner's do. Chapter 11.
 
-    A mixture of experts may split its routed experts over ``ep`` GPUs (a divisor of its experts; default 1): each
-    ``dp`` is then a multiple of what ``ep`` needs (:func:`llmsizing.moe_layouts.dp_unit`), the step includes the
-    all-to-all with the model's node limit (:func:`llmsizing.moe_layouts.route_max_nodes`, as the planner's) and
-    the MFU counts the active parameters' FLOPs (chapter 18)."""
+    A mixture of experts may split its routed experts over ``ep`` GPUs (a divisor of its experts; default 1):
+    each ``dp`` is then a multiple of what ``ep`` needs (:func:`llmsizing.moe_layouts.dp_unit`), the step
+    includes the all-to-all with the model's node limit (:func:`llmsizing.moe_layouts.route_max_nodes`, as the
+    planner's) and the MFU counts the active parameters' FLOPs (chapter 18)."""
     import pandas as pd
 
     from .layouts import step_time
@@ -187,13 +190,13 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
         dps = sorted({check_int("dps[i]", d) for d in check_sequence("dps", dps, example="(1, 8, 64)")})
         bad = [d for d in dps if top % d]
         if bad:
-            raise ValueError(f"dps must divide global_batch / micro_batch = {top:,} (the global batch caps data "
-                             f"parallelism); {bad[0]:,} does not")
+            raise ValueError(f"dps must divide global_batch / micro_batch = {top:,} (the global batch caps "
+                             f"data parallelism); {bad[0]:,} does not")
         if [d for d in dps if d % unit]:
             raise ValueError(f"dps must be multiples of {unit} with ep={ep} and tp={tp} (ep divides tp x dp)")
     if not dps:
-        raise ValueError(f"no data-parallel degree up to global_batch / micro_batch = {top:,} is a multiple of "
-                         f"{unit}, which ep={ep} needs: raise global_batch or lower ep")
+        raise ValueError(f"no data-parallel degree up to global_batch / micro_batch = {top:,} is a multiple "
+                         f"of {unit}, which ep={ep} needs: raise global_batch or lower ep")
     price = gpu_price(g, price_usd_per_gpu_hour)
     per_step_flops = training_flops_per_token(model, seq=seq) * gb * seq
     steps = tokens / (gb * seq)
@@ -201,9 +204,11 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     low, high = mfu_range_factors(g)
     rows = []
     for d in dps:
-        par = Parallel(tp=tp, pp=pp, dp=d, zero=zero if d > 1 else 0, sp=tp > 1, **({"ep": ep} if ep > 1 else {}))
-        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=top // d, kernel_efficiency=eff, overlap=overlap,
-                       recompute=recompute, **({"max_nodes": route_max_nodes(model)} if model.is_moe else {}))
+        par = Parallel(tp=tp, pp=pp, dp=d, zero=zero if d > 1 else 0, sp=tp > 1,
+                       **({"ep": ep} if ep > 1 else {}))
+        st = step_time(model, g, par, batch=b, seq=seq, grad_accum=top // d, kernel_efficiency=eff,
+                       overlap=overlap, recompute=recompute,
+                       **({"max_nodes": route_max_nodes(model)} if model.is_moe else {}))
         days = steps * st.step_s / SECONDS_PER_DAY
         hours = days * HOURS_PER_DAY * par.gpus
         rows.append({"dp": d, "n_gpus": par.gpus, "grad_accum": top // d, "compute_s": st.compute_s,
@@ -255,9 +260,9 @@ def audit_cost_table(table=None, *, gpu="H100 SXM", seq: int = 4096, mfu: float 
 
     * ``days_from_own_tps`` = tokens / tokens_per_s / 86,400, what the table's throughput implies;
     * ``cost_per_day_from_price`` = GPUs x price x 24 and ``cost_from_own_tps`` = both multiplied;
-    * ``library_days``, ``library_cost_usd`` (with ``_low``/``_high``): :func:`training_time` on the same number
-      of ``gpu`` (seed 000 priced RunPod H100 SXMs) at the same price, with ``mfu`` (default: the calibrated
-      band), sequences of ``seq`` tokens;
+    * ``library_days``, ``library_cost_usd`` (with ``_low``/``_high``): :func:`training_time` on the same
+      number of ``gpu`` (seed 000 priced RunPod H100 SXMs) at the same price, with ``mfu`` (default: the
+      calibrated band), sequences of ``seq`` tokens;
     * ``gpu_hours_own`` and ``gpu_hours_library``: GPUs x hours, the number the bill really follows.
 
     Chapter 11."""

@@ -1,6 +1,6 @@
-"""DeepSeek-V3 as DeepSeek ran it (chapter 18; issue 24's done-when): its published layout, the per-GPU memory of
-its own plan (DualPipe, FP8 with recomputed pieces, MTP) tensor by tensor, and the check of the library's step
-and memory against the report (DeepSeek-AI 2024, arXiv 2412.19437). The MoE terms it builds on are
+"""DeepSeek-V3 as DeepSeek ran it (chapter 18; issue 24's done-when): its published layout, the per-GPU memory
+of its own plan (DualPipe, FP8 with recomputed pieces, MTP) tensor by tensor, and the check of the library's
+step and memory against the report (DeepSeek-AI 2024, arXiv 2412.19437). The MoE terms it builds on are
 :mod:`llmsizing.moe`'s; this module sits above the answers it compares (memory, step time, published stages).
 """
 
@@ -16,7 +16,8 @@ from .parallel import Parallel, check_ep, layers_per_stage
 
 #: DeepSeek-V3's pre-training layout (DeepSeek-AI 2024, arXiv 2412.19437, Sec. 3.2-3.3): 2,048 H800s, 16-way
 #: pipeline parallelism (DualPipe), 64-way expert parallelism over 8 nodes, ZeRO-1 data parallelism, no tensor
-#: parallelism, FP8 training; a batch of 15,360 sequences of 4K tokens (Sec. 4.2) is 120 per data-parallel rank.
+#: parallelism, FP8 training; a batch of 15,360 sequences of 4K tokens (Sec. 4.2) is 120 per data-parallel
+#: rank.
 DEEPSEEK_V3_LAYOUT = Parallel(pp=16, dp=128, ep=64, zero=1)
 
 
@@ -29,54 +30,57 @@ DEEPSEEK_V3_MAX_NODES = 4
 
 #: A split of DeepSeek-V3's 61 layers over its 16 pipeline stages that unloads the chunks DualPipe puts on one
 #: rank with the embedding, the output head and the MTP module: one layer fewer in the first and in the last
-#: chunk. Not published (the report gives no split); :func:`deepseek_v3_check` shows Megatron's even split too.
+#: chunk. Not published (the report gives no split); :func:`deepseek_v3_check` shows Megatron's even split
+#: too.
 DEEPSEEK_V3_BALANCED_SPLIT = (3,) + (4,) * 14 + (2,)
 
 
-#: What DeepSeek-V3 keeps per micro-batch in the model's last pipeline chunk for its multi-token-prediction (MTP)
-#: module (Sec. 2.2): one MTP depth, a MoE block with its own projection ``M`` (``2h x h``) and two RMSNorms; the
-#: embedding and the output head are the main model's, on the same pipeline rank (Sec. 3.2.3).
+#: What DeepSeek-V3 keeps per micro-batch in the model's last pipeline chunk for its multi-token-prediction
+#: (MTP) module (Sec. 2.2): one MTP depth, a MoE block with its own projection ``M`` (``2h x h``) and two
+#: RMSNorms; the embedding and the output head are the main model's, on the same pipeline rank (Sec. 3.2.3).
 DEEPSEEK_V3_MTP_DEPTH = 1
 
 
 def deepseek_layer_bytes(model: Model, *, moe: bool = True, probs_in_swiglu: bool = True) -> dict[str, float]:
-    """Bytes one layer of a multi-head-latent-attention mixture of experts saves for its backward **per token**
-    under DeepSeek-V3's memory recipe (DeepSeek-AI 2024, arXiv:2412.19437; ``moe=False``: one of its first dense
-    layers), by tensor. No tensor or sequence parallelism (DeepSeek ran none), uniform routing, dropless.
+    """Bytes one layer of a multi-head-latent-attention mixture of experts saves for its backward **per
+    token** under DeepSeek-V3's memory recipe (DeepSeek-AI 2024, arXiv:2412.19437; ``moe=False``: one of its
+    first dense layers), by tensor. No tensor or sequence parallelism (DeepSeek ran none), uniform routing,
+    dropless.
 
     * ``residuals``: the inputs of the layer's two RMSNorms in BF16, ``2 x 2h``. Sec. 3.2.3 "Recomputation of
       RMSNorm and MLA Up-Projection": every RMSNorm is recomputed in the backward, so its *output* is not kept
-      (nor the FP8 copy a following Linear would cache of it: the QKV down-projections', the router's, the shared
-      expert's and the dispatched tokens' source), only its input, the residual stream, which is needed anyway.
+      (nor the FP8 copy a following Linear would cache of it: the QKV down-projections', the router's, the
+      shared expert's and the dispatched tokens' source), only its input, the residual stream, which is needed
+      anyway.
     * ``mla_latents``: the compressed query and key-value latents before their RMSNorms and the rope key, in
       BF16: ``2 (q_lora_rank + kv_lora_rank + qk_rope_head_dim)``. MLA's up-projections are recomputed (Sec.
-      3.2.3), so the per-head queries, keys and values (``heads x (2 x 192 + 128)`` numbers, what a dense layer's
-      flash attention keeps) are rebuilt from these in the backward.
+      3.2.3), so the per-head queries, keys and values (``heads x (2 x 192 + 128)`` numbers, what a dense
+      layer's flash attention keeps) are rebuilt from these in the backward.
     * ``attention_output``: the output projection's input, ``heads x v_head_dim`` in E5M6 with a 1 x 128 tile
       scale (1.5 + 4/128 bytes; Sec. 3.3.3 (1)), which the attention's backward reads too (kept once), and the
       flash kernel's fp32 log-sum-exp per head (``4 x heads``).
     * MoE layers: ``router``, the fp32 logits and scores, the routing map and the fp32 top-k weights (``9 E +
-      4 k``, :func:`moe_layer_terms`'s router without its input, which is recomputed); ``dispatch``, the tokens
-      the experts receive, ``k x h`` in FP8 with tile scales (Sec. 3.3.3 "Low-Precision Communication": quantised
-      before the dispatch, the experts' up-projection input); ``experts`` and ``shared``, each expert's SwiGLU
-      input (``2 x`` its width) in FP8 with its output recomputed (Sec. 3.3.3 (2)). ``combine``: with
-      ``probs_in_swiglu`` (default) nothing: the router's weights multiply the SwiGLU output before the
-      down-projection (which is linear, so the sum is the same), and the weights' gradient needs only that
-      recomputed output (Megatron-Core's ``TEGroupedMLP`` does this with ``weighted_bias_swiglu_impl``,
-      ``megatron/core/fusions/fused_bias_swiglu.py``, and its FP8 input store); with ``probs_in_swiglu=False``
-      the experts' BF16 outputs, ``2 k h``, kept for the combine's weighting (:func:`moe_layer_terms`'s rule). The
-      report does not say which DeepSeek did.
+      4 k``, :func:`moe_layer_terms`'s router without its input, which is recomputed); ``dispatch``, the
+      tokens the experts receive, ``k x h`` in FP8 with tile scales (Sec. 3.3.3 "Low-Precision Communication":
+      quantised before the dispatch, the experts' up-projection input); ``experts`` and ``shared``, each
+      expert's SwiGLU input (``2 x`` its width) in FP8 with its output recomputed (Sec. 3.3.3 (2)).
+      ``combine``: with ``probs_in_swiglu`` (default) nothing: the router's weights multiply the SwiGLU output
+      before the down-projection (which is linear, so the sum is the same), and the weights' gradient needs
+      only that recomputed output (Megatron-Core's ``TEGroupedMLP`` does this with
+      ``weighted_bias_swiglu_impl``, ``megatron/core/fusions/fused_bias_swiglu.py``, and its FP8 input store);
+      with ``probs_in_swiglu=False`` the experts' BF16 outputs, ``2 k h``, kept for the combine's weighting
+      (:func:`moe_layer_terms`'s rule). The report does not say which DeepSeek did.
     * dense layers: ``mlp``, the SwiGLU's two BF16 inputs and the down-projection's FP8 input (``4 f + f x (1
       + 4/128)``): Sec. 3.3.3 (2) caches the SwiGLU input in FP8 only "in MoE".
 
-    EMA of the parameters lives in CPU memory (Sec. 3.2.3) and costs the GPU nothing; BF16 optimizer moments and
-    FP32 master weights and gradients (Sec. 3.3.3) are the ``fp8-deepseek`` recipe's (:mod:`llmsizing.precision`).
-    Used by :func:`deepseek_memory`."""
+    EMA of the parameters lives in CPU memory (Sec. 3.2.3) and costs the GPU nothing; BF16 optimizer moments
+    and FP32 master weights and gradients (Sec. 3.3.3) are the ``fp8-deepseek`` recipe's
+    (:mod:`llmsizing.precision`). Used by :func:`deepseek_memory`."""
     from .precision import FP8_SCHEMES
 
     if not (model.is_moe and model.is_mla):
-        raise ValueError(f"deepseek_layer_bytes: {model.name!r} is not a mixture of experts with multi-head latent "
-                         "attention (DeepSeek-V2/V3's recipe needs both)")
+        raise ValueError(f"deepseek_layer_bytes: {model.name!r} is not a mixture of experts with multi-head "
+                         "latent attention (DeepSeek-V2/V3's recipe needs both)")
     check_bool("moe", moe)
     check_bool("probs_in_swiglu", probs_in_swiglu)
     sch = FP8_SCHEMES["fp8-deepseek"]
@@ -95,9 +99,10 @@ def deepseek_layer_bytes(model: Model, *, moe: bool = True, probs_in_swiglu: boo
 
 
 def deepseek_rebuilt_bytes(model: Model) -> float:
-    """Bytes per token one MoE layer rebuilds during its own backward under DeepSeek-V3's recipe (alive for that
-    layer only): its two RMSNorm outputs in BF16, the per-head queries, keys and values MLA's up-projections
-    recompute (BF16, ``heads x (2 (nope + rope) + v)``), and the routed and shared experts' SwiGLU outputs (BF16)."""
+    """Bytes per token one MoE layer rebuilds during its own backward under DeepSeek-V3's recipe (alive for
+    that layer only): its two RMSNorm outputs in BF16, the per-head queries, keys and values MLA's
+    up-projections recompute (BF16, ``heads x (2 (nope + rope) + v)``), and the routed and shared experts'
+    SwiGLU outputs (BF16)."""
     fe = model.expert_ffn_hidden or model.ffn_hidden
     fs = model.shared_experts * (model.shared_expert_ffn_hidden or fe)
     d_qk = model.qk_nope_head_dim + model.qk_rope_head_dim
@@ -109,8 +114,8 @@ def deepseek_rebuilt_bytes(model: Model) -> float:
 class DeepSeekMemory:
     """:func:`deepseek_memory`'s result: ``ranks``, one dict per pipeline rank of the first half (DualPipe's
     ranks ``i`` and ``pp - 1 - i`` hold the same two chunks), with its ``chunks``, micro-batches in flight of
-    each, model states, activations, peak (bytes) and ``total`` (peak + overhead allowance); ``rank`` is the most
-    loaded one, :attr:`total_bytes` its total."""
+    each, model states, activations, peak (bytes) and ``total`` (peak + overhead allowance); ``rank`` is the
+    most loaded one, :attr:`total_bytes` its total."""
 
     ranks: tuple
     rank: int
@@ -138,27 +143,31 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
                     probs_in_swiglu: bool = True, mtp_depth: int = DEEPSEEK_V3_MTP_DEPTH,
                     overhead_bytes: float | None = None) -> DeepSeekMemory:
     """Per-GPU training memory of a DeepSeek-V2/V3-style model run as DeepSeek ran V3 (arXiv:2412.19437,
-    Sec. 3.2.3 and 3.3.3): ``precision="fp8-deepseek"`` (FP8 Linear weights, FP32 master weights and gradients,
-    BF16 AdamW moments), activations as :func:`deepseek_layer_bytes` (RMSNorms and MLA up-projections recomputed,
-    FP8/E5M6 caches), EMA on the CPU, and the MTP module (``mtp_depth`` MoE blocks with their ``2h x h``
-    projections and two norms) in the last pipeline chunk, sharing the embedding and head.
+    Sec. 3.2.3 and 3.3.3): ``precision="fp8-deepseek"`` (FP8 Linear weights, FP32 master weights and
+    gradients, BF16 AdamW moments), activations as :func:`deepseek_layer_bytes` (RMSNorms and MLA
+    up-projections recomputed, FP8/E5M6 caches), EMA on the CPU, and the MTP module (``mtp_depth`` MoE blocks
+    with their ``2h x h`` projections and two norms) in the last pipeline chunk, sharing the embedding and
+    head.
 
     ``schedule="dualpipe"`` (Sec. 3.2.1, Table 2; ``deepseek-ai/DualPipe``): pipeline rank ``i`` holds chunks
     ``i`` and ``pp - 1 - i`` (two copies of the parameters: the embedding and the output head on the same
-    rank), their weights, gradients and optimizer states each as :func:`moe_model_states` gives them on their own
-    stage (each copy accumulates its own FP32 gradient; a chunk's optimizer shard is counted on both ranks that hold
-    it, an upper bound: sharding it over the pair would save half of the optimizer bytes, 1.8 GiB on rank 0); DualPipe's schedule (``dualpipe.py``'s ``step``, rank ``i < pp/2``: ``2 (pp/2 - i - 1) + i + 1``
+    rank), their weights, gradients and optimizer states each as :func:`moe_model_states` gives them on their
+    own stage (each copy accumulates its own FP32 gradient; a chunk's optimizer shard is counted on both ranks
+    that hold it, an upper bound: sharding it over the pair would save half of the optimizer bytes, 1.8 GiB on
+    rank 0); DualPipe's schedule (``dualpipe.py``'s ``step``, rank ``i < pp/2``: ``2 (pp/2 - i - 1) + i + 1``
     forward chunks of phase 0 (chunk ``i``) and ``i + 1`` of phase 1 (chunk ``pp - 1 - i``) before the first
-    backward, then each forward chunk overlapped with a backward one) holds at most ``pp - i`` micro-batches of
-    chunk ``i`` and ``i + 1`` of chunk ``pp - 1 - i`` at once: ``pp + 1``, the report's Table 2. ``schedule="1f1b"``: one chunk per rank, ``min(pp - i,
-    grad_accum)`` in flight (:func:`~llmsizing.parallel.pipeline_in_flight`). The layers are split as ``parallel``
-    says (``stage_layers``, else Megatron's even split); the MTP block joins the last chunk.
+    backward, then each forward chunk overlapped with a backward one) holds at most ``pp - i`` micro-batches
+    of chunk ``i`` and ``i + 1`` of chunk ``pp - 1 - i`` at once: ``pp + 1``, the report's Table 2.
+    ``schedule="1f1b"``: one chunk per rank, ``min(pp - i, grad_accum)`` in flight
+    (:func:`~llmsizing.parallel.pipeline_in_flight`). The layers are split as ``parallel`` says
+    (``stage_layers``, else Megatron's even split); the MTP block joins the last chunk.
 
     The peak and its phases are :func:`~llmsizing.memory.step_phases`': the kept activations, one MoE layer
     rebuilt (:func:`deepseek_rebuilt_bytes`) plus :data:`~llmsizing.memory.LAYER_WORKING_SET` of it in its
-    backward, the loss's temporaries on the rank with the output head (one head at a time), the overhead allowance
-    of :func:`~llmsizing.memory.default_overhead_bytes`. ``parallel`` defaults to :data:`DEEPSEEK_V3_LAYOUT`,
-    ``grad_accum`` to :data:`DEEPSEEK_V3_MICRO_BATCHES` (DualPipe needs at least ``2 pp`` micro-batches)."""
+    backward, the loss's temporaries on the rank with the output head (one head at a time), the overhead
+    allowance of :func:`~llmsizing.memory.default_overhead_bytes`. ``parallel`` defaults to
+    :data:`DEEPSEEK_V3_LAYOUT`, ``grad_accum`` to :data:`DEEPSEEK_V3_MICRO_BATCHES` (DualPipe needs at least
+    ``2 pp`` micro-batches)."""
     from .catalog import resolve_model
     from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, ModelStates, _states,
                          default_overhead_bytes, optimizer_state_elements, step_phases)
@@ -177,8 +186,9 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
     if overhead_bytes is not None:
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)
     if par.tp > 1 or par.cp > 1 or par.virtual_stages > 1:
-        raise ValueError(f"deepseek_memory models DeepSeek-V3's layout: no tensor, context or interleaved pipeline "
-                         f"parallelism (got tp={par.tp}, cp={par.cp}, virtual_stages={par.virtual_stages})")
+        raise ValueError("deepseek_memory models DeepSeek-V3's layout: no tensor, context or interleaved "
+                         f"pipeline parallelism (got tp={par.tp}, cp={par.cp}, "
+                         f"virtual_stages={par.virtual_stages})")
     check_ep(model, par)
     pp = par.pp
     if schedule == "dualpipe" and (pp % 2 or m < 2 * pp):
@@ -234,9 +244,10 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
             chunks, flight = (i,), (na,)
             states, kept = a["states"], na * a["acts"]
             emb, logits, has_head = na * a["emb"], a["logits"], i == pp - 1
-        acts = ActivationMemory(kept, kept + rebuilt, emb, logits, {"layers": kept + rebuilt, "embedding": emb,
-                                                                     "logits": logits}, 1)
-        phases = step_phases(states, acts, grad_accum=m, autocast_bytes=0.0, loss_bytes=loss if has_head else 0.0,
+        acts = ActivationMemory(kept, kept + rebuilt, emb, logits,
+                                {"layers": kept + rebuilt, "embedding": emb, "logits": logits}, 1)
+        phases = step_phases(states, acts, grad_accum=m, autocast_bytes=0.0,
+                             loss_bytes=loss if has_head else 0.0,
                              optimizer_bytes=states.optimizer_state_bytes / 2,   # foreach: one moment's size
                              layer_working_bytes=LAYER_WORKING_SET * moe_b, head_grad_bytes=0.0)
         peak = max(sum(v.values()) for v in phases.values())
@@ -259,24 +270,25 @@ def _add_states(a, b, cls):
 
 def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
     """DeepSeek-V3's published pre-training run against the library (issue 24's done-when), as named numbers a
-    chapter can glue: the per-GPU peak of :func:`~llmsizing.memory.training_memory` (``GiB`` at the most loaded
-    stage) with no, selective and full recomputation, at micro-batches of one 4K sequence on
+    chapter can glue: the per-GPU peak of :func:`~llmsizing.memory.training_memory` (``GiB`` at the most
+    loaded stage) with no, selective and full recomputation, at micro-batches of one 4K sequence on
     :data:`DEEPSEEK_V3_LAYOUT` with ``precision="fp8-deepseek"``; the step of
     :func:`~llmsizing.layouts.step_time` with node-limited routing (:data:`DEEPSEEK_V3_MAX_NODES`) and the
-    all-to-all exposed (``ep_overlap=0``) or hidden by DualPipe (``ep_overlap=1``): its MFU and the pre-training's
-    GPU-hours (tokens and GPU-hours from ``data/published_stages.csv``) with the calibrated band of Hopper FP8
-    runs (:func:`~llmsizing.time_cost.mfu_range_factors` applied to the MFU).
+    all-to-all exposed (``ep_overlap=0``) or hidden by DualPipe (``ep_overlap=1``): its MFU and the
+    pre-training's GPU-hours (tokens and GPU-hours from ``data/published_stages.csv``) with the calibrated
+    band of Hopper FP8 runs (:func:`~llmsizing.time_cost.mfu_range_factors` applied to the MFU).
 
     DeepSeek's own memory recipe is :func:`deepseek_memory` (DualPipe's two chunks per rank and ``pp + 1``
     micro-batches, recomputed RMSNorms and MLA up-projections, FP8/E5M6 caches, the MTP module):
     ``memory_gib_deepseek_even`` with Megatron's even split of the layers, ``..._balanced`` with
-    :data:`DEEPSEEK_V3_BALANCED_SPLIT`, ``..._combine`` with the balanced split and the experts' outputs kept for
-    the combine (``probs_in_swiglu=False``), ``memory_gib_deepseek_1f1b`` the balanced split under 1F1B; each with
-    ``fits_``, the most loaded ``rank_``, its ``states_gib_`` and ``activations_gib_`` and ``in_flight_``.
+    :data:`DEEPSEEK_V3_BALANCED_SPLIT`, ``..._combine`` with the balanced split and the experts' outputs kept
+    for the combine (``probs_in_swiglu=False``), ``memory_gib_deepseek_1f1b`` the balanced split under 1F1B;
+    each with ``fits_``, the most loaded ``rank_``, its ``states_gib_`` and ``activations_gib_`` and
+    ``in_flight_``.
 
-    What the step time does not model, and which way it leans: DualPipe's schedule (a smaller bubble; 1F1B's is
-    used), the multi-token-prediction module (about 2% more FLOPs), grouped-GEMM efficiency and load imbalance
-    (the dense kernel efficiency is used)."""
+    What the step time does not model, and which way it leans: DualPipe's schedule (a smaller bubble; 1F1B's
+    is used), the multi-token-prediction module (about 2% more FLOPs), grouped-GEMM efficiency and load
+    imbalance (the dense kernel efficiency is used)."""
     from .catalog import get_model
     from .layouts import step_time
     from .memory import training_memory
@@ -296,7 +308,8 @@ def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
         out[f"memory_gib_{rc}"] = r.total_bytes / GiB
         out[f"fits_{rc}"] = r.total_bytes / GiB <= gpu_memory_gib
     out["states_gib"] = training_memory(m, parallel=par, recompute="full", **kw).states.total_bytes / GiB
-    # DeepSeek's own recipe (deepseek_memory): DualPipe, recomputed RMSNorms and MLA up-projections, FP8 caches
+    # DeepSeek's own recipe (deepseek_memory): DualPipe, recomputed RMSNorms and MLA up-projections, FP8
+    # caches
     balanced = replace(par, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT)
     for tag, p_, swiglu in (("even", par, True), ("balanced", balanced, True), ("combine", balanced, False)):
         r = deepseek_memory(m, p_, seq=kw["seq"], grad_accum=kw["grad_accum"], probs_in_swiglu=swiglu)

@@ -1,4 +1,5 @@
-"""The library's split of a training step against ``torch.distributed`` (chapter 9, "Measure the split yourself").
+"""The library's split of a training step against ``torch.distributed`` (chapter 9, "Measure the split
+yourself").
 
 ``tools/measure_memory.py dist`` runs a small real ``LlamaForCausalLM`` (fp32, AdamW, gloo on the CPU) under
 DistributedDataParallel, ZeroRedundancyOptimizer (ZeRO-1), FSDP2 ``fully_shard`` (ZeRO-3, and with
@@ -9,12 +10,12 @@ DistributedDataParallel, ZeroRedundancyOptimizer (ZeRO-1), FSDP2 ``fully_shard``
   optimizer), kind, op, dtype and full-buffer size (``message_bytes``), with its number of ``calls``.
 
 This module reads both and lines them up with :func:`~llmsizing.comm.communication` and
-:func:`~llmsizing.memory.model_states`. No torch is needed. Bytes per GPU of a measured collective use the same
-ring costs as the library (:func:`~llmsizing.comm.ring_bytes`; NCCL's ring algorithms): gloo's own
-algorithms differ, so what is measured is the *calls and buffers* a framework issues, and the per-GPU bytes are
-what those calls would cost on a ring. A broadcast of ``S`` bytes is charged ``(n - 1) / n x S`` per GPU: a
-pipelined ring broadcast sends ``S`` over each of ``n - 1`` links, and ZeroRedundancyOptimizer's roots rotate
-over the ranks, so the average GPU sends that much.
+:func:`~llmsizing.memory.model_states`. No torch is needed. Bytes per GPU of a measured collective use the
+same ring costs as the library (:func:`~llmsizing.comm.ring_bytes`; NCCL's ring algorithms): gloo's own
+algorithms differ, so what is measured is the *calls and buffers* a framework issues, and the per-GPU bytes
+are what those calls would cost on a ring. A broadcast of ``S`` bytes is charged ``(n - 1) / n x S`` per GPU:
+a pipelined ring broadcast sends ``S`` over each of ``n - 1`` links, and ZeroRedundancyOptimizer's roots
+rotate over the ranks, so the average GPU sends that much.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ DIST_COLLECTIVES_CSV = DATA_DIR / "dist_collectives.csv"
 #: The committed per-rank model states (tools/measure_memory.py dist).
 DIST_STATES_CSV = DATA_DIR / "dist_measurements.csv"
 
-#: Each measured layout as the library's :class:`~llmsizing.parallel.Parallel` over ``n`` ranks, and what it is.
+#: Each measured layout as the library's :class:`~llmsizing.parallel.Parallel` over ``n`` ranks, and what it
+#: is.
 LAYOUTS = {
     "ddp": ("DistributedDataParallel", lambda n: Parallel(dp=n, zero=0)),
     "zero1": ("ZeroRedundancyOptimizer (ZeRO-1)", lambda n: Parallel(dp=n, zero=1)),
-    "fsdp2-no-reshard": ("FSDP2, reshard_after_forward=False (ZeRO-2-like)", lambda n: Parallel(dp=n, zero=2)),
+    "fsdp2-no-reshard": ("FSDP2, reshard_after_forward=False (ZeRO-2-like)",
+                         lambda n: Parallel(dp=n, zero=2)),
     "fsdp2": ("FSDP2 fully_shard (ZeRO-3)", lambda n: Parallel(dp=n, zero=3)),
     "tp": ("DTensor tensor parallelism", lambda n: Parallel(tp=n)),
     "sp": ("DTensor tensor + sequence parallelism", lambda n: Parallel(tp=n, sp=True)),
@@ -47,8 +50,8 @@ KINDS = ("all-reduce", "reduce-scatter", "all-gather", "broadcast")
 
 
 def load_collectives(path=None):
-    """The committed collectives as a DataFrame: one row per (layout, world_size, rank, phase, kind, op, dtype,
-    message_bytes) with its ``calls``."""
+    """The committed collectives as a DataFrame: one row per (layout, world_size, rank, phase, kind, op,
+    dtype, message_bytes) with its ``calls``."""
     import pandas as pd
 
     return pd.read_csv(path or DIST_COLLECTIVES_CSV)
@@ -70,8 +73,8 @@ def dist_model(row) -> Model:
 
 def collective_bytes_per_gpu(kind: str, message_bytes: float, n: int) -> float:
     """Bytes one GPU sends for one collective of a ``message_bytes`` buffer over ``n`` ranks, at ring cost:
-    :func:`~llmsizing.comm.ring_bytes` for all-reduce, reduce-scatter and all-gather, ``(n - 1) / n x S`` for a
-    broadcast (pipelined over a ring, roots rotating over the ranks). Chapter 9."""
+    :func:`~llmsizing.comm.ring_bytes` for all-reduce, reduce-scatter and all-gather, ``(n - 1) / n x S`` for
+    a broadcast (pipelined over a ring, roots rotating over the ranks). Chapter 9."""
     kind = check_choice("kind", kind, KINDS)
     s = check_number("message_bytes", message_bytes)
     n = check_int("n", n)
@@ -81,11 +84,12 @@ def collective_bytes_per_gpu(kind: str, message_bytes: float, n: int) -> float:
 
 
 def fsdp2_unit_bytes(model: Model | str, n: int, *, dtype_bytes: float = 4.0) -> list[float]:
-    """Bytes of the buffer FSDP2 all-gathers (and reduce-scatters) for each unit of a Llama-style model wrapped as
-    in the measurement (each decoder layer a unit, the root holding the embedding, final norm and LM head), over
-    ``n`` ranks, ``dtype_bytes`` per element. FSDP2 shards every parameter along dimension 0 in chunks of
-    ``ceil(d0 / n)`` rows and pads the last rank's shard, so each parameter costs ``ceil(d0 / n) x n`` rows
-    (torch ``_fsdp_param.py``, ``FSDPParam._init_sharded_param``). ``[root, layer, layer, ...]``. Chapter 9."""
+    """Bytes of the buffer FSDP2 all-gathers (and reduce-scatters) for each unit of a Llama-style model
+    wrapped as in the measurement (each decoder layer a unit, the root holding the embedding, final norm and
+    LM head), over ``n`` ranks, ``dtype_bytes`` per element. FSDP2 shards every parameter along dimension 0 in
+    chunks of ``ceil(d0 / n)`` rows and pads the last rank's shard, so each parameter costs
+    ``ceil(d0 / n) x n`` rows (torch ``_fsdp_param.py``, ``FSDPParam._init_sharded_param``).
+    ``[root, layer, layer, ...]``. Chapter 9."""
     model = resolve_model(model)
     n = check_int("n", n)
     b = check_number("dtype_bytes", dtype_bytes, allow_equal=False)
@@ -102,8 +106,8 @@ def fsdp2_unit_bytes(model: Model | str, n: int, *, dtype_bytes: float = 4.0) ->
 
 
 def measured_collectives(df=None):
-    """Per run (layout, world size) and kind: calls, total message bytes and ring bytes per GPU of the measured
-    step, for the rank that sends the most (all ranks issue the same collectives in these runs)."""
+    """Per run (layout, world size) and kind: calls, total message bytes and ring bytes per GPU of the
+    measured step, for the rank that sends the most (all ranks issue the same collectives in these runs)."""
     import pandas as pd
 
     df = load_collectives() if df is None else df
@@ -112,14 +116,15 @@ def measured_collectives(df=None):
                            zip(df["kind"], df["message_bytes"], df["world_size"], df["calls"])]
     per_rank = df.groupby(["layout", "world_size", "rank", "kind"], as_index=False)[
         ["calls", "total_message_bytes", "bytes_per_gpu"]].sum()
-    out = per_rank.sort_values("bytes_per_gpu").groupby(["layout", "world_size", "kind"], as_index=False).last()
+    out = per_rank.sort_values("bytes_per_gpu").groupby(["layout", "world_size", "kind"],
+                                                        as_index=False).last()
     return pd.DataFrame(out.drop(columns="rank"))
 
 
 def predicted_collectives(layout: str, world: int, model: Model, *, batch: int, seq: int):
     """The library's collectives for a measured run: :func:`~llmsizing.comm.communication` in fp32 (the
-    measurement's dtype), as a DataFrame of kind, calls, message bytes and ring bytes per GPU. The GPU only sets
-    the link's speed, which the bytes do not depend on."""
+    measurement's dtype), as a DataFrame of kind, calls, message bytes and ring bytes per GPU. The GPU only
+    sets the link's speed, which the bytes do not depend on."""
     import pandas as pd
 
     layout = check_choice("layout", layout, LAYOUTS)
@@ -135,8 +140,9 @@ def predicted_collectives(layout: str, world: int, model: Model, *, batch: int, 
 
 def compare_collectives(df=None):
     """One row per measured run: measured and predicted calls, message bytes and ring bytes per GPU for the
-    whole step, and ``ratio`` = measured / predicted bytes per GPU. Chapter 9 explains every ratio that is not 1
-    (ZeroRedundancyOptimizer's all-reduce + broadcast, FSDP2's padding on 3 ranks, DTensor's extra calls)."""
+    whole step, and ``ratio`` = measured / predicted bytes per GPU. Chapter 9 explains every ratio that is not
+    1 (ZeroRedundancyOptimizer's all-reduce + broadcast, FSDP2's padding on 3 ranks, DTensor's extra
+    calls)."""
     import pandas as pd
 
     df = load_collectives() if df is None else df
@@ -145,7 +151,8 @@ def compare_collectives(df=None):
     model = dist_model(first)
     rows = []
     for (layout, world), part in meas.groupby(["layout", "world_size"], sort=False):
-        pred = predicted_collectives(layout, int(world), model, batch=int(first["batch"]), seq=int(first["seq"]))
+        pred = predicted_collectives(layout, int(world), model, batch=int(first["batch"]),
+                                     seq=int(first["seq"]))
         rows.append({"layout": layout, "world_size": int(world), "framework": LAYOUTS[layout][0],
                      "measured_calls": int(part["calls"].sum()), "predicted_calls": int(pred["calls"].sum()),
                      "measured_message_bytes": float(part["total_message_bytes"].sum()),
@@ -162,15 +169,17 @@ def compare_collectives(df=None):
 def compare_states(df=None):
     """Each rank's measured parameter, gradient and AdamW bytes against :func:`~llmsizing.memory.model_states`
     (fp32, AdamW, the layout's ZeRO stage), with ``*_error`` = measured - predicted in bytes. The TP rows have
-    weights only. ZeRO-1's optimizer error is ZeroRedundancyOptimizer's whole-parameter partition. FSDP2 without
-    resharding after the forward keeps ZeRO-3's sharded states between steps (only its traffic is ZeRO-2's)."""
+    weights only. ZeRO-1's optimizer error is ZeroRedundancyOptimizer's whole-parameter partition. FSDP2
+    without resharding after the forward keeps ZeRO-3's sharded states between steps (only its traffic is
+    ZeRO-2's)."""
     import pandas as pd
 
     df = load_dist_states() if df is None else df
     model = dist_model(df.iloc[0])
     rows = []
     for _, r in df.iterrows():
-        if r["layout"] == "fsdp2-no-reshard":   # traffic like ZeRO-2, but the weights are sharded at rest (ZeRO-3)
+        if r["layout"] == "fsdp2-no-reshard":
+            # traffic like ZeRO-2, but the weights are sharded at rest (ZeRO-3)
             par = Parallel(dp=int(r["world_size"]), zero=3)
         else:
             par = LAYOUTS[r["layout"]][1](int(r["world_size"]))
@@ -193,12 +202,12 @@ def compare_states(df=None):
 def compare_cp(df=None):
     """The gloo measurement of context parallelism (``tools/measure_memory.py cp``,
     :func:`~llmsizing.measurements.cp_measurements`) next to the library, one row per variant, ``cp`` and
-    sequence length (rank 0; every rank of a load-balanced run measures the same): the bytes one rank saves for
-    the backward against :func:`~llmsizing.activations.activation_memory` with ``cp`` (``stack="hf"``, fp32,
-    flash-style attention: the measured attention keeps no score matrix), and the attention's bytes sent per rank
-    in the forward and the backward, and the gradient all-reduce, against :func:`~llmsizing.comm.communication`'s
-    ``cp`` group and its all-reduce over ``dp x cp``. The measured all-gather variant is charged at ring cost, as
-    the library charges it. Shown in chapter 17."""
+    sequence length (rank 0; every rank of a load-balanced run measures the same): the bytes one rank saves
+    for the backward against :func:`~llmsizing.activations.activation_memory` with ``cp`` (``stack="hf"``,
+    fp32, flash-style attention: the measured attention keeps no score matrix), and the attention's bytes sent
+    per rank in the forward and the backward, and the gradient all-reduce, against
+    :func:`~llmsizing.comm.communication`'s ``cp`` group and its all-reduce over ``dp x cp``. The measured
+    all-gather variant is charged at ring cost, as the library charges it. Shown in chapter 17."""
     import pandas as pd
 
     from .activations import activation_memory
@@ -215,7 +224,8 @@ def compare_cp(df=None):
                                   attention="flash", cp=int(r.cp)).total_bytes
         by = {}
         if r.cp > 1:
-            comm = communication(model, par, batch=int(r.batch), seq=int(r.seq), gpu="H100 SXM", precision="fp32")
+            comm = communication(model, par, batch=int(r.batch), seq=int(r.seq), gpu="H100 SXM",
+                                 precision="fp32")
             for c in comm.collectives:
                 key = "grad" if c.group == "dp" else ("forward" if "forward" in c.collective else "backward")
                 by[key] = by.get(key, 0.0) + c.bytes_per_gpu
@@ -241,12 +251,13 @@ def compare_all_to_all(df=None, *, phase: str = "forward", exchange: str = "disp
 
     Columns: ``ranks``; ``library_bytes``; the measured ``sent_mean_bytes``, ``sent_max_bytes`` and
     ``recv_max_bytes`` over the ranks; ``ratio_mean`` (mean sent / library) and ``ratio_busiest`` (the largest
-    sent or received bytes of any rank / library: the rank that sets the all-to-all's time); and ``sigma``, the
-    binomial relative standard deviation ``sqrt(p (1 - p) / (T k)) / p`` with ``p = (ep - 1) / ep`` that a
-    uniformly random router's remote share would show by chance. The library assumes uniform routing and models no
-    load imbalance: a skewed router's busiest rank departs from it by more than a few ``sigma``. Stand-ins: a
-    random router at Hugging Face's initialisation (the ``skewed`` rows route artificially skewed tokens), one
-    ``MixtralSparseMoeBlock`` layer, gloo over loopback TCP on one CPU machine. Shown in chapter 18."""
+    sent or received bytes of any rank / library: the rank that sets the all-to-all's time); and ``sigma``,
+    the binomial relative standard deviation ``sqrt(p (1 - p) / (T k)) / p`` with ``p = (ep - 1) / ep`` that a
+    uniformly random router's remote share would show by chance. The library assumes uniform routing and
+    models no load imbalance: a skewed router's busiest rank departs from it by more than a few ``sigma``.
+    Stand-ins: a random router at Hugging Face's initialisation (the ``skewed`` rows route artificially skewed
+    tokens), one ``MixtralSparseMoeBlock`` layer, gloo over loopback TCP on one CPU machine. Shown in chapter
+    18."""
     import pandas as pd
 
     from .measurements import MOE_EXCHANGES, load_moe_all_to_all

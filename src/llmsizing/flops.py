@@ -1,4 +1,5 @@
-"""Training compute per token, including recomputation (used by chapter 4; the FLOPs/MFU chapter builds on it).
+"""Training compute per token, including recomputation (used by chapter 4; the FLOPs/MFU chapter builds on
+it).
 
 Source: Kaplan et al. 2020 and Hoffmann et al. 2022 for C = 6N per token (forward 2N, backward 4N);
 Korthikanti et al. 2022, Sec. 5 (and Narayanan et al. 2021, Eq. 3) for the attention term and for full
@@ -13,11 +14,12 @@ term differs: for Llama-2-7B at ``s = 4096`` it is 14% of the forward FLOPs, so 
 
 Sliding windows (:attr:`Model.sliding_window <llmsizing.model.Model.sliding_window>` ``w``, Mistral 7B v0.1:
 4096): a query attends to at most the last ``w`` keys, and FlashAttention's windowed kernel (``window_size``,
-which Hugging Face passes for these models) skips the key blocks outside the window, as a causal kernel skips the
-upper triangle. So the same count holds in every phase, training, prefill and decode alike: ``min(s, w)`` keys per
-token in the full-matrix convention (a decode step at context ``c`` attends to ``min(c, w)`` cached keys), and
-with ``causal=True`` the band's area over ``s``: ``s / 2`` up to ``s = w``, ``w - w^2 / (2 s)`` beyond. Below the
-window nothing changes; Mistral 7B v0.1 at ``s = 32768`` counts 4096 keys per token instead of 32768.
+which Hugging Face passes for these models) skips the key blocks outside the window, as a causal kernel skips
+the upper triangle. So the same count holds in every phase, training, prefill and decode alike: ``min(s, w)``
+keys per token in the full-matrix convention (a decode step at context ``c`` attends to ``min(c, w)`` cached
+keys), and with ``causal=True`` the band's area over ``s``: ``s / 2`` up to ``s = w``, ``w - w^2 / (2 s)``
+beyond. Below the window nothing changes; Mistral 7B v0.1 at ``s = 32768`` counts 4096 keys per token instead
+of 32768.
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ from .parallel import RECOMPUTE  # noqa: F401 (its home until issue 32)
 
 def attention_keys_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
     """How many keys one query attends to, on average over a sequence of ``seq`` tokens: ``seq`` in the
-    full-matrix convention, ``seq / 2`` with ``causal=True``; with a sliding window ``w``, ``min(seq, w)``, and
-    with ``causal=True`` the causal band's area over ``seq`` (``w - w^2 / (2 seq)`` beyond the window). See the
-    module docstring."""
+    full-matrix convention, ``seq / 2`` with ``causal=True``; with a sliding window ``w``, ``min(seq, w)``,
+    and with ``causal=True`` the causal band's area over ``seq`` (``w - w^2 / (2 seq)`` beyond the window).
+    See the module docstring."""
     model = resolve_model(model, moe=True)
     seq = check_int("seq", seq)
     causal = check_bool("causal", causal)
@@ -53,8 +55,9 @@ def attention_keys_per_token(model: Model | str, *, seq: int, causal: bool = Fal
 def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
     """Forward FLOPs per token of the attention core over all layers: ``QK^T`` and ``attn @ V``,
     ``4 * keys * heads * head_dim * layers`` with ``keys`` = :func:`attention_keys_per_token`: ``seq`` (halved
-    with ``causal=True``), capped by a sliding window in every phase (see the module docstring). With multi-head
-    latent attention, ``2 * keys * heads * (d_qk + v_head_dim) * layers`` (``d_qk`` is its ``head_dim``)."""
+    with ``causal=True``), capped by a sliding window in every phase (see the module docstring). With
+    multi-head latent attention, ``2 * keys * heads * (d_qk + v_head_dim) * layers`` (``d_qk`` is its
+    ``head_dim``)."""
     model = resolve_model(model, moe=True)
     keys = attention_keys_per_token(model, seq=seq, causal=causal)
     if model.is_mla:
@@ -65,9 +68,10 @@ def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = Fa
 def forward_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
     """Forward FLOPs per token: 2 per weight of the matrix multiplies (embedding lookup excluded, LM head
     included) plus attention's ``QK^T`` and ``attn @ V`` (:func:`attention_flops_per_token`; the full
-    ``s x s`` matrix unless ``causal=True``, at most the sliding window's ``w`` keys per token). A decode step at
-    context ``c`` is ``forward_flops_per_token(model, seq=c)``: the new token attends to ``c`` keys (``min(c, w)``
-    with a window). A mixture of experts counts its ACTIVE weights (:func:`matmul_params`; module docstring)."""
+    ``s x s`` matrix unless ``causal=True``, at most the sliding window's ``w`` keys per token). A decode step
+    at context ``c`` is ``forward_flops_per_token(model, seq=c)``: the new token attends to ``c`` keys
+    (``min(c, w)`` with a window). A mixture of experts counts its ACTIVE weights (:func:`matmul_params`;
+    module docstring)."""
     model = resolve_model(model, moe=True)
     return 2 * matmul_params(model) + attention_flops_per_token(model, seq=seq, causal=causal)
 
@@ -94,11 +98,12 @@ def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "
     (:func:`attention_keys_per_token`): the windowed kernel's backward skips the same blocks. A mixture of
     experts counts its active weights (full recomputation reruns the active part of its blocks).
 
-    ``recompute_layers`` (with ``recompute="full"`` only; ``None``: every layer) reruns the forward of that many
-    layers only, the first ones of the model taken as one chunk (Megatron-LM's ``--recompute-method block``,
-    :func:`~llmsizing.parallel.recomputed_layers`): the rerun is ``recompute_layers / layers`` of the full
-    one. A pipeline's count is per model chunk: :func:`stage_flops_per_token` and the layout-aware functions
-    (:func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time`) sum it over the stages."""
+    ``recompute_layers`` (with ``recompute="full"`` only; ``None``: every layer) reruns the forward of that
+    many layers only, the first ones of the model taken as one chunk (Megatron-LM's
+    ``--recompute-method block``, :func:`~llmsizing.parallel.recomputed_layers`): the rerun is
+    ``recompute_layers / layers`` of the full one. A pipeline's count is per model chunk:
+    :func:`stage_flops_per_token` and the layout-aware functions (:func:`~llmsizing.memory.training_memory`,
+    :func:`~llmsizing.layouts.step_time`) sum it over the stages."""
     from .parallel import check_recompute_layers
 
     model = resolve_model(model, moe=True)
@@ -111,10 +116,10 @@ def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "
 
 
 def _partial_flops_per_token(model: Model, seq: int, rerun_layers: int, causal: bool) -> float:
-    """Training FLOPs per token when ``rerun_layers`` of the model's layers are recomputed (in any stages): the
-    no-recomputation count plus that share of what full recomputation reruns (each layer's forward, weights
-    and attention: every layer reruns the same FLOPs, so the share is exact for a dense model and the average
-    for a mixture of experts)."""
+    """Training FLOPs per token when ``rerun_layers`` of the model's layers are recomputed (in any stages):
+    the no-recomputation count plus that share of what full recomputation reruns (each layer's forward,
+    weights and attention: every layer reruns the same FLOPs, so the share is exact for a dense model and the
+    average for a mixture of experts)."""
     none = _training_flops_per_token(model, seq, "none", causal)
     rerun = _training_flops_per_token(model, seq, "full", causal) - none
     return none + rerun * rerun_layers / model.layers
@@ -140,7 +145,8 @@ def stage_flops_per_token(model: Model | str, parallel=None, *, seq: int, recomp
     (:func:`~llmsizing.parallel.layers_per_stage`) and, on the last stage, the LM head. A pipeline runs at its
     slowest stage, and with an even split that is the last one (for Llama-3-70B on 8 stages at 8K tokens, 10
     layers + the head: 9% more than the average stage). Taught in chapter 8. A mixture of experts is refused
-    (:func:`~llmsizing.model.require_dense`: its pipeline layout, with expert parallelism, is not modelled yet)."""
+    (:func:`~llmsizing.model.require_dense`: its pipeline layout, with expert parallelism, is not modelled
+    yet)."""
     from .parallel import check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
 
     model = resolve_model(model)
@@ -154,7 +160,8 @@ def stage_flops_per_token(model: Model | str, parallel=None, *, seq: int, recomp
     return _partial_stage_flops(model, stages, recomputed_layers(model.layers, par, n), seq, causal)
 
 
-def _partial_stage_flops(model: Model, stages: tuple, rerun: tuple, seq: int, causal: bool) -> tuple[float, ...]:
+def _partial_stage_flops(model: Model, stages: tuple, rerun: tuple, seq: int,
+                         causal: bool) -> tuple[float, ...]:
     """:func:`stage_flops_per_token` with partial recomputation: stage ``i`` has ``stages[i]`` layers of which
     ``rerun[i]`` run their forward twice (``recompute_layers``)."""
     plain = _stage_flops(model, stages, seq, "none", causal)
@@ -179,14 +186,16 @@ def _stage_flops(model: Model, stages: tuple, seq: int, recompute: str, causal: 
 
 
 def stage_attention_flops_per_token(model: Model | str, parallel=None, *, seq: int, recompute: str = "none",
-                                    causal: bool = False, recompute_layers: int | None = None) -> tuple[float, ...]:
-    """The attention core's part (``QK^T`` and ``attn @ V``, :func:`attention_flops_per_token`) of each stage's
-    :func:`stage_flops_per_token`, in the same convention: three passes per layer (forward, and the backward's
-    two), plus the forward again where recomputation reruns it (``"selective"`` and ``"full"``; with
-    ``recompute_layers``, the recomputed layers only). FP8 training runs these in BF16: Transformer Engine's
-    FP8 recipes quantise the Linear layers' GEMMs and leave the fused attention in BF16 unless ``fp8_dpa`` is
-    set; torchtitan's Float8 converts ``nn.Linear`` only; DeepSeek-V3 keeps attention in BF16 (Sec. 3.3.1).
-    :func:`~llmsizing.comm.step_compute_time_s` times them at the BF16 peak. Taught in chapter 10."""
+                                    causal: bool = False,
+                                    recompute_layers: int | None = None) -> tuple[float, ...]:
+    """The attention core's part (``QK^T`` and ``attn @ V``, :func:`attention_flops_per_token`) of each
+    stage's :func:`stage_flops_per_token`, in the same convention: three passes per layer (forward, and the
+    backward's two), plus the forward again where recomputation reruns it (``"selective"`` and ``"full"``;
+    with ``recompute_layers``, the recomputed layers only). FP8 training runs these in BF16: Transformer
+    Engine's FP8 recipes quantise the Linear layers' GEMMs and leave the fused attention in BF16 unless
+    ``fp8_dpa`` is set; torchtitan's Float8 converts ``nn.Linear`` only; DeepSeek-V3 keeps attention in BF16
+    (Sec. 3.3.1). :func:`~llmsizing.comm.step_compute_time_s` times them at the BF16 peak. Taught in chapter
+    10."""
     from .parallel import check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
 
     model = resolve_model(model, moe=True)       # the attention core of a mixture of experts is a dense one's
@@ -222,21 +231,22 @@ class MLADecodeFlops:
 
 
 def mla_decode_flops_per_token(model: Model | str, *, context: int) -> MLADecodeFlops:
-    """Decode FLOPs per token of multi-head latent attention (DeepSeek-V2/V3), all layers, the two ways an engine
-    can run it on the compressed cache (chapter 3, "Multi-head latent attention").
+    """Decode FLOPs per token of multi-head latent attention (DeepSeek-V2/V3), all layers, the two ways an
+    engine can run it on the compressed cache (chapter 3, "Multi-head latent attention").
 
     Per layer, with ``N`` heads, latent ``Lkv`` (``kv_lora_rank``), rope ``R``, nope ``P``, value ``V`` dims,
     query rank ``Lq`` and hidden ``H``, for one new token at ``C`` cached tokens (the new one included):
 
     * shared by both ways: the query path ``2 (H Lq + Lq N (P + R))`` (or ``2 H N (P + R)`` without
       ``q_lora_rank``), ``kv_a_proj_with_mqa`` ``2 H (Lkv + R)`` and ``o_proj`` ``2 N V H``;
-    * **decompressed** (DeepSeek-V2's formulas run as written): ``kv_b_proj`` re-expands every cached latent to
-      per-head keys and values, ``2 C Lkv N (P + V)``, then the core ``2 C N (P + R) + 2 C N V``. The expansion
-      grows with the context and dominates: for DeepSeek-V3 at 4,096 tokens it is 99% of the attention FLOPs;
+    * **decompressed** (DeepSeek-V2's formulas run as written): ``kv_b_proj`` re-expands every cached latent
+      to per-head keys and values, ``2 C Lkv N (P + V)``, then the core ``2 C N (P + R) + 2 C N V``. The
+      expansion grows with the context and dominates: for DeepSeek-V3 at 4,096 tokens it is 99% of the
+      attention FLOPs;
     * **absorbed** (DeepSeek-V2 Sec. 2.1.2: ``W_UK`` folds into the query, ``W_UV`` into the output; vLLM's
-      "data-movement friendly" decode, ``vllm/v1/attention/backends/mla/common.py``, and SGLang's): the query's
-      nope part is mapped into the latent, ``2 N P Lkv``, attention runs over the latent and the rope key
-      like multi-query attention with one ``Lkv + R`` key and one ``Lkv`` value shared by all heads,
+      "data-movement friendly" decode, ``vllm/v1/attention/backends/mla/common.py``, and SGLang's): the
+      query's nope part is mapped into the latent, ``2 N P Lkv``, attention runs over the latent and the rope
+      key like multi-query attention with one ``Lkv + R`` key and one ``Lkv`` value shared by all heads,
       ``2 C N (Lkv + R) + 2 C N Lkv``, and the result is mapped to values, ``2 N Lkv V``.
 
     The absorbed core costs more per cached token than the expanded one (``Lkv + R + Lkv = 1,088`` against
@@ -259,4 +269,5 @@ def mla_decode_flops_per_token(model: Model | str, *, context: int) -> MLADecode
     abs_core = 2 * c * n * (lkv + r) + 2 * c * n * lkv
     absorbed = shared + 2 * n * p * lkv + abs_core + 2 * n * lkv * v
     L = model.layers
-    return MLADecodeFlops(c, float(L * decompressed), float(L * absorbed), float(L * dec_core), float(L * abs_core))
+    return MLADecodeFlops(c, float(L * decompressed), float(L * absorbed), float(L * dec_core),
+                          float(L * abs_core))

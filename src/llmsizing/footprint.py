@@ -1,7 +1,8 @@
-"""The peak of a training step from its parts (chapter 4, "Activation memory"; chapter 3 for the allowances): the
-:class:`TrainingMemory` result, the four phases of a step and what each holds at its peak (:func:`step_phases`),
-and the constants of the loss and of one layer's working set. :func:`llmsizing.memory.training_memory` fills it
-in for a model and a layout; :mod:`llmsizing.deepseek` for DeepSeek-V3's own plan.
+"""The peak of a training step from its parts (chapter 4, "Activation memory"; chapter 3 for the allowances):
+the :class:`TrainingMemory` result, the four phases of a step and what each holds at its peak
+(:func:`step_phases`), and the constants of the loss and of one layer's working set.
+:func:`llmsizing.memory.training_memory` fills it in for a model and a layout; :mod:`llmsizing.deepseek` for
+DeepSeek-V3's own plan.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from .states import ModelStates, _frame
 from .units import GiB
 
 
-#: PyTorch's three AdamW implementations (its own names): ``foreach`` (its default on CUDA) applies each update
-#: to the whole parameter group at once, ``for-loop`` one tensor at a time, ``fused`` in one kernel.
+#: PyTorch's three AdamW implementations (its own names): ``foreach`` (its default on CUDA) applies each
+#: update to the whole parameter group at once, ``for-loop`` one tensor at a time, ``fused`` in one kernel.
 OPTIMIZER_IMPLS = ("foreach", "for-loop", "fused")
 
 
@@ -33,9 +34,9 @@ class TrainingMemory:
     With pipeline parallelism the result is the most loaded GPU's (``stage`` is its pipeline stage; ties go to
     the earlier stage): ``stages`` holds one row per stage (params, micro-batches in flight, states,
     activations, peak, total, host bytes) and :attr:`stage_table` shows them. ``in_flight`` is how many
-    micro-batches of this stage's layers are alive at its peak (:func:`~llmsizing.parallel.pipeline_in_flight`),
-    ``gathered_bytes`` ZeRO-3's gathered unit (:func:`zero3_gathered_bytes`) and :attr:`host_bytes` the
-    host memory an ``offload`` layout costs per GPU.
+    micro-batches of this stage's layers are alive at its peak
+    (:func:`~llmsizing.parallel.pipeline_in_flight`), ``gathered_bytes`` ZeRO-3's gathered unit
+    (:func:`zero3_gathered_bytes`) and :attr:`host_bytes` the host memory an ``offload`` layout costs per GPU.
 
     Changed in the "peak of a step" revision: ``total_bytes`` used to be model states + activations +
     allowance; it is now the peak of the phases + allowance, which is never less than the activations
@@ -178,8 +179,8 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
       on top of the forward's activations and of the backward's working set.
 
     Against the measured Hugging Face steps (chapter 5) the forward and the loss backward are within -1% / +5%
-    and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set is a fitted
-    half layer, :data:`LAYER_WORKING_SET`), and it rarely holds the peak.
+    and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set is a
+    fitted half layer, :data:`LAYER_WORKING_SET`), and it rarely holds the peak.
 
     Returns five pieces, each a dict of what is alive (keys of :data:`STEP_PARTS`) and each linear in the
     micro-batch: the two ends of the backward are kept apart (``"backward (start)"``, ``"backward (end)"``),
@@ -202,8 +203,10 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
                              "gradients": G if grad_accum > 1 else head_grad_bytes,
                              "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
         "backward (end)": {"weights": W, "optimizer states": O, "gradients": G + embedding_grad_bytes,
-                           "activations": A_emb, "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
-        "optimizer step": {"weights": W, "optimizer states": O, "gradients": G, "temporaries": optimizer_bytes},
+                           "activations": A_emb,
+                           "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
+        "optimizer step": {"weights": W, "optimizer states": O, "gradients": G,
+                           "temporaries": optimizer_bytes},
     }
 
 

@@ -1,5 +1,5 @@
-"""Hardware arithmetic (chapter 6, "Hardware"): peaks, ridge points, the decode roofline, the GPU comparison and
-the calibrated kernel efficiency. The links themselves (one-way bandwidths, nodes, collectives) are
+"""Hardware arithmetic (chapter 6, "Hardware"): peaks, ridge points, the decode roofline, the GPU comparison
+and the calibrated kernel efficiency. The links themselves (one-way bandwidths, nodes, collectives) are
 :mod:`llmsizing.network`'s; ``link_bandwidth_one_way_gbps`` is still importable from here.
 
 Units follow :mod:`llmsizing.units`: decimal GB/s, and every bandwidth says its direction.
@@ -14,15 +14,16 @@ from ._validate import check_choice, check_int, check_number
 from .network import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps  # noqa: F401 (chapter 6's names)
 
 
-# =========================================================================== chapter 6: peaks, ridge points, rooflines
+# ================================================================== chapter 6: peaks, ridge points, rooflines
 
 #: The compute formats the catalogue has a tensor-core peak for: ``bf16`` and ``fp16`` (FP32 accumulation),
-#: ``fp16-acc16`` (FP16 with FP16 accumulation, faster on GeForce cards only) and ``fp8`` (absent on the A10, the
-#: A100s, the V100 and the MI250X). See :func:`dense_tflops` for what each reads and for a GPU without BF16.
+#: ``fp16-acc16`` (FP16 with FP16 accumulation, faster on GeForce cards only) and ``fp8`` (absent on the A10,
+#: the A100s, the V100 and the MI250X). See :func:`dense_tflops` for what each reads and for a GPU without
+#: BF16.
 COMPUTE_DTYPES = ("bf16", "fp16", "fp16-acc16", "fp8")
 
-#: Datasheets quote tensor-core peaks "with sparsity": 2:4 structured sparsity (two of every four weights zero,
-#: NVIDIA Ampere whitepaper 2020) skips the zeros and doubles the figure. Training uses dense matrices.
+#: Datasheets quote tensor-core peaks "with sparsity": 2:4 structured sparsity (two of every four weights
+#: zero, NVIDIA Ampere whitepaper 2020) skips the zeros and doubles the figure. Training uses dense matrices.
 SPARSITY_FACTOR = 2.0
 
 
@@ -39,17 +40,18 @@ def effective_dtype(gpu, dtype: str = "bf16") -> str:
 
 def check_recipe_runs_on(precision: str, gpu):
     """Refuse a recipe whose matrix multiplies the GPU has no tensor cores for: an FP8 recipe
-    (:data:`~llmsizing.precision.RECIPES`, ``fp8-mixed`` or ``fp8-deepseek``) on a GPU without an FP8 peak (the
-    A100s, the A10, the V100, the MI250X). Every answer that takes a recipe and a GPU calls it (issue 33), so
-    an FP8 run on an A100 is an error naming ``precision``, not a memory figure that "fits"."""
+    (:data:`~llmsizing.precision.RECIPES`, ``fp8-mixed`` or ``fp8-deepseek``) on a GPU without an FP8 peak
+    (the A100s, the A10, the V100, the MI250X). Every answer that takes a recipe and a GPU calls it (issue
+    33), so an FP8 run on an A100 is an error naming ``precision``, not a memory figure that "fits"."""
     from .catalog import get_gpu
     from .precision import RECIPES, check_recipe
 
     recipe = RECIPES[check_recipe("precision", precision)]
     g = get_gpu(gpu)
     if recipe.fp8 and g.fp8_dense_tflops is None:
-        raise ValueError(f"precision={precision!r} runs its matrix multiplies in FP8, and the {g.name} has no FP8 "
-                         "tensor cores: use a 16-bit recipe ('bf16-mixed', 'bf16-mixed-fp32-grads') on it")
+        raise ValueError(f"precision={precision!r} runs its matrix multiplies in FP8, and the {g.name} has "
+                         "no FP8 tensor cores: use a 16-bit recipe ('bf16-mixed', 'bf16-mixed-fp32-grads') "
+                         "on it")
     return g
 
 
@@ -59,18 +61,18 @@ def dense_tflops(gpu, dtype: str = "bf16") -> float:
     ``spec_source``). Taught in chapter 6.
 
     * ``"bf16"``: the ``bf16_dense_tflops`` column (FP32 accumulation).
-    * ``"fp16"``: ``fp16_dense_tflops`` (FP32 accumulation), or the BF16 rate where that column is empty (every
-      GPU but the V100 runs FP16 and BF16 at the same rate).
+    * ``"fp16"``: ``fp16_dense_tflops`` (FP32 accumulation), or the BF16 rate where that column is empty
+      (every GPU but the V100 runs FP16 and BF16 at the same rate).
     * ``"fp16-acc16"``: FP16 with FP16 accumulation, ``fp16_acc16_dense_tflops``, or the FP16 rate where that
-      column is empty. Only GeForce cards differ: the RTX 4090 does 330.3 against 165.2 with FP32 accumulation.
-      Mixed-precision training accumulates in FP32, so the book's training times never use it.
+      column is empty. Only GeForce cards differ: the RTX 4090 does 330.3 against 165.2 with FP32
+      accumulation. Mixed-precision training accumulates in FP32, so the book's training times never use it.
     * ``"fp8"``: ``fp8_dense_tflops``; a GPU without FP8 raises ``ValueError`` naming ``dtype``.
 
     **A GPU without BF16** (the V100): ``"bf16"`` returns its FP16 rate. The book's default recipe,
     ``bf16-mixed``, runs there as FP16 mixed precision with a loss scale: the same bytes per parameter and per
-    activation, the same FLOPs, at the FP16 tensor-core rate. So every function that sweeps the catalogue (cost
-    by GPU, the GPU comparison, the planner, serving cost, the charts) prices the V100 in FP16 rather than
-    failing; the tables say so (:func:`effective_dtype`). Ask for ``"fp16"`` to say it explicitly."""
+    activation, the same FLOPs, at the FP16 tensor-core rate. So every function that sweeps the catalogue
+    (cost by GPU, the GPU comparison, the planner, serving cost, the charts) prices the V100 in FP16 rather
+    than failing; the tables say so (:func:`effective_dtype`). Ask for ``"fp16"`` to say it explicitly."""
     from .catalog import get_gpu
 
     g = get_gpu(gpu)
@@ -114,16 +116,17 @@ def matmul_intensity_flops_per_byte(m: int, k: int, n: int, bytes_per_element: f
     while ``m`` is much smaller than ``k`` and ``n``: that is why decoding a few tokens is memory-bound.
     Taught in chapter 6."""
     m, k, n = check_int("m", m), check_int("k", k), check_int("n", n)
-    b = check_number("bytes_per_element", bytes_per_element, minimum=0.125, maximum=64)   # one bit to 64 bytes
+    b = check_number("bytes_per_element", bytes_per_element, minimum=0.125, maximum=64)  # one bit to 64 bytes
     return 2 * m * k * n / (b * (m * k + k * n + m * n))
 
 
 def model_flops_utilization(achieved_tflops: float, gpu, dtype: str = "bf16") -> float:
     """MFU: model FLOP/s achieved per GPU over the GPU's dense peak (Chowdhery et al. 2022, PaLM, Sec. 4.1;
     App. B for the FLOP count).
-    "Model" FLOPs count the model's arithmetic (6N per token plus attention), not recomputation. Llama 3 reports
-    380-430 TFLOP/s per H100 in bf16, 38-43% MFU (Dubey et al. 2024, Table 4). An ``achieved_tflops`` above the
-    dense peak raises ``ValueError`` (it was probably measured against the sparse figure). Taught in chapter 6."""
+    "Model" FLOPs count the model's arithmetic (6N per token plus attention), not recomputation. Llama 3
+    reports 380-430 TFLOP/s per H100 in bf16, 38-43% MFU (Dubey et al. 2024, Table 4). An ``achieved_tflops``
+    above the dense peak raises ``ValueError`` (it was probably measured against the sparse figure). Taught in
+    chapter 6."""
     peak = dense_tflops(gpu, dtype)
     achieved = check_number("achieved_tflops", achieved_tflops, maximum=peak)
     return achieved / peak
@@ -181,7 +184,7 @@ def _decode_terms(model, gpu, context, weights, kv_cache, compute):
     cached = kv_cached_tokens(m, context)
     w = weights_bytes(m, weights)
     kv_seq = kv_cache_bytes_per_token(m, kv_cache) * cached
-    flops_tok = forward_flops_per_token(m, seq=context)      # (the window caps the keys inside, as in training)
+    flops_tok = forward_flops_per_token(m, seq=context)    # (the window caps the keys inside, as in training)
     peak = dense_tflops(g, compute) * 1e12
     hbm = check_number("memory_bandwidth_gbps", g.memory_bandwidth_gbps, allow_equal=False) * 1e9
     return m, g, w, kv_seq, flops_tok, peak, hbm
@@ -193,17 +196,17 @@ def decode_step_roofline(model, gpu, *, batch: int, context: int, weights: str =
 
     Bytes read: every weight once (:func:`~llmsizing.inference.weights_bytes`), plus each sequence's KV cache
     (:func:`~llmsizing.inference.kv_cache_bytes_per_token` x cached tokens, at most the sliding window).
-    FLOPs: ``batch`` x :func:`~llmsizing.flops.forward_flops_per_token` at ``context``: the new token attends to
-    every cached position, at most the sliding window (the same cap as prefill and training). Time bounds:
+    FLOPs: ``batch`` x :func:`~llmsizing.flops.forward_flops_per_token` at ``context``: the new token attends
+    to every cached position, at most the sliding window (the same cap as prefill and training). Time bounds:
     bytes / HBM bandwidth and FLOPs / the dense peak in ``compute`` (Williams et al. 2009; Pope et al. 2022,
-    "Efficiently Scaling Transformer Inference"). Activations, kernel launches and communication are ignored: a
-    lower bound. Taught in chapter 6; serving builds on it."""
+    "Efficiently Scaling Transformer Inference"). Activations, kernel launches and communication are ignored:
+    a lower bound. Taught in chapter 6; serving builds on it."""
     batch = check_int("batch", batch)
     m, g, w, kv_seq, flops_tok, peak, hbm = _decode_terms(model, gpu, context, weights, kv_cache, compute)
     read = w + batch * kv_seq
     flops = batch * flops_tok
-    return Roofline(m.name, g.name, batch, check_int("context", context), read, flops, read / hbm, flops / peak,
-                    peak / hbm)
+    return Roofline(m.name, g.name, batch, check_int("context", context), read, flops, read / hbm,
+                    flops / peak, peak / hbm)
 
 
 def decode_compute_bound_batch(model, gpu, *, context: int, weights: str = "bf16", kv_cache: str = "bf16",
@@ -225,8 +228,8 @@ GPU_COMPARISON_COLUMNS = ("memory_gib", "hbm_tbps", "bf16_dense_tflops", "bf16_s
 
 def gpu_comparison(gpus=None):
     """A DataFrame, one row per GPU (default: the whole catalogue): capacity as the driver reports it (GiB),
-    HBM bandwidth (TB/s, decimal), the dense and "with sparsity" bf16 peaks, the bf16 ridge point, and the link
-    to node-mates, one way (GB/s): ``link_one_way_gbps`` is the GPU's total (all its links at once),
+    HBM bandwidth (TB/s, decimal), the dense and "with sparsity" bf16 peaks, the bf16 ridge point, and the
+    link to node-mates, one way (GB/s): ``link_one_way_gbps`` is the GPU's total (all its links at once),
     ``pair_one_way_gbps`` what two GPUs of its default node reach between them (nominal, before the achievable
     fraction: :func:`~llmsizing.network.group_link` with ``size=2``). They differ on a mesh: an MI300X has
     7 x 64 GB/s in all but one 64 GB/s link to each peer. ``dtype`` says which format the peaks are in:
@@ -244,10 +247,11 @@ def gpu_comparison(gpus=None):
                         "link_one_way_gbps": link_bandwidth_one_way_gbps(g),
                         "pair_one_way_gbps": group_link(g, get_node(gpu=g), size=2).nominal_gbps,
                         "dtype": effective_dtype(g)}
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(GPU_COMPARISON_COLUMNS)).rename_axis("gpu")
+    return pd.DataFrame.from_dict(rows, orient="index",
+                                  columns=list(GPU_COMPARISON_COLUMNS)).rename_axis("gpu")
 
 
-# =========================================================================== chapter 10: the kernel efficiency
+# ========================================================================== chapter 10: the kernel efficiency
 @dataclass(frozen=True)
 class KernelEfficiency:
     """A row of ``data/kernel_efficiency.csv``: the share of the dense peak a GPU generation's kernels reach
@@ -269,7 +273,8 @@ def _kernel_rows() -> list[KernelEfficiency]:
     path = Path(__file__).resolve().parents[2] / "data" / "kernel_efficiency.csv"
     with open(path, newline="") as fh:
         return [KernelEfficiency(r["generation"], tuple(x.strip() for x in r["gpus"].split(";")), r["dtype"],
-                                 float(r["kernel_efficiency"]), r["runs"], r["source"]) for r in csv.DictReader(fh)]
+                                 float(r["kernel_efficiency"]), r["runs"], r["source"])
+                for r in csv.DictReader(fh)]
 
 
 _KERNEL_ROWS: list = []

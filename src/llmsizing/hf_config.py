@@ -48,8 +48,8 @@ def model_from_hf_config(cls, config, name=None):
                          f"model_type; a dense count of a mixture of experts leaves out all its experts but "
                          f"one. Mixture-of-experts families it reads: {', '.join(sorted(_MOE_FAMILIES))}")
     if mtype in _MULTIMODAL:
-        raise ValueError(f"{where}: a {mtype} config is read through its text_config (a dict of the text model's "
-                         "keys), which this one lacks")
+        raise ValueError(f"{where}: a {mtype} config is read through its text_config (a dict of the text "
+                         "model's keys), which this one lacks")
     if not isinstance(mtype, str) or mtype not in HF_DEFAULTS:
         raise ValueError(f"{where}: unsupported model_type {_short(mtype)}; supported: "
                          f"{', '.join(HF_FAMILIES)}. Build a Model(...) by hand for other architectures.")
@@ -121,7 +121,7 @@ def model_from_hf_config(cls, config, name=None):
                       qk_nope_head_dim=get.int("qk_nope_head_dim"), v_head_dim=get.int("v_head_dim"))
     if mtype in _MOE_FAMILIES:
         fields.update(get.moe(layers))
-        if mtype == "llama4_text":     # dense layers are intermediate_size_mlp wide, experts intermediate_size
+        if mtype == "llama4_text":    # dense layers are intermediate_size_mlp wide, experts intermediate_size
             fields["ffn_hidden"] = get.int("intermediate_size_mlp")
     return get.build(cls, name, fields)
 
@@ -142,14 +142,14 @@ def _falcon_fields(get: "_ConfigReader") -> dict:
     hidden, heads = get.int("hidden_size"), get.int("num_attention_heads")
     get.divisible("hidden_size", hidden, "num_attention_heads", heads)
     new, parallel = get.bool("new_decoder_architecture"), get.bool("parallel_attn")
-    if new:                                           # grouped keys: (heads + 2 num_kv_heads) x head_dim rows
+    if new:                                       # grouped keys: (heads + 2 num_kv_heads) x head_dim rows
         kv = get.int("num_kv_heads")
         kv = heads if kv is None else kv
-    else:                                             # multi-query: one key and value head, or none shared
+    else:                                         # multi-query: one key and value head, or none shared
         kv = 1 if get.bool("multi_query") else heads
     if not parallel:
         norms = 2
-    else:                                             # modeling_falcon.py: 2 with the new architecture by default
+    else:                                         # modeling_falcon.py: 2 with the new architecture by default
         n_ln = get.int("num_ln_in_parallel_attn")
         n_ln = 2 if n_ln is None and new else n_ln
         norms = 2 if n_ln == 2 else 1
@@ -157,8 +157,9 @@ def _falcon_fields(get: "_ConfigReader") -> dict:
     return dict(layers=get.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=kv,
                 ffn_hidden=4 * hidden if ffn is None else ffn, vocab=get.int("vocab_size"), gated_mlp=False,
                 tied_embeddings=get.bool("tie_word_embeddings"), norm="layernorm", bias=get.bool("bias"),
-                fused_qkv=True, activation=get.activation("activation"), max_seq=get.int("max_position_embeddings"),
-                norms_per_layer=norms, parallel_block=parallel or new)
+                fused_qkv=True, activation=get.activation("activation"),
+                max_seq=get.int("max_position_embeddings"), norms_per_layer=norms,
+                parallel_block=parallel or new)
 
 
 def _opt_fields(get: "_ConfigReader") -> dict:
@@ -170,11 +171,13 @@ def _opt_fields(get: "_ConfigReader") -> dict:
                          "project_in/project_out matrices (OPT-350m), which Model does not represent")
     if not get.bool("do_layer_norm_before") or get.bool("_remove_final_layer_norm") or \
             not get.bool("layer_norm_elementwise_affine"):
-        raise ValueError(f"{get.where}: OPT with do_layer_norm_before=false, _remove_final_layer_norm=true or "
-                         "layer_norm_elementwise_affine=false (OPT-350m's post-norm layout) is not supported")
-    return dict(layers=get.int("num_hidden_layers"), hidden=hidden, heads=heads, ffn_hidden=get.int("ffn_dim"),
-                vocab=get.int("vocab_size"), gated_mlp=False, tied_embeddings=get.bool("tie_word_embeddings"),
-                norm="layernorm", bias=get.bool("enable_bias"), learned_pos=True, pos_offset=2,
+        raise ValueError(f"{get.where}: OPT with do_layer_norm_before=false, _remove_final_layer_norm=true "
+                         "or layer_norm_elementwise_affine=false (OPT-350m's post-norm layout) is not "
+                         "supported")
+    return dict(layers=get.int("num_hidden_layers"), hidden=hidden, heads=heads,
+                ffn_hidden=get.int("ffn_dim"), vocab=get.int("vocab_size"), gated_mlp=False,
+                tied_embeddings=get.bool("tie_word_embeddings"), norm="layernorm",
+                bias=get.bool("enable_bias"), learned_pos=True, pos_offset=2,
                 max_seq=get.int("max_position_embeddings"), activation=get.activation("activation_function"))
 
 
@@ -192,7 +195,8 @@ _OTHER_LAYOUTS = {"gpt_neox": _gpt_neox_fields, "falcon": _falcon_fields, "opt":
 
 
 def _short(value, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters (a config value can be a huge list or a 5,000-digit number)."""
+    """``repr(value)``, cut to ``limit`` characters (a config value can be a huge list or a 5,000-digit
+    number)."""
     if isinstance(value, _HugeInt):
         return str(value)
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
@@ -235,7 +239,7 @@ def _load_hf_config(config) -> tuple[dict, str]:
         if path.is_dir():
             path = path / "config.json"
         found = path.is_file()
-    except OSError as exc:                  # a name the file system refuses (too long, ...): not a config file
+    except OSError as exc:                 # a name the file system refuses (too long, ...): not a config file
         raise FileNotFoundError(f"no config file at {_short(str(path), 200)} ({exc.strerror})") from None
     if not found:
         raise FileNotFoundError(f"no config file at {path}")
@@ -286,8 +290,8 @@ class _ConfigReader:
             return value
         if isinstance(value, _HugeInt) or (isinstance(value, int) and not isinstance(value, bool)
                                            and value.bit_length() > 64):
-            raise ValueError(f"{self.where}: {key} must be an integer >= {minimum} and <= {MAX_MEANINGFUL:,}, "
-                             f"got {_short(value)}")
+            raise ValueError(f"{self.where}: {key} must be an integer >= {minimum} and <= "
+                             f"{MAX_MEANINGFUL:,}, got {_short(value)}")
         try:
             return check_int(key, value, minimum=minimum)
         except (TypeError, ValueError) as exc:
@@ -340,7 +344,7 @@ class _ConfigReader:
             if len(types) != layers:
                 raise ValueError(f"{self.where}: layer_types has {len(types)} entries for num_hidden_layers="
                                  f"{layers}: give one per layer")
-            types = ["full_attention" if t == "attention" else t for t in types]    # Hugging Face's legacy name
+            types = ["full_attention" if t == "attention" else t for t in types]  # Hugging Face's legacy name
             odd = sorted({_short(t) for t in types if t not in ("full_attention", "sliding_attention")})
             if odd:
                 raise ValueError(f"{self.where}: layer_types entries must be 'full_attention' or "
@@ -350,9 +354,9 @@ class _ConfigReader:
         if windowed == 0:
             return None
         if windowed < layers:
-            raise ValueError(f"{self.where}: use_sliding_window with {source} makes {windowed} of {layers} layers "
-                             "windowed and the rest full attention, which Model does not represent (one window "
-                             "for every layer)")
+            raise ValueError(f"{self.where}: use_sliding_window with {source} makes {windowed} of {layers} "
+                             "layers windowed and the rest full attention, which Model does not represent "
+                             "(one window for every layer)")
         return window
 
     def opt_int(self, key: str, *, minimum: int = 1):
@@ -368,8 +372,8 @@ class _ConfigReader:
         if kv > heads or heads % kv:
             absent = "" if "num_key_value_heads" in self.config else \
                 f", Hugging Face's default for {self.mtype} when the key is absent"
-            raise ValueError(f"{self.where}: num_key_value_heads ({kv}{absent}) must divide num_attention_heads "
-                             f"({heads}) and be at most it")
+            raise ValueError(f"{self.where}: num_key_value_heads ({kv}{absent}) must divide "
+                             f"num_attention_heads ({heads}) and be at most it")
         return kv
 
     def int_list(self, key: str, layers: int) -> list[int] | None:
@@ -389,7 +393,8 @@ class _ConfigReader:
         if types is None:
             return [default(i) for i in range(layers)]
         if isinstance(types, (str, bytes, dict)) or not isinstance(types, list):
-            raise TypeError(f"{self.where}: layer_types must be a list, one entry per layer; got {_short(types)}")
+            raise TypeError(f"{self.where}: layer_types must be a list, one entry per layer; got "
+                            f"{_short(types)}")
         if len(types) != layers:
             raise ValueError(f"{self.where}: layer_types has {len(types)} entries for num_hidden_layers="
                              f"{layers}: give one per layer")
@@ -397,8 +402,9 @@ class _ConfigReader:
         odd = sorted({_short(t) for t in types
                       if t not in ("full_attention", "sliding_attention", "chunked_attention")})
         if odd:
-            raise ValueError(f"{self.where}: layer_types entries must be 'full_attention', 'sliding_attention' "
-                             f"or 'chunked_attention' for {self.mtype}, got {', '.join(odd)}")
+            raise ValueError(f"{self.where}: layer_types entries must be 'full_attention', "
+                             f"'sliding_attention' or 'chunked_attention' for {self.mtype}, got "
+                             f"{', '.join(odd)}")
         return types
 
     def layer_windows(self, layers: int) -> dict:
@@ -411,8 +417,8 @@ class _ConfigReader:
             return {"sliding_window": self.int("sliding_window")}
         if m in ("qwen3", "qwen3_moe"):
             if self.bool("use_sliding_window"):
-                raise ValueError(f"{self.where}: use_sliding_window=true is not supported for {m} (no released "
-                                 "config sets it)")
+                raise ValueError(f"{self.where}: use_sliding_window=true is not supported for {m} (no "
+                                 "released config sets it)")
             return {}
         if m == "qwen2_moe":
             if not self.bool("use_sliding_window"):
@@ -422,7 +428,8 @@ class _ConfigReader:
                                       else "full_attention")
             key = "sliding_window"
         elif m == "gemma2" or m == "gpt_oss":
-            types = self._layer_types(layers, lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
+            types = self._layer_types(layers,
+                                      lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
             key = "sliding_window"
         elif m == "gemma3_text":
             pattern = self.int("sliding_window_pattern")
@@ -433,13 +440,14 @@ class _ConfigReader:
             if "attention_chunk_size" in self.config and self.config["attention_chunk_size"] is None:
                 return {}
             no_rope = self.config.get("no_rope_layers")
-            if no_rope:           # 1: a rotary layer, which is the chunked one (Llama4TextConfig.__post_init__)
+            if no_rope:         # 1: a rotary layer, which is the chunked one (Llama4TextConfig.__post_init__)
                 if not isinstance(no_rope, list) or len(no_rope) != layers:
                     raise ValueError(f"{self.where}: no_rope_layers must be a list of {layers} flags")
                 default = lambda i: "chunked_attention" if no_rope[i] else "full_attention"  # noqa: E731
             else:
                 interval = self.int("no_rope_layer_interval")
-                default = lambda i: "chunked_attention" if (i + 1) % interval else "full_attention"  # noqa: E731
+                default = lambda i: ("chunked_attention" if (i + 1) % interval  # noqa: E731
+                                     else "full_attention")
             types = self._layer_types(layers, default)
             key = "attention_chunk_size"
         else:
@@ -476,9 +484,9 @@ class _ConfigReader:
             if shared:
                 out["shared_experts"] = shared
             if self.int("moe_layer_freq") != 1:
-                raise ValueError(f"{self.where}: moe_layer_freq={self.config['moe_layer_freq']} is not supported "
-                                 "(DeepSeek's reference code and Hugging Face's disagree on it; every released "
-                                 "DeepSeek model has 1)")
+                raise ValueError(f"{self.where}: moe_layer_freq={self.config['moe_layer_freq']} is not "
+                                 "supported (DeepSeek's reference code and Hugging Face's disagree on it; "
+                                 "every released DeepSeek model has 1)")
             first = self.int("first_k_dense_replace", minimum=0)
             if first >= layers:
                 raise ValueError(f"{self.where}: first_k_dense_replace ({first}) leaves no MoE layer of "
@@ -500,10 +508,10 @@ class _ConfigReader:
         return out
 
     def expert_groups(self, experts: int) -> dict:
-        """DeepSeek's group-limited routing (``topk_method`` ``"group_limited_greedy"`` or ``"noaux_tc"``, with
-        ``n_group`` and ``topk_group``; transformers' ``DeepseekV3MoE`` routes by group): ``expert_groups`` and
-        ``expert_groups_per_token``, or nothing for ``"greedy"`` routing over every expert, or when the token may
-        use every group."""
+        """DeepSeek's group-limited routing (``topk_method`` ``"group_limited_greedy"`` or ``"noaux_tc"``,
+        with ``n_group`` and ``topk_group``; transformers' ``DeepseekV3MoE`` routes by group):
+        ``expert_groups`` and ``expert_groups_per_token``, or nothing for ``"greedy"`` routing over every
+        expert, or when the token may use every group."""
         method, _ = self._value("topk_method")
         groups, _ = self._value("n_group")
         top, _ = self._value("topk_group")

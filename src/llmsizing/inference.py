@@ -5,15 +5,16 @@ Scaling Transformer Inference"; grouped-query attention, Ainslie et al. 2023, di
 ``heads / kv_heads``). The rule of thumb it is compared with, memory = 1.2 x weights, is EleutherAI's
 "Transformer Math 101" and seed article 002.
 
-Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1.2; DeepSeek-V3) caches one latent vector of
-``kv_lora_rank`` numbers and one rotary key of ``qk_rope_head_dim`` numbers per layer and token, shared by all
-heads: (512 + 64) = 576 numbers for DeepSeek-V3, against ``2 x kv_heads x head_dim`` for grouped-query
-attention. This is the compressed cache vLLM and SGLang keep (vLLM ``vllm/v1/attention/backends/mla/common.py``:
-"a single latent vector to represent the per-token entry of the KV cache"); Hugging Face's eager
-``DeepseekV3Attention`` instead caches the expanded per-head keys and values (``heads x (qk_nope + qk_rope +
-v_head_dim)`` numbers: 40,960 for DeepSeek-V3, 71 times more), which this module does not model. A mixture of
-experts keeps every expert resident: its weights are :attr:`Model.n_params <llmsizing.model.Model.n_params>`,
-not its active parameters. Taught in chapter 3 ("Multi-head latent attention: a smaller cache").
+Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1.2; DeepSeek-V3) caches one latent vector
+of ``kv_lora_rank`` numbers and one rotary key of ``qk_rope_head_dim`` numbers per layer and token, shared by
+all heads: (512 + 64) = 576 numbers for DeepSeek-V3, against ``2 x kv_heads x head_dim`` for grouped-query
+attention. This is the compressed cache vLLM and SGLang keep (vLLM
+``vllm/v1/attention/backends/mla/common.py``: "a single latent vector to represent the per-token entry of the
+KV cache"); Hugging Face's eager ``DeepseekV3Attention`` instead caches the expanded per-head keys and values
+(``heads x (qk_nope + qk_rope + v_head_dim)`` numbers: 40,960 for DeepSeek-V3, 71 times more), which this
+module does not model. A mixture of experts keeps every expert resident: its weights are
+:attr:`Model.n_params <llmsizing.model.Model.n_params>`, not its active parameters. Taught in chapter 3
+("Multi-head latent attention: a smaller cache").
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     ``int4`` is exactly half a byte (no scales); ``int4-g128`` adds AWQ/GPTQ's fp16 scale and 4-bit zero point
     per group of 128 (4.156 bits); ``nf4`` includes its quantisation constants (QLoRA).
     The GGUF file types (:data:`llmsizing.precision.STORED_FORMATS`: ``q8_0``, ``q6_k``, ``q4_0``, ``q4_k``,
-    ``q4_k_m``) follow llama.cpp's per-tensor choices instead: the embedding in the file type's block type, the
-    output matrix in Q6_K below Q8_0 (with tied embeddings, the embedding takes the output's type), Q4_K_M's
-    ``attn_v`` and ``ffn_down`` in Q6_K in the layers of :func:`llmsizing.precision.use_more_bits`, and
-    vectors in fp32.
+    ``q4_k_m``) follow llama.cpp's per-tensor choices instead: the embedding in the file type's block type,
+    the output matrix in Q6_K below Q8_0 (with tied embeddings, the embedding takes the output's type),
+    Q4_K_M's ``attn_v`` and ``ffn_down`` in Q6_K in the layers of :func:`llmsizing.precision.use_more_bits`,
+    and vectors in fp32.
     ``quantize_all=True`` gives the naive figure ``n_params x bytes`` instead (every tensor in ``dtype``; a
     GGUF mixture in its blocks' type), to show how much the 16-bit embeddings cost. Taught in chapter 3 and
     chapter 15 ("Weight formats as engines store them").
@@ -81,13 +82,13 @@ def moe_experts_touched(model: Model | str, batch: int) -> float:
     ``E (1 - (1 - k / E)^B)`` for ``E`` routed experts, ``k`` per token and ``B`` tokens.
 
     Each token picks ``k`` of ``E`` experts; under uniform routing a given expert escapes one token with
-    probability ``1 - k / E`` and all ``B`` tokens with ``(1 - k / E)^B`` (tokens independent), so the expected
-    count touched is ``E`` times the complement. Mixtral (``E = 8``, ``k = 2``): 2 at ``B = 1``, 5.47 at ``B =
-    4``, 7.999 at ``B = 64``. This is an assumption: real routers are skewed (some experts are popular, and a
-    sequence's consecutive tokens tend to pick the same ones), which concentrates a batch on FEWER distinct
-    experts than uniform routing, so for a given batch the formula is an UPPER bound on the expert bytes a step
-    reads (the bound is exact at ``B = 1``, ``k`` experts, and as ``B`` grows, all ``E``). Chapter 15, "Serving a
-    mixture of experts". A dense model touches 0 experts (it has none)."""
+    probability ``1 - k / E`` and all ``B`` tokens with ``(1 - k / E)^B`` (tokens independent), so the
+    expected count touched is ``E`` times the complement. Mixtral (``E = 8``, ``k = 2``): 2 at ``B = 1``,
+    5.47 at ``B = 4``, 7.999 at ``B = 64``. This is an assumption: real routers are skewed (some experts are
+    popular, and a sequence's consecutive tokens tend to pick the same ones), which concentrates a batch on
+    FEWER distinct experts than uniform routing, so for a given batch the formula is an UPPER bound on the
+    expert bytes a step reads (the bound is exact at ``B = 1``, ``k`` experts, and as ``B`` grows, all ``E``).
+    Chapter 15, "Serving a mixture of experts". A dense model touches 0 experts (it has none)."""
     model = resolve_model(model, moe=True)
     batch = check_int("batch", batch)
     if not model.is_moe:
@@ -97,11 +98,11 @@ def moe_experts_touched(model: Model | str, batch: int) -> float:
 
 
 def routed_expert_bytes(model: Model | str, dtype: str = "bf16") -> float:
-    """Bytes of ALL routed experts of all MoE layers in ``dtype`` (the matrices of :attr:`Model.routed_expert_params
-    <llmsizing.model.Model.routed_expert_params>`; 0 for a dense model). Routed experts are linear layers, so a
-    quantised format applies to them at its block type's bytes per number (as :func:`weights_bytes` does); a GGUF
-    file's Q6_K ``ffn_down`` layers are not singled out here (an approximation under 5% of the experts' bytes
-    for Q4_K_M)."""
+    """Bytes of ALL routed experts of all MoE layers in ``dtype`` (the matrices of
+    :attr:`Model.routed_expert_params <llmsizing.model.Model.routed_expert_params>`; 0 for a dense model).
+    Routed experts are linear layers, so a quantised format applies to them at its block type's bytes per
+    number (as :func:`weights_bytes` does); a GGUF file's Q6_K ``ffn_down`` layers are not singled out here
+    (an approximation under 5% of the experts' bytes for Q4_K_M)."""
     model = resolve_model(model, moe=True)
     dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
     gguf = STORED_FORMATS.get(dtype)
@@ -120,12 +121,12 @@ def moe_expert_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -
 
 
 def decode_weight_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -> float:
-    """Weight bytes one decode step over ``batch`` tokens reads (whole model, one GPU's worth before any split):
-    every weight but the routed experts once (attention, embeddings and LM head, dense layers, the router,
-    shared experts, which every token uses), plus the routed experts the batch touches
+    """Weight bytes one decode step over ``batch`` tokens reads (whole model, one GPU's worth before any
+    split): every weight but the routed experts once (attention, embeddings and LM head, dense layers, the
+    router, shared experts, which every token uses), plus the routed experts the batch touches
     (:func:`moe_expert_bytes_read`). A dense model reads all of :func:`weights_bytes`. Mixtral-8x7B in bf16:
-    25.8 GB at batch 1 (the 12.9B "active" parameters of its model card, as 2-byte numbers), 93.4 GB (all 46.7B)
-    by batch 64. Chapter 15."""
+    25.8 GB at batch 1 (the 12.9B "active" parameters of its model card, as 2-byte numbers), 93.4 GB (all
+    46.7B) by batch 64. Chapter 15."""
     model = resolve_model(model, moe=True)
     total = weights_bytes(model, dtype)
     if not model.is_moe:
@@ -135,12 +136,12 @@ def decode_weight_bytes_read(model: Model | str, batch: int, dtype: str = "bf16"
 
 
 def kv_numbers_per_token_per_layer(model: Model | str, *, expanded: bool = False) -> int:
-    """Numbers one token adds to ONE layer's KV cache: ``2 (K and V) x kv_heads x head_dim``, or with multi-head
-    latent attention the compressed latent plus the shared rotary key, ``kv_lora_rank + qk_rope_head_dim``
-    (576 for DeepSeek-V3; see the module docstring). ``expanded=True`` gives, for multi-head latent attention,
-    the per-head keys and values Hugging Face's eager attention caches instead,
-    ``heads x (qk_nope_head_dim + qk_rope_head_dim + v_head_dim)`` (40,960 for DeepSeek-V3); it changes nothing
-    for other models. Chapter 3."""
+    """Numbers one token adds to ONE layer's KV cache: ``2 (K and V) x kv_heads x head_dim``, or with
+    multi-head latent attention the compressed latent plus the shared rotary key,
+    ``kv_lora_rank + qk_rope_head_dim`` (576 for DeepSeek-V3; see the module docstring). ``expanded=True``
+    gives, for multi-head latent attention, the per-head keys and values Hugging Face's eager attention caches
+    instead, ``heads x (qk_nope_head_dim + qk_rope_head_dim + v_head_dim)`` (40,960 for DeepSeek-V3); it
+    changes nothing for other models. Chapter 3."""
     model = resolve_model(model, moe=True)
     if model.is_mla:
         if check_bool("expanded", expanded):
@@ -159,17 +160,18 @@ def kv_cache_bytes_per_token(model: Model | str, dtype: str = "bf16") -> float:
     if model.is_mla:
         return model.layers * kv_numbers_per_token_per_layer(model) * \
             DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
-    return 2 * model.layers * model.kv_heads * model.head_dim * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
+    return (2 * model.layers * model.kv_heads * model.head_dim
+            * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)])
 
 
 def kv_cached_tokens(model: Model | str, context: int) -> int:
     """Tokens one sequence keeps in the KV cache at ``context`` tokens: all of them, or at most the model's
     ``sliding_window``. A windowed layer never attends further back, so the reference implementation keeps a
     rolling buffer of ``window`` positions (Mistral's ``RotatingBufferCache``, Jiang et al. 2023, Sec. 2;
-    Hugging Face's sliding-window cache). vLLM's KV-cache manager also reserves slots only for the last window of
-    a sliding-window layer (vLLM docs, "Hybrid KV Cache Manager"), except in models that mix full and windowed
-    layers when its hybrid allocator is off: there every layer gets blocks for every token, the uncapped figure
-    (``model.with_(sliding_window=None)``). Taught in chapter 3.
+    Hugging Face's sliding-window cache). vLLM's KV-cache manager also reserves slots only for the last window
+    of a sliding-window layer (vLLM docs, "Hybrid KV Cache Manager"), except in models that mix full and
+    windowed layers when its hybrid allocator is off: there every layer gets blocks for every token, the
+    uncapped figure (``model.with_(sliding_window=None)``). Taught in chapter 3.
 
     A model whose layers mix windowed and full attention (``window_layers``: Gemma 2 and gpt-oss alternate,
     Gemma 3 windows five layers in six) gets the average over its layers, a float:
@@ -215,11 +217,11 @@ def inference_memory(model: Model | str, *, batch: int = 1, context: int = 4096,
 
     ``weights`` is a format of :data:`llmsizing.precision.WEIGHT_DTYPES` (GGUF and AWQ/GPTQ included),
     ``kv_cache`` one of :data:`llmsizing.precision.KV_DTYPES`. With a ``sliding_window``
-    model the cache holds at most the window per sequence (:func:`kv_cached_tokens`). ``overhead_bytes`` defaults to
-    :func:`llmsizing.memory.default_overhead_bytes` of weights + cache (1 GiB + 8%): CUDA context,
-    workspaces, the transient activations of a forward pass and fragmentation. A mixture of experts holds every
-    expert (:func:`weights_bytes` of :attr:`~llmsizing.model.Model.n_params`); a multi-head latent attention
-    model its compressed cache (:func:`kv_cache_bytes_per_token`). Taught in chapter 3.
+    model the cache holds at most the window per sequence (:func:`kv_cached_tokens`). ``overhead_bytes``
+    defaults to :func:`llmsizing.memory.default_overhead_bytes` of weights + cache (1 GiB + 8%): CUDA context,
+    workspaces, the transient activations of a forward pass and fragmentation. A mixture of experts holds
+    every expert (:func:`weights_bytes` of :attr:`~llmsizing.model.Model.n_params`); a multi-head latent
+    attention model its compressed cache (:func:`kv_cache_bytes_per_token`). Taught in chapter 3.
     """
     model = resolve_model(model, moe=True)
     batch = check_int("batch", batch)
@@ -246,8 +248,8 @@ def rule_of_thumb_breakeven_tokens(model: Model | str, *, weights: str = "bf16",
     overhead is. With ``with_overhead=True``: the count at which the book's full estimate (weights + KV +
     :func:`~llmsizing.memory.default_overhead_bytes`) equals the rule, solving
     ``W + KV + 1 GiB + 0.08 (W + KV) = 1.2 W`` for KV. That can be 0.0 when the allowance alone (1 GiB + 8% of
-    the weights) exceeds the rule's margin (small or heavily quantised models): the rule then under-estimates at
-    any context.
+    the weights) exceeds the rule's margin (small or heavily quantised models): the rule then under-estimates
+    at any context.
     Returns a float (a token count; compare it with ``batch * context``). Taught in chapter 3.
     """
     model = resolve_model(model, moe=True)
@@ -263,8 +265,9 @@ def rule_of_thumb_breakeven_tokens(model: Model | str, *, weights: str = "bf16",
 
 
 def rule_of_thumb_table(cases, *, weights: str = "bf16", kv_cache: str = "bf16"):
-    """Compare :func:`inference_memory` with the ``1.2 x weights`` rule for each ``(model, batch, context)`` in
-    ``cases``. Returns a DataFrame in GiB with ``rule / book`` (below 1: the rule under-estimates). Chapter 3.
+    """Compare :func:`inference_memory` with the ``1.2 x weights`` rule for each ``(model, batch, context)``
+    in ``cases``. Returns a DataFrame in GiB with ``rule / book`` (below 1: the rule under-estimates). Chapter
+    3.
     """
     import pandas as pd
 

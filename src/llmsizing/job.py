@@ -1,16 +1,17 @@
 """A job spec (issue 32): one frozen description of what is being run, so that the same facts are stated once
 and checked once, and every answer about it reads them from the same place.
 
-A :class:`Job` is the model, the GPU (and node), the layout (:class:`~llmsizing.parallel.Parallel`), the recipe
-(precision, optimizer, attention kernel, software stack), the batch (micro-batch and accumulation steps; the
-global batch follows from the layout's ``dp``), the sequence length and the recomputation. Megatron-Core's
-``TransformerConfig`` and llm-analysis's configs do the same for a run; this one holds only what the library's
-answers read. :func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time`,
-:func:`~llmsizing.time_cost.training_time` and :func:`~llmsizing.planner.plan` take a job in place of their
-first argument (``training_memory(job)``, ``step_time(job)``, ``training_time(job, tokens=1e12)``); keyword
-calls keep working unchanged, and a keyword given with a job overrides the job's value
-(``training_memory(job, batch=2)``). :meth:`Job.from_plan_row` turns a row of :func:`~llmsizing.planner.plan`'s
-frame back into the job it priced, so that the direct functions re-check the row (chapter 12).
+A :class:`Job` is the model, the GPU (and node), the layout (:class:`~llmsizing.parallel.Parallel`), the
+recipe (precision, optimizer, attention kernel, software stack), the batch (micro-batch and accumulation
+steps; the global batch follows from the layout's ``dp``), the sequence length and the recomputation.
+Megatron-Core's ``TransformerConfig`` and llm-analysis's configs do the same for a run; this one holds only
+what the library's answers read. :func:`~llmsizing.memory.training_memory`,
+:func:`~llmsizing.layouts.step_time`, :func:`~llmsizing.time_cost.training_time` and
+:func:`~llmsizing.planner.plan` take a job in place of their first argument (``training_memory(job)``,
+``step_time(job)``, ``training_time(job, tokens=1e12)``); keyword calls keep working unchanged, and a keyword
+given with a job overrides the job's value (``training_memory(job, batch=2)``). :meth:`Job.from_plan_row`
+turns a row of :func:`~llmsizing.planner.plan`'s frame back into the job it priced, so that the direct
+functions re-check the row (chapter 12).
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ class Job:
     ``seq`` tokens per GPU and micro-batch, ``grad_accum`` micro-batches per optimizer step, with the recipe
     ``precision`` and ``optimizer``, the ``attention`` kernel and software ``stack``, and ``recompute``
     (``recompute_layers`` for partial recomputation). ``node`` (a :func:`~llmsizing.network.get_node` name or
-    ``None`` for the GPU's default node), ``max_nodes`` (``"model"``: the routing's own node limit), ``ep_overlap``,
-    ``kernel_efficiency`` and ``overlap`` (``None``: calibrated) are what the step model reads beyond that.
-    Checked when made: a model and layout that cannot run together are refused here, once."""
+    ``None`` for the GPU's default node), ``max_nodes`` (``"model"``: the routing's own node limit),
+    ``ep_overlap``, ``kernel_efficiency`` and ``overlap`` (``None``: calibrated) are what the step model reads
+    beyond that. Checked when made: a model and layout that cannot run together are refused here, once."""
 
     model: Model | str
     gpu: GPU | str
@@ -90,11 +91,13 @@ class Job:
         return replace(self, **changes)
 
     def kwargs(self, kind: str) -> dict:
-        """The keywords of one answer about this job: ``"memory"`` (:func:`~llmsizing.memory.training_memory`),
-        ``"step"`` (:func:`~llmsizing.layouts.step_time`), ``"time"`` (:func:`~llmsizing.time_cost.training_time`,
-        timed on the layout's own step) or ``"plan"`` (:func:`~llmsizing.planner.plan`: the model, GPU and recipe;
-        the layout is what a plan searches, so the job's is not passed)."""
-        recipe = dict(precision=self.precision, recompute=self.recompute, recompute_layers=self.recompute_layers)
+        """The keywords of one answer about this job: ``"memory"``
+        (:func:`~llmsizing.memory.training_memory`), ``"step"`` (:func:`~llmsizing.layouts.step_time`),
+        ``"time"`` (:func:`~llmsizing.time_cost.training_time`, timed on the layout's own step) or ``"plan"``
+        (:func:`~llmsizing.planner.plan`: the model, GPU and recipe; the layout is what a plan searches, so
+        the job's is not passed)."""
+        recipe = dict(precision=self.precision, recompute=self.recompute,
+                      recompute_layers=self.recompute_layers)
         if kind == "memory":
             return dict(model=self.model, batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum,
                         parallel=self.parallel, optimizer=self.optimizer, attention=self.attention,
@@ -115,9 +118,9 @@ class Job:
 
     @classmethod
     def from_plan_row(cls, row, model, *, seq: int, precision: str = "bf16-mixed", optimizer: str = "adamw",
-                      attention: str = "flash", stack: str = "fused", cp_comm: str = "p2p", expert_tp: bool = False,
-                      max_nodes="model", ep_overlap: float = 0.0, kernel_efficiency: float | None = None,
-                      overlap: float | None = None) -> "Job":
+                      attention: str = "flash", stack: str = "fused", cp_comm: str = "p2p",
+                      expert_tp: bool = False, max_nodes="model", ep_overlap: float = 0.0,
+                      kernel_efficiency: float | None = None, overlap: float | None = None) -> "Job":
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
         defaults). ``training_memory(job)``, ``step_time(job)`` and ``training_time(job, tokens=...)`` then

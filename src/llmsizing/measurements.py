@@ -33,8 +33,8 @@ TOLERANCE = 0.05
 #: Autocast keeps fp32 norm inputs and one bf16 copy of a norm output per consuming matmul: the pure 16-bit
 #: formula under-estimates by a bounded amount. The stated bound: at most 30% below measured when no s^2
 #: tensor is kept in fp32 (25% until the fused count kept Megatron's 3 SwiGLU tensors instead of 4, issue 26:
-#: the smaller fused figure makes the same gap a larger fraction), at most 60% (at <= 512 tokens, growing with s)
-#: when the attention scores are fp32.
+#: the smaller fused figure makes the same gap a larger fraction), at most 60% (at <= 512 tokens, growing with
+#: s) when the attention scores are fp32.
 AUTOCAST_GAP_BOUND = 0.30
 AUTOCAST_FP32_SCORES_GAP_BOUND = 0.60
 
@@ -61,7 +61,8 @@ def measured_model(row) -> Model:
 
 
 def group_of(row) -> str:
-    """The comparison group of a row: ``"<style> <precision>"``, e.g. ``"GPT bf16"`` or ``"Llama autocast"``."""
+    """The comparison group of a row: ``"<style> <precision>"``, e.g. ``"GPT bf16"`` or
+    ``"Llama autocast"``."""
     style = "GPT" if row["style"] == "gpt" else "Llama"
     prec = {"fp32": "fp32", "bf16": "bf16", "autocast-bf16": "autocast"}[row["mode"]]
     return f"{style} {prec}"
@@ -147,7 +148,8 @@ def component_comparison(df=None, **config):
                              attention=str(row["attention"]), dropout=bool(row["dropout"] > 0),
                              recompute=str(row["recompute"]), mask_bytes=float(row["cpu_mask_bytes"]))
     out = pd.DataFrame({"predicted": [pred.breakdown[c] for c in ACT_COMPONENTS],
-                        "measured": [float(row[f"act_{c}"]) for c in ACT_COMPONENTS]}, index=list(ACT_COMPONENTS))
+                        "measured": [float(row[f"act_{c}"]) for c in ACT_COMPONENTS]},
+                       index=list(ACT_COMPONENTS))
     out.loc["total"] = out.sum()
     out["measured - predicted"] = out["measured"] - out["predicted"]
     out.index.name = "component"
@@ -160,15 +162,16 @@ def component_comparison(df=None, **config):
 STEP_CSV = DATA_DIR / "step_measurements.csv"
 STEP_TIMELINE_CSV = DATA_DIR / "step_timeline_example.csv"
 STEP_SAVED_TENSORS_CSV = DATA_DIR / "step_saved_tensors.csv"
-#: Issue 26 (``tools/measure_memory.py mask``): the storages one decoder layer of a small HF Llama saves without an
-#: attention mask, with an all-ones one and with a padded batch's (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`).
+#: Issue 26 (``tools/measure_memory.py mask``): the storages one decoder layer of a small HF Llama saves
+#: without an attention mask, with an all-ones one and with a padded batch's
+#: (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`).
 MASKED_SDPA_CSV = DATA_DIR / "masked_sdpa.csv"
-#: Issue 26 (``tools/measure_memory.py swiglu``): what Megatron-LM's own fused ``SwiGLUFunction`` saves, run from a
-#: checkout between two matrix multiplies, against the unfused ``F.silu(gate) * up``.
+#: Issue 26 (``tools/measure_memory.py swiglu``): what Megatron-LM's own fused ``SwiGLUFunction`` saves, run
+#: from a checkout between two matrix multiplies, against the unfused ``F.silu(gate) * up``.
 FUSED_SWIGLU_CSV = DATA_DIR / "fused_swiglu_saved.csv"
-#: Issue 22's probe (``tools/measure_memory.py loss-peak``): HF GPT-2 fp32 steps at 512 and 1,024 tokens, at the
-#: sweep's shape and at the real 124M shape (the ``step`` columns), and every storage alive at the op where each
-#: step's loss backward peaks (op, module, size, count).
+#: Issue 22's probe (``tools/measure_memory.py loss-peak``): HF GPT-2 fp32 steps at 512 and 1,024 tokens, at
+#: the sweep's shape and at the real 124M shape (the ``step`` columns), and every storage alive at the op
+#: where each step's loss backward peaks (op, module, size, count).
 GPT2_LOSS_PEAK_STEPS_CSV = DATA_DIR / "gpt2_loss_peak_steps.csv"
 GPT2_LOSS_PEAK_TENSORS_CSV = DATA_DIR / "gpt2_loss_peak_tensors.csv"
 
@@ -179,8 +182,8 @@ _ATTENTION = {"eager": "eager", "sdpa": "flash"}
 _IMPL = {"foreach": "foreach", "forloop": "for-loop", "for-loop": "for-loop", "fused": "fused"}
 _ACTIVATION = {"gelu_tanh": "gelu_pytorch_tanh"}
 
-#: The measured phases compared with the library's (:data:`llmsizing.memory.PHASES`): the measurement splits the
-#: loss backward in two (until the logits' gradient exists, then the LM head and final norm).
+#: The measured phases compared with the library's (:data:`llmsizing.memory.PHASES`): the measurement splits
+#: the loss backward in two (until the logits' gradient exists, then the LM head and final norm).
 STEP_PHASE_COLUMNS = {"forward": ["forward_end_bytes"],
                       "loss backward": ["loss_backward_max_bytes", "head_backward_max_bytes"],
                       "backward": ["backward_max_bytes"], "optimizer step": ["optimizer_max_bytes"]}
@@ -200,12 +203,12 @@ def step_model(row) -> Model:
     """The :class:`~llmsizing.model.Model` a step row was measured on (the tool builds the HF config and the
     fused stand-in from the same shape)."""
     act = str(row["activation"])
-    return Model(str(row["model"]), layers=int(row["layers"]), hidden=int(row["hidden"]), heads=int(row["heads"]),
-                 kv_heads=int(row["kv_heads"]), head_dim=int(row["head_dim"]), ffn_hidden=int(row["ffn"]),
-                 vocab=int(row["vocab"]), gated_mlp=bool(row["gated_mlp"]),
+    return Model(str(row["model"]), layers=int(row["layers"]), hidden=int(row["hidden"]),
+                 heads=int(row["heads"]), kv_heads=int(row["kv_heads"]), head_dim=int(row["head_dim"]),
+                 ffn_hidden=int(row["ffn"]), vocab=int(row["vocab"]), gated_mlp=bool(row["gated_mlp"]),
                  tied_embeddings=bool(row["tied_embeddings"]), norm=str(row["norm"]), bias=bool(row["bias"]),
-                 qkv_bias=bool(row["qkv_bias"]), learned_pos=bool(row["learned_pos"]), max_seq=int(row["max_seq"]),
-                 activation=_ACTIVATION.get(act, act))
+                 qkv_bias=bool(row["qkv_bias"]), learned_pos=bool(row["learned_pos"]),
+                 max_seq=int(row["max_seq"]), activation=_ACTIVATION.get(act, act))
 
 
 def predict_step(row):
@@ -269,11 +272,11 @@ def held_out_step_errors(split: str = "model", df=None):
 
     One constant of :func:`~llmsizing.memory.training_memory` is fitted to ``data/step_measurements.csv``: the
     backward's working set, :data:`~llmsizing.memory.LAYER_WORKING_SET` layers. This refits it on part of the
-    ``stack == "hf"`` rows only and scores the rest: ``split="model"`` keeps Qwen2 out (fitted on Llama and GPT-2),
-    ``split="seq"`` the 512-token rows (fitted on 128 and 256). The refit is the value in 0..1 (steps of 0.005)
-    that makes the largest backward-phase error on the fitted rows smallest; the predicted backward moves by
-    ``(w - 0.5) x`` one layer's saved bytes (the working set sits on both ends of the backward). The 8 bytes per
-    logit of the loss's backward are not refitted: they are read off the tensors, not tuned.
+    ``stack == "hf"`` rows only and scores the rest: ``split="model"`` keeps Qwen2 out (fitted on Llama and
+    GPT-2), ``split="seq"`` the 512-token rows (fitted on 128 and 256). The refit is the value in 0..1 (steps
+    of 0.005) that makes the largest backward-phase error on the fitted rows smallest; the predicted backward
+    moves by ``(w - 0.5) x`` one layer's saved bytes (the working set sits on both ends of the backward). The
+    8 bytes per logit of the loss's backward are not refitted: they are read off the tensors, not tuned.
 
     Returns a DataFrame indexed by ``part`` (``"fit"``, ``"held out"``) with ``configs``, ``working_set`` (the
     refitted value), ``worst_backward_error`` and ``worst_peak_error`` (signed, largest in size)."""
@@ -298,7 +301,8 @@ def held_out_step_errors(split: str = "model", df=None):
     layer = np.array(layer)
     held = (df[col] == value).to_numpy()
     bwd_pred, bwd_meas = df["predicted_backward_bytes"].to_numpy(), df["measured_backward_bytes"].to_numpy()
-    other = df[[f"predicted_{k.replace(' ', '_')}_bytes" for k in STEP_PHASE_COLUMNS if k != "backward"]].max(axis=1)
+    other = df[[f"predicted_{k.replace(' ', '_')}_bytes" for k in STEP_PHASE_COLUMNS
+                if k != "backward"]].max(axis=1)
     grid = np.linspace(0.0, 1.0, 201)
     errs = (bwd_pred[None, :] + (grid[:, None] - LAYER_WORKING_SET) * layer[None, :]) / bwd_meas[None, :] - 1
     w = float(grid[np.abs(errs[:, ~held]).max(axis=1).argmin()])
@@ -313,25 +317,27 @@ def held_out_step_errors(split: str = "model", df=None):
     return pd.DataFrame(rows).set_index("part")
 
 # ============================================================================= context parallelism (issue 23)
-#: Written by ``tools/measure_memory.py cp``: a small HF ``LlamaForCausalLM`` (fp32; 4 layers, hidden 256, 8 heads,
-#: 2 KV heads, head_dim 32, FFN 688, vocabulary 8,192; one sequence of 256, 512 or 1,024 tokens) split over
-#: ``cp`` = 1, 2, 4 CPU processes joined by gloo. One row per (variant, cp, seq, rank): the bytes autograd saves
-#: for the backward on that rank by category (``saved_<category>_bytes``), the attention's bytes sent and
-#: received per phase, the peak of transient receive buffers, and the check against a whole-sequence run.
-#: The attention is the tool's stand-in for Transformer Engine's context-parallel functions (PyTorch's
-#: experimental ``context_parallel`` has no CPU kernel handler): ``variant`` ``"ring"`` (TE's
-#: ``AttnFuncWithCPAndKVP2P``, Megatron-LM ``--cp-comm-type p2p``) or ``"allgather"`` (TE's
+#: Written by ``tools/measure_memory.py cp``: a small HF ``LlamaForCausalLM`` (fp32; 4 layers, hidden 256, 8
+#: heads, 2 KV heads, head_dim 32, FFN 688, vocabulary 8,192; one sequence of 256, 512 or 1,024 tokens) split
+#: over ``cp`` = 1, 2, 4 CPU processes joined by gloo. One row per (variant, cp, seq, rank): the bytes
+#: autograd saves for the backward on that rank by category (``saved_<category>_bytes``), the attention's
+#: bytes sent and received per phase, the peak of transient receive buffers, and the check against a
+#: whole-sequence run. The attention is the tool's stand-in for Transformer Engine's context-parallel
+#: functions (PyTorch's experimental ``context_parallel`` has no CPU kernel handler): ``variant`` ``"ring"``
+#: (TE's ``AttnFuncWithCPAndKVP2P``, Megatron-LM ``--cp-comm-type p2p``) or ``"allgather"`` (TE's
 #: ``AttnFuncWithCPAndKVAllGather``, Llama 3's choice). tools/measure/cp.py's docstring says how they differ.
 CP_MEASUREMENTS_CSV = DATA_DIR / "cp_gloo_measurements.csv"
-#: The same runs' messages: one row per (variant, cp, seq, rank, phase, op, tensor, message_bytes) with ``calls``.
+#: The same runs' messages: one row per (variant, cp, seq, rank, phase, op, tensor, message_bytes) with
+#: ``calls``.
 CP_MESSAGES_CSV = DATA_DIR / "cp_gloo_messages.csv"
 #: The measured variants of context parallelism.
 CP_VARIANTS = ("ring", "allgather")
-#: The categories of saved bytes in :data:`CP_MEASUREMENTS_CSV` (columns ``saved_<category>_bytes``): the normed
-#: input of the q/k/v projections, the attention function's q, KV block(s), output and fp32 log-sum-exp, RoPE's
-#: cos/sin tables, the MLP, the RMSNorms, the embedding, the LM head input + logits + loss, anything else.
-CP_SAVED_CATEGORIES = ("attn_in", "attn_q", "attn_kv", "attn_out", "attn_lse", "rope", "mlp", "norms", "embedding",
-                       "logits_loss", "other")
+#: The categories of saved bytes in :data:`CP_MEASUREMENTS_CSV` (columns ``saved_<category>_bytes``): the
+#: normed input of the q/k/v projections, the attention function's q, KV block(s), output and fp32
+#: log-sum-exp, RoPE's cos/sin tables, the MLP, the RMSNorms, the embedding, the LM head input + logits +
+#: loss, anything else.
+CP_SAVED_CATEGORIES = ("attn_in", "attn_q", "attn_kv", "attn_out", "attn_lse", "rope", "mlp", "norms",
+                       "embedding", "logits_loss", "other")
 
 
 def cp_measurements(variant=None, path=None):
@@ -349,8 +355,9 @@ def cp_measurements(variant=None, path=None):
 
 def cp_messages(variant=None, path=None):
     """The messages of the same runs (``data/cp_gloo_messages.csv``): phase (forward, backward, grad_sync), op
-    (send, recv, all_gather, reduce_scatter, all_reduce), tensor (kv, dkv, grads), ``message_bytes`` (the buffer of
-    one call: a p2p block, the gathered output of an all-gather, the input of a reduce-scatter) and ``calls``."""
+    (send, recv, all_gather, reduce_scatter, all_reduce), tensor (kv, dkv, grads), ``message_bytes`` (the
+    buffer of one call: a p2p block, the gathered output of an all-gather, the input of a reduce-scatter) and
+    ``calls``."""
     import pandas as pd
 
     df = pd.read_csv(path or CP_MESSAGES_CSV)
@@ -360,12 +367,13 @@ def cp_messages(variant=None, path=None):
     return df
 
 
-# ============================================================================= expert-parallel all-to-all (issue 24)
-#: Written by ``tools/measure_memory.py a2a``: the dispatch and combine all-to-alls of one expert-parallel MoE layer
-#: step (Hugging Face's ``MixtralSparseMoeBlock``, hidden 256, 8 experts, top-2, expert FFN 512, random weights)
-#: on 2 and 4 gloo processes of one CPU machine; one row per routing x dtype x ep x tokens x phase x rank, with the
-#: rank's routing histogram (``routed_e0`` ..), bytes sent to and received from the other ranks, per-peer rows,
-#: message counts and call times. The tool's module docstring (``tools/measure/moe_a2a.py``) defines every column.
+# ====================================================================== expert-parallel all-to-all (issue 24)
+#: Written by ``tools/measure_memory.py a2a``: the dispatch and combine all-to-alls of one expert-parallel MoE
+#: layer step (Hugging Face's ``MixtralSparseMoeBlock``, hidden 256, 8 experts, top-2, expert FFN 512, random
+#: weights) on 2 and 4 gloo processes of one CPU machine; one row per routing x dtype x ep x tokens x phase x
+#: rank, with the rank's routing histogram (``routed_e0`` ..), bytes sent to and received from the other
+#: ranks, per-peer rows, message counts and call times. The tool's module docstring
+#: (``tools/measure/moe_a2a.py``) defines every column.
 MOE_ALL_TO_ALL_CSV = DATA_DIR / "moe_all_to_all_gloo.csv"
 #: The two all-to-alls of an expert-parallel MoE layer, in forward order.
 MOE_EXCHANGES = ("dispatch", "combine")
@@ -388,13 +396,14 @@ def moe_all_to_all_table(df=None):
     """Measured all-to-all bytes against the uniform-routing expectation, one row per (routing, dtype, ep,
     tokens_per_rank, phase, exchange).
 
-    The expectation: with ``T`` tokens per rank, top-``k`` routing and experts spread evenly over ``ep`` ranks, a
-    uniformly routed assignment lands on another rank with probability ``(ep - 1) / ep``, so a rank sends
-    ``T * k * hidden * bytes_per_element * (ep - 1) / ep`` bytes per all-to-all and direction (the GShard /
-    Megatron-LM accounting of dispatch and combine; top-k without capacity limit, i.e. dropless). Columns:
-    ``sent_bytes_mean`` / ``_min`` / ``_max`` over the ranks, ``recv_bytes_max`` (the busiest receiver),
-    ``uniform_bytes``, ``ratio_mean`` / ``ratio_min`` / ``ratio_max`` (measured / uniform) and
-    ``time_s_median`` (the slowest rank's median over the repeats; gloo over loopback TCP on a shared CPU, noisy).
+    The expectation: with ``T`` tokens per rank, top-``k`` routing and experts spread evenly over ``ep``
+    ranks, a uniformly routed assignment lands on another rank with probability ``(ep - 1) / ep``, so a rank
+    sends ``T * k * hidden * bytes_per_element * (ep - 1) / ep`` bytes per all-to-all and direction (the
+    GShard / Megatron-LM accounting of dispatch and combine; top-k without capacity limit, i.e. dropless).
+    Columns: ``sent_bytes_mean`` / ``_min`` / ``_max`` over the ranks, ``recv_bytes_max`` (the busiest
+    receiver), ``uniform_bytes``, ``ratio_mean`` / ``ratio_min`` / ``ratio_max`` (measured / uniform) and
+    ``time_s_median`` (the slowest rank's median over the repeats; gloo over loopback TCP on a shared CPU,
+    noisy).
     """
     import pandas as pd
 
@@ -410,7 +419,8 @@ def moe_all_to_all_table(df=None):
             sent = sub[f"{ex}_sent_bytes"]
             rows.append({**dict(zip(keys, key)), "exchange": ex, "ranks": len(sub),
                          "sent_bytes_mean": float(sent.mean()), "sent_bytes_min": int(sent.min()),
-                         "sent_bytes_max": int(sent.max()), "recv_bytes_max": int(sub[f"{ex}_recv_bytes"].max()),
+                         "sent_bytes_max": int(sent.max()),
+                         "recv_bytes_max": int(sub[f"{ex}_recv_bytes"].max()),
                          "uniform_bytes": uniform, "ratio_mean": float(sent.mean()) / uniform,
                          "ratio_min": int(sent.min()) / uniform, "ratio_max": int(sent.max()) / uniform,
                          "time_s_median": float(sub[f"{ex}_time_s_median"].max())})

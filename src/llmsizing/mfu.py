@@ -1,7 +1,7 @@
-"""The MFU model and what a run at an MFU takes (Part III, "FLOPs, MFU and training time"): the published runs and
-the calibrated MFU estimate with its range, the MFU a published run implies, and one run's days, GPU-hours and
-dollars at a given MFU (:func:`run_time`). :func:`llmsizing.time_cost.training_time` is the public entry point
-(one run, or a run in stages); this module holds what it and :mod:`llmsizing.stages` share.
+"""The MFU model and what a run at an MFU takes (Part III, "FLOPs, MFU and training time"): the published runs
+and the calibrated MFU estimate with its range, the MFU a published run implies, and one run's days, GPU-hours
+and dollars at a given MFU (:func:`run_time`). :func:`llmsizing.time_cost.training_time` is the public entry
+point (one run, or a run in stages); this module holds what it and :mod:`llmsizing.stages` share.
 
 
 The arithmetic (Kaplan et al. 2020; Narayanan et al. 2021, Sec. 5.1; Chowdhery et al. 2022, App. B):
@@ -63,9 +63,10 @@ def implied_mfu(model: Model | str, *, gpu, seq: int, tokens: float | None = Non
     unit (GPU-days, node-hours, a sparse peak), a wrong GPU, or a wrong token count, never a utilisation.
 
     A mixture of experts (issue 24) counts its ACTIVE parameters' FLOPs, with the same
-    :func:`~llmsizing.flops.training_flops_per_token` that :func:`training_time` divides by (``6 N_active``, less
-    the input embedding lookup, plus the attention term): DeepSeek-V3's 2,664K H800 GPU-hours for 14.8T tokens
-    imply about 22% of the FP8 dense peak (44% of the BF16 one), ``tests/test_moe_cost.py`` by hand. Chapter 18."""
+    :func:`~llmsizing.flops.training_flops_per_token` that :func:`training_time` divides by (``6 N_active``,
+    less the input embedding lookup, plus the attention term): DeepSeek-V3's 2,664K H800 GPU-hours for 14.8T
+    tokens imply about 22% of the FP8 dense peak (44% of the BF16 one), ``tests/test_moe_cost.py`` by hand.
+    Chapter 18."""
     model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     seq = check_int("seq", seq)
@@ -81,9 +82,9 @@ def implied_mfu(model: Model | str, *, gpu, seq: int, tokens: float | None = Non
             achieved *= per_token / training_flops_per_token(model, seq=seq, recompute="full")
         mfu = achieved / peak
         if not mfu <= 1:
-            raise ValueError(f"tflops_per_gpu={reported:g} ({flops_convention} FLOPs) on the {g.name} implies an "
-                             f"MFU of {mfu:.3g} > 1: above its dense {dtype} peak of {peak / 1e12:g} TFLOP/s "
-                             "(a figure with sparsity, or another dtype or GPU?)")
+            raise ValueError(f"tflops_per_gpu={reported:g} ({flops_convention} FLOPs) on the {g.name} "
+                             f"implies an MFU of {mfu:.3g} > 1: above its dense {dtype} peak of "
+                             f"{peak / 1e12:g} TFLOP/s (a figure with sparsity, or another dtype or GPU?)")
         return mfu
     if tokens is None or gpu_hours is None:
         raise ValueError("give tokens and gpu_hours (or tflops_per_gpu)")
@@ -91,9 +92,9 @@ def implied_mfu(model: Model | str, *, gpu, seq: int, tokens: float | None = Non
     gpu_hours = check_number("gpu_hours", gpu_hours, allow_equal=False)
     mfu = tokens * per_token / (gpu_hours * 3600 * peak)
     if not mfu <= 1:
-        raise ValueError(f"tokens={tokens:g} in gpu_hours={gpu_hours:g} on the {g.name} imply an MFU of {mfu:.3g} "
-                         f"> 1: more model FLOPs than its dense {dtype} peak can do in those hours (GPU-hours, "
-                         "not node-hours or GPU-days? the right GPU, seq and token count?)")
+        raise ValueError(f"tokens={tokens:g} in gpu_hours={gpu_hours:g} on the {g.name} imply an MFU of "
+                         f"{mfu:.3g} > 1: more model FLOPs than its dense {dtype} peak can do in those hours "
+                         "(GPU-hours, not node-hours or GPU-days? the right GPU, seq and token count?)")
     return mfu
 
 
@@ -126,11 +127,12 @@ def published_runs():
             mfus.append(check_fraction(f"the MFU of run {r.run!r}",
                                        r.tokens_per_s_per_gpu * per_token / _peak_flops(r.gpu, dtype)))
         elif pd.notna(r.reported_tflops_per_gpu):
-            mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq), tflops_per_gpu=r.reported_tflops_per_gpu,
+            mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq),
+                                    tflops_per_gpu=r.reported_tflops_per_gpu,
                                     flops_convention=r.reported_flops_convention, dtype=dtype))
         else:
-            mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq), tokens=r.tokens, gpu_hours=r.gpu_hours,
-                                    dtype=dtype))
+            mfus.append(implied_mfu(r.model, gpu=r.gpu, seq=int(r.seq), tokens=r.tokens,
+                                    gpu_hours=r.gpu_hours, dtype=dtype))
     df["implied_mfu"] = mfus
     df["calibration"] = df["calibration"] == "yes"
     return df
@@ -163,7 +165,8 @@ def mfu_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
     """``(low, high)``: the factors by which the published runs of ``gpu``'s generation in ``dtype`` fall
     below and rise above the calibrated fit at most (``data/mfu_model.csv``; the widest of any generation for
     a GPU with no published run). A prediction's range is ``prediction x low`` to ``prediction x high``: what
-    :func:`training_time`, :func:`~llmsizing.planner.plan` and :func:`~llmsizing.runs.run_from_step` report."""
+    :func:`training_time`, :func:`~llmsizing.planner.plan` and :func:`~llmsizing.runs.run_from_step`
+    report."""
     from .hardware import kernel_efficiency_row
 
     key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8")) == "fp8" else "bf16"
@@ -202,11 +205,12 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`): an FP8 recipe gets the FP8 rows,
     ``dtype="fp8"`` gives the same. Taught in chapter 10.
 
-    ``recompute_layers`` (with ``recompute="full"``): partial recomputation, the first that many layers of each
-    model chunk of ``parallel`` (the model as one chunk without it; :func:`~llmsizing.parallel.recomputed_layers`).
-    The fit's full-recomputation term is taken in proportion to the layers rerun (``share x term`` in log MFU,
-    the share :func:`~llmsizing.flops.training_flops_per_token` reruns): an interpolation, since every calibration
-    run recomputed all its layers or none (``0`` gives the no-recomputation estimate, every layer the full one).
+    ``recompute_layers`` (with ``recompute="full"``): partial recomputation, the first that many layers of
+    each model chunk of ``parallel`` (the model as one chunk without it;
+    :func:`~llmsizing.parallel.recomputed_layers`). The fit's full-recomputation term is taken in proportion
+    to the layers rerun (``share x term`` in log MFU, the share
+    :func:`~llmsizing.flops.training_flops_per_token` reruns): an interpolation, since every calibration run
+    recomputed all its layers or none (``0`` gives the no-recomputation estimate, every layer the full one).
 
     A mixture of experts (issue 24): the MFU is of its active parameters' FLOPs
     (:func:`~llmsizing.flops.training_flops_per_token`), and the size term is taken at its active parameters
@@ -230,9 +234,9 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     warnings = []
     size = float(model.active_params) if model.is_moe else model.n_params
     if model.is_moe:
-        warnings.append(f"{model.name} is a mixture of experts: the calibration's runs are dense; the size term is "
-                        f"taken at its {size / 1e9:,.3g}B active parameters, without its grouped GEMMs' lower "
-                        "efficiency or its all-to-all (step_time models the all-to-all)")
+        warnings.append(f"{model.name} is a mixture of experts: the calibration's runs are dense; the size "
+                        f"term is taken at its {size / 1e9:,.3g}B active parameters, without its grouped "
+                        "GEMMs' lower efficiency or its all-to-all (step_time models the all-to-all)")
     row = table.get((generation, key_dtype))
     if row is None:
         same = sorted((r for r in table.values() if r["dtype"] == key_dtype), key=lambda r: r["intercept"])
@@ -249,8 +253,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
             warnings.append(f"{n / 1e9:,.3g}B parameters is outside the {generation} {key_dtype} runs' "
                             f"{row['min_params'] / 1e9:,.3g}B to {row['max_params'] / 1e9:,.3g}B")
         if not row["min_seq"] / 2 <= seq <= row["max_seq"] * 2:
-            warnings.append(f"seq={seq:,} is outside the {generation} {key_dtype} runs' {row['min_seq']:,.0f} to "
-                            f"{row['max_seq']:,.0f} tokens")
+            warnings.append(f"seq={seq:,} is outside the {generation} {key_dtype} runs' "
+                            f"{row['min_seq']:,.0f} to {row['max_seq']:,.0f} tokens")
         if n_gpus is not None and row["max_gpus"] == row["max_gpus"] and not (
                 row["min_gpus"] / 2 <= n_gpus <= row["max_gpus"] * 2):
             warnings.append(f"{n_gpus:,} GPUs is outside the {generation} {key_dtype} runs' "
@@ -266,8 +270,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
 
 
 def _rerun_layers(model: Model, recompute: str, recompute_layers, parallel) -> int:
-    """The model's layers that partial recomputation reruns (``recompute_layers`` per model chunk of ``parallel``,
-    checked), for :func:`mfu_estimate` and :func:`training_time`."""
+    """The model's layers that partial recomputation reruns (``recompute_layers`` per model chunk of
+    ``parallel``, checked), for :func:`mfu_estimate` and :func:`training_time`."""
     from .parallel import check_recompute_layers, recomputed_layers
 
     par = None if parallel is None else resolve_parallel(parallel, model)
@@ -291,8 +295,8 @@ def mfu_residuals():
                            whole_run=r.kind == "pretraining-total")
         rows.append({"run": r.run, "gpu": r.gpu, "dtype": "fp8" if r.dtype == "fp8" else "bf16",
                      "generation": est.generation, "framework": r.framework, "calibration": r.calibration,
-                     "implied_mfu": r.implied_mfu, "predicted_mfu": est.mfu, "residual": r.implied_mfu / est.mfu,
-                     "low": est.low, "high": est.high,
+                     "implied_mfu": r.implied_mfu, "predicted_mfu": est.mfu,
+                     "residual": r.implied_mfu / est.mfu, "low": est.low, "high": est.high,
                      "inside": bool(est.low * (1 - 1e-9) <= r.implied_mfu <= est.high * (1 + 1e-9))})
     return pd.DataFrame(rows)
 
@@ -328,7 +332,8 @@ class TrainingTime:
     cost_usd_low: float
     cost_usd_high: float
     warnings: tuple = ()
-    #: The stage's layout as tables name it (``"TP8 PP16 DP64 ZeRO-1"``), ``""`` when none was given or planned.
+    #: The stage's layout as tables name it (``"TP8 PP16 DP64 ZeRO-1"``), ``""`` when none was given or
+    #: planned.
     layout: str = ""
     #: Where the MFU came from: ``"calibrated estimate"``, ``"given"``, ``"step_time of the layout"`` or
     #: ``"plan(): ..."`` (:class:`Stage` says when each applies).
@@ -351,7 +356,8 @@ class TrainingTime:
                 ("fast end", self.mfu_high, self.days_low, self.gpu_hours_low, self.cost_usd_low),
                 ("central", self.mfu, self.days, self.gpu_hours, self.cost_usd),
                 ("slow end", self.mfu_low, self.days_high, self.gpu_hours_high, self.cost_usd_high)):
-            rows.append({"case": label, "mfu": mfu, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu * mfu / self.mfu,
+            rows.append({"case": label, "mfu": mfu,
+                         "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu * mfu / self.mfu,
                          "days": days, "gpu_hours": hours, "cost_usd": cost})
         return pd.DataFrame(rows).set_index("case")
 
@@ -367,10 +373,12 @@ def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dt
     peak = _peak_flops(g, dtype)
     per_token = training_flops_per_token(model, seq=seq, causal=causal)
     hardware_per_token = (training_flops_per_token(model, seq=seq, recompute=recompute, causal=causal)
-                          if rerun_layers is None else _partial_flops_per_token(model, seq, rerun_layers, causal))
+                          if rerun_layers is None
+                          else _partial_flops_per_token(model, seq, rerun_layers, causal))
     hfu = mfu * hardware_per_token / per_token
     if hfu > 1:
-        raise ValueError(f"mfu={mfu:g} with recompute={recompute!r} needs a hardware utilisation of {hfu:.2f} > 1")
+        raise ValueError(f"mfu={mfu:g} with recompute={recompute!r} needs a hardware utilisation of "
+                         f"{hfu:.2f} > 1")
 
     def hours(m: float) -> float:                      # GPU-hours at MFU m: independent of the GPU count
         return tokens * per_token / (peak * m) / 3600 / goodput
@@ -378,7 +386,8 @@ def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dt
     h, h_low, h_high = hours(mfu), hours(high), hours(low)
     if layout is None:
         layout = "" if parallel is None else _layout_label(parallel)
-    days = (None, None, None) if n_gpus is None else (h / n_gpus / 24, h_low / n_gpus / 24, h_high / n_gpus / 24)
+    days = ((None, None, None) if n_gpus is None
+            else (h / n_gpus / 24, h_low / n_gpus / 24, h_high / n_gpus / 24))
     return TrainingTime(model.name, g.name, n_gpus, tokens, seq, mfu, low, high, hfu, per_token,
                         peak * mfu / per_token, *days,
                         h, h_low, h_high, price, h * price, h_low * price, h_high * price, tuple(warnings),
@@ -417,8 +426,8 @@ def run_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: in
     model = resolve_model(model, moe=True)
     goodput = check_fraction("goodput", goodput)
     if goodput < 1 and whole_run:
-        raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run MFU "
-                         "already includes them; give one of them")
+        raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run "
+                         "MFU already includes them; give one of them")
     g = check_recipe_runs_on(precision, gpu)
     dtype = compute_dtype(precision, dtype)
     if tokens is None or seq is None:
@@ -430,7 +439,8 @@ def run_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: in
     if parallel is not None:
         par = resolve_parallel(parallel, model)
         if n_gpus is not None and check_int("n_gpus", n_gpus) != par.gpus:
-            raise ValueError(f"n_gpus={n_gpus} but parallel uses tp*cp*pp*dp = {par.gpus} GPUs; give one of them")
+            raise ValueError(f"n_gpus={n_gpus} but parallel uses tp*cp*pp*dp = {par.gpus} GPUs; give one of "
+                             "them")
         n_gpus = par.gpus
     n_gpus = None if n_gpus is None else check_int("n_gpus", n_gpus)   # (GPU-hours need no GPU count)
     par = None if parallel is None else par

@@ -138,10 +138,11 @@ class Model(TensorLayout):
     matrices as the dense MLP (``gated_mlp``, ``mlp_bias``). Use :func:`moe_layer_indices` to build
     ``moe_layers`` from a config's ``first_k_dense_replace`` / ``decoder_sparse_step`` /
     ``interleave_moe_layer_step``. Group-limited routing (DeepSeek's ``n_group`` / ``topk_group``): the routed
-    experts fall into ``expert_groups`` groups and each token picks its experts from ``expert_groups_per_token``
-    of them (0 and 0: no grouping). DeepSeek-V3 deploys one group per node, so a token reaches at most
-    ``expert_groups_per_token`` nodes (arXiv:2412.19437 Sec. 2.1.2, 3.2.2): the node limit the all-to-all is
-    priced with (:func:`llmsizing.moe_layouts.route_max_nodes`), read from these fields, never from a name.
+    experts fall into ``expert_groups`` groups and each token picks its experts from
+    ``expert_groups_per_token`` of them (0 and 0: no grouping). DeepSeek-V3 deploys one group per node, so a
+    token reaches at most ``expert_groups_per_token`` nodes (arXiv:2412.19437 Sec. 2.1.2, 3.2.2): the node
+    limit the all-to-all is priced with (:func:`llmsizing.moe_layouts.route_max_nodes`), read from these
+    fields, never from a name.
 
     **Multi-head latent attention** (``kv_lora_rank`` set; DeepSeek-V2, DeepSeek-AI 2024, arXiv:2405.04434,
     Sec. 2.1): queries go through a rank-``q_lora_rank`` bottleneck (``q_a_proj``, a norm, ``q_b_proj``; none
@@ -281,8 +282,9 @@ class Model(TensorLayout):
         groups = check_int("expert_groups", self.expert_groups, minimum=0)
         per_token = check_int("expert_groups_per_token", self.expert_groups_per_token, minimum=0)
         if (groups == 0) != (per_token == 0) or per_token > groups or (groups and e % groups):
-            raise ValueError(f"expert_groups ({groups}) must divide experts ({e}) and expert_groups_per_token "
-                             f"({per_token}) be from 1 to expert_groups; both 0 for routing without groups")
+            raise ValueError(f"expert_groups ({groups}) must divide experts ({e}) and "
+                             f"expert_groups_per_token ({per_token}) be from 1 to expert_groups; both 0 for "
+                             "routing without groups")
         object.__setattr__(self, "expert_groups", groups)
         object.__setattr__(self, "expert_groups_per_token", per_token)
         k = self.experts_per_token

@@ -5,10 +5,10 @@ A hierarchical alpha-beta model (Hockney 1994; Thakur, Rabenseifner and Gropp 20
 step counts):
 
 * **Nodes** (``data/nodes.csv``, one row per system, each with its source and date): GPUs per node, the
-  scale-up domain (the GPUs one NVLink/Infinity Fabric fabric joins: 8 in a DGX, 72 in a GB200 NVL72 rack), the
-  intra-node topology (``switch``: NVSwitch gives every GPU its full link whoever it talks to; ``mesh``: AMD's
-  MI300X reaches each of its 7 peers over its own 64 GB/s link, so a pair gets one link; ``pcie``), and the NICs
-  (how many per node and their line rate).
+  scale-up domain (the GPUs one NVLink/Infinity Fabric fabric joins: 8 in a DGX, 72 in a GB200 NVL72 rack),
+  the intra-node topology (``switch``: NVSwitch gives every GPU its full link whoever it talks to; ``mesh``:
+  AMD's MI300X reaches each of its 7 peers over its own 64 GB/s link, so a pair gets one link; ``pcie``), and
+  the NICs (how many per node and their line rate).
 * **Node egress is shared.** NCCL spreads a collective over every NIC the group's GPUs own (one ring or tree
   per NIC, each leaving the node once), so a group with ``k`` of its GPUs in one scale-up domain gets ``k``
   NICs' worth of bandwidth per GPU (capped by the intra-node link the rest of each ring rides on). Data
@@ -21,8 +21,8 @@ step counts):
   cluster).
 * **Latency.** A ring all-reduce over ``n`` GPUs takes ``2 (n - 1)`` steps, a reduce-scatter or all-gather
   ``n - 1``, each charged the link class's fitted ``alpha``. Across nodes NCCL also has a tree all-reduce with
-  ``2 ceil(log2 n)`` levels, which it picks when latency dominates; a tree level costs more than a ring step (it
-  crosses a node's chain and the network), :data:`TREE_LEVEL_ALPHAS` ring steps' worth, set so that the
+  ``2 ceil(log2 n)`` levels, which it picks when latency dominates; a tree level costs more than a ring step
+  (it crosses a node's chain and the network), :data:`TREE_LEVEL_ALPHAS` ring steps' worth, set so that the
   fitted 16-GPU log's small-message time comes out the same by either count. The model charges the cheaper of
   the two, with the ring's bandwidth term (for large messages both reach about the same bus bandwidth). A
   point-to-point send is one step.
@@ -53,10 +53,10 @@ TOPOLOGIES = ("switch", "mesh", "pcie")
 #: Link classes of ``data/links.csv``: the scale-up links and the scale-out ``network``.
 LINK_CLASSES = ("nvlink", "infinity-fabric", "pcie", "network")
 
-#: A tree all-reduce level in units of the fitted per-ring-step latency: the network's ``alpha`` was fitted on a
-#: 16-GPU, 2-node log as ``2 (16 - 1) = 30`` ring steps (``data/links.csv``), and a 16-GPU tree has
-#: ``2 log2 16 = 8`` levels, so one level is 30 / 8 = 3.75 ring steps. An approximation from one log: NCCL's own
-#: tuning model decides per message size.
+#: A tree all-reduce level in units of the fitted per-ring-step latency: the network's ``alpha`` was fitted on
+#: a 16-GPU, 2-node log as ``2 (16 - 1) = 30`` ring steps (``data/links.csv``), and a 16-GPU tree has
+#: ``2 log2 16 = 8`` levels, so one level is 30 / 8 = 3.75 ring steps. An approximation from one log: NCCL's
+#: own tuning model decides per message size.
 TREE_LEVEL_ALPHAS = 30 / 8
 
 #: The kinds of collective :func:`collective_time_s` prices.
@@ -66,8 +66,8 @@ COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "send/recv")
 @dataclass(frozen=True)
 class Node:
     """One system a GPU sits in (a row of ``data/nodes.csv``). Bandwidths are one way, decimal GB/s; NIC
-    line rates in Gb/s as vendors print them. ``intra_link_gbps_one_way`` is per GPU through the switch, or per
-    peer for a ``mesh``."""
+    line rates in Gb/s as vendors print them. ``intra_link_gbps_one_way`` is per GPU through the switch, or
+    per peer for a ``mesh``."""
 
     name: str
     gpu: str
@@ -83,14 +83,15 @@ class Node:
 
     def __post_init__(self):
         for f in ("gpus_per_node", "scaleup_domain_gpus", "nics_per_node"):
-            object.__setattr__(self, f, check_int(f"{f} of node {self.name!r}", getattr(self, f), maximum=65536))
+            object.__setattr__(self, f, check_int(f"{f} of node {self.name!r}", getattr(self, f),
+                                                  maximum=65536))
         for f in ("intra_link_gbps_one_way", "nic_gbits"):
             object.__setattr__(self, f, check_number(f"{f} of node {self.name!r}", getattr(self, f),
                                                      minimum=MIN_GPU_SPEED))
         check_choice(f"intra_topology of node {self.name!r}", self.intra_topology, TOPOLOGIES)
         if self.scaleup_domain_gpus % self.gpus_per_node:
-            raise ValueError(f"scaleup_domain_gpus of node {self.name!r} ({self.scaleup_domain_gpus}) must be a "
-                             f"multiple of gpus_per_node ({self.gpus_per_node})")
+            raise ValueError(f"scaleup_domain_gpus of node {self.name!r} ({self.scaleup_domain_gpus}) must "
+                             f"be a multiple of gpus_per_node ({self.gpus_per_node})")
 
     @property
     def egress_gbps(self) -> float:
@@ -176,12 +177,13 @@ def link_class(name: str) -> LinkClass:
 
 def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
              inter_node_gbps: float | None = None) -> Node:
-    """A :class:`Node`: ``node`` (a name from ``data/nodes.csv`` or a ``Node``), or the default node of ``gpu``.
+    """A :class:`Node`: ``node`` (a name from ``data/nodes.csv`` or a ``Node``), or the default node of
+    ``gpu``.
 
     Two overrides keep the book's earlier calls working: ``gpus_per_node`` changes the node's size (the
     scale-up domain follows it when it was the node, and the NICs keep their bandwidth per GPU), and
-    ``inter_node_gbps`` sets the network bandwidth per GPU, one way (one NIC of ``8 x inter_node_gbps`` Gb/s per
-    GPU: the old single-number network)."""
+    ``inter_node_gbps`` sets the network bandwidth per GPU, one way (one NIC of ``8 x inter_node_gbps`` Gb/s
+    per GPU: the old single-number network)."""
     if isinstance(node, Node):
         n = node
     elif node is not None:
@@ -196,13 +198,15 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
         found = _default_nodes().get(g.name)
         if found:
             n = found
-        else:                         # a GPU with no node row: an 8-GPU box of its own link, one 400 Gb/s NIC per GPU
-            topo = {"nvlink": "switch", "infinity-fabric": "mesh"}.get(g.link_class, "pcie")   # (its data, not its name)
+        else:                 # a GPU with no node row: an 8-GPU box of its own link, one 400 Gb/s NIC per GPU
+            topo = {"nvlink": "switch",
+                    "infinity-fabric": "mesh"}.get(g.link_class, "pcie")   # (its data, not its name)
             n = Node(f"8x {g.name} (no catalogued node)", g.name, 8, 8, topo, 1.0, 8, 400.0,
                      "default for a GPU without a node row", "", "")
     if gpus_per_node is not None:
         per_node = check_int("gpus_per_node", gpus_per_node, maximum=65536)
-        domain = per_node if n.scaleup_domain_gpus == n.gpus_per_node else max(n.scaleup_domain_gpus, per_node)
+        domain = (per_node if n.scaleup_domain_gpus == n.gpus_per_node
+                  else max(n.scaleup_domain_gpus, per_node))
         if domain % per_node:
             domain = per_node
         n = replace(n, gpus_per_node=per_node, scaleup_domain_gpus=domain,
@@ -214,8 +218,8 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
 
 
 def _class_of(gpu, node: Node) -> str:
-    """The link class of the GPU's scale-up link: its ``link_class`` (a column of ``data/gpus.csv``), else, for a
-    hand-made GPU without one, the class its node's topology implies. Never its name (issue 33)."""
+    """The link class of the GPU's scale-up link: its ``link_class`` (a column of ``data/gpus.csv``), else,
+    for a hand-made GPU without one, the class its node's topology implies. Never its name (issue 33)."""
     if gpu.link_class is not None:
         return gpu.link_class
     return {"switch": "nvlink", "mesh": "infinity-fabric", "pcie": "pcie"}[node.intra_topology]
@@ -244,10 +248,11 @@ def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
     tensor-parallel ranks next to each other, data-parallel ones ``tp`` apart, pipeline stages ``tp x dp``
     apart).
 
-    Inside one scale-up domain (``size x stride <= domain``): the GPU's own link (for a ``mesh``, ``k - 1`` peer
-    links for ``k`` GPUs, capped by the GPU's total). Across domains: ``k`` = the group's GPUs per domain
-    (``domain // stride``, at least 1), and each GPU gets ``k`` NICs' worth of the node's egress per GPU, capped
-    by its intra-node link; the latency is the network's. Both at the link class's achievable fraction."""
+    Inside one scale-up domain (``size x stride <= domain``): the GPU's own link (for a ``mesh``, ``k - 1``
+    peer links for ``k`` GPUs, capped by the GPU's total). Across domains: ``k`` = the group's GPUs per domain
+    (``domain // stride``, at least 1), and each GPU gets ``k`` NICs' worth of the node's egress per GPU,
+    capped by its intra-node link; the latency is the network's. Both at the link class's achievable
+    fraction."""
     g = get_gpu(gpu)
     size, stride = check_int("size", size), check_int("stride", stride)
     if not isinstance(node, Node):
@@ -323,13 +328,13 @@ def collective_time_s(kind: str, message_bytes: float, n: int, link: GroupLink, 
     charges the cheaper of two lines, ``steps x alpha + f S / small bandwidth`` (NCCL's LL protocol: little
     latency, a fraction of the bandwidth) and ``steps x large alpha + f S / bandwidth`` (its LL128/Simple
     protocols: the full bandwidth, more latency per step), as NCCL's tuner prices each protocol and runs the
-    cheapest (NVIDIA/nccl ``src/graph/tuning.cc``; Hu et al. 2025, "Demystifying NCCL", arXiv 2507.04786). The two
-    lines are the small- and large-message fits of the link class's nccl-tests log (``data/links.csv``:
-    ``small_fraction``, ``large_alpha_us``): on the A100 NVLink log the default line is up to 57% short between
-    256 KiB and 8 MiB (a 2 MiB all-reduce over 8 GPUs: 48 us against 112 us measured), the cheaper of the two
-    within 8% at every size. It is never less than the default. A link class with no fitted log (infinity-fabric)
-    keeps the single line. The default stays ``False`` for training's collectives, whose buckets are large
-    (tens of MiB and up), where the two agree within the larger per-step latency."""
+    cheapest (NVIDIA/nccl ``src/graph/tuning.cc``; Hu et al. 2025, "Demystifying NCCL", arXiv 2507.04786). The
+    two lines are the small- and large-message fits of the link class's nccl-tests log (``data/links.csv``:
+    ``small_fraction``, ``large_alpha_us``): on the A100 NVLink log the default line is up to 57% short
+    between 256 KiB and 8 MiB (a 2 MiB all-reduce over 8 GPUs: 48 us against 112 us measured), the cheaper of
+    the two within 8% at every size. It is never less than the default. A link class with no fitted log
+    (infinity-fabric) keeps the single line. The default stays ``False`` for training's collectives, whose
+    buckets are large (tens of MiB and up), where the two agree within the larger per-step latency."""
     s = check_number("message_bytes", message_bytes)
     if not isinstance(link, GroupLink):
         raise TypeError(f"link must be a GroupLink from group_link(...), got {type(link).__name__}")
@@ -359,8 +364,8 @@ def bus_bandwidth_gbps(kind: str, message_bytes, n: int, link: GroupLink):
 
 
 #: The network bandwidth per GPU between nodes, one way, in decimal GB/s: one 400 Gb/s InfiniBand NDR (or
-#: 400 GbE) adapter per GPU, as in NVIDIA's DGX H100 (eight ConnectX-7 ports for eight GPUs): 400 / 8 = 50 GB/s
-#: each way. A parameter of :func:`~llmsizing.comm.communication` (``inter_node_gbps``).
+#: 400 GbE) adapter per GPU, as in NVIDIA's DGX H100 (eight ConnectX-7 ports for eight GPUs): 400 / 8 =
+#: 50 GB/s each way. A parameter of :func:`~llmsizing.comm.communication` (``inter_node_gbps``).
 INTER_NODE_GBPS_PER_GPU = 50.0
 
 

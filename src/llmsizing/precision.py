@@ -18,11 +18,11 @@ Sources:
 * Adafactor: Shazeer & Stern 2018 (factored second moment: r + c numbers for an r x c matrix, no momentum by
   default). Lion: Chen et al. 2023 (one momentum buffer).
 * FP8 training (:data:`FP8_SCHEMES`, recipes ``fp8-mixed`` and ``fp8-deepseek``): NVIDIA Transformer Engine
-  2.20.0.dev0 (commit d0067d0d, 2026-08-22) as Megatron-LM's ``megatron/core/extensions/transformer_engine.py``
-  drives it, and the DeepSeek-V3 technical report (DeepSeek-AI 2024, arXiv:2412.19437, Sec. 3.3). What each
-  counts, and from which lines, is written at :data:`FP8_SCHEMES`. Transformer Engine needs a CUDA GPU: it
-  cannot run on the CPU-only machine the book is built on, so these counts are read from its source, not
-  measured.
+  2.20.0.dev0 (commit d0067d0d, 2026-08-22) as Megatron-LM's
+  ``megatron/core/extensions/transformer_engine.py`` drives it, and the DeepSeek-V3 technical report
+  (DeepSeek-AI 2024, arXiv:2412.19437, Sec. 3.3). What each counts, and from which lines, is written at
+  :data:`FP8_SCHEMES`. Transformer Engine needs a CUDA GPU: it cannot run on the CPU-only machine the book is
+  built on, so these counts are read from its source, not measured.
 """
 
 from __future__ import annotations
@@ -79,10 +79,10 @@ class StoredFormat:
     """Which tensors a GGUF file type stores in which block type (llama.cpp ``llama_tensor_get_type``).
 
     ``blocks`` is the type of the transformer blocks' matrices, ``embedding`` of the token (and position)
-    embeddings, ``lm_head`` of the output matrix (with tied embeddings llama.cpp has no output tensor and gives
-    the embedding the output's type). ``more_bits`` is the type Q4_K_M gives ``attn_v`` and ``ffn_down`` in the
-    layers llama.cpp's ``use_more_bits`` picks (the first and last eighth of the layers and every third one in
-    between: about half). Vectors (norms, biases) stay in fp32."""
+    embeddings, ``lm_head`` of the output matrix (with tied embeddings llama.cpp has no output tensor and
+    gives the embedding the output's type). ``more_bits`` is the type Q4_K_M gives ``attn_v`` and ``ffn_down``
+    in the layers llama.cpp's ``use_more_bits`` picks (the first and last eighth of the layers and every third
+    one in between: about half). Vectors (norms, biases) stay in fp32."""
 
     name: str
     blocks: str
@@ -125,10 +125,11 @@ def check_recipe(name: str, value) -> str:
     reason: it stores frozen weights for inference, and no recipe trains in it."""
     quantised = isinstance(value, str) and (value in STORED_FORMATS or DTYPE_BYTES.get(value, 2.0) < 2.0)
     if quantised:
-        raise ValueError(f"{name}={value!r} is a storage format for weights, not a training recipe: training keeps "
-                         f"trainable weights in 16 or 32 bits. Choose one of {', '.join(RECIPES)} (quantised "
-                         f"frozen weights are QLoRA's: llmsizing.finetune"
-                         + ("; FP8 training is the recipe 'fp8-mixed' or 'fp8-deepseek')" if value == "fp8" else ")"))
+        raise ValueError(f"{name}={value!r} is a storage format for weights, not a training recipe: training "
+                         f"keeps trainable weights in 16 or 32 bits. Choose one of {', '.join(RECIPES)} "
+                         f"(quantised frozen weights are QLoRA's: llmsizing.finetune"
+                         + ("; FP8 training is the recipe 'fp8-mixed' or 'fp8-deepseek')" if value == "fp8"
+                            else ")"))
     return check_choice(name, value, RECIPES)
 
 
@@ -146,12 +147,13 @@ class Fp8Scheme:
     ``weight_copy_bytes``: the FP8 copies of one Linear weight element that live through a step (and between
     steps when cached). ``input_bytes``: one element of a Linear's input saved for its backward.
     ``attn_out_bytes``: one element of the attention output projection's input (DeepSeek-V3 keeps it in a
-    12-bit format); ``attn_out_shared``: the attention's own backward reads that same copy (DeepSeek-V3), instead
-    of keeping its own 16-bit output as a flash kernel does. ``cache_act_input``: the MLP's activation (SwiGLU/GeLU) input is saved in FP8 and its output
-    recomputed in the backward (DeepSeek-V3) instead of saving the activation's output as the next Linear's input.
-    ``amax_history_len``: rows of the per-tensor amax history of delayed scaling (0: no history);
-    ``tensors_per_gemm``: FP8 tensors with a scale per GEMM (3 forward + 2 backward in TE); ``gemms_per_layer``:
-    the FP8 Linear modules of one transformer block (fused QKV, output projection, fused gate/up, down)."""
+    12-bit format); ``attn_out_shared``: the attention's own backward reads that same copy (DeepSeek-V3),
+    instead of keeping its own 16-bit output as a flash kernel does. ``cache_act_input``: the MLP's activation
+    (SwiGLU/GeLU) input is saved in FP8 and its output recomputed in the backward (DeepSeek-V3) instead of
+    saving the activation's output as the next Linear's input. ``amax_history_len``: rows of the per-tensor
+    amax history of delayed scaling (0: no history); ``tensors_per_gemm``: FP8 tensors with a scale per GEMM
+    (3 forward + 2 backward in TE); ``gemms_per_layer``: the FP8 Linear modules of one transformer block
+    (fused QKV, output projection, fused gate/up, down)."""
 
     name: str
     weight_copy_bytes: float
@@ -193,36 +195,38 @@ DEEPSEEK_TILE = 128
 #:   for row-wise and a separate ``_transpose`` for column-wise use on a GPU without non-TN FP8 GEMMs: 1 + 1
 #:   = 2 bytes per weight element (one fp32 ``_scale_inv`` per tensor: not counted). ``Linear.forward`` keeps
 #:   the result in ``self._fp8_workspaces["weight"]`` whenever ``is_first_microbatch`` is not ``None``, and
-#:   Megatron-LM passes it unless ``disable_parameter_transpose_cache``: the copies persist across micro-batches
-#:   and steps (without the cache they are remade each forward and saved for the backward: alive at the same
-#:   peak);
-#: * saved inputs: the input is quantized, then "Discard row-wise data since it is not needed in backward pass"
-#:   (``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``) leaves one FP8 copy: 1 byte per
-#:   element; ``module/layernorm_linear.py`` saves the norm's input in bf16, its fp32 statistics and its FP8
-#:   output (QKV and fc1 inputs); the attention kernel (not FP8 by default) saves its own bf16 output, so the
-#:   output projection's input is kept twice (bf16 + FP8);
+#:   Megatron-LM passes it unless ``disable_parameter_transpose_cache``: the copies persist across
+#:   micro-batches and steps (without the cache they are remade each forward and saved for the backward: alive
+#:   at the same peak);
+#: * saved inputs: the input is quantized, then "Discard row-wise data since it is not needed in backward
+#:   pass" (``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``) leaves one FP8 copy: 1 byte
+#:   per element; ``module/layernorm_linear.py`` saves the norm's input in bf16, its fp32 statistics and its
+#:   FP8 output (QKV and fc1 inputs); the attention kernel (not FP8 by default) saves its own bf16 output, so
+#:   the output projection's input is kept twice (bf16 + FP8);
 #: * scaling state: 3 forward + 2 backward FP8 tensors per GEMM (``module/base.py``: "Max. number of fp8
 #:   tensors per GEMM = 3 (input, weight, output) for fwd and 2 (grad_output and grad_input) for bwd"), each
 #:   with 1,024 fp32 amax values and a scale.
 #:
-#: On Blackwell TE's default is MXFP8 (``quantization.py`` ``get_default_fp8_recipe``): row-wise and column-wise
-#: copies each with an E8M0 scale per 32 elements, 2 x (1 + 1/32) = 2.0625 bytes per weight element; not a
-#: recipe here (0.06 bytes from ``fp8-mixed``).
+#: On Blackwell TE's default is MXFP8 (``quantization.py`` ``get_default_fp8_recipe``): row-wise and
+#: column-wise copies each with an E8M0 scale per 32 elements, 2 x (1 + 1/32) = 2.0625 bytes per weight
+#: element; not a recipe here (0.06 bytes from ``fp8-mixed``).
 #:
 #: ``fp8-deepseek``: DeepSeek-V3 (Sec. 3.3): FP8 (E4M3) GEMMs with one fp32 scale per 128 x 128 weight block
 #: (the same blocks serve the transposed GEMM of the backward: one copy, 1 + 4/128^2 bytes) and per 1 x 128
 #: activation tile (1 + 4/128 bytes per saved input); the attention output projection's input in E5M6
 #: (12 bits, 1.5 + 4/128 bytes), which the attention operator's backward also reads ("these activations are
-#: also used in the backward pass of the attention operator"), so it is kept once; the SwiGLU input cached in FP8 and its output recomputed (the report says so
-#: for the MoE experts; applied here to every gated MLP). No delayed scaling: no amax history. Its
-#: recomputation of every RMSNorm and of MLA's up-projections (Sec. 3.2.3) is a recomputation choice, not part
-#: of the recipe: :func:`llmsizing.moe.deepseek_memory` models the whole of DeepSeek's memory plan.
+#: also used in the backward pass of the attention operator"), so it is kept once; the SwiGLU input cached in
+#: FP8 and its output recomputed (the report says so for the MoE experts; applied here to every gated MLP). No
+#: delayed scaling: no amax history. Its recomputation of every RMSNorm and of MLA's up-projections (Sec.
+#: 3.2.3) is a recomputation choice, not part of the recipe: :func:`llmsizing.moe.deepseek_memory` models the
+#: whole of DeepSeek's memory plan.
 FP8_SCHEMES: dict[str, Fp8Scheme] = {s.name: s for s in (
     Fp8Scheme("fp8-mixed", weight_copy_bytes=2.0, input_bytes=1.0, attn_out_bytes=1.0,
               amax_history_len=TE_AMAX_HISTORY_LEN, tensors_per_gemm=5,
               source="Transformer Engine 2.20.0.dev0 (d0067d0d) DelayedScaling with Megatron-LM, Hopper"),
-    Fp8Scheme("fp8-deepseek", weight_copy_bytes=1.0 + 4 / DEEPSEEK_TILE ** 2, input_bytes=1.0 + 4 / DEEPSEEK_TILE,
-              attn_out_bytes=1.5 + 4 / DEEPSEEK_TILE, cache_act_input=True, attn_out_shared=True,
+    Fp8Scheme("fp8-deepseek", weight_copy_bytes=1.0 + 4 / DEEPSEEK_TILE ** 2,
+              input_bytes=1.0 + 4 / DEEPSEEK_TILE, attn_out_bytes=1.5 + 4 / DEEPSEEK_TILE,
+              cache_act_input=True, attn_out_shared=True,
               source="DeepSeek-V3 technical report (arXiv:2412.19437), Sec. 3.3"),
 )}
 
@@ -232,8 +236,8 @@ class Recipe:
     """How a training recipe stores the model states.
 
     ``weights`` and ``grads`` are the dtypes of the working weights and gradients; ``master`` the dtype of an
-    optimizer-owned master copy (``None`` if the working weights are the master); ``extra_grads`` the dtype of a
-    second gradient buffer if the recipe keeps one; ``states`` the dtype the optimizer keeps its moments in.
+    optimizer-owned master copy (``None`` if the working weights are the master); ``extra_grads`` the dtype of
+    a second gradient buffer if the recipe keeps one; ``states`` the dtype the optimizer keeps its moments in.
     ``autocast`` marks a recipe that runs the forward under ``torch.autocast``: fp32 weights, 16-bit matrix
     multiplies on cached 16-bit weight copies, and a mix of fp32 and 16-bit activations. ``fp8`` names the
     recipe's FP8 scheme (:data:`FP8_SCHEMES`): its matrix multiplies run on FP8 tensor cores.
@@ -265,7 +269,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("fp32", "fp32", "fp32", None, "fp32",
            description="Everything in fp32: 4 + 4 + optimizer states (8 for Adam) = 16 B/param."),
     Recipe("bf16-mixed", "bf16", "bf16", "fp32", "fp32",
-           description="bf16 weights and grads, fp32 master + Adam moments: 2 + 2 + 12 = 16 B/param (ZeRO paper)."),
+           description="bf16 weights and grads, fp32 master + Adam moments: 2 + 2 + 12 = 16 B/param (ZeRO "
+                       "paper)."),
     Recipe("fp16-mixed", "fp16", "fp16", "fp32", "fp32",
            description="As bf16-mixed with fp16 (plus a loss scale, a few bytes in total): 16 B/param."),
     Recipe("bf16-mixed-fp32-grads", "bf16", "fp32", "fp32", "fp32",
@@ -274,18 +279,20 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            description="16-bit grads plus an fp32 copy for the optimizer step (DeepSpeed ZeRO-1/2 style): "
                        "2 + 2 + 4 + 12 = 20 B/param, the top of EleutherAI's 16-20 range."),
     Recipe("bf16", "bf16", "bf16", None, "bf16",
-           description="Pure bf16, no master copy: 2 + 2 + 4 = 8 B/param for Adam (risky: small updates round away)."),
+           description="Pure bf16, no master copy: 2 + 2 + 4 = 8 B/param for Adam (risky: small updates "
+                       "round away)."),
     Recipe("bf16-amp", "fp32", "fp32", None, "fp32", autocast=True,
-           description="fp32 weights, gradients and Adam moments under torch.autocast(bf16), what the Hugging Face "
-                       "Trainer's bf16=True runs: 4 + 4 + 8 = 16 B/param, plus about 2 B/param of cached bf16 "
-                       "weight copies during forward and backward."),
+           description="fp32 weights, gradients and Adam moments under torch.autocast(bf16), what the "
+                       "Hugging Face Trainer's bf16=True runs: 4 + 4 + 8 = 16 B/param, plus about 2 B/param "
+                       "of cached bf16 weight copies during forward and backward."),
     Recipe("fp8-mixed", "bf16", "fp32", "fp32", "fp32", fp8="fp8-mixed",
-           description="Transformer Engine FP8 with Megatron-LM: bf16 weights, fp32 gradients (main_grad), fp32 "
-                       "master + Adam moments, plus FP8 copies of every Linear weight and its transpose: "
-                       "2 + 4 + 12 + 2 = 20 B per Linear parameter."),
+           description="Transformer Engine FP8 with Megatron-LM: bf16 weights, fp32 gradients (main_grad), "
+                       "fp32 master + Adam moments, plus FP8 copies of every Linear weight and its "
+                       "transpose: 2 + 4 + 12 + 2 = 20 B per Linear parameter."),
     Recipe("fp8-deepseek", "bf16", "fp32", "fp32", "bf16", fp8="fp8-deepseek",
-           description="DeepSeek-V3's FP8: bf16 weights, fp32 gradients and master, bf16 Adam moments, one FP8 copy "
-                       "per Linear weight (128 x 128 blocks): 2 + 4 + 4 + 4 + 1 = 15 B per Linear parameter."),
+           description="DeepSeek-V3's FP8: bf16 weights, fp32 gradients and master, bf16 Adam moments, one "
+                       "FP8 copy per Linear weight (128 x 128 blocks): 2 + 4 + 4 + 4 + 1 = 15 B per Linear "
+                       "parameter."),
 )}
 
 
@@ -295,14 +302,15 @@ def compute_dtype(precision: str = "bf16-mixed", dtype: str | None = None) -> st
     ``dtype=None``: the recipe's own (:attr:`Recipe.compute_dtype`: ``"fp8"`` for ``fp8-mixed`` and
     ``fp8-deepseek``, ``"bf16"`` otherwise). An explicit ``dtype`` is kept, as before FP8 recipes existed
     (``dtype="fp8"`` with a 16-bit recipe: FP8 matrix multiplies with that recipe's memory, as torchtitan's
-    Float8 without weight caching), except that an FP8 recipe at a 16-bit rate is refused: its GEMMs are FP8."""
+    Float8 without weight caching), except that an FP8 recipe at a 16-bit rate is refused: its GEMMs are
+    FP8."""
     recipe = RECIPES[check_recipe("precision", precision)]
     if dtype is None:
         return recipe.compute_dtype
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
     if recipe.fp8 and dtype != "fp8":
-        raise ValueError(f"dtype={dtype!r} with precision={precision!r}: an FP8 recipe runs its matrix multiplies "
-                         "in FP8; use dtype='fp8' or leave dtype out")
+        raise ValueError(f"dtype={dtype!r} with precision={precision!r}: an FP8 recipe runs its matrix "
+                         "multiplies in FP8; use dtype='fp8' or leave dtype out")
     return dtype
 
 

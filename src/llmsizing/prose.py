@@ -56,7 +56,8 @@ def inline_glue(namespace: MutableMapping[str, object]) -> Callable[..., None]:
     Raises ``ValueError`` for a bad or already-taken name and ``TypeError`` for a value that is not a string.
     """
     if not isinstance(namespace, MutableMapping):
-        raise TypeError(f"namespace must be a mutable mapping such as globals(), got {type(namespace).__name__}")
+        raise TypeError("namespace must be a mutable mapping such as globals(), got "
+                        f"{type(namespace).__name__}")
 
     def glue(name: str, value: str, display: bool = False) -> None:
         if not isinstance(name, str):

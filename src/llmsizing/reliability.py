@@ -8,8 +8,8 @@ section "Interruptions and goodput").
   interruptions is ``1 / (λ n)``: 3.1 hours for that run. OPT-175B's logbook (Zhang et al. 2022, Sec. 2.5: at
   least 35 manual and an estimated 70+ automatic restarts in 2 months on 992 A100s) is held out to check it,
   and shows that the rate is a property of the cluster and its age, not a constant: that run failed about four
-  times as often per GPU. Meta's research-cluster study (Kokolis et al. 2024: a mean time to failure of 7.9 hours
-  for 1,024-GPU jobs on two A100 clusters) is held out too: about six times Llama 3's rate.
+  times as often per GPU. Meta's research-cluster study (Kokolis et al. 2024: a mean time to failure of 7.9
+  hours for 1,024-GPU jobs on two A100 clusters) is held out too: about six times Llama 3's rate.
 * **What a checkpoint costs.** It holds the weights and the optimizer states (the master copy and the moments;
   not the gradients): :func:`checkpoint_bytes`, from :func:`~llmsizing.memory.model_states`. Written at the
   storage bandwidth you name, it takes ``δ = bytes / bandwidth`` (synchronous; an asynchronous checkpoint
@@ -23,9 +23,9 @@ section "Interruptions and goodput").
   divides its days and GPU-hours by it (``goodput=``), in place of the flat 10-20% allowance.
 
 **Where this is an approximation.** Interruptions are taken as a Poisson process at a constant rate per GPU
-(real failures cluster early in a cluster's life and around bad hosts); the restart time ``R`` has no published
-value for these runs and is yours to give; the model ignores interruptions during a restart. Llama 3 reports
-"higher than 90% effective training time" for its snapshot, the one published goodput to compare with.
+(real failures cluster early in a cluster's life and around bad hosts); the restart time ``R`` has no
+published value for these runs and is yours to give; the model ignores interruptions during a restart. Llama 3
+reports "higher than 90% effective training time" for its snapshot, the one published goodput to compare with.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ def _logs():
 
 def failure_rate_per_gpu_day(*, include_planned: bool = False) -> float:
     """Interruptions per GPU per day, from the calibration log of ``data/interruption_logs.csv`` (Llama 3's
-    snapshot): ``unexpected / (n_gpus x days)``, or all interruptions with ``include_planned=True`` (planned ones,
-    firmware upgrades and the like, can be scheduled around checkpoints, so they are left out by default)."""
+    snapshot): ``unexpected / (n_gpus x days)``, or all interruptions with ``include_planned=True`` (planned
+    ones, firmware upgrades and the like, can be scheduled around checkpoints, so they are left out by
+    default)."""
     include_planned = check_bool("include_planned", include_planned)
     row = _logs().query("role == 'calibration'").iloc[0]
     count = row["interruptions"] if include_planned else row["unexpected"]
@@ -87,9 +88,9 @@ class Interruptions:
 def interruptions(*, n_gpus: int, days: float, include_planned: bool = False,
                   rate_per_gpu_day: float | None = None) -> Interruptions:
     """The expected number of interruptions of a job on ``n_gpus`` GPUs for ``days`` days: a rate per GPU-day
-    (:func:`failure_rate_per_gpu_day`, calibrated on Llama 3's log, unless ``rate_per_gpu_day`` is given) times
-    the GPU-days. Llama 3's own run gives back its 419 (its calibration); OPT-175B's is the held-out check
-    (:func:`interruption_logs`). Taught in chapter 11."""
+    (:func:`failure_rate_per_gpu_day`, calibrated on Llama 3's log, unless ``rate_per_gpu_day`` is given)
+    times the GPU-days. Llama 3's own run gives back its 419 (its calibration); OPT-175B's is the held-out
+    check (:func:`interruption_logs`). Taught in chapter 11."""
     n_gpus = check_int("n_gpus", n_gpus)
     days = check_number("days", days, allow_equal=False)
     if rate_per_gpu_day is None:
@@ -104,15 +105,16 @@ def interruption_logs():
     calibrated rate predicts for each (``predicted``: unexpected interruptions) and ``ratio`` = published /
     predicted. The calibration row agrees by construction; the held-out rows test the rate."""
     df = _logs().copy()
-    df["predicted"] = [interruptions(n_gpus=int(n), days=float(d)).expected for n, d in zip(df["n_gpus"], df["days"])]
+    df["predicted"] = [interruptions(n_gpus=int(n), days=float(d)).expected
+                       for n, d in zip(df["n_gpus"], df["days"])]
     df["ratio"] = df["unexpected"] / df["predicted"]
     return df
 
 
 def interruption_causes():
-    """Table 5 of Dubey et al. 2024 (``data/llama3_interruption_causes.csv``): the root causes of Llama 3's 419
-    unexpected interruptions, with the paper's own percentages (which sum to 94.9%, not 100%; the counts sum
-    to 419)."""
+    """Table 5 of Dubey et al. 2024 (``data/llama3_interruption_causes.csv``): the root causes of Llama 3's
+    419 unexpected interruptions, with the paper's own percentages (which sum to 94.9%, not 100%; the counts
+    sum to 419)."""
     import pandas as pd
 
     return pd.read_csv(CAUSES_CSV)
@@ -122,7 +124,8 @@ def checkpoint_bytes(model: Model | str, *, precision: str = "bf16-mixed", optim
     """Bytes of one full checkpoint of a training run: the weights and the optimizer's states (master copy and
     moments) of :func:`~llmsizing.memory.model_states` for the whole model, without the gradients (recomputed
     after a restart) or FP8 weight copies (rebuilt from the master). 14 bytes per parameter for ``bf16-mixed``
-    AdamW (2 + 4 + 8), as a Megatron-LM or torch.distributed.checkpoint sharded save of those states writes."""
+    AdamW (2 + 4 + 8), as a Megatron-LM or torch.distributed.checkpoint sharded save of those states
+    writes."""
     from .memory import model_states
 
     st = model_states(resolve_model(model, moe=True), precision=precision, optimizer=optimizer)
@@ -184,13 +187,14 @@ def goodput(model: Model | str, *, n_gpus: int, restart_min: float, storage_gb_p
     (``restart_min`` minutes: reschedule, reload, warm up; yours to give), ``δ`` the checkpoint's write time
     (``write_s``, or :func:`checkpoint_write_s` at ``storage_gb_per_s``) and ``τ`` the interval
     (``interval_min``, default Young's optimum :func:`optimal_checkpoint_interval_s`). Raises when an
-    interruption costs more than the time between two: the run would make no progress. Taught in chapter 11."""
+    interruption costs more than the time between two: the run would make no progress. Taught in chapter
+    11."""
     model = resolve_model(model, moe=True)
     n_gpus = check_int("n_gpus", n_gpus)
     restart_s = 60.0 * check_number("restart_min", restart_min)
     if (storage_gb_per_s is None) == (write_s is None):
-        raise ValueError("give storage_gb_per_s (the file system's write bandwidth) or write_s (seconds the run "
-                         "stalls per checkpoint), not both or neither")
+        raise ValueError("give storage_gb_per_s (the file system's write bandwidth) or write_s (seconds the "
+                         "run stalls per checkpoint), not both or neither")
     nbytes = checkpoint_bytes(model, precision=precision, optimizer=optimizer)
     if write_s is None:
         write_s = checkpoint_write_s(model, storage_gb_per_s=storage_gb_per_s, precision=precision,
@@ -205,8 +209,9 @@ def goodput(model: Model | str, *, n_gpus: int, restart_min: float, storage_gb_p
         interval_s = 60.0 * check_number("interval_min", interval_min, allow_equal=False)
     lost = restart_s + (interval_s + write_s) / 2
     if not lost < mtbf_s:
-        raise ValueError(f"each interruption costs {lost / 60:,.1f} min (restart_min={restart_min:g} plus half a "
-                         f"checkpoint period) but they come every {mtbf_s / 60:,.1f} min on {n_gpus:,} GPUs: the run "
-                         "makes no progress (restart faster, checkpoint more often, or use fewer GPUs)")
+        raise ValueError(f"each interruption costs {lost / 60:,.1f} min (restart_min={restart_min:g} plus "
+                         f"half a checkpoint period) but they come every {mtbf_s / 60:,.1f} min on "
+                         f"{n_gpus:,} GPUs: the run makes no progress (restart faster, checkpoint more "
+                         "often, or use fewer GPUs)")
     value = (1 - lost / mtbf_s) / (1 + write_s / interval_s)
     return Goodput(value, n_gpus, mtbf_s, write_s, interval_s, restart_s, nbytes)

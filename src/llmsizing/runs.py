@@ -1,4 +1,5 @@
-"""A whole run from one step: days, GPU-hours and dollars from a layout's step time (Part III, "Case studies").
+"""A whole run from one step: days, GPU-hours and dollars from a layout's step time (Part III, "Case
+studies").
 
 :func:`~llmsizing.time_cost.training_time` starts from an assumed MFU; :func:`~llmsizing.layouts.step_time`
 starts from a layout and says where one step's seconds go. :func:`run_from_step` joins the two: the step's
@@ -34,7 +35,8 @@ def offload_exposed_s(offload: OffloadTime, step: StepTime, *, delayed_update: b
     update" (``delayed_update=True``) overlaps them, with the copies, with the next step's compute (then only
     what exceeds the busy time is exposed). Taught in the "Case studies" chapter."""
     if not isinstance(offload, OffloadTime):
-        raise TypeError(f"offload must be an OffloadTime from comm.offload_time(...), got {type(offload).__name__}")
+        raise TypeError("offload must be an OffloadTime from comm.offload_time(...), got "
+                        f"{type(offload).__name__}")
     if not isinstance(step, StepTime):
         raise TypeError(f"step must be a StepTime from layouts.step_time(...), got {type(step).__name__}")
     check_bool("delayed_update", delayed_update)
@@ -78,13 +80,13 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     step, no recomputation: Chowdhery et al. 2022, App. B) over ``GPUs x dense peak x step seconds``; the
     days and dollars are then :func:`~llmsizing.time_cost.training_time`'s at that MFU (so the days are
     ``tokens / tokens per step x step seconds``), and the range scales that MFU by
-    the GPU generation's calibrated range (:func:`~llmsizing.time_cost.mfu_range_factors`, capped at 1), as the
-    planner does.
+    the GPU generation's calibrated range (:func:`~llmsizing.time_cost.mfu_range_factors`, capped at 1), as
+    the planner does.
     ``recompute`` must be what the step ran with (it sets the hardware FLOPs utilisation reported as
-    ``time.hfu``), and so must ``recompute_layers`` (partial recomputation, per model chunk of the step's layout:
-    :func:`~llmsizing.memory.training_memory`). Taught in the "Case studies" chapter. A mixture of experts
-    (a step of :func:`~llmsizing.layouts.step_time` with ``ep``) counts its active parameters' FLOPs, as the
-    step's own ``mfu`` does (chapter 18)."""
+    ``time.hfu``), and so must ``recompute_layers`` (partial recomputation, per model chunk of the step's
+    layout: :func:`~llmsizing.memory.training_memory`). Taught in the "Case studies" chapter. A mixture of
+    experts (a step of :func:`~llmsizing.layouts.step_time` with ``ep``) counts its active parameters' FLOPs,
+    as the step's own ``mfu`` does (chapter 18)."""
     model = resolve_model(model, moe=True)
     if not isinstance(step, StepTime):
         raise TypeError(f"step must be a StepTime from layouts.step_time(...), got {type(step).__name__}")
@@ -103,9 +105,9 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
         raise ValueError(f"the step implies an MFU of {mfu:.2f} > 1: is step for {model.name} on {g.name} "
                          f"with seq={seq}?")
     low, high = mfu_range_factors(g, dtype)
-    if mfu * low < MIN_FRACTION:                         # (the range's low end must be an MFU training_time takes)
-        raise ValueError(f"the step ({total_s:g} s with extra_s={extra_s:g}) implies an MFU of {mfu:.4g}, below "
-                         f"{MIN_FRACTION / low:.4g}: is step for {model.name} on {g.name} with "
+    if mfu * low < MIN_FRACTION:                    # (the range's low end must be an MFU training_time takes)
+        raise ValueError(f"the step ({total_s:g} s with extra_s={extra_s:g}) implies an MFU of {mfu:.4g}, "
+                         f"below {MIN_FRACTION / low:.4g}: is step for {model.name} on {g.name} with "
                          f"seq={seq}, and extra_s in seconds?")
     t = training_time(model, tokens=tokens, gpu=g, n_gpus=n_gpus, seq=seq, mfu=mfu,
                       mfu_range=(mfu * low, min(1.0, mfu * high)),

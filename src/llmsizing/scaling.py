@@ -46,7 +46,8 @@ FLOPS_PER_PARAM_TOKEN = 6.0
 #: Table 3's Gopher row, 5.76e23 FLOPs).
 CHINCHILLA_PARAMS, CHINCHILLA_TOKENS, GOPHER_FLOPS = 70e9, 1.4e12, 5.76e23
 
-#: The largest budget accepted: 1e32 FLOPs (ten thousand times the largest run of 2026; the products stay finite).
+#: The largest budget accepted: 1e32 FLOPs (ten thousand times the largest run of 2026; the products stay
+#: finite).
 MAX_FLOPS = 1e32
 
 #: The fits' names, as in ``data/scaling_fits.csv``.
@@ -66,9 +67,9 @@ def _fits() -> dict:
 
 
 def scaling_fits():
-    """``data/scaling_fits.csv`` as a DataFrame: each fit's exponent ``a`` of ``N_opt ∝ C^a`` (with its published
-    10th-90th percentile for Approaches 1 and 2), the anchor row of a power law, the constants of a parametric
-    loss (with the standard errors Besiroglu et al. report), source and date."""
+    """``data/scaling_fits.csv`` as a DataFrame: each fit's exponent ``a`` of ``N_opt ∝ C^a`` (with its
+    published 10th-90th percentile for Approaches 1 and 2), the anchor row of a power law, the constants of a
+    parametric loss (with the standard errors Besiroglu et al. report), source and date."""
     import pandas as pd
 
     df = pd.DataFrame(list(_fits().values()))
@@ -78,9 +79,10 @@ def scaling_fits():
 
 
 def chinchilla_tables():
-    """The projected compute-optimal rows Hoffmann et al. 2022 publish (Table 3: Approach 1; Table A3: Approaches
-    2 and 3), from ``data/chinchilla_tables.csv``, with the library's ``params`` for the same FLOPs and fit next
-    to each (``predicted_params``, ``ratio``). The anchor rows of Approaches 1 and 2 agree by construction."""
+    """The projected compute-optimal rows Hoffmann et al. 2022 publish (Table 3: Approach 1; Table A3:
+    Approaches 2 and 3), from ``data/chinchilla_tables.csv``, with the library's ``params`` for the same FLOPs
+    and fit next to each (``predicted_params``, ``ratio``). The anchor rows of Approaches 1 and 2 agree by
+    construction."""
     import pandas as pd
 
     df = pd.read_csv(TABLES_CSV)
@@ -137,8 +139,8 @@ class ComputeOptimal:
 
 
 def compute_optimal(flops: float, *, fit: str = "approach1") -> ComputeOptimal:
-    """The parameters and tokens that give the lowest loss for ``flops`` training FLOPs (``C = 6ND``), by one of
-    Hoffmann et al. 2022's fits (:data:`FITS`; default Approach 1, the paper's Table 3). At Gopher's budget
+    """The parameters and tokens that give the lowest loss for ``flops`` training FLOPs (``C = 6ND``), by one
+    of Hoffmann et al. 2022's fits (:data:`FITS`; default Approach 1, the paper's Table 3). At Gopher's budget
     (5.76e23 FLOPs) Approach 1 gives 67B parameters and 1.43T tokens; the paper trained Chinchilla at 70B and
     1.4T. ``fit="besiroglu"`` is Besiroglu et al. 2024's corrected Approach 3. ``params_low``/``params_high``
     are the spread of the four published fits at the same budget, widened to the fit used where it lies
@@ -185,7 +187,8 @@ class Overtraining:
     fit: str
     #: the compute-optimal split of the same FLOPs (Approach 1, the paper's ~20 tokens per parameter)
     optimal: ComputeOptimal
-    #: the loss the fit predicts for this run, and the FLOPs a compute-optimal run needs to reach the same loss
+    #: the loss the fit predicts for this run, and the FLOPs a compute-optimal run needs to reach the same
+    #: loss
     loss: float
     same_loss_flops: float
     same_loss_params: float
@@ -201,7 +204,8 @@ class Overtraining:
 
     @property
     def extra_compute(self) -> float:
-        """This run's FLOPs over a compute-optimal run's with the same loss (>= 1): what the smaller model cost."""
+        """This run's FLOPs over a compute-optimal run's with the same loss (>= 1): what the smaller model
+        cost."""
         return self.flops / self.same_loss_flops
 
 
@@ -218,8 +222,9 @@ def overtrained(params: float, tokens: float, *, fit: str = "besiroglu") -> Over
     flops = FLOPS_PER_PARAM_TOKEN * params * tokens
     target = loss(params, tokens, fit=fit)
     if not target > f["E"]:
-        raise ValueError(f"the fit's loss for params={params:g}, tokens={tokens:g} does not exceed its floor E")
-    lo, hi = math.log(flops) - 60.0, math.log(flops)          # the optimum reaches the loss with at most C FLOPs
+        raise ValueError(f"the fit's loss for params={params:g}, tokens={tokens:g} does not exceed its "
+                         "floor E")
+    lo, hi = math.log(flops) - 60.0, math.log(flops)       # the optimum reaches the loss with at most C FLOPs
     for _ in range(200):                                       # bisection on log C: L_opt(C) falls with C
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if _optimal_loss(math.exp(mid), f) > target else (lo, mid)
@@ -249,15 +254,16 @@ class BudgetOptimal:
 
 
 def largest_compute_optimal(*, gpu, n_gpus: int, days: float, seq: int, mfu: float | None = None,
-                            goodput: float = 1.0, fit: str = "approach1", dtype: str = "bf16") -> BudgetOptimal:
+                            goodput: float = 1.0, fit: str = "approach1",
+                            dtype: str = "bf16") -> BudgetOptimal:
     """The inverse of :func:`compute_optimal`: the largest compute-optimal model that ``n_gpus`` GPUs of type
     ``gpu`` train in ``days`` days. The budget is ``n_gpus x dense peak x MFU x goodput x days`` (the
     arithmetic of :func:`~llmsizing.time_cost.training_time`); ``mfu`` defaults to the calibrated estimate
     (:func:`~llmsizing.time_cost.mfu_estimate` at ``seq``) for the catalogued model closest in size to the
     answer (found by iterating; the MFU varies little with size, ``data/mfu_model.csv``). ``goodput`` (from
-    :func:`~llmsizing.reliability.goodput`, default 1) takes out the time lost to interruptions. The MFU counts
-    attention FLOPs while ``C = 6ND`` does not, so at long ``seq`` the model is slightly optimistic. Taught in
-    chapter 10."""
+    :func:`~llmsizing.reliability.goodput`, default 1) takes out the time lost to interruptions. The MFU
+    counts attention FLOPs while ``C = 6ND`` does not, so at long ``seq`` the model is slightly optimistic.
+    Taught in chapter 10."""
     from .catalog import get_gpu, get_model, list_models
     from .time_cost import _peak_flops, mfu_estimate
 
@@ -275,7 +281,7 @@ def largest_compute_optimal(*, gpu, n_gpus: int, days: float, seq: int, mfu: flo
                              compute_optimal(n_gpus * peak * mfu * goodput * seconds, fit=fit))
     dense = [get_model(m) for m in list_models(moe=False)]
     m_eff, name, warnings = 0.4, "", ()
-    for _ in range(4):                                  # the size picks the MFU, the MFU the size: converges fast
+    for _ in range(4):                              # the size picks the MFU, the MFU the size: converges fast
         n = compute_optimal(n_gpus * peak * m_eff * goodput * seconds, fit=fit).params
         near = min(dense, key=lambda m: abs(math.log(m.n_params / n)))
         est = mfu_estimate(near, gpu=g, seq=seq, dtype=dtype, n_gpus=n_gpus)

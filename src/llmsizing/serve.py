@@ -74,7 +74,8 @@ from .serve_moe import check_ep
 # from here.
 from .serve_step import (ACTIVATION_BYTES, ALLREDUCE_LATENCY_S, ATTENTION_BU_DEFAULT,  # noqa: F401
                          ATTENTION_KERNELS, ENGINE_STEP_OVERHEAD_S, ENGINES, KV_FORMATS, MBU_DEFAULT,
-                         MFU_DEFAULT, RANGE_HIGH, RANGE_LOW, RETIRED, STEP_OVERHEAD_S, WEIGHT_FORMATS, _FIT, Serving, _allreduce_s, _kv_reads, serving)
+                         MFU_DEFAULT, RANGE_HIGH, RANGE_LOW, RETIRED, STEP_OVERHEAD_S, WEIGHT_FORMATS, _FIT,
+                         Serving, _allreduce_s, _kv_reads, serving)
 
 #: The tensor-parallel degrees :func:`replicas_for` tries: within one 8-GPU node.
 TP_CHOICES = (1, 2, 4, 8)

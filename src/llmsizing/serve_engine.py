@@ -1,5 +1,5 @@
-"""What a serving engine adds to the roofline: KV capacity as vLLM counts it, and the calibrated step constants
-(chapter 15, "Serving"; issue 22).
+"""What a serving engine adds to the roofline: KV capacity as vLLM counts it, and the calibrated step
+constants (chapter 15, "Serving"; issue 22).
 
 **KV capacity.** vLLM (Kwon et al. 2023, PagedAttention; ``vllm/v1/worker/gpu_worker.py``'s
 ``determine_available_memory``) does not fill the whole GPU with KV cache. It budgets
@@ -7,10 +7,10 @@
     ``gpu_memory_utilization x memory - weights - activation peak - non-torch memory - CUDA graphs``
 
 where ``gpu_memory_utilization`` defaults to 0.9 and the activation peak is what a profiling forward pass over
-the largest prefill chunk (``max_num_batched_tokens`` tokens, 8,192 by default with chunked prefill in vLLM V1)
-allocates, plus the sampler's logits for ``max_num_seqs`` sequences. The rest is cut into blocks of
-``block_size`` = 16 tokens; a sequence of ``s`` tokens holds ``ceil(s / 16)`` of them. :func:`kv_capacity_tokens`
-does this count.
+the largest prefill chunk (``max_num_batched_tokens`` tokens, 8,192 by default with chunked prefill in vLLM
+V1) allocates, plus the sampler's logits for ``max_num_seqs`` sequences. The rest is cut into blocks of
+``block_size`` = 16 tokens; a sequence of ``s`` tokens holds ``ceil(s / 16)`` of them.
+:func:`kv_capacity_tokens` does this count.
 
 The activation peak is modelled, not profiled: the widest tensors of one layer's forward over ``T`` tokens
 (the gated MLP's ``2 x ffn`` up-projection, its ``ffn`` product and a few ``hidden``-wide buffers, 16-bit,
@@ -70,10 +70,11 @@ def activation_peak_bytes(model: Model, *, tp: int = 1, chunk: int = MAX_NUM_BAT
     """Peak activation bytes per GPU of a profiling forward over a ``chunk``-token prefill (see the module
     docstring): ``chunk x (3 ffn / tp + 4 hidden) x 2 + 2 x max_num_seqs x vocab x 4``.
 
-    A mixture of experts runs its MoE layers in vLLM's fused MoE kernel (``vllm/model_executor/layers/fused_moe/
-    fused_moe.py``), whose three buffers hold each token once per chosen expert: ``(T, k, 2 f_e / tp)`` for the
-    gate and up projections, ``(T k, f_e / tp)`` for their product and ``(T, k, hidden)`` for the experts'
-    outputs. Its MLP term is then the larger of the dense layers' (if any) and ``k x (3 f_e / tp + hidden)``."""
+    A mixture of experts runs its MoE layers in vLLM's fused MoE kernel
+    (``vllm/model_executor/layers/fused_moe/ fused_moe.py``), whose three buffers hold each token once per
+    chosen expert: ``(T, k, 2 f_e / tp)`` for the gate and up projections, ``(T k, f_e / tp)`` for their
+    product and ``(T, k, hidden)`` for the experts' outputs. Its MLP term is then the larger of the dense
+    layers' (if any) and ``k x (3 f_e / tp + hidden)``."""
     gate = 3 if model.gated_mlp else 2
     up = gate * model.ffn_hidden / tp
     if model.is_moe:
@@ -84,10 +85,11 @@ def activation_peak_bytes(model: Model, *, tp: int = 1, chunk: int = MAX_NUM_BAT
 
 
 def kv_split(model: Model, tp: int = 1) -> int:
-    """Over how many GPUs of a ``tp`` group one token's KV cache is split: ``min(tp, kv_heads)`` (each GPU holds
-    its KV heads; vLLM replicates a KV head when ``tp > kv_heads``), but 1 with multi-head latent attention,
-    whose one latent vector is shared by all heads, so every tensor-parallel rank keeps the whole of it (vLLM's
-    MLA backends; this is why DeepSeek-V3 serves attention data-parallel, Sec. 3.4 of its report)."""
+    """Over how many GPUs of a ``tp`` group one token's KV cache is split: ``min(tp, kv_heads)`` (each GPU
+    holds its KV heads; vLLM replicates a KV head when ``tp > kv_heads``), but 1 with multi-head latent
+    attention, whose one latent vector is shared by all heads, so every tensor-parallel rank keeps the whole
+    of it (vLLM's MLA backends; this is why DeepSeek-V3 serves attention data-parallel, Sec. 3.4 of its
+    report)."""
     return 1 if model.is_mla else min(tp, model.kv_heads)
 
 
@@ -96,7 +98,8 @@ def weights_bytes_per_gpu(model: Model, weights: str = "bf16", *, tp: int = 1, e
     the routed experts over the ``tp`` GPUs of an attention group, ``(W - R) / tp``, plus ``R / ep`` of the
     routed experts (``R``: :func:`~llmsizing.inference.routed_expert_bytes`; ``R / experts``, one expert, when
     ``ep >= experts``, the other GPUs holding redundant copies), as DeepSeek-V3's inference layout
-    (report Sec. 3.4) and vLLM's ``--enable-expert-parallel`` place them. Every expert is resident somewhere."""
+    (report Sec. 3.4) and vLLM's ``--enable-expert-parallel`` place them. Every expert is resident
+    somewhere."""
     w = weights_bytes(model, weights)
     if ep == 1:
         return w / tp
@@ -106,8 +109,9 @@ def weights_bytes_per_gpu(model: Model, weights: str = "bf16", *, tp: int = 1, e
 
 def stage_share(model: Model, pp: int = 1) -> float:
     """The share of the model's layers the largest of ``pp`` pipeline stages holds: ``ceil(layers / pp) /
-    layers`` (1 for ``pp = 1``; ``1 / pp`` when ``pp`` divides the layers). vLLM splits the layers as evenly as it
-    can (``vllm.distributed.utils.get_pp_indices``), so the largest stage sets the memory and the pace."""
+    layers`` (1 for ``pp = 1``; ``1 / pp`` when ``pp`` divides the layers). vLLM splits the layers as evenly
+    as it can (``vllm.distributed.utils.get_pp_indices``), so the largest stage sets the memory and the
+    pace."""
     pp = check_int("pp", pp, maximum=model.layers)
     return math.ceil(model.layers / pp) / model.layers
 
@@ -121,15 +125,15 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     """The KV cache one GPU of a ``tp``-GPU replica holds, counted as vLLM does (module docstring):
     ``usable = gpu_memory_utilization x memory``; ``kv = usable - weights / tp - activation peak -
     overhead_bytes_per_gpu (CUDA context, NCCL and cuBLAS buffers) - cuda_graph_bytes``; ``blocks =
-    floor(kv / (block_size x KV bytes per token per GPU))``; ``tokens = blocks x block_size``. Negative room is 0
-    blocks (the model does not fit). The KV heads split over ``min(tp, kv_heads)`` GPUs. With ``pp`` pipeline
-    stages (vLLM's ``--pipeline-parallel-size``) each GPU holds the weights and the KV cache of its stage's layers
-    only; the largest stage has ``ceil(layers / pp)`` of them, and both terms scale by that share (the embedding
-    and LM head are spread with the layers: an approximation, under 1% of a 70B model per stage). The
-    activation peak is one layer's and stays. A mixture of experts is served with every expert resident; with
-    ``ep`` GPUs of expert parallelism each GPU holds :func:`weights_bytes_per_gpu` (its ``1 / ep`` of the routed
-    experts). Multi-head latent attention's latent cache is not split by ``tp`` (:func:`kv_split`). Taught in
-    chapter 15."""
+    floor(kv / (block_size x KV bytes per token per GPU))``; ``tokens = blocks x block_size``. Negative room
+    is 0 blocks (the model does not fit). The KV heads split over ``min(tp, kv_heads)`` GPUs. With ``pp``
+    pipeline stages (vLLM's ``--pipeline-parallel-size``) each GPU holds the weights and the KV cache of its
+    stage's layers only; the largest stage has ``ceil(layers / pp)`` of them, and both terms scale by that
+    share (the embedding and LM head are spread with the layers: an approximation, under 1% of a 70B model per
+    stage). The activation peak is one layer's and stays. A mixture of experts is served with every expert
+    resident; with ``ep`` GPUs of expert parallelism each GPU holds :func:`weights_bytes_per_gpu` (its
+    ``1 / ep`` of the routed experts). Multi-head latent attention's latent cache is not split by ``tp``
+    (:func:`kv_split`). Taught in chapter 15."""
     from .catalog import get_gpu, resolve_model
 
     m = resolve_model(model, moe=True)
@@ -185,5 +189,7 @@ def serving_constants() -> ServingConstants:
                             values["prefill_mfu"], values["range_low"], values["range_high"], engines)
 
 
-__all__ = ["stage_share", "kv_split", "weights_bytes_per_gpu", "GPU_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
-           "KVCapacity", "activation_peak_bytes", "kv_capacity_tokens", "ServingConstants", "serving_constants"]
+__all__ = ["stage_share", "kv_split", "weights_bytes_per_gpu", "GPU_MEMORY_UTILIZATION",
+           "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
+           "KVCapacity", "activation_peak_bytes", "kv_capacity_tokens", "ServingConstants",
+           "serving_constants"]

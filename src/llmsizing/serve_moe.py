@@ -1,9 +1,9 @@
 """Serving a mixture of experts: the pieces :func:`llmsizing.serve.serving` adds for expert parallelism
 (chapter 15, "Serving a mixture of experts"; issue 24).
 
-* :func:`check_ep`: which ``ep`` a model and layout allow (a divisor of the routed experts, or at least as many
-  GPUs as experts with the rest holding redundant copies, as DeepSeek-V3's 320-GPU decode unit does; a multiple
-  of ``tp``; no pipeline stages);
+* :func:`check_ep`: which ``ep`` a model and layout allow (a divisor of the routed experts, or at least as
+  many GPUs as experts with the rest holding redundant copies, as DeepSeek-V3's 320-GPU decode unit does; a
+  multiple of ``tp``; no pipeline stages);
 * :func:`all_to_all_s`: an MoE layer's dispatch or combine all-to-all on the network model, checked against
   DeepEP's published latencies (``data/deepep_all_to_all.csv``).
 
@@ -22,7 +22,8 @@ from .model import Model
 
 
 def experts_touched(m: Model, tokens: int) -> float:
-    """Expected distinct routed experts per MoE layer (:func:`~llmsizing.inference.moe_experts_touched`); 0 dense."""
+    """Expected distinct routed experts per MoE layer (:func:`~llmsizing.inference.moe_experts_touched`); 0
+    dense."""
     return moe_experts_touched(m, tokens) if m.is_moe else 0.0
 
 
@@ -33,13 +34,15 @@ def check_ep(m: Model, ep, tp: int, pp: int) -> int:
     if ep == 1:
         return ep
     if not m.is_moe:
-        raise ValueError(f"ep={ep}: expert parallelism needs a mixture of experts; {m.name!r} is dense (ep must be 1)")
+        raise ValueError(f"ep={ep}: expert parallelism needs a mixture of experts; {m.name!r} is dense (ep "
+                         "must be 1)")
     if ep < m.experts and m.experts % ep:
         raise ValueError(f"ep={ep} must divide the {m.experts} routed experts of {m.name!r} (each GPU holds "
                          f"experts / ep of them), or be at least {m.experts} (one expert per GPU, the rest "
                          "holding redundant copies)")
     if ep % tp:
-        raise ValueError(f"ep={ep} must be a multiple of tp={tp}: the ep GPUs are ep / tp attention groups of tp")
+        raise ValueError(f"ep={ep} must be a multiple of tp={tp}: the ep GPUs are ep / tp attention groups "
+                         "of tp")
     if pp > 1:
         raise ValueError(f"ep={ep} with pp={pp}: expert parallelism with pipeline stages is not modelled; "
                          "give pp=1")

@@ -541,9 +541,9 @@ __all__ = ["Serving", "serving", "WEIGHT_FORMATS", "KV_FORMATS", "MBU_DEFAULT",
            "RANGE_LOW", "RANGE_HIGH", "ALLREDUCE_LATENCY_S", "ACTIVATION_BYTES",
            "ATTENTION_KERNELS"]
 
-# The what-if bands before the serving range was stated (issue 22): 0.6-0.9 MBU and 0.4-0.7 MFU. They are not the
-# range the library states (RANGE_LOW/RANGE_HIGH, serving_range); code that built bands from them kept the old
-# answer silently (issue 32).
+# The what-if bands before the serving range was stated (issue 22): 0.6-0.9 MBU and 0.4-0.7 MFU. They are not
+# the range the library states (RANGE_LOW/RANGE_HIGH, serving_range); code that built bands from them kept the
+# old answer silently (issue 32).
 RETIRED = {"MBU_LOW": (0.6, "serve_calibration.serving_range(...) (the stated range, RANGE_LOW/RANGE_HIGH)"),
            "MBU_HIGH": (0.9, "serve_calibration.serving_range(...) (the stated range, RANGE_LOW/RANGE_HIGH)"),
            "MFU_LOW": (0.4, "serve_calibration.serving_range(...) (the stated range, RANGE_LOW/RANGE_HIGH)"),

@@ -44,11 +44,13 @@ MAX_BREAKEVEN_BATCH = 65536
 
 
 def check_acceptance(acceptance) -> float:
-    """Return the per-token acceptance rate as a float in [0, 1), or raise naming ``acceptance``. 1 is refused:
-    a draft that is never wrong is the target itself, and the expected yield's formula divides by ``1 - a``."""
+    """Return the per-token acceptance rate as a float in [0, 1), or raise naming ``acceptance``. 1 is
+    refused: a draft that is never wrong is the target itself, and the expected yield's formula divides by
+    ``1 - a``."""
     a = check_number("acceptance", acceptance, maximum=1.0)
     if a >= 1.0:
-        raise ValueError(f"acceptance must be in [0, 1), got {a:g}: a draft accepted every time is the target")
+        raise ValueError(f"acceptance must be in [0, 1), got {a:g}: a draft accepted every time is the "
+                         "target")
     return a
 
 
@@ -150,8 +152,9 @@ def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0
     verify_s, bound = _step_s(target, mbu, mfu, flops_factor=k + 1)
     draft_s, _ = _step_s(small, mbu, mfu)
     return Speculative(model=m.name, draft=d.name, gpu=target.gpu, k=k, acceptance=a, batch=batch,
-                       context=target.context, target_step_s=plain_s, verify_step_s=verify_s, draft_step_s=draft_s,
-                       verify_bound=bound, tokens_per_step=expected_tokens_per_step(a, k))
+                       context=target.context, target_step_s=plain_s, verify_step_s=verify_s,
+                       draft_step_s=draft_s, verify_bound=bound,
+                       tokens_per_step=expected_tokens_per_step(a, k))
 
 
 def speculative_breakeven_batch(model, draft, gpu, **kwargs) -> int | None:

@@ -2,10 +2,10 @@
 
 Llama 3 trained at 8K tokens and then extended to 128K for its last ~800B tokens (Dubey et al. 2024, Sec.
 3.4.2); DeepSeek-V3 at 4K, then 32K and 128K (DeepSeek-AI 2024, Sec. 4.3). Each stage has its own sequence
-length, and may have its own layout: :func:`~llmsizing.time_cost.training_time` with ``stages=`` plans them one
-after another (:class:`Stage`, :class:`StagedTrainingTime`). The arithmetic of each stage is
-:mod:`llmsizing.time_cost`'s; this module only chooses each stage's MFU (given, from a layout's step time, from
-the planner, or the calibrated estimate) and adds the stages up. ``data/published_stages.csv`` holds the
+length, and may have its own layout: :func:`~llmsizing.time_cost.training_time` with ``stages=`` plans them
+one after another (:class:`Stage`, :class:`StagedTrainingTime`). The arithmetic of each stage is
+:mod:`llmsizing.time_cost`'s; this module only chooses each stage's MFU (given, from a layout's step time,
+from the planner, or the calibrated estimate) and adds the stages up. ``data/published_stages.csv`` holds the
 published stage-by-stage runs it is checked against (:func:`published_stage_checks`).
 """
 
@@ -31,8 +31,8 @@ PUBLISHED_STAGES_CSV = PUBLISHED_RUNS_CSV.parent / "published_stages.csv"
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage of a run that changes its context on the way (Llama 3: 8K, then 128K for its last ~800B tokens,
-    Dubey et al. 2024, Sec. 3.4.2; DeepSeek-V3: 4K, then 32K and 128K, DeepSeek-AI 2024, Sec. 4.3):
+    """One stage of a run that changes its context on the way (Llama 3: 8K, then 128K for its last ~800B
+    tokens, Dubey et al. 2024, Sec. 3.4.2; DeepSeek-V3: 4K, then 32K and 128K, DeepSeek-AI 2024, Sec. 4.3):
     ``tokens`` trained at sequence length ``seq``, optionally on a layout of its own. Give a list of them to
     :func:`training_time` as ``stages=``; a plain ``(tokens, seq)`` pair is read as ``Stage(tokens, seq)``.
 
@@ -46,8 +46,8 @@ class Stage:
        (:func:`mfu_range_factors`, as :func:`~llmsizing.planner.plan` reports it). A layout that does not
        fit the GPU's memory adds a warning (it is not refused: the caller chose it);
     3. ``global_batch`` without a layout: :func:`~llmsizing.planner.plan` for this stage alone (same GPU type,
-       ``global_batch``, at most the stage's GPU count): the **fastest** plan on at most ``n_gpus`` GPUs when a
-       GPU count is known (the cluster is the run's for the stage), the cheapest plan when none is, with the
+       ``global_batch``, at most the stage's GPU count): the **fastest** plan on at most ``n_gpus`` GPUs when
+       a GPU count is known (the cluster is the run's for the stage), the cheapest plan when none is, with the
        plan's own recomputation. A stage that no layout holds raises :class:`~llmsizing.planner.NoPlanError`
        naming the stage;
     4. otherwise the calibrated estimate at the stage's own ``seq`` (:func:`mfu_estimate`, with its range),
@@ -75,8 +75,8 @@ class Stage:
         if self.n_gpus is not None:
             object.__setattr__(self, "n_gpus", check_int("n_gpus", self.n_gpus))
             if self.parallel is not None and self.n_gpus != self.parallel.gpus:
-                raise ValueError(f"n_gpus={self.n_gpus} but the stage's parallel uses {self.parallel.gpus} GPUs; "
-                                 "give one of them")
+                raise ValueError(f"n_gpus={self.n_gpus} but the stage's parallel uses {self.parallel.gpus} "
+                                 "GPUs; give one of them")
         object.__setattr__(self, "micro_batch", check_int("micro_batch", self.micro_batch))
         if self.mfu is not None:
             object.__setattr__(self, "mfu", check_fraction("mfu", self.mfu))
@@ -99,14 +99,14 @@ def _as_stage(i: int, item) -> Stage:
 
 @dataclass(frozen=True)
 class StagedTrainingTime:
-    """A run in stages (:func:`training_time` with ``stages=``): one :class:`TrainingTime` per stage, each with
-    its own sequence length, layout, MFU, days, GPU-hours and cost, and the totals.
+    """A run in stages (:func:`training_time` with ``stages=``): one :class:`TrainingTime` per stage, each
+    with its own sequence length, layout, MFU, days, GPU-hours and cost, and the totals.
 
     The stages run one after another, so days, GPU-hours and dollars add up. The ``_low``/``_high`` totals add
-    the stages' bounds: they assume every stage sits at the same end of its range (the same calibration's error
-    in each, which is the likely case), a wider range than independent errors would give. :attr:`mfu` is the
-    whole run's: its model FLOPs over what the GPU-hours could do at the dense peak (the stages' MFUs averaged
-    harmonically, weighted by their FLOPs)."""
+    the stages' bounds: they assume every stage sits at the same end of its range (the same calibration's
+    error in each, which is the likely case), a wider range than independent errors would give. :attr:`mfu` is
+    the whole run's: its model FLOPs over what the GPU-hours could do at the dense peak (the stages' MFUs
+    averaged harmonically, weighted by their FLOPs)."""
 
     model: str
     gpu: str
@@ -144,8 +144,8 @@ class StagedTrainingTime:
         return tuple(f"{self.label(i)}: {w}" for i, st in enumerate(self.stages) for w in st.warnings)
 
     def to_frame(self):
-        """One row per stage and a ``total`` row: tokens, seq, GPUs, layout, where the MFU came from, MFU and its
-        range, tokens/s per GPU, days, GPU-hours and cost with their bounds. The total row's ``mfu`` is
+        """One row per stage and a ``total`` row: tokens, seq, GPUs, layout, where the MFU came from, MFU and
+        its range, tokens/s per GPU, days, GPU-hours and cost with their bounds. The total row's ``mfu`` is
         :attr:`mfu`; its ``n_gpus`` is the largest stage's; its seq, layout and range are left empty."""
         import pandas as pd
 
@@ -163,9 +163,9 @@ class StagedTrainingTime:
 def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recompute, dtype, causal, whole_run,
             plan_options, recompute_layers=None, precision=None) -> StagedTrainingTime:
     """:func:`training_time` for a list of stages (see :class:`Stage`); everything checked before any stage.
-    ``dtype`` is the one given (``None``: the recipe's). The precision flows once: ``precision`` (or, when it is
-    not given, ``plan_options["precision"]``; ``"bf16-mixed"`` when neither is) is every stage's recipe, so a
-    planned stage is planned and timed in it, for its MFU and its peak alike; the two may not disagree."""
+    ``dtype`` is the one given (``None``: the recipe's). The precision flows once: ``precision`` (or, when it
+    is not given, ``plan_options["precision"]``; ``"bf16-mixed"`` when neither is) is every stage's recipe, so
+    a planned stage is planned and timed in it, for its MFU and its peak alike; the two may not disagree."""
     items = [_as_stage(i, item) for i, item in
              enumerate(check_sequence("stages", stages, example="[(15e12, 8192), (8e11, 131072)]"))]
     check_bool("causal", causal)
@@ -178,8 +178,8 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
     planned = (plan_options or {}).get("precision")
     if precision is not None and planned is not None and \
             check_recipe("precision", precision) != check_recipe("plan_options['precision']", planned):
-        raise ValueError(f"precision={precision!r} and plan_options['precision']={planned!r} disagree: give the "
-                         "run's precision once (precision= applies to every stage, the planned ones too)")
+        raise ValueError(f"precision={precision!r} and plan_options['precision']={planned!r} disagree: give "
+                         "the run's precision once (precision= applies to every stage, the planned ones too)")
     precision = check_recipe("precision", precision or planned or "bf16-mixed")
     dtype = compute_dtype(precision, dtype)
     run_gpus = run_par = None
@@ -203,8 +203,9 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
     for i, st in enumerate(items):
         label = st.name or f"stage {i + 1}"
         try:
-            t = _one_stage(model, g, st, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype,
-                           causal, whole_run, {**(plan_options or {}), "precision": precision}, recompute_layers)
+            t = _one_stage(model, g, st, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute,
+                           dtype, causal, whole_run, {**(plan_options or {}), "precision": precision},
+                           recompute_layers)
         except (TypeError, ValueError) as e:
             raise type(e)(f"stages[{i}] ({label}, tokens={st.tokens:g}, seq={st.seq:,}): {e}") from e
         out.append(t)
@@ -215,10 +216,11 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
 def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch: int, global_batch: int,
                 precision: str, dtype: str, recompute: str, recompute_layers: int | None, causal: bool,
                 price_value: float, node=None, max_nodes="model", goodput: float = 1.0) -> TrainingTime:
-    """A run timed on its layout's own step (a stage's case 2 above; :func:`~llmsizing.time_cost.training_time`
-    with ``parallel`` and ``global_batch``): :func:`~llmsizing.layouts.step_time` with ``global_batch /
-    (micro_batch x dp)`` micro-batches gives the MFU, in ``precision`` at the ``dtype`` peak, with the calibrated
-    range of the GPU's generation around it; a layout that does not fit adds a warning (the caller chose it)."""
+    """A run timed on its layout's own step (a stage's case 2 above;
+    :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
+    :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
+    MFU, in ``precision`` at the ``dtype`` peak, with the calibrated range of the GPU's generation around it;
+    a layout that does not fit adds a warning (the caller chose it)."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
@@ -229,7 +231,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                      max_nodes=max_nodes, **rc)
     m = check_fraction("the layout's MFU", step.mfu * _causal_factor(model, seq, causal))
     warnings = []
-    total = training_memory(model, batch=micro_batch, seq=seq, grad_accum=accum, parallel=par, **rc).total_bytes
+    total = training_memory(model, batch=micro_batch, seq=seq, grad_accum=accum, parallel=par,
+                            **rc).total_bytes
     if total > g.memory_bytes:
         warnings.append(f"the layout needs {total / 2**30:,.1f} GiB per GPU (recompute={recompute!r}), more "
                         f"than the {g.name}'s {g.memory_gib:,.1f} GiB")
@@ -240,18 +243,19 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                     rerun_layers=rerun, goodput=goodput)
 
 
-def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype, causal,
-               whole_run, plan_options, recompute_layers=None) -> TrainingTime:
+def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype,
+               causal, whole_run, plan_options, recompute_layers=None) -> TrainingTime:
     par = None if st.parallel is None else resolve_parallel(st.parallel, model)
     gpus = par.gpus if par is not None else (st.n_gpus if st.n_gpus is not None else run_gpus)
     if st.mfu is not None or (st.global_batch is None):
         # 1 (given) or 4 (the calibrated estimate at this stage's seq): the single-stage call itself
         if gpus is None:
-            raise ValueError("give n_gpus (for the run or the stage), a layout (parallel=), or a global_batch "
-                             "to plan the stage")
+            raise ValueError("give n_gpus (for the run or the stage), a layout (parallel=), or a "
+                             "global_batch to plan the stage")
         one_mfu = st.mfu if st.mfu is not None else mfu
         one_range = None if st.mfu is not None else mfu_range
-        # the GPU count from the stage's layout, its n_gpus, or the run's layout or n_gpus (labelled as the old call)
+        # the GPU count from the stage's layout, its n_gpus, or the run's layout or n_gpus (labelled as the
+        # old call)
         count = dict(parallel=par) if par is not None else (
             dict(n_gpus=gpus) if st.n_gpus is not None or run_par is None else dict(parallel=run_par))
         return run_time(model, tokens=st.tokens, gpu=g, seq=st.seq, mfu=one_mfu, mfu_range=one_range,
@@ -280,8 +284,8 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
     chosen = Job.from_plan_row(row, model, seq=st.seq, cp_comm=kw.get("cp_comm", "p2p"),
                                expert_tp=kw.get("expert_tp", False)).parallel     # (EP included: issue 33)
     n_rc = recompute_kwargs(row)["recompute_layers"]          # (the plan's own partial recomputation)
-    t = _time_at(model, g, st.tokens, st.seq, int(row["n_gpus"]), m, m * low_f, min(1.0, m * high_f), price_value,
-                 row["recompute"], dtype, causal, (), parallel=chosen, source=why,
+    t = _time_at(model, g, st.tokens, st.seq, int(row["n_gpus"]), m, m * low_f, min(1.0, m * high_f),
+                 price_value, row["recompute"], dtype, causal, (), parallel=chosen, source=why,
                  rerun_layers=None if n_rc is None else sum(recomputed_layers(model.layers, chosen, n_rc)))
     return t
 
@@ -289,34 +293,35 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
 def published_stages():
     """``data/published_stages.csv``: runs published stage by stage (DeepSeek-V3: 4K, then 32K and 128K;
     Llama 3.1 405B: 8K, then ~800B tokens at 128K), one row per stage with its tokens, sequence length, batch,
-    the GPU-hours of its ``phase`` as published (``phase_gpu_hours``, repeated on each row of a phase the source
-    does not split) and the source and date. Checked by :func:`published_stage_checks`."""
+    the GPU-hours of its ``phase`` as published (``phase_gpu_hours``, repeated on each row of a phase the
+    source does not split) and the source and date. Checked by :func:`published_stage_checks`."""
     import pandas as pd
 
     return pd.read_csv(PUBLISHED_STAGES_CSV, keep_default_na=False, na_values=[""])
 
 
 def deepseek_v3_standin() -> Model:
-    """A dense stand-in for DeepSeek-V3's FLOPs per token (``training_time``'s calibrated MFU refuses a mixture of
-    experts: the catalogue's ``deepseek-v3`` and :mod:`llmsizing.moe` model its memory and step, not its MFU):
-    its 61 layers, hidden size 7,168 and vocabulary of 129,280 (the model's ``config.json``), 128 attention heads of
-    160 dimensions (MLA scores with 192-dimensional queries and keys and mixes 128-dimensional values: 160 is
-    their mean, so ``QK^T`` plus ``attn @ V`` cost what they cost in MLA), one KV head, and a SwiGLU MLP of 13,020
-    so that the parameters come to about the 37B a token activates (DeepSeek-AI 2024, arXiv:2412.19437, Sec. 2).
+    """A dense stand-in for DeepSeek-V3's FLOPs per token (``training_time``'s calibrated MFU refuses a
+    mixture of experts: the catalogue's ``deepseek-v3`` and :mod:`llmsizing.moe` model its memory and step,
+    not its MFU): its 61 layers, hidden size 7,168 and vocabulary of 129,280 (the model's ``config.json``),
+    128 attention heads of 160 dimensions (MLA scores with 192-dimensional queries and keys and mixes
+    128-dimensional values: 160 is their mean, so ``QK^T`` plus ``attn @ V`` cost what they cost in MLA), one
+    KV head, and a SwiGLU MLP of 13,020 so that the parameters come to about the 37B a token activates
+    (DeepSeek-AI 2024, arXiv:2412.19437, Sec. 2).
 
-    Right: the matmul FLOPs per token (2 x ~37B) and the attention FLOPs at every sequence length. Not modelled:
-    the routing, the experts' load imbalance and all-to-all communication, MLA's compression, the multi-token
-    prediction module (used in training, about 2% more FLOPs). Use it for ratios between stages of the same run,
-    not for the run's absolute MFU."""
-    return Model(name="deepseek-v3 dense stand-in", layers=61, hidden=7168, heads=128, head_dim=160, kv_heads=1,
-                 ffn_hidden=13020, vocab=129280, max_seq=131072)
+    Right: the matmul FLOPs per token (2 x ~37B) and the attention FLOPs at every sequence length. Not
+    modelled: the routing, the experts' load imbalance and all-to-all communication, MLA's compression, the
+    multi-token prediction module (used in training, about 2% more FLOPs). Use it for ratios between stages of
+    the same run, not for the run's absolute MFU."""
+    return Model(name="deepseek-v3 dense stand-in", layers=61, hidden=7168, heads=128, head_dim=160,
+                 kv_heads=1, ffn_hidden=13020, vocab=129280, max_seq=131072)
 
 
 def _run(model, *, gpu, n_gpus: int, stages, dtype: str | None = None, whole_run: bool = False):
     """``training_time(model, gpu=, n_gpus=, stages=, dtype=, whole_run=)`` with every other argument at its
     default (:mod:`llmsizing.time_cost` sits above this module)."""
-    return _staged(resolve_model(model, moe=True), get_gpu(gpu), stages, n_gpus=n_gpus, parallel=None, mfu=None,
-                   mfu_range=None, price=None, recompute="none", dtype=dtype,
+    return _staged(resolve_model(model, moe=True), get_gpu(gpu), stages, n_gpus=n_gpus, parallel=None,
+                   mfu=None, mfu_range=None, price=None, recompute="none", dtype=dtype,
                    causal=False, whole_run=whole_run, plan_options=None)
 
 
@@ -324,8 +329,8 @@ def published_stage_checks():
     """The staged runs of :func:`published_stages` against :func:`training_time` with ``stages=``, one row per
     check (``run``, ``check``, ``predicted``, ``published``, ``ratio`` = predicted / published, ``unit``):
 
-    * DeepSeek-V3: the GPU-hours of the context extension (32K and 128K) over those of pre-training at 4K, with
-      the calibrated estimate at each stage's own ``seq`` (FP8 on H800s) on :func:`deepseek_v3_standin`;
+    * DeepSeek-V3: the GPU-hours of the context extension (32K and 128K) over those of pre-training at 4K,
+      with the calibrated estimate at each stage's own ``seq`` (FP8 on H800s) on :func:`deepseek_v3_standin`;
     * Llama 3.1 405B: the whole run's GPU-hours (8K, then 128K) with the MFUs of the paper's Table 4 for each
       stage (steady state: the published total also holds interruptions, so this should come out a little
       lower), and with the calibrated whole-run estimate at each stage's ``seq``.

@@ -27,10 +27,10 @@ from ._compat import retire as _retire
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number
 from .catalog import get_gpu, gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .layouts import min_gpus
-from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstimate, TrainingTime,  # noqa: F401
-                  _causal_factor, _layout_label, _mfu_model, _peak_flops, _rerun_layers, _runs_frame, _time_at,
-                  implied_mfu, mfu_estimate, mfu_model_table, mfu_range_factors, mfu_residuals, published_runs,
-                  run_time)
+from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstimate,  # noqa: F401
+                  TrainingTime, _causal_factor, _layout_label, _mfu_model, _peak_flops, _rerun_layers,
+                  _runs_frame, _time_at, implied_mfu, mfu_estimate, mfu_model_table, mfu_range_factors,
+                  mfu_residuals, published_runs, run_time)
 from .flops import RECOMPUTE
 from .hardware import effective_dtype
 from .job import takes_job
@@ -55,72 +55,74 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
     ``training_time(job, tokens=...)`` takes a :class:`~llmsizing.job.Job`: the run on its layout's own step.
 
-    **On a layout's own step.** ``parallel`` with ``global_batch`` (sequences per optimizer step; ``micro_batch``
-    sequences per GPU and micro-batch) times the run as :func:`~llmsizing.planner.plan` and
-    :func:`~llmsizing.layouts.step_time` do: the MFU is the layout's, from its step, with the calibrated range of
-    the GPU's generation around it, so a plan row and this call give the same days (``tests/test_job.py``).
+    **On a layout's own step.** ``parallel`` with ``global_batch`` (sequences per optimizer step;
+    ``micro_batch`` sequences per GPU and micro-batch) times the run as :func:`~llmsizing.planner.plan` and
+    :func:`~llmsizing.layouts.step_time` do: the MFU is the layout's, from its step, with the calibrated range
+    of the GPU's generation around it, so a plan row and this call give the same days (``tests/test_job.py``).
 
-    ``mfu`` defaults to the calibrated estimate (:func:`mfu_estimate`: by GPU generation and dtype, model size,
-    sequence length, full recomputation, and ``whole_run`` for a whole run's GPU-hours with its restarts), with
-    the range of that generation's published runs; the result's ``warnings`` say when the run lies outside
-    them. An ``mfu`` given without ``mfu_range`` is taken as exact (a range of one point). The MFU is end to
-    end: it already
+    ``mfu`` defaults to the calibrated estimate (:func:`mfu_estimate`: by GPU generation and dtype, model
+    size, sequence length, full recomputation, and ``whole_run`` for a whole run's GPU-hours with its
+    restarts), with the range of that generation's published runs; the result's ``warnings`` say when the run
+    lies outside them. An ``mfu`` given without ``mfu_range`` is taken as exact (a range of one point). The
+    MFU is end to end: it already
     includes communication, bubbles and restarts, so ``parallel`` only sets the GPU count here (the planner
     derives a layout's MFU from its step time). ``price_usd_per_gpu_hour`` defaults to the catalogue's
-    on-demand price (its source and date are in ``data/gpus.csv``; prices move). ``recompute`` changes the HFU,
-    not the MFU (recomputation is work the model does not need); ``recompute_layers`` (with ``recompute="full"``)
-    is partial recomputation, the first that many layers of each model chunk of ``parallel`` (the model as one
-    chunk without a layout; Megatron-LM's block method, :func:`~llmsizing.memory.training_memory`): the HFU counts
-    those layers' second forward, and the calibrated MFU takes that share of full recomputation's term
-    (:func:`mfu_estimate`). ``dtype`` (the peak the MFU is of) defaults to
-    the ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`): ``precision="fp8-mixed"`` times the
-    run at the FP8 dense peak with the FP8 calibration and band, as ``dtype="fp8"`` does. Taught in the "FLOPs,
-    MFU and training time" chapter.
+    on-demand price (its source and date are in ``data/gpus.csv``; prices move). ``recompute`` changes the
+    HFU, not the MFU (recomputation is work the model does not need); ``recompute_layers`` (with
+    ``recompute="full"``) is partial recomputation, the first that many layers of each model chunk of
+    ``parallel`` (the model as one chunk without a layout; Megatron-LM's block method,
+    :func:`~llmsizing.memory.training_memory`): the HFU counts those layers' second forward, and the
+    calibrated MFU takes that share of full recomputation's term (:func:`mfu_estimate`). ``dtype`` (the peak
+    the MFU is of) defaults to the ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`):
+    ``precision="fp8-mixed"`` times the run at the FP8 dense peak with the FP8 calibration and band, as
+    ``dtype="fp8"`` does. Taught in the "FLOPs, MFU and training time" chapter.
 
-    **Stages.** ``stages=[(tokens, seq), ...]`` (or :class:`Stage` objects, each with its own layout, global batch,
-    GPU count or MFU) instead of ``tokens``/``seq`` plans a run that changes its context on the way and returns a
-    :class:`StagedTrainingTime`: one :class:`TrainingTime` per stage and the totals. Each stage gets its MFU as
-    :class:`Stage` says (its own ``seq`` in the calibrated estimate, or its own layout). ``dtype``, ``causal`` and
-    the price apply to every stage; ``mfu``, ``mfu_range`` and ``whole_run`` to the stages on the calibrated
-    estimate (a layout's or a plan's MFU is a steady state from its step time, with the calibrated range around it);
-    ``recompute`` (and ``recompute_layers``) to every stage but a planned one (the plan picks its own). ``n_gpus``
-    or ``parallel`` give the GPU count of a stage that names none. A stage planned by
-    :func:`~llmsizing.planner.plan` gets ``plan_options`` (e.g. ``{"precision": "bf16-mixed-fp32-grads"}``) passed
-    on. A single stage gives the same numbers as the call with that ``tokens`` and ``seq``.
+    **Stages.** ``stages=[(tokens, seq), ...]`` (or :class:`Stage` objects, each with its own layout, global
+    batch, GPU count or MFU) instead of ``tokens``/``seq`` plans a run that changes its context on the way and
+    returns a :class:`StagedTrainingTime`: one :class:`TrainingTime` per stage and the totals. Each stage gets
+    its MFU as :class:`Stage` says (its own ``seq`` in the calibrated estimate, or its own layout). ``dtype``,
+    ``causal`` and the price apply to every stage; ``mfu``, ``mfu_range`` and ``whole_run`` to the stages on
+    the calibrated estimate (a layout's or a plan's MFU is a steady state from its step time, with the
+    calibrated range around it); ``recompute`` (and ``recompute_layers``) to every stage but a planned one
+    (the plan picks its own). ``n_gpus`` or ``parallel`` give the GPU count of a stage that names none. A
+    stage planned by :func:`~llmsizing.planner.plan` gets ``plan_options`` (e.g.
+    ``{"precision": "bf16-mixed-fp32-grads"}``) passed on. A single stage gives the same numbers as the call
+    with that ``tokens`` and ``seq``.
 
     A mixture of experts (issue 24) is timed on its active parameters' FLOPs, with the calibrated MFU of
     :func:`mfu_estimate` at its active size (a warning says it is an extrapolation from dense runs) or the
     ``mfu`` given; ``parallel`` may carry ``ep``. Chapter 18.
 
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
-    left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and cost
-    are divided by it (the tokens per second stay the steady state's). It replaces the flat "add 10-20% for
-    failures". Not with ``whole_run=True``, whose calibrated MFU already includes a whole run's restarts (that
-    would count them twice), nor with ``stages`` (divide the totals by it)."""
+    left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
+    cost are divided by it (the tokens per second stay the steady state's). It replaces the flat "add 10-20%
+    for failures". Not with ``whole_run=True``, whose calibrated MFU already includes a whole run's restarts
+    (that would count them twice), nor with ``stages`` (divide the totals by it)."""
     model = resolve_model(model, moe=True)
     goodput = check_fraction("goodput", goodput)
     if goodput < 1 and whole_run:
-        raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run MFU "
-                         "already includes them; give one of them")
+        raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run "
+                         "MFU already includes them; give one of them")
     g = get_gpu(gpu)
     if stages is None:
         dtype = compute_dtype("bf16-mixed" if precision is None else precision, dtype)
     if global_batch is not None:
         if stages is not None or parallel is None or mfu is not None or mfu_range is not None or whole_run:
-            raise ValueError("global_batch= times the run on its layout's own step: give it with parallel= (and "
-                             "micro_batch=), without stages=, mfu=, mfu_range= or whole_run=")
+            raise ValueError("global_batch= times the run on its layout's own step: give it with parallel= "
+                             "(and micro_batch=), without stages=, mfu=, mfu_range= or whole_run=")
         if tokens is None or seq is None:
             raise ValueError("give tokens= (a number > 0) and seq= (an integer >= 1) with global_batch=")
         par = resolve_parallel(parallel, model, check_int("seq", seq))
         if n_gpus is not None and check_int("n_gpus", n_gpus) != par.gpus:
-            raise ValueError(f"n_gpus={n_gpus} but parallel uses tp*cp*pp*dp = {par.gpus} GPUs; give one of them")
+            raise ValueError(f"n_gpus={n_gpus} but parallel uses tp*cp*pp*dp = {par.gpus} GPUs; give one of "
+                             "them")
         t = layout_time(model, g, par, tokens=check_number("tokens", tokens, allow_equal=False), seq=seq,
                         micro_batch=check_int("micro_batch", micro_batch),
                         global_batch=check_global_batch(global_batch),
                         precision="bf16-mixed" if precision is None else precision, dtype=dtype,
-                        recompute=check_choice("recompute", recompute, RECOMPUTE), recompute_layers=recompute_layers,
-                        causal=check_bool("causal", causal), price_value=gpu_price(g, price_usd_per_gpu_hour),
-                        goodput=goodput)
+                        recompute=check_choice("recompute", recompute, RECOMPUTE),
+                        recompute_layers=recompute_layers, causal=check_bool("causal", causal),
+                        price_value=gpu_price(g, price_usd_per_gpu_hour), goodput=goodput)
         return t
     if stages is not None:
         if goodput < 1:
@@ -135,35 +137,38 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     if plan_options is not None:
         raise ValueError("plan_options applies to stages=[Stage(..., global_batch=...)] only")
     if micro_batch != 1:
-        raise ValueError(f"micro_batch={micro_batch!r} applies with global_batch= and parallel= only (a run timed "
-                         "on its layout's step)")
+        raise ValueError(f"micro_batch={micro_batch!r} applies with global_batch= and parallel= only (a run "
+                         "timed on its layout's step)")
     return run_time(model, tokens=tokens, gpu=g, n_gpus=n_gpus, seq=seq, parallel=parallel, mfu=mfu,
                     mfu_range=mfu_range, price_usd_per_gpu_hour=price_usd_per_gpu_hour, recompute=recompute,
                     dtype=dtype, causal=causal, whole_run=whole_run, goodput=goodput,
-                    recompute_layers=recompute_layers, precision="bf16-mixed" if precision is None else precision)
+                    recompute_layers=recompute_layers,
+                    precision="bf16-mixed" if precision is None else precision)
 
 
 def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,
                 recompute: str = "full", mfu: float | None = None, prices: dict | None = None,
                 max_gpus: int = 65536, ep_degrees=None):
     """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
-    whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.layouts.min_gpus`, micro-batch
-    ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and dollars of
-    the run (:func:`training_time`), with the MFU range. ``prices`` maps a GPU name to a USD price per GPU-hour
-    (default: the catalogue's), any spelling :func:`~llmsizing.catalog.get_gpu` accepts; a key that names no
-    GPU is refused, and so is a GPU listed twice. A GPU type on which nothing fits within ``max_gpus`` gets a
-    ``fits`` of False and a ``why`` instead of numbers. ``dtype`` says the format each GPU is priced in: ``"bf16"``,
-    or ``"fp16"`` on a GPU without BF16 (the V100 trains the same recipe in FP16 mixed precision, at its FP16
-    rate: :func:`~llmsizing.hardware.dense_tflops`). Sorted by cost. Taught in the "Cost" chapter.
+    whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.layouts.min_gpus`,
+    micro-batch ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and
+    dollars of the run (:func:`training_time`), with the MFU range. ``prices`` maps a GPU name to a USD price
+    per GPU-hour (default: the catalogue's), any spelling :func:`~llmsizing.catalog.get_gpu` accepts; a key
+    that names no GPU is refused, and so is a GPU listed twice. A GPU type on which nothing fits within
+    ``max_gpus`` gets a ``fits`` of False and a ``why`` instead of numbers. ``dtype`` says the format each GPU
+    is priced in: ``"bf16"``, or ``"fp16"`` on a GPU without BF16 (the V100 trains the same recipe in FP16
+    mixed precision, at its FP16 rate: :func:`~llmsizing.hardware.dense_tflops`). Sorted by cost. Taught in
+    the "Cost" chapter.
 
     A mixture of experts (issue 24) gets each GPU's fewest GPUs from :func:`~llmsizing.layouts.min_gpus`'s own
     search over expert parallelism (``ep`` among the divisors of its routed experts, or ``ep_degrees``), and
     its GPU-hours from :func:`training_time` (active parameters' FLOPs, the calibrated MFU taken at the active
     size). The frame then has an ``ep`` column after ``layout`` and a ``warnings`` column (``training_time``'s
     warnings, joined by `` | ``: the MFU is an extrapolation from dense runs), and ``attrs["warnings"]`` lists
-    every distinct one once. As in :func:`training_time`, no MoE factor is applied: how much longer the published
-    MoE runs took than the dense-calibrated step time (:func:`llmsizing.moe_runs.fit_moe_factor`) is chapter 18's
-    to weigh against the range. A dense model's frame is as before (no ``ep``, no ``warnings``). Chapter 18."""
+    every distinct one once. As in :func:`training_time`, no MoE factor is applied: how much longer the
+    published MoE runs took than the dense-calibrated step time (:func:`llmsizing.moe_runs.fit_moe_factor`) is
+    chapter 18's to weigh against the range. A dense model's frame is as before (no ``ep``, no ``warnings``).
+    Chapter 18."""
     import pandas as pd
 
     from .catalog import list_gpus
@@ -193,23 +198,27 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
         t = training_time(model, tokens=tokens, gpu=g, n_gpus=plan.gpus, seq=seq, mfu=mfu,
                           price_usd_per_gpu_hour=row["price_usd_per_gpu_hour"], recompute=recompute)
         moe_cols = {"ep": plan.parallel.ep} if model.is_moe else {}
-        rows.append({**row, "fits": True, "why": "", "min_gpus": plan.gpus, "layout": _layout_label(plan.parallel),
+        rows.append({**row, "fits": True, "why": "", "min_gpus": plan.gpus,
+                     "layout": _layout_label(plan.parallel),
                      **moe_cols, "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu, "days_on_min_gpus": t.days,
-                     "gpu_hours": t.gpu_hours, "gpu_hours_low": t.gpu_hours_low, "gpu_hours_high": t.gpu_hours_high,
+                     "gpu_hours": t.gpu_hours, "gpu_hours_low": t.gpu_hours_low,
+                     "gpu_hours_high": t.gpu_hours_high,
                      "cost_usd": t.cost_usd, "cost_usd_low": t.cost_usd_low, "cost_usd_high": t.cost_usd_high,
                      **({"warnings": " | ".join(t.warnings)} if model.is_moe else {})})
         seen.append(t.warnings)
     df = pd.DataFrame(rows)
     if "cost_usd" not in df:                           # no GPU type fits: keep the columns a caller reads
         df["cost_usd"] = float("nan")
-    df = df.sort_values(["fits", "cost_usd"], ascending=[False, True], na_position="last").reset_index(drop=True)
+    df = df.sort_values(["fits", "cost_usd"], ascending=[False, True],
+                        na_position="last").reset_index(drop=True)
     if model.is_moe:
         df.attrs["warnings"] = tuple(dict.fromkeys(w for ws in seen for w in ws))
     return df
 
 
-# The book's single MFU and band before issue 21 (0.40, from 0.30 to 0.50: the spread of nine published runs). The
-# calibrated estimate replaced them; code that built bands from them silently kept the old answer (issue 32).
+# The book's single MFU and band before issue 21 (0.40, from 0.30 to 0.50: the spread of nine published runs).
+# The calibrated estimate replaced them; code that built bands from them silently kept the old answer (issue
+# 32).
 __getattr__ = _retire(__name__, {
     "MFU_DEFAULT": (0.40, "mfu_estimate(model, gpu=..., seq=...).mfu"),
     "MFU_LOW": (0.30, "mfu_estimate(...).low or mfu_range_factors(gpu, dtype)"),

@@ -10,7 +10,8 @@
   2:4 sparsity).
 * **Counts** (parameters, tokens) are decimal: 7B = 7 * 10**9.
 
-Every quantity in the library carries its unit in its name: ``_bytes``, ``_gib``, ``_gbps``, ``_tflops``, ``_s``.
+Every quantity in the library carries its unit in its name: ``_bytes``, ``_gib``, ``_gbps``, ``_tflops``,
+``_s``.
 """
 
 from __future__ import annotations
@@ -58,5 +59,7 @@ def fmt_count(n: float, digits: int = 2) -> str:
 
 
 def _fmt_args(name: str, value, digits) -> tuple[float, int]:
-    """The formatting helpers take any finite number (signed: differences are formatted too) and 0-12 digits."""
-    return check_number(name, value, minimum=None, maximum=1e30), check_int("digits", digits, minimum=0, maximum=12)
+    """The formatting helpers take any finite number (signed: differences are formatted too) and 0-12
+    digits."""
+    return (check_number(name, value, minimum=None, maximum=1e30),
+            check_int("digits", digits, minimum=0, maximum=12))

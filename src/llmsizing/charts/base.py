@@ -1,7 +1,7 @@
-"""What every figure of the book shares (:mod:`llmsizing.charts`'s base; the part modules import it, it imports
-none of them): the palette, the :class:`View` a render function returns and :func:`show`, which prints its
-summary and displays its PNG with alt text (:func:`figure_alt_text`); figures and axes a widget redraws into
-(:func:`new_figure`, :func:`blank_figure`, :func:`figure_axes`, :func:`reset_axes`, :func:`_kept_legend`,
+"""What every figure of the book shares (:mod:`llmsizing.charts`'s base; the part modules import it, it
+imports none of them): the palette, the :class:`View` a render function returns and :func:`show`, which prints
+its summary and displays its PNG with alt text (:func:`figure_alt_text`); figures and axes a widget redraws
+into (:func:`new_figure`, :func:`blank_figure`, :func:`figure_axes`, :func:`reset_axes`, :func:`_kept_legend`,
 fixed margins with :class:`FixedView`); bars (:func:`stacked_bars`, the fast PolyCollection bars of
 :func:`_bar_collection`, :func:`capacity_line`); and plain-text numbers on log axes (:func:`_log_axis`,
 :func:`_short_number`, :func:`_tokens`, :func:`_usd`).
@@ -21,9 +21,10 @@ from ..units import GiB
 
 # Colours are safe for colour-blind readers (issue 12): Okabe & Ito's "Color Universal Design" set (2008:
 # #0072B2 blue, #E69F00 orange, #009E73 green, #D55E00 vermillion, #CC79A7 reddish purple, #56B4E9 sky blue,
-# #F0E442 yellow, black) plus two greys, and Paul Tol's "muted" scheme (#332288, #88CCEE, #44AA99, #117733, #999933,
-# #DDCC77, #CC6677, #882255, #AA4499) where a figure needs more colours. tests/test_palette.py simulates protanopia,
-# deuteranopia and tritanopia (Machado et al. 2009) and checks that the colours of each figure stay apart.
+# #F0E442 yellow, black) plus two greys, and Paul Tol's "muted" scheme (#332288, #88CCEE, #44AA99, #117733,
+# #999933, #DDCC77, #CC6677, #882255, #AA4499) where a figure needs more colours. tests/test_palette.py
+# simulates protanopia, deuteranopia and tritanopia (Machado et al. 2009) and checks that the colours of each
+# figure stay apart.
 
 #: One colour per memory component, used by every chart in the book.
 COLORS = {
@@ -38,9 +39,10 @@ COLORS = {
     "residuals": "#56B4E9", "logits": "#CC79A7",
     # the peak of a step (chapter 4)
     "at the peak: gradients + temporaries": "#332288", "autocast copies": "#F0E442", "temporaries": "#882255",
-    # activation components as chapter 4's figures name them (one_gpu.ACT_LABELS: their own names, so they never
-    # share a colour with a model-state component)
-    "norm inputs": "#F0E442", "QKV / out-proj inputs": "#E69F00", "attention core (Q, K, V, scores)": "#D55E00",
+    # activation components as chapter 4's figures name them (one_gpu.ACT_LABELS: their own names, so they
+    # never share a colour with a model-state component)
+    "norm inputs": "#F0E442", "QKV / out-proj inputs": "#E69F00",
+    "attention core (Q, K, V, scores)": "#D55E00",
     "MLP": "#117733", "dropout masks": "#882255", "layer inputs (checkpoints)": "#CC6677",
     "token ids": "#000000", "logits + loss": "#88CCEE",
 }
@@ -68,7 +70,8 @@ class View:
 
     def png(self, *, compress_level: int | None = None) -> bytes:
         """The figure as PNG bytes (what the widgets display). ``compress_level`` (0-9, zlib) trades file size
-        for encoding time: the widgets pass 1 (same pixels, a few ms faster); ``None`` is PIL's default (6)."""
+        for encoding time: the widgets pass 1 (same pixels, a few ms faster); ``None`` is PIL's default
+        (6)."""
         buf = io.BytesIO()
         self.figure.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", **_png_kwargs(compress_level))
         return buf.getvalue()
@@ -93,15 +96,17 @@ def show(view: View, *, widget: str | None = None) -> None:
 
     ``widget`` (a widget factory's name, e.g. ``"planner_widget"``) says that this is the static copy of that
     widget's default view: an empty marker element goes out first, by which the live widget, once rendered,
-    hides this cell's outputs (``llmsizing.widgets.dashboard.live_style``; issue 25: in the lab the static copy
-    sat right under the live one, easy to read instead). The static site, where no widget runs, keeps it."""
+    hides this cell's outputs (``llmsizing.widgets.dashboard.live_style``; issue 25: in the lab the static
+    copy sat right under the live one, easy to read instead). The static site, where no widget runs, keeps
+    it."""
     from IPython.display import HTML, Image, display
 
     if widget is not None:
         import re
 
         if not isinstance(widget, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", widget):
-            raise ValueError(f"widget must be a widget factory's name, like 'planner_widget', or None; got {widget!r}")
+            raise ValueError("widget must be a widget factory's name, like 'planner_widget', or None; got "
+                             f"{widget!r}")
         display(HTML(f"<span class='llmsizing-default-of-{widget}' hidden></span>"))
     print(view.summary)
     display(Image(data=view.png(), format="png", alt=figure_alt_text(view)))
@@ -125,7 +130,8 @@ def figure_alt_text(view: View, *, limit: int = 400) -> str:
     for ax in fig.axes:
         if not ax.get_visible() or not ax.axison:
             continue
-        title = " ".join(t for t in (ax.get_title("left"), ax.get_title(), ax.get_title("right")) if t.strip())
+        title = " ".join(t for t in (ax.get_title("left"), ax.get_title(), ax.get_title("right"))
+                         if t.strip())
         axes = " against ".join(a for a in (ax.get_ylabel().strip(), ax.get_xlabel().strip()) if a)
         text = clean("; ".join(t for t in (title, axes) if t))
         if text and text not in panels:
@@ -149,7 +155,8 @@ def new_figure(width: float = 7.0, height: float = 3.6, ncols: int = 1):
 
 
 def blank_figure(width: float, height: float, into: Figure | None = None) -> Figure:
-    """An empty ``width`` x ``height``-inch figure without a layout engine (its margins are set by the caller).
+    """An empty ``width`` x ``height``-inch figure without a layout engine (its margins are set by the
+    caller).
 
     ``into`` is an existing figure to clear and draw again instead of making a new one: each widget keeps one
     figure for its whole life and passes it to its ``render_*`` function as ``into=``. The figure keeps its
@@ -172,7 +179,8 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
     When ``into`` (a widget's kept figure) already holds the axes of the same ``layout`` from the previous
     redraw, they are emptied (:func:`reset_axes`) and returned instead: a redraw then keeps the axes, their
     tick objects and the text-size caches, and only replaces what is plotted. The render function draws the
-    same way on both; ``tests/test_widget_layout.py`` checks that the result equals a render on a new figure."""
+    same way on both; ``tests/test_widget_layout.py`` checks that the result equals a render on a new
+    figure."""
     if into is not None and getattr(into, "llmsizing_layout", None) == (width, height, layout):
         for artist in [*into.legends, *into.texts]:
             artist.remove()
@@ -188,11 +196,12 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
 
 
 def _kept_legend(ax, key, make):
-    """``ax``'s legend: ``make()`` (a call of ``ax.legend``) unless the axes already shows the legend made for the
-    same ``key`` at the last redraw of a widget's kept figure, which is then kept as it is (making a legend of 6-8
-    entries costs a redraw 2-3 ms). ``key`` must determine everything the legend shows (its labels, and whatever
-    sets its handles' styles and its placement). :func:`reset_axes` leaves such a legend in place, so a render
-    function must call this for the same axes on every redraw, or its stale legend stays."""
+    """``ax``'s legend: ``make()`` (a call of ``ax.legend``) unless the axes already shows the legend made for
+    the same ``key`` at the last redraw of a widget's kept figure, which is then kept as it is (making a
+    legend of 6-8 entries costs a redraw 2-3 ms). ``key`` must determine everything the legend shows (its
+    labels, and whatever sets its handles' styles and its placement). :func:`reset_axes` leaves such a legend
+    in place, so a render function must call this for the same axes on every redraw, or its stale legend
+    stays."""
     legend = ax.get_legend()
     if legend is not None and getattr(legend, "llmsizing_key", None) == key:
         return legend
@@ -210,10 +219,10 @@ def _flat(axes) -> list:
 
 
 def reset_axes(ax) -> None:
-    """Empty an axes for the next redraw of the same figure (public matplotlib API only): remove what was plotted,
-    the legend (unless :func:`_kept_legend` made it), titles and labels; back to linear scales, default
-    locators and formatters, the first colour of the cycle, autoscaling, no grid, visible spines, upright axes
-    and normal-weight tick labels. The tick objects themselves are kept."""
+    """Empty an axes for the next redraw of the same figure (public matplotlib API only): remove what was
+    plotted, the legend (unless :func:`_kept_legend` made it), titles and labels; back to linear scales,
+    default locators and formatters, the first colour of the cycle, autoscaling, no grid, visible spines,
+    upright axes and normal-weight tick labels. The tick objects themselves are kept."""
     from matplotlib.scale import LinearScale
 
     for artist in [*ax.containers, *ax.lines, *ax.patches, *ax.collections, *ax.texts, *ax.images, *ax.tables,
@@ -241,7 +250,8 @@ def reset_axes(ax) -> None:
             LinearScale(axis).set_default_locators_and_formatters(axis)
             # ... marked as defaults, as set_xscale leaves them (a units converter, e.g. for categories, may
             # then replace them)
-            axis.isDefault_majloc = axis.isDefault_minloc = axis.isDefault_majfmt = axis.isDefault_minfmt = True
+            axis.isDefault_majloc = axis.isDefault_minloc = \
+                axis.isDefault_majfmt = axis.isDefault_minfmt = True
         else:
             set_scale("linear")
         if axis.get_inverted():
@@ -310,12 +320,12 @@ def stacked_bars(ax, labels: list[str], stacks: dict[str, list[float]], *, horiz
 
 
 def _bar_collection(ax, pos, start, end, *, thickness: float, colors, horizontal: bool, sticky=()):
-    """Bars from ``start`` to ``end`` along the value axis (x if ``horizontal``, else y), each ``thickness`` wide
-    across it and centred on ``pos``, added to ``ax`` as one PolyCollection without edges: one ``Rectangle``
-    artist per bar, as ``bar`` and ``barh`` make, costs a widget redraw ~1 ms more per bar, making and drawing it
-    (several times slower with ~100 rectangles). ``sticky``: values along the value axis that autoscaling adds no
-    margin beyond (``barh``'s left ends). Returns the collection. Shared by :func:`_fast_stacked_columns` and
-    :func:`_fast_hbars`."""
+    """Bars from ``start`` to ``end`` along the value axis (x if ``horizontal``, else y), each ``thickness``
+    wide across it and centred on ``pos``, added to ``ax`` as one PolyCollection without edges: one
+    ``Rectangle`` artist per bar, as ``bar`` and ``barh`` make, costs a widget redraw ~1 ms more per bar,
+    making and drawing it (several times slower with ~100 rectangles). ``sticky``: values along the value axis
+    that autoscaling adds no margin beyond (``barh``'s left ends). Returns the collection. Shared by
+    :func:`_fast_stacked_columns` and :func:`_fast_hbars`."""
     import numpy as np
     from matplotlib.collections import PolyCollection
 
@@ -354,8 +364,8 @@ def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]],
 
 def _fast_hbars(ax, y, widths, *, left=0.0, height: float = 0.8, colors=None):
     """Horizontal bars like ``ax.barh(y, widths, left=left, height=height, color=colors)``, drawn as one
-    :func:`_bar_collection`. Like ``barh``, the x axis autoscales from the bars' left ends without a margin there.
-    Returns legend proxies, one per bar."""
+    :func:`_bar_collection`. Like ``barh``, the x axis autoscales from the bars' left ends without a margin
+    there. Returns legend proxies, one per bar."""
     import numpy as np
 
     y = np.asarray(y, dtype=float)
@@ -363,19 +373,21 @@ def _fast_hbars(ax, y, widths, *, left=0.0, height: float = 0.8, colors=None):
     _bar_collection(ax, y, x0, x0 + np.asarray(widths, dtype=float), thickness=height, colors=colors,
                     horizontal=True, sticky=np.unique(x0).tolist())
     ax.autoscale_view()                     # (add_collection updates the data limits, but does not autoscale)
-    return [Patch(facecolor=c, edgecolor="none") for c in np.broadcast_to(np.asarray(colors, dtype=object), y.shape)]
+    return [Patch(facecolor=c, edgecolor="none")
+            for c in np.broadcast_to(np.asarray(colors, dtype=object), y.shape)]
 
 
 def _stage_memory_columns(ax, tm, g) -> None:
     """One stacked column per pipeline stage of ``tm`` (a :class:`~llmsizing.memory.TrainingMemory`): weights,
-    gradients, optimizer, activations, temporaries and overhead, with ``g``'s capacity line and the most loaded
-    stage in bold. Shared by the parallel explorer (chapter 8) and the MoE layout (chapter 18)."""
+    gradients, optimizer, activations, temporaries and overhead, with ``g``'s capacity line and the most
+    loaded stage in bold. Shared by the parallel explorer (chapter 8) and the MoE layout (chapter 18)."""
     import numpy as np
 
     rows = list(tm.stages)
     stacks = {"weights": [r["weights"] for r in rows], "gradients": [r["gradients"] for r in rows],
               "optimizer": [r["optimizer"] for r in rows], "activations": [r["activations"] for r in rows]}
-    stacks["temporaries"] = [max(r["peak"] - r["weights"] - r["gradients"] - r["optimizer"] - r["activations"], 0.0)
+    stacks["temporaries"] = [max(r["peak"] - r["weights"] - r["gradients"] - r["optimizer"]
+                                 - r["activations"], 0.0)
                              for r in rows]
     stacks["overhead"] = [r["total"] - r["peak"] for r in rows]
     labels = [f"stage {r['stage']}" if len(rows) > 1 else "each GPU" for r in rows]
@@ -394,8 +406,8 @@ def _stage_memory_columns(ax, tm, g) -> None:
 
 def _step_time_bars(ax, st, *, fontsize: float) -> None:
     """Where one step's time goes (:meth:`~llmsizing.layouts.StepTime.parts`): one horizontal bar per part,
-    compute first; shared by the parallelism explorer and the planner's figure (a mixture of experts' all-to-all,
-    ``ep``, in the colour chapter 18's figures give it)."""
+    compute first; shared by the parallelism explorer and the planner's figure (a mixture of experts'
+    all-to-all, ``ep``, in the colour chapter 18's figures give it)."""
     import numpy as np
 
     parts = st.parts()
@@ -422,7 +434,8 @@ def _suffixed(v, spec: str, *, below: str, ladder=_SUFFIXES) -> str:
 
 
 def _short_number(v, _=None) -> str:
-    """A tick label in plain text (no mathtext, which is slow to lay out): 0.01, 0.5, 20, 1k, 10k, 2M, 1B, 1T."""
+    """A tick label in plain text (no mathtext, which is slow to lay out): 0.01, 0.5, 20, 1k, 10k, 2M, 1B,
+    1T."""
     return _suffixed(v, "g", below="g")
 
 
@@ -438,8 +451,8 @@ def _usd(v, _=None) -> str:
 
 def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
     """A log axis from ``lo / pad`` to ``hi * pad`` with fixed 1-2-5 ticks (decades only over more than
-    2.5 decades) labelled by ``fmt`` and no minor ticks: a log axis left to its default locators spends most of a
-    redraw laying out minor ticks and mathtext labels."""
+    2.5 decades) labelled by ``fmt`` and no minor ticks: a log axis left to its default locators spends most
+    of a redraw laying out minor ticks and mathtext labels."""
     import math
 
     from matplotlib.ticker import FixedLocator, NullLocator
@@ -452,7 +465,7 @@ def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
         ticks = [m * 10**e for e in decades for m in steps if lo <= m * 10**e <= hi]
         if len(ticks) >= 2:
             break
-    if len(ticks) < 2:             # a range narrower than two 1-9 steps: its two ends, to 3 significant digits
+    if len(ticks) < 2:            # a range narrower than two 1-9 steps: its two ends, to 3 significant digits
         def unit(x):
             return 10.0 ** (math.floor(math.log10(x)) - 2)
         ticks = [math.ceil(lo / unit(lo)) * unit(lo), math.floor(hi / unit(hi)) * unit(hi)]

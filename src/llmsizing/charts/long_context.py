@@ -1,5 +1,5 @@
-"""Figures of Part V, the models of 2026 (chapter 17, "Long context"): context parallelism's communication against
-the attention it hides behind. No formula lives here: the numbers come from
+"""Figures of Part V, the models of 2026 (chapter 17, "Long context"): context parallelism's communication
+against the attention it hides behind. No formula lives here: the numbers come from
 :func:`~llmsizing.layouts.cp_overlap_sweep` (itself :func:`~llmsizing.layouts.step_time`)."""
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ def llama3_long_context_layout():
 def render_cp_overlap(model="llama-3.1-405b", gpu: str = "H100 SXM", parallel=None, *, seqs=CP_OVERLAP_SEQS,
                       batch: int = 1, grad_accum: int = 16, into: Figure | None = None) -> View:
     """Context parallelism's traffic against the sequence length (chapter 17): left, seconds per step of the
-    attention core on one GPU (what the ring hides behind), the ring's traffic (``cp_comm="p2p"``) and the part
-    the step waits for, and the all-gather variant (exposed in full); right, the exposed part as a share of the
-    step's compute. ``parallel`` defaults to Llama 3 405B's 128K layout (:func:`llama3_long_context_layout`);
-    its ``cp_comm`` does not matter (both are drawn)."""
+    attention core on one GPU (what the ring hides behind), the ring's traffic (``cp_comm="p2p"``) and the
+    part the step waits for, and the all-gather variant (exposed in full); right, the exposed part as a share
+    of the step's compute. ``parallel`` defaults to Llama 3 405B's 128K layout
+    (:func:`llama3_long_context_layout`); its ``cp_comm`` does not matter (both are drawn)."""
     import numpy as np
     from matplotlib.ticker import FixedLocator, NullLocator
 
@@ -49,12 +49,14 @@ def render_cp_overlap(model="llama-3.1-405b", gpu: str = "H100 SXM", parallel=No
     ax.plot(x, df["cp_comm_s"], color=cp_colour, marker="o", ms=3, label="ring traffic (p2p), in full")
     ax.plot(x, np.maximum(df["exposed_s"], 1e-9), color="#D55E00", marker="s", ms=3,
             label="ring: exposed part")
-    ax.plot(x, df["all_gather_s"], color="0.3", ls="--", marker="^", ms=3, label="all-gather: exposed in full")
+    ax.plot(x, df["all_gather_s"], color="0.3", ls="--", marker="^", ms=3,
+            label="all-gather: exposed in full")
     top = float(df[["attention_s", "cp_comm_s", "all_gather_s"]].to_numpy().max())
     low = float(df[["attention_s", "cp_comm_s", "all_gather_s"]].to_numpy().min())
     _log_axis(ax.yaxis, low, top, _short_number, pad=2.0)
     ax.set_ylabel("seconds per step, one GPU")
-    ax2.plot(x, 100 * df["exposed_s"] / df["compute_s"], color="#D55E00", marker="s", ms=3, label="ring (p2p)")
+    ax2.plot(x, 100 * df["exposed_s"] / df["compute_s"], color="#D55E00", marker="s", ms=3,
+             label="ring (p2p)")
     ax2.plot(x, 100 * df["all_gather_s"] / df["compute_s"], color="0.3", ls="--", marker="^", ms=3,
              label="all-gather")
     ax2.set_ylim(0, None)
@@ -72,10 +74,11 @@ def render_cp_overlap(model="llama-3.1-405b", gpu: str = "H100 SXM", parallel=No
     name = getattr(model, "name", model)
     ax.set_title(f"{name}, tp={par.tp} cp={par.cp} pp={par.pp}, {gpu}", fontsize=8.5, loc="left")
     ax2.set_title("what the step waits for", fontsize=8.5, loc="left")
-    lines = [f"{name} on {gpu}, tp={par.tp} cp={par.cp} pp={par.pp} dp={par.dp}: context-parallel traffic per step "
-             "(seconds on one GPU)",
-             f"{'seq':>8s} {'compute':>9s} {'attention':>10s} {'ring':>8s} {'exposed':>8s} {'all-gather':>11s}"]
+    lines = [f"{name} on {gpu}, tp={par.tp} cp={par.cp} pp={par.pp} dp={par.dp}: context-parallel traffic "
+             "per step (seconds on one GPU)",
+             f"{'seq':>8s} {'compute':>9s} {'attention':>10s} {'ring':>8s} {'exposed':>8s} "
+             f"{'all-gather':>11s}"]
     for s, r in df.iterrows():
-        lines.append(f"{s:>8,d} {r.compute_s:9.3f} {r.attention_s:10.3f} {r.cp_comm_s:8.3f} {r.exposed_s:8.3f} "
-                     f"{r.all_gather_s:11.3f}")
+        lines.append(f"{s:>8,d} {r.compute_s:9.3f} {r.attention_s:10.3f} {r.cp_comm_s:8.3f} "
+                     f"{r.exposed_s:8.3f} {r.all_gather_s:11.3f}")
     return FixedView(fig, "\n".join(lines))

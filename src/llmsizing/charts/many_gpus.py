@@ -1,9 +1,10 @@
-"""Part II, many GPUs (chapters 6-9): the hardware, and how a run splits over GPUs. Chapter 6, the GPU landscape,
-one decode step's roofline (:func:`render_gpu_landscape`, :func:`render_decode_roofline`, also in chapter
-15) and the bus bandwidth of a collective against its size (:func:`render_bus_bandwidth`); chapter 7, ZeRO's stages and when data parallelism stops scaling (:func:`render_zero_stages`,
-:func:`render_dp_scaling`); chapter 8, the pipeline bubble and the parallelism explorer
-(:func:`render_pipeline_bubble`, :func:`render_parallel_explorer`, also in chapter 13); chapter 9, measured
-collectives against the prediction (:func:`render_collectives_vs_prediction`).
+"""Part II, many GPUs (chapters 6-9): the hardware, and how a run splits over GPUs. Chapter 6, the GPU
+landscape, one decode step's roofline (:func:`render_gpu_landscape`, :func:`render_decode_roofline`, also in
+chapter 15) and the bus bandwidth of a collective against its size (:func:`render_bus_bandwidth`); chapter 7,
+ZeRO's stages and when data parallelism stops scaling (:func:`render_zero_stages`, :func:`render_dp_scaling`);
+chapter 8, the pipeline bubble and the parallelism explorer (:func:`render_pipeline_bubble`,
+:func:`render_parallel_explorer`, also in chapter 13); chapter 9, measured collectives against the prediction
+(:func:`render_collectives_vs_prediction`).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -18,7 +19,8 @@ from .base import (DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fix
 
 
 # =========================================================================== chapter 6: hardware
-#: Where a GPU's name sits next to its dot in the capacity panel (points; alignment), where the default overlaps.
+#: Where a GPU's name sits next to its dot in the capacity panel (points; alignment), where the default
+#: overlaps.
 _LANDSCAPE_LABEL_OFFSETS = {"A100 80GB": (-5, 4, "right"), "RTX 4090": (5, -8, "left")}
 
 
@@ -50,7 +52,7 @@ def render_gpu_landscape(gpus=None) -> View:
     x = np.logspace(-1, 13, 300, base=2)
     for name, r in df.iterrows():
         c = GPU_COLORS.get(name, "0.3")
-        label = name if r["dtype"] == "bf16" else f"{name} ({r['dtype']})"      # the V100: no bf16, its fp16 rate
+        label = name if r["dtype"] == "bf16" else f"{name} ({r['dtype']})"  # the V100: no bf16, its fp16 rate
         ax2.plot(x, np.minimum(r["bf16_dense_tflops"], x * r["hbm_tbps"]), color=c, lw=1.4, label=label)
         ax2.scatter([r["ridge_flops_per_byte"]], [r["bf16_dense_tflops"]], color=c, s=18, zorder=3)
     marks = {"decode, 1 token\n(1 x 4096 x 4096)": matmul_intensity_flops_per_byte(1, 4096, 4096),
@@ -77,7 +79,8 @@ def render_gpu_landscape(gpus=None) -> View:
     return View(fig, "\n".join(lines))
 
 
-#: Message sizes (bytes) of the model curves of :func:`render_bus_bandwidth`: 8 B to 8 GiB, as nccl-tests sweeps.
+#: Message sizes (bytes) of the model curves of :func:`render_bus_bandwidth`: 8 B to 8 GiB, as nccl-tests
+#: sweeps.
 BUS_BANDWIDTH_SIZES = tuple(2.0 ** (k / 4) for k in range(12, 133))
 
 
@@ -87,17 +90,17 @@ def render_bus_bandwidth(node: str = "DGX H100", nodes: int = 16,
                          network_log: str = "h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt",
                          network_log_nodes: int = 2, network_log_nic_gbps: float = 25.0) -> View:
     """Chapter 6: the bus bandwidth of an all-reduce against its message size, the model's curves
-    (:func:`~llmsizing.network.bus_bandwidth_gbps` on the links of :func:`~llmsizing.network.group_link`) with the
-    rows of two published nccl-tests logs on top (:func:`~llmsizing.alpha_beta.parse_nccl_tests`).
+    (:func:`~llmsizing.network.bus_bandwidth_gbps` on the links of :func:`~llmsizing.network.group_link`) with
+    the rows of two published nccl-tests logs on top (:func:`~llmsizing.alpha_beta.parse_nccl_tests`).
 
     Left, inside one node: the ``node``'s GPUs all-reducing over their scale-up link, the same for the node of
-    ``nvlink_log`` (``nvlink_log_node``), and that log's busbw as nccl-tests printed it. Right, across ``nodes``
-    nodes of ``node``: an FSDP-like group filling whole nodes (all the node's NICs per GPU) and a data-parallel
-    group under ``tp`` = GPUs per node (one NIC per GPU); the same FSDP-like group on nodes like the log's
-    (``network_log_nic_gbps`` per GPU: GCP A3 Mega has 8 x 200 Gb/s for 8 GPUs); and ``network_log``'s rows at
-    node level, :func:`~llmsizing.alpha_beta.node_level_busbw` (algbw x 2(N-1)/N over ``network_log_nodes``), the
-    figure ``data/links.csv`` fitted the network's achievable fraction on. Summary: each curve at 1 MiB, 64 MiB
-    and 1 GiB and its ceiling (the link's achievable bandwidth)."""
+    ``nvlink_log`` (``nvlink_log_node``), and that log's busbw as nccl-tests printed it. Right, across
+    ``nodes`` nodes of ``node``: an FSDP-like group filling whole nodes (all the node's NICs per GPU) and a
+    data-parallel group under ``tp`` = GPUs per node (one NIC per GPU); the same FSDP-like group on nodes like
+    the log's (``network_log_nic_gbps`` per GPU: GCP A3 Mega has 8 x 200 Gb/s for 8 GPUs); and
+    ``network_log``'s rows at node level, :func:`~llmsizing.alpha_beta.node_level_busbw` (algbw x 2(N-1)/N
+    over ``network_log_nodes``), the figure ``data/links.csv`` fitted the network's achievable fraction on.
+    Summary: each curve at 1 MiB, 64 MiB and 1 GiB and its ceiling (the link's achievable bandwidth)."""
     import numpy as np
 
     from .._validate import check_int, check_number
@@ -115,15 +118,16 @@ def render_bus_bandwidth(node: str = "DGX H100", nodes: int = 16,
     per = nd.gpus_per_node
     sizes = np.array(BUS_BANDWIDTH_SIZES)
     # (panel, label, node, group size, stride, colour, style)
-    curves = [(0, f"{nd.name}: {per} GPUs in the node (model)", nd, per, 1, GPU_COLORS.get(nd.gpu, "0.2"), "-"),
+    curves = [(0, f"{nd.name}: {per} GPUs in the node (model)", nd, per, 1,
+               GPU_COLORS.get(nd.gpu, "0.2"), "-"),
               (0, f"{nv_node.name}: {nv_node.gpus_per_node} GPUs (model)", nv_node, nv_node.gpus_per_node, 1,
                GPU_COLORS.get(nv_node.gpu, "0.5"), "--"),
-              (1, f"{nd.name} x {n_nodes}: group fills the nodes, {per} NICs per GPU (model)", nd, per * n_nodes, 1,
-               GPU_COLORS.get(nd.gpu, "0.2"), "-"),
-              (1, f"{nd.name} x {n_nodes}: data parallel under tp={per}, 1 NIC per GPU (model)", nd, n_nodes, per,
-               "#E69F00", "-"),
-              (1, f"nodes like the log's ({per} x {network_log_nic_gbps * 8:g} Gb/s) x {n_nodes}, group fills them "
-                  f"(model)", like_log, per * n_nodes, 1, "0.45", "--")]
+              (1, f"{nd.name} x {n_nodes}: group fills the nodes, {per} NICs per GPU (model)", nd,
+               per * n_nodes, 1, GPU_COLORS.get(nd.gpu, "0.2"), "-"),
+              (1, f"{nd.name} x {n_nodes}: data parallel under tp={per}, 1 NIC per GPU (model)", nd,
+               n_nodes, per, "#E69F00", "-"),
+              (1, f"nodes like the log's ({per} x {network_log_nic_gbps * 8:g} Gb/s) x {n_nodes}, group "
+                  f"fills them (model)", like_log, per * n_nodes, 1, "0.45", "--")]
     fig, axes = new_figure(9.6, 3.9, ncols=2)
     lines = ["all-reduce bus bandwidth (GB/s) at 1 MiB / 64 MiB / 1 GiB, and the ceiling:"]
     for panel, label, nd_c, size, stride, color, style in curves:
@@ -131,8 +135,8 @@ def render_bus_bandwidth(node: str = "DGX H100", nodes: int = 16,
         y = bus_bandwidth_gbps("all-reduce", sizes, size, link)
         axes[panel].plot(sizes, y, style, color=color, lw=1.5, label=label)
         at = bus_bandwidth_gbps("all-reduce", np.array([2.0**20, 2.0**26, 2.0**30]), size, link)
-        lines.append(f"  {label}: {at[0]:,.1f} / {at[1]:,.1f} / {at[2]:,.1f}; ceiling {link.bandwidth_gbps:,.1f} "
-                     f"({link.link}, {size} GPUs)")
+        lines.append(f"  {label}: {at[0]:,.1f} / {at[1]:,.1f} / {at[2]:,.1f}; ceiling "
+                     f"{link.bandwidth_gbps:,.1f} ({link.link}, {size} GPUs)")
     nv = nv_log[nv_log["size_bytes"] > 0]
     axes[0].scatter(nv["size_bytes"], nv["busbw_gbps"], s=14, color=GPU_COLORS.get(nv_node.gpu, "0.5"),
                     edgecolor="0.15", lw=0.5, zorder=3, label=f"nccl-tests log: {nvlink_log}")
@@ -143,8 +147,8 @@ def render_bus_bandwidth(node: str = "DGX H100", nodes: int = 16,
     lines.append(f"  {nvlink_log}: {len(nv)} rows, busbw {nv['busbw_gbps'].iloc[-1]:,.1f} GB/s at "
                  f"{nv['size_bytes'].iloc[-1] / 2**30:g} GiB")
     lines.append(f"  {network_log}: {len(net)} rows, node-level busbw {node_bus[-1]:,.1f} GB/s at "
-                 f"{net['size_bytes'].iloc[-1] / 2**30:g} GiB (nccl-tests printed {net['busbw_gbps'].iloc[-1]:,.1f}"
-                 f" over {int(net['n_ranks'].iloc[0])} ranks)")
+                 f"{net['size_bytes'].iloc[-1] / 2**30:g} GiB (nccl-tests printed "
+                 f"{net['busbw_gbps'].iloc[-1]:,.1f} over {int(net['n_ranks'].iloc[0])} ranks)")
     titles = ("inside one node (scale-up link)", f"across nodes (the network), {n_nodes} nodes")
     for ax, title in zip(axes, titles):
         ax.set_xscale("log", base=2)
@@ -185,8 +189,10 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
         ax.axvspan(too_big[0] / 2**0.5, batches[-1] * 2**0.5, color="0.9", zorder=0,
                    label="weights + KV cache exceed one GPU")
     ms = 1e3
-    ax.plot(batches, [r.memory_time_s * ms for r in rs], color="#0072B2", lw=1.8, label="read weights + KV cache")
-    ax.plot(batches, [r.compute_time_s * ms for r in rs], color="#D55E00", lw=1.8, label="FLOPs at dense peak")
+    ax.plot(batches, [r.memory_time_s * ms for r in rs], color="#0072B2", lw=1.8,
+            label="read weights + KV cache")
+    ax.plot(batches, [r.compute_time_s * ms for r in rs], color="#D55E00", lw=1.8,
+            label="FLOPs at dense peak")
     ax.scatter([chosen.batch], [chosen.time_s * ms], color="k", s=30, zorder=3,
                label=f"batch {chosen.batch}: {chosen.bound}-bound")
     ax.set_xscale("log", base=2)
@@ -202,11 +208,13 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
                  loc="left")
     ax.legend(fontsize=7.5, frameon=False, loc="upper left")
     flip_text = (f"compute-bound from a batch of about {flip:,.0f}" if flip is not None
-                 else "never compute-bound: each sequence's KV cache keeps the intensity below the ridge point")
+                 else "never compute-bound: each sequence's KV cache keeps the intensity below the ridge "
+                      "point")
     lines = [f"{chosen.model} on {chosen.gpu}, {weights} weights, context {context:,}, batch {chosen.batch}:",
              f"  reads {chosen.bytes_read / GiB:,.2f} GiB and does {chosen.flops / 1e12:,.3f} TFLOP per step",
-             f"  memory bound {chosen.memory_time_s * ms:,.3f} ms, compute bound {chosen.compute_time_s * ms:,.4f} ms"
-             f" -> {chosen.bound}-bound, at most {chosen.tokens_per_s:,.0f} tokens/s",
+             f"  memory bound {chosen.memory_time_s * ms:,.3f} ms, compute bound "
+             f"{chosen.compute_time_s * ms:,.4f} ms -> {chosen.bound}-bound, at most "
+             f"{chosen.tokens_per_s:,.0f} tokens/s",
              f"  intensity {chosen.intensity_flops_per_byte:,.1f} FLOP/byte vs ridge "
              f"{chosen.ridge_flops_per_byte:,.0f}; {flip_text}"]
     if chosen.bytes_read > capacity:
@@ -215,13 +223,15 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     return FixedView(fig, "\n".join(lines))
 
 
-# =========================================================================== chapter 7: data parallelism, ZeRO
-def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-mixed", optimizer: str = "adamw",
-                       gpu: str = "H100 SXM", *, into: Figure | None = None) -> View:
-    """Model states on each GPU for ZeRO stages 0 (DDP), 1, 2 and 3 (FSDP full-shard) over ``dp`` GPUs: weights,
-    gradients and optimizer bytes (master copy included), all from :func:`~llmsizing.memory.model_states`,
-    against ``gpu``'s memory. ``model`` may also be a bare parameter count (an int, as in the ZeRO paper's
-    7.5B example; :func:`~llmsizing.memory.model_states_for_params`). Chapter 7."""
+# ========================================================================== chapter 7: data parallelism, ZeRO
+def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-mixed",
+                       optimizer: str = "adamw", gpu: str = "H100 SXM", *,
+                       into: Figure | None = None) -> View:
+    """Model states on each GPU for ZeRO stages 0 (DDP), 1, 2 and 3 (FSDP full-shard) over ``dp`` GPUs:
+    weights, gradients and optimizer bytes (master copy included), all from
+    :func:`~llmsizing.memory.model_states`, against ``gpu``'s memory. ``model`` may also be a bare parameter
+    count (an int, as in the ZeRO paper's 7.5B example; :func:`~llmsizing.memory.model_states_for_params`).
+    Chapter 7."""
     import numpy as np
 
     from .._validate import check_int
@@ -258,10 +268,11 @@ def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-m
     lines = [f"{name}, {precision} + {optimizer}, model states per GPU over dp = {dp}:"]
     for z, s in enumerate(states):
         fits = "fits" if s.total_bytes <= g.memory_bytes else "does NOT fit"
-        lines.append(f"  ZeRO-{z}: weights {s.weights_bytes / GiB:8,.2f} + gradients {s.gradients_bytes / GiB:8,.2f}"
-                     f" + optimizer {s.optimizer_bytes / GiB:8,.2f} = {s.total_bytes / GiB:8,.2f} GiB "
-                     f"({s.total_bytes / GB:,.2f} GB, {s.bytes_per_param:.3g} B/param): {fits} in a {g.name}'s "
-                     f"{g.memory_gib:.1f} GiB before activations")
+        lines.append(f"  ZeRO-{z}: weights {s.weights_bytes / GiB:8,.2f} + gradients "
+                     f"{s.gradients_bytes / GiB:8,.2f} + optimizer {s.optimizer_bytes / GiB:8,.2f} = "
+                     f"{s.total_bytes / GiB:8,.2f} GiB ({s.total_bytes / GB:,.2f} GB, "
+                     f"{s.bytes_per_param:.3g} B/param): {fits} in a {g.name}'s {g.memory_gib:.1f} GiB "
+                     "before activations")
     return FixedView(fig, "\n".join(lines))
 
 
@@ -279,15 +290,15 @@ _ZERO_STYLES = {0: ("DDP / ZeRO-1", "#0072B2", "-"), 2: ("ZeRO-2", "#E69F00", "-
 def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: int = 512, seq: int = 4096,
                       batch: int = 1, kernel_efficiency: float | None = None, overlap: float = 1.0,
                       max_dp: int = 512, node=None) -> View:
-    """When data parallelism stops scaling: the busy fraction (:func:`~llmsizing.comm.busy_fraction`) of each GPU
-    against ``dp`` at a fixed ``global_batch`` (sequences of ``seq`` tokens, micro-batch ``batch``, the rest
-    gradient accumulation), for DDP/ZeRO-1, ZeRO-2 and ZeRO-3, in three placements on ``node``'s network
+    """When data parallelism stops scaling: the busy fraction (:func:`~llmsizing.comm.busy_fraction`) of each
+    GPU against ``dp`` at a fixed ``global_batch`` (sequences of ``seq`` tokens, micro-batch ``batch``, the
+    rest gradient accumulation), for DDP/ZeRO-1, ZeRO-2 and ZeRO-3, in three placements on ``node``'s network
     (default: the GPU's node in ``data/nodes.csv``; :data:`DP_SCALING_PANELS`): the group inside one node (its
     scale-up link, ``dp`` up to the node's GPUs), the group filling whole nodes (``k`` = all the node's GPUs
-    share its NICs: :func:`~llmsizing.network.group_link`), and one GPU per node (one NIC per GPU). Compute from
-    :func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` (default the calibrated one), traffic
-    from :func:`~llmsizing.comm.communication`; ``overlap`` is the share of the traffic hidden behind compute.
-    Chapter 7."""
+    share its NICs: :func:`~llmsizing.network.group_link`), and one GPU per node (one NIC per GPU). Compute
+    from :func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` (default the calibrated one),
+    traffic from :func:`~llmsizing.comm.communication`; ``overlap`` is the share of the traffic hidden behind
+    compute. Chapter 7."""
     from dataclasses import replace
 
     from .._validate import check_fraction, check_int
@@ -306,7 +317,8 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     eff = default_efficiency(g) if kernel_efficiency is None else check_fraction("kernel_efficiency",
                                                                                  kernel_efficiency)
     if b > gb:
-        raise ValueError(f"batch={b} must be <= global_batch={gb}: the micro-batch is part of the global batch")
+        raise ValueError(f"batch={b} must be <= global_batch={gb}: the micro-batch is part of the global "
+                         "batch")
     busy_fraction(1.0, 0.0, overlap)                                  # validates overlap before any work
     nd = get_node(node, g)
     per_node = nd.scaleup_domain_gpus
@@ -323,8 +335,8 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
             dps = list(every)
         panels.append((title, kind, dps, nd if kind != "one" else one))
     if not any(dps for _, _, dps, _ in panels):
-        raise ValueError(f"max_dp={top} and global_batch={gb}: no power-of-two dp >= 2 up to max_dp divides the "
-                         f"global batch into micro-batches of {b}")
+        raise ValueError(f"max_dp={top} and global_batch={gb}: no power-of-two dp >= 2 up to max_dp divides "
+                         f"the global batch into micro-batches of {b}")
     fig = Figure(figsize=(8.4, 3.2), dpi=DPI)
     axes = fig.subplots(1, len(panels), sharey=True)
     fig.subplots_adjust(left=0.07, right=0.99, bottom=0.24, top=0.78, wspace=0.08)
@@ -343,7 +355,8 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
             for d in dps:
                 acc = gb // (d * b)
                 par = Parallel(dp=d, zero=z)
-                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=g, grad_accum=acc, kernel_efficiency=eff)
+                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=g, grad_accum=acc,
+                                           kernel_efficiency=eff)
                 comm = communication(m, par, batch=b, seq=seq, gpu=g, node=node_k, grad_accum=acc).time_s
                 ys.append(busy_fraction(comp, comm, overlap))
             ax.plot(dps, ys, style, color=color, marker="o", markersize=3, label=name)
@@ -357,8 +370,8 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
         ax.set_xlabel("data-parallel GPUs (dp)", fontsize=8)
     axes[0].set_ylabel("busy fraction (compute / step)", fontsize=8)
     next(ax for ax in axes if ax.axison).legend(fontsize=7, frameon=False, loc="lower left")
-    fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, kernel efficiency "
-                 f"{eff:.0%}, overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
+    fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, kernel "
+                 f"efficiency {eff:.0%}, overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
     return FixedView(fig, "\n".join(lines))
 
 
@@ -408,16 +421,18 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
 
 def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1, dp: int = 8,
                              zero: int = 1, sp: bool = False, virtual_stages: int = 1, offload: str = "none",
-                             recompute: str = "selective", batch: int = 1, seq: int = 4096, grad_accum: int = 8,
-                             kernel_efficiency: float | None = None, gpus_per_node: int | None = None,
-                             async_tp: bool = False, node=None, *, into: Figure | None = None) -> View:
-    """The parallelism explorer (chapter 8; chapter 13 reuses it): one layout's per-GPU memory, stage by stage,
-    against the GPU's capacity, and its step time (:func:`~llmsizing.layouts.step_time`): compute on the slowest
-    pipeline stage at ``kernel_efficiency`` (default the calibrated one), the pipeline bubble, and each group's
-    communication drawn twice, in full (pale) and the part the step waits for (solid; the per-group rules of
-    :func:`~llmsizing.layouts.exposed_by_group`, ``async_tp`` hiding tensor parallelism). The title reports the
-    MFU that results. ``grad_accum`` is the number of micro-batches per step (a pipeline's micro-batches). An
-    impossible layout raises the library's ``ValueError``, which the widget shows."""
+                             recompute: str = "selective", batch: int = 1, seq: int = 4096,
+                             grad_accum: int = 8, kernel_efficiency: float | None = None,
+                             gpus_per_node: int | None = None, async_tp: bool = False, node=None, *,
+                             into: Figure | None = None) -> View:
+    """The parallelism explorer (chapter 8; chapter 13 reuses it): one layout's per-GPU memory, stage by
+    stage, against the GPU's capacity, and its step time (:func:`~llmsizing.layouts.step_time`): compute on
+    the slowest pipeline stage at ``kernel_efficiency`` (default the calibrated one), the pipeline bubble, and
+    each group's communication drawn twice, in full (pale) and the part the step waits for (solid; the
+    per-group rules of :func:`~llmsizing.layouts.exposed_by_group`, ``async_tp`` hiding tensor parallelism).
+    The title reports the MFU that results. ``grad_accum`` is the number of micro-batches per step (a
+    pipeline's micro-batches). An impossible layout raises the library's ``ValueError``, which the widget
+    shows."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -432,8 +447,9 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=sp, virtual_stages=virtual_stages, offload=offload)
     kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, parallel=par)
     tm = training_memory(m, **kw)
-    st = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum, kernel_efficiency=kernel_efficiency,
-                   recompute=recompute, gpus_per_node=gpus_per_node, async_tp=async_tp, node=node)
+    st = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum,
+                   kernel_efficiency=kernel_efficiency, recompute=recompute, gpus_per_node=gpus_per_node,
+                   async_tp=async_tp, node=node)
     comm, compute, bubble = st.communication, st.compute_s, st.bubble
     exposed = st.exposed_by_group_s
     rows = list(tm.stages)
@@ -457,7 +473,8 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     groups = [k for k in names if k in exposed]
     _fast_hbars(ax_t, [names.index(k) for k in groups], [exposed[k] for k in groups], height=0.5,
                 colors=[EXPLORER_TIME_COLORS[k] for k in groups])
-    ax_t.set_yticks(ys, [n if n in ("compute", "pipeline bubble") else f"{n} comm." for n in names], fontsize=8)
+    ax_t.set_yticks(ys, [n if n in ("compute", "pipeline bubble") else f"{n} comm." for n in names],
+                    fontsize=8)
     ax_t.invert_yaxis()
     ax_t.set_xlabel("seconds per step (grey: all comm.; colour: exposed)", fontsize=8)
     if async_tp and "tp" in names and not st.comm_by_group_s.get("tp"):    # the switch moves nothing: say why
@@ -468,11 +485,13 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
 
     fits = tm.total_bytes <= g.memory_bytes
     lines = [f"{m.name} on {par.gpus} x {g.name} (tp={par.tp}, pp={par.pp}, dp={par.dp}, ZeRO-{par.zero}"
-             f"{', SP' if par.sp else ''}{f', {par.virtual_stages} virtual stages' if par.virtual_stages > 1 else ''}"
-             f"{f', offload={par.offload}' if par.offload != 'none' else ''}), micro-batch {batch} x {seq:,} tokens,"
-             f" {grad_accum} micro-batches per step, recompute={recompute}:",
-             f"  most loaded GPU: stage {tm.stage}, {fmt_gib(tm.total_bytes)} (peak {fmt_gib(tm.peak_bytes)} in the "
-             f"{tm.peak_phase} + allowance) -> {'fits' if fits else 'does NOT fit'} in {g.memory_gib:.1f} GiB"]
+             f"{', SP' if par.sp else ''}"
+             f"{f', {par.virtual_stages} virtual stages' if par.virtual_stages > 1 else ''}"
+             f"{f', offload={par.offload}' if par.offload != 'none' else ''}), micro-batch {batch} x {seq:,} "
+             f"tokens, {grad_accum} micro-batches per step, recompute={recompute}:",
+             f"  most loaded GPU: stage {tm.stage}, {fmt_gib(tm.total_bytes)} (peak {fmt_gib(tm.peak_bytes)} "
+             f"in the {tm.peak_phase} + allowance) -> {'fits' if fits else 'does NOT fit'} in "
+             f"{g.memory_gib:.1f} GiB"]
     if not fits:
         lines.append("    (to fit: raise dp with ZeRO, add tp or pp, recompute, or lower the micro-batch)")
     if par.offload != "none":
@@ -480,11 +499,11 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
                      f"{fmt_gib(tm.host_bytes * min(comm.node.gpus_per_node, par.gpus))} per node of "
                      f"{comm.node.gpus_per_node}")
     for c in comm.collectives:
-        lines.append(f"  {c.collective:<46s} {c.calls:>5d} x {fmt_bytes(c.message_bytes):>10s} over {c.link:<10s}"
-                     f" {c.time_s * 1e3:>9.1f} ms")
+        lines.append(f"  {c.collective:<46s} {c.calls:>5d} x {fmt_bytes(c.message_bytes):>10s} over "
+                     f"{c.link:<10s} {c.time_s * 1e3:>9.1f} ms")
     by = st.comm_by_group_s
-    lines += [f"  compute {compute:.3f} s (slowest stage) + bubble {st.bubble_s:.3f} s ({bubble:.0%} of compute) at "
-              f"kernel efficiency {st.kernel_efficiency:.0%}",
+    lines += [f"  compute {compute:.3f} s (slowest stage) + bubble {st.bubble_s:.3f} s ({bubble:.0%} of "
+              f"compute) at kernel efficiency {st.kernel_efficiency:.0%}",
               "  communication, exposed of all: " + ", ".join(
                   f"{k} {exposed[k]:.3f} of {by[k]:.3f} s" for k in ("dp", "tp", "pp") if by[k] > 0)
               + (" (none)" if not st.comm_s else "") + (" (async TP)" if async_tp else ""),
@@ -494,10 +513,11 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
 
 # =========================================================================== chapter 9: measure the split
 def render_collectives_vs_prediction(world: int = 2) -> View:
-    """Measured against predicted communication per GPU and step, for the runs of ``tools/measure_memory.py dist``
-    on ``world`` ranks (2 or 4; TP and SP ran on 2): bytes each GPU sends at ring cost, measured (what
-    ``torch.distributed`` issued) next to :func:`~llmsizing.comm.communication`. Two panels, since tensor
-    parallelism moves activations (KiB here) and data parallelism the model (MiB). Chapter 9."""
+    """Measured against predicted communication per GPU and step, for the runs of
+    ``tools/measure_memory.py dist`` on ``world`` ranks (2 or 4; TP and SP ran on 2): bytes each GPU sends at
+    ring cost, measured (what ``torch.distributed`` issued) next to :func:`~llmsizing.comm.communication`. Two
+    panels, since tensor parallelism moves activations (KiB here) and data parallelism the model (MiB).
+    Chapter 9."""
     from .._validate import check_int
     from ..dist_compare import compare_collectives
 
@@ -521,9 +541,11 @@ def render_collectives_vs_prediction(world: int = 2) -> View:
         ax.invert_yaxis()
         ax.set_xlabel(f"{name} sent per GPU per step (ring cost)")
         for y, (_, r) in zip(ys, part.iterrows()):
-            ax.text(r["measured_bytes_per_gpu"] / unit, y - 0.2, f" {r['ratio']:.2f}x", va="center", fontsize=8)
-            lines.append(f"{r['layout']} x{world}: measured {r['measured_bytes_per_gpu'] / unit:,.1f} {name}, "
-                         f"library {r['predicted_bytes_per_gpu'] / unit:,.1f} {name} ({r['ratio']:.2f}x)")
+            ax.text(r["measured_bytes_per_gpu"] / unit, y - 0.2, f" {r['ratio']:.2f}x", va="center",
+                    fontsize=8)
+            lines.append(f"{r['layout']} x{world}: measured {r['measured_bytes_per_gpu'] / unit:,.1f} "
+                         f"{name}, library {r['predicted_bytes_per_gpu'] / unit:,.1f} {name} "
+                         f"({r['ratio']:.2f}x)")
         if len(labels) == 0:
             ax.set_axis_off()
         ax.margins(x=0.18)

@@ -1,5 +1,5 @@
-"""Figures of Part V, the models of 2026 (chapter 18, "Mixture of experts"): one expert-parallel layout's memory
-per GPU and where its step's time goes. No formula lives here: the numbers come from
+"""Figures of Part V, the models of 2026 (chapter 18, "Mixture of experts"): one expert-parallel layout's
+memory per GPU and where its step's time goes. No formula lives here: the numbers come from
 :func:`~llmsizing.memory.training_memory` and :func:`~llmsizing.layouts.step_time` (with
 :mod:`llmsizing.moe` behind both)."""
 
@@ -9,29 +9,33 @@ from matplotlib.figure import Figure
 
 from .base import EXPLORER_TIME_COLORS, FixedView, View, figure_axes
 
-#: The step-time colours of chapter 18's figure: the parallelism explorer's, and the expert-parallel all-to-all.
+#: The step-time colours of chapter 18's figure: the parallelism explorer's, and the expert-parallel
+#: all-to-all.
 MOE_TIME_COLORS = {**EXPLORER_TIME_COLORS, "ep": "#D55E00"}
 
-#: Chapter 18's default layout: Mixtral-8x7B on 32 H100s, the experts split eight ways (one expert of each layer
-#: per GPU), ZeRO-1 over the 32 data-parallel GPUs (the experts' shards over the 4 that hold the same expert),
-#: full recomputation, micro-batches of one 4K sequence, 8 per step (a global batch of 256 sequences).
+#: Chapter 18's default layout: Mixtral-8x7B on 32 H100s, the experts split eight ways (one expert of each
+#: layer per GPU), ZeRO-1 over the 32 data-parallel GPUs (the experts' shards over the 4 that hold the same
+#: expert), full recomputation, micro-batches of one 4K sequence, 8 per step (a global batch of 256
+#: sequences).
 MOE_LAYOUT_DEFAULT = dict(model="mixtral-8x7b", gpu="H100 SXM", tp=1, pp=1, dp=32, ep=8, zero=1,
                           recompute="full", batch=1, seq=4096, grad_accum=8, ep_overlap=0.0)
 
 
-def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1, dp: int = 32,
-                      ep: int = 8, zero: int = 1, recompute: str = "full", batch: int = 1, seq: int = 4096,
-                      grad_accum: int = 8, ep_overlap: float = 0.0, precision: str = "bf16-mixed",
-                      max_nodes="model", *, into: Figure | None = None) -> View:
+def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1,
+                      dp: int = 32, ep: int = 8, zero: int = 1, recompute: str = "full", batch: int = 1,
+                      seq: int = 4096, grad_accum: int = 8, ep_overlap: float = 0.0,
+                      precision: str = "bf16-mixed", max_nodes="model", *,
+                      into: Figure | None = None) -> View:
     """Chapter 18: one layout of a mixture of experts with ``ep``-way expert parallelism (inside the layout's
     ``tp x dp`` GPUs; sequence parallelism on whenever ``tp > 1``). Left, the most loaded GPU of each pipeline
     stage (:func:`~llmsizing.memory.training_memory`): weights, gradients, optimizer states, activations,
     temporaries and the allowance against the GPU's memory. Right, the step
-    (:func:`~llmsizing.layouts.step_time`): compute, the pipeline bubble and each group's communication in full
-    (pale) with the part the step waits for drawn over it (the expert-parallel all-to-all exposed but for
+    (:func:`~llmsizing.layouts.step_time`): compute, the pipeline bubble and each group's communication in
+    full (pale) with the part the step waits for drawn over it (the expert-parallel all-to-all exposed but for
     ``ep_overlap``, with the routing's node limit: ``max_nodes="model"`` is the model's own,
-    :func:`llmsizing.moe_layouts.route_max_nodes`). A layout the library refuses (``ep`` not dividing the experts or
-    ``tp x dp``, a dense model with ``ep > 1``...) raises its ``ValueError``, which the widget shows."""
+    :func:`llmsizing.moe_layouts.route_max_nodes`). A layout the library refuses (``ep`` not dividing the
+    experts or ``tp x dp``, a dense model with ``ep > 1``...) raises its ``ValueError``, which the widget
+    shows."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -69,7 +73,8 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     groups = [k for k in names if k in exposed]
     _fast_hbars(ax_t, [names.index(k) for k in groups], [exposed[k] for k in groups], height=0.5,
                 colors=[MOE_TIME_COLORS[k] for k in groups])
-    ax_t.set_yticks(ys, [{"ep": "all-to-all (ep)"}.get(n, n if n in ("compute", "pipeline bubble") else f"{n} comm.")
+    ax_t.set_yticks(ys, [{"ep": "all-to-all (ep)"}.get(n, n if n in ("compute", "pipeline bubble")
+                                                          else f"{n} comm.")
                          for n in names], fontsize=8)
     ax_t.invert_yaxis()
     ax_t.set_xlabel("seconds per step (grey: all comm.; colour: exposed)", fontsize=8)
@@ -80,18 +85,20 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     a2a = by.get("ep", 0.0)
     lines = [f"{m.name} on {par.gpus} x {g.name}: tp={par.tp}, pp={par.pp}, dp={par.dp}, ep={par.ep} "
              f"({m.experts // par.ep} of {m.experts} experts per GPU in each MoE layer), ZeRO-{par.zero}"
-             f"{' (experts sharded over edp=' + str(par.edp) + ')' if par.zero else ''}, micro-batch {batch} x "
-             f"{seq:,} tokens, {grad_accum} per step, recompute={recompute}:",
-             f"  most loaded GPU: stage {tm.stage}, {fmt_gib(tm.total_bytes)} (peak {fmt_gib(tm.peak_bytes)} in the "
-             f"{tm.peak_phase} + allowance) -> {'fits' if fits else 'does NOT fit'} in {g.memory_gib:.1f} GiB",
+             f"{' (experts sharded over edp=' + str(par.edp) + ')' if par.zero else ''}, micro-batch {batch} "
+             f"x {seq:,} tokens, {grad_accum} per step, recompute={recompute}:",
+             f"  most loaded GPU: stage {tm.stage}, {fmt_gib(tm.total_bytes)} (peak {fmt_gib(tm.peak_bytes)} "
+             f"in the {tm.peak_phase} + allowance) -> {'fits' if fits else 'does NOT fit'} in "
+             f"{g.memory_gib:.1f} GiB",
              f"  compute {st.compute_s:.3f} s + bubble {st.bubble_s:.3f} s; all-to-all {a2a:.3f} s, exposed "
              f"{exposed.get('ep', 0.0):.3f} s ({ep_overlap:.0%} hidden"
              + (f", each token to at most {nodes} nodes" if nodes else "") + ")",
              "  other communication, exposed of all: " + (", ".join(
-                 f"{k} {exposed[k]:.3f} of {by[k]:.3f} s" for k in ("dp", "tp", "pp") if by[k] > 0) or "none"),
+                 f"{k} {exposed[k]:.3f} of {by[k]:.3f} s" for k in ("dp", "tp", "pp")
+                 if by[k] > 0) or "none"),
              f"  step time {st.step_s:.3f} s -> MFU {st.mfu:.0%} of the active parameters' FLOPs, "
              f"{st.tokens_per_s:,.0f} tokens/s"]
     if not fits:
-        lines.append("    (to fit: more data-parallel GPUs with ZeRO, a larger ep, pp, recompute, or a smaller "
-                     "micro-batch)")
+        lines.append("    (to fit: more data-parallel GPUs with ZeRO, a larger ep, pp, recompute, or a "
+                     "smaller micro-batch)")
     return FixedView(fig, "\n".join(lines))

@@ -14,13 +14,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ..units import GiB
-from .base import (GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _log_axis, _short_number,
-                   figure_axes, new_figure)
+from .base import (GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _log_axis,
+                   _short_number, figure_axes, new_figure)
 
 
 # =========================================================================== chapter 15: serving
-#: One highlighted point drawn as a Line2D marker that looks like ``scatter(..., s=40)``: the same area (6.3 pt
-#: across) and scatter's 1.5 pt edge in the face colour.
+#: One highlighted point drawn as a Line2D marker that looks like ``scatter(..., s=40)``: the same area
+#: (6.3 pt across) and scatter's 1.5 pt edge in the face colour.
 _POINT = dict(ms=40**0.5, mew=1.5, zorder=3)
 
 
@@ -44,8 +44,9 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     if chosen.max_batch < 1:
         raise ValueError(f"tp={tp}: {chosen.model} with {weights} weights does not fit {tp} x {chosen.gpu} "
                          f"({chosen.weights_bytes_per_gpu / GiB:,.1f} GiB of weights per GPU + "
-                         f"{chosen.overhead_bytes_per_gpu / GiB:.0f} GiB overhead + one sequence's KV cache > "
-                         f"{chosen.capacity_bytes_per_gpu / GiB:,.1f} GiB); raise tp or quantise the weights")
+                         f"{chosen.overhead_bytes_per_gpu / GiB:.0f} GiB overhead + one sequence's KV cache "
+                         f"> {chosen.capacity_bytes_per_gpu / GiB:,.1f} GiB); raise tp or quantise the "
+                         "weights")
     sweep = serving_sweep(model, gpu, **kw)
     def build(fig):
         fig.subplots_adjust(left=0.075, right=0.985, bottom=0.14, top=0.91, wspace=0.3)
@@ -100,10 +101,11 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
     fit = "fits" if chosen.fits else f"DOES NOT FIT (KV cache holds {chosen.max_batch:,})"
     itl_lo, itl_hi = serving_range(model, gpu, batch=batch, **kw).itl_s
-    lines = [f"{chosen.model} on {tp} x {chosen.gpu}, {weights} weights, {kv_cache} KV cache, prompt {prompt:,}, "
-             f"output {output:,}, batch {chosen.batch:,} ({fit}; max batch {chosen.max_batch:,})",
-             f"  TTFT {chosen.ttft_s * 1e3:,.1f} ms ({chosen.prefill_bound}-bound), ITL {chosen.itl_s * 1e3:,.2f} ms "
-             f"({chosen.decode_bound}-bound; TP all-reduces {chosen.decode_comm_s * 1e3:,.2f} ms of it)",
+    lines = [f"{chosen.model} on {tp} x {chosen.gpu}, {weights} weights, {kv_cache} KV cache, prompt "
+             f"{prompt:,}, output {output:,}, batch {chosen.batch:,} ({fit}; max batch {chosen.max_batch:,})",
+             f"  TTFT {chosen.ttft_s * 1e3:,.1f} ms ({chosen.prefill_bound}-bound), ITL "
+             f"{chosen.itl_s * 1e3:,.2f} ms ({chosen.decode_bound}-bound; TP all-reduces "
+             f"{chosen.decode_comm_s * 1e3:,.2f} ms of it)",
              f"  {chosen.output_tokens_per_s:,.0f} output tokens/s per replica, "
              f"{chosen.output_tokens_per_s_per_gpu:,.0f} per GPU; decode intensity "
              f"{dec_i:,.1f} FLOP/byte vs ridge {peak / bw_tbps:,.0f}",
@@ -145,7 +147,8 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
         else:
             lines.append(f"{n:<10s} {int(r['tp']):>3d} {int(r['batch']):>6d} {r['itl_s'] * 1e3:>7.1f} "
                          f"{r['output_tokens_per_s_per_gpu']:>10,.0f} {r['price_usd_per_gpu_hour']:>6.2f} "
-                         f"{r['usd_per_million_output_tokens']:>8.3f} {r['usd_per_million_input_tokens']:>7.3f}")
+                         f"{r['usd_per_million_output_tokens']:>8.3f} "
+                         f"{r['usd_per_million_input_tokens']:>7.3f}")
     return View(fig, "\n".join(lines))
 
 
@@ -154,8 +157,9 @@ SPECULATIVE_KS = (2, 4, 8)
 SPECULATIVE_COLORS = dict(zip(SPECULATIVE_KS, ("#56B4E9", "#0072B2", "#D55E00")))
 
 
-def render_speculative_speedup(model="llama-3-70b", draft="llama-3-8b", gpu: str = "H200", weights: str = "fp8",
-                               batch: int = 1, context: int = 1024, ks=SPECULATIVE_KS) -> View:
+def render_speculative_speedup(model="llama-3-70b", draft="llama-3-8b", gpu: str = "H200",
+                               weights: str = "fp8", batch: int = 1, context: int = 1024,
+                               ks=SPECULATIVE_KS) -> View:
     """Chapter 15: speculative decoding's speed-up over plain decoding against the per-token acceptance rate,
     one line per draft length ``k`` (:func:`llmsizing.speculative.speculative_decoding`), with 1 (no gain)
     marked. The summary lists the speed-up at a few acceptance rates."""
@@ -187,11 +191,12 @@ def render_speculative_speedup(model="llama-3-70b", draft="llama-3-8b", gpu: str
     return View(fig, "\n".join(lines))
 
 
-# =========================================================================== chapter 16: fine-tuning on a budget
+# ======================================================================== chapter 16: fine-tuning on a budget
 #: The parts of chapter 16's stacked columns, bottom up, and their colours.
 FINETUNE_PARTS = ("frozen weights", "trained weights", "gradients", "optimizer", "activations, temporaries",
                   "overhead")
-FINETUNE_COLORS = dict(zip(FINETUNE_PARTS, ("#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#D55E00", "#BBBBBB")))
+FINETUNE_COLORS = dict(zip(FINETUNE_PARTS, ("#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#D55E00",
+                                            "#BBBBBB")))
 
 
 def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int = 1, seq: int = 2048,
@@ -199,9 +204,9 @@ def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int
                            recompute: str = "full", optimizer: str = "adamw", *,
                            into: Figure | None = None) -> View:
     """Chapter 16: one GPU's memory for full fine-tuning, LoRA and QLoRA of ``model``
-    (:func:`~llmsizing.finetune.finetune_memory`), stacked by part at the step's peak (full fine-tuning's weights
-    are all trained; the activations and temporaries alive at the peak are the rest), against the GPU's
-    capacity, with the largest batch each method fits (:func:`~llmsizing.finetune.max_batch`)."""
+    (:func:`~llmsizing.finetune.finetune_memory`), stacked by part at the step's peak (full fine-tuning's
+    weights are all trained; the activations and temporaries alive at the peak are the rest), against the
+    GPU's capacity, with the largest batch each method fits (:func:`~llmsizing.finetune.max_batch`)."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -212,13 +217,15 @@ def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int
     runs = {m: finetune_memory(model, method=m, batch=batch, seq=seq, **kw) for m in METHODS}
     stacks = {p: [] for p in FINETUNE_PARTS}
     for r in runs.values():
-        for p, v in zip(FINETUNE_PARTS, (r.base_weights_bytes, r.adapter_bytes, r.gradients_bytes, r.optimizer_bytes,
-                                         r.total_bytes - r.overhead_bytes - r.base_weights_bytes - r.adapter_bytes
-                                         - r.gradients_bytes - r.optimizer_bytes, r.overhead_bytes)):
+        for p, v in zip(FINETUNE_PARTS, (r.base_weights_bytes, r.adapter_bytes, r.gradients_bytes,
+                                         r.optimizer_bytes,
+                                         r.total_bytes - r.overhead_bytes - r.base_weights_bytes
+                                         - r.adapter_bytes - r.gradients_bytes - r.optimizer_bytes,
+                                         r.overhead_bytes)):
             stacks[p].append(max(v, 0.0))
     fig, ax = _fixed_figure(7.2, 3.4, left=0.1, right=0.72, bottom=0.12, top=0.9, into=into)
     labels = ["full", "LoRA", "QLoRA"]
-    bottom = _fast_stacked_columns(ax, labels, stacks, width=0.7, colors=FINETUNE_COLORS)   # the columns' tops
+    bottom = _fast_stacked_columns(ax, labels, stacks, width=0.7, colors=FINETUNE_COLORS)  # the columns' tops
     pos = np.arange(3)
     cap = g.memory_gib
     ax.axhline(cap, color="0.2", ls="--", lw=1)
@@ -236,18 +243,18 @@ def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int
     for label, (m, r) in zip(labels, runs.items()):
         mb = max_batch(model, g, method=m, seq=seq, **kw)
         verdict = "fits" if r.total_bytes <= 0.9 * g.memory_bytes else "does not fit"
-        lines.append(f"{label:6s} {r.total_bytes / GiB:8,.1f} GiB ({r.trainable_params:,} trainable) {verdict} "
-                     f"in 90% of one {g.name}; largest batch that fits: {mb}")
+        lines.append(f"{label:6s} {r.total_bytes / GiB:8,.1f} GiB ({r.trainable_params:,} trainable) "
+                     f"{verdict} in 90% of one {g.name}; largest batch that fits: {mb}")
     return FixedView(fig, "\n".join(lines))
 
 
 def render_finetune_calibration(*, into: Figure | None = None) -> View:
-    """Chapter 16: published LoRA and Q-LoRA step times (``data/finetune_published.csv``, Qwen's table on one A100
-    80GB) against the sequence length, with :func:`~llmsizing.finetune_time.finetune_time`'s prediction at the
-    fitted constants as lines; filled markers are the rows the constants were fitted on, open ones held out. The
-    figure shows the one-GPU LoRA and Q-LoRA rows; the text lists each series' published/predicted ratios, the
-    multi-GPU ones included, and marks the ``known_out`` series (full fine-tuning), which the stated range does
-    not cover."""
+    """Chapter 16: published LoRA and Q-LoRA step times (``data/finetune_published.csv``, Qwen's table on one
+    A100 80GB) against the sequence length, with :func:`~llmsizing.finetune_time.finetune_time`'s prediction
+    at the fitted constants as lines; filled markers are the rows the constants were fitted on, open ones held
+    out. The figure shows the one-GPU LoRA and Q-LoRA rows; the text lists each series' published/predicted
+    ratios, the multi-GPU ones included, and marks the ``known_out`` series (full fine-tuning), which the
+    stated range does not cover."""
     from ..finetune_time import RESIDUAL_RANGE, finetune_residuals
 
     everything = finetune_residuals()
@@ -279,7 +286,8 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     _log_axis(ax.yaxis, min(times), max(times), lambda t: f"{t:g}", pad=1.2)
     ax.set_xlabel("tokens per sequence (batch 1, 8 micro-batches per step)")
     ax.set_ylabel("seconds per optimizer step")
-    ax.set_title("One A100 80GB: published step times (dots; open: held out) and the model (lines)", fontsize=8.5, loc="left")
+    ax.set_title("One A100 80GB: published step times (dots; open: held out) and the model (lines)",
+                 fontsize=8.5, loc="left")
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
     lo, hi = RESIDUAL_RANGE
@@ -290,5 +298,6 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
         lines.append(f"{label:40s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}{out}")
     covered = everything[everything["known_out"] == ""]
     lines.append(f"stated range of published/model: {lo:.2f} to {hi:.2f}; covered rows inside: "
-                 f"{int(covered['in_range'].sum())} of {len(covered)} (known out: {len(everything) - len(covered)})")
+                 f"{int(covered['in_range'].sum())} of {len(covered)} (known out: "
+                 f"{len(everything) - len(covered)})")
     return FixedView(fig, "\n".join(lines))

@@ -1,10 +1,11 @@
 """The controls the book's widgets share (issue 12, "Controls"), and how a widget wires them to its redraw.
 
-What a control offers: :func:`_choice` (toggle buttons when they fit, else a drop-down), :func:`_gpu_multiselect`
-(every catalogued GPU, with a hint on how to pick several), sequence lengths up to the model's context
-(:func:`_up_to_max_seq`, :func:`_follow_max_seq`: chapters 3, 4 and 8) and the valid divisors (chapter 1's heads).
-How a widget moves its own controls without a redraw per move: :func:`_reroute`, :func:`_set_quietly` and
-:func:`_react_then_redraw`, so that each change the reader makes redraws once (:class:`~.dashboard.Dashboard`).
+What a control offers: :func:`_choice` (toggle buttons when they fit, else a drop-down),
+:func:`_gpu_multiselect` (every catalogued GPU, with a hint on how to pick several), sequence lengths up to
+the model's context (:func:`_up_to_max_seq`, :func:`_follow_max_seq`: chapters 3, 4 and 8) and the valid
+divisors (chapter 1's heads). How a widget moves its own controls without a redraw per move: :func:`_reroute`,
+:func:`_set_quietly` and :func:`_react_then_redraw`, so that each change the reader makes redraws once
+(:class:`~.dashboard.Dashboard`).
 """
 
 from __future__ import annotations
@@ -20,16 +21,17 @@ from .dashboard import _CONTROL_ROOM_PX, CONTROLS_WIDTH_PX, Dashboard
 def _dense_models(model) -> list[str]:
     """The dense catalogue models, for a widget's model dropdown; ``model`` (the widget's starting value) is
     checked first, so that a mixture of experts is refused with the reason rather than a bare "Invalid
-    selection": these widgets draw dense views with no expert-parallel control (issue 24). A mixture of experts
-    has chapter 18's ``moe_layout_widget``; the training-time and cost widgets (chapters 10 and 11) list every
-    model."""
+    selection": these widgets draw dense views with no expert-parallel control (issue 24). A mixture of
+    experts has chapter 18's ``moe_layout_widget``; the training-time and cost widgets (chapters 10 and 11)
+    list every model."""
     from ..catalog import get_model, list_models
     from ..model import MOE_NOT_MODELLED
 
     if isinstance(model, str) and model in list_models(moe=True):
         m = get_model(model)
-        raise ValueError(f"model {model!r} is a mixture of experts ({m.experts} experts, {m.experts_per_token} per "
-                         f"token): the widgets list dense models only, because {MOE_NOT_MODELLED}")
+        raise ValueError(f"model {model!r} is a mixture of experts ({m.experts} experts, "
+                         f"{m.experts_per_token} per token): the widgets list dense models only, because "
+                         f"{MOE_NOT_MODELLED}")
     return list_models(moe=False)
 
 
@@ -38,9 +40,9 @@ def _style(desc_width: str = "110px") -> dict:
 
 
 def _button_px(label: str) -> int:
-    """A button wide enough for ``label`` at JupyterLab's 13 px UI font (~7.5 px a character) plus the button's
-    own padding and border, 34 px (a one-character label needs 41 px, measured in JupyterLab 4 in Chromium; this
-    gives 42). ``tests/browser/test_lab.py`` checks that no toggle label is cut."""
+    """A button wide enough for ``label`` at JupyterLab's 13 px UI font (~7.5 px a character) plus the
+    button's own padding and border, 34 px (a one-character label needs 41 px, measured in JupyterLab 4 in
+    Chromium; this gives 42). ``tests/browser/test_lab.py`` checks that no toggle label is cut."""
     return round(7.5 * len(label)) + 34
 
 
@@ -59,8 +61,8 @@ def _choice(options, value, description: str) -> W.ValueWidget:
 
 
 def _divisors_up_to(n: int, limit: int) -> list[int]:
-    """The divisors of ``n`` that are at most ``limit``, ascending (the valid heads for a hidden size ``n``, or
-    the valid KV heads for ``n`` heads: :class:`~llmsizing.model.Model` requires them to divide)."""
+    """The divisors of ``n`` that are at most ``limit``, ascending (the valid heads for a hidden size ``n``,
+    or the valid KV heads for ``n`` heads: :class:`~llmsizing.model.Model` requires them to divide)."""
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
 
@@ -73,16 +75,16 @@ def _nearest(options, wanted):
 GPU_SELECT_HINT = "Ctrl-click (⌘-click on a Mac) to pick several GPUs, Shift-click for a range"
 
 
-#: The most rows a GPU multi-select shows before it scrolls: with 21 catalogued GPUs, one row each would push the
-#: planner's controls past the widget's height budget (tests/test_widget_layout.py).
+#: The most rows a GPU multi-select shows before it scrolls: with 21 catalogued GPUs, one row each would push
+#: the planner's controls past the widget's height budget (tests/test_widget_layout.py).
 GPU_SELECT_MAX_ROWS = 16
 
 
 def _gpu_multiselect(value, description: str) -> W.SelectMultiple:
     """A multi-select of every catalogued GPU, showing up to :data:`GPU_SELECT_MAX_ROWS` of them (the rest
     scroll) and never hiding a default pick below the fold, with a line under it saying how to pick several
-    (:class:`Dashboard` shows ``hint``; a control's label is one line that JupyterLab and thebe cut short, so the
-    hint cannot go there)."""
+    (:class:`Dashboard` shows ``hint``; a control's label is one line that JupyterLab and thebe cut short, so
+    the hint cannot go there)."""
     options = list_gpus()
     rows = min(len(options), max(GPU_SELECT_MAX_ROWS, 1 + max(options.index(v) for v in value)))
     select = W.SelectMultiple(options=options, value=tuple(value), rows=rows, description=description,
@@ -123,8 +125,8 @@ def _follow_max_seq(box: Dashboard, key: str, lengths, option) -> None:
 
 # --------------------------------------------------------------------------- wiring: one redraw per change
 def _reroute(box: Dashboard, handler, keys=None) -> None:
-    """The controls named in ``keys`` (all of the box's by default) call ``handler`` when they change, instead of
-    ``box.update``: a handler that moves other controls first, then redraws once itself."""
+    """The controls named in ``keys`` (all of the box's by default) call ``handler`` when they change, instead
+    of ``box.update``: a handler that moves other controls first, then redraws once itself."""
     for key in box.controls if keys is None else keys:
         box.controls[key].unobserve(box.update, names="value")
         box.controls[key].observe(handler, names="value")

@@ -5,15 +5,16 @@ its canvas keeps the bitmap of every text it draws (:func:`_text_cache_canvas`) 
 the pixels. The chapters' widgets are in :mod:`.one_gpu` (chapters 1-5), :mod:`.many_gpus` (6-9),
 :mod:`.time_money` (10-14) and :mod:`.serve_tune` (15-16); the controls they share in :mod:`.controls`.
 
-Layout (issue 12): the controls in a column of :data:`CONTROLS_WIDTH_PX` on the left, the figure beside them at
-its own pixel size (at most :data:`FIGURE_MAX_PX`, never stretched): about 1100 x 620 px in all, so controls and
-figure are on a 1280 x 720 screen together. The summary under the figure (issue 25) is wrapped text and tables
-(:func:`summary_html`), as tall as it needs: no inner scroll, no word split. Every control carries a tooltip (its
-full label, or more), so that no label is cut without a way to read it, and no tooltip reads "null".
+Layout (issue 12): the controls in a column of :data:`CONTROLS_WIDTH_PX` on the left, the figure beside them
+at its own pixel size (at most :data:`FIGURE_MAX_PX`, never stretched): about 1100 x 620 px in all, so
+controls and figure are on a 1280 x 720 screen together. The summary under the figure (issue 25) is wrapped
+text and tables (:func:`summary_html`), as tall as it needs: no inner scroll, no word split. Every control
+carries a tooltip (its full label, or more), so that no label is cut without a way to read it, and no tooltip
+reads "null".
 
-A live widget hides the static copy of its default view in the same notebook (issue 25): the chapters show that
-copy with ``charts.show(view, widget="planner_widget")`` for the static site, where no widget runs, and the
-widget's own output carries a style that hides it once the widget has rendered (:func:`live_style`).
+A live widget hides the static copy of its default view in the same notebook (issue 25): the chapters show
+that copy with ``charts.show(view, widget="planner_widget")`` for the static site, where no widget runs, and
+the widget's own output carries a style that hides it once the widget has rendered (:func:`live_style`).
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from .. import charts
 from .._validate import check_int
 
 #: The widget layout budget (issue 12: controls and figure visible together on a 1280x720 laptop screen, where
-#: JupyterLab's notebook panel is about 1100 px wide with the file browser folded, and 600 px tall): the controls'
-#: column, the largest figure (PNG pixels, shown at its own size, never stretched) and the height of the scrolling
-#: summary below it.
+#: JupyterLab's notebook panel is about 1100 px wide with the file browser folded, and 600 px tall): the
+#: controls' column, the largest figure (PNG pixels, shown at its own size, never stretched) and the height of
+#: the scrolling summary below it.
 CONTROLS_WIDTH_PX = 330
 FIGURE_MAX_PX = (760, 430)
-#: Deprecated (issue 25): the summary no longer scrolls inside a box of this height; kept for code that imported it.
+#: Deprecated (issue 25): the summary no longer scrolls inside a box of this height; kept for code that
+#: imported it.
 SUMMARY_HEIGHT_PX = 150
 #: Room for a control's widget part next to its 110 px description, in the controls' column.
 _CONTROL_ROOM_PX = CONTROLS_WIDTH_PX - 110 - 12
@@ -47,17 +49,17 @@ def png_size(png: bytes) -> tuple[int, int]:
 
 class Dashboard(W.HBox):
     """Controls in a column on the left; on the right an error line (hidden when empty), the figure at its own
-    pixel size and the text summary (scrolling when long). Where the page is narrower than both (a chapter page
-    under ``make serve-live``), the figure wraps under the controls and shrinks to the width, never beyond its
-    own size. ``update()`` redraws.
+    pixel size and the text summary (scrolling when long). Where the page is narrower than both (a chapter
+    page under ``make serve-live``), the figure wraps under the controls and shrinks to the width, never
+    beyond its own size. ``update()`` redraws.
 
     The dashboard keeps one matplotlib figure for its whole life: when ``render`` takes an ``into`` argument
-    (every ``render_*`` of :mod:`llmsizing.charts` that a widget uses does), each update draws into that figure
-    again instead of building a new one (:func:`llmsizing.charts.blank_figure`). ``above`` names controls shown
-    above the figure instead of in the column (wide ones, like the planner's plan selector). ``name`` (the widget
-    factory's name, e.g. ``"planner_widget"``; by default the name of the function that builds the dashboard, if
-    it ends in ``_widget``) makes the widget hide the static copy of its default view once it renders live
-    (:func:`live_style`)."""
+    (every ``render_*`` of :mod:`llmsizing.charts` that a widget uses does), each update draws into that
+    figure again instead of building a new one (:func:`llmsizing.charts.blank_figure`). ``above`` names
+    controls shown above the figure instead of in the column (wide ones, like the planner's plan selector).
+    ``name`` (the widget factory's name, e.g. ``"planner_widget"``; by default the name of the function that
+    builds the dashboard, if it ends in ``_widget``) makes the widget hide the static copy of its default view
+    once it renders live (:func:`live_style`)."""
 
     def __init__(self, render, controls: dict[str, W.ValueWidget], *, above: tuple[str, ...] = (),
                  name: str | None = None):
@@ -72,7 +74,8 @@ class Dashboard(W.HBox):
         except (TypeError, ValueError):
             self._takes_into = False
         self.figure = Figure(dpi=charts.DPI)
-        _text_cache_canvas()(self.figure)     # its own canvas: every redraw reuses it, its renderer and its glyphs
+        # its own canvas: every redraw reuses it, its renderer and its glyphs
+        _text_cache_canvas()(self.figure)
         # (tooltip="": ipywidgets 8 would set the empty description label's title to "null" on hover)
         self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"), tooltip="")
         self.summary = W.HTML(layout=W.Layout(max_width=f"{FIGURE_MAX_PX[0]}px"), tooltip="")
@@ -82,7 +85,7 @@ class Dashboard(W.HBox):
             caller = sys._getframe(1).f_code.co_name
             name = caller if caller.endswith("_widget") and caller.isidentifier() else None
         self.name = name
-        for w in controls.values():         # the full label on hover (ipywidgets 8 shows "null" when it is unset)
+        for w in controls.values():     # the full label on hover (ipywidgets 8 shows "null" when it is unset)
             tip = getattr(w, "tooltip", None) or ""
             if w.description.lower() not in tip.lower():
                 w.tooltip = f"{w.description}: {tip}" if tip else w.description
@@ -91,8 +94,10 @@ class Dashboard(W.HBox):
         column = W.VBox([c for k, w in controls.items() if k not in above for c in (w, *_hint(w))],
                         layout=W.Layout(width=f"{CONTROLS_WIDTH_PX}px", flex=f"0 0 {CONTROLS_WIDTH_PX}px"))
         right = W.VBox([controls[k] for k in above] + [self.error, self.image, self.summary]
-                       + ([W.HTML(live_style(name), layout=W.Layout(display="none"), tooltip="")] if name else []),
-                       layout=W.Layout(flex="0 1 auto", align_items="flex-start", min_width="0", max_width="100%"))
+                       + ([W.HTML(live_style(name), layout=W.Layout(display="none"), tooltip="")]
+                          if name else []),
+                       layout=W.Layout(flex="0 1 auto", align_items="flex-start", min_width="0",
+                                       max_width="100%"))
         super().__init__([column, right], layout=W.Layout(align_items="flex-start", flex_flow="row wrap"))
         for w in controls.values():
             w.observe(self.update, names="value")
@@ -134,15 +139,17 @@ def summary_html(text: str) -> str:
     readable). The summary is plain text laid out for a monospace font; widgets used to show it as it is in a
     ``<pre>`` inside a 150 px box, where long lines were cut at the right or broke mid-word. Here:
 
-    * consecutive lines that hold columns (text separated by at least two spaces at the same positions on every
-      line: the planner's front, a breakdown with right-aligned numbers) become a ``<table>``, one cell per
-      column, numbers right-aligned where every row ends at the column's edge; a cell wraps at spaces only;
+    * consecutive lines that hold columns (text separated by at least two spaces at the same positions on
+      every line: the planner's front, a breakdown with right-aligned numbers) become a ``<table>``, one cell
+      per column, numbers right-aligned where every row ends at the column's edge; a cell wraps at spaces
+      only;
     * every other line is a paragraph of its own that wraps at spaces, indented as in the text, with a
       hanging indent for its continuation lines.
 
     No word is ever split (``word-break: normal; overflow-wrap: normal`` on every element, whatever the page's
     style says) and there is no inner scroll: the box is as tall as its text. Formatting only: the text is the
-    view's ``summary``, every character of it escaped (``tests/test_widget_layout.py`` reads the text back)."""
+    view's ``summary``, every character of it escaped (``tests/test_widget_layout.py`` reads the text
+    back)."""
     import re
 
     lines = text.split("\n")
@@ -152,8 +159,8 @@ def summary_html(text: str) -> str:
         j = i
         while j < len(lines) and re.search(r"\S {%d,}\S" % _GUTTER, lines[j]):
             j += 1
-        # the longest run of such lines (two at least) that lines up in columns: a line of prose that happens to hold
-        # a double space next to a table does not spoil it
+        # the longest run of such lines (two at least) that lines up in columns: a line of prose that happens
+        # to hold a double space next to a table does not spoil it
         columns = None
         while j - i >= 2 and not (columns := _columns(lines[i:j])):
             j -= 1
@@ -166,24 +173,24 @@ def summary_html(text: str) -> str:
     return f"<div class='llmsizing-summary'>{_SUMMARY_CSS}" + "".join(out) + "</div>"
 
 
-#: The summary's style, inside its own HTML (so it holds in JupyterLab, Voila and thebe alike, whatever the page's
-#: own rules for ``pre``, ``td`` or the widget's label line height say).
+#: The summary's style, inside its own HTML (so it holds in JupyterLab, Voila and thebe alike, whatever the
+#: page's own rules for ``pre``, ``td`` or the widget's label line height say).
 _SUMMARY_CSS = (
     "<style>.llmsizing-summary {font-size: %dpx; line-height: 1.35; white-space: normal; word-break: normal; "
     "overflow-wrap: normal; hyphens: none; font-variant-numeric: tabular-nums}"
     " .llmsizing-summary p {margin: 0; padding-left: calc(var(--i) + 1.5em); text-indent: -1.5em}"
     " .llmsizing-summary table {border-collapse: collapse; margin: 1px 0 1px var(--i); font-size: inherit;"
     " line-height: inherit}"
-    " .llmsizing-summary td {padding: 0 0 0 1.1em; text-align: left; vertical-align: top; white-space: pre-wrap;"
-    " word-break: normal; overflow-wrap: normal; border: 0}"
+    " .llmsizing-summary td {padding: 0 0 0 1.1em; text-align: left; vertical-align: top;"
+    " white-space: pre-wrap; word-break: normal; overflow-wrap: normal; border: 0}"
     " .llmsizing-summary td:first-child {padding-left: 0} .llmsizing-summary td.r {text-align: right}</style>"
     % SUMMARY_FONT_PX)
 
 
 def _columns(rows: list[str]) -> list[tuple[int, int, str]] | None:
-    """The columns of a block of fixed-width rows: (start, end, "left"/"right") per column, where the columns are
-    separated by runs of at least :data:`_GUTTER` positions that are blank on every row (the indentation is not a
-    column). None if the block has fewer than two columns."""
+    """The columns of a block of fixed-width rows: (start, end, "left"/"right") per column, where the columns
+    are separated by runs of at least :data:`_GUTTER` positions that are blank on every row (the indentation
+    is not a column). None if the block has fewer than two columns."""
     width = max(len(r) for r in rows)
     blank = [all(p >= len(r) or r[p] == " " for r in rows) for p in range(width)]
     spans, p = [], 0
@@ -219,7 +226,8 @@ def _table_html(rows: list[str], columns) -> str:
     import html
 
     indent = min(len(r) - len(r.lstrip(" ")) for r in rows if r.strip())
-    body = "".join("<tr>" + "".join(f"<td{' class=r' if align == 'right' else ''}>{html.escape(r[a:b].strip())}</td>"
+    body = "".join("<tr>" + "".join(f"<td{' class=r' if align == 'right' else ''}>"
+                                    f"{html.escape(r[a:b].strip())}</td>"
                                     for a, b, align in columns) + "</tr>" for r in rows)
     return f"<table style='--i: {indent * 0.6:.1f}em'>{body}</table>"
 
@@ -231,7 +239,7 @@ def _line_html(line: str) -> str:
     return f"<p style='--i: {indent * 0.6:.1f}em'>{html.escape(line.strip()) or '&nbsp;'}</p>"
 
 
-# --------------------------------------------------------------------------- the static copy of the default view
+# ------------------------------------------------------------------------ the static copy of the default view
 #: The class of the (empty) marker that ``charts.show(view, widget=name)`` puts next to a static default view.
 DEFAULT_MARKER = "llmsizing-default-of-"
 #: The class of a live widget's hidden style element (what the CSS rule of :func:`live_style` looks for).
@@ -239,12 +247,13 @@ LIVE_MARKER = "llmsizing-live-"
 
 
 def live_style(name: str) -> str:
-    """A ``<style>`` element, put in a live widget's own (hidden) output, that hides the outputs of the cell showing
-    the static copy of this widget's default view (its marker, ``charts.show(..., widget=name)``), in the same
-    notebook only: in JupyterLab and Voila (both lay cells out as ``.jp-Notebook .jp-Cell``) and on a page whose
-    cells run under thebe (``make serve-live``, no ``.jp-Notebook``). Standard CSS (``:has()``: Chromium 105,
-    Firefox 121, Safari 15.4) and no lab extension: the rule exists only while the widget's view is in the page,
-    so the static site (where no widget runs) and a notebook opened but not run keep the static copy."""
+    """A ``<style>`` element, put in a live widget's own (hidden) output, that hides the outputs of the cell
+    showing the static copy of this widget's default view (its marker, ``charts.show(..., widget=name)``), in
+    the same notebook only: in JupyterLab and Voila (both lay cells out as ``.jp-Notebook .jp-Cell``) and on a
+    page whose cells run under thebe (``make serve-live``, no ``.jp-Notebook``). Standard CSS (``:has()``:
+    Chromium 105, Firefox 121, Safari 15.4) and no lab extension: the rule exists only while the widget's view
+    is in the page, so the static site (where no widget runs) and a notebook opened but not run keep the
+    static copy."""
     import re
 
     if not isinstance(name, str):
@@ -262,15 +271,16 @@ def live_style(name: str) -> str:
 def _text_cache_canvas():
     """A matplotlib Agg canvas whose renderer keeps the bitmap of every text it draws (issue 12, "Speed").
 
-    Most of a widget redraw is text: tick labels, legends, titles, ~80 of them in the planner's figure, and Agg
-    lays out and rasterises each one again on every draw (``RendererAgg.draw_text``: FreeType's ``set_text`` and
-    ``draw_glyphs_to_bitmap``), although from one redraw to the next almost all of them are the same strings in
-    the same fonts. This renderer keeps each string's bitmap, keyed by everything the bitmap depends on (the
-    string, the font files and size, the DPI, antialiasing and the rcParams for hinting and kerning), and composites
-    the kept bitmap with the same call and the same rounding as matplotlib's own ``draw_text``: the pixels are
-    identical (``tests/test_widget_layout.py`` compares them with a plain Agg draw), ~10 ms sooner per planner
-    redraw. It follows matplotlib 3.10's ``RendererAgg.draw_text`` (matplotlib is pinned below 3.11); where that
-    method's helpers are missing, or on another matplotlib, it is the plain Agg canvas."""
+    Most of a widget redraw is text: tick labels, legends, titles, ~80 of them in the planner's figure, and
+    Agg lays out and rasterises each one again on every draw (``RendererAgg.draw_text``: FreeType's
+    ``set_text`` and ``draw_glyphs_to_bitmap``), although from one redraw to the next almost all of them are
+    the same strings in the same fonts. This renderer keeps each string's bitmap, keyed by everything the
+    bitmap depends on (the string, the font files and size, the DPI, antialiasing and the rcParams for hinting
+    and kerning), and composites the kept bitmap with the same call and the same rounding as matplotlib's own
+    ``draw_text``: the pixels are identical (``tests/test_widget_layout.py`` compares them with a plain Agg
+    draw), ~10 ms sooner per planner redraw. It follows matplotlib 3.10's ``RendererAgg.draw_text``
+    (matplotlib is pinned below 3.11); where that method's helpers are missing, or on another matplotlib, it
+    is the plain Agg canvas."""
     from collections import OrderedDict
     from math import cos, radians, sin
 
@@ -285,7 +295,7 @@ def _text_cache_canvas():
             hasattr(backend_agg, "get_hinting_flag") and hasattr(backend_agg.RendererAgg, "_prepare_font")
             and hasattr(font_manager.fontManager, "_find_fonts_by_props")):
         return backend_agg.FigureCanvasAgg
-    limit = 4096                                         # bitmaps kept (a few hundred bytes to a few KiB each)
+    limit = 4096                                        # bitmaps kept (a few hundred bytes to a few KiB each)
 
     class TextCacheRendererAgg(backend_agg.RendererAgg):
         def __init__(self, *args, **kwargs):
@@ -330,8 +340,8 @@ def _text_cache_canvas():
 
 def encode_png(rgba, compress_level: int = 1) -> bytes:
     """A PNG of an ``(height, width, 4)`` uint8 RGBA array: colour type RGB when every pixel is opaque (else
-    RGBA), no per-row filter, zlib at ``compress_level`` (0-9). Same pixels as Pillow's encoder gives, a few times
-    faster (Pillow tries every PNG row filter on every row, which is most of its time)."""
+    RGBA), no per-row filter, zlib at ``compress_level`` (0-9). Same pixels as Pillow's encoder gives, a few
+    times faster (Pillow tries every PNG row filter on every row, which is most of its time)."""
     import struct
     import zlib
 
@@ -339,14 +349,16 @@ def encode_png(rgba, compress_level: int = 1) -> bytes:
 
     a = np.asarray(rgba)
     if a.ndim != 3 or a.shape[2] != 4 or a.dtype != np.uint8:
-        raise ValueError(f"rgba must be a (height, width, 4) uint8 array; got shape {a.shape}, dtype {a.dtype}")
+        raise ValueError(f"rgba must be a (height, width, 4) uint8 array; got shape {a.shape}, dtype "
+                         f"{a.dtype}")
     compress_level = check_int("compress_level", compress_level, minimum=0, maximum=9)
     opaque = bool((a[:, :, 3] == 255).all())
     if opaque:          # RGB: Pillow drops the alpha bytes ~4x faster than numpy's strided copy (a[:, :, :3])
         from PIL import Image
 
         a = np.ascontiguousarray(a)
-        px = np.asarray(Image.frombuffer("RGBA", (a.shape[1], a.shape[0]), a, "raw", "RGBA", 0, 1).convert("RGB"))
+        px = np.asarray(Image.frombuffer("RGBA", (a.shape[1], a.shape[0]), a, "raw", "RGBA", 0, 1)
+                        .convert("RGB"))
     else:
         px = a
     h, w, c = px.shape
@@ -358,14 +370,15 @@ def encode_png(rgba, compress_level: int = 1) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     ihdr = struct.pack(">IIBBBBB", w, h, 8, 2 if opaque else 6, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows.tobytes(), compress_level))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+            + chunk(b"IDAT", zlib.compress(rows.tobytes(), compress_level))
             + chunk(b"IEND", b""))
 
 
 def _figure_png(view) -> bytes:
     """The view's PNG for the widget. A :class:`~llmsizing.charts.FixedView` (fixed margins, no tight crop) is
-    drawn once on its figure's own Agg canvas and encoded by :func:`encode_png`; any other view is saved the usual
-    way (``View.png``)."""
+    drawn once on its figure's own Agg canvas and encoded by :func:`encode_png`; any other view is saved the
+    usual way (``View.png``)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     fig = view.figure

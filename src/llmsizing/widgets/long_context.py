@@ -31,16 +31,16 @@ def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
     """Chapter 17: model x context length x GPU types x tokens per batch x GPU limit x how context parallelism
     exchanges K and V -> the planner's plans (:func:`~llmsizing.planner.plan`, which tries context parallelism
     from 16K tokens on) and its fastest plan (:func:`~llmsizing.charts.render_plan`), for
-    :data:`LONG_CONTEXT_TOKENS` tokens. The plans are cached per setting. A setting where nothing fits shows the
-    planner's message."""
+    :data:`LONG_CONTEXT_TOKENS` tokens. The plans are cached per setting. A setting where nothing fits shows
+    the planner's message."""
     from ..planner import plan
 
     get_model(model)
 
     @functools.lru_cache(maxsize=16)
     def cached(model, seq, gpus, batch_tokens, max_gpus, cp_comm):
-        return plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=gpus, seq=seq, global_batch=max(batch_tokens // seq, 1),
-                    max_gpus=max_gpus, cp_comm=cp_comm)
+        return plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=gpus, seq=seq,
+                    global_batch=max(batch_tokens // seq, 1), max_gpus=max_gpus, cp_comm=cp_comm)
 
     def render(model, seq, gpus, batch_tokens, max_gpus, cp_comm, into=None):
         gpus = tuple(gpus)
@@ -52,12 +52,13 @@ def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
 
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
-        "seq": W.SelectionSlider(options=list(LONG_CONTEXT_SEQS), value=131072, description="context", **_style()),
+        "seq": W.SelectionSlider(options=list(LONG_CONTEXT_SEQS), value=131072, description="context",
+                                 **_style()),
         "gpus": _gpu_multiselect(("H100 SXM",), "GPU types"),
         "batch_tokens": W.Dropdown(options=LONG_CONTEXT_BATCH_TOKENS, value=2**24, description="tokens/batch",
                                    **_style()),
-        "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=16384, description="max GPUs",
-                                      **_style()),
+        "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=16384,
+                                      description="max GPUs", **_style()),
         "cp_comm": W.Dropdown(options=[("ring (p2p)", "p2p"), ("all-gather", "all_gather")], value="p2p",
                               description="CP exchange", **_style()),
     }

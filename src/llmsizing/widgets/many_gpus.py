@@ -27,7 +27,8 @@ def decode_roofline_widget(model: str = "llama-3-8b") -> Dashboard:
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "context": W.SelectionSlider(options=[128, 512, 1024, 2048, 4096, 8192, 32768, 131072], value=4096,
                                      description="context", **_style()),
-        "batch": W.SelectionSlider(options=[2**i for i in range(11)], value=1, description="batch", **_style()),
+        "batch": W.SelectionSlider(options=[2**i for i in range(11)], value=1, description="batch",
+                                   **_style()),
         "weights": _choice(["bf16", "fp8", "int4"], "bf16", "weights"),
     }
     return Dashboard(charts.render_decode_roofline, controls, name="decode_roofline_widget")
@@ -52,11 +53,12 @@ def zero_stages_widget(model: str = "llama-3-8b") -> Dashboard:
 
 # =========================================================================== chapter 8: parallelism explorer
 def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
-    """Chapter 8 (Part II): model x GPU x layout (tp, pp, dp, ZeRO stage, sequence parallelism, virtual stages,
-    offload) x recompute x micro-batch x sequence x micro-batches per step -> the most loaded GPU's memory, stage by
-    stage, against capacity, and the step time (compute on the slowest stage at the kernel efficiency, bubble, each
-    group's communication in full and the part the step waits for; optionally async TP), with the MFU that results.
-    An impossible layout shows the library's message (which rule it breaks and what the engines do)."""
+    """Chapter 8 (Part II): model x GPU x layout (tp, pp, dp, ZeRO stage, sequence parallelism, virtual
+    stages, offload) x recompute x micro-batch x sequence x micro-batches per step -> the most loaded GPU's
+    memory, stage by stage, against capacity, and the step time (compute on the slowest stage at the kernel
+    efficiency, bubble, each group's communication in full and the part the step waits for; optionally async
+    TP), with the MFU that results. An impossible layout shows the library's message (which rule it breaks and
+    what the engines do)."""
     from ..parallel import OFFLOADS
 
     seqs = _up_to_max_seq(_SEQS, get_model(model))
@@ -64,15 +66,16 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
         "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "tp": W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="tensor (tp)",
-                          tooltip="tensor (tp): the tensor-parallel degree, GPUs that split each layer's matrices",
+                          tooltip="tensor (tp): the tensor-parallel degree, GPUs that split each layer's "
+                                  "matrices",
                           **_style()),
         "pp": W.Dropdown(options=[1, 2, 4, 8, 16], value=1, description="pipeline (pp)", **_style()),
-        "dp": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512], value=8, description="data par. (dp)",
-                         **_style()),
+        "dp": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512], value=8,
+                         description="data par. (dp)", **_style()),
         "zero": _choice([0, 1, 2, 3], 1, "ZeRO stage"),
         "sp": W.Checkbox(value=False, description="sequence parallel",
-                          tooltip="sequence parallel: splits the norms' and dropout's activations along the sequence "
-                                  "over the tensor-parallel group (needs tp > 1)", **_style()),
+                          tooltip="sequence parallel: splits the norms' and dropout's activations along the "
+                                  "sequence over the tensor-parallel group (needs tp > 1)", **_style()),
         "virtual_stages": W.Dropdown(options=[1, 2, 4], value=1, description="virtual stages", **_style()),
         "offload": W.Dropdown(options=list(OFFLOADS), value="none", description="offload", **_style()),
         "recompute": _choice(["none", "selective", "full"], "selective", "recompute"),
@@ -84,10 +87,11 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
                                  **_style()),
         "kernel_efficiency": W.FloatSlider(value=round(kernel_efficiency("H100 SXM"), 2), min=0.1, max=0.9,
                                            step=0.05, description="kernel eff.",
-                                           tooltip="kernel eff.: kernel efficiency, the share of the GPU's dense "
-                                                   "peak its matrix multiplies reach", **_style()),
+                                           tooltip="kernel eff.: kernel efficiency, the share of the GPU's "
+                                                   "dense peak its matrix multiplies reach", **_style()),
         "async_tp": W.Checkbox(value=False, description="async TP (overlapped)",
-                                tooltip="async TP (overlapped): the tensor-parallel communication hidden behind compute",
+                                tooltip="async TP (overlapped): the tensor-parallel communication hidden "
+                                        "behind compute",
                                 **_style()),
     }
     box = Dashboard(charts.render_parallel_explorer, controls, name="parallel_explorer_widget")

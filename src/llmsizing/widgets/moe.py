@@ -1,8 +1,8 @@
 """Part V, "The models of 2026": the widget of chapter 18.
 
 * chapter 18, :func:`moe_layout_widget`: pick a mixture of experts, a GPU and a layout with expert parallelism
-  (ep, tp, pp, dp, ZeRO, recomputation, micro-batches) and see the memory per GPU and where the step's time goes
-  (compute, the all-to-all, the bubble).
+  (ep, tp, pp, dp, ZeRO, recomputation, micro-batches) and see the memory per GPU and where the step's time
+  goes (compute, the all-to-all, the bubble).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from ..catalog import get_model, list_gpus, list_models
 from .controls import _choice, _nearest, _reroute, _set_quietly, _style
 from .dashboard import Dashboard
 
-#: The expert-parallel degrees the widget can offer: powers of two up to 256 (DeepSeek-V3's routed experts). The
-#: slider shows those that divide the chosen model's routed experts (:func:`_eps_for`); one that does not divide
-#: the layout's tp x dp GPUs shows the library's refusal.
+#: The expert-parallel degrees the widget can offer: powers of two up to 256 (DeepSeek-V3's routed experts).
+#: The slider shows those that divide the chosen model's routed experts (:func:`_eps_for`); one that does not
+#: divide the layout's tp x dp GPUs shows the library's refusal.
 MOE_EPS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
@@ -31,11 +31,11 @@ MOE_DPS = tuple(2**k for k in range(13))
 
 def moe_layout_widget(model: str = "mixtral-8x7b") -> Dashboard:
     """Chapter 18: mixture of experts x GPU x ep, tp, pp, dp, ZeRO stage, recomputation, micro-batch,
-    micro-batches per step and the share of the all-to-all hidden (DeepSeek's DualPipe) -> the memory of the most
-    loaded GPU of each stage and the step's time (:func:`~llmsizing.charts.render_moe_layout`). Starts at
+    micro-batches per step and the share of the all-to-all hidden (DeepSeek's DualPipe) -> the memory of the
+    most loaded GPU of each stage and the step's time (:func:`~llmsizing.charts.render_moe_layout`). Starts at
     :data:`~llmsizing.charts.MOE_LAYOUT_DEFAULT` (the chapter's checked figure). A layout the library refuses
-    (``ep`` that does not divide the experts or the layout's GPUs, ``tp`` that does not divide the heads, ZeRO-3
-    with ``ep > 1``...) shows its message instead of a figure."""
+    (``ep`` that does not divide the experts or the layout's GPUs, ``tp`` that does not divide the heads,
+    ZeRO-3 with ``ep > 1``...) shows its message instead of a figure."""
     d = charts.MOE_LAYOUT_DEFAULT
     if not get_model(model).is_moe:
         raise ValueError(f"model {model!r} is dense (experts=0): this widget draws mixtures of experts "
@@ -58,9 +58,9 @@ def moe_layout_widget(model: str = "mixtral-8x7b") -> Dashboard:
     }
 
     def render(model, gpu, ep, tp, pp, dp, zero, recompute, batch, grad_accum, ep_overlap, into=None):
-        return charts.render_moe_layout(model, gpu, tp=tp, pp=pp, dp=dp, ep=ep, zero=zero, recompute=recompute,
-                                        batch=batch, seq=d["seq"], grad_accum=grad_accum, ep_overlap=ep_overlap,
-                                        into=into)
+        return charts.render_moe_layout(model, gpu, tp=tp, pp=pp, dp=dp, ep=ep, zero=zero,
+                                        recompute=recompute, batch=batch, seq=d["seq"], grad_accum=grad_accum,
+                                        ep_overlap=ep_overlap, into=into)
 
     box = Dashboard(render, controls)
     slider, wanted = box.controls["ep"], {"value": box.controls["ep"].value}
@@ -69,7 +69,8 @@ def moe_layout_widget(model: str = "mixtral-8x7b") -> Dashboard:
         wanted["value"] = change["new"]
 
     def on_model(change):
-        # the ep slider offers the new model's divisors; the degree the reader chose comes back when it divides
+        # the ep slider offers the new model's divisors; the degree the reader chose comes back when it
+        # divides
         allowed = _eps_for(change["new"])
         value = max([e for e in allowed if e <= wanted["value"]], default=allowed[0])
         _set_quietly(box, slider, on_ep, options=allowed, value=value)

@@ -91,7 +91,8 @@ def _render_parameters(model, into=None, **fields):
 
 
 # =========================================================================== chapter 2
-#: What the chapter-2 widget compares the selected recipe + optimizer with (kept short: each redraw <= 100 ms).
+#: What the chapter-2 widget compares the selected recipe + optimizer with (kept short: each redraw <=
+#: 100 ms).
 _WIDGET_STATES_COMPARE = (("fp32", "adamw"), ("bf16-mixed", "adamw"), ("bf16-mixed", "adamw-8bit"),
                           ("bf16", "adamw"))
 
@@ -197,7 +198,8 @@ def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
         "context": W.SelectionSlider(options=[(f"{c:,}", c) for c in contexts], value=min(8192, contexts[-1]),
                                      description="context", **_style()),
         "batch": W.IntSlider(value=1, min=1, max=256, description="batch", **_style()),
-        "weights": W.Dropdown(options=list(WEIGHT_DTYPES), value="bf16", description="weights dtype", **_style()),
+        "weights": W.Dropdown(options=list(WEIGHT_DTYPES), value="bf16", description="weights dtype",
+                              **_style()),
         "kv_cache": W.Dropdown(options=["fp32", "bf16", "fp16", "fp8", "int8"], value="bf16",
                                description="KV-cache dtype", **_style()),
         "gpus": _gpu_multiselect(("A10", "L40S", "H100 SXM", "H200"), "GPUs"),
@@ -245,7 +247,8 @@ def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
     controls = {
         "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
-        "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="precision", **_style()),
+        "precision": W.Dropdown(options=list(RECIPES), value="bf16-mixed", description="precision",
+                                **_style()),
         "zero3_gpus": W.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="states over",
                                  **_style()),
         "stack": _choice(["fused", "hf"], "fused", "stack"),

@@ -18,7 +18,8 @@ from .dashboard import Dashboard
 def serving_widget(model: str = "llama-3-8b") -> Dashboard:
     """Chapter 15: model x GPU x weight format x tensor parallelism x prompt/output lengths x batch -> TTFT,
     ITL, throughput and cost per million tokens, with the latency/throughput curve and the roofline point
-    (:func:`llmsizing.charts.render_serving_curve`). A layout that does not fit shows the library's message."""
+    (:func:`llmsizing.charts.render_serving_curve`). A layout that does not fit shows the library's
+    message."""
     from ..serve import WEIGHT_FORMATS
 
     get_model(model)
@@ -29,13 +30,15 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "weights": _choice([w for w in WEIGHT_FORMATS if w != "fp16"], "bf16", "weights"),
         "tp": W.Dropdown(options=[1, 2, 4, 8], value=1, description="tensor (tp)",
-                          tooltip="tensor (tp): the tensor-parallel degree, GPUs that split each layer's matrices",
+                          tooltip="tensor (tp): the tensor-parallel degree, GPUs that split each layer's "
+                                  "matrices",
                           **_style()),
         "prompt": W.SelectionSlider(options=[128, 256, 512, 1024, 2048, 4096, 8192, 32768], value=1024,
                                     description="prompt", **_style()),
-        "output": W.SelectionSlider(options=[16, 64, 128, 256, 512, 1024, 4096], value=256, description="output",
-                                    **_style()),
-        "batch": W.SelectionSlider(options=[2**i for i in range(12)], value=16, description="batch", **_style()),
+        "output": W.SelectionSlider(options=[16, 64, 128, 256, 512, 1024, 4096], value=256,
+                                    description="output", **_style()),
+        "batch": W.SelectionSlider(options=[2**i for i in range(12)], value=16, description="batch",
+                                   **_style()),
     }
     return Dashboard(charts.render_serving_curve, controls, name="serving_widget")
 
@@ -61,11 +64,12 @@ def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
         "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
         "batch": W.SelectionSlider(options=[1, 2, 4, 8, 16, 32], value=1, description="batch", **_style()),
-        "seq": W.SelectionSlider(options=seqs, value=max(n for n in seqs if n <= 2048), description="sequence",
-                                 **_style()),
-        "rank": W.SelectionSlider(options=[4, 8, 16, 32, 64, 128], value=16, description="LoRA rank", **_style()),
-        "targets": W.Dropdown(options=list(targets.items()), value=targets["all linear"], description="targets",
-                              **_style()),
+        "seq": W.SelectionSlider(options=seqs, value=max(n for n in seqs if n <= 2048),
+                                 description="sequence", **_style()),
+        "rank": W.SelectionSlider(options=[4, 8, 16, 32, 64, 128], value=16, description="LoRA rank",
+                                  **_style()),
+        "targets": W.Dropdown(options=list(targets.items()), value=targets["all linear"],
+                              description="targets", **_style()),
         "recompute": W.Dropdown(options=["none", "selective", "full"], value="full", description="recompute",
                                 **_style()),
         "optimizer": W.Dropdown(options=["adamw", "adamw-8bit"], value="adamw", description="optimizer",

@@ -27,13 +27,14 @@ TIME_MFUS = (("calibrated", 0.0),) + tuple((f"{m / 100:.2f}", m / 100) for m in 
 
 
 def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
-    """Chapter 10: days and cost of a run against the GPU count (:func:`~llmsizing.charts.render_training_time`),
-    at the calibrated MFU (default) or one chosen exactly."""
+    """Chapter 10: days and cost of a run against the GPU count
+    (:func:`~llmsizing.charts.render_training_time`), at the calibrated MFU (default) or one chosen
+    exactly."""
     def render(model, tokens, gpu, seq, n_gpus, mfu, into=None):
         return charts.render_training_time(model, tokens=tokens, gpu=gpu, seq=seq, n_gpus=n_gpus,
                                            mfu=mfu or None, into=into)
 
-    controls = {                                 # every model: a mixture of experts is timed on its active FLOPs
+    controls = {                              # every model: a mixture of experts is timed on its active FLOPs
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
@@ -54,7 +55,7 @@ def cost_widget(model: str = "llama-3-70b") -> Dashboard:
 
     get_model(model)
     start = get_gpu("H100 SXM")
-    controls = {                                 # every model (cost_sensitivity prices a mixture of experts too)
+    controls = {                              # every model (cost_sensitivity prices a mixture of experts too)
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value=start.name, description="GPU", **_style()),
@@ -85,15 +86,15 @@ PLAN_BUDGETS = (("none", 0.0), ("$500k", 5e5), ("$750k", 7.5e5), ("$1M", 1e6), (
 
 
 def planner_widget(model: str = "llama-3-70b") -> Dashboard:
-    """Chapter 12: model x token budget x GPU types x sequence x global batch x GPU limit x deadline x budget ->
-    the planner's plans (:func:`~llmsizing.planner.plan`) and a chosen front plan
+    """Chapter 12: model x token budget x GPU types x sequence x global batch x GPU limit x deadline x budget
+    -> the planner's plans (:func:`~llmsizing.planner.plan`) and a chosen front plan
     (:func:`~llmsizing.charts.render_plan`). ``plan()``'s table is cached per (model, tokens, GPU types,
-    sequence, global batch, max GPUs), and its search (0.1-0.3 s, ``planner._search``) per the same without the
-    tokens, so a new token budget costs milliseconds: the deadline, the budget and the plan selector only filter
-    and redraw.
-    Filtering the cached plans by deadline and budget keeps exactly ``plan()``'s front (a plan dominated by one
-    beyond the deadline or budget is beyond it too); when nothing is left, ``plan()`` is called with them to
-    show its :class:`~llmsizing.planner.NoPlanError` message."""
+    sequence, global batch, max GPUs), and its search (0.1-0.3 s, ``planner._search``) per the same without
+    the tokens, so a new token budget costs milliseconds: the deadline, the budget and the plan selector only
+    filter and redraw.
+    Filtering the cached plans by deadline and budget keeps exactly ``plan()``'s front (a plan dominated by
+    one beyond the deadline or budget is beyond it too); when nothing is left, ``plan()`` is called with them
+    to show its :class:`~llmsizing.planner.NoPlanError` message."""
     from ..planner import plan
 
     get_model(model)
@@ -124,7 +125,7 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         if df.empty:                                   # plan() explains why (raises NoPlanError)
             why = explain(model, deadline=deadline, budget=budget, **args)
             if why is not None:
-                raise type(why)(*why.args)           # a new exception each time (the kept one's traceback would grow)
+                raise type(why)(*why.args)   # a new exception each time (the kept one's traceback would grow)
             df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None)
         front = df[df["pareto"]]
         return df, front, _front_options(front), cached(model, **args)
@@ -148,8 +149,8 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
                                    value=512,
                                    description="global batch",
                                    tooltip="global batch: sequences per optimizer step", **_style()),
-        "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=4096, description="max GPUs",
-                                      **_style()),
+        "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=4096,
+                                      description="max GPUs", **_style()),
         "deadline": W.Dropdown(options=PLAN_DEADLINES, value=0.0, description="deadline", **_style()),
         "budget": W.Dropdown(options=PLAN_BUDGETS, value=0.0, description="budget", **_style()),
         "choice": W.Dropdown(options=[("#1", 0)], value=0, description="front plan", **_style()),
@@ -162,7 +163,8 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
 
 def _front_options(front) -> list[tuple[str, int]]:
     """The plan selector's options: one per front plan (cheapest first)."""
-    return [(f"#{i}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp}{charts.time_money._cp_text(r)} pp={r.pp} dp={r.dp}, "
+    return [(f"#{i}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp}{charts.time_money._cp_text(r)} "
+             f"pp={r.pp} dp={r.dp}, "
              + (f"ep={r.ep}, " if getattr(r, "ep", 1) > 1 else "") + f"{r.days:,.1f} days, "
              f"{charts._usd(r.cost_usd)}", i - 1) for i, r in enumerate(front.itertuples(), 1)]
 
@@ -178,11 +180,11 @@ def _set_front_options(box: Dashboard, front, choice: int, options=None) -> None
     _set_quietly(box, sel, options=options, value=min(choice, len(options) - 1))
 
 
-# =========================================================================== chapter 14: the seeds' claims, checked
+# ===================================================================== chapter 14: the seeds' claims, checked
 def seed_audit_widget(article: str = "all") -> Dashboard:
-    """Chapter 14: every recomputed seed claim, claimed against computed, with the verdict band and the article
-    as controls (:func:`~llmsizing.charts.render_seed_audit`). The library values are computed once; moving the
-    band only re-judges them."""
+    """Chapter 14: every recomputed seed claim, claimed against computed, with the verdict band and the
+    article as controls (:func:`~llmsizing.charts.render_seed_audit`). The library values are computed once;
+    moving the band only re-judges them."""
     from ..audit import BAND, audit_table
 
     articles = ["all"] + sorted(audit_table()["article"].unique())
@@ -191,6 +193,7 @@ def seed_audit_widget(article: str = "all") -> Dashboard:
                               readout_format=".2f", **_style()),
         "article": W.Dropdown(options=articles, value=article, description="article", **_style()),
     }
-    return Dashboard(lambda band, article, into=None: charts.render_seed_audit(band=band, article=article, into=into),
+    return Dashboard(lambda band, article, into=None:
+                     charts.render_seed_audit(band=band, article=article, into=into),
                      controls, name="seed_audit_widget")
 
