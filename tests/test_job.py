@@ -222,3 +222,11 @@ def test_a_config_with_greedy_routing_has_no_groups():
     assert L.Model.from_hf_config(cfg, name="greedy").expert_groups == 0
     with pytest.raises(ValueError, match="n_group"):
         L.Model.from_hf_config({**_deepseek_config(), "n_group": 7}, name="bad")
+
+
+def test_a_planned_stage_refuses_a_dtype_its_plan_does_not_run_in():
+    """`time --stage ...:GLOBAL_BATCH --dtype fp8` timed a BF16 plan at the FP8 peak (found by the round-3 fuzz)."""
+    with pytest.raises(ValueError, match="dtype='fp8' with a planned stage"):
+        _fp8_stage(dtype="fp8")
+    assert _fp8_stage(precision="fp8-mixed", dtype="fp8").days == pytest.approx(
+        _fp8_stage(precision="fp8-mixed").days, rel=1e-12)

@@ -1,5 +1,5 @@
-"""Activation memory of dense layers: the tensors a training step saves for the backward pass (chapter 4, "Activation memory";
-checked against PyTorch in chapter 5, "Measure it yourself").
+"""Activation memory of dense layers: the tensors a training step saves for the backward pass (chapter 4,
+"Activation memory"; checked against PyTorch in chapter 5, "Measure it yourself").
 
 Source: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
 (arXiv:2205.05198), Sec. 4. For a GPT layer in 16-bit with dropout they count, per layer,
@@ -25,12 +25,12 @@ This module rebuilds that count tensor by tensor so it generalises honestly:
   eager attention; with flash, selective buys nothing (it is a hair above ``none``, as measured).
 
 Context parallelism (``cp``; Liu et al. 2023, Megatron-LM with Transformer Engine, Dubey et al. 2024 Sec.
-3.3.2): each rank runs its ``seq / cp`` tokens through every layer, so every saved tensor is that of ``seq / cp``
-tokens, including the log-sum-exp, which is one per local query row. This holds for the flash path only, the
-one context-parallel attention runs on (TE's ``AttnFuncWithCPAndKVP2P`` and ``...KVAllGather`` call flash or
-cuDNN fused attention): the K and V a rank saves for the backward are one chunk's (the ring's last received
-block in p2p, its own in all-gather), the same size as its own. What the ring or the gather holds on top
-while a layer's attention runs is transient (:func:`cp_attention_buffers_bytes`).
+3.3.2): each rank runs its ``seq / cp`` tokens through every layer, so every saved tensor is that of
+``seq / cp`` tokens, including the log-sum-exp, which is one per local query row. This holds for the flash
+path only, the one context-parallel attention runs on (TE's ``AttnFuncWithCPAndKVP2P`` and ``...KVAllGather``
+call flash or cuDNN fused attention): the K and V a rank saves for the backward are one chunk's (the ring's
+last received block in p2p, its own in all-gather), the same size as its own. What the ring or the gather
+holds on top while a layer's attention runs is transient (:func:`cp_attention_buffers_bytes`).
 
 What it leaves out, on purpose: small int64 index tensors of the attention mask and rotary tables
 (independent of batch), and allocator rounding. Chapter 5 measures how much that misses.
@@ -50,8 +50,9 @@ from .precision import DTYPE_BYTES
 ATTENTION = ("flash", "eager")
 
 
-#: Software stacks (chapter 4, "The peak of a step"): ``"fused"`` counts what Megatron-style fused kernels save
-#: (Korthikanti et al. 2022); ``"hf"`` what Hugging Face ``transformers`` modules save as they are written.
+#: Software stacks (chapter 4, "The peak of a step"): ``"fused"`` counts what Megatron-style fused kernels
+#: save (Korthikanti et al. 2022); ``"hf"`` what Hugging Face ``transformers`` modules save as they are
+#: written.
 STACKS = ("fused", "hf")
 
 
@@ -115,9 +116,9 @@ def dense_layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attentio
                 dropout: bool = False, tp: int = 1, sp: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
                 selective: bool = False, stack: str = "fused", autocast: bool = False,
                 fp8: str | None = None, attention_mask: bool = False) -> dict[str, float]:
-    """:func:`llmsizing.activations.layer_terms` of a dense layer (its arguments and checks; see there). A mixture
-    of experts' layer uses it for what it shares with a dense one (norms, attention, masks): nothing here reads
-    the MoE fields."""
+    """:func:`llmsizing.activations.layer_terms` of a dense layer (its arguments and checks; see there). A
+    mixture of experts' layer uses it for what it shares with a dense one (norms, attention, masks): nothing
+    here reads the MoE fields."""
     model = resolve_model(model, moe=True)
     attention_mask = _check_mask(attention_mask, stack)
     batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
@@ -131,8 +132,8 @@ def dense_layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attentio
     stack, autocast = _check_stack(stack, autocast, dtype, selective)
     fp8 = _check_fp8(fp8, stack, autocast)
     if stack == "hf":
-        terms = _hf_layer_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout,
-                                tp=tp, sp=sp, mask_bytes=mask_bytes, autocast=autocast)
+        terms = _hf_layer_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention,
+                                dropout=dropout, tp=tp, sp=sp, mask_bytes=mask_bytes, autocast=autocast)
         if attention_mask:
             terms["attention_core"] += masked_sdpa_extra_bytes(model, batch=batch, seq=seq, dtype=dtype,
                                                                attention=attention, tp=tp, autocast=autocast)
@@ -174,11 +175,12 @@ def _fp8_saved(fp8, p, attention, gated) -> tuple[float, float, float]:
     Without ``fp8``: ``p``, ``p`` and ``3p`` (gated: Megatron-LM's fused SwiGLU keeps its ``[gate | up]``
     input, ``linear_fc2`` the product; ``data/fused_swiglu_saved.csv``) or ``2p`` (the activation's input and
     output). With Transformer Engine's ``fp8-mixed``: the QKV, fc1 and fc2 inputs in FP8 (``module/linear.py``
-    keeps the column-wise FP8 copy of the input; ``module/layernorm_linear.py`` the norm's FP8 output), and with
-    flash attention the output projection's input twice, the kernel's own bf16 output plus the Linear's FP8 copy
-    (gated: ``2p + 1`` for the MLP, the fused SwiGLU's bf16 input and fc2's FP8 input). DeepSeek-V3 (``fp8-deepseek``): 1 x 128-tile FP8 inputs, the output
-    projection's input in E5M6, and the activation's input cached in FP8 with its output recomputed (gated:
-    gate and up in FP8, nothing else; the attention's backward reads the E5M6 copy, so no bf16 output is kept)."""
+    keeps the column-wise FP8 copy of the input; ``module/layernorm_linear.py`` the norm's FP8 output), and
+    with flash attention the output projection's input twice, the kernel's own bf16 output plus the Linear's
+    FP8 copy (gated: ``2p + 1`` for the MLP, the fused SwiGLU's bf16 input and fc2's FP8 input). DeepSeek-V3
+    (``fp8-deepseek``): 1 x 128-tile FP8 inputs, the output projection's input in E5M6, and the activation's
+    input cached in FP8 with its output recomputed (gated: gate and up in FP8, nothing else; the attention's
+    backward reads the E5M6 copy, so no bf16 output is kept)."""
     if fp8 is None:
         return p, p, (3 if gated else 2) * p
     from .precision import FP8_SCHEMES
@@ -197,35 +199,36 @@ def _check_fp8(fp8, stack, autocast):
 
     fp8 = check_choice("fp8", fp8, FP8_SCHEMES)
     if stack != "fused" or autocast:
-        raise ValueError(f"fp8={fp8!r} counts Transformer Engine's or DeepSeek's fused modules: use stack='fused' "
-                         "and autocast=False")
+        raise ValueError(f"fp8={fp8!r} counts Transformer Engine's or DeepSeek's fused modules: use "
+                         "stack='fused' and autocast=False")
     return fp8
 
 
 def _check_mask(attention_mask, stack) -> bool:
     attention_mask = check_bool("attention_mask", attention_mask)
     if attention_mask and stack != "hf":
-        raise ValueError("attention_mask=True models Hugging Face's SDPA path (a padded batch): use stack='hf'; "
-                         "Megatron-style fused attention takes packed sequences with a causal flag, no mask")
+        raise ValueError("attention_mask=True models Hugging Face's SDPA path (a padded batch): use "
+                         "stack='hf'; Megatron-style fused attention takes packed sequences with a causal "
+                         "flag, no mask")
     return attention_mask
 
 
 def masked_sdpa_extra_bytes(model: Model | str, *, batch, seq, dtype: str = "bf16", attention: str = "flash",
                             tp: int = 1, autocast: bool = False) -> float:
-    """What one Hugging Face decoder layer saves on top when the batch carries a padding mask (issue 26), on the
-    SDPA path (``attention="flash"``; the eager path repeats K and V and adds its causal mask either way, so
-    nothing changes there: 0).
+    """What one Hugging Face decoder layer saves on top when the batch carries a padding mask (issue 26), on
+    the SDPA path (``attention="flash"``; the eager path repeats K and V and adds its causal mask either way,
+    so nothing changes there: 0).
 
     ``transformers/integrations/sdpa_attention.py`` (5.23) calls SDPA with ``enable_gqa=True`` only when
-    ``use_gqa_in_sdpa`` holds, which on CUDA and CPU needs ``attention_mask is None``. With a mask it expands K and
-    V to every query head (``repeat_kv``) first, and SDPA saves the expanded copies: ``2 p s b (a - g) d / t``
-    more bytes. PyTorch's ``scaled_dot_product_attention`` also turns HF's boolean ``b x 1 x s x s`` mask into an
-    additive one in the query's dtype (``convert_boolean_attn_mask`` in ATen's ``attention.cpp``) on every call,
-    and the kernel saves it for its backward: ``p b s^2`` more bytes per layer, not divided by ``t`` (one mask for
-    all heads). Measured on a small HF Llama (GQA 8/2) on the CPU in ``data/masked_sdpa.csv``
-    (``tools/measure_memory.py mask``): an all-ones mask is dropped by HF's mask builder, so only padding costs.
-    On CUDA the mask sends SDPA to the memory-efficient kernel, which saves the same ``attn_bias`` input; that path
-    is read from the source, not measured."""
+    ``use_gqa_in_sdpa`` holds, which on CUDA and CPU needs ``attention_mask is None``. With a mask it expands
+    K and V to every query head (``repeat_kv``) first, and SDPA saves the expanded copies:
+    ``2 p s b (a - g) d / t`` more bytes. PyTorch's ``scaled_dot_product_attention`` also turns HF's boolean
+    ``b x 1 x s x s`` mask into an additive one in the query's dtype (``convert_boolean_attn_mask`` in ATen's
+    ``attention.cpp``) on every call, and the kernel saves it for its backward: ``p b s^2`` more bytes per
+    layer, not divided by ``t`` (one mask for all heads). Measured on a small HF Llama (GQA 8/2) on the CPU in
+    ``data/masked_sdpa.csv`` (``tools/measure_memory.py mask``): an all-ones mask is dropped by HF's mask
+    builder, so only padding costs. On CUDA the mask sends SDPA to the memory-efficient kernel, which saves
+    the same ``attn_bias`` input; that path is read from the source, not measured."""
     model = resolve_model(model)
     batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
     check_choice("dtype", dtype, ACTIVATION_DTYPES)
@@ -332,9 +335,10 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
                       logits_dtype: str = "fp32", stack: str = "fused", autocast: bool = False,
                       fp8: str | None = None, cp: int = 1, recompute_layers: int | None = None,
                       attention_mask: bool = False) -> ActivationMemory:
-    """:func:`llmsizing.activations.activation_memory` with every layer a dense block (its arguments and checks;
-    see there). A mixture of experts' activations start from it (:func:`llmsizing.moe.moe_activation_memory`):
-    nothing here reads the MoE fields, so the model itself is passed, not a copy with them cleared."""
+    """:func:`llmsizing.activations.activation_memory` with every layer a dense block (its arguments and
+    checks; see there). A mixture of experts' activations start from it
+    (:func:`llmsizing.moe.moe_activation_memory`): nothing here reads the MoE fields, so the model itself is
+    passed, not a copy with them cleared."""
     model = resolve_model(model, moe=True)
     attention_mask = _check_mask(attention_mask, stack)
     if recompute_layers is not None:
@@ -343,8 +347,8 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
         check_choice("recompute", recompute, RECOMPUTE)
         n = check_recompute_layers(recompute, recompute_layers, model.layers)
         kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, tp=tp, sp=sp,
-                  mask_bytes=mask_bytes, logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8, cp=cp,
-                  attention_mask=attention_mask)
+                  mask_bytes=mask_bytes, logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8,
+                  cp=cp, attention_mask=attention_mask)
         return partial_recompute_activations(dense_activation_memory(model, recompute="none", **kw),
                                              dense_activation_memory(model, recompute="full", **kw),
                                              layers=model.layers, recomputed=n)
@@ -354,9 +358,9 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
     if cp > 1:
         check_layout(model, tp=check_int("tp", tp), cp=cp, seq=seq)
         if attention != "flash":
-            raise ValueError(f"cp={cp} needs attention='flash', got attention={attention!r}: context-parallel "
-                             "attention runs on flash or fused kernels (Transformer Engine), which keep no "
-                             "s x s matrix")
+            raise ValueError(f"cp={cp} needs attention='flash', got attention={attention!r}: "
+                             "context-parallel attention runs on flash or fused kernels (Transformer "
+                             "Engine), which keep no s x s matrix")
         seq //= cp                                # this rank's tokens: everything below is theirs
     check_choice("dtype", dtype, ACTIVATION_DTYPES)
     check_choice("attention", attention, ATTENTION)
@@ -419,12 +423,12 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
     return ActivationMemory(per_layer, layers, embedding, logits, comps, L)
 
 
-def partial_recompute_activations(none: ActivationMemory, full: ActivationMemory, *, layers: int, recomputed: int,
-                                  in_flight: float = 1.0, embedding: bool = True,
+def partial_recompute_activations(none: ActivationMemory, full: ActivationMemory, *, layers: int,
+                                  recomputed: int, in_flight: float = 1.0, embedding: bool = True,
                                   logits: bool = True) -> ActivationMemory:
     """The activations of ``layers`` layers of which ``recomputed`` keep only their input (full recomputation,
-    ``full``: :func:`~llmsizing.activations.activation_memory` with ``recompute="full"``) and the rest every tensor (``none``:
-    ``recompute="none"``), for ``in_flight`` micro-batches of them (a pipeline stage's, as
+    ``full``: :func:`~llmsizing.activations.activation_memory` with ``recompute="full"``) and the rest every
+    tensor (``none``: ``recompute="none"``), for ``in_flight`` micro-batches of them (a pipeline stage's, as
     :func:`~llmsizing.parallel.pipeline_in_flight` counts them; 1 without a pipeline); the embedding's and the
     logits' tensors are ``none``'s, each kept only if ``embedding`` / ``logits`` (the first / last stage).
 
@@ -433,11 +437,12 @@ def partial_recompute_activations(none: ActivationMemory, full: ActivationMemory
     its working set on top (``full.rebuilt_bytes``; nothing if no layer is recomputed). That is the peak of
     Megatron-LM's block method if the rebuild coincided with every plain layer still alive. It does not quite:
     the backward reaches the recomputed layers (a chunk's first ones) after its plain layers of that
-    micro-batch have freed their tensors, so this overstates the peak by at most the rebuilt layer's working set
-    (0.47 GiB of the 51.5 GiB of Llama 3 405B's most loaded GPU at 128K, tp 8 with SP, cp 16, pp 16 x 4 virtual
-    stages, 16 micro-batches, ``recomputed`` 1 layer per chunk: 1%; it was 0.57 GiB before issue 26). Kept so
-    that ``recomputed = layers`` is exactly ``recompute="full"`` and ``0`` exactly ``"none"``. The breakdown puts the checkpoints under
-    ``"residuals"`` as full recomputation does. Taught in the "Long context" chapter."""
+    micro-batch have freed their tensors, so this overstates the peak by at most the rebuilt layer's working
+    set (0.47 GiB of the 51.5 GiB of Llama 3 405B's most loaded GPU at 128K, tp 8 with SP, cp 16, pp 16 x 4
+    virtual stages, 16 micro-batches, ``recomputed`` 1 layer per chunk: 1%; it was 0.57 GiB before issue 26).
+    Kept so that ``recomputed = layers`` is exactly ``recompute="full"`` and ``0`` exactly ``"none"``. The
+    breakdown puts the checkpoints under ``"residuals"`` as full recomputation does. Taught in the "Long
+    context" chapter."""
     layers = check_int("layers", layers)
     r = check_int("recomputed", recomputed, minimum=0, maximum=layers)
     in_flight = check_number("in_flight", in_flight)

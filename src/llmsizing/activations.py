@@ -1,11 +1,12 @@
 """Activation memory: the tensors a training step saves for the backward pass (chapter 4, "Activation memory";
 checked against PyTorch in chapter 5, "Measure it yourself").
 
-The public entry points, for any model: :func:`activation_memory` and :func:`layer_terms` take a dense model to
-:mod:`llmsizing.act_terms` (the tensor-by-tensor count of Korthikanti et al. 2022, and its sources) and a mixture
-of experts to :mod:`llmsizing.moe` (whose MoE layers add their router, dispatch, experts and combine to the dense
-terms); :func:`stage_activations` is one pipeline stage's share; :func:`cp_attention_buffers_bytes` the transient
-buffers of context-parallel attention. Every name of :mod:`llmsizing.act_terms` is importable from here too.
+The public entry points, for any model: :func:`activation_memory` and :func:`layer_terms` take a dense model
+to :mod:`llmsizing.act_terms` (the tensor-by-tensor count of Korthikanti et al. 2022, and its sources) and a
+mixture of experts to :mod:`llmsizing.moe` (whose MoE layers add their router, dispatch, experts and combine
+to the dense terms); :func:`stage_activations` is one pipeline stage's share;
+:func:`cp_attention_buffers_bytes` the transient buffers of context-parallel attention. Every name of
+:mod:`llmsizing.act_terms` is importable from here too.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ def _moe_key(model, kw: dict):
 
 @functools.lru_cache(maxsize=1024)
 def _kept_moe_activations(key):
-    """:func:`llmsizing.moe.moe_activation_memory` for ``key`` (:func:`_moe_key`), kept for the last 1,024: the
-    planner's search asks for the same activations under every ZeRO stage, ``dp`` and ``ep`` (issue 24)."""
+    """:func:`llmsizing.moe.moe_activation_memory` for ``key`` (:func:`_moe_key`), kept for the last 1,024:
+    the planner's search asks for the same activations under every ZeRO stage, ``dp`` and ``ep`` (issue
+    24)."""
     model, kw = key
     return moe_activation_memory(model, **{k: v for k, _, v in kw})
 
@@ -63,7 +65,8 @@ def layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str
     (:func:`masked_sdpa_extra_bytes`).
 
     ``fp8`` (an FP8 recipe's name, :data:`~llmsizing.precision.FP8_SCHEMES`) saves the Linear layers' inputs
-    as that recipe does (:func:`_fp8_saved`); the norms, attention core and activation inputs stay in ``dtype``.
+    as that recipe does (:func:`_fp8_saved`); the norms, attention core and activation inputs stay in
+    ``dtype``.
 
     ``stack="hf"`` counts Hugging Face ``transformers`` modules instead of fused kernels
     (:func:`_hf_layer_terms`); ``autocast=True`` (with ``dtype="bf16"``) the mix of fp32 and bf16 tensors that
@@ -107,8 +110,8 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     ``autocast=True`` (with ``dtype="bf16"``) counts ``torch.autocast``'s mix of fp32 and bf16 tensors.
     ``fp8`` (an FP8 recipe's name) saves the Linear inputs as that recipe does (:func:`_fp8_saved`).
 
-    ``cp`` (context parallelism) splits the sequence over ``cp`` GPUs: the result is one rank's, the tensors of
-    ``seq / cp`` tokens (``seq`` must be a multiple of ``2 cp``, and ``attention="flash"``: see the module
+    ``cp`` (context parallelism) splits the sequence over ``cp`` GPUs: the result is one rank's, the tensors
+    of ``seq / cp`` tokens (``seq`` must be a multiple of ``2 cp``, and ``attention="flash"``: see the module
     docstring). The "Long context" chapter teaches it.
 
     ``recompute_layers`` (with ``recompute="full"``; ``None`` is every layer) recomputes only the first that
@@ -121,18 +124,20 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     ``capacity_factor``; ``expert_tp`` splits the experts' intermediates over ``tp``), in the ``"mlp"``
     component (``recompute_layers`` is not modelled for one).
 
-    ``attention_mask=True`` (``stack="hf"``): a padded batch, whose mask makes Hugging Face's SDPA path keep K and
-    V at the query heads' width and a copy of the mask per layer (:func:`masked_sdpa_extra_bytes`).
+    ``attention_mask=True`` (``stack="hf"``): a padded batch, whose mask makes Hugging Face's SDPA path keep K
+    and V at the query heads' width and a copy of the mask per layer (:func:`masked_sdpa_extra_bytes`).
     """
     model = resolve_model(model, moe=True)
     expert_tp = check_bool("expert_tp", expert_tp)
-    kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, recompute=recompute, tp=tp,
-              sp=sp, mask_bytes=mask_bytes, logits_dtype=logits_dtype, stack=stack, autocast=autocast, fp8=fp8,
-              cp=cp)
+    kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, recompute=recompute,
+              tp=tp, sp=sp, mask_bytes=mask_bytes, logits_dtype=logits_dtype, stack=stack, autocast=autocast,
+              fp8=fp8, cp=cp)
     if not model.is_moe:
         if capacity_factor is not None or expert_tp:
-            raise ValueError(f"capacity_factor and expert_tp describe a mixture of experts; {model.name!r} is dense")
-        return dense_activation_memory(model, **kw, recompute_layers=recompute_layers, attention_mask=attention_mask)
+            raise ValueError(f"capacity_factor and expert_tp describe a mixture of experts; {model.name!r} "
+                             "is dense")
+        return dense_activation_memory(model, **kw, recompute_layers=recompute_layers,
+                                       attention_mask=attention_mask)
     # ---- mixture of experts (llmsizing.moe, issue 24)
     if _check_mask(attention_mask, stack):
         raise ValueError("attention_mask=True is modelled for dense Hugging Face models only")
@@ -150,20 +155,22 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
 def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_flight: float, *,
                       plain: ActivationMemory | None = None,
                       recompute_layers: int | None = None) -> ActivationMemory:
-    """One pipeline stage's activations: ``in_flight`` micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`)
-    of its own layers (and of the embedding's tensors on the first stage), one layer rebuilt by recomputation,
-    and the logits (one micro-batch) on the last stage. The breakdown's layer components are scaled in
-    proportion. ``acts`` is :func:`activation_memory` of the whole model (the only stage, returned as is,
-    without a pipeline). With ``recompute_layers`` (partial recomputation, ``acts`` computed with
-    ``recompute="full"`` and ``plain`` with ``"none"``) the stage's first ``recompute_layers`` layers of each
-    model chunk keep their input, the others every tensor (:func:`partial_recompute_activations`, with
-    :func:`~llmsizing.parallel.recomputed_layers`). Used by :func:`~llmsizing.memory.training_memory`."""
+    """One pipeline stage's activations: ``in_flight`` micro-batches
+    (:func:`~llmsizing.parallel.pipeline_in_flight`) of its own layers (and of the embedding's tensors on the
+    first stage), one layer rebuilt by recomputation, and the logits (one micro-batch) on the last stage. The
+    breakdown's layer components are scaled in proportion. ``acts`` is :func:`activation_memory` of the whole
+    model (the only stage, returned as is, without a pipeline). With ``recompute_layers`` (partial
+    recomputation, ``acts`` computed with ``recompute="full"`` and ``plain`` with ``"none"``) the stage's
+    first ``recompute_layers`` layers of each model chunk keep their input, the others every tensor
+    (:func:`partial_recompute_activations`, with :func:`~llmsizing.parallel.recomputed_layers`). Used by
+    :func:`~llmsizing.memory.training_memory`."""
     from .parallel import layers_per_stage, recomputed_layers
 
     n_layers = layers_per_stage(model.layers, par)[stage]
     if recompute_layers is not None:
         return partial_recompute_activations(plain, acts, layers=n_layers,
-                                             recomputed=recomputed_layers(model.layers, par, recompute_layers)[stage],
+                                             recomputed=recomputed_layers(model.layers, par,
+                                                                          recompute_layers)[stage],
                                              in_flight=in_flight if par.pp > 1 else 1.0, embedding=stage == 0,
                                              logits=stage == par.pp - 1)
     if par.pp == 1:
@@ -193,12 +200,12 @@ def cp_attention_buffers_bytes(model: Model | str, *, batch: int, seq: int, tp: 
       so ``cp x c``, the whole sequence's K and V; the backward double-buffers K, V and their gradients
       (``2 x (2, *kv.shape)``: ``4 c``) plus a ``dq`` buffer the size of this rank's Q;
     * ``"all_gather"`` (``AttnFuncWithCPAndKVAllGather``): the forward gathers K and V of the whole sequence
-      (``cp x c``); the backward gathers them again and builds full-length dK, dV before reduce-scattering them
-      (``2 cp x c``). The reorder copies (``index_select`` of the gathered chunks) are left out.
+      (``cp x c``); the backward gathers them again and builds full-length dK, dV before reduce-scattering
+      them (``2 cp x c``). The reorder copies (``index_select`` of the gathered chunks) are left out.
 
-    Zero for ``cp = 1``. Both are linear in ``batch``. The K and V of grouped-query attention are small: Llama 3
-    405B at 128K with ``tp=8, cp=16`` has one KV head per rank and ``c`` = 4 MiB. Taught in the "Long context"
-    chapter."""
+    Zero for ``cp = 1``. Both are linear in ``batch``. The K and V of grouped-query attention are small: Llama
+    3 405B at 128K with ``tp=8, cp=16`` has one KV head per rank and ``c`` = 4 MiB. Taught in the "Long
+    context" chapter."""
     from .parallel import CP_COMMS
 
     model = resolve_model(model, moe=True)      # attention only: a mixture of experts' is the same
@@ -226,8 +233,9 @@ def activation_coefficients(model: Model | str, *, dtype: str = "bf16", attentio
 
     Read off :func:`layer_terms` (exact, since every term there is ``s*b`` or ``s**2*b`` times a constant).
     For Korthikanti et al. 2022's GPT case (16-bit, dropout, eager attention, f = 4h, no TP) this is
-    ``(34*h + 16, 5*a)``: their ``34*s*b*h + 5*a*s**2*b`` plus 16 bytes per token of fp32 LayerNorm statistics.
-    The quadratic term overtakes the linear one at ``s = linear / quadratic`` tokens. Taught in chapter 4.
+    ``(34*h + 16, 5*a)``: their ``34*s*b*h + 5*a*s**2*b`` plus 16 bytes per token of fp32 LayerNorm
+    statistics. The quadratic term overtakes the linear one at ``s = linear / quadratic`` tokens. Taught in
+    chapter 4.
     """
     model = resolve_model(model)
     check_choice("dtype", dtype, ACTIVATION_DTYPES)

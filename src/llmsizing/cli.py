@@ -11,8 +11,9 @@ import sys
 
 # Argument types, the model reader and the printer live in cli_args, the serving and fine-tuning commands in
 # cli_tune (issue 32); every name they had here still imports from here.
-from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, STAGE_FORM,  # noqa: F401
-                       _emit, _finite, _fmt_frame, _is_dir, _model, _parse, _refuse, count, integer, number, stage)
+from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
+                       STAGE_FORM, _add_output, _emit, _finite, _fmt_frame, _is_dir, _model, _parse, _refuse,
+                       count, integer, memory_frame, number, stage)
 from .cli_tune import cmd_finetune, cmd_serve
 
 EXAMPLES = """examples:
@@ -24,16 +25,19 @@ EXAMPLES = """examples:
   llmsizing memory path/to/config.json --batch 2 --seq 2048 --json
   llmsizing time llama-3-70b --tokens 1T --gpu "H100 SXM" --gpus 1024 --seq 8192
   llmsizing time llama-3.1-405b --tokens 15.6T --gpu "H100 SXM" --gpus 16384 --seq 8192 --mfu 0.38
-  llmsizing time llama-3.1-405b --stage 14.8T:8192 --stage 800B:131072 --gpu "H100 SXM" --gpus 16384 --whole-run
+  llmsizing time llama-3.1-405b --stage 14.8T:8192 --stage 800B:131072 --gpu "H100 SXM" --gpus 16384 \
+      --whole-run
   llmsizing cost mixtral-8x7b --tokens 1T --seq 4096 --gpu "H100 SXM" --gpu B200 --gpu MI300X
   llmsizing plan llama-3-70b --stage 1T:8192:1024 --stage 50B:32768:256 --gpu "H100 SXM" --max-gpus 1024
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --gpu "H100 SXM" --gpu B200
   llmsizing plan llama-3-70b --tokens 1T --seq 8192 --global-batch 1024 --deadline-days 30 --budget 2M --all
   llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 1024 --output 256 --users 1000 --itl-ms 50
   llmsizing serve llama-3-8b --gpu "H100 SXM" --prompt 4096 --output 512 --rps 20 --itl-ms 30 --json
-  llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 32768 --output 512 --rps 2 --itl-ms 50 --ttft-ms 2000 --pp 2
+  llmsizing serve llama-3-70b --gpu "H100 SXM" --prompt 32768 --output 512 --rps 2 --itl-ms 50 \
+      --ttft-ms 2000 --pp 2
   llmsizing serve mixtral-8x7b --gpu "H100 SXM" --prompt 1024 --output 256 --users 200 --itl-ms 30
-  llmsizing serve deepseek-v3 --gpu H800 --prompt 1024 --output 512 --users 2000 --itl-ms 60 --weights fp8 --ep 32
+  llmsizing serve deepseek-v3 --gpu H800 --prompt 1024 --output 512 --users 2000 --itl-ms 60 \
+      --weights fp8 --ep 32
   llmsizing finetune llama-3-8b --method lora --gpu "H100 SXM" --tokens 100M --seq 2048 --batch 4
   llmsizing finetune llama-3-70b --method qlora --gpu "A100 80GB" --gpus 4 --strategy fsdp --tokens 50M --json
 """
@@ -67,31 +71,8 @@ def _parallel(args):
             expert_tp) == (1, 1, 1, 0, False, 1, "none", 1, 1, False):
         return None
     return Parallel(tp=args.tp, pp=args.pp, dp=args.dp, zero=args.zero, sp=args.sp,
-                    virtual_stages=args.virtual_stages, offload=args.offload, cp=args.cp, cp_comm=args.cp_comm,
-                    ep=ep, expert_tp=expert_tp)
-
-
-#: How the memory table names the temporaries alive at the peak, by the phase that holds it
-#: (:func:`~llmsizing.memory.step_phases`).
-_TEMPORARIES = {"forward": "temporaries (ZeRO-3 gathered unit)", "loss backward": "loss temporaries",
-                "backward": "backward temporaries", "optimizer step": "optimizer temporaries"}
-
-
-def memory_frame(t):
-    """What is alive at the peak of the step (:attr:`~llmsizing.memory.TrainingMemory.phase_parts` of its
-    :attr:`~llmsizing.memory.TrainingMemory.peak_phase`), then the peak, the overhead and the total: the rows
-    above ``peak`` add up to it (bytes, GiB, bytes per parameter)."""
-    from .memory import _frame
-
-    phase = t.peak_phase
-    parts = t.phase_parts[phase]
-    rows = {"weights": parts["weights"], "gradients": parts["gradients"],
-            "optimizer states": parts["optimizer states"], "activations": parts["activations"]}
-    if parts["autocast copies"]:
-        rows["autocast copies"] = parts["autocast copies"]
-    rows[_TEMPORARIES[phase]] = parts["temporaries"]
-    rows.update({"peak": t.peak_bytes, "overhead": t.overhead_bytes, "total": t.total_bytes})
-    return _frame(rows, t.states.n_params)
+                    virtual_stages=args.virtual_stages, offload=args.offload, cp=args.cp,
+                    cp_comm=args.cp_comm, ep=ep, expert_tp=expert_tp)
 
 
 def cmd_memory(args) -> None:
@@ -99,7 +80,8 @@ def cmd_memory(args) -> None:
     from .memory import PHASES, training_memory
 
     model = _model(args.model, moe=True)                # a mixture of experts too (with --ep: issue 24)
-    g = None if args.gpu is None else get_gpu(args.gpu)  # an unknown GPU is refused before anything is printed
+    # an unknown GPU is refused before anything is printed
+    g = None if args.gpu is None else get_gpu(args.gpu)
     t = training_memory(model, batch=args.batch, seq=args.seq, precision=args.precision,
                         optimizer=args.optimizer, attention=args.attention, grad_accum=args.grad_accum,
                         parallel=_parallel(args), stack=args.stack, **_recompute(args))
@@ -157,7 +139,8 @@ def _staged_output(r, args, title: str) -> None:
     out["seq"] = out["seq"].map(lambda x: "" if x != x or x is None else f"{x:,.0f}")
     out["n_gpus"] = out["n_gpus"].map("{:,.0f}".format)
     out["MFU"] = df["mfu"].map("{:.0%}".format)
-    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"], df["days_high"])]
+    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"],
+                                                                          df["days_high"])]
     out["GPU-hours"] = df["gpu_hours"].map("{:,.0f}".format)
     out["cost"] = df["cost_usd"].map("${:,.0f}".format)
     _emit(out, args, title=title)
@@ -190,10 +173,12 @@ def _time_stages(args) -> None:
         mfu_range = (mfu, mfu)
     elif mfu is None and mfu_range is not None:
         for i, st in enumerate(args.stage):
-            central = mfu_estimate(model, gpu=args.gpu, seq=st.seq, dtype=args.dtype, whole_run=args.whole_run).mfu
+            central = mfu_estimate(model, gpu=args.gpu, seq=st.seq, dtype=args.dtype,
+                                   whole_run=args.whole_run).mfu
             if st.global_batch is None and not mfu_range[0] <= central <= mfu_range[1]:
-                raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the calibrated "
-                                 f"MFU {central:.3g} of --stage number {i + 1} (seq {st.seq:,}): give --mfu too")
+                raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the "
+                                 f"calibrated MFU {central:.3g} of --stage number {i + 1} (seq {st.seq:,}): "
+                                 "give --mfu too")
     r = training_time(model, stages=args.stage, gpu=args.gpu, n_gpus=args.gpus, mfu=mfu, mfu_range=mfu_range,
                       price_usd_per_gpu_hour=args.price, dtype=args.dtype, whole_run=args.whole_run,
                       **_recompute(args))
@@ -218,11 +203,11 @@ def cmd_time(args) -> None:
         central = mfu_estimate(_model(args.model, moe=True), gpu=args.gpu, seq=args.seq, dtype=args.dtype,
                                whole_run=args.whole_run).mfu
         if not mfu_range[0] <= central <= mfu_range[1]:
-            raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the calibrated MFU "
-                             f"{central:.3g}: give --mfu too")
-    t = training_time(_model(args.model, moe=True), tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus, seq=args.seq,
-                      mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price, dtype=args.dtype,
-                      whole_run=args.whole_run, **_recompute(args))
+            raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the calibrated "
+                             f"MFU {central:.3g}: give --mfu too")
+    t = training_time(_model(args.model, moe=True), tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus,
+                      seq=args.seq, mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price,
+                      dtype=args.dtype, whole_run=args.whole_run, **_recompute(args))
     df = t.to_frame()
     if t.mfu_low == t.mfu_high:                        # one MFU: the three cases are the same row
         df = df.loc[["central"]]
@@ -258,7 +243,8 @@ def cmd_cost(args) -> None:
     out["days on min"] = ok["days_on_min_gpus"].map("{:,.0f}".format)
     out["cost"] = [f"${c:,.0f} (${lo:,.0f}-${hi:,.0f})" for c, lo, hi in
                    zip(ok["cost_usd"], ok["cost_usd_low"], ok["cost_usd_high"])]
-    _emit(out.reset_index(drop=True), args, title=f"{args.model}: {args.tokens:.3g} tokens of {args.seq:,}, cost of "
+    _emit(out.reset_index(drop=True), args,
+          title=f"{args.model}: {args.tokens:.3g} tokens of {args.seq:,}, cost of "
           "the finished job on each GPU type (its fewest GPUs; cheapest first):")
     for _, r in df[~df["fits"]].iterrows():
         print(f"{r['gpu']}: does not fit: {r['why']}")
@@ -267,9 +253,9 @@ def cmd_cost(args) -> None:
 
 
 def _plan_layout_options(args) -> dict:
-    """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``, ``--ep``,
-    ``--ep-overlap``. One place, so a single plan and every planned ``--stage`` take them alike (issue 33: the
-    stage path dropped them)."""
+    """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``,
+    ``--ep``, ``--ep-overlap``. One place, so a single plan and every planned ``--stage`` take them alike
+    (issue 33: the stage path dropped them)."""
     out = {"cp_comm": args.cp_comm}
     if args.cp is not None:
         out["cp_degrees"] = tuple(args.cp)
@@ -287,23 +273,24 @@ def _plan_stages(args) -> None:
 
     for flag, value in (("--deadline-days", args.deadline_days), ("--budget", args.budget)):
         if value is not None:
-            raise ValueError(f"{flag} applies to a single-stage plan; with --stage each stage gets its fastest plan "
-                             "on at most --max-gpus GPUs (the cheapest without --max-gpus)")
+            raise ValueError(f"{flag} applies to a single-stage plan; with --stage each stage gets its "
+                             "fastest plan on at most --max-gpus GPUs (the cheapest without --max-gpus)")
     if args.gpu and len(args.gpu) > 1:
         raise ValueError(f"--stage plans every stage on one GPU type: give one --gpu, got {len(args.gpu)}")
     stages = []
     for i, st in enumerate(args.stage):
         if st.global_batch is None:
             if args.global_batch is None:
-                raise ValueError(f"--stage number {i + 1} ({st.tokens:.3g}:{st.seq}) has no GLOBAL_BATCH and there "
-                                 f"is no --global-batch: write {STAGE_FORM}")
+                raise ValueError(f"--stage number {i + 1} ({st.tokens:.3g}:{st.seq}) has no GLOBAL_BATCH and "
+                                 f"there is no --global-batch: write {STAGE_FORM}")
             st = replace(st, global_batch=args.global_batch)
         stages.append(st)
     options = dict(overlap=args.overlap, kernel_efficiency=args.kernel_efficiency, precision=args.precision,
                    optimizer_impl=args.optimizer_impl, partial_recompute=not args.no_partial_recompute,
                    **_plan_layout_options(args))
     gpu = (args.gpu or ["H100 SXM"])[0]
-    r = training_time(_model(args.model, moe=True), stages=stages, gpu=gpu, n_gpus=args.max_gpus, plan_options=options)
+    r = training_time(_model(args.model, moe=True), stages=stages, gpu=gpu, n_gpus=args.max_gpus,
+                      plan_options=options)
     which = f"the fastest plan on at most {args.max_gpus:,} GPUs" if args.max_gpus else "the cheapest plan"
     _staged_output(r, args, f"{r.model} on {r.gpu}: {len(r.stages)} stages, each with {which}")
 
@@ -316,11 +303,12 @@ def cmd_plan(args) -> None:
     if args.stage:
         _plan_stages(args)
         return
-    df = plan(_model(args.model, moe=True), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)), seq=args.seq,
-              global_batch=args.global_batch, max_gpus=args.max_gpus, deadline_days=args.deadline_days,
-              budget_usd=args.budget, overlap=args.overlap, kernel_efficiency=args.kernel_efficiency,
-              precision=args.precision, optimizer_impl=args.optimizer_impl,
-              partial_recompute=not args.no_partial_recompute, **_plan_layout_options(args))
+    df = plan(_model(args.model, moe=True), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)),
+              seq=args.seq, global_batch=args.global_batch, max_gpus=args.max_gpus,
+              deadline_days=args.deadline_days, budget_usd=args.budget, overlap=args.overlap,
+              kernel_efficiency=args.kernel_efficiency, precision=args.precision,
+              optimizer_impl=args.optimizer_impl, partial_recompute=not args.no_partial_recompute,
+              **_plan_layout_options(args))
     if not args.all:
         df = df[df["pareto"]]
     df = df.head(args.top).reset_index(drop=True)
@@ -329,21 +317,17 @@ def cmd_plan(args) -> None:
         return
     out = df[["gpu", "n_gpus", "tp", "cp", "pp"] + (["ep"] if "ep" in df else [])
              + ["dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
-    part = df["recompute_layers"].notna() & (df["recompute_layers"] < _model(args.model, moe=True).layers // df["pp"])
+    part = df["recompute_layers"].notna() & (df["recompute_layers"] < _model(args.model,
+                                                                             moe=True).layers // df["pp"])
     out.loc[part, "recompute"] = [f"full ({n} layers)" for n in df.loc[part, "recompute_layers"]]
     out["GiB/GPU"] = (df["memory_per_gpu_bytes"] / 2**30).map("{:.1f}".format)
     out["step s"] = df["step_time_s"].map("{:.2f}".format)
     out["MFU"] = df["mfu"].map("{:.0%}".format)
-    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"], df["days_high"])]
+    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"],
+                                                                          df["days_high"])]
     out["cost"] = df["cost_usd"].map("${:,.0f}".format)
     which = "plans" if args.all else "plans on the time-vs-cost front"
     _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')}):")
-
-
-def _add_output(p) -> None:
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--json", action="store_true", help="print JSON records (for scripts)")
-    g.add_argument("--csv", action="store_true", help="print CSV (for scripts)")
 
 
 def _command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
@@ -357,10 +341,12 @@ def parser() -> argparse.ArgumentParser:
     from .parallel import CP_COMMS, OFFLOADS
     from .precision import OPTIMIZERS, RECIPES
 
-    ap = argparse.ArgumentParser(prog="llmsizing", description="How many GPUs? Memory, time and cost of training "
+    ap = argparse.ArgumentParser(prog="llmsizing",
+                                 description="How many GPUs? Memory, time and cost of training "
                                  "a language model, from the library behind the book.", epilog=EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{models,gpus,memory,time,cost,plan,serve,finetune}")
+    sub = ap.add_subparsers(dest="command", required=True,
+                            metavar="{models,gpus,memory,time,cost,plan,serve,finetune}")
 
     p = sub.add_parser("models", help="the model catalogue")
     _add_output(p)
@@ -370,7 +356,8 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_gpus)
 
     p = _command(sub, "memory", "per-GPU memory of one training step",
-                 "Per-GPU memory of one training step (training_memory), the most loaded GPU of a parallel layout.")
+                 "Per-GPU memory of one training step (training_memory), the most loaded GPU of a parallel "
+                 "layout.")
     p.add_argument("model", help="a catalogue name (see `llmsizing models`) or a Hugging Face config.json")
     p.add_argument("--batch", type=integer(), required=True, help="micro-batch, sequences per GPU")
     p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
@@ -385,7 +372,8 @@ def parser() -> argparse.ArgumentParser:
     for f in ("tp", "pp", "dp"):
         p.add_argument(f"--{f}", type=integer(), default=1, help=f"{f} degree (default 1)")
     p.add_argument("--cp", type=integer(), default=1,
-                   help="context-parallel degree: each GPU holds seq/cp tokens (seq a multiple of 2 cp; default 1)")
+                   help="context-parallel degree: each GPU holds seq/cp tokens (seq a multiple of 2 cp; "
+                        "default 1)")
     p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
                    help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
     p.add_argument("--zero", type=integer(0, 3), default=0, help="ZeRO stage 0-3 over the dp group")
@@ -394,10 +382,11 @@ def parser() -> argparse.ArgumentParser:
                    help="interleaved 1F1B model chunks per pipeline rank")
     p.add_argument("--offload", default="none", choices=list(OFFLOADS))
     p.add_argument("--ep", type=integer(), default=1,
-                   help="expert-parallel degree for a mixture of experts: its routed experts split over ep of the "
-                        "layout's GPUs (ep must divide the experts and tp x cp x dp; default 1: none)")
+                   help="expert-parallel degree for a mixture of experts: its routed experts split over ep "
+                        "of the layout's GPUs (ep must divide the experts and tp x cp x dp; default 1: none)")
     p.add_argument("--expert-tp", action="store_true",
-                   help="split the routed experts by --tp as well (Megatron-LM's default; default: not split)")
+                   help="split the routed experts by --tp as well (Megatron-LM's default; "
+                        "default: not split)")
     p.add_argument("--gpu", help="say whether the total fits on this catalogue GPU")
     _add_output(p)
     p.set_defaults(func=cmd_memory)
@@ -410,9 +399,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=integer(), required=True, help="number of GPUs")
     p.add_argument("--seq", type=integer(), help="sequence length, tokens (or --stage)")
     p.add_argument("--stage", type=stage, action="append", metavar="TOKENS:SEQ[:GLOBAL_BATCH]",
-                   help="one stage of a run that changes its context (repeat, in order; replaces --tokens and "
-                        "--seq), e.g. --stage 14.8T:8192 --stage 800B:131072; with GLOBAL_BATCH (sequences) the "
-                        "stage's layout is planned: its fastest plan on at most --gpus GPUs")
+                   help="one stage of a run that changes its context (repeat, in order; replaces --tokens "
+                        "and --seq), e.g. --stage 14.8T:8192 --stage 800B:131072; with GLOBAL_BATCH "
+                        "(sequences) the stage's layout is planned: its fastest plan on at most --gpus GPUs")
     p.add_argument("--mfu", type=number(0, 1, inclusive=False),
                    help="model FLOPs utilisation, exact (default: calibrated on published runs by GPU "
                         "generation, model size and sequence length, with their range)")
@@ -420,27 +409,29 @@ def parser() -> argparse.ArgumentParser:
                    help="a whole run's GPU-hours (restarts, evaluation) rather than a steady state")
     p.add_argument("--mfu-range", type=number(0, 1, inclusive=False), nargs=2, metavar=("LOW", "HIGH"),
                    help="the MFU's range (must contain --mfu)")
-    p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
+    p.add_argument("--price", type=number(0),
+                   help="USD per GPU-hour (default: the catalogue's on-demand price)")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"],
                    help="the peak the MFU is measured against")
     p.add_argument("--recompute", default=None, choices=list(RECOMPUTE),
                    help="activation recomputation: changes the HFU and the calibrated MFU (default none)")
     p.add_argument("--recompute-layers", type=integer(0), metavar="N",
-                   help=_RECOMPUTE_LAYERS_HELP + " (without a layout the model is one chunk: 0 to its layers)")
+                   help=_RECOMPUTE_LAYERS_HELP
+                   + " (without a layout the model is one chunk: 0 to its layers)")
     _add_output(p)
     p.set_defaults(func=cmd_time)
 
     p = _command(sub, "plan", "ranked plans: GPUs, layout, days and cost",
-                 "Every layout that fits and reaches the global batch (plan), with step time, MFU, days and cost; "
-                 "by default only the time-vs-cost front.")
+                 "Every layout that fits and reaches the global batch (plan), with step time, MFU, days and "
+                 "cost; by default only the time-vs-cost front.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--tokens", type=count, help="training tokens, e.g. 1T (or --stage)")
     p.add_argument("--seq", type=integer(), help="sequence length, tokens (or --stage)")
     p.add_argument("--global-batch", type=integer(), help="sequences per optimizer step")
     p.add_argument("--stage", type=stage, action="append", metavar="TOKENS:SEQ[:GLOBAL_BATCH]",
-                   help="one stage of the run (repeat, in order; replaces --tokens and --seq; GLOBAL_BATCH defaults "
-                        "to --global-batch): each stage gets its own plan, the fastest on at most --max-gpus GPUs "
-                        "(the cheapest without --max-gpus), and the total is added up")
+                   help="one stage of the run (repeat, in order; replaces --tokens and --seq; GLOBAL_BATCH "
+                        "defaults to --global-batch): each stage gets its own plan, the fastest on at most "
+                        "--max-gpus GPUs (the cheapest without --max-gpus), and the total is added up")
     p.add_argument("--gpu", action="append", help="a catalogue GPU; repeat for several (default: H100 SXM)")
     p.add_argument("--max-gpus", type=integer(), help="largest GPU count to consider")
     p.add_argument("--deadline-days", type=number(0, inclusive=False), help="drop plans slower than this")
@@ -456,8 +447,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
                    help="the optimizer step: PyTorch's default foreach, or the fused kernel (smaller)")
     p.add_argument("--cp", type=integer(), action="append",
-                   help="a context-parallel degree to search; repeat for several (default: 1 below 16K tokens, "
-                        "powers of two up to 32 from 16K)")
+                   help="a context-parallel degree to search; repeat for several (default: 1 below 16K "
+                        "tokens, powers of two up to 32 from 16K)")
     p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
                    help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
     p.add_argument("--ep", type=integer(), action="append",
@@ -466,16 +457,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ep-overlap", type=number(0, 1), default=None,
                    help="share of the all-to-all hidden behind compute (DualPipe's; default 0)")
     p.add_argument("--no-partial-recompute", action="store_true",
-                   help="recompute every layer where only full recomputation fits (default: the fewest layers per "
-                        "pipeline stage that fit, shown as 'full (N layers)')")
+                   help="recompute every layer where only full recomputation fits (default: the fewest "
+                        "layers per pipeline stage that fit, shown as 'full (N layers)')")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)
     p.set_defaults(func=cmd_plan)
 
     p = _command(sub, "cost", "the finished job's cost on each GPU type",
-                 "The cost of the finished job on each GPU type (cost_by_gpu): each type's fewest GPUs that hold a "
-                 "step, the GPU-hours and dollars, with the MFU range; mixtures of experts too (expert parallelism).")
+                 "The cost of the finished job on each GPU type (cost_by_gpu): each type's fewest GPUs that "
+                 "hold a step, the GPU-hours and dollars, with the MFU range; mixtures of experts too "
+                 "(expert parallelism).")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T")
     p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
@@ -484,7 +476,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute", default="full", choices=list(RECOMPUTE), help="default full")
     p.add_argument("--mfu", type=number(0, 1, inclusive=False),
                    help="model FLOPs utilisation, exact (default: calibrated, with its range)")
-    p.add_argument("--max-gpus", type=integer(), default=65536, help="largest GPU count per type (default 65,536)")
+    p.add_argument("--max-gpus", type=integer(), default=65536,
+                   help="largest GPU count per type (default 65,536)")
     p.add_argument("--ep", type=integer(), action="append",
                    help="an expert-parallel degree to search for a mixture of experts; repeat for several "
                         "(default: every divisor of its routed experts)")
@@ -494,43 +487,48 @@ def parser() -> argparse.ArgumentParser:
     from .serve import ENGINES, KV_FORMATS, WEIGHT_FORMATS
 
     p = _command(sub, "serve", "GPUs to serve a load within a latency target",
-                 "The fewest GPUs (replicas x tensor parallelism x --pp stages, or replicas x --ep GPUs for a "
-                 "mixture of experts) that serve a load within an ITL and TTFT target "
-                 "(replicas_for): users via Little's law, or a request rate. Mixtures of experts are accepted: "
-                 "every expert resident, a decode step reading the experts its batch touches.")
+                 "The fewest GPUs (replicas x tensor parallelism x --pp stages, or replicas x --ep GPUs for "
+                 "a mixture of experts) that serve a load within an ITL and TTFT target "
+                 "(replicas_for): users via Little's law, or a request rate. Mixtures of experts are "
+                 "accepted: every expert resident, a decode step reading the experts its batch touches.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
     p.add_argument("--prompt", type=integer(), required=True, help="prompt tokens per request")
     p.add_argument("--output", type=integer(), required=True, help="generated tokens per request")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--users", type=integer(), help="concurrent users, each sending a request when the last ends")
+    g.add_argument("--users", type=integer(),
+                   help="concurrent users, each sending a request when the last ends")
     g.add_argument("--rps", type=number(0, inclusive=False), help="requests per second")
-    p.add_argument("--itl-ms", type=number(0, inclusive=False), required=True, help="inter-token latency target, ms")
+    p.add_argument("--itl-ms", type=number(0, inclusive=False), required=True,
+                   help="inter-token latency target, ms")
     p.add_argument("--ttft-ms", type=number(0, inclusive=False), default=1000.0,
                    help="time-to-first-token target, ms (default 1000)")
     p.add_argument("--think-s", type=number(0), default=0.0, help="seconds a user thinks between requests")
     p.add_argument("--pp", type=integer(), default=1,
                    help="pipeline-parallel stages per replica, vLLM's --pipeline-parallel-size (default 1)")
     p.add_argument("--ep", type=integer(), default=1,
-                   help="expert-parallel GPUs per replica for a mixture of experts: the routed experts split over "
-                        "them, attention in data-parallel groups of tp (DeepSeek-V3's layout; default 1: none)")
+                   help="expert-parallel GPUs per replica for a mixture of experts: the routed experts split "
+                        "over them, attention in data-parallel groups of tp (DeepSeek-V3's layout; default "
+                        "1: none)")
     p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS))
     p.add_argument("--kv-cache", default="bf16", choices=list(KV_FORMATS))
     p.add_argument("--engine", choices=list(ENGINES),
-                   help="a calibrated engine's own step overhead (default: the pooled one, and the wider stated "
-                        "range of an engine the calibration has not seen)")
-    p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
+                   help="a calibrated engine's own step overhead (default: the pooled one, and the wider "
+                        "stated range of an engine the calibration has not seen)")
+    p.add_argument("--price", type=number(0),
+                   help="USD per GPU-hour (default: the catalogue's on-demand price)")
     _add_output(p)
     p.set_defaults(func=cmd_serve)
     from .finetune import LOOPS, METHODS
     from .finetune_time import STRATEGIES
 
     p = _command(sub, "finetune", "memory, largest batch and context, time and cost of a fine-tune",
-                 "Per-GPU memory of a LoRA, QLoRA or full fine-tuning step, the largest micro-batch and context "
-                 "that fit, and the time and cost of the run (finetune_time).")
+                 "Per-GPU memory of a LoRA, QLoRA or full fine-tuning step, the largest micro-batch and "
+                 "context that fit, and the time and cost of the run (finetune_time).")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--method", choices=list(METHODS), default="lora")
-    p.add_argument("--rank", type=integer(1, 65536), default=16, help="LoRA rank (all linear layers; default 16)")
+    p.add_argument("--rank", type=integer(1, 65536), default=16,
+                   help="LoRA rank (all linear layers; default 16)")
     p.add_argument("--gpu", default="H100 SXM", help="a catalogue GPU (default: H100 SXM)")
     p.add_argument("--gpus", type=integer(1, 65536), default=1, help="number of GPUs (default 1)")
     p.add_argument("--strategy", choices=list(STRATEGIES), default="ddp",
@@ -546,10 +544,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=count, default=1e8, help="dataset tokens, e.g. 100M (default 100M)")
     p.add_argument("--epochs", type=number(0, 1e6, inclusive=False), default=1.0, help="epochs (default 1)")
     p.add_argument("--recompute", default="full", choices=list(RECOMPUTE),
-                   help="activation recomputation (default full: gradient checkpointing, as PEFT users run it)")
+                   help="activation recomputation (default full: gradient checkpointing, as PEFT users run "
+                        "it)")
     p.add_argument("--kernel-efficiency", type=number(0, 1, inclusive=False), default=None,
                    help="share of the dense peak while computing (default: calibrated per GPU)")
-    p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's on-demand price)")
+    p.add_argument("--price", type=number(0),
+                   help="USD per GPU-hour (default: the catalogue's on-demand price)")
     _add_output(p)
     p.set_defaults(func=cmd_finetune)
     return ap
@@ -565,8 +565,8 @@ def main(argv=None) -> int:
         return e.code if isinstance(e.code, int) else 2
     try:
         args.func(args)
-    except BrokenPipeError:            # `llmsizing gpus | head`: the reader left; not an error of ours (before
-        sys.stderr.close()             # OSError, of which it is a subclass)
+    except BrokenPipeError:            # `llmsizing gpus | head`: the reader left; not an error of ours
+        sys.stderr.close()             # (before OSError, of which it is a subclass)
     except (ValueError, TypeError, OSError) as e:     # OSError: a config file that cannot be read
         print(f"llmsizing {args.command}: error: {e}", file=sys.stderr)
         return 2

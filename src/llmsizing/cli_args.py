@@ -1,6 +1,7 @@
-"""The command line's argument types and output (issue 32: split out of :mod:`llmsizing.cli`): counts and numbers
-with their suffixes and separators, ``--stage``, a model by name or config file, and the table, JSON or CSV
-printer. Nothing is computed here; :mod:`llmsizing.cli` re-exports every name.
+"""The command line's argument types and output (issue 32: split out of :mod:`llmsizing.cli`): counts and
+numbers with their suffixes and separators, ``--stage``, a model by name or config file, and the table, JSON
+or CSV printer (and the table of a step's memory). Nothing is computed here; :mod:`llmsizing.cli` re-exports
+every name.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
 #: A number as the CLI reads it: digits, optionally grouped in threes by commas (``1,000,000``) or underscores
-#: (``1_000_000``), an optional fraction and exponent, and (for counts) a suffix. A comma is read as a thousands
-#: separator only when exactly three digits follow it: ``1,5T`` (a decimal comma) is refused, not read as 15T.
-_NUMBER = re.compile(r"(?P<sign>[+-])?(?P<int>[0-9]{1,3}(?:(?P<sep>[,_])[0-9]{3})(?:(?P=sep)[0-9]{3})*|[0-9]+)"
+#: (``1_000_000``), an optional fraction and exponent, and (for counts) a suffix. A comma is read as a
+#: thousands separator only when exactly three digits follow it: ``1,5T`` (a decimal comma) is refused, not
+#: read as 15T.
+_NUMBER = re.compile(r"(?P<sign>[+-])?"
+                     r"(?P<int>[0-9]{1,3}(?:(?P<sep>[,_])[0-9]{3})(?:(?P=sep)[0-9]{3})*|[0-9]+)"
                      r"(?P<frac>\.[0-9]*)?(?P<exp>e[+-]?[0-9]+)?", re.IGNORECASE)
 
 
@@ -30,8 +33,8 @@ def _refuse(text: str, what: str, example: str) -> argparse.ArgumentTypeError:
     """The error for ``text`` that is not ``what``; a misplaced comma gets its own explanation."""
     if "," in text or "_" in text:
         return argparse.ArgumentTypeError(
-            f"{text!r}: a comma (or _) is read only as a thousands separator, followed by exactly three digits "
-            f"(1,000,000); for a decimal write a point, e.g. {example}")
+            f"{text!r}: a comma (or _) is read only as a thousands separator, followed by exactly three "
+            f"digits (1,000,000); for a decimal write a point, e.g. {example}")
     return argparse.ArgumentTypeError(f"not {what}: {text!r} (write e.g. {example})")
 
 
@@ -51,9 +54,11 @@ def _finite(value: float, text: str, what: str) -> float:
 
 def count(text: str) -> float:
     """``"15.6T"``, ``"500B"``, ``"2e12"`` or ``"1,000,000"`` as a number (argparse type for token counts and
-    dollars). A comma must be a thousands separator (followed by exactly three digits): ``"1,5T"`` is refused."""
+    dollars). A comma must be a thousands separator (followed by exactly three digits): ``"1,5T"`` is
+    refused."""
     m = _parse(text, _NUMBER_SUFFIXED, "a count", "1T, 1.5T, 500B, 2e12 or 1,000,000")
-    number = ((m.group("sign") or "") + m.group("int").replace(",", "").replace("_", "") + (m.group("frac") or "")
+    number = ((m.group("sign") or "") + m.group("int").replace(",", "").replace("_",
+                                                                                "") + (m.group("frac") or "")
               + (m.group("exp") or ""))
     value = _finite(float(number) * _SUFFIX[m.group("suffix").lower()], text, "a count")
     if value <= 0:
@@ -73,7 +78,8 @@ def integer(minimum: int = 1, maximum: int | None = None):
         value = -int(digits) if m.group("sign") == "-" else int(digits)
         top = MAX_MEANINGFUL if maximum is None else maximum
         if not minimum <= value <= top:
-            allowed = f">= {minimum:,}" if maximum is None and value < minimum else f"from {minimum:,} to {top:,}"
+            allowed = (f">= {minimum:,}" if maximum is None and value < minimum
+                       else f"from {minimum:,} to {top:,}")
             raise argparse.ArgumentTypeError(f"must be an integer {allowed}, got {value:,}")
         return value
     parse.__name__ = "integer"           # argparse names the type in its own messages
@@ -81,8 +87,8 @@ def integer(minimum: int = 1, maximum: int | None = None):
 
 
 def number(minimum: float = 0.0, maximum: float | None = None, *, inclusive: bool = True):
-    """An argparse type: a finite decimal number (a point, not a comma) in range: ``minimum <= x`` (``<`` unless
-    ``inclusive``) and ``x <= maximum``."""
+    """An argparse type: a finite decimal number (a point, not a comma) in range: ``minimum <= x`` (``<``
+    unless ``inclusive``) and ``x <= maximum``."""
     def parse(text: str) -> float:
         m = _parse(text, _NUMBER, "a number", "0.4 or 1,000.5")
         value = _finite(float(m.group(0).replace(",", "").replace("_", "")), text, "a number")
@@ -100,14 +106,14 @@ def number(minimum: float = 0.0, maximum: float | None = None, *, inclusive: boo
 STAGE_FORM = "TOKENS:SEQ[:GLOBAL_BATCH], e.g. 15T:8192 or 800B:131072:128"
 
 
-_RECOMPUTE_LAYERS_HELP = ("with --recompute full: recompute only the first N layers of each model chunk (a pipeline "
-                          "stage, or 1/--virtual-stages of one), Megatron-LM's --recompute-method block "
-                          "--recompute-num-layers N")
+_RECOMPUTE_LAYERS_HELP = ("with --recompute full: recompute only the first N layers of each model chunk (a "
+                          "pipeline stage, or 1/--virtual-stages of one), Megatron-LM's --recompute-method "
+                          "block --recompute-num-layers N")
 
 
 def stage(text: str):
-    """``"15T:8192"`` or ``"800B:131072:128"`` (tokens, sequence length, optional global batch in sequences) as a
-    :class:`~llmsizing.stages.Stage` (argparse type of ``--stage``)."""
+    """``"15T:8192"`` or ``"800B:131072:128"`` (tokens, sequence length, optional global batch in sequences)
+    as a :class:`~llmsizing.stages.Stage` (argparse type of ``--stage``)."""
     from .stages import Stage
 
     parts = str(text).strip().split(":")
@@ -127,14 +133,14 @@ def stage(text: str):
 
 
 def _model(name: str, moe: bool = False):
-    """A catalogue name, or the path of a Hugging Face config.json (or of the folder that holds one). A mixture
-    of experts is refused unless ``moe=True`` (the serve command's models may be one)."""
+    """A catalogue name, or the path of a Hugging Face config.json (or of the folder that holds one). A
+    mixture of experts is refused unless ``moe=True`` (the serve command's models may be one)."""
     from .catalog import resolve_model
     from .model import Model
 
     if not name.strip():
-        raise ValueError("model: got an empty name; give a catalogue name (see `llmsizing models`) or the path "
-                         "of a Hugging Face config.json")
+        raise ValueError("model: got an empty name; give a catalogue name (see `llmsizing models`) or the "
+                         "path of a Hugging Face config.json")
     if name.endswith(".json") or "/" in name or _is_dir(name):
         return Model.from_hf_config(name)
     return resolve_model(name, moe=moe)
@@ -165,3 +171,33 @@ def _fmt_frame(df, gib_cols=(), int_cols=()):
     for c in int_cols:
         out[c] = out[c].map(lambda x: f"{x:,.0f}")
     return out
+
+
+#: How the memory table names the temporaries alive at the peak, by the phase that holds it
+#: (:func:`~llmsizing.memory.step_phases`).
+_TEMPORARIES = {"forward": "temporaries (ZeRO-3 gathered unit)", "loss backward": "loss temporaries",
+                "backward": "backward temporaries", "optimizer step": "optimizer temporaries"}
+
+
+def memory_frame(t):
+    """What is alive at the peak of the step (:attr:`~llmsizing.memory.TrainingMemory.phase_parts` of its
+    :attr:`~llmsizing.memory.TrainingMemory.peak_phase`), then the peak, the overhead and the total: the rows
+    above ``peak`` add up to it (bytes, GiB, bytes per parameter)."""
+    from .memory import _frame
+
+    phase = t.peak_phase
+    parts = t.phase_parts[phase]
+    rows = {"weights": parts["weights"], "gradients": parts["gradients"],
+            "optimizer states": parts["optimizer states"], "activations": parts["activations"]}
+    if parts["autocast copies"]:
+        rows["autocast copies"] = parts["autocast copies"]
+    rows[_TEMPORARIES[phase]] = parts["temporaries"]
+    rows.update({"peak": t.peak_bytes, "overhead": t.overhead_bytes, "total": t.total_bytes})
+    return _frame(rows, t.states.n_params)
+
+
+def _add_output(p) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true", help="print JSON records (for scripts)")
+    g.add_argument("--csv", action="store_true", help="print CSV (for scripts)")
+

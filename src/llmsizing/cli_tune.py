@@ -14,10 +14,10 @@ def cmd_serve(args) -> None:
 
     load = dict(users=args.users) if args.users is not None else dict(requests_per_s=args.rps)
     model = _model(args.model, moe=True)
-    kw = dict(prompt=args.prompt, output=args.output, weights=args.weights, kv_cache=args.kv_cache, pp=args.pp,
-              ep=args.ep, engine=args.engine)
-    plan = replicas_for(model, args.gpu, itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3, think_s=args.think_s,
-                        price_usd_per_gpu_hour=args.price, **kw, **load)
+    kw = dict(prompt=args.prompt, output=args.output, weights=args.weights, kv_cache=args.kv_cache,
+              pp=args.pp, ep=args.ep, engine=args.engine)
+    plan = replicas_for(model, args.gpu, itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3,
+                        think_s=args.think_s, price_usd_per_gpu_hour=args.price, **kw, **load)
     # the stated range of the plan's ITL (chapter 15): wider for an engine the calibration has not seen
     rng = serving_range(model, args.gpu, tp=plan.tp, batch=plan.batch, **kw).itl_s
     df = plan.to_frame().T.reset_index(drop=True)
@@ -26,12 +26,14 @@ def cmd_serve(args) -> None:
         _emit(df, args)
         return
     s = plan.serving
-    layout = f"{plan.replicas:,} x " + (f"ep={s.ep} (tp={plan.tp} attention groups)" if s.ep > 1 else f"tp={plan.tp}") \
+    layout = f"{plan.replicas:,} x " + (f"ep={s.ep} (tp={plan.tp} attention groups)" if s.ep > 1
+                                        else f"tp={plan.tp}") \
         + (f" x pp={s.pp}" if s.pp > 1 else "")
     out = {"GPUs": f"{plan.gpus:,}", "layout": layout, "batch": f"{plan.batch:,}",
            "TTFT ms": f"{s.ttft_s * 1e3:,.1f}", "ITL ms": f"{s.itl_s * 1e3:,.1f}",
            "ITL stated range ms": f"{rng[0] * 1e3:,.1f}-{rng[1] * 1e3:,.1f}",
-           "requests/s": f"{plan.requests_per_s:,.2f}", "capacity requests/s": f"{plan.capacity_requests_per_s:,.2f}",
+           "requests/s": f"{plan.requests_per_s:,.2f}",
+           "capacity requests/s": f"{plan.capacity_requests_per_s:,.2f}",
            "tokens/s/GPU": f"{s.output_tokens_per_s_per_gpu:,.0f}", "$/hour": f"${plan.usd_per_hour:,.2f}",
            "$/M output tokens": f"${s.usd_per_million_output_tokens:,.3f}"}
     import pandas as pd
@@ -68,7 +70,8 @@ def cmd_finetune(args) -> None:
     adapter = 0.0 if args.method == "full" else adapter_checkpoint_bytes(model, rank=args.rank)
     row = {**t.to_dict(), "rank": args.rank, "recompute": args.recompute,
            "memory_per_gpu_bytes": m.total_bytes, "gpu_memory_bytes": float(g.memory_bytes),
-           "fits": bool(m.total_bytes <= 0.9 * g.memory_bytes), "max_batch": largest_batch, "max_seq": largest_seq,
+           "fits": bool(m.total_bytes <= 0.9 * g.memory_bytes), "max_batch": largest_batch,
+           "max_seq": largest_seq,
            "adapter_checkpoint_bytes": adapter, "loop": args.loop, "assumes": m.assumes}
     if args.json or args.csv:
         _emit(pd.DataFrame([row]).set_index("model"), args)
@@ -86,7 +89,8 @@ def cmd_finetune(args) -> None:
                       f"{t.kernel_efficiency:.0%}",
         "time": f"{t.hours:,.1f} hours ({t.days:,.2f} days), {t.steps:,} steps" + (
             "" if t.hours_range is None else
-            f"; stated range {t.hours_range[0]:,.1f}-{t.hours_range[1]:,.1f} hours (published runs, chapter 16)"),
+            f"; stated range {t.hours_range[0]:,.1f}-{t.hours_range[1]:,.1f} hours (published runs, chapter "
+            "16)"),
         "cost": f"{t.gpu_hours:,.1f} GPU-hours x ${t.price_usd_per_gpu_hour:.2f} = ${t.cost_usd:,.2f}",
     }
     if args.method != "full":

@@ -1,21 +1,23 @@
-"""Fine-tuning memory: full fine-tuning, LoRA and QLoRA on the GPU you have (Part IV, "Fine-tuning on a budget").
+"""Fine-tuning memory: full fine-tuning, LoRA and QLoRA on the GPU you have (Part IV, "Fine-tuning on a
+budget").
 
 Sources:
 
 * LoRA (Hu et al. 2021): a frozen weight ``W`` (``d_out x d_in``) gets a trainable ``B A`` with ``A`` of
-  ``r x d_in`` and ``B`` of ``d_out x r``: ``r (d_in + d_out)`` parameters per adapted matrix. Targets are named
-  as PEFT users name them (``q_proj`` ... ``down_proj``, or the short ``q`` ... ``down``), or ``"all-linear"``
-  (:data:`ALL_LINEAR`, the default): PEFT's shorthand for every ``nn.Linear``/``Conv1D`` of the model except the
-  output layer (``peft/tuners/tuners_utils.py``, ``_maybe_include_all_linear_layers``), that is every matrix of
-  the blocks the model has: no ``gate`` without a gated MLP (GPT-2, OPT, BLOOM, Falcon, MPT), and one fused
-  ``qkv`` matrix where the model has one (:attr:`Model.fused_qkv <llmsizing.model.Model.fused_qkv>`: GPT-2's
-  ``c_attn``, ``r (h + 3h)`` parameters, not three adapters). With grouped-query attention ``k_proj`` and
-  ``v_proj`` are ``kv_heads x head_dim`` wide, which the count respects. PEFT keeps the adapters in fp32 when the
-  base is 16-bit (``autocast_adapter_dtype=True``, its default).
+  ``r x d_in`` and ``B`` of ``d_out x r``: ``r (d_in + d_out)`` parameters per adapted matrix. Targets are
+  named as PEFT users name them (``q_proj`` ... ``down_proj``, or the short ``q`` ... ``down``), or
+  ``"all-linear"`` (:data:`ALL_LINEAR`, the default): PEFT's shorthand for every ``nn.Linear``/``Conv1D`` of
+  the model except the output layer (``peft/tuners/tuners_utils.py``, ``_maybe_include_all_linear_layers``),
+  that is every matrix of the blocks the model has: no ``gate`` without a gated MLP (GPT-2, OPT, BLOOM,
+  Falcon, MPT), and one fused ``qkv`` matrix where the model has one
+  (:attr:`Model.fused_qkv <llmsizing.model.Model.fused_qkv>`: GPT-2's ``c_attn``, ``r (h + 3h)`` parameters,
+  not three adapters). With grouped-query attention ``k_proj`` and ``v_proj`` are ``kv_heads x head_dim``
+  wide, which the count respects. PEFT keeps the adapters in fp32 when the base is 16-bit
+  (``autocast_adapter_dtype=True``, its default).
 * QLoRA (Dettmers et al. 2023): the frozen linear layers of the blocks in nf4 with double quantisation (4.127
-  bits per weight, :data:`~llmsizing.precision.DTYPE_BYTES`), embeddings, LM head and norms left in 16 bits, as
-  bitsandbytes and PEFT leave them (:func:`~llmsizing.inference.weights_bytes`); each matrix is dequantised to
-  16 bits for its matmul, so one 16-bit copy of the largest block matrix is alive while a layer computes.
+  bits per weight, :data:`~llmsizing.precision.DTYPE_BYTES`), embeddings, LM head and norms left in 16 bits,
+  as bitsandbytes and PEFT leave them (:func:`~llmsizing.inference.weights_bytes`); each matrix is dequantised
+  to 16 bits for its matmul, so one 16-bit copy of the largest block matrix is alive while a layer computes.
 * Frozen weights need no gradients and no optimizer states: only the adapters carry them (4-byte gradients,
   the optimizer's states for ``r (d_in + d_out)`` numbers each; ``"adamw-8bit"`` quantises them as
   bitsandbytes does; Adafactor keeps its factored second moment, a row and a column vector per matrix:
@@ -25,15 +27,16 @@ Sources:
   ``paged_optimizer=True`` they are counted on the host, and only one tensor's states on the GPU during the
   step (:func:`finetune_memory`).
 
-The peak follows :func:`~llmsizing.memory.training_memory`'s phases exactly (:func:`~llmsizing.memory.step_phases`),
-with the adapters as the trainable states. Activations: the base model's
-(:func:`~llmsizing.activations.activation_memory`, the same stack, attention and recomputation) less what a
-frozen model does not save (a frozen linear layer or norm weight needs no input for a weight gradient), plus
-what the adapters save. Against real PEFT LoRA steps (``data/lora_step_measurements.csv``, chapter 16) the
-adapters' saved bytes are exact and the step's peak within 1%. So are the steps with ``lora_dropout``, once the
-dropout's mask is counted as the CPU keeps it (PyTorch's CPU dropout keeps its noise in the input's dtype, fp32
-for the adapters' input, where a GPU's ``native_dropout`` keeps a 1-byte mask: ``mask_bytes=4``) and only where
-the input needs a gradient (not for the first layer's q, k and v, whose input comes from the frozen embedding).
+The peak follows :func:`~llmsizing.memory.training_memory`'s phases exactly
+(:func:`~llmsizing.memory.step_phases`), with the adapters as the trainable states. Activations: the base
+model's (:func:`~llmsizing.activations.activation_memory`, the same stack, attention and recomputation) less
+what a frozen model does not save (a frozen linear layer or norm weight needs no input for a weight gradient),
+plus what the adapters save. Against real PEFT LoRA steps (``data/lora_step_measurements.csv``, chapter 16)
+the adapters' saved bytes are exact and the step's peak within 1%. So are the steps with ``lora_dropout``,
+once the dropout's mask is counted as the CPU keeps it (PyTorch's CPU dropout keeps its noise in the input's
+dtype, fp32 for the adapters' input, where a GPU's ``native_dropout`` keeps a 1-byte mask: ``mask_bytes=4``)
+and only where the input needs a gradient (not for the first layer's q, k and v, whose input comes from the
+frozen embedding).
 """
 
 from __future__ import annotations
@@ -93,8 +96,9 @@ def block_matrices(model: Model | str) -> dict[str, tuple[int, int]]:
 
 
 def _check_target_names(targets) -> None:
-    """Refuse ``targets`` that name no block matrix of any model (a typo), without asking whether this model has
-    them: full fine-tuning does not read them, and ``"gate"`` must not fail there on a model without a gate."""
+    """Refuse ``targets`` that name no block matrix of any model (a typo), without asking whether this model
+    has them: full fine-tuning does not read them, and ``"gate"`` must not fail there on a model without a
+    gate."""
     if isinstance(targets, str) and targets.lower() == ALL_LINEAR:
         return
     known = set(TARGETS) | set(TARGETS.values())
@@ -102,8 +106,8 @@ def _check_target_names(targets) -> None:
         if not isinstance(t, str):
             raise TypeError(f"targets must be names such as 'q' or 'q_proj', got {type(t).__name__} {t!r}")
         if t not in known:
-            raise ValueError(f"unknown LoRA target {t!r}: targets are {', '.join(TARGETS)} (or their PEFT names "
-                             f"{', '.join(TARGETS.values())}), or {ALL_LINEAR!r}")
+            raise ValueError(f"unknown LoRA target {t!r}: targets are {', '.join(TARGETS)} (or their PEFT "
+                             f"names {', '.join(TARGETS.values())}), or {ALL_LINEAR!r}")
 
 
 def _target_shapes(model: Model, targets) -> dict[str, tuple[int, int]]:
@@ -124,8 +128,8 @@ def _target_shapes(model: Model, targets) -> dict[str, tuple[int, int]]:
             name = "qkv_proj"
         if name not in shapes:
             raise ValueError(f"unknown LoRA target {t!r} for {model.name}: valid targets are "
-                             f"{', '.join(valid)} (or their PEFT names {', '.join(TARGETS[k] for k in valid)}), or "
-                             f"{ALL_LINEAR!r}")
+                             f"{', '.join(valid)} (or their PEFT names "
+                             f"{', '.join(TARGETS[k] for k in valid)}), or {ALL_LINEAR!r}")
         out[name] = shapes[name]
     if parts and len(parts) < 3:
         raise ValueError(f"targets {list(items)!r}: {model.name} has one fused q, k, v matrix (fused_qkv, as "
@@ -136,9 +140,10 @@ def _target_shapes(model: Model, targets) -> dict[str, tuple[int, int]]:
 #: For the first layer with dropout: the adapted matrices upstream of each one's input within a block. The
 #: first layer's q, k and v read the first norm's output of the frozen embedding, which needs no gradient, so
 #: their dropout keeps no mask; o's input needs one once q, k or v is adapted, and so on down the block.
-#: This assumes the embedding's output needs no gradient, as in a plain PEFT model; ``enable_input_require_grads()``
-#: (which PEFT's ``prepare_model_for_kbit_training`` calls) makes it need one, and then the first layer keeps
-#: its masks too: ``tokens x d_in x mask_bytes`` more for each of those matrices, in one layer.
+#: This assumes the embedding's output needs no gradient, as in a plain PEFT model;
+#: ``enable_input_require_grads()`` (which PEFT's ``prepare_model_for_kbit_training`` calls) makes it need
+#: one, and then the first layer keeps its masks too: ``tokens x d_in x mask_bytes`` more for each of those
+#: matrices, in one layer.
 _ATTN_IN = ("q_proj", "k_proj", "v_proj", "qkv_proj")
 _UPSTREAM = {"q_proj": (), "k_proj": (), "v_proj": (), "qkv_proj": (), "o_proj": _ATTN_IN,
              "gate_proj": (*_ATTN_IN, "o_proj"), "up_proj": (*_ATTN_IN, "o_proj"),
@@ -149,25 +154,27 @@ def _adapter_saved_bytes(shapes: dict, *, tokens: int, rank: int, act_bytes: flo
                          first_layer: bool = False, mask_bytes: float = DROPOUT_MASK_BYTES,
                          adapter_bytes: float = 4.0) -> float:
     """What one layer's adapters save for the backward beyond the frozen base (PEFT's LoRA forward,
-    ``B(A(dropout(x.to(adapter dtype))))``, fp32 adapters): ``A``'s fp32 output per adapted matrix, and its input:
+    ``B(A(dropout(x.to(adapter dtype))))``, fp32 adapters): ``A``'s fp32 output per adapted matrix, and its
+    input:
 
     * with dropout, per matrix, the fp32 dropout output (``A``'s input) and, where the matrix's input needs a
       gradient, the dropout's mask (``mask_bytes`` per number, 1 on a GPU:
-      :data:`~llmsizing.activations.DROPOUT_MASK_BYTES`). Every input needs one except, in the ``first_layer``,
-      those with no adapted matrix upstream in the block (``_UPSTREAM``);
+      :data:`~llmsizing.activations.DROPOUT_MASK_BYTES`). Every input needs one except, in the
+      ``first_layer``, those with no adapted matrix upstream in the block (``_UPSTREAM``);
     * else, where the base's dtype differs from the adapters' (``adapter_bytes``), per matrix the cast copy of
       its input;
     * else (same dtype: no cast) the input itself, once per distinct input (q, k and v share the first norm's
       output, gate and up the second's), except o_proj's, which attention saves anyway.
 
-    Measured to the byte in ``data/lora_step_measurements.csv`` (``saved_lora_only_bytes``; with dropout on the
-    CPU, ``mask_bytes=4``)."""
+    Measured to the byte in ``data/lora_step_measurements.csv`` (``saved_lora_only_bytes``; with dropout on
+    the CPU, ``mask_bytes=4``)."""
     ab = adapter_bytes            # (bf16 adapters: 2, and no cast of a bf16 input)
     a_out = sum(tokens * rank * ab for _ in shapes)
     if dropout:
         def needs_grad(name):
             return not first_layer or any(u in shapes for u in _UPSTREAM.get(name, ()))
-        return a_out + sum(tokens * d_in * (ab + mask_bytes * needs_grad(name)) for name, (_, d_in) in shapes.items())
+        return a_out + sum(tokens * d_in * (ab + mask_bytes * needs_grad(name)) for name,
+                           (_, d_in) in shapes.items())
     if act_bytes != ab:
         return a_out + sum(tokens * d_in * ab for _, d_in in shapes.values())
     groups = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "qkv_proj": "attn_in",
@@ -177,12 +184,13 @@ def _adapter_saved_bytes(shapes: dict, *, tokens: int, rank: int, act_bytes: flo
 
 
 def lora_params(model: Model | str, *, rank: int = 16, targets=ALL_LINEAR) -> int:
-    """Trainable parameters LoRA adds: ``rank x (d_in + d_out)`` per adapted matrix and layer (Hu et al. 2021),
-    what PEFT's ``print_trainable_parameters()`` reports for a model built from the same config. ``targets``
-    defaults to ``"all-linear"``: every matrix the model's blocks have (module docstring)."""
+    """Trainable parameters LoRA adds: ``rank x (d_in + d_out)`` per adapted matrix and layer (Hu et al.
+    2021), what PEFT's ``print_trainable_parameters()`` reports for a model built from the same config.
+    ``targets`` defaults to ``"all-linear"``: every matrix the model's blocks have (module docstring)."""
     model = resolve_model(model)
     rank = check_int("rank", rank, maximum=65536)
-    return model.layers * sum(rank * (d_out + d_in) for d_out, d_in in _target_shapes(model, targets).values())
+    return model.layers * sum(rank * (d_out + d_in) for d_out, d_in in _target_shapes(model,
+                                                                                      targets).values())
 
 
 @dataclass(frozen=True)
@@ -252,10 +260,10 @@ def _assumptions(method: str, loop: str, kbit_prep: bool, recast: bool, adapter_
 def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16, alpha: float | None = None,
                     targets=ALL_LINEAR,
                     optimizer: str = "adamw", batch: int, seq: int, recompute: str = "none",
-                    attention: str = "flash", stack: str = "hf", lora_dropout: bool = False, grad_accum: int = 1,
-                    dtype: str = "bf16", parallel=None, overhead_bytes: float | None = None,
-                    mask_bytes: float = DROPOUT_MASK_BYTES, adapter_dtype: str = "fp32",
-                    paged_optimizer: bool = False, kbit_prep: bool | None = None,
+                    attention: str = "flash", stack: str = "hf", lora_dropout: bool = False,
+                    grad_accum: int = 1, dtype: str = "bf16", parallel=None,
+                    overhead_bytes: float | None = None, mask_bytes: float = DROPOUT_MASK_BYTES,
+                    adapter_dtype: str = "fp32", paged_optimizer: bool = False, kbit_prep: bool | None = None,
                     recast_embeddings: bool = False, loop: str = "trainer") -> FinetuneMemory:
     """Memory of one fine-tuning step on one GPU, with the same peak semantics as
     :func:`~llmsizing.memory.training_memory` (its phases, its allowance).
@@ -263,15 +271,15 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     ``method="full"`` is :func:`~llmsizing.memory.training_memory` itself (bf16 mixed precision; ``parallel``
     for ZeRO/FSDP and offload). ``"lora"`` freezes the bf16 base and trains ``rank``-``r`` adapters on
     ``targets`` (default ``"all-linear"``: every matrix the model's blocks have, as PEFT's shorthand; for
-    ``"full"`` only checked for typos, since every weight trains) (``dtype="fp32"`` for a base kept in fp32, as
-    the book's CPU measurements run it); ``"qlora"``
+    ``"full"`` only checked for typos, since every weight trains) (``dtype="fp32"`` for a base kept in fp32,
+    as the book's CPU measurements run it); ``"qlora"``
     stores the base's block matrices in nf4 (module docstring). ``lora_dropout=True``
     adds the dropout's saved output and mask per adapted matrix (PEFT's ``lora_dropout > 0``): the mask is
     ``mask_bytes`` per number, as in :func:`~llmsizing.activations.activation_memory` (1 on a GPU; on the CPU,
-    PyTorch keeps the noise in the input's dtype, fp32 for PEFT's adapters: 4), and is not kept where the input
-    needs no gradient (the first layer's q, k and v). ``alpha`` (PEFT's
-    ``lora_alpha``) scales the adapters' update by ``alpha / rank`` and costs no memory; it is accepted and checked.
-    ``recompute="full"``
+    PyTorch keeps the noise in the input's dtype, fp32 for PEFT's adapters: 4), and is not kept where the
+    input needs no gradient (the first layer's q, k and v). ``alpha`` (PEFT's
+    ``lora_alpha``) scales the adapters' update by ``alpha / rank`` and costs no memory; it is accepted and
+    checked. ``recompute="full"``
     is gradient checkpointing as PEFT users enable it (``gradient_checkpointing_enable()``). Taught in the
     fine-tuning chapter; checked against PEFT's counts and measured LoRA steps.
 
@@ -287,15 +295,15 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     most recipes run, the others are off by default (:data:`QLORA_SCRIPT` turns them all on, as the script
     runs):
 
-    * ``adapter_dtype="bf16"``: the adapters (and their gradients) in bf16, as the script's ``--bf16`` casts them;
-      their optimizer states stay fp32 (bitsandbytes' 32-bit optimizers keep fp32 states for 16-bit
+    * ``adapter_dtype="bf16"``: the adapters (and their gradients) in bf16, as the script's ``--bf16`` casts
+      them; their optimizer states stay fp32 (bitsandbytes' 32-bit optimizers keep fp32 states for 16-bit
       parameters), and they save their bf16 input itself, not an fp32 copy.
     * ``paged_optimizer=True`` (bitsandbytes' ``paged_adamw_32bit``): the optimizer states live in unified
       memory that the driver evicts to the host while the forward and backward need the GPU. Assumed here (the
-      least the GPU must hold): they all live on the host (``host_bytes`` reports them), and the optimizer step,
-      which bitsandbytes runs one tensor at a time (fused: no ``foreach`` temporaries), pages in the states of
-      one tensor, the largest adapter matrix's. With free memory the driver leaves more of them on the GPU; they
-      are evicted again when the next forward needs the room.
+      least the GPU must hold): they all live on the host (``host_bytes`` reports them), and the optimizer
+      step, which bitsandbytes runs one tensor at a time (fused: no ``foreach`` temporaries), pages in the
+      states of one tensor, the largest adapter matrix's. With free memory the driver leaves more of them on
+      the GPU; they are evicted again when the next forward needs the room.
     * ``kbit_prep`` (default ``None``: ``True`` for ``"qlora"``, the only method it applies to; the QLoRA
       script and most QLoRA recipes call it, so the default sizes what they run; ``False`` for a bare PEFT
       model): PEFT's ``prepare_model_for_kbit_training`` (peft 0.21, ``peft/utils/other.py``) casts every
@@ -312,14 +320,15 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
       measured.
 
     The HF loss (``stack="hf"``) upcasts the logits to fp32: 4 bytes per logit saved by ``log_softmax`` and 8
-    more in its backward (:data:`~llmsizing.memory.LOSS_BACKWARD_BYTES_PER_LOGIT`), measured at long context and
-    a 128K vocabulary in ``data/loss_logits_measurements.csv``.
+    more in its backward (:data:`~llmsizing.memory.LOSS_BACKWARD_BYTES_PER_LOGIT`), measured at long context
+    and a 128K vocabulary in ``data/loss_logits_measurements.csv``.
     """
     from .activations import activation_memory, layer_terms
 
     model = resolve_model(model)
     method = check_choice("method", method, METHODS)
-    batch, seq, grad_accum = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
+    batch, seq, grad_accum = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum",
+                                                                                         grad_accum)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_bool("lora_dropout", lora_dropout)
     mask_bytes = check_number("mask_bytes", mask_bytes, minimum=0.0)    # (as activation_memory checks it)
@@ -333,23 +342,26 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     recast_embeddings = check_bool("recast_embeddings", recast_embeddings)
     loop = check_choice("loop", loop, LOOPS)
     if kbit_prep and method != "qlora":
-        raise ValueError(f"kbit_prep=True with method={method!r}: prepare_model_for_kbit_training is for a quantised "
-                         "base (method='qlora'); on a 16-bit base it would cast every weight to fp32")
+        raise ValueError(f"kbit_prep=True with method={method!r}: prepare_model_for_kbit_training is for a "
+                         "quantised base (method='qlora'); on a 16-bit base it would cast every weight to "
+                         "fp32")
     if recast_embeddings and not kbit_prep:
         raise ValueError(f"recast_embeddings=True with kbit_prep={kbit_prep!r}, method={method!r}: it undoes "
                          "part of prepare_model_for_kbit_training (qlora.py's casts after it); give "
                          "method='qlora' with kbit_prep=True")
     notes = _assumptions(method, loop, kbit_prep, recast_embeddings, adapter_dtype, paged_optimizer)
     if method == "full" and (adapter_dtype != "fp32" or paged_optimizer):
-        raise ValueError(f"adapter_dtype={adapter_dtype!r}, paged_optimizer={paged_optimizer!r}: these options are "
-                         "for LoRA/QLoRA adapters; full fine-tuning takes precision and parallel via training_memory")
-    if alpha is not None:     # LoRA's scale alpha / r changes the update, not a byte of memory: checked, unused
+        raise ValueError(f"adapter_dtype={adapter_dtype!r}, paged_optimizer={paged_optimizer!r}: these "
+                         "options are for LoRA/QLoRA adapters; full fine-tuning takes precision and parallel "
+                         "via training_memory")
+    # LoRA's scale alpha / r changes the update, not a byte of memory: checked, unused
+    if alpha is not None:
         check_number("alpha", alpha, allow_equal=False)
     if method == "full":         # every weight trains: the targets are not read, only checked for typos
         _check_target_names(targets)
         t = training_memory(model, batch=batch, seq=seq, precision="bf16-mixed", optimizer=optimizer,
-                            attention=attention, recompute=recompute, grad_accum=grad_accum, parallel=parallel,
-                            overhead_bytes=overhead_bytes, stack=stack)
+                            attention=attention, recompute=recompute, grad_accum=grad_accum,
+                            parallel=parallel, overhead_bytes=overhead_bytes, stack=stack)
         kept, peak, overhead = 0.0, t.peak_bytes, t.overhead_bytes
         if loop == "keep_output":       # the bf16 logits, alive in every phase: the peak phase stays the peak
             if parallel is not None and (parallel.tp, parallel.pp, parallel.cp) != (1, 1, 1):
@@ -359,8 +371,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
             kept = batch * seq * model.vocab * DTYPE_BYTES["bf16"]
             peak = t.peak_bytes + kept
             overhead = default_overhead_bytes(peak) if overhead_bytes is None else overhead_bytes
-        return FinetuneMemory("full", model.n_params, 0.0, t.weights_bytes, t.gradients_bytes, t.optimizer_bytes,
-                              t.activations_bytes, peak, overhead, t.peak_phase,
+        return FinetuneMemory("full", model.n_params, 0.0, t.weights_bytes, t.gradients_bytes,
+                              t.optimizer_bytes, t.activations_bytes, peak, overhead, t.peak_phase,
                               host_bytes=t.states.host_bytes, loop=loop, kept_output_bytes=kept,
                               assumptions=notes)
     if parallel is not None:
@@ -388,22 +400,25 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     host = opt_states if paged_optimizer else 0.0
     states = ModelStates(trainable, adapter_dtype, optimizer, base + adapter_w, adapter_g, 0.0,
                          0.0 if paged_optimizer else opt_states, host_bytes=host)
-    acts = activation_memory(model, batch=batch, seq=seq, dtype=dtype, attention=attention, recompute=recompute,
-                             stack=stack)
+    acts = activation_memory(model, batch=batch, seq=seq, dtype=dtype, attention=attention,
+                             recompute=recompute, stack=stack)
     tokens = batch * seq
     act_bytes = DTYPE_BYTES[dtype]
     h, f = model.hidden, model.ffn_hidden
     # a frozen linear layer keeps no input (only its weight gradient would need it), nor does a frozen norm's
     # multiply by its weight: per layer the two norms' normalised values and outputs (4h) and the down
-    # projection's input (f), plus the final norm's two (2h), are not saved. With it the predicted peak is within
-    # 1.5% of every measured step without dropout in data/lora_step_measurements.csv (tests/test_finetune.py)
+    # projection's input (f), plus the final norm's two (2h), are not saved. With it the predicted peak is
+    # within 1.5% of every measured step without dropout in data/lora_step_measurements.csv
+    # (tests/test_finetune.py)
     layer_saving = tokens * act_bytes * (4 * h + f)
     head_saving = tokens * act_bytes * 2 * h                          # the final norm's, before the LM head
     kw = dict(tokens=tokens, rank=rank, act_bytes=act_bytes, dropout=lora_dropout, mask_bytes=mask_bytes,
               adapter_bytes=ab)
     layer_adapters = _adapter_saved_bytes(shapes, **kw)
-    first_layer_less = layer_adapters - _adapter_saved_bytes(shapes, first_layer=True, **kw)   # (no mask there)
-    if recompute == "full":       # layers keep only their inputs; the one rebuilt in the backward holds the rest
+    # (no mask there)
+    first_layer_less = layer_adapters - _adapter_saved_bytes(shapes, first_layer=True, **kw)
+    # layers keep only their inputs; the one rebuilt in the backward holds the rest
+    if recompute == "full":
         # after kbit_prep the residual stream is fp32 (the fp32 embedding feeds it): 4-byte checkpoints; with
         # the embedding recast to bf16 the first layer's input is bf16, and its fp32 norms make the rest fp32
         fp32_layers = (model.layers - 1 if recast_embeddings else model.layers) if kbit_prep else 0
@@ -418,15 +433,16 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
                        logits_bytes=acts.logits_bytes - head_saving)
     largest = max(d_out * d_in for d_out, d_in in block_matrices(model).values())
     dequant = 2.0 * largest if method == "qlora" else 0.0     # the 16-bit copy of the matrix being multiplied
-    working = LAYER_WORKING_SET * (sum(layer_terms(model, batch=batch, seq=seq, dtype=dtype, attention=attention,
-                                                   stack=stack).values()))
+    working = LAYER_WORKING_SET * (sum(layer_terms(model, batch=batch, seq=seq, dtype=dtype,
+                                                   attention=attention, stack=stack).values()))
     loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * tokens * model.vocab
     opt_tmp = 8.0 * trainable if optimizer in ("adam", "adamw") else 0.0   # foreach temporaries, fp32 states
-    if paged_optimizer:           # one tensor's states paged in at a time (fused per tensor: no foreach temporaries)
+    # one tensor's states paged in at a time (fused per tensor: no foreach temporaries)
+    if paged_optimizer:
         opt_tmp = opt_states / trainable * rank * max(max(d) for d in shapes.values())
-    pieces = step_phases(states, acts, grad_accum=grad_accum, autocast_bytes=prep["head_copy"], loss_bytes=loss,
-                         optimizer_bytes=opt_tmp, layer_working_bytes=working, head_grad_bytes=0.0,
-                         head_copy_bytes=prep["head_copy"], gathered_bytes=dequant)
+    pieces = step_phases(states, acts, grad_accum=grad_accum, autocast_bytes=prep["head_copy"],
+                         loss_bytes=loss, optimizer_bytes=opt_tmp, layer_working_bytes=working,
+                         head_grad_bytes=0.0, head_copy_bytes=prep["head_copy"], gathered_bytes=dequant)
     # a loop that keeps the model's output holds its logits in every phase: the 16-bit LM head's output
     # (QLoRA's under autocast; a LoRA base's own dtype, fp32 for an fp32 base: HF's .float() is then the
     # tensor itself)
@@ -443,11 +459,11 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
 
 
 def kbit_prep_bytes(model: Model | str) -> dict[str, float]:
-    """What PEFT's ``prepare_model_for_kbit_training`` adds to a QLoRA model (peft 0.21): ``"weights"``, 2 more
-    bytes for every parameter it casts from 16 bits to fp32 (all but the blocks' nf4 matrices: embeddings, LM
-    head, norms and biases), and ``"head_copy"``, the bf16 copy of the now-fp32 LM head that its matmul saves
-    under autocast (2 bytes per LM-head weight; with tied embeddings the shared matrix). Measured in
-    ``data/loss_logits_measurements.csv`` (mode ``nf4-kbit``)."""
+    """What PEFT's ``prepare_model_for_kbit_training`` adds to a QLoRA model (peft 0.21): ``"weights"``, 2
+    more bytes for every parameter it casts from 16 bits to fp32 (all but the blocks' nf4 matrices:
+    embeddings, LM head, norms and biases), and ``"head_copy"``, the bf16 copy of the now-fp32 LM head that
+    its matmul saves under autocast (2 bytes per LM-head weight; with tied embeddings the shared matrix).
+    Measured in ``data/loss_logits_measurements.csv`` (mode ``nf4-kbit``)."""
     model = resolve_model(model)
     quantised = sum(shape[0] * shape[1] * k for comp, _, shape, k in model.tensors()
                     if comp in ("attention", "mlp") and len(shape) == 2)
@@ -498,8 +514,8 @@ def max_batch(model: Model | str, gpu, *, method: str = "lora", seq: int, usable
 
 
 def _largest(fits, limit: int) -> int:
-    """The largest ``n`` in ``1..limit`` with ``fits(n)`` (0 if not even 1), for a ``fits`` that stays false once
-    false (the total grows with the batch and with the sequence): a bisection."""
+    """The largest ``n`` in ``1..limit`` with ``fits(n)`` (0 if not even 1), for a ``fits`` that stays false
+    once false (the total grows with the batch and with the sequence): a bisection."""
     if not fits(1):
         return 0
     lo, hi = 1, limit
@@ -511,10 +527,10 @@ def _largest(fits, limit: int) -> int:
     return lo
 
 
-def max_context(model: Model | str, gpu, *, method: str = "qlora", batch: int = 1, usable_fraction: float = 0.9,
-                limit: int = 2**20, **kw) -> int:
-    """The longest sequence (tokens, with ``batch`` sequences per step) whose :func:`finetune_memory` total fits
-    in ``usable_fraction`` of ``gpu``'s memory (0 if not one token fits), by the same bisection as
+def max_context(model: Model | str, gpu, *, method: str = "qlora", batch: int = 1,
+                usable_fraction: float = 0.9, limit: int = 2**20, **kw) -> int:
+    """The longest sequence (tokens, with ``batch`` sequences per step) whose :func:`finetune_memory` total
+    fits in ``usable_fraction`` of ``gpu``'s memory (0 if not one token fits), by the same bisection as
     :func:`max_batch`; ``kw`` as for :func:`finetune_memory`. Long-context fine-tuning wants
     ``recompute="full"`` and ``stack="hf"`` (the HF loss's fp32 logits, 12 bytes per logit at the loss's
     backward, are what grows fastest at a 128K vocabulary); compared with published maxima in chapter 16

@@ -1,8 +1,8 @@
 """LoRA/QLoRA (and full fine-tuning) memory over several GPUs (chapter 16; issue 22), split out of
 :mod:`llmsizing.finetune_time` (issue 32), which re-exports every name: the per-GPU memory of a DDP, FSDP or
-ZeRO-3 fine-tune, the unit FSDP gathers, and the longest sequence and largest micro-batch that fit. The time of
-the step, its collectives and the calibration are :mod:`llmsizing.finetune_time`'s; a step's memory on one GPU is
-:mod:`llmsizing.finetune`'s.
+ZeRO-3 fine-tune, the unit FSDP gathers, and the longest sequence and largest micro-batch that fit. The time
+of the step, its collectives and the calibration are :mod:`llmsizing.finetune_time`'s; a step's memory on one
+GPU is :mod:`llmsizing.finetune`'s.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def _base_dtype(method: str) -> str:
 class ShardedFinetuneMemory:
     """Per-GPU memory of LoRA/QLoRA (or full fine-tuning) on ``n_gpus`` with ``strategy``
     (:func:`finetune_memory_per_gpu`): ``single`` is the one-GPU :class:`~llmsizing.finetune.FinetuneMemory`
-    it starts from, ``sharded_bytes`` what sharding removes from each GPU, ``gathered_bytes`` the unit gathered
-    in full while it computes."""
+    it starts from, ``sharded_bytes`` what sharding removes from each GPU, ``gathered_bytes`` the unit
+    gathered in full while it computes."""
 
     strategy: str
     n_gpus: int
@@ -54,23 +54,23 @@ class ShardedFinetuneMemory:
 def gathered_unit_bytes(model: Model | str, method: str = "lora") -> float:
     """Bytes FSDP/ZeRO-3 gathers for one unit of a frozen base: the larger of one block's matrices in the
     method's storage format (nf4 for QLoRA, bf16 for LoRA) and the embedding (or LM head) matrix, which
-    bitsandbytes leaves in bf16. No gradient is gathered with it: the base is frozen. (Full fine-tuning's unit,
-    with its gradient, is :func:`~llmsizing.memory.zero3_gathered_bytes`.)"""
+    bitsandbytes leaves in bf16. No gradient is gathered with it: the base is frozen. (Full fine-tuning's
+    unit, with its gradient, is :func:`~llmsizing.memory.zero3_gathered_bytes`.)"""
     model = resolve_model(model)
     method = check_choice("method", method, METHODS)
     block = sum(d_out * d_in for d_out, d_in in block_matrices(model).values())
     return max(block * DTYPE_BYTES[_base_dtype(method)], model.vocab * model.hidden * DTYPE_BYTES["bf16"])
 
 
-def finetune_memory_per_gpu(model: Model | str, *, n_gpus: int = 1, strategy: str = "ddp", method: str = "lora",
-                            batch: int, seq: int, **kw) -> ShardedFinetuneMemory:
+def finetune_memory_per_gpu(model: Model | str, *, n_gpus: int = 1, strategy: str = "ddp",
+                            method: str = "lora", batch: int, seq: int, **kw) -> ShardedFinetuneMemory:
     """Per-GPU memory of a fine-tuning step on ``n_gpus`` GPUs (module docstring). ``kw`` as for
     :func:`~llmsizing.finetune.finetune_memory`.
 
     ``"ddp"`` replicates: each GPU holds the one-GPU step. ``"fsdp"``/``"zero3"`` shard the frozen base, the
     adapters and their optimizer states over the GPUs (``(n - 1) / n`` of them leave each GPU) and gather one
-    unit at a time (:func:`gathered_unit_bytes`) in the forward and backward phases; the adapters' gradients are
-    left unsharded unless the peak is the optimizer step (at most their size too much: a small,
+    unit at a time (:func:`gathered_unit_bytes`) in the forward and backward phases; the adapters' gradients
+    are left unsharded unless the peak is the optimizer step (at most their size too much: a small,
     conservative error). Full fine-tuning goes to :func:`~llmsizing.finetune.finetune_memory` with
     ``Parallel(dp=n, zero=0 or 3)``, the training model's own ZeRO arithmetic."""
     model = resolve_model(model)
@@ -113,9 +113,10 @@ def max_seq(model: Model | str, gpu, *, method: str = "lora", batch: int = 1, n_
             strategy: str = "ddp", usable_fraction: float = 0.9, limit: int = 2**20, multiple: int = 256,
             **kw) -> int:
     """The longest sequence (a multiple of ``multiple`` tokens) whose per-GPU fine-tuning step
-    (:func:`finetune_memory_per_gpu`, micro-batch ``batch``) fits in ``usable_fraction`` of ``gpu``'s memory; 0
-    if not even ``multiple`` tokens fit. Memory grows with the sequence, so a bisection up to ``limit`` finds
-    it. ``kw`` as for :func:`~llmsizing.finetune.finetune_memory` (``recompute``, ``rank``, ``attention``...)."""
+    (:func:`finetune_memory_per_gpu`, micro-batch ``batch``) fits in ``usable_fraction`` of ``gpu``'s memory;
+    0 if not even ``multiple`` tokens fit. Memory grows with the sequence, so a bisection up to ``limit``
+    finds it. ``kw`` as for :func:`~llmsizing.finetune.finetune_memory` (``recompute``, ``rank``,
+    ``attention``...)."""
     g = get_gpu(gpu)
     room = check_fraction("usable_fraction", usable_fraction) * g.memory_bytes
     multiple = check_int("multiple", multiple, maximum=65536)

@@ -6,8 +6,8 @@ and money, and what splitting it over GPUs does to both.
 **FLOPs per token.** Full fine-tuning is training: :func:`~llmsizing.flops.training_flops_per_token`, a
 forward of ``2M`` (``M`` the weights that enter a matrix multiply, LM head included) plus the attention core,
 and a backward of twice that: ``2M`` for the gradients of the activations and ``2M`` for those of the weights.
-LoRA (Hu et al. 2021, Sec. 4.2: "we do not need to calculate the gradients or maintain the optimizer states for
-most parameters") freezes the base, so the ``2M`` of weight gradients is not computed; the activations'
+LoRA (Hu et al. 2021, Sec. 4.2: "we do not need to calculate the gradients or maintain the optimizer states
+for most parameters") freezes the base, so the ``2M`` of weight gradients is not computed; the activations'
 gradients still are, all the way down, because the adapters of every layer need them. The adapters add their
 own, small, ``6 P`` (``P`` = :func:`~llmsizing.finetune.lora_params`: ``2 P`` forward, ``2 P`` for their
 inputs' gradients and ``2 P`` for their weights'). So LoRA costs ``4M + 3 x attention + 6P`` per token against
@@ -17,59 +17,60 @@ plus the adapters' forward again with full recomputation. Nothing here is a seco
 are read off :mod:`llmsizing.flops`.
 
 **QLoRA's dequantisation** (Dettmers et al. 2023, Sec. 3: "we dequantize the storage data type to the
-computation data type to perform the forward and backward pass"). bitsandbytes dequantises each nf4 block matrix
-to bf16 before its matmul, in the forward and again in the backward (the input gradient needs the weight), and
-once more in the forward that full recomputation reruns. Each dequantisation reads the nf4 bytes (with their
-constants, :data:`~llmsizing.precision.DTYPE_BYTES`) and writes two bytes per weight: it is memory traffic, so it
-is modelled **as time at a share of the GPU's HBM bandwidth** (``dequant_bandwidth_fraction``), added to the
-arithmetic, not as a lower kernel efficiency. The slowdown is largest for small micro-batches (the weights are
-dequantised per micro-batch, whatever its size).
+computation data type to perform the forward and backward pass"). bitsandbytes dequantises each nf4 block
+matrix to bf16 before its matmul, in the forward and again in the backward (the input gradient needs the
+weight), and once more in the forward that full recomputation reruns. Each dequantisation reads the nf4 bytes
+(with their constants, :data:`~llmsizing.precision.DTYPE_BYTES`) and writes two bytes per weight: it is memory
+traffic, so it is modelled **as time at a share of the GPU's HBM bandwidth** (``dequant_bandwidth_fraction``),
+added to the arithmetic, not as a lower kernel efficiency. The slowdown is largest for small micro-batches
+(the weights are dequantised per micro-batch, whatever its size).
 
-**The fixed cost of a PEFT step.** Hugging Face's Trainer with PEFT launches, per layer and micro-batch, the base
-matmuls plus each adapter's dropout, two small matmuls, scaling and sum, in the forward, the recomputed forward
-and the backward. At short sequences those launches, not the arithmetic, set the pace. The model adds
+**The fixed cost of a PEFT step.** Hugging Face's Trainer with PEFT launches, per layer and micro-batch, the
+base matmuls plus each adapter's dropout, two small matmuls, scaling and sum, in the forward, the recomputed
+forward and the backward. At short sequences those launches, not the arithmetic, set the pace. The model adds
 ``layer_overhead_s`` per transformer layer per micro-batch for LoRA and QLoRA (not for full fine-tuning, which
 :func:`~llmsizing.layouts.step_time` prices as pre-training).
 
-**Calibration** (:func:`fit_finetune_constants`, ``tools/calibrate_finetune.py``, ``data/finetune_model.csv``).
-Both constants are fitted on ``data/finetune_published.csv``: Qwen's published LoRA and Q-LoRA step times on one
-A100 80GB at 256-8,192 tokens (Qwen-7B rows fitted, Qwen-14B rows held out). ``layer_overhead_s`` is fitted on
-the LoRA rows at the calibrated kernel efficiency, then ``dequant_bandwidth_fraction`` on the Q-LoRA rows. A
-stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4 model (auto-gptq, exllama kernels off) in fp16, not
-bitsandbytes' nf4, so the fitted bandwidth share is that of GPTQ's dequantisation. It comes out far below the
-share a decode step reaches (the uncalibrated 0.8 this module used before was about six times too fast). The
-residual range (:func:`finetune_residuals`) is stated in ``data/finetune_model.csv``: the spread of published /
-predicted over every row the model covers, calibration and held out, as :mod:`llmsizing.serve_calibration` states
-its range. 2026-11-26: 49 held-out rows were added: the rest of Qwen's README table (Qwen-1.8B and Qwen-72B,
-DeepSpeed ZeRO-2 over two nodes and ZeRO-3 on four GPUs, full fine-tuning) and Answer.AI's FSDP-QLoRA benchmarks
-(bitsandbytes nf4, PyTorch FSDP; Llama-2 7B on two RTX 4090, Llama-2 70B on A100 40GB, H100 and RTX 6000 Ada).
-The calibration rows' own spread, 0.80-1.15, held for 19 of the 40 new LoRA/QLoRA rows: the A100 and RTX 4090
-rows of the second source (real nf4, FSDP) lie at 0.83-0.94, but Qwen-1.8B's short steps (a fixed cost per
-step that a per-layer cost fitted on one model size undercounts), DeepSpeed LoRA over two nodes (1.7-1.9 at every length), ZeRO-3 on a 72B base at
-short sequences (1.86), the H100 (1.44) and the RTX 6000 Ada (1.7-1.9) are slower than the model, for reasons
-not established (each row's ``miss_reason``). The constants are not refitted; the stated range is restated
-from every LoRA/QLoRA row: 0.80-1.95. Full fine-tuning rows are ``known_out``: :func:`finetune_time` prices
-full fine-tuning as pre-training (:func:`~llmsizing.layouts.step_time`), and HF Trainer + DeepSpeed ZeRO-2 at
+**Calibration** (:func:`fit_finetune_constants`, ``tools/calibrate_finetune.py``,
+``data/finetune_model.csv``). Both constants are fitted on ``data/finetune_published.csv``: Qwen's published
+LoRA and Q-LoRA step times on one A100 80GB at 256-8,192 tokens (Qwen-7B rows fitted, Qwen-14B rows held out).
+``layer_overhead_s`` is fitted on the LoRA rows at the calibrated kernel efficiency, then
+``dequant_bandwidth_fraction`` on the Q-LoRA rows. A stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4
+model (auto-gptq, exllama kernels off) in fp16, not bitsandbytes' nf4, so the fitted bandwidth share is that
+of GPTQ's dequantisation. It comes out far below the share a decode step reaches (the uncalibrated 0.8 this
+module used before was about six times too fast). The residual range (:func:`finetune_residuals`) is stated in
+``data/finetune_model.csv``: the spread of published / predicted over every row the model covers, calibration
+and held out, as :mod:`llmsizing.serve_calibration` states its range. 2026-11-26: 49 held-out rows were added:
+the rest of Qwen's README table (Qwen-1.8B and Qwen-72B, DeepSpeed ZeRO-2 over two nodes and ZeRO-3 on four
+GPUs, full fine-tuning) and Answer.AI's FSDP-QLoRA benchmarks (bitsandbytes nf4, PyTorch FSDP; Llama-2 7B on
+two RTX 4090, Llama-2 70B on A100 40GB, H100 and RTX 6000 Ada). The calibration rows' own spread, 0.80-1.15,
+held for 19 of the 40 new LoRA/QLoRA rows: the A100 and RTX 4090 rows of the second source (real nf4, FSDP)
+lie at 0.83-0.94, but Qwen-1.8B's short steps (a fixed cost per step that a per-layer cost fitted on one model
+size undercounts), DeepSpeed LoRA over two nodes (1.7-1.9 at every length), ZeRO-3 on a 72B base at short
+sequences (1.86), the H100 (1.44) and the RTX 6000 Ada (1.7-1.9) are slower than the model, for reasons not
+established (each row's ``miss_reason``). The constants are not refitted; the stated range is restated from
+every LoRA/QLoRA row: 0.80-1.95. Full fine-tuning rows are ``known_out``: :func:`finetune_time` prices full
+fine-tuning as pre-training (:func:`~llmsizing.layouts.step_time`), and HF Trainer + DeepSpeed ZeRO-2 at
 micro-batch 1 adds a fixed 2-4 s per step it does not have (up to 16 times the model at 256 tokens), so the
 range does not cover it.
 
-**Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is the
-arithmetic at ``kernel_efficiency`` of the dense peak (default: the GPU generation's calibrated
-:func:`~llmsizing.hardware.kernel_efficiency`), plus the dequantisation, plus the communication the step cannot
-hide. ``tokens x epochs`` tokens take ``tokens x epochs / (tokens per step)`` steps; the GPU-hours and dollars
-follow (:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
+**Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
+the arithmetic at ``kernel_efficiency`` of the dense peak (default: the GPU generation's calibrated
+:func:`~llmsizing.hardware.kernel_efficiency`), plus the dequantisation, plus the communication the step
+cannot hide. ``tokens x epochs`` tokens take ``tokens x epochs / (tokens per step)`` steps; the GPU-hours and
+dollars follow (:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
 
 **Over several GPUs** (:data:`STRATEGIES`), all data-parallel:
 
 * ``"ddp"``: every GPU holds the whole frozen base and the adapters (memory: :func:`finetune_memory` as on one
   GPU); after the backward the adapters' fp32 gradients are all-reduced once per step: tens of megabytes,
   hidden behind the last micro-batch's backward.
-* ``"fsdp"``: the FSDP-QLoRA recipe (Answer.AI and Hugging Face, 2024: bitsandbytes' ``quant_storage`` lets FSDP
-  shard the packed 4-bit weights) and FSDP with a bf16 base for LoRA: the base (in the method's storage format),
-  the adapters and their optimizer states are sharded over the ``n`` GPUs; each unit (a block, the embedding,
-  the LM head) is all-gathered for its forward and again for its backward, and the adapters' gradients are
-  reduce-scattered every micro-batch. The gathers are prefetched behind the compute; what the compute cannot
-  hide is added.
+* ``"fsdp"``: the FSDP-QLoRA recipe (Answer.AI and Hugging Face, 2024: bitsandbytes' ``quant_storage`` lets
+  FSDP shard the packed 4-bit weights) and FSDP with a bf16 base for LoRA: the base (in the method's storage
+  format), the adapters and their optimizer states are sharded over the ``n`` GPUs; each unit (a block, the
+  embedding, the LM head) is all-gathered for its forward and again for its backward, and the adapters'
+  gradients are reduce-scattered every micro-batch. The gathers are prefetched behind the compute; what the
+  compute cannot hide is added.
 * ``"zero3"``: DeepSpeed ZeRO-3: the same arithmetic as ``"fsdp"`` (a sharded base, gathered unit by unit), as
   Hugging Face's PEFT guides run it for LoRA in bf16. The two differ in implementation (flat parameters,
   prefetch buckets), not in the bytes counted here.
@@ -95,11 +96,12 @@ from .model import Model
 from .precision import DTYPE_BYTES
 
 
-#: FLOPs per adapter parameter and token: ``2`` forward, ``2`` for the gradient of its input, ``2`` for its own.
+#: FLOPs per adapter parameter and token: ``2`` forward, ``2`` for the gradient of its input, ``2`` for its
+#: own.
 ADAPTER_FLOPS_PER_PARAM = 6
 
-#: The constants fitted on published fine-tuning steps (module docstring): ``data/finetune_model.csv``, written by
-#: ``tools/calibrate_finetune.py`` from :func:`fit_finetune_constants`.
+#: The constants fitted on published fine-tuning steps (module docstring): ``data/finetune_model.csv``,
+#: written by ``tools/calibrate_finetune.py`` from :func:`fit_finetune_constants`.
 def _fitted_constants() -> dict:
     import csv
 
@@ -114,8 +116,8 @@ _FITTED = _fitted_constants()
 DEQUANT_BANDWIDTH_FRACTION = _FITTED["dequant_bandwidth_fraction"]
 #: Fixed seconds per transformer layer and micro-batch of a PEFT step (LoRA, QLoRA), fitted.
 LAYER_OVERHEAD_S = _FITTED["layer_overhead_s"]
-#: The lowest and highest published/predicted step-time ratio over every covered row (calibration and held out,
-#: not ``known_out``), rounded outwards.
+#: The lowest and highest published/predicted step-time ratio over every covered row (calibration and held
+#: out, not ``known_out``), rounded outwards.
 RESIDUAL_RANGE = (_FITTED["range_low"], _FITTED["range_high"])
 
 #: Bytes per number of the adapters' gradients as DDP all-reduces them and FSDP reduce-scatters them: fp32, as
@@ -153,7 +155,8 @@ class FinetuneFlops:
 
 
 def finetune_flops_per_token(model: Model | str, *, method: str = "lora", seq: int, rank: int = 16,
-                             targets=ALL_LINEAR, recompute: str = "none", causal: bool = False) -> FinetuneFlops:
+                             targets=ALL_LINEAR, recompute: str = "none",
+                             causal: bool = False) -> FinetuneFlops:
     """FLOPs per token of a fine-tuning step (module docstring): full fine-tuning is
     :func:`~llmsizing.flops.training_flops_per_token`; LoRA and QLoRA skip the frozen weights' gradients
     (``2M``, with ``M`` the matmul weights, LM head included) and add the adapters' ``6P`` (Hu et al. 2021).
@@ -215,8 +218,9 @@ class FinetuneComm:
     bytes_sent_per_step: float
 
 
-def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: str = "ddp", method: str = "lora",
-                           rank: int = 16, targets=ALL_LINEAR, grad_accum: int = 1, node=None) -> FinetuneComm:
+def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: str = "ddp",
+                           method: str = "lora", rank: int = 16, targets=ALL_LINEAR, grad_accum: int = 1,
+                           node=None) -> FinetuneComm:
     """The collectives of a LoRA/QLoRA step over ``n_gpus`` on the network model
     (:func:`~llmsizing.network.collective_time_s` over the data-parallel group's
     :func:`~llmsizing.network.group_link`):
@@ -239,7 +243,8 @@ def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: st
     m = check_int("grad_accum", grad_accum)
     if method == "full":
         raise ValueError("method='full': full fine-tuning's communication is training's "
-                         "(llmsizing.comm.communication with Parallel(dp=n, zero=...)); this is for 'lora'/'qlora'")
+                         "(llmsizing.comm.communication with Parallel(dp=n, zero=...)); this is for "
+                         "'lora'/'qlora'")
     grads = ADAPTER_GRAD_BYTES * lora_params(model, rank=rank, targets=targets)
     if n == 1:
         return FinetuneComm(strategy, 1, 0.0, 0.0, 0.0, strategy != "ddp", 0.0)
@@ -248,7 +253,8 @@ def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: st
         t = collective_time_s("all-reduce", grads, n, link)
         return FinetuneComm("ddp", n, 0.0, 0.0, t, False, bus_factor("all-reduce", n) * grads)
     units = model.layers + (1 if model.tied_embeddings else 2)
-    gathered = weights_bytes(model, _base_dtype(method)) + grads          # the adapters (fp32) with their unit
+    # the adapters (fp32) with their unit
+    gathered = weights_bytes(model, _base_dtype(method)) + grads
     gather = units * collective_time_s("all-gather", gathered / units, n, link)
     reduce = units * collective_time_s("reduce-scatter", grads / units, n, link)
     sent = m * (2 * bus_factor("all-gather", n) * gathered + bus_factor("reduce-scatter", n) * grads)
@@ -260,8 +266,8 @@ def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: st
 class FinetuneTime:
     """Time and cost of a fine-tune (:func:`finetune_time`). Seconds are per optimizer step on one GPU:
     ``compute_s`` the arithmetic, ``dequant_s`` QLoRA's dequantisation, ``overhead_s`` the fixed cost of a
-    PEFT step's launches (``layer_overhead_s`` per layer and micro-batch), ``exposed_comm_s`` the communication
-    the step waits for (``comm_s`` in full). ``tokens`` is the dataset times the epochs."""
+    PEFT step's launches (``layer_overhead_s`` per layer and micro-batch), ``exposed_comm_s`` the
+    communication the step waits for (``comm_s`` in full). ``tokens`` is the dataset times the epochs."""
 
     model: str
     method: str
@@ -316,10 +322,11 @@ class FinetuneTime:
 
     @property
     def hours_range(self) -> tuple | None:
-        """The stated range of the run's hours: :data:`RESIDUAL_RANGE` (the spread of published / predicted step
-        times over every published LoRA and QLoRA row, chapter 16) times :attr:`hours`. ``None`` for full
+        """The stated range of the run's hours: :data:`RESIDUAL_RANGE` (the spread of published / predicted
+        step times over every published LoRA and QLoRA row, chapter 16) times :attr:`hours`. ``None`` for full
         fine-tuning, which the published rows do not bound (their fixed per-step costs are ``known_out``)."""
-        return None if self.method == "full" else (self.hours * RESIDUAL_RANGE[0], self.hours * RESIDUAL_RANGE[1])
+        return None if self.method == "full" else (self.hours * RESIDUAL_RANGE[0],
+                                                   self.hours * RESIDUAL_RANGE[1])
 
     @property
     def cost_usd(self) -> float:
@@ -335,8 +342,10 @@ class FinetuneTime:
         return {"model": self.model, "method": self.method, "gpu": self.gpu, "n_gpus": self.n_gpus,
                 "strategy": self.strategy, "tokens": self.tokens, "seq": self.seq, "batch": self.batch,
                 "grad_accum": self.grad_accum, "flops_per_token": self.flops.model_flops,
-                "kernel_efficiency": self.kernel_efficiency, "step_s": self.step_s, "compute_s": self.compute_s,
-                "dequant_s": self.dequant_s, "overhead_s": self.overhead_s, "exposed_comm_s": self.exposed_comm_s, "steps": self.steps,
+                "kernel_efficiency": self.kernel_efficiency, "step_s": self.step_s,
+                "compute_s": self.compute_s,
+                "dequant_s": self.dequant_s, "overhead_s": self.overhead_s,
+                "exposed_comm_s": self.exposed_comm_s, "steps": self.steps,
                 "tokens_per_s": self.tokens_per_s, "mfu": self.mfu, "hours": self.hours, "days": self.days,
                 "gpu_hours": self.gpu_hours, "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
                 "cost_usd": self.cost_usd,
@@ -346,19 +355,21 @@ class FinetuneTime:
 
 def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: float, epochs: float = 1.0,
                   seq: int, batch: int = 1, grad_accum: int = 1, n_gpus: int = 1, strategy: str = "ddp",
-                  rank: int = 16, targets=ALL_LINEAR, recompute: str = "none", kernel_efficiency: float | None = None,
-                  dequant_bandwidth_fraction: float | None = None, layer_overhead_s: float | None = None,
-                  price_usd_per_gpu_hour: float | None = None, node=None) -> FinetuneTime:
+                  rank: int = 16, targets=ALL_LINEAR, recompute: str = "none",
+                  kernel_efficiency: float | None = None, dequant_bandwidth_fraction: float | None = None,
+                  layer_overhead_s: float | None = None, price_usd_per_gpu_hour: float | None = None,
+                  node=None) -> FinetuneTime:
     """How long fine-tuning ``model`` on ``tokens`` tokens for ``epochs`` epochs takes on ``n_gpus`` GPUs of
     type ``gpu``, and what it costs (module docstring): the step's arithmetic
-    (:func:`finetune_flops_per_token`'s hardware FLOPs, at ``kernel_efficiency`` of the dense bf16 peak, default
-    :func:`~llmsizing.hardware.kernel_efficiency`), QLoRA's dequantisation at ``dequant_bandwidth_fraction`` of
-    the HBM bandwidth (default the fitted :data:`DEQUANT_BANDWIDTH_FRACTION`), the fixed launches of a PEFT step
-    (``layer_overhead_s`` per layer and micro-batch, default the fitted :data:`LAYER_OVERHEAD_S`; LoRA and QLoRA
-    only), and the communication the step cannot hide (:func:`finetune_communication`; gathers
-    behind the forward and backward of each micro-batch, DDP's all-reduce behind the last backward). Full
-    fine-tuning on several GPUs is :func:`~llmsizing.layouts.step_time` on ``Parallel(dp=n, zero=0 or 3)``.
-    It does not check that the step fits: :func:`finetune_memory_per_gpu` does."""
+    (:func:`finetune_flops_per_token`'s hardware FLOPs, at ``kernel_efficiency`` of the dense bf16 peak,
+    default :func:`~llmsizing.hardware.kernel_efficiency`), QLoRA's dequantisation at
+    ``dequant_bandwidth_fraction`` of the HBM bandwidth (default the fitted
+    :data:`DEQUANT_BANDWIDTH_FRACTION`), the fixed launches of a PEFT step (``layer_overhead_s`` per layer and
+    micro-batch, default the fitted :data:`LAYER_OVERHEAD_S`; LoRA and QLoRA only), and the communication the
+    step cannot hide (:func:`finetune_communication`; gathers behind the forward and backward of each
+    micro-batch, DDP's all-reduce behind the last backward). Full fine-tuning on several GPUs is
+    :func:`~llmsizing.layouts.step_time` on ``Parallel(dp=n, zero=0 or 3)``. It does not check that the step
+    fits: :func:`finetune_memory_per_gpu` does."""
     model = resolve_model(model)
     g = get_gpu(gpu)
     method = check_choice("method", method, METHODS)
@@ -374,7 +385,8 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
     eff = (default_kernel_efficiency(g) if kernel_efficiency is None
            else check_fraction("kernel_efficiency", kernel_efficiency))
     price = gpu_price(g, price_usd_per_gpu_hour)
-    fl = finetune_flops_per_token(model, method=method, seq=seq, rank=rank, targets=targets, recompute=recompute)
+    fl = finetune_flops_per_token(model, method=method, seq=seq, rank=rank, targets=targets,
+                                  recompute=recompute)
     micro_tokens = batch * seq
     if method == "full":
         from .layouts import step_time
@@ -405,8 +417,8 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
 
 
 def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora", batch: int = 1, seq: int,
-                   tokens: float, epochs: float = 1.0, grad_accum: int = 1, rank: int = 16, recompute: str = "full",
-                   usable_fraction: float = 0.9, **kw):
+                   tokens: float, epochs: float = 1.0, grad_accum: int = 1, rank: int = 16,
+                   recompute: str = "full", usable_fraction: float = 0.9, **kw):
     """DDP, FSDP and ZeRO-3 side by side for one fine-tune on ``n_gpus`` GPUs: per-GPU memory, whether it fits
     ``usable_fraction`` of the GPU, the bytes each GPU sends per step, the step time and the run's days and
     dollars. A DataFrame indexed by strategy; shown in chapter 16."""
@@ -419,7 +431,8 @@ def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora"
         mem = finetune_memory_per_gpu(model, n_gpus=n_gpus, strategy=s, method=method, batch=batch, seq=seq,
                                       rank=rank, recompute=recompute)
         t = finetune_time(model, gpu=g, method=method, tokens=tokens, epochs=epochs, seq=seq, batch=batch,
-                          grad_accum=grad_accum, n_gpus=n_gpus, strategy=s, rank=rank, recompute=recompute, **kw)
+                          grad_accum=grad_accum, n_gpus=n_gpus, strategy=s, rank=rank, recompute=recompute,
+                          **kw)
         sent = 0.0
         if method != "full":
             sent = finetune_communication(model, g, n_gpus=n_gpus, strategy=s, method=method, rank=rank,
@@ -439,7 +452,8 @@ def _published_frame():
 
     df = pd.read_csv(DATA_DIR / "finetune_published.csv")
     df["strategy"] = df["strategy"].fillna("ddp") if "strategy" in df else "ddp"
-    for col in ("known_out", "miss_reason"):   # why a row is outside the model / why it misses the fitted spread
+    # why a row is outside the model / why it misses the fitted spread
+    for col in ("known_out", "miss_reason"):
         df[col] = df[col].fillna("") if col in df else ""
     return df
 
@@ -451,7 +465,8 @@ def _predict(r, *, dequant_bandwidth_fraction=None, layer_overhead_s=None) -> fl
     targets = r.targets if r.method == "full" or r.targets == "all-linear" else tuple(r.targets.split())
     adapters = {} if r.method == "full" else dict(rank=int(r.rank), targets=targets)   # (full: every weight)
     t = finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq), batch=int(r.batch),
-                      grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), strategy=getattr(r, "strategy", "ddp"),
+                      grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), strategy=getattr(r, "strategy",
+                                                                                           "ddp"),
                       recompute=r.recompute, dequant_bandwidth_fraction=dequant_bandwidth_fraction,
                       layer_overhead_s=layer_overhead_s, **adapters)
     return t.step_s
@@ -464,13 +479,13 @@ def _best_on_grid(loss, grid) -> float:
 
 
 def fit_finetune_constants() -> dict:
-    """Fit :data:`LAYER_OVERHEAD_S` and :data:`DEQUANT_BANDWIDTH_FRACTION` on the ``calibration == "yes"`` rows of
-    ``data/finetune_published.csv`` (module docstring): first the per-layer overhead on the LoRA rows, then the
-    dequantisation's bandwidth share on the QLoRA rows at that overhead, each minimising the squared log ratios
-    of published to predicted step times over a fine grid (0 to 10 ms per layer in 0.01 ms steps; 0.005 to 1 in
-    steps of 0.001). Returns both, rounded, and the range of the ratios over every row the model covers,
-    calibration and held out alike (all but the ``known_out`` ones: setups the model does not price, each with its
-    reason), lowest rounded down and highest up to 0.05 (module docstring, "Calibration")."""
+    """Fit :data:`LAYER_OVERHEAD_S` and :data:`DEQUANT_BANDWIDTH_FRACTION` on the ``calibration == "yes"``
+    rows of ``data/finetune_published.csv`` (module docstring): first the per-layer overhead on the LoRA rows,
+    then the dequantisation's bandwidth share on the QLoRA rows at that overhead, each minimising the squared
+    log ratios of published to predicted step times over a fine grid (0 to 10 ms per layer in 0.01 ms steps;
+    0.005 to 1 in steps of 0.001). Returns both, rounded, and the range of the ratios over every row the model
+    covers, calibration and held out alike (all but the ``known_out`` ones: setups the model does not price,
+    each with its reason), lowest rounded down and highest up to 0.05 (module docstring, "Calibration")."""
     df = _published_frame()
     cal = df[df["calibration"] == "yes"]
     lora, qlora = cal[cal["method"] == "lora"], cal[cal["method"] == "qlora"]

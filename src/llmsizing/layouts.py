@@ -67,16 +67,16 @@ def _divisors(n: int, limit: int | None = None) -> list[int]:
 
 def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None) -> int | None:
     """The smallest ``dp`` for which every piece of the first and last pipeline stages' steps
-    (:func:`~llmsizing.memory.step_phases`) fits ``limit`` with the default allowance, or ``None`` if no ``dp``
-    does. Each piece is ``fixed + sharded / dp`` (ZeRO divides the sharded states by ``dp``), read off ``dp = 1``
-    and ``dp = 2``. With Megatron-LM's even split the first stage (the embedding, the most micro-batches in
-    flight) or the last (the LM head, the logits) is the most loaded, as the planner also assumes
-    (``tests/test_planner.py`` checks it against every stage): two stages, not ``pp``, per evaluation.
+    (:func:`~llmsizing.memory.step_phases`) fits ``limit`` with the default allowance, or ``None`` if no
+    ``dp`` does. Each piece is ``fixed + sharded / dp`` (ZeRO divides the sharded states by ``dp``), read off
+    ``dp = 1`` and ``dp = 2``. With Megatron-LM's even split the first stage (the embedding, the most
+    micro-batches in flight) or the last (the LM head, the logits) is the most loaded, as the planner also
+    assumes (``tests/test_planner.py`` checks it against every stage): two stages, not ``pp``, per evaluation.
 
     A mixture of experts with expert parallelism: every ``dp`` is a multiple of ``unit``
-    (:func:`llmsizing.moe_layouts.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the experts' ZeRO
-    shards over ``edp``, proportional to ``dp``), the answer is a multiple of ``unit``, and ``stages`` are
-    :func:`llmsizing.moe_layouts.heavy_stages`."""
+    (:func:`llmsizing.moe_layouts.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the
+    experts' ZeRO shards over ``edp``, proportional to ``dp``), the answer is a multiple of ``unit``, and
+    ``stages`` are :func:`llmsizing.moe_layouts.heavy_stages`."""
     from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
 
     room = (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)     # total = FIXED + (1 + F) x peak
@@ -146,12 +146,13 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     implementation (:data:`~llmsizing.memory.OPTIMIZER_IMPLS`: PyTorch's default ``"foreach"`` or the
     smaller ``"fused"``).
 
-    A mixture of experts (issue 24; chapter 18) also tries expert parallelism: ``ep`` among the divisors of its
-    routed experts (or ``ep_degrees``), ``dp`` a multiple of what ``ep`` needs (``ep`` divides
-    ``tp x cp x dp / etp``: :class:`~llmsizing.parallel.Parallel`), no ZeRO-3 with ``ep > 1``, the routed experts
-    split by tensor parallelism only with ``expert_tp`` (as :func:`~llmsizing.planner.plan` searches them); the
-    step time that breaks ties includes the all-to-all with the model's node limit
-    (:func:`llmsizing.moe_layouts.route_max_nodes`). A dense model refuses ``ep_degrees`` above 1 and ``expert_tp``.
+    A mixture of experts (issue 24; chapter 18) also tries expert parallelism: ``ep`` among the divisors of
+    its routed experts (or ``ep_degrees``), ``dp`` a multiple of what ``ep`` needs (``ep`` divides
+    ``tp x cp x dp / etp``: :class:`~llmsizing.parallel.Parallel`), no ZeRO-3 with ``ep > 1``, the routed
+    experts split by tensor parallelism only with ``expert_tp`` (as :func:`~llmsizing.planner.plan` searches
+    them); the step time that breaks ties includes the all-to-all with the model's node limit
+    (:func:`llmsizing.moe_layouts.route_max_nodes`). A dense model refuses ``ep_degrees`` above 1 and
+    ``expert_tp``.
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
@@ -174,8 +175,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     max_gpus = check_int("max_gpus", max_gpus)
     offload = check_bool("offload", offload)
     limit = frac * g.memory_bytes
-    kw = dict(batch=batch, seq=seq, grad_accum=m, precision=precision, optimizer=optimizer, attention=attention,
-              recompute=recompute, stack=stack, optimizer_impl=optimizer_impl)
+    kw = dict(batch=batch, seq=seq, grad_accum=m, precision=precision, optimizer=optimizer,
+              attention=attention, recompute=recompute, stack=stack, optimizer_impl=optimizer_impl)
 
     candidates = []
     fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
@@ -208,7 +209,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     dp = _smallest_dp(par, limit, kw, model)
                     if dp is None:
                         continue
-                    dp = _fits_from(dp, fewest // (tp * pp), fits)   # floating-point edge: step up until it fits
+                    # floating-point edge: step up until it fits
+                    dp = _fits_from(dp, fewest // (tp * pp), fits)
                 else:                              # ---- a mixture of experts: dp in multiples of a
                     a = dp_unit(tp, 1, ep, expert_tp)
 
@@ -244,7 +246,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         total = training_memory(model, parallel=c, **kw).total_bytes          # every stage, this time
         if total <= limit:
             plans.append(Plan(c, total, float(g.memory_bytes), st.comm_s, st.compute_s, st.bubble))
-    if not plans:                     # (a middle pipeline stage heavier than the first and the last: never seen)
+    # (a middle pipeline stage heavier than the first and the last: never seen)
+    if not plans:
         raise ValueError(f"no layout of {fewest:,} {g.name} GPUs holds batch={batch}, seq={seq:,} on every "
                          "pipeline stage: raise max_gpus or lower batch or seq")
     return min(plans, key=lambda p: (round(p.step_s, 9), p.parallel.tp, p.parallel.pp, p.parallel.zero,
@@ -258,10 +261,10 @@ def least_recompute_layers(model: Model | str, gpu, parallel: Parallel, *, batch
     recompute_layers=N``, Megatron-LM's block method: :func:`~llmsizing.memory.training_memory`) for the most
     loaded GPU of ``parallel`` to hold the step within ``usable_fraction`` of ``gpu``'s memory (the planner's
     :data:`USABLE_FRACTION` by default): ``0`` if it fits without recomputation, ``None`` if it does not fit
-    even with every layer recomputed. Each extra recomputed layer trades a plain layer's tensors for its input,
-    so the memory falls with ``N`` and the first ``N`` that fits is the answer (at most the layers of a chunk
-    are tried). ``kw`` goes to :func:`~llmsizing.memory.training_memory` (``precision``, ``attention``...).
-    Taught in the "Long context" chapter."""
+    even with every layer recomputed. Each extra recomputed layer trades a plain layer's tensors for its
+    input, so the memory falls with ``N`` and the first ``N`` that fits is the answer (at most the layers of a
+    chunk are tried). ``kw`` goes to :func:`~llmsizing.memory.training_memory` (``precision``,
+    ``attention``...). Taught in the "Long context" chapter."""
     from .memory import training_memory
     from .parallel import chunk_layers
 
@@ -270,9 +273,9 @@ def least_recompute_layers(model: Model | str, gpu, parallel: Parallel, *, batch
         raise TypeError(f"parallel must be a Parallel(...), got {type(parallel).__name__}")
     usable_fraction = check_fraction("usable_fraction", usable_fraction)
     limit = usable_fraction * get_gpu(gpu).memory_bytes
-    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp, virtual_stages=parallel.virtual_stages,
-                 zero=parallel.zero, offload=parallel.offload, stage_layers=parallel.stage_layers, cp=parallel.cp,
-                 seq=check_int("seq", seq))
+    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp,
+                 virtual_stages=parallel.virtual_stages, zero=parallel.zero, offload=parallel.offload,
+                 stage_layers=parallel.stage_layers, cp=parallel.cp, seq=check_int("seq", seq))
     top = max(max(chunk_layers(n, parallel.virtual_stages)) for n in layers_per_stage(model.layers, parallel))
     for n in range(top + 1):
         t = training_memory(model, batch=batch, seq=seq, grad_accum=grad_accum, parallel=parallel,
@@ -308,12 +311,13 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     * nothing hides in the pipeline bubble (the stages are idle because they wait for each other);
     * context parallelism (a ``"cp"`` entry, only when ``cp > 1``): the ring's hops (``cp_comm="p2p"``) run
       while the attention computes the block already received (Transformer Engine's ``AttnFuncWithCPAndKVP2P``
-      overlaps each step's compute with the next step's send), so the forward hops hide behind ``(cp - 1) / cp``
-      of the forward's attention and the backward hops behind as much of the backward's: ``cp_attention_s`` is
-      this GPU's ``(forward, backward)`` attention-core seconds per step, and only what exceeds them is exposed.
-      The all-gather and reduce-scatter of ``cp_comm="all_gather"`` are exposed in full (TE's
-      ``AttnFuncWithCPAndKVAllGather``: "KV all-gather between CP ranks is exposed"; Llama 3 accepts it because
-      at 128K the gather is small next to the attention it feeds, Dubey et al. 2024, Sec. 3.3.2).
+      overlaps each step's compute with the next step's send), so the forward hops hide behind
+      ``(cp - 1) / cp`` of the forward's attention and the backward hops behind as much of the backward's:
+      ``cp_attention_s`` is this GPU's ``(forward, backward)`` attention-core seconds per step, and only what
+      exceeds them is exposed. The all-gather and reduce-scatter of ``cp_comm="all_gather"`` are exposed in
+      full (TE's ``AttnFuncWithCPAndKVAllGather``: "KV all-gather between CP ranks is exposed"; Llama 3
+      accepts it because at 128K the gather is small next to the attention it feeds, Dubey et al. 2024, Sec.
+      3.3.2).
     * expert parallelism (an ``"ep"`` entry, only when ``ep > 1``): the all-to-alls sit between the router and
       the experts, so they are exposed, less the share ``ep_overlap`` that DeepSeek-V3's DualPipe hides by
       running one micro-batch's forward chunk against another's backward (:mod:`llmsizing.moe`).
@@ -372,7 +376,8 @@ def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, rec
     stages = layers_per_stage(model.layers, par)
     most = max(range(par.pp), key=lambda i: stages[i])
     layers = stages[most]
-    if dtype == "fp8":            # the attention core stays in BF16 under FP8 recipes (comm.step_compute_time_s)
+    # the attention core stays in BF16 under FP8 recipes (comm.step_compute_time_s)
+    if dtype == "fp8":
         dtype, eff = "bf16", default_efficiency(g, "bf16")
     one = (attention_flops_per_token(model, seq=seq) / model.layers * layers * batch * seq * grad_accum
            / (par.tp * par.cp) / (dense_tflops(g, dtype) * 1e12 * eff))
@@ -381,16 +386,18 @@ def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, rec
     return one * (2 if recompute == "full" else 1), 2 * one
 
 
-def cp_overlap_sweep(model: Model | str, gpu, parallel: Parallel, *, seqs, batch: int = 1, grad_accum: int = 1,
-                     recompute: str = "none", kernel_efficiency: float | None = None, node=None):
+def cp_overlap_sweep(model: Model | str, gpu, parallel: Parallel, *, seqs, batch: int = 1,
+                     grad_accum: int = 1, recompute: str = "none", kernel_efficiency: float | None = None,
+                     node=None):
     """Context parallelism's communication against the attention it can hide behind, for each sequence length
-    of ``seqs`` (each a multiple of ``2 x parallel.cp``), as a DataFrame indexed by ``seq``: ``compute_s`` (the
-    step's compute on one GPU, :func:`~llmsizing.comm.step_compute_time_s`), ``attention_s`` (its attention
-    core, forward and backward: what the ring's hops hide behind, :func:`exposed_by_group`), ``cp_comm_s`` (the
-    ring's traffic, ``cp_comm="p2p"``), ``hidden_s`` and ``exposed_s`` (how much of it the step waits for), and
-    ``all_gather_s`` (the same bytes as all-gathers and a reduce-scatter, all exposed). All from
-    :func:`step_time`: the ring's bytes grow as ``s`` and the attention as ``s^2``, so at long context the
-    ring hides and the gather's cost shrinks next to the compute. Taught in the "Long context" chapter."""
+    of ``seqs`` (each a multiple of ``2 x parallel.cp``), as a DataFrame indexed by ``seq``: ``compute_s``
+    (the step's compute on one GPU, :func:`~llmsizing.comm.step_compute_time_s`), ``attention_s`` (its
+    attention core, forward and backward: what the ring's hops hide behind, :func:`exposed_by_group`),
+    ``cp_comm_s`` (the ring's traffic, ``cp_comm="p2p"``), ``hidden_s`` and ``exposed_s`` (how much of it the
+    step waits for), and ``all_gather_s`` (the same bytes as all-gathers and a reduce-scatter, all exposed).
+    All from :func:`step_time`: the ring's bytes grow as ``s`` and the attention as ``s^2``, so at long
+    context the ring hides and the gather's cost shrinks next to the compute. Taught in the "Long context"
+    chapter."""
     from dataclasses import replace
 
     from ._validate import check_sequence
@@ -403,13 +410,13 @@ def cp_overlap_sweep(model: Model | str, gpu, parallel: Parallel, *, seqs, batch
 
     rows = []
     for s in seqs:
-        kw = dict(batch=batch, seq=s, grad_accum=grad_accum, recompute=recompute, kernel_efficiency=kernel_efficiency,
-                  node=node)
+        kw = dict(batch=batch, seq=s, grad_accum=grad_accum, recompute=recompute,
+                  kernel_efficiency=kernel_efficiency, node=node)
         ring = step_time(model, gpu, replace(par, cp_comm="p2p"), **kw)
         gather = step_time(model, gpu, replace(par, cp_comm="all_gather"), **kw)
-        fwd, bwd = _cp_attention_s(resolve_model(model), get_gpu(gpu), ring.communication.parallel, batch=batch,
-                                   seq=s, grad_accum=grad_accum, recompute=recompute, dtype="bf16",
-                                   eff=ring.kernel_efficiency)
+        fwd, bwd = _cp_attention_s(resolve_model(model), get_gpu(gpu), ring.communication.parallel,
+                                   batch=batch, seq=s, grad_accum=grad_accum, recompute=recompute,
+                                   dtype="bf16", eff=ring.kernel_efficiency)
         comm = ring.comm_by_group_s["cp"]
         rows.append({"seq": s, "compute_s": ring.compute_s, "attention_s": fwd + bwd, "cp_comm_s": comm,
                      "hidden_s": comm - ring.exposed["cp"], "exposed_s": ring.exposed["cp"],
@@ -428,8 +435,8 @@ class StepTime:
     the ``cp`` GPUs of a group share their sequences).
     ``exposed`` is the communication the step waits for, by group (:func:`exposed_by_group`); when a single
     ``overlap`` share is given instead (the simple model of chapter 7), ``exposed`` is ``None`` and a share
-    ``overlap`` of all communication hides behind the busy time. ``model_flops`` is the step's model FLOPs on all
-    GPUs (no recomputation) and ``peak_flops`` one GPU's dense peak, for :attr:`mfu`."""
+    ``overlap`` of all communication hides behind the busy time. ``model_flops`` is the step's model FLOPs on
+    all GPUs (no recomputation) and ``peak_flops`` one GPU's dense peak, for :attr:`mfu`."""
 
     compute_s: float
     bubble: float
@@ -476,7 +483,8 @@ class StepTime:
     @property
     def exposed_comm_s(self) -> float:
         """The communication the step waits for: the sum of :attr:`exposed` or, with one ``overlap`` share,
-        ``(1 - overlap) x comm_s`` but never less than what the busy time cannot hide (``comm_s - busy_s``)."""
+        ``(1 - overlap) x comm_s`` but never less than what the busy time cannot hide
+        (``comm_s - busy_s``)."""
         if self.exposed is not None:
             return sum(self.exposed.values())
         return max((1.0 - self.overlap) * self.comm_s, self.comm_s - self.busy_s)
@@ -495,8 +503,8 @@ class StepTime:
     @property
     def mfu(self) -> float:
         """The end-to-end model FLOPs utilisation of the step: its model FLOPs over ``GPUs x dense peak x
-        step_s`` (Chowdhery et al. 2022, App. B). An output: the kernel efficiency, less the bubble, the exposed
-        communication, recomputation and the slowest stage's extra work."""
+        step_s`` (Chowdhery et al. 2022, App. B). An output: the kernel efficiency, less the bubble, the
+        exposed communication, recomputation and the slowest stage's extra work."""
         return self.model_flops / (self.communication.parallel.gpus * self.peak_flops * self.step_s)
 
     @property
@@ -513,34 +521,35 @@ class StepTime:
 def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batch: int, seq: int,
               grad_accum: int = 1, kernel_efficiency: float | None = None, overlap: float | None = None,
               recompute: str = "none", precision: str = "bf16-mixed", gpus_per_node: int | None = None,
-              inter_node_gbps: float | None = None, dtype: str | None = None, async_tp: bool = False, node=None,
-              mfu: float | None = None, recompute_layers: int | None = None, ep_overlap: float = 0.0,
-              max_nodes: int | str | None = "model") -> StepTime:
+              inter_node_gbps: float | None = None, dtype: str | None = None, async_tp: bool = False,
+              node=None, mfu: float | None = None, recompute_layers: int | None = None,
+              ep_overlap: float = 0.0, max_nodes: int | str | None = "model") -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
     x compute: Narayanan et al. 2021, Sec. 2.2) and each group's communication
-    (:func:`~llmsizing.comm.communication`, on the network of ``node``), of which what each group cannot hide is
-    added (:func:`exposed_by_group`; ``async_tp`` hides tensor parallelism behind compute).
+    (:func:`~llmsizing.comm.communication`, on the network of ``node``), of which what each group cannot hide
+    is added (:func:`exposed_by_group`; ``async_tp`` hides tensor parallelism behind compute).
 
     The result's :attr:`StepTime.mfu` is the end-to-end MFU: an output, never charged twice. A number for
     ``overlap`` (0 to 1) replaces the per-group rule by one share of all communication hidden behind the busy
     time (``0``: nothing hidden, :attr:`Plan.step_s`; ``1``: ``max(compute + bubble, communication)``, the
     scaling book's lower bound), as chapter 7 first teaches it. ``mfu=`` is the old name of
-    ``kernel_efficiency`` (deprecated). ``batch`` is the micro-batch, ``grad_accum`` the micro-batches per step
-    (a pipeline's micro-batches). ``dtype`` is the tensor-core format of the matrix multiplies: by default the
-    recipe's (:func:`~llmsizing.precision.compute_dtype`: ``"fp8"`` for ``precision="fp8-mixed"`` or
-    ``"fp8-deepseek"``, with the FP8 peak and its calibrated efficiency; ``"bf16"`` otherwise). With context
-    parallelism (``parallel.cp``) the compute is split over ``tp x cp`` GPUs and the ring's hops hide behind the
-    attention (:func:`exposed_by_group`). ``recompute_layers`` (with ``recompute="full"``) is partial
-    recomputation, the first that many layers of each model chunk (:func:`~llmsizing.memory.training_memory`):
-    the slowest stage's compute, its collectives and the HFU count only those layers' second forward. Taught in
-    chapter 8; the parallelism explorer draws it; context parallelism and partial recomputation in the "Long
-    context" chapter. A mixture of experts (issue 24) computes its active FLOPs on each stage's dense and MoE
-    layers and adds the expert-parallel all-to-all (:mod:`llmsizing.moe`; the routing's node limit
-    ``max_nodes``: ``"model"``, the default, is the model's own from its config's ``n_group``/``topk_group``, as
-    :func:`~llmsizing.planner.plan` takes it; ``None`` routes over every node), exposed except the share
-    ``ep_overlap`` (0 to 1; DualPipe's overlap). ``step_time(job)`` takes a :class:`~llmsizing.job.Job`.
+    ``kernel_efficiency`` (deprecated). ``batch`` is the micro-batch, ``grad_accum`` the micro-batches per
+    step (a pipeline's micro-batches). ``dtype`` is the tensor-core format of the matrix multiplies: by
+    default the recipe's (:func:`~llmsizing.precision.compute_dtype`: ``"fp8"`` for ``precision="fp8-mixed"``
+    or ``"fp8-deepseek"``, with the FP8 peak and its calibrated efficiency; ``"bf16"`` otherwise). With
+    context parallelism (``parallel.cp``) the compute is split over ``tp x cp`` GPUs and the ring's hops hide
+    behind the attention (:func:`exposed_by_group`). ``recompute_layers`` (with ``recompute="full"``) is
+    partial recomputation, the first that many layers of each model chunk
+    (:func:`~llmsizing.memory.training_memory`): the slowest stage's compute, its collectives and the HFU
+    count only those layers' second forward. Taught in chapter 8; the parallelism explorer draws it; context
+    parallelism and partial recomputation in the "Long context" chapter. A mixture of experts (issue 24)
+    computes its active FLOPs on each stage's dense and MoE layers and adds the expert-parallel all-to-all
+    (:mod:`llmsizing.moe`; the routing's node limit ``max_nodes``: ``"model"``, the default, is the model's
+    own from its config's ``n_group``/``topk_group``, as :func:`~llmsizing.planner.plan` takes it; ``None``
+    routes over every node), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap).
+    ``step_time(job)`` takes a :class:`~llmsizing.job.Job`.
     """
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
@@ -555,8 +564,9 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     elif max_nodes is not None:
         max_nodes = check_int("max_nodes", max_nodes)
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
-                         inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m, recompute=recompute,
-                         node=node, recompute_layers=recompute_layers, max_nodes=max_nodes)
+                         inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m,
+                         recompute=recompute, node=node, recompute_layers=recompute_layers,
+                         max_nodes=max_nodes)
     par = comm.parallel
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
@@ -567,14 +577,16 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
         hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute)
     else:       # every stage's recomputed layers (the count is per model chunk)
         hardware_per_token = _partial_flops_per_token(model, seq,
-                                                      sum(recomputed_layers(model.layers, par, recompute_layers)),
+                                                      sum(recomputed_layers(model.layers, par,
+                                                                            recompute_layers)),
                                                       False)
-    fwd_share = (model_per_token / 3) / hardware_per_token        # the forward's share; recomputation is backward
-    cp_att = _cp_attention_s(model, g, par, batch=batch, seq=seq, grad_accum=m, recompute=recompute, dtype=dtype,
-                             eff=eff, recompute_layers=recompute_layers)
-    exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m, fwd_share=fwd_share,
-                                                                async_tp=async_tp, cp_attention_s=cp_att,
-                                                                ep_overlap=ep_overlap)
+    # the forward's share; recomputation is backward
+    fwd_share = (model_per_token / 3) / hardware_per_token
+    cp_att = _cp_attention_s(model, g, par, batch=batch, seq=seq, grad_accum=m, recompute=recompute,
+                             dtype=dtype, eff=eff, recompute_layers=recompute_layers)
+    exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m,
+                                                                fwd_share=fwd_share, async_tp=async_tp,
+                                                                cp_attention_s=cp_att, ep_overlap=ep_overlap)
     tokens = batch * seq * m * par.dp
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
                     dense_tflops(g, dtype) * 1e12, eff)

@@ -1,9 +1,10 @@
-"""Model states (weights, gradients, optimizer) and the total training footprint per GPU, for any model and layout.
+"""Model states (weights, gradients, optimizer) and the total training footprint per GPU, for any model and
+layout.
 
 ``model_states`` is taught in chapter 2 ("Bytes per parameter"); ``training_memory`` in chapter 4
 ("Activation memory"). The pieces live below: the dense model states in :mod:`llmsizing.states`, a mixture of
-experts' in :mod:`llmsizing.moe`, the activations in :mod:`llmsizing.activations`, the step's peak from its parts
-in :mod:`llmsizing.footprint`; their names are importable from here too. Sources are listed in
+experts' in :mod:`llmsizing.moe`, the activations in :mod:`llmsizing.activations`, the step's peak from its
+parts in :mod:`llmsizing.footprint`; their names are importable from here too. Sources are listed in
 :mod:`llmsizing.precision` and :mod:`llmsizing.activations`.
 """
 
@@ -39,14 +40,15 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     ``precision`` is a recipe from :data:`llmsizing.precision.RECIPES` (``bf16-mixed``: 2 + 2 + 12 = 16 bytes
     per parameter with AdamW), ``optimizer`` one of :data:`llmsizing.precision.OPTIMIZERS`.
 
-    With ``parallel``, bytes are per GPU, for the most loaded GPU: :func:`stage_params` splits the model exactly
-    over ``tp`` (vocabulary-parallel embedding and LM head, replicated norms and row-parallel biases) and ``pp``
-    (the first stage holds the embedding, the last the LM head), then ZeRO stage 1 shards the optimizer bytes
-    over ``dp`` (with a recipe's extra fp32 gradient copy, which DeepSpeed keeps only for the GPU's own
-    partition), stage 2 also the gradients, stage 3 also the weights (ZeRO paper, Fig. 1); with context
-    parallelism ZeRO shards over ``dp x cp`` (:attr:`~llmsizing.parallel.Parallel.dp_cp`). Adafactor's factored
-    state is scaled by the same share (an approximation). A mixture of experts: :func:`llmsizing.moe.moe_model_states`
-    (experts / ep, their ZeRO over Parallel.edp). Taught in chapter 2; the exact split in Part II."""
+    With ``parallel``, bytes are per GPU, for the most loaded GPU: :func:`stage_params` splits the model
+    exactly over ``tp`` (vocabulary-parallel embedding and LM head, replicated norms and row-parallel biases)
+    and ``pp`` (the first stage holds the embedding, the last the LM head), then ZeRO stage 1 shards the
+    optimizer bytes over ``dp`` (with a recipe's extra fp32 gradient copy, which DeepSpeed keeps only for the
+    GPU's own partition), stage 2 also the gradients, stage 3 also the weights (ZeRO paper, Fig. 1); with
+    context parallelism ZeRO shards over ``dp x cp`` (:attr:`~llmsizing.parallel.Parallel.dp_cp`). Adafactor's
+    factored state is scaled by the same share (an approximation). A mixture of experts:
+    :func:`llmsizing.moe.moe_model_states` (experts / ep, their ZeRO over Parallel.edp). Taught in chapter 2;
+    the exact split in Part II."""
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
     elements = optimizer_state_elements(model, optimizer)
@@ -61,13 +63,14 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
 def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[float]:
     """Parameters held by one GPU of each pipeline stage (per tensor-parallel rank), exactly: layers split as
     evenly as possible (the first stages take the remainder), the first stage also holds the embedding (and
-    learned positions), the last the final norm and the LM head, or with tied embeddings and ``pp > 1`` a copy of
-    the embedding for the output layer (Megatron-LM keeps one and all-reduces its gradient). Tensor parallelism
-    splits each tensor as :func:`_tp_share` says. The vocabulary is not padded (Megatron-LM pads it to a
-    multiple of 128 x tp; pass a padded ``vocab`` to compare on its convention). Taught in Part II."""
+    learned positions), the last the final norm and the LM head, or with tied embeddings and ``pp > 1`` a copy
+    of the embedding for the output layer (Megatron-LM keeps one and all-reduces its gradient). Tensor
+    parallelism splits each tensor as :func:`_tp_share` says. The vocabulary is not padded (Megatron-LM pads
+    it to a multiple of 128 x tp; pass a padded ``vocab`` to compare on its convention). Taught in Part II."""
     model = resolve_model(model, moe=True)
     par = resolve_parallel(parallel, model)
-    return list(_moe.gpu_params(model, par) if model.is_moe else _stage_params(model, par.tp, par.pp, par.stage_layers))
+    return list(_moe.gpu_params(model, par) if model.is_moe else _stage_params(model, par.tp, par.pp,
+                                                                               par.stage_layers))
 
 
 def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=None):
@@ -95,12 +98,13 @@ def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=Non
 
 
 def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float | None = None) -> int:
-    """The smallest number of ``gpu`` (a catalogue name or :class:`~llmsizing.catalog.GPU`) whose usable memory,
-    added up, holds ``n_bytes``: ``ceil(n_bytes / (usable_fraction x capacity))``. A lower bound that assumes the
-    bytes shard perfectly (ZeRO-3/FSDP for model states, or tensor parallelism). ``usable_fraction`` (0 < f <= 1)
-    reserves part of each GPU for what you are not counting; ``None`` is the planner's
-    :data:`~llmsizing.layouts.USABLE_FRACTION` (0.9), so Parts I and II count the fewest GPUs alike (issue 26; it was
-    1 here until then). Pass 1.0 for bytes that carry their own allowance (:func:`~llmsizing.inference.inference_memory`). Chapter 2."""
+    """The smallest number of ``gpu`` (a catalogue name or :class:`~llmsizing.catalog.GPU`) whose usable
+    memory, added up, holds ``n_bytes``: ``ceil(n_bytes / (usable_fraction x capacity))``. A lower bound that
+    assumes the bytes shard perfectly (ZeRO-3/FSDP for model states, or tensor parallelism).
+    ``usable_fraction`` (0 < f <= 1) reserves part of each GPU for what you are not counting; ``None`` is the
+    planner's :data:`~llmsizing.layouts.USABLE_FRACTION` (0.9), so Parts I and II count the fewest GPUs alike
+    (issue 26; it was 1 here until then). Pass 1.0 for bytes that carry their own allowance
+    (:func:`~llmsizing.inference.inference_memory`). Chapter 2."""
     from .catalog import get_gpu
 
     n_bytes = check_number("n_bytes", n_bytes)
@@ -120,17 +124,19 @@ def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float | None = N
 
 
 
-def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
-                                optimizer_impl: str = "foreach", parallel: Parallel | None = None) -> float:
-    """Bytes the optimizer step allocates on top of the model states, per GPU (chapter 4, "The peak of a step").
+def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mixed",
+                                optimizer: str = "adamw", optimizer_impl: str = "foreach",
+                                parallel: Parallel | None = None) -> float:
+    """Bytes the optimizer step allocates on top of the model states, per GPU (chapter 4, "The peak of a
+    step").
 
     PyTorch's Adam/AdamW (``torch/optim/adamw.py``, ``_multi_tensor_adamw`` / ``_single_tensor_adamw``): the
     update divides by ``sqrt(v) + eps``. The ``foreach`` path computes ``torch._foreach_sqrt`` of every second
-    moment of the group at once, a temporary the size of the whole state buffer (4 bytes per parameter in fp32);
-    the ``for-loop`` path builds the same denominator one tensor at a time (two temporaries of the largest
-    tensor alive together); ``fused`` does it inside the kernel (nothing). Optimizers other than Adam/AdamW are
-    counted with no temporaries (an approximation: their updates are in place except for small scalars).
-    Measured in ``data/step_measurements.csv`` (chapter 5).
+    moment of the group at once, a temporary the size of the whole state buffer (4 bytes per parameter in
+    fp32); the ``for-loop`` path builds the same denominator one tensor at a time (two temporaries of the
+    largest tensor alive together); ``fused`` does it inside the kernel (nothing). Optimizers other than
+    Adam/AdamW are counted with no temporaries (an approximation: their updates are in place except for small
+    scalars). Measured in ``data/step_measurements.csv`` (chapter 5).
     """
     model = resolve_model(model, moe=True)
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
@@ -143,8 +149,10 @@ def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mi
     state = DTYPE_BYTES[recipe.states]
     shard = par.tp * par.pp * (par.dp_cp if par.zero >= 1 else 1)
     if impl == "foreach":
-        return (_moe.foreach_temporary_bytes(model, state, par) if model.is_moe else model.n_params * state / shard)
-    largest = _moe.largest_tensor(model, par) if model.is_moe else max(math.prod(s) for _, _, s, _ in model.tensors())
+        return (_moe.foreach_temporary_bytes(model, state,
+                                             par) if model.is_moe else model.n_params * state / shard)
+    largest = _moe.largest_tensor(model, par) if model.is_moe else max(math.prod(s) for _, _, s,
+                                                                       _ in model.tensors())
     return 2 * largest * state / par.tp          # the largest tensor, split by tensor parallelism
 
 
@@ -160,7 +168,8 @@ def autocast_copies_bytes(model: Model | str, *, parallel: Parallel | None = Non
     model = resolve_model(model)
     par = resolve_parallel(parallel, model)
     parts = model.param_breakdown()
-    matmul = parts["attention"] + parts["mlp"] + (parts["embedding"] if model.tied_embeddings else parts["lm_head"])
+    matmul = (parts["attention"] + parts["mlp"]
+              + (parts["embedding"] if model.tied_embeddings else parts["lm_head"]))
     return 2.0 * matmul / (par.tp * par.pp)
 
 
@@ -195,17 +204,18 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     ``flops_per_token`` is
     the compute one token costs, including recomputation (:func:`~llmsizing.flops.training_flops_per_token`).
     With context parallelism (``parallel.cp``) each GPU holds the activations, logits and loss temporaries of
-    ``seq / cp`` tokens (``seq`` a multiple of ``2 cp``, flash attention), ZeRO shards over ``dp x cp``, and one
-    layer's attention holds the K and V it exchanges
+    ``seq / cp`` tokens (``seq`` a multiple of ``2 cp``, flash attention), ZeRO shards over ``dp x cp``, and
+    one layer's attention holds the K and V it exchanges
     (:func:`~llmsizing.activations.cp_attention_buffers_bytes`, by ``parallel.cp_comm``).
-    ``recompute_layers=N`` with ``recompute="full"`` (``None``: every layer) recomputes the first ``N`` layers of
-    each model chunk only, Megatron-LM's ``--recompute-method block`` (:func:`~llmsizing.activations.stage_activations`).
-    ``attention_mask=True`` (``stack="hf"``): a padded batch, on which Hugging Face's SDPA path keeps K and V at
-    the query heads' width and a copy of the mask per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`).
-    Taught in chapter 4; checked against measured steps in chapter 5; context parallelism and partial
-    recomputation in "Long context".
+    ``recompute_layers=N`` with ``recompute="full"`` (``None``: every layer) recomputes the first ``N`` layers
+    of each model chunk only, Megatron-LM's ``--recompute-method block``
+    (:func:`~llmsizing.activations.stage_activations`). ``attention_mask=True`` (``stack="hf"``): a padded
+    batch, on which Hugging Face's SDPA path keeps K and V at the query heads' width and a copy of the mask
+    per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). Taught in chapter 4; checked against
+    measured steps in chapter 5; context parallelism and partial recomputation in "Long context".
     """
-    from .activations import STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms, stage_activations
+    from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
+                              stage_activations)
     from .flops import _partial_flops_per_token, training_flops_per_token
     from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers
 
@@ -221,7 +231,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
     fp8 = recipe.fp8
     act_kw = dict(batch=batch, seq=seq, dtype=act_dtype, attention=attention, dropout=dropout, tp=par.tp,
-                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, cp=par.cp, expert_tp=par.expert_tp, attention_mask=attention_mask)
+                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, cp=par.cp, expert_tp=par.expert_tp,
+                  attention_mask=attention_mask)
     acts = activation_memory(model, recompute=recompute, **act_kw)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     plain = None if n_rc is None else activation_memory(model, recompute="none", **act_kw)
@@ -230,14 +241,15 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                                             cp_comm=par.cp_comm, dtype=act_dtype)
     copies = autocast_copies_bytes(model, parallel=par) if amp else 0.0
     loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * local * model.vocab / par.tp
-    opt_tmp = optimizer_temporaries_bytes(model, precision=precision, optimizer=optimizer, optimizer_impl=impl,
-                                          parallel=par)
+    opt_tmp = optimizer_temporaries_bytes(model, precision=precision, optimizer=optimizer,
+                                          optimizer_impl=impl, parallel=par)
     parts = model.param_breakdown()
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
     working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_dtype,
                                                   attention=attention, dropout=dropout, tp=par.tp,
-                                                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, attention_mask=attention_mask).values())
+                                                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8,
+                                                  attention_mask=attention_mask).values())
     gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
     flops = (training_flops_per_token(model, seq=seq, recompute=recompute) if n_rc is None else
              _partial_flops_per_token(model, seq, sum(recomputed_layers(model.layers, par, n_rc)), False))
@@ -266,16 +278,19 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                              loss_bytes=loss if last else 0.0, optimizer_bytes=stage_opt,
                              layer_working_bytes=working, head_grad_bytes=head_grads,
                              head_copy_bytes=head_copy if last else 0.0,
-                             embedding_grad_bytes=2 * head_grads if model.tied_embeddings and par.pp == 1 else 0.0,
+                             embedding_grad_bytes=(2 * head_grads if model.tied_embeddings and par.pp == 1
+                                                   else 0.0),
                              gathered_bytes=gathered, cp_buffers_bytes=cp_buffers)
         if overhead_bytes is None:   # of the peak: the largest piece
             overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
         else:
             overhead = overhead_bytes
-        results.append(TrainingMemory(states, stage_acts, overhead, batch, grad_accum, seq, flops, phases, stack,
-                                      impl, copies, loss if last else 0.0, stage_opt, i, in_flight[i], gathered))
+        results.append(TrainingMemory(states, stage_acts, overhead, batch, grad_accum, seq, flops, phases,
+                                      stack, impl, copies, loss if last else 0.0, stage_opt, i, in_flight[i],
+                                      gathered))
     if _all_stages and _stages is not None:
-        return results         # (the searches read only the pieces of the stages they ask for: no stage table)
+        # (the searches read only the pieces of the stages they ask for: no stage table)
+        return results
     rows = tuple(_stage_row(r, on_stage[r.stage]) for r in results)
     results = [replace(r, stages=rows) for r in results]
     if _all_stages:
@@ -300,8 +315,8 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     ``4 x largest_layer_params`` (a 16-bit weight and gradient of the largest single module); the same
     16-bit recipe gives the same bytes here when that module is the embedding or LM head and outweighs a
     block (Llama 3), and more when a block is larger (GPT-3 175B: a block is 2.9x its embedding). FSDP2 also
-    prefetches the next block's weights during the forward by default, which this leaves out (chapter 9 measures
-    it). Taught in chapter 7.
+    prefetches the next block's weights during the forward by default, which this leaves out (chapter 9
+    measures it). Taught in chapter 7.
     """
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
@@ -320,8 +335,9 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
                     parallel: Parallel | None = None, overhead_bytes: float | None = None,
                     stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1,
                     recompute_layers: int | None = None, attention_mask: bool = False):
-    """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask`` too) fits ``gpu``, for one
-    sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an int array).
+    """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask`` too) fits
+    ``gpu``, for one sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an
+    int array).
 
     0 means not even one sequence fits (the model states alone may already be too large). ``grad_accum`` is
     the number of micro-batches per step (with pipeline parallelism it sets how many are in flight, and from
@@ -331,8 +347,9 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     peak is the largest of a few pieces (:func:`step_phases`), each ``A(s) + b * B(s)`` with ``A``, ``B``
     quadratics in ``s``: the peak fits iff every piece fits. The pieces are read off six calls of
     :func:`training_memory`, which makes the sweep over sequence lengths a NumPy expression (no loop) that
-    agrees with :func:`training_memory` by construction (``recompute_layers`` too: partial recomputation is linear
-    in the micro-batch as well). Taught in chapter 4. A mixture of experts (``parallel`` with ``ep``) too: chapter 18.
+    agrees with :func:`training_memory` by construction (``recompute_layers`` too: partial recomputation is
+    linear in the micro-batch as well). Taught in chapter 4. A mixture of experts (``parallel`` with ``ep``)
+    too: chapter 18.
     """
     import numpy as np
 
@@ -346,7 +363,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
         raise ValueError(f"seq must be >= 1 and <= {MAX_MEANINGFUL:,}, got {bad:,}")
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
-              optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers, attention_mask=attention_mask)
+              optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers,
+              attention_mask=attention_mask)
     cp = resolve_parallel(parallel).cp
     if cp > 1 and (seqs % (2 * cp)).any():
         bad = int(seqs[seqs % (2 * cp) != 0].flat[0])
@@ -354,7 +372,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     # three sequence lengths the layout accepts (a multiple of 2 cp with context parallelism)
     points = np.array([1024.0, 2048.0, 3072.0]) * (1 if cp == 1 else 2 * cp // math.gcd(1024, 2 * cp))
     # every pipeline stage's pieces: the most loaded stage may change with the micro-batch
-    runs = [[training_memory(model, batch=b, seq=int(s), _all_stages=True, **kw) for s in points] for b in (1, 2)]
+    runs = [[training_memory(model, batch=b, seq=int(s), _all_stages=True,
+                             **kw) for s in points] for b in (1, 2)]
     if overhead_bytes is None:   # total = FIXED + (1 + FRAGMENTATION) x peak
         limit = (capacity - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)
     else:
@@ -379,20 +398,21 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
 
 def recipe_tensor_table(model, *, precisions=("bf16-mixed", "bf16-mixed-fp32-grads", "fp8-mixed",
                                                  "fp8-deepseek"), optimizer: str = "adamw"):
-    """Bytes per parameter of each model-state tensor (rows: weights, gradients, master copy, optimizer states,
-    FP8 weight copies, FP8 scaling state, total) for each recipe in ``precisions`` (columns), on one GPU, from
-    :meth:`~llmsizing.memory.ModelStates.to_frame`: what an FP8 recipe saves and what it adds, tensor by
-    tensor. The FP8 rows are per parameter of the whole model (only the blocks' Linear weights have copies: 2
-    bytes per Linear weight with Transformer Engine on Hopper). Taught in chapter 2, "FP8: what it saves and
-    what it does not"."""
+    """Bytes per parameter of each model-state tensor (rows: weights, gradients, master copy, optimizer
+    states, FP8 weight copies, FP8 scaling state, total) for each recipe in ``precisions`` (columns), on one
+    GPU, from :meth:`~llmsizing.memory.ModelStates.to_frame`: what an FP8 recipe saves and what it adds,
+    tensor by tensor. The FP8 rows are per parameter of the whole model (only the blocks' Linear weights have
+    copies: 2 bytes per Linear weight with Transformer Engine on Hopper). Taught in chapter 2, "FP8: what it
+    saves and what it does not"."""
     import pandas as pd
 
     model = resolve_model(model)
     precisions = [check_recipe("precision", p)
                   for p in check_sequence("precisions", precisions, example="['bf16-mixed', 'fp8-mixed']")]
-    cols = {p: model_states(model, precision=p, optimizer=optimizer).to_frame()["bytes/param"] for p in precisions}
-    rows = ["weights", "gradients", "master copy", "optimizer states", "FP8 weight copies", "FP8 scaling state",
-            "total"]
+    cols = {p: model_states(model, precision=p,
+                            optimizer=optimizer).to_frame()["bytes/param"] for p in precisions}
+    rows = ["weights", "gradients", "master copy", "optimizer states", "FP8 weight copies",
+            "FP8 scaling state", "total"]
     df = pd.DataFrame(cols).reindex(rows).fillna(0.0)
     df.index.name = "tensor"
     return df

@@ -30,7 +30,8 @@ FRAGMENTATION = 0.08
 
 
 def default_overhead_bytes(tensor_bytes: float) -> float:
-    """The book's default allowance: :data:`FIXED_OVERHEAD_BYTES` + :data:`FRAGMENTATION` x modelled tensors."""
+    """The book's default allowance: :data:`FIXED_OVERHEAD_BYTES` + :data:`FRAGMENTATION` x modelled
+    tensors."""
     return FIXED_OVERHEAD_BYTES + FRAGMENTATION * tensor_bytes
 
 
@@ -52,8 +53,9 @@ class ModelStates:
     GPU's share costs in the host's memory (multiply by the GPUs per node for a node's RAM).
 
     An FP8 recipe (:data:`~llmsizing.precision.FP8_SCHEMES`) adds ``fp8_weights_bytes``, the FP8 copies of the
-    Linear weights that Transformer Engine caches (DeepSeek-V3: one block-scaled copy), and ``fp8_meta_bytes``,
-    its scaling state (amax histories and scales: kilobytes per layer). Both are in :attr:`total_bytes`."""
+    Linear weights that Transformer Engine caches (DeepSeek-V3: one block-scaled copy), and
+    ``fp8_meta_bytes``, its scaling state (amax histories and scales: kilobytes per layer). Both are in
+    :attr:`total_bytes`."""
 
     n_params: int
     precision: str
@@ -84,8 +86,8 @@ class ModelStates:
     @property
     def bytes_per_param(self) -> float:
         """Bytes on this GPU divided by the model's parameter count: the familiar 16 (bf16-mixed AdamW) on one
-        GPU; with ``parallel`` it is the most loaded GPU's share (a little over 8 with ``Parallel(tp=2)``: the norms
-        are replicated)."""
+        GPU; with ``parallel`` it is the most loaded GPU's share (a little over 8 with ``Parallel(tp=2)``: the
+        norms are replicated)."""
         return self.total_bytes / self.n_params
 
     def to_frame(self):
@@ -119,8 +121,9 @@ def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", opt
 
     Only for optimizers whose state is elementwise (everything but Adafactor, whose factored moment depends on
     the tensor shapes: build a :class:`~llmsizing.model.Model` for it). With an FP8 recipe every parameter is
-    counted as a Linear weight with an FP8 copy (an upper bound: the embeddings and norms have none; the blocks'
-    matrices are 87% of Llama 3 8B) and the scaling state is left out (no layer count). Taught in chapter 2.
+    counted as a Linear weight with an FP8 copy (an upper bound: the embeddings and norms have none; the
+    blocks' matrices are 87% of Llama 3 8B) and the scaling state is left out (no layer count). Taught in
+    chapter 2.
     """
     n = check_int("n_params", n_params)
     check_recipe("precision", precision)
@@ -135,11 +138,12 @@ def _tp_share(name: str, model: Model, tp: int) -> float:
     """The fraction of one parameter tensor that each tensor-parallel rank holds (Megatron-LM's layout,
     Shoeybi et al. 2019): column-parallel matrices and their biases (q, k, v, gate, up) and row-parallel
     matrices (o, down) are split; row-parallel biases, norms and learned positions are replicated; the
-    embedding and the LM head are split along the vocabulary. K and V are split by KV head, at least one head per
-    rank (replicated beyond ``kv_heads``, as vLLM does)."""
+    embedding and the LM head are split along the vocabulary. K and V are split by KV head, at least one head
+    per rank (replicated beyond ``kv_heads``, as vLLM does)."""
     if tp == 1:
         return 1.0
-    if any(k in name for k in ("norm", "embed_positions")) or name.endswith(("o_proj.bias", "down_proj.bias")):
+    if any(k in name for k in ("norm", "embed_positions")) or name.endswith(("o_proj.bias",
+                                                                             "down_proj.bias")):
         return 1.0
     if "k_proj" in name or "v_proj" in name:
         return max(model.kv_heads / tp, 1) / model.kv_heads
@@ -179,7 +183,8 @@ def _stage_params(model: Model, tp: int, pp: int, stage_layers: tuple | None = N
 
 
 @functools.lru_cache(maxsize=256)
-def _stage_linear(model: Model, tp: int, pp: int, stage_layers: tuple | None = None) -> tuple[tuple[float, int], ...]:
+def _stage_linear(model: Model, tp: int, pp: int,
+                  stage_layers: tuple | None = None) -> tuple[tuple[float, int], ...]:
     """Per pipeline stage: ``(Linear weight elements on one GPU, layers)``, the blocks' matrices that an FP8
     recipe casts to FP8 (QKV, output projection, gate/up, down, split by :func:`_tp_share`). The embedding and
     the LM head stay 16-bit: Megatron-LM's ``output_layer`` is its own ``ColumnParallelLinear``, not a
@@ -225,22 +230,24 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
         weights = weights / dp
     host = 0.0
     if par.offload != "none":
-        # ZeRO-Offload: the optimizer's partition lives (and steps, with CPU Adam) in host memory, with an fp32
-        # copy of the gradient partition when the recipe's gradients are 16-bit (DeepSpeed keeps one for CPU Adam)
+        # ZeRO-Offload: the optimizer's partition lives (and steps, with CPU Adam) in host memory, with an
+        # fp32 copy of the gradient partition when the recipe's gradients are 16-bit (DeepSpeed keeps one for
+        # CPU Adam)
         fp32_grads = 0.0
         if not extra and DTYPE_BYTES[recipe.grads] < 4:
             fp32_grads = 4.0 * n * share / (dp if par.zero >= 1 else 1)
         host = master + states + extra + fp32_grads
         master = states = extra = 0.0
         if par.zero >= 2:
-            # ZeRO-2/3 offload reduces each gradient bucket straight into that host fp32 partition: no gradient
-            # shard stays on the GPU (DeepSpeed's estimate_zero2/zero3_model_states_mem_needs count no
-            # gradient bytes on the GPU with cpu_offload, and 16 bytes per parameter on the host)
+            # ZeRO-2/3 offload reduces each gradient bucket straight into that host fp32 partition: no
+            # gradient shard stays on the GPU (DeepSpeed's estimate_zero2/zero3_model_states_mem_needs count
+            # no gradient bytes on the GPU with cpu_offload, and 16 bytes per parameter on the host)
             grads = 0.0
         if par.offload == "optimizer+params":     # ZeRO-Infinity's offload_param: the weight shard too
             host += weights
             weights = 0.0
-    return ModelStates(n, precision, optimizer, weights, grads + extra, master, states, par, host, fp8_w, fp8_meta)
+    return ModelStates(n, precision, optimizer, weights, grads + extra, master, states, par, host, fp8_w,
+                       fp8_meta)
 
 
 #: The share of a GPU's memory a plan may fill with :attr:`~llmsizing.memory.TrainingMemory.total_bytes`
