@@ -45,6 +45,11 @@ CASES = [
      dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
     ("qwen3-30b-a3b on H100s, <= 1,024 GPUs", "qwen3-30b-a3b",
      dict(tokens=1e12, seq=4096, global_batch=512, max_gpus=1024, gpus=("H100 SXM",))),
+    # mixtures of experts at long context (issue 33): context parallelism x expert parallelism
+    ("qwen3-30b-a3b at 64K on H100s", "qwen3-30b-a3b",
+     dict(tokens=1e12, seq=65536, global_batch=64, gpus=("H100 SXM",))),
+    ("mixtral-8x7b at 32K on H100s", "mixtral-8x7b",
+     dict(tokens=1e12, seq=32768, global_batch=64, gpus=("H100 SXM",))),
     ("llama-3-8b, whole catalogue, <= 1,024 GPUs", "llama-3-8b",
      dict(tokens=1e12, seq=8192, global_batch=512, max_gpus=1024,
           gpus=("A10", "L40S", "RTX 4090", "A100 40GB", "A100 80GB", "H100 SXM", "H200", "B200", "MI300X"))),
