@@ -69,6 +69,7 @@ from .catalog import resolve_model
 from .model import Model
 from .network import Collective
 from .parallel import Parallel, check_ep, layers_per_stage  # noqa: F401 (check_ep: issue 24's home)
+from .parallel import kept_parallel
 from .precision import DTYPE_BYTES
 from .states import ModelStates, _states, _tp_share, edge_params
 
@@ -117,7 +118,7 @@ def stage_moe_layers(model: Model, par: Parallel) -> tuple[int, ...]:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=2048)
 def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
     par = Parallel(pp=pp, stage_layers=stage_layers)
     moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
@@ -163,14 +164,19 @@ def stage_split(model: Model, parallel: Parallel) -> list[dict]:
     model), ``experts`` (the routed experts of the stage's MoE layers, ``experts / ep`` of each, divided by ``tp``
     only with ``expert_tp``), ``dense_linear`` and ``experts_linear`` (their matrices, which an FP8 recipe copies),
     ``layers``."""
-    rows = _split(model, parallel.tp, parallel.pp, parallel.stage_layers, parallel.ep, parallel.expert_tp)
-    return [dict(zip(("dense", "experts", "dense_linear", "experts_linear", "layers"), r)) for r in rows]
+    return [dict(zip(("dense", "experts", "dense_linear", "experts_linear", "layers"), r)) for r in _rows(model, parallel)]
+
+
+def _rows(model: Model, par: Parallel) -> tuple:
+    """:func:`stage_split`'s rows as the kept tuples ``(dense, experts, dense_linear, experts_linear, layers)``,
+    without building a dict per stage (the memory's hot path reads one stage, or all of them, per call)."""
+    return _split(model, par.tp, par.pp, par.stage_layers, par.ep, par.expert_tp)
 
 
 def gpu_params(model: Model, parallel: Parallel) -> list[float]:
     """Parameters on one GPU of each stage (dense + routed experts): :func:`~llmsizing.memory.stage_params` for a
     mixture of experts."""
-    return [r["dense"] + r["experts"] for r in stage_split(model, parallel)]
+    return [r[0] + r[1] for r in _rows(model, parallel)]
 
 
 def moe_model_states(model: Model, elements: float, precision: str, optimizer: str, par: Parallel, stage: int):
@@ -178,15 +184,15 @@ def moe_model_states(model: Model, elements: float, precision: str, optimizer: s
     dense part with the dense rules (ZeRO over ``dp x cp``), the routed experts with ZeRO over the ``edp``
     expert-data-parallel GPUs (:func:`expert_data_parallel`). ``elements`` is the whole model's optimizer-state
     count (:func:`~llmsizing.memory.optimizer_state_elements`), split in proportion to the parameters."""
-    row = stage_split(model, par)[stage]
+    on_dense, on_experts, dense_linear, experts_linear, layers = _rows(model, par)[stage]
     n_exp = model.routed_expert_params
     n_dense = model.n_params - n_exp
     dense = _states(n_dense, elements * n_dense / model.n_params, precision, optimizer, par,
-                    on_rank=row["dense"], linear=(row["dense_linear"], row["layers"]))
-    epar = Parallel(dp=expert_data_parallel(par), zero=par.zero, offload=par.offload,
-                    reshard_after_forward=par.reshard_after_forward)
+                    on_rank=on_dense, linear=(dense_linear, layers))
+    epar = kept_parallel(dp=expert_data_parallel(par), zero=par.zero, offload=par.offload,
+                         reshard_after_forward=par.reshard_after_forward)
     ex = _states(n_exp, elements * n_exp / model.n_params, precision, optimizer, epar,
-                 on_rank=row["experts"], linear=(row["experts_linear"], 0))
+                 on_rank=on_experts, linear=(experts_linear, 0))
     return ModelStates(model.n_params, precision, optimizer,
                        dense.weights_bytes + ex.weights_bytes, dense.gradients_bytes + ex.gradients_bytes,
                        dense.master_bytes + ex.master_bytes,
@@ -200,8 +206,8 @@ def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> 
     ``sqrt`` of every second moment at once) for a mixture of experts: the most loaded stage's parameters with
     ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``edp``."""
     shard = par.zero >= 1
-    return state_bytes * max(r["dense"] / (par.dp_cp if shard else 1) + r["experts"] /
-                             (expert_data_parallel(par) if shard else 1) for r in stage_split(model, par))
+    return state_bytes * max(dense / (par.dp_cp if shard else 1) + experts / (expert_data_parallel(par) if shard else 1)
+                             for dense, experts, *_ in _rows(model, par))
 
 
 def largest_tensor(model: Model, par: Parallel) -> float:

@@ -21,7 +21,7 @@ from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .network import group_link
-from .parallel import Parallel, layers_per_stage
+from .parallel import Parallel, kept_parallel, layers_per_stage
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int, expert_tp: bool,
@@ -30,10 +30,11 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
     stage, from one :func:`~llmsizing.memory.training_memory` call: the first and the last stage, and for a
     mixture of experts :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only)."""
     if model.is_moe:
-        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep, expert_tp=expert_tp)
+        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
+                            expert_tp=expert_tp)
         stages = heavy_stages(model, par)
     else:
-        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
+        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
         stages = (0, pp - 1)
     runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True, _stages=stages, **kw)
     return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
