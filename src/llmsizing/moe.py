@@ -111,8 +111,14 @@ def _moe_indices(model: Model) -> frozenset:
 def stage_moe_layers(model: Model, par: Parallel) -> tuple[int, ...]:
     """How many MoE layers each pipeline stage holds (its layers in order; Megatron's even split or
     ``stage_layers``). DeepSeek-V3's three dense layers all sit on the first stage."""
+    return _moe_layer_counts(model, layers_per_stage(model.layers, par))
+
+
+@functools.lru_cache(maxsize=1024)
+def _moe_layer_counts(model: Model, sizes: tuple) -> tuple[int, ...]:
+    """:func:`stage_moe_layers` for stages of ``sizes`` layers, kept (the planner asks for each ``pp`` often)."""
     moe, out, start = _moe_indices(model), [], 0
-    for n in layers_per_stage(model.layers, par):
+    for n in sizes:
         out.append(sum(1 for i in range(start, start + n) if i in moe))
         start += n
     return tuple(out)
@@ -120,7 +126,25 @@ def stage_moe_layers(model: Model, par: Parallel) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=2048)
 def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
+    common, lin_common, d_mlp, d_lin, m_dense, m_lin, ex, ex_lin = _layer_split(model, tp, ep, expert_tp)
     par = Parallel(pp=pp, stage_layers=stage_layers)
+    edge = edge_params(model, tp, pp)
+    out = []
+    n_moe_by_stage = stage_moe_layers(model, par)
+    for i, n in enumerate(layers_per_stage(model.layers, par)):
+        k = n_moe_by_stage[i]
+        dense = n * common + (n - k) * d_mlp + k * m_dense
+        dense += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
+        lin = n * lin_common + (n - k) * d_lin + k * m_lin
+        out.append((dense, k * ex, lin, k * ex_lin, n))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _layer_split(model: Model, tp: int, ep: int, expert_tp: bool) -> tuple:
+    """What one GPU holds of one layer, for :func:`_split` (kept: the same for every ``pp``): attention and norms
+    (``common``, its matrices ``lin_common``), a dense layer's MLP (``d_mlp``, ``d_lin``), a MoE layer's dense
+    part, router and shared experts (``m_dense``, ``m_lin``), and its routed experts (``ex``, ``ex_lin``)."""
     moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
     common = lin_common = 0.0                  # attention + norms of every layer
     for _, n, s in model.layer_tensors("moe"):
@@ -146,16 +170,7 @@ def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: boo
             x = math.prod(s) * _tp_share("layers." + n, model, tp)
             m_dense += x
             m_lin += x if len(s) >= 2 else 0.0
-    edge = edge_params(model, tp, pp)
-    out = []
-    n_moe_by_stage = stage_moe_layers(model, par)
-    for i, n in enumerate(layers_per_stage(model.layers, par)):
-        k = n_moe_by_stage[i]
-        dense = n * common + (n - k) * d_mlp + k * m_dense
-        dense += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
-        lin = n * lin_common + (n - k) * d_lin + k * m_lin
-        out.append((dense, k * ex, lin, k * ex_lin, n))
-    return tuple(out)
+    return common, lin_common, d_mlp, d_lin, m_dense, m_lin, ex, ex_lin
 
 
 def stage_split(model: Model, parallel: Parallel) -> list[dict]:

@@ -124,18 +124,20 @@ class SearchMemory:
         return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
 
 
-def _candidates(tp: int, pp: int, ep: int, *, cps, micros, global_batch: int, max_gpus, moe: bool, expert_tp: bool):
+def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch: int, max_gpus, moe: bool,
+                expert_tp: bool):
     """The candidate plans of the layouts with ``(tp, pp, ep)`` (any ZeRO stage) as columns, in the search's
-    order (context-parallel degree, then micro-batch, then ``dp``): ``block`` (the index of the (cp, micro-batch)
+    order (context-parallel degree, then micro-batch, then ``dp``; ``divisors`` holds those of ``global_batch //
+    micro`` for each micro-batch, in order): ``block`` (the index of the (cp, micro-batch)
     pair), ``cp``, ``micro``, ``dp``, ``m`` (micro-batches per step), ``group`` (an index into ``pairs``, the
     distinct (cp, accumulation class) pairs); None when there is none. ``dp`` makes ``global_batch = micro x m x
     dp`` with ``m >= pp``, ``tp x cp x pp x dp`` at most ``max_gpus``, and for a mixture of experts ``ep`` divide
     ``tp x cp x dp / etp`` (:class:`~llmsizing.parallel.Parallel`)."""
     block, cp_, b_, dp_ = [], [], [], []
-    for k, (cp, b) in enumerate((cp, b) for cp in cps for b in micros):
+    for k, (cp, b) in enumerate((cp, b) for cp in cps for b in divisors):
         if global_batch % b:
             continue
-        dps = [d for d in _divisors(global_batch // b) if global_batch // (b * d) >= pp]
+        dps = [d for d in divisors[b] if global_batch // (b * d) >= pp]
         if max_gpus is not None:
             dps = [d for d in dps if tp * cp * pp * d <= max_gpus]
         if moe:
@@ -172,13 +174,14 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     Each layout weighs all its candidates at once, a recomputation only where some GPU has none that fits yet
     (a heavier one is never kept); ZeRO over one data-parallel rank (``dp = cp = 1``) is no ZeRO and left out."""
     blocks, found, cands = [], 0, {}
+    divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
     for tp, pp, zero, ep in layouts:
         on = np.array([domains[g.name] % tp == 0 for g in gpu_list])   # tp stays inside the scale-up domain
         if not on.any():
             continue
         gi, limit = np.flatnonzero(on), limits[on]
         if (tp, pp, ep) not in cands:
-            cands[tp, pp, ep] = _candidates(tp, pp, ep, cps=cps, micros=micros, global_batch=global_batch,
+            cands[tp, pp, ep] = _candidates(tp, pp, ep, cps=cps, divisors=divisors, global_batch=global_batch,
                                             max_gpus=max_gpus, moe=model.is_moe, expert_tp=expert_tp)
         cand = cands[tp, pp, ep]
         if cand is None:
