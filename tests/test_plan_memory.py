@@ -1,9 +1,10 @@
-"""The planner's memory from few training_memory calls (issue 33, llmsizing.plan_memory.SearchMemory): what one more
-sequence adds read off a reference layout without ZeRO or expert parallelism, the model states per (tp, pp, ZeRO
-stage, ep), every context-parallel degree from two. Each key's coefficients equal the direct evaluation
-(plan_pricing._memory_coefficients at that layout, three training_memory calls) to rounding, for dense models and
-mixtures of experts, every ZeRO stage, recomputation, accumulation class and cp; the long-context searches of the
-issue are checked row by row against training_memory and step_time, and make a few hundred calls, not thousands."""
+"""The planner's memory from few training_memory calls (issue 33, llmsizing.plan_memory.SearchMemory): what
+one more sequence adds, read off a reference layout without ZeRO or expert parallelism; the model states per
+(tp, pp, ZeRO stage, ep); every context-parallel degree from two. Each key's coefficients equal the direct
+evaluation (plan_pricing._memory_coefficients at that layout, three training_memory calls) to rounding, for
+dense models and mixtures of experts, every ZeRO stage, recomputation, accumulation class and cp; the issue's
+long-context searches are checked row by row against training_memory and step_time, and make a few hundred
+calls, not thousands."""
 
 import numpy as np
 import pytest
@@ -29,15 +30,16 @@ def _direct(model, kw, tp, pp, zero, ep, rc, c, cp, cp_comm, expert_tp):
 
 
 def _same(got, want):
-    """Equal to rounding: within 1e-12 of the largest coefficient (bytes of order 1e10 to 1e12: under a byte)."""
+    """Equal to rounding: within 1e-12 of the largest coefficient (bytes of order 1e10 to 1e12: under a
+    byte)."""
     scale = max(max(float(np.abs(w).max()) for w in want), 1.0)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12 * scale)
 
 
 def _keys(model, tps, pps, zeros, eps, expert_tp=False):
-    """The (tp, pp, zero, ep, accumulation class) the search would weigh: ZeRO-2/3 without a pipeline, ZeRO-3 with
-    ep = 1, the classes 1 (one micro-batch, pp = 1 only) and max(2, pp)."""
+    """The (tp, pp, zero, ep, accumulation class) the search would weigh: ZeRO-2/3 without a pipeline, ZeRO-3
+    with ep = 1, the classes 1 (one micro-batch, pp = 1 only) and max(2, pp)."""
     for tp in tps:
         for pp in pps:
             for zero in zeros:
@@ -56,7 +58,8 @@ CASES = {
     "mixtral at 32K, every ZeRO stage and ep, the ring": dict(
         model="mixtral-8x7b", seq=32768, tps=(1, 2), pps=(1, 4), cps=(1, 2, 4, 8), cp_comm="p2p"),
     "mixtral at 32K, experts split by tp, all-gather": dict(
-        model="mixtral-8x7b", seq=32768, tps=(2,), pps=(1, 2), cps=(1, 2, 4), cp_comm="all_gather", expert_tp=True),
+        model="mixtral-8x7b", seq=32768, tps=(2,), pps=(1, 2), cps=(1, 2, 4), cp_comm="all_gather",
+        expert_tp=True),
     "qwen3-30b-a3b at 64K, eps (1, 8, 32, 128)": dict(
         model="qwen3-30b-a3b", seq=65536, tps=(1, 4), pps=(1, 6), cps=(1, 4, 16), cp_comm="p2p",
         eps=(1, 8, 32, 128)),
@@ -106,7 +109,8 @@ def test_the_comparison_can_fail():
         _same(got, _direct(model, kw, 1, 1, 3, 1, "none", 2, 1, "p2p", False))
     fixed, per_micro, sharded = got
     with pytest.raises(AssertionError):
-        _same((fixed, per_micro * (1 + 1e-9), sharded), _direct(model, kw, 1, 1, 0, 1, "none", 2, 1, "p2p", False))
+        _same((fixed, per_micro * (1 + 1e-9), sharded),
+              _direct(model, kw, 1, 1, 0, 1, "none", 2, 1, "p2p", False))
 
 
 def _one_per_kind(df, keys, seed=0):
@@ -124,8 +128,8 @@ def test_long_context_moe_rows_are_the_scalar_functions(model, seq, kw):
     rows = _one_per_kind(df.assign(piped=df["pp"] > 1), ["zero", "cp", "ep", "recompute", "piped"])
     assert len(rows) >= 50
     for r in rows.itertuples():
-        par = L.Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp), cp=int(r.cp),
-                         ep=int(r.ep))
+        par = L.Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp),
+                         cp=int(r.cp), ep=int(r.ep))
         mem = L.training_memory(model, batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum),
                                 recompute=r.recompute, parallel=par)
         assert r.memory_per_gpu_bytes == pytest.approx(mem.total_bytes, rel=1e-9), r
@@ -135,8 +139,8 @@ def test_long_context_moe_rows_are_the_scalar_functions(model, seq, kw):
 
 
 def test_the_issue_search_makes_few_training_memory_calls(monkeypatch):
-    """Qwen3-30B-A3B at 64K on H100s weighs 676 layouts x 5 cp degrees x 3 recomputations: one set of coefficients
-    per layout took 7,213 training_memory calls (issue 33); SearchMemory takes about 1,200."""
+    """Qwen3-30B-A3B at 64K on H100s weighs 676 layouts x 5 cp degrees x 3 recomputations: one set of
+    coefficients per layout took 7,213 training_memory calls (issue 33); SearchMemory takes about 1,200."""
     calls = []
     real = plan_pricing.training_memory
 

@@ -116,7 +116,8 @@ def stage_moe_layers(model: Model, par: Parallel) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=1024)
 def _moe_layer_counts(model: Model, sizes: tuple) -> tuple[int, ...]:
-    """:func:`stage_moe_layers` for stages of ``sizes`` layers, kept (the planner asks for each ``pp`` often)."""
+    """:func:`stage_moe_layers` for stages of ``sizes`` layers, kept (the planner asks for each ``pp``
+    often)."""
     moe, out, start = _moe_indices(model), [], 0
     for n in sizes:
         out.append(sum(1 for i in range(start, start + n) if i in moe))
@@ -142,9 +143,10 @@ def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: boo
 
 @functools.lru_cache(maxsize=256)
 def _layer_split(model: Model, tp: int, ep: int, expert_tp: bool) -> tuple:
-    """What one GPU holds of one layer, for :func:`_split` (kept: the same for every ``pp``): attention and norms
-    (``common``, its matrices ``lin_common``), a dense layer's MLP (``d_mlp``, ``d_lin``), a MoE layer's dense
-    part, router and shared experts (``m_dense``, ``m_lin``), and its routed experts (``ex``, ``ex_lin``)."""
+    """What one GPU holds of one layer, for :func:`_split` (kept: the same for every ``pp``): attention and
+    norms (``common``, its matrices ``lin_common``), a dense layer's MLP (``d_mlp``, ``d_lin``), a MoE layer's
+    dense part, router and shared experts (``m_dense``, ``m_lin``), its routed experts (``ex``,
+    ``ex_lin``)."""
     moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
     common = lin_common = 0.0                  # attention + norms of every layer
     for _, n, s in model.layer_tensors("moe"):
@@ -179,12 +181,13 @@ def stage_split(model: Model, parallel: Parallel) -> list[dict]:
     model), ``experts`` (the routed experts of the stage's MoE layers, ``experts / ep`` of each, divided by ``tp``
     only with ``expert_tp``), ``dense_linear`` and ``experts_linear`` (their matrices, which an FP8 recipe copies),
     ``layers``."""
-    return [dict(zip(("dense", "experts", "dense_linear", "experts_linear", "layers"), r)) for r in _rows(model, parallel)]
+    names = ("dense", "experts", "dense_linear", "experts_linear", "layers")
+    return [dict(zip(names, r)) for r in _rows(model, parallel)]
 
 
 def _rows(model: Model, par: Parallel) -> tuple:
-    """:func:`stage_split`'s rows as the kept tuples ``(dense, experts, dense_linear, experts_linear, layers)``,
-    without building a dict per stage (the memory's hot path reads one stage, or all of them, per call)."""
+    """:func:`stage_split`'s rows as the kept tuples ``(dense, experts, dense_linear, experts_linear,
+    layers)``, without a dict per stage (the memory's hot path reads one stage, or all of them, per call)."""
     return _split(model, par.tp, par.pp, par.stage_layers, par.ep, par.expert_tp)
 
 
@@ -221,7 +224,8 @@ def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> 
     ``sqrt`` of every second moment at once) for a mixture of experts: the most loaded stage's parameters with
     ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``edp``."""
     shard = par.zero >= 1
-    return state_bytes * max(dense / (par.dp_cp if shard else 1) + experts / (expert_data_parallel(par) if shard else 1)
+    dense_over, experts_over = (par.dp_cp, expert_data_parallel(par)) if shard else (1, 1)
+    return state_bytes * max(dense / dense_over + experts / experts_over
                              for dense, experts, *_ in _rows(model, par))
 
 

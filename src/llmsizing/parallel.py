@@ -318,14 +318,14 @@ SINGLE_GPU = Parallel()
 
 
 def kept_parallel(**fields) -> Parallel:
-    """``Parallel(**fields)``, kept for the last 4,096 sets of fields (each with its type, so that ``sp=1`` never
-    hits the entry kept for ``sp=True`` and skips its check): a layout is immutable and its checks depend on its
-    fields only, so the same fields give an equal layout, checked once (a refused one is not kept: it raises
-    each time). For the hot paths that build many layouts from a few (issue 33: the planner's search,
-    :func:`llmsizing.moe.moe_model_states`, :func:`check_layout`). Fields that cannot be hashed are not kept."""
+    """``Parallel(**fields)``, kept for the last 4,096 sets of fields (each with its type, so that ``sp=1``
+    never hits the entry kept for ``sp=True`` and skips its check): a layout is immutable and its checks
+    depend on its fields only, so the same fields give an equal layout, checked once (a refused one is not
+    kept: it raises each time). For the hot paths that build many layouts from a few (issue 33: the planner's
+    search, :func:`llmsizing.moe.moe_model_states`, :func:`check_layout`). Unhashable fields are not kept."""
     try:
         return _kept_parallel(**fields)
-    except TypeError:                   # an unhashable field: built (and refused, with its own message) as given
+    except TypeError:                   # an unhashable field: built (and refused, with its message) as given
         return Parallel(**fields)
 
 

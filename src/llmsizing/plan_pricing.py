@@ -24,11 +24,12 @@ from .network import group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
-def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int, expert_tp: bool,
-            *, batch: int, dp: int) -> np.ndarray:
-    """The bytes of every piece (:func:`~llmsizing.memory.step_phases`) of the stages a search weighs, stage by
-    stage, from one :func:`~llmsizing.memory.training_memory` call: the first and the last stage, and for a
-    mixture of experts :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only)."""
+def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
+            expert_tp: bool, *, batch: int, dp: int) -> np.ndarray:
+    """The bytes of every piece (:func:`~llmsizing.memory.step_phases`) of the stages a search weighs, stage
+    by stage, from one :func:`~llmsizing.memory.training_memory` call: the first and the last stage, and for a
+    mixture of experts :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout
+    comes from :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
     if model.is_moe:
         par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
                             expert_tp=expert_tp)
@@ -36,7 +37,8 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
     else:
         par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
         stages = (0, pp - 1)
-    runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True, _stages=stages, **kw)
+    runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True, _stages=stages,
+                           **kw)
     return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
 
 
@@ -97,8 +99,8 @@ def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, 
 
 def _total_bytes(coef, micro: np.ndarray, dp: np.ndarray) -> np.ndarray:
     """Per-GPU total (peak + the default allowance, as :func:`~llmsizing.memory.default_overhead_bytes`)
-    for arrays of micro-batches and ``dp``: ``coef`` one layout's coefficients (1-D, one entry per piece) or one
-    row of them per plan (2-D)."""
+    for arrays of micro-batches and ``dp``: ``coef`` one layout's coefficients (1-D, one entry per piece) or
+    one row of them per plan (2-D)."""
     fixed, per_micro, sharded = coef
     peak = (fixed + micro[:, None] * per_micro + sharded / dp[:, None]).max(axis=1)
     return FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * peak
@@ -140,8 +142,8 @@ def _one_layer_coefficients(none, full, layers: int):
 def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarray, limits: np.ndarray):
     """The fewest layers per stage, ``n`` in ``1 .. layers``, that partial recomputation (Megatron-LM's block
     method, :func:`~llmsizing.parallel.recomputed_layers`) must rerun for the per-GPU total to fit each limit, for
-    every GPU limit (rows, ``limits``) and ``dp`` (columns, ``dps``; ``micro`` one micro-batch or one per ``dp``)
-    at once; and the totals at that ``n``.
+    every GPU limit (rows, ``limits``) and ``dp`` (columns, ``dps``; ``micro`` one micro-batch or one per
+    ``dp``) at once; and the totals at that ``n``.
 
     ``one`` and ``every`` are :func:`_memory_coefficients` with 1 and all ``layers`` of a stage recomputed. Every
     piece of the peak is affine in ``n`` between them (each recomputed layer keeps its input instead of its

@@ -6,9 +6,12 @@ days and cost. It adds no formula of its own:
 
 * memory is :func:`~llmsizing.memory.training_memory`'s per-GPU peak (the most loaded GPU), the same number
   the memory chapters and :func:`~llmsizing.layouts.min_gpus` use. Within one layout it is linear in the
-  micro-batch (activations) and in ``1 / (dp x cp)`` (ZeRO's shards), so three evaluations per context-parallel
-  degree give it for every micro-batch and ``dp`` at once (NumPy); ``tests/test_planner.py`` checks returned rows
-  against direct calls;
+  micro-batch (activations) and in ``1 / (dp x cp)`` (ZeRO's shards), so a few evaluations give it for every
+  micro-batch and ``dp`` at once (NumPy), and the layouts share them: the activations do not depend on the ZeRO
+  stage, ``ep`` or ``dp``, nor the model states on the recomputation or the micro-batch
+  (:class:`~llmsizing.plan_memory.SearchMemory`, issue 33: Qwen3-30B-A3B at 64K weighs its 676 layouts in
+  about 1,200 calls instead of 7,200); ``tests/test_planner.py`` and ``tests/test_plan_memory.py`` check
+  returned rows and the shared coefficients against direct calls;
 * time is :func:`~llmsizing.layouts.step_time` (the slowest stage's compute at ``kernel_efficiency`` of the
   dense peak, default each GPU generation's calibrated one, the pipeline bubble, and what each group's
   communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide), worked out for all
@@ -214,8 +217,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     memory = SearchMemory(model, kw, cps, cp_comm, eps, expert_tp, by_ep)
     cols, total_bytes = fitting_plans(model, layouts, memory, gpu_list=gpu_list, domains=domains,
                                       limits=np.array([frac * g.memory_bytes for g in gpu_list]),
-                                      global_batch=global_batch, max_gpus=max_gpus, micros=micros, cps=cps, rcs=rcs,
-                                      partial=partial, expert_tp=expert_tp,
+                                      global_batch=global_batch, max_gpus=max_gpus, micros=micros, cps=cps,
+                                      rcs=rcs, partial=partial, expert_tp=expert_tp,
                                       most=MAX_MOE_PLANS if model.is_moe else MAX_PLANS)
     if cols is None:
         return None
