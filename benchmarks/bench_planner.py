@@ -12,8 +12,8 @@ Prints; does not assert (timings are not tests).
 
 Issue 33 (2026-11-29; a mixture of experts at long context took seconds): CPU seconds from scratch, best of 3,
 the better of two runs each, on the book's 2-core machine shared with other jobs (a single figure moves by
-10-30% with the load). "Before" is commit ef31f82, "after" the planspeed branch (llmsizing.plan_memory: layouts
-share memory coefficients, 1,208 training_memory calls instead of 7,213 for Qwen3-30B-A3B at 64K).
+10-30% with the load). "Before" is commit ef31f82, "after" the planspeed branch (llmsizing.plan_memory:
+layouts share memory coefficients, 1,208 training_memory calls instead of 7,213 for Qwen3-30B-A3B at 64K).
 
     case                                              before   after
     llama-3.1-405b, whole catalogue (21 GPU types)      0.46    0.26
