@@ -9,6 +9,30 @@ clock and CPU time of this process (the CPU time moves less when other jobs shar
 another token budget, which reuses the kept search (what the planner widget's token drop-down does). A case
 plan() refuses (more than planner.MAX_PLANS plans fit) prints the refusal and how long it took to refuse.
 Prints; does not assert (timings are not tests).
+
+Issue 33 (2026-11-29; a mixture of experts at long context took seconds): CPU seconds from scratch, best of 3,
+the better of two runs each, on the book's 2-core machine shared with other jobs (a single figure moves by
+10-30% with the load). "Before" is commit ef31f82, "after" the planspeed branch (llmsizing.plan_memory:
+layouts share memory coefficients, 1,208 training_memory calls instead of 7,213 for Qwen3-30B-A3B at 64K).
+
+    case                                              before   after
+    llama-3.1-405b, whole catalogue (21 GPU types)      0.46    0.26
+    llama-3.1-405b at 128K, whole catalogue             1.61    0.56
+    llama-3.1-405b, 1 GPU type, <= 16,384 GPUs          0.31    0.13
+    llama-3.1-405b, 3 GPU types, <= 16,384 GPUs         0.34    0.15
+    llama-3.1-405b at 128K, 1 GPU type, <= 16,384       0.98    0.23
+    llama-3.1-405b at 128K, 3 GPU types, <= 16,384      0.97    0.30
+    llama-3-70b, 4 GPU types, <= 4,096 GPUs             0.31    0.16
+    deepseek-v3, whole catalogue, ep searched           1.00    0.56
+    deepseek-v3 at its batch (15,360), <= 4,096 GPUs    0.90    0.59
+    mixtral-8x7b, whole catalogue, ep searched          0.96    0.53
+    qwen3-30b-a3b on H100s, <= 1,024 GPUs               1.20    0.41
+    qwen3-30b-a3b at 64K on H100s                       5.23    0.67
+    mixtral-8x7b at 32K on H100s                        1.70    0.28
+    llama-3-8b, whole catalogue, <= 1,024 GPUs          0.28    0.16
+
+Timed alternately (before, after, three rounds, best of 3 each) the two long-context cases gave 4.26 -> 0.69 s
+(Qwen3-30B-A3B at 64K, 6.2x) and 1.58 -> 0.28 s (Mixtral-8x7B at 32K, 5.6x).
 """
 
 from __future__ import annotations
@@ -17,7 +41,7 @@ import os
 import platform
 import time
 
-from llmsizing import activations, catalog, flops, memory, moe, planner
+from llmsizing import activations, catalog, flops, memory, moe, parallel, planner
 from llmsizing.planner import plan
 
 CASES = [
@@ -45,10 +69,20 @@ CASES = [
      dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
     ("qwen3-30b-a3b on H100s, <= 1,024 GPUs", "qwen3-30b-a3b",
      dict(tokens=1e12, seq=4096, global_batch=512, max_gpus=1024, gpus=("H100 SXM",))),
+    # mixtures of experts at long context (issue 33): context parallelism x expert parallelism
+    ("qwen3-30b-a3b at 64K on H100s", "qwen3-30b-a3b",
+     dict(tokens=1e12, seq=65536, global_batch=64, gpus=("H100 SXM",))),
+    ("mixtral-8x7b at 32K on H100s", "mixtral-8x7b",
+     dict(tokens=1e12, seq=32768, global_batch=64, gpus=("H100 SXM",))),
     ("llama-3-8b, whole catalogue, <= 1,024 GPUs", "llama-3-8b",
      dict(tokens=1e12, seq=8192, global_batch=512, max_gpus=1024,
           gpus=("A10", "L40S", "RTX 4090", "A100 40GB", "A100 80GB", "H100 SXM", "H200", "B200", "MI300X"))),
 ]
+
+# the helpers' kept results added by issue 33, cleared too where they exist (so it also times older commits)
+KEPT_SINCE_ISSUE_33 = tuple(getattr(mod, name) for mod, name in
+                            ((moe, "_layer_split"), (moe, "_moe_layer_counts"), (parallel, "_kept_parallel"))
+                            if hasattr(mod, name))
 
 
 def main() -> None:
@@ -59,7 +93,7 @@ def main() -> None:
         for _ in range(3):
             for kept in (planner._search, memory._stage_params, flops._training_flops_per_token, moe._split,
                          activations._kept_moe_activations, activations._kept_moe_block_terms,
-                         moe.dense_twin):
+                         moe.dense_twin, *KEPT_SINCE_ISSUE_33):
                 kept.cache_clear()
             t0, c0 = time.perf_counter(), time.process_time()
             try:

@@ -69,6 +69,7 @@ from .catalog import resolve_model
 from .model import Model
 from .network import Collective
 from .parallel import Parallel, check_ep, layers_per_stage  # noqa: F401 (check_ep: issue 24's home)
+from .parallel import kept_parallel
 from .precision import DTYPE_BYTES
 from .states import ModelStates, _states, _tp_share, edge_params
 
@@ -110,16 +111,42 @@ def _moe_indices(model: Model) -> frozenset:
 def stage_moe_layers(model: Model, par: Parallel) -> tuple[int, ...]:
     """How many MoE layers each pipeline stage holds (its layers in order; Megatron's even split or
     ``stage_layers``). DeepSeek-V3's three dense layers all sit on the first stage."""
+    return _moe_layer_counts(model, layers_per_stage(model.layers, par))
+
+
+@functools.lru_cache(maxsize=1024)
+def _moe_layer_counts(model: Model, sizes: tuple) -> tuple[int, ...]:
+    """:func:`stage_moe_layers` for stages of ``sizes`` layers, kept (the planner asks for each ``pp``
+    often)."""
     moe, out, start = _moe_indices(model), [], 0
-    for n in layers_per_stage(model.layers, par):
+    for n in sizes:
         out.append(sum(1 for i in range(start, start + n) if i in moe))
         start += n
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=2048)
 def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
+    common, lin_common, d_mlp, d_lin, m_dense, m_lin, ex, ex_lin = _layer_split(model, tp, ep, expert_tp)
     par = Parallel(pp=pp, stage_layers=stage_layers)
+    edge = edge_params(model, tp, pp)
+    out = []
+    n_moe_by_stage = stage_moe_layers(model, par)
+    for i, n in enumerate(layers_per_stage(model.layers, par)):
+        k = n_moe_by_stage[i]
+        dense = n * common + (n - k) * d_mlp + k * m_dense
+        dense += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
+        lin = n * lin_common + (n - k) * d_lin + k * m_lin
+        out.append((dense, k * ex, lin, k * ex_lin, n))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _layer_split(model: Model, tp: int, ep: int, expert_tp: bool) -> tuple:
+    """What one GPU holds of one layer, for :func:`_split` (kept: the same for every ``pp``): attention and
+    norms (``common``, its matrices ``lin_common``), a dense layer's MLP (``d_mlp``, ``d_lin``), a MoE layer's
+    dense part, router and shared experts (``m_dense``, ``m_lin``), its routed experts (``ex``,
+    ``ex_lin``)."""
     moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
     common = lin_common = 0.0                  # attention + norms of every layer
     for _, n, s in model.layer_tensors("moe"):
@@ -145,16 +172,7 @@ def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: boo
             x = math.prod(s) * _tp_share("layers." + n, model, tp)
             m_dense += x
             m_lin += x if len(s) >= 2 else 0.0
-    edge = edge_params(model, tp, pp)
-    out = []
-    n_moe_by_stage = stage_moe_layers(model, par)
-    for i, n in enumerate(layers_per_stage(model.layers, par)):
-        k = n_moe_by_stage[i]
-        dense = n * common + (n - k) * d_mlp + k * m_dense
-        dense += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
-        lin = n * lin_common + (n - k) * d_lin + k * m_lin
-        out.append((dense, k * ex, lin, k * ex_lin, n))
-    return tuple(out)
+    return common, lin_common, d_mlp, d_lin, m_dense, m_lin, ex, ex_lin
 
 
 def stage_split(model: Model, parallel: Parallel) -> list[dict]:
@@ -163,14 +181,20 @@ def stage_split(model: Model, parallel: Parallel) -> list[dict]:
     model), ``experts`` (the routed experts of the stage's MoE layers, ``experts / ep`` of each, divided by ``tp``
     only with ``expert_tp``), ``dense_linear`` and ``experts_linear`` (their matrices, which an FP8 recipe copies),
     ``layers``."""
-    rows = _split(model, parallel.tp, parallel.pp, parallel.stage_layers, parallel.ep, parallel.expert_tp)
-    return [dict(zip(("dense", "experts", "dense_linear", "experts_linear", "layers"), r)) for r in rows]
+    names = ("dense", "experts", "dense_linear", "experts_linear", "layers")
+    return [dict(zip(names, r)) for r in _rows(model, parallel)]
+
+
+def _rows(model: Model, par: Parallel) -> tuple:
+    """:func:`stage_split`'s rows as the kept tuples ``(dense, experts, dense_linear, experts_linear,
+    layers)``, without a dict per stage (the memory's hot path reads one stage, or all of them, per call)."""
+    return _split(model, par.tp, par.pp, par.stage_layers, par.ep, par.expert_tp)
 
 
 def gpu_params(model: Model, parallel: Parallel) -> list[float]:
     """Parameters on one GPU of each stage (dense + routed experts): :func:`~llmsizing.memory.stage_params` for a
     mixture of experts."""
-    return [r["dense"] + r["experts"] for r in stage_split(model, parallel)]
+    return [r[0] + r[1] for r in _rows(model, parallel)]
 
 
 def moe_model_states(model: Model, elements: float, precision: str, optimizer: str, par: Parallel, stage: int):
@@ -178,15 +202,15 @@ def moe_model_states(model: Model, elements: float, precision: str, optimizer: s
     dense part with the dense rules (ZeRO over ``dp x cp``), the routed experts with ZeRO over the ``edp``
     expert-data-parallel GPUs (:func:`expert_data_parallel`). ``elements`` is the whole model's optimizer-state
     count (:func:`~llmsizing.memory.optimizer_state_elements`), split in proportion to the parameters."""
-    row = stage_split(model, par)[stage]
+    on_dense, on_experts, dense_linear, experts_linear, layers = _rows(model, par)[stage]
     n_exp = model.routed_expert_params
     n_dense = model.n_params - n_exp
     dense = _states(n_dense, elements * n_dense / model.n_params, precision, optimizer, par,
-                    on_rank=row["dense"], linear=(row["dense_linear"], row["layers"]))
-    epar = Parallel(dp=expert_data_parallel(par), zero=par.zero, offload=par.offload,
-                    reshard_after_forward=par.reshard_after_forward)
+                    on_rank=on_dense, linear=(dense_linear, layers))
+    epar = kept_parallel(dp=expert_data_parallel(par), zero=par.zero, offload=par.offload,
+                         reshard_after_forward=par.reshard_after_forward)
     ex = _states(n_exp, elements * n_exp / model.n_params, precision, optimizer, epar,
-                 on_rank=row["experts"], linear=(row["experts_linear"], 0))
+                 on_rank=on_experts, linear=(experts_linear, 0))
     return ModelStates(model.n_params, precision, optimizer,
                        dense.weights_bytes + ex.weights_bytes, dense.gradients_bytes + ex.gradients_bytes,
                        dense.master_bytes + ex.master_bytes,
@@ -200,8 +224,9 @@ def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> 
     ``sqrt`` of every second moment at once) for a mixture of experts: the most loaded stage's parameters with
     ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``edp``."""
     shard = par.zero >= 1
-    return state_bytes * max(r["dense"] / (par.dp_cp if shard else 1) + r["experts"] /
-                             (expert_data_parallel(par) if shard else 1) for r in stage_split(model, par))
+    dense_over, experts_over = (par.dp_cp, expert_data_parallel(par)) if shard else (1, 1)
+    return state_bytes * max(dense / dense_over + experts / experts_over
+                             for dense, experts, *_ in _rows(model, par))
 
 
 def largest_tensor(model: Model, par: Parallel) -> float:

@@ -10,6 +10,7 @@ Liu et al. 2023 (ring attention), Megatron-LM's ``--context-parallel-size`` with
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ._validate import check_bool, check_choice, check_int
@@ -207,7 +208,7 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     if model is None:
         return
     if ep > 1 or expert_tp:                    # ---- expert parallelism (issue 24)
-        check_ep(model, Parallel(tp=tp, ep=ep, dp=ep, sp=sp, expert_tp=expert_tp))
+        check_ep(model, kept_parallel(tp=tp, ep=ep, dp=ep, sp=sp, expert_tp=expert_tp))
         if ep > 1 and zero == 3:
             raise ValueError(f"zero=3 with ep={ep} is not modelled: ZeRO-3/FSDP's gathered unit of a mixture of "
                              "experts under expert parallelism (Megatron-Core pairs expert parallelism with its "
@@ -314,6 +315,23 @@ def recomputed_layers(layers: int, parallel: Parallel | None, recompute_layers: 
 
 
 SINGLE_GPU = Parallel()
+
+
+def kept_parallel(**fields) -> Parallel:
+    """``Parallel(**fields)``, kept for the last 4,096 sets of fields (each with its type, so that ``sp=1``
+    never hits the entry kept for ``sp=True`` and skips its check): a layout is immutable and its checks
+    depend on its fields only, so the same fields give an equal layout, checked once (a refused one is not
+    kept: it raises each time). For the hot paths that build many layouts from a few (issue 33: the planner's
+    search, :func:`llmsizing.moe.moe_model_states`, :func:`check_layout`). Unhashable fields are not kept."""
+    try:
+        return _kept_parallel(**fields)
+    except TypeError:                   # an unhashable field: built (and refused, with its message) as given
+        return Parallel(**fields)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _kept_parallel(**fields) -> Parallel:
+    return Parallel(**fields)
 
 
 def resolve_parallel(parallel: Parallel | None, model=None, seq: int | None = None) -> Parallel:

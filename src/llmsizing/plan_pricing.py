@@ -21,8 +21,26 @@ from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .network import group_link
-from .parallel import Parallel, layers_per_stage
+from .parallel import Parallel, kept_parallel, layers_per_stage
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
+
+def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
+            expert_tp: bool, *, batch: int, dp: int) -> np.ndarray:
+    """The bytes of every piece (:func:`~llmsizing.memory.step_phases`) of the stages a search weighs, stage
+    by stage, from one :func:`~llmsizing.memory.training_memory` call: the first and the last stage, and for a
+    mixture of experts :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout
+    comes from :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
+    if model.is_moe:
+        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
+                            expert_tp=expert_tp)
+        stages = heavy_stages(model, par)
+    else:
+        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
+        stages = (0, pp - 1)
+    runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True, _stages=stages,
+                           **kw)
+    return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
+
 
 def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1, cp_comm: str = "p2p",
                          base=None, ep: int = 1, expert_tp: bool = False):
@@ -44,16 +62,7 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
     a = dp_unit(tp, cp, ep, expert_tp) if model.is_moe else 1
 
     def pieces(batch, dp):
-        if model.is_moe:
-            par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
-                           expert_tp=expert_tp)
-            stages = heavy_stages(model, par)
-        else:
-            par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
-            stages = (0, pp - 1)
-        runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True,
-                               _stages=stages, **kw)
-        return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
+        return _pieces(model, kw, tp, pp, zero, m, cp, cp_comm, ep, expert_tp, batch=batch, dp=dp)
 
     if base is not None:              # (at cp = 1: the same layout with another recomputation, _partial_coefficients)
         fixed, _, sharded = base
@@ -90,9 +99,10 @@ def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, 
 
 def _total_bytes(coef, micro: np.ndarray, dp: np.ndarray) -> np.ndarray:
     """Per-GPU total (peak + the default allowance, as :func:`~llmsizing.memory.default_overhead_bytes`)
-    for arrays of micro-batches and ``dp``."""
+    for arrays of micro-batches and ``dp``: ``coef`` one layout's coefficients (1-D, one entry per piece) or
+    one row of them per plan (2-D)."""
     fixed, per_micro, sharded = coef
-    peak = (fixed[None, :] + micro[:, None] * per_micro[None, :] + sharded[None, :] / dp[:, None]).max(axis=1)
+    peak = (fixed + micro[:, None] * per_micro + sharded / dp[:, None]).max(axis=1)
     return FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * peak
 
 
@@ -132,7 +142,8 @@ def _one_layer_coefficients(none, full, layers: int):
 def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarray, limits: np.ndarray):
     """The fewest layers per stage, ``n`` in ``1 .. layers``, that partial recomputation (Megatron-LM's block
     method, :func:`~llmsizing.parallel.recomputed_layers`) must rerun for the per-GPU total to fit each limit, for
-    every GPU limit (rows, ``limits``) and ``dp`` (columns, ``dps``) at once; and the totals at that ``n``.
+    every GPU limit (rows, ``limits``) and ``dp`` (columns, ``dps``; ``micro`` one micro-batch or one per
+    ``dp``) at once; and the totals at that ``n``.
 
     ``one`` and ``every`` are :func:`_memory_coefficients` with 1 and all ``layers`` of a stage recomputed. Every
     piece of the peak is affine in ``n`` between them (each recomputed layer keeps its input instead of its
@@ -141,7 +152,7 @@ def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarr
     Pn) x (layers - 1))``. ``n`` is 0 where nothing fits, even every layer (the total there is ``inf``); the
     total at ``n = layers`` is :func:`_total_bytes` of ``every`` itself (the plan of full recomputation, as
     before)."""
-    micro = np.full(len(dps), float(micro))
+    micro = np.broadcast_to(np.asarray(micro, dtype=float), dps.shape)      # (one, or one per dp)
     total_every = _total_bytes(every, micro, dps)
     n = np.zeros((len(limits), len(dps)), dtype=np.int64)
     total = np.full(n.shape, np.inf)
@@ -425,8 +436,13 @@ def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep
         if k not in cache:
             cache[k] = _memory_coefficients(model, kw, tp, pp, zero, m, ep=e, expert_tp=expert_tp)
         base.append(cache[k])
+    return tuple(ep_affine(c1, c2, e1, e2, ep) for c1, c2 in zip(*base))
+
+
+def ep_affine(at_e1, at_e2, e1: int, e2: int, ep: int):
+    """``A + B / ep`` at ``ep``, from its values at ``e1`` and ``e2`` (:func:`moe_ep_coefficients`)."""
     w = (1 / ep - 1 / e1) / (1 / e1 - 1 / e2)
-    return tuple(c1 + (c1 - c2) * w for c1, c2 in zip(*base))
+    return at_e1 + (at_e1 - at_e2) * w
 
 
 def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precision, node_of, expert_tp):

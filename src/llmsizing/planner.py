@@ -6,9 +6,12 @@ days and cost. It adds no formula of its own:
 
 * memory is :func:`~llmsizing.memory.training_memory`'s per-GPU peak (the most loaded GPU), the same number
   the memory chapters and :func:`~llmsizing.layouts.min_gpus` use. Within one layout it is linear in the
-  micro-batch (activations) and in ``1 / (dp x cp)`` (ZeRO's shards), so three evaluations per context-parallel
-  degree give it for every micro-batch and ``dp`` at once (NumPy); ``tests/test_planner.py`` checks returned rows
-  against direct calls;
+  micro-batch (activations) and in ``1 / (dp x cp)`` (ZeRO's shards), so a few evaluations give it for every
+  micro-batch and ``dp`` at once (NumPy), and the layouts share them: the activations do not depend on the ZeRO
+  stage, ``ep`` or ``dp``, nor the model states on the recomputation or the micro-batch
+  (:class:`~llmsizing.plan_memory.SearchMemory`, issue 33: Qwen3-30B-A3B at 64K weighs its 676 layouts in
+  about 1,200 calls instead of 7,200); ``tests/test_planner.py`` and ``tests/test_plan_memory.py`` check
+  returned rows and the shared coefficients against direct calls;
 * time is :func:`~llmsizing.layouts.step_time` (the slowest stage's compute at ``kernel_efficiency`` of the
   dense peak, default each GPU generation's calibrated one, the pipeline bubble, and what each group's
   communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide), worked out for all
@@ -41,8 +44,9 @@ from .network import get_node
 from .hardware import check_recipe_runs_on
 from .job import takes_job
 from .model import Model
-from .moe_layouts import dp_unit, ep_candidates, route_max_nodes
+from .moe_layouts import ep_candidates, route_max_nodes
 from .parallel import CP_COMMS, MAX_PP, check_layout
+from .plan_memory import SearchMemory, fitting_plans
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups, moe_ep_coefficients,  # noqa: F401
                            _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
@@ -210,135 +214,14 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
 
     # a mixture of experts, ZeRO-0 or ZeRO-1 without a pipeline: A + B / ep in every piece (moe_ep_coefficients)
     by_ep = model.is_moe and len(eps) > 2 and optimizer_impl == "foreach"
-
-    # the candidates, block by block (layout, cp, micro-batch), as columns: GPU (index into gpu_list), tp, cp, pp,
-    # zero, micro, dp, grad_accum, recompute (index into rcs), total bytes
-    blocks: list = []
-    found = 0
-    limits = np.array([frac * g.memory_bytes for g in gpu_list])
-    coef_cache: dict = {}
-    for tp, pp, zero, ep in layouts:
-        on = np.array([domains[g.name] % tp == 0 for g in gpu_list])   # tp stays inside the scale-up domain
-        if not on.any():
-            continue
-        gi, limit = np.flatnonzero(on), limits[on]
-        for cp, b in ((cp, b) for cp in cps for b in micros):
-            if global_batch % b:
-                continue
-            dps = np.array([d for d in _divisors(global_batch // b) if global_batch // (b * d) >= pp], dtype=float)
-            if max_gpus is not None:
-                dps = dps[tp * cp * pp * dps <= max_gpus]
-            if model.is_moe:                  # ep must divide tp x cp x dp / etp (Parallel; llmsizing.moe)
-                dps = dps[dps % dp_unit(tp, cp, ep, expert_tp) == 0]
-            if not len(dps):
-                continue
-            m = global_batch // (b * dps.astype(int))
-            # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then
-            # alive in the forward) and the micro-batches in flight, which saturate at pp: two classes at most
-            accum_class = np.where(m > 1, max(2, pp), 1)
-            totals: dict = {}
-
-            def total(rc, b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, totals=totals, cp=cp,
-                      ep=ep):
-                """Per-GPU totals for each dp with recomputation rc: worked out when a GPU first needs them."""
-                if rc not in totals:
-                    t = np.empty(len(dps))
-                    for c in np.unique(accum_class):
-                        key = (tp, pp, zero, ep, rc, int(c), cp)
-                        if key not in coef_cache:
-                            one = key[:-1] + (1,)
-                            if one not in coef_cache:
-                                coef_cache[one] = moe_ep_coefficients(
-                                    model, {**kw, "recompute": rc}, tp, pp, zero, int(c), ep, eps, expert_tp,
-                                    coef_cache, one) if by_ep and (zero == 0 or pp == 1 and zero == 1) \
-                                    and ep not in eps[:2] \
-                                    else _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero, int(c),
-                                                              ep=ep, expert_tp=expert_tp)
-                            if cp > 1:           # every degree of cp at once, from cp = 1 and two degrees
-                                for d, coef in _cp_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero,
-                                                                int(c), cps, cp_comm, coef_cache[one], ep,
-                                                                expert_tp).items():
-                                    coef_cache[key[:-1] + (d,)] = coef
-                        sel = accum_class == c
-                        t[sel] = _total_bytes(coef_cache[key], np.full(sel.sum(), float(b)), dps[sel])
-                    totals[rc] = t
-                return totals[rc]
-
-            def least(b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, cp=cp, ep=ep):
-                """Partial recomputation: per GPU and dp the fewest layers per stage that fit (0: none do), and
-                the totals there (plan_pricing._least_recompute_layers)."""
-                can = total("full")[None, :] <= limit[:, None]    # (fills the cache with full's coefficients)
-                n, t = np.zeros((len(gi), len(dps)), dtype=np.int64), np.full((len(gi), len(dps)), np.inf)
-                for c in np.unique(accum_class):
-                    if not can[:, accum_class == c].any():     # not even every layer recomputed fits
-                        continue
-                    key = (tp, pp, zero, ep, "full1", int(c), cp)
-                    none = (tp, pp, zero, ep, "none", int(c), cp)
-                    if key in coef_cache:
-                        pass
-                    elif none in coef_cache:          # (the search tried no recomputation first: no evaluation)
-                        coef_cache[key] = _one_layer_coefficients(coef_cache[none], coef_cache[
-                            (tp, pp, zero, ep, "full", int(c), cp)], stage_layers)
-                    else:
-                        for d, coef in _partial_coefficients(model, kw, tp, pp, zero, int(c), cps, cp_comm,
-                                                             coef_cache[(tp, pp, zero, ep, "full", int(c), 1)]
-                                                             ).items():
-                            coef_cache[key[:-1] + (d,)] = coef
-                    sel = accum_class == c
-                    n[:, sel], t[:, sel] = _least_recompute_layers(
-                        coef_cache[key], coef_cache[(tp, pp, zero, ep, "full", int(c), cp)], stage_layers, float(b),
-                        dps[sel], limit)
-                return n, t
-
-            # for every GPU at once, the lightest recomputation that fits, per dp (a heavier one is never kept, and
-            # worked out only while some GPU still needs one); full recomputation with the fewest layers per stage
-            # that fit when partial recomputation is searched
-            stage_layers = model.layers // pp
-            chosen = np.zeros((len(gi), len(dps)), dtype=bool)
-            fits, kept, totals_, layers_ = [], [], [], []
-            for r, rc in enumerate(rcs):
-                if chosen.all():
-                    break
-                if rc == "full" and partial and stage_layers > 1:
-                    n, t = least()
-                    f = (n > 0) & ~chosen
-                else:
-                    t = np.broadcast_to(total(rc)[None, :], chosen.shape)
-                    f = (t <= limit[:, None]) & ~chosen
-                    n = np.full(chosen.shape, stage_layers if rc == "full" and not model.is_moe else -1,
-                                dtype=np.int64)           # (a mixture of experts: whole-model recomputation only)
-                fits.append(f)
-                kept.append(r)
-                totals_.append(t)
-                layers_.append(n)
-                chosen |= f
-            fit = np.stack(fits, axis=1)                      # (GPU, recomputation, dp), in the search's order
-            if zero and cp == 1:                              # ZeRO over one data-parallel rank is no ZeRO at all
-                fit[:, :, dps == 1] = False
-            g_, r_, d_ = np.nonzero(fit)
-            if not len(g_):
-                continue
-            blocks.append((gi[g_], tp, cp, pp, zero, b, dps[d_].astype(np.int64), m[d_].astype(np.int64),
-                           np.array(kept)[r_], np.stack(totals_)[r_, g_, d_], ep, np.stack(layers_)[r_, g_, d_]))
-            found += len(g_)
-            most = MAX_MOE_PLANS if model.is_moe else MAX_PLANS
-            if found > most:
-                raise ValueError(
-                    f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
-                    f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
-                    "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
-                    "global_batch with fewer divisors (a power of two)")
-    if not blocks:
+    memory = SearchMemory(model, kw, cps, cp_comm, eps, expert_tp, by_ep)
+    cols, total_bytes = fitting_plans(model, layouts, memory, gpu_list=gpu_list, domains=domains,
+                                      limits=np.array([frac * g.memory_bytes for g in gpu_list]),
+                                      global_batch=global_batch, max_gpus=max_gpus, micros=micros, cps=cps,
+                                      rcs=rcs, partial=partial, expert_tp=expert_tp,
+                                      most=MAX_MOE_PLANS if model.is_moe else MAX_PLANS)
+    if cols is None:
         return None
-
-    def column(j, dtype):
-        return np.concatenate([np.broadcast_to(np.asarray(blk[j], dtype=dtype), blk[0].shape) for blk in blocks])
-
-    cols = {k: column(j, np.int64) for j, k in enumerate(("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
-                                                          "rc"))}
-    total_bytes = column(9, float)
-    cols["ep"] = column(10, np.int64)
-    cols["rl"] = column(11, np.int64)
     step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
                           node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
                           ep_overlap=ep_overlap)

@@ -1,0 +1,265 @@
+"""Which of the planner's candidate plans fit in memory (Part III, "How many GPUs do you need?"), split out
+of :mod:`llmsizing.planner` (issue 33: a mixture of experts at long context took seconds to search).
+
+No formula of its own: every byte is read off :func:`~llmsizing.memory.training_memory` (through
+:func:`~llmsizing.plan_pricing._pieces` and :func:`~llmsizing.plan_pricing._memory_coefficients`), with far
+fewer calls than one set of coefficients per layout (:class:`SearchMemory`), and each layout weighs all its
+candidates at once (:func:`fitting_plans`). ``tests/test_planner_speed.py`` compares whole searches with the
+direct one; ``tests/test_plan_memory.py`` checks :class:`SearchMemory` against direct coefficients, key by
+key.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layouts import _divisors
+from .moe_layouts import dp_unit
+from .plan_pricing import (_cp_coefficients, _least_recompute_layers, _memory_coefficients,
+                           _one_layer_coefficients, _pieces, _total_bytes, ep_affine)
+
+
+class SearchMemory:
+    """The memory coefficients of one search: :func:`~llmsizing.plan_pricing._memory_coefficients`' ``(fixed,
+    per_micro, sharded)``, a GPU's pieces being ``fixed + micro x per_micro + sharded / dp``, for any layout
+    ``(tp, pp, zero, ep)``, recomputation ``rc`` (``"full1"``: the first layer of each stage only),
+    accumulation class ``c`` and context-parallel degree ``cp``.
+
+    What it relies on: :func:`~llmsizing.memory.training_memory` builds each piece
+    (:func:`~llmsizing.footprint.step_phases`) as the model states' bytes (weights, gradients, optimizer
+    states and temporaries, autocast copies, ZeRO-3's gathered unit, the LM head's gradient: none depends on
+    the micro-batch or the recomputation, nor on ``cp`` but through ZeRO's ``dp x cp`` shards) plus bytes
+    proportional to the micro-batch (the activations, the loss's temporaries, the layer's working set, context
+    parallelism's K and V buffers: none depends on the ZeRO stage, ``ep`` or ``dp``); and the stages weighed
+    depend on ``pp`` only (:func:`~llmsizing.moe_layouts.heavy_stages`). Hence two kinds of entries, each
+    worked out once from few calls:
+
+    * ``per_micro`` per ``(tp, pp, rc, c)``, read off the reference layout ``zero = 0, ep = 1, dp = 1``:
+      micro-batches 1 and 2 at ``cp = 1`` (one call once the reference's states are known, as
+      :func:`~llmsizing.plan_pricing._partial_coefficients` reads a recomputation), and every other ``cp``
+      from two degrees (``X / cp + Y``, :func:`~llmsizing.plan_pricing._cp_coefficients`);
+    * ``fixed`` and ``sharded`` per ``(tp, pp, zero, ep, c)`` (``sharded / cp`` at ``cp``): the reference's
+      for ``zero = 0, ep = 1``; else one call at ``dp = a``, the smallest ``dp`` the layout allows
+      (:func:`~llmsizing.moe_layouts.dp_unit`), and with ZeRO one at ``2 a``, less ``per_micro`` of the
+      recomputation they ran with; with ``by_ep`` (a mixture of experts, ``foreach`` optimizer step), for
+      ZeRO-0 or ZeRO-1 without a pipeline, every ``ep`` beyond the first two of ``eps`` as ``A + B / ep`` from
+      those two (:func:`~llmsizing.plan_pricing.moe_ep_coefficients` says why).
+
+    Equal to the direct coefficients to floating-point rounding (within 1e-12 of the largest):
+    ``tests/test_plan_memory.py`` compares them for dense models and mixtures of experts, every ZeRO stage,
+    ``ep``, recomputation, accumulation class and ``cp``."""
+
+    def __init__(self, model, kw: dict, cps, cp_comm: str, eps=(1,), expert_tp: bool = False,
+                 by_ep: bool = False):
+        self.model, self.kw, self.cps, self.cp_comm = model, kw, tuple(cps), cp_comm
+        self.eps, self.expert_tp, self.by_ep = tuple(eps), expert_tp, by_ep
+        self._micro: dict = {}         # (tp, pp, rc, c) -> {cp: per_micro}
+        self._reference: dict = {}     # (tp, pp, c) -> the reference layout's coefficients at cp = 1
+        self._states: dict = {}        # (tp, pp, zero, ep, c) -> (fixed, sharded) at cp = 1
+
+    def _kw(self, rc: str) -> dict:
+        if rc == "full1":
+            return {**self.kw, "recompute": "full", "recompute_layers": 1}
+        return {**self.kw, "recompute": rc}
+
+    def per_micro(self, tp: int, pp: int, rc: str, c: int, cp: int) -> np.ndarray:
+        """What one more sequence in the micro-batch adds to each piece (any ZeRO stage, ``ep``, ``dp``)."""
+        key = (tp, pp, rc, c)
+        if key not in self._micro:
+            model, kw, cp_comm, etp = self.model, self._kw(rc), self.cp_comm, self.expert_tp
+            ref = self._reference.get((tp, pp, c))
+            if ref is None:                              # micro-batches 1 and 2: two calls
+                coef = _memory_coefficients(model, kw, tp, pp, 0, c, 1, cp_comm, expert_tp=etp)
+                self._reference[tp, pp, c] = coef
+            else:                                        # the states are known: one call
+                coef = _memory_coefficients(model, kw, tp, pp, 0, c, 1, cp_comm, ref, expert_tp=etp)
+            out = {1: coef[1]}
+            if any(d > 1 for d in self.cps):
+                more = _cp_coefficients(model, kw, tp, pp, 0, c, self.cps, cp_comm, coef, expert_tp=etp)
+                out.update((d, v[1]) for d, v in more.items())
+            self._micro[key] = out
+        return self._micro[key][cp]
+
+    def states(self, tp: int, pp: int, zero: int, ep: int, c: int, rc: str) -> tuple:
+        """``(fixed, sharded)`` of the layout at ``cp = 1``; ``rc``: a recomputation its calls may use."""
+        key = (tp, pp, zero, ep, c)
+        if key not in self._states:
+            if zero == 0 and ep == 1:                      # the reference layout itself
+                self.per_micro(tp, pp, rc, c, 1)
+                fixed, _, sharded = self._reference[tp, pp, c]
+            elif self.by_ep and (zero == 0 or pp == 1 and zero == 1) and ep not in self.eps[:2]:
+                e1, e2 = self.eps[:2]
+                s1, s2 = (self.states(tp, pp, zero, e, c, rc) for e in (e1, e2))
+                fixed, sharded = (ep_affine(x1, x2, e1, e2, ep) for x1, x2 in zip(s1, s2))
+            else:                                          # as _memory_coefficients, per_micro known
+                u = self.per_micro(tp, pp, rc, c, 1)
+                a = dp_unit(tp, 1, ep, self.expert_tp) if self.model.is_moe else 1
+                def pieces(dp):
+                    return _pieces(self.model, self._kw(rc), tp, pp, zero, c, 1, self.cp_comm, ep,
+                                   self.expert_tp, batch=1, dp=dp)
+
+                b1d1 = pieces(a)
+                sharded = 2 * a * (b1d1 - pieces(2 * a)) if zero else np.zeros_like(b1d1)
+                fixed = b1d1 - u - sharded / a
+            self._states[key] = (fixed, sharded)
+        return self._states[key]
+
+    def coefficients(self, tp: int, pp: int, zero: int, ep: int, rc: str, c: int, cp: int) -> tuple:
+        """``(fixed, per_micro, sharded)`` of the layout with ``cp`` context parallelism (ZeRO over
+        ``dp x cp``)."""
+        fixed, sharded = self.states(tp, pp, zero, ep, c, rc)
+        return fixed, self.per_micro(tp, pp, rc, c, cp), sharded / cp
+
+    def one_layer(self, tp: int, pp: int, zero: int, ep: int, c: int, cp: int, layers: int) -> tuple:
+        """The coefficients of partial recomputation with one layer of each stage (of ``layers`` layers)
+        recomputed: from those without recomputation and with every layer recomputed when the first are known
+        (:func:`~llmsizing.plan_pricing._one_layer_coefficients`, no call), else read off calls."""
+        if (tp, pp, "none", c) in self._micro:
+            return _one_layer_coefficients(self.coefficients(tp, pp, zero, ep, "none", c, cp),
+                                           self.coefficients(tp, pp, zero, ep, "full", c, cp), layers)
+        return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
+
+
+def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch: int, max_gpus, moe: bool,
+                expert_tp: bool):
+    """The candidate plans of the layouts with ``(tp, pp, ep)`` (any ZeRO stage) as columns, in the search's
+    order (context-parallel degree, micro-batch, ``dp``), or None if there is none: ``block`` (the index of
+    the (cp, micro-batch) pair), ``cp``, ``micro``, ``dp``, ``m`` (micro-batches per step), ``group`` (an
+    index into ``pairs``, the distinct (cp, accumulation class) pairs). ``divisors`` holds the divisors of
+    ``global_batch // micro`` for each micro-batch, in order. ``global_batch = micro x m x dp`` with
+    ``m >= pp``, ``tp x cp x pp x dp`` at most ``max_gpus``, and for a mixture of experts ``ep`` divides
+    ``tp x cp x dp / etp`` (:class:`~llmsizing.parallel.Parallel`)."""
+    block, cp_, b_, dp_ = [], [], [], []
+    for k, (cp, b) in enumerate((cp, b) for cp in cps for b in divisors):
+        if global_batch % b:
+            continue
+        dps = [d for d in divisors[b] if global_batch // (b * d) >= pp]
+        if max_gpus is not None:
+            dps = [d for d in dps if tp * cp * pp * d <= max_gpus]
+        if moe:
+            unit = dp_unit(tp, cp, ep, expert_tp)
+            dps = [d for d in dps if d % unit == 0]
+        block += [k] * len(dps)
+        cp_ += [cp] * len(dps)
+        b_ += [b] * len(dps)
+        dp_ += dps
+    if not dp_:
+        return None
+    cp_, b_, dp_ = np.array(cp_), np.array(b_), np.array(dp_)
+    m = global_batch // (b_ * dp_)
+    # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then alive in
+    # the forward) and the micro-batches in flight, which saturate at pp: two classes at most
+    cls = np.where(m > 1, max(2, pp), 1)
+    pairs: dict = {}
+    group = np.array([pairs.setdefault((int(c), int(a)), len(pairs)) for c, a in zip(cp_, cls)])
+    return dict(block=np.array(block), cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
+                pairs=list(pairs))
+
+
+def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
+                  global_batch: int, max_gpus, micros, cps, rcs, partial: bool, expert_tp: bool, most: int):
+    """The plans of :func:`~llmsizing.planner.plan`'s search that fit, as ``(columns, total bytes)``, or
+    ``(None, None)``: for every layout ``(tp, pp, zero, ep)`` of ``layouts``, every GPU of ``gpu_list`` whose
+    scale-up domain (``domains``) ``tp`` divides and every candidate (:func:`_candidates`), the lightest
+    recomputation of ``rcs`` whose per-GPU total is at most the GPU's entry of ``limits``; with ``partial``,
+    partial recomputation in place of full (the fewest layers per stage,
+    :func:`~llmsizing.plan_pricing._least_recompute_layers`). ZeRO over one data-parallel rank
+    (``dp = cp = 1``) is no ZeRO and left out. A ``ValueError`` when more than ``most`` plans fit.
+
+    The columns: ``gpu`` (an index into ``gpu_list``), ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``,
+    ``m``, ``rc`` (an index into ``rcs``), ``ep``, ``rl`` (layers recomputed per stage, -1: none), rows in the
+    order of the layouts, then (cp, micro-batch), GPU, recomputation and ``dp``. A layout weighs all its
+    candidates at once, each recomputation only on those some GPU has none for yet (a heavier one is never
+    kept)."""
+    blocks, found, cands = [], 0, {}
+    divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
+    for tp, pp, zero, ep in layouts:
+        on = np.array([domains[g.name] % tp == 0 for g in gpu_list])   # tp inside the scale-up domain
+        if not on.any():
+            continue
+        gi, limit = np.flatnonzero(on), limits[on]
+        if (tp, pp, ep) not in cands:
+            cands[tp, pp, ep] = _candidates(tp, pp, ep, cps=cps, divisors=divisors, global_batch=global_batch,
+                                            max_gpus=max_gpus, moe=model.is_moe, expert_tp=expert_tp)
+        cand = cands[tp, pp, ep]
+        if cand is None:
+            continue
+        b, dp, group, pairs = cand["micro"], cand["dp"], cand["group"], cand["pairs"]
+        dpf, stage_layers = dp.astype(float), model.layers // pp
+
+        def total(rc, rows, tp=tp, pp=pp, zero=zero, ep=ep, b=b, dpf=dpf, group=group, pairs=pairs):
+            """Per-GPU totals of the candidates ``rows`` with recomputation ``rc``."""
+            need = np.unique(group[rows])
+            coef = [memory.coefficients(tp, pp, zero, ep, rc, pairs[k][1], pairs[k][0]) for k in need]
+            if len(need) == 1:
+                return _total_bytes(coef[0], b[rows], dpf[rows])
+            at = np.searchsorted(need, group[rows])          # each row's coefficients
+            return _total_bytes([np.stack(part)[at] for part in zip(*coef)], b[rows], dpf[rows])
+
+        def least(rows, tp=tp, pp=pp, zero=zero, ep=ep, b=b, dpf=dpf, group=group, pairs=pairs, limit=limit,
+                  stage_layers=stage_layers):
+            """Partial recomputation: per GPU and candidate of ``rows`` the fewest layers per stage that fit
+            (0: none do), and the totals there."""
+            can = total("full", rows)[None, :] <= limit[:, None]
+            n, t = np.zeros((len(limit), len(rows)), dtype=np.int64), np.full((len(limit), len(rows)), np.inf)
+            for k in np.unique(group[rows]):
+                sel = group[rows] == k
+                if not can[:, sel].any():                  # not even every layer recomputed fits
+                    continue
+                cp, c = pairs[k]
+                n[:, sel], t[:, sel] = _least_recompute_layers(
+                    memory.one_layer(tp, pp, zero, ep, c, cp, stage_layers),
+                    memory.coefficients(tp, pp, zero, ep, "full", c, cp), stage_layers, b[rows][sel],
+                    dpf[rows][sel], limit)
+            return n, t
+
+        chosen = np.zeros((len(gi), len(dp)), dtype=bool)
+        fits, kept, totals, layers = [], [], [], []
+        for r, rc in enumerate(rcs):
+            rows = np.flatnonzero(~chosen.all(axis=0))     # the candidates some GPU has nothing for yet
+            if not len(rows):
+                break
+            t = np.full(chosen.shape, np.inf)
+            n = np.full(chosen.shape, -1, dtype=np.int64)
+            if rc == "full" and partial and stage_layers > 1:
+                n[:, rows], t[:, rows] = least(rows)
+                f = n > 0
+            else:
+                t[:, rows] = total(rc, rows)[None, :]
+                if rc == "full" and not model.is_moe:      # (a mixture of experts: whole model or nothing)
+                    n[:, rows] = stage_layers
+                f = t <= limit[:, None]
+            f &= ~chosen
+            fits.append(f)
+            kept.append(r)
+            totals.append(t)
+            layers.append(n)
+            chosen |= f
+        fit = np.stack(fits, axis=1)                      # (GPU, recomputation, candidate)
+        if zero:                                          # ZeRO over one data-parallel rank is no ZeRO at all
+            fit[:, :, (cand["cp"] == 1) & (dp == 1)] = False
+        g_, r_, j_ = np.nonzero(fit)
+        if not len(g_):
+            continue
+        order = np.argsort(cand["block"][j_], kind="stable")   # the search's order: (cp, micro-batch) first
+        g_, r_, j_ = g_[order], r_[order], j_[order]
+        blocks.append(dict(gpu=gi[g_], tp=tp, cp=cand["cp"][j_], pp=pp, zero=zero, micro=cand["micro"][j_],
+                           dp=dp[j_], m=cand["m"][j_], rc=np.array(kept)[r_], ep=ep,
+                           rl=np.stack(layers)[r_, g_, j_], total=np.stack(totals)[r_, g_, j_]))
+        found += len(g_)
+        if found > most:
+            raise ValueError(
+                f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
+                f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
+                "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
+                "global_batch with fewer divisors (a power of two)")
+    if not blocks:
+        return None, None
+    sizes = [len(blk["gpu"]) for blk in blocks]
+    cols = {}
+    for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m", "rc", "ep", "rl"):
+        if np.ndim(blocks[0][k]) == 0:                     # one value per layout
+            cols[k] = np.repeat(np.array([blk[k] for blk in blocks], dtype=np.int64), sizes)
+        else:
+            cols[k] = np.concatenate([blk[k] for blk in blocks]).astype(np.int64)
+    return cols, np.concatenate([blk["total"] for blk in blocks])

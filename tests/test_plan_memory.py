@@ -1,0 +1,156 @@
+"""The planner's memory from few training_memory calls (issue 33, llmsizing.plan_memory.SearchMemory): what
+one more sequence adds, read off a reference layout without ZeRO or expert parallelism; the model states per
+(tp, pp, ZeRO stage, ep); every context-parallel degree from two. Each key's coefficients equal the direct
+evaluation (plan_pricing._memory_coefficients at that layout, three training_memory calls) to rounding, for
+dense models and mixtures of experts, every ZeRO stage, recomputation, accumulation class and cp; the issue's
+long-context searches are checked row by row against training_memory and step_time, and make a few hundred
+calls, not thousands."""
+
+import numpy as np
+import pytest
+
+import llmsizing as L
+from llmsizing import plan_pricing, planner
+from llmsizing.layouts import step_time
+from llmsizing.moe_layouts import ep_candidates
+from llmsizing.parallel import check_layout
+from llmsizing.plan_memory import SearchMemory
+from llmsizing.plan_pricing import _memory_coefficients
+
+
+def _kw(seq, optimizer_impl="foreach"):
+    return dict(seq=seq, precision="bf16-mixed", optimizer="adamw", attention="flash", stack="fused",
+                optimizer_impl=optimizer_impl)
+
+
+def _direct(model, kw, tp, pp, zero, ep, rc, c, cp, cp_comm, expert_tp):
+    """Three training_memory calls at the layout itself, no shortcut."""
+    kw = {**kw, "recompute": "full", "recompute_layers": 1} if rc == "full1" else {**kw, "recompute": rc}
+    return _memory_coefficients(model, kw, tp, pp, zero, c, cp, cp_comm, ep=ep, expert_tp=expert_tp)
+
+
+def _same(got, want):
+    """Equal to rounding: within 1e-12 of the largest coefficient (bytes of order 1e10 to 1e12: under a
+    byte)."""
+    scale = max(max(float(np.abs(w).max()) for w in want), 1.0)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12 * scale)
+
+
+def _keys(model, tps, pps, zeros, eps, expert_tp=False):
+    """The (tp, pp, zero, ep, accumulation class) the search would weigh: ZeRO-2/3 without a pipeline, ZeRO-3
+    with ep = 1, the classes 1 (one micro-batch, pp = 1 only) and max(2, pp)."""
+    for tp in tps:
+        for pp in pps:
+            for zero in zeros:
+                for ep in eps:
+                    if zero >= 2 and pp > 1:
+                        continue
+                    try:
+                        check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
+                    except ValueError:
+                        continue
+                    for c in ((1, 2) if pp == 1 else (max(2, pp),)):
+                        yield tp, pp, zero, ep, c
+
+
+CASES = {
+    "mixtral at 32K, every ZeRO stage and ep, the ring": dict(
+        model="mixtral-8x7b", seq=32768, tps=(1, 2), pps=(1, 4), cps=(1, 2, 4, 8), cp_comm="p2p"),
+    "mixtral at 32K, experts split by tp, all-gather": dict(
+        model="mixtral-8x7b", seq=32768, tps=(2,), pps=(1, 2), cps=(1, 2, 4), cp_comm="all_gather",
+        expert_tp=True),
+    "qwen3-30b-a3b at 64K, eps (1, 8, 32, 128)": dict(
+        model="qwen3-30b-a3b", seq=65536, tps=(1, 4), pps=(1, 6), cps=(1, 4, 16), cp_comm="p2p",
+        eps=(1, 8, 32, 128)),
+    "deepseek-v3 (dense layers first) at 16K": dict(
+        model="deepseek-v3", seq=16384, tps=(1,), pps=(1, 61), cps=(1, 2, 4), cp_comm="p2p", eps=(1, 8, 64),
+        zeros=(0, 1), rcs=("none", "full")),
+    "mixtral, the for-loop optimizer step (no ep shortcut)": dict(
+        model="mixtral-8x7b", seq=32768, tps=(1,), pps=(1, 4), cps=(1, 2, 4), cp_comm="p2p",
+        optimizer_impl="for-loop", rcs=("none",)),
+    "llama-3-8b at 16K (dense), partial recomputation": dict(
+        model="llama-3-8b", seq=16384, tps=(1, 2), pps=(1, 4), cps=(1, 2, 4), cp_comm="p2p",
+        rcs=("none", "selective", "full", "full1")),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_search_memory_equals_direct_evaluation(name):
+    case = CASES[name]
+    model = L.get_model(case["model"])
+    expert_tp = case.get("expert_tp", False)
+    eps = case.get("eps") or ep_candidates(model)
+    impl = case.get("optimizer_impl", "foreach")
+    kw = _kw(case["seq"], impl)
+    memory = SearchMemory(model, kw, case["cps"], case["cp_comm"], eps, expert_tp,
+                          by_ep=model.is_moe and len(eps) > 2 and impl == "foreach")
+    checked = 0
+    for tp, pp, zero, ep, c in _keys(model, case["tps"], case["pps"], case.get("zeros", (0, 1, 2, 3)), eps,
+                                     expert_tp):
+        for rc in case.get("rcs", ("none", "selective", "full")):
+            for cp in case["cps"]:
+                if rc == "full1":
+                    got = memory.one_layer(tp, pp, zero, ep, c, cp, model.layers // pp)
+                else:
+                    got = memory.coefficients(tp, pp, zero, ep, rc, c, cp)
+                _same(got, _direct(model, kw, tp, pp, zero, ep, rc, c, cp, case["cp_comm"], expert_tp))
+                checked += 1
+    assert checked >= 40
+
+
+def test_the_comparison_can_fail():
+    """A per-micro-batch term read off the wrong layout is caught: ZeRO-3's states are not ZeRO-0's."""
+    model = L.get_model("llama-3-8b")
+    kw = _kw(16384)
+    memory = SearchMemory(model, kw, (1, 2, 4), "p2p")
+    got = memory.coefficients(1, 1, 0, 1, "none", 2, 1)
+    with pytest.raises(AssertionError):
+        _same(got, _direct(model, kw, 1, 1, 3, 1, "none", 2, 1, "p2p", False))
+    fixed, per_micro, sharded = got
+    with pytest.raises(AssertionError):
+        _same((fixed, per_micro * (1 + 1e-9), sharded),
+              _direct(model, kw, 1, 1, 0, 1, "none", 2, 1, "p2p", False))
+
+
+def _one_per_kind(df, keys, seed=0):
+    return df.groupby(keys, sort=False, dropna=False).sample(1, random_state=seed)
+
+
+@pytest.mark.parametrize("model, seq, kw", [
+    ("mixtral-8x7b", 32768, dict(gpus=("H100 SXM",), global_batch=64)),
+    ("qwen3-30b-a3b", 65536, dict(gpus=("H100 SXM",), global_batch=64, max_gpus=512)),
+])
+def test_long_context_moe_rows_are_the_scalar_functions(model, seq, kw):
+    """The issue's searches: one row of each (ZeRO stage, cp, ep, recomputation, pipeline or not) against one
+    training_memory and one step_time, at 1e-9 relative."""
+    df = planner.plan(model, tokens=1e12, seq=seq, **kw)
+    rows = _one_per_kind(df.assign(piped=df["pp"] > 1), ["zero", "cp", "ep", "recompute", "piped"])
+    assert len(rows) >= 50
+    for r in rows.itertuples():
+        par = L.Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp),
+                         cp=int(r.cp), ep=int(r.ep))
+        mem = L.training_memory(model, batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum),
+                                recompute=r.recompute, parallel=par)
+        assert r.memory_per_gpu_bytes == pytest.approx(mem.total_bytes, rel=1e-9), r
+        st = step_time(model, r.gpu, par, batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum),
+                       recompute=r.recompute)
+        assert r.step_time_s == pytest.approx(st.step_s, rel=1e-9), r
+
+
+def test_the_issue_search_makes_few_training_memory_calls(monkeypatch):
+    """Qwen3-30B-A3B at 64K on H100s weighs 676 layouts x 5 cp degrees x 3 recomputations: one set of
+    coefficients per layout took 7,213 training_memory calls (issue 33); SearchMemory takes about 1,200."""
+    calls = []
+    real = plan_pricing.training_memory
+
+    def counted(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(plan_pricing, "training_memory", counted)
+    planner._search.cache_clear()
+    df = planner.plan("qwen3-30b-a3b", tokens=1e12, gpus=("H100 SXM",), seq=65536, global_batch=64)
+    planner._search.cache_clear()
+    assert len(df) == 15_665
+    assert 0 < len(calls) <= 1_500
