@@ -2,55 +2,59 @@
 
 What is here, and which hooks call it (every other module only calls into this one):
 
-* **Where the experts live** (:func:`stage_split`). ``Parallel(ep=...)`` splits each MoE layer's routed experts
-  over ``ep`` GPUs the layout already has: expert parallelism adds no GPUs. Megatron-Core lays a second rank grid
-  over the same world for the MoE layers (``megatron/core/parallel_state.py``, ``initialize_model_parallel``: the
-  expert rank generator ``etp x ep x edp x pp``, ``expert_tensor_parallel_size`` defaulting to
-  ``tensor_model_parallel_size``, ``expert_data_parallel_size = world_size // (etp x ep x pp)``, a
-  ``RuntimeError`` unless it divides), so ``ep`` must divide ``tp x cp x dp / etp``; DeepSpeed-MoE likewise
-  carves its expert groups out of the data-parallel ranks (``deepspeed/utils/groups.py``). Each GPU holds
-  ``experts / ep`` experts of every MoE layer of its pipeline stage (Megatron-LM asserts ``num_experts %
-  expert_model_parallel_size == 0``). The routed experts are not split by tensor parallelism unless
-  ``Parallel(expert_tp=True)``: the default ``etp = 1`` is Megatron-LM's ``--expert-tensor-parallel-size 1``
-  (DeepSeek-V3's choice, and the usual one for fine-grained experts); Megatron-LM's own default, the flag left
-  unset, is ``etp = tp``, which ``expert_tp=True`` gives. The expert grid puts the ``etp`` ranks next to each other,
-  then ``ep`` (``etp`` apart), then ``edp``: with ``etp = 1`` and ``tp = 8`` the eight GPUs of a node form an ``ep``
-  group. With ``tp > 1``, ``ep > 1`` needs sequence parallelism (Megatron-Core's ``TransformerConfig``). The router
-  and the shared experts are dense layers: the router is replicated over ``tp`` (it is tiny), the shared experts
+* **Where the experts live** (:func:`stage_split`). ``Parallel(ep=...)`` splits each MoE layer's routed
+  experts over ``ep`` GPUs the layout already has: expert parallelism adds no GPUs. Megatron-Core lays a
+  second rank grid over the same world for the MoE layers (``megatron/core/parallel_state.py``,
+  ``initialize_model_parallel``: the expert rank generator ``etp x ep x edp x pp``,
+  ``expert_tensor_parallel_size`` defaulting to ``tensor_model_parallel_size``,
+  ``expert_data_parallel_size = world_size // (etp x ep x pp)``, a ``RuntimeError`` unless it divides), so
+  ``ep`` must divide ``tp x cp x dp / etp``; DeepSpeed-MoE likewise carves its expert groups out of the
+  data-parallel ranks (``deepspeed/utils/groups.py``). Each GPU holds ``experts / ep`` experts of every MoE
+  layer of its pipeline stage (Megatron-LM asserts ``num_experts % expert_model_parallel_size == 0``). The
+  routed experts are not split by tensor parallelism unless ``Parallel(expert_tp=True)``: the default
+  ``etp = 1`` is Megatron-LM's ``--expert-tensor-parallel-size 1`` (DeepSeek-V3's choice, and the usual one
+  for fine-grained experts); Megatron-LM's own default, the flag left unset, is ``etp = tp``, which
+  ``expert_tp=True`` gives. The expert grid puts the ``etp`` ranks next to each other, then ``ep`` (``etp``
+  apart), then ``edp``: with ``etp = 1`` and ``tp = 8`` the eight GPUs of a node form an ``ep`` group. With
+  ``tp > 1``, ``ep > 1`` needs sequence parallelism (Megatron-Core's ``TransformerConfig``). The router and
+  the shared experts are dense layers: the router is replicated over ``tp`` (it is tiny), the shared experts
   are split like a dense MLP.
 * **Model states** (:func:`moe_model_states`): the non-expert parameters as a dense model's (ZeRO over
-  ``dp x cp``), the routed experts' weights, gradients and optimizer states divided by ``ep x etp``, their ZeRO/
-  distributed-optimizer shard taken over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs
-  (Megatron-Core's ``get_expert_data_parallel_group``: the expert parameters' gradient buffers and
+  ``dp x cp``), the routed experts' weights, gradients and optimizer states divided by ``ep x etp``, their
+  ZeRO/ distributed-optimizer shard taken over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel
+  GPUs (Megatron-Core's ``get_expert_data_parallel_group``: the expert parameters' gradient buffers and
   distributed-optimizer shards live there).
 * **Activations** (:func:`moe_layer_terms`, :func:`moe_activation_memory`): what one MoE layer saves for its
   backward with Megatron-Core's all-to-all token dispatcher (``megatron/core/transformer/moe/
   token_dispatcher.py``, ``MoEAlltoAllTokenDispatcher``; ``moe_utils.permute``/``unpermute``; ``router.py``;
   ``experts.py``'s ``GroupedMLP``/``TEGroupedMLP``): the router's input and its fp32 logits and scores
   (``tokens x experts``), the top-k probabilities and the routing map, the tokens each expert receives (its
-  grouped GEMM's input, ``tokens x k x hidden`` on average per GPU: every GPU sends ``tokens x k`` rows and, under
-  uniform routing, receives as many), each expert's intermediate (the activation function's input and output),
-  the experts' outputs that the combine weights by the router's probabilities (``tokens x k x hidden``), and the
-  shared experts' MLP activations. Dropless by default (Megatron-Core's ``--moe-expert-capacity-factor None``);
-  with a capacity factor ``c`` and padding each GPU's experts hold ``c x tokens x k`` rows.
-* **The all-to-all** (:func:`ep_all_to_all`): per MoE layer and micro-batch, the dispatch and the combine in the
-  forward and their two conjugates in the backward (4; 6 with full recomputation, which repeats the forward's),
-  each sending ``tokens x k x hidden x bytes x (ep - 1) / ep`` per GPU under uniform routing (GShard's and
-  Megatron's accounting; ``measurements.moe_all_to_all_table`` checks it against a gloo measurement), priced by
-  :func:`llmsizing.all_to_all.all_to_all_s` (serving's all-to-all on the network model, checked against DeepEP's
-  published latencies) with the ``ep`` group placed like Megatron-Core's expert grid (``ep`` ranks ``etp``
-  apart), across nodes when ``ep x etp`` exceeds a scale-up domain. DeepSeek-V3's node-limited routing (each
-  token to at most ``M = 4`` nodes, sent once per node over InfiniBand and forwarded over NVLink; DeepSeek-AI
-  2024, arXiv 2412.19437, Sec. 2.1.2 and 3.2.2) caps the inter-node bytes: ``max_nodes``.
-  The all-to-all is exposed by default (it sits between the router and the experts). DeepSeek's DualPipe (Sec.
-  3.2.1) hides it by running one micro-batch's forward chunk against another's backward chunk, so that each
-  chunk's all-to-all overlaps the other's computation: ``ep_overlap`` (0 to 1) is the share hidden.
+  grouped GEMM's input, ``tokens x k x hidden`` on average per GPU: every GPU sends ``tokens x k`` rows and,
+  under uniform routing, receives as many), each expert's intermediate (the activation function's input and
+  output), the experts' outputs that the combine weights by the router's probabilities
+  (``tokens x k x hidden``), and the shared experts' MLP activations. Dropless by default (Megatron-Core's
+  ``--moe-expert-capacity-factor None``); with a capacity factor ``c`` and padding each GPU's experts hold
+  ``c x tokens x k`` rows.
+* **The all-to-all** (:func:`ep_all_to_all`): per MoE layer and micro-batch, the dispatch and the combine in
+  the forward and their two conjugates in the backward (4; 6 with full recomputation, which repeats the
+  forward's), each sending ``tokens x k x hidden x bytes x (ep - 1) / ep`` per GPU under uniform routing
+  (GShard's and Megatron's accounting; ``measurements.moe_all_to_all_table`` checks it against a gloo
+  measurement), priced by :func:`llmsizing.all_to_all.all_to_all_s` (serving's all-to-all on the network
+  model, checked against DeepEP's published latencies) with the ``ep`` group placed like Megatron-Core's
+  expert grid (``ep`` ranks ``etp`` apart), across nodes when ``ep x etp`` exceeds a scale-up domain.
+  DeepSeek-V3's node-limited routing (each token to at most ``M = 4`` nodes, sent once per node over
+  InfiniBand and forwarded over NVLink; DeepSeek-AI 2024, arXiv 2412.19437, Sec. 2.1.2 and 3.2.2) caps the
+  inter-node bytes: ``max_nodes``. The all-to-all is exposed by default (it sits between the router and the
+  experts). DeepSeek's DualPipe (Sec. 3.2.1) hides it by running one micro-batch's forward chunk against
+  another's backward chunk, so that each chunk's all-to-all overlaps the other's computation: ``ep_overlap``
+  (0 to 1) is the share hidden.
 
-The FLOPs of a mixture of experts are those of its active parameters (:mod:`llmsizing.flops`); grouped GEMMs of
-small experts run below a dense GEMM's efficiency, which the step time does not model (it uses the dense kernel
-efficiency: an optimistic assumption, stated where DeepSeek-V3's numbers are compared). Load imbalance (the
-busiest expert's GPU receives more than ``tokens x k``) is not modelled: the gloo measurement shows a skewed
-router's busiest rank at 1.2-2.1x the uniform bytes. Chapter 18 (:func:`llmsizing.dist_compare.compare_all_to_all`).
+The FLOPs of a mixture of experts are those of its active parameters (:mod:`llmsizing.flops`); grouped GEMMs
+of small experts run below a dense GEMM's efficiency, which the step time does not model (it uses the dense
+kernel efficiency: an optimistic assumption, stated where DeepSeek-V3's numbers are compared). Load imbalance
+(the busiest expert's GPU receives more than ``tokens x k``) is not modelled: the gloo measurement shows a
+skewed router's busiest rank at 1.2-2.1x the uniform bytes. Chapter 18
+(:func:`llmsizing.dist_compare.compare_all_to_all`).
 """
 
 from __future__ import annotations
@@ -73,8 +77,8 @@ from .parallel import kept_parallel
 from .precision import DTYPE_BYTES
 from .states import ModelStates, _states, _tp_share, edge_params
 
-#: The dtype of the forward dispatch all-to-all by recipe: DeepSeek-V3 quantises the activations to FP8 before the
-#: dispatch (1 byte per element plus one fp32 scale per 128 elements) and combines in BF16 (Sec. 3.3.4,
+#: The dtype of the forward dispatch all-to-all by recipe: DeepSeek-V3 quantises the activations to FP8 before
+#: the dispatch (1 byte per element plus one fp32 scale per 128 elements) and combines in BF16 (Sec. 3.3.4,
 #: "Low-Precision Communication"); every other recipe sends its working dtype both ways.
 FP8_DISPATCH_BYTES = 1.0 + 4 / 128
 
@@ -86,19 +90,20 @@ def _require_moe(model: Model, what: str) -> Model:
 
 
 def expert_data_parallel(par: Parallel) -> int:
-    """The expert-data-parallel size :attr:`~llmsizing.parallel.Parallel.edp`, ``tp x cp x dp / (etp x ep)``: the
-    GPUs that hold the same experts and over which their gradients are reduced and their optimizer states
+    """The expert-data-parallel size :attr:`~llmsizing.parallel.Parallel.edp`, ``tp x cp x dp / (etp x ep)``:
+    the GPUs that hold the same experts and over which their gradients are reduced and their optimizer states
     sharded (Megatron-Core's expert data-parallel group)."""
     return par.edp
 
 
 @functools.lru_cache(maxsize=64)
 def dense_twin(model: Model) -> Model:
-    """``model`` with its MoE fields cleared: every layer a dense block with the ``ffn_hidden`` MLP (chapter 18
-    builds its dense comparison from it). The memory path no longer needs it: the dense terms read no MoE field."""
+    """``model`` with its MoE fields cleared: every layer a dense block with the ``ffn_hidden`` MLP (chapter
+    18 builds its dense comparison from it). The memory path no longer needs it: the dense terms read no MoE
+    field."""
     return replace(model, experts=0, experts_per_token=0, expert_ffn_hidden=None, shared_experts=0,
-                   shared_expert_ffn_hidden=None, shared_expert_gate=False, router_bias=False, moe_layers=None,
-                   expert_groups=0, expert_groups_per_token=0,
+                   shared_expert_ffn_hidden=None, shared_expert_gate=False, router_bias=False,
+                   moe_layers=None, expert_groups=0, expert_groups_per_token=0,
                    name=f"{model.name} (dense twin)")
 
 
@@ -176,11 +181,11 @@ def _layer_split(model: Model, tp: int, ep: int, expert_tp: bool) -> tuple:
 
 
 def stage_split(model: Model, parallel: Parallel) -> list[dict]:
-    """Per pipeline stage, the parameters one GPU holds: ``dense`` (embedding, attention, norms, dense MLPs, the
-    router and the shared experts, split by ``tp`` as :func:`~llmsizing.memory.stage_params` splits a dense
-    model), ``experts`` (the routed experts of the stage's MoE layers, ``experts / ep`` of each, divided by ``tp``
-    only with ``expert_tp``), ``dense_linear`` and ``experts_linear`` (their matrices, which an FP8 recipe copies),
-    ``layers``."""
+    """Per pipeline stage, the parameters one GPU holds: ``dense`` (embedding, attention, norms, dense MLPs,
+    the router and the shared experts, split by ``tp`` as :func:`~llmsizing.memory.stage_params` splits a
+    dense model), ``experts`` (the routed experts of the stage's MoE layers, ``experts / ep`` of each, divided
+    by ``tp`` only with ``expert_tp``), ``dense_linear`` and ``experts_linear`` (their matrices, which an FP8
+    recipe copies), ``layers``."""
     names = ("dense", "experts", "dense_linear", "experts_linear", "layers")
     return [dict(zip(names, r)) for r in _rows(model, parallel)]
 
@@ -192,16 +197,18 @@ def _rows(model: Model, par: Parallel) -> tuple:
 
 
 def gpu_params(model: Model, parallel: Parallel) -> list[float]:
-    """Parameters on one GPU of each stage (dense + routed experts): :func:`~llmsizing.memory.stage_params` for a
-    mixture of experts."""
+    """Parameters on one GPU of each stage (dense + routed experts): :func:`~llmsizing.memory.stage_params`
+    for a mixture of experts."""
     return [r[0] + r[1] for r in _rows(model, parallel)]
 
 
-def moe_model_states(model: Model, elements: float, precision: str, optimizer: str, par: Parallel, stage: int):
+def moe_model_states(model: Model, elements: float, precision: str, optimizer: str, par: Parallel,
+                     stage: int):
     """The model states of one GPU of pipeline stage ``stage`` (a :class:`~llmsizing.memory.ModelStates`): the
     dense part with the dense rules (ZeRO over ``dp x cp``), the routed experts with ZeRO over the ``edp``
-    expert-data-parallel GPUs (:func:`expert_data_parallel`). ``elements`` is the whole model's optimizer-state
-    count (:func:`~llmsizing.memory.optimizer_state_elements`), split in proportion to the parameters."""
+    expert-data-parallel GPUs (:func:`expert_data_parallel`). ``elements`` is the whole model's
+    optimizer-state count (:func:`~llmsizing.memory.optimizer_state_elements`), split in proportion to the
+    parameters."""
     on_dense, on_experts, dense_linear, experts_linear, layers = _rows(model, par)[stage]
     n_exp = model.routed_expert_params
     n_dense = model.n_params - n_exp
@@ -220,9 +227,9 @@ def moe_model_states(model: Model, elements: float, precision: str, optimizer: s
 
 
 def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> float:
-    """:func:`~llmsizing.memory.optimizer_temporaries_bytes`'s ``foreach`` temporary (one state-sized buffer, the
-    ``sqrt`` of every second moment at once) for a mixture of experts: the most loaded stage's parameters with
-    ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``edp``."""
+    """:func:`~llmsizing.memory.optimizer_temporaries_bytes`'s ``foreach`` temporary (one state-sized buffer,
+    the ``sqrt`` of every second moment at once) for a mixture of experts: the most loaded stage's parameters
+    with ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``edp``."""
     shard = par.zero >= 1
     dense_over, experts_over = (par.dp_cp, expert_data_parallel(par)) if shard else (1, 1)
     return state_bytes * max(dense / dense_over + experts / experts_over
@@ -230,8 +237,9 @@ def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> 
 
 
 def largest_tensor(model: Model, par: Parallel) -> float:
-    """The largest parameter tensor on one GPU, times ``tp`` (the ``for-loop`` optimizer path's temporaries divide
-    by ``tp``): a stacked routed-expert tensor holds ``experts / ep`` experts (``/ tp`` with ``expert_tp``)."""
+    """The largest parameter tensor on one GPU, times ``tp`` (the ``for-loop`` optimizer path's temporaries
+    divide by ``tp``): a stacked routed-expert tensor holds ``experts / ep`` experts (``/ tp`` with
+    ``expert_tp``)."""
     out = 0.0
     for _, n, s, _ in model.tensors():
         x = math.prod(s)
@@ -245,28 +253,29 @@ def largest_tensor(model: Model, par: Parallel) -> float:
 def moe_layer_terms(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16", tp: int = 1,
                     sp: bool = False, fp8: str | None = None, capacity_factor: float | None = None,
                     expert_tp: bool = False) -> dict[str, float]:
-    """Bytes one MoE layer's MLP part saves for its backward on one GPU, by piece (``seq`` is this GPU's tokens
-    of each sequence, i.e. already divided by ``cp``). ``T = batch x seq`` tokens (``/ tp`` with sequence
-    parallelism), ``E`` routed experts, top-``k``, hidden ``h``, expert width ``f_e``, shared width
+    """Bytes one MoE layer's MLP part saves for its backward on one GPU, by piece (``seq`` is this GPU's
+    tokens of each sequence, i.e. already divided by ``cp``). ``T = batch x seq`` tokens (``/ tp`` with
+    sequence parallelism), ``E`` routed experts, top-``k``, hidden ``h``, expert width ``f_e``, shared width
     ``f_s = shared_experts x shared width``; ``p`` the working dtype's bytes, FP8 recipes as
-    :func:`~llmsizing.activations.layer_terms` (``q_in`` for a Linear input, ``mlp_f`` per intermediate element):
+    :func:`~llmsizing.activations.layer_terms` (``q_in`` for a Linear input, ``mlp_f`` per intermediate
+    element):
 
-    * ``router``: its input ``p T h`` (the norm output, which the shared experts' first Linear also reads: counted
-      once unless FP8 saves a separate FP8 copy) + fp32 logits and scores ``8 T E`` (the softmax or sigmoid saves
-      its output; Megatron-Core's router keeps logits in fp32, ``--moe-router-dtype fp32``) + the routing map
-      ``T E`` (bool) + the top-k probabilities ``4 T k``;
+    * ``router``: its input ``p T h`` (the norm output, which the shared experts' first Linear also reads:
+      counted once unless FP8 saves a separate FP8 copy) + fp32 logits and scores ``8 T E`` (the softmax or
+      sigmoid saves its output; Megatron-Core's router keeps logits in fp32, ``--moe-router-dtype fp32``) +
+      the routing map ``T E`` (bool) + the top-k probabilities ``4 T k``;
     * ``dispatch``: the rows each GPU's experts receive, ``R = T k`` (dropless) or ``c T k`` (capacity factor
       ``c`` with padding), saved as the grouped GEMM's input: ``q_in R h``; with ``expert_tp`` the dispatcher
       also all-gathers the rows of the ``tp`` ranks of an expert-tensor-parallel group (Megatron-Core's
       ``MoEAlltoAllTokenDispatcher`` with ``etp > 1``), so ``R = tp T k`` there;
     * ``experts``: the experts' intermediate, ``mlp_f R f_e`` (``f_e / tp`` with ``expert_tp``);
-    * ``combine``: the experts' outputs before they are weighted by the router's probabilities (the probability
-      gradient needs them), ``p R h``;
+    * ``combine``: the experts' outputs before they are weighted by the router's probabilities (the
+      probability gradient needs them), ``p R h``;
     * ``shared``: the shared experts' intermediate ``mlp_f T f_s / tp`` (+ their FP8 input copy).
 
-    The all-to-all's send and receive buffers are transient (freed once the grouped GEMM has its input) and not
-    counted. Exact for the tensors listed; what Megatron-Core's fused permute kernels keep beyond them (index
-    maps, ``T k`` int32) is left out (under 1% of a layer at hidden sizes above 1,000)."""
+    The all-to-all's send and receive buffers are transient (freed once the grouped GEMM has its input) and
+    not counted. Exact for the tensors listed; what Megatron-Core's fused permute kernels keep beyond them
+    (index maps, ``T k`` int32) is left out (under 1% of a layer at hidden sizes above 1,000)."""
     model = _require_moe(resolve_model(model, moe=True), "moe_layer_terms")
     batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
     check_choice("dtype", dtype, ACTIVATION_DTYPES)
@@ -294,21 +303,22 @@ def moe_layer_terms(model: Model | str, *, batch: int, seq: int, dtype: str = "b
 
 @dataclass(frozen=True)
 class MoEActivationMemory(_ActivationMemory):
-    """:class:`~llmsizing.activations.ActivationMemory` of a mixture of experts: ``per_layer_bytes`` is the mean
-    over its layers; ``moe_delta_bytes`` is what a MoE layer keeps beyond a dense one (0 with full recomputation,
-    which keeps only each layer's input) and ``moe_layers`` the MoE layers' indices, so that a pipeline stage
-    counts its own mix (:func:`stage_offset_bytes`)."""
+    """:class:`~llmsizing.activations.ActivationMemory` of a mixture of experts: ``per_layer_bytes`` is the
+    mean over its layers; ``moe_delta_bytes`` is what a MoE layer keeps beyond a dense one (0 with full
+    recomputation, which keeps only each layer's input) and ``moe_layers`` the MoE layers' indices, so that a
+    pipeline stage counts its own mix (:func:`stage_offset_bytes`)."""
 
     moe_delta_bytes: float = 0.0
     moe_layers: tuple = ()
 
 
-def moe_activation_memory(model: Model, *, capacity_factor: float | None = None, expert_tp: bool = False, **kw):
-    """:func:`~llmsizing.activations.activation_memory` for a mixture of experts: the dense terms of its layers
-    (:func:`~llmsizing.act_terms.dense_activation_memory`: norms, attention, embedding, logits), with each MoE layer's dense MLP term replaced by
-    :func:`moe_layer_terms` (the difference goes into the ``"mlp"`` component). Full recomputation keeps only the
-    layer inputs, and the rebuilt layer is a MoE one; selective recomputation keeps the MoE part (it reruns only
-    the attention core)."""
+def moe_activation_memory(model: Model, *, capacity_factor: float | None = None, expert_tp: bool = False,
+                          **kw):
+    """:func:`~llmsizing.activations.activation_memory` for a mixture of experts: the dense terms of its
+    layers (:func:`~llmsizing.act_terms.dense_activation_memory`: norms, attention, embedding, logits), with
+    each MoE layer's dense MLP term replaced by :func:`moe_layer_terms` (the difference goes into the
+    ``"mlp"`` component). Full recomputation keeps only the layer inputs, and the rebuilt layer is a MoE one;
+    selective recomputation keeps the MoE part (it reruns only the attention core)."""
     if kw.get("stack", "fused") != "fused" or kw.get("autocast"):
         raise ValueError(f"stack={kw.get('stack')!r}, autocast={kw.get('autocast')!r}: a mixture of experts' "
                          "activations are modelled for stack='fused' without autocast (Megatron-Core's token "
@@ -316,12 +326,12 @@ def moe_activation_memory(model: Model, *, capacity_factor: float | None = None,
     base = dense_activation_memory(model, **kw)      # norms, attention, embedding, logits: as a dense layer's
     cp = kw.get("cp", 1)
     seq = kw["seq"] // cp
-    lt = {k: v for k, v in kw.items() if k in ("batch", "dtype", "attention", "dropout", "tp", "sp", "mask_bytes",
-                                               "stack", "autocast", "fp8")}
+    lt = {k: v for k, v in kw.items() if k in ("batch", "dtype", "attention", "dropout", "tp", "sp",
+                                               "mask_bytes", "stack", "autocast", "fp8")}
     dense_mlp = dense_layer_terms(model, seq=seq, **lt)["mlp"]
-    terms = moe_layer_terms(model, batch=kw["batch"], seq=seq, dtype=kw.get("dtype", "bf16"), tp=kw.get("tp", 1),
-                            sp=kw.get("sp", False), fp8=kw.get("fp8"), capacity_factor=capacity_factor,
-                            expert_tp=expert_tp)
+    terms = moe_layer_terms(model, batch=kw["batch"], seq=seq, dtype=kw.get("dtype", "bf16"),
+                            tp=kw.get("tp", 1), sp=kw.get("sp", False), fp8=kw.get("fp8"),
+                            capacity_factor=capacity_factor, expert_tp=expert_tp)
     delta = sum(terms.values()) - dense_mlp
     n_moe, L = model.n_moe_layers, model.layers
     bd = dict(base.breakdown)
@@ -333,16 +343,17 @@ def moe_activation_memory(model: Model, *, capacity_factor: float | None = None,
         add = n_moe * delta
         per_layer = base.per_layer_bytes + add / L
     bd["mlp"] = bd.get("mlp", 0.0) + add
-    return MoEActivationMemory(per_layer, base.layers_bytes + add, base.embedding_bytes, base.logits_bytes, bd,
-                               base.layer_count, moe_delta_bytes=0.0 if kw.get("recompute") == "full" else delta,
+    return MoEActivationMemory(per_layer, base.layers_bytes + add, base.embedding_bytes, base.logits_bytes,
+                               bd, base.layer_count,
+                               moe_delta_bytes=0.0 if kw.get("recompute") == "full" else delta,
                                moe_layers=tuple(sorted(_moe_indices(model))))
 
 
 def stage_offset_bytes(acts, par: Parallel, stage: int) -> float:
-    """What one micro-batch of pipeline stage ``stage`` keeps beyond ``layers x per_layer_bytes`` (the mean over
-    the model's layers): ``(k - n x n_moe / L) x delta`` for a stage of ``n`` layers of which ``k`` are MoE layers,
-    ``delta`` a MoE layer's bytes minus a dense layer's (:class:`MoEActivationMemory`); 0 for a dense model.
-    DeepSeek-V3's first stage holds its three dense layers and one MoE layer."""
+    """What one micro-batch of pipeline stage ``stage`` keeps beyond ``layers x per_layer_bytes`` (the mean
+    over the model's layers): ``(k - n x n_moe / L) x delta`` for a stage of ``n`` layers of which ``k`` are
+    MoE layers, ``delta`` a MoE layer's bytes minus a dense layer's (:class:`MoEActivationMemory`); 0 for a
+    dense model. DeepSeek-V3's first stage holds its three dense layers and one MoE layer."""
     if not isinstance(acts, MoEActivationMemory) or not acts.moe_delta_bytes:
         return 0.0
     moe, start = set(acts.moe_layers), 0
@@ -357,8 +368,8 @@ def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw)
     norms, attention and masks, and under ``"mlp"`` the sum of :func:`moe_layer_terms` (``kw`` are
     ``layer_terms``'s arguments; the ``"fused"`` stack only)."""
     if kw.get("stack", "fused") != "fused" or kw.get("autocast") or kw.get("selective"):
-        raise ValueError("a mixture of experts' layer is modelled for stack='fused', autocast=False and without "
-                         "selective=True (Megatron-Core's token dispatcher)")
+        raise ValueError("a mixture of experts' layer is modelled for stack='fused', autocast=False and "
+                         "without selective=True (Megatron-Core's token dispatcher)")
     t = dense_layer_terms(model, **kw)
     t["mlp"] = sum(moe_layer_terms(model, batch=kw["batch"], seq=kw["seq"], dtype=kw.get("dtype", "bf16"),
                                    tp=kw.get("tp", 1), sp=kw.get("sp", False), fp8=kw.get("fp8"),
@@ -372,15 +383,16 @@ def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw)
 def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, node, grad_accum: int,
                   precision: str, recompute: str, max_nodes: int | None = None) -> list:
     """The expert-parallel all-to-alls of one step on the GPU of the stage with the most MoE layers, as
-    :class:`~llmsizing.network.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward dispatch
-    (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the backward's two
-    (the gradients of the combine's output sent back along the dispatch's routes, and of the dispatch's), in the
-    working dtype; full recomputation repeats the forward's two. Each sends :func:`all_to_all_bytes` and takes
-    :func:`llmsizing.all_to_all.all_to_all_s` of its ``tokens x k x hidden`` buffer, the model serving uses (within
-    0.90-0.99x of DeepEP's published H800 latencies at EP 16-256), with DeepSeek's node limit ``max_nodes`` and the
-    ``ep`` ranks ``etp`` apart: inside a scale-up domain over NVLink; across domains the cross-node share over the
-    GPU's own NIC and the rest over NVLink, concurrently. A row's ``bandwidth_gbps`` is the effective one (bytes
-    sent / that time, latency included), its ``latency_s`` 0."""
+    :class:`~llmsizing.network.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward
+    dispatch (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the
+    backward's two (the gradients of the combine's output sent back along the dispatch's routes, and of the
+    dispatch's), in the working dtype; full recomputation repeats the forward's two. Each sends
+    :func:`all_to_all_bytes` and takes :func:`llmsizing.all_to_all.all_to_all_s` of its
+    ``tokens x k x hidden`` buffer, the model serving uses (within 0.90-0.99x of DeepEP's published H800
+    latencies at EP 16-256), with DeepSeek's node limit ``max_nodes`` and the ``ep`` ranks ``etp`` apart:
+    inside a scale-up domain over NVLink; across domains the cross-node share over the GPU's own NIC and the
+    rest over NVLink, concurrently. A row's ``bandwidth_gbps`` is the effective one (bytes sent / that time,
+    latency included), its ``latency_s`` 0."""
     from .precision import DTYPE_BYTES, RECIPES
 
     if par.ep == 1 or not model.is_moe:
@@ -406,17 +418,17 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
 
 def moe_stage_flops(model: Model, par: Parallel, *, seq: int, recompute: str,
                     recompute_layers: int | None = None) -> tuple[float, ...]:
-    """Training FLOPs per token of each pipeline stage of a mixture of experts (all its tensor-parallel ranks),
-    splitting :func:`~llmsizing.flops.training_flops_per_token` (active parameters) by the stage's dense and
-    MoE layers: a dense layer costs ``2 x`` its parameters forward, a MoE layer ``2 x`` its active ones (attention
-    and the shared experts, ``k`` of its ``E`` experts, the router), plus each layer's attention core; the LM head
-    on the last stage. Recomputation as in :mod:`llmsizing.flops`."""
+    """Training FLOPs per token of each pipeline stage of a mixture of experts (all its tensor-parallel
+    ranks), splitting :func:`~llmsizing.flops.training_flops_per_token` (active parameters) by the stage's
+    dense and MoE layers: a dense layer costs ``2 x`` its parameters forward, a MoE layer ``2 x`` its active
+    ones (attention and the shared experts, ``k`` of its ``E`` experts, the router), plus each layer's
+    attention core; the LM head on the last stage. Recomputation as in :mod:`llmsizing.flops`."""
     from .flops import RECOMPUTE, attention_flops_per_token, training_flops_per_token
 
     check_choice("recompute", recompute, RECOMPUTE)
     if recompute_layers is not None:
-        raise ValueError(f"recompute_layers={recompute_layers!r}: partial recomputation of a mixture of experts is "
-                         "not modelled (use recompute='none', 'selective' or 'full')")
+        raise ValueError(f"recompute_layers={recompute_layers!r}: partial recomputation of a mixture of "
+                         "experts is not modelled (use recompute='none', 'selective' or 'full')")
     total = training_flops_per_token(model, seq=seq, recompute=recompute)
     att = attention_flops_per_token(model, seq=seq) / model.layers
     moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
@@ -440,22 +452,24 @@ def moe_stage_flops(model: Model, par: Parallel, *, seq: int, recompute: str,
 
 
 def check_capacity_factor(capacity_factor):
-    """``None`` (dropless) or a capacity factor from 1 to 64 (Megatron-Core's ``--moe-expert-capacity-factor``)."""
+    """``None`` (dropless) or a capacity factor from 1 to 64 (Megatron-Core's
+    ``--moe-expert-capacity-factor``)."""
     if capacity_factor is None:
         return None
     return check_number("capacity_factor", capacity_factor, minimum=1.0, maximum=64.0)
 
 
-# ----------------------------------------------------------------------------- DeepSeek-V3 (issue 24's done-when)
+# ------------------------------------------------------------------------- DeepSeek-V3 (issue 24's done-when)
 
 
 __all__ = ["check_ep", "expert_data_parallel", "dense_twin", "stage_moe_layers", "stage_split", "gpu_params",
-           "moe_model_states", "moe_layer_terms", "moe_block_terms", "moe_activation_memory", "MoEActivationMemory",
-           "stage_offset_bytes", "all_to_all_bytes",
+           "moe_model_states", "moe_layer_terms", "moe_block_terms", "moe_activation_memory",
+           "MoEActivationMemory", "stage_offset_bytes", "all_to_all_bytes",
            "inter_node_share", "ep_all_to_all", "moe_stage_flops", "FP8_DISPATCH_BYTES"]
 
-# DeepSeek-V3's own plan and check moved to llmsizing.deepseek (issue 32: it sits above the answers it checks).
+# DeepSeek-V3's own plan and check moved to llmsizing.deepseek (issue 32: it sits above the answers it
+# checks).
 __getattr__ = _forward(__name__, {name: "llmsizing.deepseek" for name in (
     "DEEPSEEK_V3_LAYOUT", "DEEPSEEK_V3_MICRO_BATCHES", "DEEPSEEK_V3_MAX_NODES", "DEEPSEEK_V3_BALANCED_SPLIT",
-    "DEEPSEEK_V3_MTP_DEPTH", "deepseek_layer_bytes", "deepseek_rebuilt_bytes", "DeepSeekMemory", "deepseek_memory",
-    "deepseek_v3_check")})
+    "DEEPSEEK_V3_MTP_DEPTH", "deepseek_layer_bytes", "deepseek_rebuilt_bytes", "DeepSeekMemory",
+    "deepseek_memory", "deepseek_v3_check")})

@@ -1,8 +1,8 @@
-"""Which expert-parallel layouts a search tries (issue 24; chapter 18): the helpers :func:`~llmsizing.planner.plan`
-and :func:`~llmsizing.layouts.min_gpus` share to search ``ep`` for a mixture of experts. The parts of the
-planner's vectorised pricing that only a mixture of experts has are in :mod:`llmsizing.plan_pricing`. The
-arithmetic of expert parallelism itself (memory, the all-to-all, FLOPs) is in :mod:`llmsizing.moe`; these only
-call it (and :mod:`llmsizing.comm`) once per piece many plans share."""
+"""Which expert-parallel layouts a search tries (issue 24; chapter 18): the helpers
+:func:`~llmsizing.planner.plan` and :func:`~llmsizing.layouts.min_gpus` share to search ``ep`` for a mixture
+of experts. The parts of the planner's vectorised pricing that only a mixture of experts has are in
+:mod:`llmsizing.plan_pricing`. The arithmetic of expert parallelism itself (memory, the all-to-all, FLOPs) is
+in :mod:`llmsizing.moe`; these only call it (and :mod:`llmsizing.comm`) once per piece many plans share."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from .moe import stage_moe_layers
 from .parallel import Parallel
 
 def route_max_nodes(model: Model) -> int | None:
-    """The node limit of ``model``'s routing, from its own fields: ``expert_groups_per_token`` when its experts
-    are routed by group (DeepSeek's ``n_group``/``topk_group``; DeepSeek-V3 places one group per node, so a token
-    reaches at most that many nodes: 4 of 8, arXiv:2412.19437 Sec. 2.1.2), else ``None`` (no limit). What the
-    planner and :func:`~llmsizing.layouts.step_time` use when not told (``max_nodes="model"``). Until issue 32 it
-    was keyed by the catalogue name, so the same architecture loaded from its config planned 28% slower."""
+    """The node limit of ``model``'s routing, from its own fields: ``expert_groups_per_token`` when its
+    experts are routed by group (DeepSeek's ``n_group``/``topk_group``; DeepSeek-V3 places one group per node,
+    so a token reaches at most that many nodes: 4 of 8, arXiv:2412.19437 Sec. 2.1.2), else ``None`` (no
+    limit). What the planner and :func:`~llmsizing.layouts.step_time` use when not told
+    (``max_nodes="model"``). Until issue 32 it was keyed by the catalogue name, so the same architecture
+    loaded from its config planned 28% slower."""
     g = model.expert_groups_per_token
     return g if 0 < g < model.expert_groups else None
 
@@ -43,26 +44,27 @@ def ep_candidates(model: Model, ep_degrees=None) -> tuple[int, ...]:
             raise ValueError(f"ep_degrees holds ep={d}, but {model.name!r} is dense (experts=0): expert "
                              "parallelism splits routed experts")
         if model.is_moe and model.experts % d:
-            raise ValueError(f"ep_degrees holds ep={d}, which does not divide the {model.experts} routed experts "
-                             f"of {model.name!r}: each expert-parallel rank holds experts / ep whole experts")
+            raise ValueError(f"ep_degrees holds ep={d}, which does not divide the {model.experts} routed "
+                             f"experts of {model.name!r}: each expert-parallel rank holds experts / ep whole "
+                             "experts")
     return tuple(eps)
 
 
 def dp_unit(tp: int, cp: int, ep: int, expert_tp: bool = False) -> int:
     """The smallest data-parallel degree a layout with ``ep`` can have, every valid ``dp`` being a multiple of
     it: ``ep`` must divide ``tp x cp x dp / etp`` (:class:`~llmsizing.parallel.Parallel`), so ``dp`` is a
-    multiple of ``etp x ep / gcd(etp x ep, tp x cp)``. 1 without expert parallelism; ``ep`` with ``tp = cp = 1``
-    (the expert-parallel group inside the data-parallel one, as DeepSpeed-MoE places it)."""
+    multiple of ``etp x ep / gcd(etp x ep, tp x cp)``. 1 without expert parallelism; ``ep`` with
+    ``tp = cp = 1`` (the expert-parallel group inside the data-parallel one, as DeepSpeed-MoE places it)."""
     etp = tp if expert_tp else 1
     return etp * ep // math.gcd(etp * ep, tp * cp)
 
 
 def heavy_stages(model: Model, par: Parallel) -> tuple[int, ...]:
-    """The pipeline stages of which one is the most loaded GPU, for a search that evaluates only some: the first
-    (embedding, most micro-batches in flight) and the last (LM head, logits), as for a dense model, and for a
-    mixture of experts also the first stage of each count of MoE layers (of stages holding the same MoE layers
-    the earliest has the most micro-batches in flight; DeepSeek-V3's first stage holds its dense layers, so the
-    second may outweigh it). ``tests/test_planner_moe.py`` checks it against every stage."""
+    """The pipeline stages of which one is the most loaded GPU, for a search that evaluates only some: the
+    first (embedding, most micro-batches in flight) and the last (LM head, logits), as for a dense model, and
+    for a mixture of experts also the first stage of each count of MoE layers (of stages holding the same MoE
+    layers the earliest has the most micro-batches in flight; DeepSeek-V3's first stage holds its dense
+    layers, so the second may outweigh it). ``tests/test_planner_moe.py`` checks it against every stage."""
     out = {0, par.pp - 1}
     if model.is_moe:
         seen = set()
@@ -80,9 +82,11 @@ def heavy_stages(model: Model, par: Parallel) -> tuple[int, ...]:
 __all__ = ["route_max_nodes", "ep_candidates", "dp_unit", "heavy_stages"]
 
 
-# The name-keyed table is retired (issue 32: behaviour comes from the config's fields); the planner's MoE pricing
-# moved to llmsizing.plan_pricing, beside the dense pricing it extends.
-__getattr__ = _retire(__name__, {"NODE_LIMITED_ROUTING": ({"deepseek-v3": 4}, "route_max_nodes(model), read from "
-                                                          "Model.expert_groups_per_token (config's topk_group)")},
+# The name-keyed table is retired (issue 32: behaviour comes from the config's fields); the planner's MoE
+# pricing moved to llmsizing.plan_pricing, beside the dense pricing it extends.
+__getattr__ = _retire(__name__, {"NODE_LIMITED_ROUTING": ({"deepseek-v3": 4},
+                                                          "route_max_nodes(model), read from "
+                                                          "Model.expert_groups_per_token (config's "
+                                                          "topk_group)")},
                       moved={n: "llmsizing.plan_pricing"
                              for n in ("moe_ep_coefficients", "moe_dp_collectives", "moe_all_to_all_s")})

@@ -1,11 +1,12 @@
 """How a run is split across GPUs. Introduced now so that every memory function can report per-GPU bytes;
-the many-GPU chapters (DP/ZeRO/FSDP, TP/SP/PP) teach and refine it, and the "Long context" chapter adds context
-parallelism.
+the many-GPU chapters (DP/ZeRO/FSDP, TP/SP/PP) teach and refine it, and the "Long context" chapter adds
+context parallelism.
 
-Sources: ZeRO stages, Rajbhandari et al. 2020 (Sec. 5, Fig. 1); tensor and sequence parallelism, Shoeybi et al.
-2019 (Megatron-LM) and Korthikanti et al. 2022; pipeline parallelism, Narayanan et al. 2021; context parallelism,
-Liu et al. 2023 (ring attention), Megatron-LM's ``--context-parallel-size`` with Transformer Engine's attention
-(``cp_comm_type`` ``p2p`` or ``all_gather``), Dubey et al. 2024 (Llama 3), Sec. 3.3.2, and torchtitan.
+Sources: ZeRO stages, Rajbhandari et al. 2020 (Sec. 5, Fig. 1); tensor and sequence parallelism, Shoeybi et
+al. 2019 (Megatron-LM) and Korthikanti et al. 2022; pipeline parallelism, Narayanan et al. 2021; context
+parallelism, Liu et al. 2023 (ring attention), Megatron-LM's ``--context-parallel-size`` with Transformer
+Engine's attention (``cp_comm_type`` ``p2p`` or ``all_gather``), Dubey et al. 2024 (Llama 3), Sec. 3.3.2, and
+torchtitan.
 """
 
 from __future__ import annotations
@@ -17,21 +18,21 @@ from ._validate import check_bool, check_choice, check_int
 
 #: What ZeRO-Offload / ZeRO-Infinity can move to the host's memory (Ren et al. 2021; Rajbhandari et al. 2021):
 #: nothing, the optimizer's bytes (fp32 master copy, moments, fp32 gradient copy: DeepSpeed's
-#: ``offload_optimizer``, ZeRO stage 1 or more; from stage 2 the gradient shard goes straight to the host too), or
-#: those and the 16-bit weights too (``offload_param``, ZeRO stage 3 only). Taught in chapter 7.
+#: ``offload_optimizer``, ZeRO stage 1 or more; from stage 2 the gradient shard goes straight to the host
+#: too), or those and the 16-bit weights too (``offload_param``, ZeRO stage 3 only). Taught in chapter 7.
 OFFLOADS = ("none", "optimizer", "optimizer+params")
 
 #: The most pipeline stages a layout may have: 1,024 (published runs use at most 64 or so; Megatron-LM's
 #: 1T-parameter run has 64). Every stage is a row of the per-stage memory, so the bound keeps every call fast.
 MAX_PP = 1024
 
-#: How context-parallel attention exchanges K and V (Transformer Engine's ``cp_comm_type``, which Megatron-LM's
-#: ``--cp-comm-type`` passes on): ``"p2p"``, a ring of point-to-point sends overlapped with each step's attention
-#: block (``AttnFuncWithCPAndKVP2P``; ring attention, Liu et al. 2023; Megatron-LM's default), or
-#: ``"all_gather"``, one all-gather of K and V per layer before the attention and a reduce-scatter of their
-#: gradients after it, not overlapped (``AttnFuncWithCPAndKVAllGather``; Llama 3's choice, Dubey et al. 2024,
-#: Sec. 3.3.2, because it handles any mask and grouped-query attention's small K, V simply). TE's ``a2a``
-#: (Ulysses-style head scatter) is not modelled. Taught in the "Long context" chapter.
+#: How context-parallel attention exchanges K and V (Transformer Engine's ``cp_comm_type``, which
+#: Megatron-LM's ``--cp-comm-type`` passes on): ``"p2p"``, a ring of point-to-point sends overlapped with each
+#: step's attention block (``AttnFuncWithCPAndKVP2P``; ring attention, Liu et al. 2023; Megatron-LM's
+#: default), or ``"all_gather"``, one all-gather of K and V per layer before the attention and a
+#: reduce-scatter of their gradients after it, not overlapped (``AttnFuncWithCPAndKVAllGather``; Llama 3's
+#: choice, Dubey et al. 2024, Sec. 3.3.2, because it handles any mask and grouped-query attention's small K, V
+#: simply). TE's ``a2a`` (Ulysses-style head scatter) is not modelled. Taught in the "Long context" chapter.
 CP_COMMS = ("p2p", "all_gather")
 
 #: Activation recomputation a run may use (Korthikanti et al. 2022, Sec. 5): none, the attention core only, or
@@ -44,39 +45,40 @@ class Parallel:
     """A parallel layout: ``tp`` tensor-, ``pp`` pipeline-, ``dp`` data-parallel degree; ``zero`` is the ZeRO
     stage (0-3, FSDP full-shard is stage 3) over the ``dp`` group; ``sp`` turns on sequence parallelism
     (splits the norm/dropout activations that plain TP replicates); ``virtual_stages`` is the number of model
-    chunks per pipeline rank of the interleaved 1F1B schedule (Narayanan et al. 2021, Sec. 2.2; 1 = plain 1F1B).
-    ``stage_layers`` gives the transformer layers of each pipeline rank (``pp`` numbers summing to the model's
-    layers) for an uneven split: Llama 3 405B put 126 layers on 16 stages by taking one layer off the first and
-    the last stage (Dubey et al. 2024, Sec. 3.3.2; :func:`uneven_stages`). ``None`` is Megatron-LM's even split
-    (the first stages take the remainder). ``reshard_after_forward`` (ZeRO-3 only) is FSDP2's choice: ``True``
-    frees the gathered weights after each forward and gathers them again for the backward; ``False`` keeps them
-    until the backward (one gather per micro-batch, but the stage's full 16-bit weights stay in memory, as
-    torchtitan does with pipelines).
+    chunks per pipeline rank of the interleaved 1F1B schedule (Narayanan et al. 2021, Sec. 2.2; 1 = plain
+    1F1B). ``stage_layers`` gives the transformer layers of each pipeline rank (``pp`` numbers summing to the
+    model's layers) for an uneven split: Llama 3 405B put 126 layers on 16 stages by taking one layer off the
+    first and the last stage (Dubey et al. 2024, Sec. 3.3.2; :func:`uneven_stages`). ``None`` is Megatron-LM's
+    even split (the first stages take the remainder). ``reshard_after_forward`` (ZeRO-3 only) is FSDP2's
+    choice: ``True`` frees the gathered weights after each forward and gathers them again for the backward;
+    ``False`` keeps them until the backward (one gather per micro-batch, but the stage's full 16-bit weights
+    stay in memory, as torchtitan does with pipelines).
     A pipeline's micro-batches are the gradient-accumulation steps of
-    :func:`~llmsizing.memory.training_memory` (``grad_accum``). ``offload`` (one of :data:`OFFLOADS`) moves the
-    optimizer's bytes, or those and the weights, to the host's memory (ZeRO-Offload, ZeRO-Infinity);
+    :func:`~llmsizing.memory.training_memory` (``grad_accum``). ``offload`` (one of :data:`OFFLOADS`) moves
+    the optimizer's bytes, or those and the weights, to the host's memory (ZeRO-Offload, ZeRO-Infinity);
     :class:`~llmsizing.memory.ModelStates` then reports the host bytes it costs (``host_bytes``).
 
-    ``cp`` is the context-parallel degree: each sequence is split over ``cp`` GPUs, each holding ``seq / cp`` of
-    its tokens (two chunks of ``seq / (2 cp)``, the first and the mirrored last, so that causal attention costs
-    every rank the same: Megatron-LM and Transformer Engine require ``seq % (2 cp) == 0``, checked where the
-    sequence is known). Attention exchanges K and V over the ``cp`` group as ``cp_comm`` says (one of
+    ``cp`` is the context-parallel degree: each sequence is split over ``cp`` GPUs, each holding ``seq / cp``
+    of its tokens (two chunks of ``seq / (2 cp)``, the first and the mirrored last, so that causal attention
+    costs every rank the same: Megatron-LM and Transformer Engine require ``seq % (2 cp) == 0``, checked where
+    the sequence is known). Attention exchanges K and V over the ``cp`` group as ``cp_comm`` says (one of
     :data:`CP_COMMS`). The ``cp`` ranks hold the same weights, like data-parallel replicas: gradients are
     reduced and ZeRO shards over ``dp x cp`` GPUs (Megatron-LM's data-parallel group "with context
     parallelism"; torchtitan's FSDP mesh ``dp_shard x cp``). ``cp_comm`` sits on the layout, not on each call,
     because the memory (the gathered K, V), the communication and the step time must all agree on it, as one
     Megatron-LM launch flag sets it for all of them. Rank order (Megatron-LM's default ``tp-cp-ep-dp-pp``,
-    torchtitan's mesh ``pp, dp, cp, tp``): ``tp`` ranks adjacent, then ``cp``, then ``dp``, then ``pp``. Taught
-    in the "Long context" chapter.
+    torchtitan's mesh ``pp, dp, cp, tp``): ``tp`` ranks adjacent, then ``cp``, then ``dp``, then ``pp``.
+    Taught in the "Long context" chapter.
 
-    ``ep`` is the expert-parallel degree of a mixture of experts: each MoE layer's routed experts are split over
-    ``ep`` GPUs the layout already has (it adds no GPUs). Megatron-Core lays a second grid over the same ranks for
-    the MoE layers, ``etp x ep x edp x pp`` (``initialize_model_parallel``'s expert rank generator), so ``ep``
-    must divide ``tp x cp x dp / etp`` (and the routed experts); ``etp`` (:attr:`etp`) is the experts'
-    tensor-parallel size, ``tp`` with ``expert_tp=True`` (Megatron-LM's ``--expert-tensor-parallel-size`` left
-    unset), else 1 (``--expert-tensor-parallel-size 1``, as DeepSeek-V3 ran: the default here); the experts'
-    gradients and ZeRO shards go over the :attr:`edp` expert-data-parallel GPUs. With ``tp > 1``, ``ep > 1``
-    needs ``sp=True``, as Megatron-Core requires. :mod:`llmsizing.moe` has the arithmetic."""
+    ``ep`` is the expert-parallel degree of a mixture of experts: each MoE layer's routed experts are split
+    over ``ep`` GPUs the layout already has (it adds no GPUs). Megatron-Core lays a second grid over the same
+    ranks for the MoE layers, ``etp x ep x edp x pp`` (``initialize_model_parallel``'s expert rank generator),
+    so ``ep`` must divide ``tp x cp x dp / etp`` (and the routed experts); ``etp`` (:attr:`etp`) is the
+    experts' tensor-parallel size, ``tp`` with ``expert_tp=True`` (Megatron-LM's
+    ``--expert-tensor-parallel-size`` left unset), else 1 (``--expert-tensor-parallel-size 1``, as DeepSeek-V3
+    ran: the default here); the experts' gradients and ZeRO shards go over the :attr:`edp`
+    expert-data-parallel GPUs. With ``tp > 1``, ``ep > 1`` needs ``sp=True``, as Megatron-Core requires.
+    :mod:`llmsizing.moe` has the arithmetic."""
 
     tp: int = 1
     pp: int = 1
@@ -109,21 +111,22 @@ class Parallel:
             from ._validate import check_sequence
 
             layers = tuple(check_int(f"stage_layers[{i}]", n) for i, n in
-                           enumerate(check_sequence("stage_layers", self.stage_layers, example="(7, 8, 8, 7)")))
+                           enumerate(check_sequence("stage_layers", self.stage_layers,
+                                                    example="(7, 8, 8, 7)")))
             if len(layers) != self.pp:
-                raise ValueError(f"stage_layers must give one layer count per pipeline stage: pp={self.pp}, got "
-                                 f"{len(layers)} numbers")
+                raise ValueError(f"stage_layers must give one layer count per pipeline stage: pp={self.pp}, "
+                                 f"got {len(layers)} numbers")
             object.__setattr__(self, "stage_layers", layers)
         object.__setattr__(self, "expert_tp", check_bool("expert_tp", self.expert_tp))
         if (self.tp * self.dp_cp) % (self.etp * self.ep):
-            raise ValueError(f"ep={self.ep} must divide tp x cp x dp / etp = {self.tp * self.dp_cp // self.etp} "
-                             f"(etp={self.etp}, the experts' tensor-parallel size): the expert-parallel ranks are "
-                             "taken from the GPUs the layout has (Megatron-Core's initialize_model_parallel); ep "
-                             "adds no GPUs")
+            raise ValueError(f"ep={self.ep} must divide tp x cp x dp / etp = "
+                             f"{self.tp * self.dp_cp // self.etp} (etp={self.etp}, the experts' "
+                             "tensor-parallel size): the expert-parallel ranks are taken from the GPUs the "
+                             "layout has (Megatron-Core's initialize_model_parallel); ep adds no GPUs")
         if self.ep > 1 and self.tp > 1 and not self.sp:
-            raise ValueError(f"ep={self.ep} with tp={self.tp} needs sp=True (Megatron-Core's TransformerConfig: "
-                             "'When using expert parallelism and tensor parallelism, sequence parallelism must be "
-                             "used')")
+            raise ValueError(f"ep={self.ep} with tp={self.tp} needs sp=True (Megatron-Core's "
+                             "TransformerConfig: 'When using expert parallelism and tensor parallelism, "
+                             "sequence parallelism must be used')")
         check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp, virtual_stages=self.virtual_stages,
                      zero=self.zero, offload=self.offload, stage_layers=self.stage_layers, cp=self.cp)
 
@@ -180,48 +183,50 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
       Megatron-LM pairs pipelines with its distributed optimizer, which is ZeRO-1.
     * ``offload="optimizer"`` needs ZeRO stage >= 1 and ``"optimizer+params"`` stage 3, as DeepSpeed's
       ``offload_optimizer`` and ``offload_param`` do.
-    * ``cp > 1`` needs the sequence (``seq``, when given) divisible by ``2 cp``: causal load balancing gives each
-      context-parallel rank two chunks of ``seq / (2 cp)`` tokens (Megatron-LM's ``arguments.py`` asserts
+    * ``cp > 1`` needs the sequence (``seq``, when given) divisible by ``2 cp``: causal load balancing gives
+      each context-parallel rank two chunks of ``seq / (2 cp)`` tokens (Megatron-LM's ``arguments.py`` asserts
       ``seq_length % (context_parallel_size * 2) == 0``; Transformer Engine's attention needs the same).
     * ``ep > 1`` (or ``expert_tp``) needs a mixture of experts whose routed experts ``ep`` divides
       (:func:`check_ep`); ``zero=3`` with ``ep > 1`` is not modelled.
     """
     sp, expert_tp = check_bool("sp", sp), check_bool("expert_tp", expert_tp)
     if cp > 1 and seq is not None and seq % (2 * cp):
-        raise ValueError(f"seq={seq:,} must be a multiple of 2 x cp = {2 * cp} with cp={cp}: context parallelism "
-                         "gives each rank two chunks of seq / (2 cp) tokens (causal load balancing, as "
-                         "Megatron-LM and Transformer Engine require)")
+        raise ValueError(f"seq={seq:,} must be a multiple of 2 x cp = {2 * cp} with cp={cp}: context "
+                         "parallelism gives each rank two chunks of seq / (2 cp) tokens (causal load "
+                         "balancing, as Megatron-LM and Transformer Engine require)")
     check_choice("offload", offload, OFFLOADS)
     if isinstance(model, str):                 # a catalogue name, as everywhere else
         from .catalog import get_model
 
         model = get_model(model)
     if offload == "optimizer" and zero < 1:
-        raise ValueError(f"offload='optimizer' needs zero >= 1 (DeepSpeed's offload_optimizer), got zero={zero}")
+        raise ValueError("offload='optimizer' needs zero >= 1 (DeepSpeed's offload_optimizer), got "
+                         f"zero={zero}")
     if offload == "optimizer+params" and zero != 3:
         raise ValueError(f"offload='optimizer+params' needs zero=3 (DeepSpeed's offload_param partitions the "
                          f"weights first), got zero={zero}")
     if sp and tp == 1:
         raise ValueError("sp=True needs tp > 1: sequence parallelism splits along the tensor-parallel group")
     if virtual_stages > 1 and pp == 1:
-        raise ValueError(f"virtual_stages={virtual_stages} needs pp > 1: interleaving splits each pipeline stage")
+        raise ValueError(f"virtual_stages={virtual_stages} needs pp > 1: interleaving splits each pipeline "
+                         "stage")
     if model is None:
         return
     if ep > 1 or expert_tp:                    # ---- expert parallelism (issue 24)
         check_ep(model, kept_parallel(tp=tp, ep=ep, dp=ep, sp=sp, expert_tp=expert_tp))
         if ep > 1 and zero == 3:
-            raise ValueError(f"zero=3 with ep={ep} is not modelled: ZeRO-3/FSDP's gathered unit of a mixture of "
-                             "experts under expert parallelism (Megatron-Core pairs expert parallelism with its "
-                             "distributed optimizer, ZeRO-1)")
+            raise ValueError(f"zero=3 with ep={ep} is not modelled: ZeRO-3/FSDP's gathered unit of a mixture "
+                             "of experts under expert parallelism (Megatron-Core pairs expert parallelism "
+                             "with its distributed optimizer, ZeRO-1)")
     if model.heads % tp:
-        raise ValueError(f"tp={tp} must divide the attention heads ({model.heads}): each tensor-parallel rank "
-                         "holds whole heads")
+        raise ValueError(f"tp={tp} must divide the attention heads ({model.heads}): each tensor-parallel "
+                         "rank holds whole heads")
     if model.ffn_hidden % tp:
         raise ValueError(f"tp={tp} must divide ffn_hidden ({model.ffn_hidden}): the MLP is split column-wise")
     g = model.kv_heads
     if (tp <= g and g % tp) or (tp > g and tp % g):
-        raise ValueError(f"tp={tp} and the KV heads ({g}) must divide one another: below {g}, each rank holds "
-                         f"kv_heads/tp of them; above, vLLM replicates each KV head tp/kv_heads times "
+        raise ValueError(f"tp={tp} and the KV heads ({g}) must divide one another: below {g}, each rank "
+                         f"holds kv_heads/tp of them; above, vLLM replicates each KV head tp/kv_heads times "
                          "(Megatron-LM refuses tp > kv_heads)")
     if pp > model.layers:
         raise ValueError(f"pp={pp} must be <= layers ({model.layers}): every pipeline stage needs a layer")
@@ -230,11 +235,11 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
             raise ValueError(f"stage_layers must add up to the model's {model.layers} layers, got "
                              f"{sum(stage_layers)} ({', '.join(map(str, stage_layers))})")
         if virtual_stages > min(stage_layers):
-            raise ValueError(f"virtual_stages={virtual_stages} needs at least that many layers on every pipeline "
-                             f"stage; the smallest stage_layers entry is {min(stage_layers)}")
+            raise ValueError(f"virtual_stages={virtual_stages} needs at least that many layers on every "
+                             f"pipeline stage; the smallest stage_layers entry is {min(stage_layers)}")
     elif virtual_stages > 1 and model.layers % (pp * virtual_stages):
-        raise ValueError(f"virtual_stages={virtual_stages} must divide the layers of each of the {pp} pipeline "
-                         f"stages ({model.layers} layers / pp = {model.layers / pp:g})")
+        raise ValueError(f"virtual_stages={virtual_stages} must divide the layers of each of the {pp} "
+                         f"pipeline stages ({model.layers} layers / pp = {model.layers / pp:g})")
 
 
 def layers_per_stage(layers: int, parallel: Parallel) -> tuple[int, ...]:
@@ -255,8 +260,8 @@ def uneven_stages(layers: int, pp: int, *, first: int, last: int) -> tuple[int, 
     first, last = check_int("first", first), check_int("last", last)
     rest = layers - first - last
     if rest < pp - 2 or (pp == 2 and rest):
-        raise ValueError(f"first={first} and last={last} leave {rest} layers for the {pp - 2} middle stages of "
-                         f"{layers}: each needs at least one")
+        raise ValueError(f"first={first} and last={last} leave {rest} layers for the {pp - 2} middle stages "
+                         f"of {layers}: each needs at least one")
     if pp == 2:
         return (first, last)
     base, extra = divmod(rest, pp - 2)
@@ -289,9 +294,9 @@ def check_recompute_layers(recompute: str, recompute_layers, layers: int,
     top = max(max(chunk_layers(n, par.virtual_stages)) for n in layers_per_stage(layers, par))
     n = check_int("recompute_layers", recompute_layers, minimum=0, maximum=top)
     if recompute != "full":
-        raise ValueError(f"recompute_layers={n} recomputes whole layers, Megatron-LM's --recompute-granularity "
-                         f"full --recompute-method block: use recompute='full', got recompute={recompute!r} "
-                         "(or recompute_layers=None)")
+        raise ValueError(f"recompute_layers={n} recomputes whole layers, Megatron-LM's "
+                         "--recompute-granularity full --recompute-method block: use recompute='full', got "
+                         f"recompute={recompute!r} (or recompute_layers=None)")
     return n
 
 
@@ -300,18 +305,20 @@ def recomputed_layers(layers: int, parallel: Parallel | None, recompute_layers: 
     layers of each of its model chunks (:func:`chunk_layers`), all of a chunk that has fewer, summed over its
     ``virtual_stages`` chunks. The rest of the stage's layers keep every activation.
 
-    Source: Megatron-LM, ``megatron/core/transformer/transformer_block.py``, ``TransformerBlock._checkpointed_forward``
-    with ``recompute_method == 'block'``: a block is one model chunk (one per virtual pipeline stage), and for
-    ``l`` in its layers, ``l < recompute_num_layers`` runs the layer under ``tensor_parallel.checkpoint`` (only
-    its input is saved), the others run plainly. NeMo's documentation of the flag says the same: the number is
-    per pipeline stage, per virtual stage with interleaving. Megatron-LM's other method, ``'uniform'``, groups
-    ALL of a chunk's layers in blocks of ``recompute_num_layers`` and checkpoints only each block's input: it
-    always reruns every layer's forward (the FLOPs of ``recompute="full"``) and keeps fewer checkpoints (one per
-    block, plus one block's working set rebuilt at a time); not modelled here. Without a pipeline the model is
-    one chunk: its first ``recompute_layers`` layers. Taught in the "Long context" chapter."""
+    Source: Megatron-LM, ``megatron/core/transformer/transformer_block.py``,
+    ``TransformerBlock._checkpointed_forward`` with ``recompute_method == 'block'``: a block is one model
+    chunk (one per virtual pipeline stage), and for ``l`` in its layers, ``l < recompute_num_layers`` runs the
+    layer under ``tensor_parallel.checkpoint`` (only its input is saved), the others run plainly. NeMo's
+    documentation of the flag says the same: the number is per pipeline stage, per virtual stage with
+    interleaving. Megatron-LM's other method, ``'uniform'``, groups ALL of a chunk's layers in blocks of
+    ``recompute_num_layers`` and checkpoints only each block's input: it always reruns every layer's forward
+    (the FLOPs of ``recompute="full"``) and keeps fewer checkpoints (one per block, plus one block's working
+    set rebuilt at a time); not modelled here. Without a pipeline the model is one chunk: its first
+    ``recompute_layers`` layers. Taught in the "Long context" chapter."""
     par = SINGLE_GPU if parallel is None else parallel
     n = check_int("recompute_layers", recompute_layers, minimum=0)
-    return tuple(sum(min(n, c) for c in chunk_layers(k, par.virtual_stages)) for k in layers_per_stage(layers, par))
+    return tuple(sum(min(n, c) for c in chunk_layers(k, par.virtual_stages)) for k in layers_per_stage(layers,
+                                                                                                       par))
 
 
 SINGLE_GPU = Parallel()
@@ -341,17 +348,18 @@ def resolve_parallel(parallel: Parallel | None, model=None, seq: int | None = No
         return SINGLE_GPU
     if not isinstance(parallel, Parallel):
         raise TypeError(f"parallel must be a Parallel(...) or None, got {type(parallel).__name__}")
-    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp, virtual_stages=parallel.virtual_stages,
-                 zero=parallel.zero, offload=parallel.offload, stage_layers=parallel.stage_layers, cp=parallel.cp,
-                 seq=seq, ep=parallel.ep, expert_tp=parallel.expert_tp)
+    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp,
+                 virtual_stages=parallel.virtual_stages, zero=parallel.zero, offload=parallel.offload,
+                 stage_layers=parallel.stage_layers, cp=parallel.cp, seq=seq, ep=parallel.ep,
+                 expert_tp=parallel.expert_tp)
     return parallel
 
 
 def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1) -> float:
-    """The pipeline bubble of a 1F1B schedule, as a fraction of the ideal step time: ``(pp - 1) / m`` with ``m``
-    micro-batches, or ``(pp - 1) / (v * m)`` with ``v`` interleaved model chunks per stage (Narayanan et al.
-    2021, Sec. 2.2, Eq. 1 and the interleaved schedule). To report the bubble as a share of the actual step,
-    use ``b / (1 + b)``."""
+    """The pipeline bubble of a 1F1B schedule, as a fraction of the ideal step time: ``(pp - 1) / m`` with
+    ``m`` micro-batches, or ``(pp - 1) / (v * m)`` with ``v`` interleaved model chunks per stage (Narayanan et
+    al. 2021, Sec. 2.2, Eq. 1 and the interleaved schedule). To report the bubble as a share of the actual
+    step, use ``b / (1 + b)``."""
     pp = check_int("pp", pp, maximum=MAX_PP)
     m = check_int("microbatches", microbatches)
     v = check_int("virtual_stages", virtual_stages)
@@ -362,14 +370,14 @@ def pipeline_in_flight(pp: int, microbatches: int, virtual_stages: int = 1) -> l
     """Micro-batches whose activations each pipeline stage holds at once at its peak, in units of "all of
     this stage's layers for one micro-batch", for stages ``0 .. pp-1``.
 
-    * 1F1B (PipeDream-Flush; Narayanan et al. 2021, Sec. 2.2): stage ``i`` runs ``pp - i - 1`` warm-up forwards,
-      then alternates one forward and one backward, so it holds ``min(pp - i, m)`` micro-batches; the first
-      stage holds the most, ``min(pp, m)``.
+    * 1F1B (PipeDream-Flush; Narayanan et al. 2021, Sec. 2.2): stage ``i`` runs ``pp - i - 1`` warm-up
+      forwards, then alternates one forward and one backward, so it holds ``min(pp - i, m)`` micro-batches;
+      the first stage holds the most, ``min(pp, m)``.
     * Interleaved 1F1B with ``v`` model chunks per stage: Megatron-LM's schedule warms up with
       ``2 (pp - i - 1) + (v - 1) pp`` chunk forwards (capped at ``m v``), so stage ``i`` holds that plus one
-      chunk, each ``1 / v`` of its layers. On the first stage that is ``pp (1 + (pp - 1) / (pp v))`` micro-batches:
-      Korthikanti et al. 2022's interleaving penalty ``1 + (p - 1) / (p v)`` (Sec. 4.2.3), which Megatron-LM's
-      ``theoretical_memory_usage.py`` applies.
+      chunk, each ``1 / v`` of its layers. On the first stage that is ``pp (1 + (pp - 1) / (pp v))``
+      micro-batches: Korthikanti et al. 2022's interleaving penalty ``1 + (p - 1) / (p v)`` (Sec. 4.2.3),
+      which Megatron-LM's ``theoretical_memory_usage.py`` applies.
 
     Taught in chapter 8. ``pp`` is at most :data:`MAX_PP` (one number per stage is returned).
     """
@@ -395,8 +403,8 @@ def check_ep(model, par: Parallel) -> None:
         what = f"ep={par.ep}" if par.ep > 1 else "expert_tp=True"
         raise ValueError(f"{what} splits routed experts, but {model.name!r} is dense (experts=0)")
     if model.experts % par.ep:
-        raise ValueError(f"ep={par.ep} must divide the routed experts ({model.experts}) of {model.name!r}: each "
-                         "expert-parallel rank holds experts / ep whole experts")
+        raise ValueError(f"ep={par.ep} must divide the routed experts ({model.experts}) of {model.name!r}: "
+                         "each expert-parallel rank holds experts / ep whole experts")
     fe = model.expert_ffn_hidden or model.ffn_hidden
     if par.expert_tp and fe % par.tp:
         raise ValueError(f"expert_tp=True: tp={par.tp} must divide the expert width ({fe})")

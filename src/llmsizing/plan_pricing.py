@@ -2,10 +2,11 @@
 :mod:`llmsizing.planner` (issue 23's partial recomputation would have pushed it past 800 lines): the memory
 coefficients that give a layout's per-GPU total for every micro-batch and ``dp`` at once
 (:func:`_memory_coefficients`, :func:`_cp_coefficients`, :func:`_partial_coefficients`,
-:func:`_least_recompute_layers`), and the step times of all candidate plans at once (:func:`_price`). No formula
-of its own: every number is read off :func:`~llmsizing.memory.training_memory`,
-:func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.comm.communication`, and ``tests/test_planner_speed.py``
-checks whole searches against one direct call per plan. :mod:`llmsizing.planner` re-exports these names.
+:func:`_least_recompute_layers`), and the step times of all candidate plans at once (:func:`_price`). No
+formula of its own: every number is read off :func:`~llmsizing.memory.training_memory`,
+:func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.comm.communication`, and
+``tests/test_planner_speed.py`` checks whole searches against one direct call per plan.
+:mod:`llmsizing.planner` re-exports these names.
 """
 
 from __future__ import annotations
@@ -42,29 +43,31 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
     return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
 
 
-def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1, cp_comm: str = "p2p",
-                         base=None, ep: int = 1, expert_tp: bool = False):
+def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1,
+                         cp_comm: str = "p2p", base=None, ep: int = 1, expert_tp: bool = False):
     """``(fixed, per_micro, sharded)`` arrays, one entry per (stage, phase piece), such that a GPU's peak
     piece is ``fixed + micro x per_micro + sharded / dp`` (read off three evaluations).
 
     With ``cp`` context parallelism and ``base``, the coefficients of the same layout at ``cp = 1``, one
     evaluation is enough: the model states do not depend on ``cp`` except through ZeRO's divisor ``dp x cp``
     (``fixed`` is the same, ``sharded`` falls to ``sharded / cp``), so only ``per_micro`` (the activations of
-    ``seq / cp`` tokens and the K, V buffers) is read off ``micro = dp = 1``. ``tests/test_context_parallel.py``
-    checks this against the three evaluations.
+    ``seq / cp`` tokens and the K, V buffers) is read off ``micro = dp = 1``.
+    ``tests/test_context_parallel.py`` checks this against the three evaluations.
 
     A mixture of experts with expert parallelism ``ep`` (issue 24): the routed experts' ZeRO shards are taken
     over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs, which for a given layout is
     proportional to ``dp``, so a piece is still ``fixed + micro x per_micro + sharded / dp``; it is read off
-    ``dp = a`` and ``2 a``, ``a`` the smallest ``dp`` the layout allows (:func:`llmsizing.moe_layouts.dp_unit`; 1 for a
-    dense model), and the stages weighed are :func:`llmsizing.moe_layouts.heavy_stages`.
-    ``tests/test_planner_moe.py`` checks rows against direct calls."""
+    ``dp = a`` and ``2 a``, ``a`` the smallest ``dp`` the layout allows
+    (:func:`llmsizing.moe_layouts.dp_unit`; 1 for a dense model), and the stages weighed are
+    :func:`llmsizing.moe_layouts.heavy_stages`. ``tests/test_planner_moe.py`` checks rows against direct
+    calls."""
     a = dp_unit(tp, cp, ep, expert_tp) if model.is_moe else 1
 
     def pieces(batch, dp):
         return _pieces(model, kw, tp, pp, zero, m, cp, cp_comm, ep, expert_tp, batch=batch, dp=dp)
 
-    if base is not None:              # (at cp = 1: the same layout with another recomputation, _partial_coefficients)
+    # (at cp = 1: the same layout with another recomputation, _partial_coefficients)
+    if base is not None:
         fixed, _, sharded = base
         sharded = sharded / cp
         return fixed, pieces(1, a) - fixed - sharded / a, sharded
@@ -81,9 +84,9 @@ def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, 
     """:func:`_memory_coefficients` for every context-parallel degree above 1 in ``cps``, from ``base`` (the
     layout at ``cp = 1``) and at most two evaluations: what one micro-batch adds is ``X / cp + Y`` in every
     piece, since the activations, the loss's temporaries and the ring's backward buffers are those of
-    ``seq / cp`` tokens and the gathered (or all-received) K and V of the whole sequence do not depend on ``cp``
-    (:func:`~llmsizing.activations.cp_attention_buffers_bytes`). ``tests/test_context_parallel.py`` checks the
-    result against direct evaluations."""
+    ``seq / cp`` tokens and the gathered (or all-received) K and V of the whole sequence do not depend on
+    ``cp`` (:func:`~llmsizing.activations.cp_attention_buffers_bytes`). ``tests/test_context_parallel.py``
+    checks the result against direct evaluations."""
     degrees = sorted(c for c in cps if c > 1)
     fixed, _, sharded = base
     if len(degrees) == 1:
@@ -124,13 +127,13 @@ def _partial_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, 
 
 def _one_layer_coefficients(none, full, layers: int):
     """:func:`_partial_coefficients` at one context-parallel degree without evaluating anything, from the same
-    layout's coefficients without recomputation (``none``) and with every layer recomputed (``full``), a stage of
-    ``layers`` layers. Per micro-batch, a piece of a stage grows with the recomputed layers by the same bytes
-    (their checkpoints replace their tensors, in every micro-batch in flight: :math:`1/L` of what ``full`` changes
-    in the forward piece), and the start of the backward also holds the rebuilt layer's working set from the
-    first recomputed layer on (what ``full`` adds there beyond the forward's change). The pieces are
-    :func:`~llmsizing.memory.step_phases`' five per stage, in its order. ``tests/test_planner_speed.py`` checks
-    plans built on them against direct calls."""
+    layout's coefficients without recomputation (``none``) and with every layer recomputed (``full``), a stage
+    of ``layers`` layers. Per micro-batch, a piece of a stage grows with the recomputed layers by the same
+    bytes (their checkpoints replace their tensors, in every micro-batch in flight: :math:`1/L` of what
+    ``full`` changes in the forward piece), and the start of the backward also holds the rebuilt layer's
+    working set from the first recomputed layer on (what ``full`` adds there beyond the forward's change). The
+    pieces are :func:`~llmsizing.memory.step_phases`' five per stage, in its order.
+    ``tests/test_planner_speed.py`` checks plans built on them against direct calls."""
     fixed, per_micro, sharded = full
     base = none[1].reshape(-1, 5)
     change = per_micro.reshape(-1, 5) - base
@@ -141,17 +144,17 @@ def _one_layer_coefficients(none, full, layers: int):
 
 def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarray, limits: np.ndarray):
     """The fewest layers per stage, ``n`` in ``1 .. layers``, that partial recomputation (Megatron-LM's block
-    method, :func:`~llmsizing.parallel.recomputed_layers`) must rerun for the per-GPU total to fit each limit, for
-    every GPU limit (rows, ``limits``) and ``dp`` (columns, ``dps``; ``micro`` one micro-batch or one per
+    method, :func:`~llmsizing.parallel.recomputed_layers`) must rerun for the per-GPU total to fit each limit,
+    for every GPU limit (rows, ``limits``) and ``dp`` (columns, ``dps``; ``micro`` one micro-batch or one per
     ``dp``) at once; and the totals at that ``n``.
 
-    ``one`` and ``every`` are :func:`_memory_coefficients` with 1 and all ``layers`` of a stage recomputed. Every
-    piece of the peak is affine in ``n`` between them (each recomputed layer keeps its input instead of its
-    tensors, :func:`~llmsizing.activations.partial_recompute_activations`), so the peak fits iff every piece does
-    and each piece gives a bound on ``n`` in closed form: ``n = 1 + max over pieces of ceil((P1 - limit) / (P1 -
-    Pn) x (layers - 1))``. ``n`` is 0 where nothing fits, even every layer (the total there is ``inf``); the
-    total at ``n = layers`` is :func:`_total_bytes` of ``every`` itself (the plan of full recomputation, as
-    before)."""
+    ``one`` and ``every`` are :func:`_memory_coefficients` with 1 and all ``layers`` of a stage recomputed.
+    Every piece of the peak is affine in ``n`` between them (each recomputed layer keeps its input instead of
+    its tensors, :func:`~llmsizing.activations.partial_recompute_activations`), so the peak fits iff every
+    piece does and each piece gives a bound on ``n`` in closed form:
+    ``n = 1 + max over pieces of ceil((P1 - limit) / (P1 - Pn) x (layers - 1))``. ``n`` is 0 where nothing
+    fits, even every layer (the total there is ``inf``); the total at ``n = layers`` is :func:`_total_bytes`
+    of ``every`` itself (the plan of full recomputation, as before)."""
     micro = np.broadcast_to(np.asarray(micro, dtype=float), dps.shape)      # (one, or one per dp)
     total_every = _total_bytes(every, micro, dps)
     n = np.zeros((len(limits), len(dps)), dtype=np.int64)
@@ -181,11 +184,13 @@ def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarr
 
 #: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
 #: them in, with whether each runs every micro-batch (ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers and
-#: reduce-scatter) or once per step, and the window it hides behind (:func:`~llmsizing.layouts.exposed_by_group`):
-#: ZeRO-3's forward gathers behind each forward; its backward gathers and reduce-scatters, together, behind each
-#: backward; the ZeRO-1/2 weight all-gather behind the next step's first forward; ZeRO-2's reduce-scatter behind
-#: each backward; DDP's and ZeRO-1's gradients behind the last backward.
-_DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter", "gradients")
+#: reduce-scatter) or once per step, and the window it hides behind
+#: (:func:`~llmsizing.layouts.exposed_by_group`): ZeRO-3's forward gathers behind each forward; its backward
+#: gathers and reduce-scatters, together, behind each backward; the ZeRO-1/2 weight all-gather behind the next
+#: step's first forward; ZeRO-2's reduce-scatter behind each backward; DDP's and ZeRO-1's gradients behind the
+#: last backward.
+_DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter",
+             "gradients")
 
 
 def _dp_slot(name: str) -> int:
@@ -203,9 +208,9 @@ def _dp_slot(name: str) -> int:
 
 
 def _groups(*columns):
-    """The distinct rows of integer ``columns`` (each an array, or a list of tuples' worth) as a list of tuples,
-    and for each row the index of its group: ``np.unique(..., axis=0, return_inverse=True)`` on one packed key,
-    which sorts plain integers instead of records."""
+    """The distinct rows of integer ``columns`` (each an array, or a list of tuples' worth) as a list of
+    tuples, and for each row the index of its group: ``np.unique(..., axis=0, return_inverse=True)`` on one
+    packed key, which sorts plain integers instead of records."""
     cols = [np.asarray(c, dtype=np.int64) for c in columns]
     dims = [int(c.max()) + 1 for c in cols]
     key = np.ravel_multi_index(cols, dims)
@@ -213,12 +218,12 @@ def _groups(*columns):
     return [tuple(int(c[i]) for c in cols) for i in first.tolist()], inverse.reshape(-1)
 
 
-def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs, expert_tp=False,
-           max_nodes=None, ep_overlap=0.0):
-    """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``, an
-    index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index into
-    ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called once
-    per piece many candidates share and NumPy doing the rest.
+def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
+           expert_tp=False, max_nodes=None, ep_overlap=0.0):
+    """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
+    an index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index
+    into ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called
+    once per piece many candidates share and NumPy doing the rest.
 
     A step is ``compute x (1 + bubble)`` plus each group's exposed communication
     (:func:`~llmsizing.layouts.exposed_by_group`). With ``m`` micro-batches per step:
@@ -228,25 +233,26 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
       ``pp`` and recomputation) and the peak at the kernel efficiency;
     * the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
       with ``m`` and with the layers of the most loaded stage, and do not depend on ``dp`` or the ZeRO stage:
-      one ``step_time`` per (GPU, tp, cp, micro-batch, recomputation) without a pipeline, ``dp = 1``, ``m = 1``
-      gives them for all the layers, and a stage's share of the layers
+      one ``step_time`` per (GPU, tp, cp, micro-batch, recomputation) without a pipeline, ``dp = 1``,
+      ``m = 1`` gives them for all the layers, and a stage's share of the layers
       (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
-    * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp, micro-batch))
-      on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`), ``2 m`` calls
-      of which the time of ``2 (pp - 1)`` is exposed;
+    * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp,
+      micro-batch)) on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`),
+      ``2 m`` calls of which the time of ``2 (pp - 1)`` is exposed;
     * the data-parallel collectives depend on (the group's link, tp, ZeRO stage, ``dp x cp``) and on the
       parameters a GPU holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each
       collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
       (:func:`~llmsizing.memory.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
 
-    A mixture of experts (issue 24; ``cols["ep"]``, ``expert_tp``, DeepSeek's node limit ``max_nodes``, the share
-    ``ep_overlap`` of the all-to-all hidden) adds:
+    A mixture of experts (issue 24; ``cols["ep"]``, ``expert_tp``, DeepSeek's node limit ``max_nodes``, the
+    share ``ep_overlap`` of the all-to-all hidden) adds:
 
     * the compute of each stage's dense and MoE layers (:func:`llmsizing.moe.moe_stage_flops`, active FLOPs);
-    * its data-parallel collectives in two parts, each exposed on its own as :func:`exposed_by_group` does: the
-      dense parameters over ``dp x cp`` and the routed experts over the ``edp`` expert-data-parallel GPUs (one
-      :func:`~llmsizing.comm.communication` per (GPU, tp, ZeRO stage, ``dp x cp``, ep) without a pipeline, each
-      part scaled by the most loaded stage's dense and expert parameters, :func:`llmsizing.moe.stage_split`);
+    * its data-parallel collectives in two parts, each exposed on its own as :func:`exposed_by_group` does:
+      the dense parameters over ``dp x cp`` and the routed experts over the ``edp`` expert-data-parallel GPUs
+      (one :func:`~llmsizing.comm.communication` per (GPU, tp, ZeRO stage, ``dp x cp``, ep) without a
+      pipeline, each part scaled by the most loaded stage's dense and expert parameters,
+      :func:`llmsizing.moe.stage_split`);
     * the expert-parallel all-to-all (:func:`llmsizing.moe.ep_all_to_all`): one call per (GPU, tp, cp,
       micro-batch, ep, recomputation) without a pipeline gives all the MoE layers' for one micro-batch, scaled
       by the most loaded stage's MoE layers and ``m``; exposed but for ``ep_overlap``.
@@ -256,13 +262,13 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     FP8, own node sizes, mixtures of experts with ``ep``) at 1e-9 relative."""
 
     moe = model.is_moe
-    gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m",
-                                                            "rc"))
+    gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp",
+                                                            "m", "rc"))
     n = len(gi)
     mf = m.astype(float)
-    # partial recomputation (cols["rl"] layers of each stage's, fewer than all, with "full"): every per-layer piece
-    # below is affine in the layers whose forward runs twice, so such a row is "none" + x ("full" - "none"), x the
-    # share of its stage's layers recomputed (the pieces of "none" are added for those rows)
+    # partial recomputation (cols["rl"] layers of each stage's, fewer than all, with "full"): every per-layer
+    # piece below is affine in the layers whose forward runs twice, so such a row is "none" + x ("full" -
+    # "none"), x the share of its stage's layers recomputed (the pieces of "none" are added for those rows)
     rl = cols.get("rl")
     part = np.zeros(n, dtype=bool)
     if rl is not None and "full" in rcs:
@@ -276,12 +282,13 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
             np.concatenate([arrays[-1], np.full(len(pi), rcs.index("none"))])]
 
     # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
-    # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over layers,
-    # its share of the windows too: a stage's is the share of the layers it holds)
+    # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over
+    # layers, its share of the windows too: a stage's is the share of the layers it holds)
     lay_keys, lay_idx = _groups(*plus_none(gi, tp, cp, b, ri))
     lay = np.zeros((len(lay_keys), 6))
     peak_of = {}
-    fp8 = compute_dtype(precision) == "fp8"      # the attention core then runs at BF16's pace (step_compute_time_s)
+    # the attention core then runs at BF16's pace (step_compute_time_s)
+    fp8 = compute_dtype(precision) == "fp8"
     for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys):
         g = gpu_list[g_]
         st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
@@ -296,8 +303,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     if len(pi):
         none = lay[lay_idx[n:]]
         L[pi] = none + x * (L[pi] - none)
-    # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers over
-    # the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
+    # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers
+    # over the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
     stage = np.zeros((len(stage_keys), 4))
     for k, (p_, r_) in enumerate(stage_keys):
@@ -308,7 +315,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         stage[k] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
                     training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
                                                                                              recompute=rc),
-                    stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest] if fp8 else 0.0)
+                    stage_attention_flops_per_token(model, par, seq=seq,
+                                                    recompute=rc)[slowest] if fp8 else 0.0)
     S = stage[stage_idx[:n]]
     if len(pi):     # FLOPs: affine; the forward's share: its inverse is (the hardware FLOPs are)
         none, full = stage[stage_idx[n:]], S[pi]
@@ -334,13 +342,15 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     if has_pp.any():
         on = np.flatnonzero(has_pp)
         full_keys, full_idx = _groups(gi[on], tp[on], cp[on], pp[on], b[on])
-        msg_keys, msg_idx = _groups(*zip(*((t_, c_, b_) for _, t_, c_, _, b_ in full_keys)))   # (tp, cp, micro)
+        # (tp, cp, micro)
+        msg_keys, msg_idx = _groups(*zip(*((t_, c_, b_) for _, t_, c_, _, b_ in full_keys)))
         first: dict = {}
         for key, k in zip(full_keys, msg_idx.tolist()):
             first.setdefault(k, key)
         msg = np.array([[c.message_bytes for c in communication(
-            model, Parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, gpu=gpu_list[g_],
-            precision=precision, node=node_of[gpu_list[g_].name]).collectives if c.group == "pp"][0]
+            model, Parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
+            gpu=gpu_list[g_], precision=precision,
+            node=node_of[gpu_list[g_].name]).collectives if c.group == "pp"][0]
             for g_, t_, c_, p_, b_ in (first[k] for k in range(len(msg_keys)))])
         msg_of = msg[msg_idx[full_idx]]
         link_keys, link_idx = _groups(gi[on], pp[on], (tp * cp * dp)[on])
@@ -352,10 +362,12 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         pp_all[has_pp] = calls * msg_of / bw + calls * alpha
     pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf)))
 
-    # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a pipeline
+    # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a
+    # pipeline
     dpcp = dp * cp
     if moe:
-        dp_exposed, dp_all = moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, seq=seq, precision=precision,
+        dp_exposed, dp_all = moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, seq=seq,
+                                                precision=precision,
                                      node_of=node_of, expert_tp=expert_tp)
         ep_all = moe_all_to_all_s(model, gpu_list, cols, mf, seq=seq, precision=precision, node_of=node_of,
                                  cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes)
@@ -389,7 +401,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                 latency[k, s] += c.latency_s / c.calls
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
-    share = np.array([max(stage_params(model, Parallel(tp=t_, pp=p_))) / max(stage_params(model, Parallel(tp=t_)))
+    share = np.array([max(stage_params(model, Parallel(tp=t_, pp=p_))) / max(stage_params(model,
+                                                                                          Parallel(tp=t_)))
                       for t_, p_ in held_keys])[held_idx]
     call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + latency[dp_idx]
     dp_exposed = (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
@@ -421,12 +434,12 @@ def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep
     ZeRO, their gradients and states) on a GPU are ``1 / ep`` of them; their ZeRO shards, over
     ``edp = tp x dp / (etp x ep)`` GPUs, are ``experts / (ep x etp x edp) = experts / (tp x dp)`` whatever
     ``ep``; nothing else depends on it (the activations: each GPU receives ``tokens x k`` rows under uniform
-    routing; :func:`llmsizing.moe.foreach_temporary_bytes` shards like the states). Used for ZeRO-0 (any ``pp``) and
-    ZeRO-1 without a pipeline only: with ZeRO-2 the LM head's gradient of a single micro-batch is counted as the
-    gradients per parameter (sharded, not divided by ``ep``) times the head, a ratio not of that form; with ZeRO-1
-    and a pipeline the sharded ``foreach`` temporary is split in proportion to each stage's parameters (unsharded,
-    without ZeRO, it is each stage's own); another optimizer implementation's temporary is the largest tensor, a
-    maximum. ZeRO-3 has ``ep = 1`` only.
+    routing; :func:`llmsizing.moe.foreach_temporary_bytes` shards like the states). Used for ZeRO-0 (any
+    ``pp``) and ZeRO-1 without a pipeline only: with ZeRO-2 the LM head's gradient of a single micro-batch is
+    counted as the gradients per parameter (sharded, not divided by ``ep``) times the head, a ratio not of
+    that form; with ZeRO-1 and a pipeline the sharded ``foreach`` temporary is split in proportion to each
+    stage's parameters (unsharded, without ZeRO, it is each stage's own); another optimizer implementation's
+    temporary is the largest tensor, a maximum. ZeRO-3 has ``ep = 1`` only.
     ``tests/test_planner_moe.py`` checks whole searches against direct calls."""
 
     e1, e2 = eps[0], eps[1]
@@ -450,9 +463,9 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     (:func:`~llmsizing.planner._price`): ``(exposed, total)`` seconds per plan,
     the dense part over ``dp x cp`` (``tp`` apart) and the routed experts' over ``edp`` (``etp x ep`` apart),
     each exposed on its own. Each part's collectives (:func:`~llmsizing.comm.dp_schedule`, priced by
-    :func:`~llmsizing.comm.ring_collective` as :func:`~llmsizing.comm.communication` prices them) are worked out
-    once per (its group's link, tp, ZeRO stage, group size, ep), for one stage's parameters without a pipeline,
-    and scaled below to the most loaded stage's."""
+    :func:`~llmsizing.comm.ring_collective` as :func:`~llmsizing.comm.communication` prices them) are worked
+    out once per (its group's link, tp, ZeRO stage, group size, ep), for one stage's parameters without a
+    pipeline, and scaled below to the most loaded stage's."""
 
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
@@ -504,15 +517,18 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     both = np.zeros_like(dense)
     both[:, 1] = dense[:, 1] + experts[:, 1]
     dense[:, 1] = experts[:, 1] = 0.0
-    exposed = _dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf) + _dp_exposed(both, fwd, bwd, mf)
+    exposed = _dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf) + _dp_exposed(both, fwd,
+                                                                                                  bwd, mf)
     total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts, both))
     return exposed, total
 
 
-def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_comm, rcs, expert_tp, max_nodes):
-    """Seconds per plan of a mixture of experts' expert-parallel all-to-alls (:func:`llmsizing.moe.ep_all_to_all`)
-    for :func:`~llmsizing.planner._price`: all the MoE layers' of one micro-batch without a pipeline, scaled by
-    the most loaded stage's MoE layers over all of them, times the micro-batches."""
+def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_comm, rcs, expert_tp,
+                     max_nodes):
+    """Seconds per plan of a mixture of experts' expert-parallel all-to-alls
+    (:func:`llmsizing.moe.ep_all_to_all`) for :func:`~llmsizing.planner._price`: all the MoE layers' of one
+    micro-batch without a pipeline, scaled by the most loaded stage's MoE layers over all of them, times the
+    micro-batches."""
 
     gi, tp, cp, pp, b, ep, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "micro", "ep", "rc"))
     out = np.zeros(len(gi))
@@ -523,9 +539,9 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     # the forward's two all-to-alls and the backward's, without recomputation; full recomputation repeats the
     # forward's (ep_all_to_all)
     fwd_bwd = np.array([[c.time_s for c in ep_all_to_all(
-        model, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp), batch=b_,
-        seq=seq, gpu=gpu_list[g_], node=node_of[gpu_list[g_].name], grad_accum=1, precision=precision,
-        recompute="none", max_nodes=max_nodes)] for g_, t_, c_, b_, e_ in keys])
+        model, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp),
+        batch=b_, seq=seq, gpu=gpu_list[g_], node=node_of[gpu_list[g_].name], grad_accum=1,
+        precision=precision, recompute="none", max_nodes=max_nodes)] for g_, t_, c_, b_, e_ in keys])
     full = np.array([r == "full" for r in rcs])[ri[on]]
     rows = fwd_bwd[idx]
     one = np.where(full, 2 * rows[:, 0] + 2 * rows[:, 1] + rows[:, 2], rows[:, 0] + rows[:, 1] + rows[:, 2])

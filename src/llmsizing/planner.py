@@ -7,8 +7,8 @@ days and cost. It adds no formula of its own:
 * memory is :func:`~llmsizing.memory.training_memory`'s per-GPU peak (the most loaded GPU), the same number
   the memory chapters and :func:`~llmsizing.layouts.min_gpus` use. Within one layout it is linear in the
   micro-batch (activations) and in ``1 / (dp x cp)`` (ZeRO's shards), so a few evaluations give it for every
-  micro-batch and ``dp`` at once (NumPy), and the layouts share them: the activations do not depend on the ZeRO
-  stage, ``ep`` or ``dp``, nor the model states on the recomputation or the micro-batch
+  micro-batch and ``dp`` at once (NumPy), and the layouts share them: the activations do not depend on the
+  ZeRO stage, ``ep`` or ``dp``, nor the model states on the recomputation or the micro-batch
   (:class:`~llmsizing.plan_memory.SearchMemory`, issue 33: Qwen3-30B-A3B at 64K weighs its 676 layouts in
   about 1,200 calls instead of 7,200); ``tests/test_planner.py`` and ``tests/test_plan_memory.py`` check
   returned rows and the shared coefficients against direct calls;
@@ -17,10 +17,11 @@ days and cost. It adds no formula of its own:
   communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide), worked out for all
   the plans at once (:func:`_price`: the library called once per piece that many plans share, NumPy for the
   rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time`` per plan);
-* where only full recomputation fits, the fewest layers per stage that fit (partial recomputation, Megatron-LM's
-  block method; issue 23): the memory is affine in them, so :func:`~llmsizing.plan_pricing._least_recompute_layers`
-  solves for them in closed form, and each per-layer piece of the step time is the no-recomputation one plus the
-  recomputed share of what full recomputation adds (:func:`~llmsizing.plan_pricing._price`);
+* where only full recomputation fits, the fewest layers per stage that fit (partial recomputation,
+  Megatron-LM's block method; issue 23): the memory is affine in them, so
+  :func:`~llmsizing.plan_pricing._least_recompute_layers` solves for them in closed form, and each per-layer
+  piece of the step time is the no-recomputation one plus the recomputed share of what full recomputation adds
+  (:func:`~llmsizing.plan_pricing._price`);
 * days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
   range of the GPU generation's published runs around the calibrated fit
   (:func:`~llmsizing.time_cost.mfu_range_factors`).
@@ -34,7 +35,8 @@ import math
 import numpy as np
 
 from ._compat import retire as _retire
-from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence, renamed
+from ._validate import (check_bool, check_choice, check_fraction, check_int, check_number, check_sequence,
+                        renamed)
 from .activations import ATTENTION, STACKS
 from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
@@ -55,13 +57,15 @@ from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .mfu import mfu_range_factors
 
 #: Columns of :func:`plan`'s DataFrame, in order.
-PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum", "recompute",
+PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
+                "recompute",
                 "recompute_layers", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days",
                 "days_low", "days_high", "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto")
 
 #: Columns of :func:`plan`'s DataFrame for a mixture of experts: :data:`PLAN_COLUMNS` with the expert-parallel
 #: degree ``ep`` after ``pp`` (a dense model's frame keeps :data:`PLAN_COLUMNS`, unchanged).
-MOE_PLAN_COLUMNS = PLAN_COLUMNS[:PLAN_COLUMNS.index("pp") + 1] + ("ep",) + PLAN_COLUMNS[PLAN_COLUMNS.index("pp") + 1:]
+MOE_PLAN_COLUMNS = (PLAN_COLUMNS[:PLAN_COLUMNS.index("pp") + 1] + ("ep",)
+                    + PLAN_COLUMNS[PLAN_COLUMNS.index("pp") + 1:])
 
 
 #: The largest global batch :func:`plan` searches, in sequences: 2**16 = 65,536 (Llama 3 405B trained with
@@ -74,9 +78,9 @@ def check_global_batch(global_batch) -> int:
     """``global_batch`` as an ``int`` in [1, :data:`MAX_GLOBAL_BATCH`] (sequences), or an error naming it."""
     gb = check_int("global_batch", global_batch)
     if gb > MAX_GLOBAL_BATCH:
-        raise ValueError(f"global_batch is counted in sequences and must be <= {MAX_GLOBAL_BATCH:,}, got {gb:,}: "
-                         "a batch in tokens? divide it by seq (Llama 3 405B: 16M tokens = 2,048 sequences of "
-                         "8,192)")
+        raise ValueError(f"global_batch is counted in sequences and must be <= {MAX_GLOBAL_BATCH:,}, got "
+                         f"{gb:,}: a batch in tokens? divide it by seq (Llama 3 405B: 16M tokens = 2,048 "
+                         "sequences of 8,192)")
     return gb
 
 
@@ -92,9 +96,10 @@ def check_global_batch(global_batch) -> int:
 MAX_LAYOUTS = 600
 MAX_PLANS = 25_000
 
-#: :data:`MAX_PLANS` for a mixture of experts: the expert-parallel degrees multiply the plans that fit (four for
-#: Mixtral-8x7B's eight experts, nine for DeepSeek-V3's 256), and pricing stays vectorised: Mixtral-8x7B over the
-#: whole catalogue at a global batch of 512 sequences prices about 43,500 plans (benchmarks/bench_planner.py).
+#: :data:`MAX_PLANS` for a mixture of experts: the expert-parallel degrees multiply the plans that fit (four
+#: for Mixtral-8x7B's eight experts, nine for DeepSeek-V3's 256), and pricing stays vectorised: Mixtral-8x7B
+#: over the whole catalogue at a global batch of 512 sequences prices about 43,500 plans
+#: (benchmarks/bench_planner.py).
 MAX_MOE_PLANS = 60_000
 
 
@@ -104,9 +109,9 @@ MAX_MOE_PLANS = 60_000
 CP_DEGREES = (1, 2, 4, 8, 16, 32)
 
 #: Below this sequence length :func:`plan` does not try context parallelism unless asked (``cp_degrees``): at
-#: 8K tokens the activations of one sequence are a small part of a GPU, tensor and pipeline parallelism already
-#: cut them, and Llama 3 405B trained its 8K stage with ``cp = 1`` (Dubey et al. 2024, Table 4). Searching it
-#: there would only add layouts that trade data-parallel ranks for ring traffic.
+#: 8K tokens the activations of one sequence are a small part of a GPU, tensor and pipeline parallelism
+#: already cut them, and Llama 3 405B trained its 8K stage with ``cp = 1`` (Dubey et al. 2024, Table 4).
+#: Searching it there would only add layouts that trade data-parallel ranks for ring traffic.
 CP_MIN_SEQ = 16_384
 
 #: The fewest tokens of each sequence a context-parallel rank keeps in the default search: 4,096, two chunks
@@ -121,14 +126,16 @@ def default_cp_degrees(seq: int) -> tuple[int, ...]:
     seq = check_int("seq", seq)
     if seq < CP_MIN_SEQ:
         return (1,)
-    return tuple(c for c in CP_DEGREES if c == 1 or (seq % (2 * c) == 0 and seq // c >= CP_MIN_TOKENS_PER_RANK))
+    return tuple(c for c in CP_DEGREES
+                 if c == 1 or (seq % (2 * c) == 0 and seq // c >= CP_MIN_TOKENS_PER_RANK))
 
 
 def recompute_kwargs(row) -> dict:
     """``recompute=`` and ``recompute_layers=`` of one row of a :func:`plan` frame (a ``Series`` or an
-    ``itertuples()`` row), to give :func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time`
-    or :func:`~llmsizing.time_cost.training_time` the plan's recomputation: ``recompute_layers`` is ``None``
-    for ``"none"``, ``"selective"`` and a frame without the column (issue 23)."""
+    ``itertuples()`` row), to give :func:`~llmsizing.memory.training_memory`,
+    :func:`~llmsizing.layouts.step_time` or :func:`~llmsizing.time_cost.training_time` the plan's
+    recomputation: ``recompute_layers`` is ``None`` for ``"none"``, ``"selective"`` and a frame without the
+    column (issue 23)."""
     import pandas as pd
 
     n = getattr(row, "recompute_layers", None)
@@ -136,8 +143,8 @@ def recompute_kwargs(row) -> dict:
 
 
 def recompute_label(row, long: bool = False) -> str:
-    """A plan row's recomputation as tables print it: ``"none"``, ``"selective"``, ``"full"``, or with the layers
-    per stage full recomputation reruns ``"full (5)"`` (``long``: ``"full (5 layers per stage)"``)."""
+    """A plan row's recomputation as tables print it: ``"none"``, ``"selective"``, ``"full"``, or with the
+    layers per stage full recomputation reruns ``"full (5)"`` (``long``: ``"full (5 layers per stage)"``)."""
     n = recompute_kwargs(row)["recompute_layers"]
     return row.recompute if n is None else f"full ({n}{' layers per stage' if long else ''})"
 
@@ -157,7 +164,8 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
     order = np.lexsort((memory, cost, days))
     i = 0
     while i < len(order):
-        j = i + 1                                      # always advances (a NaN equals nothing, not even itself)
+        # always advances (a NaN equals nothing, not even itself)
+        j = i + 1
         while j < len(order) and days[order[j]] == days[order[i]]:
             j += 1
         first = order[i]                               # the cheapest of this speed, least memory among ties
@@ -170,14 +178,15 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
 
 
 @functools.lru_cache(maxsize=32)
-def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention, stack,
-            frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,), cp_comm="p2p", eps=(1,),
-            expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False):
+def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention,
+            stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
+            cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
     the tokens, the deadline or the budget (the planner widget's token drop-down) then costs milliseconds
-    instead of the search's 0.1-0.5 s. The cached table is shared: :func:`plan` copies it before adding columns."""
+    instead of the search's 0.1-0.5 s. The cached table is shared: :func:`plan` copies it before adding
+    columns."""
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
@@ -199,8 +208,10 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                 for ep in eps:                            # (1,) for a dense model
                     if model.is_moe:
                         try:
-                            check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
-                        except ValueError:                # zero=3 with ep > 1, an expert width tp does not divide
+                            check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep,
+                                         expert_tp=expert_tp)
+                        # zero=3 with ep > 1, an expert width tp does not divide
+                        except ValueError:
                             continue
                     layouts.append((tp, pp, zero, ep))
 
@@ -208,11 +219,12 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     n_layouts = len({lay[:3] for lay in layouts})
     if n_layouts * len(rcs) > MAX_LAYOUTS:
         raise ValueError(
-            f"plan() would weigh {n_layouts:,} layouts x {len(rcs)} recomputations of {model.name}, more than "
-            f"the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
-            "have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
+            f"plan() would weigh {n_layouts:,} layouts x {len(rcs)} recomputations of {model.name}, more "
+            f"than the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} "
+            "layers have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
 
-    # a mixture of experts, ZeRO-0 or ZeRO-1 without a pipeline: A + B / ep in every piece (moe_ep_coefficients)
+    # a mixture of experts, ZeRO-0 or ZeRO-1 without a pipeline: A + B / ep in every piece
+    # (moe_ep_coefficients)
     by_ep = model.is_moe and len(eps) > 2 and optimizer_impl == "foreach"
     memory = SearchMemory(model, kw, cps, cp_comm, eps, expert_tp, by_ep)
     cols, total_bytes = fitting_plans(model, layouts, memory, gpu_list=gpu_list, domains=domains,
@@ -229,8 +241,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
     df = pd.DataFrame({
-        "gpu": names[gi], "n_gpus": tp * cp * pp * dp, "dp": dp, "tp": tp, "cp": cp, "pp": pp, "zero": cols["zero"],
-        "sp": tp > 1, "micro_batch": cols["micro"], "grad_accum": cols["m"],
+        "gpu": names[gi], "n_gpus": tp * cp * pp * dp, "dp": dp, "tp": tp, "cp": cp, "pp": pp,
+        "zero": cols["zero"], "sp": tp > 1, "micro_batch": cols["micro"], "grad_accum": cols["m"],
         "recompute": np.array(rcs, dtype=object)[cols["rc"]],
         "recompute_layers": pd.Series(cols["rl"]).where(cols["rl"] >= 0).astype("Int64"),
         "memory_per_gpu_bytes": total_bytes,
@@ -245,16 +257,17 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
 @takes_job("plan")
 def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, global_batch: int,
          max_gpus: int | None = None, deadline_days: float | None = None, budget_usd: float | None = None,
-         micro_batches=(1, 2, 4), recomputes=RECOMPUTE, zero_stages=(0, 1, 2, 3), precision: str = "bf16-mixed",
-         optimizer: str = "adamw", attention: str = "flash", stack: str = "fused",
-         usable_fraction: float = USABLE_FRACTION, kernel_efficiency: float | None = None,
-         overlap: float | None = None, prices: dict | None = None, gpus_per_node: int | None = None,
-         inter_node_gbps: float | None = None, max_pp: int = 64, explain: bool = True,
-         optimizer_impl: str = "foreach", compute_efficiency: float | None = None, cp_degrees=None,
-         cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
+         micro_batches=(1, 2, 4), recomputes=RECOMPUTE, zero_stages=(0, 1, 2, 3),
+         precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
+         stack: str = "fused", usable_fraction: float = USABLE_FRACTION,
+         kernel_efficiency: float | None = None, overlap: float | None = None, prices: dict | None = None,
+         gpus_per_node: int | None = None, inter_node_gbps: float | None = None, max_pp: int = 64,
+         explain: bool = True, optimizer_impl: str = "foreach", compute_efficiency: float | None = None,
+         cp_degrees=None, cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
          ep_overlap: float = 0.0, partial_recompute: bool = True):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
-    ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest first.
+    ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest
+    first.
 
     Searched: ``tp`` among the divisors of each GPU's scale-up domain (its node's, or ``gpus_per_node``) that
     the model's heads allow (sequence parallelism on
@@ -265,25 +278,26 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     at most ``max_gpus``; context parallelism ``cp`` among ``cp_degrees`` (default
     :func:`default_cp_degrees`: none below :data:`CP_MIN_SEQ` tokens, up to 32 at long context, each leaving a
     rank at least :data:`CP_MIN_TOKENS_PER_RANK` tokens; a given tuple is searched as is, each degree dividing
-    ``seq`` into ``2 cp`` chunks), with K and V exchanged as ``cp_comm`` says (:data:`~llmsizing.parallel.CP_COMMS`:
-    the ring ``"p2p"``, Megatron-LM's default, or ``"all_gather"``), ``tp x cp x pp x dp`` GPUs in all. For each
-    layout and micro-batch only the lightest recomputation in ``recomputes``
-    that fits is kept (heavier recomputation costs time and buys nothing once it fits). A plan fits when its
-    most loaded GPU's total (:func:`~llmsizing.memory.training_memory`) is at most ``usable_fraction`` of
-    the GPU's memory.
+    ``seq`` into ``2 cp`` chunks), with K and V exchanged as ``cp_comm`` says
+    (:data:`~llmsizing.parallel.CP_COMMS`: the ring ``"p2p"``, Megatron-LM's default, or ``"all_gather"``),
+    ``tp x cp x pp x dp`` GPUs in all. For each layout and micro-batch only the lightest recomputation in
+    ``recomputes`` that fits is kept (heavier recomputation costs time and buys nothing once it fits). A plan
+    fits when its most loaded GPU's total (:func:`~llmsizing.memory.training_memory`) is at most
+    ``usable_fraction`` of the GPU's memory.
 
-    **Partial recomputation** (issue 23; ``partial_recompute=True``, the default, for a dense model): where only
-    ``"full"`` fits, the plan recomputes the fewest layers of each pipeline stage that make it fit, Megatron-LM's
-    ``--recompute-method block --recompute-num-layers N`` (``recompute="full", recompute_layers=N`` in
-    :func:`~llmsizing.memory.training_memory` and :func:`~llmsizing.layouts.step_time`), found in closed form for
-    every GPU and ``dp`` at once (:func:`~llmsizing.plan_pricing._least_recompute_layers`: the memory is affine in
-    ``N``). It reruns ``N`` of the stage's layers instead of all of them, so such a plan is never slower than the
-    same layout with full recomputation. The ``recompute_layers`` column holds ``N`` for ``"full"`` (the stage's
-    layers when every layer is recomputed) and ``<NA>`` for ``"none"`` and ``"selective"`` (and for a mixture of
-    experts, which recomputes the whole model or nothing). ``partial_recompute=False`` recomputes every layer, as
-    before. Not searched: partial recomputation where ``"selective"`` already fits (a few recomputed layers can
-    rerun fewer FLOPs than selective recomputation at long context; the planner keeps its lightest-first order), and
-    a mixture of experts (partial recomputation of one is not modelled).
+    **Partial recomputation** (issue 23; ``partial_recompute=True``, the default, for a dense model): where
+    only ``"full"`` fits, the plan recomputes the fewest layers of each pipeline stage that make it fit,
+    Megatron-LM's ``--recompute-method block --recompute-num-layers N``
+    (``recompute="full", recompute_layers=N`` in :func:`~llmsizing.memory.training_memory` and
+    :func:`~llmsizing.layouts.step_time`), found in closed form for every GPU and ``dp`` at once
+    (:func:`~llmsizing.plan_pricing._least_recompute_layers`: the memory is affine in ``N``). It reruns ``N``
+    of the stage's layers instead of all of them, so such a plan is never slower than the same layout with
+    full recomputation. The ``recompute_layers`` column holds ``N`` for ``"full"`` (the stage's layers when
+    every layer is recomputed) and ``<NA>`` for ``"none"`` and ``"selective"`` (and for a mixture of experts,
+    which recomputes the whole model or nothing). ``partial_recompute=False`` recomputes every layer, as
+    before. Not searched: partial recomputation where ``"selective"`` already fits (a few recomputed layers
+    can rerun fewer FLOPs than selective recomputation at long context; the planner keeps its lightest-first
+    order), and a mixture of experts (partial recomputation of one is not modelled).
 
     Time: :func:`~llmsizing.layouts.step_time` on each GPU's node (``data/nodes.csv``; ``gpus_per_node`` and
     ``inter_node_gbps`` override it), at ``kernel_efficiency`` (default: each GPU generation's calibrated one;
@@ -292,10 +306,10 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``attrs["assumes"]`` says which, so that a reader can see the recipe.
 
     ``mfu`` is the model FLOPs over the GPUs' dense peak for the step time; ``days``/``cost_usd`` follow, with
-    ``_low``/``_high`` bounds from the calibrated MFU band's relative spread (a GPU without BF16, the V100, runs
-    the recipe in FP16 at its FP16 peak: :func:`~llmsizing.hardware.dense_tflops`; an FP8 ``precision`` runs at the
-    FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and refuses a GPU without FP8
-    tensor cores). ``pareto`` marks the plans on the
+    ``_low``/``_high`` bounds from the calibrated MFU band's relative spread (a GPU without BF16, the V100,
+    runs the recipe in FP16 at its FP16 peak: :func:`~llmsizing.hardware.dense_tflops`; an FP8 ``precision``
+    runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and refuses a GPU
+    without FP8 tensor cores). ``pareto`` marks the plans on the
     time-vs-cost front (one per tie: the one with the least memory per GPU). ``deadline_days`` and
     ``budget_usd`` drop plans beyond them.
 
@@ -305,17 +319,17 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
 
     **A mixture of experts** (issue 24; chapter 18) is searched over expert parallelism too: ``ep`` among the
     divisors of its routed experts (or ``ep_degrees``, each of which must divide them), for every ``dp`` with
-    ``ep`` dividing ``tp x cp x dp / etp`` (the expert-parallel group made of the layout's own GPUs, inside the
-    data-parallel and tensor-parallel ranks as Megatron-Core's expert grid puts it; with ``tp = cp = 1``, ``dp`` a
-    multiple of ``ep``), ZeRO-3 left out with ``ep > 1`` (not modelled). The experts are not split by tensor
-    parallelism unless ``expert_tp=True`` (:class:`~llmsizing.parallel.Parallel`). Memory is
+    ``ep`` dividing ``tp x cp x dp / etp`` (the expert-parallel group made of the layout's own GPUs, inside
+    the data-parallel and tensor-parallel ranks as Megatron-Core's expert grid puts it; with ``tp = cp = 1``,
+    ``dp`` a multiple of ``ep``), ZeRO-3 left out with ``ep > 1`` (not modelled). The experts are not split by
+    tensor parallelism unless ``expert_tp=True`` (:class:`~llmsizing.parallel.Parallel`). Memory is
     :func:`~llmsizing.memory.training_memory`'s (:func:`llmsizing.moe.moe_model_states`: the routed experts'
     ZeRO shards over the expert-data-parallel GPUs); time adds the all-to-all
-    (:func:`llmsizing.moe.ep_all_to_all`) with the routing's node limit ``max_nodes`` (``"model"``: the model's
-    own, :func:`llmsizing.moe_layouts.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit), exposed but
-    for the share ``ep_overlap`` (0 to 1: DualPipe's overlap); the FLOPs and the MFU are the active parameters'. The
-    frame then has an ``ep`` column (:data:`MOE_PLAN_COLUMNS`). A dense model refuses ``ep_degrees`` above 1 and
-    ``expert_tp``.
+    (:func:`llmsizing.moe.ep_all_to_all`) with the routing's node limit ``max_nodes`` (``"model"``: the
+    model's own, :func:`llmsizing.moe_layouts.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit),
+    exposed but for the share ``ep_overlap`` (0 to 1: DualPipe's overlap); the FLOPs and the MFU are the
+    active parameters'. The frame then has an ``ep`` column (:data:`MOE_PLAN_COLUMNS`). A dense model refuses
+    ``ep_degrees`` above 1 and ``expert_tp``.
 
     The search itself, everything but the token budget, the deadline and the budget, is kept for the last 32
     settings (:func:`_search`): asking again with another token budget costs milliseconds.
@@ -337,9 +351,11 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
-    gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus, example='("H100 SXM", "A100 80GB")')]
+    gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
+                                                                         example='("H100 SXM", "A100 80GB")')]
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
-    deadline = None if deadline_days is None else check_number("deadline_days", deadline_days, allow_equal=False)
+    deadline = None if deadline_days is None else check_number("deadline_days", deadline_days,
+                                                               allow_equal=False)
     budget = None if budget_usd is None else check_number("budget_usd", budget_usd, allow_equal=False)
     micros = sorted({check_int("micro_batches[i]", b) for b in
                      check_sequence("micro_batches", micro_batches, example="(1, 2, 4)")})
@@ -370,8 +386,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                             check_sequence("cp_degrees", cp_degrees, example="(1, 2, 4, 8)")}))
         for c in cps:
             if c > 1 and seq % (2 * c):
-                raise ValueError(f"cp_degrees holds {c}, but seq={seq:,} is not a multiple of 2 x {c}: context "
-                                 "parallelism gives each rank two chunks of seq / (2 cp) tokens")
+                raise ValueError(f"cp_degrees holds {c}, but seq={seq:,} is not a multiple of 2 x {c}: "
+                                 "context parallelism gives each rank two chunks of seq / (2 cp) tokens")
     check_bool("explain", explain)
     given = resolve_prices(prices, gpu_list)
     prices = {g.name: given[g.name] if g.name in given else gpu_price(g, name="prices") for g in gpu_list}
@@ -382,13 +398,15 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if dtype == "fp8":
         for g in gpu_list:
             if g.fp8_dense_tflops is None:
-                raise ValueError(f"precision={precision!r} runs its matrix multiplies in FP8, and the {g.name} in "
-                                 "gpus has no FP8 tensor cores: leave it out of gpus or use a 16-bit recipe")
+                raise ValueError(f"precision={precision!r} runs its matrix multiplies in FP8, and the "
+                                 f"{g.name} in gpus has no FP8 tensor cores: leave it out of gpus or use a "
+                                 "16-bit recipe")
     optimizer = check_choice("optimizer", optimizer, OPTIMIZERS)
     attention = check_choice("attention", attention, ATTENTION)
     stack = check_choice("stack", stack, STACKS)
     steps = tokens / (global_batch * seq)
-    args = (model, tuple(gpu_list), seq, global_batch, max_gpus, tuple(micros), tuple(rcs), tuple(zeros), precision,
+    args = (model, tuple(gpu_list), seq, global_batch, max_gpus, tuple(micros), tuple(rcs), tuple(zeros),
+            precision,
             optimizer, attention, stack, frac, eff, overlap, tuple(sorted(prices.items())), nodes, max_pp,
             optimizer_impl, cps, cp_comm)
     if model.is_moe:                            # (a dense model's search is called as before)
@@ -396,7 +414,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     more = {"partial": True} if partial else {}      # (the search without it is called as before)
     try:
         hash(args)
-    except TypeError:           # an unhashable argument: not cached; the search rejects it with its own message
+    # an unhashable argument: not cached; the search rejects it with its own message
+    except TypeError:
         df = _search.__wrapped__(*args, **more)
     else:
         df = _search(*args, **more)
@@ -423,8 +442,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     df["cost_usd_low"] = df["cost_usd"] / high
     df["cost_usd_high"] = df["cost_usd"] / low
     if not np.isfinite(df[["days", "cost_usd"]].to_numpy()).all():     # (bounded inputs keep them finite)
-        raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check tokens, "
-                         "kernel_efficiency and prices")
+        raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check "
+                         "tokens, kernel_efficiency and prices")
     found = len(df)
     fastest, cheapest = df.loc[df["days"].idxmin()], df.loc[df["cost_usd"].idxmin()]
     if deadline is not None:
@@ -443,7 +462,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             f"({cheapest['days']:,.1f} days, {cheapest['n_gpus']:,} x {cheapest['gpu']})"
             + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed"))
     df = df.copy()
-    df["pareto"] = _pareto(df["days"].to_numpy(), df["cost_usd"].to_numpy(), df["memory_per_gpu_bytes"].to_numpy())
+    df["pareto"] = _pareto(df["days"].to_numpy(), df["cost_usd"].to_numpy(),
+                           df["memory_per_gpu_bytes"].to_numpy())
     df = df.sort_values(["cost_usd", "days"]).reset_index(drop=True)
     out = df[list(columns)]
     out.attrs["assumes"] = (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
@@ -458,7 +478,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     return out
 
 
-# Retired (issue 21, warned since issue 32): the planner's old fixed compute efficiency and single overlap share.
+# Retired (issue 21, warned since issue 32): the planner's old fixed compute efficiency and single overlap
+# share.
 __getattr__ = _retire(__name__, {
     "COMPUTE_EFFICIENCY": (0.5, "hardware.kernel_efficiency(gpu, dtype), or plan(kernel_efficiency=...)"),
-    "OVERLAP": (None, "layouts.exposed_by_group (plan hides communication group by group), or plan(overlap=...)")})
+    "OVERLAP": (None,
+                "layouts.exposed_by_group (plan hides communication group by group), or plan(overlap=...)")})

@@ -268,9 +268,10 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
                            recompute=recompute, recompute_layers=recompute_layers, causal=causal,
                            price_value=price_value)
     if dtype != compute_dtype(plan_options["precision"]):
-        raise ValueError(f"dtype={dtype!r} with a planned stage (global_batch, no layout): a plan runs in its "
-                         f"recipe's dtype, {compute_dtype(plan_options['precision'])!r} for precision="
-                         f"{plan_options['precision']!r}; give precision='fp8-mixed' for FP8, or leave dtype out")
+        raise ValueError(f"dtype={dtype!r} with a planned stage (global_batch, no layout): a plan runs in "
+                         f"its recipe's dtype, {compute_dtype(plan_options['precision'])!r} for precision="
+                         f"{plan_options['precision']!r}; give precision='fp8-mixed' for FP8, or leave dtype "
+                         "out")
     low_f, high_f = mfu_range_factors(g, dtype)
     # 3: plan() for this stage alone
     kw = dict(plan_options)
