@@ -57,10 +57,14 @@ book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html (+ the JupyterL
 	$(PY) tools/build_lite.py
 	$(PY) tools/check_site.py --static
 
+# On every core (pytest-xdist, TEST_WORKERS=auto: one worker per core). --dist loadgroup as tests/conftest.py
+# schedules it: a notebook's cells run in order in one kernel on one worker, the slowest tests start first.
+# TEST_WORKERS=0 runs everything in this one process.
+TEST_WORKERS ?= auto
 .PHONY: test
-test: $(STAMP) ## Run unit tests (tests/) and strict nbval over every notebook in book/
+test: $(STAMP) ## Run unit tests (tests/) and strict nbval over every notebook in book/, on every core
 	$(PY) -m pytest tests book --ignore=tests/browser --nbval --nbval-current-env --nbval-cell-timeout=300 \
-	  -p no:cacheprovider -o console_output_style=classic $(PYTEST_ARGS)
+	  -p no:cacheprovider -o console_output_style=classic -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Every fuzz file (tests/test_fuzz*.py: the library, serving, edge values and invariants, the command line and
 # config files) and the fuzz tests kept beside their chapters' tests.

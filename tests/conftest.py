@@ -5,8 +5,10 @@ fast and deterministic enough for a 2-core CI machine (``derandomize`` makes eve
 examples: a failure seen once is seen again).
 """
 
+import functools
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -33,6 +35,74 @@ def pytest_ignore_collect(collection_path, config):
         if target == BROWSER_TESTS or BROWSER_TESTS in target.parents:
             return None
     return True
+
+
+# ----------------------------------------------------------------------------- running on every core
+#: Test files whose tests share work computed once per module (module-scoped fixtures, cached frames): under
+#: pytest-xdist each is one unit of work, run whole on one worker, so that the work is done once.
+WHOLE_FILES = ("tests/test_planner_speed.py", "tests/test_finetune_calibration.py")
+#: The units of work handed out first (in this order; a unit whose first test starts with one of these): the
+#: slowest tests, so that none of them starts last while the other worker sits idle. Every other unit follows,
+#: the largest first (xdist's order). Only the order depends on this list, never what runs.
+_EVERY_MOVE = "tests/test_widgets.py::test_every_move_from_the_default_changes_the_figure_or_says_why"
+FIRST = (
+    f"{_EVERY_MOVE}[long_context_widget-0-model]",
+    f"{_EVERY_MOVE}[planner_widget-0-model]",
+    "tests/test_planner_speed.py",
+    "tests/test_finetune_calibration.py",
+    "tests/test_widgets.py::test_every_move",
+    "tests/test_widget_layout.py::test_update_equals_a_fresh_render",
+    "tests/test_widgets.py",
+    "tests/test_widget_layout.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs on every core (pytest-xdist, ``-n auto --dist loadgroup``). The cells of one notebook
+    (nbval) must run in order in one kernel, so a notebook is one unit of work, sent whole to one worker; so
+    is each file of :data:`WHOLE_FILES`. Every other test goes on its own to whichever worker is free, the
+    slowest first (:data:`FIRST`). (xdist's own loadgroup reads an ``xdist_group`` mark from a suffix it adds
+    to the test's id, which pytest 9 no longer lets it add: the groups are made here instead.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class Scheduling(LoadGroupScheduling):
+        _ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            if path.endswith(".ipynb") or path in WHOLE_FILES:
+                return path
+            return super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self._ordered:           # the first call: every unit is in the queue, none handed out yet
+                self._ordered = True
+
+                def rank(unit):
+                    first = next(iter(unit[1]))
+                    return next((i for i, p in enumerate(FIRST) if first.startswith(p)), len(FIRST))
+
+                # (sorted is stable: within a rank, the largest unit first, as xdist queued them)
+                units = sorted(self.workqueue.items(), key=rank)
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
+
+    return Scheduling(config, log)
+
+
+# ----------------------------------------------------------------------------- widgets
+@functools.cache
+def widget(name: str):
+    """The widget of factory ``name`` (:mod:`llmsizing.widgets`) at its defaults: one instance per process,
+    shared by tests/test_widgets.py and tests/test_widget_layout.py, whose tests each restore what they change.
+    (Both files list the controls of every widget when they are collected: one build serves both.)"""
+    from llmsizing import widgets
+
+    return getattr(widgets, name)()
 
 
 def pytest_configure(config):
@@ -62,21 +132,58 @@ def small_models(draw, *, gpt_like: bool | None = None) -> Model:
     )
 
 
-def pytest_terminal_summary(terminalreporter):
-    """After a run that included tests/test_fuzz.py, say how many generated calls it made (``make fuzz``)."""
+#: The fuzz counts of pytest-xdist's workers (each runs some of the fuzz tests), added up by the controller.
+_FUZZ_FROM_WORKERS: dict = {}
+
+
+def _fuzz_counts() -> dict | None:
+    """This process's fuzz counts (tests/test_fuzz.py's CALLS, RETURNED and SLOWEST), if it ran any."""
     import sys
 
     fuzz = sys.modules.get("test_fuzz")
     if fuzz is None or not fuzz.CALLS:
+        return None
+    return {"calls": dict(fuzz.CALLS), "returned": dict(fuzz.RETURNED), "slowest": list(fuzz.SLOWEST),
+            "examples": fuzz.EXAMPLES, "limit": fuzz.CALL_LIMIT_S}
+
+
+def pytest_sessionfinish(session):
+    """An xdist worker hands its fuzz counts to the controller, which prints the totals."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and (counts := _fuzz_counts()) is not None:
+        workeroutput["fuzz"] = counts
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    counts = getattr(node, "workeroutput", {}).get("fuzz")
+    if not counts:
         return
-    calls, returned = sum(fuzz.CALLS.values()), sum(fuzz.RETURNED.values())
-    terminalreporter.write_line(f"fuzz: {calls:,} generated calls over {len(fuzz.CALLS)} functions "
-                                f"({fuzz.EXAMPLES} examples each), {returned:,} returned a result, "
+    total = _FUZZ_FROM_WORKERS
+    if not total:
+        total.update(calls={}, returned={}, slowest=[0.0, 0.0, ""], examples=counts["examples"],
+                     limit=counts["limit"])
+    for key in ("calls", "returned"):
+        for name, n in counts[key].items():
+            total[key][name] = total[key].get(name, 0) + n
+    if counts["slowest"][0] > total["slowest"][0]:
+        total["slowest"] = list(counts["slowest"])
+
+
+def pytest_terminal_summary(terminalreporter):
+    """After a run that included tests/test_fuzz.py, say how many generated calls it made (``make fuzz``), in
+    this process or, under pytest-xdist, in all the workers together."""
+    fuzz = _fuzz_counts() or _FUZZ_FROM_WORKERS
+    if not fuzz:
+        return
+    calls, returned = sum(fuzz["calls"].values()), sum(fuzz["returned"].values())
+    terminalreporter.write_line(f"fuzz: {calls:,} generated calls over {len(fuzz['calls'])} functions "
+                                f"({fuzz['examples']} examples each), {returned:,} returned a result, "
                                 "the rest raised ValueError/TypeError/FileNotFoundError")
-    cpu, wall, name = fuzz.SLOWEST
-    terminalreporter.write_line(f"fuzz: slowest call {name} ({cpu:.2f} s CPU, {wall:.2f} s wall; the limit is "
-                                f"{fuzz.CALL_LIMIT_S:g} s CPU per call)")
+    cpu, wall, name = fuzz["slowest"]
+    terminalreporter.write_line(f"fuzz: slowest call {name} ({cpu:.2f} s CPU, {wall:.2f} s wall; the limit "
+                                f"is {fuzz['limit']:g} s CPU per call)")
     if terminalreporter.config.getoption("verbose") > 0:
-        for name in sorted(fuzz.CALLS):
-            terminalreporter.write_line(f"  {name:<32s}{fuzz.CALLS[name]:>8,d} calls"
-                                        f"{fuzz.RETURNED.get(name, 0):>8,d} returned")
+        for name in sorted(fuzz["calls"]):
+            terminalreporter.write_line(f"  {name:<32s}{fuzz['calls'][name]:>8,d} calls"
+                                        f"{fuzz['returned'].get(name, 0):>8,d} returned")

@@ -4,6 +4,8 @@ replaced: one step_time per candidate, one GPU type at a time. That direct searc
 before the change (only its plan-count limit lifted), and whole plan() frames are compared through both: same
 rows in the same order, the same dtypes, every number within 1e-9 relative."""
 
+import functools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -195,15 +197,23 @@ SETTINGS = {
 }
 
 
+@functools.cache
+def _frames(name: str):
+    """_both for SETTINGS[name], worked out once per setting and shared by the tests below, which only read the
+    two frames (a test that changes one changes a copy). conftest.WHOLE_FILES keeps this file on one worker."""
+    with pytest.MonkeyPatch.context() as mp:
+        return _both(mp, **SETTINGS[name])
+
+
 @pytest.mark.parametrize("name", list(SETTINGS))
-def test_fast_search_equals_the_direct_one(monkeypatch, name):
-    slow, fast = _both(monkeypatch, **SETTINGS[name])
+def test_fast_search_equals_the_direct_one(name):
+    slow, fast = _frames(name)
     _assert_same(slow, fast)
 
 
-def test_the_comparison_can_fail(monkeypatch):
+def test_the_comparison_can_fail():
     """A step time off by one part in a million is caught."""
-    slow, fast = _both(monkeypatch, **SETTINGS["70b at 32K, context parallelism by all-gather"])
+    slow, fast = _frames("70b at 32K, context parallelism by all-gather")
     off = fast.copy()
     off.loc[3, "step_time_s"] *= 1 + 1e-6
     with pytest.raises(AssertionError):

@@ -18,6 +18,7 @@ from pathlib import Path
 import ipywidgets as W
 import numpy as np
 import pytest
+from conftest import widget
 
 import llmsizing.charts as charts
 import llmsizing.widgets as widgets
@@ -29,9 +30,9 @@ from bench import neighbour  # noqa: E402  (the move make bench times: a valid v
 NAMES = sorted(n for n in widgets.__all__ if n.endswith("_widget"))
 
 
-@functools.cache
 def board(name: str) -> Dashboard:
-    return getattr(widgets, name)()
+    """The widget at its defaults, one instance shared with tests/test_widgets.py (conftest.widget)."""
+    return widget(name)
 
 
 def _text(t) -> tuple:
@@ -99,20 +100,36 @@ def _pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(bytes(png))).convert("RGB"))
 
 
+def fresh_render(b: Dashboard) -> tuple:
+    """What a fresh call of the widget's render function gives for the widget's current values (no into=: a new
+    figure, as the notebooks draw it): its summary as the widget shows it, its figure content, and the pixels of
+    its PNG. Kept for the last few sets of values: every test of a widget's controls ends by comparing the
+    widget, back at its defaults, with the same fresh render, worked out once."""
+    return _fresh_render(b, repr(sorted(b.values().items())))
+
+
+@functools.lru_cache(maxsize=8)
+def _fresh_render(b: Dashboard, values: str) -> tuple:
+    fresh = b.render(**b.values())
+    return (widgets.summary_html(fresh.summary), figure_content(fresh.figure),
+            _pixels(fresh.png(compress_level=1)))
+
+
 def assert_no_drift(b: Dashboard, where: str) -> None:
     """The widget shows what a fresh render gives: the same summary, the same figure content, and the image the
     reader sees has the same pixels as the fresh figure saved to PNG. (For the planner, ``b.render`` shares the
     widget's caches of plan(); tests/test_ch12_planner_page.py compares the widget's plans with plan() itself.)"""
     assert b.error.value == "", f"{where}: {b.error.value}"
-    fresh = b.render(**b.values())      # no into=: a new figure, as the notebooks draw it
-    assert b.summary.value == widgets.summary_html(fresh.summary), where
-    assert figure_content(b.figure) == figure_content(fresh.figure), where
-    assert np.array_equal(_pixels(b.image.value), _pixels(fresh.png(compress_level=1))), f"{where}: image differs"
+    summary, content, pixels = fresh_render(b)
+    assert b.summary.value == summary, where
+    assert figure_content(b.figure) == content, where
+    assert np.array_equal(_pixels(b.image.value), pixels), f"{where}: image differs"
 
 
-def other_valid_value(b: Dashboard, ctrl):
-    """A value next to the control's current one that the library accepts (the neighbour first, then the other
-    options in turn, or further steps of a slider); None if none is."""
+def move_to_another_valid_value(b: Dashboard, ctrl):
+    """Move the control to a value next to its current one that the library accepts (the neighbour first, then
+    the other options in turn, or further steps of a slider) and return it; a value the library refuses is
+    undone before the next is tried. None (the control back where it was) if none is accepted."""
     current = ctrl.value
     candidates = [neighbour(ctrl)]
     if hasattr(ctrl, "_options_values") and not isinstance(ctrl, W.SelectMultiple):
@@ -124,10 +141,9 @@ def other_valid_value(b: Dashboard, ctrl):
         if value is None or value == current:
             continue
         ctrl.value = value
-        ok = not b.error.value
-        ctrl.value = current
-        if ok:
+        if not b.error.value:
             return value
+        ctrl.value = current
     return None
 
 
@@ -151,9 +167,9 @@ def test_update_equals_a_fresh_render(name, key):
     try:
         for k, v in NEEDS.get((name, key), {}).items():      # a control that is only valid with another one
             b.controls[k].value = v
-        other = other_valid_value(b, ctrl)
+        other = move_to_another_valid_value(b, ctrl)
         assert other is not None, f"{name}.{key}: no value next to {default!r} draws"
-        ctrl.value = other
+        assert ctrl.value == other
         assert_no_drift(b, f"{name}.{key} = {ctrl.value!r}")
     finally:
         ctrl.value = default

@@ -12,6 +12,7 @@ import html
 
 import ipywidgets as W
 import pytest
+from conftest import widget
 
 import llmsizing.widgets as widgets
 from llmsizing import Model, get_model
@@ -56,8 +57,9 @@ def extremes(ctrl) -> list[tuple[str, object]]:
 
 @functools.cache
 def built(name: str):
-    """One instance per factory, shared by the tests below (each test restores what it changes)."""
-    w = getattr(widgets, name)()
+    """One instance per factory, shared by the tests below and tests/test_widget_layout.py (each test restores
+    what it changes; conftest.widget)."""
+    w = widget(name)
     return w, find_dashboards(w)
 
 
