@@ -511,3 +511,13 @@ def test_plan_stage_takes_the_layout_flags_as_a_single_plan_does(capsys):
     first = staged[0]
     assert first["layout"].split()[1] == "CP8"
     assert first["days"] == pytest.approx(row["days"], rel=1e-9)
+
+
+def test_memory_refuses_an_fp8_recipe_on_a_gpu_without_fp8(capsys):
+    """Issue 33 #8: `memory --gpu "A100 80GB" --precision fp8-mixed` printed a figure that "fits"."""
+    assert cli.main(["memory", "llama-3-8b", "--batch", "1", "--seq", "4096", "--gpu", "A100 80GB",
+                     "--precision", "fp8-mixed"]) == 2
+    err = capsys.readouterr().err
+    assert "precision='fp8-mixed'" in err and "no FP8 tensor cores" in err
+    assert cli.main(["memory", "llama-3-8b", "--batch", "1", "--seq", "4096", "--gpu", "H100 SXM",
+                     "--precision", "fp8-mixed"]) == 0

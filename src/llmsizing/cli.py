@@ -76,12 +76,12 @@ def _parallel(args):
 
 
 def cmd_memory(args) -> None:
-    from .catalog import get_gpu
+    from .hardware import check_recipe_runs_on
     from .memory import PHASES, training_memory
 
     model = _model(args.model, moe=True)                # a mixture of experts too (with --ep: issue 24)
-    # an unknown GPU is refused before anything is printed
-    g = None if args.gpu is None else get_gpu(args.gpu)
+    # an unknown GPU, or a recipe it cannot run (FP8 on an A100: issue 33), is refused before anything is printed
+    g = None if args.gpu is None else check_recipe_runs_on(args.precision, args.gpu)
     t = training_memory(model, batch=args.batch, seq=args.seq, precision=args.precision,
                         optimizer=args.optimizer, attention=args.attention, grad_accum=args.grad_accum,
                         parallel=_parallel(args), stack=args.stack, **_recompute(args))

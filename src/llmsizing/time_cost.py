@@ -1,24 +1,9 @@
-"""Training time and cost: FLOPs per token, MFU, days, GPU-hours and dollars (Part III, "FLOPs, MFU and
-training time" and "Cost").
+"""Training time and cost: days, GPU-hours and dollars (Part III, "FLOPs, MFU and training time" and "Cost").
 
-The arithmetic (Kaplan et al. 2020; Narayanan et al. 2021, Sec. 5.1; Chowdhery et al. 2022, App. B):
-
-* a run of ``D`` tokens costs ``C = D x F`` FLOPs, ``F`` = :func:`~llmsizing.flops.training_flops_per_token`
-  (``6N`` plus the attention term, without recomputation: the model's FLOPs);
-* a GPU with dense peak ``P`` that reaches model FLOPs utilisation ``MFU`` processes
-  ``P x MFU / F`` tokens per second;
-* ``n`` GPUs finish in ``D / (n x tokens/s per GPU)`` seconds, and the GPU-hours ``C / (P x MFU) / 3600`` do
-  not depend on ``n`` at all: more GPUs buy time, not a cheaper job, until the MFU itself falls.
-
-**MFU versus HFU.** MFU counts only the FLOPs the model needs (Chowdhery et al. 2022). Hardware FLOPs
-utilisation (HFU) also counts what recomputation re-runs, so it is higher for the same run; a paper that
-reports "TFLOP/s per GPU" with recomputation on (Narayanan et al. 2021, Eq. 3) reports hardware FLOPs.
-
-**The MFU is an input here**, not something this module predicts from first principles: its default and range
-come from the published runs (``data/published_runs.csv``; :func:`published_runs`; :func:`mfu_estimate`),
-which include everything a real run loses: communication that is not hidden, pipeline bubbles, stragglers,
-and, for GPU-hour totals, restarts after failures. From a layout, :func:`~llmsizing.layouts.step_time` derives
-the MFU instead (an output of the kernel efficiency and the losses).
+:func:`training_time` is the entry point for one run, a run on its layout's own step, or a run in stages
+(:mod:`llmsizing.stages`); :func:`cost_by_gpu` prices the finished job on each GPU type. The arithmetic (FLOPs
+per token, the MFU and HFU, GPU-hours that do not depend on the GPU count) and the calibrated MFU are
+:mod:`llmsizing.mfu`'s, whose names are importable from here too.
 """
 
 from __future__ import annotations
