@@ -80,7 +80,7 @@ def cmd_memory(args) -> None:
     from .memory import PHASES, training_memory
 
     model = _model(args.model, moe=True)                # a mixture of experts too (with --ep: issue 24)
-    # an unknown GPU, or a recipe it cannot run (FP8 on an A100: issue 33), is refused before anything is printed
+    # an unknown GPU, or a recipe it cannot run (FP8 on an A100: issue 33), is refused before anything prints
     g = None if args.gpu is None else check_recipe_runs_on(args.precision, args.gpu)
     t = training_memory(model, batch=args.batch, seq=args.seq, precision=args.precision,
                         optimizer=args.optimizer, attention=args.attention, grad_accum=args.grad_accum,
