@@ -45,9 +45,10 @@ def test_chunks_embedding_and_loss_alone():
 # lines 964-965: num_warmup = (pp - rank - 1) * 2
 #                              + (num_model_chunks - 1) * microbatch_group_size_per_vp_stage
 # (group size defaults to pp, model_parallel_config.py line 568), capped at
-# num_microbatches * num_model_chunks (lines 976-977); then each 1F1B step runs one forward before one backward, so a rank holds warm-up + 1 chunk
-# forwards at its peak. get_schedule_table (line 989) orders the forwards in groups of pp micro-batches, chunk
-# by chunk; get_model_chunk_id (lines 1244-1249) runs the backwards through the chunks in reverse.
+# num_microbatches * num_model_chunks (lines 976-977); then each 1F1B step runs one forward before one
+# backward, so a rank holds warm-up + 1 chunk forwards at its peak. get_schedule_table (line 989) orders
+# the forwards in groups of pp micro-batches, chunk by chunk; get_model_chunk_id (lines 1244-1249) runs
+# the backwards through the chunks in reverse.
 def test_in_flight_second_stage_dp64_by_hand():
     p, v, m, rank = 16, 8, 32, 1                 # 2,048 sequences / dp 64 = 32 micro-batches of one sequence
     warm = (p - rank - 1) * 2 + (v - 1) * p      # 28 + 112 = 140 chunk forwards
@@ -105,7 +106,7 @@ def test_memory_8k_by_hand(dp, micro, held):
     optimizer = 12 * STAGE_GPU / dp                            # fp32 master + Adam's two moments, sharded
     acts = held * LAYER_ACT                                    # layers x micro-batches held
     working = 0.5 * LAYER_ACT                                  # one layer's backward (LAYER_WORKING_SET)
-    unit_grad = 4 * max(LAYER_GPU, 128256 * 16384 / 8)         # a block's fp32 gradient, before reduce-scatter
+    unit_grad = 4 * max(LAYER_GPU, 128256 * 16384 / 8)         # a block's fp32 gradient (reduce-scattered)
     assert r.weights_bytes == pytest.approx(weights)
     assert r.gradients_bytes == pytest.approx(grads)
     assert r.optimizer_bytes == pytest.approx(optimizer)
