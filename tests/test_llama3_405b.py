@@ -177,3 +177,12 @@ def test_bad_split_refused():
 def test_bad_chunks(chunks):
     with pytest.raises(ValueError, match="chunks"):
         pipeline_in_flight(4, 8, 2, chunks=chunks)
+
+
+def test_named_layout_is_the_papers():
+    from llmsizing import LLAMA3_RECIPE, llama3_405b_layout
+
+    assert llama3_405b_layout(64) == meta(64) and llama3_405b_layout(8, cp=16) == meta(8, cp=16)
+    assert LLAMA3_RECIPE == RECIPE
+    with pytest.raises(ValueError, match="dp"):
+        llama3_405b_layout(0)

@@ -530,3 +530,21 @@ def check_ep(model, par: Parallel) -> None:
     fe = model.expert_ffn_hidden or model.ffn_hidden
     if par.expert_tp and fe % par.tp:
         raise ValueError(f"expert_tp=True: tp={par.tp} must divide the expert width ({fe})")
+
+
+#: Llama 3's precision recipe: bf16 weights and compute, gradients accumulated over the micro-batches and
+#: reduce-scattered in fp32 (Dubey et al. 2024, Sec. 3.3.2, "Numerical stability"), fp32 AdamW states.
+LLAMA3_RECIPE = "bf16-mixed-fp32-grads"
+
+
+def llama3_405b_layout(dp: int = 128, cp: int = 1) -> Parallel:
+    """Llama 3 405B's pre-training layout as Meta describes it (Dubey et al. 2024, Sec. 3.3.2, Table 4):
+    ``tp=8``, ``pp=16``, ``dp`` (64 or 128 at 8K, 8 at 128K with ``cp=16``, K and V all-gathered), sequence
+    parallelism; FSDP that shards gradients and optimizer states but does not reshard the weights after the
+    forward (``zero=3, reshard_after_forward=False``); the embedding and the loss each alone in a model
+    chunk of the first and last stage, so 8 one-layer chunks per stage (``account_for_embedding``,
+    ``account_for_loss``); stage outputs freed once sent. Use with :data:`LLAMA3_RECIPE`. Chapters 8, 13,
+    17."""
+    return Parallel(tp=8, pp=16, dp=check_int("dp", dp), cp=check_int("cp", cp), cp_comm="all_gather",
+                    zero=3, reshard_after_forward=False, sp=True, virtual_stages=8,
+                    account_for_embedding=True, account_for_loss=True)
