@@ -60,11 +60,15 @@ book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html (+ the JupyterL
 # On every core (pytest-xdist, TEST_WORKERS=auto: one worker per core). --dist loadgroup as tests/conftest.py
 # schedules it: a notebook's cells run in order in one kernel on one worker, the slowest tests start first.
 # TEST_WORKERS=0 runs everything in this one process.
+# Python's bytecode cache stays on (env -u PYTHONDONTWRITEBYTECODE: some shells and CI images set it): each
+# worker and each notebook's kernel then loads pandas, matplotlib and the library compiled instead of compiling
+# them again, and pytest keeps the test files' rewritten asserts; the caches are __pycache__/ (git-ignored).
 TEST_WORKERS ?= auto
 .PHONY: test
 test: $(STAMP) ## Run unit tests (tests/) and strict nbval over every notebook in book/, on every core
-	$(PY) -m pytest tests book --ignore=tests/browser --nbval --nbval-current-env --nbval-cell-timeout=300 \
-	  -p no:cacheprovider -o console_output_style=classic -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest tests book --ignore=tests/browser --nbval --nbval-current-env \
+	  --nbval-cell-timeout=300 -p no:cacheprovider -o console_output_style=classic -n $(TEST_WORKERS) \
+	  --dist loadgroup $(PYTEST_ARGS)
 
 # Every fuzz file (tests/test_fuzz*.py: the library, serving, edge values and invariants, the command line and
 # config files) and the fuzz tests kept beside their chapters' tests.

@@ -65,7 +65,10 @@ def figure_content(fig) -> dict:
 
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
-    fig.canvas.draw()                   # tick positions, labels and colours are settled by a draw
+    # tick positions, labels and colours are settled by a draw; a figure not changed since its last draw
+    # (matplotlib marks any change ``stale``: the widget's figure just drawn for its PNG) is settled already
+    if fig.stale:
+        fig.canvas.draw()
     axes = []
     for ax in fig.axes:
         axes.append({

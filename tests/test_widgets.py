@@ -7,6 +7,7 @@ default view back.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 
@@ -112,34 +113,6 @@ def test_factory_builds_with_defaults(name):
             assert isinstance(ctrl, W.ValueWidget), (name, key)
 
 
-# ----------------------------------------------------------------------------- every control, both extremes
-@pytest.mark.parametrize("name,board_index,key", control_cases(),
-                         ids=[f"{n}-{b}-{k}" for n, b, k in control_cases()])
-def test_control_extremes(name, board_index, key):
-    _, boards = built(name)
-    board = boards[board_index]
-    ctrl = board.controls[key]
-    default_value = ctrl.value
-    default_view = snapshot(board)
-    tries = [(label, v) for label, v in extremes(ctrl) if v != default_value]
-    if not extremes(ctrl):
-        pytest.skip(f"{type(ctrl).__name__} has no extremes to try")
-    try:
-        for label, value in tries:
-            ctrl.value = value                       # the observer redraws; any other exception fails here
-            where = f"{name}.{key} = {value!r} ({label})"
-            if board.error.value:
-                assert_clean_error(board, where)
-                assert snapshot(board) == (b"", ""), f"{where}: a stale figure is shown next to the error"
-            else:
-                assert snapshot(board) != default_view, f"{where}: the output did not change"
-                assert png(board).startswith(PNG_MAGIC), where
-    finally:
-        ctrl.value = default_value
-    assert board.error.value == "", f"{name}.{key}: error persists after restoring the default"
-    assert board.summary.value == default_view[1], f"{name}.{key}: restoring the default changed the summary"
-
-
 # ----------------------------------------------------------------------------- errors reach the reader
 def test_invalid_combination_shows_the_library_message():
     from llmsizing import Parallel, training_memory
@@ -201,6 +174,29 @@ def every_other_value(ctrl) -> list:
     return [x for x in dict.fromkeys((v - step, v + step, ctrl.min, ctrl.max)) if ctrl.min <= x <= ctrl.max and x != v]
 
 
+class _NotDrawn(ValueError):
+    """What :func:`undrawn` makes the widget's render raise while a control goes back to its default."""
+
+
+@contextlib.contextmanager
+def undrawn(board: Dashboard):
+    """Inside: every redraw of ``board`` stops before it draws (its render raises :class:`_NotDrawn`, which the
+    dashboard shows as an error, clearing the figure). The controls move and their observers run as they
+    always do (a model change still limits the sequence slider), so the widget's state is the one a reader
+    would reach; only the figure of that state is not drawn. On the way out the render is the widget's own
+    again: the next move draws from scratch, from the controls' values alone."""
+    real = board.render
+
+    def not_drawn(**_):
+        raise _NotDrawn("not drawn")
+
+    board.render = not_drawn
+    try:
+        yield
+    finally:
+        board.render = real
+
+
 @pytest.mark.parametrize("name,board_index,key", control_cases(),
                          ids=[f"{n}-{b}-{k}" for n, b, k in control_cases()])
 def test_every_move_from_the_default_changes_the_figure_or_says_why(name, board_index, key):
@@ -208,23 +204,50 @@ def test_every_move_from_the_default_changes_the_figure_or_says_why(name, board_
     default view, every value a control offers changes the figure (the PNG), or the widget shows the library's
     message saying why it refuses it. A limit that changes nothing must say so in the figure, which is then a
     change (the planner's front that ends below the GPU limit, the cost grid that does not depend on the GPU
-    count, async TP with nothing to hide, a GPU beyond the axis)."""
+    count, async TP with nothing to hide, a GPU beyond the axis).
+
+    The same moves try each control's extremes (sliders: min then max; selections: first then last option, a
+    multi-select's first and last alone; checkboxes: toggled): each draws a PNG that differs from the default
+    view (its figure or its summary), or shows a clean error (a ValueError/TypeError message, never a
+    traceback) with no stale figure next to it. Restoring the default brings the default view back, figure and
+    summary.
+
+    Each move starts from the default: the control goes back to its default in between, through its observers
+    (so dependent controls follow), but that default view is not drawn again each time (:func:`undrawn`: the
+    dashboard draws from the controls' values alone, and tests/test_widget_layout.py checks that a redraw
+    equals a fresh render); it is drawn, and compared, once at the end."""
     _, boards = built(name)
     board = boards[board_index]
     ctrl = board.controls[key]
-    default_value, default_png = ctrl.value, png(board)
+    default_value, default_view = ctrl.value, snapshot(board)
+    default_png = default_view[0]
+    moves = every_other_value(ctrl)
+    # the extremes not among those moves (a multi-select's single first or last option): a change of figure or
+    # summary is asked of them, as of every extreme
+    extreme_only = [v for _, v in extremes(ctrl) if v != default_value and v not in moves]
     same = []
     try:
-        for value in every_other_value(ctrl):
+        for value in moves + extreme_only:
             ctrl.value = value
+            where = f"{name}.{key} = {value!r}"
             if board.error.value:
-                assert_clean_error(board, f"{name}.{key} = {value!r}")
-            elif png(board) == default_png:
-                same.append(value)
-            ctrl.value = default_value
+                assert_clean_error(board, where)
+                assert snapshot(board) == (b"", ""), f"{where}: a stale figure is shown next to the error"
+            else:
+                assert png(board).startswith(PNG_MAGIC), where
+                if value in moves:
+                    if png(board) == default_png:
+                        same.append(value)
+                else:
+                    assert snapshot(board) != default_view, f"{where}: the output did not change"
+            with undrawn(board):
+                ctrl.value = default_value
     finally:
         ctrl.value = default_value
+        board.update()                               # the default view, drawn again with the real render
     assert not same, f"{name}.{key}: moving from {default_value!r} to {same} leaves the figure as it was"
+    assert board.error.value == "", f"{name}.{key}: error persists after restoring the default"
+    assert snapshot(board) == default_view, f"{name}.{key}: restoring the default changed the view"
 
 
 def test_planner_says_where_the_front_ends_when_the_gpu_limit_is_above_it():

@@ -488,10 +488,11 @@ def fit_finetune_constants() -> dict:
     each with its reason), lowest rounded down and highest up to 0.05 (module docstring, "Calibration")."""
     df = _published_frame()
     cal = df[df["calibration"] == "yes"]
-    lora, qlora = cal[cal["method"] == "lora"], cal[cal["method"] == "qlora"]
+    # the rows read once (a grid point's loss used to rebuild them from the frame: most of the fit's time)
+    lora, qlora = (list(cal[cal["method"] == m].itertuples()) for m in ("lora", "qlora"))
 
     def loss(rows, **kw):
-        return sum(math.log(r.s_per_step / _predict(r, **kw)) ** 2 for r in rows.itertuples())
+        return sum(math.log(r.s_per_step / _predict(r, **kw)) ** 2 for r in rows)
 
     overhead = _best_on_grid(lambda x: loss(lora, layer_overhead_s=x, dequant_bandwidth_fraction=0.5),
                              [i * 1e-5 for i in range(1001)])
