@@ -5,6 +5,7 @@ fast and deterministic enough for a 2-core CI machine (``derandomize`` makes eve
 examples: a failure seen once is seen again).
 """
 
+import contextlib
 import functools
 from pathlib import Path
 
@@ -105,6 +106,29 @@ def widget(name: str):
     from llmsizing import widgets
 
     return getattr(widgets, name)()
+
+
+class _NotDrawn(ValueError):
+    """What :func:`undrawn` makes the widget's render raise while a control goes back to its default."""
+
+
+@contextlib.contextmanager
+def undrawn(board):
+    """Inside: every redraw of ``board`` stops before it draws (its render raises :class:`_NotDrawn`, which the
+    dashboard shows as an error, clearing the figure). The controls move and their observers run as they
+    always do (a model change still limits the sequence slider), so the widget's state is the one a reader
+    would reach; only the figure of that state is not drawn. On the way out the render is the widget's own
+    again: the next move draws from scratch, from the controls' values alone."""
+    real = board.render
+
+    def not_drawn(**_):
+        raise _NotDrawn("not drawn")
+
+    board.render = not_drawn
+    try:
+        yield
+    finally:
+        board.render = real
 
 
 def pytest_configure(config):

@@ -18,7 +18,7 @@ from pathlib import Path
 import ipywidgets as W
 import numpy as np
 import pytest
-from conftest import widget
+from conftest import undrawn, widget
 
 import llmsizing.charts as charts
 import llmsizing.widgets as widgets
@@ -224,7 +224,9 @@ def test_figure_has_a_fixed_size_within_the_budget_and_is_not_stretched(name):
         ctrl.value = neighbour(ctrl)
         if not b.error.value:
             sizes.add(png_size(bytes(b.image.value)))
-        ctrl.value = default
+        with undrawn(b):                                  # back to the default, drawn once after the loop
+            ctrl.value = default
+    b.update()
     w, h = png_size(bytes(b.image.value))
     sizes.add((w, h))
     assert w <= FIGURE_MAX_PX[0] and h <= FIGURE_MAX_PX[1], f"{name}: {w}x{h} px"
@@ -296,7 +298,9 @@ def test_kept_text_bitmaps_give_the_pixels_of_a_plain_agg_draw(name):
     for key, ctrl in list(b.controls.items())[:3]:         # redraws with other strings first: a warm cache
         default = ctrl.value
         ctrl.value = neighbour(ctrl)
-        ctrl.value = default
+        with undrawn(b):                                    # back to the default, drawn once after the loop
+            ctrl.value = default
+    b.update()
     canvas = b.figure.canvas
     assert type(canvas) is widgets._text_cache_canvas() and type(canvas) is not FigureCanvasAgg
     kept_before = dict(canvas.get_renderer().text_bitmaps)

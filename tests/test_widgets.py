@@ -7,13 +7,12 @@ default view back.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import html
 
 import ipywidgets as W
 import pytest
-from conftest import widget
+from conftest import undrawn, widget
 
 import llmsizing.widgets as widgets
 from llmsizing import Model, get_model
@@ -172,29 +171,6 @@ def every_other_value(ctrl) -> list:
         return [o for o in ctrl._options_values if o != v]
     step = getattr(ctrl, "step", 1) or 1
     return [x for x in dict.fromkeys((v - step, v + step, ctrl.min, ctrl.max)) if ctrl.min <= x <= ctrl.max and x != v]
-
-
-class _NotDrawn(ValueError):
-    """What :func:`undrawn` makes the widget's render raise while a control goes back to its default."""
-
-
-@contextlib.contextmanager
-def undrawn(board: Dashboard):
-    """Inside: every redraw of ``board`` stops before it draws (its render raises :class:`_NotDrawn`, which the
-    dashboard shows as an error, clearing the figure). The controls move and their observers run as they
-    always do (a model change still limits the sequence slider), so the widget's state is the one a reader
-    would reach; only the figure of that state is not drawn. On the way out the render is the widget's own
-    again: the next move draws from scratch, from the controls' values alone."""
-    real = board.render
-
-    def not_drawn(**_):
-        raise _NotDrawn("not drawn")
-
-    board.render = not_drawn
-    try:
-        yield
-    finally:
-        board.render = real
 
 
 @pytest.mark.parametrize("name,board_index,key", control_cases(),
