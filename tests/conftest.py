@@ -114,8 +114,8 @@ class _NotDrawn(ValueError):
 
 @contextlib.contextmanager
 def undrawn(board):
-    """Inside: every redraw of ``board`` stops before it draws (its render raises :class:`_NotDrawn`, which the
-    dashboard shows as an error, clearing the figure). The controls move and their observers run as they
+    """Inside: every redraw of ``board`` stops before it draws (its render raises :class:`_NotDrawn`, which
+    the dashboard shows as an error, clearing the figure). The controls move and their observers run as they
     always do (a model change still limits the sequence slider), so the widget's state is the one a reader
     would reach; only the figure of that state is not drawn. On the way out the render is the widget's own
     again: the next move draws from scratch, from the controls' values alone."""

@@ -351,8 +351,9 @@ def test_calibration_rows_inside_the_stated_range_and_no_row_beats_the_roofline(
 
 
 def test_calibration_tool_is_current(monkeypatch, capsys):
-    """tools/calibrate_serving.py --check: data/serving_model.csv is what a fresh fit writes. Run in this process
-    (the tool's main, as the command line calls it): the fit is the time, not a second interpreter's imports."""
+    """tools/calibrate_serving.py --check: data/serving_model.csv is what a fresh fit writes. Run in this
+    process (the tool's main, as the command line calls it): the fit is the time, not a second interpreter's
+    imports."""
     import importlib.util
     import sys
     from pathlib import Path
