@@ -97,8 +97,8 @@ def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
 FSDP_UNIT_LAYERS = 1
 
 #: Megatron-Core's default gradient bucket, parameters: ``max(40,000,000, 1,000,000 x dp)`` with ``dp`` the
-#: data-parallel size with context parallelism (``DistributedDataParallelConfig.bucket_size``, "larger DP sizes
-#: need larger buckets to ensure collectives do not become latency-bound"). DDP's all-reduce and the
+#: data-parallel size with context parallelism (``DistributedDataParallelConfig.bucket_size``: "larger DP
+#: sizes need larger buckets to ensure collectives do not become latency-bound"). DDP's all-reduce and the
 #: distributed optimizer's (ZeRO-1/2) reduce-scatter and all-gather run one call per bucket.
 DP_BUCKET_MIN_PARAMS = 40_000_000
 DP_BUCKET_PARAMS_PER_RANK = 1_000_000
@@ -106,7 +106,8 @@ DP_BUCKET_PARAMS_PER_RANK = 1_000_000
 
 def dp_bucket_params(dp: int) -> int:
     """Parameters per gradient bucket for a data-parallel group of ``dp`` GPUs (``dp x cp`` with context
-    parallelism): Megatron-Core's default ``max(40e6, 1e6 x dp)`` (:data:`DP_BUCKET_MIN_PARAMS`). Chapter 7."""
+    parallelism): Megatron-Core's default ``max(40e6, 1e6 x dp)`` (:data:`DP_BUCKET_MIN_PARAMS`).
+    Chapter 7."""
     dp = check_int("dp", dp)
     return max(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dp)
 

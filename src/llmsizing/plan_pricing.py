@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .comm import (DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication, dp_bucket_params,
-                   dp_schedule, ring_collective)
+from .comm import (DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication,
+                   dp_bucket_params, dp_schedule, ring_collective)
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
@@ -381,7 +381,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         return step, peaks[gi]
     dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
     per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
-    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))    # bytes one pass sends (all its calls), without a pipeline
+    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes of one pass's calls, without a pipeline
     latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # the latency of one call of each slot
     seen: dict = {}                 # GPUs whose data-parallel groups ride the same link send the same
     for k, (g_, t_, z_, d_) in enumerate(dp_keys):
@@ -402,11 +402,11 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                 latency[k, s] += c.latency_s / c.calls
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
-    held = np.array([(max(stage_params(model, Parallel(tp=t_, pp=p_))), max(stage_params(model, Parallel(tp=t_))))
-                     for t_, p_ in held_keys])[held_idx]
+    held = np.array([(max(stage_params(model, Parallel(tp=t_, pp=p_))),
+                      max(stage_params(model, Parallel(tp=t_)))) for t_, p_ in held_keys])[held_idx]
     share = held[:, 0] / held[:, 1]
-    call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + _dp_calls(zero, held[:, 0], S[:, 1] * model.layers,
-                                                                           dpcp) * latency[dp_idx]
+    calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp)      # per pass, with their latencies
+    call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + calls * latency[dp_idx]
     dp_exposed = (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
                   + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
                   + np.maximum(0.0, call[:, 4] - bwd))
@@ -530,7 +530,8 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     share, held = share[held_idx], held[held_idx]
     dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut]
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency[:, cut]
-                      for part, cut, n_ in ((0, slice(0, n_slots), dpcp), (1, slice(n_slots, 2 * n_slots), edp)))
+                      for part, cut, n_ in ((0, slice(0, n_slots), dpcp),
+                                            (1, slice(n_slots, 2 * n_slots), edp)))
     # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
     # behind each backward (exposed_by_group): the two parts' slot 1 is one window
     both = np.zeros_like(dense)
