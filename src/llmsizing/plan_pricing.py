@@ -381,7 +381,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         return step, peaks[gi]
     dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
     per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
-    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes of one pass's calls, without a pipeline
+    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes of a pass (all calls), no pipeline
     latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # the latency of one call of each slot
     seen: dict = {}                 # GPUs whose data-parallel groups ride the same link send the same
     for k, (g_, t_, z_, d_) in enumerate(dp_keys):
