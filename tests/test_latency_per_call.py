@@ -102,8 +102,7 @@ def test_v100_pair_rides_one_nvlink_by_hand():
     """A V100 SXM2 in the DGX-1's hybrid cube-mesh reaches a peer over one NVLink 2 link: 25 GB/s each way
     (data/nodes.csv, p3dn.24xlarge), at NVLink's achievable share (data/links.csv: 0.77): 25 x 0.77 = 19.25
     GB/s for a tp = 2 pair, not the GPU's whole 150 GB/s."""
-    with open(DATA / "links.csv", newline="") as fh:
-        share = float(next(r for r in csv.DictReader(fh) if r["link_class"] == "nvlink")["achievable_fraction"])
+    share = float(_links_row("nvlink")["achievable_fraction"])
     gl = group_link("V100", get_node(gpu="V100"), size=2)
     assert gl.nominal_gbps == 25.0
     assert gl.bandwidth_gbps == pytest.approx(25 * share) == pytest.approx(19.25)
@@ -127,3 +126,53 @@ def test_old_schedule_call_keeps_one_call_per_pass():
     assert dp_schedule(0, 1e9, 2, 2, 4) == [("DP gradient all-reduce", "all-reduce", 2e9, 1)]
     z3 = dp_schedule(3, 1e9, 2, 2, 4)
     assert [x[3] for x in z3] == [4, 4, 4] and math.isclose(z3[0][2], 2e9)
+
+
+def _links_row(cls):
+    with open(DATA / "links.csv", newline="") as fh:
+        return next(r for r in csv.DictReader(fh) if r["link_class"] == cls)
+
+
+def test_pcie_card_with_and_without_peer_to_peer_by_hand():
+    """The same PCIe Gen5 x16 card (64 GB/s each way) in a server whose row says peer-to-peer (the 8x H100
+    PCIe server) reaches the published P2P share, 25.95 GB/s of PCIe Gen4's 31.5 = 0.82 (tinygrad issue #36:
+    64 x 0.82 = 52.5 GB/s); on a node without it, through the host, the RTX 2080 Ti log's 4.03 of 15.75 =
+    0.26 (64 x 0.26 = 16.6 GB/s). Which one comes from the node row, not the card's name."""
+    from dataclasses import replace
+
+    assert float(_links_row("pcie-p2p")["achievable_fraction"]) == pytest.approx(25.95 / 31.5, abs=0.005)
+    assert float(_links_row("pcie")["achievable_fraction"]) == pytest.approx(4.03 / 15.75, abs=0.005)
+    node = get_node(gpu="H100 PCIe")
+    assert node.intra_topology == "pcie" and node.peer_to_peer
+    with_p2p = group_link("H100 PCIe", node, size=2)
+    without = group_link("H100 PCIe", replace(node, peer_to_peer=False), size=2)
+    assert with_p2p.bandwidth_gbps == pytest.approx(64 * 0.82)
+    assert without.bandwidth_gbps == pytest.approx(64 * 0.26)
+    # a consumer card: the GeForce driver refuses peer access (data/nodes.csv's RTX 4090 server row)
+    assert not get_node(gpu="RTX 4090").peer_to_peer
+    assert group_link("RTX 4090", get_node(gpu="RTX 4090"), size=2).bandwidth_gbps == pytest.approx(32 * 0.26)
+    # an NVLink node's GPU given a PCIe link (gpu_with_link, chapter 7) keeps the host path
+    from llmsizing.comm import gpu_with_link
+
+    pcie = gpu_with_link("H100 SXM", "PCIe Gen4 x16", 32.0, "pcie")
+    assert group_link(pcie, get_node(gpu="H100 SXM"), size=2).bandwidth_gbps == pytest.approx(32 * 0.26)
+
+
+def test_node_peer_to_peer_bad_inputs():
+    from dataclasses import replace
+
+    from llmsizing.network import _yes_no
+
+    node = get_node(gpu="H100 PCIe")
+    with pytest.raises(TypeError, match="peer_to_peer"):
+        replace(node, peer_to_peer="yes")
+    with pytest.raises(ValueError, match="peer_to_peer"):
+        _yes_no("peer_to_peer of node 'x'", "maybe")
+
+
+def test_every_node_row_states_peer_to_peer_with_a_source():
+    with open(DATA / "nodes.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        assert r["peer_to_peer"] in ("yes", "no"), r["name"]
+        assert len(r["peer_to_peer_source"]) > 20, r["name"]
