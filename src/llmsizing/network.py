@@ -7,8 +7,10 @@ step counts):
 * **Nodes** (``data/nodes.csv``, one row per system, each with its source and date): GPUs per node, the
   scale-up domain (the GPUs one NVLink/Infinity Fabric fabric joins: 8 in a DGX, 72 in a GB200 NVL72 rack),
   the intra-node topology (``switch``: NVSwitch gives every GPU its full link whoever it talks to; ``mesh``:
-  AMD's MI300X reaches each of its 7 peers over its own 64 GB/s link, so a pair gets one link; ``pcie``), and
-  the NICs (how many per node and their line rate).
+  AMD's MI300X reaches each of its 7 peers over its own 64 GB/s link, so a pair gets one link; ``pcie``),
+  whether PCIe GPUs reach each other peer-to-peer (``peer_to_peer``: data-center cards on a bare-metal PCIe
+  switch do, consumer cards and many VMs go through host memory, about a third of the share), and the NICs
+  (how many per node and their line rate).
 * **Node egress is shared.** NCCL spreads a collective over every NIC the group's GPUs own (one ring or tree
   per NIC, each leaving the node once), so a group with ``k`` of its GPUs in one scale-up domain gets ``k``
   NICs' worth of bandwidth per GPU (capped by the intra-node link the rest of each ring rides on). Data
@@ -30,8 +32,11 @@ step counts):
 So a collective of ``S`` bytes over ``n`` GPUs costs ``steps x alpha + bytes per GPU / (achievable fraction x
 bandwidth)``. What it leaves out: NCCL's protocol switches (LL, LL128, Simple) and in-network reduction
 (NVLS, SHARP), which make the real curve bumpier and, at the largest messages, up to about 20% faster than the
-fitted line; contention with other jobs; and the bucketing of gradients into several collectives (one call's
-latency is charged per collective, not per bucket: microseconds against milliseconds for the models here).
+fitted line; and contention with other jobs. Every call pays its latency (issue 34): a framework's
+collectives are as many calls as it issues, one per layer for tensor and context parallelism and for FSDP's
+per-block gathers, one per gradient bucket for DDP and the distributed optimizer
+(:func:`llmsizing.comm.dp_schedule`). Over a group of ``n`` GPUs a ring call is ``n - 1`` steps, so an FSDP
+group spanning a thousand GPUs pays milliseconds per layer: latency, not bandwidth, then sets its cost.
 """
 
 from __future__ import annotations
