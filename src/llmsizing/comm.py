@@ -92,13 +92,17 @@ def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
 
 #: Layers per ZeRO-3 unit: one all-gather (forward, and again in the backward) and one gradient reduce-scatter
 #: per unit and micro-batch. PyTorch FSDP gathers one FSDP unit at a time, and the recipes wrap each
-#: transformer block as its own unit (torchtitan's ``apply_fsdp`` calls ``fully_shard`` on every
-#: ``TransformerBlock``; FSDP1's ``transformer_auto_wrap_policy`` in the Llama recipes): one call per layer.
+#: transformer block as its own unit (torchtitan's ``apply_fsdp`` in ``parallelize_llama.py`` calls
+#: ``fully_shard`` on every transformer block, then on the root): one call per layer. Chapter 9 counts them on
+#: FSDP2 (one all-gather, or two, and one reduce-scatter per layer, plus the root unit's, folded in here).
+#: DeepSpeed's ZeRO-3 issues its own calls (per module, prefetched up to ``stage3_prefetch_bucket_size``; the
+#: gradients reduced per ``reduce_bucket_size``): not modelled.
 FSDP_UNIT_LAYERS = 1
 
 #: Megatron-Core's default gradient bucket, parameters: ``max(40,000,000, 1,000,000 x dp)`` with ``dp`` the
-#: data-parallel size with context parallelism (``DistributedDataParallelConfig.bucket_size``: "larger DP
-#: sizes need larger buckets to ensure collectives do not become latency-bound"). DDP's all-reduce and the
+#: data-parallel size with context parallelism (``DistributedDataParallelConfig.bucket_size`` in
+#: ``megatron/core/distributed/distributed_data_parallel_config.py``, core v0.7: "larger DP sizes need larger
+#: buckets to ensure collectives do not become latency-bound"). DDP's all-reduce and the
 #: distributed optimizer's (ZeRO-1/2) reduce-scatter and all-gather run one call per bucket.
 DP_BUCKET_MIN_PARAMS = 40_000_000
 DP_BUCKET_PARAMS_PER_RANK = 1_000_000
