@@ -1,0 +1,259 @@
+"""Prediction intervals checked on sources they never saw (chapter 10, "How sure is the estimate"; issue 34).
+
+One recipe for every calibrated area (training MFU, fine-tuning step time, serving): a model ``f`` fitted on
+published rows predicts ``log y``; its range is stated at a nominal coverage (80%) and that coverage is
+*measured*, never assumed.
+
+1. **Leave one source out.** Rows are grouped by the paper or benchmark they come from (:func:`source_key`):
+   rows of one source share a cluster, a framework version and an author's way of counting, so their errors
+   move together and holding out single rows would flatter the fit. For each source ``k`` the model is refitted
+   on the other sources and predicts ``k``'s rows; ``log(published) - log(predicted)`` is an out-of-source
+   residual (:func:`loso_residuals`).
+2. **Split-conformal bounds** on those residuals (:func:`conformal_bounds`; Vovk et al. 2005; Lei et al. 2018,
+   "Distribution-free predictive inference for regression", Sec. 2.2; the leave-group-out version is the
+   cross-conformal / CV+ of Barber et al. 2021, "Predictive inference with the jackknife+", Sec. 3): with ``n``
+   residuals sorted, the lower bound is the ``floor((n + 1) alpha / 2)``-th, the upper the
+   ``ceil((n + 1)(1 - alpha / 2))``-th, ``alpha = 1 - coverage``. Both tails are kept apart, because whole runs
+   fall short of a steady state far more often than they beat it.
+3. **Measured, not assumed** (:func:`loso_check`). The coverage a reader can trust is that of each held-out
+   source's rows by the interval computed *without* that source: for each ``k``, every other source ``j`` is
+   scored by a model fitted without ``j`` and ``k`` (nested), the bounds come from those scores only, and
+   ``k``'s rows are checked against them. The median of ``high / low`` over the rows is the width stated
+   with it. With two sources no nested check exists: ``nested=False`` then scores ``j`` by the fold that left
+   ``j`` out (its fit saw ``k``), which is said in the method.
+4. **Width where the data differ** (``strata``): a stratum (e.g. FP8 against BF16) gets its own bounds from its
+   own residuals when it has at least :data:`MIN_STRATUM_ROWS` of them from :data:`MIN_STRATUM_SOURCES`
+   sources; otherwise the pooled bounds apply.
+
+Plain functions on arrays; the areas' fits live in :mod:`llmsizing.calibration`,
+:mod:`llmsizing.finetune_time` and the serving modules, and ``tools/calibrate.py`` writes the measured table
+to ``data/intervals.csv``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: The nominal coverage every range of the book is stated at.
+NOMINAL_COVERAGE = 0.8
+#: A stratum needs this many residuals (and :data:`MIN_STRATUM_SOURCES` sources) for bounds of its own: at
+#: 80% nine residuals are the fewest for which both conformal bounds are finite.
+MIN_STRATUM_ROWS = 9
+MIN_STRATUM_SOURCES = 3
+
+
+def source_key(source) -> str:
+    """The paper or benchmark a ``source`` cell cites: the text before its first ``" ("`` (the details in
+    brackets, table or commit, are dropped), stripped of trailing punctuation. ``"Narayanan et al. 2021
+    (arXiv:2104.04473), Table 1"`` -> ``"Narayanan et al. 2021"``."""
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a string (a CSV's source cell), got {type(source).__name__}")
+    key = source.split(" (")[0].strip(" ,;:.")
+    if not key:
+        raise ValueError(f"source must name a paper or benchmark before any bracket, got {source!r}")
+    return key
+
+
+def _check_coverage(coverage) -> float:
+    import numbers
+
+    if isinstance(coverage, bool) or not isinstance(coverage, numbers.Real):
+        raise TypeError(f"coverage must be a number in (0, 1), e.g. 0.8; got {type(coverage).__name__}")
+    if not 0 < coverage < 1:
+        raise ValueError(f"coverage must be in (0, 1), e.g. 0.8; got {coverage!r}")
+    return float(coverage)
+
+
+def _finite_array(name, values):
+    import numpy as np
+
+    try:
+        a = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__}") from None
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} must be finite numbers (log residuals); got a NaN or infinity")
+    return a
+
+
+def min_rows(coverage: float = NOMINAL_COVERAGE) -> int:
+    """The fewest residuals for which both bounds of :func:`conformal_bounds` are finite at ``coverage``:
+    the smallest ``n`` with ``floor((n + 1)(1 - coverage) / 2) >= 1`` (9 at 80%)."""
+    alpha = 1 - _check_coverage(coverage)
+    return max(1, math.ceil(2 / alpha - 1e-9) - 1)
+
+
+def conformal_bounds(log_residuals, coverage: float = NOMINAL_COVERAGE) -> tuple[float, float]:
+    """``(lower, upper)`` log bounds that hold a new residual with probability at least ``coverage`` when it
+    is exchangeable with ``log_residuals`` (module docstring, step 2): the ``floor((n + 1) alpha / 2)``-th and
+    ``ceil((n + 1)(1 - alpha / 2))``-th smallest of the ``n`` residuals. Raises ``ValueError`` with fewer than
+    :func:`min_rows` residuals (a bound would be infinite)."""
+    import numpy as np
+
+    coverage = _check_coverage(coverage)
+    r = np.sort(_finite_array("log_residuals", log_residuals))
+    n, alpha = len(r), 1 - coverage
+    lo_rank = math.floor((n + 1) * alpha / 2 + 1e-9)
+    hi_rank = math.ceil((n + 1) * (1 - alpha / 2) - 1e-9)
+    if lo_rank < 1 or hi_rank > n:
+        raise ValueError(f"log_residuals has {n} values: at coverage={coverage:g} both bounds need at least "
+                         f"{min_rows(coverage)}")
+    return float(r[lo_rank - 1]), float(r[hi_rank - 1])
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A range as factors on a prediction: ``low`` and ``high`` (``exp`` of the log bounds), at ``coverage``,
+    from ``n_rows`` residuals of ``n_sources`` sources."""
+
+    low: float
+    high: float
+    coverage: float
+    n_rows: int
+    n_sources: int
+
+    @property
+    def width(self) -> float:
+        """``high / low``: how many times the fast end exceeds the slow end."""
+        return self.high / self.low
+
+
+def loso_interval(log_residuals_by_source, coverage: float = NOMINAL_COVERAGE) -> Interval:
+    """The interval of :func:`conformal_bounds` over out-of-source residuals given as ``{source: [log
+    residual, ...]}`` (each source's rows predicted by a model fitted without it): what a serving or any other
+    area calls once it has its own leave-one-source-out residuals. Needs two sources or more."""
+    from collections.abc import Mapping
+
+    if not isinstance(log_residuals_by_source, Mapping):
+        raise TypeError("log_residuals_by_source must be a mapping {source: [log residuals]}, got "
+                        f"{type(log_residuals_by_source).__name__}")
+    if len(log_residuals_by_source) < 2:
+        raise ValueError(f"log_residuals_by_source must hold at least 2 sources (one source's residuals cannot "
+                         f"show how a new source differs); got {len(log_residuals_by_source)}")
+    parts = [_finite_array(f"log_residuals_by_source[{k!r}]", v) for k, v in log_residuals_by_source.items()]
+    if any(len(p) == 0 for p in parts):
+        raise ValueError("log_residuals_by_source has a source with no residual")
+    import numpy as np
+
+    allr = np.concatenate(parts)
+    lo, hi = conformal_bounds(allr, coverage)
+    return Interval(math.exp(lo), math.exp(hi), coverage, len(allr), len(parts))
+
+
+def _groups(name, values, n):
+    import numpy as np
+
+    a = np.asarray(values, dtype=object).ravel()
+    if len(a) != n:
+        raise ValueError(f"{name} must have one entry per row ({n}), got {len(a)}")
+    return a
+
+
+def loso_residuals(log_y, sources, fit_predict):
+    """Out-of-source log residuals, one per row: for each source ``k``, ``fit_predict(train, test)`` (boolean
+    masks over the rows: fit on ``train``, return the log predictions of the ``test`` rows in order) is called
+    with ``train = sources != k`` and ``test = sources == k``."""
+    import numpy as np
+
+    y = _finite_array("log_y", log_y)
+    src = _groups("sources", sources, len(y))
+    out = np.full(len(y), np.nan)
+    for k in dict.fromkeys(src):
+        test = src == k
+        out[test] = y[test] - _predictions(fit_predict, src != k, test)
+    return out
+
+
+def _predictions(fit_predict, train, test):
+    import numpy as np
+
+    if not callable(fit_predict):
+        raise TypeError(f"fit_predict must be a function (train, test) -> log predictions, got "
+                        f"{type(fit_predict).__name__}")
+    pred = _finite_array("fit_predict's log predictions", fit_predict(train, test))
+    if len(pred) != int(np.sum(test)):
+        raise ValueError(f"fit_predict returned {len(pred)} predictions for {int(np.sum(test))} test rows")
+    return pred
+
+
+def _bounds(res, src, strata, coverage):
+    """Pooled bounds, and per stratum those of its own residuals where it has enough of them."""
+    pooled = conformal_bounds(res, coverage)
+    per = {}
+    if strata is not None:
+        for s in dict.fromkeys(strata):
+            mine = strata == s
+            if mine.sum() >= max(MIN_STRATUM_ROWS, min_rows(coverage)) and \
+                    len(set(src[mine])) >= MIN_STRATUM_SOURCES:
+                per[s] = conformal_bounds(res[mine], coverage)
+    return pooled, per
+
+
+@dataclass(frozen=True)
+class LosoCheck:
+    """What :func:`loso_check` measured. Per row (arrays in the rows' order): ``residuals`` (out of source),
+    ``low_log``/``high_log`` (the bounds computed without the row's source) and ``inside``. ``bounds`` are the
+    stated log bounds (all sources), ``{stratum: (lo, hi)}`` with key ``None`` for the pooled ones."""
+
+    residuals: object
+    low_log: object
+    high_log: object
+    inside: object
+    bounds: dict
+    coverage: float
+    nested: bool
+
+    @property
+    def measured_coverage(self) -> float:
+        """The share of rows inside the interval computed without their source."""
+        return float(self.inside.mean())
+
+    @property
+    def median_width(self) -> float:
+        """The median over rows of ``high / low`` of those intervals."""
+        import numpy as np
+
+        return float(np.exp(np.median(self.high_log - self.low_log)))
+
+    def stated(self, stratum=None) -> tuple[float, float]:
+        """The stated ``(low, high)`` factors for ``stratum`` (the pooled ones when it has none of its own)."""
+        lo, hi = self.bounds.get(stratum, self.bounds[None])
+        return math.exp(lo), math.exp(hi)
+
+
+def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAGE, strata=None,
+               nested: bool = True) -> LosoCheck:
+    """Leave-one-source-out conformal intervals and their measured coverage (module docstring, steps 1-4).
+    ``fit_predict(train, test)`` as in :func:`loso_residuals`; ``strata`` an optional label per row. Nested
+    (the default) refits ``S + S (S - 1)`` times and needs three sources or more."""
+    import numpy as np
+
+    coverage = _check_coverage(coverage)
+    if not isinstance(nested, bool):
+        raise TypeError(f"nested must be True or False, got {type(nested).__name__}")
+    y = _finite_array("log_y", log_y)
+    src = _groups("sources", sources, len(y))
+    st = None if strata is None else _groups("strata", strata, len(y))
+    keys = list(dict.fromkeys(src))
+    if len(keys) < (3 if nested else 2):
+        raise ValueError(f"sources must name at least {3 if nested else 2} sources for a "
+                         f"{'nested ' if nested else ''}leave-one-source-out check; got {len(keys)}")
+    res = loso_residuals(y, src, fit_predict)
+    pooled, per = _bounds(res, src, st, coverage)
+    lo_log, hi_log = np.empty(len(y)), np.empty(len(y))
+    for k in keys:
+        test, rest = src == k, src != k
+        if nested:
+            inner = np.full(len(y), np.nan)
+            for j in keys:
+                if j != k:
+                    mine = src == j
+                    inner[mine] = y[mine] - _predictions(fit_predict, rest & ~mine, mine)
+        else:
+            inner = res
+        p, s = _bounds(inner[rest], src[rest], None if st is None else st[rest], coverage)
+        for i in np.flatnonzero(test):
+            lo_log[i], hi_log[i] = s.get(st[i], p) if st is not None else p
+    inside = (res >= lo_log - 1e-12) & (res <= hi_log + 1e-12)
+    return LosoCheck(res, lo_log, hi_log, inside, {None: pooled, **per}, coverage, nested)
