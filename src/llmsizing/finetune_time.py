@@ -478,30 +478,71 @@ def _best_on_grid(loss, grid) -> float:
     return grid[losses.index(min(losses))]
 
 
+def _grid_fit(loss, lo: float, step: float, n: int, refine: bool) -> float:
+    """The least-loss point of ``lo + i x step`` (``i < n``): on the whole grid, or (``refine``) on every
+    tenth point first and then the whole grid within a coarse step of the best (the loss is smooth in one
+    constant; the folds of :func:`finetune_loso_check` use this to refit in seconds)."""
+    if not refine:
+        return _best_on_grid(loss, [lo + i * step for i in range(n)])
+    best = _best_on_grid(loss, [lo + i * step for i in range(0, n, 10)])
+    k = round((best - lo) / step)
+    return _best_on_grid(loss, [lo + i * step for i in range(max(0, k - 10), min(n, k + 11))])
+
+
+def _fit_on(rows, refine: bool = False) -> tuple[float, float]:
+    """``(layer_overhead_s, dequant_bandwidth_fraction)`` fitted on ``rows`` (module docstring)."""
+    lora, qlora = rows[rows["method"] == "lora"], rows[rows["method"] == "qlora"]
+    if lora.empty or qlora.empty:
+        raise ValueError("the rows to fit on need LoRA and QLoRA rows (one constant is fitted on each)")
+
+    def loss(sub, **kw):
+        return sum(math.log(r.s_per_step / _predict(r, **kw)) ** 2 for r in sub.itertuples())
+
+    overhead = _grid_fit(lambda x: loss(lora, layer_overhead_s=x, dequant_bandwidth_fraction=0.5),
+                         0.0, 1e-5, 1001, refine)
+    frac = _grid_fit(lambda x: loss(qlora, layer_overhead_s=overhead, dequant_bandwidth_fraction=x),
+                     0.005, 0.001, 996, refine)
+    return overhead, frac
+
+
+def finetune_loso_check(coverage: float = 0.8):
+    """The fine-tuning step model checked by leaving one source out (:mod:`llmsizing.intervals`): each
+    source's LoRA/QLoRA rows (not ``known_out``) are predicted with the constants refitted on every covered
+    row of the other sources; the stated range is the conformal bounds of those log residuals. With two
+    sources (Qwen's README, Answer.AI's benchmark) the check cannot be nested: each source is judged by the
+    other's out-of-source residuals, whose fit saw it (``nested=False``). ``(check, rows)``."""
+    import numpy as np
+
+    from .intervals import loso_check, source_key
+
+    df = _published_frame()
+    rows = df[df["known_out"] == ""].reset_index(drop=True)
+    src = np.array([source_key(s) for s in rows["source"]], dtype=object)
+
+    def fit_predict(train, test):
+        overhead, frac = _fit_on(rows[train], refine=True)
+        return [math.log(_predict(r, layer_overhead_s=overhead, dequant_bandwidth_fraction=frac))
+                for r in rows[test].itertuples()]
+
+    check = loso_check(np.log(rows["s_per_step"].to_numpy(float)), src, fit_predict, coverage=coverage,
+                       nested=False)
+    return check, rows.assign(source_key=src)
+
+
 def fit_finetune_constants() -> dict:
     """Fit :data:`LAYER_OVERHEAD_S` and :data:`DEQUANT_BANDWIDTH_FRACTION` on the ``calibration == "yes"``
     rows of ``data/finetune_published.csv`` (module docstring): first the per-layer overhead on the LoRA rows,
     then the dequantisation's bandwidth share on the QLoRA rows at that overhead, each minimising the squared
     log ratios of published to predicted step times over a fine grid (0 to 10 ms per layer in 0.01 ms steps;
-    0.005 to 1 in steps of 0.001). Returns both, rounded, and the range of the ratios over every row the model
-    covers, calibration and held out alike (all but the ``known_out`` ones: setups the model does not price,
-    each with its reason), lowest rounded down and highest up to 0.05 (module docstring, "Calibration")."""
+    0.005 to 1 in steps of 0.001). Returns both, rounded, and the 80% range of :func:`finetune_loso_check`
+    (leave one source out; rounded outwards to 0.01 and widened to hold 1)."""
     df = _published_frame()
-    cal = df[df["calibration"] == "yes"]
-    lora, qlora = cal[cal["method"] == "lora"], cal[cal["method"] == "qlora"]
-
-    def loss(rows, **kw):
-        return sum(math.log(r.s_per_step / _predict(r, **kw)) ** 2 for r in rows.itertuples())
-
-    overhead = _best_on_grid(lambda x: loss(lora, layer_overhead_s=x, dequant_bandwidth_fraction=0.5),
-                             [i * 1e-5 for i in range(1001)])
-    frac = _best_on_grid(lambda x: loss(qlora, layer_overhead_s=overhead, dequant_bandwidth_fraction=x),
-                         [i / 1000 for i in range(5, 1001)])
-    covered = df[df["known_out"] == ""]
-    ratios = [r.s_per_step / _predict(r, layer_overhead_s=overhead, dequant_bandwidth_fraction=frac)
-              for r in covered.itertuples()]
+    overhead, frac = _fit_on(df[df["calibration"] == "yes"])
+    check, _ = finetune_loso_check()
+    low, high = check.stated()
     return {"layer_overhead_s": round(overhead, 5), "dequant_bandwidth_fraction": round(frac, 3),
-            "range_low": math.floor(min(ratios) * 20) / 20, "range_high": math.ceil(max(ratios) * 20) / 20}
+            "range_low": math.floor(min(low, 1.0) * 100) / 100,
+            "range_high": math.ceil(max(high, 1.0) * 100) / 100}
 
 
 def finetune_residuals():
