@@ -297,8 +297,8 @@ def fit_kernel_efficiency(runs=None):
 N_REF, SEQ_REF = 1e10, 4096
 
 #: What the width of the training MFU range may depend on (:func:`~llmsizing.intervals.loso_check`'s
-#: ``strata``): the dtype, since FP8 recipes differ in which layers run in FP8 and in their scaling, where BF16
-#: runs differ less; a dtype with too few out-of-source residuals takes the pooled range.
+#: ``strata``): the dtype, since FP8 recipes differ in which layers run in FP8 and in their scaling, where
+#: BF16 runs differ less; a dtype with too few out-of-source residuals takes the pooled range.
 INTERVAL_STRATA = "dtype"
 
 #: The shared terms of the end-to-end model, in the order of ``data/mfu_model.csv``'s columns.

@@ -6,23 +6,23 @@ published rows predicts ``log y``; its range is stated at a nominal coverage (80
 
 1. **Leave one source out.** Rows are grouped by the paper or benchmark they come from (:func:`source_key`):
    rows of one source share a cluster, a framework version and an author's way of counting, so their errors
-   move together and holding out single rows would flatter the fit. For each source ``k`` the model is refitted
-   on the other sources and predicts ``k``'s rows; ``log(published) - log(predicted)`` is an out-of-source
-   residual (:func:`loso_residuals`).
+   move together and holding out single rows would flatter the fit. For each source ``k`` the model is
+   refitted on the other sources and predicts ``k``'s rows; ``log(published) - log(predicted)`` is an
+   out-of-source residual (:func:`loso_residuals`).
 2. **Split-conformal bounds** on those residuals (:func:`conformal_bounds`; Vovk et al. 2005; Lei et al. 2018,
    "Distribution-free predictive inference for regression", Sec. 2.2; the leave-group-out version is the
-   cross-conformal / CV+ of Barber et al. 2021, "Predictive inference with the jackknife+", Sec. 3): with ``n``
-   residuals sorted, the lower bound is the ``floor((n + 1) alpha / 2)``-th, the upper the
-   ``ceil((n + 1)(1 - alpha / 2))``-th, ``alpha = 1 - coverage``. Both tails are kept apart, because whole runs
-   fall short of a steady state far more often than they beat it.
+   cross-conformal / CV+ of Barber et al. 2021, "Predictive inference with the jackknife+", Sec. 3): with
+   ``n`` residuals sorted, the lower bound is the ``floor((n + 1) alpha / 2)``-th, the upper the
+   ``ceil((n + 1)(1 - alpha / 2))``-th, ``alpha = 1 - coverage``. Both tails are kept apart, because whole
+   runs fall short of a steady state far more often than they beat it.
 3. **Measured, not assumed** (:func:`loso_check`). The coverage a reader can trust is that of each held-out
    source's rows by the interval computed *without* that source: for each ``k``, every other source ``j`` is
    scored by a model fitted without ``j`` and ``k`` (nested), the bounds come from those scores only, and
    ``k``'s rows are checked against them. The median of ``high / low`` over the rows is the width stated
    with it. With two sources no nested check exists: ``nested=False`` then scores ``j`` by the fold that left
    ``j`` out (its fit saw ``k``), which is said in the method.
-4. **Width where the data differ** (``strata``): a stratum (e.g. FP8 against BF16) gets its own bounds from its
-   own residuals when it has at least :data:`MIN_STRATUM_ROWS` of them from :data:`MIN_STRATUM_SOURCES`
+4. **Width where the data differ** (``strata``): a stratum (e.g. FP8 against BF16) gets its own bounds from
+   its own residuals when it has at least :data:`MIN_STRATUM_ROWS` of them from :data:`MIN_STRATUM_SOURCES`
    sources; otherwise the pooled bounds apply.
 
 Plain functions on arrays; the areas' fits live in :mod:`llmsizing.calibration`,
@@ -129,8 +129,8 @@ def loso_interval(log_residuals_by_source, coverage: float = NOMINAL_COVERAGE) -
         raise TypeError("log_residuals_by_source must be a mapping {source: [log residuals]}, got "
                         f"{type(log_residuals_by_source).__name__}")
     if len(log_residuals_by_source) < 2:
-        raise ValueError(f"log_residuals_by_source must hold at least 2 sources (one source's residuals cannot "
-                         f"show how a new source differs); got {len(log_residuals_by_source)}")
+        raise ValueError(f"log_residuals_by_source must hold at least 2 sources (one source's residuals "
+                         f"cannot show how a new source differs); got {len(log_residuals_by_source)}")
     parts = [_finite_array(f"log_residuals_by_source[{k!r}]", v) for k, v in log_residuals_by_source.items()]
     if any(len(p) == 0 for p in parts):
         raise ValueError("log_residuals_by_source has a source with no residual")
@@ -217,7 +217,7 @@ class LosoCheck:
         return float(np.exp(np.median(self.high_log - self.low_log)))
 
     def stated(self, stratum=None) -> tuple[float, float]:
-        """The stated ``(low, high)`` factors for ``stratum`` (the pooled ones when it has none of its own)."""
+        """The stated ``(low, high)`` factors for ``stratum`` (the pooled ones if it has none of its own)."""
         lo, hi = self.bounds.get(stratum, self.bounds[None])
         return math.exp(lo), math.exp(hi)
 

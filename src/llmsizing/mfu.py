@@ -152,7 +152,7 @@ def _mfu_model() -> dict:
 
 def mfu_model_table():
     """``data/mfu_model.csv`` as a DataFrame, one row per calibrated GPU generation and dtype: the fit's
-    intercept and shared terms (:func:`mfu_estimate`), the range's factors ``low``/``high``, its ``width``
+    intercept and shared terms (:func:`mfu_estimate`), the 80% range's factors ``low``/``high``, its ``width``
     (``high / low``) and the region of its runs. Shown in chapter 10."""
     import pandas as pd
 
@@ -162,9 +162,10 @@ def mfu_model_table():
 
 
 def mfu_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
-    """``(low, high)``: the factors by which the published runs of ``gpu``'s generation in ``dtype`` fall
-    below and rise above the calibrated fit at most (``data/mfu_model.csv``; the widest of any generation for
-    a GPU with no published run). A prediction's range is ``prediction x low`` to ``prediction x high``: what
+    """``(low, high)``: the factors of the 80% range around the calibrated MFU of ``gpu``'s generation in
+    ``dtype`` (``data/mfu_model.csv``: leave-one-source-out conformal bounds, :mod:`llmsizing.intervals`;
+    their measured coverage is in ``data/intervals.csv``; the widest of any generation for a GPU with no
+    published run). A prediction's range is ``prediction x low`` to ``prediction x high``: what
     :func:`training_time`, :func:`~llmsizing.planner.plan` and :func:`~llmsizing.runs.run_from_step`
     report."""
     from .hardware import kernel_efficiency_row
@@ -197,8 +198,9 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     :func:`~llmsizing.calibration.fit_mfu_model` on ``data/published_runs.csv``): the GPU generation's and
     dtype's intercept, a term in model size and one in sequence length, what full recomputation costs
     (``recompute="full"``) and what a whole run's GPU-hours lose against a measured steady state
-    (``whole_run=True``: restarts, evaluation, stragglers). The range is the largest residuals of that
-    generation's published runs below and above the fit, so every published run lies inside its own range.
+    (``whole_run=True``: restarts, evaluation, stragglers). The range is an 80% prediction interval: the
+    conformal bounds of the residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose
+    coverage of sources the fit never saw is measured and stored in ``data/intervals.csv``.
 
     A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
     or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
@@ -283,9 +285,11 @@ def mfu_residuals():
     """Every published run (:func:`published_runs`) against the calibrated end-to-end MFU model: its
     ``generation``, ``implied_mfu``, the ``predicted_mfu`` of :func:`mfu_estimate` for the same model, GPU,
     sequence length, dtype, full recomputation and whole-run total, the ``residual`` ``implied / predicted``,
-    the range ``low``/``high`` of its generation as MFUs, and ``inside``: whether the run lies in that range
-    (issue 21's done-when: every run does). One row per run, in the order of ``data/published_runs.csv``.
-    Taught in chapter 10."""
+    the range ``low``/``high`` of its generation as MFUs, and ``inside``: whether the run lies in that range.
+    The range is stated at 80%, so about one run in five lies outside it; whether a run lies inside the range
+    computed *without* its source (the honest check) is
+    :func:`~llmsizing.calibration.mfu_loso_check`'s. One row per run, in the order of
+    ``data/published_runs.csv``. Taught in chapter 10."""
     import pandas as pd
 
     rows = []
