@@ -59,12 +59,14 @@ def mfu_csv() -> str:
 INTERVAL_COLUMNS = ["area", "group", "nominal_coverage", "measured_coverage", "median_width", "low", "high",
                     "n_rows", "n_sources", "as_of", "method"]
 METHOD = {
-    "training": "80% split-conformal bounds on log(implied / predicted MFU) of leave-one-source-out fits "
-                "(calibration runs of the other sources); coverage measured nested (each source against the "
-                "interval computed without it); per dtype where it has 9+ residuals from 3+ sources",
-    "fine-tuning": "80% split-conformal bounds on log(published / predicted step time) of leave-one-source-out "
-                   "fits (every covered row of the other source); 2 sources: not nested, each source against "
-                   "the other's out-of-source residuals (whose fit saw it)"}
+    "training": "80% conformal bounds on log(implied / predicted MFU) of leave-one-source-out fits (the "
+                "calibration runs of the other sources), each source weighing the same; steady states and "
+                "whole-run totals apart where a kind has 9+ sources (else pooled); coverage measured nested: "
+                "each source's runs against the interval computed without it",
+    "fine-tuning": "80% conformal bounds on log(published / predicted step time) of leave-one-source-out fits "
+                   "(every covered row of the other source), rows weighing the same (2 sources are too few "
+                   "to weigh sources); not nested: each source against the other's out-of-source residuals, "
+                   "whose fit saw it"}
 
 
 def _interval_rows(area, check, groups, n_sources_of):
@@ -72,11 +74,12 @@ def _interval_rows(area, check, groups, n_sources_of):
 
     rows = []
     for group, mask in groups:
-        low, high = check.stated(None if group == "all" else group)
+        stated = ["", ""]
+        if group != "all" or len(check.bounds) == 1:           # "all" of a stratified check: no one range
+            stated = [f"{x:.4f}" for x in check.stated(None if group == "all" else group)]
         width = float(np.exp(np.median(check.high_log[mask] - check.low_log[mask])))
         rows.append([area, group, f"{check.coverage:g}", f"{check.inside[mask].mean():.4f}", f"{width:.4f}",
-                     f"{low:.4f}", f"{high:.4f}", int(mask.sum()), n_sources_of(mask), INTERVALS_AS_OF,
-                     METHOD[area] + ("" if check.nested or area != "training" else " (not nested)")])
+                     *stated, int(mask.sum()), n_sources_of(mask), INTERVALS_AS_OF, METHOD[area]])
     return rows
 
 
@@ -85,8 +88,8 @@ def intervals_csv() -> str:
 
     check, df = C.mfu_loso_check()
     src = df["source_key"].to_numpy(object)
-    dtype = df["dtype"].to_numpy(object)
-    groups = [("all", dtype == dtype)] + [(d, dtype == d) for d in ("bf16", "fp8")]
+    total = (df["kind"] == "pretraining-total").to_numpy()
+    groups = [("all", total | ~total), ("steady-state", ~total), ("pretraining-total", total)]
     rows = _interval_rows("training", check, groups, lambda m: len(set(src[m])))
     ft, ft_rows = finetune_loso_check()
     fsrc = ft_rows["source_key"].to_numpy(object)

@@ -13,17 +13,18 @@ when it runs (``tests/test_calibration.py`` re-fits and compares):
    Llama 3 405B's 128K stage must come out within 20% of its published MFU, which fitting on it would make
    circular), and keeping them out leaves every generation's default where the cp = 1 runs put it.
 2. **End-to-end MFU** (``data/mfu_model.csv``), for :func:`~llmsizing.time_cost.training_time`, which knows no
-   layout: ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation]
-   + w [whole-run total]``, least squares over every calibration run. ``r`` is what full recomputation costs
-   (its extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against
-   a measured steady state (restarts, evaluation, stragglers). The range (issue 34) is an 80% split-conformal
+   layout: ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation] + w
+   [whole-run total]``, least squares over every calibration run. ``r`` is what full recomputation costs (its
+   extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against a
+   measured steady state (restarts, evaluation, stragglers). The range (issue 34) is an 80% split-conformal
    interval on the log residuals of leave-one-source-out fits (:func:`mfu_loso_check`,
    :mod:`llmsizing.intervals`): each paper or benchmark is left out in turn, the model refitted on the
    calibration runs of the others predicts all its runs, and the stated factors ``low``/``high`` are the
-   conformal bounds of those residuals, per dtype where a dtype has enough of them
-   (:data:`INTERVAL_STRATA`). Its coverage is measured the same way, nested: each source's runs against the
-   interval computed without that source. The region the runs cover (parameters, sequence lengths, GPU
-   counts) is kept too: :func:`~llmsizing.time_cost.training_time` warns outside it.
+   conformal bounds of those residuals (each source weighing the same), for steady-state figures and for
+   whole-run totals apart where a kind has enough sources (:data:`INTERVAL_STRATA`). Its coverage is measured
+   the same way, nested: each source's runs against the interval computed without that source. The region the
+   runs cover (parameters, sequence lengths, GPU counts) is kept too:
+   :func:`~llmsizing.time_cost.training_time` warns outside it.
 """
 
 from __future__ import annotations
@@ -297,9 +298,10 @@ def fit_kernel_efficiency(runs=None):
 N_REF, SEQ_REF = 1e10, 4096
 
 #: What the width of the training MFU range may depend on (:func:`~llmsizing.intervals.loso_check`'s
-#: ``strata``): the dtype, since FP8 recipes differ in which layers run in FP8 and in their scaling, where
-#: BF16 runs differ less; a dtype with too few out-of-source residuals takes the pooled range.
-INTERVAL_STRATA = "dtype"
+#: ``strata``): the ``kind`` of figure, a measured steady state or a whole run's GPU-hour total, whose
+#: restarts, evaluation and stragglers vary from run to run; a kind with too few sources for bounds of its
+#: own (:func:`~llmsizing.intervals.min_units`) takes the pooled range.
+INTERVAL_STRATA = "kind"
 
 #: The shared terms of the end-to-end model, in the order of ``data/mfu_model.csv``'s columns.
 TERMS = ("size_exponent", "seq_exponent", "full_recompute", "whole_run")
@@ -388,8 +390,13 @@ def mfu_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = INT
     if strata is not None and strata not in df.columns:
         raise ValueError(f"strata must be a column of runs or None, got {strata!r}")
     try:
+        labels = None
+        if strata == "kind":         # as the fit's whole-run term reads it: a total, or else a steady state
+            labels = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state")
+        elif strata is not None:
+            labels = df[strata].astype(str).to_numpy(object)
         check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, fit_predict, coverage=coverage,
-                           strata=None if strata is None else df[strata].to_numpy(object))
+                           strata=labels)
     except ValueError as e:
         msg = str(e)
         raise ValueError(msg if msg.startswith("runs") else f"runs: {msg}") from None
@@ -399,8 +406,9 @@ def mfu_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = INT
 def fit_mfu_model(runs=None):
     """The end-to-end MFU model (module docstring, fit 2): ``(coefficients, per_run)``. ``coefficients`` has
     one row per (generation, dtype) with its intercept, the shared size and sequence exponents, the range's
-    factors ``low``/``high`` (80% leave-one-source-out conformal bounds for its dtype,
-    :func:`mfu_loso_check`, widened to hold the central estimate itself and rounded outwards) and the region
+    factors ``low``/``high`` for a steady state and ``low_whole_run``/``high_whole_run`` for a whole run's
+    total (80% leave-one-source-out conformal bounds, :func:`mfu_loso_check`, widened to hold the central
+    estimate itself and rounded outwards; the same for every generation) and the region
     of that generation's runs; ``per_run`` has each run's predicted MFU and residual ``implied / predicted``
     (in-sample), and ``loso_residual``, the same ratio for the model fitted without the run's source."""
     import numpy as np
@@ -415,7 +423,8 @@ def fit_mfu_model(runs=None):
     rows = []
     for i, (gen, dtype) in enumerate(groups):
         mine = df[(df["generation"] == gen) & (df["dtype"] == dtype)]
-        low, high = check.stated(dtype if INTERVAL_STRATA == "dtype" else None)
+        low, high = check.stated("steady-state")
+        low_w, high_w = check.stated("pretraining-total")
         rows.append({"generation": gen, "dtype": dtype, "intercept": beta[i],
                      **{t: beta[len(groups) + j] for j, t in enumerate(TERMS)},
                      "low": math.floor(min(low, 1.0) * 1e4) / 1e4,
@@ -424,5 +433,7 @@ def fit_mfu_model(runs=None):
                      "min_params": float(mine["n_params"].min()), "max_params": float(mine["n_params"].max()),
                      "min_seq": int(mine["seq"].min()), "max_seq": int(mine["seq"].max()),
                      "min_gpus": float(mine["n_gpus"].min()) if mine["n_gpus"].notna().any() else math.nan,
-                     "max_gpus": float(mine["n_gpus"].max()) if mine["n_gpus"].notna().any() else math.nan})
+                     "max_gpus": float(mine["n_gpus"].max()) if mine["n_gpus"].notna().any() else math.nan,
+                     "low_whole_run": math.floor(min(low_w, 1.0) * 1e4) / 1e4,
+                     "high_whole_run": math.ceil(max(high_w, 1.0) * 1e4) / 1e4})
     return pd.DataFrame(rows), known

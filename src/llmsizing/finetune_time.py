@@ -507,7 +507,8 @@ def finetune_loso_check(coverage: float = 0.8):
     source's LoRA/QLoRA rows (not ``known_out``) are predicted with the constants refitted on every covered
     row of the other sources; the stated range is the conformal bounds of those log residuals. With two
     sources (Qwen's README, Answer.AI's benchmark) the check cannot be nested: each source is judged by the
-    other's out-of-source residuals, whose fit saw it (``nested=False``). ``(check, rows)``."""
+    other's out-of-source residuals, whose fit saw it (``nested=False``), and two sources are too few for
+    bounds that weigh sources alike, so rows are weighed alike (``unit="row"``). ``(check, rows)``."""
     import numpy as np
 
     from .intervals import loso_check, source_key
@@ -522,7 +523,7 @@ def finetune_loso_check(coverage: float = 0.8):
                 for r in rows[test].itertuples()]
 
     check = loso_check(np.log(rows["s_per_step"].to_numpy(float)), src, fit_predict, coverage=coverage,
-                       nested=False)
+                       nested=False, unit="row")
     return check, rows.assign(source_key=src)
 
 

@@ -9,21 +9,25 @@ published rows predicts ``log y``; its range is stated at a nominal coverage (80
    move together and holding out single rows would flatter the fit. For each source ``k`` the model is
    refitted on the other sources and predicts ``k``'s rows; ``log(published) - log(predicted)`` is an
    out-of-source residual (:func:`loso_residuals`).
-2. **Split-conformal bounds** on those residuals (:func:`conformal_bounds`; Vovk et al. 2005; Lei et al. 2018,
-   "Distribution-free predictive inference for regression", Sec. 2.2; the leave-group-out version is the
-   cross-conformal / CV+ of Barber et al. 2021, "Predictive inference with the jackknife+", Sec. 3): with
-   ``n`` residuals sorted, the lower bound is the ``floor((n + 1) alpha / 2)``-th, the upper the
-   ``ceil((n + 1)(1 - alpha / 2))``-th, ``alpha = 1 - coverage``. Both tails are kept apart, because whole
-   runs fall short of a steady state far more often than they beat it.
+2. **Conformal bounds with the source as the unit** (:func:`conformal_bounds`; split conformal: Vovk et al.
+   2005, Lei et al. 2018, "Distribution-free predictive inference for regression", Sec. 2.2; leaving groups
+   out: Barber et al. 2021, "Predictive inference with the jackknife+", Sec. 3; weighting each group as one
+   draw: the pooled-CDF method of Dunn, Wasserman and Ramdas 2022, "Distribution-free prediction sets for
+   two-layer hierarchical models"). A new paper is a new draw of a source, not of a row, so each of the ``S``
+   sources weighs the same and its rows share its weight; the upper bound is the smallest residual at which
+   the weighted share reaches ``(1 - alpha / 2)(S + 1) / S``, the lower bound the same from below
+   (``alpha = 1 - coverage``; both tails are kept apart, because whole runs fall short of a steady state more
+   often than they beat it). With one row per source this is the textbook rank ``ceil((n + 1)(1 - alpha /
+   2))``. Weighting by row instead (``unit="row"``) counts a benchmark of 13 rows 13 times and under-covers a
+   new source whose rows move together.
 3. **Measured, not assumed** (:func:`loso_check`). The coverage a reader can trust is that of each held-out
    source's rows by the interval computed *without* that source: for each ``k``, every other source ``j`` is
    scored by a model fitted without ``j`` and ``k`` (nested), the bounds come from those scores only, and
    ``k``'s rows are checked against them. The median of ``high / low`` over the rows is the width stated
    with it. With two sources no nested check exists: ``nested=False`` then scores ``j`` by the fold that left
    ``j`` out (its fit saw ``k``), which is said in the method.
-4. **Width where the data differ** (``strata``): a stratum (e.g. FP8 against BF16) gets its own bounds from
-   its own residuals when it has at least :data:`MIN_STRATUM_ROWS` of them from :data:`MIN_STRATUM_SOURCES`
-   sources; otherwise the pooled bounds apply.
+4. **Width where the data differ** (``strata``): a stratum (e.g. BF16 against FP8) gets bounds of its own
+   when it has enough units for finite ones (:func:`min_units`: 9 at 80%); otherwise the pooled bounds apply.
 
 Plain functions on arrays; the areas' fits live in :mod:`llmsizing.calibration`,
 :mod:`llmsizing.finetune_time` and the serving modules, and ``tools/calibrate.py`` writes the measured table
@@ -37,10 +41,8 @@ from dataclasses import dataclass
 
 #: The nominal coverage every range of the book is stated at.
 NOMINAL_COVERAGE = 0.8
-#: A stratum needs this many residuals (and :data:`MIN_STRATUM_SOURCES` sources) for bounds of its own: at
-#: 80% nine residuals are the fewest for which both conformal bounds are finite.
-MIN_STRATUM_ROWS = 9
-MIN_STRATUM_SOURCES = 3
+#: What counts as one draw in :func:`conformal_bounds`: a source (the default) or a row.
+UNITS = ("source", "row")
 
 
 def source_key(source) -> str:
@@ -77,29 +79,47 @@ def _finite_array(name, values):
     return a
 
 
-def min_rows(coverage: float = NOMINAL_COVERAGE) -> int:
-    """The fewest residuals for which both bounds of :func:`conformal_bounds` are finite at ``coverage``:
-    the smallest ``n`` with ``floor((n + 1)(1 - coverage) / 2) >= 1`` (9 at 80%)."""
+def min_units(coverage: float = NOMINAL_COVERAGE) -> int:
+    """The fewest units (sources, or rows with ``unit="row"``) for which both bounds of
+    :func:`conformal_bounds` are finite at ``coverage``: the smallest ``S`` with ``(1 - alpha / 2)(S + 1) / S
+    <= 1``, i.e. ``S >= (2 - alpha) / alpha`` (9 at 80%)."""
     alpha = 1 - _check_coverage(coverage)
-    return max(1, math.ceil(2 / alpha - 1e-9) - 1)
+    return math.ceil((2 - alpha) / alpha - 1e-9)
 
 
-def conformal_bounds(log_residuals, coverage: float = NOMINAL_COVERAGE) -> tuple[float, float]:
-    """``(lower, upper)`` log bounds that hold a new residual with probability at least ``coverage`` when it
-    is exchangeable with ``log_residuals`` (module docstring, step 2): the ``floor((n + 1) alpha / 2)``-th and
-    ``ceil((n + 1)(1 - alpha / 2))``-th smallest of the ``n`` residuals. Raises ``ValueError`` with fewer than
-    :func:`min_rows` residuals (a bound would be infinite)."""
+def _upper(r, w, level):
+    """The smallest of ``r`` at which the cumulative weight ``w`` (in ``r``'s sorted order) reaches
+    ``level``."""
+    import numpy as np
+
+    order = np.argsort(r, kind="stable")
+    cum = np.cumsum(w[order])
+    return float(r[order][min(int(np.searchsorted(cum, level - 1e-12)), len(r) - 1)])
+
+
+def conformal_bounds(log_residuals, coverage: float = NOMINAL_COVERAGE, sources=None) -> tuple[float, float]:
+    """``(lower, upper)`` log bounds that hold a new source's residual with probability at least ``coverage``
+    when the sources are exchangeable (module docstring, step 2): each of the ``S`` sources of ``sources``
+    (one label per residual; ``None``: every residual its own source) weighs ``1 / S``, shared by its rows,
+    and the bounds are where the weighted share of residuals passes ``(1 - alpha / 2)(S + 1) / S`` from
+    either end. Raises ``ValueError`` with fewer than :func:`min_units` sources (a bound would be
+    infinite)."""
     import numpy as np
 
     coverage = _check_coverage(coverage)
-    r = np.sort(_finite_array("log_residuals", log_residuals))
-    n, alpha = len(r), 1 - coverage
-    lo_rank = math.floor((n + 1) * alpha / 2 + 1e-9)
-    hi_rank = math.ceil((n + 1) * (1 - alpha / 2) - 1e-9)
-    if lo_rank < 1 or hi_rank > n:
-        raise ValueError(f"log_residuals has {n} values: at coverage={coverage:g} both bounds need at least "
-                         f"{min_rows(coverage)}")
-    return float(r[lo_rank - 1]), float(r[hi_rank - 1])
+    r = _finite_array("log_residuals", log_residuals)
+    if sources is None:
+        src = np.arange(len(r)).astype(object)
+    else:
+        src = _groups("sources", sources, len(r))
+    keys, inverse, counts = np.unique(src.astype(str), return_inverse=True, return_counts=True)
+    n_units, alpha = len(keys), 1 - coverage
+    if n_units < min_units(coverage):
+        raise ValueError(f"log_residuals come from {n_units} {'sources' if sources is not None else 'values'}"
+                         f": at coverage={coverage:g} both bounds need at least {min_units(coverage)}")
+    w = 1.0 / (n_units * counts[inverse])
+    level = (1 - alpha / 2) * (n_units + 1) / n_units
+    return -_upper(-r, w, level), _upper(r, w, level)
 
 
 @dataclass(frozen=True)
@@ -119,10 +139,12 @@ class Interval:
         return self.high / self.low
 
 
-def loso_interval(log_residuals_by_source, coverage: float = NOMINAL_COVERAGE) -> Interval:
+def loso_interval(log_residuals_by_source, coverage: float = NOMINAL_COVERAGE,
+                  unit: str = "source") -> Interval:
     """The interval of :func:`conformal_bounds` over out-of-source residuals given as ``{source: [log
-    residual, ...]}`` (each source's rows predicted by a model fitted without it): what a serving or any other
-    area calls once it has its own leave-one-source-out residuals. Needs two sources or more."""
+    residual, ...]}`` (each source's rows predicted by a model fitted without it): what serving or any other
+    area calls once it has its own leave-one-source-out residuals. ``unit="source"`` (default) needs
+    :func:`min_units` sources; ``unit="row"`` weighs rows alike (for an area with fewer sources: say so)."""
     from collections.abc import Mapping
 
     if not isinstance(log_residuals_by_source, Mapping):
@@ -136,8 +158,11 @@ def loso_interval(log_residuals_by_source, coverage: float = NOMINAL_COVERAGE) -
         raise ValueError("log_residuals_by_source has a source with no residual")
     import numpy as np
 
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
     allr = np.concatenate(parts)
-    lo, hi = conformal_bounds(allr, coverage)
+    labels = np.concatenate([[str(k)] * len(p) for k, p in zip(log_residuals_by_source, parts)])
+    lo, hi = conformal_bounds(allr, coverage, labels if unit == "source" else None)
     return Interval(math.exp(lo), math.exp(hi), coverage, len(allr), len(parts))
 
 
@@ -177,16 +202,17 @@ def _predictions(fit_predict, train, test):
     return pred
 
 
-def _bounds(res, src, strata, coverage):
-    """Pooled bounds, and per stratum those of its own residuals where it has enough of them."""
-    pooled = conformal_bounds(res, coverage)
+def _bounds(res, src, strata, coverage, unit):
+    """Pooled bounds, and per stratum those of its own residuals where it has :func:`min_units` units."""
+    units = src if unit == "source" else None
+    pooled = conformal_bounds(res, coverage, units)
     per = {}
     if strata is not None:
         for s in dict.fromkeys(strata):
             mine = strata == s
-            if mine.sum() >= max(MIN_STRATUM_ROWS, min_rows(coverage)) and \
-                    len(set(src[mine])) >= MIN_STRATUM_SOURCES:
-                per[s] = conformal_bounds(res[mine], coverage)
+            n = len(set(src[mine])) if unit == "source" else int(mine.sum())
+            if n >= min_units(coverage):
+                per[s] = conformal_bounds(res[mine], coverage, None if units is None else units[mine])
     return pooled, per
 
 
@@ -203,6 +229,7 @@ class LosoCheck:
     bounds: dict
     coverage: float
     nested: bool
+    unit: str = "source"
 
     @property
     def measured_coverage(self) -> float:
@@ -223,13 +250,16 @@ class LosoCheck:
 
 
 def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAGE, strata=None,
-               nested: bool = True) -> LosoCheck:
+               nested: bool = True, unit: str = "source") -> LosoCheck:
     """Leave-one-source-out conformal intervals and their measured coverage (module docstring, steps 1-4).
-    ``fit_predict(train, test)`` as in :func:`loso_residuals`; ``strata`` an optional label per row. Nested
-    (the default) refits ``S + S (S - 1)`` times and needs three sources or more."""
+    ``fit_predict(train, test)`` as in :func:`loso_residuals`; ``strata`` an optional label per row; ``unit``
+    what :func:`conformal_bounds` weighs alike (:data:`UNITS`). Nested (the default) refits ``S + S (S - 1)``
+    times and needs three sources or more."""
     import numpy as np
 
     coverage = _check_coverage(coverage)
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
     if not isinstance(nested, bool):
         raise TypeError(f"nested must be True or False, got {type(nested).__name__}")
     y = _finite_array("log_y", log_y)
@@ -240,7 +270,7 @@ def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAG
         raise ValueError(f"sources must name at least {3 if nested else 2} sources for a "
                          f"{'nested ' if nested else ''}leave-one-source-out check; got {len(keys)}")
     res = loso_residuals(y, src, fit_predict)
-    pooled, per = _bounds(res, src, st, coverage)
+    pooled, per = _bounds(res, src, st, coverage, unit)
     lo_log, hi_log = np.empty(len(y)), np.empty(len(y))
     for k in keys:
         test, rest = src == k, src != k
@@ -252,8 +282,8 @@ def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAG
                     inner[mine] = y[mine] - _predictions(fit_predict, rest & ~mine, mine)
         else:
             inner = res
-        p, s = _bounds(inner[rest], src[rest], None if st is None else st[rest], coverage)
+        p, s = _bounds(inner[rest], src[rest], None if st is None else st[rest], coverage, unit)
         for i in np.flatnonzero(test):
             lo_log[i], hi_log[i] = s.get(st[i], p) if st is not None else p
     inside = (res >= lo_log - 1e-12) & (res <= hi_log + 1e-12)
-    return LosoCheck(res, lo_log, hi_log, inside, {None: pooled, **per}, coverage, nested)
+    return LosoCheck(res, lo_log, hi_log, inside, {None: pooled, **per}, coverage, nested, unit)

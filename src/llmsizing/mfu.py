@@ -158,24 +158,32 @@ def mfu_model_table():
 
     df = pd.DataFrame(list(_mfu_model().values()))
     df["width"] = df["high"] / df["low"]
+    df["width_whole_run"] = df["high_whole_run"] / df["low_whole_run"]
     return df
 
 
-def mfu_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
+def mfu_range_factors(gpu, dtype: str = "bf16", *, whole_run: bool = False) -> tuple[float, float]:
     """``(low, high)``: the factors of the 80% range around the calibrated MFU of ``gpu``'s generation in
     ``dtype`` (``data/mfu_model.csv``: leave-one-source-out conformal bounds, :mod:`llmsizing.intervals`;
     their measured coverage is in ``data/intervals.csv``; the widest of any generation for a GPU with no
-    published run). A prediction's range is ``prediction x low`` to ``prediction x high``: what
-    :func:`training_time`, :func:`~llmsizing.planner.plan` and :func:`~llmsizing.runs.run_from_step`
-    report."""
+    published run). ``whole_run=True``: the range of a whole run's GPU-hour total (restarts included), which
+    the published totals make wider than a steady state's. A prediction's range is ``prediction x low`` to
+    ``prediction x high``: what :func:`training_time`, :func:`~llmsizing.planner.plan` and
+    :func:`~llmsizing.runs.run_from_step` report."""
     from .hardware import kernel_efficiency_row
 
     key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8")) == "fp8" else "bf16"
+    lo, hi = _range_columns(check_bool("whole_run", whole_run))
     table = _mfu_model()
     row = table.get((kernel_efficiency_row(gpu, dtype).generation, key_dtype))
     if row is None:
-        return min(r["low"] for r in table.values()), max(r["high"] for r in table.values())
-    return row["low"], row["high"]
+        return min(r[lo] for r in table.values()), max(r[hi] for r in table.values())
+    return row[lo], row[hi]
+
+
+def _range_columns(whole_run: bool) -> tuple[str, str]:
+    """The columns of ``data/mfu_model.csv`` that hold the range of a steady state or a whole run."""
+    return ("low_whole_run", "high_whole_run") if whole_run else ("low", "high")
 
 
 @dataclass(frozen=True)
@@ -245,8 +253,9 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
         same = same or sorted(table.values(), key=lambda r: r["intercept"])
         row = {**same[(len(same) - 1) // 2], "min_params": float("nan")}
         pooled = [r for r in table.values()]
-        row["low"] = min(r["low"] for r in pooled)
-        row["high"] = max(r["high"] for r in pooled)
+        lo, hi = _range_columns(whole_run)
+        row[lo] = min(r[lo] for r in pooled)
+        row[hi] = max(r[hi] for r in pooled)
         warnings.append(f"no published {key_dtype} run on a {g.name} ({generation}): the median generation's "
                         "MFU and the widest range of any generation are used")
     else:
@@ -267,7 +276,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
                + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * share
                + row["whole_run"] * whole_run)
     central = min(math.exp(log_mfu), 1.0)
-    return MfuEstimate(central, central * row["low"], min(1.0, central * row["high"]), generation,
+    lo, hi = _range_columns(whole_run)
+    return MfuEstimate(central, central * row[lo], min(1.0, central * row[hi]), generation,
                        tuple(warnings))
 
 
