@@ -527,20 +527,24 @@ def finetune_loso_check(coverage: float = 0.8):
     return check, rows.assign(source_key=src)
 
 
-def fit_finetune_constants() -> dict:
+def fit_finetune_constants(with_range: bool = True) -> dict:
     """Fit :data:`LAYER_OVERHEAD_S` and :data:`DEQUANT_BANDWIDTH_FRACTION` on the ``calibration == "yes"``
     rows of ``data/finetune_published.csv`` (module docstring): first the per-layer overhead on the LoRA rows,
     then the dequantisation's bandwidth share on the QLoRA rows at that overhead, each minimising the squared
     log ratios of published to predicted step times over a fine grid (0 to 10 ms per layer in 0.01 ms steps;
     0.005 to 1 in steps of 0.001). Returns both, rounded, and the 80% range of :func:`finetune_loso_check`
-    (leave one source out; rounded outwards to 0.01 and widened to hold 1)."""
+    (leave one source out; rounded outwards to 0.01 and widened to hold 1), unless ``with_range=False`` (the
+    constants alone: a second's work instead of the check's refits)."""
     df = _published_frame()
     overhead, frac = _fit_on(df[df["calibration"] == "yes"])
-    check, _ = finetune_loso_check()
-    low, high = check.stated()
-    return {"layer_overhead_s": round(overhead, 5), "dequant_bandwidth_fraction": round(frac, 3),
-            "range_low": math.floor(min(low, 1.0) * 100) / 100,
-            "range_high": math.ceil(max(high, 1.0) * 100) / 100}
+    out = {"layer_overhead_s": round(overhead, 5), "dequant_bandwidth_fraction": round(frac, 3)}
+    if not isinstance(with_range, bool):
+        raise TypeError(f"with_range must be True or False, got {type(with_range).__name__}")
+    if with_range:
+        low, high = finetune_loso_check()[0].stated()
+        out.update(range_low=math.floor(min(low, 1.0) * 100) / 100,
+                   range_high=math.ceil(max(high, 1.0) * 100) / 100)
+    return out
 
 
 def finetune_residuals():
