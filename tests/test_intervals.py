@@ -1,5 +1,5 @@
-"""Leave-one-source-out prediction intervals (llmsizing.intervals; issue 34): the conformal bounds by hand, the
-check's folds really leave their source out, and what data/ states is what the check measures."""
+"""Leave-one-source-out prediction intervals (llmsizing.intervals; issue 34): the conformal bounds by hand,
+the check's folds really leave their source out, and what data/ states is what the check measures."""
 
 import csv
 import math
@@ -125,7 +125,7 @@ def test_nested_check_judges_each_source_by_an_interval_made_without_it():
     assert c1.measured_coverage == pytest.approx(c1.inside.mean())
 
 
-# =========================================================================== data/ states what the check measures
+# ======================================================================= data/ states what the check measures
 def _stored():
     with open(ROOT / "data" / "intervals.csv", newline="") as fh:
         return {(r["area"], r["group"]): r for r in csv.DictReader(fh)}
@@ -142,7 +142,8 @@ def test_training_coverage_and_width_stored_are_measured(training_check):
     check, df = training_check
     stored = _stored()
     total = (df["kind"] == "pretraining-total").to_numpy()
-    for group, mask in (("all", np.ones(len(df), bool)), ("steady-state", ~total), ("pretraining-total", total)):
+    groups = (("all", np.ones(len(df), bool)), ("steady-state", ~total), ("pretraining-total", total))
+    for group, mask in groups:
         row = stored[("training", group)]
         # coverage: the share of runs inside the interval made without their source, counted here
         inside = [lo <= r <= hi for r, lo, hi in zip(check.residuals[mask], check.low_log[mask],
