@@ -287,3 +287,15 @@ def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAG
             lo_log[i], hi_log[i] = s.get(st[i], p) if st is not None else p
     inside = (res >= lo_log - 1e-12) & (res <= hi_log + 1e-12)
     return LosoCheck(res, lo_log, hi_log, inside, {None: pooled, **per}, coverage, nested, unit)
+
+
+def intervals_table():
+    """``data/intervals.csv`` as a DataFrame: per area (training, fine-tuning, ...) and group, the nominal and
+    the measured (leave-one-source-out) coverage, the median width ``high / low``, the stated factors, the
+    rows and sources behind them and the method. Written by ``tools/calibrate.py``; shown in chapters 10 and
+    16."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    return pd.read_csv(Path(__file__).resolve().parents[2] / "data" / "intervals.csv")
