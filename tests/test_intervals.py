@@ -197,3 +197,10 @@ def test_finetuning_coverage_stored_is_measured():
     lo, hi = r[math.floor((n + 1) * 0.1) - 1], r[math.ceil((n + 1) * 0.9) - 1]
     assert RESIDUAL_RANGE == (math.floor(min(math.exp(lo), 1) * 100) / 100,
                               math.ceil(max(math.exp(hi), 1) * 100) / 100)
+
+
+def test_the_old_group_minimum_is_retired_with_a_warning():
+    from llmsizing import calibration as C
+
+    with pytest.warns(DeprecationWarning, match="MIN_GROUP_RUNS is retired"):
+        assert C.MIN_GROUP_RUNS == 4

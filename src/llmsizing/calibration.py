@@ -437,3 +437,9 @@ def fit_mfu_model(runs=None):
                      "low_whole_run": math.floor(min(low_w, 1.0) * 1e4) / 1e4,
                      "high_whole_run": math.ceil(max(high_w, 1.0) * 1e4) / 1e4})
     return pd.DataFrame(rows), known
+
+
+from ._compat import retire as _retire  # noqa: E402
+
+#: ``MIN_GROUP_RUNS`` (a group with fewer runs took its range from all runs) set the old envelope ranges.
+__getattr__ = _retire(__name__, {"MIN_GROUP_RUNS": (4, "INTERVAL_STRATA and llmsizing.intervals.min_units")})
