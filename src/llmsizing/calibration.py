@@ -16,7 +16,7 @@ when it runs (``tests/test_calibration.py`` re-fits and compares):
    layout: ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation] + w
    [whole-run total]``, least squares over every calibration run. ``r`` is what full recomputation costs (its
    extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against a
-   measured steady state (restarts, evaluation, stragglers). The range (issue 34) is an 80% split-conformal
+   measured steady state (restarts, evaluation, stragglers). The range (issue 34) is an 80% conformal
    interval on the log residuals of leave-one-source-out fits (:func:`mfu_loso_check`,
    :mod:`llmsizing.intervals`): each paper or benchmark is left out in turn, the model refitted on the
    calibration runs of the others predicts all its runs, and the stated factors ``low``/``high`` are the
