@@ -5,6 +5,8 @@ out at a time, and write data/serving_model.csv, data/serving_intervals.csv and 
 
     .venv/bin/python tools/calibrate_serving.py            # write the three files
     .venv/bin/python tools/calibrate_serving.py --check    # exit 1 if a file differs from a fresh fit
+    .venv/bin/python tools/calibrate_serving.py --check --quick   # one fit on every row, no
+        # cross-validation; the ranges recomputed from the stored held-out residuals (the test's check)
 
 The fit and the cross-validation live in llmsizing.serve_calibration (chapter 15 shows their residuals); this
 script only writes their rounded results, so that the library reads numbers at run time instead of fitting on
@@ -22,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from llmsizing.serve_calibration import METHOD, fit_serving_constants  # noqa: E402
+from llmsizing.serve_calibration import (METHOD, _read, _trainable, fit_constants,  # noqa: E402
+                                         fit_serving_constants, interval_table)
 from llmsizing.serve_engine import DEFAULT_ENGINE  # noqa: E402
 
 AS_OF = "2026-11-29"
@@ -32,7 +35,8 @@ NOTES = {"weights_bu": "share of HBM bandwidth reading the weights in a decode s
          "step_overhead_s": f"fixed time per engine step of the default engine ({DEFAULT_ENGINE}, continuous "
                             "batching): scheduling, sampling, kernel launches",
          "prefill_mfu": "share of the dense peak in prefill and in decode's matmuls"}
-UNITS = {"weights_bu": "fraction", "attention_bu": "fraction", "step_overhead_s": "s", "prefill_mfu": "fraction"}
+UNITS = {"weights_bu": "fraction", "attention_bu": "fraction", "step_overhead_s": "s",
+         "prefill_mfu": "fraction"}
 
 
 def _text(rows) -> str:
@@ -42,8 +46,17 @@ def _text(rows) -> str:
     return out.getvalue()
 
 
-def outputs() -> dict:
-    full, table, checked = fit_serving_constants()
+def outputs(quick: bool = False) -> dict:
+    if quick:   # the full fit alone, and the ranges from the stored held-out residuals
+        import pandas as pd
+
+        full = fit_constants([r for r in _read().itertuples() if _trainable(r)])
+        full["step_overhead_s"] = full["engines"][f"{DEFAULT_ENGINE}/continuous"]
+        stored = pd.read_csv(ROOT / "data" / "serving_loso.csv")
+        table, checked = interval_table(stored[["row", "source", "engine", "batching", "metric", "kind",
+                                                "calibrated", "log_ratio"]])
+    else:
+        full, table, checked = fit_serving_constants()
     model = [["constant", "value", "unit", "source", "as_of", "note"]]
     model += [[k, full[k], UNITS[k], SRC, AS_OF, NOTES[k]] for k in NOTES]
     for key, value in full["engines"].items():
@@ -52,8 +65,8 @@ def outputs() -> dict:
                       f"(serving(engine={key!r}))"])
     for era, value in full["eras"].items():
         model.append([f"step_overhead_s[{era}]", value, "s", SRC, AS_OF,
-                      f"pooled over the {era}-batching calibration rows at the shared constants: the overhead "
-                      "of an engine without its own"])
+                      f"pooled over the {era}-batching rows at the shared constants: the overhead of an "
+                      "engine without its own"])
     table = table.assign(method=METHOD, source="leave-one-source-out cross-validation of "
                          "data/serving_published.csv (tools/calibrate_serving.py)", as_of=AS_OF)
     return {"serving_model.csv": _text(model),
@@ -64,9 +77,12 @@ def outputs() -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare instead of writing")
+    ap.add_argument("--quick", action="store_true", help="with --check: no cross-validation (see above)")
     args = ap.parse_args()
+    if args.quick and not args.check:
+        ap.error("--quick only checks: writing needs the whole cross-validation")
     stale = []
-    for name, text in outputs().items():
+    for name, text in outputs(args.quick).items():
         path = ROOT / "data" / name
         if args.check:
             if not path.exists() or path.read_text() != text:

@@ -1,16 +1,17 @@
 """Serving calibration: published serving figures next to the model, the fit of its step constants, and the
-range a prediction is stated with, checked on sources the fit never saw (chapter 15, "Serving"; issues 22, 34).
+range a prediction is stated with, checked on sources the fit never saw (chapter 15; issues 22, 34).
 
-``data/serving_published.csv`` holds published serving figures, each with its engine, version and batching
-era (``static``: one fixed batch run to completion; ``continuous``: sequences admitted every step), model, GPU,
+``data/serving_published.csv`` holds published serving figures, each with its engine, version and batching era
+(``static``: one fixed batch run to completion; ``continuous``: sequences admitted every step), model, GPU,
 tensor parallelism, formats, lengths, batch, metric, value, source URL and date, and a ``calibration`` column
-(``yes`` rows are fitted on). :func:`fit_constants` finds the weight-read bandwidth efficiency, the attention
-(KV-read) efficiency and the prefill MFU, shared by every engine, and a fixed time per engine step for each
-engine *and batching era* (``vLLM/continuous``, ``TensorRT-LLM/static``, ...), minimising the squared log
-ratios ``published / predicted`` by a deterministic Nelder-Mead search (the library has no SciPy). An engine
-and era without rows is priced at that era's pooled overhead. A row's ``attention_kernel`` says how its
-engine's decode attention reads a grouped-query model's KV heads (``grouped`` or ``per-query-head``:
-TensorRT-LLM before its XQA kernel).
+(``yes`` rows are fitted on, with every other speed not marked ``known_out``: :func:`_trainable`).
+:func:`fit_constants` finds the weight-read bandwidth efficiency, the attention (KV-read) efficiency and the
+prefill MFU, shared by every engine, and a fixed time per engine step for each engine *and batching era*
+(``vLLM/continuous``, ``TensorRT-LLM/static``, ...), minimising the squared log ratios ``published /
+predicted`` by a deterministic Nelder-Mead search (the library has no SciPy). An engine and era without rows
+is priced at that era's pooled overhead. A row's ``attention_kernel`` says how its engine's decode attention
+reads a grouped-query model's KV heads (``grouped`` or ``per-query-head``: TensorRT-LLM before its XQA
+kernel).
 
 **The stated range** (issue 34) comes from leaving one *source* (URL: all rows of one page or paper) out at a
 time (:func:`loso_residuals`): refit on the other sources' calibration rows, predict every speed of the
@@ -48,7 +49,8 @@ COVERAGE = 0.8
 MIN_GROUP = 10
 #: How the range is built (written to ``data/serving_intervals.csv``).
 METHOD = ("leave-one-source-out refit; split-conformal order statistics of held-out log speed ratios per "
-          "group (calibrated engine or not x ttft or per-token; a group under 10 rows merged into its parent)")
+          "group (calibrated engine or not x ttft or per-token; a group under 10 rows merged into its "
+          "parent)")
 
 
 def _read():
@@ -64,6 +66,13 @@ def _read():
     if bad:
         raise ValueError(f"data/serving_published.csv: batching must be one of {BATCHING}, got {bad}")
     return df
+
+
+def _trainable(r) -> bool:
+    """Whether the fit learns from a row: a calibration row, or any other speed not marked ``known_out`` (a
+    miss with a stated cause). A left-out source is never in the fit that predicts it
+    (:func:`loso_residuals`)."""
+    return r.calibration == "yes" or (not r.known_out and r.metric not in RATIO_METRICS)
 
 
 def _key(r) -> str:
@@ -140,7 +149,8 @@ def _group_quantiles(res) -> dict:
         for kind in ("ttft", "per-token"):
             sub = res[(res["calibrated"] == cal) & (res["kind"] == kind)]
             if len(sub) >= MIN_GROUP:
-                out[_chain(cal, "ttft_s" if kind == "ttft" else "itl_s")[0]] = conformal_quantiles(sub["log_ratio"])
+                group = _chain(cal, "ttft_s" if kind == "ttft" else "itl_s")[0]
+                out[group] = conformal_quantiles(sub["log_ratio"])
         sub = res[res["calibrated"] == cal]
         if len(sub) >= MIN_GROUP:
             out["calibrated" if cal else "uncalibrated"] = conformal_quantiles(sub["log_ratio"])
@@ -153,6 +163,76 @@ def _assign(res, quantiles) -> list:
 
 
 # ----------------------------------------------------------------------------- the fit
+#: The time fields of a Serving the fitted metrics are built from (:class:`llmsizing.serve.Serving`).
+_FIELDS = ("prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "batch_prefill_s", "decode_compute_s",
+           "decode_memory_s", "decode_comm_s", "interleave_s")
+
+
+class _Row:
+    """A row's speed as a function of the four constants, without calling serving() in the search. Each time
+    field of :class:`~llmsizing.serve.Serving` is ``a / mbu + b / attention_bu + c / mfu + d t0 + e`` (the
+    roofline terms over their efficiencies), read off five calls to serving(); the metric is then built as the
+    Serving properties build it. :func:`_fast_rows` checks it against :func:`predict_row` at random constants
+    and keeps the slow path for a row where it differs (a max inside a field switching sides)."""
+
+    def __init__(self, r):
+        base = dict(mbu=1.0, attention_bu=1.0, mfu=1.0, step_overhead_s=0.0)
+        s0 = _serving_of(r, **base)
+        steps = [("mbu", 0.5, 1.0), ("attention_bu", 0.5, 1.0), ("mfu", 0.5, 1.0),
+                 ("step_overhead_s", 0.01, 0.01)]
+        self.coef = {}
+        for name, value, scale in steps:
+            s1 = _serving_of(r, **{**base, name: value})
+            self.coef[name] = {f: (getattr(s1, f) - getattr(s0, f)) / scale for f in _FIELDS}
+        self.const = {f: getattr(s0, f) - sum(self.coef[n][f] for n in ("mbu", "attention_bu", "mfu"))
+                      for f in _FIELDS}
+        self.r, self.chunks, self.batch, self.output, self.gpus = r, s0.prefill_chunks, s0.batch, s0.output, \
+            s0.gpus
+
+    def __call__(self, mbu, attention_bu, mfu, step_overhead_s):
+        x = {"mbu": 1 / mbu, "attention_bu": 1 / attention_bu, "mfu": 1 / mfu,
+             "step_overhead_s": step_overhead_s}
+        v = {f: self.const[f] + sum(self.coef[n][f] * x[n] for n in x) for f in _FIELDS}
+        t0, metric = step_overhead_s, self.r.metric
+        if metric == "ttft_s":
+            return (max(v["prefill_compute_s"], v["prefill_memory_s"]) + v["prefill_comm_s"]
+                    + self.chunks * t0)
+        step = max(v["decode_memory_s"], v["decode_compute_s"]) + v["decode_comm_s"] + t0
+        if metric == "itl_s":
+            return step + (self.batch - 1) * v["interleave_s"] / self.output
+        rate = self.batch * self.output / (v["batch_prefill_s"] + self.output * step)
+        return rate / self.gpus if metric == "output_tokens_per_s_per_gpu" else rate
+
+
+def _serving_of(r, **constants):
+    kw = dict(tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache, compute=r.compute, prompt=int(r.prompt),
+              output=int(r.output), attention_kernel=r.attention_kernel, **constants)
+    return serving(r.model, r.gpu, batch=int(r.batch), **kw)
+
+
+def _fast_rows(rows) -> dict:
+    """Row index -> a fast predictor (:class:`_Row`) for every row where it matches :func:`predict_row` to
+    1e-9 at three fixed points of the search box; other rows use :func:`predict_row`."""
+    import random
+
+    rng = random.Random(34)
+    points = [dict(mbu=rng.uniform(0.3, 1), attention_bu=rng.uniform(0.1, 1), mfu=rng.uniform(0.2, 1),
+                   step_overhead_s=rng.uniform(0, 0.02)) for _ in range(3)]
+    out = {}
+    for r in rows:
+        if r.metric in RATIO_METRICS:
+            continue
+        f = _Row(r)
+        if all(math.isclose(f(**p), predict_row(r, **p), rel_tol=1e-9) for p in points):
+            out[r.Index] = f
+    return out
+
+
+def _predict(r, fast, **constants) -> float:
+    f = fast.get(r.Index)
+    return f(**constants) if f is not None else predict_row(r, **constants)
+
+
 def _to_constants(x, index):
     """Constants for one row from the search vector ``[weights_bu, attention_bu, prefill_mfu, t0_key...]``."""
     return dict(mbu=x[0], attention_bu=x[1], mfu=x[2], step_overhead_s=x[3 + index])
@@ -165,10 +245,10 @@ def _in_bounds(x) -> bool:
             and all(t0[0] <= v <= t0[1] for v in x[3:]))
 
 
-def _loss(x, rows, keys) -> float:
+def _loss(x, rows, keys, fast) -> float:
     if not _in_bounds(x):
         return math.inf
-    return sum(math.log(_ratio(r, r.value, predict_row(r, **_to_constants(x, keys.index(_key(r)))))) ** 2
+    return sum(math.log(_ratio(r, r.value, _predict(r, fast, **_to_constants(x, keys.index(_key(r)))))) ** 2
                for r in rows)
 
 
@@ -200,23 +280,24 @@ def _nelder_mead(f, x0, steps, iters=300):
 
 
 def fit_constants(rows) -> dict:
-    """Fit the constants on ``rows`` (namedtuples of ``data/serving_published.csv``; module docstring): the two
-    bandwidth shares and the prefill MFU shared, a step overhead per engine and era, all in one search; then,
-    the shared constants fixed, one overhead pooled per era over its rows, and one over every row (``any``,
-    for an era without rows). Returns a dict ``weights_bu, attention_bu, prefill_mfu, engines`` (key ->
-    seconds), ``eras`` (era -> seconds) and ``any``."""
+    """Fit the constants on ``rows`` (namedtuples of ``data/serving_published.csv``; module docstring): the
+    two bandwidth shares and the prefill MFU shared, a step overhead per engine and era, all in one search;
+    then the shared constants fixed, one overhead pooled per era over its rows, and one over every row
+    (``any``, for an era without rows). Returns a dict ``weights_bu, attention_bu, prefill_mfu, engines`` (key
+    -> seconds), ``eras`` (era -> seconds) and ``any``."""
     rows = list(rows)
     if not rows:
         raise ValueError("rows: the fit needs at least one calibration row")
+    fast = _fast_rows(rows)
     keys = sorted({_key(r) for r in rows})
     n = len(keys)
-    x, _ = _nelder_mead(lambda x: _loss(x, rows, keys), [0.8, 0.6, 0.5] + [0.002] * n,
+    x, _ = _nelder_mead(lambda x: _loss(x, rows, keys, fast), [0.8, 0.6, 0.5] + [0.002] * n,
                         [0.05, 0.1, 0.1] + [0.002] * n, iters=200 * (3 + n))
     x = [round(x[0], 3), round(x[1], 3), round(x[2], 3)] + [round(v, 5) for v in x[3:]]
 
     def pooled(sub):    # the shared constants fixed, one overhead for every row of `sub`
         anonymous = [r._replace(engine="*", batching="*") for r in sub]
-        t, _ = _nelder_mead(lambda t: _loss(x[:3] + t, anonymous, ["*/*"]), [0.002], [0.002])
+        t, _ = _nelder_mead(lambda t: _loss(x[:3] + t, anonymous, ["*/*"], fast), [0.002], [0.002])
         return round(t[0], 5)
 
     eras = {b: pooled([r for r in rows if r.batching == b]) for b in sorted({r.batching for r in rows})}
@@ -233,15 +314,16 @@ def _overhead(c, r) -> tuple[float, bool]:
 
 def loso_residuals():
     """Leave one source out (module docstring): for each source (URL), refit on the other sources'
-    calibration rows and predict that source's speeds (ratio metrics left out). Returns ``(full, res)``: the
-    fit on every calibration row, and a DataFrame of one row per held-out figure with ``row`` (its index in
-    ``data/serving_published.csv``), ``source``, ``engine``, ``batching``, ``metric``, ``kind``, ``calibrated``
-    (its engine and era had their own overhead in the fold) and ``log_ratio`` (log engine speed / model
-    speed). A source without calibration rows is predicted by the full fit, which never saw it."""
+    trainable rows (:func:`_trainable`) and predict that source's speeds (ratio metrics left out). Returns
+    ``(full, res)``: the fit on every trainable row, and a DataFrame of one row per held-out figure with
+    ``row`` (its index in ``data/serving_published.csv``), ``source``, ``engine``, ``batching``, ``metric``,
+    ``kind``, ``calibrated`` (its engine and era had their own overhead in the fold) and ``log_ratio`` (log
+    engine speed / model speed). A source without calibration rows is predicted by the full fit, which never
+    saw it."""
     import pandas as pd
 
     df = _read()
-    fit_rows = [r for r in df.itertuples() if r.calibration == "yes"]
+    fit_rows = [r for r in df.itertuples() if _trainable(r)]
     full = fit_constants(fit_rows)
     out = []
     for src in sorted(df["url"].unique()):
@@ -258,7 +340,8 @@ def loso_residuals():
 
 
 def interval_table(res):
-    """The stated ranges from held-out residuals ``res`` (:func:`loso_residuals`). Returns ``(table, checked)``:
+    """The stated ranges from held-out residuals ``res`` (:func:`loso_residuals`). Returns
+    ``(table, checked)``:
     ``table`` has one row per group (``low``, ``high`` speed ratios, ``width`` = high / low, ``n_rows``,
     ``n_sources``, ``coverage_out_of_sample``) and an ``overall`` row (coverage over every row, the median
     width); ``checked`` is ``res`` with each row's ``group``, the ``low`` and ``high`` it was checked against
@@ -283,8 +366,9 @@ def interval_table(res):
     for g, (lo, hi) in final.items():
         part = checked[checked["group"] == g]
         rows.append(dict(group=g, low=round(math.exp(lo), 3), high=round(math.exp(hi), 3),
-                         width=round(math.exp(hi - lo), 3), n_rows=len(part), n_sources=part["source"].nunique(),
-                         coverage_out_of_sample=round(part["inside"].mean(), 3) if len(part) else float("nan")))
+                         width=round(math.exp(hi - lo), 3), n_rows=len(part),
+                         n_sources=part["source"].nunique(),
+                         coverage_out_of_sample=round(part["inside"].mean(), 3) if len(part) else math.nan))
     widths = [math.exp(final[g][1] - final[g][0]) for g in checked["group"]]
     rows.append(dict(group="overall", low=float("nan"), high=float("nan"),
                      width=round(float(pd.Series(widths).median()), 3), n_rows=len(checked),

@@ -165,9 +165,9 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
 #: The engine a serving figure is priced for when the caller names none: vLLM, the most used open engine of
 #: today (issue 34). Every result names its engine (:attr:`llmsizing.serve.Serving.engine`).
 DEFAULT_ENGINE = "vLLM"
-#: How an engine batches (``batching`` in ``data/serving_published.csv``): ``static`` runs one fixed batch to
-#: completion (TensorRT-LLM's gptSessionBenchmark of v0.5/v0.6, llama-bench), ``continuous`` admits and retires
-#: sequences every step (vLLM, SGLang, LMDeploy's TurboMind, TensorRT-LLM's in-flight batching).
+#: How an engine batches (``batching`` in ``data/serving_published.csv``): ``static`` runs one fixed batch
+#: to completion (TensorRT-LLM's gptSessionBenchmark of v0.5/v0.6, llama-bench), ``continuous`` admits and
+#: retires sequences every step (vLLM, SGLang, LMDeploy's TurboMind, TensorRT-LLM's in-flight batching).
 BATCHING = ("continuous", "static")
 
 

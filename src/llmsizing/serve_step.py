@@ -45,7 +45,8 @@ MBU_DEFAULT = _FIT.weights_bu
 #: Achieved fraction of HBM bandwidth reading the paged KV cache (attention kernels): calibrated.
 ATTENTION_BU_DEFAULT = _FIT.attention_bu
 #: The step overhead fitted per engine and batching era (seconds), keyed ``"vLLM/continuous"``,
-#: ``"TensorRT-LLM/static"``, ... (issue 34: TensorRT-LLM's static-batching overhead is not its in-flight one).
+#: ``"TensorRT-LLM/static"``, ... (issue 34: TensorRT-LLM's static-batching overhead is not its in-flight
+#: one).
 ENGINE_STEP_OVERHEAD_S = dict(_FIT.engine_step_overhead_s)
 #: The step overhead pooled per batching era (seconds): what an engine without its own fit is priced at.
 ERA_STEP_OVERHEAD_S = dict(_FIT.era_step_overhead_s)
@@ -296,13 +297,14 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     ``mbu``, ``attention_bu``, ``step_overhead_s`` and ``mfu`` default to the calibrated constants
     (``data/serving_model.csv``). The fixed step overhead is fitted per engine and batching era: ``engine=``
     (one of :data:`ENGINES`) takes that engine's own, and the default (``None``) the default engine's, vLLM
-    (issue 34; before, an overhead pooled over all engines); the result's ``engine`` names it. ``attention_kernel``
-    says how decode attention reads a grouped-query model's KV heads (:data:`ATTENTION_KERNELS`): once per KV
-    head (``"grouped"``, the default) or once per query head (``"per-query-head"``, ``heads / kv_heads`` times
-    the bytes, as TensorRT-LLM before its XQA kernel). Issue 22 changed the defaults and added the keywords
-    after ``price_usd_per_gpu_hour``; old calls run unchanged. ``tp`` must divide the heads and the MLP, and
-    divide or be a multiple of the KV heads (:func:`llmsizing.parallel.check_layout`). Quantised ``weights``
-    (fp8/int8/int4) are fewer bytes to read, the same FLOPs. Prices default to the catalogue's. Chapter 15.
+    (issue 34; before, an overhead pooled over all engines); the result's ``engine`` names it.
+    ``attention_kernel`` says how decode attention reads a grouped-query model's KV heads
+    (:data:`ATTENTION_KERNELS`): once per KV head (``"grouped"``, the default) or once per query head
+    (``"per-query-head"``, ``heads / kv_heads`` times the bytes, as TensorRT-LLM before its XQA kernel). Issue
+    22 changed the defaults and added the keywords after ``price_usd_per_gpu_hour``; old calls run unchanged.
+    ``tp`` must divide the heads and the MLP, and divide or be a multiple of the KV heads
+    (:func:`llmsizing.parallel.check_layout`). Quantised ``weights`` (fp8/int8/int4) are fewer bytes to read,
+    the same FLOPs. Prices default to the catalogue's. Chapter 15.
 
     ``pp`` splits the layers over that many pipeline stages of ``tp`` GPUs each (vLLM's
     ``--pipeline-parallel-size``; the replica is ``tp x pp`` GPUs), as vLLM runs it (docs, "Distributed
@@ -545,8 +547,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
 
 
 __all__ = ["Serving", "serving", "WEIGHT_FORMATS", "KV_FORMATS", "MBU_DEFAULT",
-           "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S", "ENGINE_STEP_OVERHEAD_S", "ERA_STEP_OVERHEAD_S", "ENGINES",
-           "MFU_DEFAULT",
+           "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S", "ENGINE_STEP_OVERHEAD_S", "ERA_STEP_OVERHEAD_S",
+           "ENGINES", "MFU_DEFAULT",
            "RANGE_LOW", "RANGE_HIGH", "ALLREDUCE_LATENCY_S", "ACTIVATION_BYTES",
            "ATTENTION_KERNELS"]
 
