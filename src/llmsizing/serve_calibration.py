@@ -125,7 +125,8 @@ def conformal_quantiles(log_residuals, coverage: float = COVERAGE) -> tuple[floa
     coverage = check_fraction("coverage", coverage)
     e = sorted(float(v) for v in log_residuals)
     n, a = len(e), 1.0 - coverage
-    k_lo, k_hi = math.floor((n + 1) * a / 2), math.ceil((n + 1) * (1 - a / 2))
+    # (rounded first: 10 x 0.9 is 9.000000000000002 in floating point)
+    k_lo, k_hi = math.floor(round((n + 1) * a / 2, 9)), math.ceil(round((n + 1) * (1 - a / 2), 9))
     if k_lo < 1 or k_hi > n:
         raise ValueError(f"log_residuals: {n} residuals are too few for a {coverage:.0%} interval "
                          f"(need n >= {math.ceil(2 / a) - 1})")
