@@ -17,9 +17,10 @@ The activation peak is modelled, not profiled: the widest tensors of one layer's
 ``ffn`` split over the tensor-parallel GPUs) plus ``max_num_seqs x vocab`` fp32 logits and their softmax.
 
 **Step constants.** ``data/serving_model.csv`` holds the four constants the decode and prefill costs use (the
-fixed step overhead also per engine, ``step_overhead_s[engine]``), fitted
-by ``tools/calibrate_serving.py`` on the published figures marked ``calibration=yes`` in
-``data/serving_published.csv`` (:mod:`llmsizing.serve_calibration`), and the range of their residuals.
+fixed step overhead per engine and batching era, ``step_overhead_s[vLLM/continuous]``, and pooled per era,
+``step_overhead_s[static]``), fitted by ``tools/calibrate_serving.py`` on the published figures of
+``data/serving_published.csv`` (:mod:`llmsizing.serve_calibration`); ``data/serving_intervals.csv`` holds the
+80% range measured by leaving one source out at a time (issue 34).
 """
 
 from __future__ import annotations
