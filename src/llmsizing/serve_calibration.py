@@ -117,20 +117,14 @@ def overhead_interval() -> tuple[float, float]:
 
 # ----------------------------------------------------------------------------- conformal range
 def conformal_quantiles(log_residuals, coverage: float = COVERAGE) -> tuple[float, float]:
-    """The split-conformal central interval of held-out residuals (Vovk et al. 2005; Lei et al. 2018, "
-    Distribution-free predictive inference for regression", Sec. 2.2, two-sided by order statistics): with
-    ``n`` residuals sorted and ``a = 1 - coverage``, the ``floor((n + 1) a / 2)``-th smallest and the
-    ``ceil((n + 1)(1 - a / 2))``-th smallest. A new residual exchangeable with them lies in between with
-    probability at least ``coverage``. Raises ValueError when ``n`` is too small for a finite interval."""
-    coverage = check_fraction("coverage", coverage)
-    e = sorted(float(v) for v in log_residuals)
-    n, a = len(e), 1.0 - coverage
-    # (rounded first: 10 x 0.9 is 9.000000000000002 in floating point)
-    k_lo, k_hi = math.floor(round((n + 1) * a / 2, 9)), math.ceil(round((n + 1) * (1 - a / 2), 9))
-    if k_lo < 1 or k_hi > n:
-        raise ValueError(f"log_residuals: {n} residuals are too few for a {coverage:.0%} interval "
-                         f"(need n >= {math.ceil(2 / a) - 1})")
-    return e[k_lo - 1], e[k_hi - 1]
+    """The split-conformal central interval of held-out residuals, every residual its own unit
+    (:func:`llmsizing.intervals.conformal_bounds` with ``sources=None``, the one implementation; Vovk et al.
+    2005; Lei et al. 2018, Sec. 2.2): with ``n`` residuals sorted and ``a = 1 - coverage``, the
+    ``floor((n + 1) a / 2)``-th and ``ceil((n + 1)(1 - a / 2))``-th smallest. Raises ValueError when ``n`` is
+    too small for a finite interval."""
+    from .intervals import conformal_bounds
+
+    return conformal_bounds(log_residuals, coverage)
 
 
 def _kind(metric: str) -> str:
