@@ -25,8 +25,10 @@ from __future__ import annotations
 
 from functools import cache
 
+from .mfu import LAYOUT_RANGE_AREA
+
 #: The area of ``data/intervals.csv`` that holds the range of an MFU predicted from a layout.
-AREA = "training-layout"
+AREA = LAYOUT_RANGE_AREA
 
 #: What the width may depend on (a column of the per-run table, or ``None``: pooled). Pooled: with 10
 #: sources the nested folds have 9, just :func:`~llmsizing.intervals.min_units` at 80%, and no dtype or
@@ -67,8 +69,8 @@ def _layout_runs(runs):
     df, _ = fit_kernel_efficiency(runs)
     df = df[[_layout_of(r) is not None for r in df.itertuples()]].copy()
     if df.empty:
-        raise ValueError("runs has no run with a published layout (dp, global_batch and a GPU count that adds "
-                         "up): there is nothing to check")
+        raise ValueError("runs has no run with a published layout (dp, global_batch and a GPU count that "
+                         "adds up): there is nothing to check")
     if "source" not in df.columns:
         raise ValueError("runs lacks the column 'source' (a table like published_runs() has it)")
     df["source_key"] = [source_key(s) for s in df["source"]]
@@ -85,11 +87,12 @@ def fold_efficiencies(per_run, train) -> dict:
     train = np.asarray(train, dtype=bool)
     if train.shape != (len(per_run),):
         raise ValueError(f"train must be one True/False per run ({len(per_run)}), got shape {train.shape}")
-    fit = per_run[train & per_run["kernel_fit"].to_numpy(bool) & per_run["kernel_efficiency"].notna().to_numpy()]
+    fit = per_run[train & per_run["kernel_fit"].to_numpy(bool)
+                  & per_run["kernel_efficiency"].notna().to_numpy()]
     if fit.empty:
         raise ValueError("train leaves no calibration run with a fitted kernel efficiency: nothing to fit")
-    med = {k: round(float(v), 3) for k, v in fit.groupby(["generation", "dtype"])["kernel_efficiency"].median()
-           .items()}
+    by = fit.groupby(["generation", "dtype"])["kernel_efficiency"].median()
+    med = {k: round(float(v), 3) for k, v in by.items()}
     out = {}
     for key in dict.fromkeys(zip(per_run["generation"], per_run["dtype"])):
         if key in med:
@@ -146,6 +149,6 @@ def source_table(check, per_run):
 
     d = pd.DataFrame({"source": per_run["source_key"].to_numpy(object), "ratio": np.exp(check.residuals),
                       "inside": check.inside})
-    t = d.groupby("source").agg(runs=("ratio", "size"), min_ratio=("ratio", "min"), max_ratio=("ratio", "max"),
-                                inside=("inside", "sum"))
+    t = d.groupby("source").agg(runs=("ratio", "size"), min_ratio=("ratio", "min"),
+                                max_ratio=("ratio", "max"), inside=("inside", "sum"))
     return t.sort_values("min_ratio").reset_index()
