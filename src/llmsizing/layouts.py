@@ -454,7 +454,7 @@ class StepTime:
     def mfu_range(self) -> tuple[float, float]:
         """``(low, high)`` MFU: ``mfu x range_factors`` (:func:`~llmsizing.mfu.layout_range_factors`)."""
         lo, hi = self.range_factors or (math.nan, math.nan)
-        return self.mfu * lo, min(1.0, self.mfu * hi)
+        return self.mfu * lo, (min(1.0, self.mfu * hi) if hi == hi else math.nan)
 
     @property
     def bubble_s(self) -> float:

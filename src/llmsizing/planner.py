@@ -310,8 +310,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``_low``/``_high`` bounds from the 80% range of an MFU predicted from a layout (a GPU without BF16, the
     V100, runs the recipe in FP16 at its FP16 peak: :func:`~llmsizing.hardware.dense_tflops`; an FP8
     ``precision`` runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and
-    refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per tie: the one with the least memory per GPU). ``deadline_days`` and
-    ``budget_usd`` drop plans beyond them.
+    refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per
+    tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond them.
 
     When no plan survives, raises :class:`NoPlanError` (a ``ValueError``) saying why (nothing fits, or the
     fastest/cheapest plan misses the deadline/budget, with its figures). ``explain=False`` returns the empty
