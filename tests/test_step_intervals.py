@@ -1,6 +1,6 @@
 """The range of an MFU predicted from a layout (llmsizing.step_intervals; issue 34): a fold's kernel
-efficiency never sees its own source, the stored coverage and width are a recount, and step_time, run_from_step
-and plan() report that range."""
+efficiency never sees its own source, the stored coverage and width are a recount, and step_time,
+run_from_step and plan() report that range."""
 
 import csv
 import math
@@ -121,7 +121,8 @@ def test_one_sources_interval_by_hand(check):
     for j in keys:
         if j != k:
             e2 = _hand_efficiencies(df, (src != k) & (src != j))
-            inner += [math.log(rows[i].implied_mfu / S._mfu_at(rows[i], e2[(rows[i].generation, rows[i].dtype)]))
+            inner += [math.log(rows[i].implied_mfu
+                               / S._mfu_at(rows[i], e2[(rows[i].generation, rows[i].dtype)]))
                       for i in np.flatnonzero(src == j)]
     for i in np.flatnonzero(src == k):
         assert (c.low_log[i], c.high_log[i]) == pytest.approx((min(inner), max(inner)), abs=1e-12)
