@@ -221,8 +221,9 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
-    MFU, in ``precision`` at the ``dtype`` peak, with the calibrated range of the GPU's generation around it;
-    a layout that does not fit adds a warning (the caller chose it)."""
+    MFU, in ``precision`` at the ``dtype`` peak, with the range of an MFU predicted from a layout around it
+    (:func:`~llmsizing.mfu.layout_range_factors`); a layout that does not fit adds a warning (the caller chose
+    it)."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
