@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Fit the library's two calibrations on data/published_runs.csv and write them to data/ (issue 21), with the
-leave-one-source-out check of every calibrated range (issue 34):
+leave-one-source-out check of every calibrated range (issue 34), the range of an MFU predicted from a layout
+(llmsizing.step_intervals, area training-layout) included:
 
     .venv/bin/python tools/calibrate.py            # write data/kernel_efficiency.csv, data/mfu_model.csv and
                                                    # data/intervals.csv
