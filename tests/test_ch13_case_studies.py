@@ -41,12 +41,13 @@ def test_days_are_steps_times_step_seconds_by_hand():
 
 
 def test_band_is_the_calibrated_relative_spread():
-    # the H100 generation's range factors, read from data/mfu_model.csv by hand
+    # the range of an MFU predicted from a layout (issue 34), read from data/intervals.csv by hand: the BF16 row
+    # of area training-layout
     import csv
     from pathlib import Path
 
-    with open(Path(__file__).resolve().parents[1] / "data" / "mfu_model.csv", newline="") as fh:
-        row = next(r for r in csv.DictReader(fh) if (r["generation"], r["dtype"]) == ("hopper", "bf16"))
+    with open(Path(__file__).resolve().parents[1] / "data" / "intervals.csv", newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if (r["area"], r["group"]) == ("training-layout", "bf16"))
     low, high = float(row["low"]), float(row["high"])
     assert low < 1 < high
     r = run_from_step("llama-2-7b", _single_gpu_step(), tokens=1e9, gpu="H100 SXM", seq=SEQ)
@@ -133,8 +134,8 @@ def test_run_from_step_fuzz(batch, accum, eff, extra, tokens):
     # no communication and no bubble on one GPU: the MFU is the compute efficiency, diluted by the extra seconds
     mfu = eff * st.step_s / (st.step_s + extra)
     from llmsizing._validate import MIN_FRACTION
-    from llmsizing.time_cost import mfu_range_factors
-    low_end = mfu * mfu_range_factors("A100 80GB", "bf16")[0]
+    from llmsizing.mfu import layout_range_factors
+    low_end = mfu * layout_range_factors("A100 80GB", "bf16")[0]
     if abs(low_end / MIN_FRACTION - 1) < 1e-9:
         return                          # on the refusal's edge to rounding: either answer is right
     if low_end < MIN_FRACTION:

@@ -64,7 +64,7 @@ def test_time_and_money_follow_step_time(p70):
         steps = 1e12 / (512 * SEQ)
         assert r.days == pytest.approx(steps * st.step_s / 86400)
         assert r.cost_usd == pytest.approx(r.days * 24 * r.n_gpus * L.get_gpu(r.gpu).price_usd_per_gpu_hour)
-        low, high = L.time_cost.mfu_range_factors(r.gpu)            # the generation's calibrated range
+        low, high = L.mfu.layout_range_factors(r.gpu)         # the range of an MFU from a layout (issue 34)
         assert r.days_low == pytest.approx(r.days / high) and r.days_high == pytest.approx(r.days / low)
         assert r.days_low < r.days < r.days_high
         flops = L.training_flops_per_token("llama-3-70b", seq=SEQ) * 512 * SEQ

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Fit the library's two calibrations on data/published_runs.csv and write them to data/ (issue 21), with the
-leave-one-source-out check of every calibrated range (issue 34):
+leave-one-source-out check of every calibrated range (issue 34), the range of an MFU predicted from a layout
+(llmsizing.step_intervals, area training-layout) included:
 
     .venv/bin/python tools/calibrate.py            # write data/kernel_efficiency.csv, data/mfu_model.csv and
                                                    # data/intervals.csv
@@ -66,7 +67,13 @@ METHOD = {
     "fine-tuning": "80% conformal bounds on log(published / predicted step time) of leave-one-source-out fits "
                    "(every covered row of the other source), rows weighing the same (2 sources are too few "
                    "to weigh sources); not nested: each source against the other's out-of-source residuals, "
-                   "whose fit saw it"}
+                   "whose fit saw it",
+    "training-layout": (
+        "80% conformal bounds on log(published / step_time MFU) of every run with a published layout, at the "
+        "kernel efficiency fitted without the run's source (median per generation and dtype of the other "
+        "sources' per-run efficiencies), each source weighing the same, pooled (no dtype or generation has 9 "
+        "sources); coverage measured nested; the dtype rows count the pooled range's coverage of that "
+        "dtype's runs")}
 
 
 def _interval_rows(area, check, groups, n_sources_of):
@@ -83,6 +90,18 @@ def _interval_rows(area, check, groups, n_sources_of):
     return rows
 
 
+def _layout_interval_rows():
+    """The range of an MFU predicted from a layout (llmsizing.step_intervals): pooled, and its coverage per
+    dtype."""
+    from llmsizing.step_intervals import AREA, step_loso_check
+
+    check, df = step_loso_check()
+    src = df["source_key"].to_numpy(object)
+    dtype = df["dtype"].to_numpy(object)
+    groups = [("all", dtype == dtype)] + [(d, dtype == d) for d in ("bf16", "fp8")]
+    return _interval_rows(AREA, check, groups, lambda m: len(set(src[m])))
+
+
 def intervals_csv() -> str:
     from llmsizing.finetune_time import finetune_loso_check
 
@@ -91,6 +110,7 @@ def intervals_csv() -> str:
     total = (df["kind"] == "pretraining-total").to_numpy()
     groups = [("all", total | ~total), ("steady-state", ~total), ("pretraining-total", total)]
     rows = _interval_rows("training", check, groups, lambda m: len(set(src[m])))
+    rows += _layout_interval_rows()
     ft, ft_rows = finetune_loso_check()
     fsrc = ft_rows["source_key"].to_numpy(object)
     method = ft_rows["method"].to_numpy(object)

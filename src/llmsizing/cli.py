@@ -150,7 +150,7 @@ def _staged_output(r, args, title: str) -> None:
 
 #: What a stage with GLOBAL_BATCH takes from its plan, by the flag that would set it (refused there).
 _PLANNED = {"mfu": "its MFU is an output of the planned layout's step time",
-            "mfu_range": "its range is the calibration's spread around the planned layout's MFU",
+            "mfu_range": "its range is the measured range of an MFU predicted from a layout",
             "whole_run": "the planned layout's step is a steady state; no whole-run factor applies to it",
             **dict.fromkeys(("recompute", "recompute_layers"), "the plan picks the recomputation that fits")}
 

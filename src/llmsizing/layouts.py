@@ -18,6 +18,7 @@ from .flops import _partial_flops_per_token, attention_flops_per_token, training
 from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .job import takes_job
+from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages, route_max_nodes
 from .network import get_node
@@ -426,17 +427,16 @@ def cp_overlap_sweep(model: Model | str, gpu, parallel: Parallel, *, seqs, batch
 
 @dataclass(frozen=True)
 class StepTime:
-    """One training step's time on a GPU of the slowest pipeline stage, split into its parts
-    (:func:`step_time`).
-
+    """One training step's time on a GPU of the slowest pipeline stage, in its parts (:func:`step_time`).
     ``compute_s`` is that stage's arithmetic at the kernel efficiency, ``bubble`` the pipeline bubble as a
     fraction of it, ``communication`` every collective of the step (:class:`~llmsizing.comm.Communication`),
     ``tokens`` the tokens the whole run processes per step (micro-batch x sequence x micro-batches x ``dp``;
-    the ``cp`` GPUs of a group share their sequences).
-    ``exposed`` is the communication the step waits for, by group (:func:`exposed_by_group`); when a single
-    ``overlap`` share is given instead (the simple model of chapter 7), ``exposed`` is ``None`` and a share
-    ``overlap`` of all communication hides behind the busy time. ``model_flops`` is the step's model FLOPs on
-    all GPUs (no recomputation) and ``peak_flops`` one GPU's dense peak, for :attr:`mfu`."""
+    the ``cp`` GPUs of a group share their sequences). ``exposed`` is the communication the step waits for, by
+    group (:func:`exposed_by_group`); when a single ``overlap`` share is given instead (the simple model of
+    chapter 7), ``exposed`` is ``None`` and a share ``overlap`` of all communication hides behind the busy
+    time. ``model_flops`` is the step's model FLOPs on all GPUs (no recomputation) and ``peak_flops`` one
+    GPU's dense peak, for :attr:`mfu`, whose 80% range (``data/intervals.csv``'s area ``range_area``) is
+    ``range_factors`` (:attr:`mfu_range`)."""
 
     compute_s: float
     bubble: float
@@ -447,6 +447,14 @@ class StepTime:
     model_flops: float = 0.0
     peak_flops: float = 0.0
     kernel_efficiency: float = 0.0
+    range_factors: tuple | None = None
+    range_area: str = ""
+
+    @property
+    def mfu_range(self) -> tuple[float, float]:
+        """``(low, high)`` MFU: ``mfu x range_factors`` (:func:`~llmsizing.mfu.layout_range_factors`)."""
+        lo, hi = self.range_factors or (math.nan, math.nan)
+        return self.mfu * lo, (min(1.0, self.mfu * hi) if hi == hi else math.nan)
 
     @property
     def bubble_s(self) -> float:
@@ -589,4 +597,4 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
                                                                 cp_attention_s=cp_att, ep_overlap=ep_overlap)
     tokens = batch * seq * m * par.dp
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
-                    dense_tflops(g, dtype) * 1e12, eff)
+                    dense_tflops(g, dtype) * 1e12, eff, layout_range_factors(g, dtype), LAYOUT_RANGE_AREA)

@@ -181,6 +181,39 @@ def mfu_range_factors(gpu, dtype: str = "bf16", *, whole_run: bool = False) -> t
     return row[lo], row[hi]
 
 
+#: The area of ``data/intervals.csv`` that holds the range of an MFU predicted from a layout
+#: (:mod:`llmsizing.step_intervals`).
+LAYOUT_RANGE_AREA = "training-layout"
+
+
+@cache
+def _layout_ranges() -> dict:
+    import csv
+
+    with open(MFU_MODEL_CSV.parent / "intervals.csv", newline="") as fh:
+        return {r["group"]: (float(r["low"]), float(r["high"])) for r in csv.DictReader(fh)
+                if r["area"] == LAYOUT_RANGE_AREA and r["low"] and r["high"]}
+
+
+def layout_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
+    """``(low, high)``: the factors of the 80% range around an MFU predicted from a layout
+    (:func:`~llmsizing.layouts.step_time` at the calibrated kernel efficiency), as ``data/intervals.csv``'s
+    area :data:`LAYOUT_RANGE_AREA` states it (leave-one-source-out conformal bounds of the step model's
+    residuals, :mod:`llmsizing.step_intervals`; its measured coverage and median width are in the same rows):
+    the row of ``gpu``'s generation or of ``dtype`` if the check gave one its own bounds, else the pooled
+    row ``"all"``. What :func:`~llmsizing.layouts.step_time` (``StepTime.mfu_range``),
+    :func:`~llmsizing.runs.run_from_step` and :func:`~llmsizing.planner.plan` report; chapter 12."""
+    from .hardware import kernel_efficiency_row
+
+    key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8")) == "fp8" else "bf16"
+    table = _layout_ranges()
+    for group in (kernel_efficiency_row(gpu, dtype).generation, key_dtype, "all"):
+        if group in table:
+            return table[group]
+    raise ValueError(f"data/intervals.csv has no stated range for area {LAYOUT_RANGE_AREA!r}: run "
+                     "tools/calibrate.py")
+
+
 def _range_columns(whole_run: bool) -> tuple[str, str]:
     """The columns of ``data/mfu_model.csv`` that hold the range of a steady state or a whole run."""
     return ("low_whole_run", "high_whole_run") if whole_run else ("low", "high")

@@ -23,8 +23,9 @@ days and cost. It adds no formula of its own:
   piece of the step time is the no-recomputation one plus the recomputed share of what full recomputation adds
   (:func:`~llmsizing.plan_pricing._price`);
 * days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
-  range of the GPU generation's published runs around the calibrated fit
-  (:func:`~llmsizing.time_cost.mfu_range_factors`).
+  80% range of an MFU predicted from a layout, measured by leaving one source out
+  (:func:`~llmsizing.mfu.layout_range_factors`; the frame's ``attrs["range_area"]`` names its row of
+  ``data/intervals.csv``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _
                            _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
                            _partial_coefficients, _price, _total_bytes)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
-from .mfu import mfu_range_factors
+from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
 
 #: Columns of :func:`plan`'s DataFrame, in order.
 PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
@@ -306,12 +307,11 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``attrs["assumes"]`` says which, so that a reader can see the recipe.
 
     ``mfu`` is the model FLOPs over the GPUs' dense peak for the step time; ``days``/``cost_usd`` follow, with
-    ``_low``/``_high`` bounds from the calibrated MFU band's relative spread (a GPU without BF16, the V100,
-    runs the recipe in FP16 at its FP16 peak: :func:`~llmsizing.hardware.dense_tflops`; an FP8 ``precision``
-    runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and refuses a GPU
-    without FP8 tensor cores). ``pareto`` marks the plans on the
-    time-vs-cost front (one per tie: the one with the least memory per GPU). ``deadline_days`` and
-    ``budget_usd`` drop plans beyond them.
+    ``_low``/``_high`` bounds from the 80% range of an MFU predicted from a layout (a GPU without BF16, the
+    V100, runs the recipe in FP16 at its FP16 peak: :func:`~llmsizing.hardware.dense_tflops`; an FP8
+    ``precision`` runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and
+    refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per
+    tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond them.
 
     When no plan survives, raises :class:`NoPlanError` (a ``ValueError``) saying why (nothing fits, or the
     fastest/cheapest plan misses the deadline/budget, with its figures). ``explain=False`` returns the empty
@@ -431,7 +431,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             + ("context parallelism (cp_degrees=...), " if cps == (1,) else "")
             + "or a GPU with more memory")
     df = df.copy()                                       # (the search's table is kept: never change it)
-    factors = {g.name: mfu_range_factors(g, dtype) for g in gpu_list}
+    factors = {g.name: layout_range_factors(g, dtype) for g in gpu_list}
     low = df["gpu"].map(lambda name: factors[name][0])
     high = df["gpu"].map(lambda name: factors[name][1])
     df["days"] = steps * df["step_time_s"] / 86400
@@ -475,6 +475,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                f"all-to-all {ep_overlap:.0%} hidden, routing "
                                + ("to any node" if max_nodes is None else f"to at most {max_nodes} nodes")))
     out.attrs["cp_comm"] = cp_comm
+    out.attrs["range_area"] = LAYOUT_RANGE_AREA
     return out
 
 

@@ -5,7 +5,8 @@ studies").
 starts from a layout and says where one step's seconds go. :func:`run_from_step` joins the two: the step's
 seconds (plus, for ZeRO-Offload, what the host's part of the step leaves exposed: :func:`offload_exposed_s`)
 give the MFU the layout reaches, and that MFU gives the run's days and cost exactly as ``training_time`` does,
-with the GPU generation's calibrated range (as :func:`~llmsizing.planner.plan` does). It adds no
+with the 80% range of an MFU predicted from a layout (:func:`~llmsizing.mfu.layout_range_factors`, as
+:func:`~llmsizing.planner.plan` does). It adds no
 formula of its own beyond ``steps = tokens / tokens per step``.
 """
 
@@ -21,7 +22,8 @@ from .hardware import dense_tflops
 from .layouts import StepTime
 from .model import Model
 from .parallel import check_recompute_layers, recomputed_layers
-from .time_cost import TrainingTime, mfu_range_factors, training_time
+from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
+from .time_cost import TrainingTime, training_time
 
 
 def offload_exposed_s(offload: OffloadTime, step: StepTime, *, delayed_update: bool = False) -> float:
@@ -52,13 +54,15 @@ class StepRun:
     """A run priced from one step (:func:`run_from_step`): ``step_s`` is the layout's step
     (:attr:`~llmsizing.layouts.StepTime.step_s`), ``extra_s`` what is added per step (offload), ``steps`` the
     number of optimizer steps, and ``time`` the :class:`~llmsizing.time_cost.TrainingTime` at the MFU the step
-    implies (``time.mfu``), with the GPU generation's calibrated range."""
+    implies (``time.mfu``), with the range of an MFU predicted from a layout; ``range_area`` names that
+    range's area in ``data/intervals.csv``."""
 
     step_s: float
     extra_s: float
     steps: float
     tokens_per_step: int
     time: TrainingTime
+    range_area: str = LAYOUT_RANGE_AREA
 
     @property
     def total_step_s(self) -> float:
@@ -79,9 +83,9 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     The MFU is the step's model FLOPs (:func:`~llmsizing.flops.training_flops_per_token` x the tokens of a
     step, no recomputation: Chowdhery et al. 2022, App. B) over ``GPUs x dense peak x step seconds``; the
     days and dollars are then :func:`~llmsizing.time_cost.training_time`'s at that MFU (so the days are
-    ``tokens / tokens per step x step seconds``), and the range scales that MFU by
-    the GPU generation's calibrated range (:func:`~llmsizing.time_cost.mfu_range_factors`, capped at 1), as
-    the planner does.
+    ``tokens / tokens per step x step seconds``), and the range scales that MFU by the step's
+    (:attr:`~llmsizing.layouts.StepTime.range_factors`: the leave-one-source-out range of an MFU predicted
+    from a layout, :func:`~llmsizing.mfu.layout_range_factors`, capped at 1), as the planner does.
     ``recompute`` must be what the step ran with (it sets the hardware FLOPs utilisation reported as
     ``time.hfu``), and so must ``recompute_layers`` (partial recomputation, per model chunk of the step's
     layout: :func:`~llmsizing.memory.training_memory`). Taught in the "Case studies" chapter. A mixture of
@@ -104,7 +108,7 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     if mfu > 1:
         raise ValueError(f"the step implies an MFU of {mfu:.2f} > 1: is step for {model.name} on {g.name} "
                          f"with seq={seq}?")
-    low, high = mfu_range_factors(g, dtype)
+    low, high = step.range_factors or layout_range_factors(g, dtype)
     if mfu * low < MIN_FRACTION:                    # (the range's low end must be an MFU training_time takes)
         raise ValueError(f"the step ({total_s:g} s with extra_s={extra_s:g}) implies an MFU of {mfu:.4g}, "
                          f"below {MIN_FRACTION / low:.4g}: is step for {model.name} on {g.name} with "

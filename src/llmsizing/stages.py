@@ -19,7 +19,8 @@ from .flops import RECOMPUTE
 from .job import Job
 from .layouts import step_time
 from .memory import training_memory
-from .mfu import PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _time_at, mfu_range_factors, run_time
+from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _time_at, layout_range_factors,
+                  mfu_range_factors, run_time)
 from .model import Model
 from .parallel import Parallel, check_recompute_layers, recomputed_layers, resolve_parallel
 from .planner import check_global_batch, plan, recompute_kwargs
@@ -42,8 +43,9 @@ class Stage:
     2. ``parallel`` and ``global_batch`` (sequences per optimizer step): the layout's own step,
        :func:`~llmsizing.layouts.step_time` with micro-batch ``micro_batch`` and
        ``global_batch / (micro_batch x dp)`` micro-batches, so the MFU is an output of the layout (its bubble,
-       its communication at this ``seq``), with the calibrated range of the GPU's generation around it
-       (:func:`mfu_range_factors`, as :func:`~llmsizing.planner.plan` reports it). A layout that does not
+       its communication at this ``seq``), with the 80% range of an MFU predicted from a layout around it
+       (:func:`~llmsizing.mfu.layout_range_factors`, as :func:`~llmsizing.planner.plan` reports it; so does
+       case 3). A layout that does not
        fit the GPU's memory adds a warning (it is not refused: the caller chose it);
     3. ``global_batch`` without a layout: :func:`~llmsizing.planner.plan` for this stage alone (same GPU type,
        ``global_batch``, at most the stage's GPU count): the **fastest** plan on at most ``n_gpus`` GPUs when
@@ -219,8 +221,9 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
-    MFU, in ``precision`` at the ``dtype`` peak, with the calibrated range of the GPU's generation around it;
-    a layout that does not fit adds a warning (the caller chose it)."""
+    MFU, in ``precision`` at the ``dtype`` peak, with the range of an MFU predicted from a layout around it
+    (:func:`~llmsizing.mfu.layout_range_factors`); a layout that does not fit adds a warning (the caller chose
+    it)."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
@@ -237,7 +240,7 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
         warnings.append(f"the layout needs {total / 2**30:,.1f} GiB per GPU (recompute={recompute!r}), more "
                         f"than the {g.name}'s {g.memory_gib:,.1f} GiB")
     rerun = None if recompute_layers is None else sum(recomputed_layers(model.layers, par, recompute_layers))
-    low_f, high_f = mfu_range_factors(g, dtype)
+    low_f, high_f = layout_range_factors(g, dtype)
     return _time_at(model, g, tokens, seq, par.gpus, m, m * low_f, min(1.0, m * high_f), price_value,
                     recompute, dtype, causal, warnings, parallel=par, source="step_time of the layout",
                     rerun_layers=rerun, goodput=goodput)
@@ -272,7 +275,7 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
                          f"its recipe's dtype, {compute_dtype(plan_options['precision'])!r} for precision="
                          f"{plan_options['precision']!r}; give precision='fp8-mixed' for FP8, or leave dtype "
                          "out")
-    low_f, high_f = mfu_range_factors(g, dtype)
+    low_f, high_f = layout_range_factors(g, dtype)
     # 3: plan() for this stage alone
     kw = dict(plan_options)
     if price is not None:
