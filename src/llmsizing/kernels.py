@@ -17,13 +17,13 @@ intensity ``I`` (FLOPs per byte moved, :func:`~llmsizing.hardware.matmul_intensi
 GPU's ridge point (:func:`~llmsizing.hardware.ridge_point_flops_per_byte`): :func:`gemm_efficiency` is
 ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))`` with ``r = I / ridge``, fitted on cuBLAS (A100
 BF16, NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficiency.csv``
-(:func:`fit_gemm_curve`: one curve for both, 9% rms). A layer's GEMMs (:func:`layer_gemms`) have ``m`` = the tokens of a micro-batch on
-one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a 2,048-wide model's GEMMs
+(:func:`fit_gemm_curve`: one curve for both, 2.7% rms). A layer's GEMMs (:func:`layer_gemms`) have ``m`` =
+the tokens of a micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a 2,048-wide model's GEMMs
 run below a 16,384-wide one's.
 
 The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's copy) charges the Linear layers
-at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``, ``data/kernel_efficiency.csv``,
-is what a step loses besides the GEMM shape: norms, activations, launches) and the attention core at
+at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
+``data/kernel_efficiency.csv``, is what a step loses besides the GEMM shape: norms, activations, launches) and the attention core at
 :func:`attention_efficiency`: :func:`compute_seconds` is that sum, in one place for both.
 """
 
@@ -42,13 +42,16 @@ from .hardware import ridge_point_flops_per_byte
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
-#: The published GEMM curve (:func:`fit_gemm_curve` on ``data/gemm_efficiency.csv``, ``kind == "curve"``
-#: rows with ``m >= 1024``): share of the peak ``GEMM_EMAX x r / (r + GEMM_R_HALF)``, ``r`` = intensity /
+#: The published GEMM curve (:func:`fit_gemm_curve` on ``data/gemm_efficiency.csv``'s ``kind == "curve"``
+#: rows whose output fills a wave): share of the peak ``GEMM_EMAX x r / (r + GEMM_R_HALF)``, ``r`` = intensity /
 #: ridge.
-GEMM_R_HALF = 6.05
-GEMM_EMAX = 1.33
+GEMM_R_HALF = 3.75
+GEMM_EMAX = 1.10
 #: ... never above the best share a table measured (A100 BF16, 8192^3: 290 of 312 TFLOP/s).
 GEMM_CEILING = 0.93
+#: A GEMM whose output has fewer elements than this (128 tiles of 128 x 256: one wave on a 108- to 132-SM GPU)
+#: loses to wave quantisation, which training's GEMMs (thousands of tokens) do not: the fit leaves it out.
+WAVE_OUTPUTS = 2 ** 22
 
 #: The attention kernel each generation's training stacks run by default; a generation without published
 #: figures takes ``STAND_IN`` (FlashAttention-2 on Ampere: the portable kernel's measured share of peak).
@@ -205,8 +208,8 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
 
 def compute_seconds(stage_flops, attention_full, attention_causal, per_gpu_tokens, gemm_rate, attention_rate):
     """One GPU's compute seconds: the stage's FLOPs but its attention core (full-matrix convention) at the
-    GEMM rate, plus the attention core as causal kernels compute it at the attention rate, for ``per_gpu_tokens``
-    tokens. Scalars or NumPy arrays (the planner's copy uses the same expression)."""
+    GEMM rate, plus the attention core as causal kernels compute it at the attention rate, for
+    ``per_gpu_tokens`` tokens. Scalars or NumPy arrays (the planner's copy uses the same expression)."""
     return ((stage_flops - attention_full) * per_gpu_tokens / gemm_rate
             + attention_causal * per_gpu_tokens / attention_rate)
 
@@ -214,13 +217,13 @@ def compute_seconds(stage_flops, attention_full, attention_causal, per_gpu_token
 def fit_gemm_curve(rows=None):
     """``(r_half, emax, rms_log)`` of the GEMM curve (module docstring) on ``data/gemm_efficiency.csv``'s
     ``kind == "curve"`` rows with ``m >= 1024`` (the training shapes; the 128-row DeepGEMM lines are
-    decoding): a grid over ``r_half`` (0.1 to 10), one ``emax`` per (generation, dtype) by least squares in logs, the
-    curve's ``emax`` their geometric mean."""
+    decoding): a grid over ``r_half`` (0.1 to 10), one ``emax`` per (generation, dtype) by least squares in logs,
+    the curve's ``emax`` their geometric mean."""
     import numpy as np
     import pandas as pd
 
     d = pd.read_csv(DATA / "gemm_efficiency.csv") if rows is None else rows
-    d = d[(d["kind"] == "curve") & (d["m"] >= 1024)].reset_index(drop=True)
+    d = d[(d["kind"] == "curve") & (d["m"] * d["n"] >= WAVE_OUTPUTS)].reset_index(drop=True)
     r = np.array([matmul_intensity_flops_per_byte(int(x.m), int(x.k), int(x.n), 1 if x.dtype == "fp8" else 2)
                   / ridge_point_flops_per_byte(x.gpu, x.dtype) for x in d.itertuples()])
     eff = np.log(d["tflops"].to_numpy() / [dense_tflops(g, t) for g, t in zip(d["gpu"], d["dtype"])])
