@@ -20,7 +20,7 @@ def test_fa2_a100_causal_hd128_8k():
     # between the bars: 4K (173) and 8K (182) at 6K is log2-linear: 173 + 9 x (log2 6144 - 12)
     at6k = 173 + 9 * (math.log2(6144) - 12)
     assert K.attention_efficiency("A100 80GB", head_dim=128, seq=6144) == pytest.approx(at6k * 3 / 3.5 / 312)
-    # beyond the table (16K: 189) the kernel is flat; head dim 96, halfway between 64 (165) and 128 (182) at 8K
+    # beyond the table (16K: 189) the kernel is flat; head dim 96: halfway between 64 (165) and 128 (182)
     assert K.attention_efficiency("A100 80GB", head_dim=128, seq=131072) == pytest.approx(189 * 3 / 3.5 / 312)
     assert K.attention_efficiency("A100 80GB", head_dim=96, seq=8192) == pytest.approx(
         (165 + 182) / 2 * 3 / 3.5 / 312)
@@ -28,8 +28,8 @@ def test_fa2_a100_causal_hd128_8k():
 
 def test_fa3_h100_forward_and_backward_combined():
     # Shah et al. 2024: FA3 on H100, head dim 128, 16K: causal forward 616 TFLOP/s (Fig. 5d), backward 561
-    # (Fig. 6, unmasked, taken at the same rate). Forward F / 616, backward 2.5 F / 561; the library's 3 F over
-    # that time, over the H100's 989.4 BF16 peak
+    # (Fig. 6, unmasked, taken at the same rate). Forward F / 616, backward 2.5 F / 561; the library's 3 F
+    # over that time, over the H100's 989.4 BF16 peak
     rate = 3 / (1 / 616 + 2.5 / 561)
     assert rate == pytest.approx(493.4, abs=0.1)          # 3 / (0.0016234 + 0.0044563)
     assert K.attention_efficiency("H100 SXM", head_dim=128, seq=16384, kernel="flash-attention-3") == \

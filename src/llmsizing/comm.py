@@ -322,7 +322,8 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     besides the GEMMs' shape (norms, activations, launches). It is what the kernels reach while they run,
     not the run's MFU: the bubble and the exposed communication come on top
     (:func:`~llmsizing.layouts.step_time`), and the MFU is what is left
-    (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of ``kernel_efficiency`` (deprecated; the same number was always applied to hardware FLOPs).
+    (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of ``kernel_efficiency``
+    (deprecated).
     ``recompute_layers``: partial recomputation (:func:`~llmsizing.memory.training_memory`). A mixture of
     experts computes its active FLOPs on each stage's dense and MoE layers
     (:func:`llmsizing.moe.moe_stage_flops`)."""

@@ -18,13 +18,14 @@ GPU's ridge point (:func:`~llmsizing.hardware.ridge_point_flops_per_byte`): :fun
 ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))`` with ``r = I / ridge``, fitted on cuBLAS (A100
 BF16, NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficiency.csv``
 (:func:`fit_gemm_curve`: one curve for both, 2.7% rms). A layer's GEMMs (:func:`layer_gemms`) have ``m`` =
-the tokens of a micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a 2,048-wide model's GEMMs
-run below a 16,384-wide one's.
+the tokens of a micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by
+``tp``: a 2,048-wide model's GEMMs run below a 16,384-wide one's.
 
 The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's copy) charges the Linear layers
 at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
-``data/kernel_efficiency.csv``, is what a step loses besides the GEMM shape: norms, activations, launches) and the attention core at
-:func:`attention_efficiency`: :func:`compute_seconds` is that sum, in one place for both.
+``data/kernel_efficiency.csv``, is what a step loses besides the GEMM shape: norms, activations, launches)
+and the attention core at :func:`attention_efficiency`: :func:`compute_seconds` is that sum, in one place
+for both.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from .hardware import ridge_point_flops_per_byte
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 #: The published GEMM curve (:func:`fit_gemm_curve` on ``data/gemm_efficiency.csv``'s ``kind == "curve"``
-#: rows whose output fills a wave): share of the peak ``GEMM_EMAX x r / (r + GEMM_R_HALF)``, ``r`` = intensity /
-#: ridge.
+#: rows whose output fills a wave): share of the peak ``GEMM_EMAX x r / (r + GEMM_R_HALF)``,
+#: ``r`` = intensity / ridge.
 GEMM_R_HALF = 3.75
 GEMM_EMAX = 1.10
 #: ... never above the best share a table measured (A100 BF16, 8192^3: 290 of 312 TFLOP/s).
@@ -216,9 +217,10 @@ def compute_seconds(stage_flops, attention_full, attention_causal, per_gpu_token
 
 def fit_gemm_curve(rows=None):
     """``(r_half, emax, rms_log)`` of the GEMM curve (module docstring) on ``data/gemm_efficiency.csv``'s
-    ``kind == "curve"`` rows with ``m >= 1024`` (the training shapes; the 128-row DeepGEMM lines are
-    decoding): a grid over ``r_half`` (0.1 to 10), one ``emax`` per (generation, dtype) by least squares in logs,
-    the curve's ``emax`` their geometric mean."""
+    ``kind == "curve"`` rows whose output fills a wave (``m x n >= WAVE_OUTPUTS``: training's shapes; the
+    128-row DeepGEMM lines and the small squares lose to wave quantisation): a grid over ``r_half`` (0.1 to
+    10), one ``emax`` per (generation, dtype) by least squares in logs, the curve's ``emax`` their geometric
+    mean."""
     import numpy as np
     import pandas as pd
 
