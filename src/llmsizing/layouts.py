@@ -17,6 +17,7 @@ from .comm import communication, step_compute_time_s
 from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
+from .kernels import rates
 from .job import takes_job
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages, route_max_nodes
@@ -366,21 +367,21 @@ def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, rec
                     eff: float, recompute_layers: int | None = None) -> tuple[float, float]:
     """This GPU's attention-core seconds per step, ``(forward, backward)``, on the slowest stage: what the
     ring's hops of context parallelism can hide behind (:func:`exposed_by_group`). The forward's ``QK^T`` and
-    ``attn @ V`` (:func:`~llmsizing.flops.attention_flops_per_token`, the full-matrix convention the step's
-    compute uses) of the stage's layers for ``batch x seq x grad_accum`` tokens over ``tp x cp`` GPUs, at the
-    kernel efficiency; twice that in the backward, and the forward twice with full recomputation (which runs
-    the ring again; with ``recompute_layers``, the recomputed layers of that stage only). ``(0, 0)`` without
-    context parallelism."""
+    ``attn @ V`` as causal kernels compute them (:func:`~llmsizing.flops.attention_flops_per_token` with
+    ``causal=True``) of the stage's layers for ``batch x seq x grad_accum`` tokens over ``tp x cp`` GPUs, at
+    the attention kernels' rate (:func:`llmsizing.kernels.rates`, as the step's compute); twice that in the
+    backward, and the forward twice with full recomputation (which runs the ring again; with
+    ``recompute_layers``, the recomputed layers of that stage only). ``(0, 0)`` without context
+    parallelism."""
     if par.cp == 1:
         return 0.0, 0.0
     stages = layers_per_stage(model.layers, par)
     most = max(range(par.pp), key=lambda i: stages[i])
     layers = stages[most]
-    # the attention core stays in BF16 under FP8 recipes (comm.step_compute_time_s)
-    if dtype == "fp8":
-        dtype, eff = "bf16", default_efficiency(g, "bf16")
-    one = (attention_flops_per_token(model, seq=seq) / model.layers * layers * batch * seq * grad_accum
-           / (par.tp * par.cp) / (dense_tflops(g, dtype) * 1e12 * eff))
+    # the attention core as causal kernels run it, at the attention kernels' rate (comm.step_compute_time_s)
+    rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype, kernel_efficiency=eff)[1]
+    one = (attention_flops_per_token(model, seq=seq, causal=True) / model.layers * layers * batch * seq
+           * grad_accum / (par.tp * par.cp) / rate)
     if recompute_layers is not None:
         return one * (1 + recomputed_layers(model.layers, par, recompute_layers)[most] / layers), 2 * one
     return one * (2 if recompute == "full" else 1), 2 * one
