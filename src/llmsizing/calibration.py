@@ -43,6 +43,23 @@ def cp_comm_of(framework) -> str:
     return next((v for k, v in CP_COMM_BY_FRAMEWORK.items() if name.startswith(k)), "p2p")
 
 
+#: The attention kernel a published run's ``framework`` ran on Hopper (:func:`attention_kernel_of`):
+#: Megatron-Core and NeMo call Transformer Engine, whose fused attention is cuDNN's. Every other framework gets
+#: the generation's default (llm-foundry and torchtitan call flash-attn 2 or PyTorch SDPA's FlashAttention-2
+#: backend; Meta does not say what its Llama 3 stack ran).
+ATTENTION_KERNEL_BY_FRAMEWORK = {"megatron-core": "cudnn", "nemo": "cudnn"}
+
+
+def attention_kernel_of(framework, gpu) -> str | None:
+    """The attention kernel of a run's ``framework`` (:data:`ATTENTION_KERNEL_BY_FRAMEWORK`) if ``gpu``'s
+    generation has published figures for it, else ``None`` (the generation's default)."""
+    from .kernels import attention_kernels
+
+    name = framework if isinstance(framework, str) else ""
+    kernel = next((v for k, v in ATTENTION_KERNEL_BY_FRAMEWORK.items() if name.startswith(k)), None)
+    return kernel if kernel in attention_kernels(gpu) else None
+
+
 #: The columns each fit reads from a runs table (:func:`~llmsizing.time_cost.published_runs`'s columns).
 MFU_FIT_COLUMNS = ("model", "gpu", "dtype", "seq", "n_gpus", "implied_mfu", "calibration", "recompute",
                    "kind")
@@ -220,7 +237,8 @@ def _layout_of(row):
 
 
 def run_kernel_efficiency(row) -> float | None:
-    """The kernel efficiency at which :func:`~llmsizing.layouts.step_time` gives ``row``'s published MFU
+    """The kernel efficiency at which :func:`~llmsizing.layouts.step_time` (with the attention kernel of the
+    row's framework, :func:`attention_kernel_of`) gives ``row``'s published MFU
     (``row.implied_mfu``, a row of :func:`~llmsizing.time_cost.published_runs`), or ``None`` when the layout
     is unknown or even kernels at 100% of peak would not reach it."""
     from .layouts import step_time
@@ -234,10 +252,12 @@ def run_kernel_efficiency(row) -> float | None:
             return None
         par, micro, accum, recompute = lay
         dtype = "fp8" if row.dtype == "fp8" else "bf16"
+        kernel = attention_kernel_of(getattr(row, "framework", None), row.gpu)
 
         def mfu(e):
             return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
-                             kernel_efficiency=e, recompute=recompute, dtype=dtype).mfu
+                             kernel_efficiency=e, recompute=recompute, dtype=dtype,
+                             attention_kernel=kernel).mfu
 
         top = mfu(1.0)
     except (ValueError, TypeError) as e:

@@ -305,7 +305,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
 def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
                         grad_accum: int = 1, recompute: str = "none", kernel_efficiency: float | None = None,
                         dtype: str = "bf16", mfu: float | None = None,
-                        recompute_layers: int | None = None) -> float:
+                        recompute_layers: int | None = None, attention_kernel: str | None = None) -> float:
     """Seconds of computing per step on a GPU of the slowest pipeline stage: that stage's training FLOPs
     (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
     ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs, as kernels run them
@@ -315,7 +315,8 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     (:func:`~llmsizing.kernels.layer_gemm_efficiency`); the attention core
     (:func:`~llmsizing.flops.stage_attention_flops_per_token`) as causal kernels compute it, half the score
     matrix, at the attention kernels' efficiency (:func:`~llmsizing.kernels.attention_efficiency`) of the
-    BF16 peak under FP8 recipes (which quantise the Linear layers only).
+    BF16 peak under FP8 recipes (which quantise the Linear layers only); ``attention_kernel`` names the
+    attention kernel (:func:`~llmsizing.kernels.attention_kernels`; default the GPU generation's).
 
     ``kernel_efficiency`` defaults to the calibrated value of the GPU's generation
     (:func:`~llmsizing.hardware.kernel_efficiency`): the scale of the GEMM-shape curve, what a step loses
@@ -348,7 +349,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     # the Linear layers at the shape's GEMM efficiency x the calibrated scale; the attention core as causal
     # kernels run it (half the score matrix, at the attention kernels' efficiency, in BF16 under FP8 recipes)
     gemm_rate, attention_rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype,
-                                      kernel_efficiency=eff)
+                                      kernel_efficiency=eff, attention_kernel=attention_kernel)
     full = stage_attention_flops_per_token(model, par, **kw)[slowest]
     causal = stage_attention_flops_per_token(model, par, causal=True, **kw)[slowest]
     return compute_seconds(stages[slowest], full, causal, per_gpu, gemm_rate, attention_rate)

@@ -190,11 +190,13 @@ def layer_gemm_efficiency(model, gpu, *, tp: int, tokens: int, dtype: str = "bf1
     return flops / time
 
 
-def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, kernel_efficiency: float):
+def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, kernel_efficiency: float,
+          attention_kernel: str | None = None):
     """``(gemm, attention)`` FLOP/s of one GPU: the Linear layers at ``peak(dtype) x kernel_efficiency x``
     :func:`layer_gemm_efficiency` (``batch x seq / cp`` tokens a micro-batch), the attention core at the BF16
     peak (FP8 recipes leave it in BF16; FP16 runs at its own peak) x :func:`attention_efficiency` at the
-    ``seq / cp`` queries a context-parallel rank holds."""
+    ``seq / cp`` queries a context-parallel rank holds (``attention_kernel``: one of
+    :func:`attention_kernels`, default the generation's)."""
     model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     eff = check_number("kernel_efficiency", kernel_efficiency, maximum=1.0, allow_equal=False)
@@ -203,7 +205,8 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
                                                                         dtype=dtype)
     attn_dtype = "bf16" if dtype == "fp8" else dtype
     attention = dense_tflops(g, attn_dtype) * 1e12 * attention_efficiency(g, head_dim=model.head_dim,
-                                                                          seq=max(1, seq // cp))
+                                                                          seq=max(1, seq // cp),
+                                                                          kernel=attention_kernel)
     return gemm, attention
 
 

@@ -364,7 +364,8 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
 
 
 def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, recompute: str, dtype: str,
-                    eff: float, recompute_layers: int | None = None) -> tuple[float, float]:
+                    eff: float, recompute_layers: int | None = None,
+                    attention_kernel: str | None = None) -> tuple[float, float]:
     """This GPU's attention-core seconds per step, ``(forward, backward)``, on the slowest stage: what the
     ring's hops of context parallelism can hide behind (:func:`exposed_by_group`). The forward's ``QK^T`` and
     ``attn @ V`` as causal kernels compute them (:func:`~llmsizing.flops.attention_flops_per_token` with
@@ -379,7 +380,8 @@ def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, rec
     most = max(range(par.pp), key=lambda i: stages[i])
     layers = stages[most]
     # the attention core as causal kernels run it, at the attention kernels' rate (comm.step_compute_time_s)
-    rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype, kernel_efficiency=eff)[1]
+    rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype, kernel_efficiency=eff,
+                 attention_kernel=attention_kernel)[1]
     one = (attention_flops_per_token(model, seq=seq, causal=True) / model.layers * layers * batch * seq
            * grad_accum / (par.tp * par.cp) / rate)
     if recompute_layers is not None:
@@ -524,7 +526,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               recompute: str = "none", precision: str = "bf16-mixed", gpus_per_node: int | None = None,
               inter_node_gbps: float | None = None, dtype: str | None = None, async_tp: bool = False,
               node=None, mfu: float | None = None, recompute_layers: int | None = None,
-              ep_overlap: float = 0.0, max_nodes: int | str | None = "model") -> StepTime:
+              ep_overlap: float = 0.0, max_nodes: int | str | None = "model",
+              attention_kernel: str | None = None) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -550,7 +553,9 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     (:mod:`llmsizing.moe`; the routing's node limit ``max_nodes``: ``"model"``, the default, is the model's
     own from its config's ``n_group``/``topk_group``, as :func:`~llmsizing.planner.plan` takes it; ``None``
     routes over every node), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap).
-    ``step_time(job)`` takes a :class:`~llmsizing.job.Job`.
+    ``step_time(job)`` takes a :class:`~llmsizing.job.Job`. ``attention_kernel``: the attention kernel whose
+    published speed prices the attention core (:func:`~llmsizing.kernels.attention_kernels`; default the GPU
+    generation's, as the planner uses).
     """
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
@@ -571,7 +576,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     par = comm.parallel
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
-                                  kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers)
+                                  kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers,
+                                  attention_kernel=attention_kernel)
     bubble = pipeline_bubble(par.pp, m, par.virtual_stages)
     model_per_token = training_flops_per_token(model, seq=seq)
     if recompute_layers is None:
@@ -584,7 +590,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     # the forward's share; recomputation is backward
     fwd_share = (model_per_token / 3) / hardware_per_token
     cp_att = _cp_attention_s(model, g, par, batch=batch, seq=seq, grad_accum=m, recompute=recompute,
-                             dtype=dtype, eff=eff, recompute_layers=recompute_layers)
+                             dtype=dtype, eff=eff, recompute_layers=recompute_layers,
+                             attention_kernel=attention_kernel)
     exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m,
                                                                 fwd_share=fwd_share, async_tp=async_tp,
                                                                 cp_attention_s=cp_att, ep_overlap=ep_overlap)
