@@ -44,9 +44,9 @@ def cp_comm_of(framework) -> str:
 
 
 #: The attention kernel a published run's ``framework`` ran on Hopper (:func:`attention_kernel_of`):
-#: Megatron-Core and NeMo call Transformer Engine, whose fused attention is cuDNN's. Every other framework gets
-#: the generation's default (llm-foundry and torchtitan call flash-attn 2 or PyTorch SDPA's FlashAttention-2
-#: backend; Meta does not say what its Llama 3 stack ran).
+#: Megatron-Core and NeMo call Transformer Engine, whose fused attention is cuDNN's. Every other framework
+#: gets the generation's default (llm-foundry and torchtitan call flash-attn 2 or PyTorch SDPA's
+#: FlashAttention-2 backend; Meta does not say what its Llama 3 stack ran).
 ATTENTION_KERNEL_BY_FRAMEWORK = {"megatron-core": "cudnn", "nemo": "cudnn"}
 
 
