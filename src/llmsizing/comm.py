@@ -349,7 +349,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     # the Linear layers at the shape's GEMM efficiency x the calibrated scale; the attention core as causal
     # kernels run it (half the score matrix, at the attention kernels' efficiency, in BF16 under FP8 recipes)
     gemm_rate, attention_rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype,
-                                      kernel_efficiency=eff, attention_kernel=attention_kernel)
+                                      kernel_efficiency=eff, attention_kernel=attention_kernel, ep=par.ep)
     full = stage_attention_flops_per_token(model, par, **kw)[slowest]
     causal = stage_attention_flops_per_token(model, par, causal=True, **kw)[slowest]
     return compute_seconds(stages[slowest], full, causal, per_gpu, gemm_rate, attention_rate)

@@ -158,20 +158,21 @@ def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
     return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
 
 
-def layer_gemms(model, *, tp: int = 1, tokens: int) -> tuple[tuple[int, int, int], ...]:
+def layer_gemms(model, *, tp: int = 1, tokens: int, ep: int = 1) -> tuple[tuple[int, int, int], ...]:
     """The ``(m, n, k)`` of one transformer layer's forward GEMMs on one of ``tp`` GPUs (Megatron's split:
     column-parallel QKV and MLP input, row-parallel output and MLP output), ``m = tokens`` (a micro-batch's
     tokens on that GPU): QKV ``(h) -> (heads + 2 kv_heads) d / tp``, attention output ``heads d / tp -> h``,
     MLP ``h -> ffn / tp`` (twice that when gated) and ``ffn / tp -> h``. The backward's GEMMs are these
     transposed (same intensity). A mixture of experts uses the expert width with ``tokens x experts_per_token
-    / experts`` rows per expert."""
+    x ep / experts`` rows per expert (with ``ep``-way expert parallelism an expert gets the tokens of ``ep``
+    GPUs)."""
     model = resolve_model(model, moe=True)
-    tp, tokens = check_int("tp", tp), check_int("tokens", tokens)
+    tp, tokens, ep = check_int("tp", tp), check_int("tokens", tokens), check_int("ep", ep)
     h, d = model.hidden, model.head_dim
     ffn, rows = model.ffn_hidden, tokens
     if model.is_moe:
         ffn = model.expert_ffn_hidden or model.ffn_hidden
-        rows = max(1, tokens * model.experts_per_token // model.experts)
+        rows = max(1, tokens * model.experts_per_token * ep // model.experts)
     up = ffn * (2 if model.gated_mlp else 1)
     return ((tokens, max(1, (model.heads + 2 * model.kv_heads) * d // tp), h),
             (tokens, h, max(1, model.heads * d // tp)),
@@ -180,18 +181,18 @@ def layer_gemms(model, *, tp: int = 1, tokens: int) -> tuple[tuple[int, int, int
 
 
 @lru_cache(maxsize=4096)
-def layer_gemm_efficiency(model, gpu, *, tp: int, tokens: int, dtype: str = "bf16") -> float:
+def layer_gemm_efficiency(model, gpu, *, tp: int, tokens: int, dtype: str = "bf16", ep: int = 1) -> float:
     """:func:`gemm_efficiency` of one layer's GEMMs (:func:`layer_gemms`) together: their FLOPs over the sum
     of each one's FLOPs / efficiency (the time-weighted mean)."""
     flops = time = 0.0
-    for m, n, k in layer_gemms(model, tp=tp, tokens=tokens):
+    for m, n, k in layer_gemms(model, tp=tp, tokens=tokens, ep=ep):
         flops += m * n * k
         time += m * n * k / gemm_efficiency(gpu, m, n, k, dtype)
     return flops / time
 
 
 def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, kernel_efficiency: float,
-          attention_kernel: str | None = None):
+          attention_kernel: str | None = None, ep: int = 1):
     """``(gemm, attention)`` FLOP/s of one GPU: the Linear layers at ``peak(dtype) x kernel_efficiency x``
     :func:`layer_gemm_efficiency` (``batch x seq / cp`` tokens a micro-batch), the attention core at the BF16
     peak (FP8 recipes leave it in BF16; FP16 runs at its own peak) x :func:`attention_efficiency` at the
@@ -202,7 +203,7 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
     eff = check_number("kernel_efficiency", kernel_efficiency, maximum=1.0, allow_equal=False)
     tokens = max(1, batch * seq // cp)
     gemm = dense_tflops(g, dtype) * 1e12 * eff * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens,
-                                                                        dtype=dtype)
+                                                                        dtype=dtype, ep=ep)
     attn_dtype = "bf16" if dtype == "fp8" else dtype
     attention = dense_tflops(g, attn_dtype) * 1e12 * attention_efficiency(g, head_dim=model.head_dim,
                                                                           seq=max(1, seq // cp),

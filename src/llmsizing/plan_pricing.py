@@ -283,19 +283,20 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
     # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over
     # layers, its share of the windows too: a stage's is the share of the layers it holds)
-    lay_keys, lay_idx = _groups(*plus_none(gi, tp, cp, b, ri))
+    epc = cols["ep"] if moe and "ep" in cols else np.ones(n, dtype=int)   # experts' GEMM rows grow with ep
+    lay_keys, lay_idx = _groups(*plus_none(gi, tp, cp, b, epc, ri))
     lay = np.zeros((len(lay_keys), 6))
     peak_of = {}
     # the Linear layers' and the attention core's rates (llmsizing.kernels.rates, as step_compute_time_s)
     dtype = compute_dtype(precision)
-    for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys):
+    for k, (g_, t_, c_, b_, e_, r_) in enumerate(lay_keys):
         g = gpu_list[g_]
         st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
                        grad_accum=1, kernel_efficiency=eff, recompute=rcs[r_], precision=precision,
                        node=node_of[g.name])
         by = st.comm_by_group_s
         gemm_rate, attention_rate = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
-                                          kernel_efficiency=st.kernel_efficiency)
+                                          kernel_efficiency=st.kernel_efficiency, ep=e_)
         lay[k] = (gemm_rate, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"], by.get("cp", 0.0),
                   attention_rate)
         peak_of[g_] = st.peak_flops
