@@ -119,7 +119,7 @@ def test_synthetic_log_is_recovered_within_one_percent(alpha, busbw, n):
 def test_fitted_nvlink_fraction_and_links_csv():
     with open(ROOT / "data" / "links.csv", newline="") as fh:
         links = {r["link_class"]: r for r in csv.DictReader(fh)}
-    assert list(links) == ["nvlink", "infinity-fabric", "pcie", "network"]
+    assert list(links) == ["nvlink", "infinity-fabric", "pcie", "pcie-p2p", "network"]
     nv = links["nvlink"]
     fit = from_nccl_tests((ROOT / nv["source"]).read_text())
     frac = fit.regimes.large.busbw_gbps / 300.0                 # A100 NVLink 3: 300 GB/s one way per GPU
@@ -130,6 +130,12 @@ def test_fitted_nvlink_fraction_and_links_csv():
         assert links[cls]["source"].startswith("data/nccl_tests/") and (ROOT / links[cls]["source"]).exists()
         assert 0 < float(links[cls]["achievable_fraction"]) <= 1 and float(links[cls]["alpha_us"]) > 0
     assert "NOT FITTED" in links["infinity-fabric"]["source"]
+    # PCIe with peer-to-peer (issue 34): a published large-message figure, 25.95 GB/s busbw on PCIe Gen4 x16's
+    # 31.5 GB/s (tinygrad/open-gpu-kernel-modules issue #36), above the no-P2P log's share
+    p2p = links["pcie-p2p"]
+    assert "tinygrad/open-gpu-kernel-modules/issues/36" in p2p["source"]
+    assert float(p2p["achievable_fraction"]) == pytest.approx(25.95 / 31.5, abs=0.005)
+    assert float(p2p["achievable_fraction"]) > float(links["pcie"]["achievable_fraction"])
 
 
 def test_links_csv_and_fits_csv_are_what_the_logs_give():

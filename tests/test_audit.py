@@ -435,7 +435,9 @@ def test_mfu_band_reading(table):
     slow_days = 1e11 * flops / (989.4e12 * est.low) / 86400
     assert r["library"] == pytest.approx(slow_days, rel=1e-6)
     assert r["library"] > r["library_central"]                 # the claim (262 days) is past the central value
-    assert r["verdict"].endswith("(the number: holds)")        # at the MFU a small model often gets, it holds
+    # and past the slow end of the 80% band too (issue 34: the band is no longer the envelope of every run)
+    assert r["claimed"] / slow_days > 1.25
+    assert r["verdict"].endswith("(too high))")
 
 
 def test_unqualified_fine_tuning_is_read_both_ways(table):

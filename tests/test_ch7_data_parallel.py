@@ -5,6 +5,7 @@ from the sources named in each test, never copied from the library's output."""
 from __future__ import annotations
 
 import html
+import math
 
 import pytest
 from hypothesis import strategies as st
@@ -64,17 +65,27 @@ def _achievable(link_class):
 NVLINK_NOMINAL, NIC_PER_GPU = 450e9, 400e9 / 8      # DGX H100: NVLink 4 one way; one 400 Gb/s NIC per GPU
 
 
+#: Published parameter counts (the Hugging Face model cards' safetensors totals).
+LLAMA3_8B, LLAMA3_70B = 8_030_261_248, 70_553_706_496
+
+
+def _ddp_s(n, dp, bw, alpha, steps):
+    """DDP's gradient all-reduce by hand: 2 (dp-1)/dp x 2 bytes x n over the bandwidth ``bw`` (B/s), plus one
+    latency of ``steps`` x ``alpha`` per Megatron-Core bucket of max(40e6, 1e6 x dp) parameters."""
+    return 2 * (dp - 1) / dp * 2 * n / bw + math.ceil(n / max(40e6, 1e6 * dp)) * steps * alpha
+
+
 def test_breakeven_ddp_by_hand():
-    """Without attention FLOPs, DDP hides behind compute when 6 N T / (peak eff) = 2 (dp-1)/dp x 2 N / W, so
-    T = 2 (dp-1)/dp x 2 x peak x eff / (6 W), for any N, with W the NVLink's achieved one-way bandwidth
-    (nominal x the fitted share). Attention adds a few % of FLOPs at 4K tokens, which lowers the library's T by
-    that much; the ring's 14 latency steps add microseconds against tens of milliseconds. The Linear layers
-    run at the kernel efficiency x their GEMMs' efficiency at 4,096 tokens (issue 34, tests/_kernels_by_hand.py),
-    which scales T by that factor: the 8B's narrower GEMMs break even earlier than the 70B's."""
+    """Without attention FLOPs, DDP hides behind compute when 6 N T / (peak eff) = its all-reduce's time, so
+    T = time x peak x eff / (6 N), with W the NVLink's achieved one-way bandwidth (nominal x the fitted share)
+    and 14 ring steps per bucket call (issue 34: each call pays its latency). Attention adds a few % of FLOPs
+    at 4K tokens, which lowers the library's T by that much. The Linear layers run at the kernel efficiency x
+    their GEMMs' efficiency at 4,096 tokens (issue 34, tests/_kernels_by_hand.py), which scales T by that
+    factor: the 8B's narrower GEMMs break even earlier than the 70B's."""
     g = get_gpu("H100 SXM")
-    share, _ = _achievable("nvlink")
-    hand = 2 * 7 / 8 * 2 * g.bf16_dense_tflops * 1e12 * 0.4 / (6 * NVLINK_NOMINAL * share)
-    for name, shape in (("llama-3-8b", KH.LLAMA3_8B), ("llama-3-70b", KH.LLAMA3_70B)):
+    share, alpha = _achievable("nvlink")
+    for name, n, shape in (("llama-3-8b", LLAMA3_8B, KH.LLAMA3_8B), ("llama-3-70b", LLAMA3_70B, KH.LLAMA3_70B)):
+        hand = _ddp_s(n, 8, NVLINK_NOMINAL * share, alpha, 14) * g.bf16_dense_tflops * 1e12 * 0.4 / (6 * n)
         at = hand * KH.layer_gemm_eff(*shape, tp=1, tokens=4096, ridge=989.4 / 3.35)
         t = dp_breakeven_tokens(name, g, dp=8, zero=0, seq=4096, kernel_efficiency=0.4)
         assert 0.85 * at < t < 1.002 * at, (name, t, at)
@@ -92,23 +103,32 @@ def test_dp_group_filling_nodes_gets_eight_nics_per_gpu():
     assert fill.nominal_gbps == pytest.approx(8 * one.nominal_gbps) == pytest.approx(8 * NIC_PER_GPU / 1e9)
     assert fill.bandwidth_gbps == pytest.approx(min(8 * NIC_PER_GPU * net, NVLINK_NOMINAL * nv) / 1e9)
     assert one.bandwidth_gbps == pytest.approx(NIC_PER_GPU * net / 1e9)
-    # the breakeven follows the bandwidth (latency aside): far fewer tokens when the group fills its nodes
+    # the breakeven follows the all-reduce's time: far fewer tokens when the group fills its nodes; both pay
+    # NCCL's tree, 2 log2 16 = 8 levels of 3.75 ring steps (30 steps), per bucket call
     t_fill = dp_breakeven_tokens("llama-3-8b", "H100 SXM", dp=16, zero=0)
     t_one = dp_breakeven_tokens("llama-3-8b", "H100 SXM", dp=16, zero=0, gpus_per_node=1)
-    assert t_one / t_fill == pytest.approx(fill.bandwidth_gbps / one.bandwidth_gbps, rel=0.01)
+    _, alpha = _achievable("network")
+    hand = (_ddp_s(LLAMA3_8B, 16, one.bandwidth_gbps * 1e9, alpha, 30)
+            / _ddp_s(LLAMA3_8B, 16, fill.bandwidth_gbps * 1e9, alpha, 30))
+    assert t_one / t_fill == pytest.approx(hand, rel=0.01)
 
 
 def test_breakeven_ratios():
     g = "H100 SXM"
     ddp = dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=0)
     assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=1) == pytest.approx(ddp)          # same volume
-    assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=3) == pytest.approx(1.5 * ddp)    # 3 Psi vs 2 Psi
+    # ZeRO-3: 3 Psi against DDP's 2 Psi (ZeRO paper), in 3 x 32 per-layer calls of 7 ring steps against 201
+    # bucket calls of 14 (issue 34)
+    nv, a_nv = _achievable("nvlink")
+    bw = NVLINK_NOMINAL * nv
+    z3_s = 3 * 7 / 8 * 2 * LLAMA3_8B / bw + 3 * 32 * 7 * a_nv
+    assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=3) == pytest.approx(
+        ddp * z3_s / _ddp_s(LLAMA3_8B, 8, bw, a_nv, 14), rel=1e-6)
     assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=0, window=2 / 3) == pytest.approx(1.5 * ddp)
     pcie = gpu_with_link(g, "PCIe Gen4 x16", 32.0, "pcie")
-    nv, _ = _achievable("nvlink")
-    pc, _ = _achievable("pcie")
+    pc, a_pc = _achievable("pcie")
     assert dp_breakeven_tokens("llama-3-8b", pcie, dp=8, zero=0) == pytest.approx(
-        ddp * (450 * nv) / (32 * pc), rel=1e-3)
+        ddp * _ddp_s(LLAMA3_8B, 8, 32e9 * pc, a_pc, 14) / _ddp_s(LLAMA3_8B, 8, bw, a_nv, 14), rel=1e-6)
     # ZeRO-3 gathers again for every micro-batch: per step, the breakeven grows with the accumulation steps
     z3 = dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=3)
     assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=3, grad_accum=4) == pytest.approx(4 * z3)

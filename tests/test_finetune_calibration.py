@@ -51,14 +51,18 @@ def test_every_row_has_a_source_and_the_split_holds_rows_out():
     assert (PUBLISHED.calibration == "no").sum() >= 12 + 10       # Qwen-14B's 12 and at least 10 added since
 
 
-def test_every_covered_row_lies_inside_the_stated_range():
+def test_the_stated_range_is_an_80_percent_range_not_the_envelope(fresh_fit):
+    # issue 34: the range is the 80% leave-one-source-out conformal range (tests/test_intervals.py checks the
+    # bounds against the check). Residuals of a model fitted on every row it is judged on are smaller than
+    # those of a model that never saw the source, so in sample the range holds more than 80% of the rows (here
+    # all); the honest coverage is the out-of-source one (data/intervals.csv)
     res = ft.finetune_residuals()
     lo, hi = ft.RESIDUAL_RANGE
+    assert (lo, hi) == (fresh_fit["range_low"], fresh_fit["range_high"])
     covered = res[res.known_out == ""]
     assert (covered.calibration == "no").sum() >= 10
-    bad = covered[~covered["in_range"]]
-    assert bad.empty, bad[["run", "ratio"]]
-    assert lo > 0.5 and hi < 2.0          # a range that says something
+    assert covered["in_range"].mean() >= 0.8
+    assert lo < 1 < hi and hi / lo < 4          # a range that says something
 
 
 def test_known_out_rows_are_full_finetuning_and_say_why():
@@ -137,11 +141,11 @@ def test_fit_reads_only_the_calibration_rows(monkeypatch, fresh_fit):
         return read
 
     monkeypatch.setattr(ft, "_published_frame", scaled("no"))
-    held = ft.fit_finetune_constants()
+    held = ft.fit_finetune_constants(with_range=False)
     assert (held["layer_overhead_s"], held["dequant_bandwidth_fraction"]) == (
         base["layer_overhead_s"], base["dequant_bandwidth_fraction"])
     monkeypatch.setattr(ft, "_published_frame", scaled("yes"))
-    cal = ft.fit_finetune_constants()
+    cal = ft.fit_finetune_constants(with_range=False)
     assert cal["layer_overhead_s"] > base["layer_overhead_s"]
 
 

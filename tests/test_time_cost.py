@@ -69,9 +69,11 @@ def _by_hand(row, n_params, seq, full, whole):
                     + row["whole_run"] * whole)
 
 
-def test_every_published_run_lies_inside_its_generation_range():
-    # issue 21's done-when: each run's implied MFU over the calibrated prediction (computed here from the CSV's
-    # coefficients, not by the library) lies between its generation's low and high factors
+def test_runs_outside_the_stated_range_are_the_ones_the_library_says():
+    # issue 34: the range is an 80% interval, not the envelope of every run. Each run's implied MFU over the
+    # calibrated prediction (computed here from the CSV's coefficients, not by the library) is compared with its
+    # range (the whole-run columns for GPU-hour totals); the runs outside are exactly those mfu_residuals()
+    # marks, and they are a minority (an 80% range set on out-of-source residuals holds most runs in sample)
     rows = _mfu_model_rows()
     runs = T.published_runs()
     assert len(runs) >= 50 and runs["calibration"].sum() >= 30 and (~runs["calibration"]).sum() >= 10
@@ -80,15 +82,15 @@ def test_every_published_run_lies_inside_its_generation_range():
         key = ("hopper" if r.gpu in ("H100 SXM", "H200") else "ampere" if r.gpu.startswith("A100") else "blackwell",
                "fp8" if r.dtype == "fp8" else "bf16")
         row = rows[key]
-        ratio = r.implied_mfu / _by_hand(row, L.get_model(r.model).n_params, r.seq, r.recompute == "full",
-                                         r.kind == "pretraining-total")
-        if not row["low"] <= ratio <= row["high"]:
-            outside.append((r.run, ratio, row["low"], row["high"]))
-    assert not outside
-    # and the library's own table says the same, run by run
+        whole = r.kind == "pretraining-total"
+        lo, hi = (row["low_whole_run"], row["high_whole_run"]) if whole else (row["low"], row["high"])
+        ratio = r.implied_mfu / _by_hand(row, L.get_model(r.model).n_params, r.seq, r.recompute == "full", whole)
+        if not lo * (1 - 1e-9) <= ratio <= hi * (1 + 1e-9):
+            outside.append(r.run)
     res = T.mfu_residuals()
-    assert res["inside"].all() and len(res) == len(runs)
-    assert ((res["low"] <= res["implied_mfu"] * (1 + 1e-9)) & (res["implied_mfu"] <= res["high"] * (1 + 1e-9))).all()
+    assert len(res) == len(runs)
+    assert sorted(res.loc[~res["inside"], "run"]) == sorted(outside)
+    assert 0 < len(outside) <= 0.3 * len(runs)
 
 
 def test_range_width_per_generation_is_reported():
@@ -96,16 +98,15 @@ def test_range_width_per_generation_is_reported():
     widths = {key: row["high"] / row["low"] for key, row in rows.items()}
     print("MFU range width per generation:", {f"{g} {d}": round(w, 2) for (g, d), w in widths.items()})
     table = T.mfu_model_table().set_index(["generation", "dtype"])
-    for key, w in widths.items():
-        assert table.loc[key, "width"] == pytest.approx(w)
-    # what chapter 10 says: Meta's Llama 3/3.1 8B GPU-hour totals widen the H100 BF16 range beyond 2x; the
-    # range is set by the worst runs, so it is at least as wide as the spread of the residuals it holds
-    assert widths[("hopper", "bf16")] > 2
-    res = T.mfu_residuals()
-    for (gen, dtype), sub in res.groupby(["generation", "dtype"]):
-        assert widths[(gen, dtype)] >= sub["residual"].max() / sub["residual"].min() * (1 - 1e-9)
-    worst = res[(res["generation"] == "hopper") & (res["dtype"] == "bf16")].nsmallest(2, "residual")
-    assert set(worst["run"]) == {"Llama 3 8B pre-training", "Llama 3.1 8B pre-training"}
+    for key, row in rows.items():
+        assert table.loc[key, "width"] == pytest.approx(widths[key])
+        assert table.loc[key, "width_whole_run"] == pytest.approx(row["high_whole_run"] / row["low_whole_run"])
+        # a range holds its own central estimate; a whole run's total reaches lower than a steady state
+        assert row["low"] <= 1 <= row["high"] and row["low_whole_run"] < row["low"]
+    # the Hopper BF16 range is no longer set by its worst run: Meta's Llama 3.1 8B total lies below it
+    res = T.mfu_residuals().set_index("run")
+    assert not res.loc["Llama 3.1 8B pre-training", "inside"]
+    assert widths[("hopper", "bf16")] < 2.66                  # the envelope of every run was 2.66x wide
 
 
 def test_published_runs_name_their_sources():

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Fit the library's two calibrations on data/published_runs.csv and write them to data/ (issue 21):
+"""Fit the library's two calibrations on data/published_runs.csv and write them to data/ (issue 21), with the
+leave-one-source-out check of every calibrated range (issue 34):
 
-    .venv/bin/python tools/calibrate.py            # write data/kernel_efficiency.csv and data/mfu_model.csv
+    .venv/bin/python tools/calibrate.py            # write data/kernel_efficiency.csv, data/mfu_model.csv and
+                                                   # data/intervals.csv
     .venv/bin/python tools/calibrate.py --check    # exit 1 if the files differ from a fresh fit
 
 The fits themselves live in llmsizing.calibration (chapter 10 shows them); this script only writes their
@@ -23,6 +25,7 @@ from llmsizing import calibration as C  # noqa: E402
 from llmsizing.hardware import _kernel_rows  # noqa: E402
 
 AS_OF = "2026-11-25"
+INTERVALS_AS_OF = "2026-11-29"
 
 
 def kernel_csv() -> str:
@@ -56,11 +59,57 @@ def mfu_csv() -> str:
     return out.getvalue()
 
 
+INTERVAL_COLUMNS = ["area", "group", "nominal_coverage", "measured_coverage", "median_width", "low", "high",
+                    "n_rows", "n_sources", "as_of", "method"]
+METHOD = {
+    "training": "80% conformal bounds on log(implied / predicted MFU) of leave-one-source-out fits (the "
+                "calibration runs of the other sources), each source weighing the same; steady states and "
+                "whole-run totals apart where a kind has 9+ sources (else pooled); coverage measured nested: "
+                "each source's runs against the interval computed without it",
+    "fine-tuning": "80% conformal bounds on log(published / predicted step time) of leave-one-source-out fits "
+                   "(every covered row of the other source), rows weighing the same (2 sources are too few "
+                   "to weigh sources); not nested: each source against the other's out-of-source residuals, "
+                   "whose fit saw it"}
+
+
+def _interval_rows(area, check, groups, n_sources_of):
+    import numpy as np
+
+    rows = []
+    for group, mask in groups:
+        stated = ["", ""]
+        if group != "all" or len(check.bounds) == 1:           # "all" of a stratified check: no one range
+            stated = [f"{x:.4f}" for x in check.stated(None if group == "all" else group)]
+        width = float(np.exp(np.median(check.high_log[mask] - check.low_log[mask])))
+        rows.append([area, group, f"{check.coverage:g}", f"{check.inside[mask].mean():.4f}", f"{width:.4f}",
+                     *stated, int(mask.sum()), n_sources_of(mask), INTERVALS_AS_OF, METHOD[area]])
+    return rows
+
+
+def intervals_csv() -> str:
+    from llmsizing.finetune_time import finetune_loso_check
+
+    check, df = C.mfu_loso_check()
+    src = df["source_key"].to_numpy(object)
+    total = (df["kind"] == "pretraining-total").to_numpy()
+    groups = [("all", total | ~total), ("steady-state", ~total), ("pretraining-total", total)]
+    rows = _interval_rows("training", check, groups, lambda m: len(set(src[m])))
+    ft, ft_rows = finetune_loso_check()
+    fsrc = ft_rows["source_key"].to_numpy(object)
+    method = ft_rows["method"].to_numpy(object)
+    rows += _interval_rows("fine-tuning", ft, [("all", method == method)], lambda m: len(set(fsrc[m])))
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(INTERVAL_COLUMNS)
+    w.writerows(rows)
+    return out.getvalue()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare instead of writing")
     args = ap.parse_args()
-    files = {ROOT / "data" / "mfu_model.csv": mfu_csv()}
+    files = {ROOT / "data" / "mfu_model.csv": mfu_csv(), ROOT / "data" / "intervals.csv": intervals_csv()}
     # the kernel efficiencies feed the end-to-end fit's inputs not at all, but the per-run kernel fits read
     # generation names from the current file: write it first
     files = {ROOT / "data" / "kernel_efficiency.csv": kernel_csv(), **files}

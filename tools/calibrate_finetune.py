@@ -20,17 +20,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-AS_OF = "2026-11-26"
-SOURCE = ("fitted on the calibration=yes rows of data/finetune_published.csv; the range over every row without "
-          "known_out (tools/calibrate_finetune.py)")
+AS_OF = "2026-11-29"
+SOURCE = ("constants fitted on the calibration=yes rows of data/finetune_published.csv; the range: 80% "
+          "leave-one-source-out conformal bounds (finetune_loso_check; tools/calibrate_finetune.py)")
 ROWS = (("layer_overhead_s", "s", "fixed time per transformer layer and micro-batch of a HF Trainer + PEFT step "
                                   "(LoRA, QLoRA): kernel launches and Python, fitted on the LoRA rows"),
         ("dequant_bandwidth_fraction", "fraction", "share of HBM bandwidth of the 4-bit dequantisation, fitted on "
                                                    "the Q-LoRA rows (a GPTQ int4 stand-in for nf4)"),
-        ("range_low", "ratio", "lowest published/predicted step-time ratio over every covered row (calibration and held "
-                              "out; full fine-tuning is known_out), rounded down to 0.05"),
-        ("range_high", "ratio", "highest published/predicted step-time ratio over every covered row (calibration and held "
-                              "out; full fine-tuning is known_out), rounded up to 0.05"))
+        ("range_low", "ratio", "lower 80% bound of published/predicted step time, leave-one-source-out conformal "
+                              "(data/intervals.csv has its measured coverage), rounded down to 0.01"),
+        ("range_high", "ratio", "upper 80% bound of published/predicted step time, leave-one-source-out conformal "
+                               "(data/intervals.csv has its measured coverage), rounded up to 0.01"))
 
 
 def model_csv() -> str:

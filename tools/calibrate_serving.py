@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Fit the serving model's step constants on data/serving_published.csv and write data/serving_model.csv
-(issue 22):
+"""Fit the serving model's step constants on data/serving_published.csv, check its range by leaving one source
+out at a time, and write data/serving_model.csv, data/serving_intervals.csv and data/serving_loso.csv
+(issues 22, 34):
 
-    .venv/bin/python tools/calibrate_serving.py            # write data/serving_model.csv
-    .venv/bin/python tools/calibrate_serving.py --check    # exit 1 if the file differs from a fresh fit
+    .venv/bin/python tools/calibrate_serving.py            # write the three files
+    .venv/bin/python tools/calibrate_serving.py --check    # exit 1 if a file differs from a fresh fit
+    .venv/bin/python tools/calibrate_serving.py --check --quick   # one fit on every row, no
+        # cross-validation; the ranges recomputed from the stored held-out residuals (the test's check)
 
-The fit lives in llmsizing.serve_calibration (chapter 15 shows its residuals); this script only writes its
-rounded result, so that the library reads numbers at run time instead of fitting on import.
+The fit and the cross-validation live in llmsizing.serve_calibration (chapter 15 shows their residuals); this
+script only writes their rounded results, so that the library reads numbers at run time instead of fitting on
+import. It refits once per source with calibration rows (a few minutes on one core).
 """
 
 from __future__ import annotations
@@ -20,47 +24,75 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from llmsizing.serve_calibration import fit_serving_constants  # noqa: E402
+from llmsizing.serve_calibration import (METHOD, _read, _trainable, fit_constants,  # noqa: E402
+                                         fit_serving_constants, interval_table)
+from llmsizing.serve_engine import DEFAULT_ENGINE  # noqa: E402
 
-AS_OF = "2026-11-26"
-UNITS = {"weights_bu": "fraction", "attention_bu": "fraction", "step_overhead_s": "s", "prefill_mfu": "fraction"}
+AS_OF = "2026-11-29"
+SRC = "fitted on the calibration=yes rows of data/serving_published.csv (tools/calibrate_serving.py)"
 NOTES = {"weights_bu": "share of HBM bandwidth reading the weights in a decode step (MBU)",
          "attention_bu": "share of HBM bandwidth reading the paged KV cache",
-         "step_overhead_s": "fixed time per engine step: scheduling, sampling, kernel launches (pooled over the "
-                            "calibration rows at the shared constants; the default for an engine not named below)",
+         "step_overhead_s": f"fixed time per engine step of the default engine ({DEFAULT_ENGINE}, continuous "
+                            "batching): scheduling, sampling, kernel launches",
          "prefill_mfu": "share of the dense peak in prefill and in decode's matmuls"}
+UNITS = {"weights_bu": "fraction", "attention_bu": "fraction", "step_overhead_s": "s",
+         "prefill_mfu": "fraction"}
 
 
-def model_csv() -> str:
-    constants, low, high = fit_serving_constants()
+def _text(rows) -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(["constant", "value", "unit", "source", "as_of", "note"])
-    src = "fitted on the calibration=yes rows of data/serving_published.csv (tools/calibrate_serving.py)"
-    per_engine = constants.pop("engine_step_overhead_s")
-    for name, value in constants.items():
-        w.writerow([name, value, UNITS[name], src, AS_OF, NOTES[name]])
-    for engine, value in per_engine.items():
-        w.writerow([f"step_overhead_s[{engine}]", value, "s", src, AS_OF,
-                    f"fixed time per engine step fitted on {engine}'s calibration rows (serving(engine={engine!r}))"])
-    src = "spread of every row of data/serving_published.csv at the fitted constants (tools/calibrate_serving.py)"
-    w.writerow(["range_low", low, "ratio", src, AS_OF, "lowest engine/model speed ratio over every row (calibration and held out), rounded down to 0.05"])
-    w.writerow(["range_high", high, "ratio", src, AS_OF, "highest engine/model speed ratio over every row (calibration and held out), rounded up to 0.05"])
+    w.writerows(rows)
     return out.getvalue()
+
+
+def outputs(quick: bool = False) -> dict:
+    if quick:   # the full fit alone, and the ranges from the stored held-out residuals
+        import pandas as pd
+
+        full = fit_constants([r for r in _read().itertuples() if _trainable(r)])
+        full["step_overhead_s"] = full["engines"][f"{DEFAULT_ENGINE}/continuous"]
+        stored = pd.read_csv(ROOT / "data" / "serving_loso.csv")
+        table, checked = interval_table(stored[["row", "source", "engine", "batching", "metric", "kind",
+                                                "calibrated", "log_ratio"]])
+    else:
+        full, table, checked = fit_serving_constants()
+    model = [["constant", "value", "unit", "source", "as_of", "note"]]
+    model += [[k, full[k], UNITS[k], SRC, AS_OF, NOTES[k]] for k in NOTES]
+    for key, value in full["engines"].items():
+        model.append([f"step_overhead_s[{key}]", value, "s", SRC, AS_OF,
+                      f"fixed time per engine step fitted on the {key} calibration rows "
+                      f"(serving(engine={key!r}))"])
+    for era, value in full["eras"].items():
+        model.append([f"step_overhead_s[{era}]", value, "s", SRC, AS_OF,
+                      f"pooled over the {era}-batching rows at the shared constants: the overhead of an "
+                      "engine without its own"])
+    table = table.assign(method=METHOD, source="leave-one-source-out cross-validation of "
+                         "data/serving_published.csv (tools/calibrate_serving.py)", as_of=AS_OF)
+    return {"serving_model.csv": _text(model),
+            "serving_intervals.csv": table.to_csv(index=False, lineterminator="\n"),
+            "serving_loso.csv": checked.to_csv(index=False, lineterminator="\n")}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare instead of writing")
+    ap.add_argument("--quick", action="store_true", help="with --check: no cross-validation (see above)")
     args = ap.parse_args()
-    path, text = ROOT / "data" / "serving_model.csv", model_csv()
-    if args.check:
-        if not path.exists() or path.read_text() != text:
-            print(f"{path.relative_to(ROOT)} is out of date: run tools/calibrate_serving.py")
-            return 1
-        return 0
-    path.write_text(text)
-    print(f"wrote {path.relative_to(ROOT)}")
+    if args.quick and not args.check:
+        ap.error("--quick only checks: writing needs the whole cross-validation")
+    stale = []
+    for name, text in outputs(args.quick).items():
+        path = ROOT / "data" / name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+            print(f"wrote data/{name}")
+    if stale:
+        print(f"{', '.join('data/' + n for n in stale)} out of date: run tools/calibrate_serving.py")
+        return 1
     return 0
 
 

@@ -24,7 +24,7 @@ from .activations import ActivationMemory, activation_memory
 
 # Part II, many GPUs (ch 6-9): links and rooflines, data/tensor/pipeline parallelism, the fewest GPUs.
 from .hardware import INTER_NODE_GBPS_PER_GPU, decode_step_roofline, link_bandwidth_one_way_gbps
-from .parallel import Parallel, pipeline_bubble, pipeline_in_flight
+from .parallel import LLAMA3_RECIPE, Parallel, llama3_405b_layout, pipeline_bubble, pipeline_in_flight
 from .comm import Communication, communication, step_compute_time_s
 from .layouts import Plan, StepTime, min_gpus, step_time
 
@@ -57,7 +57,8 @@ __all__ = [
     "activation_memory",
     # Part II
     "INTER_NODE_GBPS_PER_GPU", "decode_step_roofline", "link_bandwidth_one_way_gbps", "Parallel",
-    "pipeline_bubble", "pipeline_in_flight", "Communication", "communication", "step_compute_time_s", "Plan",
+    "pipeline_bubble", "pipeline_in_flight", "LLAMA3_RECIPE", "llama3_405b_layout", "Communication",
+    "communication", "step_compute_time_s", "Plan",
     "StepTime", "min_gpus", "step_time",
     # Part III
     "forward_flops_per_token", "training_flops_per_token", "Stage", "StagedTrainingTime", "TrainingTime",

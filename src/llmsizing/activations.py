@@ -154,7 +154,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
 
 def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_flight: float, *,
                       plain: ActivationMemory | None = None,
-                      recompute_layers: int | None = None) -> ActivationMemory:
+                      recompute_layers: int | None = None, output_bytes: float = 0.0) -> ActivationMemory:
     """One pipeline stage's activations: ``in_flight`` micro-batches
     (:func:`~llmsizing.parallel.pipeline_in_flight`) of its own layers (and of the embedding's tensors on the
     first stage), one layer rebuilt by recomputation, and the logits (one micro-batch) on the last stage. The
@@ -162,11 +162,20 @@ def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_
     model (the only stage, returned as is, without a pipeline). With ``recompute_layers`` (partial
     recomputation, ``acts`` computed with ``recompute="full"`` and ``plain`` with ``"none"``) the stage's
     first ``recompute_layers`` layers of each model chunk keep their input, the others every tensor
-    (:func:`partial_recompute_activations`, with :func:`~llmsizing.parallel.recomputed_layers`). Used by
+    (:func:`partial_recompute_activations`, with :func:`~llmsizing.parallel.recomputed_layers`).
+    ``output_bytes``: the stage outputs kept when the pipeline does not free them once sent
+    (``Parallel.deallocate_pipeline_outputs=False``), counted as kept tensors (``"residuals"``). Used by
     :func:`~llmsizing.memory.training_memory`."""
     from .parallel import layers_per_stage, recomputed_layers
 
     n_layers = layers_per_stage(model.layers, par)[stage]
+    if output_bytes:
+        out = stage_activations(acts, model, par, stage, in_flight, plain=plain,
+                                recompute_layers=recompute_layers)
+        bd = {**out.breakdown, "residuals": out.breakdown.get("residuals", 0.0) + output_bytes}
+        kept = out.layer_count + (output_bytes / out.per_layer_bytes if out.per_layer_bytes else 0.0)
+        return ActivationMemory(out.per_layer_bytes, out.layers_bytes + output_bytes, out.embedding_bytes,
+                                out.logits_bytes, bd, kept)
     if recompute_layers is not None:
         return partial_recompute_activations(plain, acts, layers=n_layers,
                                              recomputed=recomputed_layers(model.layers, par,

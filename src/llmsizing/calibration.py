@@ -13,14 +13,18 @@ when it runs (``tests/test_calibration.py`` re-fits and compares):
    Llama 3 405B's 128K stage must come out within 20% of its published MFU, which fitting on it would make
    circular), and keeping them out leaves every generation's default where the cp = 1 runs put it.
 2. **End-to-end MFU** (``data/mfu_model.csv``), for :func:`~llmsizing.time_cost.training_time`, which knows no
-   layout: ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation]
-   + w [whole-run total]``, least squares over every calibration run. ``r`` is what full recomputation costs
-   (its extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against
-   a measured steady state (restarts, evaluation, stragglers). The range of each (generation, dtype) is set by
-   the largest residuals below and above the fit over *all* its runs, calibration and held out, so that every
-   published run lies inside it (a group with fewer than :data:`MIN_GROUP_RUNS` runs takes the extremes over
-   all runs). The region the runs cover (parameters, sequence lengths, GPU counts) is kept
-   too: :func:`~llmsizing.time_cost.training_time` warns outside it.
+   layout: ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation] + w
+   [whole-run total]``, least squares over every calibration run. ``r`` is what full recomputation costs (its
+   extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against a
+   measured steady state (restarts, evaluation, stragglers). The range (issue 34) is an 80% conformal
+   interval on the log residuals of leave-one-source-out fits (:func:`mfu_loso_check`,
+   :mod:`llmsizing.intervals`): each paper or benchmark is left out in turn, the model refitted on the
+   calibration runs of the others predicts all its runs, and the stated factors ``low``/``high`` are the
+   conformal bounds of those residuals (each source weighing the same), for steady-state figures and for
+   whole-run totals apart where a kind has enough sources (:data:`INTERVAL_STRATA`). Its coverage is measured
+   the same way, nested: each source's runs against the interval computed without that source. The region the
+   runs cover (parameters, sequence lengths, GPU counts) is kept too:
+   :func:`~llmsizing.time_cost.training_time` warns outside it.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ def attention_kernel_of(framework, gpu) -> str | None:
 
 #: The columns each fit reads from a runs table (:func:`~llmsizing.time_cost.published_runs`'s columns).
 MFU_FIT_COLUMNS = ("model", "gpu", "dtype", "seq", "n_gpus", "implied_mfu", "calibration", "recompute",
-                   "kind")
+                   "kind", "source")
 #: ... and the columns of a run's layout, which :func:`run_kernel_efficiency` reads.
 LAYOUT_COLUMNS = ("model", "gpu", "dtype", "seq", "n_gpus", "implied_mfu", "tp", "pp", "dp", "cp",
                   "virtual_stages", "zero", "micro_batch", "global_batch", "recompute", "framework")
@@ -126,6 +130,10 @@ def _check_cell(where: str, column: str, value):
     elif column == "recompute":
         if not _blank(value) and value not in RECOMPUTE:
             bad(f"one of {', '.join(RECOMPUTE)} (blank: none)")
+    elif column == "source":
+        if not isinstance(value, str) or not value.split(" (")[0].strip(" ,;:."):
+            bad("the citation of a paper or benchmark (a string)", TypeError if not isinstance(value, str)
+                else ValueError)
     elif column in ("kind", "framework"):
         if not _blank(value) and not isinstance(value, str):
             bad("a string or blank", TypeError)
@@ -333,8 +341,11 @@ def fit_kernel_efficiency(runs=None):
 #: The reference point of the end-to-end model's terms: 10B parameters, 4,096 tokens.
 N_REF, SEQ_REF = 1e10, 4096
 
-#: A (generation, dtype) with fewer published runs than this takes its range from all runs.
-MIN_GROUP_RUNS = 4
+#: What the width of the training MFU range may depend on (:func:`~llmsizing.intervals.loso_check`'s
+#: ``strata``): the ``kind`` of figure, a measured steady state or a whole run's GPU-hour total, whose
+#: restarts, evaluation and stragglers vary from run to run; a kind with too few sources for bounds of its
+#: own (:func:`~llmsizing.intervals.min_units`) takes the pooled range.
+INTERVAL_STRATA = "kind"
 
 #: The shared terms of the end-to-end model, in the order of ``data/mfu_model.csv``'s columns.
 TERMS = ("size_exponent", "seq_exponent", "full_recompute", "whole_run")
@@ -353,47 +364,126 @@ def _design(df, groups):
     return x
 
 
-def fit_mfu_model(runs=None):
-    """The end-to-end MFU model (module docstring, fit 2): ``(coefficients, per_run)``. ``coefficients`` has
-    one row per (generation, dtype) with its intercept, the shared size and sequence exponents, the range's
-    factors ``low``/``high`` (the largest residuals below and above the fit, over all runs of every
-    generation) and the region of that generation's runs; ``per_run`` has each run's predicted MFU and
-    residual ``implied / predicted``."""
+def _prepared(runs):
+    """``runs`` checked (:func:`_check_runs`) with the fit's columns added: ``generation``, ``n_params`` and
+    ``source_key`` (:func:`~llmsizing.intervals.source_key`)."""
     import numpy as np
-    import pandas as pd
 
     from .catalog import get_model
+    from .intervals import source_key
 
     df = _check_runs(runs, MFU_FIT_COLUMNS)
     df["dtype"] = np.where(df["dtype"] == "fp8", "fp8", "bf16")
     df["generation"] = [generation_of(g, d) for g, d in zip(df["gpu"], df["dtype"])]
     df["n_params"] = [get_model(m).n_params for m in df["model"]]
+    df["source_key"] = [source_key(s) for s in df["source"]]
+    return df
+
+
+def _fit_beta(df, where: str = ""):
+    """``(groups, beta)``: least squares over the calibration rows of ``df``, coefficients rounded to the 4
+    decimals ``data/mfu_model.csv`` stores."""
+    import numpy as np
+
     cal = df[df["calibration"].astype(bool)]
     if cal.empty:
-        raise ValueError("runs has no row with calibration True: there is nothing to fit the MFU model on")
+        raise ValueError(f"runs has no row with calibration True{where}: there is nothing to fit the MFU "
+                         "model on")
     groups = sorted(set(zip(cal["generation"], cal["dtype"])))
-    x = _design(cal, groups)
-    y = np.log(cal["implied_mfu"].to_numpy(float))
-    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
-    # data/mfu_model.csv stores 4 decimals: the residuals (and so the ranges) are those of the stored
-    # coefficients, and the ranges are rounded outwards, so that a run at a range's edge stays inside it
-    beta = np.round(beta, 4)
+    beta, *_ = np.linalg.lstsq(_design(cal, groups), np.log(cal["implied_mfu"].to_numpy(float)), rcond=None)
+    return groups, np.round(beta, 4)
+
+
+def _predict_log(df, groups, beta):
+    """Log MFU of each row of ``df`` by a fit ``(groups, beta)``; a (generation, dtype) the fit has not seen
+    takes the lower median intercept of the fit's groups of its dtype, as
+    :func:`~llmsizing.mfu.mfu_estimate` does for a GPU generation without published runs."""
+    import numpy as np
+
+    intercepts = dict(zip(groups, beta[:len(groups)]))
+    x = _design(df.assign(generation="", dtype=""), [("", "")])
+    out = x[:, 1:] @ beta[len(groups):]
+    for i, key in enumerate(zip(df["generation"], df["dtype"])):
+        if key in intercepts:
+            c = intercepts[key]
+        else:
+            same = sorted(v for k, v in intercepts.items() if k[1] == key[1]) or sorted(intercepts.values())
+            c = same[(len(same) - 1) // 2]
+        out[i] += c
+    return out
+
+
+def mfu_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = INTERVAL_STRATA):
+    """The end-to-end MFU model checked by leaving one source out (module docstring, fit 2;
+    :func:`~llmsizing.intervals.loso_check`, nested): ``(check, runs)``, ``runs`` with the columns the fit
+    adds. Each source's runs are predicted by the model refitted on the calibration runs of the other
+    sources; ``strata`` (a column of ``runs``, default :data:`INTERVAL_STRATA`, or ``None``) lets the width
+    differ between its values."""
+    import numpy as np
+
+    from .intervals import loso_check
+
+    df = _prepared(runs)
+    src = df["source_key"].to_numpy(object)
+
+    def fit_predict(train, test):
+        left_out = ", ".join(dict.fromkeys(src[~train]))
+        groups, beta = _fit_beta(df[train], f" outside {left_out}")
+        return _predict_log(df[test], groups, beta)
+
+    if strata is not None and strata not in df.columns:
+        raise ValueError(f"strata must be a column of runs or None, got {strata!r}")
+    try:
+        labels = None
+        if strata == "kind":         # as the fit's whole-run term reads it: a total, or else a steady state
+            labels = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state")
+        elif strata is not None:
+            labels = df[strata].astype(str).to_numpy(object)
+        check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, fit_predict, coverage=coverage,
+                           strata=labels)
+    except ValueError as e:
+        msg = str(e)
+        raise ValueError(msg if msg.startswith("runs") else f"runs: {msg}") from None
+    return check, df
+
+
+def fit_mfu_model(runs=None):
+    """The end-to-end MFU model (module docstring, fit 2): ``(coefficients, per_run)``. ``coefficients`` has
+    one row per (generation, dtype) with its intercept, the shared size and sequence exponents, the range's
+    factors ``low``/``high`` for a steady state and ``low_whole_run``/``high_whole_run`` for a whole run's
+    total (80% leave-one-source-out conformal bounds, :func:`mfu_loso_check`, widened to hold the central
+    estimate itself and rounded outwards; the same for every generation) and the region
+    of that generation's runs; ``per_run`` has each run's predicted MFU and residual ``implied / predicted``
+    (in-sample), and ``loso_residual``, the same ratio for the model fitted without the run's source."""
+    import numpy as np
+    import pandas as pd
+
+    check, df = mfu_loso_check(runs)
+    groups, beta = _fit_beta(df)
+    df["loso_residual"] = np.exp(check.residuals)
     known = df[[k in groups for k in zip(df["generation"], df["dtype"])]].copy()
     known["predicted_mfu"] = np.exp(_design(known, groups) @ beta)
     known["residual"] = known["implied_mfu"] / known["predicted_mfu"]
     rows = []
     for i, (gen, dtype) in enumerate(groups):
         mine = df[(df["generation"] == gen) & (df["dtype"] == dtype)]
-        res = known[(known["generation"] == gen) & (known["dtype"] == dtype)]["residual"]
-        if len(res) < MIN_GROUP_RUNS:
-            res = known["residual"]
+        low, high = check.stated("steady-state")
+        low_w, high_w = check.stated("pretraining-total")
         rows.append({"generation": gen, "dtype": dtype, "intercept": beta[i],
                      **{t: beta[len(groups) + j] for j, t in enumerate(TERMS)},
-                     "low": math.floor(float(res.min()) * 1e4) / 1e4,
-                     "high": math.ceil(float(res.max()) * 1e4) / 1e4, "runs": len(mine),
+                     "low": math.floor(min(low, 1.0) * 1e4) / 1e4,
+                     "high": math.ceil(max(high, 1.0) * 1e4) / 1e4, "runs": len(mine),
                      "calibration_runs": int(mine["calibration"].sum()),
                      "min_params": float(mine["n_params"].min()), "max_params": float(mine["n_params"].max()),
                      "min_seq": int(mine["seq"].min()), "max_seq": int(mine["seq"].max()),
                      "min_gpus": float(mine["n_gpus"].min()) if mine["n_gpus"].notna().any() else math.nan,
-                     "max_gpus": float(mine["n_gpus"].max()) if mine["n_gpus"].notna().any() else math.nan})
+                     "max_gpus": float(mine["n_gpus"].max()) if mine["n_gpus"].notna().any() else math.nan,
+                     "low_whole_run": math.floor(min(low_w, 1.0) * 1e4) / 1e4,
+                     "high_whole_run": math.ceil(max(high_w, 1.0) * 1e4) / 1e4})
     return pd.DataFrame(rows), known
+
+
+from ._compat import retire as _retire  # noqa: E402
+
+#: ``MIN_GROUP_RUNS`` (a group with fewer runs took its range from all runs) set the old envelope ranges.
+__getattr__ = _retire(__name__, {"MIN_GROUP_RUNS": (4, "INTERVAL_STRATA and llmsizing.intervals.min_units")})

@@ -513,8 +513,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", default="bf16", choices=list(WEIGHT_FORMATS))
     p.add_argument("--kv-cache", default="bf16", choices=list(KV_FORMATS))
     p.add_argument("--engine", choices=list(ENGINES),
-                   help="a calibrated engine's own step overhead (default: the pooled one, and the wider "
-                        "stated range of an engine the calibration has not seen)")
+                   help="a calibrated engine's own step overhead (default: vLLM's, continuous batching)")
     p.add_argument("--price", type=number(0),
                    help="USD per GPU-hour (default: the catalogue's on-demand price)")
     _add_output(p)

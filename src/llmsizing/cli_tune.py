@@ -18,7 +18,7 @@ def cmd_serve(args) -> None:
               pp=args.pp, ep=args.ep, engine=args.engine)
     plan = replicas_for(model, args.gpu, itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3,
                         think_s=args.think_s, price_usd_per_gpu_hour=args.price, **kw, **load)
-    # the stated range of the plan's ITL (chapter 15): wider for an engine the calibration has not seen
+    # the stated 80% range of the plan's ITL (chapter 15), for the plan's engine (default vLLM)
     rng = serving_range(model, args.gpu, tp=plan.tp, batch=plan.batch, **kw).itl_s
     df = plan.to_frame().T.reset_index(drop=True)
     df["itl_s_low"], df["itl_s_high"] = rng

@@ -31,6 +31,7 @@ NICs with the other groups in it). A collective costs ``steps x alpha + bytes / 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, renamed
@@ -90,26 +91,72 @@ def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
     return (2.0 if kind == "all-reduce" else 1.0) * (n - 1) / n * s
 
 
+#: Layers per ZeRO-3 unit: one all-gather (forward, and again in the backward) and one gradient reduce-scatter
+#: per unit and micro-batch. PyTorch FSDP gathers one FSDP unit at a time, and the recipes wrap each
+#: transformer block as its own unit (torchtitan's ``apply_fsdp`` in ``parallelize_llama.py`` calls
+#: ``fully_shard`` on every transformer block, then on the root): one call per layer. Chapter 9 counts them on
+#: FSDP2 (one all-gather, or two, and one reduce-scatter per layer, plus the root unit's, folded in here).
+#: DeepSpeed's ZeRO-3 issues its own calls (per module, prefetched up to ``stage3_prefetch_bucket_size``; the
+#: gradients reduced per ``reduce_bucket_size``): not modelled.
+FSDP_UNIT_LAYERS = 1
+
+#: Megatron-Core's default gradient bucket, parameters: ``max(40,000,000, 1,000,000 x dp)`` with ``dp`` the
+#: data-parallel size with context parallelism (``DistributedDataParallelConfig.bucket_size`` in
+#: ``megatron/core/distributed/distributed_data_parallel_config.py``, core v0.7: "larger DP sizes need larger
+#: buckets to ensure collectives do not become latency-bound"). DDP's all-reduce and the
+#: distributed optimizer's (ZeRO-1/2) reduce-scatter and all-gather run one call per bucket.
+DP_BUCKET_MIN_PARAMS = 40_000_000
+DP_BUCKET_PARAMS_PER_RANK = 1_000_000
+
+
+def dp_bucket_params(dp: int) -> int:
+    """Parameters per gradient bucket for a data-parallel group of ``dp`` GPUs (``dp x cp`` with context
+    parallelism): Megatron-Core's default ``max(40e6, 1e6 x dp)`` (:data:`DP_BUCKET_MIN_PARAMS`).
+    Chapter 7."""
+    dp = check_int("dp", dp)
+    return max(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dp)
+
+
+def dp_calls(zero: int, on_rank: float, *, layers: int = 1, bucket_params: float | None = None) -> int:
+    """Calls of each data-parallel collective per pass (per micro-batch for ZeRO-3's, per step or micro-batch
+    for the others, :func:`dp_schedule`): ZeRO-3, one per FSDP unit, ``ceil(layers / FSDP_UNIT_LAYERS)``;
+    DDP and ZeRO-1/2, one per gradient bucket, ``ceil(on_rank / bucket_params)`` (one call when
+    ``bucket_params`` is None)."""
+    layers = check_int("layers", layers)
+    if zero == 3:
+        return math.ceil(layers / FSDP_UNIT_LAYERS)
+    if bucket_params is None:
+        return 1
+    bucket = check_number("bucket_params", bucket_params, minimum=1.0)
+    return max(1, math.ceil(on_rank / bucket))
+
+
 def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
-                reshard_after_forward: bool = True) -> list[tuple[str, str, float, int]]:
+                reshard_after_forward: bool = True, *, layers: int = 1,
+                bucket_params: float | None = None) -> list[tuple[str, str, float, int]]:
     """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as
-    ``(name, kind, message bytes, calls)`` (:func:`communication`'s rules): DDP's gradient all-reduce;
-    ZeRO-1's gradient reduce-scatter and weight all-gather once per step; ZeRO-2's reduce-scatter every
-    micro-batch; ZeRO-3's forward (and, resharded after the forward, backward) weight all-gathers and gradient
-    reduce-scatter every micro-batch. :func:`communication` prices them on the group's link; the planner's
-    search reuses them."""
-    w, g, m = on_rank * weight_bytes, on_rank * grad_bytes, grad_accum
+    ``(name, kind, message bytes of one call, calls)`` (:func:`communication`'s rules): DDP's gradient
+    all-reduce; ZeRO-1's gradient reduce-scatter and weight all-gather once per step; ZeRO-2's reduce-scatter
+    every micro-batch; ZeRO-3's forward (and, resharded after the forward, backward) weight all-gathers and
+    gradient reduce-scatter every micro-batch. Each is split into :func:`dp_calls` calls: ZeRO-3 gathers and
+    reduce-scatters one FSDP unit of ``layers`` at a time (:data:`FSDP_UNIT_LAYERS`), the others one bucket
+    of ``bucket_params`` at a time (:func:`dp_bucket_params`; one call when None, the old rule), so each call
+    pays its own latency. :func:`communication` prices them on the group's link; the planner's search reuses
+    them."""
+    k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params)
+    w, g, m = on_rank * weight_bytes / k, on_rank * grad_bytes / k, grad_accum
     if zero == 0:
-        return [("DP gradient all-reduce", "all-reduce", g, 1)]
+        return [("DP gradient all-reduce", "all-reduce", g, k)]
     if zero == 1:
-        return [("ZeRO-1 gradient reduce-scatter", "reduce-scatter", g, 1),
-                ("ZeRO-1 weight all-gather", "all-gather", w, 1)]
+        return [("ZeRO-1 gradient reduce-scatter", "reduce-scatter", g, k),
+                ("ZeRO-1 weight all-gather", "all-gather", w, k)]
     if zero == 2:
-        return [("ZeRO-2 gradient reduce-scatter", "reduce-scatter", g, m),
-                ("ZeRO-2 weight all-gather", "all-gather", w, 1)]
-    return ([("ZeRO-3 weight all-gather (forward)", "all-gather", w, m)]
-            + ([("ZeRO-3 weight all-gather (backward)", "all-gather", w, m)] if reshard_after_forward else [])
-            + [("ZeRO-3 gradient reduce-scatter", "reduce-scatter", g, m)])
+        return [("ZeRO-2 gradient reduce-scatter", "reduce-scatter", g, m * k),
+                ("ZeRO-2 weight all-gather", "all-gather", w, k)]
+    return ([("ZeRO-3 weight all-gather (forward)", "all-gather", w, m * k)]
+            + ([("ZeRO-3 weight all-gather (backward)", "all-gather", w, m * k)] if reshard_after_forward
+               else [])
+            + [("ZeRO-3 gradient reduce-scatter", "reduce-scatter", g, m * k)])
 
 
 def ring_collective(name: str, group: str, n: int, kind: str, message: float, calls: int, gl) -> "Collective":
@@ -179,7 +226,10 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     * ``zero=2``: the gradients are reduce-scattered after every micro-batch (the full gradient is never
       kept), then one all-gather of the weights;
     * ``zero=3``: per micro-batch, an all-gather of the weights in the forward and again in the backward
-      (only the forward's with ``reshard_after_forward=False``), and a reduce-scatter of the gradients;
+      (only the forward's with ``reshard_after_forward=False``), and a reduce-scatter of the gradients, each
+      one call per layer of the stage (PyTorch FSDP's per-block unit, :data:`FSDP_UNIT_LAYERS`);
+    * DDP's and ZeRO-1/2's collectives run one call per gradient bucket (Megatron-Core's default,
+      :func:`dp_bucket_params`): every call, here as for TP and CP, pays its own latency;
     * TP: per micro-batch and layer, 2 all-reduces of ``b s h`` activations in the forward and 2 in the
       backward (2 more with full recomputation); with ``sp`` all-gathers and reduce-scatters instead (same
       bytes, twice the calls), plus 2 all-gathers per layer in the backward where Megatron-LM gathers each
@@ -244,14 +294,15 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
             raise too_large(name, message)
         out.append(ring_collective(name, group, n, kind, message, calls, gl or links[group]))
 
-    for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
-        for name, kind, message, calls in dp_schedule(par.zero, on_rank, w_b, g_b, m,
-                                                      par.reshard_after_forward):
-            add(name + tag, "dp", dp, kind, message, calls, gl)
-
     stages = layers_per_stage(model.layers, par)
     most = max(range(par.pp), key=lambda i: stages[i])      # the most loaded stage (the first of the largest)
     layers = stages[most]
+    for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
+        for name, kind, message, calls in dp_schedule(par.zero, on_rank, w_b, g_b, m,
+                                                      par.reshard_after_forward, layers=layers,
+                                                      bucket_params=dp_bucket_params(dp)):
+            add(name + tag, "dp", dp, kind, message, calls, gl)
+
     local = seq // par.cp                                     # this GPU's tokens of each sequence
     act = act_b * batch * local * model.hidden                # one b x s x h activation (s / cp tokens)
     # forward passes of the stage's layers: once, and again for each recomputed layer

@@ -38,21 +38,18 @@ LoRA and Q-LoRA step times on one A100 80GB at 256-8,192 tokens (Qwen-7B rows fi
 ``dequant_bandwidth_fraction`` on the Q-LoRA rows. A stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4
 model (auto-gptq, exllama kernels off) in fp16, not bitsandbytes' nf4, so the fitted bandwidth share is that
 of GPTQ's dequantisation. It comes out far below the share a decode step reaches (the uncalibrated 0.8 this
-module used before was about six times too fast). The residual range (:func:`finetune_residuals`) is stated in
-``data/finetune_model.csv``: the spread of published / predicted over every row the model covers, calibration
-and held out, as :mod:`llmsizing.serve_calibration` states its range. 2026-11-26: 49 held-out rows were added:
-the rest of Qwen's README table (Qwen-1.8B and Qwen-72B, DeepSpeed ZeRO-2 over two nodes and ZeRO-3 on four
-GPUs, full fine-tuning) and Answer.AI's FSDP-QLoRA benchmarks (bitsandbytes nf4, PyTorch FSDP; Llama-2 7B on
-two RTX 4090, Llama-2 70B on A100 40GB, H100 and RTX 6000 Ada). The calibration rows' own spread, 0.80-1.15,
-held for 19 of the 40 new LoRA/QLoRA rows: the A100 and RTX 4090 rows of the second source (real nf4, FSDP)
-lie at 0.83-0.94, but Qwen-1.8B's short steps (a fixed cost per step that a per-layer cost fitted on one model
-size undercounts), DeepSpeed LoRA over two nodes (1.7-1.9 at every length), ZeRO-3 on a 72B base at short
-sequences (1.86), the H100 (1.44) and the RTX 6000 Ada (1.7-1.9) are slower than the model, for reasons not
-established (each row's ``miss_reason``). The constants are not refitted; the stated range is restated from
-every LoRA/QLoRA row: 0.80-1.95. Full fine-tuning rows are ``known_out``: :func:`finetune_time` prices full
-fine-tuning as pre-training (:func:`~llmsizing.layouts.step_time`), and HF Trainer + DeepSpeed ZeRO-2 at
-micro-batch 1 adds a fixed 2-4 s per step it does not have (up to 16 times the model at 256 tokens), so the
-range does not cover it.
+module used before was about six times too fast). The range (issue 34) is an 80% prediction interval checked
+on sources the fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the constants are
+refitted on one source's covered rows and predict the other's, and the conformal bounds of those out-of-source
+log residuals are the stated :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their measured coverage and
+width. Before, the range was the spread over every row, held-out rows included, and grew from 0.80-1.15 to
+0.80-1.95 as held-out misses arrived. Two sources are few: Qwen's README (one A100 to two nodes, Qwen-1.8B to
+72B) and Answer.AI's FSDP-QLoRA benchmarks (bitsandbytes nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada).
+Known misses (each row's ``miss_reason``): Qwen-1.8B's short steps, DeepSpeed LoRA over two nodes, ZeRO-3 on a
+72B base at short sequences, the H100 and RTX 6000 Ada rows. Full fine-tuning rows are ``known_out``:
+:func:`finetune_time` prices full fine-tuning as pre-training (:func:`~llmsizing.layouts.step_time`), and HF
+Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have, so the range does
+not cover it.
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
 the arithmetic at ``kernel_efficiency`` of the dense peak (default: the GPU generation's calibrated
@@ -116,8 +113,8 @@ _FITTED = _fitted_constants()
 DEQUANT_BANDWIDTH_FRACTION = _FITTED["dequant_bandwidth_fraction"]
 #: Fixed seconds per transformer layer and micro-batch of a PEFT step (LoRA, QLoRA), fitted.
 LAYER_OVERHEAD_S = _FITTED["layer_overhead_s"]
-#: The lowest and highest published/predicted step-time ratio over every covered row (calibration and held
-#: out, not ``known_out``), rounded outwards.
+#: The 80% range of published/predicted step time: leave-one-source-out conformal bounds
+#: (:func:`finetune_loso_check`), rounded outwards; measured coverage in ``data/intervals.csv``.
 RESIDUAL_RANGE = (_FITTED["range_low"], _FITTED["range_high"])
 
 #: Bytes per number of the adapters' gradients as DDP all-reduces them and FSDP reduce-scatters them: fp32, as
@@ -322,8 +319,8 @@ class FinetuneTime:
 
     @property
     def hours_range(self) -> tuple | None:
-        """The stated range of the run's hours: :data:`RESIDUAL_RANGE` (the spread of published / predicted
-        step times over every published LoRA and QLoRA row, chapter 16) times :attr:`hours`. ``None`` for full
+        """The 80% range of the run's hours: :data:`RESIDUAL_RANGE` (leave-one-source-out conformal bounds of
+        published / predicted step times, chapter 16) times :attr:`hours`. ``None`` for full
         fine-tuning, which the published rows do not bound (their fixed per-step costs are ``known_out``)."""
         return None if self.method == "full" else (self.hours * RESIDUAL_RANGE[0],
                                                    self.hours * RESIDUAL_RANGE[1])
@@ -478,36 +475,83 @@ def _best_on_grid(loss, grid) -> float:
     return grid[losses.index(min(losses))]
 
 
-def fit_finetune_constants() -> dict:
+def _grid_fit(loss, lo: float, step: float, n: int, refine: bool) -> float:
+    """The least-loss point of ``lo + i x step`` (``i < n``): on the whole grid, or (``refine``) on every
+    tenth point first and then the whole grid within a coarse step of the best (the loss is smooth in one
+    constant; the folds of :func:`finetune_loso_check` use this to refit in seconds)."""
+    if not refine:
+        return _best_on_grid(loss, [lo + i * step for i in range(n)])
+    best = _best_on_grid(loss, [lo + i * step for i in range(0, n, 10)])
+    k = round((best - lo) / step)
+    return _best_on_grid(loss, [lo + i * step for i in range(max(0, k - 10), min(n, k + 11))])
+
+
+def _fit_on(rows, refine: bool = False) -> tuple[float, float]:
+    """``(layer_overhead_s, dequant_bandwidth_fraction)`` fitted on ``rows`` (module docstring)."""
+    lora, qlora = rows[rows["method"] == "lora"], rows[rows["method"] == "qlora"]
+    if lora.empty or qlora.empty:
+        raise ValueError("the rows to fit on need LoRA and QLoRA rows (one constant is fitted on each)")
+
+    def loss(sub, **kw):
+        return sum(math.log(r.s_per_step / _predict(r, **kw)) ** 2 for r in sub.itertuples())
+
+    overhead = _grid_fit(lambda x: loss(lora, layer_overhead_s=x, dequant_bandwidth_fraction=0.5),
+                         0.0, 1e-5, 1001, refine)
+    frac = _grid_fit(lambda x: loss(qlora, layer_overhead_s=overhead, dequant_bandwidth_fraction=x),
+                     0.005, 0.001, 996, refine)
+    return overhead, frac
+
+
+def finetune_loso_check(coverage: float = 0.8):
+    """The fine-tuning step model checked by leaving one source out (:mod:`llmsizing.intervals`): each
+    source's LoRA/QLoRA rows (not ``known_out``) are predicted with the constants refitted on every covered
+    row of the other sources; the stated range is the conformal bounds of those log residuals. With two
+    sources (Qwen's README, Answer.AI's benchmark) the check cannot be nested: each source is judged by the
+    other's out-of-source residuals, whose fit saw it (``nested=False``), and two sources are too few for
+    bounds that weigh sources alike, so rows are weighed alike (``unit="row"``). ``(check, rows)``."""
+    import numpy as np
+
+    from .intervals import loso_check, source_key
+
+    df = _published_frame()
+    rows = df[df["known_out"] == ""].reset_index(drop=True)
+    src = np.array([source_key(s) for s in rows["source"]], dtype=object)
+
+    def fit_predict(train, test):
+        overhead, frac = _fit_on(rows[train], refine=True)
+        return [math.log(_predict(r, layer_overhead_s=overhead, dequant_bandwidth_fraction=frac))
+                for r in rows[test].itertuples()]
+
+    check = loso_check(np.log(rows["s_per_step"].to_numpy(float)), src, fit_predict, coverage=coverage,
+                       nested=False, unit="row")
+    return check, rows.assign(source_key=src)
+
+
+def fit_finetune_constants(with_range: bool = True) -> dict:
     """Fit :data:`LAYER_OVERHEAD_S` and :data:`DEQUANT_BANDWIDTH_FRACTION` on the ``calibration == "yes"``
     rows of ``data/finetune_published.csv`` (module docstring): first the per-layer overhead on the LoRA rows,
     then the dequantisation's bandwidth share on the QLoRA rows at that overhead, each minimising the squared
     log ratios of published to predicted step times over a fine grid (0 to 10 ms per layer in 0.01 ms steps;
-    0.005 to 1 in steps of 0.001). Returns both, rounded, and the range of the ratios over every row the model
-    covers, calibration and held out alike (all but the ``known_out`` ones: setups the model does not price,
-    each with its reason), lowest rounded down and highest up to 0.05 (module docstring, "Calibration")."""
+    0.005 to 1 in steps of 0.001). Returns both, rounded, and the 80% range of :func:`finetune_loso_check`
+    (leave one source out; rounded outwards to 0.01 and widened to hold 1), unless ``with_range=False`` (the
+    constants alone: a second's work instead of the check's refits)."""
     df = _published_frame()
-    cal = df[df["calibration"] == "yes"]
-    lora, qlora = cal[cal["method"] == "lora"], cal[cal["method"] == "qlora"]
-
-    def loss(rows, **kw):
-        return sum(math.log(r.s_per_step / _predict(r, **kw)) ** 2 for r in rows.itertuples())
-
-    overhead = _best_on_grid(lambda x: loss(lora, layer_overhead_s=x, dequant_bandwidth_fraction=0.5),
-                             [i * 1e-5 for i in range(1001)])
-    frac = _best_on_grid(lambda x: loss(qlora, layer_overhead_s=overhead, dequant_bandwidth_fraction=x),
-                         [i / 1000 for i in range(5, 1001)])
-    covered = df[df["known_out"] == ""]
-    ratios = [r.s_per_step / _predict(r, layer_overhead_s=overhead, dequant_bandwidth_fraction=frac)
-              for r in covered.itertuples()]
-    return {"layer_overhead_s": round(overhead, 5), "dequant_bandwidth_fraction": round(frac, 3),
-            "range_low": math.floor(min(ratios) * 20) / 20, "range_high": math.ceil(max(ratios) * 20) / 20}
+    overhead, frac = _fit_on(df[df["calibration"] == "yes"])
+    out = {"layer_overhead_s": round(overhead, 5), "dequant_bandwidth_fraction": round(frac, 3)}
+    if not isinstance(with_range, bool):
+        raise TypeError(f"with_range must be True or False, got {type(with_range).__name__}")
+    if with_range:
+        low, high = finetune_loso_check()[0].stated()
+        out.update(range_low=math.floor(min(low, 1.0) * 100) / 100,
+                   range_high=math.ceil(max(high, 1.0) * 100) / 100)
+    return out
 
 
 def finetune_residuals():
     """Every row of ``data/finetune_published.csv`` with the model's step time at the calibrated constants and
-    the ratio published / predicted (above 1: the model is too fast), and whether the ratio lies inside
-    :data:`RESIDUAL_RANGE` (``known_out`` rows, setups the model does not price, say why they may not).
+    the ratio published / predicted (above 1: the model is too fast), and whether the ratio lies inside the
+    80% :data:`RESIDUAL_RANGE` (about one row in five need not; ``known_out`` rows are setups the model does
+    not price).
     Shown in chapter 16."""
     df = _published_frame()
     df["predicted_s"] = [_predict(r) for r in df.itertuples()]

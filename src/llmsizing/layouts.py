@@ -306,8 +306,8 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
       its own backward;
     * the weights' all-gather after the optimizer step (ZeRO-1/2) overlaps the next step's first forward
       (Megatron-LM's ``--overlap-param-gather``);
-    * ZeRO-3's gathers are prefetched behind each micro-batch's forward and backward, its reduce-scatter
-      behind the backward;
+    * ZeRO-3's gathers (one call per layer) are prefetched behind each micro-batch's forward and backward,
+      its reduce-scatters behind the backward: a micro-batch's calls, latencies included, against its window;
     * pipeline sends hide in 1F1B's steady state; the fill and drain wait for ``2 (pp - 1)`` of them;
     * nothing hides in the pipeline bubble (the stages are idle because they wait for each other);
     * context parallelism (a ``"cp"`` entry, only when ``cp > 1``): the ring's hops (``cp_comm="p2p"``) run
@@ -347,14 +347,14 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
             tp_total += t
         elif c.group == "pp":
             out["pp"] += min(t, 2 * (comm.parallel.pp - 1) * c.one_call_s)
-        elif "all-gather (forward)" in c.collective:           # ZeRO-3, per micro-batch
-            out["dp"] += c.calls * max(0.0, c.one_call_s - fwd)
+        elif "all-gather (forward)" in c.collective:           # ZeRO-3, per micro-batch (one call a layer)
+            out["dp"] += m * max(0.0, t / m - fwd)
         elif c.collective.startswith("ZeRO-3"):                # backward gather and gradient reduce-scatter
             zero3_bwd += t
         elif "weight all-gather" in c.collective:              # ZeRO-1/2 after the optimizer step
             out["dp"] += max(0.0, t - fwd)
-        elif c.calls > 1:                                      # ZeRO-2's reduce-scatter, every micro-batch
-            out["dp"] += c.calls * max(0.0, c.one_call_s - bwd)
+        elif c.collective.startswith("ZeRO-2 gradient"):       # ZeRO-2's reduce-scatter, every micro-batch
+            out["dp"] += m * max(0.0, t / m - bwd)
         else:                                                  # DDP / ZeRO-1 gradients: the last backward
             out["dp"] += max(0.0, t - bwd)
     if zero3_bwd:

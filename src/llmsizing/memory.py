@@ -217,7 +217,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
                               stage_activations)
     from .flops import _partial_flops_per_token, training_flops_per_token
-    from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers
+    from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers, stage_chunks
 
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -255,7 +255,12 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
              _partial_flops_per_token(model, seq, sum(recomputed_layers(model.layers, par, n_rc)), False))
     elements = optimizer_state_elements(model, optimizer)
     on_stage = stage_params(model, par) if par.tp * par.pp > 1 or model.is_moe else [float(model.n_params)]
-    in_flight = pipeline_in_flight(par.pp, grad_accum, par.virtual_stages)
+    chunks = stage_chunks(model.layers, par) if par.virtual_stages > 1 else None
+    in_flight = pipeline_in_flight(par.pp, grad_accum, par.virtual_stages, chunks=chunks)
+    # each stage's output, kept per model chunk and micro-batch in flight unless freed once sent
+    # (Megatron-LM's deallocate_output_tensor; Llama 3, Sec. 3.3.2): 16-bit, the stage's share of the tokens
+    out_bytes = (0.0 if par.deallocate_pipeline_outputs or par.pp == 1 else
+                 DTYPE_BYTES[act_dtype] * batch * local * model.hidden / (par.tp if par.sp else 1))
     if overhead_bytes is not None:
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)
 
@@ -270,7 +275,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                           linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i]))
         grad_per_param = states.gradients_bytes / on_stage[i]
         head_grads = grad_per_param * head / par.tp if last else 0.0
-        stage_acts = stage_activations(acts, model, par, i, in_flight[i], plain=plain, recompute_layers=n_rc)
+        stage_acts = stage_activations(acts, model, par, i, in_flight[i], plain=plain, recompute_layers=n_rc,
+                                       output_bytes=out_bytes * in_flight[i] * par.virtual_stages)
         stage_opt = opt_tmp * on_stage[i] / max(on_stage) if impl == "foreach" else opt_tmp
         if par.offload != "none":
             stage_opt = 0.0                   # the optimizer steps on the host (DeepSpeed's CPU Adam)
@@ -326,7 +332,10 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     recipe = RECIPES[precision]
     block = sum(math.prod(s) * _tp_share("layers." + n, model, par.tp) for _, n, s in model.layer_tensors())
     matrix = model.vocab * model.hidden / par.tp
-    return (DTYPE_BYTES[recipe.weights] + DTYPE_BYTES[recipe.grads]) * max(block, matrix)
+    # without resharding after the forward the stage's weights stay gathered and are counted with the
+    # weights (ModelStates): only the unit's full gradient, before its reduce-scatter, comes on top
+    weights = DTYPE_BYTES[recipe.weights] if par.reshard_after_forward else 0
+    return (weights + DTYPE_BYTES[recipe.grads]) * max(block, matrix)
 
 
 # ----------------------------------------------------------------------------- largest micro-batch

@@ -152,29 +152,38 @@ def _mfu_model() -> dict:
 
 def mfu_model_table():
     """``data/mfu_model.csv`` as a DataFrame, one row per calibrated GPU generation and dtype: the fit's
-    intercept and shared terms (:func:`mfu_estimate`), the range's factors ``low``/``high``, its ``width``
+    intercept and shared terms (:func:`mfu_estimate`), the 80% range's factors ``low``/``high``, its ``width``
     (``high / low``) and the region of its runs. Shown in chapter 10."""
     import pandas as pd
 
     df = pd.DataFrame(list(_mfu_model().values()))
     df["width"] = df["high"] / df["low"]
+    df["width_whole_run"] = df["high_whole_run"] / df["low_whole_run"]
     return df
 
 
-def mfu_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
-    """``(low, high)``: the factors by which the published runs of ``gpu``'s generation in ``dtype`` fall
-    below and rise above the calibrated fit at most (``data/mfu_model.csv``; the widest of any generation for
-    a GPU with no published run). A prediction's range is ``prediction x low`` to ``prediction x high``: what
-    :func:`training_time`, :func:`~llmsizing.planner.plan` and :func:`~llmsizing.runs.run_from_step`
-    report."""
+def mfu_range_factors(gpu, dtype: str = "bf16", *, whole_run: bool = False) -> tuple[float, float]:
+    """``(low, high)``: the factors of the 80% range around the calibrated MFU of ``gpu``'s generation in
+    ``dtype`` (``data/mfu_model.csv``: leave-one-source-out conformal bounds, :mod:`llmsizing.intervals`;
+    their measured coverage is in ``data/intervals.csv``; the widest of any generation for a GPU with no
+    published run). ``whole_run=True``: the range of a whole run's GPU-hour total (restarts included), which
+    the published totals make wider than a steady state's. A prediction's range is ``prediction x low`` to
+    ``prediction x high``: what :func:`training_time`, :func:`~llmsizing.planner.plan` and
+    :func:`~llmsizing.runs.run_from_step` report."""
     from .hardware import kernel_efficiency_row
 
     key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8")) == "fp8" else "bf16"
+    lo, hi = _range_columns(check_bool("whole_run", whole_run))
     table = _mfu_model()
     row = table.get((kernel_efficiency_row(gpu, dtype).generation, key_dtype))
     if row is None:
-        return min(r["low"] for r in table.values()), max(r["high"] for r in table.values())
-    return row["low"], row["high"]
+        return min(r[lo] for r in table.values()), max(r[hi] for r in table.values())
+    return row[lo], row[hi]
+
+
+def _range_columns(whole_run: bool) -> tuple[str, str]:
+    """The columns of ``data/mfu_model.csv`` that hold the range of a steady state or a whole run."""
+    return ("low_whole_run", "high_whole_run") if whole_run else ("low", "high")
 
 
 @dataclass(frozen=True)
@@ -197,8 +206,9 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     :func:`~llmsizing.calibration.fit_mfu_model` on ``data/published_runs.csv``): the GPU generation's and
     dtype's intercept, a term in model size and one in sequence length, what full recomputation costs
     (``recompute="full"``) and what a whole run's GPU-hours lose against a measured steady state
-    (``whole_run=True``: restarts, evaluation, stragglers). The range is the largest residuals of that
-    generation's published runs below and above the fit, so every published run lies inside its own range.
+    (``whole_run=True``: restarts, evaluation, stragglers). The range is an 80% prediction interval: the
+    conformal bounds of the residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose
+    coverage of sources the fit never saw is measured and stored in ``data/intervals.csv``.
 
     A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
     or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
@@ -243,8 +253,9 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
         same = same or sorted(table.values(), key=lambda r: r["intercept"])
         row = {**same[(len(same) - 1) // 2], "min_params": float("nan")}
         pooled = [r for r in table.values()]
-        row["low"] = min(r["low"] for r in pooled)
-        row["high"] = max(r["high"] for r in pooled)
+        lo, hi = _range_columns(whole_run)
+        row[lo] = min(r[lo] for r in pooled)
+        row[hi] = max(r[hi] for r in pooled)
         warnings.append(f"no published {key_dtype} run on a {g.name} ({generation}): the median generation's "
                         "MFU and the widest range of any generation are used")
     else:
@@ -265,7 +276,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
                + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * share
                + row["whole_run"] * whole_run)
     central = min(math.exp(log_mfu), 1.0)
-    return MfuEstimate(central, central * row["low"], min(1.0, central * row["high"]), generation,
+    lo, hi = _range_columns(whole_run)
+    return MfuEstimate(central, central * row[lo], min(1.0, central * row[hi]), generation,
                        tuple(warnings))
 
 
@@ -283,9 +295,11 @@ def mfu_residuals():
     """Every published run (:func:`published_runs`) against the calibrated end-to-end MFU model: its
     ``generation``, ``implied_mfu``, the ``predicted_mfu`` of :func:`mfu_estimate` for the same model, GPU,
     sequence length, dtype, full recomputation and whole-run total, the ``residual`` ``implied / predicted``,
-    the range ``low``/``high`` of its generation as MFUs, and ``inside``: whether the run lies in that range
-    (issue 21's done-when: every run does). One row per run, in the order of ``data/published_runs.csv``.
-    Taught in chapter 10."""
+    the range ``low``/``high`` of its generation as MFUs, and ``inside``: whether the run lies in that range.
+    The range is stated at 80%, so about one run in five lies outside it; whether a run lies inside the range
+    computed *without* its source (the honest check) is
+    :func:`~llmsizing.calibration.mfu_loso_check`'s. One row per run, in the order of
+    ``data/published_runs.csv``. Taught in chapter 10."""
     import pandas as pd
 
     rows = []

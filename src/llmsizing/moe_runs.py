@@ -99,9 +99,9 @@ def moe_run_check(factor: float | None = None, runs=None):
     """Every published MoE run against the library, a DataFrame indexed by run: ``published`` GPU-hours,
     ``predicted`` (:func:`predict_moe_run`, the dense-calibrated step), ``ratio`` (published / predicted),
     ``moe`` (predicted x ``factor``, by default :func:`fit_moe_factor`), the range ``low`` / ``high`` (``moe``
-    divided by the top and the bottom of the calibrated MFU band of the GPU and dtype,
-    :func:`~llmsizing.time_cost.mfu_range_factors`), ``inside`` (published within it), ``inside_dense`` (the
-    same without the factor), the step's ``mfu`` and the row's ``role``."""
+    divided by the top and the bottom of the calibrated 80% MFU band of a whole run's total on the GPU and
+    dtype, :func:`~llmsizing.time_cost.mfu_range_factors` with ``whole_run=True``), ``inside`` (published
+    within it), ``inside_dense`` (the same without the factor), the step's ``mfu`` and the row's ``role``."""
     import pandas as pd
 
     from .precision import compute_dtype
@@ -112,7 +112,8 @@ def moe_run_check(factor: float | None = None, runs=None):
     rows = {}
     for _, r in runs.iterrows():
         p = predict_moe_run(r)
-        lo, hi = mfu_range_factors(r["gpu"], compute_dtype(r["precision"]))
+        # every row is a whole run's GPU-hour total: the range of a total (issue 34)
+        lo, hi = mfu_range_factors(r["gpu"], compute_dtype(r["precision"]), whole_run=True)
         pub, pred = float(r["gpu_hours"]), p["gpu_hours"]
         rows[r["run"]] = {"published": pub, "predicted": pred, "ratio": pub / pred, "moe": f * pred,
                           "low": f * pred / hi, "high": f * pred / lo,

@@ -7,8 +7,10 @@ step counts):
 * **Nodes** (``data/nodes.csv``, one row per system, each with its source and date): GPUs per node, the
   scale-up domain (the GPUs one NVLink/Infinity Fabric fabric joins: 8 in a DGX, 72 in a GB200 NVL72 rack),
   the intra-node topology (``switch``: NVSwitch gives every GPU its full link whoever it talks to; ``mesh``:
-  AMD's MI300X reaches each of its 7 peers over its own 64 GB/s link, so a pair gets one link; ``pcie``), and
-  the NICs (how many per node and their line rate).
+  AMD's MI300X reaches each of its 7 peers over its own 64 GB/s link, so a pair gets one link; ``pcie``),
+  whether PCIe GPUs reach each other peer-to-peer (``peer_to_peer``: data-center cards on a bare-metal PCIe
+  switch do, consumer cards and many VMs go through host memory, about a third of the share), and the NICs
+  (how many per node and their line rate).
 * **Node egress is shared.** NCCL spreads a collective over every NIC the group's GPUs own (one ring or tree
   per NIC, each leaving the node once), so a group with ``k`` of its GPUs in one scale-up domain gets ``k``
   NICs' worth of bandwidth per GPU (capped by the intra-node link the rest of each ring rides on). Data
@@ -30,8 +32,11 @@ step counts):
 So a collective of ``S`` bytes over ``n`` GPUs costs ``steps x alpha + bytes per GPU / (achievable fraction x
 bandwidth)``. What it leaves out: NCCL's protocol switches (LL, LL128, Simple) and in-network reduction
 (NVLS, SHARP), which make the real curve bumpier and, at the largest messages, up to about 20% faster than the
-fitted line; contention with other jobs; and the bucketing of gradients into several collectives (one call's
-latency is charged per collective, not per bucket: microseconds against milliseconds for the models here).
+fitted line; and contention with other jobs. Every call pays its latency (issue 34): a framework's
+collectives are as many calls as it issues, one per layer for tensor and context parallelism and for FSDP's
+per-block gathers, one per gradient bucket for DDP and the distributed optimizer
+(:func:`llmsizing.comm.dp_schedule`). Over a group of ``n`` GPUs a ring call is ``n - 1`` steps, so an FSDP
+group spanning a thousand GPUs pays milliseconds per layer: latency, not bandwidth, then sets its cost.
 """
 
 from __future__ import annotations
@@ -50,8 +55,9 @@ DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 #: Intra-node topologies a node row may name (see the module docstring).
 TOPOLOGIES = ("switch", "mesh", "pcie")
 
-#: Link classes of ``data/links.csv``: the scale-up links and the scale-out ``network``.
-LINK_CLASSES = ("nvlink", "infinity-fabric", "pcie", "network")
+#: Link classes of ``data/links.csv``: the scale-up links and the scale-out ``network``. ``pcie`` is PCIe
+#: without peer-to-peer (through host memory), ``pcie-p2p`` with it: a node row's ``peer_to_peer`` says which.
+LINK_CLASSES = ("nvlink", "infinity-fabric", "pcie", "pcie-p2p", "network")
 
 #: A tree all-reduce level in units of the fitted per-ring-step latency: the network's ``alpha`` was fitted on
 #: a 16-GPU, 2-node log as ``2 (16 - 1) = 30`` ring steps (``data/links.csv``), and a 16-GPU tree has
@@ -67,7 +73,9 @@ COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "send/recv")
 class Node:
     """One system a GPU sits in (a row of ``data/nodes.csv``). Bandwidths are one way, decimal GB/s; NIC
     line rates in Gb/s as vendors print them. ``intra_link_gbps_one_way`` is per GPU through the switch, or
-    per peer for a ``mesh``."""
+    per peer for a ``mesh``. ``peer_to_peer``: whether the GPUs of a ``pcie`` node write into each other's
+    memory (GPUDirect P2P) or go through the host's (consumer cards, many VMs), which sets the PCIe link's
+    achievable share (``data/links.csv``: ``pcie-p2p`` or ``pcie``)."""
 
     name: str
     gpu: str
@@ -80,8 +88,12 @@ class Node:
     source: str = ""
     as_of: str = ""
     note: str = ""
+    peer_to_peer: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.peer_to_peer, bool):
+            raise TypeError(f"peer_to_peer of node {self.name!r} must be True or False, got "
+                            f"{type(self.peer_to_peer).__name__} {self.peer_to_peer!r}")
         for f in ("gpus_per_node", "scaleup_domain_gpus", "nics_per_node"):
             object.__setattr__(self, f, check_int(f"{f} of node {self.name!r}", getattr(self, f),
                                                   maximum=65536))
@@ -125,13 +137,22 @@ def _rows(filename: str) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def _yes_no(name: str, value: str) -> bool:
+    """A ``yes``/``no`` cell of ``data/nodes.csv`` as a bool; anything else is refused, naming the cell."""
+    v = (value or "").strip().lower()
+    if v not in ("yes", "no"):
+        raise ValueError(f"{name} must be 'yes' or 'no', got {value!r}")
+    return v == "yes"
+
+
 @cache
 def _nodes() -> dict[str, tuple[Node, bool]]:
     out = {}
     for r in _rows("nodes.csv"):
         node = Node(r["name"], r["gpu"], int(r["gpus_per_node"]), int(r["scaleup_domain_gpus"]),
                     r["intra_topology"], float(r["intra_link_gbps_one_way"]), int(r["nics_per_node"]),
-                    float(r["nic_gbits"]), r["source"], r["as_of"], r.get("note", ""))
+                    float(r["nic_gbits"]), r["source"], r["as_of"], r.get("note", ""),
+                    _yes_no(f"peer_to_peer of node {r['name']!r}", r.get("peer_to_peer", "")))
         out[node.name] = (node, r["default_for_gpu"].strip().lower() == "yes")
     return out
 
@@ -219,10 +240,13 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
 
 def _class_of(gpu, node: Node) -> str:
     """The link class of the GPU's scale-up link: its ``link_class`` (a column of ``data/gpus.csv``), else,
-    for a hand-made GPU without one, the class its node's topology implies. Never its name (issue 33)."""
-    if gpu.link_class is not None:
-        return gpu.link_class
-    return {"switch": "nvlink", "mesh": "infinity-fabric", "pcie": "pcie"}[node.intra_topology]
+    for a hand-made GPU without one, the class its node's topology implies; PCIe becomes ``pcie-p2p`` on a
+    PCIe node whose row says ``peer_to_peer`` (issue 34). Never its name (issue 33)."""
+    cls = gpu.link_class
+    if cls is None:
+        cls = {"switch": "nvlink", "mesh": "infinity-fabric", "pcie": "pcie"}[node.intra_topology]
+    # (a PCIe node's fact: a GPU given a PCIe link on an NVLink node, gpu_with_link, keeps the host path)
+    return "pcie-p2p" if cls == "pcie" and node.intra_topology == "pcie" and node.peer_to_peer else cls
 
 
 @dataclass(frozen=True)

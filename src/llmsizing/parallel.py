@@ -78,7 +78,24 @@ class Parallel:
     ``--expert-tensor-parallel-size`` left unset), else 1 (``--expert-tensor-parallel-size 1``, as DeepSeek-V3
     ran: the default here); the experts' gradients and ZeRO shards go over the :attr:`edp`
     expert-data-parallel GPUs. With ``tp > 1``, ``ep > 1`` needs ``sp=True``, as Megatron-Core requires.
-    :mod:`llmsizing.moe` has the arithmetic."""
+    :mod:`llmsizing.moe` has the arithmetic.
+
+    The pipeline's edges: ``account_for_embedding`` (``account_for_loss``) counts the embedding (the output
+    layer and loss) as one layer's place in the split, taken from the first model chunk of the first stage
+    (the last chunk of the last stage): Megatron-LM's ``--account-for-embedding-in-pipeline-split`` and
+    ``--account-for-loss-in-pipeline-split`` (``transformer_config.py``; ``get_num_layers_to_build`` in
+    ``transformer_block.py`` builds one layer fewer in that chunk), both off by default. Llama 3 405B ran
+    this way: 126 layers + 2 = 128 places on 16 stages, "the first model chunk on the first stage has only
+    the embedding, and the last model chunk on the last stage has only output projection and loss" (Dubey
+    et al. 2024, Sec. 3.3.2), which with one place per chunk means ``virtual_stages=8``. Without
+    ``stage_layers`` the split is Megatron-LM's (``(layers + 2) / pp`` places per stage); with it, the counts
+    given. The interleaved schedule keeps the most micro-batches in flight in the first chunk, so an
+    embedding-only chunk lightens the first stage (:func:`pipeline_in_flight` with ``chunks``).
+    ``deallocate_pipeline_outputs`` frees each stage's output once sent (Megatron-LM's
+    ``deallocate_output_tensor`` in ``pipeline_parallel/schedules.py``, on by default in its training loop,
+    ``argument_utils.py``; Llama 3's "proactively deallocate ... the input and output tensors of each
+    pipeline stage"); ``False`` keeps one output per model chunk and micro-batch in flight. Taught in
+    chapter 8."""
 
     tp: int = 1
     pp: int = 1
@@ -94,6 +111,10 @@ class Parallel:
     # ---- expert parallelism (issue 24; the rules and the arithmetic live in llmsizing.moe)
     ep: int = 1
     expert_tp: bool = False
+    # ---- the pipeline's edges and what it frees (issue 34: Llama 3 405B as Meta ran it)
+    account_for_embedding: bool = False
+    account_for_loss: bool = False
+    deallocate_pipeline_outputs: bool = True
 
     def __post_init__(self):
         # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy
@@ -118,6 +139,8 @@ class Parallel:
                                  f"got {len(layers)} numbers")
             object.__setattr__(self, "stage_layers", layers)
         object.__setattr__(self, "expert_tp", check_bool("expert_tp", self.expert_tp))
+        for f in ("account_for_embedding", "account_for_loss", "deallocate_pipeline_outputs"):
+            object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         if (self.tp * self.dp_cp) % (self.etp * self.ep):
             raise ValueError(f"ep={self.ep} must divide tp x cp x dp / etp = "
                              f"{self.tp * self.dp_cp // self.etp} (etp={self.etp}, the experts' "
@@ -128,7 +151,8 @@ class Parallel:
                              "TransformerConfig: 'When using expert parallelism and tensor parallelism, "
                              "sequence parallelism must be used')")
         check_layout(None, tp=self.tp, pp=self.pp, sp=self.sp, virtual_stages=self.virtual_stages,
-                     zero=self.zero, offload=self.offload, stage_layers=self.stage_layers, cp=self.cp)
+                     zero=self.zero, offload=self.offload, stage_layers=self.stage_layers, cp=self.cp,
+                     account_for_embedding=self.account_for_embedding, account_for_loss=self.account_for_loss)
 
     @property
     def gpus(self) -> int:
@@ -158,7 +182,8 @@ class Parallel:
 
 def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_stages: int = 1, zero: int = 0,
                  offload: str = "none", stage_layers: tuple | None = None, cp: int = 1,
-                 seq: int | None = None, ep: int = 1, expert_tp: bool = False) -> None:
+                 seq: int | None = None, ep: int = 1, expert_tp: bool = False,
+                 account_for_embedding: bool = False, account_for_loss: bool = False) -> None:
     """Refuse a layout that cannot run: the one place these rules live (``Parallel``, :func:`resolve_parallel`
     and :func:`~llmsizing.activations.activation_memory` all call it). ``model`` may be ``None`` (then only
     the rules that need no architecture are checked).
@@ -188,6 +213,10 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
       ``seq_length % (context_parallel_size * 2) == 0``; Transformer Engine's attention needs the same).
     * ``ep > 1`` (or ``expert_tp``) needs a mixture of experts whose routed experts ``ep`` divides
       (:func:`check_ep`); ``zero=3`` with ``ep > 1`` is not modelled.
+    * ``account_for_embedding`` / ``account_for_loss`` need ``pp > 1``; without ``stage_layers``, ``pp`` must
+      divide the layers plus the places they add, and ``virtual_stages`` each stage's places (Megatron-LM's
+      ``get_num_layers_to_build`` asserts both); with ``stage_layers``, the first (last) stage's places
+      count the embedding (loss) when ``virtual_stages`` is checked against them.
     """
     sp, expert_tp = check_bool("sp", sp), check_bool("expert_tp", expert_tp)
     if cp > 1 and seq is not None and seq % (2 * cp):
@@ -210,6 +239,11 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     if virtual_stages > 1 and pp == 1:
         raise ValueError(f"virtual_stages={virtual_stages} needs pp > 1: interleaving splits each pipeline "
                          "stage")
+    emb, loss = check_bool("account_for_embedding", account_for_embedding), check_bool("account_for_loss",
+                                                                                         account_for_loss)
+    if (emb or loss) and pp == 1:
+        raise ValueError("account_for_embedding / account_for_loss need pp > 1: they give the embedding or "
+                         "the loss a layer's place in the pipeline split")
     if model is None:
         return
     if ep > 1 or expert_tp:                    # ---- expert parallelism (issue 24)
@@ -234,9 +268,18 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
         if sum(stage_layers) != model.layers:
             raise ValueError(f"stage_layers must add up to the model's {model.layers} layers, got "
                              f"{sum(stage_layers)} ({', '.join(map(str, stage_layers))})")
-        if virtual_stages > min(stage_layers):
+        places = [n + (emb and i == 0) + (loss and i == pp - 1) for i, n in enumerate(stage_layers)]
+        if virtual_stages > min(places):
             raise ValueError(f"virtual_stages={virtual_stages} needs at least that many layers on every "
-                             f"pipeline stage; the smallest stage_layers entry is {min(stage_layers)}")
+                             f"pipeline stage; the smallest stage_layers entry is {min(stage_layers)}"
+                             + (" (the embedding or loss counting as one)" if emb or loss else ""))
+    elif emb or loss:
+        places = model.layers + emb + loss
+        if places % pp or (places // pp) % virtual_stages:
+            raise ValueError(f"with account_for_embedding={emb} and account_for_loss={loss}, pp={pp} must "
+                             f"divide the {places} places (layers + embedding + loss) and virtual_stages="
+                             f"{virtual_stages} each stage's {places / pp:g} (Megatron-LM's "
+                             "get_num_layers_to_build); pass stage_layers for another split")
     elif virtual_stages > 1 and model.layers % (pp * virtual_stages):
         raise ValueError(f"virtual_stages={virtual_stages} must divide the layers of each of the {pp} "
                          f"pipeline stages ({model.layers} layers / pp = {model.layers / pp:g})")
@@ -244,11 +287,17 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
 
 def layers_per_stage(layers: int, parallel: Parallel) -> tuple[int, ...]:
     """The transformer layers of each pipeline stage: ``parallel.stage_layers``, or Megatron-LM's even split
-    (``layers // pp`` each, the first ``layers % pp`` stages one more). Taught in chapter 8."""
+    (``layers // pp`` each, the first ``layers % pp`` stages one more), with ``account_for_embedding`` /
+    ``account_for_loss`` of ``layers + 1`` or ``+ 2`` places, the first (last) stage giving one to the
+    embedding (loss). Taught in chapter 8."""
     if parallel.stage_layers is not None:
         return parallel.stage_layers
-    base, extra = divmod(check_int("layers", layers), parallel.pp)
-    return tuple(base + (i < extra) for i in range(parallel.pp))
+    emb, loss = parallel.account_for_embedding, parallel.account_for_loss
+    base, extra = divmod(check_int("layers", layers) + emb + loss, parallel.pp)
+    out = [base + (i < extra) for i in range(parallel.pp)]
+    out[0] -= emb                          # Megatron-LM: the embedding and the loss take a layer's place
+    out[-1] -= loss
+    return tuple(out)
 
 
 def uneven_stages(layers: int, pp: int, *, first: int, last: int) -> tuple[int, ...]:
@@ -281,6 +330,23 @@ def chunk_layers(layers: int, virtual_stages: int = 1) -> tuple[int, ...]:
     return tuple(base + (k < extra) for k in range(v))
 
 
+def stage_chunks(layers: int, parallel: Parallel) -> tuple[tuple[int, ...], ...]:
+    """The transformer layers of each model chunk of each pipeline stage (:func:`chunk_layers` of the
+    stage's layers), the embedding and the loss counted as one layer's place in the first chunk of the first
+    stage and the last chunk of the last stage when ``parallel.account_for_embedding`` /
+    ``account_for_loss`` say so (Megatron-LM's ``get_num_layers_to_build``: that chunk builds one layer
+    fewer; Llama 3 405B with ``virtual_stages=8``: ``(0, 1, ..., 1)`` on the first stage). Chapter 8."""
+    par = SINGLE_GPU if parallel is None else parallel
+    out = []
+    for i, n in enumerate(layers_per_stage(layers, par)):
+        emb, loss = par.account_for_embedding and i == 0, par.account_for_loss and i == par.pp - 1
+        c = list(chunk_layers(n + emb + loss, par.virtual_stages))
+        c[0] -= emb
+        c[-1] -= loss
+        out.append(tuple(c))
+    return tuple(out)
+
+
 def check_recompute_layers(recompute: str, recompute_layers, layers: int,
                            parallel: Parallel | None = None) -> int | None:
     """``recompute_layers`` checked against ``recompute`` and the layout: ``None`` (every layer, today's
@@ -291,7 +357,7 @@ def check_recompute_layers(recompute: str, recompute_layers, layers: int,
     if recompute_layers is None:
         return None
     par = SINGLE_GPU if parallel is None else parallel
-    top = max(max(chunk_layers(n, par.virtual_stages)) for n in layers_per_stage(layers, par))
+    top = max(max(c) for c in stage_chunks(layers, par))
     n = check_int("recompute_layers", recompute_layers, minimum=0, maximum=top)
     if recompute != "full":
         raise ValueError(f"recompute_layers={n} recomputes whole layers, Megatron-LM's "
@@ -317,8 +383,7 @@ def recomputed_layers(layers: int, parallel: Parallel | None, recompute_layers: 
     ``recompute_layers`` layers. Taught in the "Long context" chapter."""
     par = SINGLE_GPU if parallel is None else parallel
     n = check_int("recompute_layers", recompute_layers, minimum=0)
-    return tuple(sum(min(n, c) for c in chunk_layers(k, par.virtual_stages)) for k in layers_per_stage(layers,
-                                                                                                       par))
+    return tuple(sum(min(n, c) for c in chunks) for chunks in stage_chunks(layers, par))
 
 
 SINGLE_GPU = Parallel()
@@ -351,8 +416,24 @@ def resolve_parallel(parallel: Parallel | None, model=None, seq: int | None = No
     check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp,
                  virtual_stages=parallel.virtual_stages, zero=parallel.zero, offload=parallel.offload,
                  stage_layers=parallel.stage_layers, cp=parallel.cp, seq=seq, ep=parallel.ep,
-                 expert_tp=parallel.expert_tp)
+                 expert_tp=parallel.expert_tp, account_for_embedding=parallel.account_for_embedding,
+                 account_for_loss=parallel.account_for_loss)
+    if model is not None and parallel.stage_layers is None and (parallel.account_for_embedding
+                                                                or parallel.account_for_loss):
+        # Megatron-LM's split with the embedding / loss places, written out (every per-stage count reads it)
+        if isinstance(model, str):
+            from .catalog import get_model
+
+            model = get_model(model)
+        split = layers_per_stage(model.layers, parallel)
+        return kept_parallel(**{**_fields(parallel), "stage_layers": split})
     return parallel
+
+
+def _fields(par: Parallel) -> dict:
+    from dataclasses import fields
+
+    return {f.name: getattr(par, f.name) for f in fields(par)}
 
 
 def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1) -> float:
@@ -366,7 +447,8 @@ def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1) -> floa
     return (pp - 1) / (v * m)
 
 
-def pipeline_in_flight(pp: int, microbatches: int, virtual_stages: int = 1) -> list[float]:
+def pipeline_in_flight(pp: int, microbatches: int, virtual_stages: int = 1, *,
+                       chunks=None) -> list[float]:
     """Micro-batches whose activations each pipeline stage holds at once at its peak, in units of "all of
     this stage's layers for one micro-batch", for stages ``0 .. pp-1``.
 
@@ -379,7 +461,20 @@ def pipeline_in_flight(pp: int, microbatches: int, virtual_stages: int = 1) -> l
       micro-batches: Korthikanti et al. 2022's interleaving penalty ``1 + (p - 1) / (p v)`` (Sec. 4.2.3),
       which Megatron-LM's ``theoretical_memory_usage.py`` applies.
 
-    Taught in chapter 8. ``pp`` is at most :data:`MAX_PP` (one number per stage is returned).
+    * ``chunks`` (:func:`stage_chunks`: the layers of each stage's ``v`` model chunks) counts chunks of
+      unequal size exactly: the warm-up and the steady state hold the chunk forwards Megatron-LM's schedule
+      table orders (``get_schedule_table``: groups of ``pp`` micro-batches, chunk by chunk; the backward takes
+      the chunks in reverse, ``get_model_chunk_id``), and the stage holds, at its peak, the most layers of
+      those micro-batches at once, in units of its own layers. The first chunk holds the most (``2 pp - 1``
+      micro-batches on the first stage against ``pp`` for the others), so Llama 3's embedding-only first
+      chunk (``account_for_embedding``) lightens the first stage. Equal chunks give the formula above.
+
+    Source: Megatron-LM, ``megatron/core/pipeline_parallel/schedules.py`` (commit d98e8a6, 2026-08),
+    ``get_pp_rank_microbatches``: ``num_warmup_microbatches = (pipeline_parallel_size -
+    pipeline_parallel_rank - 1) * 2 + (num_model_chunks - 1) * microbatch_group_size_per_vp_stage`` (the
+    group size defaults to ``pp``), capped at ``num_microbatches * num_model_chunks`` (then every micro-batch
+    is in the warm-up). Taught in chapter 8. ``pp`` is at most :data:`MAX_PP` (one number per stage is
+    returned).
     """
     p = check_int("pp", pp, maximum=MAX_PP)
     m = check_int("microbatches", microbatches)
@@ -388,7 +483,34 @@ def pipeline_in_flight(pp: int, microbatches: int, virtual_stages: int = 1) -> l
         raise ValueError(f"virtual_stages={v} needs pp > 1: interleaving splits each pipeline stage")
     if v == 1:
         return [float(min(p - i, m)) for i in range(p)]
-    return [min(2 * (p - i - 1) + (v - 1) * p + 1, m * v) / v for i in range(p)]
+    even = [min(2 * (p - i - 1) + (v - 1) * p + 1, m * v) / v for i in range(p)]
+    if chunks is None:
+        return even
+    chunks = tuple(tuple(check_int("chunks", c, minimum=0) for c in row) for row in chunks)
+    if len(chunks) != p or any(len(row) != v for row in chunks):
+        raise ValueError(f"chunks must give {v} chunk sizes (virtual_stages) for each of the {p} stages (pp)")
+    return [even[i] if len(set(row)) == 1 else _held_layers(p, i, m, row) / max(sum(row), 1)
+            for i, row in enumerate(chunks)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _held_layers(p: int, rank: int, m: int, sizes: tuple) -> float:
+    """The most layer x micro-batch units pipeline rank ``rank`` holds at once under Megatron-LM's
+    interleaved schedule with chunks of ``sizes`` layers (:func:`pipeline_in_flight`): its forwards follow
+    ``get_schedule_table`` (groups of ``p`` micro-batches, chunk after chunk), the warm-up runs
+    ``get_pp_rank_microbatches``' count, then each step runs one forward and one backward (the backward's
+    chunk is ``v - 1 -`` the table's), and the peak is read after each forward."""
+    v = len(sizes)
+    order = [c for lo in range(0, m, p) for c in range(v) for _ in range(lo, min(lo + p, m))]
+    total = m * v
+    warm = min(2 * (p - rank - 1) + (v - 1) * p, total)
+    held = peak = 0
+    for k in range(total):
+        held += sizes[order[k]]
+        peak = max(peak, held)
+        if k >= warm:
+            held -= sizes[v - 1 - order[k - warm]]
+    return float(peak)
 
 
 def check_ep(model, par: Parallel) -> None:
@@ -408,3 +530,21 @@ def check_ep(model, par: Parallel) -> None:
     fe = model.expert_ffn_hidden or model.ffn_hidden
     if par.expert_tp and fe % par.tp:
         raise ValueError(f"expert_tp=True: tp={par.tp} must divide the expert width ({fe})")
+
+
+#: Llama 3's precision recipe: bf16 weights and compute, gradients accumulated over the micro-batches and
+#: reduce-scattered in fp32 (Dubey et al. 2024, Sec. 3.3.2, "Numerical stability"), fp32 AdamW states.
+LLAMA3_RECIPE = "bf16-mixed-fp32-grads"
+
+
+def llama3_405b_layout(dp: int = 128, cp: int = 1) -> Parallel:
+    """Llama 3 405B's pre-training layout as Meta describes it (Dubey et al. 2024, Sec. 3.3.2, Table 4):
+    ``tp=8``, ``pp=16``, ``dp`` (64 or 128 at 8K, 8 at 128K with ``cp=16``, K and V all-gathered), sequence
+    parallelism; FSDP that shards gradients and optimizer states but does not reshard the weights after the
+    forward (``zero=3, reshard_after_forward=False``); the embedding and the loss each alone in a model
+    chunk of the first and last stage, so 8 one-layer chunks per stage (``account_for_embedding``,
+    ``account_for_loss``); stage outputs freed once sent. Use with :data:`LLAMA3_RECIPE`. Chapters 8, 13,
+    17."""
+    return Parallel(tp=8, pp=16, dp=check_int("dp", dp), cp=check_int("cp", cp), cp_comm="all_gather",
+                    zero=3, reshard_after_forward=False, sp=True, virtual_stages=8,
+                    account_for_embedding=True, account_for_loss=True)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .comm import communication, dp_schedule, ring_collective
+from .comm import (DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication,
+                   dp_bucket_params, dp_schedule, ring_collective)
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .kernels import compute_seconds, rates
 from .layouts import step_time
@@ -378,8 +379,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         return step, peaks[gi]
     dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
     per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
-    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes one call sends, without a pipeline
-    latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))
+    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes of a pass (all calls), no pipeline
+    latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # the latency of one call of each slot
     seen: dict = {}                 # GPUs whose data-parallel groups ride the same link send the same
     for k, (g_, t_, z_, d_) in enumerate(dp_keys):
         if d_ == 1:
@@ -394,15 +395,16 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         for c in comm.collectives:
             if c.group == "dp":
                 s = _dp_slot(c.collective)
-                traffic[k, s] += c.bytes_per_gpu / c.calls
+                traffic[k, s] += c.bytes_per_gpu
                 per_byte[k, s] = 1 / (c.bandwidth_gbps * 1e9)
                 latency[k, s] += c.latency_s / c.calls
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
-    share = np.array([max(stage_params(model, Parallel(tp=t_, pp=p_))) / max(stage_params(model,
-                                                                                          Parallel(tp=t_)))
-                      for t_, p_ in held_keys])[held_idx]
-    call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + latency[dp_idx]
+    held = np.array([(max(stage_params(model, Parallel(tp=t_, pp=p_))),
+                      max(stage_params(model, Parallel(tp=t_)))) for t_, p_ in held_keys])[held_idx]
+    share = held[:, 0] / held[:, 1]
+    calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp)      # per pass, with their latencies
+    call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + calls * latency[dp_idx]
     dp_exposed = (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
                   + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
                   + np.maximum(0.0, call[:, 4] - bwd))
@@ -414,6 +416,19 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
     peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
     return step, peaks[gi]
+
+
+def _dp_calls(zero, on_rank, layers, dpcp) -> np.ndarray:
+    """Calls per pass of each :data:`_DP_SLOTS` slot, one row per plan (:func:`~llmsizing.comm.dp_calls`):
+    ZeRO-3's slots one per FSDP unit of the stage's ``layers``, the others one per gradient bucket of the
+    ``on_rank`` parameters (:func:`~llmsizing.comm.dp_bucket_params` of ``dp x cp``)."""
+    units = np.ceil(np.round(layers) / FSDP_UNIT_LAYERS)
+    bucket = np.maximum(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dpcp)
+    buckets = np.maximum(1.0, np.ceil(on_rank / bucket))
+    out = np.repeat(buckets[:, None], len(_DP_SLOTS), axis=1)
+    z3 = zero == 3
+    out[z3, 0] = out[z3, 1] = units[z3]
+    return out
 
 
 def _dp_exposed(call, fwd, bwd, mf):
@@ -492,10 +507,11 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
                 rows[k] = rows[same]
                 continue
             on_rank = _split(model, t_, 1, None, e_, expert_tp)[0][part]
-            for name, kind, message, _ in dp_schedule(z_, on_rank, w_b, g_b, 1):
-                c = ring_collective(name, "dp", n_, kind, message, 1, gl)
+            for name, kind, message, calls in dp_schedule(z_, on_rank, w_b, g_b, 1, layers=model.layers,
+                                                          bucket_params=dp_bucket_params(n_)):
+                c = ring_collective(name, "dp", n_, kind, message, calls, gl)
                 j = _dp_slot(c.collective)
-                rows[k, 0, j] += c.bytes_per_gpu / c.calls
+                rows[k, 0, j] += c.bytes_per_gpu
                 rows[k, 1, j] = 1 / (c.bandwidth_gbps * 1e9)
                 rows[k, 2, j] += c.latency_s / c.calls
         cut = slice(part * n_slots, (part + 1) * n_slots)
@@ -503,13 +519,17 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     # the most loaded stage's dense and expert parameters, relative to one stage's (the messages scale)
     held_keys, held_idx = _groups(tp, pp, ep)
     share = np.zeros((len(held_keys), 2))
+    held = np.zeros((len(held_keys), 3))                 # the stage's dense and expert parameters, its layers
     for k, (t_, p_, e_) in enumerate(held_keys):
         rows, one = _split(model, t_, p_, None, e_, expert_tp), _split(model, t_, 1, None, e_, expert_tp)[0]
         i = max(range(p_), key=lambda j: rows[j][0] + rows[j][1])
         share[k] = (rows[i][0] / one[0], rows[i][1] / one[1])
-    share = share[held_idx]
-    dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut] + latency[:, cut]
-                      for part, cut in ((0, slice(0, n_slots)), (1, slice(n_slots, 2 * n_slots))))
+        held[k] = (rows[i][0], rows[i][1], max(layers_per_stage(model.layers, Parallel(pp=p_))))
+    share, held = share[held_idx], held[held_idx]
+    dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut]
+                      + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency[:, cut]
+                      for part, cut, n_ in ((0, slice(0, n_slots), dpcp),
+                                            (1, slice(n_slots, 2 * n_slots), edp)))
     # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
     # behind each backward (exposed_by_group): the two parts' slot 1 is one window
     both = np.zeros_like(dense)

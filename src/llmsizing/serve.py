@@ -38,9 +38,10 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
   (``itl_s``), and a step that carries a full chunk costs more (``chunk_step_s``).
 * The four constants (``mbu``, ``attention_bu``, ``step_overhead_s``, ``mfu``) are fitted on published figures
   (``data/serving_model.csv``, ``tools/calibrate_serving.py``, :mod:`llmsizing.serve_calibration`), and the
-  range stated for a prediction (:func:`~llmsizing.serve_calibration.serving_range`) is the spread of every
-  published row. The step overhead is fitted per engine (``engine=``); the default is pooled, and an engine
-  without rows is stated over the fitted engines' whole overhead interval.
+  80% range stated for a prediction (:func:`~llmsizing.serve_calibration.serving_range`) is measured by
+  leaving one source out at a time (issue 34). The step overhead is fitted per engine and batching era
+  (``engine=``); the default engine is vLLM, and every result names its engine. :func:`replicas_range` gives
+  the GPU count at both ends of the range.
 * **Grouped-query attention in decode**: a kernel that reads each KV head once for its group of query heads
   (``attention_kernel="grouped"``, the default), or once per query head (``"per-query-head"``: ``heads /
   kv_heads`` times the KV bytes, as TensorRT-LLM 0.5 and 0.6.1 did before its XQA kernel).
@@ -73,9 +74,11 @@ from .serve_moe import check_ep
 # The step model lives one level down, in serve_step (issue 32); every name it had here still imports
 # from here.
 from .serve_step import (ACTIVATION_BYTES, ALLREDUCE_LATENCY_S, ATTENTION_BU_DEFAULT,  # noqa: F401
-                         ATTENTION_KERNELS, ENGINE_STEP_OVERHEAD_S, ENGINES, KV_FORMATS, MBU_DEFAULT,
-                         MFU_DEFAULT, RANGE_HIGH, RANGE_LOW, RETIRED, STEP_OVERHEAD_S, WEIGHT_FORMATS, _FIT,
-                         Serving, _allreduce_s, _kv_reads, serving)
+                         ATTENTION_KERNELS, ENGINE_STEP_OVERHEAD_S, ENGINES, ERA_STEP_OVERHEAD_S, KV_FORMATS,
+                         MBU_DEFAULT, MFU_DEFAULT, RANGE_HIGH, RANGE_LOW, RETIRED, STEP_OVERHEAD_S,
+                         WEIGHT_FORMATS, _FIT, Serving, _allreduce_s, _kv_reads, serving)
+
+_serving = serving
 
 #: The tensor-parallel degrees :func:`replicas_for` tries: within one 8-GPU node.
 TP_CHOICES = (1, 2, 4, 8)
@@ -119,7 +122,7 @@ class ServingPlan:
         import pandas as pd
 
         s = self.serving
-        rows = {"gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "pp": s.pp, "ep": s.ep,
+        rows = {"engine": s.engine, "gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "pp": s.pp, "ep": s.ep,
                 "replicas": self.replicas, "batch": self.batch,
                 "requests_per_s": self.requests_per_s, "ttft_s": s.ttft_s, "itl_s": s.itl_s,
                 "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
@@ -128,8 +131,31 @@ class ServingPlan:
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
 
 
+#: The time fields of :class:`Serving`: every latency and throughput it reports is a sum or max of them.
+_TIMES = ("prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "batch_prefill_s", "decode_compute_s",
+          "decode_memory_s", "decode_comm_s", "step_overhead_s", "chunk_extra_s", "interleave_s", "pp_send_s",
+          "all_to_all_s")
+
+
+def at_speed(s: Serving, speed: float) -> Serving:
+    """``s`` with every time divided by ``speed`` (engine speed over the model's): an engine at the low end
+    of the stated range (``speed`` < 1) takes ``1 / speed`` times as long for every step. Used to price a GPU
+    count at the two ends of the range (:func:`replicas_range`)."""
+    from dataclasses import replace
+
+    speed = check_number("speed", speed, allow_equal=False, maximum=100.0)
+    return s if speed == 1.0 else replace(s, **{f: getattr(s, f) / speed for f in _TIMES})
+
+
 def _largest_batch(m, g, tp, ttft_s, itl_s, kwargs):
-    """(Serving at the largest batch meeting both targets, or None; Serving at batch 1, for explanations)."""
+    """(Serving at the largest batch meeting both targets, or None; Serving at batch 1, for explanations).
+    ``kwargs`` may hold ``_speed`` (:func:`at_speed`)."""
+    kwargs = dict(kwargs)
+    speed = kwargs.pop("_speed", 1.0)
+
+    def serving(*a, **kw):
+        return at_speed(_serving(*a, **kw), speed)
+
     one = serving(m, g, tp=tp, batch=1, **kwargs)
     if one.max_batch < 1 or one.itl_s > itl_s or one.ttft_s > ttft_s:
         return None, one
@@ -244,6 +270,52 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     return best
 
 
+@dataclass(frozen=True)
+class ServingPlanRange:
+    """What :func:`replicas_range` found: the central plan and the plans at the fast and slow ends of the
+    stated 80% range of the engine's speed (``gpus_low``, ``gpus_high``); ``engine`` names the engine."""
+
+    central: ServingPlan
+    fast: ServingPlan
+    slow: ServingPlan
+    speed_low: float
+    speed_high: float
+    engine: str
+    coverage: float
+
+    @property
+    def gpus(self) -> int:
+        return self.central.gpus
+
+    @property
+    def gpus_low(self) -> int:
+        return self.fast.gpus
+
+    @property
+    def gpus_high(self) -> int:
+        return self.slow.gpus
+
+
+def replicas_range(model: Model | str, gpu, **kwargs) -> ServingPlanRange:
+    """:func:`replicas_for` at the central prediction and at both ends of the stated 80% range of a per-token
+    figure (:func:`~llmsizing.serve_calibration.serving_range`): an engine ``speed_low`` times as fast as the
+    model (every step ``1 / speed_low`` times as long, :func:`at_speed`) needs ``gpus_high`` GPUs, one
+    ``speed_high`` times as fast ``gpus_low``. The range is the calibrated engines' (the default engine,
+    vLLM, or ``engine=``). Raises like :func:`replicas_for` when even the central plan cannot meet the
+    target; an end that cannot gives None. Chapter 15."""
+    from .serve_calibration import COVERAGE, _range_of
+
+    lo, hi = _range_of(True, "itl_s")
+    central = replicas_for(model, gpu, **kwargs)
+    ends = []
+    for speed in (hi, lo):
+        try:
+            ends.append(replicas_for(model, gpu, **kwargs, _speed=speed))
+        except ValueError:
+            ends.append(None)
+    return ServingPlanRange(central, ends[0], ends[1], lo, hi, central.serving.engine, COVERAGE)
+
+
 def _dtype_note(g, kwargs) -> str:
     """"" or, for a GPU without BF16 asked to compute in bf16, a note that it computes in fp16."""
     compute = kwargs.get("compute", "bf16")
@@ -306,7 +378,8 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
 __getattr__ = _retire(__name__, RETIRED, moved={"published_serving": "llmsizing.serve_calibration"})
 
 __all__ = ["all_to_all_s", "Serving", "serving", "serving_sweep", "ServingPlan", "replicas_for",
-           "serving_cost_by_gpu", "MBU_DEFAULT", "MFU_DEFAULT",
+           "ServingPlanRange", "replicas_range", "at_speed", "serving_cost_by_gpu", "MBU_DEFAULT",
+           "MFU_DEFAULT",
            "ALLREDUCE_LATENCY_S", "WEIGHT_FORMATS", "KV_FORMATS", "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S",
-           "ENGINE_STEP_OVERHEAD_S", "ENGINES", "ATTENTION_KERNELS",
+           "ENGINE_STEP_OVERHEAD_S", "ERA_STEP_OVERHEAD_S", "ENGINES", "ATTENTION_KERNELS",
            "RANGE_LOW", "RANGE_HIGH", "kv_capacity_tokens"]

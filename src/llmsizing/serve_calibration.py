@@ -1,22 +1,29 @@
-"""Serving calibration: published serving figures next to the model, and the fit of its step constants
-(chapter 15, "Serving"; issue 22).
+"""Serving calibration: published serving figures next to the model, the fit of its step constants, and the
+range a prediction is stated with, checked on sources the fit never saw (chapter 15; issues 22, 34).
 
-``data/serving_published.csv`` holds published serving figures, each with its engine and version, model, GPU,
-tensor parallelism, formats, lengths, batch, metric, value, source URL and date, and a ``calibration`` column:
-``yes`` rows are fitted on, ``no`` rows are held out and only checked. :func:`fit_serving_constants` finds the
-weight-read bandwidth efficiency, the attention (KV-read) efficiency, the fixed time per engine step and the
-prefill MFU that minimise the squared log ratios ``published / predicted`` over the calibration rows, by a
-deterministic Nelder-Mead search (the library has no SciPy). The three efficiencies are shared by every
-engine; the fixed step time is fitted per engine (``step_overhead_s[engine]``), and a pooled one, fitted over
-all the rows at the shared efficiencies, is the default for an engine without rows. A row's
-``attention_kernel`` says how its engine's decode attention reads a grouped-query model's KV heads
-(``grouped`` or ``per-query-head``: TensorRT-LLM before its XQA kernel). Besides rates and times, a row may
-give ``batch_gain`` (throughput at its batch over batch 1) or ``grouped_attention_gain`` (the same run with a
-grouped over a per-query-head kernel). The stated range is the lowest and highest speed ratio over every row,
-calibration and held-out (an engine without its own overhead at the nearest prediction over the fitted
-engines' overheads, :func:`overhead_interval`), rounded outwards to 0.05 (2026-11-26: 23 new held-out rows
-showed that the calibration rows' own spread, 0.75-1.3, held for only 90% of the figures the fit had not
-seen); ``tools/calibrate_serving.py`` writes both to ``data/serving_model.csv``.
+``data/serving_published.csv`` holds published serving figures, each with its engine, version and batching era
+(``static``: one fixed batch run to completion; ``continuous``: sequences admitted every step), model, GPU,
+tensor parallelism, formats, lengths, batch, metric, value, source URL and date, and a ``calibration`` column
+(``yes`` rows are fitted on, with every other speed not marked ``known_out``: :func:`_trainable`).
+:func:`fit_constants` finds the weight-read bandwidth efficiency, the attention (KV-read) efficiency and the
+prefill MFU, shared by every engine, and a fixed time per engine step for each engine *and batching era*
+(``vLLM/continuous``, ``TensorRT-LLM/static``, ...), minimising the squared log ratios ``published /
+predicted`` by a deterministic Nelder-Mead search (the library has no SciPy). An engine and era without rows
+is priced at that era's pooled overhead. A row's ``attention_kernel`` says how its engine's decode attention
+reads a grouped-query model's KV heads (``grouped`` or ``per-query-head``: TensorRT-LLM before its XQA
+kernel).
+
+**The stated range** (issue 34) comes from leaving one *source* (URL: all rows of one page or paper) out at a
+time (:func:`loso_residuals`): refit on the other sources' calibration rows, predict every speed of the
+held-out source, keep the log of engine speed / model speed. The 80% range of a group of predictions is the
+split-conformal pair of order statistics of those held-out residuals (:func:`conformal_quantiles`). Groups
+follow what explains the spread: whether the engine had its own overhead in the fold (``calibrated`` or
+``uncalibrated``) and whether the figure is a time to first token (``ttft``) or a per-token figure (ITL or a
+rate, ``per-token``); a group with fewer than :data:`MIN_GROUP` residuals is merged into its parent. The
+coverage is measured out of sample too (:func:`interval_table`): each source's rows are checked against ranges
+built from the other sources' residuals only. ``tools/calibrate_serving.py`` writes the constants to
+``data/serving_model.csv``, the ranges to ``data/serving_intervals.csv`` and the held-out residuals to
+``data/serving_loso.csv``.
 """
 
 from __future__ import annotations
@@ -24,14 +31,26 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ._validate import check_choice, check_fraction
 from .catalog import DATA_DIR
-from .serve_step import ENGINE_STEP_OVERHEAD_S, ENGINES, RANGE_HIGH, RANGE_LOW, serving
+from .serve_engine import BATCHING, DEFAULT_ENGINE, engine_key
+from .serve_step import ENGINE_STEP_OVERHEAD_S, ENGINES, ERA_STEP_OVERHEAD_S, RANGE_HIGH, RANGE_LOW, serving
 
 #: Metrics that are times (a lower value is faster).
 TIME_METRICS = ("ttft_s", "itl_s")
-#: The constants :func:`fit_serving_constants` fits, in order, with their search bounds.
+#: Metrics that are a ratio of two runs (a batch's gain, a kernel's gain): checked, not in the stated range.
+RATIO_METRICS = ("batch_gain", "grouped_attention_gain")
+#: The constants :func:`fit_constants` fits, in order, with their search bounds.
 FITTED = (("weights_bu", 0.3, 1.0), ("attention_bu", 0.1, 1.0), ("step_overhead_s", 0.0, 0.02),
           ("prefill_mfu", 0.2, 1.0))
+#: The nominal coverage of the stated range.
+COVERAGE = 0.8
+#: Fewest held-out residuals a group of the range needs; a smaller group is merged into its parent.
+MIN_GROUP = 10
+#: How the range is built (written to ``data/serving_intervals.csv``).
+METHOD = ("leave-one-source-out refit; split-conformal order statistics of held-out log speed ratios per "
+          "group (calibrated engine or not x ttft or per-token; a group under 10 rows merged into its "
+          "parent)")
 
 
 def _read():
@@ -43,18 +62,36 @@ def _read():
     col = "attention_kernel"   # how the engine's decode attention reads GQA KV heads; grouped where blank
     df[col] = df[col].fillna("grouped") if col in df else "grouped"
     df["known_out"] = df["known_out"].fillna("") if "known_out" in df else ""   # why a row is known to miss
+    bad = sorted(set(df["batching"].fillna("")) - set(BATCHING))
+    if bad:
+        raise ValueError(f"data/serving_published.csv: batching must be one of {BATCHING}, got {bad}")
     return df
+
+
+def _trainable(r) -> bool:
+    """Whether the fit learns from a row: a calibration row, or any other speed not marked ``known_out`` (a
+    miss with a stated cause). A left-out source is never in the fit that predicts it
+    (:func:`loso_residuals`)."""
+    return r.calibration == "yes" or (not r.known_out and r.metric not in RATIO_METRICS)
+
+
+def _key(r) -> str:
+    """A row's engine and batching era, as the fit keys its step overhead: ``"vLLM/continuous"``."""
+    return f"{r.engine}/{r.batching}"
 
 
 def predict_row(r, **constants) -> float:
     """What :func:`llmsizing.serve.serving` predicts for one row of ``data/serving_published.csv`` (a
     namedtuple from ``itertuples``), at the given constants (``mbu``, ``attention_bu``, ``step_overhead_s``,
-    ``mfu``; default the calibrated ones, with the row's engine's own step overhead where it has one). Rates
-    count the prefill (:attr:`Serving.output_tokens_per_s`)."""
+    ``mfu``; default the calibrated ones, with the step overhead of the row's engine and era where it has
+    one, else the era's pooled one). Rates count the prefill (:attr:`Serving.output_tokens_per_s`)."""
     kw = dict(tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache, compute=r.compute, prompt=int(r.prompt),
               output=int(r.output), attention_kernel=r.attention_kernel, **constants)
-    if "step_overhead_s" not in constants and r.engine in ENGINES:
-        kw["engine"] = r.engine
+    if "step_overhead_s" not in constants:
+        if _key(r) in ENGINE_STEP_OVERHEAD_S:
+            kw["engine"] = _key(r)
+        else:
+            kw["step_overhead_s"] = ERA_STEP_OVERHEAD_S[r.batching]
     s = serving(r.model, r.gpu, batch=int(r.batch), **kw)
     if r.metric == "batch_gain":
         return s.output_tokens_per_s / serving(r.model, r.gpu, **kw).output_tokens_per_s
@@ -72,90 +109,128 @@ def _ratio(r, value, predicted):
 
 
 def overhead_interval() -> tuple[float, float]:
-    """The smallest and largest step overhead fitted for an engine (seconds). An engine without calibration
-    rows may run anywhere in between, so :func:`serving_range` and :func:`published_serving` give such an
-    engine the whole interval instead of the pooled value alone (2026-11-26: LMDeploy's TurboMind at batch 1
-    on an RTX 4090 is 1.6 times as fast as the pooled overhead allows, and near the leanest engine's)."""
+    """The smallest and largest step overhead fitted for an engine and era (seconds). Before issue 34 an
+    engine without rows was stated over this whole interval; now it is priced at its era's pooled overhead
+    and stated with the range measured for engines the fit had not seen (:func:`serving_range`)."""
     return min(ENGINE_STEP_OVERHEAD_S.values()), max(ENGINE_STEP_OVERHEAD_S.values())
 
 
-def _uncalibrated(r, engines) -> bool:
-    """Whether a row's engine has no overhead of its own (and the row is a speed, not a ratio of two runs)."""
-    return r.engine not in engines and r.metric not in ("batch_gain", "grouped_attention_gain")
+# ----------------------------------------------------------------------------- conformal range
+def conformal_quantiles(log_residuals, coverage: float = COVERAGE) -> tuple[float, float]:
+    """The split-conformal central interval of held-out residuals, every residual its own unit
+    (:func:`llmsizing.intervals.conformal_bounds` with ``sources=None``, the one implementation; Vovk et al.
+    2005; Lei et al. 2018, Sec. 2.2): with ``n`` residuals sorted and ``a = 1 - coverage``, the
+    ``floor((n + 1) a / 2)``-th and ``ceil((n + 1)(1 - a / 2))``-th smallest. Raises ValueError when ``n`` is
+    too small for a finite interval."""
+    from .intervals import conformal_bounds
+
+    return conformal_bounds(log_residuals, coverage)
 
 
-def _nearest_ratio(ratio_fast: float, ratio_slow: float) -> float:
-    """The speed ratio to the nearest prediction an overhead interval allows: ``ratio_fast`` is the ratio to
-    the prediction at the smallest overhead (the fastest), ``ratio_slow`` at the largest; 1 when the engine's
-    speed lies between them."""
-    return ratio_fast if ratio_fast > 1.0 else ratio_slow if ratio_slow < 1.0 else 1.0
+def _kind(metric: str) -> str:
+    return "ttft" if metric == "ttft_s" else "per-token"
 
 
-def published_serving(**constants):
-    """``data/serving_published.csv`` with ``predicted`` (:func:`predict_row`), ``published_over_predicted``
-    and ``speed_ratio`` (the engine's speed over the model's: for rates the same, for times inverted),
-    ``nearest_ratio`` and ``inside``. For an engine with its own fitted overhead ``nearest_ratio`` is the
-    ``speed_ratio``; for an engine without (the prediction uses the pooled overhead) it is the speed ratio to
-    the nearest prediction over :func:`overhead_interval`, 1 when the engine's speed lies inside that
-    interval's predictions. ``inside`` says whether ``nearest_ratio`` lies in the stated range,
-    :data:`llmsizing.serve.RANGE_LOW` to ``RANGE_HIGH``: the range :func:`serving_range` states.
-    Chapter 15."""
-    df = _read()
-    preds = [predict_row(r, **constants) for r in df.itertuples()]
-    df["predicted"] = preds
-    df["published_over_predicted"] = df["value"] / df["predicted"]
-    df["speed_ratio"] = [_ratio(r, r.value, p) for r, p in zip(df.itertuples(), preds)]
-    lo_t, hi_t = overhead_interval()
-    near = []
-    for r in df.itertuples():
-        if _uncalibrated(r, ENGINES) and "step_overhead_s" not in constants:
-            fast = _ratio(r, r.value, predict_row(r, **{**constants, "step_overhead_s": lo_t}))
-            slow = _ratio(r, r.value, predict_row(r, **{**constants, "step_overhead_s": hi_t}))
-            near.append(_nearest_ratio(fast, slow))
-        else:
-            near.append(r.speed_ratio)
-    df["nearest_ratio"] = near
-    df["inside"] = (df["nearest_ratio"] >= RANGE_LOW) & (df["nearest_ratio"] <= RANGE_HIGH)
-    return df
+def _chain(calibrated: bool, metric: str) -> tuple:
+    """The groups a prediction may take its range from, narrowest first."""
+    cal = "calibrated" if calibrated else "uncalibrated"
+    return f"{cal}/{_kind(metric)}", cal, "all"
 
 
-@dataclass(frozen=True)
-class ServingRange:
-    """What :func:`serving_range` states: the central prediction and the range a published figure of the same
-    setting lies in. ``itl_s`` and ``ttft_s`` run (fastest, slowest), ``output_tokens_per_s`` (lowest,
-    highest)."""
-    central: object            # the Serving of the central prediction
-    itl_s: tuple
-    ttft_s: tuple
-    output_tokens_per_s: tuple
-    engine_overhead_known: bool
+def _group_quantiles(res) -> dict:
+    """group -> (low, high) log quantiles for every group with at least :data:`MIN_GROUP` residuals."""
+    out = {}
+    for cal in (True, False):
+        for kind in ("ttft", "per-token"):
+            sub = res[(res["calibrated"] == cal) & (res["kind"] == kind)]
+            if len(sub) >= MIN_GROUP:
+                group = _chain(cal, "ttft_s" if kind == "ttft" else "itl_s")[0]
+                out[group] = conformal_quantiles(sub["log_ratio"])
+        sub = res[res["calibrated"] == cal]
+        if len(sub) >= MIN_GROUP:
+            out["calibrated" if cal else "uncalibrated"] = conformal_quantiles(sub["log_ratio"])
+    out["all"] = conformal_quantiles(res["log_ratio"])
+    return out
 
 
-def serving_range(model, gpu, *, engine: str | None = None, **kwargs) -> ServingRange:
-    """The stated range of a serving prediction (chapter 15, "Checked against published figures"): a published
-    speed lies between ``RANGE_LOW`` times the slowest prediction and ``RANGE_HIGH`` times the fastest. For a
-    calibrated engine (``engine=``, one of :data:`llmsizing.serve.ENGINES`) or a given ``step_overhead_s`` the
-    slowest and fastest predictions are the central one; for an engine the calibration has not seen
-    (``engine=None``) they are the predictions at the largest and smallest fitted overheads
-    (:func:`overhead_interval`), since that engine's own overhead is unknown. ``kwargs`` go to
-    :func:`llmsizing.serve.serving`."""
-    central = serving(model, gpu, engine=engine, **kwargs)
-    known = engine is not None or "step_overhead_s" in kwargs
-    if known:
-        fast = slow = central
-    else:
-        lo_t, hi_t = overhead_interval()
-        fast = serving(model, gpu, **{**kwargs, "step_overhead_s": lo_t})
-        slow = serving(model, gpu, **{**kwargs, "step_overhead_s": hi_t})
-    return ServingRange(central, (fast.itl_s / RANGE_HIGH, slow.itl_s / RANGE_LOW),
-                        (fast.ttft_s / RANGE_HIGH, slow.ttft_s / RANGE_LOW),
-                        (slow.output_tokens_per_s * RANGE_LOW, fast.output_tokens_per_s * RANGE_HIGH), known)
+def _assign(res, quantiles) -> list:
+    return [next(g for g in _chain(r.calibrated, r.metric) if g in quantiles) for r in res.itertuples()]
 
 
-def _to_constants(x, engine_index):
-    """Constants for one row from the search vector
-    ``[weights_bu, attention_bu, prefill_mfu, t0_engine...]``."""
-    return dict(mbu=x[0], attention_bu=x[1], mfu=x[2], step_overhead_s=x[3 + engine_index])
+# ----------------------------------------------------------------------------- the fit
+#: The time fields of a Serving the fitted metrics are built from (:class:`llmsizing.serve.Serving`).
+_FIELDS = ("prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "batch_prefill_s", "decode_compute_s",
+           "decode_memory_s", "decode_comm_s", "interleave_s")
+
+
+class _Row:
+    """A row's speed as a function of the four constants, without calling serving() in the search. Each time
+    field of :class:`~llmsizing.serve.Serving` is ``a / mbu + b / attention_bu + c / mfu + d t0 + e`` (the
+    roofline terms over their efficiencies), read off five calls to serving(); the metric is then built as the
+    Serving properties build it. :func:`_fast_rows` checks it against :func:`predict_row` at random constants
+    and keeps the slow path for a row where it differs (a max inside a field switching sides)."""
+
+    def __init__(self, r):
+        base = dict(mbu=1.0, attention_bu=1.0, mfu=1.0, step_overhead_s=0.0)
+        s0 = _serving_of(r, **base)
+        steps = [("mbu", 0.5, 1.0), ("attention_bu", 0.5, 1.0), ("mfu", 0.5, 1.0),
+                 ("step_overhead_s", 0.01, 0.01)]
+        self.coef = {}
+        for name, value, scale in steps:
+            s1 = _serving_of(r, **{**base, name: value})
+            self.coef[name] = {f: (getattr(s1, f) - getattr(s0, f)) / scale for f in _FIELDS}
+        self.const = {f: getattr(s0, f) - sum(self.coef[n][f] for n in ("mbu", "attention_bu", "mfu"))
+                      for f in _FIELDS}
+        self.r, self.chunks, self.batch, self.output, self.gpus = r, s0.prefill_chunks, s0.batch, s0.output, \
+            s0.gpus
+
+    def __call__(self, mbu, attention_bu, mfu, step_overhead_s):
+        x = {"mbu": 1 / mbu, "attention_bu": 1 / attention_bu, "mfu": 1 / mfu,
+             "step_overhead_s": step_overhead_s}
+        v = {f: self.const[f] + sum(self.coef[n][f] * x[n] for n in x) for f in _FIELDS}
+        t0, metric = step_overhead_s, self.r.metric
+        if metric == "ttft_s":
+            return (max(v["prefill_compute_s"], v["prefill_memory_s"]) + v["prefill_comm_s"]
+                    + self.chunks * t0)
+        step = max(v["decode_memory_s"], v["decode_compute_s"]) + v["decode_comm_s"] + t0
+        if metric == "itl_s":
+            return step + (self.batch - 1) * v["interleave_s"] / self.output
+        rate = self.batch * self.output / (v["batch_prefill_s"] + self.output * step)
+        return rate / self.gpus if metric == "output_tokens_per_s_per_gpu" else rate
+
+
+def _serving_of(r, **constants):
+    kw = dict(tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache, compute=r.compute, prompt=int(r.prompt),
+              output=int(r.output), attention_kernel=r.attention_kernel, **constants)
+    return serving(r.model, r.gpu, batch=int(r.batch), **kw)
+
+
+def _fast_rows(rows) -> dict:
+    """Row index -> a fast predictor (:class:`_Row`) for every row where it matches :func:`predict_row` to
+    1e-9 at three fixed points of the search box; other rows use :func:`predict_row`."""
+    import random
+
+    rng = random.Random(34)
+    points = [dict(mbu=rng.uniform(0.3, 1), attention_bu=rng.uniform(0.1, 1), mfu=rng.uniform(0.2, 1),
+                   step_overhead_s=rng.uniform(0, 0.02)) for _ in range(3)]
+    out = {}
+    for r in rows:
+        if r.metric in RATIO_METRICS:
+            continue
+        f = _Row(r)
+        if all(math.isclose(f(**p), predict_row(r, **p), rel_tol=1e-9) for p in points):
+            out[r.Index] = f
+    return out
+
+
+def _predict(r, fast, **constants) -> float:
+    f = fast.get(r.Index)
+    return f(**constants) if f is not None else predict_row(r, **constants)
+
+
+def _to_constants(x, index):
+    """Constants for one row from the search vector ``[weights_bu, attention_bu, prefill_mfu, t0_key...]``."""
+    return dict(mbu=x[0], attention_bu=x[1], mfu=x[2], step_overhead_s=x[3 + index])
 
 
 def _in_bounds(x) -> bool:
@@ -165,10 +240,10 @@ def _in_bounds(x) -> bool:
             and all(t0[0] <= v <= t0[1] for v in x[3:]))
 
 
-def _loss(x, rows, engines) -> float:
+def _loss(x, rows, keys, fast) -> float:
     if not _in_bounds(x):
         return math.inf
-    return sum(math.log(_ratio(r, r.value, predict_row(r, **_to_constants(x, engines.index(r.engine))))) ** 2
+    return sum(math.log(_ratio(r, r.value, _predict(r, fast, **_to_constants(x, keys.index(_key(r)))))) ** 2
                for r in rows)
 
 
@@ -199,45 +274,193 @@ def _nelder_mead(f, x0, steps, iters=300):
     return pts[i], vals[i]
 
 
-def fit_serving_constants():
-    """Fit the constants on the ``calibration == "yes"`` rows (module docstring). The weight-read and
-    attention bandwidth shares and the prefill MFU are shared by every engine; the fixed step overhead is
-    fitted per engine (each engine's scheduler, sampler and launches are its own), all in one search. The
-    pooled step overhead, the default for an engine without calibration rows, is then fitted over all the rows
-    at the shared constants. Returns ``(constants, low, high)``: a dict
-    ``weights_bu, attention_bu, step_overhead_s, prefill_mfu, engine_step_overhead_s`` (the last a dict engine
-    -> seconds) and the stated range (every row's speed ratio at its engine's constants, or the nearest over
-    :func:`overhead_interval` for an engine without rows, rounded outwards to 0.05)."""
-    df = _read()
-    rows = [r for r in df.itertuples() if r.calibration == "yes"]
-    engines = sorted({r.engine for r in rows})
-    n = len(engines)
-    x, _ = _nelder_mead(lambda x: _loss(x, rows, engines), [0.8, 0.6, 0.5] + [0.002] * n,
+def fit_constants(rows) -> dict:
+    """Fit the constants on ``rows`` (namedtuples of ``data/serving_published.csv``; module docstring): the
+    two bandwidth shares and the prefill MFU shared, a step overhead per engine and era, all in one search;
+    then the shared constants fixed, one overhead pooled per era over its rows, and one over every row
+    (``any``, for an era without rows). Returns a dict ``weights_bu, attention_bu, prefill_mfu, engines`` (key
+    -> seconds), ``eras`` (era -> seconds) and ``any``."""
+    rows = list(rows)
+    if not rows:
+        raise ValueError("rows: the fit needs at least one calibration row")
+    fast = _fast_rows(rows)
+    keys = sorted({_key(r) for r in rows})
+    n = len(keys)
+    x, _ = _nelder_mead(lambda x: _loss(x, rows, keys, fast), [0.8, 0.6, 0.5] + [0.002] * n,
                         [0.05, 0.1, 0.1] + [0.002] * n, iters=200 * (3 + n))
     x = [round(x[0], 3), round(x[1], 3), round(x[2], 3)] + [round(v, 5) for v in x[3:]]
-    # the pooled overhead: the shared constants fixed, one overhead for every row
-    anonymous = [r._replace(engine=None) for r in rows]
-    pooled, _ = _nelder_mead(lambda t: _loss(x[:3] + t, anonymous, [None]), [0.002], [0.002])
-    # the range: every row's speed ratio at the fitted constants (calibration and held-out rows alike: the
-    # held-out rows of 2026-11-26 fell outside the calibration rows' own spread), an engine without its own
-    # overhead taken at the nearest of the fitted engines' overheads
-    fitted = dict(zip(engines, x[3:]))
-    lo_t, hi_t = min(fitted.values()), max(fitted.values())
-    ratios = []
-    for r in df.itertuples():
-        c = dict(mbu=x[0], attention_bu=x[1], mfu=x[2])
-        if _uncalibrated(r, engines):
-            ratios.append(_nearest_ratio(_ratio(r, r.value, predict_row(r, **c, step_overhead_s=lo_t)),
-                                         _ratio(r, r.value, predict_row(r, **c, step_overhead_s=hi_t))))
-        else:
-            t0 = fitted.get(r.engine, round(pooled[0], 5))
-            ratios.append(_ratio(r, r.value, predict_row(r, **c, step_overhead_s=t0)))
-    low = math.floor(min(ratios) * 20) / 20
-    high = math.ceil(max(ratios) * 20) / 20
-    constants = dict(weights_bu=x[0], attention_bu=x[1], step_overhead_s=round(pooled[0], 5),
-                     prefill_mfu=x[2], engine_step_overhead_s=dict(zip(engines, x[3:])))
-    return constants, low, high
+
+    def pooled(sub):    # the shared constants fixed, one overhead for every row of `sub`
+        anonymous = [r._replace(engine="*", batching="*") for r in sub]
+        t, _ = _nelder_mead(lambda t: _loss(x[:3] + t, anonymous, ["*/*"], fast), [0.002], [0.002])
+        return round(t[0], 5)
+
+    eras = {b: pooled([r for r in rows if r.batching == b]) for b in sorted({r.batching for r in rows})}
+    return dict(weights_bu=x[0], attention_bu=x[1], prefill_mfu=x[2], engines=dict(zip(keys, x[3:])),
+                eras=eras, any=pooled(rows))
 
 
-__all__ = ["FITTED", "predict_row", "published_serving", "fit_serving_constants", "overhead_interval",
-           "ServingRange", "serving_range"]
+def _overhead(c, r) -> tuple[float, bool]:
+    """(step overhead, whether the row's engine and era had their own) under fitted constants ``c``."""
+    if _key(r) in c["engines"]:
+        return c["engines"][_key(r)], True
+    return c["eras"].get(r.batching, c["any"]), False
+
+
+def loso_residuals():
+    """Leave one source out (module docstring): for each source (URL), refit on the other sources'
+    trainable rows (:func:`_trainable`) and predict that source's speeds (ratio metrics left out). Returns
+    ``(full, res)``: the fit on every trainable row, and a DataFrame of one row per held-out figure with
+    ``row`` (its index in ``data/serving_published.csv``), ``source``, ``engine``, ``batching``, ``metric``,
+    ``kind``, ``calibrated`` (its engine and era had their own overhead in the fold) and ``log_ratio`` (log
+    engine speed / model speed). A source without calibration rows is predicted by the full fit, which never
+    saw it."""
+    import pandas as pd
+
+    df = _read()
+    fit_rows = [r for r in df.itertuples() if _trainable(r)]
+    full = fit_constants(fit_rows)
+    out = []
+    for src in sorted(df["url"].unique()):
+        train = [r for r in fit_rows if r.url != src]
+        c = full if len(train) == len(fit_rows) else fit_constants(train)
+        for r in df[(df["url"] == src) & ~df["metric"].isin(RATIO_METRICS)].itertuples():
+            t0, cal = _overhead(c, r)
+            pred = predict_row(r, mbu=c["weights_bu"], attention_bu=c["attention_bu"], mfu=c["prefill_mfu"],
+                               step_overhead_s=t0)
+            out.append(dict(row=r.Index, source=src, engine=r.engine, batching=r.batching, metric=r.metric,
+                            kind=_kind(r.metric), calibrated=cal, log_ratio=round(math.log(_ratio(r, r.value,
+                                                                                                  pred)), 6)))
+    return full, pd.DataFrame(out)
+
+
+def interval_table(res):
+    """The stated ranges from held-out residuals ``res`` (:func:`loso_residuals`). Returns
+    ``(table, checked)``:
+    ``table`` has one row per group (``low``, ``high`` speed ratios, ``width`` = high / low, ``n_rows``,
+    ``n_sources``, ``coverage_out_of_sample``) and an ``overall`` row (coverage over every row, the median
+    width); ``checked`` is ``res`` with each row's ``group``, the ``low`` and ``high`` it was checked against
+    (built without its own source's residuals) and ``inside``. The widths are the final ranges' (built from
+    every residual)."""
+    import pandas as pd
+
+    final = _group_quantiles(res)
+    checked = res.copy()
+    lows, highs, groups = [], [], []
+    for src, part in res.groupby("source", sort=False):
+        q = _group_quantiles(res[res["source"] != src])
+        for r, g in zip(part.itertuples(), _assign(part, q)):
+            lows.append((r.Index, math.exp(q[g][0])))
+            highs.append((r.Index, math.exp(q[g][1])))
+    checked["low"] = pd.Series(dict(lows)).round(4)
+    checked["high"] = pd.Series(dict(highs)).round(4)
+    checked["group"] = _assign(res, final)
+    ratio = checked["log_ratio"].map(math.exp)
+    checked["inside"] = (ratio >= checked["low"]) & (ratio <= checked["high"])
+    rows = []
+    for g, (lo, hi) in final.items():
+        part = checked[checked["group"] == g]
+        rows.append(dict(group=g, low=round(math.exp(lo), 3), high=round(math.exp(hi), 3),
+                         width=round(math.exp(hi - lo), 3), n_rows=len(part),
+                         n_sources=part["source"].nunique(),
+                         coverage_out_of_sample=round(part["inside"].mean(), 3) if len(part) else math.nan))
+    widths = [math.exp(final[g][1] - final[g][0]) for g in checked["group"]]
+    rows.append(dict(group="overall", low=float("nan"), high=float("nan"),
+                     width=round(float(pd.Series(widths).median()), 3), n_rows=len(checked),
+                     n_sources=checked["source"].nunique(),
+                     coverage_out_of_sample=round(checked["inside"].mean(), 3)))
+    table = pd.DataFrame(rows)
+    table.insert(1, "coverage_nominal", COVERAGE)
+    return table, checked
+
+
+def fit_serving_constants():
+    """Everything ``tools/calibrate_serving.py`` writes: ``(constants, table, checked)``, the fit on every
+    calibration row (:func:`fit_constants`, with ``step_overhead_s`` the default engine's), the stated
+    ranges and the held-out check (:func:`interval_table` of :func:`loso_residuals`). (Before issue 34 it
+    returned ``(constants, low, high)``, the range being every row's spread.)"""
+    full, res = loso_residuals()
+    table, checked = interval_table(res)
+    full["step_overhead_s"] = full["engines"][engine_key(DEFAULT_ENGINE, full["engines"])]
+    return full, table, checked
+
+
+# ----------------------------------------------------------------------------- published rows and ranges
+def _stored_check():
+    import pandas as pd
+
+    return pd.read_csv(DATA_DIR / "serving_loso.csv").set_index("row")
+
+
+def published_serving(**constants):
+    """``data/serving_published.csv`` with ``predicted`` (:func:`predict_row`), ``published_over_predicted``
+    and ``speed_ratio`` (the engine's speed over the model's: for rates the same, for times inverted) at the
+    fitted constants, ``nearest_ratio`` (the same; kept for old callers), and the check out of sample
+    (``data/serving_loso.csv``, :func:`interval_table`): ``loso_ratio`` (the speed ratio when the row's source
+    was left out of the fit), ``group``, ``low``, ``high`` (the range built without the source) and
+    ``inside`` (NaN for a ratio of two runs, which the range does not cover). Chapter 15."""
+    df = _read()
+    preds = [predict_row(r, **constants) for r in df.itertuples()]
+    df["predicted"] = preds
+    df["published_over_predicted"] = df["value"] / df["predicted"]
+    df["speed_ratio"] = [_ratio(r, r.value, p) for r, p in zip(df.itertuples(), preds)]
+    df["nearest_ratio"] = df["speed_ratio"]
+    chk = _stored_check()
+    df["loso_ratio"] = chk["log_ratio"].map(math.exp).reindex(df.index)
+    for col in ("group", "low", "high", "inside"):
+        df[col] = chk[col].reindex(df.index)
+    return df
+
+
+def _range_of(calibrated: bool, metric: str) -> tuple[float, float]:
+    from .serve_step import _FIT
+
+    table = {g: (lo, hi) for g, lo, hi in _FIT.intervals}
+    return table[next(g for g in _chain(calibrated, metric) if g in table)]
+
+
+@dataclass(frozen=True)
+class ServingRange:
+    """What :func:`serving_range` states: the central prediction and the 80% range a published figure of the
+    same setting lies in. ``itl_s`` and ``ttft_s`` run (fastest, slowest), ``output_tokens_per_s`` (lowest,
+    highest); ``engine`` names the engine and era whose overhead the central prediction uses."""
+    central: object            # the Serving of the central prediction
+    itl_s: tuple
+    ttft_s: tuple
+    output_tokens_per_s: tuple
+    engine_overhead_known: bool
+    engine: str = ""
+    coverage: float = COVERAGE
+
+
+def serving_range(model, gpu, *, engine: str | None = None, batching: str = "continuous",
+                  **kwargs) -> ServingRange:
+    """The stated 80% range of a serving prediction (chapter 15, "Checked against published figures"). An
+    engine with its own fitted overhead (``engine=``, one of :data:`llmsizing.serve.ENGINES`; the default
+    ``None`` is vLLM) or a given ``step_overhead_s`` takes the ``calibrated`` ranges; any other engine name is
+    priced at ``batching``'s pooled overhead and takes the ``uncalibrated`` ranges, measured on engines the
+    fit had not seen. Per-token figures (ITL, rates) and the TTFT each take their group's range
+    (``data/serving_intervals.csv``). ``kwargs`` go to :func:`llmsizing.serve.serving`."""
+    name = DEFAULT_ENGINE if engine is None else engine
+    if not isinstance(name, str):
+        raise TypeError(f"engine must be an engine name (str), got {type(name).__name__}")
+    check_choice("batching", batching, BATCHING)
+    known = name in ENGINES or "step_overhead_s" in kwargs
+    if name in ENGINES:
+        central = serving(model, gpu, engine=name, **kwargs)
+    else:
+        from dataclasses import replace
+
+        central = serving(model, gpu, **{"step_overhead_s": ERA_STEP_OVERHEAD_S[batching], **kwargs})
+        central = replace(central, engine=f"{name}/{batching} (pooled {batching} overhead)")
+    p_lo, p_hi = _range_of(known, "itl_s")
+    t_lo, t_hi = _range_of(known, "ttft_s")
+    return ServingRange(central, (central.itl_s / p_hi, central.itl_s / p_lo),
+                        (central.ttft_s / t_hi, central.ttft_s / t_lo),
+                        (central.output_tokens_per_s * p_lo, central.output_tokens_per_s * p_hi), known,
+                        central.engine)
+
+
+__all__ = ["FITTED", "COVERAGE", "MIN_GROUP", "predict_row", "published_serving", "fit_constants",
+           "fit_serving_constants", "loso_residuals", "interval_table", "conformal_quantiles",
+           "overhead_interval", "ServingRange", "serving_range", "RANGE_LOW", "RANGE_HIGH"]

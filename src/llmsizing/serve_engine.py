@@ -17,9 +17,10 @@ The activation peak is modelled, not profiled: the widest tensors of one layer's
 ``ffn`` split over the tensor-parallel GPUs) plus ``max_num_seqs x vocab`` fp32 logits and their softmax.
 
 **Step constants.** ``data/serving_model.csv`` holds the four constants the decode and prefill costs use (the
-fixed step overhead also per engine, ``step_overhead_s[engine]``), fitted
-by ``tools/calibrate_serving.py`` on the published figures marked ``calibration=yes`` in
-``data/serving_published.csv`` (:mod:`llmsizing.serve_calibration`), and the range of their residuals.
+fixed step overhead per engine and batching era, ``step_overhead_s[vLLM/continuous]``, and pooled per era,
+``step_overhead_s[static]``), fitted by ``tools/calibrate_serving.py`` on the published figures of
+``data/serving_published.csv`` (:mod:`llmsizing.serve_calibration`); ``data/serving_intervals.csv`` holds the
+80% range measured by leaving one source out at a time (issue 34).
 """
 
 from __future__ import annotations
@@ -162,34 +163,65 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
 
 
 # ----------------------------------------------------------------------------- calibrated constants
+#: The engine a serving figure is priced for when the caller names none: vLLM, the most used open engine of
+#: today (issue 34). Every result names its engine (:attr:`llmsizing.serve.Serving.engine`).
+DEFAULT_ENGINE = "vLLM"
+#: How an engine batches (``batching`` in ``data/serving_published.csv``): ``static`` runs one fixed batch
+#: to completion (TensorRT-LLM's gptSessionBenchmark of v0.5/v0.6, llama-bench), ``continuous`` admits and
+#: retires sequences every step (vLLM, SGLang, LMDeploy's TurboMind, TensorRT-LLM's in-flight batching).
+BATCHING = ("continuous", "static")
+
+
 @dataclass(frozen=True)
 class ServingConstants:
-    """The fitted step constants (``data/serving_model.csv``) and the residual range of the calibration."""
+    """The fitted step constants (``data/serving_model.csv``) and the stated 80% range of the default engine's
+    per-token figures (``data/serving_intervals.csv``)."""
 
     weights_bu: float          # fraction of HBM bandwidth reading the weights in a decode step
     attention_bu: float        # fraction of HBM bandwidth reading the paged KV cache (attention kernels)
-    step_overhead_s: float     # fixed time per engine step: scheduling, sampling, kernel launches
+    step_overhead_s: float     # fixed time per engine step of the default engine (DEFAULT_ENGINE)
     prefill_mfu: float         # fraction of the dense peak a prefill (and a decode's matmuls) reaches
-    low: float                 # published / predicted, lowest over the calibration rows (rounded outwards)
-    high: float                # ... highest
-    engine_step_overhead_s: tuple = ()   # ((engine, seconds), ...): the step overhead fitted per engine
+    low: float                 # engine speed / model speed, low end of the 80% range (calibrated, per token)
+    high: float                # ... high end
+    engine_step_overhead_s: tuple = ()   # (("vLLM/continuous", seconds), ...): fitted per engine and batching
+    era_step_overhead_s: tuple = ()      # (("static", seconds), ...): pooled per batching, for other engines
+    intervals: tuple = ()                # ((group, low, high), ...): the 80% range per group
 
 
-#: How ``data/serving_model.csv`` names an engine's own step overhead: ``step_overhead_s[vLLM]``.
+#: How ``data/serving_model.csv`` names an engine's own step overhead: ``step_overhead_s[vLLM/continuous]``,
+#: and a batching era's pooled one: ``step_overhead_s[static]``.
 ENGINE_ROW = re.compile(r"^step_overhead_s\[(.+)\]$")
 
 
 @lru_cache(maxsize=1)
 def serving_constants() -> ServingConstants:
-    """The constants of ``data/serving_model.csv`` (written by ``tools/calibrate_serving.py``)."""
+    """The constants of ``data/serving_model.csv`` and the ranges of ``data/serving_intervals.csv`` (both
+    written by ``tools/calibrate_serving.py``)."""
     with open(DATA_DIR / "serving_model.csv", newline="") as f:
         values = {r["constant"]: float(r["value"]) for r in csv.DictReader(f)}
-    engines = tuple((m.group(1), v) for k, v in values.items() if (m := ENGINE_ROW.match(k)))
+    with open(DATA_DIR / "serving_intervals.csv", newline="") as f:
+        groups = tuple((r["group"], float(r["low"]), float(r["high"])) for r in csv.DictReader(f)
+                       if r["group"] != "overall")
+    keyed = [(m.group(1), v) for k, v in values.items() if (m := ENGINE_ROW.match(k))]
+    engines = tuple((k, v) for k, v in keyed if "/" in k)
+    eras = tuple((k, v) for k, v in keyed if "/" not in k)
+    by_group = {g: (lo, hi) for g, lo, hi in groups}
+    low, high = next(by_group[g] for g in ("calibrated/per-token", "calibrated", "all") if g in by_group)
     return ServingConstants(values["weights_bu"], values["attention_bu"], values["step_overhead_s"],
-                            values["prefill_mfu"], values["range_low"], values["range_high"], engines)
+                            values["prefill_mfu"], low, high, engines, eras, groups)
+
+
+def engine_key(engine: str, fitted) -> str | None:
+    """The fitted ``engine/batching`` key ``engine`` names (``"vLLM"`` or ``"vLLM/continuous"``), or None when
+    ``fitted`` (keys) has none. A bare engine name takes its continuous-batching fit where it has one (today's
+    engines batch continuously), else its only one."""
+    if engine in fitted:
+        return engine
+    keys = sorted(k for k in fitted if k.split("/")[0] == engine)
+    return next((k for k in keys if k.endswith("/continuous")), keys[0] if keys else None)
 
 
 __all__ = ["stage_share", "kv_split", "weights_bytes_per_gpu", "GPU_MEMORY_UTILIZATION",
            "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
            "KVCapacity", "activation_peak_bytes", "kv_capacity_tokens", "ServingConstants",
-           "serving_constants"]
+           "serving_constants", "DEFAULT_ENGINE", "BATCHING", "engine_key"]

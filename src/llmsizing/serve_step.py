@@ -25,9 +25,9 @@ from .inference import (decode_weight_bytes_read, kv_cache_bytes_per_token, kv_c
 from .model import Model
 from .network import Node, collective_time_s, get_node, group_link, link_bandwidth_one_way_gbps
 from .parallel import check_layout
-from .serve_engine import (BLOCK_SIZE, CUDA_GRAPH_BYTES, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS,
-                           KVCapacity, kv_capacity_tokens, kv_split, serving_constants, stage_share,
-                           weights_bytes_per_gpu)
+from .serve_engine import (BLOCK_SIZE, CUDA_GRAPH_BYTES, DEFAULT_ENGINE, GPU_MEMORY_UTILIZATION,
+                           MAX_NUM_BATCHED_TOKENS, KVCapacity, engine_key, kv_capacity_tokens, kv_split,
+                           serving_constants, stage_share, weights_bytes_per_gpu)
 from .serve_moe import check_ep, experts_touched
 from .states import FIXED_OVERHEAD_BYTES
 
@@ -44,19 +44,24 @@ _FIT = serving_constants()
 MBU_DEFAULT = _FIT.weights_bu
 #: Achieved fraction of HBM bandwidth reading the paged KV cache (attention kernels): calibrated.
 ATTENTION_BU_DEFAULT = _FIT.attention_bu
-#: Fixed time per engine step (scheduling, sampling, kernel launches), seconds: calibrated. The pooled value
-#: (over every calibration row at the shared constants) is the default; :data:`ENGINE_STEP_OVERHEAD_S` holds
-#: each calibrated engine's own, which ``serving(engine=...)`` uses.
-STEP_OVERHEAD_S = _FIT.step_overhead_s
-#: The step overhead fitted per engine (seconds), for the engines with calibration rows.
+#: The step overhead fitted per engine and batching era (seconds), keyed ``"vLLM/continuous"``,
+#: ``"TensorRT-LLM/static"``, ... (issue 34: TensorRT-LLM's static-batching overhead is not its in-flight
+#: one).
 ENGINE_STEP_OVERHEAD_S = dict(_FIT.engine_step_overhead_s)
-#: The engines :func:`serving` knows by name (``engine=``).
-ENGINES = tuple(ENGINE_STEP_OVERHEAD_S)
+#: The step overhead pooled per batching era (seconds): what an engine without its own fit is priced at.
+ERA_STEP_OVERHEAD_S = dict(_FIT.era_step_overhead_s)
+#: Fixed time per engine step (scheduling, sampling, kernel launches) of the default engine
+#: (:data:`~llmsizing.serve_engine.DEFAULT_ENGINE`, vLLM), seconds: calibrated. Before issue 34 it was one
+#: overhead pooled over every engine (3.22 ms, set mostly by TensorRT-LLM's static batching).
+STEP_OVERHEAD_S = _FIT.step_overhead_s
+#: The engines :func:`serving` knows by name (``engine=``): bare names (their continuous-batching fit where
+#: they have one) and ``engine/batching`` keys.
+ENGINES = tuple(sorted({k.split("/")[0] for k in ENGINE_STEP_OVERHEAD_S})) + tuple(ENGINE_STEP_OVERHEAD_S)
 #: Achieved fraction of the dense peak (MFU) in prefill and in decode's matmuls: calibrated.
 MFU_DEFAULT = _FIT.prefill_mfu
-#: The stated range (rounded outwards): a published serving figure's speed lies within ``RANGE_LOW x`` and
-#: ``RANGE_HIGH x`` the central prediction (the spread of every row of ``data/serving_published.csv``,
-#: calibration and held out; :func:`~llmsizing.serve_calibration.serving_range`).
+#: The stated 80% range of a calibrated engine's per-token figures: a published speed lies within
+#: ``RANGE_LOW x`` and ``RANGE_HIGH x`` the central prediction, with a coverage measured by leaving one source
+#: out at a time (``data/serving_intervals.csv``; :func:`~llmsizing.serve_calibration.serving_range`).
 RANGE_LOW, RANGE_HIGH = _FIT.low, _FIT.high
 #: Fixed time per tensor-parallel all-reduce (seconds) of the old model; now used only when a caller passes
 #: ``allreduce_latency_s=`` to :func:`serving` (the default prices all-reduces with the network model).
@@ -110,6 +115,7 @@ class Serving:
     ep: int = 1
     experts_touched: float = 0.0
     all_to_all_s: float = 0.0
+    engine: str = ""           # the engine whose step overhead this is ("vLLM/continuous"), or "given"
 
     @property
     def gpus(self) -> int:
@@ -217,7 +223,8 @@ class Serving:
         """A one-column DataFrame of the figures, units in the row names."""
         import pandas as pd
 
-        rows = {"gpus": self.gpus, "tp": self.tp, "pp": self.pp, "ep": self.ep, "batch": self.batch,
+        rows = {"engine": self.engine, "gpus": self.gpus, "tp": self.tp, "pp": self.pp, "ep": self.ep,
+                "batch": self.batch,
                 "max_batch": self.max_batch, "fits": self.fits, "mbu": self.mbu, "mfu": self.mfu,
                 "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
                 "decode_step_s": self.decode_step_s, "itl_s": self.itl_s, "chunk_step_s": self.chunk_step_s,
@@ -288,14 +295,16 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       reports ``fits``; it does not refuse a batch that does not fit.
 
     ``mbu``, ``attention_bu``, ``step_overhead_s`` and ``mfu`` default to the calibrated constants
-    (``data/serving_model.csv``). The fixed step overhead is fitted per engine: ``engine=`` (one of
-    :data:`ENGINES`) takes that engine's own, and the default (``None``) the pooled one. ``attention_kernel``
-    says how decode attention reads a grouped-query model's KV heads (:data:`ATTENTION_KERNELS`): once per KV
-    head (``"grouped"``, the default) or once per query head (``"per-query-head"``, ``heads / kv_heads`` times
-    the bytes, as TensorRT-LLM before its XQA kernel). Issue 22 changed the defaults and added the keywords
-    after ``price_usd_per_gpu_hour``; old calls run unchanged. ``tp`` must divide the heads and the MLP, and
-    divide or be a multiple of the KV heads (:func:`llmsizing.parallel.check_layout`). Quantised ``weights``
-    (fp8/int8/int4) are fewer bytes to read, the same FLOPs. Prices default to the catalogue's. Chapter 15.
+    (``data/serving_model.csv``). The fixed step overhead is fitted per engine and batching era: ``engine=``
+    (one of :data:`ENGINES`) takes that engine's own, and the default (``None``) the default engine's, vLLM
+    (issue 34; before, an overhead pooled over all engines); the result's ``engine`` names it.
+    ``attention_kernel`` says how decode attention reads a grouped-query model's KV heads
+    (:data:`ATTENTION_KERNELS`): once per KV head (``"grouped"``, the default) or once per query head
+    (``"per-query-head"``, ``heads / kv_heads`` times the bytes, as TensorRT-LLM before its XQA kernel). Issue
+    22 changed the defaults and added the keywords after ``price_usd_per_gpu_hour``; old calls run unchanged.
+    ``tp`` must divide the heads and the MLP, and divide or be a multiple of the KV heads
+    (:func:`llmsizing.parallel.check_layout`). Quantised ``weights`` (fp8/int8/int4) are fewer bytes to read,
+    the same FLOPs. Prices default to the catalogue's. Chapter 15.
 
     ``pp`` splits the layers over that many pipeline stages of ``tp`` GPUs each (vLLM's
     ``--pipeline-parallel-size``; the replica is ``tp x pp`` GPUs), as vLLM runs it (docs, "Distributed
@@ -375,10 +384,11 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     mbu = check_fraction("mbu", mbu)
     mfu = check_fraction("mfu", mfu)
     attention_bu = check_fraction("attention_bu", attention_bu)
-    if engine is not None:
-        check_choice("engine", engine, ENGINES)
-    if step_overhead_s is None:      # the engine's own fitted overhead, or the pooled one
-        step_overhead_s = STEP_OVERHEAD_S if engine is None else ENGINE_STEP_OVERHEAD_S[engine]
+    check_choice("engine", DEFAULT_ENGINE if engine is None else engine, ENGINES)
+    used = "given" if step_overhead_s is not None else engine_key(engine or DEFAULT_ENGINE,
+                                                                  ENGINE_STEP_OVERHEAD_S)
+    if step_overhead_s is None:      # the engine's own fitted overhead (the default engine's without one)
+        step_overhead_s = ENGINE_STEP_OVERHEAD_S[used]
     t0 = check_number("step_overhead_s", step_overhead_s, maximum=1.0)
     check_choice("compute", compute, COMPUTE_DTYPES)
     lat = None if allreduce_latency_s is None else check_number("allreduce_latency_s", allreduce_latency_s,
@@ -533,11 +543,12 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         attention_bu=attention_bu, step_overhead_s=t0, prefill_chunks=pre_chunks, chunk_extra_s=chunk_extra,
         interleave_s=interleave, kv_capacity=cap, pp=pp, microbatch=mb, pp_send_s=send(mb), ep=ep,
         experts_touched=experts_touched(m, mb),
-        all_to_all_s=a2a(seqs_gpu / tp) / (2 * m.n_moe_layers) if ep > 1 else 0.0)
+        all_to_all_s=a2a(seqs_gpu / tp) / (2 * m.n_moe_layers) if ep > 1 else 0.0, engine=used)
 
 
 __all__ = ["Serving", "serving", "WEIGHT_FORMATS", "KV_FORMATS", "MBU_DEFAULT",
-           "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S", "ENGINE_STEP_OVERHEAD_S", "ENGINES", "MFU_DEFAULT",
+           "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S", "ENGINE_STEP_OVERHEAD_S", "ERA_STEP_OVERHEAD_S",
+           "ENGINES", "MFU_DEFAULT",
            "RANGE_LOW", "RANGE_HIGH", "ALLREDUCE_LATENCY_S", "ACTIVATION_BYTES",
            "ATTENTION_KERNELS"]
 

@@ -100,7 +100,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     ax2.legend(fontsize=7, frameon=False, loc="lower right")
     ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
     fit = "fits" if chosen.fits else f"DOES NOT FIT (KV cache holds {chosen.max_batch:,})"
-    itl_lo, itl_hi = serving_range(model, gpu, batch=batch, **kw).itl_s
+    rng = serving_range(model, gpu, batch=batch, **kw)
+    itl_lo, itl_hi = rng.itl_s
     lines = [f"{chosen.model} on {tp} x {chosen.gpu}, {weights} weights, {kv_cache} KV cache, prompt "
              f"{prompt:,}, output {output:,}, batch {chosen.batch:,} ({fit}; max batch {chosen.max_batch:,})",
              f"  TTFT {chosen.ttft_s * 1e3:,.1f} ms ({chosen.prefill_bound}-bound), ITL "
@@ -109,8 +110,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
              f"  {chosen.output_tokens_per_s:,.0f} output tokens/s per replica, "
              f"{chosen.output_tokens_per_s_per_gpu:,.0f} per GPU; decode intensity "
              f"{dec_i:,.1f} FLOP/byte vs ridge {peak / bw_tbps:,.0f}",
-             f"  stated range of a published ITL: {itl_lo * 1e3:,.2f}-{itl_hi * 1e3:,.2f} ms (an engine the "
-             f"calibration has not seen: chapter 15)",
+             f"  stated range of a published ITL: {itl_lo * 1e3:,.2f}-{itl_hi * 1e3:,.2f} ms "
+             f"({rng.coverage:.0%} range, engine {rng.engine}: chapter 15)",
              f"  ${chosen.usd_per_million_output_tokens:,.3f} per million output tokens, "
              f"${chosen.usd_per_million_input_tokens:,.3f} per million input tokens "
              f"at ${chosen.price_usd_per_gpu_hour:.2f}/GPU-hour (MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]

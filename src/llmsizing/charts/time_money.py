@@ -36,13 +36,14 @@ def render_mfu_calibration() -> View:
     """Every published run against the calibrated end-to-end MFU model
     (:func:`~llmsizing.time_cost.mfu_residuals`): left, the MFU each run implies against the one the model
     predicts for it (the diagonal is a perfect prediction); right, each run's residual (implied / predicted,
-    log axis), grouped by GPU generation and dtype, with that group's range shaded. Filled dots are
-    calibration runs, open ones held out. Chapter 10."""
+    log axis), grouped by GPU generation and dtype, with the 80% range of a steady state shaded. Filled dots
+    are calibration runs, open ones held out. Chapter 10."""
     import numpy as np
 
-    from ..time_cost import mfu_residuals
+    from ..time_cost import mfu_model_table, mfu_residuals
 
     df = mfu_residuals()
+    ranges = mfu_model_table().set_index(["generation", "dtype"])
     groups = sorted(set(zip(df["generation"], df["dtype"])),
                     key=lambda k: (-len(df[(df["generation"] == k[0]) & (df["dtype"] == k[1])]), k))
     fig = Figure(figsize=(8.6, 9.2), dpi=DPI)
@@ -73,7 +74,7 @@ def render_mfu_calibration() -> View:
     for key in groups:
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])].sort_values("residual")
         c = CALIBRATION_COLORS.get(key, "0.4")
-        lo, hi = (sub["low"] / sub["predicted_mfu"]).iloc[0], (sub["high"] / sub["predicted_mfu"]).iloc[0]
+        lo, hi = ranges.loc[key, "low"], ranges.loc[key, "high"]        # a steady state's 80% range
         ys = np.arange(y, y + len(sub))
         ax_r.fill_betweenx([y - 0.5, y + len(sub) - 0.5], lo, hi, color=c, alpha=0.12, lw=0)
         for yy, v, cal in zip(ys, sub["residual"], sub["calibration"]):
@@ -91,15 +92,16 @@ def render_mfu_calibration() -> View:
     ticks = [0.5, 0.67, 0.8, 1, 1.25, 1.5, 2]
     ax_r.set_xticks(ticks, [f"x{t:g}" for t in ticks], fontsize=7.5)
     ax_r.axvline(1, color="0.3", lw=0.8, ls="--")
-    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the generation's range", fontsize=8)
+    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the 80% range of a steady state",
+                    fontsize=8)
     ax_r.spines[["top", "right"]].set_visible(False)
 
     inside = int(df["inside"].sum())
-    lines = [f"{inside} of {len(df)} published runs inside their generation's range "
+    lines = [f"{inside} of {len(df)} published runs inside their 80% range, in sample "
              f"({int(df['calibration'].sum())} calibration, {int((~df['calibration']).sum())} held out)"]
     for key in groups:
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])]
-        lo, hi = (sub["low"] / sub["predicted_mfu"]).iloc[0], (sub["high"] / sub["predicted_mfu"]).iloc[0]
+        lo, hi = ranges.loc[key, "low"], ranges.loc[key, "high"]
         lines.append(f"{key[0]} {key[1]}: {len(sub)} runs, residuals x{sub['residual'].min():.2f} to "
                      f"x{sub['residual'].max():.2f}, range x{lo:.2f} to x{hi:.2f} (width {hi / lo:.2f}x)")
     for r in df.itertuples():

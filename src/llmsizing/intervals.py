@@ -1,0 +1,301 @@
+"""Prediction intervals checked on sources they never saw (chapter 10, "How sure is the estimate"; issue 34).
+
+One recipe for every calibrated area (training MFU, fine-tuning step time, serving): a model ``f`` fitted on
+published rows predicts ``log y``; its range is stated at a nominal coverage (80%) and that coverage is
+*measured*, never assumed.
+
+1. **Leave one source out.** Rows are grouped by the paper or benchmark they come from (:func:`source_key`):
+   rows of one source share a cluster, a framework version and an author's way of counting, so their errors
+   move together and holding out single rows would flatter the fit. For each source ``k`` the model is
+   refitted on the other sources and predicts ``k``'s rows; ``log(published) - log(predicted)`` is an
+   out-of-source residual (:func:`loso_residuals`).
+2. **Conformal bounds with the source as the unit** (:func:`conformal_bounds`; split conformal: Vovk et al.
+   2005, Lei et al. 2018, "Distribution-free predictive inference for regression", Sec. 2.2; leaving groups
+   out: Barber et al. 2021, "Predictive inference with the jackknife+", Sec. 3; weighting each group as one
+   draw: the pooled-CDF method of Dunn, Wasserman and Ramdas 2022, "Distribution-free prediction sets for
+   two-layer hierarchical models"). A new paper is a new draw of a source, not of a row, so each of the ``S``
+   sources weighs the same and its rows share its weight; the upper bound is the smallest residual at which
+   the weighted share reaches ``(1 - alpha / 2)(S + 1) / S``, the lower bound the same from below
+   (``alpha = 1 - coverage``; both tails are kept apart, because whole runs fall short of a steady state more
+   often than they beat it). With one row per source this is the textbook rank ``ceil((n + 1)(1 - alpha /
+   2))``. Weighting by row instead (``unit="row"``) counts a benchmark of 13 rows 13 times and under-covers a
+   new source whose rows move together.
+3. **Measured, not assumed** (:func:`loso_check`). The coverage a reader can trust is that of each held-out
+   source's rows by the interval computed *without* that source: for each ``k``, every other source ``j`` is
+   scored by a model fitted without ``j`` and ``k`` (nested), the bounds come from those scores only, and
+   ``k``'s rows are checked against them. The median of ``high / low`` over the rows is the width stated
+   with it. With two sources no nested check exists: ``nested=False`` then scores ``j`` by the fold that left
+   ``j`` out (its fit saw ``k``), which is said in the method.
+4. **Width where the data differ** (``strata``): a stratum (e.g. BF16 against FP8) gets bounds of its own
+   when it has enough units for finite ones (:func:`min_units`: 9 at 80%); otherwise the pooled bounds apply.
+
+Plain functions on arrays; the areas' fits live in :mod:`llmsizing.calibration`,
+:mod:`llmsizing.finetune_time` and the serving modules, and ``tools/calibrate.py`` writes the measured table
+to ``data/intervals.csv``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: The nominal coverage every range of the book is stated at.
+NOMINAL_COVERAGE = 0.8
+#: What counts as one draw in :func:`conformal_bounds`: a source (the default) or a row.
+UNITS = ("source", "row")
+
+
+def source_key(source) -> str:
+    """The paper or benchmark a ``source`` cell cites: the text before its first ``" ("`` (the details in
+    brackets, table or commit, are dropped), stripped of trailing punctuation. ``"Narayanan et al. 2021
+    (arXiv:2104.04473), Table 1"`` -> ``"Narayanan et al. 2021"``."""
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a string (a CSV's source cell), got {type(source).__name__}")
+    key = source.split(" (")[0].strip(" ,;:.")
+    if not key:
+        raise ValueError(f"source must name a paper or benchmark before any bracket, got {source!r}")
+    return key
+
+
+def _check_coverage(coverage) -> float:
+    import numbers
+
+    if isinstance(coverage, bool) or not isinstance(coverage, numbers.Real):
+        raise TypeError(f"coverage must be a number in (0, 1), e.g. 0.8; got {type(coverage).__name__}")
+    if not 0 < coverage < 1:
+        raise ValueError(f"coverage must be in (0, 1), e.g. 0.8; got {coverage!r}")
+    return float(coverage)
+
+
+def _finite_array(name, values):
+    import numpy as np
+
+    try:
+        a = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__}") from None
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} must be finite numbers (log residuals); got a NaN or infinity")
+    return a
+
+
+def min_units(coverage: float = NOMINAL_COVERAGE) -> int:
+    """The fewest units (sources, or rows with ``unit="row"``) for which both bounds of
+    :func:`conformal_bounds` are finite at ``coverage``: the smallest ``S`` with ``(1 - alpha / 2)(S + 1) / S
+    <= 1``, i.e. ``S >= (2 - alpha) / alpha`` (9 at 80%)."""
+    alpha = 1 - _check_coverage(coverage)
+    return math.ceil((2 - alpha) / alpha - 1e-9)
+
+
+def _upper(r, w, level):
+    """The smallest of ``r`` at which the cumulative weight ``w`` (in ``r``'s sorted order) reaches
+    ``level``."""
+    import numpy as np
+
+    order = np.argsort(r, kind="stable")
+    cum = np.cumsum(w[order])
+    return float(r[order][min(int(np.searchsorted(cum, level - 1e-12)), len(r) - 1)])
+
+
+def conformal_bounds(log_residuals, coverage: float = NOMINAL_COVERAGE, sources=None) -> tuple[float, float]:
+    """``(lower, upper)`` log bounds that hold a new source's residual with probability at least ``coverage``
+    when the sources are exchangeable (module docstring, step 2): each of the ``S`` sources of ``sources``
+    (one label per residual; ``None``: every residual its own source) weighs ``1 / S``, shared by its rows,
+    and the bounds are where the weighted share of residuals passes ``(1 - alpha / 2)(S + 1) / S`` from
+    either end. Raises ``ValueError`` with fewer than :func:`min_units` sources (a bound would be
+    infinite)."""
+    import numpy as np
+
+    coverage = _check_coverage(coverage)
+    r = _finite_array("log_residuals", log_residuals)
+    if sources is None:
+        src = np.arange(len(r)).astype(object)
+    else:
+        src = _groups("sources", sources, len(r))
+    keys, inverse, counts = np.unique(src.astype(str), return_inverse=True, return_counts=True)
+    n_units, alpha = len(keys), 1 - coverage
+    if n_units < min_units(coverage):
+        raise ValueError(f"log_residuals come from {n_units} {'sources' if sources is not None else 'values'}"
+                         f": at coverage={coverage:g} both bounds need at least {min_units(coverage)}")
+    w = 1.0 / (n_units * counts[inverse])
+    level = (1 - alpha / 2) * (n_units + 1) / n_units
+    return -_upper(-r, w, level), _upper(r, w, level)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A range as factors on a prediction: ``low`` and ``high`` (``exp`` of the log bounds), at ``coverage``,
+    from ``n_rows`` residuals of ``n_sources`` sources."""
+
+    low: float
+    high: float
+    coverage: float
+    n_rows: int
+    n_sources: int
+
+    @property
+    def width(self) -> float:
+        """``high / low``: how many times the fast end exceeds the slow end."""
+        return self.high / self.low
+
+
+def loso_interval(log_residuals_by_source, coverage: float = NOMINAL_COVERAGE,
+                  unit: str = "source") -> Interval:
+    """The interval of :func:`conformal_bounds` over out-of-source residuals given as ``{source: [log
+    residual, ...]}`` (each source's rows predicted by a model fitted without it): what serving or any other
+    area calls once it has its own leave-one-source-out residuals. ``unit="source"`` (default) needs
+    :func:`min_units` sources; ``unit="row"`` weighs rows alike (for an area with fewer sources: say so)."""
+    from collections.abc import Mapping
+
+    if not isinstance(log_residuals_by_source, Mapping):
+        raise TypeError("log_residuals_by_source must be a mapping {source: [log residuals]}, got "
+                        f"{type(log_residuals_by_source).__name__}")
+    if len(log_residuals_by_source) < 2:
+        raise ValueError(f"log_residuals_by_source must hold at least 2 sources (one source's residuals "
+                         f"cannot show how a new source differs); got {len(log_residuals_by_source)}")
+    parts = [_finite_array(f"log_residuals_by_source[{k!r}]", v) for k, v in log_residuals_by_source.items()]
+    if any(len(p) == 0 for p in parts):
+        raise ValueError("log_residuals_by_source has a source with no residual")
+    import numpy as np
+
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+    allr = np.concatenate(parts)
+    labels = np.concatenate([[str(k)] * len(p) for k, p in zip(log_residuals_by_source, parts)])
+    lo, hi = conformal_bounds(allr, coverage, labels if unit == "source" else None)
+    return Interval(math.exp(lo), math.exp(hi), coverage, len(allr), len(parts))
+
+
+def _groups(name, values, n):
+    import numpy as np
+
+    a = np.asarray(values, dtype=object).ravel()
+    if len(a) != n:
+        raise ValueError(f"{name} must have one entry per row ({n}), got {len(a)}")
+    return a
+
+
+def loso_residuals(log_y, sources, fit_predict):
+    """Out-of-source log residuals, one per row: for each source ``k``, ``fit_predict(train, test)`` (boolean
+    masks over the rows: fit on ``train``, return the log predictions of the ``test`` rows in order) is called
+    with ``train = sources != k`` and ``test = sources == k``."""
+    import numpy as np
+
+    y = _finite_array("log_y", log_y)
+    src = _groups("sources", sources, len(y))
+    out = np.full(len(y), np.nan)
+    for k in dict.fromkeys(src):
+        test = src == k
+        out[test] = y[test] - _predictions(fit_predict, src != k, test)
+    return out
+
+
+def _predictions(fit_predict, train, test):
+    import numpy as np
+
+    if not callable(fit_predict):
+        raise TypeError(f"fit_predict must be a function (train, test) -> log predictions, got "
+                        f"{type(fit_predict).__name__}")
+    pred = _finite_array("fit_predict's log predictions", fit_predict(train, test))
+    if len(pred) != int(np.sum(test)):
+        raise ValueError(f"fit_predict returned {len(pred)} predictions for {int(np.sum(test))} test rows")
+    return pred
+
+
+def _bounds(res, src, strata, coverage, unit):
+    """Pooled bounds, and per stratum those of its own residuals where it has :func:`min_units` units."""
+    units = src if unit == "source" else None
+    pooled = conformal_bounds(res, coverage, units)
+    per = {}
+    if strata is not None:
+        for s in dict.fromkeys(strata):
+            mine = strata == s
+            n = len(set(src[mine])) if unit == "source" else int(mine.sum())
+            if n >= min_units(coverage):
+                per[s] = conformal_bounds(res[mine], coverage, None if units is None else units[mine])
+    return pooled, per
+
+
+@dataclass(frozen=True)
+class LosoCheck:
+    """What :func:`loso_check` measured. Per row (arrays in the rows' order): ``residuals`` (out of source),
+    ``low_log``/``high_log`` (the bounds computed without the row's source) and ``inside``. ``bounds`` are the
+    stated log bounds (all sources), ``{stratum: (lo, hi)}`` with key ``None`` for the pooled ones."""
+
+    residuals: object
+    low_log: object
+    high_log: object
+    inside: object
+    bounds: dict
+    coverage: float
+    nested: bool
+    unit: str = "source"
+
+    @property
+    def measured_coverage(self) -> float:
+        """The share of rows inside the interval computed without their source."""
+        return float(self.inside.mean())
+
+    @property
+    def median_width(self) -> float:
+        """The median over rows of ``high / low`` of those intervals."""
+        import numpy as np
+
+        return float(np.exp(np.median(self.high_log - self.low_log)))
+
+    def stated(self, stratum=None) -> tuple[float, float]:
+        """The stated ``(low, high)`` factors for ``stratum`` (the pooled ones if it has none of its own)."""
+        lo, hi = self.bounds.get(stratum, self.bounds[None])
+        return math.exp(lo), math.exp(hi)
+
+
+def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAGE, strata=None,
+               nested: bool = True, unit: str = "source") -> LosoCheck:
+    """Leave-one-source-out conformal intervals and their measured coverage (module docstring, steps 1-4).
+    ``fit_predict(train, test)`` as in :func:`loso_residuals`; ``strata`` an optional label per row; ``unit``
+    what :func:`conformal_bounds` weighs alike (:data:`UNITS`). Nested (the default) refits ``S + S (S - 1)``
+    times and needs three sources or more."""
+    import numpy as np
+
+    coverage = _check_coverage(coverage)
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+    if not isinstance(nested, bool):
+        raise TypeError(f"nested must be True or False, got {type(nested).__name__}")
+    y = _finite_array("log_y", log_y)
+    src = _groups("sources", sources, len(y))
+    st = None if strata is None else _groups("strata", strata, len(y))
+    keys = list(dict.fromkeys(src))
+    if len(keys) < (3 if nested else 2):
+        raise ValueError(f"sources must name at least {3 if nested else 2} sources for a "
+                         f"{'nested ' if nested else ''}leave-one-source-out check; got {len(keys)}")
+    res = loso_residuals(y, src, fit_predict)
+    pooled, per = _bounds(res, src, st, coverage, unit)
+    lo_log, hi_log = np.empty(len(y)), np.empty(len(y))
+    for k in keys:
+        test, rest = src == k, src != k
+        if nested:
+            inner = np.full(len(y), np.nan)
+            for j in keys:
+                if j != k:
+                    mine = src == j
+                    inner[mine] = y[mine] - _predictions(fit_predict, rest & ~mine, mine)
+        else:
+            inner = res
+        p, s = _bounds(inner[rest], src[rest], None if st is None else st[rest], coverage, unit)
+        for i in np.flatnonzero(test):
+            lo_log[i], hi_log[i] = s.get(st[i], p) if st is not None else p
+    inside = (res >= lo_log - 1e-12) & (res <= hi_log + 1e-12)
+    return LosoCheck(res, lo_log, hi_log, inside, {None: pooled, **per}, coverage, nested, unit)
+
+
+def intervals_table():
+    """``data/intervals.csv`` as a DataFrame: per area (training, fine-tuning, ...) and group, the nominal and
+    the measured (leave-one-source-out) coverage, the median width ``high / low``, the stated factors, the
+    rows and sources behind them and the method. Written by ``tools/calibrate.py``; shown in chapters 10 and
+    16."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    return pd.read_csv(Path(__file__).resolve().parents[2] / "data" / "intervals.csv")

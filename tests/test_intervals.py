@@ -1,0 +1,206 @@
+"""Leave-one-source-out prediction intervals (llmsizing.intervals; issue 34): the conformal bounds by hand,
+the check's folds really leave their source out, and what data/ states is what the check measures."""
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llmsizing import intervals as I
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# =========================================================================== the bounds, by hand
+def test_conformal_bounds_by_rank():
+    # 19 residuals 1..19 at 80%: alpha/2 = 0.1, lower rank floor(20 x 0.1) = 2, upper rank ceil(20 x 0.9) = 18
+    assert I.conformal_bounds(list(range(1, 20)), 0.8) == (2.0, 18.0)
+    # 9 residuals: ranks floor(10 x 0.1) = 1 and ceil(10 x 0.9) = 9, the extremes; 8 are too few
+    assert I.conformal_bounds([5, 3, 9, 1, 7, 2, 8, 4, 6], 0.8) == (1.0, 9.0)
+    with pytest.raises(ValueError, match="at least 9"):
+        I.conformal_bounds(range(8), 0.8)
+    # 90%: ranks floor(20 x 0.05) = 1 and ceil(20 x 0.95) = 19
+    assert I.conformal_bounds(list(range(1, 20)), 0.9) == (1.0, 19.0)
+    assert (I.min_units(0.8), I.min_units(0.9)) == (9, 19)          # (2 - alpha) / alpha
+
+
+def test_each_source_weighs_one_draw():
+    # 19 one-row sources with residuals 1..19 and one source with five rows at 100: S = 20 sources of weight
+    # 1/20 each (the five rows share theirs). The upper bound is the first residual where the weighted share
+    # reaches 0.9 x 21/20 = 0.945: k/20 >= 0.945 at k = 19. From below: the 100s hold 1/20, then 19, 18, ...:
+    # (21 - k)/20 >= 0.945 at k = 2. Counted by row (n = 24) the upper rank is ceil(25 x 0.9) = 23: a 100.
+    r = list(range(1, 20)) + [100] * 5
+    src = [f"s{i}" for i in range(1, 20)] + ["big"] * 5
+    assert I.conformal_bounds(r, 0.8, src) == (2.0, 19.0)
+    assert I.conformal_bounds(r, 0.8) == (2.0, 100.0)
+    with pytest.raises(ValueError, match="8 sources"):
+        I.conformal_bounds(range(20), 0.8, [i % 8 for i in range(20)])
+
+
+def test_loso_interval_api():
+    # what serving calls: {source: out-of-source log residuals}; ten sources with one residual each, the
+    # textbook ranks 1 and 10 of ceil(11 x 0.9) = 10
+    by_source = {f"paper {i}": [math.log(1 + i / 10)] for i in range(10)}
+    iv = I.loso_interval(by_source, 0.8)
+    assert (iv.low, iv.high) == pytest.approx((1.0, 1.9))
+    assert iv.width == pytest.approx(1.9) and (iv.n_rows, iv.n_sources, iv.coverage) == (10, 10, 0.8)
+    rows = I.loso_interval({"a": [0.0, 0.1], "b": [0.2] * 8}, 0.8, unit="row")
+    assert (math.log(rows.low), math.log(rows.high)) == pytest.approx((0.0, 0.2))
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda: I.conformal_bounds([1.0] * 10, 1.0), ValueError, "coverage must be in (0, 1)"),
+    (lambda: I.conformal_bounds([1.0] * 10, True), TypeError, "coverage must be a number"),
+    (lambda: I.conformal_bounds([1.0] * 9 + [math.nan], 0.8), ValueError, "finite"),
+    (lambda: I.conformal_bounds("abc", 0.8), TypeError, "log_residuals must be a sequence of numbers"),
+    (lambda: I.conformal_bounds([1.0] * 10, 0.8, ["a"] * 9), ValueError, "one entry per row"),
+    (lambda: I.loso_interval([1, 2], 0.8), TypeError, "must be a mapping"),
+    (lambda: I.loso_interval({"a": [1.0] * 20}, 0.8), ValueError, "at least 2 sources"),
+    (lambda: I.loso_interval({"a": [1.0] * 20, "b": []}, 0.8), ValueError, "no residual"),
+    (lambda: I.loso_interval({"a": [1.0], "b": [2.0]}, 0.8, unit="paper"), ValueError, "unit must be"),
+    (lambda: I.source_key(3), TypeError, "source must be a string"),
+    (lambda: I.source_key(" (no name)"), ValueError, "source must name"),
+    (lambda: I.loso_check([0.0] * 4, ["a", "a", "b", "b"], lambda tr, te: [0.0] * te.sum()), ValueError,
+     "at least 3 sources"),
+    (lambda: I.loso_check([0.0] * 3, ["a", "b", "c"], "mean"), TypeError, "fit_predict must be a function"),
+    (lambda: I.loso_check([0.0] * 6, list("aabbcc"), lambda tr, te: [0.0]), ValueError,
+     "1 predictions for 2 test rows"),
+    (lambda: I.loso_check([0.0] * 6, list("aabbcc"), lambda tr, te: [0.0] * te.sum()), ValueError,
+     "need at least 9"),
+])
+def test_bad_inputs_raise(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    assert words in str(info.value)
+
+
+def test_source_key_keeps_the_paper_and_drops_the_details():
+    assert I.source_key("Narayanan et al. 2021 (arXiv:2104.04473), Table 1 (weak scaling)") == \
+        "Narayanan et al. 2021"
+    assert I.source_key("NVIDIA/Megatron-LM README.md (commit 841f789f)") == "NVIDIA/Megatron-LM README.md"
+
+
+# =========================================================================== the folds leave their source out
+def _synthetic(outlier: float):
+    """Ten sources of two rows each around 0, source "x" far above; the model predicts the training rows'
+    mean."""
+    src = np.array([f"s{i}" for i in range(9) for _ in range(2)] + ["x", "x"], dtype=object)
+    y = np.array([(-1) ** i * 0.05 * (i % 7) for i in range(18)] + [outlier, outlier + 0.1])
+    calls = []
+
+    def fit_predict(train, test):
+        assert not (train & test).any()                       # never fitted on a row it predicts
+        assert set(src[test]).isdisjoint(src[train])           # nor on any row of the sources it predicts
+        calls.append(frozenset(src[~train]))
+        return np.full(int(test.sum()), y[train].mean())
+
+    return y, src, fit_predict, calls
+
+
+def test_a_source_is_predicted_without_itself():
+    y1, src, fp1, _ = _synthetic(10.0)
+    y2, _, fp2, _ = _synthetic(20.0)
+    r1, r2 = I.loso_residuals(y1, src, fp1), I.loso_residuals(y2, src, fp2)
+    x = src == "x"
+    # x's prediction (y - residual) does not move with x's own value; every other source's does
+    assert np.allclose((y1 - r1)[x], (y2 - r2)[x])
+    assert not np.isclose((y1 - r1)[~x], (y2 - r2)[~x]).any()
+
+
+def test_nested_check_judges_each_source_by_an_interval_made_without_it():
+    y1, src, fp1, calls = _synthetic(10.0)
+    c1 = I.loso_check(y1, src, fp1)
+    y2, _, fp2, _ = _synthetic(20.0)
+    c2 = I.loso_check(y2, src, fp2)
+    x = src == "x"
+    # 10 outer folds and 10 x 9 inner ones, each leaving out one or two sources
+    assert len(calls) == 10 + 90 and {len(c) for c in calls} == {1, 2}
+    # x's interval is made without x: it does not move with x's value; the others' intervals (which hold x's
+    # residual, an extreme at the upper rank of 10 sources) do
+    assert np.allclose(c1.low_log[x], c2.low_log[x]) and np.allclose(c1.high_log[x], c2.high_log[x])
+    assert (c2.high_log[~x] > c1.high_log[~x] + 5).all()
+    assert not c1.inside[x].any()                              # x lies far above what the others allow
+    assert c1.measured_coverage == pytest.approx(c1.inside.mean())
+
+
+# ======================================================================= data/ states what the check measures
+def _stored():
+    with open(ROOT / "data" / "intervals.csv", newline="") as fh:
+        return {(r["area"], r["group"]): r for r in csv.DictReader(fh)}
+
+
+@pytest.fixture(scope="module")
+def training_check():
+    from llmsizing.calibration import mfu_loso_check
+
+    return mfu_loso_check()
+
+
+def test_training_coverage_and_width_stored_are_measured(training_check):
+    check, df = training_check
+    stored = _stored()
+    total = (df["kind"] == "pretraining-total").to_numpy()
+    groups = (("all", np.ones(len(df), bool)), ("steady-state", ~total), ("pretraining-total", total))
+    for group, mask in groups:
+        row = stored[("training", group)]
+        # coverage: the share of runs inside the interval made without their source, counted here
+        inside = [lo <= r <= hi for r, lo, hi in zip(check.residuals[mask], check.low_log[mask],
+                                                     check.high_log[mask])]
+        assert float(row["measured_coverage"]) == pytest.approx(sum(inside) / len(inside), abs=1e-4)
+        widths = sorted(math.exp(h - lo) for lo, h in zip(check.low_log[mask], check.high_log[mask]))
+        n = len(widths)
+        median = (widths[(n - 1) // 2] + widths[n // 2]) / 2
+        assert float(row["median_width"]) == pytest.approx(median, abs=1e-4)
+        assert int(row["n_rows"]) == mask.sum()
+        assert int(row["n_sources"]) == len(set(df["source_key"][mask]))
+        assert float(row["nominal_coverage"]) == 0.8
+    # issue 34's done-when for training coverage: at least 75% of runs inside the range made without them
+    assert float(stored[("training", "all")]["measured_coverage"]) >= 0.75
+
+
+def test_mfu_model_ranges_are_the_stated_bounds(training_check):
+    check, _ = training_check
+    with open(ROOT / "data" / "mfu_model.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    steady = [math.exp(b) for b in check.bounds["steady-state"]]
+    whole = [math.exp(b) for b in check.bounds.get("pretraining-total", check.bounds[None])]
+    for r in rows:        # rounded outwards to 4 decimals, and never excluding the central estimate
+        assert float(r["low"]) == math.floor(min(steady[0], 1) * 1e4) / 1e4
+        assert float(r["high"]) == math.ceil(max(steady[1], 1) * 1e4) / 1e4
+        assert float(r["low_whole_run"]) == math.floor(min(whole[0], 1) * 1e4) / 1e4
+        assert float(r["high_whole_run"]) == math.ceil(max(whole[1], 1) * 1e4) / 1e4
+
+
+def test_training_folds_leave_whole_sources_out(training_check):
+    # every source is one paper or benchmark: Narayanan et al.'s nine runs are one, llm-foundry's 13 one
+    _, df = training_check
+    counts = df["source_key"].value_counts()
+    assert counts["Narayanan et al. 2021"] == 9
+    assert counts["mosaicml/llm-foundry scripts/train/benchmarking/README.md"] == 13
+    assert len(counts) == int(_stored()[("training", "all")]["n_sources"])
+
+
+def test_finetuning_coverage_stored_is_measured():
+    from llmsizing.finetune_time import RESIDUAL_RANGE, finetune_loso_check
+
+    check, rows = finetune_loso_check()
+    row = _stored()[("fine-tuning", "all")]
+    assert float(row["measured_coverage"]) == pytest.approx(check.inside.mean(), abs=1e-4)
+    assert float(row["median_width"]) == pytest.approx(math.exp(np.median(check.high_log - check.low_log)),
+                                                       abs=1e-4)
+    assert (int(row["n_rows"]), int(row["n_sources"])) == (len(rows), 2)
+    # the 80% bounds by hand: n covered rows, weighed alike: ranks floor((n + 1) 0.1) and ceil((n + 1) 0.9)
+    r = sorted(check.residuals)
+    n = len(r)
+    lo, hi = r[math.floor((n + 1) * 0.1) - 1], r[math.ceil((n + 1) * 0.9) - 1]
+    assert RESIDUAL_RANGE == (math.floor(min(math.exp(lo), 1) * 100) / 100,
+                              math.ceil(max(math.exp(hi), 1) * 100) / 100)
+
+
+def test_the_old_group_minimum_is_retired_with_a_warning():
+    from llmsizing import calibration as C
+
+    with pytest.warns(DeprecationWarning, match="MIN_GROUP_RUNS is retired"):
+        assert C.MIN_GROUP_RUNS == 4
