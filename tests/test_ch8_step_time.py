@@ -14,6 +14,8 @@ from llmsizing.flops import stage_flops_per_token
 from llmsizing.layouts import StepTime, step_time
 from llmsizing.parallel import uneven_stages
 
+import _kernels_by_hand as KH
+
 H100 = "H100 SXM"
 NVLINK_NOMINAL = 900e9 / 2        # NVLink 4: 900 GB/s bidirectional per GPU -> 450 GB/s each way
 NIC = 50e9                        # one 400 Gb/s NDR NIC per GPU in a DGX H100 = 50 GB/s each way
@@ -143,8 +145,16 @@ def test_step_time_compute_is_the_slowest_stage_by_hand():
     head = 3 * 2 * mdl.vocab * mdl.hidden
     last = 20 * layer + head
     assert stage_flops_per_token(mdl, par, seq=s) == pytest.approx((20 * layer,) * 3 + (last,))
-    # the last stage over its tp = 8 GPUs, at 40% of 989.4 TFLOP/s
-    expected = last * b * s * m / 8 / (989.4e12 * 0.4)
+    # the last stage over its tp = 8 GPUs (issue 34, tests/_kernels_by_hand.py): its Linear layers at 40% of
+    # 989.4 TFLOP/s x their GEMMs' efficiency (4,096 tokens, the 70B's widths / 8); its attention core, the
+    # causal half of 3 x 4 s heads d per layer, at FlashAttention-2's 294 TFLOP/s x 3 / 3.5 (H100, 4K)
+    attention = 3 * 4 * s * mdl.heads * mdl.head_dim
+    gemm_rate = 989.4e12 * 0.4 * KH.layer_gemm_eff(*KH.LLAMA3_70B, tp=8, tokens=b * s, ridge=989.4 / 3.35)
+    tokens = b * s * m / 8
+
+    def by_hand(flops, layers):
+        return (flops - layers * attention) * tokens / gemm_rate + layers * attention / 2 * tokens / (294e12 * 3 / 3.5)
+    expected = by_hand(last, 20)
     assert st.compute_s == pytest.approx(expected)
     assert st.compute_s > _flops_per_token("llama-3-70b", s) * b * s * m / (8 * 4) / (989.4e12 * 0.4)
     assert st.bubble == pytest.approx(3 / 16)
@@ -153,9 +163,9 @@ def test_step_time_compute_is_the_slowest_stage_by_hand():
     # uneven stages (one layer fewer on the last): 21, 20, 20, 19 + head
     uneven = Parallel(tp=8, pp=4, dp=2, sp=True, stage_layers=uneven_stages(80, 4, first=21, last=19))
     assert stage_flops_per_token(mdl, uneven, seq=s)[-1] == pytest.approx(19 * layer + head)
-    slow = max(21 * layer, 19 * layer + head)
+    slow = by_hand(21 * layer, 21) if 21 * layer > 19 * layer + head else by_hand(19 * layer + head, 19)
     assert step_time("llama-3-70b", H100, uneven, batch=b, seq=s, grad_accum=m,
-                     kernel_efficiency=0.4).compute_s == pytest.approx(slow * b * s * m / 8 / (989.4e12 * 0.4))
+                     kernel_efficiency=0.4).compute_s == pytest.approx(slow)
 
 
 def test_exposed_by_group_rules_by_hand():
@@ -176,7 +186,13 @@ def test_exposed_by_group_rules_by_hand():
     # 126), once per Megatron-Core bucket of max(40e6, 1e6 x 64) = 64e6 parameters: Llama 3 8B's
     # 8,030,261,248 are ceil(125.5) = 126 calls (issue 34)
     ring = 2 * (d - 1) / d * 2 * n / (NIC * NET_SHARE) + 126 * 3.75 * 2 * 6 * NET_ALPHA
-    compute = _flops_per_token("llama-3-8b", s) * b * s * m / (989.4e12 * 0.5)
+    # the compute as kernels run it (tests/_kernels_by_hand.py): Linear layers at 50% x their GEMMs' efficiency,
+    # the causal half of the attention core at FlashAttention-2's 294 TFLOP/s x 3 / 3.5 (H100, 4K)
+    mdl = L.get_model("llama-3-8b")
+    attention = 3 * 4 * s * mdl.heads * mdl.head_dim * mdl.layers
+    gemm_rate = 989.4e12 * 0.5 * KH.layer_gemm_eff(*KH.LLAMA3_8B, tp=1, tokens=b * s, ridge=989.4 / 3.35)
+    compute = ((_flops_per_token("llama-3-8b", s) - attention) * b * s * m / gemm_rate
+               + attention / 2 * b * s * m / (294e12 * 3 / 3.5))
     assert ddp.compute_s == pytest.approx(compute)
     last_backward = compute / m * 2 / 3
     assert ddp.comm_by_group_s["dp"] == pytest.approx(ring)

@@ -29,6 +29,8 @@ from llmsizing.planner import plan
 from llmsizing.precision import FP8_SCHEMES, RECIPES, check_recipe, compute_dtype
 from llmsizing.time_cost import mfu_estimate, published_runs, training_time
 
+import _kernels_by_hand as KH
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 H, HEADS, KV, D, F, L, V = 4096, 32, 8, 128, 14336, 32, 128256
@@ -200,13 +202,20 @@ def test_step_time_with_fp8_recipe_uses_the_fp8_kernel_efficiency():
     assert st.kernel_efficiency == eff and st.peak_flops == 1978.9e12
     old = step_time("llama-3-70b", "H100 SXM", par, **kw)
     assert old.kernel_efficiency == bf_eff and old.peak_flops == 989.4e12
-    # the compute by hand: the attention core (QK^T and attn @ V: 4 x s x heads x head_dim per token and layer,
-    # three passes, 20 layers on the last stage) runs in BF16 at the BF16 efficiency; the rest at FP8's
+    # the compute by hand (issue 34, tests/_kernels_by_hand.py): the attention core (QK^T and attn @ V: 4 x s x
+    # heads x head_dim per token and layer, three passes, 20 layers on the last stage) runs in BF16, its causal
+    # half at FlashAttention-2's 308 TFLOP/s x 3 / 3.5 (H100, 8K); the Linear layers at the dtype's peak x its
+    # calibrated efficiency x their GEMMs' efficiency at 8,192 tokens (1 byte an element in FP8, 2 in BF16)
+    from llmsizing.flops import stage_flops_per_token
+
     tokens = 8192 * 8 / 8                                   # per tensor-parallel GPU
-    attention = 3 * 20 * 4 * 8192 * 64 * 128 * tokens
-    last_stage = old.compute_s * 989.4e12 * bf_eff          # every FLOP of the slowest stage at BF16
-    assert st.compute_s == pytest.approx((last_stage - attention) / (1978.9e12 * eff)
-                                         + attention / (989.4e12 * bf_eff), rel=1e-9)
+    attention = 3 * 20 * 4 * 8192 * 64 * 128
+    linear = stage_flops_per_token("llama-3-70b", par, seq=8192)[-1] - attention
+    att_s = attention / 2 * tokens / (308e12 * 3 / 3.5)
+    g8 = KH.layer_gemm_eff(*KH.LLAMA3_70B, tp=8, tokens=8192, ridge=1978.9 / 3.35, nbytes=1)
+    g16 = KH.layer_gemm_eff(*KH.LLAMA3_70B, tp=8, tokens=8192, ridge=989.4 / 3.35)
+    assert st.compute_s == pytest.approx(linear * tokens / (1978.9e12 * eff * g8) + att_s, rel=1e-9)
+    assert old.compute_s == pytest.approx(linear * tokens / (989.4e12 * bf_eff * g16) + att_s, rel=1e-9)
     assert old.step_s == step_time("llama-3-70b", "H100 SXM", par, dtype="bf16", **kw).step_s
 
 

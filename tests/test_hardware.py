@@ -267,6 +267,9 @@ def test_catalogue_sweeps_price_the_v100_in_fp16():
     p = plan("llama-2-7b", tokens=1e10, gpus=["V100"], seq=2048, global_batch=512)
     assert len(p) and np.isfinite(p["cost_usd"]).all()
     t = step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="V100", kernel_efficiency=0.4)
-    assert t == pytest.approx(step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="A10", kernel_efficiency=0.4))  # 125 both
+    # 125 TFLOP/s both, but the V100's HBM (900 GB/s against the A10's 600) puts its ridge lower, so its GEMMs
+    # reach more of that peak (issue 34): a little faster, never slower
+    a10 = step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="A10", kernel_efficiency=0.4)
+    assert np.isfinite(t) and 0.8 * a10 < t < a10
     with pytest.raises(ValueError, match="dtype"):
         step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="V100", dtype="fp8")

@@ -78,7 +78,10 @@ def test_per_layer_latency_lowers_a_wide_fsdp_mfu():
     dp = [x for x in st.communication.collectives if x.group == "dp"]
     assert all(x.calls == 80 for x in dp)
     assert sum(x.latency_s for x in dp) == pytest.approx(3 * 80 * 1023 * 4.4e-6)
-    assert st.exposed_by_group_s["dp"] > 0.3
+    # (issue 34: the compute, priced as kernels run it, is longer than the 1.65 s of the docstring, so the bound
+    # is written with the step's own compute: the latency the backward window cannot hide is exposed)
+    assert st.exposed_by_group_s["dp"] >= 3 * 80 * 1023 * 4.4e-6 - 2 / 3 * st.compute_s
+    assert st.exposed_by_group_s["dp"] > 0.2
 
 
 def test_planner_prices_the_per_layer_calls_as_step_time():

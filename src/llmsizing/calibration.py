@@ -47,6 +47,23 @@ def cp_comm_of(framework) -> str:
     return next((v for k, v in CP_COMM_BY_FRAMEWORK.items() if name.startswith(k)), "p2p")
 
 
+#: The attention kernel a published run's ``framework`` ran on Hopper (:func:`attention_kernel_of`):
+#: Megatron-Core and NeMo call Transformer Engine, whose fused attention is cuDNN's. Every other framework
+#: gets the generation's default (llm-foundry and torchtitan call flash-attn 2 or PyTorch SDPA's
+#: FlashAttention-2 backend; Meta does not say what its Llama 3 stack ran).
+ATTENTION_KERNEL_BY_FRAMEWORK = {"megatron-core": "cudnn", "nemo": "cudnn"}
+
+
+def attention_kernel_of(framework, gpu) -> str | None:
+    """The attention kernel of a run's ``framework`` (:data:`ATTENTION_KERNEL_BY_FRAMEWORK`) if ``gpu``'s
+    generation has published figures for it, else ``None`` (the generation's default)."""
+    from .kernels import attention_kernels
+
+    name = framework if isinstance(framework, str) else ""
+    kernel = next((v for k, v in ATTENTION_KERNEL_BY_FRAMEWORK.items() if name.startswith(k)), None)
+    return kernel if kernel in attention_kernels(gpu) else None
+
+
 #: The columns each fit reads from a runs table (:func:`~llmsizing.time_cost.published_runs`'s columns).
 MFU_FIT_COLUMNS = ("model", "gpu", "dtype", "seq", "n_gpus", "implied_mfu", "calibration", "recompute",
                    "kind", "source")
@@ -228,7 +245,8 @@ def _layout_of(row):
 
 
 def run_kernel_efficiency(row) -> float | None:
-    """The kernel efficiency at which :func:`~llmsizing.layouts.step_time` gives ``row``'s published MFU
+    """The kernel efficiency at which :func:`~llmsizing.layouts.step_time` (with the attention kernel of the
+    row's framework, :func:`attention_kernel_of`) gives ``row``'s published MFU
     (``row.implied_mfu``, a row of :func:`~llmsizing.time_cost.published_runs`), or ``None`` when the layout
     is unknown or even kernels at 100% of peak would not reach it."""
     from .layouts import step_time
@@ -242,10 +260,12 @@ def run_kernel_efficiency(row) -> float | None:
             return None
         par, micro, accum, recompute = lay
         dtype = "fp8" if row.dtype == "fp8" else "bf16"
+        kernel = attention_kernel_of(getattr(row, "framework", None), row.gpu)
 
         def mfu(e):
             return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
-                             kernel_efficiency=e, recompute=recompute, dtype=dtype).mfu
+                             kernel_efficiency=e, recompute=recompute, dtype=dtype,
+                             attention_kernel=kernel).mfu
 
         top = mfu(1.0)
     except (ValueError, TypeError) as e:
@@ -260,6 +280,26 @@ def run_kernel_efficiency(row) -> float | None:
     return (lo + hi) / 2
 
 
+def run_flat_efficiency(row, kernel_efficiency: float) -> float:
+    """The one share of the dense peak at which all the hardware FLOPs of ``row``'s slowest stage take the
+    compute time :func:`~llmsizing.layouts.step_time` gives at ``kernel_efficiency`` (its attention and GEMM
+    terms folded into one number): the flat efficiency the step model charged before issue 34, which
+    :func:`~llmsizing.finetune_time.finetune_time` still charges
+    (:func:`~llmsizing.hardware.flat_kernel_efficiency`)."""
+    from .catalog import get_model
+    from .flops import stage_flops_per_token
+    from .layouts import step_time
+
+    row = _check_row(row)
+    par, micro, accum, recompute = _layout_of(row)
+    dtype = "fp8" if row.dtype == "fp8" else "bf16"
+    st = step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
+                   kernel_efficiency=kernel_efficiency, recompute=recompute, dtype=dtype,
+                   attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu))
+    stage = max(stage_flops_per_token(get_model(row.model), par, seq=int(row.seq), recompute=recompute))
+    return stage * micro * int(row.seq) * accum / (par.tp * par.cp) / (st.peak_flops * st.compute_s)
+
+
 def generation_of(gpu: str, dtype: str) -> str:
     """The generation row of ``data/kernel_efficiency.csv`` that names ``gpu`` (``"uncalibrated"`` if
     none)."""
@@ -272,7 +312,8 @@ def fit_kernel_efficiency(runs=None):
     """Per run (``runs``: :func:`~llmsizing.time_cost.published_runs`, default all of them): the generation,
     dtype and fitted kernel efficiency (NaN where the layout is unknown), and ``kernel_fit``, whether the run
     enters the median (a calibration run with ``cp <=`` :data:`KERNEL_FIT_MAX_CP`), as a DataFrame; and per
-    (generation, dtype) the median over those runs: ``(per_run, per_generation)``."""
+    (generation, dtype) the median over those runs: ``(per_run, per_generation)``; ``flat_efficiency`` and
+    ``flat`` are the same runs' :func:`run_flat_efficiency`."""
     import numpy as np
 
     df = _check_runs(runs, KERNEL_FIT_COLUMNS)
@@ -288,9 +329,12 @@ def fit_kernel_efficiency(runs=None):
                             f"runs row {r.Index!r}: {msg}") from None
         effs.append(np.nan if e is None else e)
     df["kernel_efficiency"] = effs
+    df["flat_efficiency"] = [np.nan if np.isnan(e) else run_flat_efficiency(r, e)
+                             for r, e in zip(df.itertuples(), effs)]
     df["kernel_fit"] = df["calibration"] & (df["cp"].fillna(1) <= KERNEL_FIT_MAX_CP)
-    fit = (df[df["kernel_fit"] & df["kernel_efficiency"].notna()]
-           .groupby(["generation", "dtype"])["kernel_efficiency"].agg(["median", "count", "min", "max"]))
+    kept = df[df["kernel_fit"] & df["kernel_efficiency"].notna()].groupby(["generation", "dtype"])
+    fit = kept["kernel_efficiency"].agg(["median", "count", "min", "max"])
+    fit["flat"] = kept["flat_efficiency"].median()
     return df, fit
 
 

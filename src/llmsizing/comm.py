@@ -39,6 +39,7 @@ from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
 from .flops import stage_attention_flops_per_token, stage_flops_per_token
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
+from .kernels import compute_seconds, rates
 from .model import Model
 from .network import Collective, GroupLink, Node, get_node, group_link, latency_steps
 from .parallel import Parallel, check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
@@ -355,20 +356,26 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
 def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
                         grad_accum: int = 1, recompute: str = "none", kernel_efficiency: float | None = None,
                         dtype: str = "bf16", mfu: float | None = None,
-                        recompute_layers: int | None = None) -> float:
-    """Seconds of computing per step on a GPU of the slowest pipeline stage, at ``kernel_efficiency`` of the
-    GPU's dense peak in ``dtype`` (``"bf16"``, ``"fp16"`` or ``"fp8"``; ``"bf16"`` on a GPU without BF16, the
-    V100, is its FP16 rate: :func:`~llmsizing.hardware.dense_tflops`): that stage's training FLOPs
+                        recompute_layers: int | None = None, attention_kernel: str | None = None) -> float:
+    """Seconds of computing per step on a GPU of the slowest pipeline stage: that stage's training FLOPs
     (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
-    ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs. With ``dtype="fp8"`` only the Linear
-    layers' FLOPs run at the FP8 peak; the attention core runs at the BF16 peak and BF16 efficiency
-    (:func:`~llmsizing.flops.stage_attention_flops_per_token`: what FP8 recipes quantise).
+    ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs, as kernels run them
+    (:mod:`llmsizing.kernels`, issue 34): the Linear layers at the dense peak in ``dtype`` (``"bf16"``,
+    ``"fp16"`` or ``"fp8"``; ``"bf16"`` on a GPU without BF16, the V100, is its FP16 rate:
+    :func:`~llmsizing.hardware.dense_tflops`) x ``kernel_efficiency`` x their shape's GEMM efficiency
+    (:func:`~llmsizing.kernels.layer_gemm_efficiency`); the attention core
+    (:func:`~llmsizing.flops.stage_attention_flops_per_token`) as causal kernels compute it, half the score
+    matrix, at the attention kernels' efficiency (:func:`~llmsizing.kernels.attention_efficiency`) of the
+    BF16 peak under FP8 recipes (which quantise the Linear layers only); ``attention_kernel`` names the
+    attention kernel (:func:`~llmsizing.kernels.attention_kernels`; default the GPU generation's).
 
     ``kernel_efficiency`` defaults to the calibrated value of the GPU's generation
-    (:func:`~llmsizing.hardware.kernel_efficiency`). It is what the kernels reach while they run, not the
-    run's MFU: the bubble and the exposed communication come on top (:func:`~llmsizing.layouts.step_time`),
-    and the MFU is what is left (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of
-    ``kernel_efficiency`` (deprecated; the same number was always applied to hardware FLOPs).
+    (:func:`~llmsizing.hardware.kernel_efficiency`): the scale of the GEMM-shape curve, what a step loses
+    besides the GEMMs' shape (norms, activations, launches). It is what the kernels reach while they run,
+    not the run's MFU: the bubble and the exposed communication come on top
+    (:func:`~llmsizing.layouts.step_time`), and the MFU is what is left
+    (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of ``kernel_efficiency``
+    (deprecated).
     ``recompute_layers``: partial recomputation (:func:`~llmsizing.memory.training_memory`). A mixture of
     experts computes its active FLOPs on each stage's dense and MoE layers
     (:func:`llmsizing.moe.moe_stage_flops`)."""
@@ -378,7 +385,6 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     g = get_gpu(gpu)
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
-    peak = dense_tflops(g, dtype)
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     # each of the tp x cp GPUs of a stage does 1 / (tp cp) of its work: with causal load balancing every
     # context-parallel rank gets the same share of the attention (two chunks, one early, one late)
@@ -391,13 +397,13 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
         stages = stage_flops_per_token(model, par, **kw)
     slowest = max(range(len(stages)), key=stages.__getitem__)
     per_gpu = batch * seq * m / (par.tp * par.cp)
-    if dtype != "fp8":
-        return stages[slowest] * per_gpu / (peak * 1e12 * eff)
-    # FP8 recipes quantise the Linear GEMMs only: the attention core runs in BF16, at the BF16 peak and its
-    # calibrated efficiency (flops.stage_attention_flops_per_token)
-    attention = stage_attention_flops_per_token(model, par, **kw)[slowest]
-    return ((stages[slowest] - attention) * per_gpu / (peak * 1e12 * eff)
-            + attention * per_gpu / (dense_tflops(g, "bf16") * 1e12 * default_efficiency(g, "bf16")))
+    # the Linear layers at the shape's GEMM efficiency x the calibrated scale; the attention core as causal
+    # kernels run it (half the score matrix, at the attention kernels' efficiency, in BF16 under FP8 recipes)
+    gemm_rate, attention_rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype,
+                                      kernel_efficiency=eff, attention_kernel=attention_kernel, ep=par.ep)
+    full = stage_attention_flops_per_token(model, par, **kw)[slowest]
+    causal = stage_attention_flops_per_token(model, par, causal=True, **kw)[slowest]
+    return compute_seconds(stages[slowest], full, causal, per_gpu, gemm_rate, attention_rate)
 
 
 # =========================================================================== chapter 7: when DP stops scaling

@@ -88,7 +88,7 @@ from .finetune_sharded import (STRATEGIES, ShardedFinetuneMemory, _base_dtype, _
                                finetune_memory_per_gpu, gathered_unit_bytes, max_batch_per_gpu, max_seq)
 from .flops import RECOMPUTE, attention_flops_per_token, forward_flops_per_token, training_flops_per_token
 from .hardware import dense_tflops
-from .hardware import kernel_efficiency as default_kernel_efficiency
+from .hardware import flat_kernel_efficiency as default_kernel_efficiency  # one rate a FLOP (issue 34)
 from .model import Model
 from .precision import DTYPE_BYTES
 

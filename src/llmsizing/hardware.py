@@ -264,6 +264,8 @@ class KernelEfficiency:
     kernel_efficiency: float
     runs: str
     source: str
+    #: the same runs' one-number equivalent (:func:`~llmsizing.calibration.run_flat_efficiency`)
+    flat_efficiency: float | None = None
 
 
 def _kernel_rows() -> list[KernelEfficiency]:
@@ -273,7 +275,8 @@ def _kernel_rows() -> list[KernelEfficiency]:
     path = Path(__file__).resolve().parents[2] / "data" / "kernel_efficiency.csv"
     with open(path, newline="") as fh:
         return [KernelEfficiency(r["generation"], tuple(x.strip() for x in r["gpus"].split(";")), r["dtype"],
-                                 float(r["kernel_efficiency"]), r["runs"], r["source"])
+                                 float(r["kernel_efficiency"]), r["runs"], r["source"],
+                                 float(r["flat_efficiency"]) if r.get("flat_efficiency") else None)
                 for r in csv.DictReader(fh)]
 
 
@@ -301,8 +304,10 @@ def _kernel_row(name: str, key: str) -> KernelEfficiency:
             return r
     same = sorted(r.kernel_efficiency for r in _KERNEL_ROWS if r.dtype == key and r.runs)
     same = same or sorted(r.kernel_efficiency for r in _KERNEL_ROWS if r.dtype == key)
+    flat = sorted(r.flat_efficiency for r in _KERNEL_ROWS if r.dtype == key and r.runs and r.flat_efficiency)
     return KernelEfficiency("uncalibrated", (name,), key, same[len(same) // 2], "",
-                            f"median of the calibrated {key} generations")
+                            f"median of the calibrated {key} generations",
+                            flat[len(flat) // 2] if flat else None)
 
 
 def kernel_efficiency_table():
@@ -322,3 +327,13 @@ def kernel_efficiency(gpu, dtype: str = "bf16") -> float:
     """The default share of the dense peak a training step's kernels reach on ``gpu`` in ``dtype``
     (:func:`kernel_efficiency_row`): what :func:`~llmsizing.layouts.step_time` uses when it is given none."""
     return kernel_efficiency_row(gpu, dtype).kernel_efficiency
+
+
+def flat_kernel_efficiency(gpu, dtype: str = "bf16") -> float:
+    """The calibrated share of the dense peak at which *every* hardware FLOP of a step would take the compute
+    time the step model gives (its attention and GEMM-shape terms, :mod:`llmsizing.kernels`, folded into one
+    number; ``data/kernel_efficiency.csv``'s ``flat_efficiency``): for models that charge all FLOPs at one
+    rate (:func:`~llmsizing.finetune_time.finetune_time`). :func:`kernel_efficiency` is the step model's
+    scale."""
+    row = kernel_efficiency_row(gpu, dtype)
+    return row.flat_efficiency if row.flat_efficiency is not None else row.kernel_efficiency

@@ -17,6 +17,7 @@ from .comm import communication, step_compute_time_s
 from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
+from .kernels import rates
 from .job import takes_job
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
 from .model import Model
@@ -364,24 +365,26 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
 
 
 def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, recompute: str, dtype: str,
-                    eff: float, recompute_layers: int | None = None) -> tuple[float, float]:
+                    eff: float, recompute_layers: int | None = None,
+                    attention_kernel: str | None = None) -> tuple[float, float]:
     """This GPU's attention-core seconds per step, ``(forward, backward)``, on the slowest stage: what the
     ring's hops of context parallelism can hide behind (:func:`exposed_by_group`). The forward's ``QK^T`` and
-    ``attn @ V`` (:func:`~llmsizing.flops.attention_flops_per_token`, the full-matrix convention the step's
-    compute uses) of the stage's layers for ``batch x seq x grad_accum`` tokens over ``tp x cp`` GPUs, at the
-    kernel efficiency; twice that in the backward, and the forward twice with full recomputation (which runs
-    the ring again; with ``recompute_layers``, the recomputed layers of that stage only). ``(0, 0)`` without
-    context parallelism."""
+    ``attn @ V`` as causal kernels compute them (:func:`~llmsizing.flops.attention_flops_per_token` with
+    ``causal=True``) of the stage's layers for ``batch x seq x grad_accum`` tokens over ``tp x cp`` GPUs, at
+    the attention kernels' rate (:func:`llmsizing.kernels.rates`, as the step's compute); twice that in the
+    backward, and the forward twice with full recomputation (which runs the ring again; with
+    ``recompute_layers``, the recomputed layers of that stage only). ``(0, 0)`` without context
+    parallelism."""
     if par.cp == 1:
         return 0.0, 0.0
     stages = layers_per_stage(model.layers, par)
     most = max(range(par.pp), key=lambda i: stages[i])
     layers = stages[most]
-    # the attention core stays in BF16 under FP8 recipes (comm.step_compute_time_s)
-    if dtype == "fp8":
-        dtype, eff = "bf16", default_efficiency(g, "bf16")
-    one = (attention_flops_per_token(model, seq=seq) / model.layers * layers * batch * seq * grad_accum
-           / (par.tp * par.cp) / (dense_tflops(g, dtype) * 1e12 * eff))
+    # the attention core as causal kernels run it, at the attention kernels' rate (comm.step_compute_time_s)
+    rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype, kernel_efficiency=eff,
+                 attention_kernel=attention_kernel)[1]
+    one = (attention_flops_per_token(model, seq=seq, causal=True) / model.layers * layers * batch * seq
+           * grad_accum / (par.tp * par.cp) / rate)
     if recompute_layers is not None:
         return one * (1 + recomputed_layers(model.layers, par, recompute_layers)[most] / layers), 2 * one
     return one * (2 if recompute == "full" else 1), 2 * one
@@ -531,7 +534,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               recompute: str = "none", precision: str = "bf16-mixed", gpus_per_node: int | None = None,
               inter_node_gbps: float | None = None, dtype: str | None = None, async_tp: bool = False,
               node=None, mfu: float | None = None, recompute_layers: int | None = None,
-              ep_overlap: float = 0.0, max_nodes: int | str | None = "model") -> StepTime:
+              ep_overlap: float = 0.0, max_nodes: int | str | None = "model",
+              attention_kernel: str | None = None) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -557,7 +561,9 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     (:mod:`llmsizing.moe`; the routing's node limit ``max_nodes``: ``"model"``, the default, is the model's
     own from its config's ``n_group``/``topk_group``, as :func:`~llmsizing.planner.plan` takes it; ``None``
     routes over every node), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap).
-    ``step_time(job)`` takes a :class:`~llmsizing.job.Job`.
+    ``step_time(job)`` takes a :class:`~llmsizing.job.Job`. ``attention_kernel``: the attention kernel whose
+    published speed prices the attention core (:func:`~llmsizing.kernels.attention_kernels`; default the GPU
+    generation's, as the planner uses).
     """
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
@@ -578,7 +584,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     par = comm.parallel
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
-                                  kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers)
+                                  kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers,
+                                  attention_kernel=attention_kernel)
     bubble = pipeline_bubble(par.pp, m, par.virtual_stages)
     model_per_token = training_flops_per_token(model, seq=seq)
     if recompute_layers is None:
@@ -591,7 +598,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     # the forward's share; recomputation is backward
     fwd_share = (model_per_token / 3) / hardware_per_token
     cp_att = _cp_attention_s(model, g, par, batch=batch, seq=seq, grad_accum=m, recompute=recompute,
-                             dtype=dtype, eff=eff, recompute_layers=recompute_layers)
+                             dtype=dtype, eff=eff, recompute_layers=recompute_layers,
+                             attention_kernel=attention_kernel)
     exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m,
                                                                 fwd_share=fwd_share, async_tp=async_tp,
                                                                 cp_attention_s=cp_att, ep_overlap=ep_overlap)

@@ -16,8 +16,7 @@ import numpy as np
 from .comm import (DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication,
                    dp_bucket_params, dp_schedule, ring_collective)
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
-from .hardware import dense_tflops
-from .hardware import kernel_efficiency as default_efficiency
+from .kernels import compute_seconds, rates
 from .layouts import step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
@@ -285,20 +284,22 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
     # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over
     # layers, its share of the windows too: a stage's is the share of the layers it holds)
-    lay_keys, lay_idx = _groups(*plus_none(gi, tp, cp, b, ri))
+    epc = cols["ep"] if moe and "ep" in cols else np.ones(n, dtype=int)   # experts' GEMM rows grow with ep
+    lay_keys, lay_idx = _groups(*plus_none(gi, tp, cp, b, epc, ri))
     lay = np.zeros((len(lay_keys), 6))
     peak_of = {}
-    # the attention core then runs at BF16's pace (step_compute_time_s)
-    fp8 = compute_dtype(precision) == "fp8"
-    for k, (g_, t_, c_, b_, r_) in enumerate(lay_keys):
+    # the Linear layers' and the attention core's rates (llmsizing.kernels.rates, as step_compute_time_s)
+    dtype = compute_dtype(precision)
+    for k, (g_, t_, c_, b_, e_, r_) in enumerate(lay_keys):
         g = gpu_list[g_]
         st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
                        grad_accum=1, kernel_efficiency=eff, recompute=rcs[r_], precision=precision,
                        node=node_of[g.name])
         by = st.comm_by_group_s
-        bf16_rate = dense_tflops(g, "bf16") * 1e12 * default_efficiency(g, "bf16") if fp8 else 0.0
-        lay[k] = (st.peak_flops * st.kernel_efficiency, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
-                  by.get("cp", 0.0), bf16_rate)
+        gemm_rate, attention_rate = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
+                                          kernel_efficiency=st.kernel_efficiency, ep=e_)
+        lay[k] = (gemm_rate, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"], by.get("cp", 0.0),
+                  attention_rate)
         peak_of[g_] = st.peak_flops
     L = lay[lay_idx[:n]]
     if len(pi):
@@ -307,7 +308,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers
     # over the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
-    stage = np.zeros((len(stage_keys), 4))
+    stage = np.zeros((len(stage_keys), 5))
     for k, (p_, r_) in enumerate(stage_keys):
         par, rc = Parallel(pp=p_), rcs[r_]
         flops = (moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
@@ -316,20 +317,17 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         stage[k] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
                     training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
                                                                                              recompute=rc),
-                    stage_attention_flops_per_token(model, par, seq=seq,
-                                                    recompute=rc)[slowest] if fp8 else 0.0)
+                    stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest],
+                    stage_attention_flops_per_token(model, par, seq=seq, recompute=rc, causal=True)[slowest])
     S = stage[stage_idx[:n]]
     if len(pi):     # FLOPs: affine; the forward's share: its inverse is (the hardware FLOPs are)
         none, full = stage[stage_idx[n:]], S[pi]
         S[pi] = none + x * (full - none)
         S[pi, 2] = 1 / (1 / none[:, 2] + x[:, 0] * (1 / full[:, 2] - 1 / none[:, 2]))
-    # step_compute_time_s's own order: stage FLOPs x batch x seq x m / (tp cp) / (peak x 1e12 x efficiency);
-    # under FP8 the attention core's FLOPs at the BF16 rate
+    # step_compute_time_s's own expression (kernels.compute_seconds): the Linear layers at the GEMM rate, the
+    # attention core as causal kernels run it at the attention rate
     per_gpu = b * seq * m / (tp * cp)
-    if fp8:
-        compute = (S[:, 0] - S[:, 3]) * per_gpu / L[:, 0] + S[:, 3] * per_gpu / L[:, 5]
-    else:
-        compute = S[:, 0] * b * seq * m / (tp * cp) / L[:, 0]
+    compute = compute_seconds(S[:, 0], S[:, 3], S[:, 4], per_gpu, L[:, 0], L[:, 5])
     busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
     one = compute / mf                                            # one micro-batch's compute (_window_s)
     fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])

@@ -154,6 +154,15 @@ class NoPlanError(ValueError):
     """Nothing fits, or nothing meets the deadline or budget: the message says which and what came closest."""
 
 
+def _digits(values: np.ndarray) -> np.ndarray:
+    """``values`` rounded to 12 significant digits (non-finite ones kept)."""
+    out = np.asarray(values, dtype=float).copy()
+    ok = np.isfinite(out) & (out != 0)
+    scale = 10.0 ** (11 - np.floor(np.log10(np.abs(out[ok]))))
+    out[ok] = np.round(out[ok] * scale) / scale
+    return out
+
+
 def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarray:
     """True where no other row is at least as fast and as cheap and better in one. Of plans that tie on both
     (say ZeRO-0 and ZeRO-1, which move the same bytes), only the one with the least memory per GPU is marked.
@@ -462,9 +471,11 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             f"({cheapest['days']:,.1f} days, {cheapest['n_gpus']:,} x {cheapest['gpu']})"
             + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed"))
     df = df.copy()
-    df["pareto"] = _pareto(df["days"].to_numpy(), df["cost_usd"].to_numpy(),
-                           df["memory_per_gpu_bytes"].to_numpy())
-    df = df.sort_values(["cost_usd", "days"]).reset_index(drop=True)
+    # plans that split the same work differently tie to the last bits of a float: compare at 12 digits, so
+    # ties keep the search's order whatever the rounding (the step's compute is a sum: llmsizing.kernels)
+    days, cost = _digits(df["days"].to_numpy()), _digits(df["cost_usd"].to_numpy())
+    df["pareto"] = _pareto(days, cost, df["memory_per_gpu_bytes"].to_numpy())
+    df = df.iloc[np.lexsort((days, cost))].reset_index(drop=True)
     out = df[list(columns)]
     out.attrs["assumes"] = (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
                             f"kernel efficiency {'calibrated per GPU' if eff is None else f'{eff:g}'}, "

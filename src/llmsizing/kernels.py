@@ -1,0 +1,245 @@
+"""What the kernels of a training step reach, by what they compute (issue 34): the attention core as
+FlashAttention runs it, and each Linear layer's GEMM by its shape. Taught in chapter 10 ("Kernel efficiency")
+and the "Long context" chapter.
+
+**Attention.** A causal kernel (FlashAttention-2/3, cuDNN) skips the masked blocks, so it executes about
+half of the ``s x s`` score matrix (:func:`~llmsizing.flops.attention_flops_per_token`, ``causal=True``), and
+it runs below GEMM speed: :func:`attention_efficiency` is the share of the dense BF16 peak its forward and
+backward reach, from the published benchmarks in ``data/attention_efficiency.csv`` (Dao 2023, Fig. 4; the
+flash-attention README's H100 figure; Shah et al. 2024, Figs. 5-6), at the head dimension and the sequence
+each GPU's kernel sees, interpolated in ``log2(seq)`` and ``head_dim`` and held flat beyond the table. Those
+benchmarks count a causal pass as half the matrix and forward plus backward as 3.5 forwards (the backward
+recomputes ``QK^T``: ``benchmarks/benchmark_flash_attention.py``); the library counts 3 forwards (the model's
+FLOPs), so the rate in its convention is ``3 / 3.5`` of the published one.
+
+**GEMMs.** A matrix multiply ``(m x k) @ (k x n)`` reaches a share of the peak that grows with its arithmetic
+intensity ``I`` (FLOPs per byte moved, :func:`~llmsizing.hardware.matmul_intensity_flops_per_byte`) over the
+GPU's ridge point (:func:`~llmsizing.hardware.ridge_point_flops_per_byte`): :func:`gemm_efficiency` is
+``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))`` with ``r = I / ridge``, fitted on cuBLAS (A100
+BF16, NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficiency.csv``
+(:func:`fit_gemm_curve`: one curve for both, 2.7% rms). A layer's GEMMs (:func:`layer_gemms`) have ``m`` =
+the tokens of a micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by
+``tp``: a 2,048-wide model's GEMMs run below a 16,384-wide one's.
+
+The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's copy) charges the Linear layers
+at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
+``data/kernel_efficiency.csv``, is what a step loses besides the GEMM shape: norms, activations, launches)
+and the attention core at :func:`attention_efficiency`: :func:`compute_seconds` is that sum, in one place
+for both.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ._validate import check_choice, check_int, check_number
+from .catalog import get_gpu, resolve_model
+from .hardware import dense_tflops, kernel_efficiency_row, matmul_intensity_flops_per_byte
+from .hardware import ridge_point_flops_per_byte
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+#: The published GEMM curve (:func:`fit_gemm_curve` on ``data/gemm_efficiency.csv``'s ``kind == "curve"``
+#: rows whose output fills a wave): share of the peak ``GEMM_EMAX x r / (r + GEMM_R_HALF)``,
+#: ``r`` = intensity / ridge.
+GEMM_R_HALF = 3.75
+GEMM_EMAX = 1.10
+#: ... never above the best share a table measured (A100 BF16, 8192^3: 290 of 312 TFLOP/s).
+GEMM_CEILING = 0.93
+#: A GEMM whose output has fewer elements than this (128 tiles of 128 x 256: one wave on a 108- to 132-SM GPU)
+#: loses to wave quantisation, which training's GEMMs (thousands of tokens) do not: the fit leaves it out.
+WAVE_OUTPUTS = 2 ** 22
+
+#: The attention kernel each generation's training stacks run by default; a generation without published
+#: figures takes ``STAND_IN`` (FlashAttention-2 on Ampere: the portable kernel's measured share of peak).
+DEFAULT_KERNEL = {"ampere": "flash-attention-2", "hopper": "flash-attention-2"}
+STAND_IN = ("ampere", "flash-attention-2")
+#: FlashAttention's benchmarks count forward + backward as 3.5 forwards, the library as 3.
+FA_FWD_BWD, LIB_FWD_BWD, FA_BWD = 3.5, 3.0, 2.5
+
+
+@dataclass(frozen=True)
+class AttentionPoint:
+    """A row of ``data/attention_efficiency.csv``: one published attention benchmark bar."""
+
+    gpu: str
+    generation: str
+    kernel: str
+    passes: str
+    causal: bool
+    head_dim: int
+    seq: int
+    tflops: float
+    source: str
+
+
+@lru_cache(maxsize=1)
+def attention_points() -> tuple[AttentionPoint, ...]:
+    """``data/attention_efficiency.csv`` (every row names its source and ``as_of``)."""
+    with open(DATA / "attention_efficiency.csv", newline="") as fh:
+        return tuple(AttentionPoint(r["gpu"], r["generation"], r["kernel"], r["passes"], r["causal"] == "yes",
+                                    int(r["head_dim"]), int(r["seq"]), float(r["tflops"]), r["source"])
+                     for r in csv.DictReader(fh))
+
+
+def _interp(x: float, xs, ys) -> float:
+    """Linear interpolation, flat beyond the ends (``xs`` ascending)."""
+    if x <= xs[0]:
+        return ys[0]
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return ys[-1]
+
+
+def _curve(rows, head_dim: int, seq: int) -> float:
+    """TFLOP/s of ``rows`` (one kernel, pass and mask) at ``head_dim`` and ``seq``: in ``log2(seq)`` at each
+    head dimension, then in ``head_dim``."""
+    dims = sorted({r.head_dim for r in rows})
+    at = []
+    for d in dims:
+        pts = sorted((math.log2(r.seq), r.tflops) for r in rows if r.head_dim == d)
+        at.append(_interp(math.log2(seq), [p[0] for p in pts], [p[1] for p in pts]))
+    return _interp(head_dim, dims, at)
+
+
+@lru_cache(maxsize=4096)
+def _attention_rate_tflops(generation: str, kernel: str, head_dim: int, seq: int) -> float:
+    rows = [r for r in attention_points() if r.generation == generation and r.kernel == kernel]
+    both = [r for r in rows if r.passes == "fwd+bwd" and r.causal]
+    if both:
+        return _curve(both, head_dim, seq) * LIB_FWD_BWD / FA_FWD_BWD
+    fwd = [r for r in rows if r.passes == "fwd" and r.causal]
+    bwd = [r for r in rows if r.passes == "bwd" and r.causal] or [r for r in rows if r.passes == "bwd"]
+    if not fwd or not bwd:
+        raise ValueError(f"kernel {kernel!r} has no causal forward and backward figures for {generation}")
+    # time of the causal forward (F / R_fwd) and backward (2.5 F / R_bwd; the papers' backward is unmasked:
+    # taken at the same rate), in the library's 3 F
+    return LIB_FWD_BWD / (1 / _curve(fwd, head_dim, seq) + FA_BWD / _curve(bwd, head_dim, seq))
+
+
+def attention_kernels(gpu) -> tuple[str, ...]:
+    """The attention kernels with published figures for ``gpu``'s generation."""
+    gen = kernel_efficiency_row(gpu, "bf16").generation
+    return tuple(sorted({r.kernel for r in attention_points() if r.generation == gen}))
+
+
+def attention_efficiency(gpu, *, head_dim: int, seq: int, kernel: str | None = None) -> float:
+    """Share of ``gpu``'s dense BF16 peak that causal attention reaches, forward and backward, in the
+    library's FLOP convention (the causal half of the score matrix, 3 forwards): the published TFLOP/s of
+    ``kernel`` (default :data:`DEFAULT_KERNEL` of the GPU's generation; a generation without figures takes
+    :data:`STAND_IN`) at ``head_dim`` and ``seq`` (the query length one GPU's kernel sees), x 3 / 3.5, over
+    the peak of the GPU the benchmark ran on. FA2 on an A100 at head dim 128 and 8K: 182 x 3 / 3.5 / 312 =
+    0.50."""
+    g = get_gpu(gpu)
+    head_dim, seq = check_int("head_dim", head_dim), check_int("seq", seq)
+    gen = kernel_efficiency_row(g, "bf16").generation
+    if gen not in {r.generation for r in attention_points()}:
+        gen, default = STAND_IN
+    else:
+        default = DEFAULT_KERNEL[gen]
+    kernel = default if kernel is None else check_choice(
+        "kernel", kernel, tuple(sorted({r.kernel for r in attention_points() if r.generation == gen})))
+    bench = next(r.gpu for r in attention_points() if r.generation == gen and r.kernel == kernel)
+    return _attention_rate_tflops(gen, kernel, head_dim, seq) / dense_tflops(bench, "bf16")
+
+
+def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
+    """Share of ``gpu``'s dense peak in ``dtype`` that one ``(m x k) @ (k x n)`` GEMM reaches (module
+    docstring): ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))``, ``r`` its arithmetic intensity
+    (inputs and output read or written once, 1 byte per element in FP8, 2 otherwise) over the ridge point."""
+    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
+    intensity = matmul_intensity_flops_per_byte(m, k, n, bytes_per_element=1 if dtype == "fp8" else 2)
+    r = intensity / ridge_point_flops_per_byte(gpu, dtype)
+    return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
+
+
+def layer_gemms(model, *, tp: int = 1, tokens: int, ep: int = 1) -> tuple[tuple[int, int, int], ...]:
+    """The ``(m, n, k)`` of one transformer layer's forward GEMMs on one of ``tp`` GPUs (Megatron's split:
+    column-parallel QKV and MLP input, row-parallel output and MLP output), ``m = tokens`` (a micro-batch's
+    tokens on that GPU): QKV ``(h) -> (heads + 2 kv_heads) d / tp``, attention output ``heads d / tp -> h``,
+    MLP ``h -> ffn / tp`` (twice that when gated) and ``ffn / tp -> h``. The backward's GEMMs are these
+    transposed (same intensity). A mixture of experts uses the expert width with ``tokens x experts_per_token
+    x ep / experts`` rows per expert (with ``ep``-way expert parallelism an expert gets the tokens of ``ep``
+    GPUs)."""
+    model = resolve_model(model, moe=True)
+    tp, tokens, ep = check_int("tp", tp), check_int("tokens", tokens), check_int("ep", ep)
+    h, d = model.hidden, model.head_dim
+    ffn, rows = model.ffn_hidden, tokens
+    if model.is_moe:
+        ffn = model.expert_ffn_hidden or model.ffn_hidden
+        rows = max(1, tokens * model.experts_per_token * ep // model.experts)
+    up = ffn * (2 if model.gated_mlp else 1)
+    return ((tokens, max(1, (model.heads + 2 * model.kv_heads) * d // tp), h),
+            (tokens, h, max(1, model.heads * d // tp)),
+            (rows, max(1, up // tp), h),
+            (rows, h, max(1, ffn // tp)))
+
+
+@lru_cache(maxsize=4096)
+def layer_gemm_efficiency(model, gpu, *, tp: int, tokens: int, dtype: str = "bf16", ep: int = 1) -> float:
+    """:func:`gemm_efficiency` of one layer's GEMMs (:func:`layer_gemms`) together: their FLOPs over the sum
+    of each one's FLOPs / efficiency (the time-weighted mean)."""
+    flops = time = 0.0
+    for m, n, k in layer_gemms(model, tp=tp, tokens=tokens, ep=ep):
+        flops += m * n * k
+        time += m * n * k / gemm_efficiency(gpu, m, n, k, dtype)
+    return flops / time
+
+
+def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, kernel_efficiency: float,
+          attention_kernel: str | None = None, ep: int = 1):
+    """``(gemm, attention)`` FLOP/s of one GPU: the Linear layers at ``peak(dtype) x kernel_efficiency x``
+    :func:`layer_gemm_efficiency` (``batch x seq / cp`` tokens a micro-batch), the attention core at the BF16
+    peak (FP8 recipes leave it in BF16; FP16 runs at its own peak) x :func:`attention_efficiency` at the
+    ``seq / cp`` queries a context-parallel rank holds (``attention_kernel``: one of
+    :func:`attention_kernels`, default the generation's)."""
+    model = resolve_model(model, moe=True)
+    g = get_gpu(gpu)
+    eff = check_number("kernel_efficiency", kernel_efficiency, maximum=1.0, allow_equal=False)
+    tokens = max(1, batch * seq // cp)
+    gemm = dense_tflops(g, dtype) * 1e12 * eff * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens,
+                                                                        dtype=dtype, ep=ep)
+    attn_dtype = "bf16" if dtype == "fp8" else dtype
+    attention = dense_tflops(g, attn_dtype) * 1e12 * attention_efficiency(g, head_dim=model.head_dim,
+                                                                          seq=max(1, seq // cp),
+                                                                          kernel=attention_kernel)
+    return gemm, attention
+
+
+def compute_seconds(stage_flops, attention_full, attention_causal, per_gpu_tokens, gemm_rate, attention_rate):
+    """One GPU's compute seconds: the stage's FLOPs but its attention core (full-matrix convention) at the
+    GEMM rate, plus the attention core as causal kernels compute it at the attention rate, for
+    ``per_gpu_tokens`` tokens. Scalars or NumPy arrays (the planner's copy uses the same expression)."""
+    return ((stage_flops - attention_full) * per_gpu_tokens / gemm_rate
+            + attention_causal * per_gpu_tokens / attention_rate)
+
+
+def fit_gemm_curve(rows=None):
+    """``(r_half, emax, rms_log)`` of the GEMM curve (module docstring) on ``data/gemm_efficiency.csv``'s
+    ``kind == "curve"`` rows whose output fills a wave (``m x n >= WAVE_OUTPUTS``: training's shapes; the
+    128-row DeepGEMM lines and the small squares lose to wave quantisation): a grid over ``r_half`` (0.1 to
+    10), one ``emax`` per (generation, dtype) by least squares in logs, the curve's ``emax`` their geometric
+    mean."""
+    import numpy as np
+    import pandas as pd
+
+    d = pd.read_csv(DATA / "gemm_efficiency.csv") if rows is None else rows
+    d = d[(d["kind"] == "curve") & (d["m"] * d["n"] >= WAVE_OUTPUTS)].reset_index(drop=True)
+    r = np.array([matmul_intensity_flops_per_byte(int(x.m), int(x.k), int(x.n), 1 if x.dtype == "fp8" else 2)
+                  / ridge_point_flops_per_byte(x.gpu, x.dtype) for x in d.itertuples()])
+    eff = np.log(d["tflops"].to_numpy() / [dense_tflops(g, t) for g, t in zip(d["gpu"], d["dtype"])])
+    groups = [np.flatnonzero((d["generation"] == g) & (d["dtype"] == t)).tolist()
+              for g, t in sorted(set(zip(d["generation"], d["dtype"])))]
+    best = None
+    for rh in np.round(np.arange(0.1, 10.001, 0.01), 2):
+        f = np.log(r / (r + rh))
+        lev = [float(np.mean(eff[i] - f[i])) for i in groups]
+        ss = sum(float(((eff[i] - le - f[i]) ** 2).sum()) for i, le in zip(groups, lev))
+        if best is None or ss < best[0]:
+            best = (ss, float(rh), float(np.exp(np.mean(lev))))
+    return best[1], best[2], math.sqrt(best[0] / len(d))

@@ -1,0 +1,105 @@
+"""llmsizing.kernels (issue 34): attention as causal kernels run it and GEMM efficiency by shape. Expected
+values are derived by hand from the published figures in data/attention_efficiency.csv and
+data/gemm_efficiency.csv, written out below."""
+
+import math
+
+import pytest
+
+from llmsizing import kernels as K
+from llmsizing.comm import step_compute_time_s
+from llmsizing.flops import attention_flops_per_token
+from llmsizing.model import Model
+
+
+def test_fa2_a100_causal_hd128_8k():
+    # Dao 2023, FlashAttention-2, Fig. 4(d): A100 80GB, causal, head dim 128, seq 8K, fwd+bwd: 182 TFLOP/s,
+    # counting the causal half and fwd+bwd as 3.5 forwards. The library counts 3 forwards: 182 x 3 / 3.5 =
+    # 156 TFLOP/s of the A100's 312 BF16 peak = 0.5
+    assert K.attention_efficiency("A100 80GB", head_dim=128, seq=8192) == pytest.approx(182 * 3 / 3.5 / 312)
+    # between the bars: 4K (173) and 8K (182) at 6K is log2-linear: 173 + 9 x (log2 6144 - 12)
+    at6k = 173 + 9 * (math.log2(6144) - 12)
+    assert K.attention_efficiency("A100 80GB", head_dim=128, seq=6144) == pytest.approx(at6k * 3 / 3.5 / 312)
+    # beyond the table (16K: 189) the kernel is flat; head dim 96: halfway between 64 (165) and 128 (182)
+    assert K.attention_efficiency("A100 80GB", head_dim=128, seq=131072) == pytest.approx(189 * 3 / 3.5 / 312)
+    assert K.attention_efficiency("A100 80GB", head_dim=96, seq=8192) == pytest.approx(
+        (165 + 182) / 2 * 3 / 3.5 / 312)
+
+
+def test_fa3_h100_forward_and_backward_combined():
+    # Shah et al. 2024: FA3 on H100, head dim 128, 16K: causal forward 616 TFLOP/s (Fig. 5d), backward 561
+    # (Fig. 6, unmasked, taken at the same rate). Forward F / 616, backward 2.5 F / 561; the library's 3 F
+    # over that time, over the H100's 989.4 BF16 peak
+    rate = 3 / (1 / 616 + 2.5 / 561)
+    assert rate == pytest.approx(493.4, abs=0.1)          # 3 / (0.0016234 + 0.0044563)
+    assert K.attention_efficiency("H100 SXM", head_dim=128, seq=16384, kernel="flash-attention-3") == \
+        pytest.approx(rate / 989.4, rel=1e-3)
+
+
+def test_attention_time_in_the_step_is_the_causal_half_at_the_attention_rate():
+    # a 1-layer model, no GEMM to speak of beside attention: the step's compute minus the same step with the
+    # attention removed (seq tiny) is the attention core's causal FLOPs at the A100's FA2 rate
+    m = Model("toy", layers=1, hidden=2048, heads=16, ffn_hidden=8192, vocab=32000, max_seq=16384)
+    seq = 8192
+    full = attention_flops_per_token(m, seq=seq)                 # 4 s h per layer: the whole matrix
+    causal = attention_flops_per_token(m, seq=seq, causal=True)
+    assert causal == pytest.approx(full / 2)
+    assert full == pytest.approx(4 * seq * 2048)
+    rate = 312e12 * 182 * 3 / 3.5 / 312                          # FA2, head dim 128, 8K
+    attn_s = 3 * causal * seq / rate                             # forward + backward, one sequence
+    gemm_rate, attention_rate = K.rates(m, "A100 80GB", tp=1, cp=1, batch=1, seq=seq, dtype="bf16",
+                                        kernel_efficiency=0.7)
+    assert attention_rate == pytest.approx(rate)
+    total = step_compute_time_s(m, batch=1, seq=seq, gpu="A100 80GB", kernel_efficiency=0.7)
+    from llmsizing.flops import training_flops_per_token
+    rest = (training_flops_per_token(m, seq=seq) - 3 * full) * seq / gemm_rate
+    assert total == pytest.approx(rest + attn_s, rel=1e-9)
+
+
+def test_gemm_efficiency_at_two_published_shapes():
+    # DeepGEMM README (H800, FP8): 4096 x 7168 x 16384 at 1358 TFLOP/s and 4096 x 32768 x 512 at 590, of the
+    # 1979 FP8 peak: 0.686 and 0.298. Intensity, 1 byte an element: 2mnk / (mk + kn + mn); the H800's ridge
+    # 1979e12 / 3.35e12 = 590.7 FLOP/byte
+    def by_hand(m, n, k):
+        r = 2 * m * n * k / (m * k + k * n + m * n) / (1979e12 / 3.35e12)
+        return min(0.93, 1.10 * r / (r + 3.75))
+    big, small = by_hand(4096, 7168, 16384), by_hand(4096, 32768, 512)
+    assert big == pytest.approx(0.686, rel=0.10)       # the curve against the table: within 10%
+    assert small == pytest.approx(0.298, rel=0.10)
+    assert K.gemm_efficiency("H800", 4096, 7168, 16384, "fp8") == pytest.approx(big, rel=1e-4)
+    assert K.gemm_efficiency("H800", 4096, 32768, 512, "fp8") == pytest.approx(small, rel=1e-4)
+    # NVIDIA's A100 figure: 8192^3 in BF16 at 290 of 312 TFLOP/s = 0.929. Intensity 8192 / 3 = 2730.7
+    # FLOP/byte over the A100's ridge 312e12 / 2.039e12 = 153.0: r = 17.85, 1.10 x 17.85 / 21.60 = 0.909
+    assert K.gemm_efficiency("A100 80GB", 8192, 8192, 8192) == pytest.approx(0.909, abs=0.001)
+    assert 0.909 == pytest.approx(290 / 312, rel=0.10)
+
+
+def test_gemm_curve_refits_to_its_constants():
+    r_half, emax, rms = K.fit_gemm_curve()
+    assert r_half == pytest.approx(K.GEMM_R_HALF, abs=0.01)
+    assert emax == pytest.approx(K.GEMM_EMAX, abs=0.01)
+    assert rms < 0.05
+
+
+def test_narrow_model_runs_below_a_wide_one():
+    # a 2,048-wide layer's GEMMs against a 16,384-wide one's, 8K tokens, BF16 on an H100
+    narrow = K.layer_gemm_efficiency("mpt-bench-1b", "H100 SXM", tp=1, tokens=8192)
+    wide = K.layer_gemm_efficiency("llama-3.1-405b", "H100 SXM", tp=1, tokens=8192)
+    assert narrow < wide
+    # tensor parallelism narrows the per-GPU GEMMs
+    assert K.layer_gemm_efficiency("llama-3.1-405b", "H100 SXM", tp=8, tokens=8192) < wide
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(ValueError, match="seq"):
+        K.attention_efficiency("A100 80GB", head_dim=128, seq=0)
+    with pytest.raises(ValueError, match="head_dim"):
+        K.attention_efficiency("A100 80GB", head_dim=-1, seq=1024)
+    with pytest.raises(ValueError, match="kernel"):
+        K.attention_efficiency("A100 80GB", head_dim=128, seq=1024, kernel="flash-attention-9")
+    with pytest.raises(ValueError, match="dtype"):
+        K.gemm_efficiency("H100 SXM", 1024, 1024, 1024, dtype="int4")
+    with pytest.raises((ValueError, TypeError), match="m"):
+        K.gemm_efficiency("H100 SXM", 0, 1024, 1024)
+    with pytest.raises(ValueError, match="kernel_efficiency"):
+        K.rates("llama-3-8b", "H100 SXM", tp=1, cp=1, batch=1, seq=8192, dtype="bf16", kernel_efficiency=1.5)
