@@ -1,6 +1,6 @@
 """Figures of Part V, the models of 2026 (chapter 17, "Long context"): context parallelism's communication
 against the attention it hides behind. No formula lives here: the numbers come from
-:func:`~llmsizing.layouts.cp_overlap_sweep` (itself :func:`~llmsizing.layouts.step_time`)."""
+:func:`~llmsizing.cp_sweep.cp_overlap_sweep` (itself :func:`~llmsizing.layouts.step_time`)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def render_cp_overlap(model="llama-3.1-405b", gpu: str = "H100 SXM", parallel=No
     import numpy as np
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    from ..layouts import cp_overlap_sweep
+    from ..cp_sweep import cp_overlap_sweep
 
     par = llama3_long_context_layout() if parallel is None else parallel
     df = cp_overlap_sweep(model, gpu, par, seqs=seqs, batch=batch, grad_accum=grad_accum)
