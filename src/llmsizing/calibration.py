@@ -244,28 +244,34 @@ def _layout_of(row):
     return par, micro, accum, recompute
 
 
+def run_mfu_at(row, efficiency: float) -> float:
+    """The MFU :func:`~llmsizing.layouts.step_time` gives ``row``'s published layout (:func:`_layout_of`,
+    which must not be ``None``) at kernel efficiency ``efficiency``, with the attention kernel of the row's
+    framework (:func:`attention_kernel_of`): the one call :func:`run_kernel_efficiency` inverts and
+    :mod:`llmsizing.step_intervals` predicts with."""
+    from .layouts import step_time
+
+    par, micro, accum, recompute = _layout_of(row)
+    return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
+                     kernel_efficiency=efficiency, recompute=recompute,
+                     dtype="fp8" if row.dtype == "fp8" else "bf16",
+                     attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu)).mfu
+
+
 def run_kernel_efficiency(row) -> float | None:
     """The kernel efficiency at which :func:`~llmsizing.layouts.step_time` (with the attention kernel of the
     row's framework, :func:`attention_kernel_of`) gives ``row``'s published MFU
     (``row.implied_mfu``, a row of :func:`~llmsizing.time_cost.published_runs`), or ``None`` when the layout
     is unknown or even kernels at 100% of peak would not reach it."""
-    from .layouts import step_time
-
     row = _check_row(row)
     run = getattr(row, "run", None)
     where = "row" + (f" ({run!r})" if isinstance(run, str) else "")
     try:      # each cell is valid; together they may still be no layout the model can run
-        lay = _layout_of(row)
-        if lay is None:
+        if _layout_of(row) is None:
             return None
-        par, micro, accum, recompute = lay
-        dtype = "fp8" if row.dtype == "fp8" else "bf16"
-        kernel = attention_kernel_of(getattr(row, "framework", None), row.gpu)
 
         def mfu(e):
-            return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
-                             kernel_efficiency=e, recompute=recompute, dtype=dtype,
-                             attention_kernel=kernel).mfu
+            return run_mfu_at(row, e)
 
         top = mfu(1.0)
     except (ValueError, TypeError) as e:

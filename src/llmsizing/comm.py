@@ -281,17 +281,17 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
                      group_link(get_gpu(gpu), nd, size=edp, stride=par.etp * par.ep))]
     out = []
 
-    def too_large(name, message):       # the error names what the caller gave, not an internal buffer
+    def too_large(name, message, calls=1):  # the error names what the caller gave, not an internal buffer
         source = (f"the model's {on_rank:.4g} parameters on one GPU" if name.startswith(("DP", "ZeRO"))
                   else f"batch x seq = {batch:,} x {seq:,} tokens of hidden size {model.hidden:,}")
-        return ValueError(f"{name}: one message of {message:.4g} bytes ({source}) is beyond "
-                          f"{MAX_MEANINGFUL:,} bytes")
+        return ValueError(f"{name}: {calls:,} message(s) of {message:.4g} bytes per step ({source}) are "
+                          f"beyond {MAX_MEANINGFUL:,} bytes")
 
     def add(name, group, n, kind, message, calls, gl=None):
         if n == 1 or calls == 0:
             return
-        if message > MAX_MEANINGFUL:
-            raise too_large(name, message)
+        if message * calls > MAX_MEANINGFUL:   # per step: bucketed and per-layer calls split one volume
+            raise too_large(name, message, calls)
         out.append(ring_collective(name, group, n, kind, message, calls, gl or links[group]))
 
     stages = layers_per_stage(model.layers, par)

@@ -38,14 +38,11 @@ STEP_INTERVAL_STRATA = None
 
 def _mfu_at(row, efficiency: float) -> float:
     """The MFU :func:`~llmsizing.layouts.step_time` gives ``row``'s published layout at ``efficiency``, as
-    :func:`~llmsizing.calibration.run_kernel_efficiency` evaluates it."""
-    from .calibration import _layout_of
-    from .layouts import step_time
+    :func:`~llmsizing.calibration.run_kernel_efficiency` evaluates it
+    (:func:`~llmsizing.calibration.run_mfu_at`, the same call)."""
+    from .calibration import run_mfu_at
 
-    par, micro, accum, recompute = _layout_of(row)
-    return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
-                     kernel_efficiency=efficiency, recompute=recompute,
-                     dtype="fp8" if row.dtype == "fp8" else "bf16").mfu
+    return run_mfu_at(row, efficiency)
 
 
 @cache
