@@ -14,7 +14,10 @@ import math
 from dataclasses import replace
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, check_sequence
-from . import moe as _moe
+from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
+from .moe import gpu_params as _moe_gpu_params
+from .moe import largest_tensor as _moe_largest_tensor
+from .moe import moe_model_states as _moe_model_states
 from .catalog import resolve_model
 from .hardware import check_recipe_runs_on
 from .job import takes_job
@@ -55,7 +58,7 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     par = resolve_parallel(parallel, model)
     on_stage = stage_params(model, par) if par.tp * par.pp > 1 or model.is_moe else [float(model.n_params)]
     i = max(range(len(on_stage)), key=lambda k: (on_stage[k], -k))
-    return _moe.moe_model_states(model, elements, precision, optimizer, par, i) if model.is_moe else _states(
+    return _moe_model_states(model, elements, precision, optimizer, par, i) if model.is_moe else _states(
         model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
         linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i])
 
@@ -69,7 +72,7 @@ def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[f
     it to a multiple of 128 x tp; pass a padded ``vocab`` to compare on its convention). Taught in Part II."""
     model = resolve_model(model, moe=True)
     par = resolve_parallel(parallel, model)
-    return list(_moe.gpu_params(model, par) if model.is_moe else _stage_params(model, par.tp, par.pp,
+    return list(_moe_gpu_params(model, par) if model.is_moe else _stage_params(model, par.tp, par.pp,
                                                                                par.stage_layers))
 
 
@@ -149,9 +152,9 @@ def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mi
     state = DTYPE_BYTES[recipe.states]
     shard = par.tp * par.pp * (par.dp_cp if par.zero >= 1 else 1)
     if impl == "foreach":
-        return (_moe.foreach_temporary_bytes(model, state,
+        return (_moe_foreach_temporary_bytes(model, state,
                                              par) if model.is_moe else model.n_params * state / shard)
-    largest = _moe.largest_tensor(model, par) if model.is_moe else max(math.prod(s) for _, _, s,
+    largest = _moe_largest_tensor(model, par) if model.is_moe else max(math.prod(s) for _, _, s,
                                                                        _ in model.tensors())
     return 2 * largest * state / par.tp          # the largest tensor, split by tensor parallelism
 
@@ -270,7 +273,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     # so one of them is the most loaded; tests/test_planner.py checks this against every stage)
     for i in (range(par.pp) if _stages is None else sorted(set(_stages))):
         last = i == par.pp - 1
-        states = (_moe.moe_model_states(model, elements, precision, optimizer, par, i) if model.is_moe else
+        states = (_moe_model_states(model, elements, precision, optimizer, par, i) if model.is_moe else
                   _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
                           linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i]))
         grad_per_param = states.gradients_bytes / on_stage[i]
