@@ -70,10 +70,10 @@ def test_the_factor_is_fitted_on_the_fit_rows_only(runs):
 
 def test_every_published_run_falls_inside_the_range(check):
     assert check["inside"].all(), check
-    # held out: DeepSeek-V2 within 15% of the factor's prediction (11.7% since the attention and GEMM-shape
-    # terms of issue 34, under 10% before: the held-out error is what it is, the range above is the claim)
-    v2 = check.loc["DeepSeek-V2 pre-training"]
-    assert abs(v2["published"] / v2["moe"] - 1) < 0.15
+    # held out: chapter 18 says the smallest model (JetMoE-8B, hidden 2,048) is the furthest off the dense step;
+    # no tolerance on DeepSeek-V2's own deviation (11.7% since issue 34's kernel terms): the range above is the claim
+    v2, jet = check.loc["DeepSeek-V2 pre-training"], check.loc["JetMoE-8B pre-training"]
+    assert jet["ratio"] > v2["ratio"]
     # the dense-calibrated step alone is optimistic for every MoE run (issue 35 prices what it leaves out)
     assert (check["ratio"] > 1).all()
 
