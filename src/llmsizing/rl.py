@@ -1,0 +1,397 @@
+"""After pre-training: GPUs, hours and memory of an RL post-training run (chapter 19, "After pre-training").
+
+One step of GRPO (Shao et al. 2024, "DeepSeekMath", arXiv:2402.03300, Sec. 4) or PPO (Ouyang et al. 2022;
+Schulman et al. 2017) is not one training step but a sequence of phases, as verl (Sheng et al. 2024,
+"HybridFlow", arXiv:2409.19256), OpenRLHF (Hu et al. 2024, arXiv:2405.11143) and NeMo RL time them:
+
+1. **generation**: an inference engine (vLLM) writes ``samples_per_prompt`` responses to each of the
+   ``prompts_per_step`` prompts. Priced by the serving model (:func:`llmsizing.serve.serving`, chapter 15):
+   each engine of ``gen_tp`` GPUs gets its share ``n`` of the rollouts and keeps ``b`` of them in flight (its
+   KV capacity, at most ``max_num_seqs``); the step waits for the longest response. With continuous batching
+   (``rebatch=True``, what vLLM does) the engine decodes ``max(n x mean / b, longest)`` steps; without it
+   (``rebatch=False``: static waves) ``ceil(n / b) x longest``.
+2. **log-probabilities**: forward passes of the trainer over every rollout's ``prompt + response`` tokens,
+   for the old policy and (if ``reference``) the frozen reference model; PPO adds the critic's values.
+3. **reward**: a reward model's forward pass if ``reward_model`` is given, else a rule-based verifier whose
+   CPU time (``reward_s``) is given, 0 by default.
+4. **update**: ``ppo_epochs`` training passes over the rollouts (PPO adds the critic's update), priced by the
+   training model (:func:`llmsizing.time_cost.training_time` at the calibrated MFU, chapter 10); the forward
+   passes of phase 2 cost the forward's share of its FLOPs (:mod:`llmsizing.flops`).
+5. **weight sync**: the new weights reach the engines. ``colocated`` (verl's and NeMo RL's hybrid engine):
+   each GPU gathers its engine's shard (``W / gen_tp``) from the trainer's shards in place, an all-gather
+   on the pool's link (:func:`llmsizing.network.collective_time_s`); with ``offload`` the trainer's states
+   also go to the host and back (at :data:`llmsizing.comm.HOST_LINK_GBPS`). Split pools (OpenRLHF, Tülu 3's
+   NCCL broadcast): the full 16-bit weights ``W`` cross the network to the engines.
+
+Colocated, the phases run one after the other on all ``n_gpus``. Split, ``gen_gpus`` generate while the rest
+train: on-policy the pools wait for each other (the step is the sum); with ``off_policy_steps >= 1``
+(asynchronous RL) generation of the next batch overlaps the update, and the step is the longer of the two
+plus the sync. The ranges are those of the parts: the serving model's per-token range (leave-one-source-out,
+``data/serving_intervals.csv``) on generation and the training MFU's range on the trainer's phases; no RL
+figure was fitted. :func:`published_rl` compares both with ``data/rl_published.csv``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._validate import check_bool, check_choice, check_int, check_number
+from .catalog import get_gpu, gpu_price, resolve_model
+from .comm import HOST_LINK_GBPS
+from .flops import forward_flops_per_token, training_flops_per_token
+from .memory import training_memory
+from .model import Model
+from .network import collective_time_s, get_node, group_link
+from .parallel import Parallel
+from .serve_calibration import serving_range
+from .serve_engine import weights_bytes_per_gpu
+from .time_cost import training_time
+
+#: The algorithms :func:`rl_run` prices: GRPO (no critic) and PPO (a critic of the policy's size).
+ALGORITHMS = ("grpo", "ppo")
+#: vLLM's default cap on the sequences an engine runs at once (``EngineArgs.max_num_seqs``).
+MAX_NUM_SEQS = 256
+#: The engine's tensor-parallel degrees tried when ``gen_tp`` is not given.
+GEN_TP_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+PHASES = ("generation", "log_probs", "reference", "values", "reward", "update", "weight_sync")
+PUBLISHED_CSV = Path(__file__).resolve().parents[2] / "data" / "rl_published.csv"
+
+
+def response_lengths(response) -> tuple[float, int]:
+    """``(mean, longest)`` response tokens from ``response``: one length (every response that long), a pair
+    ``(mean, longest)``, or three or more measured lengths (their mean and maximum)."""
+    if isinstance(response, bool):
+        raise TypeError("response must be a length, a (mean, longest) pair or a list of lengths, got a bool")
+    if isinstance(response, (int, float)):
+        n = check_int("response", response) if isinstance(response, int) else None
+        if n is None:
+            raise TypeError(f"response must be a whole number of tokens, got {response!r}")
+        return float(n), n
+    try:
+        values = list(response)
+    except TypeError:
+        raise TypeError("response must be a length, a (mean, longest) pair or a list of lengths, got "
+                        f"{type(response).__name__}") from None
+    if len(values) == 2:
+        mean = check_number("response[0] (mean)", values[0], allow_equal=False)
+        top = check_int("response[1] (longest)", values[1])
+        if mean > top:
+            raise ValueError(f"response=(mean, longest) needs mean <= longest; got ({mean:g}, {top})")
+        return float(mean), top
+    if len(values) < 3:
+        raise ValueError("response as a list needs 3 or more lengths (or give a (mean, longest) pair)")
+    lengths = [check_int(f"response[{i}]", v) for i, v in enumerate(values)]
+    return sum(lengths) / len(lengths), max(lengths)
+
+
+@dataclass(frozen=True)
+class RLRun:
+    """What :func:`rl_run` found. ``phases`` maps each phase of :data:`PHASES` to its seconds per step
+    (``phases_low``/``phases_high``: the fast and slow ends of the parts' ranges); ``step_s`` composes them
+    (a sum, or with asynchronous split pools the longer side plus the sync). GPU-hours count every GPU of
+    the run for ``steps`` steps. ``fits`` is the memory check: the trainer's peak per GPU
+    (``train_bytes_per_gpu``) and an engine holding its weights and at least one sequence."""
+
+    model: str
+    gpu: str
+    n_gpus: int
+    algorithm: str
+    colocated: bool
+    off_policy_steps: int
+    rollouts: int
+    prompt: int
+    response_mean: float
+    response_max: int
+    steps: int
+    gen_gpus: int
+    train_gpus: int
+    gen_tp: int
+    engines: int
+    engine_batch: int
+    decode_steps: float
+    rebatch: bool
+    phases: dict
+    phases_low: dict
+    phases_high: dict
+    step_s: float
+    step_s_low: float
+    step_s_high: float
+    train_bytes_per_gpu: float
+    engine_max_batch: int
+    memory_bytes_per_gpu: float
+    fits: bool
+    price_usd_per_gpu_hour: float
+    engine: str
+    warnings: tuple = ()
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.step_s * self.steps * self.n_gpus / 3600
+
+    @property
+    def gpu_hours_low(self) -> float:
+        return self.step_s_low * self.steps * self.n_gpus / 3600
+
+    @property
+    def gpu_hours_high(self) -> float:
+        return self.step_s_high * self.steps * self.n_gpus / 3600
+
+    @property
+    def days(self) -> float:
+        return self.step_s * self.steps / 86400
+
+    @property
+    def cost_usd(self) -> float:
+        return self.gpu_hours * self.price_usd_per_gpu_hour
+
+    @property
+    def generation_share(self) -> float:
+        """Generation's share of the sum of the phases (what a framework's timing log would show)."""
+        return self.phases["generation"] / sum(self.phases.values())
+
+    def to_frame(self):
+        """One row per phase: seconds per step (central, fast, slow) and share of the phases' sum."""
+        import pandas as pd
+
+        total = sum(self.phases.values())
+        return pd.DataFrame({"seconds": self.phases, "seconds_low": self.phases_low,
+                             "seconds_high": self.phases_high,
+                             "share": {k: v / total for k, v in self.phases.items()}})
+
+
+def _default_tp(m, g, prompt, mean, node, max_tp):
+    for tp in GEN_TP_CHOICES:
+        if tp > max_tp:
+            break
+        try:
+            s = serving_range(m, g, tp=tp, prompt=prompt, output=max(1, round(mean)), batch=1, node=node)
+        except ValueError:
+            continue
+        if s.central.max_batch >= 1:
+            return tp
+    raise ValueError(f"the engine does not fit: {m.name} on {g.name} needs more than {max_tp} GPUs per engine "
+                     "(give a larger pool or gen_tp=)")
+
+
+def _generation(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_num_seqs, node, util):
+    """Seconds (central, fast, slow) to generate the rollouts on ``gpus`` GPUs in engines of ``tp``."""
+    engines = gpus // tp
+    n = math.ceil(rollouts / engines)
+    out = max(1, round(mean))
+    probe = serving_range(m, g, tp=tp, prompt=prompt, output=out, batch=1, node=node,
+                          gpu_memory_utilization=util).central
+    b = max(1, min(n, probe.max_batch, max_num_seqs))
+    r = serving_range(m, g, tp=tp, prompt=prompt, output=out, batch=b, node=node, gpu_memory_utilization=util)
+    s = r.central
+    steps = max(n * mean / b, top) if rebatch else math.ceil(n / b) * top
+    prefill = math.ceil(n / b) * s.batch_prefill_s
+    central = prefill + steps * s.decode_step_s
+    fast, slow = r.itl_s[0] / s.itl_s, r.itl_s[1] / s.itl_s
+    return (central, central * fast, central * slow), engines, b, steps, probe.max_batch, s.engine
+
+
+def _trainer(m, g, *, gpus, tokens, seq, price):
+    """Seconds (central, fast, slow) of one training pass over ``tokens`` tokens on ``gpus`` GPUs."""
+    t = training_time(m, tokens=tokens, gpu=g, n_gpus=gpus, seq=seq, price_usd_per_gpu_hour=price)
+    return (t.days * 86400, t.days_low * 86400, t.days_high * 86400), t.warnings
+
+
+def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, train_bytes):
+    w = weights_bytes_per_gpu(m, "bf16", tp=1)
+    if colocated:
+        link = group_link(g, node, size=gpus)
+        t = collective_time_s("all-gather", w / gen_tp, gpus, link)
+        return t + (2 * train_bytes / (HOST_LINK_GBPS * 1e9) if offload else 0.0)
+    across = group_link(g, node, size=2, stride=node.gpus_per_node)
+    return collective_time_s("send/recv", w, 2, across)
+
+
+def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
+    """Every phase's (central, fast, slow) seconds for one split of the pool."""
+    gen, engines, b, steps, max_b, engine = _generation(
+        m, g, gpus=gen_gpus, tp=gen_tp, rollouts=a["rollouts"], prompt=a["prompt"], mean=a["mean"],
+        top=a["top"], rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node, util=a["util"])
+    seq = a["prompt"] + a["top"]
+    tokens = a["rollouts"] * (a["prompt"] + a["mean"])
+    upd, warns = _trainer(m, g, gpus=train_gpus, tokens=tokens * a["ppo_epochs"], seq=seq, price=price)
+    fwd_share = forward_flops_per_token(m, seq=seq) / training_flops_per_token(m, seq=seq)
+    one_fwd = tuple(x * fwd_share / a["ppo_epochs"] for x in upd)
+    ppo = a["algorithm"] == "ppo"
+    zero = (0.0, 0.0, 0.0)
+    reward = zero
+    if a["reward_model"] is not None:
+        rm = a["reward_model"]
+        r_upd, _ = _trainer(rm, g, gpus=train_gpus, tokens=tokens, seq=seq, price=price)
+        share = forward_flops_per_token(rm, seq=seq) / training_flops_per_token(rm, seq=seq)
+        reward = tuple(x * share for x in r_upd)
+    reward = tuple(x + a["reward_s"] for x in reward)
+    p = {"generation": gen, "log_probs": one_fwd, "reference": one_fwd if a["reference"] else zero,
+         "values": one_fwd if ppo else zero, "reward": reward,
+         "update": tuple(x * (2 if ppo else 1) for x in upd)}
+    return p, (engines, b, steps, max_b, engine), warns
+
+
+def _compose(p, sync, asynchronous):
+    """``(central, fast, slow)`` step seconds: the phases in turn, or generation beside the trainer's side."""
+    out = []
+    for i in range(3):
+        if asynchronous:
+            side = sum(v[i] for k, v in p.items() if k != "generation")
+            out.append(max(p["generation"][i], side) + sync)
+        else:
+            out.append(sum(v[i] for v in p.values()) + sync)
+    return tuple(out)
+
+
+def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, samples_per_prompt: int = 16,
+           prompt: int = 512, response=4096, steps: int = 1000, algorithm: str = "grpo",
+           colocated: bool = True, reference: bool = True, reward_model: Model | str | None = None,
+           reward_s: float = 0.0, ppo_epochs: int = 1, gen_tp: int | None = None, gen_gpus: int | None = None,
+           off_policy_steps: int = 0, rebatch: bool = True, offload: bool = True,
+           max_num_seqs: int = MAX_NUM_SEQS, price_usd_per_gpu_hour: float | None = None, node=None) -> RLRun:
+    """Time per step by phase, GPU-hours, cost and memory of an RL post-training run (module docstring).
+
+    ``prompts_per_step`` prompts, ``samples_per_prompt`` responses each (GRPO's group), ``prompt`` tokens per
+    prompt, ``response`` a length, a ``(mean, longest)`` pair or measured lengths (:func:`response_lengths`).
+    ``algorithm`` one of :data:`ALGORITHMS`; ``reference`` a frozen reference model's log-probabilities (the
+    KL term); ``reward_model`` a model (name) scored by a forward pass, else a verifier of ``reward_s`` seconds.
+    ``colocated`` one pool switching roles (``offload``: the trainer's states go to the host during
+    generation), else split pools: ``gen_gpus`` for the engines (default: the split with the shortest step,
+    pools sized for each other) and the rest for the trainer, ``off_policy_steps >= 1`` to overlap them.
+    ``gen_tp`` the engine's tensor-parallel size (default: the smallest whose weights fit). Chapter 19."""
+    m = resolve_model(model, moe=True)
+    g = get_gpu(gpu)
+    n = check_int("n_gpus", n_gpus)
+    a = {"rollouts": check_int("prompts_per_step", prompts_per_step) * check_int("samples_per_prompt",
+                                                                                  samples_per_prompt),
+         "prompt": check_int("prompt", prompt), "algorithm": check_choice("algorithm", algorithm, ALGORITHMS),
+         "reference": check_bool("reference", reference), "rebatch": check_bool("rebatch", rebatch),
+         "reward_s": check_number("reward_s", reward_s), "ppo_epochs": check_int("ppo_epochs", ppo_epochs),
+         "max_num_seqs": check_int("max_num_seqs", max_num_seqs),
+         "reward_model": None if reward_model is None else resolve_model(reward_model, moe=True)}
+    a["mean"], a["top"] = response_lengths(response)
+    colocated, offload = check_bool("colocated", colocated), check_bool("offload", offload)
+    off = check_int("off_policy_steps", off_policy_steps, minimum=0)
+    check_int("steps", steps)
+    if off and colocated:
+        raise ValueError(f"off_policy_steps={off} needs split pools (colocated=False): one pool cannot "
+                         "generate and train at once")
+    price = gpu_price(g, price_usd_per_gpu_hour)
+    node_ = get_node(node, g)
+    seq = a["prompt"] + a["top"]
+    cap = g.memory_bytes
+    if colocated:
+        if gen_gpus is not None:
+            raise ValueError("gen_gpus applies to split pools (colocated=False); a colocated pool generates on "
+                             "all n_gpus")
+        train_bytes = _train_bytes(m, n, seq)
+        a["util"] = 0.9 if offload else 0.9 - train_bytes / cap
+        if a["util"] <= 0.05:
+            raise ValueError(f"colocated without offload: the trainer's {train_bytes / 2**30:.1f} GiB per GPU "
+                             f"leave no room for the engine on {g.name}; use offload=True or more GPUs")
+        tp = _check_tp(gen_tp, n) if gen_tp is not None else _default_tp(m, g, a["prompt"], a["mean"], node_, n)
+        splits = [(n, n, tp)]
+    else:
+        a["util"] = 0.9
+        if n < 2:
+            raise ValueError("split pools need n_gpus >= 2 (one for each pool)")
+        tp = (_check_tp(gen_tp, n - 1) if gen_tp is not None
+              else _default_tp(m, g, a["prompt"], a["mean"], node_, n - 1))
+        if gen_gpus is not None:
+            gg = check_int("gen_gpus", gen_gpus, maximum=n - 1)
+            if gg % tp:
+                raise ValueError(f"gen_gpus={gg} must be a multiple of gen_tp={tp}")
+            splits = [(gg, n - gg, tp)]
+        else:
+            k = (n - 1) // tp
+            picks = sorted({max(1, round(k * i / 16)) for i in range(1, 17)})
+            splits = [(j * tp, n - j * tp, tp) for j in picks if n - j * tp >= 1]
+    best = None
+    for gg, tg, tp_ in splits:
+        if colocated:
+            tb = train_bytes
+        else:
+            tb = _train_bytes(m, tg, seq)
+        p, eng, warns = _phases(m, g, node_, a, gg, tg, tp_, price)
+        sync = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload, train_bytes=tb)
+        step = _compose(p, sync, asynchronous=off > 0)
+        fits = tb <= cap and eng[3] >= 1
+        key = (not fits, step[0])
+        if best is None or key < best[0]:
+            best = (key, gg, tg, tp_, p, eng, warns, sync, step, tb, fits)
+    _, gg, tg, tp_, p, eng, warns, sync, step, tb, fits = best
+    phases = {k: v[0] for k, v in p.items()} | {"weight_sync": sync}
+    low = {k: v[1] for k, v in p.items()} | {"weight_sync": sync}
+    high = {k: v[2] for k, v in p.items()} | {"weight_sync": sync}
+    return RLRun(m.name, g.name, n, a["algorithm"], colocated, off, a["rollouts"], a["prompt"], a["mean"],
+                 a["top"], steps, gg, tg, tp_, eng[0], eng[1], eng[2], a["rebatch"], phases, low, high,
+                 step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns))
+
+
+def _check_tp(tp, limit):
+    tp = check_int("gen_tp", tp)
+    if tp > limit:
+        raise ValueError(f"gen_tp={tp} is more GPUs than the generation pool has ({limit})")
+    return tp
+
+
+def _train_bytes(m, gpus, seq):
+    """The trainer's peak per GPU: FSDP (ZeRO-3) over ``gpus`` GPUs, one sequence per micro-batch, full
+    recomputation (verl's and OpenRLHF's defaults for long responses), :func:`~llmsizing.memory.training_memory`."""
+    return training_memory(m, batch=1, seq=seq, recompute="full", parallel=Parallel(dp=gpus, zero=3)).total_bytes
+
+
+def published_rl():
+    """``data/rl_published.csv`` beside :func:`rl_run`'s prediction for each row that gives its setup
+    (``checked == "yes"``): ``predicted_step_s``, its ``low``/``high`` and ``inside``; the ratio is published
+    over predicted. Every row is out of sample: nothing was fitted on them."""
+    import pandas as pd
+
+    df = pd.read_csv(PUBLISHED_CSV)
+    rows = []
+    for r in df.itertuples():
+        if r.checked != "yes":
+            rows.append({})
+            continue
+        run = rl_run(r.model, gpu=r.gpu, n_gpus=int(r.n_gpus), prompts_per_step=int(r.rollouts_per_step),
+                     samples_per_prompt=1, prompt=int(r.prompt_tokens),
+                     response=(float(r.response_mean), int(r.response_max)), steps=1,
+                     colocated=r.colocated == "yes", off_policy_steps=int(r.off_policy_steps),
+                     gen_tp=int(r.gen_tp))
+        rows.append({"predicted_step_s": run.step_s, "low": run.step_s_low, "high": run.step_s_high,
+                     "generation_share": run.generation_share, "fits": run.fits})
+    out = pd.concat([df, pd.DataFrame(rows, index=df.index)], axis=1)
+    out["ratio"] = out["step_s"] / out["predicted_step_s"]
+    out["inside"] = (out["step_s"] >= out["low"]) & (out["step_s"] <= out["high"])
+    return out
+
+
+def rl_loso(published=None):
+    """What a one-number correction fitted on the published step times would do for a source it never saw
+    (:func:`llmsizing.intervals.loso_residuals`, sources by :func:`~llmsizing.intervals.source_key`): per
+    checked row, the factor ``exp(median log ratio)`` of the *other* sources' rows, the out-of-source ratio
+    (published over corrected prediction) and whether the parts' range times that factor holds the row."""
+    import numpy as np
+
+    from .intervals import loso_residuals, source_key
+
+    d = published_rl() if published is None else published
+    d = d[d["checked"] == "yes"].copy()
+    d["source_key"] = [source_key(s) for s in d["source"]]
+    log_r = np.log(d["ratio"].to_numpy(float))
+
+    def fit_predict(train, test):
+        return np.full(int(test.sum()), np.median(log_r[train]))
+
+    res = loso_residuals(log_r, d["source_key"].to_numpy(object), fit_predict)
+    factor = np.exp(log_r - res)
+    d["factor"] = factor
+    d["loso_ratio"] = np.exp(res)
+    d["inside_corrected"] = ((d["step_s"] >= d["low"] * factor) & (d["step_s"] <= d["high"] * factor))
+    return d
+
+
+__all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RLRun", "response_lengths", "rl_run", "published_rl",
+           "rl_loso"]
