@@ -171,8 +171,8 @@ def _default_tp(m, g, prompt, mean, node, max_tp):
             continue
         if s.central.max_batch >= 1:
             return tp
-    raise ValueError(f"the engine does not fit: {m.name} on {g.name} needs more than {max_tp} GPUs per engine "
-                     "(give a larger pool or gen_tp=)")
+    raise ValueError(f"the engine does not fit: {m.name} on {g.name} needs more than {max_tp} GPUs per "
+                     "engine (give a larger pool or gen_tp=)")
 
 
 def _generation(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_num_seqs, node, util):
@@ -256,7 +256,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     ``prompts_per_step`` prompts, ``samples_per_prompt`` responses each (GRPO's group), ``prompt`` tokens per
     prompt, ``response`` a length, a ``(mean, longest)`` pair or measured lengths (:func:`response_lengths`).
     ``algorithm`` one of :data:`ALGORITHMS`; ``reference`` a frozen reference model's log-probabilities (the
-    KL term); ``reward_model`` a model (name) scored by a forward pass, else a verifier of ``reward_s`` seconds.
+    KL term); ``reward_model`` a model (name) scored by a forward pass, else a verifier of ``reward_s``
+    seconds.
     ``colocated`` one pool switching roles (``offload``: the trainer's states go to the host during
     generation), else split pools: ``gen_gpus`` for the engines (default: the split with the shortest step,
     pools sized for each other) and the rest for the trainer, ``off_policy_steps >= 1`` to overlap them.
@@ -284,14 +285,15 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     cap = g.memory_bytes
     if colocated:
         if gen_gpus is not None:
-            raise ValueError("gen_gpus applies to split pools (colocated=False); a colocated pool generates on "
-                             "all n_gpus")
+            raise ValueError("gen_gpus applies to split pools (colocated=False); a colocated pool "
+                             "generates on all n_gpus")
         train_bytes = _train_bytes(m, n, seq)
         a["util"] = 0.9 if offload else 0.9 - train_bytes / cap
         if a["util"] <= 0.05:
-            raise ValueError(f"colocated without offload: the trainer's {train_bytes / 2**30:.1f} GiB per GPU "
-                             f"leave no room for the engine on {g.name}; use offload=True or more GPUs")
-        tp = _check_tp(gen_tp, n) if gen_tp is not None else _default_tp(m, g, a["prompt"], a["mean"], node_, n)
+            raise ValueError(f"colocated without offload: the trainer's {train_bytes / 2**30:.1f} GiB per "
+                             f"GPU leave no room for the engine on {g.name}; use offload=True or more GPUs")
+        tp = (_check_tp(gen_tp, n) if gen_tp is not None
+              else _default_tp(m, g, a["prompt"], a["mean"], node_, n))
         splits = [(n, n, tp)]
     else:
         a["util"] = 0.9
@@ -339,8 +341,10 @@ def _check_tp(tp, limit):
 
 def _train_bytes(m, gpus, seq):
     """The trainer's peak per GPU: FSDP (ZeRO-3) over ``gpus`` GPUs, one sequence per micro-batch, full
-    recomputation (verl's and OpenRLHF's defaults for long responses), :func:`~llmsizing.memory.training_memory`."""
-    return training_memory(m, batch=1, seq=seq, recompute="full", parallel=Parallel(dp=gpus, zero=3)).total_bytes
+    recomputation (verl's and OpenRLHF's defaults for long responses),
+    :func:`~llmsizing.memory.training_memory`."""
+    par = Parallel(dp=gpus, zero=3)
+    return training_memory(m, batch=1, seq=seq, recompute="full", parallel=par).total_bytes
 
 
 def published_rl():
