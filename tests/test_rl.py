@@ -1,0 +1,171 @@
+"""RL post-training step model (issue 39, chapter 19): phases by hand, published runs, bad inputs."""
+
+import math
+import statistics
+
+import pandas as pd
+import pytest
+
+from llmsizing.catalog import get_gpu, resolve_model
+from llmsizing.rl import PUBLISHED_CSV, published_rl, response_lengths, rl_loso, rl_run
+from llmsizing.serve import serving
+
+H100 = "H100 SXM"
+
+
+def test_generation_of_one_response_from_a_published_decode_rate():
+    """InferenceBench measured vLLM's ITL for Llama-3.1-8B on one H100 at batch 1: 6.48 ms per token
+    (data/serving_published.csv). One rollout of 1,000 tokens is then 1,000 x 6.48 ms = 6.48 s of decode;
+    the prompt's prefill (128 tokens) adds milliseconds. The generation phase must land within the serving
+    model's stated range of that (0.76x to 1.38x of the speed, ch15), widened by nothing."""
+    r = rl_run("llama-3-8b", gpu=H100, n_gpus=1, prompts_per_step=1, samples_per_prompt=1, prompt=128,
+               response=1000, steps=1, gen_tp=1, reference=False)
+    published_s = 1000 * 6.48e-3
+    assert r.engine_batch == 1 and r.decode_steps == 1000
+    assert published_s / 1.4 < r.phases["generation"] < published_s * 1.4
+    assert r.phases_low["generation"] <= published_s <= r.phases_high["generation"]
+
+
+def test_the_longest_response_sets_the_decode_steps_unless_the_engine_rebatches():
+    """64 rollouts of mean 500 and longest 4,000 tokens on one engine holding all 64: continuous batching
+    decodes max(64 x 500 / 64, 4000) = 4,000 steps (the longest); static waves the same (one wave). With
+    512 rollouts and a cap of 64 sequences in flight: continuous max(512 x 500 / 64, 4000) = 4,000 steps;
+    static waves ceil(512 / 64) = 8 waves of 4,000 = 32,000."""
+    kw = dict(gpu=H100, n_gpus=1, samples_per_prompt=1, prompt=128, response=(500, 4000), steps=1, gen_tp=1,
+              max_num_seqs=64)
+    assert rl_run("llama-3-8b", prompts_per_step=64, **kw).decode_steps == 4000
+    cont = rl_run("llama-3-8b", prompts_per_step=512, **kw)
+    static = rl_run("llama-3-8b", prompts_per_step=512, rebatch=False, **kw)
+    assert cont.engine_batch == 64 and cont.decode_steps == 4000
+    assert static.decode_steps == 8 * 4000
+    assert static.phases["generation"] > 7 * cont.phases["generation"]
+
+
+def test_generation_phase_is_waves_of_prefill_plus_decode_steps():
+    """Composition written out: ``ceil(n / b) x batch_prefill_s + steps x decode_step_s`` of the engine's
+    own serving() at batch ``b`` (2,048 rollouts on 16 engines: n = 128 each)."""
+    r = rl_run("llama-3-8b", gpu=H100, n_gpus=16, prompts_per_step=128, samples_per_prompt=16, prompt=128,
+               response=(932, 3968), steps=1, gen_tp=1)
+    n = math.ceil(2048 / 16)
+    assert r.engines == 16 and r.engine_batch == n
+    s = serving("llama-3-8b", H100, tp=1, prompt=128, output=932, batch=n)
+    expected = s.batch_prefill_s + max(n * 932 / n, 3968) * s.decode_step_s
+    assert r.phases["generation"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_update_and_forward_passes_from_the_flops_by_hand():
+    """Update: tokens x 6 N-ish FLOPs at the calibrated MFU. Written out: 2,048 rollouts x (128 + 932)
+    tokens; the forward passes (old policy, reference) cost the forward's share, ~1/3 of the update."""
+    from llmsizing.flops import training_flops_per_token
+    from llmsizing.time_cost import training_time
+
+    r = rl_run("llama-3-8b", gpu=H100, n_gpus=16, prompts_per_step=2048, samples_per_prompt=1, prompt=128,
+               response=(932, 3968), steps=1, gen_tp=1)
+    tokens = 2048 * (128 + 932)
+    t = training_time("llama-3-8b", tokens=tokens, gpu=H100, n_gpus=16, seq=128 + 3968)
+    flops = tokens * training_flops_per_token("llama-3-8b", seq=4096)
+    by_hand = flops / (16 * get_gpu(H100).bf16_dense_tflops * 1e12 * t.mfu)
+    assert r.phases["update"] == pytest.approx(by_hand, rel=1e-6)
+    assert 0.30 < r.phases["log_probs"] / r.phases["update"] < 0.36
+    assert r.phases["reference"] == r.phases["log_probs"]
+    assert r.phases["values"] == 0
+
+
+def test_ppo_adds_a_critic_and_a_reward_model_adds_its_forward():
+    kw = dict(gpu=H100, n_gpus=8, prompts_per_step=64, samples_per_prompt=4, prompt=256, response=1024,
+              steps=1, gen_tp=1)
+    g = rl_run("llama-3-8b", **kw)
+    p = rl_run("llama-3-8b", algorithm="ppo", **kw)
+    assert p.phases["values"] == pytest.approx(g.phases["log_probs"])
+    assert p.phases["update"] == pytest.approx(2 * g.phases["update"])
+    rm = rl_run("llama-3-8b", reward_model="llama-3-8b", **kw)
+    assert rm.phases["reward"] == pytest.approx(g.phases["log_probs"])
+    no_ref = rl_run("llama-3-8b", reference=False, reward_s=3.0, **kw)
+    assert no_ref.phases["reference"] == 0 and no_ref.phases["reward"] == 3.0
+
+
+def test_split_pools_broadcast_the_weights_and_async_overlaps():
+    """Split: the 16-bit weights (2 bytes x 8.03e9 parameters = 16.1 GB) cross one 400 Gb/s NIC
+    (50 GB/s one way; at most 1/0.4 slower at the link's achievable share), so the sync takes 0.32-0.8 s.
+    Asynchronous: the step is the longer side plus the sync."""
+    m = resolve_model("llama-3-8b")
+    w = 2 * m.n_params
+    kw = dict(gpu=H100, n_gpus=16, prompts_per_step=128, samples_per_prompt=16, prompt=128,
+              response=(932, 3968), steps=1, colocated=False, gen_tp=1, gen_gpus=8)
+    on = rl_run("llama-3-8b", **kw)
+    off = rl_run("llama-3-8b", off_policy_steps=1, **kw)
+    sync = on.phases["weight_sync"]
+    assert w / 50e9 <= sync <= w / 20e9
+    train_side = sum(v for k, v in off.phases.items() if k not in ("generation", "weight_sync"))
+    assert off.step_s == pytest.approx(max(off.phases["generation"], train_side) + sync)
+    assert on.step_s == pytest.approx(sum(on.phases.values()))
+    assert off.step_s < on.step_s
+    assert on.gen_gpus == 8 and on.train_gpus == 8
+
+
+def test_gpu_hours_and_range_order():
+    r = rl_run("llama-3-8b", gpu=H100, n_gpus=16, prompts_per_step=128, samples_per_prompt=16, prompt=128,
+               response=(932, 3968), steps=500)
+    assert r.gpu_hours == pytest.approx(r.step_s * 500 * 16 / 3600)
+    assert r.gpu_hours_low < r.gpu_hours < r.gpu_hours_high
+    assert r.fits and r.cost_usd == pytest.approx(r.gpu_hours * r.price_usd_per_gpu_hour)
+    frame = r.to_frame()
+    assert list(frame.index) == list(r.phases) and frame["share"].sum() == pytest.approx(1.0)
+
+
+def test_memory_does_not_fit_a_405b_trainer_on_eight_gpus():
+    """405e9 parameters x 16 bytes of mixed-precision AdamW states / 8 GPUs = 810 GB per GPU > 80 GB."""
+    r = rl_run("llama-3.1-405b", gpu=H100, n_gpus=8, prompts_per_step=8, samples_per_prompt=2, prompt=128,
+               response=256, steps=1, gen_tp=8)
+    assert not r.fits and r.train_bytes_per_gpu > 405e9 * 16 / 8 * 0.95
+
+
+def test_response_lengths():
+    assert response_lengths(1000) == (1000.0, 1000)
+    assert response_lengths((600.5, 4096)) == (600.5, 4096)
+    assert response_lengths([100, 200, 600]) == (300.0, 600)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n_gpus=0), "n_gpus"),
+    (dict(algorithm="dpo"), "algorithm"),
+    (dict(response=(5000, 100)), "mean <= longest"),
+    (dict(response=[1]), "response"),
+    (dict(off_policy_steps=1), "off_policy_steps"),
+    (dict(gen_gpus=4), "gen_gpus"),
+    (dict(prompts_per_step=0), "prompts_per_step"),
+    (dict(gen_tp=64), "gen_tp"),
+    (dict(colocated=False, gen_gpus=8, gen_tp=1), "gen_gpus"),
+])
+def test_bad_inputs_name_the_parameter(kwargs, match):
+    base = dict(gpu=H100, n_gpus=8, prompts_per_step=16, samples_per_prompt=4, prompt=128, response=512)
+    with pytest.raises(ValueError, match=match):
+        rl_run("llama-3-8b", **(base | kwargs))
+
+
+def test_bad_types():
+    with pytest.raises(TypeError, match="response"):
+        response_lengths(True)
+    with pytest.raises(TypeError, match="response"):
+        response_lengths(12.5)
+
+
+def test_published_rows_carry_source_and_as_of_and_the_r1_hours():
+    d = pd.read_csv(PUBLISHED_CSV)
+    assert d["source"].notna().all() and d["as_of"].notna().all()
+    checked = d[d["checked"] == "yes"]
+    cols = ["rollouts_per_step", "prompt_tokens", "response_mean", "response_max", "gen_tp", "step_s"]
+    assert checked[cols].notna().all().all()
+    r1 = d[d["run"].str.startswith("DeepSeek-R1-Zero")].iloc[0]
+    assert r1["gpu_hours"] == 64 * 8 * 198          # 64 eight-GPU H800 nodes for about 198 hours
+
+
+def test_leave_one_source_out_factor_is_the_other_sources_median():
+    d = rl_loso()
+    for key, rows in d.groupby("source_key"):
+        others = d[d["source_key"] != key]["ratio"]
+        expected = math.exp(statistics.median([math.log(x) for x in others]))
+        assert rows["factor"].to_numpy() == pytest.approx(expected)
+        assert rows["loso_ratio"].to_numpy() == pytest.approx(rows["ratio"].to_numpy() / expected)
+    p = published_rl()
+    assert p.loc[p["checked"] == "yes", "predicted_step_s"].notna().all()
