@@ -41,6 +41,9 @@ from .serve import Serving, ServingPlan, replicas_for, serving, serving_cost_by_
 from .serve_calibration import ServingRange, serving_range
 from .finetune import FinetuneMemory, finetune_memory, lora_params
 
+# Part VI, after pre-training (ch 19): RL post-training.
+from .rl import RLRun, rl_run
+
 # The serving module was `llmsizing.serving` until the top-level API took that name for the function:
 # `from llmsizing.serving import serving` keeps working through this alias (no attribute is set, so
 # `llmsizing.serving` stays the function).
@@ -68,5 +71,7 @@ __all__ = [
     # Part IV
     "Serving", "ServingPlan", "replicas_for", "serving", "serving_cost_by_gpu", "serving_sweep",
     "ServingRange", "serving_range", "FinetuneMemory", "finetune_memory", "lora_params",
+    # Part VI
+    "RLRun", "rl_run",
 ]
 __version__ = "0.1.0"

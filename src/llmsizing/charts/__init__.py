@@ -16,7 +16,8 @@ and :func:`show`, figure and axes reuse, bars, log axes and short numbers) and i
   :mod:`~llmsizing.charts.time_money_plan`, 13 and 14's in :mod:`~llmsizing.charts.time_money_checks`);
 * :mod:`~llmsizing.charts.serve_tune`: Part IV, chapters 15-16;
 * :mod:`~llmsizing.charts.long_context`: Part V, chapter 17;
-* :mod:`~llmsizing.charts.moe`: Part V, chapter 18.
+* :mod:`~llmsizing.charts.moe`: Part V, chapter 18;
+* :mod:`~llmsizing.charts.rl`: Part VI, chapter 19.
 
 A part over 600 lines keeps some chapters' figures in chapter modules of its own, which import only
 :mod:`~llmsizing.charts.base`; the part imports them and re-exports every name (issue 32), so the package
@@ -76,6 +77,9 @@ from .serve_tune import _POINT  # noqa: F401
 from .long_context import CP_OVERLAP_SEQS, llama3_long_context_layout, render_cp_overlap
 from .moe import MOE_LAYOUT_DEFAULT, MOE_TIME_COLORS, render_moe_layout
 
+# Part VI, after pre-training (ch 19): an RL step's phases.
+from .rl import RL_DEFAULT, RL_PHASE_COLORS, render_rl_step
+
 __all__ = [
     # what every figure shares
     "COLORS", "DPI", "EXPLORER_TIME_COLORS", "GPU_COLORS", "FixedView", "View", "blank_figure",
@@ -101,4 +105,6 @@ __all__ = [
     # Part V
     "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap", "MOE_LAYOUT_DEFAULT",
     "MOE_TIME_COLORS", "render_moe_layout",
+    # Part VI
+    "RL_DEFAULT", "RL_PHASE_COLORS", "render_rl_step",
 ]

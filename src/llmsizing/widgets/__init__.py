@@ -9,7 +9,7 @@ The package, by part of the book (each module imports only the machinery, never 
 * :mod:`.dashboard`: :class:`Dashboard` (layout, redraw into one kept figure) and the PNG machinery;
 * :mod:`.controls`: the controls the widgets share and how they are wired to the redraw;
 * :mod:`.one_gpu` (chapters 1-4), :mod:`.many_gpus` (6-8), :mod:`.time_money` (10-14), :mod:`.serve_tune`
-  (15-16), :mod:`.long_context` (17) and :mod:`.moe` (18): the chapters' widgets.
+  (15-16), :mod:`.long_context` (17), :mod:`.moe` (18) and :mod:`.rl` (19): the chapters' widgets.
 
 Every name is re-exported here, so ``from llmsizing.widgets import planner_widget`` works as before. A name is
 looked up in the module that defines it: to patch one (a test's ``monkeypatch``), patch it there.
@@ -33,6 +33,7 @@ from .serve_tune import _FINETUNE_SEQS, finetune_widget, serving_widget
 from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS,
                            long_context_widget)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
+from .rl import RL_GPUS, RL_LENGTHS, rl_widget  # noqa: F401
 from .time_money import (PLAN_BUDGETS, PLAN_DEADLINES, TIME_MFUS, TOKEN_BUDGETS, _front_options,
                          _set_front_options, cost_widget, planner_widget, seed_audit_widget,
                          training_time_widget)
@@ -42,4 +43,4 @@ __all__ = ["parameter_counts_widget", "model_states_widget", "inference_memory_w
            "activation_memory_widget", "max_micro_batch_widget", "decode_roofline_widget",
            "zero_stages_widget", "parallel_explorer_widget", "training_time_widget", "cost_widget",
            "planner_widget", "seed_audit_widget", "serving_widget", "finetune_widget", "long_context_widget",
-           "moe_layout_widget"]
+           "moe_layout_widget", "rl_widget"]
