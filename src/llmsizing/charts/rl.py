@@ -11,8 +11,9 @@ from .base import FixedView, View, _fast_hbars, _fixed_figure
 RL_PHASE_COLORS = {"generation": "#D55E00", "log_probs": "#0072B2", "reference": "#56B4E9",
                    "values": "#CC79A7", "reward": "#009E73", "update": "#E69F00", "weight_sync": "#999999"}
 
-#: Chapter 19's default run: NeMo RL's published Llama 3.1 8B GRPO benchmark (v0.4: 16 H100s, 2,048 rollouts
-#: per step, responses of 932 tokens on average and up to 3,968), here as 128 prompts x 16 samples, 1,000 steps.
+#: Chapter 19's default run: NeMo RL's published Llama 3.1 8B GRPO benchmark (v0.4: 16 H100s, 2,048
+#: rollouts per step, responses of 932 tokens on average and up to 3,968), here as 128 prompts x 16 samples,
+#: 1,000 steps.
 RL_DEFAULT = dict(model="llama-3-8b", gpu="H100 SXM", n_gpus=16, prompts_per_step=128, samples_per_prompt=16,
                   prompt=128, response_mean=932, response_max=3968, algorithm="grpo", colocated=True,
                   off_policy_steps=0, steps=1000)
@@ -48,14 +49,14 @@ def render_rl_step(model: str = "llama-3-8b", gpu: str = "H100 SXM", n_gpus: int
                  f"generation {r.generation_share:.0%}", fontsize=8.5, loc="left")
     mode = ("colocated" if r.colocated else "split pools"
             + (f", {r.off_policy_steps} step(s) off policy" if r.off_policy_steps else ", on policy"))
-    lines = [f"{r.model} on {r.n_gpus} x {r.gpu}, {r.algorithm.upper()}, {mode}: {r.rollouts:,} rollouts per "
-             f"step ({prompts_per_step} prompts x {samples_per_prompt}), prompt {r.prompt:,} tokens, responses "
-             f"{r.response_mean:,.0f} on average and {r.response_max:,} at most",
-             f"  engines: {r.engines} of tp={r.gen_tp}, {r.engine_batch} sequences in flight each (KV room for "
-             f"{r.engine_max_batch}), {r.decode_steps:,.0f} decode steps",
+    lines = [f"{r.model} on {r.n_gpus} x {r.gpu}, {r.algorithm.upper()}, {mode}: {r.rollouts:,} rollouts "
+             f"per step ({prompts_per_step} prompts x {samples_per_prompt}), prompt {r.prompt:,} tokens, "
+             f"responses {r.response_mean:,.0f} on average and {r.response_max:,} at most",
+             f"  engines: {r.engines} of tp={r.gen_tp}, {r.engine_batch} sequences in flight each "
+             f"(KV room for {r.engine_max_batch}), {r.decode_steps:,.0f} decode steps",
              "  phases (s): " + ", ".join(f"{k.replace('_', ' ')} {v:,.1f}" for k, v in r.phases.items()),
-             f"  step {r.step_s:,.1f} s (range {r.step_s_low:,.1f} to {r.step_s_high:,.1f}); {r.steps:,} steps = "
-             f"{r.days:,.1f} days, {r.gpu_hours:,.0f} GPU-hours ({r.gpu_hours_low:,.0f} to "
+             f"  step {r.step_s:,.1f} s (range {r.step_s_low:,.1f} to {r.step_s_high:,.1f}); {r.steps:,} "
+             f"steps = {r.days:,.1f} days, {r.gpu_hours:,.0f} GPU-hours ({r.gpu_hours_low:,.0f} to "
              f"{r.gpu_hours_high:,.0f}), ${r.cost_usd:,.0f}",
              f"  trainer memory {r.train_bytes_per_gpu / 2**30:,.1f} GiB per GPU of "
              f"{r.memory_bytes_per_gpu / 2**30:,.1f}: {'fits' if r.fits else 'does NOT fit'}"]
