@@ -169,3 +169,17 @@ def test_leave_one_source_out_factor_is_the_other_sources_median():
         assert rows["loso_ratio"].to_numpy() == pytest.approx(rows["ratio"].to_numpy() / expected)
     p = published_rl()
     assert p.loc[p["checked"] == "yes", "predicted_step_s"].notna().all()
+
+
+def test_cli_rl_prints_the_library_and_refuses_bad_input(capsys):
+    from llmsizing.cli import main
+
+    argv = ["rl", "llama-3-8b", "--gpus", "16", "--prompts", "128", "--prompt", "128", "--response", "932",
+            "--max-response", "3968", "--steps", "1000"]
+    assert main(argv) == 0
+    r = rl_run("llama-3-8b", gpu=H100, n_gpus=16, prompts_per_step=128, prompt=128, response=(932, 3968),
+               steps=1000)
+    out = capsys.readouterr().out
+    assert f"{r.gpu_hours:,.0f} GPU-hours" in out and "generation" in out
+    assert main([*argv[:-4], "--max-response", "100"]) == 2
+    assert "mean <= longest" in capsys.readouterr().err

@@ -14,7 +14,7 @@ import sys
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
                        STAGE_FORM, _add_output, _emit, _finite, _fmt_frame, _is_dir, _model, _parse, _refuse,
                        count, integer, memory_frame, number, stage)
-from .cli_tune import cmd_finetune, cmd_serve
+from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
 EXAMPLES = """examples:
   llmsizing models
@@ -346,7 +346,7 @@ def parser() -> argparse.ArgumentParser:
                                  "a language model, from the library behind the book.", epilog=EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True,
-                            metavar="{models,gpus,memory,time,cost,plan,serve,finetune}")
+                            metavar="{models,gpus,memory,time,cost,plan,serve,finetune,rl}")
 
     p = sub.add_parser("models", help="the model catalogue")
     _add_output(p)
@@ -551,6 +551,7 @@ def parser() -> argparse.ArgumentParser:
                    help="USD per GPU-hour (default: the catalogue's on-demand price)")
     _add_output(p)
     p.set_defaults(func=cmd_finetune)
+    add_rl_command(sub, _command)
     return ap
 
 

@@ -100,3 +100,62 @@ def cmd_finetune(args) -> None:
                            f"({args.epochs:g} epoch(s)), micro-batch {args.batch} x {args.seq:,}, "
                            f"{args.grad_accum} micro-batch(es) per step, recompute {args.recompute}")
     print("assumes:\n" + "\n".join(f"  {a}" for a in m.single.assumptions))
+
+
+def cmd_rl(args) -> None:
+    """Time per step by phase, GPU-hours and cost of an RL post-training run (:func:`llmsizing.rl.rl_run`,
+    chapter 19)."""
+    import pandas as pd
+
+    from .rl import rl_run
+
+    r = rl_run(_model(args.model, moe=True), gpu=args.gpu, n_gpus=args.gpus, prompts_per_step=args.prompts,
+               samples_per_prompt=args.samples, prompt=args.prompt,
+               response=(args.response, args.max_response or args.response), steps=args.steps,
+               algorithm=args.algorithm, colocated=not args.split, off_policy_steps=args.off_policy,
+               gen_tp=args.gen_tp, price_usd_per_gpu_hour=args.price)
+    if args.json or args.csv:
+        row = {"step_s": r.step_s, "step_s_low": r.step_s_low, "step_s_high": r.step_s_high,
+               **{f"{k}_s": v for k, v in r.phases.items()}, "gpu_hours": r.gpu_hours,
+               "gpu_hours_low": r.gpu_hours_low, "gpu_hours_high": r.gpu_hours_high, "days": r.days,
+               "cost_usd": r.cost_usd, "gen_gpus": r.gen_gpus, "train_gpus": r.train_gpus, "gen_tp": r.gen_tp,
+               "fits": r.fits}
+        _emit(pd.DataFrame([row]), args)
+        return
+    out = {"phase": list(r.phases) + ["step"],
+           "seconds": [f"{v:,.1f}" for v in r.phases.values()] + [f"{r.step_s:,.1f}"],
+           "range": [f"{r.phases_low[k]:,.1f}-{r.phases_high[k]:,.1f}" for k in r.phases]
+           + [f"{r.step_s_low:,.1f}-{r.step_s_high:,.1f}"]}
+    pools = "colocated" if r.colocated else f"{r.gen_gpus} generating + {r.train_gpus} training"
+    _emit(pd.DataFrame(out).set_index("phase"), args,
+          title=f"{r.model}, {r.algorithm.upper()} on {r.n_gpus} x {r.gpu} ({pools}; engines tp={r.gen_tp}): "
+          f"{r.steps:,} steps = {r.days:,.1f} days, {r.gpu_hours:,.0f} GPU-hours "
+          f"({r.gpu_hours_low:,.0f}-{r.gpu_hours_high:,.0f}), ${r.cost_usd:,.0f}; memory "
+          f"{'fits' if r.fits else 'does NOT fit'}")
+
+
+def add_rl_command(sub, command) -> None:
+    """``llmsizing rl``: the subcommand's arguments (``command`` makes a subparser, as cli's ``_command``)."""
+    from .cli_args import _add_output, integer, number
+    from .rl import ALGORITHMS
+
+    p = command(sub, "rl", "GPUs, hours and cost of RL post-training (GRPO/PPO)",
+                "Time per RL step by phase (generation, log-probabilities, reward, update, weight sync), "
+                "GPU-hours and cost of a run of --steps steps (rl_run, chapter 19).")
+    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
+    p.add_argument("--gpu", default="H100 SXM", help="a catalogue GPU (default: H100 SXM)")
+    p.add_argument("--gpus", type=integer(1, 1 << 20), required=True, help="GPUs in the run")
+    p.add_argument("--prompts", type=integer(), required=True, help="prompts per step")
+    p.add_argument("--samples", type=integer(), default=16,
+                   help="samples per prompt (GRPO's group; default 16)")
+    p.add_argument("--prompt", type=integer(), default=512, help="prompt tokens (default 512)")
+    p.add_argument("--response", type=integer(), required=True, help="mean response tokens")
+    p.add_argument("--max-response", type=integer(), help="longest response tokens (default: the mean)")
+    p.add_argument("--steps", type=integer(), default=1000, help="RL steps (default 1000)")
+    p.add_argument("--algorithm", choices=list(ALGORITHMS), default="grpo")
+    p.add_argument("--split", action="store_true", help="separate generation and training pools")
+    p.add_argument("--off-policy", type=integer(0), default=0, help="steps off policy (with --split)")
+    p.add_argument("--gen-tp", type=integer(), help="the engine's tensor parallelism (default: smallest fit)")
+    p.add_argument("--price", type=number(0), help="USD per GPU-hour (default: the catalogue's)")
+    _add_output(p)
+    p.set_defaults(func=cmd_rl)

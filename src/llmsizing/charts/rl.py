@@ -42,11 +42,12 @@ def render_rl_step(model: str = "llama-3-8b", gpu: str = "H100 SXM", n_gpus: int
         ax.plot([r.phases_low[k], r.phases_high[k]], [y, y], color="black", lw=1.2)
     ax.set_yticks(ys, [k.replace("_", " ") for k in names], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("seconds per RL step (line: the parts' 80% range)", fontsize=8)
+    ax.set_xlabel(f"seconds per RL step (line: the parts' 80% range); {r.steps:,} steps = "
+                  f"{r.gpu_hours:,.0f} GPU-hours", fontsize=8)
     pools = ("one pool of " + str(r.n_gpus) if r.colocated
              else f"{r.gen_gpus} generating + {r.train_gpus} training")
     ax.set_title(f"{r.model}, {r.algorithm.upper()} on {pools} x {r.gpu}: step {r.step_s:,.0f} s, "
-                 f"generation {r.generation_share:.0%}", fontsize=8.5, loc="left")
+                 f"generation {r.generation_share:.0%}", fontsize=8, loc="left")
     mode = ("colocated" if r.colocated else "split pools"
             + (f", {r.off_policy_steps} step(s) off policy" if r.off_policy_steps else ", on policy"))
     lines = [f"{r.model} on {r.n_gpus} x {r.gpu}, {r.algorithm.upper()}, {mode}: {r.rollouts:,} rollouts "
