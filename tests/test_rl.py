@@ -135,6 +135,7 @@ def test_response_lengths():
     (dict(gen_gpus=4), "gen_gpus"),
     (dict(prompts_per_step=0), "prompts_per_step"),
     (dict(gen_tp=64), "gen_tp"),
+    (dict(gen_tp=3), "gen_tp=3"),
     (dict(colocated=False, gen_gpus=8, gen_tp=1), "gen_gpus"),
 ])
 def test_bad_inputs_name_the_parameter(kwargs, match):

@@ -44,7 +44,7 @@ from .flops import forward_flops_per_token, training_flops_per_token
 from .memory import training_memory
 from .model import Model
 from .network import collective_time_s, get_node, group_link
-from .parallel import Parallel
+from .parallel import Parallel, check_layout
 from .serve_calibration import serving_range
 from .serve_engine import weights_bytes_per_gpu
 from .time_cost import training_time
@@ -171,8 +171,9 @@ def _default_tp(m, g, prompt, mean, node, max_tp):
             continue
         if s.central.max_batch >= 1:
             return tp
-    raise ValueError(f"the engine does not fit: {m.name} on {g.name} needs more than {max_tp} GPUs per "
-                     "engine (give a larger pool or gen_tp=)")
+    raise ValueError(f"the engine does not fit: {m.name} at prompt + response = {prompt:,} + {mean:,.0f} "
+                     f"tokens on {g.name} needs more than {max_tp} GPUs per engine (give a larger pool, "
+                     "shorter sequences or gen_tp=)")
 
 
 def _generation(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_num_seqs, node, util):
@@ -292,14 +293,14 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
         if a["util"] <= 0.05:
             raise ValueError(f"colocated without offload: the trainer's {train_bytes / 2**30:.1f} GiB per "
                              f"GPU leave no room for the engine on {g.name}; use offload=True or more GPUs")
-        tp = (_check_tp(gen_tp, n) if gen_tp is not None
+        tp = (_check_tp(gen_tp, n, m) if gen_tp is not None
               else _default_tp(m, g, a["prompt"], a["mean"], node_, n))
         splits = [(n, n, tp)]
     else:
         a["util"] = 0.9
         if n < 2:
             raise ValueError("split pools need n_gpus >= 2 (one for each pool)")
-        tp = (_check_tp(gen_tp, n - 1) if gen_tp is not None
+        tp = (_check_tp(gen_tp, n - 1, m) if gen_tp is not None
               else _default_tp(m, g, a["prompt"], a["mean"], node_, n - 1))
         if gen_gpus is not None:
             gg = check_int("gen_gpus", gen_gpus, maximum=n - 1)
@@ -332,10 +333,14 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
                  step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns))
 
 
-def _check_tp(tp, limit):
+def _check_tp(tp, limit, m):
     tp = check_int("gen_tp", tp)
     if tp > limit:
         raise ValueError(f"gen_tp={tp} is more GPUs than the generation pool has ({limit})")
+    try:
+        check_layout(m, tp=tp)
+    except ValueError as e:
+        raise ValueError(f"gen_tp={tp}: {e}") from None
     return tp
 
 
