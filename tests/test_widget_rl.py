@@ -1,6 +1,6 @@
-"""Chapter 19's widget (llmsizing.widgets.rl_widget), driven from pytest: its default is the chapter's checked
-figure, each control moves what the library says it should, and a setting the library refuses shows the refusal
-(naming the parameter) instead of a figure."""
+"""Chapter 19's widget (llmsizing.widgets.rl_widget), driven from pytest: its default is the chapter's
+checked figure, each control moves what the library says it should, and a setting the library refuses shows
+the refusal (naming the parameter) instead of a figure."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ pytest.importorskip("ipywidgets")
 
 from llmsizing import charts, widgets
 from llmsizing.rl import rl_run
-from llmsizing.widgets import rl_widget
+from llmsizing.widgets import RL_MODES, rl_widget
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +26,14 @@ def _set(w, **values):
 
 
 def _default(w, *names):
-    _set(w, **{k: charts.RL_DEFAULT[k] for k in names})
+    _set(w, **{k: charts.RL_DEFAULT[k] if k != "mode" else "colocated" for k in names})
 
 
 def test_default_is_the_chapters_figure(w):
-    assert w.values() == {k: v for k, v in charts.RL_DEFAULT.items() if k != "prompt"}
+    d = charts.RL_DEFAULT
+    expected = {k: v for k, v in d.items() if k not in ("prompt", "colocated", "off_policy_steps")}
+    assert w.values() == expected | {"mode": "colocated"}
+    assert RL_MODES[w.values()["mode"]] == (d["colocated"], d["off_policy_steps"])
     assert w.error.layout.display == "none" and bytes(w.image.value).startswith(b"\x89PNG")
     assert w.summary.value == widgets.summary_html(charts.render_rl_step().summary)
 
@@ -58,7 +61,7 @@ def test_a_longer_tail_lengthens_generation(w):
 
 @pytest.mark.parametrize("values, words", [
     (dict(response_mean=8192, response_max=1024), "needs mean &lt;= longest"),
-    (dict(off_policy_steps=1), "off_policy_steps"),
+    (dict(prompts_per_step=8, samples_per_prompt=1, n_gpus=1, mode="split"), "n_gpus &gt;= 2"),
 ])
 def test_refusals_show_the_library_message(w, values, words):
     _set(w, **values)
@@ -72,12 +75,12 @@ def test_refusals_show_the_library_message(w, values, words):
 
 
 def test_split_pools_off_policy_is_offered(w):
-    _set(w, colocated=False, off_policy_steps=1)
+    _set(w, mode="split, 1 off")
     try:
         assert w.error.layout.display == "none", w.error.value
         assert "split pools, 1 step(s) off policy" in w.summary.value
     finally:
-        _default(w, "off_policy_steps", "colocated")
+        _default(w, "mode")
 
 
 def test_a_redraw_takes_a_fraction_of_a_second(w):

@@ -33,7 +33,7 @@ from .serve_tune import _FINETUNE_SEQS, finetune_widget, serving_widget
 from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS,
                            long_context_widget)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
-from .rl import RL_GPUS, RL_LENGTHS, rl_widget  # noqa: F401
+from .rl import RL_GPUS, RL_LENGTHS, RL_MODES, _mode, rl_widget  # noqa: F401
 from .time_money import (PLAN_BUDGETS, PLAN_DEADLINES, TIME_MFUS, TOKEN_BUDGETS, _front_options,
                          _set_front_options, cost_widget, planner_widget, seed_audit_widget,
                          training_time_widget)
