@@ -368,7 +368,8 @@ def published_rl():
                      samples_per_prompt=1, prompt=int(r.prompt_tokens),
                      response=(float(r.response_mean), int(r.response_max)), steps=1,
                      colocated=r.colocated == "yes", off_policy_steps=int(r.off_policy_steps),
-                     gen_tp=None if pd.isna(r.gen_tp) else int(r.gen_tp), reference=bool(r.reference == "yes"))
+                     gen_tp=None if pd.isna(r.gen_tp) else int(r.gen_tp),
+                     reference=bool(r.reference == "yes"))
         rows.append({"predicted_step_s": run.step_s, "low": run.step_s_low, "high": run.step_s_high,
                      "generation_share": run.generation_share, "fits": run.fits,
                      **{f"predicted_{k}_s": v for k, v in run.phases.items()},
