@@ -7,6 +7,7 @@ DeepSeek-V3's own plan.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from .states import ModelStates, _frame
@@ -95,17 +96,24 @@ class TrainingMemory:
     @property
     def phases_bytes(self) -> dict[str, float]:
         """The largest live bytes of each phase in :data:`PHASES` (:func:`step_phases`)."""
-        return {k: sum(v.values()) for k, v in self.phase_parts.items()}
+        return dict(self._phases_bytes)
+
+    @functools.cached_property
+    def _phases_bytes(self) -> tuple[tuple[str, float], ...]:
+        """:attr:`phases_bytes`, worked out once per result (the fields are frozen; the planner's searches
+        read the peak, its phase and the total of every stage)."""
+        return tuple((k, sum(v.values())) for k, v in self.phase_parts.items())
 
     @property
     def peak_bytes(self) -> float:
         """The largest phase of the step, without the overhead allowance."""
-        return max(self.phases_bytes.values())
+        return max(v for _, v in self._phases_bytes)
 
     @property
     def peak_phase(self) -> str:
         """Which phase holds the peak (the first one, if two are equal)."""
-        return max(PHASES, key=lambda p: (self.phases_bytes[p], -PHASES.index(p)))
+        b = dict(self._phases_bytes)
+        return max(PHASES, key=lambda p: (b[p], -PHASES.index(p)))
 
     @property
     def total_bytes(self) -> float:

@@ -301,10 +301,9 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
         # (the searches read only the pieces of the stages they ask for: no stage table)
         return results
     rows = tuple(_stage_row(r, on_stage[r.stage]) for r in results)
-    results = [replace(r, stages=rows) for r in results]
     if _all_stages:
-        return results
-    return max(results, key=lambda r: (r.total_bytes, -r.stage))
+        return [replace(r, stages=rows) for r in results]
+    return replace(max(results, key=lambda r: (r.total_bytes, -r.stage)), stages=rows)
 
 
 def _stage_row(r: "TrainingMemory", params: float) -> dict:

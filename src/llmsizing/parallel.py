@@ -335,8 +335,17 @@ def stage_chunks(layers: int, parallel: Parallel) -> tuple[tuple[int, ...], ...]
     stage's layers), the embedding and the loss counted as one layer's place in the first chunk of the first
     stage and the last chunk of the last stage when ``parallel.account_for_embedding`` /
     ``account_for_loss`` say so (Megatron-LM's ``get_num_layers_to_build``: that chunk builds one layer
-    fewer; Llama 3 405B with ``virtual_stages=8``: ``(0, 1, ..., 1)`` on the first stage). Chapter 8."""
+    fewer; Llama 3 405B with ``virtual_stages=8``: ``(0, 1, ..., 1)`` on the first stage). Chapter 8.
+    Kept for the last 4,096 (layers, layout) pairs: a layout is immutable, and the memory model asks this of
+    every stage of every candidate layout."""
     par = SINGLE_GPU if parallel is None else parallel
+    try:
+        return _kept_stage_chunks(layers, par)
+    except TypeError:                   # an unhashable field (or a bad ``layers``: refused below, as given)
+        return _stage_chunks(layers, par)
+
+
+def _stage_chunks(layers: int, par: Parallel) -> tuple[tuple[int, ...], ...]:
     out = []
     for i, n in enumerate(layers_per_stage(layers, par)):
         emb, loss = par.account_for_embedding and i == 0, par.account_for_loss and i == par.pp - 1
@@ -345,6 +354,9 @@ def stage_chunks(layers: int, parallel: Parallel) -> tuple[tuple[int, ...], ...]
         c[-1] -= loss
         out.append(tuple(c))
     return tuple(out)
+
+
+_kept_stage_chunks = functools.lru_cache(maxsize=4096, typed=True)(_stage_chunks)
 
 
 def check_recompute_layers(recompute: str, recompute_layers, layers: int,
