@@ -158,7 +158,7 @@ def valid_tps(m, tps, kwargs) -> tuple[list[int], int, int]:
     pp = check_int("pp", kwargs.get("pp", 1), maximum=1024)
     # a stage needs a layer: say so before blaming the tensor-parallel degrees
     check_layout(m, pp=pp)
-    ep = check_ep(m, kwargs.get("ep", 1), 1, pp)
+    ep = check_ep(m, kwargs.get("ep", 1), 1, pp, kwargs.get("redundant_experts", 0))
     valid = []
     for t in tps:
         try:
