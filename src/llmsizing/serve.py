@@ -271,12 +271,49 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
     return pd.DataFrame(rows).set_index("gpu")
 
 
+#: Workload presets (issue 37): prompt and output tokens. ``reasoning`` is a reasoning model's long answer:
+#: DeepSeek-R1 (arXiv:2501.12948) reports responses that grow past 10,000 tokens during its RL training and
+#: evaluates with a 32,768-token generation limit; :data:`REASONING_OUTPUTS` spans 4K to 32K.
+WORKLOADS = {"chat": dict(prompt=1024, output=256), "reasoning": dict(prompt=1024, output=8192),
+             "reasoning-long": dict(prompt=1024, output=32768)}
+#: Output lengths :func:`reasoning_cost` prices by default.
+REASONING_OUTPUTS = (4096, 8192, 16384, 32768)
+
+
+def reasoning_cost(model: Model | str, gpu, *, outputs=REASONING_OUTPUTS, prompt: int = 1024,
+                   ttft_s: float = 2.0, itl_s: float = 0.05, tps=TP_CHOICES, **kwargs):
+    """Cost per million output tokens of a reasoning workload at each output length in ``outputs``: the
+    cheapest layout meeting ``itl_s`` and ``ttft_s`` (:func:`serving_cost_by_gpu`'s search on one GPU type),
+    with the batch it reaches, the KV-limited batch, the minutes an answer takes and its price. Long answers
+    hold their KV cache for thousands of steps: the batch falls with the output, and the cost per token rises.
+    Chapter 15."""
+    import pandas as pd
+
+    outs = [check_int("outputs[i]", o) for o in check_sequence("outputs", outputs, example="(4096, 32768)")]
+    g = get_gpu(gpu)
+    rows = []
+    for o in outs:
+        r = serving_cost_by_gpu(model, gpus=[g], prompt=prompt, output=o, ttft_s=ttft_s, itl_s=itl_s, tps=tps,
+                                **kwargs).iloc[0]
+        if r["tp"] is None or r["tp"] != r["tp"]:
+            rows.append({"output": o, "tp": None, "batch": None, "max_batch": None, "itl_s": math.nan,
+                         "answer_min": math.nan, "usd_per_million_output_tokens": math.nan,
+                         "usd_per_answer": math.nan})
+            continue
+        s = serving(model, g, tp=int(r["tp"]), batch=int(r["batch"]), prompt=prompt, output=o, **kwargs)
+        rows.append({"output": o, "tp": s.tp, "batch": s.batch, "max_batch": s.max_batch, "itl_s": s.itl_s,
+                     "answer_min": s.request_s / 60,
+                     "usd_per_million_output_tokens": s.usd_per_million_output_tokens,
+                     "usd_per_answer": s.usd_per_million_output_tokens * o / 1e6})
+    return pd.DataFrame(rows).set_index("output")
+
+
 # Issue 22 moved published_serving to serve_calibration, which imports the step model from serve_step; the old
 # name still works for one release, with a DeprecationWarning (issue 32: no import runs back up to it).
 __getattr__ = _retire(__name__, RETIRED, moved={"published_serving": "llmsizing.serve_calibration"})
 
 __all__ = ["all_to_all_s", "Serving", "serving", "serving_sweep", "ServingPlan", "replicas_for",
-           "prefill_share", "with_prefix_cache",
+           "prefill_share", "with_prefix_cache", "WORKLOADS", "REASONING_OUTPUTS", "reasoning_cost",
            "ServingPlanRange", "replicas_range", "at_speed", "serving_cost_by_gpu", "MBU_DEFAULT",
            "MFU_DEFAULT",
            "ALLREDUCE_LATENCY_S", "WEIGHT_FORMATS", "KV_FORMATS", "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S",

@@ -36,7 +36,7 @@ for the load; the tp of each pool is chosen separately.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ._validate import check_bool, check_number
 from .inference import kv_cache_bytes_per_token, kv_cached_tokens
@@ -214,4 +214,54 @@ def fleet_plan(m, g, rps, users, think, kwargs, ttft_s, itl_s, tps, *, percentil
                    gpus_high=None if ends[1] is None else ends[1].gpus)
 
 
-__all__ = ["OCCUPANCY_CEILING", "OUTPUT_CV", "fleet_plan", "kv_transfer_s", "poisson_quantile", "tpot_p_s"]
+# ----------------------------------------------------------------------------- KV cache offload to CPU memory
+#: Host memory per GPU a KV offload can use by default, bytes: a DGX H100's 2 TB of system memory over its 8
+#: GPUs (NVIDIA DGX H100 datasheet).
+CPU_BYTES_PER_GPU = 2e12 / 8
+#: Host-to-GPU bandwidth by default, GB/s one way: PCIe Gen5 x16 (32 GT/s x 16 lanes, 128b/130b: 63 GB/s,
+#: PCI-SIG), the link of every H100/H200/B200 to its host CPU. Raw: a reload takes at least this long.
+PCIE_GBPS = 63.0
+
+
+@dataclass(frozen=True)
+class KVOffload:
+    """What :func:`kv_offload` found for one replica: KV tokens in GPU memory and in host memory, and the time
+    to bring one prompt's cache back from the host against the time to prefill it again."""
+
+    gpu_tokens: int
+    cpu_tokens: int
+    kv_bytes_per_token_per_gpu: float
+    reload_s: float
+    recompute_s: float
+
+    @property
+    def capacity_gain(self) -> float:
+        """Tokens held with the offload over tokens in GPU memory alone."""
+        return (self.gpu_tokens + self.cpu_tokens) / self.gpu_tokens
+
+    @property
+    def reload_pays(self) -> bool:
+        """Whether reloading a cached prompt beats prefilling it again."""
+        return self.reload_s < self.recompute_s
+
+
+def kv_offload(s, *, cpu_bytes_per_gpu: float = CPU_BYTES_PER_GPU, pcie_gbps: float = PCIE_GBPS) -> KVOffload:
+    """KV cache offloaded to host memory for a replica ``s`` (a :class:`~llmsizing.serve.Serving`), as vLLM's
+    CPU offloading and LMCache keep evicted prefix blocks: ``cpu_bytes_per_gpu / K`` more tokens per GPU
+    (``K`` the KV bytes per token on one GPU), and a hit on them costs the prompt's KV bytes per GPU over the
+    host link (``pcie_gbps``, one way, every GPU of the replica on its own link) instead of its prefill
+    (``s.ttft_s``). A hit in host memory pays when its reload is shorter than the prefill (``reload_pays``).
+    Left out: the reload sharing the link with other traffic, and the engine overlapping it with compute."""
+    cpu = check_number("cpu_bytes_per_gpu", cpu_bytes_per_gpu)
+    bw = check_number("pcie_gbps", pcie_gbps, allow_equal=False, maximum=1e5) * 1e9
+    from .catalog import resolve_model
+
+    m = resolve_model(s.model, moe=True)
+    per_tok = kv_cache_bytes_per_token(m, s.kv_cache) / kv_split(m, s.tp)
+    gpu_tokens = s.kv_capacity.tokens if s.kv_capacity is not None else 0
+    reload = per_tok * kv_cached_tokens(m, s.prompt) / bw
+    return KVOffload(gpu_tokens, int(cpu // per_tok), per_tok, reload, s.ttft_s)
+
+
+__all__ = ["CPU_BYTES_PER_GPU", "PCIE_GBPS", "KVOffload", "kv_offload", "OCCUPANCY_CEILING", "OUTPUT_CV",
+           "fleet_plan", "kv_transfer_s", "poisson_quantile", "tpot_p_s"]
