@@ -168,3 +168,23 @@ def test_deepseek_published_per_node_throughput_inside_the_stated_range():
     assert d["inside"].all()
     # decode at 21 tokens/s per user: a step within 1/21 s, 32 redundant experts let EP144 divide 288 slots
     assert d.loc["decode", "time_s"] <= 1 / 21 and d.loc["decode", "ep"] == 144
+
+
+# ------------------------------------------------------------------ the command line
+def test_cli_serve_takes_the_fleet_options(capsys):
+    import json
+
+    from llmsizing import cli
+
+    base = ["serve", "llama-3-70b", "--gpu", "H100 SXM", "--users", "1000", "--itl-ms", "50"]
+    assert cli.main(base + ["--workload", "chat", "--percentile", "95", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    plan = replicas_for("llama-3-70b", "H100 SXM", users=1000, **TARGET, percentile=95)
+    assert (row["gpus"], row["gpus_low"], row["gpus_high"]) == (plan.gpus, plan.gpus_low, plan.gpus_high)
+    assert row["percentile"] == 95 and row["occupancy_ceiling"] == OCCUPANCY_CEILING
+    assert cli.main(base + ["--prompt", "1024", "--output", "256", "--disaggregated", "--prefix-hit", "0.5",
+                            "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["gpus"] == row["prefill_gpus"] + row["decode_gpus"]
+    assert cli.main(base) == 2                 # no lengths and no --workload
+    assert "--prompt is required (or give --workload" in capsys.readouterr().err

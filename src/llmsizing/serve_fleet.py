@@ -155,6 +155,8 @@ def _disaggregated(m, g, rps, users, think, kwargs, ttft_s, itl_s, tps, p, occ, 
     if best_d is None:
         return None, firsts
     r_d, s_d, wait_d, rate = best_d
+    # a decode replica carries no prefill: its ITL is the bare step, its cycle the output's steps
+    s_d = replace(s_d, interleave_s=0.0, chunk_extra_s=0.0, batch_prefill_s=0.0)
     best_p = None
     for t in tps:
         s = serving(m, g, tp=t, batch=1, **kw)

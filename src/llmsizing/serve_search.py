@@ -54,6 +54,12 @@ class ServingPlan:
     def usd_per_hour(self) -> float:
         return self.gpus * self.serving.price_usd_per_gpu_hour
 
+    @property
+    def fleet_usd_per_million_output_tokens(self) -> float:
+        """What the whole fleet (both pools of a disaggregated plan) costs per million output tokens at the
+        load it was sized for: ``usd_per_hour / (requests_per_s x output x 3600) x 1e6``."""
+        return self.usd_per_hour / (self.requests_per_s * self.serving.output * 3600) * 1e6
+
     def to_frame(self):
         import pandas as pd
 
@@ -63,7 +69,8 @@ class ServingPlan:
                 "requests_per_s": self.requests_per_s, "ttft_s": s.ttft_s, "itl_s": s.itl_s,
                 "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
                 "capacity_requests_per_s": self.capacity_requests_per_s, "usd_per_hour": self.usd_per_hour,
-                "usd_per_million_output_tokens": s.usd_per_million_output_tokens}
+                "usd_per_million_output_tokens": s.usd_per_million_output_tokens,
+                "fleet_usd_per_million_output_tokens": self.fleet_usd_per_million_output_tokens}
         for k in ("percentile", "occupancy", "occupancy_ceiling", "ttft_p_s", "itl_p_s", "wait_p_s",
                   "gpus_low", "gpus_high", "prefill_gpus", "decode_gpus", "prefill_replicas",
                   "kv_transfer_s"):
