@@ -188,3 +188,24 @@ def test_cli_serve_takes_the_fleet_options(capsys):
     assert row["gpus"] == row["prefill_gpus"] + row["decode_gpus"]
     assert cli.main(base) == 2                 # no lengths and no --workload
     assert "--prompt is required (or give --workload" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the widget
+def test_fleet_widget_shows_what_the_library_computes():
+    from llmsizing.widgets import fleet_widget
+
+    w = fleet_widget()
+    p95 = replicas_for("llama-3-70b", "H100 SXM", users=1000, **TARGET, percentile=95)
+    text = w.summary.value
+    assert f"{p95.gpus_low}-{p95.gpus_high}" in text and f"{p95.replicas} x tp={p95.tp}" in text
+    w.controls["users"].value = 100
+    p = replicas_for("llama-3-70b", "H100 SXM", users=100, **TARGET, percentile=95, disaggregated=True)
+    assert f"{p.prefill_gpus}+{p.decode_gpus}" in w.summary.value
+    w.controls["itl_ms"].value = 20          # a target only some plans meet: the others show the library's message
+    for kw in (dict(percentile=95), dict(percentile=95, disaggregated=True)):
+        try:
+            p = replicas_for("llama-3-70b", "H100 SXM", users=100, **dict(TARGET, itl_s=0.02), **kw)
+        except ValueError:
+            assert "no layout" in w.summary.value
+        else:
+            assert f">{p.gpus:,}<" in w.summary.value
