@@ -66,7 +66,7 @@ import math
 from dataclasses import dataclass
 
 from ._compat import retire as _retire
-from ._validate import check_int, check_number, check_sequence
+from ._validate import check_bool, check_int, check_number, check_sequence
 from .all_to_all import all_to_all_s  # noqa: F401 (in __all__)
 from .catalog import get_gpu, list_gpus, resolve_gpus, resolve_model
 from .model import Model
@@ -140,6 +140,8 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     rps, users, think = load_of(requests_per_s, users, think_s)
     ttft_s = check_number("ttft_s", ttft_s, allow_equal=False)
     itl_s = check_number("itl_s", itl_s, allow_equal=False)
+    disaggregated = check_bool("disaggregated", disaggregated)
+    with_range = check_bool("with_range", with_range)
     valid, pp, ep = valid_tps(m, tps, kwargs)
     if prefix_hit:
         kwargs = dict(kwargs, _prefill_share=prefill_share(m, prompt, prefix_hit))

@@ -73,7 +73,7 @@ def tpot_p_s(s, percentile: float) -> float:
     return s.decode_step_s + poisson_quantile(s.batch - 1, percentile) * s.interleave_s / s.output
 
 
-def kv_transfer_s(s, node=None) -> float:
+def kv_transfer_s(s, node=None, model=None) -> float:
     """Seconds to move one request's prompt KV cache from a prefill replica to a decode replica on another
     node: each of the replica's GPUs sends its share (``1 / kv_split`` of every layer's cache) at once, over
     its own NIC (:func:`~llmsizing.network.group_link` across nodes,
@@ -82,7 +82,7 @@ def kv_transfer_s(s, node=None) -> float:
     layer hide most of it)."""
     from .catalog import get_gpu, resolve_model
 
-    m, g = resolve_model(s.model, moe=True), get_gpu(s.gpu)
+    m, g = resolve_model(s.model if model is None else model, moe=True), get_gpu(s.gpu)
     n = get_node(node, gpu=g)
     kv = kv_cache_bytes_per_token(m, s.kv_cache) * kv_cached_tokens(m, s.prompt) / kv_split(m, s.tp)
     link = group_link(g, n, size=2, stride=n.scaleup_domain_gpus)
@@ -162,7 +162,7 @@ def _disaggregated(m, g, rps, users, think, kwargs, ttft_s, itl_s, tps, p, occ, 
         s = serving(m, g, tp=t, batch=1, **kw)
         if s.max_batch < 1:
             continue
-        move = kv_transfer_s(s, node)
+        move = kv_transfer_s(s, node, m)
         budget = ttft_s - s.ttft_s - move - wait_d
         if budget < 0:
             continue
@@ -247,7 +247,8 @@ class KVOffload:
         return self.reload_s < self.recompute_s
 
 
-def kv_offload(s, *, cpu_bytes_per_gpu: float = CPU_BYTES_PER_GPU, pcie_gbps: float = PCIE_GBPS) -> KVOffload:
+def kv_offload(s, *, cpu_bytes_per_gpu: float = CPU_BYTES_PER_GPU, pcie_gbps: float = PCIE_GBPS,
+               model=None) -> KVOffload:
     """KV cache offloaded to host memory for a replica ``s`` (a :class:`~llmsizing.serve.Serving`), as vLLM's
     CPU offloading and LMCache keep evicted prefix blocks: ``cpu_bytes_per_gpu / K`` more tokens per GPU
     (``K`` the KV bytes per token on one GPU), and a hit on them costs the prompt's KV bytes per GPU over the
@@ -258,7 +259,7 @@ def kv_offload(s, *, cpu_bytes_per_gpu: float = CPU_BYTES_PER_GPU, pcie_gbps: fl
     bw = check_number("pcie_gbps", pcie_gbps, allow_equal=False, maximum=1e5) * 1e9
     from .catalog import resolve_model
 
-    m = resolve_model(s.model, moe=True)
+    m = resolve_model(s.model if model is None else model, moe=True)   # (model: a Model not in the catalogue)
     per_tok = kv_cache_bytes_per_token(m, s.kv_cache) / kv_split(m, s.tp)
     gpu_tokens = s.kv_capacity.tokens if s.kv_capacity is not None else 0
     reload = per_tok * kv_cached_tokens(m, s.prompt) / bw
