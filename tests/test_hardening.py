@@ -102,7 +102,8 @@ def _cases(kind):
 #: Optional arguments some functions need for a valid call (one of two alternatives).
 EXTRA = {"implied_mfu": dict(tokens=1e12, gpu_hours=1e8),
          "training_time": dict(n_gpus=8, tokens=1e9, seq=128),    # (or stages=[(tokens, seq), ...])
-         "run_time": dict(n_gpus=8, tokens=1e9, seq=128)}
+         "run_time": dict(n_gpus=8, tokens=1e9, seq=128),
+         "replicas_for": dict(users=10)}                         # (or requests_per_s=)
 
 
 def _required(f):

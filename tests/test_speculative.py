@@ -56,7 +56,7 @@ def test_k_must_be_a_positive_int(bad, err):
 
 # ------------------------------------------------------------------ on the roofline
 def test_batch_one_verify_costs_one_decode_step_and_matches_leviathan():
-    s = speculative_decoding(**PAIR, k=4, acceptance=0.8, batch=1, context=1024)
+    s = speculative_decoding(**PAIR, k=4, acceptance=0.8, batch=1, context=1024, step_overhead_s=0.0)
     assert s.verify_bound == "memory"
     assert s.verify_step_s == s.target_step_s              # k + 1 tokens cost what one does while memory-bound
     # the plain step by hand: (fp8 weights + one sequence's KV) / (HBM x the serving model's MBU)
@@ -72,6 +72,26 @@ def test_batch_one_verify_costs_one_decode_step_and_matches_leviathan():
     assert 2.0 < s.speedup < 2.5
     # the draft reads about an eighth of the target's bytes
     assert 0.1 < s.cost_ratio < 0.15
+
+
+def test_step_overhead_is_paid_by_every_draft_and_verify_step():
+    """Issue 37: each of the k draft steps and the verify step is an engine step with its fixed cost t0. By
+    hand, with t0 = 1 ms: a round is 4 (d + t0) + (v + t0), plain decoding p + t0 per token."""
+    bare = speculative_decoding(**PAIR, k=4, acceptance=0.8, batch=1, step_overhead_s=0.0)
+    s = speculative_decoding(**PAIR, k=4, acceptance=0.8, batch=1, step_overhead_s=1e-3)
+    d, v, p = bare.draft_step_s, bare.verify_step_s, bare.target_step_s
+    tokens = (1 - 0.8 ** 5) / 0.2
+    assert s.itl_s == pytest.approx((4 * (d + 1e-3) + v + 1e-3) / tokens, rel=1e-12)
+    assert s.speedup == pytest.approx((p + 1e-3) / s.itl_s, rel=1e-12)
+    assert s.speedup < bare.speedup                    # the overhead weighs on the short draft steps most
+    # the default is the default engine's fitted overhead; an engine with a larger one gains less
+    from llmsizing.serve import ENGINE_STEP_OVERHEAD_S, STEP_OVERHEAD_S
+
+    assert speculative_decoding(**PAIR, k=4, acceptance=0.8).step_overhead_s == STEP_OVERHEAD_S
+    trt = speculative_decoding(**PAIR, k=4, acceptance=0.8, engine="TensorRT-LLM/static")
+    assert trt.step_overhead_s == ENGINE_STEP_OVERHEAD_S["TensorRT-LLM/static"]
+    with pytest.raises(ValueError, match="engine"):
+        speculative_decoding(**PAIR, engine="nope")
 
 
 def test_large_batch_makes_the_verify_step_compute_bound_and_speculation_lose():

@@ -484,7 +484,7 @@ def parser() -> argparse.ArgumentParser:
     _add_output(p)
     p.set_defaults(func=cmd_cost)
 
-    from .serve import ENGINES, KV_FORMATS, WEIGHT_FORMATS
+    from .serve import ENGINES, KV_FORMATS, WEIGHT_FORMATS, WORKLOADS
 
     p = _command(sub, "serve", "GPUs to serve a load within a latency target",
                  "The fewest GPUs (replicas x tensor parallelism x --pp stages, or replicas x --ep GPUs for "
@@ -493,8 +493,17 @@ def parser() -> argparse.ArgumentParser:
                  "accepted: every expert resident, a decode step reading the experts its batch touches.")
     p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
-    p.add_argument("--prompt", type=integer(), required=True, help="prompt tokens per request")
-    p.add_argument("--output", type=integer(), required=True, help="generated tokens per request")
+    p.add_argument("--prompt", type=integer(), help="prompt tokens per request (or --workload)")
+    p.add_argument("--output", type=integer(), help="generated tokens per request (or --workload)")
+    p.add_argument("--workload", choices=list(WORKLOADS), help="preset prompt and output lengths: "
+                   + "; ".join(f"{k} {v['prompt']:,} + {v['output']:,}" for k, v in WORKLOADS.items()))
+    p.add_argument("--percentile", type=number(50, 99.9), help="size for this percentile of TTFT and ITL "
+                   "under Poisson arrivals, slots at most --occupancy full (default: the mean, Little's law)")
+    p.add_argument("--occupancy", type=number(0, 1, inclusive=False), help="slot occupancy ceiling "
+                   "(default 0.8 with --percentile above 50)")
+    p.add_argument("--disaggregated", action="store_true", help="separate prefill and decode pools")
+    p.add_argument("--prefix-hit", type=number(0, 0.999), default=0.0,
+                   help="share of each prompt found in a prefix cache (default 0)")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--users", type=integer(),
                    help="concurrent users, each sending a request when the last ends")

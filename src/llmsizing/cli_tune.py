@@ -12,12 +12,23 @@ def cmd_serve(args) -> None:
     from .serve import replicas_for
     from .serve_calibration import serving_range
 
+    from .serve import WORKLOADS
+
     load = dict(users=args.users) if args.users is not None else dict(requests_per_s=args.rps)
     model = _model(args.model, moe=True)
+    preset = WORKLOADS.get(getattr(args, "workload", None) or "", {})
+    for k in ("prompt", "output"):       # --prompt/--output win over the preset's
+        if getattr(args, k) is None:
+            if not preset:
+                raise ValueError(f"--{k} is required (or give --workload, one of {sorted(WORKLOADS)})")
+            setattr(args, k, preset[k])
     kw = dict(prompt=args.prompt, output=args.output, weights=args.weights, kv_cache=args.kv_cache,
               pp=args.pp, ep=args.ep, engine=args.engine)
+    fleet = dict(percentile=getattr(args, "percentile", None), occupancy=getattr(args, "occupancy", None),
+                 disaggregated=getattr(args, "disaggregated", False),
+                 prefix_hit=getattr(args, "prefix_hit", 0.0))
     plan = replicas_for(model, args.gpu, itl_s=args.itl_ms / 1e3, ttft_s=args.ttft_ms / 1e3,
-                        think_s=args.think_s, price_usd_per_gpu_hour=args.price, **kw, **load)
+                        think_s=args.think_s, price_usd_per_gpu_hour=args.price, **kw, **load, **fleet)
     # the stated 80% range of the plan's ITL (chapter 15), for the plan's engine (default vLLM)
     rng = serving_range(model, args.gpu, tp=plan.tp, batch=plan.batch, **kw).itl_s
     df = plan.to_frame().T.reset_index(drop=True)
@@ -36,6 +47,16 @@ def cmd_serve(args) -> None:
            "capacity requests/s": f"{plan.capacity_requests_per_s:,.2f}",
            "tokens/s/GPU": f"{s.output_tokens_per_s_per_gpu:,.0f}", "$/hour": f"${plan.usd_per_hour:,.2f}",
            "$/M output tokens": f"${s.usd_per_million_output_tokens:,.3f}"}
+    if plan.percentile is not None:      # issue 37: the percentile, the headroom and the range of the count
+        p = f"p{plan.percentile:g}"
+        out.update({f"TTFT {p} ms": f"{plan.ttft_p_s * 1e3:,.1f}",
+                    f"ITL {p} ms": f"{plan.itl_p_s * 1e3:,.1f}",
+                    "occupancy": f"{plan.occupancy:.0%} (ceiling {plan.occupancy_ceiling:.0%})",
+                    "GPUs stated range": f"{plan.gpus_low or '-'}-{plan.gpus_high or '-'}"})
+    if plan.prefill_gpus is not None:
+        out.update({"prefill GPUs": f"{plan.prefill_gpus:,} ({plan.prefill_replicas:,} x "
+                    f"tp={plan.prefill_serving.tp})", "decode GPUs": f"{plan.decode_gpus:,}",
+                    "KV transfer ms": f"{plan.kv_transfer_s * 1e3:,.2f}"})
     import pandas as pd
 
     load_text = f"{args.users:,} users" if args.users is not None else f"{args.rps:g} requests/s"

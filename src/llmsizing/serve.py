@@ -55,7 +55,9 @@ The replica's step model (:class:`Serving`, :func:`serving` and the calibrated c
 :mod:`llmsizing.serve_step`, and every name of it still imports from here; this module adds what a load needs:
 :func:`serving_sweep`, :func:`replicas_for` and :func:`serving_cost_by_gpu`.
 
-Left out: queueing, speculative decoding (:mod:`llmsizing.speculative`), prefix caching. Taught in chapter 15.
+Queueing, percentiles, headroom, prefix caching and disaggregated pools: :mod:`llmsizing.serve_fleet` (issue
+37), through :func:`replicas_for`'s keywords. Speculative decoding: :mod:`llmsizing.speculative`. Taught in
+chapter 15.
 """
 
 from __future__ import annotations
@@ -64,13 +66,15 @@ import math
 from dataclasses import dataclass
 
 from ._compat import retire as _retire
-from ._validate import check_int, check_number, check_sequence
+from ._validate import check_bool, check_int, check_number, check_sequence
 from .all_to_all import all_to_all_s  # noqa: F401 (in __all__)
 from .catalog import get_gpu, list_gpus, resolve_gpus, resolve_model
 from .model import Model
 from .parallel import check_layout
 from .serve_engine import kv_capacity_tokens  # noqa: F401 (in __all__)
 from .serve_moe import check_ep
+from .serve_search import (_TIMES, ServingPlan, _cut, _explain, _largest_batch, at_speed,  # noqa: F401
+                           load_of, prefill_share, valid_tps, with_prefix_cache)
 # The step model lives one level down, in serve_step (issue 32); every name it had here still imports
 # from here.
 from .serve_step import (ACTIVATION_BYTES, ALLREDUCE_LATENCY_S, ATTENTION_BU_DEFAULT,  # noqa: F401
@@ -97,110 +101,11 @@ def serving_sweep(model: Model | str, gpu, *, batches=None, **kwargs) -> list[Se
     return [serving(model, gpu, batch=b, **kwargs) for b in batches]
 
 
-# ----------------------------------------------------------------------------- how many GPUs for a load
-@dataclass(frozen=True)
-class ServingPlan:
-    """What :func:`replicas_for` found: ``replicas`` copies of a ``tp``-GPU replica, each at ``batch``."""
-
-    gpus: int
-    tp: int
-    batch: int
-    replicas: int
-    serving: Serving
-    requests_per_s: float | None
-    users: int | None
-
-    @property
-    def capacity_requests_per_s(self) -> float:
-        return self.replicas * self.serving.requests_per_s
-
-    @property
-    def usd_per_hour(self) -> float:
-        return self.gpus * self.serving.price_usd_per_gpu_hour
-
-    def to_frame(self):
-        import pandas as pd
-
-        s = self.serving
-        rows = {"engine": s.engine, "gpu": s.gpu, "gpus": self.gpus, "tp": self.tp, "pp": s.pp, "ep": s.ep,
-                "replicas": self.replicas, "batch": self.batch,
-                "requests_per_s": self.requests_per_s, "ttft_s": s.ttft_s, "itl_s": s.itl_s,
-                "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
-                "capacity_requests_per_s": self.capacity_requests_per_s, "usd_per_hour": self.usd_per_hour,
-                "usd_per_million_output_tokens": s.usd_per_million_output_tokens}
-        return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
-
-
-#: The time fields of :class:`Serving`: every latency and throughput it reports is a sum or max of them.
-_TIMES = ("prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "batch_prefill_s", "decode_compute_s",
-          "decode_memory_s", "decode_comm_s", "step_overhead_s", "chunk_extra_s", "interleave_s", "pp_send_s",
-          "all_to_all_s")
-
-
-def at_speed(s: Serving, speed: float) -> Serving:
-    """``s`` with every time divided by ``speed`` (engine speed over the model's): an engine at the low end
-    of the stated range (``speed`` < 1) takes ``1 / speed`` times as long for every step. Used to price a GPU
-    count at the two ends of the range (:func:`replicas_range`)."""
-    from dataclasses import replace
-
-    speed = check_number("speed", speed, allow_equal=False, maximum=100.0)
-    return s if speed == 1.0 else replace(s, **{f: getattr(s, f) / speed for f in _TIMES})
-
-
-def _largest_batch(m, g, tp, ttft_s, itl_s, kwargs):
-    """(Serving at the largest batch meeting both targets, or None; Serving at batch 1, for explanations).
-    ``kwargs`` may hold ``_speed`` (:func:`at_speed`)."""
-    kwargs = dict(kwargs)
-    speed = kwargs.pop("_speed", 1.0)
-
-    def serving(*a, **kw):
-        return at_speed(_serving(*a, **kw), speed)
-
-    one = serving(m, g, tp=tp, batch=1, **kwargs)
-    if one.max_batch < 1 or one.itl_s > itl_s or one.ttft_s > ttft_s:
-        return None, one
-    lo, hi = 1, one.max_batch        # ITL and TTFT never fall as the batch grows: bisect
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        s = serving(m, g, tp=tp, batch=mid, **kwargs)
-        if s.itl_s <= itl_s and s.ttft_s <= ttft_s:
-            lo = mid
-        else:
-            hi = mid - 1
-    return serving(m, g, tp=tp, batch=lo, **kwargs), one
-
-
-def _explain(m, g, ttft_s, itl_s, firsts) -> str:
-    from .units import GiB
-
-    parts = []
-    fitting = [s for s in firsts if s.max_batch >= 1]
-    for s in firsts:
-        if s.max_batch < 1:
-            c = s.kv_capacity
-            parts.append(f"tp={s.tp}: does not fit ({s.weights_bytes_per_gpu / GiB:,.1f} GiB of weights per "
-                         f"GPU + {c.activation_peak_bytes / GiB:.1f} GiB activation peak + "
-                         f"{(c.non_torch_bytes + c.cuda_graph_bytes) / GiB:.1f} GiB overhead and CUDA "
-                         f"graphs + one sequence's KV cache > {c.usable_bytes / GiB:,.1f} GiB usable)")
-    if fitting:
-        best = min(fitting, key=lambda s: (max(s.itl_s / itl_s, s.ttft_s / ttft_s)))
-        parts.append(f"closest: tp={best.tp} at batch 1, ITL {best.itl_s * 1e3:,.2f} ms (target "
-                     f"{itl_s * 1e3:,.2f}), TTFT {best.ttft_s * 1e3:,.1f} ms (target {ttft_s * 1e3:,.1f})")
-    return (f"no layout of {m.name} on {g.name} (tp in {[s.tp for s in firsts]}) meets itl_s={itl_s:g} and "
-            f"ttft_s={ttft_s:g}: " + "; ".join(parts) +
-            ". Try quantised weights, a faster GPU, a shorter prompt or looser targets.")
-
-
-def _cut(x: float) -> float:
-    """``x`` rounded to 9 significant digits, so that a load given as users and the same load given as its
-    rate
-    (which went through a division and back) land on the same side of a whole number of replicas."""
-    return float(f"{x:.9g}")
-
-
 def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None, users: int | None = None,
                  prompt: int = 1024, output: int = 256, ttft_s: float = 1.0, itl_s: float = 0.05,
-                 tps=TP_CHOICES, think_s: float = 0.0, **kwargs) -> ServingPlan:
+                 tps=TP_CHOICES, think_s: float = 0.0, percentile: float | None = None,
+                 occupancy: float | None = None, disaggregated: bool = False, prefix_hit: float = 0.0,
+                 output_cv: float = 1.0, with_range: bool = True, **kwargs) -> ServingPlan:
     """The fewest GPUs that serve a load within a latency target, and the layout that does it.
 
     The load is either ``users`` or ``requests_per_s``, and both go through Little's law (issue 22). A request
@@ -219,37 +124,32 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     ``kv_cache``, ``mbu``, ``mfu``, ``pp``, ...); with ``pp`` pipeline stages each replica is ``tp x pp``
     GPUs. When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what came
     closest. A mixture of experts is served with every expert resident (:func:`serving`); with ``ep=`` each
-    replica is ``ep`` GPUs and only the ``tps`` that divide ``ep`` are tried. Taught in chapter 15.
+    replica is ``ep`` GPUs and only the ``tps`` that divide ``ep`` are tried.
+
+    Issue 37 (:mod:`llmsizing.serve_fleet`; old calls unchanged): ``percentile=95`` sizes for the 95th
+    percentile TTFT and ITL under Poisson arrivals, with the slots filled to at most ``occupancy`` (default
+    :data:`~llmsizing.serve_fleet.OCCUPANCY_CEILING`, 0.8; ``percentile=50`` with no ceiling is the mean
+    answer above), output lengths of coefficient of variation ``output_cv``; the plan then carries
+    ``ttft_p_s``, ``itl_p_s``, ``wait_p_s``, ``occupancy`` and, unless ``with_range=False``,
+    ``gpus_low``/``gpus_high`` at both ends of the stated range. ``disaggregated=True`` sizes separate prefill
+    and decode pools (``prefill_gpus``, ``decode_gpus``, ``kv_transfer_s``). ``prefix_hit`` is the share of
+    each prompt found in a prefix cache (its prefill skipped: :func:`prefill_share`). Taught in chapter 15.
     """
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
-    if (requests_per_s is None) == (users is None):
-        raise ValueError("give exactly one of requests_per_s (a request rate) or users (concurrent streams)")
-    rps = None if requests_per_s is None else check_number("requests_per_s", requests_per_s,
-                                                           allow_equal=False)
-    users = None if users is None else check_int("users", users)
-    think = check_number("think_s", think_s)
+    rps, users, think = load_of(requests_per_s, users, think_s)
     ttft_s = check_number("ttft_s", ttft_s, allow_equal=False)
     itl_s = check_number("itl_s", itl_s, allow_equal=False)
-    tps = sorted({check_int("tps[i]", t, maximum=1024) for t in check_sequence("tps", tps,
-                                                                               example="(1, 2, 4, 8)")})
-    pp = check_int("pp", kwargs.get("pp", 1), maximum=1024)
-    # a stage needs a layer: say so before blaming the tensor-parallel degrees
-    check_layout(m, pp=pp)
-    ep = check_ep(m, kwargs.get("ep", 1), 1, pp)
-    valid = []
-    for t in tps:
-        try:
-            check_layout(m, tp=t, pp=pp)
-        except ValueError:
-            continue
-        if ep > 1 and ep % t:             # attention groups of t GPUs must tile the ep GPUs
-            continue
-        valid.append(t)
-    if not valid:
-        raise ValueError(f"tps={tps}: none is a valid tensor-parallel degree for {m.name} "
-                         f"({m.heads} heads, {m.kv_heads} KV heads"
-                         + (f"; tp must divide ep={ep}" if ep > 1 else "") + ")")
+    disaggregated = check_bool("disaggregated", disaggregated)
+    with_range = check_bool("with_range", with_range)
+    valid, pp, ep = valid_tps(m, tps, kwargs)
+    if prefix_hit:
+        kwargs = dict(kwargs, _prefill_share=prefill_share(m, prompt, prefix_hit))
+    if percentile is not None or disaggregated or occupancy is not None:
+        from .serve_fleet import fleet_plan
+        return fleet_plan(m, g, rps, users, think, dict(kwargs, prompt=prompt, output=output), ttft_s, itl_s,
+                          valid, percentile=percentile, occupancy=occupancy, disaggregated=disaggregated,
+                          output_cv=output_cv, prefix_hit=prefix_hit, with_range=with_range)
     kwargs = dict(kwargs, prompt=prompt, output=output)
     best, firsts = None, []
     for t in valid:
@@ -373,11 +273,49 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
     return pd.DataFrame(rows).set_index("gpu")
 
 
+#: Workload presets (issue 37): prompt and output tokens. ``reasoning`` is a reasoning model's long answer:
+#: DeepSeek-R1 (arXiv:2501.12948) reports responses that grow past 10,000 tokens during its RL training and
+#: evaluates with a 32,768-token generation limit; :data:`REASONING_OUTPUTS` spans 4K to 32K.
+WORKLOADS = {"chat": dict(prompt=1024, output=256), "reasoning": dict(prompt=1024, output=8192),
+             "reasoning-long": dict(prompt=1024, output=32768)}
+#: Output lengths :func:`reasoning_cost` prices by default.
+REASONING_OUTPUTS = (4096, 8192, 16384, 32768)
+
+
+def reasoning_cost(model: Model | str, gpu, *, outputs=REASONING_OUTPUTS, prompt: int = 1024,
+                   ttft_s: float = 2.0, itl_s: float = 0.05, tps=TP_CHOICES, **kwargs):
+    """Cost per million output tokens of a reasoning workload at each output length in ``outputs``: the
+    cheapest layout meeting ``itl_s`` and ``ttft_s`` (:func:`serving_cost_by_gpu`'s search on one GPU type),
+    with the batch it reaches, the KV-limited batch, the minutes an answer takes and its price. Long answers
+    hold their KV cache for thousands of steps: the batch falls with the output, and the cost per token rises.
+    Chapter 15."""
+    import pandas as pd
+
+    outs = [check_int("outputs[i]", o) for o in check_sequence("outputs", outputs, example="(4096, 32768)")]
+    g = get_gpu(gpu)
+    rows = []
+    for o in outs:
+        r = serving_cost_by_gpu(model, gpus=[g], prompt=prompt, output=o, ttft_s=ttft_s, itl_s=itl_s, tps=tps,
+                                **kwargs).iloc[0]
+        if r["tp"] is None or r["tp"] != r["tp"]:
+            rows.append({"output": o, "tp": None, "batch": None, "max_batch": None, "itl_s": math.nan,
+                         "answer_min": math.nan, "usd_per_million_output_tokens": math.nan,
+                         "usd_per_answer": math.nan})
+            continue
+        s = serving(model, g, tp=int(r["tp"]), batch=int(r["batch"]), prompt=prompt, output=o, **kwargs)
+        rows.append({"output": o, "tp": s.tp, "batch": s.batch, "max_batch": s.max_batch, "itl_s": s.itl_s,
+                     "answer_min": s.request_s / 60,
+                     "usd_per_million_output_tokens": s.usd_per_million_output_tokens,
+                     "usd_per_answer": s.usd_per_million_output_tokens * o / 1e6})
+    return pd.DataFrame(rows).set_index("output")
+
+
 # Issue 22 moved published_serving to serve_calibration, which imports the step model from serve_step; the old
 # name still works for one release, with a DeprecationWarning (issue 32: no import runs back up to it).
 __getattr__ = _retire(__name__, RETIRED, moved={"published_serving": "llmsizing.serve_calibration"})
 
 __all__ = ["all_to_all_s", "Serving", "serving", "serving_sweep", "ServingPlan", "replicas_for",
+           "prefill_share", "with_prefix_cache", "WORKLOADS", "REASONING_OUTPUTS", "reasoning_cost",
            "ServingPlanRange", "replicas_range", "at_speed", "serving_cost_by_gpu", "MBU_DEFAULT",
            "MFU_DEFAULT",
            "ALLREDUCE_LATENCY_S", "WEIGHT_FORMATS", "KV_FORMATS", "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S",

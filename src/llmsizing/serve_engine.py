@@ -94,18 +94,22 @@ def kv_split(model: Model, tp: int = 1) -> int:
     return 1 if model.is_mla else min(tp, model.kv_heads)
 
 
-def weights_bytes_per_gpu(model: Model, weights: str = "bf16", *, tp: int = 1, ep: int = 1) -> float:
+def weights_bytes_per_gpu(model: Model, weights: str = "bf16", *, tp: int = 1, ep: int = 1,
+                          redundant_experts: int = 0) -> float:
     """Resident weight bytes per GPU: ``W / tp`` without expert parallelism; with ``ep > 1``, every weight but
     the routed experts over the ``tp`` GPUs of an attention group, ``(W - R) / tp``, plus ``R / ep`` of the
     routed experts (``R``: :func:`~llmsizing.inference.routed_expert_bytes`; ``R / experts``, one expert, when
     ``ep >= experts``, the other GPUs holding redundant copies), as DeepSeek-V3's inference layout
     (report Sec. 3.4) and vLLM's ``--enable-expert-parallel`` place them. Every expert is resident
-    somewhere."""
+    somewhere. With ``redundant_experts`` extra copies of busy experts (DeepSeek's EPLB; its V3/R1 service
+    runs 256 + 32 experts over 144 decode GPUs, 2 per GPU), each GPU holds ``(experts + redundant) / ep``
+    expert slots, at least one (issue 37)."""
     w = weights_bytes(model, weights)
     if ep == 1:
         return w / tp
     r = routed_expert_bytes(model, weights)
-    return (w - r) / tp + r / min(ep, model.experts)
+    slots = max(1, math.ceil((model.experts + redundant_experts) / ep))
+    return (w - r) / tp + r * slots / model.experts
 
 
 def stage_share(model: Model, pp: int = 1) -> float:
@@ -122,7 +126,8 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
                        max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = MAX_NUM_SEQS,
                        cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
                        overhead_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES,
-                       block_size: int = BLOCK_SIZE, pp: int = 1, ep: int = 1) -> KVCapacity:
+                       block_size: int = BLOCK_SIZE, pp: int = 1, ep: int = 1,
+                       redundant_experts: int = 0) -> KVCapacity:
     """The KV cache one GPU of a ``tp``-GPU replica holds, counted as vLLM does (module docstring):
     ``usable = gpu_memory_utilization x memory``; ``kv = usable - weights / tp - activation peak -
     overhead_bytes_per_gpu (CUDA context, NCCL and cuBLAS buffers) - cuda_graph_bytes``; ``blocks =
@@ -152,7 +157,7 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
         raise ValueError(f"ep={ep}: expert parallelism needs a mixture of experts; {m.name!r} is dense")
     share = stage_share(m, pp)
     usable = util * g.memory_bytes
-    w = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep) * share
+    w = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep, redundant_experts=redundant_experts) * share
     act = activation_peak_bytes(m, tp=tp, chunk=chunk, max_num_seqs=seqs)
     kv = usable - w - act - other - graphs
     block = block_size * kv_cache_bytes_per_token(m, kv_cache) / kv_split(m, tp) * share

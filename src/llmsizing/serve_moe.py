@@ -27,17 +27,22 @@ def experts_touched(m: Model, tokens: int) -> float:
     return moe_experts_touched(m, tokens) if m.is_moe else 0.0
 
 
-def check_ep(m: Model, ep, tp: int, pp: int) -> int:
-    """``ep`` checked against the model and layout: 1 for a dense model; a divisor of the routed experts and a
-    multiple of ``tp`` for a mixture of experts; no pipeline stages with it."""
+def check_ep(m: Model, ep, tp: int, pp: int, redundant_experts: int = 0) -> int:
+    """``ep`` checked against the model and layout: 1 for a dense model; a divisor of the routed experts plus
+    ``redundant_experts`` (or at least as many GPUs as experts) and a multiple of ``tp`` for a mixture of
+    experts; no pipeline stages with it."""
     ep = check_int("ep", ep, maximum=65536)
+    red = check_int("redundant_experts", redundant_experts, minimum=0, maximum=65536)
+    if red and not m.is_moe:
+        raise ValueError(f"redundant_experts={red}: {m.name!r} is dense (give 0)")
     if ep == 1:
         return ep
     if not m.is_moe:
         raise ValueError(f"ep={ep}: expert parallelism needs a mixture of experts; {m.name!r} is dense (ep "
                          "must be 1)")
-    if ep < m.experts and m.experts % ep:
-        raise ValueError(f"ep={ep} must divide the {m.experts} routed experts of {m.name!r} (each GPU holds "
+    if ep < m.experts and (m.experts + red) % ep:
+        raise ValueError(f"ep={ep} must divide the {m.experts} routed experts of {m.name!r}"
+                         + (f" plus redundant_experts={red}" if red else "") + " (each GPU holds "
                          f"experts / ep of them), or be at least {m.experts} (one expert per GPU, the rest "
                          "holding redundant copies)")
     if ep % tp:

@@ -269,7 +269,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             step_overhead_s: float | None = None, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
             max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
             node=None, attention_kernel: str = "grouped", engine: str | None = None, pp: int = 1,
-            ep: int = 1) -> Serving:
+            ep: int = 1, redundant_experts: int = 0) -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
@@ -359,7 +359,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     bits, of which ``(ep - 1) / ep`` leave the GPU, priced on the network model as one concurrent exchange
     (:func:`all_to_all_s`: one latency, the bytes for the GPU's own node over NVLink and the rest over its
     NIC, the slower of the two). Attention's all-reduce (one per layer) and the dense layers' MLP all-reduces
-    stay on the ``tp`` group. Left out: DeepSeek's node-limited routing and redundant experts, load imbalance
+    stay on the ``tp`` group. ``redundant_experts`` extra expert copies (DeepSeek's EPLB) let ``ep`` divide
+    ``experts + redundant_experts`` (issue 37). Left out: DeepSeek's node-limited routing, load imbalance
     between EP ranks, the two-micro-batch overlap that hides the all-to-all (so the EP step is an upper bound
     there), and ``ep`` with ``pp`` (refused).
     """
@@ -368,7 +369,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     tp = check_int("tp", tp, maximum=1024)
     pp = check_int("pp", pp, maximum=1024)
     check_layout(m, tp=tp, pp=pp)
-    ep = check_ep(m, ep, tp, pp)
+    ep = check_ep(m, ep, tp, pp, redundant_experts)
     check_choice("weights", weights, WEIGHT_FORMATS)
     check_choice("kv_cache", kv_cache, KV_FORMATS)
     prompt = check_int("prompt", prompt)
@@ -397,7 +398,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
     cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
                              gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
-                             cuda_graph_bytes=cuda_graph_bytes, overhead_bytes_per_gpu=overhead, pp=pp, ep=ep)
+                             cuda_graph_bytes=cuda_graph_bytes, overhead_bytes_per_gpu=overhead, pp=pp, ep=ep,
+                             redundant_experts=redundant_experts)
     price = gpu_price(g, price_usd_per_gpu_hour)
     peak = dense_tflops(g, compute) * 1e12
     hbm = g.memory_bandwidth_gbps * 1e9              # (a GPU's speeds are checked when it is made)
@@ -419,7 +421,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         t = collective_time_s("send/recv", msg / tp, 2, pp_link, protocols=True)
         return t + (collective_time_s("all-gather", msg, tp, tp_link, protocols=True) if tp > 1 else 0.0)
 
-    w_gpu = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep)   # resident (one stage holds `share` of it)
+    # resident (one stage holds `share` of it)
+    w_gpu = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep, redundant_experts=redundant_experts)
     kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split(m, tp)
     kv_seq_gpu = kv_tok_gpu * kv_cached_tokens(m, prompt + output)
     blocks_per_seq = math.ceil(kv_cached_tokens(m, prompt + output) / BLOCK_SIZE)

@@ -22,9 +22,13 @@ the step is memory-bound and verifying ``k + 1`` tokens costs about as much as g
 whole trick. As the batch grows the step nears the ridge point, the extra FLOPs stop being free, and the
 speed-up falls below 1 (:func:`speculative_breakeven_batch`).
 
+Every step, draft or verify, is one engine step and pays the engine's fixed overhead ``t0`` (scheduling,
+sampling, launches: :data:`llmsizing.serve.STEP_OVERHEAD_S`, fitted per engine; issue 37): a round costs
+``k (draft + t0) + verify + t0`` against ``plain + t0`` per plain token. The overhead weighs on the draft's
+short steps most, so it cuts the speed-up (``step_overhead_s=0`` gives the figure without it).
+
 Left out: tensor parallelism (one GPU each, as in the roofline), the draft's own KV cache in memory, tree
-attention and multi-head drafts (Medusa, EAGLE), and the fixed per-step costs (launches, sampling) that make
-the draft's steps dearer than their bytes.
+attention and multi-head drafts (Medusa, EAGLE).
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ from dataclasses import dataclass
 from ._validate import check_fraction, check_int, check_number
 from .catalog import resolve_model
 from .hardware import decode_step_roofline
-from .serve import MBU_DEFAULT, MFU_DEFAULT
+from .serve import ENGINE_STEP_OVERHEAD_S, MBU_DEFAULT, MFU_DEFAULT, STEP_OVERHEAD_S
 
 #: The largest draft length accepted: engines use 1-10 (vLLM's ``num_speculative_tokens``); beyond 64 the
 #: expected yield no longer changes for any acceptance rate below 1.
 MAX_DRAFT_TOKENS = 64
+_ENGINES = tuple(sorted({k.split("/")[0] for k in ENGINE_STEP_OVERHEAD_S})) + tuple(ENGINE_STEP_OVERHEAD_S)
 #: The largest batch :func:`speculative_breakeven_batch` searches.
 MAX_BREAKEVEN_BATCH = 65536
 
@@ -89,11 +94,12 @@ class Speculative:
     draft_step_s: float          # one decode step of the draft
     verify_bound: str            # "memory" or "compute": which bound sets the verify step
     tokens_per_step: float       # expected tokens per round, (1 - a^(k+1)) / (1 - a)
+    step_overhead_s: float = 0.0  # the engine's fixed cost per step, paid by every draft and verify step
 
     @property
     def round_s(self) -> float:
-        """One round: ``k`` draft steps and one verify step."""
-        return self.k * self.draft_step_s + self.verify_step_s
+        """One round: ``k`` draft steps and one verify step, each with the step overhead."""
+        return self.k * (self.draft_step_s + self.step_overhead_s) + self.verify_step_s + self.step_overhead_s
 
     @property
     def itl_s(self) -> float:
@@ -102,8 +108,8 @@ class Speculative:
 
     @property
     def speedup(self) -> float:
-        """Plain decoding's ITL over speculative decoding's: above 1 it pays."""
-        return self.target_step_s / self.itl_s
+        """Plain decoding's ITL (its step plus the overhead) over speculative decoding's: above 1 it pays."""
+        return (self.target_step_s + self.step_overhead_s) / self.itl_s
 
     @property
     def cost_ratio(self) -> float:
@@ -125,7 +131,8 @@ def _step_s(roofline, mbu: float, mfu: float, flops_factor: float = 1.0) -> tupl
 def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0.8, batch: int = 1,
                          context: int = 1024, weights: str = "bf16", draft_weights: str | None = None,
                          kv_cache: str = "bf16", compute: str = "bf16", mbu: float = MBU_DEFAULT,
-                         mfu: float = MFU_DEFAULT) -> Speculative:
+                         mfu: float = MFU_DEFAULT, step_overhead_s: float | None = None,
+                         engine: str | None = None) -> Speculative:
     """ITL and speed-up of speculative decoding with ``draft`` proposing ``k`` tokens that the target
     ``model`` accepts with probability ``acceptance`` each.
 
@@ -133,8 +140,9 @@ def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0
     at ``max(memory time / mbu, compute time / mfu)``: the plain target step, the draft step (in
     ``draft_weights``, default ``weights``), and the verify step, which reads what a plain step reads and does
     ``k + 1`` times its FLOPs. A round is ``k`` draft steps plus one verify step and yields
-    :func:`expected_tokens_per_step` tokens. Draft and target must share a vocabulary: the draft's tokens are
-    the target's. Taught in chapter 15.
+    :func:`expected_tokens_per_step` tokens. Every step pays ``step_overhead_s`` (default: ``engine``'s fitted
+    overhead, vLLM's without one; 0 gives the figure before issue 37). Draft and target must share a
+    vocabulary: the draft's tokens are the target's. Taught in chapter 15.
     """
     m, d = resolve_model(model), resolve_model(draft)
     if d.vocab != m.vocab:
@@ -145,6 +153,15 @@ def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0
     batch = check_int("batch", batch)
     mbu = check_fraction("mbu", mbu)
     mfu = check_fraction("mfu", mfu)
+    if step_overhead_s is None:
+        from ._validate import check_choice
+        from .serve_engine import engine_key
+
+        t0 = (STEP_OVERHEAD_S if engine is None else
+              ENGINE_STEP_OVERHEAD_S[engine_key(check_choice("engine", engine, _ENGINES),
+                                                ENGINE_STEP_OVERHEAD_S)])
+    else:
+        t0 = check_number("step_overhead_s", step_overhead_s, maximum=1.0)
     kw = dict(batch=batch, context=context, kv_cache=kv_cache, compute=compute)
     target = decode_step_roofline(m, gpu, weights=weights, **kw)
     small = decode_step_roofline(d, gpu, weights=weights if draft_weights is None else draft_weights, **kw)
@@ -154,7 +171,7 @@ def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0
     return Speculative(model=m.name, draft=d.name, gpu=target.gpu, k=k, acceptance=a, batch=batch,
                        context=target.context, target_step_s=plain_s, verify_step_s=verify_s,
                        draft_step_s=draft_s, verify_bound=bound,
-                       tokens_per_step=expected_tokens_per_step(a, k))
+                       tokens_per_step=expected_tokens_per_step(a, k), step_overhead_s=t0)
 
 
 def speculative_breakeven_batch(model, draft, gpu, **kwargs) -> int | None:

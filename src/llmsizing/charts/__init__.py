@@ -68,7 +68,8 @@ from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _c
                          _log_norm, _plan_groups, _plan_label, _rect)
 
 # Part IV, serving and fine-tuning (ch 15-16).
-from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, SPECULATIVE_COLORS, SPECULATIVE_KS,
+from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULATIVE_COLORS, SPECULATIVE_KS,
+                         fleet_plans, render_fleet,
                          render_finetune_calibration, render_finetune_memory, render_serving_cost,
                          render_serving_curve, render_speculative_speedup)
 from .serve_tune import _POINT  # noqa: F401
@@ -101,7 +102,7 @@ __all__ = [
     "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal", "render_goodput",
     # Part IV
     "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory",
-    "render_serving_cost", "render_serving_curve",
+    "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans", "render_fleet",
     # Part V
     "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap", "MOE_LAYOUT_DEFAULT",
     "MOE_TIME_COLORS", "render_moe_layout",

@@ -1,9 +1,11 @@
 """Part IV, serving and tuning (chapters 15-16). Chapter 15, serving: latency against throughput as the batch
-grows, with the decode step and the prefill on the GPU's roofline (:func:`render_serving_curve`), the cost
-per million output tokens on each GPU type (:func:`render_serving_cost`), and speculative decoding's speed-up
-against the acceptance rate (:func:`render_speculative_speedup`); the decode roofline chapter 15 also shows is
-chapter 6's (:func:`llmsizing.charts.many_gpus.render_decode_roofline`). Chapter 16, fine-tuning on a
-budget: one GPU's memory for full fine-tuning, LoRA and QLoRA (:func:`render_finetune_memory`).
+grows, with the decode step and the prefill on the GPU's roofline (:func:`render_serving_curve`), the cost per
+million output tokens on each GPU type (:func:`render_serving_cost`), and speculative decoding's speed-up
+against the acceptance rate (:func:`render_speculative_speedup`), and the GPUs a fleet needs for a load at the
+mean, at a percentile and with prefill and decode apart (:func:`render_fleet`, issue 37); the decode roofline
+chapter 15 also shows is chapter 6's (:func:`llmsizing.charts.many_gpus.render_decode_roofline`). Chapter 16,
+fine-tuning on a budget: one GPU's memory for full fine-tuning, LoRA and QLoRA
+(:func:`render_finetune_memory`).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -14,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ..units import GiB
-from .base import (GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _log_axis,
+from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _log_axis,
                    _short_number, figure_axes, new_figure)
 
 
@@ -301,4 +303,85 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     lines.append(f"stated range of published/model: {lo:.2f} to {hi:.2f}; covered rows inside: "
                  f"{int(covered['in_range'].sum())} of {len(covered)} (known out: "
                  f"{len(everything) - len(covered)})")
+    return FixedView(fig, "\n".join(lines))
+
+
+# =========================================================================== chapter 15: a fleet for a load
+#: The colours of the fleet figure's bars: one replica type, and the two pools of a disaggregated plan.
+FLEET_COLORS = {"replicas": "#009E73", "prefill": "#E69F00", "decode": COLORS["weights"]}
+
+
+def fleet_plans(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, prompt: int = 1024,
+                output: int = 256, itl_ms: float = 50.0, ttft_ms: float = 1000.0, percentile: float = 95.0,
+                prefix_hit: float = 0.0, weights: str = "bf16"):
+    """{label: ServingPlan} of the three plans :func:`render_fleet` draws (mean, percentile co-located,
+    percentile disaggregated); a plan no layout meets is the library's message (a str)."""
+    from ..serve import replicas_for
+
+    kw = dict(users=users, prompt=prompt, output=output, itl_s=itl_ms / 1e3, ttft_s=ttft_ms / 1e3,
+              weights=weights, prefix_hit=prefix_hit)
+    p = f"p{percentile:g}"
+    asks = {"mean, co-located": dict(percentile=50.0), f"{p}, co-located": dict(percentile=percentile),
+            f"{p}, disaggregated": dict(percentile=percentile, disaggregated=True)}
+    out = {}
+    for label, extra in asks.items():
+        try:
+            out[label] = replicas_for(model, gpu, **kw, **extra)
+        except ValueError as e:
+            out[label] = str(e)
+    return out
+
+
+def render_fleet(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, prompt: int = 1024,
+                 output: int = 256, itl_ms: float = 50.0, ttft_ms: float = 1000.0, percentile: float = 95.0,
+                 prefix_hit: float = 0.0, weights: str = "bf16", *, into: Figure | None = None) -> FixedView:
+    """Chapter 15: GPUs for ``users`` concurrent users within the ITL and TTFT targets, three ways: the mean
+    answer (Little's law), the ``percentile`` answer with slots at most 80% full, and the same with separate
+    prefill and decode pools (stacked); each bar carries the stated 80% range of the count
+    (``gpus_low``-``gpus_high``). The summary lists layout, latencies at the percentile and cost."""
+    plans = fleet_plans(model, gpu, users, prompt, output, itl_ms, ttft_ms, percentile, prefix_hit, weights)
+    fig, ax = _fixed_figure(7.2, 2.6, into=into, left=0.24, right=0.97, top=0.86, bottom=0.2)
+    if ax.get_legend() is not None:          # a kept figure's legend from the previous redraw
+        ax.get_legend().remove()
+    labels = list(plans)
+    top = 1.0
+    for i, label in enumerate(labels):
+        y = len(labels) - 1 - i
+        p = plans[label]
+        if isinstance(p, str):
+            ax.annotate("no layout meets the target", (0, y), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=8)
+            continue
+        if p.prefill_gpus is not None:
+            ax.barh(y, p.prefill_gpus, color=FLEET_COLORS["prefill"], label="prefill pool")
+            ax.barh(y, p.decode_gpus, left=p.prefill_gpus, color=FLEET_COLORS["decode"], label="decode pool")
+        else:
+            ax.barh(y, p.gpus, color=FLEET_COLORS["replicas"] if i else "0.6")
+        hi = p.gpus_high if p.gpus_high is not None else p.gpus
+        lo = p.gpus_low if p.gpus_low is not None else p.gpus
+        ax.errorbar(p.gpus, y, xerr=[[p.gpus - lo], [hi - p.gpus]], color="0.15", capsize=3, lw=1)
+        ax.annotate(f"{p.gpus:,} ({lo:,}-{hi:,})", (max(hi, p.gpus), y), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+        top = max(top, hi)
+    ax.set_yticks(range(len(labels)), labels[::-1], fontsize=8)
+    ax.set_ylim(-0.6, len(labels) - 0.4)
+    if any(not isinstance(p, str) and p.prefill_gpus is not None for p in plans.values()):
+        ax.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="lower right", frameon=False)
+    ax.set_xlim(0, top * 1.3)
+    ax.set_xlabel(f"{gpu} GPUs (bars: central; whiskers: the stated 80% range)", fontsize=8)
+    ax.set_title(f"{model}, {users:,} users, {prompt:,} in / {output:,} out, ITL <= {itl_ms:g} ms, "
+                 f"TTFT <= {ttft_ms:g} ms" + (f", prefix hit {prefix_hit:.0%}" if prefix_hit else ""),
+                 fontsize=8.5, loc="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    lines = [f"{'plan':<20s} {'GPUs':>6s} {'range':>10s} {'layout':>24s} {'TTFT ms':>8s} {'ITL ms':>7s} "
+             f"{'$/M out':>8s}"]
+    for label, p in plans.items():
+        if isinstance(p, str):
+            lines.append(f"{label:<20s} {p}")
+            continue
+        rng = f"{p.gpus_low}-{p.gpus_high}" if p.gpus_low is not None else "-"
+        layout = (f"{p.prefill_gpus}+{p.decode_gpus} (P tp={p.prefill_serving.tp}, D tp={p.tp})"
+                  if p.prefill_gpus is not None else f"{p.replicas} x tp={p.tp}, batch {p.batch}")
+        lines.append(f"{label:<20s} {p.gpus:>6,d} {rng:>10s} {layout:>24s} {p.ttft_p_s * 1e3:>8.0f} "
+                     f"{p.itl_p_s * 1e3:>7.1f} {p.fleet_usd_per_million_output_tokens:>8.3f}")
     return FixedView(fig, "\n".join(lines))

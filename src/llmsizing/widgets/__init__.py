@@ -29,7 +29,8 @@ from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHA
                       _render_inference_memory, _render_model_states, _render_parameters,
                       activation_memory_widget, gpus_per_line_cap, inference_memory_widget,
                       max_micro_batch_widget, model_states_widget, parameter_counts_widget)
-from .serve_tune import _FINETUNE_SEQS, finetune_widget, serving_widget
+from .serve_tune import (FLEET_PERCENTILES, FLEET_USERS, _FINETUNE_SEQS, finetune_widget,  # noqa: F401
+                         fleet_widget, serving_widget)
 from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS,
                            long_context_widget)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
@@ -42,5 +43,5 @@ from .time_money import (PLAN_BUDGETS, PLAN_DEADLINES, TIME_MFUS, TOKEN_BUDGETS,
 __all__ = ["parameter_counts_widget", "model_states_widget", "inference_memory_widget",
            "activation_memory_widget", "max_micro_batch_widget", "decode_roofline_widget",
            "zero_stages_widget", "parallel_explorer_widget", "training_time_widget", "cost_widget",
-           "planner_widget", "seed_audit_widget", "serving_widget", "finetune_widget", "long_context_widget",
-           "moe_layout_widget", "rl_widget"]
+           "planner_widget", "seed_audit_widget", "serving_widget", "fleet_widget", "finetune_widget",
+           "long_context_widget", "moe_layout_widget", "rl_widget"]

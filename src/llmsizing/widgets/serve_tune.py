@@ -1,6 +1,7 @@
 """Part IV, "Serving and fine-tuning": the widgets of chapters 15 and 16.
 
 * chapter 15, :func:`serving_widget`: TTFT, ITL, throughput and cost per million tokens of a served model;
+  :func:`fleet_widget`: the GPUs a load needs at a percentile SLO, co-located or disaggregated (issue 37);
 * chapter 16, :func:`finetune_widget`: will a (LoRA) fine-tune fit on the GPU I have, and with what batch?
 """
 
@@ -41,6 +42,37 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
                                    **_style()),
     }
     return Dashboard(charts.render_serving_curve, controls, name="serving_widget")
+
+
+#: The fleet widget's loads (concurrent users) and percentiles.
+FLEET_USERS = [10, 100, 300, 1000, 3000, 10000]
+FLEET_PERCENTILES = [50, 90, 95, 99]
+
+
+def fleet_widget(model: str = "llama-3-70b") -> Dashboard:
+    """Chapter 15: model x GPU x weights x users x prompt/output x ITL and TTFT targets x percentile x prefix
+    hit rate -> GPUs at the mean, at the percentile, and with prefill and decode apart
+    (:func:`llmsizing.charts.render_fleet`). A target no layout meets shows the library's message."""
+    from ..serve import WEIGHT_FORMATS
+
+    controls = {
+        "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
+        "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
+        "users": W.SelectionSlider(options=FLEET_USERS, value=1000, description="users", **_style()),
+        "prompt": W.SelectionSlider(options=[256, 1024, 4096, 16384], value=1024, description="prompt",
+                                    **_style()),
+        "output": W.SelectionSlider(options=[64, 256, 1024, 4096, 16384], value=256, description="output",
+                                    **_style()),
+        "itl_ms": W.SelectionSlider(options=[20, 30, 50, 100], value=50, description="ITL ms", **_style()),
+        "ttft_ms": W.SelectionSlider(options=[250, 500, 1000, 2000, 5000], value=1000, description="TTFT ms",
+                                     **_style()),
+        "percentile": W.SelectionSlider(options=FLEET_PERCENTILES, value=95, description="percentile",
+                                        **_style()),
+        "prefix_hit": W.SelectionSlider(options=[0.0, 0.25, 0.5, 0.75], value=0.0, description="prefix hit",
+                                        **_style()),
+        "weights": _choice([w for w in WEIGHT_FORMATS if w in ("bf16", "fp8", "int4")], "bf16", "weights"),
+    }
+    return Dashboard(charts.render_fleet, controls, name="fleet_widget")
 
 
 # =========================================================================== chapter 16: fine-tuning
