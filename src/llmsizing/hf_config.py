@@ -22,6 +22,8 @@ from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int
 from .model_keys import (_ALIASES, _FAMILY_KEY_OF_FIELD, _GPT2_KEY_OF_FIELD,  # noqa: F401
                          _HF_ACTIVATION_ALIASES, _HF_KEY_OF_FIELD, _LLAMA_FLAGS, _MOE_FAMILIES, _MULTIMODAL,
                          ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES, MOE_KEYS, moe_layer_indices)
+from .hf_generic import generic_fields
+from .hf_types import EXPERT_COUNT_KEYS, TYPE_RULES, class_default, synonyms
 
 
 def model_from_hf_config(cls, config, name=None):
@@ -40,6 +42,13 @@ def model_from_hf_config(cls, config, name=None):
         config, mtype = dict(config["text_config"]), _MULTIMODAL[mtype]
         config.setdefault("model_type", mtype)
         where = f"{where} (text_config)"
+    if isinstance(mtype, str) and mtype in TYPE_RULES and mtype not in HF_DEFAULTS:
+        rule = TYPE_RULES[mtype]
+        try:
+            return cls(name=name, **generic_fields(config, where, mtype, rule))
+        except (TypeError, ValueError) as exc:
+            text = str(exc)
+            raise type(exc)(text if text.startswith(where) else f"{where} ({rule.source}): {text}") from None
     moe = [k for k in MOE_KEYS if config.get(k) not in (None, 0, False)]
     if moe and mtype not in _MOE_FAMILIES:
         seen = ", ".join(f"{k}={_short(config[k])}" for k in moe)

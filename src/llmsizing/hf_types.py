@@ -1,0 +1,145 @@
+"""The Hugging Face model types read by what their config keys mean (issue 36; chapter 1, "Load your model").
+
+Most decoder-only types of ``transformers`` are the Llama block with a few switches: biases on q/k/v (and o),
+per-head q/k norms, a norm before and after each sub-block, a mixture of experts with shared experts and dense
+first layers. :data:`TYPE_RULES` holds one small :class:`Rule` per type, citing the ``modeling_<type>.py`` it
+follows; the keys are read with transformers' own spellings (each config class's ``attribute_map``) and
+defaults (its dataclass fields), both from ``data/hf_config_classes.json``, which ``tools/measure_memory.py
+hf-sweep`` writes from the installed transformers. Every type here is checked against transformers' own
+``...ForCausalLM`` built on the meta device from the class default and from the dict ``save_pretrained``
+writes (``data/hf_type_sweep.csv``, ``tests/test_hf_sweep.py``).
+
+Never a guess: a key of the config class that the type's rule does not read, set to a value other than the
+class default, and not known to leave every parameter alone (:data:`NO_PARAMETER_KEYS`), is an error naming
+the key; so is a spelling of the expert count that the type's config class does not accept, or two spellings
+that disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+CLASSES_JSON = Path(__file__).resolve().parents[2] / "data" / "hf_config_classes.json"
+
+#: Every spelling of a mixture of experts' routed-expert count and top-k that some transformers config class
+#: accepts (its field or an ``attribute_map`` alias).
+EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+EXPERT_TOPK_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_k", "moe_topk")
+
+#: Keys that change no parameter count and no cache byte (token ids, rotary and scaling constants, dropout,
+#: initialisation, loss coefficients, output flags): a value other than the class default is fine.
+NO_PARAMETER_KEYS = re.compile(
+    r"^(.*token_id.*|.*token_index|rope.*|.*_rope_.*|.*dropout.*|.*initializer.*|init_.*|.*_eps|.*epsilon|"
+    r"use_cache|dtype|torch_dtype|architectures|_name_or_path|transformers_version|output_.*|return_dict|"
+    r".*scaling.*|.*softcap.*|.*softcapping|pretraining_tp|_attn_implementation.*|id2label|label2id|"
+    r"problem_type|tokenizer_class|task_specific_params|chunk_size_feed_forward|.*temperature.*|"
+    r".*aux_loss.*|router_z_loss.*|norm_topk_prob|routed_scaling_factor|partial_rotary_factor|"
+    r"max_position_embeddings|model_type|is_encoder_decoder|is_decoder|add_cross_attention|"
+    r"tie_encoder_decoder|prefix|bad_words_ids|.*_multiplier|logit_scale|query_pre_attn_scalar|"
+    r"attention_multiplier|residual_multiplier|embedding_multiplier|sliding_window|use_sliding_window|"
+    r"max_window_layers|layer_types|hidden_act|hidden_activation|topk_method|n_group|topk_group|"
+    r"num_expert_group|scoring_func|seq_aux|.*capacity.*|router_jitter.*|.*_jitter_.*|"
+    r"moe_router_.*|use_bias_correction|expert_bias_update_rate|attn_logit_softcapping|"
+    r"final_logit_softcapping|cache_implementation|pad_token_id|bos_token_id|eos_token_id|"
+    r"num_nextn_predict_layers|num_mtp_layers|mtp_.*|use_qk_norm_|base_model_.*|"
+    r"position_embedding_type|use_mup|mup_.*)$")
+
+
+@lru_cache(maxsize=1)
+def config_classes() -> dict:
+    """``data/hf_config_classes.json``: per ``model_type`` the config class name, its ``attribute_map``
+    (``{alias: field}``) and the defaults of its dataclass fields, as the installed transformers defines them
+    (``tools/measure_memory.py hf-sweep``)."""
+    with open(CLASSES_JSON, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def class_default(mtype: str, key: str):
+    """``(True, default)`` of ``key`` in ``mtype``'s config class, or ``(False, None)`` if it has no such
+    field."""
+    d = config_classes().get(mtype, {}).get("defaults", {})
+    return (key in d), d.get(key)
+
+
+def synonyms(mtype: str, key: str) -> tuple[str, ...]:
+    """``key`` and every spelling ``mtype``'s config class maps to the same field (its ``attribute_map``)."""
+    amap = config_classes().get(mtype, {}).get("attribute_map", {})
+    field = amap.get(key, key)
+    return (field,) + tuple(a for a, f in amap.items() if f == field and a != field)
+
+
+@dataclass(frozen=True)
+class Moe:
+    """A type's mixture of experts (transformers' ``<Type>MoE`` / ``SparseMoeBlock``): routed experts of width
+    ``width`` (a key), ``shared`` shared experts (a key giving their number, each of ``width``) or one shared
+    expert of width ``shared_width`` (a key), with a sigmoid gate (``shared_gate``); ``router_bias``: the
+    router's bias or score-correction buffer (saved in the checkpoint); dense layers: the first
+    ``first_dense`` (a key) layers, those not ``(i + 1) % step == 0`` (a key), those listed by ``dense_list``
+    (a key)."""
+
+    width: str = "moe_intermediate_size"
+    shared: str | None = None
+    shared_width: str | None = None
+    shared_gate: bool = False
+    router_bias: bool = False
+    first_dense: str | None = None
+    step: str | None = None
+    dense_list: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one model type's config maps to a :class:`~llmsizing.model.Model`: a bias switch is a config key
+    (read as a bool), ``True`` (always) or ``False`` (never); ``qkv_bias`` biases q, k and v, ``o_bias`` also
+    the output projection; ``qk_norm`` ``"head"``/``"proj"``; ``norms`` per block (1 to 4); ``norm``
+    ``"rmsnorm"`` (a gain) or ``"layernorm"`` (gain and bias); ``gated`` a three-matrix MLP; ``moe``; ``window``
+    ``"all"`` (``sliding_window`` on every layer), ``"types"`` (the layers ``layer_types`` marks
+    ``sliding_attention``) or ``None``; ``sinks``: one learned logit per head; ``source``: the modeling file."""
+
+    source: str
+    qkv_bias: str | bool = "attention_bias"
+    o_bias: str | bool = "attention_bias"
+    mlp_bias: str | bool = "mlp_bias"
+    qk_norm: str | None = None
+    norms: int = 2
+    norm: str = "rmsnorm"
+    gated: bool = True
+    moe: Moe | None = None
+    window: str | None = "types"
+    sinks: bool = False
+    activation_key: str = "hidden_act"
+
+
+def _src(t: str) -> str:
+    return f"transformers/models/{t}/modeling_{t}.py"
+
+
+_QK = dict(qk_norm="head")
+_NO_BIAS = dict(qkv_bias=False, o_bias=False, mlp_bias=False)
+_DS_MOE = Moe(shared="n_shared_experts", first_dense="first_k_dense_replace")
+
+#: One entry per model type read through :class:`Rule` (the Llama block and its switches). Built by reading
+#: each ``modeling_<type>.py`` and checked on the meta device (``data/hf_type_sweep.csv``).
+TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
+    # ---- the Llama block exactly (attention_bias on q, k, v, o; mlp_bias on the MLP)
+    "cwm": {}, "emu3": {}, "exaone": {}, "helium": {}, "internlm3": {}, "iquestcoder": {},
+    "ministral3": {}, "smollm3": {}, "granite": {}, "ernie4_5": dict(qkv_bias="use_bias", o_bias="use_bias",
+                                                                   mlp_bias="use_bias"),
+    # ---- q, k, v biases (Qwen2-style)
+    "seed_oss": dict(qkv_bias="attention_bias", o_bias="attention_out_bias", mlp_bias=False),
+    # ---- per-head q/k norms
+    "qwen3": dict(_QK, mlp_bias=False),
+}.items()}
+
+
+def rule_for(mtype) -> Rule | None:
+    """The :class:`Rule` of ``mtype``, or ``None``."""
+    return TYPE_RULES.get(mtype) if isinstance(mtype, str) else None
+
+
+__all__ = ["TYPE_RULES", "Rule", "Moe", "rule_for", "config_classes", "class_default", "synonyms",
+           "EXPERT_COUNT_KEYS", "EXPERT_TOPK_KEYS", "NO_PARAMETER_KEYS"]
