@@ -84,9 +84,9 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
     k = _Keys(config, where, mtype)
     layers, hidden, heads = k.int("num_hidden_layers"), k.int("hidden_size"), k.int("num_attention_heads")
     kv = k.int("num_key_value_heads", required=False) or heads
-    head_dim = k.int("head_dim", required=False)
-    if head_dim is None and hidden % heads:
-        raise ValueError(f"{where}: hidden_size ({hidden}) must be divisible by num_attention_heads ({heads}) "
+    head_dim = k.int("head_dim", required=False) or hidden // heads       # transformers floors it
+    if head_dim == 0:
+        raise ValueError(f"{where}: num_attention_heads ({heads}) must be at most hidden_size ({hidden}) "
                          "unless head_dim is given")
     if kv > heads or heads % kv:
         raise ValueError(f"{where}: num_key_value_heads ({kv}) must divide num_attention_heads ({heads}) and be "
@@ -104,7 +104,7 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
                   norm=rule.norm, bias=o, qkv_bias=qkv and not o, mlp_bias=mlp,
                   max_seq=max_seq if isinstance(max_seq, int) and not isinstance(max_seq, bool)
                   and max_seq > 0 else 4096,
-                  activation=act if act in ACTIVATIONS else None, qk_norm=rule.qk_norm,
+                  activation=act if act in ACTIVATIONS else None, qk_norm=rule.qk_norm if rule.qk_norm_key is None or k.switch(rule.qk_norm_key) else None,
                   norms_per_layer=rule.norms, attn_sinks=rule.sinks)
     fields.update(_windows(k, layers, rule))
     fields.update(_moe(k, layers, rule))
@@ -167,8 +167,17 @@ def _moe(k: _Keys, layers: int, rule: Rule) -> dict:
     first = k.int(m.first_dense, minimum=0) if m.first_dense else 0
     step = k.int(m.step) if m.step else 1
     dense = k.value(m.dense_list, required=False) if m.dense_list else None
-    out["moe_layers"] = moe_layer_indices(layers, first_dense=min(first, layers), every=step,
-                                          dense_layers=dense or ())
+    kinds = k.value("mlp_layer_types", required=False) if class_default(k.mtype, "mlp_layer_types")[0] \
+        else None
+    if kinds is not None:                          # one of "dense"/"sparse" per layer: it decides alone
+        if not isinstance(kinds, list) or len(kinds) != layers or set(kinds) - {"dense", "sparse"}:
+            raise ValueError(f"{k.where}: mlp_layer_types must be a list of {layers} 'dense' or 'sparse', got "
+                             f"{_short(kinds)}")
+        out["moe_layers"] = tuple(i for i, t in enumerate(kinds) if t == "sparse")
+        k.used.update(n for n in (m.first_dense, m.step, m.dense_list) if n)
+    else:
+        out["moe_layers"] = moe_layer_indices(layers, first_dense=min(first, layers), every=step,
+                                              dense_layers=dense or ())
     if not out["moe_layers"]:
         return {}
     return out

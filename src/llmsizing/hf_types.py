@@ -66,10 +66,15 @@ def class_default(mtype: str, key: str):
 
 
 def synonyms(mtype: str, key: str) -> tuple[str, ...]:
-    """``key`` and every spelling ``mtype``'s config class maps to the same field (its ``attribute_map``)."""
+    """``key`` and every spelling ``mtype``'s config class maps to the same field (its ``attribute_map``,
+    ``{alias: attribute}``), the dataclass field first (Qwen3-MoE's field ``num_experts`` is stored and saved
+    as ``num_local_experts``: both are read)."""
     amap = config_classes().get(mtype, {}).get("attribute_map", {})
-    field = amap.get(key, key)
-    return (field,) + tuple(a for a, f in amap.items() if f == field and a != field)
+    group = {key}
+    for _ in range(3):
+        group |= {amap[g] for g in group if g in amap} | {a for a, f in amap.items() if f in group}
+    fields = config_classes().get(mtype, {}).get("defaults", {})
+    return tuple(sorted(group, key=lambda g: (g not in fields, g != key, g)))
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,8 @@ class Rule:
     the output projection; ``qk_norm`` ``"head"``/``"proj"``; ``norms`` per block (1 to 4); ``norm``
     ``"rmsnorm"`` (a gain) or ``"layernorm"`` (gain and bias); ``gated`` a three-matrix MLP; ``moe``; ``window``
     ``"all"`` (``sliding_window`` on every layer), ``"types"`` (the layers ``layer_types`` marks
-    ``sliding_attention``) or ``None``; ``sinks``: one learned logit per head; ``source``: the modeling file."""
+    ``sliding_attention``) or ``None``; ``sinks``: one learned logit per head; ``qk_norm_key``: the key that switches ``qk_norm`` on (``None``: always
+    on); ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -112,6 +118,7 @@ class Rule:
     window: str | None = "types"
     sinks: bool = False
     activation_key: str = "hidden_act"
+    qk_norm_key: str | None = None
 
 
 def _src(t: str) -> str:
@@ -129,10 +136,37 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "cwm": {}, "emu3": {}, "exaone": {}, "helium": {}, "internlm3": {}, "iquestcoder": {},
     "ministral3": {}, "smollm3": {}, "granite": {}, "ernie4_5": dict(qkv_bias="use_bias", o_bias="use_bias",
                                                                    mlp_bias="use_bias"),
+    "arcee": dict(gated=False), "hyperclovax": dict(norms=4),
+    "vaultgemma": dict(mlp_bias=False, activation_key="hidden_activation"),
     # ---- q, k, v biases (Qwen2-style)
     "seed_oss": dict(qkv_bias="attention_bias", o_bias="attention_out_bias", mlp_bias=False),
-    # ---- per-head q/k norms
-    "qwen3": dict(_QK, mlp_bias=False),
+    "glm": dict(o_bias=False, mlp_bias=False), "glm4": dict(o_bias=False, mlp_bias=False, norms=4),
+    "stablelm": dict(qkv_bias="use_qkv_bias", o_bias=False, mlp_bias=False, norm="layernorm"),
+    # ---- one norm per block (attention and MLP in parallel): Cohere's LayerNorm has no bias
+    "cohere": dict(mlp_bias=False, norms=1, qk_norm="proj", qk_norm_key="use_qk_norm"),
+    "cohere2": dict(mlp_bias=False, norms=1),
+    # ---- per-head q/k norms, post-norms
+    "exaone4": dict(_QK, mlp_bias=False), "olmo3": dict(qk_norm="proj", mlp_bias=False),
+    "granite_swa": dict(sinks=True),
+    # ---- mixtures of experts
+    "granitemoe": dict(mlp_bias=False, moe=Moe(width="intermediate_size")),
+    "granitemoeshared": dict(mlp_bias=False, moe=Moe(width="intermediate_size",
+                                                     shared_width="shared_intermediate_size")),
+    "minimax_m2": dict(qk_norm="proj", mlp_bias=False, moe=Moe(width="intermediate_size", router_bias=True)),
+    "phimoe": dict(mlp_bias=False, norm="layernorm", moe=Moe(width="intermediate_size")),
+    "olmoe": dict(qk_norm="proj", mlp_bias=False, moe=Moe(width="intermediate_size")),
+    "mellum": dict(_QK, mlp_bias=False, moe=Moe()),
+    "glm4_moe": dict(o_bias=False, mlp_bias=False, qk_norm="head", qk_norm_key="use_qk_norm",
+                     moe=Moe(shared="n_shared_experts", first_dense="first_k_dense_replace",
+                             router_bias=True)),
+    "sarvam_moe": dict(o_bias=False, mlp_bias=False, qk_norm="head", qk_norm_key="use_qk_norm",
+                       moe=Moe(shared="n_shared_experts", first_dense="first_k_dense_replace",
+                               router_bias=True)),
+    "exaone_moe": dict(_QK, mlp_bias=False, moe=Moe(shared="num_shared_experts",
+                                                    first_dense="first_k_dense_replace", router_bias=True)),
+    "hy_v3": dict(_QK, moe=Moe(shared="num_shared_experts", router_bias=True)),
+    "cohere2_moe": dict(mlp_bias=False, norms=1, moe=Moe(width="intermediate_size",
+                                                         shared="num_shared_experts")),
 }.items()}
 
 
