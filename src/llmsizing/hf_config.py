@@ -280,15 +280,19 @@ class _ConfigReader:
 
     def _value(self, key):
         """``(value, False)``, or ``(Hugging Face's default, True)`` when the key is absent or ``null``."""
-        value = self.config.get(key)
-        for alias in _ALIASES.get(self.mtype, {}).get(key, ()):
-            if value is None:
-                value = self.config.get(alias)
-        if value is None:
-            if key not in self.defaults:
+        names = (key,) + _ALIASES.get(self.mtype, {}).get(key, ()) + synonyms(self.mtype, key)
+        given = {n: self.config[n] for n in dict.fromkeys(names) if self.config.get(n) is not None}
+        if len({_short(v, 10_000) for v in given.values()}) > 1:    # two spellings of one field (issue 36)
+            raise ValueError(f"{self.where}: " + " and ".join(f"{n}={_short(v)}" for n, v in given.items())
+                             + f" name the same field of the {self.mtype} config class and disagree")
+        if given:
+            return next(iter(given.values())), False
+        if key not in self.defaults:
+            has, default = class_default(self.mtype, synonyms(self.mtype, key)[0])
+            if not has:                          # (the class defaults of transformers: hf_config_classes.json)
                 raise ValueError(f"{self.where} (model_type {self.mtype!r}) is missing the key {key!r}")
-            return self.defaults[key], True
-        return value, False
+            return default, True
+        return self.defaults[key], True
 
     def _error(self, exc: Exception) -> Exception:
         return type(exc)(f"{self.where}: {exc}")
@@ -469,6 +473,14 @@ class _ConfigReader:
     def moe(self, layers: int) -> dict:
         """The mixture-of-experts fields of a config of one of the MoE families."""
         m = self.mtype
+        count = {"qwen2_moe": "num_experts", "qwen3_moe": "num_experts", "deepseek_v2": "n_routed_experts",
+                 "deepseek_v3": "n_routed_experts"}.get(m, "num_local_experts")
+        foreign = [k for k in EXPERT_COUNT_KEYS if self.config.get(k) not in (None, 0, False)
+                   and k not in synonyms(m, count)]
+        if foreign:              # transformers would ignore it and build its default: never guess (issue 36)
+            raise ValueError(f"{self.where}: {foreign[0]}={_short(self.config[foreign[0]])} is not a spelling "
+                             f"the {m} config class accepts for its expert count "
+                             f"({', '.join(synonyms(m, count))}); transformers would ignore it")
         if m in ("mixtral", "gpt_oss", "llama4_text"):
             experts = self.int("num_local_experts")
         elif m in ("qwen2_moe", "qwen3_moe"):
