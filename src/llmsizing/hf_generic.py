@@ -91,6 +91,7 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
     if kv > heads or heads % kv:
         raise ValueError(f"{where}: num_key_value_heads ({kv}) must divide num_attention_heads ({heads}) and be "
                          "at most it")
+    # intermediate_size may be absent when every layer has experts (Solar Open): the experts' width then
     act = k.value(rule.activation_key, required=False)
     act = _HF_ACTIVATION_ALIASES.get(act, act) if isinstance(act, str) else None
     qkv, o, mlp = k.switch(rule.qkv_bias), k.switch(rule.o_bias), k.switch(rule.mlp_bias)
@@ -99,13 +100,21 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
     tied = k.value("tie_word_embeddings", required=False)
     max_seq = k.value("max_position_embeddings", required=False)
     fields = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
-                  ffn_hidden=k.int("intermediate_size"), vocab=k.int("vocab_size"), gated_mlp=rule.gated,
+                  ffn_hidden=k.int("intermediate_size", required=rule.moe is None)
+                  or k.int(rule.moe.width), vocab=k.int("vocab_size"), gated_mlp=rule.gated,
                   tied_embeddings=bool(True if tied is None else check_bool("tie_word_embeddings", tied)),
                   norm=rule.norm, bias=o, qkv_bias=qkv and not o, mlp_bias=mlp,
                   max_seq=max_seq if isinstance(max_seq, int) and not isinstance(max_seq, bool)
                   and max_seq > 0 else 4096,
                   activation=act if act in ACTIVATIONS else None, qk_norm=rule.qk_norm if rule.qk_norm_key is None or k.switch(rule.qk_norm_key) else None,
                   norms_per_layer=rule.norms, attn_sinks=rule.sinks)
+    if rule.mla:
+        q_rank = k.value("q_lora_rank", required=False)
+        fields.update(kv_heads=heads, head_dim=None, qkv_bias=False, bias=False, qk_norm=None,
+                      q_lora_rank=None if q_rank is None else k.int("q_lora_rank"),
+                      kv_lora_rank=k.int("kv_lora_rank"), qk_rope_head_dim=k.int("qk_rope_head_dim"),
+                      qk_nope_head_dim=k.int("qk_nope_head_dim"), v_head_dim=k.int("v_head_dim"))
+        k.used.update(("head_dim", "num_key_value_heads"))
     fields.update(_windows(k, layers, rule))
     fields.update(_moe(k, layers, rule))
     _refuse_unread(k, rule)

@@ -104,7 +104,8 @@ class Rule:
     ``"rmsnorm"`` (a gain) or ``"layernorm"`` (gain and bias); ``gated`` a three-matrix MLP; ``moe``; ``window``
     ``"all"`` (``sliding_window`` on every layer), ``"types"`` (the layers ``layer_types`` marks
     ``sliding_attention``) or ``None``; ``sinks``: one learned logit per head; ``qk_norm_key``: the key that switches ``qk_norm`` on (``None``: always
-    on); ``source``: the modeling file."""
+    on); ``mla``: multi-head latent attention (DeepSeek-V2's keys ``q_lora_rank``, ``kv_lora_rank``,
+    ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``); ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -119,6 +120,7 @@ class Rule:
     sinks: bool = False
     activation_key: str = "hidden_act"
     qk_norm_key: str | None = None
+    mla: bool = False
 
 
 def _src(t: str) -> str:
@@ -128,6 +130,8 @@ def _src(t: str) -> str:
 _QK = dict(qk_norm="head")
 _NO_BIAS = dict(qkv_bias=False, o_bias=False, mlp_bias=False)
 _DS_MOE = Moe(shared="n_shared_experts", first_dense="first_k_dense_replace")
+_SHARED_BIAS = Moe(shared="n_shared_experts", router_bias=True)
+_DS_MOE_BIAS = Moe(shared="n_shared_experts", first_dense="first_k_dense_replace", router_bias=True)
 
 #: One entry per model type read through :class:`Rule` (the Llama block and its switches). Built by reading
 #: each ``modeling_<type>.py`` and checked on the meta device (``data/hf_type_sweep.csv``).
@@ -165,6 +169,19 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "exaone_moe": dict(_QK, mlp_bias=False, moe=Moe(shared="num_shared_experts",
                                                     first_dense="first_k_dense_replace", router_bias=True)),
     "hy_v3": dict(_QK, moe=Moe(shared="num_shared_experts", router_bias=True)),
+    "granitemoe_swa": dict(mlp_bias=False, sinks=True, moe=Moe(width="intermediate_size")),
+    "flex_olmo": dict(qk_norm="proj", mlp_bias=False, moe=Moe(width="intermediate_size")),
+    "solar_open": dict(o_bias=False, mlp_bias=False, moe=_SHARED_BIAS),
+    "aria_text": dict(mlp_bias=False, moe=Moe(width="intermediate_size", shared="moe_num_shared_experts")),
+    "flint": dict(_QK, sinks=True, mlp_bias=False, moe=Moe(shared_width="shared_expert_intermediate_size",
+                                                        step="decoder_sparse_step", dense_list="mlp_only_layers")),
+    # ---- multi-head latent attention (DeepSeek-V2's attention)
+    "minicpm3": dict(mla=True, mlp_bias=False), "youtu": dict(mla=True, mlp_bias=False),
+    "glm4_moe_lite": dict(mla=True, mlp_bias=False, moe=_SHARED_BIAS),
+    "sarvam_mla": dict(mla=True, mlp_bias=False, moe=_DS_MOE_BIAS),
+    # ---- GPT-2-like blocks written with Llama's names
+    "starcoder2": dict(qkv_bias="use_bias", o_bias="use_bias", mlp_bias="use_bias", norm="layernorm",
+                       gated=False),
     "cohere2_moe": dict(mlp_bias=False, norms=1, moe=Moe(width="intermediate_size",
                                                          shared="num_shared_experts")),
 }.items()}
