@@ -76,6 +76,7 @@ def main(argv=None):
                                             "class default on the meta device (issue 36)")
     p_hfs.add_argument("--out", default=str(data / "hf_type_sweep.csv"))
     p_hfs.add_argument("--only", nargs="*", help="only these model types")
+    p_hfs.add_argument("--classes-out", default=str(data / "hf_config_classes.json"))
     p_mask = sub.add_parser("mask", help="HF Llama's saved tensors with and without an attention mask (SDPA "
                                          "repeats K and V when a mask is passed; CPU; issue 26)")
     p_mask.add_argument("--out", default=str(data / "masked_sdpa.csv"))

@@ -18,8 +18,13 @@ nothing downloaded) and writes two rows: the config as ``to_dict()`` gives it (`
                                   (its ``attribute_map`` resolved), 0 for a dense model
   kv_per_token                    numbers a token adds to the KV cache: the out features of every attention
                                   module's ``k_proj`` and ``v_proj`` (MLA: ``kv_a_proj_with_mqa``), over layers
+  encoder_style                   1 if the type also has a masked-LM head (BERT, RoBERTa, XLNet, ...): an
+                                  encoder that transformers can run as a decoder, not a decoder-only LLM
   error                           why the model could not be built (then no counts)
   transformers_version, torch_version, measured_on
+
+It also writes ``data/hf_config_classes.json``: per type the config class, its ``attribute_map`` and the
+defaults of its dataclass fields, which the library's reader uses (:mod:`llmsizing.hf_types`).
 
 The library's test (``tests/test_hf_sweep.py``) reads every row without torch: the count is exact, or the type
 is refused by name with its reason. A few minutes for all types on one core.
@@ -48,9 +53,10 @@ def _experts(cfg) -> tuple[int, int]:
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             e = v
             break
-    v = getattr(sub, "num_experts_per_tok", None)
-    if isinstance(v, int) and not isinstance(v, bool):
-        k = v
+    for key in ("num_experts_per_tok", "num_experts_per_token", "moe_k", "moe_topk"):
+        v = getattr(sub, key, None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return e, v
     return e, k
 
 
@@ -87,6 +93,30 @@ def _types(transformers):
     return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
 
+def _classes(types, CONFIG_MAPPING) -> dict:
+    import dataclasses
+    out = {}
+    for t in types:
+        cls, d = CONFIG_MAPPING[t], {}
+        for f in dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ():
+            v = f.default
+            if v is dataclasses.MISSING:
+                if f.default_factory is dataclasses.MISSING:
+                    continue
+                try:
+                    v = f.default_factory()
+                except Exception:                                   # noqa: BLE001
+                    continue
+            try:
+                json.dumps(v)
+            except TypeError:
+                continue
+            d[f.name] = v
+        out[t] = {"class": cls.__name__, "attribute_map": dict(getattr(cls, "attribute_map", {})), "defaults": d,
+                  "sub_configs": {k: getattr(v, "__name__", str(v)) for k, v in getattr(cls, "sub_configs", {}).items()}}
+    return out
+
+
 def cmd_hf_sweep(args):
     """Build every decoder-only causal-LM type's class default on the meta device and count it."""
     import transformers
@@ -95,11 +125,15 @@ def cmd_hf_sweep(args):
     transformers.logging.set_verbosity_error()
     today, rows = date_today(), []
     types = _types(transformers)
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    with open(args.classes_out, "w", encoding="utf-8") as fh:
+        json.dump(_classes(types, CONFIG_MAPPING), fh, indent=0, sort_keys=True)
     if args.only:
         types = [t for t in types if t in args.only]
     for mtype in types:
         t0 = time.perf_counter()
-        base = dict(model_type=mtype, transformers_version=transformers.__version__,
+        base = dict(model_type=mtype, encoder_style=int(mtype in MODEL_FOR_MASKED_LM_MAPPING_NAMES),
+                    transformers_version=transformers.__version__,
                     torch_version=torch.__version__, measured_on=today)
         try:
             cfg = CONFIG_MAPPING[mtype]()
@@ -126,7 +160,7 @@ def cmd_hf_sweep(args):
         print(f"{mtype:28s} {cls:40s} {counts.get('n_params', 0):>16,} {time.perf_counter() - t0:5.1f}s {err[:80]}",
               flush=True)
     cols = ["model_type", "kind", "model_class", "config_json", "n_params", "n_persistent_buffers", "n_text_params",
-            "routed_expert_params", "experts", "experts_per_token", "kv_per_token", "error",
+            "routed_expert_params", "experts", "experts_per_token", "kv_per_token", "encoder_style", "error",
             "transformers_version", "torch_version", "measured_on"]
     write_csv(args.out, [{c: r.get(c, "") for c in cols} for r in rows])
     print(f"wrote {len(rows)} rows to {args.out}")
