@@ -23,7 +23,7 @@ from .model_keys import (_ALIASES, _FAMILY_KEY_OF_FIELD, _GPT2_KEY_OF_FIELD,  # 
                          _HF_ACTIVATION_ALIASES, _HF_KEY_OF_FIELD, _LLAMA_FLAGS, _MOE_FAMILIES, _MULTIMODAL,
                          ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES, MOE_KEYS, moe_layer_indices)
 from .hf_generic import generic_fields
-from .hf_types import EXPERT_COUNT_KEYS, TYPE_RULES, class_default, synonyms
+from .hf_types import EXPERT_COUNT_KEYS, REFUSED_TYPES, TYPE_RULES, class_default, synonyms
 
 
 def model_from_hf_config(cls, config, name=None):
@@ -42,6 +42,9 @@ def model_from_hf_config(cls, config, name=None):
         config, mtype = dict(config["text_config"]), _MULTIMODAL[mtype]
         config.setdefault("model_type", mtype)
         where = f"{where} (text_config)"
+    if isinstance(mtype, str) and mtype in REFUSED_TYPES:
+        raise ValueError(f"{where}: model_type {mtype!r} is not read by from_hf_config: "
+                         f"{REFUSED_TYPES[mtype]}. Build a Model(...) by hand if its layers allow")
     if isinstance(mtype, str) and mtype in TYPE_RULES and mtype not in HF_DEFAULTS:
         rule = TYPE_RULES[mtype]
         try:
