@@ -292,7 +292,7 @@ class _ConfigReader:
             return next(iter(given.values())), False
         if key not in self.defaults:
             has, default = class_default(self.mtype, synonyms(self.mtype, key)[0])
-            if not has:                          # (the class defaults of transformers: hf_config_classes.json)
+            if not has:                      # (the class defaults of transformers: hf_config_classes.json)
                 raise ValueError(f"{self.where} (model_type {self.mtype!r}) is missing the key {key!r}")
             return default, True
         return self.defaults[key], True
@@ -481,8 +481,8 @@ class _ConfigReader:
         foreign = [k for k in EXPERT_COUNT_KEYS if self.config.get(k) not in (None, 0, False)
                    and k not in synonyms(m, count)]
         if foreign:              # transformers would ignore it and build its default: never guess (issue 36)
-            raise ValueError(f"{self.where}: {foreign[0]}={_short(self.config[foreign[0]])} is not a spelling "
-                             f"the {m} config class accepts for its expert count "
+            raise ValueError(f"{self.where}: {foreign[0]}={_short(self.config[foreign[0]])} is not a "
+                             f"spelling the {m} config class accepts for its expert count "
                              f"({', '.join(synonyms(m, count))}); transformers would ignore it")
         if m in ("mixtral", "gpt_oss", "llama4_text"):
             experts = self.int("num_local_experts")

@@ -1,7 +1,7 @@
-"""The config reader of the model types in :data:`llmsizing.hf_types.TYPE_RULES` (issue 36; chapter 1, "Load
-your model"): a :class:`~llmsizing.hf_types.Rule` says which keys switch which part of the Llama block on, this
-module reads them in every spelling the type's config class accepts, with its defaults, and refuses any key it
-does not read that would change the count.
+"""The config reader of the model types in :data:`llmsizing.hf_types.TYPE_RULES` (issue 36; chapter 1,
+"Load your model"): a :class:`~llmsizing.hf_types.Rule` says which keys switch which part of the Llama block
+on, this module reads them in every spelling the type's config class accepts, with its defaults, and refuses
+any key it does not read that would change the count.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ def _short(value, limit: int = 60) -> str:
 
 
 class _Keys:
-    """Reads one config dict of one type: every spelling (``attribute_map``), the class default, and which keys
-    were read."""
+    """Reads one config dict of one type: every spelling (``attribute_map``), the class default, and which
+    keys were read."""
 
     def __init__(self, config: dict, where: str, mtype: str):
         self.config, self.where, self.mtype, self.used = config, where, mtype, set()
@@ -51,8 +51,8 @@ class _Keys:
         if v is None and not required:
             return None
         if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
-            raise ValueError(f"{self.where}: {key} must be an integer >= {minimum} and <= {MAX_MEANINGFUL:,}, "
-                             f"got {_short(v)}")
+            raise ValueError(f"{self.where}: {key} must be an integer >= {minimum} and <= "
+                             f"{MAX_MEANINGFUL:,}, got {_short(v)}")
         try:
             return check_int(key, v, minimum=minimum)
         except (TypeError, ValueError) as exc:
@@ -89,8 +89,8 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
         raise ValueError(f"{where}: num_attention_heads ({heads}) must be at most hidden_size ({hidden}) "
                          "unless head_dim is given")
     if kv > heads or heads % kv:
-        raise ValueError(f"{where}: num_key_value_heads ({kv}) must divide num_attention_heads ({heads}) and be "
-                         "at most it")
+        raise ValueError(f"{where}: num_key_value_heads ({kv}) must divide num_attention_heads ({heads}) "
+                         "and be at most it")
     # intermediate_size may be absent when every layer has experts (Solar Open): the experts' width then
     act = k.value(rule.activation_key, required=False)
     act = _HF_ACTIVATION_ALIASES.get(act, act) if isinstance(act, str) else None
@@ -106,7 +106,8 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
                   norm=rule.norm, bias=o, qkv_bias=qkv and not o, mlp_bias=mlp,
                   max_seq=max_seq if isinstance(max_seq, int) and not isinstance(max_seq, bool)
                   and max_seq > 0 else 4096,
-                  activation=act if act in ACTIVATIONS else None, qk_norm=rule.qk_norm if rule.qk_norm_key is None or k.switch(rule.qk_norm_key) else None,
+                  activation=act if act in ACTIVATIONS else None,
+                  qk_norm=rule.qk_norm if rule.qk_norm_key is None or k.switch(rule.qk_norm_key) else None,
                   norms_per_layer=rule.norms, attn_sinks=rule.sinks)
     if rule.mla:
         q_rank = k.value("q_lora_rank", required=False)
@@ -133,8 +134,8 @@ def _windows(k: _Keys, layers: int, rule: Rule) -> dict:
     if types is None:
         return {}
     if not isinstance(types, list) or len(types) != layers:
-        raise ValueError(f"{k.where}: layer_types must be a list of {layers} entries (num_hidden_layers), got "
-                         f"{_short(types)}")
+        raise ValueError(f"{k.where}: layer_types must be a list of {layers} entries (num_hidden_layers), "
+                         f"got {_short(types)}")
     odd = sorted({_short(t) for t in types if t not in ("full_attention", "sliding_attention", "attention")})
     if odd:
         raise ValueError(f"{k.where}: layer_types entries {', '.join(odd)} are not attention layers this "
@@ -156,8 +157,8 @@ def _moe(k: _Keys, layers: int, rule: Rule) -> dict:
     if rule.moe is None:
         given = [n for n in EXPERT_COUNT_KEYS if k.config.get(n) not in (None, 0, False)]
         if given:
-            raise ValueError(f"{k.where}: {given[0]}={_short(k.config[given[0]])} marks a mixture of experts, "
-                             f"which this reader does not read for model_type {k.mtype!r}")
+            raise ValueError(f"{k.where}: {given[0]}={_short(k.config[given[0]])} marks a mixture of "
+                             f"experts, which this reader does not read for model_type {k.mtype!r}")
         return {}
     m = rule.moe
     experts = k.int(count_key, minimum=0)
@@ -180,8 +181,8 @@ def _moe(k: _Keys, layers: int, rule: Rule) -> dict:
         else None
     if kinds is not None:                          # one of "dense"/"sparse" per layer: it decides alone
         if not isinstance(kinds, list) or len(kinds) != layers or set(kinds) - {"dense", "sparse"}:
-            raise ValueError(f"{k.where}: mlp_layer_types must be a list of {layers} 'dense' or 'sparse', got "
-                             f"{_short(kinds)}")
+            raise ValueError(f"{k.where}: mlp_layer_types must be a list of {layers} 'dense' or 'sparse', "
+                             f"got {_short(kinds)}")
         out["moe_layers"] = tuple(i for i, t in enumerate(kinds) if t == "sparse")
         k.used.update(n for n in (m.first_dense, m.step, m.dense_list) if n)
     else:

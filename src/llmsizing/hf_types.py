@@ -101,11 +101,11 @@ class Rule:
     """How one model type's config maps to a :class:`~llmsizing.model.Model`: a bias switch is a config key
     (read as a bool), ``True`` (always) or ``False`` (never); ``qkv_bias`` biases q, k and v, ``o_bias`` also
     the output projection; ``qk_norm`` ``"head"``/``"proj"``; ``norms`` per block (1 to 4); ``norm``
-    ``"rmsnorm"`` (a gain) or ``"layernorm"`` (gain and bias); ``gated`` a three-matrix MLP; ``moe``; ``window``
-    ``"all"`` (``sliding_window`` on every layer), ``"types"`` (the layers ``layer_types`` marks
-    ``sliding_attention``) or ``None``; ``sinks``: one learned logit per head; ``qk_norm_key``: the key that switches ``qk_norm`` on (``None``: always
-    on); ``mla``: multi-head latent attention (DeepSeek-V2's keys ``q_lora_rank``, ``kv_lora_rank``,
-    ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``); ``source``: the modeling file."""
+    ``"rmsnorm"`` (a gain) or ``"layernorm"`` (gain and bias); ``gated`` a three-matrix MLP; ``moe``;
+    ``window`` ``"all"`` (``sliding_window`` on every layer), ``"types"`` (the layers ``layer_types`` marks
+    ``sliding_attention``) or ``None``; ``sinks``: one learned logit per head; ``qk_norm_key``: the key that
+    switches ``qk_norm`` on (``None``: always on); ``mla``: multi-head latent attention (DeepSeek-V2's keys
+    ``q_lora_rank``, ``kv_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``); ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -137,7 +137,7 @@ _DS_MOE_BIAS = Moe(shared="n_shared_experts", first_dense="first_k_dense_replace
 #: each ``modeling_<type>.py`` and checked on the meta device (``data/hf_type_sweep.csv``).
 TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     # ---- the Llama block exactly (attention_bias on q, k, v, o; mlp_bias on the MLP)
-    "cwm": {}, "emu3": {}, "exaone": {}, "helium": {}, "internlm3": {}, "iquestcoder": {},
+    "cwm": {}, "exaone": {}, "helium": {}, "internlm3": {}, "iquestcoder": {},
     "ministral3": {}, "smollm3": {}, "granite": {}, "ernie4_5": dict(qkv_bias="use_bias", o_bias="use_bias",
                                                                    mlp_bias="use_bias"),
     "arcee": dict(gated=False), "hyperclovax": dict(norms=4),
@@ -174,7 +174,8 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "solar_open": dict(o_bias=False, mlp_bias=False, moe=_SHARED_BIAS),
     "aria_text": dict(mlp_bias=False, moe=Moe(width="intermediate_size", shared="moe_num_shared_experts")),
     "flint": dict(_QK, sinks=True, mlp_bias=False, moe=Moe(shared_width="shared_expert_intermediate_size",
-                                                        step="decoder_sparse_step", dense_list="mlp_only_layers")),
+                                                        step="decoder_sparse_step",
+                                                        dense_list="mlp_only_layers")),
     # ---- multi-head latent attention (DeepSeek-V2's attention)
     "minicpm3": dict(mla=True, mlp_bias=False), "youtu": dict(mla=True, mlp_bias=False),
     "glm4_moe_lite": dict(mla=True, mlp_bias=False, moe=_SHARED_BIAS),
@@ -344,5 +345,6 @@ def rule_for(mtype) -> Rule | None:
     return TYPE_RULES.get(mtype) if isinstance(mtype, str) else None
 
 
-__all__ = ["TYPE_RULES", "REFUSED_TYPES", "Rule", "Moe", "rule_for", "config_classes", "class_default", "synonyms",
+__all__ = ["TYPE_RULES", "REFUSED_TYPES", "Rule", "Moe", "rule_for", "config_classes", "class_default",
+           "synonyms",
            "EXPERT_COUNT_KEYS", "EXPERT_TOPK_KEYS", "NO_PARAMETER_KEYS"]

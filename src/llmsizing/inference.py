@@ -56,8 +56,8 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
     if dtype in EXPERT_FORMATS:              # routed experts in a block format, the rest bf16 (gpt-oss)
         if not model.is_moe:
-            raise ValueError(f"dtype={dtype!r} stores a mixture of experts' routed experts; {model.name!r} has "
-                             "none: use the element format alone")
+            raise ValueError(f"dtype={dtype!r} stores a mixture of experts' routed experts; "
+                             f"{model.name!r} has none: use the element format alone")
         routed = model.routed_expert_params
         return routed * DTYPE_BYTES[EXPERT_FORMATS[dtype]] + (model.n_params - routed) * DTYPE_BYTES["bf16"]
     gguf = STORED_FORMATS.get(dtype)
@@ -114,12 +114,7 @@ def routed_expert_bytes(model: Model | str, dtype: str = "bf16") -> float:
     (an approximation under 5% of the experts' bytes for Q4_K_M)."""
     model = resolve_model(model, moe=True)
     dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
-    if dtype in EXPERT_FORMATS:              # routed experts in a block format, the rest bf16 (gpt-oss)
-        if not model.is_moe:
-            raise ValueError(f"dtype={dtype!r} stores a mixture of experts' routed experts; {model.name!r} has "
-                             "none: use the element format alone")
-        routed = model.routed_expert_params
-        return routed * DTYPE_BYTES[EXPERT_FORMATS[dtype]] + (model.n_params - routed) * DTYPE_BYTES["bf16"]
+    dtype = EXPERT_FORMATS.get(dtype, dtype)             # mxfp4-moe: the experts are MXFP4 (gpt-oss)
     gguf = STORED_FORMATS.get(dtype)
     return model.routed_expert_params * DTYPE_BYTES[gguf.blocks if gguf else dtype]
 

@@ -153,7 +153,8 @@ def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
     docstring): ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))``, ``r`` its arithmetic intensity
     (inputs and output read or written once, 1 byte per element in FP8, 2 otherwise) over the ridge point."""
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
-    intensity = matmul_intensity_flops_per_byte(m, k, n, bytes_per_element={"fp8": 1, "fp4": 0.5}.get(dtype, 2))
+    intensity = matmul_intensity_flops_per_byte(m, k, n,
+                                                bytes_per_element={"fp8": 1, "fp4": 0.5}.get(dtype, 2))
     r = intensity / ridge_point_flops_per_byte(gpu, dtype)
     return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
 

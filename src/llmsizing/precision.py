@@ -270,7 +270,8 @@ FP8_SCHEMES: dict[str, Fp8Scheme] = {s.name: s for s in (
     # GEMM layouts is NOT assumed: row- and column-wise copies as TE stores them) and a per-tensor fp32 scale
     Fp8Scheme("nvfp4", weight_copy_bytes=2 * NVFP4_BITS / 8, input_bytes=NVFP4_BITS / 8,
               attn_out_bytes=NVFP4_BITS / 8, gemm_dtype="fp4",
-              source="Transformer Engine NVFP4BlockScaling; arXiv:2509.25149 Sec. 4 (blocks of 16, E4M3 scales)"),
+              source="Transformer Engine NVFP4BlockScaling; arXiv:2509.25149 Sec. 4 (blocks of 16, E4M3 "
+                     "scales)"),
 )}
 
 
@@ -303,8 +304,8 @@ class Recipe:
 
     @property
     def compute_dtype(self) -> str:
-        """The tensor-core format of the recipe's matrix multiplies: ``"fp8"`` for an FP8 recipe (``"fp4"`` for
-        ``nvfp4``), else
+        """The tensor-core format of the recipe's matrix multiplies: ``"fp8"`` for an FP8 recipe (``"fp4"``
+        for ``nvfp4``), else
         ``"bf16"`` (whose peak an fp16 or fp32 recipe is priced at, as the book always has)."""
         return FP8_SCHEMES[self.fp8].gemm_dtype if self.fp8 else "bf16"
 
@@ -338,9 +339,9 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
                        "FP8 copy per Linear weight (128 x 128 blocks): 2 + 4 + 4 + 4 + 1 = 15 B per Linear "
                        "parameter."),
     Recipe("mxfp8", "bf16", "fp32", "fp32", "fp32", fp8="mxfp8",
-           description="Blackwell MXFP8 (Transformer Engine MXFP8BlockScaling): bf16 weights, fp32 gradients, "
-                       "fp32 master + Adam moments, plus row- and column-wise MXFP8 copies of every Linear "
-                       "weight (8.25 bits each): 2 + 4 + 12 + 2.06 = 20.06 B per Linear parameter; GEMMs at "
+           description="Blackwell MXFP8 (Transformer Engine MXFP8BlockScaling): bf16 weights, fp32 "
+                       "gradients, fp32 master + Adam moments, plus row- and column-wise MXFP8 copies of "
+                       "every Linear weight (8.25 bits each): 2 + 4 + 12 + 2.06 = 20.06 B per Linear parameter; GEMMs at "
                        "the FP8 peak."),
     Recipe("nvfp4", "bf16", "fp32", "fp32", "fp32", fp8="nvfp4",
            description="NVFP4 pretraining (arXiv:2509.25149): bf16 weights, fp32 gradients, master and Adam "
