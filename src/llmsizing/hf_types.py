@@ -105,7 +105,8 @@ class Rule:
     ``window`` ``"all"`` (``sliding_window`` on every layer), ``"types"`` (the layers ``layer_types`` marks
     ``sliding_attention``) or ``None``; ``sinks``: one learned logit per head; ``qk_norm_key``: the key that
     switches ``qk_norm`` on (``None``: always on); ``mla``: multi-head latent attention (DeepSeek-V2's keys
-    ``q_lora_rank``, ``kv_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``); ``source``: the modeling file."""
+    ``q_lora_rank``, ``kv_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``);
+    ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"

@@ -341,8 +341,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("mxfp8", "bf16", "fp32", "fp32", "fp32", fp8="mxfp8",
            description="Blackwell MXFP8 (Transformer Engine MXFP8BlockScaling): bf16 weights, fp32 "
                        "gradients, fp32 master + Adam moments, plus row- and column-wise MXFP8 copies of "
-                       "every Linear weight (8.25 bits each): 2 + 4 + 12 + 2.06 = 20.06 B per Linear parameter; GEMMs at "
-                       "the FP8 peak."),
+                       "every Linear weight (8.25 bits each): 2 + 4 + 12 + 2.06 = 20.06 B per Linear "
+                       "parameter; GEMMs at the FP8 peak."),
     Recipe("nvfp4", "bf16", "fp32", "fp32", "fp32", fp8="nvfp4",
            description="NVFP4 pretraining (arXiv:2509.25149): bf16 weights, fp32 gradients, master and Adam "
                        "moments, row- and column-wise NVFP4 copies of every Linear weight (4.5 bits each): "
