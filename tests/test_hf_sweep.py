@@ -38,7 +38,7 @@ def _truth(row) -> int:
 
 
 def _ok(row) -> bool:
-    return row["model_type"] not in REFUSED_TYPES
+    return row["model_type"] not in REFUSED_TYPES and row["model_type"] not in ("deepseek_v2", "nemotron")
 
 
 @pytest.mark.parametrize("row", [r for r in BUILT if _ok(r)], ids=lambda r: f"{r['model_type']}-{r['kind']}")
@@ -60,7 +60,23 @@ def test_every_read_type_is_exact(row):
         assert routed == 0 and m.active_params == m.n_params
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if not _ok(r)], ids=lambda r: f"{r['model_type']}-{r['kind']}")
+#: Types whose released configs the library reads, but not this class default: DeepseekV2Config's default
+#: has no top-k (num_experts_per_tok None: refused, naming the key); transformers cannot build Nemotron's.
+CLASS_DEFAULT_ONLY = {"deepseek_v2": "num_experts_per_tok", "nemotron": None}
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["model_type"] in CLASS_DEFAULT_ONLY],
+                         ids=lambda r: f"{r['model_type']}-{r['kind']}")
+def test_class_defaults_of_read_types_that_cannot_be_counted(row):
+    key = CLASS_DEFAULT_ONLY[row["model_type"]]
+    if key is None:
+        assert row["error"].startswith("build:")
+        return
+    with pytest.raises((TypeError, ValueError), match=key):
+        Model.from_hf_config(json.loads(row["config_json"]))
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["model_type"] in REFUSED_TYPES], ids=lambda r: f"{r['model_type']}-{r['kind']}")
 def test_every_other_type_is_refused_by_name_with_its_reason(row):
     if not row["config_json"]:
         pytest.skip("transformers could not even make the config")
@@ -81,9 +97,9 @@ def test_coverage_of_the_decoder_only_types():
     regression fails). Decoder-only LLM types: those transformers can build and that are not encoders run as
     decoders (a type with a masked-LM head too)."""
     llm = {r["model_type"] for r in BUILT if r["encoder_style"] == "0"}
-    read = {t for t in llm if t not in REFUSED_TYPES}
+    read = {t for t in llm if _ok({"model_type": t})}
     assert len(TYPES) == 183 and len(llm) == 154
-    assert len(read) >= 67, sorted(llm - read)
+    assert len(read) >= 67, sorted(llm - read)              # 67 of 154: 43.5% (issue 36 asks for 85%)
 
 
 # ----------------------------------------------------------------------------- key spellings (issue 36)

@@ -44,7 +44,8 @@ def model_from_hf_config(cls, config, name=None):
         where = f"{where} (text_config)"
     if isinstance(mtype, str) and mtype in REFUSED_TYPES:
         raise ValueError(f"{where}: model_type {mtype!r} is not read by from_hf_config: "
-                         f"{REFUSED_TYPES[mtype]}. Build a Model(...) by hand if its layers allow")
+                         f"{REFUSED_TYPES[mtype]}. Build a Model(...) by hand if its layers allow; the types "
+                         f"it reads: {', '.join(HF_FAMILIES)} and llmsizing.hf_types.TYPE_RULES")
     if isinstance(mtype, str) and mtype in TYPE_RULES and mtype not in HF_DEFAULTS:
         rule = TYPE_RULES[mtype]
         try:

@@ -230,7 +230,6 @@ REFUSED_TYPES: dict[str, str] = {
     "data2vec-text": _ENCODER,
     "dbrx": ("transformers 5.24 cannot build its own class default (build: AttributeError: "
              "'DbrxAttentionConfig' object has no attribute ')"),
-    "deepseek_v2": "its class default sets num_experts_per_tok to None (no top-k): a released config sets it",
     "deepseek_v32": _INDEXER,
     "deepseek_v4": _INDEXER,
     "diffllama": "differential attention (four learned lambda vectors per layer): not modelled",
@@ -300,8 +299,6 @@ REFUSED_TYPES: dict[str, str] = {
     "moss_transcribe_diarize": "a speech model's decoder: not modelled",
     "mpt": "MPT's bias-free LayerNorm and ALiBi in a fused Wqkv: not mapped yet",
     "nanochat": "norms without parameters: not mapped yet",
-    "nemotron": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported "
-                 "operand type(s) for //: 'int' and 'NoneT)"),
     "nemotron_h": _SSM_HYBRID,
     "olmo": "non-parametric LayerNorm (no weights): not mapped yet",
     "olmo_hybrid": _SSM_HYBRID,

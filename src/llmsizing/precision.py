@@ -363,9 +363,9 @@ def compute_dtype(precision: str = "bf16-mixed", dtype: str | None = None) -> st
         return recipe.compute_dtype
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
     if recipe.fp8 and dtype != recipe.compute_dtype:
-        raise ValueError(f"dtype={dtype!r} with precision={precision!r}: the recipe runs its matrix "
-                         f"multiplies in {recipe.compute_dtype.upper()}; use dtype={recipe.compute_dtype!r} "
-                         "or leave dtype out")
+        raise ValueError(f"dtype={dtype!r} with precision={precision!r}: an {recipe.compute_dtype.upper()} "
+                         f"recipe runs its matrix multiplies in {recipe.compute_dtype.upper()}; use "
+                         f"dtype={recipe.compute_dtype!r} or leave dtype out")
     return dtype
 
 
