@@ -338,11 +338,40 @@ REFUSED_TYPES: dict[str, str] = {
 }
 
 
+SWEEP_CSV = CLASSES_JSON.parent / "hf_type_sweep.csv"
+#: Types whose released configs are read although their class default cannot be counted (DeepseekV2Config's
+#: default has no top-k; transformers 5.24 cannot build NemotronConfig's default).
+CLASS_DEFAULT_GAPS = ("deepseek_v2", "nemotron")
+
+
+def sweep_coverage() -> dict:
+    """How many of the installed transformers' causal-LM types the reader reads exactly, from
+    ``data/hf_type_sweep.csv`` (chapter 1, "From a Hugging Face config"): ``types`` (all causal-LM types but
+    encoder-decoders), ``unbuildable`` (transformers cannot build its own class default), ``encoders`` (an
+    encoder with a masked-LM head run as a decoder), ``decoder_only`` (the rest), ``read`` (of those, the types
+    read; each is checked exact in ``tests/test_hf_sweep.py``), ``refused`` by reason and the
+    ``transformers_version`` measured."""
+    import csv
+
+    with open(SWEEP_CSV, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["kind"] == "full"]
+    built = [r for r in rows if not r["error"]]
+    llm = sorted({r["model_type"] for r in built if r["encoder_style"] == "0"})
+    refused: dict[str, list[str]] = {}
+    for t in llm:
+        if t in REFUSED_TYPES:
+            refused.setdefault(REFUSED_TYPES[t], []).append(t)
+    return {"types": len(rows), "unbuildable": len(rows) - len(built),
+            "encoders": len(built) - len(llm), "decoder_only": len(llm),
+            "read": sum(t not in REFUSED_TYPES for t in llm), "refused": refused,
+            "transformers_version": rows[0]["transformers_version"]}
+
+
 def rule_for(mtype) -> Rule | None:
     """The :class:`Rule` of ``mtype``, or ``None``."""
     return TYPE_RULES.get(mtype) if isinstance(mtype, str) else None
 
 
-__all__ = ["TYPE_RULES", "REFUSED_TYPES", "Rule", "Moe", "rule_for", "config_classes", "class_default",
+__all__ = ["TYPE_RULES", "REFUSED_TYPES", "sweep_coverage", "Rule", "Moe", "rule_for", "config_classes", "class_default",
            "synonyms",
            "EXPERT_COUNT_KEYS", "EXPERT_TOPK_KEYS", "NO_PARAMETER_KEYS"]
