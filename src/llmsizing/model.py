@@ -17,7 +17,7 @@ Sources for the layer layouts:
   (arXiv:2405.04434) and DeepSeek-V3 (arXiv:2412.19437), Qwen2-MoE/Qwen3 (Yang et al. 2025, arXiv:2505.09388),
   gpt-oss (OpenAI 2025 model card), Llama 4; the other Hugging Face families of :meth:`Model.from_hf_config`
   (Gemma 1-3, Phi-3, OLMo 2, Nemotron, GPT-NeoX, Falcon, OPT, BLOOM). Every layout is the module tree of
-  ``transformers`` 5.23's ``modeling_<type>.py``, checked tensor for tensor on the meta device
+  ``transformers`` 5.24's ``modeling_<type>.py``, checked tensor for tensor on the meta device
   (``data/hf_meta_param_counts.csv``).
 """
 
@@ -436,7 +436,7 @@ class Model(TensorLayout):
         ``nemotron``, ``gpt_neox``, ``falcon``, ``opt``, ``bloom``, ``gpt2``; mixtures of experts ``mixtral``,
         ``qwen2_moe``, ``qwen3_moe``, ``deepseek_v2``, ``deepseek_v3``, ``gpt_oss``, ``llama4_text`` (and
         ``llama4``: its ``text_config``; the vision tower is not counted). Each family's count equals the
-        parameters of transformers 5.23's ``<Family>ForCausalLM`` built from the same config on the meta
+        parameters of transformers 5.24's ``<Family>ForCausalLM`` built from the same config on the meta
         device (``data/hf_meta_param_counts.csv``, made by ``tools/measure_memory.py hf-counts``). Anything
         else raises ``ValueError`` naming the ``model_type``: a silently wrong architecture would give a
         silently wrong count. So does a config with mixture-of-experts fields (:data:`MOE_KEYS`) under a dense
@@ -452,7 +452,7 @@ class Model(TensorLayout):
         ``"false"``, an integer of thousands of digits) is refused, not replaced. Bias flags the Hugging Face
         class ignores are ignored too: Qwen2 always has biases on q, k and v only, Mistral none.
 
-        What each family adds (transformers 5.23's ``modeling_<type>.py``):
+        What each family adds (transformers 5.24's ``modeling_<type>.py``):
 
         * ``qwen3``, ``qwen3_moe``, ``gemma3_text``: per-head q/k RMSNorms; ``olmo2``: q/k norms over the
           whole projections; ``gemma2``/``gemma3_text``: four norms per block; ``attention_bias`` (``qwen3``,

@@ -1,7 +1,7 @@
 """The parameter tensors of a :class:`~llmsizing.model.Model` (chapter 1, "Counting parameters"): the one list
 every count, breakdown and optimizer state is derived from.
 
-:class:`TensorLayout` holds the module tree of ``transformers`` 5.23's ``modeling_<type>.py`` as ``(component,
+:class:`TensorLayout` holds the module tree of ``transformers`` 5.24's ``modeling_<type>.py`` as ``(component,
 name, shape)`` tuples: attention (multi-head latent attention too), the norms, the MLP, a mixture of experts'
 router, routed and shared experts; one block (:meth:`~TensorLayout.layer_tensors`) and the whole model
 (:meth:`~TensorLayout.tensors`). :class:`~llmsizing.model.Model` inherits it (issue 32: model.py stays under
