@@ -3,7 +3,7 @@ config file"; issue 24 for the families beyond Llama, Mistral, Qwen2 and GPT-2).
 
 :meth:`Model.from_hf_config <llmsizing.model.Model.from_hf_config>` documents what each family reads; this
 module holds the reader: the Hugging Face config classes' defaults (:data:`HF_DEFAULTS`, from transformers
-5.23's ``configuration_<type>.py``), the per-family layouts, and the checks whose errors name the config key
+5.24's ``configuration_<type>.py``), the per-family layouts, and the checks whose errors name the config key
 and file. Every family's count is checked against transformers' own modules built on the meta device
 (``data/hf_meta_param_counts.csv``, ``tools/measure_memory.py hf-counts``; ``tests/test_config_families.py``).
 """
