@@ -92,6 +92,11 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
         raise ValueError(f"{where}: num_key_value_heads ({kv}) must divide num_attention_heads ({heads}) "
                          "and be at most it")
     # intermediate_size may be absent when every layer has experts (Solar Open): the experts' width then
+    per_layer = k.value("num_attention_heads_per_layer", required=False) \
+        if class_default(mtype, "num_attention_heads_per_layer")[0] else None
+    if per_layer is not None and (not isinstance(per_layer, list) or set(per_layer) != {heads}):
+        raise ValueError(f"{where}: num_attention_heads_per_layer={_short(per_layer)} gives layers different "
+                         "head counts, which Model does not represent (one head count for every layer)")
     act = k.value(rule.activation_key, required=False)
     act = _HF_ACTIVATION_ALIASES.get(act, act) if isinstance(act, str) else None
     qkv, o, mlp = k.switch(rule.qkv_bias), k.switch(rule.o_bias), k.switch(rule.mlp_bias)
@@ -108,7 +113,7 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
                   and max_seq > 0 else 4096,
                   activation=act if act in ACTIVATIONS else None,
                   qk_norm=rule.qk_norm if rule.qk_norm_key is None or k.switch(rule.qk_norm_key) else None,
-                  norms_per_layer=rule.norms, attn_sinks=rule.sinks)
+                  norms_per_layer=rule.norms, attn_sinks=rule.sinks, attn_gate=rule.attn_gate)
     if rule.mla:
         q_rank = k.value("q_lora_rank", required=False)
         fields.update(kv_heads=heads, head_dim=None, qkv_bias=False, bias=False, qk_norm=None,

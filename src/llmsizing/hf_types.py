@@ -106,7 +106,7 @@ class Rule:
     ``sliding_attention``) or ``None``; ``sinks``: one learned logit per head; ``qk_norm_key``: the key that
     switches ``qk_norm`` on (``None``: always on); ``mla``: multi-head latent attention (DeepSeek-V2's keys
     ``q_lora_rank``, ``kv_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``);
-    ``source``: the modeling file."""
+    ``attn_gate``: Model's ``attn_gate``; ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -122,6 +122,7 @@ class Rule:
     activation_key: str = "hidden_act"
     qk_norm_key: str | None = None
     mla: bool = False
+    attn_gate: str | None = None
 
 
 def _src(t: str) -> str:
@@ -187,6 +188,11 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "jais2": dict(norm="layernorm", gated=False),
     "kolibri1": dict(_QK, norms=4, mlp_bias=False, moe=Moe(shared_width="shared_expert_intermediate_size",
                                                            router_bias=True)),
+    # ---- a gate on the attention output
+    "afmoe": dict(_QK, norms=4, mlp_bias=False, attn_gate="full",
+                  moe=Moe(shared="num_shared_experts", first_dense="num_dense_layers", router_bias=True)),
+    "laguna": dict(_QK, mlp_bias=False, attn_gate="head",
+                   moe=Moe(shared_width="shared_expert_intermediate_size", router_bias=True)),
     "cohere2_moe": dict(mlp_bias=False, norms=1, moe=Moe(width="intermediate_size",
                                                          shared="num_shared_experts")),
 }.items()}
@@ -205,7 +211,6 @@ _LINEAR_ATTN = "hybrid: linear-attention layers among softmax-attention layers (
 #: (issue 36: refused by name, never guessed). ``data/hf_type_sweep.csv`` holds every type;
 #: ``tests/test_hf_sweep.py`` checks that each is either exact or listed here.
 REFUSED_TYPES: dict[str, str] = {
-    "afmoe": _ATTN_GATE,
     "apertus": ("xIELU activation with learned scalars and renamed norms (attention_layernorm, "
                 "feedforward_layernorm)"),
     "apertus1p5_text": ("xIELU activation with learned scalars and renamed norms (attention_layernorm,"
@@ -277,7 +282,6 @@ REFUSED_TYPES: dict[str, str] = {
     "jamba": _SSM_HYBRID,
     "jetmoe": "mixture of attention heads and of MLP experts (JetMoE): not modelled",
     "kimi_linear": _LINEAR_ATTN,
-    "laguna": _ATTN_GATE,
     "lara_mini": _LINEAR_ATTN,
     "lfm2": "short-convolution layers among attention layers (a fixed state per sequence): not modelled yet",
     "lfm2_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: 'NoneType' "
@@ -348,8 +352,8 @@ def sweep_coverage() -> dict:
     """How many of the installed transformers' causal-LM types the reader reads exactly, from
     ``data/hf_type_sweep.csv`` (chapter 1, "From a Hugging Face config"): ``types`` (all causal-LM types but
     encoder-decoders), ``unbuildable`` (transformers cannot build its own class default), ``encoders`` (an
-    encoder with a masked-LM head run as a decoder), ``decoder_only`` (the rest), ``read`` (of those, the types
-    read; each is checked exact in ``tests/test_hf_sweep.py``), ``refused`` by reason and the
+    encoder with a masked-LM head run as a decoder), ``decoder_only`` (the rest), ``read`` (of those, the
+    types read; each is checked exact in ``tests/test_hf_sweep.py``), ``refused`` by reason and the
     ``transformers_version`` measured."""
     import csv
 
@@ -372,6 +376,5 @@ def rule_for(mtype) -> Rule | None:
     return TYPE_RULES.get(mtype) if isinstance(mtype, str) else None
 
 
-__all__ = ["TYPE_RULES", "REFUSED_TYPES", "sweep_coverage", "Rule", "Moe", "rule_for", "config_classes", "class_default",
-           "synonyms",
-           "EXPERT_COUNT_KEYS", "EXPERT_TOPK_KEYS", "NO_PARAMETER_KEYS"]
+__all__ = ["TYPE_RULES", "REFUSED_TYPES", "sweep_coverage", "Rule", "Moe", "rule_for", "config_classes",
+           "class_default", "synonyms", "EXPERT_COUNT_KEYS", "EXPERT_TOPK_KEYS", "NO_PARAMETER_KEYS"]

@@ -35,6 +35,7 @@ from .hf_config import model_from_hf_config
 from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES,  # noqa: F401
                          MOE_KEYS, moe_layer_indices)
 from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
+from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
 
 NORMS = ("layernorm", "rmsnorm")
 
@@ -47,6 +48,8 @@ COMPONENTS = ("embedding", "position", "attention", "mlp", "norms", "lm_head")
 #: Qwen3-MoE), or over the whole query and key projections (``heads x head_dim`` and ``kv_heads x head_dim``
 #: gains: OLMo 2).
 QK_NORMS = ("head", "proj")
+#: ``attn_gate`` values: a gate per attention output number (``"full"``) or per head (``"head"``).
+ATTN_GATES = ("full", "head")
 
 #: What the functions that do not model mixtures of experts yet say when they are given one.
 MOE_NOT_MODELLED = "this function does not model a mixture of experts yet"
@@ -121,7 +124,10 @@ class Model(TensorLayout):
     * ``window_layers``: how many of the layers use ``sliding_window`` (``None``: all of them); the rest
       attend to everything (Gemma 2 and gpt-oss alternate, Gemma 3 has five windowed layers for one global);
     * ``parallel_block``: attention and MLP read the same input and add into one residual (GPT-J, GPT-NeoX,
-      Falcon). No parameter changes; recorded for what it saves.
+      Falcon). No parameter changes; recorded for what it saves;
+    * ``attn_gate``: a sigmoid gate on the attention output, one matrix from the block's input (issue 36):
+      ``"full"`` (``heads x head_dim`` outputs: AFMoE's ``gate_proj``) or ``"head"`` (one per head: Laguna's
+      ``g_proj``), :data:`ATTN_GATES`.
 
     Position encodings without parameters (rotary, partial rotary, ALiBi), logit soft-capping and attention
     scaling change no parameter and no cache byte, and have no field.
@@ -180,6 +186,7 @@ class Model(TensorLayout):
     pos_offset: int = 0
     window_layers: int | None = None
     parallel_block: bool = False
+    attn_gate: str | None = None
     # ---- mixture of experts (experts=0: dense)
     experts: int = 0
     experts_per_token: int = 0
@@ -233,6 +240,8 @@ class Model(TensorLayout):
         check_choice("norm", self.norm, NORMS)
         if self.qk_norm is not None:
             check_choice("qk_norm", self.qk_norm, QK_NORMS)
+        if self.attn_gate is not None:
+            check_choice("attn_gate", self.attn_gate, ATTN_GATES)
         object.__setattr__(self, "norms_per_layer",
                            check_int("norms_per_layer", self.norms_per_layer, maximum=4))
         object.__setattr__(self, "pos_offset", check_int("pos_offset", self.pos_offset, minimum=0))

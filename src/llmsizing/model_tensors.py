@@ -55,6 +55,8 @@ class TensorLayout:
             t += [("norms", "q_norm.weight", (a * d,)), ("norms", "k_norm.weight", (g * d,))]
         if self.attn_sinks:
             t.append(("attention", "sinks", (a,)))
+        if getattr(self, "attn_gate", None):                    # an output gate from the block's input
+            t.append(("attention", "attn_gate.weight", (a * d if self.attn_gate == "full" else a, h)))
         return t
 
     def _norm_tensors(self, which: str) -> list[tuple[str, str, tuple[int, ...]]]:
