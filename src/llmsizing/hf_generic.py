@@ -83,7 +83,10 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
     type."""
     k = _Keys(config, where, mtype)
     layers, hidden, heads = k.int("num_hidden_layers"), k.int("hidden_size"), k.int("num_attention_heads")
-    kv = k.int("num_key_value_heads", required=False) or heads
+    if rule.gpt2_layout:
+        kv = 1 if k.switch("multi_query") else heads
+    else:
+        kv = k.int("num_key_value_heads", required=False) or heads
     head_dim = k.int("head_dim", required=False) or hidden // heads       # transformers floors it
     if head_dim == 0:
         raise ValueError(f"{where}: num_attention_heads ({heads}) must be at most hidden_size ({hidden}) "
@@ -105,8 +108,10 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
     tied = k.value("tie_word_embeddings", required=False)
     max_seq = k.value("max_position_embeddings", required=False)
     fields = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
-                  ffn_hidden=k.int("intermediate_size", required=rule.moe is None)
-                  or k.int(rule.moe.width), vocab=k.int("vocab_size"), gated_mlp=rule.gated,
+                  ffn_hidden=k.int(rule.ffn_key,
+                                   required=rule.moe is None and not rule.gpt2_layout)
+                  or (k.int(rule.moe.width) if rule.moe else 4 * hidden),
+                  vocab=k.int("vocab_size"), gated_mlp=rule.gated,
                   tied_embeddings=bool(True if tied is None else check_bool("tie_word_embeddings", tied)),
                   norm=rule.norm, bias=o, qkv_bias=qkv and not o, mlp_bias=mlp,
                   max_seq=max_seq if isinstance(max_seq, int) and not isinstance(max_seq, bool)
@@ -121,6 +126,8 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
                       kv_lora_rank=k.int("kv_lora_rank"), qk_rope_head_dim=k.int("qk_rope_head_dim"),
                       qk_nope_head_dim=k.int("qk_nope_head_dim"), v_head_dim=k.int("v_head_dim"))
         k.used.update(("head_dim", "num_key_value_heads"))
+    if rule.gpt2_layout:
+        fields.update(learned_pos=True, fused_qkv=True)
     fields.update(_windows(k, layers, rule))
     fields.update(_moe(k, layers, rule))
     _refuse_unread(k, rule)

@@ -106,7 +106,9 @@ class Rule:
     ``sliding_attention``) or ``None``; ``sinks``: one learned logit per head; ``qk_norm_key``: the key that
     switches ``qk_norm`` on (``None``: always on); ``mla``: multi-head latent attention (DeepSeek-V2's keys
     ``q_lora_rank``, ``kv_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``);
-    ``attn_gate``: Model's ``attn_gate``; ``source``: the modeling file."""
+    ``attn_gate``: Model's ``attn_gate``; ``ffn_key``: the MLP width's key (``None`` there: 4 x hidden);
+    ``gpt2_layout``: GPT-2's block (learned positions, fused q/k/v with ``multi_query`` giving one key/value
+    head); ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -123,6 +125,8 @@ class Rule:
     qk_norm_key: str | None = None
     mla: bool = False
     attn_gate: str | None = None
+    ffn_key: str = "intermediate_size"
+    gpt2_layout: bool = False
 
 
 def _src(t: str) -> str:
@@ -188,6 +192,10 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "jais2": dict(norm="layernorm", gated=False),
     "kolibri1": dict(_QK, norms=4, mlp_bias=False, moe=Moe(shared_width="shared_expert_intermediate_size",
                                                            router_bias=True)),
+    # ---- GPT-2's block (SantaCoder/StarCoder 1: one key/value head with multi_query)
+    "gpt_bigcode": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False,
+                        ffn_key="n_inner", gpt2_layout=True, window=None,
+                        activation_key="activation_function"),
     # ---- a gate on the attention output
     "afmoe": dict(_QK, norms=4, mlp_bias=False, attn_gate="full",
                   moe=Moe(shared="num_shared_experts", first_dense="num_dense_layers", router_bias=True)),
@@ -265,7 +273,6 @@ REFUSED_TYPES: dict[str, str] = {
     "git": _MULTIMODAL_TEXT,
     "glm_moe_dsa": _INDEXER,
     "got_ocr2": _MULTIMODAL_TEXT,
-    "gpt_bigcode": "GPT-2-style block with multi-query attention in a fused c_attn: not mapped yet",
     "gpt_neo": "GPT-2-style block with local attention layers: not mapped yet",
     "gpt_neox_japanese": "GPT-NeoX-Japanese's separate dense bias: not mapped yet",
     "gptj": "GPT-J's parallel block with a biased LM head: not mapped yet",
