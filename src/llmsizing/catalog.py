@@ -285,7 +285,8 @@ class GPU:
 @cache
 def _gpus() -> dict[str, GPU]:
     out = {}
-    fp4 = {r["name"]: float(r["fp4_dense_tflops"]) for r in _read("gpus_fp4.csv")}
+    fp4 = {r["name"]: float(r["fp4_dense_tflops"]) for r in _read("gpus_fp4.csv")} \
+        if (DATA_DIR / "gpus_fp4.csv").exists() else {}    # (a catalogue copied without it: no FP4 peaks)
     for r in _read("gpus.csv"):
         def num(k, r=r):
             return float(r[k]) if r[k].strip() else None
