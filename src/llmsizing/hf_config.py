@@ -42,6 +42,12 @@ def model_from_hf_config(cls, config, name=None):
         config, mtype = dict(config["text_config"]), _MULTIMODAL[mtype]
         config.setdefault("model_type", mtype)
         where = f"{where} (text_config)"
+    elif (isinstance(mtype, str) and mtype not in HF_DEFAULTS and mtype not in TYPE_RULES
+          and mtype not in REFUSED_TYPES and isinstance(config.get("text_config"), dict)
+          and isinstance(config["text_config"].get("model_type"), str)):
+        # any other multimodal config whose text model is a type read here (GOT-OCR2's qwen2): its text model
+        config = config["text_config"]
+        where, mtype = f"{where} (text_config)", config["model_type"]
     if isinstance(mtype, str) and mtype in REFUSED_TYPES:
         raise ValueError(f"{where}: model_type {mtype!r} is not read by from_hf_config: "
                          f"{REFUSED_TYPES[mtype]}. Build a Model(...) by hand if its layers allow; the types "

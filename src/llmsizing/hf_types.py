@@ -272,7 +272,6 @@ REFUSED_TYPES: dict[str, str] = {
     "gemma4_unified_text": "global layers with their own head dimension and a per-layer scalar: not modelled",
     "git": _MULTIMODAL_TEXT,
     "glm_moe_dsa": _INDEXER,
-    "got_ocr2": _MULTIMODAL_TEXT,
     "gpt_neo": "GPT-2-style block with local attention layers: not mapped yet",
     "gpt_neox_japanese": "GPT-NeoX-Japanese's separate dense bias: not mapped yet",
     "gptj": "GPT-J's parallel block with a biased LM head: not mapped yet",
