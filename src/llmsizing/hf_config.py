@@ -22,7 +22,7 @@ from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int
 from .model_keys import (_ALIASES, _FAMILY_KEY_OF_FIELD, _GPT2_KEY_OF_FIELD,  # noqa: F401
                          _HF_ACTIVATION_ALIASES, _HF_KEY_OF_FIELD, _LLAMA_FLAGS, _MOE_FAMILIES, _MULTIMODAL,
                          ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES, MOE_KEYS, moe_layer_indices)
-from .hf_generic import generic_fields
+from .hf_generic import generic_fields, refuse_unread
 from .hf_types import EXPERT_COUNT_KEYS, REFUSED_TYPES, TYPE_RULES, class_default, synonyms
 
 
@@ -88,6 +88,7 @@ def model_from_hf_config(cls, config, name=None):
     heads, hidden = get.int("num_attention_heads"), get.int("hidden_size")
     mla = mtype in ("deepseek_v2", "deepseek_v3")
     head_dim = None if mla else get.int("head_dim")
+    get.used.add("head_dim")          # (MLA: DeepseekV2Config derives it from the q/k dims, read below)
     if head_dim is None and not mla:
         get.divisible("hidden_size", hidden, "num_attention_heads", heads)
     kv = heads if mla else get.kv_heads(heads)
@@ -161,6 +162,9 @@ def _falcon_fields(get: "_ConfigReader") -> dict:
     hidden, heads = get.int("hidden_size"), get.int("num_attention_heads")
     get.divisible("hidden_size", hidden, "num_attention_heads", heads)
     new, parallel = get.bool("new_decoder_architecture"), get.bool("parallel_attn")
+    # modeling_falcon.py sizes query_key_value from num_kv_heads only with the new architecture; ALiBi has no
+    # parameters
+    get.used.update(("num_kv_heads", "alibi"))
     if new:                                       # grouped keys: (heads + 2 num_kv_heads) x head_dim rows
         kv = get.int("num_kv_heads")
         kv = heads if kv is None else kv
@@ -287,10 +291,12 @@ class _ConfigReader:
     def __init__(self, config: dict, where: str, mtype: str):
         self.config, self.where, self.mtype = config, where, mtype
         self.defaults = HF_DEFAULTS[mtype]
+        self.used = {"no_rope_layers", "num_key_value_heads"}      # (also read directly, below)
 
     def _value(self, key):
         """``(value, False)``, or ``(Hugging Face's default, True)`` when the key is absent or ``null``."""
         names = (key,) + _ALIASES.get(self.mtype, {}).get(key, ()) + synonyms(self.mtype, key)
+        self.used.update(names)
         given = {n: self.config[n] for n in dict.fromkeys(names) if self.config.get(n) is not None}
         if len({_short(v, 10_000) for v in given.values()}) > 1:    # two spellings of one field (issue 36)
             raise ValueError(f"{self.where}: " + " and ".join(f"{n}={_short(v)}" for n, v in given.items())
@@ -384,6 +390,7 @@ class _ConfigReader:
 
     def opt_int(self, key: str, *, minimum: int = 1):
         """An integer, or ``None`` when the config gives ``null`` (DeepSeek-V2-Lite's ``q_lora_rank``)."""
+        self.used.add(key)
         if key in self.config and self.config[key] is None:
             return None
         return self.int(key, minimum=minimum)
@@ -555,7 +562,10 @@ class _ConfigReader:
         return {} if top == groups else {"expert_groups": groups, "expert_groups_per_token": top}
 
     def build(self, cls, name: str, fields: dict) -> "Model":
-        """``cls(name, **fields)``; an error the Model raises names the config keys, not its fields."""
+        """``cls(name, **fields)``; an error the Model raises names the config keys, not its fields. A key of
+        the config class that was not read, set to a value other than its default, that may change the count,
+        is an error naming it (issue 36; :func:`llmsizing.hf_generic.refuse_unread`)."""
+        refuse_unread(self.config, self.where, self.mtype, self.used)
         try:
             return cls(name=name, **fields)
         except (TypeError, ValueError) as exc:

@@ -206,16 +206,23 @@ def _moe(k: _Keys, layers: int, rule: Rule) -> dict:
 
 
 def _refuse_unread(k: _Keys, rule: Rule) -> None:
-    """A key of the type's config class that this rule does not read, set to something else than the class
-    default, which is not known to leave the parameters alone: an error naming it."""
-    for key, v in k.config.items():
-        if key in k.used or NO_PARAMETER_KEYS.match(key):
+    refuse_unread(k.config, k.where, k.mtype, k.used, rule.source)
+
+
+def refuse_unread(config: dict, where: str, mtype: str, used, source: str | None = None) -> None:
+    """A key of the type's config class that the reader did not read (``used``), set to something else than
+    the class default, which is not known to leave the parameters alone (:data:`NO_PARAMETER_KEYS`): an error
+    naming it."""
+    cls = config_classes().get(mtype, {}).get("class", mtype)
+    for key, v in config.items():
+        if key in used or NO_PARAMETER_KEYS.match(key):
             continue
-        has, default = class_default(k.mtype, key)
+        has, default = class_default(mtype, key)
         if has and v != default:
-            raise ValueError(f"{k.where}: {key}={_short(v)} (the {k._cls()} default is {_short(default)}) is "
-                             f"not read for model_type {k.mtype!r} ({rule.source}) and may change the "
-                             "parameter count; from_hf_config refuses rather than guess")
+            raise ValueError(f"{where}: {key}={_short(v)} (the {cls} default is {_short(default)}) is not "
+                             f"read for model_type {mtype!r}" + (f" ({source})" if source else "")
+                             + " and may change the parameter count; from_hf_config refuses rather than "
+                             "guess")
 
 
-__all__ = ["generic_fields"]
+__all__ = ["generic_fields", "refuse_unread"]
