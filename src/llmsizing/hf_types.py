@@ -46,7 +46,11 @@ NO_PARAMETER_KEYS = re.compile(
     r"moe_router_.*|use_bias_correction|expert_bias_update_rate|attn_logit_softcapping|"
     r"final_logit_softcapping|cache_implementation|pad_token_id|bos_token_id|eos_token_id|"
     r"num_nextn_predict_layers|num_mtp_layers|mtp_.*|use_qk_norm_|base_model_.*|"
-    r"position_embedding_type|use_mup|mup_.*)$")
+    r"position_embedding_type|use_mup|mup_.*|.*pdrop|original_max_position_embeddings|"
+    r"use_bidirectional_attention|swiglu_alpha|swiglu_limit|scale_.*|.*softmax.*|summary_.*|"
+    r"reorder_and_upcast_attn|layerdrop|attn_scale|floor_scale|clip_qkv|route_scale|slow_but_exact|"
+    r"enable_moe_fp32_combine|sliding_window_pattern|apply_residual_connection_post_layernorm|"
+    r"dim_model_base|global_attn_every_n_layers|moe_apply_router_weight_on_input)$")
 
 
 @lru_cache(maxsize=1)
