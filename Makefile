@@ -17,7 +17,7 @@ STAMP       := $(VENV)/.requirements-stamp
 MVENV       := .venv-measure
 MSTAMP      := $(MVENV)/.measure-stamp
 TORCH_SPEC  := torch==2.13.0
-HF_SPEC     := transformers==5.23.0
+HF_SPEC     := transformers==5.24.0
 PEFT_SPEC   := peft==0.21.2
 BNB_SPEC    := bitsandbytes==0.50.2
 ASSET_STAMP := $(foreach p,mathjax thebe requirejs,_vendor_cache/static/vendor/$(p)/.version)

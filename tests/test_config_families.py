@@ -3,7 +3,7 @@ attention, checked without torch.
 
 Expected values never come from the library itself. They come from:
 
-* ``data/hf_meta_param_counts.csv``: transformers 5.23's own ``<Family>ForCausalLM`` built from the same config on
+* ``data/hf_meta_param_counts.csv``: transformers 5.24's own ``<Family>ForCausalLM`` built from the same config on
   the meta device (``tools/measure_memory.py hf-counts``), plus the persistent buffers it saves in the state dict
   (DeepSeek-V3's ``e_score_correction_bias``: in the released checkpoint, a buffer in transformers);
 * published totals (the issue's 46,702,792,704 and 671,026,419,200) and the model cards' active counts;
@@ -40,11 +40,11 @@ def test_library_count_equals_the_meta_device_count(row):
     assert m.n_params == int(row["n_params"]) + int(row["n_persistent_buffers"])
 
 
-def test_every_family_has_a_small_and_a_published_config_measured_with_transformers_5_23():
+def test_every_family_has_a_small_and_a_published_config_measured_with_transformers_5_24():
     kinds: dict[str, set] = {}
     for r in ROWS:
         kinds.setdefault(r["family"], set()).add(r["kind"])
-        assert r["transformers_version"] == "5.23.0" and r["measured_on"]
+        assert r["transformers_version"] == "5.24.0" and r["measured_on"]
     wrappers = {"gemma3", "llama4"}                     # read through their text_config (tested below)
     covered_before = {"llama", "mistral", "qwen2", "gpt2"}   # tests/test_model.py, test_validation.py
     for family in set(HF_FAMILIES) - wrappers - covered_before:

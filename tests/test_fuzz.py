@@ -561,7 +561,8 @@ def test_fuzz_chart(name):
 
 
 # ----------------------------------------------------------------------------- config files on disk
-@given(st.sampled_from(["", "   ", "{", "[1, 2]", "null", '"llama"', "{\"model_type\": \"llama\"}", "\x00\xff"]))
+# ({"model_type": "llama"} alone is LlamaConfig's class default since issue 36, as transformers reads it)
+@given(st.sampled_from(["", "   ", "{", "[1, 2]", "null", '"llama"', "{\"model_type\": \"no_such\"}", "\x00\xff"]))
 @settings(FUZZ)
 def test_fuzz_config_files(tmp_path_factory, text):
     path = tmp_path_factory.mktemp("cfg") / "config.json"

@@ -72,7 +72,8 @@ def test_headline_figures():
 
 def test_every_recipe_and_optimizer_is_tabulated():
     # the FP8 recipes add their weight copies per Linear parameter (model-dependent): tests/test_fp8.py
-    assert set(EXPECTED_BPP) | {"fp8-mixed", "fp8-deepseek"} == set(RECIPES)
+    # (and the block-scaled recipes of issue 36: tests/test_formats_2026.py)
+    assert set(EXPECTED_BPP) | {"fp8-mixed", "fp8-deepseek", "mxfp8", "nvfp4"} == set(RECIPES)
     assert set(OPT_COLUMNS) | {"adafactor"} == set(OPTIMIZERS)
 
 

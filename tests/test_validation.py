@@ -183,13 +183,13 @@ def test_model_argument_type(bad):
             f(bad)
 
 
-def test_hf_config_missing_field_is_a_value_error():
+def test_hf_config_missing_field_takes_the_class_default_as_transformers_does():
+    """Issue 36: save_pretrained writes only the keys that differ from the config class's defaults, so an
+    absent key is the class default (LlamaConfig: 32 heads; GPT2Config: n_embd 768), never an error."""
     cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "intermediate_size": 11008,
            "vocab_size": 32000}
-    with pytest.raises(ValueError, match="num_attention_heads"):
-        Model.from_hf_config(cfg)
-    with pytest.raises(ValueError, match="n_embd"):
-        Model.from_hf_config({"model_type": "gpt2", "n_layer": 12})
+    assert Model.from_hf_config(cfg) == Model.from_hf_config({**cfg, "num_attention_heads": 32})
+    assert Model.from_hf_config({"model_type": "gpt2", "n_layer": 12}).hidden == 768
 
 
 # ----------------------------------------------------------------------------- never negative, never NaN

@@ -3,7 +3,7 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|cp|a2a|hf-counts] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|cp|a2a|hf-counts|hf-sweep] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -32,6 +32,10 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     hf-counts [--out data/hf_meta_param_counts.csv]
            exact parameters of every Hugging Face family Model.from_hf_config reads (MoE, MLA, Gemma, Falcon,
            ...): transformers' ForCausalLM built on the meta device from small and published configs (issue 24)
+    hf-sweep [--out data/hf_type_sweep.csv] [--classes-out data/hf_config_classes.json] [--only TYPE ...]
+           every decoder-only causal-LM type of the installed transformers, its class default on the meta device
+           (to_dict and save_pretrained's dict), and every config class's attribute_map and defaults, which the
+           library's reader uses (issue 36; about 3 minutes; ``hf_sweep.py``)
     mask   [--out data/masked_sdpa.csv]
            a small HF Llama's saved tensors with no attention mask, an all-ones one and a padded batch's (SDPA,
            CPU; issue 26): with a mask HF repeats K and V to every query head (``mask.py``)

@@ -215,6 +215,9 @@ class GPU:
     as_of: str
     fp16_dense_tflops: float | None = None
     fp16_acc16_dense_tflops: float | None = None
+    #: Dense FP4 (NVFP4/MXFP4) tensor-core peak, ``None`` without FP4 tensor cores (``data/gpus_fp4.csv``,
+    #: each row with its source and ``as_of``; issue 36: B200, GB200, B300, MI355X).
+    fp4_dense_tflops: float | None = None
     #: :data:`GPU_LINK_CLASSES`; ``None`` (a hand-made GPU) takes the class of its node's topology.
     link_class: str | None = None
 
@@ -240,7 +243,8 @@ class GPU:
                              "fp16_dense_tflops: give the GPU's 16-bit tensor-core peak in one of them")
         # None: no FP8 tensor cores (the A10, the A100s, the V100); no BF16 (the V100); FP16 at the BF16 rate,
         # or FP16-accumulate FP16 at the FP16 rate (every GPU but a GeForce card)
-        for f in ("bf16_dense_tflops", "fp8_dense_tflops", "fp16_dense_tflops", "fp16_acc16_dense_tflops"):
+        for f in ("bf16_dense_tflops", "fp8_dense_tflops", "fp16_dense_tflops", "fp16_acc16_dense_tflops",
+                  "fp4_dense_tflops"):
             if getattr(self, f) is not None:
                 field(f, minimum=MIN_GPU_SPEED)
         if self.memory_marketed_gb is not None:
@@ -281,6 +285,8 @@ class GPU:
 @cache
 def _gpus() -> dict[str, GPU]:
     out = {}
+    fp4 = {r["name"]: float(r["fp4_dense_tflops"]) for r in _read("gpus_fp4.csv")} \
+        if (DATA_DIR / "gpus_fp4.csv").exists() else {}    # (a catalogue copied without it: no FP4 peaks)
     for r in _read("gpus.csv"):
         def num(k, r=r):
             return float(r[k]) if r[k].strip() else None
@@ -293,6 +299,7 @@ def _gpus() -> dict[str, GPU]:
             price_usd_per_gpu_hour=num("price_usd_per_gpu_hour"), price_source=r["price_source"],
             spec_source=r["spec_source"], as_of=r["as_of"], fp16_dense_tflops=num("fp16_dense_tflops"),
             fp16_acc16_dense_tflops=num("fp16_acc16_dense_tflops"), link_class=r["link_class"],
+            fp4_dense_tflops=fp4.get(r["name"]),
         )
         out[g.name] = g
     return out

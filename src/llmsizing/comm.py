@@ -384,7 +384,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     par = resolve_parallel(parallel, model, seq=seq)
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     g = get_gpu(gpu)
-    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
+    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     # each of the tp x cp GPUs of a stage does 1 / (tp cp) of its work: with causal load balancing every
     # context-parallel rank gets the same share of the attention (two chunks, one early, one late)

@@ -20,7 +20,7 @@ from .network import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps  # noq
 #: ``fp16-acc16`` (FP16 with FP16 accumulation, faster on GeForce cards only) and ``fp8`` (absent on the A10,
 #: the A100s, the V100 and the MI250X). See :func:`dense_tflops` for what each reads and for a GPU without
 #: BF16.
-COMPUTE_DTYPES = ("bf16", "fp16", "fp16-acc16", "fp8")
+COMPUTE_DTYPES = ("bf16", "fp16", "fp16-acc16", "fp8", "fp4")
 
 #: Datasheets quote tensor-core peaks "with sparsity": 2:4 structured sparsity (two of every four weights
 #: zero, NVIDIA Ampere whitepaper 2020) skips the zeros and doubles the figure. Training uses dense matrices.
@@ -48,6 +48,9 @@ def check_recipe_runs_on(precision: str, gpu):
 
     recipe = RECIPES[check_recipe("precision", precision)]
     g = get_gpu(gpu)
+    if recipe.compute_dtype == "fp4" and g.fp4_dense_tflops is None:
+        raise ValueError(f"precision={precision!r} runs its matrix multiplies in FP4, and the {g.name} has "
+                         "no FP4 tensor cores (data/gpus.csv fp4_dense_tflops): use 'mxfp8' or 'fp8-mixed'")
     if recipe.fp8 and g.fp8_dense_tflops is None:
         raise ValueError(f"precision={precision!r} runs its matrix multiplies in FP8, and the {g.name} has "
                          "no FP8 tensor cores: use a 16-bit recipe ('bf16-mixed', 'bf16-mixed-fp32-grads') "
@@ -67,6 +70,8 @@ def dense_tflops(gpu, dtype: str = "bf16") -> float:
       column is empty. Only GeForce cards differ: the RTX 4090 does 330.3 against 165.2 with FP32
       accumulation. Mixed-precision training accumulates in FP32, so the book's training times never use it.
     * ``"fp8"``: ``fp8_dense_tflops``; a GPU without FP8 raises ``ValueError`` naming ``dtype``.
+    * ``"fp4"``: ``fp4_dense_tflops`` (NVFP4/MXFP4 on Blackwell and the MI355X; issue 36); a GPU without FP4
+      raises ``ValueError`` naming ``dtype``.
 
     **A GPU without BF16** (the V100): ``"bf16"`` returns its FP16 rate. The book's default recipe,
     ``bf16-mixed``, runs there as FP16 mixed precision with a loss scale: the same bytes per parameter and per
@@ -79,6 +84,8 @@ def dense_tflops(gpu, dtype: str = "bf16") -> float:
     dtype = check_choice("dtype", dtype, COMPUTE_DTYPES)
     if dtype == "fp8":
         peak = g.fp8_dense_tflops
+    elif dtype == "fp4":
+        peak = g.fp4_dense_tflops
     elif dtype == "bf16" and g.has_bf16:
         peak = g.bf16_dense_tflops
     elif dtype == "fp16-acc16" and g.fp16_acc16_dense_tflops is not None:
@@ -291,7 +298,7 @@ def kernel_efficiency_row(gpu, dtype: str = "bf16") -> KernelEfficiency:
 
     g = get_gpu(gpu)
     dtype = check_choice("dtype", dtype, COMPUTE_DTYPES)
-    key = "fp8" if dtype == "fp8" else "bf16"
+    key = "fp8" if dtype in ("fp8", "fp4") else "bf16"       # FP4: FP8's calibration (no FP4 run yet)
     return _kernel_row(g.name, key)
 
 

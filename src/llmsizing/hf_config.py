@@ -3,7 +3,7 @@ config file"; issue 24 for the families beyond Llama, Mistral, Qwen2 and GPT-2).
 
 :meth:`Model.from_hf_config <llmsizing.model.Model.from_hf_config>` documents what each family reads; this
 module holds the reader: the Hugging Face config classes' defaults (:data:`HF_DEFAULTS`, from transformers
-5.23's ``configuration_<type>.py``), the per-family layouts, and the checks whose errors name the config key
+5.24's ``configuration_<type>.py``), the per-family layouts, and the checks whose errors name the config key
 and file. Every family's count is checked against transformers' own modules built on the meta device
 (``data/hf_meta_param_counts.csv``, ``tools/measure_memory.py hf-counts``; ``tests/test_config_families.py``).
 """
@@ -22,6 +22,8 @@ from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int
 from .model_keys import (_ALIASES, _FAMILY_KEY_OF_FIELD, _GPT2_KEY_OF_FIELD,  # noqa: F401
                          _HF_ACTIVATION_ALIASES, _HF_KEY_OF_FIELD, _LLAMA_FLAGS, _MOE_FAMILIES, _MULTIMODAL,
                          ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES, MOE_KEYS, moe_layer_indices)
+from .hf_generic import generic_fields, refuse_unread
+from .hf_types import EXPERT_COUNT_KEYS, REFUSED_TYPES, TYPE_RULES, class_default, synonyms
 
 
 def model_from_hf_config(cls, config, name=None):
@@ -40,6 +42,23 @@ def model_from_hf_config(cls, config, name=None):
         config, mtype = dict(config["text_config"]), _MULTIMODAL[mtype]
         config.setdefault("model_type", mtype)
         where = f"{where} (text_config)"
+    elif (isinstance(mtype, str) and mtype not in HF_DEFAULTS and mtype not in TYPE_RULES
+          and mtype not in REFUSED_TYPES and isinstance(config.get("text_config"), dict)
+          and isinstance(config["text_config"].get("model_type"), str)):
+        # any other multimodal config whose text model is a type read here (GOT-OCR2's qwen2): its text model
+        config = config["text_config"]
+        where, mtype = f"{where} (text_config)", config["model_type"]
+    if isinstance(mtype, str) and mtype in REFUSED_TYPES:
+        raise ValueError(f"{where}: model_type {mtype!r} is not read by from_hf_config: "
+                         f"{REFUSED_TYPES[mtype]}. Build a Model(...) by hand if its layers allow; the types "
+                         f"it reads: {', '.join(HF_FAMILIES)} and llmsizing.hf_types.TYPE_RULES")
+    if isinstance(mtype, str) and mtype in TYPE_RULES and mtype not in HF_DEFAULTS:
+        rule = TYPE_RULES[mtype]
+        try:
+            return cls(name=name, **generic_fields(config, where, mtype, rule))
+        except (TypeError, ValueError) as exc:
+            text = str(exc)
+            raise type(exc)(text if text.startswith(where) else f"{where} ({rule.source}): {text}") from None
     moe = [k for k in MOE_KEYS if config.get(k) not in (None, 0, False)]
     if moe and mtype not in _MOE_FAMILIES:
         seen = ", ".join(f"{k}={_short(config[k])}" for k in moe)
@@ -69,6 +88,7 @@ def model_from_hf_config(cls, config, name=None):
     heads, hidden = get.int("num_attention_heads"), get.int("hidden_size")
     mla = mtype in ("deepseek_v2", "deepseek_v3")
     head_dim = None if mla else get.int("head_dim")
+    get.used.add("head_dim")          # (MLA: DeepseekV2Config derives it from the q/k dims, read below)
     if head_dim is None and not mla:
         get.divisible("hidden_size", hidden, "num_attention_heads", heads)
     kv = heads if mla else get.kv_heads(heads)
@@ -142,6 +162,9 @@ def _falcon_fields(get: "_ConfigReader") -> dict:
     hidden, heads = get.int("hidden_size"), get.int("num_attention_heads")
     get.divisible("hidden_size", hidden, "num_attention_heads", heads)
     new, parallel = get.bool("new_decoder_architecture"), get.bool("parallel_attn")
+    # modeling_falcon.py sizes query_key_value from num_kv_heads only with the new architecture; ALiBi has no
+    # parameters
+    get.used.update(("num_kv_heads", "alibi"))
     if new:                                       # grouped keys: (heads + 2 num_kv_heads) x head_dim rows
         kv = get.int("num_kv_heads")
         kv = heads if kv is None else kv
@@ -268,18 +291,24 @@ class _ConfigReader:
     def __init__(self, config: dict, where: str, mtype: str):
         self.config, self.where, self.mtype = config, where, mtype
         self.defaults = HF_DEFAULTS[mtype]
+        self.used = {"no_rope_layers", "num_key_value_heads"}      # (also read directly, below)
 
     def _value(self, key):
         """``(value, False)``, or ``(Hugging Face's default, True)`` when the key is absent or ``null``."""
-        value = self.config.get(key)
-        for alias in _ALIASES.get(self.mtype, {}).get(key, ()):
-            if value is None:
-                value = self.config.get(alias)
-        if value is None:
-            if key not in self.defaults:
+        names = (key,) + _ALIASES.get(self.mtype, {}).get(key, ()) + synonyms(self.mtype, key)
+        self.used.update(names)
+        given = {n: self.config[n] for n in dict.fromkeys(names) if self.config.get(n) is not None}
+        if len({_short(v, 10_000) for v in given.values()}) > 1:    # two spellings of one field (issue 36)
+            raise ValueError(f"{self.where}: " + " and ".join(f"{n}={_short(v)}" for n, v in given.items())
+                             + f" name the same field of the {self.mtype} config class and disagree")
+        if given:
+            return next(iter(given.values())), False
+        if key not in self.defaults:
+            has, default = class_default(self.mtype, synonyms(self.mtype, key)[0])
+            if not has:                      # (the class defaults of transformers: hf_config_classes.json)
                 raise ValueError(f"{self.where} (model_type {self.mtype!r}) is missing the key {key!r}")
-            return self.defaults[key], True
-        return value, False
+            return default, True
+        return self.defaults[key], True
 
     def _error(self, exc: Exception) -> Exception:
         return type(exc)(f"{self.where}: {exc}")
@@ -361,6 +390,7 @@ class _ConfigReader:
 
     def opt_int(self, key: str, *, minimum: int = 1):
         """An integer, or ``None`` when the config gives ``null`` (DeepSeek-V2-Lite's ``q_lora_rank``)."""
+        self.used.add(key)
         if key in self.config and self.config[key] is None:
             return None
         return self.int(key, minimum=minimum)
@@ -460,6 +490,14 @@ class _ConfigReader:
     def moe(self, layers: int) -> dict:
         """The mixture-of-experts fields of a config of one of the MoE families."""
         m = self.mtype
+        count = {"qwen2_moe": "num_experts", "qwen3_moe": "num_experts", "deepseek_v2": "n_routed_experts",
+                 "deepseek_v3": "n_routed_experts"}.get(m, "num_local_experts")
+        foreign = [k for k in EXPERT_COUNT_KEYS if self.config.get(k) not in (None, 0, False)
+                   and k not in synonyms(m, count)]
+        if foreign:              # transformers would ignore it and build its default: never guess (issue 36)
+            raise ValueError(f"{self.where}: {foreign[0]}={_short(self.config[foreign[0]])} is not a "
+                             f"spelling the {m} config class accepts for its expert count "
+                             f"({', '.join(synonyms(m, count))}); transformers would ignore it")
         if m in ("mixtral", "gpt_oss", "llama4_text"):
             experts = self.int("num_local_experts")
         elif m in ("qwen2_moe", "qwen3_moe"):
@@ -524,7 +562,10 @@ class _ConfigReader:
         return {} if top == groups else {"expert_groups": groups, "expert_groups_per_token": top}
 
     def build(self, cls, name: str, fields: dict) -> "Model":
-        """``cls(name, **fields)``; an error the Model raises names the config keys, not its fields."""
+        """``cls(name, **fields)``; an error the Model raises names the config keys, not its fields. A key of
+        the config class that was not read, set to a value other than its default, that may change the count,
+        is an error naming it (issue 36; :func:`llmsizing.hf_generic.refuse_unread`)."""
+        refuse_unread(self.config, self.where, self.mtype, self.used)
         try:
             return cls(name=name, **fields)
         except (TypeError, ValueError) as exc:

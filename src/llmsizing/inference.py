@@ -26,7 +26,7 @@ from ._validate import check_bool, check_choice, check_int, check_number, check_
 from .catalog import resolve_model
 from .states import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _frame, default_overhead_bytes
 from .model import Model
-from .precision import DTYPE_BYTES, KV_DTYPES, STORED_FORMATS, WEIGHT_DTYPES, use_more_bits
+from .precision import DTYPE_BYTES, EXPERT_FORMATS, KV_DTYPES, STORED_FORMATS, WEIGHT_DTYPES, use_more_bits
 
 #: The rule of thumb the chapter checks: total = RULE_OF_THUMB x weights.
 RULE_OF_THUMB = 1.2
@@ -44,6 +44,9 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     the output matrix in Q6_K below Q8_0 (with tied embeddings, the embedding takes the output's type),
     Q4_K_M's ``attn_v`` and ``ffn_down`` in Q6_K in the layers of :func:`llmsizing.precision.use_more_bits`,
     and vectors in fp32.
+    ``mxfp4-moe``/``nvfp4-moe`` store the routed experts in MXFP4/NVFP4 (4.25/4.5 bits with their block
+    scales) and the rest in bf16, as gpt-oss is released (:data:`llmsizing.precision.EXPERT_FORMATS`);
+    ``mxfp4``, ``nvfp4``, ``mxfp8`` alone quantise every block matrix.
     ``quantize_all=True`` gives the naive figure ``n_params x bytes`` instead (every tensor in ``dtype``; a
     GGUF mixture in its blocks' type), to show how much the 16-bit embeddings cost. Taught in chapter 3 and
     chapter 15 ("Weight formats as engines store them").
@@ -51,6 +54,12 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     model = resolve_model(model, moe=True)     # every expert is resident
     check_bool("quantize_all", quantize_all)
     dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
+    if dtype in EXPERT_FORMATS:              # routed experts in a block format, the rest bf16 (gpt-oss)
+        if not model.is_moe:
+            raise ValueError(f"dtype={dtype!r} stores a mixture of experts' routed experts; "
+                             f"{model.name!r} has none: use the element format alone")
+        routed = model.routed_expert_params
+        return routed * DTYPE_BYTES[EXPERT_FORMATS[dtype]] + (model.n_params - routed) * DTYPE_BYTES["bf16"]
     gguf = STORED_FORMATS.get(dtype)
     bpe = DTYPE_BYTES[gguf.blocks if gguf else dtype]
     if quantize_all or (bpe >= 2 and not gguf):
@@ -105,6 +114,7 @@ def routed_expert_bytes(model: Model | str, dtype: str = "bf16") -> float:
     (an approximation under 5% of the experts' bytes for Q4_K_M)."""
     model = resolve_model(model, moe=True)
     dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
+    dtype = EXPERT_FORMATS.get(dtype, dtype)             # mxfp4-moe: the experts are MXFP4 (gpt-oss)
     gguf = STORED_FORMATS.get(dtype)
     return model.routed_expert_params * DTYPE_BYTES[gguf.blocks if gguf else dtype]
 

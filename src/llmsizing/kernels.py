@@ -152,8 +152,9 @@ def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
     """Share of ``gpu``'s dense peak in ``dtype`` that one ``(m x k) @ (k x n)`` GEMM reaches (module
     docstring): ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))``, ``r`` its arithmetic intensity
     (inputs and output read or written once, 1 byte per element in FP8, 2 otherwise) over the ridge point."""
-    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
-    intensity = matmul_intensity_flops_per_byte(m, k, n, bytes_per_element=1 if dtype == "fp8" else 2)
+    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
+    intensity = matmul_intensity_flops_per_byte(m, k, n,
+                                                bytes_per_element={"fp8": 1, "fp4": 0.5}.get(dtype, 2))
     r = intensity / ridge_point_flops_per_byte(gpu, dtype)
     return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
 
@@ -204,7 +205,7 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
     tokens = max(1, batch * seq // cp)
     gemm = dense_tflops(g, dtype) * 1e12 * eff * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens,
                                                                         dtype=dtype, ep=ep)
-    attn_dtype = "bf16" if dtype == "fp8" else dtype
+    attn_dtype = "bf16" if dtype in ("fp8", "fp4") else dtype
     attention = dense_tflops(g, attn_dtype) * 1e12 * attention_efficiency(g, head_dim=model.head_dim,
                                                                           seq=max(1, seq // cp),
                                                                           kernel=attention_kernel)

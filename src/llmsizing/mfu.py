@@ -172,7 +172,9 @@ def mfu_range_factors(gpu, dtype: str = "bf16", *, whole_run: bool = False) -> t
     :func:`~llmsizing.runs.run_from_step` report."""
     from .hardware import kernel_efficiency_row
 
-    key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8")) == "fp8" else "bf16"
+    # FP4 (NVFP4) runs are priced with the FP8 rows: no FP4 training run is published yet (issue 36)
+    key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4")) in ("fp8", "fp4") \
+        else "bf16"
     lo, hi = _range_columns(check_bool("whole_run", whole_run))
     table = _mfu_model()
     row = table.get((kernel_efficiency_row(gpu, dtype).generation, key_dtype))
@@ -205,7 +207,9 @@ def layout_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
     :func:`~llmsizing.runs.run_from_step` and :func:`~llmsizing.planner.plan` report; chapter 12."""
     from .hardware import kernel_efficiency_row
 
-    key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8")) == "fp8" else "bf16"
+    # FP4 (NVFP4) runs are priced with the FP8 rows: no FP4 training run is published yet (issue 36)
+    key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4")) in ("fp8", "fp4") \
+        else "bf16"
     table = _layout_ranges()
     for group in (kernel_efficiency_row(gpu, dtype).generation, key_dtype, "all"):
         if group in table:
@@ -267,7 +271,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     seq = check_int("seq", seq)
     dtype = compute_dtype(precision, dtype)
     n_gpus = None if n_gpus is None else check_int("n_gpus", n_gpus)
-    key_dtype = "fp8" if dtype == "fp8" else "bf16"
+    key_dtype = "fp8" if dtype in ("fp8", "fp4") else "bf16"      # FP4: the FP8 fit (no FP4 run published)
     check_choice("recompute", recompute, RECOMPUTE)
     share = float(recompute == "full") if recompute_layers is None else _rerun_layers(
         model, recompute, recompute_layers, parallel) / model.layers

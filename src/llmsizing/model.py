@@ -17,7 +17,7 @@ Sources for the layer layouts:
   (arXiv:2405.04434) and DeepSeek-V3 (arXiv:2412.19437), Qwen2-MoE/Qwen3 (Yang et al. 2025, arXiv:2505.09388),
   gpt-oss (OpenAI 2025 model card), Llama 4; the other Hugging Face families of :meth:`Model.from_hf_config`
   (Gemma 1-3, Phi-3, OLMo 2, Nemotron, GPT-NeoX, Falcon, OPT, BLOOM). Every layout is the module tree of
-  ``transformers`` 5.23's ``modeling_<type>.py``, checked tensor for tensor on the meta device
+  ``transformers`` 5.24's ``modeling_<type>.py``, checked tensor for tensor on the meta device
   (``data/hf_meta_param_counts.csv``).
 """
 
@@ -35,6 +35,7 @@ from .hf_config import model_from_hf_config
 from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES,  # noqa: F401
                          MOE_KEYS, moe_layer_indices)
 from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
+from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
 
 NORMS = ("layernorm", "rmsnorm")
 
@@ -47,6 +48,8 @@ COMPONENTS = ("embedding", "position", "attention", "mlp", "norms", "lm_head")
 #: Qwen3-MoE), or over the whole query and key projections (``heads x head_dim`` and ``kv_heads x head_dim``
 #: gains: OLMo 2).
 QK_NORMS = ("head", "proj")
+#: ``attn_gate`` values: a gate per attention output number (``"full"``) or per head (``"head"``).
+ATTN_GATES = ("full", "head")
 
 #: What the functions that do not model mixtures of experts yet say when they are given one.
 MOE_NOT_MODELLED = "this function does not model a mixture of experts yet"
@@ -121,7 +124,10 @@ class Model(TensorLayout):
     * ``window_layers``: how many of the layers use ``sliding_window`` (``None``: all of them); the rest
       attend to everything (Gemma 2 and gpt-oss alternate, Gemma 3 has five windowed layers for one global);
     * ``parallel_block``: attention and MLP read the same input and add into one residual (GPT-J, GPT-NeoX,
-      Falcon). No parameter changes; recorded for what it saves.
+      Falcon). No parameter changes; recorded for what it saves;
+    * ``attn_gate``: a sigmoid gate on the attention output, one matrix from the block's input (issue 36):
+      ``"full"`` (``heads x head_dim`` outputs: AFMoE's ``gate_proj``) or ``"head"`` (one per head: Laguna's
+      ``g_proj``), :data:`ATTN_GATES`.
 
     Position encodings without parameters (rotary, partial rotary, ALiBi), logit soft-capping and attention
     scaling change no parameter and no cache byte, and have no field.
@@ -180,6 +186,7 @@ class Model(TensorLayout):
     pos_offset: int = 0
     window_layers: int | None = None
     parallel_block: bool = False
+    attn_gate: str | None = None
     # ---- mixture of experts (experts=0: dense)
     experts: int = 0
     experts_per_token: int = 0
@@ -233,6 +240,8 @@ class Model(TensorLayout):
         check_choice("norm", self.norm, NORMS)
         if self.qk_norm is not None:
             check_choice("qk_norm", self.qk_norm, QK_NORMS)
+        if self.attn_gate is not None:
+            check_choice("attn_gate", self.attn_gate, ATTN_GATES)
         object.__setattr__(self, "norms_per_layer",
                            check_int("norms_per_layer", self.norms_per_layer, maximum=4))
         object.__setattr__(self, "pos_offset", check_int("pos_offset", self.pos_offset, minimum=0))
@@ -436,7 +445,7 @@ class Model(TensorLayout):
         ``nemotron``, ``gpt_neox``, ``falcon``, ``opt``, ``bloom``, ``gpt2``; mixtures of experts ``mixtral``,
         ``qwen2_moe``, ``qwen3_moe``, ``deepseek_v2``, ``deepseek_v3``, ``gpt_oss``, ``llama4_text`` (and
         ``llama4``: its ``text_config``; the vision tower is not counted). Each family's count equals the
-        parameters of transformers 5.23's ``<Family>ForCausalLM`` built from the same config on the meta
+        parameters of transformers 5.24's ``<Family>ForCausalLM`` built from the same config on the meta
         device (``data/hf_meta_param_counts.csv``, made by ``tools/measure_memory.py hf-counts``). Anything
         else raises ``ValueError`` naming the ``model_type``: a silently wrong architecture would give a
         silently wrong count. So does a config with mixture-of-experts fields (:data:`MOE_KEYS`) under a dense
@@ -452,7 +461,7 @@ class Model(TensorLayout):
         ``"false"``, an integer of thousands of digits) is refused, not replaced. Bias flags the Hugging Face
         class ignores are ignored too: Qwen2 always has biases on q, k and v only, Mistral none.
 
-        What each family adds (transformers 5.23's ``modeling_<type>.py``):
+        What each family adds (transformers 5.24's ``modeling_<type>.py``):
 
         * ``qwen3``, ``qwen3_moe``, ``gemma3_text``: per-head q/k RMSNorms; ``olmo2``: q/k norms over the
           whole projections; ``gemma2``/``gemma3_text``: four norms per block; ``attention_bias`` (``qwen3``,

@@ -4,7 +4,7 @@ the two form no circle).
 
 The activation names and the keys that mark a mixture of experts, :func:`moe_layer_indices`, and the config
 reader's tables: the ``model_type`` values it reads (:data:`HF_FAMILIES`), the Hugging Face config classes'
-defaults (:data:`HF_DEFAULTS`, from transformers 5.23's ``configuration_<type>.py``), the keys a config may
+defaults (:data:`HF_DEFAULTS`, from transformers 5.24's ``configuration_<type>.py``), the keys a config may
 give under another name and the config key each :class:`~llmsizing.model.Model` field is read from (for error
 messages). :mod:`llmsizing.model` and :mod:`llmsizing.hf_config` re-export every name, so their old import
 paths keep working.

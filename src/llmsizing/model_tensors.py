@@ -1,7 +1,7 @@
 """The parameter tensors of a :class:`~llmsizing.model.Model` (chapter 1, "Counting parameters"): the one list
 every count, breakdown and optimizer state is derived from.
 
-:class:`TensorLayout` holds the module tree of ``transformers`` 5.23's ``modeling_<type>.py`` as ``(component,
+:class:`TensorLayout` holds the module tree of ``transformers`` 5.24's ``modeling_<type>.py`` as ``(component,
 name, shape)`` tuples: attention (multi-head latent attention too), the norms, the MLP, a mixture of experts'
 router, routed and shared experts; one block (:meth:`~TensorLayout.layer_tensors`) and the whole model
 (:meth:`~TensorLayout.tensors`). :class:`~llmsizing.model.Model` inherits it (issue 32: model.py stays under
@@ -55,6 +55,8 @@ class TensorLayout:
             t += [("norms", "q_norm.weight", (a * d,)), ("norms", "k_norm.weight", (g * d,))]
         if self.attn_sinks:
             t.append(("attention", "sinks", (a,)))
+        if getattr(self, "attn_gate", None):                    # an output gate from the block's input
+            t.append(("attention", "attn_gate.weight", (a * d if self.attn_gate == "full" else a, h)))
         return t
 
     def _norm_tensors(self, which: str) -> list[tuple[str, str, tuple[int, ...]]]:

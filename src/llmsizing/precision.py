@@ -50,11 +50,28 @@ Q6_K_BITS = (256 * 6 + 16 * 8 + 16) / 256
 #: of thousands of weights.
 INT4_G128_BITS = 4 + (16 + 4) / 128
 
+#: Microscaling block formats (issue 36). OCP "Microscaling Formats (MX) Specification" v1.0 (2023), Sec. 5
+#: and Table 1: a block of 32 elements shares one 8-bit E8M0 scale: MXFP4 (E2M1 elements) is
+#: (32 x 4 + 8) / 32 = 4.25 bits, MXFP8 (E4M3/E5M2) 8.25 bits, MXFP6 (E2M3/E3M2) 6.25 bits. gpt-oss ships its
+#: MoE weights in MXFP4 (OpenAI, gpt-oss model card 2025, Sec. 2.1: "4.25 bits per parameter").
+MX_BLOCK = 32
+MXFP4_BITS = (MX_BLOCK * 4 + 8) / MX_BLOCK
+MXFP6_BITS = (MX_BLOCK * 6 + 8) / MX_BLOCK
+MXFP8_BITS = (MX_BLOCK * 8 + 8) / MX_BLOCK
+#: NVFP4 (NVIDIA Blackwell; NVIDIA technical blog "Introducing NVFP4 for efficient and accurate low-precision
+#: inference", 2025, and Transformer Engine's ``NVFP4BlockScaling``): E2M1 elements, one FP8 (E4M3) scale per
+#: block of 16, plus one FP32 scale per tensor (a few bytes per matrix, not counted): (16 x 4 + 8) / 16 = 4.5
+#: bits.
+NVFP4_BLOCK = 16
+NVFP4_BITS = (NVFP4_BLOCK * 4 + 8) / NVFP4_BLOCK
+
 #: Storage bytes per element. ``tf32`` is a tensor-core compute mode: it is stored as 32 bits.
 #: ``nf4`` includes its quantisation constants with QLoRA's double quantisation (block 64, then 256).
 #: ``fp8`` is e4m3 with one fp32 scale per tensor: the scale is a few bytes per matrix, not counted.
 #: ``int4`` is bare 4 bits, no scales; ``int4-g128`` adds AWQ/GPTQ's group scales and zero points; ``q8_0``,
-#: ``q4_0``, ``q4_k`` and ``q6_k`` are llama.cpp's GGUF block types with their scales.
+#: ``q4_0``, ``q4_k`` and ``q6_k`` are llama.cpp's GGUF block types with their scales. ``mxfp8``, ``mxfp6``,
+#: ``mxfp4`` and ``nvfp4`` are the microscaling block formats with their block scales (above); ``fp6`` and
+#: ``fp4`` are bare 6-bit and 4-bit elements with a per-tensor scale only (a 6-bit or FP4 KV cache).
 DTYPE_BYTES: dict[str, float] = {
     "fp32": 4.0,
     "tf32": 4.0,
@@ -69,6 +86,12 @@ DTYPE_BYTES: dict[str, float] = {
     "q4_0": Q4_0_BITS / 8,
     "q4_k": Q4_K_BITS / 8,
     "int4-g128": INT4_G128_BITS / 8,
+    "mxfp8": MXFP8_BITS / 8,
+    "mxfp6": MXFP6_BITS / 8,
+    "fp6": 6 / 8,
+    "mxfp4": MXFP4_BITS / 8,
+    "nvfp4": NVFP4_BITS / 8,
+    "fp4": 0.5,
 }
 
 DTYPES = tuple(DTYPE_BYTES)
@@ -104,12 +127,18 @@ STORED_FORMATS: dict[str, StoredFormat] = {f.name: f for f in (
     StoredFormat("q4_k_m", "q4_k", "q4_k", "q6_k", more_bits="q6_k"),
 )}
 
+#: Checkpoints that store only the routed experts' matrices in a block format and keep everything else in
+#: bf16: ``mxfp4-moe`` is gpt-oss as released (OpenAI 2025, gpt-oss model card Sec. 2.1: the MoE weights,
+#: over 90% of the parameters, in MXFP4, the rest in BF16; Hugging Face ``quantization_config``
+#: ``{"quant_method": "mxfp4", "modules_to_not_convert": [attention, router, embeddings, lm_head]}``).
+EXPERT_FORMATS = {"mxfp4-moe": "mxfp4", "nvfp4-moe": "nvfp4"}
+
 #: Every weight format :func:`llmsizing.inference.weights_bytes` and serving take: the element types plus the
-#: GGUF mixtures (``q4_k_m``).
-WEIGHT_DTYPES = DTYPES + tuple(f for f in STORED_FORMATS if f not in DTYPE_BYTES)
+#: GGUF mixtures (``q4_k_m``) and the expert-only block formats (:data:`EXPERT_FORMATS`).
+WEIGHT_DTYPES = DTYPES + tuple(f for f in STORED_FORMATS if f not in DTYPE_BYTES) + tuple(EXPERT_FORMATS)
 #: Weight-only formats: they describe how matrices are stored for inference, never a KV cache or training.
 #: llama.cpp's cache types include ``q8_0`` and ``q4_0``, so those two stay allowed for the KV cache.
-WEIGHT_ONLY = ("q6_k", "q4_k", "q4_k_m", "int4-g128")
+WEIGHT_ONLY = ("q6_k", "q4_k", "q4_k_m", "int4-g128") + tuple(EXPERT_FORMATS)
 #: Formats a KV cache can be stored in.
 KV_DTYPES = tuple(d for d in DTYPES if d not in WEIGHT_ONLY)
 
@@ -123,7 +152,8 @@ def use_more_bits(layer: int, layers: int) -> bool:
 def check_recipe(name: str, value) -> str:
     """Check a training recipe name (:data:`RECIPES`). A weight format such as ``q4_k`` is refused with the
     reason: it stores frozen weights for inference, and no recipe trains in it."""
-    quantised = isinstance(value, str) and (value in STORED_FORMATS or DTYPE_BYTES.get(value, 2.0) < 2.0)
+    quantised = isinstance(value, str) and value not in RECIPES and (value in STORED_FORMATS
+                                                                      or DTYPE_BYTES.get(value, 2.0) < 2.0)
     if quantised:
         raise ValueError(f"{name}={value!r} is a storage format for weights, not a training recipe: training "
                          f"keeps trainable weights in 16 or 32 bits. Choose one of {', '.join(RECIPES)} "
@@ -153,7 +183,8 @@ class Fp8Scheme:
     saving the activation's output as the next Linear's input. ``amax_history_len``: rows of the per-tensor
     amax history of delayed scaling (0: no history); ``tensors_per_gemm``: FP8 tensors with a scale per GEMM
     (3 forward + 2 backward in TE); ``gemms_per_layer``: the FP8 Linear modules of one transformer block
-    (fused QKV, output projection, fused gate/up, down)."""
+    (fused QKV, output projection, fused gate/up, down). ``gemm_dtype``: the tensor-core format its GEMMs
+    run in, ``"fp8"`` or ``"fp4"`` (NVFP4), whose peak the run is timed at."""
 
     name: str
     weight_copy_bytes: float
@@ -165,6 +196,7 @@ class Fp8Scheme:
     tensors_per_gemm: int = 0
     gemms_per_layer: int = 4
     source: str = ""
+    gemm_dtype: str = "fp8"
 
     @property
     def meta_bytes_per_layer(self) -> float:
@@ -180,7 +212,7 @@ TE_AMAX_HISTORY_LEN = 1024
 #: MXFP8 (Blackwell) and DeepSeek-V3 scale blocks: one scale per 32 elements (E8M0, 1 byte: TE
 #: ``constants.py`` ``MXFP8_BLOCK_SCALING_SIZE = 32``), DeepSeek-V3's per 1 x 128 activation tile and per
 #: 128 x 128 weight block (fp32, 4 bytes; report Sec. 3.3.2).
-MXFP8_BLOCK = 32
+MXFP8_BLOCK = 32  # (= MX_BLOCK)
 DEEPSEEK_TILE = 128
 
 #: The FP8 recipes' schemes, by recipe name.
@@ -228,6 +260,18 @@ FP8_SCHEMES: dict[str, Fp8Scheme] = {s.name: s for s in (
               input_bytes=1.0 + 4 / DEEPSEEK_TILE, attn_out_bytes=1.5 + 4 / DEEPSEEK_TILE,
               cache_act_input=True, attn_out_shared=True,
               source="DeepSeek-V3 technical report (arXiv:2412.19437), Sec. 3.3"),
+    # MXFP8 (TE MXFP8BlockScaling, Blackwell's default): row-wise and column-wise copies, each with an E8M0
+    # scale per 32 elements (OCP MX v1.0); no amax history
+    Fp8Scheme("mxfp8", weight_copy_bytes=2 * MXFP8_BITS / 8, input_bytes=MXFP8_BITS / 8,
+              attn_out_bytes=MXFP8_BITS / 8,
+              source="Transformer Engine MXFP8BlockScaling (MXFP8_BLOCK_SCALING_SIZE = 32); OCP MX v1.0"),
+    # NVFP4 (TE NVFP4BlockScaling; NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv:2509.25149,
+    # Sec. 4): E2M1 with an E4M3 scale per 16 elements (16 x 16 blocks for weights, so one copy serves both
+    # GEMM layouts is NOT assumed: row- and column-wise copies as TE stores them) and a per-tensor fp32 scale
+    Fp8Scheme("nvfp4", weight_copy_bytes=2 * NVFP4_BITS / 8, input_bytes=NVFP4_BITS / 8,
+              attn_out_bytes=NVFP4_BITS / 8, gemm_dtype="fp4",
+              source="Transformer Engine NVFP4BlockScaling; arXiv:2509.25149 Sec. 4 (blocks of 16, E4M3 "
+                     "scales)"),
 )}
 
 
@@ -260,9 +304,10 @@ class Recipe:
 
     @property
     def compute_dtype(self) -> str:
-        """The tensor-core format of the recipe's matrix multiplies: ``"fp8"`` for an FP8 recipe, else
+        """The tensor-core format of the recipe's matrix multiplies: ``"fp8"`` for an FP8 recipe (``"fp4"``
+        for ``nvfp4``), else
         ``"bf16"`` (whose peak an fp16 or fp32 recipe is priced at, as the book always has)."""
-        return "fp8" if self.fp8 else "bf16"
+        return FP8_SCHEMES[self.fp8].gemm_dtype if self.fp8 else "bf16"
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
@@ -293,6 +338,15 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            description="DeepSeek-V3's FP8: bf16 weights, fp32 gradients and master, bf16 Adam moments, one "
                        "FP8 copy per Linear weight (128 x 128 blocks): 2 + 4 + 4 + 4 + 1 = 15 B per Linear "
                        "parameter."),
+    Recipe("mxfp8", "bf16", "fp32", "fp32", "fp32", fp8="mxfp8",
+           description="Blackwell MXFP8 (Transformer Engine MXFP8BlockScaling): bf16 weights, fp32 "
+                       "gradients, fp32 master + Adam moments, plus row- and column-wise MXFP8 copies of "
+                       "every Linear weight (8.25 bits each): 2 + 4 + 12 + 2.06 = 20.06 B per Linear "
+                       "parameter; GEMMs at the FP8 peak."),
+    Recipe("nvfp4", "bf16", "fp32", "fp32", "fp32", fp8="nvfp4",
+           description="NVFP4 pretraining (arXiv:2509.25149): bf16 weights, fp32 gradients, master and Adam "
+                       "moments, row- and column-wise NVFP4 copies of every Linear weight (4.5 bits each): "
+                       "2 + 4 + 12 + 1.125 = 19.125 B per Linear parameter; GEMMs at the FP4 peak."),
 )}
 
 
@@ -307,10 +361,11 @@ def compute_dtype(precision: str = "bf16-mixed", dtype: str | None = None) -> st
     recipe = RECIPES[check_recipe("precision", precision)]
     if dtype is None:
         return recipe.compute_dtype
-    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8"))
-    if recipe.fp8 and dtype != "fp8":
-        raise ValueError(f"dtype={dtype!r} with precision={precision!r}: an FP8 recipe runs its matrix "
-                         "multiplies in FP8; use dtype='fp8' or leave dtype out")
+    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
+    if recipe.fp8 and dtype != recipe.compute_dtype:
+        raise ValueError(f"dtype={dtype!r} with precision={precision!r}: an {recipe.compute_dtype.upper()} "
+                         f"recipe runs its matrix multiplies in {recipe.compute_dtype.upper()}; use "
+                         f"dtype={recipe.compute_dtype!r} or leave dtype out")
     return dtype
 
 

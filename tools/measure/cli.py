@@ -17,6 +17,7 @@ from .cp import cmd_cp
 from .dist import cmd_dist
 from .dropout import cmd_dropout
 from .hf_counts import cmd_hf_counts
+from .hf_sweep import cmd_hf_sweep
 from .lora import cmd_lora
 from .mask import cmd_mask
 from .swiglu import cmd_swiglu
@@ -71,6 +72,11 @@ def main(argv=None):
     p_hfc = sub.add_parser("hf-counts", help="exact parameters of every HF family from_hf_config reads, built on the "
                                              "meta device from small and published configs (issue 24)")
     p_hfc.add_argument("--out", default=str(data / "hf_meta_param_counts.csv"))
+    p_hfs = sub.add_parser("hf-sweep", help="every decoder-only causal-LM type of the installed transformers, "
+                                            "class default on the meta device (issue 36)")
+    p_hfs.add_argument("--out", default=str(data / "hf_type_sweep.csv"))
+    p_hfs.add_argument("--only", nargs="*", help="only these model types")
+    p_hfs.add_argument("--classes-out", default=str(data / "hf_config_classes.json"))
     p_mask = sub.add_parser("mask", help="HF Llama's saved tensors with and without an attention mask (SDPA "
                                          "repeats K and V when a mask is passed; CPU; issue 26)")
     p_mask.add_argument("--out", default=str(data / "masked_sdpa.csv"))
@@ -82,7 +88,7 @@ def main(argv=None):
     p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp, a2a, hf-counts), with "
                                        "the default output files (the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_a2a, p_hfc, p_mask, p_sw,
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_a2a, p_hfc, p_hfs, p_mask, p_sw,
               p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
@@ -91,7 +97,7 @@ def main(argv=None):
                 "loss-peak": cmd_loss_peak,
                 "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives, "cp": cmd_cp,
                 "a2a": cmd_a2a,
-                "hf-counts": cmd_hf_counts, "mask": cmd_mask, "swiglu": cmd_swiglu}
+                "hf-counts": cmd_hf_counts, "hf-sweep": cmd_hf_sweep, "mask": cmd_mask, "swiglu": cmd_swiglu}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)
