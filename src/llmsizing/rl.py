@@ -211,7 +211,8 @@ def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, train_bytes):
         return sum(moves.values()), moves
     w = weights_bytes_per_gpu(m, "bf16", tp=1)
     across = group_link(g, node, size=2, stride=node.gpus_per_node)
-    return collective_time_s("send/recv", w, 2, across), {"sync": collective_time_s("send/recv", w, 2, across)}
+    t = collective_time_s("send/recv", w, 2, across)
+    return t, {"sync": t}
 
 
 def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
@@ -279,7 +280,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     ``train_layout`` the trainer's ``(tp, cp, ep, pp)`` (NeMo RL's notation; data parallelism takes the rest):
     the update and forward passes are timed on that layout's step (:mod:`llmsizing.rl_trainer`), as is a
     mixture of experts without one (:func:`~llmsizing.rl_trainer.default_layout`); a dense model without one
-    keeps the calibrated MFU. ``packing``: rollouts packed into ``seq``-token rows (else padded). Chapter 19."""
+    keeps the calibrated MFU. ``packing``: rollouts packed into ``seq``-token rows (else padded).
+    Chapter 19."""
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     n = check_int("n_gpus", n_gpus)
@@ -341,7 +343,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             if len(splits) > 1 and a["layout"] is not None:
                 continue    # this split's trainer pool does not take the layout
             raise
-        sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload, train_bytes=tb)
+        sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload,
+                              train_bytes=tb)
         step = _compose(p, sync, asynchronous=off > 0)
         fits = tb <= cap and eng[3] >= 1
         key = (not fits, step[0])
@@ -371,8 +374,8 @@ def _check_train_layout(layout):
             from None
     if len(vals) != 4:
         raise ValueError(f"train_layout must be 4 whole numbers (tp, cp, ep, pp), got {vals!r}")
-    return tuple(check_int(f"train_layout[{i}] ({k})", v) for i, (k, v) in enumerate(zip("tp cp ep pp".split(),
-                                                                                       vals)))
+    names = ("tp", "cp", "ep", "pp")
+    return tuple(check_int(f"train_layout[{i}] ({k})", v) for i, (k, v) in enumerate(zip(names, vals)))
 
 
 def _check_tp(tp, limit, m):

@@ -59,8 +59,8 @@ def layout_parallel(m, layout, gpus: int) -> Parallel:
     tp, cp, ep, pp = (int(x) for x in layout)
     dp = gpus // (tp * cp * pp)
     if dp < 1:
-        raise ValueError(f"train_layout={tuple(layout)} needs tp x cp x pp = {tp * cp * pp} GPUs; the trainer "
-                         f"has {gpus}")
+        raise ValueError(f"train_layout={tuple(layout)} needs tp x cp x pp = {tp * cp * pp} GPUs; the "
+                         f"trainer has {gpus}")
     return Parallel(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep if m.is_moe else 1, sp=tp > 1, zero=1)
 
 
@@ -70,7 +70,8 @@ def micro_batches(tokens: float, rollouts: int, seq: int, dp: int, packing: bool
     return math.ceil(tokens / (seq * dp)) if packing else math.ceil(rollouts / dp)
 
 
-def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, seq: int, packing: bool = True):
+def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, seq: int,
+                   packing: bool = True):
     """``((central, fast, slow) update seconds, forward share)`` of one pass over the rollouts on ``par``:
     :func:`~llmsizing.layouts.step_time` of the micro-batches (:func:`micro_batches`), its range from the
     layout's MFU range (``data/intervals.csv``), and the forward's share of the update's hardware FLOPs."""
@@ -78,7 +79,8 @@ def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, s
     st = step_time(m, g, par, batch=1, seq=seq, grad_accum=micro, recompute=TRAIN_RECOMPUTE, node=node)
     lo, hi = st.mfu_range
     t = st.step_s
-    share = forward_flops_per_token(m, seq=seq) / training_flops_per_token(m, seq=seq, recompute=TRAIN_RECOMPUTE)
+    full = training_flops_per_token(m, seq=seq, recompute=TRAIN_RECOMPUTE)
+    share = forward_flops_per_token(m, seq=seq) / full
     return (t, t * st.mfu / hi, t * st.mfu / lo), share
 
 
