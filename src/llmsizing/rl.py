@@ -15,13 +15,16 @@ Schulman et al. 2017) is not one training step but a sequence of phases, as verl
 3. **reward**: a reward model's forward pass if ``reward_model`` is given, else a rule-based verifier whose
    CPU time (``reward_s``) is given, 0 by default.
 4. **update**: ``ppo_epochs`` training passes over the rollouts (PPO adds the critic's update), priced by the
-   training model (:func:`llmsizing.time_cost.training_time` at the calibrated MFU, chapter 10); the forward
-   passes of phase 2 cost the forward's share of its FLOPs (:mod:`llmsizing.flops`).
+   training model (:func:`llmsizing.time_cost.training_time` at the calibrated MFU, chapter 10), or, given the
+   trainer's layout (``train_layout``) or for a mixture of experts, on that layout's own step
+   (:mod:`llmsizing.rl_trainer`); the forward passes of phase 2 cost the forward's share of its FLOPs
+   (:mod:`llmsizing.flops`).
 5. **weight sync**: the new weights reach the engines. ``colocated`` (verl's and NeMo RL's hybrid engine):
-   each GPU gathers its engine's shard (``W / gen_tp``) from the trainer's shards in place, an all-gather
-   on the pool's link (:func:`llmsizing.network.collective_time_s`); with ``offload`` the trainer's states
-   also go to the host and back (at :data:`llmsizing.comm.HOST_LINK_GBPS`). Split pools (OpenRLHF, Tülu 3's
-   NCCL broadcast): the full 16-bit weights ``W`` cross the network to the engines.
+   every GPU rebuilds the full weights ``W`` (an all-gather on the pool's link,
+   :func:`llmsizing.network.collective_time_s`), the engine sleeps and wakes (its ``W / gen_tp`` to the host
+   and back) and, with ``offload``, the trainer's states go to the host and back (at
+   :data:`llmsizing.comm.HOST_LINK_GBPS`): :func:`llmsizing.rl_trainer.colocated_moves_s`. Split pools
+   (OpenRLHF, Tülu 3's NCCL broadcast): the full 16-bit weights ``W`` cross the network to the engines.
 
 Colocated, the phases run one after the other on all ``n_gpus``. Split, ``gen_gpus`` generate while the rest
 train: on-policy the pools wait for each other (the step is the sum); with ``off_policy_steps >= 1``
