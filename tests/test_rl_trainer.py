@@ -17,12 +17,14 @@ H100 = "H100 SXM"
 
 
 def test_default_layout_keeps_the_experts_in_a_node():
-    """Qwen3-30B-A3B has 128 experts: on 32 GPUs (8 a node) the largest group dividing 32 and 128 within a
-    node is 8; on 12 GPUs it is 4 (12 = 4 x 3, and 8 does not divide 12). A dense model has none."""
+    """Qwen3-30B-A3B has 128 experts: with 8 GPUs a node the group is 8 (divides 128), so 32 GPUs take EP8
+    and 4 GPUs EP4; 12 GPUs are not a multiple of 8 and are refused. A dense model has none."""
     m = resolve_model("qwen3-30b-a3b", moe=True)
     assert m.experts == 128
     assert default_layout(m, 32, 8) == (1, 1, 8, 1)
-    assert default_layout(m, 12, 8) == (1, 1, 4, 1)
+    assert default_layout(m, 4, 8) == (1, 1, 4, 1)
+    with pytest.raises(ValueError, match="multiple of the expert-parallel group"):
+        default_layout(m, 12, 8)
     assert default_layout(resolve_model("llama-3-8b"), 32, 8) is None
 
 

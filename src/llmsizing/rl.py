@@ -343,8 +343,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
         try:
             p, eng, warns = _phases(m, g, node_, a, gg, tg, tp_, price)
         except ValueError:
-            if len(splits) > 1 and a["layout"] is not None:
-                continue    # this split's trainer pool does not take the layout
+            if len(splits) > 1:
+                continue    # this split's trainer pool does not take the (given or default) layout
             raise
         sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload,
                               train_bytes=tb)
@@ -354,7 +354,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
         if best is None or key < best[0]:
             best = (key, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves)
     if best is None:
-        raise ValueError(f"train_layout={a['layout']} fits none of the split pools of n_gpus={n}")
+        raise ValueError(f"train_layout={a['layout']} fits none of the split pools of n_gpus={n} (give "
+                         "gen_gpus= or train_layout=)")
     _, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves = best
     phases = {k: v[0] for k, v in p.items()} | {"weight_sync": sync}
     low = {k: v[1] for k, v in p.items()} | {"weight_sync": sync}

@@ -43,12 +43,16 @@ TRAIN_RECOMPUTE = "full"
 
 def default_layout(m, gpus: int, gpus_per_node: int) -> tuple[int, int, int, int] | None:
     """``(tp, cp, ep, pp)`` for a mixture of experts without a published layout: expert parallelism over the
-    largest group that divides both ``gpus`` and the expert count and fits in a node (the all-to-all stays on
-    the scale-up link, as NeMo RL's Qwen3-30B-A3B recipes on DGX-H100 use EP8), the rest data parallel.
-    ``None`` for a dense model (its trainer keeps the calibrated MFU)."""
+    largest group within a node (and the pool) that divides the expert count, so that the all-to-all stays on
+    the scale-up link, as NeMo RL's Qwen3-30B-A3B recipes on DGX-H100 use EP8; the rest data parallel. A pool
+    that is not a multiple of that group is refused (ValueError): a smaller group would price a trainer whose
+    every GPU holds all the experts. ``None`` for a dense model (its trainer keeps the calibrated MFU)."""
     if not m.is_moe:
         return None
-    ep = max(d for d in range(1, min(gpus, gpus_per_node) + 1) if gpus % d == 0 and m.experts % d == 0)
+    ep = max(d for d in range(1, min(gpus, gpus_per_node) + 1) if m.experts % d == 0)
+    if gpus % ep:
+        raise ValueError(f"a trainer pool of {gpus} GPUs is not a multiple of the expert-parallel group "
+                         f"({ep}); give train_layout= or another pool size")
     return (1, 1, ep, 1)
 
 
