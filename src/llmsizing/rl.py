@@ -15,13 +15,16 @@ Schulman et al. 2017) is not one training step but a sequence of phases, as verl
 3. **reward**: a reward model's forward pass if ``reward_model`` is given, else a rule-based verifier whose
    CPU time (``reward_s``) is given, 0 by default.
 4. **update**: ``ppo_epochs`` training passes over the rollouts (PPO adds the critic's update), priced by the
-   training model (:func:`llmsizing.time_cost.training_time` at the calibrated MFU, chapter 10); the forward
-   passes of phase 2 cost the forward's share of its FLOPs (:mod:`llmsizing.flops`).
+   training model (:func:`llmsizing.time_cost.training_time` at the calibrated MFU, chapter 10), or, given the
+   trainer's layout (``train_layout``) or for a mixture of experts, on that layout's own step
+   (:mod:`llmsizing.rl_trainer`); the forward passes of phase 2 cost the forward's share of its FLOPs
+   (:mod:`llmsizing.flops`).
 5. **weight sync**: the new weights reach the engines. ``colocated`` (verl's and NeMo RL's hybrid engine):
-   each GPU gathers its engine's shard (``W / gen_tp``) from the trainer's shards in place, an all-gather
-   on the pool's link (:func:`llmsizing.network.collective_time_s`); with ``offload`` the trainer's states
-   also go to the host and back (at :data:`llmsizing.comm.HOST_LINK_GBPS`). Split pools (OpenRLHF, Tülu 3's
-   NCCL broadcast): the full 16-bit weights ``W`` cross the network to the engines.
+   every GPU rebuilds the full weights ``W`` (an all-gather on the pool's link,
+   :func:`llmsizing.network.collective_time_s`), the engine sleeps and wakes (its ``W / gen_tp`` to the host
+   and back) and, with ``offload``, the trainer's states go to the host and back (at
+   :data:`llmsizing.comm.HOST_LINK_GBPS`): :func:`llmsizing.rl_trainer.colocated_moves_s`. Split pools
+   (OpenRLHF, Tülu 3's NCCL broadcast): the full 16-bit weights ``W`` cross the network to the engines.
 
 Colocated, the phases run one after the other on all ``n_gpus``. Split, ``gen_gpus`` generate while the rest
 train: on-policy the pools wait for each other (the step is the sum); with ``off_policy_steps >= 1``
@@ -45,6 +48,7 @@ from .memory import training_memory
 from .model import Model
 from .network import collective_time_s, get_node, group_link
 from .parallel import Parallel, check_layout
+from .rl_trainer import colocated_moves_s, default_layout, layout_parallel, layout_trainer
 from .serve_calibration import serving_range
 from .serve_engine import weights_bytes_per_gpu
 from .time_cost import training_time
@@ -125,6 +129,8 @@ class RLRun:
     price_usd_per_gpu_hour: float
     engine: str
     warnings: tuple = ()
+    moves: dict | None = None
+    train_layout: tuple | None = None
 
     @property
     def gpu_hours(self) -> float:
@@ -200,13 +206,16 @@ def _trainer(m, g, *, gpus, tokens, seq, price):
 
 
 def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, train_bytes):
-    w = weights_bytes_per_gpu(m, "bf16", tp=1)
+    """``(seconds, moves)``: colocated, the pool's moves of :func:`~llmsizing.rl_trainer.colocated_moves_s`
+    summed; split, the 16-bit weights sent over the inter-node link (Tulu 3's NCCL broadcast)."""
     if colocated:
-        link = group_link(g, node, size=gpus)
-        t = collective_time_s("all-gather", w / gen_tp, gpus, link)
-        return t + (2 * train_bytes / (HOST_LINK_GBPS * 1e9) if offload else 0.0)
+        moves = colocated_moves_s(m, g, node, gpus=gpus, gen_tp=gen_tp, offload=offload,
+                                  train_bytes=train_bytes, host_link_gbps=HOST_LINK_GBPS)
+        return sum(moves.values()), moves
+    w = weights_bytes_per_gpu(m, "bf16", tp=1)
     across = group_link(g, node, size=2, stride=node.gpus_per_node)
-    return collective_time_s("send/recv", w, 2, across)
+    t = collective_time_s("send/recv", w, 2, across)
+    return t, {"sync": t}
 
 
 def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
@@ -216,8 +225,15 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
         top=a["top"], rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node, util=a["util"])
     seq = a["prompt"] + a["top"]
     tokens = a["rollouts"] * (a["prompt"] + a["mean"])
-    upd, warns = _trainer(m, g, gpus=train_gpus, tokens=tokens * a["ppo_epochs"], seq=seq, price=price)
-    fwd_share = forward_flops_per_token(m, seq=seq) / training_flops_per_token(m, seq=seq)
+    layout = a["layout"] or default_layout(m, train_gpus, node.gpus_per_node)
+    if layout is None:
+        upd, warns = _trainer(m, g, gpus=train_gpus, tokens=tokens * a["ppo_epochs"], seq=seq, price=price)
+        fwd_share = forward_flops_per_token(m, seq=seq) / training_flops_per_token(m, seq=seq)
+    else:
+        par = layout_parallel(m, layout, train_gpus)
+        one, fwd_share = layout_trainer(m, g, node, par, tokens=tokens, rollouts=a["rollouts"], seq=seq,
+                                        packing=a["packing"])
+        upd, warns = tuple(x * a["ppo_epochs"] for x in one), ()
     one_fwd = tuple(x * fwd_share / a["ppo_epochs"] for x in upd)
     ppo = a["algorithm"] == "ppo"
     zero = (0.0, 0.0, 0.0)
@@ -231,7 +247,7 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
     p = {"generation": gen, "log_probs": one_fwd, "reference": one_fwd if a["reference"] else zero,
          "values": one_fwd if ppo else zero, "reward": reward,
          "update": tuple(x * (2 if ppo else 1) for x in upd)}
-    return p, (engines, b, steps, max_b, engine), warns
+    return p, (engines, b, steps, max_b, engine, layout), warns
 
 
 def _compose(p, sync, asynchronous):
@@ -251,7 +267,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
            colocated: bool = True, reference: bool = True, reward_model: Model | str | None = None,
            reward_s: float = 0.0, ppo_epochs: int = 1, gen_tp: int | None = None, gen_gpus: int | None = None,
            off_policy_steps: int = 0, rebatch: bool = True, offload: bool = True,
-           max_num_seqs: int = MAX_NUM_SEQS, price_usd_per_gpu_hour: float | None = None, node=None) -> RLRun:
+           max_num_seqs: int = MAX_NUM_SEQS, price_usd_per_gpu_hour: float | None = None, node=None,
+           train_layout=None, packing: bool = True) -> RLRun:
     """Time per step by phase, GPU-hours, cost and memory of an RL post-training run (module docstring).
 
     ``prompts_per_step`` prompts, ``samples_per_prompt`` responses each (GRPO's group), ``prompt`` tokens per
@@ -262,7 +279,12 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     ``colocated`` one pool switching roles (``offload``: the trainer's states go to the host during
     generation), else split pools: ``gen_gpus`` for the engines (default: the split with the shortest step,
     pools sized for each other) and the rest for the trainer, ``off_policy_steps >= 1`` to overlap them.
-    ``gen_tp`` the engine's tensor-parallel size (default: the smallest whose weights fit). Chapter 19."""
+    ``gen_tp`` the engine's tensor-parallel size (default: the smallest whose weights fit).
+    ``train_layout`` the trainer's ``(tp, cp, ep, pp)`` (NeMo RL's notation; data parallelism takes the rest):
+    the update and forward passes are timed on that layout's step (:mod:`llmsizing.rl_trainer`), as is a
+    mixture of experts without one (:func:`~llmsizing.rl_trainer.default_layout`); a dense model without one
+    keeps the calibrated MFU. ``packing``: rollouts packed into ``seq``-token rows (else padded).
+    Chapter 19."""
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     n = check_int("n_gpus", n_gpus)
@@ -272,7 +294,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
          "reference": check_bool("reference", reference), "rebatch": check_bool("rebatch", rebatch),
          "reward_s": check_number("reward_s", reward_s), "ppo_epochs": check_int("ppo_epochs", ppo_epochs),
          "max_num_seqs": check_int("max_num_seqs", max_num_seqs),
-         "reward_model": None if reward_model is None else resolve_model(reward_model, moe=True)}
+         "reward_model": None if reward_model is None else resolve_model(reward_model, moe=True),
+         "packing": check_bool("packing", packing), "layout": _check_train_layout(train_layout)}
     a["mean"], a["top"] = response_lengths(response)
     colocated, offload = check_bool("colocated", colocated), check_bool("offload", offload)
     off = check_int("off_policy_steps", off_policy_steps, minimum=0)
@@ -317,20 +340,46 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             tb = train_bytes
         else:
             tb = _train_bytes(m, tg, seq)
-        p, eng, warns = _phases(m, g, node_, a, gg, tg, tp_, price)
-        sync = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload, train_bytes=tb)
+        try:
+            p, eng, warns = _phases(m, g, node_, a, gg, tg, tp_, price)
+        except ValueError:
+            if len(splits) > 1:
+                continue    # this split's trainer pool does not take the (given or default) layout
+            raise
+        sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload,
+                              train_bytes=tb)
         step = _compose(p, sync, asynchronous=off > 0)
         fits = tb <= cap and eng[3] >= 1
         key = (not fits, step[0])
         if best is None or key < best[0]:
-            best = (key, gg, tg, tp_, p, eng, warns, sync, step, tb, fits)
-    _, gg, tg, tp_, p, eng, warns, sync, step, tb, fits = best
+            best = (key, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves)
+    if best is None:
+        raise ValueError(f"train_layout={a['layout']} fits none of the split pools of n_gpus={n} (give "
+                         "gen_gpus= or train_layout=)")
+    _, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves = best
     phases = {k: v[0] for k, v in p.items()} | {"weight_sync": sync}
     low = {k: v[1] for k, v in p.items()} | {"weight_sync": sync}
     high = {k: v[2] for k, v in p.items()} | {"weight_sync": sync}
     return RLRun(m.name, g.name, n, a["algorithm"], colocated, off, a["rollouts"], a["prompt"], a["mean"],
                  a["top"], steps, gg, tg, tp_, eng[0], eng[1], eng[2], a["rebatch"], phases, low, high,
-                 step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns))
+                 step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns), moves,
+                 eng[5])
+
+
+def _check_train_layout(layout):
+    if layout is None:
+        return None
+    if isinstance(layout, Parallel):
+        return (layout.tp, layout.cp, layout.ep, layout.pp)
+    try:
+        vals = tuple(layout)
+    except TypeError:
+        raise TypeError(f"train_layout must be (tp, cp, ep, pp) or a Parallel, got {type(layout).__name__}") \
+            from None
+    if len(vals) != 4:
+        raise ValueError(f"train_layout must be 4 whole numbers (tp, cp, ep, pp), got {vals!r}")
+    names = ("tp", "cp", "ep", "pp")
+    return tuple(check_int(f"train_layout[{i}] ({k})", v) for i, (k, v) in enumerate(zip(names, vals)))
 
 
 def _check_tp(tp, limit, m):
@@ -352,6 +401,14 @@ def _train_bytes(m, gpus, seq):
     return training_memory(m, batch=1, seq=seq, recompute="full", parallel=par).total_bytes
 
 
+def _row_layout(r):
+    """A CSV row's published trainer layout ``(tp, cp, ep, pp)``, or ``None`` when not published."""
+    import pandas as pd
+
+    vals = (r.train_tp, r.train_cp, r.train_ep, r.train_pp)
+    return None if any(pd.isna(v) for v in vals) else tuple(int(v) for v in vals)
+
+
 def published_rl():
     """``data/rl_published.csv`` beside :func:`rl_run`'s prediction for each row that gives its setup
     (``checked == "yes"``): ``predicted_step_s``, its ``low``/``high`` and ``inside``; the ratio is published
@@ -369,7 +426,7 @@ def published_rl():
                      response=(float(r.response_mean), int(r.response_max)), steps=1,
                      colocated=r.colocated == "yes", off_policy_steps=int(r.off_policy_steps),
                      gen_tp=None if pd.isna(r.gen_tp) else int(r.gen_tp),
-                     reference=bool(r.reference == "yes"))
+                     reference=bool(r.reference == "yes"), train_layout=_row_layout(r))
         rows.append({"predicted_step_s": run.step_s, "low": run.step_s_low, "high": run.step_s_high,
                      "generation_share": run.generation_share, "fits": run.fits,
                      **{f"predicted_{k}_s": v for k, v in run.phases.items()},
