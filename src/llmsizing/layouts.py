@@ -554,7 +554,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
                                   kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers,
                                   attention_kernel=attention_kernel, mtp_depth=mtp_depth,
-                                  comm_sms=comm_sms, load_skew=load_skew)
+                                  comm_sms=comm_sms, load_skew=load_skew, schedule=schedule)
     bubble = schedule_bubble(schedule, par.pp, m, par.virtual_stages)
     model_per_token = training_flops_per_token(model, seq=seq)
     if recompute_layers is None:
