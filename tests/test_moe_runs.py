@@ -115,3 +115,13 @@ def test_bad_factor():
         moe_runs.moe_run_check(factor=0.0)
     with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="factor"):
         moe_runs.moe_run_check(factor="1.3")
+
+
+def test_deepseek_v3_terms_end_at_the_runs_prediction(check):
+    from llmsizing.deepseek import deepseek_v3_time_terms
+
+    t = deepseek_v3_time_terms()
+    assert t["gpu_hours"].iloc[-1] == pytest.approx(check.loc["DeepSeek-V3 pre-training", "predicted"], rel=1e-9)
+    # the SMs' row is the one before it x 132 / 112 on the compute and the bubble (DeepSeek-V3 Sec. 3.2.2)
+    assert t["compute_s"].iloc[-1] == pytest.approx(t["compute_s"].iloc[-2] * 132 / 112, rel=1e-12)
+    assert t["bubble_s"].iloc[-1] < t["bubble_s"].iloc[0]          # DualPipe's bubble, smaller than 1F1B's

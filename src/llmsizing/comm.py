@@ -422,7 +422,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
 
         skew = _skew(model, par.ep) if load_skew is None else check_number("load_skew", load_skew,
                                                                            minimum=1.0, maximum=64.0)
-        moe_layers = stage_moe_layers(model, par)
+        moe_layers = stage_moe_layers(model, par)[:-1] + (stage_moe_layers(model, par)[-1] + mtp_depth,)
         if schedule == "dualpipe":
             moe_layers = _paired(moe_layers)
         out += moe_extra_seconds(moe_layers[slowest], per_gpu,
