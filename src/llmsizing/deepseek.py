@@ -351,7 +351,8 @@ DEEPSEEK_V3_TIME_TERMS = (
 def deepseek_v3_time_terms():
     """DeepSeek-V3's pre-training GPU-hours explained bottom-up (issue 35), a DataFrame indexed by term
     (:data:`DEEPSEEK_V3_TIME_TERMS`), each row adding one thing the report states to the row above:
-    ``step_s``, ``gpu_hours`` (14.8T tokens, 2,048 GPUs), ``ratio`` (the published 2.664M over it) and ``mfu``.
+    ``step_s``, ``gpu_hours`` (14.8T tokens, 2,048 GPUs), ``ratio`` (the published 2.664M over it) and
+    ``mfu``.
     Every row has the MoE terms of :mod:`llmsizing.moe_time` (grouped GEMMs by their rows, routing kernels,
     aux-loss-free load skew), FP8 (``fp8-deepseek``), node-limited routing and the all-to-all hidden
     (``ep_overlap=1``: Sec. 3.2.1, "fully hidden"). The last row is

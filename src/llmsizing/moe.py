@@ -494,7 +494,8 @@ def check_capacity_factor(capacity_factor):
 __all__ = ["check_ep", "expert_data_parallel", "dense_twin", "stage_moe_layers", "stage_split", "gpu_params",
            "moe_model_states", "moe_layer_terms", "moe_block_terms", "moe_activation_memory",
            "MoEActivationMemory", "stage_offset_bytes", "all_to_all_bytes",
-           "inter_node_share", "ep_all_to_all", "moe_stage_flops", "moe_layer_flops", "mtp_flops_per_token", "FP8_DISPATCH_BYTES"]
+           "inter_node_share", "ep_all_to_all", "moe_stage_flops", "moe_layer_flops", "mtp_flops_per_token",
+           "FP8_DISPATCH_BYTES"]
 
 # DeepSeek-V3's own plan and check moved to llmsizing.deepseek (issue 32: it sits above the answers it
 # checks).

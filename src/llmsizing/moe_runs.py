@@ -77,8 +77,9 @@ def _int_or_none(value):
 
 
 def run_step(row):
-    """The :class:`~llmsizing.layouts.StepTime` of one row of :func:`moe_published_runs` on its layout, micro-batches
-    of one sequence, with the row's recipe: ``precision``, ``schedule``, ``mtp_depth``, ``comm_sms``,
+    """The :class:`~llmsizing.layouts.StepTime` of one row of :func:`moe_published_runs` on its layout,
+    micro-batches of one sequence, with the row's recipe: ``precision``, ``schedule``, ``mtp_depth``,
+    ``comm_sms``,
     ``ep_overlap``, ``max_nodes`` and ``stage_layers`` (``;``-separated, empty: Megatron's even split)."""
     from .layouts import step_time
     from .parallel import Parallel
@@ -138,7 +139,8 @@ def moe_run_check(runs=None, factor: float | None = None):
     runs = moe_published_runs() if runs is None else runs
     f = 1.0
     if factor is not None:
-        warnings.warn("moe_run_check(factor=...) is retired: the MoE step time has no fitted factor (issue 35)",
+        warnings.warn("moe_run_check(factor=...) is retired: the MoE step time has no fitted factor "
+                      "(issue 35)",
                       DeprecationWarning, stacklevel=2)
         f = check_number("factor", factor, allow_equal=False)
     rows = {}
@@ -154,5 +156,6 @@ def moe_run_check(runs=None, factor: float | None = None):
     return df
 
 
-__all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B_STANDIN", "PHI_35_MOE_STANDIN", "STANDINS", "moe_published_runs",
+__all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B_STANDIN", "PHI_35_MOE_STANDIN", "STANDINS",
+           "moe_published_runs",
            "run_step", "predict_moe_run", "fit_moe_factor", "moe_run_check"]

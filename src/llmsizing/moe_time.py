@@ -14,7 +14,8 @@
   so the compute runs on the rest (:func:`comm_sm_share`).
 * **Pipeline schedules**: DualPipe's and zero-bubble's bubbles from the DualPipe repository's table
   (:func:`schedule_bubble`).
-* **Multi-token prediction**: its module's FLOPs (:func:`llmsizing.moe.mtp_flops_per_token`, re-exported here; DeepSeek-V3 Sec. 2.2).
+* **Multi-token prediction**: its module's FLOPs (:func:`llmsizing.moe.mtp_flops_per_token`, re-exported
+  here; DeepSeek-V3 Sec. 2.2).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from .parallel import pipeline_bubble
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 #: Streaming multiprocessors per GPU (NVIDIA H100 whitepaper: 132 SMs on the H100 SXM5, 114 on the PCIe card;
-#: the H800 is the SXM5 part with NVLink cut, DeepSeek-V3 Sec. 3.2.2 "20 out of 132 SMs"; A100 whitepaper: 108;
-#: the H200 is the H100 SXM5 die with more HBM).
+#: the H800 is the SXM5 part with NVLink cut, DeepSeek-V3 Sec. 3.2.2 "20 out of 132 SMs"; A100 whitepaper:
+#: 108; the H200 is the H100 SXM5 die with more HBM).
 GPU_SMS = {"H100 SXM": 132, "H800": 132, "H200": 132, "H100 PCIe": 114, "A100 80GB": 108, "A100 40GB": 108}
 
 #: DeepSeek-V3's SMs for its communication kernels (Sec. 3.2.2: "only 20 SMs are sufficient").
@@ -89,9 +90,9 @@ def routing_of(model) -> str:
 def load_skew(model, ep: int, routing: str | None = None) -> float:
     """The slowest expert-parallel rank's routed tokens over the mean: ``1 + v sqrt(ep / E)`` with ``v`` the
     published per-expert maximal violation of ``routing`` (default :func:`routing_of`; the mean of that
-    routing's rows in ``data/moe_load_skew.csv``) and ``E / ep`` experts per rank (a rank sums the loads of its
-    experts, whose deviations, taken as independent, shrink as ``1 / sqrt(E / ep)``: the assumption of this
-    term). 1 without expert parallelism: one GPU holds every expert and does every routed token's work."""
+    routing's rows in ``data/moe_load_skew.csv``) and ``E / ep`` experts per rank (a rank sums the loads of
+    its experts, whose deviations, taken as independent, shrink as ``1 / sqrt(E / ep)``: the assumption of
+    this term). 1 without expert parallelism: one GPU holds every expert and does all the routed work."""
     model = resolve_model(model, moe=True)
     ep = check_int("ep", ep)
     routing = routing_of(model) if routing is None else check_choice("routing", routing, ROUTINGS)
@@ -159,6 +160,7 @@ def moe_extra_seconds(moe_layers, tokens, *, route_bytes, hbm_bytes_per_s, skew,
     return moe_layers * tokens * (route_bytes / hbm_bytes_per_s + (skew - 1.0) * expert_flops / gemm_rate)
 
 
-__all__ = ["GPU_SMS", "DEEPSEEK_V3_COMM_SMS", "SCHEDULES", "ROUTINGS", "expert_rows", "routing_bytes_per_token",
+__all__ = ["GPU_SMS", "DEEPSEEK_V3_COMM_SMS", "SCHEDULES", "ROUTINGS", "expert_rows",
+           "routing_bytes_per_token",
            "load_skew_table", "routing_of", "load_skew", "routed_expert_flops_per_token", "comm_sm_share",
            "schedule_bubble", "mtp_flops_per_token", "moe_extra_seconds"]

@@ -285,8 +285,8 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
         # Megatron-Core's --pipeline-model-parallel-layout takes any split of the layers into pp x v chunks
         # (NVIDIA/Megatron-LM MR 2795, "flexible asymmetric VPP"; e.g. 94 layers, PP 8, VP 4): the chunks of a
         # stage may differ by a layer (chunk_layers); each needs one
-        raise ValueError(f"virtual_stages={virtual_stages} needs at least that many layers on each of the {pp} "
-                         f"pipeline stages ({model.layers} layers / pp = {model.layers / pp:g})")
+        raise ValueError(f"virtual_stages={virtual_stages} needs at least that many layers on each of the "
+                         f"{pp} pipeline stages ({model.layers} layers / pp = {model.layers / pp:g})")
 
 
 def layers_per_stage(layers: int, parallel: Parallel) -> tuple[int, ...]:

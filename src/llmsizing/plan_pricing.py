@@ -291,13 +291,13 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     peak_of = {}
     # the Linear layers' and the attention core's rates (llmsizing.kernels.rates, as step_compute_time_s)
     dtype = compute_dtype(precision)
-    steps: dict = {}               # the step without ep does not depend on it: one per (GPU, tp, cp, micro, rc)
+    steps: dict = {}     # the step without ep does not depend on it: one per (GPU, tp, cp, micro, rc)
     for k, (g_, t_, c_, b_, e_, r_) in enumerate(lay_keys):
         g = gpu_list[g_]
         if (g_, t_, c_, b_, r_) not in steps:
-            steps[g_, t_, c_, b_, r_] = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm),
-                                                  batch=b_, seq=seq, grad_accum=1, kernel_efficiency=eff,
-                                                  recompute=rcs[r_], precision=precision, node=node_of[g.name])
+            steps[g_, t_, c_, b_, r_] = step_time(
+                model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, grad_accum=1,
+                kernel_efficiency=eff, recompute=rcs[r_], precision=precision, node=node_of[g.name])
         st = steps[g_, t_, c_, b_, r_]
         by = st.comm_by_group_s
         gemm_rate, attention_rate = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
