@@ -138,3 +138,21 @@ def test_bad_inputs_name_the_parameter():
         step_time("deepseek-v3", "H800", V3, batch=1, seq=4096, grad_accum=32, mtp_depth=-1)
     with pytest.raises(ValueError, match="schedule"):
         step_time("deepseek-v3", "H800", V3, batch=1, seq=4096, grad_accum=32, schedule="1F1B ")
+
+
+def test_one_moe_path_training_time_step_time_and_plan():
+    """Issue 35: the same MoE layout gives the same step through training_time (on the layout's own step),
+    step_time and a plan row (tests/test_job.py re-checks whole searches of Mixtral and DeepSeek-V3 too)."""
+    import llmsizing as L
+    from llmsizing.job import Job
+
+    par = Parallel(dp=16, ep=8, zero=1)
+    st = step_time("qwen3-30b-a3b", "H100 SXM", par, batch=1, seq=4096, grad_accum=16)
+    t = L.training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", seq=4096, parallel=par, global_batch=256)
+    assert t.days == pytest.approx(1e12 / st.tokens * st.step_s / 86400, rel=0.01)
+    df = L.plan("qwen3-30b-a3b", tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=256, max_gpus=64,
+                ep_degrees=(8,), micro_batches=(1,), recomputes=("full",), zero_stages=(1,))
+    for _, row in df.head(3).iterrows():
+        job = Job.from_plan_row(row, "qwen3-30b-a3b", seq=4096)
+        assert step_time(job).step_s == pytest.approx(row["step_time_s"], rel=0.01)
+        assert L.training_time(job, tokens=1e12).days == pytest.approx(row["days"], rel=0.01)
