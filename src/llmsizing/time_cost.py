@@ -153,7 +153,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     every distinct one once. These GPU-hours are the end-to-end MFU model's, not the MoE step time's
     (:mod:`llmsizing.moe_time`; :func:`~llmsizing.planner.plan` and ``training_time(parallel=...,
     global_batch=...)`` price that): chapter 18 sets the published MoE runs against the step time
-    (:func:`llmsizing.moe_runs.moe_run_check`). A dense model's frame is as before (no ``ep``, no ``warnings``).
+    (:func:`llmsizing.moe_runs.moe_run_check`). A dense model's frame is as before (no ``ep``, no
+    ``warnings``).
     Chapter 18."""
     import pandas as pd
 
