@@ -356,7 +356,9 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
 def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
                         grad_accum: int = 1, recompute: str = "none", kernel_efficiency: float | None = None,
                         dtype: str = "bf16", mfu: float | None = None,
-                        recompute_layers: int | None = None, attention_kernel: str | None = None) -> float:
+                        recompute_layers: int | None = None, attention_kernel: str | None = None,
+                        mtp_depth: int = 0, comm_sms: int = 0, load_skew: float | None = None,
+                        schedule: str = "1f1b") -> float:
     """Seconds of computing per step on a GPU of the slowest pipeline stage: that stage's training FLOPs
     (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
     ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs, as kernels run them
@@ -378,7 +380,12 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     (deprecated).
     ``recompute_layers``: partial recomputation (:func:`~llmsizing.memory.training_memory`). A mixture of
     experts computes its active FLOPs on each stage's dense and MoE layers
-    (:func:`llmsizing.moe.moe_stage_flops`)."""
+    (:func:`llmsizing.moe.moe_stage_flops`, with ``mtp_depth`` multi-token-prediction modules on the last
+    stage), its grouped expert GEMMs at their rows' shape, and adds its routing kernels on HBM bandwidth and
+    the routed work the load skew puts on the slowest rank (:mod:`llmsizing.moe_time`; ``load_skew`` default
+    :func:`~llmsizing.moe_time.load_skew` of the model's routing and ``ep``). ``comm_sms`` SMs kept by
+    communication kernels (DeepSeek-V3: 20 of 132) slow all of it by ``1 / (1 - share)``; with
+    ``schedule="dualpipe"`` a rank's work is the mean of the two stages it holds (issue 35)."""
     model = resolve_model(model, moe=True)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     par = resolve_parallel(parallel, model, seq=seq)
@@ -392,18 +399,48 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     if model.is_moe:                         # ---- mixture of experts: active FLOPs per stage (llmsizing.moe)
         from .moe import moe_stage_flops
 
-        stages = moe_stage_flops(model, par, **kw)
+        stages = moe_stage_flops(model, par, mtp_depth=mtp_depth, **kw)
     else:
         stages = stage_flops_per_token(model, par, **kw)
+    full = stage_attention_flops_per_token(model, par, **kw)
+    causal = stage_attention_flops_per_token(model, par, causal=True, **kw)
+    if check_choice("schedule", schedule, ("1f1b", "zb1p", "dualpipe")) == "dualpipe":
+        # DualPipe: rank i holds stages i and pp-1-i and runs half the micro-batches through each
+        # (deepseek-ai/DualPipe; arXiv:2412.19437 Sec. 3.2.1), so a rank's work is the pair's mean
+        stages, full, causal = (_paired(x) for x in (stages, full, causal))
     slowest = max(range(len(stages)), key=stages.__getitem__)
     per_gpu = batch * seq * m / (par.tp * par.cp)
     # the Linear layers at the shape's GEMM efficiency x the calibrated scale; the attention core as causal
     # kernels run it (half the score matrix, at the attention kernels' efficiency, in BF16 under FP8 recipes)
     gemm_rate, attention_rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype,
                                       kernel_efficiency=eff, attention_kernel=attention_kernel, ep=par.ep)
-    full = stage_attention_flops_per_token(model, par, **kw)[slowest]
-    causal = stage_attention_flops_per_token(model, par, causal=True, **kw)[slowest]
-    return compute_seconds(stages[slowest], full, causal, per_gpu, gemm_rate, attention_rate)
+    out = compute_seconds(stages[slowest], full[slowest], causal[slowest], per_gpu, gemm_rate, attention_rate)
+    if model.is_moe:                         # ---- the MoE layers' routing and imbalance (llmsizing.moe_time)
+        from .moe import stage_moe_layers
+        from .moe_time import moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
+        from .moe_time import load_skew as _skew
+
+        skew = _skew(model, par.ep) if load_skew is None else check_number("load_skew", load_skew,
+                                                                           minimum=1.0, maximum=64.0)
+        moe_layers = stage_moe_layers(model, par)[:-1] + (stage_moe_layers(model, par)[-1] + mtp_depth,)
+        if schedule == "dualpipe":
+            moe_layers = _paired(moe_layers)
+        out += moe_extra_seconds(moe_layers[slowest], per_gpu,
+                                 route_bytes=routing_bytes_per_token(model, recompute=recompute),
+                                 hbm_bytes_per_s=g.memory_bandwidth_gbps * 1e9, skew=skew,
+                                 expert_flops=routed_expert_flops_per_token(model, recompute=recompute),
+                                 gemm_rate=gemm_rate)
+    if comm_sms:
+        from .moe_time import comm_sm_share
+
+        out /= 1.0 - comm_sm_share(g, comm_sms)
+    return out
+
+
+def _paired(per_stage) -> tuple:
+    """DualPipe's per-rank mean of stages ``i`` and ``pp - 1 - i`` (:func:`step_compute_time_s`)."""
+    n = len(per_stage)
+    return tuple((per_stage[i] + per_stage[n - 1 - i]) / 2 for i in range(n))
 
 
 # =========================================================================== chapter 7: when DP stops scaling

@@ -286,9 +286,8 @@ def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
     each with ``fits_``, the most loaded ``rank_``, its ``states_gib_`` and ``activations_gib_`` and
     ``in_flight_``.
 
-    What the step time does not model, and which way it leans: DualPipe's schedule (a smaller bubble; 1F1B's
-    is used), the multi-token-prediction module (about 2% more FLOPs), grouped-GEMM efficiency and load
-    imbalance (the dense kernel efficiency is used)."""
+    These two steps price 1F1B with Megatron's even split and none of DeepSeek's recipe beyond the all-to-all;
+    :func:`deepseek_v3_time_terms` adds the rest of what the report states, term by term (issue 35)."""
     from .catalog import get_model
     from .layouts import step_time
     from .memory import training_memory
@@ -337,3 +336,48 @@ def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
             out["compute_s"], out["bubble_s"] = st.compute_s, st.bubble_s
             out["all_to_all_s"] = st.comm_by_group_s["ep"]
     return out
+
+
+#: What DeepSeek-V3's step adds, in :func:`deepseek_v3_time_terms`' order: (label, step_time keywords).
+DEEPSEEK_V3_TIME_TERMS = (
+    ("1F1B, even split, all-to-all hidden", {}),
+    ("+ DualPipe (its bubble; a rank does the mean of its two stages)", {"schedule": "dualpipe"}),
+    ("+ the balanced split of the memory plan", {"stage_layers": True}),
+    ("+ the MTP module (Sec. 2.2)", {"mtp_depth": 1}),
+    ("+ 20 of 132 SMs kept for communication (Sec. 3.2.2)", {"comm_sms": 20}),
+)
+
+
+def deepseek_v3_time_terms():
+    """DeepSeek-V3's pre-training GPU-hours explained bottom-up (issue 35), a DataFrame indexed by term
+    (:data:`DEEPSEEK_V3_TIME_TERMS`), each row adding one thing the report states to the row above:
+    ``step_s``, ``gpu_hours`` (14.8T tokens, 2,048 GPUs), ``ratio`` (the published 2.664M over it) and
+    ``mfu``.
+    Every row has the MoE terms of :mod:`llmsizing.moe_time` (grouped GEMMs by their rows, routing kernels,
+    aux-loss-free load skew), FP8 (``fp8-deepseek``), node-limited routing and the all-to-all hidden
+    (``ep_overlap=1``: Sec. 3.2.1, "fully hidden"). The last row is
+    :func:`llmsizing.moe_runs.predict_moe_run`'s for the DeepSeek-V3 row; nothing in it is fitted."""
+    import pandas as pd
+
+    from .catalog import get_model
+    from .layouts import step_time
+    from .stages import published_stages
+
+    ds = published_stages()
+    row = ds[(ds["run"] == "DeepSeek-V3") & (ds["phase"] == "pre-training")].iloc[0]
+    tokens, published = float(row["tokens"]), float(row["phase_gpu_hours"])
+    m, kw, rows = get_model("deepseek-v3"), {}, {}
+    for label, more in DEEPSEEK_V3_TIME_TERMS:
+        kw |= more
+        opts = {k: v for k, v in kw.items() if k != "stage_layers"}
+        par = replace(DEEPSEEK_V3_LAYOUT, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT) if kw.get("stage_layers") \
+            else DEEPSEEK_V3_LAYOUT
+        st = step_time(m, "H800", par, batch=1, seq=int(row["seq"]), grad_accum=DEEPSEEK_V3_MICRO_BATCHES,
+                       precision="fp8-deepseek", ep_overlap=1.0, max_nodes=DEEPSEEK_V3_MAX_NODES, **opts)
+        hours = tokens / st.tokens * st.step_s * par.gpus / 3600
+        rows[label] = {"step_s": st.step_s, "compute_s": st.compute_s, "bubble_s": st.bubble_s,
+                       "gpu_hours": hours, "ratio": published / hours, "mfu": st.mfu}
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.index.name = "term"
+    df.attrs["published_gpu_hours"] = published
+    return df

@@ -23,8 +23,9 @@ from .job import takes_job
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages, route_max_nodes
+from .moe_time import schedule_bubble
 from .network import get_node
-from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, pipeline_bubble, recomputed_layers
+from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, recomputed_layers
 from .precision import compute_dtype
 from .states import USABLE_FRACTION
 
@@ -498,7 +499,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               inter_node_gbps: float | None = None, dtype: str | None = None, async_tp: bool = False,
               node=None, mfu: float | None = None, recompute_layers: int | None = None,
               ep_overlap: float = 0.0, max_nodes: int | str | None = "model",
-              attention_kernel: str | None = None) -> StepTime:
+              attention_kernel: str | None = None, schedule: str = "1f1b", mtp_depth: int = 0,
+              comm_sms: int = 0, load_skew: float | None = None) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -526,7 +528,10 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     routes over every node), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap).
     ``step_time(job)`` takes a :class:`~llmsizing.job.Job`. ``attention_kernel``: the attention kernel whose
     published speed prices the attention core (:func:`~llmsizing.kernels.attention_kernels`; default the GPU
-    generation's, as the planner uses).
+    generation's, as the planner uses). Issue 35's MoE terms (:mod:`llmsizing.moe_time`): ``schedule``
+    ``"1f1b"`` (default), ``"zb1p"`` or ``"dualpipe"`` sets the bubble
+    (:func:`~llmsizing.moe_time.schedule_bubble`); ``mtp_depth``, ``comm_sms`` and ``load_skew`` go to
+    :func:`~llmsizing.comm.step_compute_time_s`.
     """
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
@@ -548,8 +553,9 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
                                   kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers,
-                                  attention_kernel=attention_kernel)
-    bubble = pipeline_bubble(par.pp, m, par.virtual_stages)
+                                  attention_kernel=attention_kernel, mtp_depth=mtp_depth,
+                                  comm_sms=comm_sms, load_skew=load_skew, schedule=schedule)
+    bubble = schedule_bubble(schedule, par.pp, m, par.virtual_stages)
     model_per_token = training_flops_per_token(model, seq=seq)
     if recompute_layers is None:
         hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute)

@@ -385,8 +385,10 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     """The expert-parallel all-to-alls of one step on the GPU of the stage with the most MoE layers, as
     :class:`~llmsizing.network.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward
     dispatch (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the
-    backward's two (the gradients of the combine's output sent back along the dispatch's routes, and of the
-    dispatch's), in the working dtype; full recomputation repeats the forward's two. Each sends
+    backward's two: the combine's backward (the gradients of the combine's output sent back along the
+    dispatch's routes; FP8 too with ``fp8-deepseek``, which quantises the activation gradient before the
+    experts' down-projection, arXiv:2412.19437 Sec. 3.3.4) and the dispatch's backward (in the working dtype,
+    as the forward combine); full recomputation repeats the forward's two. Each sends
     :func:`all_to_all_bytes` and takes :func:`llmsizing.all_to_all.all_to_all_s` of its
     ``tokens x k x hidden`` buffer, the model serving uses (within 0.90-0.99x of DeepEP's published H800
     latencies at EP 16-256), with DeepSeek's node limit ``max_nodes`` and the ``ep`` ranks ``etp`` apart:
@@ -408,7 +410,8 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     out = []
     for name, b, n_calls in (("EP all-to-all dispatch (forward)", disp_b, calls * fwd),
                              ("EP all-to-all combine (forward)", act_b, calls * fwd),
-                             ("EP all-to-all dispatch and combine (backward)", act_b, 2 * calls)):
+                             ("EP all-to-all combine (backward)", disp_b, calls),
+                             ("EP all-to-all dispatch (backward)", act_b, calls)):
         one = all_to_all_bytes(tokens, k, h, b, ep)
         t = all_to_all_s(tokens * k * h * b, ep, gpu, node, top_k=k, max_nodes=max_nodes, stride=par.etp)
         out.append(Collective(name, "ep", ep, "network" if across else gpu.link, n_calls, one, n_calls * one,
@@ -416,20 +419,13 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     return out
 
 
-def moe_stage_flops(model: Model, par: Parallel, *, seq: int, recompute: str,
-                    recompute_layers: int | None = None) -> tuple[float, ...]:
-    """Training FLOPs per token of each pipeline stage of a mixture of experts (all its tensor-parallel
-    ranks), splitting :func:`~llmsizing.flops.training_flops_per_token` (active parameters) by the stage's
-    dense and MoE layers: a dense layer costs ``2 x`` its parameters forward, a MoE layer ``2 x`` its active
-    ones (attention and the shared experts, ``k`` of its ``E`` experts, the router), plus each layer's
-    attention core; the LM head on the last stage. Recomputation as in :mod:`llmsizing.flops`."""
-    from .flops import RECOMPUTE, attention_flops_per_token, training_flops_per_token
+def moe_layer_flops(model: Model, *, seq: int, recompute: str = "none") -> tuple[float, float]:
+    """Training FLOPs per token of one dense layer and one MoE layer of ``model`` (:func:`moe_stage_flops`'s
+    terms): ``3 x`` the forward (``2 x`` the layer's weights, active ones in a MoE layer, plus the attention
+    core), plus what ``recompute`` reruns."""
+    from .flops import RECOMPUTE, attention_flops_per_token
 
     check_choice("recompute", recompute, RECOMPUTE)
-    if recompute_layers is not None:
-        raise ValueError(f"recompute_layers={recompute_layers!r}: partial recomputation of a mixture of "
-                         "experts is not modelled (use recompute='none', 'selective' or 'full')")
-    total = training_flops_per_token(model, seq=seq, recompute=recompute)
     att = attention_flops_per_token(model, seq=seq) / model.layers
     moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
     common = sum(math.prod(s) for _, n, s in model.layer_tensors("moe") if n not in moe_mlp)
@@ -443,12 +439,45 @@ def moe_stage_flops(model: Model, par: Parallel, *, seq: int, recompute: str,
         fwd = 2 * params + att
         return 3 * fwd + {"none": 0.0, "selective": att, "full": fwd}[recompute]
 
-    d, m = layer(common + dense_mlp), layer(common + moe_active)
+    return layer(common + dense_mlp), layer(common + moe_active)
+
+
+def moe_stage_flops(model: Model, par: Parallel, *, seq: int, recompute: str,
+                    recompute_layers: int | None = None, mtp_depth: int = 0) -> tuple[float, ...]:
+    """Training FLOPs per token of each pipeline stage of a mixture of experts (all its tensor-parallel
+    ranks), splitting :func:`~llmsizing.flops.training_flops_per_token` (active parameters) by the stage's
+    dense and MoE layers: a dense layer costs ``2 x`` its parameters forward, a MoE layer ``2 x`` its active
+    ones (attention and the shared experts, ``k`` of its ``E`` experts, the router), plus each layer's
+    attention core; the LM head on the last stage. Recomputation as in :mod:`llmsizing.flops`.
+    ``mtp_depth`` multi-token-prediction modules (:func:`mtp_flops_per_token`) join the
+    last stage, as DeepSeek-V3 places its MTP module with the output head (Sec. 3.2.1)."""
+    from .flops import RECOMPUTE, training_flops_per_token
+
+    check_choice("recompute", recompute, RECOMPUTE)
+    if recompute_layers is not None:
+        raise ValueError(f"recompute_layers={recompute_layers!r}: partial recomputation of a mixture of "
+                         "experts is not modelled (use recompute='none', 'selective' or 'full')")
+    total = training_flops_per_token(model, seq=seq, recompute=recompute)
+    d, m = moe_layer_flops(model, seq=seq, recompute=recompute)
     out, moe_by_stage = [], stage_moe_layers(model, par)
     for n, k in zip(layers_per_stage(model.layers, par), moe_by_stage):
         out.append((n - k) * d + k * m)
     out[-1] += total - sum(out)                     # the LM head
+    if check_int("mtp_depth", mtp_depth, minimum=0, maximum=8):
+        out[-1] += mtp_flops_per_token(model, seq=seq, depth=mtp_depth, recompute=recompute)
     return tuple(out)
+
+
+def mtp_flops_per_token(model: Model, *, seq: int, depth: int = 1, recompute: str = "none") -> float:
+    """Training FLOPs per token of ``depth`` multi-token-prediction modules (DeepSeek-V3, arXiv:2412.19437
+    Sec. 2.2, Fig. 3): each a MoE transformer block (:func:`moe_layer_flops`), its projection ``M`` from the
+    concatenated ``2h`` to ``h`` and its own pass through the shared output head (``h x vocab``); the shared
+    embedding is a lookup. Forward ``2 x`` weights, x 3 for training (the projection and the head sit outside
+    the recomputed blocks)."""
+    depth = check_int("depth", depth, minimum=0, maximum=8)
+    h = model.hidden
+    block = moe_layer_flops(model, seq=check_int("seq", seq), recompute=recompute)[1]
+    return depth * (block + 3 * 2 * (2 * h * h + h * model.vocab))
 
 
 def check_capacity_factor(capacity_factor):
@@ -465,7 +494,8 @@ def check_capacity_factor(capacity_factor):
 __all__ = ["check_ep", "expert_data_parallel", "dense_twin", "stage_moe_layers", "stage_split", "gpu_params",
            "moe_model_states", "moe_layer_terms", "moe_block_terms", "moe_activation_memory",
            "MoEActivationMemory", "stage_offset_bytes", "all_to_all_bytes",
-           "inter_node_share", "ep_all_to_all", "moe_stage_flops", "FP8_DISPATCH_BYTES"]
+           "inter_node_share", "ep_all_to_all", "moe_stage_flops", "moe_layer_flops", "mtp_flops_per_token",
+           "FP8_DISPATCH_BYTES"]
 
 # DeepSeek-V3's own plan and check moved to llmsizing.deepseek (issue 32: it sits above the answers it
 # checks).

@@ -1,24 +1,21 @@
-"""Published mixture-of-experts training runs against the library's step time (issue 24, "calibrate on
-published MoE runs"; chapter 18).
+"""Published mixture-of-experts training runs against the library's step time (issues 24 and 35; chapter 18).
 
-``data/moe_published_runs.csv`` holds every MoE pre-training run whose GPU-hours, GPU type, token count and
-layout could be sourced, one row each with its source and date: DeepSeek-V3 (arXiv:2412.19437), DeepSeek-V2
-(arXiv:2405.04434) and JetMoE-8B (arXiv:2404.07413). Searched for and left out, for want of a published
-GPU-hour figure: OLMoE-1B-7B (5.1T tokens with FSDP, no GPU-hours found), DBRX (3,072 H100s and 12T tokens, no
-GPU-hours or duration from Databricks), Snowflake Arctic ("less than 3,000 GPU weeks", an upper bound whose
-GPU type and token count were not confirmed), Moonlight, the Qwen MoE models, DeepSeekMoE 16B and
-DeepSeek-V2-Lite.
+``data/moe_published_runs.csv`` holds every MoE pre-training run whose GPU-hours, GPU type and token count
+could be sourced, one row each with its source and date: DeepSeek-V3 (arXiv:2412.19437), DeepSeek-V2
+(arXiv:2405.04434), JetMoE-8B (arXiv:2404.07413), Phi-3.5-MoE (its model card) and Llama 4 Scout (Meta's
+model card). A row says whether its layout is published (``layout_published``): where it is not, the row's
+layout is an assumption written in its note. Searched for and left out, for want of a published GPU-hour
+figure: OLMoE-1B-7B, DBRX, Snowflake Arctic (an upper bound), Moonlight, the Qwen MoE models, DeepSeekMoE 16B
+and DeepSeek-V2-Lite. NVIDIA's NeMo / Megatron-Bridge performance tables are left out on purpose (issue 35).
 
-:func:`predict_moe_run` prices a row with :func:`~llmsizing.layouts.step_time` on its published layout (the
-dense kernel efficiency calibrated for the GPU generation and dtype, each stage's active FLOPs, the expert
-all-to-all on the network model) and turns the step into GPU-hours,
-``tokens / tokens per step x step x GPUs``. The step time models none of what makes a mixture of experts
-slower than a dense model of its active size: small grouped GEMMs, load imbalance, the permutation kernels.
-:func:`fit_moe_factor` measures that as one factor, published / predicted GPU-hours, on the rows marked
-``fit`` (DeepSeek-V3 only: three rows cannot support more), and :func:`moe_run_check` applies it to every row
-with the calibrated MFU band of the GPU and dtype (:func:`~llmsizing.time_cost.mfu_range_factors`): the range
-is ``factor x predicted / high`` to ``factor x predicted / low``. The rows marked ``held out`` (DeepSeek-V2,
-JetMoE) take no part in the fit.
+:func:`predict_moe_run` prices a row with :func:`~llmsizing.layouts.step_time` on its layout, with every MoE
+term the row's recipe names (:mod:`llmsizing.moe_time`: grouped GEMMs by their rows, routing kernels, load
+skew, the pipeline schedule, the MTP module, the SMs kept for communication, the all-to-all and how much of
+it the schedule hides) and turns the step into GPU-hours, ``tokens / tokens per step x step x GPUs``.
+Nothing is fitted on these rows (issue 35 removed the MoE factor fitted on DeepSeek-V3, issue 24's 1.30):
+:func:`moe_run_check` sets each prediction against the range the library states for a step predicted from a
+layout (:func:`~llmsizing.mfu.layout_range_factors`, measured leaving whole sources out on dense runs,
+:mod:`llmsizing.step_intervals`); these MoE runs are sources it never saw.
 """
 
 from __future__ import annotations
@@ -45,6 +42,19 @@ JETMOE_8B_STANDIN = Model(name="jetmoe-8b (stand-in)", layers=24, hidden=2048, h
                           expert_ffn_hidden=5632)
 
 
+#: Phi-3.5-MoE for its FLOPs and parameters (not in the catalogue). Its ``config.json``
+#: (huggingface.co/microsoft/Phi-3.5-MoE-instruct): 32 layers, hidden 4,096, 32 query and 8 KV heads of 128,
+#: 16 experts of width 6,400 (SwiGLU), top-2, vocabulary 32,064, untied; LayerNorm with biases and attention
+#: biases (kept as ``norm="layernorm"``, ``qkv_bias``): 41.9B parameters, 6.6B active (card: "42B", "6.6B").
+PHI_35_MOE_STANDIN = Model(name="phi-3.5-moe (stand-in)", layers=32, hidden=4096, heads=32, kv_heads=8,
+                           head_dim=128, ffn_hidden=6400, vocab=32064, gated_mlp=True, tied_embeddings=False,
+                           norm="layernorm", bias=False, qkv_bias=True, max_seq=4096, experts=16,
+                           experts_per_token=2, expert_ffn_hidden=6400)
+
+#: The stand-ins by name (:func:`moe_published_runs`' ``model`` column).
+STANDINS = {m.name: m for m in (JETMOE_8B_STANDIN, PHI_35_MOE_STANDIN)}
+
+
 def moe_published_runs():
     """``data/moe_published_runs.csv`` as a DataFrame: run, catalogue model (or ``"jetmoe-8b (stand-in)"``),
     GPU, GPUs (``n_gpus_published`` says whether the count is the source's or assumed), sequence length,
@@ -59,70 +69,93 @@ def moe_published_runs():
 def _model(name: str):
     from .catalog import get_model
 
-    return JETMOE_8B_STANDIN if name == JETMOE_8B_STANDIN.name else get_model(name)
+    return STANDINS[name] if name in STANDINS else get_model(name)
 
 
-def predict_moe_run(row) -> dict:
-    """One row of :func:`moe_published_runs` priced by :func:`~llmsizing.layouts.step_time` on its layout with
-    micro-batches of one sequence: ``gpu_hours`` (``tokens / tokens per step x step x GPUs / 3600``), the
-    step's ``mfu``, ``step_s``, and the shares of the step in the pipeline bubble and the exposed
-    all-to-all."""
+def _int_or_none(value):
+    return None if value != value or value in ("", None) else int(value)
+
+
+def run_step(row):
+    """The :class:`~llmsizing.layouts.StepTime` of one row of :func:`moe_published_runs` on its layout,
+    micro-batches of one sequence, with the row's recipe: ``precision``, ``schedule``, ``mtp_depth``,
+    ``comm_sms``,
+    ``ep_overlap``, ``max_nodes`` and ``stage_layers`` (``;``-separated, empty: Megatron's even split)."""
     from .layouts import step_time
     from .parallel import Parallel
 
-    par = Parallel(pp=int(row["pp"]), dp=int(row["dp"]), ep=int(row["ep"]), zero=int(row["zero"]))
-    max_nodes = None if row["max_nodes"] != row["max_nodes"] or row["max_nodes"] in ("", None) \
-        else int(row["max_nodes"])
-    st = step_time(_model(row["model"]), row["gpu"], par, batch=1, seq=int(row["seq"]),
-                   grad_accum=int(row["global_batch"]) // par.dp, precision=row["precision"],
-                   ep_overlap=float(row["ep_overlap"]), max_nodes=max_nodes)
-    hours = float(row["tokens"]) / st.tokens * st.step_s * par.gpus / 3600
+    split = str(row["stage_layers"]) if row["stage_layers"] == row["stage_layers"] else ""
+    par = Parallel(pp=int(row["pp"]), dp=int(row["dp"]), ep=int(row["ep"]), zero=int(row["zero"]),
+                   stage_layers=tuple(int(x) for x in split.split(";")) if split else None)
+    return step_time(_model(row["model"]), row["gpu"], par, batch=1, seq=int(row["seq"]),
+                     grad_accum=int(row["global_batch"]) // par.dp, precision=row["precision"],
+                     ep_overlap=float(row["ep_overlap"]), max_nodes=_int_or_none(row["max_nodes"]),
+                     schedule=row["schedule"], mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]))
+
+
+def predict_moe_run(row) -> dict:
+    """One row of :func:`moe_published_runs` priced by :func:`run_step`: ``gpu_hours`` (``tokens / tokens per
+    step x step x GPUs / 3600``), the step's ``mfu``, ``step_s``, and the shares of the step in the pipeline
+    bubble and the exposed all-to-all."""
+    st = run_step(row)
+    gpus = st.communication.parallel.gpus
+    hours = float(row["tokens"]) / st.tokens * st.step_s * gpus / 3600
     return {"gpu_hours": hours, "mfu": st.mfu, "step_s": st.step_s, "bubble_share": st.bubble_s / st.step_s,
             "all_to_all_share": st.exposed_by_group_s.get("ep", 0.0) / st.step_s}
 
 
 def fit_moe_factor(runs=None) -> float:
-    """The MoE efficiency factor: the geometric mean of published / predicted GPU-hours
-    (:func:`predict_moe_run`) over the rows whose ``role`` is ``"fit"``. Above 1: MoE runs take longer than
-    the dense-calibrated step time says."""
+    """Deprecated (issue 35): the MoE step has no fitted factor any more. Returns the geometric mean of
+    published / predicted GPU-hours over the DeepSeek-V3 rows, for old callers, with a
+    :class:`DeprecationWarning`; :func:`moe_run_check`'s ``ratio`` column is the measurement."""
     import math
+    import warnings
 
+    warnings.warn("llmsizing.moe_runs.fit_moe_factor is retired: the MoE step time has no fitted factor "
+                  "(issue 35); read moe_run_check()['ratio'] instead (this name goes in the next release)",
+                  DeprecationWarning, stacklevel=2)
     runs = moe_published_runs() if runs is None else runs
-    fit = runs[runs["role"] == "fit"]
+    fit = runs[runs["model"] == "deepseek-v3"]
     if fit.empty:
-        raise ValueError("fit_moe_factor: no row has role 'fit'")
+        raise ValueError("fit_moe_factor: no DeepSeek-V3 row")
     logs = [math.log(float(r["gpu_hours"]) / predict_moe_run(r)["gpu_hours"]) for _, r in fit.iterrows()]
     return math.exp(sum(logs) / len(logs))
 
 
-def moe_run_check(factor: float | None = None, runs=None):
+def moe_run_check(runs=None, factor: float | None = None):
     """Every published MoE run against the library, a DataFrame indexed by run: ``published`` GPU-hours,
-    ``predicted`` (:func:`predict_moe_run`, the dense-calibrated step), ``ratio`` (published / predicted),
-    ``moe`` (predicted x ``factor``, by default :func:`fit_moe_factor`), the range ``low`` / ``high`` (``moe``
-    divided by the top and the bottom of the calibrated 80% MFU band of a whole run's total on the GPU and
-    dtype, :func:`~llmsizing.time_cost.mfu_range_factors` with ``whole_run=True``), ``inside`` (published
-    within it), ``inside_dense`` (the same without the factor), the step's ``mfu`` and the row's ``role``."""
+    ``predicted`` (:func:`predict_moe_run`), ``ratio`` (published / predicted), the range ``low`` / ``high``
+    (``predicted`` divided by the top and the bottom of the stated range of an MFU predicted from a layout,
+    :func:`~llmsizing.mfu.layout_range_factors` of the GPU and dtype: 80% nominal, measured leaving whole
+    sources out), ``inside`` (published within it), the step's ``mfu``, ``layout_published`` and ``role``.
+    ``factor`` is retired (a ``DeprecationWarning``; a number multiplies the prediction as before)."""
+    import warnings
+
     import pandas as pd
 
+    from .mfu import layout_range_factors
     from .precision import compute_dtype
-    from .time_cost import mfu_range_factors
 
     runs = moe_published_runs() if runs is None else runs
-    f = fit_moe_factor(runs) if factor is None else check_number("factor", factor, allow_equal=False)
+    f = 1.0
+    if factor is not None:
+        warnings.warn("moe_run_check(factor=...) is retired: the MoE step time has no fitted factor "
+                      "(issue 35)",
+                      DeprecationWarning, stacklevel=2)
+        f = check_number("factor", factor, allow_equal=False)
     rows = {}
     for _, r in runs.iterrows():
         p = predict_moe_run(r)
-        # every row is a whole run's GPU-hour total: the range of a total (issue 34)
-        lo, hi = mfu_range_factors(r["gpu"], compute_dtype(r["precision"]), whole_run=True)
-        pub, pred = float(r["gpu_hours"]), p["gpu_hours"]
-        rows[r["run"]] = {"published": pub, "predicted": pred, "ratio": pub / pred, "moe": f * pred,
-                          "low": f * pred / hi, "high": f * pred / lo,
-                          "inside": f * pred / hi <= pub <= f * pred / lo,
-                          "inside_dense": pred / hi <= pub <= pred / lo, "mfu": p["mfu"], "role": r["role"]}
+        lo, hi = layout_range_factors(r["gpu"], compute_dtype(r["precision"]))
+        pub, pred = float(r["gpu_hours"]), f * p["gpu_hours"]
+        rows[r["run"]] = {"published": pub, "predicted": pred, "ratio": pub / pred, "low": pred / hi,
+                          "high": pred / lo, "inside": pred / hi <= pub <= pred / lo, "mfu": p["mfu"],
+                          "layout_published": r["layout_published"], "role": r["role"]}
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "run"
     return df
 
 
-__all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B_STANDIN", "moe_published_runs", "predict_moe_run",
-           "fit_moe_factor", "moe_run_check"]
+__all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B_STANDIN", "PHI_35_MOE_STANDIN", "STANDINS",
+           "moe_published_runs",
+           "run_step", "predict_moe_run", "fit_moe_factor", "moe_run_check"]

@@ -197,8 +197,9 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
       vLLM replicates each KV head ``tp / kv_heads`` times (so ``tp`` must be a multiple of ``kv_heads``);
       the library follows vLLM and counts one KV head per rank.
     * ``pp`` must not exceed the layer count: a pipeline stage needs at least one layer.
-    * ``virtual_stages > 1`` needs ``pp > 1`` and must divide each stage's layers (``layers / pp``), as
-      Megatron-LM's interleaved schedule requires (each model chunk holds the same number of layers). With
+    * ``virtual_stages > 1`` needs ``pp > 1`` and at least one layer per chunk; chunks of a stage may differ
+      by a layer (Megatron-Core's ``--pipeline-model-parallel-layout`` takes any split; issue 35; before
+      it, Megatron-LM's interleaved schedule wanted equal chunks). With
       ``stage_layers`` (an uneven split) every stage needs at least ``virtual_stages`` layers, and chunks may
       differ by a layer, as in Llama 3's schedule.
     * ``stage_layers`` must sum to the model's layers, one count of at least 1 per stage.
@@ -280,9 +281,12 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
                              f"divide the {places} places (layers + embedding + loss) and virtual_stages="
                              f"{virtual_stages} each stage's {places / pp:g} (Megatron-LM's "
                              "get_num_layers_to_build); pass stage_layers for another split")
-    elif virtual_stages > 1 and model.layers % (pp * virtual_stages):
-        raise ValueError(f"virtual_stages={virtual_stages} must divide the layers of each of the {pp} "
-                         f"pipeline stages ({model.layers} layers / pp = {model.layers / pp:g})")
+    elif virtual_stages > 1 and model.layers // pp < virtual_stages:
+        # Megatron-Core's --pipeline-model-parallel-layout takes any split of the layers into pp x v chunks
+        # (NVIDIA/Megatron-LM MR 2795, "flexible asymmetric VPP"; e.g. 94 layers, PP 8, VP 4): the chunks of a
+        # stage may differ by a layer (chunk_layers); each needs one
+        raise ValueError(f"virtual_stages={virtual_stages} needs at least that many layers on each of the "
+                         f"{pp} pipeline stages ({model.layers} layers / pp = {model.layers / pp:g})")
 
 
 def layers_per_stage(layers: int, parallel: Parallel) -> tuple[int, ...]:

@@ -21,6 +21,7 @@ from .layouts import step_time
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
+from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
 from .network import group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
@@ -290,11 +291,14 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     peak_of = {}
     # the Linear layers' and the attention core's rates (llmsizing.kernels.rates, as step_compute_time_s)
     dtype = compute_dtype(precision)
+    steps: dict = {}     # the step without ep does not depend on it: one per (GPU, tp, cp, micro, rc)
     for k, (g_, t_, c_, b_, e_, r_) in enumerate(lay_keys):
         g = gpu_list[g_]
-        st = step_time(model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
-                       grad_accum=1, kernel_efficiency=eff, recompute=rcs[r_], precision=precision,
-                       node=node_of[g.name])
+        if (g_, t_, c_, b_, r_) not in steps:
+            steps[g_, t_, c_, b_, r_] = step_time(
+                model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, grad_accum=1,
+                kernel_efficiency=eff, recompute=rcs[r_], precision=precision, node=node_of[g.name])
+        st = steps[g_, t_, c_, b_, r_]
         by = st.comm_by_group_s
         gemm_rate, attention_rate = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
                                           kernel_efficiency=st.kernel_efficiency, ep=e_)
@@ -308,13 +312,14 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers
     # over the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
-    stage = np.zeros((len(stage_keys), 5))
+    stage = np.zeros((len(stage_keys), 6))
     for k, (p_, r_) in enumerate(stage_keys):
         par, rc = Parallel(pp=p_), rcs[r_]
         flops = (moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
                  stage_flops_per_token(model, par, seq=seq, recompute=rc))
         slowest = max(range(len(flops)), key=flops.__getitem__)
-        stage[k] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
+        stage[k, 5] = stage_moe_layers(model, par)[slowest] if moe else 0.0
+        stage[k, :5] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
                     training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
                                                                                              recompute=rc),
                     stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest],
@@ -328,6 +333,14 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # attention core as causal kernels run it at the attention rate
     per_gpu = b * seq * m / (tp * cp)
     compute = compute_seconds(S[:, 0], S[:, 3], S[:, 4], per_gpu, L[:, 0], L[:, 5])
+    if moe:       # the MoE layers' routing kernels and load skew (step_compute_time_s, llmsizing.moe_time)
+        rc_bytes = np.array([routing_bytes_per_token(model, recompute=r) for r in rcs])[ri]
+        rc_flops = np.array([routed_expert_flops_per_token(model, recompute=r) for r in rcs])[ri]
+        hbm = np.array([g.memory_bandwidth_gbps * 1e9 for g in gpu_list])[gi]
+        skews = {e_: load_skew(model, int(e_)) for e_ in set(epc.tolist())}
+        skew = np.array([skews[e_] for e_ in epc.tolist()])
+        compute = compute + moe_extra_seconds(S[:, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
+                                              skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
     busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
     one = compute / mf                                            # one micro-batch's compute (_window_s)
     fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
@@ -562,7 +575,8 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
         precision=precision, recompute="none", max_nodes=max_nodes)] for g_, t_, c_, b_, e_ in keys])
     full = np.array([r == "full" for r in rcs])[ri[on]]
     rows = fwd_bwd[idx]
-    one = np.where(full, 2 * rows[:, 0] + 2 * rows[:, 1] + rows[:, 2], rows[:, 0] + rows[:, 1] + rows[:, 2])
+    back = rows[:, 2] + rows[:, 3]                       # the backward's combine and dispatch
+    one = np.where(full, 2 * rows[:, 0] + 2 * rows[:, 1] + back, rows[:, 0] + rows[:, 1] + back)
     pp_keys, pp_idx = _groups(pp[on])
     most = np.array([max(stage_moe_layers(model, Parallel(pp=p_))) for (p_,) in pp_keys]) / model.n_moe_layers
     out[on] = one * most[pp_idx] * mf[on]

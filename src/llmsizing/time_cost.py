@@ -150,9 +150,11 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     its GPU-hours from :func:`training_time` (active parameters' FLOPs, the calibrated MFU taken at the active
     size). The frame then has an ``ep`` column after ``layout`` and a ``warnings`` column (``training_time``'s
     warnings, joined by `` | ``: the MFU is an extrapolation from dense runs), and ``attrs["warnings"]`` lists
-    every distinct one once. As in :func:`training_time`, no MoE factor is applied: how much longer the
-    published MoE runs took than the dense-calibrated step time (:func:`llmsizing.moe_runs.fit_moe_factor`) is
-    chapter 18's to weigh against the range. A dense model's frame is as before (no ``ep``, no ``warnings``).
+    every distinct one once. These GPU-hours are the end-to-end MFU model's, not the MoE step time's
+    (:mod:`llmsizing.moe_time`; :func:`~llmsizing.planner.plan` and ``training_time(parallel=...,
+    global_batch=...)`` price that): chapter 18 sets the published MoE runs against the step time
+    (:func:`llmsizing.moe_runs.moe_run_check`). A dense model's frame is as before (no ``ep``, no
+    ``warnings``).
     Chapter 18."""
     import pandas as pd
 

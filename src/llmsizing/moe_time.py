@@ -1,0 +1,166 @@
+"""The time only a mixture of experts spends (issue 35; chapter 18): the terms
+:func:`~llmsizing.comm.step_compute_time_s` adds to a MoE step besides its active FLOPs, each with its source.
+
+* **Grouped expert GEMMs** are priced by their shape in :func:`llmsizing.kernels.layer_gemms`: each of a GPU's
+  experts multiplies ``tokens x k x ep / experts`` rows (:func:`expert_rows`), the rows the GEMM-shape curve
+  sees; fine-grained experts (many, narrow, top-8) get short, thin GEMMs there.
+* **Routing kernels** (router logits, top-k, permutation and unpermutation): memory-bound, priced on HBM
+  bandwidth by their bytes (:func:`routing_bytes_per_token`), following Megatron-Core's ``moe_utils.permute``
+  / ``unpermute`` (a gather of each token's ``k`` copies, a scatter-add back).
+* **Load imbalance**: the slowest expert-parallel rank gets more than its share of the routed tokens
+  (:func:`load_skew`), from the published per-expert maximal violations of auxiliary-loss and
+  auxiliary-loss-free routing (``data/moe_load_skew.csv``).
+* **SMs kept for communication**: DeepSeek-V3 runs its all-to-all on 20 of each H800's 132 SMs (Sec. 3.2.2),
+  so the compute runs on the rest (:func:`comm_sm_share`).
+* **Pipeline schedules**: DualPipe's and zero-bubble's bubbles from the DualPipe repository's table
+  (:func:`schedule_bubble`).
+* **Multi-token prediction**: its module's FLOPs (:func:`llmsizing.moe.mtp_flops_per_token`, re-exported
+  here; DeepSeek-V3 Sec. 2.2).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from pathlib import Path
+
+from ._validate import check_choice, check_int, check_number
+from .catalog import get_gpu, resolve_model
+from .moe import mtp_flops_per_token  # noqa: F401 (the MTP term, beside the others)
+from .parallel import pipeline_bubble
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+#: Streaming multiprocessors per GPU (NVIDIA H100 whitepaper: 132 SMs on the H100 SXM5, 114 on the PCIe card;
+#: the H800 is the SXM5 part with NVLink cut, DeepSeek-V3 Sec. 3.2.2 "20 out of 132 SMs"; A100 whitepaper:
+#: 108; the H200 is the H100 SXM5 die with more HBM).
+GPU_SMS = {"H100 SXM": 132, "H800": 132, "H200": 132, "H100 PCIe": 114, "A100 80GB": 108, "A100 40GB": 108}
+
+#: DeepSeek-V3's SMs for its communication kernels (Sec. 3.2.2: "only 20 SMs are sufficient").
+DEEPSEEK_V3_COMM_SMS = 20
+
+#: The pipeline schedules :func:`schedule_bubble` knows.
+SCHEDULES = ("1f1b", "zb1p", "dualpipe")
+
+#: Routing names :func:`load_skew` takes (``data/moe_load_skew.csv``'s ``routing`` column).
+ROUTINGS = ("aux-loss", "aux-loss-free")
+
+
+def expert_rows(tokens: float, top_k: int, experts: int, ep: int = 1) -> float:
+    """Rows of each expert's GEMM on one GPU under uniform routing: the ``tokens`` of each of ``ep`` GPUs
+    send ``k`` copies each, spread over ``experts`` experts: ``tokens x k x ep / experts``
+    (:func:`llmsizing.kernels.layer_gemms` prices the grouped GEMMs at this ``m``)."""
+    tokens = check_number("tokens", tokens)
+    return tokens * check_int("top_k", top_k) * check_int("ep", ep) / check_int("experts", experts)
+
+
+def routing_bytes_per_token(model, *, act_bytes: float = 2.0, recompute: str = "none") -> float:
+    """HBM bytes one MoE layer's routing kernels move per token in a training step (forward, backward and a
+    recomputed forward with ``recompute="full"``). Forward, with hidden ``h``, ``E`` experts, top-``k``,
+    ``act_bytes`` per activation: the router reads the token (``h b``) and writes fp32 logits that top-k
+    reads (``2 x 4E``), top-k writes ``k`` fp32 weights and int32 indices (``8k``); the permutation gathers
+    ``k`` copies (read and write ``2 k h b``); the unpermutation reads the ``k`` expert outputs and writes
+    their weighted sum (``k h b + h b``): ``3 k h b + 2 h b + 8E + 8k``. The backward moves each of these
+    twice (the gradients through the same gathers and scatters, and the weights' gradient reading the expert
+    outputs again), so a step is 3 forwards' bytes (4 with full recomputation). Megatron-Core's
+    ``moe_utils.permute`` / ``unpermute`` (index_select / scatter_add)."""
+    model = resolve_model(model, moe=True)
+    b = check_number("act_bytes", act_bytes, allow_equal=False)
+    check_choice("recompute", recompute, ("none", "selective", "full"))
+    h, e, k = model.hidden, model.experts, model.experts_per_token
+    fwd = 3 * k * h * b + 2 * h * b + 8 * e + 8 * k
+    return fwd * (4 if recompute == "full" else 3)
+
+
+@lru_cache(maxsize=None)
+def load_skew_table():
+    """``data/moe_load_skew.csv``: the published maximal violation (``max_vio``: the most loaded expert's
+    tokens over the mean, minus 1) by routing, with its source."""
+    import pandas as pd
+
+    return pd.read_csv(DATA / "moe_load_skew.csv")
+
+
+def routing_of(model) -> str:
+    """``"aux-loss-free"`` when ``model`` routes with a per-expert bias on its scores (DeepSeek-V3's
+    ``e_score_correction_bias``, ``Model.router_bias``), else ``"aux-loss"``."""
+    return "aux-loss-free" if getattr(model, "router_bias", False) else "aux-loss"
+
+
+def load_skew(model, ep: int, routing: str | None = None) -> float:
+    """The slowest expert-parallel rank's routed tokens over the mean: ``1 + v sqrt(ep / E)`` with ``v`` the
+    published per-expert maximal violation of ``routing`` (default :func:`routing_of`; the mean of that
+    routing's rows in ``data/moe_load_skew.csv``) and ``E / ep`` experts per rank (a rank sums the loads of
+    its experts, whose deviations, taken as independent, shrink as ``1 / sqrt(E / ep)``: the assumption of
+    this term). 1 without expert parallelism: one GPU holds every expert and does all the routed work."""
+    model = resolve_model(model, moe=True)
+    ep = check_int("ep", ep)
+    routing = routing_of(model) if routing is None else check_choice("routing", routing, ROUTINGS)
+    if ep == 1 or not model.is_moe:
+        return 1.0
+    t = load_skew_table()
+    v = float(t.loc[t["routing"] == routing, "max_vio"].mean())
+    return 1.0 + v * math.sqrt(ep / model.experts)
+
+
+def routed_expert_flops_per_token(model, *, recompute: str = "none") -> float:
+    """Training FLOPs per token of one MoE layer's routed experts: ``k`` experts of ``2 x`` their weights
+    forward, x 3 (x 4 with full recomputation)."""
+    model = resolve_model(model, moe=True)
+    check_choice("recompute", recompute, ("none", "selective", "full"))
+    fe = model.expert_ffn_hidden or model.ffn_hidden
+    w = (3 if model.gated_mlp else 2) * model.hidden * fe
+    return 2 * w * model.experts_per_token * (4 if recompute == "full" else 3)
+
+
+def comm_sm_share(gpu, comm_sms: int) -> float:
+    """The share of ``gpu``'s SMs its communication kernels keep (:data:`GPU_SMS`): the compute runs on the
+    rest, ``1 - share`` of the peak, for the whole step (DeepSeek-V3's DeepEP kernels run beside every
+    computation they overlap). 0 with ``comm_sms=0``."""
+    n = check_int("comm_sms", comm_sms, minimum=0, maximum=1024)
+    if n == 0:
+        return 0.0
+    g = get_gpu(gpu)
+    if g.name not in GPU_SMS:
+        raise ValueError(f"comm_sms={n}: the SM count of {g.name!r} is not known (known: "
+                         f"{', '.join(GPU_SMS)})")
+    if n >= GPU_SMS[g.name]:
+        raise ValueError(f"comm_sms={n} must be below {g.name}'s {GPU_SMS[g.name]} SMs")
+    return n / GPU_SMS[g.name]
+
+
+def schedule_bubble(schedule: str, pp: int, m: int, virtual_stages: int = 1) -> float:
+    """The pipeline bubble over the ideal compute of ``m`` micro-batches, from the DualPipe repository's
+    table (deepseek-ai/DualPipe README, with ``F`` a chunk's forward, ``B`` its full backward, ``W`` the
+    weights' backward, ``F&B`` a forward and a backward overlapped): 1F1B ``(pp-1)(F+B)``, ZB1P
+    ``(pp-1)(F+B-2W)``, DualPipe ``(pp/2-1)(F&B+B-3W)``, each over the ``m (F+B)`` of compute. With ``F = 1``,
+    ``B = 2``, ``W = 1`` (a GEMM's backward is one for the inputs' gradient and one for the weights') and
+    ``F&B = F + B`` (overlapping hides communication, not compute): 1F1B ``(pp-1)/m``
+    (:func:`~llmsizing.parallel.pipeline_bubble`, interleaving divides it by ``virtual_stages``), ZB1P
+    ``(pp-1)/(3m)``, DualPipe ``2(pp/2-1)/(3m)``."""
+    schedule = check_choice("schedule", schedule, SCHEDULES)
+    pp, m = check_int("pp", pp), check_int("microbatches", m)
+    if schedule == "1f1b":
+        return pipeline_bubble(pp, m, virtual_stages)
+    if virtual_stages != 1:
+        raise ValueError(f"schedule={schedule!r} has no interleaved chunks: virtual_stages must be 1, got "
+                         f"{virtual_stages}")
+    if schedule == "zb1p":
+        return (pp - 1) * (3 - 2) / (3 * m)
+    if pp % 2:
+        raise ValueError(f"schedule='dualpipe' needs an even pp, got {pp} (DualPipe's own assertion)")
+    return (pp / 2 - 1) * (3 + 2 - 3) / (3 * m)
+
+
+def moe_extra_seconds(moe_layers, tokens, *, route_bytes, hbm_bytes_per_s, skew, expert_flops, gemm_rate):
+    """Seconds one GPU spends on its MoE layers besides their FLOPs at the GEMM rate: for ``moe_layers``
+    layers of ``tokens`` tokens, the routing kernels' bytes at HBM speed and the extra routed-expert FLOPs
+    the load skew puts on the slowest rank (``skew - 1`` of them) at the GEMM rate. Scalars or NumPy arrays
+    (the planner's copy, :mod:`llmsizing.plan_pricing`, uses the same expression)."""
+    return moe_layers * tokens * (route_bytes / hbm_bytes_per_s + (skew - 1.0) * expert_flops / gemm_rate)
+
+
+__all__ = ["GPU_SMS", "DEEPSEEK_V3_COMM_SMS", "SCHEDULES", "ROUTINGS", "expert_rows",
+           "routing_bytes_per_token",
+           "load_skew_table", "routing_of", "load_skew", "routed_expert_flops_per_token", "comm_sm_share",
+           "schedule_bubble", "mtp_flops_per_token", "moe_extra_seconds"]

@@ -1,0 +1,158 @@
+"""The time terms only a mixture of experts has (issue 35; llmsizing.moe_time), each checked against a published
+figure or arithmetic written out here, not against the code's own output."""
+
+import math
+
+import pytest
+
+from llmsizing import moe_time
+from llmsizing.catalog import get_model
+from llmsizing.comm import step_compute_time_s
+from llmsizing.flops import training_flops_per_token
+from llmsizing.kernels import layer_gemms
+from llmsizing.layouts import step_time
+from llmsizing.moe import ep_all_to_all, mtp_flops_per_token
+from llmsizing.network import get_node
+from llmsizing.parallel import Parallel, chunk_layers, layers_per_stage
+
+V3 = Parallel(pp=16, dp=128, ep=64, zero=1)
+
+
+def test_mtp_is_3_8_percent_of_deepseek_v3s_flops_by_hand():
+    """DeepSeek-V3's config.json (hidden 7,168, 128 heads, MLA ranks 1,536 / 512, rope 64, nope 128, v 128,
+    8 + 1 shared experts of 2,048, 256 routed, dense width 18,432, vocabulary 129,280, 3 dense layers of 61)
+    and one MTP module (Sec. 2.2): a MoE block, its 2h x h projection and a second pass through the head."""
+    h, a, v = 7168, 128, 129280
+    attn = (h * 1536 + 1536 + 1536 * a * 192 + h * (512 + 64) + 512 + 512 * a * (128 + 128)
+            + a * 128 * h)
+    norms = 2 * h
+    core = 2 * 4096 * a * (192 + 128)                 # QK^T and AV over 4,096 keys, whole matrix
+    experts = 9 * 3 * h * 2048
+    router = h * 256
+    moe = 2 * (attn + norms + experts + router) + core
+    dense = 2 * (attn + norms + 3 * h * 18432) + core
+    head = 2 * h * v
+    main = 3 * (3 * dense + 58 * moe + head)
+    mtp = 3 * (moe + 2 * 2 * h * h + head)
+    lib = mtp_flops_per_token(get_model("deepseek-v3"), seq=4096)
+    assert lib == pytest.approx(mtp, rel=0.01)
+    assert lib / training_flops_per_token("deepseek-v3", seq=4096) == pytest.approx(mtp / main, rel=0.01)
+    assert mtp / main == pytest.approx(0.038, abs=0.001)          # what issue 35 reads off the report
+
+
+def test_sms_kept_for_communication_slow_the_compute_by_132_over_112():
+    kw = dict(batch=1, seq=4096, gpu="H800", grad_accum=8, dtype="fp8")
+    base = step_compute_time_s("deepseek-v3", V3, **kw)
+    kept = step_compute_time_s("deepseek-v3", V3, comm_sms=20, **kw)       # DeepSeek-V3 Sec. 3.2.2
+    assert kept / base == pytest.approx(132 / 112, rel=1e-12)
+    with pytest.raises(ValueError, match="comm_sms"):
+        moe_time.comm_sm_share("H800", 132)
+    with pytest.raises(ValueError, match="SM count"):
+        moe_time.comm_sm_share("L4", 10)
+
+
+def test_pipeline_bubbles_from_the_dualpipe_table():
+    # deepseek-ai/DualPipe README with F = 1, B = 2, W = 1, F&B = F + B; over m (F + B) of compute
+    pp, m = 16, 120
+    assert moe_time.schedule_bubble("1f1b", pp, m) == pytest.approx((pp - 1) * 3 / (3 * m))
+    assert moe_time.schedule_bubble("zb1p", pp, m) == pytest.approx((pp - 1) * (1 + 2 - 2) / (3 * m))
+    assert moe_time.schedule_bubble("dualpipe", pp, m) == pytest.approx((pp / 2 - 1) * (3 + 2 - 3) / (3 * m))
+    assert moe_time.schedule_bubble("1f1b", 8, 32, 4) == pytest.approx(7 / 128)
+    with pytest.raises(ValueError, match="even pp"):
+        moe_time.schedule_bubble("dualpipe", 5, 20)
+    with pytest.raises(ValueError, match="schedule"):
+        moe_time.schedule_bubble("gpipe", 4, 8)
+
+
+def test_dualpipe_ranks_do_the_mean_of_their_two_stages():
+    kw = dict(batch=1, seq=4096, gpu="H800", grad_accum=32, dtype="fp8", mtp_depth=1)
+    one = step_compute_time_s("deepseek-v3", V3, schedule="1f1b", **kw)
+    two = step_compute_time_s("deepseek-v3", V3, schedule="dualpipe", **kw)
+    # Megatron's even split of 61 layers over 16: 13 stages of 4 then 3 of 3; the last holds the head and the
+    # MTP module, so 1F1B waits for it while DualPipe's rank 0 shares it with the first stage
+    assert layers_per_stage(61, V3) == (4,) * 13 + (3,) * 3
+    assert two < one
+
+
+def test_routing_bytes_by_hand():
+    # DeepSeek-V3, BF16 tokens: 3 k h b + 2 h b + 8 E + 8 k per forward, a step is three forwards
+    fwd = 3 * 8 * 7168 * 2 + 2 * 7168 * 2 + 8 * 256 + 8 * 8
+    assert moe_time.routing_bytes_per_token(get_model("deepseek-v3")) == 3 * fwd
+    assert moe_time.routing_bytes_per_token(get_model("deepseek-v3"), recompute="full") == 4 * fwd
+    # a Qwen3-30B-A3B layer's routing kernels over 8,192 tokens on an H100's 3.35 TB/s
+    q = get_model("qwen3-30b-a3b")
+    b = 3 * (3 * 8 * 2048 * 2 + 2 * 2048 * 2 + 8 * 128 + 8 * 8)
+    t = moe_time.moe_extra_seconds(1, 8192, route_bytes=b, hbm_bytes_per_s=3.35e12, skew=1.0, expert_flops=1.0,
+                                   gemm_rate=1.0)
+    assert t == pytest.approx(8192 * b / 3.35e12)
+    assert moe_time.routing_bytes_per_token(q) == b
+
+
+def test_expert_gemm_rows():
+    # Qwen3-30B-A3B: 4,096 tokens a GPU, top-8 of 128 experts, ep 8: 4,096 x 8 x 8 / 128 = 2,048 rows
+    assert moe_time.expert_rows(4096, 8, 128, 8) == 2048
+    gemms = layer_gemms("qwen3-30b-a3b", tokens=4096, ep=8)
+    assert gemms[2] == (2048, 2 * 768, 2048) and gemms[3] == (2048, 2048, 768)
+
+
+def test_load_skew_from_the_published_violations():
+    # Wang et al. 2024 Table 2 rows of data/moe_load_skew.csv: loss-free 0.04; loss-controlled (0.72 + 0.52) / 2
+    assert moe_time.routing_of(get_model("deepseek-v3")) == "aux-loss-free"
+    assert moe_time.load_skew(get_model("deepseek-v3"), 64) == pytest.approx(1 + 0.04 * math.sqrt(64 / 256))
+    assert moe_time.load_skew(get_model("qwen3-30b-a3b"), 8) == pytest.approx(1 + 0.62 * math.sqrt(8 / 128))
+    assert moe_time.load_skew(get_model("qwen3-30b-a3b"), 1) == 1.0
+    assert moe_time.load_skew(get_model("qwen3-30b-a3b"), 128, routing="aux-loss-free") == pytest.approx(1.04)
+    with pytest.raises(ValueError, match="routing"):
+        moe_time.load_skew(get_model("qwen3-30b-a3b"), 8, routing="capacity")
+    t = moe_time.load_skew_table()
+    assert t["source"].str.len().gt(0).all() and t["as_of"].str.len().eq(10).all()
+
+
+def test_the_backward_combine_is_fp8_in_deepseeks_recipe():
+    # Sec. 3.3.4: the activation gradient before the down-projection is quantised too; the combines stay BF16
+    m = get_model("deepseek-v3")
+    rows = ep_all_to_all(m, V3, batch=1, seq=4096, gpu=__import__("llmsizing").catalog.get_gpu("H800"),
+                         node=get_node(None, gpu="H800"), grad_accum=1, precision="fp8-deepseek", recompute="none")
+    by = {r.collective: r.message_bytes for r in rows}
+    fp8 = 4096 * 8 * 7168 * (1 + 4 / 128) * 63 / 64
+    assert by["EP all-to-all dispatch (forward)"] == pytest.approx(fp8)
+    assert by["EP all-to-all combine (backward)"] == pytest.approx(fp8)
+    assert by["EP all-to-all combine (forward)"] == pytest.approx(4096 * 8 * 7168 * 2 * 63 / 64)
+    assert by["EP all-to-all dispatch (backward)"] == pytest.approx(4096 * 8 * 7168 * 2 * 63 / 64)
+
+
+def test_uneven_virtual_chunks_as_megatron_layouts_take_them():
+    # Qwen3-235B-A22B, 94 layers, PP 8, VP 4: 12 x 6 + 11 x 2 layers, chunks of 3 or 3, 3, 3, 2
+    par = Parallel(pp=8, dp=4, ep=4, virtual_stages=4)
+    assert layers_per_stage(94, par) == (12,) * 6 + (11,) * 2
+    assert chunk_layers(11, 4) == (3, 3, 3, 2)
+    st = step_time("qwen3-235b-a22b", "H100 SXM", par, batch=1, seq=4096, grad_accum=32)
+    assert st.bubble_s == pytest.approx(st.compute_s * 7 / (4 * 32))
+
+
+def test_bad_inputs_name_the_parameter():
+    with pytest.raises(ValueError, match="load_skew"):
+        step_compute_time_s("qwen3-30b-a3b", Parallel(dp=8, ep=8), batch=1, seq=4096, gpu="H100 SXM",
+                            load_skew=0.5)
+    with pytest.raises(ValueError, match="mtp_depth"):
+        step_time("deepseek-v3", "H800", V3, batch=1, seq=4096, grad_accum=32, mtp_depth=-1)
+    with pytest.raises(ValueError, match="schedule"):
+        step_time("deepseek-v3", "H800", V3, batch=1, seq=4096, grad_accum=32, schedule="1F1B ")
+
+
+def test_one_moe_path_training_time_step_time_and_plan():
+    """Issue 35: the same MoE layout gives the same step through training_time (on the layout's own step),
+    step_time and a plan row (tests/test_job.py re-checks whole searches of Mixtral and DeepSeek-V3 too)."""
+    import llmsizing as L
+    from llmsizing.job import Job
+
+    par = Parallel(dp=16, ep=8, zero=1)
+    st = step_time("qwen3-30b-a3b", "H100 SXM", par, batch=1, seq=4096, grad_accum=16)
+    t = L.training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", seq=4096, parallel=par, global_batch=256)
+    assert t.days == pytest.approx(1e12 / st.tokens * st.step_s / 86400, rel=0.01)
+    df = L.plan("qwen3-30b-a3b", tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=256, max_gpus=64,
+                ep_degrees=(8,), micro_batches=(1,), recomputes=("full",), zero_stages=(1,))
+    for _, row in df.head(3).iterrows():
+        job = Job.from_plan_row(row, "qwen3-30b-a3b", seq=4096)
+        assert step_time(job).step_s == pytest.approx(row["step_time_s"], rel=0.01)
+        assert L.training_time(job, tokens=1e12).days == pytest.approx(row["days"], rel=0.01)
