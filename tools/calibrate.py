@@ -69,8 +69,8 @@ METHOD = {
                 "each source's runs against the interval computed without it",
     "fine-tuning": ("80% conformal bounds on log(published / predicted step time) of leave-one-source-out "
                     "fits (every covered row of the other sources), rows weighing the same (4 sources are "
-                    "too few to weigh sources: 9 needed at 80%); coverage measured nested: each source against "
-                    "bounds from the other sources' residuals, each from a fit that saw neither"),
+                    "too few to weigh sources: 9 needed at 80%); coverage measured nested: each source "
+                    "against bounds from the other sources' residuals, each from a fit that saw neither"),
     "training-layout": (
         "80% conformal bounds on log(published / step_time MFU) of every run with a published layout, at the "
         "kernel efficiency fitted without the run's source (median per generation and dtype of the other "
