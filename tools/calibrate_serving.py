@@ -4,7 +4,7 @@ out at a time, and write data/serving_model.csv, data/serving_intervals.csv, dat
 data/serving_loso.csv
 (issues 22, 34):
 
-    .venv/bin/python tools/calibrate_serving.py            # write the three files
+    .venv/bin/python tools/calibrate_serving.py            # write the four files
     .venv/bin/python tools/calibrate_serving.py --check    # exit 1 if a file differs from a fresh fit
     .venv/bin/python tools/calibrate_serving.py --check --quick   # one fit on every row, no
         # cross-validation; the ranges recomputed from the stored held-out residuals (the test's check)
