@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = pd.read_csv(ROOT / "data" / "finetune_published.csv")
 PUBLISHED["known_out"] = PUBLISHED["known_out"].fillna("")
 #: Qwen's one-GPU LoRA/Q-LoRA table (the calibration rows' setup): what the mechanism tests below read
-ONE_GPU = PUBLISHED[(PUBLISHED.n_gpus == 1) & PUBLISHED.method.isin(["lora", "qlora"])]
+ONE_GPU = PUBLISHED[(PUBLISHED.n_gpus == 1) & PUBLISHED.method.isin(["lora", "qlora"])
+                    & PUBLISHED.source.str.startswith("QwenLM/Qwen README.md")]
 REJECTED = pd.read_csv(ROOT / "data" / "finetune_published_rejected.csv")
 
 

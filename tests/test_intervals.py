@@ -182,21 +182,55 @@ def test_training_folds_leave_whole_sources_out(training_check):
     assert len(counts) == int(_stored()[("training", "all")]["n_sources"])
 
 
-def test_finetuning_coverage_stored_is_measured():
-    from llmsizing.finetune_time import RESIDUAL_RANGE, finetune_loso_check
+def _ranks_by_hand(values):
+    """The 80% split-conformal pair with every value its own unit: ranks floor((n + 1) 0.1) and
+    ceil((n + 1) 0.9) of the sorted values (1-based)."""
+    v = sorted(values)
+    n = len(v)
+    return v[math.floor(round((n + 1) * 0.1, 9)) - 1], v[math.ceil(round((n + 1) * 0.9, 9)) - 1]
 
-    check, rows = finetune_loso_check()
+
+def test_finetuning_coverage_stored_is_measured():
+    """The fine-tuning row of data/intervals.csv recomputed without llmsizing.intervals: four sources, so the
+    check is nested. For each held-out source k, every other source j is predicted by constants fitted on the
+    rows of neither k nor j; k's rows are inside when their residual (constants fitted without k) lies between
+    the ranks of those residuals."""
+    import pandas as pd
+
+    from llmsizing import finetune_time as ft
+
+    df = pd.read_csv(ROOT / "data" / "finetune_published.csv")
+    rows = df[df["known_out"].isna()].reset_index(drop=True)
+    key = rows["source"].map(lambda s: s.split(" (")[0])
+    sources = list(dict.fromkeys(key))
+    assert len(sources) == 4
+    fits = {}
+
+    def resid(train_out, test_src):
+        out = frozenset(train_out)
+        if out not in fits:
+            fits[out] = ft._fit_on(rows[~key.isin(out)], refine=True)
+        o, f = fits[out]
+        test = rows[key == test_src]
+        return [math.log(r.s_per_step / ft._predict(r, layer_overhead_s=o, dequant_bandwidth_fraction=f))
+                for r in test.itertuples()]
+
+    inside, widths, outer = 0, [], []
+    for k in sources:
+        inner = [x for j in sources if j != k for x in resid({k, j}, j)]
+        lo, hi = _ranks_by_hand(inner)
+        mine = resid({k}, k)
+        outer += mine
+        inside += sum(lo - 1e-12 <= x <= hi + 1e-12 for x in mine)
+        widths += [math.exp(hi - lo)] * len(mine)
     row = _stored()[("fine-tuning", "all")]
-    assert float(row["measured_coverage"]) == pytest.approx(check.inside.mean(), abs=1e-4)
-    assert float(row["median_width"]) == pytest.approx(math.exp(np.median(check.high_log - check.low_log)),
-                                                       abs=1e-4)
-    assert (int(row["n_rows"]), int(row["n_sources"])) == (len(rows), 2)
-    # the 80% bounds by hand: n covered rows, weighed alike: ranks floor((n + 1) 0.1) and ceil((n + 1) 0.9)
-    r = sorted(check.residuals)
-    n = len(r)
-    lo, hi = r[math.floor((n + 1) * 0.1) - 1], r[math.ceil((n + 1) * 0.9) - 1]
-    assert RESIDUAL_RANGE == (math.floor(min(math.exp(lo), 1) * 100) / 100,
-                              math.ceil(max(math.exp(hi), 1) * 100) / 100)
+    assert (int(row["n_rows"]), int(row["n_sources"])) == (len(rows), 4)
+    assert float(row["measured_coverage"]) == pytest.approx(inside / len(rows), abs=1e-4)
+    assert float(row["median_width"]) == pytest.approx(float(np.median(widths)), abs=1e-4)
+    # the stated range: the same ranks over every source's out-of-source residual, rounded outwards
+    lo, hi = _ranks_by_hand(outer)
+    assert ft.RESIDUAL_RANGE == (math.floor(min(math.exp(lo), 1) * 100) / 100,
+                                 math.ceil(max(math.exp(hi), 1) * 100) / 100)
 
 
 def test_the_old_group_minimum_is_retired_with_a_warning():

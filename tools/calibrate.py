@@ -67,10 +67,10 @@ METHOD = {
                 "calibration runs of the other sources), each source weighing the same; steady states and "
                 "whole-run totals apart where a kind has 9+ sources (else pooled); coverage measured nested: "
                 "each source's runs against the interval computed without it",
-    "fine-tuning": "80% conformal bounds on log(published / predicted step time) of leave-one-source-out fits "
-                   "(every covered row of the other source), rows weighing the same (2 sources are too few "
-                   "to weigh sources); not nested: each source against the other's out-of-source residuals, "
-                   "whose fit saw it",
+    "fine-tuning": ("80% conformal bounds on log(published / predicted step time) of leave-one-source-out "
+                    "fits (every covered row of the other sources), rows weighing the same (4 sources are "
+                    "too few to weigh sources: 9 needed at 80%); coverage measured nested: each source "
+                    "against bounds from the other sources' residuals, each from a fit that saw neither"),
     "training-layout": (
         "80% conformal bounds on log(published / step_time MFU) of every run with a published layout, at the "
         "kernel efficiency fitted without the run's source (median per generation and dtype of the other "

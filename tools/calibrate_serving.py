@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Fit the serving model's step constants on data/serving_published.csv, check its range by leaving one source
-out at a time, and write data/serving_model.csv, data/serving_intervals.csv and data/serving_loso.csv
+out at a time, and write data/serving_model.csv, data/serving_intervals.csv, data/serving_groupings.csv and
+data/serving_loso.csv
 (issues 22, 34):
 
-    .venv/bin/python tools/calibrate_serving.py            # write the three files
+    .venv/bin/python tools/calibrate_serving.py            # write the four files
     .venv/bin/python tools/calibrate_serving.py --check    # exit 1 if a file differs from a fresh fit
     .venv/bin/python tools/calibrate_serving.py --check --quick   # one fit on every row, no
         # cross-validation; the ranges recomputed from the stored held-out residuals (the test's check)
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from llmsizing.serve_calibration import (METHOD, _read, _trainable, fit_constants,  # noqa: E402
-                                         fit_serving_constants, interval_table)
+                                         fit_serving_constants, grouping_table, interval_table)
 from llmsizing.serve_engine import DEFAULT_ENGINE  # noqa: E402
 
 AS_OF = "2026-11-29"
@@ -69,8 +70,13 @@ def outputs(quick: bool = False) -> dict:
                       "engine without its own"])
     table = table.assign(method=METHOD, source="leave-one-source-out cross-validation of "
                          "data/serving_published.csv (tools/calibrate_serving.py)", as_of=AS_OF)
+    res = checked[["row", "source", "engine", "batching", "metric", "kind", "calibrated", "log_ratio"]]
+    variants = grouping_table(res).assign(
+        source="leave-one-source-out cross-validation of data/serving_published.csv "
+               "(tools/calibrate_serving.py; serve_calibration.grouping_table)", as_of=AS_OF)
     return {"serving_model.csv": _text(model),
             "serving_intervals.csv": table.to_csv(index=False, lineterminator="\n"),
+            "serving_groupings.csv": variants.to_csv(index=False, lineterminator="\n"),
             "serving_loso.csv": checked.to_csv(index=False, lineterminator="\n")}
 
 
