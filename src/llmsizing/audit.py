@@ -7,8 +7,12 @@ module holds, for each claim id, a small function that asks the library for the 
 :mod:`~llmsizing.time_cost`, :mod:`~llmsizing.layouts`, :mod:`~llmsizing.inference`,
 :mod:`~llmsizing.finetune` and the catalogues.
 
-**The most favourable reading.** Each claim is judged at the reading that the library can compute and that
-comes closest to making it hold, and the table names that reading (the ``reading`` column):
+**The most favourable reading: one rule** (issue 38). Every setting a seed leaves open is tried at each value
+of one list, the same for every claim (:data:`OPEN_SETTINGS`: sequence lengths :data:`SEQS`, the optimizer
+kernel, CPU offload, full fine-tuning or LoRA, the MFU band, the batch and recomputation of a memory ratio);
+the claim is judged at the combination with the best verdict, then the smallest factor off, and the table
+names that reading (the ``reading`` column) and gives the central estimate beside it (``library_central``:
+the same method and layout at :data:`SEQ` tokens and the centre of the MFU band). Its instances:
 
 * the optimizer step is PyTorch's **fused** AdamW (no ``foreach`` temporaries: Llama 2 70B's step needs 1,194
   GB instead of 1,491);
@@ -472,17 +476,21 @@ def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str]:
     # a reading that changes the method (LoRA for "fine-tuning") makes the verdict depend on it; CPU offload
     # is a layout for the same method, and its verdict has its own label
     methods = [judged[0]] + [j for g, j in zip(f.others, judged[1:])
-                             if g.reading != "CPU offload" and not g.reading.endswith(" tokens")]
+                             if g.reading != "CPU offload" and not _SETTING.search(g.reading)]
     kinds = {verdict_kind(j[3]) for j in methods}
     depends = (" | ".join(f"{j[4] or 'as stated'}: {verdict_kind(j[3])}" for j in methods)
                if len(kinds) > 1 else "")
     return best[2], best[3], best[4], depends
 
 
+#: The tail of a reading that names an open setting's alternative value (:data:`OPEN_SETTINGS`), not a method.
+_SETTING = re.compile(r"(; [\d,]+ tokens|; micro-batch \d+, \w+ recomputation)+$")
+
+
 def _central(c: Claim, f: Finding, reading: str) -> float:
     """The central estimate behind a judged reading: the same method and layout (offload, LoRA, ...), at the
     central sequence length :data:`SEQ` and, for a time, throughput or cost, the centre of the MFU band."""
-    base = re.sub(r"; [\d,]+ tokens$", "", reading or READINGS[c.kind])
+    base = _SETTING.sub("", reading or READINGS[c.kind])
     return next((g.value for g in (f, *f.others) if (g.reading or READINGS[c.kind]) == base), f.value)
 
 
