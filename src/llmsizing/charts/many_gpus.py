@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from ..units import GiB
 from .base import (DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins,
                    _log_axis, _short_number, _stage_memory_columns, capacity_line, figure_axes, new_figure)
+from .pipeline import SCHEDULE_PANELS, render_pipeline_schedules  # noqa: F401  (chapter 8, re-exported)
 
 
 # =========================================================================== chapter 6: hardware
