@@ -335,7 +335,7 @@ def test_a_gpu_without_a_price_is_accepted_and_refused_only_where_a_price_is_nee
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerow(fields)
     (tmp_path / "gpus.csv").write_text("\n".join(rows) + "\n" + out.getvalue())
-    for f in ("models.csv",):
+    for f in ("models.csv", "gpu_prices.csv"):         # the new GPU has no row in the price table either
         (tmp_path / f).write_text((catalog.DATA_DIR / f).read_text())
     monkeypatch.setattr(catalog, "DATA_DIR", tmp_path)
     catalog._gpus.cache_clear()

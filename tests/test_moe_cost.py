@@ -22,8 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _gpu_row(name: str) -> dict:
+    """The GPU's row of data/gpus.csv, with its price from data/gpu_prices.csv (the price table, issue 38)."""
     with open(ROOT / "data" / "gpus.csv", newline="") as fh:
-        return next(r for r in csv.DictReader(fh) if r["name"] == name)
+        row = next(r for r in csv.DictReader(fh) if r["name"] == name)
+    with open(ROOT / "data" / "gpu_prices.csv", newline="") as fh:
+        return {**row, **next(r for r in csv.DictReader(fh) if r["name"] == name)}
 
 
 def _deepseek_v3_run() -> dict:
@@ -154,7 +157,7 @@ def test_dense_refuses_expert_parallel_degrees():
 #: cost_by_gpu's columns for a dense model, as they were before mixtures of experts were accepted.
 DENSE_COLUMNS = ["gpu", "price_usd_per_gpu_hour", "dtype", "fits", "why", "min_gpus", "layout",
                  "tokens_per_s_per_gpu", "days_on_min_gpus", "gpu_hours", "gpu_hours_low", "gpu_hours_high",
-                 "cost_usd", "cost_usd_low", "cost_usd_high"]
+                 "cost_usd", "cost_usd_low", "cost_usd_high", "price_kind"]
 
 
 @settings(max_examples=12, deadline=None)

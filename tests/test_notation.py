@@ -100,7 +100,7 @@ def problems(md: str) -> list[str]:
 def markdown_cells():
     for path in NOTEBOOKS:
         for i, c in enumerate(nbformat.read(path, as_version=4).cells):
-            if c.cell_type == "markdown":
+            if c.cell_type == "markdown" and not c.source.startswith("## Notation"):   # the table itself
                 yield path.name, i, c.source
 
 
@@ -161,10 +161,147 @@ def test_no_retired_notation_in_the_book():
     assert not bad, "\n".join(f"{f} cell {i}: {p}" for f, i, p in bad)
 
 
-def test_the_introduction_defines_every_symbol_once():
-    """Each symbol the rules protect is in the notation table of chapter 0, with one row."""
-    intro = next(c.source for c in nbformat.read(ROOT / "book" / "00_introduction.ipynb", 4).cells
-                 if c.cell_type == "markdown" and "| Symbol | Meaning |" in c.source)
-    rows = [r.split("|")[1].strip() for r in intro.splitlines() if r.startswith("| $")]
-    for sym in ["$N$", "$n$", "$n_\\text{dp}$", "$t$", "$p$", "$d$", "$B_x$", "$b$", "$D$", "$C$", "$c_h$", "$W$"]:
-        assert rows.count(sym) == 1, (sym, rows.count(sym))
+# ============================================================================ issue 38: the appendix's one table
+APPENDIX = ROOT / "book" / "90_formula_summary.ipynb"
+
+
+def _tables() -> tuple[dict[str, str], list[tuple[list[str], str, str]]]:
+    """The appendix's notation table (symbol -> meaning) and its local uses ([symbols], meaning, where)."""
+    md = next(c.source for c in nbformat.read(APPENDIX, 4).cells
+              if c.cell_type == "markdown" and c.source.startswith("## Notation"))
+    glob, local = {}, []
+    for row in md.splitlines():
+        if not row.startswith("| $"):
+            continue
+        cells = [x.strip() for x in row.strip("|").split("|")]
+        syms = re.findall(r"\$([^$]+)\$", cells[0])
+        if "Local meaning" in md[:md.index(row)]:
+            local.append((syms, cells[1], cells[2]))
+        else:
+            for s in syms:
+                glob[s] = glob.get(s, "") + " " + cells[1]
+    return glob, local
+
+
+def _chapter_of(where: str) -> set[str]:
+    """The notebooks a local row names: "chapter 6" -> 06_..., "summary below" -> 90_..., "4b" -> 04b_..."""
+    out = set()
+    for n in re.findall(r"chapters? (\d+b?)|(\d+b?)(?=,| and)", where):
+        num = next(x for x in n if x)
+        out |= {p.name for p in NOTEBOOKS if re.match(rf"0*{num}_", p.name)}
+    if "summary" in where:
+        out.add(APPENDIX.name)
+    return out
+
+
+STOP = {"the", "a", "an", "of", "in", "per", "one", "its", "and", "or", "to", "for", "is", "on", "by", "with",
+        "each", "that", "as", "at", "it", "be", "are", "number", "count", "all", "token", "gpu", "step", "size"}
+
+
+def _words(text: str) -> set[str]:
+    """Content words, plurals folded ("heads" is "head")."""
+    return {w.rstrip("s") for w in re.findall(r"[a-z][a-z-]+", text.lower()) if w.rstrip("s") not in STOP}
+
+
+ART = r"(?:the|a|an)"
+#: "$X$ is the ...", "$X$ the ...", "$X = ...$ the ..." and "with $X$ for the ...": a definition of X on the spot
+DEFINITION = re.compile(
+    r"(?:\b(?:with|where|and|let)\s+\$\s*(\\?[A-Za-z]+)\s*(?:=\s*[^$\d\s{][^$]*)?\$\s+(?:for |is |are )?"
+    r"|\$\s*(\\?[A-Za-z]+)\s*\$\s+(?:is|denotes|stands for|counts)\s+(?=the\b))"
+    + ART + r"\s+(?!(?:multiple|factor|power|divisor)\b)((?:[\w'/-]+\s+){0,3}[\w'/-]+)")
+
+
+def meaning_problems(md: str, chapter: str, glob=None, local=None) -> list[str]:
+    """Definitions in ``md`` (a markdown cell of ``chapter``) that give a symbol of the table a meaning neither
+    the table nor a local row for that chapter gives it: the definition must share a word with one of them."""
+    if glob is None:
+        glob, local = _tables()
+    out = []
+    text = _strip(md).replace("\n", " ")
+    for m in DEFINITION.finditer(text):
+        sym = m[1] or m[2]
+        if sym not in glob:
+            continue
+        allowed = [glob[sym]] + [mean for syms, mean, where in local if sym in syms and chapter in _chapter_of(where)]
+        said = _words(m[3])
+        if said and not any(said & _words(a) for a in allowed):
+            out.append(f"${sym}$ defined as {m[3]!r}: the table says {glob[sym].strip()!r}")
+    return out
+
+
+#: Symbols that each chapter uses with a meaning of its own; every one must be a local row of the table.
+CLASHES = [
+    (re.compile(r"(?<![A-Za-z\\])b\s*\.?\s*$"), re.compile(r"bytes", re.I), "b as bytes: bytes are B_x"),
+    (re.compile(r"(?<![A-Za-z\\])k(?![A-Za-z_])"), re.compile(r"accumulat", re.I),
+     "k as accumulation steps: micro-batches per optimizer step are m"),
+    (re.compile(r"(?<![A-Za-z\\])k(?![A-Za-z_])"), re.compile(r"optimizer buffer", re.I),
+     "k as optimizer buffers: n_buf"),
+    (re.compile(r"(?<![A-Za-z\\])a(?![A-Za-z_])"), re.compile(r"accept", re.I),
+     "a as an acceptance rate: a is the head count (rho)"),
+    (re.compile(r"(?<![A-Za-z\\])c\s*="), re.compile(r"t_\\text\{draft\}"), "c as a time ratio: kappa"),
+    (re.compile(r"(?<![A-Za-z\\])m\s*\\times\s*k(?![A-Za-z_])"), re.compile(r"matri", re.I),
+     "m x k matrix sizes outside chapter 6: n_1, n_2, n_3"),
+]
+#: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
+CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
+#: Chapter 15 is being rewritten (issue 38's serving half); its speculative-decoding symbols ($a$ for the
+#: acceptance rate, $c$ for the time ratio) wait for that rewrite. Listed here so that the wait is visible.
+PENDING = {"15_serving.ipynb"}
+
+
+def clash_problems(md: str, chapter: str) -> list[str]:
+    out = []
+    text = _strip(md)
+    for m in MATH.finditer(text):
+        tex = m["d"] if m["d"] is not None else m["i"]
+        sym = _symbols(tex)
+        near = text[max(0, m.start() - 120):m.end() + 60]
+        for shape, words, why in CLASHES:
+            where = tex if why.startswith("b as bytes") else near      # bytes named in the formula itself
+            if shape.search(sym) and words.search(where) and chapter not in CLASH_LOCAL.get(why, ()):
+                out.append(f"{why}: ${tex.strip()[:70]}$")
+    return out
+
+
+CLASHED = [
+    ("$$\\text{KV bytes per token} = L\\,(d_c + d_r)\\,b$$", "b as bytes"),
+    ("Gradient accumulation: run $k$ micro-batches", "k as accumulation"),
+    ("$k$ the number of optimizer buffers", "k as optimizer buffers"),
+    ("yields $(1 - a^{k+1})/(1 - a)$ tokens at per-token acceptance $a$", "a as an acceptance"),
+    ("with $c = t_\\text{draft}/t_\\text{target}$", "c as a time ratio"),
+    ("A matrix multiply $m\\times k$ by $k\\times n$", "m x k"),
+]
+
+
+@pytest.mark.parametrize("md, why", CLASHED)
+def test_each_clash_is_caught(md, why):
+    assert any(why in p for p in clash_problems(md, "90_formula_summary.ipynb")), clash_problems(md, "x")
+
+
+def test_a_definition_against_the_table_is_caught():
+    glob = {"b": "micro-batch size, sequences per GPU per step", "k": "experts each token is sent to"}
+    local = [(["k"], "draft tokens per round of speculative decoding", "chapter 15")]
+    assert meaning_problems("with $b$ the bytes of one weight", "03_x.ipynb", glob, local)
+    assert meaning_problems("with $k$ the draft tokens of a round", "03_x.ipynb", glob, local)
+    assert not meaning_problems("with $k$ the draft tokens of a round", "15_serving.ipynb", glob, local)
+    assert not meaning_problems("with $b$ the micro-batch size", "03_x.ipynb", glob, local)
+    assert meaning_problems("$b$ is the bytes of a weight", "03_x.ipynb", glob, local)
+    assert not meaning_problems("with $s$ a multiple of 8", "03_x.ipynb", {"s": "sequence length"}, [])
+
+
+def test_the_appendix_holds_the_one_table():
+    glob, local = _tables()
+    for sym in ["N", "n", "n_\\text{dp}", "t", "p", "d", "B_x", "b", "D", "C", "c_h", "W", "m", "k", "w"]:
+        assert sym in glob, sym
+    assert all(_chapter_of(where) for _, _, where in local), [w for _, _, w in local if not _chapter_of(w)]
+    intro = "\n".join(c.source for c in nbformat.read(ROOT / "book" / "00_introduction.ipynb", 4).cells
+                      if c.cell_type == "markdown")
+    assert "| Symbol | Meaning |" not in intro, "one table: the introduction points to the appendix"
+    assert "90_formula_summary.ipynb#notation" in intro
+
+
+def test_no_symbol_with_a_meaning_the_table_does_not_give_it():
+    glob, local = _tables()
+    bad = [(f, i, p) for f, i, md in markdown_cells() if f not in PENDING
+           for p in meaning_problems(md, f, glob, local) + clash_problems(md, f)]
+    assert not bad, "\n".join(f"{f} cell {i}: {p}" for f, i, p in bad)

@@ -7,8 +7,12 @@ module holds, for each claim id, a small function that asks the library for the 
 :mod:`~llmsizing.time_cost`, :mod:`~llmsizing.layouts`, :mod:`~llmsizing.inference`,
 :mod:`~llmsizing.finetune` and the catalogues.
 
-**The most favourable reading.** Each claim is judged at the reading that the library can compute and that
-comes closest to making it hold, and the table names that reading (the ``reading`` column):
+**The most favourable reading: one rule** (issue 38). Every setting a seed leaves open is tried at each value
+of one list, the same for every claim (:data:`OPEN_SETTINGS`: sequence lengths :data:`SEQS`, the optimizer
+kernel, CPU offload, full fine-tuning or LoRA, the MFU band, the batch and recomputation of a memory ratio);
+the claim is judged at the combination with the best verdict, then the smallest factor off, and the table
+names that reading (the ``reading`` column) and gives the central estimate beside it (``library_central``:
+the same method and layout at :data:`SEQ` tokens and the centre of the MFU band). Its instances:
 
 * the optimizer step is PyTorch's **fused** AdamW (no ``foreach`` temporaries: Llama 2 70B's step needs 1,194
   GB instead of 1,491);
@@ -59,15 +63,18 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
 from ._validate import check_choice, check_number
+from . import audit_readings as _readings
 from .units import GB
 from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Finding, ... keep working)
-    DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, SEED_PRICES_USD, SEQ,
+    DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, OPEN_SETTINGS,
+    SEED_PRICES_USD, SEQ, SEQS, at_seq,
     _OFFLOADS, _fit, _fit_reason, _min_offload_gpus, _offload_fit, _A100,
     _COST_TABLES, _H100, _H200, _L2_13, _L2_7, _L2_70,
     _L3_70, _L3_8, _L405, _M7, _MATRIX, _activations_gb,
@@ -256,8 +263,8 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "002-bf16-bytes": lambda: _bytes("bf16"),
     "002-int8-bytes": lambda: _bytes("int8"),
     "002-int4-bytes": lambda: _bytes("int4"),
-    "002-70b-serving": lambda: _serving(_L2_70, 1, SEQ).total_bytes / GB,
-    "002-rule-batch32": lambda: _serving_factor(_L2_70, 32, SEQ),
+    "002-70b-serving": lambda: _serving(_L2_70, 1, _readings.SEQ).total_bytes / GB,
+    "002-rule-batch32": lambda: _serving_factor(_L2_70, 32, _readings.SEQ),
     "002-rule-128k": lambda: _serving_factor("llama-3-8b", 1, 131072),
     "002-10b-weights": lambda: _states(n_params=10_000_000_000).weights_bytes / GB,
     "002-10b-gradients": lambda: _states(n_params=10_000_000_000).gradients_bytes / GB,
@@ -417,11 +424,29 @@ def _value(result) -> Finding:
     return Finding(float(result))
 
 
+def _at_other_seq(f: Finding, seq: int, kind: str) -> tuple[Finding, ...]:
+    """``f`` and its other readings, each named as read at ``seq`` tokens (an alternative, never central)."""
+    tag = f"; {seq:,} tokens"
+    return tuple(replace(g, reading=(g.reading or READINGS[kind]) + tag, others=()) for g in (f, *f.others))
+
+
 @cache
 def _findings() -> tuple[tuple[Claim, Finding], ...]:
     """Every claim with the library's finding, computed once per session (a few seconds: the GPU counts
-    search layouts)."""
-    return tuple((c, _value(c.compute())) for c in claims())
+    search layouts): the central reading at :data:`SEQ` tokens, and as other readings the same at every other
+    length of :data:`SEQS` (the one rule of :data:`OPEN_SETTINGS`)."""
+    out = {c.id: _value(c.compute()) for c in claims()}
+    for seq in SEQS:
+        if seq == SEQ:
+            continue
+        with at_seq(seq):
+            alt = {c.id: (c, _value(c.compute())) for c in claims()}
+        for cid, (c, g) in alt.items():
+            f = out[cid]
+            if g.value == f.value and g.low == f.low and g.high == f.high and g.reason == f.reason:
+                continue                        # the length does not enter this claim: no second reading
+            out[cid] = replace(f, others=f.others + _at_other_seq(g, seq, c.kind))
+    return tuple((c, out[c.id]) for c in claims())
 
 
 def _favourable(c: Claim, f: Finding) -> float:
@@ -450,19 +475,32 @@ def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str]:
     best = min(judged, key=lambda j: j[:2])
     # a reading that changes the method (LoRA for "fine-tuning") makes the verdict depend on it; CPU offload
     # is a layout for the same method, and its verdict has its own label
-    methods = [judged[0]] + [j for g, j in zip(f.others, judged[1:]) if g.reading != "CPU offload"]
+    methods = [judged[0]] + [j for g, j in zip(f.others, judged[1:])
+                             if g.reading != "CPU offload" and not _SETTING.search(g.reading)]
     kinds = {verdict_kind(j[3]) for j in methods}
     depends = (" | ".join(f"{j[4] or 'as stated'}: {verdict_kind(j[3])}" for j in methods)
                if len(kinds) > 1 else "")
     return best[2], best[3], best[4], depends
 
 
+#: The tail of a reading that names an open setting's alternative value (:data:`OPEN_SETTINGS`), not a method.
+_SETTING = re.compile(r"(; [\d,]+ tokens|; micro-batch \d+, \w+ recomputation)+$")
+
+
+def _central(c: Claim, f: Finding, reading: str) -> float:
+    """The central estimate behind a judged reading: the same method and layout (offload, LoRA, ...), at the
+    central sequence length :data:`SEQ` and, for a time, throughput or cost, the centre of the MFU band."""
+    base = _SETTING.sub("", reading or READINGS[c.kind])
+    return next((g.value for g in (f, *f.others) if (g.reading or READINGS[c.kind]) == base), f.value)
+
+
 def audit_table(band: float = BAND):
     """One row per recomputed claim: ``id, article, topic, claim, claimed, library, ratio, verdict`` (then
     ``unit, bound, claimed_low, claimed_high, wrong_in_kind, kind, reading, depends, from_image, counted_with,
     line, library_central, verdict_kind``). ``claimed`` is the middle of a claimed range; ``library`` is the
-    value judged, the point of the most favourable reading's range nearest the claim (``library_central`` is
-    that reading's central value); ``ratio`` = claimed / library, and the verdict follows :func:`verdict` with
+    value judged, the point of the most favourable reading (:data:`OPEN_SETTINGS`) nearest the claim;
+    ``library_central`` is the central estimate of the same method and layout (:data:`SEQ` tokens, the
+    centre of the MFU band); ``ratio`` = claimed / library, and the verdict follows :func:`verdict` with
     tolerance ``band`` (default :data:`BAND`). The library values are computed once per session; a new
     ``band`` only re-judges them. Taught in chapter 14."""
     import pandas as pd
@@ -471,7 +509,7 @@ def audit_table(band: float = BAND):
     rows = []
     for c, f in _findings():
         x, v, reading, depends = _judge(c, f, band)
-        central = next((g.value for g in (f, *f.others) if g.reading == reading), f.value)
+        central = _central(c, f, reading)
         rows.append({"id": c.id, "article": c.article, "topic": c.topic, "claim": c.claim,
                      "claimed": c.claimed_mid, "library": x, "ratio": c.claimed_mid / x, "verdict": v,
                      "unit": c.unit, "bound": c.bound, "claimed_low": c.claimed,

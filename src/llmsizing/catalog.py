@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -177,7 +178,15 @@ MIN_GPU_SPEED = 1e-3
 #: The largest memory a GPU may report, in MiB: 2**30 MiB (1 PiB, some 5,000 times a B200).
 MAX_GPU_MIB = 2**30
 
-_GPU_TEXT_FIELDS = ("vendor", "memory_source", "link", "price_source", "spec_source", "as_of")
+_GPU_TEXT_FIELDS = ("vendor", "memory_source", "link", "price_source", "spec_source", "as_of", "price_as_of")
+
+#: What a price is (:attr:`GPU.price_kind`).
+PRICE_KINDS = ("list", "estimate", "reader")
+
+#: The environment variable that names a reader's own price table (a CSV with the columns of
+#: ``data/gpu_prices.csv``; only ``name`` and ``price_usd_per_gpu_hour`` are required), read when the
+#: catalogue is first loaded. :func:`use_prices` does the same from Python. It is the one place to set prices.
+PRICES_ENV = "LLMSIZING_PRICES"
 
 
 @dataclass(frozen=True)
@@ -220,6 +229,11 @@ class GPU:
     fp4_dense_tflops: float | None = None
     #: :data:`GPU_LINK_CLASSES`; ``None`` (a hand-made GPU) takes the class of its node's topology.
     link_class: str | None = None
+    #: The date of the price (``data/gpu_prices.csv``), each dated on its own; ``""`` for a hand-made GPU.
+    price_as_of: str = ""
+    #: :data:`PRICE_KINDS`: ``"list"`` (a provider's published price), ``"estimate"`` (a placeholder: never
+    #: ranked as if it were a list price) or ``"reader"`` (set with :func:`use_prices`).
+    price_kind: str = "list"
 
     def __post_init__(self):
         # a hand-made GPU (or dataclasses.replace of a catalogued one) is checked like the catalogue's rows: a
@@ -252,6 +266,7 @@ class GPU:
         if self.price_usd_per_gpu_hour is not None:  # None: no price (a blank cell in data/gpus.csv)
             field("price_usd_per_gpu_hour")
         check_choice(f"link_direction of GPU {self.name!r}", self.link_direction, LINK_DIRECTIONS)
+        check_choice(f"price_kind of GPU {self.name!r}", self.price_kind, PRICE_KINDS)
         if self.link_class is not None:
             check_choice(f"link_class of GPU {self.name!r}", self.link_class, GPU_LINK_CLASSES)
 
@@ -282,12 +297,93 @@ class GPU:
         return f"{self.name} ({self.memory_gib:.1f} GiB)"
 
 
+_READER_PRICES: list[dict[str, str]] | None = None     # set by use_prices(); None: the environment's, if any
+
+
+def _price_rows(rows, where: str) -> dict[str, dict[str, str]]:
+    out = {}
+    for i, r in enumerate(rows):
+        if not r.get("name") or not str(r.get("price_usd_per_gpu_hour", "")).strip():
+            raise ValueError(f"{where}: row {i + 1} needs a name and a price_usd_per_gpu_hour, "
+                             f"got {dict(r)!r}")
+        out[r["name"]] = r
+    return out
+
+
+def _read_price_csv(path) -> list[dict[str, str]]:
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"prices: no price table at {str(path)!r} (a CSV with the columns name and "
+                         "price_usd_per_gpu_hour, like data/gpu_prices.csv)")
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _prices() -> dict[str, dict[str, str]]:
+    """Each GPU's price row: ``data/gpu_prices.csv``, then the reader's table over it (:func:`use_prices` or
+    the file named by :data:`PRICES_ENV`), a reader's row marked ``price_kind="reader"`` unless it says."""
+    table = _price_rows(_read("gpu_prices.csv"), "data/gpu_prices.csv")
+    reader = _READER_PRICES
+    if reader is None and os.environ.get(PRICES_ENV):
+        reader = _read_price_csv(os.environ[PRICES_ENV])
+    for name, r in _price_rows(reader or [], "prices").items():
+        key = get_gpu_name_from(name, list(_gpu_specs()))
+        table[key] = {"price_kind": "reader", "price_source": "set by the reader (use_prices)",
+                      "price_as_of": "reader's price", **{k: v for k, v in r.items() if v not in (None, "")},
+                      "name": key}
+    return table
+
+
+def get_gpu_name_from(name: str, known: list[str]) -> str:
+    """The catalogue spelling of ``name`` among ``known`` (case, spaces and hyphens forgiven)."""
+    for k in known:
+        if k == name or _norm_gpu(k) == _norm_gpu(str(name)):
+            return k
+    raise _unknown("GPU", name, known)
+
+
+def use_prices(prices=None) -> None:
+    """Set the prices every function uses, in one place: ``prices`` is a path to a CSV with the columns of
+    ``data/gpu_prices.csv`` (``name`` and ``price_usd_per_gpu_hour`` required; ``price_source``,
+    ``price_as_of`` and ``price_kind`` optional) or a dict ``{gpu: USD per GPU-hour}``; the GPUs not named
+    keep the catalogue's price. ``None`` goes back to the catalogue (and to the file named by
+    :data:`PRICES_ENV`, if set). Call it before computing: results already computed keep the prices they were
+    computed with. Chapter 11."""
+    global _READER_PRICES
+    if prices is None:
+        rows = None
+    elif isinstance(prices, Mapping):
+        rows = [{"name": str(getattr(k, "name", k)),
+                 "price_usd_per_gpu_hour": str(check_number(f"prices[{k!r}]", v))} for k, v in prices.items()]
+    elif isinstance(prices, (str, Path)):
+        rows = _read_price_csv(prices)
+    else:
+        raise TypeError(f"prices must be a path to a CSV, a dict of GPU -> USD per GPU-hour or None, got "
+                        f"{type(prices).__name__}")
+    old, _READER_PRICES = _READER_PRICES, rows
+    try:
+        _prices()                                  # a bad name or price is refused now, not at first use
+    except Exception:
+        _READER_PRICES = old
+        raise
+    _gpus.cache_clear()
+
+
+def _gpu_specs() -> dict[str, dict[str, str]]:
+    return {r["name"]: r for r in _read("gpus.csv")}
+
+
 @cache
 def _gpus() -> dict[str, GPU]:
     out = {}
     fp4 = {r["name"]: float(r["fp4_dense_tflops"]) for r in _read("gpus_fp4.csv")} \
         if (DATA_DIR / "gpus_fp4.csv").exists() else {}    # (a catalogue copied without it: no FP4 peaks)
-    for r in _read("gpus.csv"):
+    prices = _prices()                             # read with the specs, so one cache_clear reloads both
+    for r in _gpu_specs().values():
+        p = prices.get(r["name"], {})
+        r = {**r, "price_usd_per_gpu_hour": p.get("price_usd_per_gpu_hour", ""),
+             "price_source": p.get("price_source", ""), "price_as_of": p.get("price_as_of", ""),
+             "price_kind": p.get("price_kind", "list")}
         def num(k, r=r):
             return float(r[k]) if r[k].strip() else None
         g = GPU(
@@ -299,7 +395,7 @@ def _gpus() -> dict[str, GPU]:
             price_usd_per_gpu_hour=num("price_usd_per_gpu_hour"), price_source=r["price_source"],
             spec_source=r["spec_source"], as_of=r["as_of"], fp16_dense_tflops=num("fp16_dense_tflops"),
             fp16_acc16_dense_tflops=num("fp16_acc16_dense_tflops"), link_class=r["link_class"],
-            fp4_dense_tflops=fp4.get(r["name"]),
+            fp4_dense_tflops=fp4.get(r["name"]), price_as_of=r["price_as_of"], price_kind=r["price_kind"],
         )
         out[g.name] = g
     return out
@@ -393,14 +489,15 @@ def gpu_price(gpu: GPU, price=None, *, name: str = "price_usd_per_gpu_hour") -> 
 def prices_as_of(gpus=None) -> str:
     """The date of the catalogue's prices for ``gpus`` (names or :class:`GPU`; default every catalogued GPU),
     as the chapters print it next to a cost: ``"2025-06-01"``, or ``"2025-06-01 to 2025-10-01"`` when the rows
-    were priced on different days. Each row of ``data/gpus.csv`` carries its own ``as_of`` (issue 26: a
-    visible "prices as of" wherever a price is used). A GPU made by hand with no ``as_of`` is refused, naming
+    were priced on different days. Each price in ``data/gpu_prices.csv`` carries its own ``price_as_of``
+    (issues 26 and 38: a visible "prices as of" wherever a price is used; a hand-made GPU's ``as_of`` stands
+    in). A GPU made by hand with no ``as_of`` is refused, naming
     it."""
     chosen = list(_gpus().values()) if gpus is None else resolve_gpus(gpus)
-    missing = [g.name for g in chosen if not g.as_of]
+    missing = [g.name for g in chosen if not (g.price_as_of or g.as_of)]
     if missing:
         raise ValueError(f"gpus: no as_of date for {', '.join(missing)} (only catalogued prices are dated)")
-    dates = sorted({g.as_of for g in chosen})
+    dates = sorted({g.price_as_of or g.as_of for g in chosen})
     return dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
 
 

@@ -142,8 +142,9 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     that names no GPU is refused, and so is a GPU listed twice. A GPU type on which nothing fits within
     ``max_gpus`` gets a ``fits`` of False and a ``why`` instead of numbers. ``dtype`` says the format each GPU
     is priced in: ``"bf16"``, or ``"fp16"`` on a GPU without BF16 (the V100 trains the same recipe in FP16
-    mixed precision, at its FP16 rate: :func:`~llmsizing.hardware.dense_tflops`). Sorted by cost. Taught in
-    the "Cost" chapter.
+    mixed precision, at its FP16 rate: :func:`~llmsizing.hardware.dense_tflops`). ``price_kind`` is the
+    price's :attr:`~llmsizing.catalog.GPU.price_kind`: sorted by cost, the GPUs with an *estimated* price
+    after all the others (never ranked as if it were a list price). Taught in the "Cost" chapter.
 
     A mixture of experts (issue 24) gets each GPU's fewest GPUs from :func:`~llmsizing.layouts.min_gpus`'s own
     search over expert parallelism (``ep`` among the divisors of its routed experts, or ``ep_degrees``), and
@@ -196,8 +197,12 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     df = pd.DataFrame(rows)
     if "cost_usd" not in df:                           # no GPU type fits: keep the columns a caller reads
         df["cost_usd"] = float("nan")
-    df = df.sort_values(["fits", "cost_usd"], ascending=[False, True],
-                        na_position="last").reset_index(drop=True)
+    # an estimated price is never ranked as if it were a list price (issue 38): such rows follow the others
+    kind = {g.name: "reader" if g.name in prices else g.price_kind for g in gpu_list}
+    df["price_kind"] = df["gpu"].map(kind)
+    df["_est"] = df["price_kind"] == "estimate"
+    df = df.sort_values(["fits", "_est", "cost_usd"], ascending=[False, True, True],
+                        na_position="last").drop(columns="_est").reset_index(drop=True)
     if model.is_moe:
         df.attrs["warnings"] = tuple(dict.fromkeys(w for ws in seen for w in ws))
     return df

@@ -53,8 +53,8 @@ from .one_gpu import (_CAPACITY_COLORS, _CAPACITY_STYLES, _PHASE_SHADES, _TIMELI
 from .many_gpus import (BUS_BANDWIDTH_SIZES, DECODE_BATCHES, DP_SCALING_PANELS, render_bus_bandwidth,
                         render_collectives_vs_prediction, render_decode_roofline, render_dp_scaling,
                         render_gpu_landscape, render_parallel_explorer, render_pipeline_bubble,
-                        render_zero_stages)
-from .many_gpus import _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # noqa: F401
+                        render_zero_stages, SCHEDULE_PANELS, render_pipeline_schedules)
+from .many_gpus import _KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # noqa: F401
 
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case
 # studies' check, the seed audit.
@@ -92,6 +92,7 @@ __all__ = [
     "render_prediction_vs_measurement", "render_step_phases", "render_step_timeline",
     # Part II
     "BUS_BANDWIDTH_SIZES", "DECODE_BATCHES", "DP_SCALING_PANELS", "render_bus_bandwidth",
+    "SCHEDULE_PANELS", "render_pipeline_schedules",
     "render_collectives_vs_prediction", "render_decode_roofline", "render_dp_scaling", "render_gpu_landscape",
     "render_parallel_explorer", "render_pipeline_bubble", "render_zero_stages",
     # Part III

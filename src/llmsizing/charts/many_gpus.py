@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from ..units import GiB
 from .base import (DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins,
                    _log_axis, _short_number, _stage_memory_columns, capacity_line, figure_axes, new_figure)
+from .pipeline import _KIND_COLORS, SCHEDULE_PANELS, render_pipeline_schedules  # noqa: F401  (chapter 8)
 
 
 # =========================================================================== chapter 6: hardware

@@ -237,11 +237,16 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
     colors = [GPU_COLORS.get(g, "0.4") for g in ok["gpu"]]
     mid = ok["cost_usd"].to_numpy() / 1e3
     err = np.vstack([mid - ok["cost_usd_low"].to_numpy() / 1e3, ok["cost_usd_high"].to_numpy() / 1e3 - mid])
-    ax.barh(y, mid, color=colors, xerr=err, error_kw={"ecolor": "0.3", "capsize": 3, "lw": 0.8})
+    est = (ok["price_kind"] == "estimate").to_numpy()
+    bars = ax.barh(y, mid, color=colors, xerr=err, error_kw={"ecolor": "0.3", "capsize": 3, "lw": 0.8})
+    for bar, e in zip(bars, est):                  # an estimated price: hatched, and named so on its label
+        if e:
+            bar.set_hatch("///")
+            bar.set_edgecolor("white")
     for yi, (_, r) in zip(y, ok.iterrows()):
         ax.annotate(f" {r['min_gpus']:.0f} GPUs, {r['days_on_min_gpus']:,.0f} d",
                     (r["cost_usd_high"] / 1e3, yi), va="center", fontsize=7, color="0.25")
-    ax.set_yticks(y, list(ok["gpu"]), fontsize=8)
+    ax.set_yticks(y, [g + (" (est. price)" if e else "") for g, e in zip(ok["gpu"], est)], fontsize=8)
     ax.set_xlabel("cost of the finished job (thousand USD; bar: MFU band)", fontsize=8)
     ax.set_xlim(0, ok["cost_usd_high"].max() / 1e3 * 1.45)
     ax2.barh(y, ok["price_usd_per_gpu_hour"], color=colors, alpha=0.55)
@@ -257,7 +262,8 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
         if not r["fits"]:
             lines.append(f"  {r['gpu']:<10s} does not fit: {r['why']}")
             continue
-        lines.append(f"  {r['gpu']:<10s} ${r['price_usd_per_gpu_hour']:.2f}/h  "
+        lines.append(f"  {r['gpu']:<10s} ${r['price_usd_per_gpu_hour']:.2f}/h"
+                     f"{' (estimated price, not ranked)' if r['price_kind'] == 'estimate' else ''}  "
                      f"{r['gpu_hours']:>12,.0f} GPU-h  "
                      f"${r['cost_usd']:>12,.0f} (${r['cost_usd_low']:,.0f}-${r['cost_usd_high']:,.0f})  "
                      f"min {r['min_gpus']:.0f} GPUs ({r['layout']}), "
