@@ -320,18 +320,17 @@ def test_a_hand_made_gpu_keeps_python_numbers():
 
 
 def test_a_gpu_without_a_price_is_accepted_and_refused_only_where_a_price_is_needed(tmp_path, monkeypatch):
-    """A blank price in data/gpus.csv is a GPU without a price: it loads, and sizes, and is never priced at 0."""
+    """A GPU with no row in data/gpu_prices.csv is a GPU without a price: it loads, and sizes, and is never
+    priced at 0."""
     from llmsizing import catalog
 
     rows = (catalog.DATA_DIR / "gpus.csv").read_text().splitlines()
-    header = rows[0].split(",")
-    col = header.index("price_usd_per_gpu_hour")
     h100 = next(r for r in rows if r.startswith("H100 SXM,"))
     import csv
     import io
 
     fields = next(csv.reader([h100]))
-    fields[0], fields[col] = "H100 unpriced", ""
+    fields[0] = "H100 unpriced"
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerow(fields)
     (tmp_path / "gpus.csv").write_text("\n".join(rows) + "\n" + out.getvalue())

@@ -263,7 +263,7 @@ class GPU:
                 field(f, minimum=MIN_GPU_SPEED)
         if self.memory_marketed_gb is not None:
             field("memory_marketed_gb", allow_equal=False)
-        if self.price_usd_per_gpu_hour is not None:  # None: no price (a blank cell in data/gpus.csv)
+        if self.price_usd_per_gpu_hour is not None:  # None: no price (no row in data/gpu_prices.csv)
             field("price_usd_per_gpu_hour")
         check_choice(f"link_direction of GPU {self.name!r}", self.link_direction, LINK_DIRECTIONS)
         check_choice(f"price_kind of GPU {self.name!r}", self.price_kind, PRICE_KINDS)
@@ -476,7 +476,7 @@ def resolve_prices(prices, gpus=(), *, name: str = "prices", allow_zero: bool = 
 
 def gpu_price(gpu: GPU, price=None, *, name: str = "price_usd_per_gpu_hour") -> float:
     """``price`` checked (USD per GPU-hour), or, when it is ``None``, ``gpu``'s catalogue price; a GPU without
-    one (a blank cell in ``data/gpus.csv``, or a hand-made GPU with ``price_usd_per_gpu_hour=None``) is
+    one (no row in ``data/gpu_prices.csv``, or a hand-made GPU with ``price_usd_per_gpu_hour=None``) is
     refused, naming ``name``, rather than priced at nothing."""
     if price is not None:
         return check_number(name, price)
