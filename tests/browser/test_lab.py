@@ -862,11 +862,16 @@ def _wait_redrawn(notebook, i: int, before: dict) -> dict:
 # new figure or message, whichever comes first; and to the new figure or message itself.
 JS_WATCH_REDRAW = """i => {
   const cell = __cells()[i], board = cell.querySelector('.llmsizing-dashboard');
-  const t0 = performance.now(), img = () => (cell.querySelector('.llmsizing-dashboard img') || {}).src || '';
+  // from the reader's own action (the key, click or change event reaching the control), not from the harness
+  let t0 = null;
+  for (const kind of ['keydown', 'mousedown', 'click', 'change', 'input'])
+    cell.addEventListener(kind, () => { if (t0 === null) t0 = performance.now(); }, {capture: true, once: true});
+  const img = () => (cell.querySelector('.llmsizing-dashboard img') || {}).src || '';
   const err = () => Array.from(cell.querySelectorAll('.widget-html')).map(h => h.innerText).find(t => t.includes('⚠')) || '';
   const src0 = img(), err0 = err();
   window.__redraw = {feedback: null, redrawn: null};
   const seen = () => {
+    if (t0 === null) return;
     const now = performance.now() - t0, changed = img() !== src0 || err() !== err0;
     if (window.__redraw.feedback === null && (changed || (board && board.classList.contains('llmsizing-busy'))))
       window.__redraw.feedback = now;
