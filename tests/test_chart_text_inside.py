@@ -1,5 +1,5 @@
-"""Issue 38: the planner figure's axis label was cut inside its PNG (it ran past the right edge), and the
-widgets' figures are read at their own pixel size. Every drawn text of the planner's figure (chapter 12's widget,
+"""Issue 38: the planner figure's axis label was cut inside its PNG (it ran past the right edge), and
+the widgets' figures are read at their own pixel size. Every drawn text of the planner's figure (chapter 12's widget,
 and chapter 17's, which draws the same figure) lies inside the figure, and no text is smaller than 8.5 px."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from llmsizing import charts
 
-#: The smallest text (px at the figure's DPI) a reader is asked to read at the figure's size: 6.5 pt at 96 dpi.
+#: The smallest text (px at the figure's DPI) a reader reads at the figure's size: 6.5 pt at 96 dpi.
 MIN_TEXT_PX = 8.5
 
 
