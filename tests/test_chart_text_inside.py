@@ -1,6 +1,7 @@
 """Issue 38: the planner figure's axis label was cut inside its PNG (it ran past the right edge), and
-the widgets' figures are read at their own pixel size. Every drawn text of the planner's figure (chapter 12's widget,
-and chapter 17's, which draws the same figure) lies inside the figure, and no text is smaller than 8.5 px."""
+the widgets' figures are read at their own pixel size. Every drawn text of the planner's figure (chapter 12's
+widget, and chapter 17's, which draws the same figure) lies inside the figure, and no text is smaller than
+8.5 px."""
 
 from __future__ import annotations
 
