@@ -243,3 +243,63 @@ def test_lite_app_pages_load_the_pyodide_check(tmp_path):
     constants = pytest.importorskip("jupyterlite_pyodide_kernel.constants")
     assert f"https://cdn.jsdelivr.net/pyodide/v{constants.PYODIDE_VERSION}/full/pyodide.mjs" in script
     assert "make lab" in script and "@PYODIDE_URL@" not in script
+
+
+def _lab_config():
+    import builtins
+
+    class _Config:                      # what traitlets' get_config() gives a config file, enough for it
+        def __getattr__(self, name):
+            return type(name, (), {})()
+
+    builtins.get_config = _Config       # the file calls get_config() at import
+    try:
+        spec = importlib.util.spec_from_file_location("book_lab_config",
+                                                      ROOT / "tools" / "lab" / "jupyter_server_config.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        del builtins.get_config
+    return module
+
+
+def test_the_lab_notes_to_run_an_unrun_chapter_and_saves_without_the_note():
+    """Issue 38: the lab showed chapter 18's {eval} names until Run All, with nothing saying to run it. The
+    lab's contents manager adds a note under the title of a chapter that quotes numbers (never to one that
+    does not), once; the pre-save hook takes it out, so the saved notebook is the file's own."""
+    cfg = _lab_config()
+    nb = nbformat.read(ROOT / "book" / "18_mixture_of_experts.ipynb", as_version=4)
+    before = nbformat.writes(nb)
+    cfg.add_run_hint(nb)
+    cfg.add_run_hint(nb)
+    first = nb.cells[0].source
+    assert first.startswith("# ") and first.count("Run > Run All Cells") == 1
+    name = re.search(r"\{eval\}`([^`]+)`", "".join(c.source for c in nb.cells if c.cell_type == "markdown"))[1]
+    assert f"such as `{name}`" in first
+    model = {"type": "notebook", "content": nb}
+    cfg.strip_volatile_on_save(model)
+    assert nbformat.writes(cfg.normalise(nbformat.reads(before, as_version=4))) == nbformat.writes(model["content"])
+    plain = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title\n\nNo numbers quoted.")])
+    assert cfg.add_run_hint(plain).cells[0].source == "# Title\n\nNo numbers quoted."
+
+
+def test_voila_config_frees_kernels():
+    """Issue 38: Voila's notebook page sets the _xsrf cookie its shutdown beacon needs, and idle kernels are
+    culled (a page gone: 2 minutes; a page open: 1 hour; never a busy one) by serve-live's kernel manager."""
+    import builtins
+
+    from traitlets.config import Config
+
+    builtins.get_config = Config
+    try:
+        spec = importlib.util.spec_from_file_location("book_voila_config", ROOT / "tools" / "voila" / "config" /
+                                                      "voila.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        del builtins.get_config
+    from voila.handler import VoilaHandler
+
+    assert getattr(VoilaHandler.prepare, "book_xsrf", False)
+    assert (module.CULL_IDLE_TIMEOUT_S, module.CULL_CONNECTED_IDLE_TIMEOUT_S) == (120, 3600)
+    assert module.CULL_INTERVAL_S <= module.CULL_IDLE_TIMEOUT_S

@@ -154,3 +154,31 @@ def test_the_kernel_fills_in_its_own_values_in_order(tmp_path):
     assert " *GPUs*; " in text                                            # the author's markdown is untouched
     assert '<span class="book-eval-error">{eval}`nowhere` (NameError)</span>' in text
     assert "changed" not in json.dumps(run.cells[2].outputs)
+
+
+_SOL = re.compile(r"^\s*(?:`{3,}|:{3,})\s*\{solution(-start|-end)?\}", re.M)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "book").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_every_solution_is_marked_on_its_cells_start_then_end(path):
+    """Issue 38 (solution 2 inside solution 1 in Voila): the template folds a solution by the marks on its
+    cells (``metadata.book_solution``), which the page has as soon as it arrives. Every solution of the source
+    has one start and then one end, in order, never two starts in a row; a one-cell solution is marked on
+    its one cell with both."""
+    nb = nbformat.read(path, as_version=4)
+    expected = []                    # from the source: one (start, end) per solution
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for m in _SOL.finditer(cell.source):
+            expected.append({None: "whole", "-start": "start", "-end": "end"}[m.group(1)])
+    marks = []
+    for cell in mv.voila_notebook(nb, path.name).cells:
+        mark = cell.metadata.get(mv.SOLUTION_KEY, {})
+        if "start" in mark:
+            assert mark["start"].startswith("Solution to "), mark
+            marks.append("start")
+        if mark.get("end"):
+            marks.append("end")
+    assert marks == [m for m in expected if m != "whole"], path.name
+    assert all(a != b for a, b in zip(marks, marks[1:])), f"{path.name}: two starts or ends in a row: {marks}"

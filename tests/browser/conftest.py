@@ -8,6 +8,10 @@
 * ``lab``: JupyterLab started by ``make lab`` itself (same flags, same config, same pre-save hook), on a copy
   of book/ (``lab_book``), with --no-browser, a free port and a known token. Yields ``(base_url, token)``.
 * ``built_site``: the built site _build/html served on 127.0.0.1 (skips when `make book` has not run).
+* ``voila``: one ``make app`` Voila server on book/ for the whole session (every chapter is a page of it:
+  ``voila.url(name)``), instead of one server per test (issue 38: `make check-live` under 8 minutes). Each test
+  closes its page with the page's unload (``close_voila_page``), which shuts its kernel down;
+  ``voila.kernels()`` lists the server's kernel processes.
 
 The chromium path, its flags, the apt-get fallback, the "is this URL local" rule and the static server come
 from tools/check_site.py (imported, not copied).
@@ -234,3 +238,71 @@ def built_site():
     httpd, port = check_site.serve(html)
     yield BuiltSite(html, f"http://127.0.0.1:{port}/")
     httpd.shutdown()
+
+
+# ----------------------------------------------------------------------------- Voila (make app)
+def child_kernels(pid: int) -> list[int]:
+    """Process ids of the ipykernel processes whose parent is ``pid`` (read from /proc; [] elsewhere)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"ipykernel" in cmd:
+            found.append(int(entry.name))
+    return found
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` in MiB (VmRSS), 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class VoilaServer(NamedTuple):
+    base_url: str        # http://127.0.0.1:PORT
+    proc: subprocess.Popen
+
+    def url(self, name: str) -> str:
+        import serve_live
+
+        return f"{self.base_url}/voila/render/{serve_live.chapter_notebook(name).name}"
+
+    def kernels(self) -> list[int]:
+        return child_kernels(self.proc.pid)
+
+
+@pytest.fixture(scope="session")
+def voila(tmp_path_factory):
+    """``make app``'s Voila (tools/serve_live.start_voila) on book/, for the whole session."""
+    import serve_live
+
+    log_path = tmp_path_factory.mktemp("voila") / "voila.log"
+    log = open(log_path, "wb")
+    url, proc = serve_live.start_voila(serve_live.chapter_notebook("00"), log=log, timeout_s=120)
+    try:
+        yield VoilaServer(url.split("/voila/render/")[0], proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def close_voila_page(page) -> None:
+    """Leave a Voila page as a reader does (the page unloads, which asks Voila to shut its kernel down), then
+    close it. (Playwright's ``close(run_before_unload=True)`` did not send the page's beacon in headless
+    Chromium; leaving the page does, as a reload or a followed link does.)"""
+    try:
+        page.goto("about:blank", wait_until="load", timeout=30_000)
+    finally:
+        page.close()

@@ -4,17 +4,14 @@ one. The lab's checks are in test_lab.py (``test_static_default_figure_is_hidden
 
 from __future__ import annotations
 
-from conftest import SHOTS  # (conftest puts tools/ on sys.path)
-
-import serve_live  # noqa: E402
+from conftest import SHOTS, close_voila_page  # (conftest puts tools/ on sys.path)
 
 
-def test_voila_hides_the_static_copy_of_the_default_view(chromium, guard_network):
-    url, proc = serve_live.start_voila(serve_live.chapter_notebook("15"))
+def test_voila_hides_the_static_copy_of_the_default_view(chromium, guard_network, voila):
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
     try:
-        page = chromium.new_page(viewport={"width": 1280, "height": 900})
         blocked = guard_network(page)
-        page.goto(url, wait_until="load", timeout=240_000)
+        page.goto(voila.url("15"), wait_until="load", timeout=240_000)
         page.locator(".llmsizing-summary").first.wait_for(state="visible", timeout=240_000)
         state = page.evaluate("""() => { const m = document.querySelector('.llmsizing-default-of-serving_widget');
            const a = m && m.closest('.jp-OutputArea'), img = a && a.querySelector('img');
@@ -25,10 +22,8 @@ def test_voila_hides_the_static_copy_of_the_default_view(chromium, guard_network
         assert state["marker"] and state["image"] and state["live"], state
         assert state["height"] == 0, f"the static copy takes {state['height']} px under the live widget"
         assert not blocked, f"requests left the machine: {blocked}"
-        page.close()
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        close_voila_page(page)
 
 
 def test_static_site_keeps_the_static_copy_of_the_default_view(chromium, built_site, guard_network):

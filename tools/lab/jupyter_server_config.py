@@ -27,6 +27,12 @@ the lite build (tools/build_lite.py), but it cannot load in JupyterLab itself: i
 every federated extension it finds, even a disabled one, so :func:`_lab_extensions` leaves it out of the
 list the lab's page is given (``LAB_HIDDEN_EXTENSIONS``).
 
+Until a chapter is run, jupyterlab-myst has no value for its prose's ``{eval}`name``` roles and shows each name in
+code font (``ch18_mix_k``: 113 of them in chapter 18), with nothing saying why (issue 38). ``BookContentsManager``
+adds a note under the title of every chapter whose prose quotes numbers, in the copy the lab opens (never in the
+file): the names are the numbers' names, and Run > Run All Cells shows the numbers. The pre-save hook takes the
+note out again, so saving writes the file's own bytes (:func:`add_run_hint`, :func:`strip_run_hint`).
+
 The "notified about official Jupyter news?" pop-up is switched off by ``config/labconfig/page_config.json``,
 which disables JupyterLab 4's ``@jupyterlab/apputils-extension:announcements`` plugin; ``make lab`` puts
 ``config/`` on ``JUPYTER_CONFIG_PATH`` so that it is read without touching the user's or the venv's settings.
@@ -35,6 +41,7 @@ which disables JupyterLab 4's ``@jupyterlab/apputils-extension:announcements`` p
 from __future__ import annotations
 
 import json
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -48,14 +55,69 @@ from refresh_outputs import normalise  # noqa: E402  (tools/ is not a package)
 
 def strip_volatile_on_save(model, path=None, contents_manager=None, **kwargs):
     """Contents-manager pre-save hook: normalise a notebook model's content in place (other files as they
-    are). The signature is jupyter_server's ``pre_save_hook(model=..., path=..., contents_manager=...)``."""
+    are), the run-the-notebook note (:func:`add_run_hint`) taken out. The signature is jupyter_server's
+    ``pre_save_hook(model=..., path=..., contents_manager=...)``."""
     import nbformat
 
     if model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
         return
     nb = nbformat.from_dict(model["content"])
+    strip_run_hint(nb)
     normalise(nb)
     model["content"] = nb
+
+
+EVAL_ROLE = re.compile(r"\{eval\}`([^`]+)`")
+#: The note :func:`add_run_hint` puts under a chapter's title ({name}: the chapter's first quoted number).
+RUN_HINT = ("\n\n:::{{note}} The numbers in this chapter's text come from its code\n"
+            "Until the notebook has run, the text shows each number's name in code font (such as `{name}`). "
+            "**Run > Run All Cells** (or Shift+Enter through the cells) and the names become the numbers.\n:::")
+_RUN_HINT = re.compile(re.escape(RUN_HINT).replace(re.escape("{name}"), "[^`]*").replace(r"\{\{", r"\{")
+                       .replace(r"\}\}", r"\}"))
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return src if isinstance(src, str) else "".join(src)
+
+
+def add_run_hint(nb: dict) -> dict:
+    """Put :data:`RUN_HINT` after the first heading of the first markdown cell of a notebook whose markdown
+    quotes numbers (``{eval}`` roles); a notebook without them, or with the note already, is left as it is."""
+    cells = nb.get("cells", [])
+    names = [n for c in cells if c.get("cell_type") == "markdown" for n in EVAL_ROLE.findall(_source(c))]
+    first = next((c for c in cells if c.get("cell_type") == "markdown"), None)
+    if not names or first is None or _RUN_HINT.search(_source(first)):
+        return nb
+    src = _source(first)
+    heading = re.search(r"^#[^\n]*", src, re.M)
+    at = heading.end() if heading else 0
+    first["source"] = src[:at] + RUN_HINT.format(name=names[0]) + src[at:]
+    return nb
+
+
+def strip_run_hint(nb: dict) -> dict:
+    """Take :func:`add_run_hint`'s note out of a notebook (in place)."""
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown" and _RUN_HINT.search(_source(cell)):
+            cell["source"] = _RUN_HINT.sub("", _source(cell), count=1)
+    return nb
+
+
+def book_contents_manager(base):
+    """A subclass of ``base`` (jupyter_server's contents manager) whose notebooks open with the note."""
+    import inspect
+
+    class BookContentsManager(base):
+        async def get(self, path, content=True, type=None, format=None, **kwargs):
+            model = super().get(path, content=content, type=type, format=format, **kwargs)
+            if inspect.isawaitable(model):
+                model = await model
+            if content and model.get("type") == "notebook" and isinstance(model.get("content"), dict):
+                add_run_hint(model["content"])
+            return model
+
+    return BookContentsManager
 
 
 HERE = Path(__file__).resolve().parent
@@ -97,7 +159,12 @@ from jupyterlab_server.workspaces_handler import WorkspacesManager  # noqa: E402
 WorkspacesManager.load = _folded_by_default(WorkspacesManager.load)
 _jls_config.get_federated_extensions = _lab_extensions(_jls_config.get_federated_extensions)
 
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager  # noqa: E402
+
+BookContentsManager = book_contents_manager(AsyncLargeFileManager)
+
 c = get_config()  # noqa: F821  (defined by traitlets when it loads this file)
+c.ServerApp.contents_manager_class = BookContentsManager
 c.ContentsManager.pre_save_hook = strip_volatile_on_save
 c.LabApp.app_settings_dir = str(Path(__file__).resolve().parent / "settings")
 # The server and JupyterLab each load this file, so the hook is set twice; traitlets warns about that.

@@ -224,6 +224,28 @@ def _outside_code(text: str, fn) -> str:
 
 
 # --------------------------------------------------------------------------- the notebook Voila runs
+#: The cell metadata key by which the ``book`` template (tools/voila/voila/templates/book/index.html.j2) folds a
+#: solution that spans cells: ``{"start": title}`` on its first cell, ``{"end": True}`` on its last (both on a
+#: one-cell solution). The template puts it on the cell's wrapper as ``data-book-solution`` and
+#: ``data-book-solution-title``, which exist as soon as the page arrives; the markers inside the cells
+#: (``.book-solution-start``) do not when the cell is prose with numbers, whose Markdown the page draws later
+#: from the kernel's output. (Folding by those markers let a box whose end was not drawn yet swallow every
+#: later cell, so solution 2 sat inside solution 1: issue 38.)
+SOLUTION_KEY = "book_solution"
+_SOLUTION_START = re.compile(r'<div class="book-solution-start" data-title="([^"]*)"></div>')
+
+
+def _solution_marks(markdown: str) -> dict:
+    """``{"start": title, "end": True}`` (either or both) for a cell's converted Markdown, or ``{}``."""
+    marks: dict = {}
+    start = _SOLUTION_START.search(markdown)
+    if start:
+        marks["start"] = html.unescape(start.group(1))
+    if '<div class="book-solution-end"></div>' in markdown:
+        marks["end"] = True
+    return marks
+
+
 def voila_notebook(nb: nbformat.NotebookNode, name: str = "", targets: dict | None = None
                    ) -> nbformat.NotebookNode:
     """The notebook as Voila should run it (a copy; see the module docstring)."""
@@ -236,15 +258,18 @@ def voila_notebook(nb: nbformat.NotebookNode, name: str = "", targets: dict | No
             cells.append(cell)
             continue
         text = myst_to_markdown(cell.source, name, targets)
+        marks = _solution_marks(text)
         if EVAL_ROLE.search(text):
             quoted = True
             parts = EVAL_ROLE.split(text)
             code = nbformat.v4.new_code_cell(f"__book_prose__({parts!r})")
             code.metadata = {"tags": ["book-prose"], "jupyter": {"source_hidden": True}}
-            cells.append(code)
+            cell = code
         else:
             cell.source = text
-            cells.append(cell)
+        if marks:
+            cell.metadata[SOLUTION_KEY] = marks
+        cells.append(cell)
     if quoted:
         helper = nbformat.v4.new_code_cell(KERNEL_HELPER)
         helper.metadata = {"tags": ["book-prose"], "jupyter": {"source_hidden": True}}

@@ -83,7 +83,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, max_nodes=route_max_nodes(m), **run)
 
     def build(fig):
-        gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1], height_ratios=[1, 1.3], left=0.1, right=0.965,
+        gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1], height_ratios=[1, 1.3], left=0.1, right=0.94,
                               bottom=0.11, top=0.93, wspace=0.3, hspace=1.25)
         return fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
 
@@ -146,6 +146,10 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     _step_time_bars(ax_t, st, fontsize=7.5)
     ax_t.set_xlabel("seconds per step (communication before overlap, "
                     + ("hidden group by group)" if ovl is None else f"{ovl:.0%} of it hidden)"), fontsize=7.5)
+    # ends at the axis' right end and runs left, where there is room: centred, it ran 22 px past the PNG's
+    # right edge (issue 38); as high as the tick labels usually put it
+    ax_t.xaxis.label.set_horizontalalignment("right")
+    ax_t.xaxis.set_label_coords(1.0, -0.22)
     ax_t.set_title(f"step {st.step_s:.2f} s, MFU {r.mfu:.0%}: {r.days:,.1f} days, {_usd(r.cost_usd)}",
                    fontsize=8.5, loc="left")
 

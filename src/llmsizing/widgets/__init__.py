@@ -20,7 +20,8 @@ from __future__ import annotations
 from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, _choice, _dense_models,
                        _divisors_up_to, _follow_max_seq, _gpu_multiselect, _nearest, _react_then_redraw,
                        _reroute, _set_quietly, _style, _up_to_max_seq)
-from .dashboard import (_CONTROL_ROOM_PX, CONTROLS_WIDTH_PX, DEFAULT_MARKER, FIGURE_MAX_PX, LIVE_MARKER,
+from .dashboard import (_BUSY_CSS, _CONTROL_ROOM_PX, BUSY_CLASS, BUSY_DELAY_MS, CONTROL_MARGIN_PX,
+                        CONTROLS_WIDTH_PX, DEFAULT_MARKER, FIGURE_MAX_PX, FIGURE_MIN_PX, LIVE_MARKER,
                         SUMMARY_FONT_PX, SUMMARY_HEIGHT_PX, _GUTTER, _SUMMARY_CSS, Dashboard, _columns,
                         _line_html, _table_html, live_style, summary_html,
                         _figure_png, _hint, _text_cache_canvas, encode_png, png_size)
@@ -31,8 +32,8 @@ from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHA
                       max_micro_batch_widget, model_states_widget, parameter_counts_widget)
 from .serve_tune import (FLEET_PERCENTILES, FLEET_USERS, _FINETUNE_SEQS, finetune_widget,  # noqa: F401
                          fleet_widget, serving_widget)
-from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS,
-                           long_context_widget)
+from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_CONTEXT_SEQS,
+                           LONG_CONTEXT_TOKENS, long_context_widget)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
 from .rl import RL_GPUS, RL_LENGTHS, RL_MODES, _mode, rl_widget  # noqa: F401
 from .time_money import (PLAN_BUDGETS, PLAN_DEADLINES, TIME_MFUS, TOKEN_BUDGETS, _front_options,

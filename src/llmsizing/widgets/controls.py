@@ -15,7 +15,7 @@ import contextlib
 import ipywidgets as W
 
 from ..catalog import get_model, list_gpus
-from .dashboard import _CONTROL_ROOM_PX, CONTROLS_WIDTH_PX, Dashboard
+from .dashboard import _CONTROL_ROOM_PX, CONTROL_MARGIN_PX, CONTROLS_WIDTH_PX, Dashboard
 
 
 def _dense_models(model) -> list[str]:
@@ -36,7 +36,10 @@ def _dense_models(model) -> list[str]:
 
 
 def _style(desc_width: str = "110px") -> dict:
-    return dict(style={"description_width": desc_width}, layout=W.Layout(width=f"{CONTROLS_WIDTH_PX}px"))
+    """A control's description width and its width: the column's less ipywidgets' margin on both sides (so
+    the column never scrolls sideways, issue 38)."""
+    return dict(style={"description_width": desc_width},
+                layout=W.Layout(width=f"{CONTROLS_WIDTH_PX - 2 * CONTROL_MARGIN_PX}px"))
 
 
 def _button_px(label: str) -> int:

@@ -38,6 +38,28 @@ FIGURE_MAX_PX = (760, 430)
 SUMMARY_HEIGHT_PX = 150
 #: Room for a control's widget part next to its 110 px description, in the controls' column.
 _CONTROL_ROOM_PX = CONTROLS_WIDTH_PX - 110 - 12
+#: ipywidgets' margin on each side of a control (``--jp-widgets-margin``, 2 px): a control is this much
+#: narrower than the column twice over, or the column scrolls sideways (issue 38: drop-downs stuck out 2 px,
+#: and after a click the column scrolled and cut the first letters of the toggles' labels).
+CONTROL_MARGIN_PX = 2
+#: The narrowest the figure's side gets (its flex basis) before it wraps under the controls: where the page is
+#: narrower than controls plus figure (Voila's margins, the lab with its file browser open at 1280 px), the
+#: figure shrinks beside the controls, on screen, instead of dropping under them (issue 38).
+FIGURE_MIN_PX = 480
+#: The CSS class a dashboard carries while it draws a view, and the delay (ms) after which that shows (a faded
+#: figure and a "working" note over it), so a quick redraw does not flicker.
+BUSY_CLASS = "llmsizing-busy"
+BUSY_DELAY_MS = 120
+_BUSY_CSS = (
+    "<style>.llmsizing-figure-side {position: relative}"
+    " .llmsizing-busy-note {position: absolute; top: 6px; left: 8px; z-index: 2; padding: 2px 8px;"
+    " border-radius: 4px; background: rgba(255, 255, 255, 0.92); color: #333; font-size: 12px;"
+    " box-shadow: 0 1px 3px rgba(0, 0, 0, 0.25); opacity: 0; pointer-events: none}"
+    " @keyframes llmsizing-busy-show {to {opacity: 1}}"
+    " @keyframes llmsizing-busy-fade {to {opacity: 0.45}}"
+    " .%s .llmsizing-busy-note {animation: llmsizing-busy-show 0s linear %dms forwards}"
+    " .%s .llmsizing-figure-side img {animation: llmsizing-busy-fade 0s linear %dms forwards}</style>"
+    % (BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS, BUSY_DELAY_MS))
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -93,12 +115,18 @@ class Dashboard(W.HBox):
                                                            object_fit="contain"))
         column = W.VBox([c for k, w in controls.items() if k not in above for c in (w, *_hint(w))],
                         layout=W.Layout(width=f"{CONTROLS_WIDTH_PX}px", flex=f"0 0 {CONTROLS_WIDTH_PX}px"))
-        right = W.VBox([controls[k] for k in above] + [self.error, self.image, self.summary]
-                       + ([W.HTML(live_style(name), layout=W.Layout(display="none"), tooltip="")]
-                          if name else []),
-                       layout=W.Layout(flex="0 1 auto", align_items="flex-start", min_width="0",
+        # "working..." over the figure while a setting is worked out (shown after BUSY_DELAY_MS: _BUSY_CSS)
+        self.busy_note = W.HTML("⏳ working out this setting…", tooltip="")
+        self.busy_note.add_class("llmsizing-busy-note")
+        style = _BUSY_CSS + (live_style(name) if name else "")
+        hidden_style = W.HTML(style, layout=W.Layout(display="none"), tooltip="")
+        right = W.VBox([controls[k] for k in above] + [self.busy_note, self.error, self.image, self.summary,
+                                                        hidden_style],
+                       layout=W.Layout(flex=f"1 1 {FIGURE_MIN_PX}px", align_items="flex-start", min_width="0",
                                        max_width="100%"))
+        right.add_class("llmsizing-figure-side")
         super().__init__([column, right], layout=W.Layout(align_items="flex-start", flex_flow="row wrap"))
+        self.add_class("llmsizing-dashboard")
         for w in controls.values():
             w.observe(self.update, names="value")
         self.update()
@@ -107,23 +135,46 @@ class Dashboard(W.HBox):
         return {k: w.value for k, w in self.controls.items()}
 
     def update(self, change=None) -> None:
+        """Draw the view of the controls' values. The dashboard carries :data:`BUSY_CLASS` meanwhile: the
+        class goes to the page before the work starts, and the page fades the figure and shows "working out
+        this setting" if the work takes longer than :data:`BUSY_DELAY_MS` (issue 38: chapter 17's widget took
+        0.4-1 s per new setting with no sign that anything was happening)."""
+        self.add_class(BUSY_CLASS)
+        shown = ("error", "")
+        try:
+            shown = self._draw(self.values())
+        finally:
+            self._show(shown)
+            self.remove_class(BUSY_CLASS)
+
+    def _draw(self, values: dict) -> tuple:
+        """``("ok", png, summary_html)`` for the values, or ``("error", message_html)`` if the library refuses
+        them (its message, shown instead of a traceback)."""
         kw = dict(into=self.figure) if self._takes_into else {}
         try:
-            view = self.render(**self.values(), **kw)
+            view = self.render(**values, **kw)
         except (ValueError, TypeError) as exc:
-            # show the library's message; clear the old figure so it can't be read as the answer
-            self.error.value = f"<b style='color:#b00020'>⚠ {html.escape(str(exc))}</b>"
+            return ("error", f"<b style='color:#b00020'>⚠ {html.escape(str(exc))}</b>")
+        return ("ok", _figure_png(view), summary_html(view.summary))
+
+    def _show(self, shown: tuple) -> None:
+        if shown[0] == "error":
+            # the library's message; the old figure goes (it can't be read as the answer) and so does the
+            # image element, which would otherwise show the browser's broken-image icon under it (issue 38)
+            self.error.value = shown[1]
             self.error.layout.display = None
             self.summary.value = ""
             self.image.value = b""
             self.image.layout.width = None
+            self.image.layout.display = "none"
             return
+        _, png, summary = shown
         self.error.value = ""
         self.error.layout.display = "none"
-        self.summary.value = summary_html(view.summary)
-        png = _figure_png(view)
+        self.summary.value = summary
         width, _ = png_size(png)
         self.image.layout.width = f"{width}px"      # its own size (height follows), never stretched
+        self.image.layout.display = None
         self.image.value = png
 
 

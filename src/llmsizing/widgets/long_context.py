@@ -26,18 +26,22 @@ LONG_CONTEXT_BATCH_TOKENS = (("4M", 2**22), ("8M", 2**23), ("16M", 2**24))
 #: tokens (Dubey et al. 2024, Sec. 3.4.2).
 LONG_CONTEXT_TOKENS = 8e11
 
+#: Planner searches the chapter 17 widget keeps (one per setting; issue 38).
+LONG_CONTEXT_CACHED = 128
+
 
 def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
     """Chapter 17: model x context length x GPU types x tokens per batch x GPU limit x how context parallelism
     exchanges K and V -> the planner's plans (:func:`~llmsizing.planner.plan`, which tries context parallelism
     from 16K tokens on) and its fastest plan (:func:`~llmsizing.charts.render_plan`), for
-    :data:`LONG_CONTEXT_TOKENS` tokens. The plans are cached per setting. A setting where nothing fits shows
-    the planner's message."""
+    :data:`LONG_CONTEXT_TOKENS` tokens. The plans are cached per setting (the last
+    :data:`LONG_CONTEXT_CACHED` settings: a reader going back to a setting gets it without a new search). A
+    setting where nothing fits shows the planner's message."""
     from ..planner import plan
 
     get_model(model)
 
-    @functools.lru_cache(maxsize=16)
+    @functools.lru_cache(maxsize=LONG_CONTEXT_CACHED)
     def cached(model, seq, gpus, batch_tokens, max_gpus, cp_comm):
         return plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=gpus, seq=seq,
                     global_batch=max(batch_tokens // seq, 1), max_gpus=max_gpus, cp_comm=cp_comm)

@@ -6,15 +6,71 @@
   browser console: a missing shared module ``@jupyterlab/markdownviewer``, a missing ``@jupyterlab/docmanager``,
   a missing ``LicensesClient``) and the app needs none of them. (An allowlist of the widgets' extension alone
   drops the provider of its widget registry, so it is a denylist.)
+* Kernels are freed (issue 38: each page load, reload or followed link left a kernel of about 141 MiB, and
+  10 loads held 1.41 GiB):
+
+  - when the page goes, Voila's page sends ``POST /voila/api/shutdown/<kernel>`` with the ``_xsrf`` cookie's
+    value, but Voila 0.5's notebook page never sets that cookie (only its tree page does), so every shutdown
+    got ``403 '_xsrf' argument missing from POST`` (voila-dashboards/voila#1458, open). :func:`_set_xsrf_cookie`
+    makes the notebook page set it (tornado sets the cookie when a handler first reads ``xsrf_token``): the
+    check itself stays on;
+  - as a backstop (a tab that crashed, a laptop that slept, a browser that dropped the beacon), idle kernels
+    are culled with the kernel manager of ``make serve-live`` (tools/live/live_kernels.py): a kernel no page is
+    connected to after :data:`CULL_IDLE_TIMEOUT_S` without activity, one whose page is still open after
+    :data:`CULL_CONNECTED_IDLE_TIMEOUT_S`; a busy kernel (a cell still running) never.
 """
 
 import importlib.util
 from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location("myst_voila", Path(__file__).resolve().parent.parent / "myst_voila.py")
-myst_voila = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(myst_voila)
+_TOOLS = Path(__file__).resolve().parent.parent.parent
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+myst_voila = _load("myst_voila", _TOOLS / "voila" / "myst_voila.py")
+live_kernels = _load("live_kernels", _TOOLS / "live" / "live_kernels.py")
+
+#: Voila's culling (seconds): a kernel whose page has gone, one whose page is open but idle, and how often to look
+CULL_IDLE_TIMEOUT_S = 120
+CULL_CONNECTED_IDLE_TIMEOUT_S = 3600
+CULL_INTERVAL_S = 30
+
+
+def _set_xsrf_cookie(handler_class):
+    """Make ``handler_class`` (Voila's notebook page) set the ``_xsrf`` cookie that the page's shutdown beacon
+    sends back. Idempotent."""
+    if getattr(handler_class.prepare, "book_xsrf", False):
+        return handler_class
+    original = handler_class.prepare
+
+    async def prepare(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        if hasattr(result, "__await__"):
+            result = await result
+        self.xsrf_token          # tornado sets the _xsrf cookie on first access
+        return result
+
+    prepare.book_xsrf = True
+    handler_class.prepare = prepare
+    return handler_class
+
+
+from voila.handler import VoilaHandler  # noqa: E402  (Voila is importable wherever this file is loaded)
+
+_set_xsrf_cookie(VoilaHandler)
 
 c = get_config()  # noqa: F821  (defined by traitlets when it loads this file)
 c.VoilaConfiguration.prelaunch_hook = myst_voila.prelaunch_hook
 c.VoilaConfiguration.extension_denylist = ["jupyterlab-myst", "jupyterlab-jupytext", "@jupyterlite/pyodide-kernel-extension"]
+c.VoilaConfiguration.multi_kernel_manager_class = live_kernels.LiveKernelManager
+c.MappingKernelManager.cull_idle_timeout = CULL_IDLE_TIMEOUT_S
+c.MappingKernelManager.cull_interval = CULL_INTERVAL_S
+c.MappingKernelManager.cull_connected = True
+c.MappingKernelManager.cull_busy = False
+c.LiveKernelManager.cull_connected_idle_timeout = CULL_CONNECTED_IDLE_TIMEOUT_S

@@ -1,0 +1,49 @@
+"""Issue 38: the planner figure's axis label was cut inside its PNG (it ran past the right edge), and
+the widgets' figures are read at their own pixel size. Every drawn text of the planner's figure (chapter 12's
+widget, and chapter 17's, which draws the same figure) lies inside the figure, and no text is smaller than
+8.5 px."""
+
+from __future__ import annotations
+
+import matplotlib
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from llmsizing import charts
+
+#: The smallest text (px at the figure's DPI) a reader reads at the figure's size: 6.5 pt at 96 dpi.
+MIN_TEXT_PX = 8.5
+
+
+def _texts_outside(fig) -> tuple[list[str], list[str]]:
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    outside, small = [], []
+    # tick labels matplotlib keeps for ticks beyond the view limits are not drawn: leave them out
+    undrawn = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            drawn = {id(t) for tick in axis._update_ticks() for t in (tick.label1, tick.label2)}
+            undrawn |= {id(t) for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+                        for t in (tick.label1, tick.label2)} - drawn
+    for t in fig.findobj(matplotlib.text.Text):
+        if not t.get_text().strip() or not t.get_visible() or id(t) in undrawn:
+            continue
+        b = t.get_window_extent(renderer)
+        if b.x0 < -0.5 or b.y0 < -0.5 or b.x1 > width + 0.5 or b.y1 > height + 0.5:
+            outside.append(f"{t.get_text()[:50]!r} at x {b.x0:.0f}-{b.x1:.0f}, y {b.y0:.0f}-{b.y1:.0f} "
+                           f"in {width:.0f}x{height:.0f}")
+        if t.get_fontsize() * fig.dpi / 72 < MIN_TEXT_PX:
+            small.append(f"{t.get_text()[:30]!r} {t.get_fontsize() * fig.dpi / 72:.1f} px")
+    return outside, small
+
+
+@pytest.mark.parametrize("kw", [dict(model="llama-3-70b"),
+                                dict(model="llama-3.1-405b", seq=131072, gpus=("H100 SXM",), global_batch=128,
+                                     max_gpus=16384)], ids=["ch12-default", "ch17-default"])
+def test_planner_figure_text_is_inside_the_png_and_readable(kw):
+    outside, small = _texts_outside(charts.render_plan(**kw).figure)
+    assert not outside, "text cut at the figure's edge: " + "; ".join(outside)
+    assert not small, "text too small to read: " + "; ".join(small)

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""A workshop on one machine: N simulated participants against ONE Jupyter server (issue 38).
+
+    .venv/bin/python tools/load_test.py                          # chapter 12, 1, 2 and 4 participants
+    .venv/bin/python tools/load_test.py --chapter 17 -n 1 2 4 8 --moves 12 --json out.json
+
+For each N it starts one Jupyter server on 127.0.0.1 (the command and config of ``make serve-live``:
+tools/serve_live.py, kernels culled as there), then N participants at once, each as a reader's browser does it
+through the server's REST and kernel WebSocket API: start a kernel (``POST /api/kernels``), run the chapter's
+code cells top to bottom (``execute_request`` on the kernel's channels), then move the controls of the
+chapter's first widget one after another (``--moves`` moves: the next option of a drop-down, toggle or
+selection slider, one step of a number slider), each move a request that returns once the widget has redrawn.
+It reports, as N grows:
+
+* the kernels' memory (resident set, read from /proc for the server's child processes) after the run;
+* how long running the chapter took each participant;
+* the redraw time per move as the client sees it (request sent -> reply received: the kernel's redraw plus the
+  server's and the socket's share), median and 90th percentile over every participant's moves.
+
+The server and its kernels are stopped after each N. Only 127.0.0.1 is used; nothing leaves the machine. On a
+shared machine keep N small: every participant is a kernel of about 140 MiB running the chapter's code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+TOOLS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TOOLS))
+
+import serve_live  # noqa: E402
+
+BOOK = serve_live.BOOK
+
+#: Moves one control of the widget ``_book_w`` (the k-th control, in turn) and says which; the redraw happens
+#: in the same request, as it does when a reader moves it (Dashboard.update is the control's observer).
+MOVE_HELPER = r'''
+def __book_move(k):
+    keys = [key for key, c in _book_w.controls.items() if not isinstance(getattr(c, "index", None), tuple)]
+    c = _book_w.controls[keys[k % len(keys)]]
+    if getattr(c, "options", None):
+        c.index = (c.index + 1) % len(c.options)
+    elif hasattr(c, "max"):
+        c.value = c.value + c.step if c.value + c.step <= c.max else c.min
+    return keys[k % len(keys)]
+'''
+
+
+def code_cells(notebook: Path) -> tuple[list[str], str | None]:
+    """The notebook's code cells in order, and the source of its first widget cell (nbval-ignore-output)."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    cells, widget = [], None
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        src = "".join(cell["source"])
+        cells.append(src)
+        if widget is None and "nbval-ignore-output" in cell.get("metadata", {}).get("tags", []):
+            widget = src
+    return cells, widget
+
+
+def kernel_rss_mib(server_pid: int) -> list[float]:
+    """Resident memory (MiB) of each ipykernel process whose parent is the server."""
+    out = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid != server_pid or b"ipykernel" not in (entry / "cmdline").read_bytes():
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    out.append(int(line.split()[1]) / 1024)
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+class Participant:
+    """One simulated participant: a kernel on the server and its WebSocket."""
+
+    def __init__(self, base: str, token: str):
+        self.base, self.token, self.session = base, token, uuid.uuid4().hex
+        self.ws = None
+
+    async def start(self) -> None:
+        from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+        from tornado.websocket import websocket_connect
+
+        req = HTTPRequest(f"{self.base}/api/kernels", method="POST", body="{}",
+                          headers={"Authorization": f"token {self.token}"}, request_timeout=120)
+        kernel = json.loads((await AsyncHTTPClient().fetch(req)).body)
+        ws_url = self.base.replace("http://", "ws://") + f"/api/kernels/{kernel['id']}/channels"
+        auth = {"Authorization": f"token {self.token}"}
+        self.ws = await websocket_connect(HTTPRequest(ws_url, headers=auth), max_message_size=64 * 2**20)
+
+    async def execute(self, code: str, timeout_s: float = 600) -> dict:
+        """Run ``code``; return the execute_reply's content once it comes."""
+        msg_id = uuid.uuid4().hex
+        msg = {"header": {"msg_id": msg_id, "msg_type": "execute_request", "session": self.session,
+                          "username": "load-test", "date": "", "version": "5.3"},
+               "parent_header": {}, "metadata": {}, "channel": "shell",
+               "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                           "allow_stdin": False, "stop_on_error": True}}
+        await self.ws.write_message(json.dumps(msg))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            raw = await asyncio.wait_for(self.ws.read_message(), timeout=max(deadline - time.monotonic(), 1))
+            if raw is None:
+                raise RuntimeError("the kernel's WebSocket closed")
+            if isinstance(raw, bytes):          # a binary frame (widget buffers): not the reply
+                continue
+            reply = json.loads(raw)
+            mine = reply.get("parent_header", {}).get("msg_id") == msg_id
+            if mine and reply.get("msg_type") == "execute_reply":
+                return reply["content"]
+
+
+async def participant(base: str, token: str, cells: list[str], widget: str | None, moves: int) -> dict:
+    p = Participant(base, token)
+    await p.start()
+    t0 = time.monotonic()
+    errors = []
+    for src in cells:
+        reply = await p.execute(src)
+        if reply.get("status") != "ok":
+            errors.append(f"{reply.get('ename')}: {reply.get('evalue')}")
+            break
+    run_s = time.monotonic() - t0
+    times = []
+    if widget and not errors and moves:
+        await p.execute(f"_book_w = {widget.strip().splitlines()[-1]}\n" + MOVE_HELPER)
+        for k in range(moves):
+            t = time.monotonic()
+            reply = await p.execute(f"__book_move({k})")
+            times.append(time.monotonic() - t)
+            if reply.get("status") != "ok":
+                errors.append(f"move {k}: {reply.get('ename')}: {reply.get('evalue')}")
+                break
+    p.ws.close()
+    return {"run_s": run_s, "move_s": times, "errors": errors}
+
+
+def run_n(notebook: Path, n: int, moves: int) -> dict:
+    """One server, ``n`` participants at once: the numbers for this N."""
+    cells, widget = code_cells(notebook)
+    port, token = serve_live.free_port(), secrets.token_hex(16)
+    cmd, env = serve_live.jupyter_command("http://127.0.0.1:1", port=port, token=token)
+    proc = subprocess.Popen(cmd, cwd=BOOK, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        serve_live._wait_http(f"{base}/api/status?token={token}", proc, 120, "jupyter server")
+
+        async def everyone():
+            return await asyncio.gather(*(participant(base, token, cells, widget, moves) for _ in range(n)))
+
+        t0 = time.monotonic()
+        results = asyncio.run(everyone())
+        wall = time.monotonic() - t0
+        rss = kernel_rss_mib(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    moves_ms = sorted(1000 * t for r in results for t in r["move_s"])
+    q = (lambda p: moves_ms[min(len(moves_ms) - 1, int(p * len(moves_ms)))]) if moves_ms else (lambda p: None)
+    return {"participants": n, "chapter": notebook.name, "wall_s": round(wall, 1),
+            "kernels": len(rss), "kernel_rss_mib_median": round(statistics.median(rss), 1) if rss else None,
+            "kernel_rss_mib_total": round(sum(rss), 1),
+            "run_s_median": round(statistics.median(r["run_s"] for r in results), 1),
+            "run_s_max": round(max(r["run_s"] for r in results), 1),
+            "moves": len(moves_ms), "redraw_ms_median": round(q(0.5)) if moves_ms else None,
+            "redraw_ms_p90": round(q(0.9)) if moves_ms else None,
+            "errors": [e for r in results for e in r["errors"]]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--chapter", default="12", help="a chapter as for `make app CH=` (default 12)")
+    ap.add_argument("-n", "--participants", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--moves", type=int, default=8, help="control moves per participant (default 8)")
+    ap.add_argument("--json", type=Path, help="also write the rows to this file")
+    args = ap.parse_args(argv)
+    if any(n < 1 for n in args.participants):
+        print("participants: each N must be at least 1", file=sys.stderr)
+        return 2
+    os.environ.pop("MPLBACKEND", None)
+    notebook = serve_live.chapter_notebook(args.chapter)
+    rows = []
+    print(f"{'N':>3} {'kernels':>7} {'MiB/kernel':>10} {'MiB total':>9} {'run s (med/max)':>16} "
+          f"{'redraw ms (med/p90)':>20}  errors", flush=True)
+    for n in args.participants:
+        row = run_n(notebook, n, args.moves)
+        rows.append(row)
+        print(f"{n:>3} {row['kernels']:>7} {row['kernel_rss_mib_median']!s:>10} "
+              f"{row['kernel_rss_mib_total']:>9} "
+              f"{row['run_s_median']:>8}/{row['run_s_max']:<7} {row['redraw_ms_median']!s:>10}/"
+              f"{row['redraw_ms_p90']!s:<9}  {len(row['errors'])}", flush=True)
+        for e in row["errors"][:3]:
+            print(f"      {e}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0 if not any(r["errors"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
