@@ -36,6 +36,7 @@ from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FA
                          MOE_KEYS, moe_layer_indices)
 from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
+from .layer_kinds import StateMixer
 
 NORMS = ("layernorm", "rmsnorm")
 
@@ -157,6 +158,13 @@ class Model(TensorLayout):
     per head by ``kv_b_proj`` to ``qk_nope_head_dim`` key and ``v_head_dim`` value numbers. ``head_dim`` is
     then the query/key width ``qk_nope_head_dim + qk_rope_head_dim`` and ``kv_heads`` must be ``heads``; the
     KV cache is the latent plus the rotary key (:func:`~llmsizing.inference.kv_cache_bytes_per_token`).
+
+    **State-space layers** (``mixer``, a :class:`~llmsizing.layer_kinds.StateMixer`: Mamba, Mamba-2; issue 36):
+    the layers ``mixer_layers`` (``None``: every layer) replace attention by the mixer, which keeps a fixed
+    state per sequence instead of a KV cache (:attr:`state_numbers_per_sequence`); the KV cache counts the
+    other layers only (:attr:`n_attention_layers`). ``mixer_mlp=False``: a mixer layer is a norm and the
+    mixer, with no MLP (Mamba, Mamba-2; only when every layer is one, so ``heads`` and ``ffn_hidden`` count
+    nothing); with ``True`` it keeps the block's MLP or experts (Jamba, Bamba).
     """
 
     name: str
@@ -204,6 +212,10 @@ class Model(TensorLayout):
     qk_rope_head_dim: int | None = None
     qk_nope_head_dim: int | None = None
     v_head_dim: int | None = None
+    # ---- state-space layers (mixer=None: every layer is attention)
+    mixer: StateMixer | None = None
+    mixer_layers: tuple[int, ...] | None = None
+    mixer_mlp: bool = True
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -259,6 +271,23 @@ class Model(TensorLayout):
                                check_int("window_layers", self.window_layers, minimum=0,
                                                                 maximum=self.layers))
         self._check_moe()
+        self._check_mixer()
+
+    def _check_mixer(self) -> None:
+        object.__setattr__(self, "mixer_mlp", check_bool("mixer_mlp", self.mixer_mlp))
+        if self.mixer is None:
+            if self.mixer_layers is not None or not self.mixer_mlp:
+                raise ValueError("mixer_layers and mixer_mlp describe state-space layers: give mixer too")
+            return
+        if not isinstance(self.mixer, StateMixer):
+            raise TypeError(f"mixer must be a StateMixer, got {type(self.mixer).__name__}")
+        if self.mixer_layers is not None:
+            idx = tuple(sorted({check_int("mixer_layers[i]", i, minimum=0, maximum=self.layers - 1)
+                                for i in self.mixer_layers}))
+            object.__setattr__(self, "mixer_layers", None if len(idx) == self.layers else idx)
+        if not self.mixer_mlp and (self.mixer_layers is not None or self.experts):
+            raise ValueError("mixer_mlp=False (mixer layers without an MLP) needs every layer to be a mixer "
+                             "layer (mixer_layers=None) and no experts")
 
     def _check_mla(self, kv: int) -> None:
         for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
@@ -344,7 +373,25 @@ class Model(TensorLayout):
         """How many layers use :attr:`sliding_window` (0 without one)."""
         if self.sliding_window is None:
             return 0
-        return self.layers if self.window_layers is None else self.window_layers
+        return self.n_attention_layers if self.window_layers is None else self.window_layers
+
+    @property
+    def n_mixer_layers(self) -> int:
+        """How many layers are state-space mixer layers (0 without a ``mixer``)."""
+        if self.mixer is None:
+            return 0
+        return self.layers if self.mixer_layers is None else len(self.mixer_layers)
+
+    @property
+    def n_attention_layers(self) -> int:
+        """How many layers attend (and hold a KV cache): every layer but the mixer layers."""
+        return self.layers - self.n_mixer_layers
+
+    @property
+    def state_numbers_per_sequence(self) -> int:
+        """Numbers one sequence keeps in the mixer layers whatever its length (conv and SSM state; 0 without
+        a mixer). :func:`llmsizing.inference.state_bytes_per_sequence` gives the bytes. Chapter 3."""
+        return self.n_mixer_layers * (self.mixer.state_numbers if self.mixer else 0)
 
     # ------------------------------------------------------------------ tensors: inherited (model_tensors.py)
 
@@ -360,8 +407,8 @@ class Model(TensorLayout):
     def params_per_layer(self) -> int | float:
         """Parameters of one transformer block. A mixture of experts whose layers differ (some dense, some
         with experts) gets the mean over its layers, a float; every other model an exact ``int``."""
-        if self.n_moe_layers in (0, self.layers):
-            return sum(math.prod(s) for _, _, s in self.layer_tensors())
+        if self.n_moe_layers in (0, self.layers) and self.n_mixer_layers in (0, self.layers):
+            return self.block_params // self.layers
         return self.block_params / self.layers
 
     @cached_property

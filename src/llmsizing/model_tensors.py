@@ -142,12 +142,33 @@ class TensorLayout:
             if n_dense:
                 t += [(c, f"layers.{n}", s, n_dense) for c, n, s in self._mlp_tensors("", self.ffn_hidden)
                       if n in dense_mlp]
+        t = self._with_mixer(t)
         t += [("norms", "final_norm.weight", (h,), 1)]
         if self.norm == "layernorm":
             t.append(("norms", "final_norm.bias", (h,), 1))
         if not self.tied_embeddings:
             t.append(("lm_head", "lm_head.weight", (self.vocab, h), 1))
         return t
+
+    def _with_mixer(self, t):
+        """State-space layers (``mixer``): attention's tensors in the attention layers only, the mixer's (and
+        its input norm) in ``n_mixer_layers``; without ``mixer_mlp`` no MLP and no second norm at all."""
+        mixer = getattr(self, "mixer", None)
+        if mixer is None:
+            return t
+        n_mix, n_att = self.n_mixer_layers, self.n_attention_layers
+        attn = {f"layers.{n}" for _, n, _ in self._attention_tensors()}
+        out = []
+        for c, n, s, k in t:
+            if n in attn:
+                k = n_att
+            elif n.startswith("layers.") and not self.mixer_mlp:
+                k = 0
+            if k:
+                out.append((c, n, s, k))
+        mix = [(c, f"layers.mixer.{n}", s, n_mix) for c, n, s in
+               self._norm_tensors("norm") + mixer.tensors(self.hidden)]
+        return out + mix
 
 
 __all__ = ["TensorLayout"]

@@ -18,6 +18,11 @@ nothing downloaded) and writes two rows: the config as ``to_dict()`` gives it (`
                                   (its ``attribute_map`` resolved), 0 for a dense model
   kv_per_token                    numbers a token adds to the KV cache: the out features of every attention
                                   module's ``k_proj`` and ``v_proj`` (MLA: ``kv_a_proj_with_mqa``), over layers
+  state_per_sequence              numbers of the fixed per-sequence state a Mamba / linear-attention layer
+                                  keeps instead of a KV cache: the conv_states and recurrent_states the
+                                  model's own cache (``DynamicCache`` layers, ``LinearAttentionLayer``) holds
+                                  after a 5-token forward pass on the meta device, batch 1, over layers
+                                  (empty if that forward pass fails: ``state_error``)
   encoder_style                   1 if the type also has a masked-LM head (BERT, RoBERTa, XLNet, ...): an
                                   encoder that transformers can run as a decoder, not a decoder-only LLM
   error                           why the model could not be built (then no counts)
@@ -71,6 +76,24 @@ def _kv_per_token(model) -> int:
         elif "k_proj" in kids and "v_proj" in kids and hasattr(kids["k_proj"], "out_features"):
             n += kids["k_proj"].out_features + kids["v_proj"].out_features
     return n
+
+
+def _state_per_sequence(model) -> tuple[int | str, str]:
+    """Numbers of conv and recurrent state in the cache the model itself fills (batch 1), over layers."""
+    try:
+        with torch.device("meta"), torch.no_grad():
+            out = model(input_ids=torch.zeros(1, 5, dtype=torch.long), use_cache=True)
+    except Exception as exc:                                        # noqa: BLE001
+        return "", f"forward: {type(exc).__name__}: {exc}"[:200]
+    cache, n = getattr(out, "past_key_values", None), 0
+    for layer in getattr(cache, "layers", None) or ():
+        for attr in ("conv_states", "recurrent_states"):
+            states = getattr(layer, attr, None)
+            if isinstance(states, dict):
+                n += sum(t.numel() for t in states.values() if isinstance(t, torch.Tensor))
+            elif isinstance(states, torch.Tensor):
+                n += states.numel()
+    return n, ""
 
 
 def _count(model) -> dict:
@@ -147,6 +170,7 @@ def cmd_hf_sweep(args):
             with torch.device("meta"):
                 model = AutoModelForCausalLM.from_config(cfg)
             counts = _count(model)
+            counts["state_per_sequence"], counts["state_error"] = _state_per_sequence(model)
             cls, err = type(model).__name__, ""
             del model
         except Exception as exc:                                    # noqa: BLE001
@@ -160,7 +184,8 @@ def cmd_hf_sweep(args):
         print(f"{mtype:28s} {cls:40s} {counts.get('n_params', 0):>16,} {time.perf_counter() - t0:5.1f}s {err[:80]}",
               flush=True)
     cols = ["model_type", "kind", "model_class", "config_json", "n_params", "n_persistent_buffers", "n_text_params",
-            "routed_expert_params", "experts", "experts_per_token", "kv_per_token", "encoder_style", "error",
+            "routed_expert_params", "experts", "experts_per_token", "kv_per_token", "state_per_sequence", "encoder_style", "error",
+            "state_error",
             "transformers_version", "torch_version", "measured_on"]
     write_csv(args.out, [{c: r.get(c, "") for c in cols} for r in rows])
     print(f"wrote {len(rows)} rows to {args.out}")

@@ -1,0 +1,138 @@
+"""The config reader of the Hugging Face types with state-space (Mamba) layers (issue 36; chapter 1, "Load your
+model"; chapter 3 for their cache): pure Mamba and Mamba-2 models and the hybrids that put attention layers
+among them. Each reader follows transformers 5.24's ``modeling_<type>.py`` (cited per type in
+:data:`SSM_TYPES`), reads every key in the spellings its config class accepts and with its defaults
+(:class:`~llmsizing.hf_generic._Keys`), and refuses any unread key that could change the count.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .hf_generic import _Keys, refuse_unread
+from .layer_kinds import StateMixer
+
+
+def _src(t: str) -> str:
+    return f"transformers/models/{t}/modeling_{t}.py"
+
+
+def _dt_rank(k: _Keys, key: str, hidden: int) -> int:
+    """``"auto"`` is ``ceil(hidden / 16)`` (``MambaConfig.__post_init__``, ``JambaConfig``'s too)."""
+    v = k.value(key)
+    return math.ceil(hidden / 16) if v == "auto" else k.int(key)
+
+
+def _base(k: _Keys, tied_default: bool) -> dict:
+    tied = k.value("tie_word_embeddings", required=False)
+    return dict(layers=k.int("num_hidden_layers"), hidden=k.int("hidden_size"), vocab=k.int("vocab_size"),
+                tied_embeddings=tied_default if tied is None else bool(tied))
+
+
+def _mamba(k: _Keys) -> dict:
+    """``modeling_mamba.py`` / ``modeling_falcon_mamba.py``: a block is an RMSNorm and ``MambaMixer``
+    (FalconMamba's extra norms on dt, B and C have no weights)."""
+    f = _base(k, True)
+    h = f["hidden"]
+    k.used.update(("intermediate_size",))          # MambaConfig.__post_init__ sets it to expand x hidden
+    mixer = StateMixer("mamba", inner=int(k.value("expand") * h), state=k.int("state_size"),
+                       conv=k.int("conv_kernel"), dt_rank=_dt_rank(k, "time_step_rank", h),
+                       proj_bias=bool(k.switch("use_bias")), conv_bias=bool(k.switch("use_conv_bias")))
+    return dict(f, heads=1, ffn_hidden=h, norms_per_layer=1, mixer=mixer, mixer_mlp=False)
+
+
+def _mamba2(k: _Keys) -> dict:
+    """``modeling_mamba2.py``: a block is an RMSNorm and ``Mamba2Mixer`` (``inner = expand x hidden``, which
+    ``validate_architecture`` requires to be ``num_heads x head_dim``)."""
+    f = _base(k, False)
+    h = f["hidden"]
+    inner = int(k.value("expand") * h)
+    heads = k.int("num_heads")
+    if heads * k.int("head_dim") != inner:
+        raise ValueError(f"{k.where}: num_heads x head_dim must be expand x hidden_size ({inner}), as "
+                         "Mamba2Config.validate_architecture requires")
+    k.used.update(("time_step_rank",))               # not a parameter of Mamba-2 (dt_bias is per head)
+    mixer = StateMixer("mamba2", inner=inner, state=k.int("state_size"), conv=k.int("conv_kernel"),
+                       heads=heads, groups=k.int("n_groups"), proj_bias=bool(k.switch("use_bias")),
+                       conv_bias=bool(k.switch("use_conv_bias")))
+    return dict(f, heads=1, ffn_hidden=h, norms_per_layer=1, mixer=mixer, mixer_mlp=False)
+
+
+def _attention(k: _Keys, f: dict, qkv_bias: bool = False, mlp_bias: bool = False) -> dict:
+    heads = k.int("num_attention_heads")
+    kv = k.int("num_key_value_heads", required=False) or heads
+    return dict(f, heads=heads, kv_heads=kv, ffn_hidden=k.int("intermediate_size"), qkv_bias=qkv_bias,
+                bias=False, mlp_bias=mlp_bias)
+
+
+def _jamba(k: _Keys) -> dict:
+    """``modeling_jamba.py``: attention in layers ``i % attn_layer_period == attn_layer_offset``, Mamba
+    (with RMSNorms on dt, B and C) elsewhere; experts (``num_experts`` of width ``intermediate_size``, a
+    router without bias) in layers ``i % expert_layer_period == expert_layer_offset``, a dense MLP
+    elsewhere."""
+    f = _attention(k, _base(k, False))
+    h, n = f["hidden"], f["layers"]
+    a_per, a_off = k.int("attn_layer_period"), k.int("attn_layer_offset", minimum=0)
+    e_per, e_off = k.int("expert_layer_period"), k.int("expert_layer_offset", minimum=0)
+    mixer = StateMixer("mamba", inner=k.int("mamba_expand") * h, state=k.int("mamba_d_state"),
+                       conv=k.int("mamba_d_conv"), dt_rank=_dt_rank(k, "mamba_dt_rank", h),
+                       proj_bias=bool(k.switch("mamba_proj_bias")), conv_bias=bool(k.switch("mamba_conv_bias")),
+                       bc_dt_norms=True)
+    f.update(mixer=mixer, mixer_layers=tuple(i for i in range(n) if i % a_per != a_off))
+    experts = k.int("num_experts", minimum=0)
+    moe = tuple(i for i in range(n) if i % e_per == e_off)
+    if experts > 1 and moe:
+        f.update(experts=experts, experts_per_token=k.int("num_experts_per_tok"), moe_layers=moe)
+    else:
+        k.used.add("num_experts_per_tok")
+    return f
+
+
+def _bamba(k: _Keys) -> dict:
+    """``modeling_bamba.py``: attention in ``attn_layer_indices`` (``None``: none), ``BambaMixer`` (Mamba-2)
+    elsewhere, every layer with a gated MLP of ``intermediate_size`` (``mlp_bias``); attention biases with
+    ``attention_bias``."""
+    f = _attention(k, _base(k, False), qkv_bias=k.switch("attention_bias"), mlp_bias=k.switch("mlp_bias"))
+    h, n = f["hidden"], f["layers"]
+    if f["qkv_bias"]:
+        f.update(bias=True, qkv_bias=False, mlp_bias=f["mlp_bias"])
+    inner = int(k.value("mamba_expand") * h)
+    heads = k.int("mamba_n_heads")
+    head_dim = k.value("mamba_d_head")
+    if head_dim != "auto" and k.int("mamba_d_head") * heads != inner:
+        raise ValueError(f"{k.where}: mamba_n_heads x mamba_d_head must be mamba_expand x hidden_size "
+                         f"({inner})")
+    attn = k.value("attn_layer_indices", required=False) or []
+    if not isinstance(attn, list) or any(not isinstance(i, int) or not 0 <= i < n for i in attn):
+        raise ValueError(f"{k.where}: attn_layer_indices must be a list of layer indices below {n}, got "
+                         f"{attn!r}")
+    mixer = StateMixer("mamba2", inner=inner, state=k.int("mamba_d_state"), conv=k.int("mamba_d_conv"),
+                       heads=heads, groups=k.int("mamba_n_groups"), proj_bias=bool(k.switch("mamba_proj_bias")),
+                       conv_bias=bool(k.switch("mamba_conv_bias")))
+    f.update(mixer=mixer, mixer_layers=tuple(i for i in range(n) if i not in attn))
+    return f
+
+
+#: Keys of these types that change no parameter and no state: kernels, scan and time-step settings.
+_NO_PARAMETERS = ("max_position_embeddings", "hidden_act", "layer_types", "use_mamba_kernels", "use_mambapy",
+                  "use_associative_scan", "residual_in_fp32", "rescale_prenorm_residual", "chunk_size",
+                  "mamba_chunk_size", "time_step_min", "time_step_max", "time_step_floor", "time_step_limit",
+                  "time_step_scale", "time_step_init_scheme", "num_logits_to_keep", "z_loss_coefficient")
+
+#: The types read here and their readers: ``{model_type: (reader, modeling file)}``.
+SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("falcon_mamba")),
+             "mamba2": (_mamba2, _src("mamba2")), "jamba": (_jamba, _src("jamba")),
+             "bamba": (_bamba, _src("bamba"))}
+
+
+def ssm_fields(config: dict, where: str, mtype: str) -> dict:
+    """The :class:`~llmsizing.model.Model` fields of a config of a :data:`SSM_TYPES` type."""
+    reader, source = SSM_TYPES[mtype]
+    k = _Keys(config, where, mtype)
+    fields = reader(k)
+    k.used.update(_NO_PARAMETERS)
+    refuse_unread(config, where, mtype, k.used, source)
+    return fields
+
+
+__all__ = ["SSM_TYPES", "ssm_fields"]

@@ -1,0 +1,105 @@
+"""Sequence mixers with a fixed per-sequence state instead of a KV cache (issue 36; chapters 1 and 3): the
+selective state-space layers of Mamba (Gu & Dao 2023, arXiv:2312.00752) and Mamba-2 (Dao & Gu 2024,
+arXiv:2405.21060), as ``transformers`` 5.24 builds them.
+
+A :class:`StateMixer` describes one such layer: its parameter tensors (``modeling_mamba.py``'s
+``MambaMixer``: ``in_proj``, a depthwise ``conv1d``, ``x_proj``, ``dt_proj``, ``A_log``, ``D``, ``out_proj``;
+``modeling_mamba2.py``'s ``Mamba2Mixer``: one ``in_proj`` for x, z, B, C and dt, ``conv1d`` over x, B and C,
+``dt_bias``, ``A_log``, ``D``, a gated RMSNorm, ``out_proj``) and the state a sequence keeps in it whatever
+its length: the last ``conv`` inputs of the convolution and the SSM state, the ``conv_states`` and
+``recurrent_states`` of transformers' ``LinearAttentionLayer`` cache (``cache_utils.py``). A
+:class:`~llmsizing.model.Model` lists which of its layers use the mixer instead of attention (``mixer_layers``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._validate import check_bool, check_choice, check_int
+
+#: The mixer kinds: Mamba's selective scan (one state of ``state`` numbers per channel) and Mamba-2's (one per
+#: head and head channel, B and C shared within ``groups``).
+MIXER_KINDS = ("mamba", "mamba2")
+
+
+@dataclass(frozen=True)
+class StateMixer:
+    """One state-space mixer layer.
+
+    ``inner``: the expanded width (``expand x hidden``: transformers' ``intermediate_size`` of the mixer);
+    ``state``: ``d_state`` (``state_size``); ``conv``: the convolution's kernel (``conv_kernel``/``d_conv``);
+    Mamba: ``dt_rank`` (``time_step_rank``) and ``bc_dt_norms`` (Jamba's RMSNorms on dt, B and C);
+    Mamba-2: ``heads`` (``num_heads``, each of ``inner / heads`` channels) and ``groups`` (``n_groups``);
+    ``proj_bias``: biases on ``in_proj`` and ``out_proj`` (``use_bias``); ``conv_bias``: on ``conv1d``."""
+
+    kind: str
+    inner: int
+    state: int
+    conv: int = 4
+    dt_rank: int = 0
+    heads: int = 0
+    groups: int = 1
+    proj_bias: bool = False
+    conv_bias: bool = True
+    bc_dt_norms: bool = False
+
+    def __post_init__(self):
+        check_choice("kind", self.kind, MIXER_KINDS)
+        for f in ("inner", "state", "conv"):
+            object.__setattr__(self, f, check_int(f, getattr(self, f)))
+        for f in ("proj_bias", "conv_bias", "bc_dt_norms"):
+            object.__setattr__(self, f, check_bool(f, getattr(self, f)))
+        if self.kind == "mamba":
+            object.__setattr__(self, "dt_rank", check_int("dt_rank", self.dt_rank))
+        else:
+            heads = check_int("heads", self.heads)
+            groups = check_int("groups", self.groups)
+            if self.inner % heads or heads % groups:
+                raise ValueError(f"heads ({heads}) must divide inner ({self.inner}) and groups ({groups}) "
+                                 "must divide heads")
+            object.__setattr__(self, "heads", heads)
+            object.__setattr__(self, "groups", groups)
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the depthwise convolution: ``inner`` (Mamba), ``inner + 2 groups x state`` (Mamba-2:
+        x, B and C)."""
+        return self.inner if self.kind == "mamba" else self.inner + 2 * self.groups * self.state
+
+    def tensors(self, hidden: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        """The mixer's parameter tensors as ``(component, name, shape)`` (the block's norm not included). The
+        mixer does attention's job (mixing tokens), so its matrices count under :meth:`Model.param_breakdown`'s
+        ``"attention"`` and its norms under ``"norms"``."""
+        h, d, n, c = hidden, self.inner, self.state, self.conv_channels
+        t = []
+        if self.kind == "mamba":
+            t.append(("attention", "in_proj.weight", (2 * d, h)))
+            t += [("attention", "in_proj.bias", (2 * d,))] if self.proj_bias else []
+        else:
+            t.append(("attention", "in_proj.weight", (d + c + self.heads, h)))
+            t += [("attention", "in_proj.bias", (d + c + self.heads,))] if self.proj_bias else []
+        t.append(("attention", "conv1d.weight", (c, 1, self.conv)))
+        t += [("attention", "conv1d.bias", (c,))] if self.conv_bias else []
+        if self.kind == "mamba":
+            r = self.dt_rank
+            t += [("attention", "x_proj.weight", (r + 2 * n, d)), ("attention", "dt_proj.weight", (d, r)),
+                  ("attention", "dt_proj.bias", (d,)), ("attention", "A_log", (d, n)), ("attention", "D", (d,))]
+            if self.bc_dt_norms:
+                t += [("norms", "dt_norm.weight", (r,)), ("norms", "b_norm.weight", (n,)),
+                      ("norms", "c_norm.weight", (n,))]
+        else:
+            t += [("attention", "dt_bias", (self.heads,)), ("attention", "A_log", (self.heads,)),
+                  ("attention", "D", (self.heads,)), ("norms", "gated_norm.weight", (d,))]
+        t.append(("attention", "out_proj.weight", (h, d)))
+        t += [("attention", "out_proj.bias", (h,))] if self.proj_bias else []
+        return t
+
+    @property
+    def state_numbers(self) -> int:
+        """Numbers one sequence keeps in ONE mixer layer: the convolution's last ``conv`` inputs
+        (``conv_channels x conv``) plus the SSM state (``inner x state``: Mamba's per channel, Mamba-2's per
+        head and head channel), as transformers' cache holds them."""
+        return self.conv_channels * self.conv + self.inner * self.state
+
+
+__all__ = ["MIXER_KINDS", "StateMixer"]
