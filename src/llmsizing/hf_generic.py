@@ -78,10 +78,10 @@ class _Keys:
         return None
 
 
-def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
+def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Keys | None" = None) -> dict:
     """The :class:`~llmsizing.model.Model` fields of a config of a :data:`~llmsizing.hf_types.TYPE_RULES`
-    type."""
-    k = _Keys(config, where, mtype)
+    type (``keys``: a reader that has already read some keys, e.g. a hybrid's state-space ones)."""
+    k = keys or _Keys(config, where, mtype)
     layers, hidden, heads = k.int("num_hidden_layers"), k.int("hidden_size"), k.int("num_attention_heads")
     if rule.gpt2_layout:
         kv = 1 if k.switch("multi_query") else heads

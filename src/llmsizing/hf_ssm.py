@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-from .hf_generic import _Keys, refuse_unread
+from .hf_generic import _Keys, _short, generic_fields, refuse_unread
+from .hf_types import Moe, Rule, config_classes
 from .layer_kinds import StateMixer
 
 
@@ -96,21 +97,96 @@ def _bamba(k: _Keys) -> dict:
     h, n = f["hidden"], f["layers"]
     if f["qkv_bias"]:
         f.update(bias=True, qkv_bias=False, mlp_bias=f["mlp_bias"])
-    inner = int(k.value("mamba_expand") * h)
-    heads = k.int("mamba_n_heads")
-    head_dim = k.value("mamba_d_head")
-    if head_dim != "auto" and k.int("mamba_d_head") * heads != inner:
-        raise ValueError(f"{k.where}: mamba_n_heads x mamba_d_head must be mamba_expand x hidden_size "
-                         f"({inner})")
     attn = k.value("attn_layer_indices", required=False) or []
     if not isinstance(attn, list) or any(not isinstance(i, int) or not 0 <= i < n for i in attn):
         raise ValueError(f"{k.where}: attn_layer_indices must be a list of layer indices below {n}, got "
                          f"{attn!r}")
-    mixer = StateMixer("mamba2", inner=inner, state=k.int("mamba_d_state"), conv=k.int("mamba_d_conv"),
-                       heads=heads, groups=k.int("mamba_n_groups"), proj_bias=bool(k.switch("mamba_proj_bias")),
-                       conv_bias=bool(k.switch("mamba_conv_bias")))
-    f.update(mixer=mixer, mixer_layers=tuple(i for i in range(n) if i not in attn))
+    f.update(mixer=_mamba2_mixer(k, h), mixer_layers=tuple(i for i in range(n) if i not in attn))
     return f
+
+
+def _mamba2_mixer(k: _Keys, h: int, p: str = "mamba_") -> StateMixer:
+    """A Mamba-2 mixer from the ``mamba_*`` keys of a hybrid (Bamba, GraniteMoeHybrid, NemotronH)."""
+    inner = int(k.value(p + "expand") * h) if p + "expand" in _fields(k) else k.int(p + "num_heads") \
+        * k.int(p + "head_dim")
+    heads = k.int(p + "n_heads") if p + "n_heads" in _fields(k) else k.int(p + "num_heads")
+    d_head = p + ("d_head" if p + "d_head" in _fields(k) else "head_dim")
+    if k.value(d_head) != "auto" and k.int(d_head) * heads != inner:
+        raise ValueError(f"{k.where}: the Mamba heads x head width must be the mixer width ({inner})")
+    return StateMixer("mamba2", inner=inner, state=k.int(p + "d_state" if p + "d_state" in _fields(k)
+                                                          else "ssm_state_size"),
+                      conv=k.int(p + "d_conv" if p + "d_conv" in _fields(k) else "conv_kernel"),
+                      heads=heads, groups=k.int(p + "n_groups"), proj_bias=bool(k.switch(p + "proj_bias")),
+                      conv_bias=bool(k.switch(p + "conv_bias")))
+
+
+def _fields(k: _Keys) -> dict:
+    return config_classes().get(k.mtype, {}).get("defaults", {})
+
+
+def _kinds(k: _Keys, n: int, key: str, mixer: tuple, attention: tuple) -> tuple[int, ...]:
+    """The mixer layers of a per-layer list of kinds (``layer_types``); any other kind is refused."""
+    kinds = k.value(key)
+    if not isinstance(kinds, list) or len(kinds) != n or set(kinds) - set(mixer) - set(attention):
+        raise ValueError(f"{k.where}: {key} must be a list of {n} entries among "
+                         f"{', '.join(mixer + attention)}, got {_short(kinds)}")
+    return tuple(i for i, t in enumerate(kinds) if t in mixer)
+
+
+def _granitemoehybrid(k: _Keys) -> dict:
+    """``modeling_granitemoehybrid.py``: every layer a Mamba-2 mixer or attention (``layer_types``), then
+    ``num_local_experts`` routed experts of ``intermediate_size`` (a router without bias) plus a gated
+    ``shared_mlp`` of ``shared_intermediate_size`` (alone when there are no experts)."""
+    f = _attention(k, _base(k, False))
+    if k.switch("attention_bias"):
+        f.update(bias=True, mlp_bias=False)
+    n, shared = f["layers"], k.int("shared_intermediate_size")
+    f.update(mixer=_mamba2_mixer(k, f["hidden"]),
+             mixer_layers=_kinds(k, n, "layer_types", ("linear_attention", "mamba"),
+                                 ("attention", "full_attention")))
+    experts = k.int("num_local_experts", minimum=0)
+    if experts:
+        f.update(experts=experts, experts_per_token=k.int("num_experts_per_tok"),
+                 expert_ffn_hidden=f["ffn_hidden"], shared_experts=1, shared_expert_ffn_hidden=shared)
+    else:
+        f.update(ffn_hidden=shared)
+        k.used.update(("num_experts_per_tok",))
+    return f
+
+
+_QWEN3_NEXT = Rule(source=_src("qwen3_next"), qkv_bias=False, o_bias=False, mlp_bias=False, qk_norm="head",
+                   attn_gate="full", window=None,
+                   moe=Moe(shared_width="shared_expert_intermediate_size", shared_gate=True,
+                           step="decoder_sparse_step", dense_list="mlp_only_layers"))
+
+
+def _qwen3_next(k: _Keys) -> dict:
+    """``modeling_qwen3_next.py``: ``Qwen3NextGatedDeltaNet`` in the ``linear_attention`` layers of
+    ``layer_types`` (by default three in four: every ``full_attention_interval``-th layer attends), gated
+    attention elsewhere (``q_proj`` doubled for the output gate, per-head q/k norms), Qwen2-MoE's experts with
+    a gated shared expert."""
+    n = k.int("num_hidden_layers")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        every = k.config.get("full_attention_interval", 4)
+        kinds = ["linear_attention" if (i + 1) % every else "full_attention" for i in range(n)]
+    k.used.update(("layer_types", "full_attention_interval"))
+    mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("linear_attention",), ("full_attention",))
+    heads, groups = k.int("linear_num_value_heads"), k.int("linear_num_key_heads")
+    mixer = StateMixer("gdn", inner=heads * k.int("linear_value_head_dim"), state=k.int("linear_key_head_dim"),
+                       conv=k.int("linear_conv_kernel_dim"), heads=heads, groups=groups, conv_bias=False)
+    f = generic_fields(k.config, k.where, k.mtype, _QWEN3_NEXT, keys=k)
+    return dict(f, mixer=mixer, mixer_layers=mix)
+
+
+class _Fixed:
+    """A key reader that answers one key from a given value (a default that ``__post_init__`` computes)."""
+
+    def __init__(self, k: _Keys, value):
+        self.where, self._value = k.where, value
+
+    def value(self, key: str):
+        return self._value
 
 
 #: Keys of these types that change no parameter and no state: kernels, scan and time-step settings.
@@ -122,7 +198,9 @@ _NO_PARAMETERS = ("max_position_embeddings", "hidden_act", "layer_types", "use_m
 #: The types read here and their readers: ``{model_type: (reader, modeling file)}``.
 SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("falcon_mamba")),
              "mamba2": (_mamba2, _src("mamba2")), "jamba": (_jamba, _src("jamba")),
-             "bamba": (_bamba, _src("bamba"))}
+             "bamba": (_bamba, _src("bamba")),
+             "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
+             "qwen3_next": (_qwen3_next, _src("qwen3_next"))}
 
 
 def ssm_fields(config: dict, where: str, mtype: str) -> dict:

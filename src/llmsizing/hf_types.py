@@ -277,7 +277,6 @@ REFUSED_TYPES: dict[str, str] = {
     "gpt_neo": "GPT-2-style block with local attention layers: not mapped yet",
     "gpt_neox_japanese": "GPT-NeoX-Japanese's separate dense bias: not mapped yet",
     "gptj": "GPT-J's parallel block with a biased LM head: not mapped yet",
-    "granitemoehybrid": _SSM,
     "hrm_text": _ATTN_GATE,
     "hunyuan_v1_dense": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                          "unsupported operand type(s) for ** or pow(): 'NoneTy)"),
@@ -319,7 +318,6 @@ REFUSED_TYPES: dict[str, str] = {
     "qwen3_5_moe": _LINEAR_ATTN,
     "qwen3_5_moe_text": _LINEAR_ATTN,
     "qwen3_5_text": _LINEAR_ATTN,
-    "qwen3_next": _LINEAR_ATTN,
     "qwen4_exp": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
                   " operand type(s) for //: 'NoneType' and ')"),
     "qwen4_exp_text": ("transformers 5.24 cannot build its own class default (build: TypeError: "

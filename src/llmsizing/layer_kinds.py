@@ -17,9 +17,12 @@ from dataclasses import dataclass
 
 from ._validate import check_bool, check_choice, check_int
 
-#: The mixer kinds: Mamba's selective scan (one state of ``state`` numbers per channel) and Mamba-2's (one per
-#: head and head channel, B and C shared within ``groups``).
-MIXER_KINDS = ("mamba", "mamba2")
+#: The mixer kinds: Mamba's selective scan (one state of ``state`` numbers per channel), Mamba-2's (one per
+#: head and head channel, B and C shared within ``groups``) and the gated delta rule of Gated DeltaNet (Yang,
+#: Kautz & Hatamizadeh 2024, arXiv:2412.06464; Qwen3-Next's ``Qwen3NextGatedDeltaNet``): ``heads`` value heads
+#: of ``inner / heads`` channels, ``groups`` key heads of ``state`` channels, a ``state x head`` matrix of
+#: state per value head.
+MIXER_KINDS = ("mamba", "mamba2", "gdn")
 
 
 @dataclass(frozen=True)
@@ -66,11 +69,22 @@ class StateMixer:
         x, B and C)."""
         return self.inner if self.kind == "mamba" else self.inner + 2 * self.groups * self.state
 
+    def _gdn_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        """Qwen3-Next's ``Qwen3NextGatedDeltaNet``: ``in_proj_qkvz``, ``in_proj_ba``, ``conv1d`` (no bias),
+        ``dt_bias``, ``A_log``, a gated RMSNorm over one value head, ``out_proj`` (no biases)."""
+        d, c, v = self.inner, self.conv_channels, self.heads
+        return [("attention", "in_proj_qkvz.weight", (c + d, h)), ("attention", "in_proj_ba.weight", (2 * v, h)),
+                ("attention", "conv1d.weight", (c, 1, self.conv)), ("attention", "dt_bias", (v,)),
+                ("attention", "A_log", (v,)), ("norms", "gated_norm.weight", (d // v,)),
+                ("attention", "out_proj.weight", (h, d))]
+
     def tensors(self, hidden: int) -> list[tuple[str, str, tuple[int, ...]]]:
         """The mixer's parameter tensors as ``(component, name, shape)`` (the block's norm not included). The
         mixer does attention's job (mixing tokens), so its matrices count under :meth:`Model.param_breakdown`'s
         ``"attention"`` and its norms under ``"norms"``."""
         h, d, n, c = hidden, self.inner, self.state, self.conv_channels
+        if self.kind == "gdn":
+            return self._gdn_tensors(h)
         t = []
         if self.kind == "mamba":
             t.append(("attention", "in_proj.weight", (2 * d, h)))
