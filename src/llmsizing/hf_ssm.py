@@ -160,7 +160,14 @@ _QWEN3_NEXT = Rule(source=_src("qwen3_next"), qkv_bias=False, o_bias=False, mlp_
                            step="decoder_sparse_step", dense_list="mlp_only_layers"))
 
 
-def _qwen3_next(k: _Keys) -> dict:
+_QWEN3_5 = Rule(source=_src("qwen3_5"), qkv_bias=False, o_bias=False, mlp_bias=False, qk_norm="head",
+                attn_gate="full", window=None)
+_QWEN3_5_MOE = Rule(source=_src("qwen3_5_moe"), qkv_bias=False, o_bias=False, mlp_bias=False, qk_norm="head",
+                    attn_gate="full", window=None,
+                    moe=Moe(shared_width="shared_expert_intermediate_size", shared_gate=True))
+
+
+def _qwen3_next(k: _Keys, rule: Rule = _QWEN3_NEXT) -> dict:
     """``modeling_qwen3_next.py``: ``Qwen3NextGatedDeltaNet`` in the ``linear_attention`` layers of
     ``layer_types`` (by default three in four: every ``full_attention_interval``-th layer attends), gated
     attention elsewhere (``q_proj`` doubled for the output gate, per-head q/k norms), Qwen2-MoE's experts with
@@ -175,7 +182,7 @@ def _qwen3_next(k: _Keys) -> dict:
     heads, groups = k.int("linear_num_value_heads"), k.int("linear_num_key_heads")
     mixer = StateMixer("gdn", inner=heads * k.int("linear_value_head_dim"), state=k.int("linear_key_head_dim"),
                        conv=k.int("linear_conv_kernel_dim"), heads=heads, groups=groups, conv_bias=False)
-    f = generic_fields(k.config, k.where, k.mtype, _QWEN3_NEXT, keys=k)
+    f = generic_fields(k.config, k.where, k.mtype, rule, keys=k)
     return dict(f, mixer=mixer, mixer_layers=mix)
 
 
@@ -200,7 +207,9 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "mamba2": (_mamba2, _src("mamba2")), "jamba": (_jamba, _src("jamba")),
              "bamba": (_bamba, _src("bamba")),
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
-             "qwen3_next": (_qwen3_next, _src("qwen3_next"))}
+             "qwen3_next": (_qwen3_next, _src("qwen3_next")),
+             "qwen3_5_text": (lambda k: _qwen3_next(k, _QWEN3_5), _src("qwen3_5")),
+             "qwen3_5_moe_text": (lambda k: _qwen3_next(k, _QWEN3_5_MOE), _src("qwen3_5_moe"))}
 
 
 def ssm_fields(config: dict, where: str, mtype: str) -> dict:

@@ -314,10 +314,6 @@ REFUSED_TYPES: dict[str, str] = {
     "persimmon": "per-head LayerNorms with biases on q and k: not modelled",
     "phi": "a biased LM head: not modelled",
     "phi4_multimodal": _MULTIMODAL_TEXT,
-    "qwen3_5": _LINEAR_ATTN,
-    "qwen3_5_moe": _LINEAR_ATTN,
-    "qwen3_5_moe_text": _LINEAR_ATTN,
-    "qwen3_5_text": _LINEAR_ATTN,
     "qwen4_exp": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
                   " operand type(s) for //: 'NoneType' and ')"),
     "qwen4_exp_text": ("transformers 5.24 cannot build its own class default (build: TypeError: "
