@@ -186,6 +186,34 @@ def _qwen3_next(k: _Keys, rule: Rule = _QWEN3_NEXT) -> dict:
     return dict(f, mixer=mixer, mixer_layers=mix)
 
 
+_OLMO_HYBRID = Rule(source=_src("olmo_hybrid"), mlp_bias=False, qk_norm="proj", window=None)
+
+
+def _olmo_hybrid(k: _Keys) -> dict:
+    """``modeling_olmo_hybrid.py``: ``OlmoHybridGatedDeltaNet`` (q, k, v, a, b, g and o projections: the
+    parameters of Gated DeltaNet) in the ``linear_attention`` layers, OLMo 2's attention (q/k norms over the
+    projections, norms after attention and MLP) elsewhere; ``OlmoHybridConfig.__post_init__``'s defaults:
+    every fourth layer attends (at least the last), ``num_attention_heads`` key and value heads of
+    ``0.75 hidden / heads`` and twice that channels."""
+    n, h, a = k.int("num_hidden_layers"), k.int("hidden_size"), k.int("num_attention_heads")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        kinds = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(n)]
+        if "full_attention" not in kinds:
+            kinds[-1] = "full_attention"
+    mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("linear_attention",), ("full_attention",))
+    groups = k.int("linear_num_key_heads", required=False) or a
+    heads = k.int("linear_num_value_heads", required=False) or a
+    kd = k.int("linear_key_head_dim", required=False) or int(0.75 * h / groups)
+    vd = k.int("linear_value_head_dim", required=False) or 2 * kd
+    mixer = StateMixer("gdn", inner=heads * vd, state=kd, conv=k.int("linear_conv_kernel_dim"), heads=heads,
+                       groups=groups, conv_bias=False)
+    k.used.update(("linear_allow_neg_eigval", "linear_a_log_min", "linear_a_log_max", "linear_dt_min",
+                   "linear_dt_max", "linear_dt_init_floor"))
+    f = generic_fields(k.config, k.where, k.mtype, _OLMO_HYBRID, keys=k)
+    return dict(f, mixer=mixer, mixer_layers=mix)
+
+
 class _Fixed:
     """A key reader that answers one key from a given value (a default that ``__post_init__`` computes)."""
 
@@ -208,6 +236,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "bamba": (_bamba, _src("bamba")),
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
+             "olmo_hybrid": (_olmo_hybrid, _src("olmo_hybrid")),
              "qwen3_5_text": (lambda k: _qwen3_next(k, _QWEN3_5), _src("qwen3_5")),
              "qwen3_5_moe_text": (lambda k: _qwen3_next(k, _QWEN3_5_MOE), _src("qwen3_5_moe"))}
 

@@ -309,7 +309,6 @@ REFUSED_TYPES: dict[str, str] = {
     "nanochat": "norms without parameters: not mapped yet",
     "nemotron_h": _SSM_HYBRID,
     "olmo": "non-parametric LayerNorm (no weights): not mapped yet",
-    "olmo_hybrid": _LINEAR_ATTN,
     "openai-gpt": "post-norm GPT-1 block without a final norm: not mapped yet",
     "persimmon": "per-head LayerNorms with biases on q and k: not modelled",
     "phi": "a biased LM head: not modelled",
