@@ -167,18 +167,40 @@ _QWEN3_5_MOE = Rule(source=_src("qwen3_5_moe"), qkv_bias=False, o_bias=False, ml
                     moe=Moe(shared_width="shared_expert_intermediate_size", shared_gate=True))
 
 
-def _qwen3_next(k: _Keys, rule: Rule = _QWEN3_NEXT) -> dict:
+_LARA_MINI = Rule(source=_src("lara_mini"), mlp_bias=False, qk_norm="head", window=None,
+                  moe=Moe(shared_width="shared_expert_intermediate_size"))
+_LARA_PATTERN = ("linear_attention", "sliding_attention", "linear_attention", "full_attention",
+                 "sliding_attention")
+
+
+def _lara_mini(k: _Keys) -> dict:
+    """``modeling_lara_mini.py``: Gated DeltaNet, sliding-window and full attention layers (``layer_types``;
+    by default the released period of five), every layer with routed experts and an ungated shared expert."""
+    n = k.int("num_hidden_layers")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        kinds = [_LARA_PATTERN[i % 5] for i in range(n)]
+    f = _qwen3_next(k, _LARA_MINI, kinds)
+    windowed = sum(t == "sliding_attention" for t in kinds)
+    if windowed:
+        f.update(sliding_window=k.int("sliding_window"),
+                 window_layers=None if windowed == n - len(f["mixer_layers"]) else windowed)
+    return f
+
+
+def _qwen3_next(k: _Keys, rule: Rule = _QWEN3_NEXT, kinds: list | None = None) -> dict:
     """``modeling_qwen3_next.py``: ``Qwen3NextGatedDeltaNet`` in the ``linear_attention`` layers of
     ``layer_types`` (by default three in four: every ``full_attention_interval``-th layer attends), gated
     attention elsewhere (``q_proj`` doubled for the output gate, per-head q/k norms), Qwen2-MoE's experts with
     a gated shared expert."""
     n = k.int("num_hidden_layers")
-    kinds = k.value("layer_types", required=False)
+    kinds = kinds or k.value("layer_types", required=False)
     if kinds is None:
         every = k.config.get("full_attention_interval", 4)
         kinds = ["linear_attention" if (i + 1) % every else "full_attention" for i in range(n)]
     k.used.update(("layer_types", "full_attention_interval"))
-    mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("linear_attention",), ("full_attention",))
+    mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("linear_attention",),
+                 ("full_attention",) + (("sliding_attention",) if rule is _LARA_MINI else ()))
     heads, groups = k.int("linear_num_value_heads"), k.int("linear_num_key_heads")
     mixer = StateMixer("gdn", inner=heads * k.int("linear_value_head_dim"), state=k.int("linear_key_head_dim"),
                        conv=k.int("linear_conv_kernel_dim"), heads=heads, groups=groups, conv_bias=False)
@@ -236,6 +258,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "bamba": (_bamba, _src("bamba")),
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
+             "lara_mini": (_lara_mini, _src("lara_mini")),
              "olmo_hybrid": (_olmo_hybrid, _src("olmo_hybrid")),
              "qwen3_5_text": (lambda k: _qwen3_next(k, _QWEN3_5), _src("qwen3_5")),
              "qwen3_5_moe_text": (lambda k: _qwen3_next(k, _QWEN3_5_MOE), _src("qwen3_5_moe"))}
