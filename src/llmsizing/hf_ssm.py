@@ -246,6 +246,26 @@ class _Fixed:
         return self._value
 
 
+def _falcon_h1(k: _Keys) -> dict:
+    """``modeling_falcon_h1.py``: every layer runs attention and ``FalconH1Mixer`` (Mamba-2 of
+    ``mamba_d_ssm`` channels, or ``mamba_expand x hidden``; its gated norm only with ``mamba_rms_norm``;
+    ``projectors_bias`` on ``out_proj``) side by side after one norm, then a gated MLP."""
+    f = _attention(k, _base(k, False), mlp_bias=k.switch("mlp_bias"))
+    if k.switch("attention_bias"):
+        f.update(bias=True)
+    h = f["hidden"]
+    inner = k.int("mamba_d_ssm", required=False) or int(k.value("mamba_expand") * h)
+    heads = k.int("mamba_n_heads")
+    if k.value("mamba_d_head") != "auto" and k.int("mamba_d_head") * heads != inner:
+        raise ValueError(f"{k.where}: mamba_n_heads x mamba_d_head must be the mixer width ({inner})")
+    k.used.update(("mamba_expand", "mamba_norm_before_gate", "mlp_multipliers", "ssm_multipliers"))
+    mixer = StateMixer("mamba2", inner=inner, state=k.int("mamba_d_state"), conv=k.int("mamba_d_conv"),
+                       heads=heads, groups=k.int("mamba_n_groups"), proj_bias=bool(k.switch("mamba_proj_bias")),
+                       out_bias=bool(k.switch("projectors_bias")), conv_bias=bool(k.switch("mamba_conv_bias")),
+                       gated_norm=bool(k.switch("mamba_rms_norm")))
+    return dict(f, mixer=mixer, mixer_parallel=True)
+
+
 #: Keys of these types that change no parameter and no state: kernels, scan and time-step settings.
 _NO_PARAMETERS = ("max_position_embeddings", "hidden_act", "layer_types", "use_mamba_kernels", "use_mambapy",
                   "use_associative_scan", "residual_in_fp32", "rescale_prenorm_residual", "chunk_size",
@@ -258,6 +278,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "bamba": (_bamba, _src("bamba")),
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
+             "falcon_h1": (_falcon_h1, _src("falcon_h1")),
              "lara_mini": (_lara_mini, _src("lara_mini")),
              "olmo_hybrid": (_olmo_hybrid, _src("olmo_hybrid")),
              "qwen3_5_text": (lambda k: _qwen3_next(k, _QWEN3_5), _src("qwen3_5")),

@@ -33,7 +33,9 @@ class StateMixer:
     ``state``: ``d_state`` (``state_size``); ``conv``: the convolution's kernel (``conv_kernel``/``d_conv``);
     Mamba: ``dt_rank`` (``time_step_rank``) and ``bc_dt_norms`` (Jamba's RMSNorms on dt, B and C);
     Mamba-2: ``heads`` (``num_heads``, each of ``inner / heads`` channels) and ``groups`` (``n_groups``);
-    ``proj_bias``: biases on ``in_proj`` and ``out_proj`` (``use_bias``); ``conv_bias``: on ``conv1d``."""
+    ``proj_bias``: biases on ``in_proj`` and ``out_proj`` (``use_bias``); ``out_bias``: on ``out_proj`` alone
+    (``None``: as ``proj_bias``; Falcon-H1's ``projectors_bias``); ``conv_bias``: on ``conv1d``;
+    ``gated_norm``: Mamba-2's gated RMSNorm before ``out_proj`` (Falcon-H1's ``mamba_rms_norm`` can drop it)."""
 
     kind: str
     inner: int
@@ -45,12 +47,14 @@ class StateMixer:
     proj_bias: bool = False
     conv_bias: bool = True
     bc_dt_norms: bool = False
+    gated_norm: bool = True
+    out_bias: bool | None = None
 
     def __post_init__(self):
         check_choice("kind", self.kind, MIXER_KINDS)
         for f in ("inner", "state", "conv"):
             object.__setattr__(self, f, check_int(f, getattr(self, f)))
-        for f in ("proj_bias", "conv_bias", "bc_dt_norms"):
+        for f in ("proj_bias", "conv_bias", "bc_dt_norms", "gated_norm"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         if self.kind == "mamba":
             object.__setattr__(self, "dt_rank", check_int("dt_rank", self.dt_rank))
@@ -103,9 +107,11 @@ class StateMixer:
                       ("norms", "c_norm.weight", (n,))]
         else:
             t += [("attention", "dt_bias", (self.heads,)), ("attention", "A_log", (self.heads,)),
-                  ("attention", "D", (self.heads,)), ("norms", "gated_norm.weight", (d,))]
+                  ("attention", "D", (self.heads,))]
+            t += [("norms", "gated_norm.weight", (d,))] if self.gated_norm else []
         t.append(("attention", "out_proj.weight", (h, d)))
-        t += [("attention", "out_proj.bias", (h,))] if self.proj_bias else []
+        out_bias = self.proj_bias if self.out_bias is None else self.out_bias
+        t += [("attention", "out_proj.bias", (h,))] if out_bias else []
         return t
 
     @property

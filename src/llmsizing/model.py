@@ -164,7 +164,8 @@ class Model(TensorLayout):
     state per sequence instead of a KV cache (:attr:`state_numbers_per_sequence`); the KV cache counts the
     other layers only (:attr:`n_attention_layers`). ``mixer_mlp=False``: a mixer layer is a norm and the
     mixer, with no MLP (Mamba, Mamba-2; only when every layer is one, so ``heads`` and ``ffn_hidden`` count
-    nothing); with ``True`` it keeps the block's MLP or experts (Jamba, Bamba).
+    nothing); with ``True`` it keeps the block's MLP or experts (Jamba, Bamba). ``mixer_parallel``: every layer
+    runs attention AND the mixer side by side on the same norm's output (Falcon-H1).
     """
 
     name: str
@@ -216,6 +217,7 @@ class Model(TensorLayout):
     mixer: StateMixer | None = None
     mixer_layers: tuple[int, ...] | None = None
     mixer_mlp: bool = True
+    mixer_parallel: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -275,8 +277,9 @@ class Model(TensorLayout):
 
     def _check_mixer(self) -> None:
         object.__setattr__(self, "mixer_mlp", check_bool("mixer_mlp", self.mixer_mlp))
+        object.__setattr__(self, "mixer_parallel", check_bool("mixer_parallel", self.mixer_parallel))
         if self.mixer is None:
-            if self.mixer_layers is not None or not self.mixer_mlp:
+            if self.mixer_layers is not None or not self.mixer_mlp or self.mixer_parallel:
                 raise ValueError("mixer_layers and mixer_mlp describe state-space layers: give mixer too")
             return
         if not isinstance(self.mixer, StateMixer):
@@ -285,7 +288,7 @@ class Model(TensorLayout):
             idx = tuple(sorted({check_int("mixer_layers[i]", i, minimum=0, maximum=self.layers - 1)
                                 for i in self.mixer_layers}))
             object.__setattr__(self, "mixer_layers", None if len(idx) == self.layers else idx)
-        if not self.mixer_mlp and (self.mixer_layers is not None or self.experts):
+        if not self.mixer_mlp and (self.mixer_layers is not None or self.experts or self.mixer_parallel):
             raise ValueError("mixer_mlp=False (mixer layers without an MLP) needs every layer to be a mixer "
                              "layer (mixer_layers=None) and no experts")
 
@@ -384,8 +387,9 @@ class Model(TensorLayout):
 
     @property
     def n_attention_layers(self) -> int:
-        """How many layers attend (and hold a KV cache): every layer but the mixer layers."""
-        return self.layers - self.n_mixer_layers
+        """How many layers attend (and hold a KV cache): every layer but the mixer layers (all of them with
+        ``mixer_parallel``)."""
+        return self.layers if self.mixer_parallel else self.layers - self.n_mixer_layers
 
     @property
     def state_numbers_per_sequence(self) -> int:
@@ -407,7 +411,8 @@ class Model(TensorLayout):
     def params_per_layer(self) -> int | float:
         """Parameters of one transformer block. A mixture of experts whose layers differ (some dense, some
         with experts) gets the mean over its layers, a float; every other model an exact ``int``."""
-        if self.n_moe_layers in (0, self.layers) and self.n_mixer_layers in (0, self.layers):
+        if self.n_moe_layers in (0, self.layers) and self.n_attention_layers in (0, self.layers) \
+                and self.n_mixer_layers in (0, self.layers):
             return self.block_params // self.layers
         return self.block_params / self.layers
 

@@ -166,8 +166,8 @@ class TensorLayout:
                 k = 0
             if k:
                 out.append((c, n, s, k))
-        mix = [(c, f"layers.mixer.{n}", s, n_mix) for c, n, s in
-               self._norm_tensors("norm") + mixer.tensors(self.hidden)]
+        norm = [] if self.mixer_parallel else self._norm_tensors("norm")    # parallel: attention's norm
+        mix = [(c, f"layers.mixer.{n}", s, n_mix) for c, n, s in norm + mixer.tensors(self.hidden)]
         return out + mix
 
 
