@@ -266,11 +266,33 @@ def _falcon_h1(k: _Keys) -> dict:
     return dict(f, mixer=mixer, mixer_parallel=True)
 
 
+_MINIMAX = Rule(source=_src("minimax"), qkv_bias=False, o_bias=False, mlp_bias=False, window=None,
+                moe=Moe(width="intermediate_size"))
+
+
+def _minimax(k: _Keys) -> dict:
+    """``modeling_minimax.py``: lightning attention in the ``linear_attention`` layers of ``layer_types``
+    (by default every second layer), softmax attention elsewhere, Mixtral's experts in every layer."""
+    n = k.int("num_hidden_layers")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        kinds = ["full_attention" if (i + 1) % 2 else "linear_attention" for i in range(n)]
+    k.used.add("layer_types")
+    mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("linear_attention",), ("full_attention",))
+    f = generic_fields(k.config, k.where, k.mtype, _MINIMAX, keys=k)
+    d = f["head_dim"]
+    mixer = StateMixer("lightning", inner=f["heads"] * d, state=d, heads=f["heads"], block=k.int("block_size"),
+                       conv_bias=False)
+    return dict(f, mixer=mixer, mixer_layers=mix)
+
+
 #: Keys of these types that change no parameter and no state: kernels, scan and time-step settings.
 _NO_PARAMETERS = ("max_position_embeddings", "hidden_act", "layer_types", "use_mamba_kernels", "use_mambapy",
                   "use_associative_scan", "residual_in_fp32", "rescale_prenorm_residual", "chunk_size",
                   "mamba_chunk_size", "time_step_min", "time_step_max", "time_step_floor", "time_step_limit",
-                  "time_step_scale", "time_step_init_scheme", "num_logits_to_keep", "z_loss_coefficient")
+                  "time_step_scale", "time_step_init_scheme", "num_logits_to_keep", "z_loss_coefficient",
+                  "full_attn_alpha_factor", "full_attn_beta_factor", "linear_attn_alpha_factor",
+                  "linear_attn_beta_factor", "mlp_alpha_factor", "mlp_beta_factor")
 
 #: The types read here and their readers: ``{model_type: (reader, modeling file)}``.
 SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("falcon_mamba")),
@@ -279,6 +301,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
              "falcon_h1": (_falcon_h1, _src("falcon_h1")),
+             "minimax": (_minimax, _src("minimax")),
              "lara_mini": (_lara_mini, _src("lara_mini")),
              "olmo_hybrid": (_olmo_hybrid, _src("olmo_hybrid")),
              "qwen3_5_text": (lambda k: _qwen3_next(k, _QWEN3_5), _src("qwen3_5")),
@@ -289,8 +312,8 @@ def ssm_fields(config: dict, where: str, mtype: str) -> dict:
     """The :class:`~llmsizing.model.Model` fields of a config of a :data:`SSM_TYPES` type."""
     reader, source = SSM_TYPES[mtype]
     k = _Keys(config, where, mtype)
-    fields = reader(k)
     k.used.update(_NO_PARAMETERS)
+    fields = reader(k)
     refuse_unread(config, where, mtype, k.used, source)
     return fields
 

@@ -294,7 +294,6 @@ REFUSED_TYPES: dict[str, str] = {
     "longcat_flash": "two attention blocks per layer and zero-computation experts: not modelled",
     "megatron-bert": _ENCODER,
     "mimo_v2_flash": "value head dimension different from the query/key head dimension: not modelled",
-    "minimax": _LINEAR_ATTN,
     "minimax_m3_vl_text": ("sparse attention with an indexer and dense/MoE layer widths of its own: "
                            "not mapped yet"),
     "ministral": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"

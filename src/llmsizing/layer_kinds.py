@@ -22,7 +22,10 @@ from ._validate import check_bool, check_choice, check_int
 #: Kautz & Hatamizadeh 2024, arXiv:2412.06464; Qwen3-Next's ``Qwen3NextGatedDeltaNet``): ``heads`` value heads
 #: of ``inner / heads`` channels, ``groups`` key heads of ``state`` channels, a ``state x head`` matrix of
 #: state per value head.
-MIXER_KINDS = ("mamba", "mamba2", "gdn")
+#: ``lightning``: MiniMax-01's lightning attention (arXiv:2501.08313; ``MiniMaxLightningAttention``), linear
+#: attention with a ``head x head`` state per head and no convolution, whose decay tables of ``block`` positions
+#: are persistent buffers (saved in the checkpoint; counted, as DeepSeek-V3's router bias is).
+MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class StateMixer:
     bc_dt_norms: bool = False
     gated_norm: bool = True
     out_bias: bool | None = None
+    block: int = 0
 
     def __post_init__(self):
         check_choice("kind", self.kind, MIXER_KINDS)
@@ -56,6 +60,8 @@ class StateMixer:
             object.__setattr__(self, f, check_int(f, getattr(self, f)))
         for f in ("proj_bias", "conv_bias", "bc_dt_norms", "gated_norm"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
+        if self.kind == "lightning":
+            object.__setattr__(self, "block", check_int("block", self.block))
         if self.kind == "mamba":
             object.__setattr__(self, "dt_rank", check_int("dt_rank", self.dt_rank))
         else:
@@ -71,7 +77,18 @@ class StateMixer:
     def conv_channels(self) -> int:
         """Channels of the depthwise convolution: ``inner`` (Mamba), ``inner + 2 groups x state`` (Mamba-2:
         x, B and C)."""
+        if self.kind == "lightning":
+            return 0
         return self.inner if self.kind == "mamba" else self.inner + 2 * self.groups * self.state
+
+    def _lightning_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        """``MiniMaxLightningAttention``: ``qkv_proj``, ``output_gate``, ``out_proj``, an RMSNorm over all
+        heads, and the buffers ``slope_rate``, ``query_decay``, ``key_decay``, ``diagonal_decay``."""
+        d, a, b = self.inner, self.heads, self.block
+        return [("attention", "qkv_proj.weight", (3 * d, h)), ("attention", "output_gate.weight", (d, h)),
+                ("attention", "out_proj.weight", (h, d)), ("norms", "norm.weight", (d,)),
+                ("attention", "slope_rate", (a,)), ("attention", "query_decay", (a, b)),
+                ("attention", "key_decay", (a, b)), ("attention", "diagonal_decay", (a, b, b))]
 
     def _gdn_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
         """Qwen3-Next's ``Qwen3NextGatedDeltaNet``: ``in_proj_qkvz``, ``in_proj_ba``, ``conv1d`` (no bias),
@@ -89,6 +106,8 @@ class StateMixer:
         h, d, n, c = hidden, self.inner, self.state, self.conv_channels
         if self.kind == "gdn":
             return self._gdn_tensors(h)
+        if self.kind == "lightning":
+            return self._lightning_tensors(h)
         t = []
         if self.kind == "mamba":
             t.append(("attention", "in_proj.weight", (2 * d, h)))
