@@ -1,6 +1,6 @@
-"""The config reader of the Hugging Face types with state-space (Mamba) layers (issue 36; chapter 1, "Load your
-model"; chapter 3 for their cache): pure Mamba and Mamba-2 models and the hybrids that put attention layers
-among them. Each reader follows transformers 5.24's ``modeling_<type>.py`` (cited per type in
+"""The config reader of the Hugging Face types with state-space (Mamba) or linear-attention layers (issue 36;
+chapter 1, "Load your model"; chapter 3 for their cache): pure Mamba and Mamba-2 models and the hybrids
+that put attention layers among them. Each reader follows transformers 5.24's ``modeling_<type>.py`` (cited per type in
 :data:`SSM_TYPES`), reads every key in the spellings its config class accepts and with its defaults
 (:class:`~llmsizing.hf_generic._Keys`), and refuses any unread key that could change the count.
 """
@@ -77,8 +77,8 @@ def _jamba(k: _Keys) -> dict:
     e_per, e_off = k.int("expert_layer_period"), k.int("expert_layer_offset", minimum=0)
     mixer = StateMixer("mamba", inner=k.int("mamba_expand") * h, state=k.int("mamba_d_state"),
                        conv=k.int("mamba_d_conv"), dt_rank=_dt_rank(k, "mamba_dt_rank", h),
-                       proj_bias=bool(k.switch("mamba_proj_bias")), conv_bias=bool(k.switch("mamba_conv_bias")),
-                       bc_dt_norms=True)
+                       proj_bias=bool(k.switch("mamba_proj_bias")),
+                       conv_bias=bool(k.switch("mamba_conv_bias")), bc_dt_norms=True)
     f.update(mixer=mixer, mixer_layers=tuple(i for i in range(n) if i % a_per != a_off))
     experts = k.int("num_experts", minimum=0)
     moe = tuple(i for i in range(n) if i % e_per == e_off)
@@ -202,8 +202,9 @@ def _qwen3_next(k: _Keys, rule: Rule = _QWEN3_NEXT, kinds: list | None = None) -
     mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("linear_attention",),
                  ("full_attention",) + (("sliding_attention",) if rule is _LARA_MINI else ()))
     heads, groups = k.int("linear_num_value_heads"), k.int("linear_num_key_heads")
-    mixer = StateMixer("gdn", inner=heads * k.int("linear_value_head_dim"), state=k.int("linear_key_head_dim"),
-                       conv=k.int("linear_conv_kernel_dim"), heads=heads, groups=groups, conv_bias=False)
+    mixer = StateMixer("gdn", inner=heads * k.int("linear_value_head_dim"),
+                       state=k.int("linear_key_head_dim"), conv=k.int("linear_conv_kernel_dim"),
+                       heads=heads, groups=groups, conv_bias=False)
     f = generic_fields(k.config, k.where, k.mtype, rule, keys=k)
     return dict(f, mixer=mixer, mixer_layers=mix)
 
@@ -260,7 +261,8 @@ def _falcon_h1(k: _Keys) -> dict:
         raise ValueError(f"{k.where}: mamba_n_heads x mamba_d_head must be the mixer width ({inner})")
     k.used.update(("mamba_expand", "mamba_norm_before_gate", "mlp_multipliers", "ssm_multipliers"))
     mixer = StateMixer("mamba2", inner=inner, state=k.int("mamba_d_state"), conv=k.int("mamba_d_conv"),
-                       heads=heads, groups=k.int("mamba_n_groups"), proj_bias=bool(k.switch("mamba_proj_bias")),
+                       heads=heads, groups=k.int("mamba_n_groups"),
+                       proj_bias=bool(k.switch("mamba_proj_bias")),
                        out_bias=bool(k.switch("projectors_bias")), conv_bias=bool(k.switch("mamba_conv_bias")),
                        gated_norm=bool(k.switch("mamba_rms_norm")))
     return dict(f, mixer=mixer, mixer_parallel=True)
@@ -281,8 +283,8 @@ def _minimax(k: _Keys) -> dict:
     mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("linear_attention",), ("full_attention",))
     f = generic_fields(k.config, k.where, k.mtype, _MINIMAX, keys=k)
     d = f["head_dim"]
-    mixer = StateMixer("lightning", inner=f["heads"] * d, state=d, heads=f["heads"], block=k.int("block_size"),
-                       conv_bias=False)
+    mixer = StateMixer("lightning", inner=f["heads"] * d, state=d, heads=f["heads"],
+                       block=k.int("block_size"), conv_bias=False)
     return dict(f, mixer=mixer, mixer_layers=mix)
 
 

@@ -171,7 +171,8 @@ def kv_cache_bytes_per_token(model: Model | str, dtype: str = "bf16") -> float:
     model = resolve_model(model, moe=True)
     n = model.n_attention_layers                        # state-space (Mamba) layers hold no KV cache
     if model.is_mla:
-        return n * kv_numbers_per_token_per_layer(model) * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
+        return n * kv_numbers_per_token_per_layer(model) \
+            * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
     return (2 * n * model.kv_heads * model.head_dim
             * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)])
 

@@ -8,7 +8,8 @@ A :class:`StateMixer` describes one such layer: its parameter tensors (``modelin
 ``dt_bias``, ``A_log``, ``D``, a gated RMSNorm, ``out_proj``) and the state a sequence keeps in it whatever
 its length: the last ``conv`` inputs of the convolution and the SSM state, the ``conv_states`` and
 ``recurrent_states`` of transformers' ``LinearAttentionLayer`` cache (``cache_utils.py``). A
-:class:`~llmsizing.model.Model` lists which of its layers use the mixer instead of attention (``mixer_layers``).
+:class:`~llmsizing.model.Model` lists which of its layers use the mixer instead of attention
+(``mixer_layers``).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from ._validate import check_bool, check_choice, check_int
 #: of ``inner / heads`` channels, ``groups`` key heads of ``state`` channels, a ``state x head`` matrix of
 #: state per value head.
 #: ``lightning``: MiniMax-01's lightning attention (arXiv:2501.08313; ``MiniMaxLightningAttention``), linear
-#: attention with a ``head x head`` state per head and no convolution, whose decay tables of ``block`` positions
-#: are persistent buffers (saved in the checkpoint; counted, as DeepSeek-V3's router bias is).
+#: attention with a ``head x head`` state per head and no convolution, whose decay tables of ``block``
+#: positions are persistent buffers (saved in the checkpoint; counted, as DeepSeek-V3's router bias is).
 MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning")
 
 
@@ -38,7 +39,8 @@ class StateMixer:
     Mamba-2: ``heads`` (``num_heads``, each of ``inner / heads`` channels) and ``groups`` (``n_groups``);
     ``proj_bias``: biases on ``in_proj`` and ``out_proj`` (``use_bias``); ``out_bias``: on ``out_proj`` alone
     (``None``: as ``proj_bias``; Falcon-H1's ``projectors_bias``); ``conv_bias``: on ``conv1d``;
-    ``gated_norm``: Mamba-2's gated RMSNorm before ``out_proj`` (Falcon-H1's ``mamba_rms_norm`` can drop it)."""
+    ``gated_norm``: Mamba-2's gated RMSNorm before ``out_proj`` (Falcon-H1's ``mamba_rms_norm`` can drop
+    it)."""
 
     kind: str
     inner: int
@@ -94,15 +96,16 @@ class StateMixer:
         """Qwen3-Next's ``Qwen3NextGatedDeltaNet``: ``in_proj_qkvz``, ``in_proj_ba``, ``conv1d`` (no bias),
         ``dt_bias``, ``A_log``, a gated RMSNorm over one value head, ``out_proj`` (no biases)."""
         d, c, v = self.inner, self.conv_channels, self.heads
-        return [("attention", "in_proj_qkvz.weight", (c + d, h)), ("attention", "in_proj_ba.weight", (2 * v, h)),
+        return [("attention", "in_proj_qkvz.weight", (c + d, h)),
+                ("attention", "in_proj_ba.weight", (2 * v, h)),
                 ("attention", "conv1d.weight", (c, 1, self.conv)), ("attention", "dt_bias", (v,)),
                 ("attention", "A_log", (v,)), ("norms", "gated_norm.weight", (d // v,)),
                 ("attention", "out_proj.weight", (h, d))]
 
     def tensors(self, hidden: int) -> list[tuple[str, str, tuple[int, ...]]]:
         """The mixer's parameter tensors as ``(component, name, shape)`` (the block's norm not included). The
-        mixer does attention's job (mixing tokens), so its matrices count under :meth:`Model.param_breakdown`'s
-        ``"attention"`` and its norms under ``"norms"``."""
+        mixer does attention's job (mixing tokens), so its matrices count under
+        :meth:`Model.param_breakdown`'s ``"attention"`` and its norms under ``"norms"``."""
         h, d, n, c = hidden, self.inner, self.state, self.conv_channels
         if self.kind == "gdn":
             return self._gdn_tensors(h)
@@ -120,7 +123,8 @@ class StateMixer:
         if self.kind == "mamba":
             r = self.dt_rank
             t += [("attention", "x_proj.weight", (r + 2 * n, d)), ("attention", "dt_proj.weight", (d, r)),
-                  ("attention", "dt_proj.bias", (d,)), ("attention", "A_log", (d, n)), ("attention", "D", (d,))]
+                  ("attention", "dt_proj.bias", (d,)), ("attention", "A_log", (d, n)),
+                  ("attention", "D", (d,))]
             if self.bc_dt_norms:
                 t += [("norms", "dt_norm.weight", (r,)), ("norms", "b_norm.weight", (n,)),
                       ("norms", "c_norm.weight", (n,))]

@@ -159,13 +159,14 @@ class Model(TensorLayout):
     then the query/key width ``qk_nope_head_dim + qk_rope_head_dim`` and ``kv_heads`` must be ``heads``; the
     KV cache is the latent plus the rotary key (:func:`~llmsizing.inference.kv_cache_bytes_per_token`).
 
-    **State-space layers** (``mixer``, a :class:`~llmsizing.layer_kinds.StateMixer`: Mamba, Mamba-2; issue 36):
+    **State-space layers** (``mixer``, a :class:`~llmsizing.layer_kinds.StateMixer`: Mamba, Mamba-2, Gated
+    DeltaNet, lightning attention; issue 36):
     the layers ``mixer_layers`` (``None``: every layer) replace attention by the mixer, which keeps a fixed
     state per sequence instead of a KV cache (:attr:`state_numbers_per_sequence`); the KV cache counts the
     other layers only (:attr:`n_attention_layers`). ``mixer_mlp=False``: a mixer layer is a norm and the
     mixer, with no MLP (Mamba, Mamba-2; only when every layer is one, so ``heads`` and ``ffn_hidden`` count
-    nothing); with ``True`` it keeps the block's MLP or experts (Jamba, Bamba). ``mixer_parallel``: every layer
-    runs attention AND the mixer side by side on the same norm's output (Falcon-H1).
+    nothing); with ``True`` it keeps the block's MLP or experts (Jamba, Bamba). ``mixer_parallel``: every
+    layer runs attention AND the mixer side by side on the same norm's output (Falcon-H1).
     """
 
     name: str

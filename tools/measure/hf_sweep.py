@@ -84,6 +84,7 @@ def _kv_per_token(model) -> int:
 def _state_per_sequence(model) -> tuple[int | str, str]:
     """Numbers of conv and recurrent state in the cache the model itself fills (batch 1), over layers."""
     try:
+        model.to(torch.bfloat16)             # grouped expert matmuls take bf16 only; the meta device costs nothing
         with torch.device("meta"), torch.no_grad():
             out = model(input_ids=torch.zeros(1, 5, dtype=torch.long), use_cache=True)
     except Exception as exc:                                        # noqa: BLE001
@@ -97,6 +98,27 @@ def _state_per_sequence(model) -> tuple[int | str, str]:
             elif isinstance(states, torch.Tensor):
                 n += states.numel()
     return n, ""
+
+
+#: Hybrid types whose class default has Mamba layers only, which transformers 5.24's mask code cannot run
+#: (``get_seq_length`` needs an attention layer): measured with the last layer made attention, the state per
+#: Mamba layer times the default's layers.
+_LAST_LAYER_ATTENTION = {"bamba": lambda c: setattr(c, "attn_layer_indices", [c.num_hidden_layers - 1]),
+                         "granitemoehybrid": lambda c: c.layer_types.__setitem__(-1, "full_attention")}
+
+
+def _state_all_mamba(mtype, cfg) -> tuple[int | str, str]:
+    import copy
+    from transformers import AutoModelForCausalLM
+    c = copy.deepcopy(cfg)
+    _LAST_LAYER_ATTENTION[mtype](c)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(c)
+    n, err = _state_per_sequence(model)
+    if err:
+        return n, err
+    layers = cfg.num_hidden_layers
+    return n * layers // (layers - 1), ""
 
 
 def _count(model) -> dict:
@@ -173,7 +195,8 @@ def cmd_hf_sweep(args):
             with torch.device("meta"):
                 model = AutoModelForCausalLM.from_config(cfg)
             counts = _count(model)
-            counts["state_per_sequence"], counts["state_error"] = _state_per_sequence(model)
+            counts["state_per_sequence"], counts["state_error"] = (
+                _state_all_mamba(mtype, cfg) if mtype in _LAST_LAYER_ATTENTION else _state_per_sequence(model))
             cls, err = type(model).__name__, ""
             del model
         except Exception as exc:                                    # noqa: BLE001
