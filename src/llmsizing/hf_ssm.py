@@ -1,7 +1,7 @@
 """The config reader of the Hugging Face types with state-space (Mamba) or linear-attention layers (issue 36;
 chapter 1, "Load your model"; chapter 3 for their cache): pure Mamba and Mamba-2 models and the hybrids
-that put attention layers among them. Each reader follows transformers 5.24's ``modeling_<type>.py`` (cited per type in
-:data:`SSM_TYPES`), reads every key in the spellings its config class accepts and with its defaults
+that put attention layers among them. Each reader follows transformers 5.24's ``modeling_<type>.py`` (cited
+per type in :data:`SSM_TYPES`), reads every key in the spellings its config class accepts and with its defaults
 (:class:`~llmsizing.hf_generic._Keys`), and refuses any unread key that could change the count.
 """
 
@@ -263,7 +263,8 @@ def _falcon_h1(k: _Keys) -> dict:
     mixer = StateMixer("mamba2", inner=inner, state=k.int("mamba_d_state"), conv=k.int("mamba_d_conv"),
                        heads=heads, groups=k.int("mamba_n_groups"),
                        proj_bias=bool(k.switch("mamba_proj_bias")),
-                       out_bias=bool(k.switch("projectors_bias")), conv_bias=bool(k.switch("mamba_conv_bias")),
+                       out_bias=bool(k.switch("projectors_bias")),
+                       conv_bias=bool(k.switch("mamba_conv_bias")),
                        gated_norm=bool(k.switch("mamba_rms_norm")))
     return dict(f, mixer=mixer, mixer_parallel=True)
 
