@@ -289,6 +289,36 @@ def _minimax(k: _Keys) -> dict:
     return dict(f, mixer=mixer, mixer_layers=mix)
 
 
+_KIMI_LINEAR = Rule(source=_src("kimi_linear"), qkv_bias=False, o_bias=False, mlp_bias=False, mla=True,
+                    window=None, moe=Moe(shared="n_shared_experts", router_bias=True))
+
+
+def _kimi_linear(k: _Keys) -> dict:
+    """``modeling_kimi_linear.py``: Kimi Delta Attention in the ``linear_attention`` layers of ``layer_types``
+    (by default all but every fourth from layer 4), DeepSeek-V3's latent attention elsewhere; routed experts
+    (a score-correction buffer) and ``n_shared_experts`` shared ones in the ``sparse`` layers of
+    ``mlp_layer_types`` (by default all but the first ``first_k_dense_replace``, 1)."""
+    n = k.int("num_hidden_layers")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        if "linear_attn_config" in k.config:
+            raise ValueError(f"{k.where}: linear_attn_config is not read; give layer_types")
+        kinds = ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(n)]
+    mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("linear_attention",), ("full_attention",))
+    config = dict(k.config)
+    if config.get("mlp_layer_types") is None:
+        first = config.get("first_k_dense_replace", 1)
+        config["mlp_layer_types"] = ["dense" if i < first else "sparse" for i in range(n)]
+    k2 = _Keys(config, k.where, k.mtype)
+    k2.used |= k.used | {"layer_types", "first_k_dense_replace"}
+    heads, hd = k2.int("linear_num_heads"), k2.int("linear_head_dim")
+    mixer = StateMixer("kda", inner=heads * hd, state=hd, conv=k2.int("linear_conv_kernel_dim"), heads=heads,
+                       groups=heads, conv_bias=False)
+    f = generic_fields(config, k.where, k.mtype, _KIMI_LINEAR, keys=k2)
+    k.used |= k2.used
+    return dict(f, mixer=mixer, mixer_layers=mix)
+
+
 #: Keys of these types that change no parameter and no state: kernels, scan and time-step settings.
 _NO_PARAMETERS = ("max_position_embeddings", "hidden_act", "layer_types", "use_mamba_kernels", "use_mambapy",
                   "use_associative_scan", "residual_in_fp32", "rescale_prenorm_residual", "chunk_size",
@@ -304,6 +334,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
              "falcon_h1": (_falcon_h1, _src("falcon_h1")),
+             "kimi_linear": (_kimi_linear, _src("kimi_linear")),
              "minimax": (_minimax, _src("minimax")),
              "lara_mini": (_lara_mini, _src("lara_mini")),
              "olmo_hybrid": (_olmo_hybrid, _src("olmo_hybrid")),

@@ -26,7 +26,10 @@ from ._validate import check_bool, check_choice, check_int
 #: ``lightning``: MiniMax-01's lightning attention (arXiv:2501.08313; ``MiniMaxLightningAttention``), linear
 #: attention with a ``head x head`` state per head and no convolution, whose decay tables of ``block``
 #: positions are persistent buffers (saved in the checkpoint; counted, as DeepSeek-V3's router bias is).
-MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning")
+#: ``kda``: Kimi Delta Attention (Kimi Linear, arXiv:2510.26692; ``KimiLinearDeltaAttention``): ``heads`` heads
+#: of ``state`` channels for q, k and v, a low-rank forget gate and output gate, a ``state x state`` state per
+#: head.
+MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda")
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,19 @@ class StateMixer:
             return 0
         return self.inner if self.kind == "mamba" else self.inner + 2 * self.groups * self.state
 
+    def _kda_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        """``KimiLinearDeltaAttention``: q, k, v projections, ``conv1d`` over them (no bias), the forget gate
+        (``f_a_proj``, ``f_b_proj``, ``dt_bias`` per channel, ``A_log`` per head), ``b_proj``, the output gate
+        (``g_a_proj``, ``g_b_proj``), a gated RMSNorm over one head, ``o_proj``."""
+        d, r, a = self.inner, self.state, self.heads
+        t = [("attention", f"{p}_proj.weight", (d, h)) for p in "qkv"]
+        return t + [("attention", "conv1d.weight", (3 * d, 1, self.conv)),
+                    ("attention", "f_a_proj.weight", (r, h)), ("attention", "f_b_proj.weight", (d, r)),
+                    ("attention", "dt_bias", (d,)), ("attention", "A_log", (a,)),
+                    ("attention", "b_proj.weight", (a, h)), ("attention", "g_a_proj.weight", (r, h)),
+                    ("attention", "g_b_proj.weight", (d, r)), ("norms", "o_norm.weight", (r,)),
+                    ("attention", "o_proj.weight", (h, d))]
+
     def _lightning_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
         """``MiniMaxLightningAttention``: ``qkv_proj``, ``output_gate``, ``out_proj``, an RMSNorm over all
         heads, and the buffers ``slope_rate``, ``query_decay``, ``key_decay``, ``diagonal_decay``."""
@@ -111,6 +127,8 @@ class StateMixer:
             return self._gdn_tensors(h)
         if self.kind == "lightning":
             return self._lightning_tensors(h)
+        if self.kind == "kda":
+            return self._kda_tensors(h)
         t = []
         if self.kind == "mamba":
             t.append(("attention", "in_proj.weight", (2 * d, h)))
