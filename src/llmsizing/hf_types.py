@@ -211,13 +211,14 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
 
 
 _ENCODER = "an encoder (it also has a masked-LM head) run as a decoder: BERT-style blocks are not modelled"
-_SSM_HYBRID = "hybrid: Mamba/SSM layers among attention layers (a fixed state per sequence, not modelled yet)"
-_SSM = "Mamba/SSM layers (a fixed state per sequence, not modelled yet)"
+_ONE_SUBLAYER = ("blocks of ONE sub-layer each (a Mamba-2 mixer, attention, an MLP or experts, each with its "
+                 "own norm), which Model's attention-plus-MLP block does not represent")
+_SHARED_BLOCK = ("Mamba layers with a shared attention block reused every few layers (Zamba2: with per-use "
+                 "LoRA adapters): the shared block is not represented")
 _INDEXER = "sparse attention with a lightning indexer (DeepSeek-V3.2 style): the indexer is not modelled"
 _ATTN_GATE = "a gate on the attention output (an extra matrix per layer): not modelled"
 _MULTIMODAL_TEXT = "a multimodal model whose text part is not read yet"
 _PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
-_LINEAR_ATTN = "hybrid: linear-attention layers among softmax-attention layers (not modelled yet)"
 
 #: The decoder-only causal-LM types of transformers 5.24 that :meth:`Model.from_hf_config` refuses, and why
 #: (issue 36: refused by name, never guessed). ``data/hf_type_sweep.csv`` holds every type;
@@ -229,7 +230,8 @@ REFUSED_TYPES: dict[str, str] = {
                         " feedforward_layernorm)"),
     "axk1": "multi-head latent attention with a post-MLP norm inside the MoE block: not mapped yet",
     "axk2": _INDEXER,
-    "bailing_hybrid": _LINEAR_ATTN,
+    "bailing_hybrid": ("linear attention with a full-rank output gate (g_proj) and a forget gate of its own: "
+                       "not mapped to a mixer kind yet"),
     "beam": _ATTN_GATE,
     "bert": _ENCODER,
     "bert-generation": "an encoder (BERT blocks) run as a decoder",
@@ -282,7 +284,8 @@ REFUSED_TYPES: dict[str, str] = {
     "hunyuan_v1_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                        "unsupported operand type(s) for ** or pow(): 'NoneTy)"),
     "hy_v4": _INDEXER,
-    "inkling2_loop_text": _LINEAR_ATTN,
+    "inkling2_loop_text": ("looped layers with message gates, short convolutions and relative position "
+                           "biases: not mapped yet"),
     "inkling2_text": "mixture of experts with its own routing modules: not mapped yet",
     "inkling_text": "mixture of experts with its own routing modules: not mapped yet",
     "jetmoe": "mixture of attention heads and of MLP experts (JetMoE): not modelled",
@@ -303,7 +306,7 @@ REFUSED_TYPES: dict[str, str] = {
     "moss_transcribe_diarize": "a speech model's decoder: not modelled",
     "mpt": "MPT's bias-free LayerNorm and ALiBi in a fused Wqkv: not mapped yet",
     "nanochat": "norms without parameters: not mapped yet",
-    "nemotron_h": _SSM_HYBRID,
+    "nemotron_h": _ONE_SUBLAYER,
     "olmo": "non-parametric LayerNorm (no weights): not mapped yet",
     "openai-gpt": "post-norm GPT-1 block without a final norm: not mapped yet",
     "persimmon": "per-head LayerNorms with biases on q and k: not modelled",
@@ -330,8 +333,8 @@ REFUSED_TYPES: dict[str, str] = {
     "xlnet": "an encoder (XLNet) run as a decoder",
     "xlstm": "xLSTM recurrent layers (a fixed state per sequence): not modelled",
     "xmod": _ENCODER,
-    "zamba": _SSM_HYBRID,
-    "zamba2": _SSM_HYBRID,
+    "zamba": _SHARED_BLOCK,
+    "zamba2": _SHARED_BLOCK,
     "zaya": "an MLP router and compressed attention of its own: not modelled",
 }
 
