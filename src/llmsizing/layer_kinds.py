@@ -27,8 +27,8 @@ from ._validate import check_bool, check_choice, check_int
 #: attention with a ``head x head`` state per head and no convolution, whose decay tables of ``block``
 #: positions are persistent buffers (saved in the checkpoint; counted, as DeepSeek-V3's router bias is).
 #: ``kda``: Kimi Delta Attention (Kimi Linear, arXiv:2510.26692; ``KimiLinearDeltaAttention``): ``heads``
-#: heads of ``state`` channels for q, k and v, a low-rank forget gate and output gate, a ``state x state`` state per
-#: head.
+#: heads of ``state`` channels for q, k and v, a low-rank forget gate and output gate, a ``state x state``
+#: state per head.
 MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda")
 
 
