@@ -109,7 +109,8 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Key
     max_seq = k.value("max_position_embeddings", required=False)
     fields = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
                   ffn_hidden=k.int(rule.ffn_key,
-                                   required=rule.moe is None and not rule.gpt2_layout)
+                                   required=rule.moe is None and not rule.gpt2_layout
+                                   and rule.ffn_key != "n_inner")
                   or (k.int(rule.moe.width) if rule.moe else 4 * hidden),
                   vocab=k.int("vocab_size"), gated_mlp=rule.gated,
                   tied_embeddings=bool(True if tied is None else check_bool("tie_word_embeddings", tied)),
@@ -118,7 +119,8 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Key
                   and max_seq > 0 else 4096,
                   activation=act if act in ACTIVATIONS else None,
                   qk_norm=rule.qk_norm if rule.qk_norm_key is None or k.switch(rule.qk_norm_key) else None,
-                  norms_per_layer=rule.norms, attn_sinks=rule.sinks, attn_gate=rule.attn_gate)
+                  norms_per_layer=rule.norms, attn_sinks=rule.sinks, attn_gate=rule.attn_gate,
+                  lm_head_bias=rule.lm_head_bias, parallel_block=rule.parallel)
     if rule.mla:
         q_rank = k.value("q_lora_rank", required=False)
         fields.update(kv_heads=heads, head_dim=None, qkv_bias=False, bias=False, qk_norm=None,

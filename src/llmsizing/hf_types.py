@@ -50,7 +50,7 @@ NO_PARAMETER_KEYS = re.compile(
     r"use_bidirectional_attention|swiglu_alpha|swiglu_limit|scale_.*|.*softmax.*|summary_.*|"
     r"reorder_and_upcast_attn|layerdrop|attn_scale|floor_scale|clip_qkv|route_scale|slow_but_exact|"
     r"enable_moe_fp32_combine|sliding_window_pattern|apply_residual_connection_post_layernorm|"
-    r"dim_model_base|global_attn_every_n_layers|moe_apply_router_weight_on_input)$")
+    r"dim_model_base|global_attn_every_n_layers|moe_apply_router_weight_on_input|rotary_dim|n_ctx)$")
 
 
 @lru_cache(maxsize=1)
@@ -112,7 +112,8 @@ class Rule:
     ``q_lora_rank``, ``kv_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``);
     ``attn_gate``: Model's ``attn_gate``; ``ffn_key``: the MLP width's key (``None`` there: 4 x hidden);
     ``gpt2_layout``: GPT-2's block (learned positions, fused q/k/v with ``multi_query`` giving one key/value
-    head); ``source``: the modeling file."""
+    head); ``lm_head_bias``: a bias on the LM head; ``parallel``: attention and MLP side by side on one norm
+    (GPT-J); ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -131,6 +132,8 @@ class Rule:
     attn_gate: str | None = None
     ffn_key: str = "intermediate_size"
     gpt2_layout: bool = False
+    lm_head_bias: bool = False
+    parallel: bool = False
 
 
 def _src(t: str) -> str:
@@ -197,6 +200,13 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "kolibri1": dict(_QK, norms=4, mlp_bias=False, moe=Moe(shared_width="shared_expert_intermediate_size",
                                                            router_bias=True)),
     # ---- GPT-2's block (SantaCoder/StarCoder 1: one key/value head with multi_query)
+    # ---- GPT-J's parallel block: no attention biases, a biased MLP and LM head, one LayerNorm
+    "gptj": dict(qkv_bias=False, o_bias=False, mlp_bias=True, norm="layernorm", gated=False, norms=1,
+                 ffn_key="n_inner", window=None, activation_key="activation_function", lm_head_bias=True,
+                 parallel=True),
+    "codegen": dict(qkv_bias=False, o_bias=False, mlp_bias=True, norm="layernorm", gated=False, norms=1,
+                    ffn_key="n_inner", window=None, activation_key="activation_function", lm_head_bias=True,
+                    parallel=True),
     "gpt_bigcode": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False,
                         ffn_key="n_inner", gpt2_layout=True, window=None,
                         activation_key="activation_function"),
@@ -240,7 +250,6 @@ REFUSED_TYPES: dict[str, str] = {
     "bitnet": "extra sub-norms inside attention and MLP (BitNet b1.58): not modelled",
     "blt": "byte latent transformer (local encoder and decoder around a global model): not modelled",
     "camembert": _ENCODER,
-    "codegen": "GPT-J-style block with a biased LM head and fused q/k/v: not mapped yet",
     "cohere_compass_text": ("transformers 5.24 cannot build its own class default (build: KeyError: "
                             "'full_attention')"),
     "cpmant": "CPM-Ant's own block layout: not mapped yet",
@@ -277,7 +286,6 @@ REFUSED_TYPES: dict[str, str] = {
     "glm_moe_dsa": _INDEXER,
     "gpt_neo": "GPT-2-style block with local attention layers: not mapped yet",
     "gpt_neox_japanese": "GPT-NeoX-Japanese's separate dense bias: not mapped yet",
-    "gptj": "GPT-J's parallel block with a biased LM head: not mapped yet",
     "hrm_text": _ATTN_GATE,
     "hunyuan_v1_dense": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                          "unsupported operand type(s) for ** or pow(): 'NoneTy)"),

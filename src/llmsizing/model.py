@@ -129,7 +129,8 @@ class Model(TensorLayout):
       Falcon). No parameter changes; recorded for what it saves;
     * ``attn_gate``: a sigmoid gate on the attention output, one matrix from the block's input (issue 36):
       ``"full"`` (``heads x head_dim`` outputs: AFMoE's ``gate_proj``) or ``"head"`` (one per head: Laguna's
-      ``g_proj``), :data:`ATTN_GATES`.
+      ``g_proj``), :data:`ATTN_GATES`;
+    * ``lm_head_bias``: a bias of ``vocab`` numbers on the LM head (GPT-J's and CodeGen's ``lm_head``).
 
     Position encodings without parameters (rotary, partial rotary, ALiBi), logit soft-capping and attention
     scaling change no parameter and no cache byte, and have no field.
@@ -198,6 +199,7 @@ class Model(TensorLayout):
     window_layers: int | None = None
     parallel_block: bool = False
     attn_gate: str | None = None
+    lm_head_bias: bool = False
     # ---- mixture of experts (experts=0: dense)
     experts: int = 0
     experts_per_token: int = 0
@@ -249,7 +251,8 @@ class Model(TensorLayout):
         object.__setattr__(self, "kv_heads", kv)
         object.__setattr__(self, "head_dim", hd)
         for f in ("gated_mlp", "tied_embeddings", "bias", "qkv_bias", "learned_pos", "fused_qkv",
-                  "attn_sinks", "embed_norm", "parallel_block", "shared_expert_gate", "router_bias"):
+                  "attn_sinks", "embed_norm", "parallel_block", "shared_expert_gate", "router_bias",
+                  "lm_head_bias"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         if self.mlp_bias is not None:
             object.__setattr__(self, "mlp_bias", check_bool("mlp_bias", self.mlp_bias))

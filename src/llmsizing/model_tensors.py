@@ -148,6 +148,8 @@ class TensorLayout:
             t.append(("norms", "final_norm.bias", (h,), 1))
         if not self.tied_embeddings:
             t.append(("lm_head", "lm_head.weight", (self.vocab, h), 1))
+        if getattr(self, "lm_head_bias", False):
+            t.append(("lm_head", "lm_head.bias", (self.vocab,), 1))
         return t
 
     def _with_mixer(self, t):
