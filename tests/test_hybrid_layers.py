@@ -76,3 +76,13 @@ def test_parameter_breakdown_of_a_hybrid_sums_to_its_count():
     for t in ("jamba", "falcon_h1", "qwen3_next", "mamba"):
         m = Model.from_hf_config({"model_type": t})
         assert sum(m.param_breakdown().values()) == m.n_params
+
+
+def test_gpt_neo_local_layers_are_windows_and_its_output_bias_stands_alone():
+    """GPTNeoConfig(): 24 layers alternating global and local (window_size 256), hidden 2048, q/k/v without
+    biases and out_proj with one (modeling_gpt_neo.py)."""
+    m = Model.from_hf_config({"model_type": "gpt_neo"})
+    assert (m.sliding_window, m.n_window_layers) == (256, 12)
+    assert kv_cached_tokens(m, 2048) == (12 * 256 + 12 * 2048) / 24
+    names = {n for _, n, _, _ in m.tensors()}
+    assert "layers.o_proj.bias" in names and "layers.q_proj.bias" not in names

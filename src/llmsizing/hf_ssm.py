@@ -12,6 +12,7 @@ import math
 from .hf_generic import _Keys, _short, generic_fields, refuse_unread
 from .hf_types import Moe, Rule, config_classes
 from .layer_kinds import StateMixer
+from .model_keys import _HF_ACTIVATION_ALIASES, ACTIVATIONS
 
 
 def _src(t: str) -> str:
@@ -319,6 +320,30 @@ def _kimi_linear(k: _Keys) -> dict:
     return dict(f, mixer=mixer, mixer_layers=mix)
 
 
+def _gpt_neo(k: _Keys) -> dict:
+    """``modeling_gpt_neo.py`` (not a state-space model; a layout of its own): GPT-2's block with learned
+    positions, q/k/v without biases but ``out_proj`` with one, and the ``local`` layers of ``attention_types``
+    (by default every second) attending to the last ``window_size`` tokens."""
+    n, h = k.int("num_layers"), k.int("hidden_size")
+    types = k.value("attention_types", required=False) or [[["global", "local"], 12]]
+    kinds = [t for item in types for _ in range(item[1]) for t in item[0]]
+    if len(kinds) != n or set(kinds) - {"global", "local"}:
+        raise ValueError(f"{k.where}: attention_types must expand to {n} 'global' or 'local' layers, got "
+                         f"{_short(types)}")
+    tied = k.value("tie_word_embeddings", required=False)
+    act = k.value("activation_function", required=False)
+    act = _HF_ACTIVATION_ALIASES.get(act, act) if isinstance(act, str) else None
+    local = kinds.count("local")
+    f = dict(layers=n, hidden=h, heads=k.int("num_heads"),
+             ffn_hidden=k.int("intermediate_size", required=False) or 4 * h, vocab=k.int("vocab_size"),
+             gated_mlp=False, norm="layernorm", bias=False, o_bias=True, mlp_bias=True, learned_pos=True,
+             max_seq=k.int("max_position_embeddings"), tied_embeddings=True if tied is None else bool(tied),
+             activation=act if act in ACTIVATIONS else None)
+    if local:
+        f.update(sliding_window=k.int("window_size"), window_layers=None if local == n else local)
+    return f
+
+
 #: Keys of these types that change no parameter and no state: kernels, scan and time-step settings.
 _NO_PARAMETERS = ("max_position_embeddings", "hidden_act", "layer_types", "use_mamba_kernels", "use_mambapy",
                   "use_associative_scan", "residual_in_fp32", "rescale_prenorm_residual", "chunk_size",
@@ -333,6 +358,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "bamba": (_bamba, _src("bamba")),
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
+             "gpt_neo": (_gpt_neo, _src("gpt_neo")),
              "falcon_h1": (_falcon_h1, _src("falcon_h1")),
              "kimi_linear": (_kimi_linear, _src("kimi_linear")),
              "minimax": (_minimax, _src("minimax")),

@@ -284,7 +284,6 @@ REFUSED_TYPES: dict[str, str] = {
     "gemma4_unified_text": "global layers with their own head dimension and a per-layer scalar: not modelled",
     "git": _MULTIMODAL_TEXT,
     "glm_moe_dsa": _INDEXER,
-    "gpt_neo": "GPT-2-style block with local attention layers: not mapped yet",
     "gpt_neox_japanese": "GPT-NeoX-Japanese's separate dense bias: not mapped yet",
     "hrm_text": _ATTN_GATE,
     "hunyuan_v1_dense": ("transformers 5.24 cannot build its own class default (build: TypeError: "

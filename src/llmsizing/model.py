@@ -130,7 +130,9 @@ class Model(TensorLayout):
     * ``attn_gate``: a sigmoid gate on the attention output, one matrix from the block's input (issue 36):
       ``"full"`` (``heads x head_dim`` outputs: AFMoE's ``gate_proj``) or ``"head"`` (one per head: Laguna's
       ``g_proj``), :data:`ATTN_GATES`;
-    * ``lm_head_bias``: a bias of ``vocab`` numbers on the LM head (GPT-J's and CodeGen's ``lm_head``).
+    * ``lm_head_bias``: a bias of ``vocab`` numbers on the LM head (GPT-J's and CodeGen's ``lm_head``);
+    * ``o_bias`` (``None``: the same as ``bias``): a bias on the attention output alone (GPT-Neo's
+      ``out_proj``).
 
     Position encodings without parameters (rotary, partial rotary, ALiBi), logit soft-capping and attention
     scaling change no parameter and no cache byte, and have no field.
@@ -200,6 +202,7 @@ class Model(TensorLayout):
     parallel_block: bool = False
     attn_gate: str | None = None
     lm_head_bias: bool = False
+    o_bias: bool | None = None
     # ---- mixture of experts (experts=0: dense)
     experts: int = 0
     experts_per_token: int = 0
@@ -254,8 +257,9 @@ class Model(TensorLayout):
                   "attn_sinks", "embed_norm", "parallel_block", "shared_expert_gate", "router_bias",
                   "lm_head_bias"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
-        if self.mlp_bias is not None:
-            object.__setattr__(self, "mlp_bias", check_bool("mlp_bias", self.mlp_bias))
+        for f in ("mlp_bias", "o_bias"):
+            if getattr(self, f) is not None:
+                object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         check_choice("norm", self.norm, NORMS)
         if self.qk_norm is not None:
             check_choice("qk_norm", self.qk_norm, QK_NORMS)

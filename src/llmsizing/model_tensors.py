@@ -47,7 +47,8 @@ class TensorLayout:
                 if self.bias or self.qkv_bias:
                     t.append(("attention", f"{proj}_proj.bias", (out,)))
             t.append(("attention", "o_proj.weight", (h, a * d)))
-            if self.bias:
+            o_bias = getattr(self, "o_bias", None)
+            if self.bias if o_bias is None else o_bias:
                 t.append(("attention", "o_proj.bias", (h,)))
         if self.qk_norm == "head":
             t += [("norms", "q_norm.weight", (d,)), ("norms", "k_norm.weight", (d,))]
