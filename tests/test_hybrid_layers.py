@@ -86,3 +86,9 @@ def test_gpt_neo_local_layers_are_windows_and_its_output_bias_stands_alone():
     assert kv_cached_tokens(m, 2048) == (12 * 256 + 12 * 2048) / 24
     names = {n for _, n, _, _ in m.tensors()}
     assert "layers.o_proj.bias" in names and "layers.q_proj.bias" not in names
+
+
+def test_attention_flops_count_the_attention_layers_only():
+    """Jamba: 4 attention layers of 32 heads x 128; at 1,000 keys the core is 4 x 1000 x 32 x 128 x 4 FLOPs."""
+    from llmsizing.flops import attention_flops_per_token
+    assert attention_flops_per_token(jamba(), seq=1000) == 4 * 1000 * 32 * 128 * 4
