@@ -103,15 +103,16 @@ def test_coverage_of_the_decoder_only_types():
     llm = {r["model_type"] for r in BUILT if r["encoder_style"] == "0"}
     read = {t for t in llm if _ok({"model_type": t})}
     assert len(TYPES) == 183 and len(llm) == 154
-    # 71 exact + DeepSeek-V2 (released configs): 72 before the layer kinds of issue 36; 90 + DeepSeek-V2: 91 now
-    assert len(read) >= 90, sorted(llm - read)
+    # 71 exact + DeepSeek-V2 (released configs): 72 before the layer kinds of issue 36; 92 + DeepSeek-V2: 93 now
+    assert len(read) >= 92, sorted(llm - read)
 
 
 def test_the_state_of_every_read_type_was_measured():
     """Every read type's row carries the cache state transformers holds (0 for attention-only types), except
-    the class defaults that cannot run a forward pass on the meta device (named here)."""
+    the class defaults that cannot run a forward pass on the meta device (named here: DeepSeek-V2's has no
+    top-k; BioGPT's calls .item() on a meta tensor; both have attention layers only, so no state)."""
     unmeasured = {r["model_type"] for r in BUILT if _ok(r) and r["state_per_sequence"] == ""}
-    assert unmeasured <= {"deepseek_v2"}, sorted(unmeasured)
+    assert unmeasured <= {"deepseek_v2", "biogpt"}, sorted(unmeasured)
 
 
 STATE_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "granitemoehybrid", "falcon_h1", "qwen3_next",

@@ -130,6 +130,8 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Key
         k.used.update(("head_dim", "num_key_value_heads"))
     if rule.gpt2_layout:
         fields.update(learned_pos=True, fused_qkv=True)
+    if rule.pos_offset is not None:
+        fields.update(learned_pos=True, pos_offset=rule.pos_offset, max_seq=k.int("max_position_embeddings"))
     fields.update(_windows(k, layers, rule))
     fields.update(_moe(k, layers, rule))
     _refuse_unread(k, rule)

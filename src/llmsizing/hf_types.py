@@ -50,7 +50,8 @@ NO_PARAMETER_KEYS = re.compile(
     r"use_bidirectional_attention|swiglu_alpha|swiglu_limit|scale_.*|.*softmax.*|summary_.*|"
     r"reorder_and_upcast_attn|layerdrop|attn_scale|floor_scale|clip_qkv|route_scale|slow_but_exact|"
     r"enable_moe_fp32_combine|sliding_window_pattern|apply_residual_connection_post_layernorm|"
-    r"dim_model_base|global_attn_every_n_layers|moe_apply_router_weight_on_input|rotary_dim|n_ctx)$")
+    r"dim_model_base|global_attn_every_n_layers|moe_apply_router_weight_on_input|rotary_dim|n_ctx|"
+    r"scale_embedding)$")
 
 
 @lru_cache(maxsize=1)
@@ -113,7 +114,8 @@ class Rule:
     ``attn_gate``: Model's ``attn_gate``; ``ffn_key``: the MLP width's key (``None`` there: 4 x hidden);
     ``gpt2_layout``: GPT-2's block (learned positions, fused q/k/v with ``multi_query`` giving one key/value
     head); ``lm_head_bias``: a bias on the LM head; ``parallel``: attention and MLP side by side on one norm
-    (GPT-J); ``source``: the modeling file."""
+    (GPT-J); ``pos_offset``: learned positions, ``max_position_embeddings`` plus this many rows (BioGPT's 2;
+    ``None``: no learned positions); ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -134,6 +136,7 @@ class Rule:
     gpt2_layout: bool = False
     lm_head_bias: bool = False
     parallel: bool = False
+    pos_offset: int | None = None
 
 
 def _src(t: str) -> str:
@@ -207,6 +210,12 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "codegen": dict(qkv_bias=False, o_bias=False, mlp_bias=True, norm="layernorm", gated=False, norms=1,
                     ffn_key="n_inner", window=None, activation_key="activation_function", lm_head_bias=True,
                     parallel=True),
+    # ---- fairseq-style decoders: biases everywhere, two LayerNorms, positions learned (BioGPT, 2 extra rows)
+    #      or sinusoidal (XGLM, no parameters)
+    "biogpt": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
+                   pos_offset=2),
+    "xglm": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
+                 ffn_key="ffn_dim", activation_key="activation_function"),
     "gpt_bigcode": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False,
                         ffn_key="n_inner", gpt2_layout=True, window=None,
                         activation_key="activation_function"),
@@ -246,7 +255,6 @@ REFUSED_TYPES: dict[str, str] = {
     "bert": _ENCODER,
     "bert-generation": "an encoder (BERT blocks) run as a decoder",
     "big_bird": _ENCODER,
-    "biogpt": "post-LayerNorm BERT-style block with learned positions (offset 2): not mapped yet",
     "bitnet": "extra sub-norms inside attention and MLP (BitNet b1.58): not modelled",
     "blt": "byte latent transformer (local encoder and decoder around a global model): not modelled",
     "camembert": _ENCODER,
@@ -333,7 +341,6 @@ REFUSED_TYPES: dict[str, str] = {
     "roformer": _ENCODER,
     "rwkv": "RWKV recurrent layers (a fixed state per sequence): not modelled",
     "trocr": "a decoder with cross-attention to an image encoder: not modelled",
-    "xglm": "XGLM's sinusoidal positions and post-attention layout: not mapped yet",
     "xlm": _ENCODER,
     "xlm-roberta": _ENCODER,
     "xlm-roberta-xl": _ENCODER,
