@@ -210,6 +210,12 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "codegen": dict(qkv_bias=False, o_bias=False, mlp_bias=True, norm="layernorm", gated=False, norms=1,
                     ffn_key="n_inner", window=None, activation_key="activation_function", lm_head_bias=True,
                     parallel=True),
+    # ---- Phi-1/1.5/2: GPT-J's parallel block with biases on attention too (qk_layernorm, LayerNorms with
+    #      biases per head, is not read: refused when set); CTRL: biases everywhere, sinusoidal positions
+    "phi": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, norms=1,
+                window=None, lm_head_bias=True, parallel=True),
+    "ctrl": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
+                 ffn_key="dff", lm_head_bias=True),
     # ---- fairseq-style decoders: biases everywhere, two LayerNorms, positions learned (BioGPT, 2 extra rows)
     #      or sinusoidal (XGLM, no parameters)
     "biogpt": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
@@ -261,7 +267,6 @@ REFUSED_TYPES: dict[str, str] = {
     "cohere_compass_text": ("transformers 5.24 cannot build its own class default (build: KeyError: "
                             "'full_attention')"),
     "cpmant": "CPM-Ant's own block layout: not mapped yet",
-    "ctrl": "CTRL's sinusoidal positions and biased LM head: not mapped yet",
     "data2vec-text": _ENCODER,
     "dbrx": ("transformers 5.24 cannot build its own class default (build: AttributeError: "
              "'DbrxAttentionConfig' object has no attribute ')"),
@@ -325,7 +330,6 @@ REFUSED_TYPES: dict[str, str] = {
     "olmo": "non-parametric LayerNorm (no weights): not mapped yet",
     "openai-gpt": "post-norm GPT-1 block without a final norm: not mapped yet",
     "persimmon": "per-head LayerNorms with biases on q and k: not modelled",
-    "phi": "a biased LM head: not modelled",
     "phi4_multimodal": _MULTIMODAL_TEXT,
     "qwen4_exp": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
                   " operand type(s) for //: 'NoneType' and ')"),
