@@ -213,3 +213,11 @@ def test_gemma3_class_default_difference_is_exactly_its_vision_tower():
     m = Model.from_hf_config(json.loads(row["config_json"]))
     assert m.n_params == int(row["n_text_params"])
     assert int(row["n_params"]) - m.n_params == 94_654_464
+
+
+def test_coverage_counts_the_read_types_that_hold_a_state():
+    """16 read types keep a fixed state per sequence in transformers' cache: mamba, falcon_mamba, mamba2,
+    jamba, bamba, granitemoehybrid, falcon_h1, qwen3_next, qwen3_5(_text), qwen3_5_moe(_text), olmo_hybrid,
+    lara_mini, minimax, kimi_linear."""
+    from llmsizing.hf_types import sweep_coverage
+    assert sweep_coverage()["with_state"] == 16

@@ -368,8 +368,9 @@ def sweep_coverage() -> dict:
     ``data/hf_type_sweep.csv`` (chapter 1, "From a Hugging Face config"): ``types`` (all causal-LM types but
     encoder-decoders), ``unbuildable`` (transformers cannot build its own class default), ``encoders`` (an
     encoder with a masked-LM head run as a decoder), ``decoder_only`` (the rest), ``read`` (of those, the
-    types read; each is checked exact in ``tests/test_hf_sweep.py``), ``refused`` by reason and the
-    ``transformers_version`` measured."""
+    types read; each is checked exact in ``tests/test_hf_sweep.py``), ``with_state`` (of those read, the types
+    whose cache holds a fixed state per sequence: Mamba or linear-attention layers), ``refused`` by reason and
+    the ``transformers_version`` measured."""
     import csv
 
     with open(SWEEP_CSV, newline="") as fh:
@@ -383,6 +384,8 @@ def sweep_coverage() -> dict:
     return {"types": len(rows), "unbuildable": len(rows) - len(built),
             "encoders": len(built) - len(llm), "decoder_only": len(llm),
             "read": sum(t not in REFUSED_TYPES for t in llm), "refused": refused,
+            "with_state": sum(t not in REFUSED_TYPES and r["state_per_sequence"] not in ("", "0")
+                              for r in built if (t := r["model_type"]) in llm),
             "transformers_version": rows[0]["transformers_version"]}
 
 

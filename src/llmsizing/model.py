@@ -36,7 +36,6 @@ from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FA
                          MOE_KEYS, moe_layer_indices)
 from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
-from .hf_ssm import SSM_TYPES  # noqa: F401  (chapter 1: the types with Mamba or linear-attention layers)
 from .layer_kinds import StateMixer
 
 NORMS = ("layernorm", "rmsnorm")
