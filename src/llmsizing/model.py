@@ -500,6 +500,8 @@ class Model(TensorLayout):
         """Build a :class:`Model` from a Hugging Face ``config.json``: a dict, a path to the file, or a folder
         that holds one (as ``save_pretrained`` writes it).
 
+        Besides the families below, every type of :data:`llmsizing.hf_types.TYPE_RULES` and
+        :data:`llmsizing.hf_ssm.SSM_TYPES` (Mamba, Mamba-2 and linear-attention hybrids: ``mixer``) is read.
         Supported ``model_type`` (:data:`HF_FAMILIES`): dense ``llama``, ``mistral``, ``qwen2``, ``qwen3``,
         ``gemma``, ``gemma2``, ``gemma3_text`` (and ``gemma3``: its ``text_config``), ``phi3``, ``olmo2``,
         ``nemotron``, ``gpt_neox``, ``falcon``, ``opt``, ``bloom``, ``gpt2``; mixtures of experts ``mixtral``,
