@@ -344,6 +344,24 @@ def _gpt_neo(k: _Keys) -> dict:
     return f
 
 
+def _mpt(k: _Keys) -> dict:
+    """``modeling_mpt.py`` (a layout of its own): fused ``Wqkv`` and ``out_proj`` without biases, an MLP of
+    ``4 x hidden`` without biases (``expansion_ratio`` other than 4 is refused: transformers ignores it, MPT's
+    own code does not), LayerNorms whose bias is removed, ALiBi (no parameters); ``attn_config`` and
+    ``learned_pos_emb`` build no parameter in transformers' module."""
+    h = k.int("d_model")
+    if k.int("expansion_ratio") != 4:
+        raise ValueError(f"{k.where}: expansion_ratio={k.value('expansion_ratio')} is ignored by "
+                         "transformers' MptMLP (always 4 x d_model) but not by MPT's own code; refused "
+                         "rather than guess")
+    tied = k.value("tie_word_embeddings", required=False)
+    k.used.update(("attn_config", "learned_pos_emb", "max_seq_len", "norm_type", "init_device",
+                   "embedding_fraction"))
+    return dict(layers=k.int("n_layers"), hidden=h, heads=k.int("n_heads"), ffn_hidden=4 * h,
+                vocab=k.int("vocab_size"), gated_mlp=False, norm="layernorm_nobias", fused_qkv=True,
+                tied_embeddings=True if tied is None else bool(tied), activation="gelu")
+
+
 #: Keys of these types that change no parameter and no state: kernels, scan and time-step settings.
 _NO_PARAMETERS = ("max_position_embeddings", "hidden_act", "layer_types", "use_mamba_kernels", "use_mambapy",
                   "use_associative_scan", "residual_in_fp32", "rescale_prenorm_residual", "chunk_size",
@@ -358,6 +376,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "bamba": (_bamba, _src("bamba")),
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
+             "mpt": (_mpt, _src("mpt")),
              "gpt_neo": (_gpt_neo, _src("gpt_neo")),
              "falcon_h1": (_falcon_h1, _src("falcon_h1")),
              "kimi_linear": (_kimi_linear, _src("kimi_linear")),

@@ -216,6 +216,10 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
                 window=None, lm_head_bias=True, parallel=True),
     "ctrl": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
                  ffn_key="dff", lm_head_bias=True),
+    # ---- norms without parameters: OLMo's non-parametric LayerNorm, nanochat's weightless RMSNorm (its q/k
+    #      norms too) and two-matrix relu^2 MLP
+    "olmo": dict(mlp_bias=False, norm="layernorm_noweight"),
+    "nanochat": dict(mlp_bias=False, norm="rmsnorm_noweight", gated=False),
     # ---- fairseq-style decoders: biases everywhere, two LayerNorms, positions learned (BioGPT, 2 extra rows)
     #      or sinusoidal (XGLM, no parameters)
     "biogpt": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
@@ -324,10 +328,7 @@ REFUSED_TYPES: dict[str, str] = {
     "modernbert-decoder": "an encoder (ModernBERT blocks) run as a decoder",
     "moshi": "an audio model with multi-codebook heads: not modelled",
     "moss_transcribe_diarize": "a speech model's decoder: not modelled",
-    "mpt": "MPT's bias-free LayerNorm and ALiBi in a fused Wqkv: not mapped yet",
-    "nanochat": "norms without parameters: not mapped yet",
     "nemotron_h": _ONE_SUBLAYER,
-    "olmo": "non-parametric LayerNorm (no weights): not mapped yet",
     "openai-gpt": "post-norm GPT-1 block without a final norm: not mapped yet",
     "persimmon": "per-head LayerNorms with biases on q and k: not modelled",
     "phi4_multimodal": _MULTIMODAL_TEXT,

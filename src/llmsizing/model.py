@@ -38,7 +38,10 @@ from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
 from .layer_kinds import StateMixer
 
-NORMS = ("layernorm", "rmsnorm")
+#: Norm kinds: LayerNorm (gain and bias), RMSNorm (gain), and three without some parameters (issue 36):
+#: ``layernorm_nobias`` (MPT), ``layernorm_noweight`` (OLMo's non-parametric LayerNorm), ``rmsnorm_noweight``
+#: (nanochat's).
+NORMS = ("layernorm", "rmsnorm", "layernorm_nobias", "layernorm_noweight", "rmsnorm_noweight")
 
 #: Components of :meth:`Model.param_breakdown`, in the order charts draw them. A mixture of experts' routed
 #: and shared experts and its router count under ``"mlp"`` (:meth:`Model.moe_breakdown` splits them).
@@ -94,7 +97,8 @@ class Model(TensorLayout):
     ``head_dim`` defaults to ``hidden // heads`` and ``kv_heads`` to ``heads`` (no GQA). ``ffn_hidden`` is the
     width of the MLP's inner layer; with ``gated_mlp`` (SwiGLU) the MLP has three matrices (gate, up, down),
     without it two (up, down). ``bias`` puts a bias on every linear layer (GPT-2 style); ``qkv_bias`` only on
-    the query/key/value projections (Qwen2 style). LayerNorm always has a bias (2 vectors), RMSNorm only a
+    the query/key/value projections (Qwen2 style). LayerNorm has a bias (2 vectors; :data:`NORMS` for those
+    without), RMSNorm only a
     gain. ``activation`` is the MLP's activation function by its Hugging Face name (default: ``"silu"`` with a
     gated MLP, ``"gelu_new"`` without); it changes no parameter count, only what the Hugging Face stack saves
     for backward. ``sliding_window`` (``None``: full attention) limits how far back each token attends

@@ -26,7 +26,7 @@ class TensorLayout:
 
     def _attention_tensors(self) -> list[tuple[str, str, tuple[int, ...]]]:
         h, a, g, d = self.hidden, self.heads, self.kv_heads, self.head_dim
-        norm = [("weight", (h,))] + ([("bias", (h,))] if self.norm == "layernorm" else [])
+        norm = self._norm_params(h)
         t: list[tuple[str, str, tuple[int, ...]]] = []
         t += [("norms", f"attn_norm.{n}", s) for n, s in norm]
         if self.is_mla:
@@ -60,9 +60,15 @@ class TensorLayout:
             t.append(("attention", "attn_gate.weight", (a * d if self.attn_gate == "full" else a, h)))
         return t
 
+    def _norm_params(self, h: int) -> list[tuple[str, tuple[int, ...]]]:
+        """One norm's parameters: a gain unless ``*_noweight``, a bias with ``layernorm`` only."""
+        if self.norm.endswith("_noweight"):
+            return []
+        return [("weight", (h,))] + ([("bias", (h,))] if self.norm == "layernorm" else [])
+
     def _norm_tensors(self, which: str) -> list[tuple[str, str, tuple[int, ...]]]:
         h = self.hidden
-        norm = [("weight", (h,))] + ([("bias", (h,))] if self.norm == "layernorm" else [])
+        norm = self._norm_params(h)
         return [("norms", f"{which}.{n}", s) for n, s in norm]
 
     def _mlp_tensors(self, prefix: str, f: int, experts: int | None = None, bias: bool | None = None):
@@ -144,9 +150,7 @@ class TensorLayout:
                 t += [(c, f"layers.{n}", s, n_dense) for c, n, s in self._mlp_tensors("", self.ffn_hidden)
                       if n in dense_mlp]
         t = self._with_mixer(t)
-        t += [("norms", "final_norm.weight", (h,), 1)]
-        if self.norm == "layernorm":
-            t.append(("norms", "final_norm.bias", (h,), 1))
+        t += [("norms", f"final_norm.{n}", s, 1) for n, s in self._norm_params(h)]
         if not self.tied_embeddings:
             t.append(("lm_head", "lm_head.weight", (self.vocab, h), 1))
         if getattr(self, "lm_head_bias", False):
