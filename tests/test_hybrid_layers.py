@@ -92,3 +92,21 @@ def test_attention_flops_count_the_attention_layers_only():
     """Jamba: 4 attention layers of 32 heads x 128; at 1,000 keys the core is 4 x 1000 x 32 x 128 x 4 FLOPs."""
     from llmsizing.flops import attention_flops_per_token
     assert attention_flops_per_token(jamba(), seq=1000) == 4 * 1000 * 32 * 128 * 4
+
+
+def test_lfm2_short_convolution_layers_by_hand():
+    """LFM2-1.2B's layout (16 layers, attention in 2, 5, 8, 10, 12, 14; hidden 2048, 32 heads of 64, 8 KV
+    heads; intermediate_size 12288 auto-adjusted to 2/3 = 8192; conv_L_cache 3; tied embeddings of 65,536):
+    a conv layer is in_proj 3h x h + conv h x 3 + out_proj h x h + 2 norms + MLP 3 x h x 8192, an attention
+    layer q, k, v, o + two q/k norms of 64 + 2 norms + the MLP. transformers' meta count of the same config is
+    1,170,340,608 (LFM2-1.2B's "1.17B") and its cache holds 61,440 conv-state numbers."""
+    h, f = 2048, 8192
+    mlp, norms = 3 * h * f, 2 * h
+    conv = 3 * h * h + h * 3 + h * h + norms + mlp
+    attn = h * h + 2 * 8 * 64 * h + h * h + 2 * 64 + norms + mlp
+    m = Model.from_hf_config({"model_type": "lfm2", "hidden_size": h, "num_hidden_layers": 16,
+                              "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 12288,
+                              "vocab_size": 65536, "full_attn_idxs": [2, 5, 8, 10, 12, 14]})
+    assert m.n_params == 10 * conv + 6 * attn + 65536 * h + h == 1_170_340_608
+    assert m.state_numbers_per_sequence == 10 * h * 3
+    assert kv_cache_bytes_per_token(m) == 6 * 2 * 8 * 64 * 2

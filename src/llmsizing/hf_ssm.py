@@ -362,6 +362,37 @@ def _mpt(k: _Keys) -> dict:
                 tied_embeddings=True if tied is None else bool(tied), activation="gelu")
 
 
+def _lfm2(k: _Keys) -> dict:
+    """``modeling_lfm2.py``: ``Lfm2ShortConv`` in the ``conv`` layers of ``layer_types`` (by default those not
+    in ``full_attn_idxs``; ``None``: every layer attends), attention with per-head q/k RMSNorms elsewhere, a
+    gated MLP whose width ``block_auto_adjust_ff_dim`` shrinks to ``2/3``, times ``block_ffn_dim_multiplier``,
+    rounded up to ``block_multiple_of``; the last norm is called ``embedding_norm``."""
+    n, h = k.int("num_hidden_layers"), k.int("hidden_size")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        full = k.value("full_attn_idxs", required=False)
+        full = range(n) if full is None else full
+        kinds = ["full_attention" if i in full else "conv" for i in range(n)]
+    k.used.update(("layer_types", "full_attn_idxs"))
+    mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("conv",), ("full_attention",))
+    f = k.int("intermediate_size")
+    if k.switch("block_auto_adjust_ff_dim"):
+        f = int(2 * f / 3)
+        mult = k.value("block_ffn_dim_multiplier", required=False)
+        if mult is not None:
+            step = k.int("block_multiple_of")
+            f = step * ((int(mult * f) + step - 1) // step)
+    k.used.update(("block_ffn_dim_multiplier", "block_multiple_of"))
+    heads = k.int("num_attention_heads")
+    tied = k.value("tie_word_embeddings", required=False)
+    mixer = StateMixer("shortconv", inner=h, state=0, conv=k.int("conv_L_cache"),
+                       conv_bias=bool(k.switch("conv_bias")))
+    kv = k.int("num_key_value_heads", required=False) or heads
+    return dict(layers=n, hidden=h, heads=heads, kv_heads=kv, ffn_hidden=f, vocab=k.int("vocab_size"),
+                qk_norm="head",
+                tied_embeddings=True if tied is None else bool(tied), mixer=mixer, mixer_layers=mix)
+
+
 #: Keys of these types that change no parameter and no state: kernels, scan and time-step settings.
 _NO_PARAMETERS = ("max_position_embeddings", "hidden_act", "layer_types", "use_mamba_kernels", "use_mambapy",
                   "use_associative_scan", "residual_in_fp32", "rescale_prenorm_residual", "chunk_size",
@@ -376,6 +407,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "bamba": (_bamba, _src("bamba")),
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
+             "lfm2": (_lfm2, _src("lfm2")),
              "mpt": (_mpt, _src("mpt")),
              "gpt_neo": (_gpt_neo, _src("gpt_neo")),
              "falcon_h1": (_falcon_h1, _src("falcon_h1")),

@@ -313,7 +313,6 @@ REFUSED_TYPES: dict[str, str] = {
     "inkling2_text": "mixture of experts with its own routing modules: not mapped yet",
     "inkling_text": "mixture of experts with its own routing modules: not mapped yet",
     "jetmoe": "mixture of attention heads and of MLP experts (JetMoE): not modelled",
-    "lfm2": "short-convolution layers among attention layers (a fixed state per sequence): not modelled yet",
     "lfm2_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: 'NoneType' "
                  "object is not subscriptable)"),
     "lfm3": _ATTN_GATE,

@@ -29,7 +29,10 @@ from ._validate import check_bool, check_choice, check_int
 #: ``kda``: Kimi Delta Attention (Kimi Linear, arXiv:2510.26692; ``KimiLinearDeltaAttention``): ``heads``
 #: heads of ``state`` channels for q, k and v, a low-rank forget gate and output gate, a ``state x state``
 #: state per head.
-MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda")
+#: ``shortconv``: LFM2's gated short convolution (``Lfm2ShortConv``): ``in_proj`` to B, C and x, a depthwise
+#: convolution of ``conv`` taps over ``inner = hidden`` channels, ``out_proj``; its state is the last ``conv``
+#: inputs only (``state`` 0).
+MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv")
 
 
 @dataclass(frozen=True)
@@ -62,14 +65,14 @@ class StateMixer:
     def __post_init__(self):
         check_choice("kind", self.kind, MIXER_KINDS)
         for f in ("inner", "state", "conv"):
-            object.__setattr__(self, f, check_int(f, getattr(self, f)))
+            object.__setattr__(self, f, check_int(f, getattr(self, f), minimum=0 if f == "state" else 1))
         for f in ("proj_bias", "conv_bias", "bc_dt_norms", "gated_norm"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         if self.kind == "lightning":
             object.__setattr__(self, "block", check_int("block", self.block))
         if self.kind == "mamba":
             object.__setattr__(self, "dt_rank", check_int("dt_rank", self.dt_rank))
-        else:
+        elif self.kind != "shortconv":
             heads = check_int("heads", self.heads)
             groups = check_int("groups", self.groups)
             if self.inner % heads or heads % groups:
@@ -84,7 +87,9 @@ class StateMixer:
         x, B and C)."""
         if self.kind == "lightning":
             return 0
-        return self.inner if self.kind == "mamba" else self.inner + 2 * self.groups * self.state
+        if self.kind in ("mamba", "shortconv"):
+            return self.inner
+        return self.inner + 2 * self.groups * self.state
 
     def _kda_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
         """``KimiLinearDeltaAttention``: q, k, v projections, ``conv1d`` over them (no bias), the forget gate
@@ -129,6 +134,11 @@ class StateMixer:
             return self._lightning_tensors(h)
         if self.kind == "kda":
             return self._kda_tensors(h)
+        if self.kind == "shortconv":
+            b = [("attention", "in_proj.bias", (3 * d,)), ("attention", "conv.bias", (d,)),
+                 ("attention", "out_proj.bias", (h,))] if self.conv_bias else []
+            w = [("attention", "in_proj.weight", (3 * d, h)), ("attention", "conv.weight", (d, 1, self.conv))]
+            return w + [("attention", "out_proj.weight", (h, d))] + b
         t = []
         if self.kind == "mamba":
             t.append(("attention", "in_proj.weight", (2 * d, h)))
