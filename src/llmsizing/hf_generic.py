@@ -120,7 +120,7 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Key
                   activation=act if act in ACTIVATIONS else None,
                   qk_norm=rule.qk_norm if rule.qk_norm_key is None or k.switch(rule.qk_norm_key) else None,
                   norms_per_layer=rule.norms, attn_sinks=rule.sinks, attn_gate=rule.attn_gate,
-                  lm_head_bias=rule.lm_head_bias, parallel_block=rule.parallel)
+                  lm_head_bias=rule.lm_head_bias, parallel_block=rule.parallel, final_norm=rule.final_norm)
     if rule.mla:
         q_rank = k.value("q_lora_rank", required=False)
         fields.update(kv_heads=heads, head_dim=None, qkv_bias=False, bias=False, qk_norm=None,

@@ -115,7 +115,8 @@ class Rule:
     ``gpt2_layout``: GPT-2's block (learned positions, fused q/k/v with ``multi_query`` giving one key/value
     head); ``lm_head_bias``: a bias on the LM head; ``parallel``: attention and MLP side by side on one norm
     (GPT-J); ``pos_offset``: learned positions, ``max_position_embeddings`` plus this many rows (BioGPT's 2;
-    ``None``: no learned positions); ``source``: the modeling file."""
+    ``None``: no learned positions); ``final_norm``: a norm after the last block; ``source``: the modeling
+    file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -137,6 +138,7 @@ class Rule:
     lm_head_bias: bool = False
     parallel: bool = False
     pos_offset: int | None = None
+    final_norm: bool = True
 
 
 def _src(t: str) -> str:
@@ -220,6 +222,9 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     #      norms too) and two-matrix relu^2 MLP
     "olmo": dict(mlp_bias=False, norm="layernorm_noweight"),
     "nanochat": dict(mlp_bias=False, norm="rmsnorm_noweight", gated=False),
+    # ---- GPT-1: GPT-2's block, post-norm, no final norm
+    "openai-gpt": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
+                       gpt2_layout=True, activation_key="afn", final_norm=False),
     # ---- fairseq-style decoders: biases everywhere, two LayerNorms, positions learned (BioGPT, 2 extra rows)
     #      or sinusoidal (XGLM, no parameters)
     "biogpt": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
@@ -328,7 +333,6 @@ REFUSED_TYPES: dict[str, str] = {
     "moshi": "an audio model with multi-codebook heads: not modelled",
     "moss_transcribe_diarize": "a speech model's decoder: not modelled",
     "nemotron_h": _ONE_SUBLAYER,
-    "openai-gpt": "post-norm GPT-1 block without a final norm: not mapped yet",
     "persimmon": "per-head LayerNorms with biases on q and k: not modelled",
     "phi4_multimodal": _MULTIMODAL_TEXT,
     "qwen4_exp": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"

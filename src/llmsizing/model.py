@@ -135,7 +135,8 @@ class Model(TensorLayout):
       ``g_proj``), :data:`ATTN_GATES`;
     * ``lm_head_bias``: a bias of ``vocab`` numbers on the LM head (GPT-J's and CodeGen's ``lm_head``);
     * ``o_bias`` (``None``: the same as ``bias``): a bias on the attention output alone (GPT-Neo's
-      ``out_proj``).
+      ``out_proj``);
+    * ``final_norm``: the norm after the last block (``False``: GPT-1's post-norm stack has none).
 
     Position encodings without parameters (rotary, partial rotary, ALiBi), logit soft-capping and attention
     scaling change no parameter and no cache byte, and have no field.
@@ -206,6 +207,7 @@ class Model(TensorLayout):
     attn_gate: str | None = None
     lm_head_bias: bool = False
     o_bias: bool | None = None
+    final_norm: bool = True
     # ---- mixture of experts (experts=0: dense)
     experts: int = 0
     experts_per_token: int = 0
@@ -258,7 +260,7 @@ class Model(TensorLayout):
         object.__setattr__(self, "head_dim", hd)
         for f in ("gated_mlp", "tied_embeddings", "bias", "qkv_bias", "learned_pos", "fused_qkv",
                   "attn_sinks", "embed_norm", "parallel_block", "shared_expert_gate", "router_bias",
-                  "lm_head_bias"):
+                  "lm_head_bias", "final_norm"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         for f in ("mlp_bias", "o_bias"):
             if getattr(self, f) is not None:

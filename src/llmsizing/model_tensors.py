@@ -150,7 +150,8 @@ class TensorLayout:
                 t += [(c, f"layers.{n}", s, n_dense) for c, n, s in self._mlp_tensors("", self.ffn_hidden)
                       if n in dense_mlp]
         t = self._with_mixer(t)
-        t += [("norms", f"final_norm.{n}", s, 1) for n, s in self._norm_params(h)]
+        if getattr(self, "final_norm", True):
+            t += [("norms", f"final_norm.{n}", s, 1) for n, s in self._norm_params(h)]
         if not self.tied_embeddings:
             t.append(("lm_head", "lm_head.weight", (self.vocab, h), 1))
         if getattr(self, "lm_head_bias", False):
