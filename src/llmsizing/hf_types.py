@@ -222,6 +222,9 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     #      norms too) and two-matrix relu^2 MLP
     "olmo": dict(mlp_bias=False, norm="layernorm_noweight"),
     "nanochat": dict(mlp_bias=False, norm="rmsnorm_noweight", gated=False),
+    # ---- Persimmon: fused q/k/v and everything biased, per-head q/k LayerNorms with biases (qk_layernorm)
+    "persimmon": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
+                      qk_norm="head_ln", qk_norm_key="qk_layernorm"),
     # ---- GPT-1: GPT-2's block, post-norm, no final norm
     "openai-gpt": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
                        gpt2_layout=True, activation_key="afn", final_norm=False),
@@ -333,7 +336,6 @@ REFUSED_TYPES: dict[str, str] = {
     "moshi": "an audio model with multi-codebook heads: not modelled",
     "moss_transcribe_diarize": "a speech model's decoder: not modelled",
     "nemotron_h": _ONE_SUBLAYER,
-    "persimmon": "per-head LayerNorms with biases on q and k: not modelled",
     "phi4_multimodal": _MULTIMODAL_TEXT,
     "qwen4_exp": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
                   " operand type(s) for //: 'NoneType' and ')"),

@@ -51,7 +51,7 @@ COMPONENTS = ("embedding", "position", "attention", "mlp", "norms", "lm_head")
 #: ``qk_norm`` values: a norm over each head's query and key vectors (``head_dim`` gains each: Qwen3, Gemma 3,
 #: Qwen3-MoE), or over the whole query and key projections (``heads x head_dim`` and ``kv_heads x head_dim``
 #: gains: OLMo 2).
-QK_NORMS = ("head", "proj")
+QK_NORMS = ("head", "proj", "head_ln")   # head_ln: per head with a bias too (Persimmon's q/k LayerNorms)
 #: ``attn_gate`` values: a gate per attention output number (``"full"``) or per head (``"head"``).
 ATTN_GATES = ("full", "head")
 

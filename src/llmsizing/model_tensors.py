@@ -52,6 +52,8 @@ class TensorLayout:
                 t.append(("attention", "o_proj.bias", (h,)))
         if self.qk_norm == "head":
             t += [("norms", "q_norm.weight", (d,)), ("norms", "k_norm.weight", (d,))]
+        elif self.qk_norm == "head_ln":                  # LayerNorms with biases over each head (Persimmon)
+            t += [("norms", f"{p}_norm.{w}", (d,)) for p in "qk" for w in ("weight", "bias")]
         elif self.qk_norm == "proj":
             t += [("norms", "q_norm.weight", (a * d,)), ("norms", "k_norm.weight", (g * d,))]
         if self.attn_sinks:
