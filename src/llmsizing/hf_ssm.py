@@ -1,6 +1,7 @@
 """The config reader of the Hugging Face types with state-space (Mamba) or linear-attention layers (issue 36;
 chapter 1, "Load your model"; chapter 3 for their cache): pure Mamba and Mamba-2 models and the hybrids
-that put attention layers among them. Each reader follows transformers 5.24's ``modeling_<type>.py`` (cited
+that put attention layers among them; also a few layouts that need a reader of their own rather than a
+:class:`~llmsizing.hf_types.Rule` (GPT-Neo, MPT, Ernie 4.5 MoE). Each reader follows transformers 5.24's ``modeling_<type>.py`` (cited
 per type in :data:`SSM_TYPES`), reads every key in the spellings its config class accepts and with its
 defaults (:class:`~llmsizing.hf_generic._Keys`), and refuses any unread key that could change the count.
 """
@@ -393,6 +394,30 @@ def _lfm2(k: _Keys) -> dict:
                 tied_embeddings=True if tied is None else bool(tied), mixer=mixer, mixer_layers=mix)
 
 
+_ERNIE_MOE = Rule(source=_src("ernie4_5_moe"), qkv_bias="use_bias", o_bias="use_bias", mlp_bias="use_bias",
+                  window=None, moe=Moe(shared="moe_num_shared_experts", router_bias=True))
+
+
+def _ernie4_5_moe(k: _Keys) -> dict:
+    """``modeling_ernie4_5_moe.py`` (not a state-space model; a layer pattern of its own): experts in the
+    layers ``(i + 1) % moe_layer_interval == 0`` from ``moe_layer_start_index`` to ``moe_layer_end_index``
+    (-1: the last), each with ``moe_num_shared_experts`` shared experts and a learned score-correction bias;
+    ``use_bias`` biases attention, MLPs and the LM head."""
+    n = k.int("num_hidden_layers")
+    start, every = k.int("moe_layer_start_index", minimum=0), k.int("moe_layer_interval")
+    end = k.value("moe_layer_end_index")
+    end = n - 1 if end == -1 else k.int("moe_layer_end_index", minimum=0)
+    f = generic_fields(k.config, k.where, k.mtype, _ERNIE_MOE, keys=k)
+    moe = tuple(i for i in range(n) if (i + 1) % every == 0 and start <= i <= end)
+    if "experts" in f and moe:
+        f["moe_layers"] = moe
+    else:
+        for key in ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "router_bias",
+                    "moe_layers"):
+            f.pop(key, None)
+    return dict(f, lm_head_bias=bool(k.switch("use_bias")))
+
+
 #: Keys of these types that change no parameter and no state: kernels, scan and time-step settings.
 _NO_PARAMETERS = ("max_position_embeddings", "hidden_act", "layer_types", "use_mamba_kernels", "use_mambapy",
                   "use_associative_scan", "residual_in_fp32", "rescale_prenorm_residual", "chunk_size",
@@ -408,6 +433,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
              "lfm2": (_lfm2, _src("lfm2")),
+             "ernie4_5_moe": (_ernie4_5_moe, _src("ernie4_5_moe")),
              "mpt": (_mpt, _src("mpt")),
              "gpt_neo": (_gpt_neo, _src("gpt_neo")),
              "falcon_h1": (_falcon_h1, _src("falcon_h1")),

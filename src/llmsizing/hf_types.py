@@ -294,8 +294,6 @@ REFUSED_TYPES: dict[str, str] = {
     "electra": _ENCODER,
     "emu3": "multimodal config without a text sub-type reader yet",
     "ernie": _ENCODER,
-    "ernie4_5_moe": ("MoE layers by moe_layer_start_index/interval/end_index and a score-correction "
-                     "parameter: not mapped yet"),
     "fuyu": _MULTIMODAL_TEXT,
     "gemma3n": "transformers 5.24 cannot build its own class default (build: ImportError: )",
     "gemma3n_text": _PER_LAYER,
