@@ -145,7 +145,7 @@ def dense_layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attentio
     r = tp if sp else 1                        # divisor for tensors TP replicates and SP splits
     a_t, f_t = a / tp, f / tp                  # heads and MLP width per tensor-parallel rank
     g_t = max(g / tp, 1)                       # KV heads are replicated when tp > kv_heads
-    stats = (2 if model.norm == "layernorm" else 1) * 4   # fp32 mean/rstd per token
+    stats = (2 if model.norm.startswith("layernorm") else 1) * 4   # fp32 mean/rstd per token
     m = mask_bytes if dropout else 0.0
 
     norms = 2 * (p * sb * h + stats * sb) / r
@@ -281,7 +281,7 @@ def _hf_layer_terms(model: Model, *, batch, seq, dtype, attention, dropout, tp, 
     a_t, f_t = a / tp, f / tp
     g_t = max(g / tp, 1)
     m = mask_bytes if dropout else 0.0
-    llama = model.norm == "rmsnorm"
+    llama = model.norm.startswith("rmsnorm")
     if llama:   # fp32 copy of the input + rstd + the normalised tensor in the input's dtype
         one_norm = (4 * sb * h + 4 * sb + p_res * sb * h) if p_res == 2 else (2 * 4 * sb * h + 4 * sb)
     else:       # nn.LayerNorm: input + mean + rstd (fp32 statistics on CUDA)
@@ -388,7 +388,7 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
     if recompute == "full":
         per_layer = p_res * sb * h / r                       # the checkpointed layer input
         comps = dict(dense_layer_terms(model, **kw))               # one layer's working set during backward,
-        if stack == "fused" or model.norm == "layernorm" or p_res == 4:
+        if stack == "fused" or model.norm.startswith("layernorm") or p_res == 4:
             comps["norms"] -= per_layer                      # whose first norm input IS its checkpoint
         # (Hugging Face's RMSNorm on a 16-bit input saves an fp32 copy instead, so nothing is shared)
         comps["residuals"] = L * per_layer
@@ -404,7 +404,7 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
         layers = L * per_layer + sum(rebuilt.values()) - per_layer
     else:
         layers = L * per_layer
-    stats = (2 if model.norm == "layernorm" else 1) * 4
+    stats = (2 if model.norm.startswith("layernorm") else 1) * 4
     embedding = 8 * sb + (mask_bytes * sb * h / r if dropout else 0.0)   # int64 token ids + dropout mask
     logits = ((p * sb * h + stats * sb) / r                  # final norm input + statistics
               + p * sb * h / r                               # LM-head input

@@ -48,8 +48,8 @@ def attention_keys_per_token(model: Model | str, *, seq: int, causal: bool = Fal
     windowed = w - w * w / (2 * seq) if causal else float(w)
     if model.window_layers is None:
         return windowed
-    nw = model.window_layers                     # some layers windowed, the rest full: the layers' average
-    return (nw * windowed + (model.layers - nw) * full) / model.layers
+    nw, n = model.window_layers, model.n_attention_layers  # some windowed: the attention layers' mean
+    return (nw * windowed + (n - nw) * full) / n
 
 
 def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
@@ -57,12 +57,14 @@ def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = Fa
     ``4 * keys * heads * head_dim * layers`` with ``keys`` = :func:`attention_keys_per_token`: ``seq`` (halved
     with ``causal=True``), capped by a sliding window in every phase (see the module docstring). With
     multi-head latent attention, ``2 * keys * heads * (d_qk + v_head_dim) * layers`` (``d_qk`` is its
-    ``head_dim``)."""
+    ``head_dim``). A hybrid counts its attention layers only; its Mamba / linear-attention layers' matmuls
+    are in the parameter term, their scan (a few numbers per channel and state per token) is left out."""
     model = resolve_model(model, moe=True)
     keys = attention_keys_per_token(model, seq=seq, causal=causal)
+    n = model.n_attention_layers         # a hybrid's Mamba / linear-attention layers have no QK^T (issue 36)
     if model.is_mla:
-        return 2 * keys * model.heads * (model.head_dim + model.v_head_dim) * model.layers
-    return 4 * keys * model.heads * model.head_dim * model.layers
+        return 2 * keys * model.heads * (model.head_dim + model.v_head_dim) * n
+    return 4 * keys * model.heads * model.head_dim * n
 
 
 def forward_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:

@@ -23,6 +23,7 @@ from .model_keys import (_ALIASES, _FAMILY_KEY_OF_FIELD, _GPT2_KEY_OF_FIELD,  # 
                          _HF_ACTIVATION_ALIASES, _HF_KEY_OF_FIELD, _LLAMA_FLAGS, _MOE_FAMILIES, _MULTIMODAL,
                          ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES, MOE_KEYS, moe_layer_indices)
 from .hf_generic import generic_fields, refuse_unread
+from .hf_ssm import SSM_TYPES, ssm_fields
 from .hf_types import EXPERT_COUNT_KEYS, REFUSED_TYPES, TYPE_RULES, class_default, synonyms
 
 
@@ -52,6 +53,13 @@ def model_from_hf_config(cls, config, name=None):
         raise ValueError(f"{where}: model_type {mtype!r} is not read by from_hf_config: "
                          f"{REFUSED_TYPES[mtype]}. Build a Model(...) by hand if its layers allow; the types "
                          f"it reads: {', '.join(HF_FAMILIES)} and llmsizing.hf_types.TYPE_RULES")
+    if isinstance(mtype, str) and mtype in SSM_TYPES:
+        try:
+            return cls(name=name, **ssm_fields(config, where, mtype))
+        except (TypeError, ValueError) as exc:
+            text = str(exc)
+            raise type(exc)(text if text.startswith(where) else f"{where} ({SSM_TYPES[mtype][1]}): {text}") \
+                from None
     if isinstance(mtype, str) and mtype in TYPE_RULES and mtype not in HF_DEFAULTS:
         rule = TYPE_RULES[mtype]
         try:

@@ -78,10 +78,10 @@ class _Keys:
         return None
 
 
-def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
+def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Keys | None" = None) -> dict:
     """The :class:`~llmsizing.model.Model` fields of a config of a :data:`~llmsizing.hf_types.TYPE_RULES`
-    type."""
-    k = _Keys(config, where, mtype)
+    type (``keys``: a reader that has already read some keys, e.g. a hybrid's state-space ones)."""
+    k = keys or _Keys(config, where, mtype)
     layers, hidden, heads = k.int("num_hidden_layers"), k.int("hidden_size"), k.int("num_attention_heads")
     if rule.gpt2_layout:
         kv = 1 if k.switch("multi_query") else heads
@@ -109,7 +109,8 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
     max_seq = k.value("max_position_embeddings", required=False)
     fields = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
                   ffn_hidden=k.int(rule.ffn_key,
-                                   required=rule.moe is None and not rule.gpt2_layout)
+                                   required=rule.moe is None and not rule.gpt2_layout
+                                   and rule.ffn_key != "n_inner")
                   or (k.int(rule.moe.width) if rule.moe else 4 * hidden),
                   vocab=k.int("vocab_size"), gated_mlp=rule.gated,
                   tied_embeddings=bool(True if tied is None else check_bool("tie_word_embeddings", tied)),
@@ -118,7 +119,8 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
                   and max_seq > 0 else 4096,
                   activation=act if act in ACTIVATIONS else None,
                   qk_norm=rule.qk_norm if rule.qk_norm_key is None or k.switch(rule.qk_norm_key) else None,
-                  norms_per_layer=rule.norms, attn_sinks=rule.sinks, attn_gate=rule.attn_gate)
+                  norms_per_layer=rule.norms, attn_sinks=rule.sinks, attn_gate=rule.attn_gate,
+                  lm_head_bias=rule.lm_head_bias, parallel_block=rule.parallel, final_norm=rule.final_norm)
     if rule.mla:
         q_rank = k.value("q_lora_rank", required=False)
         fields.update(kv_heads=heads, head_dim=None, qkv_bias=False, bias=False, qk_norm=None,
@@ -128,6 +130,8 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule) -> dict:
         k.used.update(("head_dim", "num_key_value_heads"))
     if rule.gpt2_layout:
         fields.update(learned_pos=True, fused_qkv=True)
+    if rule.pos_offset is not None:
+        fields.update(learned_pos=True, pos_offset=rule.pos_offset, max_seq=k.int("max_position_embeddings"))
     fields.update(_windows(k, layers, rule))
     fields.update(_moe(k, layers, rule))
     _refuse_unread(k, rule)

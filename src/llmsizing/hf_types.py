@@ -50,7 +50,8 @@ NO_PARAMETER_KEYS = re.compile(
     r"use_bidirectional_attention|swiglu_alpha|swiglu_limit|scale_.*|.*softmax.*|summary_.*|"
     r"reorder_and_upcast_attn|layerdrop|attn_scale|floor_scale|clip_qkv|route_scale|slow_but_exact|"
     r"enable_moe_fp32_combine|sliding_window_pattern|apply_residual_connection_post_layernorm|"
-    r"dim_model_base|global_attn_every_n_layers|moe_apply_router_weight_on_input)$")
+    r"dim_model_base|global_attn_every_n_layers|moe_apply_router_weight_on_input|rotary_dim|n_ctx|"
+    r"scale_embedding)$")
 
 
 @lru_cache(maxsize=1)
@@ -112,7 +113,10 @@ class Rule:
     ``q_lora_rank``, ``kv_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``, ``v_head_dim``);
     ``attn_gate``: Model's ``attn_gate``; ``ffn_key``: the MLP width's key (``None`` there: 4 x hidden);
     ``gpt2_layout``: GPT-2's block (learned positions, fused q/k/v with ``multi_query`` giving one key/value
-    head); ``source``: the modeling file."""
+    head); ``lm_head_bias``: a bias on the LM head; ``parallel``: attention and MLP side by side on one norm
+    (GPT-J); ``pos_offset``: learned positions, ``max_position_embeddings`` plus this many rows (BioGPT's 2;
+    ``None``: no learned positions); ``final_norm``: a norm after the last block; ``source``: the modeling
+    file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -131,6 +135,10 @@ class Rule:
     attn_gate: str | None = None
     ffn_key: str = "intermediate_size"
     gpt2_layout: bool = False
+    lm_head_bias: bool = False
+    parallel: bool = False
+    pos_offset: int | None = None
+    final_norm: bool = True
 
 
 def _src(t: str) -> str:
@@ -197,6 +205,35 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "kolibri1": dict(_QK, norms=4, mlp_bias=False, moe=Moe(shared_width="shared_expert_intermediate_size",
                                                            router_bias=True)),
     # ---- GPT-2's block (SantaCoder/StarCoder 1: one key/value head with multi_query)
+    # ---- GPT-J's parallel block: no attention biases, a biased MLP and LM head, one LayerNorm
+    "gptj": dict(qkv_bias=False, o_bias=False, mlp_bias=True, norm="layernorm", gated=False, norms=1,
+                 ffn_key="n_inner", window=None, activation_key="activation_function", lm_head_bias=True,
+                 parallel=True),
+    "codegen": dict(qkv_bias=False, o_bias=False, mlp_bias=True, norm="layernorm", gated=False, norms=1,
+                    ffn_key="n_inner", window=None, activation_key="activation_function", lm_head_bias=True,
+                    parallel=True),
+    # ---- Phi-1/1.5/2: GPT-J's parallel block with biases on attention too (qk_layernorm, LayerNorms with
+    #      biases per head, is not read: refused when set); CTRL: biases everywhere, sinusoidal positions
+    "phi": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, norms=1,
+                window=None, lm_head_bias=True, parallel=True),
+    "ctrl": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
+                 ffn_key="dff", lm_head_bias=True),
+    # ---- norms without parameters: OLMo's non-parametric LayerNorm, nanochat's weightless RMSNorm (its q/k
+    #      norms too) and two-matrix relu^2 MLP
+    "olmo": dict(mlp_bias=False, norm="layernorm_noweight"),
+    "nanochat": dict(mlp_bias=False, norm="rmsnorm_noweight", gated=False),
+    # ---- Persimmon: fused q/k/v and everything biased, per-head q/k LayerNorms with biases (qk_layernorm)
+    "persimmon": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
+                      qk_norm="head_ln", qk_norm_key="qk_layernorm"),
+    # ---- GPT-1: GPT-2's block, post-norm, no final norm
+    "openai-gpt": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
+                       gpt2_layout=True, activation_key="afn", final_norm=False),
+    # ---- fairseq-style decoders: biases everywhere, two LayerNorms, positions learned (BioGPT, 2 extra rows)
+    #      or sinusoidal (XGLM, no parameters)
+    "biogpt": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
+                   pos_offset=2),
+    "xglm": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False, window=None,
+                 ffn_key="ffn_dim", activation_key="activation_function"),
     "gpt_bigcode": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False,
                         ffn_key="n_inner", gpt2_layout=True, window=None,
                         activation_key="activation_function"),
@@ -211,13 +248,14 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
 
 
 _ENCODER = "an encoder (it also has a masked-LM head) run as a decoder: BERT-style blocks are not modelled"
-_SSM_HYBRID = "hybrid: Mamba/SSM layers among attention layers (a fixed state per sequence, not modelled yet)"
-_SSM = "Mamba/SSM layers (a fixed state per sequence, not modelled yet)"
+_ONE_SUBLAYER = ("blocks of ONE sub-layer each (a Mamba-2 mixer, attention, an MLP or experts, each with its "
+                 "own norm), which Model's attention-plus-MLP block does not represent")
+_SHARED_BLOCK = ("Mamba layers with a shared attention block reused every few layers (Zamba2: with per-use "
+                 "LoRA adapters): the shared block is not represented")
 _INDEXER = "sparse attention with a lightning indexer (DeepSeek-V3.2 style): the indexer is not modelled"
 _ATTN_GATE = "a gate on the attention output (an extra matrix per layer): not modelled"
 _MULTIMODAL_TEXT = "a multimodal model whose text part is not read yet"
 _PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
-_LINEAR_ATTN = "hybrid: linear-attention layers among softmax-attention layers (not modelled yet)"
 
 #: The decoder-only causal-LM types of transformers 5.24 that :meth:`Model.from_hf_config` refuses, and why
 #: (issue 36: refused by name, never guessed). ``data/hf_type_sweep.csv`` holds every type;
@@ -229,21 +267,18 @@ REFUSED_TYPES: dict[str, str] = {
                         " feedforward_layernorm)"),
     "axk1": "multi-head latent attention with a post-MLP norm inside the MoE block: not mapped yet",
     "axk2": _INDEXER,
-    "bailing_hybrid": _LINEAR_ATTN,
-    "bamba": _SSM,
+    "bailing_hybrid": ("linear attention with a full-rank output gate (g_proj) and a forget gate of its own: "
+                       "not mapped to a mixer kind yet"),
     "beam": _ATTN_GATE,
     "bert": _ENCODER,
     "bert-generation": "an encoder (BERT blocks) run as a decoder",
     "big_bird": _ENCODER,
-    "biogpt": "post-LayerNorm BERT-style block with learned positions (offset 2): not mapped yet",
     "bitnet": "extra sub-norms inside attention and MLP (BitNet b1.58): not modelled",
     "blt": "byte latent transformer (local encoder and decoder around a global model): not modelled",
     "camembert": _ENCODER,
-    "codegen": "GPT-J-style block with a biased LM head and fused q/k/v: not mapped yet",
     "cohere_compass_text": ("transformers 5.24 cannot build its own class default (build: KeyError: "
                             "'full_attention')"),
     "cpmant": "CPM-Ant's own block layout: not mapped yet",
-    "ctrl": "CTRL's sinusoidal positions and biased LM head: not mapped yet",
     "data2vec-text": _ENCODER,
     "dbrx": ("transformers 5.24 cannot build its own class default (build: AttributeError: "
              "'DbrxAttentionConfig' object has no attribute ')"),
@@ -259,10 +294,6 @@ REFUSED_TYPES: dict[str, str] = {
     "electra": _ENCODER,
     "emu3": "multimodal config without a text sub-type reader yet",
     "ernie": _ENCODER,
-    "ernie4_5_moe": ("MoE layers by moe_layer_start_index/interval/end_index and a score-correction "
-                     "parameter: not mapped yet"),
-    "falcon_h1": _SSM_HYBRID,
-    "falcon_mamba": _SSM,
     "fuyu": _MULTIMODAL_TEXT,
     "gemma3n": "transformers 5.24 cannot build its own class default (build: ImportError: )",
     "gemma3n_text": _PER_LAYER,
@@ -276,33 +307,24 @@ REFUSED_TYPES: dict[str, str] = {
     "gemma4_unified_text": "global layers with their own head dimension and a per-layer scalar: not modelled",
     "git": _MULTIMODAL_TEXT,
     "glm_moe_dsa": _INDEXER,
-    "gpt_neo": "GPT-2-style block with local attention layers: not mapped yet",
     "gpt_neox_japanese": "GPT-NeoX-Japanese's separate dense bias: not mapped yet",
-    "gptj": "GPT-J's parallel block with a biased LM head: not mapped yet",
-    "granitemoehybrid": _SSM,
     "hrm_text": _ATTN_GATE,
     "hunyuan_v1_dense": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                          "unsupported operand type(s) for ** or pow(): 'NoneTy)"),
     "hunyuan_v1_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                        "unsupported operand type(s) for ** or pow(): 'NoneTy)"),
     "hy_v4": _INDEXER,
-    "inkling2_loop_text": _LINEAR_ATTN,
+    "inkling2_loop_text": ("looped layers with message gates, short convolutions and relative position "
+                           "biases: not mapped yet"),
     "inkling2_text": "mixture of experts with its own routing modules: not mapped yet",
     "inkling_text": "mixture of experts with its own routing modules: not mapped yet",
-    "jamba": _SSM_HYBRID,
     "jetmoe": "mixture of attention heads and of MLP experts (JetMoE): not modelled",
-    "kimi_linear": _LINEAR_ATTN,
-    "lara_mini": _LINEAR_ATTN,
-    "lfm2": "short-convolution layers among attention layers (a fixed state per sequence): not modelled yet",
     "lfm2_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: 'NoneType' "
                  "object is not subscriptable)"),
     "lfm3": _ATTN_GATE,
     "longcat_flash": "two attention blocks per layer and zero-computation experts: not modelled",
-    "mamba": _SSM,
-    "mamba2": _SSM,
     "megatron-bert": _ENCODER,
     "mimo_v2_flash": "value head dimension different from the query/key head dimension: not modelled",
-    "minimax": _LINEAR_ATTN,
     "minimax_m3_vl_text": ("sparse attention with an indexer and dense/MoE layer widths of its own: "
                            "not mapped yet"),
     "ministral": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
@@ -311,20 +333,8 @@ REFUSED_TYPES: dict[str, str] = {
     "modernbert-decoder": "an encoder (ModernBERT blocks) run as a decoder",
     "moshi": "an audio model with multi-codebook heads: not modelled",
     "moss_transcribe_diarize": "a speech model's decoder: not modelled",
-    "mpt": "MPT's bias-free LayerNorm and ALiBi in a fused Wqkv: not mapped yet",
-    "nanochat": "norms without parameters: not mapped yet",
-    "nemotron_h": _SSM_HYBRID,
-    "olmo": "non-parametric LayerNorm (no weights): not mapped yet",
-    "olmo_hybrid": _LINEAR_ATTN,
-    "openai-gpt": "post-norm GPT-1 block without a final norm: not mapped yet",
-    "persimmon": "per-head LayerNorms with biases on q and k: not modelled",
-    "phi": "a biased LM head: not modelled",
+    "nemotron_h": _ONE_SUBLAYER,
     "phi4_multimodal": _MULTIMODAL_TEXT,
-    "qwen3_5": _LINEAR_ATTN,
-    "qwen3_5_moe": _LINEAR_ATTN,
-    "qwen3_5_moe_text": _LINEAR_ATTN,
-    "qwen3_5_text": _LINEAR_ATTN,
-    "qwen3_next": _LINEAR_ATTN,
     "qwen4_exp": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
                   " operand type(s) for //: 'NoneType' and ')"),
     "qwen4_exp_text": ("transformers 5.24 cannot build its own class default (build: TypeError: "
@@ -339,15 +349,14 @@ REFUSED_TYPES: dict[str, str] = {
     "roformer": _ENCODER,
     "rwkv": "RWKV recurrent layers (a fixed state per sequence): not modelled",
     "trocr": "a decoder with cross-attention to an image encoder: not modelled",
-    "xglm": "XGLM's sinusoidal positions and post-attention layout: not mapped yet",
     "xlm": _ENCODER,
     "xlm-roberta": _ENCODER,
     "xlm-roberta-xl": _ENCODER,
     "xlnet": "an encoder (XLNet) run as a decoder",
     "xlstm": "xLSTM recurrent layers (a fixed state per sequence): not modelled",
     "xmod": _ENCODER,
-    "zamba": _SSM_HYBRID,
-    "zamba2": _SSM_HYBRID,
+    "zamba": _SHARED_BLOCK,
+    "zamba2": _SHARED_BLOCK,
     "zaya": "an MLP router and compressed attention of its own: not modelled",
 }
 
@@ -363,8 +372,9 @@ def sweep_coverage() -> dict:
     ``data/hf_type_sweep.csv`` (chapter 1, "From a Hugging Face config"): ``types`` (all causal-LM types but
     encoder-decoders), ``unbuildable`` (transformers cannot build its own class default), ``encoders`` (an
     encoder with a masked-LM head run as a decoder), ``decoder_only`` (the rest), ``read`` (of those, the
-    types read; each is checked exact in ``tests/test_hf_sweep.py``), ``refused`` by reason and the
-    ``transformers_version`` measured."""
+    types read; each is checked exact in ``tests/test_hf_sweep.py``), ``with_state`` (of those read, the types
+    whose cache holds a fixed state per sequence: Mamba or linear-attention layers), ``refused`` by reason and
+    the ``transformers_version`` measured."""
     import csv
 
     with open(SWEEP_CSV, newline="") as fh:
@@ -378,6 +388,8 @@ def sweep_coverage() -> dict:
     return {"types": len(rows), "unbuildable": len(rows) - len(built),
             "encoders": len(built) - len(llm), "decoder_only": len(llm),
             "read": sum(t not in REFUSED_TYPES for t in llm), "refused": refused,
+            "with_state": sum(t not in REFUSED_TYPES and r["state_per_sequence"] not in ("", "0")
+                              for r in built if (t := r["model_type"]) in llm),
             "transformers_version": rows[0]["transformers_version"]}
 
 

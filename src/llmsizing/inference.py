@@ -162,16 +162,29 @@ def kv_numbers_per_token_per_layer(model: Model | str, *, expanded: bool = False
 
 
 def kv_cache_bytes_per_token(model: Model | str, dtype: str = "bf16") -> float:
-    """KV-cache bytes one token adds: ``2 (K and V) x layers x kv_heads x head_dim x bytes``.
+    """KV-cache bytes one token adds: ``2 (K and V) x layers x kv_heads x head_dim x bytes``, over the
+    attention layers only (:attr:`~llmsizing.model.Model.n_attention_layers`; a hybrid's Mamba layers keep a
+    fixed state instead, :func:`state_bytes_per_sequence`).
 
     With multi-head latent attention, ``layers x (kv_lora_rank + qk_rope_head_dim) x bytes``
     (:func:`kv_numbers_per_token_per_layer`)."""
     model = resolve_model(model, moe=True)
+    n = model.n_attention_layers                        # state-space (Mamba) layers hold no KV cache
     if model.is_mla:
-        return model.layers * kv_numbers_per_token_per_layer(model) * \
-            DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
-    return (2 * model.layers * model.kv_heads * model.head_dim
+        return n * kv_numbers_per_token_per_layer(model) \
+            * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
+    return (2 * n * model.kv_heads * model.head_dim
             * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)])
+
+
+def state_bytes_per_sequence(model: Model | str, dtype: str = "bf16") -> float:
+    """Bytes one sequence keeps in a model's state-space (Mamba) layers whatever its length: the
+    convolution's last inputs and the SSM state of every mixer layer
+    (:attr:`~llmsizing.model.Model.state_numbers_per_sequence`, as transformers' ``LinearAttentionLayer``
+    cache holds them) in the cache's ``dtype``; 0 for a model without them. It is added once per sequence to
+    the KV cache of the attention layers. Chapter 3."""
+    model = resolve_model(model, moe=True)
+    return model.state_numbers_per_sequence * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
 
 
 def kv_cached_tokens(model: Model | str, context: int) -> int:
@@ -194,8 +207,8 @@ def kv_cached_tokens(model: Model | str, context: int) -> int:
         return context
     if model.window_layers is None:
         return min(context, model.sliding_window)
-    nw = model.window_layers
-    return (nw * min(context, model.sliding_window) + (model.layers - nw) * context) / model.layers
+    nw, n = model.window_layers, model.n_attention_layers
+    return (nw * min(context, model.sliding_window) + (n - nw) * context) / n
 
 
 @dataclass(frozen=True)
@@ -239,7 +252,8 @@ def inference_memory(model: Model | str, *, batch: int = 1, context: int = 4096,
     check_choice("weights", weights, WEIGHT_DTYPES)    # checked here: an error names this function's argument
     check_choice("kv_cache", kv_cache, KV_DTYPES)
     w = weights_bytes(model, weights)
-    kv = kv_cache_bytes_per_token(model, kv_cache) * batch * kv_cached_tokens(model, context)
+    kv = kv_cache_bytes_per_token(model, kv_cache) * batch * kv_cached_tokens(model, context) \
+        + state_bytes_per_sequence(model, kv_cache) * batch
     if overhead_bytes is None:
         overhead = default_overhead_bytes(w + kv)
     else:

@@ -36,8 +36,12 @@ from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FA
                          MOE_KEYS, moe_layer_indices)
 from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
+from .layer_kinds import StateMixer
 
-NORMS = ("layernorm", "rmsnorm")
+#: Norm kinds: LayerNorm (gain and bias), RMSNorm (gain), and three without some parameters (issue 36):
+#: ``layernorm_nobias`` (MPT), ``layernorm_noweight`` (OLMo's non-parametric LayerNorm), ``rmsnorm_noweight``
+#: (nanochat's).
+NORMS = ("layernorm", "rmsnorm", "layernorm_nobias", "layernorm_noweight", "rmsnorm_noweight")
 
 #: Components of :meth:`Model.param_breakdown`, in the order charts draw them. A mixture of experts' routed
 #: and shared experts and its router count under ``"mlp"`` (:meth:`Model.moe_breakdown` splits them).
@@ -47,7 +51,7 @@ COMPONENTS = ("embedding", "position", "attention", "mlp", "norms", "lm_head")
 #: ``qk_norm`` values: a norm over each head's query and key vectors (``head_dim`` gains each: Qwen3, Gemma 3,
 #: Qwen3-MoE), or over the whole query and key projections (``heads x head_dim`` and ``kv_heads x head_dim``
 #: gains: OLMo 2).
-QK_NORMS = ("head", "proj")
+QK_NORMS = ("head", "proj", "head_ln")   # head_ln: per head with a bias too (Persimmon's q/k LayerNorms)
 #: ``attn_gate`` values: a gate per attention output number (``"full"``) or per head (``"head"``).
 ATTN_GATES = ("full", "head")
 
@@ -93,7 +97,8 @@ class Model(TensorLayout):
     ``head_dim`` defaults to ``hidden // heads`` and ``kv_heads`` to ``heads`` (no GQA). ``ffn_hidden`` is the
     width of the MLP's inner layer; with ``gated_mlp`` (SwiGLU) the MLP has three matrices (gate, up, down),
     without it two (up, down). ``bias`` puts a bias on every linear layer (GPT-2 style); ``qkv_bias`` only on
-    the query/key/value projections (Qwen2 style). LayerNorm always has a bias (2 vectors), RMSNorm only a
+    the query/key/value projections (Qwen2 style). LayerNorm has a bias (2 vectors; :data:`NORMS` for those
+    without), RMSNorm only a
     gain. ``activation`` is the MLP's activation function by its Hugging Face name (default: ``"silu"`` with a
     gated MLP, ``"gelu_new"`` without); it changes no parameter count, only what the Hugging Face stack saves
     for backward. ``sliding_window`` (``None``: full attention) limits how far back each token attends
@@ -127,7 +132,11 @@ class Model(TensorLayout):
       Falcon). No parameter changes; recorded for what it saves;
     * ``attn_gate``: a sigmoid gate on the attention output, one matrix from the block's input (issue 36):
       ``"full"`` (``heads x head_dim`` outputs: AFMoE's ``gate_proj``) or ``"head"`` (one per head: Laguna's
-      ``g_proj``), :data:`ATTN_GATES`.
+      ``g_proj``), :data:`ATTN_GATES`;
+    * ``lm_head_bias``: a bias of ``vocab`` numbers on the LM head (GPT-J's and CodeGen's ``lm_head``);
+    * ``o_bias`` (``None``: the same as ``bias``): a bias on the attention output alone (GPT-Neo's
+      ``out_proj``);
+    * ``final_norm``: the norm after the last block (``False``: GPT-1's post-norm stack has none).
 
     Position encodings without parameters (rotary, partial rotary, ALiBi), logit soft-capping and attention
     scaling change no parameter and no cache byte, and have no field.
@@ -157,6 +166,15 @@ class Model(TensorLayout):
     per head by ``kv_b_proj`` to ``qk_nope_head_dim`` key and ``v_head_dim`` value numbers. ``head_dim`` is
     then the query/key width ``qk_nope_head_dim + qk_rope_head_dim`` and ``kv_heads`` must be ``heads``; the
     KV cache is the latent plus the rotary key (:func:`~llmsizing.inference.kv_cache_bytes_per_token`).
+
+    **State-space layers** (``mixer``, a :class:`~llmsizing.layer_kinds.StateMixer`: Mamba, Mamba-2, Gated
+    DeltaNet, lightning attention; issue 36):
+    the layers ``mixer_layers`` (``None``: every layer) replace attention by the mixer, which keeps a fixed
+    state per sequence instead of a KV cache (:attr:`state_numbers_per_sequence`); the KV cache counts the
+    other layers only (:attr:`n_attention_layers`). ``mixer_mlp=False``: a mixer layer is a norm and the
+    mixer, with no MLP (Mamba, Mamba-2; only when every layer is one, so ``heads`` and ``ffn_hidden`` count
+    nothing); with ``True`` it keeps the block's MLP or experts (Jamba, Bamba). ``mixer_parallel``: every
+    layer runs attention AND the mixer side by side on the same norm's output (Falcon-H1).
     """
 
     name: str
@@ -187,6 +205,9 @@ class Model(TensorLayout):
     window_layers: int | None = None
     parallel_block: bool = False
     attn_gate: str | None = None
+    lm_head_bias: bool = False
+    o_bias: bool | None = None
+    final_norm: bool = True
     # ---- mixture of experts (experts=0: dense)
     experts: int = 0
     experts_per_token: int = 0
@@ -204,6 +225,11 @@ class Model(TensorLayout):
     qk_rope_head_dim: int | None = None
     qk_nope_head_dim: int | None = None
     v_head_dim: int | None = None
+    # ---- state-space layers (mixer=None: every layer is attention)
+    mixer: StateMixer | None = None
+    mixer_layers: tuple[int, ...] | None = None
+    mixer_mlp: bool = True
+    mixer_parallel: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -233,10 +259,12 @@ class Model(TensorLayout):
         object.__setattr__(self, "kv_heads", kv)
         object.__setattr__(self, "head_dim", hd)
         for f in ("gated_mlp", "tied_embeddings", "bias", "qkv_bias", "learned_pos", "fused_qkv",
-                  "attn_sinks", "embed_norm", "parallel_block", "shared_expert_gate", "router_bias"):
+                  "attn_sinks", "embed_norm", "parallel_block", "shared_expert_gate", "router_bias",
+                  "lm_head_bias", "final_norm"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
-        if self.mlp_bias is not None:
-            object.__setattr__(self, "mlp_bias", check_bool("mlp_bias", self.mlp_bias))
+        for f in ("mlp_bias", "o_bias"):
+            if getattr(self, f) is not None:
+                object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         check_choice("norm", self.norm, NORMS)
         if self.qk_norm is not None:
             check_choice("qk_norm", self.qk_norm, QK_NORMS)
@@ -259,6 +287,24 @@ class Model(TensorLayout):
                                check_int("window_layers", self.window_layers, minimum=0,
                                                                 maximum=self.layers))
         self._check_moe()
+        self._check_mixer()
+
+    def _check_mixer(self) -> None:
+        object.__setattr__(self, "mixer_mlp", check_bool("mixer_mlp", self.mixer_mlp))
+        object.__setattr__(self, "mixer_parallel", check_bool("mixer_parallel", self.mixer_parallel))
+        if self.mixer is None:
+            if self.mixer_layers is not None or not self.mixer_mlp or self.mixer_parallel:
+                raise ValueError("mixer_layers and mixer_mlp describe state-space layers: give mixer too")
+            return
+        if not isinstance(self.mixer, StateMixer):
+            raise TypeError(f"mixer must be a StateMixer, got {type(self.mixer).__name__}")
+        if self.mixer_layers is not None:
+            idx = tuple(sorted({check_int("mixer_layers[i]", i, minimum=0, maximum=self.layers - 1)
+                                for i in self.mixer_layers}))
+            object.__setattr__(self, "mixer_layers", None if len(idx) == self.layers else idx)
+        if not self.mixer_mlp and (self.mixer_layers is not None or self.experts or self.mixer_parallel):
+            raise ValueError("mixer_mlp=False (mixer layers without an MLP) needs every layer to be a mixer "
+                             "layer (mixer_layers=None) and no experts")
 
     def _check_mla(self, kv: int) -> None:
         for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
@@ -344,7 +390,26 @@ class Model(TensorLayout):
         """How many layers use :attr:`sliding_window` (0 without one)."""
         if self.sliding_window is None:
             return 0
-        return self.layers if self.window_layers is None else self.window_layers
+        return self.n_attention_layers if self.window_layers is None else self.window_layers
+
+    @property
+    def n_mixer_layers(self) -> int:
+        """How many layers are state-space mixer layers (0 without a ``mixer``)."""
+        if self.mixer is None:
+            return 0
+        return self.layers if self.mixer_layers is None else len(self.mixer_layers)
+
+    @property
+    def n_attention_layers(self) -> int:
+        """How many layers attend (and hold a KV cache): every layer but the mixer layers (all of them with
+        ``mixer_parallel``)."""
+        return self.layers if self.mixer_parallel else self.layers - self.n_mixer_layers
+
+    @property
+    def state_numbers_per_sequence(self) -> int:
+        """Numbers one sequence keeps in the mixer layers whatever its length (conv and SSM state; 0 without
+        a mixer). :func:`llmsizing.inference.state_bytes_per_sequence` gives the bytes. Chapter 3."""
+        return self.n_mixer_layers * (self.mixer.state_numbers if self.mixer else 0)
 
     # ------------------------------------------------------------------ tensors: inherited (model_tensors.py)
 
@@ -360,8 +425,9 @@ class Model(TensorLayout):
     def params_per_layer(self) -> int | float:
         """Parameters of one transformer block. A mixture of experts whose layers differ (some dense, some
         with experts) gets the mean over its layers, a float; every other model an exact ``int``."""
-        if self.n_moe_layers in (0, self.layers):
-            return sum(math.prod(s) for _, _, s in self.layer_tensors())
+        if self.n_moe_layers in (0, self.layers) and self.n_attention_layers in (0, self.layers) \
+                and self.n_mixer_layers in (0, self.layers):
+            return self.block_params // self.layers
         return self.block_params / self.layers
 
     @cached_property
@@ -440,6 +506,8 @@ class Model(TensorLayout):
         """Build a :class:`Model` from a Hugging Face ``config.json``: a dict, a path to the file, or a folder
         that holds one (as ``save_pretrained`` writes it).
 
+        Besides the families below, every type of :data:`llmsizing.hf_types.TYPE_RULES` and
+        :data:`llmsizing.hf_ssm.SSM_TYPES` (Mamba, Mamba-2 and linear-attention hybrids: ``mixer``) is read.
         Supported ``model_type`` (:data:`HF_FAMILIES`): dense ``llama``, ``mistral``, ``qwen2``, ``qwen3``,
         ``gemma``, ``gemma2``, ``gemma3_text`` (and ``gemma3``: its ``text_config``), ``phi3``, ``olmo2``,
         ``nemotron``, ``gpt_neox``, ``falcon``, ``opt``, ``bloom``, ``gpt2``; mixtures of experts ``mixtral``,

@@ -26,7 +26,7 @@ class TensorLayout:
 
     def _attention_tensors(self) -> list[tuple[str, str, tuple[int, ...]]]:
         h, a, g, d = self.hidden, self.heads, self.kv_heads, self.head_dim
-        norm = [("weight", (h,))] + ([("bias", (h,))] if self.norm == "layernorm" else [])
+        norm = self._norm_params(h)
         t: list[tuple[str, str, tuple[int, ...]]] = []
         t += [("norms", f"attn_norm.{n}", s) for n, s in norm]
         if self.is_mla:
@@ -47,10 +47,13 @@ class TensorLayout:
                 if self.bias or self.qkv_bias:
                     t.append(("attention", f"{proj}_proj.bias", (out,)))
             t.append(("attention", "o_proj.weight", (h, a * d)))
-            if self.bias:
+            o_bias = getattr(self, "o_bias", None)
+            if self.bias if o_bias is None else o_bias:
                 t.append(("attention", "o_proj.bias", (h,)))
         if self.qk_norm == "head":
             t += [("norms", "q_norm.weight", (d,)), ("norms", "k_norm.weight", (d,))]
+        elif self.qk_norm == "head_ln":                  # LayerNorms with biases over each head (Persimmon)
+            t += [("norms", f"{p}_norm.{w}", (d,)) for p in "qk" for w in ("weight", "bias")]
         elif self.qk_norm == "proj":
             t += [("norms", "q_norm.weight", (a * d,)), ("norms", "k_norm.weight", (g * d,))]
         if self.attn_sinks:
@@ -59,9 +62,15 @@ class TensorLayout:
             t.append(("attention", "attn_gate.weight", (a * d if self.attn_gate == "full" else a, h)))
         return t
 
+    def _norm_params(self, h: int) -> list[tuple[str, tuple[int, ...]]]:
+        """One norm's parameters: a gain unless ``*_noweight``, a bias with ``layernorm`` only."""
+        if self.norm.endswith("_noweight"):
+            return []
+        return [("weight", (h,))] + ([("bias", (h,))] if self.norm == "layernorm" else [])
+
     def _norm_tensors(self, which: str) -> list[tuple[str, str, tuple[int, ...]]]:
         h = self.hidden
-        norm = [("weight", (h,))] + ([("bias", (h,))] if self.norm == "layernorm" else [])
+        norm = self._norm_params(h)
         return [("norms", f"{which}.{n}", s) for n, s in norm]
 
     def _mlp_tensors(self, prefix: str, f: int, experts: int | None = None, bias: bool | None = None):
@@ -142,12 +151,34 @@ class TensorLayout:
             if n_dense:
                 t += [(c, f"layers.{n}", s, n_dense) for c, n, s in self._mlp_tensors("", self.ffn_hidden)
                       if n in dense_mlp]
-        t += [("norms", "final_norm.weight", (h,), 1)]
-        if self.norm == "layernorm":
-            t.append(("norms", "final_norm.bias", (h,), 1))
+        t = self._with_mixer(t)
+        if getattr(self, "final_norm", True):
+            t += [("norms", f"final_norm.{n}", s, 1) for n, s in self._norm_params(h)]
         if not self.tied_embeddings:
             t.append(("lm_head", "lm_head.weight", (self.vocab, h), 1))
+        if getattr(self, "lm_head_bias", False):
+            t.append(("lm_head", "lm_head.bias", (self.vocab,), 1))
         return t
+
+    def _with_mixer(self, t):
+        """State-space layers (``mixer``): attention's tensors in the attention layers only, the mixer's (and
+        its input norm) in ``n_mixer_layers``; without ``mixer_mlp`` no MLP and no second norm at all."""
+        mixer = getattr(self, "mixer", None)
+        if mixer is None:
+            return t
+        n_mix, n_att = self.n_mixer_layers, self.n_attention_layers
+        attn = {f"layers.{n}" for _, n, _ in self._attention_tensors()}
+        out = []
+        for c, n, s, k in t:
+            if n in attn:
+                k = n_att
+            elif n.startswith("layers.") and not self.mixer_mlp:
+                k = 0
+            if k:
+                out.append((c, n, s, k))
+        norm = [] if self.mixer_parallel else self._norm_tensors("norm")    # parallel: attention's norm
+        mix = [(c, f"layers.mixer.{n}", s, n_mix) for c, n, s in norm + mixer.tensors(self.hidden)]
+        return out + mix
 
 
 __all__ = ["TensorLayout"]

@@ -33,7 +33,7 @@ from functools import lru_cache
 
 from ._validate import check_fraction, check_int, check_number
 from .catalog import DATA_DIR
-from .inference import kv_cache_bytes_per_token, routed_expert_bytes, weights_bytes
+from .inference import kv_cache_bytes_per_token, routed_expert_bytes, state_bytes_per_sequence, weights_bytes
 from .states import FIXED_OVERHEAD_BYTES
 from .model import Model
 from .units import GiB
@@ -121,6 +121,18 @@ def stage_share(model: Model, pp: int = 1) -> float:
     return math.ceil(model.layers / pp) / model.layers
 
 
+def state_bytes_per_gpu(model: Model, kv_cache: str = "bf16", *, tp: int = 1) -> float:
+    """One sequence's fixed state in a hybrid's Mamba / linear-attention layers on one GPU of a ``tp``-GPU
+    replica (:func:`llmsizing.inference.state_bytes_per_sequence`; the mixer's heads split over
+    ``min(tp, heads)`` GPUs, Mamba-1's channels over ``tp``); 0 without such layers. vLLM keeps it in the
+    KV pool once per running sequence (its hybrid allocator); :func:`kv_capacity_tokens` sets it aside for
+    ``max_num_seqs`` sequences. Chapter 3."""
+    n = state_bytes_per_sequence(model, kv_cache)
+    if not n:
+        return 0.0
+    return n / min(check_int("tp", tp, maximum=1024), model.mixer.heads or model.mixer.inner)
+
+
 def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16", kv_cache: str = "bf16",
                        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
                        max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = MAX_NUM_SEQS,
@@ -139,7 +151,9 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     stage). The activation peak is one layer's and stays. A mixture of experts is served with every expert
     resident; with ``ep`` GPUs of expert parallelism each GPU holds :func:`weights_bytes_per_gpu` (its
     ``1 / ep`` of the routed experts). Multi-head latent attention's latent cache is not split by ``tp``
-    (:func:`kv_split`). Taught in chapter 15."""
+    (:func:`kv_split`). A hybrid with Mamba or linear-attention layers first sets their fixed state aside for
+    ``max_num_seqs`` sequences (:func:`state_bytes_per_gpu`); its tokens count the attention layers only.
+    Taught in chapter 15."""
     from .catalog import get_gpu, resolve_model
 
     m = resolve_model(model, moe=True)
@@ -159,8 +173,13 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     usable = util * g.memory_bytes
     w = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep, redundant_experts=redundant_experts) * share
     act = activation_peak_bytes(m, tp=tp, chunk=chunk, max_num_seqs=seqs)
-    kv = usable - w - act - other - graphs
-    block = block_size * kv_cache_bytes_per_token(m, kv_cache) / kv_split(m, tp) * share
+    kv = usable - w - act - other - graphs - seqs * state_bytes_per_gpu(m, kv_cache, tp=tp) * share
+    per_token = kv_cache_bytes_per_token(m, kv_cache)
+    if per_token == 0:
+        raise ValueError(f"{m.name!r} has no attention layer: its cache is a fixed state per sequence "
+                         f"({state_bytes_per_sequence(m, kv_cache):,.0f} bytes, state_bytes_per_sequence), "
+                         "not a number of tokens")
+    block = block_size * per_token / kv_split(m, tp) * share
     blocks = max(0, math.floor(kv / block)) if kv > 0 else 0
     # kv_bytes is the room left for KV: 0 when the rest does not fit (then blocks = 0 and callers say so)
     return KVCapacity(float(g.memory_bytes), usable, w, act, other, graphs, max(0.0, kv), block, blocks,
@@ -228,5 +247,6 @@ def engine_key(engine: str, fitted) -> str | None:
 
 __all__ = ["stage_share", "kv_split", "weights_bytes_per_gpu", "GPU_MEMORY_UTILIZATION",
            "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
-           "KVCapacity", "activation_peak_bytes", "kv_capacity_tokens", "ServingConstants",
+           "KVCapacity", "activation_peak_bytes", "kv_capacity_tokens", "state_bytes_per_gpu",
+           "ServingConstants",
            "serving_constants", "DEFAULT_ENGINE", "BATCHING", "engine_key"]

@@ -17,7 +17,13 @@ nothing downloaded) and writes two rows: the config as ``to_dict()`` gives it (`
   experts, experts_per_token      the config's routed expert count and top-k as the config object reads them
                                   (its ``attribute_map`` resolved), 0 for a dense model
   kv_per_token                    numbers a token adds to the KV cache: the out features of every attention
-                                  module's ``k_proj`` and ``v_proj`` (MLA: ``kv_a_proj_with_mqa``), over layers
+                                  module's ``k_proj`` and ``v_proj`` (MLA: ``kv_a_proj_with_mqa``), over layers;
+                                  not a module with a ``conv1d`` (a linear-attention mixer: no KV cache)
+  state_per_sequence              numbers of the fixed per-sequence state a Mamba / linear-attention layer
+                                  keeps instead of a KV cache: the conv_states and recurrent_states the
+                                  model's own cache (``DynamicCache`` layers, ``LinearAttentionLayer``) holds
+                                  after a 5-token forward pass on the meta device, batch 1, over layers
+                                  (empty if that forward pass fails: ``state_error``)
   encoder_style                   1 if the type also has a masked-LM head (BERT, RoBERTa, XLNet, ...): an
                                   encoder that transformers can run as a decoder, not a decoder-only LLM
   error                           why the model could not be built (then no counts)
@@ -66,11 +72,55 @@ def _kv_per_token(model) -> int:
         if _TOWER.search(name):
             continue
         kids = dict(mod.named_children())
+        if "conv1d" in kids:                 # a linear-attention mixer (OLMo-hybrid's GDN has k_proj, v_proj)
+            continue
         if "kv_a_proj_with_mqa" in kids:
             n += kids["kv_a_proj_with_mqa"].out_features
         elif "k_proj" in kids and "v_proj" in kids and hasattr(kids["k_proj"], "out_features"):
             n += kids["k_proj"].out_features + kids["v_proj"].out_features
     return n
+
+
+def _state_per_sequence(model) -> tuple[int | str, str]:
+    """Numbers of conv and recurrent state in the cache the model itself fills (batch 1), over layers."""
+    try:
+        model.to(torch.bfloat16)             # grouped expert matmuls take bf16 only; the meta device costs nothing
+        with torch.device("meta"), torch.no_grad():
+            out = model(input_ids=torch.zeros(1, 5, dtype=torch.long), use_cache=True)
+    except Exception as exc:                                        # noqa: BLE001
+        return "", f"forward: {type(exc).__name__}: {exc}"[:200]
+    cache, n = getattr(out, "past_key_values", None), 0
+    # MiniMax's own cache class keeps the lightning-attention state in a list of its own (MiniMaxCache)
+    n += sum(t.numel() for t in getattr(cache, "linear_cache", None) or () if isinstance(t, torch.Tensor))
+    for layer in getattr(cache, "layers", None) or ():
+        for attr in ("conv_states", "recurrent_states"):
+            states = getattr(layer, attr, None)
+            if isinstance(states, dict):
+                n += sum(t.numel() for t in states.values() if isinstance(t, torch.Tensor))
+            elif isinstance(states, torch.Tensor):
+                n += states.numel()
+    return n, ""
+
+
+#: Hybrid types whose class default has Mamba layers only, which transformers 5.24's mask code cannot run
+#: (``get_seq_length`` needs an attention layer): measured with the last layer made attention, the state per
+#: Mamba layer times the default's layers.
+_LAST_LAYER_ATTENTION = {"bamba": lambda c: setattr(c, "attn_layer_indices", [c.num_hidden_layers - 1]),
+                         "granitemoehybrid": lambda c: c.layer_types.__setitem__(-1, "full_attention")}
+
+
+def _state_all_mamba(mtype, cfg) -> tuple[int | str, str]:
+    import copy
+    from transformers import AutoModelForCausalLM
+    c = copy.deepcopy(cfg)
+    _LAST_LAYER_ATTENTION[mtype](c)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(c)
+    n, err = _state_per_sequence(model)
+    if err:
+        return n, err
+    layers = cfg.num_hidden_layers
+    return n * layers // (layers - 1), ""
 
 
 def _count(model) -> dict:
@@ -147,6 +197,8 @@ def cmd_hf_sweep(args):
             with torch.device("meta"):
                 model = AutoModelForCausalLM.from_config(cfg)
             counts = _count(model)
+            counts["state_per_sequence"], counts["state_error"] = (
+                _state_all_mamba(mtype, cfg) if mtype in _LAST_LAYER_ATTENTION else _state_per_sequence(model))
             cls, err = type(model).__name__, ""
             del model
         except Exception as exc:                                    # noqa: BLE001
@@ -160,7 +212,8 @@ def cmd_hf_sweep(args):
         print(f"{mtype:28s} {cls:40s} {counts.get('n_params', 0):>16,} {time.perf_counter() - t0:5.1f}s {err[:80]}",
               flush=True)
     cols = ["model_type", "kind", "model_class", "config_json", "n_params", "n_persistent_buffers", "n_text_params",
-            "routed_expert_params", "experts", "experts_per_token", "kv_per_token", "encoder_style", "error",
+            "routed_expert_params", "experts", "experts_per_token", "kv_per_token", "state_per_sequence", "encoder_style", "error",
+            "state_error",
             "transformers_version", "torch_version", "measured_on"]
     write_csv(args.out, [{c: r.get(c, "") for c in cols} for r in rows])
     print(f"wrote {len(rows)} rows to {args.out}")

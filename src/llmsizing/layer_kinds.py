@@ -1,0 +1,176 @@
+"""Sequence mixers with a fixed per-sequence state instead of a KV cache (issue 36; chapters 1 and 3): the
+selective state-space layers of Mamba (Gu & Dao 2023, arXiv:2312.00752) and Mamba-2 (Dao & Gu 2024,
+arXiv:2405.21060), as ``transformers`` 5.24 builds them.
+
+A :class:`StateMixer` describes one such layer: its parameter tensors (``modeling_mamba.py``'s
+``MambaMixer``: ``in_proj``, a depthwise ``conv1d``, ``x_proj``, ``dt_proj``, ``A_log``, ``D``, ``out_proj``;
+``modeling_mamba2.py``'s ``Mamba2Mixer``: one ``in_proj`` for x, z, B, C and dt, ``conv1d`` over x, B and C,
+``dt_bias``, ``A_log``, ``D``, a gated RMSNorm, ``out_proj``) and the state a sequence keeps in it whatever
+its length: the last ``conv`` inputs of the convolution and the SSM state, the ``conv_states`` and
+``recurrent_states`` of transformers' ``LinearAttentionLayer`` cache (``cache_utils.py``). A
+:class:`~llmsizing.model.Model` lists which of its layers use the mixer instead of attention
+(``mixer_layers``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._validate import check_bool, check_choice, check_int
+
+#: The mixer kinds: Mamba's selective scan (one state of ``state`` numbers per channel), Mamba-2's (one per
+#: head and head channel, B and C shared within ``groups``) and the gated delta rule of Gated DeltaNet (Yang,
+#: Kautz & Hatamizadeh 2024, arXiv:2412.06464; Qwen3-Next's ``Qwen3NextGatedDeltaNet``): ``heads`` value heads
+#: of ``inner / heads`` channels, ``groups`` key heads of ``state`` channels, a ``state x head`` matrix of
+#: state per value head.
+#: ``lightning``: MiniMax-01's lightning attention (arXiv:2501.08313; ``MiniMaxLightningAttention``), linear
+#: attention with a ``head x head`` state per head and no convolution, whose decay tables of ``block``
+#: positions are persistent buffers (saved in the checkpoint; counted, as DeepSeek-V3's router bias is).
+#: ``kda``: Kimi Delta Attention (Kimi Linear, arXiv:2510.26692; ``KimiLinearDeltaAttention``): ``heads``
+#: heads of ``state`` channels for q, k and v, a low-rank forget gate and output gate, a ``state x state``
+#: state per head.
+#: ``shortconv``: LFM2's gated short convolution (``Lfm2ShortConv``): ``in_proj`` to B, C and x, a depthwise
+#: convolution of ``conv`` taps over ``inner = hidden`` channels, ``out_proj``; its state is the last ``conv``
+#: inputs only (``state`` 0).
+MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv")
+
+
+@dataclass(frozen=True)
+class StateMixer:
+    """One state-space mixer layer.
+
+    ``inner``: the expanded width (``expand x hidden``: transformers' ``intermediate_size`` of the mixer);
+    ``state``: ``d_state`` (``state_size``); ``conv``: the convolution's kernel (``conv_kernel``/``d_conv``);
+    Mamba: ``dt_rank`` (``time_step_rank``) and ``bc_dt_norms`` (Jamba's RMSNorms on dt, B and C);
+    Mamba-2: ``heads`` (``num_heads``, each of ``inner / heads`` channels) and ``groups`` (``n_groups``);
+    ``proj_bias``: biases on ``in_proj`` and ``out_proj`` (``use_bias``); ``out_bias``: on ``out_proj`` alone
+    (``None``: as ``proj_bias``; Falcon-H1's ``projectors_bias``); ``conv_bias``: on ``conv1d``;
+    ``gated_norm``: Mamba-2's gated RMSNorm before ``out_proj`` (Falcon-H1's ``mamba_rms_norm`` can drop
+    it)."""
+
+    kind: str
+    inner: int
+    state: int
+    conv: int = 4
+    dt_rank: int = 0
+    heads: int = 0
+    groups: int = 1
+    proj_bias: bool = False
+    conv_bias: bool = True
+    bc_dt_norms: bool = False
+    gated_norm: bool = True
+    out_bias: bool | None = None
+    block: int = 0
+
+    def __post_init__(self):
+        check_choice("kind", self.kind, MIXER_KINDS)
+        for f in ("inner", "state", "conv"):
+            object.__setattr__(self, f, check_int(f, getattr(self, f), minimum=0 if f == "state" else 1))
+        for f in ("proj_bias", "conv_bias", "bc_dt_norms", "gated_norm"):
+            object.__setattr__(self, f, check_bool(f, getattr(self, f)))
+        if self.kind == "lightning":
+            object.__setattr__(self, "block", check_int("block", self.block))
+        if self.kind == "mamba":
+            object.__setattr__(self, "dt_rank", check_int("dt_rank", self.dt_rank))
+        elif self.kind != "shortconv":
+            heads = check_int("heads", self.heads)
+            groups = check_int("groups", self.groups)
+            if self.inner % heads or heads % groups:
+                raise ValueError(f"heads ({heads}) must divide inner ({self.inner}) and groups ({groups}) "
+                                 "must divide heads")
+            object.__setattr__(self, "heads", heads)
+            object.__setattr__(self, "groups", groups)
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the depthwise convolution: ``inner`` (Mamba), ``inner + 2 groups x state`` (Mamba-2:
+        x, B and C)."""
+        if self.kind == "lightning":
+            return 0
+        if self.kind in ("mamba", "shortconv"):
+            return self.inner
+        return self.inner + 2 * self.groups * self.state
+
+    def _kda_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        """``KimiLinearDeltaAttention``: q, k, v projections, ``conv1d`` over them (no bias), the forget gate
+        (``f_a_proj``, ``f_b_proj``, ``dt_bias`` per channel, ``A_log`` per head), ``b_proj``, the output gate
+        (``g_a_proj``, ``g_b_proj``), a gated RMSNorm over one head, ``o_proj``."""
+        d, r, a = self.inner, self.state, self.heads
+        t = [("attention", f"{p}_proj.weight", (d, h)) for p in "qkv"]
+        return t + [("attention", "conv1d.weight", (3 * d, 1, self.conv)),
+                    ("attention", "f_a_proj.weight", (r, h)), ("attention", "f_b_proj.weight", (d, r)),
+                    ("attention", "dt_bias", (d,)), ("attention", "A_log", (a,)),
+                    ("attention", "b_proj.weight", (a, h)), ("attention", "g_a_proj.weight", (r, h)),
+                    ("attention", "g_b_proj.weight", (d, r)), ("norms", "o_norm.weight", (r,)),
+                    ("attention", "o_proj.weight", (h, d))]
+
+    def _lightning_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        """``MiniMaxLightningAttention``: ``qkv_proj``, ``output_gate``, ``out_proj``, an RMSNorm over all
+        heads, and the buffers ``slope_rate``, ``query_decay``, ``key_decay``, ``diagonal_decay``."""
+        d, a, b = self.inner, self.heads, self.block
+        return [("attention", "qkv_proj.weight", (3 * d, h)), ("attention", "output_gate.weight", (d, h)),
+                ("attention", "out_proj.weight", (h, d)), ("norms", "norm.weight", (d,)),
+                ("attention", "slope_rate", (a,)), ("attention", "query_decay", (a, b)),
+                ("attention", "key_decay", (a, b)), ("attention", "diagonal_decay", (a, b, b))]
+
+    def _gdn_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        """Qwen3-Next's ``Qwen3NextGatedDeltaNet``: ``in_proj_qkvz``, ``in_proj_ba``, ``conv1d`` (no bias),
+        ``dt_bias``, ``A_log``, a gated RMSNorm over one value head, ``out_proj`` (no biases)."""
+        d, c, v = self.inner, self.conv_channels, self.heads
+        return [("attention", "in_proj_qkvz.weight", (c + d, h)),
+                ("attention", "in_proj_ba.weight", (2 * v, h)),
+                ("attention", "conv1d.weight", (c, 1, self.conv)), ("attention", "dt_bias", (v,)),
+                ("attention", "A_log", (v,)), ("norms", "gated_norm.weight", (d // v,)),
+                ("attention", "out_proj.weight", (h, d))]
+
+    def tensors(self, hidden: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        """The mixer's parameter tensors as ``(component, name, shape)`` (the block's norm not included). The
+        mixer does attention's job (mixing tokens), so its matrices count under
+        :meth:`Model.param_breakdown`'s ``"attention"`` and its norms under ``"norms"``."""
+        h, d, n, c = hidden, self.inner, self.state, self.conv_channels
+        if self.kind == "gdn":
+            return self._gdn_tensors(h)
+        if self.kind == "lightning":
+            return self._lightning_tensors(h)
+        if self.kind == "kda":
+            return self._kda_tensors(h)
+        if self.kind == "shortconv":
+            b = [("attention", "in_proj.bias", (3 * d,)), ("attention", "conv.bias", (d,)),
+                 ("attention", "out_proj.bias", (h,))] if self.conv_bias else []
+            w = [("attention", "in_proj.weight", (3 * d, h)), ("attention", "conv.weight", (d, 1, self.conv))]
+            return w + [("attention", "out_proj.weight", (h, d))] + b
+        t = []
+        if self.kind == "mamba":
+            t.append(("attention", "in_proj.weight", (2 * d, h)))
+            t += [("attention", "in_proj.bias", (2 * d,))] if self.proj_bias else []
+        else:
+            t.append(("attention", "in_proj.weight", (d + c + self.heads, h)))
+            t += [("attention", "in_proj.bias", (d + c + self.heads,))] if self.proj_bias else []
+        t.append(("attention", "conv1d.weight", (c, 1, self.conv)))
+        t += [("attention", "conv1d.bias", (c,))] if self.conv_bias else []
+        if self.kind == "mamba":
+            r = self.dt_rank
+            t += [("attention", "x_proj.weight", (r + 2 * n, d)), ("attention", "dt_proj.weight", (d, r)),
+                  ("attention", "dt_proj.bias", (d,)), ("attention", "A_log", (d, n)),
+                  ("attention", "D", (d,))]
+            if self.bc_dt_norms:
+                t += [("norms", "dt_norm.weight", (r,)), ("norms", "b_norm.weight", (n,)),
+                      ("norms", "c_norm.weight", (n,))]
+        else:
+            t += [("attention", "dt_bias", (self.heads,)), ("attention", "A_log", (self.heads,)),
+                  ("attention", "D", (self.heads,))]
+            t += [("norms", "gated_norm.weight", (d,))] if self.gated_norm else []
+        t.append(("attention", "out_proj.weight", (h, d)))
+        out_bias = self.proj_bias if self.out_bias is None else self.out_bias
+        t += [("attention", "out_proj.bias", (h,))] if out_bias else []
+        return t
+
+    @property
+    def state_numbers(self) -> int:
+        """Numbers one sequence keeps in ONE mixer layer: the convolution's last ``conv`` inputs
+        (``conv_channels x conv``) plus the SSM state (``inner x state``: Mamba's per channel, Mamba-2's per
+        head and head channel), as transformers' cache holds them."""
+        return self.conv_channels * self.conv + self.inner * self.state
+
+
+__all__ = ["MIXER_KINDS", "StateMixer"]
