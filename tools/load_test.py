@@ -169,11 +169,7 @@ def run_n(notebook: Path, n: int, moves: int) -> dict:
         wall = time.monotonic() - t0
         rss = kernel_rss_mib(proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        serve_live._stop(proc)
     moves_ms = sorted(1000 * t for r in results for t in r["move_s"])
     q = (lambda p: moves_ms[min(len(moves_ms) - 1, int(p * len(moves_ms)))]) if moves_ms else (lambda p: None)
     return {"participants": n, "chapter": notebook.name, "wall_s": round(wall, 1),

@@ -290,11 +290,7 @@ def voila(tmp_path_factory):
     try:
         yield VoilaServer(url.split("/voila/render/")[0], proc)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        serve_live._stop(proc)
         log.close()
 
 
