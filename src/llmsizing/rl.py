@@ -48,7 +48,8 @@ from .memory import training_memory
 from .model import Model
 from .network import collective_time_s, get_node, group_link
 from .parallel import Parallel, check_layout
-from .rl_trainer import colocated_moves_s, default_layout, layout_parallel, layout_trainer
+from .rl_trainer import (SLIME_SYNC_BUCKET_S, colocated_moves_s, cpu_adam_s, default_layout,
+                         layout_parallel, layout_trainer)
 from .serve_calibration import serving_range
 from .serve_engine import weights_bytes_per_gpu
 from .time_cost import training_time
@@ -205,12 +206,13 @@ def _trainer(m, g, *, gpus, tokens, seq, price):
     return (t.days * 86400, t.days_low * 86400, t.days_high * 86400), t.warnings
 
 
-def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, train_bytes):
+def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, train_bytes, bucket_s=0.0):
     """``(seconds, moves)``: colocated, the pool's moves of :func:`~llmsizing.rl_trainer.colocated_moves_s`
     summed; split, the 16-bit weights sent over the inter-node link (Tulu 3's NCCL broadcast)."""
     if colocated:
         moves = colocated_moves_s(m, g, node, gpus=gpus, gen_tp=gen_tp, offload=offload,
-                                  train_bytes=train_bytes, host_link_gbps=HOST_LINK_GBPS)
+                                  train_bytes=train_bytes, host_link_gbps=HOST_LINK_GBPS,
+                                  sync_bucket_s=bucket_s)
         return sum(moves.values()), moves
     w = weights_bytes_per_gpu(m, "bf16", tp=1)
     across = group_link(g, node, size=2, stride=node.gpus_per_node)
@@ -234,6 +236,9 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
         one, fwd_share = layout_trainer(m, g, node, par, tokens=tokens, rollouts=a["rollouts"], seq=seq,
                                         packing=a["packing"])
         upd, warns = tuple(x * a["ppo_epochs"] for x in one), ()
+        if a["cpu_optimizer"]:
+            fwd_share *= upd[0] / (upd[0] + cpu_adam_s(m, par, train_gpus))
+            upd = tuple(x + a["ppo_epochs"] * cpu_adam_s(m, par, train_gpus) for x in upd)
     one_fwd = tuple(x * fwd_share / a["ppo_epochs"] for x in upd)
     ppo = a["algorithm"] == "ppo"
     zero = (0.0, 0.0, 0.0)
@@ -247,6 +252,12 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
     p = {"generation": gen, "log_probs": one_fwd, "reference": one_fwd if a["reference"] else zero,
          "values": one_fwd if ppo else zero, "reward": reward,
          "update": tuple(x * (2 if ppo else 1) for x in upd)}
+    if a["evaluation"] is not None:
+        n_eval, (e_mean, e_top), every = a["evaluation"]
+        ev = _generation(m, g, gpus=gen_gpus, tp=gen_tp, rollouts=n_eval, prompt=a["prompt"], mean=e_mean,
+                         top=e_top, rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node,
+                         util=a["util"])[0]
+        p["evaluation"] = tuple(x / every for x in ev)
     return p, (engines, b, steps, max_b, engine, layout), warns
 
 
@@ -255,8 +266,9 @@ def _compose(p, sync, asynchronous):
     out = []
     for i in range(3):
         if asynchronous:
-            side = sum(v[i] for k, v in p.items() if k != "generation")
-            out.append(max(p["generation"][i], side) + sync)
+            gen_side = ("generation", "evaluation")
+            side = sum(v[i] for k, v in p.items() if k not in gen_side)
+            out.append(max(sum(p[k][i] for k in gen_side if k in p), side) + sync)
         else:
             out.append(sum(v[i] for v in p.values()) + sync)
     return tuple(out)
@@ -268,7 +280,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
            reward_s: float = 0.0, ppo_epochs: int = 1, gen_tp: int | None = None, gen_gpus: int | None = None,
            off_policy_steps: int = 0, rebatch: bool = True, offload: bool = True,
            max_num_seqs: int = MAX_NUM_SEQS, price_usd_per_gpu_hour: float | None = None, node=None,
-           train_layout=None, packing: bool = True) -> RLRun:
+           train_layout=None, packing: bool = True, sync_bucket_s: float = 0.0,
+           evaluation=None, cpu_optimizer: bool = False) -> RLRun:
     """Time per step by phase, GPU-hours, cost and memory of an RL post-training run (module docstring).
 
     ``prompts_per_step`` prompts, ``samples_per_prompt`` responses each (GRPO's group), ``prompt`` tokens per
@@ -284,7 +297,12 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     the update and forward passes are timed on that layout's step (:mod:`llmsizing.rl_trainer`), as is a
     mixture of experts without one (:func:`~llmsizing.rl_trainer.default_layout`); a dense model without one
     keeps the calibrated MFU. ``packing``: rollouts packed into ``seq``-token rows (else padded).
-    Chapter 19."""
+    ``sync_bucket_s`` the software seconds per 512 MiB bucket of a colocated weight update
+    (:data:`~llmsizing.rl_trainer.SLIME_SYNC_BUCKET_S` for slime; 0: the gather's bandwidth only).
+    ``evaluation = (rollouts, response, every)`` an evaluation generated on the engines every ``every`` steps
+    inside the loop (slime's ``--eval-interval``), its time spread over the steps as the ``evaluation``
+    phase. ``cpu_optimizer`` (with a layout) the optimizer on the host (Megatron's
+    ``--optimizer-cpu-offload``): :func:`~llmsizing.rl_trainer.cpu_adam_s` joins the update. Chapter 19."""
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     n = check_int("n_gpus", n_gpus)
@@ -295,7 +313,10 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
          "reward_s": check_number("reward_s", reward_s), "ppo_epochs": check_int("ppo_epochs", ppo_epochs),
          "max_num_seqs": check_int("max_num_seqs", max_num_seqs),
          "reward_model": None if reward_model is None else resolve_model(reward_model, moe=True),
-         "packing": check_bool("packing", packing), "layout": _check_train_layout(train_layout)}
+         "packing": check_bool("packing", packing), "layout": _check_train_layout(train_layout),
+         "evaluation": _check_evaluation(evaluation), "cpu_optimizer": check_bool("cpu_optimizer",
+                                                                                     cpu_optimizer)}
+    bucket_s = check_number("sync_bucket_s", sync_bucket_s)
     a["mean"], a["top"] = response_lengths(response)
     colocated, offload = check_bool("colocated", colocated), check_bool("offload", offload)
     off = check_int("off_policy_steps", off_policy_steps, minimum=0)
@@ -347,7 +368,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
                 continue    # this split's trainer pool does not take the (given or default) layout
             raise
         sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload,
-                              train_bytes=tb)
+                              train_bytes=tb, bucket_s=bucket_s)
         step = _compose(p, sync, asynchronous=off > 0)
         fits = tb <= cap and eng[3] >= 1
         key = (not fits, step[0])
@@ -364,6 +385,19 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
                  a["top"], steps, gg, tg, tp_, eng[0], eng[1], eng[2], a["rebatch"], phases, low, high,
                  step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns), moves,
                  eng[5])
+
+
+def _check_evaluation(evaluation):
+    """``(rollouts, (mean, longest), every)`` from ``evaluation=(rollouts, response, every)``, or ``None``."""
+    if evaluation is None:
+        return None
+    try:
+        n, resp, every = evaluation
+    except (TypeError, ValueError):
+        raise TypeError("evaluation must be (rollouts, response, every_steps), e.g. (480, (10000.0, 16384), "
+                        f"20); got {evaluation!r}") from None
+    return (check_int("evaluation[0] (rollouts)", n), response_lengths(resp),
+            check_int("evaluation[2] (every)", every))
 
 
 def _check_train_layout(layout):
@@ -421,13 +455,22 @@ def published_rl():
         if r.checked != "yes":
             rows.append({})
             continue
+        slime = isinstance(r.framework, str) and "slime" in r.framework
+        ev = None if pd.isna(r.eval_every) else (int(r.eval_rollouts), (float(r.eval_response_mean),
+                                                                        int(r.eval_response_max)),
+                                                 int(r.eval_every))
         run = rl_run(r.model, gpu=r.gpu, n_gpus=int(r.n_gpus), prompts_per_step=int(r.rollouts_per_step),
                      samples_per_prompt=1, prompt=int(r.prompt_tokens),
                      response=(float(r.response_mean), int(r.response_max)), steps=1,
                      colocated=r.colocated == "yes", off_policy_steps=int(r.off_policy_steps),
                      gen_tp=None if pd.isna(r.gen_tp) else int(r.gen_tp),
-                     reference=bool(r.reference == "yes"), train_layout=_row_layout(r))
-        rows.append({"predicted_step_s": run.step_s, "low": run.step_s_low, "high": run.step_s_high,
+                     reference=bool(r.reference == "yes"), train_layout=_row_layout(r),
+                     sync_bucket_s=SLIME_SYNC_BUCKET_S if slime else 0.0, evaluation=ev,
+                     cpu_optimizer=slime)
+        mv = run.moves or {}
+        rows.append({"predicted_sync_only_s": mv.get("sync", run.phases["weight_sync"]),
+                     "predicted_offload_s": sum(v for k, v in mv.items() if k != "sync"),
+                     "predicted_step_s": run.step_s, "low": run.step_s_low, "high": run.step_s_high,
                      "generation_share": run.generation_share, "fits": run.fits,
                      **{f"predicted_{k}_s": v for k, v in run.phases.items()},
                      **{f"low_{k}_s": v for k, v in run.phases_low.items()},
@@ -463,5 +506,55 @@ def rl_loso(published=None):
     return d
 
 
-__all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RLRun", "response_lengths", "rl_run", "published_rl",
-           "rl_loso"]
+#: Nominal coverages tried by :func:`rl_interval`, highest first: the book's 80% and the steps below it.
+RL_COVERAGES = (0.8, 0.7, 0.6, 0.5)
+
+
+@dataclass(frozen=True)
+class RLInterval:
+    """The RL step's range measured by leaving whole sources out (:func:`rl_interval`): a new run's published
+    step lies within ``low``..``high`` times :func:`rl_run`'s ``step_s`` at nominal ``coverage``;
+    ``measured_coverage`` is the share of the ``n_rows`` checked rows inside the interval computed without
+    their source, ``median_width`` the median ``high / low`` of those intervals."""
+
+    low: float
+    high: float
+    coverage: float
+    measured_coverage: float
+    median_width: float
+    n_rows: int
+    n_sources: int
+
+
+def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
+    """A one-factor correction (the median of ``log(published / predicted)``) with conformal bounds, sources
+    as the units, checked by a nested leave-one-source-out (:func:`llmsizing.intervals.loso_check`). Nested,
+    each fold keeps ``S - 1`` sources, and a bound is finite only with :func:`~llmsizing.intervals.min_units`
+    of them, so ``coverage=None`` takes the highest of :data:`RL_COVERAGES` the sources allow (9 + 1 for 80%;
+    5 sources allow 60%). Nothing is widened by hand."""
+    import numpy as np
+
+    from .intervals import loso_check, min_units, source_key
+
+    d = published_rl() if published is None else published
+    d = d[d["checked"] == "yes"]
+    y = np.log(d["ratio"].to_numpy(float))
+    src = np.array([source_key(s) for s in d["source"]], dtype=object)
+    n_src = len(set(src))
+    if coverage is None:
+        ok = [c for c in RL_COVERAGES if n_src - 1 >= min_units(c)]
+        if not ok:
+            raise ValueError(f"the published RL rows come from {n_src} sources: a nested check needs 4")
+        coverage = ok[0]
+
+    def fit_predict(train, test):
+        return np.full(int(test.sum()), np.median(y[train]))
+
+    chk = loso_check(y, src, fit_predict, coverage=coverage)
+    lo, hi = chk.stated()
+    mid = math.exp(float(np.median(y)))
+    return RLInterval(mid * lo, mid * hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
+
+
+__all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval", "RLRun", "response_lengths",
+           "rl_run", "published_rl", "rl_loso", "rl_interval"]

@@ -24,13 +24,28 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
   - with ``offload``, the trainer's states (weights, gradients, optimizer) to the host and back while the
     engine runs (verl's ``param_offload``/``optimizer_offload``, slime's ``offload_train``): ``2 x`` the
     trainer's bytes per GPU over the host link.
+
+* **Sync as slime runs it** (:func:`bucketed_sync_s`). The bandwidth of the gather is not what sets slime's
+  colocated update: every rank gathers the weights into 512 MiB buckets (``--update-weight-buffer-size``,
+  ``slime/utils/arguments.py``), and each bucket is converted to Hugging Face names, turned into CUDA IPC
+  handles, posted to the engine and loaded, one after the other (``update_weight_from_tensor.py``). Its
+  authors measured the whole update of Qwen3-30B-A3B at 7 s after their optimisations (He, Zhu and Li 2025,
+  "Efficient RL Training - Optimizing Weight Sync in slime", from 120 s), of which the engine's side is
+  20 ms per bucket (their profile: IPC open 3, rebuild 5, load 12 ms). :data:`SLIME_SYNC_BUCKET_S` is that
+  7 s over the model's ``ceil(W / 512 MiB)`` buckets; the slime v0.1.0 release note's 48 s for GLM-4.5
+  355B-A32B in BF16 is the check it was not derived from.
+* **What slime's step timer holds beyond its named phases** (``perf/step_time = train_wait + train``,
+  ``slime/observability/train_metric_utils.py``): the moves above outside ``update_weights`` (the trainer's
+  ``sleep``/``wake_up`` through torch_memory_saver with a CPU backup, the engines' release and resume), and
+  the evaluation run every ``--eval-interval`` steps inside the loop (``train.py``), whose generation
+  :func:`llmsizing.rl.rl_run` prices with ``evaluation=`` and spreads over the steps.
 """
 
 from __future__ import annotations
 
 import math
 
-from .comm import HOST_LINK_GBPS
+from .comm import CPU_ADAM_BYTES_PER_PARAM, HOST_LINK_GBPS, HOST_MEMORY_GBPS
 from .flops import forward_flops_per_token, training_flops_per_token
 from .layouts import step_time
 from .network import collective_time_s, group_link
@@ -39,6 +54,15 @@ from .serve_engine import weights_bytes_per_gpu
 
 #: How the trainer recomputes activations: full, as verl, OpenRLHF and NeMo RL's long-response recipes do.
 TRAIN_RECOMPUTE = "full"
+#: slime's weight-update bucket (``--update-weight-buffer-size`` default, ``slime/utils/arguments.py``).
+SLIME_SYNC_BUCKET_BYTES = 512 * 2**20
+#: slime's measured colocated update of Qwen3-30B-A3B in BF16 (He, Zhu and Li 2025, section 4.3), seconds.
+SLIME_SYNC_QWEN3_30B_S = 7.0
+#: Its BF16 weights, bytes: 30.53e9 parameters x 2 (the catalogue's qwen3-30b-a3b,
+#: :func:`llmsizing.serve_engine.weights_bytes_per_gpu` at ``tp=1``).
+SLIME_SYNC_QWEN3_30B_BYTES = 61.064245248e9
+#: Seconds per bucket of slime's colocated update: the 7 s over ``ceil(W / 512 MiB)`` = 114 buckets.
+SLIME_SYNC_BUCKET_S = SLIME_SYNC_QWEN3_30B_S / math.ceil(SLIME_SYNC_QWEN3_30B_BYTES / SLIME_SYNC_BUCKET_BYTES)
 
 
 def default_layout(m, gpus: int, gpus_per_node: int) -> tuple[int, int, int, int] | None:
@@ -89,17 +113,46 @@ def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, s
 
 
 def colocated_moves_s(m, g, node, *, gpus: int, gen_tp: int, offload: bool, train_bytes: float,
-                      host_link_gbps: float = HOST_LINK_GBPS) -> dict[str, float]:
+                      host_link_gbps: float = HOST_LINK_GBPS, sync_bucket_s: float = 0.0) -> dict[str, float]:
     """Seconds of the colocated pool's moves per step (module docstring): ``sync`` (all-gather of the full
-    16-bit weights over the pool), ``engine_sleep_wake`` (``2 x W / gen_tp`` over the host link) and
-    ``trainer_offload`` (``2 x train_bytes`` over the host link when ``offload``)."""
+    16-bit weights over the pool, plus :func:`bucketed_sync_s` when ``sync_bucket_s`` is given),
+    ``engine_sleep_wake`` (``2 x W / gen_tp`` over the host link) and ``trainer_offload`` (``2 x
+    train_bytes`` over the host link when ``offload``)."""
     w = weights_bytes_per_gpu(m, "bf16", tp=1)
     link = group_link(g, node, size=gpus)
     host = host_link_gbps * 1e9
-    return {"sync": collective_time_s("all-gather", w, gpus, link) if gpus > 1 else 0.0,
+    gather = collective_time_s("all-gather", w, gpus, link) if gpus > 1 else 0.0
+    return {"sync": gather + bucketed_sync_s(w, sync_bucket_s),
             "engine_sleep_wake": 2 * w / gen_tp / host,
             "trainer_offload": 2 * train_bytes / host if offload else 0.0}
 
 
-__all__ = ["TRAIN_RECOMPUTE", "default_layout", "layout_parallel", "micro_batches", "layout_trainer",
-           "colocated_moves_s"]
+def cpu_adam_s(m, par: Parallel, gpus: int, host_link_gbps: float = HOST_LINK_GBPS,
+               host_memory_gbps: float = HOST_MEMORY_GBPS) -> float:
+    """Seconds a CPU optimizer adds to one update (Megatron's ``--optimizer-cpu-offload``, which slime's and
+    Miles' MoE recipes set): the GPU's optimizer partition's 16-bit gradients down and 16-bit weights up the
+    host link, and the host's Adam over it at :data:`~llmsizing.comm.CPU_ADAM_BYTES_PER_PARAM` bytes of
+    memory traffic per parameter (the ZeRO-Offload costs of :func:`llmsizing.comm.offload_time`, chapter 7).
+    The partition is the GPU's parameters (:func:`llmsizing.memory.stage_params`) over the group that shards
+    them: data parallelism for a dense model; for a mixture of experts, whose parameters are mostly experts,
+    the expert-data-parallel group ``gpus / (ep x pp)``."""
+    from .memory import stage_params
+
+    local = max(stage_params(m, par))
+    shards = max(1, gpus // (par.ep * par.pp)) if m.is_moe else par.dp
+    part = local / shards
+    return 2 * part * 2 / (host_link_gbps * 1e9) + part * CPU_ADAM_BYTES_PER_PARAM / (host_memory_gbps * 1e9)
+
+
+def bucketed_sync_s(weights_bytes: float, bucket_s: float,
+                    bucket_bytes: float = SLIME_SYNC_BUCKET_BYTES) -> float:
+    """Seconds of the per-bucket work of a bucketed weight update (module docstring): ``ceil(W /
+    bucket_bytes) x bucket_s``; 0 when ``bucket_s`` is 0."""
+    if bucket_s <= 0:
+        return 0.0
+    return math.ceil(weights_bytes / bucket_bytes) * bucket_s
+
+
+__all__ = ["TRAIN_RECOMPUTE", "SLIME_SYNC_BUCKET_BYTES", "SLIME_SYNC_QWEN3_30B_S",
+           "SLIME_SYNC_QWEN3_30B_BYTES", "SLIME_SYNC_BUCKET_S", "default_layout", "layout_parallel", "micro_batches", "layout_trainer",
+           "colocated_moves_s", "cpu_adam_s", "bucketed_sync_s"]

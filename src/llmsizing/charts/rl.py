@@ -9,7 +9,8 @@ from .base import FixedView, View, _fast_hbars, _fixed_figure
 
 #: The phase colours of chapter 19's figure (Okabe-Ito, as the rest of the book).
 RL_PHASE_COLORS = {"generation": "#D55E00", "log_probs": "#0072B2", "reference": "#56B4E9",
-                   "values": "#CC79A7", "reward": "#009E73", "update": "#E69F00", "weight_sync": "#000000"}
+                   "values": "#CC79A7", "reward": "#009E73", "update": "#E69F00", "weight_sync": "#000000",
+                   "evaluation": "#F0E442"}
 
 #: Chapter 19's default run: NeMo RL's published Llama 3.1 8B GRPO benchmark (v0.4: 16 H100s, 2,048
 #: rollouts per step, responses of 932 tokens on average and up to 3,968), here as 128 prompts x 16 samples,
