@@ -154,5 +154,5 @@ def bucketed_sync_s(weights_bytes: float, bucket_s: float,
 
 
 __all__ = ["TRAIN_RECOMPUTE", "SLIME_SYNC_BUCKET_BYTES", "SLIME_SYNC_QWEN3_30B_S",
-           "SLIME_SYNC_QWEN3_30B_BYTES", "SLIME_SYNC_BUCKET_S", "default_layout", "layout_parallel", "micro_batches", "layout_trainer",
-           "colocated_moves_s", "cpu_adam_s", "bucketed_sync_s"]
+           "SLIME_SYNC_QWEN3_30B_BYTES", "SLIME_SYNC_BUCKET_S", "default_layout", "layout_parallel",
+           "micro_batches", "layout_trainer", "colocated_moves_s", "cpu_adam_s", "bucketed_sync_s"]
