@@ -84,12 +84,21 @@ def test_split_pools_off_policy_is_offered(w):
 
 
 def test_a_redraw_takes_a_fraction_of_a_second(w):
-    """Issue 39 asks for 100 ms; on the shared 2-core test machine chapter 18's widget takes ~300 ms, so this
-    guards against a regression at 1 s and prints what it measured."""
-    times = []
-    for v in (32, 64, 16):
-        t = time.perf_counter()
+    """Issue 39 asks for 100 ms. The shared 2-core test machine runs several jobs at once (load ~10), so
+    wall-clock redraws there measure the queue; the CPU time this process spends on a redraw is what an idle
+    machine's wall clock would show. Measured on this machine (median of 18 redraws of the pool size): 53 ms
+    before the range lines became one collection and the trainer's memory a cached call, 40 ms after; wall
+    clock 223 ms and 130 ms at load 11. Guarded at 100 ms of CPU (median) and 1 s of wall clock."""
+    import statistics
+
+    cpu, wall = [], []
+    for v in (32, 64, 16, 128, 8, 16):
+        t, c = time.perf_counter(), time.process_time()
         _set(w, n_gpus=v)
-        times.append(time.perf_counter() - t)
-    print(f"rl_widget redraws: {', '.join(f'{x * 1000:.0f} ms' for x in times)}")
-    assert min(times) < 1.0
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - t)
+    _default(w, "n_gpus")
+    print(f"rl_widget redraws, CPU: {', '.join(f'{x * 1000:.0f}' for x in cpu)} ms; wall: "
+          f"{', '.join(f'{x * 1000:.0f}' for x in wall)} ms")
+    assert statistics.median(cpu) < 0.100
+    assert min(wall) < 1.0

@@ -36,6 +36,7 @@ figure was fitted. :func:`published_rl` compares both with ``data/rl_published.c
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -427,6 +428,7 @@ def _check_tp(tp, limit, m):
     return tp
 
 
+@functools.lru_cache(maxsize=256)
 def _train_bytes(m, gpus, seq):
     """The trainer's peak per GPU: FSDP (ZeRO-3) over ``gpus`` GPUs, one sequence per micro-batch, full
     recomputation (verl's and OpenRLHF's defaults for long responses),
