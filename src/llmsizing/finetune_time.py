@@ -52,8 +52,10 @@ README (Llama 3.1 8B on one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLa
 QLoRA on one A100 40GB, 1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the
 fastest), so a range that holds a new source four times in five is wide, and with four sources it is not
 reached: ``data/intervals.csv`` states what it holds.
-Known misses (each row's ``miss_reason``): Qwen-1.8B's short steps, DeepSpeed LoRA over two nodes, ZeRO-3 on a
-72B base at short sequences, the H100 and RTX 6000 Ada rows. Full fine-tuning rows are ``known_out``:
+Known misses (each row's ``miss_reason``), all steps faster than the model since the constants are fitted on
+every source: Qwen-7B's and 14B's short steps, torchtune's compiled steps, LLaMA-Factory's QLoRA at 1K, 16K
+and 32K tokens (slower rows, DeepSpeed LoRA over two nodes, ZeRO-3 on a 72B base, the H100 and RTX 6000 Ada
+rows, carry a ``miss_reason`` from before and lie inside the range). Full fine-tuning rows are ``known_out``:
 :func:`finetune_time` prices full fine-tuning as pre-training (:func:`~llmsizing.layouts.step_time`), and HF
 Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have, so the range does
 not cover it.
