@@ -35,7 +35,8 @@ def test_each_runs_kernel_efficiency_gives_back_its_published_mfu(fitted):
         par, micro, accum, recompute = C._layout_of(r)
         st = L.step_time(r.model, r.gpu, par, batch=micro, seq=int(r.seq), grad_accum=accum, recompute=recompute,
                          kernel_efficiency=r.kernel_efficiency, dtype=r.dtype,
-                         attention_kernel=C.attention_kernel_of(r.framework, r.gpu))
+                         attention_kernel=C.attention_kernel_of(r.framework, r.gpu),
+                         async_tp=r.tp_comm_overlap == "yes")     # the run's published TP overlap
         assert st.mfu == pytest.approx(r.implied_mfu, rel=1e-6), r.run
         # the losses only take away: the MFU is at most what the kernels reach. The Linear layers reach at most the
         # kernel efficiency (their GEMMs' share is below 1); the attention core, counted as the whole s x s matrix

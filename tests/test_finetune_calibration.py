@@ -85,26 +85,37 @@ OLD_RANGE = (0.80, 1.15)
 
 
 def test_rows_beyond_the_fitted_spread_say_why():
+    # every covered row outside the stated 80% range says why in its miss_reason (issue 34: written when the
+    # miss was seen, never a reason to move the range). Since round 3 the constants are fitted on every
+    # source's rows, so Qwen-7B's own short steps can miss too: the shared per-layer cost is not the one its
+    # rows alone set
     res = ft.finetune_residuals()
     covered = res[res.known_out == ""]
-    beyond = covered[(covered.ratio < OLD_RANGE[0]) | (covered.ratio > OLD_RANGE[1])]
-    assert len(beyond) >= 10                      # the held-out rows did move the range
-    assert (beyond.calibration == "no").all()
+    lo, hi = ft.RESIDUAL_RANGE
+    beyond = covered[(covered.ratio < lo) | (covered.ratio > hi)]
+    assert len(beyond) >= 1
     missing = beyond[beyond.miss_reason == ""]
     assert missing.empty, missing[["run", "ratio"]]
-    assert ft.RESIDUAL_RANGE[1] > OLD_RANGE[1]    # restated, not kept
+    # and the range was restated from the out-of-source check, not kept at the calibration rows' old spread
+    assert ft.RESIDUAL_RANGE[1] > OLD_RANGE[1]
+    assert len(covered[(covered.ratio < OLD_RANGE[0]) | (covered.ratio > OLD_RANGE[1])]) >= 10
 
 
 def test_qwen_1_8b_short_steps_are_slower_than_a_per_layer_cost_allows():
     # from the published table alone: Qwen-1.8B's LoRA step at 256 tokens (1.0 s for 8 x 256 tokens) against
     # Qwen-7B's (1.2 s): 4.2x fewer parameters and 24 against 32 layers, yet only 1.2x less time. A step priced as
-    # arithmetic plus a cost per layer (0.75 of 7B's) must come out too fast for 1.8B: above the old range's top
+    # arithmetic plus a cost per layer (0.75 of 7B's), that cost fitted on Qwen-7B's one-GPU rows, must come
+    # out too fast for 1.8B: above the old range's top
     r18 = ONE_GPU[(ONE_GPU.model == "qwen-1.8b") & (ONE_GPU.method == "lora") & (ONE_GPU.seq == 256)].iloc[0]
     r7 = ONE_GPU[(ONE_GPU.model == "qwen-7b") & (ONE_GPU.method == "lora") & (ONE_GPU.seq == 256)].iloc[0]
     assert r18.s_per_step / r7.s_per_step == pytest.approx(1.0 / 1.2)
     assert r18.s_per_step / r7.s_per_step > 24 / 32
-    res = ft.finetune_residuals().set_index("run")
-    assert res.loc[r18.run, "ratio"] > OLD_RANGE[1]
+    q7 = ONE_GPU[(ONE_GPU.model == "qwen-7b") & (ONE_GPU.known_out == "")].assign(strategy="ddp",
+                                                                                  miss_reason="")
+    overhead, frac = ft._fit_on(q7)
+    row18 = next(ONE_GPU.loc[[r18.name]].assign(strategy="ddp").itertuples())      # as the fit reads a row
+    ratio = row18.s_per_step / ft._predict(row18, layer_overhead_s=overhead, dequant_bandwidth_fraction=frac)
+    assert ratio > OLD_RANGE[1]
 
 
 def test_answerai_rows_as_published():
@@ -129,25 +140,29 @@ def test_fsdp_qlora_scales_from_four_to_eight_a100s_as_published():
     assert model == pytest.approx(published, rel=0.10)
 
 
-def test_fit_reads_only_the_calibration_rows(monkeypatch, fresh_fit):
-    # doubling every held-out step time leaves the fitted constants alone; doubling the calibration ones moves them
+def test_fit_reads_every_covered_row_and_nothing_else(monkeypatch, fresh_fit):
+    # issue 34, round 3: the constants are fitted on every covered row of every source, the rows and rule of each
+    # leave-one-source-out fold. Doubling the known_out rows' step times (full fine-tuning) leaves them alone;
+    # doubling the rows of a source that is not Qwen's (Answer.AI's) moves them
     base = fresh_fit
     frame = ft._published_frame
 
-    def scaled(which):
+    def scaled(mask_of):
         def read():
             df = frame()
-            df.loc[df.calibration == which, "s_per_step"] *= 2
+            df.loc[mask_of(df), "s_per_step"] *= 2
             return df
         return read
 
-    monkeypatch.setattr(ft, "_published_frame", scaled("no"))
-    held = ft.fit_finetune_constants(with_range=False)
-    assert (held["layer_overhead_s"], held["dequant_bandwidth_fraction"]) == (
+    monkeypatch.setattr(ft, "_published_frame", scaled(lambda df: df.known_out != ""))
+    out = ft.fit_finetune_constants(with_range=False)
+    assert (out["layer_overhead_s"], out["dequant_bandwidth_fraction"]) == (
         base["layer_overhead_s"], base["dequant_bandwidth_fraction"])
-    monkeypatch.setattr(ft, "_published_frame", scaled("yes"))
-    cal = ft.fit_finetune_constants(with_range=False)
-    assert cal["layer_overhead_s"] > base["layer_overhead_s"]
+    monkeypatch.setattr(ft, "_published_frame",
+                        scaled(lambda df: df.framework.fillna("").str.startswith("Answer.AI")))
+    moved = ft.fit_finetune_constants(with_range=False)
+    assert (moved["layer_overhead_s"], moved["dequant_bandwidth_fraction"]) != (
+        base["layer_overhead_s"], base["dequant_bandwidth_fraction"])
 
 
 def test_rejected_candidates_have_sources_and_reasons():

@@ -21,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 AS_OF = "2026-11-29"
-SOURCE = ("constants fitted on the calibration=yes rows of data/finetune_published.csv; the range: 80% "
+SOURCE = ("constants fitted on every covered row (not known_out) of data/finetune_published.csv, as each "
+          "leave-one-source-out fold fits the other sources; the range: 80% "
           "leave-one-source-out conformal bounds (finetune_loso_check; tools/calibrate_finetune.py)")
 ROWS = (("layer_overhead_s", "s", "fixed time per transformer layer and micro-batch of a HF Trainer + PEFT step "
-                                  "(LoRA, QLoRA): kernel launches and Python, fitted on the LoRA rows"),
+                                  "(LoRA, QLoRA): kernel launches and Python, fitted on the covered LoRA rows"),
         ("dequant_bandwidth_fraction", "fraction", "share of HBM bandwidth of the 4-bit dequantisation, fitted on "
                                                    "the Q-LoRA rows (a GPTQ int4 stand-in for nf4)"),
         ("range_low", "ratio", "lower 80% bound of published/predicted step time, leave-one-source-out conformal "

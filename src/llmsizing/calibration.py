@@ -64,6 +64,16 @@ def attention_kernel_of(framework, gpu) -> str | None:
     return kernel if kernel in attention_kernels(gpu) else None
 
 
+def tp_overlap_of(row) -> bool:
+    """Whether ``row``'s run hid its tensor-parallel collectives behind compute (``async_tp`` of
+    :func:`~llmsizing.layouts.step_time`): its ``tp_comm_overlap`` cell of ``data/published_runs.csv`` says
+    "yes" where the run's source or its framework's published recipe states it (Megatron-LM's
+    ``--tp-comm-overlap`` in the README's benchmark configuration; NeMo's performance recipes, TE userbuffers
+    whenever tp > 1; torchtitan's AsyncTP rows). Blank (not stated) is no overlap."""
+    v = getattr(row, "tp_comm_overlap", None)
+    return isinstance(v, str) and v.strip().lower() == "yes"
+
+
 #: The columns each fit reads from a runs table (:func:`~llmsizing.time_cost.published_runs`'s columns).
 MFU_FIT_COLUMNS = ("model", "gpu", "dtype", "seq", "n_gpus", "implied_mfu", "calibration", "recompute",
                    "kind", "source")
@@ -247,14 +257,14 @@ def _layout_of(row):
 def run_mfu_at(row, efficiency: float) -> float:
     """The MFU :func:`~llmsizing.layouts.step_time` gives ``row``'s published layout (:func:`_layout_of`,
     which must not be ``None``) at kernel efficiency ``efficiency``, with the attention kernel of the row's
-    framework (:func:`attention_kernel_of`): the one call :func:`run_kernel_efficiency` inverts and
-    :mod:`llmsizing.step_intervals` predicts with."""
+    framework (:func:`attention_kernel_of`) and its published TP overlap (:func:`tp_overlap_of`): the one
+    call :func:`run_kernel_efficiency` inverts and :mod:`llmsizing.step_intervals` predicts with."""
     from .layouts import step_time
 
     par, micro, accum, recompute = _layout_of(row)
     return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
                      kernel_efficiency=efficiency, recompute=recompute,
-                     dtype="fp8" if row.dtype == "fp8" else "bf16",
+                     dtype="fp8" if row.dtype == "fp8" else "bf16", async_tp=tp_overlap_of(row),
                      attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu)).mfu
 
 
@@ -301,6 +311,7 @@ def run_flat_efficiency(row, kernel_efficiency: float) -> float:
     dtype = "fp8" if row.dtype == "fp8" else "bf16"
     st = step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
                    kernel_efficiency=kernel_efficiency, recompute=recompute, dtype=dtype,
+                   async_tp=tp_overlap_of(row),
                    attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu))
     stage = max(stage_flops_per_token(get_model(row.model), par, seq=int(row.seq), recompute=recompute))
     return stage * micro * int(row.seq) * accum / (par.tp * par.cp) / (st.peak_flops * st.compute_s)

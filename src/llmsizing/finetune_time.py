@@ -32,11 +32,14 @@ forward and the backward. At short sequences those launches, not the arithmetic,
 :func:`~llmsizing.layouts.step_time` prices as pre-training).
 
 **Calibration** (:func:`fit_finetune_constants`, ``tools/calibrate_finetune.py``,
-``data/finetune_model.csv``). Both constants are fitted on ``data/finetune_published.csv``: Qwen's published
-LoRA and Q-LoRA step times on one A100 80GB at 256-8,192 tokens (Qwen-7B rows fitted, Qwen-14B rows held out).
-``layer_overhead_s`` is fitted on the LoRA rows at the calibrated kernel efficiency, then
-``dequant_bandwidth_fraction`` on the Q-LoRA rows. A stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4
-model (auto-gptq, exllama kernels off) in fp16, not bitsandbytes' nf4, so the fitted bandwidth share is that
+``data/finetune_model.csv``). Both constants are fitted on every covered LoRA and Q-LoRA row of
+``data/finetune_published.csv`` (not ``known_out``; every source), the same rows and rule each
+leave-one-source-out fold of :func:`finetune_loso_check` fits on the other sources, so the stated range
+measures the procedure that made the constants (until issue 34's round 3 the constants were fitted on
+Qwen-7B's rows alone while the folds fitted every other source's rows). ``layer_overhead_s`` is fitted on the
+LoRA rows at the calibrated kernel efficiency, then ``dequant_bandwidth_fraction`` on the Q-LoRA rows. A
+stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4 model (auto-gptq, exllama kernels off) in fp16, not
+bitsandbytes' nf4, so the fitted bandwidth share is that
 of GPTQ's dequantisation. It comes out far below the share a decode step reaches (the uncalibrated 0.8 this
 module used before was about six times too fast). The range (issue 34) is an 80% prediction interval checked
 on sources the fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the constants are
@@ -49,8 +52,10 @@ README (Llama 3.1 8B on one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLa
 QLoRA on one A100 40GB, 1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the
 fastest), so a range that holds a new source four times in five is wide, and with four sources it is not
 reached: ``data/intervals.csv`` states what it holds.
-Known misses (each row's ``miss_reason``): Qwen-1.8B's short steps, DeepSpeed LoRA over two nodes, ZeRO-3 on a
-72B base at short sequences, the H100 and RTX 6000 Ada rows. Full fine-tuning rows are ``known_out``:
+Known misses (each row's ``miss_reason``), all steps faster than the model since the constants are fitted on
+every source: Qwen-7B's and 14B's short steps, torchtune's compiled steps, LLaMA-Factory's QLoRA at 1K, 16K
+and 32K tokens (slower rows, DeepSpeed LoRA over two nodes, ZeRO-3 on a 72B base, the H100 and RTX 6000 Ada
+rows, carry a ``miss_reason`` from before and lie inside the range). Full fine-tuning rows are ``known_out``:
 :func:`finetune_time` prices full fine-tuning as pre-training (:func:`~llmsizing.layouts.step_time`), and HF
 Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have, so the range does
 not cover it.
@@ -542,15 +547,17 @@ def finetune_loso_check(coverage: float = 0.8):
 
 
 def fit_finetune_constants(with_range: bool = True) -> dict:
-    """Fit :data:`LAYER_OVERHEAD_S` and :data:`DEQUANT_BANDWIDTH_FRACTION` on the ``calibration == "yes"``
-    rows of ``data/finetune_published.csv`` (module docstring): first the per-layer overhead on the LoRA rows,
-    then the dequantisation's bandwidth share on the QLoRA rows at that overhead, each minimising the squared
-    log ratios of published to predicted step times over a fine grid (0 to 10 ms per layer in 0.01 ms steps;
-    0.005 to 1 in steps of 0.001). Returns both, rounded, and the 80% range of :func:`finetune_loso_check`
-    (leave one source out; rounded outwards to 0.01 and widened to hold 1), unless ``with_range=False`` (the
+    """Fit :data:`LAYER_OVERHEAD_S` and :data:`DEQUANT_BANDWIDTH_FRACTION` on the covered rows (not
+    ``known_out``) of ``data/finetune_published.csv``, every source, as each fold of
+    :func:`finetune_loso_check` fits on the other sources (module docstring): first the per-layer overhead on
+    the LoRA rows, then the dequantisation's bandwidth share on the QLoRA rows at that overhead, each
+    minimising the squared log ratios of published to predicted step times over a fine grid (0 to 10 ms per
+    layer in 0.01 ms steps; 0.005 to 1 in steps of 0.001). Returns both, rounded, and the 80% range of
+    :func:`finetune_loso_check` (leave one source out; rounded outwards to 0.01 and widened to hold 1), unless
+    ``with_range=False`` (the
     constants alone: a second's work instead of the check's refits)."""
     df = _published_frame()
-    overhead, frac = _fit_on(df[df["calibration"] == "yes"])
+    overhead, frac = _fit_on(df[df["known_out"] == ""])
     out = {"layer_overhead_s": round(overhead, 5), "dequant_bandwidth_fraction": round(frac, 3)}
     if not isinstance(with_range, bool):
         raise TypeError(f"with_range must be True or False, got {type(with_range).__name__}")

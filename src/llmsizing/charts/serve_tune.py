@@ -254,9 +254,9 @@ def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int
 def render_finetune_calibration(*, into: Figure | None = None) -> View:
     """Chapter 16: published LoRA and Q-LoRA step times (``data/finetune_published.csv``, Qwen's table on one
     A100 80GB) against the sequence length, with :func:`~llmsizing.finetune_time.finetune_time`'s prediction
-    at the fitted constants as lines; filled markers are the rows the constants were fitted on, open ones held
-    out. The figure shows the one-GPU LoRA and Q-LoRA rows; the text lists each series' published/predicted
-    ratios, the multi-GPU ones included, and marks the ``known_out`` series (full fine-tuning), which the
+    at the constants fitted on every source's covered rows as lines (dots: the published rows). The figure
+    shows the one-GPU LoRA and Q-LoRA rows; the text lists each series' published/predicted ratios, the
+    multi-GPU ones included, and marks the ``known_out`` series (full fine-tuning), which the
     stated range does not cover."""
     from ..finetune_time import RESIDUAL_RANGE, finetune_residuals
 
@@ -272,11 +272,8 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
         c = colors.get(model, "0.3")
         label = f"{model} {'Q-LoRA' if method == 'qlora' else 'LoRA'}"
         ax.plot(sub["seq"], sub["predicted_s"], styles[method], color=c, lw=1.2, label=label + " (model)")
-        held = sub["calibration"] == "no"
-        ax.plot(sub["seq"][~held], sub["s_per_step"][~held], "o", color=c, ms=5)
-        ax.plot(sub["seq"][held], sub["s_per_step"][held], "o", mfc="white", color=c, ms=5)
-        lines.append(f"{label:16s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}"
-                     f" ({'held out' if held.all() else 'fitted'})")
+        ax.plot(sub["seq"], sub["s_per_step"], "o", color=c, ms=5)
+        lines.append(f"{label:16s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}")
     from matplotlib.ticker import FixedLocator
 
     ax.set_xscale("log")
@@ -289,7 +286,7 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     _log_axis(ax.yaxis, min(times), max(times), lambda t: f"{t:g}", pad=1.2)
     ax.set_xlabel("tokens per sequence (batch 1, 8 micro-batches per step)")
     ax.set_ylabel("seconds per optimizer step")
-    ax.set_title("One A100 80GB: published step times (dots; open: held out) and the model (lines)",
+    ax.set_title("One A100 80GB: published step times (dots) and the model (lines)",
                  fontsize=8.5, loc="left")
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
