@@ -76,7 +76,7 @@ from .serve_tune import _POINT  # noqa: F401
 
 # Part V, the models of 2026 (ch 17-18): long context; mixtures of experts.
 from .long_context import CP_OVERLAP_SEQS, llama3_long_context_layout, render_cp_kinds, render_cp_overlap
-from .moe import MOE_LAYOUT_DEFAULT, MOE_TIME_COLORS, render_moe_layout
+from .moe import A2A_MACHINES, MOE_LAYOUT_DEFAULT, MOE_TIME_COLORS, render_a2a_domains, render_moe_layout
 
 # Part VI, after pre-training (ch 19): an RL step's phases.
 from .rl import RL_DEFAULT, RL_PHASE_COLORS, render_rl_step
@@ -106,7 +106,7 @@ __all__ = [
     "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans", "render_fleet",
     # Part V
     "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap", "render_cp_kinds",
-    "MOE_LAYOUT_DEFAULT", "MOE_TIME_COLORS", "render_moe_layout",
+    "MOE_LAYOUT_DEFAULT", "MOE_TIME_COLORS", "render_moe_layout", "A2A_MACHINES", "render_a2a_domains",
     # Part VI
     "RL_DEFAULT", "RL_PHASE_COLORS", "render_rl_step",
 ]
