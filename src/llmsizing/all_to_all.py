@@ -107,7 +107,7 @@ def ulysses_collectives(model, par, *, batch: int, seq: int, gpu, node, fwd_laye
     aggregate messages of ``3 N h`` and ``N h`` per layer, ``4 N h / P`` per link; with grouped-query
     attention K and V carry ``kv_heads / heads`` of that. A GPU keeps ``1 / cp`` of its buffer, so it sends
     ``(cp - 1) / cp`` of it (:func:`all_to_all_s`, ranks ``tp`` apart). Exposed in full
-    (:func:`~llmsizing.layouts.exposed_comm_s`). Chapter "Long context"."""
+    (:func:`~llmsizing.layouts.exposed_by_group`). Chapter "Long context"."""
     from .network import Collective
 
     cp, tp, local = par.cp, par.tp, seq // par.cp
