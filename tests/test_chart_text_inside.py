@@ -47,3 +47,19 @@ def test_planner_figure_text_is_inside_the_png_and_readable(kw):
     outside, small = _texts_outside(charts.render_plan(**kw).figure)
     assert not outside, "text cut at the figure's edge: " + "; ".join(outside)
     assert not small, "text too small to read: " + "; ".join(small)
+
+
+#: The legends' floor (issue 38, round 3: the legend read as 6-7 px): 8 pt at the figure's 96 dpi.
+MIN_LEGEND_PX = 10.5
+
+
+@pytest.mark.parametrize("kw", [dict(model="llama-3-70b"),
+                                dict(model="llama-3.1-405b", seq=131072, gpus=("H100 SXM",), global_batch=128,
+                                     max_gpus=16384)], ids=["ch12-default", "ch17-default"])
+def test_planner_figure_legends_are_at_least_8_pt(kw):
+    fig = charts.render_plan(**kw).figure
+    legends = [leg for ax in fig.axes if (leg := ax.get_legend()) is not None]
+    assert len(legends) == 2                                   # the plans' and the memory bar's
+    small = [f"{t.get_text()!r} {t.get_fontsize() * fig.dpi / 72:.1f} px" for leg in legends
+             for t in leg.get_texts() if t.get_fontsize() * fig.dpi / 72 < MIN_LEGEND_PX]
+    assert not small, "legend text too small: " + "; ".join(small)

@@ -241,12 +241,24 @@ CLASHES = [
     (re.compile(r"(?<![A-Za-z\\])c\s*="), re.compile(r"t_\\text\{draft\}"), "c as a time ratio: kappa"),
     (re.compile(r"(?<![A-Za-z\\])m\s*\\times\s*k(?![A-Za-z_])"), re.compile(r"matri", re.I),
      "m x k matrix sizes outside chapter 6: n_1, n_2, n_3"),
+    # round 3 (ch15 and the appendix): K, c, m, a, C, L, E[S] each with a second meaning
+    (re.compile(r"(?<![A-Za-z\\_{])K(?![A-Za-z_])"), re.compile(r"bytes per cached token|KV cache", re.I),
+     "K as KV bytes per token: M_tok"),
+    (re.compile(r"(?<![A-Za-z\\_{])c(?![A-Za-z_])"), re.compile(r"\$c\$ the context|\$c\$ chunks|\$c\$ =", re.I),
+     "c as the context, a chunk or slot count: s, n_chunk, n_slot"),
+    (re.compile(r"(?<![A-Za-z\\])m\s*=\s*\\lceil"), re.compile(r"sequences", re.I),
+     "m as sequences of a micro-batch: m is micro-batches per step (b_mb)"),
+    (re.compile(r"(?<![A-Za-z\\])C\s*\(\s*c\s*,\s*a\s*\)"), re.compile(r"Erlang", re.I),
+     "Erlang's C(c, a): C is compute, a the heads (P_wait(n_slot, A))"),
+    (re.compile(r"C\^\{?a(?![A-Za-z_])"), re.compile(r"opt", re.I), "a as a scaling exponent: beta"),
+    (re.compile(r"(?<![A-Za-z\\_{])L(?![A-Za-z_])"), re.compile(r"answer length|service time", re.I),
+     "L as an answer length: L is layers (n_out)"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
 #: Chapter 15 is being rewritten (issue 38's serving half); its speculative-decoding symbols ($a$ for the
 #: acceptance rate, $c$ for the time ratio) wait for that rewrite. Listed here so that the wait is visible.
-PENDING = {"15_serving.ipynb"}
+PENDING: set = set()
 
 
 def clash_problems(md: str, chapter: str) -> list[str]:
@@ -270,6 +282,13 @@ CLASHED = [
     ("yields $(1 - a^{k+1})/(1 - a)$ tokens at per-token acceptance $a$", "a as an acceptance"),
     ("with $c = t_\\text{draft}/t_\\text{target}$", "c as a time ratio"),
     ("A matrix multiply $m\\times k$ by $k\\times n$", "m x k"),
+    ("Each sequence also reads its own KV cache, $K$ bytes per cached token.", "K as KV bytes"),
+    ("$$I = \\frac{2 N b}{2N + b\\,K\\,c}$$ with $c$ the context.", "c as the context"),
+    ("so $c$ chunks take $(c + p - 1)$ stage times", "c as the context, a chunk"),
+    ("a micro-batch of $m = \\lceil b/p \\rceil$ sequences", "m as sequences"),
+    ("Erlang's C formula: $$C(c, a) = \\frac{P(c, a)}{1 - \\rho}$$", "Erlang's C(c, a)"),
+    ("$N_\\text{opt} \\propto C^{a}$", "a as a scaling exponent"),
+    ("its service time $S = \\text{TTFT} + L \\times \\text{ITL}$, and its answer length $L$", "L as an answer"),
 ]
 
 

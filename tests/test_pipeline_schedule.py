@@ -59,3 +59,55 @@ def test_every_op_once_in_order_and_never_overlapping(kind):
 def test_bad_input_is_refused(kw, match):
     with pytest.raises(ValueError, match=match):
         pipeline_schedule(**kw)
+
+
+# ---------------------------------------------------------------------------------------------- DualPipe
+@pytest.mark.parametrize("p, m", [(2, 4), (4, 8), (4, 20), (6, 12), (8, 16), (8, 20), (8, 32), (16, 32)])
+def test_dualpipe_bubble_is_the_reports_table_2(p, m):
+    """DeepSeek-V3 report, Table 2 (and the DualPipe README): DualPipe's bubble is (p/2 - 1)(F&B + B - 3W) with
+    F a stage's forward, B its full backward, W the weights' half of it, F&B a forward and a backward run
+    together. With F = 1, B = 2, W = 1 and F&B = F + B = 3 (overlap hides communication, not compute): 2 (p/2 -
+    1) time units over the ideal 3 m, against 1F1B's 3 (p - 1)."""
+    s = pipeline_schedule("dualpipe", pp=p, micro_batches=m)
+    by_hand = (p / 2 - 1) * (3 + 2 - 3)
+    assert s.makespan - s.ideal == pytest.approx(by_hand)
+    assert s.bubble_fraction == pytest.approx(by_hand / (3 * m))
+    for i in range(p):                                   # every rank idles the same: it holds two stages
+        busy = sum(o.end - o.start for o in s.ops if o.stage == i)
+        assert s.makespan - busy == pytest.approx(by_hand)
+
+
+def test_dualpipe_runs_each_stage_of_each_micro_batch_once_in_its_direction():
+    """Half the micro-batches flow from the first rank to the last (direction 0), half back (direction 1);
+    rank i is stage i of direction 0 and stage p - 1 - i of direction 1. Every forward waits for the previous
+    stage's, every backward (its input-gradient part) for the next stage's, and each rank does one thing at a
+    time."""
+    p, m = 4, 8
+    s = pipeline_schedule("dualpipe", pp=p, micro_batches=m)
+    stage = {(0, i): i for i in range(p)} | {(1, i): p - 1 - i for i in range(p)}
+    f = {(o.chunk, stage[(o.chunk, o.stage)], o.micro_batch): o for o in s.ops if o.kind == "F"}
+    b = {(o.chunk, stage[(o.chunk, o.stage)], o.micro_batch): o for o in s.ops if o.kind == "B"}
+    assert len(f) == len(b) == p * m                       # each (direction, stage, micro-batch) once
+    assert {mb for d, _, mb in f if d == 0} == set(range(m // 2))
+    for (d, k, mb), op in f.items():
+        if k > 0:
+            assert op.start >= f[(d, k - 1, mb)].end - 1e-9
+    for (d, k, mb), op in b.items():
+        assert op.start >= (b[(d, k + 1, mb)].end if k < p - 1 else f[(d, k, mb)].end) - 1e-9
+    for i in range(p):
+        mine = sorted((o.start, o.end) for o in s.ops if o.stage == i)
+        assert all(x[1] <= y[0] + 1e-9 for x, y in zip(mine, mine[1:]))
+
+
+@pytest.mark.parametrize("p, m", [(3, 8), (4, 6), (4, 9)])
+def test_dualpipe_needs_even_stages_and_enough_micro_batches(p, m):
+    with pytest.raises(ValueError, match="dualpipe schedule needs an even pp"):
+        pipeline_schedule("dualpipe", pp=p, micro_batches=m)
+
+
+def test_dualpipe_agrees_with_the_step_models_bubble():
+    from llmsizing.moe_time import schedule_bubble
+
+    for p, m in [(4, 8), (8, 20), (16, 64)]:
+        assert pipeline_schedule("dualpipe", pp=p, micro_batches=m).bubble_fraction == pytest.approx(
+            schedule_bubble("dualpipe", p, m))

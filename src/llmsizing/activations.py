@@ -210,7 +210,9 @@ def cp_attention_buffers_bytes(model: Model | str, *, batch: int, seq: int, tp: 
       (``2 x (2, *kv.shape)``: ``4 c``) plus a ``dq`` buffer the size of this rank's Q;
     * ``"all_gather"`` (``AttnFuncWithCPAndKVAllGather``): the forward gathers K and V of the whole sequence
       (``cp x c``); the backward gathers them again and builds full-length dK, dV before reduce-scattering
-      them (``2 cp x c``). The reorder copies (``index_select`` of the gathered chunks) are left out.
+      them (``2 cp x c``). The reorder copies (``index_select`` of the gathered chunks) are left out;
+    * ``"a2a"`` (Ulysses, ``AttnFuncWithCPAndQKVOA2A``): the all-to-alls' outputs, the same bytes as their
+      inputs: Q, K, V (``c`` + this rank's Q) in the forward, dO and dQ, dK, dV in the backward (``c`` + 2 Q).
 
     Zero for ``cp = 1``. Both are linear in ``batch``. The K and V of grouped-query attention are small: Llama
     3 405B at 128K with ``tp=8, cp=16`` has one KV head per rank and ``c`` = 4 MiB. Taught in the "Long
@@ -228,9 +230,11 @@ def cp_attention_buffers_bytes(model: Model | str, *, batch: int, seq: int, tp: 
     p = DTYPE_BYTES[dtype]
     local = seq // cp
     chunk = p * batch * local * 2 * max(model.kv_heads / tp, 1) * model.head_dim
+    dq = p * batch * local * model.heads / tp * model.head_dim
     if cp_comm == "p2p":
-        dq = p * batch * local * model.heads / tp * model.head_dim
         return cp * chunk, 4 * chunk + dq
+    if cp_comm == "a2a":
+        return chunk + dq, chunk + 2 * dq
     return cp * chunk, 2 * cp * chunk
 
 

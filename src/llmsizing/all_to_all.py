@@ -95,3 +95,32 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     intra = collective_time_s("send/recv", s * (d - 1) / ep, 2, group_link(g, n, size=d, stride=stride),
                               protocols=True) if d > 1 else 0.0
     return max(cross, intra)
+
+
+def ulysses_collectives(model, par, *, batch: int, seq: int, gpu, node, fwd_layers: int, layers: int,
+                        grad_accum: int, act_bytes: float) -> list:
+    """Ulysses-style context parallelism (``cp_comm="a2a"``; Jacobs et al. 2023, DeepSpeed-Ulysses, Sec. 3.1;
+    Transformer Engine's ``AttnFuncWithCPAndQKVOA2A``) as :class:`~llmsizing.network.Collective` rows of group
+    ``"cp"``: before the attention one all-to-all turns each rank's ``s / cp`` tokens x all its heads of Q, K,
+    V into all ``s`` tokens x ``1 / cp`` of the heads, and after it a second one turns the output back; the
+    backward runs the two in reverse (dO out, dQ, dK, dV back). The paper's count for multi-head attention:
+    aggregate messages of ``3 N h`` and ``N h`` per layer, ``4 N h / P`` per link; with grouped-query
+    attention K and V carry ``kv_heads / heads`` of that. A GPU keeps ``1 / cp`` of its buffer, so it sends
+    ``(cp - 1) / cp`` of it (:func:`all_to_all_s`, ranks ``tp`` apart). Exposed in full
+    (:func:`~llmsizing.layouts.exposed_by_group`). Chapter "Long context"."""
+    from .network import Collective
+
+    cp, tp, local = par.cp, par.tp, seq // par.cp
+    q = act_bytes * batch * local * model.heads / tp * model.head_dim           # this rank's Q (and O)
+    kv = act_bytes * batch * local * 2 * max(model.kv_heads / tp, 1) * model.head_dim
+    out = []
+    for name, buf, calls in (("CP all-to-all Q,K,V (forward)", q + kv, fwd_layers),
+                             ("CP all-to-all output (forward)", q, fwd_layers),
+                             ("CP all-to-all dO (backward)", q, layers),
+                             ("CP all-to-all dQ,dK,dV (backward)", q + kv, layers)):
+        n = calls * grad_accum
+        sent = buf * (cp - 1) / cp
+        t = all_to_all_s(buf, cp, gpu, node, stride=tp)
+        out.append(Collective(name, "cp", cp, "network" if cp * tp > node.scaleup_domain_gpus else gpu.link,
+                              n, buf, n * sent, sent / t / 1e9, 0.0))
+    return out

@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, renamed
+from .all_to_all import ulysses_collectives
 from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
 from .flops import stage_attention_flops_per_token, stage_flops_per_token
 from .hardware import dense_tflops
@@ -111,8 +112,7 @@ DP_BUCKET_PARAMS_PER_RANK = 1_000_000
 
 def dp_bucket_params(dp: int) -> int:
     """Parameters per gradient bucket for a data-parallel group of ``dp`` GPUs (``dp x cp`` with context
-    parallelism): Megatron-Core's default ``max(40e6, 1e6 x dp)`` (:data:`DP_BUCKET_MIN_PARAMS`).
-    Chapter 7."""
+    parallelism): Megatron-Core's default ``max(40e6, 1e6 x dp)`` (:data:`DP_BUCKET_MIN_PARAMS`). Ch. 7."""
     dp = check_int("dp", dp)
     return max(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dp)
 
@@ -141,8 +141,7 @@ def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: floa
     gradient reduce-scatter every micro-batch. Each is split into :func:`dp_calls` calls: ZeRO-3 gathers and
     reduce-scatters one FSDP unit of ``layers`` at a time (:data:`FSDP_UNIT_LAYERS`), the others one bucket
     of ``bucket_params`` at a time (:func:`dp_bucket_params`; one call when None, the old rule), so each call
-    pays its own latency. :func:`communication` prices them on the group's link; the planner's search reuses
-    them."""
+    pays its own latency. :func:`communication` prices them on the group's link (the planner reuses them)."""
     k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params)
     w, g, m = on_rank * weight_bytes / k, on_rank * grad_bytes / k, grad_accum
     if zero == 0:
@@ -240,9 +239,9 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
       head_dim`` of the working dtype: ``"p2p"`` sends ``cp - 1`` chunks of K, V in the forward (again in the
       recomputed forward) and ``cp - 1`` of K, V with dK, dV in the backward (Transformer Engine sends K, V on
       the first hop, both on the middle ones, dK, dV on the last: ``2 (cp - 1)`` chunks); ``"all_gather"``
-      gathers ``cp x c`` in the forward and the backward and reduce-scatters dK, dV. The data-parallel
-      collectives run over ``dp x cp`` GPUs, and every activation above is of ``s / cp`` tokens.
-
+      gathers ``cp x c`` in the forward and the backward and reduce-scatters dK, dV; ``"a2a"`` (Ulysses)
+      runs 2 all-to-alls forward and 2 backward (:func:`~llmsizing.all_to_all.ulysses_collectives`). The
+      data-parallel collectives run over ``dp x cp`` GPUs, and every activation above is of ``s / cp`` tokens.
     * EP (``parallel.ep > 1``, a mixture of experts): per MoE layer and micro-batch the dispatch and combine
       all-to-alls, forward and backward, with DeepSeek-V3's node limit ``max_nodes``
       (:func:`llmsizing.moe.ep_all_to_all`); the routed experts' gradients are reduced, and their ZeRO shards
@@ -332,6 +331,9 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
                     raise too_large(name, message)
                 out.append(Collective(name, "cp", cp, gl.link, calls, message, calls * message,
                                       gl.bandwidth_gbps, calls * gl.alpha_s))
+        elif par.cp_comm == "a2a":                          # Ulysses (llmsizing.all_to_all)
+            out += ulysses_collectives(model, par, batch=batch, seq=seq, gpu=get_gpu(gpu), node=nd,
+                                       fwd_layers=fwd_layers, layers=layers, grad_accum=m, act_bytes=act_b)
         else:
             add("CP K,V all-gather (forward)", "cp", cp, "all-gather", cp * chunk, fwd_layers * m)
             add("CP K,V all-gather (backward)", "cp", cp, "all-gather", cp * chunk, layers * m)
@@ -453,8 +455,8 @@ def busy_fraction(compute_s: float, comm_s: float, overlap: float = 1.0) -> floa
     DeepSpeed's prefetched all-gathers at their best), 0 none. Hidden communication cannot exceed the compute
     it hides behind, so ``step = compute_s + comm_s - min(overlap x comm_s, compute_s)``: with ``overlap=1``
     the step is ``max(compute_s, comm_s)`` (the lower bound of the scaling book's "where does the time go"),
-    with 0 it is ``compute_s + comm_s`` (the upper bound). It ignores that communication kernels also take
-    some of the GPU's streaming multiprocessors. Taught in chapter 7."""
+    with 0 it is ``compute_s + comm_s`` (the upper bound). It ignores the SMs communication kernels take.
+    Taught in chapter 7."""
     c = check_number("compute_s", compute_s, allow_equal=False)
     t = check_number("comm_s", comm_s)
     o = check_number("overlap", overlap, maximum=1.0)
@@ -578,8 +580,7 @@ def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
     partition instead). ``host_link_gbps`` is one way (:data:`HOST_LINK_GBPS`), ``host_memory_gbps`` an
     estimate (:data:`HOST_MEMORY_GBPS`). DeepSpeed overlaps the gradient copies with the backward and, with
     its "delayed parameter update", the CPU step with the next step's compute (Ren et al. 2021, "one-step
-    delayed parameter update"); :attr:`OffloadTime.total_s` is the cost without that.
-    Taught in chapter 7."""
+    delayed parameter update"); :attr:`OffloadTime.total_s` is the cost without that. Chapter 7."""
     from .memory import stage_params
 
     model = resolve_model(model)

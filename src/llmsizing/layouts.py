@@ -321,7 +321,7 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
       exceeds them is exposed. The all-gather and reduce-scatter of ``cp_comm="all_gather"`` are exposed in
       full (TE's ``AttnFuncWithCPAndKVAllGather``: "KV all-gather between CP ranks is exposed"; Llama 3
       accepts it because at 128K the gather is small next to the attention it feeds, Dubey et al. 2024, Sec.
-      3.3.2).
+      3.3.2). So are Ulysses' all-to-alls (``cp_comm="a2a"``): the attention waits for its heads.
     * expert parallelism (an ``"ep"`` entry, only when ``ep > 1``): the all-to-alls sit between the router and
       the experts, so they are exposed, less the share ``ep_overlap`` that DeepSeek-V3's DualPipe hides by
       running one micro-batch's forward chunk against another's backward (:mod:`llmsizing.moe`).

@@ -32,8 +32,10 @@ MAX_PP = 1024
 #: default), or ``"all_gather"``, one all-gather of K and V per layer before the attention and a
 #: reduce-scatter of their gradients after it, not overlapped (``AttnFuncWithCPAndKVAllGather``; Llama 3's
 #: choice, Dubey et al. 2024, Sec. 3.3.2, because it handles any mask and grouped-query attention's small K, V
-#: simply). TE's ``a2a`` (Ulysses-style head scatter) is not modelled. Taught in the "Long context" chapter.
-CP_COMMS = ("p2p", "all_gather")
+#: simply), or ``"a2a"``, Ulysses (Jacobs et al. 2023; TE's ``AttnFuncWithCPAndQKVOA2A``): all-to-alls that
+#: trade the sequence split for a head split around the attention, so ``cp`` must divide each TP rank's query
+#: and KV heads (:func:`check_ulysses`). Taught in the "Long context" chapter.
+CP_COMMS = ("p2p", "all_gather", "a2a")
 
 #: Activation recomputation a run may use (Korthikanti et al. 2022, Sec. 5): none, the attention core only, or
 #: every layer (``recompute_layers`` for the first few only: :func:`recomputed_layers`).
@@ -434,6 +436,8 @@ def resolve_parallel(parallel: Parallel | None, model=None, seq: int | None = No
                  stage_layers=parallel.stage_layers, cp=parallel.cp, seq=seq, ep=parallel.ep,
                  expert_tp=parallel.expert_tp, account_for_embedding=parallel.account_for_embedding,
                  account_for_loss=parallel.account_for_loss)
+    if model is not None and parallel.cp_comm == "a2a":
+        check_ulysses(model, tp=parallel.tp, cp=parallel.cp)
     if model is not None and parallel.stage_layers is None and (parallel.account_for_embedding
                                                                 or parallel.account_for_loss):
         # Megatron-LM's split with the embedding / loss places, written out (every per-stage count reads it)
@@ -444,6 +448,22 @@ def resolve_parallel(parallel: Parallel | None, model=None, seq: int | None = No
         split = layers_per_stage(model.layers, parallel)
         return kept_parallel(**{**_fields(parallel), "stage_layers": split})
     return parallel
+
+
+def check_ulysses(model, *, tp: int, cp: int) -> None:
+    """Ulysses (``cp_comm="a2a"``) gives each of the ``cp`` ranks ``1 / cp`` of a TP rank's heads: ``cp`` must
+    divide its query heads and its KV heads (one when ``tp`` exceeds ``kv_heads``). Transformer Engine asserts
+    both ("The number of attention heads needs to be divisible by CP size"); so ``cp <= kv_heads / tp``."""
+    if isinstance(model, str):
+        from .catalog import get_model
+
+        model = get_model(model)
+    m = model
+    q, kv = m.heads // tp, max(m.kv_heads // tp, 1)
+    if q % cp or kv % cp:
+        raise ValueError(f"cp={cp} with cp_comm='a2a' (Ulysses) must divide each tensor-parallel rank's "
+                         f"{q} query and {kv} KV heads (heads={m.heads}, kv_heads={m.kv_heads}, tp={tp}): "
+                         "the all-to-all splits the heads over the cp ranks")
 
 
 def _fields(par: Parallel) -> dict:

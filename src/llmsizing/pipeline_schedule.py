@@ -19,8 +19,16 @@ next stage's backward. Times are in units of one forward of one stage (``forward
   each ``W`` is deferred to fill the stage's idle slots (here: the first idle slot after its ``B``), which
   removes most of the cool-down bubble at 1F1B's memory.
 
-DeepSeek's DualPipe (DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.2.1) feeds micro-batches from both ends of
-the pipeline and overlaps one forward with one backward chunk; it is not laid out here.
+* ``"dualpipe"``: DeepSeek's DualPipe (DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.2.1, Fig. 5; the
+  ``deepseek-ai/DualPipe`` reference's ``step``, its eight phases). Half of the micro-batches enter at the
+  first rank, half at the last; rank ``i`` holds stage ``i`` of the first direction and stage ``p - 1 - i`` of
+  the second (two copies of the weights), so a "stage" row here is a rank and ``chunk`` the direction. In the
+  steady state a rank runs a forward of one direction together with a backward of the other (drawn back to
+  back: overlapping hides communication, not compute, so the pair takes ``F + B``); the ramp-down splits
+  backwards into ``B`` and ``W`` as zero bubble does. Needs ``p`` even and ``m >= 2p`` even. Bubble ``(p/2 -
+  1)(F&B + B - 3W)`` (the report's Table 2), ``2 (p/2 - 1) / (3m)`` of the ideal at the default times (``F =
+  1, B = 2, W = 1``; tests/test_pipeline_schedule.py). At other ratios the layout's bubble can differ from the
+  table's (``B = 3F``: 6.5 against 7.5 at ``p = 8``).
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from dataclasses import dataclass
 from ._validate import check_choice, check_int, check_number
 
 #: The schedules :func:`pipeline_schedule` lays out.
-SCHEDULES = ("1f1b", "interleaved", "zero-bubble")
+SCHEDULES = ("1f1b", "interleaved", "zero-bubble", "dualpipe")
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,9 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
     kind = check_choice("kind", kind, SCHEDULES)
     p = check_int("pp", pp, maximum=64)
     m = check_int("micro_batches", micro_batches, maximum=512)
+    if kind == "dualpipe":
+        return _dualpipe(p, m, check_number("forward", forward, allow_equal=False, maximum=1e6),
+                         check_number("backward", backward, allow_equal=False, maximum=1e6))
     v = check_int("virtual_stages", virtual_stages, maximum=16) if kind == "interleaved" else 1
     if kind == "interleaved" and m % p:
         raise ValueError(f"micro_batches must be a multiple of pp ({p}) for the interleaved schedule, "
@@ -166,3 +177,89 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
     name = {"1f1b": "1F1B", "interleaved": f"interleaved 1F1B (v = {v})",
             "zero-bubble": "zero bubble (ZB-H1)"}
     return PipelineSchedule(name[kind], p, m, v, forward, backward, tuple(sorted(ops, key=lambda o: o.start)))
+
+
+def _dualpipe_blocks(p: int, m: int, rank: int) -> list:
+    """DualPipe's operations on ``rank``, phase by phase (the reference's ``step``): blocks of (kind,
+    direction, micro-batch) run back to back once all their inputs exist; ``"Bz"`` is a backward whose
+    weight gradient is deferred to a later ``"W"``. Phase 0: the direction entering on this half's end."""
+    nh, hr = p // 2, min(rank, p - 1 - rank)
+    direction = (0, 1) if rank < nh else (1, 0)
+    nf, nb = [0, 0], [0, 0]
+
+    def f(ph):
+        nf[ph] += 1
+        return ("F", direction[ph], nf[ph] - 1)
+
+    def b(ph, zb=False):
+        nb[ph] += 1
+        return ("Bz" if zb else "B", direction[ph], nb[ph] - 1)
+
+    w, ramp = ("W", None, None), nh - hr - 1
+    out = [[f(0)] for _ in range(2 * ramp)]                       # 1: forwards of phase 0
+    for _ in range(hr + 1):                                       # 2: both directions' forwards
+        out += [[f(0)], [f(1)]]
+    for _ in range(ramp):                                         # 3: B, W, F of phase 1 (zero bubble)
+        out += [[b(1, True)], [w], [f(1)]]
+    for i in range(m // 2 - p + hr + 1):                          # 4: the steady state, F and B paired
+        out += [[f(0)], [b(1)]] if i == 0 and rank in (nh - 1, nh) else [[f(0), b(1)]]
+        out += [[f(1), b(0)]]
+    for _ in range(ramp):                                         # 5
+        out += [[b(1)], [f(1), b(0)]]
+    zb = False
+    for i in range(hr + 1):                                       # 6: backwards, the later ones split
+        if i == (hr + 1) // 2 and hr % 2 == 1:
+            zb = True
+        out += [[b(1, zb)]]
+        if i == (hr + 1) // 2 and hr % 2 == 0:
+            zb = True
+        out += [[b(0, zb)]]
+    for _ in range(ramp):                                         # 7
+        out += [[w], [b(0, True)]]
+    return out + [[w] for _ in range(hr + 1)]                     # 8: the deferred weight gradients
+
+
+def _dualpipe(p: int, m: int, tf: float, tb: float) -> PipelineSchedule:
+    if p % 2 or m % 2 or m < 2 * p:
+        raise ValueError(f"the dualpipe schedule needs an even pp and an even micro_batches >= 2 pp "
+                         f"(DualPipe's own assertions), got pp={p}, micro_batches={m}")
+    blocks = [_dualpipe_blocks(p, m, r) for r in range(p)]
+    done: dict = {}
+    free, pos, later = [0.0] * p, [0] * p, [[] for _ in range(p)]
+    ops: list[PipelineOp] = []
+
+    def stage(r, d):
+        return r if d == 0 else p - 1 - r
+
+    def deps(r, op):
+        kind, d, j = op
+        if kind == "W":
+            return []
+        s = stage(r, d)
+        if kind == "F":
+            return [("F", d, s - 1, j)] if s > 0 else []
+        return [("B", d, s + 1, j)] if s < p - 1 else [("F", d, s, j)]
+
+    while any(pos[r] < len(blocks[r]) for r in range(p)):
+        progress = False
+        for r in range(p):
+            if pos[r] == len(blocks[r]):
+                continue
+            need = [x for op in blocks[r][pos[r]] for x in deps(r, op)]
+            if not all(x in done for x in need):
+                continue
+            t = max([free[r]] + [done[x] for x in need])
+            for kind, d, j in blocks[r][pos[r]]:
+                if kind == "W":
+                    d, j = later[r].pop(0)
+                length = tf if kind == "F" else (tb if kind == "B" else tb / 2)
+                ops.append(PipelineOp(r, "B" if kind == "Bz" else kind, j + d * (m // 2), d, t, t + length))
+                if kind != "W":
+                    done[("F" if kind == "F" else "B", d, stage(r, d), j)] = t + length
+                if kind == "Bz":
+                    later[r].append((d, j))
+                t += length
+            free[r], pos[r], progress = t, pos[r] + 1, True
+        if not progress:                                   # cannot happen for DualPipe's phases; a guard
+            raise RuntimeError(f"the dualpipe schedule deadlocked (pp={p}, micro_batches={m})")
+    return PipelineSchedule("DualPipe", p, m, 1, tf, tb, tuple(sorted(ops, key=lambda o: o.start)))

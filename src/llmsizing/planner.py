@@ -289,8 +289,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     :func:`default_cp_degrees`: none below :data:`CP_MIN_SEQ` tokens, up to 32 at long context, each leaving a
     rank at least :data:`CP_MIN_TOKENS_PER_RANK` tokens; a given tuple is searched as is, each degree dividing
     ``seq`` into ``2 cp`` chunks), with K and V exchanged as ``cp_comm`` says
-    (:data:`~llmsizing.parallel.CP_COMMS`: the ring ``"p2p"``, Megatron-LM's default, or ``"all_gather"``),
-    ``tp x cp x pp x dp`` GPUs in all. For each layout and micro-batch only the lightest recomputation in
+    (:data:`~llmsizing.parallel.CP_COMMS`: the ring ``"p2p"``, Megatron-LM's default, or ``"all_gather"``;
+    Ulysses' ``"a2a"``, limited by the heads, is not searched), ``tp x cp x pp x dp`` GPUs in all. For each
+    layout and micro-batch only the lightest recomputation in
     ``recomputes`` that fits is kept (heavier recomputation costs time and buys nothing once it fits). A plan
     fits when its most loaded GPU's total (:func:`~llmsizing.memory.training_memory`) is at most
     ``usable_fraction`` of the GPU's memory.
@@ -387,7 +388,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         check_int(f"the scale-up domain of {name}'s node", nd.scaleup_domain_gpus, maximum=MAX_GPUS_PER_NODE)
     optimizer_impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     max_pp = check_int("max_pp", max_pp, maximum=MAX_PP)
-    cp_comm = check_choice("cp_comm", cp_comm, CP_COMMS)
+    cp_comm = check_choice("cp_comm", cp_comm, CP_COMMS[:2])     # Ulysses ("a2a") is not searched
     if cp_degrees is None:
         cps = default_cp_degrees(seq)
     else:

@@ -59,6 +59,7 @@ from .many_gpus import _KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # n
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case
 # studies' check, the seed audit.
 from .time_money import (CALIBRATION_COLORS, COST_GPUS, GOODPUT_GPUS, GOODPUT_STORAGE_GB_PER_S, PLAN_GPUS,
+                         PLAN_LEGEND_PT,
                          SCALING_FIT_COLORS, SCALING_RUNS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS,
                          TIME_GPU_COUNTS, plan_notes, render_compute_optimal, render_cost_by_gpu,
                          render_cost_sensitivity, render_cost_vs_gpus, render_goodput, render_mfu_calibration,
@@ -75,8 +76,9 @@ from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULAT
 from .serve_tune import _POINT  # noqa: F401
 
 # Part V, the models of 2026 (ch 17-18): long context; mixtures of experts.
-from .long_context import CP_OVERLAP_SEQS, llama3_long_context_layout, render_cp_overlap
-from .moe import MOE_LAYOUT_DEFAULT, MOE_TIME_COLORS, render_moe_layout
+from .long_context import (CP_KINDS, CP_OVERLAP_SEQS, llama3_long_context_layout, render_cp_kinds,
+                           render_cp_overlap)
+from .moe import A2A_MACHINES, MOE_LAYOUT_DEFAULT, MOE_TIME_COLORS, render_a2a_domains, render_moe_layout
 
 # Part VI, after pre-training (ch 19): an RL step's phases.
 from .rl import RL_DEFAULT, RL_PHASE_COLORS, render_rl_step
@@ -98,15 +100,15 @@ __all__ = [
     # Part III
     "CALIBRATION_COLORS", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS",
     "TIME_GPU_COUNTS", "plan_notes", "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus",
-    "render_plan", "render_prediction_check", "render_mfu_calibration", "render_seed_audit",
+    "render_plan", "PLAN_LEGEND_PT", "render_prediction_check", "render_mfu_calibration", "render_seed_audit",
     "render_training_time", "resolve_model_name", "GOODPUT_GPUS", "GOODPUT_STORAGE_GB_PER_S",
     "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal", "render_goodput",
     # Part IV
     "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory",
     "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans", "render_fleet",
     # Part V
-    "CP_OVERLAP_SEQS", "llama3_long_context_layout", "render_cp_overlap", "MOE_LAYOUT_DEFAULT",
-    "MOE_TIME_COLORS", "render_moe_layout",
+    "CP_OVERLAP_SEQS", "CP_KINDS", "llama3_long_context_layout", "render_cp_overlap", "render_cp_kinds",
+    "MOE_LAYOUT_DEFAULT", "MOE_TIME_COLORS", "render_moe_layout", "A2A_MACHINES", "render_a2a_domains",
     # Part VI
     "RL_DEFAULT", "RL_PHASE_COLORS", "render_rl_step",
 ]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from .base import EXPLORER_TIME_COLORS, FixedView, View, _kept_legend, _log_axis, _short_number, figure_axes
+from .base import (EXPLORER_TIME_COLORS, FixedView, View, _kept_legend, _log_axis, _short_number,
+                   blank_figure, figure_axes)
 
 #: The sequence lengths chapter 17's overlap figure sweeps: 4K to 512K tokens.
 CP_OVERLAP_SEQS = tuple(2**k for k in range(12, 20))
@@ -81,4 +82,59 @@ def render_cp_overlap(model="llama-3.1-405b", gpu: str = "H100 SXM", parallel=No
     for s, r in df.iterrows():
         lines.append(f"{s:>8,d} {r.compute_s:9.3f} {r.attention_s:10.3f} {r.cp_comm_s:8.3f} "
                      f"{r.exposed_s:8.3f} {r.all_gather_s:11.3f}")
+    return FixedView(fig, "\n".join(lines))
+
+
+#: The context-parallel exchanges chapter 17 compares, with their labels and colours (Okabe-Ito).
+CP_KINDS = (("p2p", "ring (p2p)", "#0072B2"), ("all_gather", "all-gather", "#555555"),
+            ("a2a", "Ulysses (all-to-all)", "#D55E00"))
+
+
+def render_cp_kinds(model="llama-3-8b", gpu: str = "H100 SXM", *, seq: int = 131072, cps=(2, 4, 8),
+                    batch: int = 1) -> FixedView:
+    """Chapter 17: ring, all-gather and Ulysses context parallelism side by side for ``model`` at ``seq``
+    tokens on ``cp`` GPUs of one node (``tp=1``, one micro-batch): left, the bytes one GPU sends per step over
+    the ``cp`` group (:func:`~llmsizing.comm.communication`); right, the seconds of it the step waits for
+    (:func:`~llmsizing.layouts.step_time`: the ring hides behind the attention, the others are exposed). A
+    degree Ulysses cannot take (more ranks than KV heads) is left out of its bars."""
+    import numpy as np
+
+    from ..comm import communication
+    from ..layouts import step_time
+    from ..parallel import Parallel
+
+    sent, waited = {}, {}
+    for kind, _, _ in CP_KINDS:
+        for cp in cps:
+            par = Parallel(cp=cp, cp_comm=kind)
+            try:
+                comm = communication(model, par, batch=batch, seq=seq, gpu=gpu)
+            except ValueError:                       # Ulysses past the KV heads
+                sent[kind, cp] = waited[kind, cp] = np.nan
+                continue
+            sent[kind, cp] = sum(c.bytes_per_gpu for c in comm.collectives if c.group == "cp")
+            waited[kind, cp] = step_time(model, gpu, par, batch=batch, seq=seq).exposed["cp"]
+    fig = blank_figure(7.6, 3.2)
+    fig.subplots_adjust(left=0.08, right=0.985, bottom=0.16, top=0.86, wspace=0.28)
+    ax, ax2 = fig.subplots(1, 2)
+    x = np.arange(len(cps))
+    w = 0.8 / len(CP_KINDS)
+    for j, (kind, label, colour) in enumerate(CP_KINDS):
+        ax.bar(x + (j - 1) * w, [sent[kind, c] / 1e9 for c in cps], w, color=colour, label=label)
+        ax2.bar(x + (j - 1) * w, [waited[kind, c] * 1e3 for c in cps], w, color=colour, label=label)
+    for a, unit in ((ax, "GB sent per GPU per step"), (ax2, "ms the step waits for")):
+        a.set_xticks(x, [f"cp = {c}" for c in cps], fontsize=8)
+        a.set_ylabel(unit, fontsize=8)
+        a.tick_params(labelsize=8)
+        a.spines[["top", "right"]].set_visible(False)
+    ax.set_ylim(0, 1.5 * np.nanmax(list(sent.values())) / 1e9)          # room for the legend above the bars
+    ax.legend(fontsize=8, frameon=False, loc="upper left", ncol=2)
+    name = getattr(model, "name", model)
+    ax.set_title(f"{name}, {seq // 1024}K tokens, {gpu}: traffic", fontsize=8.5, loc="left")
+    ax2.set_title("exposed (the ring hides behind the attention: 0)", fontsize=8.5, loc="left")
+    lines = [f"{name} at {seq:,} tokens on {gpu} (tp=1): context-parallel traffic per step, GB sent per GPU "
+             "/ ms exposed"]
+    for kind, label, _ in CP_KINDS:
+        lines.append(f"  {label:22s}" + "".join(f"  cp={c}: {sent[kind, c] / 1e9:6.2f} GB "
+                                                f"{waited[kind, c] * 1e3:7.1f} ms" for c in cps))
     return FixedView(fig, "\n".join(lines))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from .base import EXPLORER_TIME_COLORS, FixedView, View, figure_axes
+from .base import EXPLORER_TIME_COLORS, FixedView, View, blank_figure, figure_axes
 
 #: The step-time colours of chapter 18's figure: the parallelism explorer's, and the expert-parallel
 #: all-to-all.
@@ -101,4 +101,47 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     if not fits:
         lines.append("    (to fit: more data-parallel GPUs with ZeRO, a larger ep, pp, recompute, or a "
                      "smaller micro-batch)")
+    return FixedView(fig, "\n".join(lines))
+
+
+#: The machines chapter 18's NVL72 case compares: (GPU, node in ``data/nodes.csv``, colour).
+A2A_MACHINES = (("H800", "HGX H800 (8-GPU)", "#0072B2"), ("H100 SXM", "DGX H100", "#56B4E9"),
+                ("GB200", "GB200 NVL72 compute tray", "#D55E00"))
+
+
+def render_a2a_domains(model: str = "deepseek-v3", *, tokens: int = 4096, eps=(8, 16, 32, 64, 128),
+                       max_nodes: int | None = 4, bytes_per_element: float = 1.0,
+                       machines=A2A_MACHINES) -> FixedView:
+    """Chapter 18: one MoE dispatch all-to-all of ``tokens`` tokens (``k`` copies of ``hidden`` values of
+    ``bytes_per_element`` bytes; FP8 by default, as DeepSeek-V3 dispatches) against the expert-parallel size,
+    on 8-GPU nodes over InfiniBand and inside a GB200 NVL72 rack's 72-GPU NVLink domain
+    (:func:`~llmsizing.all_to_all.all_to_all_s`, the nodes and links of ``data/nodes.csv``), with
+    DeepSeek-V3's node limit ``max_nodes``. Milliseconds per all-to-all."""
+    from ..all_to_all import all_to_all_s
+    from ..catalog import get_model
+    from ..network import get_node
+
+    m = get_model(model)
+    buf = tokens * m.experts_per_token * m.hidden * bytes_per_element
+    fig = blank_figure(6.4, 3.2)
+    fig.subplots_adjust(left=0.11, right=0.98, bottom=0.16, top=0.88)
+    ax = fig.subplots()
+    lines = [f"{model}: one dispatch of {tokens:,} tokens x top-{m.experts_per_token} x {m.hidden:,} x "
+             f"{bytes_per_element:g} B = {buf / 1e6:,.0f} MB per GPU, max_nodes={max_nodes}; ms per call"]
+    for gpu, node, colour in machines:
+        ms = [all_to_all_s(buf, ep, gpu, node, top_k=m.experts_per_token, max_nodes=max_nodes) * 1e3
+              for ep in eps]
+        domain = get_node(node).scaleup_domain_gpus
+        ax.plot(eps, ms, marker="o", ms=4, color=colour, label=f"{gpu}: {node} ({domain} GPUs on NVLink)")
+        lines.append(f"  {node:26s}" + "".join(f" ep={ep}: {t:5.2f}" for ep, t in zip(eps, ms)))
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, None)
+    ax.set_xticks(list(eps), [str(e) for e in eps], fontsize=8)
+    ax.minorticks_off()
+    ax.tick_params(labelsize=8)
+    ax.set_xlabel("expert-parallel GPUs (ep)", fontsize=8)
+    ax.set_ylabel("ms per dispatch all-to-all", fontsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    ax.set_title(f"{model}: {tokens:,} tokens per GPU, node limit {max_nodes}", fontsize=8.5, loc="left")
     return FixedView(fig, "\n".join(lines))

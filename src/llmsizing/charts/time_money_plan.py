@@ -35,6 +35,11 @@ def _plan_label(r) -> str:
             f"recompute={recompute_label(r, True)}")
 
 
+#: The planner figure's legend size, points: 8 pt is 10.7 px at the figure's 96 dpi (issue 38: at 6.5 pt the
+#: legend read as 6-7 px once the page scaled the figure down).
+PLAN_LEGEND_PT = 8.0
+
+
 def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, seq: int = 8192,
                 global_batch: int = 512, max_gpus: int | None = 4096, deadline_days: float | None = None,
                 budget_usd: float | None = None, highlight=None, plans=None,
@@ -113,8 +118,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ax.spines[["top", "right"]].set_visible(False)
     # (the handles' styles follow from the GPU names in the labels)
     _kept_legend(ax, ("plan", *ax.get_legend_handles_labels()[1]),
-                 lambda: ax.legend(fontsize=6.5, frameon=True, framealpha=0.9, edgecolor="none",
-                                   loc="upper right"))
+                 lambda: ax.legend(fontsize=PLAN_LEGEND_PT, frameon=True, framealpha=0.9, edgecolor="none",
+                                   loc="upper right", borderaxespad=0.2, handlelength=1.4, labelspacing=0.3))
     ax.set_title(f"{m.name}, {_tokens(tokens)} tokens, global batch {global_batch:,} x {seq:,}", fontsize=8.5,
                  loc="left")
 
@@ -133,8 +138,9 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ax_m.set_yticks([])
     ax_m.set_xlabel(f"GiB on the most loaded {g.name} (peak: {tm.peak_phase})", fontsize=8)
     _kept_legend(ax_m, ("plan memory", *parts),             # (the colours follow from the parts' names)
-                 lambda: ax_m.legend(handles, list(parts), fontsize=6.5, frameon=False, ncols=3,
-                                     loc="upper center", bbox_to_anchor=(0.5, -0.62)))
+                 lambda: ax_m.legend(handles, list(parts), fontsize=PLAN_LEGEND_PT, frameon=False, ncols=3,
+                                     loc="upper center", bbox_to_anchor=(0.5, -0.58), handlelength=1.2,
+                                     columnspacing=0.9, labelspacing=0.3))
     if _cp_text(r):                   # one more degree: the GPU's name is in the summary, not the title
         ax_m.set_title(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp} dp={r.dp} "
                        f"ZeRO-{r.zero}", fontsize=7.5, loc="left")
