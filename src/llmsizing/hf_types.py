@@ -115,8 +115,10 @@ class Rule:
     ``gpt2_layout``: GPT-2's block (learned positions, fused q/k/v with ``multi_query`` giving one key/value
     head); ``lm_head_bias``: a bias on the LM head; ``parallel``: attention and MLP side by side on one norm
     (GPT-J); ``pos_offset``: learned positions, ``max_position_embeddings`` plus this many rows (BioGPT's 2;
-    ``None``: no learned positions); ``final_norm``: a norm after the last block; ``source``: the modeling
-    file."""
+    ``None``: no learned positions); ``final_norm``: a norm after the last block; ``indexer``: DeepSeek Sparse
+    Attention's indexer (:class:`~llmsizing.layer_kinds.Indexer`; keys ``index_n_heads``, ``index_head_dim``)
+    in every layer (``"all"``) or in the ``"full"`` layers of ``indexer_types`` (``"types"``); ``source``: the
+    modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -139,6 +141,7 @@ class Rule:
     parallel: bool = False
     pos_offset: int | None = None
     final_norm: bool = True
+    indexer: str | None = None
 
 
 def _src(t: str) -> str:
@@ -237,6 +240,12 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "gpt_bigcode": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False,
                         ffn_key="n_inner", gpt2_layout=True, window=None,
                         activation_key="activation_function"),
+    # ---- DeepSeek Sparse Attention: DeepSeek-V3's MLA and experts with a lightning indexer in every layer
+    #      (DeepSeek-V3.2) or in the layers indexer_types marks "full" (GLM-5)
+    "deepseek_v32": dict(mla=True, qkv_bias=False, o_bias=False, mlp_bias=False, window=None, indexer="all",
+                         moe=_DS_MOE_BIAS),
+    "glm_moe_dsa": dict(mla=True, qkv_bias=False, o_bias=False, mlp_bias=False, window=None, indexer="types",
+                        moe=_DS_MOE_BIAS),
     # ---- a gate on the attention output
     "afmoe": dict(_QK, norms=4, mlp_bias=False, attn_gate="full",
                   moe=Moe(shared="num_shared_experts", first_dense="num_dense_layers", router_bias=True)),
@@ -282,7 +291,6 @@ REFUSED_TYPES: dict[str, str] = {
     "data2vec-text": _ENCODER,
     "dbrx": ("transformers 5.24 cannot build its own class default (build: AttributeError: "
              "'DbrxAttentionConfig' object has no attribute ')"),
-    "deepseek_v32": _INDEXER,
     "deepseek_v4": _INDEXER,
     "diffllama": "differential attention (four learned lambda vectors per layer): not modelled",
     "doge": "dynamic-mask attention and residual gains: not modelled",
@@ -306,7 +314,6 @@ REFUSED_TYPES: dict[str, str] = {
                                  "projections): not modelled"),
     "gemma4_unified_text": "global layers with their own head dimension and a per-layer scalar: not modelled",
     "git": _MULTIMODAL_TEXT,
-    "glm_moe_dsa": _INDEXER,
     "gpt_neox_japanese": "GPT-NeoX-Japanese's separate dense bias: not mapped yet",
     "hrm_text": _ATTN_GATE,
     "hunyuan_v1_dense": ("transformers 5.24 cannot build its own class default (build: TypeError: "

@@ -173,4 +173,35 @@ class StateMixer:
         return self.conv_channels * self.conv + self.inner * self.state
 
 
-__all__ = ["MIXER_KINDS", "StateMixer"]
+@dataclass(frozen=True)
+class Indexer:
+    """DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2-Exp technical report, DeepSeek-AI 2025,
+    Sec. 1, Eq. 1; ``transformers`` 5.24's ``DeepseekV32Indexer``): beside each attention layer's MLA, a small
+    scorer picks the ``index_topk`` tokens attention reads. Its tensors: ``wq_b`` from MLA's query latent
+    (``q_rank``) to ``heads x head_dim``, ``wk`` from the block input to one ``head_dim`` key, a LayerNorm on
+    that key (gain and bias), ``weights_proj`` to one weight per head. Each token adds its ``head_dim`` key to
+    the cache of every layer with an indexer (``update_indexer``). ``layers``: how many attention layers run
+    one (``None``: all; GLM-5's ``indexer_types`` ``"shared"`` layers reuse the previous layer's choice and
+    have none)."""
+
+    heads: int
+    head_dim: int
+    q_rank: int
+    layers: int | None = None
+
+    def __post_init__(self):
+        for f in ("heads", "head_dim", "q_rank"):
+            object.__setattr__(self, f, check_int(f, getattr(self, f)))
+        if self.layers is not None:
+            object.__setattr__(self, "layers", check_int("layers", self.layers, minimum=0))
+
+    def tensors(self, hidden: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        """The indexer's tensors in one layer, under ``"attention"`` (its LayerNorm under ``"norms"``)."""
+        a, d = self.heads, self.head_dim
+        return [("attention", "indexer.wq_b.weight", (a * d, self.q_rank)),
+                ("attention", "indexer.wk.weight", (d, hidden)),
+                ("norms", "indexer.k_norm.weight", (d,)), ("norms", "indexer.k_norm.bias", (d,)),
+                ("attention", "indexer.weights_proj.weight", (a, hidden))]
+
+
+__all__ = ["MIXER_KINDS", "StateMixer", "Indexer"]

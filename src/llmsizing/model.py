@@ -36,7 +36,7 @@ from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FA
                          MOE_KEYS, moe_layer_indices)
 from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
-from .layer_kinds import StateMixer
+from .layer_kinds import Indexer, StateMixer
 
 #: Norm kinds: LayerNorm (gain and bias), RMSNorm (gain), and three without some parameters (issue 36):
 #: ``layernorm_nobias`` (MPT), ``layernorm_noweight`` (OLMo's non-parametric LayerNorm), ``rmsnorm_noweight``
@@ -230,6 +230,7 @@ class Model(TensorLayout):
     mixer_layers: tuple[int, ...] | None = None
     mixer_mlp: bool = True
     mixer_parallel: bool = False
+    indexer: Indexer | None = None        # DeepSeek Sparse Attention's indexer (layer_kinds.Indexer)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -292,6 +293,8 @@ class Model(TensorLayout):
     def _check_mixer(self) -> None:
         object.__setattr__(self, "mixer_mlp", check_bool("mixer_mlp", self.mixer_mlp))
         object.__setattr__(self, "mixer_parallel", check_bool("mixer_parallel", self.mixer_parallel))
+        if self.indexer is not None and not isinstance(self.indexer, Indexer):
+            raise TypeError(f"indexer must be an Indexer, got {type(self.indexer).__name__}")
         if self.mixer is None:
             if self.mixer_layers is not None or not self.mixer_mlp or self.mixer_parallel:
                 raise ValueError("mixer_layers and mixer_mlp describe state-space layers: give mixer too")

@@ -152,6 +152,10 @@ class TensorLayout:
                 t += [(c, f"layers.{n}", s, n_dense) for c, n, s in self._mlp_tensors("", self.ffn_hidden)
                       if n in dense_mlp]
         t = self._with_mixer(t)
+        idx = getattr(self, "indexer", None)          # a sparse-attention indexer beside attention
+        if idx is not None:
+            n = self.n_attention_layers if idx.layers is None else idx.layers
+            t += [(c, f"layers.{m}", s, n) for c, m, s in idx.tensors(h) if n]
         if getattr(self, "final_norm", True):
             t += [("norms", f"final_norm.{n}", s, 1) for n, s in self._norm_params(h)]
         if not self.tied_embeddings:
