@@ -395,6 +395,25 @@ def _lfm2(k: _Keys) -> dict:
                 tied_embeddings=True if tied is None else bool(tied), mixer=mixer, mixer_layers=mix)
 
 
+def _rwkv(k: _Keys) -> dict:
+    """``modeling_rwkv.py``: a LayerNorm after the embedding (block 0's ``pre_ln``), then per block a LayerNorm
+    and RWKV time mixing, a LayerNorm and channel mixing (``key`` to ``intermediate_size``, squared ReLU,
+    ``value`` back: the two-matrix MLP; its ``receptance`` is counted with the mixer), ``ln_out``, an LM head
+    (``head``). ``RwkvConfig.__post_init__``: ``attention_hidden_size`` defaults to ``hidden_size`` and
+    ``intermediate_size`` to ``4 x hidden_size``; the state ``RwkvModel`` allocates is ``hidden_size`` wide,
+    so another attention width is refused."""
+    f = _base(k, False)
+    h = f["hidden"]
+    att = k.int("attention_hidden_size", required=False) or h
+    if att != h:
+        raise ValueError(f"{k.where}: attention_hidden_size ({att}) other than hidden_size ({h}): "
+                         "RwkvModel's state is hidden_size wide, so transformers cannot run it; refused")
+    k.used.update(("rescale_every", "context_length"))
+    mixer = StateMixer("rwkv", inner=h, state=3, conv=1)
+    return dict(f, heads=1, ffn_hidden=k.int("intermediate_size", required=False) or 4 * h, gated_mlp=False,
+                norm="layernorm", embed_norm=True, activation="relu2", mixer=mixer)
+
+
 _ERNIE_MOE = Rule(source=_src("ernie4_5_moe"), qkv_bias="use_bias", o_bias="use_bias", mlp_bias="use_bias",
                   window=None, moe=Moe(shared="moe_num_shared_experts", router_bias=True))
 
@@ -433,7 +452,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "bamba": (_bamba, _src("bamba")),
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
-             "lfm2": (_lfm2, _src("lfm2")),
+             "lfm2": (_lfm2, _src("lfm2")), "rwkv": (_rwkv, _src("rwkv")),
              "ernie4_5_moe": (_ernie4_5_moe, _src("ernie4_5_moe")),
              "mpt": (_mpt, _src("mpt")),
              "gpt_neo": (_gpt_neo, _src("gpt_neo")),

@@ -261,7 +261,10 @@ _ONE_SUBLAYER = ("blocks of ONE sub-layer each (a Mamba-2 mixer, attention, an M
                  "own norm), which Model's attention-plus-MLP block does not represent")
 _SHARED_BLOCK = ("Mamba layers with a shared attention block reused every few layers (Zamba2: with per-use "
                  "LoRA adapters): the shared block is not represented")
-_INDEXER = "sparse attention with a lightning indexer (DeepSeek-V3.2 style): the indexer is not modelled"
+_INDEXER = ("DeepSeek-V3.2's indexer (read for deepseek_v32 and glm_moe_dsa) with parts of its own: "
+            "not mapped yet")
+_HYPER = ("hyper-connections (hc_mult residual streams with their own mixing parameters) around a "
+          "sparse-attention indexer: not modelled")
 _ATTN_GATE = "a gate on the attention output (an extra matrix per layer): not modelled"
 _MULTIMODAL_TEXT = "a multimodal model whose text part is not read yet"
 _PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
@@ -275,7 +278,7 @@ REFUSED_TYPES: dict[str, str] = {
     "apertus1p5_text": ("xIELU activation with learned scalars and renamed norms (attention_layernorm,"
                         " feedforward_layernorm)"),
     "axk1": "multi-head latent attention with a post-MLP norm inside the MoE block: not mapped yet",
-    "axk2": _INDEXER,
+    "axk2": _INDEXER + " (norms with a low-rank gate, fc1/fc2; a query gate, q_gate_proj)",
     "bailing_hybrid": ("linear attention with a full-rank output gate (g_proj) and a forget gate of its own: "
                        "not mapped to a mixer kind yet"),
     "beam": _ATTN_GATE,
@@ -291,18 +294,18 @@ REFUSED_TYPES: dict[str, str] = {
     "data2vec-text": _ENCODER,
     "dbrx": ("transformers 5.24 cannot build its own class default (build: AttributeError: "
              "'DbrxAttentionConfig' object has no attribute ')"),
-    "deepseek_v4": _INDEXER,
+    "deepseek_v4": _HYPER + " (and compressed attention, compress_rates)",
     "diffllama": "differential attention (four learned lambda vectors per layer): not modelled",
     "doge": "dynamic-mask attention and residual gains: not modelled",
     "dory": _ATTN_GATE,
     "dots1": ("transformers 5.24 cannot build its own class default (build: TypeError: empty() takes 1"
               " positional argument but 3 were given)"),
-    "dots3_note": _INDEXER,
-    "dots3_note_text": _INDEXER,
+    "dots3_note": "a multimodal model whose text part (dots3_note_text) is not read yet",
+    "dots3_note_text": _INDEXER + " (a norm on the rotary key alone, k_rope_only_layernorm; indexers "
+                       "in some layers only, among sliding-window ones)",
     "electra": _ENCODER,
     "emu3": "multimodal config without a text sub-type reader yet",
     "ernie": _ENCODER,
-    "fuyu": _MULTIMODAL_TEXT,
     "gemma3n": "transformers 5.24 cannot build its own class default (build: ImportError: )",
     "gemma3n_text": _PER_LAYER,
     "gemma4": _PER_LAYER,
@@ -320,7 +323,7 @@ REFUSED_TYPES: dict[str, str] = {
                          "unsupported operand type(s) for ** or pow(): 'NoneTy)"),
     "hunyuan_v1_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                        "unsupported operand type(s) for ** or pow(): 'NoneTy)"),
-    "hy_v4": _INDEXER,
+    "hy_v4": _HYPER,
     "inkling2_loop_text": ("looped layers with message gates, short convolutions and relative position "
                            "biases: not mapped yet"),
     "inkling2_text": "mixture of experts with its own routing modules: not mapped yet",
@@ -354,7 +357,6 @@ REFUSED_TYPES: dict[str, str] = {
     "roberta-prelayernorm": _ENCODER,
     "roc_bert": _ENCODER,
     "roformer": _ENCODER,
-    "rwkv": "RWKV recurrent layers (a fixed state per sequence): not modelled",
     "trocr": "a decoder with cross-attention to an image encoder: not modelled",
     "xlm": _ENCODER,
     "xlm-roberta": _ENCODER,

@@ -32,7 +32,12 @@ from ._validate import check_bool, check_choice, check_int
 #: ``shortconv``: LFM2's gated short convolution (``Lfm2ShortConv``): ``in_proj`` to B, C and x, a depthwise
 #: convolution of ``conv`` taps over ``inner = hidden`` channels, ``out_proj``; its state is the last ``conv``
 #: inputs only (``state`` 0).
-MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv")
+#: ``rwkv``: RWKV-4's time mixing (Peng et al. 2023, arXiv:2305.13048; ``RwkvSelfAttention``): key, value,
+#: receptance and output matrices, per-channel decay and bonus, three token-shift mixes; the channel mixing's
+#: receptance matrix and two mixes also live here (its key/value matrices are the block's two-matrix MLP). Its
+#: state: the last input of both token shifts (``conv_channels = 2 inner``, ``conv`` 1) and the WKV numerator,
+#: denominator and running maximum (``state`` 3 per channel), the five tensors of ``RwkvOutput.state``.
+MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv")
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,7 @@ class StateMixer:
             object.__setattr__(self, "block", check_int("block", self.block))
         if self.kind == "mamba":
             object.__setattr__(self, "dt_rank", check_int("dt_rank", self.dt_rank))
-        elif self.kind != "shortconv":
+        elif self.kind not in ("shortconv", "rwkv"):
             heads = check_int("heads", self.heads)
             groups = check_int("groups", self.groups)
             if self.inner % heads or heads % groups:
@@ -89,6 +94,8 @@ class StateMixer:
             return 0
         if self.kind in ("mamba", "shortconv"):
             return self.inner
+        if self.kind == "rwkv":
+            return 2 * self.inner
         return self.inner + 2 * self.groups * self.state
 
     def _kda_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -134,6 +141,14 @@ class StateMixer:
             return self._lightning_tensors(h)
         if self.kind == "kda":
             return self._kda_tensors(h)
+        if self.kind == "rwkv":
+            mix = [("attention", f"{p}.time_mix_{w}", (1, 1, h)) for p, ws in
+                   (("attention", ("key", "value", "receptance")), ("feed_forward", ("key", "receptance")))
+                   for w in ws]
+            return [("attention", "time_decay", (d,)), ("attention", "time_first", (d,))] + mix + [
+                ("attention", f"attention.{w}.weight", (d, h)) for w in ("key", "value", "receptance")] + [
+                ("attention", "attention.output.weight", (h, d)),
+                ("attention", "feed_forward.receptance.weight", (h, h))]
         if self.kind == "shortconv":
             b = [("attention", "in_proj.bias", (3 * d,)), ("attention", "conv.bias", (d,)),
                  ("attention", "out_proj.bias", (h,))] if self.conv_bias else []

@@ -95,6 +95,8 @@ def _state_per_sequence(model) -> tuple[int | str, str]:
     cache, n = getattr(out, "past_key_values", None), 0
     # MiniMax's own cache class keeps the lightning-attention state in a list of its own (MiniMaxCache)
     n += sum(t.numel() for t in getattr(cache, "linear_cache", None) or () if isinstance(t, torch.Tensor))
+    # RWKV returns its recurrent state itself (``RwkvOutput.state``: five tensors over layers), not a cache
+    n += sum(t.numel() for t in getattr(out, "state", None) or () if isinstance(t, torch.Tensor))
     for layer in getattr(cache, "layers", None) or ():
         for attr in ("conv_states", "recurrent_states"):
             states = getattr(layer, attr, None)
