@@ -67,7 +67,7 @@ def test_mixer_fields_are_checked():
     with pytest.raises(ValueError, match="give mixer"):
         Model("x", layers=2, hidden=32, heads=4, ffn_hidden=64, vocab=10, mixer_layers=(0,))
     with pytest.raises(ValueError, match="kind"):
-        StateMixer("rwkv", inner=64, state=4)
+        StateMixer("xlstm", inner=64, state=4)
     with pytest.raises(ValueError, match="heads"):
         StateMixer("mamba2", inner=64, state=4, heads=3)
 

@@ -92,7 +92,7 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Key
     if head_dim == 0:
         raise ValueError(f"{where}: num_attention_heads ({heads}) must be at most hidden_size ({hidden}) "
                          "unless head_dim is given")
-    if kv > heads or heads % kv:
+    if not rule.mla and (kv > heads or heads % kv):       # MLA: every head gets its own key and value
         raise ValueError(f"{where}: num_key_value_heads ({kv}) must divide num_attention_heads ({heads}) "
                          "and be at most it")
     # intermediate_size may be absent when every layer has experts (Solar Open): the experts' width then

@@ -1,0 +1,97 @@
+"""Issue 36, round 3: DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5) and RWKV, by hand.
+
+Expected values are transformers 5.24's own meta-device counts (``data/hf_type_sweep.csv``, or the one config
+measured below) and arithmetic written out from the modeling files, never the library's output.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsizing import Model
+from llmsizing.inference import kv_cache_bytes_per_token, state_bytes_per_sequence
+from llmsizing.layer_kinds import Indexer, StateMixer
+
+ROWS = {(r["model_type"], r["kind"]): r for r in csv.DictReader(
+    open(Path(__file__).resolve().parents[1] / "data" / "hf_type_sweep.csv", newline=""))}
+
+
+def _cfg(t, kind="full"):
+    return json.loads(ROWS[(t, kind)]["config_json"])
+
+
+def test_deepseek_v32_is_deepseek_v3_plus_one_indexer_per_layer():
+    """DeepseekV32Indexer (modeling_deepseek_v32.py): wq_b 1,536 -> 64 x 128, wk 7,168 -> 128, a LayerNorm of
+    128 (gain and bias), weights_proj 7,168 -> 64; 61 layers. transformers' own V3.2 and V3 class defaults differ
+    by exactly that, and the library reads V3.2 exactly."""
+    per_layer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert per_layer == 13_959_424
+    v32, v3 = ROWS[("deepseek_v32", "full")], ROWS[("deepseek_v3", "full")]
+    assert int(v32["n_params"]) - int(v3["n_params"]) == 61 * per_layer == 851_524_864
+    m = Model.from_hf_config(_cfg("deepseek_v32"))
+    assert m.n_params == int(v32["n_params"]) + int(v32["n_persistent_buffers"])
+    # the cache: MLA's latent and rotary key (512 + 64) plus the indexer's key (128), per layer and token
+    assert kv_cache_bytes_per_token(m, "bf16") == 2 * 61 * (512 + 64 + 128) == 2 * int(v32["kv_per_token"])
+    assert kv_cache_bytes_per_token(m, "fp8") == 61 * 704
+
+
+GLM5_SMALL = {"model_type": "glm_moe_dsa", "vocab_size": 1000, "hidden_size": 512, "intermediate_size": 256,
+              "moe_intermediate_size": 64, "num_hidden_layers": 8, "num_attention_heads": 8,
+              "num_key_value_heads": 64, "n_routed_experts": 8, "kv_lora_rank": 128, "q_lora_rank": 256,
+              "index_head_dim": 64, "index_n_heads": 4, "index_topk_freq": 3}
+
+
+def test_glm5_shared_indexer_layers_follow_index_topk_freq():
+    """GlmMoeDsaConfig.__post_init__ without indexer_types: layer i runs its own indexer when
+    max(i - 2 + 1, 0) % index_topk_freq == 0: with 8 layers and freq 3, layers 0, 1, 4, 7; the other four reuse
+    the previous choice and have no indexer. transformers 5.24 on the meta device counts this config (plus the
+    router's score-correction buffer) at 25,149,480 (measured with the .venv-measure interpreter:
+    GlmMoeDsaConfig(**GLM5_SMALL)). Each missing indexer: 256 x 4 x 64 + 512 x 64 + 2 x 64 + 512 x 4."""
+    m = Model.from_hf_config(GLM5_SMALL)
+    assert m.indexer.layers == 4
+    assert m.n_params == 25_149_480
+    every = Model.from_hf_config({k: v for k, v in GLM5_SMALL.items() if k != "index_topk_freq"})
+    assert every.indexer.layers is None
+    assert every.n_params - m.n_params == 4 * (256 * 4 * 64 + 512 * 64 + 2 * 64 + 512 * 4) == 401_920
+    explicit = dict(GLM5_SMALL, indexer_types=["full", "full", "shared", "shared", "full", "shared", "shared",
+                                               "full"])
+    assert Model.from_hf_config(explicit).n_params == m.n_params
+    # 8 layers of MLA (128 + 64) and 4 indexer keys of 64
+    assert kv_cache_bytes_per_token(m, "bf16") == 2 * (8 * (128 + 64) + 4 * 64)
+
+
+def test_indexer_needs_the_query_latent():
+    with pytest.raises(ValueError, match="q_lora_rank"):
+        Model.from_hf_config(dict(_cfg("deepseek_v32", "saved"), q_lora_rank=None))
+    with pytest.raises(ValueError, match="indexer_types"):
+        Model.from_hf_config(dict(GLM5_SMALL, indexer_types=["full"] * 3))
+    with pytest.raises(TypeError, match="indexer must be an Indexer"):
+        Model("x", 2, 64, 4, 128, 100, indexer="yes")
+    with pytest.raises(ValueError, match="heads"):
+        Indexer(heads=0, head_dim=64, q_rank=32)
+
+
+def test_rwkv_class_default_by_hand():
+    """RwkvConfig(): hidden 4,096, 32 layers, vocab 50,277, attention width = hidden, intermediate 4 x hidden
+    (modeling_rwkv.py). Per block: time mixing (time_decay, time_first: 2 x 4,096; three token-shift mixes;
+    key, value, receptance, output: 4 x 4,096^2), channel mixing (two mixes; receptance 4,096^2; key and value
+    2 x 4,096 x 16,384), two LayerNorms; then block 0's pre_ln, ln_out, an untied head."""
+    h, n, v, f = 4096, 32, 50_277, 16_384
+    block = 2 * h + 3 * h + 4 * h * h + 2 * h + h * h + 2 * h * f + 2 * 2 * h
+    m = Model.from_hf_config(_cfg("rwkv"))
+    assert m.n_params == n * block + 2 * v * h + 2 * h + 2 * h == 7_392_649_216
+    assert m.n_params == int(ROWS[("rwkv", "full")]["n_params"])
+    # state: five hidden-wide tensors per layer (two token shifts, WKV numerator, denominator, maximum)
+    assert m.state_numbers_per_sequence == 5 * h * n == int(ROWS[("rwkv", "full")]["state_per_sequence"])
+    assert state_bytes_per_sequence(m, "bf16") == 2 * 5 * h * n
+    assert m.n_attention_layers == 0 and kv_cache_bytes_per_token(m) == 0
+
+
+def test_rwkv_refuses_an_attention_width_transformers_cannot_run():
+    with pytest.raises(ValueError, match="attention_hidden_size"):
+        Model.from_hf_config(dict(_cfg("rwkv", "saved"), attention_hidden_size=2048))
+    assert StateMixer("rwkv", inner=8, state=3, conv=1).state_numbers == 5 * 8
