@@ -397,11 +397,11 @@ def _lfm2(k: _Keys) -> dict:
 
 def _rwkv(k: _Keys) -> dict:
     """``modeling_rwkv.py``: a LayerNorm after the embedding (block 0's ``pre_ln``), then per block a
-    LayerNorm and RWKV time mixing, a LayerNorm and channel mixing (``key`` to ``intermediate_size``, squared
-    ReLU, ``value`` back: the two-matrix MLP; its ``receptance`` is counted with the mixer), ``ln_out``, an
-    LM head (``head``). ``RwkvConfig.__post_init__``: ``attention_hidden_size`` defaults to ``hidden_size`` and
-    ``intermediate_size`` to ``4 x hidden_size``; the state ``RwkvModel`` allocates is ``hidden_size`` wide,
-    so another attention width is refused."""
+    LayerNorm and RWKV time mixing, a LayerNorm and channel mixing (``key`` to ``intermediate_size``,
+    squared ReLU, ``value`` back: the two-matrix MLP; its ``receptance`` is counted with the mixer),
+    ``ln_out``, an LM head (``head``). ``RwkvConfig.__post_init__``: ``attention_hidden_size`` defaults to
+    ``hidden_size`` and ``intermediate_size`` to ``4 x hidden_size``; the state ``RwkvModel`` allocates is
+    ``hidden_size`` wide, so another attention width is refused."""
     f = _base(k, False)
     h = f["hidden"]
     att = k.int("attention_hidden_size", required=False) or h
