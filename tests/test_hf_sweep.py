@@ -104,8 +104,9 @@ def test_coverage_of_the_decoder_only_types():
     read = {t for t in llm if _ok({"model_type": t})}
     assert len(TYPES) == 183 and len(llm) == 154
     # 71 exact + DeepSeek-V2 (released configs): 72 before the layer kinds of issue 36; 101 + DeepSeek-V2: 102
-    # after them; 105 + DeepSeek-V2: 106 with DeepSeek-V3.2's indexer (deepseek_v32, glm_moe_dsa), RWKV, Fuyu
-    assert len(read) >= 105, sorted(llm - read)
+    # after them; 106 + DeepSeek-V2: 107 with DeepSeek-V3.2's indexer (deepseek_v32, glm_moe_dsa), RWKV,
+    # Nemotron-H and Fuyu
+    assert len(read) >= 106, sorted(llm - read)
 
 
 def test_the_state_of_every_read_type_was_measured():
@@ -118,7 +119,8 @@ def test_the_state_of_every_read_type_was_measured():
 
 STATE_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "granitemoehybrid", "falcon_h1", "qwen3_next",
                "kimi_linear",
-               "qwen3_5_text", "qwen3_5_moe_text", "olmo_hybrid", "lara_mini", "minimax", "rwkv")
+               "qwen3_5_text", "qwen3_5_moe_text", "olmo_hybrid", "lara_mini", "minimax", "rwkv",
+               "nemotron_h")
 
 
 def test_hybrid_types_have_a_state_and_kv_only_from_attention_layers():
@@ -217,8 +219,8 @@ def test_gemma3_class_default_difference_is_exactly_its_vision_tower():
 
 
 def test_coverage_counts_the_read_types_that_hold_a_state():
-    """17 read types keep a fixed state per sequence in transformers' cache: mamba, falcon_mamba, mamba2,
+    """18 read types keep a fixed state per sequence in transformers' cache: mamba, falcon_mamba, mamba2,
     jamba, bamba, granitemoehybrid, falcon_h1, qwen3_next, qwen3_5(_text), qwen3_5_moe(_text), olmo_hybrid,
-    lara_mini, minimax, kimi_linear, rwkv (its state returned in RwkvOutput.state)."""
+    lara_mini, minimax, kimi_linear, rwkv (its state returned in RwkvOutput.state), nemotron_h."""
     from llmsizing.hf_types import sweep_coverage
-    assert sweep_coverage()["with_state"] == 17
+    assert sweep_coverage()["with_state"] == 18

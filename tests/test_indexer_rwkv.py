@@ -95,3 +95,55 @@ def test_rwkv_refuses_an_attention_width_transformers_cannot_run():
     with pytest.raises(ValueError, match="attention_hidden_size"):
         Model.from_hf_config(dict(_cfg("rwkv", "saved"), attention_hidden_size=2048))
     assert StateMixer("rwkv", inner=8, state=3, conv=1).state_numbers == 5 * 8
+
+
+# ----------------------------------------------------------------------------- Nemotron-H (one sub-layer blocks)
+NEMOTRON_H_SMALL = {"model_type": "nemotron_h", "hidden_size": 256, "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "head_dim": 64, "mamba_num_heads": 8, "mamba_head_dim": 32,
+                    "ssm_state_size": 16, "intermediate_size": 512, "moe_intermediate_size": 64,
+                    "moe_shared_expert_intermediate_size": 128, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                    "vocab_size": 1000}
+
+
+@pytest.mark.parametrize("extra, params, routed", [
+    # transformers 5.24's meta-device counts (parameters plus the routers' score-correction buffers) of
+    # NemotronHConfig(**NEMOTRON_H_SMALL, **extra), measured with the .venv-measure interpreter
+    ({"hybrid_override_pattern": "M-M-M*-M-M*-M-"}, 4_084_112, 0),
+    ({"hybrid_override_pattern": "MEMEM*EMEMEM*E", "mamba_n_groups": 4}, 3_496_616, 786_432),
+    ({"hybrid_override_pattern": "M*EMEM*", "n_groups": 2}, 1_953_296, 262_144),
+])
+def test_nemotron_h_patterns_against_transformers(extra, params, routed):
+    m = Model.from_hf_config({**NEMOTRON_H_SMALL, **extra})
+    assert m.n_params == params and m.routed_expert_params == routed
+    pattern = extra["hybrid_override_pattern"]
+    # a Model layer is a Mamba ("M") or attention ("*") block and the MLP ("-") or MoE ("E") block after it
+    assert m.layers == pattern.count("M") + pattern.count("*")
+    assert m.n_attention_layers == pattern.count("*")
+    assert kv_cache_bytes_per_token(m, "bf16") == 2 * pattern.count("*") * 2 * 2 * 64
+    groups = extra.get("mamba_n_groups", extra.get("n_groups", 8))
+    # Mamba-2 state per layer: conv over x, B and C (256 + 2 x groups x 16 channels, 4 taps) + 256 x 16
+    assert m.state_numbers_per_sequence == pattern.count("M") * ((256 + 2 * groups * 16) * 4 + 256 * 16)
+
+
+def test_nemotron_h_class_default_by_hand():
+    """NemotronHConfig(): blocks Mamba, MoE, attention, MLP (hidden 4,096; 8 non-gated experts of 7,688 and one
+    shared MLP of 7,688; a 21,504 MLP; 32 heads, 8 KV heads of 128; Mamba-2 of 128 heads x 64, 8 groups,
+    state 128, conv 4)."""
+    h, e, fe, f, v = 4096, 8, 7688, 21_504, 131_072
+    inner, conv_ch = 128 * 64, 128 * 64 + 2 * 8 * 128
+    mamba = h * (inner + conv_ch + 128) + conv_ch * 4 + conv_ch + 3 * 128 + inner + h * inner
+    moe = e * h + e * 2 * h * fe + 2 * h * fe          # router, experts, shared MLP (buffer: e below)
+    attn = h * 32 * 128 + 2 * h * 8 * 128 + 32 * 128 * h
+    mlp = 2 * h * f
+    m = Model.from_hf_config({"model_type": "nemotron_h"})
+    assert m.n_params == mamba + moe + e + attn + mlp + 4 * h + h + 2 * v * h == 1_968_355_720
+    assert m.state_numbers_per_sequence == conv_ch * 4 + inner * 128 == 1_089_536
+
+
+def test_nemotron_h_refuses_what_a_model_layer_cannot_hold():
+    with pytest.raises(ValueError, match="does not follow a Mamba or attention block"):
+        Model.from_hf_config({**NEMOTRON_H_SMALL, "hybrid_override_pattern": "M--"})
+    with pytest.raises(ValueError, match="moe_latent_size"):
+        Model.from_hf_config({**NEMOTRON_H_SMALL, "moe_latent_size": 64})
+    with pytest.raises(ValueError, match="mlp_free_layers"):
+        Model("x", 2, 64, 4, 128, 100, norms_per_layer=1, mlp_free_layers=(0,))

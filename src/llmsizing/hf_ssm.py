@@ -414,6 +414,76 @@ def _rwkv(k: _Keys) -> dict:
                 norm="layernorm", embed_norm=True, activation="relu2", mixer=mixer)
 
 
+#: NemotronHConfig.__post_init__'s old spellings, which it moves to the fields (configs may still carry them).
+_NEMOTRON_H_LEGACY = {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel", "mamba_expand": "expand",
+                      "mamba_conv_bias": "use_conv_bias", "mamba_chunk_size": "chunk_size"}
+_NEMOTRON_H_PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
+
+
+def _nemotron_h(k: _Keys) -> dict:
+    """``modeling_nemotron_h.py``: every block is ONE sub-layer after an RMSNorm: a Mamba-2 mixer
+    (``linear_attention``; ``mamba_num_heads x mamba_head_dim`` channels, ``expand`` unused), attention
+    (``full_attention``; no biases), a two-matrix squared-ReLU MLP (``mlp``) or experts (``moe``: non-gated
+    experts, a router with a score-correction buffer, one shared MLP of
+    ``moe_shared_expert_intermediate_size`` whatever ``n_shared_experts`` says), as ``layers_block_type``
+    (or the old ``hybrid_override_pattern``) lists them. A Model layer here is one Mamba or attention block
+    plus the MLP or MoE block right after it, if any (``mlp_free_layers`` otherwise), which is the same
+    tensors; an MLP or MoE block that does not follow a Mamba or attention block is refused."""
+    config = {_NEMOTRON_H_LEGACY.get(key, key): v for key, v in k.config.items()}
+    k2 = _Keys(config, k.where, k.mtype)
+    k2.used |= k.used
+    kinds = k2.value("layers_block_type", required=False)
+    if kinds is None:
+        pattern = config.get("hybrid_override_pattern")
+        kinds = ["linear_attention", "moe", "full_attention", "mlp"] if pattern is None else \
+            [_NEMOTRON_H_PATTERN.get(c, c) for c in pattern]
+    if not isinstance(kinds, list) or not kinds or set(kinds) - set(_NEMOTRON_H_PATTERN.values()):
+        raise ValueError(f"{k.where}: layers_block_type must list 'linear_attention', 'full_attention', "
+                         f"'mlp' or 'moe' blocks, got {_short(kinds)}")
+    layers: list[list] = []
+    for i, t in enumerate(kinds):
+        if t in ("linear_attention", "full_attention"):
+            layers.append([t, None])
+        elif not layers or layers[-1][1] is not None:
+            raise ValueError(f"{k.where}: block {i} ({t}) does not follow a Mamba or attention block, which "
+                             "a Model layer (token mixing, then an MLP) does not represent")
+        else:
+            layers[-1][1] = t
+    if k2.value("moe_latent_size", required=False) is not None:
+        raise ValueError(f"{k.where}: moe_latent_size={k2.value('moe_latent_size')} (experts in a latent "
+                         "space, fc1/fc2_latent_proj) is not modelled")
+    h, heads = k2.int("hidden_size"), k2.int("num_attention_heads")
+    mlp_bias = bool(k2.switch("mlp_bias"))
+    f = dict(layers=len(layers), hidden=h, heads=heads, kv_heads=k2.int("num_key_value_heads", required=False)
+             or heads, head_dim=k2.int("head_dim", required=False) or h // heads,
+             ffn_hidden=k2.int("intermediate_size"), vocab=k2.int("vocab_size"), gated_mlp=False,
+             mlp_bias=mlp_bias, activation="relu2", tied_embeddings=bool(k2.switch("tie_word_embeddings")),
+             mixer_layers=tuple(i for i, (t, _) in enumerate(layers) if t == "linear_attention"),
+             mlp_free_layers=tuple(i for i, (_, m) in enumerate(layers) if m is None))
+    heads_m = k2.int("mamba_num_heads")
+    f["mixer"] = StateMixer("mamba2", inner=heads_m * k2.int("mamba_head_dim"),
+                            state=k2.int("ssm_state_size"),
+                            conv=k2.int("conv_kernel"), heads=heads_m, groups=k2.int("n_groups"),
+                            proj_bias=bool(k2.switch("use_bias")), conv_bias=bool(k2.switch("use_conv_bias")))
+    moe = tuple(i for i, (_, m) in enumerate(layers) if m == "moe")
+    experts = k2.int("n_routed_experts", minimum=0)
+    if moe and experts:
+        if mlp_bias:
+            raise ValueError(f"{k.where}: mlp_bias with experts (biased expert matrices) is not modelled")
+        f.update(experts=experts, experts_per_token=k2.int("num_experts_per_tok"), moe_layers=moe,
+                 expert_ffn_hidden=k2.int("moe_intermediate_size"), router_bias=True, shared_experts=1,
+                 shared_expert_ffn_hidden=k2.int("moe_shared_expert_intermediate_size"))
+    elif moe:
+        raise ValueError(f"{k.where}: 'moe' blocks with n_routed_experts=0")
+    k2.used.update(("num_hidden_layers", "expand", "attention_bias", "mamba_proj_bias", "n_shared_experts",
+                    "mamba_hidden_act", "mlp_hidden_act", "mamba_ssm_cache_dtype",
+                    "moe_shared_expert_overlap",
+                    "num_experts_per_tok", "moe_intermediate_size", "moe_shared_expert_intermediate_size",
+                    "hybrid_override_pattern") + tuple(_NEMOTRON_H_LEGACY))
+    k.used |= k2.used
+    return f
+
+
 _ERNIE_MOE = Rule(source=_src("ernie4_5_moe"), qkv_bias="use_bias", o_bias="use_bias", mlp_bias="use_bias",
                   window=None, moe=Moe(shared="moe_num_shared_experts", router_bias=True))
 
@@ -453,6 +523,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
              "lfm2": (_lfm2, _src("lfm2")), "rwkv": (_rwkv, _src("rwkv")),
+             "nemotron_h": (_nemotron_h, _src("nemotron_h")),
              "ernie4_5_moe": (_ernie4_5_moe, _src("ernie4_5_moe")),
              "mpt": (_mpt, _src("mpt")),
              "gpt_neo": (_gpt_neo, _src("gpt_neo")),

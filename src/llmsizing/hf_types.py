@@ -257,8 +257,6 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
 
 
 _ENCODER = "an encoder (it also has a masked-LM head) run as a decoder: BERT-style blocks are not modelled"
-_ONE_SUBLAYER = ("blocks of ONE sub-layer each (a Mamba-2 mixer, attention, an MLP or experts, each with its "
-                 "own norm), which Model's attention-plus-MLP block does not represent")
 _SHARED_BLOCK = ("Mamba layers with a shared attention block reused every few layers (Zamba2: with per-use "
                  "LoRA adapters): the shared block is not represented")
 _INDEXER = ("DeepSeek-V3.2's indexer (read for deepseek_v32 and glm_moe_dsa) with parts of its own: "
@@ -343,7 +341,6 @@ REFUSED_TYPES: dict[str, str] = {
     "modernbert-decoder": "an encoder (ModernBERT blocks) run as a decoder",
     "moshi": "an audio model with multi-codebook heads: not modelled",
     "moss_transcribe_diarize": "a speech model's decoder: not modelled",
-    "nemotron_h": _ONE_SUBLAYER,
     "phi4_multimodal": _MULTIMODAL_TEXT,
     "qwen4_exp": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
                   " operand type(s) for //: 'NoneType' and ')"),

@@ -219,4 +219,38 @@ class Indexer:
                 ("attention", "indexer.weights_proj.weight", (a, hidden))]
 
 
-__all__ = ["MIXER_KINDS", "StateMixer", "Indexer"]
+def check_layer_kinds(m) -> None:
+    """Checks and normalises a :class:`~llmsizing.model.Model`'s layer-kind fields (called by its
+    ``__post_init__``): ``mixer``/``mixer_layers``/``mixer_mlp``/``mixer_parallel``, ``indexer`` and
+    ``mlp_free_layers``, the layers whose block ends after attention or the mixer (Nemotron-H, whose blocks
+    hold one sub-layer each: a Mamba or attention block not followed by an MLP or MoE block); those layers
+    have one norm, no MLP and no experts, which needs ``norms_per_layer`` 2 and explicit ``moe_layers``."""
+    object.__setattr__(m, "mixer_mlp", check_bool("mixer_mlp", m.mixer_mlp))
+    object.__setattr__(m, "mixer_parallel", check_bool("mixer_parallel", m.mixer_parallel))
+    if m.indexer is not None and not isinstance(m.indexer, Indexer):
+        raise TypeError(f"indexer must be an Indexer, got {type(m.indexer).__name__}")
+    if not isinstance(m.mlp_free_layers, (tuple, list)):
+        raise TypeError(f"mlp_free_layers must be a tuple of layer indices, got {m.mlp_free_layers!r}")
+    free = tuple(sorted({check_int("mlp_free_layers[i]", i, minimum=0, maximum=m.layers - 1)
+                         for i in m.mlp_free_layers}))
+    object.__setattr__(m, "mlp_free_layers", free)
+    moe_clash = m.experts and (m.moe_layers is None or set(free) & set(m.moe_layers))
+    if free and (m.norms_per_layer != 2 or moe_clash or len(free) == m.layers):
+        raise ValueError("mlp_free_layers needs norms_per_layer=2, some layers with an MLP and explicit "
+                         "moe_layers that exclude them")
+    if m.mixer is None:
+        if m.mixer_layers is not None or not m.mixer_mlp or m.mixer_parallel:
+            raise ValueError("mixer_layers and mixer_mlp describe state-space layers: give mixer too")
+        return
+    if not isinstance(m.mixer, StateMixer):
+        raise TypeError(f"mixer must be a StateMixer, got {type(m.mixer).__name__}")
+    if m.mixer_layers is not None:
+        idx = tuple(sorted({check_int("mixer_layers[i]", i, minimum=0, maximum=m.layers - 1)
+                            for i in m.mixer_layers}))
+        object.__setattr__(m, "mixer_layers", None if len(idx) == m.layers else idx)
+    if not m.mixer_mlp and (m.mixer_layers is not None or m.experts or m.mixer_parallel):
+        raise ValueError("mixer_mlp=False (mixer layers without an MLP) needs every layer to be a mixer "
+                         "layer (mixer_layers=None) and no experts")
+
+
+__all__ = ["MIXER_KINDS", "StateMixer", "Indexer", "check_layer_kinds"]

@@ -141,8 +141,11 @@ class TensorLayout:
         if self.learned_pos:
             t.append(("position", "embed_positions.weight", (self.max_seq + self.pos_offset, h), 1))
         n_moe, n_dense = self.n_moe_layers, self.n_dense_layers
+        free = len(getattr(self, "mlp_free_layers", ()))   # blocks that end after attention or the mixer
         if n_moe == 0:
-            t += [(c, f"layers.{n}", s, self.layers) for c, n, s in self.layer_tensors("dense")]
+            mlp = {n for _, n, _ in self._mlp_tensors("", self.ffn_hidden)}
+            t += [(c, f"layers.{n}", s, n_dense if n in mlp else self.layers)
+                  for c, n, s in self.layer_tensors("dense")]
         else:
             dense_mlp = {n for _, n, _ in self._mlp_tensors("", self.ffn_hidden)}
             moe_mlp = {n for _, n, _ in self._moe_mlp_tensors()}
@@ -151,6 +154,8 @@ class TensorLayout:
             if n_dense:
                 t += [(c, f"layers.{n}", s, n_dense) for c, n, s in self._mlp_tensors("", self.ffn_hidden)
                       if n in dense_mlp]
+        if free:                                            # ... so they have no MLP norm either
+            t = [(c, n, s, k - free if n.startswith(f"layers.{_NORM_NAMES[1]}.") else k) for c, n, s, k in t]
         t = self._with_mixer(t)
         idx = getattr(self, "indexer", None)          # a sparse-attention indexer beside attention
         if idx is not None:
