@@ -257,13 +257,15 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
 
 
 _ENCODER = "an encoder (it also has a masked-LM head) run as a decoder: BERT-style blocks are not modelled"
-_SHARED_BLOCK = ("Mamba layers with a shared attention block reused every few layers (Zamba2: with per-use "
-                 "LoRA adapters): the shared block is not represented")
+_SHARED_BLOCK = ("Mamba layers with one transformer block whose weights are reused every few layers, on the "
+                 "concatenation of the hidden state and the embeddings, with a projection per use (Zamba2: "
+                 "and per-use LoRA adapters): parameters once, KV per use, not represented")
 _INDEXER = ("DeepSeek-V3.2's indexer (read for deepseek_v32 and glm_moe_dsa) with parts of its own: "
             "not mapped yet")
 _HYPER = ("hyper-connections (hc_mult residual streams with their own mixing parameters) around a "
           "sparse-attention indexer: not modelled")
-_ATTN_GATE = "a gate on the attention output (an extra matrix per layer): not modelled"
+_ATTN_GATE = ("a gate on the attention output with parts of its own (a gate bias, learned scalars and L2 "
+              "norms, or recurrent blocks beside it): not mapped yet")
 _MULTIMODAL_TEXT = "a multimodal model whose text part is not read yet"
 _PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
 
@@ -299,8 +301,8 @@ REFUSED_TYPES: dict[str, str] = {
     "dots1": ("transformers 5.24 cannot build its own class default (build: TypeError: empty() takes 1"
               " positional argument but 3 were given)"),
     "dots3_note": "a multimodal model whose text part (dots3_note_text) is not read yet",
-    "dots3_note_text": _INDEXER + " (a norm on the rotary key alone, k_rope_only_layernorm; indexers "
-                       "in some layers only, among sliding-window ones)",
+    "dots3_note_text": _INDEXER + " (its sliding-window layers have attention widths of their own, "
+                       "per_layer_config; a norm on the rotary key alone, k_rope_only_layernorm)",
     "electra": _ENCODER,
     "emu3": "multimodal config without a text sub-type reader yet",
     "ernie": _ENCODER,
@@ -332,7 +334,8 @@ REFUSED_TYPES: dict[str, str] = {
     "lfm3": _ATTN_GATE,
     "longcat_flash": "two attention blocks per layer and zero-computation experts: not modelled",
     "megatron-bert": _ENCODER,
-    "mimo_v2_flash": "value head dimension different from the query/key head dimension: not modelled",
+    "mimo_v2_flash": ("sliding-window layers with twice the KV heads and sinks, and a value head dimension "
+                      "different from the query/key one: not modelled"),
     "minimax_m3_vl_text": ("sparse attention with an indexer and dense/MoE layer widths of its own: "
                            "not mapped yet"),
     "ministral": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
