@@ -147,3 +147,32 @@ def test_nemotron_h_refuses_what_a_model_layer_cannot_hold():
         Model.from_hf_config({**NEMOTRON_H_SMALL, "moe_latent_size": 64})
     with pytest.raises(ValueError, match="mlp_free_layers"):
         Model("x", 2, 64, 4, 128, 100, norms_per_layer=1, mlp_free_layers=(0,))
+
+
+# ----------------------------------------------------------------------------- small extra tensors per layer
+@pytest.mark.parametrize("mtype, per_layer", [
+    # BitNetConfig(): 30 layers, hidden 2,560, intermediate 6,912: attn_sub_norm + ffn_sub_norm gains
+    ("bitnet", 2560 + 6912),
+    # DiffLlamaConfig(): head_dim 64: lambda_q1, lambda_k1, lambda_q2, lambda_k2 (its group norm has no weight)
+    ("diffllama", 4 * 64),
+    # ApertusConfig() (hidden_act "xielu"): XIELU's alpha_p, alpha_n (parameters) and beta, eps (saved buffers)
+    ("apertus", 4),
+    ("apertus1p5_text", 4),
+])
+def test_extra_layer_tensors_by_hand(mtype, per_layer):
+    """The model is the Llama-style block of its rule plus these tensors in every layer; without them (the
+    same config read, extras dropped) it is short by exactly layers x the tensors, and with them it equals
+    transformers' count (parameters plus persistent buffers)."""
+    import dataclasses
+    row = ROWS[(mtype, "full")]
+    m = Model.from_hf_config(_cfg(mtype))
+    assert m.n_params == int(row["n_params"]) + int(row["n_persistent_buffers"])
+    bare = dataclasses.replace(m, extra_layer_tensors=())
+    assert m.n_params - bare.n_params == m.layers * per_layer
+
+
+def test_xielu_scalars_only_with_xielu():
+    m = Model.from_hf_config(dict(_cfg("apertus", "saved"), hidden_act="relu2"))
+    assert m.extra_layer_tensors == ()
+    with pytest.raises(TypeError, match="extra_layer_tensors"):
+        Model("x", 2, 64, 4, 128, 100, extra_layer_tensors=(("weights", "a", (1,)),))

@@ -117,8 +117,10 @@ class Rule:
     (GPT-J); ``pos_offset``: learned positions, ``max_position_embeddings`` plus this many rows (BioGPT's 2;
     ``None``: no learned positions); ``final_norm``: a norm after the last block; ``indexer``: DeepSeek Sparse
     Attention's indexer (:class:`~llmsizing.layer_kinds.Indexer`; keys ``index_n_heads``, ``index_head_dim``)
-    in every layer (``"all"``) or in the ``"full"`` layers of ``indexer_types`` (``"types"``); ``source``: the
-    modeling file."""
+    in every layer (``"all"``) or in the ``"full"`` layers of ``indexer_types`` (``"types"``); ``extra``:
+    small tensors every layer adds, ``(component, name, shape[, (key, value)])`` with each dimension an int or
+    a Model field (``"hidden"``, ``"ffn_hidden"``, ``"head_dim"``), present only when the config's ``key`` is
+    ``value`` if that is given; ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -142,6 +144,7 @@ class Rule:
     pos_offset: int | None = None
     final_norm: bool = True
     indexer: str | None = None
+    extra: tuple = ()
 
 
 def _src(t: str) -> str:
@@ -149,6 +152,8 @@ def _src(t: str) -> str:
 
 
 _QK = dict(qk_norm="head")
+_XIELU = tuple(("mlp", f"act_fn.{w}", (1,), ("hidden_act", "xielu"))
+               for w in ("alpha_p", "alpha_n", "beta", "eps"))
 _NO_BIAS = dict(qkv_bias=False, o_bias=False, mlp_bias=False)
 _DS_MOE = Moe(shared="n_shared_experts", first_dense="first_k_dense_replace")
 _SHARED_BIAS = Moe(shared="n_shared_experts", router_bias=True)
@@ -246,6 +251,15 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
                          moe=_DS_MOE_BIAS),
     "glm_moe_dsa": dict(mla=True, qkv_bias=False, o_bias=False, mlp_bias=False, window=None, indexer="types",
                         moe=_DS_MOE_BIAS),
+    # ---- small extra tensors per layer (Rule.extra): BitNet b1.58's sub-norms before o_proj and down_proj;
+    #      differential attention's four lambda vectors (its group norm has no weight); Apertus's xIELU
+    #      activation (alpha_p, alpha_n parameters, beta and eps saved buffers) with a two-matrix MLP
+    "bitnet": dict(mlp_bias=False, extra=(("norms", "attn_sub_norm.weight", ("hidden",)),
+                                          ("norms", "ffn_sub_norm.weight", ("ffn_hidden",)))),
+    "diffllama": dict(mlp_bias=False, extra=tuple(("attention", f"lambda_{q}", ("head_dim",))
+                                                  for q in ("q1", "k1", "q2", "k2"))),
+    "apertus": dict(_QK, mlp_bias=False, gated=False, extra=_XIELU),
+    "apertus1p5_text": dict(_QK, mlp_bias=False, gated=False, extra=_XIELU),
     # ---- a gate on the attention output
     "afmoe": dict(_QK, norms=4, mlp_bias=False, attn_gate="full",
                   moe=Moe(shared="num_shared_experts", first_dense="num_dense_layers", router_bias=True)),
@@ -273,10 +287,6 @@ _PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
 #: (issue 36: refused by name, never guessed). ``data/hf_type_sweep.csv`` holds every type;
 #: ``tests/test_hf_sweep.py`` checks that each is either exact or listed here.
 REFUSED_TYPES: dict[str, str] = {
-    "apertus": ("xIELU activation with learned scalars and renamed norms (attention_layernorm, "
-                "feedforward_layernorm)"),
-    "apertus1p5_text": ("xIELU activation with learned scalars and renamed norms (attention_layernorm,"
-                        " feedforward_layernorm)"),
     "axk1": "multi-head latent attention with a post-MLP norm inside the MoE block: not mapped yet",
     "axk2": _INDEXER + " (norms with a low-rank gate, fc1/fc2; a query gate, q_gate_proj)",
     "bailing_hybrid": ("linear attention with a full-rank output gate (g_proj) and a forget gate of its own: "
@@ -285,7 +295,6 @@ REFUSED_TYPES: dict[str, str] = {
     "bert": _ENCODER,
     "bert-generation": "an encoder (BERT blocks) run as a decoder",
     "big_bird": _ENCODER,
-    "bitnet": "extra sub-norms inside attention and MLP (BitNet b1.58): not modelled",
     "blt": "byte latent transformer (local encoder and decoder around a global model): not modelled",
     "camembert": _ENCODER,
     "cohere_compass_text": ("transformers 5.24 cannot build its own class default (build: KeyError: "
@@ -295,7 +304,6 @@ REFUSED_TYPES: dict[str, str] = {
     "dbrx": ("transformers 5.24 cannot build its own class default (build: AttributeError: "
              "'DbrxAttentionConfig' object has no attribute ')"),
     "deepseek_v4": _HYPER + " (and compressed attention, compress_rates)",
-    "diffllama": "differential attention (four learned lambda vectors per layer): not modelled",
     "doge": "dynamic-mask attention and residual gains: not modelled",
     "dory": _ATTN_GATE,
     "dots1": ("transformers 5.24 cannot build its own class default (build: TypeError: empty() takes 1"

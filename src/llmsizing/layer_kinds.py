@@ -221,7 +221,9 @@ class Indexer:
 
 def check_layer_kinds(m) -> None:
     """Checks and normalises a :class:`~llmsizing.model.Model`'s layer-kind fields (called by its
-    ``__post_init__``): ``mixer``/``mixer_layers``/``mixer_mlp``/``mixer_parallel``, ``indexer`` and
+    ``__post_init__``): ``extra_layer_tensors`` (small tensors every layer holds beyond the Llama block:
+    BitNet's sub-norms, differential attention's lambdas, xIELU's scalars; the Hugging Face reader derives
+    them from a type's rule), ``mixer``/``mixer_layers``/``mixer_mlp``/``mixer_parallel``, ``indexer`` and
     ``mlp_free_layers``, the layers whose block ends after attention or the mixer (Nemotron-H, whose blocks
     hold one sub-layer each: a Mamba or attention block not followed by an MLP or MoE block); those layers
     have one norm, no MLP and no experts, which needs ``norms_per_layer`` 2 and explicit ``moe_layers``."""
@@ -234,6 +236,15 @@ def check_layer_kinds(m) -> None:
     free = tuple(sorted({check_int("mlp_free_layers[i]", i, minimum=0, maximum=m.layers - 1)
                          for i in m.mlp_free_layers}))
     object.__setattr__(m, "mlp_free_layers", free)
+    extra = tuple(m.extra_layer_tensors)
+    for e in extra:
+        if (not isinstance(e, tuple) or len(e) != 3 or not isinstance(e[1], str)
+                or not isinstance(e[2], tuple) or e[0] not in ("attention", "mlp", "norms")):
+            raise TypeError("extra_layer_tensors must hold (component, name, shape) tuples, component "
+                            f"'attention', 'mlp' or 'norms', got {e!r}")
+        for d in e[2]:
+            check_int("extra_layer_tensors shape", d)
+    object.__setattr__(m, "extra_layer_tensors", extra)
     moe_clash = m.experts and (m.moe_layers is None or set(free) & set(m.moe_layers))
     if free and (m.norms_per_layer != 2 or moe_clash or len(free) == m.layers):
         raise ValueError("mlp_free_layers needs norms_per_layer=2, some layers with an MLP and explicit "

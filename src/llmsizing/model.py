@@ -232,6 +232,7 @@ class Model(TensorLayout):
     mixer_parallel: bool = False
     indexer: Indexer | None = None        # DeepSeek Sparse Attention's indexer (layer_kinds.Indexer)
     mlp_free_layers: tuple[int, ...] = ()  # layers with no MLP (Nemotron-H; layer_kinds.check_layer_kinds)
+    extra_layer_tensors: tuple = ()       # ((component, name, shape), ...) in every layer: sub-norms, scalars
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:

@@ -157,6 +157,7 @@ class TensorLayout:
         if free:                                            # ... so they have no MLP norm either
             t = [(c, n, s, k - free if n.startswith(f"layers.{_NORM_NAMES[1]}.") else k) for c, n, s, k in t]
         t = self._with_mixer(t)
+        t += [(c, f"layers.{n}", s, self.layers) for c, n, s in getattr(self, "extra_layer_tensors", ())]
         idx = getattr(self, "indexer", None)          # a sparse-attention indexer beside attention
         if idx is not None:
             n = self.n_attention_layers if idx.layers is None else idx.layers
