@@ -176,3 +176,18 @@ def test_xielu_scalars_only_with_xielu():
     assert m.extra_layer_tensors == ()
     with pytest.raises(TypeError, match="extra_layer_tensors"):
         Model("x", 2, 64, 4, 128, 100, extra_layer_tensors=(("weights", "a", (1,)),))
+
+
+def test_beam_gate_bias_and_lfm3_layout_by_hand():
+    """BeamConfig(): 52 layers, 48 heads of 128: a full output gate (hidden 5,120 -> 48 x 128) and one gate bias
+    per head in every layer. Lfm3Config(): 24 layers, attention where i % 4 is 2 (6) or 0 with i > 0 (5), conv
+    elsewhere: 13 conv layers of 2,048 channels and 7 taps (2,048 x 7 state numbers each), 11 attention layers
+    (4 KV heads of 128)."""
+    import dataclasses
+    beam = Model.from_hf_config(_cfg("beam"))
+    no_gate = dataclasses.replace(beam, attn_gate=None, extra_layer_tensors=())
+    assert beam.n_params - no_gate.n_params == 52 * (5120 * 48 * 128 + 48)
+    lfm3 = Model.from_hf_config(_cfg("lfm3"))
+    assert (lfm3.n_mixer_layers, lfm3.n_attention_layers) == (13, 11)
+    assert lfm3.state_numbers_per_sequence == 13 * 2048 * 7 == int(ROWS[("lfm3", "full")]["state_per_sequence"])
+    assert kv_cache_bytes_per_token(lfm3, "bf16") == 2 * 11 * 2 * 4 * 128

@@ -484,6 +484,34 @@ def _nemotron_h(k: _Keys) -> dict:
     return f
 
 
+_LFM3 = Rule(source=_src("lfm3"), mlp_bias=False, qk_norm="head", window=None)
+
+
+def _lfm3(k: _Keys) -> dict:
+    """``modeling_lfm3.py``: LFM2's short convolutions in the ``conv`` layers of ``layer_types`` (by default
+    three in four), attention with per-head q/k norms elsewhere (``sliding_attention`` ones windowed), a
+    per-head output gate (``g_proj``, with ``use_attention_gate``), norms before and after both sub-blocks
+    (``use_sandwich_norm``; else before only), a gated MLP of ``intermediate_size``."""
+    n = k.int("num_hidden_layers")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        kinds = ["full_attention" if i % 4 == 2 else "sliding_attention" if i % 4 == 0 and i > 0 else "conv"
+                 for i in range(n)]
+    mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("conv",), ("full_attention", "sliding_attention"))
+    sandwich, gate = k.switch("use_sandwich_norm"), k.switch("use_attention_gate")
+    mixer = StateMixer("shortconv", inner=k.int("hidden_size"), state=0, conv=k.int("conv_L_cache"),
+                       conv_bias=bool(k.switch("conv_bias")))
+    k.used.add("layer_types")
+    f = generic_fields(k.config, k.where, k.mtype, _LFM3, keys=k)
+    f.update(mixer=mixer, mixer_layers=mix, norms_per_layer=4 if sandwich else 2,
+             attn_gate="head" if gate else None)
+    windowed = sum(t == "sliding_attention" for t in kinds)
+    if windowed:
+        f.update(sliding_window=k.int("sliding_window"),
+                 window_layers=None if windowed == n - len(mix) else windowed)
+    return f
+
+
 _ERNIE_MOE = Rule(source=_src("ernie4_5_moe"), qkv_bias="use_bias", o_bias="use_bias", mlp_bias="use_bias",
                   window=None, moe=Moe(shared="moe_num_shared_experts", router_bias=True))
 
@@ -523,7 +551,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
              "lfm2": (_lfm2, _src("lfm2")), "rwkv": (_rwkv, _src("rwkv")),
-             "nemotron_h": (_nemotron_h, _src("nemotron_h")),
+             "nemotron_h": (_nemotron_h, _src("nemotron_h")), "lfm3": (_lfm3, _src("lfm3")),
              "ernie4_5_moe": (_ernie4_5_moe, _src("ernie4_5_moe")),
              "mpt": (_mpt, _src("mpt")),
              "gpt_neo": (_gpt_neo, _src("gpt_neo")),

@@ -261,6 +261,8 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "apertus": dict(_QK, mlp_bias=False, gated=False, extra=_XIELU),
     "apertus1p5_text": dict(_QK, mlp_bias=False, gated=False, extra=_XIELU),
     # ---- a gate on the attention output
+    "beam": dict(_QK, norms=4, mlp_bias=False, attn_gate="full", moe=Moe(router_bias=True),
+                 extra=(("attention", "gate_bias", ("heads",)),)),           # one gate bias per head
     "afmoe": dict(_QK, norms=4, mlp_bias=False, attn_gate="full",
                   moe=Moe(shared="num_shared_experts", first_dense="num_dense_layers", router_bias=True)),
     "laguna": dict(_QK, mlp_bias=False, attn_gate="head",
@@ -291,7 +293,6 @@ REFUSED_TYPES: dict[str, str] = {
     "axk2": _INDEXER + " (norms with a low-rank gate, fc1/fc2; a query gate, q_gate_proj)",
     "bailing_hybrid": ("linear attention with a full-rank output gate (g_proj) and a forget gate of its own: "
                        "not mapped to a mixer kind yet"),
-    "beam": _ATTN_GATE,
     "bert": _ENCODER,
     "bert-generation": "an encoder (BERT blocks) run as a decoder",
     "big_bird": _ENCODER,
@@ -339,7 +340,6 @@ REFUSED_TYPES: dict[str, str] = {
     "jetmoe": "mixture of attention heads and of MLP experts (JetMoE): not modelled",
     "lfm2_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: 'NoneType' "
                  "object is not subscriptable)"),
-    "lfm3": _ATTN_GATE,
     "longcat_flash": "two attention blocks per layer and zero-computation experts: not modelled",
     "megatron-bert": _ENCODER,
     "mimo_v2_flash": ("sliding-window layers with twice the KV heads and sinks, and a value head dimension "
