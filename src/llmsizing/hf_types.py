@@ -327,7 +327,8 @@ REFUSED_TYPES: dict[str, str] = {
     "gemma4_unified_text": "global layers with their own head dimension and a per-layer scalar: not modelled",
     "git": _MULTIMODAL_TEXT,
     "gpt_neox_japanese": "GPT-NeoX-Japanese's separate dense bias: not mapped yet",
-    "hrm_text": _ATTN_GATE,
+    "hrm_text": ("two weight-shared stacks run in nested loops (H_cycles x L_cycles) with a gated attention "
+                 "output: the cache per token of a looped stack is not modelled"),
     "hunyuan_v1_dense": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                          "unsupported operand type(s) for ** or pow(): 'NoneTy)"),
     "hunyuan_v1_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: "
@@ -357,7 +358,8 @@ REFUSED_TYPES: dict[str, str] = {
                   " operand type(s) for //: 'NoneType' and ')"),
     "qwen4_exp_text": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                        "unsupported operand type(s) for //: 'NoneType' and ')"),
-    "recurrent_gemma": _ATTN_GATE,
+    "recurrent_gemma": ("Griffin's RG-LRU recurrent blocks (block-diagonal gates, a recurrent parameter per "
+                        "channel) beside local attention: not mapped yet"),
     "reformer": ("transformers 5.24 cannot build its own class default (build: AssertionError: If you "
                  "want to use `ReformerModelWithLMHead` ma)"),
     "rembert": _ENCODER,
