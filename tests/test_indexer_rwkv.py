@@ -191,3 +191,22 @@ def test_beam_gate_bias_and_lfm3_layout_by_hand():
     assert (lfm3.n_mixer_layers, lfm3.n_attention_layers) == (13, 11)
     assert lfm3.state_numbers_per_sequence == 13 * 2048 * 7 == int(ROWS[("lfm3", "full")]["state_per_sequence"])
     assert kv_cache_bytes_per_token(lfm3, "bf16") == 2 * 11 * 2 * 4 * 128
+
+
+def test_recurrent_gemma_by_hand():
+    """RecurrentGemmaConfig(): 26 layers of (recurrent, recurrent, attention) repeated: 18 RG-LRU layers of
+    2,560 channels in 10 gate blocks of 256, conv of 4 taps; 8 local-attention layers (10 heads of 256, 10 KV
+    heads as num_key_value_heads None gives). RG-LRU per layer: linear_y and linear_x with biases, linear_out
+    with bias, conv weight and bias, recurrent_param, two block-diagonal gates with biases; an attention layer
+    instead: q, k, v, o of 2,560 x 2,560, a bias on o only (attention_bias False)."""
+    h, d, heads, b = 2560, 2560, 10, 256
+    rglru = 2 * (d * h + d) + h * d + h + d * 4 + d + d + 2 * (heads * b * b + heads * b)
+    m = Model.from_hf_config(_cfg("recurrent_gemma"))
+    import dataclasses
+    attention_only = dataclasses.replace(m, mixer=None, mixer_layers=None)
+    attn = 4 * h * h + h
+    assert m.n_params - attention_only.n_params == 18 * (rglru - attn)
+    assert m.n_params == int(ROWS[("recurrent_gemma", "full")]["n_params"])
+    # state: 3 conv inputs and one recurrent number per channel, per RG-LRU layer (transformers' own modules)
+    assert m.state_numbers_per_sequence == 18 * (3 * d + d) == int(ROWS[("recurrent_gemma", "full")]
+                                                                   ["state_per_sequence"])

@@ -358,8 +358,6 @@ REFUSED_TYPES: dict[str, str] = {
                   " operand type(s) for //: 'NoneType' and ')"),
     "qwen4_exp_text": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                        "unsupported operand type(s) for //: 'NoneType' and ')"),
-    "recurrent_gemma": ("Griffin's RG-LRU recurrent blocks (block-diagonal gates, a recurrent parameter per "
-                        "channel) beside local attention: not mapped yet"),
     "reformer": ("transformers 5.24 cannot build its own class default (build: AssertionError: If you "
                  "want to use `ReformerModelWithLMHead` ma)"),
     "rembert": _ENCODER,

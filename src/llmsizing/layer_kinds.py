@@ -37,7 +37,12 @@ from ._validate import check_bool, check_choice, check_int
 #: receptance matrix and two mixes also live here (its key/value matrices are the block's two-matrix MLP). Its
 #: state: the last input of both token shifts (``conv_channels = 2 inner``, ``conv`` 1) and the WKV numerator,
 #: denominator and running maximum (``state`` 3 per channel), the five tensors of ``RwkvOutput.state``.
-MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv")
+#: ``rglru``: Griffin's recurrent block (De et al. 2024, arXiv:2402.19427; RecurrentGemma's
+#: ``RecurrentGemmaRecurrentBlock``): two biased input projections to ``inner`` (``lru_width``) channels, a
+#: depthwise convolution of ``conv`` taps with bias, the RG-LRU (a recurrent parameter per channel,
+#: block-diagonal input and recurrence gates of ``heads`` blocks with biases), a biased output projection.
+#: Its state: the convolution's last ``conv - 1`` inputs and one recurrent number per channel.
+MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv", "rglru")
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,7 @@ class StateMixer:
             object.__setattr__(self, "block", check_int("block", self.block))
         if self.kind == "mamba":
             object.__setattr__(self, "dt_rank", check_int("dt_rank", self.dt_rank))
-        elif self.kind not in ("shortconv", "rwkv"):
+        elif self.kind not in ("shortconv", "rwkv", "rglru"):
             heads = check_int("heads", self.heads)
             groups = check_int("groups", self.groups)
             if self.inner % heads or heads % groups:
@@ -92,7 +97,7 @@ class StateMixer:
         x, B and C)."""
         if self.kind == "lightning":
             return 0
-        if self.kind in ("mamba", "shortconv"):
+        if self.kind in ("mamba", "shortconv", "rglru"):
             return self.inner
         if self.kind == "rwkv":
             return 2 * self.inner
@@ -141,6 +146,15 @@ class StateMixer:
             return self._lightning_tensors(h)
         if self.kind == "kda":
             return self._kda_tensors(h)
+        if self.kind == "rglru":
+            b = d // self.heads
+            return [("attention", f"linear_{w}.{p}", (d, h) if p == "weight" else (d,)) for w in "yx"
+                    for p in ("weight", "bias")] + [
+                ("attention", "linear_out.weight", (h, d)), ("attention", "linear_out.bias", (h,)),
+                ("attention", "conv_1d.weight", (d, 1, self.conv)), ("attention", "conv_1d.bias", (d,)),
+                ("attention", "rg_lru.recurrent_param", (d,))] + [
+                ("attention", f"rg_lru.{g}_gate_{p}", (self.heads, b) + ((b,) if p == "weight" else ()))
+                for g in ("input", "recurrent") for p in ("weight", "bias")]
         if self.kind == "rwkv":
             mix = [("attention", f"{p}.time_mix_{w}", (1, 1, h)) for p, ws in
                    (("attention", ("key", "value", "receptance")), ("feed_forward", ("key", "receptance")))
@@ -185,6 +199,8 @@ class StateMixer:
         """Numbers one sequence keeps in ONE mixer layer: the convolution's last ``conv`` inputs
         (``conv_channels x conv``) plus the SSM state (``inner x state``: Mamba's per channel, Mamba-2's per
         head and head channel), as transformers' cache holds them."""
+        if self.kind == "rglru":                  # the convolution keeps conv - 1 inputs, the LRU one number
+            return self.inner * (self.conv - 1) + self.inner
         return self.conv_channels * self.conv + self.inner * self.state
 
 

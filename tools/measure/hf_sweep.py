@@ -97,6 +97,11 @@ def _state_per_sequence(model) -> tuple[int | str, str]:
     n += sum(t.numel() for t in getattr(cache, "linear_cache", None) or () if isinstance(t, torch.Tensor))
     # RWKV returns its recurrent state itself (``RwkvOutput.state``: five tensors over layers), not a cache
     n += sum(t.numel() for t in getattr(out, "state", None) or () if isinstance(t, torch.Tensor))
+    # RecurrentGemma keeps its state in its modules (only its recurrent blocks set these attributes)
+    for mod in model.modules():
+        for attr in ("conv1d_state", "recurrent_states"):
+            t = getattr(mod, attr, None)
+            n += t.numel() if isinstance(t, torch.Tensor) else 0
     for layer in getattr(cache, "layers", None) or ():
         for attr in ("conv_states", "recurrent_states"):
             states = getattr(layer, attr, None)
