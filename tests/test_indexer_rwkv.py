@@ -210,3 +210,17 @@ def test_recurrent_gemma_by_hand():
     # state: 3 conv inputs and one recurrent number per channel, per RG-LRU layer (transformers' own modules)
     assert m.state_numbers_per_sequence == 18 * (3 * d + d) == int(ROWS[("recurrent_gemma", "full")]
                                                                    ["state_per_sequence"])
+
+
+def test_axk1_norm_in_the_moe_layers_only():
+    """AXK1MoE (modeling_axk1.py) adds post_mlp_layernorm (a gain of hidden_size) in each MoE layer
+    only: the config's own mlp_layer_types counts them."""
+    import dataclasses
+    cfg = _cfg("axk1")
+    m = Model.from_hf_config(cfg)
+    n_moe = cfg["mlp_layer_types"].count("sparse")
+    assert m.n_moe_layers == n_moe > 0
+    bare = dataclasses.replace(m, extra_layer_tensors=())
+    assert m.n_params - bare.n_params == n_moe * cfg["hidden_size"]
+    assert m.n_params == int(ROWS[("axk1", "full")]["n_params"]) + int(ROWS[("axk1", "full")]
+                                                                       ["n_persistent_buffers"])

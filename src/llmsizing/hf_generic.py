@@ -137,9 +137,11 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Key
     fields.update(_moe(k, layers, rule))
     if rule.indexer:
         fields["indexer"] = _indexer(k, layers, rule, fields.get("q_lora_rank"))
-    extra = [e for e in rule.extra if len(e) == 3 or k.value(e[3][0], required=False) == e[3][1]]
-    fields["extra_layer_tensors"] = tuple((e[0], e[1], tuple(d if isinstance(d, int) else fields[d]
-                                                             for d in e[2])) for e in extra)
+    extra = [e for e in rule.extra
+             if len(e) == 3 or e[3] is None or k.value(e[3][0], required=False) == e[3][1]]
+    fields["extra_layer_tensors"] = tuple(
+        (e[0], e[1], tuple(d if isinstance(d, int) else fields[d] for d in e[2])) + tuple(e[4:])
+        for e in extra)
     _refuse_unread(k, rule)
     return fields
 

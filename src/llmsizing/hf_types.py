@@ -118,9 +118,10 @@ class Rule:
     ``None``: no learned positions); ``final_norm``: a norm after the last block; ``indexer``: DeepSeek Sparse
     Attention's indexer (:class:`~llmsizing.layer_kinds.Indexer`; keys ``index_n_heads``, ``index_head_dim``)
     in every layer (``"all"``) or in the ``"full"`` layers of ``indexer_types`` (``"types"``); ``extra``:
-    small tensors every layer adds, ``(component, name, shape[, (key, value)])`` with each dimension an int or
-    a Model field (``"hidden"``, ``"ffn_hidden"``, ``"head_dim"``), present only when the config's ``key`` is
-    ``value`` if that is given; ``source``: the modeling file."""
+    small tensors every layer adds, ``(component, name, shape[, (key, value)[, "moe"]])``, each dimension an
+    int or a Model field (``"hidden"``, ``"ffn_hidden"``, ``"head_dim"``), present only when the
+    config's ``key`` is ``value`` if that is given (``None``: always), in the MoE layers only with
+    ``"moe"``; ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -260,6 +261,9 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
                                                   for q in ("q1", "k1", "q2", "k2"))),
     "apertus": dict(_QK, mlp_bias=False, gated=False, extra=_XIELU),
     "apertus1p5_text": dict(_QK, mlp_bias=False, gated=False, extra=_XIELU),
+    # ---- DeepSeek-V3's layout with a norm after the experts inside each MoE block (post_mlp_layernorm)
+    "axk1": dict(mla=True, qkv_bias=False, o_bias=False, mlp_bias=False, window=None, moe=_SHARED_BIAS,
+                 extra=(("norms", "post_mlp_layernorm.weight", ("hidden",), None, "moe"),)),
     # ---- a gate on the attention output
     "beam": dict(_QK, norms=4, mlp_bias=False, attn_gate="full", moe=Moe(router_bias=True),
                  extra=(("attention", "gate_bias", ("heads",)),)),           # one gate bias per head
@@ -289,7 +293,6 @@ _PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
 #: (issue 36: refused by name, never guessed). ``data/hf_type_sweep.csv`` holds every type;
 #: ``tests/test_hf_sweep.py`` checks that each is either exact or listed here.
 REFUSED_TYPES: dict[str, str] = {
-    "axk1": "multi-head latent attention with a post-MLP norm inside the MoE block: not mapped yet",
     "axk2": _INDEXER + " (norms with a low-rank gate, fc1/fc2; a query gate, q_gate_proj)",
     "bailing_hybrid": ("linear attention with a full-rank output gate (g_proj) and a forget gate of its own: "
                        "not mapped to a mixer kind yet"),

@@ -254,10 +254,12 @@ def check_layer_kinds(m) -> None:
     object.__setattr__(m, "mlp_free_layers", free)
     extra = tuple(m.extra_layer_tensors)
     for e in extra:
-        if (not isinstance(e, tuple) or len(e) != 3 or not isinstance(e[1], str)
-                or not isinstance(e[2], tuple) or e[0] not in ("attention", "mlp", "norms")):
-            raise TypeError("extra_layer_tensors must hold (component, name, shape) tuples, component "
-                            f"'attention', 'mlp' or 'norms', got {e!r}")
+        if (not isinstance(e, tuple) or len(e) not in (3, 4) or not isinstance(e[1], str)
+                or not isinstance(e[2], tuple) or e[0] not in ("attention", "mlp", "norms")
+                or e[3:] not in ((), ("moe",))):
+            raise TypeError("extra_layer_tensors must hold (component, name, shape[, 'moe']) tuples, "
+                            "component 'attention', 'mlp' or 'norms', 'moe' for the MoE layers only, got "
+                            f"{e!r}")
         for d in e[2]:
             check_int("extra_layer_tensors shape", d)
     object.__setattr__(m, "extra_layer_tensors", extra)
