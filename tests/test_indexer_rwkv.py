@@ -7,6 +7,7 @@ measured below) and arithmetic written out from the modeling files, never the li
 from __future__ import annotations
 
 import csv
+import math
 import json
 from pathlib import Path
 
@@ -224,3 +225,21 @@ def test_axk1_norm_in_the_moe_layers_only():
     assert m.n_params - bare.n_params == n_moe * cfg["hidden_size"]
     assert m.n_params == int(ROWS[("axk1", "full")]["n_params"]) + int(ROWS[("axk1", "full")]
                                                                        ["n_persistent_buffers"])
+
+
+def test_bailing_hybrid_by_hand_and_as_the_hub_writes_it():
+    """BailingHybridConfig(): 42 layers, every 6th MLA attention (7), 35 linear layers of 32 heads x 128 with
+    full-rank gates. Per linear layer: q, k, v, f_proj, g_proj (4,096 x 2,560 each), conv (3 x 4,096 x 4),
+    dt_bias 4,096, A_log 32, b_proj 32 x 2,560, o_norm 128, o_proj 2,560 x 4,096. State: conv inputs
+    3 x 4,096 x 4 and 32 heads x 128 x 128. A config as the Hub writes it (head_dim 128, no linear_* keys)
+    describes the same model as the class default."""
+    h, d, a, r = 2560, 32 * 128, 32, 128
+    layer = 5 * d * h + 3 * d * 4 + d + a + a * h + r + h * d
+    m = Model.from_hf_config(_cfg("bailing_hybrid"))
+    assert m.n_mixer_layers == 35 and m.mixer.tensors(h) and sum(
+        math.prod(s) for _, _, s in m.mixer.tensors(h)) == layer
+    assert m.state_numbers_per_sequence == 35 * (3 * d * 4 + a * r * r) == 20_070_400
+    assert kv_cache_bytes_per_token(m, "bf16") == 2 * 7 * (512 + 64)
+    hub = {key: v for key, v in _cfg("bailing_hybrid", "saved").items() if not key.startswith("linear_")}
+    hub["head_dim"] = 128
+    assert Model.from_hf_config(hub).n_params == m.n_params

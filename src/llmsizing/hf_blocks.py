@@ -9,7 +9,7 @@ class accepts and with its defaults (:class:`~llmsizing.hf_generic._Keys`);
 from __future__ import annotations
 
 from .hf_generic import _Keys, _short, generic_fields
-from .hf_types import Rule
+from .hf_types import Moe, Rule
 from .layer_kinds import StateMixer
 from .model_keys import _HF_ACTIVATION_ALIASES, ACTIVATIONS
 
@@ -187,9 +187,39 @@ def _recurrent_gemma(k: _Keys) -> dict:
     return f
 
 
+_BAILING = Rule(source=_src("bailing_hybrid"), qkv_bias=False, o_bias=False, mlp_bias=False, mla=True,
+                window=None, attn_gate="head", moe=Moe(shared="n_shared_experts", router_bias=True))
+
+
+def _bailing_hybrid(k: _Keys) -> dict:
+    """``modeling_bailing_hybrid.py`` (Ling 2.5): ``BailingHybridDeltaAttention`` (Kimi Delta Attention with
+    full-rank forget and output gates) in the ``linear_attention`` layers of ``layer_types`` (by default all
+    but every ``layer_group_size``-th), DeepSeek-V3's latent attention with a per-head output gate elsewhere;
+    experts with ``n_shared_experts`` shared ones and a score-correction buffer in the ``sparse`` layers of
+    ``mlp_layer_types``. ``BailingHybridConfig.__post_init__`` sizes the linear layers with the configured
+    ``head_dim``, ``num_attention_heads`` and ``short_conv_kernel_size`` (kept as ``linear_head_dim``,
+    ``linear_num_heads``, ``linear_conv_kernel_dim``) and then sets ``head_dim`` to ``qk_rope_head_dim``."""
+    n = k.int("num_hidden_layers")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        every = k.int("layer_group_size")
+        kinds = ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n)]
+    k.used.update(("layer_types", "layer_group_size", "kda_safe_gate", "kda_lower_bound"))
+    mix = _kinds(_Fixed(k, kinds), n, "layer_types", ("linear_attention",), ("full_attention",))
+    c = k.config
+    heads = c.get("linear_num_heads") or k.int("num_attention_heads")
+    hd = c.get("linear_head_dim") or k.int("head_dim")
+    conv = c.get("linear_conv_kernel_dim") or k.int("short_conv_kernel_size")
+    mixer = StateMixer("kda_full", inner=heads * hd, state=hd, conv=conv, heads=heads, groups=heads,
+                       conv_bias=False)
+    f = generic_fields(k.config, k.where, k.mtype, _BAILING, keys=k)
+    return dict(f, mixer=mixer, mixer_layers=mix)
+
+
 #: The types read here and their readers: ``{model_type: (reader, modeling file)}``.
 BLOCK_TYPES = {"rwkv": (_rwkv, _src("rwkv")), "nemotron_h": (_nemotron_h, _src("nemotron_h")),
-               "lfm3": (_lfm3, _src("lfm3")), "recurrent_gemma": (_recurrent_gemma, _src("recurrent_gemma"))}
+               "lfm3": (_lfm3, _src("lfm3")), "recurrent_gemma": (_recurrent_gemma, _src("recurrent_gemma")),
+               "bailing_hybrid": (_bailing_hybrid, _src("bailing_hybrid"))}
 
 
 __all__ = ["BLOCK_TYPES"]

@@ -294,8 +294,6 @@ _PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
 #: ``tests/test_hf_sweep.py`` checks that each is either exact or listed here.
 REFUSED_TYPES: dict[str, str] = {
     "axk2": _INDEXER + " (norms with a low-rank gate, fc1/fc2; a query gate, q_gate_proj)",
-    "bailing_hybrid": ("linear attention with a full-rank output gate (g_proj) and a forget gate of its own: "
-                       "not mapped to a mixer kind yet"),
     "bert": _ENCODER,
     "bert-generation": "an encoder (BERT blocks) run as a decoder",
     "big_bird": _ENCODER,

@@ -42,7 +42,9 @@ from ._validate import check_bool, check_choice, check_int
 #: depthwise convolution of ``conv`` taps with bias, the RG-LRU (a recurrent parameter per channel,
 #: block-diagonal input and recurrence gates of ``heads`` blocks with biases), a biased output projection.
 #: Its state: the convolution's last ``conv - 1`` inputs and one recurrent number per channel.
-MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv", "rglru")
+#: ``kda_full``: Kimi Delta Attention with full-rank forget and output gates (``f_proj``, ``g_proj`` of
+#: ``inner x hidden``; Ling 2.5's ``BailingHybridDeltaAttention``), the same state.
+MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv", "rglru", "kda_full")
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,12 @@ class StateMixer:
         (``g_a_proj``, ``g_b_proj``), a gated RMSNorm over one head, ``o_proj``."""
         d, r, a = self.inner, self.state, self.heads
         t = [("attention", f"{p}_proj.weight", (d, h)) for p in "qkv"]
+        if self.kind == "kda_full":
+            return t + [("attention", "conv1d.weight", (3 * d, 1, self.conv)),
+                        ("attention", "f_proj.weight", (d, h)), ("attention", "dt_bias", (d,)),
+                        ("attention", "A_log", (a,)), ("attention", "b_proj.weight", (a, h)),
+                        ("attention", "g_proj.weight", (d, h)), ("norms", "o_norm.weight", (r,)),
+                        ("attention", "o_proj.weight", (h, d))]
         return t + [("attention", "conv1d.weight", (3 * d, 1, self.conv)),
                     ("attention", "f_a_proj.weight", (r, h)), ("attention", "f_b_proj.weight", (d, r)),
                     ("attention", "dt_bias", (d,)), ("attention", "A_log", (a,)),
@@ -144,7 +152,7 @@ class StateMixer:
             return self._gdn_tensors(h)
         if self.kind == "lightning":
             return self._lightning_tensors(h)
-        if self.kind == "kda":
+        if self.kind in ("kda", "kda_full"):
             return self._kda_tensors(h)
         if self.kind == "rglru":
             b = d // self.heads
