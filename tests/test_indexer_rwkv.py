@@ -243,3 +243,13 @@ def test_bailing_hybrid_by_hand_and_as_the_hub_writes_it():
     hub = {key: v for key, v in _cfg("bailing_hybrid", "saved").items() if not key.startswith("linear_")}
     hub["head_dim"] = 128
     assert Model.from_hf_config(hub).n_params == m.n_params
+
+
+def test_gpt_neox_japanese_by_hand():
+    """GPTNeoXJapaneseConfig(): hidden 2,560, 32 layers, MLP 4 x 2,560, vocab 32,000, tied embed_out: per layer
+    query_key_value 3 h^2 and dense h^2 (no biases), the MLP 2 h x 4 h, two LayerNorms; one dense_bias of h in
+    the last layer; a final LayerNorm."""
+    h, n, f, v = 2560, 32, 4 * 2560, 32_000
+    m = Model.from_hf_config(_cfg("gpt_neox_japanese"))
+    assert m.n_params == n * (4 * h * h + 2 * h * f + 4 * h) + h + 2 * h + v * h == 2_598_837_760
+    assert m.n_params == int(ROWS[("gpt_neox_japanese", "full")]["n_params"])

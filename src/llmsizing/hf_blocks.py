@@ -216,10 +216,26 @@ def _bailing_hybrid(k: _Keys) -> dict:
     return dict(f, mixer=mixer, mixer_layers=mix)
 
 
+def _gpt_neox_japanese(k: _Keys) -> dict:
+    """``modeling_gpt_neox_japanese.py``: fused ``query_key_value`` and ``dense`` without biases, except one
+    ``dense_bias`` in the last layer only; an MLP of ``int(hidden x intermediate_multiple_size)`` without
+    biases; two LayerNorms per block, a final one; ``embed_out`` tied to the embedding by default."""
+    h = k.int("hidden_size")
+    act = k.value("hidden_act", required=False)
+    act = _HF_ACTIVATION_ALIASES.get(act, act) if isinstance(act, str) else None
+    return dict(layers=k.int("num_hidden_layers"), hidden=h, heads=k.int("num_attention_heads"),
+                ffn_hidden=int(h * k.value("intermediate_multiple_size")), vocab=k.int("vocab_size"),
+                gated_mlp=False, norm="layernorm", fused_qkv=True,
+                tied_embeddings=bool(k.switch("tie_word_embeddings")),
+                activation=act if act in ACTIVATIONS else None,
+                extra_layer_tensors=(("attention", "dense_bias", (h,), "one"),))
+
+
 #: The types read here and their readers: ``{model_type: (reader, modeling file)}``.
 BLOCK_TYPES = {"rwkv": (_rwkv, _src("rwkv")), "nemotron_h": (_nemotron_h, _src("nemotron_h")),
                "lfm3": (_lfm3, _src("lfm3")), "recurrent_gemma": (_recurrent_gemma, _src("recurrent_gemma")),
-               "bailing_hybrid": (_bailing_hybrid, _src("bailing_hybrid"))}
+               "bailing_hybrid": (_bailing_hybrid, _src("bailing_hybrid")),
+               "gpt_neox_japanese": (_gpt_neox_japanese, _src("gpt_neox_japanese"))}
 
 
 __all__ = ["BLOCK_TYPES"]

@@ -327,7 +327,6 @@ REFUSED_TYPES: dict[str, str] = {
                                  "projections): not modelled"),
     "gemma4_unified_text": "global layers with their own head dimension and a per-layer scalar: not modelled",
     "git": _MULTIMODAL_TEXT,
-    "gpt_neox_japanese": "GPT-NeoX-Japanese's separate dense bias: not mapped yet",
     "hrm_text": ("two weight-shared stacks run in nested loops (H_cycles x L_cycles) with a gated attention "
                  "output: the cache per token of a looped stack is not modelled"),
     "hunyuan_v1_dense": ("transformers 5.24 cannot build its own class default (build: TypeError: "

@@ -246,7 +246,8 @@ class Indexer:
 def check_layer_kinds(m) -> None:
     """Checks and normalises a :class:`~llmsizing.model.Model`'s layer-kind fields (called by its
     ``__post_init__``): ``extra_layer_tensors`` (small tensors every layer holds beyond the Llama block:
-    BitNet's sub-norms, differential attention's lambdas, xIELU's scalars; the Hugging Face reader derives
+    BitNet's sub-norms, differential attention's lambdas, xIELU's scalars; in the MoE layers only, AXK1's
+    post-MoE norm; in one layer only, GPT-NeoX-Japanese's last output bias; the Hugging Face reader derives
     them from a type's rule), ``mixer``/``mixer_layers``/``mixer_mlp``/``mixer_parallel``, ``indexer`` and
     ``mlp_free_layers``, the layers whose block ends after attention or the mixer (Nemotron-H, whose blocks
     hold one sub-layer each: a Mamba or attention block not followed by an MLP or MoE block); those layers
@@ -264,10 +265,10 @@ def check_layer_kinds(m) -> None:
     for e in extra:
         if (not isinstance(e, tuple) or len(e) not in (3, 4) or not isinstance(e[1], str)
                 or not isinstance(e[2], tuple) or e[0] not in ("attention", "mlp", "norms")
-                or e[3:] not in ((), ("moe",))):
-            raise TypeError("extra_layer_tensors must hold (component, name, shape[, 'moe']) tuples, "
-                            "component 'attention', 'mlp' or 'norms', 'moe' for the MoE layers only, got "
-                            f"{e!r}")
+                or e[3:] not in ((), ("moe",), ("one",))):
+            raise TypeError("extra_layer_tensors must hold (component, name, shape[, 'moe' or 'one']) "
+                            "tuples, component 'attention', 'mlp' or 'norms', 'moe' for the MoE layers only, "
+                            f"'one' for one layer only, got {e!r}")
         for d in e[2]:
             check_int("extra_layer_tensors shape", d)
     object.__setattr__(m, "extra_layer_tensors", extra)
