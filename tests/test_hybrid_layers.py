@@ -124,3 +124,20 @@ def test_decode_step_reads_and_writes_the_state():
     state = 3 * ((512 + 2 * 16) * 4 + 512 * 16) * 2
     assert state == 62_208
     assert two.decode_bytes_per_gpu - one.decode_bytes_per_gpu == pytest.approx(1024 * cached + 2 * state)
+
+
+def test_state_dtype_fp32_doubles_the_state_terms():
+    """Issue 36: an engine may keep a Mamba state in FP32 (vLLM's --mamba-ssm-cache-dtype, Nemotron-H's
+    mamba_ssm_cache_dtype) while the KV cache is BF16: the reserve for max_num_seqs sequences and each decode
+    step's read and write double (4 bytes instead of 2 per state number)."""
+    from llmsizing.serve_step import serving
+    m = Model("hybrid", layers=4, hidden=256, heads=4, ffn_hidden=512, vocab=1000,
+              mixer=StateMixer("mamba2", inner=512, state=16, conv=4, heads=8, groups=1), mixer_layers=(0, 1, 2))
+    state_bf16 = 62_208                                     # test_decode_step_reads_and_writes_the_state
+    bf16 = kv_capacity_tokens(m, "H100 SXM")
+    fp32 = kv_capacity_tokens(m, "H100 SXM", state_dtype="fp32")
+    assert bf16.kv_bytes - fp32.kv_bytes == pytest.approx(MAX_NUM_SEQS * state_bf16)
+    one, two = (serving(m, "H100 SXM", batch=2, state_dtype=d) for d in (None, "fp32"))
+    assert two.decode_bytes_per_gpu - one.decode_bytes_per_gpu == pytest.approx(2 * 2 * state_bf16)
+    with pytest.raises(ValueError, match="state_dtype"):
+        kv_capacity_tokens(m, "H100 SXM", state_dtype="fp33")
