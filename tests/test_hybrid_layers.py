@@ -67,7 +67,7 @@ def test_mixer_fields_are_checked():
     with pytest.raises(ValueError, match="give mixer"):
         Model("x", layers=2, hidden=32, heads=4, ffn_hidden=64, vocab=10, mixer_layers=(0,))
     with pytest.raises(ValueError, match="kind"):
-        StateMixer("rwkv", inner=64, state=4)
+        StateMixer("xlstm", inner=64, state=4)
     with pytest.raises(ValueError, match="heads"):
         StateMixer("mamba2", inner=64, state=4, heads=3)
 
@@ -110,3 +110,34 @@ def test_lfm2_short_convolution_layers_by_hand():
     assert m.n_params == 10 * conv + 6 * attn + 65536 * h + h == 1_170_340_608
     assert m.state_numbers_per_sequence == 10 * h * 3
     assert kv_cache_bytes_per_token(m) == 6 * 2 * 8 * 64 * 2
+
+
+def test_decode_step_reads_and_writes_the_state():
+    """Issue 36: each decode step of a Mamba-2 layer reads its per-sequence state and writes it back. One
+    attention layer (4 heads of 64: K and V, 2 bytes: 1,024 B per token) and three Mamba-2 layers (512
+    channels, 8 heads, one group, state 16, conv 4: (512 + 2 x 16) x 4 + 512 x 16 = 10,368 numbers, 2 bytes)."""
+    from llmsizing.serve_step import serving
+    m = Model("hybrid", layers=4, hidden=256, heads=4, ffn_hidden=512, vocab=1000,
+              mixer=StateMixer("mamba2", inner=512, state=16, conv=4, heads=8, groups=1), mixer_layers=(0, 1, 2))
+    one, two = (serving(m, "H100 SXM", batch=b, prompt=1024, output=256) for b in (1, 2))
+    cached = 1024 + 256 // 2
+    state = 3 * ((512 + 2 * 16) * 4 + 512 * 16) * 2
+    assert state == 62_208
+    assert two.decode_bytes_per_gpu - one.decode_bytes_per_gpu == pytest.approx(1024 * cached + 2 * state)
+
+
+def test_state_dtype_fp32_doubles_the_state_terms():
+    """Issue 36: an engine may keep a Mamba state in FP32 (vLLM's --mamba-ssm-cache-dtype, Nemotron-H's
+    mamba_ssm_cache_dtype) while the KV cache is BF16: the reserve for max_num_seqs sequences and each decode
+    step's read and write double (4 bytes instead of 2 per state number)."""
+    from llmsizing.serve_step import serving
+    m = Model("hybrid", layers=4, hidden=256, heads=4, ffn_hidden=512, vocab=1000,
+              mixer=StateMixer("mamba2", inner=512, state=16, conv=4, heads=8, groups=1), mixer_layers=(0, 1, 2))
+    state_bf16 = 62_208                                     # test_decode_step_reads_and_writes_the_state
+    bf16 = kv_capacity_tokens(m, "H100 SXM")
+    fp32 = kv_capacity_tokens(m, "H100 SXM", state_dtype="fp32")
+    assert bf16.kv_bytes - fp32.kv_bytes == pytest.approx(MAX_NUM_SEQS * state_bf16)
+    one, two = (serving(m, "H100 SXM", batch=2, state_dtype=d) for d in (None, "fp32"))
+    assert two.decode_bytes_per_gpu - one.decode_bytes_per_gpu == pytest.approx(2 * 2 * state_bf16)
+    with pytest.raises(ValueError, match="state_dtype"):
+        kv_capacity_tokens(m, "H100 SXM", state_dtype="fp33")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._validate import MAX_MEANINGFUL, check_bool, check_int
 from .hf_types import (EXPERT_COUNT_KEYS, EXPERT_TOPK_KEYS, NO_PARAMETER_KEYS, Rule, class_default,
                        config_classes, synonyms)
+from .layer_kinds import Indexer
 from .model_keys import _HF_ACTIVATION_ALIASES, ACTIVATIONS, moe_layer_indices
 
 
@@ -91,7 +92,7 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Key
     if head_dim == 0:
         raise ValueError(f"{where}: num_attention_heads ({heads}) must be at most hidden_size ({hidden}) "
                          "unless head_dim is given")
-    if kv > heads or heads % kv:
+    if not rule.mla and (kv > heads or heads % kv):       # MLA: every head gets its own key and value
         raise ValueError(f"{where}: num_key_value_heads ({kv}) must divide num_attention_heads ({heads}) "
                          "and be at most it")
     # intermediate_size may be absent when every layer has experts (Solar Open): the experts' width then
@@ -134,8 +135,45 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Key
         fields.update(learned_pos=True, pos_offset=rule.pos_offset, max_seq=k.int("max_position_embeddings"))
     fields.update(_windows(k, layers, rule))
     fields.update(_moe(k, layers, rule))
+    if rule.indexer:
+        fields["indexer"] = _indexer(k, layers, rule, fields.get("q_lora_rank"))
+    extra = [e for e in rule.extra
+             if len(e) == 3 or e[3] is None or k.value(e[3][0], required=False) == e[3][1]]
+    fields["extra_layer_tensors"] = tuple(
+        (e[0], e[1], tuple(d if isinstance(d, int) else fields[d] for d in e[2])) + tuple(e[4:])
+        for e in extra)
     _refuse_unread(k, rule)
     return fields
+
+
+def _indexer(k: _Keys, layers: int, rule: Rule, q_rank) -> Indexer:
+    """DeepSeek Sparse Attention's indexer (``modeling_deepseek_v32.py``'s ``DeepseekV32Indexer``): its
+    queries come from MLA's query latent, so ``q_lora_rank`` must be set; with ``indexer_types`` (GLM-5) only
+    the ``"full"`` layers have one, the list derived as ``GlmMoeDsaConfig.__post_init__`` does when absent."""
+    if q_rank is None:
+        raise ValueError(f"{k.where}: q_lora_rank=None, but the sparse-attention indexer reads the query "
+                         "latent (wq_b takes q_lora_rank inputs)")
+    kinds = k.value("layer_types", required=False)
+    if kinds is not None and (not isinstance(kinds, list) or set(kinds) != {"indexed_attention"}):
+        raise ValueError(f"{k.where}: layer_types={_short(kinds)}: only 'indexed_attention' layers are read")
+    n = None
+    if rule.indexer == "types":
+        types = k.value("indexer_types", required=False)
+        if types is None:
+            pattern = k.config.get("index_topk_pattern")
+            if pattern is not None:
+                types = [{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
+            else:
+                freq = max(k.config.get("index_topk_freq", 1), 1)
+                off = k.config.get("index_skip_topk_offset", 2)
+                types = ["full" if max(i - off + 1, 0) % freq == 0 else "shared" for i in range(layers)]
+        if not isinstance(types, list) or len(types) != layers or set(types) - {"full", "shared"}:
+            raise ValueError(f"{k.where}: indexer_types must be a list of {layers} 'full' or 'shared', got "
+                             f"{_short(types)}")
+        n = types.count("full")
+    k.used.update(("index_topk", "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset"))
+    return Indexer(heads=k.int("index_n_heads"), head_dim=k.int("index_head_dim"), q_rank=q_rank,
+                   layers=None if n == layers else n)
 
 
 def _windows(k: _Keys, layers: int, rule: Rule) -> dict:

@@ -11,26 +11,17 @@ from __future__ import annotations
 
 import math
 
+from .hf_blocks import BLOCK_TYPES, _base, _Fixed, _kinds, _src
 from .hf_generic import _Keys, _short, generic_fields, refuse_unread
 from .hf_types import Moe, Rule, config_classes
 from .layer_kinds import StateMixer
 from .model_keys import _HF_ACTIVATION_ALIASES, ACTIVATIONS
 
 
-def _src(t: str) -> str:
-    return f"transformers/models/{t}/modeling_{t}.py"
-
-
 def _dt_rank(k: _Keys, key: str, hidden: int) -> int:
     """``"auto"`` is ``ceil(hidden / 16)`` (``MambaConfig.__post_init__``, ``JambaConfig``'s too)."""
     v = k.value(key)
     return math.ceil(hidden / 16) if v == "auto" else k.int(key)
-
-
-def _base(k: _Keys, tied_default: bool) -> dict:
-    tied = k.value("tie_word_embeddings", required=False)
-    return dict(layers=k.int("num_hidden_layers"), hidden=k.int("hidden_size"), vocab=k.int("vocab_size"),
-                tied_embeddings=tied_default if tied is None else bool(tied))
 
 
 def _mamba(k: _Keys) -> dict:
@@ -125,15 +116,6 @@ def _mamba2_mixer(k: _Keys, h: int, p: str = "mamba_") -> StateMixer:
 
 def _fields(k: _Keys) -> dict:
     return config_classes().get(k.mtype, {}).get("defaults", {})
-
-
-def _kinds(k: _Keys, n: int, key: str, mixer: tuple, attention: tuple) -> tuple[int, ...]:
-    """The mixer layers of a per-layer list of kinds (``layer_types``); any other kind is refused."""
-    kinds = k.value(key)
-    if not isinstance(kinds, list) or len(kinds) != n or set(kinds) - set(mixer) - set(attention):
-        raise ValueError(f"{k.where}: {key} must be a list of {n} entries among "
-                         f"{', '.join(mixer + attention)}, got {_short(kinds)}")
-    return tuple(i for i, t in enumerate(kinds) if t in mixer)
 
 
 def _granitemoehybrid(k: _Keys) -> dict:
@@ -238,16 +220,6 @@ def _olmo_hybrid(k: _Keys) -> dict:
                    "linear_dt_max", "linear_dt_init_floor"))
     f = generic_fields(k.config, k.where, k.mtype, _OLMO_HYBRID, keys=k)
     return dict(f, mixer=mixer, mixer_layers=mix)
-
-
-class _Fixed:
-    """A key reader that answers one key from a given value (a default that ``__post_init__`` computes)."""
-
-    def __init__(self, k: _Keys, value):
-        self.where, self._value = k.where, value
-
-    def value(self, key: str):
-        return self._value
 
 
 def _falcon_h1(k: _Keys) -> dict:
@@ -433,7 +405,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "bamba": (_bamba, _src("bamba")),
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
-             "lfm2": (_lfm2, _src("lfm2")),
+             "lfm2": (_lfm2, _src("lfm2")), **BLOCK_TYPES,
              "ernie4_5_moe": (_ernie4_5_moe, _src("ernie4_5_moe")),
              "mpt": (_mpt, _src("mpt")),
              "gpt_neo": (_gpt_neo, _src("gpt_neo")),

@@ -115,8 +115,13 @@ class Rule:
     ``gpt2_layout``: GPT-2's block (learned positions, fused q/k/v with ``multi_query`` giving one key/value
     head); ``lm_head_bias``: a bias on the LM head; ``parallel``: attention and MLP side by side on one norm
     (GPT-J); ``pos_offset``: learned positions, ``max_position_embeddings`` plus this many rows (BioGPT's 2;
-    ``None``: no learned positions); ``final_norm``: a norm after the last block; ``source``: the modeling
-    file."""
+    ``None``: no learned positions); ``final_norm``: a norm after the last block; ``indexer``: DeepSeek Sparse
+    Attention's indexer (:class:`~llmsizing.layer_kinds.Indexer`; keys ``index_n_heads``, ``index_head_dim``)
+    in every layer (``"all"``) or in the ``"full"`` layers of ``indexer_types`` (``"types"``); ``extra``:
+    small tensors every layer adds, ``(component, name, shape[, (key, value)[, "moe"]])``, each dimension an
+    int or a Model field (``"hidden"``, ``"ffn_hidden"``, ``"head_dim"``), present only when the
+    config's ``key`` is ``value`` if that is given (``None``: always), in the MoE layers only with
+    ``"moe"``; ``source``: the modeling file."""
 
     source: str
     qkv_bias: str | bool = "attention_bias"
@@ -139,6 +144,8 @@ class Rule:
     parallel: bool = False
     pos_offset: int | None = None
     final_norm: bool = True
+    indexer: str | None = None
+    extra: tuple = ()
 
 
 def _src(t: str) -> str:
@@ -146,6 +153,8 @@ def _src(t: str) -> str:
 
 
 _QK = dict(qk_norm="head")
+_XIELU = tuple(("mlp", f"act_fn.{w}", (1,), ("hidden_act", "xielu"))
+               for w in ("alpha_p", "alpha_n", "beta", "eps"))
 _NO_BIAS = dict(qkv_bias=False, o_bias=False, mlp_bias=False)
 _DS_MOE = Moe(shared="n_shared_experts", first_dense="first_k_dense_replace")
 _SHARED_BIAS = Moe(shared="n_shared_experts", router_bias=True)
@@ -237,7 +246,27 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
     "gpt_bigcode": dict(qkv_bias=True, o_bias=True, mlp_bias=True, norm="layernorm", gated=False,
                         ffn_key="n_inner", gpt2_layout=True, window=None,
                         activation_key="activation_function"),
+    # ---- DeepSeek Sparse Attention: DeepSeek-V3's MLA and experts with a lightning indexer in every layer
+    #      (DeepSeek-V3.2) or in the layers indexer_types marks "full" (GLM-5)
+    "deepseek_v32": dict(mla=True, qkv_bias=False, o_bias=False, mlp_bias=False, window=None, indexer="all",
+                         moe=_DS_MOE_BIAS),
+    "glm_moe_dsa": dict(mla=True, qkv_bias=False, o_bias=False, mlp_bias=False, window=None, indexer="types",
+                        moe=_DS_MOE_BIAS),
+    # ---- small extra tensors per layer (Rule.extra): BitNet b1.58's sub-norms before o_proj and down_proj;
+    #      differential attention's four lambda vectors (its group norm has no weight); Apertus's xIELU
+    #      activation (alpha_p, alpha_n parameters, beta and eps saved buffers) with a two-matrix MLP
+    "bitnet": dict(mlp_bias=False, extra=(("norms", "attn_sub_norm.weight", ("hidden",)),
+                                          ("norms", "ffn_sub_norm.weight", ("ffn_hidden",)))),
+    "diffllama": dict(mlp_bias=False, extra=tuple(("attention", f"lambda_{q}", ("head_dim",))
+                                                  for q in ("q1", "k1", "q2", "k2"))),
+    "apertus": dict(_QK, mlp_bias=False, gated=False, extra=_XIELU),
+    "apertus1p5_text": dict(_QK, mlp_bias=False, gated=False, extra=_XIELU),
+    # ---- DeepSeek-V3's layout with a norm after the experts inside each MoE block (post_mlp_layernorm)
+    "axk1": dict(mla=True, qkv_bias=False, o_bias=False, mlp_bias=False, window=None, moe=_SHARED_BIAS,
+                 extra=(("norms", "post_mlp_layernorm.weight", ("hidden",), None, "moe"),)),
     # ---- a gate on the attention output
+    "beam": dict(_QK, norms=4, mlp_bias=False, attn_gate="full", moe=Moe(router_bias=True),
+                 extra=(("attention", "gate_bias", ("heads",)),)),           # one gate bias per head
     "afmoe": dict(_QK, norms=4, mlp_bias=False, attn_gate="full",
                   moe=Moe(shared="num_shared_experts", first_dense="num_dense_layers", router_bias=True)),
     "laguna": dict(_QK, mlp_bias=False, attn_gate="head",
@@ -248,12 +277,15 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
 
 
 _ENCODER = "an encoder (it also has a masked-LM head) run as a decoder: BERT-style blocks are not modelled"
-_ONE_SUBLAYER = ("blocks of ONE sub-layer each (a Mamba-2 mixer, attention, an MLP or experts, each with its "
-                 "own norm), which Model's attention-plus-MLP block does not represent")
-_SHARED_BLOCK = ("Mamba layers with a shared attention block reused every few layers (Zamba2: with per-use "
-                 "LoRA adapters): the shared block is not represented")
-_INDEXER = "sparse attention with a lightning indexer (DeepSeek-V3.2 style): the indexer is not modelled"
-_ATTN_GATE = "a gate on the attention output (an extra matrix per layer): not modelled"
+_SHARED_BLOCK = ("Mamba layers with one transformer block whose weights are reused every few layers, on the "
+                 "concatenation of the hidden state and the embeddings, with a projection per use (Zamba2: "
+                 "and per-use LoRA adapters): parameters once, KV per use, not represented")
+_INDEXER = ("DeepSeek-V3.2's indexer (read for deepseek_v32 and glm_moe_dsa) with parts of its own: "
+            "not mapped yet")
+_HYPER = ("hyper-connections (hc_mult residual streams with their own mixing parameters) around a "
+          "sparse-attention indexer: not modelled")
+_ATTN_GATE = ("a gate on the attention output with parts of its own (a gate bias, learned scalars and L2 "
+              "norms, or recurrent blocks beside it): not mapped yet")
 _MULTIMODAL_TEXT = "a multimodal model whose text part is not read yet"
 _PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
 
@@ -261,19 +293,10 @@ _PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
 #: (issue 36: refused by name, never guessed). ``data/hf_type_sweep.csv`` holds every type;
 #: ``tests/test_hf_sweep.py`` checks that each is either exact or listed here.
 REFUSED_TYPES: dict[str, str] = {
-    "apertus": ("xIELU activation with learned scalars and renamed norms (attention_layernorm, "
-                "feedforward_layernorm)"),
-    "apertus1p5_text": ("xIELU activation with learned scalars and renamed norms (attention_layernorm,"
-                        " feedforward_layernorm)"),
-    "axk1": "multi-head latent attention with a post-MLP norm inside the MoE block: not mapped yet",
-    "axk2": _INDEXER,
-    "bailing_hybrid": ("linear attention with a full-rank output gate (g_proj) and a forget gate of its own: "
-                       "not mapped to a mixer kind yet"),
-    "beam": _ATTN_GATE,
+    "axk2": _INDEXER + " (norms with a low-rank gate, fc1/fc2; a query gate, q_gate_proj)",
     "bert": _ENCODER,
     "bert-generation": "an encoder (BERT blocks) run as a decoder",
     "big_bird": _ENCODER,
-    "bitnet": "extra sub-norms inside attention and MLP (BitNet b1.58): not modelled",
     "blt": "byte latent transformer (local encoder and decoder around a global model): not modelled",
     "camembert": _ENCODER,
     "cohere_compass_text": ("transformers 5.24 cannot build its own class default (build: KeyError: "
@@ -282,19 +305,17 @@ REFUSED_TYPES: dict[str, str] = {
     "data2vec-text": _ENCODER,
     "dbrx": ("transformers 5.24 cannot build its own class default (build: AttributeError: "
              "'DbrxAttentionConfig' object has no attribute ')"),
-    "deepseek_v32": _INDEXER,
-    "deepseek_v4": _INDEXER,
-    "diffllama": "differential attention (four learned lambda vectors per layer): not modelled",
+    "deepseek_v4": _HYPER + " (and compressed attention, compress_rates)",
     "doge": "dynamic-mask attention and residual gains: not modelled",
     "dory": _ATTN_GATE,
     "dots1": ("transformers 5.24 cannot build its own class default (build: TypeError: empty() takes 1"
               " positional argument but 3 were given)"),
-    "dots3_note": _INDEXER,
-    "dots3_note_text": _INDEXER,
+    "dots3_note": "a multimodal model whose text part (dots3_note_text) is not read yet",
+    "dots3_note_text": _INDEXER + " (its sliding-window layers have attention widths of their own, "
+                       "per_layer_config; a norm on the rotary key alone, k_rope_only_layernorm)",
     "electra": _ENCODER,
     "emu3": "multimodal config without a text sub-type reader yet",
     "ernie": _ENCODER,
-    "fuyu": _MULTIMODAL_TEXT,
     "gemma3n": "transformers 5.24 cannot build its own class default (build: ImportError: )",
     "gemma3n_text": _PER_LAYER,
     "gemma4": _PER_LAYER,
@@ -306,14 +327,13 @@ REFUSED_TYPES: dict[str, str] = {
                                  "projections): not modelled"),
     "gemma4_unified_text": "global layers with their own head dimension and a per-layer scalar: not modelled",
     "git": _MULTIMODAL_TEXT,
-    "glm_moe_dsa": _INDEXER,
-    "gpt_neox_japanese": "GPT-NeoX-Japanese's separate dense bias: not mapped yet",
-    "hrm_text": _ATTN_GATE,
+    "hrm_text": ("two weight-shared stacks run in nested loops (H_cycles x L_cycles) with a gated attention "
+                 "output: the cache per token of a looped stack is not modelled"),
     "hunyuan_v1_dense": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                          "unsupported operand type(s) for ** or pow(): 'NoneTy)"),
     "hunyuan_v1_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                        "unsupported operand type(s) for ** or pow(): 'NoneTy)"),
-    "hy_v4": _INDEXER,
+    "hy_v4": _HYPER,
     "inkling2_loop_text": ("looped layers with message gates, short convolutions and relative position "
                            "biases: not mapped yet"),
     "inkling2_text": "mixture of experts with its own routing modules: not mapped yet",
@@ -321,10 +341,10 @@ REFUSED_TYPES: dict[str, str] = {
     "jetmoe": "mixture of attention heads and of MLP experts (JetMoE): not modelled",
     "lfm2_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: 'NoneType' "
                  "object is not subscriptable)"),
-    "lfm3": _ATTN_GATE,
     "longcat_flash": "two attention blocks per layer and zero-computation experts: not modelled",
     "megatron-bert": _ENCODER,
-    "mimo_v2_flash": "value head dimension different from the query/key head dimension: not modelled",
+    "mimo_v2_flash": ("sliding-window layers with twice the KV heads and sinks, and a value head dimension "
+                      "different from the query/key one: not modelled"),
     "minimax_m3_vl_text": ("sparse attention with an indexer and dense/MoE layer widths of its own: "
                            "not mapped yet"),
     "ministral": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
@@ -333,13 +353,11 @@ REFUSED_TYPES: dict[str, str] = {
     "modernbert-decoder": "an encoder (ModernBERT blocks) run as a decoder",
     "moshi": "an audio model with multi-codebook heads: not modelled",
     "moss_transcribe_diarize": "a speech model's decoder: not modelled",
-    "nemotron_h": _ONE_SUBLAYER,
     "phi4_multimodal": _MULTIMODAL_TEXT,
     "qwen4_exp": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
                   " operand type(s) for //: 'NoneType' and ')"),
     "qwen4_exp_text": ("transformers 5.24 cannot build its own class default (build: TypeError: "
                        "unsupported operand type(s) for //: 'NoneType' and ')"),
-    "recurrent_gemma": _ATTN_GATE,
     "reformer": ("transformers 5.24 cannot build its own class default (build: AssertionError: If you "
                  "want to use `ReformerModelWithLMHead` ma)"),
     "rembert": _ENCODER,
@@ -347,7 +365,6 @@ REFUSED_TYPES: dict[str, str] = {
     "roberta-prelayernorm": _ENCODER,
     "roc_bert": _ENCODER,
     "roformer": _ENCODER,
-    "rwkv": "RWKV recurrent layers (a fixed state per sequence): not modelled",
     "trocr": "a decoder with cross-attention to an image encoder: not modelled",
     "xlm": _ENCODER,
     "xlm-roberta": _ENCODER,

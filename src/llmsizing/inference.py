@@ -167,13 +167,17 @@ def kv_cache_bytes_per_token(model: Model | str, dtype: str = "bf16") -> float:
     fixed state instead, :func:`state_bytes_per_sequence`).
 
     With multi-head latent attention, ``layers x (kv_lora_rank + qk_rope_head_dim) x bytes``
-    (:func:`kv_numbers_per_token_per_layer`)."""
+    (:func:`kv_numbers_per_token_per_layer`). A sparse-attention indexer (DeepSeek-V3.2) adds its key,
+    ``head_dim`` numbers, in every layer that runs one, in the same ``dtype`` (transformers'
+    ``update_indexer``; vLLM keeps it in FP8 with a scale)."""
     model = resolve_model(model, moe=True)
     n = model.n_attention_layers                        # state-space (Mamba) layers hold no KV cache
+    idx = getattr(model, "indexer", None)               # a sparse-attention indexer caches one key per layer
+    extra = 0 if idx is None else (n if idx.layers is None else idx.layers) * idx.head_dim
     if model.is_mla:
-        return n * kv_numbers_per_token_per_layer(model) \
+        return (n * kv_numbers_per_token_per_layer(model) + extra) \
             * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
-    return (2 * n * model.kv_heads * model.head_dim
+    return ((2 * n * model.kv_heads * model.head_dim + extra)
             * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)])
 
 

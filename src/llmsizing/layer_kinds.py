@@ -32,7 +32,19 @@ from ._validate import check_bool, check_choice, check_int
 #: ``shortconv``: LFM2's gated short convolution (``Lfm2ShortConv``): ``in_proj`` to B, C and x, a depthwise
 #: convolution of ``conv`` taps over ``inner = hidden`` channels, ``out_proj``; its state is the last ``conv``
 #: inputs only (``state`` 0).
-MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv")
+#: ``rwkv``: RWKV-4's time mixing (Peng et al. 2023, arXiv:2305.13048; ``RwkvSelfAttention``): key, value,
+#: receptance and output matrices, per-channel decay and bonus, three token-shift mixes; the channel mixing's
+#: receptance matrix and two mixes also live here (its key/value matrices are the block's two-matrix MLP). Its
+#: state: the last input of both token shifts (``conv_channels = 2 inner``, ``conv`` 1) and the WKV numerator,
+#: denominator and running maximum (``state`` 3 per channel), the five tensors of ``RwkvOutput.state``.
+#: ``rglru``: Griffin's recurrent block (De et al. 2024, arXiv:2402.19427; RecurrentGemma's
+#: ``RecurrentGemmaRecurrentBlock``): two biased input projections to ``inner`` (``lru_width``) channels, a
+#: depthwise convolution of ``conv`` taps with bias, the RG-LRU (a recurrent parameter per channel,
+#: block-diagonal input and recurrence gates of ``heads`` blocks with biases), a biased output projection.
+#: Its state: the convolution's last ``conv - 1`` inputs and one recurrent number per channel.
+#: ``kda_full``: Kimi Delta Attention with full-rank forget and output gates (``f_proj``, ``g_proj`` of
+#: ``inner x hidden``; Ling 2.5's ``BailingHybridDeltaAttention``), the same state.
+MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv", "rglru", "kda_full")
 
 
 @dataclass(frozen=True)
@@ -72,7 +84,7 @@ class StateMixer:
             object.__setattr__(self, "block", check_int("block", self.block))
         if self.kind == "mamba":
             object.__setattr__(self, "dt_rank", check_int("dt_rank", self.dt_rank))
-        elif self.kind != "shortconv":
+        elif self.kind not in ("shortconv", "rwkv", "rglru"):
             heads = check_int("heads", self.heads)
             groups = check_int("groups", self.groups)
             if self.inner % heads or heads % groups:
@@ -87,8 +99,10 @@ class StateMixer:
         x, B and C)."""
         if self.kind == "lightning":
             return 0
-        if self.kind in ("mamba", "shortconv"):
+        if self.kind in ("mamba", "shortconv", "rglru"):
             return self.inner
+        if self.kind == "rwkv":
+            return 2 * self.inner
         return self.inner + 2 * self.groups * self.state
 
     def _kda_tensors(self, h: int) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -97,6 +111,12 @@ class StateMixer:
         (``g_a_proj``, ``g_b_proj``), a gated RMSNorm over one head, ``o_proj``."""
         d, r, a = self.inner, self.state, self.heads
         t = [("attention", f"{p}_proj.weight", (d, h)) for p in "qkv"]
+        if self.kind == "kda_full":
+            return t + [("attention", "conv1d.weight", (3 * d, 1, self.conv)),
+                        ("attention", "f_proj.weight", (d, h)), ("attention", "dt_bias", (d,)),
+                        ("attention", "A_log", (a,)), ("attention", "b_proj.weight", (a, h)),
+                        ("attention", "g_proj.weight", (d, h)), ("norms", "o_norm.weight", (r,)),
+                        ("attention", "o_proj.weight", (h, d))]
         return t + [("attention", "conv1d.weight", (3 * d, 1, self.conv)),
                     ("attention", "f_a_proj.weight", (r, h)), ("attention", "f_b_proj.weight", (d, r)),
                     ("attention", "dt_bias", (d,)), ("attention", "A_log", (a,)),
@@ -132,8 +152,25 @@ class StateMixer:
             return self._gdn_tensors(h)
         if self.kind == "lightning":
             return self._lightning_tensors(h)
-        if self.kind == "kda":
+        if self.kind in ("kda", "kda_full"):
             return self._kda_tensors(h)
+        if self.kind == "rglru":
+            b = d // self.heads
+            return [("attention", f"linear_{w}.{p}", (d, h) if p == "weight" else (d,)) for w in "yx"
+                    for p in ("weight", "bias")] + [
+                ("attention", "linear_out.weight", (h, d)), ("attention", "linear_out.bias", (h,)),
+                ("attention", "conv_1d.weight", (d, 1, self.conv)), ("attention", "conv_1d.bias", (d,)),
+                ("attention", "rg_lru.recurrent_param", (d,))] + [
+                ("attention", f"rg_lru.{g}_gate_{p}", (self.heads, b) + ((b,) if p == "weight" else ()))
+                for g in ("input", "recurrent") for p in ("weight", "bias")]
+        if self.kind == "rwkv":
+            mix = [("attention", f"{p}.time_mix_{w}", (1, 1, h)) for p, ws in
+                   (("attention", ("key", "value", "receptance")), ("feed_forward", ("key", "receptance")))
+                   for w in ws]
+            return [("attention", "time_decay", (d,)), ("attention", "time_first", (d,))] + mix + [
+                ("attention", f"attention.{w}.weight", (d, h)) for w in ("key", "value", "receptance")] + [
+                ("attention", "attention.output.weight", (h, d)),
+                ("attention", "feed_forward.receptance.weight", (h, h))]
         if self.kind == "shortconv":
             b = [("attention", "in_proj.bias", (3 * d,)), ("attention", "conv.bias", (d,)),
                  ("attention", "out_proj.bias", (h,))] if self.conv_bias else []
@@ -170,7 +207,88 @@ class StateMixer:
         """Numbers one sequence keeps in ONE mixer layer: the convolution's last ``conv`` inputs
         (``conv_channels x conv``) plus the SSM state (``inner x state``: Mamba's per channel, Mamba-2's per
         head and head channel), as transformers' cache holds them."""
+        if self.kind == "rglru":                  # the convolution keeps conv - 1 inputs, the LRU one number
+            return self.inner * (self.conv - 1) + self.inner
         return self.conv_channels * self.conv + self.inner * self.state
 
 
-__all__ = ["MIXER_KINDS", "StateMixer"]
+@dataclass(frozen=True)
+class Indexer:
+    """DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2-Exp technical report, DeepSeek-AI 2025,
+    Sec. 1, Eq. 1; ``transformers`` 5.24's ``DeepseekV32Indexer``): beside each attention layer's MLA, a small
+    scorer picks the ``index_topk`` tokens attention reads. Its tensors: ``wq_b`` from MLA's query latent
+    (``q_rank``) to ``heads x head_dim``, ``wk`` from the block input to one ``head_dim`` key, a LayerNorm on
+    that key (gain and bias), ``weights_proj`` to one weight per head. Each token adds its ``head_dim`` key to
+    the cache of every layer with an indexer (``update_indexer``). ``layers``: how many attention layers run
+    one (``None``: all; GLM-5's ``indexer_types`` ``"shared"`` layers reuse the previous layer's choice and
+    have none)."""
+
+    heads: int
+    head_dim: int
+    q_rank: int
+    layers: int | None = None
+
+    def __post_init__(self):
+        for f in ("heads", "head_dim", "q_rank"):
+            object.__setattr__(self, f, check_int(f, getattr(self, f)))
+        if self.layers is not None:
+            object.__setattr__(self, "layers", check_int("layers", self.layers, minimum=0))
+
+    def tensors(self, hidden: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        """The indexer's tensors in one layer, under ``"attention"`` (its LayerNorm under ``"norms"``)."""
+        a, d = self.heads, self.head_dim
+        return [("attention", "indexer.wq_b.weight", (a * d, self.q_rank)),
+                ("attention", "indexer.wk.weight", (d, hidden)),
+                ("norms", "indexer.k_norm.weight", (d,)), ("norms", "indexer.k_norm.bias", (d,)),
+                ("attention", "indexer.weights_proj.weight", (a, hidden))]
+
+
+def check_layer_kinds(m) -> None:
+    """Checks and normalises a :class:`~llmsizing.model.Model`'s layer-kind fields (called by its
+    ``__post_init__``): ``extra_layer_tensors`` (small tensors every layer holds beyond the Llama block:
+    BitNet's sub-norms, differential attention's lambdas, xIELU's scalars; in the MoE layers only, AXK1's
+    post-MoE norm; in one layer only, GPT-NeoX-Japanese's last output bias; the Hugging Face reader derives
+    them from a type's rule), ``mixer``/``mixer_layers``/``mixer_mlp``/``mixer_parallel``, ``indexer`` and
+    ``mlp_free_layers``, the layers whose block ends after attention or the mixer (Nemotron-H, whose blocks
+    hold one sub-layer each: a Mamba or attention block not followed by an MLP or MoE block); those layers
+    have one norm, no MLP and no experts, which needs ``norms_per_layer`` 2 and explicit ``moe_layers``."""
+    object.__setattr__(m, "mixer_mlp", check_bool("mixer_mlp", m.mixer_mlp))
+    object.__setattr__(m, "mixer_parallel", check_bool("mixer_parallel", m.mixer_parallel))
+    if m.indexer is not None and not isinstance(m.indexer, Indexer):
+        raise TypeError(f"indexer must be an Indexer, got {type(m.indexer).__name__}")
+    if not isinstance(m.mlp_free_layers, (tuple, list)):
+        raise TypeError(f"mlp_free_layers must be a tuple of layer indices, got {m.mlp_free_layers!r}")
+    free = tuple(sorted({check_int("mlp_free_layers[i]", i, minimum=0, maximum=m.layers - 1)
+                         for i in m.mlp_free_layers}))
+    object.__setattr__(m, "mlp_free_layers", free)
+    extra = tuple(m.extra_layer_tensors)
+    for e in extra:
+        if (not isinstance(e, tuple) or len(e) not in (3, 4) or not isinstance(e[1], str)
+                or not isinstance(e[2], tuple) or e[0] not in ("attention", "mlp", "norms")
+                or e[3:] not in ((), ("moe",), ("one",))):
+            raise TypeError("extra_layer_tensors must hold (component, name, shape[, 'moe' or 'one']) "
+                            "tuples, component 'attention', 'mlp' or 'norms', 'moe' for the MoE layers only, "
+                            f"'one' for one layer only, got {e!r}")
+        for d in e[2]:
+            check_int("extra_layer_tensors shape", d)
+    object.__setattr__(m, "extra_layer_tensors", extra)
+    moe_clash = m.experts and (m.moe_layers is None or set(free) & set(m.moe_layers))
+    if free and (m.norms_per_layer != 2 or moe_clash or len(free) == m.layers):
+        raise ValueError("mlp_free_layers needs norms_per_layer=2, some layers with an MLP and explicit "
+                         "moe_layers that exclude them")
+    if m.mixer is None:
+        if m.mixer_layers is not None or not m.mixer_mlp or m.mixer_parallel:
+            raise ValueError("mixer_layers and mixer_mlp describe state-space layers: give mixer too")
+        return
+    if not isinstance(m.mixer, StateMixer):
+        raise TypeError(f"mixer must be a StateMixer, got {type(m.mixer).__name__}")
+    if m.mixer_layers is not None:
+        idx = tuple(sorted({check_int("mixer_layers[i]", i, minimum=0, maximum=m.layers - 1)
+                            for i in m.mixer_layers}))
+        object.__setattr__(m, "mixer_layers", None if len(idx) == m.layers else idx)
+    if not m.mixer_mlp and (m.mixer_layers is not None or m.experts or m.mixer_parallel):
+        raise ValueError("mixer_mlp=False (mixer layers without an MLP) needs every layer to be a mixer "
+                         "layer (mixer_layers=None) and no experts")
+
+
+__all__ = ["MIXER_KINDS", "StateMixer", "Indexer", "check_layer_kinds"]

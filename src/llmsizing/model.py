@@ -36,7 +36,7 @@ from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FA
                          MOE_KEYS, moe_layer_indices)
 from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
-from .layer_kinds import StateMixer
+from .layer_kinds import Indexer, StateMixer, check_layer_kinds
 
 #: Norm kinds: LayerNorm (gain and bias), RMSNorm (gain), and three without some parameters (issue 36):
 #: ``layernorm_nobias`` (MPT), ``layernorm_noweight`` (OLMo's non-parametric LayerNorm), ``rmsnorm_noweight``
@@ -230,6 +230,9 @@ class Model(TensorLayout):
     mixer_layers: tuple[int, ...] | None = None
     mixer_mlp: bool = True
     mixer_parallel: bool = False
+    indexer: Indexer | None = None        # DeepSeek Sparse Attention's indexer (layer_kinds.Indexer)
+    mlp_free_layers: tuple[int, ...] = ()  # layers with no MLP (Nemotron-H; layer_kinds.check_layer_kinds)
+    extra_layer_tensors: tuple = ()       # ((component, name, shape), ...) in every layer: sub-norms, scalars
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -287,24 +290,7 @@ class Model(TensorLayout):
                                check_int("window_layers", self.window_layers, minimum=0,
                                                                 maximum=self.layers))
         self._check_moe()
-        self._check_mixer()
-
-    def _check_mixer(self) -> None:
-        object.__setattr__(self, "mixer_mlp", check_bool("mixer_mlp", self.mixer_mlp))
-        object.__setattr__(self, "mixer_parallel", check_bool("mixer_parallel", self.mixer_parallel))
-        if self.mixer is None:
-            if self.mixer_layers is not None or not self.mixer_mlp or self.mixer_parallel:
-                raise ValueError("mixer_layers and mixer_mlp describe state-space layers: give mixer too")
-            return
-        if not isinstance(self.mixer, StateMixer):
-            raise TypeError(f"mixer must be a StateMixer, got {type(self.mixer).__name__}")
-        if self.mixer_layers is not None:
-            idx = tuple(sorted({check_int("mixer_layers[i]", i, minimum=0, maximum=self.layers - 1)
-                                for i in self.mixer_layers}))
-            object.__setattr__(self, "mixer_layers", None if len(idx) == self.layers else idx)
-        if not self.mixer_mlp and (self.mixer_layers is not None or self.experts or self.mixer_parallel):
-            raise ValueError("mixer_mlp=False (mixer layers without an MLP) needs every layer to be a mixer "
-                             "layer (mixer_layers=None) and no experts")
+        check_layer_kinds(self)                         # mixer, mlp_free_layers, indexer (layer_kinds)
 
     def _check_mla(self, kv: int) -> None:
         for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
@@ -382,8 +368,8 @@ class Model(TensorLayout):
 
     @property
     def n_dense_layers(self) -> int:
-        """How many layers have a dense MLP (every layer of a dense model)."""
-        return self.layers - self.n_moe_layers
+        """How many layers have a dense MLP (every layer of a dense model but ``mlp_free_layers``)."""
+        return self.layers - self.n_moe_layers - len(self.mlp_free_layers)
 
     @property
     def n_window_layers(self) -> int:

@@ -141,8 +141,11 @@ class TensorLayout:
         if self.learned_pos:
             t.append(("position", "embed_positions.weight", (self.max_seq + self.pos_offset, h), 1))
         n_moe, n_dense = self.n_moe_layers, self.n_dense_layers
+        free = len(getattr(self, "mlp_free_layers", ()))   # blocks that end after attention or the mixer
         if n_moe == 0:
-            t += [(c, f"layers.{n}", s, self.layers) for c, n, s in self.layer_tensors("dense")]
+            mlp = {n for _, n, _ in self._mlp_tensors("", self.ffn_hidden)}
+            t += [(c, f"layers.{n}", s, n_dense if n in mlp else self.layers)
+                  for c, n, s in self.layer_tensors("dense")]
         else:
             dense_mlp = {n for _, n, _ in self._mlp_tensors("", self.ffn_hidden)}
             moe_mlp = {n for _, n, _ in self._moe_mlp_tensors()}
@@ -151,7 +154,15 @@ class TensorLayout:
             if n_dense:
                 t += [(c, f"layers.{n}", s, n_dense) for c, n, s in self._mlp_tensors("", self.ffn_hidden)
                       if n in dense_mlp]
+        if free:                                            # ... so they have no MLP norm either
+            t = [(c, n, s, k - free if n.startswith(f"layers.{_NORM_NAMES[1]}.") else k) for c, n, s, k in t]
         t = self._with_mixer(t)
+        t += [(e[0], f"layers.{e[1]}", e[2], {(): self.layers, ("one",): 1}.get(e[3:], self.n_moe_layers))
+              for e in getattr(self, "extra_layer_tensors", ()) if e[3:] != ("moe",) or self.n_moe_layers]
+        idx = getattr(self, "indexer", None)          # a sparse-attention indexer beside attention
+        if idx is not None:
+            n = self.n_attention_layers if idx.layers is None else idx.layers
+            t += [(c, f"layers.{m}", s, n) for c, m, s in idx.tensors(h) if n]
         if getattr(self, "final_norm", True):
             t += [("norms", f"final_norm.{n}", s, 1) for n, s in self._norm_params(h)]
         if not self.tied_embeddings:

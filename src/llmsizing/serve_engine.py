@@ -31,9 +31,10 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ._validate import check_fraction, check_int, check_number
+from ._validate import check_choice, check_fraction, check_int, check_number
 from .catalog import DATA_DIR
 from .inference import kv_cache_bytes_per_token, routed_expert_bytes, state_bytes_per_sequence, weights_bytes
+from .precision import KV_DTYPES
 from .states import FIXED_OVERHEAD_BYTES
 from .model import Model
 from .units import GiB
@@ -139,7 +140,7 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
                        cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
                        overhead_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES,
                        block_size: int = BLOCK_SIZE, pp: int = 1, ep: int = 1,
-                       redundant_experts: int = 0) -> KVCapacity:
+                       redundant_experts: int = 0, state_dtype: str | None = None) -> KVCapacity:
     """The KV cache one GPU of a ``tp``-GPU replica holds, counted as vLLM does (module docstring):
     ``usable = gpu_memory_utilization x memory``; ``kv = usable - weights / tp - activation peak -
     overhead_bytes_per_gpu (CUDA context, NCCL and cuBLAS buffers) - cuda_graph_bytes``; ``blocks =
@@ -153,6 +154,8 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     ``1 / ep`` of the routed experts). Multi-head latent attention's latent cache is not split by ``tp``
     (:func:`kv_split`). A hybrid with Mamba or linear-attention layers first sets their fixed state aside for
     ``max_num_seqs`` sequences (:func:`state_bytes_per_gpu`); its tokens count the attention layers only.
+    The state is kept in ``state_dtype`` (``None``: the ``kv_cache`` dtype, as transformers does; vLLM's
+    ``--mamba-ssm-cache-dtype`` and Nemotron-H's ``mamba_ssm_cache_dtype`` can ask for ``"fp32"``).
     Taught in chapter 15."""
     from .catalog import get_gpu, resolve_model
 
@@ -173,11 +176,12 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     usable = util * g.memory_bytes
     w = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep, redundant_experts=redundant_experts) * share
     act = activation_peak_bytes(m, tp=tp, chunk=chunk, max_num_seqs=seqs)
-    kv = usable - w - act - other - graphs - seqs * state_bytes_per_gpu(m, kv_cache, tp=tp) * share
+    sd = kv_cache if state_dtype is None else check_choice("state_dtype", state_dtype, KV_DTYPES)
+    kv = usable - w - act - other - graphs - seqs * state_bytes_per_gpu(m, sd, tp=tp) * share
     per_token = kv_cache_bytes_per_token(m, kv_cache)
     if per_token == 0:
         raise ValueError(f"{m.name!r} has no attention layer: its cache is a fixed state per sequence "
-                         f"({state_bytes_per_sequence(m, kv_cache):,.0f} bytes, state_bytes_per_sequence), "
+                         f"({state_bytes_per_sequence(m, sd):,.0f} bytes, state_bytes_per_sequence), "
                          "not a number of tokens")
     block = block_size * per_token / kv_split(m, tp) * share
     blocks = max(0, math.floor(kv / block)) if kv > 0 else 0

@@ -27,7 +27,7 @@ from .network import Node, collective_time_s, get_node, group_link, link_bandwid
 from .parallel import check_layout
 from .serve_engine import (BLOCK_SIZE, CUDA_GRAPH_BYTES, DEFAULT_ENGINE, GPU_MEMORY_UTILIZATION,
                            MAX_NUM_BATCHED_TOKENS, KVCapacity, engine_key, kv_capacity_tokens, kv_split,
-                           serving_constants, stage_share, weights_bytes_per_gpu)
+                           serving_constants, stage_share, state_bytes_per_gpu, weights_bytes_per_gpu)
 from .serve_moe import check_ep, experts_touched
 from .states import FIXED_OVERHEAD_BYTES
 
@@ -269,7 +269,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             step_overhead_s: float | None = None, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
             max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
             node=None, attention_kernel: str = "grouped", engine: str | None = None, pp: int = 1,
-            ep: int = 1, redundant_experts: int = 0) -> Serving:
+            ep: int = 1, redundant_experts: int = 0, state_dtype: str | None = None) -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
@@ -283,7 +283,9 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       attention_bu)) + 2 L all-reduces of the tokens x hidden x 2 bytes + c t0``. ``ttft_s`` is one prompt's,
       ``batch_prefill_s`` the whole batch's;
     * decode step, at the mean context ``c = prompt + output // 2``: ``max(W / (B mbu) + batch K c / (B
-      attention_bu), batch F(c) / (P mfu)) + 2 L all-reduces of batch x hidden x 2 bytes + t0``
+      attention_bu), batch F(c) / (P mfu)) + 2 L all-reduces of batch x hidden x 2 bytes + t0``; a hybrid's
+      state-space layers add ``2 x batch x`` their per-sequence state to the bytes at ``attention_bu`` (each
+      step reads the state and writes it back, in ``state_dtype``, default the ``kv_cache`` dtype)
       (``decode_step_s``); ``itl_s`` adds the other sequences' prefills spread over the output
       (chunked prefill, see :class:`Serving`), ``chunk_step_s`` one full chunk;
     * all-reduces: the network model (:func:`llmsizing.network.collective_time_s` on the tensor-parallel
@@ -399,7 +401,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
                              gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
                              cuda_graph_bytes=cuda_graph_bytes, overhead_bytes_per_gpu=overhead, pp=pp, ep=ep,
-                             redundant_experts=redundant_experts)
+                             redundant_experts=redundant_experts, state_dtype=state_dtype)
+    state_dt = kv_cache if state_dtype is None else state_dtype      # checked by kv_capacity_tokens
     price = gpu_price(g, price_usd_per_gpu_hour)
     peak = dense_tflops(g, compute) * 1e12
     hbm = g.memory_bandwidth_gbps * 1e9              # (a GPU's speeds are checked when it is made)
@@ -507,7 +510,9 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         dec_flops = per_gpu_flops(math.ceil(mb / dp), mb, per_token)
     # sequences whose cache this GPU holds (its attention group's)
     seqs_gpu = math.ceil(mb / dp)
-    kv_read = seqs_gpu * kv_tok_gpu * cached * _kv_reads(m, attention_kernel)
+    # a state-space (Mamba, linear-attention) layer reads its per-sequence state and writes it back each step
+    kv_read = seqs_gpu * (kv_tok_gpu * cached * _kv_reads(m, attention_kernel)
+                          + 2 * state_bytes_per_gpu(m, state_dt, tp=tp))
     w_read = weights_read(mb)
     dec_bytes = w_read + kv_read
     dec_memory = w_read / (hbm * mbu) + kv_read / (hbm * attention_bu)

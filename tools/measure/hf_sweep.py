@@ -17,7 +17,8 @@ nothing downloaded) and writes two rows: the config as ``to_dict()`` gives it (`
   experts, experts_per_token      the config's routed expert count and top-k as the config object reads them
                                   (its ``attribute_map`` resolved), 0 for a dense model
   kv_per_token                    numbers a token adds to the KV cache: the out features of every attention
-                                  module's ``k_proj`` and ``v_proj`` (MLA: ``kv_a_proj_with_mqa``), over layers;
+                                  module's ``k_proj`` and ``v_proj`` (MLA: ``kv_a_proj_with_mqa``; a DeepSeek
+                                  sparse-attention indexer's ``wk``, whose key the cache keeps), over layers;
                                   not a module with a ``conv1d`` (a linear-attention mixer: no KV cache)
   state_per_sequence              numbers of the fixed per-sequence state a Mamba / linear-attention layer
                                   keeps instead of a KV cache: the conv_states and recurrent_states the
@@ -74,6 +75,8 @@ def _kv_per_token(model) -> int:
         kids = dict(mod.named_children())
         if "conv1d" in kids:                 # a linear-attention mixer (OLMo-hybrid's GDN has k_proj, v_proj)
             continue
+        if "wk" in kids and "weights_proj" in kids:   # a sparse-attention indexer's key (update_indexer)
+            n += kids["wk"].out_features
         if "kv_a_proj_with_mqa" in kids:
             n += kids["kv_a_proj_with_mqa"].out_features
         elif "k_proj" in kids and "v_proj" in kids and hasattr(kids["k_proj"], "out_features"):
@@ -92,6 +95,13 @@ def _state_per_sequence(model) -> tuple[int | str, str]:
     cache, n = getattr(out, "past_key_values", None), 0
     # MiniMax's own cache class keeps the lightning-attention state in a list of its own (MiniMaxCache)
     n += sum(t.numel() for t in getattr(cache, "linear_cache", None) or () if isinstance(t, torch.Tensor))
+    # RWKV returns its recurrent state itself (``RwkvOutput.state``: five tensors over layers), not a cache
+    n += sum(t.numel() for t in getattr(out, "state", None) or () if isinstance(t, torch.Tensor))
+    # RecurrentGemma keeps its state in its modules (only its recurrent blocks set these attributes)
+    for mod in model.modules():
+        for attr in ("conv1d_state", "recurrent_states"):
+            t = getattr(mod, attr, None)
+            n += t.numel() if isinstance(t, torch.Tensor) else 0
     for layer in getattr(cache, "layers", None) or ():
         for attr in ("conv_states", "recurrent_states"):
             states = getattr(layer, attr, None)
