@@ -110,21 +110,13 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
         if micro_batch != 1:
             raise ValueError(f"micro_batch={micro_batch!r} applies with global_batch= and parallel= only (a "
                              "run timed on its layout's step)")
-        prec = "bf16-mixed" if precision is None else precision
-        seq = check_int("seq", seq)
-        rc = check_choice("recompute", recompute, RECOMPUTE)
-        n = None if n_gpus is None else check_int("n_gpus", n_gpus)
-        if parallel is not None:
-            par = resolve_parallel(parallel, model, seq)
-            chosen = (par, moe_default_global_batch(par, seq=seq), 1) if n in (None, par.gpus) else None
-        else:
-            chosen = moe_default_layout(model, g, seq=seq, n_gpus=n, recompute=rc, precision=prec)
-        if chosen is not None:
-            par, gb, micro = chosen
-            return _moe_step_run(model, g, par, tokens=tokens, seq=seq, micro_batch=micro, recompute=rc,
-                                 recompute_layers=recompute_layers, precision=prec, dtype=dtype,
-                                 causal=causal, global_batch=gb, price=price_usd_per_gpu_hour,
-                                 goodput=goodput)
+        run = _moe_run(model, g, tokens=tokens, seq=check_int("seq", seq), n_gpus=n_gpus, parallel=parallel,
+                       recompute=check_choice("recompute", recompute, RECOMPUTE),
+                       recompute_layers=recompute_layers,
+                       precision="bf16-mixed" if precision is None else precision, dtype=dtype, causal=causal,
+                       price=price_usd_per_gpu_hour, goodput=goodput)
+        if run is not None:
+            return run[0]
     if global_batch is not None:
         if stages is not None or parallel is None or mfu is not None or mfu_range is not None or whole_run:
             raise ValueError("global_batch= times the run on its layout's own step: give it with parallel= "
@@ -182,34 +174,64 @@ def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1) -
 
 
 def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
-                       precision: str = "bf16-mixed"):
+                       precision: str = "bf16-mixed", ep_degrees=None):
     """The layout a mixture of experts is timed on when none is given (:func:`training_time`), as
     ``(parallel, global_batch, micro_batch)``, or ``None`` when there is none. With ``n_gpus``: the fastest
     plan of :func:`~llmsizing.planner.plan` (one GPU type, ``recompute`` only) that uses exactly ``n_gpus``,
     at a global batch of :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to a multiple of ``n_gpus``
-    sequences (so that every data-parallel degree the GPUs allow divides it). Without: the fewest GPUs that
-    hold a step of one sequence (:func:`~llmsizing.layouts.min_gpus`, its own expert-parallel search), at
-    :func:`moe_default_global_batch`. Chapter 18."""
+    sequences (so that every data-parallel degree the GPUs allow divides it); if none does, the fewest-GPU
+    layout below widened by data parallelism when ``n_gpus`` is a multiple of its GPUs. Without: the fewest
+    GPUs that hold a step of one sequence (:func:`~llmsizing.layouts.min_gpus`, its own expert-parallel
+    search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
+    (default: every divisor of the routed experts). Chapter 18."""
     from .planner import MAX_GLOBAL_BATCH, plan
 
-    if n_gpus is None:
+    moe_kw = {} if ep_degrees is None else {"ep_degrees": ep_degrees}
+
+    def fewest():
         try:
-            par = min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision).parallel
+            return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
+                            **moe_kw).parallel
         except ValueError:
             return None
-        return par, moe_default_global_batch(par, seq=seq), 1
+
+    if n_gpus is None:
+        par = fewest()
+        return None if par is None else (par, moe_default_global_batch(par, seq=seq), 1)
     gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
-    if gb > MAX_GLOBAL_BATCH:
+    if gb <= MAX_GLOBAL_BATCH:
+        rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=n_gpus,
+                    recomputes=(recompute,), precision=precision, explain=False, **moe_kw)
+        rows = rows[rows["n_gpus"] == n_gpus]
+        if len(rows):
+            r = rows.loc[rows["step_time_s"].idxmin()]
+            par = Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
+                           zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"]))
+            return par, gb, int(r["micro_batch"])
+    one = fewest()
+    if one is None or n_gpus % one.gpus:
         return None
-    rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=n_gpus,
-                recomputes=(recompute,), precision=precision, explain=False)
-    rows = rows[rows["n_gpus"] == n_gpus]
-    if not len(rows):
+    par = dataclasses.replace(one, dp=one.dp * (n_gpus // one.gpus))
+    return par, moe_default_global_batch(par, seq=seq), 1
+
+
+def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_layers, precision, dtype,
+             causal, price, goodput, ep_degrees=None):
+    """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
+    MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none."""
+    n = None if n_gpus is None else check_int("n_gpus", n_gpus)
+    if parallel is not None:
+        par = resolve_parallel(parallel, model, seq)
+        chosen = (par, moe_default_global_batch(par, seq=seq), 1) if n in (None, par.gpus) else None
+    else:
+        chosen = moe_default_layout(model, g, seq=seq, n_gpus=n, recompute=recompute, precision=precision,
+                                    ep_degrees=ep_degrees)
+    if chosen is None:
         return None
-    r = rows.loc[rows["step_time_s"].idxmin()]
-    par = Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]), zero=int(r["zero"]),
-                   sp=bool(r["sp"]), ep=int(r["ep"]))
-    return par, gb, int(r["micro_batch"])
+    par, gb, micro = chosen
+    return _moe_step_run(model, g, par, tokens=tokens, seq=seq, micro_batch=micro, recompute=recompute,
+                         recompute_layers=recompute_layers, precision=precision, dtype=dtype, causal=causal,
+                         global_batch=gb, price=price, goodput=goodput), par
 
 
 def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recompute, recompute_layers,
@@ -245,12 +267,13 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
 
     A mixture of experts (issue 24) gets each GPU's fewest GPUs from :func:`~llmsizing.layouts.min_gpus`'s own
     search over expert parallelism (``ep`` among the divisors of its routed experts, or ``ep_degrees``), and
-    its GPU-hours from :func:`training_time` on that layout's MoE step (:mod:`llmsizing.moe_time`, the one
-    :func:`~llmsizing.planner.plan` prices; micro-batch ``batch``, :func:`moe_default_global_batch`), unless
-    ``mfu`` is given or ``moe_dense_mfu=True`` (deprecated: the calibrated MFU at the active size). The frame
-    then has an ``ep`` column after ``layout`` and a ``warnings`` column (``training_time``'s warnings,
-    joined by `` | ``), and ``attrs["warnings"]`` lists every distinct one once. A dense model's frame is as
-    before (no ``ep``, no ``warnings``).
+    its run from :func:`training_time` on that many GPUs: the MoE step (:mod:`llmsizing.moe_time`) of the
+    fastest plan of :func:`~llmsizing.planner.plan` on exactly that many (:func:`moe_default_layout`, which
+    the ``layout`` and ``ep`` columns then name), unless ``mfu`` is given or ``moe_dense_mfu=True``
+    (deprecated: the calibrated MFU at the active size). The frame then has an ``ep`` column after
+    ``layout`` and a ``warnings`` column (``training_time``'s warnings, joined by `` | ``), and
+    ``attrs["warnings"]`` lists every distinct one once. A dense model's frame is as before (no ``ep``, no
+    ``warnings``).
     Chapter 18."""
     import pandas as pd
 
@@ -282,15 +305,19 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
         except ValueError as e:
             rows.append({**row, "fits": False, "why": str(e)})
             continue
-        if model.is_moe and mfu is None and not moe_dense_mfu:     # the MoE step of the fewest-GPU layout
+        run = None
+        if model.is_moe and mfu is None and not moe_dense_mfu:   # the MoE step of the fastest plan on as many
             try:
-                t = _moe_step_run(model, g, plan.parallel, tokens=tokens, seq=seq, micro_batch=batch,
-                                  recompute=recompute, recompute_layers=None, precision="bf16-mixed",
-                                  dtype=compute_dtype("bf16-mixed"), causal=False,
-                                  price=row["price_usd_per_gpu_hour"], goodput=1.0)
+                run = _moe_run(model, g, tokens=tokens, seq=seq, n_gpus=plan.gpus, parallel=None,
+                               recompute=recompute, recompute_layers=None, precision="bf16-mixed",
+                               dtype=compute_dtype("bf16-mixed"), causal=False,
+                               price=row["price_usd_per_gpu_hour"], goodput=1.0, ep_degrees=ep_degrees)
             except ValueError as e:                  # e.g. a step so slow that its MFU is below 0.1%
-                rows.append({**row, "fits": False, "why": f"{_layout_label(plan.parallel)}: {e}"})
+                rows.append({**row, "fits": False, "why": str(e)})
                 continue
+        if run is not None:
+            t, par = run
+            plan = dataclasses.replace(plan, parallel=par)
         else:
             with _warnings.catch_warnings():
                 _warnings.simplefilter("ignore", DeprecationWarning)
