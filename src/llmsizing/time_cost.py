@@ -9,6 +9,7 @@ per token, the MFU and HFU, GPU-hours that do not depend on the GPU count) and t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings as _warnings
 
@@ -175,6 +176,26 @@ def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1) -
 
 def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
                        precision: str = "bf16-mixed", ep_degrees=None):
+    """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
+    for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
+    one again)."""
+    model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
+    eps = None if ep_degrees is None else tuple(ep_degrees)
+    return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps)
+
+
+#: How many of :func:`moe_default_layout`'s answers are kept.
+MOE_LAYOUTS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
+def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees):
+    return _moe_default_layout(model, gpu, seq=seq, n_gpus=n_gpus, recompute=recompute, precision=precision,
+                               ep_degrees=ep_degrees)
+
+
+def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
+                        precision: str = "bf16-mixed", ep_degrees=None):
     """The layout a mixture of experts is timed on when none is given (:func:`training_time`), as
     ``(parallel, global_batch, micro_batch)``, or ``None`` when there is none. With ``n_gpus``: the fastest
     plan of :func:`~llmsizing.planner.plan` (one GPU type, ``recompute`` only) that uses exactly ``n_gpus``,
