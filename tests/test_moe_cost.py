@@ -342,3 +342,27 @@ def test_max_micro_batch_of_mixtral_is_the_largest_that_fits(par):
         assert (b == 0 or fits(b)) and not fits(b + 1), (seq, b)
     assert max_micro_batch("mixtral-8x7b", "H100 SXM", 1024, parallel=L.Parallel(tp=2, sp=True, dp=8, ep=8, zero=1),
                            recompute="full") > 0
+
+
+# ----------------------------------------------------------------------------- one MoE path (issue 35)
+def test_training_time_of_an_moe_is_the_fastest_plan_on_as_many_gpus():
+    """The same question gets the same answer: Qwen3-30B-A3B on 64 H100s without a layout is the planner's
+    fastest plan on exactly 64 of them, at 2**22 = 4,194,304 tokens per step / 4,096 = 1,024 sequences
+    (16 x 64, already a multiple of the GPUs)."""
+    from llmsizing.planner import plan
+
+    t = training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=4096)
+    rows = plan("qwen3-30b-a3b", tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=1024, max_gpus=64,
+                recomputes=("none",))
+    best = rows[rows["n_gpus"] == 64].sort_values("step_time_s").iloc[0]
+    assert t.days == pytest.approx(best["days"], rel=1e-9) and t.mfu == pytest.approx(best["mfu"], rel=1e-9)
+    assert "1,024 sequences per step" in t.warnings[0] and t.mfu_source == "step_time of the layout"
+    # without a GPU count: the fewest GPUs that hold a step, at whole micro-batches of about 2**22 tokens
+    fewest = min_gpus("qwen3-30b-a3b", "H100 SXM", batch=1, seq=4096).parallel
+    t0 = training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", seq=4096)
+    gb = fewest.dp * max(fewest.pp, -(-1024 // fewest.dp))
+    step = step_time("qwen3-30b-a3b", "H100 SXM", fewest, batch=1, seq=4096, grad_accum=gb // fewest.dp)
+    assert t0.gpu_hours == pytest.approx(1e12 / (gb * 4096) * step.step_s * fewest.gpus / 3600, rel=1e-9)
+    assert t0.n_gpus == fewest.gpus                                # (and the days are those on them)
+    # a given MFU is taken as given (the dense arithmetic at the active FLOPs)
+    assert training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=4096, mfu=0.3).mfu == 0.3

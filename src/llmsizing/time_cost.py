@@ -81,12 +81,12 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
 
     **A mixture of experts** (issues 24 and 35) is timed on the MoE step of :mod:`llmsizing.moe_time`, the one
     :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.planner.plan` use (grouped expert GEMMs,
-    routing kernels, load skew, the all-to-all): on ``parallel`` (which may carry ``ep``) or, without it, on
-    :func:`moe_default_layout` (the fewest GPUs that hold a step of one sequence, :func:`~llmsizing.layouts.
-    min_gpus`' own expert-parallel search, widened by data parallelism to ``n_gpus``), with a global batch
-    of :func:`moe_default_global_batch` sequences, then as ``global_batch=`` does; a warning names the layout.
-    A given ``mfu`` or ``mfu_range``, ``whole_run``, ``stages``, or ``n_gpus`` that no widening of that
-    layout reaches, keep the calibrated MFU at the active size (a warning says it is an extrapolation from
+    routing kernels, load skew, the all-to-all): on ``parallel`` (which may carry ``ep``; at
+    :func:`moe_default_global_batch` sequences) or, without it, on :func:`moe_default_layout`: the planner's
+    fastest plan on exactly ``n_gpus`` (at about 2**22 tokens a step), or without ``n_gpus`` the fewest GPUs
+    that hold a step (the days are then those on them); then as ``global_batch=`` does; a warning names the
+    layout. A given ``mfu`` or ``mfu_range``, ``whole_run``, ``stages``, or an ``n_gpus`` with no such layout
+    keep the calibrated MFU at the active size (a warning says it is an extrapolation from
     dense runs). ``moe_dense_mfu=True`` (deprecated) asks for that old estimate. Chapter 18.
 
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
