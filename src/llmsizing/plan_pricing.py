@@ -573,9 +573,8 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     on = np.flatnonzero(ep > 1)
     if not len(on):
         return out
-    # ep_all_to_all depends on (tp, cp, micro-batch) only through the tokens a GPU routes, micro x (seq //
-    # cp) / tp (sequence parallelism whenever tp > 1; the same expression), and the ranks' stride etp: one
-    # call per (GPU, tokens, etp, ep), on the first plan that has them
+    # ep_all_to_all sees (tp, cp, micro) only as the tokens a GPU routes, micro x (seq // cp) / tp (SP when
+    # tp > 1), and the ranks' stride etp: one call per (GPU, tokens, etp, ep), on the first plan with them
     t_on, c_on, b_on = tp[on], cp[on], b[on]
     _, tok = np.unique(b_on * (seq // c_on) / t_on, return_inverse=True)
     etp = t_on if expert_tp else np.ones_like(t_on)
