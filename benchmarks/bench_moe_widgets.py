@@ -6,6 +6,27 @@ not seen (chapter 17: a new planner search) and a move back to one it has (its k
     .venv/bin/python benchmarks/bench_moe_widgets.py
 
 Prints; does not assert (timings are not tests).
+
+Measured 2026-11-29 (branch moeplan35; machine shared at a load of about 13 on 2 cores, so the wall clock was
+~10x the CPU time and only the CPU column means much), CPU ms per move:
+
+    ch17: llama-3.1-405b 128K -> 64K (new search)      666
+    ch17: back to 128K (kept plans)                     131
+    ch17: mixtral-8x7b at 128K (new search)             987
+    ch17: mixtral-8x7b at 32K (new search)              951
+    ch17: qwen3-30b-a3b at 32K (new search)            2133
+    ch17: back to mixtral-8x7b at 32K (kept)            205
+    ch18: dp 4 -> 8                                     142
+    ch18: ep -> 4                                       175
+    ch18: back to dp 4                                  145
+    ch18: model -> deepseek-v3                          118
+    ch18: all-to-all hidden 50%                         131
+
+Neither widget meets 100 ms per move: a kept setting of chapter 17 still redraws (render_plan, 130-200 ms) and
+each move of chapter 18 computes and draws one layout (render_moe_layout, 120-175 ms); a new chapter 17 setting
+is a whole plan() (benchmarks/bench_moe_planner.py). Chapter 10's training-time chart for a mixture of experts
+(now one plan per GPU count, issue 35) took 2.2 s CPU for Mixtral the first time and 0.10 s for a move of the
+tokens (time_cost.moe_default_layout keeps its last 256 answers).
 """
 
 from __future__ import annotations
