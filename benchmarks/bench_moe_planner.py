@@ -5,6 +5,30 @@ any plan() <= 1 s, e.g. Qwen3-30B-A3B at 64K), with the MoE time terms of llmsiz
 
 The MoE cases of benchmarks/bench_planner.py, timed by its own loop (kept results cleared before each run).
 Prints; does not assert (timings are not tests).
+
+Issue 35, second round (branch moeplan35, 2026-11-29): CPU seconds of one plan() from scratch, the better of two
+runs, main (85ae43b) then this branch back to back, in one process each, with the time inside the pieces
+(process time, the same runs). The machine was shared by other jobs at a load of 6 to 13 on its 2 cores, so
+a single figure moves by 10-30%; the search's output is bit-identical (every column of every plan, checked with
+pandas' assert_frame_equal(check_exact=True) on these six cases and three more: expert_tp, FP8, a dense model).
+
+    case                                              total          price        dp collectives  all-to-all
+                                                  main  branch   main  branch     main  branch    main  branch
+    deepseek-v3, whole catalogue                  1.56   1.33    1.07   0.87      0.48   0.37     0.19   0.11
+    deepseek-v3 at 15,360 sequences               1.25   1.04    0.87   0.61      0.33   0.25     0.22   0.11
+    mixtral-8x7b, whole catalogue                 1.38   1.11    0.75   0.50      0.24   0.18     0.06   0.05
+    qwen3-30b-a3b on H100s, <= 1,024              0.99   0.82    0.11   0.09      0.04   0.03     0.01   0.01
+    qwen3-30b-a3b at 64K                          1.46   1.40    0.26   0.18      0.07   0.05     0.06   0.01
+    mixtral-8x7b at 32K                           0.61   0.57    0.15   0.07      0.03   0.02     0.02   0.00
+
+What changed (plan_pricing): the kernels' rates once per (GPU, tp, cp, micro-batch, ep), not per
+recomputation too; the data-parallel collectives priced once per distinct (group link, tp, ZeRO stage, group
+size, ep) after numbering the links, instead of visiting every (GPU, ...) key; the expert all-to-alls once per
+(GPU, tokens a GPU routes, etp, ep) instead of per (GPU, tp, cp, micro-batch, ep); _groups builds its tuples
+in one tolist(). The targets (<= 0.3 s over the catalogue, <= 1 s for any plan()) are NOT met: what is left is
+the memory fit (plan_memory.fitting_plans: 0.3-1.2 s, ~1,200 training_memory calls for Qwen3 at 64K) and, over
+the catalogue, ~15,000 ring_collective and ~3,800 group_link calls of the network model, one at a time. Making
+those fast means pricing the network model and the memory model on arrays, not in a loop.
 """
 
 from __future__ import annotations

@@ -107,37 +107,67 @@ def mixtral():
 
 
 def test_mixtral_cost_by_gpu_by_hand(mixtral):
-    """Each row's GPU-hours are the run's active FLOPs over the GPU's dense peak at the calibrated MFU."""
+    """Each row is timed on its layout's MoE step (issue 35: one MoE path): the run's tokens over the step's
+    tokens per second, on the fewest GPUs, with the global batch worked out here (2**22 tokens of 4,096 =
+    1,024 sequences, rounded up to a multiple of the GPU count); the run's active FLOPs (by hand) over those
+    GPU-seconds at the peak is the step's MFU."""
+    from llmsizing.time_cost import moe_default_layout
+
     flops = 1e12 * _mixtral_per_token(4096)
     for r in mixtral[mixtral["fits"]].itertuples():
         row = _gpu_row(r.gpu)
         peak = float(row["bf16_dense_tflops"] or row["fp16_dense_tflops"]) * 1e12
-        mfu = mfu_estimate("mixtral-8x7b", gpu=r.gpu, seq=4096, recompute="full").mfu
-        assert r.gpu_hours == pytest.approx(flops / (peak * mfu) / 3600, rel=1e-9), r.gpu
+        par, gb, micro = moe_default_layout("mixtral-8x7b", L.get_gpu(r.gpu), seq=4096, n_gpus=r.min_gpus,
+                                            recompute="full")
+        assert par.gpus == r.min_gpus and (_layout_label(par), par.ep) == (r.layout, r.ep)
+        planned = r.min_gpus * -(-1024 // r.min_gpus)                 # 1,024 sequences, a multiple of the GPUs
+        widened = par.dp * max(par.pp, -(-1024 // par.dp))             # (no plan on exactly that many: the
+        assert gb in (planned, widened)                              # fewest-GPU layout, whole micro-batches)
+        step = step_time("mixtral-8x7b", r.gpu, par, batch=micro, seq=4096,
+                         grad_accum=gb // (micro * par.dp), recompute="full")
+        hours = 1e12 / (gb * 4096 / step.step_s) * r.min_gpus / 3600  # steps x step seconds x GPUs
+        assert r.gpu_hours == pytest.approx(hours, rel=1e-9), r.gpu
+        assert flops / (r.gpu_hours * 3600 * peak) == pytest.approx(step.mfu, rel=1e-9)
         assert r.cost_usd == pytest.approx(r.gpu_hours * float(row["price_usd_per_gpu_hour"]), rel=1e-12)
         assert r.days_on_min_gpus == pytest.approx(r.gpu_hours / r.min_gpus / 24, rel=1e-12)
         assert r.cost_usd_low <= r.cost_usd <= r.cost_usd_high
     assert list(mixtral["cost_usd"]) == sorted(mixtral["cost_usd"])
 
 
+def test_moe_cost_by_gpu_old_estimate_is_deprecated():
+    """moe_dense_mfu=True keeps the old answer (the calibrated MFU at the active size), with a warning."""
+    with pytest.warns(DeprecationWarning, match="moe_dense_mfu"):
+        old = cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=4096, gpus=["H100 SXM"], moe_dense_mfu=True)
+    flops = 1e12 * _mixtral_per_token(4096)
+    peak = float(_gpu_row("H100 SXM")["bf16_dense_tflops"]) * 1e12
+    mfu = mfu_estimate("mixtral-8x7b", gpu="H100 SXM", seq=4096, recompute="full").mfu
+    assert old.loc[0, "gpu_hours"] == pytest.approx(flops / (peak * mfu) / 3600, rel=1e-9)
+    with pytest.warns(DeprecationWarning, match="moe_dense_mfu"):
+        t = training_time("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", n_gpus=14, seq=4096, recompute="full",
+                          moe_dense_mfu=True)
+    assert t.mfu == mfu
+
+
 def test_mixtral_cost_by_gpu_uses_min_gpus_expert_parallel_search(mixtral):
     assert mixtral["fits"].all()
     for r in mixtral.itertuples():
         p = min_gpus("mixtral-8x7b", r.gpu, batch=1, seq=4096, recompute="full")
-        assert (r.min_gpus, r.layout, r.ep) == (p.gpus, _layout_label(p.parallel), p.parallel.ep)
+        assert r.min_gpus == p.gpus                                  # the count: min_gpus with its ep search
         assert (f"EP{r.ep}" in r.layout) == (r.ep > 1)
         dense_only = min_gpus("mixtral-8x7b", r.gpu, batch=1, seq=4096, recompute="full", ep_degrees=(1,))
         assert r.min_gpus <= dense_only.gpus                        # searching ep never needs more GPUs
-    assert (mixtral["ep"] > 1).any()                                 # and some GPU's fewest-GPU layout uses it
     forced = cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=4096, gpus=["H100 SXM"], ep_degrees=(8,))
     assert forced.loc[0, "ep"] == 8 and "EP8" in forced.loc[0, "layout"]
 
 
-def test_moe_cost_by_gpu_carries_training_time_warning(mixtral):
-    assert "mixture of experts" in mixtral.attrs["warnings"][0]
-    assert all("mixture of experts" in w for w in mixtral["warnings"])
-    t = training_time("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", n_gpus=14, seq=4096, recompute="full")
-    assert mixtral.set_index("gpu").loc["H100 SXM", "warnings"] == " | ".join(t.warnings)
+def test_moe_cost_by_gpu_is_training_time_on_as_many_gpus(mixtral):
+    """The same question, the same answer: a row is training_time on that many GPUs (issue 35)."""
+    assert all("mixture of experts: timed on its MoE step" in w for w in mixtral["warnings"])
+    row = mixtral.set_index("gpu").loc["H100 SXM"]
+    t = training_time("mixtral-8x7b", tokens=1e12, gpu="H100 SXM", n_gpus=int(row["min_gpus"]), seq=4096,
+                      recompute="full")
+    assert row["warnings"] == " | ".join(t.warnings) and row["layout"] in t.warnings[0]
+    assert (row["gpu_hours"], row["days_on_min_gpus"]) == (t.gpu_hours, t.days)
 
 
 def test_deepseek_v3_cost_by_gpu_is_quick_and_fits():
@@ -145,7 +175,8 @@ def test_deepseek_v3_cost_by_gpu_is_quick_and_fits():
 
     start = time.process_time()
     df = cost_by_gpu("deepseek-v3", tokens=14.8e12, seq=4096)        # the whole catalogue
-    assert time.process_time() - start < 6                          # about 1.4 CPU seconds on the build machine
+    assert time.process_time() - start < 12                         # about 5.4 CPU seconds on the build machine
+                                                                    # (a plan per GPU type, issue 35)
     assert df["fits"].any() and (df.loc[df["fits"], "min_gpus"] >= 40).all()   # 671B parameters need many GPUs
 
 
@@ -187,7 +218,8 @@ def test_render_cost_by_gpu_draws_a_mixture_of_experts():
     from llmsizing.charts import render_cost_by_gpu
 
     view = render_cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=4096, gpus=["H100 SXM", "H200"])
-    assert "mixtral-8x7b" in view.summary and "EP8" in view.summary
+    df = cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=4096, gpus=["H100 SXM", "H200"])
+    assert "mixtral-8x7b" in view.summary and all(lay in view.summary for lay in df["layout"])
     assert "warning: mixtral-8x7b is a mixture of experts" in view.summary
 
 
@@ -205,7 +237,8 @@ def test_cli_cost_json_is_cost_by_gpu(capsys):
 def test_cli_cost_csv_and_text(capsys):
     assert cli.main(["cost", "mixtral-8x7b", "--tokens", "1T", "--seq", "4096", "--gpu", "H200", "--csv"]) == 0
     header, first = capsys.readouterr().out.splitlines()[:2]
-    assert "cost_usd" in header and "ep" in header.split(",") and "EP8" in first
+    layout = cost_by_gpu("mixtral-8x7b", tokens=1e12, seq=4096, gpus=["H200"]).loc[0, "layout"]
+    assert "cost_usd" in header and "ep" in header.split(",") and f",{layout}," in first
     assert cli.main(["cost", "llama-3-8b", "--tokens", "100B", "--seq", "4096", "--gpu", "H100 SXM"]) == 0
     out = capsys.readouterr().out
     assert "H100 SXM" in out and "warning" not in out
@@ -309,3 +342,27 @@ def test_max_micro_batch_of_mixtral_is_the_largest_that_fits(par):
         assert (b == 0 or fits(b)) and not fits(b + 1), (seq, b)
     assert max_micro_batch("mixtral-8x7b", "H100 SXM", 1024, parallel=L.Parallel(tp=2, sp=True, dp=8, ep=8, zero=1),
                            recompute="full") > 0
+
+
+# ----------------------------------------------------------------------------- one MoE path (issue 35)
+def test_training_time_of_an_moe_is_the_fastest_plan_on_as_many_gpus():
+    """The same question gets the same answer: Qwen3-30B-A3B on 64 H100s without a layout is the planner's
+    fastest plan on exactly 64 of them, at 2**22 = 4,194,304 tokens per step / 4,096 = 1,024 sequences
+    (16 x 64, already a multiple of the GPUs)."""
+    from llmsizing.planner import plan
+
+    t = training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=4096)
+    rows = plan("qwen3-30b-a3b", tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=1024, max_gpus=64,
+                recomputes=("none",))
+    best = rows[rows["n_gpus"] == 64].sort_values("step_time_s").iloc[0]
+    assert t.days == pytest.approx(best["days"], rel=1e-9) and t.mfu == pytest.approx(best["mfu"], rel=1e-9)
+    assert "1,024 sequences per step" in t.warnings[0] and t.mfu_source == "step_time of the layout"
+    # without a GPU count: the fewest GPUs that hold a step, at whole micro-batches of about 2**22 tokens
+    fewest = min_gpus("qwen3-30b-a3b", "H100 SXM", batch=1, seq=4096).parallel
+    t0 = training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", seq=4096)
+    gb = fewest.dp * max(fewest.pp, -(-1024 // fewest.dp))
+    step = step_time("qwen3-30b-a3b", "H100 SXM", fewest, batch=1, seq=4096, grad_accum=gb // fewest.dp)
+    assert t0.gpu_hours == pytest.approx(1e12 / (gb * 4096) * step.step_s * fewest.gpus / 3600, rel=1e-9)
+    assert t0.n_gpus == fewest.gpus                                # (and the days are those on them)
+    # a given MFU is taken as given (the dense arithmetic at the active FLOPs)
+    assert training_time("qwen3-30b-a3b", tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=4096, mfu=0.3).mfu == 0.3

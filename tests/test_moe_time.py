@@ -156,3 +156,24 @@ def test_one_moe_path_training_time_step_time_and_plan():
         job = Job.from_plan_row(row, "qwen3-30b-a3b", seq=4096)
         assert step_time(job).step_s == pytest.approx(row["step_time_s"], rel=0.01)
         assert L.training_time(job, tokens=1e12).days == pytest.approx(row["days"], rel=0.01)
+
+
+def test_capacity_factor_caps_the_skew_by_hand():
+    """Token dropping at Switch Transformer's capacity factor C (arXiv:2101.03961 Sec. 2.2): no expert takes
+    more than C x its mean share, so no rank does more than C x its mean. Mixtral (aux-loss routing, 8 experts)
+    at ep = 8: 1 + 0.62 x sqrt(8 / 8) = 1.62 dropless; C = 1.25 caps it at 1.25; C = 2 leaves 1.62; C = 1 is a
+    balanced step; DeepSeek-V3 (loss-free) at ep = 64: 1 + 0.04 x sqrt(64 / 256) = 1.02, under C = 1.25."""
+    mix, ds3 = get_model("mixtral-8x7b"), get_model("deepseek-v3")
+    assert moe_time.load_skew(mix, 8) == pytest.approx(1.62)
+    assert moe_time.load_skew(mix, 8, capacity_factor=1.25) == 1.25
+    assert moe_time.load_skew(mix, 8, capacity_factor=2.0) == pytest.approx(1.62)
+    assert moe_time.load_skew(mix, 8, capacity_factor=1.0) == 1.0
+    assert moe_time.load_skew(ds3, 64, capacity_factor=1.25) == pytest.approx(1.02)
+    with pytest.raises(ValueError, match="capacity_factor"):
+        moe_time.load_skew(mix, 8, capacity_factor=0)
+    # the step: the extra routed work is (skew - 1) x the routed experts' FLOPs, so capping it shortens the step
+    par = Parallel(tp=1, dp=8, ep=8, zero=1)
+    free = step_time(mix, "H100 SXM", par, batch=1, seq=4096, grad_accum=8)
+    capped = step_time(mix, "H100 SXM", par, batch=1, seq=4096, grad_accum=8,
+                         load_skew=moe_time.load_skew(mix, 8, capacity_factor=1.25))
+    assert capped.step_s < free.step_s

@@ -87,20 +87,31 @@ def routing_of(model) -> str:
     return "aux-loss-free" if getattr(model, "router_bias", False) else "aux-loss"
 
 
-def load_skew(model, ep: int, routing: str | None = None) -> float:
+def load_skew(model, ep: int, routing: str | None = None, capacity_factor: float | None = None) -> float:
     """The slowest expert-parallel rank's routed tokens over the mean: ``1 + v sqrt(ep / E)`` with ``v`` the
     published per-expert maximal violation of ``routing`` (default :func:`routing_of`; the mean of that
     routing's rows in ``data/moe_load_skew.csv``) and ``E / ep`` experts per rank (a rank sums the loads of
     its experts, whose deviations, taken as independent, shrink as ``1 / sqrt(E / ep)``: the assumption of
-    this term). 1 without expert parallelism: one GPU holds every expert and does all the routed work."""
+    this term). 1 without expert parallelism: one GPU holds every expert and does all the routed work.
+
+    ``capacity_factor`` (default ``None``: dropless, as Megatron-Core and DeepSeek-V3 train) models token
+    dropping: each expert takes at most ``capacity_factor x`` its mean share of the tokens and drops the rest
+    (Switch Transformer's expert capacity, Fedus, Zoph and Shazeer 2022, arXiv:2101.03961, Sec. 2.2; GShard,
+    Lepikhin et al. 2020), so no rank does more than that factor of its mean work: the skew is
+    ``min(1 + v sqrt(ep / E), capacity_factor)`` (below 1 when even a balanced load is cut). The dropped
+    tokens' cost to quality is not modelled. Chapter 18."""
     model = resolve_model(model, moe=True)
     ep = check_int("ep", ep)
     routing = routing_of(model) if routing is None else check_choice("routing", routing, ROUTINGS)
+    cap = None if capacity_factor is None else check_number("capacity_factor", capacity_factor,
+                                                            maximum=64.0, allow_equal=False)
     if ep == 1 or not model.is_moe:
-        return 1.0
-    t = load_skew_table()
-    v = float(t.loc[t["routing"] == routing, "max_vio"].mean())
-    return 1.0 + v * math.sqrt(ep / model.experts)
+        skew = 1.0
+    else:
+        t = load_skew_table()
+        v = float(t.loc[t["routing"] == routing, "max_vio"].mean())
+        skew = 1.0 + v * math.sqrt(ep / model.experts)
+    return skew if cap is None else min(skew, cap)
 
 
 def routed_expert_flops_per_token(model, *, recompute: str = "none") -> float:

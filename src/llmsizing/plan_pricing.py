@@ -216,7 +216,7 @@ def _groups(*columns):
     dims = [int(c.max()) + 1 for c in cols]
     key = np.ravel_multi_index(cols, dims)
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return [tuple(int(c[i]) for c in cols) for i in first.tolist()], inverse.reshape(-1)
+    return list(map(tuple, np.stack(cols, axis=1)[first].tolist())), inverse.reshape(-1)
 
 
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
@@ -292,6 +292,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # the Linear layers' and the attention core's rates (llmsizing.kernels.rates, as step_compute_time_s)
     dtype = compute_dtype(precision)
     steps: dict = {}     # the step without ep does not depend on it: one per (GPU, tp, cp, micro, rc)
+    rates_of: dict = {}
     for k, (g_, t_, c_, b_, e_, r_) in enumerate(lay_keys):
         g = gpu_list[g_]
         if (g_, t_, c_, b_, r_) not in steps:
@@ -300,8 +301,11 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                 kernel_efficiency=eff, recompute=rcs[r_], precision=precision, node=node_of[g.name])
         st = steps[g_, t_, c_, b_, r_]
         by = st.comm_by_group_s
-        gemm_rate, attention_rate = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
-                                          kernel_efficiency=st.kernel_efficiency, ep=e_)
+        rate_key = (g_, t_, c_, b_, e_, st.kernel_efficiency)
+        if rate_key not in rates_of:                 # rates do not depend on the recomputation
+            rates_of[rate_key] = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
+                                       kernel_efficiency=st.kernel_efficiency, ep=e_)
+        gemm_rate, attention_rate = rates_of[rate_key]
         lay[k] = (gemm_rate, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"], by.get("cp", 0.0),
                   attention_rate)
         peak_of[g_] = st.peak_flops
@@ -503,22 +507,25 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     per_byte = np.zeros((len(gi), 2 * n_slots))                  # dense slots, then the experts' slots
     traffic = np.zeros((len(gi), 2 * n_slots))
     latency = np.zeros((len(gi), 2 * n_slots))
-    for part, columns in ((0, (gi, tp, zero, dpcp, np.ones_like(ep))), (1, (gi, tp, zero, edp, ep))):
-        keys, idx = _groups(*columns)
+    link_ids: dict = {}                      # each distinct group link, numbered
+    for part, (n_col, e_col) in ((0, (dpcp, np.ones_like(ep))), (1, (edp, ep))):
+        # the group's link: one group_link per (GPU, group size, stride); then GPUs whose groups ride the same
+        # link send the same, so one row per (link, tp, ZeRO stage, group size, ep)
+        stride_col = tp if part == 0 else etp * ep
+        lk_keys, lk_idx = _groups(gi, n_col, stride_col)
+        lid = np.zeros(len(lk_keys), dtype=np.int64)
+        for j, (g_, n_, s_) in enumerate(lk_keys):
+            if (g_, n_, s_) not in links:
+                g = gpu_list[g_]
+                links[g_, n_, s_] = group_link(g, node_of[g.name], size=n_, stride=s_) if n_ > 1 else None
+            lid[j] = link_ids.setdefault(links[g_, n_, s_], len(link_ids))
+        keys, idx = _groups(lid[lk_idx], tp, zero, n_col, e_col)
+        by_id = list(link_ids)
         rows = np.zeros((len(keys), 3, n_slots))
-        seen: dict = {}
-        for k, (g_, t_, z_, n_, e_) in enumerate(keys):
+        for k, (l_, t_, z_, n_, e_) in enumerate(keys):
             if n_ == 1:
                 continue
-            g = gpu_list[g_]
-            stride = t_ if part == 0 else (t_ if expert_tp else 1) * e_
-            if (g_, n_, stride) not in links:
-                links[g_, n_, stride] = group_link(g, node_of[g.name], size=n_, stride=stride)
-            gl = links[g_, n_, stride]
-            same = seen.setdefault((gl, t_, z_, n_, e_), k)
-            if same != k:
-                rows[k] = rows[same]
-                continue
+            gl = by_id[l_]
             on_rank = _split(model, t_, 1, None, e_, expert_tp)[0][part]
             for name, kind, message, calls in dp_schedule(z_, on_rank, w_b, g_b, 1, layers=model.layers,
                                                           bucket_params=dp_bucket_params(n_)):
@@ -566,13 +573,23 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     on = np.flatnonzero(ep > 1)
     if not len(on):
         return out
-    keys, idx = _groups(gi[on], tp[on], cp[on], b[on], ep[on])
+    # ep_all_to_all sees (tp, cp, micro) only as the tokens a GPU routes, micro x (seq // cp) / tp (SP when
+    # tp > 1), and the ranks' stride etp: one call per (GPU, tokens, etp, ep), on the first plan with them
+    t_on, c_on, b_on = tp[on], cp[on], b[on]
+    _, tok = np.unique(b_on * (seq // c_on) / t_on, return_inverse=True)
+    etp = t_on if expert_tp else np.ones_like(t_on)
+    key = np.ravel_multi_index((gi[on], tok.reshape(-1), etp, ep[on]),
+                               (len(gpu_list), int(tok.max()) + 1, int(etp.max()) + 1, int(ep[on].max()) + 1))
+    _, first, idx = np.unique(key, return_index=True, return_inverse=True)
+    idx = idx.reshape(-1)
     # the forward's two all-to-alls and the backward's, without recomputation; full recomputation repeats the
     # forward's (ep_all_to_all)
     fwd_bwd = np.array([[c.time_s for c in ep_all_to_all(
         model, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp),
         batch=b_, seq=seq, gpu=gpu_list[g_], node=node_of[gpu_list[g_].name], grad_accum=1,
-        precision=precision, recompute="none", max_nodes=max_nodes)] for g_, t_, c_, b_, e_ in keys])
+        precision=precision, recompute="none", max_nodes=max_nodes)]
+        for g_, t_, c_, b_, e_ in zip(*(np.asarray(a)[first].tolist() for a in (gi[on], t_on, c_on, b_on,
+                                                                                ep[on])))])
     full = np.array([r == "full" for r in rcs])[ri[on]]
     rows = fwd_bwd[idx]
     back = rows[:, 2] + rows[:, 3]                       # the backward's combine and dispatch

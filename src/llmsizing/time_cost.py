@@ -8,6 +8,11 @@ per token, the MFU and HFU, GPU-hours that do not depend on the GPU count) and t
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
+import warnings as _warnings
+
 from ._compat import retire as _retire
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number
 from .catalog import get_gpu, gpu_price, resolve_gpus, resolve_model, resolve_prices
@@ -34,7 +39,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   recompute: str = "none", dtype: str | None = None, causal: bool = False,
                   whole_run: bool = False, precision: str | None = None, stages=None,
                   plan_options: dict | None = None, goodput: float = 1.0, recompute_layers: int | None = None,
-                  global_batch: int | None = None, micro_batch: int = 1):
+                  global_batch: int | None = None, micro_batch: int = 1, moe_dense_mfu: bool = False):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
@@ -74,9 +79,15 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     ``{"precision": "bf16-mixed-fp32-grads"}``) passed on. A single stage gives the same numbers as the call
     with that ``tokens`` and ``seq``.
 
-    A mixture of experts (issue 24) is timed on its active parameters' FLOPs, with the calibrated MFU of
-    :func:`mfu_estimate` at its active size (a warning says it is an extrapolation from dense runs) or the
-    ``mfu`` given; ``parallel`` may carry ``ep``. Chapter 18.
+    **A mixture of experts** (issues 24 and 35) is timed on the MoE step of :mod:`llmsizing.moe_time`, the one
+    :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.planner.plan` use (grouped expert GEMMs,
+    routing kernels, load skew, the all-to-all): on ``parallel`` (which may carry ``ep``; at
+    :func:`moe_default_global_batch` sequences) or, without it, on :func:`moe_default_layout`: the planner's
+    fastest plan on exactly ``n_gpus`` (at about 2**22 tokens a step), or without ``n_gpus`` the fewest GPUs
+    that hold a step (the days are then those on them); then as ``global_batch=`` does; a warning names the
+    layout. A given ``mfu`` or ``mfu_range``, ``whole_run``, ``stages``, or an ``n_gpus`` with no such layout
+    keep the calibrated MFU at the active size (a warning says it is an extrapolation from
+    dense runs). ``moe_dense_mfu=True`` (deprecated) asks for that old estimate. Chapter 18.
 
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
     left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
@@ -91,6 +102,22 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     g = get_gpu(gpu)
     if stages is None:
         dtype = compute_dtype("bf16-mixed" if precision is None else precision, dtype)
+    if check_bool("moe_dense_mfu", moe_dense_mfu):
+        _warnings.warn("moe_dense_mfu=True times a mixture of experts at the calibrated MFU of a dense model "
+                       "of its active size, not on its MoE step (llmsizing.moe_time); it goes in the next "
+                       "release", DeprecationWarning, stacklevel=3)
+    elif (model.is_moe and global_batch is None and stages is None and mfu is None and mfu_range is None
+          and not whole_run and tokens is not None and seq is not None):
+        if micro_batch != 1:
+            raise ValueError(f"micro_batch={micro_batch!r} applies with global_batch= and parallel= only (a "
+                             "run timed on its layout's step)")
+        run = _moe_run(model, g, tokens=tokens, seq=check_int("seq", seq), n_gpus=n_gpus, parallel=parallel,
+                       recompute=check_choice("recompute", recompute, RECOMPUTE),
+                       recompute_layers=recompute_layers,
+                       precision="bf16-mixed" if precision is None else precision, dtype=dtype, causal=causal,
+                       price=price_usd_per_gpu_hour, goodput=goodput)
+        if run is not None:
+            return run[0]
     if global_batch is not None:
         if stages is not None or parallel is None or mfu is not None or mfu_range is not None or whole_run:
             raise ValueError("global_batch= times the run on its layout's own step: give it with parallel= "
@@ -131,9 +158,122 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                     precision="bf16-mixed" if precision is None else precision)
 
 
+#: The default global batch of a mixture of experts timed without one (:func:`moe_default_global_batch`):
+#: about 4M tokens, Llama 2's (Touvron et al. 2023, arXiv:2307.09288, Sec. 2.2: "a global batch-size of 4M
+#: tokens"), 2**22 so that it is 1,024 sequences of 4,096 tokens.
+MOE_DEFAULT_BATCH_TOKENS = 2**22
+
+
+def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1) -> int:
+    """Sequences per optimizer step for a mixture of experts timed without a global batch
+    (:func:`training_time`, :func:`cost_by_gpu`): :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to whole
+    micro-batches of ``micro_batch`` on every data-parallel rank, and at least ``pp`` micro-batches (1F1B
+    needs as many to fill the pipeline). Chapter 18."""
+    per_step = micro_batch * par.dp
+    m = max(par.pp, math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * per_step)))
+    return m * per_step
+
+
+def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
+                       precision: str = "bf16-mixed", ep_degrees=None):
+    """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
+    for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
+    one again)."""
+    model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
+    eps = None if ep_degrees is None else tuple(ep_degrees)
+    return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps)
+
+
+#: How many of :func:`moe_default_layout`'s answers are kept.
+MOE_LAYOUTS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
+def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees):
+    return _moe_default_layout(model, gpu, seq=seq, n_gpus=n_gpus, recompute=recompute, precision=precision,
+                               ep_degrees=ep_degrees)
+
+
+def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
+                        precision: str = "bf16-mixed", ep_degrees=None):
+    """The layout a mixture of experts is timed on when none is given (:func:`training_time`), as
+    ``(parallel, global_batch, micro_batch)``, or ``None`` when there is none. With ``n_gpus``: the fastest
+    plan of :func:`~llmsizing.planner.plan` (one GPU type, ``recompute`` only) that uses exactly ``n_gpus``,
+    at a global batch of :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to a multiple of ``n_gpus``
+    sequences (so that every data-parallel degree the GPUs allow divides it); if none does, the fewest-GPU
+    layout below widened by data parallelism when ``n_gpus`` is a multiple of its GPUs. Without: the fewest
+    GPUs that hold a step of one sequence (:func:`~llmsizing.layouts.min_gpus`, its own expert-parallel
+    search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
+    (default: every divisor of the routed experts). Chapter 18."""
+    from .planner import MAX_GLOBAL_BATCH, plan
+
+    moe_kw = {} if ep_degrees is None else {"ep_degrees": ep_degrees}
+
+    def fewest():
+        try:
+            return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
+                            **moe_kw).parallel
+        except ValueError:
+            return None
+
+    if n_gpus is None:
+        par = fewest()
+        return None if par is None else (par, moe_default_global_batch(par, seq=seq), 1)
+    gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
+    if gb <= MAX_GLOBAL_BATCH:
+        rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=n_gpus,
+                    recomputes=(recompute,), precision=precision, explain=False, **moe_kw)
+        rows = rows[rows["n_gpus"] == n_gpus]
+        if len(rows):
+            r = rows.loc[rows["step_time_s"].idxmin()]
+            par = Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
+                           zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"]))
+            return par, gb, int(r["micro_batch"])
+    one = fewest()
+    if one is None or n_gpus % one.gpus:
+        return None
+    par = dataclasses.replace(one, dp=one.dp * (n_gpus // one.gpus))
+    return par, moe_default_global_batch(par, seq=seq), 1
+
+
+def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_layers, precision, dtype,
+             causal, price, goodput, ep_degrees=None):
+    """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
+    MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none."""
+    n = None if n_gpus is None else check_int("n_gpus", n_gpus)
+    if parallel is not None:
+        par = resolve_parallel(parallel, model, seq)
+        chosen = (par, moe_default_global_batch(par, seq=seq), 1) if n in (None, par.gpus) else None
+    else:
+        chosen = moe_default_layout(model, g, seq=seq, n_gpus=n, recompute=recompute, precision=precision,
+                                    ep_degrees=ep_degrees)
+    if chosen is None:
+        return None
+    par, gb, micro = chosen
+    return _moe_step_run(model, g, par, tokens=tokens, seq=seq, micro_batch=micro, recompute=recompute,
+                         recompute_layers=recompute_layers, precision=precision, dtype=dtype, causal=causal,
+                         global_batch=gb, price=price, goodput=goodput), par
+
+
+def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recompute, recompute_layers,
+                  precision, dtype, causal, price, goodput, global_batch=None):
+    """A mixture of experts' run on the MoE step of layout ``par`` (:func:`~llmsizing.stages.layout_time`,
+    as ``training_time(parallel=, global_batch=)``), the global batch :func:`moe_default_global_batch`'s
+    unless given, with a warning that names both."""
+    gb = (moe_default_global_batch(par, seq=seq, micro_batch=micro_batch) if global_batch is None
+          else global_batch)
+    t = layout_time(model, g, par, tokens=check_number("tokens", tokens, allow_equal=False), seq=seq,
+                    micro_batch=micro_batch, global_batch=gb, precision=precision, dtype=dtype,
+                    recompute=recompute, recompute_layers=recompute_layers,
+                    causal=check_bool("causal", causal), price_value=gpu_price(g, price), goodput=goodput)
+    note = (f"{model.name} is a mixture of experts: timed on its MoE step (llmsizing.moe_time) on the layout "
+            f"{_layout_label(par)}, {gb:,} sequences per step; the range is a layout's")
+    return dataclasses.replace(t, warnings=(note, *t.warnings))
+
+
 def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,
                 recompute: str = "full", mfu: float | None = None, prices: dict | None = None,
-                max_gpus: int = 65536, ep_degrees=None):
+                max_gpus: int = 65536, ep_degrees=None, moe_dense_mfu: bool = False):
     """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
     whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.layouts.min_gpus`,
     micro-batch ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and
@@ -148,13 +288,12 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
 
     A mixture of experts (issue 24) gets each GPU's fewest GPUs from :func:`~llmsizing.layouts.min_gpus`'s own
     search over expert parallelism (``ep`` among the divisors of its routed experts, or ``ep_degrees``), and
-    its GPU-hours from :func:`training_time` (active parameters' FLOPs, the calibrated MFU taken at the active
-    size). The frame then has an ``ep`` column after ``layout`` and a ``warnings`` column (``training_time``'s
-    warnings, joined by `` | ``: the MFU is an extrapolation from dense runs), and ``attrs["warnings"]`` lists
-    every distinct one once. These GPU-hours are the end-to-end MFU model's, not the MoE step time's
-    (:mod:`llmsizing.moe_time`; :func:`~llmsizing.planner.plan` and ``training_time(parallel=...,
-    global_batch=...)`` price that): chapter 18 sets the published MoE runs against the step time
-    (:func:`llmsizing.moe_runs.moe_run_check`). A dense model's frame is as before (no ``ep``, no
+    its run from :func:`training_time` on that many GPUs: the MoE step (:mod:`llmsizing.moe_time`) of the
+    fastest plan of :func:`~llmsizing.planner.plan` on exactly that many (:func:`moe_default_layout`, which
+    the ``layout`` and ``ep`` columns then name), unless ``mfu`` is given or ``moe_dense_mfu=True``
+    (deprecated: the calibrated MFU at the active size). The frame then has an ``ep`` column after
+    ``layout`` and a ``warnings`` column (``training_time``'s warnings, joined by `` | ``), and
+    ``attrs["warnings"]`` lists every distinct one once. A dense model's frame is as before (no ``ep``, no
     ``warnings``).
     Chapter 18."""
     import pandas as pd
@@ -174,6 +313,10 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     check_choice("recompute", recompute, RECOMPUTE)
     mfu = None if mfu is None else check_fraction("mfu", mfu)
     max_gpus = check_int("max_gpus", max_gpus)
+    if check_bool("moe_dense_mfu", moe_dense_mfu):
+        _warnings.warn("moe_dense_mfu=True prices a mixture of experts at the calibrated MFU of a dense "
+                       "model of its active size, not on its MoE step (llmsizing.moe_time); it goes in the "
+                       "next release", DeprecationWarning, stacklevel=3)
     price_of = {g.name: prices[g.name] if g.name in prices else gpu_price(g, name="prices") for g in gpu_list}
     rows, seen = [], []
     for g in gpu_list:
@@ -183,8 +326,25 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
         except ValueError as e:
             rows.append({**row, "fits": False, "why": str(e)})
             continue
-        t = training_time(model, tokens=tokens, gpu=g, n_gpus=plan.gpus, seq=seq, mfu=mfu,
-                          price_usd_per_gpu_hour=row["price_usd_per_gpu_hour"], recompute=recompute)
+        run = None
+        if model.is_moe and mfu is None and not moe_dense_mfu:   # the MoE step of the fastest plan on as many
+            try:
+                run = _moe_run(model, g, tokens=tokens, seq=seq, n_gpus=plan.gpus, parallel=None,
+                               recompute=recompute, recompute_layers=None, precision="bf16-mixed",
+                               dtype=compute_dtype("bf16-mixed"), causal=False,
+                               price=row["price_usd_per_gpu_hour"], goodput=1.0, ep_degrees=ep_degrees)
+            except ValueError as e:                  # e.g. a step so slow that its MFU is below 0.1%
+                rows.append({**row, "fits": False, "why": str(e)})
+                continue
+        if run is not None:
+            t, par = run
+            plan = dataclasses.replace(plan, parallel=par)
+        else:
+            with _warnings.catch_warnings():
+                _warnings.simplefilter("ignore", DeprecationWarning)
+                t = training_time(model, tokens=tokens, gpu=g, n_gpus=plan.gpus, seq=seq, mfu=mfu,
+                                  price_usd_per_gpu_hour=row["price_usd_per_gpu_hour"], recompute=recompute,
+                                  moe_dense_mfu=moe_dense_mfu and model.is_moe)
         moe_cols = {"ep": plan.parallel.ep} if model.is_moe else {}
         rows.append({**row, "fits": True, "why": "", "min_gpus": plan.gpus,
                      "layout": _layout_label(plan.parallel),

@@ -113,6 +113,14 @@ def render_mfu_calibration() -> View:
 TIME_GPU_COUNTS = (1, 8, 64, 512, 4096, 32768)
 
 
+def _mfu_kind(t, mfu) -> str:
+    """How a summary names the MFU of run ``t``: given, its layout's step (a mixture of experts, issue 35), or
+    the calibrated estimate."""
+    if mfu is not None:
+        return "a given "
+    return "its layout's step " if t.mfu_source == "step_time of the layout" else "the calibrated "
+
+
 def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H100 SXM", seq: int = 8192,
                          mfu: float | None = None, n_gpus: int = 1024, counts=TIME_GPU_COUNTS, *,
                          into: Figure | None = None) -> View:
@@ -153,7 +161,7 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
     ax.set_title(f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs",
                  fontsize=8.5, loc="left")
     summary = (f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs\n"
-               f"{t.n_gpus:,} x {t.gpu} at {'the calibrated ' if mfu is None else 'a given '}MFU {t.mfu:.0%} "
+               f"{t.n_gpus:,} x {t.gpu} at {_mfu_kind(t, mfu)}MFU {t.mfu:.0%} "
                f"({t.mfu_low:.0%}-{t.mfu_high:.0%}): "
                f"{t.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, {t.days:,.1f} days "
                f"({t.days_low:,.1f}-{t.days_high:,.1f}), {t.gpu_hours:,.0f} GPU-hours, "

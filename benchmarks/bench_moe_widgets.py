@@ -1,0 +1,81 @@
+"""How long a move of the chapter 17 and chapter 18 widgets takes in Python (issue 35's target: <= 100 ms per
+move), without a browser: the control's new value is set, which redraws the widget (the Dashboard's own
+``update``), timed in CPU seconds of this process and wall clock. For each widget: a move to a setting it has
+not seen (chapter 17: a new planner search) and a move back to one it has (its kept plans).
+
+    .venv/bin/python benchmarks/bench_moe_widgets.py
+
+Prints; does not assert (timings are not tests).
+
+Measured 2026-11-29 (branch moeplan35; machine shared at a load of about 13 on 2 cores, so the wall clock was
+~10x the CPU time and only the CPU column means much), CPU ms per move:
+
+    ch17: llama-3.1-405b 128K -> 64K (new search)      666
+    ch17: back to 128K (kept plans)                     131
+    ch17: mixtral-8x7b at 128K (new search)             987
+    ch17: mixtral-8x7b at 32K (new search)              951
+    ch17: qwen3-30b-a3b at 32K (new search)            2133
+    ch17: back to mixtral-8x7b at 32K (kept)            205
+    ch18: dp 4 -> 8                                     142
+    ch18: ep -> 4                                       175
+    ch18: back to dp 4                                  145
+    ch18: model -> deepseek-v3                          118
+    ch18: all-to-all hidden 50%                         131
+
+Neither widget meets 100 ms per move: a kept setting of chapter 17 still redraws (render_plan, 130-200 ms) and
+each move of chapter 18 computes and draws one layout (render_moe_layout, 120-175 ms); a new chapter 17 setting
+is a whole plan() (benchmarks/bench_moe_planner.py). Chapter 10's training-time chart for a mixture of experts
+(now one plan per GPU count, issue 35) took 2.2 s CPU for Mixtral the first time and 0.10 s for a move of the
+tokens (time_cost.moe_default_layout keeps its last 256 answers).
+"""
+
+from __future__ import annotations
+
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from llmsizing.widgets import long_context_widget, moe_layout_widget  # noqa: E402
+
+
+def timed(box, **values) -> tuple[float, float]:
+    """(CPU s, wall s) of setting the controls ``values`` (each move redraws)."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    with box.hold() if hasattr(box, "hold") else _nothing():
+        for k, v in values.items():
+            box.controls[k].value = v
+    return time.process_time() - c0, time.perf_counter() - t0
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def main() -> None:
+    lc = long_context_widget()
+    moves = [("ch17: llama-3.1-405b 128K -> 64K (new search)", lc, dict(seq=65536)),
+             ("ch17: back to 128K (kept plans)", lc, dict(seq=131072)),
+             ("ch17: mixtral-8x7b at 128K (new search)", lc, dict(model="mixtral-8x7b")),
+             ("ch17: mixtral-8x7b at 32K (new search)", lc, dict(seq=32768)),
+             ("ch17: qwen3-30b-a3b at 32K (new search)", lc, dict(model="qwen3-30b-a3b")),
+             ("ch17: back to mixtral-8x7b at 32K (kept)", lc, dict(model="mixtral-8x7b"))]
+    moe = moe_layout_widget()
+    moves += [("ch18: dp 4 -> 8", moe, dict(dp=8)),
+              ("ch18: ep -> 4", moe, dict(ep=4)),
+              ("ch18: recompute full", moe, dict(recompute="full")),
+              ("ch18: back to dp 4", moe, dict(dp=4)),
+              ("ch18: model -> deepseek-v3", moe, dict(model="deepseek-v3")),
+              ("ch18: all-to-all hidden 50%", moe, dict(ep_overlap=0.5))]
+    for label, box, values in moves:
+        cpu, wall = timed(box, **values)
+        print(f"{label:48s} {cpu * 1e3:7.0f} ms CPU {wall * 1e3:7.0f} ms wall")
+
+
+if __name__ == "__main__":
+    main()
