@@ -131,9 +131,15 @@ check-site: $(PW_STAMP) ## Load every built page in headless Chromium: offline? 
 # tests/browser: the workshop notebooks in a real JupyterLab (started through `make lab`, on a copy of book/)
 # and the built site, in headless Chromium. Tests skip, saying why, when Chromium cannot be found or launched;
 # the site tests skip when there is no _build/html (run `make book` first). `make test` does not collect them.
+# On LIVE_WORKERS pytest-xdist workers (2: most of a browser test is waiting for a kernel, a page or a server,
+# so two run side by side on two cores), --dist loadgroup as tests/conftest.py schedules it: every test of one
+# notebook in the lab on one worker (the notebook is opened and run once), every Voila test of one chapter on
+# one worker (one page). Each worker starts its own JupyterLab and Voila. LIVE_WORKERS=0: one process.
+LIVE_WORKERS ?= 2
 .PHONY: check-live
 check-live: $(PW_STAMP) ## Browser tests (tests/browser): notebooks in JupyterLab, then the built site
-	$(PY) -m pytest tests/browser -p no:cacheprovider -o console_output_style=classic -rfEs $(PYTEST_ARGS)
+	$(PY) -m pytest tests/browser -p no:cacheprovider -o console_output_style=classic -rfEs \
+	  -n $(LIVE_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # --- optional extras ---------------------------------------------------------
 

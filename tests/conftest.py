@@ -60,6 +60,30 @@ FIRST = (
 )
 
 
+#: Browser tests (`make check-live`, tests/browser) that share one server started for them alone: one unit.
+LIVE_SITE_TESTS = ("test_live_code_runs_the_page_and_a_slider_redraws_the_figure",
+                   "test_live_widget_gets_the_page_width")
+
+
+def _browser_scope(nodeid: str) -> str | None:
+    """The unit of work of a browser test that shares an opened page with others (issue 38: `make check-live`
+    on two workers): every test of one notebook in the lab (tests/browser/test_lab.py, its id in brackets:
+    the page opened and run once), every Voila test of one chapter (``test_voila*[chapter]``, one Voila page),
+    and the tests of the ``make serve-live`` server (:data:`LIVE_SITE_TESTS`). None for any other test."""
+    path, _, rest = nodeid.partition("::")
+    if not path.startswith("tests/browser/"):
+        return None
+    name, _, param = rest.partition("[")
+    param = param.rstrip("]")
+    if path.endswith("/test_lab.py") and param:
+        return f"{path}[{param}]"
+    if name.startswith("test_voila") and param:
+        return f"voila[{param}]"
+    if name in LIVE_SITE_TESTS:
+        return "live_site"
+    return None
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """`make test` runs on every core (pytest-xdist, ``-n auto --dist loadgroup``). The cells of one notebook
@@ -78,7 +102,7 @@ def pytest_xdist_make_scheduler(config, log):
             path = nodeid.split("::", 1)[0]
             if path.endswith(".ipynb") or path in WHOLE_FILES:
                 return path
-            return super()._split_scope(nodeid)
+            return _browser_scope(nodeid) or super()._split_scope(nodeid)
 
         def _assign_work_unit(self, node) -> None:
             if not self._ordered:           # the first call: every unit is in the queue, none handed out yet

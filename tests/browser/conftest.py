@@ -215,6 +215,35 @@ def shutdown_sessions(server: LabServer) -> None:
 
 
 LAST = "test_book_is_unchanged_after_closing"
+_BOOK_AT_START = pytest.StashKey[tuple]()
+
+
+def _xdist_controller(config) -> bool:
+    """True in the process that hands tests to pytest-xdist workers (and runs none itself)."""
+    return not hasattr(config, "workerinput") and (config.getoption("numprocesses", None) or 0) != 0
+
+
+def pytest_sessionstart(session):
+    if _xdist_controller(session.config):
+        session.config.stash[_BOOK_AT_START] = (snapshot(BOOK), git_status(BOOK))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Under pytest-xdist (`make check-live` runs two workers) :data:`LAST` runs last on its worker only,
+    while the other may still be running: so the controller checks book/ once more after every worker has
+    finished, and fails the run if it changed."""
+    if not _xdist_controller(session.config) or _BOOK_AT_START not in session.config.stash:
+        return
+    files, status = session.config.stash[_BOOK_AT_START]
+    now = snapshot(BOOK)
+    changed = sorted(k for k in set(files) | set(now) if files.get(k) != now.get(k))
+    if changed or git_status(BOOK) != status:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("FAILED: book/ changed during the browser tests: "
+                                f"{changed or git_status(BOOK)}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
 
 
 @pytest.hookimpl(trylast=True)                 # after pytest has grouped the tests by notebook
@@ -292,6 +321,46 @@ def voila(tmp_path_factory):
     finally:
         serve_live._stop(proc)
         log.close()
+
+
+def console_errors(page) -> list[str]:
+    """Console errors, uncaught page errors and failed local responses (each with its URL) of ``page``, as
+    they come. The browser's "Failed to load resource" console line is left out because the response itself
+    is recorded with its URL. Nothing is exempt: a missing favicon is a 404 like any other."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text)
+            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    return errors
+
+
+class VoilaPage(NamedTuple):
+    name: str            # the notebook's file name, e.g. 17_long_context.ipynb
+    page: object         # the Playwright page, 1280x900, every cell run
+    blocked: list[str]   # requests that would have left the machine (guard_network)
+    errors: list[str]    # console_errors(page)
+
+
+#: The viewport a Voila chapter is opened at (a test that needs another resizes the page, then sets it back).
+VOILA_VIEWPORT = {"width": 1280, "height": 900}
+
+
+@pytest.fixture(scope="session")
+def voila_page(request, chromium, guard_network, voila):
+    """Chapter ``request.param`` (its notebook's file name; parametrize indirectly) opened once in the
+    session's Voila and shared by every Voila test of that chapter (issue 38: each chapter's cells run once,
+    not once per test). pytest runs the tests of one chapter together; the page is left (its kernel freed)
+    when the next chapter is asked for, or at the end."""
+    page = chromium.new_page(viewport=VOILA_VIEWPORT)
+    blocked = guard_network(page)
+    errors = console_errors(page)
+    try:
+        page.goto(voila.url(request.param), wait_until="load", timeout=240_000)
+        page.wait_for_selector("#rendered_cells", state="visible", timeout=240_000)
+        yield VoilaPage(request.param, page, blocked, errors)
+    finally:
+        close_voila_page(page)
 
 
 def close_voila_page(page) -> None:

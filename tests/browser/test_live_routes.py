@@ -39,7 +39,8 @@ SHOTS = ROOT / "_build" / "screenshots"
 sys.path.insert(0, str(ROOT / "tools"))
 
 import serve_live  # noqa: E402
-from conftest import close_voila_page, rss_mib  # noqa: E402
+from conftest import VOILA_VIEWPORT, close_voila_page, rss_mib  # noqa: E402
+from conftest import console_errors as _console_errors  # noqa: E402
 from refresh_outputs import toc_notebooks  # noqa: E402
 
 CHAPTER = "03_inference_memory"  # a chapter with an IntSlider-driven widget (inference_memory_widget)
@@ -52,18 +53,6 @@ needs_lite = pytest.mark.skipif(not (LITE / "index.html").exists(),
 def _shot(page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"live-{name}.png"), full_page=False)
-
-
-def _console_errors(page) -> list[str]:
-    """Console errors, uncaught page errors and failed local responses (each with its URL). The browser's
-    "Failed to load resource" console line is left out because the response itself is recorded with its URL.
-    Nothing is exempt: a missing favicon is a 404 like any other (the site declares _assets/favicon.svg)."""
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text)
-            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
-    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
-    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-    return errors
 
 
 #: What a reader must never see in rendered prose: MyST roles and target labels as written, directive fences,
@@ -360,29 +349,22 @@ def test_lite_build_loads_the_pyodide_check_on_each_app_page():
         assert '<script src="../book-pyodide-check.js"></script>' in (LITE / app / "index.html").read_text(), app
 
 
-def _open_voila(chromium, guard_network, voila, spec: str):
-    """Load chapter ``spec`` from the session's ``make app`` Voila and wait until every cell ran."""
-    page = chromium.new_page(viewport={"width": 1280, "height": 900})
-    blocked = guard_network(page)
-    errors = _console_errors(page)
-    page.goto(voila.url(spec), wait_until="load", timeout=240_000)
-    page.wait_for_selector("#rendered_cells", state="visible", timeout=240_000)
-    return page, blocked, errors
+def _voila(name: str):
+    """Parametrize a test with the Voila page of chapter ``name`` (conftest.voila_page: opened once, shared)."""
+    return pytest.mark.parametrize("voila_page", [name], indirect=True, ids=[name.removesuffix(".ipynb")])
 
 
-def test_voila_app_renders_a_chapter_widget(chromium, guard_network, voila):
-    page, blocked, errors = _open_voila(chromium, guard_network, voila, "03")
-    try:
-        slider = page.locator(".widget-slider").first
-        slider.wait_for(state="visible", timeout=240_000)
-        image = page.locator(".widget-image, .jupyter-widgets img").first
-        image.wait_for(state="visible", timeout=60_000)
-        slider.scroll_into_view_if_needed()
-        _shot(page, "voila")
-        assert not blocked, f"requests left the machine: {blocked}"
-        assert not errors, errors
-    finally:
-        close_voila_page(page)
+@_voila("03_inference_memory.ipynb")
+def test_voila_app_renders_a_chapter_widget(voila_page):
+    page, blocked, errors = voila_page.page, voila_page.blocked, voila_page.errors
+    slider = page.locator(".widget-slider").first
+    slider.wait_for(state="visible", timeout=240_000)
+    image = page.locator(".widget-image, .jupyter-widgets img").first
+    image.wait_for(state="visible", timeout=60_000)
+    slider.scroll_into_view_if_needed()
+    _shot(page, "voila")
+    assert not blocked, f"requests left the machine: {blocked}"
+    assert not errors, errors
 
 
 def _eval_roles(name: str) -> int:
@@ -403,67 +385,85 @@ SOLUTION_FENCE = re.compile(r"^\s*(?:`{3,}|:{3,})\s*\{solution(?:-start)?\}", re
 VOILA_CHAPTERS = sorted((p.name for p in toc_notebooks()), key=lambda n: (n[:2] not in ("12", "07"), n))
 
 
-@pytest.mark.parametrize("name", VOILA_CHAPTERS, ids=[n.removesuffix(".ipynb") for n in VOILA_CHAPTERS])
-def test_voila_prose_shows_numbers_not_myst(chromium, guard_network, voila, name):
+@pytest.mark.parametrize("voila_page", VOILA_CHAPTERS, indirect=True,
+                         ids=[n.removesuffix(".ipynb") for n in VOILA_CHAPTERS])
+def test_voila_prose_shows_numbers_not_myst(voila_page):
     """Issue 25: a chapter as an app showed its prose as written ({eval}`...`, {ref}`ch7`, "(ch12)=", directive
     fences). Now every {eval} role of the chapter is one value from the kernel (tools/voila/myst_voila.py), no
     raw MyST is left in the page, solutions are folded, exercises are boxes, and the page logs no console
     error. Screenshots of chapter 12: live-voila-ch12-top.png and live-voila-ch12-takeaway.png."""
-    page, blocked, errors = _open_voila(chromium, guard_network, voila, name.removesuffix(".ipynb"))
+    name, page, blocked, errors = voila_page
+    assert "/voila/" in page.url, f"{name}: the chapter's page was left before this test ({page.url})"
+    cells = json.loads((ROOT / "book" / name).read_text())["cells"]
+    if any("nbval-ignore-output" in c["metadata"].get("tags", []) for c in cells):     # widget cells
+        page.locator(".widget-slider, .widget-dropdown").first.wait_for(state="visible", timeout=240_000)
+    # Voila's page draws the cells' outputs (the prose with its values among them) after the kernel ran them
+    expected = _eval_roles(name)
     try:
-        cells = json.loads((ROOT / "book" / name).read_text())["cells"]
-        if any("nbval-ignore-output" in c["metadata"].get("tags", []) for c in cells):     # widget cells
-            page.locator(".widget-slider, .widget-dropdown").first.wait_for(state="visible", timeout=240_000)
-        # Voila's page draws the cells' outputs (the prose with its values among them) after the kernel ran them
-        expected = _eval_roles(name)
-        try:
-            page.wait_for_function("n => document.querySelectorAll('.book-eval, .book-eval-error').length >= n",
-                                   arg=expected, timeout=120_000)
-        except PlaywrightTimeout:
-            pass                                                     # the assertions below say what is missing
-        text = page.inner_text("#rendered_cells")
-        assert not raw_prose(text), f"{name} in Voila shows raw MyST:\n" + "\n".join(raw_prose(text)[:20])
-        values = page.locator(".book-eval").all_text_contents()      # inside folded solutions too
-        assert len(values) == expected, "one value per {eval} role of the notebook's markdown"
-        assert all(v.strip() for v in values)
-        assert page.locator(".book-eval-error").count() == 0
-        markdown = _source(name, "markdown")
-        if "{solution" in markdown:          # folded (closed <details>), as on the site
-            boxes = "details.book-solution, details.book-admonition.solution"
-            assert page.locator(boxes).count() == len(SOLUTION_FENCE.findall(markdown)), \
-                "one folded box per solution of the notebook"
-            assert page.locator("details[open]").count() == 0
-            # issue 38: solution 2 sat inside solution 1 (the box of a solution whose last cell is prose with
-            # numbers, drawn after the folding ran, took in every later cell)
-            nested = page.evaluate("""() => Array.from(document.querySelectorAll('details details'))
-                .map(d => (d.querySelector('summary') || d).innerText.slice(0, 60))""")
-            assert not nested, f"{name}: solutions inside other solutions: {nested}"
-        if "{exercise}" in markdown:
-            assert page.locator(".book-admonition.exercise").count() > 0
-        if name.startswith("12_"):
-            takeaway = page.locator(".book-admonition.tip").first
-            page.evaluate("window.scrollTo(0, 0)")
-            _shot(page, "voila-ch12-top")
-            takeaway.scroll_into_view_if_needed()
-            _shot(page, "voila-ch12-takeaway")
-        assert not blocked, f"requests left the machine: {blocked}"
-        assert not errors, errors
-    finally:
-        close_voila_page(page)
+        page.wait_for_function("n => document.querySelectorAll('.book-eval, .book-eval-error').length >= n",
+                               arg=expected, timeout=120_000)
+    except PlaywrightTimeout:
+        pass                                                     # the assertions below say what is missing
+    text = page.inner_text("#rendered_cells")
+    assert not raw_prose(text), f"{name} in Voila shows raw MyST:\n" + "\n".join(raw_prose(text)[:20])
+    values = page.locator(".book-eval").all_text_contents()      # inside folded solutions too
+    assert len(values) == expected, "one value per {eval} role of the notebook's markdown"
+    assert all(v.strip() for v in values)
+    assert page.locator(".book-eval-error").count() == 0
+    markdown = _source(name, "markdown")
+    if "{solution" in markdown:          # folded (closed <details>), as on the site
+        boxes = "details.book-solution, details.book-admonition.solution"
+        assert page.locator(boxes).count() == len(SOLUTION_FENCE.findall(markdown)), \
+            "one folded box per solution of the notebook"
+        assert page.locator("details[open]").count() == 0
+        # issue 38: solution 2 sat inside solution 1 (the box of a solution whose last cell is prose with
+        # numbers, drawn after the folding ran, took in every later cell)
+        nested = page.evaluate("""() => Array.from(document.querySelectorAll('details details'))
+            .map(d => (d.querySelector('summary') || d).innerText.slice(0, 60))""")
+        assert not nested, f"{name}: solutions inside other solutions: {nested}"
+    if "{exercise}" in markdown:
+        assert page.locator(".book-admonition.exercise").count() > 0
+    if name.startswith("12_"):
+        takeaway = page.locator(".book-admonition.tip").first
+        page.evaluate("window.scrollTo(0, 0)")
+        _shot(page, "voila-ch12-top")
+        takeaway.scroll_into_view_if_needed()
+        _shot(page, "voila-ch12-takeaway")
+    assert not blocked, f"requests left the machine: {blocked}"
+    assert not errors, errors
 
 
 #: Page loads of one chapter in test_voila_frees_the_kernel_of_a_page_that_goes
 VOILA_LOADS = 2
 
 
-def test_voila_frees_the_kernel_of_a_page_that_goes(chromium, guard_network, voila):
+def _kernel_pids(voila, kernel_id: str) -> set[int]:
+    """The server's kernel processes started for ``kernel_id`` (its connection file, kernel-<id>.json, is on the
+    process's command line)."""
+    found = set()
+    for pid in voila.kernels():
+        try:
+            if f"kernel-{kernel_id}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.add(pid)
+        except OSError:
+            pass
+    return found
+
+
+@_voila("04b_peak_of_a_step.ipynb")
+def test_voila_frees_the_kernel_of_a_page_that_goes(voila_page, voila):
     """Issue 38: each Voila page load, reload or followed link left a kernel of about 141 MiB (10 loads held
     1.41 GiB), because the page's shutdown request got "403 '_xsrf' argument missing". Loaded and reloaded
     VOILA_LOADS times, a chapter holds one kernel on the server, never more; when its page is closed, none
     (tools/voila/config/voila.py: the notebook page sets the _xsrf cookie; idle kernels are also culled). The
-    kernels' memory goes to _build/screenshots/voila-kernels.json."""
-    before = set(voila.kernels())
-    page, blocked, errors = _open_voila(chromium, guard_network, voila, "04b")
+    kernels' memory goes to _build/screenshots/voila-kernels.json. The first load is the chapter's shared
+    page (conftest.voila_page, already open: its kernel, found by its id, counts as this test's); the test
+    leaves the page, so it runs after the chapter's other tests."""
+    page, blocked, errors = voila_page.page, voila_page.blocked, voila_page.errors
+    kernel_id = json.loads(page.locator("#jupyter-config-data").text_content())["kernelId"]
+    own = _kernel_pids(voila, kernel_id)
+    assert own, f"no kernel process for the page's kernel {kernel_id}"
+    before = set(voila.kernels()) - own               # kernels of earlier pages (still going, maybe)
     counts, rss = [], []
     try:
         for k in range(VOILA_LOADS):
@@ -479,7 +479,7 @@ def test_voila_frees_the_kernel_of_a_page_that_goes(chromium, guard_network, voi
             counts.append(len(mine))
             rss.append(round(sum(rss_mib(pid) for pid in mine), 1))
     finally:
-        close_voila_page(page)
+        page.goto("about:blank", wait_until="load", timeout=30_000)     # leave it (conftest.close_voila_page)
     deadline = time.monotonic() + 20
     while set(voila.kernels()) - before and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -493,16 +493,15 @@ def test_voila_frees_the_kernel_of_a_page_that_goes(chromium, guard_network, voi
     assert not blocked, blocked
 
 
-def test_voila_figure_is_beside_its_controls_at_1280x720(chromium, guard_network, voila):
+@_voila("17_long_context.ipynb")
+def test_voila_figure_is_beside_its_controls_at_1280x720(voila_page):
     """Issue 38: chapter 17 as an app at 1280x720 put its figure under the controls (Voila's margins leave
     less than controls plus figure), 914 px down: off screen. Now the figure shrinks beside the controls
     (Dashboard: FIGURE_MIN_PX), so with the widget scrolled to the top the controls and the figure are on
-    screen together."""
-    page = chromium.new_page(viewport={"width": 1280, "height": 720})
-    blocked = guard_network(page)
+    screen together. (The chapter's page, opened once, is resized to 1280x720 and back.)"""
+    page, blocked = voila_page.page, voila_page.blocked
+    page.set_viewport_size({"width": 1280, "height": 720})
     try:
-        page.goto(voila.url("17"), wait_until="load", timeout=300_000)
-        page.wait_for_selector("#rendered_cells", state="visible", timeout=300_000)
         page.locator(".llmsizing-dashboard img").first.wait_for(state="visible", timeout=120_000)
         m = page.evaluate("""() => { const w = document.querySelector('.llmsizing-dashboard');
           w.scrollIntoView({block: 'start'});
@@ -511,10 +510,10 @@ def test_voila_figure_is_beside_its_controls_at_1280x720(chromium, guard_network
           return {image: r(w.querySelector('img')), column: r(w.children[0]), height: innerHeight,
                   width: innerWidth, natural: w.querySelector('img').naturalWidth}; }""")
         _shot(page, "voila-ch17-1280x720")
-        img = m["image"]
-        assert img["top"] < m["column"]["bottom"], f"the figure sits under the controls: {m}"
-        assert img["bottom"] <= m["height"] + 1 and img["right"] <= m["width"] + 1, f"off screen: {m}"
-        assert img["right"] - img["left"] > 0.6 * m["natural"], f"figure below 60% of its size: {m}"
-        assert not blocked, blocked
     finally:
-        close_voila_page(page)
+        page.set_viewport_size(VOILA_VIEWPORT)
+    img = m["image"]
+    assert img["top"] < m["column"]["bottom"], f"the figure sits under the controls: {m}"
+    assert img["bottom"] <= m["height"] + 1 and img["right"] <= m["width"] + 1, f"off screen: {m}"
+    assert img["right"] - img["left"] > 0.6 * m["natural"], f"figure below 60% of its size: {m}"
+    assert not blocked, blocked

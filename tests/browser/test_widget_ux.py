@@ -4,26 +4,23 @@ one. The lab's checks are in test_lab.py (``test_static_default_figure_is_hidden
 
 from __future__ import annotations
 
-from conftest import SHOTS, close_voila_page  # (conftest puts tools/ on sys.path)
+import pytest
+from conftest import SHOTS  # (conftest puts tools/ on sys.path)
 
 
-def test_voila_hides_the_static_copy_of_the_default_view(chromium, guard_network, voila):
-    page = chromium.new_page(viewport={"width": 1280, "height": 900})
-    try:
-        blocked = guard_network(page)
-        page.goto(voila.url("15"), wait_until="load", timeout=240_000)
-        page.locator(".llmsizing-summary").first.wait_for(state="visible", timeout=240_000)
-        state = page.evaluate("""() => { const m = document.querySelector('.llmsizing-default-of-serving_widget');
-           const a = m && m.closest('.jp-OutputArea'), img = a && a.querySelector('img');
-           return {marker: !!m, image: !!img, live: !!document.querySelector('.llmsizing-live-serving_widget'),
-                   height: a ? a.getBoundingClientRect().height : null}; }""")
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / "voila-15-static-copy-hidden.png"))
-        assert state["marker"] and state["image"] and state["live"], state
-        assert state["height"] == 0, f"the static copy takes {state['height']} px under the live widget"
-        assert not blocked, f"requests left the machine: {blocked}"
-    finally:
-        close_voila_page(page)
+@pytest.mark.parametrize("voila_page", ["15_serving.ipynb"], indirect=True, ids=["15_serving"])
+def test_voila_hides_the_static_copy_of_the_default_view(voila_page):
+    page, blocked = voila_page.page, voila_page.blocked      # (opened once, shared with the chapter's tests)
+    page.locator(".llmsizing-summary").first.wait_for(state="visible", timeout=240_000)
+    state = page.evaluate("""() => { const m = document.querySelector('.llmsizing-default-of-serving_widget');
+       const a = m && m.closest('.jp-OutputArea'), img = a && a.querySelector('img');
+       return {marker: !!m, image: !!img, live: !!document.querySelector('.llmsizing-live-serving_widget'),
+               height: a ? a.getBoundingClientRect().height : null}; }""")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "voila-15-static-copy-hidden.png"))
+    assert state["marker"] and state["image"] and state["live"], state
+    assert state["height"] == 0, f"the static copy takes {state['height']} px under the live widget"
+    assert not blocked, f"requests left the machine: {blocked}"
 
 
 def test_static_site_keeps_the_static_copy_of_the_default_view(chromium, built_site, guard_network):

@@ -46,12 +46,20 @@ CONTROL_MARGIN_PX = 2
 #: narrower than controls plus figure (Voila's margins, the lab with its file browser open at 1280 px), the
 #: figure shrinks beside the controls, on screen, instead of dropping under them (issue 38).
 FIGURE_MIN_PX = 480
-#: The CSS class a dashboard carries while it draws a view, and the delay (ms) after which that shows (a faded
-#: figure and a "working" note over it), so a quick redraw does not flicker.
+#: The CSS class a dashboard carries while it draws a view. It shows at once as a progress cursor and a thin
+#: moving bar along the top of the figure (issue 38: a participant sees the move answered as soon as the class
+#: arrives, not 120 ms later), and after :data:`BUSY_DELAY_MS` as a faded figure with a "working" note over it
+#: (delayed so that a quick redraw does not flicker).
 BUSY_CLASS = "llmsizing-busy"
 BUSY_DELAY_MS = 120
 _BUSY_CSS = (
     "<style>.llmsizing-figure-side {position: relative}"
+    " .%s {cursor: progress}"
+    " .%s .llmsizing-figure-side::before {content: ''; position: absolute; top: 0; left: 0; right: 0;"
+    " height: 3px; z-index: 3; pointer-events: none;"
+    " background: repeating-linear-gradient(90deg, #0072B2 0 24px, transparent 24px 48px);"
+    " animation: llmsizing-busy-bar 0.6s linear infinite}"
+    " @keyframes llmsizing-busy-bar {to {background-position: 48px 0}}"
     " .llmsizing-busy-note {position: absolute; top: 6px; left: 8px; z-index: 2; padding: 2px 8px;"
     " border-radius: 4px; background: rgba(255, 255, 255, 0.92); color: #333; font-size: 12px;"
     " box-shadow: 0 1px 3px rgba(0, 0, 0, 0.25); opacity: 0; pointer-events: none}"
@@ -59,7 +67,7 @@ _BUSY_CSS = (
     " @keyframes llmsizing-busy-fade {to {opacity: 0.45}}"
     " .%s .llmsizing-busy-note {animation: llmsizing-busy-show 0s linear %dms forwards}"
     " .%s .llmsizing-figure-side img {animation: llmsizing-busy-fade 0s linear %dms forwards}</style>"
-    % (BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS, BUSY_DELAY_MS))
+    % (BUSY_CLASS, BUSY_CLASS, BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS, BUSY_DELAY_MS))
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -129,6 +137,11 @@ class Dashboard(W.HBox):
         self.add_class("llmsizing-dashboard")
         for w in controls.values():
             w.observe(self.update, names="value")
+            if isinstance(getattr(w, "continuous_update", None), bool):
+                # a slider sends its value when let go, not at every pixel of a drag: each value is a redraw
+                # (0.1-1 s), and a drag queued dozens of them, answered long after the reader stopped (issue 38);
+                # a keyboard step is sent at once
+                w.continuous_update = False
         self.update()
 
     def values(self) -> dict:

@@ -155,7 +155,11 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         "budget": W.Dropdown(options=PLAN_BUDGETS, value=0.0, description="budget", **_style()),
         "choice": W.Dropdown(options=[("#1", 0)], value=0, description="front plan", **_style()),
     }
+    # as wide as the figure, but never wider than the figure's side: at 1280x720 with the lab's file browser
+    # open that side is narrower than the figure's 760 px, and a fixed width left the selector off screen
+    # (issue 38)
     controls["choice"].layout.width = f"{FIGURE_MAX_PX[0]}px"
+    controls["choice"].layout.max_width = "100%"
     holder["box"] = box = Dashboard.__new__(Dashboard)
     box.__init__(render, controls, above=("choice",), name="planner_widget")
     return box
