@@ -42,7 +42,7 @@ def pytest_ignore_collect(collection_path, config):
 #: Test files whose tests share work computed once per module (module-scoped fixtures, cached frames): under
 #: pytest-xdist each is one unit of work, run whole on one worker, so that the work is done once.
 WHOLE_FILES = ("tests/test_planner_speed.py", "tests/test_finetune_calibration.py")
-#: The units of work handed out first (in this order; a unit whose first test starts with one of these): the
+#: The units of work handed out first (in this order; a unit holding a test that starts with one of these): the
 #: slowest tests, so that none of them starts last while the other worker sits idle. Every other unit follows,
 #: the largest first (xdist's order). Only the order depends on this list, never what runs.
 _EVERY_MOVE = "tests/test_widgets.py::test_every_move_from_the_default_changes_the_figure_or_says_why"
@@ -84,12 +84,30 @@ def _browser_scope(nodeid: str) -> str | None:
     return None
 
 
+#: The files whose tests share one widget instance per factory (:func:`widget`): under pytest-xdist the tests of
+#: one widget (the factory's name opens the test's parameters) are one unit of work, so that only one worker
+#: builds and draws that widget. Tests of these files named in :data:`WIDGET_TESTS` join that widget's unit.
+WIDGET_FILES = ("tests/test_widgets.py", "tests/test_widget_layout.py")
+WIDGET_TESTS = {"tests/test_widget_layout.py::test_planner_front_is_a_table_with_one_row_per_front_plan":
+                "planner_widget"}
+
+
+def widget_of(nodeid: str) -> str | None:
+    """The widget factory whose shared instance the test ``nodeid`` uses (None: none, or one of its own)."""
+    import re
+
+    if nodeid.split("::", 1)[0] not in WIDGET_FILES:
+        return None
+    found = re.search(r"\[(\w+?_widget)(?:-|\])", nodeid)
+    return found.group(1) if found else WIDGET_TESTS.get(nodeid)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """`make test` runs on every core (pytest-xdist, ``-n auto --dist loadgroup``). The cells of one notebook
     (nbval) must run in order in one kernel, so a notebook is one unit of work, sent whole to one worker; so
     is each file of :data:`WHOLE_FILES`. Every other test goes on its own to whichever worker is free, the
-    slowest first (:data:`FIRST`). (xdist's own loadgroup reads an ``xdist_group`` mark from a suffix it adds
+    slowest first (:data:`FIRST`); the tests of one widget go together too (:func:`widget_of`). (xdist's own loadgroup reads an ``xdist_group`` mark from a suffix it adds
     to the test's id, which pytest 9 no longer lets it add: the groups are made here instead.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
@@ -102,15 +120,17 @@ def pytest_xdist_make_scheduler(config, log):
             path = nodeid.split("::", 1)[0]
             if path.endswith(".ipynb") or path in WHOLE_FILES:
                 return path
+            if name := widget_of(nodeid):
+                return f"widget {name}"
             return _browser_scope(nodeid) or super()._split_scope(nodeid)
 
         def _assign_work_unit(self, node) -> None:
             if not self._ordered:           # the first call: every unit is in the queue, none handed out yet
                 self._ordered = True
 
-                def rank(unit):
-                    first = next(iter(unit[1]))
-                    return next((i for i, p in enumerate(FIRST) if first.startswith(p)), len(FIRST))
+                def rank(unit):             # a unit of several tests ranks as its earliest-listed test
+                    return min(next((i for i, p in enumerate(FIRST) if nodeid.startswith(p)), len(FIRST))
+                               for nodeid in unit[1])
 
                 # (sorted is stable: within a rank, the largest unit first, as xdist queued them)
                 units = sorted(self.workqueue.items(), key=rank)
@@ -122,6 +142,22 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 # ----------------------------------------------------------------------------- widgets
+@functools.cache
+def controls_of(name: str):
+    """The widget of factory ``name`` built with its drawing left out (``Dashboard._draw`` returns no view
+    while the factory runs), for listing its dashboards and controls when the tests are collected: a
+    factory's controls are made before its dashboard draws, so the list is the one the drawn widget has.
+    No test looks at this instance's view: every test uses :func:`widget`, which is drawn. (Collection no
+    longer draws every widget on every worker; under ``make test`` each widget's tests go to one worker
+    (:func:`widget_of`), which alone builds and draws it.)"""
+    from unittest import mock
+
+    from llmsizing import widgets
+
+    with mock.patch.object(widgets.Dashboard, "_draw", lambda self, values: ("error", "")):
+        return getattr(widgets, name)()
+
+
 @functools.cache
 def widget(name: str):
     """The widget of factory ``name`` (:mod:`llmsizing.widgets`) at its defaults: one instance per process,

@@ -18,7 +18,7 @@ from pathlib import Path
 import ipywidgets as W
 import numpy as np
 import pytest
-from conftest import undrawn, widget
+from conftest import controls_of, undrawn, widget
 
 import llmsizing.charts as charts
 import llmsizing.widgets as widgets
@@ -151,7 +151,8 @@ def move_to_another_valid_value(b: Dashboard, ctrl):
 
 
 def control_cases():
-    return [(n, k) for n in NAMES for k in board(n).controls]
+    """(widget, control) for every control, listed from the undrawn copies (conftest.controls_of)."""
+    return [(n, k) for n in NAMES for k in controls_of(n).controls]
 
 
 #: Controls that have no valid value beside their default until another control moves: sequence parallelism
@@ -246,18 +247,19 @@ def test_figure_has_a_fixed_size_within_the_budget_and_is_not_stretched(name):
     assert b.summary.layout.max_width == f"{FIGURE_MAX_PX[0]}px"
 
 
-def test_the_whole_widget_fits_the_screen_budget():
+@pytest.mark.parametrize("name", NAMES)
+def test_the_whole_widget_fits_the_screen_budget(name):
     """Width: the controls' column plus the widest figure stays within ~1100 px. Height: the figure (and the
     planner's selector above it) within ~620 px; the tallest controls' column too. (The summary follows below the
-    figure, as tall as its text: issue 25.)"""
+    figure, as tall as its text: issue 25.) One case per widget (each runs where the widget's other tests run:
+    conftest.widget_of)."""
     assert CONTROLS_WIDTH_PX + FIGURE_MAX_PX[0] + 10 <= 1100
     assert FIGURE_MAX_PX[1] + 32 <= 620
-    for name in NAMES:
-        column = board(name).children[0]
-        # ~34 px a row; a multi-select shows every GPU (~19 px a row)
-        height = sum(19 * c.rows + 10 if isinstance(c, W.SelectMultiple) else 20 if isinstance(c, W.HTML)
-                     else 34 for c in column.children)
-        assert height <= 620, f"{name}: the controls' column is ~{height} px tall"
+    column = board(name).children[0]
+    # ~34 px a row; a multi-select shows every GPU (~19 px a row)
+    height = sum(19 * c.rows + 10 if isinstance(c, W.SelectMultiple) else 20 if isinstance(c, W.HTML)
+                 else 34 for c in column.children)
+    assert height <= 620, f"{name}: the controls' column is ~{height} px tall"
 
 
 # ----------------------------------------------------------------------------- toggle buttons
@@ -267,7 +269,7 @@ def label_px(label: str) -> int:
 
 
 def toggle_cases():
-    return [(n, k) for n in NAMES for k, c in board(n).controls.items() if isinstance(c, W.ToggleButtons)]
+    return [(n, k) for n in NAMES for k, c in controls_of(n).controls.items() if isinstance(c, W.ToggleButtons)]
 
 
 def test_toggle_cases_include_chapter_4s():
@@ -399,7 +401,7 @@ def test_planner_front_is_a_table_with_one_row_per_front_plan():
 
 # ----------------------------------------------------------------------------- issue 25: labels and tooltips
 def control_widgets():
-    return [(n, k) for n in NAMES for k in board(n).controls]
+    return [(n, k) for n in NAMES for k in controls_of(n).controls]
 
 
 @pytest.mark.parametrize("name,key", control_widgets(), ids=[f"{n}-{k}" for n, k in control_widgets()])

@@ -12,7 +12,7 @@ import html
 
 import ipywidgets as W
 import pytest
-from conftest import undrawn, widget
+from conftest import controls_of, undrawn, widget
 
 import llmsizing.widgets as widgets
 from llmsizing import Model, get_model
@@ -64,10 +64,11 @@ def built(name: str):
 
 
 def control_cases() -> list[tuple[str, int, str]]:
+    """(factory, dashboard, control) for every control, listed from the undrawn copies (conftest.controls_of)."""
     cases = []
     for name in factory_names():
         try:
-            _, boards = built(name)
+            boards = find_dashboards(controls_of(name))
         except Exception:      # reported by test_factory_builds_with_defaults, not as a collection error
             continue
         for i, board in enumerate(boards):
