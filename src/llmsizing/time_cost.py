@@ -27,7 +27,7 @@ from .job import takes_job
 from .model import Model
 from .moe_layouts import ep_candidates
 from .parallel import Parallel, resolve_parallel
-from .precision import compute_dtype
+from .precision import RECIPES, compute_dtype
 from .planner import check_global_batch
 from .stages import _staged, layout_time
 
@@ -180,6 +180,8 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
     for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
     one again)."""
     model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
+    recompute = check_choice("recompute", recompute, RECOMPUTE)
+    precision = check_choice("precision", precision, RECIPES)
     eps = None if ep_degrees is None else tuple(ep_degrees)
     return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps)
 

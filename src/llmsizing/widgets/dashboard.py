@@ -138,9 +138,9 @@ class Dashboard(W.HBox):
         for w in controls.values():
             w.observe(self.update, names="value")
             if isinstance(getattr(w, "continuous_update", None), bool):
-                # a slider sends its value when let go, not at every pixel of a drag: each value is a redraw
-                # (0.1-1 s), and a drag queued dozens of them, answered long after the reader stopped (issue 38);
-                # a keyboard step is sent at once
+                # a slider sends its value when let go, not at every pixel of a drag: each value is a
+                # redraw (0.1-1 s), and a drag queued dozens of them, answered long after the reader
+                # stopped (issue 38); a keyboard step is sent at once
                 w.continuous_update = False
         self.update()
 
