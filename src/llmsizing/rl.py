@@ -457,7 +457,8 @@ def published_rl():
         if r.checked != "yes":
             rows.append({})
             continue
-        slime = isinstance(r.framework, str) and "slime" in r.framework
+        # the row's own setup (data, not the framework's name): slime's bucketed weight update, a CPU optimizer
+        bucketed, cpu_adam = r.weight_sync == "bucketed", r.optimizer_offload == "cpu"
         ev = None if pd.isna(r.eval_every) else (int(r.eval_rollouts), (float(r.eval_response_mean),
                                                                         int(r.eval_response_max)),
                                                  int(r.eval_every))
@@ -467,8 +468,8 @@ def published_rl():
                      colocated=r.colocated == "yes", off_policy_steps=int(r.off_policy_steps),
                      gen_tp=None if pd.isna(r.gen_tp) else int(r.gen_tp),
                      reference=bool(r.reference == "yes"), train_layout=_row_layout(r),
-                     sync_bucket_s=SLIME_SYNC_BUCKET_S if slime else 0.0, evaluation=ev,
-                     cpu_optimizer=slime)
+                     sync_bucket_s=SLIME_SYNC_BUCKET_S if bucketed else 0.0, evaluation=ev,
+                     cpu_optimizer=cpu_adam)
         mv = run.moves or {}
         rows.append({"predicted_sync_only_s": mv.get("sync", run.phases["weight_sync"]),
                      "predicted_offload_s": sum(v for k, v in mv.items() if k != "sync"),
