@@ -457,7 +457,7 @@ def published_rl():
         if r.checked != "yes":
             rows.append({})
             continue
-        # the row's own setup (data, not the framework's name): slime's bucketed weight update, a CPU optimizer
+        # the row's own setup (data, not the framework's name): slime's bucketed update, a CPU optimizer
         bucketed, cpu_adam = r.weight_sync == "bucketed", r.optimizer_offload == "cpu"
         ev = None if pd.isna(r.eval_every) else (int(r.eval_rollouts), (float(r.eval_response_mean),
                                                                         int(r.eval_response_max)),
