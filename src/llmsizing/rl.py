@@ -494,6 +494,22 @@ def published_rl():
     return out
 
 
+def published_forward_ratios():
+    """Published seconds of the forward-only passes over the update's, per row of ``data/rl_published.csv``
+    that gives them (``log_probs``: the policy's; ``reference``), beside the forward's FLOP share of an
+    update with full recomputation (1/4 in the limit: :func:`llmsizing.flops.training_flops_per_token`)
+    that :func:`rl_run` charges. Chapter 19."""
+    import pandas as pd
+
+    d = pd.read_csv(PUBLISHED_CSV)
+    d = d[d["published_log_probs_s"].notna() & d["published_update_s"].notna()].copy()
+    d["log_probs_ratio"] = d["published_log_probs_s"] / d["published_update_s"]
+    d["reference_ratio"] = d["published_reference_s"] / d["published_update_s"]
+    d["flop_share"] = 0.25
+    return d[["run", "framework", "published_log_probs_s", "published_reference_s", "published_update_s",
+              "log_probs_ratio", "reference_ratio", "flop_share", "source"]].reset_index(drop=True)
+
+
 def rl_loso(published=None):
     """What a one-number correction fitted on the published step times would do for a source it never saw
     (:func:`llmsizing.intervals.loso_residuals`, sources by :func:`~llmsizing.intervals.source_key`): per
@@ -570,4 +586,4 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
 
 
 __all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval", "RLRun", "response_lengths",
-           "rl_run", "published_rl", "rl_loso", "rl_interval"]
+           "rl_run", "published_rl", "rl_loso", "rl_interval", "published_forward_ratios"]

@@ -43,8 +43,9 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
   (``TensorBackuper``, ``slime/backends/megatron_utils/actor.py``): after every update it copies them down
   (``backup("actor")``), and the colocated update reads that copy (``weights_getter``). With a reference
   model it swaps the reference's weights in before the reference log-probabilities and the policy's back
-  after (``_switch_model``): two more copies up. A reference is loaded whenever the KL loss is switched on,
-  even at coefficient 0 (``with_ref=args.kl_coef != 0 or args.use_kl_loss``, ``slime/ray/placement_group.py``).
+  after (``_switch_model``): two more copies up. A reference is loaded whenever the KL loss is switched
+  on, even at coefficient 0 (``with_ref=args.kl_coef != 0 or args.use_kl_loss``,
+  ``slime/ray/placement_group.py``).
 """
 
 from __future__ import annotations
