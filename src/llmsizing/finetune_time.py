@@ -388,6 +388,7 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
             else check_fraction("dequant_bandwidth_fraction", dequant_bandwidth_fraction))
     per_layer = (LAYER_OVERHEAD_S if layer_overhead_s is None
                  else check_number("layer_overhead_s", layer_overhead_s, maximum=1.0))
+    flat = kernel_efficiency is not None
     eff = (default_kernel_efficiency(g) if kernel_efficiency is None
            else check_fraction("kernel_efficiency", kernel_efficiency))
     price = gpu_price(g, price_usd_per_gpu_hour)
@@ -403,7 +404,12 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
                        recompute=recompute)
         return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
                             st.compute_s, 0.0, st.comm_s, st.exposed_comm_s, price)
-    micro_s = micro_tokens * fl.hardware_flops / (dense_tflops(g, "bf16") * 1e12 * eff)
+    peak = dense_tflops(g, "bf16") * 1e12
+    if flat:                                          # one rate for every FLOP (the caller's efficiency)
+        micro_s = micro_tokens * fl.hardware_flops / (peak * eff)
+    else:                                             # as the step model prices a step (kernels)
+        micro_s = _kernel_seconds(model, g, fl, seq=seq, batch=batch, recompute=recompute)
+        eff = micro_tokens * fl.hardware_flops / (peak * micro_s)
     dq = 0.0
     if method == "qlora":
         dq = dequant_passes(recompute) * dequant_bytes(model) / (g.memory_bandwidth_gbps * 1e9 * frac)
@@ -420,6 +426,24 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
         exposed = max(0.0, comm.reduce_s - bwd_s)
     return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
                         m * micro_s, m * dq, total, exposed, price, m * model.layers * per_layer)
+
+
+def _kernel_seconds(model, g, fl, *, seq: int, batch: int, recompute: str) -> float:
+    """One micro-batch's compute seconds on one GPU as :func:`~llmsizing.comm.step_compute_time_s` prices a
+    training step (:mod:`llmsizing.kernels`): the Linear layers (the base's, the adapters') at the calibrated
+    :func:`~llmsizing.hardware.kernel_efficiency` x the GEMM efficiency of the micro-batch's shape, the
+    attention core as causal kernels run it, at the attention kernels' rate."""
+    from .flops import stage_attention_flops_per_token
+    from .hardware import kernel_efficiency as step_kernel_efficiency
+    from .kernels import compute_seconds, rates
+    from .parallel import Parallel
+
+    par = Parallel()
+    full = stage_attention_flops_per_token(model, par, seq=seq, recompute=recompute)[0]
+    causal = stage_attention_flops_per_token(model, par, seq=seq, recompute=recompute, causal=True)[0]
+    gemm, attention = rates(model, g, tp=1, cp=1, batch=batch, seq=seq, dtype="bf16",
+                            kernel_efficiency=step_kernel_efficiency(g, "bf16"))
+    return compute_seconds(fl.hardware_flops, full, causal, batch * seq, gemm, attention)
 
 
 def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora", batch: int = 1, seq: int,
