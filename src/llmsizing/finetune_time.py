@@ -61,10 +61,15 @@ Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does 
 not cover it.
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
-the arithmetic at ``kernel_efficiency`` of the dense peak (default: the GPU generation's calibrated
-:func:`~llmsizing.hardware.kernel_efficiency`), plus the dequantisation, plus the communication the step
-cannot hide. ``tokens x epochs`` tokens take ``tokens x epochs / (tokens per step)`` steps; the GPU-hours and
-dollars follow (:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
+the arithmetic, plus the dequantisation, plus the communication the step cannot hide. The arithmetic is priced
+as the step model prices a training step (issue 34, round 4; :mod:`llmsizing.kernels`): the Linear layers,
+the adapters' included, at the calibrated :func:`~llmsizing.hardware.kernel_efficiency` x the GEMM efficiency
+of the micro-batch's shape (a 256-token micro-batch is a thin GEMM), the attention core as causal kernels
+compute it (half the score matrix) at the attention kernels' rate. Until round 4 every FLOP, the whole score
+matrix included, ran at one flat share of the peak; that over-priced long sequences (LLaMA-Factory's 16K and
+32K steps were 0.67-0.76 of the model) and under-priced thin GEMMs. A caller's ``kernel_efficiency`` keeps
+that flat rate (every hardware FLOP at that share). ``tokens x epochs`` tokens take
+``tokens x epochs / (tokens per step)`` steps; the GPU-hours and dollars follow (:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
 
 **Over several GPUs** (:data:`STRATEGIES`), all data-parallel:
 
@@ -97,7 +102,6 @@ from .finetune_sharded import (STRATEGIES, ShardedFinetuneMemory, _base_dtype, _
                                finetune_memory_per_gpu, gathered_unit_bytes, max_batch_per_gpu, max_seq)
 from .flops import RECOMPUTE, attention_flops_per_token, forward_flops_per_token, training_flops_per_token
 from .hardware import dense_tflops
-from .hardware import flat_kernel_efficiency as default_kernel_efficiency  # one rate a FLOP (issue 34)
 from .model import Model
 from .precision import DTYPE_BYTES
 
@@ -367,8 +371,10 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
                   node=None) -> FinetuneTime:
     """How long fine-tuning ``model`` on ``tokens`` tokens for ``epochs`` epochs takes on ``n_gpus`` GPUs of
     type ``gpu``, and what it costs (module docstring): the step's arithmetic
-    (:func:`finetune_flops_per_token`'s hardware FLOPs, at ``kernel_efficiency`` of the dense bf16 peak,
-    default :func:`~llmsizing.hardware.kernel_efficiency`), QLoRA's dequantisation at
+    (:func:`finetune_flops_per_token`'s hardware FLOPs as the step model prices them: GEMMs by shape, causal
+    attention at the kernels' rate; or, given ``kernel_efficiency``, every FLOP at that share of the dense
+    bf16 peak, and the result's ``kernel_efficiency`` is the one share that gives the time), QLoRA's
+    dequantisation at
     ``dequant_bandwidth_fraction`` of the HBM bandwidth (default the fitted
     :data:`DEQUANT_BANDWIDTH_FRACTION`), the fixed launches of a PEFT step (``layer_overhead_s`` per layer and
     micro-batch, default the fitted :data:`LAYER_OVERHEAD_S`; LoRA and QLoRA only), and the communication the
@@ -389,8 +395,7 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
     per_layer = (LAYER_OVERHEAD_S if layer_overhead_s is None
                  else check_number("layer_overhead_s", layer_overhead_s, maximum=1.0))
     flat = kernel_efficiency is not None
-    eff = (default_kernel_efficiency(g) if kernel_efficiency is None
-           else check_fraction("kernel_efficiency", kernel_efficiency))
+    eff = check_fraction("kernel_efficiency", kernel_efficiency) if flat else None
     price = gpu_price(g, price_usd_per_gpu_hour)
     fl = finetune_flops_per_token(model, method=method, seq=seq, rank=rank, targets=targets,
                                   recompute=recompute)
@@ -402,8 +407,8 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
         par = Parallel(dp=n, zero=0 if strategy == "ddp" else 3)
         st = step_time(model, g, par, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff,
                        recompute=recompute)
-        return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
-                            st.compute_s, 0.0, st.comm_s, st.exposed_comm_s, price)
+        return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl,
+                            st.kernel_efficiency, st.compute_s, 0.0, st.comm_s, st.exposed_comm_s, price)
     peak = dense_tflops(g, "bf16") * 1e12
     if flat:                                          # one rate for every FLOP (the caller's efficiency)
         micro_s = micro_tokens * fl.hardware_flops / (peak * eff)
