@@ -69,7 +69,8 @@ compute it (half the score matrix) at the attention kernels' rate. Until round 4
 matrix included, ran at one flat share of the peak; that over-priced long sequences (LLaMA-Factory's 16K and
 32K steps were 0.67-0.76 of the model) and under-priced thin GEMMs. A caller's ``kernel_efficiency`` keeps
 that flat rate (every hardware FLOP at that share). ``tokens x epochs`` tokens take
-``tokens x epochs / (tokens per step)`` steps; the GPU-hours and dollars follow (:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
+``tokens x epochs / (tokens per step)`` steps; the GPU-hours and dollars follow
+(:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
 
 **Over several GPUs** (:data:`STRATEGIES`), all data-parallel:
 
