@@ -50,12 +50,13 @@ width. Before, the range was the spread over every row, held-out rows included, 
 Answer.AI's FSDP-QLoRA benchmarks (bitsandbytes nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's
 README (Llama 3.1 8B on one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLaMA-Factory's wiki (LLaMA2-7B
 QLoRA on one A100 40GB, 1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the
-fastest), so a range that holds a new source four times in five is wide, and with four sources it is not
-reached: ``data/intervals.csv`` states what it holds.
+fastest), so a range that holds a new source four times in five is wide: ``data/intervals.csv`` states what it
+holds (since round 4, with the step priced by the kernel terms, about 80% at a median width of 2.8x).
 Known misses (each row's ``miss_reason``), all steps faster than the model since the constants are fitted on
-every source: Qwen-7B's and 14B's short steps, torchtune's compiled steps, LLaMA-Factory's QLoRA at 1K, 16K
-and 32K tokens (slower rows, DeepSpeed LoRA over two nodes, ZeRO-3 on a 72B base, the H100 and RTX 6000 Ada
-rows, carry a ``miss_reason`` from before and lie inside the range). Full fine-tuning rows are ``known_out``:
+every source: Qwen-7B's and 14B's steps at 256-1,024 tokens (the thin GEMMs' price and the per-layer cost
+together), torchtune's compiled steps on an RTX 4090, LLaMA-Factory's QLoRA at 1K tokens and Answer.AI's 70B
+on two A100s at micro-batch 1 (slower rows, DeepSpeed LoRA over two nodes, ZeRO-3 on a 72B base, the H100 and
+RTX 6000 Ada rows, carry a ``miss_reason`` from before and lie inside the range). Full fine-tuning rows are ``known_out``:
 :func:`finetune_time` prices full fine-tuning as pre-training (:func:`~llmsizing.layouts.step_time`), and HF
 Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have, so the range does
 not cover it.
