@@ -33,43 +33,30 @@ forward and the backward. At short sequences those launches, not the arithmetic,
 
 **Calibration** (:func:`fit_finetune_constants`, ``tools/calibrate_finetune.py``,
 ``data/finetune_model.csv``). Both constants are fitted on every covered LoRA and Q-LoRA row of
-``data/finetune_published.csv`` (not ``known_out``; every source), the same rows and rule each
-leave-one-source-out fold of :func:`finetune_loso_check` fits on the other sources, so the stated range
-measures the procedure that made the constants (until issue 34's round 3 the constants were fitted on
-Qwen-7B's rows alone while the folds fitted every other source's rows). ``layer_overhead_s`` is fitted on the
-LoRA rows at the calibrated kernel efficiency, then ``dequant_bandwidth_fraction`` on the Q-LoRA rows. A
-stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4 model (auto-gptq, exllama kernels off) in fp16, not
-bitsandbytes' nf4, so the fitted bandwidth share is that
-of GPTQ's dequantisation. It comes out far below the share a decode step reaches (the uncalibrated 0.8 this
-module used before was about six times too fast). The range (issue 34) is an 80% prediction interval checked
-on sources the fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the constants are
-refitted on one source's covered rows and predict the other's, and the conformal bounds of those out-of-source
-log residuals are the stated :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their measured coverage and
-width. Before, the range was the spread over every row, held-out rows included, and grew from 0.80-1.15 to
-0.80-1.95 as held-out misses arrived. Four sources: Qwen's README (one A100 to two nodes, Qwen-1.8B to 72B),
-Answer.AI's FSDP-QLoRA benchmarks (bitsandbytes nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's
-README (Llama 3.1 8B on one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLaMA-Factory's wiki (LLaMA2-7B
-QLoRA on one A100 40GB, 1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the
-fastest), so a range that holds a new source four times in five is wide: ``data/intervals.csv`` states what it
-holds (since round 4, with the step priced by the kernel terms, about 80% at a median width of 2.8x).
-Known misses (each row's ``miss_reason``), all steps faster than the model since the constants are fitted on
-every source: Qwen-7B's and 14B's steps at 256-1,024 tokens (the thin GEMMs' price and the per-layer cost
-together), torchtune's compiled steps on an RTX 4090, LLaMA-Factory's QLoRA at 1K tokens and Answer.AI's 70B
-on two A100s at micro-batch 1 (slower rows, DeepSpeed LoRA over two nodes, ZeRO-3 on a 72B base, the H100 and
-RTX 6000 Ada rows, carry a ``miss_reason`` from before and lie inside the range). Full fine-tuning rows are ``known_out``:
-:func:`finetune_time` prices full fine-tuning as pre-training (:func:`~llmsizing.layouts.step_time`), and HF
-Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have, so the range does
-not cover it.
+``data/finetune_published.csv`` (not ``known_out``), the rows and rule each leave-one-source-out fold of
+:func:`finetune_loso_check` fits on the other sources: ``layer_overhead_s`` on the LoRA rows, then
+``dequant_bandwidth_fraction`` on the Q-LoRA rows. A stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4
+model (auto-gptq, exllama kernels off) in fp16, not bitsandbytes' nf4, so the fitted share is that of GPTQ's
+dequantisation, far below the share a decode step reaches. The range (issue 34) is an 80% prediction interval
+checked on sources the fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the conformal
+bounds of the out-of-source log residuals are :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their
+measured coverage and width. Four sources: Qwen README (one A100 to two nodes, Qwen-1.8B to 72B), Answer.AI's
+FSDP-QLoRA benchmarks (nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's README (Llama 3.1 8B on
+one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLaMA-Factory's wiki (LLaMA2-7B QLoRA on one A100 40GB,
+1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the fastest), so the range is wide.
+Known misses (each row's ``miss_reason``) are all faster than the model: Qwen-7B's and 14B's steps at
+256-1,024 tokens (the thin GEMMs' price and the per-layer cost together), torchtune's compiled steps on an RTX
+4090, LLaMA-Factory's QLoRA at 1K tokens, Answer.AI's 70B on two A100s at micro-batch 1. Full fine-tuning rows
+are ``known_out``: :func:`finetune_time` prices it as pre-training (:func:`~llmsizing.layouts.step_time`), and
+HF Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have.
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
 the arithmetic, plus the dequantisation, plus the communication the step cannot hide. The arithmetic is priced
 as the step model prices a training step (issue 34, round 4; :mod:`llmsizing.kernels`): the Linear layers,
 the adapters' included, at the calibrated :func:`~llmsizing.hardware.kernel_efficiency` x the GEMM efficiency
 of the micro-batch's shape (a 256-token micro-batch is a thin GEMM), the attention core as causal kernels
-compute it (half the score matrix) at the attention kernels' rate. Until round 4 every FLOP, the whole score
-matrix included, ran at one flat share of the peak; that over-priced long sequences (LLaMA-Factory's 16K and
-32K steps were 0.67-0.76 of the model) and under-priced thin GEMMs. A caller's ``kernel_efficiency`` keeps
-that flat rate (every hardware FLOP at that share). ``tokens x epochs`` tokens take
+compute it (half the score matrix) at the attention kernels' rate; until round 4 every FLOP ran at one flat
+share of the peak, which a caller's ``kernel_efficiency`` still sets. ``tokens x epochs`` tokens take
 ``tokens x epochs / (tokens per step)`` steps; the GPU-hours and dollars follow
 (:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
 
