@@ -33,38 +33,32 @@ forward and the backward. At short sequences those launches, not the arithmetic,
 
 **Calibration** (:func:`fit_finetune_constants`, ``tools/calibrate_finetune.py``,
 ``data/finetune_model.csv``). Both constants are fitted on every covered LoRA and Q-LoRA row of
-``data/finetune_published.csv`` (not ``known_out``; every source), the same rows and rule each
-leave-one-source-out fold of :func:`finetune_loso_check` fits on the other sources, so the stated range
-measures the procedure that made the constants (until issue 34's round 3 the constants were fitted on
-Qwen-7B's rows alone while the folds fitted every other source's rows). ``layer_overhead_s`` is fitted on the
-LoRA rows at the calibrated kernel efficiency, then ``dequant_bandwidth_fraction`` on the Q-LoRA rows. A
-stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4 model (auto-gptq, exllama kernels off) in fp16, not
-bitsandbytes' nf4, so the fitted bandwidth share is that
-of GPTQ's dequantisation. It comes out far below the share a decode step reaches (the uncalibrated 0.8 this
-module used before was about six times too fast). The range (issue 34) is an 80% prediction interval checked
-on sources the fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the constants are
-refitted on one source's covered rows and predict the other's, and the conformal bounds of those out-of-source
-log residuals are the stated :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their measured coverage and
-width. Before, the range was the spread over every row, held-out rows included, and grew from 0.80-1.15 to
-0.80-1.95 as held-out misses arrived. Four sources: Qwen's README (one A100 to two nodes, Qwen-1.8B to 72B),
-Answer.AI's FSDP-QLoRA benchmarks (bitsandbytes nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's
-README (Llama 3.1 8B on one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLaMA-Factory's wiki (LLaMA2-7B
-QLoRA on one A100 40GB, 1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the
-fastest), so a range that holds a new source four times in five is wide, and with four sources it is not
-reached: ``data/intervals.csv`` states what it holds.
-Known misses (each row's ``miss_reason``), all steps faster than the model since the constants are fitted on
-every source: Qwen-7B's and 14B's short steps, torchtune's compiled steps, LLaMA-Factory's QLoRA at 1K, 16K
-and 32K tokens (slower rows, DeepSpeed LoRA over two nodes, ZeRO-3 on a 72B base, the H100 and RTX 6000 Ada
-rows, carry a ``miss_reason`` from before and lie inside the range). Full fine-tuning rows are ``known_out``:
-:func:`finetune_time` prices full fine-tuning as pre-training (:func:`~llmsizing.layouts.step_time`), and HF
-Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have, so the range does
-not cover it.
+``data/finetune_published.csv`` (not ``known_out``), the rows and rule each leave-one-source-out fold of
+:func:`finetune_loso_check` fits on the other sources: ``layer_overhead_s`` on the LoRA rows, then
+``dequant_bandwidth_fraction`` on the Q-LoRA rows. A stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4
+model (auto-gptq, exllama kernels off) in fp16, not bitsandbytes' nf4, so the fitted share is that of GPTQ's
+dequantisation, far below the share a decode step reaches. The range (issue 34) is an 80% prediction interval
+checked on sources the fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the conformal
+bounds of the out-of-source log residuals are :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their
+measured coverage and width. Four sources: Qwen README (one A100 to two nodes, Qwen-1.8B to 72B), Answer.AI's
+FSDP-QLoRA benchmarks (nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's README (Llama 3.1 8B on
+one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLaMA-Factory's wiki (LLaMA2-7B QLoRA on one A100 40GB,
+1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the fastest), so the range is wide.
+Known misses (each row's ``miss_reason``) are all faster than the model: Qwen-7B's and 14B's steps at
+256-1,024 tokens (the thin GEMMs' price and the per-layer cost together), torchtune's compiled steps on an RTX
+4090, LLaMA-Factory's QLoRA at 1K tokens, Answer.AI's 70B on two A100s at micro-batch 1. Full fine-tuning rows
+are ``known_out``: :func:`finetune_time` prices it as pre-training (:func:`~llmsizing.layouts.step_time`), and
+HF Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have.
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
-the arithmetic at ``kernel_efficiency`` of the dense peak (default: the GPU generation's calibrated
-:func:`~llmsizing.hardware.kernel_efficiency`), plus the dequantisation, plus the communication the step
-cannot hide. ``tokens x epochs`` tokens take ``tokens x epochs / (tokens per step)`` steps; the GPU-hours and
-dollars follow (:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
+the arithmetic, plus the dequantisation, plus the communication the step cannot hide. The arithmetic is priced
+as the step model prices a training step (issue 34, round 4; :mod:`llmsizing.kernels`): the Linear layers,
+the adapters' included, at the calibrated :func:`~llmsizing.hardware.kernel_efficiency` x the GEMM efficiency
+of the micro-batch's shape (a 256-token micro-batch is a thin GEMM), the attention core as causal kernels
+compute it (half the score matrix) at the attention kernels' rate; until round 4 every FLOP ran at one flat
+share of the peak, which a caller's ``kernel_efficiency`` still sets. ``tokens x epochs`` tokens take
+``tokens x epochs / (tokens per step)`` steps; the GPU-hours and dollars follow
+(:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
 
 **Over several GPUs** (:data:`STRATEGIES`), all data-parallel:
 
@@ -97,7 +91,6 @@ from .finetune_sharded import (STRATEGIES, ShardedFinetuneMemory, _base_dtype, _
                                finetune_memory_per_gpu, gathered_unit_bytes, max_batch_per_gpu, max_seq)
 from .flops import RECOMPUTE, attention_flops_per_token, forward_flops_per_token, training_flops_per_token
 from .hardware import dense_tflops
-from .hardware import flat_kernel_efficiency as default_kernel_efficiency  # one rate a FLOP (issue 34)
 from .model import Model
 from .precision import DTYPE_BYTES
 
@@ -367,8 +360,10 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
                   node=None) -> FinetuneTime:
     """How long fine-tuning ``model`` on ``tokens`` tokens for ``epochs`` epochs takes on ``n_gpus`` GPUs of
     type ``gpu``, and what it costs (module docstring): the step's arithmetic
-    (:func:`finetune_flops_per_token`'s hardware FLOPs, at ``kernel_efficiency`` of the dense bf16 peak,
-    default :func:`~llmsizing.hardware.kernel_efficiency`), QLoRA's dequantisation at
+    (:func:`finetune_flops_per_token`'s hardware FLOPs as the step model prices them: GEMMs by shape, causal
+    attention at the kernels' rate; or, given ``kernel_efficiency``, every FLOP at that share of the dense
+    bf16 peak, and the result's ``kernel_efficiency`` is the one share that gives the time), QLoRA's
+    dequantisation at
     ``dequant_bandwidth_fraction`` of the HBM bandwidth (default the fitted
     :data:`DEQUANT_BANDWIDTH_FRACTION`), the fixed launches of a PEFT step (``layer_overhead_s`` per layer and
     micro-batch, default the fitted :data:`LAYER_OVERHEAD_S`; LoRA and QLoRA only), and the communication the
@@ -388,8 +383,8 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
             else check_fraction("dequant_bandwidth_fraction", dequant_bandwidth_fraction))
     per_layer = (LAYER_OVERHEAD_S if layer_overhead_s is None
                  else check_number("layer_overhead_s", layer_overhead_s, maximum=1.0))
-    eff = (default_kernel_efficiency(g) if kernel_efficiency is None
-           else check_fraction("kernel_efficiency", kernel_efficiency))
+    flat = kernel_efficiency is not None
+    eff = check_fraction("kernel_efficiency", kernel_efficiency) if flat else None
     price = gpu_price(g, price_usd_per_gpu_hour)
     fl = finetune_flops_per_token(model, method=method, seq=seq, rank=rank, targets=targets,
                                   recompute=recompute)
@@ -401,9 +396,14 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
         par = Parallel(dp=n, zero=0 if strategy == "ddp" else 3)
         st = step_time(model, g, par, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff,
                        recompute=recompute)
-        return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
-                            st.compute_s, 0.0, st.comm_s, st.exposed_comm_s, price)
-    micro_s = micro_tokens * fl.hardware_flops / (dense_tflops(g, "bf16") * 1e12 * eff)
+        return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl,
+                            st.kernel_efficiency, st.compute_s, 0.0, st.comm_s, st.exposed_comm_s, price)
+    peak = dense_tflops(g, "bf16") * 1e12
+    if flat:                                          # one rate for every FLOP (the caller's efficiency)
+        micro_s = micro_tokens * fl.hardware_flops / (peak * eff)
+    else:                                             # as the step model prices a step (kernels)
+        micro_s = _kernel_seconds(model, g, fl, seq=seq, batch=batch, recompute=recompute)
+        eff = micro_tokens * fl.hardware_flops / (peak * micro_s)
     dq = 0.0
     if method == "qlora":
         dq = dequant_passes(recompute) * dequant_bytes(model) / (g.memory_bandwidth_gbps * 1e9 * frac)
@@ -420,6 +420,24 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
         exposed = max(0.0, comm.reduce_s - bwd_s)
     return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
                         m * micro_s, m * dq, total, exposed, price, m * model.layers * per_layer)
+
+
+def _kernel_seconds(model, g, fl, *, seq: int, batch: int, recompute: str) -> float:
+    """One micro-batch's compute seconds on one GPU as :func:`~llmsizing.comm.step_compute_time_s` prices a
+    training step (:mod:`llmsizing.kernels`): the Linear layers (the base's, the adapters') at the calibrated
+    :func:`~llmsizing.hardware.kernel_efficiency` x the GEMM efficiency of the micro-batch's shape, the
+    attention core as causal kernels run it, at the attention kernels' rate."""
+    from .flops import stage_attention_flops_per_token
+    from .hardware import kernel_efficiency as step_kernel_efficiency
+    from .kernels import compute_seconds, rates
+    from .parallel import Parallel
+
+    par = Parallel()
+    full = stage_attention_flops_per_token(model, par, seq=seq, recompute=recompute)[0]
+    causal = stage_attention_flops_per_token(model, par, seq=seq, recompute=recompute, causal=True)[0]
+    gemm, attention = rates(model, g, tp=1, cp=1, batch=batch, seq=seq, dtype="bf16",
+                            kernel_efficiency=step_kernel_efficiency(g, "bf16"))
+    return compute_seconds(fl.hardware_flops, full, causal, batch * seq, gemm, attention)
 
 
 def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora", batch: int = 1, seq: int,
