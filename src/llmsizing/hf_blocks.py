@@ -231,11 +231,121 @@ def _gpt_neox_japanese(k: _Keys) -> dict:
                 extra_layer_tensors=(("attention", "dense_bias", (h,), "one"),))
 
 
+def _act(k: _Keys, key: str):
+    act = k.value(key, required=False)
+    act = _HF_ACTIVATION_ALIASES.get(act, act) if isinstance(act, str) else None
+    return act if act in ACTIVATIONS else None
+
+
+def _bert_decoder(k: _Keys, tied_default: bool) -> dict:
+    """BERT's post-norm block run causally (``modeling_bert_generation.py``'s ``BertGenerationDecoder``,
+    ``modeling_git.py``'s text decoder): learned positions and a LayerNorm after the embedding, biased
+    ``query``/``key``/``value``/``dense`` and two-matrix MLP, a LayerNorm after each sub-block and none at the
+    end, an LM head with a bias (BertGeneration's tied to the embedding). Cross-attention
+    (``add_cross_attention``) and GIT's per-image temporal embeddings are refused; GIT's image encoder is a
+    tower, not counted (as Gemma 3's)."""
+    if k.switch("add_cross_attention"):
+        raise ValueError(f"{k.where}: add_cross_attention=True (cross-attention to an encoder in every "
+                         "layer) is not modelled")
+    if k.value("num_image_with_embedding", required=False) is not None:
+        raise ValueError(f"{k.where}: num_image_with_embedding={k.value('num_image_with_embedding')} "
+                         "(GIT's per-image temporal embeddings) is not modelled")
+    k.used.update(("vision_config", "position_embedding_type"))
+    return dict(_base(k, tied_default), heads=k.int("num_attention_heads"),
+                ffn_hidden=k.int("intermediate_size"), gated_mlp=False, norm="layernorm", bias=True,
+                learned_pos=True, max_seq=k.int("max_position_embeddings"), embed_norm=True, final_norm=False,
+                lm_head_bias=True, activation=_act(k, "hidden_act"))
+
+
+def _modernbert_decoder(k: _Keys) -> dict:
+    """``modeling_modernbert_decoder.py``: a LayerNorm after the embedding; per layer q, k, v and ``Wo``
+    (biased with ``attention_bias``), a LayerNorm before attention except in layer 0 (``nn.Identity``) and
+    one before the MLP, a GeGLU MLP (``Wi`` of ``2 x intermediate_size``, ``mlp_bias``); a final LayerNorm, a
+    prediction head (``dense`` of ``hidden x hidden``, ``classifier_bias``, and a LayerNorm) and a decoder
+    tied to the embedding with ``decoder_bias``; LayerNorms biased only with ``norm_bias``. The
+    ``sliding_attention`` layers of ``layer_types`` (by default all but every
+    ``global_attn_every_n_layers``-th) see ``local_attention // 2`` tokens back. Here the block's one norm
+    (``norms_per_layer`` 1) stands for ``mlp_norm`` and an extra tensor in ``layers - 1`` layers for the
+    attention norms."""
+    f = _base(k, True)
+    n, h = f["layers"], f["hidden"]
+    nb, cb = k.switch("norm_bias"), k.switch("classifier_bias")
+    norm = [("weight", (h,))] + ([("bias", (h,))] if nb else [])
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        every = k.config.get("global_attn_every_n_layers", 3)
+        kinds = ["sliding_attention" if i % every else "full_attention" for i in range(n)]
+    _kinds(_Fixed(k, kinds), n, "layer_types", ("sliding_attention",), ("full_attention",))
+    local, windowed = k.int("local_attention"), kinds.count("sliding_attention")
+    k.used.update(("layer_types", "local_attention", "norm_bias", "classifier_bias", "decoder_bias",
+                   "classifier_activation", "classifier_dropout"))
+    extra = tuple(("norms", f"attn_norm.{w}", s, n - 1) for w, s in norm) + tuple(
+        ("lm_head", f"head.norm.{w}", s, "one") for w, s in norm) + (
+        ("lm_head", "head.dense.weight", (h, h), "one"),) + (
+        (("lm_head", "head.dense.bias", (h,), "one"),) if cb else ())
+    f.update(heads=k.int("num_attention_heads"), ffn_hidden=k.int("intermediate_size"),
+             norm="layernorm" if nb else "layernorm_nobias", bias=bool(k.switch("attention_bias")),
+             mlp_bias=bool(k.switch("mlp_bias")), embed_norm=True, norms_per_layer=1,
+             lm_head_bias=bool(k.switch("decoder_bias")), activation=_act(k, "hidden_activation"),
+             extra_layer_tensors=extra)
+    if windowed:
+        f.update(sliding_window=local // 2, window_layers=None if windowed == n else windowed)
+    return f
+
+
+_DOGE = Rule(source=_src("doge"), qk_norm="head", mlp_bias="mlp_bias", window="all")
+
+
+def _doge(k: _Keys) -> dict:
+    """``modeling_doge.py``: the Llama block with per-head q/k RMSNorms, dynamic-mask attention's ``A`` (one
+    per KV head) and ``dt_proj`` (KV heads x head_dim to one per KV head, biased with ``attention_bias``) and
+    two residual gains of ``hidden`` numbers per layer (``input_residual``, ``post_attention_residual``). The
+    dynamic mask keeps ``keep_window_size`` keys per query but caches every token. ``is_moe`` (the
+    cross-domain MoE of ``num_experts`` single-neuron experts) is refused; without it ``num_experts`` and
+    ``num_experts_per_tok`` size nothing."""
+    if k.switch("is_moe"):
+        raise ValueError(f"{k.where}: is_moe=True (Doge's cross-domain MoE, DogeCDMoE) is not modelled")
+    config = {key: v for key, v in k.config.items() if key not in ("num_experts", "num_experts_per_tok")}
+    k2 = _Keys(config, k.where, k.mtype)
+    f = generic_fields(config, k.where, k.mtype, _DOGE, keys=k2)
+    k.used |= k2.used | {"num_experts", "num_experts_per_tok", "keep_window_size", "is_moe"}
+    kvd, b = f["kv_heads"] * f["head_dim"], f["bias"]
+    f["extra_layer_tensors"] = (("attention", "A", (f["kv_heads"],)),
+                                ("attention", "dt_proj.weight", (f["kv_heads"], kvd))) + (
+        (("attention", "dt_proj.bias", (f["kv_heads"],)),) if b else ()) + (
+        ("norms", "input_residual", (f["hidden"],)), ("norms", "post_attention_residual", (f["hidden"],)))
+    return f
+
+
+def _cpmant(k: _Keys) -> dict:
+    """``modeling_cpmant.py`` (CPM-Ant): RMSNorms with a gain before attention and before the GELU-gated MLP
+    (``w_0``, ``w_1``, ``w_out`` of ``dim_ff``), ``num_attention_heads x dim_head`` q, k, v and output without
+    biases, a final RMSNorm; the input embedding holds ``vocab_size + prompt_types x prompt_length`` rows,
+    plus a segment embedding (``segment_types`` rows) and one relative-position bias table of
+    ``segment_types^2 + position_bias_num_buckets`` rows per head; the LM head (``vocab_size`` rows) is never
+    tied (``_tied_weights_keys`` is empty)."""
+    f = _base(k, False)
+    h, heads = f["hidden"], k.int("num_attention_heads")
+    prompts = k.int("prompt_types", minimum=0) * k.int("prompt_length", minimum=0)
+    seg = k.int("segment_types")
+    k.used.update(("tie_word_embeddings", "position_bias_max_distance"))
+    extra = (("embedding", "segment_embedding.weight", (seg, h), "one"),
+             ("position", "position_bias.relative_attention_bias",
+              (seg * seg + k.int("position_bias_num_buckets"), heads), "one"))
+    extra += (("embedding", "prompt_embedding.weight", (prompts, h), "one"),) if prompts else ()
+    return dict(f, tied_embeddings=False, heads=heads, head_dim=k.int("dim_head"), ffn_hidden=k.int("dim_ff"),
+                activation="gelu", extra_layer_tensors=extra)
+
+
 #: The types read here and their readers: ``{model_type: (reader, modeling file)}``.
 BLOCK_TYPES = {"rwkv": (_rwkv, _src("rwkv")), "nemotron_h": (_nemotron_h, _src("nemotron_h")),
                "lfm3": (_lfm3, _src("lfm3")), "recurrent_gemma": (_recurrent_gemma, _src("recurrent_gemma")),
                "bailing_hybrid": (_bailing_hybrid, _src("bailing_hybrid")),
-               "gpt_neox_japanese": (_gpt_neox_japanese, _src("gpt_neox_japanese"))}
+               "gpt_neox_japanese": (_gpt_neox_japanese, _src("gpt_neox_japanese")),
+               "bert-generation": (lambda k: _bert_decoder(k, True), _src("bert_generation")),
+               "git": (lambda k: _bert_decoder(k, False), _src("git")),
+               "modernbert-decoder": (_modernbert_decoder, _src("modernbert_decoder")),
+               "doge": (_doge, _src("doge")), "cpmant": (_cpmant, _src("cpmant"))}
 
 
 __all__ = ["BLOCK_TYPES"]

@@ -44,6 +44,10 @@ from ._validate import check_bool, check_choice, check_int
 #: Its state: the convolution's last ``conv - 1`` inputs and one recurrent number per channel.
 #: ``kda_full``: Kimi Delta Attention with full-rank forget and output gates (``f_proj``, ``g_proj`` of
 #: ``inner x hidden``; Ling 2.5's ``BailingHybridDeltaAttention``), the same state.
+#: Components an extra tensor may count under (:meth:`~llmsizing.model.Model.param_breakdown`'s names): those of
+#: a block, and ``embedding``/``position``/``lm_head`` for a tensor beside the embedding or the LM head
+#: (CPM-Ant's prompt rows and segment embedding, ModernBERT's prediction head): those are not block tensors.
+EXTRA_COMPONENTS = ("attention", "mlp", "norms", "embedding", "position", "lm_head")
 MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv", "rglru", "kda_full")
 
 
@@ -263,12 +267,16 @@ def check_layer_kinds(m) -> None:
     object.__setattr__(m, "mlp_free_layers", free)
     extra = tuple(m.extra_layer_tensors)
     for e in extra:
+        count = len(e) == 4 and isinstance(e[3], int) and not isinstance(e[3], bool)
         if (not isinstance(e, tuple) or len(e) not in (3, 4) or not isinstance(e[1], str)
-                or not isinstance(e[2], tuple) or e[0] not in ("attention", "mlp", "norms")
-                or e[3:] not in ((), ("moe",), ("one",))):
-            raise TypeError("extra_layer_tensors must hold (component, name, shape[, 'moe' or 'one']) "
-                            "tuples, component 'attention', 'mlp' or 'norms', 'moe' for the MoE layers only, "
-                            f"'one' for one layer only, got {e!r}")
+                or not isinstance(e[2], tuple) or e[0] not in EXTRA_COMPONENTS
+                or not (e[3:] in ((), ("moe",), ("one",)) or count)):
+            raise TypeError("extra_layer_tensors must hold (component, name, shape[, 'moe', 'one' or a layer "
+                            f"count]) tuples, component one of {', '.join(EXTRA_COMPONENTS)}, 'moe' for the "
+                            "MoE layers only, 'one' for one tensor in the model, an int for that many layers, "
+                            f"got {e!r}")
+        if count:
+            check_int("extra_layer_tensors count", e[3], minimum=0, maximum=m.layers)
         for d in e[2]:
             check_int("extra_layer_tensors shape", d)
     object.__setattr__(m, "extra_layer_tensors", extra)
@@ -291,4 +299,4 @@ def check_layer_kinds(m) -> None:
                          "layer (mixer_layers=None) and no experts")
 
 
-__all__ = ["MIXER_KINDS", "StateMixer", "Indexer", "check_layer_kinds"]
+__all__ = ["MIXER_KINDS", "EXTRA_COMPONENTS", "StateMixer", "Indexer", "check_layer_kinds"]
