@@ -44,11 +44,13 @@ from ._validate import check_bool, check_choice, check_int
 #: Its state: the convolution's last ``conv - 1`` inputs and one recurrent number per channel.
 #: ``kda_full``: Kimi Delta Attention with full-rank forget and output gates (``f_proj``, ``g_proj`` of
 #: ``inner x hidden``; Ling 2.5's ``BailingHybridDeltaAttention``), the same state.
-#: Components an extra tensor may count under (:meth:`~llmsizing.model.Model.param_breakdown`'s names): those of
-#: a block, and ``embedding``/``position``/``lm_head`` for a tensor beside the embedding or the LM head
-#: (CPM-Ant's prompt rows and segment embedding, ModernBERT's prediction head): those are not block tensors.
-EXTRA_COMPONENTS = ("attention", "mlp", "norms", "embedding", "position", "lm_head")
 MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv", "rglru", "kda_full")
+
+
+#: Components an extra tensor may count under (:meth:`~llmsizing.model.Model.param_breakdown`'s names): a
+#: block's, and ``embedding``/``position``/``lm_head`` for a tensor beside the embedding or the LM head
+#: (CPM-Ant's prompt rows and segment embedding, ModernBERT's prediction head), which are not block tensors.
+EXTRA_COMPONENTS = ("attention", "mlp", "norms", "embedding", "position", "lm_head")
 
 
 @dataclass(frozen=True)
@@ -273,8 +275,8 @@ def check_layer_kinds(m) -> None:
                 or not (e[3:] in ((), ("moe",), ("one",)) or count)):
             raise TypeError("extra_layer_tensors must hold (component, name, shape[, 'moe', 'one' or a layer "
                             f"count]) tuples, component one of {', '.join(EXTRA_COMPONENTS)}, 'moe' for the "
-                            "MoE layers only, 'one' for one tensor in the model, an int for that many layers, "
-                            f"got {e!r}")
+                            "MoE layers only, 'one' for one tensor in the model, an int for that many layers,"
+                            f" got {e!r}")
         if count:
             check_int("extra_layer_tensors count", e[3], minimum=0, maximum=m.layers)
         for d in e[2]:
