@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .hf_generic import _Keys, _short, generic_fields
 from .hf_types import Moe, Rule
-from .layer_kinds import StateMixer
+from .layer_kinds import AttentionLayout, StateMixer
 from .model_keys import _HF_ACTIVATION_ALIASES, ACTIVATIONS
 
 
@@ -337,6 +337,151 @@ def _cpmant(k: _Keys) -> dict:
                 activation="gelu", extra_layer_tensors=extra)
 
 
+_GEMMA = dict(qk_norm="head", norms=4, mlp_bias=False, window=None, activation_key="hidden_activation")
+_GEMMA4 = Rule(source=_src("gemma4"), **_GEMMA)
+_GEMMA3N = Rule(source=_src("gemma3n"), **_GEMMA)
+
+
+def _kv_sharing(k: _Keys, kinds: list) -> tuple[int, int]:
+    """The windowed and full layers among the last ``num_kv_shared_layers`` (their configs'
+    ``kv_sharing_modes``: each reuses the keys and values of the last earlier layer of its kind)."""
+    n, shared = len(kinds), k.int("num_kv_shared_layers", minimum=0)
+    own = kinds[:n - shared]
+    if shared and (shared >= n or set(own) != set(kinds)):
+        raise ValueError(f"{k.where}: num_kv_shared_layers={shared} leaves no earlier layer of every kind to "
+                         "share keys and values from (as kv_sharing_modes requires)")
+    tail = kinds[n - shared:]
+    return tail.count("sliding_attention"), tail.count("full_attention")
+
+
+def _gemma_windows(k: _Keys, kinds: list, window: int) -> dict:
+    _kinds(_Fixed(k, kinds), len(kinds), "layer_types", ("sliding_attention",), ("full_attention",))
+    k.used.update(("layer_types", "sliding_window"))
+    w = kinds.count("sliding_attention")
+    return dict(sliding_window=window, window_layers=None if w == len(kinds) else w) if w else {}
+
+
+def _ple(k: _Keys, n: int, h: int) -> tuple:
+    """Per-layer embeddings (Gemma 3n's and Gemma 4's PLE): one table of ``vocab_size_per_layer_input`` rows of
+    ``layers x hidden_size_per_layer_input``, a projection of the hidden state to the same width and a norm;
+    per layer a gate (``per_layer_input_gate``), a projection back (``per_layer_projection``) and a norm."""
+    p = k.int("hidden_size_per_layer_input", minimum=0, required=False)
+    if not p:
+        return ()
+    return (("embedding", "embed_tokens_per_layer.weight", (k.int("vocab_size_per_layer_input"), n * p), "one"),
+            ("embedding", "per_layer_model_projection.weight", (n * p, h), "one"),
+            ("embedding", "per_layer_projection_norm.weight", (p,), "one"),
+            ("mlp", "per_layer_input_gate.weight", (p, h)), ("mlp", "per_layer_projection.weight", (h, p)),
+            ("norms", "post_per_layer_input_norm.weight", (h,)))
+
+
+def _gemma4(k: _Keys) -> dict:
+    """``modeling_gemma4.py`` (and ``modeling_gemma4_unified.py``): Gemma 3's block (four RMSNorms, per-head
+    q/k norms, the value norm without weights) with a ``layer_scalar`` buffer per layer; the
+    ``full_attention`` layers take their head width and KV heads from ``per_layer_config`` (by default
+    ``global_head_dim`` 512 and, with ``attention_k_eq_v``, ``num_global_key_value_heads``); with
+    ``attention_k_eq_v`` the full layers have no ``v_proj``; the last ``num_kv_shared_layers`` layers reuse
+    earlier keys and values (no k/v projections, no cache) and with ``use_double_wide_mlp`` have an MLP twice
+    as wide; per-layer embeddings with ``hidden_size_per_layer_input``. ``enable_moe_block`` is refused."""
+    if k.switch("enable_moe_block"):
+        raise ValueError(f"{k.where}: enable_moe_block=True (a router and experts beside the dense MLP, with "
+                         "three more norms per layer) is not modelled")
+    n = k.int("num_hidden_layers")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        kinds = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
+    kinds = list(kinds[:-1]) + ["full_attention"] if isinstance(kinds, list) and kinds else kinds
+    k_eq_v = bool(k.switch("attention_k_eq_v"))
+    plc = k.config.get("per_layer_config")
+    if plc is None:
+        glob = {"head_dim": k.config.get("global_head_dim", 512)}
+        if k_eq_v and k.config.get("num_global_key_value_heads") is not None:
+            glob["num_key_value_heads"] = k.config["num_global_key_value_heads"]
+        plc = {i: glob for i, t in enumerate(kinds) if t == "full_attention"}
+    if not isinstance(plc, dict) or any(not isinstance(v, dict) or set(v) - {"head_dim", "num_key_value_heads"}
+                                        for v in plc.values()):
+        raise ValueError(f"{k.where}: per_layer_config={_short(plc)}: only head_dim and num_key_value_heads "
+                         "overrides are read")
+    try:
+        idx = {int(i) for i in plc}
+    except (TypeError, ValueError):
+        raise ValueError(f"{k.where}: per_layer_config keys must be layer indices, got {_short(plc)}") from None
+    overrides = {tuple(sorted(v.items())) for v in plc.values()}
+    full = {i for i, t in enumerate(kinds) if t == "full_attention"}
+    if plc and (idx != full or len(overrides) > 1):
+        raise ValueError(f"{k.where}: per_layer_config={_short(plc)} overrides layers other than the "
+                         "full_attention ones, or not all alike: one width per kind of layer is represented")
+    sw, sf = _kv_sharing(k, kinds)
+    win = k.int("sliding_window")
+    if k.value("use_bidirectional_attention", required=False) == "all":
+        win = win // 2 + 1                                  # Gemma4TextConfig.__post_init__
+    k.used.update(("per_layer_config", "global_head_dim", "num_global_key_value_heads", "attention_k_eq_v",
+                   "num_kv_shared_layers", "use_double_wide_mlp", "enable_moe_block", "num_experts",
+                   "top_k_experts", "moe_intermediate_size", "hidden_size_per_layer_input",
+                   "vocab_size_per_layer_input"))
+    config = {key: v for key, v in k.config.items() if key not in ("num_experts",)}
+    k2 = _Keys(config, k.where, k.mtype)
+    k2.used |= k.used
+    f = generic_fields(config, k.where, k.mtype, _GEMMA4, keys=k2)
+    k.used |= k2.used | {"num_experts"}
+    f.update(_gemma_windows(k, kinds, win))
+    o = dict(next(iter(overrides))) if plc else {}
+    fhd, fkv = o.get("head_dim", f["head_dim"]), o.get("num_key_value_heads", f["kv_heads"])
+    if f["heads"] % fkv:
+        raise ValueError(f"{k.where}: per_layer_config num_key_value_heads ({fkv}) must divide "
+                         f"num_attention_heads ({f['heads']})")
+    if (fhd, fkv) != (f["head_dim"], f["kv_heads"]) or (k_eq_v and full) or sw or sf:
+        f["attention_layout"] = AttentionLayout(fhd, fkv, k_eq_v and bool(full), sw, sf)
+    h, ffn = f["hidden"], f["ffn_hidden"]
+    extra = (("norms", "layer_scalar", (1,)),) + _ple(k, n, h)
+    if k.switch("use_double_wide_mlp") and sw + sf:            # the KV-sharing layers' MLP is twice as wide
+        extra += (("mlp", "double_wide.gate_proj.weight", (ffn, h), sw + sf),
+                  ("mlp", "double_wide.up_proj.weight", (ffn, h), sw + sf),
+                  ("mlp", "double_wide.down_proj.weight", (h, ffn), sw + sf))
+    f["extra_layer_tensors"] = extra
+    return f
+
+
+def _gemma3n(k: _Keys) -> dict:
+    """``modeling_gemma3n.py`` (Gemma 3n's text model): Gemma 3's block with per-layer embeddings, AltUp
+    (``altup_num_inputs`` streams: per layer a router, its norm, prediction and correction coefficients and
+    an output scale; ``altup_num_inputs - 1`` projections in and out of the streams), LAuReL (a rank-
+    ``laurel_rank`` side branch and its norm) and the last ``num_kv_shared_layers`` layers reusing earlier
+    keys and values; ``intermediate_size`` may be one per layer (all alike here, or refused)."""
+    n = k.int("num_hidden_layers")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        kinds = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(n)]
+    ffn = k.value("intermediate_size")
+    if isinstance(ffn, list):
+        if len(ffn) != n or len(set(ffn)) != 1:
+            raise ValueError(f"{k.where}: intermediate_size={_short(ffn)}: MLPs of different widths per layer "
+                             "are not represented (one width for every layer)")
+        ffn = ffn[0]
+    sw, sf = _kv_sharing(k, kinds)
+    a, r = k.int("altup_num_inputs"), k.int("laurel_rank")
+    k.used.update(("intermediate_size", "num_kv_shared_layers", "altup_num_inputs", "laurel_rank",
+                   "altup_active_idx", "altup_coef_clip", "altup_correct_scale", "activation_sparsity_pattern",
+                   "hidden_size_per_layer_input", "vocab_size_per_layer_input"))
+    config = dict(k.config, intermediate_size=ffn)
+    k2 = _Keys(config, k.where, k.mtype)
+    k2.used |= k.used
+    f = generic_fields(config, k.where, k.mtype, _GEMMA3N, keys=k2)
+    k.used |= k2.used
+    f.update(_gemma_windows(k, kinds, k.int("sliding_window")))
+    h = f["hidden"]
+    if sw or sf:
+        f["attention_layout"] = AttentionLayout(shared_window=sw, shared_full=sf)
+    f["extra_layer_tensors"] = _ple(k, n, h) + (
+        ("norms", "altup.correct_output_scale", (h,)), ("mlp", "altup.correction_coefs.weight", (a, a)),
+        ("mlp", "altup.prediction_coefs.weight", (a * a, a)), ("mlp", "altup.modality_router.weight", (a, h)),
+        ("norms", "altup.router_norm.weight", (h,)), ("mlp", "laurel.linear_left.weight", (r, h)),
+        ("mlp", "laurel.linear_right.weight", (h, r)), ("norms", "laurel.post_laurel_norm.weight", (h,)),
+        ("embedding", "altup_projections.weight", (a - 1, h, h), "one"),
+        ("embedding", "altup_unembed_projections.weight", (a - 1, h, h), "one"))
+    return f
+
+
 #: The types read here and their readers: ``{model_type: (reader, modeling file)}``.
 BLOCK_TYPES = {"rwkv": (_rwkv, _src("rwkv")), "nemotron_h": (_nemotron_h, _src("nemotron_h")),
                "lfm3": (_lfm3, _src("lfm3")), "recurrent_gemma": (_recurrent_gemma, _src("recurrent_gemma")),
@@ -345,7 +490,9 @@ BLOCK_TYPES = {"rwkv": (_rwkv, _src("rwkv")), "nemotron_h": (_nemotron_h, _src("
                "bert-generation": (lambda k: _bert_decoder(k, True), _src("bert_generation")),
                "git": (lambda k: _bert_decoder(k, False), _src("git")),
                "modernbert-decoder": (_modernbert_decoder, _src("modernbert_decoder")),
-               "doge": (_doge, _src("doge")), "cpmant": (_cpmant, _src("cpmant"))}
+               "doge": (_doge, _src("doge")), "cpmant": (_cpmant, _src("cpmant")),
+               "gemma4_text": (_gemma4, _src("gemma4")), "gemma4_unified_text": (_gemma4, _src("gemma4_unified")),
+               "gemma3n_text": (_gemma3n, _src("gemma3n"))}
 
 
 __all__ = ["BLOCK_TYPES"]

@@ -289,7 +289,6 @@ _HYPER = ("hyper-connections (hc_mult residual streams with their own mixing par
           "sparse-attention indexer: not modelled")
 _ATTN_GATE = ("a gate on the attention output with parts of its own (a gate bias, learned scalars and L2 "
               "norms, or recurrent blocks beside it): not mapped yet")
-_PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
 
 #: The decoder-only causal-LM types of transformers 5.24 that :meth:`Model.from_hf_config` refuses, and why
 #: (issue 36: refused by name, never guessed). ``data/hf_type_sweep.csv`` holds every type;
@@ -315,15 +314,10 @@ REFUSED_TYPES: dict[str, str] = {
     "electra": _ENCODER,
     "ernie": _ENCODER,
     "gemma3n": "transformers 5.24 cannot build its own class default (build: ImportError: )",
-    "gemma3n_text": _PER_LAYER,
-    "gemma4": _PER_LAYER,
     "gemma4_assistant": ("transformers 5.24 cannot build its own class default (config: "
                          "StrictDataclassClassValidationError('Class validation error fo)"),
-    "gemma4_text": _PER_LAYER,
-    "gemma4_unified": "multimodal config without a text sub-type reader yet",
     "gemma4_unified_assistant": ("an assistant head that shares the KV of another model (no k/v "
                                  "projections): not modelled"),
-    "gemma4_unified_text": "global layers with their own head dimension and a per-layer scalar: not modelled",
     "hrm_text": ("two weight-shared stacks run in nested loops (H_cycles x L_cycles) with a gated attention "
                  "output: the cache per token of a looped stack is not modelled"),
     "hunyuan_v1_dense": ("transformers 5.24 cannot build its own class default (build: TypeError: "

@@ -249,6 +249,70 @@ class Indexer:
                 ("attention", "indexer.weights_proj.weight", (a, hidden))]
 
 
+@dataclass(frozen=True)
+class AttentionLayout:
+    """Attention layers that differ from the block's (Gemma 4's ``per_layer_config``, Gemma 3n's and Gemma 4's
+    KV sharing; ``transformers`` 5.24's ``Gemma4TextAttention``, ``Gemma3nTextAttention``).
+
+    ``full_head_dim``/``full_kv_heads``: the head width and KV heads of the full-attention layers (those not
+    in :attr:`~llmsizing.model.Model.window_layers`; ``None``: the block's), queries and output included;
+    ``full_k_eq_v``: those layers have no ``v_proj``, their values are the keys (``attention_k_eq_v``: the
+    cache still holds both); ``shared_window``/``shared_full``: how many windowed / full layers reuse the keys
+    and values of an earlier layer of their kind (``num_kv_shared_layers``, the last layers): no ``k_proj``,
+    ``v_proj`` or ``k_norm`` and nothing cached."""
+
+    full_head_dim: int | None = None
+    full_kv_heads: int | None = None
+    full_k_eq_v: bool = False
+    shared_window: int = 0
+    shared_full: int = 0
+
+    def __post_init__(self):
+        for f in ("full_head_dim", "full_kv_heads"):
+            if getattr(self, f) is not None:
+                object.__setattr__(self, f, check_int(f, getattr(self, f)))
+        for f in ("shared_window", "shared_full"):
+            object.__setattr__(self, f, check_int(f, getattr(self, f), minimum=0))
+        object.__setattr__(self, "full_k_eq_v", check_bool("full_k_eq_v", self.full_k_eq_v))
+
+
+#: The tensors a KV-sharing layer does not hold (its keys and values come from an earlier layer).
+_KV_TENSORS = ("k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias", "k_norm.weight")
+
+
+def attention_layout_tensors(m) -> list[tuple[str, str, tuple[int, ...], int]]:
+    """The attention tensors (``(component, name, shape, layers)``, names under ``layers.``) of a
+    :class:`~llmsizing.model.Model` with an :class:`AttentionLayout`: windowed and full layers, each with and
+    without their own keys and values."""
+    from dataclasses import replace
+    lay, n_w = m.attention_layout, m.n_window_layers
+    full = replace(m, head_dim=lay.full_head_dim or m.head_dim, kv_heads=lay.full_kv_heads or m.kv_heads,
+                   attention_layout=None)
+    out = []
+    for src, n, shared, tag in ((m, n_w, lay.shared_window, ""),
+                                (full, m.n_attention_layers - n_w, lay.shared_full, "full_attn.")):
+        for c, name, s in src._attention_tensors():
+            if tag and lay.full_k_eq_v and name.startswith("v_proj."):
+                continue
+            k = n - shared if name in _KV_TENSORS else n
+            if k:
+                out.append((c, f"layers.{tag}{name}", s, k))
+    return out
+
+
+def kv_groups(m) -> list[tuple[int, int, bool]]:
+    """``(layers, numbers per token per layer, windowed)`` of a model's cached attention layers (not MLA):
+    the windowed and the full ones, without the KV-sharing layers, each at its own width (``2 x kv_heads x
+    head_dim``)."""
+    lay, n_w = m.attention_layout, m.n_window_layers
+    n_f = m.n_attention_layers - n_w
+    if lay is None:
+        return [(n_w, 2 * m.kv_heads * m.head_dim, True), (n_f, 2 * m.kv_heads * m.head_dim, False)]
+    return [(n_w - lay.shared_window, 2 * m.kv_heads * m.head_dim, True),
+            (n_f - lay.shared_full, 2 * (lay.full_kv_heads or m.kv_heads) * (lay.full_head_dim or m.head_dim),
+             False)]
+
+
 def check_layer_kinds(m) -> None:
     """Checks and normalises a :class:`~llmsizing.model.Model`'s layer-kind fields (called by its
     ``__post_init__``): ``extra_layer_tensors`` (small tensors every layer holds beyond the Llama block:
@@ -282,6 +346,15 @@ def check_layer_kinds(m) -> None:
         for d in e[2]:
             check_int("extra_layer_tensors shape", d)
     object.__setattr__(m, "extra_layer_tensors", extra)
+    lay = m.attention_layout
+    if lay is not None:
+        if not isinstance(lay, AttentionLayout):
+            raise TypeError(f"attention_layout must be an AttentionLayout, got {type(lay).__name__}")
+        n_w = m.n_window_layers
+        if m.kv_lora_rank is not None or m.fused_qkv or lay.shared_window > n_w \
+                or lay.shared_full > m.n_attention_layers - n_w:
+            raise ValueError("attention_layout needs q/k/v projections (not MLA or fused) and at most "
+                             "window_layers windowed and the other attention layers full KV-sharing layers")
     moe_clash = m.experts and (m.moe_layers is None or set(free) & set(m.moe_layers))
     if free and (m.norms_per_layer != 2 or moe_clash or len(free) == m.layers):
         raise ValueError("mlp_free_layers needs norms_per_layer=2, some layers with an MLP and explicit "
@@ -301,4 +374,4 @@ def check_layer_kinds(m) -> None:
                          "layer (mixer_layers=None) and no experts")
 
 
-__all__ = ["MIXER_KINDS", "EXTRA_COMPONENTS", "StateMixer", "Indexer", "check_layer_kinds"]
+__all__ = ["MIXER_KINDS", "EXTRA_COMPONENTS", "AttentionLayout", "attention_layout_tensors", "kv_groups", "StateMixer", "Indexer", "check_layer_kinds"]
