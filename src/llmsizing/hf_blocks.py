@@ -362,13 +362,14 @@ def _gemma_windows(k: _Keys, kinds: list, window: int) -> dict:
 
 
 def _ple(k: _Keys, n: int, h: int) -> tuple:
-    """Per-layer embeddings (Gemma 3n's and Gemma 4's PLE): one table of ``vocab_size_per_layer_input`` rows of
-    ``layers x hidden_size_per_layer_input``, a projection of the hidden state to the same width and a norm;
-    per layer a gate (``per_layer_input_gate``), a projection back (``per_layer_projection``) and a norm."""
+    """Per-layer embeddings (Gemma 3n's and Gemma 4's PLE): one table of ``vocab_size_per_layer_input`` rows
+    of ``layers x hidden_size_per_layer_input``, a projection of the hidden state to the same width and a
+    norm; per layer a gate (``per_layer_input_gate``), a projection back (``per_layer_projection``) and a norm."""
     p = k.int("hidden_size_per_layer_input", minimum=0, required=False)
     if not p:
         return ()
-    return (("embedding", "embed_tokens_per_layer.weight", (k.int("vocab_size_per_layer_input"), n * p), "one"),
+    v = k.int("vocab_size_per_layer_input")
+    return (("embedding", "embed_tokens_per_layer.weight", (v, n * p), "one"),
             ("embedding", "per_layer_model_projection.weight", (n * p, h), "one"),
             ("embedding", "per_layer_projection_norm.weight", (p,), "one"),
             ("mlp", "per_layer_input_gate.weight", (p, h)), ("mlp", "per_layer_projection.weight", (h, p)),
@@ -398,14 +399,15 @@ def _gemma4(k: _Keys) -> dict:
         if k_eq_v and k.config.get("num_global_key_value_heads") is not None:
             glob["num_key_value_heads"] = k.config["num_global_key_value_heads"]
         plc = {i: glob for i, t in enumerate(kinds) if t == "full_attention"}
-    if not isinstance(plc, dict) or any(not isinstance(v, dict) or set(v) - {"head_dim", "num_key_value_heads"}
-                                        for v in plc.values()):
+    keys = {"head_dim", "num_key_value_heads"}
+    if not isinstance(plc, dict) or any(not isinstance(v, dict) or set(v) - keys for v in plc.values()):
         raise ValueError(f"{k.where}: per_layer_config={_short(plc)}: only head_dim and num_key_value_heads "
                          "overrides are read")
     try:
         idx = {int(i) for i in plc}
     except (TypeError, ValueError):
-        raise ValueError(f"{k.where}: per_layer_config keys must be layer indices, got {_short(plc)}") from None
+        raise ValueError(f"{k.where}: per_layer_config keys must be layer indices, got "
+                         f"{_short(plc)}") from None
     overrides = {tuple(sorted(v.items())) for v in plc.values()}
     full = {i for i, t in enumerate(kinds) if t == "full_attention"}
     if plc and (idx != full or len(overrides) > 1):
@@ -455,13 +457,14 @@ def _gemma3n(k: _Keys) -> dict:
     ffn = k.value("intermediate_size")
     if isinstance(ffn, list):
         if len(ffn) != n or len(set(ffn)) != 1:
-            raise ValueError(f"{k.where}: intermediate_size={_short(ffn)}: MLPs of different widths per layer "
-                             "are not represented (one width for every layer)")
+            raise ValueError(f"{k.where}: intermediate_size={_short(ffn)}: MLPs of different widths per "
+                             "layer are not represented (one width for every layer)")
         ffn = ffn[0]
     sw, sf = _kv_sharing(k, kinds)
     a, r = k.int("altup_num_inputs"), k.int("laurel_rank")
     k.used.update(("intermediate_size", "num_kv_shared_layers", "altup_num_inputs", "laurel_rank",
-                   "altup_active_idx", "altup_coef_clip", "altup_correct_scale", "activation_sparsity_pattern",
+                   "altup_active_idx", "altup_coef_clip", "altup_correct_scale",
+                   "activation_sparsity_pattern",
                    "hidden_size_per_layer_input", "vocab_size_per_layer_input"))
     config = dict(k.config, intermediate_size=ffn)
     k2 = _Keys(config, k.where, k.mtype)
@@ -491,7 +494,8 @@ BLOCK_TYPES = {"rwkv": (_rwkv, _src("rwkv")), "nemotron_h": (_nemotron_h, _src("
                "git": (lambda k: _bert_decoder(k, False), _src("git")),
                "modernbert-decoder": (_modernbert_decoder, _src("modernbert_decoder")),
                "doge": (_doge, _src("doge")), "cpmant": (_cpmant, _src("cpmant")),
-               "gemma4_text": (_gemma4, _src("gemma4")), "gemma4_unified_text": (_gemma4, _src("gemma4_unified")),
+               "gemma4_text": (_gemma4, _src("gemma4")),
+               "gemma4_unified_text": (_gemma4, _src("gemma4_unified")),
                "gemma3n_text": (_gemma3n, _src("gemma3n"))}
 
 

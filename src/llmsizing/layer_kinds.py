@@ -374,4 +374,5 @@ def check_layer_kinds(m) -> None:
                          "layer (mixer_layers=None) and no experts")
 
 
-__all__ = ["MIXER_KINDS", "EXTRA_COMPONENTS", "AttentionLayout", "attention_layout_tensors", "kv_groups", "StateMixer", "Indexer", "check_layer_kinds"]
+__all__ = ["MIXER_KINDS", "EXTRA_COMPONENTS", "AttentionLayout", "attention_layout_tensors", "kv_groups",
+           "StateMixer", "Indexer", "check_layer_kinds"]
