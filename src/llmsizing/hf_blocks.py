@@ -364,7 +364,8 @@ def _gemma_windows(k: _Keys, kinds: list, window: int) -> dict:
 def _ple(k: _Keys, n: int, h: int) -> tuple:
     """Per-layer embeddings (Gemma 3n's and Gemma 4's PLE): one table of ``vocab_size_per_layer_input`` rows
     of ``layers x hidden_size_per_layer_input``, a projection of the hidden state to the same width and a
-    norm; per layer a gate (``per_layer_input_gate``), a projection back (``per_layer_projection``) and a norm."""
+    norm; per layer a gate (``per_layer_input_gate``), a projection back (``per_layer_projection``) and a
+    norm."""
     p = k.int("hidden_size_per_layer_input", minimum=0, required=False)
     if not p:
         return ()
