@@ -486,6 +486,75 @@ def _gemma3n(k: _Keys) -> dict:
     return f
 
 
+def _zamba(k: _Keys, v2: bool) -> dict:
+    """``modeling_zamba.py`` / ``modeling_zamba2.py``: every layer is a Mamba (Zamba2: Mamba-2) layer with its
+    RMSNorm; the ``hybrid`` layers of ``layers_block_type`` first run ONE shared transformer block (Zamba2:
+    ``num_mem_blocks`` of them in turn) on the hidden state concatenated with the embeddings (attention of
+    ``2 x hidden_size`` inputs, RMSNorms of ``2 x hidden`` and ``hidden``, a gated MLP; Zamba2's with
+    biases under ``add_bias_linear``), then a ``hidden x hidden`` linear of their own (Zamba2: and per use a
+    rank-``adapter_rank`` adapter on the MLP's ``gate_up_proj``, and on q, k, v with
+    ``use_shared_attention_adapter``). The block's weights count once, its KV cache once per use."""
+    f = _base(k, True)
+    n, h = f["layers"], f["hidden"]
+    kinds = k.value("layers_block_type", required=False)
+    if kinds is None and v2:
+        m = "linear_attention"
+        kinds = [m] + ([m] * 5 + ["hybrid"]) * 7 + [m] * 4 + ["hybrid"] + [m] * 3 + ["hybrid"] + [m] * 2
+    elif kinds is None:
+        per, off = k.int("attn_layer_period"), k.int("attn_layer_offset", minimum=0)
+        kinds = ["linear_attention"] * 2 + ["hybrid"] + [
+            "hybrid" if i % per == off else "linear_attention" for i in range(n - 3)]
+    kinds = [{"mamba": "linear_attention"}.get(t, t) for t in kinds] if isinstance(kinds, list) else kinds
+    _kinds(_Fixed(k, kinds), n, "layers_block_type", ("linear_attention",), ("hybrid",))
+    uses = kinds.count("hybrid")
+    heads = k.int("num_attention_heads")
+    kv = k.int("num_key_value_heads", required=False) or heads
+    if v2:           # Zamba2Config.__post_init__ sets the attention widths whatever the config says
+        wide, hd, ffn = 2 * h, 2 * h // heads, k.int("intermediate_size", required=False) or 4 * h
+        blocks, bias, r = min(k.int("num_mem_blocks"), uses), bool(k.switch("add_bias_linear")), \
+            k.int("adapter_rank")
+        mixer = StateMixer("mamba2", inner=int(k.value("mamba_expand") * h), state=k.int("mamba_d_state"),
+                           conv=k.int("mamba_d_conv"), heads=k.int("n_mamba_heads"),
+                           groups=k.int("mamba_ngroups"), proj_bias=bias, conv_bias=True)
+    else:
+        wide = k.int("attention_hidden_size", required=False) or 2 * h
+        hd = k.int("attention_head_dim", required=False) or 2 * h // heads
+        ffn, blocks, bias, r = k.int("intermediate_size"), 1, False, 0
+        dt = k.value("mamba_dt_rank")                 # "auto": ceil(hidden / 16), ZambaConfig.__post_init__
+        mixer = StateMixer("mamba", inner=k.int("mamba_expand") * h, state=k.int("mamba_d_state"),
+                           conv=k.int("mamba_d_conv"),
+                           dt_rank=-(-h // 16) if dt == "auto" else k.int("mamba_dt_rank"),
+                           proj_bias=bool(k.switch("mamba_proj_bias")),
+                           conv_bias=bool(k.switch("mamba_conv_bias")))
+    if heads % kv:
+        raise ValueError(f"{k.where}: num_key_value_heads ({kv}) must divide num_attention_heads ({heads})")
+    mlp = [("mlp", "block.gate_up_proj.weight", (2 * ffn, h)), ("mlp", "block.down_proj.weight", (h, ffn))] \
+        if v2 else [("mlp", f"block.{p}_proj.weight", (ffn, h)) for p in ("gate", "up")] + [
+            ("mlp", "block.down_proj.weight", (h, ffn))]
+    mlp += [("mlp", "block.gate_up_proj.bias", (2 * ffn,)), ("mlp", "block.down_proj.bias", (h,))] \
+        if bias else []
+    block = [("attention", "block.q_proj.weight", (heads * hd, wide)),
+             ("attention", "block.k_proj.weight", (kv * hd, wide)),
+             ("attention", "block.v_proj.weight", (kv * hd, wide)),
+             ("attention", "block.o_proj.weight", (h, heads * hd)),
+             ("norms", "block.input_layernorm.weight", (wide,)),
+             ("norms", "block.pre_ff_layernorm.weight", (h,))] + mlp
+    per_use = [("attention", "hybrid.linear.weight", (h, h))]
+    if v2:
+        per_use += [("mlp", "adapter.gate_up.0.weight", (r, h)),
+                    ("mlp", "adapter.gate_up.1.weight", (2 * ffn, r))]
+        if k.switch("use_shared_attention_adapter"):
+            per_use += [("attention", f"adapter.{p}.{i}.weight", s) for p in "qkv"
+                        for i, s in ((0, (r, wide)), (1, (wide, r)))]
+    k.used.update(("layers_block_type", "attn_layer_period", "attn_layer_offset", "attention_hidden_size",
+                   "attention_head_dim", "hidden_mamba_act", "use_long_context", "use_mem_rope",
+                   "use_mem_eff_path", "n_mamba_heads", "mamba_dt_rank", "hidden_act"))
+    return dict(f, heads=heads, kv_heads=kv, head_dim=hd, ffn_hidden=ffn, norms_per_layer=1, mixer=mixer,
+                mixer_mlp=False, extra_layer_tensors=tuple(e + (blocks,) for e in block)
+                + tuple(e + (uses,) for e in per_use),
+                attention_layout=AttentionLayout(block_uses=uses, block_kv=2 * kv * hd))
+
+
 #: The types read here and their readers: ``{model_type: (reader, modeling file)}``.
 BLOCK_TYPES = {"rwkv": (_rwkv, _src("rwkv")), "nemotron_h": (_nemotron_h, _src("nemotron_h")),
                "lfm3": (_lfm3, _src("lfm3")), "recurrent_gemma": (_recurrent_gemma, _src("recurrent_gemma")),
@@ -497,7 +566,9 @@ BLOCK_TYPES = {"rwkv": (_rwkv, _src("rwkv")), "nemotron_h": (_nemotron_h, _src("
                "doge": (_doge, _src("doge")), "cpmant": (_cpmant, _src("cpmant")),
                "gemma4_text": (_gemma4, _src("gemma4")),
                "gemma4_unified_text": (_gemma4, _src("gemma4_unified")),
-               "gemma3n_text": (_gemma3n, _src("gemma3n"))}
+               "gemma3n_text": (_gemma3n, _src("gemma3n")),
+               "zamba": (lambda k: _zamba(k, False), _src("zamba")),
+               "zamba2": (lambda k: _zamba(k, True), _src("zamba2"))}
 
 
 __all__ = ["BLOCK_TYPES"]

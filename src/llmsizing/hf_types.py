@@ -280,9 +280,6 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
 
 
 _ENCODER = "an encoder (it also has a masked-LM head) run as a decoder: BERT-style blocks are not modelled"
-_SHARED_BLOCK = ("Mamba layers with one transformer block whose weights are reused every few layers, on the "
-                 "concatenation of the hidden state and the embeddings, with a projection per use (Zamba2: "
-                 "and per-use LoRA adapters): parameters once, KV per use, not represented")
 _INDEXER = ("DeepSeek-V3.2's indexer (read for deepseek_v32 and glm_moe_dsa) with parts of its own: "
             "not mapped yet")
 _HYPER = ("hyper-connections (hc_mult residual streams with their own mixing parameters) around a "
@@ -361,8 +358,6 @@ REFUSED_TYPES: dict[str, str] = {
     "xlnet": "an encoder (XLNet) run as a decoder",
     "xlstm": "xLSTM recurrent layers (a fixed state per sequence): not modelled",
     "xmod": _ENCODER,
-    "zamba": _SHARED_BLOCK,
-    "zamba2": _SHARED_BLOCK,
     "zaya": "an MLP router and compressed attention of its own: not modelled",
 }
 

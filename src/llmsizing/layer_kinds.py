@@ -259,19 +259,23 @@ class AttentionLayout:
     ``full_k_eq_v``: those layers have no ``v_proj``, their values are the keys (``attention_k_eq_v``: the
     cache still holds both); ``shared_window``/``shared_full``: how many windowed / full layers reuse the keys
     and values of an earlier layer of their kind (``num_kv_shared_layers``, the last layers): no ``k_proj``,
-    ``v_proj`` or ``k_norm`` and nothing cached."""
+    ``v_proj`` or ``k_norm`` and nothing cached; ``block_uses``/``block_kv``: attention outside the layer
+    list, a shared block run at ``block_uses`` depths, each caching ``block_kv`` numbers per token (Zamba's
+    and Zamba2's shared transformer block; its weights are extra tensors held once)."""
 
     full_head_dim: int | None = None
     full_kv_heads: int | None = None
     full_k_eq_v: bool = False
     shared_window: int = 0
     shared_full: int = 0
+    block_uses: int = 0
+    block_kv: int = 0
 
     def __post_init__(self):
         for f in ("full_head_dim", "full_kv_heads"):
             if getattr(self, f) is not None:
                 object.__setattr__(self, f, check_int(f, getattr(self, f)))
-        for f in ("shared_window", "shared_full"):
+        for f in ("shared_window", "shared_full", "block_uses", "block_kv"):
             object.__setattr__(self, f, check_int(f, getattr(self, f), minimum=0))
         object.__setattr__(self, "full_k_eq_v", check_bool("full_k_eq_v", self.full_k_eq_v))
 
@@ -310,7 +314,7 @@ def kv_groups(m) -> list[tuple[int, int, bool]]:
         return [(n_w, 2 * m.kv_heads * m.head_dim, True), (n_f, 2 * m.kv_heads * m.head_dim, False)]
     return [(n_w - lay.shared_window, 2 * m.kv_heads * m.head_dim, True),
             (n_f - lay.shared_full, 2 * (lay.full_kv_heads or m.kv_heads) * (lay.full_head_dim or m.head_dim),
-             False)]
+             False), (lay.block_uses, lay.block_kv, False)]
 
 
 def check_layer_kinds(m) -> None:
