@@ -108,8 +108,9 @@ def test_coverage_of_the_decoder_only_types():
     # Nemotron-H, Fuyu, per-layer extra tensors (bitnet, diffllama, apertus, apertus1p5_text, beam), LFM3 and
     # RecurrentGemma, AXK1, Ling 2.5 (bailing_hybrid), GPT-NeoX-Japanese: 116 + DeepSeek-V2 = 117; with
     # BERT-style decoders (bert-generation, git), ModernBERT's decoder, Doge, CPM-Ant, Emu3's and
-    # Phi-4-multimodal's text models, Gemma 4 (4 types) and Gemma 3n, Zamba and Zamba2: 130 + DeepSeek-V2 = 131
-    assert len(read) >= 130, sorted(llm - read)
+    # Phi-4-multimodal's text models, Gemma 4 (4 types) and Gemma 3n, Zamba and Zamba2, xLSTM: 131 exact +
+    # DeepSeek-V2 = 132 of 154 (85.7%; 85.1% exact)
+    assert len(read) >= 131 and len(read) / len(llm) >= 0.85, sorted(llm - read)
 
 
 def test_the_state_of_every_read_type_was_measured():
@@ -124,7 +125,8 @@ def test_the_state_of_every_read_type_was_measured():
 STATE_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "granitemoehybrid", "falcon_h1", "qwen3_next",
                "kimi_linear",
                "qwen3_5_text", "qwen3_5_moe_text", "olmo_hybrid", "lara_mini", "minimax", "rwkv",
-               "nemotron_h", "lfm3", "recurrent_gemma", "bailing_hybrid", "zamba", "zamba2")
+               "nemotron_h", "lfm3", "recurrent_gemma", "bailing_hybrid", "zamba", "zamba2",
+               "xlstm")
 
 
 def test_hybrid_types_have_a_state_and_kv_only_from_attention_layers():
@@ -223,9 +225,9 @@ def test_gemma3_class_default_difference_is_exactly_its_vision_tower():
 
 
 def test_coverage_counts_the_read_types_that_hold_a_state():
-    """23 read types keep a fixed state per sequence in transformers' cache: mamba, falcon_mamba, mamba2,
+    """24 read types keep a fixed state per sequence in transformers' cache: mamba, falcon_mamba, mamba2,
     jamba, bamba, granitemoehybrid, falcon_h1, qwen3_next, qwen3_5(_text), qwen3_5_moe(_text), olmo_hybrid,
     lara_mini, minimax, kimi_linear, rwkv (its state returned in RwkvOutput.state), nemotron_h, lfm3,
-    recurrent_gemma (its state kept in its recurrent blocks), bailing_hybrid, zamba, zamba2."""
+    recurrent_gemma (its state kept in its recurrent blocks), bailing_hybrid, zamba, zamba2, xlstm (its xLSTMCache returned in the output)."""
     from llmsizing.hf_types import sweep_coverage
-    assert sweep_coverage()["with_state"] == 23
+    assert sweep_coverage()["with_state"] == 24

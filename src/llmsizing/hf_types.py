@@ -356,7 +356,6 @@ REFUSED_TYPES: dict[str, str] = {
     "xlm-roberta": _ENCODER,
     "xlm-roberta-xl": _ENCODER,
     "xlnet": "an encoder (XLNet) run as a decoder",
-    "xlstm": "xLSTM recurrent layers (a fixed state per sequence): not modelled",
     "xmod": _ENCODER,
     "zaya": "an MLP router and compressed attention of its own: not modelled",
 }

@@ -44,7 +44,12 @@ from ._validate import check_bool, check_choice, check_int
 #: Its state: the convolution's last ``conv - 1`` inputs and one recurrent number per channel.
 #: ``kda_full``: Kimi Delta Attention with full-rank forget and output gates (``f_proj``, ``g_proj`` of
 #: ``inner x hidden``; Ling 2.5's ``BailingHybridDeltaAttention``), the same state.
-MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv", "rglru", "kda_full")
+#: ``mlstm``: xLSTM's matrix LSTM (Beck et al. 2024, arXiv:2405.04517; ``xLSTMLayer``): q and k of
+#: ``state`` channels, v and an output gate of ``inner``, per-head input and forget gates with biases, a
+#: per-head norm over v, ``out_proj``; per head a ``state/heads x inner/heads`` memory, a normaliser of
+#: ``state/heads`` and a running maximum (``xLSTMCache.rnn_state``), no convolution.
+MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv", "rglru", "kda_full",
+               "mlstm")
 
 
 #: Components an extra tensor may count under (:meth:`~llmsizing.model.Model.param_breakdown`'s names): a
@@ -98,12 +103,14 @@ class StateMixer:
                                  "must divide heads")
             object.__setattr__(self, "heads", heads)
             object.__setattr__(self, "groups", groups)
+            if self.kind == "mlstm" and (self.state == 0 or self.state % heads):
+                raise ValueError(f"heads ({heads}) must divide state ({self.state}), the mLSTM's q/k width")
 
     @property
     def conv_channels(self) -> int:
         """Channels of the depthwise convolution: ``inner`` (Mamba), ``inner + 2 groups x state`` (Mamba-2:
         x, B and C)."""
-        if self.kind == "lightning":
+        if self.kind in ("lightning", "mlstm"):
             return 0
         if self.kind in ("mamba", "shortconv", "rglru"):
             return self.inner
@@ -160,6 +167,13 @@ class StateMixer:
             return self._lightning_tensors(h)
         if self.kind in ("kda", "kda_full"):
             return self._kda_tensors(h)
+        if self.kind == "mlstm":
+            a = self.heads
+            return [("attention", f"{p}.weight", (n, h)) for p in "qk"] + [
+                ("attention", f"{p}.weight", (d, h)) for p in ("v", "ogate_preact")] + [
+                ("attention", f"{g}gate_preact.{w}", (a, h) if w == "weight" else (a,)) for g in "if"
+                for w in ("weight", "bias")] + [("norms", "multihead_norm.weight", (d,)),
+                                                ("attention", "out_proj.weight", (h, d))]
         if self.kind == "rglru":
             b = d // self.heads
             return [("attention", f"linear_{w}.{p}", (d, h) if p == "weight" else (d,)) for w in "yx"
@@ -215,6 +229,8 @@ class StateMixer:
         head and head channel), as transformers' cache holds them."""
         if self.kind == "rglru":                  # the convolution keeps conv - 1 inputs, the LRU one number
             return self.inner * (self.conv - 1) + self.inner
+        if self.kind == "mlstm":                  # per head: memory, normaliser, running maximum
+            return self.state * self.inner // self.heads + self.state + self.heads
         return self.conv_channels * self.conv + self.inner * self.state
 
 

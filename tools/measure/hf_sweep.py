@@ -102,6 +102,10 @@ def _state_per_sequence(model) -> tuple[int | str, str]:
     n += sum(t.numel() for t in getattr(cache, "linear_cache", None) or () if isinstance(t, torch.Tensor))
     # RWKV returns its recurrent state itself (``RwkvOutput.state``: five tensors over layers), not a cache
     n += sum(t.numel() for t in getattr(out, "state", None) or () if isinstance(t, torch.Tensor))
+    # xLSTM returns its cache itself (``xLSTMCausalLMOutput.cache``): per layer the mLSTM's memory, normaliser
+    # and maximum (``xLSTMCache.rnn_state``)
+    for states in (getattr(getattr(out, "cache", None), "rnn_state", None) or {}).values():
+        n += sum(t.numel() for t in states if isinstance(t, torch.Tensor))
     # RecurrentGemma keeps its state in its modules (only its recurrent blocks set these attributes)
     for mod in model.modules():
         for attr in ("conv1d_state", "recurrent_states"):
