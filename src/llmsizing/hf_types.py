@@ -284,8 +284,6 @@ _INDEXER = ("DeepSeek-V3.2's indexer (read for deepseek_v32 and glm_moe_dsa) wit
             "not mapped yet")
 _HYPER = ("hyper-connections (hc_mult residual streams with their own mixing parameters) around a "
           "sparse-attention indexer: not modelled")
-_ATTN_GATE = ("a gate on the attention output with parts of its own (a gate bias, learned scalars and L2 "
-              "norms, or recurrent blocks beside it): not mapped yet")
 
 #: The decoder-only causal-LM types of transformers 5.24 that :meth:`Model.from_hf_config` refuses, and why
 #: (issue 36: refused by name, never guessed). ``data/hf_type_sweep.csv`` holds every type;
@@ -302,7 +300,9 @@ REFUSED_TYPES: dict[str, str] = {
     "dbrx": ("transformers 5.24 cannot build its own class default (build: AttributeError: "
              "'DbrxAttentionConfig' object has no attribute ')"),
     "deepseek_v4": _HYPER + " (and compressed attention, compress_rates)",
-    "dory": _ATTN_GATE,
+    "dory": ("looped middle layers (n_recurrent_loops) whose KV cache is kept per loop "
+             "(recurrent_kv_cache_mode), with a gated attention output, learned scalars and L2 norms: not "
+             "modelled"),
     "dots1": ("transformers 5.24 cannot build its own class default (build: TypeError: empty() takes 1"
               " positional argument but 3 were given)"),
     "dots3_note": "a multimodal model whose text part (dots3_note_text) is not read yet",
