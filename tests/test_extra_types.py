@@ -183,3 +183,20 @@ def test_layout_and_mixer_checks():
     assert m.n_params - base.n_params == 64 * 64 + 3 * 64
     assert m.param_breakdown()["lm_head"] - base.param_breakdown()["lm_head"] == 64 * 64
     assert m.block_params - base.block_params == 3 * 64            # the head is not a block tensor
+
+
+def test_flops_of_lookup_tables_full_layers_and_a_shared_block_by_hand():
+    """FLOPs: Gemma's per-layer embedding table is a lookup (left out of the matmul weights, while the tied
+    token embedding stays as the LM head); Zamba's shared block multiplies at each of its 13 uses; Gemma 4's
+    full layers attend with their own head width (4 x keys x heads x head_dim per layer)."""
+    from llmsizing.flops import attention_flops_per_token, matmul_params
+    e2b = Model.from_hf_config({**G4, "num_kv_shared_layers": 4, "use_double_wide_mlp": True})
+    assert matmul_params(e2b) == e2b.n_params - 1000 * 12 * 16               # the 1000 x (12 x 16) table
+    z = _default("zamba")
+    h, f = 3712, 14_848
+    block = 3 * (2 * h) * (2 * h) + h * (2 * h) + 2 * h + h + 3 * f * h
+    assert matmul_params(z) == z.n_params + 12 * block            # tied: the embedding stays as the LM head
+    assert attention_flops_per_token(z, seq=1024) == 4 * 1024 * 16 * 464 * 13
+    g = Model.from_hf_config({**G4, "hidden_size_per_layer_input": 0, "global_head_dim": 64})
+    # ten windowed layers see 512 keys (window 512 < 1024), two full layers 1024 keys with heads of 64
+    assert attention_flops_per_token(g, seq=1024) == 4 * 8 * (10 * 512 * 32 + 2 * 1024 * 64)

@@ -157,8 +157,8 @@ def _ple(k: _Keys, n: int, h: int) -> tuple:
         return ()
     v = k.int("vocab_size_per_layer_input")
     return (("embedding", "embed_tokens_per_layer.weight", (v, n * p), "one"),
-            ("embedding", "per_layer_model_projection.weight", (n * p, h), "one"),
-            ("embedding", "per_layer_projection_norm.weight", (p,), "one"),
+            ("lm_head", "per_layer_model_projection.weight", (n * p, h), "one"),
+            ("lm_head", "per_layer_projection_norm.weight", (p,), "one"),
             ("mlp", "per_layer_input_gate.weight", (p, h)), ("mlp", "per_layer_projection.weight", (h, p)),
             ("norms", "post_per_layer_input_norm.weight", (h,)))
 
@@ -267,8 +267,8 @@ def _gemma3n(k: _Keys) -> dict:
         ("mlp", "altup.prediction_coefs.weight", (a * a, a)), ("mlp", "altup.modality_router.weight", (a, h)),
         ("norms", "altup.router_norm.weight", (h,)), ("mlp", "laurel.linear_left.weight", (r, h)),
         ("mlp", "laurel.linear_right.weight", (h, r)), ("norms", "laurel.post_laurel_norm.weight", (h,)),
-        ("embedding", "altup_projections.weight", (a - 1, h, h), "one"),
-        ("embedding", "altup_unembed_projections.weight", (a - 1, h, h), "one"))
+        ("lm_head", "altup_projections.weight", (a - 1, h, h), "one"),
+        ("lm_head", "altup_unembed_projections.weight", (a - 1, h, h), "one"))
     return f
 
 

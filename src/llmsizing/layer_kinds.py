@@ -53,8 +53,10 @@ MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv"
 
 
 #: Components an extra tensor may count under (:meth:`~llmsizing.model.Model.param_breakdown`'s names): a
-#: block's, and ``embedding``/``position``/``lm_head`` for a tensor beside the embedding or the LM head
-#: (CPM-Ant's prompt rows and segment embedding, ModernBERT's prediction head), which are not block tensors.
+#: block's, and, outside the blocks, ``embedding``/``position`` for lookup tables (CPM-Ant's prompt rows and
+#: segment embedding, Gemma's per-layer embeddings; :func:`llmsizing.flops.matmul_params` leaves them out) and
+#: ``lm_head`` for the other model-level tensors (ModernBERT's prediction head, Gemma's per-layer-input and
+#: AltUp projections), which are multiplied.
 EXTRA_COMPONENTS = ("attention", "mlp", "norms", "embedding", "position", "lm_head")
 
 
