@@ -200,3 +200,25 @@ def test_flops_of_lookup_tables_full_layers_and_a_shared_block_by_hand():
     g = Model.from_hf_config({**G4, "hidden_size_per_layer_input": 0, "global_head_dim": 64})
     # ten windowed layers see 512 keys (window 512 < 1024), two full layers 1024 keys with heads of 64
     assert attention_flops_per_token(g, seq=1024) == 4 * 8 * (10 * 512 * 32 + 2 * 1024 * 64)
+
+
+def test_mimo_v2_flash_by_hand_and_against_transformers():
+    """A small MiMo-V2-Flash config (7 layers: full attention in layers 0 and 5, windowed elsewhere with twice
+    the 2 KV heads and sinks; q/k of 24, v of 16 per head, q/k/v biased; a dense first layer, then 4 experts
+    of 32 with a router bias buffer). transformers 5.24 counts 938,176 (parameters + buffers), 960 KV numbers
+    per token and a window of 64 (sliding_window_size 63 + 1), measured on the meta device."""
+    h, heads = 128, 8
+    windowed = (heads * 24 * h + heads * 24) + (4 * 24 * h + 4 * 24) + (4 * 16 * h + 4 * 16) \
+        + h * heads * 16 + heads
+    full = (heads * 24 * h + heads * 24) + (2 * 24 * h + 2 * 24) + (2 * 16 * h + 2 * 16) + h * heads * 16
+    moe = 4 * h + 4 + 4 * 3 * 32 * h
+    want = 2 * 500 * h + h + 5 * windowed + 2 * full + 7 * 2 * h + 3 * 256 * h + 6 * moe
+    assert want == 938_176
+    m = Model.from_hf_config({"model_type": "mimo_v2_flash", "hidden_size": h, "intermediate_size": 256,
+                              "num_hidden_layers": 7, "num_attention_heads": heads, "num_key_value_heads": 2,
+                              "head_dim": 24, "v_head_dim": 16, "vocab_size": 500,
+                              "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2, "attention_bias": True,
+                              "sliding_window_size": 63})
+    assert m.n_params == want and m.routed_expert_params == 6 * 4 * 3 * 32 * h
+    assert kv_cache_bytes_per_token(m, "bf16") == 2 * (5 * 4 * (24 + 16) + 2 * 2 * (24 + 16)) == 2 * 960
+    assert (m.sliding_window, m.window_layers) == (64, 5)

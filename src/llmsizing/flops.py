@@ -68,9 +68,9 @@ def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = Fa
         n_w, n_f = model.n_window_layers, model.n_attention_layers - model.n_window_layers
         win = attention_keys_per_token(model.with_(window_layers=None, attention_layout=None), seq=seq,
                                        causal=causal) if n_w else 0.0
-        hd_f = lay.full_head_dim or model.head_dim
-        return 4 * model.heads * (n_w * win * model.head_dim + n_f * full * hd_f
-                                  + lay.block_uses * full * model.head_dim)
+        hd, hd_f = model.head_dim, lay.full_head_dim or model.head_dim    # QK^T over q/k, attn @ V over v
+        return 2 * model.heads * (n_w * win * (hd + (lay.v_head_dim or hd)) + n_f * full * (hd_f + (
+            lay.v_head_dim or hd_f)) + lay.block_uses * full * 2 * hd)
     n = model.n_attention_layers         # a hybrid's Mamba / linear-attention layers have no QK^T (issue 36)
     if model.is_mla:
         return 2 * keys * model.heads * (model.head_dim + model.v_head_dim) * n

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .hf_blocks import _base, _Fixed, _kinds, _src
 from .hf_generic import _Keys, _short, generic_fields
-from .hf_types import Rule
+from .hf_types import Moe, Rule
 from .layer_kinds import AttentionLayout, StateMixer
 from .model_keys import _HF_ACTIVATION_ALIASES, ACTIVATIONS
 
@@ -370,6 +370,41 @@ def _xlstm(k: _Keys) -> dict:
     return dict(f, heads=1, ffn_hidden=ffn, mixer=mixer, final_norm=bool(k.switch("add_out_norm")))
 
 
+_MIMO = Rule(source=_src("mimo_v2_flash"), qkv_bias="attention_bias", o_bias=False, mlp_bias=False,
+             sinks=True, window=None, moe=Moe(router_bias=True))
+
+
+def _mimo_v2_flash(k: _Keys) -> dict:
+    """``modeling_mimo_v2_flash.py`` (MiMo-V2-Flash): q and k of ``head_dim``, v and the output projection's
+    input of ``v_head_dim`` per head (q/k/v biased with ``attention_bias``, o never); the
+    ``sliding_attention`` layers (by default all but the first and every sixth) have twice
+    ``num_key_value_heads`` and learned sinks, the full layers neither; a dense first layer and experts with
+    a score-correction buffer after it (``mlp_layer_types``, ``MiMoV2FlashConfig.__post_init__``'s
+    defaults)."""
+    n = k.int("num_hidden_layers")
+    kinds = k.value("layer_types", required=False)
+    if kinds is None:
+        kinds = ["full_attention" if i == 0 or not (i + 1) % 6 else "sliding_attention" for i in range(n)]
+    config = dict(k.config)
+    if config.get("mlp_layer_types") is None:
+        config["mlp_layer_types"] = ["dense"] + ["sparse"] * (n - 1)
+    k2 = _Keys(config, k.where, k.mtype)
+    k2.used |= k.used | {"v_head_dim", "attention_value_scale", "sliding_window_size"}
+    f = generic_fields(config, k.where, k.mtype, _MIMO, keys=k2)
+    k.used |= k2.used
+    win = k.config["sliding_window_size"] + 1 if k.config.get("sliding_window_size") is not None \
+        else k.int("sliding_window")
+    f.update(_gemma_windows(k, kinds, win))
+    kv, w = f["kv_heads"], kinds.count("sliding_attention")
+    if w and f["heads"] % (2 * kv):
+        raise ValueError(f"{k.where}: twice num_key_value_heads ({2 * kv}) must divide num_attention_heads "
+                         f"({f['heads']}) in the sliding_attention layers")
+    vhd = k.int("v_head_dim")
+    f.update(kv_heads=2 * kv if w else kv, attention_layout=AttentionLayout(
+        full_kv_heads=kv, v_head_dim=None if vhd == f["head_dim"] else vhd, full_sinks=False))
+    return f
+
+
 #: The types read here and their readers: ``{model_type: (reader, modeling file)}``.
 EXTRA_TYPES = {"bert-generation": (lambda k: _bert_decoder(k, True), _src("bert_generation")),
                "git": (lambda k: _bert_decoder(k, False), _src("git")),
@@ -379,7 +414,8 @@ EXTRA_TYPES = {"bert-generation": (lambda k: _bert_decoder(k, True), _src("bert_
                "gemma4_unified_text": (_gemma4, _src("gemma4_unified")),
                "gemma3n_text": (_gemma3n, _src("gemma3n")),
                "zamba": (lambda k: _zamba(k, False), _src("zamba")),
-               "zamba2": (lambda k: _zamba(k, True), _src("zamba2")), "xlstm": (_xlstm, _src("xlstm"))}
+               "zamba2": (lambda k: _zamba(k, True), _src("zamba2")), "xlstm": (_xlstm, _src("xlstm")),
+               "mimo_v2_flash": (_mimo_v2_flash, _src("mimo_v2_flash"))}
 
 
 __all__ = ["EXTRA_TYPES"]

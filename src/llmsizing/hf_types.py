@@ -331,8 +331,6 @@ REFUSED_TYPES: dict[str, str] = {
                  "object is not subscriptable)"),
     "longcat_flash": "two attention blocks per layer and zero-computation experts: not modelled",
     "megatron-bert": _ENCODER,
-    "mimo_v2_flash": ("sliding-window layers with twice the KV heads and sinks, and a value head dimension "
-                      "different from the query/key one: not modelled"),
     "minimax_m3_vl_text": ("sparse attention with an indexer and dense/MoE layer widths of its own: "
                            "not mapped yet"),
     "ministral": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"

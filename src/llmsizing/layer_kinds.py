@@ -279,7 +279,10 @@ class AttentionLayout:
     and values of an earlier layer of their kind (``num_kv_shared_layers``, the last layers): no ``k_proj``,
     ``v_proj`` or ``k_norm`` and nothing cached; ``block_uses``/``block_kv``: attention outside the layer
     list, a shared block run at ``block_uses`` depths, each caching ``block_kv`` numbers per token (Zamba's
-    and Zamba2's shared transformer block; its weights are extra tensors held once)."""
+    and Zamba2's shared transformer block; its weights are extra tensors held once). ``v_head_dim``: values
+    and the output projection's input are this wide per head in every layer (``None``: ``head_dim``;
+    MiMo-V2-Flash's 128 beside q/k of 192); ``full_sinks=False``: the full layers have no attention sinks
+    (MiMo-V2-Flash's windowed layers have them)."""
 
     full_head_dim: int | None = None
     full_kv_heads: int | None = None
@@ -288,9 +291,12 @@ class AttentionLayout:
     shared_full: int = 0
     block_uses: int = 0
     block_kv: int = 0
+    v_head_dim: int | None = None
+    full_sinks: bool = True
 
     def __post_init__(self):
-        for f in ("full_head_dim", "full_kv_heads"):
+        object.__setattr__(self, "full_sinks", check_bool("full_sinks", self.full_sinks))
+        for f in ("full_head_dim", "full_kv_heads", "v_head_dim"):
             if getattr(self, f) is not None:
                 object.__setattr__(self, f, check_int(f, getattr(self, f)))
         for f in ("shared_window", "shared_full", "block_uses", "block_kv"):
@@ -313,9 +319,13 @@ def attention_layout_tensors(m) -> list[tuple[str, str, tuple[int, ...], int]]:
     out = []
     for src, n, shared, tag in ((m, n_w, lay.shared_window, ""),
                                 (full, m.n_attention_layers - n_w, lay.shared_full, "full_attn.")):
+        vd = (lay.v_head_dim or src.head_dim) * src.heads        # values: v_proj's rows, o_proj's input
         for c, name, s in src._attention_tensors():
-            if tag and lay.full_k_eq_v and name.startswith("v_proj."):
+            if tag and (lay.full_k_eq_v and name.startswith("v_proj.")
+                        or not lay.full_sinks and name == "sinks"):
                 continue
+            if lay.v_head_dim and name in ("v_proj.weight", "v_proj.bias", "o_proj.weight"):
+                s = (s[0], vd) if name == "o_proj.weight" else (vd // src.heads * src.kv_heads,) + s[1:]
             k = n - shared if name in _KV_TENSORS else n
             if k:
                 out.append((c, f"layers.{tag}{name}", s, k))
@@ -330,9 +340,10 @@ def kv_groups(m) -> list[tuple[int, int, bool]]:
     n_f = m.n_attention_layers - n_w
     if lay is None:
         return [(n_w, 2 * m.kv_heads * m.head_dim, True), (n_f, 2 * m.kv_heads * m.head_dim, False)]
-    return [(n_w - lay.shared_window, 2 * m.kv_heads * m.head_dim, True),
-            (n_f - lay.shared_full, 2 * (lay.full_kv_heads or m.kv_heads) * (lay.full_head_dim or m.head_dim),
-             False), (lay.block_uses, lay.block_kv, False)]
+    hd_f, kv_f = lay.full_head_dim or m.head_dim, lay.full_kv_heads or m.kv_heads
+    return [(n_w - lay.shared_window, m.kv_heads * (m.head_dim + (lay.v_head_dim or m.head_dim)), True),
+            (n_f - lay.shared_full, kv_f * (hd_f + (lay.v_head_dim or hd_f)), False),
+            (lay.block_uses, lay.block_kv, False)]
 
 
 def check_layer_kinds(m) -> None:
