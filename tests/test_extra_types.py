@@ -217,7 +217,8 @@ def test_mimo_v2_flash_by_hand_and_against_transformers():
     m = Model.from_hf_config({"model_type": "mimo_v2_flash", "hidden_size": h, "intermediate_size": 256,
                               "num_hidden_layers": 7, "num_attention_heads": heads, "num_key_value_heads": 2,
                               "head_dim": 24, "v_head_dim": 16, "vocab_size": 500,
-                              "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2, "attention_bias": True,
+                              "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                              "attention_bias": True,
                               "sliding_window_size": 63})
     assert m.n_params == want and m.routed_expert_params == 6 * 4 * 3 * 32 * h
     assert kv_cache_bytes_per_token(m, "bf16") == 2 * (5 * 4 * (24 + 16) + 2 * 2 * (24 + 16)) == 2 * 960
