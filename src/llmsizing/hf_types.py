@@ -326,8 +326,8 @@ REFUSED_TYPES: dict[str, str] = {
                            "biases: not mapped yet"),
     "inkling2_text": "mixture of experts with its own routing modules: not mapped yet",
     "inkling_text": "mixture of experts with its own routing modules: not mapped yet",
-    "jetmoe": ("mixture of attention heads and of MLP experts (JetMoE): both routed top-k, so active parameters "
-               "need two expert kinds per layer: not modelled"),
+    "jetmoe": ("mixture of attention heads and of MLP experts (JetMoE): both routed top-k, so active "
+               "parameters need two expert kinds per layer: not modelled"),
     "lfm2_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: 'NoneType' "
                  "object is not subscriptable)"),
     "longcat_flash": "two attention blocks per layer and zero-computation experts: not modelled",
@@ -336,8 +336,8 @@ REFUSED_TYPES: dict[str, str] = {
                            "not mapped yet"),
     "ministral": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
                   " operand type(s) for ** or pow(): 'NoneTy)"),
-    "mllama": ("cross-attention layers to an image encoder, whose cache grows with the image's tokens, not the "
-               "text's: not modelled"),
+    "mllama": ("cross-attention layers to an image encoder, whose cache grows with the image's tokens, not "
+               "the text's: not modelled"),
     "moshi": "an audio model with multi-codebook heads: not modelled",
     "moss_transcribe_diarize": "a speech model's decoder: not modelled",
     "qwen4_exp": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
