@@ -223,3 +223,19 @@ def test_mimo_v2_flash_by_hand_and_against_transformers():
     assert m.n_params == want and m.routed_expert_params == 6 * 4 * 3 * 32 * h
     assert kv_cache_bytes_per_token(m, "bf16") == 2 * (5 * 4 * (24 + 16) + 2 * 2 * (24 + 16)) == 2 * 960
     assert (m.sliding_window, m.window_layers) == (64, 5)
+
+
+def test_activation_memory_says_it_approximates_these_layers():
+    """The saved-activation count describes attention + MLP layers tensor by tensor; for Zamba's Mamba layers
+    and Gemma 4's full layers of their own width it is an approximation, and says so (a dense Llama does not
+    warn)."""
+    from llmsizing.activations import activation_memory
+
+    for mtype, words in (("zamba", "mixer"), ("gemma4_text", "own widths")):
+        with pytest.warns(UserWarning, match=words):
+            activation_memory(_default(mtype), batch=1, seq=512)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        activation_memory("llama-3-8b", batch=1, seq=512)
