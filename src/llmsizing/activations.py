@@ -27,9 +27,9 @@ from .precision import DTYPE_BYTES
 
 
 def _warn_approximate_layers(model: Model) -> None:
-    """Warn (Python shows it once per model) for a model whose layers the count above does not describe tensor by tensor: state-space or
-    recurrent mixers (``mixer``) and attention layers of their own widths or shared KV (``attention_layout``,
-    Gemma 3n/4, Zamba) are counted as if every layer were attention + MLP of the model's main width. Their
+    """Warn (Python shows it once per model) when the count does not describe the model's layers tensor by
+    tensor: state-space or recurrent mixers (``mixer``) and attention layers of their own widths or shared KV
+    (``attention_layout``: Gemma 3n/4, Zamba) are counted as attention + MLP layers of the main width. Their
     parameters, FLOPs and KV are exact (chapter 1); the saved activations are an approximation."""
     kinds = [k for k, on in (("state-space/recurrent mixer layers", model.mixer is not None),
                              ("attention layers of their own widths or shared KV",
