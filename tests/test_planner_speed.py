@@ -339,6 +339,6 @@ def test_the_frozen_comparison_can_fail():
         with pytest.raises(AssertionError):
             _frozen_same(name, df.iloc[[1, 0, *range(2, len(df))]].reset_index(drop=True), ref)
         off = df.copy()
-        off.loc[0, "gpu"] = "A100 80GB"
+        off.loc[0, "gpu"] = "B200" if off.loc[0, "gpu"] != "B200" else "H100 SXM"
         with pytest.raises(AssertionError):
             _frozen_same(name, off, ref)
