@@ -34,6 +34,7 @@ those fast means pricing the network model and the memory model on arrays, not i
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -42,6 +43,70 @@ import bench_planner  # noqa: E402
 
 MOE = ("deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b")
 
+#: Chapter 17's widget (long_context_widget) moves: the plan() each new setting runs (H100 SXM, 16M tokens per
+#: batch, at most 16,384 GPUs, the ring), without drawing.
+CH17_MOVES = (("llama-3.1-405b", 131072), ("llama-3.1-405b", 65536), ("mixtral-8x7b", 131072),
+              ("mixtral-8x7b", 32768), ("qwen3-30b-a3b", 32768), ("qwen3-30b-a3b", 65536))
+
+#: Chapter 18's widget (moe_layout_widget) moves: the memory and step of one layout (render_moe_layout's
+#: training_memory and step_time), without drawing.
+CH18_MOVES = (("mixtral-8x7b", dict(ep=8, tp=1, pp=1, dp=32, zero=1)),
+              ("mixtral-8x7b", dict(ep=8, tp=1, pp=1, dp=8, zero=1)),
+              ("mixtral-8x7b", dict(ep=4, tp=1, pp=1, dp=8, zero=1)),
+              ("deepseek-v3", dict(ep=64, tp=1, pp=16, dp=64, zero=1)))
+
+
+def clear() -> None:
+    """Every kept result a search, a layout or cost_by_gpu leaves (so each figure is from scratch)."""
+    from llmsizing import time_cost
+
+    for kept in bench_planner.kept():
+        kept.cache_clear()
+    time_cost._kept_moe_layout.cache_clear()
+
+
+def cpu(f) -> float:
+    """CPU seconds of ``f()`` from scratch, the best of 3."""
+    best = []
+    for _ in range(3):
+        clear()
+        c0 = time.process_time()
+        f()
+        best.append(time.process_time() - c0)
+    return min(best)
+
+
+def widgets_and_cost() -> None:
+    """cost_by_gpu("deepseek-v3") and the chapter 17 and 18 widgets' compute per move, CPU s, best of 3."""
+    from llmsizing import catalog
+    from llmsizing.layouts import step_time
+    from llmsizing.memory import training_memory
+    from llmsizing.moe_layouts import route_max_nodes
+    from llmsizing.parallel import Parallel
+    from llmsizing.planner import plan
+    from llmsizing.time_cost import cost_by_gpu
+    from llmsizing.widgets.long_context import LONG_CONTEXT_TOKENS
+
+    print(f"{'cost_by_gpu(deepseek-v3), whole catalogue':50s} "
+          f"{cpu(lambda: cost_by_gpu('deepseek-v3', tokens=14.8e12, seq=4096)):6.2f} s CPU")
+    for model, seq in CH17_MOVES:
+        t = cpu(lambda: plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=("H100 SXM",), seq=seq,
+                             global_batch=max(2**24 // seq, 1), max_gpus=16384))
+        print(f"{f'ch17 move: {model} at {seq:,}':50s} {t * 1e3:6.0f} ms CPU")
+    for model, lay in CH18_MOVES:
+        m, g = catalog.get_model(model), catalog.get_gpu("H100 SXM")
+        par = Parallel(sp=lay["tp"] > 1, **lay)
+        kw = dict(batch=1, seq=4096, grad_accum=8, recompute="full", precision="bf16-mixed")
+
+        def move():
+            training_memory(m, parallel=par, **kw)
+            step_time(m, g, par, ep_overlap=0.0, max_nodes=route_max_nodes(m), **kw)
+
+        print(f"{f'ch18 move: {model} {lay}':50s} {cpu(move) * 1e3:6.0f} ms CPU")
+
+
 if __name__ == "__main__":
     bench_planner.CASES[:] = [c for c in bench_planner.CASES if c[1] in MOE]
-    bench_planner.main()
+    if "--widgets" not in sys.argv:
+        bench_planner.main()
+    widgets_and_cost()

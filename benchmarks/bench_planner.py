@@ -85,16 +85,25 @@ KEPT_SINCE_ISSUE_33 = tuple(getattr(mod, name) for mod, name in
                             if hasattr(mod, name))
 
 
+def kept() -> tuple:
+    """The search's and the helpers' kept results, cleared before each run from scratch."""
+    return (planner._search, memory._stage_params, flops._training_flops_per_token, moe._split,
+            activations._kept_moe_activations, activations._kept_moe_block_terms, moe.dense_twin,
+            *KEPT_SINCE_ISSUE_33,
+            *(getattr(mod, name) for mod, name in KEPT_SINCE_ISSUE_35 if hasattr(mod, name)))
+
+# the kept results issue 35 (planfast35) added, by module and name (absent on older commits)
+KEPT_SINCE_ISSUE_35 = ()
+
+
 def main() -> None:
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     plan("llama-3-8b", tokens=1e9, seq=2048, global_batch=64, max_gpus=64)         # warm imports and caches
     for label, model, kw in CASES:
         times, cpu, again, rows = [], [], [], 0
         for _ in range(3):
-            for kept in (planner._search, memory._stage_params, flops._training_flops_per_token, moe._split,
-                         activations._kept_moe_activations, activations._kept_moe_block_terms,
-                         moe.dense_twin, *KEPT_SINCE_ISSUE_33):
-                kept.cache_clear()
+            for f in kept():
+                f.cache_clear()
             t0, c0 = time.perf_counter(), time.process_time()
             try:
                 rows = len(plan(model, **kw))

@@ -342,3 +342,22 @@ def test_the_frozen_comparison_can_fail():
         off.loc[0, "gpu"] = "B200" if off.loc[0, "gpu"] != "B200" else "H100 SXM"
         with pytest.raises(AssertionError):
             _frozen_same(name, off, ref)
+
+
+def test_row_links_are_group_link_row_by_row():
+    """plan_pricing._row_links (one group_link per GPU, GPUs of the group per scale-up domain and leaving it or
+    not) gives every row what its own group_link call gives: GPUs with NVLink, a mesh (MI300X), PCIe and an
+    NVL72 rack, groups inside and across domains, strides that do not divide the domain."""
+    from llmsizing.network import get_node, group_link
+    from llmsizing.plan_pricing import _row_links
+
+    gpus = [catalog.get_gpu(n) for n in ("H100 SXM", "MI300X", "L40S", "GB200")]
+    node_of = {g.name: get_node(None, g) for g in gpus}
+    grid = [(g, size, stride) for g in range(len(gpus)) for size in (1, 2, 3, 4, 8, 16, 64, 96)
+            for stride in (1, 2, 3, 4, 8, 16, 72)]
+    gi, size, stride = (np.array(c) for c in zip(*grid))
+    bw, alpha, across = _row_links(gpus, node_of, gi, size, stride)
+    for j, (g, n, s) in enumerate(grid):
+        gl = group_link(gpus[g], node_of[gpus[g].name], size=n, stride=s)
+        assert (bw[j], alpha[j], across[j]) == (gl.bandwidth_gbps, gl.alpha_s, gl.across), (gpus[g].name, n, s)
+    assert across.any() and (~across).any() and len(set(bw)) > 8
