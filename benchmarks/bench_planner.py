@@ -41,7 +41,12 @@ import os
 import platform
 import time
 
-from llmsizing import activations, catalog, flops, memory, moe, parallel, planner
+from llmsizing import activations, catalog, flops, layouts, memory, moe, parallel, planner
+
+try:
+    from llmsizing import plan_memory
+except ImportError:                      # (a commit before issue 33)
+    plan_memory = None
 from llmsizing.planner import plan
 
 CASES = [
@@ -93,7 +98,7 @@ def kept() -> tuple:
             *(getattr(mod, name) for mod, name in KEPT_SINCE_ISSUE_35 if hasattr(mod, name)))
 
 # the kept results issue 35 (planfast35) added, by module and name (absent on older commits)
-KEPT_SINCE_ISSUE_35 = ()
+KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"))
 
 
 def main() -> None:

@@ -220,7 +220,7 @@ def _groups(*columns):
 
 
 def _row_links(gpu_list, node_of, gi, size, stride):
-    """Each row's :func:`~llmsizing.network.group_link` (its GPU, a group of ``size`` GPUs ``stride`` apart) as
+    """Each row's :func:`~llmsizing.network.group_link` (its GPU, ``size`` GPUs ``stride`` apart) as
     arrays: bandwidth (GB/s), latency per step (s), whether the group leaves the scale-up domain. One call per
     (GPU, the group's GPUs per domain, leaving or not), on the first row with them: group_link sees ``size``
     and ``stride`` only through those two (``tests/test_planner_speed.py`` checks every row)."""
@@ -507,10 +507,10 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     the dense part over ``dp x cp`` (``tp`` apart) and the routed experts' over ``edp`` (``etp x ep`` apart),
     each exposed on its own. Each part's collectives (:func:`~llmsizing.comm.dp_schedule`, priced by
     :func:`~llmsizing.comm.ring_collective` as :func:`~llmsizing.comm.communication` prices them) are worked
-    out once per (tp, ZeRO stage, group size, ep, the group leaving the scale-up domain) on a unit link (1 GB/s,
-    1 s a step; bytes do not depend on the link, latency steps only on leaving the domain), for one stage's
-    parameters without a pipeline, then scaled by each row's link and the most loaded stage's parameters
-    (issue 35: 1,800 schedules for DeepSeek-V3 over the catalogue instead of 8,300)."""
+    out once per (tp, ZeRO stage, group size, ep, the group leaving the scale-up domain) on a unit link
+    (bytes do not depend on the link, latency steps only on leaving the domain), for one stage's parameters
+    without a pipeline, then scaled by each row's link and the most loaded stage's parameters (issue 35:
+    1,800 schedules for DeepSeek-V3 over the catalogue instead of 8,300)."""
 
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
