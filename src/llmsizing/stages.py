@@ -20,7 +20,7 @@ from .job import Job
 from .layouts import step_time
 from .memory import training_memory
 from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _time_at, layout_range_factors,
-                  mfu_range_factors, run_time)
+                  mfu_range_factors, run_time, whole_run_factor)
 from .model import Model
 from .parallel import Parallel, check_recompute_layers, recomputed_layers, resolve_parallel
 from .planner import check_global_batch, plan, recompute_kwargs
@@ -163,7 +163,7 @@ class StagedTrainingTime:
 
 
 def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recompute, dtype, causal, whole_run,
-            plan_options, recompute_layers=None, precision=None) -> StagedTrainingTime:
+            plan_options, recompute_layers=None, precision=None, moe_dense_mfu=False) -> StagedTrainingTime:
     """:func:`training_time` for a list of stages (see :class:`Stage`); everything checked before any stage.
     ``dtype`` is the one given (``None``: the recipe's). The precision flows once: ``precision`` (or, when it
     is not given, ``plan_options["precision"]``; ``"bf16-mixed"`` when neither is) is every stage's recipe, so
@@ -207,7 +207,7 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
         try:
             t = _one_stage(model, g, st, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute,
                            dtype, causal, whole_run, {**(plan_options or {}), "precision": precision},
-                           recompute_layers)
+                           recompute_layers, moe_dense_mfu)
         except (TypeError, ValueError) as e:
             raise type(e)(f"stages[{i}] ({label}, tokens={st.tokens:g}, seq={st.seq:,}): {e}") from e
         out.append(t)
@@ -217,13 +217,16 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
 
 def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch: int, global_batch: int,
                 precision: str, dtype: str, recompute: str, recompute_layers: int | None, causal: bool,
-                price_value: float, node=None, max_nodes="model", goodput: float = 1.0) -> TrainingTime:
+                price_value: float, node=None, max_nodes="model", goodput: float = 1.0,
+                whole_run: bool = False) -> TrainingTime:
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
     MFU, in ``precision`` at the ``dtype`` peak, with the range of an MFU predicted from a layout around it
     (:func:`~llmsizing.mfu.layout_range_factors`); a layout that does not fit adds a warning (the caller chose
-    it)."""
+    it). ``whole_run`` (a mixture of experts' whole run, issue 35): the step's MFU times the calibration's
+    whole-run share (:func:`~llmsizing.mfu.whole_run_factor`: restarts, evaluation, stragglers), the layout's
+    range around it."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
@@ -232,7 +235,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     rc = dict(recompute=recompute, recompute_layers=recompute_layers, precision=precision)
     step = step_time(model, g, par, batch=micro_batch, seq=seq, grad_accum=accum, dtype=dtype, node=node,
                      max_nodes=max_nodes, **rc)
-    m = check_fraction("the layout's MFU", step.mfu * _causal_factor(model, seq, causal))
+    share = whole_run_factor(model, g, seq=seq, dtype=dtype) if whole_run else 1.0
+    m = check_fraction("the layout's MFU", step.mfu * share * _causal_factor(model, seq, causal))
     warnings = []
     total = training_memory(model, batch=micro_batch, seq=seq, grad_accum=accum, parallel=par,
                             **rc).total_bytes
@@ -242,12 +246,13 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     rerun = None if recompute_layers is None else sum(recomputed_layers(model.layers, par, recompute_layers))
     low_f, high_f = layout_range_factors(g, dtype)
     return _time_at(model, g, tokens, seq, par.gpus, m, m * low_f, min(1.0, m * high_f), price_value,
-                    recompute, dtype, causal, warnings, parallel=par, source="step_time of the layout",
+                    recompute, dtype, causal, warnings, parallel=par,
+                    source="step_time of the layout" + (", a whole run's share of it" if whole_run else ""),
                     rerun_layers=rerun, goodput=goodput)
 
 
 def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype,
-               causal, whole_run, plan_options, recompute_layers=None) -> TrainingTime:
+               causal, whole_run, plan_options, recompute_layers=None, moe_dense_mfu=False) -> TrainingTime:
     par = None if st.parallel is None else resolve_parallel(st.parallel, model)
     gpus = par.gpus if par is not None else (st.n_gpus if st.n_gpus is not None else run_gpus)
     if st.mfu is not None or (st.global_batch is None):
@@ -261,6 +266,15 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
         # old call)
         count = dict(parallel=par) if par is not None else (
             dict(n_gpus=gpus) if st.n_gpus is not None or run_par is None else dict(parallel=run_par))
+        if model.is_moe and one_mfu is None and one_range is None and not moe_dense_mfu:
+            from .time_cost import _moe_run         # (issue 35: the one MoE path, as the single-stage call)
+
+            run = _moe_run(model, g, tokens=st.tokens, seq=st.seq, n_gpus=count.get("n_gpus"),
+                           parallel=count.get("parallel"), recompute=recompute,
+                           recompute_layers=recompute_layers, precision=plan_options["precision"],
+                           dtype=dtype, causal=causal, price=price, goodput=1.0, whole_run=whole_run)
+            if run is not None:
+                return run[0]
         return run_time(model, tokens=st.tokens, gpu=g, seq=st.seq, mfu=one_mfu, mfu_range=one_range,
                         price_usd_per_gpu_hour=price, recompute=recompute, dtype=dtype, causal=causal,
                         whole_run=whole_run, recompute_layers=recompute_layers,

@@ -85,9 +85,12 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     :func:`moe_default_global_batch` sequences) or, without it, on :func:`moe_default_layout`: the planner's
     fastest plan on exactly ``n_gpus`` (at about 2**22 tokens a step), or without ``n_gpus`` the fewest GPUs
     that hold a step (the days are then those on them); then as ``global_batch=`` does; a warning names the
-    layout. A given ``mfu`` or ``mfu_range``, ``whole_run``, ``stages``, or an ``n_gpus`` with no such layout
-    keep the calibrated MFU at the active size (a warning says it is an extrapolation from
-    dense runs). ``moe_dense_mfu=True`` (deprecated) asks for that old estimate. Chapter 18.
+    layout. ``whole_run=True`` takes the calibration's whole-run share of that step's MFU
+    (:func:`~llmsizing.mfu.whole_run_factor`), and each stage of ``stages`` without an MFU or a global batch
+    of its own is timed so too (issue 35). A given ``mfu`` or ``mfu_range``, or an ``n_gpus`` with no such
+    layout, keep the calibrated MFU at the active size (a warning says it is an extrapolation from dense
+    runs). ``moe_dense_mfu=True`` (deprecated) asks for that old estimate, stages and whole runs included.
+    Chapter 18.
 
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
     left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
@@ -107,7 +110,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                        "of its active size, not on its MoE step (llmsizing.moe_time); it goes in the next "
                        "release", DeprecationWarning, stacklevel=3)
     elif (model.is_moe and global_batch is None and stages is None and mfu is None and mfu_range is None
-          and not whole_run and tokens is not None and seq is not None):
+          and tokens is not None and seq is not None):
         if micro_batch != 1:
             raise ValueError(f"micro_batch={micro_batch!r} applies with global_batch= and parallel= only (a "
                              "run timed on its layout's step)")
@@ -115,7 +118,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                        recompute=check_choice("recompute", recompute, RECOMPUTE),
                        recompute_layers=recompute_layers,
                        precision="bf16-mixed" if precision is None else precision, dtype=dtype, causal=causal,
-                       price=price_usd_per_gpu_hour, goodput=goodput)
+                       price=price_usd_per_gpu_hour, goodput=goodput, whole_run=whole_run)
         if run is not None:
             return run[0]
     if global_batch is not None:
@@ -145,7 +148,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
         return _staged(model, g, stages, n_gpus=n_gpus, parallel=parallel, mfu=mfu, mfu_range=mfu_range,
                        price=price_usd_per_gpu_hour, recompute=recompute, dtype=dtype, causal=causal,
                        whole_run=whole_run, plan_options=plan_options, recompute_layers=recompute_layers,
-                       precision=precision)
+                       precision=precision, moe_dense_mfu=moe_dense_mfu)
     if plan_options is not None:
         raise ValueError("plan_options applies to stages=[Stage(..., global_batch=...)] only")
     if micro_batch != 1:
@@ -239,7 +242,7 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
 
 
 def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_layers, precision, dtype,
-             causal, price, goodput, ep_degrees=None):
+             causal, price, goodput, ep_degrees=None, whole_run=False):
     """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
     MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none."""
     n = None if n_gpus is None else check_int("n_gpus", n_gpus)
@@ -254,11 +257,11 @@ def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_la
     par, gb, micro = chosen
     return _moe_step_run(model, g, par, tokens=tokens, seq=seq, micro_batch=micro, recompute=recompute,
                          recompute_layers=recompute_layers, precision=precision, dtype=dtype, causal=causal,
-                         global_batch=gb, price=price, goodput=goodput), par
+                         global_batch=gb, price=price, goodput=goodput, whole_run=whole_run), par
 
 
 def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recompute, recompute_layers,
-                  precision, dtype, causal, price, goodput, global_batch=None):
+                  precision, dtype, causal, price, goodput, global_batch=None, whole_run=False):
     """A mixture of experts' run on the MoE step of layout ``par`` (:func:`~llmsizing.stages.layout_time`,
     as ``training_time(parallel=, global_batch=)``), the global batch :func:`moe_default_global_batch`'s
     unless given, with a warning that names both."""
@@ -267,7 +270,8 @@ def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recomput
     t = layout_time(model, g, par, tokens=check_number("tokens", tokens, allow_equal=False), seq=seq,
                     micro_batch=micro_batch, global_batch=gb, precision=precision, dtype=dtype,
                     recompute=recompute, recompute_layers=recompute_layers,
-                    causal=check_bool("causal", causal), price_value=gpu_price(g, price), goodput=goodput)
+                    causal=check_bool("causal", causal), price_value=gpu_price(g, price), goodput=goodput,
+                    whole_run=check_bool("whole_run", whole_run))
     note = (f"{model.name} is a mixture of experts: timed on its MoE step (llmsizing.moe_time) on the layout "
             f"{_layout_label(par)}, {gb:,} sequences per step; the range is a layout's")
     return dataclasses.replace(t, warnings=(note, *t.warnings))
