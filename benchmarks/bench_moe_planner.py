@@ -93,6 +93,21 @@ def widgets_and_cost() -> None:
         t = cpu(lambda: plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=("H100 SXM",), seq=seq,
                              global_batch=max(2**24 // seq, 1), max_gpus=16384))
         print(f"{f'ch17 move: {model} at {seq:,}':50s} {t * 1e3:6.0f} ms CPU")
+    for model, seq in (("mixtral-8x7b", 32768), ("qwen3-30b-a3b", 65536)):
+        gb = 2**24 // seq
+        for label, kw in (("GPU limit 16,384 -> 4,096", dict(global_batch=gb, max_gpus=4096)),
+                          ("tokens/batch 16M -> 8M", dict(global_batch=gb // 2, max_gpus=16384)),
+                          ("GPU types + B200",
+                           dict(global_batch=gb, max_gpus=16384, gpus=("H100 SXM", "B200")))):
+            best = []
+            for _ in range(3):                 # after the setting the move leaves (what the widget had)
+                clear()
+                plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=("H100 SXM",), seq=seq, global_batch=gb,
+                     max_gpus=16384)
+                c0 = time.process_time()
+                plan(model, tokens=LONG_CONTEXT_TOKENS, seq=seq, **{"gpus": ("H100 SXM",), **kw})
+                best.append(time.process_time() - c0)
+            print(f"{f'ch17 move from {model} at {seq:,}: {label}':50s} {min(best) * 1e3:6.0f} ms CPU")
     for model, lay in CH18_MOVES:
         m, g = catalog.get_model(model), catalog.get_gpu("H100 SXM")
         par = Parallel(sp=lay["tp"] > 1, **lay)
