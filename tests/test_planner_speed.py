@@ -361,3 +361,24 @@ def test_row_links_are_group_link_row_by_row():
         gl = group_link(gpus[g], node_of[gpus[g].name], size=n, stride=s)
         assert (bw[j], alpha[j], across[j]) == (gl.bandwidth_gbps, gl.alpha_s, gl.across), (gpus[g].name, n, s)
     assert across.any() and (~across).any() and len(set(bw)) > 8
+
+
+def test_searches_sharing_memory_coefficients_equal_fresh_ones():
+    """plan_memory.kept_search_memory shares one SearchMemory between searches of the same model and recipe
+    (issue 35: cost_by_gpu's search per GPU type, chapter 17's widget). A search after others that filled it
+    (another GPU set, global batch and GPU limit) gives the frame a search from an empty one gives."""
+    from llmsizing import plan_memory
+
+    kw = dict(model="mixtral-8x7b", tokens=1e12, seq=32768, gpus=("H100 SXM", "B200"), global_batch=64)
+    plan_memory.kept_search_memory.cache_clear()
+    planner._search.cache_clear()
+    fresh = plan(**kw)
+    plan_memory.kept_search_memory.cache_clear()
+    planner._search.cache_clear()
+    plan(**{**kw, "gpus": ("A100 80GB",), "global_batch": 32})
+    plan(**{**kw, "gpus": ("H100 SXM",), "max_gpus": 64})
+    info = plan_memory.kept_search_memory.cache_info()
+    assert info.hits == 1 and info.misses == 1                # the second search reused the first's
+    shared = plan(**kw)
+    assert plan_memory.kept_search_memory.cache_info().hits == 2
+    pd.testing.assert_frame_equal(shared, fresh, check_exact=True)
