@@ -29,6 +29,32 @@ in one tolist(). The targets (<= 0.3 s over the catalogue, <= 1 s for any plan()
 the memory fit (plan_memory.fitting_plans: 0.3-1.2 s, ~1,200 training_memory calls for Qwen3 at 64K) and, over
 the catalogue, ~15,000 ring_collective and ~3,800 group_link calls of the network model, one at a time. Making
 those fast means pricing the network model and the memory model on arrays, not in a loop.
+
+Issue 35, third round (branch planfast35, 2026-11-29): CPU seconds, best of 3 from scratch (every kept result
+cleared, the new ones too), main (ccad0f5) and this branch alternately, one case per process
+(benchmarks/bench_compare.py), at a load of 13 to 18 on the 2 cores (a figure moves by 10-30%, more for the
+short ones); and the calls that do not depend on the load: training_memory, and group_link from the pricing.
+The frames are the same (tests/test_planner_speed.py against tests/reference/plans.npz, frozen on ccad0f5).
+
+    case                                          CPU s main -> branch   training_memory   group_link (pricing)
+    deepseek-v3, whole catalogue                     1.28 -> 0.78           300 -> 300        4,238 -> 409
+    deepseek-v3 at 15,360 sequences                  0.96 -> 0.93           221 -> 221        3,711 -> 414
+    mixtral-8x7b, whole catalogue                    1.30 -> 1.12           412 -> 412        1,749 -> 441
+    qwen3-30b-a3b on H100s, <= 1,024                 1.04 -> 0.99           886 -> 886          112 -> 20
+    qwen3-30b-a3b at 64K                             1.47 -> 1.57         1,208 -> 1,208        153 -> 19
+    mixtral-8x7b at 32K                              0.57 -> 0.56           580 -> 580           86 -> 20
+    cost_by_gpu("deepseek-v3"), whole catalogue      4.00 -> 1.48         9,199 -> 605           38 -> 38
+
+What changed: an MoE's data-parallel collectives priced once per (tp, ZeRO stage, group size, ep, leaving the
+scale-up domain) on a unit link and scaled by each row's link (1,800 schedules instead of 8,300 for
+DeepSeek-V3), links once per (GPU, GPUs per domain, across) (plan_pricing._row_links); one all_to_all_s per
+buffer size in ep_all_to_all; searches share their memory coefficients (plan_memory.kept_search_memory: they
+depend on neither the GPUs, the global batch nor max_gpus), and min_gpus weighs a layout once across GPU types
+(layouts._stage_runs): cost_by_gpu's 21 min_gpus and 21 plans then share their training_memory calls. The
+targets are still NOT met from scratch: DeepSeek-V3 over the catalogue is 0.8 s (target 0.3), Qwen3-30B-A3B at
+64K 1.5 s (target 1): the memory fit (1,208 training_memory calls and the per-layout NumPy work around them)
+and, in the pricing, one step_time per (GPU, tp, cp, micro-batch, recomputation) and one ep_all_to_all per
+(GPU, tokens, etp, ep) are what is left; making them fast means the memory and step models on arrays.
 """
 
 from __future__ import annotations

@@ -33,6 +33,12 @@ layouts share memory coefficients, 1,208 training_memory calls instead of 7,213 
 
 Timed alternately (before, after, three rounds, best of 3 each) the two long-context cases gave 4.26 -> 0.69 s
 (Qwen3-30B-A3B at 64K, 6.2x) and 1.58 -> 0.28 s (Mixtral-8x7B at 32K, 5.6x).
+
+Issue 35 (branch planfast35; the MoE cases are in benchmarks/bench_moe_planner.py): the dense searches were not
+the target and did not move beyond the noise of a machine at a load of 13 to 18 (CPU s, best of 3, main ccad0f5
+-> branch, alternately, benchmarks/bench_compare.py): 405B over the catalogue 0.55 -> 0.51, 405B at 128K over the
+catalogue 1.21 -> 1.24, 70B on 4 GPU types 0.27 -> 0.33, 8B over the catalogue 0.26 -> 0.27; the pipeline links
+are now one group_link per (GPU, GPUs per domain, across) (405B: 2,362 -> 1,266 calls from the pricing).
 """
 
 from __future__ import annotations
