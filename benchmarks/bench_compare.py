@@ -3,8 +3,9 @@ machine (issue 35): run it alternately with PYTHONPATH at each commit's src, so 
 
     PYTHONPATH=<commit>/src .venv/bin/python benchmarks/bench_compare.py CASE     # best of 3, CPU s
 
-CASE: a label prefix of bench_planner.CASES, "cost_by_gpu", or "ch17 MODEL SEQ" (the chapter 17 widget's
-plan() for a new setting). Every kept result is cleared before each run (bench_moe_planner.clear). Prints
+CASE: a label prefix of bench_planner.CASES, "cost_by_gpu", "ch17 MODEL SEQ" (the chapter 17 widget's
+plan() for a new setting), or "ch17kept MODEL SEQ limit|tokens" (its move of the GPU limit to 4,096 or of the
+tokens per batch to 8M, after the setting it leaves). Every kept result is cleared before each run (bench_moe_planner.clear). Prints
 "CASE<tab>seconds<tab>training_memory calls<tab>group_link calls" of the best run.
 """
 
@@ -26,6 +27,19 @@ def job(case: str):
 
     if case == "cost_by_gpu":
         return lambda: cost_by_gpu("deepseek-v3", tokens=14.8e12, seq=4096)
+    if case.startswith("ch17kept "):             # a move of the GPU limit or the tokens per batch, after
+        _, model, seq, what = case.split()       # the setting it leaves was searched (not timed)
+        seq = int(seq)
+        gb = 2**24 // seq
+        kw = dict(global_batch=gb, max_gpus=4096) if what == "limit" else dict(global_batch=gb // 2,
+                                                                                max_gpus=16384)
+
+        def move():
+            plan(model, tokens=8e11, gpus=("H100 SXM",), seq=seq, **kw)
+
+        move.before = lambda: plan(model, tokens=8e11, gpus=("H100 SXM",), seq=seq, global_batch=gb,
+                                   max_gpus=16384)
+        return move
     if case.startswith("ch17 "):
         _, model, seq = case.split()
         seq = int(seq)
@@ -66,11 +80,15 @@ def main() -> None:
     best = []
     for _ in range(3):
         bench_moe_planner.clear()
+        if hasattr(f, "before"):
+            f.before()
         c0 = time.process_time()
         f()
         best.append(time.process_time() - c0)
-    n = counted()
     bench_moe_planner.clear()
+    if hasattr(f, "before"):
+        f.before()
+    n = counted()
     f()
     print(f"{case}\t{min(best):.3f}\t{n['tm']}\t{n['gl']}")
 

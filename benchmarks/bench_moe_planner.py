@@ -131,7 +131,10 @@ def widgets_and_cost() -> None:
                 plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=("H100 SXM",), seq=seq, global_batch=gb,
                      max_gpus=16384)
                 c0 = time.process_time()
-                plan(model, tokens=LONG_CONTEXT_TOKENS, seq=seq, **{"gpus": ("H100 SXM",), **kw})
+                try:
+                    plan(model, tokens=LONG_CONTEXT_TOKENS, seq=seq, **{"gpus": ("H100 SXM",), **kw})
+                except ValueError:             # (Qwen3 at 64K on two GPU types: more plans than it prices)
+                    pass
                 best.append(time.process_time() - c0)
             print(f"{f'ch17 move from {model} at {seq:,}: {label}':50s} {min(best) * 1e3:6.0f} ms CPU")
     for model, lay in CH18_MOVES:

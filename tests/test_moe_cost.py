@@ -156,8 +156,8 @@ def test_moe_whole_run_and_stages_take_the_moe_step():
     stays behind moe_dense_mfu=True, with a DeprecationWarning."""
     import math
 
-    row = next(r for r in csv.DictReader(open(Path(L.__file__).parents[2] / "data" / "mfu_model.csv"))
-               if (r["generation"], r["dtype"]) == ("hopper", "bf16"))
+    with open(Path(L.__file__).parents[2] / "data" / "mfu_model.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if (r["generation"], r["dtype"]) == ("hopper", "bf16"))
     assert float(row["whole_run"]) == -0.2472
     kw = dict(gpu="H100 SXM", n_gpus=64)
     steady = training_time("mixtral-8x7b", tokens=1e12, seq=4096, **kw)
