@@ -45,6 +45,16 @@ The frames are the same (tests/test_planner_speed.py against tests/reference/pla
     mixtral-8x7b at 32K                              0.57 -> 0.56           580 -> 580           86 -> 20
     cost_by_gpu("deepseek-v3"), whole catalogue      4.00 -> 1.48         9,199 -> 605           38 -> 38
 
+Again alternately ten minutes later at a lower load (main -> branch, CPU s): DeepSeek-V3 over the catalogue
+0.67 -> 0.51, Qwen3-30B-A3B at 64K 0.91 -> 0.87, cost_by_gpu("deepseek-v3") 2.77 -> 1.30.
+
+The widgets' compute per move, without drawing (CPU s, main -> branch, alternately): chapter 17 at a new model
+or context is a whole plan() (Qwen3-30B-A3B at 32K 1.06 -> 1.13, the same 1,234 training_memory calls); a move
+of its GPU limit (16,384 -> 4,096) or its tokens per batch (16M -> 8M) reuses the memory coefficients of the
+setting it leaves: Mixtral-8x7B at 32K 0.49 -> 0.25 and 0.47 -> 0.22, Qwen3-30B-A3B at 64K 0.97 -> 0.59 and
+0.95 -> 0.56 (580 and 1,228 training_memory calls -> 0). Chapter 18's move is one training_memory and one
+step_time: 3-5 ms of compute (the rest of its 120-175 ms is drawing). None of the chapter 17 moves meets 100 ms.
+
 What changed: an MoE's data-parallel collectives priced once per (tp, ZeRO stage, group size, ep, leaving the
 scale-up domain) on a unit link and scaled by each row's link (1,800 schedules instead of 8,300 for
 DeepSeek-V3), links once per (GPU, GPUs per domain, across) (plan_pricing._row_links); one all_to_all_s per
