@@ -29,11 +29,48 @@ in one tolist(). The targets (<= 0.3 s over the catalogue, <= 1 s for any plan()
 the memory fit (plan_memory.fitting_plans: 0.3-1.2 s, ~1,200 training_memory calls for Qwen3 at 64K) and, over
 the catalogue, ~15,000 ring_collective and ~3,800 group_link calls of the network model, one at a time. Making
 those fast means pricing the network model and the memory model on arrays, not in a loop.
+
+Issue 35, third round (branch planfast35, 2026-11-29): CPU seconds, best of 3 from scratch (every kept result
+cleared, the new ones too), main (ccad0f5) and this branch alternately, one case per process
+(benchmarks/bench_compare.py), at a load of 13 to 18 on the 2 cores (a figure moves by 10-30%, more for the
+short ones); and the calls that do not depend on the load: training_memory, and group_link from the pricing.
+The frames are the same (tests/test_planner_speed.py against tests/reference/plans.npz, frozen on ccad0f5).
+
+    case                                          CPU s main -> branch   training_memory   group_link (pricing)
+    deepseek-v3, whole catalogue                     1.28 -> 0.78           300 -> 300        4,238 -> 409
+    deepseek-v3 at 15,360 sequences                  0.96 -> 0.93           221 -> 221        3,711 -> 414
+    mixtral-8x7b, whole catalogue                    1.30 -> 1.12           412 -> 412        1,749 -> 441
+    qwen3-30b-a3b on H100s, <= 1,024                 1.04 -> 0.99           886 -> 886          112 -> 20
+    qwen3-30b-a3b at 64K                             1.47 -> 1.57         1,208 -> 1,208        153 -> 19
+    mixtral-8x7b at 32K                              0.57 -> 0.56           580 -> 580           86 -> 20
+    cost_by_gpu("deepseek-v3"), whole catalogue      4.00 -> 1.48         9,199 -> 605           38 -> 38
+
+Again alternately ten minutes later at a lower load (main -> branch, CPU s): DeepSeek-V3 over the catalogue
+0.67 -> 0.51, Qwen3-30B-A3B at 64K 0.91 -> 0.87, cost_by_gpu("deepseek-v3") 2.77 -> 1.30.
+
+The widgets' compute per move, without drawing (CPU s, main -> branch, alternately): chapter 17 at a new model
+or context is a whole plan() (Qwen3-30B-A3B at 32K 1.06 -> 1.13, the same 1,234 training_memory calls); a move
+of its GPU limit (16,384 -> 4,096) or its tokens per batch (16M -> 8M) reuses the memory coefficients of the
+setting it leaves: Mixtral-8x7B at 32K 0.49 -> 0.25 and 0.47 -> 0.22, Qwen3-30B-A3B at 64K 0.97 -> 0.59 and
+0.95 -> 0.56 (580 and 1,228 training_memory calls -> 0). Chapter 18's move is one training_memory and one
+step_time: 3-5 ms of compute (the rest of its 120-175 ms is drawing). None of the chapter 17 moves meets 100 ms.
+
+What changed: an MoE's data-parallel collectives priced once per (tp, ZeRO stage, group size, ep, leaving the
+scale-up domain) on a unit link and scaled by each row's link (1,800 schedules instead of 8,300 for
+DeepSeek-V3), links once per (GPU, GPUs per domain, across) (plan_pricing._row_links); one all_to_all_s per
+buffer size in ep_all_to_all; searches share their memory coefficients (plan_memory.kept_search_memory: they
+depend on neither the GPUs, the global batch nor max_gpus), and min_gpus weighs a layout once across GPU types
+(layouts._stage_runs): cost_by_gpu's 21 min_gpus and 21 plans then share their training_memory calls. The
+targets are still NOT met from scratch: DeepSeek-V3 over the catalogue is 0.8 s (target 0.3), Qwen3-30B-A3B at
+64K 1.5 s (target 1): the memory fit (1,208 training_memory calls and the per-layout NumPy work around them)
+and, in the pricing, one step_time per (GPU, tp, cp, micro-batch, recomputation) and one ep_all_to_all per
+(GPU, tokens, etp, ep) are what is left; making them fast means the memory and step models on arrays.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -42,6 +79,88 @@ import bench_planner  # noqa: E402
 
 MOE = ("deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b")
 
+#: Chapter 17's widget (long_context_widget) moves: the plan() each new setting runs (H100 SXM, 16M tokens per
+#: batch, at most 16,384 GPUs, the ring), without drawing.
+CH17_MOVES = (("llama-3.1-405b", 131072), ("llama-3.1-405b", 65536), ("mixtral-8x7b", 131072),
+              ("mixtral-8x7b", 32768), ("qwen3-30b-a3b", 32768), ("qwen3-30b-a3b", 65536))
+
+#: Chapter 18's widget (moe_layout_widget) moves: the memory and step of one layout (render_moe_layout's
+#: training_memory and step_time), without drawing.
+CH18_MOVES = (("mixtral-8x7b", dict(ep=8, tp=1, pp=1, dp=32, zero=1)),
+              ("mixtral-8x7b", dict(ep=8, tp=1, pp=1, dp=8, zero=1)),
+              ("mixtral-8x7b", dict(ep=4, tp=1, pp=1, dp=8, zero=1)),
+              ("deepseek-v3", dict(ep=64, tp=1, pp=16, dp=64, zero=1)))
+
+
+def clear() -> None:
+    """Every kept result a search, a layout or cost_by_gpu leaves (so each figure is from scratch)."""
+    from llmsizing import time_cost
+
+    for kept in bench_planner.kept():
+        kept.cache_clear()
+    time_cost._kept_moe_layout.cache_clear()
+
+
+def cpu(f) -> float:
+    """CPU seconds of ``f()`` from scratch, the best of 3."""
+    best = []
+    for _ in range(3):
+        clear()
+        c0 = time.process_time()
+        f()
+        best.append(time.process_time() - c0)
+    return min(best)
+
+
+def widgets_and_cost() -> None:
+    """cost_by_gpu("deepseek-v3") and the chapter 17 and 18 widgets' compute per move, CPU s, best of 3."""
+    from llmsizing import catalog
+    from llmsizing.layouts import step_time
+    from llmsizing.memory import training_memory
+    from llmsizing.moe_layouts import route_max_nodes
+    from llmsizing.parallel import Parallel
+    from llmsizing.planner import plan
+    from llmsizing.time_cost import cost_by_gpu
+    from llmsizing.widgets.long_context import LONG_CONTEXT_TOKENS
+
+    print(f"{'cost_by_gpu(deepseek-v3), whole catalogue':50s} "
+          f"{cpu(lambda: cost_by_gpu('deepseek-v3', tokens=14.8e12, seq=4096)):6.2f} s CPU")
+    for model, seq in CH17_MOVES:
+        t = cpu(lambda: plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=("H100 SXM",), seq=seq,
+                             global_batch=max(2**24 // seq, 1), max_gpus=16384))
+        print(f"{f'ch17 move: {model} at {seq:,}':50s} {t * 1e3:6.0f} ms CPU")
+    for model, seq in (("mixtral-8x7b", 32768), ("qwen3-30b-a3b", 65536)):
+        gb = 2**24 // seq
+        for label, kw in (("GPU limit 16,384 -> 4,096", dict(global_batch=gb, max_gpus=4096)),
+                          ("tokens/batch 16M -> 8M", dict(global_batch=gb // 2, max_gpus=16384)),
+                          ("GPU types + B200",
+                           dict(global_batch=gb, max_gpus=16384, gpus=("H100 SXM", "B200")))):
+            best = []
+            for _ in range(3):                 # after the setting the move leaves (what the widget had)
+                clear()
+                plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=("H100 SXM",), seq=seq, global_batch=gb,
+                     max_gpus=16384)
+                c0 = time.process_time()
+                try:
+                    plan(model, tokens=LONG_CONTEXT_TOKENS, seq=seq, **{"gpus": ("H100 SXM",), **kw})
+                except ValueError:             # (Qwen3 at 64K on two GPU types: more plans than it prices)
+                    pass
+                best.append(time.process_time() - c0)
+            print(f"{f'ch17 move from {model} at {seq:,}: {label}':50s} {min(best) * 1e3:6.0f} ms CPU")
+    for model, lay in CH18_MOVES:
+        m, g = catalog.get_model(model), catalog.get_gpu("H100 SXM")
+        par = Parallel(sp=lay["tp"] > 1, **lay)
+        kw = dict(batch=1, seq=4096, grad_accum=8, recompute="full", precision="bf16-mixed")
+
+        def move():
+            training_memory(m, parallel=par, **kw)
+            step_time(m, g, par, ep_overlap=0.0, max_nodes=route_max_nodes(m), **kw)
+
+        print(f"{f'ch18 move: {model} {lay}':50s} {cpu(move) * 1e3:6.0f} ms CPU")
+
+
 if __name__ == "__main__":
     bench_planner.CASES[:] = [c for c in bench_planner.CASES if c[1] in MOE]
-    bench_planner.main()
+    if "--widgets" not in sys.argv:
+        bench_planner.main()
+    widgets_and_cost()

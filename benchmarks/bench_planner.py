@@ -33,6 +33,12 @@ layouts share memory coefficients, 1,208 training_memory calls instead of 7,213 
 
 Timed alternately (before, after, three rounds, best of 3 each) the two long-context cases gave 4.26 -> 0.69 s
 (Qwen3-30B-A3B at 64K, 6.2x) and 1.58 -> 0.28 s (Mixtral-8x7B at 32K, 5.6x).
+
+Issue 35 (branch planfast35; the MoE cases are in benchmarks/bench_moe_planner.py): the dense searches were not
+the target and did not move beyond the noise of a machine at a load of 13 to 18 (CPU s, best of 3, main ccad0f5
+-> branch, alternately, benchmarks/bench_compare.py): 405B over the catalogue 0.55 -> 0.51, 405B at 128K over the
+catalogue 1.21 -> 1.24, 70B on 4 GPU types 0.27 -> 0.33, 8B over the catalogue 0.26 -> 0.27; the pipeline links
+are now one group_link per (GPU, GPUs per domain, across) (405B: 2,362 -> 1,266 calls from the pricing).
 """
 
 from __future__ import annotations
@@ -41,7 +47,12 @@ import os
 import platform
 import time
 
-from llmsizing import activations, catalog, flops, memory, moe, parallel, planner
+from llmsizing import activations, catalog, flops, layouts, memory, moe, parallel, planner
+
+try:
+    from llmsizing import plan_memory
+except ImportError:                      # (a commit before issue 33)
+    plan_memory = None
 from llmsizing.planner import plan
 
 CASES = [
@@ -85,16 +96,25 @@ KEPT_SINCE_ISSUE_33 = tuple(getattr(mod, name) for mod, name in
                             if hasattr(mod, name))
 
 
+def kept() -> tuple:
+    """The search's and the helpers' kept results, cleared before each run from scratch."""
+    return (planner._search, memory._stage_params, flops._training_flops_per_token, moe._split,
+            activations._kept_moe_activations, activations._kept_moe_block_terms, moe.dense_twin,
+            *KEPT_SINCE_ISSUE_33,
+            *(getattr(mod, name) for mod, name in KEPT_SINCE_ISSUE_35 if hasattr(mod, name)))
+
+# the kept results issue 35 (planfast35) added, by module and name (absent on older commits)
+KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"))
+
+
 def main() -> None:
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     plan("llama-3-8b", tokens=1e9, seq=2048, global_batch=64, max_gpus=64)         # warm imports and caches
     for label, model, kw in CASES:
         times, cpu, again, rows = [], [], [], 0
         for _ in range(3):
-            for kept in (planner._search, memory._stage_params, flops._training_flops_per_token, moe._split,
-                         activations._kept_moe_activations, activations._kept_moe_block_terms,
-                         moe.dense_twin, *KEPT_SINCE_ISSUE_33):
-                kept.cache_clear()
+            for f in kept():
+                f.cache_clear()
             t0, c0 = time.perf_counter(), time.process_time()
             try:
                 rows = len(plan(model, **kw))

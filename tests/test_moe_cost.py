@@ -148,6 +148,37 @@ def test_moe_cost_by_gpu_old_estimate_is_deprecated():
     assert t.mfu == mfu
 
 
+def test_moe_whole_run_and_stages_take_the_moe_step():
+    """Issue 35: whole_run=True and stages=... time a mixture of experts on its MoE step too (the one path).
+    A whole run keeps exp(whole_run) of the steady step's MFU: data/mfu_model.csv's hopper bf16 row has
+    whole_run = -0.2472, so the GPU-hours are the steady run's x exp(0.2472) = x 1.2804 (by hand). A single
+    stage is the single call; each of two stages is the single call at its own tokens and seq. The old estimate
+    stays behind moe_dense_mfu=True, with a DeprecationWarning."""
+    import math
+
+    with open(Path(L.__file__).parents[2] / "data" / "mfu_model.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if (r["generation"], r["dtype"]) == ("hopper", "bf16"))
+    assert float(row["whole_run"]) == -0.2472
+    kw = dict(gpu="H100 SXM", n_gpus=64)
+    steady = training_time("mixtral-8x7b", tokens=1e12, seq=4096, **kw)
+    whole = training_time("mixtral-8x7b", tokens=1e12, seq=4096, whole_run=True, **kw)
+    assert whole.gpu_hours == pytest.approx(steady.gpu_hours * math.exp(0.2472), rel=1e-9)
+    assert whole.gpu_hours == pytest.approx(steady.gpu_hours * 1.2804, rel=1e-4)
+    assert whole.layout == steady.layout and "MoE step" in whole.warnings[0]
+    one = training_time("mixtral-8x7b", stages=[(1e12, 4096)], **kw)
+    assert one.stages[0].gpu_hours == steady.gpu_hours and one.stages[0].layout == steady.layout
+    two = training_time("mixtral-8x7b", stages=[(8e11, 4096), (2e11, 32768)], **kw)
+    for st, (tokens, seq) in zip(two.stages, ((8e11, 4096), (2e11, 32768))):
+        alone = training_time("mixtral-8x7b", tokens=tokens, seq=seq, **kw)
+        assert st.gpu_hours == alone.gpu_hours and "MoE step" in st.warnings[0]
+    with pytest.warns(DeprecationWarning, match="moe_dense_mfu"):
+        old = training_time("mixtral-8x7b", stages=[(1e12, 4096)], moe_dense_mfu=True, **kw)
+    assert old.stages[0].mfu == mfu_estimate("mixtral-8x7b", gpu="H100 SXM", seq=4096).mfu
+    with pytest.warns(DeprecationWarning, match="moe_dense_mfu"):
+        old = training_time("mixtral-8x7b", tokens=1e12, seq=4096, whole_run=True, moe_dense_mfu=True, **kw)
+    assert old.mfu == mfu_estimate("mixtral-8x7b", gpu="H100 SXM", seq=4096, whole_run=True).mfu
+
+
 def test_mixtral_cost_by_gpu_uses_min_gpus_expert_parallel_search(mixtral):
     assert mixtral["fits"].all()
     for r in mixtral.itertuples():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import llmsizing as L
-from llmsizing import plan_pricing, planner
+from llmsizing import plan_memory, plan_pricing, planner
 from llmsizing.layouts import step_time
 from llmsizing.moe_layouts import ep_candidates
 from llmsizing.parallel import check_layout
@@ -150,6 +150,7 @@ def test_the_issue_search_makes_few_training_memory_calls(monkeypatch):
 
     monkeypatch.setattr(plan_pricing, "training_memory", counted)
     planner._search.cache_clear()
+    plan_memory.kept_search_memory.cache_clear()       # (searches share their coefficients: issue 35)
     df = planner.plan("qwen3-30b-a3b", tokens=1e12, gpus=("H100 SXM",), seq=65536, global_batch=64)
     planner._search.cache_clear()
     assert len(df) == 15_665

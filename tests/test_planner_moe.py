@@ -220,9 +220,12 @@ def test_expert_tp_rows_are_the_scalar_functions():
 def test_deepseek_v3_published_gpu_hours_inside_the_range():
     """DeepSeek-V3's pre-training: 14.8T tokens in 2.664M H800 GPU-hours (DeepSeek-AI 2024, arXiv 2412.19437,
     Table 1), on its published layout in FP8. training_time's calibrated range (dense runs, the size term at the
-    active parameters: an extrapolation it warns about) holds the published figure."""
-    t = L.training_time("deepseek-v3", tokens=14.8e12, gpu="H800", parallel=deepseek.DEEPSEEK_V3_LAYOUT, seq=4096,
-                        precision="fp8-deepseek", whole_run=True)
+    active parameters: an extrapolation it warns about) holds the published figure. Since issue 35 a whole run
+    of a mixture of experts takes its MoE step (test_moe_cost.py); the calibrated estimate checked here is the
+    deprecated moe_dense_mfu=True."""
+    with pytest.warns(DeprecationWarning, match="moe_dense_mfu"):
+        t = L.training_time("deepseek-v3", tokens=14.8e12, gpu="H800", parallel=deepseek.DEEPSEEK_V3_LAYOUT,
+                            seq=4096, precision="fp8-deepseek", whole_run=True, moe_dense_mfu=True)
     assert t.gpu_hours_low <= 2.664e6 <= t.gpu_hours_high
     assert t.layout == "TP1 PP16 DP128 EP64 ZeRO-1" and t.n_gpus == 2048
     assert any("mixture of experts" in w and "active parameters" in w for w in t.warnings)

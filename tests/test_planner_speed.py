@@ -5,13 +5,14 @@ before the change (only its plan-count limit lifted), and whole plan() frames ar
 rows in the same order, the same dtypes, every number within 1e-9 relative."""
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from llmsizing import catalog, planner
-from llmsizing.flops import training_flops_per_token
+from llmsizing.flops import RECOMPUTE, training_flops_per_token
 from llmsizing.layouts import _divisors, step_time
 from llmsizing.memory import training_memory
 from llmsizing.parallel import Parallel, check_layout
@@ -254,3 +255,130 @@ def test_405b_at_128k_over_the_whole_catalogue_is_searched():
     assert (df["micro_batch"] * df["grad_accum"] * df["dp"] == 128).all()
     assert (df["memory_per_gpu_bytes"] <= 0.9 * df["capacity_bytes"]).all()
     assert df["pareto"].any() and (df.loc[df["pareto"], "cp"] > 1).any()
+
+
+# ---- issue 35: frames frozen before the search was made faster (tools/freeze_plans.py) ----
+#: The settings whose plan() frames tests/reference/plans.npz holds, frozen on main (ccad0f5) before issue 35's
+#: speed work touched the search: dense 8B, 70B and 405B, Mixtral-8x7B at 32K with its experts split by tp,
+#: Qwen3-30B-A3B at 64K and DeepSeek-V3 over the whole catalogue. A faster search must give the same rows in
+#: the same order, integers and strings equal, every float within 1e-9 relative.
+FROZEN = {
+    "8b, catalogue": dict(
+        model="llama-3-8b", tokens=1e12, seq=8192, global_batch=512, max_gpus=1024,
+        gpus=("A10", "L40S", "RTX 4090", "A100 40GB", "A100 80GB", "H100 SXM", "H200", "B200", "MI300X")),
+    "70b, four GPU types": dict(
+        model="llama-3-70b", tokens=1e12, seq=8192, global_batch=1024, max_gpus=4096,
+        gpus=("H100 SXM", "H200", "B200", "A100 80GB")),
+    "405b, catalogue": dict(
+        model="llama-3.1-405b", tokens=15e12, seq=8192, global_batch=2048, gpus=tuple(catalog.list_gpus())),
+    "mixtral at 32K, expert_tp, half hidden": dict(
+        model="mixtral-8x7b", tokens=1e12, seq=32768, global_batch=64, gpus=("H100 SXM", "B200"),
+        expert_tp=True, ep_overlap=0.5),
+    "qwen3-30b-a3b at 64K": dict(
+        model="qwen3-30b-a3b", tokens=1e12, seq=65536, global_batch=64, gpus=("H100 SXM",)),
+    "deepseek-v3, catalogue": dict(
+        model="deepseek-v3", tokens=14.8e12, seq=4096, global_batch=1920, gpus=tuple(catalog.list_gpus())),
+}
+
+REFERENCE = Path(__file__).resolve().parent / "reference" / "plans.npz"
+
+
+#: The columns kept (the others follow from them and the settings: n_gpus, grad_accum, sp, capacity, and days,
+#: MFU and cost from the step time); the GPU and the recomputation as their index in the setting's list.
+FROZEN_COLUMNS = ("gpu", "dp", "tp", "cp", "pp", "ep", "zero", "micro_batch", "recompute", "recompute_layers",
+                  "pareto", "step_time_s", "memory_per_gpu_bytes")
+
+
+def frozen_columns(df, kw) -> dict:
+    """The :data:`FROZEN_COLUMNS` of a plan() frame of the setting ``kw`` as NumPy arrays (small integers, the
+    step time and memory as float64)."""
+    names = [g if isinstance(g, str) else g.name for g in kw["gpus"]]
+    out = {"gpu": np.array([names.index(g) for g in df["gpu"]], dtype=np.int16),
+           "recompute": np.array([RECOMPUTE.index(r) for r in df["recompute"]], dtype=np.int8),
+           "recompute_layers": df["recompute_layers"].fillna(-1).to_numpy(dtype=np.int16),
+           "pareto": df["pareto"].to_numpy(dtype=bool)}
+    for col in ("dp", "tp", "cp", "pp", "ep", "zero", "micro_batch"):
+        out[col] = (df[col] if col in df else pd.Series(np.ones(len(df)))).to_numpy(dtype=np.int32)
+    for col in ("step_time_s", "memory_per_gpu_bytes"):
+        out[col] = df[col].to_numpy(dtype=float)
+    return out
+
+
+def _frozen_same(name, df, ref) -> None:
+    """``df`` (a plan() frame of FROZEN[name]) against the frozen columns of ``name`` in ``ref``."""
+    got = frozen_columns(df, FROZEN[name])
+    assert sorted(k.split("|", 1)[1] for k in ref.files if k.split("|", 1)[0] == name) == sorted(got), name
+    n = (df["tp"] * df["cp"] * df["pp"] * df["dp"]).to_numpy()
+    assert (df["n_gpus"].to_numpy() == n).all()
+    for col in FROZEN_COLUMNS:
+        want = ref[f"{name}|{col}"]
+        assert len(got[col]) == len(want), (name, col, len(got[col]), len(want))
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(got[col], want, rtol=1e-9, atol=0, err_msg=f"{name}: {col}")
+        else:
+            assert (got[col] == want).all(), (name, col, int((got[col] != want).sum()))
+
+
+@pytest.mark.parametrize("name", list(FROZEN))
+def test_search_equals_the_frozen_frames(name):
+    """Same rows, same order, every number within 1e-9 relative of the frame frozen before issue 35."""
+    with np.load(REFERENCE) as ref:
+        _frozen_same(name, plan(**FROZEN[name]), ref)
+
+
+def test_the_frozen_comparison_can_fail():
+    """A step time off by one part in a million, two rows swapped, or a GPU renamed is caught."""
+    name = "mixtral at 32K, expert_tp, half hidden"
+    df = plan(**FROZEN[name])
+    with np.load(REFERENCE) as ref:
+        _frozen_same(name, df, ref)
+        off = df.copy()
+        off.loc[2, "step_time_s"] *= 1 + 1e-6
+        with pytest.raises(AssertionError):
+            _frozen_same(name, off, ref)
+        with pytest.raises(AssertionError):
+            _frozen_same(name, df.iloc[[1, 0, *range(2, len(df))]].reset_index(drop=True), ref)
+        off = df.copy()
+        off.loc[0, "gpu"] = "B200" if off.loc[0, "gpu"] != "B200" else "H100 SXM"
+        with pytest.raises(AssertionError):
+            _frozen_same(name, off, ref)
+
+
+def test_row_links_are_group_link_row_by_row():
+    """plan_pricing._row_links (one group_link per GPU, GPUs of the group per scale-up domain and leaving it or
+    not) gives every row what its own group_link call gives: GPUs with NVLink, a mesh (MI300X), PCIe and an
+    NVL72 rack, groups inside and across domains, strides that do not divide the domain."""
+    from llmsizing.network import get_node, group_link
+    from llmsizing.plan_pricing import _row_links
+
+    gpus = [catalog.get_gpu(n) for n in ("H100 SXM", "MI300X", "L40S", "GB200")]
+    node_of = {g.name: get_node(None, g) for g in gpus}
+    grid = [(g, size, stride) for g in range(len(gpus)) for size in (1, 2, 3, 4, 8, 16, 64, 96)
+            for stride in (1, 2, 3, 4, 8, 16, 72)]
+    gi, size, stride = (np.array(c) for c in zip(*grid))
+    bw, alpha, across = _row_links(gpus, node_of, gi, size, stride)
+    for j, (g, n, s) in enumerate(grid):
+        gl = group_link(gpus[g], node_of[gpus[g].name], size=n, stride=s)
+        assert (bw[j], alpha[j], across[j]) == (gl.bandwidth_gbps, gl.alpha_s, gl.across), (gpus[g].name, n, s)
+    assert across.any() and (~across).any() and len(set(bw)) > 8
+
+
+def test_searches_sharing_memory_coefficients_equal_fresh_ones():
+    """plan_memory.kept_search_memory shares one SearchMemory between searches of the same model and recipe
+    (issue 35: cost_by_gpu's search per GPU type, chapter 17's widget). A search after others that filled it
+    (another GPU set, global batch and GPU limit) gives the frame a search from an empty one gives."""
+    from llmsizing import plan_memory
+
+    kw = dict(model="mixtral-8x7b", tokens=1e12, seq=32768, gpus=("H100 SXM", "B200"), global_batch=64)
+    plan_memory.kept_search_memory.cache_clear()
+    planner._search.cache_clear()
+    fresh = plan(**kw)
+    plan_memory.kept_search_memory.cache_clear()
+    planner._search.cache_clear()
+    plan(**{**kw, "gpus": ("A100 80GB",), "global_batch": 32})
+    plan(**{**kw, "gpus": ("H100 SXM",), "max_gpus": 64})
+    info = plan_memory.kept_search_memory.cache_info()
+    assert info.hits == 1 and info.misses == 1                # the second search reused the first's
+    shared = plan(**kw)
+    assert plan_memory.kept_search_memory.cache_info().hits == 2
+    pd.testing.assert_frame_equal(shared, fresh, check_exact=True)

@@ -8,6 +8,7 @@ loaded GPU fits. The time-and-money chapters then decide how many GPUs the run *
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -69,6 +70,24 @@ def _divisors(n: int, limit: int | None = None) -> list[int]:
     return out if limit is None else [d for d in out if d <= limit]
 
 
+#: How many stage evaluations :func:`_stage_runs` keeps.
+STAGE_RUNS_KEPT = 8192
+
+
+def _stage_runs(model, par, stages, kw: dict) -> tuple:
+    """:func:`~llmsizing.memory.training_memory` of the pipeline ``stages`` of layout ``par`` (``kw``: its
+    other arguments), kept (issue 35): the memory does not depend on the GPU, so :func:`min_gpus` on each GPU
+    type of :func:`~llmsizing.time_cost.cost_by_gpu` weighs a layout once, not once per GPU type."""
+    return _kept_stage_runs(model, par, tuple(stages), tuple(sorted(kw.items())))
+
+
+@functools.lru_cache(maxsize=STAGE_RUNS_KEPT)
+def _kept_stage_runs(model, par, stages: tuple, kw_items: tuple) -> tuple:
+    from .memory import training_memory
+
+    return tuple(training_memory(model, parallel=par, _all_stages=True, _stages=stages, **dict(kw_items)))
+
+
 def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None) -> int | None:
     """The smallest ``dp`` for which every piece of the first and last pipeline stages' steps
     (:func:`~llmsizing.memory.step_phases`) fits ``limit`` with the default allowance, or ``None`` if no
@@ -81,15 +100,15 @@ def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None)
     (:func:`llmsizing.moe_layouts.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the
     experts' ZeRO shards over ``edp``, proportional to ``dp``), the answer is a multiple of ``unit``, and
     ``stages`` are :func:`llmsizing.moe_layouts.heavy_stages`."""
-    from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
+    from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
 
     room = (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)     # total = FIXED + (1 + F) x peak
     a = unit
     stages = (0, par(a).pp - 1) if stages is None else stages
-    one = training_memory(model, parallel=par(a), _all_stages=True, _stages=stages, **kw)
+    one = _stage_runs(model, par(a), stages, kw)
     if par(a).zero == 0:
         return a if all(v <= room for r in one for v in r.pieces_bytes.values()) else None
-    two = training_memory(model, parallel=par(2 * a), _all_stages=True, _stages=stages, **kw)
+    two = _stage_runs(model, par(2 * a), stages, kw)
     dp = 1
     for r1, r2 in zip(one, two):
         for k, t1 in r1.pieces_bytes.items():
@@ -208,8 +227,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                         return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off)
 
                     def fits(dp, par=par, pp=pp):
-                        return max(r.total_bytes for r in training_memory(
-                            model, parallel=par(dp), _all_stages=True, _stages=(0, pp - 1), **kw)) <= limit
+                        runs = _stage_runs(model, par(dp), (0, pp - 1), kw)
+                        return max(r.total_bytes for r in runs) <= limit
                     dp = _smallest_dp(par, limit, kw, model)
                     if dp is None:
                         continue
@@ -225,8 +244,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     stages = heavy_stages(model, par(a))
 
                     def fits(k, par=par, a=a, stages=stages):
-                        return max(r.total_bytes for r in training_memory(
-                            model, parallel=par(a * k), _all_stages=True, _stages=stages, **kw)) <= limit
+                        runs = _stage_runs(model, par(a * k), stages, kw)
+                        return max(r.total_bytes for r in runs) <= limit
                     dp = _smallest_dp(par, limit, kw, model, unit=a, stages=stages)
                     if dp is None:
                         continue

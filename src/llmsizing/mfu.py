@@ -413,6 +413,15 @@ class TrainingTime:
         return pd.DataFrame(rows).set_index("case")
 
 
+def whole_run_factor(model, gpu, *, seq: int, dtype: str | None = None) -> float:
+    """What a whole run's GPU-hours keep of a steady state's MFU (restarts, evaluation, stragglers): the
+    calibration's ``whole_run`` term, ``exp(coefficient)`` of the GPU generation's row of
+    ``data/mfu_model.csv`` (:func:`mfu_estimate` with and without ``whole_run``), used on a mixture of
+    experts' step MFU (issue 35). Chapter 10."""
+    whole = mfu_estimate(model, gpu=gpu, seq=seq, dtype=dtype, whole_run=True).mfu
+    return whole / mfu_estimate(model, gpu=gpu, seq=seq, dtype=dtype).mfu
+
+
 def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings, *,
              parallel=None, source="", layout=None, goodput: float = 1.0,
              rerun_layers: int | None = None) -> TrainingTime:

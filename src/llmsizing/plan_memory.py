@@ -11,6 +11,8 @@ key.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .layouts import _divisors
@@ -118,6 +120,23 @@ class SearchMemory:
             return _one_layer_coefficients(self.coefficients(tp, pp, zero, ep, "none", c, cp),
                                            self.coefficients(tp, pp, zero, ep, "full", c, cp), layers)
         return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
+
+
+#: How many :class:`SearchMemory` objects :func:`kept_search_memory` keeps.
+SEARCH_MEMORIES_KEPT = 16
+
+
+@functools.lru_cache(maxsize=SEARCH_MEMORIES_KEPT)
+def kept_search_memory(model, kw_items: tuple, cps, cp_comm: str, eps=(1,), expert_tp: bool = False,
+                       by_ep: bool = False) -> SearchMemory:
+    """One :class:`SearchMemory` per setting (``kw_items``: its ``kw`` as sorted items), shared by the
+    searches that weigh the same model with the same recipe and degrees (issue 35): its coefficients depend
+    on neither the GPUs, nor the global batch, nor ``max_gpus``, so that
+    :func:`~llmsizing.time_cost.cost_by_gpu`'s search per GPU type and chapter 17's widget moving the GPUs,
+    the tokens per batch or the GPU limit reuse what an earlier search read off
+    :func:`~llmsizing.memory.training_memory`. Its entries are only ever added, each the same whoever asks
+    first."""
+    return SearchMemory(model, dict(kw_items), cps, cp_comm, eps, expert_tp, by_ep)
 
 
 def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch: int, max_gpus, moe: bool,

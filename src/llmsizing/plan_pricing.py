@@ -22,7 +22,7 @@ from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
-from .network import group_link
+from .network import GroupLink, group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
@@ -219,6 +219,22 @@ def _groups(*columns):
     return list(map(tuple, np.stack(cols, axis=1)[first].tolist())), inverse.reshape(-1)
 
 
+def _row_links(gpu_list, node_of, gi, size, stride):
+    """Each row's :func:`~llmsizing.network.group_link` (its GPU, ``size`` GPUs ``stride`` apart) as
+    arrays: bandwidth (GB/s), latency per step (s), whether the group leaves the scale-up domain. One call per
+    (GPU, the group's GPUs per domain, leaving or not), on the first row with them: group_link sees ``size``
+    and ``stride`` only through those two (``tests/test_planner_speed.py`` checks every row)."""
+    domain = np.array([node_of[g.name].scaleup_domain_gpus for g in gpu_list])[gi]
+    across = size * stride > domain
+    per_domain = np.where(across, np.minimum(size, np.maximum(1, domain // stride)), size)
+    keys, idx = _groups(gi, per_domain, across)
+    first = np.unique(idx, return_index=True)[1]
+    links = [group_link(gpu_list[keys[k][0]], node_of[gpu_list[keys[k][0]].name], size=int(size[f]),
+                        stride=int(stride[f])) for k, f in enumerate(first.tolist())]
+    return (np.array([gl.bandwidth_gbps for gl in links])[idx], np.array([gl.alpha_s for gl in links])[idx],
+            np.array([gl.across for gl in links])[idx])
+
+
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
            expert_tp=False, max_nodes=None, ep_overlap=0.0):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
@@ -369,11 +385,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
             node=node_of[gpu_list[g_].name]).collectives if c.group == "pp"][0]
             for g_, t_, c_, p_, b_ in (first[k] for k in range(len(msg_keys)))])
         msg_of = msg[msg_idx[full_idx]]
-        link_keys, link_idx = _groups(gi[on], pp[on], (tp * cp * dp)[on])
-        links = np.array([(lambda gl: (gl.bandwidth_gbps * 1e9, gl.alpha_s))(
-            group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=p_, stride=s_))
-            for g_, p_, s_ in link_keys])
-        bw, alpha = links[link_idx].T
+        bw, alpha, _ = _row_links(gpu_list, node_of, gi[on], pp[on], (tp * cp * dp)[on])
+        bw = bw * 1e9
         calls = 2 * mf[has_pp]
         pp_all[has_pp] = calls * msg_of / bw + calls * alpha
     pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf)))
@@ -494,8 +507,10 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     the dense part over ``dp x cp`` (``tp`` apart) and the routed experts' over ``edp`` (``etp x ep`` apart),
     each exposed on its own. Each part's collectives (:func:`~llmsizing.comm.dp_schedule`, priced by
     :func:`~llmsizing.comm.ring_collective` as :func:`~llmsizing.comm.communication` prices them) are worked
-    out once per (its group's link, tp, ZeRO stage, group size, ep), for one stage's parameters without a
-    pipeline, and scaled below to the most loaded stage's."""
+    out once per (tp, ZeRO stage, group size, ep, the group leaving the scale-up domain) on a unit link
+    (bytes do not depend on the link, latency steps only on leaving the domain), for one stage's parameters
+    without a pipeline, then scaled by each row's link and the most loaded stage's parameters (issue 35:
+    1,800 schedules for DeepSeek-V3 over the catalogue instead of 8,300)."""
 
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
@@ -503,39 +518,25 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     etp = tp if expert_tp else np.ones_like(tp)
     edp = tp * dpcp // (etp * ep)
     n_slots = len(_DP_SLOTS)
-    links: dict = {}
-    per_byte = np.zeros((len(gi), 2 * n_slots))                  # dense slots, then the experts' slots
-    traffic = np.zeros((len(gi), 2 * n_slots))
-    latency = np.zeros((len(gi), 2 * n_slots))
-    link_ids: dict = {}                      # each distinct group link, numbered
+    per_byte, traffic, latency = (np.zeros((len(gi), 2 * n_slots)) for _ in range(3))   # dense, experts
+    unit = {across: GroupLink("unit", 1.0, 1.0, 1.0, 1, across) for across in (False, True)}
     for part, (n_col, e_col) in ((0, (dpcp, np.ones_like(ep))), (1, (edp, ep))):
-        # the group's link: one group_link per (GPU, group size, stride); then GPUs whose groups ride the same
-        # link send the same, so one row per (link, tp, ZeRO stage, group size, ep)
-        stride_col = tp if part == 0 else etp * ep
-        lk_keys, lk_idx = _groups(gi, n_col, stride_col)
-        lid = np.zeros(len(lk_keys), dtype=np.int64)
-        for j, (g_, n_, s_) in enumerate(lk_keys):
-            if (g_, n_, s_) not in links:
-                g = gpu_list[g_]
-                links[g_, n_, s_] = group_link(g, node_of[g.name], size=n_, stride=s_) if n_ > 1 else None
-            lid[j] = link_ids.setdefault(links[g_, n_, s_], len(link_ids))
-        keys, idx = _groups(lid[lk_idx], tp, zero, n_col, e_col)
-        by_id = list(link_ids)
-        rows = np.zeros((len(keys), 3, n_slots))
-        for k, (l_, t_, z_, n_, e_) in enumerate(keys):
+        bw, alpha, across = _row_links(gpu_list, node_of, gi, n_col, tp if part == 0 else etp * ep)
+        keys, idx = _groups(tp, zero, n_col, e_col, across)
+        rows = np.zeros((len(keys), 2, n_slots))                # bytes, latency steps per call
+        for k, (t_, z_, n_, e_, x_) in enumerate(keys):
             if n_ == 1:
                 continue
-            gl = by_id[l_]
             on_rank = _split(model, t_, 1, None, e_, expert_tp)[0][part]
             for name, kind, message, calls in dp_schedule(z_, on_rank, w_b, g_b, 1, layers=model.layers,
                                                           bucket_params=dp_bucket_params(n_)):
-                c = ring_collective(name, "dp", n_, kind, message, calls, gl)
+                c = ring_collective(name, "dp", n_, kind, message, calls, unit[bool(x_)])
                 j = _dp_slot(c.collective)
                 rows[k, 0, j] += c.bytes_per_gpu
-                rows[k, 1, j] = 1 / (c.bandwidth_gbps * 1e9)
-                rows[k, 2, j] += c.latency_s / c.calls
+                rows[k, 1, j] += c.latency_s / c.calls
         cut = slice(part * n_slots, (part + 1) * n_slots)
-        traffic[:, cut], per_byte[:, cut], latency[:, cut] = rows[idx, 0], rows[idx, 1], rows[idx, 2]
+        traffic[:, cut], latency[:, cut] = rows[idx, 0], rows[idx, 1] * alpha[:, None]
+        per_byte[:, cut] = (1 / (bw * 1e9))[:, None]
     # the most loaded stage's dense and expert parameters, relative to one stage's (the messages scale)
     held_keys, held_idx = _groups(tp, pp, ep)
     share = np.zeros((len(held_keys), 2))
@@ -555,8 +556,7 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     both = np.zeros_like(dense)
     both[:, 1] = dense[:, 1] + experts[:, 1]
     dense[:, 1] = experts[:, 1] = 0.0
-    exposed = _dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf) + _dp_exposed(both, fwd,
-                                                                                                  bwd, mf)
+    exposed = sum(_dp_exposed(c, fwd, bwd, mf) for c in (dense, experts, both))
     total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts, both))
     return exposed, total
 

@@ -49,7 +49,7 @@ from .job import takes_job
 from .model import Model
 from .moe_layouts import ep_candidates, route_max_nodes
 from .parallel import CP_COMMS, MAX_PP, check_layout
-from .plan_memory import SearchMemory, fitting_plans
+from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups, moe_ep_coefficients,  # noqa: F401
                            _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
@@ -236,7 +236,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     # a mixture of experts, ZeRO-0 or ZeRO-1 without a pipeline: A + B / ep in every piece
     # (moe_ep_coefficients)
     by_ep = model.is_moe and len(eps) > 2 and optimizer_impl == "foreach"
-    memory = SearchMemory(model, kw, cps, cp_comm, eps, expert_tp, by_ep)
+    memory = kept_search_memory(model, tuple(sorted(kw.items())), cps, cp_comm, eps, expert_tp, by_ep)
     cols, total_bytes = fitting_plans(model, layouts, memory, gpu_list=gpu_list, domains=domains,
                                       limits=np.array([frac * g.memory_bytes for g in gpu_list]),
                                       global_batch=global_batch, max_gpus=max_gpus, micros=micros, cps=cps,

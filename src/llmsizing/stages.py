@@ -11,20 +11,23 @@ published stage-by-stage runs it is checked against (:func:`published_stage_chec
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
 from dataclasses import dataclass
 
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
 from .job import Job
-from .layouts import step_time
+from .layouts import min_gpus, step_time
 from .memory import training_memory
-from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _time_at, layout_range_factors,
-                  mfu_range_factors, run_time)
+from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _layout_label, _time_at,
+                  layout_range_factors, mfu_range_factors, run_time, whole_run_factor)
 from .model import Model
 from .parallel import Parallel, check_recompute_layers, recomputed_layers, resolve_parallel
 from .planner import check_global_batch, plan, recompute_kwargs
-from .precision import check_recipe, compute_dtype
+from .precision import RECIPES, check_recipe, compute_dtype
 
 #: Runs published stage by stage, with their sources (:func:`published_stages`).
 PUBLISHED_STAGES_CSV = PUBLISHED_RUNS_CSV.parent / "published_stages.csv"
@@ -163,7 +166,7 @@ class StagedTrainingTime:
 
 
 def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recompute, dtype, causal, whole_run,
-            plan_options, recompute_layers=None, precision=None) -> StagedTrainingTime:
+            plan_options, recompute_layers=None, precision=None, moe_dense_mfu=False) -> StagedTrainingTime:
     """:func:`training_time` for a list of stages (see :class:`Stage`); everything checked before any stage.
     ``dtype`` is the one given (``None``: the recipe's). The precision flows once: ``precision`` (or, when it
     is not given, ``plan_options["precision"]``; ``"bf16-mixed"`` when neither is) is every stage's recipe, so
@@ -207,7 +210,7 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
         try:
             t = _one_stage(model, g, st, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute,
                            dtype, causal, whole_run, {**(plan_options or {}), "precision": precision},
-                           recompute_layers)
+                           recompute_layers, moe_dense_mfu)
         except (TypeError, ValueError) as e:
             raise type(e)(f"stages[{i}] ({label}, tokens={st.tokens:g}, seq={st.seq:,}): {e}") from e
         out.append(t)
@@ -217,13 +220,16 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
 
 def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch: int, global_batch: int,
                 precision: str, dtype: str, recompute: str, recompute_layers: int | None, causal: bool,
-                price_value: float, node=None, max_nodes="model", goodput: float = 1.0) -> TrainingTime:
+                price_value: float, node=None, max_nodes="model", goodput: float = 1.0,
+                whole_run: bool = False) -> TrainingTime:
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
     MFU, in ``precision`` at the ``dtype`` peak, with the range of an MFU predicted from a layout around it
     (:func:`~llmsizing.mfu.layout_range_factors`); a layout that does not fit adds a warning (the caller chose
-    it)."""
+    it). ``whole_run`` (a mixture of experts' whole run, issue 35): the step's MFU times the calibration's
+    whole-run share (:func:`~llmsizing.mfu.whole_run_factor`: restarts, evaluation, stragglers), the layout's
+    range around it."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
@@ -232,7 +238,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     rc = dict(recompute=recompute, recompute_layers=recompute_layers, precision=precision)
     step = step_time(model, g, par, batch=micro_batch, seq=seq, grad_accum=accum, dtype=dtype, node=node,
                      max_nodes=max_nodes, **rc)
-    m = check_fraction("the layout's MFU", step.mfu * _causal_factor(model, seq, causal))
+    share = whole_run_factor(model, g, seq=seq, dtype=dtype) if whole_run else 1.0
+    m = check_fraction("the layout's MFU", step.mfu * share * _causal_factor(model, seq, causal))
     warnings = []
     total = training_memory(model, batch=micro_batch, seq=seq, grad_accum=accum, parallel=par,
                             **rc).total_bytes
@@ -242,12 +249,13 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     rerun = None if recompute_layers is None else sum(recomputed_layers(model.layers, par, recompute_layers))
     low_f, high_f = layout_range_factors(g, dtype)
     return _time_at(model, g, tokens, seq, par.gpus, m, m * low_f, min(1.0, m * high_f), price_value,
-                    recompute, dtype, causal, warnings, parallel=par, source="step_time of the layout",
+                    recompute, dtype, causal, warnings, parallel=par,
+                    source="step_time of the layout" + (", a whole run's share of it" if whole_run else ""),
                     rerun_layers=rerun, goodput=goodput)
 
 
 def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype,
-               causal, whole_run, plan_options, recompute_layers=None) -> TrainingTime:
+               causal, whole_run, plan_options, recompute_layers=None, moe_dense_mfu=False) -> TrainingTime:
     par = None if st.parallel is None else resolve_parallel(st.parallel, model)
     gpus = par.gpus if par is not None else (st.n_gpus if st.n_gpus is not None else run_gpus)
     if st.mfu is not None or (st.global_batch is None):
@@ -261,6 +269,13 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
         # old call)
         count = dict(parallel=par) if par is not None else (
             dict(n_gpus=gpus) if st.n_gpus is not None or run_par is None else dict(parallel=run_par))
+        if model.is_moe and one_mfu is None and one_range is None and not moe_dense_mfu:
+            run = _moe_run(model, g, tokens=st.tokens, seq=st.seq, n_gpus=count.get("n_gpus"),
+                           parallel=count.get("parallel"), recompute=recompute,
+                           recompute_layers=recompute_layers, precision=plan_options["precision"],
+                           dtype=dtype, causal=causal, price=price, goodput=1.0, whole_run=whole_run)
+            if run is not None:
+                return run[0]
         return run_time(model, tokens=st.tokens, gpu=g, seq=st.seq, mfu=one_mfu, mfu_range=one_range,
                         price_usd_per_gpu_hour=price, recompute=recompute, dtype=dtype, causal=causal,
                         whole_run=whole_run, recompute_layers=recompute_layers,
@@ -296,6 +311,122 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
                  price_value, row["recompute"], dtype, causal, (), parallel=chosen, source=why,
                  rerun_layers=None if n_rc is None else sum(recomputed_layers(model.layers, chosen, n_rc)))
     return t
+
+
+#: The default global batch of a mixture of experts timed without one (:func:`moe_default_global_batch`):
+#: about 4M tokens, Llama 2's (Touvron et al. 2023, arXiv:2307.09288, Sec. 2.2: "a global batch-size of 4M
+#: tokens"), 2**22 so that it is 1,024 sequences of 4,096 tokens.
+MOE_DEFAULT_BATCH_TOKENS = 2**22
+
+
+def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1) -> int:
+    """Sequences per optimizer step for a mixture of experts timed without a global batch
+    (:func:`training_time`, :func:`cost_by_gpu`): :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to whole
+    micro-batches of ``micro_batch`` on every data-parallel rank, and at least ``pp`` micro-batches (1F1B
+    needs as many to fill the pipeline). Chapter 18."""
+    per_step = micro_batch * par.dp
+    m = max(par.pp, math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * per_step)))
+    return m * per_step
+
+
+def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
+                       precision: str = "bf16-mixed", ep_degrees=None):
+    """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
+    for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
+    one again)."""
+    model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
+    recompute = check_choice("recompute", recompute, RECOMPUTE)
+    precision = check_choice("precision", precision, RECIPES)
+    eps = None if ep_degrees is None else tuple(ep_degrees)
+    return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps)
+
+
+#: How many of :func:`moe_default_layout`'s answers are kept.
+MOE_LAYOUTS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
+def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees):
+    return _moe_default_layout(model, gpu, seq=seq, n_gpus=n_gpus, recompute=recompute, precision=precision,
+                               ep_degrees=ep_degrees)
+
+
+def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
+                        precision: str = "bf16-mixed", ep_degrees=None):
+    """The layout a mixture of experts is timed on when none is given (:func:`training_time`), as
+    ``(parallel, global_batch, micro_batch)``, or ``None`` when there is none. With ``n_gpus``: the fastest
+    plan of :func:`~llmsizing.planner.plan` (one GPU type, ``recompute`` only) that uses exactly ``n_gpus``,
+    at a global batch of :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to a multiple of ``n_gpus``
+    sequences (so that every data-parallel degree the GPUs allow divides it); if none does, the fewest-GPU
+    layout below widened by data parallelism when ``n_gpus`` is a multiple of its GPUs. Without: the fewest
+    GPUs that hold a step of one sequence (:func:`~llmsizing.layouts.min_gpus`, its own expert-parallel
+    search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
+    (default: every divisor of the routed experts). Chapter 18."""
+    from .planner import MAX_GLOBAL_BATCH, plan
+
+    moe_kw = {} if ep_degrees is None else {"ep_degrees": ep_degrees}
+
+    def fewest():
+        try:
+            return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
+                            **moe_kw).parallel
+        except ValueError:
+            return None
+
+    if n_gpus is None:
+        par = fewest()
+        return None if par is None else (par, moe_default_global_batch(par, seq=seq), 1)
+    gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
+    if gb <= MAX_GLOBAL_BATCH:
+        rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=n_gpus,
+                    recomputes=(recompute,), precision=precision, explain=False, **moe_kw)
+        rows = rows[rows["n_gpus"] == n_gpus]
+        if len(rows):
+            r = rows.loc[rows["step_time_s"].idxmin()]
+            par = Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
+                           zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"]))
+            return par, gb, int(r["micro_batch"])
+    one = fewest()
+    if one is None or n_gpus % one.gpus:
+        return None
+    par = dataclasses.replace(one, dp=one.dp * (n_gpus // one.gpus))
+    return par, moe_default_global_batch(par, seq=seq), 1
+
+
+def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_layers, precision, dtype,
+             causal, price, goodput, ep_degrees=None, whole_run=False):
+    """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
+    MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none."""
+    n = None if n_gpus is None else check_int("n_gpus", n_gpus)
+    if parallel is not None:
+        par = resolve_parallel(parallel, model, seq)
+        chosen = (par, moe_default_global_batch(par, seq=seq), 1) if n in (None, par.gpus) else None
+    else:
+        chosen = moe_default_layout(model, g, seq=seq, n_gpus=n, recompute=recompute, precision=precision,
+                                    ep_degrees=ep_degrees)
+    if chosen is None:
+        return None
+    par, gb, micro = chosen
+    return _moe_step_run(model, g, par, tokens=tokens, seq=seq, micro_batch=micro, recompute=recompute,
+                         recompute_layers=recompute_layers, precision=precision, dtype=dtype, causal=causal,
+                         global_batch=gb, price=price, goodput=goodput, whole_run=whole_run), par
+
+
+def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recompute, recompute_layers,
+                  precision, dtype, causal, price, goodput, global_batch=None, whole_run=False):
+    """A mixture of experts' run on the MoE step of layout ``par`` (:func:`~llmsizing.stages.layout_time`,
+    as ``training_time(parallel=, global_batch=)``), the global batch :func:`moe_default_global_batch`'s
+    unless given, with a warning that names both."""
+    gb = (moe_default_global_batch(par, seq=seq, micro_batch=micro_batch) if global_batch is None
+          else global_batch)
+    t = layout_time(model, g, par, tokens=check_number("tokens", tokens, allow_equal=False), seq=seq,
+                    micro_batch=micro_batch, global_batch=gb, precision=precision, dtype=dtype,
+                    recompute=recompute, recompute_layers=recompute_layers,
+                    causal=check_bool("causal", causal), price_value=gpu_price(g, price), goodput=goodput,
+                    whole_run=check_bool("whole_run", whole_run))
+    note = (f"{model.name} is a mixture of experts: timed on its MoE step (llmsizing.moe_time) on the layout "
+            f"{_layout_label(par)}, {gb:,} sequences per step; the range is a layout's")
+    return dataclasses.replace(t, warnings=(note, *t.warnings))
 
 
 def published_stages():

@@ -9,8 +9,6 @@ per token, the MFU and HFU, GPU-hours that do not depend on the GPU count) and t
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
 import warnings as _warnings
 
 from ._compat import retire as _retire
@@ -27,9 +25,12 @@ from .job import takes_job
 from .model import Model
 from .moe_layouts import ep_candidates
 from .parallel import Parallel, resolve_parallel
-from .precision import RECIPES, compute_dtype
+from .precision import compute_dtype
 from .planner import check_global_batch
 from .stages import _staged, layout_time
+# the one MoE time path (issue 35) lives in stages, below this module: stages=... and whole runs use it too
+from .stages import (MOE_DEFAULT_BATCH_TOKENS, MOE_LAYOUTS_KEPT, _kept_moe_layout, _moe_default_layout,  # noqa: F401
+                     _moe_run, _moe_step_run, moe_default_global_batch, moe_default_layout)
 
 
 @takes_job("time")
@@ -85,9 +86,12 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     :func:`moe_default_global_batch` sequences) or, without it, on :func:`moe_default_layout`: the planner's
     fastest plan on exactly ``n_gpus`` (at about 2**22 tokens a step), or without ``n_gpus`` the fewest GPUs
     that hold a step (the days are then those on them); then as ``global_batch=`` does; a warning names the
-    layout. A given ``mfu`` or ``mfu_range``, ``whole_run``, ``stages``, or an ``n_gpus`` with no such layout
-    keep the calibrated MFU at the active size (a warning says it is an extrapolation from
-    dense runs). ``moe_dense_mfu=True`` (deprecated) asks for that old estimate. Chapter 18.
+    layout. ``whole_run=True`` takes the calibration's whole-run share of that step's MFU
+    (:func:`~llmsizing.mfu.whole_run_factor`), and each stage of ``stages`` without an MFU or a global batch
+    of its own is timed so too (issue 35). A given ``mfu`` or ``mfu_range``, or an ``n_gpus`` with no such
+    layout, keep the calibrated MFU at the active size (a warning says it is an extrapolation from dense
+    runs). ``moe_dense_mfu=True`` (deprecated) asks for that old estimate, stages and whole runs included.
+    Chapter 18.
 
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
     left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
@@ -107,7 +111,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                        "of its active size, not on its MoE step (llmsizing.moe_time); it goes in the next "
                        "release", DeprecationWarning, stacklevel=3)
     elif (model.is_moe and global_batch is None and stages is None and mfu is None and mfu_range is None
-          and not whole_run and tokens is not None and seq is not None):
+          and tokens is not None and seq is not None):
         if micro_batch != 1:
             raise ValueError(f"micro_batch={micro_batch!r} applies with global_batch= and parallel= only (a "
                              "run timed on its layout's step)")
@@ -115,7 +119,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                        recompute=check_choice("recompute", recompute, RECOMPUTE),
                        recompute_layers=recompute_layers,
                        precision="bf16-mixed" if precision is None else precision, dtype=dtype, causal=causal,
-                       price=price_usd_per_gpu_hour, goodput=goodput)
+                       price=price_usd_per_gpu_hour, goodput=goodput, whole_run=whole_run)
         if run is not None:
             return run[0]
     if global_batch is not None:
@@ -145,7 +149,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
         return _staged(model, g, stages, n_gpus=n_gpus, parallel=parallel, mfu=mfu, mfu_range=mfu_range,
                        price=price_usd_per_gpu_hour, recompute=recompute, dtype=dtype, causal=causal,
                        whole_run=whole_run, plan_options=plan_options, recompute_layers=recompute_layers,
-                       precision=precision)
+                       precision=precision, moe_dense_mfu=moe_dense_mfu)
     if plan_options is not None:
         raise ValueError("plan_options applies to stages=[Stage(..., global_batch=...)] only")
     if micro_batch != 1:
@@ -156,121 +160,6 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                     dtype=dtype, causal=causal, whole_run=whole_run, goodput=goodput,
                     recompute_layers=recompute_layers,
                     precision="bf16-mixed" if precision is None else precision)
-
-
-#: The default global batch of a mixture of experts timed without one (:func:`moe_default_global_batch`):
-#: about 4M tokens, Llama 2's (Touvron et al. 2023, arXiv:2307.09288, Sec. 2.2: "a global batch-size of 4M
-#: tokens"), 2**22 so that it is 1,024 sequences of 4,096 tokens.
-MOE_DEFAULT_BATCH_TOKENS = 2**22
-
-
-def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1) -> int:
-    """Sequences per optimizer step for a mixture of experts timed without a global batch
-    (:func:`training_time`, :func:`cost_by_gpu`): :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to whole
-    micro-batches of ``micro_batch`` on every data-parallel rank, and at least ``pp`` micro-batches (1F1B
-    needs as many to fill the pipeline). Chapter 18."""
-    per_step = micro_batch * par.dp
-    m = max(par.pp, math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * per_step)))
-    return m * per_step
-
-
-def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
-                       precision: str = "bf16-mixed", ep_degrees=None):
-    """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
-    for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
-    one again)."""
-    model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
-    recompute = check_choice("recompute", recompute, RECOMPUTE)
-    precision = check_choice("precision", precision, RECIPES)
-    eps = None if ep_degrees is None else tuple(ep_degrees)
-    return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps)
-
-
-#: How many of :func:`moe_default_layout`'s answers are kept.
-MOE_LAYOUTS_KEPT = 256
-
-
-@functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
-def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees):
-    return _moe_default_layout(model, gpu, seq=seq, n_gpus=n_gpus, recompute=recompute, precision=precision,
-                               ep_degrees=ep_degrees)
-
-
-def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
-                        precision: str = "bf16-mixed", ep_degrees=None):
-    """The layout a mixture of experts is timed on when none is given (:func:`training_time`), as
-    ``(parallel, global_batch, micro_batch)``, or ``None`` when there is none. With ``n_gpus``: the fastest
-    plan of :func:`~llmsizing.planner.plan` (one GPU type, ``recompute`` only) that uses exactly ``n_gpus``,
-    at a global batch of :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to a multiple of ``n_gpus``
-    sequences (so that every data-parallel degree the GPUs allow divides it); if none does, the fewest-GPU
-    layout below widened by data parallelism when ``n_gpus`` is a multiple of its GPUs. Without: the fewest
-    GPUs that hold a step of one sequence (:func:`~llmsizing.layouts.min_gpus`, its own expert-parallel
-    search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
-    (default: every divisor of the routed experts). Chapter 18."""
-    from .planner import MAX_GLOBAL_BATCH, plan
-
-    moe_kw = {} if ep_degrees is None else {"ep_degrees": ep_degrees}
-
-    def fewest():
-        try:
-            return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
-                            **moe_kw).parallel
-        except ValueError:
-            return None
-
-    if n_gpus is None:
-        par = fewest()
-        return None if par is None else (par, moe_default_global_batch(par, seq=seq), 1)
-    gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
-    if gb <= MAX_GLOBAL_BATCH:
-        rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=n_gpus,
-                    recomputes=(recompute,), precision=precision, explain=False, **moe_kw)
-        rows = rows[rows["n_gpus"] == n_gpus]
-        if len(rows):
-            r = rows.loc[rows["step_time_s"].idxmin()]
-            par = Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
-                           zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"]))
-            return par, gb, int(r["micro_batch"])
-    one = fewest()
-    if one is None or n_gpus % one.gpus:
-        return None
-    par = dataclasses.replace(one, dp=one.dp * (n_gpus // one.gpus))
-    return par, moe_default_global_batch(par, seq=seq), 1
-
-
-def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_layers, precision, dtype,
-             causal, price, goodput, ep_degrees=None):
-    """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
-    MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none."""
-    n = None if n_gpus is None else check_int("n_gpus", n_gpus)
-    if parallel is not None:
-        par = resolve_parallel(parallel, model, seq)
-        chosen = (par, moe_default_global_batch(par, seq=seq), 1) if n in (None, par.gpus) else None
-    else:
-        chosen = moe_default_layout(model, g, seq=seq, n_gpus=n, recompute=recompute, precision=precision,
-                                    ep_degrees=ep_degrees)
-    if chosen is None:
-        return None
-    par, gb, micro = chosen
-    return _moe_step_run(model, g, par, tokens=tokens, seq=seq, micro_batch=micro, recompute=recompute,
-                         recompute_layers=recompute_layers, precision=precision, dtype=dtype, causal=causal,
-                         global_batch=gb, price=price, goodput=goodput), par
-
-
-def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recompute, recompute_layers,
-                  precision, dtype, causal, price, goodput, global_batch=None):
-    """A mixture of experts' run on the MoE step of layout ``par`` (:func:`~llmsizing.stages.layout_time`,
-    as ``training_time(parallel=, global_batch=)``), the global batch :func:`moe_default_global_batch`'s
-    unless given, with a warning that names both."""
-    gb = (moe_default_global_batch(par, seq=seq, micro_batch=micro_batch) if global_batch is None
-          else global_batch)
-    t = layout_time(model, g, par, tokens=check_number("tokens", tokens, allow_equal=False), seq=seq,
-                    micro_batch=micro_batch, global_batch=gb, precision=precision, dtype=dtype,
-                    recompute=recompute, recompute_layers=recompute_layers,
-                    causal=check_bool("causal", causal), price_value=gpu_price(g, price), goodput=goodput)
-    note = (f"{model.name} is a mixture of experts: timed on its MoE step (llmsizing.moe_time) on the layout "
-            f"{_layout_label(par)}, {gb:,} sequences per step; the range is a layout's")
-    return dataclasses.replace(t, warnings=(note, *t.warnings))
 
 
 def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,
