@@ -45,6 +45,10 @@ if str(ROOT / "tools") not in sys.path:
 import check_site  # noqa: E402  (tools/ is not a package)
 
 LAB_START_TIMEOUT_S = 180          # a cold JupyterLab on a busy 2-core machine
+#: How often (ms) a test's ``wait_for_function`` looks again. Playwright's default looks at every animation frame,
+#: which keeps the page painting 60 frames a second while a kernel works: in JupyterLab that cost about 2.5
+#: times the browser's idle CPU (issue 38, `make check-live` cheaper). Every wait is for a kernel or a server.
+POLL_MS = 50
 
 
 # ----------------------------------------------------------------------------- the browser
