@@ -212,10 +212,17 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-def shutdown_sessions(server: LabServer) -> None:
-    """Close every kernel session of ``server`` (what closing a notebook and its kernel does)."""
+def session_ids(server: LabServer) -> set[str]:
+    """The ids of ``server``'s kernel sessions now."""
+    return {s["id"] for s in _api(server.base_url, server.token, "/api/sessions") or []}
+
+
+def shutdown_sessions(server: LabServer, keep: set[str] = frozenset()) -> None:
+    """Close every kernel session of ``server`` but those in ``keep`` (what closing a notebook and its kernel
+    does)."""
     for s in _api(server.base_url, server.token, "/api/sessions") or []:
-        _api(server.base_url, server.token, f"/api/sessions/{s['id']}", method="DELETE")
+        if s["id"] not in keep:
+            _api(server.base_url, server.token, f"/api/sessions/{s['id']}", method="DELETE")
 
 
 LAST = "test_book_is_unchanged_after_closing"
