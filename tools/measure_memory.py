@@ -3,7 +3,7 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|cp|a2a|hf-counts|hf-sweep] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|cp|a2a|ulysses|hf-counts|hf-sweep] [--quick] [options]
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -29,6 +29,10 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
            expert-parallel dispatch/combine all-to-all of one MoE layer step (HF MixtralSparseMoeBlock, hidden 256,
            8 experts, top-2), ep = 2 and 4 under gloo: bytes and messages per rank, phase and direction, the
            routing histogram, call times (issue 24; about 3 minutes; ``moe_a2a.py``)
+    ulysses [--out data/ulysses_all_to_all_gloo.csv]
+           Ulysses context parallelism (cp_comm="a2a"): the sequence<->head all-to-alls of one attention layer
+           (q, k, v before it, the output after; dO, dQ, dK, dV in the backward), cp = 2 and 4, 256-4,096
+           tokens, checked against the unsplit attention (issue 38; ``ulysses.py``)
     hf-counts [--out data/hf_meta_param_counts.csv]
            exact parameters of every Hugging Face family Model.from_hf_config reads (MoE, MLA, Gemma, Falcon,
            ...): transformers' ForCausalLM built on the meta device from small and published configs (issue 24)

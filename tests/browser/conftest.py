@@ -45,6 +45,10 @@ if str(ROOT / "tools") not in sys.path:
 import check_site  # noqa: E402  (tools/ is not a package)
 
 LAB_START_TIMEOUT_S = 180          # a cold JupyterLab on a busy 2-core machine
+#: How often (ms) a test's ``wait_for_function`` looks again. Playwright's default looks at every animation frame,
+#: which keeps the page painting 60 frames a second while a kernel works: in JupyterLab that cost about 2.5
+#: times the browser's idle CPU (issue 38, `make check-live` cheaper). Every wait is for a kernel or a server.
+POLL_MS = 50
 
 
 # ----------------------------------------------------------------------------- the browser
@@ -208,10 +212,17 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-def shutdown_sessions(server: LabServer) -> None:
-    """Close every kernel session of ``server`` (what closing a notebook and its kernel does)."""
+def session_ids(server: LabServer) -> set[str]:
+    """The ids of ``server``'s kernel sessions now."""
+    return {s["id"] for s in _api(server.base_url, server.token, "/api/sessions") or []}
+
+
+def shutdown_sessions(server: LabServer, keep: set[str] = frozenset()) -> None:
+    """Close every kernel session of ``server`` but those in ``keep`` (what closing a notebook and its kernel
+    does)."""
     for s in _api(server.base_url, server.token, "/api/sessions") or []:
-        _api(server.base_url, server.token, f"/api/sessions/{s['id']}", method="DELETE")
+        if s["id"] not in keep:
+            _api(server.base_url, server.token, f"/api/sessions/{s['id']}", method="DELETE")
 
 
 LAST = "test_book_is_unchanged_after_closing"

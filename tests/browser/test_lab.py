@@ -2,8 +2,9 @@
 
 One JupyterLab (``make lab`` on a copy of book/, see conftest.py) and one browser serve every notebook. Each
 notebook listed in _toc.yml that holds widgets (cells tagged ``nbval-ignore-output``), plus a sample of the
-others, is opened in a fresh 1280x720 page, run with Run > Run All Cells, and then checked as a reader sees
-it: the widgets render and answer a moved control, no request leaves the machine, no news pop-up, the prose
+others, is opened in the process's one 1280x720 JupyterLab page (:class:`LabPage`: loaded once, each notebook
+opened from the File menu and closed with its kernel afterwards), run with Run > Run All Cells, and then
+checked as a reader sees it: the widgets render and answer a moved control, no request leaves the machine, no news pop-up, the prose
 shows numbers rather than glue/eval keys, solutions stay hidden until clicked, and each widget's controls and
 figure fit on the screen together. At the end book/ must be exactly as it was.
 
@@ -15,11 +16,12 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import BOOK, SHOTS, git_status, shutdown_sessions, snapshot
+from conftest import BOOK, POLL_MS, SHOTS, git_status, session_ids, shutdown_sessions, snapshot
 
 from refresh_outputs import toc_notebooks
 
@@ -248,24 +250,115 @@ def collect_console_errors(page) -> list[str]:
     return errors
 
 
+class _Since(Sequence):
+    """What a list of the shared lab page recorded while one notebook was open, plus what it recorded while
+    JupyterLab loaded (each notebook's checks see its page's load, as when every notebook had a page of its
+    own): a live view, frozen when the notebook is closed."""
+
+    def __init__(self, items: list, loaded: int):
+        self._items, self._loaded, self._start, self._end = items, loaded, len(items), None
+
+    def close(self) -> None:
+        self._end = len(self._items)
+
+    def _view(self) -> list:
+        return self._items[:self._loaded] + self._items[self._start:self._end]
+
+    def __getitem__(self, k):
+        return self._view()[k]
+
+    def __len__(self) -> int:
+        return len(self._view())
+
+    def __eq__(self, other) -> bool:
+        return self._view() == list(other)
+
+    def __repr__(self) -> str:
+        return repr(self._view())
+
+
+class LabPage:
+    """One JupyterLab page (1280x720) for every notebook a process checks (issue 38: `make check-live` under 8
+    minutes; JupyterLab's load was paid once per notebook). A notebook is opened as a reader opens another
+    chapter (File > Open from Path...) and closed with File > Close and Shut Down Notebook... (its kernel
+    goes with it). Its blocked requests, page errors and console errors are recorded from the page's load
+    on."""
+
+    def __init__(self, chromium, guard_network, lab):
+        self.lab = lab
+        self.context = chromium.new_context(viewport=VIEWPORT, service_workers="block")
+        self.page = self.context.new_page()
+        self.blocked = guard_network(self.page)
+        self.page_errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.page_errors.append(str(exc)))
+        self.console_errors = collect_console_errors(self.page)
+        self.page.goto(f"{lab.base_url}/lab/workspaces/check-live?reset&token={lab.token}",
+                       wait_until="domcontentloaded", timeout=120_000)
+        self.page.wait_for_selector(".lm-MenuBar-itemLabel", timeout=120_000)
+        self.page.wait_for_function("() => !document.querySelector('#jupyterlab-splash')",
+                                    timeout=120_000, polling=POLL_MS)
+        self.loaded = {k: len(getattr(self, k)) for k in ("blocked", "page_errors", "console_errors")}
+
+    def since_now(self) -> tuple[_Since, _Since, _Since]:
+        kinds = ("blocked", "page_errors", "console_errors")
+        return tuple(_Since(getattr(self, k), self.loaded[k]) for k in kinds)
+
+    def open(self, name: str) -> None:
+        """File > Open from Path..., the notebook's name, Enter: as a reader opens the next chapter."""
+        page = self.page
+        page.set_viewport_size(VIEWPORT)
+        set_left_sidebar(page, False)          # as a fresh workspace opens (tests that want it open it)
+        _click_menu(page, "File", "Open from Path…")
+        field_ = page.locator(".jp-Dialog input").first
+        field_.fill(name)
+        field_.press("Enter")
+        page.locator(".jp-Dialog").wait_for(state="detached", timeout=30_000)
+
+    def close(self, name: str) -> None:
+        """File > Close and Shut Down Notebook..., confirmed: the tab closes and its kernel shuts down."""
+        page = self.page
+        page.keyboard.press("Escape")                 # (a menu or drop-down a test left open)
+        _click_menu(page, "File", "Close and Shut Down Notebook…")
+        page.locator(".jp-Dialog .jp-mod-accept").click()
+        page.wait_for_function("() => !document.querySelector('.jp-NotebookPanel')",
+                               timeout=30_000, polling=POLL_MS)
+
+
+@pytest.fixture(scope="session")
+def lab_page(chromium, guard_network, lab):
+    """The session's :class:`LabPage` (one per process: each pytest-xdist worker has its own lab)."""
+    holder = {"page": None}
+
+    def get() -> LabPage:
+        if holder["page"] is None:
+            holder["page"] = LabPage(chromium, guard_network, lab)
+        return holder["page"]
+
+    def drop() -> None:                        # after a notebook could not be closed: a fresh page next
+        if holder["page"] is not None:
+            holder["page"].context.close()
+            holder["page"] = None
+
+    yield get, drop
+    drop()
+
+
 @pytest.fixture(scope="module", params=NOTEBOOKS, ids=[n.removesuffix(".ipynb") for n in NOTEBOOKS])
-def notebook(request, chromium, guard_network, lab, lab_book):
-    """One notebook opened in JupyterLab and run top to bottom (Run > Run All Cells), in its own page and
-    workspace; its kernel is shut down afterwards."""
+def notebook(request, lab_page, lab, lab_book):
+    """One notebook opened in the session's JupyterLab page (:class:`LabPage`) and run top to bottom
+    (Run > Run All Cells); closed, its kernel shut down, afterwards."""
     name = request.param
-    context = chromium.new_context(viewport=VIEWPORT, service_workers="block")
-    page = context.new_page()
-    blocked = guard_network(page)
-    page_errors: list[str] = []
-    page.on("pageerror", lambda exc: page_errors.append(str(exc)))
-    console_errors = collect_console_errors(page)
-    stem = name.removesuffix(".ipynb")
+    get_page, drop_page = lab_page
+    shared = get_page()
+    page = shared.page
+    blocked, page_errors, console_errors = shared.since_now()
     cells = _cells(BOOK / name)
+    closed = False
     try:
-        page.goto(f"{lab.base_url}/lab/workspaces/test-{stem}/tree/{name}?reset&token={lab.token}",
-                  wait_until="domcontentloaded", timeout=120_000)
-        page.wait_for_function(f"() => ({JS_CELLS})().length === {len(cells)}", timeout=120_000)
-        page.wait_for_function(JS_KERNEL_READY, timeout=120_000)
+        shared.open(name)
+        page.wait_for_function(f"() => ({JS_CELLS})().length === {len(cells)}",
+                               timeout=120_000, polling=POLL_MS)
+        page.wait_for_function(JS_KERNEL_READY, timeout=120_000, polling=POLL_MS)
         page.evaluate(JS_HELPERS)
         on_open = readable_solutions(page, cells)
         names_on_open, hint_on_open = unevaluated_names(page, cells)
@@ -276,7 +369,7 @@ def notebook(request, chromium, guard_network, lab, lab_book):
         # stored outputs and execution counts go first, so everything checked below comes from this run
         _click_menu(page, "Edit", "Clear Outputs of All Cells")
         page.wait_for_function("() => !Array.from(document.querySelectorAll('.jp-Notebook .jp-InputPrompt'))"
-                               ".some(p => /\\d/.test(p.textContent))", timeout=30_000)
+                               ".some(p => /\\d/.test(p.textContent))", timeout=30_000, polling=POLL_MS)
         page.evaluate(JS_WATCH_BUSY)
         _click_menu(page, "Run", "Run All Cells")
         page.wait_for_function(JS_RUN_DONE, timeout=RUN_ALL_TIMEOUT_MS, polling=250)
@@ -285,15 +378,23 @@ def notebook(request, chromium, guard_network, lab, lab_book):
             page.wait_for_function(
                 "i => { const r = __root(i); const img = r && r.querySelector('img');"
                 " return (img && img.complete && img.naturalWidth > 0) || /Error displaying widget|Model not"
-                " found/.test(__cells()[i].innerText); }", arg=i, timeout=60_000)
+                " found/.test(__cells()[i].innerText); }", arg=i, timeout=60_000, polling=POLL_MS)
         yield Opened(name, page, cells, blocked, page_errors, console_errors, on_open, saved, names_on_open,
                      hint_on_open)
         # everything the tests of this notebook did (resizes, control moves) stayed on the machine, error-free
         assert blocked == [], f"{name}: requests off 127.0.0.1 (blocked) during the tests: {blocked}"
         assert not page_errors, f"{name}: uncaught JavaScript errors during the tests: {page_errors}"
     finally:
+        for seen in (blocked, page_errors, console_errors):
+            seen.close()
+        try:
+            shared.close(name)
+            closed = True
+        except Exception:  # noqa: BLE001  (a page that cannot close its notebook is replaced by a fresh one)
+            pass
         shutdown_sessions(lab)
-        context.close()
+        if not closed:
+            drop_page()
 
 
 widgets_only = pytest.mark.parametrize("notebook", WIDGET_NOTEBOOKS, indirect=True,
@@ -543,7 +644,8 @@ def set_left_sidebar(page, open_: bool) -> None:
     if page.evaluate(JS_LEFT_SIDEBAR_OPEN) != open_:
         tab = ".jp-SideBar.jp-mod-left .lm-TabBar-tab" + (".lm-mod-current" if not open_ else "")
         page.locator(tab).first.click()
-        page.wait_for_function(f"() => ({JS_LEFT_SIDEBAR_OPEN})() === {str(open_).lower()}", timeout=10_000)
+        page.wait_for_function(f"() => ({JS_LEFT_SIDEBAR_OPEN})() === {str(open_).lower()}",
+                               timeout=10_000, polling=POLL_MS)
 
 
 def test_lab_opens_with_the_file_browser_folded(chromium, guard_network, lab):
@@ -554,12 +656,13 @@ def test_lab_opens_with_the_file_browser_folded(chromium, guard_network, lab):
     page = context.new_page()
     blocked = guard_network(page)
     errors = collect_console_errors(page)
+    before = session_ids(lab)         # a notebook the process's shared page still has open keeps its kernel
     try:
         # a workspace name no other test uses, and no ?reset: what a reader's first `make lab` opens
         page.goto(f"{lab.base_url}/lab/workspaces/first-visit/tree/02_bytes_per_parameter.ipynb?token={lab.token}",
                   wait_until="domcontentloaded", timeout=120_000)
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-        page.wait_for_function(JS_KERNEL_READY, timeout=120_000)
+        page.wait_for_function(JS_KERNEL_READY, timeout=120_000, polling=POLL_MS)
         page.wait_for_timeout(1000)
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "lab-first-visit.png"))
@@ -571,7 +674,7 @@ def test_lab_opens_with_the_file_browser_folded(chromium, guard_network, lab):
         assert not blocked, blocked
         assert not errors, errors
     finally:
-        shutdown_sessions(lab)
+        shutdown_sessions(lab, keep=before)
         context.close()
 
 
@@ -670,13 +773,13 @@ def test_moving_a_control_changes_the_view(notebook):
         try:
             notebook.page.wait_for_function(
                 "([i, b]) => { const s = (" + JS_STATE + ")(i); return s.src !== b.src || s.text !== b.text; }",
-                arg=[i, before], timeout=30_000)
+                arg=[i, before], timeout=30_000, polling=POLL_MS)
         except Exception:  # noqa: BLE001  (a timeout is the failure reported below)
             pass
         # the summary may arrive before the figure: let the kernel finish the redraw before looking again
         notebook.page.wait_for_function(
             "() => /\\|\\s*Idle/.test((document.querySelector('#jp-main-statusbar')"
-            " || document.body).innerText)", timeout=60_000)
+            " || document.body).innerText)", timeout=60_000, polling=POLL_MS)
         wait_image_settled(notebook, i)
         after = notebook.js(JS_STATE, i)
         scroll_widget_to_top(notebook, i)
@@ -864,12 +967,12 @@ def _wait_redrawn(notebook, i: int, before: dict) -> dict:
     try:
         notebook.page.wait_for_function(
             "([i, b]) => { const s = (" + JS_FIGURE + ")(i); return s.src !== b.src || s.error !== b.error; }",
-            arg=[i, before], timeout=20_000)
+            arg=[i, before], timeout=20_000, polling=POLL_MS)
     except Exception:  # noqa: BLE001  (no change: reported by the caller)
         pass
     notebook.page.wait_for_function(
         "() => /\\|\\s*Idle/.test((document.querySelector('#jp-main-statusbar') || document.body).innerText)",
-        timeout=60_000)
+        timeout=60_000, polling=POLL_MS)
     wait_image_settled(notebook, i)
     return notebook.js(JS_FIGURE, i)
 

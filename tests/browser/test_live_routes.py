@@ -39,7 +39,7 @@ SHOTS = ROOT / "_build" / "screenshots"
 sys.path.insert(0, str(ROOT / "tools"))
 
 import serve_live  # noqa: E402
-from conftest import VOILA_VIEWPORT, close_voila_page, rss_mib  # noqa: E402
+from conftest import POLL_MS, VOILA_VIEWPORT, close_voila_page, rss_mib  # noqa: E402
 from conftest import console_errors as _console_errors  # noqa: E402
 from refresh_outputs import toc_notebooks  # noqa: E402
 
@@ -188,8 +188,8 @@ def test_live_code_runs_the_page_and_a_slider_redraws_the_figure(chromium, live_
     for _ in range(3):
         page.keyboard.press("ArrowRight")
     page.wait_for_function(
-        "([el, old]) => el.getAttribute('src') !== old", arg=[image.element_handle(), before], timeout=60_000
-    )
+        "([el, old]) => el.getAttribute('src') !== old", arg=[image.element_handle(), before], timeout=60_000,
+        polling=POLL_MS)
     readout = slider.locator(".widget-readout").inner_text().strip()
     assert readout != "1"
     # the kernel redraws once per step: wait until the summary (drawn with the figure) shows the slider's value
@@ -401,7 +401,7 @@ def test_voila_prose_shows_numbers_not_myst(voila_page):
     expected = _eval_roles(name)
     try:
         page.wait_for_function("n => document.querySelectorAll('.book-eval, .book-eval-error').length >= n",
-                               arg=expected, timeout=120_000)
+                               arg=expected, timeout=120_000, polling=POLL_MS)
     except PlaywrightTimeout:
         pass                                                     # the assertions below say what is missing
     text = page.inner_text("#rendered_cells")
@@ -470,7 +470,8 @@ def test_voila_frees_the_kernel_of_a_page_that_goes(voila_page, voila):
             if k:
                 page.reload(wait_until="load", timeout=240_000)
                 page.wait_for_selector("#rendered_cells", state="visible", timeout=240_000)
-            page.wait_for_function("() => !!document.cookie.match(/\\b_xsrf=/)", timeout=10_000)
+            page.wait_for_function("() => !!document.cookie.match(/\\b_xsrf=/)",
+                                   timeout=10_000, polling=POLL_MS)
             # the previous page's kernel goes within moments of the reload
             deadline = time.monotonic() + 20
             while len(set(voila.kernels()) - before) > 1 and time.monotonic() < deadline:

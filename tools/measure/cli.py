@@ -21,6 +21,7 @@ from .hf_sweep import cmd_hf_sweep
 from .lora import cmd_lora
 from .mask import cmd_mask
 from .swiglu import cmd_swiglu
+from .ulysses import cmd_ulysses
 from .loss import cmd_loss
 from .loss_peak import cmd_loss_peak
 from .moe_a2a import cmd_a2a
@@ -69,6 +70,9 @@ def main(argv=None):
     p_a2a = sub.add_parser("a2a", help="expert-parallel all-to-all bytes and times of one MoE layer step (HF "
                                        "Mixtral block, ep = 2 and 4, gloo; issue 24)")
     p_a2a.add_argument("--out", default=str(data / "moe_all_to_all_gloo.csv"))
+    p_uly = sub.add_parser("ulysses", help="Ulysses context parallelism's sequence<->head all-to-alls of one "
+                                           "attention layer at cp = 2 and 4 (gloo, CPU; issue 38)")
+    p_uly.add_argument("--out", default=str(data / "ulysses_all_to_all_gloo.csv"))
     p_hfc = sub.add_parser("hf-counts", help="exact parameters of every HF family from_hf_config reads, built on the "
                                              "meta device from small and published configs (issue 24)")
     p_hfc.add_argument("--out", default=str(data / "hf_meta_param_counts.csv"))
@@ -88,7 +92,7 @@ def main(argv=None):
     p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp, a2a, hf-counts), with "
                                        "the default output files (the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_a2a, p_hfc, p_hfs, p_mask, p_sw,
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_a2a, p_uly, p_hfc, p_hfs, p_mask, p_sw,
               p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
@@ -96,7 +100,7 @@ def main(argv=None):
     commands = {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist, "peft": cmd_peft, "lora": cmd_lora, "loss": cmd_loss,
                 "loss-peak": cmd_loss_peak,
                 "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives, "cp": cmd_cp,
-                "a2a": cmd_a2a,
+                "a2a": cmd_a2a, "ulysses": cmd_ulysses,
                 "hf-counts": cmd_hf_counts, "hf-sweep": cmd_hf_sweep, "mask": cmd_mask, "swiglu": cmd_swiglu}
     if args.command in commands:
         t0 = time.perf_counter()
