@@ -7,6 +7,8 @@ rejects) shows the library's error message in the widget instead of a traceback.
 The package, by part of the book (each module imports only the machinery, never another part):
 
 * :mod:`.dashboard`: :class:`Dashboard` (layout, redraw into one kept figure) and the PNG machinery;
+* :mod:`.canvas`: the Agg canvas every dashboard draws on, which keeps texts' bitmaps and layouts between
+  redraws;
 * :mod:`.controls`: the controls the widgets share and how they are wired to the redraw;
 * :mod:`.one_gpu` (chapters 1-4), :mod:`.many_gpus` (6-8), :mod:`.time_money` (10-14), :mod:`.serve_tune`
   (15-16), :mod:`.long_context` (17), :mod:`.moe` (18) and :mod:`.rl` (19): the chapters' widgets.
