@@ -292,8 +292,9 @@ def test_toggle_button_labels_fit(name, key):
 # ----------------------------------------------------------------------------- the text-caching canvas
 @pytest.mark.parametrize("name", NAMES)
 def test_kept_text_bitmaps_give_the_pixels_of_a_plain_agg_draw(name):
-    """The widgets' canvas keeps each text's bitmap between redraws (widgets._text_cache_canvas); what it draws
-    must be exactly what matplotlib's own Agg canvas draws for the same figure, pixel for pixel."""
+    """The widgets' canvas keeps each text's bitmap and layout between redraws, and each axis's ticks within a
+    draw (widgets._text_cache_canvas, widgets.canvas); what it draws must be exactly what matplotlib's own Agg
+    canvas draws for the same figure, pixel for pixel."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     b = board(name)
@@ -306,17 +307,47 @@ def test_kept_text_bitmaps_give_the_pixels_of_a_plain_agg_draw(name):
     canvas = b.figure.canvas
     assert type(canvas) is widgets._text_cache_canvas() and type(canvas) is not FigureCanvasAgg
     kept_before = dict(canvas.get_renderer().text_bitmaps)
+    layouts_before = dict(canvas.get_renderer().text_layouts)
     canvas.draw()                                            # the same figure again: every text a kept bitmap
     kept = np.array(canvas.buffer_rgba())
     after = canvas.get_renderer().text_bitmaps
     assert len(kept_before) > 5 and after.keys() == kept_before.keys(), "texts were rasterised again"
     assert all(after[k] is kept_before[k] for k in after), "a kept bitmap was replaced"
+    # ... and a kept layout (widgets.canvas): none measured again
+    layouts = canvas.get_renderer().text_layouts
+    assert len(layouts_before) > 5 and layouts.keys() == layouts_before.keys(), "texts were laid out again"
+    assert all(layouts[k] is layouts_before[k] for k in layouts), "a kept layout was replaced"
     try:
         plain = FigureCanvasAgg(b.figure)
         plain.draw()
         assert np.array_equal(kept, np.asarray(plain.buffer_rgba())), name
     finally:
         widgets._text_cache_canvas()(b.figure)              # the widget's own canvas back
+
+
+def test_kept_ticks_and_layouts_follow_the_limits_and_stay_in_their_canvas():
+    """widgets.canvas keeps an axis's ticks for one draw only: new limits give new ticks at the next draw, drawn
+    as a plain Agg canvas draws them; between draws (and in any other canvas's draw) matplotlib's own code
+    runs."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from llmsizing.widgets import canvas as kept
+
+    fig = Figure(figsize=(4, 3), dpi=96)
+    widgets._text_cache_canvas()(fig)
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1])
+    fig.canvas.draw()
+    assert kept._DRAWING[0] is None
+    ax.set_xlim(0, 250)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert "250" in labels and "1.0" not in labels, labels
+    mine = np.array(fig.canvas.buffer_rgba())
+    plain = FigureCanvasAgg(fig)
+    plain.draw()
+    assert np.array_equal(mine, np.asarray(plain.buffer_rgba()))
 
 
 def test_nothing_fits_after_a_fitting_layout_draws_like_a_fresh_render():

@@ -7,6 +7,8 @@ rejects) shows the library's error message in the widget instead of a traceback.
 The package, by part of the book (each module imports only the machinery, never another part):
 
 * :mod:`.dashboard`: :class:`Dashboard` (layout, redraw into one kept figure) and the PNG machinery;
+* :mod:`.canvas`: the Agg canvas every dashboard draws on, which keeps texts' bitmaps and layouts between
+  redraws;
 * :mod:`.controls`: the controls the widgets share and how they are wired to the redraw;
 * :mod:`.one_gpu` (chapters 1-4), :mod:`.many_gpus` (6-8), :mod:`.time_money` (10-14), :mod:`.serve_tune`
   (15-16), :mod:`.long_context` (17), :mod:`.moe` (18) and :mod:`.rl` (19): the chapters' widgets.
@@ -17,6 +19,7 @@ looked up in the module that defines it: to patch one (a test's ``monkeypatch``)
 
 from __future__ import annotations
 
+from .canvas import _DRAWING, _FAMILY_RC, _font_key, _kept_layouts, _text_cache_canvas, _ticks_kept_per_draw
 from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, _choice, _dense_models,
                        _divisors_up_to, _follow_max_seq, _gpu_multiselect, _nearest, _react_then_redraw,
                        _reroute, _set_quietly, _style, _up_to_max_seq)
@@ -24,7 +27,7 @@ from .dashboard import (_BUSY_CSS, _CONTROL_ROOM_PX, BUSY_CLASS, BUSY_DELAY_MS, 
                         CONTROLS_WIDTH_PX, DEFAULT_MARKER, FIGURE_MAX_PX, FIGURE_MIN_PX, LIVE_MARKER,
                         SUMMARY_FONT_PX, SUMMARY_HEIGHT_PX, _GUTTER, _SUMMARY_CSS, Dashboard, _columns,
                         _line_html, _table_html, live_style, summary_html,
-                        _figure_png, _hint, _text_cache_canvas, encode_png, png_size)
+                        _figure_png, _hint, encode_png, png_size)
 from .many_gpus import decode_roofline_widget, parallel_explorer_widget, zero_stages_widget
 from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHARE, _cap_gpus_per_line,
                       _render_inference_memory, _render_model_states, _render_parameters,

@@ -1,9 +1,10 @@
 """The dashboard machinery every widget of the book is built on (issue 12: layout and speed).
 
 :class:`Dashboard` lays out a widget's controls, figure and summary, and redraws into the one figure it keeps;
-its canvas keeps the bitmap of every text it draws (:func:`_text_cache_canvas`) and :func:`encode_png` encodes
-the pixels. The chapters' widgets are in :mod:`.one_gpu` (chapters 1-5), :mod:`.many_gpus` (6-9),
-:mod:`.time_money` (10-14) and :mod:`.serve_tune` (15-16); the controls they share in :mod:`.controls`.
+its canvas keeps the bitmap and the layout of every text it draws (:func:`.canvas._text_cache_canvas`) and
+:func:`encode_png` encodes the pixels. The chapters' widgets are in :mod:`.one_gpu` (chapters 1-5),
+:mod:`.many_gpus` (6-9), :mod:`.time_money` (10-14) and :mod:`.serve_tune` (15-16); the controls they share in
+:mod:`.controls`.
 
 Layout (issue 12): the controls in a column of :data:`CONTROLS_WIDTH_PX` on the left, the figure beside them
 at its own pixel size (at most :data:`FIGURE_MAX_PX`, never stretched): about 1100 x 620 px in all, so
@@ -19,13 +20,13 @@ the widget's own output carries a style that hides it once the widget has render
 
 from __future__ import annotations
 
-import functools
 import html
 
 import ipywidgets as W
 
 from .. import charts
 from .._validate import check_int
+from .canvas import _text_cache_canvas
 
 #: The widget layout budget (issue 12: controls and figure visible together on a 1280x720 laptop screen, where
 #: JupyterLab's notebook panel is about 1100 px wide with the file browser folded, and 600 px tall): the
@@ -329,77 +330,6 @@ def live_style(name: str) -> str:
     return (f"<style class='{LIVE_MARKER}{name}'>"
             f".jp-Notebook:has({live}) {hide}, body:not(:has(.jp-Notebook)):has({live}) {hide} "
             "{ display: none !important; }</style>")
-
-
-@functools.cache
-def _text_cache_canvas():
-    """A matplotlib Agg canvas whose renderer keeps the bitmap of every text it draws (issue 12, "Speed").
-
-    Most of a widget redraw is text: tick labels, legends, titles, ~80 of them in the planner's figure, and
-    Agg lays out and rasterises each one again on every draw (``RendererAgg.draw_text``: FreeType's
-    ``set_text`` and ``draw_glyphs_to_bitmap``), although from one redraw to the next almost all of them are
-    the same strings in the same fonts. This renderer keeps each string's bitmap, keyed by everything the
-    bitmap depends on (the string, the font files and size, the DPI, antialiasing and the rcParams for hinting
-    and kerning), and composites the kept bitmap with the same call and the same rounding as matplotlib's own
-    ``draw_text``: the pixels are identical (``tests/test_widget_layout.py`` compares them with a plain Agg
-    draw), ~10 ms sooner per planner redraw. It follows matplotlib 3.10's ``RendererAgg.draw_text``
-    (matplotlib is pinned below 3.11); where that method's helpers are missing, or on another matplotlib, it
-    is the plain Agg canvas."""
-    from collections import OrderedDict
-    from math import cos, radians, sin
-
-    import matplotlib as mpl
-    import numpy as np
-    from matplotlib import font_manager
-    from matplotlib.backends import backend_agg
-
-    # only on the matplotlib whose draw_text this copies (requirements.txt pins 3.10; an install from
-    # pyproject.toml or the JupyterLite copy may bring another): anywhere else, the plain Agg canvas
-    if mpl.__version_info__[:2] != (3, 10) or not (
-            hasattr(backend_agg, "get_hinting_flag") and hasattr(backend_agg.RendererAgg, "_prepare_font")
-            and hasattr(font_manager.fontManager, "_find_fonts_by_props")):
-        return backend_agg.FigureCanvasAgg
-    limit = 4096                                        # bitmaps kept (a few hundred bytes to a few KiB each)
-
-    class TextCacheRendererAgg(backend_agg.RendererAgg):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.text_bitmaps: OrderedDict = OrderedDict()
-
-        def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
-            if ismath:
-                return self.draw_mathtext(gc, x, y, s, prop, angle)
-            flags = backend_agg.get_hinting_flag()
-            # the font files the properties resolve to (findfont is cached), and the size asked of them
-            files = tuple(font_manager.fontManager._find_fonts_by_props(prop))
-            key = (s, files, prop.get_size_in_points(), self.dpi, bool(gc.get_antialiased()), flags,
-                   mpl.rcParams["text.hinting_factor"], mpl.rcParams["text.kerning_factor"])
-            hit = self.text_bitmaps.get(key)
-            if hit is None:
-                font = self._prepare_font(prop)
-                font.set_text(s, 0, flags=flags)
-                font.draw_glyphs_to_bitmap(antialiased=gc.get_antialiased())
-                xo, yo = font.get_bitmap_offset()
-                hit = (np.array(font), font.get_descent() / 64.0, xo / 64.0, yo / 64.0)
-                self.text_bitmaps[key] = hit
-                if len(self.text_bitmaps) > limit:
-                    self.text_bitmaps.popitem(last=False)
-            else:
-                self.text_bitmaps.move_to_end(key)
-            bitmap, d, xo, yo = hit
-            x = round(x + xo + d * sin(radians(angle)))
-            y = round(y + yo + d * cos(radians(angle)))
-            self._renderer.draw_text_image(bitmap, x, y + 1, angle, gc)
-
-    class TextCacheCanvasAgg(backend_agg.FigureCanvasAgg):
-        def get_renderer(self):
-            key = (*self.figure.bbox.size, self.figure.dpi)
-            if self._lastKey != key:
-                self.renderer = TextCacheRendererAgg(*self.figure.bbox.size, self.figure.dpi)
-                self._lastKey = key
-            return self.renderer
-
-    return TextCacheCanvasAgg
 
 
 def encode_png(rgba, compress_level: int = 1) -> bytes:

@@ -1,0 +1,172 @@
+"""CPU time of every widget of the book, per move (issues 32 and 38): each factory of
+``llmsizing.widgets.__all__`` is built (its first answer: controls, compute and the first draw), then each
+control of each of its dashboards is moved to up to ``--moves`` other values (its neighbours and ends, or
+other options, as tests/test_widgets.py moves them) and back to its default after each. Every move is the
+dashboard's own redraw, timed in CPU seconds of this process (``time.process_time``); the part spent making
+the PNG (``dashboard._figure_png``: matplotlib's draw and the encoding) is timed separately.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_widget_moves.py [--moves N] [--only NAME ...] [--profile]
+
+Prints one row per widget: first answer, number of moves, median and max CPU ms per move, and the median share
+of a move spent drawing the PNG. Does not assert (timings are not tests).
+
+Measured 2026-11-29 (branch draw32; before = main ccad0f5, both runs side by side at a load of 4-11 on 2
+cores, --moves 4, 896 moves), CPU ms per move (median, max) and the median PNG draw of a move, before -> after
+widgets.canvas kept texts' layouts and, within a draw, axes' ticks:
+
+    widget                     median       max         draw
+    parameter_counts_widget       63    49    129   115     45    32
+    model_states_widget          120    87    251   265     75    45
+    inference_memory_widget       85    62    147   214     53    33
+    activation_memory_widget      99    84    180   241     66    49
+    max_micro_batch_widget       119    90    183   140     72    47
+    decode_roofline_widget       104    77    248   178     78    54
+    zero_stages_widget            75    41     94    66     57    28
+    parallel_explorer_widget      99    92    300   187     65    53
+    training_time_widget          98    55   2864  3175     72    37
+    cost_widget                  121    79    307   238     87    53
+    planner_widget               153   150    982  1251     94    87
+    seed_audit_widget            136    78    176   310     81    42
+    serving_widget               137    83    226   131    105    56
+    fleet_widget                 163   136    338   260     53    34
+    finetune_widget               94    71    120   256     60    38
+    long_context_widget          190   148   1429   934    111    75
+    moe_layout_widget            129    95    472   350     82    54
+    rl_widget                     52    40     89    70     40    27
+    all moves: median 106 -> 82 ms; total 113.9 s CPU -> 92.9 s CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import ipywidgets as W  # noqa: E402
+
+import llmsizing.widgets as widgets  # noqa: E402
+from llmsizing.widgets import Dashboard, dashboard  # noqa: E402
+
+
+def dashboards(w) -> list[Dashboard]:
+    if isinstance(w, Dashboard):
+        return [w]
+    return [d for child in getattr(w, "children", ()) for d in dashboards(child)]
+
+
+def other_values(ctrl, n: int) -> list:
+    """Up to ``n`` values to move ``ctrl`` to from where it is: a slider's neighbours and ends, a selection's
+    other options (spread over the list), a checkbox toggled, a multi-select with one more (or one fewer)
+    option."""
+    v = ctrl.value
+    if isinstance(ctrl, W.SelectMultiple):
+        opts = ctrl._options_values
+        extra = next((o for o in opts if o not in v), None)
+        return [tuple(v) + (extra,)] if extra is not None else [tuple(v[:-1])]
+    if isinstance(v, bool):
+        return [not v]
+    if hasattr(ctrl, "_options_values"):
+        others = [o for o in ctrl._options_values if o != v]
+        if len(others) > n:
+            step = (len(others) - 1) / (n - 1) if n > 1 else 0
+            others = [others[round(i * step)] for i in range(n)] if n > 1 else others[:1]
+        return others
+    if isinstance(ctrl, W.FloatLogSlider):
+        vals = [ctrl.base ** ctrl.min, ctrl.base ** ctrl.max]
+    else:
+        step = getattr(ctrl, "step", 1) or 1
+        vals = [v - step, v + step, ctrl.min, ctrl.max]
+        vals = [x for x in vals if ctrl.min <= x <= ctrl.max]
+    return [x for x in dict.fromkeys(vals) if x != v][:n]
+
+
+class DrawClock:
+    """Wraps ``dashboard._figure_png`` to add up the CPU time spent making PNGs."""
+
+    def __init__(self):
+        self.total = 0.0
+        self.real = dashboard._figure_png
+
+    def __enter__(self):
+        def timed(view):
+            c0 = time.process_time()
+            try:
+                return self.real(view)
+            finally:
+                self.total += time.process_time() - c0
+
+        dashboard._figure_png = timed
+        return self
+
+    def __exit__(self, *exc):
+        dashboard._figure_png = self.real
+        return False
+
+
+def bench(name: str, n: int) -> dict:
+    with DrawClock() as clock:
+        c0 = time.process_time()
+        w = getattr(widgets, name)()
+        first = time.process_time() - c0
+        moves, draws, errors = [], [], 0
+        for board in dashboards(w):
+            for key, ctrl in board.controls.items():
+                default = ctrl.value
+                for value in other_values(ctrl, n):
+                    for target in (value, default):
+                        if target == ctrl.value:
+                            continue
+                        d0, c0 = clock.total, time.process_time()
+                        try:
+                            ctrl.value = target
+                        except Exception as exc:             # noqa: BLE001  (a bug a test would report)
+                            print(f"  {name}.{key} = {target!r}: {type(exc).__name__}: {exc}")
+                            continue
+                        moves.append(time.process_time() - c0)
+                        draws.append(clock.total - d0)
+                        errors += bool(board.error.value)
+    shares = [d / m for d, m in zip(draws, moves) if m > 0]
+    return dict(name=name, first=first, moves=moves, errors=errors,
+                median=statistics.median(moves) if moves else float("nan"),
+                max=max(moves) if moves else float("nan"),
+                draw_median=statistics.median(draws) if draws else float("nan"),
+                draw_share=statistics.median(shares) if shares else float("nan"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--moves", type=int, default=4, help="values tried per control (each one and back)")
+    ap.add_argument("--only", nargs="*", help="widget factory names (default: all, in book order)")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile the moves, print the top 40 (cumulative)")
+    args = ap.parse_args()
+    names = args.only or [n for n in widgets.__all__ if n.endswith("_widget")]
+    prof = None
+    if args.profile:
+        import cProfile
+
+        prof = cProfile.Profile(time.process_time)
+        prof.enable()
+    rows = [bench(name, args.moves) for name in names]
+    if prof is not None:
+        import pstats
+
+        prof.disable()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+    print(f"{'widget':28s} {'first ms':>9s} {'moves':>6s} {'median ms':>10s} {'max ms':>8s} "
+          f"{'draw med ms':>12s} {'draw share':>11s}")
+    for r in rows:
+        print(f"{r['name']:28s} {r['first'] * 1e3:9.0f} {len(r['moves']):6d} {r['median'] * 1e3:10.0f} "
+              f"{r['max'] * 1e3:8.0f} {r['draw_median'] * 1e3:12.0f} {r['draw_share']:10.0%}")
+    every = [m for r in rows for m in r["moves"]]
+    print(f"{'all':28s} {sum(r['first'] for r in rows) * 1e3:9.0f} {len(every):6d} "
+          f"{statistics.median(every) * 1e3:10.0f} {max(every) * 1e3:8.0f}   total moves "
+          f"{sum(every):.1f} s CPU")
+
+
+if __name__ == "__main__":
+    main()

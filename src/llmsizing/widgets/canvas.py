@@ -1,0 +1,178 @@
+"""The matplotlib canvas every widget draws on (issue 12, "Speed"; issue 38: a move within 100 ms).
+
+A widget keeps one figure for its life and redraws it on this canvas (:class:`~.dashboard.Dashboard`). Most of
+a redraw is matplotlib's Python work on texts and axes, most of it done again for what did not change. The
+canvas keeps three things, each keyed by everything it depends on, so a draw gives the pixels a plain Agg draw
+gives (``tests/test_widget_layout.py`` compares them):
+
+* each text's bitmap (its renderer's ``draw_text``), across redraws;
+* each text's layout (``Text._get_layout``: its extent and line offsets, measured 2-3 times a draw for a tick
+  label: for the label bboxes, for where the axis label goes, to draw it), across redraws;
+* each axis's ticks (``Axis._update_ticks``: locator, formatter, tick positions and label strings, which
+  matplotlib works out again for the axis label's and the spine's extents), within one draw only.
+
+The last two are matplotlib 3.10 methods, replaced on their classes by versions that keep their answers only
+while this canvas draws (:data:`_DRAWING`); any other draw (a plain Agg canvas, a saved figure, another
+backend) calls matplotlib's own code unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+
+#: The rcParams that name the fonts of each generic family (matplotlib's findfont keys its cache by them).
+_FAMILY_RC = ("font.serif", "font.sans-serif", "font.cursive", "font.fantasy", "font.monospace")
+#: The number of the draw this module's canvas is making, or None between draws (ticks are kept per draw).
+_DRAWING: list = [None]
+
+
+def _font_key(prop) -> tuple:
+    """What a ``FontProperties`` says (what its hash is made of), as a tuple to key a cache by."""
+    return (tuple(prop.get_family()), prop.get_slant(), prop.get_variant(), prop.get_weight(),
+            prop.get_stretch(), prop.get_size(), prop.get_file(), prop.get_math_fontfamily())
+
+
+def _kept_layouts(text_cls, renderer_cls) -> None:
+    """Replace ``text_cls._get_layout`` by one that, for draws by a ``renderer_cls`` renderer, keeps the
+    layouts in that renderer's ``text_layouts`` (bounded, least recently used first out). A layout depends on
+    the string, the font's properties, rotation, alignment, line spacing, TeX/math parsing, the figure's DPI
+    and the renderer (its metrics), all in the key, not on where the text is: texts made again at each redraw
+    (the annotations, a legend's labels) find the layout of the same string. Wrapped texts (whose lines depend
+    on their position) are laid out each time."""
+    original = text_cls._get_layout
+    if getattr(original, "llmsizing_kept", False):
+        return
+
+    def _get_layout(self, renderer):
+        if not isinstance(renderer, renderer_cls) or self._wrap:
+            return original(self, renderer)
+        key = (self.get_figure(root=True).dpi, self._text, self.get_rotation(), self._rotation_mode,
+               self._horizontalalignment, self._verticalalignment, self._multialignment, self._linespacing,
+               self._usetex, self._parse_math, _font_key(self._fontproperties))
+        kept = renderer.text_layouts
+        layout = kept.get(key)
+        if layout is None:
+            layout = kept[key] = original(self, renderer)
+            if len(kept) > renderer.limit:
+                kept.popitem(last=False)
+        else:
+            kept.move_to_end(key)
+        return layout
+
+    _get_layout.llmsizing_kept = True
+    text_cls._get_layout = _get_layout
+
+
+def _ticks_kept_per_draw(axis_cls) -> None:
+    """Replace ``axis_cls._update_ticks`` by one that, while this module's canvas draws, works an axis's ticks
+    out once per draw (the view limits, locators and formatters do not change during a draw)."""
+    original = axis_cls._update_ticks
+    if getattr(original, "llmsizing_kept", False):
+        return
+
+    def _update_ticks(self):
+        draw = _DRAWING[0]
+        if draw is None:
+            return original(self)
+        kept = self.__dict__.get("_llmsizing_ticks")
+        if kept is not None and kept[0] == draw:
+            return list(kept[1])
+        ticks = original(self)
+        self.__dict__["_llmsizing_ticks"] = (draw, list(ticks))
+        return ticks
+
+    _update_ticks.llmsizing_kept = True
+    axis_cls._update_ticks = _update_ticks
+
+
+@functools.cache
+def _text_cache_canvas():
+    """A matplotlib Agg canvas whose renderer keeps the bitmap of every text it draws (issue 12, "Speed").
+
+    Most of a widget redraw is text: tick labels, legends, titles, ~80 of them in the planner's figure, and
+    Agg lays out and rasterises each one again on every draw (``RendererAgg.draw_text``: FreeType's
+    ``set_text`` and ``draw_glyphs_to_bitmap``), although from one redraw to the next almost all of them are
+    the same strings in the same fonts. This renderer keeps each string's bitmap, keyed by everything the
+    bitmap depends on (the string, the font files and size, the DPI, antialiasing and the rcParams for hinting
+    and kerning), and composites the kept bitmap with the same call and the same rounding as matplotlib's own
+    ``draw_text``: the pixels are identical (``tests/test_widget_layout.py`` compares them with a plain Agg
+    draw), ~10 ms sooner per planner redraw. It follows matplotlib 3.10's ``RendererAgg.draw_text``
+    (matplotlib is pinned below 3.11); where that method's helpers are missing, or on another matplotlib, it
+    is the plain Agg canvas. On 3.10 it also keeps texts' layouts and, within a draw, axes' ticks (see the
+    module's docstring)."""
+    import itertools
+    from collections import OrderedDict
+    from math import cos, radians, sin
+
+    import matplotlib as mpl
+    import numpy as np
+    from matplotlib import font_manager
+    from matplotlib.axis import Axis
+    from matplotlib.backends import backend_agg
+    from matplotlib.text import Text
+
+    # only on the matplotlib whose draw_text this copies (requirements.txt pins 3.10; an install from
+    # pyproject.toml or the JupyterLite copy may bring another): anywhere else, the plain Agg canvas
+    if mpl.__version_info__[:2] != (3, 10) or not (
+            hasattr(backend_agg, "get_hinting_flag") and hasattr(backend_agg.RendererAgg, "_prepare_font")
+            and hasattr(font_manager.fontManager, "_find_fonts_by_props")):
+        return backend_agg.FigureCanvasAgg
+    draws = itertools.count()
+
+    class TextCacheRendererAgg(backend_agg.RendererAgg):
+        limit = 4096                 # bitmaps and layouts kept (a few hundred bytes to a few KiB each)
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.text_bitmaps: OrderedDict = OrderedDict()
+            self.text_layouts: OrderedDict = OrderedDict()
+
+        def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+            if ismath:
+                return self.draw_mathtext(gc, x, y, s, prop, angle)
+            flags = backend_agg.get_hinting_flag()
+            # what decides the font files the properties resolve to (findfont's own cache key: the
+            # properties, the rcParams' family lists, the font manager and its fonts), and the size asked
+            manager = font_manager.fontManager
+            fonts = (_font_key(prop), tuple(tuple(mpl.rcParams[k]) for k in _FAMILY_RC), id(manager),
+                     len(manager.ttflist), len(manager.afmlist))
+            key = (s, fonts, prop.get_size_in_points(), self.dpi, bool(gc.get_antialiased()), flags,
+                   mpl.rcParams["text.hinting_factor"], mpl.rcParams["text.kerning_factor"])
+            hit = self.text_bitmaps.get(key)
+            if hit is None:
+                font = self._prepare_font(prop)
+                font.set_text(s, 0, flags=flags)
+                font.draw_glyphs_to_bitmap(antialiased=gc.get_antialiased())
+                xo, yo = font.get_bitmap_offset()
+                hit = (np.array(font), font.get_descent() / 64.0, xo / 64.0, yo / 64.0)
+                self.text_bitmaps[key] = hit
+                if len(self.text_bitmaps) > self.limit:
+                    self.text_bitmaps.popitem(last=False)
+            else:
+                self.text_bitmaps.move_to_end(key)
+            bitmap, d, xo, yo = hit
+            x = round(x + xo + d * sin(radians(angle)))
+            y = round(y + yo + d * cos(radians(angle)))
+            self._renderer.draw_text_image(bitmap, x, y + 1, angle, gc)
+
+    class TextCacheCanvasAgg(backend_agg.FigureCanvasAgg):
+        def draw(self):
+            _DRAWING[0] = next(draws)
+            try:
+                super().draw()
+            finally:
+                _DRAWING[0] = None
+
+        def get_renderer(self):
+            key = (*self.figure.bbox.size, self.figure.dpi)
+            if self._lastKey != key:
+                self.renderer = TextCacheRendererAgg(*self.figure.bbox.size, self.figure.dpi)
+                self._lastKey = key
+            return self.renderer
+
+    if hasattr(Text, "_get_layout") and hasattr(Axis, "_update_ticks"):
+        _kept_layouts(Text, TextCacheRendererAgg)
+        _ticks_kept_per_draw(Axis)
+    return TextCacheCanvasAgg
+
+
