@@ -39,26 +39,25 @@ measures the procedure that made the constants (until issue 34's round 3 the con
 Qwen-7B's rows alone while the folds fitted every other source's rows). ``layer_overhead_s`` is fitted on the
 LoRA rows at the calibrated kernel efficiency, then ``dequant_bandwidth_fraction`` on the Q-LoRA rows. A
 stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4 model (auto-gptq, exllama kernels off) in fp16, not
-bitsandbytes' nf4, so the fitted bandwidth share is that
-of GPTQ's dequantisation. It comes out far below the share a decode step reaches (the uncalibrated 0.8 this
-module used before was about six times too fast). The range (issue 34) is an 80% prediction interval checked
-on sources the fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the constants are
-refitted on one source's covered rows and predict the other's, and the conformal bounds of those out-of-source
-log residuals are the stated :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their measured coverage and
-width. Before, the range was the spread over every row, held-out rows included, and grew from 0.80-1.15 to
-0.80-1.95 as held-out misses arrived. Four sources: Qwen's README (one A100 to two nodes, Qwen-1.8B to 72B),
-Answer.AI's FSDP-QLoRA benchmarks (bitsandbytes nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's
-README (Llama 3.1 8B on one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLaMA-Factory's wiki (LLaMA2-7B
-QLoRA on one A100 40GB, 1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the
-fastest), so a range that holds a new source four times in five is wide, and with four sources it is not
-reached: ``data/intervals.csv`` states what it holds.
-Known misses (each row's ``miss_reason``), all steps faster than the model since the constants are fitted on
-every source: Qwen-7B's and 14B's short steps, torchtune's compiled steps, LLaMA-Factory's QLoRA at 1K, 16K
-and 32K tokens (slower rows, DeepSpeed LoRA over two nodes, ZeRO-3 on a 72B base, the H100 and RTX 6000 Ada
-rows, carry a ``miss_reason`` from before and lie inside the range). Full fine-tuning rows are ``known_out``:
-:func:`finetune_time` prices full fine-tuning as pre-training (:func:`~llmsizing.layouts.step_time`), and HF
-Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have, so the range does
-not cover it.
+bitsandbytes' nf4, so the fitted bandwidth share is that of GPTQ's dequantisation. It comes out far below the
+share a decode step reaches (the uncalibrated 0.8 this module used before was about six times too fast). The
+range (issue 34) is an 80% prediction interval checked on sources the fit never saw
+(:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the constants are refitted on one source's covered
+rows and predict the other's, and the conformal bounds of those out-of-source log residuals are the stated
+:data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their measured coverage and width. Before, the range was
+the spread over every row, held-out rows included, and grew from 0.80-1.15 to 0.80-1.95 as held-out misses
+arrived. Four sources: Qwen's README (one A100 to two nodes, Qwen-1.8B to 72B), Answer.AI's FSDP-QLoRA
+benchmarks (bitsandbytes nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's README (Llama 3.1 8B on
+one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLaMA-Factory's wiki (LLaMA2-7B QLoRA on one A100 40GB,
+1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the fastest), so a range that holds
+a new source four times in five is wide, and with four sources it is not reached: ``data/intervals.csv``
+states what it holds. Known misses (each row's ``miss_reason``), all steps faster than the model since the
+constants are fitted on every source: Qwen-7B's and 14B's short steps, torchtune's compiled steps,
+LLaMA-Factory's QLoRA at 1K, 16K and 32K tokens (slower rows, DeepSpeed LoRA over two nodes, ZeRO-3 on a 72B
+base, the H100 and RTX 6000 Ada rows, carry a ``miss_reason`` from before and lie inside the range). Full
+fine-tuning rows are ``known_out``: :func:`finetune_time` prices full fine-tuning as pre-training
+(:func:`~llmsizing.layouts.step_time`), and HF Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s
+per step it does not have, so the range does not cover it.
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
 the arithmetic at ``kernel_efficiency`` of the dense peak (default: the GPU generation's calibrated
@@ -406,7 +405,7 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
     micro_s = micro_tokens * fl.hardware_flops / (dense_tflops(g, "bf16") * 1e12 * eff)
     dq = 0.0
     if method == "qlora":
-        dq = dequant_passes(recompute) * dequant_bytes(model) / (g.memory_bandwidth_gbps * 1e9 * frac)
+        dq = _dequant_s(dequant_passes(recompute) * dequant_bytes(model), g.memory_bandwidth_gbps * 1e9, frac)
     comm = finetune_communication(model, g, n_gpus=n, strategy=strategy, method=method, rank=rank,
                                   targets=targets, grad_accum=m, node=node)
     fwd_share = fl.forward / fl.hardware_flops
@@ -464,18 +463,38 @@ def _published_frame():
     return df
 
 
-def _predict(r, *, dequant_bandwidth_fraction=None, layer_overhead_s=None) -> float:
-    """The model's seconds per optimizer step for one row of ``data/finetune_published.csv``: its ``targets``
-    are ``all-linear`` or short names separated by spaces (``q k v gate up down``), its ``strategy`` one of
-    :data:`STRATEGIES` (``ddp`` where the CSV leaves it blank), and a full fine-tuning row has no adapters."""
+def _dequant_s(moved_bytes: float, hbm_bytes_per_s: float, frac: float) -> float:
+    """One micro-batch's dequantisation: the bytes it moves at ``frac`` of the HBM bandwidth."""
+    return moved_bytes / (hbm_bytes_per_s * frac)
+
+
+def _row_time(r, **constants) -> FinetuneTime:
+    """:func:`finetune_time` of one step of a row of ``data/finetune_published.csv`` (``constants``: its
+    ``dequant_bandwidth_fraction`` and ``layer_overhead_s``): ``targets`` all-linear or short names
+    (``q k v gate up down``), ``strategy`` blank for ddp; a full fine-tune has no adapters."""
     targets = r.targets if r.method == "full" or r.targets == "all-linear" else tuple(r.targets.split())
     adapters = {} if r.method == "full" else dict(rank=int(r.rank), targets=targets)   # (full: every weight)
-    t = finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq), batch=int(r.batch),
-                      grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), strategy=getattr(r, "strategy",
-                                                                                           "ddp"),
-                      recompute=r.recompute, dequant_bandwidth_fraction=dequant_bandwidth_fraction,
-                      layer_overhead_s=layer_overhead_s, **adapters)
-    return t.step_s
+    return finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq), batch=int(r.batch),
+                         grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), recompute=r.recompute,
+                         strategy=getattr(r, "strategy", "ddp"), **constants, **adapters)
+
+
+def _predict(r, **constants) -> float:
+    """The model's seconds per optimizer step for one row (:func:`_row_time`)."""
+    return _row_time(r, **constants).step_s
+
+
+def _step_of(r):
+    """:func:`_predict` of a LoRA/QLoRA row as ``step(layer_overhead_s, dequant_bandwidth_fraction)``: the
+    same sums (:attr:`FinetuneTime.step_s`), the parts free of those constants priced once (for the grid)."""
+    t, layers = _row_time(r), resolve_model(r.model).layers
+    moved = dequant_passes(r.recompute) * dequant_bytes(r.model) if r.method == "qlora" else 0.0
+    hbm = get_gpu(r.gpu).memory_bandwidth_gbps * 1e9
+
+    def step(overhead: float, frac: float) -> float:
+        dq = _dequant_s(moved, hbm, frac) if moved else 0.0
+        return t.compute_s + t.grad_accum * dq + t.grad_accum * layers * overhead + t.exposed_comm_s
+    return step
 
 
 def _best_on_grid(loss, grid) -> float:
@@ -500,11 +519,11 @@ def _fit_on(rows, refine: bool = False) -> tuple[float, float]:
     lora, qlora = rows[rows["method"] == "lora"], rows[rows["method"] == "qlora"]
     if lora.empty or qlora.empty:
         raise ValueError("the rows to fit on need LoRA and QLoRA rows (one constant is fitted on each)")
-    # the rows read once (a grid point's loss used to rebuild them from the frame: most of the fit's time)
-    lora, qlora = list(lora.itertuples()), list(qlora.itertuples())
+    # each row priced once (:func:`_step_of`); a grid point's loss is arithmetic on those prices
+    lora, qlora = ([(r.s_per_step, _step_of(r)) for r in sub.itertuples()] for sub in (lora, qlora))
 
-    def loss(sub, **kw):
-        return sum(math.log(r.s_per_step / _predict(r, **kw)) ** 2 for r in sub)
+    def loss(sub, *, layer_overhead_s, dequant_bandwidth_fraction):
+        return sum(math.log(s / step(layer_overhead_s, dequant_bandwidth_fraction)) ** 2 for s, step in sub)
 
     overhead = _grid_fit(lambda x: loss(lora, layer_overhead_s=x, dequant_bandwidth_fraction=0.5),
                          0.0, 1e-5, 1001, refine)
@@ -554,8 +573,7 @@ def fit_finetune_constants(with_range: bool = True) -> dict:
     minimising the squared log ratios of published to predicted step times over a fine grid (0 to 10 ms per
     layer in 0.01 ms steps; 0.005 to 1 in steps of 0.001). Returns both, rounded, and the 80% range of
     :func:`finetune_loso_check` (leave one source out; rounded outwards to 0.01 and widened to hold 1), unless
-    ``with_range=False`` (the
-    constants alone: a second's work instead of the check's refits)."""
+    ``with_range=False`` (the constants alone, without the check's refits)."""
     df = _published_frame()
     overhead, frac = _fit_on(df[df["known_out"] == ""])
     out = {"layer_overhead_s": round(overhead, 5), "dequant_bandwidth_fraction": round(frac, 3)}
