@@ -60,6 +60,31 @@ FIRST = (
 )
 
 
+#: Tests that share one computation made once per process (:func:`calibrate_check`): one unit of work each.
+SHARED_UNITS = dict.fromkeys(("tests/test_time_cost.py::test_calibration_files_are_up_to_date",
+                              "tests/test_calibration.py::test_the_fitted_files_are_up_to_date"),
+                             "tools/calibrate.py --check")
+
+
+@functools.cache
+def calibrate_check() -> tuple[int, str]:
+    """``tools/calibrate.py --check`` run once per process, in this process (the library already imported):
+    its exit code and what it printed. tests/test_time_cost.py and tests/test_calibration.py both check that
+    the fitted files are current; under xdist both are one unit (:data:`SHARED_UNITS`): the fits run once."""
+    import importlib.util
+    import io
+    from contextlib import redirect_stdout
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("calibrate_tool", root / "tools" / "calibrate.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = tool.main(["--check"])
+    return code, out.getvalue()
+
+
 #: Browser tests (`make check-live`, tests/browser) that share one server started for them alone: one unit.
 LIVE_SITE_TESTS = ("test_live_code_runs_the_page_and_a_slider_redraws_the_figure",
                    "test_live_widget_gets_the_page_width")
@@ -122,6 +147,8 @@ def pytest_xdist_make_scheduler(config, log):
                 return path
             if name := widget_of(nodeid):
                 return f"widget {name}"
+            if nodeid in SHARED_UNITS:
+                return SHARED_UNITS[nodeid]
             return _browser_scope(nodeid) or super()._split_scope(nodeid)
 
         def _assign_work_unit(self, node) -> None:
