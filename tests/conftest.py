@@ -52,7 +52,7 @@ FIRST = (
     "tests/test_planner_speed.py",
     "tests/test_serving.py::test_calibration_tool_is_current",
     "tests/test_live_setup.py::test_serve_live_server_hides_its_token_and_culls_a_kernel",
-    "tests/test_finetune_calibration.py",
+    "tests/test_time_cost.py::test_calibration_files_are_up_to_date",
     "tests/test_widgets.py::test_every_move",
     "tests/test_widget_layout.py::test_update_equals_a_fresh_render",
     "tests/test_widgets.py",
