@@ -218,7 +218,7 @@ def test_what_handles_moe_does():
 
 
 @pytest.mark.parametrize("config, key", [
-    ({"model_type": "xlstm", "hidden_size": 2048}, "xlstm"),    # (mpt, rwkv are read since issue 36)
+    ({"model_type": "jetmoe", "hidden_size": 2048}, "jetmoe"),    # (mpt, rwkv, xlstm are read since issue 36)
     ({"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
       "intermediate_size": 96, "vocab_size": 100, "num_key_value_heads": 2, "use_sliding_window": True},
      "use_sliding_window"),

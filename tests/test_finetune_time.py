@@ -81,6 +81,32 @@ def test_one_gpu_lora_time_by_hand():
     assert slow.step_s == pytest.approx(t.step_s + 32 * 0.003)
 
 
+def test_default_prices_the_step_as_the_step_model_does_by_hand():
+    # issue 34, round 4: without a kernel_efficiency the step is priced as a training step is
+    # (kernels.compute_seconds): the Linear layers at peak x the calibrated kernel efficiency x the GEMM
+    # efficiency of the micro-batch's shape, the attention core as causal kernels compute it (half the score
+    # matrix) at the attention kernels' rate. Llama-3-8B LoRA, one H100, 2 x 4,096 tokens, no recomputation.
+    from llmsizing.hardware import kernel_efficiency
+    from llmsizing.kernels import attention_efficiency, gemm_efficiency
+
+    seq, batch = 4096, 2
+    t = finetune_time("llama-3-8b", gpu="H100 SXM", method="lora", tokens=1e8, seq=seq, batch=batch,
+                      layer_overhead_s=0)
+    m = batch * seq
+    # one layer's forward GEMMs (m, n, k): q,k,v fused 4096 -> 4096 + 2 x 1024; o; gate+up; down
+    gemms = ((m, H8 + 2 * KV8, H8), (m, H8, H8), (m, 2 * F8, H8), (m, H8, F8))
+    shape_eff = sum(a * b * c for a, b, c in gemms) / sum(a * b * c / gemm_efficiency("H100 SXM", a, b, c)
+                                                          for a, b, c in gemms)
+    linear_per_token = 4 * M8 + 6 * P8_R16                        # everything but the attention core
+    causal = 3 * _attention(seq) / 2                              # fwd + 2 bwd; a query sees s / 2 keys
+    seconds = (m * linear_per_token / (989.4e12 * kernel_efficiency("H100 SXM") * shape_eff)
+               + m * causal / (989.4e12 * attention_efficiency("H100 SXM", head_dim=128, seq=seq)))
+    assert t.step_s == pytest.approx(seconds, rel=1e-9)
+    # and the efficiency it reports is the one rate that would give that time for every hardware FLOP
+    per_token = linear_per_token + 3 * _attention(seq)
+    assert t.kernel_efficiency == pytest.approx(m * per_token / (989.4e12 * seconds), rel=1e-9)
+
+
 def test_qlora_dequantisation_time_by_hand():
     kw = dict(gpu="H100 SXM", tokens=1e7, seq=2048, kernel_efficiency=0.5, recompute="full", grad_accum=2,
               dequant_bandwidth_fraction=0.8)

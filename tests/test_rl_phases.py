@@ -82,18 +82,20 @@ def test_miles_phase_split_with_the_sync_apart_from_the_offload_moves():
     gather = 7 / 8 * 61.064e9 / 336e9
     assert m["predicted_sync_only_s"] == pytest.approx(7.0 + gather, rel=0.01)
     assert m["published_sync_s"] / m["predicted_sync_only_s"] == pytest.approx(4.7, abs=0.2)
-    unexplained = m["predicted_offload_s"] + m["predicted_evaluation_s"]
+    # the rest also holds the reference pass (slime loads a reference with the KL loss on at coefficient 0)
+    unexplained = m["predicted_offload_s"] + m["predicted_evaluation_s"] + m["predicted_reference_s"]
     assert 10 < unexplained < rest
     assert 200 < m["predicted_step_s"] < 388.5
 
 
 def test_rl_range_measured_leaving_whole_sources_out():
-    """Five sources (NeMo RL v0.4-v0.7, Miles). Nested, each fold keeps four, and a finite 80% bound needs 9
-    (min_units), 70% needs 6, 60% needs 4: so 60% is the highest coverage the sources allow. The stated
-    factors hold the median ratio; the measured coverage is reported, not tuned."""
+    """Six sources (NeMo RL v0.4-v0.7, Miles, verl's DeepSeek page). Nested, each fold keeps five, and a finite
+    80% bound needs 9 (min_units), 70% needs 6, 60% needs 4: so 60% is still the highest coverage the sources
+    allow (70% needs a seventh). The stated factors hold the median ratio; the measured coverage is
+    reported, not tuned."""
     assert (min_units(0.8), min_units(0.7), min_units(0.6)) == (9, 6, 4)
     iv = rl_interval()
-    assert iv.n_sources == 5 and iv.coverage == 0.6
+    assert iv.n_sources == 6 and iv.coverage == 0.6
     d = published_rl()
     c = d[d["checked"] == "yes"]
     med = math.exp(float(c["ratio"].apply(math.log).median()))
@@ -101,7 +103,7 @@ def test_rl_range_measured_leaving_whole_sources_out():
     assert iv.n_rows == len(c)
     print(f"RL range at {iv.coverage:.0%}: {iv.low:.2f}-{iv.high:.2f} x the prediction; measured "
           f"{iv.measured_coverage:.1%} of {iv.n_rows} rows, median width {iv.median_width:.1f}")
-    assert iv.measured_coverage >= 0.6 - 1e-9        # recorded: 96% (the nested folds are wide)
+    assert iv.measured_coverage >= 0.6 - 1e-9        # recorded: 88% with six sources (96% with five)
     with pytest.raises(ValueError, match="coverage"):
         rl_interval(coverage=1.5)
 

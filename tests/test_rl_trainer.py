@@ -113,14 +113,14 @@ def test_published_rows_use_their_layout_and_more_land_inside():
     parts' range, at a published/predicted median of 1.50. Recorded: 10 of those 22 were inside after it;
     9 are since the Hopper kernel efficiency was refitted with each calibration run's published TP overlap
     (0.641 -> 0.654, issue 34): the range's top for Llama 3.1 8B 1-step off fell from 74.8 s to 73.5 s,
-    under the published 74.6 s. Their median is below 1.40. Five sources are checked in all (NeMo RL
-    v0.4-v0.7 and Miles)."""
+    under the published 74.6 s. Their median is below 1.40. Six sources are checked in all (NeMo RL
+    v0.4-v0.7, Miles, and since issue 39's fourth pass verl's DeepSeek V3 page)."""
     from llmsizing.intervals import source_key
 
     d = published_rl()
     c = d[d["checked"] == "yes"].copy()
     keys = {source_key(s) for s in c["source"]}
-    assert len(keys) == 5 and len(c) >= 50
+    assert len(keys) == 6 and len(c) >= 50
     added = {"DeepSeek V3 on-policy, 256 GB200 (v0.7)", "DeepSeek V3 1-step off, 256 GB200 (v0.7)",
              "Qwen3-235B on-policy, 128 GB200 (v0.7)", "Qwen3-235B 1-step off, 128 GB200 (v0.7)"}
     first = c[c["source"].str.contains("v0.4|v0.7|Miles") & ~c["run"].isin(added)]

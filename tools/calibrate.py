@@ -46,11 +46,29 @@ def kernel_csv() -> str:
                         AS_OF, f"per-run fits {f['min']:.3f} to {f['max']:.3f}", f"{f['flat']:.3f}"])
         else:
             values = stand_in[r.dtype]
-            w.writerow([r.generation, ";".join(r.gpus), r.dtype, f"{values[(len(values) - 1) // 2]:.3f}", "",
+            i = (len(values) - 1) // 2
+            scale, how = _best_share_scale(r, fit, values[i])
+            w.writerow([r.generation, ";".join(r.gpus), r.dtype, f"{values[i] * scale:.3f}", "",
                         "stand-in: no calibration run with a published layout; the lower median of the "
-                        f"calibrated {r.dtype} generations", AS_OF, "uncalibrated",
-                        f"{flat_in[r.dtype][(len(values) - 1) // 2]:.3f}"])
+                        f"calibrated {r.dtype} generations{how}", AS_OF, "uncalibrated",
+                        f"{flat_in[r.dtype][i] * scale:.3f}"])
     return out.getvalue()
+
+
+def _best_share_scale(row, fit, median):
+    """``(scale, words)``: a stand-in generation with a measured best GEMM (:func:`llmsizing.kernels.
+    best_gemm_share`) takes the median generation's efficiency times its best share over that
+    generation's; a stand-in without one keeps the median (scale 1)."""
+    from llmsizing.kernels import best_gemm_share
+
+    own = best_gemm_share(row.gpus, row.dtype)
+    ref = [g for (g, d), f in fit.iterrows() if d == row.dtype and abs(f["median"] - median) < 1e-12]
+    ref_rows = [r for r in _kernel_rows() if r.generation in ref and r.dtype == row.dtype]
+    theirs = best_gemm_share(ref_rows[0].gpus, row.dtype) if ref_rows else None
+    if own is None or theirs is None:
+        return 1.0, ""
+    return own / theirs, (f", times the best measured GEMM's share of the peak over {ref[0]}'s "
+                          f"({own:.3f} / {theirs:.3f}, data/gemm_efficiency.csv)")
 
 
 def mfu_csv() -> str:

@@ -26,6 +26,21 @@ from .parallel import check_layout
 from .precision import DTYPE_BYTES
 
 
+def _warn_approximate_layers(model: Model) -> None:
+    """Warn (Python shows it once per model) when the count does not describe the model's layers tensor by
+    tensor: state-space or recurrent mixers (``mixer``) and attention layers of their own widths or shared KV
+    (``attention_layout``: Gemma 3n/4, Zamba) are counted as attention + MLP layers of the main width. Their
+    parameters, FLOPs and KV are exact (chapter 1); the saved activations are an approximation."""
+    kinds = [k for k, on in (("state-space/recurrent mixer layers", model.mixer is not None),
+                             ("attention layers of their own widths or shared KV",
+                              model.attention_layout is not None)) if on]
+    if kinds:
+        import warnings
+
+        warnings.warn(f"activation memory of {model.name!r} counts its {' and '.join(kinds)} as standard "
+                      "attention + MLP layers: an approximation (parameters and KV are exact)", stacklevel=3)
+
+
 def _moe_key(model, kw: dict):
     """A cache key for a mixture of experts' activations: the model and every argument with its type (so that
     ``sp=1`` never hits the entry kept for ``sp=True`` and skips its check), or ``None`` if one is unhashable
@@ -128,6 +143,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     and V at the query heads' width and a copy of the mask per layer (:func:`masked_sdpa_extra_bytes`).
     """
     model = resolve_model(model, moe=True)
+    _warn_approximate_layers(model)
     expert_tp = check_bool("expert_tp", expert_tp)
     kw = dict(batch=batch, seq=seq, dtype=dtype, attention=attention, dropout=dropout, recompute=recompute,
               tp=tp, sp=sp, mask_bytes=mask_bytes, logits_dtype=logits_dtype, stack=stack, autocast=autocast,

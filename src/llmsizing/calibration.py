@@ -299,9 +299,8 @@ def run_kernel_efficiency(row) -> float | None:
 def run_flat_efficiency(row, kernel_efficiency: float) -> float:
     """The one share of the dense peak at which all the hardware FLOPs of ``row``'s slowest stage take the
     compute time :func:`~llmsizing.layouts.step_time` gives at ``kernel_efficiency`` (its attention and GEMM
-    terms folded into one number): the flat efficiency the step model charged before issue 34, which
-    :func:`~llmsizing.finetune_time.finetune_time` still charges
-    (:func:`~llmsizing.hardware.flat_kernel_efficiency`)."""
+    terms folded into one number): the flat efficiency the step model charged before issue 34
+    (:func:`~llmsizing.hardware.flat_kernel_efficiency`; fine-tuning charged it until round 4)."""
     from .catalog import get_model
     from .flops import stage_flops_per_token
     from .layouts import step_time

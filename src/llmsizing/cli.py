@@ -555,7 +555,9 @@ def parser() -> argparse.ArgumentParser:
                    help="activation recomputation (default full: gradient checkpointing, as PEFT users run "
                         "it)")
     p.add_argument("--kernel-efficiency", type=number(0, 1, inclusive=False), default=None,
-                   help="share of the dense peak while computing (default: calibrated per GPU)")
+                   help="one share of the dense peak for every FLOP (default: priced as the step model "
+                        "prices a training step: GEMMs by shape at the calibrated efficiency, causal "
+                        "attention)")
     p.add_argument("--price", type=number(0),
                    help="USD per GPU-hour (default: the catalogue's on-demand price)")
     _add_output(p)

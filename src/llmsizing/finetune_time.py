@@ -33,37 +33,32 @@ forward and the backward. At short sequences those launches, not the arithmetic,
 
 **Calibration** (:func:`fit_finetune_constants`, ``tools/calibrate_finetune.py``,
 ``data/finetune_model.csv``). Both constants are fitted on every covered LoRA and Q-LoRA row of
-``data/finetune_published.csv`` (not ``known_out``; every source), the same rows and rule each
-leave-one-source-out fold of :func:`finetune_loso_check` fits on the other sources, so the stated range
-measures the procedure that made the constants (until issue 34's round 3 the constants were fitted on
-Qwen-7B's rows alone while the folds fitted every other source's rows). ``layer_overhead_s`` is fitted on the
-LoRA rows at the calibrated kernel efficiency, then ``dequant_bandwidth_fraction`` on the Q-LoRA rows. A
-stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4 model (auto-gptq, exllama kernels off) in fp16, not
-bitsandbytes' nf4, so the fitted bandwidth share is that of GPTQ's dequantisation. It comes out far below the
-share a decode step reaches (the uncalibrated 0.8 this module used before was about six times too fast). The
-range (issue 34) is an 80% prediction interval checked on sources the fit never saw
-(:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the constants are refitted on one source's covered
-rows and predict the other's, and the conformal bounds of those out-of-source log residuals are the stated
-:data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their measured coverage and width. Before, the range was
-the spread over every row, held-out rows included, and grew from 0.80-1.15 to 0.80-1.95 as held-out misses
-arrived. Four sources: Qwen's README (one A100 to two nodes, Qwen-1.8B to 72B), Answer.AI's FSDP-QLoRA
-benchmarks (bitsandbytes nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's README (Llama 3.1 8B on
+``data/finetune_published.csv`` (not ``known_out``), the rows and rule each leave-one-source-out fold of
+:func:`finetune_loso_check` fits on the other sources: ``layer_overhead_s`` on the LoRA rows, then
+``dequant_bandwidth_fraction`` on the Q-LoRA rows. A stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4
+model (auto-gptq, exllama kernels off) in fp16, not bitsandbytes' nf4, so the fitted share is that of GPTQ's
+dequantisation, far below the share a decode step reaches. The range (issue 34) is an 80% prediction interval
+checked on sources the fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the conformal
+bounds of the out-of-source log residuals are :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their
+measured coverage and width. Four sources: Qwen README (one A100 to two nodes, Qwen-1.8B to 72B), Answer.AI's
+FSDP-QLoRA benchmarks (nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's README (Llama 3.1 8B on
 one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLaMA-Factory's wiki (LLaMA2-7B QLoRA on one A100 40GB,
-1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the fastest), so a range that holds
-a new source four times in five is wide, and with four sources it is not reached: ``data/intervals.csv``
-states what it holds. Known misses (each row's ``miss_reason``), all steps faster than the model since the
-constants are fitted on every source: Qwen-7B's and 14B's short steps, torchtune's compiled steps,
-LLaMA-Factory's QLoRA at 1K, 16K and 32K tokens (slower rows, DeepSpeed LoRA over two nodes, ZeRO-3 on a 72B
-base, the H100 and RTX 6000 Ada rows, carry a ``miss_reason`` from before and lie inside the range). Full
-fine-tuning rows are ``known_out``: :func:`finetune_time` prices full fine-tuning as pre-training
-(:func:`~llmsizing.layouts.step_time`), and HF Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s
-per step it does not have, so the range does not cover it.
+1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the fastest), so the range is wide.
+Known misses (each row's ``miss_reason``) are all faster than the model: Qwen-7B's and 14B's steps at
+256-1,024 tokens (the thin GEMMs' price and the per-layer cost together), torchtune's compiled steps on an RTX
+4090, LLaMA-Factory's QLoRA at 1K tokens, Answer.AI's 70B on two A100s at micro-batch 1. Full fine-tuning rows
+are ``known_out``: :func:`finetune_time` prices it as pre-training (:func:`~llmsizing.layouts.step_time`), and
+HF Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have.
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
-the arithmetic at ``kernel_efficiency`` of the dense peak (default: the GPU generation's calibrated
-:func:`~llmsizing.hardware.kernel_efficiency`), plus the dequantisation, plus the communication the step
-cannot hide. ``tokens x epochs`` tokens take ``tokens x epochs / (tokens per step)`` steps; the GPU-hours and
-dollars follow (:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
+the arithmetic, plus the dequantisation, plus the communication the step cannot hide. The arithmetic is priced
+as the step model prices a training step (issue 34, round 4; :mod:`llmsizing.kernels`): the Linear layers,
+the adapters' included, at the calibrated :func:`~llmsizing.hardware.kernel_efficiency` x the GEMM efficiency
+of the micro-batch's shape (a 256-token micro-batch is a thin GEMM), the attention core as causal kernels
+compute it (half the score matrix) at the attention kernels' rate; until round 4 every FLOP ran at one flat
+share of the peak, which a caller's ``kernel_efficiency`` still sets. ``tokens x epochs`` tokens take
+``tokens x epochs / (tokens per step)`` steps; the GPU-hours and dollars follow
+(:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
 
 **Over several GPUs** (:data:`STRATEGIES`), all data-parallel:
 
@@ -96,7 +91,6 @@ from .finetune_sharded import (STRATEGIES, ShardedFinetuneMemory, _base_dtype, _
                                finetune_memory_per_gpu, gathered_unit_bytes, max_batch_per_gpu, max_seq)
 from .flops import RECOMPUTE, attention_flops_per_token, forward_flops_per_token, training_flops_per_token
 from .hardware import dense_tflops
-from .hardware import flat_kernel_efficiency as default_kernel_efficiency  # one rate a FLOP (issue 34)
 from .model import Model
 from .precision import DTYPE_BYTES
 
@@ -366,8 +360,10 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
                   node=None) -> FinetuneTime:
     """How long fine-tuning ``model`` on ``tokens`` tokens for ``epochs`` epochs takes on ``n_gpus`` GPUs of
     type ``gpu``, and what it costs (module docstring): the step's arithmetic
-    (:func:`finetune_flops_per_token`'s hardware FLOPs, at ``kernel_efficiency`` of the dense bf16 peak,
-    default :func:`~llmsizing.hardware.kernel_efficiency`), QLoRA's dequantisation at
+    (:func:`finetune_flops_per_token`'s hardware FLOPs as the step model prices them: GEMMs by shape, causal
+    attention at the kernels' rate; or, given ``kernel_efficiency``, every FLOP at that share of the dense
+    bf16 peak, and the result's ``kernel_efficiency`` is the one share that gives the time), QLoRA's
+    dequantisation at
     ``dequant_bandwidth_fraction`` of the HBM bandwidth (default the fitted
     :data:`DEQUANT_BANDWIDTH_FRACTION`), the fixed launches of a PEFT step (``layer_overhead_s`` per layer and
     micro-batch, default the fitted :data:`LAYER_OVERHEAD_S`; LoRA and QLoRA only), and the communication the
@@ -387,8 +383,8 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
             else check_fraction("dequant_bandwidth_fraction", dequant_bandwidth_fraction))
     per_layer = (LAYER_OVERHEAD_S if layer_overhead_s is None
                  else check_number("layer_overhead_s", layer_overhead_s, maximum=1.0))
-    eff = (default_kernel_efficiency(g) if kernel_efficiency is None
-           else check_fraction("kernel_efficiency", kernel_efficiency))
+    flat = kernel_efficiency is not None
+    eff = check_fraction("kernel_efficiency", kernel_efficiency) if flat else None
     price = gpu_price(g, price_usd_per_gpu_hour)
     fl = finetune_flops_per_token(model, method=method, seq=seq, rank=rank, targets=targets,
                                   recompute=recompute)
@@ -400,12 +396,17 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
         par = Parallel(dp=n, zero=0 if strategy == "ddp" else 3)
         st = step_time(model, g, par, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff,
                        recompute=recompute)
-        return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
-                            st.compute_s, 0.0, st.comm_s, st.exposed_comm_s, price)
-    micro_s = micro_tokens * fl.hardware_flops / (dense_tflops(g, "bf16") * 1e12 * eff)
+        return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl,
+                            st.kernel_efficiency, st.compute_s, 0.0, st.comm_s, st.exposed_comm_s, price)
+    peak = dense_tflops(g, "bf16") * 1e12
+    if flat:                                          # one rate for every FLOP (the caller's efficiency)
+        micro_s = micro_tokens * fl.hardware_flops / (peak * eff)
+    else:                                             # as the step model prices a step (kernels)
+        micro_s = _kernel_seconds(model, g, fl, seq=seq, batch=batch, recompute=recompute)
+        eff = micro_tokens * fl.hardware_flops / (peak * micro_s)
     dq = 0.0
     if method == "qlora":
-        dq = _dequant_s(dequant_passes(recompute) * dequant_bytes(model), g.memory_bandwidth_gbps * 1e9, frac)
+        dq = dequant_passes(recompute) * dequant_bytes(model) / (g.memory_bandwidth_gbps * 1e9 * frac)
     comm = finetune_communication(model, g, n_gpus=n, strategy=strategy, method=method, rank=rank,
                                   targets=targets, grad_accum=m, node=node)
     fwd_share = fl.forward / fl.hardware_flops
@@ -419,6 +420,24 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
         exposed = max(0.0, comm.reduce_s - bwd_s)
     return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
                         m * micro_s, m * dq, total, exposed, price, m * model.layers * per_layer)
+
+
+def _kernel_seconds(model, g, fl, *, seq: int, batch: int, recompute: str) -> float:
+    """One micro-batch's compute seconds on one GPU as :func:`~llmsizing.comm.step_compute_time_s` prices a
+    training step (:mod:`llmsizing.kernels`): the Linear layers (the base's, the adapters') at the calibrated
+    :func:`~llmsizing.hardware.kernel_efficiency` x the GEMM efficiency of the micro-batch's shape, the
+    attention core as causal kernels run it, at the attention kernels' rate."""
+    from .flops import stage_attention_flops_per_token
+    from .hardware import kernel_efficiency as step_kernel_efficiency
+    from .kernels import compute_seconds, rates
+    from .parallel import Parallel
+
+    par = Parallel()
+    full = stage_attention_flops_per_token(model, par, seq=seq, recompute=recompute)[0]
+    causal = stage_attention_flops_per_token(model, par, seq=seq, recompute=recompute, causal=True)[0]
+    gemm, attention = rates(model, g, tp=1, cp=1, batch=batch, seq=seq, dtype="bf16",
+                            kernel_efficiency=step_kernel_efficiency(g, "bf16"))
+    return compute_seconds(fl.hardware_flops, full, causal, batch * seq, gemm, attention)
 
 
 def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora", batch: int = 1, seq: int,
@@ -463,50 +482,36 @@ def _published_frame():
     return df
 
 
-def _dequant_s(moved_bytes: float, hbm_bytes_per_s: float, frac: float) -> float:
-    """One micro-batch's dequantisation: the bytes it moves at ``frac`` of the HBM bandwidth."""
-    return moved_bytes / (hbm_bytes_per_s * frac)
-
-
-def _row_time(r, **constants) -> FinetuneTime:
-    """:func:`finetune_time` of one step of a row of ``data/finetune_published.csv`` (``constants``: its
-    ``dequant_bandwidth_fraction`` and ``layer_overhead_s``): ``targets`` all-linear or short names
-    (``q k v gate up down``), ``strategy`` blank for ddp; a full fine-tune has no adapters."""
+def _predict(r, *, whole: bool = False, **constants):
+    """Seconds per optimizer step of a row of ``data/finetune_published.csv`` (``whole``: its FinetuneTime;
+    ``constants``: the fitted two); ``targets`` all-linear or short names, ``strategy`` blank for ddp."""
     targets = r.targets if r.method == "full" or r.targets == "all-linear" else tuple(r.targets.split())
     adapters = {} if r.method == "full" else dict(rank=int(r.rank), targets=targets)   # (full: every weight)
-    return finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq), batch=int(r.batch),
-                         grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), recompute=r.recompute,
-                         strategy=getattr(r, "strategy", "ddp"), **constants, **adapters)
-
-
-def _predict(r, **constants) -> float:
-    """The model's seconds per optimizer step for one row (:func:`_row_time`)."""
-    return _row_time(r, **constants).step_s
+    t = finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq), batch=int(r.batch),
+                      grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), recompute=r.recompute,
+                      strategy=getattr(r, "strategy", "ddp"), **constants, **adapters)
+    return t if whole else t.step_s
 
 
 def _step_of(r):
     """:func:`_predict` of a LoRA/QLoRA row as ``step(layer_overhead_s, dequant_bandwidth_fraction)``: the
-    same sums (:attr:`FinetuneTime.step_s`), the parts free of those constants priced once (for the grid)."""
-    t, layers = _row_time(r), resolve_model(r.model).layers
+    same sums as :func:`finetune_time`, the parts free of those constants priced once (for the fit's grid)."""
+    t, layers, m = _predict(r, whole=True), resolve_model(r.model).layers, int(r.grad_accum)
     moved = dequant_passes(r.recompute) * dequant_bytes(r.model) if r.method == "qlora" else 0.0
     hbm = get_gpu(r.gpu).memory_bandwidth_gbps * 1e9
-
-    def step(overhead: float, frac: float) -> float:
-        dq = _dequant_s(moved, hbm, frac) if moved else 0.0
-        return t.compute_s + t.grad_accum * dq + t.grad_accum * layers * overhead + t.exposed_comm_s
-    return step
+    return lambda overhead, frac: (t.compute_s + m * (moved / (hbm * frac) if moved else 0.0)
+                                   + m * layers * overhead + t.exposed_comm_s)
 
 
 def _best_on_grid(loss, grid) -> float:
     """The grid point with the least loss (the first on ties): deterministic, no SciPy."""
-    losses = [loss(x) for x in grid]
-    return grid[losses.index(min(losses))]
+    return min(grid, key=loss)                        # (min keeps the first of equal losses)
 
 
 def _grid_fit(loss, lo: float, step: float, n: int, refine: bool) -> float:
     """The least-loss point of ``lo + i x step`` (``i < n``): on the whole grid, or (``refine``) on every
     tenth point first and then the whole grid within a coarse step of the best (the loss is smooth in one
-    constant; the folds of :func:`finetune_loso_check` use this to refit in seconds)."""
+    constant: the folds of :func:`finetune_loso_check` refit so)."""
     if not refine:
         return _best_on_grid(loss, [lo + i * step for i in range(n)])
     best = _best_on_grid(loss, [lo + i * step for i in range(0, n, 10)])
@@ -519,16 +524,13 @@ def _fit_on(rows, refine: bool = False) -> tuple[float, float]:
     lora, qlora = rows[rows["method"] == "lora"], rows[rows["method"] == "qlora"]
     if lora.empty or qlora.empty:
         raise ValueError("the rows to fit on need LoRA and QLoRA rows (one constant is fitted on each)")
-    # each row priced once (:func:`_step_of`); a grid point's loss is arithmetic on those prices
     lora, qlora = ([(r.s_per_step, _step_of(r)) for r in sub.itertuples()] for sub in (lora, qlora))
 
-    def loss(sub, *, layer_overhead_s, dequant_bandwidth_fraction):
-        return sum(math.log(s / step(layer_overhead_s, dequant_bandwidth_fraction)) ** 2 for s, step in sub)
+    def loss(sub, overhead, frac):
+        return sum(math.log(s / step(overhead, frac)) ** 2 for s, step in sub)
 
-    overhead = _grid_fit(lambda x: loss(lora, layer_overhead_s=x, dequant_bandwidth_fraction=0.5),
-                         0.0, 1e-5, 1001, refine)
-    frac = _grid_fit(lambda x: loss(qlora, layer_overhead_s=overhead, dequant_bandwidth_fraction=x),
-                     0.005, 0.001, 996, refine)
+    overhead = _grid_fit(lambda x: loss(lora, x, 0.5), 0.0, 1e-5, 1001, refine)
+    frac = _grid_fit(lambda x: loss(qlora, overhead, x), 0.005, 0.001, 996, refine)
     return overhead, frac
 
 
@@ -536,12 +538,11 @@ def finetune_loso_check(coverage: float = 0.8):
     """The fine-tuning step model checked by leaving one source out (:mod:`llmsizing.intervals`): each
     source's LoRA/QLoRA rows (not ``known_out``) are predicted with the constants refitted on every covered
     row of the other sources; the stated range is the conformal bounds of those log residuals. With three
-    sources or more (Qwen's README, Answer.AI's benchmark, torchtune's README, LLaMA-Factory's wiki) the check
-    is nested: a held-out source is judged by bounds from the other sources' residuals, each of those from a
-    fit that saw neither. Four sources are too few for bounds that weigh sources alike (9 at 80%), so rows are
-    weighed alike (``unit="row"``). With two sources it cannot be nested (``nested=False``). ``(check,
-    rows)``; the refits are memoised by their training rows, so the nested check costs ``S (S - 1) / 2 + S``
-    fits."""
+    sources or more (module docstring) the check is nested: a held-out source is judged by bounds from the
+    other sources' residuals, each of those from a fit that saw neither. Four sources are too few for bounds
+    that weigh sources alike (9 at 80%), so rows are weighed alike (``unit="row"``). With two sources it
+    cannot be nested (``nested=False``). ``(check, rows)``; the refits are memoised by their training rows, so
+    the nested check costs ``S (S - 1) / 2 + S`` fits."""
     import numpy as np
 
     from .intervals import loso_check, source_key
@@ -590,8 +591,7 @@ def finetune_residuals():
     """Every row of ``data/finetune_published.csv`` with the model's step time at the calibrated constants and
     the ratio published / predicted (above 1: the model is too fast), and whether the ratio lies inside the
     80% :data:`RESIDUAL_RANGE` (about one row in five need not; ``known_out`` rows are setups the model does
-    not price).
-    Shown in chapter 16."""
+    not price). Shown in chapter 16."""
     df = _published_frame()
     df["predicted_s"] = [_predict(r) for r in df.itertuples()]
     df["ratio"] = df["s_per_step"] / df["predicted_s"]

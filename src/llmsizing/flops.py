@@ -25,6 +25,7 @@ of 32768.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from ._validate import check_bool, check_choice, check_int
@@ -61,6 +62,15 @@ def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = Fa
     are in the parameter term, their scan (a few numbers per channel and state per token) is left out."""
     model = resolve_model(model, moe=True)
     keys = attention_keys_per_token(model, seq=seq, causal=causal)
+    lay = model.attention_layout
+    if lay is not None and not model.is_mla:          # full layers of their own width, a shared block's uses
+        full = seq / 2 if causal else float(seq)
+        n_w, n_f = model.n_window_layers, model.n_attention_layers - model.n_window_layers
+        win = attention_keys_per_token(model.with_(window_layers=None, attention_layout=None), seq=seq,
+                                       causal=causal) if n_w else 0.0
+        hd, hd_f = model.head_dim, lay.full_head_dim or model.head_dim    # QK^T over q/k, attn @ V over v
+        return 2 * model.heads * (n_w * win * (hd + (lay.v_head_dim or hd)) + n_f * full * (hd_f + (
+            lay.v_head_dim or hd_f)) + lay.block_uses * full * 2 * hd)
     n = model.n_attention_layers         # a hybrid's Mamba / linear-attention layers have no QK^T (issue 36)
     if model.is_mla:
         return 2 * keys * model.heads * (model.head_dim + model.v_head_dim) * n
@@ -87,8 +97,14 @@ def matmul_params(model: Model | str) -> int:
     model = resolve_model(model, moe=True)
     parts = model.param_breakdown()
     # the input embedding is a lookup, not a matmul; with tied embeddings the same matrix IS the LM head
+    # (other lookup tables, Gemma's per-layer embeddings, are not)
     total = model.active_params if model.is_moe else model.n_params
-    return total - parts["position"] - (0 if model.tied_embeddings else parts["embedding"])
+    lookups = parts["embedding"] - (model.vocab * model.hidden if model.tied_embeddings else 0)
+    lay = model.attention_layout
+    if lay is not None and lay.block_uses:   # Zamba's shared block: held once, multiplied at every use
+        shared = [(math.prod(s), k) for _, n, s, k in model.tensors() if n.startswith("layers.block.")]
+        total += sum(p for p, _ in shared) * lay.block_uses - sum(p * k for p, k in shared)
+    return total - parts["position"] - lookups
 
 
 def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "none",

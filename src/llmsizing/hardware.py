@@ -340,7 +340,7 @@ def flat_kernel_efficiency(gpu, dtype: str = "bf16") -> float:
     """The calibrated share of the dense peak at which *every* hardware FLOP of a step would take the compute
     time the step model gives (its attention and GEMM-shape terms, :mod:`llmsizing.kernels`, folded into one
     number; ``data/kernel_efficiency.csv``'s ``flat_efficiency``): for models that charge all FLOPs at one
-    rate (:func:`~llmsizing.finetune_time.finetune_time`). :func:`kernel_efficiency` is the step model's
-    scale."""
+    rate. :func:`~llmsizing.finetune_time.finetune_time` used it until issue 34's round 4 and now prices its
+    step with the kernel terms too. :func:`kernel_efficiency` is the step model's scale."""
     row = kernel_efficiency_row(gpu, dtype)
     return row.flat_efficiency if row.flat_efficiency is not None else row.kernel_efficiency

@@ -142,6 +142,9 @@ def generic_fields(config: dict, where: str, mtype: str, rule: Rule, keys: "_Key
     fields["extra_layer_tensors"] = tuple(
         (e[0], e[1], tuple(d if isinstance(d, int) else fields[d] for d in e[2])) + tuple(e[4:])
         for e in extra)
+    # a multimodal type's tower sub-configs (Phi-4-multimodal's vision_config, audio_config) size towers the
+    # text model's count leaves out (as Gemma 3's vision tower)
+    k.used.update(s for s in config_classes().get(mtype, {}).get("sub_configs", {}) if s != "text_config")
     _refuse_unread(k, rule)
     return fields
 

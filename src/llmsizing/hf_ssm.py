@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from .hf_blocks import BLOCK_TYPES, _base, _Fixed, _kinds, _src
+from .hf_extra import EXTRA_TYPES
 from .hf_generic import _Keys, _short, generic_fields, refuse_unread
 from .hf_types import Moe, Rule, config_classes
 from .layer_kinds import StateMixer
@@ -405,7 +406,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "bamba": (_bamba, _src("bamba")),
              "granitemoehybrid": (_granitemoehybrid, _src("granitemoehybrid")),
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
-             "lfm2": (_lfm2, _src("lfm2")), **BLOCK_TYPES,
+             "lfm2": (_lfm2, _src("lfm2")), **BLOCK_TYPES, **EXTRA_TYPES,
              "ernie4_5_moe": (_ernie4_5_moe, _src("ernie4_5_moe")),
              "mpt": (_mpt, _src("mpt")),
              "gpt_neo": (_gpt_neo, _src("gpt_neo")),

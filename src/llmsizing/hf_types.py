@@ -271,23 +271,19 @@ TYPE_RULES: dict[str, Rule] = {t: Rule(_src(t), **kw) for t, kw in {
                   moe=Moe(shared="num_shared_experts", first_dense="num_dense_layers", router_bias=True)),
     "laguna": dict(_QK, mlp_bias=False, attn_gate="head",
                    moe=Moe(shared_width="shared_expert_intermediate_size", router_bias=True)),
+    # ---- Phi-4-multimodal's text model: Phi-3's block (fused qkv_proj, gate_up_proj; no biases); its image
+    #      and audio encoders are towers, not counted; Emu3's text model (through its text_config)
+    "phi4_multimodal": dict(_NO_BIAS, window="all"), "emu3_text_model": {},
     "cohere2_moe": dict(mlp_bias=False, norms=1, moe=Moe(width="intermediate_size",
                                                          shared="num_shared_experts")),
 }.items()}
 
 
 _ENCODER = "an encoder (it also has a masked-LM head) run as a decoder: BERT-style blocks are not modelled"
-_SHARED_BLOCK = ("Mamba layers with one transformer block whose weights are reused every few layers, on the "
-                 "concatenation of the hidden state and the embeddings, with a projection per use (Zamba2: "
-                 "and per-use LoRA adapters): parameters once, KV per use, not represented")
 _INDEXER = ("DeepSeek-V3.2's indexer (read for deepseek_v32 and glm_moe_dsa) with parts of its own: "
             "not mapped yet")
 _HYPER = ("hyper-connections (hc_mult residual streams with their own mixing parameters) around a "
           "sparse-attention indexer: not modelled")
-_ATTN_GATE = ("a gate on the attention output with parts of its own (a gate bias, learned scalars and L2 "
-              "norms, or recurrent blocks beside it): not mapped yet")
-_MULTIMODAL_TEXT = "a multimodal model whose text part is not read yet"
-_PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
 
 #: The decoder-only causal-LM types of transformers 5.24 that :meth:`Model.from_hf_config` refuses, and why
 #: (issue 36: refused by name, never guessed). ``data/hf_type_sweep.csv`` holds every type;
@@ -295,38 +291,30 @@ _PER_LAYER = "per-layer embeddings (Gemma 3n/4 style): not modelled"
 REFUSED_TYPES: dict[str, str] = {
     "axk2": _INDEXER + " (norms with a low-rank gate, fc1/fc2; a query gate, q_gate_proj)",
     "bert": _ENCODER,
-    "bert-generation": "an encoder (BERT blocks) run as a decoder",
     "big_bird": _ENCODER,
     "blt": "byte latent transformer (local encoder and decoder around a global model): not modelled",
     "camembert": _ENCODER,
     "cohere_compass_text": ("transformers 5.24 cannot build its own class default (build: KeyError: "
                             "'full_attention')"),
-    "cpmant": "CPM-Ant's own block layout: not mapped yet",
     "data2vec-text": _ENCODER,
     "dbrx": ("transformers 5.24 cannot build its own class default (build: AttributeError: "
              "'DbrxAttentionConfig' object has no attribute ')"),
     "deepseek_v4": _HYPER + " (and compressed attention, compress_rates)",
-    "doge": "dynamic-mask attention and residual gains: not modelled",
-    "dory": _ATTN_GATE,
+    "dory": ("looped middle layers (n_recurrent_loops) whose KV cache is kept per loop "
+             "(recurrent_kv_cache_mode), with a gated attention output, learned scalars and L2 norms: not "
+             "modelled"),
     "dots1": ("transformers 5.24 cannot build its own class default (build: TypeError: empty() takes 1"
               " positional argument but 3 were given)"),
     "dots3_note": "a multimodal model whose text part (dots3_note_text) is not read yet",
     "dots3_note_text": _INDEXER + " (its sliding-window layers have attention widths of their own, "
                        "per_layer_config; a norm on the rotary key alone, k_rope_only_layernorm)",
     "electra": _ENCODER,
-    "emu3": "multimodal config without a text sub-type reader yet",
     "ernie": _ENCODER,
     "gemma3n": "transformers 5.24 cannot build its own class default (build: ImportError: )",
-    "gemma3n_text": _PER_LAYER,
-    "gemma4": _PER_LAYER,
     "gemma4_assistant": ("transformers 5.24 cannot build its own class default (config: "
                          "StrictDataclassClassValidationError('Class validation error fo)"),
-    "gemma4_text": _PER_LAYER,
-    "gemma4_unified": "multimodal config without a text sub-type reader yet",
     "gemma4_unified_assistant": ("an assistant head that shares the KV of another model (no k/v "
                                  "projections): not modelled"),
-    "gemma4_unified_text": "global layers with their own head dimension and a per-layer scalar: not modelled",
-    "git": _MULTIMODAL_TEXT,
     "hrm_text": ("two weight-shared stacks run in nested loops (H_cycles x L_cycles) with a gated attention "
                  "output: the cache per token of a looped stack is not modelled"),
     "hunyuan_v1_dense": ("transformers 5.24 cannot build its own class default (build: TypeError: "
@@ -338,22 +326,20 @@ REFUSED_TYPES: dict[str, str] = {
                            "biases: not mapped yet"),
     "inkling2_text": "mixture of experts with its own routing modules: not mapped yet",
     "inkling_text": "mixture of experts with its own routing modules: not mapped yet",
-    "jetmoe": "mixture of attention heads and of MLP experts (JetMoE): not modelled",
+    "jetmoe": ("mixture of attention heads and of MLP experts (JetMoE): both routed top-k, so active "
+               "parameters need two expert kinds per layer: not modelled"),
     "lfm2_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: 'NoneType' "
                  "object is not subscriptable)"),
     "longcat_flash": "two attention blocks per layer and zero-computation experts: not modelled",
     "megatron-bert": _ENCODER,
-    "mimo_v2_flash": ("sliding-window layers with twice the KV heads and sinks, and a value head dimension "
-                      "different from the query/key one: not modelled"),
     "minimax_m3_vl_text": ("sparse attention with an indexer and dense/MoE layer widths of its own: "
                            "not mapped yet"),
     "ministral": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
                   " operand type(s) for ** or pow(): 'NoneTy)"),
-    "mllama": "cross-attention layers to an image encoder: not modelled",
-    "modernbert-decoder": "an encoder (ModernBERT blocks) run as a decoder",
+    "mllama": ("cross-attention layers to an image encoder, whose cache grows with the image's tokens, not "
+               "the text's: not modelled"),
     "moshi": "an audio model with multi-codebook heads: not modelled",
     "moss_transcribe_diarize": "a speech model's decoder: not modelled",
-    "phi4_multimodal": _MULTIMODAL_TEXT,
     "qwen4_exp": ("transformers 5.24 cannot build its own class default (build: TypeError: unsupported"
                   " operand type(s) for //: 'NoneType' and ')"),
     "qwen4_exp_text": ("transformers 5.24 cannot build its own class default (build: TypeError: "
@@ -365,15 +351,13 @@ REFUSED_TYPES: dict[str, str] = {
     "roberta-prelayernorm": _ENCODER,
     "roc_bert": _ENCODER,
     "roformer": _ENCODER,
-    "trocr": "a decoder with cross-attention to an image encoder: not modelled",
+    "trocr": ("a decoder with cross-attention to an image encoder in every layer, whose cache grows with the "
+              "image's tokens, not the text's: not modelled"),
     "xlm": _ENCODER,
     "xlm-roberta": _ENCODER,
     "xlm-roberta-xl": _ENCODER,
     "xlnet": "an encoder (XLNet) run as a decoder",
-    "xlstm": "xLSTM recurrent layers (a fixed state per sequence): not modelled",
     "xmod": _ENCODER,
-    "zamba": _SHARED_BLOCK,
-    "zamba2": _SHARED_BLOCK,
     "zaya": "an MLP router and compressed attention of its own: not modelled",
 }
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
 from .catalog import resolve_model
+from .layer_kinds import kv_groups
 from .states import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _frame, default_overhead_bytes
 from .model import Model
 from .precision import DTYPE_BYTES, EXPERT_FORMATS, KV_DTYPES, STORED_FORMATS, WEIGHT_DTYPES, use_more_bits
@@ -177,7 +178,7 @@ def kv_cache_bytes_per_token(model: Model | str, dtype: str = "bf16") -> float:
     if model.is_mla:
         return (n * kv_numbers_per_token_per_layer(model) + extra) \
             * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)]
-    return ((2 * n * model.kv_heads * model.head_dim + extra)
+    return ((sum(k * w for k, w, _ in kv_groups(model)) + extra)   # windowed and full layers (Gemma 4)
             * DTYPE_BYTES[check_choice("dtype", dtype, KV_DTYPES)])
 
 
@@ -211,6 +212,10 @@ def kv_cached_tokens(model: Model | str, context: int) -> int:
         return context
     if model.window_layers is None:
         return min(context, model.sliding_window)
+    if model.attention_layout is not None and not model.is_mla:    # layers of their own widths: weighted
+        g = kv_groups(model)
+        return sum(k * w * (min(context, model.sliding_window) if win else context) for k, w, win in g) \
+            / sum(k * w for k, w, _ in g)
     nw, n = model.window_layers, model.n_attention_layers
     return (nw * min(context, model.sliding_window) + (n - nw) * context) / n
 

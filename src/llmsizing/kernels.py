@@ -159,6 +159,20 @@ def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
     return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
 
 
+def best_gemm_share(gpus, dtype: str = "bf16") -> float | None:
+    """The largest share of its dense ``dtype`` peak that any of ``gpus`` (names) reached in a search for its
+    best GEMM shape (``data/gemm_efficiency.csv``'s ``kind == "best"`` rows: Bekman, *ML Engineering*,
+    "Maximum Achievable Matmul FLOPS"); ``None`` when none was measured. What a generation's software stack
+    can reach at all: 0.80 of the H100's BF16 peak, 0.51 of the MI300X's (chapter 10)."""
+    import pandas as pd
+
+    d = pd.read_csv(DATA / "gemm_efficiency.csv")
+    d = d[(d["kind"] == "best") & (d["dtype"] == dtype) & d["gpu"].isin(list(gpus))]
+    if d.empty:
+        return None
+    return max(float(r.tflops) / dense_tflops(get_gpu(r.gpu), dtype) for r in d.itertuples())
+
+
 def layer_gemms(model, *, tp: int = 1, tokens: int, ep: int = 1) -> tuple[tuple[int, int, int], ...]:
     """The ``(m, n, k)`` of one transformer layer's forward GEMMs on one of ``tp`` GPUs (Megatron's split:
     column-parallel QKV and MLP input, row-parallel output and MLP output), ``m = tokens`` (a micro-batch's

@@ -44,7 +44,20 @@ from ._validate import check_bool, check_choice, check_int
 #: Its state: the convolution's last ``conv - 1`` inputs and one recurrent number per channel.
 #: ``kda_full``: Kimi Delta Attention with full-rank forget and output gates (``f_proj``, ``g_proj`` of
 #: ``inner x hidden``; Ling 2.5's ``BailingHybridDeltaAttention``), the same state.
-MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv", "rglru", "kda_full")
+#: ``mlstm``: xLSTM's matrix LSTM (Beck et al. 2024, arXiv:2405.04517; ``xLSTMLayer``): q and k of
+#: ``state`` channels, v and an output gate of ``inner``, per-head input and forget gates with biases, a
+#: per-head norm over v, ``out_proj``; per head a ``state/heads x inner/heads`` memory, a normaliser of
+#: ``state/heads`` and a running maximum (``xLSTMCache.rnn_state``), no convolution.
+MIXER_KINDS = ("mamba", "mamba2", "gdn", "lightning", "kda", "shortconv", "rwkv", "rglru", "kda_full",
+               "mlstm")
+
+
+#: Components an extra tensor may count under (:meth:`~llmsizing.model.Model.param_breakdown`'s names): a
+#: block's, and, outside the blocks, ``embedding``/``position`` for lookup tables (CPM-Ant's prompt rows and
+#: segment embedding, Gemma's per-layer embeddings; :func:`llmsizing.flops.matmul_params` leaves them out) and
+#: ``lm_head`` for the other model-level tensors (ModernBERT's prediction head, Gemma's per-layer-input and
+#: AltUp projections), which are multiplied.
+EXTRA_COMPONENTS = ("attention", "mlp", "norms", "embedding", "position", "lm_head")
 
 
 @dataclass(frozen=True)
@@ -92,12 +105,14 @@ class StateMixer:
                                  "must divide heads")
             object.__setattr__(self, "heads", heads)
             object.__setattr__(self, "groups", groups)
+            if self.kind == "mlstm" and (self.state == 0 or self.state % heads):
+                raise ValueError(f"heads ({heads}) must divide state ({self.state}), the mLSTM's q/k width")
 
     @property
     def conv_channels(self) -> int:
         """Channels of the depthwise convolution: ``inner`` (Mamba), ``inner + 2 groups x state`` (Mamba-2:
         x, B and C)."""
-        if self.kind == "lightning":
+        if self.kind in ("lightning", "mlstm"):
             return 0
         if self.kind in ("mamba", "shortconv", "rglru"):
             return self.inner
@@ -154,6 +169,13 @@ class StateMixer:
             return self._lightning_tensors(h)
         if self.kind in ("kda", "kda_full"):
             return self._kda_tensors(h)
+        if self.kind == "mlstm":
+            a = self.heads
+            return [("attention", f"{p}.weight", (n, h)) for p in "qk"] + [
+                ("attention", f"{p}.weight", (d, h)) for p in ("v", "ogate_preact")] + [
+                ("attention", f"{g}gate_preact.{w}", (a, h) if w == "weight" else (a,)) for g in "if"
+                for w in ("weight", "bias")] + [("norms", "multihead_norm.weight", (d,)),
+                                                ("attention", "out_proj.weight", (h, d))]
         if self.kind == "rglru":
             b = d // self.heads
             return [("attention", f"linear_{w}.{p}", (d, h) if p == "weight" else (d,)) for w in "yx"
@@ -209,6 +231,8 @@ class StateMixer:
         head and head channel), as transformers' cache holds them."""
         if self.kind == "rglru":                  # the convolution keeps conv - 1 inputs, the LRU one number
             return self.inner * (self.conv - 1) + self.inner
+        if self.kind == "mlstm":                  # per head: memory, normaliser, running maximum
+            return self.state * self.inner // self.heads + self.state + self.heads
         return self.conv_channels * self.conv + self.inner * self.state
 
 
@@ -243,6 +267,85 @@ class Indexer:
                 ("attention", "indexer.weights_proj.weight", (a, hidden))]
 
 
+@dataclass(frozen=True)
+class AttentionLayout:
+    """Attention layers that differ from the block's (Gemma 4's ``per_layer_config``, Gemma 3n's and Gemma 4's
+    KV sharing; ``transformers`` 5.24's ``Gemma4TextAttention``, ``Gemma3nTextAttention``).
+
+    ``full_head_dim``/``full_kv_heads``: the head width and KV heads of the full-attention layers (those not
+    in :attr:`~llmsizing.model.Model.window_layers`; ``None``: the block's), queries and output included;
+    ``full_k_eq_v``: those layers have no ``v_proj``, their values are the keys (``attention_k_eq_v``: the
+    cache still holds both); ``shared_window``/``shared_full``: how many windowed / full layers reuse the keys
+    and values of an earlier layer of their kind (``num_kv_shared_layers``, the last layers): no ``k_proj``,
+    ``v_proj`` or ``k_norm`` and nothing cached; ``block_uses``/``block_kv``: attention outside the layer
+    list, a shared block run at ``block_uses`` depths, each caching ``block_kv`` numbers per token (Zamba's
+    and Zamba2's shared transformer block; its weights are extra tensors held once). ``v_head_dim``: values
+    and the output projection's input are this wide per head in every layer (``None``: ``head_dim``;
+    MiMo-V2-Flash's 128 beside q/k of 192); ``full_sinks=False``: the full layers have no attention sinks
+    (MiMo-V2-Flash's windowed layers have them)."""
+
+    full_head_dim: int | None = None
+    full_kv_heads: int | None = None
+    full_k_eq_v: bool = False
+    shared_window: int = 0
+    shared_full: int = 0
+    block_uses: int = 0
+    block_kv: int = 0
+    v_head_dim: int | None = None
+    full_sinks: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "full_sinks", check_bool("full_sinks", self.full_sinks))
+        for f in ("full_head_dim", "full_kv_heads", "v_head_dim"):
+            if getattr(self, f) is not None:
+                object.__setattr__(self, f, check_int(f, getattr(self, f)))
+        for f in ("shared_window", "shared_full", "block_uses", "block_kv"):
+            object.__setattr__(self, f, check_int(f, getattr(self, f), minimum=0))
+        object.__setattr__(self, "full_k_eq_v", check_bool("full_k_eq_v", self.full_k_eq_v))
+
+
+#: The tensors a KV-sharing layer does not hold (its keys and values come from an earlier layer).
+_KV_TENSORS = ("k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias", "k_norm.weight")
+
+
+def attention_layout_tensors(m) -> list[tuple[str, str, tuple[int, ...], int]]:
+    """The attention tensors (``(component, name, shape, layers)``, names under ``layers.``) of a
+    :class:`~llmsizing.model.Model` with an :class:`AttentionLayout`: windowed and full layers, each with and
+    without their own keys and values."""
+    from dataclasses import replace
+    lay, n_w = m.attention_layout, m.n_window_layers
+    full = replace(m, head_dim=lay.full_head_dim or m.head_dim, kv_heads=lay.full_kv_heads or m.kv_heads,
+                   attention_layout=None)
+    out = []
+    for src, n, shared, tag in ((m, n_w, lay.shared_window, ""),
+                                (full, m.n_attention_layers - n_w, lay.shared_full, "full_attn.")):
+        vd = (lay.v_head_dim or src.head_dim) * src.heads        # values: v_proj's rows, o_proj's input
+        for c, name, s in src._attention_tensors():
+            if tag and (lay.full_k_eq_v and name.startswith("v_proj.")
+                        or not lay.full_sinks and name == "sinks"):
+                continue
+            if lay.v_head_dim and name in ("v_proj.weight", "v_proj.bias", "o_proj.weight"):
+                s = (s[0], vd) if name == "o_proj.weight" else (vd // src.heads * src.kv_heads,) + s[1:]
+            k = n - shared if name in _KV_TENSORS else n
+            if k:
+                out.append((c, f"layers.{tag}{name}", s, k))
+    return out
+
+
+def kv_groups(m) -> list[tuple[int, int, bool]]:
+    """``(layers, numbers per token per layer, windowed)`` of a model's cached attention layers (not MLA):
+    the windowed and the full ones, without the KV-sharing layers, each at its own width (``2 x kv_heads x
+    head_dim``)."""
+    lay, n_w = m.attention_layout, m.n_window_layers
+    n_f = m.n_attention_layers - n_w
+    if lay is None:
+        return [(n_w, 2 * m.kv_heads * m.head_dim, True), (n_f, 2 * m.kv_heads * m.head_dim, False)]
+    hd_f, kv_f = lay.full_head_dim or m.head_dim, lay.full_kv_heads or m.kv_heads
+    return [(n_w - lay.shared_window, m.kv_heads * (m.head_dim + (lay.v_head_dim or m.head_dim)), True),
+            (n_f - lay.shared_full, kv_f * (hd_f + (lay.v_head_dim or hd_f)), False),
+            (lay.block_uses, lay.block_kv, False)]
+
+
 def check_layer_kinds(m) -> None:
     """Checks and normalises a :class:`~llmsizing.model.Model`'s layer-kind fields (called by its
     ``__post_init__``): ``extra_layer_tensors`` (small tensors every layer holds beyond the Llama block:
@@ -263,15 +366,28 @@ def check_layer_kinds(m) -> None:
     object.__setattr__(m, "mlp_free_layers", free)
     extra = tuple(m.extra_layer_tensors)
     for e in extra:
+        count = len(e) == 4 and isinstance(e[3], int) and not isinstance(e[3], bool)
         if (not isinstance(e, tuple) or len(e) not in (3, 4) or not isinstance(e[1], str)
-                or not isinstance(e[2], tuple) or e[0] not in ("attention", "mlp", "norms")
-                or e[3:] not in ((), ("moe",), ("one",))):
-            raise TypeError("extra_layer_tensors must hold (component, name, shape[, 'moe' or 'one']) "
-                            "tuples, component 'attention', 'mlp' or 'norms', 'moe' for the MoE layers only, "
-                            f"'one' for one layer only, got {e!r}")
+                or not isinstance(e[2], tuple) or e[0] not in EXTRA_COMPONENTS
+                or not (e[3:] in ((), ("moe",), ("one",)) or count)):
+            raise TypeError("extra_layer_tensors must hold (component, name, shape[, 'moe', 'one' or a layer "
+                            f"count]) tuples, component one of {', '.join(EXTRA_COMPONENTS)}, 'moe' for the "
+                            "MoE layers only, 'one' for one tensor in the model, an int for that many layers,"
+                            f" got {e!r}")
+        if count:
+            check_int("extra_layer_tensors count", e[3], minimum=0, maximum=m.layers)
         for d in e[2]:
             check_int("extra_layer_tensors shape", d)
     object.__setattr__(m, "extra_layer_tensors", extra)
+    lay = m.attention_layout
+    if lay is not None:
+        if not isinstance(lay, AttentionLayout):
+            raise TypeError(f"attention_layout must be an AttentionLayout, got {type(lay).__name__}")
+        n_w = m.n_window_layers
+        if m.kv_lora_rank is not None or m.fused_qkv or lay.shared_window > n_w \
+                or lay.shared_full > m.n_attention_layers - n_w:
+            raise ValueError("attention_layout needs q/k/v projections (not MLA or fused) and at most "
+                             "window_layers windowed and the other attention layers full KV-sharing layers")
     moe_clash = m.experts and (m.moe_layers is None or set(free) & set(m.moe_layers))
     if free and (m.norms_per_layer != 2 or moe_clash or len(free) == m.layers):
         raise ValueError("mlp_free_layers needs norms_per_layer=2, some layers with an MLP and explicit "
@@ -291,4 +407,5 @@ def check_layer_kinds(m) -> None:
                          "layer (mixer_layers=None) and no experts")
 
 
-__all__ = ["MIXER_KINDS", "StateMixer", "Indexer", "check_layer_kinds"]
+__all__ = ["MIXER_KINDS", "EXTRA_COMPONENTS", "AttentionLayout", "attention_layout_tensors", "kv_groups",
+           "StateMixer", "Indexer", "check_layer_kinds"]

@@ -36,7 +36,7 @@ from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FA
                          MOE_KEYS, moe_layer_indices)
 from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
-from .layer_kinds import Indexer, StateMixer, check_layer_kinds
+from .layer_kinds import AttentionLayout, Indexer, StateMixer, check_layer_kinds
 
 #: Norm kinds: LayerNorm (gain and bias), RMSNorm (gain), and three without some parameters (issue 36):
 #: ``layernorm_nobias`` (MPT), ``layernorm_noweight`` (OLMo's non-parametric LayerNorm), ``rmsnorm_noweight``
@@ -233,6 +233,7 @@ class Model(TensorLayout):
     indexer: Indexer | None = None        # DeepSeek Sparse Attention's indexer (layer_kinds.Indexer)
     mlp_free_layers: tuple[int, ...] = ()  # layers with no MLP (Nemotron-H; layer_kinds.check_layer_kinds)
     extra_layer_tensors: tuple = ()       # ((component, name, shape), ...) in every layer: sub-norms, scalars
+    attention_layout: AttentionLayout | None = None   # full layers' own widths, KV sharing (Gemma 3n/4)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:

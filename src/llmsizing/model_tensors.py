@@ -12,6 +12,7 @@ library but the checks.
 from __future__ import annotations
 
 from ._validate import check_choice
+from .layer_kinds import attention_layout_tensors
 
 
 #: The names of a block's norms, in order, for ``norms_per_layer`` = 1 .. 4: Falcon-7B's parallel block has
@@ -157,8 +158,15 @@ class TensorLayout:
         if free:                                            # ... so they have no MLP norm either
             t = [(c, n, s, k - free if n.startswith(f"layers.{_NORM_NAMES[1]}.") else k) for c, n, s, k in t]
         t = self._with_mixer(t)
-        t += [(e[0], f"layers.{e[1]}", e[2], {(): self.layers, ("one",): 1}.get(e[3:], self.n_moe_layers))
-              for e in getattr(self, "extra_layer_tensors", ()) if e[3:] != ("moe",) or self.n_moe_layers]
+        if getattr(self, "attention_layout", None) is not None:     # Gemma 4's full layers, KV sharing
+            attn = {f"layers.{n}" for _, n, _ in self._attention_tensors()}
+            t = [e for e in t if e[1] not in attn] + attention_layout_tensors(self)
+        for e in getattr(self, "extra_layer_tensors", ()):
+            k = e[3] if e[3:] and isinstance(e[3], int) else \
+                {(): self.layers, ("one",): 1}.get(e[3:], self.n_moe_layers)
+            block = e[0] in ("attention", "mlp", "norms")    # embedding / position / lm_head: not a block's
+            if k:
+                t.append((e[0], f"layers.{e[1]}" if block else e[1], e[2], k))
         idx = getattr(self, "indexer", None)          # a sparse-attention indexer beside attention
         if idx is not None:
             n = self.n_attention_layers if idx.layers is None else idx.layers

@@ -50,7 +50,7 @@ from .model import Model
 from .network import collective_time_s, get_node, group_link
 from .parallel import Parallel, check_layout
 from .rl_trainer import (SLIME_SYNC_BUCKET_S, colocated_moves_s, cpu_adam_s, default_layout,
-                         layout_parallel, layout_trainer)
+                         layout_parallel, layout_trainer, weight_backup_s)
 from .serve_calibration import serving_range
 from .serve_engine import weights_bytes_per_gpu
 from .time_cost import training_time
@@ -232,8 +232,11 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
     if layout is None:
         upd, warns = _trainer(m, g, gpus=train_gpus, tokens=tokens * a["ppo_epochs"], seq=seq, price=price)
         fwd_share = forward_flops_per_token(m, seq=seq) / training_flops_per_token(m, seq=seq)
-    else:
+    backup = 0.0
+    if layout is not None:
         par = layout_parallel(m, layout, train_gpus)
+        if a["weight_backup"]:
+            backup = weight_backup_s(m, par, reference=a["reference"])
         one, fwd_share = layout_trainer(m, g, node, par, tokens=tokens, rollouts=a["rollouts"], seq=seq,
                                         packing=a["packing"])
         upd, warns = tuple(x * a["ppo_epochs"] for x in one), ()
@@ -259,7 +262,7 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
                          top=e_top, rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node,
                          util=a["util"])[0]
         p["evaluation"] = tuple(x / every for x in ev)
-    return p, (engines, b, steps, max_b, engine, layout), warns
+    return p, (engines, b, steps, max_b, engine, layout, backup), warns
 
 
 def _compose(p, sync, asynchronous):
@@ -282,7 +285,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
            off_policy_steps: int = 0, rebatch: bool = True, offload: bool = True,
            max_num_seqs: int = MAX_NUM_SEQS, price_usd_per_gpu_hour: float | None = None, node=None,
            train_layout=None, packing: bool = True, sync_bucket_s: float = 0.0,
-           evaluation=None, cpu_optimizer: bool = False) -> RLRun:
+           evaluation=None, cpu_optimizer: bool = False, weight_backup: bool = False) -> RLRun:
     """Time per step by phase, GPU-hours, cost and memory of an RL post-training run (module docstring).
 
     ``prompts_per_step`` prompts, ``samples_per_prompt`` responses each (GRPO's group), ``prompt`` tokens per
@@ -303,7 +306,10 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     ``evaluation = (rollouts, response, every)`` an evaluation generated on the engines every ``every`` steps
     inside the loop (slime's ``--eval-interval``), its time spread over the steps as the ``evaluation``
     phase. ``cpu_optimizer`` (with a layout) the optimizer on the host (Megatron's
-    ``--optimizer-cpu-offload``): :func:`~llmsizing.rl_trainer.cpu_adam_s` joins the update. Chapter 19."""
+    ``--optimizer-cpu-offload``): :func:`~llmsizing.rl_trainer.cpu_adam_s` joins the update.
+    ``weight_backup`` (with a layout) slime's host copies of the weights, and with ``reference`` the swaps
+    to the reference model and back (:func:`~llmsizing.rl_trainer.weight_backup_s`), join the moves.
+    Chapter 19."""
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     n = check_int("n_gpus", n_gpus)
@@ -316,7 +322,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
          "reward_model": None if reward_model is None else resolve_model(reward_model, moe=True),
          "packing": check_bool("packing", packing), "layout": _check_train_layout(train_layout),
          "evaluation": _check_evaluation(evaluation), "cpu_optimizer": check_bool("cpu_optimizer",
-                                                                                     cpu_optimizer)}
+                                                                                     cpu_optimizer),
+         "weight_backup": check_bool("weight_backup", weight_backup)}
     bucket_s = check_number("sync_bucket_s", sync_bucket_s)
     a["mean"], a["top"] = response_lengths(response)
     colocated, offload = check_bool("colocated", colocated), check_bool("offload", offload)
@@ -370,6 +377,9 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             raise
         sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload,
                               train_bytes=tb, bucket_s=bucket_s)
+        if eng[6]:
+            moves = {**moves, "weight_backup": eng[6]}
+            sync += eng[6]
         step = _compose(p, sync, asynchronous=off > 0)
         fits = tb <= cap and eng[3] >= 1
         key = (not fits, step[0])
@@ -469,7 +479,7 @@ def published_rl():
                      gen_tp=None if pd.isna(r.gen_tp) else int(r.gen_tp),
                      reference=bool(r.reference == "yes"), train_layout=_row_layout(r),
                      sync_bucket_s=SLIME_SYNC_BUCKET_S if bucketed else 0.0, evaluation=ev,
-                     cpu_optimizer=cpu_adam)
+                     cpu_optimizer=cpu_adam, weight_backup=bucketed)
         mv = run.moves or {}
         rows.append({"predicted_sync_only_s": mv.get("sync", run.phases["weight_sync"]),
                      "predicted_offload_s": sum(v for k, v in mv.items() if k != "sync"),
@@ -482,6 +492,22 @@ def published_rl():
     out["ratio"] = out["step_s"] / out["predicted_step_s"]
     out["inside"] = (out["step_s"] >= out["low"]) & (out["step_s"] <= out["high"])
     return out
+
+
+def published_forward_ratios():
+    """Published seconds of the forward-only passes over the update's, per row of ``data/rl_published.csv``
+    that gives them (``log_probs``: the policy's; ``reference``), beside the forward's FLOP share of an
+    update with full recomputation (1/4 in the limit: :func:`llmsizing.flops.training_flops_per_token`)
+    that :func:`rl_run` charges. Chapter 19."""
+    import pandas as pd
+
+    d = pd.read_csv(PUBLISHED_CSV)
+    d = d[d["published_log_probs_s"].notna() & d["published_update_s"].notna()].copy()
+    d["log_probs_ratio"] = d["published_log_probs_s"] / d["published_update_s"]
+    d["reference_ratio"] = d["published_reference_s"] / d["published_update_s"]
+    d["flop_share"] = 0.25
+    return d[["run", "framework", "published_log_probs_s", "published_reference_s", "published_update_s",
+              "log_probs_ratio", "reference_ratio", "flop_share", "source"]].reset_index(drop=True)
 
 
 def rl_loso(published=None):
@@ -560,4 +586,4 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
 
 
 __all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval", "RLRun", "response_lengths",
-           "rl_run", "published_rl", "rl_loso", "rl_interval"]
+           "rl_run", "published_rl", "rl_loso", "rl_interval", "published_forward_ratios"]

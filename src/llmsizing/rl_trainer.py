@@ -39,6 +39,13 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
   ``sleep``/``wake_up`` through torch_memory_saver with a CPU backup, the engines' release and resume), and
   the evaluation run every ``--eval-interval`` steps inside the loop (``train.py``), whose generation
   :func:`llmsizing.rl.rl_run` prices with ``evaluation=`` and spreads over the steps.
+* **Weight backups** (:func:`weight_backup_s`). slime keeps the policy's 16-bit weights in host memory
+  (``TensorBackuper``, ``slime/backends/megatron_utils/actor.py``): after every update it copies them down
+  (``backup("actor")``), and the colocated update reads that copy (``weights_getter``). With a reference
+  model it swaps the reference's weights in before the reference log-probabilities and the policy's back
+  after (``_switch_model``): two more copies up. A reference is loaded whenever the KL loss is switched
+  on, even at coefficient 0 (``with_ref=args.kl_coef != 0 or args.use_kl_loss``,
+  ``slime/ray/placement_group.py``).
 """
 
 from __future__ import annotations
@@ -144,6 +151,17 @@ def cpu_adam_s(m, par: Parallel, gpus: int, host_link_gbps: float = HOST_LINK_GB
     return 2 * part * 2 / (host_link_gbps * 1e9) + part * CPU_ADAM_BYTES_PER_PARAM / (host_memory_gbps * 1e9)
 
 
+def weight_backup_s(m, par: Parallel, *, reference: bool,
+                    host_link_gbps: float = HOST_LINK_GBPS) -> float:
+    """Seconds per step of slime's host copies of the weights (module docstring): the GPU's 16-bit
+    parameters (:func:`llmsizing.memory.stage_params`, largest stage) once down after the update, and with a
+    ``reference`` twice more up (the reference in, the policy back), over the host link."""
+    from .memory import stage_params
+
+    copies = 3 if reference else 1
+    return copies * 2 * max(stage_params(m, par)) / (host_link_gbps * 1e9)
+
+
 def bucketed_sync_s(weights_bytes: float, bucket_s: float,
                     bucket_bytes: float = SLIME_SYNC_BUCKET_BYTES) -> float:
     """Seconds of the per-bucket work of a bucketed weight update (module docstring): ``ceil(W /
@@ -155,4 +173,5 @@ def bucketed_sync_s(weights_bytes: float, bucket_s: float,
 
 __all__ = ["TRAIN_RECOMPUTE", "SLIME_SYNC_BUCKET_BYTES", "SLIME_SYNC_QWEN3_30B_S",
            "SLIME_SYNC_QWEN3_30B_BYTES", "SLIME_SYNC_BUCKET_S", "default_layout", "layout_parallel",
-           "micro_batches", "layout_trainer", "colocated_moves_s", "cpu_adam_s", "bucketed_sync_s"]
+           "micro_batches", "layout_trainer", "colocated_moves_s", "cpu_adam_s", "bucketed_sync_s",
+           "weight_backup_s"]

@@ -10,7 +10,8 @@ nothing downloaded) and writes two rows: the config as ``to_dict()`` gives it (`
   model_type, kind, model_class   the type, which config dict, the transformers class built
   config_json                     the config dict (sorted keys)
   n_params                        sum(p.numel() for p in model.parameters()) (shared tensors once)
-  n_persistent_buffers            numbers in buffers the state dict saves (DeepSeek-V3's router bias)
+  n_persistent_buffers            numbers in buffers the state dict saves (DeepSeek-V3's router bias), outside
+                                  any tower
   n_text_params                   parameters outside any vision / audio tower and projector (the text model a
                                   multimodal config's ``text_config`` describes)
   routed_expert_params            parameters of modules named ``experts`` (not ``shared_expert*``)
@@ -48,7 +49,7 @@ import torch
 from .core import date_today, write_csv
 
 _TOWER = re.compile(r"(^|\.)(vision|visual|audio|vision_tower|vision_model|audio_tower|multi_modal_projector|"
-                    r"mm_projector|vision_embed|image_newline|embed_vision|embed_audio|connector)")
+                    r"mm_projector|vision_embed|image_newline|embed_vision|embed_audio|connector|image_embed)")
 _EXPERT_COUNT = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 
 
@@ -77,7 +78,11 @@ def _kv_per_token(model) -> int:
             continue
         if "wk" in kids and "weights_proj" in kids:   # a sparse-attention indexer's key (update_indexer)
             n += kids["wk"].out_features
-        if "kv_a_proj_with_mqa" in kids:
+        if "query" in kids and "key" in kids and "value" in kids:    # BERT-style self-attention (GIT)
+            n += kids["key"].out_features + kids["value"].out_features
+        elif "project_k" in kids and "project_v" in kids:             # CPM-Ant's attention
+            n += kids["project_k"].out_features + kids["project_v"].out_features
+        elif "kv_a_proj_with_mqa" in kids:
             n += kids["kv_a_proj_with_mqa"].out_features
         elif "k_proj" in kids and "v_proj" in kids and hasattr(kids["k_proj"], "out_features"):
             n += kids["k_proj"].out_features + kids["v_proj"].out_features
@@ -97,6 +102,10 @@ def _state_per_sequence(model) -> tuple[int | str, str]:
     n += sum(t.numel() for t in getattr(cache, "linear_cache", None) or () if isinstance(t, torch.Tensor))
     # RWKV returns its recurrent state itself (``RwkvOutput.state``: five tensors over layers), not a cache
     n += sum(t.numel() for t in getattr(out, "state", None) or () if isinstance(t, torch.Tensor))
+    # xLSTM returns its cache itself (``xLSTMCausalLMOutput.cache``): per layer the mLSTM's memory, normaliser
+    # and maximum (``xLSTMCache.rnn_state``)
+    for states in (getattr(getattr(out, "cache", None), "rnn_state", None) or {}).values():
+        n += sum(t.numel() for t in states if isinstance(t, torch.Tensor))
     # RecurrentGemma keeps its state in its modules (only its recurrent blocks set these attributes)
     for mod in model.modules():
         for attr in ("conv1d_state", "recurrent_states"):
@@ -143,7 +152,8 @@ def _count(model) -> dict:
         if re.search(r"(^|\.)experts\.", name) and "shared_expert" not in name:
             routed += k
     persistent = set(model.state_dict())
-    bufs = sum(b.numel() for name, b in model.named_buffers() if name in persistent)
+    # a tower's own buffers (Phi-4-multimodal's audio normalisation) belong to the tower, not the text model
+    bufs = sum(b.numel() for name, b in model.named_buffers() if name in persistent and not _TOWER.search(name))
     return dict(n_params=n, n_persistent_buffers=bufs, n_text_params=text, routed_expert_params=routed,
                 kv_per_token=_kv_per_token(model))
 
@@ -153,27 +163,36 @@ def _types(transformers):
     return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
 
-def _classes(types, CONFIG_MAPPING) -> dict:
+def _one_class(cls) -> dict:
     import dataclasses
-    out = {}
-    for t in types:
-        cls, d = CONFIG_MAPPING[t], {}
-        for f in dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ():
-            v = f.default
-            if v is dataclasses.MISSING:
-                if f.default_factory is dataclasses.MISSING:
-                    continue
-                try:
-                    v = f.default_factory()
-                except Exception:                                   # noqa: BLE001
-                    continue
-            try:
-                json.dumps(v)
-            except TypeError:
+    d = {}
+    for f in dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ():
+        v = f.default
+        if v is dataclasses.MISSING:
+            if f.default_factory is dataclasses.MISSING:
                 continue
-            d[f.name] = v
-        out[t] = {"class": cls.__name__, "attribute_map": dict(getattr(cls, "attribute_map", {})), "defaults": d,
-                  "sub_configs": {k: getattr(v, "__name__", str(v)) for k, v in getattr(cls, "sub_configs", {}).items()}}
+            try:
+                v = f.default_factory()
+            except Exception:                                   # noqa: BLE001
+                continue
+        try:
+            json.dumps(v)
+        except TypeError:
+            continue
+        d[f.name] = v
+    return {"class": cls.__name__, "attribute_map": dict(getattr(cls, "attribute_map", {})), "defaults": d,
+            "sub_configs": {k: getattr(v, "__name__", str(v)) for k, v in getattr(cls, "sub_configs", {}).items()}}
+
+
+def _classes(types, CONFIG_MAPPING) -> dict:
+    out = {t: _one_class(CONFIG_MAPPING[t]) for t in types}
+    # a text sub-config whose model_type is not a causal-LM type itself (Emu3's emu3_text_model): its class
+    # too, so that a text_config saved without its defaults is read with them
+    for t in types:
+        sub = getattr(CONFIG_MAPPING[t], "sub_configs", {}).get("text_config")
+        st = getattr(sub, "model_type", None)
+        if isinstance(sub, type) and isinstance(st, str) and st and st not in out:
+            out[st] = _one_class(sub)
     return out
 
 
