@@ -41,7 +41,7 @@ def pytest_ignore_collect(collection_path, config):
 # ----------------------------------------------------------------------------- running on every core
 #: Test files whose tests share work computed once per module (module-scoped fixtures, cached frames): under
 #: pytest-xdist each is one unit of work, run whole on one worker, so that the work is done once.
-WHOLE_FILES = ("tests/test_planner_speed.py", "tests/test_finetune_calibration.py")
+WHOLE_FILES = ("tests/test_finetune_calibration.py",)
 #: The units of work handed out first (in this order; a unit holding a test that starts with one of these): the
 #: slowest tests, so that none of them starts last while the other worker sits idle. Every other unit follows,
 #: the largest first (xdist's order). Only the order depends on this list, never what runs.
@@ -52,12 +52,42 @@ FIRST = (
     "tests/test_planner_speed.py",
     "tests/test_serving.py::test_calibration_tool_is_current",
     "tests/test_live_setup.py::test_serve_live_server_hides_its_token_and_culls_a_kernel",
-    "tests/test_finetune_calibration.py",
+    "tests/test_time_cost.py::test_calibration_files_are_up_to_date",
     "tests/test_widgets.py::test_every_move",
     "tests/test_widget_layout.py::test_update_equals_a_fresh_render",
     "tests/test_widgets.py",
     "tests/test_widget_layout.py",
 )
+
+
+#: Tests that share one computation made once per process (:func:`calibrate_check`): one unit of work each.
+#: (tests/test_planner_speed.py: each setting's comparison is a unit of its own, for balance; the test that
+#: reads one setting's frames again joins that setting's unit.)
+_SPEED = "tests/test_planner_speed.py::test_fast_search_equals_the_direct_one"
+SHARED_UNITS = {**dict.fromkeys(("tests/test_time_cost.py::test_calibration_files_are_up_to_date",
+                                 "tests/test_calibration.py::test_the_fitted_files_are_up_to_date"),
+                                "tools/calibrate.py --check"),
+                "tests/test_planner_speed.py::test_the_comparison_can_fail":
+                    f"{_SPEED}[70b at 32K, context parallelism by all-gather]"}
+
+
+@functools.cache
+def calibrate_check() -> tuple[int, str]:
+    """``tools/calibrate.py --check`` run once per process, in this process (the library already imported):
+    its exit code and what it printed. tests/test_time_cost.py and tests/test_calibration.py both check that
+    the fitted files are current; under xdist both are one unit (:data:`SHARED_UNITS`): the fits run once."""
+    import importlib.util
+    import io
+    from contextlib import redirect_stdout
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("calibrate_tool", root / "tools" / "calibrate.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = tool.main(["--check"])
+    return code, out.getvalue()
 
 
 #: Browser tests (`make check-live`, tests/browser) that share one server started for them alone: one unit.
@@ -122,6 +152,8 @@ def pytest_xdist_make_scheduler(config, log):
                 return path
             if name := widget_of(nodeid):
                 return f"widget {name}"
+            if nodeid in SHARED_UNITS:
+                return SHARED_UNITS[nodeid]
             return _browser_scope(nodeid) or super()._split_scope(nodeid)
 
         def _assign_work_unit(self, node) -> None:

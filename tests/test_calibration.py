@@ -2,12 +2,11 @@
 with a layout gets the kernel efficiency at which the step model reproduces its published MFU; each GPU
 generation's default is the median over its calibration runs; the files in data/ are what a fresh fit gives."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import calibrate_check
 
 import llmsizing as L
 from llmsizing import calibration as C
@@ -22,9 +21,9 @@ def fitted():
 
 
 def test_the_fitted_files_are_up_to_date():
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "calibrate.py"), "--check"], capture_output=True,
-                          text=True, cwd=ROOT)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # tools/calibrate.py --check, run once per process for this test and tests/test_time_cost.py's
+    code, printed = calibrate_check()
+    assert code == 0, printed
 
 
 def test_each_runs_kernel_efficiency_gives_back_its_published_mfu(fitted):

@@ -40,6 +40,24 @@ def test_calibration_file_is_a_fresh_fit(monkeypatch, fresh_fit):
     assert _tool().main(["--check"]) == 0
 
 
+def test_the_fits_step_prices_each_row_as_finetune_time_does():
+    # the grid search prices each row once (ft._step_of) and then only the two fitted constants' terms: at any
+    # constants it must give finetune_time's step exactly, for every LoRA and QLoRA row (the fit's argmin and
+    # the calibration file depend on those floats)
+    rows = ft._published_frame()
+    rows = rows[rows.method.isin(["lora", "qlora"])]
+    assert (rows.method == "qlora").sum() >= 10 and (rows.method == "lora").sum() >= 10
+    for r in rows.itertuples():
+        step = ft._step_of(r)
+        for overhead, frac in ((0.0, 1.0), (0.0045, 0.134), (0.01, 0.005), (3e-5, 0.77)):
+            direct = ft.finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq),
+                                      batch=int(r.batch), grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus),
+                                      strategy=r.strategy, recompute=r.recompute, rank=int(r.rank),
+                                      targets=r.targets if r.targets == "all-linear" else tuple(r.targets.split()),
+                                      layer_overhead_s=overhead, dequant_bandwidth_fraction=frac).step_s
+            assert step(overhead, frac) == direct, (r.run, overhead, frac)
+
+
 def test_every_row_has_a_source_and_the_split_holds_rows_out():
     assert PUBLISHED["source"].str.contains("https://").all()
     assert PUBLISHED["as_of"].notna().all()

@@ -128,12 +128,20 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
     return df
 
 
+@functools.cache
+def _partial_total(model, par, batch, grad_accum, n, kw_items):
+    """A direct training_memory call's total with ``n`` layers per stage recomputed. It depends on its arguments
+    alone (not on the GPU type): memoised, so that a layout the reference weighs on several GPU types, and the
+    bisection's last point, are worked out once (the same call, the same number)."""
+    return training_memory(model, batch=batch, grad_accum=grad_accum, parallel=par, recompute="full",
+                           recompute_layers=n, **{k: v for k, v in kw_items if k != "recompute"}).total_bytes
+
+
 def _fewest_layers(model, gpu, par, batch, grad_accum, limit, kw):
     """The fewest layers per stage (1 .. layers per stage) whose partial recomputation fits ``limit``, by
-    bisection on direct training_memory calls, and the total there."""
+    bisection on direct training_memory calls (:func:`_partial_total`), and the total there."""
     def total(n):
-        return training_memory(model, batch=batch, grad_accum=grad_accum, parallel=par, recompute="full",
-                               recompute_layers=n, **{k: v for k, v in kw.items() if k != "recompute"}).total_bytes
+        return _partial_total(model, par, batch, grad_accum, n, tuple(sorted(kw.items())))
 
     lo, hi = 1, model.layers // par.pp                  # total(hi) fits: the search found full recomputation fits
     while lo < hi:
@@ -201,7 +209,8 @@ SETTINGS = {
 @functools.cache
 def _frames(name: str):
     """_both for SETTINGS[name], worked out once per setting and shared by the tests below, which only read the
-    two frames (a test that changes one changes a copy). conftest.WHOLE_FILES keeps this file on one worker."""
+    two frames (a test that changes one changes a copy). Under xdist, conftest.SHARED_UNITS sends
+    test_the_comparison_can_fail to the worker that compares its setting."""
     with pytest.MonkeyPatch.context() as mp:
         return _both(mp, **SETTINGS[name])
 

@@ -2,12 +2,10 @@
 
 import csv
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import calibrate_check
 
 import llmsizing as L
 from llmsizing import time_cost as T
@@ -115,9 +113,9 @@ def test_published_runs_name_their_sources():
 
 
 def test_calibration_files_are_up_to_date():
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "calibrate.py"), "--check"], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # tools/calibrate.py --check, run once per process for this test and tests/test_calibration.py's
+    code, printed = calibrate_check()
+    assert code == 0, printed
 
 
 @pytest.mark.parametrize("model, gpu, seq, n_gpus, what", [

@@ -143,10 +143,10 @@ def intervals_csv() -> str:
     return out.getvalue()
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare instead of writing")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     files = {ROOT / "data" / "mfu_model.csv": mfu_csv(), ROOT / "data" / "intervals.csv": intervals_csv()}
     # the kernel efficiencies feed the end-to-end fit's inputs not at all, but the per-run kernel fits read
     # generation names from the current file: write it first

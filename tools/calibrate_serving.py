@@ -80,11 +80,11 @@ def outputs(quick: bool = False) -> dict:
             "serving_loso.csv": checked.to_csv(index=False, lineterminator="\n")}
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare instead of writing")
     ap.add_argument("--quick", action="store_true", help="with --check: no cross-validation (see above)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.quick and not args.check:
         ap.error("--quick only checks: writing needs the whole cross-validation")
     stale = []

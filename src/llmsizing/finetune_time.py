@@ -482,30 +482,36 @@ def _published_frame():
     return df
 
 
-def _predict(r, *, dequant_bandwidth_fraction=None, layer_overhead_s=None) -> float:
-    """The model's seconds per optimizer step for one row of ``data/finetune_published.csv``: its ``targets``
-    are ``all-linear`` or short names separated by spaces (``q k v gate up down``), its ``strategy`` one of
-    :data:`STRATEGIES` (``ddp`` where the CSV leaves it blank), and a full fine-tuning row has no adapters."""
+def _predict(r, *, whole: bool = False, **constants):
+    """Seconds per optimizer step of a row of ``data/finetune_published.csv`` (``whole``: its FinetuneTime;
+    ``constants``: the fitted two); ``targets`` all-linear or short names, ``strategy`` blank for ddp."""
     targets = r.targets if r.method == "full" or r.targets == "all-linear" else tuple(r.targets.split())
     adapters = {} if r.method == "full" else dict(rank=int(r.rank), targets=targets)   # (full: every weight)
     t = finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq), batch=int(r.batch),
-                      grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), strategy=getattr(r, "strategy",
-                                                                                           "ddp"),
-                      recompute=r.recompute, dequant_bandwidth_fraction=dequant_bandwidth_fraction,
-                      layer_overhead_s=layer_overhead_s, **adapters)
-    return t.step_s
+                      grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), recompute=r.recompute,
+                      strategy=getattr(r, "strategy", "ddp"), **constants, **adapters)
+    return t if whole else t.step_s
+
+
+def _step_of(r):
+    """:func:`_predict` of a LoRA/QLoRA row as ``step(layer_overhead_s, dequant_bandwidth_fraction)``: the
+    same sums as :func:`finetune_time`, the parts free of those constants priced once (for the fit's grid)."""
+    t, layers, m = _predict(r, whole=True), resolve_model(r.model).layers, int(r.grad_accum)
+    moved = dequant_passes(r.recompute) * dequant_bytes(r.model) if r.method == "qlora" else 0.0
+    hbm = get_gpu(r.gpu).memory_bandwidth_gbps * 1e9
+    return lambda overhead, frac: (t.compute_s + m * (moved / (hbm * frac) if moved else 0.0)
+                                   + m * layers * overhead + t.exposed_comm_s)
 
 
 def _best_on_grid(loss, grid) -> float:
     """The grid point with the least loss (the first on ties): deterministic, no SciPy."""
-    losses = [loss(x) for x in grid]
-    return grid[losses.index(min(losses))]
+    return min(grid, key=loss)                        # (min keeps the first of equal losses)
 
 
 def _grid_fit(loss, lo: float, step: float, n: int, refine: bool) -> float:
     """The least-loss point of ``lo + i x step`` (``i < n``): on the whole grid, or (``refine``) on every
     tenth point first and then the whole grid within a coarse step of the best (the loss is smooth in one
-    constant; the folds of :func:`finetune_loso_check` use this to refit in seconds)."""
+    constant: the folds of :func:`finetune_loso_check` refit so)."""
     if not refine:
         return _best_on_grid(loss, [lo + i * step for i in range(n)])
     best = _best_on_grid(loss, [lo + i * step for i in range(0, n, 10)])
@@ -518,16 +524,13 @@ def _fit_on(rows, refine: bool = False) -> tuple[float, float]:
     lora, qlora = rows[rows["method"] == "lora"], rows[rows["method"] == "qlora"]
     if lora.empty or qlora.empty:
         raise ValueError("the rows to fit on need LoRA and QLoRA rows (one constant is fitted on each)")
-    # the rows read once (a grid point's loss used to rebuild them from the frame: most of the fit's time)
-    lora, qlora = list(lora.itertuples()), list(qlora.itertuples())
+    lora, qlora = ([(r.s_per_step, _step_of(r)) for r in sub.itertuples()] for sub in (lora, qlora))
 
-    def loss(sub, **kw):
-        return sum(math.log(r.s_per_step / _predict(r, **kw)) ** 2 for r in sub)
+    def loss(sub, overhead, frac):
+        return sum(math.log(s / step(overhead, frac)) ** 2 for s, step in sub)
 
-    overhead = _grid_fit(lambda x: loss(lora, layer_overhead_s=x, dequant_bandwidth_fraction=0.5),
-                         0.0, 1e-5, 1001, refine)
-    frac = _grid_fit(lambda x: loss(qlora, layer_overhead_s=overhead, dequant_bandwidth_fraction=x),
-                     0.005, 0.001, 996, refine)
+    overhead = _grid_fit(lambda x: loss(lora, x, 0.5), 0.0, 1e-5, 1001, refine)
+    frac = _grid_fit(lambda x: loss(qlora, overhead, x), 0.005, 0.001, 996, refine)
     return overhead, frac
 
 
@@ -535,12 +538,11 @@ def finetune_loso_check(coverage: float = 0.8):
     """The fine-tuning step model checked by leaving one source out (:mod:`llmsizing.intervals`): each
     source's LoRA/QLoRA rows (not ``known_out``) are predicted with the constants refitted on every covered
     row of the other sources; the stated range is the conformal bounds of those log residuals. With three
-    sources or more (Qwen's README, Answer.AI's benchmark, torchtune's README, LLaMA-Factory's wiki) the check
-    is nested: a held-out source is judged by bounds from the other sources' residuals, each of those from a
-    fit that saw neither. Four sources are too few for bounds that weigh sources alike (9 at 80%), so rows are
-    weighed alike (``unit="row"``). With two sources it cannot be nested (``nested=False``). ``(check,
-    rows)``; the refits are memoised by their training rows, so the nested check costs ``S (S - 1) / 2 + S``
-    fits."""
+    sources or more (module docstring) the check is nested: a held-out source is judged by bounds from the
+    other sources' residuals, each of those from a fit that saw neither. Four sources are too few for bounds
+    that weigh sources alike (9 at 80%), so rows are weighed alike (``unit="row"``). With two sources it
+    cannot be nested (``nested=False``). ``(check, rows)``; the refits are memoised by their training rows, so
+    the nested check costs ``S (S - 1) / 2 + S`` fits."""
     import numpy as np
 
     from .intervals import loso_check, source_key
@@ -572,8 +574,7 @@ def fit_finetune_constants(with_range: bool = True) -> dict:
     minimising the squared log ratios of published to predicted step times over a fine grid (0 to 10 ms per
     layer in 0.01 ms steps; 0.005 to 1 in steps of 0.001). Returns both, rounded, and the 80% range of
     :func:`finetune_loso_check` (leave one source out; rounded outwards to 0.01 and widened to hold 1), unless
-    ``with_range=False`` (the
-    constants alone: a second's work instead of the check's refits)."""
+    ``with_range=False`` (the constants alone, without the check's refits)."""
     df = _published_frame()
     overhead, frac = _fit_on(df[df["known_out"] == ""])
     out = {"layer_overhead_s": round(overhead, 5), "dequant_bandwidth_fraction": round(frac, 3)}
@@ -590,8 +591,7 @@ def finetune_residuals():
     """Every row of ``data/finetune_published.csv`` with the model's step time at the calibrated constants and
     the ratio published / predicted (above 1: the model is too fast), and whether the ratio lies inside the
     80% :data:`RESIDUAL_RANGE` (about one row in five need not; ``known_out`` rows are setups the model does
-    not price).
-    Shown in chapter 16."""
+    not price). Shown in chapter 16."""
     df = _published_frame()
     df["predicted_s"] = [_predict(r) for r in df.itertuples()]
     df["ratio"] = df["s_per_step"] / df["predicted_s"]

@@ -183,6 +183,18 @@ _FIELDS = ("prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "batch_pre
            "decode_memory_s", "decode_comm_s", "interleave_s")
 
 
+class _Fields(dict):
+    """The time fields of :meth:`_Row.__call__`, each worked out when first read."""
+
+    def __init__(self, field):
+        super().__init__()
+        self.field = field
+
+    def __missing__(self, f):
+        self[f] = value = self.field(f)
+        return value
+
+
 class _Row:
     """A row's speed as a function of the four constants, without calling serving() in the search. Each time
     field of :class:`~llmsizing.serve.Serving` is ``a / mbu + b / attention_bu + c / mfu + d t0 + e`` (the
@@ -203,11 +215,19 @@ class _Row:
                       for f in _FIELDS}
         self.r, self.chunks, self.batch, self.output, self.gpus = r, s0.prefill_chunks, s0.batch, s0.output, \
             s0.gpus
+        # per field: its constant and its four coefficients, in the order of __call__'s terms
+        self.terms = {f: (self.const[f], *(self.coef[n][f] for n in ("mbu", "attention_bu", "mfu",
+                                                                      "step_overhead_s"))) for f in _FIELDS}
 
     def __call__(self, mbu, attention_bu, mfu, step_overhead_s):
-        x = {"mbu": 1 / mbu, "attention_bu": 1 / attention_bu, "mfu": 1 / mfu,
-             "step_overhead_s": step_overhead_s}
-        v = {f: self.const[f] + sum(self.coef[n][f] * x[n] for n in x) for f in _FIELDS}
+        x1, x2, x3, x4 = 1 / mbu, 1 / attention_bu, 1 / mfu, step_overhead_s
+        terms = self.terms
+
+        def field(f):       # only the fields the metric reads; the same sum, term by term, as a dict of all
+            c, a1, a2, a3, a4 = terms[f]
+            return c + sum((a1 * x1, a2 * x2, a3 * x3, a4 * x4))
+
+        v = _Fields(field)
         t0, metric = step_overhead_s, self.r.metric
         if metric == "ttft_s":
             return (max(v["prefill_compute_s"], v["prefill_memory_s"]) + v["prefill_comm_s"]
@@ -263,7 +283,8 @@ def _in_bounds(x) -> bool:
 def _loss(x, rows, keys, fast) -> float:
     if not _in_bounds(x):
         return math.inf
-    return sum(math.log(_ratio(r, r.value, _predict(r, fast, **_to_constants(x, keys.index(_key(r)))))) ** 2
+    index = {k: i for i, k in enumerate(keys)}
+    return sum(math.log(_ratio(r, r.value, _predict(r, fast, **_to_constants(x, index[_key(r)])))) ** 2
                for r in rows)
 
 
