@@ -72,22 +72,28 @@ SHARED_UNITS = {**dict.fromkeys(("tests/test_time_cost.py::test_calibration_file
 
 
 @functools.cache
-def calibrate_check() -> tuple[int, str]:
-    """``tools/calibrate.py --check`` run once per process, in this process (the library already imported):
-    its exit code and what it printed. tests/test_time_cost.py and tests/test_calibration.py both check that
-    the fitted files are current; under xdist both are one unit (:data:`SHARED_UNITS`): the fits run once."""
+def run_tool(script: str, *argv: str) -> tuple[int, str]:
+    """``tools/<script> <argv>`` run once per process, in this process (the library already imported): its
+    exit code and what it printed."""
     import importlib.util
     import io
     from contextlib import redirect_stdout
 
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("calibrate_tool", root / "tools" / "calibrate.py")
+    spec = importlib.util.spec_from_file_location(Path(script).stem + "_tool", root / "tools" / script)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     out = io.StringIO()
     with redirect_stdout(out):
-        code = tool.main(["--check"])
+        code = tool.main(list(argv))
     return code, out.getvalue()
+
+
+def calibrate_check() -> tuple[int, str]:
+    """``tools/calibrate.py --check`` (:func:`run_tool`): tests/test_time_cost.py and tests/test_calibration.py
+    both check that the fitted files are current; under xdist both are one unit (:data:`SHARED_UNITS`): the
+    fits run once."""
+    return run_tool("calibrate.py", "--check")
 
 
 #: Browser tests (`make check-live`, tests/browser) that share one server started for them alone: one unit.

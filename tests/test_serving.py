@@ -281,22 +281,13 @@ def test_no_row_beats_the_roofline():
 
 
 def test_calibration_tool_is_current():
-    import importlib.util
-    import io
-    from contextlib import redirect_stdout
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
     # --quick: the fit on every row and the ranges from the stored held-out residuals; the whole
     # leave-one-source-out refit (a few CPU minutes) is tools/calibrate_serving.py --check without it. Run in
     # this process (the library is imported already), as `calibrate_serving.py --check --quick` runs it
-    spec = importlib.util.spec_from_file_location("calibrate_serving", root / "tools" / "calibrate_serving.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    printed = io.StringIO()
-    with redirect_stdout(printed):
-        code = tool.main(["--check", "--quick"])
-    assert code == 0, printed.getvalue()
+    from conftest import run_tool
+
+    code, printed = run_tool("calibrate_serving.py", "--check", "--quick")
+    assert code == 0, printed
 
 
 def test_users_and_rate_modes_agree():

@@ -17,14 +17,12 @@ torch_version, machine (CPU count and the oversubscription note), measured_on.
 from __future__ import annotations
 
 import os
-import platform
-import socket
 import statistics
 import time
 
 import torch
 
-from .core import date_today, write_csv
+from .core import date_today, gloo_ranks, write_csv
 
 #: The sizes of the full sweep: 1 KiB .. 64 MiB by factors of 4 (a multiple of 4 x 4 bytes, so every rank's
 #: share is a whole number of floats for 2 and 4 ranks).
@@ -84,40 +82,13 @@ def _worker(rank, world, port, sizes, quick, queue):
     dist.destroy_process_group()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cmd_collectives(args):
     """Sub-command ``collectives``: the sweep at 2 and 4 ranks (``--quick``: 3 sizes, 5 repeats), written to
     ``--out`` (data/gloo_collective_times.csv); then the alpha-beta fit of each (collective, ranks) printed."""
-    import torch.multiprocessing as mp
-
     sizes = QUICK_SIZES if args.quick else SIZES
-    cpus = os.cpu_count() or 1
     rows = []
     for world in (2, 4):
-        note = (f"{cpus} CPUs, {platform.machine()}, gloo over loopback TCP, 1 thread per rank"
-                + (f"; {world} ranks oversubscribe {cpus} CPUs" if world > cpus else ""))
-        ctx = mp.get_context("spawn")
-        queue = ctx.Queue()
-        port = _free_port()
-        procs = [ctx.Process(target=_worker, args=(r, world, port, sizes, args.quick, queue)) for r in range(world)]
-        for p in procs:
-            p.start()
-        results = None
-        while results is None:
-            try:
-                results = queue.get(timeout=5)
-            except Exception:
-                if any(p.exitcode not in (None, 0) for p in procs):
-                    for p in procs:
-                        p.kill()
-                    raise RuntimeError(f"collectives x {world}: a rank failed (see its traceback above)")
-        for p in procs:
-            p.join()
+        results, note = gloo_ranks("collectives", world, _worker, (sizes, args.quick))
         for name, size, times in results:
             rows.append({"collective": name, "n_ranks": world, "size_bytes": size,
                          "time_s_median": f"{statistics.median(times):.6e}", "time_s_min": f"{min(times):.6e}",

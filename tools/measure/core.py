@@ -48,6 +48,41 @@ def write_csv(path, rows):
         w.writerows(rows)
 
 
+def gloo_ranks(label: str, world: int, worker, extra_args: tuple):
+    """Run ``worker(rank, world, port, *extra_args, queue)`` in ``world`` spawned processes (gloo over loopback
+    TCP, one free port) and return what rank 0 puts on the queue, with a note on the machine; a rank that exits
+    with an error stops the others and raises (the collective, all-to-all and Ulysses sweeps share this)."""
+    import os
+    import platform
+    import socket
+
+    import torch.multiprocessing as mp
+
+    cpus = os.cpu_count() or 1
+    note = (f"{cpus} CPUs, {platform.machine()}, gloo over loopback TCP, 1 thread per rank"
+            + (f"; {world} ranks oversubscribe {cpus} CPUs" if world > cpus else ""))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(r, world, port, *extra_args, queue)) for r in range(world)]
+    for p in procs:
+        p.start()
+    results = None
+    while results is None:
+        try:
+            results = queue.get(timeout=5)
+        except Exception:                                   # noqa: BLE001  (queue.Empty: check the ranks)
+            if any(p.exitcode not in (None, 0) for p in procs):
+                for p in procs:
+                    p.kill()
+                raise RuntimeError(f"{label} x {world}: a rank failed (see its traceback above)")
+    for p in procs:
+        p.join()
+    return results, note
+
+
 def autocast(mode):
     return torch.autocast("cpu", dtype=torch.bfloat16) if mode == "autocast-bf16" else contextlib.nullcontext()
 

@@ -70,14 +70,12 @@ relative error of the checks above), repeats, torch_version, transformers_versio
 from __future__ import annotations
 
 import os
-import platform
-import socket
 import statistics
 import time
 
 import torch
 
-from .core import date_today, write_csv
+from .core import date_today, gloo_ranks, write_csv
 
 HIDDEN, EXPERTS, TOP_K, FFN = 256, 8, 2, 512
 TOKENS = (256, 1024, 4096)
@@ -310,12 +308,6 @@ def _worker(rank, world, port, configs, repeats, queue):
     dist.destroy_process_group()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _rows_for(ep, routing, dtype_name, tokens, res, repeats, note, versions):
     """The CSV rows of one rank's result: a forward and a backward row."""
     rows = []
@@ -359,34 +351,14 @@ def _rows_for(ep, routing, dtype_name, tokens, res, repeats, note, versions):
 def cmd_a2a(args):
     """Sub-command ``a2a``: the sweep at ep = 2 and 4 (``--quick``: 256 tokens, 2 repeats), written to ``--out``
     (data/moe_all_to_all_gloo.csv)."""
-    import torch.multiprocessing as mp
     import transformers
 
     repeats = QUICK_REPEATS if args.quick else REPEATS
     configs = _configs(args.quick)
-    cpus = os.cpu_count() or 1
     versions = {"torch_version": torch.__version__, "transformers_version": transformers.__version__}
     rows = []
     for ep in EP_SIZES:
-        note = (f"{cpus} CPUs, {platform.machine()}, gloo over loopback TCP, 1 thread per rank"
-                + (f"; {ep} ranks oversubscribe {cpus} CPUs" if ep > cpus else ""))
-        ctx = mp.get_context("spawn")
-        queue = ctx.Queue()
-        port = _free_port()
-        procs = [ctx.Process(target=_worker, args=(r, ep, port, configs, repeats, queue)) for r in range(ep)]
-        for p in procs:
-            p.start()
-        results = None
-        while results is None:
-            try:
-                results = queue.get(timeout=5)
-            except Exception:
-                if any(p.exitcode not in (None, 0) for p in procs):
-                    for p in procs:
-                        p.kill()
-                    raise RuntimeError(f"a2a x {ep}: a rank failed (see its traceback above)")
-        for p in procs:
-            p.join()
+        results, note = gloo_ranks("a2a", ep, _worker, (configs, repeats))
         for (routing, dtype_name, tokens), gathered in results:
             for res in gathered:
                 rows.extend(_rows_for(ep, routing, dtype_name, tokens, res, repeats, note, versions))

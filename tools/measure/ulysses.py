@@ -43,14 +43,12 @@ as_of.
 from __future__ import annotations
 
 import os
-import platform
-import socket
 import statistics
 import time
 
 import torch
 
-from .core import date_today, write_csv
+from .core import date_today, gloo_ranks, write_csv
 
 BATCH, HEADS, KV_HEADS, HEAD_DIM = 1, 8, 4, 32
 SEQS, QUICK_SEQS = (256, 1024, 4096), (256,)
@@ -207,12 +205,6 @@ def _load() -> str:
         return ""
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _rows_for(cp, seq, res, repeats, note, load):
     """A forward and a backward row of one rank's result."""
     rows = []
@@ -245,32 +237,11 @@ def _rows_for(cp, seq, res, repeats, note, load):
 def cmd_ulysses(args):
     """Sub-command ``ulysses``: cp = 2 and 4 at 256, 1,024 and 4,096 tokens (``--quick``: 256 tokens, 2
     repeats), written to ``--out`` (data/ulysses_all_to_all_gloo.csv)."""
-    import torch.multiprocessing as mp
-
     repeats = QUICK_REPEATS if args.quick else REPEATS
     seqs = QUICK_SEQS if args.quick else SEQS
-    cpus = os.cpu_count() or 1
     rows = []
     for cp in CP_SIZES:
-        note = (f"{cpus} CPUs, {platform.machine()}, gloo over loopback TCP, 1 thread per rank"
-                + (f"; {cp} ranks oversubscribe {cpus} CPUs" if cp > cpus else ""))
-        ctx = mp.get_context("spawn")
-        queue = ctx.Queue()
-        port = _free_port()
-        procs = [ctx.Process(target=_worker, args=(r, cp, port, seqs, repeats, queue)) for r in range(cp)]
-        for p in procs:
-            p.start()
-        results = None
-        while results is None:
-            try:
-                results = queue.get(timeout=5)
-            except Exception:
-                if any(p.exitcode not in (None, 0) for p in procs):
-                    for p in procs:
-                        p.kill()
-                    raise RuntimeError(f"ulysses x {cp}: a rank failed (see its traceback above)")
-        for p in procs:
-            p.join()
+        results, note = gloo_ranks("ulysses", cp, _worker, (seqs, repeats))
         load = _load()
         for seq, gathered in results:
             for res in gathered:
