@@ -16,13 +16,12 @@ torch_version, machine (CPU count and the oversubscription note), measured_on.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
 import torch
 
-from .core import date_today, gloo_ranks, write_csv
+from .core import date_today, gloo_join, gloo_ranks, write_csv
 
 #: The sizes of the full sweep: 1 KiB .. 64 MiB by factors of 4 (a multiple of 4 x 4 bytes, so every rank's
 #: share is a whole number of floats for 2 and 4 ranks).
@@ -53,9 +52,7 @@ def _repeats(size_bytes, quick):
 def _worker(rank, world, port, sizes, quick, queue):
     import torch.distributed as dist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
+    gloo_join(rank, world, port)
     results = []
     for name in COLLECTIVE_NAMES:
         for size in sizes:

@@ -48,6 +48,18 @@ def write_csv(path, rows):
         w.writerows(rows)
 
 
+def gloo_join(rank: int, world: int, port: int) -> None:
+    """Join rank ``rank`` of ``world`` to a gloo process group on 127.0.0.1:``port`` (what :func:`gloo_ranks`
+    starts), one CPU thread per rank."""
+    import os
+
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+
+
 def gloo_ranks(label: str, world: int, worker, extra_args: tuple):
     """Run ``worker(rank, world, port, *extra_args, queue)`` in ``world`` spawned processes (gloo over loopback
     TCP, one free port) and return what rank 0 puts on the queue, with a note on the machine; a rank that exits

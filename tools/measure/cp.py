@@ -72,7 +72,7 @@ import torch
 
 from llmsizing import Model
 
-from .core import date_today, write_csv
+from .core import date_today, gloo_join, write_csv
 
 #: The model of the sweep: the shape of the ``dist`` sweep (hidden 256, 4 layers, 8 heads, 2 KV heads), fp32.
 CP_SHAPE = Model("cp-llama", layers=4, hidden=256, heads=8, kv_heads=2, ffn_hidden=688, vocab=8192,
@@ -410,16 +410,13 @@ def _category(module, label):
 
 
 def _cp_worker(rank, world, variant, seqs, port, queue):
-    import os
 
     import torch.distributed as dist
     import transformers as tf
 
     from .core import ModuleTagger, saved_storage
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
+    gloo_join(rank, world, port)
     register_attention()
     m = CP_SHAPE
     cfg = tf.LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn_hidden,

@@ -18,7 +18,7 @@ from torch.utils._pytree import tree_flatten
 
 from llmsizing import Model
 
-from .core import date_today, optimizer_states, write_csv
+from .core import date_today, gloo_join, optimizer_states, write_csv
 
 # ============================================================================ per-rank states
 #: The model of the `dist` sweep: a real LlamaForCausalLM at a small shape (fp32, random seeded weights).
@@ -162,14 +162,11 @@ DIST_BATCH, DIST_SEQ = 1, 64
 
 
 def _dist_worker(rank, world, layout, port, queue):
-    import os
 
     import torch.distributed as dist
     import transformers as tf
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
+    gloo_join(rank, world, port)
     torch.manual_seed(0)
     m = DIST_SHAPE
     cfg = tf.LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn_hidden,

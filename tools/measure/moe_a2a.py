@@ -69,13 +69,12 @@ relative error of the checks above), repeats, torch_version, transformers_versio
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
 import torch
 
-from .core import date_today, gloo_ranks, write_csv
+from .core import date_today, gloo_join, gloo_ranks, write_csv
 
 HIDDEN, EXPERTS, TOP_K, FFN = 256, 8, 2, 512
 TOKENS = (256, 1024, 4096)
@@ -293,9 +292,7 @@ def _run_config(rank, ep, routing, dtype_name, tokens, repeats):
 def _worker(rank, world, port, configs, repeats, queue):
     import torch.distributed as dist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
+    gloo_join(rank, world, port)
     results = []
     for routing, dtype_name, tokens in configs:
         res = _run_config(rank, world, routing, dtype_name, tokens, repeats)

@@ -42,13 +42,12 @@ as_of.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
 import torch
 
-from .core import date_today, gloo_ranks, write_csv
+from .core import date_today, gloo_join, gloo_ranks, write_csv
 
 BATCH, HEADS, KV_HEADS, HEAD_DIM = 1, 8, 4, 32
 SEQS, QUICK_SEQS = (256, 1024, 4096), (256,)
@@ -180,9 +179,7 @@ def _run_config(rank, cp, seq, repeats):
 def _worker(rank, world, port, seqs, repeats, queue):
     import torch.distributed as dist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
+    gloo_join(rank, world, port)
     results = []
     for seq in seqs:
         res = _run_config(rank, world, seq, repeats)
