@@ -1,7 +1,7 @@
 """Issue 39, fifth pass: the forward-only pass priced by parts (its communication at each group's forward
 share, counted from Megatron-LM's collectives), the published forward/update splits against it, and the
-split's range measured leaving whole sources out. Expected values are derived by hand from the published figures and the
-collective counts written out below, not from the library's output."""
+split's range measured leaving whole sources out. Expected values are derived by hand from the published
+figures and the collective counts written out below, not from the library's output."""
 
 import math
 

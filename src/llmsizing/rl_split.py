@@ -62,7 +62,8 @@ def predicted_forward_share(r) -> float:
 def forward_splits(published=None):
     """The rows of ``data/rl_published.csv`` that publish both the policy's log-probability pass and the
     update: ``published_share`` (log-probs over update), ``predicted_share``
-    (:func:`predicted_forward_share`), their ``ratio`` and the row's ``source_key`` (:func:`llmsizing.intervals.source_key`)."""
+    (:func:`predicted_forward_share`), their ``ratio`` and the row's ``source_key``
+    (:func:`llmsizing.intervals.source_key`)."""
     import pandas as pd
 
     from .intervals import source_key
