@@ -31,21 +31,31 @@ from .network import get_node
 from .rl import PUBLISHED_CSV, RL_COVERAGES, row_run
 from .rl_trainer import TRAIN_RECOMPUTE, default_layout, layout_parallel, layout_trainer
 
+#: A dense model's forward share of its update by FLOPs when its shapes are not in the catalogue: 2N of 8N
+#: with full recomputation, of 6N without (the backward's matmuls cost twice the forward's; Kaplan et al.
+#: 2020, :mod:`llmsizing.flops`); attention's share shifts it by under 1% at these lengths.
+DENSE_FORWARD_SHARE = {"full": 0.25, "none": 1 / 3}
+
 
 def predicted_forward_share(r) -> float:
     """One forward-only pass's seconds over the update's, as :func:`llmsizing.rl.rl_run` prices them, for a
-    row (``itertuples``) of ``data/rl_published.csv`` (module docstring)."""
+    row (``itertuples``) of ``data/rl_published.csv`` (module docstring), with the update's recomputation of
+    the row's ``train_recompute`` (read from each framework's defaults and scripts; full when not given)."""
     import pandas as pd
 
     if r.checked == "yes":
         run = row_run(r)
         return run.phases["log_probs"] / run.phases["update"]
+    recompute = r.train_recompute if isinstance(r.train_recompute, str) else TRAIN_RECOMPUTE
+    if r.architecture == "dense":
+        # no catalogue shapes: every matmul runs forward, (recomputed forward,) backward at twice the forward
+        return DENSE_FORWARD_SHARE[recompute]
     name = r.architecture if isinstance(r.architecture, str) and r.architecture else r.model
     m = resolve_model(name, moe=True)
     prompt = 0 if pd.isna(r.prompt_tokens) else int(r.prompt_tokens)
     seq = prompt + int(r.response_max)
     if not m.is_moe:
-        full = training_flops_per_token(m, seq=seq, recompute=TRAIN_RECOMPUTE)
+        full = training_flops_per_token(m, seq=seq, recompute=recompute)
         return forward_flops_per_token(m, seq=seq) / full
     g = get_gpu(r.gpu)
     node = get_node(None, g)
@@ -55,7 +65,7 @@ def predicted_forward_share(r) -> float:
               else tuple(int(v) for v in vals))
     rollouts = int(r.rollouts_per_step)
     _, share = layout_trainer(m, g, node, layout_parallel(m, layout, n), tokens=rollouts * seq,
-                              rollouts=rollouts, seq=seq)
+                              rollouts=rollouts, seq=seq, recompute=recompute)
     return share
 
 
@@ -128,4 +138,5 @@ def forward_split_interval(coverage: float | None = None, splits=None) -> SplitI
                          len(keys), held)
 
 
-__all__ = ["predicted_forward_share", "forward_splits", "SplitInterval", "forward_split_interval"]
+__all__ = ["DENSE_FORWARD_SHARE", "predicted_forward_share", "forward_splits", "SplitInterval",
+           "forward_split_interval"]

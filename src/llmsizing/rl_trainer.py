@@ -133,18 +133,19 @@ def forward_pass_s(st, flop_share: float, recompute: str = TRAIN_RECOMPUTE) -> f
 
 
 def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, seq: int,
-                   packing: bool = True):
+                   packing: bool = True, recompute: str = TRAIN_RECOMPUTE):
     """``((central, fast, slow) update seconds, forward share)`` of one pass over the rollouts on ``par``:
     :func:`~llmsizing.layouts.step_time` of the micro-batches (:func:`micro_batches`), its range from the
     layout's MFU range (``data/intervals.csv``), and a forward-only pass's seconds over the update's
     (:func:`forward_pass_s`: the FLOPs' share of the busy time, each group's forward share of its
-    communication)."""
+    communication). ``recompute``: the update's activation recomputation (``"full"``, or ``"none"`` as
+    verl's Megatron engine runs by default)."""
     micro = micro_batches(tokens, rollouts, seq, par.dp, packing)
-    st = step_time(m, g, par, batch=1, seq=seq, grad_accum=micro, recompute=TRAIN_RECOMPUTE, node=node)
+    st = step_time(m, g, par, batch=1, seq=seq, grad_accum=micro, recompute=recompute, node=node)
     lo, hi = st.mfu_range
     t = st.step_s
-    full = training_flops_per_token(m, seq=seq, recompute=TRAIN_RECOMPUTE)
-    share = forward_pass_s(st, forward_flops_per_token(m, seq=seq) / full) / t
+    full = training_flops_per_token(m, seq=seq, recompute=recompute)
+    share = forward_pass_s(st, forward_flops_per_token(m, seq=seq) / full, recompute) / t
     return (t, t * st.mfu / hi, t * st.mfu / lo), share
 
 
