@@ -1,6 +1,6 @@
 """Issue 39, fourth pass: what the RL trainer's phases do that the FLOP count misses, each from the
-frameworks' code or a published measurement, and the published runs added. Expected values are derived by hand from the
-published figures written out below, not from the library's output."""
+frameworks' code or a published measurement, and the published runs added. Expected values are derived by
+hand from the published figures written out below, not from the library's output."""
 
 import math
 
