@@ -10,9 +10,12 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
   ``sequence_packing``, verl's ``use_remove_padding`` with ``use_dynamic_bsz``): a data-parallel rank runs
   ``ceil(tokens / (seq x dp))`` micro-batches. Padding each rollout to ``seq`` instead (``packing=False``)
   runs ``rollouts / dp`` rows of ``seq`` tokens, the padding included.
-* **Forward passes** (old policy, reference, values): the same micro-batches, forward only, so the update's
-  step time x the forward's FLOP share of the update's hardware FLOPs (full recomputation, as the trainers
-  run long responses: :func:`llmsizing.flops.training_flops_per_token`).
+* **Forward passes** (old policy, reference, values): the same micro-batches, forward only
+  (:func:`forward_pass_s`): the update's busy time x the forward's FLOP share of its hardware FLOPs (full
+  recomputation, as Megatron recipes for long responses and verl's FSDP workers run:
+  :func:`llmsizing.flops.training_flops_per_token`), plus each group's exposed communication x the share
+  of its calls a forward-only pass runs (:func:`forward_comm_share`: 2/7 of the tensor-parallel calls with
+  sequence parallelism, 1/3 of the expert all-to-alls), not the FLOPs' 1/4.
 * **Colocated moves** (:func:`colocated_moves_s`), each at the pool's links:
 
   - weight sync: every GPU rebuilds the full 16-bit weights ``W``, bucket by bucket (slime's
