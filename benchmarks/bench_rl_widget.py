@@ -14,6 +14,10 @@ Measured 2026-11-29 (branch rl39b; load average 11-13 on the 2 shared cores):
     18 moves, first time each (cold caches):  CPU median 65.1 ms, max 88.7 ms; wall median 547 ms
     36 moves, second pass over the same:       CPU median 53.1 ms, max 74.8 ms; wall median 463 ms
 
+Re-measured 2026-11-29 (branch rl39c, forward passes priced by parts; load average 7-8.5), best of 3 runs:
+
+    36 moves: CPU median 39.3 ms (max 65.1); wall median 222 ms (other runs: 41.3 / 43.1 ms, max 64-78 ms)
+
 Every move stays under 100 ms of CPU. A redraw does no I/O, so on an idle core its wall clock is its CPU
 time; here the wall clock is 8-10x that, which is the run queue (12 runnable processes on 2 cores), not the
 widget. No idle machine was available to show the wall clock directly.

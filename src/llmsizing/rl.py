@@ -455,6 +455,25 @@ def _row_layout(r):
     return None if any(pd.isna(v) for v in vals) else tuple(int(v) for v in vals)
 
 
+def row_run(r) -> RLRun:
+    """:func:`rl_run` of one checked row (an ``itertuples`` row) of ``data/rl_published.csv``, from the row's
+    own setup (data, not the framework's name): slime's bucketed update, a CPU optimizer, slime's host copies
+    of the weights (their own column), an evaluation inside the loop."""
+    import pandas as pd
+
+    ev = None if pd.isna(r.eval_every) else (int(r.eval_rollouts), (float(r.eval_response_mean),
+                                                                    int(r.eval_response_max)),
+                                             int(r.eval_every))
+    return rl_run(r.model, gpu=r.gpu, n_gpus=int(r.n_gpus), prompts_per_step=int(r.rollouts_per_step),
+                  samples_per_prompt=1, prompt=int(r.prompt_tokens),
+                  response=(float(r.response_mean), int(r.response_max)), steps=1,
+                  colocated=r.colocated == "yes", off_policy_steps=int(r.off_policy_steps),
+                  gen_tp=None if pd.isna(r.gen_tp) else int(r.gen_tp), reference=bool(r.reference == "yes"),
+                  train_layout=_row_layout(r),
+                  sync_bucket_s=SLIME_SYNC_BUCKET_S if r.weight_sync == "bucketed" else 0.0, evaluation=ev,
+                  cpu_optimizer=r.optimizer_offload == "cpu", weight_backup=r.weight_backup == "yes")
+
+
 def published_rl():
     """``data/rl_published.csv`` beside :func:`rl_run`'s prediction for each row that gives its setup
     (``checked == "yes"``): ``predicted_step_s``, its ``low``/``high`` and ``inside``; the ratio is published
@@ -467,19 +486,7 @@ def published_rl():
         if r.checked != "yes":
             rows.append({})
             continue
-        # the row's own setup (data, not the framework's name): slime's bucketed update, a CPU optimizer
-        bucketed, cpu_adam = r.weight_sync == "bucketed", r.optimizer_offload == "cpu"
-        ev = None if pd.isna(r.eval_every) else (int(r.eval_rollouts), (float(r.eval_response_mean),
-                                                                        int(r.eval_response_max)),
-                                                 int(r.eval_every))
-        run = rl_run(r.model, gpu=r.gpu, n_gpus=int(r.n_gpus), prompts_per_step=int(r.rollouts_per_step),
-                     samples_per_prompt=1, prompt=int(r.prompt_tokens),
-                     response=(float(r.response_mean), int(r.response_max)), steps=1,
-                     colocated=r.colocated == "yes", off_policy_steps=int(r.off_policy_steps),
-                     gen_tp=None if pd.isna(r.gen_tp) else int(r.gen_tp),
-                     reference=bool(r.reference == "yes"), train_layout=_row_layout(r),
-                     sync_bucket_s=SLIME_SYNC_BUCKET_S if bucketed else 0.0, evaluation=ev,
-                     cpu_optimizer=cpu_adam, weight_backup=bucketed)
+        run = row_run(r)
         mv = run.moves or {}
         rows.append({"predicted_sync_only_s": mv.get("sync", run.phases["weight_sync"]),
                      "predicted_offload_s": sum(v for k, v in mv.items() if k != "sync"),
@@ -586,4 +593,4 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
 
 
 __all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval", "RLRun", "response_lengths",
-           "rl_run", "published_rl", "rl_loso", "rl_interval", "published_forward_ratios"]
+           "rl_run", "row_run", "published_rl", "rl_loso", "rl_interval", "published_forward_ratios"]

@@ -10,9 +10,12 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
   ``sequence_packing``, verl's ``use_remove_padding`` with ``use_dynamic_bsz``): a data-parallel rank runs
   ``ceil(tokens / (seq x dp))`` micro-batches. Padding each rollout to ``seq`` instead (``packing=False``)
   runs ``rollouts / dp`` rows of ``seq`` tokens, the padding included.
-* **Forward passes** (old policy, reference, values): the same micro-batches, forward only, so the update's
-  step time x the forward's FLOP share of the update's hardware FLOPs (full recomputation, as the trainers
-  run long responses: :func:`llmsizing.flops.training_flops_per_token`).
+* **Forward passes** (old policy, reference, values): the same micro-batches, forward only
+  (:func:`forward_pass_s`): the update's busy time x the forward's FLOP share of its hardware FLOPs (full
+  recomputation, as Megatron recipes for long responses and verl's FSDP workers run:
+  :func:`llmsizing.flops.training_flops_per_token`), plus each group's exposed communication x the share
+  of its calls a forward-only pass runs (:func:`forward_comm_share`: 2/7 of the tensor-parallel calls with
+  sequence parallelism, 1/3 of the expert all-to-alls), not the FLOPs' 1/4.
 * **Colocated moves** (:func:`colocated_moves_s`), each at the pool's links:
 
   - weight sync: every GPU rebuilds the full 16-bit weights ``W``, bucket by bucket (slime's
@@ -105,17 +108,47 @@ def micro_batches(tokens: float, rollouts: int, seq: int, dp: int, packing: bool
     return math.ceil(tokens / (seq * dp)) if packing else math.ceil(rollouts / dp)
 
 
+def forward_comm_share(comm, group: str, recompute: str = TRAIN_RECOMPUTE) -> float:
+    """The share of ``group``'s communication seconds in an update (:class:`~llmsizing.comm.Communication`)
+    that one forward-only pass runs: the update's forward collectives (named "(forward)" by
+    :func:`llmsizing.comm.communication`, which counts the recomputed forward's too) over the passes that
+    run them (2 with full recomputation), over all of the group's. Read from the counts Megatron-LM runs:
+    with sequence parallelism 4 calls per layer forward, 4 + 2 backward (the all-gathers again for the
+    weight gradient), so 4 / (8 + 6) = 2/7 with full recomputation; expert parallelism's dispatch and combine
+    2 forward and 2 backward, so 2 / 6 = 1/3; the data-parallel gradient collectives none. 0 for a group
+    without communication."""
+    mine = [c for c in comm.collectives if c.group == group]
+    total = sum(c.time_s for c in mine)
+    if total <= 0:
+        return 0.0
+    passes = 2 if recompute == "full" else 1
+    return sum(c.time_s for c in mine if "(forward)" in c.collective) / passes / total
+
+
+def forward_pass_s(st, flop_share: float, recompute: str = TRAIN_RECOMPUTE) -> float:
+    """Seconds of one forward-only pass (old policy, reference, values) over the same micro-batches as the
+    update whose :class:`~llmsizing.layouts.StepTime` is ``st``, priced by parts: the busy time (compute and
+    bubble) at the forward's share of the hardware FLOPs, and each group's exposed communication at that
+    group's forward share (:func:`forward_comm_share`), not at the FLOPs' 1/4."""
+    comm = sum(v * forward_comm_share(st.communication, k, recompute)
+               for k, v in st.exposed_by_group_s.items())
+    return st.busy_s * flop_share + comm
+
+
 def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, seq: int,
-                   packing: bool = True):
+                   packing: bool = True, recompute: str = TRAIN_RECOMPUTE):
     """``((central, fast, slow) update seconds, forward share)`` of one pass over the rollouts on ``par``:
     :func:`~llmsizing.layouts.step_time` of the micro-batches (:func:`micro_batches`), its range from the
-    layout's MFU range (``data/intervals.csv``), and the forward's share of the update's hardware FLOPs."""
+    layout's MFU range (``data/intervals.csv``), and a forward-only pass's seconds over the update's
+    (:func:`forward_pass_s`: the FLOPs' share of the busy time, each group's forward share of its
+    communication). ``recompute``: the update's activation recomputation (``"full"``, or ``"none"`` as
+    verl's Megatron engine runs by default)."""
     micro = micro_batches(tokens, rollouts, seq, par.dp, packing)
-    st = step_time(m, g, par, batch=1, seq=seq, grad_accum=micro, recompute=TRAIN_RECOMPUTE, node=node)
+    st = step_time(m, g, par, batch=1, seq=seq, grad_accum=micro, recompute=recompute, node=node)
     lo, hi = st.mfu_range
     t = st.step_s
-    full = training_flops_per_token(m, seq=seq, recompute=TRAIN_RECOMPUTE)
-    share = forward_flops_per_token(m, seq=seq) / full
+    full = training_flops_per_token(m, seq=seq, recompute=recompute)
+    share = forward_pass_s(st, forward_flops_per_token(m, seq=seq) / full, recompute) / t
     return (t, t * st.mfu / hi, t * st.mfu / lo), share
 
 
@@ -173,5 +206,5 @@ def bucketed_sync_s(weights_bytes: float, bucket_s: float,
 
 __all__ = ["TRAIN_RECOMPUTE", "SLIME_SYNC_BUCKET_BYTES", "SLIME_SYNC_QWEN3_30B_S",
            "SLIME_SYNC_QWEN3_30B_BYTES", "SLIME_SYNC_BUCKET_S", "default_layout", "layout_parallel",
-           "micro_batches", "layout_trainer", "colocated_moves_s", "cpu_adam_s", "bucketed_sync_s",
-           "weight_backup_s"]
+           "micro_batches", "layout_trainer", "forward_comm_share", "forward_pass_s", "colocated_moves_s",
+           "cpu_adam_s", "bucketed_sync_s", "weight_backup_s"]
