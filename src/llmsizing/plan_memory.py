@@ -58,6 +58,7 @@ class SearchMemory:
         self._micro: dict = {}         # (tp, pp, rc, c) -> {cp: per_micro}
         self._reference: dict = {}     # (tp, pp, c) -> the reference layout's coefficients at cp = 1
         self._states: dict = {}        # (tp, pp, zero, ep, c) -> (fixed, sharded) at cp = 1
+        self._tables: dict = {}        # (tp, pp, zero, ep, rc, pairs) -> [arrays, rows filled] (table)
 
     def _kw(self, rc: str) -> dict:
         if rc == "full1":
@@ -111,6 +112,26 @@ class SearchMemory:
         ``dp x cp``)."""
         fixed, sharded = self.states(tp, pp, zero, ep, c, rc)
         return fixed, self.per_micro(tp, pp, rc, c, cp), sharded / cp
+
+    def table(self, tp: int, pp: int, zero: int, ep: int, rc: str, pairs: tuple, need) -> tuple:
+        """:meth:`coefficients` of the layout for the ``(cp, c)`` pairs of ``pairs`` as three 2-D arrays (one
+        row per pair; a row is filled when first needed, ``need``: the indices of the rows asked for), kept:
+        the rows of a table are what :meth:`coefficients` gives, so a candidate's total from its row is the
+        same number (issue 35: no list of arrays stacked per layout and recomputation)."""
+        key = (tp, pp, zero, ep, rc, pairs)
+        kept = self._tables.get(key)
+        if kept is None:
+            kept = self._tables[key] = [None, np.zeros(len(pairs), dtype=bool)]
+        arrays, have = kept
+        for k in need:
+            if not have[k]:
+                coef = self.coefficients(tp, pp, zero, ep, rc, pairs[k][1], pairs[k][0])
+                if arrays is None:
+                    arrays = kept[0] = tuple(np.zeros((len(pairs), len(part))) for part in coef)
+                for table, part in zip(arrays, coef):
+                    table[k] = part
+                have[k] = True
+        return arrays
 
     def one_layer(self, tp: int, pp: int, zero: int, ep: int, c: int, cp: int, layers: int) -> tuple:
         """The coefficients of partial recomputation with one layer of each stage (of ``layers`` layers)
@@ -172,7 +193,7 @@ def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch:
     pairs: dict = {}
     group = np.array([pairs.setdefault((int(c), int(a)), len(pairs)) for c, a in zip(cp_, cls)])
     return dict(block=np.array(block), cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
-                pairs=list(pairs))
+                pairs=tuple(pairs), dpf=dp_.astype(float))
 
 
 def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
@@ -192,8 +213,9 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     kept)."""
     blocks, found, cands = [], 0, {}
     divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
+    domain = np.array([domains[g.name] for g in gpu_list])
     for tp, pp, zero, ep in layouts:
-        on = np.array([domains[g.name] % tp == 0 for g in gpu_list])   # tp inside the scale-up domain
+        on = domain % tp == 0                                           # tp inside the scale-up domain
         if not on.any():
             continue
         gi, limit = np.flatnonzero(on), limits[on]
@@ -203,17 +225,14 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
         cand = cands[tp, pp, ep]
         if cand is None:
             continue
-        b, dp, group, pairs = cand["micro"], cand["dp"], cand["group"], cand["pairs"]
-        dpf, stage_layers = dp.astype(float), model.layers // pp
+        b, dp, group, pairs, dpf = cand["micro"], cand["dp"], cand["group"], cand["pairs"], cand["dpf"]
+        stage_layers = model.layers // pp
 
         def total(rc, rows, tp=tp, pp=pp, zero=zero, ep=ep, b=b, dpf=dpf, group=group, pairs=pairs):
             """Per-GPU totals of the candidates ``rows`` with recomputation ``rc``."""
-            need = np.unique(group[rows])
-            coef = [memory.coefficients(tp, pp, zero, ep, rc, pairs[k][1], pairs[k][0]) for k in need]
-            if len(need) == 1:
-                return _total_bytes(coef[0], b[rows], dpf[rows])
-            at = np.searchsorted(need, group[rows])          # each row's coefficients
-            return _total_bytes([np.stack(part)[at] for part in zip(*coef)], b[rows], dpf[rows])
+            at = group[rows]                                  # each row's coefficients
+            arrays = memory.table(tp, pp, zero, ep, rc, pairs, np.unique(at).tolist())
+            return _total_bytes([part[at] for part in arrays], b[rows], dpf[rows])
 
         def least(rows, tp=tp, pp=pp, zero=zero, ep=ep, b=b, dpf=dpf, group=group, pairs=pairs, limit=limit,
                   stage_layers=stage_layers):
@@ -254,6 +273,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             totals.append(t)
             layers.append(n)
             chosen |= f
+        if not chosen.any():                              # (nothing fits: most layouts at long context)
+            continue
         fit = np.stack(fits, axis=1)                      # (GPU, recomputation, candidate)
         if zero:                                          # ZeRO over one data-parallel rank is no ZeRO at all
             fit[:, :, (cand["cp"] == 1) & (dp == 1)] = False
