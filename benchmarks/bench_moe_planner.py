@@ -65,6 +65,45 @@ targets are still NOT met from scratch: DeepSeek-V3 over the catalogue is 0.8 s 
 64K 1.5 s (target 1): the memory fit (1,208 training_memory calls and the per-layout NumPy work around them)
 and, in the pricing, one step_time per (GPU, tp, cp, micro-batch, recomputation) and one ep_all_to_all per
 (GPU, tokens, etp, ep) are what is left; making them fast means the memory and step models on arrays.
+
+Issue 35, fourth round (branch planfast35c, 2026-11-29): CPU seconds, best of 3 from scratch (every kept
+result cleared, kernels._attention_efficiency too), main (9525b41) and this branch alternately, one case per
+process (benchmarks/bench_compare.py), the better of two or three rounds, at a load of 9 to 15 on the 2 cores
+(a figure moves by 10-30%). The frames are bit-identical (tests/reference/plans.npz, and 15 whole searches,
+dense and MoE, against main with assert_frame_equal(check_exact=True)); the training_memory and group_link
+calls did not move.
+
+    case                                          CPU s main -> branch   training_memory   target
+    deepseek-v3, whole catalogue                     0.55 -> 0.52               300        <= 0.3: NOT met
+    deepseek-v3 at 15,360 sequences                  0.67 -> 0.63               221        <= 1: met
+    mixtral-8x7b, whole catalogue                    0.74 -> 0.57               412        <= 1: met
+    qwen3-30b-a3b on H100s, <= 1,024                 0.61 -> 0.52               886        <= 1: met
+    qwen3-30b-a3b at 64K                             1.14 -> 0.65             1,208        <= 1: met
+    mixtral-8x7b at 32K                              0.52 -> 0.36               580        <= 1: met
+    cost_by_gpu("deepseek-v3"), whole catalogue      1.42 -> 1.06               605
+
+The widgets' compute per move without drawing (--widgets mode, CPU ms, the better of two passes each side,
+main then branch alternately, load 10 to 14): chapter 17 at a new model or context (a whole plan()):
+Llama-3.1-405B at 128K 527 -> 283, at 64K 372 -> 309; Mixtral-8x7B at 128K 563 -> 394, at 32K 546 -> 338;
+Qwen3-30B-A3B at 32K 1,429 -> 859, at 64K 1,435 -> 785. A move that keeps the memory coefficients (from
+Mixtral at 32K / Qwen3 at 64K): GPU limit 16,384 -> 4,096 314 -> 160 / 589 -> 468; tokens per batch 16M -> 8M
+212 -> 140 / 655 -> 410; GPU types + B200 429 -> 293 / 437 -> 176 (Qwen3: refused, more plans than plan()
+prices). Chapter 18's move: 2-4 ms on both (one training_memory and one step_time). None of chapter 17's moves
+is under 100 ms. Every MoE plan() timed here is under 1 s; the dense Llama-3.1-405B at 128K over
+the catalogue (benchmarks/bench_planner.py) is not: 1.18 -> 1.18 s (608 training_memory calls, its pricing).
+
+What changed: plan_memory.fitting_plans weighs each recomputation on all layouts' candidates at once (one
+_total_bytes per recomputation over a table of their coefficients, a row per (layout, (cp, accumulation
+class)), pieces a layout lacks padded with -inf; partial recomputation still layout by layout) instead of ~15
+NumPy calls per layout and recomputation (Qwen3-30B-A3B at 64K weighs 676 layouts: 0.24 -> 0.11 s once its
+coefficients are known, against this round's first commit); training_memory checks its arguments once and
+calls the checked cores of optimizer_temporaries_bytes, zero3_gathered_bytes and stage_params
+(memory._optimizer_temporaries, _zero3_gathered, _checked_stage_params); check_choice and check_bool answer
+the common case first; and kernels.attention_efficiency is kept per (GPU, head_dim, seq, kernel). Left:
+DeepSeek-V3 over the catalogue is the pricing (~0.3 s: 307 step_time, 1,606 rates, the dp collectives and
+all-to-alls) plus the memory fit (~0.15 s, 300 training_memory calls); Qwen3-30B-A3B at 64K is its 1,208
+training_memory calls (~0.4 s). The next step is the step model's per-(GPU, tp, cp, micro-batch,
+recomputation) terms over NumPy arrays of GPUs.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ import os
 import platform
 import time
 
-from llmsizing import activations, catalog, flops, layouts, memory, moe, parallel, planner
+from llmsizing import activations, catalog, flops, kernels, layouts, memory, moe, parallel, planner
 
 try:
     from llmsizing import plan_memory
@@ -103,8 +103,9 @@ def kept() -> tuple:
             *KEPT_SINCE_ISSUE_33,
             *(getattr(mod, name) for mod, name in KEPT_SINCE_ISSUE_35 if hasattr(mod, name)))
 
-# the kept results issue 35 (planfast35) added, by module and name (absent on older commits)
-KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"))
+# the kept results issue 35 (planfast35, planfast35c) added, by module and name (absent on older commits)
+KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"),
+                       (kernels, "_attention_efficiency"))
 
 
 def main() -> None:

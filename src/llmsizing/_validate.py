@@ -102,6 +102,8 @@ def check_fraction(name: str, value, *, minimum: float = MIN_FRACTION) -> float:
 def check_bool(name: str, value) -> bool:
     """Return ``value`` as a Python ``bool`` if it is one (NumPy's ``bool_`` too); raise ``TypeError`` for
     anything else, including ``0``/``1`` and the strings ``"true"``/``"false"``."""
+    if value is True or value is False:         # (the common case first: the planner makes ~10^5 calls)
+        return value
     if not _is_bool(value):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
     return bool(value)
@@ -109,6 +111,8 @@ def check_bool(name: str, value) -> bool:
 
 def check_choice(name: str, value, choices: Iterable[str]) -> str:
     """Return ``value`` if it is one of ``choices``; otherwise raise, suggesting the closest choice."""
+    if type(value) is str and type(choices) in (tuple, frozenset, dict) and value in choices:
+        return value                             # (the common case first: the planner makes ~10^5 calls)
     choices = list(choices)
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string, one of {choices}; got {type(value).__name__} {value!r}")

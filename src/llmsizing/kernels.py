@@ -135,8 +135,13 @@ def attention_efficiency(gpu, *, head_dim: int, seq: int, kernel: str | None = N
     :data:`STAND_IN`) at ``head_dim`` and ``seq`` (the query length one GPU's kernel sees), x 3 / 3.5, over
     the peak of the GPU the benchmark ran on. FA2 on an A100 at head dim 128 and 8K: 182 x 3 / 3.5 / 312 =
     0.50."""
-    g = get_gpu(gpu)
-    head_dim, seq = check_int("head_dim", head_dim), check_int("seq", seq)
+    return _attention_efficiency(get_gpu(gpu), check_int("head_dim", head_dim), check_int("seq", seq), kernel)
+
+
+@lru_cache(maxsize=4096)
+def _attention_efficiency(g, head_dim: int, seq: int, kernel: str | None) -> float:
+    """:func:`attention_efficiency` of checked arguments, kept (the planner asks for the same GPU and query
+    length once per tensor-parallel degree, micro-batch and ``ep``; a refused ``kernel`` raises each time)."""
     gen = kernel_efficiency_row(g, "bf16").generation
     if gen not in {r.generation for r in attention_points()}:
         gen, default = STAND_IN

@@ -56,7 +56,8 @@ def model_states(model: Model | str, *, precision: str = "bf16-mixed", optimizer
     check_recipe("precision", precision)
     elements = optimizer_state_elements(model, optimizer)
     par = resolve_parallel(parallel, model)
-    on_stage = stage_params(model, par) if par.tp * par.pp > 1 or model.is_moe else [float(model.n_params)]
+    on_stage = (_checked_stage_params(model, par) if par.tp * par.pp > 1 or model.is_moe else
+                [float(model.n_params)])
     i = max(range(len(on_stage)), key=lambda k: (on_stage[k], -k))
     return _moe_model_states(model, elements, precision, optimizer, par, i) if model.is_moe else _states(
         model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
@@ -71,7 +72,11 @@ def stage_params(model: Model | str, parallel: Parallel | None = None) -> list[f
     parallelism splits each tensor as :func:`_tp_share` says. The vocabulary is not padded (Megatron-LM pads
     it to a multiple of 128 x tp; pass a padded ``vocab`` to compare on its convention). Taught in Part II."""
     model = resolve_model(model, moe=True)
-    par = resolve_parallel(parallel, model)
+    return _checked_stage_params(model, resolve_parallel(parallel, model))
+
+
+def _checked_stage_params(model: Model, par: Parallel) -> list[float]:
+    """:func:`stage_params` of arguments already checked (as :func:`_optimizer_temporaries`)."""
     return list(_moe_gpu_params(model, par) if model.is_moe else _stage_params(model, par.tp, par.pp,
                                                                                par.stage_layers))
 
@@ -145,7 +150,12 @@ def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mi
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     check_recipe("precision", precision)
     check_choice("optimizer", optimizer, OPTIMIZERS)
-    par = resolve_parallel(parallel, model)
+    return _optimizer_temporaries(model, precision, optimizer, impl, resolve_parallel(parallel, model))
+
+
+def _optimizer_temporaries(model: Model, precision: str, optimizer: str, impl: str, par: Parallel) -> float:
+    """:func:`optimizer_temporaries_bytes` of arguments already checked (``par`` resolved for ``model``):
+    :func:`training_memory` checks them once (issue 35: the planner makes thousands of calls)."""
     if optimizer not in ("adam", "adamw") or impl == "fused":
         return 0.0
     recipe = RECIPES[precision]
@@ -244,8 +254,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                                             cp_comm=par.cp_comm, dtype=act_dtype)
     copies = autocast_copies_bytes(model, parallel=par) if amp else 0.0
     loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * local * model.vocab / par.tp
-    opt_tmp = optimizer_temporaries_bytes(model, precision=precision, optimizer=optimizer,
-                                          optimizer_impl=impl, parallel=par)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    opt_tmp = _optimizer_temporaries(model, precision, optimizer, impl, par)     # (checked above)
     parts = model.param_breakdown()
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
@@ -253,7 +263,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                                                   attention=attention, dropout=dropout, tp=par.tp,
                                                   sp=par.sp, stack=stack, autocast=amp, fp8=fp8,
                                                   attention_mask=attention_mask).values())
-    gathered = zero3_gathered_bytes(model, precision=precision, parallel=par)
+    gathered = _zero3_gathered(model, precision, par)
     flops = (training_flops_per_token(model, seq=seq, recompute=recompute) if n_rc is None else
              _partial_flops_per_token(model, seq, sum(recomputed_layers(model.layers, par, n_rc)), False))
     elements = optimizer_state_elements(model, optimizer)
@@ -328,7 +338,11 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     """
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
-    par = resolve_parallel(parallel, model)
+    return _zero3_gathered(model, precision, resolve_parallel(parallel, model))
+
+
+def _zero3_gathered(model: Model, precision: str, par: Parallel) -> float:
+    """:func:`zero3_gathered_bytes` of arguments already checked (as :func:`_optimizer_temporaries`)."""
     if par.zero < 3:
         return 0.0
     recipe = RECIPES[precision]

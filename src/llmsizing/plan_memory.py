@@ -3,10 +3,10 @@ of :mod:`llmsizing.planner` (issue 33: a mixture of experts at long context took
 
 No formula of its own: every byte is read off :func:`~llmsizing.memory.training_memory` (through
 :func:`~llmsizing.plan_pricing._pieces` and :func:`~llmsizing.plan_pricing._memory_coefficients`), with far
-fewer calls than one set of coefficients per layout (:class:`SearchMemory`), and each layout weighs all its
-candidates at once (:func:`fitting_plans`). ``tests/test_planner_speed.py`` compares whole searches with the
-direct one; ``tests/test_plan_memory.py`` checks :class:`SearchMemory` against direct coefficients, key by
-key.
+fewer calls than one set of coefficients per layout (:class:`SearchMemory`), and each recomputation weighed
+on all layouts' candidates at once (:func:`fitting_plans`). ``tests/test_planner_speed.py`` compares whole
+searches with the direct one; ``tests/test_plan_memory.py`` checks :class:`SearchMemory` against direct
+coefficients, key by key.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch:
     pairs: dict = {}
     group = np.array([pairs.setdefault((int(c), int(a)), len(pairs)) for c, a in zip(cp_, cls)])
     return dict(block=np.array(block), cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
-                pairs=list(pairs))
+                pairs=tuple(pairs), dpf=dp_.astype(float))
 
 
 def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
@@ -187,98 +187,131 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
 
     The columns: ``gpu`` (an index into ``gpu_list``), ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``,
     ``m``, ``rc`` (an index into ``rcs``), ``ep``, ``rl`` (layers recomputed per stage, -1: none), rows in the
-    order of the layouts, then (cp, micro-batch), GPU, recomputation and ``dp``. A layout weighs all its
-    candidates at once, each recomputation only on those some GPU has none for yet (a heavier one is never
-    kept)."""
-    blocks, found, cands = [], 0, {}
+    order of the layouts, then (cp, micro-batch), GPU, recomputation and ``dp``. Each recomputation is weighed
+    only on the candidates some GPU has none for yet (a heavier one is never kept), all layouts' candidates at
+    once (issue 35: one :func:`~llmsizing.plan_pricing._total_bytes` per recomputation, each candidate's
+    coefficients a row of one table per recomputation, pieces the other layouts lack padded with
+    ``-inf``)."""
     divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
+    domain = np.array([domains[g.name] for g in gpu_list])
+    cands, parts, n_lay = {}, [], []
     for tp, pp, zero, ep in layouts:
-        on = np.array([domains[g.name] % tp == 0 for g in gpu_list])   # tp inside the scale-up domain
+        on = domain % tp == 0                                           # tp inside the scale-up domain
         if not on.any():
             continue
-        gi, limit = np.flatnonzero(on), limits[on]
         if (tp, pp, ep) not in cands:
             cands[tp, pp, ep] = _candidates(tp, pp, ep, cps=cps, divisors=divisors, global_batch=global_batch,
                                             max_gpus=max_gpus, moe=model.is_moe, expert_tp=expert_tp)
         cand = cands[tp, pp, ep]
-        if cand is None:
-            continue
-        b, dp, group, pairs = cand["micro"], cand["dp"], cand["group"], cand["pairs"]
-        dpf, stage_layers = dp.astype(float), model.layers // pp
-
-        def total(rc, rows, tp=tp, pp=pp, zero=zero, ep=ep, b=b, dpf=dpf, group=group, pairs=pairs):
-            """Per-GPU totals of the candidates ``rows`` with recomputation ``rc``."""
-            need = np.unique(group[rows])
-            coef = [memory.coefficients(tp, pp, zero, ep, rc, pairs[k][1], pairs[k][0]) for k in need]
-            if len(need) == 1:
-                return _total_bytes(coef[0], b[rows], dpf[rows])
-            at = np.searchsorted(need, group[rows])          # each row's coefficients
-            return _total_bytes([np.stack(part)[at] for part in zip(*coef)], b[rows], dpf[rows])
-
-        def least(rows, tp=tp, pp=pp, zero=zero, ep=ep, b=b, dpf=dpf, group=group, pairs=pairs, limit=limit,
-                  stage_layers=stage_layers):
-            """Partial recomputation: per GPU and candidate of ``rows`` the fewest layers per stage that fit
-            (0: none do), and the totals there."""
-            can = total("full", rows)[None, :] <= limit[:, None]
-            n, t = np.zeros((len(limit), len(rows)), dtype=np.int64), np.full((len(limit), len(rows)), np.inf)
-            for k in np.unique(group[rows]):
-                sel = group[rows] == k
-                if not can[:, sel].any():                  # not even every layer recomputed fits
-                    continue
-                cp, c = pairs[k]
-                n[:, sel], t[:, sel] = _least_recompute_layers(
-                    memory.one_layer(tp, pp, zero, ep, c, cp, stage_layers),
-                    memory.coefficients(tp, pp, zero, ep, "full", c, cp), stage_layers, b[rows][sel],
-                    dpf[rows][sel], limit)
-            return n, t
-
-        chosen = np.zeros((len(gi), len(dp)), dtype=bool)
-        fits, kept, totals, layers = [], [], [], []
-        for r, rc in enumerate(rcs):
-            rows = np.flatnonzero(~chosen.all(axis=0))     # the candidates some GPU has nothing for yet
-            if not len(rows):
-                break
-            t = np.full(chosen.shape, np.inf)
-            n = np.full(chosen.shape, -1, dtype=np.int64)
-            if rc == "full" and partial and stage_layers > 1:
-                n[:, rows], t[:, rows] = least(rows)
-                f = n > 0
-            else:
-                t[:, rows] = total(rc, rows)[None, :]
-                if rc == "full" and not model.is_moe:      # (a mixture of experts: whole model or nothing)
-                    n[:, rows] = stage_layers
-                f = t <= limit[:, None]
-            f &= ~chosen
-            fits.append(f)
-            kept.append(r)
-            totals.append(t)
-            layers.append(n)
-            chosen |= f
-        fit = np.stack(fits, axis=1)                      # (GPU, recomputation, candidate)
-        if zero:                                          # ZeRO over one data-parallel rank is no ZeRO at all
-            fit[:, :, (cand["cp"] == 1) & (dp == 1)] = False
-        g_, r_, j_ = np.nonzero(fit)
-        if not len(g_):
-            continue
-        order = np.argsort(cand["block"][j_], kind="stable")   # the search's order: (cp, micro-batch) first
-        g_, r_, j_ = g_[order], r_[order], j_[order]
-        blocks.append(dict(gpu=gi[g_], tp=tp, cp=cand["cp"][j_], pp=pp, zero=zero, micro=cand["micro"][j_],
-                           dp=dp[j_], m=cand["m"][j_], rc=np.array(kept)[r_], ep=ep,
-                           rl=np.stack(layers)[r_, g_, j_], total=np.stack(totals)[r_, g_, j_]))
-        found += len(g_)
-        if found > most:
-            raise ValueError(
-                f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
-                f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
-                "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
-                "global_batch with fewer divisors (a power of two)")
-    if not blocks:
+        if cand is not None:
+            parts.append(((tp, pp, zero, ep), on, cand))
+            n_lay.append(len(cand["dp"]))
+    if not parts:
         return None, None
-    sizes = [len(blk["gpu"]) for blk in blocks]
-    cols = {}
-    for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m", "rc", "ep", "rl"):
-        if np.ndim(blocks[0][k]) == 0:                     # one value per layout
-            cols[k] = np.repeat(np.array([blk[k] for blk in blocks], dtype=np.int64), sizes)
+    lay = np.repeat(np.arange(len(parts)), n_lay)                   # each candidate's layout
+    start = np.concatenate([[0], np.cumsum(n_lay)[:-1]])
+    cat = {k: np.concatenate([c[k] for _, _, c in parts]) for k in ("block", "cp", "micro", "dp", "m", "dpf")}
+    local = np.arange(len(lay)) - start[lay]                         # a candidate's index in its layout
+    # a candidate's coefficients: one per (layout, its (cp, accumulation class) pair)
+    pair_of = np.concatenate([c["group"] for _, _, c in parts])
+    first_pair = np.concatenate([[0], np.cumsum([len(c["pairs"]) for _, _, c in parts])[:-1]])
+    coef_id = first_pair[lay] + pair_of
+    on2d = np.stack([on for _, on, _ in parts], axis=1)[:, lay]      # (GPU, candidate)
+    stage_layers = np.array([model.layers // key[1] for key, _, _ in parts])[lay]
+    chosen = ~on2d                                                  # (a GPU off the layout: never a plan)
+    fits, totals, layers = [], [], []
+    for r, rc in enumerate(rcs):
+        rows = np.flatnonzero(~chosen.all(axis=0))                  # the candidates some GPU has nothing for
+        t = np.full(chosen.shape, np.inf)
+        n = np.full(chosen.shape, -1, dtype=np.int64)
+        if len(rows):
+            least = (rc == "full" and partial) & (stage_layers[rows] > 1)
+            plain = rows[~least]
+            if len(plain):
+                t[:, plain] = _table_totals(memory, parts, rc, coef_id, lay, pair_of, plain,
+                                            cat["micro"], cat["dpf"])[None, :]
+                if rc == "full" and not model.is_moe:          # (a mixture of experts: whole model or none)
+                    n[:, plain] = stage_layers[plain]
+            for k in np.unique(lay[rows[least]]).tolist():          # partial recomputation, layout by layout
+                (tp, pp, zero, ep), on, cand = parts[k]
+                sel = rows[least][lay[rows[least]] == k]
+                gi = np.flatnonzero(on)
+                n_k, t_k = _least(memory, tp, pp, zero, ep, cand, local[sel], limits[on], model.layers // pp)
+                n[np.ix_(gi, sel)], t[np.ix_(gi, sel)] = n_k, t_k
+            f = t <= limits[:, None]
+            f[:, rows[least]] = n[:, rows[least]] > 0
+            f &= ~chosen
         else:
-            cols[k] = np.concatenate([blk[k] for blk in blocks]).astype(np.int64)
-    return cols, np.concatenate([blk["total"] for blk in blocks])
+            f = np.zeros(chosen.shape, dtype=bool)
+        fits.append(f)
+        totals.append(t)
+        layers.append(n)
+        chosen |= f
+    fit = np.stack(fits, axis=1)                                    # (GPU, recomputation, candidate)
+    zeros = np.array([key[2] for key, _, _ in parts])[lay]
+    fit[:, :, (zeros > 0) & (cat["cp"] == 1) & (cat["dp"] == 1)] = False   # ZeRO over one rank is no ZeRO
+    g_, r_, j_ = np.nonzero(fit)
+    if not len(g_):
+        return None, None
+    if len(g_) > most:
+        raise ValueError(
+            f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
+            f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
+            "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
+            "global_batch with fewer divisors (a power of two)")
+    # the search's order: layouts, then (cp, micro-batch), GPU, recomputation and dp
+    order = np.lexsort((j_, r_, g_, cat["block"][j_], lay[j_]))
+    g_, r_, j_ = g_[order], r_[order], j_[order]
+    keys = np.array([key for key, _, _ in parts], dtype=np.int64)[lay[j_]]
+    cols = dict(gpu=g_, tp=keys[:, 0], cp=cat["cp"][j_], pp=keys[:, 1], zero=keys[:, 2],
+                micro=cat["micro"][j_], dp=cat["dp"][j_], m=cat["m"][j_], rc=r_, ep=keys[:, 3],
+                rl=np.stack(layers)[r_, g_, j_])
+    return {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}, np.stack(totals)[r_, g_, j_]
+
+
+def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
+    """:func:`~llmsizing.plan_pricing._total_bytes` of the candidates ``rows`` (of any layouts) with
+    recomputation ``rc``, from one table of their coefficients (:meth:`SearchMemory.coefficients`, a row per
+    (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes)."""
+    ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
+    got = []
+    for row in rows[first].tolist():
+        (tp, pp, zero, ep), _, cand = parts[lay[row]]
+        cp, cls = cand["pairs"][pair_of[row]]
+        got.append(memory.coefficients(tp, pp, zero, ep, rc, cls, cp))
+    width = max(len(x[0]) for x in got)
+    tables = []
+    for i in range(3):
+        if all(len(x[i]) == width for x in got):
+            tab = np.array([x[i] for x in got])
+        else:
+            tab = np.full((len(got), width), -np.inf if i == 0 else 0.0)
+            for k, x in enumerate(got):
+                tab[k, :len(x[i])] = x[i]
+        tables.append(tab[at.reshape(-1)])
+    return _total_bytes(tables, micro[rows], dpf[rows])
+
+
+def _least(memory, tp, pp, zero, ep, cand, rows, limit, stage_layers):
+    """Partial recomputation of one layout: per GPU (``limit``) and candidate of ``rows`` (indices into its
+    :func:`_candidates`) the fewest layers per stage that fit (0: none do), and the totals there."""
+    b, dpf, group, pairs = cand["micro"], cand["dpf"], cand["group"], cand["pairs"]
+    full = {}
+    for k in np.unique(group[rows]).tolist():
+        cp, c = pairs[k]
+        full[k] = memory.coefficients(tp, pp, zero, ep, "full", c, cp)
+    at = np.searchsorted(np.array(sorted(full)), group[rows])
+    whole = [np.stack([full[k][i] for k in sorted(full)])[at] for i in range(3)]
+    can = _total_bytes(whole, b[rows], dpf[rows])[None, :] <= limit[:, None]
+    n, t = np.zeros((len(limit), len(rows)), dtype=np.int64), np.full((len(limit), len(rows)), np.inf)
+    for k in np.unique(group[rows]):
+        sel = group[rows] == k
+        if not can[:, sel].any():                  # not even every layer recomputed fits
+            continue
+        cp, c = pairs[k]
+        n[:, sel], t[:, sel] = _least_recompute_layers(
+            memory.one_layer(tp, pp, zero, ep, c, cp, stage_layers),
+            memory.coefficients(tp, pp, zero, ep, "full", c, cp), stage_layers, b[rows][sel],
+            dpf[rows][sel], limit)
+    return n, t
+
