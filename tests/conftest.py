@@ -41,7 +41,7 @@ def pytest_ignore_collect(collection_path, config):
 # ----------------------------------------------------------------------------- running on every core
 #: Test files whose tests share work computed once per module (module-scoped fixtures, cached frames): under
 #: pytest-xdist each is one unit of work, run whole on one worker, so that the work is done once.
-WHOLE_FILES = ("tests/test_finetune_calibration.py",)
+WHOLE_FILES = ("tests/test_finetune_calibration.py", "tests/test_step_intervals.py")
 #: The units of work handed out first (in this order; a unit holding a test that starts with one of these): the
 #: slowest tests, so that none of them starts last while the other worker sits idle. Every other unit follows,
 #: the largest first (xdist's order). Only the order depends on this list, never what runs.
