@@ -41,7 +41,7 @@ def pytest_ignore_collect(collection_path, config):
 # ----------------------------------------------------------------------------- running on every core
 #: Test files whose tests share work computed once per module (module-scoped fixtures, cached frames): under
 #: pytest-xdist each is one unit of work, run whole on one worker, so that the work is done once.
-WHOLE_FILES = ("tests/test_finetune_calibration.py",)
+WHOLE_FILES = ("tests/test_finetune_calibration.py", "tests/test_step_intervals.py")
 #: The units of work handed out first (in this order; a unit holding a test that starts with one of these): the
 #: slowest tests, so that none of them starts last while the other worker sits idle. Every other unit follows,
 #: the largest first (xdist's order). Only the order depends on this list, never what runs.
@@ -238,12 +238,14 @@ def pytest_configure(config):
 # ----------------------------------------------------------------------------- shared strategies
 from hypothesis import strategies as st  # noqa: E402
 
-from llmsizing import Model  # noqa: E402
-
 
 @st.composite
-def small_models(draw, *, gpt_like: bool | None = None) -> Model:
-    """Random small decoder-only architectures (GQA, gated or not, either norm, biases, tying)."""
+def small_models(draw, *, gpt_like: bool | None = None) -> "Model":  # noqa: F821
+    """Random small decoder-only architectures (GQA, gated or not, either norm, biases, tying). (The library
+    is imported here, not when this file loads: the xdist controller, which runs no test, then starts its
+    workers without importing it.)"""
+    from llmsizing import Model
+
     heads = draw(st.sampled_from([1, 2, 4, 8, 16]))
     kv = draw(st.sampled_from([k for k in (1, 2, 4, 8, 16) if heads % k == 0]))
     head_dim = draw(st.sampled_from([8, 16, 32, 64]))

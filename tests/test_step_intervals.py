@@ -55,17 +55,18 @@ def test_a_fold_excludes_its_source():
     assert S.fold_efficiencies(two, [True, True]) == {("hopper", "bf16"): 0.346}
 
 
-def test_an_outlier_source_moves_every_prediction_but_its_own():
+def test_an_outlier_source_moves_every_prediction_but_its_own(check):
     # Narayanan et al. 2021's published MFUs x 0.8: their per-run efficiencies fall, which moves the Ampere
     # BF16 efficiency of every fold that holds them (MT-NLG's, BLOOM's, llm-foundry's), but not the fold
-    # that predicts Narayanan's own runs
+    # that predicts Narayanan's own runs. (``a``: the check of the published runs as they are, the module's
+    # ``check``, which is step_loso_check(published_runs()).)
     from llmsizing.time_cost import published_runs
 
     runs = published_runs()
     mine = runs["source"].str.startswith("Narayanan et al. 2021")
     low = runs.copy()
     low.loc[mine, "implied_mfu"] *= 0.8
-    _, a = S.step_loso_check(runs)
+    _, a = check
     _, b = S.step_loso_check(low)
     own = a["source_key"] == "Narayanan et al. 2021"
     assert own.sum() == 8
