@@ -294,10 +294,11 @@ def static_check() -> int:
     return 1 if problems else 0
 
 
-def check_page(browser, url: str, shot: Path | None = None) -> tuple[list[str], dict]:
+def check_page(browser, url: str, shot: Path | None = None, full_page: bool = True) -> tuple[list[str], dict]:
     """Open ``url`` in a fresh context of ``browser`` (a Playwright Browser) and return the problems found on
     it (empty: the page passes) and what PAGE_PROBE saw. Requests off localhost are blocked and reported.
-    ``shot``: where to save a full-page screenshot. Used by main() and by tests/browser/test_site.py."""
+    ``shot``: where to save a screenshot, of the whole page or (``full_page=False``) of its first screen.
+    Used by main() and by tests/browser/test_site.py."""
     problems: list[str] = []
     context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
     try:
@@ -343,7 +344,7 @@ def check_page(browser, url: str, shot: Path | None = None) -> tuple[list[str], 
             )
         if shot is not None:
             shot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(shot), full_page=True)
+            page.screenshot(path=str(shot), full_page=full_page)
     finally:
         context.close()
     return problems, info
