@@ -4,8 +4,8 @@ Each chapter page of _toc.yml is loaded by ``check_site.check_page`` (called, no
 the vendored MathJax (``mjx-container``, no ``mjx-merror``), every image loaded and every figure described
 (alt text), no console or JavaScript error, no failed local request, no request off 127.0.0.1 (blocked and
 reported), no widget view or control on the static page. A screenshot of each page's first screen goes to
-_build/screenshots/site-<page>.png (issue 38: a full-page one, of the whole chapter, doubled the CPU of each page's
-check, about 4.5 CPU-s a page; `make check-site` still saves full-page screenshots).
+_build/screenshots/site-<page>.png (issue 38: a full-page one, of the whole chapter, doubled the CPU of
+each page's check, about 4.5 CPU-s a page; `make check-site` still saves full-page screenshots).
 The browser-free static check (run by `make book`) is repeated here so a stale build cannot pass.
 """
 
