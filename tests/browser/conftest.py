@@ -1,8 +1,10 @@
 """Fixtures for the browser tests (``make check-live``; ``make test`` does not collect tests/browser).
 
-* ``chromium``: one Playwright Browser for the whole session, on Debian's /usr/bin/chromium ($CHROMIUM
-  overrides; installed with apt-get when missing and we are root). Never a downloaded browser build. When
-  Playwright, Chromium or its launch is missing, every test that needs it is skipped with the reason.
+* ``chromium``: one Playwright Browser for the whole session, on Debian's chromium-headless-shell (Chromium's
+  old headless mode, as Playwright drives it; issue 38: less CPU than ``chromium --headless``), else Debian's
+  /usr/bin/chromium ($CHROMIUM overrides; each installed with apt-get when missing and we are root). Never a
+  downloaded browser build. When Playwright, Chromium or its launch is missing, every test that needs it is
+  skipped with the reason.
 * ``guard_network``: ``guard_network(page) -> list[str]`` aborts every request of ``page`` whose host is not
   127.0.0.1, localhost or [::1] (WebSockets too) and records its URL in the returned list.
 * ``lab``: JupyterLab started by ``make lab`` itself (same flags, same config, same pre-save hook), on a copy
@@ -60,7 +62,7 @@ def chromium():
     except ImportError:
         pytest.skip("Playwright is not installed in this venv (`make check-live` installs it)")
     try:
-        executable = check_site.find_chromium()
+        executable = check_site.find_headless_chromium()
     except RuntimeError as exc:
         pytest.skip(f"no Chromium: {exc}")
     pw = sync_playwright().start()

@@ -3,7 +3,9 @@
 Each chapter page of _toc.yml is loaded by ``check_site.check_page`` (called, not copied): math typeset by
 the vendored MathJax (``mjx-container``, no ``mjx-merror``), every image loaded and every figure described
 (alt text), no console or JavaScript error, no failed local request, no request off 127.0.0.1 (blocked and
-reported), no widget view or control on the static page. Full-page screenshots go to _build/screenshots/.
+reported), no widget view or control on the static page. A screenshot of each page's first screen goes to
+_build/screenshots/site-<page>.png (issue 38: a full-page one, of the whole chapter, doubled the CPU of
+each page's check, about 4.5 CPU-s a page; `make check-site` still saves full-page screenshots).
 The browser-free static check (run by `make book`) is repeated here so a stale build cannot pass.
 """
 
@@ -22,7 +24,8 @@ PAGES = check_site.chapter_pages()
 def test_page_renders_offline(chromium, built_site, rel):
     if not (built_site.html / rel).is_file():
         pytest.fail(f"{rel} is in _toc.yml but not in the built site: rebuild with `make book`")
-    problems, info = check_site.check_page(chromium, built_site.base_url + rel, SHOTS / f"site-{Path(rel).stem}.png")
+    problems, info = check_site.check_page(chromium, built_site.base_url + rel, SHOTS / f"site-{Path(rel).stem}.png",
+                                           full_page=False)
     assert not problems, f"{rel}:\n  " + "\n  ".join(problems)
     assert info["mathSource"] == 0 or info["mathRendered"] > 0, f"{rel}: math not typeset"
 
