@@ -107,13 +107,19 @@ class DrawClock:
         return False
 
 
+def state(board: Dashboard) -> tuple:
+    """All of a dashboard's control values (its setting), hashable."""
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in board.values().items())
+
+
 def bench(name: str, n: int) -> dict:
     with DrawClock() as clock:
         c0 = time.process_time()
         w = getattr(widgets, name)()
         first = time.process_time() - c0
-        moves, draws, errors = [], [], 0
+        moves, draws, errors, new = [], [], 0, []
         for board in dashboards(w):
+            seen = {state(board)}
             for key, ctrl in board.controls.items():
                 default = ctrl.value
                 for value in other_values(ctrl, n):
@@ -128,9 +134,13 @@ def bench(name: str, n: int) -> dict:
                             continue
                         moves.append(time.process_time() - c0)
                         draws.append(clock.total - d0)
+                        if state(board) not in seen:        # a setting this board has not drawn before
+                            seen.add(state(board))
+                            new.append(moves[-1])
                         errors += bool(board.error.value)
     shares = [d / m for d, m in zip(draws, moves) if m > 0]
-    return dict(name=name, first=first, moves=moves, errors=errors,
+    return dict(name=name, first=first, moves=moves, errors=errors, new=new,
+                new_median=statistics.median(new) if new else float("nan"),
                 median=statistics.median(moves) if moves else float("nan"),
                 max=max(moves) if moves else float("nan"),
                 draw_median=statistics.median(draws) if draws else float("nan"),
@@ -158,14 +168,16 @@ def main() -> None:
         prof.disable()
         pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
     print(f"{'widget':28s} {'first ms':>9s} {'moves':>6s} {'median ms':>10s} {'max ms':>8s} "
-          f"{'draw med ms':>12s} {'draw share':>11s}")
+          f"{'draw med ms':>12s} {'draw share':>11s} {'new':>5s} {'new med ms':>11s}")
     for r in rows:
         print(f"{r['name']:28s} {r['first'] * 1e3:9.0f} {len(r['moves']):6d} {r['median'] * 1e3:10.0f} "
-              f"{r['max'] * 1e3:8.0f} {r['draw_median'] * 1e3:12.0f} {r['draw_share']:10.0%}")
+              f"{r['max'] * 1e3:8.0f} {r['draw_median'] * 1e3:12.0f} {r['draw_share']:10.0%} "
+              f"{len(r['new']):5d} {r['new_median'] * 1e3:11.0f}")
     every = [m for r in rows for m in r["moves"]]
+    fresh = [m for r in rows for m in r["new"]]
     print(f"{'all':28s} {sum(r['first'] for r in rows) * 1e3:9.0f} {len(every):6d} "
           f"{statistics.median(every) * 1e3:10.0f} {max(every) * 1e3:8.0f}   total moves "
-          f"{sum(every):.1f} s CPU")
+          f"{sum(every):.1f} s CPU; {len(fresh)} new settings, median {statistics.median(fresh) * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":
