@@ -177,7 +177,8 @@ def main() -> None:
     fresh = [m for r in rows for m in r["new"]]
     print(f"{'all':28s} {sum(r['first'] for r in rows) * 1e3:9.0f} {len(every):6d} "
           f"{statistics.median(every) * 1e3:10.0f} {max(every) * 1e3:8.0f}   total moves "
-          f"{sum(every):.1f} s CPU; {len(fresh)} new settings, median {statistics.median(fresh) * 1e3:.0f} ms")
+          f"{sum(every):.1f} s CPU; {len(fresh)} new settings, median "
+          f"{statistics.median(fresh) * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":

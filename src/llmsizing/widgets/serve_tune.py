@@ -77,7 +77,8 @@ def fleet_widget(model: str = "llama-3-70b") -> Dashboard:
             raise type(answer)(*answer.args)
         return answer
 
-    def render(model, gpu, users, prompt, output, itl_ms, ttft_ms, percentile, prefix_hit, weights, into=None):
+    def render(model, gpu, users, prompt, output, itl_ms, ttft_ms, percentile, prefix_hit, weights, *,
+               into=None):
         return charts.render_fleet(model, gpu, users, prompt, output, itl_ms, ttft_ms, percentile, prefix_hit,
                                    weights, into=into, ask=cached)
 
