@@ -34,6 +34,41 @@ widgets.canvas kept texts' layouts and, within a draw, axes' ticks:
     moe_layout_widget            129    95    472   350     82    54
     rl_widget                     52    40     89    70     40    27
     all moves: median 106 -> 82 ms; total 113.9 s CPU -> 92.9 s CPU
+
+Columns ``new`` and ``new med ms`` (added by draw38c) count the moves to a setting the dashboard had not
+drawn before in the run, and their median: half the moves go back to the default, which a widget that keeps
+its answers per setting (planner, long context, fleet) answers without a search.
+
+Measured 2026-11-29 (branch draw38c; before = main 9525b41, both runs started together at 21:22 UTC, load
+7-15 on 2 cores, with two widget-test runs beside them; one run each, not best of 3), --moves 4, CPU ms per
+move (median, max), the median PNG draw of a move, and the median of the moves to new settings, before ->
+after widgets.canvas kept legends' packed-box layouts within a draw and fleet_widget kept its plans per
+setting:
+
+    widget                     median       max          draw     new settings
+    parameter_counts_widget       59    52    133   135    36    31     62    59
+    model_states_widget          123   112    356   343    69    64    124   111
+    inference_memory_widget       75    59    196   233    36    30     69    60
+    activation_memory_widget      99    85    139   228    58    47    104    87
+    max_micro_batch_widget       123   101    158   143    70    51    125   108
+    decode_roofline_widget        88    87    121   123    64    64     97    89
+    zero_stages_widget            65    50    196    80    42    32     67    53
+    parallel_explorer_widget      90    91    246   280    52    52     92    92
+    training_time_widget          71    86   2361  2124    47    59     71    86
+    cost_widget                   97    94    282   152    63    64    102   102
+    planner_widget               160   134    807   689    92    77    210   211
+    seed_audit_widget            103   108    143   139    54    52    116   111
+    serving_widget               110   115    173   158    77    74    112   116
+    fleet_widget                 146    83    366   317    37    34    152   147
+    finetune_widget               75    72    322    93    41    38     75    72
+    long_context_widget          166   158   1289  1245    94    84    409   390
+    moe_layout_widget            108    88    441   155    61    48    110    89
+    rl_widget                     39    45     70    76    26    31     44    54
+    all moves: median 94 -> 85 ms (new settings 98 -> 90 ms); total 99.5 s CPU -> 91.3 s CPU
+
+The same figures redrawn in one process, kept box layouts on and off interleaved (7 draws each, load 13):
+sum of the 18 medians 1000 -> 868 ms (-13%); planner 104 -> 75, activation memory 58 -> 40, moe layout
+55 -> 41, inference memory 55 -> 41 ms; widgets without a legend unchanged within +-6% (noise).
 """
 
 from __future__ import annotations
