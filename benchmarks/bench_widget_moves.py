@@ -66,6 +66,13 @@ setting:
     rl_widget                     39    45     70    76    26    31     44    54
     all moves: median 94 -> 85 ms (new settings 98 -> 90 ms); total 99.5 s CPU -> 91.3 s CPU
 
+A second pair at 22:04 (before = a checkout of 9525b41, load 1.2-4, one widget-test run beside them): total
+97.0 -> 89.0 s CPU, median 87 -> 80 ms (new settings 90 -> 82 ms). Best of the two runs, median per move
+before -> after: planner 160 -> 134, long context 160 -> 149, fleet 146 -> 83 (new settings: planner
+210 -> 211, long context 409 -> 367, fleet 150 -> 147: those are the searches, plan() and replicas_for);
+training_time 71 -> 83 is noise (its moves A/B in one process, box layouts kept on/off: 2.2-2.6 s either
+way).
+
 The same figures redrawn in one process, kept box layouts on and off interleaved (7 draws each, load 13):
 sum of the 18 medians 1000 -> 868 ms (-13%); planner 104 -> 75, activation memory 58 -> 40, moe layout
 55 -> 41, inference memory 55 -> 41 ms; widgets without a legend unchanged within +-6% (noise).
