@@ -34,6 +34,48 @@ widgets.canvas kept texts' layouts and, within a draw, axes' ticks:
     moe_layout_widget            129    95    472   350     82    54
     rl_widget                     52    40     89    70     40    27
     all moves: median 106 -> 82 ms; total 113.9 s CPU -> 92.9 s CPU
+
+Columns ``new`` and ``new med ms`` (added by draw38c) count the moves to a setting the dashboard had not
+drawn before in the run, and their median: half the moves go back to the default, which a widget that keeps
+its answers per setting (planner, long context, fleet) answers without a search.
+
+Measured 2026-11-29 (branch draw38c; before = main 9525b41, both runs started together at 21:22 UTC, load
+7-15 on 2 cores, with two widget-test runs beside them; one run each, not best of 3), --moves 4, CPU ms per
+move (median, max), the median PNG draw of a move, and the median of the moves to new settings, before ->
+after widgets.canvas kept legends' packed-box layouts within a draw and fleet_widget kept its plans per
+setting:
+
+    widget                     median       max          draw     new settings
+    parameter_counts_widget       59    52    133   135    36    31     62    59
+    model_states_widget          123   112    356   343    69    64    124   111
+    inference_memory_widget       75    59    196   233    36    30     69    60
+    activation_memory_widget      99    85    139   228    58    47    104    87
+    max_micro_batch_widget       123   101    158   143    70    51    125   108
+    decode_roofline_widget        88    87    121   123    64    64     97    89
+    zero_stages_widget            65    50    196    80    42    32     67    53
+    parallel_explorer_widget      90    91    246   280    52    52     92    92
+    training_time_widget          71    86   2361  2124    47    59     71    86
+    cost_widget                   97    94    282   152    63    64    102   102
+    planner_widget               160   134    807   689    92    77    210   211
+    seed_audit_widget            103   108    143   139    54    52    116   111
+    serving_widget               110   115    173   158    77    74    112   116
+    fleet_widget                 146    83    366   317    37    34    152   147
+    finetune_widget               75    72    322    93    41    38     75    72
+    long_context_widget          166   158   1289  1245    94    84    409   390
+    moe_layout_widget            108    88    441   155    61    48    110    89
+    rl_widget                     39    45     70    76    26    31     44    54
+    all moves: median 94 -> 85 ms (new settings 98 -> 90 ms); total 99.5 s CPU -> 91.3 s CPU
+
+A second pair at 22:04 (before = a checkout of 9525b41, load 1.2-4, one widget-test run beside them): total
+97.0 -> 89.0 s CPU, median 87 -> 80 ms (new settings 90 -> 82 ms). Best of the two runs, median per move
+before -> after: planner 160 -> 134, long context 160 -> 149, fleet 146 -> 83 (new settings: planner
+210 -> 211, long context 409 -> 367, fleet 150 -> 147: those are the searches, plan() and replicas_for);
+training_time 71 -> 83 is noise (its moves A/B in one process, box layouts kept on/off: 2.2-2.6 s either
+way).
+
+The same figures redrawn in one process, kept box layouts on and off interleaved (7 draws each, load 13):
+sum of the 18 medians 1000 -> 868 ms (-13%); planner 104 -> 75, activation memory 58 -> 40, moe layout
+55 -> 41, inference memory 55 -> 41 ms; widgets without a legend unchanged within +-6% (noise).
 """
 
 from __future__ import annotations
@@ -107,13 +149,19 @@ class DrawClock:
         return False
 
 
+def state(board: Dashboard) -> tuple:
+    """All of a dashboard's control values (its setting), hashable."""
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in board.values().items())
+
+
 def bench(name: str, n: int) -> dict:
     with DrawClock() as clock:
         c0 = time.process_time()
         w = getattr(widgets, name)()
         first = time.process_time() - c0
-        moves, draws, errors = [], [], 0
+        moves, draws, errors, new = [], [], 0, []
         for board in dashboards(w):
+            seen = {state(board)}
             for key, ctrl in board.controls.items():
                 default = ctrl.value
                 for value in other_values(ctrl, n):
@@ -128,9 +176,13 @@ def bench(name: str, n: int) -> dict:
                             continue
                         moves.append(time.process_time() - c0)
                         draws.append(clock.total - d0)
+                        if state(board) not in seen:        # a setting this board has not drawn before
+                            seen.add(state(board))
+                            new.append(moves[-1])
                         errors += bool(board.error.value)
     shares = [d / m for d, m in zip(draws, moves) if m > 0]
-    return dict(name=name, first=first, moves=moves, errors=errors,
+    return dict(name=name, first=first, moves=moves, errors=errors, new=new,
+                new_median=statistics.median(new) if new else float("nan"),
                 median=statistics.median(moves) if moves else float("nan"),
                 max=max(moves) if moves else float("nan"),
                 draw_median=statistics.median(draws) if draws else float("nan"),
@@ -158,14 +210,17 @@ def main() -> None:
         prof.disable()
         pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
     print(f"{'widget':28s} {'first ms':>9s} {'moves':>6s} {'median ms':>10s} {'max ms':>8s} "
-          f"{'draw med ms':>12s} {'draw share':>11s}")
+          f"{'draw med ms':>12s} {'draw share':>11s} {'new':>5s} {'new med ms':>11s}")
     for r in rows:
         print(f"{r['name']:28s} {r['first'] * 1e3:9.0f} {len(r['moves']):6d} {r['median'] * 1e3:10.0f} "
-              f"{r['max'] * 1e3:8.0f} {r['draw_median'] * 1e3:12.0f} {r['draw_share']:10.0%}")
+              f"{r['max'] * 1e3:8.0f} {r['draw_median'] * 1e3:12.0f} {r['draw_share']:10.0%} "
+              f"{len(r['new']):5d} {r['new_median'] * 1e3:11.0f}")
     every = [m for r in rows for m in r["moves"]]
+    fresh = [m for r in rows for m in r["new"]]
     print(f"{'all':28s} {sum(r['first'] for r in rows) * 1e3:9.0f} {len(every):6d} "
           f"{statistics.median(every) * 1e3:10.0f} {max(every) * 1e3:8.0f}   total moves "
-          f"{sum(every):.1f} s CPU")
+          f"{sum(every):.1f} s CPU; {len(fresh)} new settings, median "
+          f"{statistics.median(fresh) * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -350,6 +350,35 @@ def test_kept_ticks_and_layouts_follow_the_limits_and_stay_in_their_canvas():
     assert np.array_equal(mine, np.asarray(plain.buffer_rgba()))
 
 
+def test_kept_legend_boxes_follow_new_labels_and_stay_in_their_canvas():
+    """widgets.canvas keeps a legend's packed boxes' layout for one draw only: a legend whose labels grow
+    between two draws is laid out again at the next draw, and both draws equal a plain Agg canvas's."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from llmsizing.widgets import canvas as kept
+
+    fig = Figure(figsize=(4, 3), dpi=96)
+    widgets._text_cache_canvas()(fig)
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1], label="a")
+    ax.plot([0, 1], [1, 0], label="b")
+    legend = ax.legend(title="t", ncols=2, frameon=True)
+    fig.canvas.draw()
+    first = legend.get_window_extent(fig.canvas.get_renderer())
+    for text, label in zip(legend.get_texts(), ("a much longer label", "and a second, longer still")):
+        text.set_text(label)
+    fig.canvas.draw()
+    assert kept._DRAWING[0] is None
+    box = legend._legend_box
+    assert box.__dict__["_llmsizing_layout"][0] is not None            # the layout was kept, for that draw
+    mine = np.array(fig.canvas.buffer_rgba())
+    plain = FigureCanvasAgg(fig)
+    plain.draw()
+    assert np.array_equal(mine, np.asarray(plain.buffer_rgba()))
+    assert legend.get_window_extent(plain.get_renderer()).width > first.width * 2
+
+
 def test_nothing_fits_after_a_fitting_layout_draws_like_a_fresh_render():
     """A state the neighbour moves never reach: every curve empty ("nothing fits"), reached after a layout that
     fits, so that the kept axes start from the old view (no data to autoscale the new one from)."""

@@ -268,3 +268,23 @@ def test_planner_says_when_a_budget_drops_no_plan():
     board.controls["budget"].value = 5e6 if df["cost_usd"].max() > 5e6 else 2e6
     assert not any("every plan is within it" in t.get_text() for t in board.figure.axes[0].texts)
     board.controls["budget"].value = 0.0
+
+
+def test_fleet_widget_keeps_its_plans_per_setting():
+    """The fleet widget keeps each of its three plans per setting (issue 38): moving the percentile searches
+    only the two percentile plans again (the mean plan, at the 50th percentile, is the same), going back to a
+    setting searches nothing, and what it shows is what render_fleet computes afresh for that setting."""
+    from unittest import mock
+
+    from llmsizing import charts, serve
+
+    with mock.patch.object(serve, "replicas_for", wraps=serve.replicas_for) as calls:
+        b = widgets.fleet_widget()
+        assert calls.call_count == 3                     # mean, percentile co-located, disaggregated
+        b.controls["percentile"].value = 99
+        assert calls.call_count == 3 + 2
+        b.controls["percentile"].value = 95
+        assert calls.call_count == 3 + 2
+    assert b.error.value == ""
+    fresh = charts.render_fleet(**b.values())
+    assert b.summary.value == widgets.dashboard.summary_html(fresh.summary)

@@ -310,11 +310,14 @@ FLEET_COLORS = {"replicas": "#009E73", "prefill": "#E69F00", "decode": COLORS["w
 
 def fleet_plans(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, prompt: int = 1024,
                 output: int = 256, itl_ms: float = 50.0, ttft_ms: float = 1000.0, percentile: float = 95.0,
-                prefix_hit: float = 0.0, weights: str = "bf16"):
+                prefix_hit: float = 0.0, weights: str = "bf16", *, ask=None):
     """{label: ServingPlan} of the three plans :func:`render_fleet` draws (mean, percentile co-located,
-    percentile disaggregated); a plan no layout meets is the library's message (a str)."""
+    percentile disaggregated); a plan no layout meets is the library's message (a str). ``ask`` (default
+    :func:`llmsizing.serve.replicas_for`) answers each: a widget passes one that keeps its answers per setting
+    (:func:`llmsizing.widgets.fleet_widget`)."""
     from ..serve import replicas_for
 
+    ask = replicas_for if ask is None else ask
     kw = dict(users=users, prompt=prompt, output=output, itl_s=itl_ms / 1e3, ttft_s=ttft_ms / 1e3,
               weights=weights, prefix_hit=prefix_hit)
     p = f"p{percentile:g}"
@@ -323,7 +326,7 @@ def fleet_plans(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, p
     out = {}
     for label, extra in asks.items():
         try:
-            out[label] = replicas_for(model, gpu, **kw, **extra)
+            out[label] = ask(model, gpu, **kw, **extra)
         except ValueError as e:
             out[label] = str(e)
     return out
@@ -331,12 +334,15 @@ def fleet_plans(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, p
 
 def render_fleet(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, prompt: int = 1024,
                  output: int = 256, itl_ms: float = 50.0, ttft_ms: float = 1000.0, percentile: float = 95.0,
-                 prefix_hit: float = 0.0, weights: str = "bf16", *, into: Figure | None = None) -> FixedView:
+                 prefix_hit: float = 0.0, weights: str = "bf16", *, into: Figure | None = None,
+                 ask=None) -> FixedView:
     """Chapter 15: GPUs for ``users`` concurrent users within the ITL and TTFT targets, three ways: the mean
     answer (Little's law), the ``percentile`` answer with slots at most 80% full, and the same with separate
     prefill and decode pools (stacked); each bar carries the stated 80% range of the count
-    (``gpus_low``-``gpus_high``). The summary lists layout, latencies at the percentile and cost."""
-    plans = fleet_plans(model, gpu, users, prompt, output, itl_ms, ttft_ms, percentile, prefix_hit, weights)
+    (``gpus_low``-``gpus_high``). The summary lists layout, latencies at the percentile and cost. ``ask``: see
+    :func:`fleet_plans`."""
+    plans = fleet_plans(model, gpu, users, prompt, output, itl_ms, ttft_ms, percentile, prefix_hit, weights,
+                        ask=ask)
     fig, ax = _fixed_figure(7.2, 2.6, into=into, left=0.24, right=0.97, top=0.86, bottom=0.2)
     if ax.get_legend() is not None:          # a kept figure's legend from the previous redraw
         ax.get_legend().remove()

@@ -19,7 +19,8 @@ looked up in the module that defines it: to patch one (a test's ``monkeypatch``)
 
 from __future__ import annotations
 
-from .canvas import _DRAWING, _FAMILY_RC, _font_key, _kept_layouts, _text_cache_canvas, _ticks_kept_per_draw
+from .canvas import (_DRAWING, _FAMILY_RC, _boxes_kept_per_draw, _font_key, _kept_layouts, _text_cache_canvas,
+                     _ticks_kept_per_draw)
 from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, _choice, _dense_models,
                        _divisors_up_to, _follow_max_seq, _gpu_multiselect, _nearest, _react_then_redraw,
                        _reroute, _set_quietly, _style, _up_to_max_seq)
@@ -33,7 +34,8 @@ from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHA
                       _render_inference_memory, _render_model_states, _render_parameters,
                       activation_memory_widget, gpus_per_line_cap, inference_memory_widget,
                       max_micro_batch_widget, model_states_widget, parameter_counts_widget)
-from .serve_tune import (FLEET_PERCENTILES, FLEET_USERS, _FINETUNE_SEQS, finetune_widget,  # noqa: F401
+from .serve_tune import (FLEET_CACHED, FLEET_PERCENTILES, FLEET_USERS, _FINETUNE_SEQS,  # noqa: F401
+                         finetune_widget,
                          fleet_widget, serving_widget)
 from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_CONTEXT_SEQS,
                            LONG_CONTEXT_TOKENS, long_context_widget)

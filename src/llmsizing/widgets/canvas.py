@@ -9,9 +9,11 @@ gives (``tests/test_widget_layout.py`` compares them):
 * each text's layout (``Text._get_layout``: its extent and line offsets, measured 2-3 times a draw for a tick
   label: for the label bboxes, for where the axis label goes, to draw it), across redraws;
 * each axis's ticks (``Axis._update_ticks``: locator, formatter, tick positions and label strings, which
-  matplotlib works out again for the axis label's and the spine's extents), within one draw only.
+  matplotlib works out again for the axis label's and the spine's extents), within one draw only;
+* each packed box's layout (a legend's boxes: ``_get_bbox_and_child_offsets``, asked again at every level of
+  the nesting), within one draw only (issue 38: ~40% of the planner's draw).
 
-The last two are matplotlib 3.10 methods, replaced on their classes by versions that keep their answers only
+The last three are matplotlib 3.10 methods, replaced on their classes by versions that keep their answers only
 while this canvas draws (:data:`_DRAWING`); any other draw (a plain Agg canvas, a saved figure, another
 backend) calls matplotlib's own code unchanged.
 """
@@ -85,6 +87,34 @@ def _ticks_kept_per_draw(axis_cls) -> None:
     axis_cls._update_ticks = _update_ticks
 
 
+def _boxes_kept_per_draw(*box_classes) -> None:
+    """Replace each class's ``_get_bbox_and_child_offsets`` (a packed box's extent and its children's offsets)
+    by one that, while this module's canvas draws, works a box's layout out once per draw and renderer.
+    matplotlib asks a legend's nested boxes for it again at every level of the nesting (the legend's extent,
+    then each box's draw, then each child's: ~30 times a legend per draw, ~40% of the planner's draw); it
+    depends only on the children's texts, fonts and sizes and the renderer, which do not change during a
+    draw."""
+    for cls in box_classes:
+        original = cls.__dict__.get("_get_bbox_and_child_offsets")
+        if original is None or getattr(original, "llmsizing_kept", False):
+            continue
+
+        def _get_bbox_and_child_offsets(self, renderer, _original=original):
+            draw = _DRAWING[0]
+            if draw is None:
+                return _original(self, renderer)
+            kept = self.__dict__.get("_llmsizing_layout")
+            if kept is not None and kept[0] == draw and kept[1] is renderer:
+                bbox, offsets = kept[2]
+                return bbox.frozen(), list(offsets)
+            bbox, offsets = _original(self, renderer)
+            self.__dict__["_llmsizing_layout"] = (draw, renderer, (bbox.frozen(), list(offsets)))
+            return bbox, offsets
+
+        _get_bbox_and_child_offsets.llmsizing_kept = True
+        cls._get_bbox_and_child_offsets = _get_bbox_and_child_offsets
+
+
 @functools.cache
 def _text_cache_canvas():
     """A matplotlib Agg canvas whose renderer keeps the bitmap of every text it draws (issue 12, "Speed").
@@ -98,8 +128,8 @@ def _text_cache_canvas():
     ``draw_text``: the pixels are identical (``tests/test_widget_layout.py`` compares them with a plain Agg
     draw), ~10 ms sooner per planner redraw. It follows matplotlib 3.10's ``RendererAgg.draw_text``
     (matplotlib is pinned below 3.11); where that method's helpers are missing, or on another matplotlib, it
-    is the plain Agg canvas. On 3.10 it also keeps texts' layouts and, within a draw, axes' ticks (see the
-    module's docstring)."""
+    is the plain Agg canvas. On 3.10 it also keeps texts' layouts and, within a draw, axes' ticks and legends'
+    box layouts (see the module's docstring)."""
     import itertools
     from collections import OrderedDict
     from math import cos, radians, sin
@@ -173,6 +203,9 @@ def _text_cache_canvas():
     if hasattr(Text, "_get_layout") and hasattr(Axis, "_update_ticks"):
         _kept_layouts(Text, TextCacheRendererAgg)
         _ticks_kept_per_draw(Axis)
+    from matplotlib import offsetbox
+
+    _boxes_kept_per_draw(offsetbox.VPacker, offsetbox.HPacker, offsetbox.PaddedBox)
     return TextCacheCanvasAgg
 
 

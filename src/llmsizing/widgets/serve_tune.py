@@ -47,13 +47,40 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
 #: The fleet widget's loads (concurrent users) and percentiles.
 FLEET_USERS = [10, 100, 300, 1000, 3000, 10000]
 FLEET_PERCENTILES = [50, 90, 95, 99]
+#: How many of its fleet answers (one plan of one setting) a fleet widget keeps.
+FLEET_CACHED = 96
 
 
 def fleet_widget(model: str = "llama-3-70b") -> Dashboard:
     """Chapter 15: model x GPU x weights x users x prompt/output x ITL and TTFT targets x percentile x prefix
     hit rate -> GPUs at the mean, at the percentile, and with prefill and decode apart
-    (:func:`llmsizing.charts.render_fleet`). A target no layout meets shows the library's message."""
-    from ..serve import WEIGHT_FORMATS
+    (:func:`llmsizing.charts.render_fleet`). A target no layout meets shows the library's message.
+
+    Each of the three plans is kept per setting (the last :data:`FLEET_CACHED`, as the planner widgets keep
+    theirs): going back to a setting, or moving only the percentile (the mean plan stays), searches no layout
+    again (issue 38). Prices are those in force when a plan was first computed (:func:`~llmsizing.use_prices`
+    applies to what is computed after it)."""
+    import functools
+
+    from ..serve import WEIGHT_FORMATS, replicas_for
+
+    @functools.lru_cache(maxsize=FLEET_CACHED)
+    def ask(model, gpu, **kw):
+        try:
+            return replicas_for(model, gpu, **kw)
+        except ValueError as e:            # kept too; raised again as a new error each time
+            return e
+
+    def cached(model, gpu, **kw):
+        answer = ask(model, gpu, **kw)
+        if isinstance(answer, ValueError):
+            raise type(answer)(*answer.args)
+        return answer
+
+    def render(model, gpu, users, prompt, output, itl_ms, ttft_ms, percentile, prefix_hit, weights, *,
+               into=None):
+        return charts.render_fleet(model, gpu, users, prompt, output, itl_ms, ttft_ms, percentile, prefix_hit,
+                                   weights, into=into, ask=cached)
 
     controls = {
         "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
@@ -72,7 +99,7 @@ def fleet_widget(model: str = "llama-3-70b") -> Dashboard:
                                         **_style()),
         "weights": _choice([w for w in WEIGHT_FORMATS if w in ("bf16", "fp8", "int4")], "bf16", "weights"),
     }
-    return Dashboard(charts.render_fleet, controls, name="fleet_widget")
+    return Dashboard(render, controls, name="fleet_widget")
 
 
 # =========================================================================== chapter 16: fine-tuning
