@@ -299,3 +299,19 @@ def intervals_table():
     import pandas as pd
 
     return pd.read_csv(Path(__file__).resolve().parents[2] / "data" / "intervals.csv")
+
+
+def median_factor_check(y, src, coverage: float, unit: str = "source") -> tuple:
+    """``(check, low, high)``: a one-factor correction (the median of the log ratios ``y``) checked by
+    :func:`loso_check` leaving the sources ``src`` out, ``unit`` the units of its coverage, and the stated
+    range as factors on the prediction. Used by :func:`llmsizing.rl.rl_interval` (RL steps, Part V) and
+    :func:`llmsizing.rl_split.forward_split_interval` (the log-prob/update split)."""
+    import numpy as np
+
+    def fit_predict(train, test):
+        return np.full(int(test.sum()), np.median(y[train]))
+
+    chk = loso_check(y, src, fit_predict, coverage=coverage, unit=unit)
+    lo, hi = chk.stated()
+    mid = math.exp(float(np.median(y)))
+    return chk, mid * lo, mid * hi

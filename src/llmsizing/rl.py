@@ -570,7 +570,7 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
     5 sources allow 60%). Nothing is widened by hand."""
     import numpy as np
 
-    from .intervals import loso_check, min_units, source_key
+    from .intervals import median_factor_check, min_units, source_key
 
     d = published_rl() if published is None else published
     d = d[d["checked"] == "yes"]
@@ -583,13 +583,9 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
             raise ValueError(f"the published RL rows come from {n_src} sources: a nested check needs 4")
         coverage = ok[0]
 
-    def fit_predict(train, test):
-        return np.full(int(test.sum()), np.median(y[train]))
+    chk, lo, hi = median_factor_check(y, src, coverage)
+    return RLInterval(lo, hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
 
-    chk = loso_check(y, src, fit_predict, coverage=coverage)
-    lo, hi = chk.stated()
-    mid = math.exp(float(np.median(y)))
-    return RLInterval(mid * lo, mid * hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
 
 
 __all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval", "RLRun", "response_lengths",

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from .catalog import get_gpu, resolve_model
 from .flops import forward_flops_per_token, training_flops_per_token
 from .network import get_node
-from .rl import PUBLISHED_CSV, RL_COVERAGES, row_run
+from .rl import PUBLISHED_CSV, RL_COVERAGES, RLInterval, row_run
 from .rl_trainer import TRAIN_RECOMPUTE, default_layout, layout_parallel, layout_trainer
 
 #: A dense model's forward share of its update by FLOPs when its shapes are not in the catalogue: 2N of 8N
@@ -89,20 +89,11 @@ def forward_splits(published=None):
 
 
 @dataclass(frozen=True)
-class SplitInterval:
-    """The forward/update split's range (:func:`forward_split_interval`): a published split lies within
-    ``low``..``high`` times the predicted share at nominal ``coverage``; ``measured_coverage`` is the share of
-    the ``n_rows`` rows inside the interval computed without their source, ``median_width`` the median
-    ``high / low`` of those intervals; ``held_out`` maps each run to ``(low, high, inside)`` without its
-    source."""
+class SplitInterval(RLInterval):
+    """The forward/update split's range (:func:`forward_split_interval`), read as :class:`~llmsizing.rl.
+    RLInterval` with the predicted share in place of the step; ``held_out`` maps each run to ``(low, high,
+    inside)`` without its source."""
 
-    low: float
-    high: float
-    coverage: float
-    measured_coverage: float
-    median_width: float
-    n_rows: int
-    n_sources: int
     held_out: dict
 
 
@@ -112,7 +103,7 @@ def forward_split_interval(coverage: float | None = None, splits=None) -> SplitI
     for which every nested fold keeps :func:`~llmsizing.intervals.min_units` rows."""
     import numpy as np
 
-    from .intervals import loso_check, min_units
+    from .intervals import median_factor_check, min_units
 
     d = forward_splits() if splits is None else splits
     y = np.log(d["ratio"].to_numpy(float))
@@ -125,16 +116,11 @@ def forward_split_interval(coverage: float | None = None, splits=None) -> SplitI
             raise ValueError(f"the published splits leave {fewest} rows in a fold: a bound needs 3")
         coverage = ok[0]
 
-    def fit_predict(train, test):
-        return np.full(int(test.sum()), np.median(y[train]))
-
-    chk = loso_check(y, src, fit_predict, coverage=coverage, unit="row")
-    lo, hi = chk.stated()
-    mid = math.exp(float(np.median(y)))
+    chk, lo, hi = median_factor_check(y, src, coverage, unit="row")
     fac = np.exp(y - chk.residuals)       # each row's out-of-source correction
     held = {run: (float(f * math.exp(a)), float(f * math.exp(b)), bool(i))
             for run, f, a, b, i in zip(d["run"], fac, chk.low_log, chk.high_log, chk.inside)}
-    return SplitInterval(mid * lo, mid * hi, coverage, chk.measured_coverage, chk.median_width, len(y),
+    return SplitInterval(lo, hi, coverage, chk.measured_coverage, chk.median_width, len(y),
                          len(keys), held)
 
 
