@@ -66,33 +66,46 @@ def gloo_ranks(label: str, world: int, worker, extra_args: tuple):
     with an error stops the others and raises (the collective, all-to-all and Ulysses sweeps share this)."""
     import os
     import platform
-    import socket
 
     import torch.multiprocessing as mp
 
     cpus = os.cpu_count() or 1
     note = (f"{cpus} CPUs, {platform.machine()}, gloo over loopback TCP, 1 thread per rank"
             + (f"; {world} ranks oversubscribe {cpus} CPUs" if world > cpus else ""))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
+    port = free_port()
     procs = [ctx.Process(target=worker, args=(r, world, port, *extra_args, queue)) for r in range(world)]
+    return gather_ranks(procs, queue, 1, f"{label} x {world}")[0], note
+
+
+def free_port() -> int:
+    """A free TCP port on loopback for a gloo rendezvous."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gather_ranks(procs, queue, count: int, label: str) -> list:
+    """Start ``procs`` and take ``count`` results off ``queue``; a rank that exits with an error stops the
+    others and raises, naming ``label`` (its peers would wait forever). Used by :func:`gloo_ranks` and by the CP
+    and DDP/ZeRO sweeps (cp.py, dist.py), which gather one result per rank."""
     for p in procs:
         p.start()
-    results = None
-    while results is None:
+    got = []
+    while len(got) < count:
         try:
-            results = queue.get(timeout=5)
+            got.append(queue.get(timeout=5))
         except Exception:                                   # noqa: BLE001  (queue.Empty: check the ranks)
             if any(p.exitcode not in (None, 0) for p in procs):
                 for p in procs:
                     p.kill()
-                raise RuntimeError(f"{label} x {world}: a rank failed (see its traceback above)")
+                raise RuntimeError(f"{label}: a rank failed (see its traceback above)")
     for p in procs:
         p.join()
-    return results, note
+    return got
 
 
 def autocast(mode):

@@ -72,7 +72,7 @@ import torch
 
 from llmsizing import Model
 
-from .core import date_today, gloo_join, write_csv
+from .core import date_today, free_port, gather_ranks, gloo_join, write_csv
 
 #: The model of the sweep: the shape of the ``dist`` sweep (hidden 256, 4 layers, 8 heads, 2 KV heads), fp32.
 CP_SHAPE = Model("cp-llama", layers=4, hidden=256, heads=8, kv_heads=2, ffn_hidden=688, vocab=8192,
@@ -505,7 +505,6 @@ def _cp_worker(rank, world, variant, seqs, port, queue):
 
 def cmd_cp(args):
     """Sub-command ``cp``: see the module docstring."""
-    import socket
 
     import torch.multiprocessing as mp
 
@@ -518,26 +517,12 @@ def cmd_cp(args):
     for variant in CP_VARIANTS:
         for world in CP_SIZES:
             t0 = time.perf_counter()
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
+            port = free_port()
             ctx = mp.get_context("spawn")
             queue = ctx.Queue()
             procs = [ctx.Process(target=_cp_worker, args=(r, world, variant, seqs, port, queue))
                      for r in range(world)]
-            for p in procs:
-                p.start()
-            got = []
-            while len(got) < world:
-                try:
-                    got.append(queue.get(timeout=5))
-                except Exception:
-                    if any(p.exitcode not in (None, 0) for p in procs):
-                        for p in procs:
-                            p.kill()
-                        raise RuntimeError(f"cp {variant} x {world}: a rank failed (see its traceback above)")
-            for p in procs:
-                p.join()
+            got = gather_ranks(procs, queue, world, f"cp {variant} x {world}")
             for rank, results, tv, hv in sorted(got, key=lambda g: g[0]):
                 versions = {"torch_version": tv, "transformers_version": hv}
                 for row, msgs in results:

@@ -18,7 +18,7 @@ from torch.utils._pytree import tree_flatten
 
 from llmsizing import Model
 
-from .core import date_today, gloo_join, optimizer_states, write_csv
+from .core import date_today, free_port, gather_ranks, gloo_join, optimizer_states, write_csv
 
 # ============================================================================ per-rank states
 #: The model of the `dist` sweep: a real LlamaForCausalLM at a small shape (fp32, random seeded weights).
@@ -260,7 +260,6 @@ def cmd_dist(args):
     step on every rank with :class:`CollectiveCounter` (phase, kind, op, dtype, full-buffer bytes, calls) and
     write them to ``--collectives-out`` (data/dist_collectives.csv; chapter 9). The counted step is the third:
     DDP rebuilds its gradient buckets (and broadcasts their order) during the second."""
-    import socket
 
     import torch.multiprocessing as mp
 
@@ -272,25 +271,11 @@ def cmd_dist(args):
                   ffn=m.ffn_hidden, vocab=m.vocab, tied_embeddings=m.tied_embeddings)
     for layout, world, states in runs:
         t0 = time.perf_counter()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
         procs = [ctx.Process(target=_dist_worker, args=(r, world, layout, port, queue)) for r in range(world)]
-        for p in procs:
-            p.start()
-        got = []
-        while len(got) < world:                  # fail fast if a rank dies (its peers would wait forever)
-            try:
-                got.append(queue.get(timeout=5))
-            except Exception:
-                if any(p.exitcode not in (None, 0) for p in procs):
-                    for p in procs:
-                        p.kill()
-                    raise RuntimeError(f"dist {layout} x {world}: a rank failed (see its traceback above)")
-        for p in procs:
-            p.join()
+        got = gather_ranks(procs, queue, world, f"dist {layout} x {world}")
         for row, colls in sorted(got, key=lambda g: g[0]["rank"]):
             versions = {k: row[k] for k in ("torch_version", "transformers_version")}
             for c in sorted(colls, key=lambda c: (c["phase"], c["kind"], c["op"], -c["message_bytes"])):
