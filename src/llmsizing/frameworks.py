@@ -1,0 +1,59 @@
+"""Training software stacks grouped into families by what their engine does (chapter 10; issue 34).
+
+The range of an MFU predicted from a layout (:mod:`llmsizing.step_intervals`) may depend on the stack that
+ran it: the step model prices one kernel efficiency per GPU generation and one way of overlapping
+collectives, and the stacks differ in both. The family of a stack is fixed by the **engine that runs the
+training step** (who fuses the layer's kernels and who schedules its collectives), from the stacks' own
+documentation, not from the residuals:
+
+- ``"megatron"``: Megatron-LM's own training loop and its descendants, Megatron-Core and NeMo (NeMo 2 and
+  Megatron-Bridge call Megatron-Core's schedules). Fused transformer kernels (fused softmax, bias-GeLU and
+  layer norm; Transformer Engine in Megatron-Core), Megatron's pipeline schedules (interleaved 1F1B with
+  overlapped point-to-point), the distributed optimizer with gradient reduce-scatter and parameter gather
+  overlapped with compute (``--overlap-grad-reduce``, ``--overlap-param-gather``) and TP communication
+  overlap (Transformer Engine userbuffers). Narayanan et al. 2021 (arXiv:2104.04473), Sec. 4; Megatron-LM
+  README; NeMo performance docs.
+- ``"deepspeed"``: Megatron's model code run by DeepSpeed's engine (Megatron-DeepSpeed: BLOOM, MT-NLG): the
+  fused kernels of Megatron-LM, but DeepSpeed's pipeline engine (``deepspeed.runtime.pipe``, non-interleaved
+  1F1B) and its ZeRO data parallelism schedule the step. Smith et al. 2022 (arXiv:2201.11990), Sec. 3;
+  bigscience tr11-176B README.
+- ``"pytorch"``: PyTorch-native modules sharded by PyTorch FSDP (llm-foundry/Composer, torchtitan's FSDP2,
+  metaseq's FairScale FSDP): the layer is eager PyTorch (optionally ``torch.compile``) around a
+  FlashAttention kernel, and FSDP's per-layer all-gather and reduce-scatter are the collectives it overlaps.
+  llm-foundry and torchtitan READMEs; Zhang et al. 2022 (OPT), Sec. 2.4.
+- ``"unknown"``: anything else (an internal stack such as Meta's Llama 3 trainer, or none stated): its range
+  is the pooled one, as if no stack were given.
+
+The rule reads ``data/published_runs.csv``'s ``framework`` cell (or what a user states) by its name: see
+:func:`stack_family`.
+"""
+
+from __future__ import annotations
+
+#: The families, the last one (``"unknown"``) taking the pooled range.
+STACK_FAMILIES = ("megatron", "deepspeed", "pytorch", "unknown")
+
+#: ``framework`` names (lower case, as ``data/published_runs.csv`` spells them, and their short forms) ->
+#: family (module docstring). A name starting with ``"megatron-deepspeed"`` is DeepSpeed's engine.
+FRAMEWORK_FAMILY = {
+    "megatron": "megatron", "megatron-lm": "megatron", "megatron-core": "megatron", "mcore": "megatron",
+    "nemo": "megatron", "nemo/megatron-bridge": "megatron", "megatron-bridge": "megatron",
+    "megatron-deepspeed": "deepspeed", "deepspeed": "deepspeed",
+    "fsdp": "pytorch", "fsdp/llm-foundry": "pytorch", "llm-foundry": "pytorch", "composer": "pytorch",
+    "torchtitan": "pytorch", "metaseq": "pytorch", "metaseq (fsdp + megatron tp)": "pytorch",
+    "pytorch": "pytorch",
+}
+
+
+def stack_family(framework) -> str:
+    """The family (:data:`STACK_FAMILIES`) of a training ``framework``: a family name itself, a name of
+    :data:`FRAMEWORK_FAMILY` (case-insensitive), or ``None``/blank/NaN/any other name -> ``"unknown"``."""
+    if framework is None or (isinstance(framework, float) and framework != framework):
+        return "unknown"
+    if not isinstance(framework, str):
+        raise TypeError(f"framework must be a name such as 'megatron-core', 'torchtitan' or one of "
+                        f"{', '.join(STACK_FAMILIES)}, or None; got {type(framework).__name__}")
+    name = framework.strip().lower()
+    if name in STACK_FAMILIES:
+        return name
+    return FRAMEWORK_FAMILY.get(name, "unknown")
