@@ -26,7 +26,7 @@ from llmsizing import calibration as C  # noqa: E402
 from llmsizing.hardware import _kernel_rows  # noqa: E402
 
 AS_OF = "2026-11-25"
-INTERVALS_AS_OF = "2026-11-29"
+INTERVALS_AS_OF = "2026-11-30"
 
 
 def kernel_csv() -> str:
@@ -94,7 +94,15 @@ METHOD = {
         "kernel efficiency fitted without the run's source (median per generation and dtype of the other "
         "sources' per-run efficiencies), each source weighing the same, pooled (no dtype or generation has 9 "
         "sources); coverage measured nested; the dtype rows count the pooled range's coverage of that "
-        "dtype's runs")}
+        "dtype's runs"),
+    "training-layout-stack": (
+        "as training-layout, with each known stack family's location (llmsizing.frameworks.stack_family of "
+        "the run's framework: megatron, deepspeed, pytorch) fitted inside each fold on the other sources' "
+        "calibration runs (median log residual at the fold's efficiency) and added to the prediction; bounds "
+        "pooled over all sources' stack-centred residuals; a family's stated range is its location fitted on "
+        "every source times those bounds; an unknown stack takes the plain pooled range (and is checked "
+        "against it); coverage measured nested, each family's runs against the interval computed without "
+        "their source")}
 
 
 def _interval_rows(area, check, groups, n_sources_of):
@@ -120,7 +128,15 @@ def _layout_interval_rows():
     src = df["source_key"].to_numpy(object)
     dtype = df["dtype"].to_numpy(object)
     groups = [("all", dtype == dtype)] + [(d, dtype == d) for d in ("bf16", "fp8")]
-    return _interval_rows(AREA, check, groups, lambda m: len(set(src[m])))
+    rows = _interval_rows(AREA, check, groups, lambda m: len(set(src[m])))
+    from llmsizing.step_intervals import stack_ranges
+
+    table, _ = stack_ranges()
+    for r in table.itertuples():
+        stated = ["", ""] if r.group == "all" else [f"{r.low:.4f}", f"{r.high:.4f}"]
+        rows.append([AREA, f"stack:{r.group}", "0.8", f"{r.measured_coverage:.4f}", f"{r.median_width:.4f}",
+                     *stated, r.n_rows, r.n_sources, INTERVALS_AS_OF, METHOD["training-layout-stack"]])
+    return rows
 
 
 def intervals_csv() -> str:

@@ -197,20 +197,27 @@ def _layout_ranges() -> dict:
                 if r["area"] == LAYOUT_RANGE_AREA and r["low"] and r["high"]}
 
 
-def layout_range_factors(gpu, dtype: str = "bf16") -> tuple[float, float]:
+def layout_range_factors(gpu, dtype: str = "bf16", framework: str | None = None) -> tuple[float, float]:
     """``(low, high)``: the factors of the 80% range around an MFU predicted from a layout
     (:func:`~llmsizing.layouts.step_time` at the calibrated kernel efficiency), as ``data/intervals.csv``'s
     area :data:`LAYOUT_RANGE_AREA` states it (leave-one-source-out conformal bounds of the step model's
     residuals, :mod:`llmsizing.step_intervals`; its measured coverage and median width are in the same rows):
-    the row of ``gpu``'s generation or of ``dtype`` if the check gave one its own bounds, else the pooled
-    row ``"all"``. What :func:`~llmsizing.layouts.step_time` (``StepTime.mfu_range``),
-    :func:`~llmsizing.runs.run_from_step` and :func:`~llmsizing.planner.plan` report; chapter 12."""
+    with a ``framework`` of a known stack family (:func:`~llmsizing.frameworks.stack_family`: e.g.
+    ``"megatron-core"``, ``"torchtitan"``, or ``"megatron"``/``"deepspeed"``/``"pytorch"``) that family's row
+    ``"stack:<family>"``; else the row of ``gpu``'s generation or of ``dtype`` if the check gave one its own
+    bounds, else the pooled row ``"all"`` (an unknown stack). What :func:`~llmsizing.layouts.step_time`
+    (``StepTime.mfu_range``), :func:`~llmsizing.runs.run_from_step` and :func:`~llmsizing.planner.plan`
+    report; chapters 10 and 12."""
+    from .frameworks import stack_family
     from .hardware import kernel_efficiency_row
 
     # FP4 (NVFP4) runs are priced with the FP8 rows: no FP4 training run is published yet (issue 36)
     key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4")) in ("fp8", "fp4") \
         else "bf16"
     table = _layout_ranges()
+    family = stack_family(framework)
+    if family != "unknown" and f"stack:{family}" in table:
+        return table[f"stack:{family}"]
     for group in (kernel_efficiency_row(gpu, dtype).generation, key_dtype, "all"):
         if group in table:
             return table[group]

@@ -16,6 +16,15 @@ reproduce each calibration run's published MFU (:func:`~llmsizing.calibration.ru
 3. :func:`~llmsizing.intervals.loso_check` (nested, each source weighing the same) states the 80% bounds and
    measures their coverage: each source's runs against the interval computed without that source.
 
+**The stack** (``by_stack=True``): the software stack that ran a run explains part of its residual (issue 34):
+Megatron's engine beats the step model, PyTorch FSDP stacks fall short of it. Each run's family is
+:func:`~llmsizing.frameworks.stack_family` of its ``framework`` cell, a rule fixed from what the stacks do
+before any width was measured. Inside each fold (never on the held-out source) a known family's location is
+the median of its calibration runs' log residuals at the fold's efficiency (:func:`stack_locations`) and is
+added to the prediction; an ``"unknown"`` stack gets none. The spread stays pooled over all sources (no family
+has the 9 sources a range of its own needs), so a family's range is its location times the pooled bounds of
+the stack-centred residuals, and an unknown stack's range is the pooled one of the plain check.
+
 Every step model change (attention kernels, GEMM shapes, latency) moves these numbers: ``tools/calibrate.py``
 recomputes them into ``data/intervals.csv`` (area :data:`AREA`), which
 :func:`~llmsizing.mfu.layout_range_factors` reads for ``step_time``, ``run_from_step`` and ``plan``.
@@ -100,16 +109,44 @@ def fold_efficiencies(per_run, train) -> dict:
     return out
 
 
-def step_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = STEP_INTERVAL_STRATA):
-    """The step model's MFU checked by leaving one source out (module docstring): ``(check, per_run)``, a
-    :class:`~llmsizing.intervals.LosoCheck` over the runs with a published layout and those runs
-    (:func:`layout_runs`) with ``predicted_mfu`` (at the efficiency fitted without the run's source) added.
-    ``strata``: a column of the runs whose values may get bounds of their own, or ``None``."""
+def stack_locations(per_run, train, log_mfu_at) -> dict:
+    """``{family: log location}`` of each known stack family (:data:`~llmsizing.frameworks.STACK_FAMILIES`
+    but ``"unknown"``) with a calibration run among the rows of ``per_run`` where ``train`` is true: the median
+    of those runs' ``log(published / predicted MFU)``, predicted at :func:`fold_efficiencies` of ``train``;
+    ``log_mfu_at(i, efficiency)`` is row ``i``'s log MFU at an efficiency (module docstring)."""
     import numpy as np
 
+    eff = fold_efficiencies(per_run, train)
+    fam = per_run["stack_family"].to_numpy(object)
+    y = np.log(per_run["implied_mfu"].to_numpy(float))
+    keys = list(zip(per_run["generation"], per_run["dtype"]))
+    fit = np.asarray(train, dtype=bool) & per_run["kernel_fit"].to_numpy(bool) \
+        & per_run["kernel_efficiency"].notna().to_numpy()
+    out = {}
+    for f in dict.fromkeys(fam):
+        mine = np.flatnonzero(fit & (fam == f))
+        if f != "unknown" and len(mine):
+            out[f] = float(np.median([y[i] - log_mfu_at(i, eff[keys[i]]) for i in mine]))
+    return out
+
+
+def step_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = STEP_INTERVAL_STRATA,
+                    by_stack: bool = False):
+    """The step model's MFU checked by leaving one source out (module docstring): ``(check, per_run)``, a
+    :class:`~llmsizing.intervals.LosoCheck` over the runs with a published layout and those runs
+    (:func:`layout_runs`) with ``stack_family`` and ``predicted_mfu`` (at the efficiency fitted without the
+    run's source, times its family's location with ``by_stack``) added. ``strata``: a column of the runs
+    whose values may get bounds of their own, or ``None``; ``by_stack``: add each known stack family's
+    location fitted in the fold (module docstring, "The stack")."""
+    import numpy as np
+
+    from .frameworks import stack_family
     from .intervals import loso_check
 
+    if not isinstance(by_stack, bool):
+        raise TypeError(f"by_stack must be True or False, got {type(by_stack).__name__}")
     df = layout_runs(runs)
+    df["stack_family"] = [stack_family(f) for f in df.get("framework", [None] * len(df))]
     if strata is not None and strata not in df.columns:
         raise ValueError(f"strata must be a column of runs or None, got {strata!r}")
     rows = list(df.itertuples())
@@ -122,9 +159,12 @@ def step_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = ST
             memo[i, e] = float(np.log(_mfu_at(rows[i], e)))
         return memo[i, e]
 
+    fam = df["stack_family"].to_numpy(object)
+
     def fit_predict(train, test):
         eff = fold_efficiencies(df, train)
-        return [log_mfu(i, eff[keys[i]]) for i in np.flatnonzero(test)]
+        loc = stack_locations(df, train, log_mfu) if by_stack else {}
+        return [log_mfu(i, eff[keys[i]]) + loc.get(fam[i], 0.0) for i in np.flatnonzero(test)]
 
     labels = None if strata is None else df[strata].astype(str).to_numpy(object)
     try:
@@ -149,3 +189,47 @@ def source_table(check, per_run):
     t = d.groupby("source").agg(runs=("ratio", "size"), min_ratio=("ratio", "min"),
                                 max_ratio=("ratio", "max"), inside=("inside", "sum"))
     return t.sort_values("min_ratio").reset_index()
+
+
+def stack_ranges(runs=None, *, coverage: float = 0.8):
+    """The range of an MFU from a layout per stack family (module docstring, "The stack"): ``(table,
+    per_run)``. ``table`` has one row per family of :data:`~llmsizing.frameworks.STACK_FAMILIES` and one
+    ``"all"`` row: ``measured_coverage`` and ``median_width`` as a user gets them (a known family's runs against
+    the stack-centred interval computed without their source, an unknown stack's against the plain pooled
+    one), the stated ``low``/``high`` factors on the step model's MFU (a family's location fitted on every
+    source times the pooled stack-centred bounds; ``"unknown"``: the plain pooled bounds; ``"all"``: none),
+    ``n_rows`` and ``n_sources``. ``per_run``: :func:`step_loso_check`'s runs with ``ratio`` (published /
+    predicted, stack-centred for a known family), ``low``/``high`` (that row's held-out bounds as ratios) and
+    ``inside``."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from .frameworks import STACK_FAMILIES
+
+    plain, df = step_loso_check(runs, coverage=coverage)
+    stacked, _ = step_loso_check(runs, coverage=coverage, by_stack=True)
+    rows = list(df.itertuples())
+    loc = stack_locations(df, np.ones(len(df), bool), lambda i, e: math.log(_mfu_at(rows[i], e)))
+    unk = (df["stack_family"] == "unknown").to_numpy()
+    pick = {k: np.where(unk, getattr(plain, k), getattr(stacked, k))
+            for k in ("residuals", "low_log", "high_log", "inside")}
+    per = df.assign(ratio=np.exp(pick["residuals"]), low=np.exp(pick["low_log"]),
+                    high=np.exp(pick["high_log"]), inside=pick["inside"])
+    out = []
+    for fam in ("all",) + STACK_FAMILIES:
+        mine = np.ones(len(df), bool) if fam == "all" else (df["stack_family"] == fam).to_numpy()
+        if fam == "all":
+            low = high = math.nan
+        elif fam == "unknown" or fam not in loc:
+            low, high = plain.stated()
+        else:
+            lo, hi = stacked.bounds[None]
+            low, high = math.exp(loc[fam] + lo), math.exp(loc[fam] + hi)
+        n = int(mine.sum())
+        out.append({"group": fam, "measured_coverage": float(pick["inside"][mine].mean()) if n else math.nan,
+                    "median_width": float(np.exp(np.median(pick["high_log"][mine] - pick["low_log"][mine])))
+                    if n else math.nan, "low": low, "high": high, "n_rows": n,
+                    "n_sources": len(set(df["source_key"][mine]))})
+    return pd.DataFrame(out), per
