@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from ._validate import check_choice, check_int, check_number
 from .act_terms import ATTENTION, STACKS
 from .catalog import GPU, get_gpu, resolve_model
+from .frameworks import stack_family
 from .hardware import check_recipe_runs_on
 from .model import Model
 from .parallel import RECOMPUTE, SINGLE_GPU, Parallel, check_recompute_layers, resolve_parallel
@@ -35,7 +36,10 @@ class Job:
     (``recompute_layers`` for partial recomputation). ``node`` (a :func:`~llmsizing.network.get_node` name or
     ``None`` for the GPU's default node), ``max_nodes`` (``"model"``: the routing's own node limit),
     ``ep_overlap``, ``kernel_efficiency`` and ``overlap`` (``None``: calibrated) are what the step model reads
-    beyond that. Checked when made: a model and layout that cannot run together are refused here, once."""
+    beyond that; ``framework`` names the training software (e.g. ``"megatron-core"``, ``"torchtitan"``), whose
+    stack family sets the range of the step's MFU and the plan's days (``None``: unknown, the pooled range;
+    :func:`~llmsizing.frameworks.stack_family`). Checked when made: a model and layout that cannot run
+    together are refused here, once."""
 
     model: Model | str
     gpu: GPU | str
@@ -54,6 +58,7 @@ class Job:
     ep_overlap: float = 0.0
     kernel_efficiency: float | None = None
     overlap: float | None = field(default=None)
+    framework: str | None = None
 
     def __post_init__(self):
         model = resolve_model(self.model, moe=True)
@@ -75,6 +80,7 @@ class Job:
         if not (self.max_nodes is None or self.max_nodes == "model"):
             set_("max_nodes", check_int("max_nodes", self.max_nodes))
         set_("ep_overlap", check_number("ep_overlap", self.ep_overlap, maximum=1.0))
+        stack_family(self.framework)                    # a TypeError for anything but a name or None
 
     @property
     def n_gpus(self) -> int:
@@ -106,21 +112,23 @@ class Job:
             return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, batch=self.micro_batch,
                         seq=self.seq, grad_accum=self.grad_accum, node=self.node, max_nodes=self.max_nodes,
                         ep_overlap=self.ep_overlap, kernel_efficiency=self.kernel_efficiency,
-                        overlap=self.overlap, **recipe)
+                        overlap=self.overlap, framework=self.framework, **recipe)
         if kind == "time":
             return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, seq=self.seq,
                         global_batch=self.global_batch, micro_batch=self.micro_batch, **recipe)
         if kind == "plan":
             return dict(model=self.model, gpus=(self.gpu.name,), seq=self.seq, global_batch=self.global_batch,
                         precision=self.precision, optimizer=self.optimizer, attention=self.attention,
-                        stack=self.stack, max_nodes=self.max_nodes, ep_overlap=self.ep_overlap)
+                        stack=self.stack, max_nodes=self.max_nodes, ep_overlap=self.ep_overlap,
+                        framework=self.framework)
         raise ValueError(f"kind must be one of 'memory', 'step', 'time', 'plan'; got {kind!r}")
 
     @classmethod
     def from_plan_row(cls, row, model, *, seq: int, precision: str = "bf16-mixed", optimizer: str = "adamw",
                       attention: str = "flash", stack: str = "fused", cp_comm: str = "p2p",
                       expert_tp: bool = False, max_nodes="model", ep_overlap: float = 0.0,
-                      kernel_efficiency: float | None = None, overlap: float | None = None) -> "Job":
+                      kernel_efficiency: float | None = None, overlap: float | None = None,
+                      framework: str | None = None) -> "Job":
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
         defaults). ``training_memory(job)``, ``step_time(job)`` and ``training_time(job, tokens=...)`` then
@@ -136,7 +144,7 @@ class Job:
                    grad_accum=int(get("grad_accum")), precision=precision, optimizer=optimizer,
                    recompute=get("recompute"), recompute_layers=None if n is None or pd.isna(n) else int(n),
                    attention=attention, stack=stack, max_nodes=max_nodes, ep_overlap=ep_overlap,
-                   kernel_efficiency=kernel_efficiency, overlap=overlap)
+                   kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework)
 
 
 def takes_job(kind: str):

@@ -519,7 +519,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               node=None, mfu: float | None = None, recompute_layers: int | None = None,
               ep_overlap: float = 0.0, max_nodes: int | str | None = "model",
               attention_kernel: str | None = None, schedule: str = "1f1b", mtp_depth: int = 0,
-              comm_sms: int = 0, load_skew: float | None = None) -> StepTime:
+              comm_sms: int = 0, load_skew: float | None = None, framework: str | None = None) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -550,7 +550,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     generation's, as the planner uses). Issue 35's MoE terms (:mod:`llmsizing.moe_time`): ``schedule``
     ``"1f1b"`` (default), ``"zb1p"`` or ``"dualpipe"`` sets the bubble
     (:func:`~llmsizing.moe_time.schedule_bubble`); ``mtp_depth``, ``comm_sms`` and ``load_skew`` go to
-    :func:`~llmsizing.comm.step_compute_time_s`.
+    :func:`~llmsizing.comm.step_compute_time_s`. ``framework``: the software stack; its family sets the range.
     """
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
@@ -592,8 +592,9 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
                                                                 fwd_share=fwd_share, async_tp=async_tp,
                                                                 cp_attention_s=cp_att, ep_overlap=ep_overlap)
     tokens = batch * seq * m * par.dp
+    rf = layout_range_factors(g, dtype, framework)
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
-                    dense_tflops(g, dtype) * 1e12, eff, layout_range_factors(g, dtype), LAYOUT_RANGE_AREA)
+                    dense_tflops(g, dtype) * 1e12, eff, rf, LAYOUT_RANGE_AREA)
 
 
 __getattr__ = _forward(__name__, {"cp_overlap_sweep": "llmsizing.cp_sweep"})

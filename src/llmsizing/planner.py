@@ -274,7 +274,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          gpus_per_node: int | None = None, inter_node_gbps: float | None = None, max_pp: int = 64,
          explain: bool = True, optimizer_impl: str = "foreach", compute_efficiency: float | None = None,
          cp_degrees=None, cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
-         ep_overlap: float = 0.0, partial_recompute: bool = True):
+         ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest
     first.
@@ -317,7 +317,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``attrs["assumes"]`` says which, so that a reader can see the recipe.
 
     ``mfu`` is the model FLOPs over the GPUs' dense peak for the step time; ``days``/``cost_usd`` follow, with
-    ``_low``/``_high`` bounds from the 80% range of an MFU predicted from a layout (a GPU without BF16, the
+    ``_low``/``_high`` bounds from the 80% range of an MFU predicted from a layout (that of ``framework``'s
+    stack family if given, :func:`~llmsizing.mfu.layout_range_factors`; a GPU without BF16, the
     V100, runs the recipe in FP16 at its FP16 peak: :func:`~llmsizing.hardware.dense_tflops`; an FP8
     ``precision`` runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and
     refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per
@@ -441,7 +442,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             + ("context parallelism (cp_degrees=...), " if cps == (1,) else "")
             + "or a GPU with more memory")
     df = df.copy()                                       # (the search's table is kept: never change it)
-    factors = {g.name: layout_range_factors(g, dtype) for g in gpu_list}
+    factors = {g.name: layout_range_factors(g, dtype, framework) for g in gpu_list}
     low = df["gpu"].map(lambda name: factors[name][0])
     high = df["gpu"].map(lambda name: factors[name][1])
     df["days"] = steps * df["step_time_s"] / 86400

@@ -111,9 +111,9 @@ def fold_efficiencies(per_run, train) -> dict:
 
 def stack_locations(per_run, train, log_mfu_at) -> dict:
     """``{family: log location}`` of each known stack family (:data:`~llmsizing.frameworks.STACK_FAMILIES`
-    but ``"unknown"``) with a calibration run among the rows of ``per_run`` where ``train`` is true: the median
-    of those runs' ``log(published / predicted MFU)``, predicted at :func:`fold_efficiencies` of ``train``;
-    ``log_mfu_at(i, efficiency)`` is row ``i``'s log MFU at an efficiency (module docstring)."""
+    but ``"unknown"``) with a calibration run among the rows of ``per_run`` where ``train`` is true: the
+    median of those runs' ``log(published / predicted MFU)``, predicted at :func:`fold_efficiencies` of
+    ``train``; ``log_mfu_at(i, efficiency)`` is row ``i``'s log MFU at an efficiency (module docstring)."""
     import numpy as np
 
     eff = fold_efficiencies(per_run, train)
@@ -192,15 +192,16 @@ def source_table(check, per_run):
 
 
 def stack_ranges(runs=None, *, coverage: float = 0.8):
-    """The range of an MFU from a layout per stack family (module docstring, "The stack"): ``(table,
-    per_run)``. ``table`` has one row per family of :data:`~llmsizing.frameworks.STACK_FAMILIES` and one
-    ``"all"`` row: ``measured_coverage`` and ``median_width`` as a user gets them (a known family's runs against
-    the stack-centred interval computed without their source, an unknown stack's against the plain pooled
+    """The range of an MFU from a layout per stack family (module docstring, "The stack"):
+    ``(table, per_run)``.
+    ``table`` has one row per family of :data:`~llmsizing.frameworks.STACK_FAMILIES` and one ``"all"``
+    row: ``measured_coverage`` and ``median_width`` as a user gets them (a known family's runs against the
+    stack-centred interval computed without their source, an unknown stack's against the plain pooled
     one), the stated ``low``/``high`` factors on the step model's MFU (a family's location fitted on every
-    source times the pooled stack-centred bounds; ``"unknown"``: the plain pooled bounds; ``"all"``: none),
-    ``n_rows`` and ``n_sources``. ``per_run``: :func:`step_loso_check`'s runs with ``ratio`` (published /
-    predicted, stack-centred for a known family), ``low``/``high`` (that row's held-out bounds as ratios) and
-    ``inside``."""
+    source times the pooled stack-centred bounds; ``"unknown"``: the plain pooled bounds; ``"all"``:
+    none), ``n_rows`` and ``n_sources``. ``per_run``: :func:`step_loso_check`'s runs with ``ratio``
+    (published / predicted, stack-centred for a known family), ``low``/``high`` (that row's held-out
+    bounds as ratios) and ``inside``."""
     import math
 
     import numpy as np
