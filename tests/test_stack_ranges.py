@@ -1,0 +1,127 @@
+"""The training range from a layout by software-stack family (issue 34; llmsizing.frameworks,
+step_intervals.stack_ranges, mfu.layout_range_factors(framework=), step_time/plan/Job(framework=))."""
+
+import csv
+import math
+import warnings
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _layout_rows():
+    with open(DATA / "intervals.csv", newline="") as fh:
+        return {r["group"]: r for r in csv.DictReader(fh) if r["area"] == "training-layout"}
+
+
+def test_families_follow_the_engine_that_runs_the_step():
+    from llmsizing.frameworks import stack_family
+
+    # from the stacks' documentation: NeMo 2 / Megatron-Bridge call Megatron-Core's schedules; BLOOM and
+    # MT-NLG ran Megatron's model code under DeepSpeed's pipeline engine; llm-foundry (Composer), torchtitan
+    # and metaseq shard PyTorch modules with FSDP; Meta's Llama 3 trainer is internal
+    assert stack_family("megatron-core") == stack_family("nemo/megatron-bridge") == "megatron"
+    assert stack_family("Megatron") == "megatron"
+    assert stack_family("megatron-deepspeed") == "deepspeed"
+    assert {stack_family(f) for f in ("fsdp/llm-foundry", "torchtitan", "metaseq (fsdp + megatron tp)")} \
+        == {"pytorch"}
+    assert stack_family("Meta internal (4D parallelism)") == "unknown"
+    assert stack_family(None) == stack_family(float("nan")) == stack_family("") == "unknown"
+    with pytest.raises(TypeError, match="framework"):
+        stack_family(3)
+
+
+def test_every_framework_of_the_published_runs_has_a_family():
+    from llmsizing.frameworks import stack_family
+
+    with open(DATA / "published_runs.csv", newline="") as fh:
+        names = {r["framework"] for r in csv.DictReader(fh) if r["framework"]}
+    unknown = {n for n in names if stack_family(n) == "unknown"}
+    assert unknown == {"Meta internal (4D parallelism)"}
+
+
+def test_stated_family_ranges_share_the_pooled_centred_width():
+    # the method: a family's range is exp(location + lo), exp(location + hi) with the same pooled (lo, hi);
+    # so high / low is the same number for every known family, and the unknown stack keeps the plain range
+    rows = _layout_rows()
+    widths = [float(rows[f"stack:{f}"]["high"]) / float(rows[f"stack:{f}"]["low"])
+              for f in ("megatron", "deepspeed", "pytorch")]
+    assert max(widths) / min(widths) == pytest.approx(1.0, abs=2e-4)
+    assert (rows["stack:unknown"]["low"], rows["stack:unknown"]["high"]) == (rows["all"]["low"],
+                                                                           rows["all"]["high"])
+    # Megatron's engine sits above the PyTorch FSDP stacks (ranges34c: 1.09-1.32 against 0.66-0.93)
+    assert float(rows["stack:megatron"]["low"]) > float(rows["stack:pytorch"]["low"])
+
+
+def test_the_issue_s_coverage_holds_per_family_and_the_range_narrows():
+    rows = _layout_rows()
+    for g in ("stack:all", "stack:megatron", "stack:deepspeed", "stack:pytorch", "stack:unknown"):
+        assert float(rows[g]["measured_coverage"]) >= 0.75, g
+    assert float(rows["stack:all"]["median_width"]) < float(rows["all"]["median_width"])
+    assert int(rows["stack:all"]["n_rows"]) == int(rows["all"]["n_rows"])
+
+
+def test_held_out_source_never_fits_its_own_location():
+    # change every published MFU of one source: its own out-of-source predictions must not move
+    import numpy as np
+
+    from llmsizing.step_intervals import step_loso_check
+    from llmsizing.time_cost import published_runs
+
+    runs = published_runs()
+    key = "mosaicml/llm-foundry scripts/train/benchmarking/README.md"
+    _, base = step_loso_check(runs, by_stack=True)
+    moved = runs.copy()
+    mine = moved["source"].str.startswith(key)
+    moved.loc[mine, "implied_mfu"] = moved.loc[mine, "implied_mfu"] * 0.8
+    _, after = step_loso_check(moved, by_stack=True)
+    held = (base["source_key"] == key).to_numpy()
+    assert held.sum() == 13
+    np.testing.assert_allclose(after["predicted_mfu"].to_numpy()[held],
+                               base["predicted_mfu"].to_numpy()[held], rtol=1e-9)
+    assert not np.allclose(after["implied_mfu"].to_numpy()[held], base["implied_mfu"].to_numpy()[held])
+
+
+def test_framework_picks_the_family_row_and_none_keeps_the_old_range():
+    from llmsizing.mfu import layout_range_factors
+
+    rows = _layout_rows()
+    assert layout_range_factors("H100 SXM", "bf16", "torchtitan") == (float(rows["stack:pytorch"]["low"]),
+                                                                      float(rows["stack:pytorch"]["high"]))
+    assert layout_range_factors("H100 SXM", "bf16", "megatron-core") == (
+        float(rows["stack:megatron"]["low"]), float(rows["stack:megatron"]["high"]))
+    old = layout_range_factors("H100 SXM", "bf16")
+    assert old == (float(rows["bf16"]["low"]), float(rows["bf16"]["high"]))
+    assert layout_range_factors("H100 SXM", "bf16", None) == old
+    assert layout_range_factors("H100 SXM", "bf16", "my-own-trainer") == old
+
+
+def test_step_time_plan_and_job_take_the_stack():
+    from llmsizing.job import Job
+    from llmsizing.layouts import step_time
+    from llmsizing.mfu import layout_range_factors
+    from llmsizing.parallel import Parallel
+    from llmsizing.planner import plan
+
+    job = Job("llama-3-8b", "H100 SXM", 8192, Parallel(dp=8), framework="megatron-core")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                   # a new keyword: no old call warns
+        st = step_time(job)
+        plain = step_time(job.replace(framework=None))
+    assert st.mfu == plain.mfu                          # the central prediction is the step model's
+    lo, hi = layout_range_factors("H100 SXM", "bf16", "megatron")
+    assert st.mfu_range[0] == pytest.approx(st.mfu * lo)
+    assert st.mfu_range[1] == pytest.approx(st.mfu * hi)
+    kw = dict(tokens=1e12, seq=8192, global_batch=512, gpus=("H100 SXM",))
+    a = plan("llama-3-8b", framework="torchtitan", **kw).iloc[0]
+    b = plan("llama-3-8b", **kw).iloc[0]
+    assert a["days"] == b["days"]
+    plo, phi = layout_range_factors("H100 SXM", "bf16", "pytorch")
+    assert a["days_low"] == pytest.approx(a["days"] / phi)
+    assert a["days_high"] == pytest.approx(a["days"] / plo)
+    assert job.kwargs("plan")["framework"] == "megatron-core"
+    with pytest.raises(TypeError, match="framework"):
+        Job("llama-3-8b", "H100 SXM", 8192, framework=1)
+    assert math.isfinite(a["days_high"])
