@@ -125,3 +125,25 @@ def test_step_time_plan_and_job_take_the_stack():
     with pytest.raises(TypeError, match="framework"):
         Job("llama-3-8b", "H100 SXM", 8192, framework=1)
     assert math.isfinite(a["days_high"])
+
+
+def test_the_command_line_plan_takes_the_framework(capsys):
+    # the days' range is days / high to days / low: with torchtitan (pytorch family) the CSV row's factors
+    from llmsizing.cli import main
+
+    rows = _layout_rows()
+    argv = ["plan", "llama-3-8b", "--tokens", "1T", "--seq", "8192", "--global-batch", "512", "--top", "1",
+            "--csv"]
+    assert main(argv + ["--framework", "torchtitan"]) == 0
+    with_stack = capsys.readouterr().out
+    assert main(argv) == 0
+    plain = capsys.readouterr().out
+    assert with_stack != plain
+    import io
+
+    import pandas as pd
+
+    a, b = pd.read_csv(io.StringIO(with_stack)).iloc[0], pd.read_csv(io.StringIO(plain)).iloc[0]
+    assert a["days"] == b["days"]
+    assert a["days_high"] == pytest.approx(a["days"] / float(rows["stack:pytorch"]["low"]), rel=1e-6)
+    assert b["days_high"] == pytest.approx(b["days"] / float(rows["bf16"]["low"]), rel=1e-6)

@@ -257,6 +257,8 @@ def _plan_layout_options(args) -> dict:
     ``--ep``, ``--ep-overlap``. One place, so a single plan and every planned ``--stage`` take them alike
     (issue 33: the stage path dropped them)."""
     out = {"cp_comm": args.cp_comm}
+    if getattr(args, "framework", None) is not None:
+        out["framework"] = args.framework
     if args.cp is not None:
         out["cp_degrees"] = tuple(args.cp)
     if args.ep is not None:
@@ -456,6 +458,9 @@ def parser() -> argparse.ArgumentParser:
                         "(default: every divisor of its routed experts)")
     p.add_argument("--ep-overlap", type=number(0, 1), default=None,
                    help="share of the all-to-all hidden behind compute (DualPipe's; default 0)")
+    p.add_argument("--framework", default=None,
+                   help="the training software (e.g. megatron-core, nemo, torchtitan, llm-foundry): its "
+                        "stack family sets the days' range (default: unknown, the pooled range)")
     p.add_argument("--no-partial-recompute", action="store_true",
                    help="recompute every layer where only full recomputation fits (default: the fewest "
                         "layers per pipeline stage that fit, shown as 'full (N layers)')")

@@ -290,7 +290,7 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
                          f"its recipe's dtype, {compute_dtype(plan_options['precision'])!r} for precision="
                          f"{plan_options['precision']!r}; give precision='fp8-mixed' for FP8, or leave dtype "
                          "out")
-    low_f, high_f = layout_range_factors(g, dtype)
+    low_f, high_f = layout_range_factors(g, dtype, plan_options.get("framework"))
     # 3: plan() for this stage alone
     kw = dict(plan_options)
     if price is not None:
