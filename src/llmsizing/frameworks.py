@@ -15,8 +15,8 @@ documentation, not from the residuals:
   README; NeMo performance docs.
 - ``"deepspeed"``: Megatron's model code run by DeepSpeed's engine (Megatron-DeepSpeed: BLOOM, MT-NLG): the
   fused kernels of Megatron-LM, but DeepSpeed's pipeline engine (``deepspeed.runtime.pipe``, non-interleaved
-  1F1B) and its ZeRO data parallelism schedule the step. Smith et al. 2022 (arXiv:2201.11990), Sec. 3;
-  bigscience tr11-176B README.
+  1F1B) and its ZeRO data parallelism schedule the step. Smith et al. 2022 (arXiv:2201.11990), Sec. 2
+  (pipeline and data parallelism from DeepSpeed, tensor slicing from Megatron); bigscience tr11-176B README.
 - ``"pytorch"``: PyTorch-native modules sharded by PyTorch FSDP (llm-foundry/Composer, torchtitan's FSDP2,
   metaseq's FairScale FSDP): the layer is eager PyTorch (optionally ``torch.compile``) around a
   FlashAttention kernel, and FSDP's per-layer all-gather and reduce-scatter are the collectives it overlaps.
