@@ -16,14 +16,14 @@ import numpy as np
 from .comm import (DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication,
                    dp_bucket_params, dp_schedule, ring_collective)
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
-from .kernels import compute_seconds, rates
-from .layouts import step_time
+from .kernels import compute_seconds
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
 from .network import GroupLink, group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
+from .plan_terms import layer_terms
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
@@ -250,9 +250,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
       ``pp`` and recomputation) and the peak at the kernel efficiency;
     * the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
       with ``m`` and with the layers of the most loaded stage, and do not depend on ``dp`` or the ZeRO stage:
-      one ``step_time`` per (GPU, tp, cp, micro-batch, recomputation) without a pipeline, ``dp = 1``,
-      ``m = 1`` gives them for all the layers, and a stage's share of the layers
-      (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
+      the step model's communication per (GPU, tp, cp, micro-batch, recomputation) without a pipeline,
+      ``dp = 1``, ``m = 1`` gives them for all the layers (:func:`llmsizing.plan_terms.layer_terms`), and
+      a stage's share of the layers (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
     * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp,
       micro-batch)) on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`),
       ``2 m`` calls of which the time of ``2 (pp - 1)`` is exposed;
@@ -298,33 +298,14 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         return [np.concatenate([a, a[pi]]) for a in arrays[:-1]] + [
             np.concatenate([arrays[-1], np.full(len(pi), rcs.index("none"))])]
 
-    # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
-    # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over
-    # layers, its share of the windows too: a stage's is the share of the layers it holds)
+    # per (GPU, tp, cp, micro-batch, ep, recomputation), from the step model's pieces without a pipeline
+    # (plan_terms.layer_terms): the kernels' rates, and one micro-batch's exposed and total tp and cp
+    # communication of all the layers (each a sum over layers: a stage's is the share of the layers it holds)
     epc = cols["ep"] if moe and "ep" in cols else np.ones(n, dtype=int)   # experts' GEMM rows grow with ep
     lay_keys, lay_idx = _groups(*plus_none(gi, tp, cp, b, epc, ri))
-    lay = np.zeros((len(lay_keys), 6))
-    peak_of = {}
-    # the Linear layers' and the attention core's rates (llmsizing.kernels.rates, as step_compute_time_s)
     dtype = compute_dtype(precision)
-    steps: dict = {}     # the step without ep does not depend on it: one per (GPU, tp, cp, micro, rc)
-    rates_of: dict = {}
-    for k, (g_, t_, c_, b_, e_, r_) in enumerate(lay_keys):
-        g = gpu_list[g_]
-        if (g_, t_, c_, b_, r_) not in steps:
-            steps[g_, t_, c_, b_, r_] = step_time(
-                model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, grad_accum=1,
-                kernel_efficiency=eff, recompute=rcs[r_], precision=precision, node=node_of[g.name])
-        st = steps[g_, t_, c_, b_, r_]
-        by = st.comm_by_group_s
-        rate_key = (g_, t_, c_, b_, e_, st.kernel_efficiency)
-        if rate_key not in rates_of:                 # rates do not depend on the recomputation
-            rates_of[rate_key] = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
-                                       kernel_efficiency=st.kernel_efficiency, ep=e_)
-        gemm_rate, attention_rate = rates_of[rate_key]
-        lay[k] = (gemm_rate, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"], by.get("cp", 0.0),
-                  attention_rate)
-        peak_of[g_] = st.peak_flops
+    lay, peak_of = layer_terms(model, gpu_list, lay_keys, seq=seq, eff=eff, precision=precision, dtype=dtype,
+                               node_of=node_of, cp_comm=cp_comm, rcs=rcs)
     L = lay[lay_idx[:n]]
     if len(pi):
         none = lay[lay_idx[n:]]
