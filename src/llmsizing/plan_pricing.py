@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .comm import (DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication,
-                   dp_bucket_params, dp_schedule, ring_collective)
+from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .kernels import compute_seconds
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
-from .network import GroupLink, group_link
+from .network import group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
-from .plan_terms import layer_terms
+from .plan_terms import dp_unit_rows, layer_terms
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
@@ -500,21 +499,12 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     edp = tp * dpcp // (etp * ep)
     n_slots = len(_DP_SLOTS)
     per_byte, traffic, latency = (np.zeros((len(gi), 2 * n_slots)) for _ in range(3))   # dense, experts
-    unit = {across: GroupLink("unit", 1.0, 1.0, 1.0, 1, across) for across in (False, True)}
     for part, (n_col, e_col) in ((0, (dpcp, np.ones_like(ep))), (1, (edp, ep))):
         bw, alpha, across = _row_links(gpu_list, node_of, gi, n_col, tp if part == 0 else etp * ep)
         keys, idx = _groups(tp, zero, n_col, e_col, across)
-        rows = np.zeros((len(keys), 2, n_slots))                # bytes, latency steps per call
-        for k, (t_, z_, n_, e_, x_) in enumerate(keys):
-            if n_ == 1:
-                continue
-            on_rank = _split(model, t_, 1, None, e_, expert_tp)[0][part]
-            for name, kind, message, calls in dp_schedule(z_, on_rank, w_b, g_b, 1, layers=model.layers,
-                                                          bucket_params=dp_bucket_params(n_)):
-                c = ring_collective(name, "dp", n_, kind, message, calls, unit[bool(x_)])
-                j = _dp_slot(c.collective)
-                rows[k, 0, j] += c.bytes_per_gpu
-                rows[k, 1, j] += c.latency_s / c.calls
+        # bytes of a pass, latency steps per call
+        rows = dp_unit_rows(model, keys, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots,
+                            slot_of=_dp_slot, dp_calls=_dp_calls)
         cut = slice(part * n_slots, (part + 1) * n_slots)
         traffic[:, cut], latency[:, cut] = rows[idx, 0], rows[idx, 1] * alpha[:, None]
         per_byte[:, cut] = (1 / (bw * 1e9))[:, None]

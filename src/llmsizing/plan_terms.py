@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .comm import communication
+from .comm import communication, dp_schedule, ring_bytes
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import rates
 from .layouts import _cp_attention_s, exposed_by_group
+from .moe import _split
 from .moe_layouts import route_max_nodes
+from .network import latency_steps
 from .parallel import Parallel
 
 
@@ -31,12 +33,15 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     exposed and in full, as a row ``(gemm rate, tp exposed, cp exposed, tp, cp, attention rate)``; and each
     GPU's dense peak (FLOP/s) by index. ``eff`` is the kernel efficiency (``None``: the GPU generation's, as
     :func:`~llmsizing.layouts.step_time` takes it)."""
-    out = np.zeros((len(keys), 6))
+    out = []
     peak_of: dict = {}
     comm_of: dict = {}         # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep
-    rates_of: dict = {}        # one per (GPU, tp, cp, micro, ep): they do not depend on the recomputation
+    eps_of: dict = {}          # the ep degrees of each (GPU, tp, cp, micro): one rates call for them all
+    for g_, t_, c_, b_, e_, _ in keys:
+        eps_of.setdefault((g_, t_, c_, b_), {})[e_] = None
+    rates_of: dict = {}        # (they do not depend on the recomputation)
     max_nodes = route_max_nodes(model)
-    for k, (g_, t_, c_, b_, e_, r_) in enumerate(keys):
+    for g_, t_, c_, b_, e_, r_ in keys:
         g = gpu_list[g_]
         if g_ not in peak_of:
             peak_of[g_] = (dense_tflops(g, dtype) * 1e12,
@@ -54,8 +59,52 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
             comm_of[g_, t_, c_, b_, r_] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0),
                                            by.get("cp", 0.0))
         if (g_, t_, c_, b_, e_) not in rates_of:
-            rates_of[g_, t_, c_, b_, e_] = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
-                                                 kernel_efficiency=e, ep=e_)
+            eps = tuple(eps_of[g_, t_, c_, b_])
+            gemm, attention = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
+                                    kernel_efficiency=e, ep=eps)
+            rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
         gemm_rate, attention_rate = rates_of[g_, t_, c_, b_, e_]
-        out[k] = (gemm_rate, *comm_of[g_, t_, c_, b_, r_], attention_rate)
-    return out, {g_: v[0] for g_, v in peak_of.items()}
+        out.append((gemm_rate, *comm_of[g_, t_, c_, b_, r_], attention_rate))
+    return np.array(out, dtype=float).reshape(-1, 6), {g_: v[0] for g_, v in peak_of.items()}
+
+
+def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: bool, n_slots: int, slot_of,
+                 dp_calls) -> np.ndarray:
+    """Each key ``(tp, ZeRO stage, group size n, ep, leaving the scale-up domain)``'s data-parallel
+    collectives of one stage without a pipeline, on a unit link (bandwidth 1, latency 1 per step), as
+    ``(bytes of a pass, latency steps of one call)`` per slot (``slot_of``, the planner's
+    :func:`~llmsizing.plan_pricing._dp_slot`): the dense parameters (``part`` 0) or the routed experts' (1)
+    of :func:`llmsizing.moe.stage_split`. What one :func:`~llmsizing.comm.dp_schedule` and one
+    :func:`~llmsizing.comm.ring_collective` per collective and key give, on arrays of keys: the schedule's
+    collectives are read once per ZeRO stage, :func:`~llmsizing.comm.ring_bytes` and
+    :func:`~llmsizing.network.latency_steps` once per (kind, n, leaving) (``ring_bytes`` is linear in the
+    message, so its value at 1 byte times the message is the same float), the calls per pass from
+    ``dp_calls`` (:func:`~llmsizing.plan_pricing._dp_calls`, :func:`~llmsizing.comm.dp_calls` on arrays).
+    Keys with ``n = 1`` send nothing. Issue 35 (DeepSeek-V3 over the catalogue: 1,700 keys)."""
+    rows = np.zeros((len(keys), 2, n_slots))
+    if not len(keys):
+        return rows
+    t, z, n, e, x = (np.array(c, dtype=np.int64) for c in zip(*keys))
+    te = list(zip(t.tolist(), e.tolist()))
+    on = {k: _split(model, k[0], 1, None, k[1], expert_tp)[0][part] for k in set(te)}
+    on_rank = np.array([on[k] for k in te])
+    calls = dp_calls(z, on_rank, np.full(len(keys), model.layers), n)[:, 0]      # k of dp_schedule
+    w, g = on_rank * w_b / calls, on_rank * g_b / calls
+    for zero in set(z.tolist()):
+        # the schedule's collectives (name, kind, message, calls): one call of weights (1) or gradients (2)
+        for name, kind, probe, _ in dp_schedule(zero, 1.0, 1.0, 2.0, 1, layers=1):
+            live = np.flatnonzero((z == zero) & (n > 1))
+            if not len(live):
+                continue
+            nz, xz = n[live], x[live]
+            ns, at = np.unique(nz, return_inverse=True)
+            f = np.array([ring_bytes(kind, 1.0, v) for v in ns.tolist()])[at.reshape(-1)]
+            nx, at = np.unique(2 * nz + xz, return_inverse=True)
+            s = np.array([latency_steps(kind, v // 2, bool(v % 2)) for v in nx.tolist()],
+                         dtype=float)[at.reshape(-1)]
+            message = (w if probe == 1.0 else g)[live]
+            c = calls[live]
+            j = slot_of(name)
+            rows[live, 0, j] += c * (f * message)
+            rows[live, 1, j] += c * s * 1.0 / c
+    return rows

@@ -31,7 +31,6 @@ days and cost. It adds no formula of its own:
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
@@ -168,21 +167,17 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
     (say ZeRO-0 and ZeRO-1, which move the same bytes), only the one with the least memory per GPU is marked.
     A row whose days or cost is not a finite number is never marked (and never stalls the sweep)."""
     front = np.zeros(len(days), dtype=bool)
+    if not len(days):
+        return front
     ok = np.isfinite(days) & np.isfinite(cost)
     days, cost = np.where(ok, days, np.inf), np.where(ok, cost, np.inf)
-    best = math.inf                                    # the cheapest cost among strictly faster rows
     order = np.lexsort((memory, cost, days))
-    i = 0
-    while i < len(order):
-        # always advances (a NaN equals nothing, not even itself)
-        j = i + 1
-        while j < len(order) and days[order[j]] == days[order[i]]:
-            j += 1
-        first = order[i]                               # the cheapest of this speed, least memory among ties
-        if cost[first] < best:                         # (False for a NaN: never on the front)
-            front[first] = True
-            best = cost[first]
-        i = j
+    d = days[order]
+    firsts = order[np.flatnonzero(np.concatenate(([True], d[1:] != d[:-1])))]   # each speed's cheapest
+    c = cost[firsts]
+    # the cheapest cost among strictly faster rows (inf before the fastest: an infinite cost never passes)
+    best = np.minimum.accumulate(np.concatenate(([np.inf], c[:-1])))
+    front[firsts[c < best]] = True
     return front
 
 
@@ -442,8 +437,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             + "or a GPU with more memory")
     df = df.copy()                                       # (the search's table is kept: never change it)
     factors = {g.name: layout_range_factors(g, dtype) for g in gpu_list}
-    low = df["gpu"].map(lambda name: factors[name][0])
-    high = df["gpu"].map(lambda name: factors[name][1])
+    low = df["gpu"].map({name: f[0] for name, f in factors.items()})
+    high = df["gpu"].map({name: f[1] for name, f in factors.items()})
     df["days"] = steps * df["step_time_s"] / 86400
     df["days_low"] = df["days"] / high
     df["days_high"] = df["days"] / low
