@@ -400,8 +400,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         if same != k:
             traffic[k], per_byte[k], latency[k] = traffic[same], per_byte[same], latency[same]
             continue
-        comm = communication(model, Parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq, gpu=g,
-                             precision=precision, node=node_of[g.name])
+        comm = communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq,
+                             gpu=g, precision=precision, node=node_of[g.name])
         for c in comm.collectives:
             if c.group == "dp":
                 s = _dp_slot(c.collective)
@@ -556,7 +556,7 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     # the forward's two all-to-alls and the backward's, without recomputation; full recomputation repeats the
     # forward's (ep_all_to_all)
     fwd_bwd = np.array([[c.time_s for c in ep_all_to_all(
-        model, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp),
+        model, kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp),
         batch=b_, seq=seq, gpu=gpu_list[g_], node=node_of[gpu_list[g_].name], grad_accum=1,
         precision=precision, recompute="none", max_nodes=max_nodes)]
         for g_, t_, c_, b_, e_ in zip(*(np.asarray(a)[first].tolist() for a in (gi[on], t_on, c_on, b_on,

@@ -22,7 +22,7 @@ from .layouts import _cp_attention_s, exposed_by_group
 from .moe import _split
 from .moe_layouts import route_max_nodes
 from .network import latency_steps
-from .parallel import Parallel
+from .parallel import kept_parallel
 
 
 def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: str, node_of: dict,
@@ -48,8 +48,8 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
                            default_efficiency(g, dtype) if eff is None else eff)
         e = peak_of[g_][1]
         if (g_, t_, c_, b_, r_) not in comm_of:
-            comm = communication(model, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
-                                 gpu=g, precision=precision, grad_accum=1, recompute=rcs[r_],
+            comm = communication(model, kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_,
+                                 seq=seq, gpu=g, precision=precision, grad_accum=1, recompute=rcs[r_],
                                  node=node_of[g.name], max_nodes=max_nodes)
             cp_att = _cp_attention_s(model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1,
                                      recompute=rcs[r_], dtype=dtype, eff=e)
