@@ -436,9 +436,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             + ("context parallelism (cp_degrees=...), " if cps == (1,) else "")
             + "or a GPU with more memory")
     df = df.copy()                                       # (the search's table is kept: never change it)
-    factors = {g.name: layout_range_factors(g, dtype) for g in gpu_list}
-    low = df["gpu"].map({name: f[0] for name, f in factors.items()})
-    high = df["gpu"].map({name: f[1] for name, f in factors.items()})
+    factors = np.array([layout_range_factors(g, dtype) for g in gpu_list], dtype=float)
+    at = pd.Index([g.name for g in gpu_list]).get_indexer(df["gpu"])       # each plan's GPU, as an index
+    low, high = factors[at, 0], factors[at, 1]
     df["days"] = steps * df["step_time_s"] / 86400
     df["days_low"] = df["days"] / high
     df["days_high"] = df["days"] / low
@@ -466,7 +466,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             f"{fastest['n_gpus']:,} x {fastest['gpu']}), the cheapest costs ${cheapest['cost_usd']:,.0f} "
             f"({cheapest['days']:,.1f} days, {cheapest['n_gpus']:,} x {cheapest['gpu']})"
             + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed"))
-    df = df.copy()
+    if deadline is not None or budget is not None:       # (a filtered table: its own copy before adding)
+        df = df.copy()
     # plans that split the same work differently tie to the last bits of a float: compare at 12 digits, so
     # ties keep the search's order whatever the rounding (the step's compute is a sum: llmsizing.kernels)
     days, cost = _digits(df["days"].to_numpy()), _digits(df["cost_usd"].to_numpy())
