@@ -5,7 +5,8 @@ coefficients that give a layout's per-GPU total for every micro-batch and ``dp``
 :func:`_least_recompute_layers`), and the step times of all candidate plans at once (:func:`_price`). No
 formula of its own: every number is read off :func:`~llmsizing.memory.training_memory`,
 :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.comm.communication`, and
-``tests/test_planner_speed.py`` checks whole searches against one direct call per plan.
+``tests/test_planner_speed.py`` checks whole searches against one direct call per plan. The terms per
+(GPU, tp, cp, micro-batch) come from the step model's pieces in :mod:`llmsizing.plan_terms`.
 :mod:`llmsizing.planner` re-exports these names.
 """
 
@@ -490,7 +491,8 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     out once per (tp, ZeRO stage, group size, ep, the group leaving the scale-up domain) on a unit link
     (bytes do not depend on the link, latency steps only on leaving the domain), for one stage's parameters
     without a pipeline, then scaled by each row's link and the most loaded stage's parameters (issue 35:
-    1,800 schedules for DeepSeek-V3 over the catalogue instead of 8,300)."""
+    1,800 schedules for DeepSeek-V3 over the catalogue instead of 8,300, worked out on arrays of them by
+    :func:`llmsizing.plan_terms.dp_unit_rows`)."""
 
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
