@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .comm import communication, dp_schedule, ring_bytes
+from .comm import communication, dp_schedule, group_network, ring_bytes
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import rates
@@ -36,6 +36,7 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     out = []
     peak_of: dict = {}
     comm_of: dict = {}         # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep
+    shared: dict = {}          # the communication per (tp and cp links, tp, cp, micro, rc)
     eps_of: dict = {}          # the ep degrees of each (GPU, tp, cp, micro): one rates call for them all
     for g_, t_, c_, b_, e_, _ in keys:
         eps_of.setdefault((g_, t_, c_, b_), {})[e_] = None
@@ -48,9 +49,15 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
                            default_efficiency(g, dtype) if eff is None else eff)
         e = peak_of[g_][1]
         if (g_, t_, c_, b_, r_) not in comm_of:
-            comm = communication(model, kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_,
-                                 seq=seq, gpu=g, precision=precision, grad_accum=1, recompute=rcs[r_],
-                                 node=node_of[g.name], max_nodes=max_nodes)
+            par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
+            # GPUs whose tp and cp groups ride equal links send the same (Ulysses' all-to-all: not shared)
+            links = group_network(par, g, node=node_of[g.name])
+            same = (g_,) if c_ > 1 and cp_comm == "a2a" else (links["tp"], links.get("cp"))
+            if (same, t_, c_, b_, r_) not in shared:
+                shared[same, t_, c_, b_, r_] = communication(
+                    model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
+                    recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes)
+            comm = shared[same, t_, c_, b_, r_]
             cp_att = _cp_attention_s(model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1,
                                      recompute=rcs[r_], dtype=dtype, eff=e)
             # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
