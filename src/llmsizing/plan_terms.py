@@ -37,6 +37,7 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     peak_of: dict = {}
     comm_of: dict = {}         # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep
     shared: dict = {}          # the communication per (tp and cp links, tp, cp, micro, rc)
+    same_of: dict = {}         # the tp and cp links of each (GPU, tp, cp)
     eps_of: dict = {}          # the ep degrees of each (GPU, tp, cp, micro): one rates call for them all
     for g_, t_, c_, b_, e_, _ in keys:
         eps_of.setdefault((g_, t_, c_, b_), {})[e_] = None
@@ -51,8 +52,10 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
         if (g_, t_, c_, b_, r_) not in comm_of:
             par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
             # GPUs whose tp and cp groups ride equal links send the same (Ulysses' all-to-all: not shared)
-            links = group_network(par, g, node=node_of[g.name])
-            same = (g_,) if c_ > 1 and cp_comm == "a2a" else (links["tp"], links.get("cp"))
+            if (g_, t_, c_) not in same_of:
+                links = group_network(par, g, node=node_of[g.name])
+                same_of[g_, t_, c_] = (g_,) if c_ > 1 and cp_comm == "a2a" else (links["tp"], links.get("cp"))
+            same = same_of[g_, t_, c_]
             if (same, t_, c_, b_, r_) not in shared:
                 shared[same, t_, c_, b_, r_] = communication(
                     model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
