@@ -108,8 +108,8 @@ recomputation) terms over NumPy arrays of GPUs.
 Issue 35, fifth round (branch arrays35d, 2026-11-30): CPU seconds, best of 3 from scratch, main (0d84c92) and
 this branch alternately, one process per side and round, four rounds, the best round of each side; the load
 was 4 to 13 on the 2 cores (steal time too), so a figure moves by 20-40%. The frames are bit-identical: 18
-searches (bench_planner's 14, Qwen3 FP8 on H100+B200, Mixtral with expert_tp, 70B with overlap=0.5, DeepSeek-V3
-at 32K with cp_comm="all_gather") against main with assert_frame_equal(check_exact=True), and
+searches (bench_planner's 14, Qwen3 FP8 on H100+B200, Mixtral with expert_tp, 70B with overlap=0.5,
+DeepSeek-V3 at 32K with cp_comm="all_gather") against main with assert_frame_equal(check_exact=True), and
 tests/test_planner_speed.py against tests/reference/plans.npz (not re-frozen).
 
     case (benchmarks/bench_planner.py)                    main -> branch (best of 4 rounds)   target
@@ -125,9 +125,9 @@ tests/test_planner_speed.py against tests/reference/plans.npz (not re-frozen).
     mixtral-8x7b at 32K                                      0.33 -> 0.29                      <= 1
 
 At a low load (1 to 4, before the last two commits): DeepSeek-V3 over the catalogue 0.45-0.54 -> 0.29-0.30
-s; at loads of 6 to 13 main takes 0.60-0.76 s and the branch 0.37-0.42 s (x0.6). The 0.3 s target for an MoE
-over the catalogue is met only on a quiet machine for DeepSeek-V3, and not for Mixtral-8x7B (0.46 s at load 13:
-43,567 plans, 412 training_memory calls).
+s; at loads of 6 to 13 main takes 0.60-0.76 s and the branch 0.37-0.42 s (x0.6). The 0.3 s target for an
+MoE over the catalogue is met only on a quiet machine for DeepSeek-V3, and not for Mixtral-8x7B (0.46 s at
+load 13: 43,567 plans, 412 training_memory calls).
 
 What changed: the pricing's per-(GPU, tp, cp, micro-batch, ep, recomputation) terms come from the step model's
 own pieces, not one whole step_time per key (plan_terms.layer_terms: communication, exposed_by_group and
