@@ -104,6 +104,44 @@ DeepSeek-V3 over the catalogue is the pricing (~0.3 s: 307 step_time, 1,606 rate
 all-to-alls) plus the memory fit (~0.15 s, 300 training_memory calls); Qwen3-30B-A3B at 64K is its 1,208
 training_memory calls (~0.4 s). The next step is the step model's per-(GPU, tp, cp, micro-batch,
 recomputation) terms over NumPy arrays of GPUs.
+
+Issue 35, fifth round (branch arrays35d, 2026-11-30): CPU seconds, best of 3 from scratch, main (0d84c92) and
+this branch alternately, one process per side and round, four rounds, the best round of each side; the load
+was 4 to 13 on the 2 cores (steal time too), so a figure moves by 20-40%. The frames are bit-identical: 18
+searches (bench_planner's 14, Qwen3 FP8 on H100+B200, Mixtral with expert_tp, 70B with overlap=0.5,
+DeepSeek-V3 at 32K with cp_comm="all_gather") against main with assert_frame_equal(check_exact=True), and
+tests/test_planner_speed.py against tests/reference/plans.npz (not re-frozen).
+
+    case (benchmarks/bench_planner.py)                    main -> branch (best of 4 rounds)   target
+    llama-3.1-405b, whole catalogue                          0.39 -> 0.25                      <= 1
+    llama-3.1-405b at 128K, whole catalogue                  0.93 -> 0.61                      <= 1
+    llama-3.1-405b at 128K, 3 GPU types                      0.49 -> 0.36                      <= 1
+    llama-3-70b, 4 GPU types                                 0.23 -> 0.14                      <= 1
+    deepseek-v3, whole catalogue                             0.60 -> 0.37                      <= 0.3
+    deepseek-v3 at 15,360 sequences                          0.65 -> 0.43                      <= 1
+    mixtral-8x7b, whole catalogue                            0.65 -> 0.46                      <= 0.3
+    qwen3-30b-a3b on H100s, <= 1,024                         0.45 -> 0.46                      <= 1
+    qwen3-30b-a3b at 64K                                     0.82 -> 0.67                      <= 1
+    mixtral-8x7b at 32K                                      0.33 -> 0.29                      <= 1
+
+At a low load (1 to 4, before the last two commits): DeepSeek-V3 over the catalogue 0.45-0.54 -> 0.29-0.30
+s; at loads of 6 to 13 main takes 0.60-0.76 s and the branch 0.37-0.42 s (x0.6). The 0.3 s target for an
+MoE over the catalogue is met only on a quiet machine for DeepSeek-V3, and not for Mixtral-8x7B (0.46 s at
+load 13: 43,567 plans, 412 training_memory calls).
+
+What changed: the pricing's per-(GPU, tp, cp, micro-batch, ep, recomputation) terms come from the step model's
+own pieces, not one whole step_time per key (plan_terms.layer_terms: communication, exposed_by_group and
+_cp_attention_s, whose tp and cp entries do not depend on the compute; one communication per (tp and cp
+links, tp, cp, micro, rc), shared by GPUs whose groups ride equal links; kernels.rates takes a tuple of ep and
+answers every ep of a (GPU, tp, cp, micro) in one call); an MoE's data-parallel schedules on arrays of keys
+(plan_terms.dp_unit_rows: ring_bytes and latency_steps once per (kind, group size, leaving the domain)
+instead of one dp_schedule and ring_collective per key); kept layouts (parallel.kept_parallel) in the
+pricing's communication and all-to-all calls, and ep_all_to_all works out each buffer's bytes once; the
+Pareto front without a Python loop; plan() looks up each plan's MFU range factors by GPU index and copies the
+table once. Left: the memory fit (plan_memory.fitting_plans, 300 training_memory calls for DeepSeek-V3, 1,208
+for Qwen3-30B-A3B at 64K, ~40% of DeepSeek-V3's search and most of Qwen3's), the expert all-to-alls (692
+ep_all_to_all calls, one per (GPU, tokens, etp, ep)) and the dense data-parallel collectives, still one call
+per key.
 """
 
 from __future__ import annotations

@@ -217,13 +217,16 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
     :func:`layer_gemm_efficiency` (``batch x seq / cp`` tokens a micro-batch), the attention core at the BF16
     peak (FP8 recipes leave it in BF16; FP16 runs at its own peak) x :func:`attention_efficiency` at the
     ``seq / cp`` queries a context-parallel rank holds (``attention_kernel``: one of
-    :func:`attention_kernels`, default the generation's)."""
+    :func:`attention_kernels`, default the generation's). ``ep`` a tuple of degrees: ``gemm`` is a tuple, one
+    rate per degree (the planner asks for every ``ep`` of a layout at once; issue 35)."""
     model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     eff = check_number("kernel_efficiency", kernel_efficiency, maximum=1.0, allow_equal=False)
     tokens = max(1, batch * seq // cp)
-    gemm = dense_tflops(g, dtype) * 1e12 * eff * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens,
-                                                                        dtype=dtype, ep=ep)
+    peak = dense_tflops(g, dtype) * 1e12 * eff
+    gemm = (tuple(peak * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens, dtype=dtype, ep=e) for e in ep)
+            if isinstance(ep, tuple) else
+            peak * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens, dtype=dtype, ep=ep))
     attn_dtype = "bf16" if dtype in ("fp8", "fp4") else dtype
     attention = dense_tflops(g, attn_dtype) * 1e12 * attention_efficiency(g, head_dim=model.head_dim,
                                                                           seq=max(1, seq // cp),

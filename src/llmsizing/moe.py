@@ -407,16 +407,16 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     calls = max(stage_moe_layers(model, par)) * grad_accum
     fwd = 2 if recompute == "full" else 1
     across = ep * par.etp > node.scaleup_domain_gpus
-    out, seconds = [], {}              # (one all_to_all_s per buffer: two kinds, one without FP8 dispatch)
+    out, seconds = [], {}     # (bytes and all_to_all_s per buffer: two kinds, one without FP8 dispatch)
     for name, b, n_calls in (("EP all-to-all dispatch (forward)", disp_b, calls * fwd),
                              ("EP all-to-all combine (forward)", act_b, calls * fwd),
                              ("EP all-to-all combine (backward)", disp_b, calls),
                              ("EP all-to-all dispatch (backward)", act_b, calls)):
-        one = all_to_all_bytes(tokens, k, h, b, ep)
         if b not in seconds:
-            seconds[b] = all_to_all_s(tokens * k * h * b, ep, gpu, node, top_k=k, max_nodes=max_nodes,
-                                      stride=par.etp)
-        t = seconds[b]
+            seconds[b] = (all_to_all_bytes(tokens, k, h, b, ep),
+                          all_to_all_s(tokens * k * h * b, ep, gpu, node, top_k=k, max_nodes=max_nodes,
+                                       stride=par.etp))
+        one, t = seconds[b]
         out.append(Collective(name, "ep", ep, "network" if across else gpu.link, n_calls, one, n_calls * one,
                               one / t / 1e9, 0.0))
     return out

@@ -5,7 +5,8 @@ coefficients that give a layout's per-GPU total for every micro-batch and ``dp``
 :func:`_least_recompute_layers`), and the step times of all candidate plans at once (:func:`_price`). No
 formula of its own: every number is read off :func:`~llmsizing.memory.training_memory`,
 :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.comm.communication`, and
-``tests/test_planner_speed.py`` checks whole searches against one direct call per plan.
+``tests/test_planner_speed.py`` checks whole searches against one direct call per plan. The terms per
+(GPU, tp, cp, micro-batch) come from the step model's pieces in :mod:`llmsizing.plan_terms`.
 :mod:`llmsizing.planner` re-exports these names.
 """
 
@@ -13,17 +14,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .comm import (DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication,
-                   dp_bucket_params, dp_schedule, ring_collective)
+from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
-from .kernels import compute_seconds, rates
-from .layouts import step_time
+from .kernels import compute_seconds
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
-from .network import GroupLink, group_link
+from .network import group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
+from .plan_terms import dp_unit_rows, layer_terms
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
@@ -250,9 +250,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
       ``pp`` and recomputation) and the peak at the kernel efficiency;
     * the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
       with ``m`` and with the layers of the most loaded stage, and do not depend on ``dp`` or the ZeRO stage:
-      one ``step_time`` per (GPU, tp, cp, micro-batch, recomputation) without a pipeline, ``dp = 1``,
-      ``m = 1`` gives them for all the layers, and a stage's share of the layers
-      (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
+      the step model's communication per (GPU, tp, cp, micro-batch, recomputation) without a pipeline,
+      ``dp = 1``, ``m = 1`` gives them for all the layers (:func:`llmsizing.plan_terms.layer_terms`), and
+      a stage's share of the layers (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
     * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp,
       micro-batch)) on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`),
       ``2 m`` calls of which the time of ``2 (pp - 1)`` is exposed;
@@ -298,33 +298,14 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         return [np.concatenate([a, a[pi]]) for a in arrays[:-1]] + [
             np.concatenate([arrays[-1], np.full(len(pi), rcs.index("none"))])]
 
-    # per (GPU, tp, cp, micro-batch, recomputation), from one step_time without a pipeline: peak x efficiency,
-    # and one micro-batch's exposed and total tp and cp communication of all the layers (each a sum over
-    # layers, its share of the windows too: a stage's is the share of the layers it holds)
+    # per (GPU, tp, cp, micro-batch, ep, recomputation), from the step model's pieces without a pipeline
+    # (plan_terms.layer_terms): the kernels' rates, and one micro-batch's exposed and total tp and cp
+    # communication of all the layers (each a sum over layers: a stage's is the share of the layers it holds)
     epc = cols["ep"] if moe and "ep" in cols else np.ones(n, dtype=int)   # experts' GEMM rows grow with ep
     lay_keys, lay_idx = _groups(*plus_none(gi, tp, cp, b, epc, ri))
-    lay = np.zeros((len(lay_keys), 6))
-    peak_of = {}
-    # the Linear layers' and the attention core's rates (llmsizing.kernels.rates, as step_compute_time_s)
     dtype = compute_dtype(precision)
-    steps: dict = {}     # the step without ep does not depend on it: one per (GPU, tp, cp, micro, rc)
-    rates_of: dict = {}
-    for k, (g_, t_, c_, b_, e_, r_) in enumerate(lay_keys):
-        g = gpu_list[g_]
-        if (g_, t_, c_, b_, r_) not in steps:
-            steps[g_, t_, c_, b_, r_] = step_time(
-                model, g, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq, grad_accum=1,
-                kernel_efficiency=eff, recompute=rcs[r_], precision=precision, node=node_of[g.name])
-        st = steps[g_, t_, c_, b_, r_]
-        by = st.comm_by_group_s
-        rate_key = (g_, t_, c_, b_, e_, st.kernel_efficiency)
-        if rate_key not in rates_of:                 # rates do not depend on the recomputation
-            rates_of[rate_key] = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
-                                       kernel_efficiency=st.kernel_efficiency, ep=e_)
-        gemm_rate, attention_rate = rates_of[rate_key]
-        lay[k] = (gemm_rate, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"], by.get("cp", 0.0),
-                  attention_rate)
-        peak_of[g_] = st.peak_flops
+    lay, peak_of = layer_terms(model, gpu_list, lay_keys, seq=seq, eff=eff, precision=precision, dtype=dtype,
+                               node_of=node_of, cp_comm=cp_comm, rcs=rcs)
     L = lay[lay_idx[:n]]
     if len(pi):
         none = lay[lay_idx[n:]]
@@ -420,8 +401,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         if same != k:
             traffic[k], per_byte[k], latency[k] = traffic[same], per_byte[same], latency[same]
             continue
-        comm = communication(model, Parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq, gpu=g,
-                             precision=precision, node=node_of[g.name])
+        comm = communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq,
+                             gpu=g, precision=precision, node=node_of[g.name])
         for c in comm.collectives:
             if c.group == "dp":
                 s = _dp_slot(c.collective)
@@ -510,7 +491,8 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     out once per (tp, ZeRO stage, group size, ep, the group leaving the scale-up domain) on a unit link
     (bytes do not depend on the link, latency steps only on leaving the domain), for one stage's parameters
     without a pipeline, then scaled by each row's link and the most loaded stage's parameters (issue 35:
-    1,800 schedules for DeepSeek-V3 over the catalogue instead of 8,300)."""
+    1,800 schedules for DeepSeek-V3 over the catalogue instead of 8,300, worked out on arrays of them by
+    :func:`llmsizing.plan_terms.dp_unit_rows`)."""
 
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
@@ -519,21 +501,12 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     edp = tp * dpcp // (etp * ep)
     n_slots = len(_DP_SLOTS)
     per_byte, traffic, latency = (np.zeros((len(gi), 2 * n_slots)) for _ in range(3))   # dense, experts
-    unit = {across: GroupLink("unit", 1.0, 1.0, 1.0, 1, across) for across in (False, True)}
     for part, (n_col, e_col) in ((0, (dpcp, np.ones_like(ep))), (1, (edp, ep))):
         bw, alpha, across = _row_links(gpu_list, node_of, gi, n_col, tp if part == 0 else etp * ep)
         keys, idx = _groups(tp, zero, n_col, e_col, across)
-        rows = np.zeros((len(keys), 2, n_slots))                # bytes, latency steps per call
-        for k, (t_, z_, n_, e_, x_) in enumerate(keys):
-            if n_ == 1:
-                continue
-            on_rank = _split(model, t_, 1, None, e_, expert_tp)[0][part]
-            for name, kind, message, calls in dp_schedule(z_, on_rank, w_b, g_b, 1, layers=model.layers,
-                                                          bucket_params=dp_bucket_params(n_)):
-                c = ring_collective(name, "dp", n_, kind, message, calls, unit[bool(x_)])
-                j = _dp_slot(c.collective)
-                rows[k, 0, j] += c.bytes_per_gpu
-                rows[k, 1, j] += c.latency_s / c.calls
+        # bytes of a pass, latency steps per call
+        rows = dp_unit_rows(model, keys, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots,
+                            slot_of=_dp_slot, dp_calls=_dp_calls)
         cut = slice(part * n_slots, (part + 1) * n_slots)
         traffic[:, cut], latency[:, cut] = rows[idx, 0], rows[idx, 1] * alpha[:, None]
         per_byte[:, cut] = (1 / (bw * 1e9))[:, None]
@@ -585,7 +558,7 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     # the forward's two all-to-alls and the backward's, without recomputation; full recomputation repeats the
     # forward's (ep_all_to_all)
     fwd_bwd = np.array([[c.time_s for c in ep_all_to_all(
-        model, Parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp),
+        model, kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp),
         batch=b_, seq=seq, gpu=gpu_list[g_], node=node_of[gpu_list[g_].name], grad_accum=1,
         precision=precision, recompute="none", max_nodes=max_nodes)]
         for g_, t_, c_, b_, e_ in zip(*(np.asarray(a)[first].tolist() for a in (gi[on], t_on, c_on, b_on,

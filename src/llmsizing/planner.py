@@ -31,7 +31,6 @@ days and cost. It adds no formula of its own:
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
@@ -168,21 +167,17 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarra
     (say ZeRO-0 and ZeRO-1, which move the same bytes), only the one with the least memory per GPU is marked.
     A row whose days or cost is not a finite number is never marked (and never stalls the sweep)."""
     front = np.zeros(len(days), dtype=bool)
+    if not len(days):
+        return front
     ok = np.isfinite(days) & np.isfinite(cost)
     days, cost = np.where(ok, days, np.inf), np.where(ok, cost, np.inf)
-    best = math.inf                                    # the cheapest cost among strictly faster rows
     order = np.lexsort((memory, cost, days))
-    i = 0
-    while i < len(order):
-        # always advances (a NaN equals nothing, not even itself)
-        j = i + 1
-        while j < len(order) and days[order[j]] == days[order[i]]:
-            j += 1
-        first = order[i]                               # the cheapest of this speed, least memory among ties
-        if cost[first] < best:                         # (False for a NaN: never on the front)
-            front[first] = True
-            best = cost[first]
-        i = j
+    d = days[order]
+    firsts = order[np.flatnonzero(np.concatenate(([True], d[1:] != d[:-1])))]   # each speed's cheapest
+    c = cost[firsts]
+    # the cheapest cost among strictly faster rows (inf before the fastest: an infinite cost never passes)
+    best = np.minimum.accumulate(np.concatenate(([np.inf], c[:-1])))
+    front[firsts[c < best]] = True
     return front
 
 
@@ -442,9 +437,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             + ("context parallelism (cp_degrees=...), " if cps == (1,) else "")
             + "or a GPU with more memory")
     df = df.copy()                                       # (the search's table is kept: never change it)
-    factors = {g.name: layout_range_factors(g, dtype, framework) for g in gpu_list}
-    low = df["gpu"].map(lambda name: factors[name][0])
-    high = df["gpu"].map(lambda name: factors[name][1])
+    factors = np.array([layout_range_factors(g, dtype, framework) for g in gpu_list], dtype=float)
+    at = pd.Index([g.name for g in gpu_list]).get_indexer(df["gpu"])       # each plan's GPU, as an index
+    low, high = factors[at, 0], factors[at, 1]
     df["days"] = steps * df["step_time_s"] / 86400
     df["days_low"] = df["days"] / high
     df["days_high"] = df["days"] / low
@@ -472,7 +467,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             f"{fastest['n_gpus']:,} x {fastest['gpu']}), the cheapest costs ${cheapest['cost_usd']:,.0f} "
             f"({cheapest['days']:,.1f} days, {cheapest['n_gpus']:,} x {cheapest['gpu']})"
             + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed"))
-    df = df.copy()
+    if deadline is not None or budget is not None:       # (a filtered table: its own copy before adding)
+        df = df.copy()
     # plans that split the same work differently tie to the last bits of a float: compare at 12 digits, so
     # ties keep the search's order whatever the rounding (the step's compute is a sum: llmsizing.kernels)
     days, cost = _digits(df["days"].to_numpy()), _digits(df["cost_usd"].to_numpy())

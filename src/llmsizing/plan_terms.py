@@ -1,0 +1,120 @@
+"""The per-(GPU, tp, cp, micro-batch, ep, recomputation) terms of the planner's pricing
+(:func:`llmsizing.plan_pricing._price`; Part III, "How many GPUs do you need?"): the kernels' rates and one
+micro-batch's tensor- and context-parallel communication, total and exposed, of all the layers, read off the
+step model's own pieces (:func:`~llmsizing.comm.communication`, :func:`~llmsizing.layouts.exposed_by_group`,
+:func:`~llmsizing.layouts._cp_attention_s`, :func:`~llmsizing.kernels.rates`), the ones
+:func:`~llmsizing.layouts.step_time` calls. Issue 35: a whole ``step_time`` per key also worked out the
+compute, the bubble and the MFU range, which the pricing forms itself on arrays; the tp and cp entries of
+:func:`exposed_by_group` do not depend on the compute (tensor parallelism sits on the critical path, the
+ring's hops hide behind the attention core only), so they are the same numbers, bit for bit
+(``tests/test_planner_speed.py`` compares whole searches with the reference).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .comm import communication, dp_schedule, group_network, ring_bytes
+from .hardware import dense_tflops
+from .hardware import kernel_efficiency as default_efficiency
+from .kernels import rates
+from .layouts import _cp_attention_s, exposed_by_group
+from .moe import _split
+from .moe_layouts import route_max_nodes
+from .network import latency_steps
+from .parallel import kept_parallel
+
+
+def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: str, node_of: dict,
+                cp_comm: str, rcs) -> tuple[np.ndarray, dict]:
+    """For each key ``(GPU index, tp, cp, micro-batch, ep, recomputation index)`` of ``keys``: the Linear
+    layers' and the attention core's rates (FLOP/s) and, for one micro-batch without a pipeline (``dp = 1``,
+    ``grad_accum = 1``; they do not depend on ``ep``), the tensor- and context-parallel communication
+    exposed and in full, as a row ``(gemm rate, tp exposed, cp exposed, tp, cp, attention rate)``; and each
+    GPU's dense peak (FLOP/s) by index. ``eff`` is the kernel efficiency (``None``: the GPU generation's, as
+    :func:`~llmsizing.layouts.step_time` takes it)."""
+    out = []
+    peak_of: dict = {}
+    comm_of: dict = {}         # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep
+    shared: dict = {}          # the communication per (tp and cp links, tp, cp, micro, rc)
+    same_of: dict = {}         # the tp and cp links of each (GPU, tp, cp)
+    eps_of: dict = {}          # the ep degrees of each (GPU, tp, cp, micro): one rates call for them all
+    for g_, t_, c_, b_, e_, _ in keys:
+        eps_of.setdefault((g_, t_, c_, b_), {})[e_] = None
+    rates_of: dict = {}        # (they do not depend on the recomputation)
+    max_nodes = route_max_nodes(model)
+    for g_, t_, c_, b_, e_, r_ in keys:
+        g = gpu_list[g_]
+        if g_ not in peak_of:
+            peak_of[g_] = (dense_tflops(g, dtype) * 1e12,
+                           default_efficiency(g, dtype) if eff is None else eff)
+        e = peak_of[g_][1]
+        if (g_, t_, c_, b_, r_) not in comm_of:
+            par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
+            # GPUs whose tp and cp groups ride equal links send the same (Ulysses' all-to-all: not shared)
+            if (g_, t_, c_) not in same_of:
+                links = group_network(par, g, node=node_of[g.name])
+                same_of[g_, t_, c_] = (g_,) if c_ > 1 and cp_comm == "a2a" else (links["tp"], links.get("cp"))
+            same = same_of[g_, t_, c_]
+            if (same, t_, c_, b_, r_) not in shared:
+                shared[same, t_, c_, b_, r_] = communication(
+                    model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
+                    recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes)
+            comm = shared[same, t_, c_, b_, r_]
+            cp_att = _cp_attention_s(model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1,
+                                     recompute=rcs[r_], dtype=dtype, eff=e)
+            # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
+            exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
+            by = comm.by_group()
+            comm_of[g_, t_, c_, b_, r_] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0),
+                                           by.get("cp", 0.0))
+        if (g_, t_, c_, b_, e_) not in rates_of:
+            eps = tuple(eps_of[g_, t_, c_, b_])
+            gemm, attention = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
+                                    kernel_efficiency=e, ep=eps)
+            rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
+        gemm_rate, attention_rate = rates_of[g_, t_, c_, b_, e_]
+        out.append((gemm_rate, *comm_of[g_, t_, c_, b_, r_], attention_rate))
+    return np.array(out, dtype=float).reshape(-1, 6), {g_: v[0] for g_, v in peak_of.items()}
+
+
+def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: bool, n_slots: int, slot_of,
+                 dp_calls) -> np.ndarray:
+    """Each key ``(tp, ZeRO stage, group size n, ep, leaving the scale-up domain)``'s data-parallel
+    collectives of one stage without a pipeline, on a unit link (bandwidth 1, latency 1 per step), as
+    ``(bytes of a pass, latency steps of one call)`` per slot (``slot_of``, the planner's
+    :func:`~llmsizing.plan_pricing._dp_slot`): the dense parameters (``part`` 0) or the routed experts' (1)
+    of :func:`llmsizing.moe.stage_split`. What one :func:`~llmsizing.comm.dp_schedule` and one
+    :func:`~llmsizing.comm.ring_collective` per collective and key give, on arrays of keys: the schedule's
+    collectives are read once per ZeRO stage, :func:`~llmsizing.comm.ring_bytes` and
+    :func:`~llmsizing.network.latency_steps` once per (kind, n, leaving) (``ring_bytes`` is linear in the
+    message, so its value at 1 byte times the message is the same float), the calls per pass from
+    ``dp_calls`` (:func:`~llmsizing.plan_pricing._dp_calls`, :func:`~llmsizing.comm.dp_calls` on arrays).
+    Keys with ``n = 1`` send nothing. Issue 35 (DeepSeek-V3 over the catalogue: 1,700 keys)."""
+    rows = np.zeros((len(keys), 2, n_slots))
+    if not len(keys):
+        return rows
+    t, z, n, e, x = (np.array(c, dtype=np.int64) for c in zip(*keys))
+    te = list(zip(t.tolist(), e.tolist()))
+    on = {k: _split(model, k[0], 1, None, k[1], expert_tp)[0][part] for k in set(te)}
+    on_rank = np.array([on[k] for k in te])
+    calls = dp_calls(z, on_rank, np.full(len(keys), model.layers), n)[:, 0]      # k of dp_schedule
+    w, g = on_rank * w_b / calls, on_rank * g_b / calls
+    for zero in set(z.tolist()):
+        # the schedule's collectives (name, kind, message, calls): one call of weights (1) or gradients (2)
+        for name, kind, probe, _ in dp_schedule(zero, 1.0, 1.0, 2.0, 1, layers=1):
+            live = np.flatnonzero((z == zero) & (n > 1))
+            if not len(live):
+                continue
+            nz, xz = n[live], x[live]
+            ns, at = np.unique(nz, return_inverse=True)
+            f = np.array([ring_bytes(kind, 1.0, v) for v in ns.tolist()])[at.reshape(-1)]
+            nx, at = np.unique(2 * nz + xz, return_inverse=True)
+            s = np.array([latency_steps(kind, v // 2, bool(v % 2)) for v in nx.tolist()],
+                         dtype=float)[at.reshape(-1)]
+            message = (w if probe == 1.0 else g)[live]
+            c = calls[live]
+            j = slot_of(name)
+            rows[live, 0, j] += c * (f * message)
+            rows[live, 1, j] += c * s * 1.0 / c
+    return rows

@@ -1,0 +1,100 @@
+"""The planner's array paths (issue 35, llmsizing.plan_terms) give what the step model's own calls give, bit
+for bit: the per-(GPU, tp, cp, micro-batch) terms against step_time, the data-parallel schedules on arrays
+against one dp_schedule and ring_collective per key, kernels.rates for several ep at once against one call
+each, and the planner's Pareto front against its definition."""
+
+import numpy as np
+import pytest
+
+from llmsizing import catalog
+from llmsizing.comm import dp_bucket_params, dp_schedule, ring_collective
+from llmsizing.kernels import rates
+from llmsizing.layouts import step_time
+from llmsizing.moe import _split
+from llmsizing.network import GroupLink, get_node
+from llmsizing.parallel import Parallel
+from llmsizing.plan_pricing import _dp_calls, _dp_slot
+from llmsizing.plan_terms import dp_unit_rows, layer_terms
+from llmsizing.planner import _pareto
+
+GPUS = ("H100 SXM", "B200", "A100 80GB", "MI300X")
+
+
+@pytest.mark.parametrize("model, cp_comm", [("mixtral-8x7b", "p2p"), ("llama-3-8b", "all_gather"),
+                                            ("qwen3-30b-a3b", "a2a")])
+def test_layer_terms_are_step_time_pieces(model, cp_comm):
+    m = catalog.get_model(model)
+    gpus = [catalog.get_gpu(g) for g in GPUS]
+    node_of = {g.name: get_node(None, g) for g in gpus}
+    rcs = ("none", "full")
+    keys = [(g_, t, c, b, 1, r) for g_ in range(len(gpus)) for t in (1, 2) for c in (1, 2)
+            for b in (1, 2) for r in (0, 1)]
+    rows, peaks = layer_terms(m, gpus, keys, seq=8192, eff=None, precision="bf16-mixed", dtype="bf16",
+                              node_of=node_of, cp_comm=cp_comm, rcs=rcs)
+    for (g_, t, c, b, e, r), row in zip(keys, rows):
+        g = gpus[g_]
+        st = step_time(m, g, Parallel(tp=t, sp=t > 1, cp=c, cp_comm=cp_comm), batch=b, seq=8192,
+                       recompute=rcs[r], node=node_of[g.name])
+        gemm, attention = rates(m, g, tp=t, cp=c, batch=b, seq=8192, dtype="bf16",
+                                kernel_efficiency=st.kernel_efficiency, ep=e)
+        by = st.comm_by_group_s
+        assert tuple(row) == (gemm, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
+                              by.get("cp", 0.0), attention)
+        assert peaks[g_] == st.peak_flops
+
+
+def test_rates_for_several_ep_at_once():
+    m, g = catalog.get_model("deepseek-v3"), catalog.get_gpu("H100 SXM")
+    kw = dict(tp=2, cp=1, batch=2, seq=4096, dtype="bf16", kernel_efficiency=0.6)
+    gemm, attention = rates(m, g, ep=(1, 8, 64), **kw)
+    assert gemm == tuple(rates(m, g, ep=e, **kw)[0] for e in (1, 8, 64))
+    assert attention == rates(m, g, ep=8, **kw)[1]
+    assert gemm[0] != gemm[2]            # (the experts' GEMMs grow with ep: the tuple is not one rate)
+
+
+@pytest.mark.parametrize("part", [0, 1])
+def test_dp_unit_rows_are_the_schedules(part):
+    m = catalog.get_model("deepseek-v3")
+    keys = [(t, z, n, e, x) for t in (1, 2, 8) for z in (0, 1, 2, 3) for n in (1, 2, 6, 16, 128)
+            for e in (1, 8) for x in (0, 1)]
+    rows = dp_unit_rows(m, keys, part, w_b=2.0, g_b=4.0, expert_tp=False, n_slots=5, slot_of=_dp_slot,
+                        dp_calls=_dp_calls)
+    unit = {x: GroupLink("unit", 1.0, 1.0, 1.0, 1, bool(x)) for x in (0, 1)}
+    for (t, z, n, e, x), got in zip(keys, rows):
+        want = np.zeros((2, 5))
+        if n > 1:                        # the loop plan_pricing ran before issue 35's fifth round
+            on_rank = _split(m, t, 1, None, e, False)[0][part]
+            for name, kind, message, calls in dp_schedule(z, on_rank, 2.0, 4.0, 1, layers=m.layers,
+                                                          bucket_params=dp_bucket_params(n)):
+                c = ring_collective(name, "dp", n, kind, message, calls, unit[x])
+                want[0, _dp_slot(c.collective)] += c.bytes_per_gpu
+                want[1, _dp_slot(c.collective)] += c.latency_s / c.calls
+        assert np.array_equal(got, want), (t, z, n, e, x)
+
+
+def _front(days, cost, memory):
+    """The definition: finite days and cost, no other row at least as fast and as cheap and better in one;
+    of rows tied on both, the first with the least memory."""
+    out = []
+    for i in range(len(days)):
+        if not (np.isfinite(days[i]) and np.isfinite(cost[i])):
+            out.append(False)
+            continue
+        beaten = any(days[j] <= days[i] and cost[j] <= cost[i] and (days[j] < days[i] or cost[j] < cost[i])
+                     for j in range(len(days)) if np.isfinite(days[j]) and np.isfinite(cost[j]))
+        ties = [j for j in range(len(days)) if days[j] == days[i] and cost[j] == cost[i]]
+        first = min(ties, key=lambda j: (memory[j], j))
+        out.append(not beaten and first == i)
+    return np.array(out, dtype=bool)
+
+
+def test_pareto_is_the_front():
+    rng = np.random.default_rng(35)
+    for _ in range(300):
+        n = int(rng.integers(0, 25))
+        days, cost = rng.integers(0, 5, n).astype(float), rng.integers(0, 5, n).astype(float)
+        memory = rng.integers(0, 3, n).astype(float)
+        for a in (days, cost):
+            bad = rng.random(n) < 0.1
+            a[bad] = rng.choice([np.nan, np.inf], bad.sum())
+        assert np.array_equal(_pareto(days, cost, memory), _front(days, cost, memory)), (days, cost, memory)
