@@ -54,3 +54,21 @@ def test_the_bubble_is_the_interleaved_one_by_hand():
     plain = step_time(r.model, r.gpu, replace(par, virtual_stages=1), batch=micro, seq=int(r.seq),
                       grad_accum=accum, recompute=recompute, kernel_efficiency=0.65, async_tp=True)
     assert plain.bubble == pytest.approx(7 / 32, rel=1e-12)   # plain 1F1B: six times the idle time
+
+
+def test_narayanan_table_1_runs_take_the_authors_script_s_micro_batches_and_virtual_stages():
+    # ranges34e: Narayanan et al. 2021's Table 1 runs interleave too, as the authors' launch script
+    # NVIDIA/Megatron-LM examples/sc21/run_table_1.sh says (the test above keeps to Megatron-Core r0.8's rows). By hand from the script: MBS per model size, and
+    # v = layers / PP / --num-layers-per-virtual-pipeline-stage: 145B 80/8/5 = 2, 310B 96/16/3 = 2,
+    # 530B 105/35/1 = 3; the others have no virtual stages.
+    want = {"gpt-1.7b": (16, None), "gpt-7.5b": (16, None), "gpt-18b": (8, None), "gpt-39b": (4, None),
+            "gpt-145b": (2, 2), "gpt-310b": (1, 2), "gpt-530b": (1, 3), "gpt-1t": (1, None)}
+    d = published_runs()
+    nar = d[d["source"].str.startswith("Narayanan et al. 2021") & d["model"].isin(want)]
+    assert len(nar) == 8
+    for r in nar.itertuples():
+        mbs, v = want[r.model]
+        assert int(r.micro_batch) == mbs, r.run
+        assert (pd.isna(r.virtual_stages) if v is None else int(r.virtual_stages) == v), r.run
+        assert "examples/sc21/run_table_1.sh" in r.source and "run_table_1.sh" in r.note, r.run
+    assert set(nar.loc[nar["virtual_stages"].notna(), "model"]) == {"gpt-145b", "gpt-310b", "gpt-530b"}

@@ -96,13 +96,14 @@ METHOD = {
         "sources); coverage measured nested; the dtype rows count the pooled range's coverage of that "
         "dtype's runs"),
     "training-layout-stack": (
-        "as training-layout, with each known stack family's location (llmsizing.frameworks.stack_family of "
-        "the run's framework: megatron, deepspeed, pytorch) fitted inside each fold on the other sources' "
-        "calibration runs (median log residual at the fold's efficiency) and added to the prediction; bounds "
-        "pooled over all sources' stack-centred residuals; a family's stated range is its location fitted on "
-        "every source times those bounds; an unknown stack takes the plain pooled range (and is checked "
-        "against it); coverage measured nested, each family's runs against the interval computed without "
-        "their source")}
+        "as training-layout, with a known stack family's location (llmsizing.frameworks.stack_family of the "
+        "run's framework: megatron, deepspeed, pytorch) per GPU generation, falling back to the family's "
+        "location where the fold has no calibration run of that family on that generation, fitted inside "
+        "each fold on the other sources' calibration runs (median log residual at the fold's efficiency) and "
+        "added to the prediction; bounds pooled over all sources' stack-centred residuals; a family's (or a "
+        "family:generation cell's) stated range is its location fitted on every source times those bounds; "
+        "an unknown stack takes the plain pooled range (and is checked against it); coverage measured "
+        "nested, each run against the interval computed without its source")}
 
 
 def _interval_rows(area, check, groups, n_sources_of):

@@ -45,9 +45,12 @@ FRAMEWORK_FAMILY = {
 }
 
 
-def stack_family(framework) -> str:
-    """The family (:data:`STACK_FAMILIES`) of a training ``framework``: a family name itself, a name of
-    :data:`FRAMEWORK_FAMILY` (case-insensitive), or ``None``/blank/NaN/any other name -> ``"unknown"``."""
+def stack_family(framework, *, lenient: bool = False) -> str:
+    """The family (:data:`STACK_FAMILIES`) of a training ``framework``: a family name itself or a name of
+    :data:`FRAMEWORK_FAMILY` (case-insensitive); ``None`` or NaN (not stated) -> ``"unknown"``. Any other name
+    raises ValueError naming the allowed names (a typo must not silently give the pooled range), unless
+    ``lenient`` (reading ``data/published_runs.csv``'s ``framework`` cells, where a blank or an internal stack
+    such as ``"Meta internal (4D parallelism)"`` is ``"unknown"``). A non-string raises TypeError."""
     if framework is None or (isinstance(framework, float) and framework != framework):
         return "unknown"
     if not isinstance(framework, str):
@@ -56,4 +59,8 @@ def stack_family(framework) -> str:
     name = framework.strip().lower()
     if name in STACK_FAMILIES:
         return name
-    return FRAMEWORK_FAMILY.get(name, "unknown")
+    if name in FRAMEWORK_FAMILY or lenient:
+        return FRAMEWORK_FAMILY.get(name, "unknown")
+    raise ValueError(f"framework must be None, one of the families {', '.join(STACK_FAMILIES)} or a known "
+                     f"framework name ({', '.join(sorted(FRAMEWORK_FAMILY))}), case-insensitive; got "
+                     f"{framework!r}")

@@ -80,7 +80,7 @@ class Job:
         if not (self.max_nodes is None or self.max_nodes == "model"):
             set_("max_nodes", check_int("max_nodes", self.max_nodes))
         set_("ep_overlap", check_number("ep_overlap", self.ep_overlap, maximum=1.0))
-        stack_family(self.framework)                    # a TypeError for anything but a name or None
+        stack_family(self.framework)                    # TypeError/ValueError unless a known name or None
 
     @property
     def n_gpus(self) -> int:

@@ -203,11 +203,20 @@ def layout_range_factors(gpu, dtype: str = "bf16", framework: str | None = None)
     area :data:`LAYOUT_RANGE_AREA` states it (leave-one-source-out conformal bounds of the step model's
     residuals, :mod:`llmsizing.step_intervals`; its measured coverage and median width are in the same rows):
     with a ``framework`` of a known stack family (:func:`~llmsizing.frameworks.stack_family`: e.g.
-    ``"megatron-core"``, ``"torchtitan"``, or ``"megatron"``/``"deepspeed"``/``"pytorch"``) that family's row
-    ``"stack:<family>"``; else the row of ``gpu``'s generation or of ``dtype`` if the check gave one its own
-    bounds, else the pooled row ``"all"`` (an unknown stack). What :func:`~llmsizing.layouts.step_time`
-    (``StepTime.mfu_range``), :func:`~llmsizing.runs.run_from_step` and :func:`~llmsizing.planner.plan`
-    report; chapters 10 and 12."""
+    ``"megatron-core"``, ``"torchtitan"``, or ``"megatron"``/``"deepspeed"``/``"pytorch"``; another name
+    raises ValueError) the row of that family on ``gpu``'s generation ``"stack:<family>:<generation>"``,
+    else the family's ``"stack:<family>"``; else (``None`` or ``"unknown"``) the row of ``gpu``'s generation
+    or of ``dtype`` if the check gave one its own bounds, else the pooled row ``"all"``. What
+    :func:`~llmsizing.layouts.step_time` (``StepTime.mfu_range``), :func:`~llmsizing.runs.run_from_step` and
+    :func:`~llmsizing.planner.plan` report; chapters 10 and 12."""
+    return _layout_ranges()[layout_range_group(gpu, dtype, framework)]
+
+
+def layout_range_group(gpu, dtype: str = "bf16", framework: str | None = None) -> str:
+    """The ``group`` of ``data/intervals.csv``'s area :data:`LAYOUT_RANGE_AREA` whose range
+    :func:`layout_range_factors` gives for ``gpu``, ``dtype`` and ``framework`` (e.g.
+    ``"stack:pytorch:hopper"``, ``"stack:megatron"``, ``"bf16"`` or ``"all"``): what
+    :func:`~llmsizing.planner.plan` records in its frame's ``attrs["range_rows"]``."""
     from .frameworks import stack_family
     from .hardware import kernel_efficiency_row
 
@@ -216,11 +225,11 @@ def layout_range_factors(gpu, dtype: str = "bf16", framework: str | None = None)
         else "bf16"
     table = _layout_ranges()
     family = stack_family(framework)
-    if family != "unknown" and f"stack:{family}" in table:
-        return table[f"stack:{family}"]
-    for group in (kernel_efficiency_row(gpu, dtype).generation, key_dtype, "all"):
+    generation = kernel_efficiency_row(gpu, dtype).generation
+    stack = (f"stack:{family}:{generation}", f"stack:{family}") if family != "unknown" else ()
+    for group in (*stack, generation, key_dtype, "all"):
         if group in table:
-            return table[group]
+            return group
     raise ValueError(f"data/intervals.csv has no stated range for area {LAYOUT_RANGE_AREA!r}: run "
                      "tools/calibrate.py")
 

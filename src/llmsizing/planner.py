@@ -24,8 +24,8 @@ days and cost. It adds no formula of its own:
   (:func:`~llmsizing.plan_pricing._price`);
 * days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
   80% range of an MFU predicted from a layout, measured by leaving one source out
-  (:func:`~llmsizing.mfu.layout_range_factors`; the frame's ``attrs["range_area"]`` names its row of
-  ``data/intervals.csv``).
+  (:func:`~llmsizing.mfu.layout_range_factors`; the frame's ``attrs["range_area"]`` names its area of
+  ``data/intervals.csv``, ``attrs["range_rows"]`` its row per GPU and ``attrs["stack"]`` the stack family).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from ._validate import (check_bool, check_choice, check_fraction, check_int, che
 from .activations import ATTENTION, STACKS
 from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
+from .frameworks import stack_family
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
 from .memory import OPTIMIZER_IMPLS
 from .network import get_node
@@ -54,7 +55,7 @@ from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _
                            _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
                            _partial_coefficients, _price, _total_bytes)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
-from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
+from .mfu import LAYOUT_RANGE_AREA, layout_range_factors, layout_range_group
 
 #: Columns of :func:`plan`'s DataFrame, in order.
 PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
@@ -346,6 +347,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     tokens = check_number("tokens", tokens, allow_equal=False)
     seq = check_int("seq", seq)
     global_batch = check_global_batch(global_batch)
+    stack_fam = stack_family(framework)                  # a typo fails here, not after the search
     eps = ep_candidates(model, ep_degrees)
     expert_tp = check_bool("expert_tp", expert_tp)
     if expert_tp and not model.is_moe:
@@ -482,9 +484,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                             + ("" if not model.is_moe else
                                f", expert parallelism ep in {eps}{' with expert_tp' if expert_tp else ''}, "
                                f"all-to-all {ep_overlap:.0%} hidden, routing "
-                               + ("to any node" if max_nodes is None else f"to at most {max_nodes} nodes")))
+                               + ("to any node" if max_nodes is None else f"to at most {max_nodes} nodes"))
+                            + f", range of the {stack_fam} stack")
     out.attrs["cp_comm"] = cp_comm
     out.attrs["range_area"] = LAYOUT_RANGE_AREA
+    out.attrs["stack"] = stack_fam                      # the stack whose range days/cost carry
+    out.attrs["range_rows"] = {g.name: layout_range_group(g, dtype, framework) for g in gpu_list}
     return out
 
 

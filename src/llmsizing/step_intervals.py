@@ -19,11 +19,15 @@ reproduce each calibration run's published MFU (:func:`~llmsizing.calibration.ru
 **The stack** (``by_stack=True``): the software stack that ran a run explains part of its residual (issue 34):
 Megatron's engine beats the step model, PyTorch FSDP stacks fall short of it. Each run's family is
 :func:`~llmsizing.frameworks.stack_family` of its ``framework`` cell, a rule fixed from what the stacks do
-before any width was measured. Inside each fold (never on the held-out source) a known family's location is
-the median of its calibration runs' log residuals at the fold's efficiency (:func:`stack_locations`) and is
-added to the prediction; an ``"unknown"`` stack gets none. The spread stays pooled over all sources (no family
-has the 9 sources a range of its own needs), so a family's range is its location times the pooled bounds of
-the stack-centred residuals, and an unknown stack's range is the pooled one of the plain check.
+before any width was measured. Inside each fold (never on the held-out source) a known family's location on
+a GPU generation is the median of its calibration runs' log residuals on that generation at the fold's
+efficiency, or the median over all its calibration runs where the fold has none on that generation
+(:func:`stack_locations`, :func:`stack_location`), and is added to the prediction; an ``"unknown"`` stack gets
+none. Per generation because the fold's kernel efficiency of a generation is a median over a different mix of
+stacks on Ampere (Megatron, DeepSpeed) and on Hopper (mostly FSDP), so one offset per family would be
+confounded with the generation (decided before measuring, ranges34e). The spread stays pooled over all sources
+(no family has the 9 sources a range of its own needs), so a family's range is its location times the pooled
+bounds of the stack-centred residuals, and an unknown stack's range is the pooled one of the plain check.
 
 Every step model change (attention kernels, GEMM shapes, latency) moves these numbers: ``tools/calibrate.py``
 recomputes them into ``data/intervals.csv`` (area :data:`AREA`), which
@@ -110,24 +114,36 @@ def fold_efficiencies(per_run, train) -> dict:
 
 
 def stack_locations(per_run, train, log_mfu_at) -> dict:
-    """``{family: log location}`` of each known stack family (:data:`~llmsizing.frameworks.STACK_FAMILIES`
-    but ``"unknown"``) with a calibration run among the rows of ``per_run`` where ``train`` is true: the
-    median of those runs' ``log(published / predicted MFU)``, predicted at :func:`fold_efficiencies` of
-    ``train``; ``log_mfu_at(i, efficiency)`` is row ``i``'s log MFU at an efficiency (module docstring)."""
+    """The log locations of the known stack families (:data:`~llmsizing.frameworks.STACK_FAMILIES` but
+    ``"unknown"``) fitted on the rows of ``per_run`` where ``train`` is true: ``{family: loc}`` over each
+    family's calibration runs and ``{(family, generation): loc}`` over those of one GPU generation, each
+    the median of the runs' ``log(published / predicted MFU)`` predicted at :func:`fold_efficiencies` of
+    ``train``; ``log_mfu_at(i, efficiency)`` is row ``i``'s log MFU at an efficiency (module docstring).
+    :func:`stack_location` reads it."""
     import numpy as np
 
     eff = fold_efficiencies(per_run, train)
     fam = per_run["stack_family"].to_numpy(object)
+    gen = per_run["generation"].to_numpy(object)
     y = np.log(per_run["implied_mfu"].to_numpy(float))
     keys = list(zip(per_run["generation"], per_run["dtype"]))
     fit = np.asarray(train, dtype=bool) & per_run["kernel_fit"].to_numpy(bool) \
         & per_run["kernel_efficiency"].notna().to_numpy()
+    res = {i: y[i] - log_mfu_at(i, eff[keys[i]]) for i in np.flatnonzero(fit & (fam != "unknown"))}
     out = {}
-    for f in dict.fromkeys(fam):
-        mine = np.flatnonzero(fit & (fam == f))
-        if f != "unknown" and len(mine):
-            out[f] = float(np.median([y[i] - log_mfu_at(i, eff[keys[i]]) for i in mine]))
+    for f in dict.fromkeys(fam[list(res)]):
+        mine = [i for i in res if fam[i] == f]
+        out[f] = float(np.median([res[i] for i in mine]))
+        for g in dict.fromkeys(gen[mine]):
+            out[f, g] = float(np.median([res[i] for i in mine if gen[i] == g]))
     return out
+
+
+def stack_location(locations, family: str, generation: str) -> float:
+    """The log location of a run of ``family`` on a GPU of ``generation`` in ``locations``
+    (:func:`stack_locations`): its (family, generation) cell, else its family's, else 0 (an unknown stack or a
+    family without a calibration run: the pooled prediction). Module docstring, "The stack"."""
+    return locations.get((family, generation), locations.get(family, 0.0))
 
 
 def step_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = STEP_INTERVAL_STRATA,
@@ -146,7 +162,7 @@ def step_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = ST
     if not isinstance(by_stack, bool):
         raise TypeError(f"by_stack must be True or False, got {type(by_stack).__name__}")
     df = layout_runs(runs)
-    df["stack_family"] = [stack_family(f) for f in df.get("framework", [None] * len(df))]
+    df["stack_family"] = [stack_family(f, lenient=True) for f in df.get("framework", [None] * len(df))]
     if strata is not None and strata not in df.columns:
         raise ValueError(f"strata must be a column of runs or None, got {strata!r}")
     rows = list(df.itertuples())
@@ -160,11 +176,12 @@ def step_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = ST
         return memo[i, e]
 
     fam = df["stack_family"].to_numpy(object)
+    gen = df["generation"].to_numpy(object)
 
     def fit_predict(train, test):
         eff = fold_efficiencies(df, train)
         loc = stack_locations(df, train, log_mfu) if by_stack else {}
-        return [log_mfu(i, eff[keys[i]]) + loc.get(fam[i], 0.0) for i in np.flatnonzero(test)]
+        return [log_mfu(i, eff[keys[i]]) + stack_location(loc, fam[i], gen[i]) for i in np.flatnonzero(test)]
 
     labels = None if strata is None else df[strata].astype(str).to_numpy(object)
     try:
@@ -192,13 +209,15 @@ def source_table(check, per_run):
 
 
 def stack_ranges(runs=None, *, coverage: float = 0.8):
-    """The range of an MFU from a layout per stack family (module docstring, "The stack"):
+    """The range of an MFU from a layout per stack family and GPU generation (module docstring, "The stack"):
     ``(table, per_run)``.
-    ``table`` has one row per family of :data:`~llmsizing.frameworks.STACK_FAMILIES` and one ``"all"``
-    row: ``measured_coverage`` and ``median_width`` as a user gets them (a known family's runs against the
-    stack-centred interval computed without their source, an unknown stack's against the plain pooled
-    one), the stated ``low``/``high`` factors on the step model's MFU (a family's location fitted on every
-    source times the pooled stack-centred bounds; ``"unknown"``: the plain pooled bounds; ``"all"``:
+    ``table`` has one ``"all"`` row, one row per family of :data:`~llmsizing.frameworks.STACK_FAMILIES` and
+    one ``"<family>:<generation>"`` row per (family, generation) with a calibration run:
+    ``measured_coverage`` and ``median_width`` over those runs as a user gets them (a known family's runs
+    against the stack-centred interval computed without their source, an unknown stack's against the plain
+    pooled one), the stated
+    ``low``/``high`` factors on the step model's MFU (the location of the family, or of the cell, fitted on
+    every source times the pooled stack-centred bounds; ``"unknown"``: the plain pooled bounds; ``"all"``:
     none), ``n_rows`` and ``n_sources``. ``per_run``: :func:`step_loso_check`'s runs with ``ratio``
     (published / predicted, stack-centred for a known family), ``low``/``high`` (that row's held-out
     bounds as ratios) and ``inside``."""
@@ -218,18 +237,23 @@ def stack_ranges(runs=None, *, coverage: float = 0.8):
             for k in ("residuals", "low_log", "high_log", "inside")}
     per = df.assign(ratio=np.exp(pick["residuals"]), low=np.exp(pick["low_log"]),
                     high=np.exp(pick["high_log"]), inside=pick["inside"])
+    fam, gen = df["stack_family"].to_numpy(object), df["generation"].to_numpy(object)
+    groups = [("all", np.ones(len(df), bool), None)]
+    for f in STACK_FAMILIES:
+        groups.append((f, fam == f, loc.get(f)))
+        groups += [(f"{f}:{k[1]}", (fam == f) & (gen == k[1]), v) for k, v in loc.items()
+                   if isinstance(k, tuple) and k[0] == f]
+    lo, hi = stacked.bounds[None]
     out = []
-    for fam in ("all",) + STACK_FAMILIES:
-        mine = np.ones(len(df), bool) if fam == "all" else (df["stack_family"] == fam).to_numpy()
-        if fam == "all":
+    for name, mine, where in groups:
+        if name == "all":
             low = high = math.nan
-        elif fam == "unknown" or fam not in loc:
+        elif where is None:
             low, high = plain.stated()
         else:
-            lo, hi = stacked.bounds[None]
-            low, high = math.exp(loc[fam] + lo), math.exp(loc[fam] + hi)
+            low, high = math.exp(where + lo), math.exp(where + hi)
         n = int(mine.sum())
-        out.append({"group": fam, "measured_coverage": float(pick["inside"][mine].mean()) if n else math.nan,
+        out.append({"group": name, "measured_coverage": float(pick["inside"][mine].mean()) if n else math.nan,
                     "median_width": float(np.exp(np.median(pick["high_log"][mine] - pick["low_log"][mine])))
                     if n else math.nan, "low": low, "high": high, "n_rows": n,
                     "n_sources": len(set(df["source_key"][mine]))})
