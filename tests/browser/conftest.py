@@ -167,8 +167,12 @@ def lab(lab_book, tmp_path_factory):
     log_path = state / "lab.log"
     log = open(log_path, "wb")
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    # -o: the venv counts as current (`make check-live` has made it so). Without it, a checkout whose
+    # requirements.txt is newer than .venv's stamp (a fresh git worktree sharing a venv) had each worker's
+    # `make lab` re-run pip, editable install included, pointing the shared venv at that checkout (live38d).
     proc = subprocess.Popen(
-        [make, "--no-print-directory", "-C", str(ROOT), "lab", f"LAB_DIR={lab_book}", f"LAB_ARGS={lab_args}"],
+        [make, "--no-print-directory", "-C", str(ROOT), "-o", ".venv/.requirements-stamp", "lab",
+         f"LAB_DIR={lab_book}", f"LAB_ARGS={lab_args}"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     base_url = f"http://127.0.0.1:{port}"
 
