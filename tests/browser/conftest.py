@@ -91,9 +91,10 @@ def _guard(page) -> list[str]:
     # function: a local request no longer makes a round trip to Python; issue 38, `make check-live` cheaper).
     page.route(check_site.OFF_MACHINE, abort)
     # WebSockets: still a Python function, which makes Playwright relay every local WebSocket (the kernels')
-    # through its driver. With the page's own WebSocket (check_site.OFF_MACHINE here), leaving a Voila page
-    # sent no shutdown beacon and its kernel stayed until the culler took it (140 s; issue 38, live38d), so
-    # test_voila_frees_the_kernel_of_a_page_that_goes passes only under this relay: see live38d's report.
+    # through its driver. With the page's own WebSocket (no WebSocket route, or check_site.OFF_MACHINE here),
+    # leaving a Voila page did not shut its kernel down (still there 25 s later; the culler took it after
+    # 140 s), so test_voila_frees_the_kernel_of_a_page_that_goes passes only under this relay (issue 38:
+    # live38d's report). The relay costs no measurable CPU (A/B on lab and Voila pages).
     page.route_web_socket(lambda url: not check_site.is_local(url), close_ws)
     return blocked
 
