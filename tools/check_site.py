@@ -158,10 +158,9 @@ def is_local(url: str) -> bool:
     return (u.hostname or "") in LOCAL_HOSTS
 
 
-#: The URLs :func:`is_local` refuses, as one regular expression (Python and JavaScript read it alike). Given to
-#: Playwright's ``route``/``route_web_socket`` instead of a Python function, the browser driver sends only these
-#: to Python; with a function every request did the round trip, and every local WebSocket (the kernels') was
-#: relayed message by message through the driver and Python (issue 38: `make check-live` cheaper).
+#: The URLs :func:`is_local` refuses, as one regular expression (Python and JavaScript read it alike). Given
+#: to Playwright's ``route`` instead of a Python function, the browser driver sends only these to Python;
+#: with a function every request made the round trip (issue 38: `make check-live` cheaper).
 #: tests/browser/test_site.py checks that it agrees with is_local.
 OFF_MACHINE = re.compile(
     r"^(?!(?:data|blob|about|chrome-error|javascript):)"
