@@ -58,8 +58,10 @@ def test_guard_blocks_and_records_off_machine_requests(chromium, guard_network, 
 URLS = ["http://127.0.0.1:8888/lab?token=x", "ws://127.0.0.1:4321/api/kernels/k/channels",
         "http://localhost/", "HTTP://LOCALHOST:80/a", "http://[::1]:9/x", "http://localhost",
         "http://127.0.0.1?x", "http://127.0.0.1#f", "http://evil.example@127.0.0.1/",
-        "data:image/png;base64,AA", "blob:http://127.0.0.1:1/u", "about:blank", "chrome-error://chromewebdata/", "javascript:void(0)",
-        "https://cdn.jsdelivr.net/npm/x.js", "wss://example.org/ws", "http://127.0.0.1.evil.example/",
+        "data:image/png;base64,AA", "blob:http://127.0.0.1:1/u", "about:blank",
+        "chrome-error://chromewebdata/", "javascript:void(0)", "https://cdn.jsdelivr.net/npm/x.js",
+        "wss://example.org/ws",
+        "http://127.0.0.1.evil.example/",
         "http://127.0.0.1@evil.example/", "http://a@127.0.0.1@evil.example/", "http://localhost.:1/",
         "http://127.0.0.2/", "http://[::2]/", "https://fonts.googleapis.com/css?family=x"]
 
