@@ -41,13 +41,45 @@ def test_guard_blocks_and_records_off_machine_requests(chromium, guard_network, 
         page.evaluate("""() => new Promise(done => {
             const img = new Image(); img.onerror = img.onload = () => done(); img.src = 'http://198.51.100.7/x.png';
             fetch('https://example.invalid/y.js').catch(() => {});
+            new WebSocket('ws://198.51.100.7/api/kernels');
         })""")
         page.wait_for_timeout(300)
     finally:
         context.close()
     assert "http://198.51.100.7/x.png" in blocked
     assert "https://example.invalid/y.js" in blocked
-    assert not [u for u in blocked if not u.startswith(("http://198.51.100.7/", "https://example.invalid/"))]
+    assert "ws://198.51.100.7/api/kernels" in blocked
+    assert not [u for u in blocked if not u.startswith(("http://198.51.100.7/", "https://example.invalid/",
+                                                        "ws://198.51.100.7/"))]
+
+
+#: URLs the guard must tell apart (check_site.is_local decides): local servers, data and about pages, and
+#: outside hosts dressed up as local ones.
+URLS = ["http://127.0.0.1:8888/lab?token=x", "ws://127.0.0.1:4321/api/kernels/k/channels",
+        "http://localhost/", "HTTP://LOCALHOST:80/a", "http://[::1]:9/x", "http://localhost",
+        "http://127.0.0.1?x", "http://127.0.0.1#f", "http://evil.example@127.0.0.1/",
+        "data:image/png;base64,AA", "blob:http://127.0.0.1:1/u", "about:blank",
+        "chrome-error://chromewebdata/", "javascript:void(0)", "https://cdn.jsdelivr.net/npm/x.js",
+        "wss://example.org/ws",
+        "http://127.0.0.1.evil.example/",
+        "http://127.0.0.1@evil.example/", "http://a@127.0.0.1@evil.example/", "http://localhost.:1/",
+        "http://127.0.0.2/", "http://[::2]/", "https://fonts.googleapis.com/css?family=x"]
+
+
+def test_off_machine_pattern_agrees_with_is_local(chromium):
+    """The guard hands Playwright check_site.OFF_MACHINE (a regular expression the driver matches in
+    JavaScript; the Python client matches it too): on every URL of URLS both readings of it say "off the
+    machine" exactly when is_local says "not local"."""
+    expected = [not check_site.is_local(u) for u in URLS]
+    assert expected.count(True) >= 8 and expected.count(False) >= 8
+    assert [bool(check_site.OFF_MACHINE.search(u)) for u in URLS] == expected
+    page = chromium.new_page()
+    try:
+        in_js = page.evaluate("([src, urls]) => urls.map(u => new RegExp(src, 'i').test(u))",
+                              [check_site.OFF_MACHINE.pattern, URLS])
+    finally:
+        page.close()
+    assert in_js == expected
 
 
 def test_static_check_passes(built_site, capsys):
