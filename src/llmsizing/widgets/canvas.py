@@ -115,6 +115,85 @@ def _boxes_kept_per_draw(*box_classes) -> None:
         cls._get_bbox_and_child_offsets = _get_bbox_and_child_offsets
 
 
+def _text_sets_skipped_in_draws(text_cls) -> None:
+    """Replace ``text_cls._cm_set`` by one that, while this module's canvas draws, skips matplotlib's
+    set-and-restore of a text's string when it sets the string the text already holds. ``Text.draw`` wraps
+    every draw in ``self._cm_set(text=self._get_wrapped_text())``, which for an unwrapped text is its own
+    string: two ``Artist.set`` calls (keyword normalisation, the setter, ``stale`` up to the figure) that
+    change nothing, ~80 us a text (issue 38: a third of a tick label's draw). The figure's draw ends with
+    every artist's ``stale`` False either way; any other use of ``_cm_set`` runs matplotlib's own."""
+    original = text_cls._cm_set
+    if getattr(original, "llmsizing_kept", False):
+        return
+    import contextlib
+
+    def _cm_set(self, **kwargs):
+        if _DRAWING[0] is not None and len(kwargs) == 1 and kwargs.get("text", None) is self._text:
+            return contextlib.nullcontext()
+        return original(self, **kwargs)
+
+    _cm_set.llmsizing_kept = True
+    text_cls._cm_set = _cm_set
+
+
+def _tick_positions_kept(*tick_classes) -> None:
+    """Replace each tick class's ``update_position`` by one that, while this module's canvas draws, leaves a
+    tick alone when it is already at that place. ``Axis._update_ticks`` places every tick again at each draw
+    (``set_xdata``/``set_ydata`` on its three lines), which marks their paths invalid even when the place has
+    not changed: each tick mark is then converted and transformed again (~150 us of a ~250 us tick mark draw,
+    issue 38). A tick counts as in place when its ``_loc``, its lines' data and its labels' coordinate are
+    all that value already (what ``update_position`` would set them to)."""
+    for cls in tick_classes:
+        original = cls.__dict__.get("update_position")
+        if original is None or getattr(original, "llmsizing_kept", False):
+            continue
+        coord = "_x" if cls.__name__ == "XTick" else "_y"
+        data = "_xorig" if coord == "_x" else "_yorig"
+
+        def update_position(self, loc, _original=original, _coord=coord, _data=data):
+            if _DRAWING[0] is not None and _in_place(self, loc, _coord, _data):
+                return None
+            return _original(self, loc)
+
+        update_position.llmsizing_kept = True
+        cls.update_position = update_position
+
+
+def _in_place(tick, loc, coord: str, data: str) -> bool:
+    """True if ``tick`` is where ``update_position(loc)`` would put it (lines' data exactly ``(loc,)``)."""
+    if getattr(tick, "_loc", None) is None or not tick._loc == loc:
+        return False
+    for line in (tick.tick1line, tick.tick2line, tick.gridline):
+        d = getattr(line, data, None)
+        if type(d) is not tuple or len(d) != 1 or not d[0] == loc:
+            return False
+    return all(getattr(label, coord, None) == loc for label in (tick.label1, tick.label2))
+
+
+def _tick_label_boxes_kept_per_draw(axis_cls) -> None:
+    """Replace ``axis_cls._get_ticklabel_bboxes`` by one that, while this module's canvas draws, measures an
+    axis's tick labels once per draw and renderer: ``Axis.draw`` asks for them, then again for where the
+    axis label goes (``_get_tick_boxes_siblings``), with the same ticks, placed once per draw."""
+    original = axis_cls._get_ticklabel_bboxes
+    if getattr(original, "llmsizing_kept", False):
+        return
+
+    def _get_ticklabel_bboxes(self, ticks, renderer=None):
+        draw = _DRAWING[0]
+        if draw is None or renderer is None:
+            return original(self, ticks, renderer)
+        key = (draw, renderer, tuple(map(id, ticks)))
+        kept = self.__dict__.get("_llmsizing_label_boxes")
+        if kept is not None and kept[0] == key:
+            return list(kept[1]), list(kept[2])
+        boxes1, boxes2 = original(self, ticks, renderer)
+        self.__dict__["_llmsizing_label_boxes"] = (key, list(boxes1), list(boxes2))
+        return boxes1, boxes2
+
+    _get_ticklabel_bboxes.llmsizing_kept = True
+    axis_cls._get_ticklabel_bboxes = _get_ticklabel_bboxes
+
+
 @functools.cache
 def _text_cache_canvas():
     """A matplotlib Agg canvas whose renderer keeps the bitmap of every text it draws (issue 12, "Speed").
@@ -203,6 +282,13 @@ def _text_cache_canvas():
     if hasattr(Text, "_get_layout") and hasattr(Axis, "_update_ticks"):
         _kept_layouts(Text, TextCacheRendererAgg)
         _ticks_kept_per_draw(Axis)
+    if hasattr(Text, "_cm_set") and hasattr(Text, "_get_wrapped_text"):
+        _text_sets_skipped_in_draws(Text)
+    if hasattr(Axis, "_get_ticklabel_bboxes"):
+        _tick_label_boxes_kept_per_draw(Axis)
+    from matplotlib.axis import XTick, YTick
+
+    _tick_positions_kept(XTick, YTick)
     from matplotlib import offsetbox
 
     _boxes_kept_per_draw(offsetbox.VPacker, offsetbox.HPacker, offsetbox.PaddedBox)
