@@ -116,10 +116,16 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ax.set_xlabel("days of training (log scale)")
     ax.set_ylabel("cost of the run, USD (log scale)")
     ax.spines[["top", "right"]].set_visible(False)
-    # (the handles' styles follow from the GPU names in the labels)
-    _kept_legend(ax, ("plan", *ax.get_legend_handles_labels()[1]),
-                 lambda: ax.legend(fontsize=PLAN_LEGEND_PT, frameon=True, framealpha=0.9, edgecolor="none",
-                                   loc="upper right", borderaxespad=0.2, handlelength=1.4, labelspacing=0.3))
+    # (the handles' styles follow from the GPU names in the labels). The count of plans changes with nearly
+    # every table: the legend is kept without it and given the new count (its layout is worked out at each
+    # draw), instead of being made again (~5 ms a redraw, issue 38)
+    count = f"{len(plans):,} plans that fit"
+    legend = _kept_legend(ax, ("plan", *("(count)" if label == count else label
+                                         for label in ax.get_legend_handles_labels()[1])),
+                          lambda: ax.legend(fontsize=PLAN_LEGEND_PT, frameon=True, framealpha=0.9,
+                                            edgecolor="none", loc="upper right", borderaxespad=0.2,
+                                            handlelength=1.4, labelspacing=0.3))
+    legend.texts[0].set_text(count)
     ax.set_title(f"{m.name}, {_tokens(tokens)} tokens, global batch {global_batch:,} x {seq:,}", fontsize=8.5,
                  loc="left")
 
