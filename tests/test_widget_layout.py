@@ -432,6 +432,28 @@ def test_ticks_left_in_place_follow_new_limits_scales_and_labels():
     assert fig.texts[0].get_text().startswith("a long note") and not fig.stale
 
 
+def test_kept_text_bitmaps_follow_the_rcparams_of_each_draw():
+    """widgets.canvas reads the rcParams that shape a text's bitmap (hinting, kerning, the font families) once
+    per draw, not once for good: a draw under other settings, and the next one back under the defaults, each
+    equal a plain Agg canvas's draw under the same settings. (A left-aligned text: its extent does not place
+    it. matplotlib's own text-metrics cache, per renderer, does not follow these settings either, so a kept
+    renderer, ours or Agg's own, would place a centred text by its first extent.)"""
+    import matplotlib as mpl
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 1.5), dpi=96)
+    widgets._text_cache_canvas()(fig)
+    fig.text(0.05, 0.4, "AV To Wa kerning 0.125", fontsize=15)
+    mine = fig.canvas
+    assert _kept_equals_plain(fig)
+    other = {"text.hinting": "no_hinting", "text.hinting_factor": 1, "text.kerning_factor": 6}
+    with mpl.rc_context(other):
+        assert _kept_equals_plain(fig)
+        changed = np.array(mine.buffer_rgba())
+    assert _kept_equals_plain(fig) and fig.canvas is mine
+    assert not np.array_equal(changed, np.asarray(mine.buffer_rgba()))        # the settings show
+
+
 def test_text_sets_outside_a_draw_are_matplotlibs_own():
     """Outside the widgets' canvas draw, ``_cm_set`` still sets and restores (the skip is for a draw only)."""
     from matplotlib.figure import Figure

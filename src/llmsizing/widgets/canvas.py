@@ -11,11 +11,17 @@ gives (``tests/test_widget_layout.py`` compares them):
 * each axis's ticks (``Axis._update_ticks``: locator, formatter, tick positions and label strings, which
   matplotlib works out again for the axis label's and the spine's extents), within one draw only;
 * each packed box's layout (a legend's boxes: ``_get_bbox_and_child_offsets``, asked again at every level of
-  the nesting), within one draw only (issue 38: ~40% of the planner's draw).
+  the nesting), within one draw only (issue 38: ~40% of the planner's draw);
+* each axis's tick label extents (``Axis._get_ticklabel_bboxes``, asked again for the axis label's place),
+  within one draw only;
+* each tick where it is: a tick already at the place the locator gives is not placed again
+  (``Tick.update_position`` would mark its lines' paths invalid, to be computed again at the draw);
+* and it skips ``Text.draw``'s set-and-restore of a text's string when that is the string it holds (issue 38:
+  a no-op that cost a third of a tick label's draw).
 
-The last three are matplotlib 3.10 methods, replaced on their classes by versions that keep their answers only
-while this canvas draws (:data:`_DRAWING`); any other draw (a plain Agg canvas, a saved figure, another
-backend) calls matplotlib's own code unchanged.
+All but the first are matplotlib 3.10 methods, replaced on their classes by versions that keep their answers
+or skip their no-ops only while this canvas draws (:data:`_DRAWING`); any other draw (a plain Agg canvas, a
+saved figure, another backend) calls matplotlib's own code unchanged.
 """
 
 from __future__ import annotations
@@ -37,8 +43,9 @@ def _font_key(prop) -> tuple:
 def _kept_layouts(text_cls, renderer_cls) -> None:
     """Replace ``text_cls._get_layout`` by one that, for draws by a ``renderer_cls`` renderer, keeps the
     layouts in that renderer's ``text_layouts`` (bounded, least recently used first out). A layout depends on
-    the string, the font's properties, rotation, alignment, line spacing, TeX/math parsing, the figure's DPI
-    and the renderer (its metrics), all in the key, not on where the text is: texts made again at each redraw
+    the string, the font's properties, rotation, alignment, line spacing, TeX/math parsing, the figure's DPI,
+    the renderer (its metrics) and the rcParams that shape a text (``renderer.text_settings()``: hinting,
+    kerning, font families), all in the key, not on where the text is: texts made again at each redraw
     (the annotations, a legend's labels) find the layout of the same string. Wrapped texts (whose lines depend
     on their position) are laid out each time."""
     original = text_cls._get_layout
@@ -50,7 +57,7 @@ def _kept_layouts(text_cls, renderer_cls) -> None:
             return original(self, renderer)
         key = (self.get_figure(root=True).dpi, self._text, self.get_rotation(), self._rotation_mode,
                self._horizontalalignment, self._verticalalignment, self._multialignment, self._linespacing,
-               self._usetex, self._parse_math, _font_key(self._fontproperties))
+               self._usetex, self._parse_math, _font_key(self._fontproperties), renderer.text_settings())
         kept = renderer.text_layouts
         layout = kept.get(key)
         if layout is None:
@@ -235,18 +242,30 @@ def _text_cache_canvas():
             super().__init__(*args, **kwargs)
             self.text_bitmaps: OrderedDict = OrderedDict()
             self.text_layouts: OrderedDict = OrderedDict()
+            self.rc_key: tuple = (None, None)        # (draw, what the rcParams say for draw_text's key)
+
+        def text_settings(self) -> tuple:
+            """What the rcParams and the font manager say for every text's bitmap and extent: the font
+            families' lists, the font manager and its fonts (findfont's own cache key), hinting and
+            kerning. Read once per draw of this module's canvas (issue 38: ten rcParams lookups a text),
+            at every call otherwise."""
+            draw = _DRAWING[0]
+            if draw is None or self.rc_key[0] != draw:
+                manager = font_manager.fontManager
+                rc = (tuple(tuple(mpl.rcParams[k]) for k in _FAMILY_RC), id(manager), len(manager.ttflist),
+                      len(manager.afmlist), backend_agg.get_hinting_flag(),
+                      mpl.rcParams["text.hinting_factor"], mpl.rcParams["text.kerning_factor"])
+                self.rc_key = (draw, rc)
+            return self.rc_key[1]
 
         def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
             if ismath:
                 return self.draw_mathtext(gc, x, y, s, prop, angle)
-            flags = backend_agg.get_hinting_flag()
             # what decides the font files the properties resolve to (findfont's own cache key: the
             # properties, the rcParams' family lists, the font manager and its fonts), and the size asked
-            manager = font_manager.fontManager
-            fonts = (_font_key(prop), tuple(tuple(mpl.rcParams[k]) for k in _FAMILY_RC), id(manager),
-                     len(manager.ttflist), len(manager.afmlist))
-            key = (s, fonts, prop.get_size_in_points(), self.dpi, bool(gc.get_antialiased()), flags,
-                   mpl.rcParams["text.hinting_factor"], mpl.rcParams["text.kerning_factor"])
+            rc = self.text_settings()
+            flags = rc[4]
+            key = (s, _font_key(prop), rc, prop.get_size_in_points(), self.dpi, bool(gc.get_antialiased()))
             hit = self.text_bitmaps.get(key)
             if hit is None:
                 font = self._prepare_font(prop)
