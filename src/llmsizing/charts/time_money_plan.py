@@ -285,7 +285,7 @@ def _table_key(table) -> tuple:
         blocks = [(np.array([i]), table.iloc[:, i].array) for i in range(table.shape[1])]
     for where, values in blocks:
         digest.update(where.astype(np.int64).tobytes() + b"\x00|")
-        if isinstance(values, np.ndarray) and values.ndim == 2 and _numbers(values.dtype):
+        if isinstance(values, np.ndarray) and values.ndim == 2 and _number_dtype(values.dtype):
             digest.update(b"n" + np.ascontiguousarray(values).tobytes() + b"\x00|")
         elif getattr(values, "ndim", 1) == 2:
             for row in values:
@@ -295,7 +295,7 @@ def _table_key(table) -> tuple:
     return (table.shape, tuple(table.columns), tuple(map(str, table.dtypes)), digest.digest())
 
 
-def _numbers(dtype) -> bool:
+def _number_dtype(dtype) -> bool:
     import numpy as np
 
     return isinstance(dtype, np.dtype) and dtype.kind in "biufcmM"
@@ -308,7 +308,7 @@ def _values_bytes(values) -> bytes:
     import numpy as np
 
     dtype = values.dtype
-    if _numbers(dtype):
+    if _number_dtype(dtype):
         return b"n" + np.ascontiguousarray(np.asarray(values)).tobytes()
     if getattr(dtype, "kind", "") in "iub" and hasattr(dtype, "numpy_dtype"):       # Int64, boolean
         na = np.asarray(values.isna())
