@@ -76,6 +76,25 @@ way).
 The same figures redrawn in one process, kept box layouts on and off interleaved (7 draws each, load 13):
 sum of the 18 medians 1000 -> 868 ms (-13%); planner 104 -> 75, activation memory 58 -> 40, moe layout
 55 -> 41, inference memory 55 -> 41 ms; widgets without a legend unchanged within +-6% (noise).
+
+Measured 2026-11-30 (branch widget38d; base = main 0d84c92; two rounds each, base and new alternating,
+01:05-01:17 UTC, load 3-11 on 2 cores with a widget-test run beside them), --moves 4 --only the five widgets
+at or above the line, CPU ms per move (median: base runs 1, 2 -> new runs 1, 2), the median PNG draw, and the
+median of the moves to new settings, after widgets.canvas skipped Text.draw's no-op set of a text's own
+string, left ticks already in place alone, measured tick labels once per draw and read the text rcParams once
+per draw, and render_plan kept its legend when only the count of plans changes and keyed its plan groups by a
+cheaper digest:
+
+    widget                     median            draw           new settings
+    planner_widget           144 147 -> 130 125   81 82 -> 71 68   221 200 -> 173 185
+    long_context_widget      139 162 -> 107 101   79 81 -> 49 53   407 461 -> 355 333
+    max_micro_batch_widget   126 134 -> 104 108   63 68 -> 48 51   126 135 -> 110 111
+    model_states_widget       97 108 ->  90  98   49 54 -> 41 44   100 111 ->  90 101
+    cost_widget               88  97 ->  87  73   56 62 -> 54 44   100 110 ->  93  81
+    all five: total 34.3, 35.2 s CPU -> 28.7, 27.5 s (-18%); median 124, 128 -> 104, 99 ms
+
+The same default figures redrawn in one process, the canvas's new parts on and off interleaved (7 draws each,
+load 13): sum of the 18 medians 776 -> 609 ms (-22%); planner 62 -> 46, long context 67 -> 56 ms.
 """
 
 from __future__ import annotations

@@ -379,6 +379,95 @@ def test_kept_legend_boxes_follow_new_labels_and_stay_in_their_canvas():
     assert legend.get_window_extent(plain.get_renderer()).width > first.width * 2
 
 
+def _kept_equals_plain(fig) -> bool:
+    """Draw ``fig`` on its (kept-cache) canvas and on a plain Agg canvas: the same pixels? The figure gets its
+    kept canvas back, caches and all, for the next draw."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from llmsizing.widgets import canvas as kept
+
+    mine = fig.canvas
+    mine.draw()
+    assert kept._DRAWING[0] is None
+    pixels = np.array(mine.buffer_rgba())
+    plain = FigureCanvasAgg(fig)
+    plain.draw()
+    same = np.array_equal(pixels, np.asarray(plain.buffer_rgba()))
+    fig.set_canvas(mine)
+    return same
+
+
+def test_ticks_left_in_place_follow_new_limits_scales_and_labels():
+    """widgets.canvas leaves a tick alone at a draw when it is already where the locator puts it (issue 38: no
+    path recomputed), measures tick labels once per draw, and skips a text's no-op set of its own string:
+    after new limits (some tick values the same, at new places), a log scale, longer tick labels that push
+    the axis label down, and a wrapped text, each draw equals a plain Agg canvas's, pixel for pixel; a redraw
+    with nothing changed leaves the ticks' paths as they were."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4, 3), dpi=96)
+    widgets._text_cache_canvas()(fig)
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1])
+    ax.set_xlabel("x label")
+    assert _kept_equals_plain(fig)
+    fig.canvas.draw()
+    ticks = ax.xaxis.get_major_ticks()
+    paths = [t.tick1line._path for t in ticks]
+    fig.canvas.draw()                                               # nothing changed: the ticks left alone
+    assert all(t.tick1line._path is p for t, p in zip(ticks, paths)) and any(p is not None for p in paths)
+    ax.set_xlim(0, 2)                      # 0 stays a tick value, at the same place; 1.0 moves to the middle
+    assert _kept_equals_plain(fig)
+    assert [t.get_text() for t in ax.get_xticklabels()][-1] == "2.0"
+    ax.set_xlim(0, 250)
+    assert _kept_equals_plain(fig)
+    ax.set_xscale("log")
+    ax.set_xlim(0.5, 300)
+    assert _kept_equals_plain(fig)
+    ax.set_xticks([1, 10, 100], ["one", "ten\nand a\nsecond line", "a hundred"])   # taller: the label moves
+    assert _kept_equals_plain(fig)
+    ax.set_xticks([1, 10, 100], ["1", "10", "100"])
+    fig.text(0.05, 0.5, "a long note that matplotlib wraps at the figure's edge " * 3, wrap=True)
+    assert _kept_equals_plain(fig)
+    assert fig.texts[0].get_text().startswith("a long note") and not fig.stale
+
+
+def test_kept_text_bitmaps_follow_the_rcparams_of_each_draw():
+    """widgets.canvas reads the rcParams that shape a text's bitmap (hinting, kerning, the font families) once
+    per draw, not once for good: a draw under other settings, and the next one back under the defaults, each
+    equal a plain Agg canvas's draw under the same settings. (A left-aligned text: its extent does not place
+    it. matplotlib's own text-metrics cache, per renderer, does not follow these settings either, so a kept
+    renderer, ours or Agg's own, would place a centred text by its first extent.)"""
+    import matplotlib as mpl
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 1.5), dpi=96)
+    widgets._text_cache_canvas()(fig)
+    fig.text(0.05, 0.4, "AV To Wa kerning 0.125", fontsize=15)
+    mine = fig.canvas
+    assert _kept_equals_plain(fig)
+    other = {"text.hinting": "no_hinting", "text.hinting_factor": 1, "text.kerning_factor": 6}
+    with mpl.rc_context(other):
+        assert _kept_equals_plain(fig)
+        changed = np.array(mine.buffer_rgba())
+    assert _kept_equals_plain(fig) and fig.canvas is mine
+    assert not np.array_equal(changed, np.asarray(mine.buffer_rgba()))        # the settings show
+
+
+def test_text_sets_outside_a_draw_are_matplotlibs_own():
+    """Outside the widgets' canvas draw, ``_cm_set`` still sets and restores (the skip is for a draw only)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(2, 2), dpi=96)
+    widgets._text_cache_canvas()(fig)
+    t = fig.text(0.1, 0.1, "before")
+    with t._cm_set(text="before"):
+        assert t.get_text() == "before" and t.stale
+    with t._cm_set(text="during"):
+        assert t.get_text() == "during"
+    assert t.get_text() == "before"
+
+
 def test_nothing_fits_after_a_fitting_layout_draws_like_a_fresh_render():
     """A state the neighbour moves never reach: every curve empty ("nothing fits"), reached after a layout that
     fits, so that the kept axes start from the old view (no data to autoscale the new one from)."""

@@ -288,3 +288,78 @@ def test_fleet_widget_keeps_its_plans_per_setting():
     assert b.error.value == ""
     fresh = charts.render_fleet(**b.values())
     assert b.summary.value == widgets.dashboard.summary_html(fresh.summary)
+
+
+# ----------------------------------------------------------------------------- issue 38: a sign of work
+@pytest.mark.parametrize("name,key", [("planner_widget", "seq"), ("long_context_widget", "seq")])
+def test_a_slow_move_shows_the_busy_sign_before_the_search_and_the_new_figure_after(name, key):
+    """Issue 38: chapter 17's widget took 0.4-1 s per new setting "with no sign that work is happening". A
+    move of the two widgets that search (plan()) marks the dashboard busy (``BUSY_CLASS``: a progress cursor
+    and a moving bar at once, the faded figure and the "working out this setting" note after
+    ``BUSY_DELAY_MS``) before the render starts, replaces the figure and the summary after it, and only then
+    takes the mark away: in that order, as the page receives the changes."""
+    from llmsizing.widgets import BUSY_CLASS, BUSY_DELAY_MS
+    from llmsizing.widgets.dashboard import _BUSY_CSS
+
+    board = built(name)[1][0]
+    ctrl = board.controls[key]
+    default, target = ctrl.value, next(v for v in ctrl._options_values if v != ctrl.value)
+    events, real = [], board.render
+
+    def render(**kw):
+        events.append(("render starts, busy", BUSY_CLASS in board._dom_classes))
+        out = real(**kw)
+        events.append(("render ends, figure unchanged", bytes(board.image.value) == before))
+        return out
+
+    def on_class(change):
+        events.append(("busy", BUSY_CLASS in change["new"]))
+
+    def on_image(change):
+        events.append(("new figure", bool(change["new"])))
+
+    before = bytes(board.image.value)
+    board.observe(on_class, names="_dom_classes")
+    board.image.observe(on_image, names="value")
+    board.render = render
+    try:
+        ctrl.value = target
+    finally:
+        board.unobserve(on_class, names="_dom_classes")
+        board.image.unobserve(on_image, names="value")
+        board.render = real
+    assert board.error.value == "", board.error.value
+    assert events == [("busy", True), ("render starts, busy", True), ("render ends, figure unchanged", True),
+                      ("new figure", True), ("busy", False)], events
+    assert bytes(board.image.value) != before and BUSY_CLASS not in board._dom_classes
+    # what the page shows while the mark is on: the note sits over the figure, shown after the delay
+    assert board.busy_note in board.children[1].children
+    assert "working out this setting" in board.busy_note.value
+    shown = f".{BUSY_CLASS} .llmsizing-busy-note {{animation: llmsizing-busy-show 0s linear {BUSY_DELAY_MS}ms"
+    assert shown in _BUSY_CSS
+    ctrl.value = default
+
+
+def test_the_busy_mark_goes_when_the_library_refuses_or_fails():
+    """The busy mark comes off after a refused setting (its message shown) and after a bug (re-raised)."""
+    from llmsizing.widgets import BUSY_CLASS
+
+    seen = []
+
+    def render(x):
+        if x:                                            # (x = 0: the first draw, as the board is built)
+            seen.append(BUSY_CLASS in board._dom_classes)
+        if x == 1:
+            raise ValueError("x must be even, got 1")
+        if x == 2:
+            raise RuntimeError("a bug")
+        from llmsizing.charts import render_parameter_counts
+        return render_parameter_counts("gpt2")
+
+    ctrl = W.IntSlider(value=0, min=0, max=2)
+    board = Dashboard(render, {"x": ctrl})
+    ctrl.value = 1
+    assert "x must be even" in board.error.value and BUSY_CLASS not in board._dom_classes
+    with pytest.raises(RuntimeError):
+        ctrl.value = 2
+    assert BUSY_CLASS not in board._dom_classes and seen == [True, True]

@@ -116,10 +116,16 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ax.set_xlabel("days of training (log scale)")
     ax.set_ylabel("cost of the run, USD (log scale)")
     ax.spines[["top", "right"]].set_visible(False)
-    # (the handles' styles follow from the GPU names in the labels)
-    _kept_legend(ax, ("plan", *ax.get_legend_handles_labels()[1]),
-                 lambda: ax.legend(fontsize=PLAN_LEGEND_PT, frameon=True, framealpha=0.9, edgecolor="none",
-                                   loc="upper right", borderaxespad=0.2, handlelength=1.4, labelspacing=0.3))
+    # (the handles' styles follow from the GPU names in the labels). The count of plans changes with nearly
+    # every table: the legend is kept without it and given the new count (its layout is worked out at each
+    # draw), instead of being made again (~5 ms a redraw, issue 38)
+    count = f"{len(plans):,} plans that fit"
+    legend = _kept_legend(ax, ("plan", *("(count)" if label == count else label
+                                         for label in ax.get_legend_handles_labels()[1])),
+                          lambda: ax.legend(fontsize=PLAN_LEGEND_PT, frameon=True, framealpha=0.9,
+                                            edgecolor="none", loc="upper right", borderaxespad=0.2,
+                                            handlelength=1.4, labelspacing=0.3))
+    legend.texts[0].set_text(count)
     ax.set_title(f"{m.name}, {_tokens(tokens)} tokens, global batch {global_batch:,} x {seq:,}", fontsize=8.5,
                  loc="left")
 
@@ -221,9 +227,9 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
     return notes
 
 
-#: What :func:`_plan_groups` found for the last few plans tables, keyed by their content (a hash of every
-#: value and the index): a widget redraw that moves the chosen plan, or returns to a table it saw before,
-#: reuses it; a table changed in place is a new key.
+#: What :func:`_plan_groups` found for the last few plans tables, keyed by their content (:func:`_table_key`:
+#: a digest of every value and the index): a widget redraw that moves the chosen plan, or returns to a table
+#: it saw before, reuses it; a table changed in place is a new key.
 _PLAN_GROUPS_KEPT: dict = {}
 _PLAN_GROUPS_KEEP = 8
 
@@ -232,12 +238,10 @@ def _plan_groups(plans) -> dict:
     """What :func:`render_plan` draws from ``plans`` whatever plan is chosen: each GPU type's own front
     (``own``: name, days, cost, fastest first), the time-vs-cost front (``front``: days, cost, fastest first;
     ``front_by_gpu`` per GPU type) and the summary's line per front plan (``front_lines``: row label, text).
-    Kept for the last few tables, by content (~1 ms to hash 3,000 plans), and computed for any other."""
-    import pandas as pd
-
+    Kept for the last few tables, by content (:func:`_table_key`), and computed for any other."""
     from ..planner import _pareto, recompute_label
 
-    key = (tuple(plans.columns), int(pd.util.hash_pandas_object(plans, index=True).sum()))
+    key = _table_key(plans)
     if key in _PLAN_GROUPS_KEPT:
         return _PLAN_GROUPS_KEPT[key]
     own = []
@@ -261,3 +265,59 @@ def _plan_groups(plans) -> dict:
         del _PLAN_GROUPS_KEPT[next(iter(_PLAN_GROUPS_KEPT))]          # the oldest
     _PLAN_GROUPS_KEPT[key] = out
     return out
+
+
+def _table_key(table) -> tuple:
+    """A key for a table's content: its shape, column names and dtypes, and a BLAKE2 digest of its index and
+    values, read block by block from pandas' block manager (each block: where its columns go, then its values,
+    :func:`_values_bytes`). ~1.5-2.5 ms for the planner's ~3,000 plans x 24 columns, where pandas'
+    ``hash_pandas_object`` takes ~3-6 ms (issue 38: most of ``_plan_groups``' time when a widget redraws a
+    table it has kept); column by column through ``table.iloc`` where the blocks are not there to read."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(_values_bytes(table.index) + b"\x00|")
+    try:
+        blocks = [(np.asarray(b.mgr_locs.as_array), b.values) for b in table._mgr.blocks]
+    except AttributeError:                                   # another pandas: one column at a time
+        blocks = [(np.array([i]), table.iloc[:, i].array) for i in range(table.shape[1])]
+    for where, values in blocks:
+        digest.update(where.astype(np.int64).tobytes() + b"\x00|")
+        if isinstance(values, np.ndarray) and values.ndim == 2 and _number_dtype(values.dtype):
+            digest.update(b"n" + np.ascontiguousarray(values).tobytes() + b"\x00|")
+        elif getattr(values, "ndim", 1) == 2:
+            for row in values:
+                digest.update(_values_bytes(row) + b"\x00|")
+        else:
+            digest.update(_values_bytes(values) + b"\x00|")
+    return (table.shape, tuple(table.columns), tuple(map(str, table.dtypes)), digest.digest())
+
+
+def _number_dtype(dtype) -> bool:
+    import numpy as np
+
+    return isinstance(dtype, np.dtype) and dtype.kind in "biufcmM"
+
+
+def _values_bytes(values) -> bytes:
+    """A column's (or an index's) values as bytes that differ for different values: numbers by their bytes,
+    nullable integers and booleans by their mask and values, strings joined by NUL (when every value is a
+    string without one), anything else by the ``repr`` of its values; each kind marked apart."""
+    import numpy as np
+
+    dtype = values.dtype
+    if _number_dtype(dtype):
+        return b"n" + np.ascontiguousarray(np.asarray(values)).tobytes()
+    if getattr(dtype, "kind", "") in "iub" and hasattr(dtype, "numpy_dtype"):       # Int64, boolean
+        na = np.asarray(values.isna())
+        return b"m" + na.tobytes() + np.asarray(values.fillna(0), dtype=dtype.numpy_dtype).tobytes()
+    objects = np.asarray(values, dtype=object)
+    try:
+        text = "\x00".join(objects)
+    except TypeError:
+        text = None
+    if text is not None and text.count("\x00") == max(len(objects) - 1, 0):
+        return b"s" + text.encode("utf-8", "surrogatepass")
+    return b"r" + repr(list(objects)).encode("utf-8", "surrogatepass")

@@ -11,11 +11,17 @@ gives (``tests/test_widget_layout.py`` compares them):
 * each axis's ticks (``Axis._update_ticks``: locator, formatter, tick positions and label strings, which
   matplotlib works out again for the axis label's and the spine's extents), within one draw only;
 * each packed box's layout (a legend's boxes: ``_get_bbox_and_child_offsets``, asked again at every level of
-  the nesting), within one draw only (issue 38: ~40% of the planner's draw).
+  the nesting), within one draw only (issue 38: ~40% of the planner's draw);
+* each axis's tick label extents (``Axis._get_ticklabel_bboxes``, asked again for the axis label's place),
+  within one draw only;
+* each tick where it is: a tick already at the place the locator gives is not placed again
+  (``Tick.update_position`` would mark its lines' paths invalid, to be computed again at the draw);
+* and it skips ``Text.draw``'s set-and-restore of a text's string when that is the string it holds (issue 38:
+  a no-op that cost a third of a tick label's draw).
 
-The last three are matplotlib 3.10 methods, replaced on their classes by versions that keep their answers only
-while this canvas draws (:data:`_DRAWING`); any other draw (a plain Agg canvas, a saved figure, another
-backend) calls matplotlib's own code unchanged.
+All but the first are matplotlib 3.10 methods, replaced on their classes by versions that keep their answers
+or skip their no-ops only while this canvas draws (:data:`_DRAWING`); any other draw (a plain Agg canvas, a
+saved figure, another backend) calls matplotlib's own code unchanged.
 """
 
 from __future__ import annotations
@@ -37,8 +43,9 @@ def _font_key(prop) -> tuple:
 def _kept_layouts(text_cls, renderer_cls) -> None:
     """Replace ``text_cls._get_layout`` by one that, for draws by a ``renderer_cls`` renderer, keeps the
     layouts in that renderer's ``text_layouts`` (bounded, least recently used first out). A layout depends on
-    the string, the font's properties, rotation, alignment, line spacing, TeX/math parsing, the figure's DPI
-    and the renderer (its metrics), all in the key, not on where the text is: texts made again at each redraw
+    the string, the font's properties, rotation, alignment, line spacing, TeX/math parsing, the figure's DPI,
+    the renderer (its metrics) and the rcParams that shape a text (``renderer.text_settings()``: hinting,
+    kerning, font families), all in the key, not on where the text is: texts made again at each redraw
     (the annotations, a legend's labels) find the layout of the same string. Wrapped texts (whose lines depend
     on their position) are laid out each time."""
     original = text_cls._get_layout
@@ -50,7 +57,7 @@ def _kept_layouts(text_cls, renderer_cls) -> None:
             return original(self, renderer)
         key = (self.get_figure(root=True).dpi, self._text, self.get_rotation(), self._rotation_mode,
                self._horizontalalignment, self._verticalalignment, self._multialignment, self._linespacing,
-               self._usetex, self._parse_math, _font_key(self._fontproperties))
+               self._usetex, self._parse_math, _font_key(self._fontproperties), renderer.text_settings())
         kept = renderer.text_layouts
         layout = kept.get(key)
         if layout is None:
@@ -115,6 +122,85 @@ def _boxes_kept_per_draw(*box_classes) -> None:
         cls._get_bbox_and_child_offsets = _get_bbox_and_child_offsets
 
 
+def _text_sets_skipped_in_draws(text_cls) -> None:
+    """Replace ``text_cls._cm_set`` by one that, while this module's canvas draws, skips matplotlib's
+    set-and-restore of a text's string when it sets the string the text already holds. ``Text.draw`` wraps
+    every draw in ``self._cm_set(text=self._get_wrapped_text())``, which for an unwrapped text is its own
+    string: two ``Artist.set`` calls (keyword normalisation, the setter, ``stale`` up to the figure) that
+    change nothing, ~80 us a text (issue 38: a third of a tick label's draw). The figure's draw ends with
+    every artist's ``stale`` False either way; any other use of ``_cm_set`` runs matplotlib's own."""
+    original = text_cls._cm_set
+    if getattr(original, "llmsizing_kept", False):
+        return
+    import contextlib
+
+    def _cm_set(self, **kwargs):
+        if _DRAWING[0] is not None and len(kwargs) == 1 and kwargs.get("text", None) is self._text:
+            return contextlib.nullcontext()
+        return original(self, **kwargs)
+
+    _cm_set.llmsizing_kept = True
+    text_cls._cm_set = _cm_set
+
+
+def _tick_positions_kept(*tick_classes) -> None:
+    """Replace each tick class's ``update_position`` by one that, while this module's canvas draws, leaves a
+    tick alone when it is already at that place. ``Axis._update_ticks`` places every tick again at each draw
+    (``set_xdata``/``set_ydata`` on its three lines), which marks their paths invalid even when the place has
+    not changed: each tick mark is then converted and transformed again (~150 us of a ~250 us tick mark draw,
+    issue 38). A tick counts as in place when its ``_loc``, its lines' data and its labels' coordinate are
+    all that value already (what ``update_position`` would set them to)."""
+    for cls in tick_classes:
+        original = cls.__dict__.get("update_position")
+        if original is None or getattr(original, "llmsizing_kept", False):
+            continue
+        coord = "_x" if cls.__name__ == "XTick" else "_y"
+        data = "_xorig" if coord == "_x" else "_yorig"
+
+        def update_position(self, loc, _original=original, _coord=coord, _data=data):
+            if _DRAWING[0] is not None and _in_place(self, loc, _coord, _data):
+                return None
+            return _original(self, loc)
+
+        update_position.llmsizing_kept = True
+        cls.update_position = update_position
+
+
+def _in_place(tick, loc, coord: str, data: str) -> bool:
+    """True if ``tick`` is where ``update_position(loc)`` would put it (lines' data exactly ``(loc,)``)."""
+    if getattr(tick, "_loc", None) is None or not tick._loc == loc:
+        return False
+    for line in (tick.tick1line, tick.tick2line, tick.gridline):
+        d = getattr(line, data, None)
+        if type(d) is not tuple or len(d) != 1 or not d[0] == loc:
+            return False
+    return all(getattr(label, coord, None) == loc for label in (tick.label1, tick.label2))
+
+
+def _tick_label_boxes_kept_per_draw(axis_cls) -> None:
+    """Replace ``axis_cls._get_ticklabel_bboxes`` by one that, while this module's canvas draws, measures an
+    axis's tick labels once per draw and renderer: ``Axis.draw`` asks for them, then again for where the
+    axis label goes (``_get_tick_boxes_siblings``), with the same ticks, placed once per draw."""
+    original = axis_cls._get_ticklabel_bboxes
+    if getattr(original, "llmsizing_kept", False):
+        return
+
+    def _get_ticklabel_bboxes(self, ticks, renderer=None):
+        draw = _DRAWING[0]
+        if draw is None or renderer is None:
+            return original(self, ticks, renderer)
+        key = (draw, renderer, tuple(map(id, ticks)))
+        kept = self.__dict__.get("_llmsizing_label_boxes")
+        if kept is not None and kept[0] == key:
+            return list(kept[1]), list(kept[2])
+        boxes1, boxes2 = original(self, ticks, renderer)
+        self.__dict__["_llmsizing_label_boxes"] = (key, list(boxes1), list(boxes2))
+        return boxes1, boxes2
+
+    _get_ticklabel_bboxes.llmsizing_kept = True
+    axis_cls._get_ticklabel_bboxes = _get_ticklabel_bboxes
+
+
 @functools.cache
 def _text_cache_canvas():
     """A matplotlib Agg canvas whose renderer keeps the bitmap of every text it draws (issue 12, "Speed").
@@ -156,18 +242,30 @@ def _text_cache_canvas():
             super().__init__(*args, **kwargs)
             self.text_bitmaps: OrderedDict = OrderedDict()
             self.text_layouts: OrderedDict = OrderedDict()
+            self.rc_key: tuple = (None, None)        # (draw, what the rcParams say for draw_text's key)
+
+        def text_settings(self) -> tuple:
+            """What the rcParams and the font manager say for every text's bitmap and extent: the font
+            families' lists, the font manager and its fonts (findfont's own cache key), hinting and
+            kerning. Read once per draw of this module's canvas (issue 38: ten rcParams lookups a text),
+            at every call otherwise."""
+            draw = _DRAWING[0]
+            if draw is None or self.rc_key[0] != draw:
+                manager = font_manager.fontManager
+                rc = (tuple(tuple(mpl.rcParams[k]) for k in _FAMILY_RC), id(manager), len(manager.ttflist),
+                      len(manager.afmlist), backend_agg.get_hinting_flag(),
+                      mpl.rcParams["text.hinting_factor"], mpl.rcParams["text.kerning_factor"])
+                self.rc_key = (draw, rc)
+            return self.rc_key[1]
 
         def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
             if ismath:
                 return self.draw_mathtext(gc, x, y, s, prop, angle)
-            flags = backend_agg.get_hinting_flag()
             # what decides the font files the properties resolve to (findfont's own cache key: the
             # properties, the rcParams' family lists, the font manager and its fonts), and the size asked
-            manager = font_manager.fontManager
-            fonts = (_font_key(prop), tuple(tuple(mpl.rcParams[k]) for k in _FAMILY_RC), id(manager),
-                     len(manager.ttflist), len(manager.afmlist))
-            key = (s, fonts, prop.get_size_in_points(), self.dpi, bool(gc.get_antialiased()), flags,
-                   mpl.rcParams["text.hinting_factor"], mpl.rcParams["text.kerning_factor"])
+            rc = self.text_settings()
+            flags = rc[4]
+            key = (s, _font_key(prop), rc, prop.get_size_in_points(), self.dpi, bool(gc.get_antialiased()))
             hit = self.text_bitmaps.get(key)
             if hit is None:
                 font = self._prepare_font(prop)
@@ -203,6 +301,13 @@ def _text_cache_canvas():
     if hasattr(Text, "_get_layout") and hasattr(Axis, "_update_ticks"):
         _kept_layouts(Text, TextCacheRendererAgg)
         _ticks_kept_per_draw(Axis)
+    if hasattr(Text, "_cm_set") and hasattr(Text, "_get_wrapped_text"):
+        _text_sets_skipped_in_draws(Text)
+    if hasattr(Axis, "_get_ticklabel_bboxes"):
+        _tick_label_boxes_kept_per_draw(Axis)
+    from matplotlib.axis import XTick, YTick
+
+    _tick_positions_kept(XTick, YTick)
     from matplotlib import offsetbox
 
     _boxes_kept_per_draw(offsetbox.VPacker, offsetbox.HPacker, offsetbox.PaddedBox)
