@@ -23,7 +23,8 @@ import socket
 import sys
 
 #: What every kernel would import (ipykernel itself; 17 to 22 notebooks import these in their first cell).
-PRELOAD = ("ipykernel.kernelapp", "pandas", "matplotlib.pyplot", "llmsizing", "llmsizing.prose", "llmsizing.charts")
+PRELOAD = ("ipykernel.kernelapp", "pandas", "matplotlib.pyplot", "llmsizing", "llmsizing.prose", "llmsizing.charts",
+           "ipywidgets", "llmsizing.widgets")
 INLINE = "module://matplotlib_inline.backend_inline"
 
 
@@ -87,6 +88,8 @@ def _child(conn: socket.socket, request: dict, fds: list[int], others: list) -> 
         sys.argv = [ipykernel_launcher.__file__, *request["argv"]]
         app = IPKernelApp.instance()
         app.initialize([*request["argv"], f"--IPKernelApp.parent_handle={os.getppid()}"])
+        if "ipywidgets" in sys.modules:     # what ipywidgets does when imported in a kernel: its comm targets
+            sys.modules["ipywidgets"]._handle_ipython()
         app.start()
         code = 0
     except SystemExit as e:
@@ -121,6 +124,8 @@ def serve(path: str) -> None:
             importlib.import_module(name)
     finally:
         del builtins.get_ipython
+    import gc
+    gc.freeze()     # what is imported is never collected: a child's collections do not walk (and copy) it
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
