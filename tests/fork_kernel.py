@@ -1,17 +1,19 @@
 """A fork server of IPython kernels for `make test`'s nbval (tests/kernel_forks.py starts it; issue 32).
 
-Every notebook of book/ runs in a fresh kernel, which pays Python's start-up, ipykernel's imports and then, in its
-first cell, pandas, matplotlib and llmsizing's imports: about 2.5 s CPU of the same work 22 times. Here one
-process per pytest worker (``serve``) imports all that once, then forks a child for each kernel asked of it; the
-child is a fresh kernel (its own session, connection file, working directory and environment, numpy's random
-state re-seeded) that starts from the imports already made. Nothing is created before the fork but imported
-modules: no zmq context, no event loop, no thread of Python's (ipykernel makes those in the child).
+Every notebook of book/ runs in a fresh kernel, which pays Python's start-up, ipykernel's imports and then, in
+its first cell, pandas, matplotlib and llmsizing's imports: up to 2.5 s CPU of the same work 22 times. Here
+one process per pytest worker (``serve``) imports all that once, then forks a child for each kernel asked of
+it; the child is a fresh kernel (its own session, connection file, working directory and environment, numpy's
+random state re-seeded) that starts from the imports already made. Nothing is created before the fork but
+imported modules: no zmq context, no event loop, no Python thread (ipykernel makes those in the child;
+numpy's OpenBLAS pool is the one other thread, and OpenBLAS handles a fork itself).
 
-``launch SOCKET -f CONNECTION_FILE`` is the kernel's command (its kernelspec's argv): a small process that hands
-the request, its working directory, environment and standard streams to the server, forwards SIGINT/SIGTERM to
-the child, and exits with the child's exit code. jupyter_client sees it as the kernel process; killing it (nbval
-stops kernels with SIGKILL) makes the server kill the child. With no server (none started, or it stopped) the
-launcher becomes a normal kernel (``python -m ipykernel_launcher``), so the tests run either way.
+``launch SOCKET -f CONNECTION_FILE`` is the kernel's command (its kernelspec's argv): a small process that
+hands the request, its working directory, environment and standard streams to the server, forwards
+SIGINT/SIGTERM to the child, and exits with the child's exit code. jupyter_client sees it as the kernel
+process; killing it (nbval stops kernels with SIGKILL) makes the server kill the child. With no server (none
+started, or it stopped) the launcher becomes a normal kernel (``python -m ipykernel_launcher``), so the tests
+run either way.
 
 Only the standard library is imported at the top: the launcher stays cheap.
 """
@@ -23,12 +25,12 @@ import socket
 import sys
 
 #: What every kernel would import (ipykernel itself; 17 to 22 notebooks import these in their first cell).
-PRELOAD = ("ipykernel.kernelapp", "pandas", "matplotlib.pyplot", "llmsizing", "llmsizing.prose", "llmsizing.charts",
-           "ipywidgets", "llmsizing.widgets")
+PRELOAD = ("ipykernel.kernelapp", "pandas", "matplotlib.pyplot", "llmsizing", "llmsizing.prose",
+           "llmsizing.charts", "ipywidgets", "llmsizing.widgets")
 INLINE = "module://matplotlib_inline.backend_inline"
 
 
-# ----------------------------------------------------------------------------- the launcher (the kernel's argv)
+# ------------------------------------------------------------------------- the launcher (the kernel's argv)
 def launch(path: str, argv: list[str]) -> None:
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -80,7 +82,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int], others: list) -> 
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        if "numpy" in sys.modules:  # forks share the server's random state: draw a fresh seed, as a new process
+        if "numpy" in sys.modules:  # forks share the server's random state: a fresh seed, as a new process
             sys.modules["numpy"].random.seed()
         import ipykernel_launcher   # noqa: F401  (the file a normal kernel runs, for sys.argv[0])
         from ipykernel.kernelapp import IPKernelApp
@@ -110,14 +112,14 @@ def serve(path: str) -> None:
     import time
 
     parent = os.getppid()
-    del sys.path[0]                 # this file's folder: a kernel's path has neither it nor the working folder
+    del sys.path[0]                 # this file's folder: a kernel's path has neither it nor its cwd
     os.environ.setdefault("MPLBACKEND", INLINE)     # as ipykernel sets it before anything imports matplotlib
     import builtins
     import importlib
 
-    # Imported as from a kernel's cell: there, IPython has put ``get_ipython`` in the builtins, returning a shell
-    # with a ``kernel``. pandas reads it once, at import (pandas.core.config_init.is_terminal: a kernel gets
-    # ``display.max_columns`` 20, a terminal 0). No other module imported here looks at it while imported.
+    # Imported as from a kernel's cell: there, IPython has put ``get_ipython`` in the builtins, returning a
+    # shell with a ``kernel``. pandas reads it once, at import (pandas.core.config_init.is_terminal: a kernel
+    # gets ``display.max_columns`` 20, a terminal 0). No other module imported here looks at it while imported.
     builtins.get_ipython = lambda: _InKernel
     try:
         for name in PRELOAD:

@@ -1,12 +1,13 @@
-"""pytest plugin for `make test` (``-p tests.kernel_forks``): nbval's kernels are forked from a process that has
-made their imports once (tests/fork_kernel.py), instead of each starting from nothing (issue 32).
+"""pytest plugin for `make test` (``-p tests.kernel_forks``): nbval's kernels are forked from a process that
+has made their imports once (tests/fork_kernel.py), instead of each starting from nothing (issue 32).
 
 With ``--nbval-current-env`` nbval asks jupyter_client for its ``:nbval-parent-env`` kernel, ipykernel's own
 kernelspec (``python -m ipykernel_launcher -f {connection_file}``). Here that kernelspec's command is
-tests/fork_kernel.py's launcher instead, pointed at this process's fork server, which is started when the first
-notebook asks for a kernel (a worker that runs no notebook starts none) and stopped when pytest ends. Each
-kernel is still a fresh process with its own connection file, working folder and environment; the notebooks'
-outputs are compared by nbval as strictly as ever. If the server cannot start, the kernelspec is left as it is.
+tests/fork_kernel.py's launcher instead, pointed at this process's fork server, which is started when the
+first notebook asks for a kernel (a worker that runs no notebook starts none) and stopped when pytest ends.
+Each kernel is still a fresh process with its own connection file, working folder and environment; the
+notebooks' outputs are compared by nbval as strictly as ever. If the server cannot start, the kernelspec is
+left as it is.
 """
 
 import os
