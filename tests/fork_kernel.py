@@ -119,7 +119,7 @@ def serve(path: str) -> None:
 
     # Imported as from a kernel's cell: there, IPython has put ``get_ipython`` in the builtins, returning a
     # shell with a ``kernel``. pandas reads it once, at import (pandas.core.config_init.is_terminal: a kernel
-    # gets ``display.max_columns`` 20, a terminal 0). No other module imported here looks at it while imported.
+    # gets ``display.max_columns`` 20, a terminal 0). No other module imported here reads it while imported.
     builtins.get_ipython = lambda: _InKernel
     try:
         for name in PRELOAD:
