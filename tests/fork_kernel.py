@@ -203,10 +203,12 @@ def serve(path: str) -> None:
         except ChildProcessError:
             break
         children.pop(pid, None) if pid else time.sleep(0.05)
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    for remove in (os.unlink, os.rmdir):      # the socket, then its folder (if nothing else is in it)
+        try:
+            remove(path)
+        except OSError:
+            pass
+        path = os.path.dirname(path)
 
 
 if __name__ == "__main__":
