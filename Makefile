@@ -65,12 +65,14 @@ book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html (+ the JupyterL
 # them again, and pytest keeps the test files' rewritten asserts; the caches are __pycache__/ (git-ignored).
 # -p tests.lazy_iri (before the installed plugins): jsonschema's IRI parsers are built on first use, never here,
 # instead of at import in every process (about 2.5 s CPU each; tests/lazy_iri.py).
+# -p tests.kernel_forks: each worker's notebook kernels are forked from one process that has imported ipykernel,
+# pandas, matplotlib and llmsizing once (tests/fork_kernel.py; a normal kernel if it cannot start).
 TEST_WORKERS ?= auto
 .PHONY: test
 test: $(STAMP) ## Run unit tests (tests/) and strict nbval over every notebook in book/, on every core
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest tests book --ignore=tests/browser --nbval --nbval-current-env \
-	  --nbval-cell-timeout=300 -p no:cacheprovider -p tests.lazy_iri -o console_output_style=classic \
-	  -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	  --nbval-cell-timeout=300 -p no:cacheprovider -p tests.lazy_iri -p tests.kernel_forks \
+	  -o console_output_style=classic -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Every fuzz file (tests/test_fuzz*.py: the library, serving, edge values and invariants, the command line and
 # config files) and the fuzz tests kept beside their chapters' tests.
