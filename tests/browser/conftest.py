@@ -383,10 +383,10 @@ def voila_page(request, chromium, guard_network, voila):
 
 
 def close_voila_page(page) -> None:
-    """Leave a Voila page as a reader does (the page unloads: its beacon asks Voila to shut its kernel down,
-    and its kernel WebSocket closes, after which Voila shuts the kernel down within CLOSE_GRACE_S of
-    tools/voila/config/voila.py), then close it. (Playwright's ``close(run_before_unload=True)`` did not send the page's beacon in headless
-    Chromium; leaving the page does, as a reload or a followed link does.)"""
+    """Leave a Voila page as a reader does, then close it. The page unloads: its beacon asks Voila to shut its
+    kernel down, and its kernel WebSocket closes, after which Voila shuts the kernel down within CLOSE_GRACE_S
+    (tools/voila/config/voila.py). Under the guard's request interception headless Chromium drops the beacon
+    (voila38e), so here the WebSocket's close is what frees the kernel."""
     try:
         page.goto("about:blank", wait_until="load", timeout=30_000)
     finally:

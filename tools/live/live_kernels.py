@@ -11,8 +11,8 @@ but has one timeout for every kernel; here there are two:
 
 A busy kernel (a cell running) is never culled. The server checks every ``cull_interval`` seconds (60).
 
-``shutdown_after_last_close_s`` (off here; ``make app``'s Voila sets it, tools/voila/config/voila.py): a kernel
-whose last page WebSocket closed is shut down that many seconds later unless a page connects again (a
+``shutdown_after_last_close_s`` (off here; ``make app``'s Voila sets it, tools/voila/config/voila.py): a
+kernel whose last page WebSocket closed is shut down that many seconds later unless a page connects again (a
 WebSocket that dropped reconnects within seconds). A Voila kernel belongs to one page load, so this frees it
 when its page goes even if the browser never sends the page's shutdown beacon (issue 38).
 """
@@ -72,7 +72,7 @@ class LiveKernelManager(AsyncMappingKernelManager):
             IOLoop.current().remove_timeout(timer)
 
     async def _shutdown_orphan(self, kernel_id):
-        """Shut ``kernel_id`` down if still no page is connected (its beacon may have shut it down already)."""
+        """Shut ``kernel_id`` down if no page is connected yet (its beacon may have shut it down already)."""
         self._orphan_timers.pop(kernel_id, None)
         if self._kernel_connections.get(kernel_id) != 0 or kernel_id not in self:
             return
