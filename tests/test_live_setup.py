@@ -358,7 +358,8 @@ def test_voila_config_frees_kernels():
     config = module.c
     assert config.LiveKernelManager.shutdown_after_last_close_s == module.CLOSE_GRACE_S
     # longer than the page's first three reconnect delays (0-0, 0-1, 0-3 s: @jupyterlab/services'
-    # KernelConnection waits random(0, 2**attempt - 1) s), shorter than the culler's timeout for a kernel without a page
+    # KernelConnection waits random(0, 2**attempt - 1) s), shorter than the culler's timeout for a kernel
+    # without a page
     assert 0 + 1 + 3 < module.CLOSE_GRACE_S < module.CULL_IDLE_TIMEOUT_S
     assert getattr(VoilaHandler.prepare, "book_xsrf", False)
     assert (module.CULL_IDLE_TIMEOUT_S, module.CULL_CONNECTED_IDLE_TIMEOUT_S) == (120, 3600)
