@@ -187,6 +187,51 @@ def test_kernels_are_culled_on_the_two_timeouts(idle_s, connections, busy, culle
     assert live_kernels.should_cull(idle_s, connections, busy, 600, 7200) is culled
 
 
+def _orphan_run(grace_s, events):
+    """A LiveKernelManager with kernel "k" registered (no process) and ``shutdown_after_last_close_s =
+    grace_s``: ``events`` ("connect", "disconnect", or a pause in seconds) happen in order, then the test
+    waits 0.3 s past the grace; returns the kernels it shut down."""
+    shut = []
+
+    class Manager(live_kernels.LiveKernelManager):
+        async def shutdown_kernel(self, kernel_id, *args, **kwargs):
+            shut.append(kernel_id)
+            self._kernels.pop(kernel_id, None)
+
+    async def run():
+        mkm = Manager(shutdown_after_last_close_s=grace_s)
+        mkm._kernels["k"] = object()
+        mkm._kernel_connections["k"] = 0
+        for event in events:
+            if isinstance(event, str):
+                getattr(mkm, f"notify_{event}")("k")
+            else:
+                await asyncio.sleep(event)
+        await asyncio.sleep(grace_s + 0.3)
+        return shut
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("events, shut", [
+    (["connect", "disconnect"], ["k"]),                          # the page went: shut down after the grace
+    (["connect", "disconnect", 0.1, "connect"], []),             # its WebSocket dropped and came back: kept
+    (["connect", "connect", "disconnect"], []),                  # another page is still connected: kept
+    (["connect", "disconnect", 0.1, "connect", "disconnect"], ["k"]),   # came back, then went for good
+    ([], []),                                                    # never connected (page still loading): kept
+])
+def test_a_kernel_whose_last_page_closed_is_shut_down_after_the_grace(events, shut):
+    """Issue 38 (voila38e): the kernel manager shuts a kernel down ``shutdown_after_last_close_s`` after its
+    last WebSocket closed, unless a page connected again meanwhile."""
+    assert _orphan_run(0.3, events) == shut
+
+
+def test_shutdown_after_last_close_is_off_by_default():
+    """serve-live's JupyterLab kernels stay (a reader may come back to the tab); only Voila turns it on."""
+    assert live_kernels.LiveKernelManager().shutdown_after_last_close_s == 0
+    assert _orphan_run(0, ["connect", "disconnect"]) == []
+
+
 def test_serve_live_server_hides_its_token_and_culls_a_kernel(tmp_path):
     """A real server from jupyter_command (with the timeouts shortened on its command line): /proc shows no
     token, the token in the environment is the one it accepts, and an idle kernel with no page is shut down."""
@@ -294,7 +339,8 @@ def test_the_lab_notes_to_run_an_unrun_chapter_and_saves_without_the_note():
 
 def test_voila_config_frees_kernels():
     """Issue 38: Voila's notebook page sets the _xsrf cookie its shutdown beacon needs, and idle kernels are
-    culled (a page gone: 2 minutes; a page open: 1 hour; never a busy one) by serve-live's kernel manager."""
+    culled (a page gone: 2 minutes; a page open: 1 hour; never a busy one) by serve-live's kernel manager, and
+    a kernel whose page's WebSocket closed and did not come back is shut down after CLOSE_GRACE_S."""
     import builtins
 
     from traitlets.config import Config
@@ -309,6 +355,12 @@ def test_voila_config_frees_kernels():
         del builtins.get_config
     from voila.handler import VoilaHandler
 
+    config = module.c
+    assert config.LiveKernelManager.shutdown_after_last_close_s == module.CLOSE_GRACE_S
+    # longer than the page's first three reconnect delays (0-0, 0-1, 0-3 s: @jupyterlab/services'
+    # KernelConnection waits random(0, 2**attempt - 1) s), shorter than the culler's timeout for a kernel
+    # without a page
+    assert 0 + 1 + 3 < module.CLOSE_GRACE_S < module.CULL_IDLE_TIMEOUT_S
     assert getattr(VoilaHandler.prepare, "book_xsrf", False)
     assert (module.CULL_IDLE_TIMEOUT_S, module.CULL_CONNECTED_IDLE_TIMEOUT_S) == (120, 3600)
     assert module.CULL_INTERVAL_S <= module.CULL_IDLE_TIMEOUT_S

@@ -90,12 +90,11 @@ def _guard(page) -> list[str]:
     # Requests: only off-machine URLs are routed, matched by the driver (a regular expression, not a Python
     # function: a local request no longer makes a round trip to Python; issue 38, `make check-live` cheaper).
     page.route(check_site.OFF_MACHINE, abort)
-    # WebSockets: still a Python function, which makes Playwright relay every local WebSocket (the kernels')
-    # through its driver. With the page's own WebSocket (no WebSocket route, or check_site.OFF_MACHINE here),
-    # leaving a Voila page did not shut its kernel down (still there 25 s later; the culler took it after
-    # 140 s), so test_voila_frees_the_kernel_of_a_page_that_goes passes only under this relay (issue 38:
-    # live38d's report). The relay costs no measurable CPU (A/B on lab and Voila pages).
-    page.route_web_socket(lambda url: not check_site.is_local(url), close_ws)
+    # WebSockets: the same regular expression, so only off-machine ones are routed (closed and recorded); a
+    # local one (a kernel's) is the page's own, passed through, not relayed through the driver as a Python
+    # function made Playwright do. Under that relay test_voila_frees_the_kernel_of_a_page_that_goes passed
+    # where a reader's browser kept the kernel until the culler (issue 38: live38d, voila38e).
+    page.route_web_socket(check_site.OFF_MACHINE, close_ws)
     return blocked
 
 
@@ -384,9 +383,10 @@ def voila_page(request, chromium, guard_network, voila):
 
 
 def close_voila_page(page) -> None:
-    """Leave a Voila page as a reader does (the page unloads, which asks Voila to shut its kernel down), then
-    close it. (Playwright's ``close(run_before_unload=True)`` did not send the page's beacon in headless
-    Chromium; leaving the page does, as a reload or a followed link does.)"""
+    """Leave a Voila page as a reader does, then close it. The page unloads: its beacon asks Voila to shut its
+    kernel down, and its kernel WebSocket closes, after which Voila shuts the kernel down within CLOSE_GRACE_S
+    (tools/voila/config/voila.py). Under the guard's request interception headless Chromium drops the beacon
+    (voila38e), so here the WebSocket's close is what frees the kernel."""
     try:
         page.goto("about:blank", wait_until="load", timeout=30_000)
     finally:

@@ -10,6 +10,11 @@ but has one timeout for every kernel; here there are two:
   activity (2 hours): a reader who pauses over a chapter keeps their kernel, a tab forgotten overnight does not.
 
 A busy kernel (a cell running) is never culled. The server checks every ``cull_interval`` seconds (60).
+
+``shutdown_after_last_close_s`` (off here; ``make app``'s Voila sets it, tools/voila/config/voila.py): a
+kernel whose last page WebSocket closed is shut down that many seconds later unless a page connects again (a
+WebSocket that dropped reconnects within seconds). A Voila kernel belongs to one page load, so this frees it
+when its page goes even if the browser never sends the page's shutdown beacon (issue 38).
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from datetime import timedelta
 from jupyter_server._tz import utcnow
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
 from jupyter_server.utils import ensure_async
-from traitlets import Integer
+from tornado.ioloop import IOLoop
+from traitlets import Dict, Float, Integer
 
 #: serve-live's culling settings (also what tests/test_live_setup.py checks)
 CULL_IDLE_TIMEOUT_S = 600
@@ -42,6 +48,40 @@ class LiveKernelManager(AsyncMappingKernelManager):
         CULL_CONNECTED_IDLE_TIMEOUT_S, config=True,
         help="Seconds without activity after which a kernel that a page is still connected to is culled "
              "(kernels without a connection use cull_idle_timeout).")
+
+    shutdown_after_last_close_s = Float(
+        0, config=True,
+        help="Seconds after its last WebSocket closed that a kernel no page reconnected to is shut down "
+             "(0: never; culling still applies).")
+    _orphan_timers = Dict()      # kernel id -> the IOLoop timeout of its pending shutdown
+
+    def notify_connect(self, kernel_id):
+        super().notify_connect(kernel_id)
+        self._cancel_orphan_shutdown(kernel_id)
+
+    def notify_disconnect(self, kernel_id):
+        super().notify_disconnect(kernel_id)
+        if self.shutdown_after_last_close_s > 0 and self._kernel_connections.get(kernel_id) == 0:
+            self._cancel_orphan_shutdown(kernel_id)
+            self._orphan_timers[kernel_id] = IOLoop.current().call_later(
+                self.shutdown_after_last_close_s, self._shutdown_orphan, kernel_id)
+
+    def _cancel_orphan_shutdown(self, kernel_id):
+        timer = self._orphan_timers.pop(kernel_id, None)
+        if timer is not None:
+            IOLoop.current().remove_timeout(timer)
+
+    async def _shutdown_orphan(self, kernel_id):
+        """Shut ``kernel_id`` down if no page is connected yet (its beacon may have shut it down already)."""
+        self._orphan_timers.pop(kernel_id, None)
+        if self._kernel_connections.get(kernel_id) != 0 or kernel_id not in self:
+            return
+        self.log.warning("Shutting down kernel %s: no page connected for %g s after its last one closed.",
+                         kernel_id, self.shutdown_after_last_close_s)
+        try:
+            await ensure_async(self.shutdown_kernel(kernel_id))
+        except KeyError:        # shut down meanwhile (the page's beacon, the culler)
+            pass
 
     async def cull_kernel_if_idle(self, kernel_id):
         kernel = self._kernels.get(kernel_id)

@@ -14,6 +14,11 @@
     got ``403 '_xsrf' argument missing from POST`` (voila-dashboards/voila#1458, open). :func:`_set_xsrf_cookie`
     makes the notebook page set it (tornado sets the cookie when a handler first reads ``xsrf_token``): the
     check itself stays on;
+  - when the page's kernel WebSocket closes and no page connects again within :data:`CLOSE_GRACE_S`, the
+    kernel is shut down (``LiveKernelManager.shutdown_after_last_close_s``, tools/live/live_kernels.py): a
+    browser may drop the unload beacon (headless Chromium under Playwright's request interception did, every
+    time), but it always closes the page's WebSocket, and a Voila kernel belongs to one page load; a
+    WebSocket that only dropped reconnects within a few seconds (the page retries after 0-1, 0-3, 0-7 s);
   - as a backstop (a tab that crashed, a laptop that slept, a browser that dropped the beacon), idle kernels
     are culled with the kernel manager of ``make serve-live`` (tools/live/live_kernels.py): a kernel no page is
     connected to after :data:`CULL_IDLE_TIMEOUT_S` without activity, one whose page is still open after
@@ -40,6 +45,8 @@ live_kernels = _load("live_kernels", _TOOLS / "live" / "live_kernels.py")
 CULL_IDLE_TIMEOUT_S = 120
 CULL_CONNECTED_IDLE_TIMEOUT_S = 3600
 CULL_INTERVAL_S = 30
+#: Seconds after a kernel's last page WebSocket closed before it is shut down (unless a page reconnects)
+CLOSE_GRACE_S = 10
 
 
 def _set_xsrf_cookie(handler_class):
@@ -74,3 +81,4 @@ c.MappingKernelManager.cull_interval = CULL_INTERVAL_S
 c.MappingKernelManager.cull_connected = True
 c.MappingKernelManager.cull_busy = False
 c.LiveKernelManager.cull_connected_idle_timeout = CULL_CONNECTED_IDLE_TIMEOUT_S
+c.LiveKernelManager.shutdown_after_last_close_s = CLOSE_GRACE_S
