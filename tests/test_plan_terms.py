@@ -98,3 +98,19 @@ def test_pareto_is_the_front():
             bad = rng.random(n) < 0.1
             a[bad] = rng.choice([np.nan, np.inf], bad.sum())
         assert np.array_equal(_pareto(days, cost, memory), _front(days, cost, memory)), (days, cost, memory)
+
+
+def test_model_hash_is_kept_and_not_pickled():
+    # Model.__hash__ is the dataclass's (the hash of every compared field), worked out once; a pickled Model
+    # leaves it behind (a str's hash differs between processes) and is equal to, and hashes as, the original
+    import dataclasses
+    import pickle
+
+    m = dataclasses.replace(catalog.get_model("llama-3-8b"), name="hash probe")
+    fields = tuple(getattr(m, f.name) for f in dataclasses.fields(m) if f.compare)
+    assert hash(m) == hash(fields) and m.__dict__["_hash"] == hash(fields)
+    back = pickle.loads(pickle.dumps(m))
+    assert "_hash" not in back.__dict__ and back == m and hash(back) == hash(m)
+    other = dataclasses.replace(m, hidden=m.hidden + 128)
+    assert other != m and hash(other) == hash(tuple(getattr(other, f.name) for f in dataclasses.fields(m)
+                                                    if f.compare))
