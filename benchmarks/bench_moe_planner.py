@@ -146,8 +146,8 @@ per key.
 Issue 35, sixth round (branch arrays35e, 2026-11-30): CPU seconds of one plan() from scratch, 8 runs per
 process, main (d4c0f11) and this branch alternately, three rounds per case (the last four: one round of 3
 runs), at a load of 3.7 to 4.6 on the 2 cores (steal time too: a single run moves by 30%, so the median is
-given with the best). The frames are bit-identical: 9 searches (bench_planner's six MoE cases, Mixtral with expert_tp, Qwen3
-FP8 on H100+B200, DeepSeek-V3 at 32K with cp_comm="all_gather") against main with
+given with the best). The frames are bit-identical: 9 searches (bench_planner's six MoE cases, Mixtral with
+expert_tp, Qwen3 FP8 on H100+B200, DeepSeek-V3 at 32K with cp_comm="all_gather") against main with
 assert_frame_equal(check_exact=True) and equal attrs, and tests/test_planner_speed.py (not re-frozen).
 
     case                              median per round, main -> branch        best run        all-to-all
