@@ -142,6 +142,32 @@ table once. Left: the memory fit (plan_memory.fitting_plans, 300 training_memory
 for Qwen3-30B-A3B at 64K, ~40% of DeepSeek-V3's search and most of Qwen3's), the expert all-to-alls (692
 ep_all_to_all calls, one per (GPU, tokens, etp, ep)) and the dense data-parallel collectives, still one call
 per key.
+
+Issue 35, sixth round (branch arrays35e, 2026-11-30): CPU seconds of one plan() from scratch, 8 runs per
+process, main (d4c0f11) and this branch alternately, three rounds per case (the last four: one round of 3
+runs), at a load of 3.7 to 4.6 on the 2 cores (steal time too: a single run moves by 30%, so the median is
+given with the best). The frames are bit-identical: 9 searches (bench_planner's six MoE cases, Mixtral with
+expert_tp, Qwen3 FP8 on H100+B200, DeepSeek-V3 at 32K with cp_comm="all_gather") against main with
+assert_frame_equal(check_exact=True) and equal attrs, and tests/test_planner_speed.py (not re-frozen).
+
+    case                              median per round, main -> branch        best run        all-to-all
+    deepseek-v3, whole catalogue      0.454/0.415/0.417 -> 0.408/0.408/0.340  0.349 -> 0.252  ~46 -> ~37 ms
+    mixtral-8x7b, whole catalogue     0.574/0.503/0.406 -> 0.505/0.472/0.356  0.344 -> 0.318  ~25 -> ~19 ms
+    deepseek-v3 at 15,360 sequences   0.321 -> 0.375 (one round: noise)       0.283 -> 0.361
+    qwen3-30b-a3b on H100s, <= 1,024  0.447 -> 0.458                          0.417 -> 0.374
+    qwen3-30b-a3b at 64K              0.694 -> 0.540                          0.640 -> 0.508
+    mixtral-8x7b at 32K               0.265 -> 0.211                          0.237 -> 0.208
+
+What changed: Model.__hash__ is the dataclass's value worked out once per Model (kept in the instance, not
+pickled): a search hashes the same Model ~6,000 times (5,854 for DeepSeek-V3, 6,302 for Mixtral, in the lru
+keys of the memory and step model), at 6-8 us each for the dataclass's hash of every field against ~1 us
+kept, i.e. 30-40 ms a search; and the expert all-to-alls once per (the links all_to_all_s reads, tokens,
+etp, ep) instead of per (GPU, tokens, etp, ep), shared by GPUs whose all-to-all rides equal links
+(all_to_all._links, which all_to_all_s itself prices on): 692 -> 489 ep_all_to_all calls for DeepSeek-V3,
+375 -> 231 for Mixtral. The 0.3 s target for an MoE over the catalogue is met by DeepSeek-V3's best runs
+only, not by Mixtral-8x7B. Left: the memory fit (300 / 412 training_memory calls, ~45% of the search), the
+per-(links, tp, cp, micro, rc) communication of plan_terms.layer_terms, the dp collectives' NumPy over 43k
+rows (Mixtral), and GPU and Node hashes in group_link's and kernels' lru keys (~6 ms).
 """
 
 from __future__ import annotations

@@ -98,3 +98,51 @@ def test_pareto_is_the_front():
             bad = rng.random(n) < 0.1
             a[bad] = rng.choice([np.nan, np.inf], bad.sum())
         assert np.array_equal(_pareto(days, cost, memory), _front(days, cost, memory)), (days, cost, memory)
+
+
+def test_model_hash_is_kept_and_not_pickled():
+    # Model.__hash__ is the dataclass's (the hash of every compared field), worked out once; a pickled Model
+    # leaves it behind (a str's hash differs between processes) and is equal to, and hashes as, the original
+    import dataclasses
+    import pickle
+
+    m = dataclasses.replace(catalog.get_model("llama-3-8b"), name="hash probe")
+    fields = tuple(getattr(m, f.name) for f in dataclasses.fields(m) if f.compare)
+    assert hash(m) == hash(fields) and m.__dict__["_hash"] == hash(fields)
+    back = pickle.loads(pickle.dumps(m))
+    assert "_hash" not in back.__dict__ and back == m and hash(back) == hash(m)
+    other = dataclasses.replace(m, hidden=m.hidden + 128)
+    assert other != m and hash(other) == hash(tuple(getattr(other, f.name) for f in dataclasses.fields(m)
+                                                    if f.compare))
+
+
+@pytest.mark.parametrize("model, expert_tp", [("deepseek-v3", False), ("mixtral-8x7b", True)])
+def test_moe_all_to_all_shared_by_equal_links_is_one_call_per_plan(model, expert_tp):
+    # moe_all_to_all_s calls ep_all_to_all once per (the links all_to_all_s reads, tokens, etp, ep) and gives
+    # it to every GPU with equal links: here every plan gets its own call, on its own GPU, written out
+    from llmsizing.moe import ep_all_to_all, stage_moe_layers
+    from llmsizing.moe_layouts import route_max_nodes
+    from llmsizing.plan_pricing import moe_all_to_all_s
+
+    m = catalog.get_model(model)
+    gpus = [catalog.get_gpu(g) for g in catalog.list_gpus()]
+    node_of = {g.name: get_node(None, g) for g in gpus}
+    rcs, seq = ("none", "full"), 4096
+    rows = [(g_, t, c, p, b, e, r) for g_ in range(len(gpus)) for t in (1, 2) for c in (1, 2) for p in (1, 4)
+            for b in (1, 2) for e in (1, 8, 64) for r in (0, 1) if e <= m.experts]
+    cols = {k: np.array(v) for k, v in zip(("gpu", "tp", "cp", "pp", "micro", "ep", "rc"), zip(*rows))}
+    mf = np.array([3.0 + i % 5 for i in range(len(rows))])
+    got = moe_all_to_all_s(m, gpus, cols, mf, seq=seq, precision="bf16-mixed", node_of=node_of, cp_comm="p2p",
+                           rcs=rcs, expert_tp=expert_tp, max_nodes=route_max_nodes(m))
+    for (g_, t, c, p, b, e, r), f, x in zip(rows, mf, got):
+        if e == 1:
+            assert x == 0.0
+            continue
+        g = gpus[g_]
+        par = Parallel(tp=t, sp=t > 1, cp=c, dp=e, ep=e, expert_tp=expert_tp)
+        d_f, c_f, c_b, d_b = (k.time_s for k in ep_all_to_all(
+            m, par, batch=b, seq=seq, gpu=g, node=node_of[g.name], grad_accum=1, precision="bf16-mixed",
+            recompute="none", max_nodes=route_max_nodes(m)))
+        one = 2 * d_f + 2 * c_f + (c_b + d_b) if rcs[r] == "full" else d_f + c_f + (c_b + d_b)
+        most = max(stage_moe_layers(m, Parallel(pp=p))) / m.n_moe_layers
+        assert x == one * most * f

@@ -81,20 +81,29 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     n = node if isinstance(node, Node) else get_node(node, gpu=g)
     if ep == 1:
         return 0.0
-    d = max(1, n.scaleup_domain_gpus // stride)           # the ep group's GPUs in one scale-up domain
+    d, inside, cross_link, intra_link = _links(ep, g, n, stride)
     if ep <= d:
-        return collective_time_s("send/recv", s * (ep - 1) / ep, 2, group_link(g, n, size=ep, stride=stride),
-                                 protocols=True)
+        return collective_time_s("send/recv", s * (ep - 1) / ep, 2, inside, protocols=True)
     if max_nodes is None:
         share = (ep - d) / ep
     else:                                                 # ---- node-limited routing (llmsizing.moe)
         share = inter_node_share(top_k, ep, d, max_nodes)
-    cross = collective_time_s("send/recv", s * share, 2, group_link(g, n, size=ep,
-                                                                    stride=n.scaleup_domain_gpus),
-                              protocols=True)
-    intra = collective_time_s("send/recv", s * (d - 1) / ep, 2, group_link(g, n, size=d, stride=stride),
-                              protocols=True) if d > 1 else 0.0
+    cross = collective_time_s("send/recv", s * share, 2, cross_link, protocols=True)
+    intra = collective_time_s("send/recv", s * (d - 1) / ep, 2, intra_link, protocols=True) if d > 1 else 0.0
     return max(cross, intra)
+
+
+def _links(ep: int, g, n: Node, stride: int) -> tuple:
+    """All :func:`all_to_all_s` reads of the GPU ``g`` and its node ``n`` for ``ep > 1`` ranks ``stride``
+    apart: ``d``, the group's GPUs in one scale-up domain, and the links
+    (:func:`~llmsizing.network.group_link`) it prices on: inside one domain; else across domains (ranks a
+    domain apart) and inside the GPU's own (``None`` when unused). Two GPUs with equal tuples take the same
+    seconds for any message (the planner shares them, :func:`llmsizing.plan_pricing.moe_all_to_all_s`)."""
+    d = max(1, n.scaleup_domain_gpus // stride)           # the ep group's GPUs in one scale-up domain
+    if ep <= d:
+        return d, group_link(g, n, size=ep, stride=stride), None, None
+    return (d, None, group_link(g, n, size=ep, stride=n.scaleup_domain_gpus),
+            group_link(g, n, size=d, stride=stride) if d > 1 else None)
 
 
 def ulysses_collectives(model, par, *, batch: int, seq: int, gpu, node, fwd_layers: int, layers: int,

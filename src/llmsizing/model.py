@@ -566,6 +566,23 @@ class Model(TensorLayout):
         return model_from_hf_config(cls, config, name)
 
 
+
+_fields_hash = Model.__hash__           # the dataclass's: the hash of every compared field
+
+
+def _kept_hash(self) -> int:
+    """``Model.__hash__``, the dataclass's value worked out once per Model (issue 35: the kept results of a
+    search hash the same Model thousands of times); not pickled (a str's hash differs between processes)."""
+    h = self.__dict__.get("_hash")
+    if h is None:
+        h = _fields_hash(self)
+        object.__setattr__(self, "_hash", h)
+    return h
+
+
+Model.__hash__ = _kept_hash
+Model.__getstate__ = lambda self: {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
 # ----------------------------------------------------------------------------- approximations
 def approx_params_12lh2(model: Model) -> int:
     """The popular shortcut ``N ~ 12 L h^2`` (chapter 1, "Counting parameters").

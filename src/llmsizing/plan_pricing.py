@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .all_to_all import _links as a2a_links
 from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .kernels import compute_seconds
@@ -556,13 +557,23 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     _, first, idx = np.unique(key, return_index=True, return_inverse=True)
     idx = idx.reshape(-1)
     # the forward's two all-to-alls and the backward's, without recomputation; full recomputation repeats the
-    # forward's (ep_all_to_all)
-    fwd_bwd = np.array([[c.time_s for c in ep_all_to_all(
-        model, kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp),
-        batch=b_, seq=seq, gpu=gpu_list[g_], node=node_of[gpu_list[g_].name], grad_accum=1,
-        precision=precision, recompute="none", max_nodes=max_nodes)]
-        for g_, t_, c_, b_, e_ in zip(*(np.asarray(a)[first].tolist() for a in (gi[on], t_on, c_on, b_on,
-                                                                                ep[on])))])
+    # forward's (ep_all_to_all); one call per (the links all_to_all_s reads, tokens, etp, ep), shared by the
+    # GPUs whose all-to-all rides equal links (all_to_all._links; the node's domain sets what crosses)
+    seen, links_of, fwd_bwd = {}, {}, []
+    firsts = (np.asarray(a)[first].tolist() for a in (gi[on], t_on, c_on, b_on, ep[on], tok.reshape(-1), etp))
+    for g_, t_, c_, b_, e_, k_, s_ in zip(*firsts):
+        g, node = gpu_list[g_], node_of[gpu_list[g_].name]
+        if (g_, s_, e_) not in links_of:
+            links_of[g_, s_, e_] = (node.scaleup_domain_gpus, a2a_links(e_, g, node, s_))
+        shared = (links_of[g_, s_, e_], k_, s_, e_)
+        if shared not in seen:
+            seen[shared] = [c.time_s for c in ep_all_to_all(
+                model, kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_,
+                                     expert_tp=expert_tp),
+                batch=b_, seq=seq, gpu=g, node=node, grad_accum=1, precision=precision, recompute="none",
+                max_nodes=max_nodes)]
+        fwd_bwd.append(seen[shared])
+    fwd_bwd = np.array(fwd_bwd)
     full = np.array([r == "full" for r in rcs])[ri[on]]
     rows = fwd_bwd[idx]
     back = rows[:, 2] + rows[:, 3]                       # the backward's combine and dispatch
