@@ -644,3 +644,46 @@ def test_every_widget_chapter_marks_the_static_copy_of_each_widget():
 
 #: The widgets whose chapter has no static copy of their default view next to them.
 NO_STATIC_COPY = {"training_time_widget", "cost_widget", "seed_audit_widget"}
+
+
+def test_a_kept_log_scale_draws_like_a_new_one():
+    """figure_axes(keep_log=...) keeps a log scale _log_axis made (issue 38: no linear-then-log again at each
+    redraw): a kept figure redrawn over new ranges, then linear, then log again, then after another log scale
+    was set by hand (nonpositive="mask", which drops a zero's segment where _log_axis's clips it), between
+    draws or before _log_axis, equals a new figure drawn the same way, pixel for pixel; the scale of the
+    second draw is the first one's."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from llmsizing.charts.base import _log_axis, figure_axes
+
+    def render(into, lo, hi, log=True):
+        fig, ax = figure_axes(4, 3, into, ("log test",), lambda f: f.add_subplot(),
+                              keep_log=((0, "x"),) if log else ())
+        ax.plot([0, lo, hi], [1, 2, 3], marker="o")
+        if log == "premask":
+            ax.set_xscale("log", nonpositive="mask")
+        if log:
+            _log_axis(ax.xaxis, lo, hi, lambda v: f"{v:g}")
+        else:
+            ax.set_xlim(0, hi)
+        FigureCanvasAgg(fig).draw()
+        return fig, np.array(fig.canvas.buffer_rgba())
+
+    kept = Figure(figsize=(4, 3), dpi=96)
+    first = None
+    for step, (lo, hi, log) in enumerate([(1, 100, True), (3, 3000, True), (2, 50, False), (0.5, 40, True),
+                                          ("mask", 0, 0), (2, 900, True), (2, 900, "premask"),
+                                          (2, 900, "premask")]):
+        if lo == "mask":
+            kept.axes[0].set_xscale("log", nonpositive="mask")
+            continue
+        kept, pixels = render(kept, lo, hi, log)
+        assert np.array_equal(pixels, render(None, lo, hi, log)[1]), f"step {step}: ({lo}, {hi}, log={log})"
+        if step == 0:
+            first = kept.axes[0].xaxis.get_transform()
+        if step == 1:
+            assert kept.axes[0].xaxis.get_transform() is first          # the same scale, kept
+        if log == "premask":                                  # _log_axis's own scale, not the one set by hand
+            assert np.array_equal(pixels, render(None, lo, hi)[1])
+    assert kept.axes[0].get_xscale() == "log" and kept.axes[0].xaxis.get_transform() is not first

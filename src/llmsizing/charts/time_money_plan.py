@@ -92,7 +92,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                               bottom=0.11, top=0.93, wspace=0.3, hspace=1.25)
         return fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
 
-    fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build)
+    fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build, keep_log=((0, "x"), (0, "y")))
 
     # ---- left: every plan, each GPU type's front, the front, the chosen plan
     ax.plot(plans["days"], plans["cost_usd"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
