@@ -257,7 +257,7 @@ def reset_axes(ax, keep_log: str = "") -> None:
                                          ("y", ax.yaxis, ax.get_yscale(), ax.set_yscale)):
         if name in keep_log and _log_kept(axis):
             pass
-        elif scale == "linear":          # the default locators and formatters back, without a new scale's cost
+        elif scale == "linear":        # the default locators and formatters back, without a new scale's cost
             LinearScale(axis).set_default_locators_and_formatters(axis)
             # ... marked as defaults, as set_xscale leaves them (a units converter, e.g. for categories, may
             # then replace them)
@@ -452,7 +452,8 @@ def _short_number(v, _=None) -> str:
 
 def _log_kept(axis) -> bool:
     """Whether ``axis`` still has the log scale :func:`_log_axis` set last (no other scale since)."""
-    return axis.get_scale() == "log" and axis.get_transform() is getattr(axis, "llmsizing_log_transform", None)
+    kept = getattr(axis, "llmsizing_log_transform", None)
+    return axis.get_scale() == "log" and axis.get_transform() is kept
 
 
 def _tokens(n: float) -> str:
