@@ -687,3 +687,18 @@ def test_a_kept_log_scale_draws_like_a_new_one():
         if log == "premask":                                  # _log_axis's own scale, not the one set by hand
             assert np.array_equal(pixels, render(None, lo, hi)[1])
     assert kept.axes[0].get_xscale() == "log" and kept.axes[0].xaxis.get_transform() is not first
+
+
+def test_kept_micro_batch_curves_follow_every_setting():
+    """render_max_micro_batch keeps its curves per setting (issue 38): going through settings that each
+    change one argument, and back, every summary equals the one worked out with nothing kept."""
+    from llmsizing.charts import one_gpu
+
+    settings = [{}, {"zero3_gpus": 1}, {"dropout": True}, {"precision": "fp32"}, {"stack": "hf"},
+                {"gpu": "A100 80GB"}, {"model": "llama-2-7b"}, {}]
+    kept = [charts.render_max_micro_batch(**s).summary for s in settings]
+    fresh = []
+    for s in settings:
+        one_gpu._MMB_KEPT.clear()
+        fresh.append(charts.render_max_micro_batch(**s).summary)
+    assert kept == fresh and len(set(fresh)) == len(settings) - 1
