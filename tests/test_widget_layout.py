@@ -702,3 +702,33 @@ def test_kept_micro_batch_curves_follow_every_setting():
         one_gpu._MMB_KEPT.clear()
         fresh.append(charts.render_max_micro_batch(**s).summary)
     assert kept == fresh and len(set(fresh)) == len(settings) - 1
+
+
+def test_lines_without_autoscaling_draw_like_plot():
+    """charts.base._line (issue 38) draws what ``Axes.plot`` draws, legend included, once both limits are set
+    (log axes, markers without a line, hollow markers, a pandas column), pixel for pixel."""
+    import pandas as pd
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from llmsizing.charts.base import _line, _log_axis
+
+    df = pd.DataFrame({"days": [3.0, 10, 40, 200], "cost": [9e6, 2e6, 8e5, 3e5]})
+
+    def draw(line):
+        fig = Figure(figsize=(4, 3), dpi=96)
+        ax = fig.add_subplot()
+        line(ax, df["days"], df["cost"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1, label="all")
+        line(ax, [3, 40], [9e6, 8e5], color="#0072B2", lw=1.0, alpha=0.6, label="a front")
+        line(ax, [10], [2e6], ls="none", marker="o", ms=12, mfc="none", mec="#D55E00", mew=2, label="chosen",
+             **({"color": "C0"} if line is _line else {}))            # (plot: the cycle's first colour)
+        ax.axvline(20, color="#D55E00", lw=0.9, ls="--")
+        _log_axis(ax.xaxis, 3, 200, lambda v: f"{v:g}")
+        _log_axis(ax.yaxis, 3e5, 9e6, charts._usd)
+        ax.legend(fontsize=7)
+        FigureCanvasAgg(fig).draw()
+        return np.array(fig.canvas.buffer_rgba())
+
+    assert np.array_equal(draw(_line), draw(lambda ax, x, y, **kw: ax.plot(x, y, **kw)))
+    with pytest.raises(ValueError, match="color"):
+        _line(Figure().add_subplot(), [1], [1])
