@@ -644,3 +644,91 @@ def test_every_widget_chapter_marks_the_static_copy_of_each_widget():
 
 #: The widgets whose chapter has no static copy of their default view next to them.
 NO_STATIC_COPY = {"training_time_widget", "cost_widget", "seed_audit_widget"}
+
+
+def test_a_kept_log_scale_draws_like_a_new_one():
+    """figure_axes(keep_log=...) keeps a log scale _log_axis made (issue 38: no linear-then-log again at each
+    redraw): a kept figure redrawn over new ranges, then linear, then log again, then after another log scale
+    was set by hand (nonpositive="mask", which drops a zero's segment where _log_axis's clips it), between
+    draws or before _log_axis, equals a new figure drawn the same way, pixel for pixel; the scale of the
+    second draw is the first one's."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from llmsizing.charts.base import _log_axis, figure_axes
+
+    def render(into, lo, hi, log=True):
+        fig, ax = figure_axes(4, 3, into, ("log test",), lambda f: f.add_subplot(),
+                              keep_log=((0, "x"),) if log else ())
+        ax.plot([0, lo, hi], [1, 2, 3], marker="o")
+        if log == "premask":
+            ax.set_xscale("log", nonpositive="mask")
+        if log:
+            _log_axis(ax.xaxis, lo, hi, lambda v: f"{v:g}")
+        else:
+            ax.set_xlim(0, hi)
+        FigureCanvasAgg(fig).draw()
+        return fig, np.array(fig.canvas.buffer_rgba())
+
+    kept = Figure(figsize=(4, 3), dpi=96)
+    first = None
+    for step, (lo, hi, log) in enumerate([(1, 100, True), (3, 3000, True), (2, 50, False), (0.5, 40, True),
+                                          ("mask", 0, 0), (2, 900, True), (2, 900, "premask"),
+                                          (2, 900, "premask")]):
+        if lo == "mask":
+            kept.axes[0].set_xscale("log", nonpositive="mask")
+            continue
+        kept, pixels = render(kept, lo, hi, log)
+        assert np.array_equal(pixels, render(None, lo, hi, log)[1]), f"step {step}: ({lo}, {hi}, log={log})"
+        if step == 0:
+            first = kept.axes[0].xaxis.get_transform()
+        if step == 1:
+            assert kept.axes[0].xaxis.get_transform() is first          # the same scale, kept
+        if log == "premask":                                  # _log_axis's own scale, not the one set by hand
+            assert np.array_equal(pixels, render(None, lo, hi)[1])
+    assert kept.axes[0].get_xscale() == "log" and kept.axes[0].xaxis.get_transform() is not first
+
+
+def test_kept_micro_batch_curves_follow_every_setting():
+    """render_max_micro_batch keeps its curves per setting (issue 38): going through settings that each
+    change one argument, and back, every summary equals the one worked out with nothing kept."""
+    from llmsizing.charts import one_gpu
+
+    settings = [{}, {"zero3_gpus": 1}, {"dropout": True}, {"precision": "fp32"}, {"stack": "hf"},
+                {"gpu": "A100 80GB"}, {"model": "llama-2-7b"}, {}]
+    kept = [charts.render_max_micro_batch(**s).summary for s in settings]
+    fresh = []
+    for s in settings:
+        one_gpu._MMB_KEPT.clear()
+        fresh.append(charts.render_max_micro_batch(**s).summary)
+    assert kept == fresh and len(set(fresh)) == len(settings) - 1
+
+
+def test_lines_without_autoscaling_draw_like_plot():
+    """charts.base._line (issue 38) draws what ``Axes.plot`` draws, legend included, once both limits are set
+    (log axes, markers without a line, hollow markers, a pandas column), pixel for pixel."""
+    import pandas as pd
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from llmsizing.charts.base import _line, _log_axis
+
+    df = pd.DataFrame({"days": [3.0, 10, 40, 200], "cost": [9e6, 2e6, 8e5, 3e5]})
+
+    def draw(line):
+        fig = Figure(figsize=(4, 3), dpi=96)
+        ax = fig.add_subplot()
+        line(ax, df["days"], df["cost"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1, label="all")
+        line(ax, [3, 40], [9e6, 8e5], color="#0072B2", lw=1.0, alpha=0.6, label="a front")
+        line(ax, [10], [2e6], ls="none", marker="o", ms=12, mfc="none", mec="#D55E00", mew=2, label="chosen",
+             **({"color": "C0"} if line is _line else {}))            # (plot: the cycle's first colour)
+        ax.axvline(20, color="#D55E00", lw=0.9, ls="--")
+        _log_axis(ax.xaxis, 3, 200, lambda v: f"{v:g}")
+        _log_axis(ax.yaxis, 3e5, 9e6, charts._usd)
+        ax.legend(fontsize=7)
+        FigureCanvasAgg(fig).draw()
+        return np.array(fig.canvas.buffer_rgba())
+
+    assert np.array_equal(draw(_line), draw(lambda ax, x, y, **kw: ax.plot(x, y, **kw)))
+    with pytest.raises(ValueError, match="color"):
+        _line(Figure().add_subplot(), [1], [1])

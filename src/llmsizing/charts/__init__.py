@@ -36,8 +36,9 @@ No formula lives here: render functions only call the library and draw.
 from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, blank_figure,
                    capacity_line, figure_alt_text, figure_axes, new_figure, reset_axes, show, stacked_bars)
 from .base import (_SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns,  # noqa: F401
-                   _fixed_figure, _flat, _inch_margins, _kept_legend, _log_axis, _png_kwargs, _short_number,
-                   _stage_memory_columns, _step_time_bars, _suffixed, _tokens, _usd)
+                   _fixed_figure, _flat, _inch_margins, _kept_legend, _line, _log_axis, _log_kept,
+                   _png_kwargs, _short_number, _stage_memory_columns, _step_time_bars, _suffixed, _tokens,
+                   _usd)
 
 # Part I, one GPU (ch 1-5): parameters, model states, inference memory, activations, measurements.
 from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS, MMB_SEQS,
@@ -45,8 +46,9 @@ from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS
                       render_inference_memory, render_inference_vs_context, render_max_micro_batch,
                       render_model_states, render_parameter_counts, render_parameter_shares,
                       render_prediction_vs_measurement, render_step_phases, render_step_timeline)
-from .one_gpu import (_CAPACITY_COLORS, _CAPACITY_STYLES, _PHASE_SHADES, _TIMELINE_PHASES,  # noqa: F401
-                      _drop_offscreen_capacity_lines, _gpu_lines, _mark_beyond_max_seq, _seq_label, _zero3)
+from .one_gpu import (_CAPACITY_COLORS, _CAPACITY_STYLES, _MMB_KEEP, _MMB_KEPT, _PHASE_SHADES,  # noqa: F401
+                      _TIMELINE_PHASES, _drop_offscreen_capacity_lines, _gpu_lines, _mark_beyond_max_seq,
+                      _seq_label, _zero3)
 
 # Part II, many GPUs (ch 6-9): GPUs and the decode roofline, ZeRO and data parallelism, the pipeline bubble
 # and the parallelism explorer, measured collectives.

@@ -172,7 +172,7 @@ def blank_figure(width: float, height: float, into: Figure | None = None) -> Fig
     return into
 
 
-def figure_axes(width: float, height: float, into: Figure | None, layout: tuple, build):
+def figure_axes(width: float, height: float, into: Figure | None, layout: tuple, build, *, keep_log=()):
     """``(figure, axes)`` for a render function: ``build(figure)`` makes the axes (and fixes the margins) of a
     :func:`blank_figure`. ``layout`` names that arrangement (with every argument that shapes it).
 
@@ -180,13 +180,18 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
     redraw, they are emptied (:func:`reset_axes`) and returned instead: a redraw then keeps the axes, their
     tick objects and the text-size caches, and only replaces what is plotted. The render function draws the
     same way on both; ``tests/test_widget_layout.py`` checks that the result equals a render on a new
-    figure."""
+    figure.
+
+    ``keep_log``: ``(i, "x")``/``(i, "y")`` pairs naming the axes (``i``: position in the flattened axes)
+    that the render function makes a log axis with :func:`_log_axis` on every redraw: a log scale
+    :func:`_log_axis` left there is kept instead of going back to linear and to log again (two new scales, ~5
+    ms a planner redraw, issue 38)."""
     if into is not None and getattr(into, "llmsizing_layout", None) == (width, height, layout):
         for artist in [*into.legends, *into.texts]:
             artist.remove()
         axes = into.llmsizing_axes
-        for ax in _flat(axes):
-            reset_axes(ax)
+        for i, ax in enumerate(_flat(axes)):
+            reset_axes(ax, keep_log="".join(xy for j, xy in keep_log if j == i))
         return into, axes
     fig = blank_figure(width, height, into)
     axes = build(fig)
@@ -218,11 +223,15 @@ def _flat(axes) -> list:
     return list(np.ravel(axes)) if isinstance(axes, (tuple, list, np.ndarray)) else [axes]
 
 
-def reset_axes(ax) -> None:
+def reset_axes(ax, keep_log: str = "") -> None:
     """Empty an axes for the next redraw of the same figure (public matplotlib API only): remove what was
     plotted, the legend (unless :func:`_kept_legend` made it), titles and labels; back to linear scales,
     default locators and formatters, the first colour of the cycle, autoscaling, no grid, visible spines,
-    upright axes and normal-weight tick labels. The tick objects themselves are kept."""
+    upright axes and normal-weight tick labels. The tick objects themselves are kept.
+
+    ``keep_log`` (``"x"``, ``"y"``, ``"xy"``): an axis named there that is still the log scale
+    :func:`_log_axis` made keeps it (the caller makes it a log axis again with :func:`_log_axis`, which then
+    does not set a new scale)."""
     from matplotlib.scale import LinearScale
 
     for artist in [*ax.containers, *ax.lines, *ax.patches, *ax.collections, *ax.texts, *ax.images, *ax.tables,
@@ -244,9 +253,11 @@ def reset_axes(ax) -> None:
     ax.llmsizing_titles_pinned = True
     ax.set_xlabel("")
     ax.set_ylabel("")
-    for axis, scale, set_scale in ((ax.xaxis, ax.get_xscale(), ax.set_xscale),
-                                   (ax.yaxis, ax.get_yscale(), ax.set_yscale)):
-        if scale == "linear":          # the default locators and formatters back, without a new scale's cost
+    for name, axis, scale, set_scale in (("x", ax.xaxis, ax.get_xscale(), ax.set_xscale),
+                                         ("y", ax.yaxis, ax.get_yscale(), ax.set_yscale)):
+        if name in keep_log and _log_kept(axis):
+            pass
+        elif scale == "linear":        # the default locators and formatters back, without a new scale's cost
             LinearScale(axis).set_default_locators_and_formatters(axis)
             # ... marked as defaults, as set_xscale leaves them (a units converter, e.g. for categories, may
             # then replace them)
@@ -362,17 +373,34 @@ def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]],
     return bottom
 
 
-def _fast_hbars(ax, y, widths, *, left=0.0, height: float = 0.8, colors=None):
+def _line(ax, x, y, **style):
+    """``ax.plot(x, y, **style)`` (one line, ``style`` naming its colour) without asking the axes to
+    autoscale: for a caller that sets both limits itself. ``Axes.plot``'s argument parsing and the
+    autoscaling that the next limit set then runs cost the planner's redraw ~5 ms (issue 38). Returns the
+    line."""
+    import numpy as np
+    from matplotlib.lines import Line2D
+
+    if "color" not in style:
+        raise ValueError("_line needs a color= (it does not take one from the colour cycle)")
+    line = Line2D(np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel(), **style)
+    ax.add_line(line)
+    return line
+
+
+def _fast_hbars(ax, y, widths, *, left=0.0, height: float = 0.8, colors=None, autoscale: bool = True):
     """Horizontal bars like ``ax.barh(y, widths, left=left, height=height, color=colors)``, drawn as one
     :func:`_bar_collection`. Like ``barh``, the x axis autoscales from the bars' left ends without a margin
-    there. Returns legend proxies, one per bar."""
+    there (``autoscale=False``: not now, for a caller that sets both limits next). Returns legend proxies, one
+    per bar."""
     import numpy as np
 
     y = np.asarray(y, dtype=float)
     x0 = np.broadcast_to(np.asarray(left, dtype=float), y.shape)
     _bar_collection(ax, y, x0, x0 + np.asarray(widths, dtype=float), thickness=height, colors=colors,
                     horizontal=True, sticky=np.unique(x0).tolist())
-    ax.autoscale_view()                     # (add_collection updates the data limits, but does not autoscale)
+    if autoscale:                           # (add_collection updates the data limits, but does not autoscale)
+        ax.autoscale_view()
     return [Patch(facecolor=c, edgecolor="none")
             for c in np.broadcast_to(np.asarray(colors, dtype=object), y.shape)]
 
@@ -439,6 +467,12 @@ def _short_number(v, _=None) -> str:
     return _suffixed(v, "g", below="g")
 
 
+def _log_kept(axis) -> bool:
+    """Whether ``axis`` still has the log scale :func:`_log_axis` set last (no other scale since)."""
+    kept = getattr(axis, "llmsizing_log_transform", None)
+    return axis.get_scale() == "log" and axis.get_transform() is kept
+
+
 def _tokens(n: float) -> str:
     """A token count in a short form: 1T, 300B, 15.6T (below a million: 250,000)."""
     return _suffixed(n, ".3g", below=",.0f", ladder=_SUFFIXES[:3])
@@ -469,7 +503,9 @@ def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
         def unit(x):
             return 10.0 ** (math.floor(math.log10(x)) - 2)
         ticks = [math.ceil(lo / unit(lo)) * unit(lo), math.floor(hi / unit(hi)) * unit(hi)]
-    (axis.axes.set_xscale if axis is axis.axes.xaxis else axis.axes.set_yscale)("log")
+    if not _log_kept(axis):                  # (a log scale of ours kept by reset_axes: the same scale again)
+        (axis.axes.set_xscale if axis is axis.axes.xaxis else axis.axes.set_yscale)("log")
+        axis.llmsizing_log_transform = axis.get_transform()
     (axis.axes.set_xlim if axis is axis.axes.xaxis else axis.axes.set_ylim)(lo, hi)
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_minor_locator(NullLocator())

@@ -16,8 +16,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from ..units import GiB
-from .base import (FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins, capacity_line,
-                   new_figure, stacked_bars)
+from .base import (FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins, _kept_legend,
+                   capacity_line, new_figure, stacked_bars)
 # chapter 5's figures (the measurements) live in one_gpu_measure; every name of theirs is still here
 from .one_gpu_measure import (MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS,  # noqa: F401
                               render_prediction_vs_measurement, render_step_timeline)
@@ -453,6 +453,13 @@ MMB_SEQS = (512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24
             98304, 131072)
 
 
+#: :func:`render_max_micro_batch`'s curves for the last few settings (model, GPU, precision, dropout, states'
+#: sharding, stack; read-only arrays), so that a widget going back to a setting it drew does not work them out
+#: again (six calls of ``max_micro_batch``, ~8 ms; issue 38). Model, GPU and Parallel are frozen dataclasses.
+_MMB_KEPT: dict = {}
+_MMB_KEEP = 8
+
+
 def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
                            zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused", *,
                            into: Figure | None = None) -> View:
@@ -472,11 +479,18 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     par = _zero3(zero3_gpus)
     seqs = np.array(MMB_SEQS)
     stack = check_choice("stack", stack, STACKS)
-    curves = {}
-    for rc in ("none", "full") if stack == "hf" else ("none", "selective", "full"):
-        for att in ("flash", "eager"):
-            curves[rc, att] = max_micro_batch(m, g, seqs, precision=precision, attention=att, recompute=rc,
-                                              dropout=dropout, parallel=par, stack=stack)
+    key = (m, g, precision, dropout, par, stack)
+    curves = _MMB_KEPT.pop(key, None)          # (popped and put back: the most recent last)
+    if curves is None:
+        curves = {}
+        for rc in ("none", "full") if stack == "hf" else ("none", "selective", "full"):
+            for att in ("flash", "eager"):
+                curves[rc, att] = max_micro_batch(m, g, seqs, precision=precision, attention=att,
+                                                  recompute=rc, dropout=dropout, parallel=par, stack=stack)
+                curves[rc, att].setflags(write=False)
+    _MMB_KEPT[key] = curves
+    while len(_MMB_KEPT) > _MMB_KEEP:
+        del _MMB_KEPT[next(iter(_MMB_KEPT))]
     fig, ax = _fixed_figure(7.6, 3.6, left=0.08, right=0.70, bottom=0.14, top=0.92, into=into)
     width = {"none": 3.2, "selective": 2.0, "full": 1.2}    # curves that coincide stay visible
     for (rc, att), b in curves.items():
@@ -504,7 +518,9 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     if seqs[-1] > m.max_seq:
         _mark_beyond_max_seq(ax, max(m.max_seq, seqs[0]), seqs[-1] * 1.15, m.max_seq)
         ax.set_xlim(seqs[0] / 1.15, seqs[-1] * 1.15)
-    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    # kept from the last redraw of a widget's figure when its labels are the same (they set the styles)
+    _kept_legend(ax, ("max micro-batch", *ax.get_legend_handles_labels()[1]),
+                 lambda: ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0)))
 
     show_seqs = [s for s in seqs if s in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)]
     idx = [int(np.searchsorted(seqs, s)) for s in show_seqs]

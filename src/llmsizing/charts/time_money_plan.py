@@ -10,8 +10,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from ..units import GiB
-from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legend, _log_axis, _step_time_bars,
-                   _tokens, _usd, figure_axes)
+from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legend, _line, _log_axis,
+                   _step_time_bars, _tokens, _usd, figure_axes)
 
 
 # =========================================================================== chapter 12: the planner
@@ -92,21 +92,21 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                               bottom=0.11, top=0.93, wspace=0.3, hspace=1.25)
         return fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
 
-    fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build)
+    fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build, keep_log=((0, "x"), (0, "y")))
 
-    # ---- left: every plan, each GPU type's front, the front, the chosen plan
-    ax.plot(plans["days"], plans["cost_usd"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
-            label=f"{len(plans):,} plans that fit")
+    # ---- left: every plan, each GPU type's front, the front, the chosen plan (_log_axis sets the limits)
+    _line(ax, plans["days"], plans["cost_usd"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
+          label=f"{len(plans):,} plans that fit")
     groups = _plan_groups(plans)
     for name, days, cost in groups["own"]:
-        ax.plot(days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
-                label=f"best on {name} alone")
-    ax.plot(*groups["front"], color="0.2", lw=0.8, zorder=3)
+        _line(ax, days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
+              label=f"best on {name} alone")
+    _line(ax, *groups["front"], color="0.2", lw=0.8, zorder=3)
     for name, days, cost in groups["front_by_gpu"]:
-        ax.plot(days, cost, ls="none", marker="o", ms=4.5, color=GPU_COLORS.get(name, "0.4"),
-                zorder=4, label=f"front: {name}")
-    ax.plot([r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none", mec="#D55E00", mew=2, zorder=5,
-            label="chosen plan")
+        _line(ax, days, cost, ls="none", marker="o", ms=4.5, color=GPU_COLORS.get(name, "0.4"),
+              zorder=4, label=f"front: {name}")
+    _line(ax, [r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none", mec="#D55E00", mew=2,
+          zorder=5, label="chosen plan", color="C0")     # (the cycle's first colour, as plot gave it; unseen)
     if deadline_days:
         ax.axvline(deadline_days, color="#D55E00", lw=0.9, ls="--")
     if budget_usd:
@@ -134,13 +134,13 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     parts["overhead"] = tm.overhead_bytes
     widths = np.array(list(parts.values())) / GiB
     handles = _fast_hbars(ax_m, np.zeros(len(parts)), widths, left=np.cumsum(widths) - widths, height=0.6,
-                          colors=[COLORS.get(k, "0.5") for k in parts])    # a bar per part, side by side
+                          colors=[COLORS.get(k, "0.5") for k in parts], autoscale=False)  # a bar per part
     left = float(widths.sum())
+    ax_m.set_xlim(0, 1.05 * max(left, g.memory_gib))    # (before the lines: they then autoscale nothing)
+    ax_m.set_ylim(-0.5, 0.6)
     ax_m.axvline(g.memory_gib, color="0.15", lw=1.1, ls="--")
     ax_m.axvline(USABLE_FRACTION * g.memory_gib, color="0.45", lw=0.9, ls=":")
     ax_m.text(g.memory_gib, 0.42, f" {g.memory_gib:.0f} GiB", fontsize=7, va="bottom", ha="right")
-    ax_m.set_xlim(0, 1.05 * max(left, g.memory_gib))
-    ax_m.set_ylim(-0.5, 0.6)
     ax_m.set_yticks([])
     ax_m.set_xlabel(f"GiB on the most loaded {g.name} (peak: {tm.peak_phase})", fontsize=8)
     _kept_legend(ax_m, ("plan memory", *parts),             # (the colours follow from the parts' names)
