@@ -566,7 +566,6 @@ class Model(TensorLayout):
         return model_from_hf_config(cls, config, name)
 
 
-
 _fields_hash = Model.__hash__           # the dataclass's: the hash of every compared field
 
 
