@@ -103,7 +103,8 @@ METHOD = {
         "each fold on the other sources' calibration runs (median log residual at the fold's efficiency) and "
         "added to the prediction; bounds pooled over all sources' stack-centred residuals; a family's (or a "
         "family:generation cell's) stated range is its location fitted on every source times those bounds; "
-        "an unknown stack takes the plain pooled range (and is checked against it); coverage measured "
+        "an unknown stack takes the plain pooled range (and is checked against it), and so does a family or "
+        "cell whose out-of-source coverage is below 75% (no stated bounds); coverage measured "
         "nested, each run against the interval computed without its source")}
 
 
@@ -121,6 +122,12 @@ def _interval_rows(area, check, groups, n_sources_of):
     return rows
 
 
+#: The least out-of-source coverage of the 80% range at which a stack family (or a family:generation cell)
+#: states a range of its own (issue 34's bar for every area); below it the stack's location is not known well
+#: enough
+MIN_STACK_COVERAGE = 0.75
+
+
 def _layout_interval_rows():
     """The range of an MFU predicted from a layout (llmsizing.step_intervals): pooled, and its coverage per
     dtype."""
@@ -135,7 +142,10 @@ def _layout_interval_rows():
 
     table, _ = stack_ranges()
     for r in table.itertuples():
-        stated = ["", ""] if r.group == "all" else [f"{r.low:.4f}", f"{r.high:.4f}"]
+        # a stack row whose location missed the issue's 75% out of source states no range: the library then
+        # gives that stack the unknown stack's range (llmsizing.mfu.layout_range_group)
+        unchecked = r.group == "all" or r.measured_coverage < MIN_STACK_COVERAGE
+        stated = ["", ""] if unchecked else [f"{r.low:.4f}", f"{r.high:.4f}"]
         rows.append([AREA, f"stack:{r.group}", "0.8", f"{r.measured_coverage:.4f}", f"{r.median_width:.4f}",
                      *stated, r.n_rows, r.n_sources, INTERVALS_AS_OF, METHOD["training-layout-stack"]])
     return rows
