@@ -122,12 +122,6 @@ def _interval_rows(area, check, groups, n_sources_of):
     return rows
 
 
-#: The least out-of-source coverage of the 80% range at which a stack family (or a family:generation cell)
-#: states a range of its own (issue 34's bar for every area); below it the stack's location is not known well
-#: enough
-MIN_STACK_COVERAGE = 0.75
-
-
 def _layout_interval_rows():
     """The range of an MFU predicted from a layout (llmsizing.step_intervals): pooled, and its coverage per
     dtype."""
@@ -138,7 +132,7 @@ def _layout_interval_rows():
     dtype = df["dtype"].to_numpy(object)
     groups = [("all", dtype == dtype)] + [(d, dtype == d) for d in ("bf16", "fp8")]
     rows = _interval_rows(AREA, check, groups, lambda m: len(set(src[m])))
-    from llmsizing.step_intervals import stack_ranges
+    from llmsizing.step_intervals import MIN_STACK_COVERAGE, stack_ranges
 
     table, _ = stack_ranges()
     for r in table.itertuples():

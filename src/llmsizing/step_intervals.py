@@ -47,6 +47,10 @@ AREA = LAYOUT_RANGE_AREA
 #: sources the nested folds have 9, just :func:`~llmsizing.intervals.min_units` at 80%, and no dtype or
 #: generation has 9 sources of its own (FP8: 4, Ampere: 4), so a stratum would take the pooled bounds anyway.
 STEP_INTERVAL_STRATA = None
+#: The least out-of-source coverage of the 80% range at which a stack family (or a family:generation cell)
+#: states a range of its own (issue 34's bar for every area); below it the stack's location is not known well
+#: enough and ``tools/calibrate.py`` states none (the stack then gets the unknown stack's range)
+MIN_STACK_COVERAGE = 0.75
 
 
 def _mfu_at(row, efficiency: float) -> float:
