@@ -58,7 +58,8 @@ def test_the_bubble_is_the_interleaved_one_by_hand():
 
 def test_narayanan_table_1_runs_take_the_authors_script_s_micro_batches_and_virtual_stages():
     # ranges34e: Narayanan et al. 2021's Table 1 runs interleave too, as the authors' launch script
-    # NVIDIA/Megatron-LM examples/sc21/run_table_1.sh says (the test above keeps to Megatron-Core r0.8's rows). By hand from the script: MBS per model size, and
+    # NVIDIA/Megatron-LM examples/sc21/run_table_1.sh says (the test above keeps to Megatron-Core r0.8's
+    # rows). By hand from the script: MBS per model size, and
     # v = layers / PP / --num-layers-per-virtual-pipeline-stage: 145B 80/8/5 = 2, 310B 96/16/3 = 2,
     # 530B 105/35/1 = 3; the others have no virtual stages.
     want = {"gpt-1.7b": (16, None), "gpt-7.5b": (16, None), "gpt-18b": (8, None), "gpt-39b": (4, None),
