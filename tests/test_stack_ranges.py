@@ -142,8 +142,8 @@ def test_framework_picks_the_family_row_and_none_keeps_the_old_range():
 
 def test_a_stack_cell_without_a_range_falls_back_to_the_unknown_stack(monkeypatch):
     # a (family, generation) row that missed 75% out of source states no range (tools/calibrate.py writes
-    # blank low/high): the stack then gets the unknown stack's range, not the family's (FSDP on Ampere was such
-    # a cell with llm-foundry alone: 1 of its 6 runs inside)
+    # blank low/high): the stack then gets the unknown stack's range, not the family's (FSDP on Ampere was
+    # such a cell with llm-foundry alone: 1 of its 6 runs inside)
     from llmsizing import mfu
 
     table = dict(mfu._layout_ranges())
