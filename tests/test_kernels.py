@@ -106,11 +106,11 @@ def test_bad_inputs_raise():
 
 
 def test_unfused_attention_by_hand():
-    # A100 80GB: 312 TFLOP/s BF16, 2,039 GB/s HBM (NVIDIA's datasheet). Per head and per s^2: six batched GEMMs
-    # of 2 d FLOPs, each at least one 2-byte pass over the scores; at d = 96 the pass wins:
+    # A100 80GB: 312 TFLOP/s BF16, 2,039 GB/s HBM (NVIDIA's datasheet). Per head and per s^2: six batched
+    # GEMMs of 2 d FLOPs, each at least one 2-byte pass over the scores; at d = 96 the pass wins:
     # 2 x 96 / (0.93 x 312e12) = 6.617e-13 s < 2 / 2.039e12 = 9.809e-13 s. The fused softmax and its backward
-    # make 5 more passes (10 bytes): 10 / 2.039e12 = 4.904e-12 s. Time 6 x 9.809e-13 + 4.904e-12 = 1.0789e-11 s
-    # for 6 x 96 = 576 FLOPs in the library's count: 576 / (312e12 x 1.0789e-11) = 0.1711
+    # make 5 more passes (10 bytes): 10 / 2.039e12 = 4.904e-12 s. Time 6 x 9.809e-13 + 4.904e-12
+    # = 1.0789e-11 s for 6 x 96 = 576 FLOPs in the library's count: 576 / (312e12 x 1.0789e-11) = 0.1711
     assert K.unfused_attention_efficiency("A100 80GB", head_dim=96) == pytest.approx(0.1711, abs=2e-4)
     # with attention dropout, 5 passes more (read, write, 1-byte mask; forward and backward): 20 bytes
     # 6 x 9.809e-13 + 20 / 2.039e12 = 1.5695e-11 s: 576 / (312e12 x 1.5695e-11) = 0.1176

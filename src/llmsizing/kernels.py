@@ -156,8 +156,8 @@ def unfused_attention_efficiency(gpu, *, head_dim: int, kernel: str = "unfused")
       default ``--attention-dropout 0.1``, ``megatron/arguments.py``).
 
     A100 80GB, ``d = 96``: ``2 d / (0.93 x 312e12) = 6.6e-13 < 2 / 2.039e12 = 9.8e-13`` s, so memory-bound;
-    ``6 x 9.8e-13 + 10 / 2.039e12 = 1.08e-11`` s, and ``6 x 96 / (312e12 x 1.08e-11) = 0.171`` (FlashAttention-2
-    reaches about twice that)."""
+    ``6 x 9.8e-13 + 10 / 2.039e12 = 1.08e-11`` s, and ``6 x 96 / (312e12 x 1.08e-11) = 0.171``
+    (FlashAttention-2 reaches about twice that)."""
     g = get_gpu(gpu)
     head_dim = check_int("head_dim", head_dim)
     kernel = check_choice("kernel", kernel, tuple(UNFUSED_PASSES))
