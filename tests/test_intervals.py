@@ -151,7 +151,8 @@ def test_training_coverage_and_width_stored_are_measured(training_check):
         assert float(row["measured_coverage"]) == pytest.approx(sum(inside) / len(inside), abs=1e-4)
         widths = sorted(math.exp(h - lo) for lo, h in zip(check.low_log[mask], check.high_log[mask]))
         n = len(widths)
-        median = (widths[(n - 1) // 2] + widths[n // 2]) / 2
+        # the median of a ratio, taken on its log: with an even count, the geometric mean of the middle two
+        median = math.sqrt(widths[(n - 1) // 2] * widths[n // 2])
         assert float(row["median_width"]) == pytest.approx(median, abs=1e-4)
         assert int(row["n_rows"]) == mask.sum()
         assert int(row["n_sources"]) == len(set(df["source_key"][mask]))
@@ -238,3 +239,17 @@ def test_the_old_group_minimum_is_retired_with_a_warning():
 
     with pytest.warns(DeprecationWarning, match="MIN_GROUP_RUNS is retired"):
         assert C.MIN_GROUP_RUNS == 4
+
+
+def test_sources_outside_each_bound_by_hand():
+    # 80%: alpha/2 = 0.1; the bound is where the weighted share reaches 0.9 (S + 1) / S, so S - 0.9 (S + 1)
+    # sources' weight lies beyond it: 9 sources -> 9 - 9.0 = 0 (the extremes), 10 -> 10 - 9.9 = 0.1,
+    # 19 -> 19 - 18.0 = 1 (one whole source may stray), 5 -> below zero, so 0
+    assert I.sources_outside(9) == pytest.approx(0.0, abs=1e-12)
+    assert I.sources_outside(10) == pytest.approx(0.1)
+    assert I.sources_outside(19) == pytest.approx(1.0)
+    assert I.sources_outside(5) == 0.0
+    # 90%: alpha/2 = 0.05; 39 - 0.95 x 40 = 1
+    assert I.sources_outside(39, 0.9) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="n_sources"):
+        I.sources_outside(0)

@@ -103,3 +103,34 @@ def test_bad_inputs_raise():
         K.gemm_efficiency("H100 SXM", 0, 1024, 1024)
     with pytest.raises(ValueError, match="kernel_efficiency"):
         K.rates("llama-3-8b", "H100 SXM", tp=1, cp=1, batch=1, seq=8192, dtype="bf16", kernel_efficiency=1.5)
+
+
+def test_unfused_attention_by_hand():
+    # A100 80GB: 312 TFLOP/s BF16, 2,039 GB/s HBM (NVIDIA's datasheet). Per head and per s^2: six batched
+    # GEMMs of 2 d FLOPs, each at least one 2-byte pass over the scores; at d = 96 the pass wins:
+    # 2 x 96 / (0.93 x 312e12) = 6.617e-13 s < 2 / 2.039e12 = 9.809e-13 s. The fused softmax and its backward
+    # make 5 more passes (10 bytes): 10 / 2.039e12 = 4.904e-12 s. Time 6 x 9.809e-13 + 4.904e-12
+    # = 1.0789e-11 s for 6 x 96 = 576 FLOPs in the library's count: 576 / (312e12 x 1.0789e-11) = 0.1711
+    assert K.unfused_attention_efficiency("A100 80GB", head_dim=96) == pytest.approx(0.1711, abs=2e-4)
+    # with attention dropout, 5 passes more (read, write, 1-byte mask; forward and backward): 20 bytes
+    # 6 x 9.809e-13 + 20 / 2.039e12 = 1.5695e-11 s: 576 / (312e12 x 1.5695e-11) = 0.1176
+    assert K.unfused_attention_efficiency("A100 80GB", head_dim=96, kernel="unfused-dropout") == \
+        pytest.approx(0.1176, abs=2e-4)
+    # d = 128: 256 / (0.93 x 312e12) = 8.82e-13 s, still below a pass: the same time, 768 FLOPs: 0.2281
+    assert K.unfused_attention_efficiency("A100 80GB", head_dim=128) == pytest.approx(0.2281, abs=2e-4)
+    # about half of FlashAttention-2's published rate on the A100 (Dao 2023), which is why it replaced it
+    fa2 = K.attention_efficiency("A100 80GB", head_dim=128, seq=2048)
+    assert 0.4 < K.attention_efficiency("A100 80GB", head_dim=128, seq=2048, kernel="unfused") / fa2 < 0.6
+    with pytest.raises(ValueError, match="kernel"):
+        K.unfused_attention_efficiency("A100 80GB", head_dim=96, kernel="flash")
+
+
+def test_runs_before_flash_attention_are_priced_unfused():
+    from llmsizing.calibration import attention_kernel_of
+
+    # Megatron-LM 2021 (Narayanan et al.), default attention dropout 0.1; Megatron-DeepSpeed (MT-NLG, BLOOM)
+    assert attention_kernel_of("megatron", "A100 80GB") == "unfused-dropout"
+    assert attention_kernel_of("megatron-deepspeed", "A100 80GB") == "unfused"
+    # Megatron-Core keeps cuDNN on Hopper; FSDP stacks the generation's default
+    assert attention_kernel_of("megatron-core", "H100 SXM") == "cudnn"
+    assert attention_kernel_of("fsdp/llm-foundry", "A100 80GB") is None

@@ -123,13 +123,12 @@ def test_framework_picks_the_family_row_and_none_keeps_the_old_range():
     # H100 is Hopper, A100 Ampere: the (family, generation) cell; B200 (Blackwell) has no calibration run of
     # any family, so the family's own row
     assert layout_range_factors("H100 SXM", "bf16", "torchtitan") == row("stack:pytorch:hopper")
-    # FSDP on Ampere: one source (llm-foundry), 1 of its 6 runs inside when it is held out (ch10), so no range
-    # of its own is stated and the stack falls back to the unknown stack's range, not the family's
+    # FSDP on Ampere: two sources since the PyTorch blog's A100 runs (llm-foundry and fms-fsdp), each checked
+    # against a location fitted on the other, so the cell states its range when it reaches 75%
     cell = rows["stack:pytorch:ampere"]
-    assert float(cell["measured_coverage"]) < 0.75 and not cell["low"]
-    unknown = layout_range_factors("A100 80GB", "bf16")
-    assert layout_range_factors("A100 80GB", "bf16", "llm-foundry") == unknown
-    assert layout_range_group("A100 80GB", "bf16", "fsdp") == layout_range_group("A100 80GB", "bf16")
+    assert int(cell["n_sources"]) == 2
+    if float(cell["measured_coverage"]) >= 0.75:
+        assert layout_range_factors("A100 80GB", "bf16", "llm-foundry") == row("stack:pytorch:ampere")
     assert layout_range_factors("H100 SXM", "bf16", "megatron-core") == row("stack:megatron:hopper")
     assert layout_range_factors("B200", "bf16", "megatron") == row("stack:megatron")
     assert layout_range_group("B200", "bf16", "megatron") == "stack:megatron"
@@ -139,6 +138,20 @@ def test_framework_picks_the_family_row_and_none_keeps_the_old_range():
     assert layout_range_factors("H100 SXM", "bf16", "unknown") == old
     with pytest.raises(ValueError, match="framework"):
         layout_range_factors("H100 SXM", "bf16", "my-own-trainer")
+
+
+def test_a_stack_cell_without_a_range_falls_back_to_the_unknown_stack(monkeypatch):
+    # a (family, generation) row that missed 75% out of source states no range (tools/calibrate.py writes
+    # blank low/high): the stack then gets the unknown stack's range, not the family's (FSDP on Ampere was
+    # such a cell with llm-foundry alone: 1 of its 6 runs inside)
+    from llmsizing import mfu
+
+    table = dict(mfu._layout_ranges())
+    table["stack:pytorch:ampere"] = None
+    monkeypatch.setattr(mfu, "_layout_ranges", lambda: table)
+    unknown = mfu.layout_range_factors("A100 80GB", "bf16")
+    assert mfu.layout_range_group("A100 80GB", "bf16", "fsdp") == mfu.layout_range_group("A100 80GB", "bf16")
+    assert mfu.layout_range_factors("A100 80GB", "bf16", "llm-foundry") == unknown
 
 
 def test_step_time_plan_and_job_take_the_stack():

@@ -109,24 +109,30 @@ def test_one_sources_interval_by_hand(check):
     src = df["source_key"].to_numpy(object)
     k = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md"
     keys = sorted(set(src))
-    assert len(keys) == 10
+    assert len(keys) == 11
     # out-of-source residual of each NeMo run: step_time at the efficiency fitted without NeMo
     eff = _hand_efficiencies(df, src != k)
     rows = list(df.itertuples())
     for i in np.flatnonzero(src == k):
         pred = S._mfu_at(rows[i], eff[(rows[i].generation, rows[i].dtype)])
         assert c.residuals[i] == pytest.approx(math.log(rows[i].implied_mfu / pred), abs=1e-12)
-    # its interval: with NeMo out, 9 sources remain, and (1 - 0.1)(9 + 1)/9 = 1: the bounds are the least and
-    # largest residual of the others, each predicted by a fit without both it and NeMo
-    inner = []
+    # its interval: with NeMo out, 10 sources remain, each weighing 1/10 over its runs; the upper bound is the
+    # first residual (ascending) where the weight reaches (1 - 0.1)(10 + 1)/10 = 0.99, the lower the same
+    # descending (_hand_bounds), each residual predicted by a fit without both its source and NeMo
+    inner, inner_src = [], []
     for j in keys:
         if j != k:
             e2 = _hand_efficiencies(df, (src != k) & (src != j))
             inner += [math.log(rows[i].implied_mfu
                                / S._mfu_at(rows[i], e2[(rows[i].generation, rows[i].dtype)]))
                       for i in np.flatnonzero(src == j)]
+            inner_src += [j] * int((src == j).sum())
+    lo, hi = _hand_bounds(inner, inner_src)
+    # 0.99 leaves less than one run's weight of the smallest source out: a bound is within one run of the
+    # extreme, never beyond it
+    assert min(inner) <= lo <= sorted(inner)[1] and sorted(inner)[-2] <= hi <= max(inner)
     for i in np.flatnonzero(src == k):
-        assert (c.low_log[i], c.high_log[i]) == pytest.approx((min(inner), max(inner)), abs=1e-12)
+        assert (c.low_log[i], c.high_log[i]) == pytest.approx((lo, hi), abs=1e-12)
 
 
 def _hand_bounds(res, src):

@@ -52,15 +52,23 @@ def cp_comm_of(framework) -> str:
 #: gets the generation's default (llm-foundry and torchtitan call flash-attn 2 or PyTorch SDPA's
 #: FlashAttention-2 backend; Meta does not say what its Llama 3 stack ran).
 ATTENTION_KERNEL_BY_FRAMEWORK = {"megatron-core": "cudnn", "nemo": "cudnn"}
+#: ... and the runs that predate FlashAttention (Dao et al. 2022), by their exact ``framework`` cell: the
+#: Megatron-LM runs of 2021-22 (Narayanan et al. 2021, Korthikanti et al. 2022) ran ``CoreAttention``
+#: unfused with Megatron's default attention dropout of 0.1; Megatron-DeepSpeed's (MT-NLG 2021, BLOOM
+#: 2022) the same code, taken without dropout (not stated for both: the fewer passes, a lower bound)
+#: (:func:`~llmsizing.kernels.unfused_attention_efficiency`)
+UNFUSED_ATTENTION_BY_FRAMEWORK = {"megatron": "unfused-dropout", "megatron-deepspeed": "unfused"}
 
 
 def attention_kernel_of(framework, gpu) -> str | None:
-    """The attention kernel of a run's ``framework`` (:data:`ATTENTION_KERNEL_BY_FRAMEWORK`) if ``gpu``'s
-    generation has published figures for it, else ``None`` (the generation's default)."""
+    """The attention kernel of a run's ``framework`` (:data:`UNFUSED_ATTENTION_BY_FRAMEWORK`, else
+    :data:`ATTENTION_KERNEL_BY_FRAMEWORK`) if ``gpu``'s generation has it, else ``None`` (the generation's
+    default)."""
     from .kernels import attention_kernels
 
     name = framework if isinstance(framework, str) else ""
-    kernel = next((v for k, v in ATTENTION_KERNEL_BY_FRAMEWORK.items() if name.startswith(k)), None)
+    kernel = UNFUSED_ATTENTION_BY_FRAMEWORK.get(name.strip().lower()) or \
+        next((v for k, v in ATTENTION_KERNEL_BY_FRAMEWORK.items() if name.startswith(k)), None)
     return kernel if kernel in attention_kernels(gpu) else None
 
 

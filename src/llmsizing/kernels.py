@@ -12,6 +12,12 @@ benchmarks count a causal pass as half the matrix and forward plus backward as 3
 recomputes ``QK^T``: ``benchmarks/benchmark_flash_attention.py``); the library counts 3 forwards (the model's
 FLOPs), so the rate in its convention is ``3 / 3.5`` of the published one.
 
+**Unfused attention** (``"unfused"``, ``"unfused-dropout"``: :func:`unfused_attention_efficiency`). Before
+FlashAttention (Dao et al. 2022) a layer's attention wrote each head's ``s x s`` scores to HBM and read them
+back (Dao et al. 2022, Sec. 2.2, Algorithm 0; Megatron-LM's ``CoreAttention``: ``baddbmm``, fused scale-mask
+softmax, attention dropout, ``bmm``), so it runs at the HBM bandwidth, not at GEMM speed. Priced by a
+roofline on the GPU's own peak and bandwidth, not by a benchmark.
+
 **GEMMs.** A matrix multiply ``(m x k) @ (k x n)`` reaches a share of the peak that grows with its arithmetic
 intensity ``I`` (FLOPs per byte moved, :func:`~llmsizing.hardware.matmul_intensity_flops_per_byte`) over the
 GPU's ridge point (:func:`~llmsizing.hardware.ridge_point_flops_per_byte`): :func:`gemm_efficiency` is
@@ -122,10 +128,44 @@ def _attention_rate_tflops(generation: str, kernel: str, head_dim: int, seq: int
     return LIB_FWD_BWD / (1 / _curve(fwd, head_dim, seq) + FA_BWD / _curve(bwd, head_dim, seq))
 
 
+#: The unfused attention kernels (module docstring) and the ``s x s`` passes through HBM each makes per head,
+#: forward and backward, a pass being one read or write of the 2-byte score matrix
+#: (:func:`unfused_attention_efficiency`)
+UNFUSED_PASSES = {"unfused": 11.0, "unfused-dropout": 16.0}
+
+
 def attention_kernels(gpu) -> tuple[str, ...]:
-    """The attention kernels with published figures for ``gpu``'s generation."""
+    """The attention kernels with published figures for ``gpu``'s generation, and the unfused ones
+    (:data:`UNFUSED_PASSES`, priced on any GPU)."""
     gen = kernel_efficiency_row(gpu, "bf16").generation
-    return tuple(sorted({r.kernel for r in attention_points() if r.generation == gen}))
+    return tuple(sorted({r.kernel for r in attention_points() if r.generation == gen} | set(UNFUSED_PASSES)))
+
+
+def unfused_attention_efficiency(gpu, *, head_dim: int, kernel: str = "unfused") -> float:
+    """Share of ``gpu``'s dense BF16 peak ``P`` that unfused attention reaches, forward and backward, in the
+    library's FLOP convention (``6 s^2 d`` per head: the causal half, 3 forwards), by a roofline at its
+    HBM bandwidth ``B``. Per head and per ``s^2`` (the sequence cancels):
+
+    * six batched GEMMs (forward ``QK^T`` and ``PV``; backward ``dO V^T``, ``P^T dO``, ``dS K``,
+      ``dS^T Q``), each ``2 d`` FLOPs (the whole matrix: a mask skips nothing) and one 2-byte pass over a
+      score matrix, taking ``max(2 d / (GEMM_CEILING P), 2 / B)``;
+    * the rest of the passes (:data:`UNFUSED_PASSES`) at ``B``: the fused softmax reads the scores and writes
+      the probabilities (2 passes), its backward reads the probabilities and their gradient and writes the
+      scores' (3); 11 in all. ``"unfused-dropout"`` adds attention dropout: forward reads the probabilities,
+      writes them dropped and a 1-byte mask, its backward the same (2.5 + 2.5), 16 in all (Megatron-LM's
+      default ``--attention-dropout 0.1``, ``megatron/arguments.py``).
+
+    A100 80GB, ``d = 96``: ``2 d / (0.93 x 312e12) = 6.6e-13 < 2 / 2.039e12 = 9.8e-13`` s, so memory-bound;
+    ``6 x 9.8e-13 + 10 / 2.039e12 = 1.08e-11`` s, and ``6 x 96 / (312e12 x 1.08e-11) = 0.171``
+    (FlashAttention-2 reaches about twice that)."""
+    g = get_gpu(gpu)
+    head_dim = check_int("head_dim", head_dim)
+    kernel = check_choice("kernel", kernel, tuple(UNFUSED_PASSES))
+    peak = dense_tflops(g, "bf16") * 1e12
+    bw = g.memory_bandwidth_gbps * 1e9
+    gemm_s = 6 * max(2 * head_dim / (GEMM_CEILING * peak), 2 / bw)
+    rest_s = 2 * (UNFUSED_PASSES[kernel] - 6) / bw
+    return 6 * head_dim / (peak * (gemm_s + rest_s))
 
 
 def attention_efficiency(gpu, *, head_dim: int, seq: int, kernel: str | None = None) -> float:
@@ -142,13 +182,16 @@ def attention_efficiency(gpu, *, head_dim: int, seq: int, kernel: str | None = N
 def _attention_efficiency(g, head_dim: int, seq: int, kernel: str | None) -> float:
     """:func:`attention_efficiency` of checked arguments, kept (the planner asks for the same GPU and query
     length once per tensor-parallel degree, micro-batch and ``ep``; a refused ``kernel`` raises each time)."""
+    if kernel in UNFUSED_PASSES:
+        return unfused_attention_efficiency(g, head_dim=head_dim, kernel=kernel)
     gen = kernel_efficiency_row(g, "bf16").generation
     if gen not in {r.generation for r in attention_points()}:
         gen, default = STAND_IN
     else:
         default = DEFAULT_KERNEL[gen]
     kernel = default if kernel is None else check_choice(
-        "kernel", kernel, tuple(sorted({r.kernel for r in attention_points() if r.generation == gen})))
+        "kernel", kernel, tuple(sorted({r.kernel for r in attention_points() if r.generation == gen}
+                                       | set(UNFUSED_PASSES))))
     bench = next(r.gpu for r in attention_points() if r.generation == gen and r.kernel == kernel)
     return _attention_rate_tflops(gen, kernel, head_dim, seq) / dense_tflops(bench, "bf16")
 
