@@ -1,0 +1,235 @@
+"""Every widget of the book, run and checked in Voila (``make app``; conftest.voila_page: each chapter's page,
+opened once at 1280x900 and shared by all the Voila tests of that chapter).
+
+The lab runs only a subset of the notebooks (test_lab.LAB_RUN_ALL, issue 38: `make check-live` under 8 minutes
+on 2 cores), so the checks of a widget that do not depend on JupyterLab's page run here, on every widget of
+every chapter, with the lab's own scripts and thresholds (imported from test_lab.py, not copied):
+
+* every control moved one step from the default view and back changes the figure or shows the library's
+  message saying why the setting is refused, with no broken-image icon under the message; the median time
+  from the reader's action to the first answer (the busy mark or the redraw) is at most FEEDBACK_MS, and every
+  move's times go to _build/screenshots/voila-redraw-times.json;
+* at 1280x720, with the widget scrolled to the top, the figure is beside its controls (not under them), at
+  least 60 % of its own width, and the figure and every control are on screen together;
+* every control's label and toggle button is shown whole, no tooltip reads "null", and clicking a drop-down
+  never scrolls the controls' column sideways.
+
+This file's name sorts before test_live_routes.py on purpose: the Voila kernel test there leaves chapter 4b's
+shared page, so it must come after these tests of that chapter (each test here also checks the page is still
+the chapter's).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import POLL_MS, SHOTS, VOILA_VIEWPORT
+from test_lab import (
+    BOOK, CONTROLS, FEEDBACK_MS, JS_COLUMN, JS_FIGURE, JS_IMAGE_SETTLED, JS_IMAGE_SHOWN, JS_LABELS,
+    JS_WATCH_REDRAW, TOC, _cells, _move, _move_right, widget_cells,
+)
+
+WIDGET_CHAPTERS = [n for n in TOC if widget_cells(_cells(BOOK / n))]
+REDRAW_TIMES = SHOTS / "voila-redraw-times.json"
+
+#: The lab's helpers (test_lab.JS_HELPERS) for a Voila page: ``__cells()[i]`` is the output holding the i-th
+#: widget of the page (a widget's cell), ``__root(i)`` that widget's outermost element.
+JS_VOILA_HELPERS = """() => {
+window.__cells = () => Array.from(document.querySelectorAll('#rendered_cells .jp-OutputArea-output'))
+  .filter(o => o.querySelector('.llmsizing-dashboard'));
+window.__root = i => { const c = __cells()[i]; return c && c.querySelector('.jupyter-widgets'); };
+}"""
+#: Every widget of the page shows its figure (or its message), n of them.
+JS_ALL_DRAWN = """n => { const cells = __cells(); return cells.length >= n && cells.every(c => {
+  const img = c.querySelector('.llmsizing-dashboard img');
+  return (img && img.complete && img.naturalWidth > 0) || /⚠/.test(c.innerText); }); }"""
+
+
+class Widgets:
+    """A chapter's Voila page as test_lab's move helpers expect a notebook (``page``, ``js``, and the state
+    ``_move`` keeps between a move and its undoing)."""
+
+    def __init__(self, voila_page):
+        self.name, self.page = voila_page.name, voila_page.page
+        assert "/voila/" in self.page.url, f"{self.name}: the chapter's page was left before this test"
+        self.count = len(widget_cells(_cells(BOOK / self.name)))
+        self.page.evaluate(JS_VOILA_HELPERS)
+        self.page.wait_for_function(JS_ALL_DRAWN, arg=self.count, timeout=240_000, polling=POLL_MS)
+        found = self.js("() => __cells().length")
+        assert found == self.count, f"{self.name}: {found} widgets in the page for {self.count} widget cells"
+        self.moved_left = False
+        self.dropdown_from = self.toggle_from = self.selected_before = None
+
+    def js(self, script: str, arg=None):
+        return self.page.evaluate(script, arg)
+
+    def to_top(self, i: int) -> None:
+        """Scroll widget ``i`` to the top of the window, and let the page paint."""
+        self.js("i => __root(i).scrollIntoView({block: 'start'})", i)
+        self.js(JS_IMAGE_SETTLED, i)
+
+
+def _voila(names: list[str]):
+    return pytest.mark.parametrize("voila_page", names, indirect=True,
+                                   ids=[n.removesuffix(".ipynb") for n in names])
+
+
+def _wait_redrawn(w: Widgets, i: int, before: dict) -> dict:
+    """Wait for widget ``i``'s figure or message to change from ``before`` (20 s at most: no change is
+    reported by the caller), then for the redraw to end (the dashboard's busy mark gone) and the figure to be
+    painted."""
+    try:
+        w.page.wait_for_function(
+            "([i, b]) => { const s = (" + JS_FIGURE + ")(i);"
+            " return s.src !== b.src || s.error !== b.error; }",
+            arg=[i, before], timeout=20_000, polling=POLL_MS)
+    except Exception:  # noqa: BLE001  (no change: reported by the caller)
+        pass
+    w.page.wait_for_function("i => !__cells()[i].querySelector('.llmsizing-busy')", arg=i, timeout=60_000,
+                             polling=POLL_MS)
+    w.js(JS_IMAGE_SETTLED, i)
+    return w.js(JS_FIGURE, i)
+
+
+def _record(key: str, entry: dict) -> None:
+    """Add one widget's timings to REDRAW_TIMES (locked: `make check-live`'s two workers both write it)."""
+    import fcntl
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with open(REDRAW_TIMES.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = json.loads(REDRAW_TIMES.read_text()) if REDRAW_TIMES.exists() else {}
+        record[key] = entry
+        REDRAW_TIMES.write_text(json.dumps(record, indent=1))
+
+
+@_voila(WIDGET_CHAPTERS)
+def test_voila_every_control_changes_the_figure_or_says_why(voila_page):
+    """Issue 25 ("moving max GPUs from 4096 to 16384 changes nothing in the figure") and issue 38 (no sign
+    of work for up to 2.9 s; a refused setting left a broken-image icon), on every widget as an app: each
+    control, moved one step from the default view and then back, changes the figure or shows the library's
+    message saying why; a refused setting shows no image under its message; and the median time from the
+    reader's action to the first answer (busy mark or redraw) is at most FEEDBACK_MS (the lab's)."""
+    w = Widgets(voila_page)
+    problems = []
+    for i in range(w.count):
+        w.to_top(i)
+        count = w.js(f"i => __root(i).querySelectorAll('{CONTROLS}').length", i)
+        timings = []
+        for n in range(count):
+            before = w.js(JS_FIGURE, i)
+            w.moved_left = False
+            w.js(JS_WATCH_REDRAW, i)
+            done = _move(w, i, n)
+            if done is None:
+                continue
+            after = _wait_redrawn(w, i, before)
+            timings.append({"move": done, **w.js("() => window.__redraw")})
+            if after["src"] == before["src"] and after["error"] == before["error"]:
+                problems.append(f"widget {i}: {done} changed nothing in the figure and said nothing")
+            if after["error"] and w.js(JS_IMAGE_SHOWN, i):
+                problems.append(f"widget {i}: {done} is refused, and an empty image (the broken-image icon) "
+                                "sits under the message")
+            _move(w, i, n, back=True) if not w.moved_left else _move_right(w, i, n)
+            _wait_redrawn(w, i, after)
+        feedback = sorted(t["feedback"] for t in timings if t["feedback"] is not None)
+        redrawn = sorted(t["redrawn"] for t in timings if t["redrawn"] is not None)
+        _record(f"{w.name} widget {i}", {
+            "moves": len(timings),
+            "feedback_ms_median": round(feedback[len(feedback) // 2]) if feedback else None,
+            "redrawn_ms_median": round(redrawn[len(redrawn) // 2]) if redrawn else None,
+            "redrawn_ms_max": round(redrawn[-1]) if redrawn else None, "each": timings})
+        if feedback and feedback[len(feedback) // 2] > FEEDBACK_MS:
+            problems.append(f"widget {i}: a move is answered after {feedback[len(feedback) // 2]:.0f} ms "
+                            f"(median of {len(feedback)}; the busy mark or the redraw, whichever first)")
+    assert not problems, f"{w.name}: " + "; ".join(problems)
+
+
+#: Widget ``i`` scrolled to the top of a 1280x720 window: its figure, its controls' column and each control.
+JS_FIT = f"""i => {{
+  const r = __root(i);
+  const board = r.classList.contains('llmsizing-dashboard') ? r : r.querySelector('.llmsizing-dashboard');
+  board.scrollIntoView({{block: 'start'}});
+  const box = e => {{ const b = e.getBoundingClientRect();
+                     return {{top: b.top, left: b.left, bottom: b.bottom, right: b.right}}; }};
+  const img = board.querySelector('img');
+  return {{image: box(img), column: box(board.children[0]), height: innerHeight, width: innerWidth,
+           natural: img.naturalWidth, controls: Array.from(r.querySelectorAll('{CONTROLS}')).map(box)}};
+}}"""
+
+
+@_voila(WIDGET_CHAPTERS)
+def test_voila_figure_is_beside_its_controls_at_1280x720(voila_page):
+    """Issue 38: chapter 17 as an app at 1280x720 put its figure under the controls (Voila's margins leave
+    less than controls plus figure), 914 px down: off screen. Now the figure shrinks beside the controls
+    (Dashboard: FIGURE_MIN_PX). Every widget, scrolled to the top of a 1280x720 window: its figure is beside
+    its controls' column, at least 60 % of its own width, and the figure and every control are on screen.
+    (The chapter's page is resized to 1280x720 and back; a screenshot of each widget:
+    voila-<chapter>-<i>-1280x720.png.)"""
+    w = Widgets(voila_page)
+    stem = w.name.removesuffix(".ipynb")
+    problems = []
+    w.page.set_viewport_size({"width": 1280, "height": 720})
+    try:
+        for i in range(w.count):
+            m = w.js(JS_FIT, i)
+            w.js(JS_IMAGE_SETTLED, i)
+            m = w.js(JS_FIT, i)
+            w.page.screenshot(path=str(SHOTS / f"voila-{stem}-{i}-1280x720.png"))
+            img = m["image"]
+            on = lambda b: b["top"] >= -1 and b["left"] >= -1 and b["bottom"] <= m["height"] + 1 \
+                and b["right"] <= m["width"] + 1                                          # noqa: E731
+            if img["top"] >= m["column"]["bottom"]:
+                problems.append(f"widget {i}: the figure sits under the controls: {m}")
+            if not on(img):
+                problems.append(f"widget {i}: the figure is off screen: {img}")
+            if img["right"] - img["left"] <= 0.6 * m["natural"]:
+                problems.append(f"widget {i}: the figure is below 60% of its size: {m}")
+            off = [k for k, b in enumerate(m["controls"]) if not on(b)]
+            if off:
+                problems.append(f"widget {i}: {len(off)} of {len(m['controls'])} controls off screen: {off}")
+    finally:
+        w.page.set_viewport_size(VOILA_VIEWPORT)
+    assert not problems, f"{w.name}: " + "; ".join(problems)
+
+
+@_voila(WIDGET_CHAPTERS)
+def test_voila_control_labels_are_whole(voila_page):
+    """Issue 25 and 38 on every widget as an app: every control's label is shown whole (scrollWidth <=
+    clientWidth; one that had to be cut would need a tooltip that is not "null"), so is every toggle button's
+    label, no element of a widget has the title "null" or "undefined", and clicking each drop-down does not
+    scroll the controls' column sideways (which cut the labels' first letters) nor make it wider than its
+    box. Chapter 4 has toggle buttons (the check is not empty)."""
+    w = Widgets(voila_page)
+    problems = []
+    for i in range(w.count):
+        labels = w.js(JS_LABELS, i)
+        assert labels, f"{w.name} widget {i}: no control labels found"
+        problems += [f"widget {i}: {lab['text']!r} cut ({lab['need']} > {lab['width']} px; tooltip "
+                     f"{lab['title']!r})" for lab in labels if lab["cut"]]
+        problems += [f"widget {i}: toggle button {t} cut" for t in w.js(
+            """i => Array.from(__root(i).querySelectorAll('.widget-toggle-button'))
+                 .filter(b => b.scrollWidth > b.clientWidth + 0.5)
+                 .map(b => `${b.textContent.trim()} (${b.scrollWidth} > ${b.clientWidth} px)`)""", i)]
+        problems += [f"widget {i}: tooltip reads null: {t}" for t in w.js(
+            """i => Array.from(__root(i).querySelectorAll('[title]'))
+                 .filter(e => /^(null|undefined)$/.test(e.title))
+                 .map(e => `${e.className}: ${e.textContent.trim().slice(0, 40)}`)""", i)]
+        col = w.js(JS_COLUMN, i)
+        if col["wide"] > col["width"]:
+            problems.append(f"widget {i}: the controls are {col['wide']} px wide in a {col['width']} px "
+                            "column")
+        root = w.page.evaluate_handle("i => __root(i)", i).as_element()
+        for select in root.query_selector_all(".widget-dropdown select"):
+            select.click()
+            w.page.keyboard.press("Escape")
+            col = w.js(JS_COLUMN, i)
+            if col["scroll"]:
+                problems.append(f"widget {i}: after a drop-down click the column scrolled {col['scroll']} px")
+        cut = [lab["text"] for lab in w.js(JS_LABELS, i) if lab["cut"]]
+        if cut:
+            problems.append(f"widget {i}: labels cut after the drop-down clicks: {cut}")
+    if w.name.startswith("04_"):
+        assert w.js("() => document.querySelectorAll('#rendered_cells .widget-toggle-button').length") > 0
+    assert not problems, f"{w.name}: " + "; ".join(problems)
