@@ -295,7 +295,7 @@ def test_fleet_widget_keeps_its_plans_per_setting():
 def test_a_slow_move_shows_the_busy_sign_before_the_search_and_the_new_figure_after(name, key):
     """Issue 38: chapter 17's widget took 0.4-1 s per new setting "with no sign that work is happening". A
     move of the two widgets that search (plan()) marks the dashboard busy (``BUSY_CLASS``: a progress cursor
-    and a moving bar at once, the faded figure and the "working out this setting" note after
+    and a bar at once; the faded figure, the "working out this setting" note and the bar's motion after
     ``BUSY_DELAY_MS``) before the render starts, replaces the figure and the summary after it, and only then
     takes the mark away: in that order, as the page receives the changes."""
     from llmsizing.widgets import BUSY_CLASS, BUSY_DELAY_MS
@@ -337,6 +337,8 @@ def test_a_slow_move_shows_the_busy_sign_before_the_search_and_the_new_figure_af
     assert "working out this setting" in board.busy_note.value
     shown = f".{BUSY_CLASS} .llmsizing-busy-note {{animation: llmsizing-busy-show 0s linear {BUSY_DELAY_MS}ms"
     assert shown in _BUSY_CSS
+    # the bar moves only once the delay is over (a quick redraw pays for no animation frames)
+    assert f"animation: llmsizing-busy-bar 0.6s linear {BUSY_DELAY_MS}ms infinite" in _BUSY_CSS
     ctrl.value = default
 
 

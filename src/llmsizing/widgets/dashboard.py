@@ -48,9 +48,10 @@ CONTROL_MARGIN_PX = 2
 #: figure shrinks beside the controls, on screen, instead of dropping under them (issue 38).
 FIGURE_MIN_PX = 480
 #: The CSS class a dashboard carries while it draws a view. It shows at once as a progress cursor and a thin
-#: moving bar along the top of the figure (issue 38: a participant sees the move answered as soon as the class
+#: bar along the top of the figure (issue 38: a participant sees the move answered as soon as the class
 #: arrives, not 120 ms later), and after :data:`BUSY_DELAY_MS` as a faded figure with a "working" note over it
-#: (delayed so that a quick redraw does not flicker).
+#: and the bar moving (delayed so that a quick redraw does not flicker, and does not pay for an animation:
+#: an endless one on every redraw cost the browser about 60 CPU-s over ``make check-live``, live38f).
 BUSY_CLASS = "llmsizing-busy"
 BUSY_DELAY_MS = 120
 _BUSY_CSS = (
@@ -59,7 +60,7 @@ _BUSY_CSS = (
     " .%s .llmsizing-figure-side::before {content: ''; position: absolute; top: 0; left: 0; right: 0;"
     " height: 3px; z-index: 3; pointer-events: none;"
     " background: repeating-linear-gradient(90deg, #0072B2 0 24px, transparent 24px 48px);"
-    " animation: llmsizing-busy-bar 0.6s linear infinite}"
+    " animation: llmsizing-busy-bar 0.6s linear %dms infinite}"
     " @keyframes llmsizing-busy-bar {to {background-position: 48px 0}}"
     " .llmsizing-busy-note {position: absolute; top: 6px; left: 8px; z-index: 2; padding: 2px 8px;"
     " border-radius: 4px; background: rgba(255, 255, 255, 0.92); color: #333; font-size: 12px;"
@@ -68,7 +69,7 @@ _BUSY_CSS = (
     " @keyframes llmsizing-busy-fade {to {opacity: 0.45}}"
     " .%s .llmsizing-busy-note {animation: llmsizing-busy-show 0s linear %dms forwards}"
     " .%s .llmsizing-figure-side img {animation: llmsizing-busy-fade 0s linear %dms forwards}</style>"
-    % (BUSY_CLASS, BUSY_CLASS, BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS, BUSY_DELAY_MS))
+    % (BUSY_CLASS, BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS, BUSY_DELAY_MS))
 
 
 def png_size(png: bytes) -> tuple[int, int]:
