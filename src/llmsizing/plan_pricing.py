@@ -466,11 +466,14 @@ def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep
     ``edp = tp x dp / (etp x ep)`` GPUs, are ``experts / (ep x etp x edp) = experts / (tp x dp)`` whatever
     ``ep``; nothing else depends on it (the activations: each GPU receives ``tokens x k`` rows under uniform
     routing; :func:`llmsizing.moe.foreach_temporary_bytes` shards like the states). Used for ZeRO-0 (any
-    ``pp``) and ZeRO-1 without a pipeline only: with ZeRO-2 the LM head's gradient of a single micro-batch is
-    counted as the gradients per parameter (sharded, not divided by ``ep``) times the head, a ratio not of
-    that form; with ZeRO-1 and a pipeline the sharded ``foreach`` temporary is split in proportion to each
-    stage's parameters (unsharded, without ZeRO, it is each stage's own); another optimizer implementation's
-    temporary is the largest tensor, a maximum. ZeRO-3 has ``ep = 1`` only.
+    ``pp``), ZeRO-1 without a pipeline, and ZeRO-2 without a pipeline with more than one micro-batch and
+    untied embeddings only (:meth:`llmsizing.plan_memory.SearchMemory._ep_affine`): with ZeRO-2 the LM head's
+    gradient of a single micro-batch is counted as the gradients per parameter (sharded, not divided by
+    ``ep``) times the head, a ratio not of that form (from the second micro-batch on every piece holds all
+    the gradients instead, and a tied embedding's gradient adds that ratio again); with ZeRO-1 and a
+    pipeline the sharded ``foreach`` temporary is split in proportion to each stage's parameters (unsharded,
+    without ZeRO, it is each stage's own); another optimizer implementation's temporary is the largest
+    tensor, a maximum. ZeRO-3 has ``ep = 1`` only.
     ``tests/test_planner_moe.py`` checks whole searches against direct calls."""
 
     e1, e2 = eps[0], eps[1]
