@@ -102,8 +102,15 @@ class SearchMemory:
                                    self.expert_tp, batch=1, dp=dp)
 
                 b1d1 = pieces(a)
-                sharded = 2 * a * (b1d1 - pieces(2 * a)) if zero else np.zeros_like(b1d1)
-                fixed = b1d1 - u - sharded / a
+                if self.by_ep and ep not in self.eps[:2] and zero in (1, 2):
+                    # what ZeRO-1/2 keep whole is A + B / ep (what they shard may not be): the fixed part
+                    # from the first two ep, the sharded one from this call alone (_ep_affine says why)
+                    e1, e2 = self.eps[:2]
+                    fixed = ep_affine(*(self.states(tp, pp, zero, e, c, rc)[0] for e in (e1, e2)), e1, e2, ep)
+                    sharded = a * (b1d1 - u - fixed)
+                else:
+                    sharded = 2 * a * (b1d1 - pieces(2 * a)) if zero else np.zeros_like(b1d1)
+                    fixed = b1d1 - u - sharded / a
             self._states[key] = (fixed, sharded)
         return self._states[key]
 
@@ -112,7 +119,11 @@ class SearchMemory:
         ZeRO-0; ZeRO-1 without a pipeline; ZeRO-2 (no pipeline) with more than one micro-batch and an LM head
         of its own (the gradients of the previous micro-batch are alive: the LM head's gradient of a single
         micro-batch, which is not of that form, never counts;
-        :func:`~llmsizing.plan_pricing.moe_ep_coefficients` says why)."""
+        :func:`~llmsizing.plan_pricing.moe_ep_coefficients` says why). Otherwise, with ZeRO-1 or 2, only
+        what is not sharded (``fixed``: the weights, ZeRO-1's gradients, the activations) is: what is
+        sharded over ``dp`` (``sharded``) holds the terms that are not of that form (ZeRO-1's ``foreach``
+        temporary split by each stage's share of the parameters, ZeRO-2's LM head gradient), all
+        ``1 / dp``."""
         return (zero == 0 or pp == 1 and zero == 1
                 or pp == 1 and zero == 2 and c > 1 and not self.model.tied_embeddings)
 
