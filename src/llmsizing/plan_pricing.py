@@ -345,8 +345,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         rc_bytes = np.array([routing_bytes_per_token(model, recompute=r) for r in rcs])[ri]
         rc_flops = np.array([routed_expert_flops_per_token(model, recompute=r) for r in rcs])[ri]
         hbm = np.array([g.memory_bandwidth_gbps * 1e9 for g in gpu_list])[gi]
-        skews = {e_: load_skew(model, int(e_)) for e_ in set(epc.tolist())}
-        skew = np.array([skews[e_] for e_ in epc.tolist()])
+        e_of, e_at = np.unique(epc, return_inverse=True)             # one load_skew per ep degree
+        skew = np.array([load_skew(model, e_) for e_ in e_of.tolist()])[e_at.reshape(-1)]
         compute = compute + moe_extra_seconds(S[:, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
                                               skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
     busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
