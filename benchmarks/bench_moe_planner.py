@@ -178,11 +178,11 @@ DeepSeek-V3 at 32K with cp_comm="all_gather", Mixtral with a deadline and a budg
 with partial recomputation) against main: every column exactly equal (rows, order, Pareto front) but
 memory_per_gpu_bytes in five MoE searches, within 1.3e-14 relative (the A + B / ep reconstructions).
 
-    case                                   best main -> branch   median main -> branch   ratio   training_memory
-    deepseek-v3, whole catalogue               0.255 -> 0.236        0.380 -> 0.285        0.79       300 -> 201
-    mixtral-8x7b, whole catalogue              0.376 -> 0.324        0.453 -> 0.421        0.92       412 -> 348
-    qwen3-30b-a3b at 64K                       0.580 -> 0.583        0.820 -> 0.761        0.86     1,208 -> 931
-    llama-3.1-405b at 128K, whole catalogue    0.663 -> 0.656        0.800 -> 0.758        0.98       608 -> 608
+    case                                  best main -> branch  median main -> branch  ratio  training_memory
+    deepseek-v3, whole catalogue              0.255 -> 0.236       0.380 -> 0.285       0.79      300 -> 201
+    mixtral-8x7b, whole catalogue             0.376 -> 0.324       0.453 -> 0.421       0.92      412 -> 348
+    qwen3-30b-a3b at 64K                      0.580 -> 0.583       0.820 -> 0.761       0.86    1,208 -> 931
+    llama-3.1-405b at 128K, whole catalogue   0.663 -> 0.656       0.800 -> 0.758       0.98      608 -> 608
 
 An earlier paired run at load 7-10 read 0.81, 0.82, 0.85 and 0.95. Also: deepseek-v3 at 15,360 221 -> 138
 training_memory calls, qwen3-30b-a3b on H100s 886 -> 632, mixtral-8x7b at 32K 580 -> 516.
