@@ -168,6 +168,38 @@ etp, ep) instead of per (GPU, tokens, etp, ep), shared by GPUs whose all-to-all 
 only, not by Mixtral-8x7B. Left: the memory fit (300 / 412 training_memory calls, ~45% of the search), the
 per-(links, tp, cp, micro, rc) communication of plan_terms.layer_terms, the dp collectives' NumPy over 43k
 rows (Mixtral), and GPU and Node hashes in group_link's and kernels' lru keys (~6 ms).
+
+Issue 35, seventh round (branch arrays35f, 2026-11-30): CPU seconds of one plan() from scratch, main (207b837)
+and this branch in one process (main imported under another name), alternating run by run, 10 runs each,
+garbage collection as usual, at a load of 6.5 to 9 on the 2 cores (a single run moves by 20-40%: the median
+ratio branch / main over paired runs is the figure to read). Plans unchanged: tests/reference/plans.npz (not
+re-frozen), and 20 whole searches (bench_planner's 14, Mixtral with expert_tp, Qwen3 FP8 on H100+B200,
+DeepSeek-V3 at 32K with cp_comm="all_gather", Mixtral with a deadline and a budget, 70B with overlap=0.5 and
+with partial recomputation) against main: every column exactly equal (rows, order, Pareto front) but
+memory_per_gpu_bytes in five MoE searches, within 1.3e-14 relative (the A + B / ep reconstructions).
+
+    case                                  best main -> branch  median main -> branch  ratio  training_memory
+    deepseek-v3, whole catalogue              0.255 -> 0.236       0.380 -> 0.285       0.79      300 -> 201
+    mixtral-8x7b, whole catalogue             0.376 -> 0.324       0.453 -> 0.421       0.92      412 -> 348
+    qwen3-30b-a3b at 64K                      0.580 -> 0.583       0.820 -> 0.761       0.86    1,208 -> 931
+    llama-3.1-405b at 128K, whole catalogue   0.663 -> 0.656       0.800 -> 0.758       0.98      608 -> 608
+
+An earlier paired run at load 7-10 read 0.81, 0.82, 0.85 and 0.95. Also: deepseek-v3 at 15,360 221 -> 138
+training_memory calls, qwen3-30b-a3b on H100s 886 -> 632, mixtral-8x7b at 32K 580 -> 516.
+
+What changed: SearchMemory reads ZeRO-2's states of a mixture of experts (no pipeline, more than one
+micro-batch, untied embeddings) as A + B / ep from the first two ep, like ZeRO-0/1 (no call), and for ZeRO-1
+with a pipeline and ZeRO-2 with one micro-batch the unsharded part as A + B / ep and the sharded part from one
+call at dp = a instead of two (what is not of that form, the foreach temporary split by stage and the LM
+head's gradient, is all sharded); an MoE's dp collectives per distinct (GPU, tp, pp, ZeRO, ep, dp x cp)
+(17,685 of Mixtral's 43,567 plans) with the keys as arrays (plan_pricing._group_columns, no tuples);
+layer_terms shares the tp = cp = 1 communication (nothing sent) across GPUs and the exposed terms without cp;
+resolve_parallel keeps its checks per (layout, model, seq) (~1,400 a search, a few hundred distinct); plan()
+builds its frame once, in its final order, from arrays (no copy of the table per step). The targets:
+DeepSeek-V3 over the catalogue is under 0.3 s in its median at this load (0.285); Mixtral-8x7B is not (0.42
+median, 0.32 best): its time is spread over the memory fit (348 training_memory calls, ~0.08 s, and ~0.06 s
+around them), the pricing (~0.12 s: layer_terms, dp collectives, all-to-alls) and the frame (~0.05 s: sorting
+43k plans). Every single plan() timed here is under 1 s.
 """
 
 from __future__ import annotations

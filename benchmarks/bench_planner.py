@@ -105,7 +105,7 @@ def kept() -> tuple:
 
 # the kept results issue 35 (planfast35, planfast35c) added, by module and name (absent on older commits)
 KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"),
-                       (kernels, "_attention_efficiency"))
+                       (kernels, "_attention_efficiency"), (parallel, "_kept_resolved"))
 
 
 def main() -> None:

@@ -66,6 +66,9 @@ CASES = {
     "deepseek-v3 (dense layers first) at 16K": dict(
         model="deepseek-v3", seq=16384, tps=(1,), pps=(1, 61), cps=(1, 2, 4), cp_comm="p2p", eps=(1, 8, 64),
         zeros=(0, 1), rcs=("none", "full")),
+    "deepseek-v3, ZeRO-2 over many ep (A + B / ep with more than one micro-batch)": dict(
+        model="deepseek-v3", seq=4096, tps=(1, 2), pps=(1,), cps=(1, 2), cp_comm="p2p", eps=(1, 8, 64, 256),
+        zeros=(2,), rcs=("none", "full")),
     "mixtral, the for-loop optimizer step (no ep shortcut)": dict(
         model="mixtral-8x7b", seq=32768, tps=(1,), pps=(1, 4), cps=(1, 2, 4), cp_comm="p2p",
         optimizer_impl="for-loop", rcs=("none",)),

@@ -431,6 +431,16 @@ def resolve_parallel(parallel: Parallel | None, model=None, seq: int | None = No
         return SINGLE_GPU
     if not isinstance(parallel, Parallel):
         raise TypeError(f"parallel must be a Parallel(...) or None, got {type(parallel).__name__}")
+    try:
+        return _kept_resolved(parallel, model, seq)
+    except TypeError:      # an unhashable model or seq (or a refused type): checked, and refused, as given
+        return _kept_resolved.__wrapped__(parallel, model, seq)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _kept_resolved(parallel: Parallel, model, seq) -> Parallel:
+    """:func:`resolve_parallel` kept per (layout, model, seq), on which alone its checks depend (a refused one
+    raises each time). Issue 35: a planner's search resolves a few hundred layouts ~1,400 times."""
     check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp,
                  virtual_stages=parallel.virtual_stages, zero=parallel.zero, offload=parallel.offload,
                  stage_layers=parallel.stage_layers, cp=parallel.cp, seq=seq, ep=parallel.ep,

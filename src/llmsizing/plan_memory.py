@@ -44,8 +44,9 @@ class SearchMemory:
       for ``zero = 0, ep = 1``; else one call at ``dp = a``, the smallest ``dp`` the layout allows
       (:func:`~llmsizing.moe_layouts.dp_unit`), and with ZeRO one at ``2 a``, less ``per_micro`` of the
       recomputation they ran with; with ``by_ep`` (a mixture of experts, ``foreach`` optimizer step), for
-      ZeRO-0 or ZeRO-1 without a pipeline, every ``ep`` beyond the first two of ``eps`` as ``A + B / ep`` from
-      those two (:func:`~llmsizing.plan_pricing.moe_ep_coefficients` says why).
+      ZeRO-0, ZeRO-1 without a pipeline and ZeRO-2 with more than one micro-batch (:meth:`_ep_affine`),
+      every ``ep`` beyond the first two of ``eps`` as ``A + B / ep`` from those two
+      (:func:`~llmsizing.plan_pricing.moe_ep_coefficients` says why).
 
     Equal to the direct coefficients to floating-point rounding (within 1e-12 of the largest):
     ``tests/test_plan_memory.py`` compares them for dense models and mixtures of experts, every ZeRO stage,
@@ -89,7 +90,7 @@ class SearchMemory:
             if zero == 0 and ep == 1:                      # the reference layout itself
                 self.per_micro(tp, pp, rc, c, 1)
                 fixed, _, sharded = self._reference[tp, pp, c]
-            elif self.by_ep and (zero == 0 or pp == 1 and zero == 1) and ep not in self.eps[:2]:
+            elif self.by_ep and ep not in self.eps[:2] and self._ep_affine(pp, zero, c):
                 e1, e2 = self.eps[:2]
                 s1, s2 = (self.states(tp, pp, zero, e, c, rc) for e in (e1, e2))
                 fixed, sharded = (ep_affine(x1, x2, e1, e2, ep) for x1, x2 in zip(s1, s2))
@@ -101,10 +102,30 @@ class SearchMemory:
                                    self.expert_tp, batch=1, dp=dp)
 
                 b1d1 = pieces(a)
-                sharded = 2 * a * (b1d1 - pieces(2 * a)) if zero else np.zeros_like(b1d1)
-                fixed = b1d1 - u - sharded / a
+                if self.by_ep and ep not in self.eps[:2] and zero in (1, 2):
+                    # what ZeRO-1/2 keep whole is A + B / ep (what they shard may not be): the fixed part
+                    # from the first two ep, the sharded one from this call alone (_ep_affine says why)
+                    e1, e2 = self.eps[:2]
+                    fixed = ep_affine(*(self.states(tp, pp, zero, e, c, rc)[0] for e in (e1, e2)), e1, e2, ep)
+                    sharded = a * (b1d1 - u - fixed)
+                else:
+                    sharded = 2 * a * (b1d1 - pieces(2 * a)) if zero else np.zeros_like(b1d1)
+                    fixed = b1d1 - u - sharded / a
             self._states[key] = (fixed, sharded)
         return self._states[key]
+
+    def _ep_affine(self, pp: int, zero: int, c: int) -> bool:
+        """Whether every piece of the states is ``A + B / ep`` (:func:`~llmsizing.plan_pricing.ep_affine`):
+        ZeRO-0; ZeRO-1 without a pipeline; ZeRO-2 (no pipeline) with more than one micro-batch and an LM head
+        of its own (the gradients of the previous micro-batch are alive: the LM head's gradient of a single
+        micro-batch, which is not of that form, never counts;
+        :func:`~llmsizing.plan_pricing.moe_ep_coefficients` says why). Otherwise, with ZeRO-1 or 2, only
+        what is not sharded (``fixed``: the weights, ZeRO-1's gradients, the activations) is: what is
+        sharded over ``dp`` (``sharded``) holds the terms that are not of that form (ZeRO-1's ``foreach``
+        temporary split by each stage's share of the parameters, ZeRO-2's LM head gradient), all
+        ``1 / dp``."""
+        return (zero == 0 or pp == 1 and zero == 1
+                or pp == 1 and zero == 2 and c > 1 and not self.model.tied_embeddings)
 
     def coefficients(self, tp: int, pp: int, zero: int, ep: int, rc: str, c: int, cp: int) -> tuple:
         """``(fixed, per_micro, sharded)`` of the layout with ``cp`` context parallelism (ZeRO over

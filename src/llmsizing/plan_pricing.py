@@ -213,11 +213,18 @@ def _groups(*columns):
     """The distinct rows of integer ``columns`` (each an array, or a list of tuples' worth) as a list of
     tuples, and for each row the index of its group: ``np.unique(..., axis=0, return_inverse=True)`` on one
     packed key, which sorts plain integers instead of records."""
+    cols, first, inverse = _group_columns(*columns)
+    return list(map(tuple, np.stack(cols, axis=1).tolist())), inverse
+
+
+def _group_columns(*columns):
+    """:func:`_groups` as arrays: each column's values on the distinct rows (in :func:`_groups`' order), the
+    first row of each group, and each row's group."""
     cols = [np.asarray(c, dtype=np.int64) for c in columns]
     dims = [int(c.max()) + 1 for c in cols]
     key = np.ravel_multi_index(cols, dims)
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return list(map(tuple, np.stack(cols, axis=1)[first].tolist())), inverse.reshape(-1)
+    return [c[first] for c in cols], first, inverse.reshape(-1)
 
 
 def _row_links(gpu_list, node_of, gi, size, stride):
@@ -228,10 +235,9 @@ def _row_links(gpu_list, node_of, gi, size, stride):
     domain = np.array([node_of[g.name].scaleup_domain_gpus for g in gpu_list])[gi]
     across = size * stride > domain
     per_domain = np.where(across, np.minimum(size, np.maximum(1, domain // stride)), size)
-    keys, idx = _groups(gi, per_domain, across)
-    first = np.unique(idx, return_index=True)[1]
-    links = [group_link(gpu_list[keys[k][0]], node_of[gpu_list[keys[k][0]].name], size=int(size[f]),
-                        stride=int(stride[f])) for k, f in enumerate(first.tolist())]
+    (g_of, _, _), first, idx = _group_columns(gi, per_domain, across)
+    links = [group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=int(size[f]), stride=int(stride[f]))
+             for g_, f in zip(g_of.tolist(), first.tolist())]
     return (np.array([gl.bandwidth_gbps for gl in links])[idx], np.array([gl.alpha_s for gl in links])[idx],
             np.array([gl.across for gl in links])[idx])
 
@@ -339,8 +345,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         rc_bytes = np.array([routing_bytes_per_token(model, recompute=r) for r in rcs])[ri]
         rc_flops = np.array([routed_expert_flops_per_token(model, recompute=r) for r in rcs])[ri]
         hbm = np.array([g.memory_bandwidth_gbps * 1e9 for g in gpu_list])[gi]
-        skews = {e_: load_skew(model, int(e_)) for e_ in set(epc.tolist())}
-        skew = np.array([skews[e_] for e_ in epc.tolist()])
+        e_of, e_at = np.unique(epc, return_inverse=True)             # one load_skew per ep degree
+        skew = np.array([load_skew(model, e_) for e_ in e_of.tolist()])[e_at.reshape(-1)]
         compute = compute + moe_extra_seconds(S[:, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
                                               skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
     busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
@@ -460,11 +466,14 @@ def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep
     ``edp = tp x dp / (etp x ep)`` GPUs, are ``experts / (ep x etp x edp) = experts / (tp x dp)`` whatever
     ``ep``; nothing else depends on it (the activations: each GPU receives ``tokens x k`` rows under uniform
     routing; :func:`llmsizing.moe.foreach_temporary_bytes` shards like the states). Used for ZeRO-0 (any
-    ``pp``) and ZeRO-1 without a pipeline only: with ZeRO-2 the LM head's gradient of a single micro-batch is
-    counted as the gradients per parameter (sharded, not divided by ``ep``) times the head, a ratio not of
-    that form; with ZeRO-1 and a pipeline the sharded ``foreach`` temporary is split in proportion to each
-    stage's parameters (unsharded, without ZeRO, it is each stage's own); another optimizer implementation's
-    temporary is the largest tensor, a maximum. ZeRO-3 has ``ep = 1`` only.
+    ``pp``), ZeRO-1 without a pipeline, and ZeRO-2 without a pipeline with more than one micro-batch and
+    untied embeddings only (:meth:`llmsizing.plan_memory.SearchMemory._ep_affine`): with ZeRO-2 the LM head's
+    gradient of a single micro-batch is counted as the gradients per parameter (sharded, not divided by
+    ``ep``) times the head, a ratio not of that form (from the second micro-batch on every piece holds all
+    the gradients instead, and a tied embedding's gradient adds that ratio again); with ZeRO-1 and a
+    pipeline the sharded ``foreach`` temporary is split in proportion to each stage's parameters (unsharded,
+    without ZeRO, it is each stage's own); another optimizer implementation's temporary is the largest
+    tensor, a maximum. ZeRO-3 has ``ep = 1`` only.
     ``tests/test_planner_moe.py`` checks whole searches against direct calls."""
 
     e1, e2 = eps[0], eps[1]
@@ -497,12 +506,15 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
 
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
-    gi, tp, pp, zero, ep = (cols[k] for k in ("gpu", "tp", "pp", "zero", "ep"))
+    # one call's seconds per slot depend on (GPU, tp, pp, ZeRO stage, ep, dp x cp) only: worked out once per
+    # distinct key (Mixtral-8x7B over the catalogue: 17,685 of 43,567 plans), the same numbers row by row
+    (gi, tp, pp, zero, ep, dpcp_k), _, at = _group_columns(*(cols[k] for k in ("gpu", "tp", "pp", "zero",
+                                                                                  "ep")), dpcp)
     etp = tp if expert_tp else np.ones_like(tp)
-    edp = tp * dpcp // (etp * ep)
+    edp = tp * dpcp_k // (etp * ep)
     n_slots = len(_DP_SLOTS)
     per_byte, traffic, latency = (np.zeros((len(gi), 2 * n_slots)) for _ in range(3))   # dense, experts
-    for part, (n_col, e_col) in ((0, (dpcp, np.ones_like(ep))), (1, (edp, ep))):
+    for part, (n_col, e_col) in ((0, (dpcp_k, np.ones_like(ep))), (1, (edp, ep))):
         bw, alpha, across = _row_links(gpu_list, node_of, gi, n_col, tp if part == 0 else etp * ep)
         keys, idx = _groups(tp, zero, n_col, e_col, across)
         # bytes of a pass, latency steps per call
@@ -523,8 +535,9 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     share, held = share[held_idx], held[held_idx]
     dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut]
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency[:, cut]
-                      for part, cut, n_ in ((0, slice(0, n_slots), dpcp),
+                      for part, cut, n_ in ((0, slice(0, n_slots), dpcp_k),
                                             (1, slice(n_slots, 2 * n_slots), edp)))
+    dense, experts = dense[at], experts[at]
     # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
     # behind each backward (exposed_by_group): the two parts' slot 1 is one window
     both = np.zeros_like(dense)

@@ -38,6 +38,7 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     comm_of: dict = {}         # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep
     shared: dict = {}          # the communication per (tp and cp links, tp, cp, micro, rc)
     same_of: dict = {}         # the tp and cp links of each (GPU, tp, cp)
+    terms_of: dict = {}        # the row's communication terms per shared key
     eps_of: dict = {}          # the ep degrees of each (GPU, tp, cp, micro): one rates call for them all
     for g_, t_, c_, b_, e_, _ in keys:
         eps_of.setdefault((g_, t_, c_, b_), {})[e_] = None
@@ -51,23 +52,30 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
         e = peak_of[g_][1]
         if (g_, t_, c_, b_, r_) not in comm_of:
             par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
-            # GPUs whose tp and cp groups ride equal links send the same (Ulysses' all-to-all: not shared)
+            # GPUs whose tp and cp groups ride equal links send the same (Ulysses' all-to-all: not shared);
+            # without tp and cp (groups of one GPU) nothing is sent on any GPU
             if (g_, t_, c_) not in same_of:
-                links = group_network(par, g, node=node_of[g.name])
-                same_of[g_, t_, c_] = (g_,) if c_ > 1 and cp_comm == "a2a" else (links["tp"], links.get("cp"))
-            same = same_of[g_, t_, c_]
-            if (same, t_, c_, b_, r_) not in shared:
-                shared[same, t_, c_, b_, r_] = communication(
+                if t_ == 1 and c_ == 1:
+                    same_of[g_, t_, c_] = ()
+                else:
+                    links = group_network(par, g, node=node_of[g.name])
+                    same_of[g_, t_, c_] = ((g_,) if c_ > 1 and cp_comm == "a2a" else
+                                           (links["tp"], links.get("cp")))
+            key = (same_of[g_, t_, c_], t_, c_, b_, r_)
+            if key not in shared:
+                shared[key] = communication(
                     model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
                     recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes)
-            comm = shared[same, t_, c_, b_, r_]
-            cp_att = _cp_attention_s(model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1,
-                                     recompute=rcs[r_], dtype=dtype, eff=e)
-            # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
-            exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
-            by = comm.by_group()
-            comm_of[g_, t_, c_, b_, r_] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0),
-                                           by.get("cp", 0.0))
+            comm = shared[key]
+            # (without cp the attention the ring hides behind is (0, 0) on every GPU: the terms are shared)
+            if c_ > 1 or key not in terms_of:
+                cp_att = _cp_attention_s(model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1,
+                                         recompute=rcs[r_], dtype=dtype, eff=e)
+                # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
+                exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
+                by = comm.by_group()
+                terms_of[key] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))
+            comm_of[g_, t_, c_, b_, r_] = terms_of[key]
         if (g_, t_, c_, b_, e_) not in rates_of:
             eps = tuple(eps_of[g_, t_, c_, b_])
             gemm, attention = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,

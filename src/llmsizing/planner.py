@@ -163,6 +163,13 @@ def _digits(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def _taken(col, rows: np.ndarray):
+    """The values of the column ``col`` (a Series) at the positions ``rows``, keeping its dtype."""
+    from pandas.api.extensions import ExtensionDtype
+
+    return col.array[rows] if isinstance(col.dtype, ExtensionDtype) else col.to_numpy()[rows]
+
+
 def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray) -> np.ndarray:
     """True where no other row is at least as fast and as cheap and better in one. Of plans that tie on both
     (say ZeRO-0 and ZeRO-1, which move the same bytes), only the one with the least memory per GPU is marked.
@@ -438,45 +445,45 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             + ": allow more GPUs, a larger global batch (more data-parallel ranks), recomputation, "
             + ("context parallelism (cp_degrees=...), " if cps == (1,) else "")
             + "or a GPU with more memory")
-    df = df.copy()                                       # (the search's table is kept: never change it)
+    # (the search's table is kept: never change it) the new columns on arrays, and the frame built once, in
+    # its final order, from the search's columns and these (issue 35: no copy of the whole table per step)
     factors = np.array([layout_range_factors(g, dtype, framework) for g in gpu_list], dtype=float)
     at = pd.Index([g.name for g in gpu_list]).get_indexer(df["gpu"])       # each plan's GPU, as an index
     low, high = factors[at, 0], factors[at, 1]
-    df["days"] = steps * df["step_time_s"] / 86400
-    df["days_low"] = df["days"] / high
-    df["days_high"] = df["days"] / low
-    df["gpu_hours"] = df["days"] * 24 * df["n_gpus"]
-    df["cost_usd"] = df["gpu_hours"] * df["price"]
-    df["cost_usd_low"] = df["cost_usd"] / high
-    df["cost_usd_high"] = df["cost_usd"] / low
-    if not np.isfinite(df[["days", "cost_usd"]].to_numpy()).all():     # (bounded inputs keep them finite)
+    days = steps * df["step_time_s"].to_numpy() / 86400
+    gpu_hours = days * 24 * df["n_gpus"].to_numpy()
+    cost = gpu_hours * df["price"].to_numpy()
+    added = {"days": days, "days_low": days / high, "days_high": days / low, "gpu_hours": gpu_hours,
+             "cost_usd": cost, "cost_usd_low": cost / high, "cost_usd_high": cost / low}
+    if not (np.isfinite(days).all() and np.isfinite(cost).all()):     # (bounded inputs keep them finite)
         raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check "
                          "tokens, kernel_efficiency and prices")
-    found = len(df)
-    fastest, cheapest = df.loc[df["days"].idxmin()], df.loc[df["cost_usd"].idxmin()]
+    keep = np.ones(len(df), dtype=bool)
     if deadline is not None:
-        df = df[df["days"] <= deadline]
+        keep &= days <= deadline
     if budget is not None:
-        df = df[df["cost_usd"] <= budget]
-    if df.empty:
+        keep &= cost <= budget
+    sel = np.flatnonzero(keep)
+    if not len(sel):
         if not explain:
             return pd.DataFrame(columns=list(columns))
+        f, c = int(np.argmin(days)), int(np.argmin(cost))              # the fastest and the cheapest
+        n_gpus, gpu = df["n_gpus"].to_numpy(), df["gpu"].to_numpy()
         raise NoPlanError(
-            f"{found:,} plans fit in memory, but none meets "
+            f"{len(df):,} plans fit in memory, but none meets "
             + " and ".join(x for x in (f"deadline_days={deadline:g}" if deadline else "",
                                        f"budget_usd={budget:,.0f}" if budget else "") if x)
-            + f": the fastest takes {fastest['days']:,.1f} days (${fastest['cost_usd']:,.0f}, "
-            f"{fastest['n_gpus']:,} x {fastest['gpu']}), the cheapest costs ${cheapest['cost_usd']:,.0f} "
-            f"({cheapest['days']:,.1f} days, {cheapest['n_gpus']:,} x {cheapest['gpu']})"
+            + f": the fastest takes {days[f]:,.1f} days (${cost[f]:,.0f}, "
+            f"{n_gpus[f]:,} x {gpu[f]}), the cheapest costs ${cost[c]:,.0f} "
+            f"({days[c]:,.1f} days, {n_gpus[c]:,} x {gpu[c]})"
             + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed"))
-    if deadline is not None or budget is not None:       # (a filtered table: its own copy before adding)
-        df = df.copy()
     # plans that split the same work differently tie to the last bits of a float: compare at 12 digits, so
     # ties keep the search's order whatever the rounding (the step's compute is a sum: llmsizing.kernels)
-    days, cost = _digits(df["days"].to_numpy()), _digits(df["cost_usd"].to_numpy())
-    df["pareto"] = _pareto(days, cost, df["memory_per_gpu_bytes"].to_numpy())
-    df = df.iloc[np.lexsort((days, cost))].reset_index(drop=True)
-    out = df[list(columns)]
+    days_d, cost_d = _digits(days[sel]), _digits(cost[sel])
+    added["pareto"] = np.empty(len(df), dtype=bool)
+    added["pareto"][sel] = _pareto(days_d, cost_d, df["memory_per_gpu_bytes"].to_numpy()[sel])
+    rows = sel[np.lexsort((days_d, cost_d))]
+    out = pd.DataFrame({c: added[c][rows] if c in added else _taken(df[c], rows) for c in columns})
     out.attrs["assumes"] = (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
                             f"kernel efficiency {'calibrated per GPU' if eff is None else f'{eff:g}'}, "
                             f"overlap {'per group' if overlap is None else f'{overlap:g}'}"
