@@ -108,6 +108,7 @@ class Dashboard(W.HBox):
         self.prepare = prepare
         self._kept: OrderedDict = OrderedDict()
         self._behind = None              # the values the figure has not been drawn for (a kept answer shown)
+        self._again = True               # the next _draw draws, kept answer or not (update() without a change)
         try:
             self._takes_into = "into" in inspect.signature(render).parameters
         except (TypeError, ValueError):
@@ -177,10 +178,12 @@ class Dashboard(W.HBox):
         """Draw the view of the controls' values. The dashboard carries :data:`BUSY_CLASS` meanwhile: the
         class goes to the page before the work starts, and the page fades the figure and shows "working out
         this setting" if the work takes longer than :data:`BUSY_DELAY_MS` (issue 38: chapter 17's widget took
-        0.4-1 s per new setting with no sign that anything was happening)."""
+        0.4-1 s per new setting with no sign that anything was happening). A control's move (``change``) may
+        be answered from the kept answers (``keep``); ``update()`` called without one draws again."""
         self.add_class(BUSY_CLASS)
         shown = ("error", "")
         try:
+            self._again = change is None          # update() itself: draw again, even a kept setting
             shown = self._draw(self.values())
         finally:
             self._show(shown)
@@ -195,14 +198,15 @@ class Dashboard(W.HBox):
         draw), each with the rcParams it was drawn under: a setting comes back only under the same rcParams,
         else it is drawn again. ``prepare(**values)``, if given, runs first on every move (a widget's own
         work that must follow each move, such as the planner's plan selector's options) and the values are
-        read again after it."""
+        read again after it. After ``update()`` called without a change, the setting is drawn again even if
+        its answer is kept."""
         try:
             if self.prepare is not None:
                 self.prepare(**values)
                 values = self.values()
             key = _setting(values) if self.keep else None
             rc = _rc_snapshot() if self.keep else None
-            kept = self._kept.get(key) if self.keep else None
+            kept = self._kept.get(key) if self.keep and not self._again else None
             if kept is not None and kept[0] == rc:
                 self._kept.move_to_end(key)
                 self._behind = values
