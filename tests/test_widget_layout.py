@@ -761,10 +761,13 @@ def test_a_setting_shown_again_is_its_kept_answer_with_the_pixels_of_a_fresh_ren
         ctrl.value = other                                   # a new setting: rendered and drawn
         assert calls == [other] and b.error.value == ""
         moved_png = bytes(b.image.value)
-        if options is not None:
-            assert list(b.controls["choice"].options) != options, "the test needs a setting with another front"
+        moved_options = list(b.controls["choice"].options) if options is not None else None
+        assert moved_options != options or options is None, "the test needs a setting with another front"
         ctrl.value = default                                 # drawn at the build, then cleared: drawn again
         ctrl.value = other                                   # kept: no render
+        if options is not None:
+            assert list(b.controls["choice"].options) == moved_options
+        assert bytes(b.image.value) == moved_png
         ctrl.value = default                                 # kept: no render
         assert calls == [other, default], calls
         if options is not None:
