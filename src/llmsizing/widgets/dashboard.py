@@ -108,7 +108,7 @@ class Dashboard(W.HBox):
         self.prepare = prepare
         self._kept: OrderedDict = OrderedDict()
         self._behind = None              # the values the figure has not been drawn for (a kept answer shown)
-        self._again = True               # the next _draw draws, kept answer or not (update() without a change)
+        self._again = True               # the next _draw draws, kept or not (update() without a change)
         try:
             self._takes_into = "into" in inspect.signature(render).parameters
         except (TypeError, ValueError):
