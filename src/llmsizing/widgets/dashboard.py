@@ -47,6 +47,10 @@ CONTROL_MARGIN_PX = 2
 #: narrower than controls plus figure (Voila's margins, the lab with its file browser open at 1280 px), the
 #: figure shrinks beside the controls, on screen, instead of dropping under them (issue 38).
 FIGURE_MIN_PX = 480
+#: How many settings' answers (PNG and summary) a widget whose render is a function of its controls' values
+#: alone keeps (``Dashboard(keep=...)``; issue 38: a move back to a setting shown before, the most common
+#: move, is shown in ~1 ms instead of a new render and draw of 30-150 ms). ~60 KB a setting.
+KEPT_ANSWERS = 32
 #: The CSS class a dashboard carries while it draws a view. It shows at once as a progress cursor and a thin
 #: moving bar along the top of the figure (issue 38: a participant sees the move answered as soon as the class
 #: arrives, not 120 ms later), and after :data:`BUSY_DELAY_MS` as a faded figure with a "working" note over it

@@ -15,7 +15,7 @@ import ipywidgets as W
 from .. import charts
 from ..catalog import get_model, list_gpus, list_models
 from .controls import _gpu_multiselect, _reroute, _set_quietly, _style
-from .dashboard import FIGURE_MAX_PX, Dashboard
+from .dashboard import FIGURE_MAX_PX, KEPT_ANSWERS, Dashboard
 
 #: The token budgets the widgets of chapters 10-12 offer.
 TOKEN_BUDGETS = (("1B", 1e9), ("10B", 1e10), ("100B", 1e11), ("1T", 1e12), ("2T", 2e12), ("15T", 15e12))
@@ -67,11 +67,11 @@ def cost_widget(model: str = "llama-3-70b") -> Dashboard:
         "n_gpus": W.SelectionSlider(options=[2**k for k in range(16)], value=1024, description="GPUs",
                                     **_style()),
     }
-    box = Dashboard(charts.render_cost_sensitivity, controls, name="cost_widget")
+    box = Dashboard(charts.render_cost_sensitivity, controls, name="cost_widget", keep=KEPT_ANSWERS)
 
     def on_gpu(change):                      # a new GPU brings its own on-demand price (one redraw)
         _set_quietly(box, controls["price"], value=get_gpu(change["new"]).price_usd_per_gpu_hour)
-        box.update()
+        box.update(change)
 
     _reroute(box, on_gpu, ("gpu",))
     return box
