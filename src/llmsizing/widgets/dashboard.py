@@ -94,7 +94,13 @@ class Dashboard(W.HBox):
     controls shown above the figure instead of in the column (wide ones, like the planner's plan selector).
     ``name`` (the widget factory's name, e.g. ``"planner_widget"``; by default the name of the function that
     builds the dashboard, if it ends in ``_widget``) makes the widget hide the static copy of its default view
-    once it renders live (:func:`live_style`)."""
+    once it renders live (:func:`live_style`).
+
+    ``keep`` (issue 38): how many settings' answers (PNG and summary) the dashboard keeps, for a render that
+    is a function of the controls' values alone (and the rcParams): a move back to one of them shows it
+    without a render or a draw; the figure (:attr:`figure`) is brought up to that setting when read.
+    ``prepare``: what must still run at every move before the kept answers are looked up (the planner's plan
+    selector's options, which its render sets)."""
 
     def __init__(self, render, controls: dict[str, W.ValueWidget], *, above: tuple[str, ...] = (),
                  name: str | None = None, keep: int = 0, prepare=None):
