@@ -100,6 +100,19 @@ cheaper digest:
 
 The same default figures redrawn in one process, the canvas's new parts on and off interleaved (7 draws each,
 load 13): sum of the 18 medians 776 -> 609 ms (-22%); planner 62 -> 46, long context 67 -> 56 ms.
+
+Measured 2026-11-30 (branch widget38f; base = main 437b35e; base and new alternating, 03:32-03:57 UTC, load
+6-13 on 2 cores with widget-test runs beside them; 3 base runs, 5 new runs), --moves 4, CPU ms per move:
+median of all moves, of the moves back to a setting drawn before (``seen``), of the moves to a new setting
+without a search (``no search``) and of all new settings, base runs -> new runs, after ``Dashboard(keep=...)``
+kept the PNG and summary of the last settings drawn (a move back shows them without render or draw):
+
+    widget        median                   seen                 no search               new
+    planner       128 115 129 -> 5 6 5 5 5  120 104 116 -> 1 (all)  144 117 123 -> 99-124  171-186 -> 153-184
+    long_context  102 111 119 -> 6-11       88 102 100 -> 1 (all)   (all search)            322-379 -> 297-338
+
+A move to a new setting is unchanged (its render and draw are the same): the planner's moves that filter its
+kept plans (tokens, deadline, budget, plan selector) 99-124 ms at this load, a search 150-350 ms.
 """
 
 from __future__ import annotations
