@@ -113,6 +113,19 @@ kept the PNG and summary of the last settings drawn (a move back shows them with
 
 A move to a new setting is unchanged (its render and draw are the same): the planner's moves that filter its
 kept plans (tokens, deadline, budget, plan selector) 99-124 ms at this load, a search 150-350 ms.
+
+The widgets given ``keep=KEPT_ANSWERS`` beside them (two rounds each, alternating, 04:02-04:10 UTC, load
+8-10), median CPU ms of the moves back to a setting drawn before, base runs -> new runs, and of the moves to
+a new setting (unchanged: the same render and draw):
+
+    widget                    seen                new settings
+    model_states          111 103 -> 1 1     110 111 -> 94 102
+    activation_memory      94  62 -> 1 1      97  67 -> 73  66
+    max_micro_batch        76  77 -> 1 1     111 117 -> 100 110
+    decode_roofline        86  84 -> 1 0      93  94 -> 86  70
+    parallel_explorer      85  81 -> 1 1      93  80 -> 93  73
+    cost                   74  78 -> 1 1      87  93 -> 96 107
+    serving               101 116 -> 1 1      99 107 -> 107 116
 """
 
 from __future__ import annotations
