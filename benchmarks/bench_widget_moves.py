@@ -35,6 +35,11 @@ widgets.canvas kept texts' layouts and, within a draw, axes' ticks:
     rl_widget                     52    40     89    70     40    27
     all moves: median 106 -> 82 ms; total 113.9 s CPU -> 92.9 s CPU
 
+Columns ``seen`` and ``seen med ms`` (added by widget38f) count the moves back to a setting the dashboard drew
+before in the run (a widget that keeps its answers, ``Dashboard(keep=...)``, shows them without a draw), and
+their median; ``no search`` and ``med ms`` the moves to a new setting that called no ``planner.plan`` (the
+planner's tokens, deadline, budget and plan selector: a filter of kept plans and a draw), and their median.
+
 Columns ``new`` and ``new med ms`` (added by draw38c) count the moves to a setting the dashboard had not
 drawn before in the run, and their median: half the moves go back to the default, which a widget that keeps
 its answers per setting (planner, long context, fleet) answers without a search.
@@ -95,6 +100,32 @@ cheaper digest:
 
 The same default figures redrawn in one process, the canvas's new parts on and off interleaved (7 draws each,
 load 13): sum of the 18 medians 776 -> 609 ms (-22%); planner 62 -> 46, long context 67 -> 56 ms.
+
+Measured 2026-11-30 (branch widget38f; base = main 437b35e; base and new alternating, 03:32-03:57 UTC, load
+6-13 on 2 cores with widget-test runs beside them; 3 base runs, 5 new runs), --moves 4, CPU ms per move:
+median of all moves, of the moves back to a setting drawn before (``seen``), of the moves to a new setting
+without a search (``no search``) and of all new settings, base runs -> new runs, after ``Dashboard(keep=...)``
+kept the PNG and summary of the last settings drawn (a move back shows them without render or draw):
+
+    widget        median                   seen                 no search               new
+    planner       128 115 129 -> 5 6 5 5 5  120 104 116 -> 1 (all)  144 117 123 -> 99-124  171-186 -> 153-184
+    long_context  102 111 119 -> 6-11       88 102 100 -> 1 (all)   (all search)            322-379 -> 297-338
+
+A move to a new setting is unchanged (its render and draw are the same): the planner's moves that filter its
+kept plans (tokens, deadline, budget, plan selector) 99-124 ms at this load, a search 150-350 ms.
+
+The widgets given ``keep=KEPT_ANSWERS`` beside them (two rounds each, alternating, 04:02-04:10 UTC, load
+8-10), median CPU ms of the moves back to a setting drawn before, base runs -> new runs, and of the moves to
+a new setting (unchanged: the same render and draw):
+
+    widget                    seen                new settings
+    model_states          111 103 -> 1 1     110 111 -> 94 102
+    activation_memory      94  62 -> 1 1      97  67 -> 73  66
+    max_micro_batch        76  77 -> 1 1     111 117 -> 100 110
+    decode_roofline        86  84 -> 1 0      93  94 -> 86  70
+    parallel_explorer      85  81 -> 1 1      93  80 -> 93  73
+    cost                   74  78 -> 1 1      87  93 -> 96 107
+    serving               101 116 -> 1 1      99 107 -> 107 116
 """
 
 from __future__ import annotations
@@ -168,17 +199,39 @@ class DrawClock:
         return False
 
 
+class SearchCount:
+    """Wraps ``llmsizing.planner.plan`` (before a widget is built: the widgets import it when built) to count
+    its calls, so that a move to a new setting that did not search can be told from one that did."""
+
+    def __init__(self):
+        import llmsizing.planner as planner
+
+        self.planner, self.real, self.calls = planner, planner.plan, 0
+
+    def __enter__(self):
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return self.real(*args, **kwargs)
+
+        self.planner.plan = counted
+        return self
+
+    def __exit__(self, *exc):
+        self.planner.plan = self.real
+        return False
+
+
 def state(board: Dashboard) -> tuple:
     """All of a dashboard's control values (its setting), hashable."""
     return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in board.values().items())
 
 
 def bench(name: str, n: int) -> dict:
-    with DrawClock() as clock:
+    with DrawClock() as clock, SearchCount() as searches:
         c0 = time.process_time()
         w = getattr(widgets, name)()
         first = time.process_time() - c0
-        moves, draws, errors, new = [], [], 0, []
+        moves, draws, errors, new, seen_moves, no_search = [], [], 0, [], [], []
         for board in dashboards(w):
             seen = {state(board)}
             for key, ctrl in board.controls.items():
@@ -187,7 +240,7 @@ def bench(name: str, n: int) -> dict:
                     for target in (value, default):
                         if target == ctrl.value:
                             continue
-                        d0, c0 = clock.total, time.process_time()
+                        d0, s0, c0 = clock.total, searches.calls, time.process_time()
                         try:
                             ctrl.value = target
                         except Exception as exc:             # noqa: BLE001  (a bug a test would report)
@@ -198,9 +251,16 @@ def bench(name: str, n: int) -> dict:
                         if state(board) not in seen:        # a setting this board has not drawn before
                             seen.add(state(board))
                             new.append(moves[-1])
+                            if searches.calls == s0:        # ... answered without a plan() search
+                                no_search.append(moves[-1])
+                        else:
+                            seen_moves.append(moves[-1])
                         errors += bool(board.error.value)
     shares = [d / m for d, m in zip(draws, moves) if m > 0]
-    return dict(name=name, first=first, moves=moves, errors=errors, new=new,
+    return dict(name=name, first=first, moves=moves, errors=errors, new=new, seen=seen_moves,
+                no_search=no_search,
+                seen_median=statistics.median(seen_moves) if seen_moves else float("nan"),
+                no_search_median=statistics.median(no_search) if no_search else float("nan"),
                 new_median=statistics.median(new) if new else float("nan"),
                 median=statistics.median(moves) if moves else float("nan"),
                 max=max(moves) if moves else float("nan"),
@@ -229,11 +289,13 @@ def main() -> None:
         prof.disable()
         pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
     print(f"{'widget':28s} {'first ms':>9s} {'moves':>6s} {'median ms':>10s} {'max ms':>8s} "
-          f"{'draw med ms':>12s} {'draw share':>11s} {'new':>5s} {'new med ms':>11s}")
+          f"{'draw med ms':>12s} {'draw share':>11s} {'new':>5s} {'new med ms':>11s} {'seen':>5s} "
+          f"{'seen med ms':>12s} {'no search':>10s} {'med ms':>7s}")
     for r in rows:
         print(f"{r['name']:28s} {r['first'] * 1e3:9.0f} {len(r['moves']):6d} {r['median'] * 1e3:10.0f} "
               f"{r['max'] * 1e3:8.0f} {r['draw_median'] * 1e3:12.0f} {r['draw_share']:10.0%} "
-              f"{len(r['new']):5d} {r['new_median'] * 1e3:11.0f}")
+              f"{len(r['new']):5d} {r['new_median'] * 1e3:11.0f} {len(r['seen']):5d} "
+              f"{r['seen_median'] * 1e3:12.0f} {len(r['no_search']):10d} {r['no_search_median'] * 1e3:7.0f}")
     every = [m for r in rows for m in r["moves"]]
     fresh = [m for r in rows for m in r["new"]]
     print(f"{'all':28s} {sum(r['first'] for r in rows) * 1e3:9.0f} {len(every):6d} "

@@ -70,6 +70,7 @@ def test_every_hidden_size_keeps_heads_and_kv_heads_valid():
 
 def test_every_heads_and_kv_position_renders_without_error():
     board = widgets.parameter_counts_widget("llama-3-8b")
+    board.keep = 0              # no kept answers: every move is drawn, and the redraws are counted
     c = board.controls
     calls = renders(board)
     for h in c["heads"].options:

@@ -732,3 +732,88 @@ def test_lines_without_autoscaling_draw_like_plot():
     assert np.array_equal(draw(_line), draw(lambda ax, x, y, **kw: ax.plot(x, y, **kw)))
     with pytest.raises(ValueError, match="color"):
         _line(Figure().add_subplot(), [1], [1])
+
+
+# ----------------------------------------------------------------------------- issue 38: settings shown again
+@pytest.mark.parametrize("name", ["planner_widget", "long_context_widget"])
+def test_a_setting_shown_again_is_its_kept_answer_with_the_pixels_of_a_fresh_render(name):
+    """Issue 38: the planner and chapter 17's widget keep the PNG and summary of the settings they drew
+    (``Dashboard(keep=...)``). A move back to one is answered without calling the render (no plan filter, no
+    draw), and shows what a fresh render gives: the same summary, the same pixels, the figure brought up to
+    date when read (assert_no_drift) and, for the planner, the plan selector's options of that setting. A
+    setting shown again under other rcParams (text hinting, read at each draw) is drawn again: its pixels are
+    not the kept ones."""
+    import matplotlib as mpl
+
+    b = board(name)
+    ctrl = b.controls["seq"]
+    default, other = ctrl.value, neighbour(ctrl)
+    options = list(b.controls["choice"].options) if "choice" in b.controls else None
+    calls, real = [], b.render
+
+    def render(**kw):
+        calls.append(kw.get("seq"))
+        return real(**kw)
+
+    b._kept.clear()
+    b.render = render
+    try:
+        ctrl.value = other                                   # a new setting: rendered and drawn
+        assert calls == [other] and b.error.value == ""
+        moved_png = bytes(b.image.value)
+        moved_options = list(b.controls["choice"].options) if options is not None else None
+        assert moved_options != options or options is None, "the test needs a setting with another front"
+        ctrl.value = default                                 # drawn at the build, then cleared: drawn again
+        ctrl.value = other                                   # kept: no render
+        if options is not None:
+            assert list(b.controls["choice"].options) == moved_options
+        assert bytes(b.image.value) == moved_png
+        ctrl.value = default                                 # kept: no render
+        assert calls == [other, default], calls
+        if options is not None:
+            assert list(b.controls["choice"].options) == options
+        with mpl.rc_context({"text.hinting": "none", "text.hinting_factor": 1}):      # read at each draw
+            ctrl.value = other                               # kept, but under other rcParams: drawn again
+            assert calls == [other, default, other], calls
+            assert not np.array_equal(_pixels(b.image.value), _pixels(moved_png)), "the kept image came back"
+        del calls[:]
+        ctrl.value = default                                 # kept, under the rcParams it was drawn with
+        assert calls == [], calls
+    finally:
+        b.render = real
+        ctrl.value = default
+    assert_no_drift(b, f"{name}: back to the default from its kept answer")
+    b.update()                                               # update() itself draws again
+    assert_no_drift(b, f"{name}: drawn again by update()")
+
+
+def test_kept_answers_are_bounded_and_the_arguments_checked():
+    """``Dashboard(keep=n)`` keeps the answers of the last n settings drawn (least recently shown out first),
+    keeps none with keep=0 (the default), and names a bad ``keep`` or ``prepare``."""
+    from types import SimpleNamespace
+
+    calls = []
+
+    def render(n):
+        calls.append(n)
+        return SimpleNamespace(summary=f"n = {n}", figure=None, png=lambda compress_level: _PNG_1PX)
+
+    slider = W.IntSlider(value=1, min=1, max=5)
+    b = Dashboard(render, {"n": slider}, keep=2)
+    for v in (2, 3, 2, 1, 3, 1):       # kept after each: {1}, {1, 2}, {2, 3}, {3, 2}, {2, 1}, {1, 3}, {3, 1}
+        slider.value = v
+    assert calls == [1, 2, 3, 1, 3], calls
+    assert b.summary.value == widgets.summary_html("n = 1")
+    plain = Dashboard(render, {"n": W.IntSlider(value=1, min=1, max=5)})
+    del calls[:]
+    for v in (2, 1, 2):
+        plain.controls["n"].value = v
+    assert calls == [2, 1, 2] and not plain._kept
+    with pytest.raises(ValueError, match="keep"):
+        Dashboard(render, {"n": W.IntSlider()}, keep=-1)
+    with pytest.raises(TypeError, match="prepare"):
+        Dashboard(render, {"n": W.IntSlider()}, keep=2, prepare="choice")
+
+
+#: A 1x1 white PNG (what the toy render of the test above shows).
+_PNG_1PX = widgets.encode_png(np.full((1, 1, 4), 255, dtype=np.uint8))

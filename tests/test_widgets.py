@@ -302,6 +302,7 @@ def test_a_slow_move_shows_the_busy_sign_before_the_search_and_the_new_figure_af
     from llmsizing.widgets.dashboard import _BUSY_CSS
 
     board = built(name)[1][0]
+    board._kept.clear()        # a new setting (an earlier test may have drawn the target: its answer is kept)
     ctrl = board.controls[key]
     default, target = ctrl.value, next(v for v in ctrl._options_values if v != ctrl.value)
     events, real = [], board.render

@@ -28,8 +28,8 @@ from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, 
 from .dashboard import (_BUSY_CSS, _CONTROL_ROOM_PX, BUSY_CLASS, BUSY_DELAY_MS, CONTROL_MARGIN_PX,
                         CONTROLS_WIDTH_PX, DEFAULT_MARKER, FIGURE_MAX_PX, FIGURE_MIN_PX, LIVE_MARKER,
                         SUMMARY_FONT_PX, SUMMARY_HEIGHT_PX, _GUTTER, _SUMMARY_CSS, Dashboard, _columns,
-                        _line_html, _table_html, live_style, summary_html,
-                        _figure_png, _hint, encode_png, png_size)
+                        _line_html, _table_html, live_style, summary_html, _rc_snapshot, _setting,
+                        _figure_png, _hint, encode_png, png_size, KEPT_ANSWERS)
 from .many_gpus import decode_roofline_widget, parallel_explorer_widget, zero_stages_widget
 from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHARE, _cap_gpus_per_line,
                       _render_inference_memory, _render_model_states, _render_parameters,
@@ -38,11 +38,11 @@ from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHA
 from .serve_tune import (FLEET_CACHED, FLEET_PERCENTILES, FLEET_USERS, _FINETUNE_SEQS,  # noqa: F401
                          finetune_widget,
                          fleet_widget, serving_widget)
-from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_CONTEXT_SEQS,
-                           LONG_CONTEXT_TOKENS, long_context_widget)
+from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_CONTEXT_KEPT,
+                           LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS, long_context_widget)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
 from .rl import RL_GPUS, RL_LENGTHS, RL_MODES, _mode, rl_widget  # noqa: F401
-from .time_money import (PLAN_BUDGETS, PLAN_DEADLINES, TIME_MFUS, TOKEN_BUDGETS, _front_options,
+from .time_money import (PLAN_BUDGETS, PLAN_DEADLINES, PLANNER_KEPT, TIME_MFUS, TOKEN_BUDGETS, _front_options,
                          _set_front_options, cost_widget, planner_widget, seed_audit_widget,
                          training_time_widget)
 

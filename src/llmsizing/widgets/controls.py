@@ -120,7 +120,7 @@ def _follow_max_seq(box: Dashboard, key: str, lengths, option) -> None:
         allowed = _up_to_max_seq(lengths, get_model(change["new"]))
         value = max([n for n in allowed if n <= wanted["value"]], default=allowed[0])
         _set_quietly(box, slider, on_value, options=[option(n) for n in allowed], value=value)
-        box.update()
+        box.update(change)                   # (a reader's move: a kept answer may show it)
 
     slider.observe(on_value, names="value")
     _reroute(box, on_model, ("model",))
@@ -167,7 +167,7 @@ def _react_then_redraw(box: Dashboard, react):
         if busy[0]:
             return
         react(change)
-        box.update()
+        box.update(change)                   # (a reader's move: a kept answer may show it)
 
     _reroute(box, on_change)
     return quiet

@@ -47,6 +47,10 @@ CONTROL_MARGIN_PX = 2
 #: narrower than controls plus figure (Voila's margins, the lab with its file browser open at 1280 px), the
 #: figure shrinks beside the controls, on screen, instead of dropping under them (issue 38).
 FIGURE_MIN_PX = 480
+#: How many settings' answers (PNG and summary) a widget whose render is a function of its controls' values
+#: alone keeps (``Dashboard(keep=...)``; issue 38: a move back to a setting shown before, the most common
+#: move, is shown in ~1 ms instead of a new render and draw of 30-150 ms). ~60 KB a setting.
+KEPT_ANSWERS = 32
 #: The CSS class a dashboard carries while it draws a view. It shows at once as a progress cursor and a thin
 #: bar along the top of the figure (issue 38: a participant sees the move answered as soon as the class
 #: arrives, not 120 ms later), and after :data:`BUSY_DELAY_MS` as a faded figure with a "working" note over it
@@ -91,23 +95,38 @@ class Dashboard(W.HBox):
     controls shown above the figure instead of in the column (wide ones, like the planner's plan selector).
     ``name`` (the widget factory's name, e.g. ``"planner_widget"``; by default the name of the function that
     builds the dashboard, if it ends in ``_widget``) makes the widget hide the static copy of its default view
-    once it renders live (:func:`live_style`)."""
+    once it renders live (:func:`live_style`).
+
+    ``keep`` (issue 38): how many settings' answers (PNG and summary) the dashboard keeps, for a render that
+    is a function of the controls' values alone (and the rcParams): a move back to one of them shows it
+    without a render or a draw; the figure (:attr:`figure`) is brought up to that setting when read.
+    ``prepare``: what must still run at every move before the kept answers are looked up (the planner's plan
+    selector's options, which its render sets)."""
 
     def __init__(self, render, controls: dict[str, W.ValueWidget], *, above: tuple[str, ...] = (),
-                 name: str | None = None):
+                 name: str | None = None, keep: int = 0, prepare=None):
         import inspect
+        from collections import OrderedDict
 
         from matplotlib.figure import Figure
 
         self.render = render
         self.controls = controls
+        self.keep = check_int("keep", keep, minimum=0, maximum=1024)
+        if prepare is not None and not callable(prepare):
+            raise TypeError(f"prepare must be a function of the controls' values or None, got "
+                            f"{type(prepare).__name__}")
+        self.prepare = prepare
+        self._kept: OrderedDict = OrderedDict()
+        self._behind = None              # the values the figure has not been drawn for (a kept answer shown)
+        self._again = True               # the next _draw draws, kept or not (update() without a change)
         try:
             self._takes_into = "into" in inspect.signature(render).parameters
         except (TypeError, ValueError):
             self._takes_into = False
-        self.figure = Figure(dpi=charts.DPI)
+        self._figure = Figure(dpi=charts.DPI)
         # its own canvas: every redraw reuses it, its renderer and its glyphs
-        _text_cache_canvas()(self.figure)
+        _text_cache_canvas()(self._figure)
         # (tooltip="": ipywidgets 8 would set the empty description label's title to "null" on hover)
         self.error = W.HTML(layout=W.Layout(display="none", max_width=f"{FIGURE_MAX_PX[0]}px"), tooltip="")
         self.summary = W.HTML(layout=W.Layout(max_width=f"{FIGURE_MAX_PX[0]}px"), tooltip="")
@@ -146,6 +165,23 @@ class Dashboard(W.HBox):
                 w.continuous_update = False
         self.update()
 
+    @property
+    def figure(self):
+        """The matplotlib figure the dashboard draws into, showing the controls' current setting. After a move
+        answered from the kept answers (``keep``) the figure is brought up to date here, when it is read (the
+        page needs only the kept PNG)."""
+        behind, self._behind = self._behind, None
+        if behind is not None:
+            kw = dict(into=self._figure) if self._takes_into else {}
+            view = self.render(**behind, **kw)
+            if view.figure is not self._figure:
+                self._figure = view.figure
+        return self._figure
+
+    @figure.setter
+    def figure(self, figure) -> None:
+        self._figure, self._behind = figure, None
+
     def values(self) -> dict:
         return {k: w.value for k, w in self.controls.items()}
 
@@ -153,10 +189,12 @@ class Dashboard(W.HBox):
         """Draw the view of the controls' values. The dashboard carries :data:`BUSY_CLASS` meanwhile: the
         class goes to the page before the work starts, and the page fades the figure and shows "working out
         this setting" if the work takes longer than :data:`BUSY_DELAY_MS` (issue 38: chapter 17's widget took
-        0.4-1 s per new setting with no sign that anything was happening)."""
+        0.4-1 s per new setting with no sign that anything was happening). A control's move (``change``) may
+        be answered from the kept answers (``keep``); ``update()`` called without one draws again."""
         self.add_class(BUSY_CLASS)
         shown = ("error", "")
         try:
+            self._again = change is None          # update() itself: draw again, even a kept setting
             shown = self._draw(self.values())
         finally:
             self._show(shown)
@@ -164,13 +202,38 @@ class Dashboard(W.HBox):
 
     def _draw(self, values: dict) -> tuple:
         """``("ok", png, summary_html)`` for the values, or ``("error", message_html)`` if the library refuses
-        them (its message, shown instead of a traceback)."""
-        kw = dict(into=self.figure) if self._takes_into else {}
+        them (its message, shown instead of a traceback).
+
+        With ``keep`` > 0 the dashboard keeps the answers (PNG and summary) of the last ``keep`` settings it
+        drew (issue 38: a move back to a setting shown before is answered in a few ms, not by a new render and
+        draw), each with the rcParams it was drawn under: a setting comes back only under the same rcParams,
+        else it is drawn again. ``prepare(**values)``, if given, runs first on every move (a widget's own
+        work that must follow each move, such as the planner's plan selector's options) and the values are
+        read again after it. After ``update()`` called without a change, the setting is drawn again even if
+        its answer is kept."""
         try:
+            if self.prepare is not None:
+                self.prepare(**values)
+                values = self.values()
+            key = _setting(values) if self.keep else None
+            rc = _rc_snapshot() if self.keep else None
+            kept = self._kept.get(key) if self.keep and not self._again else None
+            if kept is not None and kept[0] == rc:
+                self._kept.move_to_end(key)
+                self._behind = values
+                return kept[1]
+            kw = dict(into=self._figure) if self._takes_into else {}
             view = self.render(**values, **kw)
+            self._behind = None
         except (ValueError, TypeError) as exc:
             return ("error", f"<b style='color:#b00020'>⚠ {html.escape(str(exc))}</b>")
-        return ("ok", _figure_png(view), summary_html(view.summary))
+        shown = ("ok", _figure_png(view), summary_html(view.summary))
+        if self.keep:
+            self._kept[key] = (rc, shown)
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.keep:
+                self._kept.popitem(last=False)
+        return shown
 
     def _show(self, shown: tuple) -> None:
         if shown[0] == "error":
@@ -191,6 +254,19 @@ class Dashboard(W.HBox):
         self.image.layout.width = f"{width}px"      # its own size (height follows), never stretched
         self.image.layout.display = None
         self.image.value = png
+
+
+def _setting(values: dict) -> tuple:
+    """A dashboard's control values as a hashable key (a multi-select's list as a tuple)."""
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in values.items())
+
+
+def _rc_snapshot() -> dict:
+    """The rcParams as they are now (lists copied as tuples, so that a list changed in place counts), to
+    compare with the rcParams a kept answer was drawn under (~0.1 ms)."""
+    import matplotlib as mpl
+
+    return {k: (tuple(v) if isinstance(v, list) else v) for k, v in dict.items(mpl.rcParams)}
 
 
 # --------------------------------------------------------------------------- the summary, as a reader sees it

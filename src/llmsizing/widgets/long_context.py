@@ -28,6 +28,9 @@ LONG_CONTEXT_TOKENS = 8e11
 
 #: Planner searches the chapter 17 widget keeps (one per setting; issue 38).
 LONG_CONTEXT_CACHED = 128
+#: Settings whose answers (PNG and summary) the chapter 17 widget keeps: a move back to one of them is shown
+#: without a new render and draw (issue 38).
+LONG_CONTEXT_KEPT = 64
 
 
 def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
@@ -36,7 +39,8 @@ def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
     from 16K tokens on) and its fastest plan (:func:`~llmsizing.charts.render_plan`), for
     :data:`LONG_CONTEXT_TOKENS` tokens. The plans are cached per setting (the last
     :data:`LONG_CONTEXT_CACHED` settings: a reader going back to a setting gets it without a new search). A
-    setting where nothing fits shows the planner's message."""
+    setting where nothing fits shows the planner's message. The answers (PNG and summary) of the last
+    :data:`LONG_CONTEXT_KEPT` settings drawn are kept too: going back to one is not drawn again."""
     from ..planner import plan
 
     get_model(model)
@@ -66,4 +70,4 @@ def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
         "cp_comm": W.Dropdown(options=[("ring (p2p)", "p2p"), ("all-gather", "all_gather")], value="p2p",
                               description="CP exchange", **_style()),
     }
-    return Dashboard(render, controls, name="long_context_widget")
+    return Dashboard(render, controls, name="long_context_widget", keep=LONG_CONTEXT_KEPT)

@@ -14,7 +14,7 @@ from .. import charts
 from ..catalog import get_model, list_gpus
 from ..hardware import kernel_efficiency
 from .controls import _SEQS, _choice, _dense_models, _follow_max_seq, _style, _up_to_max_seq
-from .dashboard import Dashboard
+from .dashboard import KEPT_ANSWERS, Dashboard
 
 
 # =========================================================================== chapter 6: the decode roofline
@@ -31,7 +31,8 @@ def decode_roofline_widget(model: str = "llama-3-8b") -> Dashboard:
                                    **_style()),
         "weights": _choice(["bf16", "fp8", "int4"], "bf16", "weights"),
     }
-    return Dashboard(charts.render_decode_roofline, controls, name="decode_roofline_widget")
+    return Dashboard(charts.render_decode_roofline, controls, name="decode_roofline_widget",
+                     keep=KEPT_ANSWERS)
 
 
 # =========================================================================== chapter 7: ZeRO stages
@@ -48,7 +49,7 @@ def zero_stages_widget(model: str = "llama-3-8b") -> Dashboard:
         "optimizer": W.Dropdown(options=list(OPTIMIZERS), value="adamw", description="optimizer", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
     }
-    return Dashboard(charts.render_zero_stages, controls, name="zero_stages_widget")
+    return Dashboard(charts.render_zero_stages, controls, name="zero_stages_widget", keep=KEPT_ANSWERS)
 
 
 # =========================================================================== chapter 8: parallelism explorer
@@ -94,7 +95,8 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
                                         "behind compute",
                                 **_style()),
     }
-    box = Dashboard(charts.render_parallel_explorer, controls, name="parallel_explorer_widget")
+    box = Dashboard(charts.render_parallel_explorer, controls, name="parallel_explorer_widget",
+                    keep=KEPT_ANSWERS)
     _follow_max_seq(box, "seq", _SEQS, int)
     return box
 

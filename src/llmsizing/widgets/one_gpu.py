@@ -15,7 +15,7 @@ from .. import charts
 from ..catalog import get_model, list_gpus
 from .controls import (_SEQS, _choice, _dense_models, _divisors_up_to, _follow_max_seq, _gpu_multiselect,
                        _nearest, _react_then_redraw, _style, _up_to_max_seq)
-from .dashboard import Dashboard
+from .dashboard import KEPT_ANSWERS, Dashboard
 
 #: The heads slider of chapter 1 offers the divisors of the hidden size up to this many heads.
 _MAX_HEADS = 256
@@ -45,7 +45,7 @@ def parameter_counts_widget(model: str = "llama-2-7b") -> Dashboard:
         "gated_mlp": W.Checkbox(value=m.gated_mlp, description="gated MLP (SwiGLU)", **_style()),
         "tied_embeddings": W.Checkbox(value=m.tied_embeddings, description="tied embeddings", **_style()),
     }
-    box = Dashboard(_render_parameters, controls, name="parameter_counts_widget")
+    box = Dashboard(_render_parameters, controls, name="parameter_counts_widget", keep=KEPT_ANSWERS)
     # the values the reader last chose for heads and KV heads: brought back when they become valid again
     wanted = {"heads": m.heads, "kv_heads": m.kv_heads}
 
@@ -112,7 +112,7 @@ def model_states_widget(model: str = "llama-3-8b") -> Dashboard:
                              tooltip="how many GPUs of each type a dashed line stands for", **_style()),
         "gpus": _gpu_multiselect(("A100 40GB", "H100 SXM", "H200", "B200"), "GPUs"),
     }
-    box = Dashboard(_render_model_states, controls, name="model_states_widget")
+    box = Dashboard(_render_model_states, controls, name="model_states_widget", keep=KEPT_ANSWERS)
     _cap_gpus_per_line(box)
     return box
 
@@ -204,7 +204,7 @@ def inference_memory_widget(model: str = "llama-3-8b") -> Dashboard:
                                description="KV-cache dtype", **_style()),
         "gpus": _gpu_multiselect(("A10", "L40S", "H100 SXM", "H200"), "GPUs"),
     }
-    box = Dashboard(_render_inference_memory, controls, name="inference_memory_widget")
+    box = Dashboard(_render_inference_memory, controls, name="inference_memory_widget", keep=KEPT_ANSWERS)
     _follow_max_seq(box, "context", _CONTEXTS, lambda c: (f"{c:,}", c))
     return box
 
@@ -233,7 +233,8 @@ def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
                                 value="bf16-mixed", description="recipe", **_style()),
         "dropout": W.Checkbox(value=False, description="dropout", **_style()),
     }
-    box = Dashboard(charts.render_activation_memory, controls, name="activation_memory_widget")
+    box = Dashboard(charts.render_activation_memory, controls, name="activation_memory_widget",
+                    keep=KEPT_ANSWERS)
     _follow_max_seq(box, "seq", _SEQS, int)
     return box
 
@@ -254,5 +255,6 @@ def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
         "stack": _choice(["fused", "hf"], "fused", "stack"),
         "dropout": W.Checkbox(value=False, description="dropout", **_style()),
     }
-    return Dashboard(charts.render_max_micro_batch, controls, name="max_micro_batch_widget")
+    return Dashboard(charts.render_max_micro_batch, controls, name="max_micro_batch_widget",
+                     keep=KEPT_ANSWERS)
 

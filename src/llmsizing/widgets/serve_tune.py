@@ -12,7 +12,7 @@ import ipywidgets as W
 from .. import charts
 from ..catalog import get_model, list_gpus
 from .controls import _choice, _dense_models, _follow_max_seq, _style, _up_to_max_seq
-from .dashboard import Dashboard
+from .dashboard import KEPT_ANSWERS, Dashboard
 
 
 # =========================================================================== chapter 15: serving
@@ -41,7 +41,7 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
         "batch": W.SelectionSlider(options=[2**i for i in range(12)], value=16, description="batch",
                                    **_style()),
     }
-    return Dashboard(charts.render_serving_curve, controls, name="serving_widget")
+    return Dashboard(charts.render_serving_curve, controls, name="serving_widget", keep=KEPT_ANSWERS)
 
 
 #: The fleet widget's loads (concurrent users) and percentiles.

@@ -15,7 +15,7 @@ import ipywidgets as W
 from .. import charts
 from ..catalog import get_model, list_gpus, list_models
 from .controls import _gpu_multiselect, _reroute, _set_quietly, _style
-from .dashboard import FIGURE_MAX_PX, Dashboard
+from .dashboard import FIGURE_MAX_PX, KEPT_ANSWERS, Dashboard
 
 #: The token budgets the widgets of chapters 10-12 offer.
 TOKEN_BUDGETS = (("1B", 1e9), ("10B", 1e10), ("100B", 1e11), ("1T", 1e12), ("2T", 2e12), ("15T", 15e12))
@@ -67,11 +67,11 @@ def cost_widget(model: str = "llama-3-70b") -> Dashboard:
         "n_gpus": W.SelectionSlider(options=[2**k for k in range(16)], value=1024, description="GPUs",
                                     **_style()),
     }
-    box = Dashboard(charts.render_cost_sensitivity, controls, name="cost_widget")
+    box = Dashboard(charts.render_cost_sensitivity, controls, name="cost_widget", keep=KEPT_ANSWERS)
 
     def on_gpu(change):                      # a new GPU brings its own on-demand price (one redraw)
         _set_quietly(box, controls["price"], value=get_gpu(change["new"]).price_usd_per_gpu_hour)
-        box.update()
+        box.update(change)
 
     _reroute(box, on_gpu, ("gpu",))
     return box
@@ -83,6 +83,9 @@ PLAN_DEADLINES = (("none", 0.0), ("7 days", 7.0), ("14 days", 14.0), ("30 days",
                   ("90 days", 90.0), ("1 day", 1.0))
 PLAN_BUDGETS = (("none", 0.0), ("$500k", 5e5), ("$750k", 7.5e5), ("$1M", 1e6), ("$2M", 2e6), ("$5M", 5e6),
                 ("$10M", 1e7))
+#: Settings whose answers (PNG and summary) the planner widget keeps: a move back to one of them is shown
+#: without a new render and draw (issue 38).
+PLANNER_KEPT = 64
 
 
 def planner_widget(model: str = "llama-3-70b") -> Dashboard:
@@ -94,7 +97,8 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     filter and redraw.
     Filtering the cached plans by deadline and budget keeps exactly ``plan()``'s front (a plan dominated by
     one beyond the deadline or budget is beyond it too); when nothing is left, ``plan()`` is called with them
-    to show its :class:`~llmsizing.planner.NoPlanError` message."""
+    to show its :class:`~llmsizing.planner.NoPlanError` message. The last :data:`PLANNER_KEPT` settings' PNGs
+    and summaries are kept: a move back to one of them is answered without a render or a draw (issue 38)."""
     from ..planner import plan
 
     get_model(model)
@@ -132,10 +136,16 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
 
     holder: dict = {}
 
-    def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice, into=None):
+    def prepare(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice):
+        """The plan selector's options for the setting (before the dashboard looks for a kept answer)."""
         args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus)
         df, front, options, searched = filtered(model, deadline=deadline, budget=budget, **args)
         _set_front_options(holder["box"], front, choice, options)
+        return args, df, front, searched
+
+    def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice, into=None):
+        args, df, front, searched = prepare(model, tokens, gpus, seq, global_batch, max_gpus, deadline,
+                                            budget, choice)
         k = holder["box"].controls["choice"].value
         return charts.render_plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None,
                                   plans=df, highlight=front.index[k], into=into, all_plans=searched)
@@ -161,7 +171,8 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     controls["choice"].layout.width = f"{FIGURE_MAX_PX[0]}px"
     controls["choice"].layout.max_width = "100%"
     holder["box"] = box = Dashboard.__new__(Dashboard)
-    box.__init__(render, controls, above=("choice",), name="planner_widget")
+    box.__init__(render, controls, above=("choice",), name="planner_widget", keep=PLANNER_KEPT,
+                 prepare=prepare)
     return box
 
 
