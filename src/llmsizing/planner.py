@@ -526,7 +526,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     by_days, by_cost = _lex_orders((memory_d, cost_d, days_d), (days_d, cost_d))
     added["pareto"][sel] = _pareto(days_d, cost_d, memory_d, order=by_days)
     rows = sel[by_cost]
-    out = pd.DataFrame({c: added[c][rows] if c in added else _taken(df[c], rows) for c in columns})
+    # (every column a fresh array: copy=False keeps them as they are instead of stacking them into blocks)
+    out = pd.DataFrame({c: added[c][rows] if c in added else _taken(df[c], rows) for c in columns},
+                       copy=False)
     out.attrs["assumes"] = (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
                             f"kernel efficiency {'calibrated per GPU' if eff is None else f'{eff:g}'}, "
                             f"overlap {'per group' if overlap is None else f'{overlap:g}'}"
