@@ -200,6 +200,30 @@ DeepSeek-V3 over the catalogue is under 0.3 s in its median at this load (0.285)
 median, 0.32 best): its time is spread over the memory fit (348 training_memory calls, ~0.08 s, and ~0.06 s
 around them), the pricing (~0.12 s: layer_terms, dp collectives, all-to-alls) and the frame (~0.05 s: sorting
 43k plans). Every single plan() timed here is under 1 s.
+
+Issue 35, eighth round (branch arrays35g, 2026-11-30): the frame after the search, and the groups of the
+pricing. CPU seconds of one plan() from scratch, main (a4690a7) and this branch in one process, alternating
+run by run (the seventh round's method), at a load of 6.5 to 7; and the part of plan() after the search
+(another token budget, the search kept: best of 10, one process per side, one after the other). Plans
+unchanged: tests/reference/plans.npz (not re-frozen) and the seventh round's 20 whole searches against main,
+every column (memory_per_gpu_bytes too) and attrs exactly equal.
+
+    case                                  pairs  median main -> branch  ratio  after the search, main -> branch
+    mixtral-8x7b, whole catalogue            20        0.264 -> 0.253     0.91        0.051 -> 0.029
+    mixtral-8x7b, whole catalogue            10        0.306 -> 0.334     0.99
+    deepseek-v3, whole catalogue             10        0.244 -> 0.235     0.95        0.028 -> 0.021
+    qwen3-30b-a3b at 64K                     10        0.604 -> 0.556     0.94        0.016 -> 0.015
+    llama-3.1-405b at 128K, whole catalogue  10        0.555 -> 0.524     0.97        0.023 -> 0.017
+
+What changed: plan()'s two sorts (the Pareto sweep's lexsort of days, cost and memory, and the final order by
+cost then days) rank each key once (one unstable float sort each, shared by both orders) and sort one packed
+int64 of (ranks, row) per order: the same order as np.lexsort, which is kept for NaN, non-numeric keys or a
+pack over 63 bits (planner._lex_orders; ~20 -> ~10 ms for Mixtral); the output frame keeps its fresh column
+arrays instead of stacking them into blocks (DataFrame(copy=False), ~5 ms); plan_terms._group_columns (moved
+from plan_pricing, which is 579 lines now) answers np.unique from a table of every key when the key is dense
+(a few ms for Mixtral; its keys arrive nearly sorted, so np.unique was already cheap). Mixtral over the
+catalogue now reads under 0.3 s in its median at this load, but so does main (0.26-0.31): the gain is ~5-10%,
+within the load's noise on a single run; what is left is the memory fit and the pricing (seventh round).
 """
 
 from __future__ import annotations

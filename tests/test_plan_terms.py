@@ -14,8 +14,8 @@ from llmsizing.moe import _split
 from llmsizing.network import GroupLink, get_node
 from llmsizing.parallel import Parallel
 from llmsizing.plan_pricing import _dp_calls, _dp_slot
-from llmsizing.plan_terms import dp_unit_rows, layer_terms
-from llmsizing.planner import _pareto
+from llmsizing.plan_terms import _group_columns, dp_unit_rows, layer_terms
+from llmsizing.planner import _lex_orders, _pareto
 
 GPUS = ("H100 SXM", "B200", "A100 80GB", "MI300X")
 
@@ -98,6 +98,30 @@ def test_pareto_is_the_front():
             bad = rng.random(n) < 0.1
             a[bad] = rng.choice([np.nan, np.inf], bad.sum())
         assert np.array_equal(_pareto(days, cost, memory), _front(days, cost, memory)), (days, cost, memory)
+
+
+def test_lex_orders_and_groups_are_numpys():
+    # planner._lex_orders (issue 35) is np.lexsort: ties in every key keep the rows' order, -0.0 ties 0.0, inf
+    # sorts last, a NaN or a packed key over 63 bits hands over to np.lexsort; plan_terms._group_columns is
+    # np.unique of the packed key (groups in increasing order, each group's first row, each row's group)
+    rng = np.random.default_rng(36)
+    for _ in range(300):
+        n = int(rng.integers(0, 40))
+        a, b = rng.choice([0.0, -0.0, 1.5, 2.0, np.inf], n), rng.integers(0, 4, n).astype(float) / 3
+        c = rng.integers(0, 3, n)
+        if n and rng.random() < 0.2:
+            b[0] = np.nan
+        by_abc, by_ca = _lex_orders((a, b, c), (c, a))
+        assert np.array_equal(by_abc, np.lexsort((a, b, c))) and np.array_equal(by_ca, np.lexsort((c, a)))
+        if n:
+            cols = (c, rng.integers(0, 5, n), rng.integers(0, rng.choice([4, 10**6]), n))
+            key = np.ravel_multi_index(cols, [int(x.max()) + 1 for x in cols])
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            values, got_first, got_inverse = _group_columns(*cols)
+            assert np.array_equal(got_first, first) and np.array_equal(got_inverse, inverse.reshape(-1))
+            assert all(np.array_equal(v, x[first]) for v, x in zip(values, cols))
+    big = np.arange(70_000, dtype=float)
+    assert np.array_equal(_lex_orders((big, -big, big % 7))[0], np.lexsort((big, -big, big % 7)))
 
 
 def test_model_hash_is_kept_and_not_pickled():

@@ -24,7 +24,7 @@ from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
 from .network import group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
-from .plan_terms import dp_unit_rows, layer_terms
+from .plan_terms import _group_columns, _groups, dp_unit_rows, layer_terms  # noqa: F401
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
@@ -207,24 +207,6 @@ def _dp_slot(name: str) -> int:
     if name.startswith("ZeRO-2 gradient"):
         return 3
     return 4
-
-
-def _groups(*columns):
-    """The distinct rows of integer ``columns`` (each an array, or a list of tuples' worth) as a list of
-    tuples, and for each row the index of its group: ``np.unique(..., axis=0, return_inverse=True)`` on one
-    packed key, which sorts plain integers instead of records."""
-    cols, first, inverse = _group_columns(*columns)
-    return list(map(tuple, np.stack(cols, axis=1).tolist())), inverse
-
-
-def _group_columns(*columns):
-    """:func:`_groups` as arrays: each column's values on the distinct rows (in :func:`_groups`' order), the
-    first row of each group, and each row's group."""
-    cols = [np.asarray(c, dtype=np.int64) for c in columns]
-    dims = [int(c.max()) + 1 for c in cols]
-    key = np.ravel_multi_index(cols, dims)
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return [c[first] for c in cols], first, inverse.reshape(-1)
 
 
 def _row_links(gpu_list, node_of, gi, size, stride):

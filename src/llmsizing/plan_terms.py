@@ -126,3 +126,30 @@ def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: b
             rows[live, 0, j] += c * (f * message)
             rows[live, 1, j] += c * s * 1.0 / c
     return rows
+
+
+def _groups(*columns):
+    """The distinct rows of integer ``columns`` (each an array, or a list of tuples' worth) as a list of
+    tuples, and for each row the index of its group: ``np.unique(..., axis=0, return_inverse=True)`` on one
+    packed key, which sorts plain integers instead of records."""
+    cols, first, inverse = _group_columns(*columns)
+    return list(map(tuple, np.stack(cols, axis=1).tolist())), inverse
+
+
+def _group_columns(*columns):
+    """:func:`_groups` as arrays: each column's values on the distinct rows (in :func:`_groups`' order), the
+    first row of each group, and each row's group."""
+    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    dims = [int(c.max()) + 1 for c in cols]
+    key = np.ravel_multi_index(cols, dims)
+    n, size = len(key), int(np.prod(dims, dtype=object))
+    if size > 4 * n + 1024:                # (a sparse key: sort it)
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return [c[first] for c in cols], first, inverse.reshape(-1)
+    # np.unique's answer from a table of every possible key, without sorting (issue 35: ~0.2 ms instead of
+    # 3-6 ms for 43k rows): each key's first row, the keys present in increasing order, their rank
+    at = np.full(size, n, dtype=np.intp)
+    np.minimum.at(at, key, np.arange(n, dtype=np.intp))
+    present = at < n
+    first = at[present]
+    return [c[first] for c in cols], first, (np.cumsum(present) - 1)[key]
