@@ -126,6 +126,12 @@ a new setting (unchanged: the same render and draw):
     parallel_explorer      85  81 -> 1 1      93  80 -> 93  73
     cost                   74  78 -> 1 1      87  93 -> 96 107
     serving               101 116 -> 1 1      99 107 -> 107 116
+
+Measured 2026-11-30 (branch widget38g; base = main a4690a7, base and new alternating, 04:23-04:34 UTC, load
+5.4-6.3), after ``charts._plan_groups`` read the columns' arrays instead of groupby and sort_values over the
+plans table: ``_plan_groups`` on a deadline's or budget's first table 11.7-14.7 -> 4.7-6.7 ms (median of 10
+such moves, 3 runs each). The whole move stays within this load's noise: ``no search`` column best of 3,
+--moves 4: 100 -> 81 ms; --moves 6: 77 -> 76 ms; the 10 deadline/budget moves alone, best of 3: 80.5 -> 74.
 """
 
 from __future__ import annotations

@@ -239,28 +239,41 @@ def _plan_groups(plans) -> dict:
     (``own``: name, days, cost, fastest first), the time-vs-cost front (``front``: days, cost, fastest first;
     ``front_by_gpu`` per GPU type) and the summary's line per front plan (``front_lines``: row label, text).
     Kept for the last few tables, by content (:func:`_table_key`), and computed for any other."""
+    import numpy as np
+    import pandas as pd
+
     from ..planner import _pareto, recompute_label
 
     key = _table_key(plans)
     if key in _PLAN_GROUPS_KEPT:
         return _PLAN_GROUPS_KEPT[key]
-    own = []
-    for name, sub in plans.groupby("gpu", sort=False):
-        best = sub[_pareto(sub["days"].to_numpy(), sub["cost_usd"].to_numpy(),
-                           sub["memory_per_gpu_bytes"].to_numpy())].sort_values("days")
-        own.append((name, best["days"].to_numpy(), best["cost_usd"].to_numpy()))
-    front = plans[plans["pareto"]]
-    fs = front.sort_values("days")
+    # on the columns' arrays, not on sub-tables: groupby and sort_values on the ~3,000 x 24 table cost a
+    # deadline's or budget's first redraw ~8-16 ms (issue 38); the same groups (in order of first appearance,
+    # as groupby(sort=False)), rows and quicksort order (as sort_values' nargsort)
+    gpu, days, cost = plans["gpu"].to_numpy(), plans["days"].to_numpy(), plans["cost_usd"].to_numpy()
+    memory, on_front = plans["memory_per_gpu_bytes"].to_numpy(), plans["pareto"].to_numpy(dtype=bool)
+    own, by_gpu = [], []
+    for name in pd.unique(gpu):
+        if pd.isna(name):                                            # (groupby drops a missing key)
+            continue
+        rows = np.flatnonzero(gpu == name)
+        best = rows[_pareto(days[rows], cost[rows], memory[rows])]
+        best = best[days[best].argsort(kind="quicksort")]
+        own.append((name, days[best], cost[best]))
+    fs = np.flatnonzero(on_front)
+    fs = fs[days[fs].argsort(kind="quicksort")]                    # the front, fastest first
+    for name in pd.unique(gpu[fs]):
+        if not pd.isna(name):
+            rows = fs[gpu[fs] == name]
+            by_gpu.append((name, days[rows], cost[rows]))
+    front = plans[on_front]
     lines = []
     for i, f in enumerate(front.itertuples(), 1):                  # (itertuples: iterrows is ~10x slower)
         lines.append((f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp}{_cp_text(f)} "
                      f"pp={f.pp:<2d} dp={f.dp:<4d} ZeRO-{f.zero} mb={f.micro_batch} x{f.grad_accum:<4d} "
                      f"{recompute_label(f):<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
                      f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}"))
-    out = {"own": own, "front": (fs["days"].to_numpy(), fs["cost_usd"].to_numpy()),
-           "front_by_gpu": [(name, sub["days"].to_numpy(), sub["cost_usd"].to_numpy())
-                            for name, sub in fs.groupby("gpu", sort=False)],
-           "front_lines": lines}
+    out = {"own": own, "front": (days[fs], cost[fs]), "front_by_gpu": by_gpu, "front_lines": lines}
     if len(_PLAN_GROUPS_KEPT) >= _PLAN_GROUPS_KEEP:
         del _PLAN_GROUPS_KEPT[next(iter(_PLAN_GROUPS_KEPT))]          # the oldest
     _PLAN_GROUPS_KEPT[key] = out
