@@ -60,7 +60,7 @@ def test_mixtral_frame_has_ep_and_every_row_is_the_scalar_functions(mixtral):
 def test_every_row_memory_is_training_memory(mixtral):
     """Every row, not a sample: the search reads memory off linear coefficients, and for ZeRO-0/1 without a
     pipeline derives each ep from two (planner._moe_ep_coefficients); a row where that is wrong is caught.
-    (The H100 and A100 rows of one layout ask training_memory, which takes no GPU, one question: asked once.)"""
+    (The H100 and A100 rows of a layout ask training_memory, which takes no GPU, one question: asked once.)"""
     memory = {}
     for r in mixtral.itertuples():
         key = (int(r.micro_batch), int(r.grad_accum), r.recompute, _par(r))
