@@ -28,6 +28,8 @@ import sys
 PRELOAD = ("ipykernel.kernelapp", "pandas", "matplotlib.pyplot", "llmsizing", "llmsizing.prose",
            "llmsizing.charts", "ipywidgets", "llmsizing.widgets")
 INLINE = "module://matplotlib_inline.backend_inline"
+#: What the server's import of ipykernel's debugger set in the environment: each kernel sets it (serve).
+_IMPORT_ENV: dict[str, str] = {}
 
 
 # ------------------------------------------------------------------------- the launcher (the kernel's argv)
@@ -82,6 +84,8 @@ def _child(conn: socket.socket, request: dict, fds: list[int], others: list) -> 
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        for key, value in _IMPORT_ENV.items():     # (only if unset, as the import does)
+            os.environ.setdefault(key, value)
         if "numpy" in sys.modules:  # forks share the server's random state: a fresh seed, as a new process
             sys.modules["numpy"].random.seed()
         import ipykernel_launcher   # noqa: F401  (the file a normal kernel runs, for sys.argv[0])
@@ -126,6 +130,29 @@ def serve(path: str) -> None:
             importlib.import_module(name)
     finally:
         del builtins.get_ipython
+    # ipykernel imports its debugger (debugpy and pydevd, about 0.17 s CPU) in every kernel, when the kernel
+    # object is made: imported here once. PYDEVD_DISABLE_FILE_VALIDATION is set only while it is imported, so
+    # that pydevd's import-time note on frozen modules (a normal kernel writes it to its stderr stream, never
+    # in a cell) is not logged here: pydevd's log stream is then set on first use, in the kernel, to the
+    # kernel's stderr stream, the one a normal kernel's import gives it. pydevd reads no other setting that
+    # differs here: a kernel's environment is this worker's (the other PYDEVD_* variables are unset). What
+    # the import puts in the environment (debugpy's PYDEVD_USE_FRAME_EVAL=NO, when unset) each kernel puts in
+    # its own (:data:`_IMPORT_ENV`), as its import would have.
+    import itertools
+    import threading
+
+    validation = os.environ.pop("PYDEVD_DISABLE_FILE_VALIDATION", None)
+    before, number = dict(os.environ), threading._counter()    # the next thread's number (Thread-N)
+    os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    try:
+        importlib.import_module("ipykernel.debugger")
+    finally:
+        # the import's Thread object took a number: the threads a kernel starts are numbered as in a new one
+        threading._counter = itertools.count(number).__next__
+        del os.environ["PYDEVD_DISABLE_FILE_VALIDATION"]
+        _IMPORT_ENV.update((k, v) for k, v in os.environ.items() if k not in before)
+        if validation is not None:
+            os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = validation
     import gc
     gc.freeze()     # what is imported is never collected: a child's collections do not walk (and copy) it
 

@@ -6,8 +6,6 @@ files with a plain split in the test, not copied from the module's output."""
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -139,9 +137,11 @@ def test_fitted_nvlink_fraction_and_links_csv():
 
 
 def test_links_csv_and_fits_csv_are_what_the_logs_give():
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "fit_nccl_logs.py"), "--check"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
+    # `fit_nccl_logs.py --check`, run in this process (the library is imported already: conftest.run_tool)
+    from conftest import run_tool
+
+    code, printed = run_tool("fit_nccl_logs.py", "--check")
+    assert code == 0, printed
 
 
 def test_two_node_busbw_at_node_level():
