@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from llmsizing import calibration as C  # noqa: E402
 from llmsizing.hardware import _kernel_rows  # noqa: E402
 
-AS_OF = "2026-11-25"
+AS_OF = "2026-11-30"
 INTERVALS_AS_OF = "2026-11-30"
 
 
