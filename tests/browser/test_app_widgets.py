@@ -21,13 +21,11 @@ the chapter's).
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from conftest import POLL_MS, SHOTS, VOILA_VIEWPORT
 from test_lab import (
-    BOOK, CONTROLS, FEEDBACK_MS, JS_COLUMN, JS_FIGURE, JS_IMAGE_SETTLED, JS_IMAGE_SHOWN, JS_LABELS,
-    JS_WATCH_REDRAW, TOC, _cells, _move, _move_right, widget_cells,
+    BOOK, CONTROLS, JS_COLUMN, JS_FIGURE, JS_IMAGE_SETTLED, JS_LABELS, TOC, _cells, move_every_control,
+    widget_cells,
 )
 
 WIDGET_CHAPTERS = [n for n in TOC if widget_cells(_cells(BOOK / n))]
@@ -92,18 +90,6 @@ def _wait_redrawn(w: Widgets, i: int, before: dict) -> dict:
     return w.js(JS_FIGURE, i)
 
 
-def _record(key: str, entry: dict) -> None:
-    """Add one widget's timings to REDRAW_TIMES (locked: `make check-live`'s two workers both write it)."""
-    import fcntl
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with open(REDRAW_TIMES.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        record = json.loads(REDRAW_TIMES.read_text()) if REDRAW_TIMES.exists() else {}
-        record[key] = entry
-        REDRAW_TIMES.write_text(json.dumps(record, indent=1))
-
-
 @_voila(WIDGET_CHAPTERS)
 def test_voila_every_control_changes_the_figure_or_says_why(voila_page):
     """Issue 25 ("moving max GPUs from 4096 to 16384 changes nothing in the figure") and issue 38 (no sign
@@ -115,34 +101,7 @@ def test_voila_every_control_changes_the_figure_or_says_why(voila_page):
     problems = []
     for i in range(w.count):
         w.to_top(i)
-        count = w.js(f"i => __root(i).querySelectorAll('{CONTROLS}').length", i)
-        timings = []
-        for n in range(count):
-            before = w.js(JS_FIGURE, i)
-            w.moved_left = False
-            w.js(JS_WATCH_REDRAW, i)
-            done = _move(w, i, n)
-            if done is None:
-                continue
-            after = _wait_redrawn(w, i, before)
-            timings.append({"move": done, **w.js("() => window.__redraw")})
-            if after["src"] == before["src"] and after["error"] == before["error"]:
-                problems.append(f"widget {i}: {done} changed nothing in the figure and said nothing")
-            if after["error"] and w.js(JS_IMAGE_SHOWN, i):
-                problems.append(f"widget {i}: {done} is refused, and an empty image (the broken-image icon) "
-                                "sits under the message")
-            _move(w, i, n, back=True) if not w.moved_left else _move_right(w, i, n)
-            _wait_redrawn(w, i, after)
-        feedback = sorted(t["feedback"] for t in timings if t["feedback"] is not None)
-        redrawn = sorted(t["redrawn"] for t in timings if t["redrawn"] is not None)
-        _record(f"{w.name} widget {i}", {
-            "moves": len(timings),
-            "feedback_ms_median": round(feedback[len(feedback) // 2]) if feedback else None,
-            "redrawn_ms_median": round(redrawn[len(redrawn) // 2]) if redrawn else None,
-            "redrawn_ms_max": round(redrawn[-1]) if redrawn else None, "each": timings})
-        if feedback and feedback[len(feedback) // 2] > FEEDBACK_MS:
-            problems.append(f"widget {i}: a move is answered after {feedback[len(feedback) // 2]:.0f} ms "
-                            f"(median of {len(feedback)}; the busy mark or the redraw, whichever first)")
+        problems += move_every_control(w, i, _wait_redrawn, f"{w.name} widget {i}", REDRAW_TIMES)
     assert not problems, f"{w.name}: " + "; ".join(problems)
 
 

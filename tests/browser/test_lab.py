@@ -1109,46 +1109,57 @@ def test_every_control_changes_the_figure_or_says_why(notebook):
     problems = []
     for i in widget_cells(notebook.cells):
         scroll_widget_to_top(notebook, i)
-        count = notebook.js(f"i => __root(i).querySelectorAll('{CONTROLS}').length", i)
-        timings = []
-        for n in range(count):
-            before = notebook.js(JS_FIGURE, i)
-            notebook.moved_left = False
-            notebook.js(JS_WATCH_REDRAW, i)
-            done = _move(notebook, i, n)
-            if done is None:
-                continue
-            after = _wait_redrawn(notebook, i, before)
-            timings.append({"move": done, **notebook.js("() => window.__redraw")})
-            if after["src"] == before["src"] and after["error"] == before["error"]:
-                problems.append(f"cell {i}: {done} changed nothing in the figure and said nothing")
-            if after["error"] and notebook.js(JS_IMAGE_SHOWN, i):
-                problems.append(f"cell {i}: {done} is refused, and an empty image (the broken-image icon) sits "
-                                "under the message")
-            _move(notebook, i, n, back=True) if not notebook.moved_left else _move_right(notebook, i, n)
-            _wait_redrawn(notebook, i, after)
-        feedback = sorted(t["feedback"] for t in timings if t["feedback"] is not None)
-        redrawn = sorted(t["redrawn"] for t in timings if t["redrawn"] is not None)
-        _record_redraw_times(f"{notebook.name} cell {i}", {
-            "moves": len(timings), "feedback_ms_median": round(feedback[len(feedback) // 2]) if feedback else None,
-            "redrawn_ms_median": round(redrawn[len(redrawn) // 2]) if redrawn else None,
-            "redrawn_ms_max": round(redrawn[-1]) if redrawn else None, "each": timings})
-        if feedback and feedback[len(feedback) // 2] > FEEDBACK_MS:
-            problems.append(f"cell {i}: a move is answered after {feedback[len(feedback) // 2]:.0f} ms (median of "
-                            f"{len(feedback)}; the busy mark or the redraw, whichever first)")
+        problems += move_every_control(notebook, i, _wait_redrawn, f"{notebook.name} cell {i}", REDRAW_TIMES)
     assert not problems, f"{notebook.name}: " + "; ".join(problems)
 
 
-def _record_redraw_times(key: str, entry: dict) -> None:
-    """Add one widget's timings to REDRAW_TIMES (locked: `make check-live`'s two workers both write it)."""
+def move_every_control(page, i: int, wait_redrawn, label: str, path) -> list[str]:
+    """Move each control of widget ``i`` one step from the default view and back (``page``: the lab's
+    notebook or a Voila page's widgets, both with ``js`` and ``moved_left``; ``wait_redrawn(page, i,
+    before)`` waits for the next figure): what a reader would see wrong, as messages. Each move's times go to
+    ``path`` under ``label``; test_app_widgets.py runs the same moves on every widget in Voila."""
+    problems = []
+    count = page.js(f"i => __root(i).querySelectorAll('{CONTROLS}').length", i)
+    timings = []
+    for n in range(count):
+        before = page.js(JS_FIGURE, i)
+        page.moved_left = False
+        page.js(JS_WATCH_REDRAW, i)
+        done = _move(page, i, n)
+        if done is None:
+            continue
+        after = wait_redrawn(page, i, before)
+        timings.append({"move": done, **page.js("() => window.__redraw")})
+        if after["src"] == before["src"] and after["error"] == before["error"]:
+            problems.append(f"{label}: {done} changed nothing in the figure and said nothing")
+        if after["error"] and page.js(JS_IMAGE_SHOWN, i):
+            problems.append(f"{label}: {done} is refused, and an empty image (the broken-image icon) sits "
+                            "under the message")
+        _move(page, i, n, back=True) if not page.moved_left else _move_right(page, i, n)
+        wait_redrawn(page, i, after)
+    feedback = sorted(t["feedback"] for t in timings if t["feedback"] is not None)
+    redrawn = sorted(t["redrawn"] for t in timings if t["redrawn"] is not None)
+    _record_redraw_times(label, {
+        "moves": len(timings),
+        "feedback_ms_median": round(feedback[len(feedback) // 2]) if feedback else None,
+        "redrawn_ms_median": round(redrawn[len(redrawn) // 2]) if redrawn else None,
+        "redrawn_ms_max": round(redrawn[-1]) if redrawn else None, "each": timings}, path)
+    if feedback and feedback[len(feedback) // 2] > FEEDBACK_MS:
+        problems.append(f"{label}: a move is answered after {feedback[len(feedback) // 2]:.0f} ms (median of "
+                        f"{len(feedback)}; the busy mark or the redraw, whichever first)")
+    return problems
+
+
+def _record_redraw_times(key: str, entry: dict, path=REDRAW_TIMES) -> None:
+    """Add one widget's timings to ``path`` (locked: `make check-live`'s two workers both write it)."""
     import fcntl
 
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with open(REDRAW_TIMES.with_suffix(".lock"), "w") as lock:
+    with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        record = json.loads(REDRAW_TIMES.read_text()) if REDRAW_TIMES.exists() else {}
+        record = json.loads(path.read_text()) if path.exists() else {}
         record[key] = entry
-        REDRAW_TIMES.write_text(json.dumps(record, indent=1))
+        path.write_text(json.dumps(record, indent=1))
 
 
 def _move_right(notebook, i: int, n: int) -> None:
