@@ -24,7 +24,7 @@ from __future__ import annotations
 import pytest
 from conftest import POLL_MS, SHOTS, VOILA_VIEWPORT
 from test_lab import (
-    BOOK, CONTROLS, JS_COLUMN, JS_FIGURE, JS_IMAGE_SETTLED, JS_LABELS, TOC, _cells, move_every_control,
+    BOOK, CONTROLS, JS_FIGURE, JS_IMAGE_SETTLED, JS_LABELS, TOC, _cells, column_problems, move_every_control,
     widget_cells,
 )
 
@@ -175,20 +175,7 @@ def test_voila_control_labels_are_whole(voila_page):
             """i => Array.from(__root(i).querySelectorAll('[title]'))
                  .filter(e => /^(null|undefined)$/.test(e.title))
                  .map(e => `${e.className}: ${e.textContent.trim().slice(0, 40)}`)""", i)]
-        col = w.js(JS_COLUMN, i)
-        if col["wide"] > col["width"]:
-            problems.append(f"widget {i}: the controls are {col['wide']} px wide in a {col['width']} px "
-                            "column")
-        root = w.page.evaluate_handle("i => __root(i)", i).as_element()
-        for select in root.query_selector_all(".widget-dropdown select"):
-            select.click()
-            w.page.keyboard.press("Escape")
-            col = w.js(JS_COLUMN, i)
-            if col["scroll"]:
-                problems.append(f"widget {i}: after a drop-down click the column scrolled {col['scroll']} px")
-        cut = [lab["text"] for lab in w.js(JS_LABELS, i) if lab["cut"]]
-        if cut:
-            problems.append(f"widget {i}: labels cut after the drop-down clicks: {cut}")
+        problems += column_problems(w, i, f"widget {i}")
     if w.name.startswith("04_"):
         assert w.js("() => document.querySelectorAll('#rendered_cells .widget-toggle-button').length") > 0
     assert not problems, f"{w.name}: " + "; ".join(problems)

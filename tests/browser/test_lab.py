@@ -1222,17 +1222,27 @@ def test_controls_column_never_scrolls_sideways(notebook):
     problems = []
     for i in widget_cells(notebook.cells):
         scroll_widget_to_top(notebook, i)
-        col = notebook.js(JS_COLUMN, i)
-        if col["wide"] > col["width"]:
-            problems.append(f"cell {i}: the controls are {col['wide']} px wide in a {col['width']} px column")
-        root = notebook.page.evaluate_handle("i => __root(i)", i).as_element()
-        for select in root.query_selector_all(".widget-dropdown select"):
-            select.click()
-            notebook.page.keyboard.press("Escape")
-            col = notebook.js(JS_COLUMN, i)
-            if col["scroll"]:
-                problems.append(f"cell {i}: after a drop-down click the column scrolled {col['scroll']} px sideways")
-        cut = [lab["text"] for lab in notebook.js(JS_LABELS, i) if lab["cut"]]
-        if cut:
-            problems.append(f"cell {i}: labels cut after the drop-down clicks: {cut}")
+        problems += column_problems(notebook, i, f"cell {i}")
     assert not problems, f"{notebook.name}: " + "; ".join(problems)
+
+
+def column_problems(page, i: int, label: str) -> list[str]:
+    """What sticks out of widget ``i``'s controls' column, and how far the column scrolls sideways and which
+    labels are cut after each of its drop-downs is clicked (``page``: the lab's notebook or a Voila page's
+    widgets, both with ``js`` and ``page``); test_app_widgets.py checks every widget in Voila with it."""
+    problems = []
+    col = page.js(JS_COLUMN, i)
+    if col["wide"] > col["width"]:
+        problems.append(f"{label}: the controls are {col['wide']} px wide in a {col['width']} px column")
+    root = page.page.evaluate_handle("i => __root(i)", i).as_element()
+    for select in root.query_selector_all(".widget-dropdown select"):
+        select.click()
+        page.page.keyboard.press("Escape")
+        col = page.js(JS_COLUMN, i)
+        if col["scroll"]:
+            problems.append(f"{label}: after a drop-down click the column scrolled {col['scroll']} px "
+                            "sideways")
+    cut = [lab["text"] for lab in page.js(JS_LABELS, i) if lab["cut"]]
+    if cut:
+        problems.append(f"{label}: labels cut after the drop-down clicks: {cut}")
+    return problems
