@@ -16,7 +16,11 @@ FLOPs), so the rate in its convention is ``3 / 3.5`` of the published one.
 FlashAttention (Dao et al. 2022) a layer's attention wrote each head's ``s x s`` scores to HBM and read them
 back (Dao et al. 2022, Sec. 2.2, Algorithm 0; Megatron-LM's ``CoreAttention``: ``baddbmm``, fused scale-mask
 softmax, attention dropout, ``bmm``), so it runs at the HBM bandwidth, not at GEMM speed. Priced by a
-roofline on the GPU's own peak and bandwidth, not by a benchmark.
+roofline on the GPU's own peak and bandwidth, not by a benchmark: an approximation that takes every pass
+at the full HBM bandwidth and every GEMM at ``GEMM_CEILING``, with no launch or cache cost, so it is an upper
+bound on the share. It has not been checked against a measured unfused kernel, so its error is not known;
+the check is indirect: Narayanan et al.'s eight Megatron-LM runs priced with it land inside the range held
+out of their source (chapter 10, issue 34).
 
 **GEMMs.** A matrix multiply ``(m x k) @ (k x n)`` reaches a share of the peak that grows with its arithmetic
 intensity ``I`` (FLOPs per byte moved, :func:`~llmsizing.hardware.matmul_intensity_flops_per_byte`) over the
