@@ -124,7 +124,7 @@ def test_uneven_stages_and_zero3_with_pipelines():
     L.parallel.resolve_parallel(par, "llama-3.1-405b")                          # allowed: FSDP2 under PP
     with pytest.raises(ValueError, match="stage_layers"):
         L.parallel.resolve_parallel(Parallel(pp=2, stage_layers=(40, 41)), "llama-3-70b")
-    # ZeRO-3 without resharding gathers once per micro-batch and keeps the stage's 16-bit weights whole
+    # ZeRO-3 without resharding under a pipeline: one gather per step, the stage's 16-bit weights whole
     kw = dict(batch=1, seq=4096, gpu="H100 SXM", grad_accum=8)
     keep = Parallel(pp=4, dp=8, zero=3, reshard_after_forward=False)
     free = Parallel(pp=4, dp=8, zero=3)

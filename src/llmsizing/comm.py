@@ -44,6 +44,7 @@ from .kernels import compute_seconds, rates
 from .model import Model
 from .network import Collective, GroupLink, Node, get_node, group_link, latency_steps
 from .parallel import Parallel, check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
+from .pipeline_schedule import dualpipe_rank_mean
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
 
 #: Columns of :meth:`Communication.to_frame`.
@@ -132,7 +133,7 @@ def dp_calls(zero: int, on_rank: float, *, layers: int = 1, bucket_params: float
 
 
 def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
-                reshard_after_forward: bool = True, *, layers: int = 1,
+                reshard_after_forward: bool = True, *, layers: int = 1, pipelined: bool = False,
                 bucket_params: float | None = None) -> list[tuple[str, str, float, int]]:
     """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as
     ``(name, kind, message bytes of one call, calls)`` (:func:`communication`'s rules): DDP's gradient
@@ -141,7 +142,9 @@ def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: floa
     gradient reduce-scatter every micro-batch. Each is split into :func:`dp_calls` calls: ZeRO-3 gathers and
     reduce-scatters one FSDP unit of ``layers`` at a time (:data:`FSDP_UNIT_LAYERS`), the others one bucket
     of ``bucket_params`` at a time (:func:`dp_bucket_params`; one call when None, the old rule), so each call
-    pays its own latency. :func:`communication` prices them on the group's link (the planner reuses them)."""
+    pays its own latency. :func:`communication` prices them on the group's link (the planner reuses them).
+    ``pipelined`` (``pp > 1``) ZeRO-3 without resharding gathers the weights once per step, not per
+    micro-batch (:attr:`~llmsizing.parallel.Parallel.reshard_after_forward` says why)."""
     k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params)
     w, g, m = on_rank * weight_bytes / k, on_rank * grad_bytes / k, grad_accum
     if zero == 0:
@@ -152,7 +155,9 @@ def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: floa
     if zero == 2:
         return [("ZeRO-2 gradient reduce-scatter", "reduce-scatter", g, m * k),
                 ("ZeRO-2 weight all-gather", "all-gather", w, k)]
-    return ([("ZeRO-3 weight all-gather (forward)", "all-gather", w, m * k)]
+    kept = pipelined and not reshard_after_forward    # hidden as ZeRO-1/2's gather is (exposed_by_group)
+    return ([("FSDP weight all-gather (kept for the step)", "all-gather", w, k) if kept else
+             ("ZeRO-3 weight all-gather (forward)", "all-gather", w, m * k)]
             + ([("ZeRO-3 weight all-gather (backward)", "all-gather", w, m * k)] if reshard_after_forward
                else [])
             + [("ZeRO-3 gradient reduce-scatter", "reduce-scatter", g, m * k)])
@@ -225,8 +230,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     * ``zero=2``: the gradients are reduce-scattered after every micro-batch (the full gradient is never
       kept), then one all-gather of the weights;
     * ``zero=3``: per micro-batch, an all-gather of the weights in the forward and again in the backward
-      (only the forward's with ``reshard_after_forward=False``), and a reduce-scatter of the gradients, each
-      one call per layer of the stage (PyTorch FSDP's per-block unit, :data:`FSDP_UNIT_LAYERS`);
+      (the forward's only with ``reshard_after_forward=False``, once per step with a pipeline), and a
+      reduce-scatter of the gradients, each one call per layer of the stage (:data:`FSDP_UNIT_LAYERS`);
     * DDP's and ZeRO-1/2's collectives run one call per gradient bucket (Megatron-Core's default,
       :func:`dp_bucket_params`): every call, here as for TP and CP, pays its own latency;
     * TP: per micro-batch and layer, 2 all-reduces of ``b s h`` activations in the forward and 2 in the
@@ -299,6 +304,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
         for name, kind, message, calls in dp_schedule(par.zero, on_rank, w_b, g_b, m,
                                                       par.reshard_after_forward, layers=layers,
+                                                      pipelined=par.pp > 1,
                                                       bucket_params=dp_bucket_params(dp)):
             add(name + tag, "dp", dp, kind, message, calls, gl)
 
@@ -409,7 +415,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     if check_choice("schedule", schedule, ("1f1b", "zb1p", "dualpipe")) == "dualpipe":
         # DualPipe: rank i holds stages i and pp-1-i and runs half the micro-batches through each
         # (deepseek-ai/DualPipe; arXiv:2412.19437 Sec. 3.2.1), so a rank's work is the pair's mean
-        stages, full, causal = (_paired(x) for x in (stages, full, causal))
+        stages, full, causal = (dualpipe_rank_mean(x) for x in (stages, full, causal))
     slowest = max(range(len(stages)), key=stages.__getitem__)
     per_gpu = batch * seq * m / (par.tp * par.cp)
     # the Linear layers at the shape's GEMM efficiency x the calibrated scale; the attention core as causal
@@ -426,7 +432,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
                                                                            minimum=1.0, maximum=64.0)
         moe_layers = stage_moe_layers(model, par)[:-1] + (stage_moe_layers(model, par)[-1] + mtp_depth,)
         if schedule == "dualpipe":
-            moe_layers = _paired(moe_layers)
+            moe_layers = dualpipe_rank_mean(moe_layers)
         out += moe_extra_seconds(moe_layers[slowest], per_gpu,
                                  route_bytes=routing_bytes_per_token(model, recompute=recompute),
                                  hbm_bytes_per_s=g.memory_bandwidth_gbps * 1e9, skew=skew,
@@ -437,12 +443,6 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
 
         out /= 1.0 - comm_sm_share(g, comm_sms)
     return out
-
-
-def _paired(per_stage) -> tuple:
-    """DualPipe's per-rank mean of stages ``i`` and ``pp - 1 - i`` (:func:`step_compute_time_s`)."""
-    n = len(per_stage)
-    return tuple((per_stage[i] + per_stage[n - 1 - i]) / 2 for i in range(n))
 
 
 # =========================================================================== chapter 7: when DP stops scaling

@@ -263,3 +263,10 @@ def _dualpipe(p: int, m: int, tf: float, tb: float) -> PipelineSchedule:
         if not progress:                                   # cannot happen for DualPipe's phases; a guard
             raise RuntimeError(f"the dualpipe schedule deadlocked (pp={p}, micro_batches={m})")
     return PipelineSchedule("DualPipe", p, m, 1, tf, tb, tuple(sorted(ops, key=lambda o: o.start)))
+
+
+def dualpipe_rank_mean(per_stage) -> tuple:
+    """DualPipe's per-rank mean of stages ``i`` and ``pp - 1 - i``: rank ``i`` holds both and runs half the
+    micro-batches through each (:func:`~llmsizing.comm.step_compute_time_s`)."""
+    n = len(per_stage)
+    return tuple((per_stage[i] + per_stage[n - 1 - i]) / 2 for i in range(n))

@@ -1,0 +1,85 @@
+"""Llama 3 405B's step at 8K, term by term (issue 34): FSDP's weight gathers under a pipeline.
+
+Meta's FSDP "shards optimizer states and gradients, but for model shards we do not reshard after forward
+computation" (Dubey et al. 2024, arXiv:2407.21783, Sec. 3.3.2). Under a pipeline that setting exists to gather
+the weights once per step: torchtitan turns resharding off with PP "to avoid per-microbatch all-gathers, which
+can be expensive and non-overlapped" (``apply_fsdp``, ``torchtitan/models/llama3/infra/parallelize.py``), and
+PyTorch's pipeline stages keep the weights gathered between micro-batches (``backward_maybe_with_nosync`` in
+``torch/distributed/pipelining/stage.py`` calls ``set_reshard_after_backward(False)``; ``_post_backward``
+reshards after the last backward). The gradients are still reduce-scattered in fp32 every micro-batch: Meta
+shards them, and the library's memory model keeps only their shard.
+
+The check that the old reading (a weight gather every micro-batch) cannot be what Meta ran uses only published
+numbers: Table 4's 430 TFLOP/s per GPU on 8,192 GPUs with 16M-token batches of 8,192-token sequences gives the
+step; Sec. 3.3.1's 400 Gbps per GPU gives what one NIC moves in that step. Every expected number is worked out
+by hand from Llama 3.1 405B's shape (hidden 16,384, 126 layers, 8 KV heads of 128, MLP 53,248).
+"""
+
+import pytest
+
+from llmsizing import LLAMA3_RECIPE, Parallel, communication, llama3_405b_layout, step_time
+
+L405, H100, SEQ = "llama-3.1-405b", "H100 SXM", 8192
+# one layer's parameters on one of the 8 tensor-parallel GPUs: the attention's q, o (h x h each) and k, v
+# (h x 1,024 each) and the MLP's three h x 53,248 matrices split 8 ways, plus the two norms (h each, whole)
+LAYER_GPU = (2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248) // 8 + 2 * 16384
+STAGE_LAYERS = 8                                     # the second stage (7 on the first and the last)
+RING = 63 / 64                                       # a ring all-gather or reduce-scatter over dp = 64
+
+
+def _dp(par, m):
+    c = communication(L405, par, batch=1, seq=SEQ, gpu=H100, grad_accum=m, precision=LLAMA3_RECIPE)
+    return {x.collective: x for x in c.collectives if x.group == "dp"}
+
+
+def test_layer_params_by_hand():
+    assert LAYER_GPU == 398_491_648
+
+
+def test_fsdp_under_a_pipeline_gathers_once_per_step():
+    m = 32                                           # 2,048 sequences / dp 64 (Table 4: batch size 32 per DP)
+    dp = _dp(llama3_405b_layout(64), m)
+    gather = dp["FSDP weight all-gather (kept for the step)"]
+    scatter = dp["ZeRO-3 gradient reduce-scatter"]
+    assert set(dp) == {gather.collective, scatter.collective}          # no per-micro-batch gather left
+    assert gather.calls == STAGE_LAYERS                                # one unit per layer, once per step
+    assert gather.message_bytes == pytest.approx(2 * LAYER_GPU)        # bf16 weights
+    assert scatter.calls == STAGE_LAYERS * m                           # fp32 gradients, every micro-batch
+    assert scatter.message_bytes == pytest.approx(4 * LAYER_GPU)
+    assert gather.bytes_per_gpu + scatter.bytes_per_gpu == pytest.approx(
+        RING * STAGE_LAYERS * LAYER_GPU * (2 + 4 * m))
+
+
+def test_without_a_pipeline_fsdp_still_gathers_every_micro_batch():
+    # FSDP2 without PP reshards after the backward (its default), so each micro-batch's forward gathers again
+    par = Parallel(tp=8, dp=64, zero=3, sp=True, reshard_after_forward=False)
+    dp = _dp(par, 4)
+    assert dp["ZeRO-3 weight all-gather (forward)"].calls == 126 * 4
+    assert not any("kept" in k or "(backward)" in k for k in dp)
+
+
+def test_per_micro_batch_gathers_would_fill_metas_nic():
+    """Table 4 (430 TFLOP/s per GPU, 8,192 GPUs, 16M tokens) and Sec. 3.3.1 (400 Gbps per GPU): gathering the
+    stage's weights for every micro-batch would need about 96% of what the NIC moves in Meta's whole step,
+    before the pipeline's sends; gathering them once per step needs about 65%."""
+    m, tokens = 32, 2048 * SEQ
+    flops_per_token = 6 * 405e9 + 12 * 126 * 16384 * SEQ          # PaLM's MFU count, which Meta cites
+    step_s = flops_per_token * tokens / (8192 * 430e12)            # 12.6 s
+    nic_bytes = 400e9 / 8 * step_s
+    old = RING * STAGE_LAYERS * LAYER_GPU * m * (2 + 4)            # bf16 gather, fp32 scatter per micro-batch
+    new = RING * STAGE_LAYERS * LAYER_GPU * (2 + 4 * m)
+    assert old / nic_bytes == pytest.approx(0.96, abs=0.01)
+    assert new / nic_bytes == pytest.approx(0.65, abs=0.01)
+    got = sum(c.bytes_per_gpu for c in _dp(llama3_405b_layout(64), m).values())
+    assert got == pytest.approx(new)
+
+
+def test_the_gather_is_hidden_like_zero1s():
+    # once per step, behind the step's first forward (exposed_by_group's ZeRO-1/2 rule): what the step waits
+    # for of the gather is at most the gather, and the replicas' direction stays Meta's (43% > 41%)
+    steps = {dp: step_time(L405, H100, llama3_405b_layout(dp), batch=1, seq=SEQ, grad_accum=2048 // dp,
+                           precision=LLAMA3_RECIPE) for dp in (64, 128)}
+    for st in steps.values():
+        by = {c.collective: c.time_s for c in st.communication.collectives if c.group == "dp"}
+        assert 0 <= st.exposed_by_group_s["dp"] <= sum(by.values())
+    assert steps[64].mfu > steps[128].mfu
