@@ -83,3 +83,39 @@ def test_the_gather_is_hidden_like_zero1s():
         by = {c.collective: c.time_s for c in st.communication.collectives if c.group == "dp"}
         assert 0 <= st.exposed_by_group_s["dp"] <= sum(by.values())
     assert steps[64].mfu > steps[128].mfu
+
+
+# ---------------------------------------------------------------- the published rows' layout (calibration)
+def _row(label):
+    from llmsizing.time_cost import published_runs
+
+    runs = published_runs()
+    return next(runs[runs["run"] == label].itertuples())
+
+
+@pytest.mark.parametrize("label, m", [("Llama 3.1 405B, 8,192 GPUs (TP8 PP16 DP64)", 32),
+                                      ("Llama 3.1 405B, 16,384 GPUs (TP8 PP16 DP128)", 16)])
+def test_published_rows_run_metas_chunks(label, m):
+    """Sec. 3.3.2: one layer fewer on the first and last stages, the first chunk only the embedding, the last
+    only the output layer and loss: 126 + 2 places on 16 ranks, 8 one-place chunks each; Table 4's batch
+    size per DP group is the micro-batch count M, and the bubble is (PP - 1) / (V M)."""
+    from llmsizing.calibration import _layout_of
+    from llmsizing.parallel import layers_per_stage
+
+    par, micro, accum, _ = _layout_of(_row(label))
+    assert (par.virtual_stages, micro, accum) == (8, 1, m)
+    assert par.account_for_embedding and par.account_for_loss and par.stage_layers is None
+    assert layers_per_stage(126, par) == (7,) + (8,) * 14 + (7,)
+    st = step_time(L405, H100, par, batch=micro, seq=SEQ, grad_accum=accum)
+    assert st.bubble == pytest.approx(15 / (8 * m))
+
+
+def test_rows_without_room_for_the_edges_keep_short_end_stages():
+    # 126 layers on 16 x 3 chunks: 128 places do not divide by 48 either, so the ends are made short instead
+    from llmsizing.calibration import _layout_of
+
+    row = _row("Llama 3.1 405B, 8,192 GPUs (TP8 PP16 DP64)")
+    par = _layout_of(row._replace(virtual_stages=2))[0]         # 128 / 32 = 4 places a chunk: the edges
+    assert par.account_for_embedding and par.stage_layers is None
+    par = _layout_of(row._replace(virtual_stages=3))[0]
+    assert not par.account_for_embedding and par.stage_layers == (7,) + (8,) * 14 + (7,)

@@ -226,9 +226,10 @@ def _layout_of(row):
     """``(Parallel, micro_batch, grad_accum, recompute)`` of a published run, or ``None`` when its layout
     was not published or does not add up (``tp x cp x pp x dp`` must be its GPU count). A blank micro-batch is
     taken as 1, a blank ZeRO stage as 0, a blank context-parallel degree as 1, a blank recomputation as none;
-    with interleaving over a layer count the stages do not divide, the first and last stages are made shorter
-    (:func:`~llmsizing.parallel.uneven_stages`), as Llama 3 did. Context parallelism exchanges K and V as the
-    run's framework does (:func:`cp_comm_of`)."""
+    with interleaving over a layer count the chunks do not divide, the embedding and the loss each take a
+    layer's place where that makes them divide (``account_for_embedding``, ``account_for_loss``), as Llama 3
+    did, else the first and last stages are made shorter (:func:`~llmsizing.parallel.uneven_stages`).
+    Context parallelism exchanges K and V as the run's framework does (:func:`cp_comm_of`)."""
     import pandas as pd
 
     from .catalog import get_model
@@ -250,14 +251,18 @@ def _layout_of(row):
         return None
     zero = num(row.zero, 0)
     v = num(row.virtual_stages, 1)
-    stages = None
+    stages, edges = None, {}
     layers = get_model(row.model).layers
-    if v > 1 and layers % (pp * v):           # Llama 3's split: the first and last stages a layer or so short
+    if v > 1 and (layers + 2) % (pp * v) == 0 and layers % (pp * v):
+        # the embedding and the loss each take a layer's place (Megatron-LM's --account-for-embedding- and
+        # --account-for-loss-in-pipeline-split; Llama 3's first and last stages, Dubey et al. Sec. 3.3.2)
+        edges = dict(account_for_embedding=True, account_for_loss=True)
+    elif v > 1 and layers % (pp * v):         # else the first and last stages a layer or so short
         base = -(-layers // pp)
         short = base * pp - layers
         stages = uneven_stages(layers, pp, first=base - short + short // 2, last=base - short // 2)
     par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, virtual_stages=v, stage_layers=stages, cp=cp,
-                   cp_comm=cp_comm_of(row.framework) if cp > 1 else "p2p")
+                   cp_comm=cp_comm_of(row.framework) if cp > 1 else "p2p", **edges)
     recompute = "none" if pd.isna(row.recompute) else str(row.recompute)
     return par, micro, accum, recompute
 
