@@ -130,8 +130,8 @@ def test_one_sources_interval_by_hand(check):
                       for i in np.flatnonzero(src == j)]
             inner_src += [j] * int((src == j).sum())
     lo, hi = _hand_bounds(inner, inner_src)
-    # a level of 1.0 (below 1 once 10 or more sources remain) leaves less than one run's weight of the smallest
-    # source out: a bound is within one run of the extreme, never beyond it
+    # a level of 1.0 (below 1 once 10 or more sources remain) leaves less than one run's weight of the
+    # smallest source out: a bound is within one run of the extreme, never beyond it
     assert min(inner) <= lo <= sorted(inner)[1] and sorted(inner)[-2] <= hi <= max(inner)
     for i in np.flatnonzero(src == k):
         assert (c.low_log[i], c.high_log[i]) == pytest.approx((lo, hi), abs=1e-12)

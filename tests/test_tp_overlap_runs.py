@@ -1,9 +1,9 @@
 """Each published run's TP overlap enters the step model (issue 34, round 3: why the layout range was wide).
 
 The Megatron-Core runs hide their tensor-parallel collectives behind the matrix multiplies (Megatron-LM
-README's benchmark configuration lists ``--tp-comm-overlap``), as do torchtitan's AsyncTP rows. Charged in full, those runs looked 1.3-1.5x
-faster than the step model; the column ``tp_comm_overlap`` of data/published_runs.csv carries what each source
-states.
+README's benchmark configuration lists ``--tp-comm-overlap``), as do torchtitan's AsyncTP rows. Charged in
+full, those runs looked 1.3-1.5x faster than the step model; the column ``tp_comm_overlap`` of
+data/published_runs.csv carries what each source states.
 """
 
 from __future__ import annotations
