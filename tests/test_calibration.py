@@ -55,7 +55,9 @@ def test_the_default_is_the_median_of_the_calibration_runs(fitted):
     for (gen, dtype), row in fit.iterrows():
         runs = per_run[(per_run["generation"] == gen) & (per_run["dtype"] == dtype) & per_run["kernel_fit"]]
         values = runs["kernel_efficiency"].dropna()
-        assert row["count"] == len(values) >= 3
+        # two runs at least (Hopper FP8 has two since issue 35 took NVIDIA's NeMo tables out: llm-foundry's
+        # MPT 3B and Trainy's H200 8B; its other FP8 runs are held out or context-parallel)
+        assert row["count"] == len(values) >= 2
         gpu = runs["gpu"].iloc[0]
         assert kernel_efficiency_row(gpu, dtype).kernel_efficiency == pytest.approx(np.median(values), abs=5e-4)
 
@@ -91,7 +93,7 @@ def test_context_parallel_runs_are_held_out_of_the_kernel_fit(fitted):
     the held-out check of the context-parallel step model (issue 23)."""
     per_run, _ = fitted
     cp_runs = per_run[per_run["cp"].fillna(1) > 1]
-    assert len(cp_runs) >= 3 and not cp_runs["kernel_fit"].any()
+    assert len(cp_runs) >= 2 and not cp_runs["kernel_fit"].any()
     l3 = cp_runs[cp_runs["run"].str.startswith("Llama 3.1 405B, 16,384 GPUs, 128K")].iloc[0]
     par, micro, accum, recompute = C._layout_of(l3)
     # 16,384 GPUs = 8 x 16 x 16 x 8 and 128 sequences = 1 x 16 micro-batches x 8 replicas

@@ -219,6 +219,32 @@ def test_step_time_with_fp8_recipe_uses_the_fp8_kernel_efficiency():
     assert old.step_s == step_time("llama-3-70b", "H100 SXM", par, dtype="bf16", **kw).step_s
 
 
+def test_blackwell_fp8_stand_in_by_hand():
+    """Issue 35 took NVIDIA's NeMo / Megatron-Bridge tables out, and with them every Blackwell FP8 run. The
+    step model's B200 FP8 kernel efficiency is then a stand-in: Hopper FP8's calibrated median times the best
+    FP8 GEMM's share of the peak on B200 over H100 (Bekman's search: 3,432.5 of 4,500 TFLOP/s = 0.7628 and
+    1,402.6 of 1,978.9 = 0.7088). End to end, B200 FP8 takes Hopper FP8's row of data/mfu_model.csv (the only
+    FP8 generation fitted) with a warning."""
+    from llmsizing.catalog import get_model
+    from llmsizing.hardware import kernel_efficiency_row
+
+    hopper = float(_csv_row("kernel_efficiency.csv", generation="hopper", dtype="fp8")["kernel_efficiency"])
+    for gpu in ("B200", "GB200", "B300"):
+        row = kernel_efficiency_row(gpu, "fp8")
+        assert row.runs == "" and row.generation == "blackwell"
+        assert row.kernel_efficiency == pytest.approx(hopper * (3432.5 / 4500) / (1402.6 / 1978.9), abs=6e-4)
+    note = _csv_row("kernel_efficiency.csv", generation="blackwell", dtype="fp8")["note"]
+    assert note.startswith("uncalibrated; how wrong it may be") and "held-out runs" in note
+    m = _csv_row("mfu_model.csv", generation="hopper", dtype="fp8")
+    with open(DATA / "mfu_model.csv", newline="") as fh:
+        assert "blackwell" not in {r["generation"] for r in csv.DictReader(fh)}
+    est = mfu_estimate("llama-3-70b", gpu="B200", seq=8192, precision="fp8-mixed")
+    by_hand = math.exp(float(m["intercept"]) + float(m["size_exponent"]) * math.log(
+        get_model("llama-3-70b").n_params / 1e10) + float(m["seq_exponent"]) * math.log(2))
+    assert est.mfu == pytest.approx(by_hand, rel=1e-12)
+    assert any("no published fp8 run" in w for w in est.warnings)
+
+
 def test_fp8_band_holds_the_published_fp8_runs():
     """MosaicML's llm-foundry MPT 3B on 8 H100s in FP8: 27.7% of the FP8 peak (their table); every published FP8
     run lies in the band the FP8 recipe gets."""

@@ -112,6 +112,20 @@ def test_published_runs_name_their_sources():
     assert runs["source"].str.len().gt(20).all() and runs["as_of"].str.match(r"\d{4}-\d{2}-\d{2}$").all()
 
 
+def test_no_run_quotes_the_nemo_performance_summary_tables():
+    # issue 35: NVIDIA's NeMo / Megatron-Bridge performance-summary tables stay out of the calibration and of
+    # every held-out check (the owner checks the ranges against other published figures); a row of a source
+    # that merely trained with NeMo is allowed, a row quoting those tables is not
+    import pandas as pd
+
+    from llmsizing.catalog import DATA_DIR
+
+    for name in ("published_runs.csv", "moe_published_runs.csv"):
+        src = pd.read_csv(DATA_DIR / name)["source"].astype(str)
+        quoting = src[src.str.contains("nemo", case=False) & src.str.contains("performance", case=False)]
+        assert quoting.empty, (name, list(quoting))
+
+
 def test_calibration_files_are_up_to_date():
     # tools/calibrate.py --check, run once per process for this test and tests/test_calibration.py's
     code, printed = calibrate_check()

@@ -1,10 +1,9 @@
 """Each published run's TP overlap enters the step model (issue 34, round 3: why the layout range was wide).
 
-The Megatron-Core and NeMo runs hide their tensor-parallel collectives behind the matrix multiplies
-(Megatron-LM README's benchmark configuration lists ``--tp-comm-overlap``; NeMo's performance recipes turn on
-TE userbuffers whenever tp > 1), as do torchtitan's AsyncTP rows. Charged in full, those runs looked 1.3-1.5x
-faster than the step model; the column ``tp_comm_overlap`` of data/published_runs.csv carries what each source
-states.
+The Megatron-Core runs hide their tensor-parallel collectives behind the matrix multiplies (Megatron-LM
+README's benchmark configuration lists ``--tp-comm-overlap``), as do torchtitan's AsyncTP rows. Charged in
+full, those runs looked 1.3-1.5x faster than the step model; the column ``tp_comm_overlap`` of
+data/published_runs.csv carries what each source states.
 """
 
 from __future__ import annotations
@@ -28,12 +27,12 @@ def test_marked_rows_say_where_the_overlap_is_published():
     df = published_runs()
     marked = df[df["tp_comm_overlap"].fillna("") == "yes"]
     # the frameworks whose sources state it, and nothing else
-    assert set(marked["framework"]) == {"megatron-core", "nemo/megatron-bridge", "torchtitan"}
-    stated = df[df["framework"].isin(["megatron-core", "nemo/megatron-bridge"])]
+    assert set(marked["framework"]) == {"megatron-core", "torchtitan"}
+    stated = df[df["framework"] == "megatron-core"]
     assert (stated["tp_comm_overlap"] == "yes").all()
     for r in marked.itertuples():
         assert "tp_comm_overlap: yes" in r.note, r.run
-        assert ("--tp-comm-overlap" in r.note or "userbuffers" in r.note or "AsyncTP" in r.note), r.run
+        assert ("--tp-comm-overlap" in r.note or "AsyncTP" in r.note), r.run
     # torchtitan: only the rows whose own source names AsyncTP
     tt = marked[marked["framework"] == "torchtitan"]
     assert all("AsyncTP" in s + n or "async TP" in r for s, n, r in zip(tt["source"], tt["note"], tt["run"]))

@@ -31,7 +31,7 @@ INTERVALS_AS_OF = "2026-11-30"
 
 
 def kernel_csv() -> str:
-    _, fit = C.fit_kernel_efficiency()
+    per_run, fit = C.fit_kernel_efficiency()
     stand_in = {d: sorted(fit.xs(d, level="dtype")["median"]) for d in ("bf16", "fp8")}
     flat_in = {d: sorted(fit.xs(d, level="dtype")["flat"]) for d in ("bf16", "fp8")}
     out = io.StringIO()
@@ -49,9 +49,12 @@ def kernel_csv() -> str:
             values = stand_in[r.dtype]
             i = (len(values) - 1) // 2
             scale, how = _best_share_scale(r, fit, values[i])
+            note = "uncalibrated"
+            if scale != 1.0:
+                note += _stand_in_error(r, fit, per_run, values[i], scale)
             w.writerow([r.generation, ";".join(r.gpus), r.dtype, f"{values[i] * scale:.3f}", "",
                         "stand-in: no calibration run with a published layout; the lower median of the "
-                        f"calibrated {r.dtype} generations{how}", AS_OF, "uncalibrated",
+                        f"calibrated {r.dtype} generations{how}", AS_OF, note,
                         f"{flat_in[r.dtype][i] * scale:.3f}"])
     return out.getvalue()
 
@@ -59,17 +62,64 @@ def kernel_csv() -> str:
 def _best_share_scale(row, fit, median):
     """``(scale, words)``: a stand-in generation with a measured best GEMM (:func:`llmsizing.kernels.
     best_gemm_share`) takes the median generation's efficiency times its best share over that
-    generation's; a stand-in without one keeps the median (scale 1)."""
+    generation's; a stand-in without one keeps the median (scale 1). Blackwell FP8 is one since issue 35 took
+    NVIDIA's NeMo / Megatron-Bridge tables out (its only runs): Hopper FP8's median times B200's best FP8 GEMM
+    share over H100's (Bekman's search, 0.763 / 0.709). Chosen over Hopper's FP8/BF16 ratio applied to
+    Blackwell's BF16 stand-in because it compares the same dtype's GEMMs; how far off it may be is written in
+    the row's note (:func:`_stand_in_error`)."""
     from llmsizing.kernels import best_gemm_share
 
     own = best_gemm_share(row.gpus, row.dtype)
-    ref = [g for (g, d), f in fit.iterrows() if d == row.dtype and abs(f["median"] - median) < 1e-12]
-    ref_rows = [r for r in _kernel_rows() if r.generation in ref and r.dtype == row.dtype]
+    ref_rows = _reference_rows(row.dtype, fit, median)
     theirs = best_gemm_share(ref_rows[0].gpus, row.dtype) if ref_rows else None
     if own is None or theirs is None:
         return 1.0, ""
-    return own / theirs, (f", times the best measured GEMM's share of the peak over {ref[0]}'s "
-                          f"({own:.3f} / {theirs:.3f}, data/gemm_efficiency.csv)")
+    return own / theirs, (f", times the best measured GEMM's share of the peak over "
+                          f"{ref_rows[0].generation}'s ({own:.3f} / {theirs:.3f}, data/gemm_efficiency.csv)")
+
+
+def _reference_rows(dtype, fit, median):
+    """The calibrated rows of ``dtype`` whose median is ``median`` (the generation a stand-in scales from)."""
+    ref = [g for (g, d), f in fit.iterrows() if d == dtype and abs(f["median"] - median) < 1e-12]
+    return [r for r in _kernel_rows() if r.generation in ref and r.dtype == dtype]
+
+
+def _stand_in_error(row, fit, per_run, median, scale):
+    """Words for a GEMM-scaled stand-in's note: how wrong it could be. (1) The same transfer checked where it
+    can be, between two calibrated generations of one dtype that both have a measured best GEMM: one's median
+    times the share ratio against the other's fitted median. (2) How many runs the base median rests on, their
+    spread, and the spread of the base's held-out runs (``per_run``: :func:`llmsizing.calibration.
+    fit_kernel_efficiency`'s, without context parallelism). (3) For FP8, what the BF16 GEMM ratio would have
+    given instead (the same as Hopper's FP8/BF16 kernel ratio applied to Blackwell's BF16 stand-in)."""
+    from llmsizing.kernels import best_gemm_share
+
+    shares = {key: s for r in _kernel_rows() if (key := (r.generation, r.dtype)) in fit.index
+              and (s := best_gemm_share(r.gpus, r.dtype)) is not None}
+    checks = [f"{g1}->{g2} {d1} {p:.3f} vs fitted {f:.3f} ({p / f - 1:+.0%})"
+              for (g1, d1), s1 in shares.items() for (g2, d2), s2 in shares.items()
+              if d1 == d2 and g1 != g2
+              for p, f in [(fit.loc[(g1, d1), "median"] * s2 / s1, fit.loc[(g2, d2), "median"])]]
+    words = "; how wrong it may be: " + ("the same transfer between calibrated generations gives "
+                                         + ", ".join(checks) if checks else "no pair of calibrated "
+                                         "generations to check the transfer on")
+    if checks and not any(f" {row.dtype} " in c for c in checks):
+        words += f" (no such pair in {row.dtype})"
+    ref = _reference_rows(row.dtype, fit, median)[0]
+    base = fit.loc[(ref.generation, row.dtype)]
+    words += (f"; the base, {ref.generation} {row.dtype}, rests on {int(base['count'])} runs "
+              f"({base['min']:.3f} to {base['max']:.3f})")
+    held = per_run[(per_run["generation"] == ref.generation) & (per_run["dtype"] == row.dtype)
+                   & ~per_run["calibration"] & (per_run["cp"].fillna(1) <= C.KERNEL_FIT_MAX_CP)]
+    held = held["kernel_efficiency"].dropna()
+    if len(held):
+        words += f", its {len(held)} held-out runs fit {held.min():.3f} to {held.max():.3f}"
+    if row.dtype != "bf16":
+        own, theirs = best_gemm_share(row.gpus, "bf16"), best_gemm_share(ref.gpus, "bf16")
+        if own is not None and theirs is not None:
+            alt = median * own / theirs
+            words += (f"; the bf16 GEMM ratio ({own:.3f} / {theirs:.3f}) would give {alt:.3f} "
+                      f"({alt / (median * scale) - 1:+.0%})")
+    return words
 
 
 def mfu_csv() -> str:

@@ -76,8 +76,8 @@ def tp_overlap_of(row) -> bool:
     """Whether ``row``'s run hid its tensor-parallel collectives behind compute (``async_tp`` of
     :func:`~llmsizing.layouts.step_time`): its ``tp_comm_overlap`` cell of ``data/published_runs.csv`` says
     "yes" where the run's source or its framework's published recipe states it (Megatron-LM's
-    ``--tp-comm-overlap`` in the README's benchmark configuration; NeMo's performance recipes, TE userbuffers
-    whenever tp > 1; torchtitan's AsyncTP rows). Blank (not stated) is no overlap."""
+    ``--tp-comm-overlap`` in the README's benchmark configuration; torchtitan's AsyncTP rows). Blank (not
+    stated) is no overlap."""
     v = getattr(row, "tp_comm_overlap", None)
     return isinstance(v, str) and v.strip().lower() == "yes"
 

@@ -293,7 +293,17 @@ _KERNEL_ROWS: list = []
 def kernel_efficiency_row(gpu, dtype: str = "bf16") -> KernelEfficiency:
     """The calibrated row for ``gpu`` in ``dtype`` (``fp16`` uses ``bf16``'s). A GPU no row names gets the
     median over the generations calibrated in that dtype (generation ``"uncalibrated"``): say so where it
-    matters (:func:`~llmsizing.time_cost.training_time` warns)."""
+    matters (:func:`~llmsizing.time_cost.training_time` warns).
+
+    A generation with no calibration run has a stand-in row (``runs`` blank; ``tools/calibrate.py``): the
+    lower median of the calibrated generations of that dtype, times the generation's best measured GEMM's
+    share of its peak over theirs where both were measured (``data/gemm_efficiency.csv``, Bekman's search).
+    Blackwell FP8 is one (issue 35 left NVIDIA's NeMo / Megatron-Bridge tables out, its only runs): Hopper
+    FP8's median times B200's best FP8 GEMM share over H100's (0.763 / 0.709). The row's note, rewritten at
+    each refit, says how far off that may be: the same transfer checked between the calibrated BF16
+    generations, the spread of the base's fitted and held-out runs, and what the BF16 GEMM ratio would give
+    (at the 2026-11-30 fit: within 5% between Ampere and Hopper; Hopper FP8's held-out runs 11-22% below its
+    median; 10% lower): read it as good to about -25% / +10%."""
     from .catalog import get_gpu
 
     g = get_gpu(gpu)

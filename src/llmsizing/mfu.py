@@ -114,7 +114,9 @@ def published_runs():
     whichever attention count the source used), from its TFLOP/s per GPU (:func:`implied_mfu`, converted from
     hardware FLOPs where the source counted recomputation), or from its tokens and GPU-hours. It is over the
     dense peak of the run's ``dtype`` (an FP8 run against the FP8 peak; ``fp16`` runs at the ``bf16`` rate).
-    ``calibration`` says whether a run is fitted on (``True``) or held out to check the fit (``False``)."""
+    ``calibration`` says whether a run is fitted on (``True``) or held out to check the fit (``False``).
+    NVIDIA's NeMo / Megatron-Bridge performance-summary tables are deliberately not among the sources, fitted
+    or held out (issue 35): the ranges are checked against other published figures the fit has not seen."""
     import pandas as pd
 
     df = _runs_frame().copy()
