@@ -123,10 +123,17 @@ def test_framework_picks_the_family_row_and_none_keeps_the_old_range():
     # H100 is Hopper, A100 Ampere: the (family, generation) cell; B200 (Blackwell) has no calibration run of
     # any family, so the family's own row
     assert layout_range_factors("H100 SXM", "bf16", "torchtitan") == row("stack:pytorch:hopper")
-    # FSDP on Ampere: two sources since the PyTorch blog's A100 runs (llm-foundry and fms-fsdp), each checked
-    # against a location fitted on the other, so the cell states its range when it reaches 75%
+    # FSDP on Ampere: two or more sources since the PyTorch blog's A100 runs (llm-foundry, fms-fsdp, later
+    # TinyLlama and flash-attention), each checked against a location fitted on the others, so the cell states
+    # its range when it reaches 75%; the count is the data's (sources with a layout, family pytorch, Ampere)
+    from llmsizing.frameworks import stack_family
+    from llmsizing.step_intervals import layout_runs
+
+    per = layout_runs()
+    mine = per[(per["generation"] == "ampere")
+               & (per["framework"].map(lambda f: stack_family(f, lenient=True)) == "pytorch")]
     cell = rows["stack:pytorch:ampere"]
-    assert int(cell["n_sources"]) == 2
+    assert int(cell["n_sources"]) == mine["source_key"].nunique() >= 2
     if float(cell["measured_coverage"]) >= 0.75:
         assert layout_range_factors("A100 80GB", "bf16", "llm-foundry") == row("stack:pytorch:ampere")
     assert layout_range_factors("H100 SXM", "bf16", "megatron-core") == row("stack:megatron:hopper")

@@ -20,7 +20,8 @@ documentation, not from the residuals:
 - ``"pytorch"``: PyTorch-native modules sharded by PyTorch FSDP (llm-foundry/Composer, torchtitan's FSDP2,
   metaseq's FairScale FSDP): the layer is eager PyTorch (optionally ``torch.compile``) around a
   FlashAttention kernel, and FSDP's per-layer all-gather and reduce-scatter are the collectives it overlaps.
-  llm-foundry and torchtitan READMEs; Zhang et al. 2022 (OPT), Sec. 2.4.
+  llm-foundry and torchtitan READMEs; Zhang et al. 2022 (OPT), Sec. 2.4. KempnerForge is one too (its README:
+  "PyTorch-native: FSDP2, DTensor, DeviceMesh, DCP, SDPA, torch.compile").
 - ``"unknown"``: anything else (an internal stack such as Meta's Llama 3 trainer, or none stated): its range
   is the pooled one, as if no stack were given.
 
@@ -41,6 +42,7 @@ FRAMEWORK_FAMILY = {
     "megatron-deepspeed": "deepspeed", "deepspeed": "deepspeed",
     "fsdp": "pytorch", "fsdp/llm-foundry": "pytorch", "llm-foundry": "pytorch", "composer": "pytorch",
     "torchtitan": "pytorch", "metaseq": "pytorch", "metaseq (fsdp + megatron tp)": "pytorch",
+    "kempnerforge": "pytorch",
     "pytorch": "pytorch",
 }
 
