@@ -85,6 +85,27 @@ def test_the_gather_is_hidden_like_zero1s():
     assert steps[64].mfu > steps[128].mfu
 
 
+def test_reduce_scatter_windows_on_metas_schedule_by_hand():
+    # FSDP2's fp32 reduce-scatter, one call per layer and micro-batch (tests/test_reduce_scatter_window.py),
+    # on the first stage (the longest cool-down; its calls priced as the 8-layer stages', one layer a chunk
+    # with v = 8): interleaved 1F1B with p = 16, m = 32 runs 2 (16 - 0 - 1) + 7 x 16 = 142 warm-up chunk
+    # forwards of 256, then 114 forward-backward pairs, then 142 backwards. So 113 backwards are followed by a
+    # forward chunk (window: that forward + the next backward's layer), 142 by a backward (window: one layer's
+    # backward) and the last by nothing. A layer's forward is compute / (m x 8 x 3), its backward twice that
+    # (no recomputation); the gather is kept for the step, behind one forward.
+    m, par = 32, llama3_405b_layout(64)
+    st = step_time(L405, H100, par, batch=1, seq=SEQ, grad_accum=m, precision=LLAMA3_RECIPE)
+    dp = {c.collective: c for c in st.communication.collectives if c.group == "dp"}
+    rs = dp["ZeRO-3 gradient reduce-scatter"]
+    assert rs.calls == STAGE_LAYERS * m
+    r, f = rs.time_s / rs.calls, st.compute_s / (m * STAGE_LAYERS * 3)
+    gather = max(0.0, dp["FSDP weight all-gather (kept for the step)"].time_s - STAGE_LAYERS * f)
+    want = 113 * max(0.0, r - 3 * f) + 142 * max(0.0, r - 2 * f) + r + gather
+    assert st.exposed_by_group_s["dp"] == pytest.approx(want, rel=1e-9)
+    # the old rule (each micro-batch's calls against its own backward) waited for more
+    assert want < m * (rs.time_s / m - st.compute_s / m * 2 / 3) + gather
+
+
 # ---------------------------------------------------------------- the published rows' layout (calibration)
 def _row(label):
     from llmsizing.time_cost import published_runs

@@ -27,6 +27,7 @@ from .moe_layouts import dp_unit, ep_candidates, heavy_stages, route_max_nodes
 from .moe_time import schedule_bubble
 from .network import get_node
 from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, recomputed_layers
+from .pipeline_schedule import zero3_exposed_s
 from .precision import compute_dtype
 from .states import USABLE_FRACTION
 
@@ -329,7 +330,8 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     * the weights' all-gather after the optimizer step (ZeRO-1/2) overlaps the next step's first forward
       (Megatron-LM's ``--overlap-param-gather``);
     * ZeRO-3's gathers (one call per layer) are prefetched behind each micro-batch's forward and backward,
-      its reduce-scatters behind the backward: a micro-batch's calls, latencies included, against its window;
+      its reduce-scatters behind the backward: a micro-batch's calls, latencies included, against its window
+      (under a pipeline each unit's own window, :func:`~llmsizing.pipeline_schedule.zero3_exposed_s`);
     * pipeline sends hide in 1F1B's steady state; the fill and drain wait for ``2 (pp - 1)`` of them;
     * nothing hides in the pipeline bubble (the stages are idle because they wait for each other);
     * context parallelism (a ``"cp"`` entry, only when ``cp > 1``): the ring's hops (``cp_comm="p2p"``) run
@@ -372,7 +374,7 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
         elif "all-gather (forward)" in c.collective:           # ZeRO-3, per micro-batch (one call a layer)
             out["dp"] += m * max(0.0, t / m - fwd)
         elif c.collective.startswith("ZeRO-3"):                # backward gather and gradient reduce-scatter
-            zero3_bwd += t
+            zero3_bwd, units = zero3_bwd + t, c.calls // m
         elif "weight all-gather" in c.collective:              # ZeRO-1/2 after the optimizer step
             out["dp"] += max(0.0, t - fwd)
         elif c.collective.startswith("ZeRO-2 gradient"):       # ZeRO-2's reduce-scatter, every micro-batch
@@ -380,7 +382,7 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
         else:                                                  # DDP / ZeRO-1 gradients: the last backward
             out["dp"] += max(0.0, t - bwd)
     if zero3_bwd:
-        out["dp"] += m * max(0.0, zero3_bwd / m - bwd)
+        out["dp"] += zero3_exposed_s(comm.parallel, m, units, fwd, bwd, zero3_bwd)
     out["tp"] = max(0.0, tp_total - compute_s) if async_tp else tp_total
     return out
 
@@ -399,8 +401,7 @@ def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, rec
     if par.cp == 1:
         return 0.0, 0.0
     stages = layers_per_stage(model.layers, par)
-    most = max(range(par.pp), key=lambda i: stages[i])
-    layers = stages[most]
+    layers = stages[most := max(range(par.pp), key=lambda i: stages[i])]
     # the attention core as causal kernels run it, at the attention kernels' rate (comm.step_compute_time_s)
     rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype, kernel_efficiency=eff,
                  attention_kernel=attention_kernel)[1]
@@ -591,8 +592,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m,
                                                                 fwd_share=fwd_share, async_tp=async_tp,
                                                                 cp_attention_s=cp_att, ep_overlap=ep_overlap)
-    tokens = batch * seq * m * par.dp
-    rf = layout_range_factors(g, dtype, framework)
+    tokens, rf = batch * seq * m * par.dp, layout_range_factors(g, dtype, framework)
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
                     dense_tflops(g, dtype) * 1e12, eff, rf, LAYOUT_RANGE_AREA)
 

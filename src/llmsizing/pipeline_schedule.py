@@ -270,3 +270,53 @@ def dualpipe_rank_mean(per_stage) -> tuple:
     micro-batches through each (:func:`~llmsizing.comm.step_compute_time_s`)."""
     n = len(per_stage)
     return tuple((per_stage[i] + per_stage[n - 1 - i]) / 2 for i in range(n))
+
+
+def reduce_scatter_windows(pp: int, micro_batches: int, virtual_stages: int, stage: int, units: int,
+                           forward: float, backward: float) -> tuple:
+    """The window of each per-unit gradient reduce-scatter of one step on pipeline ``stage`` under
+    (interleaved) 1F1B with FSDP2, in the units of ``forward`` and ``backward`` (one micro-batch's forward
+    and backward on this stage, ``units`` FSDP units on it: one call per unit, chunk and micro-batch).
+
+    FSDP2 (PyTorch ``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``, ``post_backward``) makes
+    the compute stream wait for the previous reduce-scatter only when it issues the next one, after the next
+    unit's backward; ``_fsdp_state.py``'s ``_root_post_backward_final_callback`` waits for the last one only
+    at the step's last backward (``set_is_last_backward``). So a reduce-scatter's window is the compute
+    between its issue and the next issue: one unit's backward inside a chunk's backward; for a chunk's last
+    unit, every forward chunk the schedule (:func:`_order`) runs before the next backward, plus that
+    backward's first unit; nothing after the step's last backward. Idle time is not counted (the bubble is
+    its own term). Used by :func:`zero3_exposed_s`; tests/test_reduce_scatter_window.py."""
+    p, m = check_int("pp", pp), check_int("micro_batches", micro_batches)
+    v, k = check_int("virtual_stages", virtual_stages), check_int("units", units)
+    i = check_int("stage", stage, minimum=0, maximum=p - 1)
+    if v > k:
+        raise ValueError(f"units must be at least virtual_stages ({v}), got {k}")
+    fwd = check_number("forward", forward) / k
+    bwd = check_number("backward", backward) / k
+    per_chunk = [k // v + (c < k % v) for c in range(v)]
+    order = _order("interleaved" if v > 1 else "1f1b", p, m, v, i)
+    out = []
+    for n, (what, _, c) in enumerate(order):
+        if what != "B":
+            continue
+        out += [bwd] * (per_chunk[c] - 1)
+        later = order[n + 1:]
+        nxt = next((j for j, op in enumerate(later) if op[0] == "B"), None)
+        out.append(0.0 if nxt is None else bwd + fwd * sum(per_chunk[op[2]] for op in later[:nxt]))
+    return tuple(out)
+
+
+def zero3_exposed_s(parallel, micro_batches: int, units: int, forward_s: float, backward_s: float,
+                    traffic_s: float) -> float:
+    """Seconds of ZeRO-3's per-micro-batch backward traffic (``traffic_s`` per step: the gradient
+    reduce-scatters, with the backward gathers if resharded) the step waits for, ``units`` calls per
+    micro-batch on a stage whose micro-batch takes ``forward_s`` and ``backward_s``. Without a pipeline, each
+    micro-batch's calls against its backward; under one (``parallel.pp > 1``), each call against its own
+    window (:func:`reduce_scatter_windows`), on the stage that waits longest (the first: its cool-down is the
+    longest), since every stage's last wait comes before the step's optimizer."""
+    m, p = micro_batches, parallel.pp
+    if p == 1:
+        return m * max(0.0, traffic_s / m - backward_s)
+    ws = [reduce_scatter_windows(p, m, parallel.virtual_stages, i, units, forward_s, backward_s)
+          for i in range(p)]
+    return max(sum(max(0.0, traffic_s / len(w) - x) for x in w) for w in ws)
