@@ -47,7 +47,8 @@ import os
 import platform
 import time
 
-from llmsizing import activations, catalog, flops, kernels, layouts, memory, moe, parallel, planner
+from llmsizing import (activations, catalog, flops, kernels, layouts, memory, moe, moe_time, parallel, planner,
+                       states)
 
 try:
     from llmsizing import plan_memory
@@ -105,7 +106,8 @@ def kept() -> tuple:
 
 # the kept results issue 35 (planfast35, planfast35c) added, by module and name (absent on older commits)
 KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"),
-                       (kernels, "_attention_efficiency"), (parallel, "_kept_resolved"))
+                       (kernels, "_attention_efficiency"), (parallel, "_kept_resolved"),
+                       (states, "_kept_edge_params"), (moe_time, "_mean_max_vio"))
 
 
 def main() -> None:

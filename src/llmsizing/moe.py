@@ -133,7 +133,7 @@ def _moe_layer_counts(model: Model, sizes: tuple) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=2048)
 def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
     common, lin_common, d_mlp, d_lin, m_dense, m_lin, ex, ex_lin = _layer_split(model, tp, ep, expert_tp)
-    par = Parallel(pp=pp, stage_layers=stage_layers)
+    par = kept_parallel(pp=pp, stage_layers=stage_layers)
     edge = edge_params(model, tp, pp)
     out = []
     n_moe_by_stage = stage_moe_layers(model, par)
