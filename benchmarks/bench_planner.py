@@ -107,7 +107,8 @@ def kept() -> tuple:
 # the kept results issue 35 (planfast35, planfast35c) added, by module and name (absent on older commits)
 KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"),
                        (kernels, "_attention_efficiency"), (parallel, "_kept_resolved"),
-                       (states, "_kept_edge_params"), (moe_time, "_mean_max_vio"))
+                       (states, "_kept_edge_params"), (moe_time, "_mean_max_vio"), (memory, "_kept_act_side"),
+                       (memory, "_kept_state_side"), (memory, "_act_layout"))
 
 
 def main() -> None:
