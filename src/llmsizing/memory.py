@@ -333,7 +333,8 @@ def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str
     return flops, cp_buffers, loss, working, stage_acts, in_flight
 
 
-def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Parallel, stages: tuple) -> tuple:
+def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Parallel,
+                stages: tuple) -> tuple:
     """:func:`training_memory`'s model states' side for checked arguments: ZeRO-3's gathered unit, autocast's
     copies (all and the LM head's), and for each stage of ``stages`` its
     :class:`~llmsizing.states.ModelStates`, its LM head's gradient (the last stage) and its optimizer
