@@ -38,3 +38,25 @@ def retire(module_name: str, retired: dict[str, tuple[object, str]], moved: dict
         return value
 
     return __getattr__
+
+
+def keep_hash(cls):
+    """Give the frozen dataclass ``cls`` a ``__hash__`` worked out once per instance (the dataclass's own
+    value, the hash of every compared field, kept in the instance and left out of its pickle: a str's hash
+    differs between processes), as :class:`~llmsizing.model.Model` has (issue 35: a planner's search hashes
+    the same GPUs, nodes and layouts thousands of times in the keys of its kept results, 2-3 us each)."""
+    fields_hash = cls.__hash__
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = fields_hash(self)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    cls.__hash__ = __hash__
+    cls.__getstate__ = __getstate__
+    return cls
