@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, check_sequence
 from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
@@ -373,10 +373,15 @@ _kept_state_side = functools.lru_cache(maxsize=4096)(_state_side)
 def _act_layout(par: Parallel) -> Parallel:
     """``par`` without what the activations never read (ZeRO stage, ``dp``, ``ep``, offload, resharding), so
     that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
-    from .parallel import _fields, kept_parallel
+    from .parallel import kept_parallel
 
-    return kept_parallel(**{**_fields(par), "dp": 1, "zero": 0, "ep": 1, "offload": "none",
-                            "reshard_after_forward": True})
+    return kept_parallel(**{f: getattr(par, f) for f in _LAYOUT_FIELDS}, dp=1, zero=0, ep=1, offload="none",
+                         reshard_after_forward=True)
+
+
+#: :class:`~llmsizing.parallel.Parallel`'s fields but those :func:`_act_layout` sets.
+_LAYOUT_FIELDS = tuple(f.name for f in fields(Parallel)
+                       if f.name not in ("dp", "zero", "ep", "offload", "reshard_after_forward"))
 
 
 def _stage_row(r: "TrainingMemory", params: float) -> dict:

@@ -251,6 +251,7 @@ def _class_of(gpu, node: Node) -> str:
     return "pcie-p2p" if cls == "pcie" and node.intra_topology == "pcie" and node.peer_to_peer else cls
 
 
+@keep_hash
 @dataclass(frozen=True)
 class GroupLink:
     """The link one parallel group's collectives ride on (:func:`group_link`): ``bandwidth_gbps`` is what a
