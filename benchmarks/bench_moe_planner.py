@@ -236,7 +236,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_planner  # noqa: E402
 
-MOE = ("deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b")
+MOE = ("deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v2", "gpt-oss-120b",
+       "llama-4-scout")
 
 #: Chapter 17's widget (long_context_widget) moves: the plan() each new setting runs (H100 SXM, 16M tokens per
 #: batch, at most 16,384 GPUs, the ring), without drawing.

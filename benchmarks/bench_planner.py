@@ -79,6 +79,18 @@ CASES = [
      dict(tokens=14.8e12, seq=4096, global_batch=15360, max_gpus=4096, gpus=tuple(catalog.list_gpus()))),
     ("mixtral-8x7b, whole catalogue, ep searched", "mixtral-8x7b",
      dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
+    # every other mixture of experts of the catalogue over the whole GPU catalogue (issue 35, arrays35h): a
+    # global batch each that plan() prices (Qwen3-30B-A3B at 128 sequences fits more than MAX_MOE_PLANS)
+    ("qwen3-30b-a3b, whole catalogue, ep searched", "qwen3-30b-a3b",
+     dict(tokens=1e12, seq=4096, global_batch=64, gpus=tuple(catalog.list_gpus()))),
+    ("qwen3-235b-a22b, whole catalogue, ep searched", "qwen3-235b-a22b",
+     dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
+    ("deepseek-v2, whole catalogue, ep searched", "deepseek-v2",
+     dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
+    ("gpt-oss-120b, whole catalogue, ep searched", "gpt-oss-120b",
+     dict(tokens=1e12, seq=4096, global_batch=256, gpus=tuple(catalog.list_gpus()))),
+    ("llama-4-scout, whole catalogue, ep searched", "llama-4-scout",
+     dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
     ("qwen3-30b-a3b on H100s, <= 1,024 GPUs", "qwen3-30b-a3b",
      dict(tokens=1e12, seq=4096, global_batch=512, max_gpus=1024, gpus=("H100 SXM",))),
     # mixtures of experts at long context (issue 33): context parallelism x expert parallelism
