@@ -51,9 +51,9 @@ from llmsizing import (activations, catalog, flops, kernels, layouts, memory, mo
                        states)
 
 try:
-    from llmsizing import plan_memory
+    from llmsizing import plan_memory, plan_pricing
 except ImportError:                      # (a commit before issue 33)
-    plan_memory = None
+    plan_memory = plan_pricing = None
 from llmsizing.planner import plan
 
 CASES = [
@@ -120,7 +120,8 @@ def kept() -> tuple:
 KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"),
                        (kernels, "_attention_efficiency"), (parallel, "_kept_resolved"),
                        (states, "_kept_edge_params"), (moe_time, "_mean_max_vio"), (memory, "_kept_act_side"),
-                       (memory, "_kept_state_side"), (memory, "_act_layout"))
+                       (memory, "_kept_state_side"), (memory, "_act_layout"),
+                       (plan_pricing, "_heavy_stages"))
 
 
 def main() -> None:
