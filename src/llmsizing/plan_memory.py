@@ -197,8 +197,13 @@ def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch:
     # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then alive in
     # the forward) and the micro-batches in flight, which saturate at pp: two classes at most
     cls = np.where(m > 1, max(2, pp), 1)
-    pairs: dict = {}
-    group = np.array([pairs.setdefault((int(c), int(a)), len(pairs)) for c, a in zip(cp_, cls)])
+    # the distinct (cp, accumulation class) pairs, numbered in the order they first appear
+    _, first, at = np.unique(cp_ * (max(2, pp) + 1) + cls, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    number = np.empty(len(first), dtype=np.int64)
+    number[order] = np.arange(len(first))
+    group = number[at.reshape(-1)]
+    pairs = {(int(cp_[f]), int(cls[f])): None for f in first[order].tolist()}
     return dict(block=np.array(block), cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
                 pairs=tuple(pairs), dpf=dp_.astype(float))
 
