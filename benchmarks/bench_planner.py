@@ -40,10 +40,11 @@ the target and did not move beyond the noise of a machine at a load of 13 to 18 
 catalogue 1.21 -> 1.24, 70B on 4 GPU types 0.27 -> 0.33, 8B over the catalogue 0.26 -> 0.27; the pipeline links
 are now one group_link per (GPU, GPUs per domain, across) (405B: 2,362 -> 1,266 calls from the pricing).
 
-Issue 35, ninth round (branch arrays35h): the cases now hold every mixture of experts of the catalogue over the
-whole GPU catalogue (each at a global batch plan() prices); benchmarks/bench_ab.py times these cases against
-another commit in one process, alternating run by run. The dense searches moved by x0.77 to x1.01 (paired
-ratios at a load of 7.5 to 8; the table is in benchmarks/bench_moe_planner.py): nothing slower beyond the noise.
+Issue 35, ninth round (branch arrays35h): the cases now hold every mixture of experts of the catalogue over
+the whole GPU catalogue (each at a global batch plan() prices); benchmarks/bench_ab.py times these cases
+against another commit in one process, alternating run by run. The dense searches moved by x0.77 to x1.01
+(paired ratios at a load of 7.5 to 8; the table is in benchmarks/bench_moe_planner.py): nothing slower beyond
+the noise.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ import os
 import platform
 import time
 
-from llmsizing import (activations, catalog, flops, kernels, layouts, memory, moe, moe_time, parallel, planner,
-                       states)
+from llmsizing import (activations, catalog, flops, kernels, layouts, memory, moe, moe_time, parallel,
+                       planner, states)
 
 try:
     from llmsizing import plan_memory, plan_pricing
