@@ -227,14 +227,14 @@ within the load's noise on a single run; what is left is the memory fit and the 
 
 Issue 35, ninth round (branch arrays35h, 2026-11-30): CPU seconds of one plan() from scratch (every kept
 result cleared, the new ones too), main (379a7ce) and this branch in ONE process, alternating run by run, 9
-runs a side (benchmarks/bench_ab.py, which this round adds): read the paired ratio (branch / main run by
-run); a single median moves by 20-40% at these loads (other sessions' tests and benchmarks on the 2 cores).
-Left: the final branch at a load of 4.6 to 5.7 (uptime before and after: 5.72 / 4.61; gpt-oss-120b and
-DeepSeek-V2 again with 15 runs a side at 4.5-4.7, as their 9-run ratios read 1.12 and 1.04); right: the
-branch before its last two commits (ep_all_to_all's checked core, comm's import) at a load of 7.5 to 8
-(uptime 7.47 / 7.98). Plans unchanged: tests/reference/plans.npz (not re-frozen) and 21 whole searches (bench_planner's MoE and dense
-cases, Mixtral with expert_tp and with a deadline and budget, Qwen3 FP8 on H100+B200, DeepSeek-V3 at 32K with
-cp_comm="all_gather", Mixtral with overlap=0.5 and the for-loop optimizer, the other MoE models over the
+runs a side (benchmarks/bench_ab.py, which this round adds): read the paired ratio (branch / main run by run);
+a single median moves by 20-40% at these loads (other sessions' tests and benchmarks on the 2 cores). Left:
+the final branch at a load of 4.6 to 5.7 (uptime before and after: 5.72 / 4.61; gpt-oss-120b and DeepSeek-V2
+again with 15 runs a side at 4.5-4.7, as their 9-run ratios read 1.12 and 1.04); right: the branch before its
+last two commits (ep_all_to_all's checked core, comm's import) at a load of 7.5 to 8 (uptime 7.47 / 7.98).
+Plans unchanged: tests/reference/plans.npz (not re-frozen) and 21 whole searches (bench_planner's MoE and
+dense cases, Mixtral with expert_tp and with a deadline and budget, Qwen3 FP8 on H100+B200, DeepSeek-V3 at 32K
+with cp_comm="all_gather", Mixtral with overlap=0.5 and the for-loop optimizer, the other MoE models over the
 catalogue, Qwen3-30B-A3B refused at 256) against main's frames with assert_frame_equal(check_exact=True) and
 equal attrs: every column exactly equal.
 
