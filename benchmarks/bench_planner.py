@@ -39,6 +39,12 @@ the target and did not move beyond the noise of a machine at a load of 13 to 18 
 -> branch, alternately, benchmarks/bench_compare.py): 405B over the catalogue 0.55 -> 0.51, 405B at 128K over the
 catalogue 1.21 -> 1.24, 70B on 4 GPU types 0.27 -> 0.33, 8B over the catalogue 0.26 -> 0.27; the pipeline links
 are now one group_link per (GPU, GPUs per domain, across) (405B: 2,362 -> 1,266 calls from the pricing).
+
+Issue 35, ninth round (branch arrays35h): the cases now hold every mixture of experts of the catalogue over
+the whole GPU catalogue (each at a global batch plan() prices); benchmarks/bench_ab.py times these cases
+against another commit in one process, alternating run by run. The dense searches moved by x0.77 to x1.01
+(paired ratios at a load of 7.5 to 8; the table is in benchmarks/bench_moe_planner.py): nothing slower beyond
+the noise.
 """
 
 from __future__ import annotations
@@ -47,12 +53,13 @@ import os
 import platform
 import time
 
-from llmsizing import activations, catalog, flops, kernels, layouts, memory, moe, parallel, planner
+from llmsizing import (activations, catalog, flops, kernels, layouts, memory, moe, moe_time, parallel,
+                       planner, states)
 
 try:
-    from llmsizing import plan_memory
+    from llmsizing import plan_memory, plan_pricing
 except ImportError:                      # (a commit before issue 33)
-    plan_memory = None
+    plan_memory = plan_pricing = None
 from llmsizing.planner import plan
 
 CASES = [
@@ -77,6 +84,18 @@ CASES = [
     ("deepseek-v3 at its batch (15,360), <= 4,096 GPUs", "deepseek-v3",
      dict(tokens=14.8e12, seq=4096, global_batch=15360, max_gpus=4096, gpus=tuple(catalog.list_gpus()))),
     ("mixtral-8x7b, whole catalogue, ep searched", "mixtral-8x7b",
+     dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
+    # every other mixture of experts of the catalogue over the whole GPU catalogue (issue 35, arrays35h): a
+    # global batch each that plan() prices (Qwen3-30B-A3B at 128 sequences fits more than MAX_MOE_PLANS)
+    ("qwen3-30b-a3b, whole catalogue, ep searched", "qwen3-30b-a3b",
+     dict(tokens=1e12, seq=4096, global_batch=64, gpus=tuple(catalog.list_gpus()))),
+    ("qwen3-235b-a22b, whole catalogue, ep searched", "qwen3-235b-a22b",
+     dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
+    ("deepseek-v2, whole catalogue, ep searched", "deepseek-v2",
+     dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
+    ("gpt-oss-120b, whole catalogue, ep searched", "gpt-oss-120b",
+     dict(tokens=1e12, seq=4096, global_batch=256, gpus=tuple(catalog.list_gpus()))),
+    ("llama-4-scout, whole catalogue, ep searched", "llama-4-scout",
      dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
     ("qwen3-30b-a3b on H100s, <= 1,024 GPUs", "qwen3-30b-a3b",
      dict(tokens=1e12, seq=4096, global_batch=512, max_gpus=1024, gpus=("H100 SXM",))),
@@ -105,7 +124,10 @@ def kept() -> tuple:
 
 # the kept results issue 35 (planfast35, planfast35c) added, by module and name (absent on older commits)
 KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"),
-                       (kernels, "_attention_efficiency"), (parallel, "_kept_resolved"))
+                       (kernels, "_attention_efficiency"), (parallel, "_kept_resolved"),
+                       (states, "_kept_edge_params"), (moe_time, "_mean_max_vio"), (memory, "_kept_act_side"),
+                       (memory, "_kept_state_side"), (memory, "_act_layout"),
+                       (plan_pricing, "_heavy_stages"))
 
 
 def main() -> None:

@@ -158,3 +158,79 @@ def test_the_issue_search_makes_few_training_memory_calls(monkeypatch):
     planner._search.cache_clear()
     assert len(df) == 15_665
     assert 0 < len(calls) <= 1_500
+
+
+# ---- issue 35 (arrays35h): what the memory fit skips and keeps must not change a plan ----
+def _fresh_plan(**kw):
+    planner._search.cache_clear()
+    plan_memory.kept_search_memory.cache_clear()
+    try:
+        return planner.plan(**kw)
+    finally:
+        planner._search.cache_clear()
+
+
+def test_the_floor_skips_gpus_and_changes_no_plan(monkeypatch):
+    """fitting_plans weighs no heavier recomputation on a GPU whose limit the model states alone exceed. With
+    the floor turned off (an infinite margin) the search weighs more coefficient rows and gives the same
+    frame, bit for bit: Mixtral on small and large GPUs, where the small ones never hold its states."""
+    import pandas as pd
+
+    kw = dict(model="mixtral-8x7b", tokens=1e12, seq=4096, global_batch=128,
+              gpus=("RTX 4090", "L40S", "A100 40GB", "H100 SXM", "B200"))
+    rows = []
+    real = plan_memory._table_totals
+
+    def counted(memory, parts, rc, coef_id, lay, pair_of, picked, *rest):
+        rows.append(len(picked))
+        return real(memory, parts, rc, coef_id, lay, pair_of, picked, *rest)
+
+    monkeypatch.setattr(plan_memory, "_table_totals", counted)
+    with_floor = _fresh_plan(**kw)
+    weighed = sum(rows)
+    rows.clear()
+    monkeypatch.setattr(plan_memory, "FLOOR_MARGIN", float("inf"))
+    without = _fresh_plan(**kw)
+    assert sum(rows) > weighed                          # the floor does skip candidates here
+    pd.testing.assert_frame_equal(with_floor, without, check_exact=True)
+
+
+def test_kept_memory_sides_give_the_direct_pieces():
+    """training_memory's private path for the searches (_stages) keeps its activations' and model states'
+    sides between calls; every piece equals the public call's, which works them out afresh, for layouts that
+    share one side and not the other (a mixture of experts and a dense model, pipelines, ZeRO stages, ep)."""
+    from llmsizing import memory
+
+    moe = [dict(tp=2, pp=4, dp=4, zero=1, ep=2), dict(tp=2, pp=4, dp=8, zero=1, ep=4),
+           dict(tp=1, pp=1, dp=8, zero=2, ep=8), dict(tp=1, pp=1, dp=8, zero=3)]
+    dense = [dict(tp=2, pp=2, dp=2, zero=1), dict(tp=2, pp=2, dp=4, zero=0)]
+    for name, layouts in (("mixtral-8x7b", moe), ("llama-3-8b", dense)):
+        model = L.get_model(name)
+        for lay in layouts:
+            par = L.Parallel(sp=lay["tp"] > 1, **lay)
+            for batch, rc, m in ((1, "none", 4), (2, "none", 4), (1, "full", 1), (1, "selective", 8)):
+                kw = dict(batch=batch, seq=4096, grad_accum=m, recompute=rc, parallel=par)
+                direct = L.training_memory(model, _all_stages=True, **kw)
+                stages = (0, par.pp - 1)
+                kept = [L.training_memory(model, _all_stages=True, _stages=stages, **kw) for _ in range(2)][1]
+                for r in kept:
+                    assert r.pieces_bytes == direct[r.stage].pieces_bytes, (name, lay, batch, rc, r.stage)
+    assert memory._kept_act_side.cache_info().hits > 0 and memory._kept_state_side.cache_info().hits > 0
+
+
+def test_kept_hashes_are_the_dataclass_hashes():
+    """GPU, Node, GroupLink and Parallel keep their hash (_compat.keep_hash): the same value as the tuple of
+    their fields' (the dataclass's), not pickled, and never a column of the GPU table."""
+    import dataclasses
+    import pickle
+
+    from llmsizing.network import get_node, group_link
+
+    g = L.get_gpu("H100 SXM")
+    node = get_node(None, g)
+    for obj in (g, node, group_link(g, node, size=8), L.Parallel(tp=8, dp=4, zero=1, sp=True, ep=2)):
+        want = hash(tuple(getattr(obj, f.name) for f in dataclasses.fields(obj)))
+        assert hash(obj) == want and hash(obj) == want                  # worked out, then kept
+        back = pickle.loads(pickle.dumps(obj))
+        assert back == obj and "_hash" not in back.__dict__ and hash(back) == want
+    assert "_hash" not in L.catalog.gpu_table().columns

@@ -38,3 +38,29 @@ def retire(module_name: str, retired: dict[str, tuple[object, str]], moved: dict
         return value
 
     return __getattr__
+
+
+def keep_hash(cls):
+    """Give the frozen dataclass ``cls`` a ``__hash__`` worked out once per instance (the dataclass's own
+    value, the hash of the tuple of its hashed fields, kept in the instance and left out of its pickle: a
+    str's hash differs between processes), as :class:`~llmsizing.model.Model` has (issue 35: a planner's
+    search hashes the same GPUs, nodes and layouts thousands of times in the keys of its kept results, 2-3 us
+    each). The tuple is formed here, not by calling the dataclass's ``__hash__`` (which runs in ``cls``'s
+    module: a call back into the module that hashes, tests/test_layers.py)."""
+    import dataclasses
+
+    names = tuple(f.name for f in dataclasses.fields(cls) if (f.compare if f.hash is None else f.hash))
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple([getattr(self, n) for n in names]))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    cls.__hash__ = __hash__
+    cls.__getstate__ = __getstate__
+    return cls

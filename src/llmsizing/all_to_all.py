@@ -79,6 +79,12 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
         max_nodes, top_k = check_int("max_nodes", max_nodes), check_int("top_k", top_k)
     g = get_gpu(gpu)
     n = node if isinstance(node, Node) else get_node(node, gpu=g)
+    return _all_to_all_s(s, ep, g, n, top_k, max_nodes, stride)
+
+
+def _all_to_all_s(s: float, ep: int, g, n: Node, top_k, max_nodes, stride: int) -> float:
+    """:func:`all_to_all_s` of checked arguments (a GPU and a :class:`~llmsizing.network.Node`): training's
+    per-step all-to-alls call it with their layout's own (issue 35: a planner's search prices ~500)."""
     if ep == 1:
         return 0.0
     d, inside, cross_link, intra_link = _links(ep, g, n, stride)

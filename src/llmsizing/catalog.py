@@ -11,10 +11,11 @@ import difflib
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 
+from ._compat import keep_hash
 from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
 from .model import Model, moe_layer_indices, require_dense
 
@@ -189,6 +190,7 @@ PRICE_KINDS = ("list", "estimate", "reader")
 PRICES_ENV = "LLMSIZING_PRICES"
 
 
+@keep_hash
 @dataclass(frozen=True)
 class GPU:
     """One accelerator. Units follow :mod:`llmsizing.units`: memory in GiB, bandwidth in decimal GB/s,
@@ -505,7 +507,9 @@ def gpu_table():
     """The GPU catalogue as a pandas DataFrame (for the book's tables)."""
     import pandas as pd
 
-    rows = [{**g.__dict__, "memory_gib": g.memory_gib} for g in _gpus().values()]
+    # (the fields, not __dict__: a GPU keeps its hash there once hashed, _compat.keep_hash)
+    rows = [{**{f.name: getattr(g, f.name) for f in fields(g)}, "memory_gib": g.memory_gib}
+            for g in _gpus().values()]
     return pd.DataFrame(rows).set_index("name")
 
 

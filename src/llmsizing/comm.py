@@ -42,6 +42,7 @@ from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import compute_seconds, rates
 from .model import Model
+from .moe import expert_data_parallel, stage_split
 from .network import Collective, GroupLink, Node, get_node, group_link, latency_steps
 from .parallel import Parallel, check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
 from .pipeline_schedule import dualpipe_rank_mean
@@ -275,8 +276,6 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     on_rank = max(stage_params(model, par))
     dp_parts = [("", par.dp_cp, on_rank, None)]
     if model.is_moe:                          # ---- mixture of experts: expert gradients over edp
-        from .moe import expert_data_parallel, stage_split
-
         split = stage_split(model, par)
         i = max(range(par.pp), key=lambda j: split[j]["dense"] + split[j]["experts"])
         edp = expert_data_parallel(par)

@@ -10,8 +10,9 @@ parts in :mod:`llmsizing.footprint`; their names are importable from here too. S
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, check_sequence
 from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
@@ -227,10 +228,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). Taught in chapter 4; checked against
     measured steps in chapter 5; context parallelism and partial recomputation in "Long context".
     """
-    from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
-                              stage_activations)
-    from .flops import _partial_flops_per_token, training_flops_per_token
-    from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers, stage_chunks
+    from .activations import STACKS
 
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -239,6 +237,70 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     check_recipe("precision", precision)
     par = resolve_parallel(parallel, model, seq=seq)
+    if overhead_bytes is not None:
+        overhead_bytes = check_number("overhead_bytes", overhead_bytes)
+    stages = tuple(range(par.pp) if _stages is None else sorted(set(_stages)))
+    # the activations' side (no ZeRO stage, dp or ep in it) and the model states' side (no micro-batch,
+    # recomputation or sequence in it): kept for the planner's searches (_stages: issue 35, a search asks for
+    # the same activations under every ZeRO stage, dp and ep, and the same states under every micro-batch and
+    # recomputation), worked out afresh for every other call
+    kept = _all_stages and _stages is not None
+    acts = (_kept_act_side if kept else _act_side)(
+        model, batch, seq, precision, attention, dropout, recompute, recompute_layers, grad_accum, stack,
+        attention_mask, _act_layout(par) if kept else par, stages)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    states = (_kept_state_side if kept else _state_side)(model, precision, optimizer, impl, par, stages)
+    flops, cp_buffers, loss, working, stage_acts, in_flight = acts
+    gathered, copies, head_copy, by_stage = states
+
+    results = []
+    # _stages: only these pipeline stages (the planner asks for the first and the last: with Megatron's even
+    # split, the first holds the most micro-batches in flight and the embedding, the last the logits and head,
+    # so one of them is the most loaded; tests/test_planner.py checks this against every stage)
+    for i in stages:
+        last = i == par.pp - 1
+        st, head_grads, stage_opt = by_stage[i]
+        phases = step_phases(st, stage_acts[i], grad_accum=grad_accum, autocast_bytes=copies,
+                             loss_bytes=loss if last else 0.0, optimizer_bytes=stage_opt,
+                             layer_working_bytes=working, head_grad_bytes=head_grads,
+                             head_copy_bytes=head_copy if last else 0.0,
+                             embedding_grad_bytes=(2 * head_grads if model.tied_embeddings and par.pp == 1
+                                                   else 0.0),
+                             gathered_bytes=gathered, cp_buffers_bytes=cp_buffers)
+        if overhead_bytes is None:   # of the peak: the largest piece
+            overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
+        else:
+            overhead = overhead_bytes
+        results.append(TrainingMemory(st, stage_acts[i], overhead, batch, grad_accum, seq, flops, phases,
+                                      stack, impl, copies, loss if last else 0.0, stage_opt, i, in_flight[i],
+                                      gathered))
+    if _all_stages and _stages is not None:
+        # (the searches read only the pieces of the stages they ask for: no stage table)
+        return results
+    on_stage = _stage_params_of(model, par)
+    rows = tuple(_stage_row(r, on_stage[r.stage]) for r in results)
+    if _all_stages:
+        return [replace(r, stages=rows) for r in results]
+    return replace(max(results, key=lambda r: (r.total_bytes, -r.stage)), stages=rows)
+
+
+def _stage_params_of(model: Model, par: Parallel) -> list[float]:
+    """Each stage's parameters on one GPU, as :func:`training_memory` weighs them (the whole model without
+    tensor or pipeline parallelism)."""
+    return stage_params(model, par) if par.tp * par.pp > 1 or model.is_moe else [float(model.n_params)]
+
+
+def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
+              recompute: str, recompute_layers, grad_accum: int, stack: str, attention_mask: bool,
+              par: Parallel, stages: tuple) -> tuple:
+    """:func:`training_memory`'s activations' side for checked arguments: the FLOPs per token, context
+    parallelism's K and V buffers, the loss's temporaries, one layer's working set, each stage of ``stages``'
+    activations (:func:`~llmsizing.activations.stage_activations`) and each stage's micro-batches in flight.
+    None depends on the ZeRO stage, ``dp`` or ``ep`` (:func:`_act_layout`)."""
+    from .activations import activation_memory, cp_attention_buffers_bytes, layer_terms, stage_activations
+    from .flops import _partial_flops_per_token, training_flops_per_token
+    from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers, stage_chunks
+
     recipe = RECIPES[precision]
     amp = recipe.autocast
     act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
@@ -252,68 +314,74 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     local = seq // par.cp                              # this GPU's tokens of each sequence
     cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=par.tp, cp=par.cp,
                                             cp_comm=par.cp_comm, dtype=act_dtype)
-    copies = autocast_copies_bytes(model, parallel=par) if amp else 0.0
     loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * local * model.vocab / par.tp
-    check_choice("optimizer", optimizer, OPTIMIZERS)
-    opt_tmp = _optimizer_temporaries(model, precision, optimizer, impl, par)     # (checked above)
-    parts = model.param_breakdown()
-    head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
-    head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
     working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_dtype,
                                                   attention=attention, dropout=dropout, tp=par.tp,
                                                   sp=par.sp, stack=stack, autocast=amp, fp8=fp8,
                                                   attention_mask=attention_mask).values())
-    gathered = _zero3_gathered(model, precision, par)
     flops = (training_flops_per_token(model, seq=seq, recompute=recompute) if n_rc is None else
              _partial_flops_per_token(model, seq, sum(recomputed_layers(model.layers, par, n_rc)), False))
-    elements = optimizer_state_elements(model, optimizer)
-    on_stage = stage_params(model, par) if par.tp * par.pp > 1 or model.is_moe else [float(model.n_params)]
     chunks = stage_chunks(model.layers, par) if par.virtual_stages > 1 else None
     in_flight = pipeline_in_flight(par.pp, grad_accum, par.virtual_stages, chunks=chunks)
     # each stage's output, kept per model chunk and micro-batch in flight unless freed once sent
     # (Megatron-LM's deallocate_output_tensor; Llama 3, Sec. 3.3.2): 16-bit, the stage's share of the tokens
     out_bytes = (0.0 if par.deallocate_pipeline_outputs or par.pp == 1 else
                  DTYPE_BYTES[act_dtype] * batch * local * model.hidden / (par.tp if par.sp else 1))
-    if overhead_bytes is not None:
-        overhead_bytes = check_number("overhead_bytes", overhead_bytes)
+    stage_acts = {i: stage_activations(acts, model, par, i, in_flight[i], plain=plain, recompute_layers=n_rc,
+                                       output_bytes=out_bytes * in_flight[i] * par.virtual_stages)
+                  for i in stages}
+    return flops, cp_buffers, loss, working, stage_acts, in_flight
 
-    results = []
-    # _stages: only these pipeline stages (the planner asks for the first and the last: with Megatron's even
-    # split, the first holds the most micro-batches in flight and the embedding, the last the logits and head,
-    # so one of them is the most loaded; tests/test_planner.py checks this against every stage)
-    for i in (range(par.pp) if _stages is None else sorted(set(_stages))):
-        last = i == par.pp - 1
+
+def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Parallel,
+                stages: tuple) -> tuple:
+    """:func:`training_memory`'s model states' side for checked arguments: ZeRO-3's gathered unit, autocast's
+    copies (all and the LM head's), and for each stage of ``stages`` its
+    :class:`~llmsizing.states.ModelStates`, its LM head's gradient (the last stage) and its optimizer
+    temporaries. None depends on the micro-batch, the recomputation or the sequence."""
+    recipe = RECIPES[precision]
+    amp = recipe.autocast
+    copies = autocast_copies_bytes(model, parallel=par) if amp else 0.0
+    opt_tmp = _optimizer_temporaries(model, precision, optimizer, impl, par)     # (checked by the caller)
+    parts = model.param_breakdown()
+    head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
+    head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
+    gathered = _zero3_gathered(model, precision, par)
+    elements = optimizer_state_elements(model, optimizer)
+    on_stage = _stage_params_of(model, par)
+    by_stage = {}
+    for i in stages:
         states = (_moe_model_states(model, elements, precision, optimizer, par, i) if model.is_moe else
                   _states(model.n_params, elements, precision, optimizer, par, on_rank=on_stage[i],
                           linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i]))
         grad_per_param = states.gradients_bytes / on_stage[i]
-        head_grads = grad_per_param * head / par.tp if last else 0.0
-        stage_acts = stage_activations(acts, model, par, i, in_flight[i], plain=plain, recompute_layers=n_rc,
-                                       output_bytes=out_bytes * in_flight[i] * par.virtual_stages)
+        head_grads = grad_per_param * head / par.tp if i == par.pp - 1 else 0.0
         stage_opt = opt_tmp * on_stage[i] / max(on_stage) if impl == "foreach" else opt_tmp
         if par.offload != "none":
             stage_opt = 0.0                   # the optimizer steps on the host (DeepSpeed's CPU Adam)
-        phases = step_phases(states, stage_acts, grad_accum=grad_accum, autocast_bytes=copies,
-                             loss_bytes=loss if last else 0.0, optimizer_bytes=stage_opt,
-                             layer_working_bytes=working, head_grad_bytes=head_grads,
-                             head_copy_bytes=head_copy if last else 0.0,
-                             embedding_grad_bytes=(2 * head_grads if model.tied_embeddings and par.pp == 1
-                                                   else 0.0),
-                             gathered_bytes=gathered, cp_buffers_bytes=cp_buffers)
-        if overhead_bytes is None:   # of the peak: the largest piece
-            overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
-        else:
-            overhead = overhead_bytes
-        results.append(TrainingMemory(states, stage_acts, overhead, batch, grad_accum, seq, flops, phases,
-                                      stack, impl, copies, loss if last else 0.0, stage_opt, i, in_flight[i],
-                                      gathered))
-    if _all_stages and _stages is not None:
-        # (the searches read only the pieces of the stages they ask for: no stage table)
-        return results
-    rows = tuple(_stage_row(r, on_stage[r.stage]) for r in results)
-    if _all_stages:
-        return [replace(r, stages=rows) for r in results]
-    return replace(max(results, key=lambda r: (r.total_bytes, -r.stage)), stages=rows)
+        by_stage[i] = (states, head_grads, stage_opt)
+    return gathered, copies, head_copy, by_stage
+
+
+#: :func:`_act_side` and :func:`_state_side` kept for the planner's searches (:func:`training_memory` with
+#: ``_stages``, whose callers read the pieces only and never change what they get).
+_kept_act_side = functools.lru_cache(maxsize=4096)(_act_side)
+_kept_state_side = functools.lru_cache(maxsize=4096)(_state_side)
+
+
+@functools.lru_cache(maxsize=4096)
+def _act_layout(par: Parallel) -> Parallel:
+    """``par`` without what the activations never read (ZeRO stage, ``dp``, ``ep``, offload, resharding), so
+    that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
+    from .parallel import kept_parallel
+
+    return kept_parallel(**{f: getattr(par, f) for f in _LAYOUT_FIELDS}, dp=1, zero=0, ep=1, offload="none",
+                         reshard_after_forward=True)
+
+
+#: :class:`~llmsizing.parallel.Parallel`'s fields but those :func:`_act_layout` sets.
+_LAYOUT_FIELDS = tuple(f.name for f in fields(Parallel)
+                       if f.name not in ("dp", "zero", "ep", "offload", "reshard_after_forward"))
 
 
 def _stage_row(r: "TrainingMemory", params: float) -> dict:

@@ -69,12 +69,13 @@ from .act_terms import (ACTIVATION_DTYPES, _check_fp8, _fp8_saved, _int_or_array
                         dense_layer_terms)
 from .act_terms import ActivationMemory as _ActivationMemory
 from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa: F401 (issue 24's home)
+from .all_to_all import _all_to_all_s
 from .catalog import resolve_model
 from .model import Model
 from .network import Collective
 from .parallel import Parallel, check_ep, layers_per_stage  # noqa: F401 (check_ep: issue 24's home)
 from .parallel import kept_parallel
-from .precision import DTYPE_BYTES
+from .precision import DTYPE_BYTES, RECIPES
 from .states import ModelStates, _states, _tp_share, edge_params
 
 #: The dtype of the forward dispatch all-to-all by recipe: DeepSeek-V3 quantises the activations to FP8 before
@@ -133,7 +134,7 @@ def _moe_layer_counts(model: Model, sizes: tuple) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=2048)
 def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
     common, lin_common, d_mlp, d_lin, m_dense, m_lin, ex, ex_lin = _layer_split(model, tp, ep, expert_tp)
-    par = Parallel(pp=pp, stage_layers=stage_layers)
+    par = kept_parallel(pp=pp, stage_layers=stage_layers)
     edge = edge_params(model, tp, pp)
     out = []
     n_moe_by_stage = stage_moe_layers(model, par)
@@ -395,10 +396,9 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     inside a scale-up domain over NVLink; across domains the cross-node share over the GPU's own NIC and the
     rest over NVLink, concurrently. A row's ``bandwidth_gbps`` is the effective one (bytes sent / that time,
     latency included), its ``latency_s`` 0."""
-    from .precision import DTYPE_BYTES, RECIPES
-
     if par.ep == 1 or not model.is_moe:
         return []
+    max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
     recipe = RECIPES[precision]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
     disp_b = FP8_DISPATCH_BYTES if precision == "fp8-deepseek" else act_b
@@ -413,9 +413,8 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
                              ("EP all-to-all combine (backward)", disp_b, calls),
                              ("EP all-to-all dispatch (backward)", act_b, calls)):
         if b not in seconds:
-            seconds[b] = (all_to_all_bytes(tokens, k, h, b, ep),
-                          all_to_all_s(tokens * k * h * b, ep, gpu, node, top_k=k, max_nodes=max_nodes,
-                                       stride=par.etp))
+            seconds[b] = (all_to_all_bytes(tokens, k, h, b, ep),     # (the layout's and model's: checked)
+                          _all_to_all_s(tokens * k * h * b, ep, gpu, node, k, max_nodes, par.etp))
         one, t = seconds[b]
         out.append(Collective(name, "ep", ep, "network" if across else gpu.link, n_calls, one, n_calls * one,
                               one / t / 1e9, 0.0))

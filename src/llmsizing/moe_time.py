@@ -81,6 +81,14 @@ def load_skew_table():
     return pd.read_csv(DATA / "moe_load_skew.csv")
 
 
+@lru_cache(maxsize=8)
+def _mean_max_vio(routing: str) -> float:
+    """The mean ``max_vio`` of ``routing``'s rows of :func:`load_skew_table`, read once per routing (a data
+    file, like the catalogue's: issue 35, the planner asks :func:`load_skew` once per ``ep`` of a search)."""
+    t = load_skew_table()
+    return float(t.loc[t["routing"] == routing, "max_vio"].mean())
+
+
 def routing_of(model) -> str:
     """``"aux-loss-free"`` when ``model`` routes with a per-expert bias on its scores (DeepSeek-V3's
     ``e_score_correction_bias``, ``Model.router_bias``), else ``"aux-loss"``."""
@@ -108,8 +116,7 @@ def load_skew(model, ep: int, routing: str | None = None, capacity_factor: float
     if ep == 1 or not model.is_moe:
         skew = 1.0
     else:
-        t = load_skew_table()
-        v = float(t.loc[t["routing"] == routing, "max_vio"].mean())
+        v = _mean_max_vio(routing)
         skew = 1.0 + v * math.sqrt(ep / model.experts)
     return skew if cap is None else min(skew, cap)
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from pathlib import Path
 
+from ._compat import keep_hash
 from ._validate import check_choice, check_int, check_number
 from .catalog import MIN_GPU_SPEED, _unknown, get_gpu
 
@@ -69,6 +70,7 @@ TREE_LEVEL_ALPHAS = 30 / 8
 COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "send/recv")
 
 
+@keep_hash
 @dataclass(frozen=True)
 class Node:
     """One system a GPU sits in (a row of ``data/nodes.csv``). Bandwidths are one way, decimal GB/s; NIC
@@ -249,6 +251,7 @@ def _class_of(gpu, node: Node) -> str:
     return "pcie-p2p" if cls == "pcie" and node.intra_topology == "pcie" and node.peer_to_peer else cls
 
 
+@keep_hash
 @dataclass(frozen=True)
 class GroupLink:
     """The link one parallel group's collectives ride on (:func:`group_link`): ``bandwidth_gbps`` is what a

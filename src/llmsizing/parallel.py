@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from ._compat import keep_hash
 from ._validate import check_bool, check_choice, check_int
 
 #: What ZeRO-Offload / ZeRO-Infinity can move to the host's memory (Ren et al. 2021; Rajbhandari et al. 2021):
@@ -42,6 +43,7 @@ CP_COMMS = ("p2p", "all_gather", "a2a")
 RECOMPUTE = ("none", "selective", "full")
 
 
+@keep_hash
 @dataclass(frozen=True)
 class Parallel:
     """A parallel layout: ``tp`` tensor-, ``pp`` pipeline-, ``dp`` data-parallel degree; ``zero`` is the ZeRO

@@ -143,6 +143,13 @@ class SearchMemory:
         return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
 
 
+#: The relative margin by which the model states alone (a candidate's total at a micro-batch of 0) must exceed
+#: a GPU's limit for :func:`fitting_plans` to weigh no heavier recomputation of it on that GPU: what a
+#: micro-batch adds is bytes of activations, never negative, so such a total is a floor under every
+#: recomputation's (floating-point addition is monotone); the margin only covers rounding in coefficients
+#: that are extrapolated (``cp``, ``ep``) instead of read off a call.
+FLOOR_MARGIN = 1e-9
+
 #: How many :class:`SearchMemory` objects :func:`kept_search_memory` keeps.
 SEARCH_MEMORIES_KEPT = 16
 
@@ -190,8 +197,13 @@ def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch:
     # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then alive in
     # the forward) and the micro-batches in flight, which saturate at pp: two classes at most
     cls = np.where(m > 1, max(2, pp), 1)
-    pairs: dict = {}
-    group = np.array([pairs.setdefault((int(c), int(a)), len(pairs)) for c, a in zip(cp_, cls)])
+    # the distinct (cp, accumulation class) pairs, numbered in the order they first appear
+    _, first, at = np.unique(cp_ * (max(2, pp) + 1) + cls, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    number = np.empty(len(first), dtype=np.int64)
+    number[order] = np.arange(len(first))
+    group = number[at.reshape(-1)]
+    pairs = {(int(cp_[f]), int(cls[f])): None for f in first[order].tolist()}
     return dict(block=np.array(block), cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
                 pairs=tuple(pairs), dpf=dp_.astype(float))
 
@@ -249,8 +261,11 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             least = (rc == "full" and partial) & (stage_layers[rows] > 1)
             plain = rows[~least]
             if len(plain):
-                t[:, plain] = _table_totals(memory, parts, rc, coef_id, lay, pair_of, plain,
-                                            cat["micro"], cat["dpf"])[None, :]
+                total, floor = _table_totals(memory, parts, rc, coef_id, lay, pair_of, plain, cat["micro"],
+                                             cat["dpf"])
+                t[:, plain] = total[None, :]
+                # a GPU whose limit the model states alone exceed fits no recomputation: weighed no further
+                chosen[:, plain] |= floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN)
                 if rc == "full" and not model.is_moe:          # (a mixture of experts: whole model or none)
                     n[:, plain] = stage_layers[plain]
             for k in np.unique(lay[rows[least]]).tolist():          # partial recomputation, layout by layout
@@ -310,7 +325,7 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
             for k, x in enumerate(got):
                 tab[k, :len(x[i])] = x[i]
         tables.append(tab[at.reshape(-1)])
-    return _total_bytes(tables, micro[rows], dpf[rows])
+    return _total_bytes(tables, micro[rows], dpf[rows]), _total_bytes(tables, 0.0 * micro[rows], dpf[rows])
 
 
 def _least(memory, tp, pp, zero, ep, cand, rows, limit, stage_layers):

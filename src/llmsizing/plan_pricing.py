@@ -12,6 +12,8 @@ formula of its own: every number is read off :func:`~llmsizing.memory.training_m
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .all_to_all import _links as a2a_links
@@ -36,13 +38,20 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
     if model.is_moe:
         par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
                             expert_tp=expert_tp)
-        stages = heavy_stages(model, par)
+        stages = _heavy_stages(model, pp)
     else:
         par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
         stages = (0, pp - 1)
     runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True, _stages=stages,
                            **kw)
     return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
+
+
+@functools.lru_cache(maxsize=256)
+def _heavy_stages(model, pp: int) -> tuple[int, ...]:
+    """:func:`~llmsizing.moe_layouts.heavy_stages` of the search's layouts with ``pp`` stages (Megatron's even
+    split: nothing else of the layout moves them), kept (issue 35: asked on every call of :func:`_pieces`)."""
+    return heavy_stages(model, kept_parallel(pp=pp))
 
 
 def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1,

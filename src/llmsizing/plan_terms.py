@@ -140,8 +140,20 @@ def _group_columns(*columns):
     """:func:`_groups` as arrays: each column's values on the distinct rows (in :func:`_groups`' order), the
     first row of each group, and each row's group."""
     cols = [np.asarray(c, dtype=np.int64) for c in columns]
-    dims = [int(c.max()) + 1 for c in cols]
-    key = np.ravel_multi_index(cols, dims)
+    # each column as its values' ranks among its distinct values (from a table of the values, no sort: a
+    # column of ep or dp x cp degrees up to 256 or 65,536 holds a few distinct ones), so that the packed key
+    # stays dense; ranks keep the values' order, so the groups come in np.unique's order all the same
+    codes, dims = [], []
+    for c in cols:
+        top = int(c.max()) + 1
+        if top > 64 and top <= 4 * len(c) + 65536:
+            present = np.zeros(top, dtype=bool)
+            present[c] = True
+            rank = np.cumsum(present) - 1
+            c, top = rank[c], int(rank[-1]) + 1
+        codes.append(c)
+        dims.append(top)
+    key = np.ravel_multi_index(codes, dims)
     n, size = len(key), int(np.prod(dims, dtype=object))
     if size > 4 * n + 1024:                # (a sparse key: sort it)
         _, first, inverse = np.unique(key, return_index=True, return_inverse=True)

@@ -154,6 +154,13 @@ def edge_params(model: Model, tp: int, pp: int) -> dict[str, float]:
     """Parameters outside the transformer layers per tensor-parallel rank: ``"first"`` (the embeddings, on the
     first pipeline stage) and ``"last"`` (final norm, untied LM head, and with ``pp > 1`` the output layer's
     copy of a tied embedding, on the last stage). Shared by :func:`stage_params` and :mod:`llmsizing.moe`."""
+    return dict(_kept_edge_params(model, tp, pp))
+
+
+@functools.lru_cache(maxsize=512)
+def _kept_edge_params(model: Model, tp: int, pp: int) -> tuple:
+    """:func:`edge_params` as kept ``(key, value)`` pairs (issue 35: a search asks for each ``(tp, pp)`` once
+    per ``ep`` and per kept split, each time walking the model's tensors)."""
     edge = {"first": 0.0, "last": 0.0}
     for _, name, shape, _k in model.tensors():
         if name.startswith("layers."):
@@ -165,7 +172,7 @@ def edge_params(model: Model, tp: int, pp: int) -> dict[str, float]:
                 edge["last"] += n
         else:
             edge["last"] += n
-    return edge
+    return tuple(edge.items())
 
 
 @functools.lru_cache(maxsize=256)
