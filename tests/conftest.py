@@ -62,11 +62,28 @@ FIRST = (
 
 #: Tests that share one computation made once per process (:func:`calibrate_check`): one unit of work each.
 #: (tests/test_planner_speed.py: each setting's comparison is a unit of its own, for balance; the test that
-#: reads one setting's frames again joins that setting's unit.)
+#: reads one setting's frames again joins that setting's unit.) The calibration unit also holds every test
+#: that reads the default table's fits, which the library keeps once per process (fit_kernel_efficiency,
+#: mfu_loso_check, step_loso_check on published_runs()): with tools/calibrate.py --check on one worker, they
+#: are fitted once instead of once more on each worker.
 _SPEED = "tests/test_planner_speed.py::test_fast_search_equals_the_direct_one"
-SHARED_UNITS = {**dict.fromkeys(("tests/test_time_cost.py::test_calibration_files_are_up_to_date",
-                                 "tests/test_calibration.py::test_the_fitted_files_are_up_to_date"),
-                                "tools/calibrate.py --check"),
+_CALIBRATE = "tools/calibrate.py --check"
+_DEFAULT_FITS = (
+    "tests/test_time_cost.py::test_calibration_files_are_up_to_date",
+    "tests/test_calibration.py::test_the_fitted_files_are_up_to_date",
+    "tests/test_calibration.py::test_each_runs_kernel_efficiency_gives_back_its_published_mfu",
+    "tests/test_calibration.py::test_the_default_is_the_median_of_the_calibration_runs",
+    "tests/test_calibration.py::test_held_out_runs_are_predicted_within_the_generations_spread",
+    "tests/test_calibration.py::test_context_parallel_runs_are_held_out_of_the_kernel_fit",
+    "tests/test_intervals.py::test_training_coverage_and_width_stored_are_measured",
+    "tests/test_intervals.py::test_mfu_model_ranges_are_the_stated_bounds",
+    "tests/test_intervals.py::test_training_folds_leave_whole_sources_out",
+    "tests/test_round3_harden.py::test_a_good_table_fits_as_before",
+    "tests/test_stack_ranges.py::test_held_out_source_never_fits_its_own_location")
+#: Whole files (:data:`WHOLE_FILES`) that join a shared unit: tests/test_step_intervals.py's module fixture is
+#: step_loso_check() on the default table, which tools/calibrate.py --check computes too.
+SHARED_FILES = {"tests/test_step_intervals.py": _CALIBRATE}
+SHARED_UNITS = {**dict.fromkeys(_DEFAULT_FITS, _CALIBRATE),
                 "tests/test_planner_speed.py::test_the_comparison_can_fail":
                     f"{_SPEED}[70b at 32K, context parallelism by all-gather]"}
 
@@ -155,7 +172,7 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             if path.endswith(".ipynb") or path in WHOLE_FILES:
-                return path
+                return SHARED_FILES.get(path, path)
             if name := widget_of(nodeid):
                 return f"widget {name}"
             if nodeid in SHARED_UNITS:

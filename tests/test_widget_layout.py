@@ -59,15 +59,17 @@ def _artist(a) -> tuple:
     return tuple(map(repr, out))
 
 
-def figure_content(fig) -> dict:
-    """Everything a reader can see in a figure, drawn or not yet drawn."""
+def figure_content(fig, *, drawn: bool = False) -> dict:
+    """Everything a reader can see in a figure, drawn or not yet drawn. ``drawn``: the figure has just been
+    drawn (saved to PNG) and not changed since, so it is not drawn again (a figure made by a render function
+    stays marked ``stale`` after a draw)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
     # tick positions, labels and colours are settled by a draw; a figure not changed since its last draw
     # (matplotlib marks any change ``stale``: the widget's figure just drawn for its PNG) is settled already
-    if fig.stale:
+    if fig.stale and not drawn:
         fig.canvas.draw()
     axes = []
     for ax in fig.axes:
@@ -114,8 +116,8 @@ def fresh_render(b: Dashboard) -> tuple:
 @functools.lru_cache(maxsize=8)
 def _fresh_render(b: Dashboard, values: str) -> tuple:
     fresh = rendered(b)
-    return (widgets.summary_html(fresh.summary), figure_content(fresh.figure),
-            _pixels(fresh.png(compress_level=1)))
+    pixels = _pixels(fresh.png(compress_level=1))     # (saving it draws it: figure_content reads that draw)
+    return widgets.summary_html(fresh.summary), figure_content(fresh.figure, drawn=True), pixels
 
 
 def rendered(b: Dashboard):

@@ -30,6 +30,7 @@ when it runs (``tests/test_calibration.py`` re-fits and compares):
 from __future__ import annotations
 
 import math
+from functools import cache
 
 #: Runs with a context-parallel degree above this stay out of the kernel-efficiency median (held out).
 KERNEL_FIT_MAX_CP = 1
@@ -342,7 +343,21 @@ def fit_kernel_efficiency(runs=None):
     dtype and fitted kernel efficiency (NaN where the layout is unknown), and ``kernel_fit``, whether the run
     enters the median (a calibration run with ``cp <=`` :data:`KERNEL_FIT_MAX_CP`), as a DataFrame; and per
     (generation, dtype) the median over those runs: ``(per_run, per_generation)``; ``flat_efficiency`` and
-    ``flat`` are the same runs' :func:`run_flat_efficiency`."""
+    ``flat`` are the same runs' :func:`run_flat_efficiency`. On the default table the per-run bisections run
+    once per process (tools/calibrate.py and :func:`~llmsizing.step_intervals.layout_runs` both ask for them);
+    each caller gets its own copies."""
+    if runs is None:
+        df, fit = _default_kernel_efficiency()
+        return df.copy(), fit.copy()
+    return _fit_kernel_efficiency(runs)
+
+
+@cache
+def _default_kernel_efficiency():
+    return _fit_kernel_efficiency(None)
+
+
+def _fit_kernel_efficiency(runs):
     import numpy as np
 
     df = _check_runs(runs, KERNEL_FIT_COLUMNS)
@@ -447,7 +462,22 @@ def mfu_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = INT
     :func:`~llmsizing.intervals.loso_check`, nested): ``(check, runs)``, ``runs`` with the columns the fit
     adds. Each source's runs are predicted by the model refitted on the calibration runs of the other
     sources; ``strata`` (a column of ``runs``, default :data:`INTERVAL_STRATA`, or ``None``) lets the width
-    differ between its values."""
+    differ between its values. On the default table the refits run once per process (tools/calibrate.py
+    and :func:`fit_mfu_model` both ask for them); each caller gets its own copy."""
+    from .intervals import copied_check
+
+    if runs is None and isinstance(coverage, float) and (strata is None or isinstance(strata, str)):
+        check, df = _default_mfu_loso_check(coverage, strata)
+        return copied_check(check), df.copy()
+    return _mfu_loso_check(runs, coverage, strata)
+
+
+@cache
+def _default_mfu_loso_check(coverage, strata):
+    return _mfu_loso_check(None, coverage, strata)
+
+
+def _mfu_loso_check(runs, coverage, strata):
     import numpy as np
 
     from .intervals import loso_check

@@ -263,6 +263,18 @@ class LosoCheck:
         return math.exp(lo), math.exp(hi)
 
 
+def copied_check(check: LosoCheck) -> LosoCheck:
+    """A copy of ``check`` whose arrays and bounds are its own (a check kept for the default table is handed
+    out this way, so that no caller can change the kept one)."""
+    import dataclasses
+
+    import numpy as np
+
+    return dataclasses.replace(check, **{k: np.array(getattr(check, k), copy=True)
+                                         for k in ("residuals", "low_log", "high_log", "inside")},
+                               bounds=dict(check.bounds))
+
+
 def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAGE, strata=None,
                nested: bool = True, unit: str = "source") -> LosoCheck:
     """Leave-one-source-out conformal intervals and their measured coverage (module docstring, steps 1-4).

@@ -157,14 +157,29 @@ def step_loso_check(runs=None, *, coverage: float = 0.8, strata: str | None = ST
     (:func:`layout_runs`) with ``stack_family`` and ``predicted_mfu`` (at the efficiency fitted without the
     run's source, times its family's location with ``by_stack``) added. ``strata``: a column of the runs
     whose values may get bounds of their own, or ``None``; ``by_stack``: add each known stack family's
-    location fitted in the fold (module docstring, "The stack")."""
+    location fitted in the fold (module docstring, "The stack"). On the default table each setting's refits
+    run once per process (tools/calibrate.py asks twice); each caller gets its own copy."""
+    from .intervals import copied_check
+
+    if not isinstance(by_stack, bool):
+        raise TypeError(f"by_stack must be True or False, got {type(by_stack).__name__}")
+    if runs is None and isinstance(coverage, float) and (strata is None or isinstance(strata, str)):
+        check, df = _default_step_loso_check(coverage, strata, by_stack)
+        return copied_check(check), df.copy()
+    return _step_loso_check(runs, coverage, strata, by_stack)
+
+
+@cache
+def _default_step_loso_check(coverage, strata, by_stack):
+    return _step_loso_check(None, coverage, strata, by_stack)
+
+
+def _step_loso_check(runs, coverage, strata, by_stack):
     import numpy as np
 
     from .frameworks import stack_family
     from .intervals import loso_check
 
-    if not isinstance(by_stack, bool):
-        raise TypeError(f"by_stack must be True or False, got {type(by_stack).__name__}")
     df = layout_runs(runs)
     df["stack_family"] = [stack_family(f, lenient=True) for f in df.get("framework", [None] * len(df))]
     if strata is not None and strata not in df.columns:
