@@ -206,24 +206,31 @@ class DrawClock:
 
 
 class SearchCount:
-    """Wraps ``llmsizing.planner.plan`` (before a widget is built: the widgets import it when built) to count
-    its calls, so that a move to a new setting that did not search can be told from one that did."""
+    """Wraps ``llmsizing.planner.plan`` and ``llmsizing.serve.replicas_for`` (the fleet widget's search; before
+    a widget is built: the widgets import them when built) to count their calls, so that a move to a new
+    setting that did not search can be told from one that did."""
 
     def __init__(self):
         import llmsizing.planner as planner
+        import llmsizing.serve as serve
 
-        self.planner, self.real, self.calls = planner, planner.plan, 0
+        self.patched = [(planner, "plan", planner.plan), (serve, "replicas_for", serve.replicas_for)]
+        self.calls = 0
 
     def __enter__(self):
-        def counted(*args, **kwargs):
-            self.calls += 1
-            return self.real(*args, **kwargs)
+        def counting(real):
+            def counted(*args, **kwargs):
+                self.calls += 1
+                return real(*args, **kwargs)
+            return counted
 
-        self.planner.plan = counted
+        for module, name, real in self.patched:
+            setattr(module, name, counting(real))
         return self
 
     def __exit__(self, *exc):
-        self.planner.plan = self.real
+        for module, name, real in self.patched:
+            setattr(module, name, real)
         return False
 
 
@@ -237,7 +244,7 @@ def bench(name: str, n: int) -> dict:
         c0 = time.process_time()
         w = getattr(widgets, name)()
         first = time.process_time() - c0
-        moves, draws, errors, new, seen_moves, no_search = [], [], 0, [], [], []
+        moves, draws, errors, new, seen_moves, no_search, no_search_draws = [], [], 0, [], [], [], []
         for board in dashboards(w):
             seen = {state(board)}
             for key, ctrl in board.controls.items():
@@ -259,6 +266,7 @@ def bench(name: str, n: int) -> dict:
                             new.append(moves[-1])
                             if searches.calls == s0:        # ... answered without a plan() search
                                 no_search.append(moves[-1])
+                                no_search_draws.append(draws[-1])
                         else:
                             seen_moves.append(moves[-1])
                         errors += bool(board.error.value)
@@ -267,6 +275,8 @@ def bench(name: str, n: int) -> dict:
                 no_search=no_search,
                 seen_median=statistics.median(seen_moves) if seen_moves else float("nan"),
                 no_search_median=statistics.median(no_search) if no_search else float("nan"),
+                no_search_max=max(no_search) if no_search else float("nan"),
+                no_search_draw=statistics.median(no_search_draws) if no_search else float("nan"),
                 new_median=statistics.median(new) if new else float("nan"),
                 median=statistics.median(moves) if moves else float("nan"),
                 max=max(moves) if moves else float("nan"),
@@ -296,18 +306,21 @@ def main() -> None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
     print(f"{'widget':28s} {'first ms':>9s} {'moves':>6s} {'median ms':>10s} {'max ms':>8s} "
           f"{'draw med ms':>12s} {'draw share':>11s} {'new':>5s} {'new med ms':>11s} {'seen':>5s} "
-          f"{'seen med ms':>12s} {'no search':>10s} {'med ms':>7s}")
+          f"{'seen med ms':>12s} {'no search':>10s} {'med ms':>7s} {'max ms':>7s} {'draw ms':>8s}")
     for r in rows:
         print(f"{r['name']:28s} {r['first'] * 1e3:9.0f} {len(r['moves']):6d} {r['median'] * 1e3:10.0f} "
               f"{r['max'] * 1e3:8.0f} {r['draw_median'] * 1e3:12.0f} {r['draw_share']:10.0%} "
               f"{len(r['new']):5d} {r['new_median'] * 1e3:11.0f} {len(r['seen']):5d} "
-              f"{r['seen_median'] * 1e3:12.0f} {len(r['no_search']):10d} {r['no_search_median'] * 1e3:7.0f}")
+              f"{r['seen_median'] * 1e3:12.0f} {len(r['no_search']):10d} {r['no_search_median'] * 1e3:7.0f} "
+              f"{r['no_search_max'] * 1e3:7.0f} {r['no_search_draw'] * 1e3:8.0f}")
     every = [m for r in rows for m in r["moves"]]
     fresh = [m for r in rows for m in r["new"]]
+    quick = [m for r in rows for m in r["no_search"]]
     print(f"{'all':28s} {sum(r['first'] for r in rows) * 1e3:9.0f} {len(every):6d} "
           f"{statistics.median(every) * 1e3:10.0f} {max(every) * 1e3:8.0f}   total moves "
           f"{sum(every):.1f} s CPU; {len(fresh)} new settings, median "
-          f"{statistics.median(fresh) * 1e3:.0f} ms")
+          f"{statistics.median(fresh) * 1e3:.0f} ms; {len(quick)} without a search, median "
+          f"{statistics.median(quick) * 1e3:.0f} ms, max {max(quick) * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":
