@@ -2,9 +2,9 @@
 imports none of them): the palette, the :class:`View` a render function returns and :func:`show`, which prints
 its summary and displays its PNG with alt text (:func:`figure_alt_text`); figures and axes a widget redraws
 into (:func:`new_figure`, :func:`blank_figure`, :func:`figure_axes`, :func:`reset_axes`, :func:`_kept_legend`,
-fixed margins with :class:`FixedView`); bars (:func:`stacked_bars`, the fast PolyCollection bars of
-:func:`_bar_collection`, :func:`capacity_line`); and plain-text numbers on log axes (:func:`_log_axis`,
-:func:`_short_number`, :func:`_tokens`, :func:`_usd`).
+:func:`_kept_figure_legend`, fixed margins with :class:`FixedView`); bars (:func:`stacked_bars`, the fast
+PolyCollection bars of :func:`_bar_collection`, :func:`capacity_line`); and plain-text numbers on log axes
+(:func:`_log_axis`, :func:`_short_number`, :func:`_tokens`, :func:`_usd`).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -188,7 +188,8 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
     ms a planner redraw, issue 38)."""
     if into is not None and getattr(into, "llmsizing_layout", None) == (width, height, layout):
         for artist in [*into.legends, *into.texts]:
-            artist.remove()
+            if not hasattr(artist, "llmsizing_key"):            # (a legend of _kept_figure_legend stays)
+                artist.remove()
         axes = into.llmsizing_axes
         for i, ax in enumerate(_flat(axes)):
             reset_axes(ax, keep_log="".join(xy for j, xy in keep_log if j == i))
@@ -212,6 +213,25 @@ def _kept_legend(ax, key, make):
         return legend
     if legend is not None:
         legend.remove()
+    legend = make()
+    legend.llmsizing_key = key
+    return legend
+
+
+def _kept_figure_legend(fig, key, make):
+    """``fig``'s legend (a figure legend, ``fig.legend``): ``make()`` unless the figure already shows the one
+    made for the same ``key`` at the last redraw of a widget's kept figure, which is then kept as it is (as
+    :func:`_kept_legend` does for an axes' legend; issue 38: 5-7 ms a redraw). Any other figure legend made
+    by this function goes. :func:`figure_axes` leaves such a legend in place, so a render function must call
+    this on every redraw of the same layout, or its stale legend stays."""
+    kept = None
+    for legend in list(fig.legends):
+        if kept is None and getattr(legend, "llmsizing_key", None) == key:
+            kept = legend
+        elif hasattr(legend, "llmsizing_key"):
+            legend.remove()
+    if kept is not None:
+        return kept
     legend = make()
     legend.llmsizing_key = key
     return legend
@@ -352,24 +372,27 @@ def _bar_collection(ax, pos, start, end, *, thickness: float, colors, horizontal
 
 
 def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]], *, width: float = 0.8,
-                          unit: float = GiB, colors: dict | None = None):
+                          unit: float = GiB, colors: dict | None = None, legend: bool = True):
     """Vertical stacked bars like :func:`stacked_bars`, one :func:`_bar_collection` per component, with the
-    legend (last component on top) beside the axes. ``colors`` maps component -> colour (default
-    :data:`COLORS`). Returns the columns' tops (in ``unit``)."""
+    legend (last component on top) beside the axes (``legend=False``: none; the caller makes its own).
+    ``colors`` maps component -> colour (default :data:`COLORS`). Returns the columns' tops (in ``unit``).
+    The legend is a :func:`_kept_legend`: a widget's redraw with the same components keeps it."""
     import numpy as np
 
     colors = COLORS if colors is None else colors
     pos = np.arange(len(labels))
     bottom = np.zeros(len(labels))
-    handles = []
     for comp, vals in stacks.items():
         top = bottom + np.asarray(vals, dtype=float) / unit
         _bar_collection(ax, pos, bottom, top, thickness=width, colors=colors.get(comp), horizontal=False)
-        handles.append(Patch(facecolor=colors.get(comp), label=comp))
         bottom = top
     ax.set_xlim(-0.6, len(labels) - 0.4)
     ax.set_xticks(pos, labels)
-    ax.legend(handles=handles[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    if legend:
+        entries = tuple((comp, colors.get(comp)) for comp in reversed(stacks))
+        _kept_legend(ax, ("stacked columns", entries), lambda: ax.legend(
+            handles=[Patch(facecolor=c, label=comp) for comp, c in entries], loc="upper left",
+            bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False))
     return bottom
 
 
@@ -419,10 +442,10 @@ def _stage_memory_columns(ax, tm, g) -> None:
                              for r in rows]
     stacks["overhead"] = [r["total"] - r["peak"] for r in rows]
     labels = [f"stage {r['stage']}" if len(rows) > 1 else "each GPU" for r in rows]
-    _fast_stacked_columns(ax, labels, stacks)
-    ax.get_legend().remove()
-    ax.legend(handles=[Patch(facecolor=COLORS[k], label=k) for k in stacks], fontsize=6.5, frameon=False,
-              ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    _fast_stacked_columns(ax, labels, stacks, legend=False)
+    _kept_legend(ax, ("stage memory", tuple(stacks)), lambda: ax.legend(
+        handles=[Patch(facecolor=COLORS[k], label=k) for k in stacks], fontsize=6.5, frameon=False, ncols=3,
+        loc="upper center", bbox_to_anchor=(0.5, -0.1)))
     capacity_line(ax, g.memory_gib, g.name)
     totals = np.array([r["total"] for r in rows]) / GiB
     ax.set_ylim(0, 1.15 * max(totals.max(), g.memory_gib))
