@@ -331,23 +331,43 @@ def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color:
 
 def stacked_bars(ax, labels: list[str], stacks: dict[str, list[float]], *, horizontal: bool = True,
                  unit: float = GiB) -> None:
-    """Draw one stacked bar per label; ``stacks`` maps component -> values in bytes (one per label)."""
+    """Draw one stacked bar per label; ``stacks`` maps component -> values in bytes (one per label).
+
+    Each component is one labelled :func:`_bar_collection` (the legend shows it as a patch of its colour),
+    placed and autoscaled as ``barh``/``bar`` place theirs (0.8 wide, no margin beyond any bar's start): one
+    Rectangle per bar cost the model-states widget's move ~15 ms, making and drawing them (issue 38)."""
     import numpy as np
 
     left = np.zeros(len(labels))
     pos = np.arange(len(labels))
     for comp, vals in stacks.items():
         vals = np.asarray(vals, dtype=float) / unit
-        if horizontal:
-            ax.barh(pos, vals, left=left, color=COLORS.get(comp), label=comp)
-        else:
-            ax.bar(pos, vals, bottom=left, color=COLORS.get(comp), label=comp)
-        left += vals
+        color = COLORS.get(comp)
+        if color is None:                                     # as bar() does: the next colour of the cycle
+            color = ax._get_patches_for_fill.get_next_color()
+        bars = _bar_collection(ax, pos, left, left + vals, thickness=0.8, colors=color, horizontal=horizontal,
+                               sticky=np.unique(left).tolist())
+        bars.set_label(comp)
+        bars.llmsizing_bars = True
+        left = left + vals
+    ax.autoscale_view()
     if horizontal:
         ax.set_yticks(pos, labels)
         ax.invert_yaxis()
     else:
         ax.set_xticks(pos, labels)
+
+
+def _legend_entries(ax) -> tuple[list, list]:
+    """``ax.get_legend_handles_labels()`` in the order it gave when :func:`stacked_bars` drew bar containers
+    (listed after every other artist, in the order drawn): the stacked bars' collections with the
+    containers."""
+    from matplotlib.container import Container
+
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(handles)), key=lambda i: getattr(handles[i], "llmsizing_bars", False)
+                   or isinstance(handles[i], Container))
+    return [handles[i] for i in order], [labels[i] for i in order]
 
 
 def _bar_collection(ax, pos, start, end, *, thickness: float, colors, horizontal: bool, sticky=()):

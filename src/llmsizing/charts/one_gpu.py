@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from ..units import GiB
 from .base import (FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins, _kept_figure_legend,
-                   _kept_legend, capacity_line, new_figure, stacked_bars)
+                   _kept_legend, _legend_entries, capacity_line, new_figure, stacked_bars)
 # chapter 5's figures (the measurements) live in one_gpu_measure; every name of theirs is still here
 from .one_gpu_measure import (MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS,  # noqa: F401
                               render_prediction_vs_measurement, render_step_timeline)
@@ -175,8 +175,8 @@ def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="a
     ax.set_title(f"{m.name} ({fmt_count(m.n_params)} params): model states by recipe + optimizer",
                  fontsize=10)
     # the entries' labels fix their styles (component colours, capacity lines' styles by position)
-    _kept_figure_legend(fig, ("model states", *ax.get_legend_handles_labels()[1]), lambda: fig.legend(
-        *ax.get_legend_handles_labels(), ncols=4, loc="lower center", bbox_to_anchor=(0.5, 0.0), fontsize=7.5,
+    _kept_figure_legend(fig, ("model states", *_legend_entries(ax)[1]), lambda: fig.legend(
+        *_legend_entries(ax), ncols=4, loc="lower center", bbox_to_anchor=(0.5, 0.0), fontsize=7.5,
         frameon=False))
     lines = [f"{m.name} ({m.n_params:,} params), {precision} + {optimizer}: "
              f"{sel.bytes_per_param:.4g} B/param = {sel.total_bytes / GiB:,.1f} GiB = "
@@ -228,8 +228,8 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
                  f"weights {weights}, KV cache {kv_cache}", fontsize=10)
     # the entries' labels fix their styles (component colours, capacity lines' styles and, "beyond the axis",
     # visibility)
-    _kept_figure_legend(fig, ("inference memory", *ax.get_legend_handles_labels()[1]), lambda: fig.legend(
-        *ax.get_legend_handles_labels(), ncols=4, loc="lower center", bbox_to_anchor=(0.5, 0.0), fontsize=7.5,
+    _kept_figure_legend(fig, ("inference memory", *_legend_entries(ax)[1]), lambda: fig.legend(
+        *_legend_entries(ax), ncols=4, loc="lower center", bbox_to_anchor=(0.5, 0.0), fontsize=7.5,
         frameon=False))
     lines = [f"{m.name}, batch {batch} × context {context:,}, weights {weights}, KV cache {kv_cache}:",
              f"  weights {r.weights_bytes / GiB:,.2f} GiB + KV cache {r.kv_cache_bytes / GiB:,.2f} GiB "
