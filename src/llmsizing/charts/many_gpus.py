@@ -15,7 +15,8 @@ from matplotlib.figure import Figure
 
 from ..units import GiB
 from .base import (DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins,
-                   _log_axis, _short_number, _stage_memory_columns, capacity_line, figure_axes, new_figure)
+                   _kept_legend, _log_axis, _short_number, _stage_memory_columns, capacity_line, figure_axes,
+                   new_figure)
 from .pipeline import _KIND_COLORS, SCHEDULE_PANELS, render_pipeline_schedules  # noqa: F401  (chapter 8)
 
 
@@ -207,7 +208,9 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     ax.grid(True, which="major", lw=0.4, alpha=0.5)
     ax.set_title(f"{chosen.model} on {chosen.gpu}, {weights} weights, {context:,}-token context", fontsize=9,
                  loc="left")
-    ax.legend(fontsize=7.5, frameon=False, loc="upper left")
+    # the entries' labels fix their styles
+    _kept_legend(ax, ("decode roofline", *ax.get_legend_handles_labels()[1]),
+                 lambda: ax.legend(fontsize=7.5, frameon=False, loc="upper left"))
     flip_text = (f"compute-bound from a batch of about {flip:,.0f}" if flip is not None
                  else "never compute-bound: each sequence's KV cache keeps the intensity below the ridge "
                       "point")

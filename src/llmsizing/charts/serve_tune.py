@@ -16,8 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ..units import GiB
-from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _log_axis,
-                   _short_number, figure_axes, new_figure)
+from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _kept_legend,
+                   _log_axis, _short_number, figure_axes, new_figure)
 
 
 # =========================================================================== chapter 15: serving
@@ -99,7 +99,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     ax2.set_xlabel("arithmetic intensity (FLOP per byte read)")
     ax2.set_ylabel("TFLOP/s per GPU")
     ax2.grid(True, which="major", lw=0.4, alpha=0.5)
-    ax2.legend(fontsize=7, frameon=False, loc="lower right")
+    _kept_legend(ax2, ("serving roofline", *ax2.get_legend_handles_labels()[1]),    # (labels fix the styles)
+                 lambda: ax2.legend(fontsize=7, frameon=False, loc="lower right"))
     ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
     fit = "fits" if chosen.fits else f"DOES NOT FIT (KV cache holds {chosen.max_batch:,})"
     rng = serving_range(model, gpu, batch=batch, **kw)
