@@ -132,6 +132,38 @@ Measured 2026-11-30 (branch widget38g; base = main a4690a7, base and new alterna
 plans table: ``_plan_groups`` on a deadline's or budget's first table 11.7-14.7 -> 4.7-6.7 ms (median of 10
 such moves, 3 runs each). The whole move stays within this load's noise: ``no search`` column best of 3,
 --moves 4: 100 -> 81 ms; --moves 6: 77 -> 76 ms; the 10 deadline/budget moves alone, best of 3: 80.5 -> 74.
+
+Measured 2026-11-30 (branch widget38h; before = /work/main/src at 2e4989b, base and new alternating,
+06:46-07:01 UTC, load 4.8-8.8 on 2 cores with a widget-test run beside them), --moves 4, CPU ms per move of
+the moves to a new setting without a search (``no search``: median, max), base runs 1, 2 -> new runs 1, 2,
+after: kept legends for the stacked and stage-memory columns, the decode-roofline and serving figures and
+the figure legends of chapters 1-3 (``_kept_figure_legend``); ``stacked_bars`` as one PolyCollection per
+component; the cost heat map as a pcolormesh instead of a resampled image; a kept one-axes figure resized
+instead of rebuilt when its height changes, and the canvas's kept texts carried to the new size's renderer;
+an axis's grid lines and tick marks drawn with one call per kind (the same pixels):
+
+    widget                    median               max
+    parameter_counts          49  38 -> 29 38      61  64 ->  42  67
+    model_states             112  84 -> 52 40     205 159 ->  62  61
+    inference_memory          56  51 -> 53 63      90  71 ->  72  85
+    activation_memory         78  62 -> 80 80     200 219 ->  93  96
+    max_micro_batch          106 112 -> 70 81     124 123 ->  81 112
+    decode_roofline           80  93 -> 77 67      94 105 -> 167 193
+    zero_stages               50  51 -> 27 45     168 181 ->  41  60
+    parallel_explorer         84  61 -> 58 67     242 219 ->  78 123
+    training_time             70  51 -> 58 60      95  78 ->  79  90
+    cost                      76  85 -> 61 77     128 110 -> 226 261
+    planner (filter moves)   133 118 -> 84 98     179 135 -> 108 122
+    seed_audit               107 105 -> 79 68     120 128 -> 101 114
+    serving                  112 105 -> 77 101    160 138 -> 113 119
+    finetune                  44  60 -> 37 38      55  80 ->  57  59
+    moe_layout                77  88 -> 52 50     125 168 ->  88  86
+    rl                        44  36 -> 34 41     351 349 ->  58  62
+    all 375 such moves: median 73, 65 -> 55, 59 ms; max 351, 349 -> 226, 261 ms; all 896 moves 55.5, 52.7 ->
+    43.2, 44.9 s CPU
+
+The maxima of cost (tokens, GPU) and decode roofline did not come back when those moves were timed again
+alone (108 and 76 ms at the same load): at a load of 5-9 single moves vary by 2x.
 """
 
 from __future__ import annotations
@@ -206,9 +238,9 @@ class DrawClock:
 
 
 class SearchCount:
-    """Wraps ``llmsizing.planner.plan`` and ``llmsizing.serve.replicas_for`` (the fleet widget's search; before
-    a widget is built: the widgets import them when built) to count their calls, so that a move to a new
-    setting that did not search can be told from one that did."""
+    """Wraps ``llmsizing.planner.plan`` and ``llmsizing.serve.replicas_for`` (the fleet widget's search;
+    before a widget is built: the widgets import them when built) to count their calls, so that a move to a
+    new setting that did not search can be told from one that did."""
 
     def __init__(self):
         import llmsizing.planner as planner
