@@ -68,6 +68,9 @@ class View:
     figure: Figure
     summary: str
 
+    def __post_init__(self):
+        _settle_grids(self.figure)
+
     def png(self, *, compress_level: int | None = None) -> bytes:
         """The figure as PNG bytes (what the widgets display). ``compress_level`` (0-9, zlib) trades file size
         for encoding time: the widgets pass 1 (same pixels, a few ms faster); ``None`` is PIL's default
@@ -231,6 +234,29 @@ def _kept_legend(ax, key, make):
     return legend
 
 
+def _grid(ax, which: str = "major", **style) -> None:
+    """``ax.grid(True, which=which, **style)``, unless the axes shows that very grid from the last redraw of
+    a widget's kept figure (:func:`reset_axes` leaves a grid made here in place, and the view turns it off,
+    :func:`_settle_grids`, if the render does not ask for it again): turning a grid off and on restyles every
+    tick twice (~5 ms a widget's move, issue 38)."""
+    key = (which, tuple(sorted(style.items())))
+    if getattr(ax, "llmsizing_grid_pending", False):
+        ax.llmsizing_grid_pending = False
+        if ax.llmsizing_grid == key:
+            return
+        ax.grid(False, which="both")
+    ax.grid(True, which=which, **style)
+    ax.llmsizing_grid = key
+
+
+def _settle_grids(fig) -> None:
+    """Turn off the grids that :func:`reset_axes` left for :func:`_grid` and the render did not ask for."""
+    for ax in fig.axes:
+        if getattr(ax, "llmsizing_grid_pending", False):
+            ax.grid(False, which="both")
+            ax.llmsizing_grid_pending, ax.llmsizing_grid = False, None
+
+
 def _kept_figure_legend(fig, key, make):
     """``fig``'s legend (a figure legend, ``fig.legend``): ``make()`` unless the figure already shows the one
     made for the same ``key`` at the last redraw of a widget's kept figure, which is then kept as it is (as
@@ -300,7 +326,9 @@ def reset_axes(ax, keep_log: str = "") -> None:
             set_scale("linear")
         if axis.get_inverted():
             axis.set_inverted(False)
-    if any(t.gridline.get_visible() for t in [*ticks, *ax.xaxis.minorTicks, *ax.yaxis.minorTicks]):
+    if getattr(ax, "llmsizing_grid", None) is not None:
+        ax.llmsizing_grid_pending = True       # left on for _grid to keep, else turned off by _settle_grids
+    elif any(t.gridline.get_visible() for t in [*ticks, *ax.xaxis.minorTicks, *ax.yaxis.minorTicks]):
         ax.grid(False, which="both")                           # (costly: it restyles every tick)
     for spine in ax.spines.values():
         spine.set_visible(True)

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from ..units import GiB
 from .base import (FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins, _kept_figure_legend,
-                   _kept_legend, _legend_entries, capacity_line, new_figure, stacked_bars)
+                   _grid, _kept_legend, _legend_entries, capacity_line, new_figure, stacked_bars)
 # chapter 5's figures (the measurements) live in one_gpu_measure; every name of theirs is still here
 from .one_gpu_measure import (MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS,  # noqa: F401
                               render_prediction_vs_measurement, render_step_timeline)
@@ -515,7 +515,7 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
     ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack, {states}",
                  fontsize=9, loc="left")
-    ax.grid(True, which="major", lw=0.4, alpha=0.5)
+    _grid(ax, lw=0.4, alpha=0.5)
     if np.all([np.all(b == 0) for b in curves.values()]):
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,
                 ha="center", va="center", color="#b00020")
