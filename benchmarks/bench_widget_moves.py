@@ -132,6 +132,38 @@ Measured 2026-11-30 (branch widget38g; base = main a4690a7, base and new alterna
 plans table: ``_plan_groups`` on a deadline's or budget's first table 11.7-14.7 -> 4.7-6.7 ms (median of 10
 such moves, 3 runs each). The whole move stays within this load's noise: ``no search`` column best of 3,
 --moves 4: 100 -> 81 ms; --moves 6: 77 -> 76 ms; the 10 deadline/budget moves alone, best of 3: 80.5 -> 74.
+
+Measured 2026-11-30 (branch widget38h; before = /work/main/src at 2e4989b, base and new alternating,
+06:46-07:01 UTC, load 4.8-8.8 on 2 cores with a widget-test run beside them), --moves 4, CPU ms per move of
+the moves to a new setting without a search (``no search``: median, max), base runs 1, 2 -> new runs 1, 2,
+after: kept legends for the stacked and stage-memory columns, the decode-roofline and serving figures and
+the figure legends of chapters 1-3 (``_kept_figure_legend``); ``stacked_bars`` as one PolyCollection per
+component; the cost heat map as a pcolormesh instead of a resampled image; a kept one-axes figure resized
+instead of rebuilt when its height changes, and the canvas's kept texts carried to the new size's renderer;
+an axis's grid lines and tick marks drawn with one call per kind (the same pixels):
+
+    widget                    median               max
+    parameter_counts          49  38 -> 29 38      61  64 ->  42  67
+    model_states             112  84 -> 52 40     205 159 ->  62  61
+    inference_memory          56  51 -> 53 63      90  71 ->  72  85
+    activation_memory         78  62 -> 80 80     200 219 ->  93  96
+    max_micro_batch          106 112 -> 70 81     124 123 ->  81 112
+    decode_roofline           80  93 -> 77 67      94 105 -> 167 193
+    zero_stages               50  51 -> 27 45     168 181 ->  41  60
+    parallel_explorer         84  61 -> 58 67     242 219 ->  78 123
+    training_time             70  51 -> 58 60      95  78 ->  79  90
+    cost                      76  85 -> 61 77     128 110 -> 226 261
+    planner (filter moves)   133 118 -> 84 98     179 135 -> 108 122
+    seed_audit               107 105 -> 79 68     120 128 -> 101 114
+    serving                  112 105 -> 77 101    160 138 -> 113 119
+    finetune                  44  60 -> 37 38      55  80 ->  57  59
+    moe_layout                77  88 -> 52 50     125 168 ->  88  86
+    rl                        44  36 -> 34 41     351 349 ->  58  62
+    all 375 such moves: median 73, 65 -> 55, 59 ms; max 351, 349 -> 226, 261 ms; all 896 moves 55.5, 52.7 ->
+    43.2, 44.9 s CPU
+
+The maxima of cost (tokens, GPU) and decode roofline did not come back when those moves were timed again
+alone (108 and 76 ms at the same load): at a load of 5-9 single moves vary by 2x.
 """
 
 from __future__ import annotations
@@ -206,24 +238,31 @@ class DrawClock:
 
 
 class SearchCount:
-    """Wraps ``llmsizing.planner.plan`` (before a widget is built: the widgets import it when built) to count
-    its calls, so that a move to a new setting that did not search can be told from one that did."""
+    """Wraps ``llmsizing.planner.plan`` and ``llmsizing.serve.replicas_for`` (the fleet widget's search;
+    before a widget is built: the widgets import them when built) to count their calls, so that a move to a
+    new setting that did not search can be told from one that did."""
 
     def __init__(self):
         import llmsizing.planner as planner
+        import llmsizing.serve as serve
 
-        self.planner, self.real, self.calls = planner, planner.plan, 0
+        self.patched = [(planner, "plan", planner.plan), (serve, "replicas_for", serve.replicas_for)]
+        self.calls = 0
 
     def __enter__(self):
-        def counted(*args, **kwargs):
-            self.calls += 1
-            return self.real(*args, **kwargs)
+        def counting(real):
+            def counted(*args, **kwargs):
+                self.calls += 1
+                return real(*args, **kwargs)
+            return counted
 
-        self.planner.plan = counted
+        for module, name, real in self.patched:
+            setattr(module, name, counting(real))
         return self
 
     def __exit__(self, *exc):
-        self.planner.plan = self.real
+        for module, name, real in self.patched:
+            setattr(module, name, real)
         return False
 
 
@@ -237,7 +276,7 @@ def bench(name: str, n: int) -> dict:
         c0 = time.process_time()
         w = getattr(widgets, name)()
         first = time.process_time() - c0
-        moves, draws, errors, new, seen_moves, no_search = [], [], 0, [], [], []
+        moves, draws, errors, new, seen_moves, no_search, no_search_draws = [], [], 0, [], [], [], []
         for board in dashboards(w):
             seen = {state(board)}
             for key, ctrl in board.controls.items():
@@ -259,6 +298,7 @@ def bench(name: str, n: int) -> dict:
                             new.append(moves[-1])
                             if searches.calls == s0:        # ... answered without a plan() search
                                 no_search.append(moves[-1])
+                                no_search_draws.append(draws[-1])
                         else:
                             seen_moves.append(moves[-1])
                         errors += bool(board.error.value)
@@ -267,6 +307,8 @@ def bench(name: str, n: int) -> dict:
                 no_search=no_search,
                 seen_median=statistics.median(seen_moves) if seen_moves else float("nan"),
                 no_search_median=statistics.median(no_search) if no_search else float("nan"),
+                no_search_max=max(no_search) if no_search else float("nan"),
+                no_search_draw=statistics.median(no_search_draws) if no_search else float("nan"),
                 new_median=statistics.median(new) if new else float("nan"),
                 median=statistics.median(moves) if moves else float("nan"),
                 max=max(moves) if moves else float("nan"),
@@ -296,18 +338,21 @@ def main() -> None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
     print(f"{'widget':28s} {'first ms':>9s} {'moves':>6s} {'median ms':>10s} {'max ms':>8s} "
           f"{'draw med ms':>12s} {'draw share':>11s} {'new':>5s} {'new med ms':>11s} {'seen':>5s} "
-          f"{'seen med ms':>12s} {'no search':>10s} {'med ms':>7s}")
+          f"{'seen med ms':>12s} {'no search':>10s} {'med ms':>7s} {'max ms':>7s} {'draw ms':>8s}")
     for r in rows:
         print(f"{r['name']:28s} {r['first'] * 1e3:9.0f} {len(r['moves']):6d} {r['median'] * 1e3:10.0f} "
               f"{r['max'] * 1e3:8.0f} {r['draw_median'] * 1e3:12.0f} {r['draw_share']:10.0%} "
               f"{len(r['new']):5d} {r['new_median'] * 1e3:11.0f} {len(r['seen']):5d} "
-              f"{r['seen_median'] * 1e3:12.0f} {len(r['no_search']):10d} {r['no_search_median'] * 1e3:7.0f}")
+              f"{r['seen_median'] * 1e3:12.0f} {len(r['no_search']):10d} {r['no_search_median'] * 1e3:7.0f} "
+              f"{r['no_search_max'] * 1e3:7.0f} {r['no_search_draw'] * 1e3:8.0f}")
     every = [m for r in rows for m in r["moves"]]
     fresh = [m for r in rows for m in r["new"]]
+    quick = [m for r in rows for m in r["no_search"]]
     print(f"{'all':28s} {sum(r['first'] for r in rows) * 1e3:9.0f} {len(every):6d} "
           f"{statistics.median(every) * 1e3:10.0f} {max(every) * 1e3:8.0f}   total moves "
           f"{sum(every):.1f} s CPU; {len(fresh)} new settings, median "
-          f"{statistics.median(fresh) * 1e3:.0f} ms")
+          f"{statistics.median(fresh) * 1e3:.0f} ms; {len(quick)} without a search, median "
+          f"{statistics.median(quick) * 1e3:.0f} ms, max {max(quick) * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -204,7 +204,8 @@ def test_a_long_walk_does_not_accumulate_artists():
     for v in range(start + 1, start + 30):
         layers.value = v
     ax = b.figure.axes[0]
-    assert len(ax.containers) == len(ax.patches) == len(ax.get_legend_handles_labels()[0]) == 5
+    assert len(ax.collections) == len(ax.get_legend_handles_labels()[0]) == 5      # one per component
+    assert not ax.containers and not ax.patches
     assert len(b.figure.axes) == 1 and len(b.figure.legends) == 1
     assert_no_drift(b, "after 29 redraws")
     layers.value = start

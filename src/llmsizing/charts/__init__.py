@@ -36,9 +36,9 @@ No formula lives here: render functions only call the library and draw.
 from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, blank_figure,
                    capacity_line, figure_alt_text, figure_axes, new_figure, reset_axes, show, stacked_bars)
 from .base import (_SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns,  # noqa: F401
-                   _fixed_figure, _flat, _inch_margins, _kept_legend, _line, _log_axis, _log_kept,
-                   _png_kwargs, _short_number, _stage_memory_columns, _step_time_bars, _suffixed, _tokens,
-                   _usd)
+                   _fixed_figure, _flat, _grid, _inch_margins, _kept_figure_legend, _kept_legend,
+                   _legend_entries, _line, _log_axis, _log_kept, _png_kwargs, _short_number,
+                   _stage_memory_columns, _settle_grids, _step_time_bars, _suffixed, _tokens, _usd)
 
 # Part I, one GPU (ch 1-5): parameters, model states, inference memory, activations, measurements.
 from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS, MMB_SEQS,

@@ -2,9 +2,9 @@
 imports none of them): the palette, the :class:`View` a render function returns and :func:`show`, which prints
 its summary and displays its PNG with alt text (:func:`figure_alt_text`); figures and axes a widget redraws
 into (:func:`new_figure`, :func:`blank_figure`, :func:`figure_axes`, :func:`reset_axes`, :func:`_kept_legend`,
-fixed margins with :class:`FixedView`); bars (:func:`stacked_bars`, the fast PolyCollection bars of
-:func:`_bar_collection`, :func:`capacity_line`); and plain-text numbers on log axes (:func:`_log_axis`,
-:func:`_short_number`, :func:`_tokens`, :func:`_usd`).
+:func:`_kept_figure_legend`, fixed margins with :class:`FixedView`); bars (:func:`stacked_bars`, the fast
+PolyCollection bars of :func:`_bar_collection`, :func:`capacity_line`); and plain-text numbers on log axes
+(:func:`_log_axis`, :func:`_short_number`, :func:`_tokens`, :func:`_usd`).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -67,6 +67,9 @@ class View:
 
     figure: Figure
     summary: str
+
+    def __post_init__(self):
+        _settle_grids(self.figure)
 
     def png(self, *, compress_level: int | None = None) -> bytes:
         """The figure as PNG bytes (what the widgets display). ``compress_level`` (0-9, zlib) trades file size
@@ -172,7 +175,8 @@ def blank_figure(width: float, height: float, into: Figure | None = None) -> Fig
     return into
 
 
-def figure_axes(width: float, height: float, into: Figure | None, layout: tuple, build, *, keep_log=()):
+def figure_axes(width: float, height: float, into: Figure | None, layout: tuple, build, *, keep_log=(),
+                resize=None):
     """``(figure, axes)`` for a render function: ``build(figure)`` makes the axes (and fixes the margins) of a
     :func:`blank_figure`. ``layout`` names that arrangement (with every argument that shapes it).
 
@@ -185,10 +189,22 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
     ``keep_log``: ``(i, "x")``/``(i, "y")`` pairs naming the axes (``i``: position in the flattened axes)
     that the render function makes a log axis with :func:`_log_axis` on every redraw: a log scale
     :func:`_log_axis` left there is kept instead of going back to linear and to log again (two new scales, ~5
-    ms a planner redraw, issue 38)."""
-    if into is not None and getattr(into, "llmsizing_layout", None) == (width, height, layout):
+    ms a planner redraw, issue 38).
+
+    ``resize``: ``(kind, adjust)``, where the axes of every layout of that ``kind`` are the same but for the
+    figure's size and their place in it: a kept figure of the same kind but another size (the model-states
+    figure grows a bar per recipe) is resized and ``adjust(figure)`` places its axes again (a
+    ``subplots_adjust``), instead of new axes being built (issue 38: ~40 ms)."""
+    kept = getattr(into, "llmsizing_layout", None) if into is not None else None
+    if (kept is not None and kept != (width, height, layout) and resize is not None
+            and getattr(into, "llmsizing_resize_kind", None) == resize[0]):
+        into.set_size_inches(width, height, forward=False)
+        resize[1](into)
+        into.llmsizing_layout = kept = (width, height, layout)
+    if kept is not None and kept == (width, height, layout):
         for artist in [*into.legends, *into.texts]:
-            artist.remove()
+            if not hasattr(artist, "llmsizing_key"):            # (a legend of _kept_figure_legend stays)
+                artist.remove()
         axes = into.llmsizing_axes
         for i, ax in enumerate(_flat(axes)):
             reset_axes(ax, keep_log="".join(xy for j, xy in keep_log if j == i))
@@ -197,6 +213,7 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
     axes = build(fig)
     if into is not None:
         fig.llmsizing_layout, fig.llmsizing_axes = (width, height, layout), axes
+        fig.llmsizing_resize_kind = None if resize is None else resize[0]
     return fig, axes
 
 
@@ -212,6 +229,48 @@ def _kept_legend(ax, key, make):
         return legend
     if legend is not None:
         legend.remove()
+    legend = make()
+    legend.llmsizing_key = key
+    return legend
+
+
+def _grid(ax, which: str = "major", **style) -> None:
+    """``ax.grid(True, which=which, **style)``, unless the axes shows that very grid from the last redraw of
+    a widget's kept figure (:func:`reset_axes` leaves a grid made here in place, and the view turns it off,
+    :func:`_settle_grids`, if the render does not ask for it again): turning a grid off and on restyles every
+    tick twice (~5 ms a widget's move, issue 38)."""
+    key = (which, tuple(sorted(style.items())))
+    if getattr(ax, "llmsizing_grid_pending", False):
+        ax.llmsizing_grid_pending = False
+        if ax.llmsizing_grid == key:
+            return
+        ax.grid(False, which="both")
+    ax.grid(True, which=which, **style)
+    ax.llmsizing_grid = key
+
+
+def _settle_grids(fig) -> None:
+    """Turn off the grids that :func:`reset_axes` left for :func:`_grid` and the render did not ask for."""
+    for ax in fig.axes:
+        if getattr(ax, "llmsizing_grid_pending", False):
+            ax.grid(False, which="both")
+            ax.llmsizing_grid_pending, ax.llmsizing_grid = False, None
+
+
+def _kept_figure_legend(fig, key, make):
+    """``fig``'s legend (a figure legend, ``fig.legend``): ``make()`` unless the figure already shows the one
+    made for the same ``key`` at the last redraw of a widget's kept figure, which is then kept as it is (as
+    :func:`_kept_legend` does for an axes' legend; issue 38: 5-7 ms a redraw). Any other figure legend made
+    by this function goes. :func:`figure_axes` leaves such a legend in place, so a render function must call
+    this on every redraw of the same layout, or its stale legend stays."""
+    kept = None
+    for legend in list(fig.legends):
+        if kept is None and getattr(legend, "llmsizing_key", None) == key:
+            kept = legend
+        elif hasattr(legend, "llmsizing_key"):
+            legend.remove()
+    if kept is not None:
+        return kept
     legend = make()
     legend.llmsizing_key = key
     return legend
@@ -267,7 +326,9 @@ def reset_axes(ax, keep_log: str = "") -> None:
             set_scale("linear")
         if axis.get_inverted():
             axis.set_inverted(False)
-    if any(t.gridline.get_visible() for t in [*ticks, *ax.xaxis.minorTicks, *ax.yaxis.minorTicks]):
+    if getattr(ax, "llmsizing_grid", None) is not None:
+        ax.llmsizing_grid_pending = True       # left on for _grid to keep, else turned off by _settle_grids
+    elif any(t.gridline.get_visible() for t in [*ticks, *ax.xaxis.minorTicks, *ax.yaxis.minorTicks]):
         ax.grid(False, which="both")                           # (costly: it restyles every tick)
     for spine in ax.spines.values():
         spine.set_visible(True)
@@ -284,7 +345,8 @@ def _fixed_figure(width: float, height: float, *, into: Figure | None = None, **
         fig.subplots_adjust(**margins)
         return fig.subplots()
 
-    return figure_axes(width, height, into, ("one axes", tuple(sorted(margins.items()))), build)
+    return figure_axes(width, height, into, ("one axes", tuple(sorted(margins.items()))), build,
+                       resize=(("one axes",), lambda fig: fig.subplots_adjust(**margins)))
 
 
 def _inch_margins(width: float, height: float, *, left: float, bottom: float, top: float = 0.3,
@@ -311,23 +373,43 @@ def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color:
 
 def stacked_bars(ax, labels: list[str], stacks: dict[str, list[float]], *, horizontal: bool = True,
                  unit: float = GiB) -> None:
-    """Draw one stacked bar per label; ``stacks`` maps component -> values in bytes (one per label)."""
+    """Draw one stacked bar per label; ``stacks`` maps component -> values in bytes (one per label).
+
+    Each component is one labelled :func:`_bar_collection` (the legend shows it as a patch of its colour),
+    placed and autoscaled as ``barh``/``bar`` place theirs (0.8 wide, no margin beyond any bar's start): one
+    Rectangle per bar cost the model-states widget's move ~15 ms, making and drawing them (issue 38)."""
     import numpy as np
 
     left = np.zeros(len(labels))
     pos = np.arange(len(labels))
     for comp, vals in stacks.items():
         vals = np.asarray(vals, dtype=float) / unit
-        if horizontal:
-            ax.barh(pos, vals, left=left, color=COLORS.get(comp), label=comp)
-        else:
-            ax.bar(pos, vals, bottom=left, color=COLORS.get(comp), label=comp)
-        left += vals
+        color = COLORS.get(comp)
+        if color is None:                                     # as bar() does: the next colour of the cycle
+            color = ax._get_patches_for_fill.get_next_color()
+        bars = _bar_collection(ax, pos, left, left + vals, thickness=0.8, colors=color, horizontal=horizontal,
+                               sticky=np.unique(left).tolist())
+        bars.set_label(comp)
+        bars.llmsizing_bars = True
+        left = left + vals
+    ax.autoscale_view()
     if horizontal:
         ax.set_yticks(pos, labels)
         ax.invert_yaxis()
     else:
         ax.set_xticks(pos, labels)
+
+
+def _legend_entries(ax) -> tuple[list, list]:
+    """``ax.get_legend_handles_labels()`` in the order it gave when :func:`stacked_bars` drew bar containers
+    (listed after every other artist, in the order drawn): the stacked bars' collections with the
+    containers."""
+    from matplotlib.container import Container
+
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(handles)), key=lambda i: getattr(handles[i], "llmsizing_bars", False)
+                   or isinstance(handles[i], Container))
+    return [handles[i] for i in order], [labels[i] for i in order]
 
 
 def _bar_collection(ax, pos, start, end, *, thickness: float, colors, horizontal: bool, sticky=()):
@@ -352,24 +434,27 @@ def _bar_collection(ax, pos, start, end, *, thickness: float, colors, horizontal
 
 
 def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]], *, width: float = 0.8,
-                          unit: float = GiB, colors: dict | None = None):
+                          unit: float = GiB, colors: dict | None = None, legend: bool = True):
     """Vertical stacked bars like :func:`stacked_bars`, one :func:`_bar_collection` per component, with the
-    legend (last component on top) beside the axes. ``colors`` maps component -> colour (default
-    :data:`COLORS`). Returns the columns' tops (in ``unit``)."""
+    legend (last component on top) beside the axes (``legend=False``: none; the caller makes its own).
+    ``colors`` maps component -> colour (default :data:`COLORS`). Returns the columns' tops (in ``unit``).
+    The legend is a :func:`_kept_legend`: a widget's redraw with the same components keeps it."""
     import numpy as np
 
     colors = COLORS if colors is None else colors
     pos = np.arange(len(labels))
     bottom = np.zeros(len(labels))
-    handles = []
     for comp, vals in stacks.items():
         top = bottom + np.asarray(vals, dtype=float) / unit
         _bar_collection(ax, pos, bottom, top, thickness=width, colors=colors.get(comp), horizontal=False)
-        handles.append(Patch(facecolor=colors.get(comp), label=comp))
         bottom = top
     ax.set_xlim(-0.6, len(labels) - 0.4)
     ax.set_xticks(pos, labels)
-    ax.legend(handles=handles[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    if legend:
+        entries = tuple((comp, colors.get(comp)) for comp in reversed(stacks))
+        _kept_legend(ax, ("stacked columns", entries), lambda: ax.legend(
+            handles=[Patch(facecolor=c, label=comp) for comp, c in entries], loc="upper left",
+            bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False))
     return bottom
 
 
@@ -419,10 +504,10 @@ def _stage_memory_columns(ax, tm, g) -> None:
                              for r in rows]
     stacks["overhead"] = [r["total"] - r["peak"] for r in rows]
     labels = [f"stage {r['stage']}" if len(rows) > 1 else "each GPU" for r in rows]
-    _fast_stacked_columns(ax, labels, stacks)
-    ax.get_legend().remove()
-    ax.legend(handles=[Patch(facecolor=COLORS[k], label=k) for k in stacks], fontsize=6.5, frameon=False,
-              ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    _fast_stacked_columns(ax, labels, stacks, legend=False)
+    _kept_legend(ax, ("stage memory", tuple(stacks)), lambda: ax.legend(
+        handles=[Patch(facecolor=COLORS[k], label=k) for k in stacks], fontsize=6.5, frameon=False, ncols=3,
+        loc="upper center", bbox_to_anchor=(0.5, -0.1)))
     capacity_line(ax, g.memory_gib, g.name)
     totals = np.array([r["total"] for r in rows]) / GiB
     ax.set_ylim(0, 1.15 * max(totals.max(), g.memory_gib))

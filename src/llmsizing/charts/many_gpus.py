@@ -14,8 +14,9 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from ..units import GiB
-from .base import (DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins,
-                   _log_axis, _short_number, _stage_memory_columns, capacity_line, figure_axes, new_figure)
+from .base import (DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _grid,
+                   _inch_margins, _kept_legend, _log_axis, _short_number, _stage_memory_columns,
+                   capacity_line, figure_axes, new_figure)
 from .pipeline import _KIND_COLORS, SCHEDULE_PANELS, render_pipeline_schedules  # noqa: F401  (chapter 8)
 
 
@@ -47,7 +48,7 @@ def render_gpu_landscape(gpus=None) -> View:
     ax1.set_ylabel("memory (GiB, as reported)")
     ax1.set_xlim(0, df["hbm_tbps"].max() * 1.22)
     ax1.set_ylim(0, df["memory_gib"].max() * 1.12)
-    ax1.grid(True, lw=0.4, alpha=0.5)
+    _grid(ax1, lw=0.4, alpha=0.5)
     ax1.set_title("capacity vs bandwidth", fontsize=9, loc="left")
 
     x = np.logspace(-1, 13, 300, base=2)
@@ -66,7 +67,7 @@ def render_gpu_landscape(gpus=None) -> View:
     ax2.set_yscale("log", base=10)
     ax2.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
     ax2.set_ylabel("attainable dense bf16 TFLOP/s")
-    ax2.grid(True, which="major", lw=0.4, alpha=0.5)
+    _grid(ax2, lw=0.4, alpha=0.5)
     ax2.set_title("bf16 rooflines; dots are the ridge points", fontsize=9, loc="left")
     ax2.legend(fontsize=6.5, frameon=False, loc="lower right", ncols=2)
 
@@ -158,7 +159,7 @@ def render_bus_bandwidth(node: str = "DGX H100", nodes: int = 16,
         ax.set_xlim(sizes[0], sizes[-1])
         ax.set_xticks([2.0**k for k in (3, 10, 20, 30)], ["8 B", "1 KiB", "1 MiB", "1 GiB"])
         ax.set_xlabel("message size S (bytes of the all-reduced buffer)")
-        ax.grid(True, which="major", lw=0.4, alpha=0.5)
+        _grid(ax, lw=0.4, alpha=0.5)
         ax.set_title(title, fontsize=9, loc="left")
         ax.legend(fontsize=6, frameon=False, loc="upper left")
     axes[0].set_ylabel("bus bandwidth (GB/s, one way per GPU)")
@@ -204,10 +205,12 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     _log_axis(ax.yaxis, min(times), max(times), _short_number)
     ax.set_xlabel("sequences decoded together (batch)")
     ax.set_ylabel("lower bound on one step (ms)")
-    ax.grid(True, which="major", lw=0.4, alpha=0.5)
+    _grid(ax, lw=0.4, alpha=0.5)
     ax.set_title(f"{chosen.model} on {chosen.gpu}, {weights} weights, {context:,}-token context", fontsize=9,
                  loc="left")
-    ax.legend(fontsize=7.5, frameon=False, loc="upper left")
+    # the entries' labels fix their styles
+    _kept_legend(ax, ("decode roofline", *ax.get_legend_handles_labels()[1]),
+                 lambda: ax.legend(fontsize=7.5, frameon=False, loc="upper left"))
     flip_text = (f"compute-bound from a batch of about {flip:,.0f}" if flip is not None
                  else "never compute-bound: each sequence's KV cache keeps the intensity below the ridge "
                       "point")

@@ -16,8 +16,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from ..units import GiB
-from .base import (FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins, _kept_legend,
-                   capacity_line, new_figure, stacked_bars)
+from .base import (FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins, _kept_figure_legend,
+                   _grid, _kept_legend, _legend_entries, capacity_line, new_figure, stacked_bars)
 # chapter 5's figures (the measurements) live in one_gpu_measure; every name of theirs is still here
 from .one_gpu_measure import (MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS,  # noqa: F401
                               render_prediction_vs_measurement, render_step_timeline)
@@ -43,8 +43,9 @@ def render_parameter_counts(model="llama-2-7b", *, into: Figure | None = None, *
     comps = [c for c in COMPONENTS if parts[c]]
     stacked_bars(ax, [m.name], {c: [parts[c]] for c in comps}, unit=1e9)
     ax.set_xlabel("parameters (billions)")
-    fig.legend(*ax.get_legend_handles_labels(), ncols=len(comps), loc="lower center",
-               bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False)
+    _kept_figure_legend(fig, ("parameter counts", *comps), lambda: fig.legend(
+        *ax.get_legend_handles_labels(), ncols=len(comps), loc="lower center", bbox_to_anchor=(0.5, 0.0),
+        fontsize=8, frameon=False))
     ax.set_title(f"{label}: {fmt_count(m.n_params)} parameters", fontsize=10)
     lines = [f"{label}: {m.n_params:,} parameters"]
     lines += [f"  {c:<10s} {parts[c]:>16,d}  ({parts[c] / m.n_params:6.1%})" for c in comps]
@@ -173,8 +174,10 @@ def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="a
     ax.tick_params(axis="y", labelsize=8)
     ax.set_title(f"{m.name} ({fmt_count(m.n_params)} params): model states by recipe + optimizer",
                  fontsize=10)
-    fig.legend(*ax.get_legend_handles_labels(), ncols=4, loc="lower center", bbox_to_anchor=(0.5, 0.0),
-               fontsize=7.5, frameon=False)
+    # the entries' labels fix their styles (component colours, capacity lines' styles by position)
+    _kept_figure_legend(fig, ("model states", *_legend_entries(ax)[1]), lambda: fig.legend(
+        *_legend_entries(ax), ncols=4, loc="lower center", bbox_to_anchor=(0.5, 0.0), fontsize=7.5,
+        frameon=False))
     lines = [f"{m.name} ({m.n_params:,} params), {precision} + {optimizer}: "
              f"{sel.bytes_per_param:.4g} B/param = {sel.total_bytes / GiB:,.1f} GiB = "
              f"{sel.total_bytes / GB:,.1f} GB of model states",
@@ -223,8 +226,11 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
     ax.set_xlabel("memory (GiB)")
     ax.set_title(f"{m.name} ({fmt_count(m.n_params)}): batch {batch} × {context:,} tokens, "
                  f"weights {weights}, KV cache {kv_cache}", fontsize=10)
-    fig.legend(*ax.get_legend_handles_labels(), ncols=4, loc="lower center", bbox_to_anchor=(0.5, 0.0),
-               fontsize=7.5, frameon=False)
+    # the entries' labels fix their styles (component colours, capacity lines' styles and, "beyond the axis",
+    # visibility)
+    _kept_figure_legend(fig, ("inference memory", *_legend_entries(ax)[1]), lambda: fig.legend(
+        *_legend_entries(ax), ncols=4, loc="lower center", bbox_to_anchor=(0.5, 0.0), fontsize=7.5,
+        frameon=False))
     lines = [f"{m.name}, batch {batch} × context {context:,}, weights {weights}, KV cache {kv_cache}:",
              f"  weights {r.weights_bytes / GiB:,.2f} GiB + KV cache {r.kv_cache_bytes / GiB:,.2f} GiB "
              f"+ overhead {r.overhead_bytes / GiB:,.2f} GiB = {r.total_bytes / GiB:,.2f} GiB",
@@ -509,7 +515,7 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
     ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack, {states}",
                  fontsize=9, loc="left")
-    ax.grid(True, which="major", lw=0.4, alpha=0.5)
+    _grid(ax, lw=0.4, alpha=0.5)
     if np.all([np.all(b == 0) for b in curves.values()]):
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,
                 ha="center", va="center", color="#b00020")

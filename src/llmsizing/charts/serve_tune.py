@@ -16,8 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ..units import GiB
-from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _log_axis,
-                   _short_number, figure_axes, new_figure)
+from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _kept_legend,
+                   _grid, _log_axis, _short_number, figure_axes, new_figure)
 
 
 # =========================================================================== chapter 15: serving
@@ -74,7 +74,7 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     ax.set_xlabel("output tokens/s per GPU (batch grows to the right)")
     ax.set_ylabel("inter-token latency (ms)")
     ax.set_ylim(0, max(max(y), chosen.itl_s * 1e3) * 1.15)
-    ax.grid(True, lw=0.4, alpha=0.5)
+    _grid(ax, lw=0.4, alpha=0.5)
     ax.set_title(f"{chosen.model}, {weights} weights, tp={tp} x {chosen.gpu}", fontsize=9, loc="left")
 
     g = get_gpu(gpu)
@@ -98,8 +98,9 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     _log_axis(ax2.yaxis, min(xs[0] * bw_tbps, dec_rate, pre_rate), peak, _short_number)
     ax2.set_xlabel("arithmetic intensity (FLOP per byte read)")
     ax2.set_ylabel("TFLOP/s per GPU")
-    ax2.grid(True, which="major", lw=0.4, alpha=0.5)
-    ax2.legend(fontsize=7, frameon=False, loc="lower right")
+    _grid(ax2, lw=0.4, alpha=0.5)
+    _kept_legend(ax2, ("serving roofline", *ax2.get_legend_handles_labels()[1]),    # (labels fix the styles)
+                 lambda: ax2.legend(fontsize=7, frameon=False, loc="lower right"))
     ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
     fit = "fits" if chosen.fits else f"DOES NOT FIT (KV cache holds {chosen.max_batch:,})"
     rng = serving_range(model, gpu, batch=batch, **kw)
