@@ -96,8 +96,8 @@ def test_every_framework_of_the_published_runs_has_a_family():
 
 def test_stated_family_ranges_share_the_pooled_centred_width():
     # the method: a family's (or a family:generation cell's) range is exp(location + lo), exp(location + hi)
-    # with the same pooled (lo, hi); so high / low is the same number for every stated family and cell, and the
-    # unknown stack keeps the plain range
+    # with the same pooled (lo, hi); so high / low is the same number for every stated family and cell, and
+    # the unknown stack keeps the plain range
     import numpy as np
 
     rows = _layout_rows()
@@ -194,7 +194,8 @@ def test_framework_picks_the_family_row_and_none_keeps_the_old_range():
     cell = rows["stack:pytorch:ampere"]
     assert int(cell["n_sources"]) == mine["source_key"].nunique() >= 2
     assert layout_range_factors("A100 80GB", "bf16", "llm-foundry") == (
-        row("stack:pytorch:ampere") if "stack:pytorch:ampere" in stated else layout_range_factors("A100 80GB"))
+        row("stack:pytorch:ampere") if "stack:pytorch:ampere" in stated
+        else layout_range_factors("A100 80GB"))
     assert layout_range_factors("H100 SXM", "bf16", "megatron-core") == (
         row("stack:megatron:hopper") if "stack:megatron:hopper" in stated else old)
     assert layout_range_factors("B200", "bf16", "megatron") == (
