@@ -257,6 +257,7 @@ def test_step_time_plan_and_job_take_the_stack():
         assert frame.attrs["range_rows"] == {
             "H100 SXM": cell if cell in stated else plan("llama-3-8b", **kw).attrs["range_rows"]["H100 SXM"]}
         assert f"range of the {fam} stack" in frame.attrs["assumes"]
+        assert ("else the pooled range" in frame.attrs["assumes"]) == (cell not in stated)
     assert plan("llama-3-8b", **kw).attrs["stack"] == "unknown"
     assert job.kwargs("plan")["framework"] == "megatron-core"
     with pytest.raises(TypeError, match="framework"):
