@@ -245,19 +245,52 @@ def test_blackwell_fp8_stand_in_by_hand():
     assert any("no published fp8 run" in w for w in est.warnings)
 
 
-def test_fp8_band_holds_the_published_fp8_runs():
-    """MosaicML's llm-foundry MPT 3B on 8 H100s in FP8: 27.7% of the FP8 peak (their table); every published FP8
-    run lies in the band the FP8 recipe gets."""
+def _binomial_at_most(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p): how often a range holding each run with probability p holds k or
+    fewer of n runs."""
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
+def test_fp8_runs_are_covered_out_of_source_as_stated():
+    """MosaicML's llm-foundry MPT 3B on 8 H100s in FP8: 27.7% of the FP8 peak (their table). An 80% range
+    misses about one run in five, so no test asks every FP8 run to lie inside it; what is checked is the
+    coverage leaving each run's source out, recomputed here from the leave-one-source-out residuals and
+    bounds: with a layout (step model) it is the FP8 row of data/intervals.csv and reaches the 75% bar; end
+    to end (no layout) the FP8 runs' count inside is no less than the stated steady-state coverage makes
+    plausible (one-sided binomial, 5%: at 6 runs and 87%, 3 or fewer inside fails; 4 of 6 in Nov 2026)."""
+    import numpy as np
+
+    from llmsizing.calibration import mfu_loso_check
+    from llmsizing.step_intervals import step_loso_check
+
     runs = published_runs()
     fp8 = runs[runs["dtype"] == "fp8"]
     assert len(fp8) >= 5
     mosaic = fp8[fp8["model"] == "mpt-bench-3b"].iloc[0]
     assert mosaic["implied_mfu"] == pytest.approx(0.277, abs=0.002)
+    with open(Path(__file__).resolve().parents[1] / "data" / "intervals.csv", newline="") as fh:
+        rows = {(r["area"], r["group"]): r for r in csv.DictReader(fh)}
+    # with a layout: each run against the bounds computed without its source
+    check, per = step_loso_check()
+    mine = (per["dtype"] == "fp8").to_numpy()
+    inside = (check.residuals >= check.low_log - 1e-12) & (check.residuals <= check.high_log + 1e-12)
+    row = rows["training-layout", "fp8"]
+    assert int(row["n_rows"]) == mine.sum() >= 5
+    assert float(row["measured_coverage"]) == pytest.approx(inside[mine].mean(), abs=1e-4)
+    assert inside[mine].mean() >= 0.75
+    # end to end: the same, with the whole-run model refitted without each source
+    check, per = mfu_loso_check()
+    mine = (per["dtype"] == "fp8").to_numpy()
+    inside = (check.residuals >= check.low_log - 1e-12) & (check.residuals <= check.high_log + 1e-12)
+    stated = float(rows["training", "steady-state"]["measured_coverage"])
+    assert mine.sum() == len(fp8)
+    assert _binomial_at_most(int(inside[mine].sum()), int(mine.sum()), stated) >= 0.05
+    # and the in-sample band the FP8 recipe gets is the one mfu_estimate states around its estimate
     for r in fp8.itertuples():
         est = mfu_estimate(r.model, gpu=r.gpu, seq=int(r.seq), precision="fp8-mixed",
                            recompute="full" if r.recompute == "full" else "none",
                            whole_run=r.kind == "pretraining-total")
-        assert est.low * (1 - 1e-9) <= r.implied_mfu <= est.high * (1 + 1e-9), r.run
+        assert est.low < est.mfu < est.high and np.isfinite(est.high), r.run
 
 
 def test_planner_prices_fp8_at_the_fp8_peak():

@@ -115,9 +115,18 @@ def test_published_rows_use_their_layout_and_more_land_inside():
     (0.641 -> 0.654, issue 34): the range's top for Llama 3.1 8B 1-step off fell from 74.8 s to 73.5 s,
     under the published 74.6 s. 8 are since the training-layout range was set on 11 sources (issue 34,
     ranges34f): its floor rose from x0.614 to x0.673 of the predicted MFU, so the parts' range tops out lower
-    and Qwen3-30B-A3B 1-step off on 32 H100 (v0.7), published/predicted 1.52, is now above it. Their median
-    is below 1.40. Six sources are checked in all (NeMo RL v0.4-v0.7, Miles, and since issue 39's fourth
-    pass verl's DeepSeek V3 page)."""
+    and Qwen3-30B-A3B 1-step off on 32 H100 (v0.7), published/predicted 1.52, is now above it. 7 are since
+    sources34i's nine training sources and KempnerForge's rows (18 sources): the layout range narrowed
+    from 2.11x (x0.617-1.316) to 1.57x (x0.799-1.241), so its top fell under Llama 3.1 8B on-policy and
+    1-step off on 16 H100 (v0.4; 97.7 s over a top of 95.3 s, 74.6 s over 72.7 s) and Qwen3-30B-A3B
+    1-step off on 32 H100 (v0.7) while the predictions hardly moved (median ratio 1.337 -> 1.338). Their
+    median is below 1.40. Six sources are checked in all (NeMo RL v0.4-v0.7, Miles, and since issue 39's
+    fourth pass verl's DeepSeek V3 page).
+
+    A regression guard, not a coverage claim: the parts' range is the training and generation ranges put
+    together, not an 80% range of the RL step (that is ``rl_interval``'s, measured leaving sources out), so
+    the count records where the step model stands and fails if a change to the RL step loses rows; it moves
+    with every refit of the parts' ranges and is re-recorded here with the reason."""
     from llmsizing.intervals import source_key
 
     d = published_rl()
@@ -128,6 +137,6 @@ def test_published_rows_use_their_layout_and_more_land_inside():
              "Qwen3-235B on-policy, 128 GB200 (v0.7)", "Qwen3-235B 1-step off, 128 GB200 (v0.7)"}
     first = c[c["source"].str.contains("v0.4|v0.7|Miles") & ~c["run"].isin(added)]
     assert len(first) == 22
-    assert first["inside"].sum() >= 8
+    assert first["inside"].sum() >= 7
     assert first["ratio"].median() < 1.40
     assert math.isfinite(c["predicted_step_s"].sum())

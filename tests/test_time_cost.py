@@ -112,6 +112,23 @@ def test_published_runs_name_their_sources():
     assert runs["source"].str.len().gt(20).all() and runs["as_of"].str.match(r"\d{4}-\d{2}-\d{2}$").all()
 
 
+def test_the_readme_counts_the_published_runs_as_the_csv_has_them():
+    # the README types its counts (no glue there): counted here from the CSV's rows, not from the library
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    with open(root / "data" / "published_runs.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    text = " ".join((root / "README.md").read_text().split())
+    m = re.search(r"published_runs\.csv`: (\d+) runs, (\d+) fitted and (\d+) held out", text)
+    assert m, "README's calibration bullet"
+    fitted = sum(r["calibration"] == "yes" for r in rows)
+    assert tuple(int(g) for g in m.groups()) == (len(rows), fitted, len(rows) - fitted)
+    n = [int(float(r["n_gpus"])) for r in rows if r["n_gpus"]]
+    gpus = min(n), max(n)
+    assert f"{gpus[0]:,}-{gpus[1]:,} GPUs" in text
+
+
 def test_no_run_quotes_the_nemo_performance_summary_tables():
     # issue 35: NVIDIA's NeMo / Megatron-Bridge performance-summary tables stay out of the calibration and of
     # every held-out check (the owner checks the ranges against other published figures); a row of a source

@@ -529,6 +529,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     # (every column a fresh array: copy=False keeps them as they are instead of stacking them into blocks)
     out = pd.DataFrame({c: added[c][rows] if c in added else _taken(df[c], rows) for c in columns},
                        copy=False)
+    range_rows = {g.name: layout_range_group(g, dtype, framework) for g in gpu_list}
+    # a known stack whose row states no range (under 75% out of source) gets the pooled one: say so
+    pooled = stack_fam != "unknown" and not all(r.startswith("stack:") for r in range_rows.values())
     out.attrs["assumes"] = (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
                             f"kernel efficiency {'calibrated per GPU' if eff is None else f'{eff:g}'}, "
                             f"overlap {'per group' if overlap is None else f'{overlap:g}'}"
@@ -537,11 +540,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                f", expert parallelism ep in {eps}{' with expert_tp' if expert_tp else ''}, "
                                f"all-to-all {ep_overlap:.0%} hidden, routing "
                                + ("to any node" if max_nodes is None else f"to at most {max_nodes} nodes"))
-                            + f", range of the {stack_fam} stack")
+                            + f", range of the {stack_fam} stack"
+                            + (" where it states one, else the pooled range" if pooled else ""))
     out.attrs["cp_comm"] = cp_comm
     out.attrs["range_area"] = LAYOUT_RANGE_AREA
-    out.attrs["stack"] = stack_fam                      # the stack whose range days/cost carry
-    out.attrs["range_rows"] = {g.name: layout_range_group(g, dtype, framework) for g in gpu_list}
+    out.attrs["stack"] = stack_fam                      # the stack named (its range where it states one)
+    out.attrs["range_rows"] = range_rows
     return out
 
 
