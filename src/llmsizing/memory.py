@@ -260,13 +260,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     for i in stages:
         last = i == par.pp - 1
         st, head_grads, stage_opt = by_stage[i]
-        phases = step_phases(st, stage_acts[i], grad_accum=grad_accum, autocast_bytes=copies,
-                             loss_bytes=loss if last else 0.0, optimizer_bytes=stage_opt,
-                             layer_working_bytes=working, head_grad_bytes=head_grads,
-                             head_copy_bytes=head_copy if last else 0.0,
-                             embedding_grad_bytes=(2 * head_grads if model.tied_embeddings and par.pp == 1
-                                                   else 0.0),
-                             gathered_bytes=gathered, cp_buffers_bytes=cp_buffers)
+        phases = _stage_phases(model, par, i, grad_accum, acts, states)
         if overhead_bytes is None:   # of the peak: the largest piece
             overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
         else:
@@ -282,6 +276,42 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     if _all_stages:
         return [replace(r, stages=rows) for r in results]
     return replace(max(results, key=lambda r: (r.total_bytes, -r.stage)), stages=rows)
+
+
+def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tuple, states: tuple) -> dict:
+    """:func:`step_phases` of stage ``i`` from :func:`_act_side`'s ``acts`` and :func:`_state_side`'s
+    ``states`` (shared by :func:`training_memory` and :func:`_search_pieces`)."""
+    _, cp_buffers, loss, working, stage_acts, _ = acts
+    gathered, copies, head_copy, by_stage = states
+    last = i == par.pp - 1
+    st, head_grads, stage_opt = by_stage[i]
+    return step_phases(st, stage_acts[i], grad_accum=grad_accum, autocast_bytes=copies,
+                       loss_bytes=loss if last else 0.0, optimizer_bytes=stage_opt,
+                       layer_working_bytes=working, head_grad_bytes=head_grads,
+                       head_copy_bytes=head_copy if last else 0.0,
+                       embedding_grad_bytes=(2 * head_grads if model.tied_embeddings and par.pp == 1
+                                             else 0.0),
+                       gathered_bytes=gathered, cp_buffers_bytes=cp_buffers)
+
+
+def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accum: int, seq: int,
+                   precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
+                   recompute: str = "none", dropout: bool = False, stack: str = "fused",
+                   optimizer_impl: str = "foreach", recompute_layers: int | None = None,
+                   attention_mask: bool = False) -> list[float]:
+    """The bytes of every piece (:func:`step_phases`, each summed) of the stages ``stages``, stage by
+    stage: what ``training_memory(..., _all_stages=True, _stages=stages)``'s ``pieces_bytes`` hold, without
+    its other checks nor its result objects (issue 35: the planner's searches make hundreds of calls with
+    arguments :func:`~llmsizing.planner.plan` already checked, ``par`` a
+    :func:`~llmsizing.parallel.kept_parallel` layout). The same kept sides and :func:`_stage_phases` as
+    :func:`training_memory`: the same bytes."""
+    par = resolve_parallel(par, model, seq=seq)              # (kept: its checks, as training_memory's)
+    stages = tuple(sorted(set(stages)))
+    acts = _kept_act_side(model, batch, seq, precision, attention, dropout, recompute, recompute_layers,
+                          grad_accum, stack, attention_mask, _act_layout(par), stages)
+    states = _kept_state_side(model, precision, optimizer, optimizer_impl, par, stages)
+    return [sum(v.values()) for i in stages for v in _stage_phases(model, par, i, grad_accum, acts,
+                                                                    states).values()]
 
 
 def _stage_params_of(model: Model, par: Parallel) -> list[float]:

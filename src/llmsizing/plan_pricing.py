@@ -20,7 +20,7 @@ from .all_to_all import _links as a2a_links
 from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .kernels import compute_seconds
-from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_memory
+from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
@@ -32,7 +32,8 @@ from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
             expert_tp: bool, *, batch: int, dp: int) -> np.ndarray:
     """The bytes of every piece (:func:`~llmsizing.memory.step_phases`) of the stages a search weighs, stage
-    by stage, from one :func:`~llmsizing.memory.training_memory` call: the first and the last stage, and for a
+    by stage, as one :func:`~llmsizing.memory.training_memory` call gives them
+    (:func:`~llmsizing.memory._search_pieces`): the first and the last stage, and for a
     mixture of experts :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout
     comes from :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
     if model.is_moe:
@@ -42,9 +43,7 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
     else:
         par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
         stages = (0, pp - 1)
-    runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True, _stages=stages,
-                           **kw)
-    return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
+    return np.array(_search_pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
 
 
 @functools.lru_cache(maxsize=256)
