@@ -312,7 +312,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
     stage = np.zeros((len(stage_keys), 6))
     for k, (p_, r_) in enumerate(stage_keys):
-        par, rc = Parallel(pp=p_), rcs[r_]
+        par, rc = kept_parallel(pp=p_), rcs[r_]
         flops = (moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
                  stage_flops_per_token(model, par, seq=seq, recompute=rc))
         slowest = max(range(len(flops)), key=flops.__getitem__)
@@ -521,7 +521,7 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
         rows, one = _split(model, t_, p_, None, e_, expert_tp), _split(model, t_, 1, None, e_, expert_tp)[0]
         i = max(range(p_), key=lambda j: rows[j][0] + rows[j][1])
         share[k] = (rows[i][0] / one[0], rows[i][1] / one[1])
-        held[k] = (rows[i][0], rows[i][1], max(layers_per_stage(model.layers, Parallel(pp=p_))))
+        held[k] = (rows[i][0], rows[i][1], max(layers_per_stage(model.layers, kept_parallel(pp=p_))))
     share, held = share[held_idx], held[held_idx]
     dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut]
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency[:, cut]
@@ -582,6 +582,7 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     back = rows[:, 2] + rows[:, 3]                       # the backward's combine and dispatch
     one = np.where(full, 2 * rows[:, 0] + 2 * rows[:, 1] + back, rows[:, 0] + rows[:, 1] + back)
     pp_keys, pp_idx = _groups(pp[on])
-    most = np.array([max(stage_moe_layers(model, Parallel(pp=p_))) for (p_,) in pp_keys]) / model.n_moe_layers
+    most = np.array([max(stage_moe_layers(model, kept_parallel(pp=p_)))
+                     for (p_,) in pp_keys]) / model.n_moe_layers
     out[on] = one * most[pp_idx] * mf[on]
     return out
