@@ -143,15 +143,16 @@ def test_long_context_moe_rows_are_the_scalar_functions(model, seq, kw):
 
 def test_the_issue_search_makes_few_training_memory_calls(monkeypatch):
     """Qwen3-30B-A3B at 64K on H100s weighs 676 layouts x 5 cp degrees x 3 recomputations: one set of
-    coefficients per layout took 7,213 training_memory calls (issue 33); SearchMemory takes about 1,200."""
+    coefficients per layout took 7,213 training_memory calls (issue 33); SearchMemory takes about 1,200
+    (issue 35, arrays35i: each is now memory._search_pieces, training_memory's bytes without its checks)."""
     calls = []
-    real = plan_pricing.training_memory
+    real = plan_pricing._search_pieces
 
     def counted(*args, **kw):
         calls.append(1)
         return real(*args, **kw)
 
-    monkeypatch.setattr(plan_pricing, "training_memory", counted)
+    monkeypatch.setattr(plan_pricing, "_search_pieces", counted)
     planner._search.cache_clear()
     plan_memory.kept_search_memory.cache_clear()       # (searches share their coefficients: issue 35)
     df = planner.plan("qwen3-30b-a3b", tokens=1e12, gpus=("H100 SXM",), seq=65536, global_batch=64)
@@ -215,7 +216,13 @@ def test_kept_memory_sides_give_the_direct_pieces():
                 kept = [L.training_memory(model, _all_stages=True, _stages=stages, **kw) for _ in range(2)][1]
                 for r in kept:
                     assert r.pieces_bytes == direct[r.stage].pieces_bytes, (name, lay, batch, rc, r.stage)
+                # the planner's path without the checks and result objects (memory._search_pieces): the same
+                # bytes, stage by stage, piece by piece
+                flat = memory._search_pieces(model, L.parallel.kept_parallel(sp=lay["tp"] > 1, **lay), stages,
+                                             batch=batch, grad_accum=m, seq=4096, recompute=rc)
+                assert flat == [v for s in sorted(set(stages)) for v in direct[s].pieces_bytes.values()]
     assert memory._kept_act_side.cache_info().hits > 0 and memory._kept_state_side.cache_info().hits > 0
+    assert memory._kept_act_core.cache_info().hits > 0
 
 
 def test_kept_hashes_are_the_dataclass_hashes():

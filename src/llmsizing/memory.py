@@ -260,13 +260,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     for i in stages:
         last = i == par.pp - 1
         st, head_grads, stage_opt = by_stage[i]
-        phases = step_phases(st, stage_acts[i], grad_accum=grad_accum, autocast_bytes=copies,
-                             loss_bytes=loss if last else 0.0, optimizer_bytes=stage_opt,
-                             layer_working_bytes=working, head_grad_bytes=head_grads,
-                             head_copy_bytes=head_copy if last else 0.0,
-                             embedding_grad_bytes=(2 * head_grads if model.tied_embeddings and par.pp == 1
-                                                   else 0.0),
-                             gathered_bytes=gathered, cp_buffers_bytes=cp_buffers)
+        phases = _stage_phases(model, par, i, grad_accum, acts, states)
         if overhead_bytes is None:   # of the peak: the largest piece
             overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
         else:
@@ -284,6 +278,42 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     return replace(max(results, key=lambda r: (r.total_bytes, -r.stage)), stages=rows)
 
 
+def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tuple, states: tuple) -> dict:
+    """:func:`step_phases` of stage ``i`` from :func:`_act_side`'s ``acts`` and :func:`_state_side`'s
+    ``states`` (shared by :func:`training_memory` and :func:`_search_pieces`)."""
+    _, cp_buffers, loss, working, stage_acts, _ = acts
+    gathered, copies, head_copy, by_stage = states
+    last = i == par.pp - 1
+    st, head_grads, stage_opt = by_stage[i]
+    return step_phases(st, stage_acts[i], grad_accum=grad_accum, autocast_bytes=copies,
+                       loss_bytes=loss if last else 0.0, optimizer_bytes=stage_opt,
+                       layer_working_bytes=working, head_grad_bytes=head_grads,
+                       head_copy_bytes=head_copy if last else 0.0,
+                       embedding_grad_bytes=(2 * head_grads if model.tied_embeddings and par.pp == 1
+                                             else 0.0),
+                       gathered_bytes=gathered, cp_buffers_bytes=cp_buffers)
+
+
+def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accum: int, seq: int,
+                   precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
+                   recompute: str = "none", dropout: bool = False, stack: str = "fused",
+                   optimizer_impl: str = "foreach", recompute_layers: int | None = None,
+                   attention_mask: bool = False) -> list[float]:
+    """The bytes of every piece (:func:`step_phases`, each summed) of the stages ``stages``, stage by
+    stage: what ``training_memory(..., _all_stages=True, _stages=stages)``'s ``pieces_bytes`` hold, without
+    its other checks nor its result objects (issue 35: the planner's searches make hundreds of calls with
+    arguments :func:`~llmsizing.planner.plan` already checked, ``par`` a
+    :func:`~llmsizing.parallel.kept_parallel` layout). The same kept sides and :func:`_stage_phases` as
+    :func:`training_memory`: the same bytes."""
+    par = resolve_parallel(par, model, seq=seq)              # (kept: its checks, as training_memory's)
+    stages = tuple(sorted(set(stages)))
+    acts = _kept_act_side(model, batch, seq, precision, attention, dropout, recompute, recompute_layers,
+                          grad_accum, stack, attention_mask, _act_layout(par), stages)
+    states = _kept_state_side(model, precision, optimizer, optimizer_impl, par, stages)
+    return [sum(v.values()) for i in stages for v in _stage_phases(model, par, i, grad_accum, acts,
+                                                                    states).values()]
+
+
 def _stage_params_of(model: Model, par: Parallel) -> list[float]:
     """Each stage's parameters on one GPU, as :func:`training_memory` weighs them (the whole model without
     tensor or pipeline parallelism)."""
@@ -292,33 +322,24 @@ def _stage_params_of(model: Model, par: Parallel) -> list[float]:
 
 def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
               recompute: str, recompute_layers, grad_accum: int, stack: str, attention_mask: bool,
-              par: Parallel, stages: tuple) -> tuple:
+              par: Parallel, stages: tuple, core=None) -> tuple:
     """:func:`training_memory`'s activations' side for checked arguments: the FLOPs per token, context
     parallelism's K and V buffers, the loss's temporaries, one layer's working set, each stage of ``stages``'
     activations (:func:`~llmsizing.activations.stage_activations`) and each stage's micro-batches in flight.
-    None depends on the ZeRO stage, ``dp`` or ``ep`` (:func:`_act_layout`)."""
-    from .activations import activation_memory, cp_attention_buffers_bytes, layer_terms, stage_activations
+    None depends on the ZeRO stage, ``dp`` or ``ep`` (:func:`_act_layout`). ``core``: :func:`_act_core` or
+    the planner's kept one."""
+    from .activations import activation_memory, stage_activations
     from .flops import _partial_flops_per_token, training_flops_per_token
     from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers, stage_chunks
 
-    recipe = RECIPES[precision]
-    amp = recipe.autocast
-    act_dtype = "bf16" if amp else recipe.weights     # autocast: bf16 matmuls (fp32 parts via autocast=True)
-    fp8 = recipe.fp8
-    act_kw = dict(batch=batch, seq=seq, dtype=act_dtype, attention=attention, dropout=dropout, tp=par.tp,
-                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8, cp=par.cp, expert_tp=par.expert_tp,
-                  attention_mask=attention_mask)
-    acts = activation_memory(model, recompute=recompute, **act_kw)
+    acts, cp_buffers, loss, working = (core or _act_core)(model, batch, seq, precision, attention, dropout,
+                                                          recompute, stack, attention_mask, par.tp, par.sp,
+                                                          par.cp, par.cp_comm, par.expert_tp)
+    act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, par.tp, par.sp,
+                         par.cp, par.expert_tp)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     plain = None if n_rc is None else activation_memory(model, recompute="none", **act_kw)
-    local = seq // par.cp                              # this GPU's tokens of each sequence
-    cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=par.tp, cp=par.cp,
-                                            cp_comm=par.cp_comm, dtype=act_dtype)
-    loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * local * model.vocab / par.tp
-    working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_dtype,
-                                                  attention=attention, dropout=dropout, tp=par.tp,
-                                                  sp=par.sp, stack=stack, autocast=amp, fp8=fp8,
-                                                  attention_mask=attention_mask).values())
+    act_dtype, local = act_kw["dtype"], seq // par.cp            # this GPU's tokens of each sequence
     flops = (training_flops_per_token(model, seq=seq, recompute=recompute) if n_rc is None else
              _partial_flops_per_token(model, seq, sum(recomputed_layers(model.layers, par, n_rc)), False))
     chunks = stage_chunks(model.layers, par) if par.virtual_stages > 1 else None
@@ -331,6 +352,39 @@ def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str
                                        output_bytes=out_bytes * in_flight[i] * par.virtual_stages)
                   for i in stages}
     return flops, cp_buffers, loss, working, stage_acts, in_flight
+
+
+def _act_kwargs(batch: int, seq: int, precision: str, attention: str, dropout: bool, stack: str,
+                attention_mask: bool, tp: int, sp: bool, cp: int, expert_tp: bool) -> dict:
+    """The keywords :func:`_act_side` and :func:`_act_core` give
+    :func:`~llmsizing.activations.activation_memory`: activations are saved in the recipe's working dtype
+    (autocast: bf16 matmuls, fp32 parts via ``autocast=True``)."""
+    recipe = RECIPES[precision]
+    return dict(batch=batch, seq=seq, dtype="bf16" if recipe.autocast else recipe.weights,
+                attention=attention, dropout=dropout, tp=tp, sp=sp, stack=stack, autocast=recipe.autocast,
+                fp8=recipe.fp8, cp=cp, expert_tp=expert_tp, attention_mask=attention_mask)
+
+
+def _act_core(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
+              recompute: str, stack: str, attention_mask: bool, tp: int, sp: bool, cp: int, cp_comm: str,
+              expert_tp: bool) -> tuple:
+    """What :func:`_act_side` reads of the layout's ``tp``, ``sp``, ``cp`` alone (not of ``pp``, the
+    micro-batches or the stages): :func:`~llmsizing.activations.activation_memory` with ``recompute``, context
+    parallelism's K and V buffers, the loss's temporaries and one layer's working set."""
+    from .activations import activation_memory, cp_attention_buffers_bytes, layer_terms
+
+    act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, tp, sp, cp,
+                         expert_tp)
+    acts = activation_memory(model, recompute=recompute, **act_kw)
+    local = seq // cp                                  # this GPU's tokens of each sequence
+    cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=tp, cp=cp, cp_comm=cp_comm,
+                                            dtype=act_kw["dtype"])
+    loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * local * model.vocab / tp
+    working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_kw["dtype"],
+                                                  attention=attention, dropout=dropout, tp=tp, sp=sp,
+                                                  stack=stack, autocast=act_kw["autocast"],
+                                                  fp8=act_kw["fp8"], attention_mask=attention_mask).values())
+    return acts, cp_buffers, loss, working
 
 
 def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Parallel,
@@ -365,7 +419,8 @@ def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Pa
 
 #: :func:`_act_side` and :func:`_state_side` kept for the planner's searches (:func:`training_memory` with
 #: ``_stages``, whose callers read the pieces only and never change what they get).
-_kept_act_side = functools.lru_cache(maxsize=4096)(_act_side)
+_kept_act_core = functools.lru_cache(maxsize=1024)(_act_core)
+_kept_act_side = functools.lru_cache(maxsize=4096)(functools.partial(_act_side, core=_kept_act_core))
 _kept_state_side = functools.lru_cache(maxsize=4096)(_state_side)
 
 

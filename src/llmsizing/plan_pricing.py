@@ -20,7 +20,7 @@ from .all_to_all import _links as a2a_links
 from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .kernels import compute_seconds
-from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, stage_params, training_memory
+from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
@@ -32,7 +32,8 @@ from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
             expert_tp: bool, *, batch: int, dp: int) -> np.ndarray:
     """The bytes of every piece (:func:`~llmsizing.memory.step_phases`) of the stages a search weighs, stage
-    by stage, from one :func:`~llmsizing.memory.training_memory` call: the first and the last stage, and for a
+    by stage, as one :func:`~llmsizing.memory.training_memory` call gives them
+    (:func:`~llmsizing.memory._search_pieces`): the first and the last stage, and for a
     mixture of experts :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout
     comes from :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
     if model.is_moe:
@@ -42,9 +43,7 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
     else:
         par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
         stages = (0, pp - 1)
-    runs = training_memory(model, batch=batch, grad_accum=m, parallel=par, _all_stages=True, _stages=stages,
-                           **kw)
-    return np.array([v for r in runs for v in r.pieces_bytes.values()], dtype=float)
+    return np.array(_search_pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
 
 
 @functools.lru_cache(maxsize=256)
@@ -313,7 +312,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
     stage = np.zeros((len(stage_keys), 6))
     for k, (p_, r_) in enumerate(stage_keys):
-        par, rc = Parallel(pp=p_), rcs[r_]
+        par, rc = kept_parallel(pp=p_), rcs[r_]
         flops = (moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
                  stage_flops_per_token(model, par, seq=seq, recompute=rc))
         slowest = max(range(len(flops)), key=flops.__getitem__)
@@ -522,7 +521,7 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
         rows, one = _split(model, t_, p_, None, e_, expert_tp), _split(model, t_, 1, None, e_, expert_tp)[0]
         i = max(range(p_), key=lambda j: rows[j][0] + rows[j][1])
         share[k] = (rows[i][0] / one[0], rows[i][1] / one[1])
-        held[k] = (rows[i][0], rows[i][1], max(layers_per_stage(model.layers, Parallel(pp=p_))))
+        held[k] = (rows[i][0], rows[i][1], max(layers_per_stage(model.layers, kept_parallel(pp=p_))))
     share, held = share[held_idx], held[held_idx]
     dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut]
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency[:, cut]
@@ -583,6 +582,7 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     back = rows[:, 2] + rows[:, 3]                       # the backward's combine and dispatch
     one = np.where(full, 2 * rows[:, 0] + 2 * rows[:, 1] + back, rows[:, 0] + rows[:, 1] + back)
     pp_keys, pp_idx = _groups(pp[on])
-    most = np.array([max(stage_moe_layers(model, Parallel(pp=p_))) for (p_,) in pp_keys]) / model.n_moe_layers
+    most = np.array([max(stage_moe_layers(model, kept_parallel(pp=p_)))
+                     for (p_,) in pp_keys]) / model.n_moe_layers
     out[on] = one * most[pp_idx] * mf[on]
     return out
