@@ -55,11 +55,10 @@ class Parallel:
     first and the last stage (Dubey et al. 2024, Sec. 3.3.2; :func:`uneven_stages`). ``None`` is Megatron-LM's
     even split (the first stages take the remainder). ``reshard_after_forward`` (ZeRO-3 only) is FSDP2's
     choice: ``True`` frees the gathered weights after each forward and gathers them again for the backward;
-    ``False`` keeps them until the backward (one gather per micro-batch; the stage's full 16-bit weights stay
-    in memory). With a pipeline (``pp > 1``) ``False`` keeps them for the whole step, one gather per step:
-    torchtitan sets it with PP "to avoid per-microbatch all-gathers" (``apply_fsdp``,
-    ``torchtitan/models/llama3/infra/parallelize.py``) and PyTorch's pipeline stages do not reshard between
-    micro-batches (``set_reshard_after_backward(False)``, ``torch/distributed/pipelining/stage.py``).
+    ``False`` keeps them until the backward (one gather per micro-batch; the stage's 16-bit weights stay in
+    memory); with a pipeline (``pp > 1``) for the whole step, one gather per step, as torchtitan's
+    ``apply_fsdp`` does with PP "to avoid per-microbatch all-gathers" and PyTorch's pipeline stages do
+    (``set_reshard_after_backward(False)``, ``torch/distributed/pipelining/stage.py``).
     A pipeline's micro-batches are the gradient-accumulation steps of
     :func:`~llmsizing.memory.training_memory` (``grad_accum``). ``offload`` (one of :data:`OFFLOADS`) moves
     the optimizer's bytes, or those and the weights, to the host's memory (ZeRO-Offload, ZeRO-Infinity);
