@@ -69,6 +69,28 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 LITE = "lite/"
 
 
+#: One apt-get at a time: the browser tests' xdist workers each look for Chromium when they start, and two
+#: apt-get runs at once fail on dpkg's lock (exit 100: the tests were then skipped as "no Chromium").
+APT_LOCK = Path(os.environ.get("TMPDIR", "/tmp")) / "llmsizing-apt.lock"
+
+
+def _apt_install(package: str) -> None:
+    """``apt-get update`` and ``apt-get install package`` (root only), one process at a time (a file lock;
+    dpkg's own lock is waited for up to 10 minutes); a package another process installed meanwhile is not
+    installed again. Raises CalledProcessError when apt-get fails."""
+    import fcntl
+
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    wait = ["-o", "DPkg::Lock::Timeout=600"]
+    with open(APT_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if subprocess.run(["dpkg", "-s", package], capture_output=True).returncode == 0:
+            return
+        print(f"installing Debian {package} (apt-get) ...", flush=True)
+        subprocess.run(["apt-get", *wait, "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", *wait, "install", "-y", "-qq", package], check=True, env=env)
+
+
 def find_chromium() -> str:
     """The Chromium to drive: $CHROMIUM (default /usr/bin/chromium), else ``chromium`` on PATH, else Debian's
     package installed with apt-get (only as root). Raises RuntimeError saying why when there is none."""
@@ -82,11 +104,8 @@ def find_chromium() -> str:
             f"Chromium not found ({CHROMIUM} missing, no `chromium` on PATH) and it cannot be installed here "
             "(needs root and apt-get): install Debian's 'chromium' package (apt-get install chromium)"
         )
-    print("installing Debian chromium (apt-get) ...", flush=True)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     try:
-        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
+        _apt_install("chromium")
     except subprocess.CalledProcessError as exc:
         raise RuntimeError(f"apt-get could not install Debian's chromium: {exc}") from exc
     found = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
@@ -110,12 +129,11 @@ def find_headless_chromium() -> str:
         return find_chromium()
     found = HEADLESS_SHELL if Path(HEADLESS_SHELL).exists() else shutil.which("chromium-headless-shell")
     if not found and os.geteuid() == 0 and shutil.which("apt-get"):
-        print("installing Debian chromium-headless-shell (apt-get) ...", flush=True)
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        for cmd in (["apt-get", "install", "-y", "-qq", "chromium-headless-shell"], ["apt-get", "update", "-qq"],
-                    ["apt-get", "install", "-y", "-qq", "chromium-headless-shell"]):
-            if subprocess.run(cmd, env=env).returncode == 0 and Path(HEADLESS_SHELL).exists():
-                break
+        try:
+            _apt_install("chromium-headless-shell")
+        except subprocess.CalledProcessError as exc:
+            print(f"apt-get could not install chromium-headless-shell ({exc}): the full chromium instead",
+                  flush=True)
         found = HEADLESS_SHELL if Path(HEADLESS_SHELL).exists() else shutil.which("chromium-headless-shell")
     return found or find_chromium()
 
