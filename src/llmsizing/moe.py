@@ -134,17 +134,26 @@ def _moe_layer_counts(model: Model, sizes: tuple) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=2048)
 def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
     common, lin_common, d_mlp, d_lin, m_dense, m_lin, ex, ex_lin = _layer_split(model, tp, ep, expert_tp)
-    par = kept_parallel(pp=pp, stage_layers=stage_layers)
-    edge = edge_params(model, tp, pp)
     out = []
-    n_moe_by_stage = stage_moe_layers(model, par)
-    for i, n in enumerate(layers_per_stage(model.layers, par)):
-        k = n_moe_by_stage[i]
+    for n, k, first, last in _stage_frame(model, tp, pp, stage_layers):
         dense = n * common + (n - k) * d_mlp + k * m_dense
-        dense += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
+        dense += first + last
         lin = n * lin_common + (n - k) * d_lin + k * m_lin
         out.append((dense, k * ex, lin, k * ex_lin, n))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=512)
+def _stage_frame(model: Model, tp: int, pp: int, stage_layers) -> tuple:
+    """What :func:`_split` reads of the pipeline alone, per stage: its layers, its MoE layers, and the
+    parameters outside the layers it holds (:func:`~llmsizing.states.edge_params`: the first stage's and the
+    last's, else 0.0). Kept: the same for every ``ep`` (issue 35: a search splits each ``(tp, pp)`` once per
+    ``ep``)."""
+    par = kept_parallel(pp=pp, stage_layers=stage_layers)
+    edge = edge_params(model, tp, pp)
+    return tuple((n, k, edge["first"] if i == 0 else 0.0, edge["last"] if i == pp - 1 else 0.0)
+                 for i, (n, k) in enumerate(zip(layers_per_stage(model.layers, par),
+                                                stage_moe_layers(model, par))))
 
 
 @functools.lru_cache(maxsize=256)
