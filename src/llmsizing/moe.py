@@ -69,7 +69,7 @@ from .act_terms import (ACTIVATION_DTYPES, _check_fp8, _fp8_saved, _int_or_array
                         dense_layer_terms)
 from .act_terms import ActivationMemory as _ActivationMemory
 from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa: F401 (issue 24's home)
-from .all_to_all import _all_to_all_s
+from .all_to_all import _all_to_all_bytes, _all_to_all_s
 from .catalog import resolve_model
 from .model import Model
 from .network import Collective
@@ -391,7 +391,7 @@ def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw)
 
 
 def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, node, grad_accum: int,
-                  precision: str, recompute: str, max_nodes: int | None = None) -> list:
+                  precision: str, recompute: str, max_nodes: int | None = None, _tokens=None) -> list:
     """The expert-parallel all-to-alls of one step on the GPU of the stage with the most MoE layers, as
     :class:`~llmsizing.network.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward
     dispatch (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the
@@ -404,14 +404,17 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     latencies at EP 16-256), with DeepSeek's node limit ``max_nodes`` and the ``ep`` ranks ``etp`` apart:
     inside a scale-up domain over NVLink; across domains the cross-node share over the GPU's own NIC and the
     rest over NVLink, concurrently. A row's ``bandwidth_gbps`` is the effective one (bytes sent / that time,
-    latency included), its ``latency_s`` 0."""
+    latency included), its ``latency_s`` 0. ``_tokens``: a NumPy array of the tokens a GPU routes in place of
+    the layout's (``batch``, ``tp``, ``cp`` then unread), the rows' numbers arrays of them, element by element
+    the same arithmetic (issue 35: :func:`llmsizing.plan_pricing.moe_all_to_all_s` prices every token count
+    of a group of links at once)."""
     if par.ep == 1 or not model.is_moe:
         return []
     max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
     recipe = RECIPES[precision]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
     disp_b = FP8_DISPATCH_BYTES if precision == "fp8-deepseek" else act_b
-    tokens = batch * (seq // par.cp) / (par.tp if par.sp else 1)
+    tokens = batch * (seq // par.cp) / (par.tp if par.sp else 1) if _tokens is None else _tokens
     k, h, ep = model.experts_per_token, model.hidden, par.ep
     calls = max(stage_moe_layers(model, par)) * grad_accum
     fwd = 2 if recompute == "full" else 1
@@ -422,7 +425,7 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
                              ("EP all-to-all combine (backward)", disp_b, calls),
                              ("EP all-to-all dispatch (backward)", act_b, calls)):
         if b not in seconds:
-            seconds[b] = (all_to_all_bytes(tokens, k, h, b, ep),     # (the layout's and model's: checked)
+            seconds[b] = ((all_to_all_bytes if _tokens is None else _all_to_all_bytes)(tokens, k, h, b, ep),
                           _all_to_all_s(tokens * k * h * b, ep, gpu, node, k, max_nodes, par.etp))
         one, t = seconds[b]
         out.append(Collective(name, "ep", ep, "network" if across else gpu.link, n_calls, one, n_calls * one,
