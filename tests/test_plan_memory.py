@@ -267,7 +267,7 @@ def test_the_all_to_all_of_many_token_counts_is_each_ones():
                                                          max_nodes=max_nodes)])
             tokens.append(b * (seq // cp) / (tp if tp > 1 else 1))
         par = L.Parallel(tp=tp, sp=tp > 1, dp=ep, ep=ep, expert_tp=etp)
-        got = ep_all_to_all(model, par, batch=1, seq=seq, gpu=g, node=node, grad_accum=1, precision=precision, recompute="none",
-                            max_nodes=max_nodes, _tokens=np.array(tokens))
+        got = ep_all_to_all(model, par, batch=1, seq=seq, gpu=g, node=node, grad_accum=1, precision=precision,
+                            recompute="none", max_nodes=max_nodes, _tokens=np.array(tokens))
         assert len(got) == 4 and all(w > 0 for row in want for w in row)
         assert np.array_equal(np.array([c.time_s for c in got]).T, np.array(want)), name
