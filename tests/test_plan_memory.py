@@ -241,3 +241,33 @@ def test_kept_hashes_are_the_dataclass_hashes():
         back = pickle.loads(pickle.dumps(obj))
         assert back == obj and "_hash" not in back.__dict__ and hash(back) == want
     assert "_hash" not in L.catalog.gpu_table().columns
+
+
+def test_the_all_to_all_of_many_token_counts_is_each_ones():
+    """moe.ep_all_to_all with ``_tokens`` (an array, the planner's pricing) gives each token count the seconds
+    of its own call from the layout, exactly: inside a domain, across (with and without a node limit) and with
+    expert_tp. A change of the array path's arithmetic (order of operations, min/max) shows here."""
+    from llmsizing.moe import ep_all_to_all
+    from llmsizing.network import get_node
+
+    seq = 4096
+    for name, gpu, ep, tp, etp, max_nodes, precision in (
+            ("mixtral-8x7b", "H100 SXM", 8, 1, False, None, "bf16-mixed"),
+            ("deepseek-v3", "H100 SXM", 64, 2, False, 4, "fp8-deepseek"),
+            ("deepseek-v3", "B200", 32, 1, False, None, "bf16-mixed"),
+            ("qwen3-30b-a3b", "A100 80GB", 16, 2, True, None, "bf16-mixed")):
+        model, g = L.get_model(name), L.get_gpu(gpu)
+        node = get_node(None, gpu=g)
+        layouts = [(b, cp) for b in (1, 2, 3, 8) for cp in (1, 2, 4)]
+        want, tokens = [], []
+        for b, cp in layouts:
+            par = L.Parallel(tp=tp, sp=tp > 1, cp=cp, dp=ep, ep=ep, expert_tp=etp)
+            want.append([c.time_s for c in ep_all_to_all(model, par, batch=b, seq=seq, gpu=g, node=node,
+                                                         grad_accum=1, precision=precision, recompute="none",
+                                                         max_nodes=max_nodes)])
+            tokens.append(b * (seq // cp) / (tp if tp > 1 else 1))
+        par = L.Parallel(tp=tp, sp=tp > 1, dp=ep, ep=ep, expert_tp=etp)
+        got = ep_all_to_all(model, par, batch=1, seq=seq, gpu=g, node=node, grad_accum=1, precision=precision,
+                            recompute="none", max_nodes=max_nodes, _tokens=np.array(tokens))
+        assert len(got) == 4 and all(w > 0 for row in want for w in row)
+        assert np.array_equal(np.array([c.time_s for c in got]).T, np.array(want)), name

@@ -7,9 +7,11 @@ here.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._validate import check_int, check_number
 from .catalog import get_gpu
-from .network import Node, collective_time_s, get_node, group_link
+from .network import Node, _collective_time_s, get_node, group_link
 
 
 def all_to_all_bytes(tokens: float, top_k: int, hidden: int, bytes_per_element: float, ep: int) -> float:
@@ -21,6 +23,11 @@ def all_to_all_bytes(tokens: float, top_k: int, hidden: int, bytes_per_element: 
     h = check_int("hidden", hidden)
     b = check_number("bytes_per_element", bytes_per_element, minimum=0.0)
     ep = check_int("ep", ep)
+    return _all_to_all_bytes(tokens, k, h, b, ep)
+
+
+def _all_to_all_bytes(tokens, k: int, h: int, b: float, ep: int):
+    """:func:`all_to_all_bytes` of checked arguments, ``tokens`` a number or a NumPy array."""
     return tokens * k * h * b * (ep - 1) / ep
 
 
@@ -82,21 +89,22 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     return _all_to_all_s(s, ep, g, n, top_k, max_nodes, stride)
 
 
-def _all_to_all_s(s: float, ep: int, g, n: Node, top_k, max_nodes, stride: int) -> float:
+def _all_to_all_s(s, ep: int, g, n: Node, top_k, max_nodes, stride: int):
     """:func:`all_to_all_s` of checked arguments (a GPU and a :class:`~llmsizing.network.Node`): training's
-    per-step all-to-alls call it with their layout's own (issue 35: a planner's search prices ~500)."""
+    per-step all-to-alls call it with their layout's own (issue 35: a planner's search prices ~500), ``s`` a
+    number or a NumPy array of message bytes (element by element, the same arithmetic)."""
     if ep == 1:
         return 0.0
     d, inside, cross_link, intra_link = _links(ep, g, n, stride)
     if ep <= d:
-        return collective_time_s("send/recv", s * (ep - 1) / ep, 2, inside, protocols=True)
+        return _collective_time_s("send/recv", s * (ep - 1) / ep, 2, inside, True)
     if max_nodes is None:
         share = (ep - d) / ep
     else:                                                 # ---- node-limited routing (llmsizing.moe)
         share = inter_node_share(top_k, ep, d, max_nodes)
-    cross = collective_time_s("send/recv", s * share, 2, cross_link, protocols=True)
-    intra = collective_time_s("send/recv", s * (d - 1) / ep, 2, intra_link, protocols=True) if d > 1 else 0.0
-    return max(cross, intra)
+    cross = _collective_time_s("send/recv", s * share, 2, cross_link, True)
+    intra = _collective_time_s("send/recv", s * (d - 1) / ep, 2, intra_link, True) if d > 1 else 0.0
+    return np.maximum(cross, intra) if isinstance(cross, np.ndarray) else max(cross, intra)
 
 
 def _links(ep: int, g, n: Node, stride: int) -> tuple:

@@ -316,8 +316,10 @@ def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accu
 
 def _stage_params_of(model: Model, par: Parallel) -> list[float]:
     """Each stage's parameters on one GPU, as :func:`training_memory` weighs them (the whole model without
-    tensor or pipeline parallelism)."""
-    return stage_params(model, par) if par.tp * par.pp > 1 or model.is_moe else [float(model.n_params)]
+    tensor or pipeline parallelism), ``model`` and ``par`` checked by the caller."""
+    if par.tp * par.pp > 1 or model.is_moe:
+        return _checked_stage_params(model, par)
+    return [float(model.n_params)]
 
 
 def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,

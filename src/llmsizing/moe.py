@@ -69,7 +69,7 @@ from .act_terms import (ACTIVATION_DTYPES, _check_fp8, _fp8_saved, _int_or_array
                         dense_layer_terms)
 from .act_terms import ActivationMemory as _ActivationMemory
 from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa: F401 (issue 24's home)
-from .all_to_all import _all_to_all_s
+from .all_to_all import _all_to_all_bytes, _all_to_all_s
 from .catalog import resolve_model
 from .model import Model
 from .network import Collective
@@ -134,17 +134,26 @@ def _moe_layer_counts(model: Model, sizes: tuple) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=2048)
 def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
     common, lin_common, d_mlp, d_lin, m_dense, m_lin, ex, ex_lin = _layer_split(model, tp, ep, expert_tp)
-    par = kept_parallel(pp=pp, stage_layers=stage_layers)
-    edge = edge_params(model, tp, pp)
     out = []
-    n_moe_by_stage = stage_moe_layers(model, par)
-    for i, n in enumerate(layers_per_stage(model.layers, par)):
-        k = n_moe_by_stage[i]
+    for n, k, first, last in _stage_frame(model, tp, pp, stage_layers):
         dense = n * common + (n - k) * d_mlp + k * m_dense
-        dense += (edge["first"] if i == 0 else 0.0) + (edge["last"] if i == pp - 1 else 0.0)
+        dense += first + last
         lin = n * lin_common + (n - k) * d_lin + k * m_lin
         out.append((dense, k * ex, lin, k * ex_lin, n))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=512)
+def _stage_frame(model: Model, tp: int, pp: int, stage_layers) -> tuple:
+    """What :func:`_split` reads of the pipeline alone, per stage: its layers, its MoE layers, and the
+    parameters outside the layers it holds (:func:`~llmsizing.states.edge_params`: the first stage's and the
+    last's, else 0.0). Kept: the same for every ``ep`` (issue 35: a search splits each ``(tp, pp)`` once per
+    ``ep``)."""
+    par = kept_parallel(pp=pp, stage_layers=stage_layers)
+    edge = edge_params(model, tp, pp)
+    return tuple((n, k, edge["first"] if i == 0 else 0.0, edge["last"] if i == pp - 1 else 0.0)
+                 for i, (n, k) in enumerate(zip(layers_per_stage(model.layers, par),
+                                                stage_moe_layers(model, par))))
 
 
 @functools.lru_cache(maxsize=256)
@@ -382,7 +391,7 @@ def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw)
 
 
 def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, node, grad_accum: int,
-                  precision: str, recompute: str, max_nodes: int | None = None) -> list:
+                  precision: str, recompute: str, max_nodes: int | None = None, _tokens=None) -> list:
     """The expert-parallel all-to-alls of one step on the GPU of the stage with the most MoE layers, as
     :class:`~llmsizing.network.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward
     dispatch (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the
@@ -395,14 +404,17 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     latencies at EP 16-256), with DeepSeek's node limit ``max_nodes`` and the ``ep`` ranks ``etp`` apart:
     inside a scale-up domain over NVLink; across domains the cross-node share over the GPU's own NIC and the
     rest over NVLink, concurrently. A row's ``bandwidth_gbps`` is the effective one (bytes sent / that time,
-    latency included), its ``latency_s`` 0."""
+    latency included), its ``latency_s`` 0. ``_tokens``: a NumPy array of the tokens a GPU routes in place of
+    the layout's (``batch``, ``tp``, ``cp`` then unread), the rows' numbers arrays of them, element by element
+    the same arithmetic (issue 35: :func:`llmsizing.plan_pricing.moe_all_to_all_s` prices every token count
+    of a group of links at once)."""
     if par.ep == 1 or not model.is_moe:
         return []
     max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
     recipe = RECIPES[precision]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
     disp_b = FP8_DISPATCH_BYTES if precision == "fp8-deepseek" else act_b
-    tokens = batch * (seq // par.cp) / (par.tp if par.sp else 1)
+    tokens = batch * (seq // par.cp) / (par.tp if par.sp else 1) if _tokens is None else _tokens
     k, h, ep = model.experts_per_token, model.hidden, par.ep
     calls = max(stage_moe_layers(model, par)) * grad_accum
     fwd = 2 if recompute == "full" else 1
@@ -413,7 +425,7 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
                              ("EP all-to-all combine (backward)", disp_b, calls),
                              ("EP all-to-all dispatch (backward)", act_b, calls)):
         if b not in seconds:
-            seconds[b] = (all_to_all_bytes(tokens, k, h, b, ep),     # (the layout's and model's: checked)
+            seconds[b] = ((all_to_all_bytes if _tokens is None else _all_to_all_bytes)(tokens, k, h, b, ep),
                           _all_to_all_s(tokens * k * h * b, ep, gpu, node, k, max_nodes, par.etp))
         one, t = seconds[b]
         out.append(Collective(name, "ep", ep, "network" if across else gpu.link, n_calls, one, n_calls * one,

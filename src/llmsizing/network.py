@@ -47,6 +47,8 @@ from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from pathlib import Path
 
+import numpy as np
+
 from ._compat import keep_hash
 from ._validate import check_choice, check_int, check_number
 from .catalog import MIN_GPU_SPEED, _unknown, get_gpu
@@ -367,13 +369,20 @@ def collective_time_s(kind: str, message_bytes: float, n: int, link: GroupLink, 
         raise TypeError(f"link must be a GroupLink from group_link(...), got {type(link).__name__}")
     if not isinstance(protocols, bool):
         raise TypeError(f"protocols must be True or False, got {type(protocols).__name__} {protocols!r}")
+    return _collective_time_s(kind, s, n, link, protocols)
+
+
+def _collective_time_s(kind: str, s, n: int, link: GroupLink, protocols: bool):
+    """:func:`collective_time_s` of checked arguments, ``s`` a number or a NumPy array of message bytes (the
+    same arithmetic element by element: issue 35, a planner's search prices its all-to-alls of every token
+    count at once, :func:`llmsizing.moe.ep_all_to_all`)."""
     steps, f = latency_steps(kind, n, link.across), bus_factor(kind, n)
     t = steps * link.alpha_s + f * s / (link.bandwidth_gbps * 1e9)
     if not protocols or link.small_bandwidth_gbps is None or link.large_alpha_s is None:
         return t
     ll = steps * link.alpha_s + f * s / (link.small_bandwidth_gbps * 1e9)
     simple = steps * link.large_alpha_s + f * s / (link.bandwidth_gbps * 1e9)
-    return min(ll, simple)
+    return np.minimum(ll, simple) if isinstance(ll, np.ndarray) else min(ll, simple)
 
 
 def bus_bandwidth_gbps(kind: str, message_bytes, n: int, link: GroupLink):

@@ -232,10 +232,14 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
         on = domain % tp == 0                                           # tp inside the scale-up domain
         if not on.any():
             continue
-        if (tp, pp, ep) not in cands:
-            cands[tp, pp, ep] = _candidates(tp, pp, ep, cps=cps, divisors=divisors, global_batch=global_batch,
-                                            max_gpus=max_gpus, moe=model.is_moe, expert_tp=expert_tp)
-        cand = cands[tp, pp, ep]
+        # _candidates reads (tp, pp, ep) only as pp, tp x pp (max_gpus) and each cp's dp_unit: layouts that
+        # share these share its (read-only) columns
+        key = (pp, None if max_gpus is None else tp * pp,
+               tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None)
+        if key not in cands:
+            cands[key] = _candidates(tp, pp, ep, cps=cps, divisors=divisors, global_batch=global_batch,
+                                     max_gpus=max_gpus, moe=model.is_moe, expert_tp=expert_tp)
+        cand = cands[key]
         if cand is not None:
             parts.append(((tp, pp, zero, ep), on, cand))
             n_lay.append(len(cand["dp"]))

@@ -562,21 +562,26 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     # the forward's two all-to-alls and the backward's, without recomputation; full recomputation repeats the
     # forward's (ep_all_to_all); one call per (the links all_to_all_s reads, tokens, etp, ep), shared by the
     # GPUs whose all-to-all rides equal links (all_to_all._links; the node's domain sets what crosses)
-    seen, links_of, fwd_bwd = {}, {}, []
+    seen, links_of, groups, order = {}, {}, {}, []
     firsts = (np.asarray(a)[first].tolist() for a in (gi[on], t_on, c_on, b_on, ep[on], tok.reshape(-1), etp))
     for g_, t_, c_, b_, e_, k_, s_ in zip(*firsts):
         g, node = gpu_list[g_], node_of[gpu_list[g_].name]
         if (g_, s_, e_) not in links_of:
             links_of[g_, s_, e_] = (node.scaleup_domain_gpus, a2a_links(e_, g, node, s_))
         shared = (links_of[g_, s_, e_], k_, s_, e_)
-        if shared not in seen:
-            seen[shared] = [c.time_s for c in ep_all_to_all(
-                model, kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_,
-                                     expert_tp=expert_tp),
-                batch=b_, seq=seq, gpu=g, node=node, grad_accum=1, precision=precision, recompute="none",
-                max_nodes=max_nodes)]
-        fwd_bwd.append(seen[shared])
-    fwd_bwd = np.array(fwd_bwd)
+        if shared not in seen:     # the tokens a GPU routes, as ep_all_to_all works them out of the layout
+            seen[shared] = b_ * (seq // c_) / (t_ if t_ > 1 else 1)
+            groups.setdefault((links_of[g_, s_, e_], s_, e_), (g, node, t_, c_, b_, e_, []))[6].append(shared)
+        order.append(shared)
+    # one ep_all_to_all per (links, etp, ep), every token count of the group at once (its _tokens)
+    for g, node, t_, c_, b_, e_, keys in groups.values():
+        times = [c.time_s for c in ep_all_to_all(
+            model, kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp),
+            batch=b_, seq=seq, gpu=g, node=node, grad_accum=1, precision=precision, recompute="none",
+            max_nodes=max_nodes, _tokens=np.array([seen[k] for k in keys], dtype=float))]
+        for j, k in enumerate(keys):
+            seen[k] = [float(x[j]) for x in times]
+    fwd_bwd = np.array([seen[k] for k in order])
     full = np.array([r == "full" for r in rcs])[ri[on]]
     rows = fwd_bwd[idx]
     back = rows[:, 2] + rows[:, 3]                       # the backward's combine and dispatch
