@@ -41,7 +41,8 @@ def pytest_ignore_collect(collection_path, config):
 # ----------------------------------------------------------------------------- running on every core
 #: Test files whose tests share work computed once per module (module-scoped fixtures, cached frames): under
 #: pytest-xdist each is one unit of work, run whole on one worker, so that the work is done once.
-WHOLE_FILES = ("tests/test_finetune_calibration.py", "tests/test_step_intervals.py")
+WHOLE_FILES = ("tests/test_finetune_calibration.py", "tests/test_step_intervals.py",
+               "tests/test_stack_ranges.py")
 #: The units of work handed out first (in this order; a unit holding a test that starts with one of these): the
 #: slowest tests, so that none of them starts last while the other worker sits idle. Every other unit follows,
 #: the largest first (xdist's order). Only the order depends on this list, never what runs.
@@ -79,10 +80,11 @@ _DEFAULT_FITS = (
     "tests/test_intervals.py::test_mfu_model_ranges_are_the_stated_bounds",
     "tests/test_intervals.py::test_training_folds_leave_whole_sources_out",
     "tests/test_round3_harden.py::test_a_good_table_fits_as_before",
-    "tests/test_stack_ranges.py::test_held_out_source_never_fits_its_own_location")
+    "tests/test_fp8.py::test_fp8_runs_are_covered_out_of_source_as_stated")
 #: Whole files (:data:`WHOLE_FILES`) that join a shared unit: tests/test_step_intervals.py's module fixture is
-#: step_loso_check() on the default table, which tools/calibrate.py --check computes too.
-SHARED_FILES = {"tests/test_step_intervals.py": _CALIBRATE}
+#: step_loso_check() on the default table, which tools/calibrate.py --check computes too; most tests of
+#: tests/test_stack_ranges.py read the plain and by-stack checks on the default table (``_out_of_source``).
+SHARED_FILES = dict.fromkeys(("tests/test_step_intervals.py", "tests/test_stack_ranges.py"), _CALIBRATE)
 SHARED_UNITS = {**dict.fromkeys(_DEFAULT_FITS, _CALIBRATE),
                 "tests/test_planner_speed.py::test_the_comparison_can_fail":
                     f"{_SPEED}[70b at 32K, context parallelism by all-gather]"}

@@ -484,11 +484,13 @@ def _mfu_loso_check(runs, coverage, strata):
 
     df = _prepared(runs)
     src = df["source_key"].to_numpy(object)
+    # (the columns the fit reads: each fold's row selection copies these, not every column of the table)
+    slim = df[["generation", "dtype", "n_params", "seq", "recompute", "kind", "calibration", "implied_mfu"]]
 
     def fit_predict(train, test):
         left_out = ", ".join(dict.fromkeys(src[~train]))
-        groups, beta = _fit_beta(df[train], f" outside {left_out}")
-        return _predict_log(df[test], groups, beta)
+        groups, beta = _fit_beta(slim[train], f" outside {left_out}")
+        return _predict_log(slim[test], groups, beta)
 
     if strata is not None and strata not in df.columns:
         raise ValueError(f"strata must be a column of runs or None, got {strata!r}")

@@ -196,10 +196,12 @@ def _step_loso_check(runs, coverage, strata, by_stack):
 
     fam = df["stack_family"].to_numpy(object)
     gen = df["generation"].to_numpy(object)
+    # (the columns the folds read: each fold's row selection copies these, not every column of the table)
+    slim = df[["generation", "dtype", "kernel_fit", "kernel_efficiency", "stack_family", "implied_mfu"]]
 
     def fit_predict(train, test):
-        eff = fold_efficiencies(df, train)
-        loc = stack_locations(df, train, log_mfu) if by_stack else {}
+        eff = fold_efficiencies(slim, train)
+        loc = stack_locations(slim, train, log_mfu) if by_stack else {}
         return [log_mfu(i, eff[keys[i]]) + stack_location(loc, fam[i], gen[i]) for i in np.flatnonzero(test)]
 
     labels = None if strata is None else df[strata].astype(str).to_numpy(object)
