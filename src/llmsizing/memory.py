@@ -23,7 +23,7 @@ from .catalog import resolve_model
 from .hardware import check_recipe_runs_on
 from .job import takes_job
 from .model import Model
-from .parallel import Parallel, resolve_parallel
+from .parallel import Parallel, layers_per_stage, resolve_parallel
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
                      _stage_params, _states, _tp_share, default_overhead_bytes, edge_params,
@@ -476,6 +476,9 @@ def _zero3_gathered(model: Model, precision: str, par: Parallel) -> float:
     # without resharding after the forward the stage's weights stay gathered and are counted with the
     # weights (ModelStates): only the unit's full gradient, before its reduce-scatter, comes on top
     weights = DTYPE_BYTES[recipe.weights] if par.reshard_after_forward else 0
+    if par.grad_reduce == "chunk_run":    # the largest chunk's whole gradient, accumulated over its run
+        chunk = -(-max(layers_per_stage(model.layers, par)) // par.virtual_stages)
+        return weights * max(block, matrix) + DTYPE_BYTES[recipe.grads] * max(block * chunk, matrix)
     return (weights + DTYPE_BYTES[recipe.grads]) * max(block, matrix)
 
 
