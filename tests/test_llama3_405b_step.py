@@ -153,6 +153,11 @@ def test_chunk_run_memory_counts_the_chunks_gradient():
     one = zero3_gathered_bytes(L405, precision=LLAMA3_RECIPE, parallel=llama3_405b_layout(64))
     assert one == pytest.approx(4 * LAYER_GPU)
     assert zero3_gathered_bytes(L405, precision=LLAMA3_RECIPE, parallel=_fsdp2(64)) == pytest.approx(one)
+    # the searches' shared activation layout drops FSDP's settings (it must not refuse chunk_run with zero=0):
+    # one 8,192-token sequence per micro-batch fits on 16,384 GPUs, as Meta ran it (Sec. 3.3.2)
+    from llmsizing.memory import max_micro_batch
+    assert max_micro_batch(L405, H100, SEQ, parallel=llama3_405b_layout(128), precision=LLAMA3_RECIPE,
+                           grad_accum=16) >= 1
     flat = Parallel(tp=8, dp=64, zero=3, sp=True, reshard_after_forward=False, grad_reduce="chunk_run")
     assert zero3_gathered_bytes(L405, precision=LLAMA3_RECIPE, parallel=flat) == pytest.approx(
         4 * LAYER_GPU * 126)

@@ -428,17 +428,17 @@ _kept_state_side = functools.lru_cache(maxsize=4096)(_state_side)
 
 @functools.lru_cache(maxsize=4096)
 def _act_layout(par: Parallel) -> Parallel:
-    """``par`` without what the activations never read (ZeRO stage, ``dp``, ``ep``, offload, resharding), so
-    that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
+    """``par`` without what the activations never read (ZeRO stage, ``dp``, ``ep``, offload, FSDP's
+    settings), so that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
     from .parallel import kept_parallel
 
     return kept_parallel(**{f: getattr(par, f) for f in _LAYOUT_FIELDS}, dp=1, zero=0, ep=1, offload="none",
-                         reshard_after_forward=True)
+                         reshard_after_forward=True, grad_reduce="micro_batch")
 
 
 #: :class:`~llmsizing.parallel.Parallel`'s fields but those :func:`_act_layout` sets.
-_LAYOUT_FIELDS = tuple(f.name for f in fields(Parallel)
-                       if f.name not in ("dp", "zero", "ep", "offload", "reshard_after_forward"))
+_LAYOUT_FIELDS = tuple(f.name for f in fields(Parallel) if f.name not in (
+    "dp", "zero", "ep", "offload", "reshard_after_forward", "grad_reduce"))
 
 
 def _stage_row(r: "TrainingMemory", params: float) -> dict:
