@@ -136,7 +136,8 @@ def test_metas_chunk_runs_hide_all_but_the_last(dp, m):
     backwards of the next run still to come, each a layer's backward (2 forward layers' time), so a run's
     window is at least 16 x 2 f, far above one call; the step's last call hides behind nothing. So the step
     waits for one reduce-scatter plus what the once-per-step gather leaves over one forward."""
-    st = step_time(L405, H100, llama3_405b_layout(dp), batch=1, seq=SEQ, grad_accum=m, precision=LLAMA3_RECIPE)
+    st = step_time(L405, H100, llama3_405b_layout(dp), batch=1, seq=SEQ, grad_accum=m,
+                   precision=LLAMA3_RECIPE)
     d = {c.collective: c for c in st.communication.collectives if c.group == "dp"}
     rs = d["ZeRO-3 gradient reduce-scatter"]
     r, f = rs.one_call_s, st.compute_s / (m * STAGE_LAYERS * 3)

@@ -65,7 +65,7 @@ def test_bad_input_names_the_parameter(kw, name):
         reduce_scatter_windows(**args)
 
 
-# ------------------------------------------------------------ grad_reduce="chunk_run": once per run of a chunk
+# ---------------------------------------------------- grad_reduce="chunk_run": once per run of a chunk
 def test_runs_of_a_chunks_backwards_by_hand():
     # Megatron-LM's interleaved order runs chunk v - 1 - (k // p) % v for the k-th backward: p backwards of
     # one chunk in a row. p = 2, m = 4, v = 2: chunks 1 1 0 0 1 1 0 0, two runs per chunk; m = p: one run.
