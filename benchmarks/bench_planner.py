@@ -132,6 +132,12 @@ CASES = [
      dict(tokens=1e12, seq=65536, global_batch=64, gpus=("H100 SXM",))),
     ("mixtral-8x7b at 32K on H100s", "mixtral-8x7b",
      dict(tokens=1e12, seq=32768, global_batch=64, gpus=("H100 SXM",))),
+    # dense models at long context on one GPU type, as chapter 17's widget asks (16M tokens per step; issue
+    # 35, comm35l: tests/test_widget*'s model sweeps make one such search per catalogue model)
+    ("llama-3-70b at 128K on H100s, <= 16,384 (ch. 17 widget)", "llama-3-70b",
+     dict(tokens=8e11, seq=131072, global_batch=128, max_gpus=16384, gpus=("H100 SXM",))),
+    ("llama-3-8b at 32K on H100s, <= 16,384 (ch. 17 widget)", "llama-3-8b",
+     dict(tokens=8e11, seq=32768, global_batch=512, max_gpus=16384, gpus=("H100 SXM",))),
     ("llama-3-8b, whole catalogue, <= 1,024 GPUs", "llama-3-8b",
      dict(tokens=1e12, seq=8192, global_batch=512, max_gpus=1024,
           gpus=("A10", "L40S", "RTX 4090", "A100 40GB", "A100 80GB", "H100 SXM", "H200", "B200", "MI300X"))),

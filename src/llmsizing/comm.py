@@ -273,8 +273,9 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     links = group_network(par, gpu, node=nd)
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
-    on_rank = max(stage_params(model, par))
-    dp_parts = [("", par.dp_cp, on_rank, None)]
+    reduced = par.dp_cp > 1 or model.is_moe      # (a dense model's dp x cp = 1 reduces nothing: issue 35)
+    on_rank = max(stage_params(model, par)) if reduced else 0.0
+    dp_parts = [("", par.dp_cp, on_rank, None)] if reduced else []
     if model.is_moe:                          # ---- mixture of experts: expert gradients over edp
         split = stage_split(model, par)
         i = max(range(par.pp), key=lambda j: split[j]["dense"] + split[j]["experts"])

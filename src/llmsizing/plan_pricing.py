@@ -152,42 +152,51 @@ def _one_layer_coefficients(none, full, layers: int):
     return fixed, (base + (change - rebuilt) / layers + rebuilt).reshape(-1), sharded
 
 
-def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarray, limits: np.ndarray):
+def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: np.ndarray, can=None):
     """The fewest layers per stage, ``n`` in ``1 .. layers``, that partial recomputation (Megatron-LM's block
     method, :func:`~llmsizing.parallel.recomputed_layers`) must rerun for the per-GPU total to fit each limit,
     for every GPU limit (rows, ``limits``) and ``dp`` (columns, ``dps``; ``micro`` one micro-batch or one per
     ``dp``) at once; and the totals at that ``n``.
 
-    ``one`` and ``every`` are :func:`_memory_coefficients` with 1 and all ``layers`` of a stage recomputed.
-    Every piece of the peak is affine in ``n`` between them (each recomputed layer keeps its input instead of
-    its tensors, :func:`~llmsizing.activations.partial_recompute_activations`), so the peak fits iff every
-    piece does and each piece gives a bound on ``n`` in closed form:
+    ``one`` and ``every`` are :func:`_memory_coefficients` with 1 and all ``layers`` of a stage recomputed
+    (1-D; or 2-D, a row per column, ``layers`` one per column: many layouts at once). Every piece of the
+    peak is affine in ``n`` between them (each recomputed layer keeps its input instead of its tensors,
+    :func:`~llmsizing.activations.partial_recompute_activations`), so the peak fits iff every piece does and
+    each piece gives a bound on ``n`` in closed form:
     ``n = 1 + max over pieces of ceil((P1 - limit) / (P1 - Pn) x (layers - 1))``. ``n`` is 0 where nothing
     fits, even every layer (the total there is ``inf``); the total at ``n = layers`` is :func:`_total_bytes`
-    of ``every`` itself (the plan of full recomputation, as before)."""
+    of ``every`` itself (full recomputation). ``can`` (limits x columns) leaves out the entries it is False
+    for (0 and ``inf``)."""
     micro = np.broadcast_to(np.asarray(micro, dtype=float), dps.shape)      # (one, or one per dp)
+    layers = np.broadcast_to(np.asarray(layers), dps.shape)                 # (one, or one per dp)
     total_every = _total_bytes(every, micro, dps)
     n = np.zeros((len(limits), len(dps)), dtype=np.int64)
     total = np.full(n.shape, np.inf)
-    can = total_every[None, :] <= limits[:, None]                  # where every layer recomputed fits
+    fits = total_every[None, :] <= limits[:, None]                 # where every layer recomputed fits
+    can = fits if can is None else fits & can
     if not can.any():
         return n, total
     g, d = np.nonzero(can)
-    f1, u1, s1 = one
-    fl, ul, sl = every
-    p1 = f1[None, :] + micro[d, None] * u1[None, :] + s1[None, :] / dps[d, None]   # (plan, piece) at 1 layer
-    pl = fl[None, :] + micro[d, None] * ul[None, :] + sl[None, :] / dps[d, None]   # ... at every layer
-    slope = (pl - p1) / (layers - 1)                                  # per extra layer (<= 0)
+
+    def rows(c):                                                   # (plan, piece)
+        return c[None, :] if c.ndim == 1 else c[d]
+
+    f1, u1, s1 = (rows(c) for c in one)
+    fl, ul, sl = (rows(c) for c in every)
+    lay = layers[d]
+    p1 = f1 + micro[d, None] * u1 + s1 / dps[d, None]              # at 1 layer
+    pl = fl + micro[d, None] * ul + sl / dps[d, None]              # ... at every layer
+    slope = (pl - p1) / (lay - 1)[:, None]                         # per extra layer (<= 0)
     over = p1 - ((limits[g] - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION))[:, None]   # above the peak allowed
     with np.errstate(divide="ignore", invalid="ignore"):
         need = np.where(over <= 0, 0.0, np.where(slope < 0, np.ceil(over / -slope - 1e-9), np.inf))
-    k = np.minimum(1 + need.max(axis=1), layers)                      # (every layer fits: at most layers)
+    k = np.minimum(1 + need.max(axis=1), lay)                         # (every layer fits: at most layers)
     t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
-    edge = (k < layers) & (t > limits[g])                             # (a floating-point edge: one more)
+    edge = (k < lay) & (t > limits[g])                                # (a floating-point edge: one more)
     if edge.any():
         k = np.where(edge, k + 1, k)
         t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
-    t = np.where(k == layers, total_every[d], t)
+    t = np.where(k == lay, total_every[d], t)
     n[g, d], total[g, d] = k.astype(np.int64), t
     return n, total
 
@@ -413,9 +422,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     share = held[:, 0] / held[:, 1]
     calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp)      # per pass, with their latencies
     call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + calls * latency[dp_idx]
-    dp_exposed = (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
-                  + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
-                  + np.maximum(0.0, call[:, 4] - bwd))
+    dp_exposed = _dp_exposed(call, fwd, bwd, mf)
     if overlap is None:
         step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed)
     else:

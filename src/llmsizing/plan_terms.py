@@ -50,6 +50,11 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
             peak_of[g_] = (dense_tflops(g, dtype) * 1e12,
                            default_efficiency(g, dtype) if eff is None else eff)
         e = peak_of[g_][1]
+        if (g_, t_, c_, b_, e_) not in rates_of:
+            eps = tuple(eps_of[g_, t_, c_, b_])
+            gemm, attention = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
+                                    kernel_efficiency=e, ep=eps)
+            rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
         if (g_, t_, c_, b_, r_) not in comm_of:
             par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
             # GPUs whose tp and cp groups ride equal links send the same (Ulysses' all-to-all: not shared);
@@ -70,17 +75,13 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
             # (without cp the attention the ring hides behind is (0, 0) on every GPU: the terms are shared)
             if c_ > 1 or key not in terms_of:
                 cp_att = _cp_attention_s(model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1,
-                                         recompute=rcs[r_], dtype=dtype, eff=e)
+                                         recompute=rcs[r_], dtype=dtype, eff=e,
+                                         rate=rates_of[g_, t_, c_, b_, e_][1])    # (its attention rate)
                 # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
                 exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
                 by = comm.by_group()
                 terms_of[key] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))
             comm_of[g_, t_, c_, b_, r_] = terms_of[key]
-        if (g_, t_, c_, b_, e_) not in rates_of:
-            eps = tuple(eps_of[g_, t_, c_, b_])
-            gemm, attention = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
-                                    kernel_efficiency=e, ep=eps)
-            rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
         gemm_rate, attention_rate = rates_of[g_, t_, c_, b_, e_]
         out.append((gemm_rate, *comm_of[g_, t_, c_, b_, r_], attention_rate))
     return np.array(out, dtype=float).reshape(-1, 6), {g_: v[0] for g_, v in peak_of.items()}
