@@ -204,16 +204,16 @@ def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
     ``{"tp": (link, gbps), "dp": ..., "pp": ...}`` (:func:`group_network` without the latency). A group inside
     a node rides the GPU's own link; one that spans nodes shows ``"network"``, at ``k`` NICs' worth per GPU
     for ``k`` of its GPUs per node."""
-    return {k: (v.link, v.bandwidth_gbps) for k, v in
-            group_network(parallel, gpu, node=node, gpus_per_node=gpus_per_node,
-                          inter_node_gbps=inter_node_gbps).items()}
+    net = group_network(parallel, gpu, node=node, gpus_per_node=gpus_per_node,
+                        inter_node_gbps=inter_node_gbps)
+    return {k: (v.link, v.bandwidth_gbps) for k, v in net.items()}
 
 
 def communication(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
                   gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
                   precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none",
-                  node=None, recompute_layers: int | None = None,
-                  max_nodes: int | None = None) -> Communication:
+                  node=None, recompute_layers: int | None = None, max_nodes: int | None = None,
+                  _groups: tuple | None = None) -> Communication:
     """The collectives of one training step, per GPU, for the most loaded pipeline stage.
 
     ``batch`` is the micro-batch (sequences), ``grad_accum`` the micro-batches per step (a pipeline's
@@ -257,10 +257,9 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     The embedding's and loss's small tensor-parallel all-reduces are left out (one ``b s h`` each way per
     micro-batch against ``4 L`` of them). With partial recomputation (``recompute_layers``, see
     :func:`~llmsizing.memory.training_memory`) only the recomputed layers of the stage run their forward's
-    TP and CP collectives again. Taught in chapters 7 and 8; measured in chapter 9.
-    """
+    TP and CP collectives again. Taught in chapters 7 and 8; measured in chapter 9. ``_groups``: the groups
+    whose collectives to build (default all; the planner asks for a few, issue 35), each the same rows."""
     from .memory import stage_params
-
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     par = resolve_parallel(parallel, model, seq=seq)
@@ -273,10 +272,11 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     links = group_network(par, gpu, node=nd)
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
-    reduced = par.dp_cp > 1 or model.is_moe      # (a dense model's dp x cp = 1 reduces nothing: issue 35)
+    want = (lambda group: True) if _groups is None else _groups.__contains__
+    reduced = (par.dp_cp > 1 or model.is_moe) and want("dp")     # (a dense model's dp x cp = 1: nothing)
     on_rank = max(stage_params(model, par)) if reduced else 0.0
     dp_parts = [("", par.dp_cp, on_rank, None)] if reduced else []
-    if model.is_moe:                          # ---- mixture of experts: expert gradients over edp
+    if model.is_moe and reduced:              # ---- mixture of experts: expert gradients over edp
         split = stage_split(model, par)
         i = max(range(par.pp), key=lambda j: split[j]["dense"] + split[j]["experts"])
         edp = expert_data_parallel(par)
@@ -292,7 +292,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
                           f"beyond {MAX_MEANINGFUL:,} bytes")
 
     def add(name, group, n, kind, message, calls, gl=None):
-        if n == 1 or calls == 0:
+        if n == 1 or calls == 0 or not want(group):
             return
         if message * calls > MAX_MEANINGFUL:   # per step: bucketed and per-layer calls split one volume
             raise too_large(name, message, calls)
@@ -324,7 +324,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         add("TP all-reduce (forward)", "tp", par.tp, "all-reduce", act, 2 * fwd_layers * m)
         add("TP all-reduce (backward)", "tp", par.tp, "all-reduce", act, 2 * layers * m)
 
-    if par.cp > 1:
+    if par.cp > 1 and want("cp"):
         cp, gl = par.cp, links["cp"]
         # one rank's K, V
         chunk = act_b * batch * local * 2 * max(model.kv_heads / par.tp, 1) * model.head_dim
@@ -345,7 +345,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
             add("CP K,V all-gather (backward)", "cp", cp, "all-gather", cp * chunk, layers * m)
             add("CP dK,dV reduce-scatter (backward)", "cp", cp, "reduce-scatter", cp * chunk, layers * m)
 
-    if par.pp > 1:
+    if par.pp > 1 and want("pp"):
         gl = links["pp"]
         p2p = act / (par.tp if par.sp else 1)
         if p2p > MAX_MEANINGFUL:
@@ -353,7 +353,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         calls = 2 * m * par.virtual_stages                   # one activation out, one gradient back
         out.append(Collective("PP send/recv (activations and their gradients)", "pp", 2, gl.link, calls, p2p,
                               calls * p2p, gl.bandwidth_gbps, calls * gl.alpha_s))
-    if par.ep > 1:                            # ---- expert parallelism's all-to-all (llmsizing.moe)
+    if par.ep > 1 and want("ep"):             # ---- expert parallelism's all-to-all (llmsizing.moe)
         from .moe import ep_all_to_all
 
         out += ep_all_to_all(model, par, batch=batch, seq=seq, gpu=get_gpu(gpu), node=nd, grad_accum=m,

@@ -369,7 +369,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         msg = np.array([[c.message_bytes for c in communication(
             model, Parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
             gpu=gpu_list[g_], precision=precision,
-            node=node_of[gpu_list[g_].name]).collectives if c.group == "pp"][0]
+            node=node_of[gpu_list[g_].name], _groups=("pp",)).collectives if c.group == "pp"][0]
             for g_, t_, c_, p_, b_ in (first[k] for k in range(len(msg_keys)))])
         msg_of = msg[msg_idx[full_idx]]
         bw, alpha, _ = _row_links(gpu_list, node_of, gi[on], pp[on], (tp * cp * dp)[on])
@@ -408,7 +408,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
             traffic[k], per_byte[k], latency[k] = traffic[same], per_byte[same], latency[same]
             continue
         comm = communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq,
-                             gpu=g, precision=precision, node=node_of[g.name])
+                             gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",))
         for c in comm.collectives:
             if c.group == "dp":
                 s = _dp_slot(c.collective)

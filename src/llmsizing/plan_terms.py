@@ -70,7 +70,7 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
             if key not in shared:
                 shared[key] = communication(
                     model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
-                    recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes)
+                    recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes, _groups=("tp", "cp"))
             comm = shared[key]
             # (without cp the attention the ring hides behind is (0, 0) on every GPU: the terms are shared)
             if c_ > 1 or key not in terms_of:
