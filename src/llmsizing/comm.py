@@ -176,7 +176,7 @@ GROUP_STRIDES = ("tp", "cp", "dp", "pp")
 
 
 def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | None = None,
-                  inter_node_gbps: float | None = None) -> dict[str, GroupLink]:
+                  inter_node_gbps: float | None = None, _groups: tuple | None = None) -> dict[str, GroupLink]:
     """Each parallel group's link (:class:`~llmsizing.network.GroupLink`: achievable bandwidth, latency,
     whether it leaves the node). Megatron-LM's order puts the ``tp`` ranks of a group next to each other, then
     ``cp`` (``tp`` apart), then ``dp`` (``tp x cp`` apart), then ``pp`` (``tp x cp x dp`` apart);
@@ -184,18 +184,16 @@ def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | No
     that reduce the gradients together (``tp`` apart; the ``dp`` ranks alone without context parallelism); the
     ``"cp"`` key is there only when ``cp > 1``.
     ``node`` is a name in ``data/nodes.csv`` (default: the GPU's); ``gpus_per_node`` and ``inter_node_gbps``
-    override it (:func:`~llmsizing.network.get_node`)."""
+    override it (:func:`~llmsizing.network.get_node`). ``_groups``: only these keys (the planner's, issue
+    35)."""
     par = resolve_parallel(parallel)
     g = get_gpu(gpu)
     nd = get_node(node, g, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
-    out = {"tp": group_link(g, nd, size=par.tp, stride=1),
-           "dp": group_link(g, nd, size=par.dp_cp, stride=par.tp),
-           "pp": group_link(g, nd, size=par.pp, stride=par.tp * par.dp_cp)}
-    if par.cp > 1:
-        out["cp"] = group_link(g, nd, size=par.cp, stride=par.tp)
-    if par.ep > 1:                        # ---- expert parallelism: Megatron-Core's expert grid etp-ep-edp-pp
-        out["ep"] = group_link(g, nd, size=par.ep, stride=par.etp)
-    return out
+    # (size, stride) of each group; expert parallelism: Megatron-Core's expert grid etp-ep-edp-pp
+    groups = {"tp": (par.tp, 1), "dp": (par.dp_cp, par.tp), "pp": (par.pp, par.tp * par.dp_cp),
+              "cp": (par.cp, par.tp), "ep": (par.ep, par.etp)}
+    return {k: group_link(g, nd, size=n, stride=stride) for k, (n, stride) in groups.items()
+            if (k in ("tp", "dp", "pp") or n > 1) and (_groups is None or k in _groups)}
 
 
 def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
@@ -204,9 +202,9 @@ def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
     ``{"tp": (link, gbps), "dp": ..., "pp": ...}`` (:func:`group_network` without the latency). A group inside
     a node rides the GPU's own link; one that spans nodes shows ``"network"``, at ``k`` NICs' worth per GPU
     for ``k`` of its GPUs per node."""
-    net = group_network(parallel, gpu, node=node, gpus_per_node=gpus_per_node,
-                        inter_node_gbps=inter_node_gbps)
-    return {k: (v.link, v.bandwidth_gbps) for k, v in net.items()}
+    return {k: (v.link, v.bandwidth_gbps) for k, v in
+            group_network(parallel, gpu, node=node, gpus_per_node=gpus_per_node,
+                          inter_node_gbps=inter_node_gbps).items()}
 
 
 def communication(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
@@ -260,6 +258,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     TP and CP collectives again. Taught in chapters 7 and 8; measured in chapter 9. ``_groups``: the groups
     whose collectives to build (default all; the planner asks for a few, issue 35), each the same rows."""
     from .memory import stage_params
+
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     par = resolve_parallel(parallel, model, seq=seq)
@@ -269,7 +268,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
     nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
-    links = group_network(par, gpu, node=nd)
+    links = group_network(par, gpu, node=nd, _groups=_groups)
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
     want = (lambda group: True) if _groups is None else _groups.__contains__

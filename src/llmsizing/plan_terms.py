@@ -63,7 +63,7 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
                 if t_ == 1 and c_ == 1:
                     same_of[g_, t_, c_] = ()
                 else:
-                    links = group_network(par, g, node=node_of[g.name])
+                    links = group_network(par, g, node=node_of[g.name], _groups=("tp", "cp"))
                     same_of[g_, t_, c_] = ((g_,) if c_ > 1 and cp_comm == "a2a" else
                                            (links["tp"], links.get("cp")))
             key = (same_of[g_, t_, c_], t_, c_, b_, r_)
