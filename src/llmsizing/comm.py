@@ -211,7 +211,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
                   gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
                   precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none",
                   node=None, recompute_layers: int | None = None, max_nodes: int | None = None,
-                  _groups: tuple | None = None) -> Communication:
+                  _groups: tuple | None = None, _links: dict | None = None) -> Communication:
     """The collectives of one training step, per GPU, for the most loaded pipeline stage.
 
     ``batch`` is the micro-batch (sequences), ``grad_accum`` the micro-batches per step (a pipeline's
@@ -256,7 +256,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     micro-batch against ``4 L`` of them). With partial recomputation (``recompute_layers``, see
     :func:`~llmsizing.memory.training_memory`) only the recomputed layers of the stage run their forward's
     TP and CP collectives again. Taught in chapters 7 and 8; measured in chapter 9. ``_groups``: the groups
-    whose collectives to build (default all; the planner asks for a few, issue 35), each the same rows."""
+    whose collectives to build (default all; the planner asks for a few, issue 35), each the same rows;
+    ``_links``: their links (default :func:`group_network`'s; the planner's hold arrays of links)."""
     from .memory import stage_params
 
     model = resolve_model(model, moe=True)
@@ -268,7 +269,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
     nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
-    links = group_network(par, gpu, node=nd, _groups=_groups)
+    links = _links or group_network(par, gpu, node=nd, _groups=_groups)
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
     want = (lambda group: True) if _groups is None else _groups.__contains__

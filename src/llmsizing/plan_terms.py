@@ -12,6 +12,8 @@ ring's hops hide behind the attention core only), so they are the same numbers, 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .comm import communication, dp_schedule, group_network, ring_bytes
@@ -44,6 +46,8 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
         eps_of.setdefault((g_, t_, c_, b_), {})[e_] = None
     rates_of: dict = {}        # (they do not depend on the recomputation)
     max_nodes = route_max_nodes(model)
+    terms_of.update(_tp_terms(model, gpu_list, keys, seq=seq, precision=precision, node_of=node_of,
+                              cp_comm=cp_comm, rcs=rcs, max_nodes=max_nodes, same_of=same_of))
     for g_, t_, c_, b_, e_, r_ in keys:
         g = gpu_list[g_]
         if g_ not in peak_of:
@@ -67,13 +71,13 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
                     same_of[g_, t_, c_] = ((g_,) if c_ > 1 and cp_comm == "a2a" else
                                            (links["tp"], links.get("cp")))
             key = (same_of[g_, t_, c_], t_, c_, b_, r_)
-            if key not in shared:
-                shared[key] = communication(
-                    model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
-                    recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes, _groups=("tp", "cp"))
-            comm = shared[key]
             # (without cp the attention the ring hides behind is (0, 0) on every GPU: the terms are shared)
             if c_ > 1 or key not in terms_of:
+                if key not in shared:
+                    shared[key] = communication(
+                        model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
+                        recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes, _groups=("tp", "cp"))
+                comm = shared[key]
                 cp_att = _cp_attention_s(model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1,
                                          recompute=rcs[r_], dtype=dtype, eff=e,
                                          rate=rates_of[g_, t_, c_, b_, e_][1])    # (its attention rate)
@@ -85,6 +89,45 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
         gemm_rate, attention_rate = rates_of[g_, t_, c_, b_, e_]
         out.append((gemm_rate, *comm_of[g_, t_, c_, b_, r_], attention_rate))
     return np.array(out, dtype=float).reshape(-1, 6), {g_: v[0] for g_, v in peak_of.items()}
+
+
+def _tp_terms(model, gpu_list, keys, *, seq: int, precision: str, node_of: dict, cp_comm: str, rcs,
+              max_nodes, same_of: dict) -> dict:
+    """:func:`layer_terms`' communication terms of its keys without context parallelism (``cp = 1``,
+    ``tp > 1``), by ``(links, tp, cp, micro-batch, recomputation)`` (filling ``same_of``, each (GPU, tp)'s
+    links): one :func:`~llmsizing.comm.communication` per (tp, micro-batch, recomputation, whether the tp
+    group leaves the scale-up domain) for all the distinct tp links at once, their bandwidths and latencies
+    as arrays (issue 35: 213 calls for Llama 4 Scout over the catalogue). The step model's own arithmetic,
+    element by element: each link's numbers are those of its own call, bit for bit."""
+    groups: dict = {}          # (tp, micro, rc, leaving the domain) -> {tp link: None}
+    for g_, t_, c_, b_, _, r_ in keys:
+        if c_ != 1 or t_ == 1:
+            continue
+        if (g_, t_, 1) not in same_of:
+            g = gpu_list[g_]
+            par = kept_parallel(tp=t_, sp=True, cp=1, cp_comm=cp_comm)
+            links = group_network(par, g, node=node_of[g.name], _groups=("tp", "cp"))
+            same_of[g_, t_, 1] = (links["tp"], links.get("cp"))
+        tl = same_of[g_, t_, 1][0]
+        groups.setdefault((t_, b_, r_, tl.across), {}).setdefault(tl, g_)
+    out = {}
+    for (t_, b_, r_, _), at in groups.items():
+        links, g = list(at), gpu_list[next(iter(at.values()))]
+        tp_links = replace(links[0], bandwidth_gbps=np.array([x.bandwidth_gbps for x in links]),
+                           alpha_s=np.array([x.alpha_s for x in links]))
+        comm = communication(model, kept_parallel(tp=t_, sp=True, cp=1, cp_comm=cp_comm), batch=b_, seq=seq,
+                             gpu=g, precision=precision, grad_accum=1, recompute=rcs[r_],
+                             node=node_of[g.name], max_nodes=max_nodes, _groups=("tp", "cp"),
+                             _links={"tp": tp_links})
+        # (tp exposure does not depend on the compute's windows; without cp no attention window)
+        exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=(0.0, 0.0))
+        by = comm.by_group()
+        tp_exposed = np.broadcast_to(exposed["tp"], len(links))
+        tp_all = np.broadcast_to(by.get("tp", 0.0), len(links))
+        for i, x in enumerate(links):
+            out[(x, None), t_, 1, b_, r_] = (float(tp_exposed[i]), exposed.get("cp", 0.0), float(tp_all[i]),
+                                            by.get("cp", 0.0))
+    return out
 
 
 def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: bool, n_slots: int, slot_of,
