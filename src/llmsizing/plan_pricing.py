@@ -360,18 +360,14 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     pp_all = np.zeros(n)
     if has_pp.any():
         on = np.flatnonzero(has_pp)
-        full_keys, full_idx = _groups(gi[on], tp[on], cp[on], pp[on], b[on])
-        # (tp, cp, micro)
-        msg_keys, msg_idx = _groups(*zip(*((t_, c_, b_) for _, t_, c_, _, b_ in full_keys)))
-        first: dict = {}
-        for key, k in zip(full_keys, msg_idx.tolist()):
-            first.setdefault(k, key)
+        # per (tp, cp, micro): the message depends on nothing else (the GPU and pp of its first plan)
+        _, first, msg_idx = _group_columns(tp[on], cp[on], b[on])
         msg = np.array([[c.message_bytes for c in communication(
             model, Parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
             gpu=gpu_list[g_], precision=precision,
             node=node_of[gpu_list[g_].name], _groups=("pp",)).collectives if c.group == "pp"][0]
-            for g_, t_, c_, p_, b_ in (first[k] for k in range(len(msg_keys)))])
-        msg_of = msg[msg_idx[full_idx]]
+            for g_, t_, c_, p_, b_ in zip(*(x[on[first]].tolist() for x in (gi, tp, cp, pp, b)))])
+        msg_of = msg[msg_idx]
         bw, alpha, _ = _row_links(gpu_list, node_of, gi[on], pp[on], (tp * cp * dp)[on])
         bw = bw * 1e9
         calls = 2 * mf[has_pp]
@@ -524,11 +520,13 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     held_keys, held_idx = _groups(tp, pp, ep)
     share = np.zeros((len(held_keys), 2))
     held = np.zeros((len(held_keys), 3))                 # the stage's dense and expert parameters, its layers
+    ones = {k: _split(model, k[0], 1, None, k[1], expert_tp)[0] for k in {(t, e) for t, _, e in held_keys}}
+    most = {p_: max(layers_per_stage(model.layers, kept_parallel(pp=p_))) for p_ in {k[1] for k in held_keys}}
     for k, (t_, p_, e_) in enumerate(held_keys):
-        rows, one = _split(model, t_, p_, None, e_, expert_tp), _split(model, t_, 1, None, e_, expert_tp)[0]
+        rows, one = _split(model, t_, p_, None, e_, expert_tp), ones[t_, e_]
         i = max(range(p_), key=lambda j: rows[j][0] + rows[j][1])
         share[k] = (rows[i][0] / one[0], rows[i][1] / one[1])
-        held[k] = (rows[i][0], rows[i][1], max(layers_per_stage(model.layers, kept_parallel(pp=p_))))
+        held[k] = (rows[i][0], rows[i][1], most[p_])
     share, held = share[held_idx], held[held_idx]
     dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut]
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency[:, cut]
@@ -537,11 +535,12 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     dense, experts = dense[at], experts[at]
     # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
     # behind each backward (exposed_by_group): the two parts' slot 1 is one window
-    both = np.zeros_like(dense)
-    both[:, 1] = dense[:, 1] + experts[:, 1]
+    # (a row of that one window alone: its other slots' terms, 0 with fwd, bwd >= 0, add nothing)
+    both = dense[:, 1] + experts[:, 1]
     dense[:, 1] = experts[:, 1] = 0.0
-    exposed = sum(_dp_exposed(c, fwd, bwd, mf) for c in (dense, experts, both))
-    total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts, both))
+    exposed = (_dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf)
+               + mf * np.maximum(0.0, both - bwd))
+    total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts)) + mf * both
     return exposed, total
 
 
