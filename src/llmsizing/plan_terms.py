@@ -37,96 +37,93 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     :func:`~llmsizing.layouts.step_time` takes it)."""
     out = []
     peak_of: dict = {}
-    comm_of: dict = {}         # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep
-    shared: dict = {}          # the communication per (tp and cp links, tp, cp, micro, rc)
-    same_of: dict = {}         # the tp and cp links of each (GPU, tp, cp)
-    terms_of: dict = {}        # the row's communication terms per shared key
     eps_of: dict = {}          # the ep degrees of each (GPU, tp, cp, micro): one rates call for them all
     for g_, t_, c_, b_, e_, _ in keys:
         eps_of.setdefault((g_, t_, c_, b_), {})[e_] = None
     rates_of: dict = {}        # (they do not depend on the recomputation)
-    max_nodes = route_max_nodes(model)
-    terms_of.update(_tp_terms(model, gpu_list, keys, seq=seq, precision=precision, node_of=node_of,
-                              cp_comm=cp_comm, rcs=rcs, max_nodes=max_nodes, same_of=same_of))
-    for g_, t_, c_, b_, e_, r_ in keys:
+    for (g_, t_, c_, b_), eps in eps_of.items():
         g = gpu_list[g_]
         if g_ not in peak_of:
             peak_of[g_] = (dense_tflops(g, dtype) * 1e12,
                            default_efficiency(g, dtype) if eff is None else eff)
-        e = peak_of[g_][1]
-        if (g_, t_, c_, b_, e_) not in rates_of:
-            eps = tuple(eps_of[g_, t_, c_, b_])
-            gemm, attention = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
-                                    kernel_efficiency=e, ep=eps)
-            rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
+        eps = tuple(eps)
+        gemm, attention = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
+                                kernel_efficiency=peak_of[g_][1], ep=eps)
+        rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
+    max_nodes = route_max_nodes(model)
+    # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep
+    comm_of = _link_terms(model, gpu_list, keys, seq=seq, precision=precision, dtype=dtype, node_of=node_of,
+                          cp_comm=cp_comm, rcs=rcs, max_nodes=max_nodes, rates_of=rates_of)
+    shared: dict = {}          # the rest (no tp nor cp group; Ulysses' all-to-all): per (tp, cp, micro, rc)
+    for g_, t_, c_, b_, e_, r_ in keys:
+        g = gpu_list[g_]
         if (g_, t_, c_, b_, r_) not in comm_of:
-            par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
-            # GPUs whose tp and cp groups ride equal links send the same (Ulysses' all-to-all: not shared);
-            # without tp and cp (groups of one GPU) nothing is sent on any GPU
-            if (g_, t_, c_) not in same_of:
-                if t_ == 1 and c_ == 1:
-                    same_of[g_, t_, c_] = ()
-                else:
-                    links = group_network(par, g, node=node_of[g.name], _groups=("tp", "cp"))
-                    same_of[g_, t_, c_] = ((g_,) if c_ > 1 and cp_comm == "a2a" else
-                                           (links["tp"], links.get("cp")))
-            key = (same_of[g_, t_, c_], t_, c_, b_, r_)
-            # (without cp the attention the ring hides behind is (0, 0) on every GPU: the terms are shared)
-            if c_ > 1 or key not in terms_of:
-                if key not in shared:
-                    shared[key] = communication(
-                        model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
-                        recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes, _groups=("tp", "cp"))
-                comm = shared[key]
+            key = (g_ if c_ > 1 else None, t_, c_, b_, r_)      # (without tp and cp nothing is sent)
+            if key not in shared:
+                par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
+                comm = communication(
+                    model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
+                    recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes, _groups=("tp", "cp"))
                 cp_att = _cp_attention_s(model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1,
-                                         recompute=rcs[r_], dtype=dtype, eff=e,
+                                         recompute=rcs[r_], dtype=dtype, eff=peak_of[g_][1],
                                          rate=rates_of[g_, t_, c_, b_, e_][1])    # (its attention rate)
                 # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
                 exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
                 by = comm.by_group()
-                terms_of[key] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))
-            comm_of[g_, t_, c_, b_, r_] = terms_of[key]
+                shared[key] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))
+            comm_of[g_, t_, c_, b_, r_] = shared[key]
         gemm_rate, attention_rate = rates_of[g_, t_, c_, b_, e_]
         out.append((gemm_rate, *comm_of[g_, t_, c_, b_, r_], attention_rate))
     return np.array(out, dtype=float).reshape(-1, 6), {g_: v[0] for g_, v in peak_of.items()}
 
 
-def _tp_terms(model, gpu_list, keys, *, seq: int, precision: str, node_of: dict, cp_comm: str, rcs,
-              max_nodes, same_of: dict) -> dict:
-    """:func:`layer_terms`' communication terms of its keys without context parallelism (``cp = 1``,
-    ``tp > 1``), by ``(links, tp, cp, micro-batch, recomputation)`` (filling ``same_of``, each (GPU, tp)'s
-    links): one :func:`~llmsizing.comm.communication` per (tp, micro-batch, recomputation, whether the tp
-    group leaves the scale-up domain) for all the distinct tp links at once, their bandwidths and latencies
-    as arrays (issue 35: 213 calls for Llama 4 Scout over the catalogue). The step model's own arithmetic,
-    element by element: each link's numbers are those of its own call, bit for bit."""
-    groups: dict = {}          # (tp, micro, rc, leaving the domain) -> {tp link: None}
-    for g_, t_, c_, b_, _, r_ in keys:
-        if c_ != 1 or t_ == 1:
+def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, node_of: dict, cp_comm: str,
+                rcs, max_nodes, rates_of: dict) -> dict:
+    """:func:`layer_terms`' communication terms ``(tp exposed, cp exposed, tp, cp)`` of its keys with a tp
+    or cp group (Ulysses' all-to-all aside), by (GPU, tp, cp, micro-batch, recomputation): one
+    :func:`~llmsizing.comm.communication`, :func:`~llmsizing.layouts._cp_attention_s` and
+    :func:`~llmsizing.layouts.exposed_by_group` per (tp, cp, micro-batch, recomputation, whether the tp and
+    the cp group leave the scale-up domain) for all the GPUs at once: their distinct tp and cp links'
+    bandwidths and latencies, and with cp their attention rates (the ring hides behind the attention), as
+    arrays (issue 35: 213 calls for Llama 4 Scout over the catalogue, 946 for Llama 3.1 405B at 128K). The
+    step model's own arithmetic element by element: each GPU's numbers are those of its own call, bit for
+    bit (``tests/test_planner_speed.py``)."""
+    same_of: dict = {}         # the tp and cp links of each (GPU, tp, cp)
+    groups: dict = {}          # (tp, cp, micro, rc, leaving) -> {(tp link, cp link, rate): [GPUs]}
+    for g_, t_, c_, b_, e_, r_ in keys:
+        if t_ == 1 and c_ == 1 or c_ > 1 and cp_comm == "a2a":
             continue
-        if (g_, t_, 1) not in same_of:
+        if (g_, t_, c_) not in same_of:
             g = gpu_list[g_]
-            par = kept_parallel(tp=t_, sp=True, cp=1, cp_comm=cp_comm)
+            par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
             links = group_network(par, g, node=node_of[g.name], _groups=("tp", "cp"))
-            same_of[g_, t_, 1] = (links["tp"], links.get("cp"))
-        tl = same_of[g_, t_, 1][0]
-        groups.setdefault((t_, b_, r_, tl.across), {}).setdefault(tl, g_)
+            same_of[g_, t_, c_] = (links["tp"], links.get("cp"))
+        tl, cl = same_of[g_, t_, c_]
+        member = (tl, cl, rates_of[g_, t_, c_, b_, e_][1] if c_ > 1 else None)
+        at = groups.setdefault((t_, c_, b_, r_, tl.across, cl and cl.across), {}).setdefault(member, {})
+        at[g_] = None
     out = {}
-    for (t_, b_, r_, _), at in groups.items():
-        links, g = list(at), gpu_list[next(iter(at.values()))]
-        tp_links = replace(links[0], bandwidth_gbps=np.array([x.bandwidth_gbps for x in links]),
-                           alpha_s=np.array([x.alpha_s for x in links]))
-        comm = communication(model, kept_parallel(tp=t_, sp=True, cp=1, cp_comm=cp_comm), batch=b_, seq=seq,
-                             gpu=g, precision=precision, grad_accum=1, recompute=rcs[r_],
-                             node=node_of[g.name], max_nodes=max_nodes, _groups=("tp", "cp"),
-                             _links={"tp": tp_links})
-        # (tp exposure does not depend on the compute's windows; without cp no attention window)
-        exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=(0.0, 0.0))
+    for (t_, c_, b_, r_, _, _), at in groups.items():
+        members, g_ = list(at), next(iter(next(iter(at.values()))))
+        g = gpu_list[g_]
+        links = {k: replace(members[0][i], bandwidth_gbps=np.array([m[i].bandwidth_gbps for m in members]),
+                            alpha_s=np.array([m[i].alpha_s for m in members]))
+                 for i, k in enumerate(("tp", "cp")[:2 if c_ > 1 else 1])}
+        par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
+        comm = communication(model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
+                             recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes,
+                             _groups=("tp", "cp"), _links=links)
+        cp_att = (0.0, 0.0) if c_ == 1 else _cp_attention_s(
+            model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1, recompute=rcs[r_], dtype=dtype,
+            eff=0.5, rate=np.array([m[2] for m in members]))       # (eff: only for a rate not given)
+        # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
+        exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
         by = comm.by_group()
-        tp_exposed = np.broadcast_to(exposed["tp"], len(links))
-        tp_all = np.broadcast_to(by.get("tp", 0.0), len(links))
-        for i, x in enumerate(links):
-            out[(x, None), t_, 1, b_, r_] = (float(tp_exposed[i]), exposed.get("cp", 0.0), float(tp_all[i]),
-                                            by.get("cp", 0.0))
+        cols = [np.broadcast_to(x, len(members)).tolist() for x in
+                (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))]
+        for i, m in enumerate(members):
+            for gpu in at[m]:
+                out[gpu, t_, c_, b_, r_] = tuple(c[i] for c in cols)
     return out
 
 
