@@ -26,7 +26,7 @@ from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
 from .network import group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
-from .plan_terms import _group_columns, _groups, dp_unit_rows, layer_terms  # noqa: F401
+from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
@@ -391,26 +391,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
         return step, peaks[gi]
     dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
-    per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
-    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes of a pass (all calls), no pipeline
-    latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # the latency of one call of each slot
-    seen: dict = {}                 # GPUs whose data-parallel groups ride the same link send the same
-    for k, (g_, t_, z_, d_) in enumerate(dp_keys):
-        if d_ == 1:
-            continue
-        g = gpu_list[g_]
-        same = seen.setdefault((group_link(g, node_of[g.name], size=d_, stride=t_), t_, z_, d_), k)
-        if same != k:
-            traffic[k], per_byte[k], latency[k] = traffic[same], per_byte[same], latency[same]
-            continue
-        comm = communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq,
-                             gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",))
-        for c in comm.collectives:
-            if c.group == "dp":
-                s = _dp_slot(c.collective)
-                traffic[k, s] += c.bytes_per_gpu
-                per_byte[k, s] = 1 / (c.bandwidth_gbps * 1e9)
-                latency[k, s] += c.latency_s / c.calls
+    # seconds per byte of a call's traffic, bytes of a pass (all calls), the latency of one call, per slot
+    per_byte, traffic, latency = dp_link_rows(model, gpu_list, dp_keys, seq=seq, precision=precision,
+                                              node_of=node_of, slot_of=_dp_slot, n_slots=len(_DP_SLOTS))
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
     held = np.array([(max(stage_params(model, Parallel(tp=t_, pp=p_))),

@@ -23,7 +23,7 @@ from .kernels import rates
 from .layouts import _cp_attention_s, exposed_by_group
 from .moe import _split
 from .moe_layouts import route_max_nodes
-from .network import latency_steps
+from .network import group_link, latency_steps
 from .parallel import kept_parallel
 
 
@@ -125,6 +125,43 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
             for gpu in at[m]:
                 out[gpu, t_, c_, b_, r_] = tuple(c[i] for c in cols)
     return out
+
+
+def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: dict, slot_of,
+                 n_slots: int) -> tuple:
+    """A dense model's data-parallel collectives for the planner's pricing
+    (:func:`~llmsizing.plan_pricing._price`) per key ``(GPU index, tp, ZeRO stage, dp x cp)`` of ``keys``,
+    without a pipeline: ``(seconds per byte of a call's traffic, bytes of a pass, latency of one call)``,
+    each an array of a row per key and a column per slot (``slot_of``, the planner's
+    :func:`~llmsizing.plan_pricing._dp_slot`). One
+    :func:`~llmsizing.comm.communication` per (tp, ZeRO stage, dp x cp, whether the group leaves the scale-up
+    domain) for the distinct links of all GPUs at once, their bandwidths and latencies as arrays (issue 35):
+    each link's numbers are those of its own call, bit for bit. Keys with ``dp x cp = 1`` send nothing."""
+    per_byte, traffic, latency = (np.zeros((len(keys), n_slots)) for _ in range(3))
+    groups: dict = {}          # (tp, zero, dp x cp, leaving) -> {dp link: (a GPU, [keys])}
+    for k, (g_, t_, z_, d_) in enumerate(keys):
+        if d_ > 1:
+            g = gpu_list[g_]
+            gl = group_link(g, node_of[g.name], size=d_, stride=t_)
+            groups.setdefault((t_, z_, d_, gl.across), {}).setdefault(gl, (g_, []))[1].append(k)
+    for (t_, z_, d_, _), at in groups.items():
+        links = list(at)
+        g = gpu_list[at[links[0]][0]]
+        dp_links = replace(links[0], bandwidth_gbps=np.array([x.bandwidth_gbps for x in links]),
+                           alpha_s=np.array([x.alpha_s for x in links]))
+        comm = communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq,
+                             gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",),
+                             _links={"dp": dp_links})
+        rows = [at[x][1] for x in links]
+        idx = np.concatenate(rows)
+        which = np.repeat(np.arange(len(links)), [len(r) for r in rows])
+        for c in comm.collectives:
+            if c.group == "dp":
+                s = slot_of(c.collective)
+                traffic[idx, s] += c.bytes_per_gpu
+                per_byte[idx, s] = (1 / (c.bandwidth_gbps * 1e9))[which]
+                latency[idx, s] += (c.latency_s / c.calls)[which]
+    return per_byte, traffic, latency
 
 
 def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: bool, n_slots: int, slot_of,
