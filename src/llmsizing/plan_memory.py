@@ -246,9 +246,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     if not parts:
         return None, None
     lay = np.repeat(np.arange(len(parts)), n_lay)                   # each candidate's layout
-    start = np.concatenate([[0], np.cumsum(n_lay)[:-1]])
     cat = {k: np.concatenate([c[k] for _, _, c in parts]) for k in ("block", "cp", "micro", "dp", "m", "dpf")}
-    local = np.arange(len(lay)) - start[lay]                         # a candidate's index in its layout
     # a candidate's coefficients: one per (layout, its (cp, accumulation class) pair)
     pair_of = np.concatenate([c["group"] for _, _, c in parts])
     first_pair = np.concatenate([[0], np.cumsum([len(c["pairs"]) for _, _, c in parts])[:-1]])
