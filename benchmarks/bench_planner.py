@@ -73,6 +73,14 @@ bench_ab.py 9 runs a side at a load of 2.2 to 2.6, paired ratios: Scout 0.89, gp
 0.80, Qwen3-30B-A3B 0.94, DeepSeek-V3 0.90, Mixtral 0.91, Qwen3-235B 0.96; this script, CPU s best of 3 at a
 load of 2.2: Scout 0.35, gpt-oss-120b 0.31, DeepSeek-V2 0.32, Qwen3-30B-A3B 0.40 (NOT met), DeepSeek-V3 0.24,
 Mixtral 0.27, Qwen3-235B 0.23 (met).
+
+Issue 35, comm35l (2026-11-30, base 7f46ab2): the pricing of tp, cp and dp collectives over links as arrays
+(plan_terms._link_terms, dp_link_rows: one communication per (tp, cp, micro, rc, leaving the domain) for all
+GPUs), communication/group_network build only the groups asked for, and partial recomputation solved for all
+layouts at once (plan_memory._least); two chapter-17 widget cases added. bench_ab.py (5 runs a side, load 10
+to 20, code at eb9f1eb), paired ratios: 405B whole catalogue 0.83, at 128K 0.60, 70B on 4 types 0.79, 70B at
+128K on H100s 0.70, 8B at 32K 0.72, 8B over the catalogue 0.71; mixtures of experts 0.79 to 0.94
+(Qwen3-30B-A3B on H100s 1.15, Mixtral at 32K 1.03: noise at that load). Frames bit-identical to 7f46ab2's.
 """
 
 from __future__ import annotations
@@ -132,6 +140,12 @@ CASES = [
      dict(tokens=1e12, seq=65536, global_batch=64, gpus=("H100 SXM",))),
     ("mixtral-8x7b at 32K on H100s", "mixtral-8x7b",
      dict(tokens=1e12, seq=32768, global_batch=64, gpus=("H100 SXM",))),
+    # dense models at long context on one GPU type, as chapter 17's widget asks (16M tokens per step; issue
+    # 35, comm35l: tests/test_widget*'s model sweeps make one such search per catalogue model)
+    ("llama-3-70b at 128K on H100s, <= 16,384 (ch. 17 widget)", "llama-3-70b",
+     dict(tokens=8e11, seq=131072, global_batch=128, max_gpus=16384, gpus=("H100 SXM",))),
+    ("llama-3-8b at 32K on H100s, <= 16,384 (ch. 17 widget)", "llama-3-8b",
+     dict(tokens=8e11, seq=32768, global_batch=512, max_gpus=16384, gpus=("H100 SXM",))),
     ("llama-3-8b, whole catalogue, <= 1,024 GPUs", "llama-3-8b",
      dict(tokens=1e12, seq=8192, global_batch=512, max_gpus=1024,
           gpus=("A10", "L40S", "RTX 4090", "A100 40GB", "A100 80GB", "H100 SXM", "H200", "B200", "MI300X"))),

@@ -177,7 +177,7 @@ GROUP_STRIDES = ("tp", "cp", "dp", "pp")
 
 
 def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | None = None,
-                  inter_node_gbps: float | None = None) -> dict[str, GroupLink]:
+                  inter_node_gbps: float | None = None, _groups: tuple | None = None) -> dict[str, GroupLink]:
     """Each parallel group's link (:class:`~llmsizing.network.GroupLink`: achievable bandwidth, latency,
     whether it leaves the node). Megatron-LM's order puts the ``tp`` ranks of a group next to each other, then
     ``cp`` (``tp`` apart), then ``dp`` (``tp x cp`` apart), then ``pp`` (``tp x cp x dp`` apart);
@@ -185,18 +185,16 @@ def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | No
     that reduce the gradients together (``tp`` apart; the ``dp`` ranks alone without context parallelism); the
     ``"cp"`` key is there only when ``cp > 1``.
     ``node`` is a name in ``data/nodes.csv`` (default: the GPU's); ``gpus_per_node`` and ``inter_node_gbps``
-    override it (:func:`~llmsizing.network.get_node`)."""
+    override it (:func:`~llmsizing.network.get_node`). ``_groups``: only these keys (the planner's, issue
+    35)."""
     par = resolve_parallel(parallel)
     g = get_gpu(gpu)
     nd = get_node(node, g, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
-    out = {"tp": group_link(g, nd, size=par.tp, stride=1),
-           "dp": group_link(g, nd, size=par.dp_cp, stride=par.tp),
-           "pp": group_link(g, nd, size=par.pp, stride=par.tp * par.dp_cp)}
-    if par.cp > 1:
-        out["cp"] = group_link(g, nd, size=par.cp, stride=par.tp)
-    if par.ep > 1:                        # ---- expert parallelism: Megatron-Core's expert grid etp-ep-edp-pp
-        out["ep"] = group_link(g, nd, size=par.ep, stride=par.etp)
-    return out
+    # (size, stride) of each group; expert parallelism: Megatron-Core's expert grid etp-ep-edp-pp
+    groups = {"tp": (par.tp, 1), "dp": (par.dp_cp, par.tp), "pp": (par.pp, par.tp * par.dp_cp),
+              "cp": (par.cp, par.tp), "ep": (par.ep, par.etp)}
+    return {k: group_link(g, nd, size=n, stride=stride) for k, (n, stride) in groups.items()
+            if (k in ("tp", "dp", "pp") or n > 1) and (_groups is None or k in _groups)}
 
 
 def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
@@ -213,8 +211,8 @@ def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
 def communication(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
                   gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
                   precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none",
-                  node=None, recompute_layers: int | None = None,
-                  max_nodes: int | None = None) -> Communication:
+                  node=None, recompute_layers: int | None = None, max_nodes: int | None = None,
+                  _groups: tuple | None = None, _links: dict | None = None) -> Communication:
     """The collectives of one training step, per GPU, for the most loaded pipeline stage.
 
     ``batch`` is the micro-batch (sequences), ``grad_accum`` the micro-batches per step (a pipeline's
@@ -258,8 +256,9 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     The embedding's and loss's small tensor-parallel all-reduces are left out (one ``b s h`` each way per
     micro-batch against ``4 L`` of them). With partial recomputation (``recompute_layers``, see
     :func:`~llmsizing.memory.training_memory`) only the recomputed layers of the stage run their forward's
-    TP and CP collectives again. Taught in chapters 7 and 8; measured in chapter 9.
-    """
+    TP and CP collectives again. Taught in chapters 7 and 8; measured in chapter 9. ``_groups``: the groups
+    whose collectives to build (default all; the planner asks for a few, issue 35), each the same rows;
+    ``_links``: their links (default :func:`group_network`'s; the planner's hold arrays of links)."""
     from .memory import stage_params
 
     model = resolve_model(model, moe=True)
@@ -271,12 +270,14 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
     nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
-    links = group_network(par, gpu, node=nd)
+    links = _links or group_network(par, gpu, node=nd, _groups=_groups)
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
-    on_rank = max(stage_params(model, par))
-    dp_parts = [("", par.dp_cp, on_rank, None)]
-    if model.is_moe:                          # ---- mixture of experts: expert gradients over edp
+    want = (lambda group: True) if _groups is None else _groups.__contains__
+    reduced = (par.dp_cp > 1 or model.is_moe) and want("dp")     # (a dense model's dp x cp = 1: nothing)
+    on_rank = max(stage_params(model, par)) if reduced else 0.0
+    dp_parts = [("", par.dp_cp, on_rank, None)] if reduced else []
+    if model.is_moe and reduced:              # ---- mixture of experts: expert gradients over edp
         split = stage_split(model, par)
         i = max(range(par.pp), key=lambda j: split[j]["dense"] + split[j]["experts"])
         edp = expert_data_parallel(par)
@@ -292,7 +293,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
                           f"beyond {MAX_MEANINGFUL:,} bytes")
 
     def add(name, group, n, kind, message, calls, gl=None):
-        if n == 1 or calls == 0:
+        if n == 1 or calls == 0 or not want(group):
             return
         if message * calls > MAX_MEANINGFUL:   # per step: bucketed and per-layer calls split one volume
             raise too_large(name, message, calls)
@@ -324,7 +325,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         add("TP all-reduce (forward)", "tp", par.tp, "all-reduce", act, 2 * fwd_layers * m)
         add("TP all-reduce (backward)", "tp", par.tp, "all-reduce", act, 2 * layers * m)
 
-    if par.cp > 1:
+    if par.cp > 1 and want("cp"):
         cp, gl = par.cp, links["cp"]
         # one rank's K, V
         chunk = act_b * batch * local * 2 * max(model.kv_heads / par.tp, 1) * model.head_dim
@@ -345,7 +346,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
             add("CP K,V all-gather (backward)", "cp", cp, "all-gather", cp * chunk, layers * m)
             add("CP dK,dV reduce-scatter (backward)", "cp", cp, "reduce-scatter", cp * chunk, layers * m)
 
-    if par.pp > 1:
+    if par.pp > 1 and want("pp"):
         gl = links["pp"]
         p2p = act / (par.tp if par.sp else 1)
         if p2p > MAX_MEANINGFUL:
@@ -353,7 +354,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         calls = 2 * m * par.virtual_stages                   # one activation out, one gradient back
         out.append(Collective("PP send/recv (activations and their gradients)", "pp", 2, gl.link, calls, p2p,
                               calls * p2p, gl.bandwidth_gbps, calls * gl.alpha_s))
-    if par.ep > 1:                            # ---- expert parallelism's all-to-all (llmsizing.moe)
+    if par.ep > 1 and want("ep"):             # ---- expert parallelism's all-to-all (llmsizing.moe)
         from .moe import ep_all_to_all
 
         out += ep_all_to_all(model, par, batch=batch, seq=seq, gpu=get_gpu(gpu), node=nd, grad_accum=m,

@@ -364,7 +364,7 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
         elif c.group == "cp":
             if "ring" in c.collective:            # hidden behind this direction's attention blocks
                 window = cp_attention_s[0 if "(forward)" in c.collective else 1] * cp_share
-                out["cp"] += max(0.0, t - window)
+                out["cp"] += max(0.0, t - window) if isinstance(t, float) else (t - window).clip(0.0)
             else:
                 out["cp"] += t
         elif c.group == "tp":
@@ -388,8 +388,8 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
 
 
 def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, recompute: str, dtype: str,
-                    eff: float, recompute_layers: int | None = None,
-                    attention_kernel: str | None = None) -> tuple[float, float]:
+                    eff: float, recompute_layers: int | None = None, attention_kernel: str | None = None,
+                    rate: float | None = None) -> tuple[float, float]:
     """This GPU's attention-core seconds per step, ``(forward, backward)``, on the slowest stage: what the
     ring's hops of context parallelism can hide behind (:func:`exposed_by_group`). The forward's ``QK^T`` and
     ``attn @ V`` as causal kernels compute them (:func:`~llmsizing.flops.attention_flops_per_token` with
@@ -397,14 +397,14 @@ def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, rec
     the attention kernels' rate (:func:`llmsizing.kernels.rates`, as the step's compute); twice that in the
     backward, and the forward twice with full recomputation (which runs the ring again; with
     ``recompute_layers``, the recomputed layers of that stage only). ``(0, 0)`` without context
-    parallelism."""
+    parallelism. ``rate``: that rate, if the caller has it (the planner's, issue 35: an array of them)."""
     if par.cp == 1:
         return 0.0, 0.0
     stages = layers_per_stage(model.layers, par)
     layers = stages[most := max(range(par.pp), key=lambda i: stages[i])]
     # the attention core as causal kernels run it, at the attention kernels' rate (comm.step_compute_time_s)
     rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype, kernel_efficiency=eff,
-                 attention_kernel=attention_kernel)[1]
+                 attention_kernel=attention_kernel)[1] if rate is None else rate
     one = (attention_flops_per_token(model, seq=seq, causal=True) / model.layers * layers * batch * seq
            * grad_accum / (par.tp * par.cp) / rate)
     if recompute_layers is not None:

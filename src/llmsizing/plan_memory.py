@@ -246,9 +246,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     if not parts:
         return None, None
     lay = np.repeat(np.arange(len(parts)), n_lay)                   # each candidate's layout
-    start = np.concatenate([[0], np.cumsum(n_lay)[:-1]])
     cat = {k: np.concatenate([c[k] for _, _, c in parts]) for k in ("block", "cp", "micro", "dp", "m", "dpf")}
-    local = np.arange(len(lay)) - start[lay]                         # a candidate's index in its layout
     # a candidate's coefficients: one per (layout, its (cp, accumulation class) pair)
     pair_of = np.concatenate([c["group"] for _, _, c in parts])
     first_pair = np.concatenate([[0], np.cumsum([len(c["pairs"]) for _, _, c in parts])[:-1]])
@@ -272,12 +270,13 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
                 chosen[:, plain] |= floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN)
                 if rc == "full" and not model.is_moe:          # (a mixture of experts: whole model or none)
                     n[:, plain] = stage_layers[plain]
-            for k in np.unique(lay[rows[least]]).tolist():          # partial recomputation, layout by layout
-                (tp, pp, zero, ep), on, cand = parts[k]
-                sel = rows[least][lay[rows[least]] == k]
-                gi = np.flatnonzero(on)
-                n_k, t_k = _least(memory, tp, pp, zero, ep, cand, local[sel], limits[on], model.layers // pp)
-                n[np.ix_(gi, sel)], t[np.ix_(gi, sel)] = n_k, t_k
+            sel = rows[least]
+            if len(sel):                                     # partial recomputation, all layouts at once
+                n_l, t_l = _least(memory, parts, sel, lay=lay, pair_of=pair_of, coef_id=coef_id,
+                                  micro=cat["micro"], dpf=cat["dpf"], stage_layers=stage_layers,
+                                  limits=limits, on=on2d[:, sel])
+                n[:, sel] = np.where(on2d[:, sel], n_l, n[:, sel])
+                t[:, sel] = np.where(on2d[:, sel], t_l, t[:, sel])
             f = t <= limits[:, None]
             f[:, rows[least]] = n[:, rows[least]] > 0
             f &= ~chosen
@@ -332,26 +331,44 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
     return _total_bytes(tables, micro[rows], dpf[rows]), _total_bytes(tables, 0.0 * micro[rows], dpf[rows])
 
 
-def _least(memory, tp, pp, zero, ep, cand, rows, limit, stage_layers):
-    """Partial recomputation of one layout: per GPU (``limit``) and candidate of ``rows`` (indices into its
-    :func:`_candidates`) the fewest layers per stage that fit (0: none do), and the totals there."""
-    b, dpf, group, pairs = cand["micro"], cand["dpf"], cand["group"], cand["pairs"]
-    full = {}
-    for k in np.unique(group[rows]).tolist():
-        cp, c = pairs[k]
-        full[k] = memory.coefficients(tp, pp, zero, ep, "full", c, cp)
-    at = np.searchsorted(np.array(sorted(full)), group[rows])
-    whole = [np.stack([full[k][i] for k in sorted(full)])[at] for i in range(3)]
-    can = _total_bytes(whole, b[rows], dpf[rows])[None, :] <= limit[:, None]
-    n, t = np.zeros((len(limit), len(rows)), dtype=np.int64), np.full((len(limit), len(rows)), np.inf)
-    for k in np.unique(group[rows]):
-        sel = group[rows] == k
-        if not can[:, sel].any():                  # not even every layer recomputed fits
+def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_layers, limits, on):
+    """Partial recomputation of the candidates ``rows`` (of any layouts): per GPU (``limits``) and candidate
+    the fewest layers per stage that fit (0: none do), and the totals there; entries of GPUs off a
+    candidate's layout (``on`` False, GPU x candidate) are 0 and ``inf``, for the caller to drop.
+    Issue 35: one :func:`~llmsizing.plan_pricing._least_recompute_layers` per width of the pieces for all
+    layouts' candidates (a row of coefficients per candidate, from :meth:`SearchMemory.coefficients` and
+    :meth:`SearchMemory.one_layer` once per (layout, pair), the one-layer ones only where every layer
+    recomputed fits on some GPU), each entry the same numbers as one call per layout and pair gave."""
+    _, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
+    at = at.reshape(-1)
+    keys, full = [], []
+    for row in rows[first].tolist():
+        (tp, pp, zero, ep), _, cand = parts[lay[row]]
+        cp, c = cand["pairs"][pair_of[row]]
+        keys.append((tp, pp, zero, ep, c, cp, int(stage_layers[row])))
+        full.append(memory.coefficients(tp, pp, zero, ep, "full", c, cp))
+    b, dp, layers = micro[rows], dpf[rows], stage_layers[rows]
+    width = np.array([len(x[0]) for x in full])
+    every, can, one = {}, {}, {}
+    for w in np.unique(width).tolist():                       # (pieces: 5 per stage weighed, 1 or 2 stages)
+        ids = np.flatnonzero(width == w)
+        cols = np.flatnonzero(width[at] == w)
+        pos = np.searchsorted(ids, at[cols])
+        every[w] = (cols, [np.stack([full[i][j] for i in ids.tolist()])[pos] for j in range(3)])
+        fits = _total_bytes(every[w][1], b[cols], dp[cols])[None, :] <= limits[:, None]
+        can[w] = fits & on[:, cols]
+        # the one-layer coefficients of the (layout, pair)s where every layer recomputed fits on some GPU
+        some = np.zeros(len(full), dtype=bool)
+        some[at[cols][can[w].any(axis=0)]] = True
+        for i in ids[some[ids]].tolist():
+            one[i] = memory.one_layer(*keys[i])
+    n, t = np.zeros((len(limits), len(rows)), dtype=np.int64), np.full((len(limits), len(rows)), np.inf)
+    for w, (cols, tab) in every.items():
+        if not can[w].any():                       # not even every layer recomputed fits
             continue
-        cp, c = pairs[k]
-        n[:, sel], t[:, sel] = _least_recompute_layers(
-            memory.one_layer(tp, pp, zero, ep, c, cp, stage_layers),
-            memory.coefficients(tp, pp, zero, ep, "full", c, cp), stage_layers, b[rows][sel],
-            dpf[rows][sel], limit)
+        ids = np.flatnonzero(width == w)
+        pos = np.searchsorted(ids, at[cols])
+        ones = [np.stack([(one[i] if i in one else full[i])[j] for i in ids.tolist()])[pos] for j in range(3)]
+        n[:, cols], t[:, cols] = _least_recompute_layers(ones, tab, layers[cols], b[cols], dp[cols], limits,
+                                                         can=can[w])
     return n, t
-

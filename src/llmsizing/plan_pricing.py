@@ -26,7 +26,7 @@ from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
 from .network import group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
-from .plan_terms import _group_columns, _groups, dp_unit_rows, layer_terms  # noqa: F401
+from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
@@ -152,42 +152,51 @@ def _one_layer_coefficients(none, full, layers: int):
     return fixed, (base + (change - rebuilt) / layers + rebuilt).reshape(-1), sharded
 
 
-def _least_recompute_layers(one, every, layers: int, micro: float, dps: np.ndarray, limits: np.ndarray):
+def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: np.ndarray, can=None):
     """The fewest layers per stage, ``n`` in ``1 .. layers``, that partial recomputation (Megatron-LM's block
     method, :func:`~llmsizing.parallel.recomputed_layers`) must rerun for the per-GPU total to fit each limit,
     for every GPU limit (rows, ``limits``) and ``dp`` (columns, ``dps``; ``micro`` one micro-batch or one per
     ``dp``) at once; and the totals at that ``n``.
 
-    ``one`` and ``every`` are :func:`_memory_coefficients` with 1 and all ``layers`` of a stage recomputed.
-    Every piece of the peak is affine in ``n`` between them (each recomputed layer keeps its input instead of
-    its tensors, :func:`~llmsizing.activations.partial_recompute_activations`), so the peak fits iff every
-    piece does and each piece gives a bound on ``n`` in closed form:
+    ``one`` and ``every`` are :func:`_memory_coefficients` with 1 and all ``layers`` of a stage recomputed
+    (1-D; or 2-D, a row per column, ``layers`` one per column: many layouts at once). Every piece of the
+    peak is affine in ``n`` between them (each recomputed layer keeps its input instead of its tensors,
+    :func:`~llmsizing.activations.partial_recompute_activations`), so the peak fits iff every piece does and
+    each piece gives a bound on ``n`` in closed form:
     ``n = 1 + max over pieces of ceil((P1 - limit) / (P1 - Pn) x (layers - 1))``. ``n`` is 0 where nothing
     fits, even every layer (the total there is ``inf``); the total at ``n = layers`` is :func:`_total_bytes`
-    of ``every`` itself (the plan of full recomputation, as before)."""
+    of ``every`` itself (full recomputation). ``can`` (limits x columns) leaves out the entries it is False
+    for (0 and ``inf``)."""
     micro = np.broadcast_to(np.asarray(micro, dtype=float), dps.shape)      # (one, or one per dp)
+    layers = np.broadcast_to(np.asarray(layers), dps.shape)                 # (one, or one per dp)
     total_every = _total_bytes(every, micro, dps)
     n = np.zeros((len(limits), len(dps)), dtype=np.int64)
     total = np.full(n.shape, np.inf)
-    can = total_every[None, :] <= limits[:, None]                  # where every layer recomputed fits
+    fits = total_every[None, :] <= limits[:, None]                 # where every layer recomputed fits
+    can = fits if can is None else fits & can
     if not can.any():
         return n, total
     g, d = np.nonzero(can)
-    f1, u1, s1 = one
-    fl, ul, sl = every
-    p1 = f1[None, :] + micro[d, None] * u1[None, :] + s1[None, :] / dps[d, None]   # (plan, piece) at 1 layer
-    pl = fl[None, :] + micro[d, None] * ul[None, :] + sl[None, :] / dps[d, None]   # ... at every layer
-    slope = (pl - p1) / (layers - 1)                                  # per extra layer (<= 0)
+
+    def rows(c):                                                   # (plan, piece)
+        return c[None, :] if c.ndim == 1 else c[d]
+
+    f1, u1, s1 = (rows(c) for c in one)
+    fl, ul, sl = (rows(c) for c in every)
+    lay = layers[d]
+    p1 = f1 + micro[d, None] * u1 + s1 / dps[d, None]              # at 1 layer
+    pl = fl + micro[d, None] * ul + sl / dps[d, None]              # ... at every layer
+    slope = (pl - p1) / (lay - 1)[:, None]                         # per extra layer (<= 0)
     over = p1 - ((limits[g] - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION))[:, None]   # above the peak allowed
     with np.errstate(divide="ignore", invalid="ignore"):
         need = np.where(over <= 0, 0.0, np.where(slope < 0, np.ceil(over / -slope - 1e-9), np.inf))
-    k = np.minimum(1 + need.max(axis=1), layers)                      # (every layer fits: at most layers)
+    k = np.minimum(1 + need.max(axis=1), lay)                         # (every layer fits: at most layers)
     t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
-    edge = (k < layers) & (t > limits[g])                             # (a floating-point edge: one more)
+    edge = (k < lay) & (t > limits[g])                                # (a floating-point edge: one more)
     if edge.any():
         k = np.where(edge, k + 1, k)
         t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
-    t = np.where(k == layers, total_every[d], t)
+    t = np.where(k == lay, total_every[d], t)
     n[g, d], total[g, d] = k.astype(np.int64), t
     return n, total
 
@@ -351,18 +360,14 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     pp_all = np.zeros(n)
     if has_pp.any():
         on = np.flatnonzero(has_pp)
-        full_keys, full_idx = _groups(gi[on], tp[on], cp[on], pp[on], b[on])
-        # (tp, cp, micro)
-        msg_keys, msg_idx = _groups(*zip(*((t_, c_, b_) for _, t_, c_, _, b_ in full_keys)))
-        first: dict = {}
-        for key, k in zip(full_keys, msg_idx.tolist()):
-            first.setdefault(k, key)
+        # per (tp, cp, micro): the message depends on nothing else (the GPU and pp of its first plan)
+        _, first, msg_idx = _group_columns(tp[on], cp[on], b[on])
         msg = np.array([[c.message_bytes for c in communication(
             model, Parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
             gpu=gpu_list[g_], precision=precision,
-            node=node_of[gpu_list[g_].name]).collectives if c.group == "pp"][0]
-            for g_, t_, c_, p_, b_ in (first[k] for k in range(len(msg_keys)))])
-        msg_of = msg[msg_idx[full_idx]]
+            node=node_of[gpu_list[g_].name], _groups=("pp",)).collectives if c.group == "pp"][0]
+            for g_, t_, c_, p_, b_ in zip(*(x[on[first]].tolist() for x in (gi, tp, cp, pp, b)))])
+        msg_of = msg[msg_idx]
         bw, alpha, _ = _row_links(gpu_list, node_of, gi[on], pp[on], (tp * cp * dp)[on])
         bw = bw * 1e9
         calls = 2 * mf[has_pp]
@@ -386,26 +391,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
         return step, peaks[gi]
     dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
-    per_byte = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # seconds per byte of a call's traffic
-    traffic = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # bytes of a pass (all calls), no pipeline
-    latency = np.zeros((len(dp_keys), len(_DP_SLOTS)))           # the latency of one call of each slot
-    seen: dict = {}                 # GPUs whose data-parallel groups ride the same link send the same
-    for k, (g_, t_, z_, d_) in enumerate(dp_keys):
-        if d_ == 1:
-            continue
-        g = gpu_list[g_]
-        same = seen.setdefault((group_link(g, node_of[g.name], size=d_, stride=t_), t_, z_, d_), k)
-        if same != k:
-            traffic[k], per_byte[k], latency[k] = traffic[same], per_byte[same], latency[same]
-            continue
-        comm = communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq,
-                             gpu=g, precision=precision, node=node_of[g.name])
-        for c in comm.collectives:
-            if c.group == "dp":
-                s = _dp_slot(c.collective)
-                traffic[k, s] += c.bytes_per_gpu
-                per_byte[k, s] = 1 / (c.bandwidth_gbps * 1e9)
-                latency[k, s] += c.latency_s / c.calls
+    # seconds per byte of a call's traffic, bytes of a pass (all calls), the latency of one call, per slot
+    per_byte, traffic, latency = dp_link_rows(model, gpu_list, dp_keys, seq=seq, precision=precision,
+                                              node_of=node_of, slot_of=_dp_slot, n_slots=len(_DP_SLOTS))
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
     held = np.array([(max(stage_params(model, Parallel(tp=t_, pp=p_))),
@@ -413,9 +401,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     share = held[:, 0] / held[:, 1]
     calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp)      # per pass, with their latencies
     call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + calls * latency[dp_idx]
-    dp_exposed = (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
-                  + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
-                  + np.maximum(0.0, call[:, 4] - bwd))
+    dp_exposed = _dp_exposed(call, fwd, bwd, mf)
     if overlap is None:
         step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed)
     else:
@@ -517,11 +503,13 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     held_keys, held_idx = _groups(tp, pp, ep)
     share = np.zeros((len(held_keys), 2))
     held = np.zeros((len(held_keys), 3))                 # the stage's dense and expert parameters, its layers
+    ones = {k: _split(model, k[0], 1, None, k[1], expert_tp)[0] for k in {(t, e) for t, _, e in held_keys}}
+    most = {p_: max(layers_per_stage(model.layers, kept_parallel(pp=p_))) for p_ in {k[1] for k in held_keys}}
     for k, (t_, p_, e_) in enumerate(held_keys):
-        rows, one = _split(model, t_, p_, None, e_, expert_tp), _split(model, t_, 1, None, e_, expert_tp)[0]
+        rows, one = _split(model, t_, p_, None, e_, expert_tp), ones[t_, e_]
         i = max(range(p_), key=lambda j: rows[j][0] + rows[j][1])
         share[k] = (rows[i][0] / one[0], rows[i][1] / one[1])
-        held[k] = (rows[i][0], rows[i][1], max(layers_per_stage(model.layers, kept_parallel(pp=p_))))
+        held[k] = (rows[i][0], rows[i][1], most[p_])
     share, held = share[held_idx], held[held_idx]
     dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut]
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency[:, cut]
@@ -530,11 +518,12 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     dense, experts = dense[at], experts[at]
     # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
     # behind each backward (exposed_by_group): the two parts' slot 1 is one window
-    both = np.zeros_like(dense)
-    both[:, 1] = dense[:, 1] + experts[:, 1]
+    # (a row of that one window alone: its other slots' terms, 0 with fwd, bwd >= 0, add nothing)
+    both = dense[:, 1] + experts[:, 1]
     dense[:, 1] = experts[:, 1] = 0.0
-    exposed = sum(_dp_exposed(c, fwd, bwd, mf) for c in (dense, experts, both))
-    total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts, both))
+    exposed = (_dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf)
+               + mf * np.maximum(0.0, both - bwd))
+    total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts)) + mf * both
     return exposed, total
 
 

@@ -12,6 +12,8 @@ ring's hops hide behind the attention core only), so they are the same numbers, 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .comm import communication, dp_schedule, group_network, ring_bytes
@@ -21,7 +23,7 @@ from .kernels import rates
 from .layouts import _cp_attention_s, exposed_by_group
 from .moe import _split
 from .moe_layouts import route_max_nodes
-from .network import latency_steps
+from .network import group_link, latency_steps
 from .parallel import kept_parallel
 
 
@@ -35,55 +37,131 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     :func:`~llmsizing.layouts.step_time` takes it)."""
     out = []
     peak_of: dict = {}
-    comm_of: dict = {}         # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep
-    shared: dict = {}          # the communication per (tp and cp links, tp, cp, micro, rc)
-    same_of: dict = {}         # the tp and cp links of each (GPU, tp, cp)
-    terms_of: dict = {}        # the row's communication terms per shared key
     eps_of: dict = {}          # the ep degrees of each (GPU, tp, cp, micro): one rates call for them all
     for g_, t_, c_, b_, e_, _ in keys:
         eps_of.setdefault((g_, t_, c_, b_), {})[e_] = None
     rates_of: dict = {}        # (they do not depend on the recomputation)
-    max_nodes = route_max_nodes(model)
-    for g_, t_, c_, b_, e_, r_ in keys:
+    for (g_, t_, c_, b_), eps in eps_of.items():
         g = gpu_list[g_]
         if g_ not in peak_of:
             peak_of[g_] = (dense_tflops(g, dtype) * 1e12,
                            default_efficiency(g, dtype) if eff is None else eff)
-        e = peak_of[g_][1]
+        eps = tuple(eps)
+        gemm, attention = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
+                                kernel_efficiency=peak_of[g_][1], ep=eps)
+        rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
+    max_nodes = route_max_nodes(model)
+    # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep
+    comm_of = _link_terms(model, gpu_list, keys, seq=seq, precision=precision, dtype=dtype, node_of=node_of,
+                          cp_comm=cp_comm, rcs=rcs, max_nodes=max_nodes, rates_of=rates_of)
+    shared: dict = {}          # the rest (no tp nor cp group; Ulysses' all-to-all): per (tp, cp, micro, rc)
+    for g_, t_, c_, b_, e_, r_ in keys:
+        g = gpu_list[g_]
         if (g_, t_, c_, b_, r_) not in comm_of:
-            par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
-            # GPUs whose tp and cp groups ride equal links send the same (Ulysses' all-to-all: not shared);
-            # without tp and cp (groups of one GPU) nothing is sent on any GPU
-            if (g_, t_, c_) not in same_of:
-                if t_ == 1 and c_ == 1:
-                    same_of[g_, t_, c_] = ()
-                else:
-                    links = group_network(par, g, node=node_of[g.name])
-                    same_of[g_, t_, c_] = ((g_,) if c_ > 1 and cp_comm == "a2a" else
-                                           (links["tp"], links.get("cp")))
-            key = (same_of[g_, t_, c_], t_, c_, b_, r_)
+            key = (g_ if c_ > 1 else None, t_, c_, b_, r_)      # (without tp and cp nothing is sent)
             if key not in shared:
-                shared[key] = communication(
+                par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
+                comm = communication(
                     model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
-                    recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes)
-            comm = shared[key]
-            # (without cp the attention the ring hides behind is (0, 0) on every GPU: the terms are shared)
-            if c_ > 1 or key not in terms_of:
+                    recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes, _groups=("tp", "cp"))
                 cp_att = _cp_attention_s(model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1,
-                                         recompute=rcs[r_], dtype=dtype, eff=e)
+                                         recompute=rcs[r_], dtype=dtype, eff=peak_of[g_][1],
+                                         rate=rates_of[g_, t_, c_, b_, e_][1])    # (its attention rate)
                 # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
                 exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
                 by = comm.by_group()
-                terms_of[key] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))
-            comm_of[g_, t_, c_, b_, r_] = terms_of[key]
-        if (g_, t_, c_, b_, e_) not in rates_of:
-            eps = tuple(eps_of[g_, t_, c_, b_])
-            gemm, attention = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
-                                    kernel_efficiency=e, ep=eps)
-            rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
+                shared[key] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))
+            comm_of[g_, t_, c_, b_, r_] = shared[key]
         gemm_rate, attention_rate = rates_of[g_, t_, c_, b_, e_]
         out.append((gemm_rate, *comm_of[g_, t_, c_, b_, r_], attention_rate))
     return np.array(out, dtype=float).reshape(-1, 6), {g_: v[0] for g_, v in peak_of.items()}
+
+
+def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, node_of: dict, cp_comm: str,
+                rcs, max_nodes, rates_of: dict) -> dict:
+    """:func:`layer_terms`' communication terms ``(tp exposed, cp exposed, tp, cp)`` of its keys with a tp
+    or cp group (Ulysses' all-to-all aside), by (GPU, tp, cp, micro-batch, recomputation): one
+    :func:`~llmsizing.comm.communication`, :func:`~llmsizing.layouts._cp_attention_s` and
+    :func:`~llmsizing.layouts.exposed_by_group` per (tp, cp, micro-batch, recomputation, whether the tp and
+    the cp group leave the scale-up domain) for all the GPUs at once: their distinct tp and cp links'
+    bandwidths and latencies, and with cp their attention rates (the ring hides behind the attention), as
+    arrays (issue 35: 213 calls for Llama 4 Scout over the catalogue, 946 for Llama 3.1 405B at 128K). The
+    step model's own arithmetic element by element: each GPU's numbers are those of its own call, bit for
+    bit (``tests/test_planner_speed.py``)."""
+    same_of: dict = {}         # the tp and cp links of each (GPU, tp, cp)
+    groups: dict = {}          # (tp, cp, micro, rc, leaving) -> {(tp link, cp link, rate): [GPUs]}
+    for g_, t_, c_, b_, e_, r_ in keys:
+        if t_ == 1 and c_ == 1 or c_ > 1 and cp_comm == "a2a":
+            continue
+        if (g_, t_, c_) not in same_of:
+            g = gpu_list[g_]
+            par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
+            links = group_network(par, g, node=node_of[g.name], _groups=("tp", "cp"))
+            same_of[g_, t_, c_] = (links["tp"], links.get("cp"))
+        tl, cl = same_of[g_, t_, c_]
+        member = (tl, cl, rates_of[g_, t_, c_, b_, e_][1] if c_ > 1 else None)
+        at = groups.setdefault((t_, c_, b_, r_, tl.across, cl and cl.across), {}).setdefault(member, {})
+        at[g_] = None
+    out = {}
+    for (t_, c_, b_, r_, _, _), at in groups.items():
+        members, g_ = list(at), next(iter(next(iter(at.values()))))
+        g = gpu_list[g_]
+        links = {k: replace(members[0][i], bandwidth_gbps=np.array([m[i].bandwidth_gbps for m in members]),
+                            alpha_s=np.array([m[i].alpha_s for m in members]))
+                 for i, k in enumerate(("tp", "cp")[:2 if c_ > 1 else 1])}
+        par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
+        comm = communication(model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
+                             recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes,
+                             _groups=("tp", "cp"), _links=links)
+        cp_att = (0.0, 0.0) if c_ == 1 else _cp_attention_s(
+            model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1, recompute=rcs[r_], dtype=dtype,
+            eff=0.5, rate=np.array([m[2] for m in members]))       # (eff: only for a rate not given)
+        # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
+        exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
+        by = comm.by_group()
+        cols = [np.broadcast_to(x, len(members)).tolist() for x in
+                (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))]
+        for i, m in enumerate(members):
+            for gpu in at[m]:
+                out[gpu, t_, c_, b_, r_] = tuple(c[i] for c in cols)
+    return out
+
+
+def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: dict, slot_of,
+                 n_slots: int) -> tuple:
+    """A dense model's data-parallel collectives for the planner's pricing
+    (:func:`~llmsizing.plan_pricing._price`) per key ``(GPU index, tp, ZeRO stage, dp x cp)`` of ``keys``,
+    without a pipeline: ``(seconds per byte of a call's traffic, bytes of a pass, latency of one call)``,
+    each an array of a row per key and a column per slot (``slot_of``, the planner's
+    :func:`~llmsizing.plan_pricing._dp_slot`). One
+    :func:`~llmsizing.comm.communication` per (tp, ZeRO stage, dp x cp, whether the group leaves the scale-up
+    domain) for the distinct links of all GPUs at once, their bandwidths and latencies as arrays (issue 35):
+    each link's numbers are those of its own call, bit for bit. Keys with ``dp x cp = 1`` send nothing."""
+    per_byte, traffic, latency = (np.zeros((len(keys), n_slots)) for _ in range(3))
+    groups: dict = {}          # (tp, zero, dp x cp, leaving) -> {dp link: (a GPU, [keys])}
+    for k, (g_, t_, z_, d_) in enumerate(keys):
+        if d_ > 1:
+            g = gpu_list[g_]
+            gl = group_link(g, node_of[g.name], size=d_, stride=t_)
+            groups.setdefault((t_, z_, d_, gl.across), {}).setdefault(gl, (g_, []))[1].append(k)
+    for (t_, z_, d_, _), at in groups.items():
+        links = list(at)
+        g = gpu_list[at[links[0]][0]]
+        dp_links = replace(links[0], bandwidth_gbps=np.array([x.bandwidth_gbps for x in links]),
+                           alpha_s=np.array([x.alpha_s for x in links]))
+        comm = communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq,
+                             gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",),
+                             _links={"dp": dp_links})
+        rows = [at[x][1] for x in links]
+        idx = np.concatenate(rows)
+        which = np.repeat(np.arange(len(links)), [len(r) for r in rows])
+        for c in comm.collectives:
+            if c.group == "dp":
+                s = slot_of(c.collective)
+                traffic[idx, s] += c.bytes_per_gpu
+                per_byte[idx, s] = (1 / (c.bandwidth_gbps * 1e9))[which]
+                latency[idx, s] += (c.latency_s / c.calls)[which]
+    return per_byte, traffic, latency
 
 
 def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: bool, n_slots: int, slot_of,
