@@ -43,7 +43,12 @@ def test_guard_blocks_and_records_off_machine_requests(chromium, guard_network, 
             fetch('https://example.invalid/y.js').catch(() => {});
             new WebSocket('ws://198.51.100.7/api/kernels');
         })""")
-        page.wait_for_timeout(300)
+        # the fetch and the WebSocket are not awaited: wait until the guard has seen all three (5 s at most;
+        # issue 38: instead of a fixed 300 ms)
+        for _ in range(100):
+            if len(blocked) >= 3:
+                break
+            page.wait_for_timeout(50)
     finally:
         context.close()
     assert "http://198.51.100.7/x.png" in blocked
