@@ -19,6 +19,7 @@ from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
 from .moe import gpu_params as _moe_gpu_params
 from .moe import largest_tensor as _moe_largest_tensor
 from .moe import moe_model_states as _moe_model_states
+from .moe import EpLayouts, _most
 from .catalog import resolve_model
 from .hardware import check_recipe_runs_on
 from .job import takes_job
@@ -304,11 +305,20 @@ def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accu
     its other checks nor its result objects (issue 35: the planner's searches make hundreds of calls with
     arguments :func:`~llmsizing.planner.plan` already checked, ``par`` a
     :func:`~llmsizing.parallel.kept_parallel` layout). The same kept sides and :func:`_stage_phases` as
-    :func:`training_memory`: the same bytes."""
-    par = resolve_parallel(par, model, seq=seq)              # (kept: its checks, as training_memory's)
+    :func:`training_memory`: the same bytes. ``par`` a :class:`~llmsizing.moe.EpLayouts` (layouts that
+    differ in ``ep`` and ``dp`` only, no offloading, no autocast): each piece an array, an entry per layout,
+    each entry bit for bit that layout's own call's."""
+    if type(par) is EpLayouts:
+        if RECIPES[precision].autocast or optimizer_impl == "for-loop":
+            raise ValueError("EpLayouts: neither autocast nor the for-loop optimizer step")
+        pars = tuple(resolve_parallel(p, model, seq=seq) for p in par.pars)    # (their checks)
+        par, act_par = (par if pars == par.pars else EpLayouts(pars)), _act_layout(pars[0])
+    else:
+        par = resolve_parallel(par, model, seq=seq)          # (kept: its checks, as training_memory's)
+        act_par = _act_layout(par)
     stages = tuple(sorted(set(stages)))
     acts = _kept_act_side(model, batch, seq, precision, attention, dropout, recompute, recompute_layers,
-                          grad_accum, stack, attention_mask, _act_layout(par), stages)
+                          grad_accum, stack, attention_mask, act_par, stages)
     states = _kept_state_side(model, precision, optimizer, optimizer_impl, par, stages)
     return [sum(v.values()) for i in stages for v in _stage_phases(model, par, i, grad_accum, acts,
                                                                     states).values()]
@@ -412,7 +422,7 @@ def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Pa
                           linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i]))
         grad_per_param = states.gradients_bytes / on_stage[i]
         head_grads = grad_per_param * head / par.tp if i == par.pp - 1 else 0.0
-        stage_opt = opt_tmp * on_stage[i] / max(on_stage) if impl == "foreach" else opt_tmp
+        stage_opt = opt_tmp * on_stage[i] / _most(on_stage, par) if impl == "foreach" else opt_tmp
         if par.offload != "none":
             stage_opt = 0.0                   # the optimizer steps on the host (DeepSpeed's CPU Adam)
         by_stage[i] = (states, head_grads, stage_opt)

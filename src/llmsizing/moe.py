@@ -61,7 +61,9 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
 
 from ._compat import forward as _forward
 from ._validate import check_bool, check_choice, check_int, check_number
@@ -95,6 +97,62 @@ def expert_data_parallel(par: Parallel) -> int:
     the GPUs that hold the same experts and over which their gradients are reduced and their optimizer states
     sharded (Megatron-Core's expert data-parallel group)."""
     return par.edp
+
+
+class EpLayouts:
+    """Layouts that differ only in ``ep`` and ``dp`` (``pars``, checked
+    :class:`~llmsizing.parallel.Parallel` objects), for the model states' side of many of them at once (issue
+    35: a planner's search weighs ZeRO-1 with a pipeline at every ``ep``, one call each): the fields they
+    share as they are, ``ep``, ``dp``, :attr:`dp_cp` and :attr:`edp` as arrays, one entry per layout. The same
+    functions take it (:func:`_rows`, :func:`moe_model_states`, :func:`foreach_temporary_bytes`,
+    :func:`llmsizing.states._states`) and give each layout's bytes as an entry of an array, worked out by the
+    same operations in the same order (NumPy's float64 arithmetic is Python's): bit for bit each layout's own.
+    Not for offloading (its branches read the bytes) nor the ``for-loop`` optimizer step (a max over
+    tensors)."""
+
+    __slots__ = ("pars", "tp", "pp", "cp", "zero", "offload", "reshard_after_forward", "expert_tp", "etp",
+                 "stage_layers", "sp", "ep", "dp", "dp_cp", "edp", "_kept")
+
+    def __init__(self, pars):
+        self.pars = tuple(pars)
+        first = self.pars[0]
+        same = {f.name for f in fields(Parallel)} - {"ep", "dp"}
+        for p in self.pars:
+            if any(getattr(p, name) != getattr(first, name) for name in same):
+                raise ValueError("EpLayouts: layouts that differ in more than ep and dp")
+        for name in ("tp", "pp", "cp", "zero", "offload", "reshard_after_forward", "expert_tp", "etp",
+                     "stage_layers", "sp"):
+            setattr(self, name, getattr(first, name))
+        if first.offload != "none":
+            raise ValueError("EpLayouts: not for offloading layouts")
+        for name in ("ep", "dp", "dp_cp", "edp"):
+            setattr(self, name, np.array([getattr(p, name) for p in self.pars]))
+        self._kept = {}
+
+    def __hash__(self) -> int:
+        return hash(self.pars)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is EpLayouts and other.pars == self.pars
+
+    def experts(self) -> "_ExpertLayouts":
+        """What :func:`llmsizing.states._states` reads of the routed experts' layout: ZeRO over ``edp``."""
+        return _ExpertLayouts(self.edp, self.zero, self.offload, self.reshard_after_forward)
+
+
+@dataclass(frozen=True, eq=False)
+class _ExpertLayouts:
+    """The routed experts' layout of :class:`EpLayouts` as :func:`moe_model_states` builds one for a layout
+    (``Parallel(dp=edp, zero, offload, reshard_after_forward)``): ``dp_cp`` an array."""
+    dp_cp: np.ndarray
+    zero: int
+    offload: str
+    reshard_after_forward: bool
+
+
+def _most(values, par):
+    """``max(values)``; elementwise for :class:`EpLayouts` (the same value: NumPy's maximum is exact)."""
+    return np.maximum.reduce(list(values)) if type(par) is EpLayouts else max(values)
 
 
 @functools.lru_cache(maxsize=64)
@@ -202,7 +260,13 @@ def stage_split(model: Model, parallel: Parallel) -> list[dict]:
 
 def _rows(model: Model, par: Parallel) -> tuple:
     """:func:`stage_split`'s rows as the kept tuples ``(dense, experts, dense_linear, experts_linear,
-    layers)``, without a dict per stage (the memory's hot path reads one stage, or all of them, per call)."""
+    layers)``, without a dict per stage (the memory's hot path reads one stage, or all of them, per call).
+    :class:`EpLayouts`: each entry an array over its layouts."""
+    if type(par) is EpLayouts:
+        if model not in par._kept:
+            each = [_split(model, p.tp, p.pp, p.stage_layers, p.ep, p.expert_tp) for p in par.pars]
+            par._kept[model] = tuple(tuple(np.array(col) for col in zip(*stage)) for stage in zip(*each))
+        return par._kept[model]
     return _split(model, par.tp, par.pp, par.stage_layers, par.ep, par.expert_tp)
 
 
@@ -224,8 +288,9 @@ def moe_model_states(model: Model, elements: float, precision: str, optimizer: s
     n_dense = model.n_params - n_exp
     dense = _states(n_dense, elements * n_dense / model.n_params, precision, optimizer, par,
                     on_rank=on_dense, linear=(dense_linear, layers))
-    epar = kept_parallel(dp=expert_data_parallel(par), zero=par.zero, offload=par.offload,
-                         reshard_after_forward=par.reshard_after_forward)
+    epar = par.experts() if type(par) is EpLayouts else kept_parallel(
+        dp=expert_data_parallel(par), zero=par.zero, offload=par.offload,
+        reshard_after_forward=par.reshard_after_forward)
     ex = _states(n_exp, elements * n_exp / model.n_params, precision, optimizer, epar,
                  on_rank=on_experts, linear=(experts_linear, 0))
     return ModelStates(model.n_params, precision, optimizer,
@@ -242,8 +307,8 @@ def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> 
     with ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``edp``."""
     shard = par.zero >= 1
     dense_over, experts_over = (par.dp_cp, expert_data_parallel(par)) if shard else (1, 1)
-    return state_bytes * max(dense / dense_over + experts / experts_over
-                             for dense, experts, *_ in _rows(model, par))
+    return state_bytes * _most((dense / dense_over + experts / experts_over
+                                for dense, experts, *_ in _rows(model, par)), par)
 
 
 def largest_tensor(model: Model, par: Parallel) -> float:

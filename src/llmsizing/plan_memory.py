@@ -16,9 +16,13 @@ import functools
 import numpy as np
 
 from .layouts import _divisors
+from .memory import _search_pieces
+from .moe import EpLayouts
 from .moe_layouts import dp_unit
-from .plan_pricing import (_cp_coefficients, _least_recompute_layers, _memory_coefficients,
+from .parallel import kept_parallel
+from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _pieces, _total_bytes, ep_affine)
+from .precision import RECIPES
 
 
 class SearchMemory:
@@ -113,6 +117,42 @@ class SearchMemory:
                     fixed = b1d1 - u - sharded / a
             self._states[key] = (fixed, sharded)
         return self._states[key]
+
+    def _by_call(self, tp: int, pp: int, zero: int, ep: int, c: int) -> bool:
+        """Whether :meth:`states` reads the layout's ``sharded`` off one call of its own at ``dp = a`` (and
+        its ``fixed`` from the first two ``ep``)."""
+        return (self.by_ep and zero in (1, 2) and ep not in self.eps[:2]
+                and not self._ep_affine(pp, zero, c))
+
+    def prefetch(self, keys, rc: str) -> None:
+        """Work out :meth:`states` of the layouts ``keys`` (``(tp, pp, zero, ep, c)``, asked for with
+        recomputation ``rc``) that it would read off one call each (ZeRO-1 with a pipeline at every ``ep``
+        beyond the first two: most of a mixture of experts' calls, issue 35), one call per ``(tp, pp, zero,
+        c)`` for all their ``ep`` (:class:`~llmsizing.moe.EpLayouts`): the same arithmetic, bit for bit, so
+        the same entries :meth:`states` would make."""
+        recipe = RECIPES[self.kw.get("precision", "bf16-mixed")]
+        if recipe.autocast or self.kw.get("optimizer_impl", "foreach") != "foreach":
+            return
+        groups: dict = {}
+        for tp, pp, zero, ep, c in keys:
+            if (tp, pp, zero, ep, c) not in self._states and self._by_call(tp, pp, zero, ep, c):
+                groups.setdefault((tp, pp, zero, c), {})[ep] = None
+        for (tp, pp, zero, c), eps in groups.items():
+            if len(eps) < 2:
+                continue                                     # (one call either way)
+            eps, kw, etp = tuple(eps), self._kw(rc), self.expert_tp
+            u = self.per_micro(tp, pp, rc, c, 1)
+            e1, e2 = self.eps[:2]
+            at = [self.states(tp, pp, zero, e, c, rc)[0] for e in (e1, e2)]
+            units = [dp_unit(tp, 1, ep, etp) for ep in eps]
+            pars = EpLayouts(kept_parallel(tp=tp, pp=pp, dp=a, zero=zero, sp=tp > 1, cp=1,
+                                           cp_comm=self.cp_comm, ep=ep, expert_tp=etp)
+                             for ep, a in zip(eps, units))
+            b1d1 = np.array(_search_pieces(self.model, pars, _heavy_stages(self.model, pp), batch=1,
+                                           grad_accum=c, **kw), dtype=float)
+            for j, (ep, a) in enumerate(zip(eps, units)):
+                fixed = ep_affine(*at, e1, e2, ep)
+                self._states[tp, pp, zero, ep, c] = (fixed, a * (b1d1[:, j] - u - fixed))
 
     def _ep_affine(self, pp: int, zero: int, c: int) -> bool:
         """Whether every piece of the states is ``A + B / ep`` (:func:`~llmsizing.plan_pricing.ep_affine`):
@@ -314,11 +354,10 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
     recomputation ``rc``, from one table of their coefficients (:meth:`SearchMemory.coefficients`, a row per
     (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes)."""
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
-    got = []
-    for row in rows[first].tolist():
-        (tp, pp, zero, ep), _, cand = parts[lay[row]]
-        cp, cls = cand["pairs"][pair_of[row]]
-        got.append(memory.coefficients(tp, pp, zero, ep, rc, cls, cp))
+    # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
+    asked = [(parts[lay[row]][0], parts[lay[row]][2]["pairs"][pair_of[row]]) for row in rows[first].tolist()]
+    memory.prefetch([(*key, cls) for key, (_, cls) in asked], rc)
+    got = [memory.coefficients(*key, rc, cls, cp) for key, (cp, cls) in asked]
     width = max(len(x[0]) for x in got)
     tables = []
     for i in range(3):
