@@ -118,41 +118,67 @@ class SearchMemory:
             self._states[key] = (fixed, sharded)
         return self._states[key]
 
-    def _by_call(self, tp: int, pp: int, zero: int, ep: int, c: int) -> bool:
-        """Whether :meth:`states` reads the layout's ``sharded`` off one call of its own at ``dp = a`` (and
-        its ``fixed`` from the first two ``ep``)."""
-        return (self.by_ep and zero in (1, 2) and ep not in self.eps[:2]
-                and not self._ep_affine(pp, zero, c))
+    def _kind(self, tp: int, pp: int, zero: int, ep: int, c: int) -> str:
+        """How :meth:`states` reads the layout's entry: ``"reference"`` (``zero = 0, ep = 1``), ``"affine"``
+        (every piece ``A + B / ep``, from the first two ``ep``), ``"one"`` (``sharded`` off one call at
+        ``dp = a``, ``fixed`` from the first two ``ep``) or ``"two"`` (calls at ``dp = a`` and, with ZeRO,
+        ``2 a``)."""
+        if zero == 0 and ep == 1:
+            return "reference"
+        if self.by_ep and ep not in self.eps[:2]:
+            return "affine" if self._ep_affine(pp, zero, c) else "one" if zero in (1, 2) else "two"
+        return "two"
 
     def prefetch(self, keys, rc: str) -> None:
-        """Work out :meth:`states` of the layouts ``keys`` (``(tp, pp, zero, ep, c)``, asked for with
-        recomputation ``rc``) that it would read off one call each (ZeRO-1 with a pipeline at every ``ep``
-        beyond the first two: most of a mixture of experts' calls, issue 35), one call per ``(tp, pp, zero,
-        c)`` for all their ``ep`` (:class:`~llmsizing.moe.EpLayouts`): the same arithmetic, bit for bit, so
-        the same entries :meth:`states` would make."""
+        """Work out at once the entries of :meth:`states` that the layouts ``keys`` (``(tp, pp, zero, ep,
+        c)``, asked for with recomputation ``rc``) would each read off calls of their own: one call per
+        ``(tp, pp, zero, c)`` of a mixture of experts, all its ``ep`` and ``dp`` together
+        (:class:`~llmsizing.moe.EpLayouts`; issue 35: ZeRO-1 with a pipeline took one or two calls per
+        ``ep``), then :meth:`states`' own arithmetic on each layout's column, in its order: bit for bit the
+        entries it would make."""
         recipe = RECIPES[self.kw.get("precision", "bf16-mixed")]
-        if recipe.autocast or self.kw.get("optimizer_impl", "foreach") != "foreach":
+        if (not self.model.is_moe or recipe.autocast
+                or self.kw.get("optimizer_impl", "foreach") != "foreach"):
             return
         groups: dict = {}
         for tp, pp, zero, ep, c in keys:
-            if (tp, pp, zero, ep, c) not in self._states and self._by_call(tp, pp, zero, ep, c):
-                groups.setdefault((tp, pp, zero, c), {})[ep] = None
+            kind = self._kind(tp, pp, zero, ep, c)
+            if (tp, pp, zero, ep, c) in self._states or kind in ("reference", "affine"):
+                continue
+            eps = groups.setdefault((tp, pp, zero, c), {})
+            eps[ep] = kind
+            if kind == "one":                          # its fixed: from the first two ep's entries
+                for e in self.eps[:2]:
+                    if (tp, pp, zero, e, c) not in self._states:
+                        eps.setdefault(e, "two")
         for (tp, pp, zero, c), eps in groups.items():
-            if len(eps) < 2:
+            calls = [(ep, a) for ep in eps for a in self._dps(tp, zero, ep, eps[ep])]
+            if len(calls) < 2:
                 continue                                     # (one call either way)
-            eps, kw, etp = tuple(eps), self._kw(rc), self.expert_tp
             u = self.per_micro(tp, pp, rc, c, 1)
-            e1, e2 = self.eps[:2]
-            at = [self.states(tp, pp, zero, e, c, rc)[0] for e in (e1, e2)]
-            units = [dp_unit(tp, 1, ep, etp) for ep in eps]
-            pars = EpLayouts(kept_parallel(tp=tp, pp=pp, dp=a, zero=zero, sp=tp > 1, cp=1,
-                                           cp_comm=self.cp_comm, ep=ep, expert_tp=etp)
-                             for ep, a in zip(eps, units))
-            b1d1 = np.array(_search_pieces(self.model, pars, _heavy_stages(self.model, pp), batch=1,
-                                           grad_accum=c, **kw), dtype=float)
-            for j, (ep, a) in enumerate(zip(eps, units)):
-                fixed = ep_affine(*at, e1, e2, ep)
-                self._states[tp, pp, zero, ep, c] = (fixed, a * (b1d1[:, j] - u - fixed))
+            pars = EpLayouts(kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=1,
+                                           cp_comm=self.cp_comm, ep=ep, expert_tp=self.expert_tp)
+                             for ep, dp in calls)
+            got = _search_pieces(self.model, pars, _heavy_stages(self.model, pp), batch=1, grad_accum=c,
+                                 **self._kw(rc))
+            got = np.array([np.broadcast_to(x, (len(calls),)) for x in got], dtype=float)
+            column = {call: got[:, j] for j, call in enumerate(calls)}
+            for ep in sorted(eps, key=lambda e: eps[e] == "one"):            # the first two ep first
+                a = self._dps(tp, zero, ep, "one")[0]
+                b1d1 = column[ep, a]
+                if eps[ep] == "one":
+                    e1, e2 = self.eps[:2]
+                    fixed = ep_affine(*(self.states(tp, pp, zero, e, c, rc)[0] for e in (e1, e2)), e1, e2, ep)
+                    sharded = a * (b1d1 - u - fixed)
+                else:
+                    sharded = 2 * a * (b1d1 - column[ep, 2 * a]) if zero else np.zeros_like(b1d1)
+                    fixed = b1d1 - u - sharded / a
+                self._states[tp, pp, zero, ep, c] = (fixed, sharded)
+
+    def _dps(self, tp: int, zero: int, ep: int, kind: str) -> tuple:
+        """The ``dp`` of the calls :meth:`states` makes for a layout of ``kind`` (:meth:`_kind`)."""
+        a = dp_unit(tp, 1, ep, self.expert_tp) if self.model.is_moe else 1
+        return (a, 2 * a) if kind == "two" and zero else (a,)
 
     def _ep_affine(self, pp: int, zero: int, c: int) -> bool:
         """Whether every piece of the states is ``A + B / ep`` (:func:`~llmsizing.plan_pricing.ep_affine`):
