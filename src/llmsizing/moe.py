@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -116,10 +117,8 @@ class EpLayouts:
     def __init__(self, pars):
         self.pars = tuple(pars)
         first = self.pars[0]
-        same = {f.name for f in fields(Parallel)} - {"ep", "dp"}
-        for p in self.pars:
-            if any(getattr(p, name) != getattr(first, name) for name in same):
-                raise ValueError("EpLayouts: layouts that differ in more than ep and dp")
+        if len({_BUT_EP_DP(p) for p in self.pars}) > 1:
+            raise ValueError("EpLayouts: layouts that differ in more than ep and dp")
         for name in ("tp", "pp", "cp", "zero", "offload", "reshard_after_forward", "expert_tp", "etp",
                      "stage_layers", "sp"):
             setattr(self, name, getattr(first, name))
@@ -138,6 +137,10 @@ class EpLayouts:
     def experts(self) -> "_ExpertLayouts":
         """What :func:`llmsizing.states._states` reads of the routed experts' layout: ZeRO over ``edp``."""
         return _ExpertLayouts(self.edp, self.zero, self.offload, self.reshard_after_forward)
+
+
+#: A layout's fields but ``ep`` and ``dp``, as a tuple.
+_BUT_EP_DP = operator.attrgetter(*(f.name for f in fields(Parallel) if f.name not in ("ep", "dp")))
 
 
 @dataclass(frozen=True, eq=False)
@@ -261,11 +264,11 @@ def stage_split(model: Model, parallel: Parallel) -> list[dict]:
 def _rows(model: Model, par: Parallel) -> tuple:
     """:func:`stage_split`'s rows as the kept tuples ``(dense, experts, dense_linear, experts_linear,
     layers)``, without a dict per stage (the memory's hot path reads one stage, or all of them, per call).
-    :class:`EpLayouts`: each entry an array over its layouts."""
+    :class:`EpLayouts`: an array ``(stage, column, layout)``."""
     if type(par) is EpLayouts:
         if model not in par._kept:
-            each = [_split(model, p.tp, p.pp, p.stage_layers, p.ep, p.expert_tp) for p in par.pars]
-            par._kept[model] = tuple(tuple(np.array(col) for col in zip(*stage)) for stage in zip(*each))
+            par._kept[model] = np.array([_split(model, p.tp, p.pp, p.stage_layers, p.ep, p.expert_tp)
+                                         for p in par.pars], dtype=float).transpose(1, 2, 0)
         return par._kept[model]
     return _split(model, par.tp, par.pp, par.stage_layers, par.ep, par.expert_tp)
 
@@ -307,6 +310,9 @@ def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> 
     with ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``edp``."""
     shard = par.zero >= 1
     dense_over, experts_over = (par.dp_cp, expert_data_parallel(par)) if shard else (1, 1)
+    if type(par) is EpLayouts:                 # (stage, layout): each entry as below, the max exact
+        rows = _rows(model, par)
+        return state_bytes * (rows[:, 0] / dense_over + rows[:, 1] / experts_over).max(axis=0)
     return state_bytes * _most((dense / dense_over + experts / experts_over
                                 for dense, experts, *_ in _rows(model, par)), par)
 
