@@ -27,7 +27,8 @@ from .model import Model
 from .parallel import Parallel, resolve_parallel
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
-                     _stage_params, _states, _tp_share, default_overhead_bytes, edge_params,
+                     _kept_state_elements, _stage_params, _states, _tp_share, default_overhead_bytes,
+                     edge_params,
                      model_states_for_params, optimizer_state_elements)
 from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
                         STEP_PARTS, TrainingMemory, step_phases)
@@ -413,7 +414,7 @@ def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Pa
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
     gathered = _zero3_gathered(model, precision, par)
-    elements = optimizer_state_elements(model, optimizer)
+    elements = _kept_state_elements(model, optimizer)
     on_stage = _stage_params_of(model, par)
     by_stage = {}
     for i in stages:

@@ -293,15 +293,18 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     ``-inf``)."""
     divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
     domain = np.array([domains[g.name] for g in gpu_list])
-    cands, parts, n_lay = {}, [], []
+    cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
     for tp, pp, zero, ep in layouts:
-        on = domain % tp == 0                                           # tp inside the scale-up domain
-        if not on.any():
+        if tp not in on_of:
+            on_of[tp] = on if (on := domain % tp == 0).any() else None    # tp inside the scale-up domain
+        on = on_of[tp]
+        if on is None:
             continue
         # _candidates reads (tp, pp, ep) only as pp, tp x pp (max_gpus) and each cp's dp_unit: layouts that
         # share these share its (read-only) columns
-        key = (pp, None if max_gpus is None else tp * pp,
-               tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None)
+        if (tp, ep) not in units:
+            units[tp, ep] = tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None
+        key = (pp, None if max_gpus is None else tp * pp, units[tp, ep])
         if key not in cands:
             cands[key] = _candidates(tp, pp, ep, cps=cps, divisors=divisors, global_batch=global_batch,
                                      max_gpus=max_gpus, moe=model.is_moe, expert_tp=expert_tp)
@@ -365,8 +368,12 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
             "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
             "global_batch with fewer divisors (a power of two)")
-    # the search's order: layouts, then (cp, micro-batch), GPU, recomputation and dp
-    order = np.lexsort((j_, r_, g_, cat["block"][j_], lay[j_]))
+    # the search's order: layouts, then (cp, micro-batch), GPU, recomputation and dp (candidates are in the
+    # order of layouts and, within one, of (cp, micro-batch): numbered in that order by `seg`; np.nonzero
+    # gives each (GPU, recomputation)'s candidates in order, which a stable sort keeps)
+    seg = np.concatenate([[0], np.cumsum((np.diff(lay) != 0) | (np.diff(cat["block"]) != 0))])
+    n_r = len(rcs)
+    order = np.argsort((seg[j_] * len(gpu_list) + g_) * n_r + r_, kind="stable")
     g_, r_, j_ = g_[order], r_[order], j_[order]
     keys = np.array([key for key, _, _ in parts], dtype=np.int64)[lay[j_]]
     cols = dict(gpu=g_, tp=keys[:, 0], cp=cat["cp"][j_], pp=keys[:, 1], zero=keys[:, 2],
@@ -389,10 +396,13 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
     for i in range(3):
         if all(len(x[i]) == width for x in got):
             tab = np.array([x[i] for x in got])
-        else:
+        else:                                     # (rows of the same width placed together)
             tab = np.full((len(got), width), -np.inf if i == 0 else 0.0)
+            by_width: dict = {}
             for k, x in enumerate(got):
-                tab[k, :len(x[i])] = x[i]
+                by_width.setdefault(len(x[i]), []).append(k)
+            for w, ks in by_width.items():
+                tab[ks, :w] = [got[k][i] for k in ks]
         tables.append(tab[at.reshape(-1)])
     return _total_bytes(tables, micro[rows], dpf[rows]), _total_bytes(tables, 0.0 * micro[rows], dpf[rows])
 

@@ -114,6 +114,13 @@ def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
     return n
 
 
+@functools.lru_cache(maxsize=64)
+def _kept_state_elements(model: Model, optimizer: str) -> float:
+    """:func:`optimizer_state_elements` kept per ``(model, optimizer)`` (issue 35: a planner's search asks for
+    it on every model-states side it works out, a few hundred times)."""
+    return optimizer_state_elements(model, optimizer)
+
+
 def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
                             parallel: Parallel | None = None) -> ModelStates:
     """:func:`model_states` for a bare parameter count, when there is no architecture to build (for example
