@@ -437,11 +437,19 @@ def stage_offset_bytes(acts, par: Parallel, stage: int) -> float:
     dense model. DeepSeek-V3's first stage holds its three dense layers and one MoE layer."""
     if not isinstance(acts, MoEActivationMemory) or not acts.moe_delta_bytes:
         return 0.0
-    moe, start = set(acts.moe_layers), 0
     sizes = layers_per_stage(acts.layer_count, par)
+    k, n_moe = _moe_in_stage(acts.moe_layers, sizes, stage)
+    return (k - sizes[stage] * n_moe / acts.layer_count) * acts.moe_delta_bytes
+
+
+@functools.lru_cache(maxsize=1024)
+def _moe_in_stage(moe_layers: tuple, sizes: tuple, stage: int) -> tuple[int, int]:
+    """How many of ``moe_layers`` (layer indices) stage ``stage`` of ``sizes`` layers holds, and how many
+    distinct ones there are: kept for :func:`stage_offset_bytes` (issue 35: the planner asks per stage
+    weighed of every pipeline its search builds)."""
+    moe = set(moe_layers)
     start = sum(sizes[:stage])
-    k = sum(1 for i in range(start, start + sizes[stage]) if i in moe)
-    return (k - sizes[stage] * len(moe) / acts.layer_count) * acts.moe_delta_bytes
+    return sum(1 for i in range(start, start + sizes[stage]) if i in moe), len(moe)
 
 
 def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw) -> dict[str, float]:

@@ -142,8 +142,10 @@ class SearchMemory:
             return
         groups: dict = {}
         for tp, pp, zero, ep, c in keys:
+            if (tp, pp, zero, ep, c) in self._states:
+                continue
             kind = self._kind(tp, pp, zero, ep, c)
-            if (tp, pp, zero, ep, c) in self._states or kind in ("reference", "affine"):
+            if kind in ("reference", "affine"):
                 continue
             eps = groups.setdefault((tp, pp, zero, c), {})
             eps[ep] = kind
@@ -161,7 +163,7 @@ class SearchMemory:
                              for ep, dp in calls)
             got = _search_pieces(self.model, pars, _heavy_stages(self.model, pp), batch=1, grad_accum=c,
                                  **self._kw(rc))
-            got = np.array([np.broadcast_to(x, (len(calls),)) for x in got], dtype=float)
+            got = np.array(np.broadcast_arrays(*got), dtype=float)          # (piece, layout)
             column = {call: got[:, j] for j, call in enumerate(calls)}
             for ep in sorted(eps, key=lambda e: eps[e] == "one"):            # the first two ep first
                 a = self._dps(tp, zero, ep, "one")[0]
