@@ -156,7 +156,8 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (states, "_kept_edge_params"), (moe_time, "_mean_max_vio"), (memory, "_kept_act_side"),
                        (memory, "_kept_state_side"), (memory, "_act_layout"),
                        (plan_pricing, "_heavy_stages"), (memory, "_kept_act_core"), (moe, "_stage_frame"),
-                       (states, "_kept_state_elements"), (moe, "_moe_in_stage"))
+                       (states, "_kept_state_elements"), (moe, "_moe_in_stage"),
+                       (states, "_edge_tensors"))
 
 
 def main() -> None:

@@ -169,9 +169,7 @@ def _kept_edge_params(model: Model, tp: int, pp: int) -> tuple:
     """:func:`edge_params` as kept ``(key, value)`` pairs (issue 35: a search asks for each ``(tp, pp)`` once
     per ``ep`` and per kept split, each time walking the model's tensors)."""
     edge = {"first": 0.0, "last": 0.0}
-    for _, name, shape, _k in model.tensors():
-        if name.startswith("layers."):
-            continue
+    for name, shape in _edge_tensors(model):
         n = math.prod(shape) * _tp_share(name, model, tp)
         if name.startswith("embed_"):
             edge["first"] += n
@@ -180,6 +178,14 @@ def _kept_edge_params(model: Model, tp: int, pp: int) -> tuple:
         else:
             edge["last"] += n
     return tuple(edge.items())
+
+
+@functools.lru_cache(maxsize=64)
+def _edge_tensors(model: Model) -> tuple:
+    """The ``(name, shape)`` of the model's tensors outside the transformer layers, in
+    :meth:`~llmsizing.model.Model.tensors`' order, kept per model (issue 35: :func:`_kept_edge_params` walked
+    every tensor of the model once per ``(tp, pp)`` of a search)."""
+    return tuple((name, shape) for _, name, shape, _k in model.tensors() if not name.startswith("layers."))
 
 
 @functools.lru_cache(maxsize=256)
