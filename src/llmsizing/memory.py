@@ -20,11 +20,15 @@ from .moe import gpu_params as _moe_gpu_params
 from .moe import largest_tensor as _moe_largest_tensor
 from .moe import moe_model_states as _moe_model_states
 from .moe import EpLayouts, _most
+from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
+                          stage_activations)
 from .catalog import resolve_model
+from .flops import _partial_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on
 from .job import takes_job
 from .model import Model
-from .parallel import Parallel, resolve_parallel
+from .parallel import (Parallel, check_recompute_layers, kept_parallel, pipeline_in_flight, recomputed_layers,
+                       resolve_parallel, stage_chunks)
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
                      _kept_state_elements, _stage_params, _states, _tp_share, default_overhead_bytes,
@@ -230,8 +234,6 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). Taught in chapter 4; checked against
     measured steps in chapter 5; context parallelism and partial recomputation in "Long context".
     """
-    from .activations import STACKS
-
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     grad_accum = check_int("grad_accum", grad_accum)
@@ -341,10 +343,6 @@ def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str
     activations (:func:`~llmsizing.activations.stage_activations`) and each stage's micro-batches in flight.
     None depends on the ZeRO stage, ``dp`` or ``ep`` (:func:`_act_layout`). ``core``: :func:`_act_core` or
     the planner's kept one."""
-    from .activations import activation_memory, stage_activations
-    from .flops import _partial_flops_per_token, training_flops_per_token
-    from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers, stage_chunks
-
     acts, cp_buffers, loss, working = (core or _act_core)(model, batch, seq, precision, attention, dropout,
                                                           recompute, stack, attention_mask, par.tp, par.sp,
                                                           par.cp, par.cp_comm, par.expert_tp)
@@ -384,8 +382,6 @@ def _act_core(model: Model, batch: int, seq: int, precision: str, attention: str
     """What :func:`_act_side` reads of the layout's ``tp``, ``sp``, ``cp`` alone (not of ``pp``, the
     micro-batches or the stages): :func:`~llmsizing.activations.activation_memory` with ``recompute``, context
     parallelism's K and V buffers, the loss's temporaries and one layer's working set."""
-    from .activations import activation_memory, cp_attention_buffers_bytes, layer_terms
-
     act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, tp, sp, cp,
                          expert_tp)
     acts = activation_memory(model, recompute=recompute, **act_kw)
@@ -441,8 +437,6 @@ _kept_state_side = functools.lru_cache(maxsize=4096)(_state_side)
 def _act_layout(par: Parallel) -> Parallel:
     """``par`` without what the activations never read (ZeRO stage, ``dp``, ``ep``, offload, resharding), so
     that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
-    from .parallel import kept_parallel
-
     return kept_parallel(**{f: getattr(par, f) for f in _LAYOUT_FIELDS}, dp=1, zero=0, ep=1, offload="none",
                          reshard_after_forward=True)
 

@@ -232,7 +232,8 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
     else:
         states = elements * DTYPE_BYTES[recipe.states]
     share = (on_rank / n) if on_rank is not None else 1 / (par.tp * par.pp)
-    weights, grads, extra, master, states = (x * share for x in (weights, grads, extra, master, states))
+    weights, grads, extra, master, states = (weights * share, grads * share, extra * share, master * share,
+                                             states * share)
     dp = par.dp_cp        # ZeRO shards over the data- and context-parallel ranks (Megatron-LM, torchtitan)
     scheme = recipe.scheme
     fp8_w = fp8_meta = 0.0
