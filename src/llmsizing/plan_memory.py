@@ -199,7 +199,7 @@ class SearchMemory:
         """``(fixed, per_micro, sharded)`` of the layout with ``cp`` context parallelism (ZeRO over
         ``dp x cp``)."""
         fixed, sharded = self.states(tp, pp, zero, ep, c, rc)
-        return fixed, self.per_micro(tp, pp, rc, c, cp), sharded / cp
+        return fixed, self.per_micro(tp, pp, rc, c, cp), sharded if cp == 1 else sharded / cp   # (x / 1 = x)
 
     def one_layer(self, tp: int, pp: int, zero: int, ep: int, c: int, cp: int, layers: int) -> tuple:
         """The coefficients of partial recomputation with one layer of each stage (of ``layers`` layers)
