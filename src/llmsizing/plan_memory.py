@@ -100,23 +100,25 @@ class SearchMemory:
                 fixed, sharded = (ep_affine(x1, x2, e1, e2, ep) for x1, x2 in zip(s1, s2))
             else:                                          # as _memory_coefficients, per_micro known
                 u = self.per_micro(tp, pp, rc, c, 1)
-                a = dp_unit(tp, 1, ep, self.expert_tp) if self.model.is_moe else 1
-                def pieces(dp):
-                    return _pieces(self.model, self._kw(rc), tp, pp, zero, c, 1, self.cp_comm, ep,
-                                   self.expert_tp, batch=1, dp=dp)
-
-                b1d1 = pieces(a)
-                if self.by_ep and ep not in self.eps[:2] and zero in (1, 2):
-                    # what ZeRO-1/2 keep whole is A + B / ep (what they shard may not be): the fixed part
-                    # from the first two ep, the sharded one from this call alone (_ep_affine says why)
-                    e1, e2 = self.eps[:2]
-                    fixed = ep_affine(*(self.states(tp, pp, zero, e, c, rc)[0] for e in (e1, e2)), e1, e2, ep)
-                    sharded = a * (b1d1 - u - fixed)
-                else:
-                    sharded = 2 * a * (b1d1 - pieces(2 * a)) if zero else np.zeros_like(b1d1)
-                    fixed = b1d1 - u - sharded / a
+                dps = self._dps(tp, zero, ep, self._kind(tp, pp, zero, ep, c))
+                got = [_pieces(self.model, self._kw(rc), tp, pp, zero, c, 1, self.cp_comm, ep, self.expert_tp,
+                               batch=1, dp=dp) for dp in dps]
+                fixed, sharded = self._entry(tp, pp, zero, ep, c, rc, u, *got)
             self._states[key] = (fixed, sharded)
         return self._states[key]
+
+    def _entry(self, tp: int, pp: int, zero: int, ep: int, c: int, rc: str, u, b1d1, b1d2=None) -> tuple:
+        """``(fixed, sharded)`` of a layout :meth:`states` reads off calls, from ``per_micro`` (``u``) and the
+        pieces at ``dp = a`` (``b1d1``) and, with ZeRO and kind ``"two"`` (:meth:`_kind`), ``2 a``."""
+        a = self._dps(tp, zero, ep, "one")[0]
+        if self._kind(tp, pp, zero, ep, c) == "one":
+            # what ZeRO-1/2 keep whole is A + B / ep (what they shard may not be): the fixed part from the
+            # first two ep, the sharded one from this call alone (_ep_affine says why)
+            e1, e2 = self.eps[:2]
+            fixed = ep_affine(*(self.states(tp, pp, zero, e, c, rc)[0] for e in (e1, e2)), e1, e2, ep)
+            return fixed, a * (b1d1 - u - fixed)
+        sharded = 2 * a * (b1d1 - b1d2) if zero else np.zeros_like(b1d1)
+        return b1d1 - u - sharded / a, sharded
 
     def _kind(self, tp: int, pp: int, zero: int, ep: int, c: int) -> str:
         """How :meth:`states` reads the layout's entry: ``"reference"`` (``zero = 0, ep = 1``), ``"affine"``
@@ -166,16 +168,8 @@ class SearchMemory:
             got = np.array(np.broadcast_arrays(*got), dtype=float)          # (piece, layout)
             column = {call: got[:, j] for j, call in enumerate(calls)}
             for ep in sorted(eps, key=lambda e: eps[e] == "one"):            # the first two ep first
-                a = self._dps(tp, zero, ep, "one")[0]
-                b1d1 = column[ep, a]
-                if eps[ep] == "one":
-                    e1, e2 = self.eps[:2]
-                    fixed = ep_affine(*(self.states(tp, pp, zero, e, c, rc)[0] for e in (e1, e2)), e1, e2, ep)
-                    sharded = a * (b1d1 - u - fixed)
-                else:
-                    sharded = 2 * a * (b1d1 - column[ep, 2 * a]) if zero else np.zeros_like(b1d1)
-                    fixed = b1d1 - u - sharded / a
-                self._states[tp, pp, zero, ep, c] = (fixed, sharded)
+                got = [column[ep, dp] for dp in self._dps(tp, zero, ep, eps[ep])]
+                self._states[tp, pp, zero, ep, c] = self._entry(tp, pp, zero, ep, c, rc, u, *got)
 
     def _dps(self, tp: int, zero: int, ep: int, kind: str) -> tuple:
         """The ``dp`` of the calls :meth:`states` makes for a layout of ``kind`` (:meth:`_kind`)."""
