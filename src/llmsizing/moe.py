@@ -111,17 +111,16 @@ class EpLayouts:
     Not for offloading (its branches read the bytes) nor the ``for-loop`` optimizer step (a max over
     tensors)."""
 
-    __slots__ = ("pars", "tp", "pp", "cp", "zero", "offload", "reshard_after_forward", "expert_tp", "etp",
-                 "stage_layers", "sp", "ep", "dp", "dp_cp", "edp", "_kept")
+    __slots__ = ("pars", "etp", "ep", "dp", "dp_cp", "edp", "_kept",
+                 *(f.name for f in fields(Parallel) if f.name not in ("ep", "dp")))
 
     def __init__(self, pars):
         self.pars = tuple(pars)
         first = self.pars[0]
         if len({_BUT_EP_DP(p) for p in self.pars}) > 1:
             raise ValueError("EpLayouts: layouts that differ in more than ep and dp")
-        for name in ("tp", "pp", "cp", "zero", "offload", "reshard_after_forward", "expert_tp", "etp",
-                     "stage_layers", "sp"):
-            setattr(self, name, getattr(first, name))
+        for name in (*(f.name for f in fields(Parallel) if f.name not in ("ep", "dp")), "etp"):
+            setattr(self, name, getattr(first, name))         # (what they share, as it is)
         if first.offload != "none":
             raise ValueError("EpLayouts: not for offloading layouts")
         for name in ("ep", "dp", "dp_cp", "edp"):
