@@ -157,7 +157,7 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (memory, "_kept_state_side"), (memory, "_act_layout"),
                        (plan_pricing, "_heavy_stages"), (memory, "_kept_act_core"), (moe, "_stage_frame"),
                        (states, "_kept_state_elements"), (moe, "_moe_in_stage"),
-                       (states, "_edge_tensors"))
+                       (states, "_edge_tensors"), (kernels, "_grouped_points"))
 
 
 def main() -> None:

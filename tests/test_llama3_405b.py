@@ -27,8 +27,10 @@ RECIPE = "bf16-mixed-fp32-grads"      # "FP32 gradient accumulation ... reduce-s
 
 
 def meta(dp: int, cp: int = 1) -> Parallel:
+    # Sec. 3.3.2: gradients accumulated "over multiple micro-batches", N contiguous micro-batches per stage
     return Parallel(tp=8, pp=16, dp=dp, cp=cp, cp_comm="all_gather", zero=3, reshard_after_forward=False,
-                    sp=True, virtual_stages=8, account_for_embedding=True, account_for_loss=True)
+                    sp=True, virtual_stages=8, account_for_embedding=True, account_for_loss=True,
+                    grad_reduce="chunk_run")
 
 
 # ---------------------------------------------------------------- the layout's chunks

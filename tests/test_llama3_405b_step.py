@@ -6,14 +6,20 @@ the weights once per step: torchtitan turns resharding off with PP "to avoid per
 can be expensive and non-overlapped" (``apply_fsdp``, ``torchtitan/models/llama3/infra/parallelize.py``), and
 PyTorch's pipeline stages keep the weights gathered between micro-batches (``backward_maybe_with_nosync`` in
 ``torch/distributed/pipelining/stage.py`` calls ``set_reshard_after_backward(False)``; ``_post_backward``
-reshards after the last backward). The gradients are still reduce-scattered in fp32 every micro-batch: Meta
-shards them, and the library's memory model keeps only their shard.
+reshards after the last backward). The gradients are reduce-scattered in fp32: FSDP2's default does it every
+micro-batch (``grad_reduce="micro_batch"``, tested here as a mechanism); ``llama3_405b_layout`` reduces each
+chunk once per run of its consecutive backwards (``grad_reduce="chunk_run"``): PyTorch's pipeline runtime
+reduces a stage's gradients after its last backward (``_add_reduce_grad``, ``torch/distributed/pipelining/
+schedules.py``), and Meta accumulates the gradients in fp32 "over multiple micro-batches" with N contiguous
+micro-batches per stage (Sec. 3.3.2).
 
 The check that the old reading (a weight gather every micro-batch) cannot be what Meta ran uses only published
 numbers: Table 4's 430 TFLOP/s per GPU on 8,192 GPUs with 16M-token batches of 8,192-token sequences gives the
 step; Sec. 3.3.1's 400 Gbps per GPU gives what one NIC moves in that step. Every expected number is worked out
 by hand from Llama 3.1 405B's shape (hidden 16,384, 126 layers, 8 KV heads of 128, MLP 53,248).
 """
+
+from dataclasses import replace
 
 import pytest
 
@@ -27,6 +33,11 @@ STAGE_LAYERS = 8                                     # the second stage (7 on th
 RING = 63 / 64                                       # a ring all-gather or reduce-scatter over dp = 64
 
 
+def _fsdp2(dp):
+    """Meta's layout with FSDP2's default: every micro-batch's gradients reduce-scattered."""
+    return replace(llama3_405b_layout(dp), grad_reduce="micro_batch")
+
+
 def _dp(par, m):
     c = communication(L405, par, batch=1, seq=SEQ, gpu=H100, grad_accum=m, precision=LLAMA3_RECIPE)
     return {x.collective: x for x in c.collectives if x.group == "dp"}
@@ -38,7 +49,7 @@ def test_layer_params_by_hand():
 
 def test_fsdp_under_a_pipeline_gathers_once_per_step():
     m = 32                                           # 2,048 sequences / dp 64 (Table 4: batch size 32 per DP)
-    dp = _dp(llama3_405b_layout(64), m)
+    dp = _dp(_fsdp2(64), m)
     gather = dp["FSDP weight all-gather (kept for the step)"]
     scatter = dp["ZeRO-3 gradient reduce-scatter"]
     assert set(dp) == {gather.collective, scatter.collective}          # no per-micro-batch gather left
@@ -70,7 +81,7 @@ def test_per_micro_batch_gathers_would_fill_metas_nic():
     new = RING * STAGE_LAYERS * LAYER_GPU * (2 + 4 * m)
     assert old / nic_bytes == pytest.approx(0.96, abs=0.01)
     assert new / nic_bytes == pytest.approx(0.65, abs=0.01)
-    got = sum(c.bytes_per_gpu for c in _dp(llama3_405b_layout(64), m).values())
+    got = sum(c.bytes_per_gpu for c in _dp(_fsdp2(64), m).values())
     assert got == pytest.approx(new)
 
 
@@ -93,7 +104,7 @@ def test_reduce_scatter_windows_on_metas_schedule_by_hand():
     # forward chunk (window: that forward + the next backward's layer), 142 by a backward (window: one layer's
     # backward) and the last by nothing. A layer's forward is compute / (m x 8 x 3), its backward twice that
     # (no recomputation); the gather is kept for the step, behind one forward.
-    m, par = 32, llama3_405b_layout(64)
+    m, par = 32, _fsdp2(64)
     st = step_time(L405, H100, par, batch=1, seq=SEQ, grad_accum=m, precision=LLAMA3_RECIPE)
     dp = {c.collective: c for c in st.communication.collectives if c.group == "dp"}
     rs = dp["ZeRO-3 gradient reduce-scatter"]
@@ -104,6 +115,53 @@ def test_reduce_scatter_windows_on_metas_schedule_by_hand():
     assert st.exposed_by_group_s["dp"] == pytest.approx(want, rel=1e-9)
     # the old rule (each micro-batch's calls against its own backward) waited for more
     assert want < m * (rs.time_s / m - st.compute_s / m * 2 / 3) + gather
+
+
+@pytest.mark.parametrize("dp, m, runs", [(64, 32, 2), (128, 16, 1)])
+def test_metas_layout_reduces_each_chunk_once_per_run(dp, m, runs):
+    """Megatron-LM's interleaved order runs each chunk's backward for p = 16 micro-batches in a row: m = 32
+    makes two runs per chunk, m = 16 one. One layer a chunk, so 8 x runs fp32 reduce-scatters per step."""
+    d = _dp(llama3_405b_layout(dp), m)
+    scatter = d["ZeRO-3 gradient reduce-scatter"]
+    assert scatter.calls == STAGE_LAYERS * runs
+    assert scatter.message_bytes == pytest.approx(4 * LAYER_GPU)
+    ring = (dp - 1) / dp
+    assert sum(c.bytes_per_gpu for c in d.values()) == pytest.approx(ring * STAGE_LAYERS * LAYER_GPU
+                                                                     * (2 + 4 * runs))
+
+
+@pytest.mark.parametrize("dp, m", [(64, 32), (128, 16)])
+def test_metas_chunk_runs_hide_all_but_the_last(dp, m):
+    """By hand from the order (tests/test_reduce_scatter_window.py's rule): every run ends with p = 16
+    backwards of the next run still to come, each a layer's backward (2 forward layers' time), so a run's
+    window is at least 16 x 2 f, far above one call; the step's last call hides behind nothing. So the step
+    waits for one reduce-scatter plus what the once-per-step gather leaves over one forward."""
+    st = step_time(L405, H100, llama3_405b_layout(dp), batch=1, seq=SEQ, grad_accum=m,
+                   precision=LLAMA3_RECIPE)
+    d = {c.collective: c for c in st.communication.collectives if c.group == "dp"}
+    rs = d["ZeRO-3 gradient reduce-scatter"]
+    r, f = rs.one_call_s, st.compute_s / (m * STAGE_LAYERS * 3)
+    assert r < 16 * 2 * f
+    gather = max(0.0, d["FSDP weight all-gather (kept for the step)"].time_s - STAGE_LAYERS * f)
+    assert st.exposed_by_group_s["dp"] == pytest.approx(r + gather, rel=1e-9)
+
+
+def test_chunk_run_memory_counts_the_chunks_gradient():
+    """The gradient accumulated over a run is the chunk's: one layer in Meta's one-layer chunks (as FSDP2's
+    one unit), all 126 layers without a pipeline (LAYER_GPU parameters each, fp32)."""
+    from llmsizing.memory import zero3_gathered_bytes
+
+    one = zero3_gathered_bytes(L405, precision=LLAMA3_RECIPE, parallel=llama3_405b_layout(64))
+    assert one == pytest.approx(4 * LAYER_GPU)
+    assert zero3_gathered_bytes(L405, precision=LLAMA3_RECIPE, parallel=_fsdp2(64)) == pytest.approx(one)
+    # the searches' shared activation layout drops FSDP's settings (it must not refuse chunk_run with zero=0):
+    # one 8,192-token sequence per micro-batch fits on 16,384 GPUs, as Meta ran it (Sec. 3.3.2)
+    from llmsizing.memory import max_micro_batch
+    assert max_micro_batch(L405, H100, SEQ, parallel=llama3_405b_layout(128), precision=LLAMA3_RECIPE,
+                           grad_accum=16) >= 1
+    flat = Parallel(tp=8, dp=64, zero=3, sp=True, reshard_after_forward=False, grad_reduce="chunk_run")
+    assert zero3_gathered_bytes(L405, precision=LLAMA3_RECIPE, parallel=flat) == pytest.approx(
+        4 * LAYER_GPU * 126)
 
 
 # ---------------------------------------------------------------- the published rows' layout (calibration)

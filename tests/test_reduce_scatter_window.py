@@ -63,3 +63,45 @@ def test_bad_input_names_the_parameter(kw, name):
     args = dict(pp=2, micro_batches=2, virtual_stages=1, stage=0, units=2, forward=1.0, backward=2.0) | kw
     with pytest.raises(ValueError, match=name):
         reduce_scatter_windows(**args)
+
+
+# ---------------------------------------------------- grad_reduce="chunk_run": once per run of a chunk
+def test_runs_of_a_chunks_backwards_by_hand():
+    # Megatron-LM's interleaved order runs chunk v - 1 - (k // p) % v for the k-th backward: p backwards of
+    # one chunk in a row. p = 2, m = 4, v = 2: chunks 1 1 0 0 1 1 0 0, two runs per chunk; m = p: one run.
+    from llmsizing.pipeline_schedule import grad_reduce_runs
+
+    assert grad_reduce_runs(2, 4, 2) == 2
+    assert grad_reduce_runs(2, 2, 2) == 1
+    assert grad_reduce_runs(16, 32, 8) == 2 and grad_reduce_runs(16, 16, 8) == 1    # Meta's 8K rows
+    assert grad_reduce_runs(4, 8, 1) == 1                # plain 1F1B: one chunk, all backwards one run
+    assert grad_reduce_runs(1, 3, 1) == 1                # no pipeline: accumulate, reduce once
+
+
+def test_chunk_run_windows_interleaved_by_hand():
+    # p = 2, m = 4, v = 2, one unit per chunk, a unit's forward 1 and backward 2 (forward 2, backward 4 per
+    # micro-batch). Stage 0: 4 warm-up chunk forwards, then F4 B0 F5 B1 F6 B2 F7 B3, then B4 B5 B6 B7; runs
+    # end at B1, B3, B5, B7. B1's reduce-scatter hides behind F6 B2 F7 and B3's first unit (1 + 2 + 1 + 2);
+    # B3's behind B4 and B5's unit (2 + 2); B5's behind B6 and B7's (4); B7's behind nothing.
+    assert reduce_scatter_windows(2, 4, 2, 0, 2, 2.0, 4.0, per_run=True) == pytest.approx((6, 4, 4, 0))
+    # Stage 1: F0 F1, then F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5, then B6 B7: B1's window F4 B2 F5 + B3's unit
+    # (6), B3's F6 B4 F7 + B5's (6), B5's B6 + B7's (4), B7's nothing.
+    assert reduce_scatter_windows(2, 4, 2, 1, 2, 2.0, 4.0, per_run=True) == pytest.approx((6, 6, 4, 0))
+
+
+def test_chunk_run_without_a_pipeline_by_hand():
+    # p = 1, m = 3, two units: F0 B0 F1 B1 F2 B2, one run ending at B2: its first unit's call hides behind
+    # the second unit's backward (a unit's backward: 4 / 2 = 2), the last behind nothing
+    assert reduce_scatter_windows(1, 3, 1, 0, 2, 2.0, 4.0, per_run=True) == pytest.approx((2, 0))
+    par = SimpleNamespace(pp=1, virtual_stages=1, grad_reduce="chunk_run")
+    # two calls of 3 each: 3 - 2 and 3 - 0
+    assert zero3_exposed_s(par, 3, 2, 2.0, 4.0, 6.0) == pytest.approx(1 + 3)
+
+
+def test_chunk_run_needs_fsdp():
+    from llmsizing import Parallel
+
+    with pytest.raises(ValueError, match="zero=3"):
+        Parallel(dp=8, zero=1, grad_reduce="chunk_run")
+    with pytest.raises(ValueError, match="grad_reduce"):
+        Parallel(dp=8, zero=3, grad_reduce="per_step")

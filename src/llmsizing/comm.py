@@ -45,7 +45,7 @@ from .model import Model
 from .moe import expert_data_parallel, stage_split
 from .network import Collective, GroupLink, Node, get_node, group_link, latency_steps
 from .parallel import Parallel, check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
-from .pipeline_schedule import dualpipe_rank_mean
+from .pipeline_schedule import dualpipe_rank_mean, grad_reduces
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
 
 #: Columns of :meth:`Communication.to_frame`.
@@ -135,12 +135,13 @@ def dp_calls(zero: int, on_rank: float, *, layers: int = 1, bucket_params: float
 
 def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
                 reshard_after_forward: bool = True, *, layers: int = 1, pipelined: bool = False,
-                bucket_params: float | None = None) -> list[tuple[str, str, float, int]]:
+                bucket_params: float | None = None, grad_reduces: int | None = None) -> list[tuple]:
     """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as
     ``(name, kind, message bytes of one call, calls)`` (:func:`communication`'s rules): DDP's gradient
     all-reduce; ZeRO-1's gradient reduce-scatter and weight all-gather once per step; ZeRO-2's reduce-scatter
     every micro-batch; ZeRO-3's forward (and, resharded after the forward, backward) weight all-gathers and
-    gradient reduce-scatter every micro-batch. Each is split into :func:`dp_calls` calls: ZeRO-3 gathers and
+    gradient reduce-scatter every micro-batch (``grad_reduces`` times per step if given: ``grad_reduce=
+    "chunk_run"``). Each is split into :func:`dp_calls` calls: ZeRO-3 gathers and
     reduce-scatters one FSDP unit of ``layers`` at a time (:data:`FSDP_UNIT_LAYERS`), the others one bucket
     of ``bucket_params`` at a time (:func:`dp_bucket_params`; one call when None, the old rule), so each call
     pays its own latency. :func:`communication` prices them on the group's link (the planner reuses them).
@@ -161,7 +162,7 @@ def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: floa
              ("ZeRO-3 weight all-gather (forward)", "all-gather", w, m * k)]
             + ([("ZeRO-3 weight all-gather (backward)", "all-gather", w, m * k)] if reshard_after_forward
                else [])
-            + [("ZeRO-3 gradient reduce-scatter", "reduce-scatter", g, m * k)])
+            + [("ZeRO-3 gradient reduce-scatter", "reduce-scatter", g, (grad_reduces or m) * k)])
 
 
 def ring_collective(name: str, group: str, n: int, kind: str, message: float, calls: int, gl) -> "Collective":
@@ -303,7 +304,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
         for name, kind, message, calls in dp_schedule(par.zero, on_rank, w_b, g_b, m,
                                                       par.reshard_after_forward, layers=layers,
-                                                      pipelined=par.pp > 1,
+                                                      pipelined=par.pp > 1, grad_reduces=grad_reduces(par, m),
                                                       bucket_params=dp_bucket_params(dp)):
             add(name + tag, "dp", dp, kind, message, calls, gl)
 

@@ -53,6 +53,25 @@ def attention_keys_per_token(model: Model | str, *, seq: int, causal: bool = Fal
     return (nw * windowed + (n - nw) * full) / n
 
 
+def document_mask_cp_pairs(doc_lengths, cp: int) -> tuple[int, ...]:
+    """Query-key pairs each of ``cp`` context-parallel ranks computes for one packed sequence under a causal
+    document mask (a token attends to itself and the earlier tokens of its own document; Dubey et al. 2024,
+    Sec. 3.3.2), with Llama 3's sharding: the sequence (``sum(doc_lengths)``, a multiple of ``2 cp``) cut
+    into ``2 cp`` chunks, rank ``i`` taking chunks ``i`` and ``2 cp - 1 - i``. One document of the whole
+    length is the plain causal mask, ``s (s + 1) / (2 cp)`` pairs on every rank; any other packing gives every
+    rank at most that (its queries attend to a subset of the same keys), unevenly (WLB-LLM, Wang et al. 2025,
+    OSDI, Sec. 3.1). Chapter 17."""
+    docs = [check_int(f"doc_lengths[{j}]", d) for j, d in enumerate(doc_lengths)]
+    cp = check_int("cp", cp)
+    seq = sum(docs)
+    if not docs or seq % (2 * cp):
+        raise ValueError(f"doc_lengths must add up to a positive multiple of 2 x cp = {2 * cp}, got {seq}")
+    keys = [k for d in docs for k in range(1, d + 1)]        # each query's keys: its place in its document
+    c = seq // (2 * cp)
+    chunk = [sum(keys[j * c:(j + 1) * c]) for j in range(2 * cp)]
+    return tuple(chunk[i] + chunk[2 * cp - 1 - i] for i in range(cp))
+
+
 def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
     """Forward FLOPs per token of the attention core over all layers: ``QK^T`` and ``attn @ V``,
     ``4 * keys * heads * head_dim * layers`` with ``keys`` = :func:`attention_keys_per_token`: ``seq`` (halved

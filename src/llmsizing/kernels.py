@@ -29,7 +29,9 @@ GPU's ridge point (:func:`~llmsizing.hardware.ridge_point_flops_per_byte`): :fun
 BF16, NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficiency.csv``
 (:func:`fit_gemm_curve`: one curve for both, 2.7% rms). A layer's GEMMs (:func:`layer_gemms`) have ``m`` =
 the tokens of a micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by
-``tp``: a 2,048-wide model's GEMMs run below a 16,384-wide one's.
+``tp``: a 2,048-wide model's GEMMs run below a 16,384-wide one's. A mixture of experts' routed GEMMs run
+grouped, all of a GPU's experts in one kernel: priced at all their rows, times what DeepGEMM's grouped tables
+lose to few rows per expert (:func:`grouped_gemm_share`).
 
 The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's copy) charges the Linear layers
 at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
@@ -247,14 +249,55 @@ def layer_gemms(model, *, tp: int = 1, tokens: int, ep: int = 1) -> tuple[tuple[
             (rows, h, max(1, ffn // tp)))
 
 
+@lru_cache(maxsize=1)
+def _grouped_points() -> tuple[tuple[float, float], ...]:
+    """``(log2 rows, share)`` of :func:`grouped_gemm_share`, ascending: each ``kind == "grouped"`` row of
+    ``data/gemm_efficiency.csv`` over the ``kind == "curve"`` row of the same GPU, dtype, ``n`` and ``k`` at
+    ``m = 4096``, averaged over the shapes measured at the same rows per group."""
+    with open(DATA / "gemm_efficiency.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    full = {(r["gpu"], r["dtype"], r["n"], r["k"]): float(r["tflops"]) for r in rows
+            if r["kind"] == "curve" and r["m"] == "4096"}
+    by_rows: dict[int, list[float]] = {}
+    for r in rows:
+        if r["kind"] == "grouped":
+            by_rows.setdefault(int(r["m"]), []).append(float(r["tflops"]) / full[r["gpu"], r["dtype"], r["n"],
+                                                                                r["k"]])
+    return tuple((math.log2(m), sum(v) / len(v)) for m, v in sorted(by_rows.items()))
+
+
+def grouped_gemm_share(rows: float) -> float:
+    """What a grouped GEMM of ``rows`` rows per group (an expert's tokens) reaches, as a share of one GEMM of
+    the same ``n`` and ``k`` at full size: DeepGEMM's grouped-GEMM tables over its normal GEMMs at ``m =
+    4096`` (``data/gemm_efficiency.csv``, ``kind == "grouped"``; H800 FP8: 0.76 at 256 rows a group, 0.85 at
+    512, 0.92 at 1,024), interpolated in ``log2(rows)``, flat beyond the table and never above 1. The grouped
+    kernel schedules every group's tiles in one launch, so few rows per expert cost far less than a lone GEMM
+    of that many rows (:func:`gemm_efficiency` at ``m = 512``: 0.31 of the H100's peak for a 4,096-wide
+    layer), which GRIN MoE's measured throughput confirms (Liu et al. 2024, arXiv:2409.12136, Table 3: a
+    16-expert top-2 MoE trains at 86.6% of the speed of the dense model of its active size on MegaBlocks'
+    grouped GEMMs). A stand-in outside Hopper FP8: no BF16 or Ampere grouped table is stored."""
+    rows = check_number("rows", rows, allow_equal=False)
+    pts = _grouped_points()
+    return min(1.0, _interp(math.log2(rows), [p[0] for p in pts], [p[1] for p in pts]))
+
+
 @lru_cache(maxsize=4096)
 def layer_gemm_efficiency(model, gpu, *, tp: int, tokens: int, dtype: str = "bf16", ep: int = 1) -> float:
     """:func:`gemm_efficiency` of one layer's GEMMs (:func:`layer_gemms`) together: their FLOPs over the sum
-    of each one's FLOPs / efficiency (the time-weighted mean)."""
+    of each one's FLOPs / efficiency (the time-weighted mean). A mixture of experts' routed GEMMs count with
+    the FLOPs of all ``experts / ep`` experts a GPU holds (``tokens x k`` rows in all, not one expert's), and
+    run as one grouped GEMM: :func:`gemm_efficiency` at all those rows times :func:`grouped_gemm_share` at one
+    expert's rows (a plain GEMM when the GPU holds one expert)."""
+    model = resolve_model(model, moe=True)
+    local = max(1, model.experts // check_int("ep", ep)) if model.is_moe else 1
     flops = time = 0.0
-    for m, n, k in layer_gemms(model, tp=tp, tokens=tokens, ep=ep):
-        flops += m * n * k
-        time += m * n * k / gemm_efficiency(gpu, m, n, k, dtype)
+    for i, (m, n, k) in enumerate(layer_gemms(model, tp=tp, tokens=tokens, ep=ep)):
+        if i >= 2 and local > 1:            # the routed experts' up and down projections, grouped
+            f, e = m * n * k * local, gemm_efficiency(gpu, m * local, n, k, dtype) * grouped_gemm_share(m)
+        else:
+            f, e = m * n * k, gemm_efficiency(gpu, m, n, k, dtype)
+        flops += f
+        time += f / e
     return flops / time
 
 

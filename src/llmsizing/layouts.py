@@ -27,7 +27,7 @@ from .moe_layouts import dp_unit, ep_candidates, heavy_stages, route_max_nodes
 from .moe_time import schedule_bubble
 from .network import get_node
 from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, recomputed_layers
-from .pipeline_schedule import zero3_exposed_s
+from .pipeline_schedule import grad_reduces, zero3_exposed_s
 from .precision import compute_dtype
 from .states import USABLE_FRACTION
 
@@ -373,8 +373,8 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
             out["pp"] += min(t, 2 * (comm.parallel.pp - 1) * c.one_call_s)
         elif "all-gather (forward)" in c.collective:           # ZeRO-3, per micro-batch (one call a layer)
             out["dp"] += m * max(0.0, t / m - fwd)
-        elif c.collective.startswith("ZeRO-3"):                # backward gather and gradient reduce-scatter
-            zero3_bwd, units = zero3_bwd + t, c.calls // m
+        elif c.collective.startswith("ZeRO-3"):        # backward gather and gradient reduce-scatter (or runs)
+            zero3_bwd, units = zero3_bwd + t, c.calls // grad_reduces(comm.parallel, m)
         elif "weight all-gather" in c.collective:              # ZeRO-1/2 after the optimizer step
             out["dp"] += max(0.0, t - fwd)
         elif c.collective.startswith("ZeRO-2 gradient"):       # ZeRO-2's reduce-scatter, every micro-batch

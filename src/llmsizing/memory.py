@@ -27,8 +27,8 @@ from .flops import _partial_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on
 from .job import takes_job
 from .model import Model
-from .parallel import (Parallel, check_recompute_layers, kept_parallel, pipeline_in_flight, recomputed_layers,
-                       resolve_parallel, stage_chunks)
+from .parallel import (Parallel, check_recompute_layers, kept_parallel, layers_per_stage, pipeline_in_flight,
+                       recomputed_layers, resolve_parallel, stage_chunks)
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
                      _kept_state_elements, _stage_params, _states, _tp_share, default_overhead_bytes,
@@ -435,15 +435,15 @@ _kept_state_side = functools.lru_cache(maxsize=4096)(_state_side)
 
 @functools.lru_cache(maxsize=4096)
 def _act_layout(par: Parallel) -> Parallel:
-    """``par`` without what the activations never read (ZeRO stage, ``dp``, ``ep``, offload, resharding), so
-    that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
+    """``par`` without what the activations never read (ZeRO stage, ``dp``, ``ep``, offload, FSDP's
+    settings), so that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
     return kept_parallel(**{f: getattr(par, f) for f in _LAYOUT_FIELDS}, dp=1, zero=0, ep=1, offload="none",
-                         reshard_after_forward=True)
+                         reshard_after_forward=True, grad_reduce="micro_batch")
 
 
 #: :class:`~llmsizing.parallel.Parallel`'s fields but those :func:`_act_layout` sets.
-_LAYOUT_FIELDS = tuple(f.name for f in fields(Parallel)
-                       if f.name not in ("dp", "zero", "ep", "offload", "reshard_after_forward"))
+_LAYOUT_FIELDS = tuple(f.name for f in fields(Parallel) if f.name not in (
+    "dp", "zero", "ep", "offload", "reshard_after_forward", "grad_reduce"))
 
 
 def _stage_row(r: "TrainingMemory", params: float) -> dict:
@@ -481,6 +481,9 @@ def _zero3_gathered(model: Model, precision: str, par: Parallel) -> float:
     # without resharding after the forward the stage's weights stay gathered and are counted with the
     # weights (ModelStates): only the unit's full gradient, before its reduce-scatter, comes on top
     weights = DTYPE_BYTES[recipe.weights] if par.reshard_after_forward else 0
+    if par.grad_reduce == "chunk_run":    # the largest chunk's whole gradient, accumulated over its run
+        chunk = -(-max(layers_per_stage(model.layers, par)) // par.virtual_stages)
+        return weights * max(block, matrix) + DTYPE_BYTES[recipe.grads] * max(block * chunk, matrix)
     return (weights + DTYPE_BYTES[recipe.grads]) * max(block, matrix)
 
 

@@ -58,9 +58,9 @@ STANDINS = {m.name: m for m in (JETMOE_8B_STANDIN, PHI_35_MOE_STANDIN)}
 def moe_published_runs():
     """``data/moe_published_runs.csv`` as a DataFrame: run, catalogue model (or ``"jetmoe-8b (stand-in)"``),
     GPU, GPUs (``n_gpus_published`` says whether the count is the source's or assumed), sequence length,
-    tokens, GPU-hours, precision recipe, the layout (``pp``, ``ep``, ``dp``, ``zero``), the global batch in
-    sequences, the share of the all-to-all the run hides (``ep_overlap``), DeepSeek's node limit
-    (``max_nodes``), ``role`` (``fit`` or ``held out``), source, as-of date and note."""
+    tokens, GPU-hours, precision recipe, the layout (``pp``, ``ep``, ``dp``, ``zero``, ``recompute``), the
+    global batch in sequences, the share of the all-to-all the run hides (``ep_overlap``), DeepSeek's node
+    limit (``max_nodes``), ``role`` (``fit`` or ``held out``), source, as-of date and note."""
     import pandas as pd
 
     return pd.read_csv(MOE_PUBLISHED_RUNS_CSV, keep_default_na=False, na_values=[""])
@@ -79,8 +79,8 @@ def _int_or_none(value):
 def run_step(row):
     """The :class:`~llmsizing.layouts.StepTime` of one row of :func:`moe_published_runs` on its layout,
     micro-batches of one sequence, with the row's recipe: ``precision``, ``schedule``, ``mtp_depth``,
-    ``comm_sms``,
-    ``ep_overlap``, ``max_nodes`` and ``stage_layers`` (``;``-separated, empty: Megatron's even split)."""
+    ``comm_sms``, ``ep_overlap``, ``max_nodes``, ``recompute`` (``none``, ``selective`` or ``full``) and
+    ``stage_layers`` (``;``-separated, empty: Megatron's even split)."""
     from .layouts import step_time
     from .parallel import Parallel
 
@@ -90,7 +90,8 @@ def run_step(row):
     return step_time(_model(row["model"]), row["gpu"], par, batch=1, seq=int(row["seq"]),
                      grad_accum=int(row["global_batch"]) // par.dp, precision=row["precision"],
                      ep_overlap=float(row["ep_overlap"]), max_nodes=_int_or_none(row["max_nodes"]),
-                     schedule=row["schedule"], mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]))
+                     schedule=row["schedule"], mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]),
+                     recompute=row["recompute"])
 
 
 def predict_moe_run(row) -> dict:

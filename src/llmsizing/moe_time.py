@@ -3,7 +3,9 @@
 
 * **Grouped expert GEMMs** are priced by their shape in :func:`llmsizing.kernels.layer_gemms`: each of a GPU's
   experts multiplies ``tokens x k x ep / experts`` rows (:func:`expert_rows`), the rows the GEMM-shape curve
-  sees; fine-grained experts (many, narrow, top-8) get short, thin GEMMs there.
+  sees; fine-grained experts (many, narrow, top-8) get short, thin GEMMs there. The GPU's experts run as one
+  grouped GEMM, all their rows at once, losing what DeepGEMM's grouped tables lose to few rows per expert
+  (:func:`llmsizing.kernels.grouped_gemm_share`).
 * **Routing kernels** (router logits, top-k, permutation and unpermutation): memory-bound, priced on HBM
   bandwidth by their bytes (:func:`routing_bytes_per_token`), following Megatron-Core's ``moe_utils.permute``
   / ``unpermute`` (a gather of each token's ``k`` copies, a scatter-add back).

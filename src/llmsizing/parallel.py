@@ -12,7 +12,7 @@ torchtitan.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ._compat import keep_hash
 from ._validate import check_bool, check_choice, check_int
@@ -38,9 +38,21 @@ MAX_PP = 1024
 #: and KV heads (:func:`check_ulysses`). Taught in the "Long context" chapter.
 CP_COMMS = ("p2p", "all_gather", "a2a")
 
+#: When ZeRO-3 reduce-scatters (:attr:`Parallel.grad_reduce`): every micro-batch (FSDP2), or once per run of
+#: a chunk's consecutive backwards, accumulated over it (PyTorch pipelining's ``_add_reduce_grad``: after a
+#: stage's last backward; Llama 3 accumulates in fp32 "over multiple micro-batches", Sec. 3.3.2).
+GRAD_REDUCES = ("micro_batch", "chunk_run")
+
 #: Activation recomputation a run may use (Korthikanti et al. 2022, Sec. 5): none, the attention core only, or
 #: every layer (``recompute_layers`` for the first few only: :func:`recomputed_layers`).
 RECOMPUTE = ("none", "selective", "full")
+
+
+def _as_model(model):                  # a catalogue name's Model (a model as given)
+    if isinstance(model, str):
+        from .catalog import get_model
+        return get_model(model)
+    return model
 
 
 @keep_hash
@@ -58,8 +70,8 @@ class Parallel:
     ``False`` keeps them until the backward (one gather per micro-batch; the stage's 16-bit weights stay in
     memory); with a pipeline (``pp > 1``) for the whole step, one gather per step, as torchtitan's
     ``apply_fsdp`` does with PP "to avoid per-microbatch all-gathers" and PyTorch's pipeline stages do
-    (``set_reshard_after_backward(False)``, ``torch/distributed/pipelining/stage.py``).
-    A pipeline's micro-batches are the gradient-accumulation steps of
+    (``set_reshard_after_backward(False)``, ``torch/distributed/pipelining/stage.py``). A pipeline's
+    micro-batches are the gradient-accumulation steps of
     :func:`~llmsizing.memory.training_memory` (``grad_accum``). ``offload`` (one of :data:`OFFLOADS`) moves
     the optimizer's bytes, or those and the weights, to the host's memory (ZeRO-Offload, ZeRO-Infinity);
     :class:`~llmsizing.memory.ModelStates` then reports the host bytes it costs (``host_bytes``).
@@ -97,11 +109,10 @@ class Parallel:
     ``stage_layers`` the split is Megatron-LM's (``(layers + 2) / pp`` places per stage); with it, the counts
     given. The interleaved schedule keeps the most micro-batches in flight in the first chunk, so an
     embedding-only chunk lightens the first stage (:func:`pipeline_in_flight` with ``chunks``).
-    ``deallocate_pipeline_outputs`` frees each stage's output once sent (Megatron-LM's
-    ``deallocate_output_tensor`` in ``pipeline_parallel/schedules.py``, on by default in its training loop,
-    ``argument_utils.py``; Llama 3's "proactively deallocate ... the input and output tensors of each
-    pipeline stage"); ``False`` keeps one output per model chunk and micro-batch in flight. Taught in
-    chapter 8."""
+    ``grad_reduce`` (ZeRO-3 only): :data:`GRAD_REDUCES`. ``deallocate_pipeline_outputs`` frees each stage's
+    output once sent (Megatron-LM's ``deallocate_output_tensor``, ``pipeline_parallel/schedules.py``, on by
+    default in its training loop; Llama 3's "proactively deallocate ... the input and output tensors of each
+    pipeline stage"); ``False`` keeps one output per chunk and micro-batch in flight. Chapter 8."""
 
     tp: int = 1
     pp: int = 1
@@ -121,6 +132,7 @@ class Parallel:
     account_for_embedding: bool = False
     account_for_loss: bool = False
     deallocate_pipeline_outputs: bool = True
+    grad_reduce: str = "micro_batch"
 
     def __post_init__(self):
         # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy
@@ -128,12 +140,16 @@ class Parallel:
             object.__setattr__(self, f, check_int(f, getattr(self, f)))
         object.__setattr__(self, "pp", check_int("pp", self.pp, maximum=MAX_PP))
         object.__setattr__(self, "zero", check_int("zero", self.zero, minimum=0, maximum=3))
-        object.__setattr__(self, "sp", check_bool("sp", self.sp))
         object.__setattr__(self, "virtual_stages", check_int("virtual_stages", self.virtual_stages))
         check_choice("offload", self.offload, OFFLOADS)
         check_choice("cp_comm", self.cp_comm, CP_COMMS)
-        object.__setattr__(self, "reshard_after_forward", check_bool("reshard_after_forward",
-                                                                     self.reshard_after_forward))
+        for f in ("sp", "reshard_after_forward", "expert_tp", "account_for_embedding", "account_for_loss",
+                  "deallocate_pipeline_outputs"):
+            object.__setattr__(self, f, check_bool(f, getattr(self, f)))
+        gr = check_choice("grad_reduce", self.grad_reduce, GRAD_REDUCES)
+        if gr != "micro_batch" and (self.zero != 3 or self.reshard_after_forward):   # resharded: not modelled
+            raise ValueError(f"grad_reduce={gr!r} needs zero=3 with reshard_after_forward=False, got "
+                             f"zero={self.zero}, reshard_after_forward={self.reshard_after_forward}")
         if self.stage_layers is not None:
             from ._validate import check_sequence
 
@@ -144,9 +160,6 @@ class Parallel:
                 raise ValueError(f"stage_layers must give one layer count per pipeline stage: pp={self.pp}, "
                                  f"got {len(layers)} numbers")
             object.__setattr__(self, "stage_layers", layers)
-        object.__setattr__(self, "expert_tp", check_bool("expert_tp", self.expert_tp))
-        for f in ("account_for_embedding", "account_for_loss", "deallocate_pipeline_outputs"):
-            object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         if (self.tp * self.dp_cp) % (self.etp * self.ep):
             raise ValueError(f"ep={self.ep} must divide tp x cp x dp / etp = "
                              f"{self.tp * self.dp_cp // self.etp} (etp={self.etp}, the experts' "
@@ -204,14 +217,13 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
       the library follows vLLM and counts one KV head per rank.
     * ``pp`` must not exceed the layer count: a pipeline stage needs at least one layer.
     * ``virtual_stages > 1`` needs ``pp > 1`` and at least one layer per chunk; chunks of a stage may differ
-      by a layer (Megatron-Core's ``--pipeline-model-parallel-layout`` takes any split; issue 35; before
-      it, Megatron-LM's interleaved schedule wanted equal chunks). With
-      ``stage_layers`` (an uneven split) every stage needs at least ``virtual_stages`` layers, and chunks may
-      differ by a layer, as in Llama 3's schedule.
+      by a layer (Megatron-Core's ``--pipeline-model-parallel-layout`` takes any split; issue 35; before it,
+      Megatron-LM's interleaved schedule wanted equal chunks). With ``stage_layers`` (an uneven split) every
+      stage needs at least ``virtual_stages`` layers, and chunks may differ by a layer, as in Llama 3's.
     * ``stage_layers`` must sum to the model's layers, one count of at least 1 per stage.
     * ZeRO stage 2 or 3 with ``pp > 1`` is allowed: DeepSpeed's pipeline engine refuses it ("ZeRO-2 and ZeRO-3
       are incompatible with pipeline parallelism"), but PyTorch's FSDP2 runs under pipelines (torchtitan), as
-      Llama 3 did; the gradients are then reduce-scattered once per micro-batch (:mod:`llmsizing.comm`).
+      Llama 3 did; the gradients are reduce-scattered as ``grad_reduce`` says (:mod:`llmsizing.comm`).
       Megatron-LM pairs pipelines with its distributed optimizer, which is ZeRO-1.
     * ``offload="optimizer"`` needs ZeRO stage >= 1 and ``"optimizer+params"`` stage 3, as DeepSpeed's
       ``offload_optimizer`` and ``offload_param`` do.
@@ -231,10 +243,7 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
                          "parallelism gives each rank two chunks of seq / (2 cp) tokens (causal load "
                          "balancing, as Megatron-LM and Transformer Engine require)")
     check_choice("offload", offload, OFFLOADS)
-    if isinstance(model, str):                 # a catalogue name, as everywhere else
-        from .catalog import get_model
-
-        model = get_model(model)
+    model = _as_model(model)
     if offload == "optimizer" and zero < 1:
         raise ValueError("offload='optimizer' needs zero >= 1 (DeepSpeed's offload_optimizer), got "
                          f"zero={zero}")
@@ -246,8 +255,8 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     if virtual_stages > 1 and pp == 1:
         raise ValueError(f"virtual_stages={virtual_stages} needs pp > 1: interleaving splits each pipeline "
                          "stage")
-    emb, loss = check_bool("account_for_embedding", account_for_embedding), check_bool("account_for_loss",
-                                                                                         account_for_loss)
+    emb, loss = (check_bool(f, v) for f, v in (("account_for_embedding", account_for_embedding),
+                                               ("account_for_loss", account_for_loss)))
     if (emb or loss) and pp == 1:
         raise ValueError("account_for_embedding / account_for_loss need pp > 1: they give the embedding or "
                          "the loss a layer's place in the pipeline split")
@@ -455,11 +464,7 @@ def _kept_resolved(parallel: Parallel, model, seq) -> Parallel:
     if model is not None and parallel.stage_layers is None and (parallel.account_for_embedding
                                                                 or parallel.account_for_loss):
         # Megatron-LM's split with the embedding / loss places, written out (every per-stage count reads it)
-        if isinstance(model, str):
-            from .catalog import get_model
-
-            model = get_model(model)
-        split = layers_per_stage(model.layers, parallel)
+        split = layers_per_stage(_as_model(model).layers, parallel)
         return kept_parallel(**{**_fields(parallel), "stage_layers": split})
     return parallel
 
@@ -468,11 +473,7 @@ def check_ulysses(model, *, tp: int, cp: int) -> None:
     """Ulysses (``cp_comm="a2a"``) gives each of the ``cp`` ranks ``1 / cp`` of a TP rank's heads: ``cp`` must
     divide its query heads and its KV heads (one when ``tp`` exceeds ``kv_heads``). Transformer Engine asserts
     both ("The number of attention heads needs to be divisible by CP size"); so ``cp <= kv_heads / tp``."""
-    if isinstance(model, str):
-        from .catalog import get_model
-
-        model = get_model(model)
-    m = model
+    m = _as_model(model)
     q, kv = m.heads // tp, max(m.kv_heads // tp, 1)
     if q % cp or kv % cp:
         raise ValueError(f"cp={cp} with cp_comm='a2a' (Ulysses) must divide each tensor-parallel rank's "
@@ -481,9 +482,8 @@ def check_ulysses(model, *, tp: int, cp: int) -> None:
 
 
 def _fields(par: Parallel) -> dict:
-    from dataclasses import fields
-
     return {f.name: getattr(par, f.name) for f in fields(par)}
+
 
 
 def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1) -> float:
@@ -593,8 +593,8 @@ def llama3_405b_layout(dp: int = 128, cp: int = 1) -> Parallel:
     parallelism; FSDP that shards gradients and optimizer states but does not reshard the weights after the
     forward (``zero=3, reshard_after_forward=False``); the embedding and the loss each alone in a model
     chunk of the first and last stage, so 8 one-layer chunks per stage (``account_for_embedding``,
-    ``account_for_loss``); stage outputs freed once sent. Use with :data:`LLAMA3_RECIPE`. Chapters 8, 13,
-    17."""
+    ``account_for_loss``); stage outputs freed once sent; a chunk's gradients reduce-scattered once per run
+    of its backwards (``grad_reduce="chunk_run"``). Use with :data:`LLAMA3_RECIPE`. Chapters 8, 13, 17."""
     return Parallel(tp=8, pp=16, dp=check_int("dp", dp), cp=check_int("cp", cp), cp_comm="all_gather",
                     zero=3, reshard_after_forward=False, sp=True, virtual_stages=8,
-                    account_for_embedding=True, account_for_loss=True)
+                    account_for_embedding=True, account_for_loss=True, grad_reduce="chunk_run")

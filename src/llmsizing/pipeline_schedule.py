@@ -272,8 +272,37 @@ def dualpipe_rank_mean(per_stage) -> tuple:
     return tuple((per_stage[i] + per_stage[n - 1 - i]) / 2 for i in range(n))
 
 
+def _run_ends(order) -> list[bool]:
+    """For each operation of ``order`` (:func:`_order`): whether it is a backward that ends a run of its
+    chunk's consecutive backwards (the next backward in the order is of another chunk, or there is none)."""
+    bwd = [n for n, op in enumerate(order) if op[0] == "B"]
+    ends = [False] * len(order)
+    for a, b in zip(bwd, bwd[1:] + [None]):
+        ends[a] = b is None or order[b][2] != order[a][2]
+    return ends
+
+
+def grad_reduce_runs(pp: int, micro_batches: int, virtual_stages: int) -> int:
+    """How many times a model chunk's gradient is reduce-scattered per step with ``grad_reduce="chunk_run"``
+    (:class:`~llmsizing.parallel.Parallel`): the runs of consecutive backwards of one chunk in the schedule
+    (:func:`_order`; the same on every stage). Megatron-LM's interleaved order runs each chunk's backward for
+    ``pp`` micro-batches in a row, so ``micro_batches / pp`` runs; plain 1F1B (one chunk) one run."""
+    p, m = check_int("pp", pp), check_int("micro_batches", micro_batches)
+    v = check_int("virtual_stages", virtual_stages)
+    order = _order("interleaved" if v > 1 else "1f1b", p, m, v, 0)
+    return sum(_run_ends(order)) // v
+
+
+def grad_reduces(parallel, micro_batches: int) -> int:
+    """ZeRO-3's gradient reduce-scatters per FSDP unit and step: one per micro-batch, or with
+    ``grad_reduce="chunk_run"`` one per run of the unit's chunk (:func:`grad_reduce_runs`)."""
+    if getattr(parallel, "grad_reduce", "") != "chunk_run":
+        return micro_batches
+    return grad_reduce_runs(parallel.pp, micro_batches, parallel.virtual_stages)
+
+
 def reduce_scatter_windows(pp: int, micro_batches: int, virtual_stages: int, stage: int, units: int,
-                           forward: float, backward: float) -> tuple:
+                           forward: float, backward: float, per_run: bool = False) -> tuple:
     """The window of each per-unit gradient reduce-scatter of one step on pipeline ``stage`` under
     (interleaved) 1F1B with FSDP2, in the units of ``forward`` and ``backward`` (one micro-batch's forward
     and backward on this stage, ``units`` FSDP units on it: one call per unit, chunk and micro-batch).
@@ -285,7 +314,9 @@ def reduce_scatter_windows(pp: int, micro_batches: int, virtual_stages: int, sta
     between its issue and the next issue: one unit's backward inside a chunk's backward; for a chunk's last
     unit, every forward chunk the schedule (:func:`_order`) runs before the next backward, plus that
     backward's first unit; nothing after the step's last backward. Idle time is not counted (the bubble is
-    its own term). Used by :func:`zero3_exposed_s`; tests/test_reduce_scatter_window.py."""
+    its own term). ``per_run`` (``grad_reduce="chunk_run"``): only the backward that ends a run of its chunk
+    (:func:`grad_reduce_runs`) issues the chunk's reduce-scatters, and a chunk's last unit's window runs to
+    the next run's end. Used by :func:`zero3_exposed_s`; tests/test_reduce_scatter_window.py."""
     p, m = check_int("pp", pp), check_int("micro_batches", micro_batches)
     v, k = check_int("virtual_stages", virtual_stages), check_int("units", units)
     i = check_int("stage", stage, minimum=0, maximum=p - 1)
@@ -295,28 +326,34 @@ def reduce_scatter_windows(pp: int, micro_batches: int, virtual_stages: int, sta
     bwd = check_number("backward", backward) / k
     per_chunk = [k // v + (c < k % v) for c in range(v)]
     order = _order("interleaved" if v > 1 else "1f1b", p, m, v, i)
+    issues = _run_ends(order) if per_run else [op[0] == "B" for op in order]
     out = []
     for n, (what, _, c) in enumerate(order):
-        if what != "B":
+        if not issues[n]:
             continue
         out += [bwd] * (per_chunk[c] - 1)
         later = order[n + 1:]
-        nxt = next((j for j, op in enumerate(later) if op[0] == "B"), None)
-        out.append(0.0 if nxt is None else bwd + fwd * sum(per_chunk[op[2]] for op in later[:nxt]))
+        nxt = next((j for j, op in enumerate(later) if issues[n + 1 + j]), None)
+        between = later[:nxt] if nxt is not None else []
+        n_f = sum(per_chunk[op[2]] for op in between if op[0] == "F")
+        n_b = sum(per_chunk[op[2]] for op in between if op[0] == "B")
+        out.append(0.0 if nxt is None else bwd + fwd * n_f + bwd * n_b)
     return tuple(out)
 
 
 def zero3_exposed_s(parallel, micro_batches: int, units: int, forward_s: float, backward_s: float,
-                    traffic_s: float) -> float:
+                    traffic_s: float, per_run: bool | None = None) -> float:
     """Seconds of ZeRO-3's per-micro-batch backward traffic (``traffic_s`` per step: the gradient
     reduce-scatters, with the backward gathers if resharded) the step waits for, ``units`` calls per
     micro-batch on a stage whose micro-batch takes ``forward_s`` and ``backward_s``. Without a pipeline, each
     micro-batch's calls against its backward; under one (``parallel.pp > 1``), each call against its own
     window (:func:`reduce_scatter_windows`), on the stage that waits longest (the first: its cool-down is the
-    longest), since every stage's last wait comes before the step's optimizer."""
+    longest), since every stage's last wait comes before the step's optimizer. ``per_run`` (default: the
+    layout's ``grad_reduce == "chunk_run"``): ``units`` calls per run of a chunk's backwards instead."""
     m, p = micro_batches, parallel.pp
-    if p == 1:
+    run = getattr(parallel, "grad_reduce", "") == "chunk_run" if per_run is None else per_run
+    if p == 1 and not run:
         return m * max(0.0, traffic_s / m - backward_s)
-    ws = [reduce_scatter_windows(p, m, parallel.virtual_stages, i, units, forward_s, backward_s)
+    ws = [reduce_scatter_windows(p, m, parallel.virtual_stages, i, units, forward_s, backward_s, run)
           for i in range(p)]
     return max(sum(max(0.0, traffic_s / len(w) - x) for x in w) for w in ws)
