@@ -73,6 +73,19 @@ bench_ab.py 9 runs a side at a load of 2.2 to 2.6, paired ratios: Scout 0.89, gp
 0.80, Qwen3-30B-A3B 0.94, DeepSeek-V3 0.90, Mixtral 0.91, Qwen3-235B 0.96; this script, CPU s best of 3 at a
 load of 2.2: Scout 0.35, gpt-oss-120b 0.31, DeepSeek-V2 0.32, Qwen3-30B-A3B 0.40 (NOT met), DeepSeek-V3 0.24,
 Mixtral 0.27, Qwen3-235B 0.23 (met).
+
+Issue 35, twelfth round (branch arrays35k, 2026-11-30, base 7f46ab2, main 9038637 merged): the memory fit reads a
+mixture of experts' layouts that differ only in ep and dp in one call per (tp, pp, ZeRO stage, accumulation
+class) (plan_memory.SearchMemory.prefetch over moe.EpLayouts: the same state-side functions on arrays, bit for
+bit), so ZeRO-1 with a pipeline no longer costs one or two training_memory-sized calls per ep (DeepSeek-V2:
+495 -> 52 scalar pieces calls from SearchMemory.states, plus 68 array calls). Smaller: kept state elements,
+edge tensors and MoE-layer counts per stage, module-level imports on the act side, one stable argsort for the
+search's order. Function calls per search, 7f46ab2 -> branch (deterministic): DeepSeek-V2 388K -> 311K,
+Llama 4 Scout 288K -> 247K, gpt-oss-120b 321K -> 276K, Qwen3-30B-A3B 306K -> 264K, Mixtral 200K -> 180K,
+Qwen3-235B 197K -> 183K, DeepSeek-V3 187K -> 175K. CPU s of fitting_plans alone (median of 5, separate
+processes alternating, load 15 to 20): DeepSeek-V2 0.29-0.34 -> 0.25-0.26, Qwen3-30B-A3B 0.19-0.23 ->
+0.15-0.16, Scout 0.21-0.22 -> 0.19-0.20, gpt-oss-120b 0.22-0.23 -> 0.19-0.20, Mixtral 0.13-0.14 -> 0.09-0.12,
+Qwen3-235B 0.10 -> 0.07-0.08. The load was too high to read whole-search targets; see notes/arrays35k.md.
 """
 
 from __future__ import annotations
