@@ -74,8 +74,8 @@ bench_ab.py 9 runs a side at a load of 2.2 to 2.6, paired ratios: Scout 0.89, gp
 load of 2.2: Scout 0.35, gpt-oss-120b 0.31, DeepSeek-V2 0.32, Qwen3-30B-A3B 0.40 (NOT met), DeepSeek-V3 0.24,
 Mixtral 0.27, Qwen3-235B 0.23 (met).
 
-Issue 35, twelfth round (branch arrays35k, 2026-11-30, base 7f46ab2, main 9038637 merged): the memory fit reads a
-mixture of experts' layouts that differ only in ep and dp in one call per (tp, pp, ZeRO stage, accumulation
+Issue 35, twelfth round (branch arrays35k, 2026-11-30, base 7f46ab2, main 9038637 merged): the memory fit reads
+a mixture of experts' layouts that differ only in ep and dp in one call per (tp, pp, ZeRO stage, accumulation
 class) (plan_memory.SearchMemory.prefetch over moe.EpLayouts: the same state-side functions on arrays, bit for
 bit), so ZeRO-1 with a pipeline no longer costs one or two training_memory-sized calls per ep (DeepSeek-V2:
 495 -> 52 scalar pieces calls from SearchMemory.states, plus 68 array calls). Smaller: kept state elements,
