@@ -81,6 +81,19 @@ layouts at once (plan_memory._least); two chapter-17 widget cases added. bench_a
 to 20, code at eb9f1eb), paired ratios: 405B whole catalogue 0.83, at 128K 0.60, 70B on 4 types 0.79, 70B at
 128K on H100s 0.70, 8B at 32K 0.72, 8B over the catalogue 0.71; mixtures of experts 0.79 to 0.94
 (Qwen3-30B-A3B on H100s 1.15, Mixtral at 32K 1.03: noise at that load). Frames bit-identical to 7f46ab2's.
+
+Issue 35, twelfth round (branch arrays35k, 2026-11-30, base 7f46ab2, main 9038637 merged): the memory fit reads
+a mixture of experts' layouts that differ only in ep and dp in one call per (tp, pp, ZeRO stage, accumulation
+class) (plan_memory.SearchMemory.prefetch over moe.EpLayouts: the same state-side functions on arrays, bit for
+bit), so ZeRO-1 with a pipeline no longer costs one or two training_memory-sized calls per ep (DeepSeek-V2:
+495 -> 52 scalar pieces calls from SearchMemory.states, plus 68 array calls). Smaller: kept state elements,
+edge tensors and MoE-layer counts per stage, module-level imports on the act side, one stable argsort for the
+search's order. Function calls per search, 7f46ab2 -> branch (deterministic): DeepSeek-V2 388K -> 311K,
+Llama 4 Scout 288K -> 247K, gpt-oss-120b 321K -> 276K, Qwen3-30B-A3B 306K -> 264K, Mixtral 200K -> 180K,
+Qwen3-235B 197K -> 183K, DeepSeek-V3 187K -> 175K. CPU s of fitting_plans alone (median of 5, separate
+processes alternating, load 15 to 20): DeepSeek-V2 0.29-0.34 -> 0.25-0.26, Qwen3-30B-A3B 0.19-0.23 ->
+0.15-0.16, Scout 0.21-0.22 -> 0.19-0.20, gpt-oss-120b 0.22-0.23 -> 0.19-0.20, Mixtral 0.13-0.14 -> 0.09-0.12,
+Qwen3-235B 0.10 -> 0.07-0.08. The load was too high to read whole-search targets; see notes/arrays35k.md.
 """
 
 from __future__ import annotations
@@ -170,7 +183,8 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (states, "_kept_edge_params"), (moe_time, "_mean_max_vio"), (memory, "_kept_act_side"),
                        (memory, "_kept_state_side"), (memory, "_act_layout"),
                        (plan_pricing, "_heavy_stages"), (memory, "_kept_act_core"), (moe, "_stage_frame"),
-                       (kernels, "_grouped_points"))
+                       (states, "_kept_state_elements"), (moe, "_moe_in_stage"),
+                       (states, "_edge_tensors"), (kernels, "_grouped_points"))
 
 
 def main() -> None:

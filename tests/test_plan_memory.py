@@ -271,3 +271,46 @@ def test_the_all_to_all_of_many_token_counts_is_each_ones():
                             recompute="none", max_nodes=max_nodes, _tokens=np.array(tokens))
         assert len(got) == 4 and all(w > 0 for row in want for w in row)
         assert np.array_equal(np.array([c.time_s for c in got]).T, np.array(want)), name
+
+
+@pytest.mark.parametrize("name, lay, precision, expert_tp, eps", [
+    ("deepseek-v2", dict(tp=2, pp=4, zero=1), "bf16-mixed", False, (1, 2, 4, 8, 16)),
+    ("mixtral-8x7b", dict(tp=2, pp=1, zero=2), "fp8-mixed", True, (1, 2, 4, 8)),
+    ("qwen3-30b-a3b", dict(tp=1, pp=2, zero=1), "bf16-mixed", False, (1, 4, 16, 128)),
+])
+def test_layouts_over_ep_give_each_layouts_own_pieces(name, lay, precision, expert_tp, eps):
+    """memory._search_pieces over moe.EpLayouts (layouts that differ in ep and dp only, each at dp = a and
+    2 a as the search asks) gives each layout's pieces bit for bit as its own call: the same functions on
+    arrays (a pipeline's foreach temporary split by stage, ZeRO-2, an FP8 recipe, experts split by tp)."""
+    from llmsizing import memory
+    from llmsizing.moe import EpLayouts
+    from llmsizing.moe_layouts import dp_unit, heavy_stages
+    from llmsizing.parallel import kept_parallel
+
+    model = L.get_model(name)
+    pars = [kept_parallel(**lay, dp=k * dp_unit(lay["tp"], 1, ep, expert_tp), sp=lay["tp"] > 1, ep=ep,
+                          expert_tp=expert_tp) for ep in eps for k in (1, 2)]
+    stages = heavy_stages(model, pars[0])
+    for batch, m, rc in ((1, 1, "none"), (2, 8, "full"), (1, 4, "selective")):
+        kw = dict(batch=batch, grad_accum=m, seq=4096, recompute=rc, precision=precision)
+        got = np.array(np.broadcast_arrays(*memory._search_pieces(model, EpLayouts(pars), stages, **kw)))
+        want = np.array([memory._search_pieces(model, p, stages, **kw) for p in pars]).T
+        assert got.shape == want.shape and (got == want).all(), (name, batch, rc)
+
+
+def test_the_prefetch_makes_the_entries_states_would():
+    """SearchMemory.prefetch (one call per (tp, pp, zero, c) over all ep) leaves exactly the coefficients
+    SearchMemory.states reads off one call per layout, for every ZeRO stage, ep, pipeline and
+    recomputation; and it does make entries (ZeRO-1 with a pipeline beyond the first two ep)."""
+    model = L.get_model("deepseek-v2")
+    eps, kw = (1, 2, 4, 8, 16), _kw(4096)
+    keys = list(_keys(model, (1, 2), (1, 4), (0, 1, 2, 3), eps))
+    fast, slow = (SearchMemory(model, kw, (1,), "p2p", eps, False, True) for _ in range(2))
+    for rc in ("none", "full"):
+        fast.prefetch(keys, rc)
+        if rc == "none":
+            assert (1, 4, 1, 16, 4) in fast._states and (1, 4, 1, 16, 4) not in slow._states
+        for tp, pp, zero, ep, c in keys:
+            got = fast.coefficients(tp, pp, zero, ep, rc, c, 1)
+            want = slow.coefficients(tp, pp, zero, ep, rc, c, 1)
+            assert all((g == w).all() for g, w in zip(got, want)), (tp, pp, zero, ep, c, rc)

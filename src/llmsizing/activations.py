@@ -22,7 +22,7 @@ from .act_terms import (ACT_COMPONENTS, ACTIVATION_DTYPES, ATTENTION, DROPOUT_MA
 from .catalog import resolve_model
 from .model import Model
 from .moe import moe_activation_memory, moe_block_terms, stage_offset_bytes
-from .parallel import check_layout
+from .parallel import check_layout, layers_per_stage, recomputed_layers
 from .precision import DTYPE_BYTES
 
 
@@ -182,8 +182,6 @@ def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_
     ``output_bytes``: the stage outputs kept when the pipeline does not free them once sent
     (``Parallel.deallocate_pipeline_outputs=False``), counted as kept tensors (``"residuals"``). Used by
     :func:`~llmsizing.memory.training_memory`."""
-    from .parallel import layers_per_stage, recomputed_layers
-
     n_layers = layers_per_stage(model.layers, par)[stage]
     if output_bytes:
         out = stage_activations(acts, model, par, stage, in_flight, plain=plain,

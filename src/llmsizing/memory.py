@@ -19,14 +19,20 @@ from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
 from .moe import gpu_params as _moe_gpu_params
 from .moe import largest_tensor as _moe_largest_tensor
 from .moe import moe_model_states as _moe_model_states
+from .moe import EpLayouts, _most
+from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
+                          stage_activations)
 from .catalog import resolve_model
+from .flops import _partial_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on
 from .job import takes_job
 from .model import Model
-from .parallel import Parallel, layers_per_stage, resolve_parallel
+from .parallel import (Parallel, check_recompute_layers, kept_parallel, layers_per_stage, pipeline_in_flight,
+                       recomputed_layers, resolve_parallel, stage_chunks)
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
-                     _stage_params, _states, _tp_share, default_overhead_bytes, edge_params,
+                     _kept_state_elements, _stage_params, _states, _tp_share, default_overhead_bytes,
+                     edge_params,
                      model_states_for_params, optimizer_state_elements)
 from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
                         STEP_PARTS, TrainingMemory, step_phases)
@@ -228,8 +234,6 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). Taught in chapter 4; checked against
     measured steps in chapter 5; context parallelism and partial recomputation in "Long context".
     """
-    from .activations import STACKS
-
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     grad_accum = check_int("grad_accum", grad_accum)
@@ -304,11 +308,20 @@ def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accu
     its other checks nor its result objects (issue 35: the planner's searches make hundreds of calls with
     arguments :func:`~llmsizing.planner.plan` already checked, ``par`` a
     :func:`~llmsizing.parallel.kept_parallel` layout). The same kept sides and :func:`_stage_phases` as
-    :func:`training_memory`: the same bytes."""
-    par = resolve_parallel(par, model, seq=seq)              # (kept: its checks, as training_memory's)
+    :func:`training_memory`: the same bytes. ``par`` a :class:`~llmsizing.moe.EpLayouts` (layouts that
+    differ in ``ep`` and ``dp`` only, no offloading, no autocast): each piece an array, an entry per layout,
+    each entry bit for bit that layout's own call's."""
+    if type(par) is EpLayouts:
+        if RECIPES[precision].autocast or optimizer_impl == "for-loop":
+            raise ValueError("EpLayouts: neither autocast nor the for-loop optimizer step")
+        pars = tuple(resolve_parallel(p, model, seq=seq) for p in par.pars)    # (their checks)
+        par, act_par = (par if pars == par.pars else EpLayouts(pars)), _act_layout(pars[0])
+    else:
+        par = resolve_parallel(par, model, seq=seq)          # (kept: its checks, as training_memory's)
+        act_par = _act_layout(par)
     stages = tuple(sorted(set(stages)))
     acts = _kept_act_side(model, batch, seq, precision, attention, dropout, recompute, recompute_layers,
-                          grad_accum, stack, attention_mask, _act_layout(par), stages)
+                          grad_accum, stack, attention_mask, act_par, stages)
     states = _kept_state_side(model, precision, optimizer, optimizer_impl, par, stages)
     return [sum(v.values()) for i in stages for v in _stage_phases(model, par, i, grad_accum, acts,
                                                                     states).values()]
@@ -330,10 +343,6 @@ def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str
     activations (:func:`~llmsizing.activations.stage_activations`) and each stage's micro-batches in flight.
     None depends on the ZeRO stage, ``dp`` or ``ep`` (:func:`_act_layout`). ``core``: :func:`_act_core` or
     the planner's kept one."""
-    from .activations import activation_memory, stage_activations
-    from .flops import _partial_flops_per_token, training_flops_per_token
-    from .parallel import check_recompute_layers, pipeline_in_flight, recomputed_layers, stage_chunks
-
     acts, cp_buffers, loss, working = (core or _act_core)(model, batch, seq, precision, attention, dropout,
                                                           recompute, stack, attention_mask, par.tp, par.sp,
                                                           par.cp, par.cp_comm, par.expert_tp)
@@ -373,8 +382,6 @@ def _act_core(model: Model, batch: int, seq: int, precision: str, attention: str
     """What :func:`_act_side` reads of the layout's ``tp``, ``sp``, ``cp`` alone (not of ``pp``, the
     micro-batches or the stages): :func:`~llmsizing.activations.activation_memory` with ``recompute``, context
     parallelism's K and V buffers, the loss's temporaries and one layer's working set."""
-    from .activations import activation_memory, cp_attention_buffers_bytes, layer_terms
-
     act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, tp, sp, cp,
                          expert_tp)
     acts = activation_memory(model, recompute=recompute, **act_kw)
@@ -403,7 +410,7 @@ def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Pa
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
     gathered = _zero3_gathered(model, precision, par)
-    elements = optimizer_state_elements(model, optimizer)
+    elements = _kept_state_elements(model, optimizer)
     on_stage = _stage_params_of(model, par)
     by_stage = {}
     for i in stages:
@@ -412,7 +419,7 @@ def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Pa
                           linear=_stage_linear(model, par.tp, par.pp, par.stage_layers)[i]))
         grad_per_param = states.gradients_bytes / on_stage[i]
         head_grads = grad_per_param * head / par.tp if i == par.pp - 1 else 0.0
-        stage_opt = opt_tmp * on_stage[i] / max(on_stage) if impl == "foreach" else opt_tmp
+        stage_opt = opt_tmp * on_stage[i] / _most(on_stage, par) if impl == "foreach" else opt_tmp
         if par.offload != "none":
             stage_opt = 0.0                   # the optimizer steps on the host (DeepSpeed's CPU Adam)
         by_stage[i] = (states, head_grads, stage_opt)
@@ -430,8 +437,6 @@ _kept_state_side = functools.lru_cache(maxsize=4096)(_state_side)
 def _act_layout(par: Parallel) -> Parallel:
     """``par`` without what the activations never read (ZeRO stage, ``dp``, ``ep``, offload, FSDP's
     settings), so that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
-    from .parallel import kept_parallel
-
     return kept_parallel(**{f: getattr(par, f) for f in _LAYOUT_FIELDS}, dp=1, zero=0, ep=1, offload="none",
                          reshard_after_forward=True, grad_reduce="micro_batch")
 

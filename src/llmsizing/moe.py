@@ -61,7 +61,10 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+import operator
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
 
 from ._compat import forward as _forward
 from ._validate import check_bool, check_choice, check_int, check_number
@@ -95,6 +98,63 @@ def expert_data_parallel(par: Parallel) -> int:
     the GPUs that hold the same experts and over which their gradients are reduced and their optimizer states
     sharded (Megatron-Core's expert data-parallel group)."""
     return par.edp
+
+
+class EpLayouts:
+    """Layouts that differ only in ``ep`` and ``dp`` (``pars``, checked
+    :class:`~llmsizing.parallel.Parallel` objects), for the model states' side of many of them at once (issue
+    35: a planner's search weighs ZeRO-1 with a pipeline at every ``ep``, one call each): the fields they
+    share as they are, ``ep``, ``dp``, :attr:`dp_cp` and :attr:`edp` as arrays, one entry per layout. The same
+    functions take it (:func:`_rows`, :func:`moe_model_states`, :func:`foreach_temporary_bytes`,
+    :func:`llmsizing.states._states`) and give each layout's bytes as an entry of an array, worked out by the
+    same operations in the same order (NumPy's float64 arithmetic is Python's): bit for bit each layout's own.
+    Not for offloading (its branches read the bytes) nor the ``for-loop`` optimizer step (a max over
+    tensors)."""
+
+    __slots__ = ("pars", "etp", "ep", "dp", "dp_cp", "edp", "_kept",
+                 *(f.name for f in fields(Parallel) if f.name not in ("ep", "dp")))
+
+    def __init__(self, pars):
+        self.pars = tuple(pars)
+        first = self.pars[0]
+        if len({_BUT_EP_DP(p) for p in self.pars}) > 1:
+            raise ValueError("EpLayouts: layouts that differ in more than ep and dp")
+        for name in (*(f.name for f in fields(Parallel) if f.name not in ("ep", "dp")), "etp"):
+            setattr(self, name, getattr(first, name))         # (what they share, as it is)
+        if first.offload != "none":
+            raise ValueError("EpLayouts: not for offloading layouts")
+        for name in ("ep", "dp", "dp_cp", "edp"):
+            setattr(self, name, np.array([getattr(p, name) for p in self.pars]))
+        self._kept = {}
+
+    def __hash__(self) -> int:
+        return hash(self.pars)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is EpLayouts and other.pars == self.pars
+
+    def experts(self) -> "_ExpertLayouts":
+        """What :func:`llmsizing.states._states` reads of the routed experts' layout: ZeRO over ``edp``."""
+        return _ExpertLayouts(self.edp, self.zero, self.offload, self.reshard_after_forward)
+
+
+#: A layout's fields but ``ep`` and ``dp``, as a tuple.
+_BUT_EP_DP = operator.attrgetter(*(f.name for f in fields(Parallel) if f.name not in ("ep", "dp")))
+
+
+@dataclass(frozen=True, eq=False)
+class _ExpertLayouts:
+    """The routed experts' layout of :class:`EpLayouts` as :func:`moe_model_states` builds one for a layout
+    (``Parallel(dp=edp, zero, offload, reshard_after_forward)``): ``dp_cp`` an array."""
+    dp_cp: np.ndarray
+    zero: int
+    offload: str
+    reshard_after_forward: bool
+
+
+def _most(values, par):
+    """``max(values)``; elementwise for :class:`EpLayouts` (the same value: NumPy's maximum is exact)."""
+    return np.maximum.reduce(list(values)) if type(par) is EpLayouts else max(values)
 
 
 @functools.lru_cache(maxsize=64)
@@ -202,7 +262,13 @@ def stage_split(model: Model, parallel: Parallel) -> list[dict]:
 
 def _rows(model: Model, par: Parallel) -> tuple:
     """:func:`stage_split`'s rows as the kept tuples ``(dense, experts, dense_linear, experts_linear,
-    layers)``, without a dict per stage (the memory's hot path reads one stage, or all of them, per call)."""
+    layers)``, without a dict per stage (the memory's hot path reads one stage, or all of them, per call).
+    :class:`EpLayouts`: an array ``(stage, column, layout)``."""
+    if type(par) is EpLayouts:
+        if model not in par._kept:
+            par._kept[model] = np.array([_split(model, p.tp, p.pp, p.stage_layers, p.ep, p.expert_tp)
+                                         for p in par.pars], dtype=float).transpose(1, 2, 0)
+        return par._kept[model]
     return _split(model, par.tp, par.pp, par.stage_layers, par.ep, par.expert_tp)
 
 
@@ -224,8 +290,9 @@ def moe_model_states(model: Model, elements: float, precision: str, optimizer: s
     n_dense = model.n_params - n_exp
     dense = _states(n_dense, elements * n_dense / model.n_params, precision, optimizer, par,
                     on_rank=on_dense, linear=(dense_linear, layers))
-    epar = kept_parallel(dp=expert_data_parallel(par), zero=par.zero, offload=par.offload,
-                         reshard_after_forward=par.reshard_after_forward)
+    epar = par.experts() if type(par) is EpLayouts else kept_parallel(
+        dp=expert_data_parallel(par), zero=par.zero, offload=par.offload,
+        reshard_after_forward=par.reshard_after_forward)
     ex = _states(n_exp, elements * n_exp / model.n_params, precision, optimizer, epar,
                  on_rank=on_experts, linear=(experts_linear, 0))
     return ModelStates(model.n_params, precision, optimizer,
@@ -242,8 +309,11 @@ def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> 
     with ZeRO >= 1 sharding the dense part over ``dp x cp`` and the routed experts over ``edp``."""
     shard = par.zero >= 1
     dense_over, experts_over = (par.dp_cp, expert_data_parallel(par)) if shard else (1, 1)
-    return state_bytes * max(dense / dense_over + experts / experts_over
-                             for dense, experts, *_ in _rows(model, par))
+    if type(par) is EpLayouts:                 # (stage, layout): each entry as below, the max exact
+        rows = _rows(model, par)
+        return state_bytes * (rows[:, 0] / dense_over + rows[:, 1] / experts_over).max(axis=0)
+    return state_bytes * _most((dense / dense_over + experts / experts_over
+                                for dense, experts, *_ in _rows(model, par)), par)
 
 
 def largest_tensor(model: Model, par: Parallel) -> float:
@@ -366,11 +436,19 @@ def stage_offset_bytes(acts, par: Parallel, stage: int) -> float:
     dense model. DeepSeek-V3's first stage holds its three dense layers and one MoE layer."""
     if not isinstance(acts, MoEActivationMemory) or not acts.moe_delta_bytes:
         return 0.0
-    moe, start = set(acts.moe_layers), 0
     sizes = layers_per_stage(acts.layer_count, par)
+    k, n_moe = _moe_in_stage(acts.moe_layers, sizes, stage)
+    return (k - sizes[stage] * n_moe / acts.layer_count) * acts.moe_delta_bytes
+
+
+@functools.lru_cache(maxsize=1024)
+def _moe_in_stage(moe_layers: tuple, sizes: tuple, stage: int) -> tuple[int, int]:
+    """How many of ``moe_layers`` (layer indices) stage ``stage`` of ``sizes`` layers holds, and how many
+    distinct ones there are: kept for :func:`stage_offset_bytes` (issue 35: the planner asks per stage
+    weighed of every pipeline its search builds)."""
+    moe = set(moe_layers)
     start = sum(sizes[:stage])
-    k = sum(1 for i in range(start, start + sizes[stage]) if i in moe)
-    return (k - sizes[stage] * len(moe) / acts.layer_count) * acts.moe_delta_bytes
+    return sum(1 for i in range(start, start + sizes[stage]) if i in moe), len(moe)
 
 
 def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw) -> dict[str, float]:

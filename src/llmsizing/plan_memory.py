@@ -3,10 +3,11 @@ of :mod:`llmsizing.planner` (issue 33: a mixture of experts at long context took
 
 No formula of its own: every byte is read off :func:`~llmsizing.memory.training_memory` (through
 :func:`~llmsizing.plan_pricing._pieces` and :func:`~llmsizing.plan_pricing._memory_coefficients`), with far
-fewer calls than one set of coefficients per layout (:class:`SearchMemory`), and each recomputation weighed
-on all layouts' candidates at once (:func:`fitting_plans`). ``tests/test_planner_speed.py`` compares whole
-searches with the direct one; ``tests/test_plan_memory.py`` checks :class:`SearchMemory` against direct
-coefficients, key by key.
+fewer calls than one set of coefficients per layout (:class:`SearchMemory`; a mixture of experts' layouts
+that differ in ``ep`` and ``dp`` only in one call, :meth:`SearchMemory.prefetch`), and each recomputation
+weighed on all layouts' candidates at once (:func:`fitting_plans`). ``tests/test_planner_speed.py``
+compares whole searches with the direct one; ``tests/test_plan_memory.py`` checks :class:`SearchMemory`
+against direct coefficients, key by key.
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ import functools
 import numpy as np
 
 from .layouts import _divisors
+from .memory import _search_pieces
+from .moe import EpLayouts
 from .moe_layouts import dp_unit
-from .plan_pricing import (_cp_coefficients, _least_recompute_layers, _memory_coefficients,
+from .parallel import kept_parallel
+from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _pieces, _total_bytes, ep_affine)
+from .precision import RECIPES
 
 
 class SearchMemory:
@@ -96,23 +101,81 @@ class SearchMemory:
                 fixed, sharded = (ep_affine(x1, x2, e1, e2, ep) for x1, x2 in zip(s1, s2))
             else:                                          # as _memory_coefficients, per_micro known
                 u = self.per_micro(tp, pp, rc, c, 1)
-                a = dp_unit(tp, 1, ep, self.expert_tp) if self.model.is_moe else 1
-                def pieces(dp):
-                    return _pieces(self.model, self._kw(rc), tp, pp, zero, c, 1, self.cp_comm, ep,
-                                   self.expert_tp, batch=1, dp=dp)
-
-                b1d1 = pieces(a)
-                if self.by_ep and ep not in self.eps[:2] and zero in (1, 2):
-                    # what ZeRO-1/2 keep whole is A + B / ep (what they shard may not be): the fixed part
-                    # from the first two ep, the sharded one from this call alone (_ep_affine says why)
-                    e1, e2 = self.eps[:2]
-                    fixed = ep_affine(*(self.states(tp, pp, zero, e, c, rc)[0] for e in (e1, e2)), e1, e2, ep)
-                    sharded = a * (b1d1 - u - fixed)
-                else:
-                    sharded = 2 * a * (b1d1 - pieces(2 * a)) if zero else np.zeros_like(b1d1)
-                    fixed = b1d1 - u - sharded / a
+                dps = self._dps(tp, zero, ep, self._kind(tp, pp, zero, ep, c))
+                got = [_pieces(self.model, self._kw(rc), tp, pp, zero, c, 1, self.cp_comm, ep, self.expert_tp,
+                               batch=1, dp=dp) for dp in dps]
+                fixed, sharded = self._entry(tp, pp, zero, ep, c, rc, u, *got)
             self._states[key] = (fixed, sharded)
         return self._states[key]
+
+    def _entry(self, tp: int, pp: int, zero: int, ep: int, c: int, rc: str, u, b1d1, b1d2=None) -> tuple:
+        """``(fixed, sharded)`` of a layout :meth:`states` reads off calls, from ``per_micro`` (``u``) and the
+        pieces at ``dp = a`` (``b1d1``) and, with ZeRO and kind ``"two"`` (:meth:`_kind`), ``2 a``."""
+        a = self._dps(tp, zero, ep, "one")[0]
+        if self._kind(tp, pp, zero, ep, c) == "one":
+            # what ZeRO-1/2 keep whole is A + B / ep (what they shard may not be): the fixed part from the
+            # first two ep, the sharded one from this call alone (_ep_affine says why)
+            e1, e2 = self.eps[:2]
+            fixed = ep_affine(*(self.states(tp, pp, zero, e, c, rc)[0] for e in (e1, e2)), e1, e2, ep)
+            return fixed, a * (b1d1 - u - fixed)
+        sharded = 2 * a * (b1d1 - b1d2) if zero else np.zeros_like(b1d1)
+        return b1d1 - u - sharded / a, sharded
+
+    def _kind(self, tp: int, pp: int, zero: int, ep: int, c: int) -> str:
+        """How :meth:`states` reads the layout's entry: ``"reference"`` (``zero = 0, ep = 1``), ``"affine"``
+        (every piece ``A + B / ep``, from the first two ``ep``), ``"one"`` (``sharded`` off one call at
+        ``dp = a``, ``fixed`` from the first two ``ep``) or ``"two"`` (calls at ``dp = a`` and, with ZeRO,
+        ``2 a``)."""
+        if zero == 0 and ep == 1:
+            return "reference"
+        if self.by_ep and ep not in self.eps[:2]:
+            return "affine" if self._ep_affine(pp, zero, c) else "one" if zero in (1, 2) else "two"
+        return "two"
+
+    def prefetch(self, keys, rc: str) -> None:
+        """Work out at once the entries of :meth:`states` that the layouts ``keys`` (``(tp, pp, zero, ep,
+        c)``, asked for with recomputation ``rc``) would each read off calls of their own: one call per
+        ``(tp, pp, zero, c)`` of a mixture of experts, all its ``ep`` and ``dp`` together
+        (:class:`~llmsizing.moe.EpLayouts`; issue 35: ZeRO-1 with a pipeline took one or two calls per
+        ``ep``), then :meth:`states`' own arithmetic on each layout's column, in its order: bit for bit the
+        entries it would make."""
+        recipe = RECIPES[self.kw.get("precision", "bf16-mixed")]
+        if (not self.model.is_moe or recipe.autocast
+                or self.kw.get("optimizer_impl", "foreach") != "foreach"):
+            return
+        groups: dict = {}
+        for tp, pp, zero, ep, c in keys:
+            if (tp, pp, zero, ep, c) in self._states:
+                continue
+            kind = self._kind(tp, pp, zero, ep, c)
+            if kind in ("reference", "affine"):
+                continue
+            eps = groups.setdefault((tp, pp, zero, c), {})
+            eps[ep] = kind
+            if kind == "one":                          # its fixed: from the first two ep's entries
+                for e in self.eps[:2]:
+                    if (tp, pp, zero, e, c) not in self._states:
+                        eps.setdefault(e, "two")
+        for (tp, pp, zero, c), eps in groups.items():
+            calls = [(ep, a) for ep in eps for a in self._dps(tp, zero, ep, eps[ep])]
+            if len(calls) < 2:
+                continue                                     # (one call either way)
+            u = self.per_micro(tp, pp, rc, c, 1)
+            pars = EpLayouts(kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=1,
+                                           cp_comm=self.cp_comm, ep=ep, expert_tp=self.expert_tp)
+                             for ep, dp in calls)
+            got = _search_pieces(self.model, pars, _heavy_stages(self.model, pp), batch=1, grad_accum=c,
+                                 **self._kw(rc))
+            got = np.array(np.broadcast_arrays(*got), dtype=float)          # (piece, layout)
+            column = {call: got[:, j] for j, call in enumerate(calls)}
+            for ep in sorted(eps, key=lambda e: eps[e] == "one"):            # the first two ep first
+                got = [column[ep, dp] for dp in self._dps(tp, zero, ep, eps[ep])]
+                self._states[tp, pp, zero, ep, c] = self._entry(tp, pp, zero, ep, c, rc, u, *got)
+
+    def _dps(self, tp: int, zero: int, ep: int, kind: str) -> tuple:
+        """The ``dp`` of the calls :meth:`states` makes for a layout of ``kind`` (:meth:`_kind`)."""
+        a = dp_unit(tp, 1, ep, self.expert_tp) if self.model.is_moe else 1
+        return (a, 2 * a) if kind == "two" and zero else (a,)
 
     def _ep_affine(self, pp: int, zero: int, c: int) -> bool:
         """Whether every piece of the states is ``A + B / ep`` (:func:`~llmsizing.plan_pricing.ep_affine`):
@@ -131,7 +194,7 @@ class SearchMemory:
         """``(fixed, per_micro, sharded)`` of the layout with ``cp`` context parallelism (ZeRO over
         ``dp x cp``)."""
         fixed, sharded = self.states(tp, pp, zero, ep, c, rc)
-        return fixed, self.per_micro(tp, pp, rc, c, cp), sharded / cp
+        return fixed, self.per_micro(tp, pp, rc, c, cp), sharded if cp == 1 else sharded / cp   # (x / 1 = x)
 
     def one_layer(self, tp: int, pp: int, zero: int, ep: int, c: int, cp: int, layers: int) -> tuple:
         """The coefficients of partial recomputation with one layer of each stage (of ``layers`` layers)
@@ -227,15 +290,18 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     ``-inf``)."""
     divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
     domain = np.array([domains[g.name] for g in gpu_list])
-    cands, parts, n_lay = {}, [], []
+    cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
     for tp, pp, zero, ep in layouts:
-        on = domain % tp == 0                                           # tp inside the scale-up domain
-        if not on.any():
+        if tp not in on_of:
+            on_of[tp] = on if (on := domain % tp == 0).any() else None    # tp inside the scale-up domain
+        on = on_of[tp]
+        if on is None:
             continue
         # _candidates reads (tp, pp, ep) only as pp, tp x pp (max_gpus) and each cp's dp_unit: layouts that
         # share these share its (read-only) columns
-        key = (pp, None if max_gpus is None else tp * pp,
-               tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None)
+        if (tp, ep) not in units:
+            units[tp, ep] = tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None
+        key = (pp, None if max_gpus is None else tp * pp, units[tp, ep])
         if key not in cands:
             cands[key] = _candidates(tp, pp, ep, cps=cps, divisors=divisors, global_batch=global_batch,
                                      max_gpus=max_gpus, moe=model.is_moe, expert_tp=expert_tp)
@@ -298,8 +364,12 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
             "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
             "global_batch with fewer divisors (a power of two)")
-    # the search's order: layouts, then (cp, micro-batch), GPU, recomputation and dp
-    order = np.lexsort((j_, r_, g_, cat["block"][j_], lay[j_]))
+    # the search's order: layouts, then (cp, micro-batch), GPU, recomputation and dp (candidates are in the
+    # order of layouts and, within one, of (cp, micro-batch): numbered in that order by `seg`; np.nonzero
+    # gives each (GPU, recomputation)'s candidates in order, which a stable sort keeps)
+    seg = np.concatenate([[0], np.cumsum((np.diff(lay) != 0) | (np.diff(cat["block"]) != 0))])
+    n_r = len(rcs)
+    order = np.argsort((seg[j_] * len(gpu_list) + g_) * n_r + r_, kind="stable")
     g_, r_, j_ = g_[order], r_[order], j_[order]
     keys = np.array([key for key, _, _ in parts], dtype=np.int64)[lay[j_]]
     cols = dict(gpu=g_, tp=keys[:, 0], cp=cat["cp"][j_], pp=keys[:, 1], zero=keys[:, 2],
@@ -313,20 +383,22 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
     recomputation ``rc``, from one table of their coefficients (:meth:`SearchMemory.coefficients`, a row per
     (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes)."""
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
-    got = []
-    for row in rows[first].tolist():
-        (tp, pp, zero, ep), _, cand = parts[lay[row]]
-        cp, cls = cand["pairs"][pair_of[row]]
-        got.append(memory.coefficients(tp, pp, zero, ep, rc, cls, cp))
+    # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
+    asked = [(parts[lay[row]][0], parts[lay[row]][2]["pairs"][pair_of[row]]) for row in rows[first].tolist()]
+    memory.prefetch([(*key, cls) for key, (_, cls) in asked], rc)
+    got = [memory.coefficients(*key, rc, cls, cp) for key, (cp, cls) in asked]
     width = max(len(x[0]) for x in got)
     tables = []
     for i in range(3):
         if all(len(x[i]) == width for x in got):
             tab = np.array([x[i] for x in got])
-        else:
+        else:                                     # (rows of the same width placed together)
             tab = np.full((len(got), width), -np.inf if i == 0 else 0.0)
+            by_width: dict = {}
             for k, x in enumerate(got):
-                tab[k, :len(x[i])] = x[i]
+                by_width.setdefault(len(x[i]), []).append(k)
+            for w, ks in by_width.items():
+                tab[ks, :w] = [got[k][i] for k in ks]
         tables.append(tab[at.reshape(-1)])
     return _total_bytes(tables, micro[rows], dpf[rows]), _total_bytes(tables, 0.0 * micro[rows], dpf[rows])
 

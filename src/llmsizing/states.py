@@ -114,6 +114,13 @@ def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
     return n
 
 
+@functools.lru_cache(maxsize=64)
+def _kept_state_elements(model: Model, optimizer: str) -> float:
+    """:func:`optimizer_state_elements` kept per ``(model, optimizer)`` (issue 35: a planner's search asks for
+    it on every model-states side it works out, a few hundred times)."""
+    return optimizer_state_elements(model, optimizer)
+
+
 def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
                             parallel: Parallel | None = None) -> ModelStates:
     """:func:`model_states` for a bare parameter count, when there is no architecture to build (for example
@@ -162,9 +169,7 @@ def _kept_edge_params(model: Model, tp: int, pp: int) -> tuple:
     """:func:`edge_params` as kept ``(key, value)`` pairs (issue 35: a search asks for each ``(tp, pp)`` once
     per ``ep`` and per kept split, each time walking the model's tensors)."""
     edge = {"first": 0.0, "last": 0.0}
-    for _, name, shape, _k in model.tensors():
-        if name.startswith("layers."):
-            continue
+    for name, shape in _edge_tensors(model):
         n = math.prod(shape) * _tp_share(name, model, tp)
         if name.startswith("embed_"):
             edge["first"] += n
@@ -173,6 +178,14 @@ def _kept_edge_params(model: Model, tp: int, pp: int) -> tuple:
         else:
             edge["last"] += n
     return tuple(edge.items())
+
+
+@functools.lru_cache(maxsize=64)
+def _edge_tensors(model: Model) -> tuple:
+    """The ``(name, shape)`` of the model's tensors outside the transformer layers, in
+    :meth:`~llmsizing.model.Model.tensors`' order, kept per model (issue 35: :func:`_kept_edge_params` walked
+    every tensor of the model once per ``(tp, pp)`` of a search)."""
+    return tuple((name, shape) for _, name, shape, _k in model.tensors() if not name.startswith("layers."))
 
 
 @functools.lru_cache(maxsize=256)
@@ -219,7 +232,8 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
     else:
         states = elements * DTYPE_BYTES[recipe.states]
     share = (on_rank / n) if on_rank is not None else 1 / (par.tp * par.pp)
-    weights, grads, extra, master, states = (x * share for x in (weights, grads, extra, master, states))
+    weights, grads, extra, master, states = (weights * share, grads * share, extra * share, master * share,
+                                             states * share)
     dp = par.dp_cp        # ZeRO shards over the data- and context-parallel ranks (Megatron-LM, torchtitan)
     scheme = recipe.scheme
     fp8_w = fp8_meta = 0.0
