@@ -185,8 +185,7 @@ def group_network(parallel: Parallel, gpu, *, node=None, gpus_per_node: int | No
     that reduce the gradients together (``tp`` apart; the ``dp`` ranks alone without context parallelism); the
     ``"cp"`` key is there only when ``cp > 1``.
     ``node`` is a name in ``data/nodes.csv`` (default: the GPU's); ``gpus_per_node`` and ``inter_node_gbps``
-    override it (:func:`~llmsizing.network.get_node`). ``_groups``: only these keys (the planner's, issue
-    35)."""
+    override it (:func:`~llmsizing.network.get_node`). ``_groups``: only these keys (the planner's)."""
     par = resolve_parallel(parallel)
     g = get_gpu(gpu)
     nd = get_node(node, g, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
