@@ -444,10 +444,22 @@ def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]],
     colors = COLORS if colors is None else colors
     pos = np.arange(len(labels))
     bottom = np.zeros(len(labels))
+    starts, ends, faces = [], [], []
     for comp, vals in stacks.items():
         top = bottom + np.asarray(vals, dtype=float) / unit
-        _bar_collection(ax, pos, bottom, top, thickness=width, colors=colors.get(comp), horizontal=False)
+        starts.append(bottom)
+        ends.append(top)
+        faces += [colors.get(comp)] * len(labels)
         bottom = top
+    if starts and None not in faces:
+        # one collection, the components' bars in drawing order (Agg fills them one by one either way: the
+        # pixels of one collection per component; issue 38: ~1 ms a collection to make and add, 10 in the
+        # activation-memory figure)
+        _bar_collection(ax, np.tile(pos, len(starts)), np.concatenate(starts), np.concatenate(ends),
+                        thickness=width, colors=faces, horizontal=False)
+    else:
+        for start, end, comp in zip(starts, ends, stacks):
+            _bar_collection(ax, pos, start, end, thickness=width, colors=colors.get(comp), horizontal=False)
     ax.set_xlim(-0.6, len(labels) - 0.4)
     ax.set_xticks(pos, labels)
     if legend:
