@@ -402,7 +402,7 @@ def test_kept_legend_pixels_follow_the_legend_and_what_lies_under_it():
     at the "best" spot (placed by the data) is never kept."""
     from matplotlib.figure import Figure
 
-    from llmsizing.widgets import canvas as kept
+    from llmsizing.widgets import pixels as kept
 
     fig = Figure(figsize=(4, 3), dpi=96)
     widgets._text_cache_canvas()(fig)
