@@ -164,6 +164,14 @@ an axis's grid lines and tick marks drawn with one call per kind (the same pixel
 
 The maxima of cost (tokens, GPU) and decode roofline did not come back when those moves were timed again
 alone (108 and 76 ms at the same load): at a load of 5-9 single moves vary by 2x.
+
+Measured 2026-11-30 (branch widget38i, load 15 on 2 cores), a widget's default figure redrawn 15 times in one
+process, the legend pixel cache (widgets.pixels) on and off interleaved, median CPU ms per draw, off -> on:
+planner 55.0 -> 37.3, activation memory 31.5 -> 21.0, decode roofline 38.2 -> 27.1, model states
+25.9 -> 16.5, seed audit 24.6 -> 18.8, serving 55.5 -> 49.8; every draw equal to a plain Agg canvas's. One
+PolyCollection for _fast_stacked_columns: 10 collections made and added 10.4 ms -> one ~1 ms. A text pixel
+cache, tried the same way, gained nothing (a text's key and place cost about its draw). The moves at a load of
+20-24 (two widget-test runs and the browser tests beside them) are in /work/notes/widget38i.md.
 """
 
 from __future__ import annotations
