@@ -129,11 +129,12 @@ def _legend_key(legend, renderer) -> tuple | None:
 
 def _legends_kept_as_pixels(legend_cls, renderer_cls) -> None:
     """Replace ``legend_cls.draw`` by one that, while this module's canvas draws on a ``renderer_cls``
-    renderer, keeps what a legend's draw did to the pixels: the region it may touch (its frame's box and 3
-    px around, and every pixel its draw changed), before and after. At the next draw of a legend with the
-    same key (:func:`_legend_key`), if that region holds the same pixels as it did before, the pixels after
-    are copied in instead of drawing it again: Agg draws the same calls onto the same pixels alike, so the
-    pixels are the plain draw's (issue 38: 5-18 ms of a move, mostly the same legend on the same margin)."""
+    renderer, keeps what a legend's draw did to the pixels of its box and 20 px around, before and after (a
+    draw that changed a pixel on that region's edge, and may have drawn beyond it, is not kept). At the next
+    draw of a legend with the same key (:func:`_legend_key`), if that region holds the same pixels as it did
+    before, the pixels after are copied in instead of drawing it again: Agg draws the same calls onto the
+    same pixels alike, so the pixels are the plain draw's (issue 38: 5-18 ms of a move, mostly the same
+    legend on the same margin)."""
     import numpy as np
 
     original = legend_cls.draw
@@ -154,18 +155,19 @@ def _legends_kept_as_pixels(legend_cls, renderer_cls) -> None:
             self.legendPatch.set_mutation_scale(kept[4])
             self.stale = False
             return None
-        old = pixels.copy()
-        original(self, renderer)
-        (h, w), (x_lo, y_lo, x_hi, y_hi) = pixels.shape[:2], self.legendPatch.get_extents().extents
-        y0, y1, x0, x1 = max(int(h - y_hi) - 3, 0), min(int(h - y_lo) + 4, h), max(int(x_lo) - 3, 0), \
-            min(int(x_hi) + 4, w)
-        changed = (pixels != old).any(axis=2)
-        rows, cols = np.flatnonzero(changed.any(axis=1)), np.flatnonzero(changed.any(axis=0))
-        if len(rows):
-            y0, y1, x0, x1 = min(y0, rows[0]), max(y1, rows[-1] + 1), min(x0, cols[0]), max(x1, cols[-1] + 1)
+        ext = self.get_window_extent(renderer)      # (the layout the draw makes: kept for this draw)
+        h, w = pixels.shape[:2]
+        y0, y1 = max(int(h - ext.y1) - 20, 0), min(int(h - ext.y0) + 21, h)
+        x0, x1 = max(int(ext.x0) - 20, 0), min(int(ext.x1) + 21, w)
         region = np.s_[y0:y1, x0:x1]
+        old = pixels[region].copy()
+        original(self, renderer)
+        changed = (pixels[region] != old).any(axis=2)
+        if ((y0 > 0 and changed[0].any()) or (y1 < h and changed[-1].any())
+                or (x0 > 0 and changed[:, 0].any()) or (x1 < w and changed[:, -1].any())):
+            return None                  # (it drew on the region's edge, maybe beyond it: not kept)
         patch = self.legendPatch
-        renderer.legend_pixels[key] = (region, old[region], pixels[region].copy(), patch.get_bbox().bounds,
+        renderer.legend_pixels[key] = (region, old, pixels[region].copy(), patch.get_bbox().bounds,
                                        patch.get_mutation_scale())
         if len(renderer.legend_pixels) > renderer.legend_limit:
             renderer.legend_pixels.popitem(last=False)
