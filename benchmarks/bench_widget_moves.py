@@ -176,7 +176,7 @@ bench_widget_moves --moves 4 on the 16 widgets with no-search moves, base = main
 alternately (375 no-search moves; median, max CPU ms; total CPU of 796 moves), base -> new:
     10:05-10:27, load 24 -> 6 (first legend version): 74 -> 59, 55 -> 42; total 42.0 -> 36.2, 32.0 -> 27.3 s
     10:28-10:31, load 2.4-3.0 (first legend version): 58 -> 48, 57 -> 46; max 349, 295 -> 227, 204
-    10:34-10:36, load 0.8-1.4 (final; a test run beside them): 55 -> 51, 51 -> 48; total 33.0, 30.5 -> 32.2, 28.4 s
+    10:34-10:36, load 0.8-1.4 (final; tests beside them): 55 -> 51, 51 -> 48; total 33.0, 30.5 -> 32.2, 28.4 s
 Per widget in /work/notes/widget38i.md.
 """
 
