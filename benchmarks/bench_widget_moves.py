@@ -164,6 +164,20 @@ an axis's grid lines and tick marks drawn with one call per kind (the same pixel
 
 The maxima of cost (tokens, GPU) and decode roofline did not come back when those moves were timed again
 alone (108 and 76 ms at the same load): at a load of 5-9 single moves vary by 2x.
+
+Measured 2026-11-30 (branch widget38i, load 15 on 2 cores), a widget's default figure redrawn 15 times in one
+process, the legend pixel cache (widgets.pixels) on and off interleaved, median CPU ms per draw, off -> on:
+planner 55.0 -> 37.3, activation memory 31.5 -> 21.0, decode roofline 38.2 -> 27.1, model states
+25.9 -> 16.5, seed audit 24.6 -> 18.8, serving 55.5 -> 49.8; every draw equal to a plain Agg canvas's. One
+PolyCollection for _fast_stacked_columns: 10 collections made and added 10.4 ms -> one ~1 ms. A text pixel
+cache, tried the same way, gained nothing (a text's key and place cost about its draw).
+
+bench_widget_moves --moves 4 on the 16 widgets with no-search moves, base = main 7f46ab2 and new run
+alternately (375 no-search moves; median, max CPU ms; total CPU of 796 moves), base -> new:
+    10:05-10:27, load 24 -> 6 (first legend version): 74 -> 59, 55 -> 42; total 42.0 -> 36.2, 32.0 -> 27.3 s
+    10:28-10:31, load 2.4-3.0 (first legend version): 58 -> 48, 57 -> 46; max 349, 295 -> 227, 204
+    10:34-10:36, load 0.8-1.4 (final; tests beside them): 55 -> 51, 51 -> 48; total 33.0, 30.5 -> 32.2, 28.4 s
+Per widget in /work/notes/widget38i.md.
 """
 
 from __future__ import annotations

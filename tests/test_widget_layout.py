@@ -394,6 +394,50 @@ def test_kept_legend_boxes_follow_new_labels_and_stay_in_their_canvas():
     assert legend.get_window_extent(plain.get_renderer()).width > first.width * 2
 
 
+def test_kept_legend_pixels_follow_the_legend_and_what_lies_under_it():
+    """widgets.canvas copies in a legend's kept pixels, instead of drawing it, only when the same legend
+    (texts, handles, frame, place) comes back onto the same pixels (issue 38): a redraw with nothing changed
+    does not draw the legend's boxes again; a line moved under it, a new label, a new frame colour and a
+    scatter's handle are drawn afresh, and every draw equals a plain Agg canvas's, pixel for pixel; a legend
+    at the "best" spot (placed by the data) is never kept."""
+    from matplotlib.figure import Figure
+
+    from llmsizing.widgets import pixels as kept
+
+    fig = Figure(figsize=(4, 3), dpi=96)
+    widgets._text_cache_canvas()(fig)
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1], label="a")
+    ax.bar([0.5], [0.3], width=0.2, label="bars")
+    legend = ax.legend(loc="upper left", frameon=True, title="t")
+    drawn = []
+    box_draw = legend._legend_box.draw
+    legend._legend_box.draw = lambda renderer: (drawn.append(1), box_draw(renderer))
+    assert _kept_equals_plain(fig) and len(drawn) == 2               # (the kept canvas's draw, the plain one)
+    renderer = fig.canvas.get_renderer()
+    assert len(renderer.legend_pixels) == 1
+    fig.canvas.draw()
+    assert len(drawn) == 2, "the same legend on the same pixels was drawn again"
+    assert _kept_equals_plain(fig)
+    ax.plot([0, 0.3], [1, 0.8], color="red", lw=4)                   # through the legend's corner
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    n = len(drawn)
+    assert _kept_equals_plain(fig) and len(drawn) == n + 2
+    legend.get_texts()[0].set_text("a longer label now")
+    assert _kept_equals_plain(fig) and len(drawn) == n + 4
+    legend.get_frame().set_facecolor("yellow")
+    assert _kept_equals_plain(fig) and len(drawn) == n + 6
+    ax.scatter([0.2, 0.4], [0.5, 0.6], marker="s", label="points")
+    legend = ax.legend(loc="lower right", frameon=False)
+    assert kept._legend_key(legend, renderer) is not None             # (its scatter handle is keyed too)
+    assert _kept_equals_plain(fig)
+    fig.canvas.draw()
+    assert _kept_equals_plain(fig)
+    assert kept._legend_key(ax.legend(loc="best"), renderer) is None
+    assert _kept_equals_plain(fig)
+
+
 def _kept_equals_plain(fig) -> bool:
     """Draw ``fig`` on its (kept-cache) canvas and on a plain Agg canvas: the same pixels? The figure gets its
     kept canvas back, caches and all, for the next draw."""

@@ -15,7 +15,7 @@ import pytest
 widgets = pytest.importorskip("llmsizing.widgets")
 
 PACKAGE = Path(widgets.__file__).parent
-MACHINERY = ("canvas", "dashboard", "controls")          # lowest first
+MACHINERY = ("pixels", "canvas", "dashboard", "controls")          # lowest first
 PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context", "moe", "rl")   # Part V: ch 17, 18; VI: 19
 MAX_LINES = 800
 
@@ -50,9 +50,10 @@ def test_no_module_is_too_long(path):
 
 
 def test_imports_go_only_downwards():
-    assert sibling_imports("canvas") == set()
-    assert sibling_imports("dashboard") <= {"canvas"}
-    assert sibling_imports("controls") <= {"canvas", "dashboard"}
+    assert sibling_imports("pixels") == set()
+    assert sibling_imports("canvas") <= {"pixels"}
+    assert sibling_imports("dashboard") <= {"pixels", "canvas"}
+    assert sibling_imports("controls") <= {"pixels", "canvas", "dashboard"}
     for part in PARTS:
         assert sibling_imports(part) <= set(MACHINERY), f"{part} imports another part"
 

@@ -8,7 +8,7 @@ The package, by part of the book (each module imports only the machinery, never 
 
 * :mod:`.dashboard`: :class:`Dashboard` (layout, redraw into one kept figure) and the PNG machinery;
 * :mod:`.canvas`: the Agg canvas every dashboard draws on, which keeps texts' bitmaps and layouts between
-  redraws;
+  redraws; :mod:`.pixels`: the legends' and texts' pixels it keeps;
 * :mod:`.controls`: the controls the widgets share and how they are wired to the redraw;
 * :mod:`.one_gpu` (chapters 1-4), :mod:`.many_gpus` (6-8), :mod:`.time_money` (10-14), :mod:`.serve_tune`
   (15-16), :mod:`.long_context` (17), :mod:`.moe` (18) and :mod:`.rl` (19): the chapters' widgets.
@@ -19,10 +19,9 @@ looked up in the module that defines it: to patch one (a test's ``monkeypatch``)
 
 from __future__ import annotations
 
-from .canvas import (_DRAWING, _FAMILY_RC, _boxes_kept_per_draw, _draw_lines_as_one, _font_key, _in_place,
-                     _Joined, _kept_layouts, _line_style_key, _text_cache_canvas, _text_sets_skipped_in_draws,
-                     _tick_label_boxes_kept_per_draw, _tick_positions_kept, _ticks_drawn_together,
-                     _ticks_kept_per_draw)
+from .canvas import (_FAMILY_RC, _boxes_kept_per_draw, _draw_lines_as_one, _in_place, _Joined, _kept_layouts,
+                     _text_cache_canvas, _text_sets_skipped_in_draws, _tick_label_boxes_kept_per_draw,
+                     _tick_positions_kept, _ticks_drawn_together, _ticks_kept_per_draw)
 from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, _choice, _dense_models,
                        _divisors_up_to, _follow_max_seq, _gpu_multiselect, _nearest, _react_then_redraw,
                        _reroute, _set_quietly, _style, _up_to_max_seq)
@@ -42,6 +41,8 @@ from .serve_tune import (FLEET_CACHED, FLEET_PERCENTILES, FLEET_USERS, _FINETUNE
 from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_CONTEXT_KEPT,
                            LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS, long_context_widget)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
+from .pixels import (_DRAWING, _box_key, _common_key, _font_key, _handle_key, _legend_key,
+                     _legends_kept_as_pixels, _line_style_key, _text_key)
 from .rl import RL_GPUS, RL_LENGTHS, RL_MODES, _mode, rl_widget  # noqa: F401
 from .time_money import (PLAN_BUDGETS, PLAN_DEADLINES, PLANNER_KEPT, TIME_MFUS, TOKEN_BUDGETS, _front_options,
                          _set_front_options, cost_widget, planner_widget, seed_audit_widget,

@@ -17,6 +17,8 @@ gives (``tests/test_widget_layout.py`` compares them):
   within one draw only;
 * each tick where it is: a tick already at the place the locator gives is not placed again
   (``Tick.update_position`` would mark its lines' paths invalid, to be computed again at the draw);
+* each legend's pixels, before and after its draw, across redraws: the same legend (texts, handles, frame,
+  place) on the same pixels is copied in, not drawn again (:func:`_legends_kept_as_pixels`);
 * and it skips ``Text.draw``'s set-and-restore of a text's string when that is the string it holds (issue 38:
   a no-op that cost a third of a tick label's draw).
 
@@ -29,16 +31,10 @@ from __future__ import annotations
 
 import functools
 
+from .pixels import _DRAWING, _font_key, _legends_kept_as_pixels, _line_style_key
+
 #: The rcParams that name the fonts of each generic family (matplotlib's findfont keys its cache by them).
 _FAMILY_RC = ("font.serif", "font.sans-serif", "font.cursive", "font.fantasy", "font.monospace")
-#: The number of the draw this module's canvas is making, or None between draws (ticks are kept per draw).
-_DRAWING: list = [None]
-
-
-def _font_key(prop) -> tuple:
-    """What a ``FontProperties`` says (what its hash is made of), as a tuple to key a cache by."""
-    return (tuple(prop.get_family()), prop.get_slant(), prop.get_variant(), prop.get_weight(),
-            prop.get_stretch(), prop.get_size(), prop.get_file(), prop.get_math_fontfamily())
 
 
 def _kept_layouts(text_cls, renderer_cls) -> None:
@@ -107,20 +103,6 @@ class _Joined:
 
     def get_transformed_path_and_affine(self):
         return self.path, self.affine
-
-
-def _line_style_key(line) -> str:
-    """Everything but the data that decides how matplotlib's ``Line2D.draw`` draws ``line`` (style, marker,
-    clip, effects), as a string: lines with the same key are drawn alike."""
-    marker = line._marker
-    return repr((type(line), marker.get_marker(), marker.get_fillstyle(), line._markersize,
-                 line._markeredgewidth, line._markeredgecolor, line._markerfacecolor,
-                 line._markerfacecoloralt, line._alpha, line._antialiased, line._linestyle, line._linewidth,
-                 line._color, line._dash_pattern, line._gapcolor, line._solidcapstyle, line._solidjoinstyle,
-                 line._dashcapstyle, line._dashjoinstyle, line.get_snap(), line._clipon, id(line.clipbox),
-                 id(line._clippath), line.get_sketch_params(), line.get_path_effects(), line.get_url(),
-                 line.get_gid(), line.get_rasterized(), line.get_agg_filter(), line.get_drawstyle(),
-                 line.get_markevery(), line._subslice))
 
 
 def _draw_lines_as_one(lines, renderer) -> bool:
@@ -356,11 +338,13 @@ def _text_cache_canvas():
 
     class TextCacheRendererAgg(backend_agg.RendererAgg):
         limit = 4096                 # bitmaps and layouts kept (a few hundred bytes to a few KiB each)
+        legend_limit = 16            # legends' pixels kept (two copies of a legend's region each)
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.text_bitmaps: OrderedDict = OrderedDict()
             self.text_layouts: OrderedDict = OrderedDict()
+            self.legend_pixels: OrderedDict = OrderedDict()     # (_legends_kept_as_pixels)
             self.rc_key: tuple = (None, None)        # (draw, what the rcParams say for draw_text's key)
 
         def text_settings(self) -> tuple:
@@ -440,6 +424,9 @@ def _text_cache_canvas():
     from matplotlib import offsetbox
 
     _boxes_kept_per_draw(offsetbox.VPacker, offsetbox.HPacker, offsetbox.PaddedBox)
+    from matplotlib.legend import Legend
+
+    _legends_kept_as_pixels(Legend, TextCacheRendererAgg)
     return TextCacheCanvasAgg
 
 
