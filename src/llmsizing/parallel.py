@@ -485,7 +485,6 @@ def _fields(par: Parallel) -> dict:
     return {f.name: getattr(par, f.name) for f in fields(par)}
 
 
-
 def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1) -> float:
     """The pipeline bubble of a 1F1B schedule, as a fraction of the ideal step time: ``(pp - 1) / m`` with
     ``m`` micro-batches, or ``(pp - 1) / (v * m)`` with ``v`` interleaved model chunks per stage (Narayanan et
