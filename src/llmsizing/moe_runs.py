@@ -2,11 +2,13 @@
 
 ``data/moe_published_runs.csv`` holds every MoE pre-training run whose GPU-hours, GPU type and token count
 could be sourced, one row each with its source and date: DeepSeek-V3 (arXiv:2412.19437), DeepSeek-V2
-(arXiv:2405.04434), JetMoE-8B (arXiv:2404.07413), Phi-3.5-MoE (its model card) and Llama 4 Scout (Meta's
-model card). A row says whether its layout is published (``layout_published``): where it is not, the row's
-layout is an assumption written in its note. Searched for and left out, for want of a published GPU-hour
-figure: OLMoE-1B-7B, DBRX, Snowflake Arctic (an upper bound), Moonlight, the Qwen MoE models, DeepSeekMoE 16B
-and DeepSeek-V2-Lite. NVIDIA's NeMo / Megatron-Bridge performance tables are left out on purpose (issue 35).
+(arXiv:2405.04434), JetMoE-8B (arXiv:2404.07413), Phi-3.5-MoE (its model card), Llama 4 Scout and Maverick
+(Meta's model card), Granite 3.0 1B-A400M and 3B-A800M (IBM's Granite 3.0 report, Table 7) and OLMoE-1B-7B
+(arXiv:2409.02060, Appendix B). A row says whether its layout is published (``layout_published``): where it
+is not, the row's layout is an assumption written in its note. Searched for and left out, for want of a
+published GPU-hour figure with a token count: gpt-oss-120b/20b (H100-hours published, tokens only as
+"trillions"), DBRX, Snowflake Arctic (an upper bound), Moonlight, the Qwen MoE models, DeepSeekMoE 16B and
+DeepSeek-V2-Lite. NVIDIA's NeMo / Megatron-Bridge performance tables are left out on purpose (issue 35).
 
 :func:`predict_moe_run` prices a row with :func:`~llmsizing.layouts.step_time` on its layout, with every MoE
 term the row's recipe names (:mod:`llmsizing.moe_time`: grouped GEMMs by their rows, routing kernels, load
@@ -51,8 +53,22 @@ PHI_35_MOE_STANDIN = Model(name="phi-3.5-moe (stand-in)", layers=32, hidden=4096
                            norm="layernorm", bias=False, qkv_bias=True, max_seq=4096, experts=16,
                            experts_per_token=2, expert_ffn_hidden=6400)
 
+#: Llama 4 Maverick's text model (not in the catalogue: its MoE layers alternate with dense ones, which
+#: ``data/models.csv`` has no column for), built by :meth:`Model.from_hf_config` from the fields of
+#: meta-llama/Llama-4-Maverick-17B-128E's ``text_config`` (as TensorRT-LLM's Llama 4 tests copy them):
+#: 48 layers, hidden 5,120, 40 query and 8 KV heads of 128, 128 routed experts of width 8,192 and a
+#: shared one, top-1, an MoE layer every 2nd layer, dense layers 16,384 wide, vocabulary 202,048,
+#: 8,192-token chunked attention. ``use_qk_norm`` (false for Maverick) is left out: the L2 norm has no
+#: weights, so the count does not move. 400.7B parameters, 17.2B active (Meta's card: "400B", "17B").
+MAVERICK_STANDIN = Model.from_hf_config(
+    {"model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120, "num_attention_heads": 40,
+     "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+     "num_local_experts": 128, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2,
+     "vocab_size": 202048, "attention_chunk_size": 8192, "max_position_embeddings": 1048576,
+     "tie_word_embeddings": False}, name="llama-4-maverick (stand-in)")
+
 #: The stand-ins by name (:func:`moe_published_runs`' ``model`` column).
-STANDINS = {m.name: m for m in (JETMOE_8B_STANDIN, PHI_35_MOE_STANDIN)}
+STANDINS = {m.name: m for m in (JETMOE_8B_STANDIN, PHI_35_MOE_STANDIN, MAVERICK_STANDIN)}
 
 
 def moe_published_runs():
@@ -157,6 +173,6 @@ def moe_run_check(runs=None, factor: float | None = None):
     return df
 
 
-__all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B_STANDIN", "PHI_35_MOE_STANDIN", "STANDINS",
-           "moe_published_runs",
+__all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B_STANDIN", "PHI_35_MOE_STANDIN", "MAVERICK_STANDIN",
+           "STANDINS", "moe_published_runs",
            "run_step", "predict_moe_run", "fit_moe_factor", "moe_run_check"]
