@@ -73,6 +73,8 @@ def closed_form_count(*, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, 
             attn += h                                                 # o bias
     if qk_norm == "head":
         attn += 2 * d
+    elif qk_norm == "proj":                                      # OLMoE: norms over the whole q and k outputs
+        attn += a * d + g * d
     if attn_sinks:
         attn += a
     n_in = 2 if gated_mlp else 1                                  # gate+up, or up only

@@ -42,6 +42,22 @@ def test_layouts_from_the_reports_text(runs):
     phi = runs.loc["Phi-3.5-MoE pre-training"]
     assert phi["ep"] == 1 and phi["recompute"] == "full" and phi["pp"] > 1
     assert phi["layout_published"] == "partly"
+    # Granite 3.0 report Sec. 4.3: the MoE models use data parallelism only (no model parallelism), ZeRO-1, on
+    # "128 and 256 GPUs"; Sec. 4.2: 4M-token batches; Table 1: 4,096-token sequences
+    for name, gpus in (("Granite 3.0 1B-A400M pre-training", 128), ("Granite 3.0 3B-A800M pre-training", 256)):
+        g = runs.loc[name]
+        assert (g["pp"], g["ep"], g["zero"], g["n_gpus"], g["dp"]) == (1, 1, 1, gpus, gpus)
+        assert g["global_batch"] == 4 * 2 ** 20 // 4096 and g["seq"] == 4096 and g["layout_published"] == "yes"
+    # OLMoE (arXiv:2409.02060) App. B: ZeRO via PyTorch FSDP (FULL_SHARD in the repository's configs), 256 H100s,
+    # batches of 1,024 sequences of 4,096
+    olm = runs.loc["OLMoE-1B-7B pre-training"]
+    assert (olm["pp"], olm["ep"], olm["zero"], olm["n_gpus"], olm["global_batch"], olm["seq"]) \
+        == (1, 1, 3, 256, 1024, 4096)
+    # Llama 4 Maverick: nothing published, so nothing chosen for it: Scout's assumed recipe, unchanged
+    mav, scout = runs.loc["Llama 4 Maverick pre-training"], runs.loc["Llama 4 Scout pre-training"]
+    for col in ("gpu", "n_gpus", "seq", "precision", "pp", "ep", "dp", "zero", "global_batch", "schedule",
+                "recompute", "layout_published"):
+        assert mav[col] == scout[col], col
 
 
 def test_published_gpu_hours_from_the_reports_rules(runs):
@@ -53,6 +69,18 @@ def test_published_gpu_hours_from_the_reports_rules(runs):
     assert jet["gpu_hours"] == 30000 and abs(96 * 14 * 24 / jet["gpu_hours"] - 1) < 0.08
     # Phi-3.5-MoE: 512 H100s for 23 days (its card)
     assert runs.loc["Phi-3.5-MoE pre-training", "gpu_hours"] == 512 * 23 * 24
+    # Granite 3.0 report, Table 7 (the 2B and 8B dense rows, 192,030 and 832,102, are not MoE runs); 10T tokens
+    assert runs.loc["Granite 3.0 1B-A400M pre-training", "gpu_hours"] == 71_171
+    assert runs.loc["Granite 3.0 3B-A800M pre-training", "gpu_hours"] == 133_308
+    assert (runs.loc[runs.index.str.startswith("Granite"), "tokens"] == 10e12).all()
+    # OLMoE App. B: 256 H100s for about 10 days; 5.133T tokens (Sec. 2) over them is within 3% of Figure 4's
+    # 23,600 tokens/s a GPU for the same MoE on 128 H100s: the whole run ran at its steady state
+    olm = runs.loc["OLMoE-1B-7B pre-training"]
+    assert olm["gpu_hours"] == 256 * 10 * 24 and olm["tokens"] == 5.133e12
+    assert abs(olm["tokens"] / (olm["gpu_hours"] * 3600) / 23_600 - 1) < 0.03
+    # Llama 4 card: 5.0M (Scout) + 2.38M (Maverick) = the cumulative 7.38M H100 GPU-hours
+    assert runs.loc["Llama 4 Scout pre-training", "gpu_hours"] \
+        + runs.loc["Llama 4 Maverick pre-training", "gpu_hours"] == pytest.approx(7.38e6)
     # the published batches: DeepSeek-V3 15,360 sequences over dp 128 is 120 micro-batches of one sequence
     assert runs.loc["DeepSeek-V3 pre-training", "global_batch"] / 128 == 120
 
@@ -85,6 +113,39 @@ def test_phi_standin_counts_the_cards_parameters():
     assert abs(m.n_params / 42e9 - 1) < 0.01 and abs(m.active_params / 6.6e9 - 1) < 0.01   # the card's figures
 
 
+def test_granite_and_olmoe_catalogue_rows_count_their_reports_parameters():
+    # Granite 3.0 report Table 1: GQA (heads of 64, 8 KV heads), SwiGLU experts of width 512, top-8; tied
+    # embeddings, vocabulary 49,155 (config.json); two RMSNorms a layer and a final one
+    for name, h, layers, heads, e, total, active in (("granite-3.0-1b-a400m", 1024, 24, 16, 32, 1.3e9, 400e6),
+                                                     ("granite-3.0-3b-a800m", 1536, 32, 24, 40, 3.3e9, 800e6)):
+        m = get_model(name)
+        attn = 2 * h * heads * 64 + 2 * h * 8 * 64
+        layer = attn + e * 3 * h * 512 + e * h + 2 * h
+        assert m.n_params == layers * layer + 49155 * h + h
+        assert abs(m.n_params - total) <= 0.05e9                         # "1.3B", "3.3B"
+        routed = layers * (attn + 8 * 3 * h * 512 + e * h + 2 * h) + h   # the "active" count, no embedding
+        assert m.active_params == routed + 49155 * h
+        assert abs(routed / active - 1) < 0.06                           # "400M", "800M"
+    # OLMoE App. B: 16 layers of 2,048, 16 heads, 64 SwiGLU experts of 1,024, top-8, untied vocabulary of
+    # 50,304; QK-norm over the whole q and k projections (transformers' OlmoeAttention)
+    m, h = get_model("olmoe-1b-7b"), 2048
+    layer = 4 * h * h + 2 * h + 64 * 3 * h * 1024 + 64 * h + 2 * h
+    assert m.n_params == 16 * layer + 2 * 50304 * h + h
+    assert abs(m.n_params - 6.9e9) <= 0.05e9                             # "6.9B"
+    assert abs(m.active_params / 1.3e9 - 1) < 0.02                       # "1.3B"
+
+
+def test_maverick_standin_counts_the_cards_parameters():
+    m, h = moe_runs.MAVERICK_STANDIN, 5120
+    attn = 2 * h * 40 * 128 + 2 * h * 8 * 128                           # q, o; k, v (8 KV heads of 128)
+    moe_layer = attn + 128 * 3 * h * 8192 + 3 * h * 8192 + 128 * h + 2 * h  # routed, shared, router, norms
+    dense_layer = attn + 3 * h * 16384 + 2 * h
+    assert m.n_params == 24 * moe_layer + 24 * dense_layer + 2 * 202048 * h + h
+    assert abs(m.n_params / 400e9 - 1) < 0.01                           # "400B (Total)"
+    active = 24 * (attn + 2 * 3 * h * 8192 + 128 * h + 2 * h) + 24 * dense_layer + 2 * 202048 * h + h
+    assert m.active_params == active and abs(active / 17e9 - 1) < 0.02  # "17B (Activated)"
+
+
 def test_no_factor_is_fitted_any_more(runs, check):
     # a prediction is the step on the row's layout and recipe, turned into GPU-hours by hand
     for name in ("DeepSeek-V3 pre-training", "Phi-3.5-MoE pre-training"):
@@ -107,29 +168,47 @@ def test_deepseek_v3_is_explained_within_15_percent(check):
     assert abs(v3["ratio"] - 1) <= 0.15
 
 
+def _inside_by_hand(check):
+    # the range, by hand, from the stated factors of the GPU's row (test_range_is_the_layout_range_...)
+    return (check["published"] >= check["low"] * (1 - 1e-12)) & (check["published"] <= check["high"] * (1 + 1e-12))
+
+
+def test_inside_is_the_range_by_hand(check):
+    assert (_inside_by_hand(check) == check["inside"]).all()
+
+
+def test_deepseek_v2_and_three_runs_of_other_teams_lie_inside(runs, check):
+    """Issue 35's done-when. Nov 2026: DeepSeek-V2 x1.09; Llama 4 Scout x1.17, Maverick x1.07 (both on an assumed
+    layout) and OLMoE-1B-7B x0.86 (its micro-batch assumed; see its note) inside, of six runs from other teams."""
+    inside = _inside_by_hand(check)
+    assert inside["DeepSeek-V2 pre-training"]
+    other = [r for r, s in runs["source"].items() if not s.startswith("DeepSeek-AI")]
+    assert len(other) >= 3 and inside[other].sum() >= 3
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 35, Nov 2026: the layout range measured on dense runs does not cover the MoE runs as stated. Of the "
+    "four runs whose layout is published, the two Granite 3.0 MoEs (data parallelism only, ZeRO-1) lie above "
+    "it (x1.48 each); 5 of 9 runs inside is implausible at the stated 88% (one-sided binomial 0.016 < 0.05). "
+    "Kept as a claim that fails (strict: it fails the suite when it passes again) for the lead to decide"))
 def test_the_published_runs_are_covered_as_the_stated_range_says(runs, check):
     """Nothing is fitted on these runs, so each is out of source. An 80% range misses about one run in five,
     so not every run need lie inside it: the runs whose layout is published (what the range is stated for)
     reach the 75% bar, and the count inside over all runs is no less than the range's stated out-of-source
-    coverage (data/intervals.csv, training-layout "all") makes plausible (one-sided binomial, 5%: at 5 runs
-    and 88%, 2 or fewer inside fails). Nov 2026: 3 of 5; JetMoE-8B (x1.59) lies above the range, Phi-3.5-MoE
-    (x0.78, on GRIN's recipe with an assumed batch whose pipeline bubble is 47% of the compute) below it."""
+    coverage (data/intervals.csv, training-layout "all") makes plausible (one-sided binomial, 5%: at 9 runs
+    and 88%, 5 or fewer inside fails). Nov 2026: 5 of 9; above the range JetMoE-8B (x1.59), Granite 3.0
+    1B-A400M and 3B-A800M (x1.48 each); below it Phi-3.5-MoE (x0.77)."""
     import csv
     import math
 
-    # the range, by hand, from the stated factors of the GPU's row (test_range_is_the_layout_range_...)
-    inside = (check["published"] >= check["low"] * (1 - 1e-12)) \
-        & (check["published"] <= check["high"] * (1 + 1e-12))
-    assert (inside == check["inside"]).all()
+    inside = _inside_by_hand(check)
     with open(Path(moe_runs.__file__).resolve().parents[2] / "data" / "intervals.csv", newline="") as fh:
         stated = next(float(r["measured_coverage"]) for r in csv.DictReader(fh)
                       if r["area"] == "training-layout" and r["group"] == "all")
     published = runs.index[runs["layout_published"] == "yes"]
-    assert len(published) >= 2 and inside[published].mean() >= 0.75
     n, k = len(inside), int(inside.sum())
     assert sum(math.comb(n, i) * stated ** i * (1 - stated) ** (n - i) for i in range(k + 1)) >= 0.05
-    other_teams = {r for r, s in runs["source"].items() if not s.startswith("DeepSeek-AI")}
-    assert len(other_teams) >= 3
+    assert len(published) >= 2 and inside[published].mean() >= 0.75
 
 
 def test_range_is_the_layout_range_of_the_intervals_file(check):
