@@ -119,7 +119,8 @@ def test_catalogued_moe_models_equal_their_meta_device_rows():
     # catalogued from a published run's report (issue 35): no meta-device row of the released shape, so the
     # family rule is checked on transformers' own count of the class default (data/hf_type_sweep.csv), and the
     # row's own count by hand in tests/test_model.py (closed form) and tests/test_moe_runs.py
-    swept = {"granite-3.0-1b-a400m": "granitemoe", "granite-3.0-3b-a800m": "granitemoe", "olmoe-1b-7b": "olmoe"}
+    swept = {"granite-3.0-1b-a400m": "granitemoe", "granite-3.0-3b-a800m": "granitemoe",
+             "olmoe-1b-7b": "olmoe"}
     assert set(pairs) | set(swept) == set(list_models(moe=True))
     for cat, row in pairs.items():
         assert get_model(cat).n_params == by_name[row], cat
@@ -143,9 +144,9 @@ def _released_shape(cat):
         "granite-3.0-3b-a800m": dict(hidden_size=1536, num_hidden_layers=32, num_attention_heads=24,
                                      num_key_value_heads=8, intermediate_size=512, num_local_experts=40,
                                      num_experts_per_tok=8, vocab_size=49155, tie_word_embeddings=True),
-        "olmoe-1b-7b": dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=16,
-                            intermediate_size=1024, num_experts=64, num_experts_per_tok=8, vocab_size=50304,
-                            tie_word_embeddings=False),
+        "olmoe-1b-7b": dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=16,
+                            num_key_value_heads=16, intermediate_size=1024, num_experts=64,
+                            num_experts_per_tok=8, vocab_size=50304, tie_word_embeddings=False),
     }[cat]}
 
 
