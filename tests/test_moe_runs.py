@@ -75,6 +75,10 @@ def test_published_gpu_hours_from_the_reports_rules(runs):
     assert runs.loc["Granite 3.0 1B-A400M pre-training", "gpu_hours"] == 71_171
     assert runs.loc["Granite 3.0 3B-A800M pre-training", "gpu_hours"] == 133_308
     assert (runs.loc[runs.index.str.startswith("Granite"), "tokens"] == 10e12).all()
+    # read as pre-training: the report's compute budget for its four models, 8.35e23 FLOPs (Sec. 6), is 6 x
+    # active parameters x tokens of Table 1's pre-trainings (2B: 2.5B x 12T, 8B: 8.1B x 12T, and the two MoEs)
+    budget = 6 * (2.5e9 * 12e12 + 8.1e9 * 12e12 + 400e6 * 10e12 + 800e6 * 10e12)
+    assert budget == pytest.approx(8.35e23, rel=1e-3)
     # OLMoE App. B: 256 H100s for about 10 days; 5.133T tokens (Sec. 2) over them is within 3% of Figure 4's
     # 23,600 tokens/s a GPU for the same MoE on 128 H100s: the whole run ran at its steady state
     olm = runs.loc["OLMoE-1B-7B pre-training"]
