@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Print what might narrow the end-to-end training range (issue 34; llmsizing.range_candidates): every
+candidate term known before a run, with both conformal scores, checked leaving whole sources out (nested),
+and the published layouts against the planner's own choice:
+
+    PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py            # the table (about 20 s)
+    PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --planner  # and the planner check (+30 s)
+
+It writes nothing: the production range stays tools/calibrate.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from llmsizing import range_candidates as R  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--planner", action="store_true", help="also price the runs at the planner's layout")
+    args = ap.parse_args(argv)
+    t = R.candidate_table()
+    print(t.drop(columns="terms").to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if args.planner:
+        import numpy as np
+
+        check, df = R.planner_layout_check()
+        gap = df["gap"].dropna()
+        print(f"\nplanner's layout vs the published one, {len(gap)} runs: log gap median {gap.median():+.3f} "
+              f"(x{np.exp(gap.median()):.2f}), 10-90% {gap.quantile(.1):+.3f} to {gap.quantile(.9):+.3f}; "
+              f"a range on the planner's layout: coverage {check.measured_coverage:.3f}, median width "
+              f"{check.median_width:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
