@@ -105,3 +105,13 @@ def test_the_table_states_each_candidate_as_its_check_measures_it():
         assert r.median_width == pytest.approx(width)
         assert r.coverage == pytest.approx(float(np.mean(check.inside)))
         assert r.meets == (r.coverage >= 0.75 and r.median_width <= 1.6)
+
+
+def test_choosing_among_one_term_set_is_that_set_s_check():
+    # with nothing to choose, the nested choice is the fixed check: the production range
+    cov, width, chosen = R.selection_check([], score="tails")
+    check, _ = C.mfu_loso_check()
+    assert (cov, width) == pytest.approx((check.measured_coverage, check.median_width))
+    assert set(chosen.values()) == {()}
+    with pytest.raises(ValueError, match="groups must name term groups"):
+        R.selection_check(["batch_size"])

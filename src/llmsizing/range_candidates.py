@@ -188,3 +188,105 @@ def planner_layout_check(runs=None):
         return np.full(int(test.sum()), np.median(y[train & cal]))
 
     return loso_check(y, sub["source_key"].to_numpy(object), fit_predict), df
+
+
+#: The term groups :func:`selection_check` chooses among (every subset of them): the candidates' terms.
+TERM_GROUPS = {"stack": _STACK, "batch": _BATCH, "selective": ("selective_recompute",),
+               "hopper": ("hopper_size", "hopper_seq"), "gpus": ("log_gpus",), "year": ("year",),
+               "pressure": ("state_pressure",), "single_node": ("single_node",)}
+
+
+def _fold_residuals(df, cols, extra, y, src, keys):
+    """Out-of-source residuals with ``extra`` terms: every row left out with its source (``outer``) and, per
+    source ``k``, every other source's rows left out with theirs and ``k`` (``inner[k]``), as
+    :func:`~llmsizing.intervals.loso_check` computes them."""
+    import numpy as np
+
+    from . import calibration as C
+
+    n_extra = extra.shape[1]
+
+    def predict(train, test):
+        fit = np.flatnonzero(train & cols.calibration)
+        cal = cols.rows(fit)
+        groups = sorted(set(cal.keys))
+        x = np.column_stack([C._design_of(cal, groups), extra[fit]])
+        beta = np.round(np.linalg.lstsq(x, np.log(cal.implied_mfu), rcond=None)[0], 4)
+        rows = np.flatnonzero(test)
+        return C._predict_log(cols.rows(rows), groups, beta[:len(beta) - n_extra]) + \
+            extra[rows] @ beta[len(beta) - n_extra:]
+
+    outer, inner = np.full(len(y), np.nan), {}
+    for k in keys:
+        test = src == k
+        outer[test] = y[test] - predict(src != k, test)
+        inner[k] = np.full(len(y), np.nan)
+        for j in keys:
+            if j != k:
+                mine = src == j
+                inner[k][mine] = y[mine] - predict((src != k) & ~mine, mine)
+    return outer, inner
+
+
+@cache
+def _subset_residuals(sub):
+    """:func:`_fold_residuals` of the default table with the term groups ``sub`` (kept per process)."""
+    import numpy as np
+
+    from . import calibration as C
+
+    df = C._prepared(None)
+    columns = _columns(df)
+    terms = [t for g in sub for t in TERM_GROUPS[g]]
+    extra = np.column_stack([columns[t] for t in terms]) if terms else np.zeros((len(df), 0))
+    src = df["source_key"].to_numpy(object)
+    return _fold_residuals(df, C._FitColumns(df), extra, np.log(df["implied_mfu"].to_numpy(float)), src,
+                           list(dict.fromkeys(src)))
+
+
+def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0.8):
+    """The term choice itself checked leaving whole sources out: for each source ``k``, every subset of
+    ``groups`` (names of :data:`TERM_GROUPS`, default all: 256 subsets, minutes) is scored on the other
+    sources alone (the bounds of their out-of-source residuals, each fit also without ``k``; strata as the
+    production range) and the subset with the narrowest median width is kept; ``k``'s runs are then predicted
+    with it and checked against its bounds. Returns ``(coverage, median_width, chosen)``: the measured
+    coverage and median width over all runs, and ``{source: chosen subset}``. This is the honest figure for a
+    range whose terms were picked by looking at these runs: :func:`candidate_table` checks each candidate as
+    if it had been fixed in advance."""
+    import itertools
+    import math
+
+    import numpy as np
+
+    from . import calibration as C
+    from .intervals import SCORES, _bounds, _check_coverage
+
+    names = list(TERM_GROUPS) if groups is None else list(groups)
+    unknown = [g for g in names if g not in TERM_GROUPS]
+    if unknown:
+        raise ValueError(f"groups must name term groups of {', '.join(TERM_GROUPS)}; got {unknown}")
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {', '.join(SCORES)}; got {score!r}")
+    coverage = _check_coverage(coverage)
+    df = C._prepared(None)
+    src = df["source_key"].to_numpy(object)
+    keys = list(dict.fromkeys(src))
+    st = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state").astype(object)
+    subsets = [s for r in range(len(names) + 1) for s in itertools.combinations(names, r)]
+    fits = {sub: _subset_residuals(sub) for sub in subsets}
+    lo, hi, res, chosen = np.empty(len(y)), np.empty(len(y)), np.empty(len(y)), {}
+    for k in keys:
+        test, rest = src == k, src != k
+        best = None
+        for sub in subsets:
+            pooled, per = _bounds(fits[sub][1][k][rest], src[rest], st[rest], coverage, "source", score)
+            width = float(np.median([per.get(s, pooled)[1] - per.get(s, pooled)[0] for s in st[rest]]))
+            if best is None or width < best[0] - 1e-12:
+                best = (width, sub, pooled, per)
+        _, sub, pooled, per = best
+        chosen[k] = sub
+        for i in np.flatnonzero(test):
+            lo[i], hi[i] = per.get(st[i], pooled)
+            res[i] = fits[sub][0][i]
+    inside = (res >= lo - 1e-12) & (res <= hi + 1e-12)
+    return float(inside.mean()), math.exp(float(np.median(hi - lo))), chosen
