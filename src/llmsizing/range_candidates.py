@@ -274,7 +274,7 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
     st = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state").astype(object)
     subsets = [s for r in range(len(names) + 1) for s in itertools.combinations(names, r)]
     fits = {sub: _subset_residuals(sub) for sub in subsets}
-    lo, hi, res, chosen = np.empty(len(y)), np.empty(len(y)), np.empty(len(y)), {}
+    lo, hi, res, chosen = np.empty(len(src)), np.empty(len(src)), np.empty(len(src)), {}
     for k in keys:
         test, rest = src == k, src != k
         best = None
