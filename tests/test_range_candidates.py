@@ -109,9 +109,11 @@ def test_the_table_states_each_candidate_as_its_check_measures_it():
 
 def test_choosing_among_one_term_set_is_that_set_s_check():
     # with nothing to choose, the nested choice is the fixed check: the production range
-    cov, width, chosen = R.selection_check([], score="tails")
+    cov, width, chosen, per_run = R.selection_check([], score="tails")
     check, _ = C.mfu_loso_check()
     assert (cov, width) == pytest.approx((check.measured_coverage, check.median_width))
     assert set(chosen.values()) == {()}
+    np.testing.assert_array_equal(per_run["inside"].to_numpy(bool), check.inside)
+    np.testing.assert_allclose(np.log(per_run["width"]), check.high_log - check.low_log)
     with pytest.raises(ValueError, match="groups must name term groups"):
         R.selection_check(["batch_size"])

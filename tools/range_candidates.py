@@ -42,11 +42,15 @@ def main(argv=None) -> int:
         from collections import Counter
 
         for score in ("tails", "absolute"):
-            cov, width, chosen = R.selection_check(score=score)
+            cov, width, chosen, per_run = R.selection_check(score=score)
             common = ", ".join(f"{'+'.join(s) or 'none'} ({n})"
                                for s, n in Counter(chosen.values()).most_common(3))
             print(f"\nterms chosen inside each fold, score {score}: coverage {cov:.3f}, median width "
                   f"{width:.3f}; most chosen: {common}")
+            for by in ("generation", "stack_family", "dtype", "kind"):
+                g = per_run.groupby(by).agg(coverage=("inside", "mean"), width=("width", "median"),
+                                            runs=("inside", "size"), sources=("source_key", "nunique"))
+                print(g.to_string(float_format=lambda x: f"{x:.3f}"))
     return 0
 
 

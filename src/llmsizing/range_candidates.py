@@ -29,19 +29,27 @@ GPUS_REF, TOKENS_PER_GPU_REF = 256, 4096
 FAMILIES = ("megatron", "deepspeed", "pytorch")
 
 
+def _columns_family(df):
+    """The stack family (:func:`~llmsizing.frameworks.stack_family`, lenient) of each row of ``df``."""
+    import numpy as np
+
+    from .frameworks import stack_family
+
+    return np.array([stack_family(f, lenient=True) for f in df["framework"]], dtype=object)
+
+
 def _columns(df) -> dict:
     """Per candidate term, its column over the rows of ``df`` (:func:`~llmsizing.calibration._prepared`)."""
     import numpy as np
 
     from .catalog import get_gpu
-    from .frameworks import stack_family
 
     n_gpus = df["n_gpus"].to_numpy(float)
     batch = df["global_batch"].to_numpy(float) if "global_batch" in df else np.full(len(df), np.nan)
     seq = df["seq"].to_numpy(float)
     n = df["n_params"].to_numpy(float)
     memory = np.array([get_gpu(g).memory_gib * 2**30 for g in df["gpu"]])
-    family = np.array([stack_family(f, lenient=True) for f in df["framework"]], dtype=object)
+    family = _columns_family(df)
     date = [str(a) for a in df["as_of"]]
 
     def known(v):
@@ -249,14 +257,17 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
     ``groups`` (names of :data:`TERM_GROUPS`, default all: 256 subsets, minutes) is scored on the other
     sources alone (the bounds of their out-of-source residuals, each fit also without ``k``; strata as the
     production range) and the subset with the narrowest median width is kept; ``k``'s runs are then predicted
-    with it and checked against its bounds. Returns ``(coverage, median_width, chosen)``: the measured
-    coverage and median width over all runs, and ``{source: chosen subset}``. This is the honest figure for a
+    with it and checked against its bounds. Returns ``(coverage, median_width, chosen, per_run)``: the
+    measured coverage and median width over all runs, ``{source: chosen subset}`` and per run its source,
+    generation, dtype, kind, stack family, ``inside`` and ``width`` (where the coverage falls short: a group's
+    share inside can be far from the whole's). This is the honest figure for a
     range whose terms were picked by looking at these runs: :func:`candidate_table` checks each candidate as
     if it had been fixed in advance."""
     import itertools
     import math
 
     import numpy as np
+    import pandas as pd
 
     from . import calibration as C
     from .intervals import SCORES, _bounds, _check_coverage
@@ -289,4 +300,7 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
             lo[i], hi[i] = per.get(st[i], pooled)
             res[i] = fits[sub][0][i]
     inside = (res >= lo - 1e-12) & (res <= hi + 1e-12)
-    return float(inside.mean()), math.exp(float(np.median(hi - lo))), chosen
+    per_run = pd.DataFrame({"source_key": src, "generation": df["generation"].to_numpy(object),
+                            "dtype": df["dtype"].to_numpy(object), "kind": st,
+                            "stack_family": _columns_family(df), "inside": inside, "width": np.exp(hi - lo)})
+    return float(inside.mean()), math.exp(float(np.median(hi - lo))), chosen, per_run
