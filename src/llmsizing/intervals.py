@@ -43,6 +43,8 @@ from dataclasses import dataclass
 NOMINAL_COVERAGE = 0.8
 #: What counts as one draw in :func:`conformal_bounds`: a source (the default) or a row.
 UNITS = ("source", "row")
+#: How :func:`conformal_bounds` scores a residual: its two tails apart (the default) or its absolute value.
+SCORES = ("tails", "absolute")
 
 
 def source_key(source) -> str:
@@ -111,16 +113,25 @@ def _upper(r, w, level):
     return float(r[order][min(int(np.searchsorted(cum, level - 1e-12)), len(r) - 1)])
 
 
-def conformal_bounds(log_residuals, coverage: float = NOMINAL_COVERAGE, sources=None) -> tuple[float, float]:
+def conformal_bounds(log_residuals, coverage: float = NOMINAL_COVERAGE, sources=None,
+                     score: str = "tails") -> tuple[float, float]:
     """``(lower, upper)`` log bounds that hold a new source's residual with probability at least ``coverage``
     when the sources are exchangeable (module docstring, step 2): each of the ``S`` sources of ``sources``
     (one label per residual; ``None``: every residual its own source) weighs ``1 / S``, shared by its rows,
     and the bounds are where the weighted share of residuals passes ``(1 - alpha / 2)(S + 1) / S`` from
     either end. Raises ``ValueError`` with fewer than :func:`min_units` sources (a bound would be
-    infinite)."""
+    infinite).
+
+    ``score`` (:data:`SCORES`): ``"tails"`` (the default, every range of the book) keeps the two tails apart
+    as above, each with its own finite-sample step ``(S + 1) / S``; ``"absolute"`` scores ``|residual|``
+    (Lei et al. 2018, Sec. 2.2) and returns ``(-q, q)``, ``q`` where the weighted share of ``|residual|``
+    passes ``(1 - alpha)(S + 1) / S``: one step instead of two, so less conservative, symmetric about the
+    prediction (:mod:`llmsizing.range_candidates` measures both)."""
     import numpy as np
 
     coverage = _check_coverage(coverage)
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {', '.join(SCORES)}; got {score!r}")
     r = _finite_array("log_residuals", log_residuals)
     if sources is None:
         src = np.arange(len(r)).astype(object)
@@ -132,6 +143,10 @@ def conformal_bounds(log_residuals, coverage: float = NOMINAL_COVERAGE, sources=
         raise ValueError(f"log_residuals come from {n_units} {'sources' if sources is not None else 'values'}"
                          f": at coverage={coverage:g} both bounds need at least {min_units(coverage)}")
     w = 1.0 / (n_units * counts[inverse])
+    if score == "absolute":
+        level = (1 - alpha) * (n_units + 1) / n_units      # (<= 1: min_units above is the stricter bar)
+        q = _upper(np.abs(r), w, level)
+        return -q, q
     level = (1 - alpha / 2) * (n_units + 1) / n_units
     return -_upper(-r, w, level), _upper(r, w, level)
 
@@ -216,17 +231,17 @@ def _predictions(fit_predict, train, test):
     return pred
 
 
-def _bounds(res, src, strata, coverage, unit):
+def _bounds(res, src, strata, coverage, unit, score="tails"):
     """Pooled bounds, and per stratum those of its own residuals where it has :func:`min_units` units."""
     units = src if unit == "source" else None
-    pooled = conformal_bounds(res, coverage, units)
+    pooled = conformal_bounds(res, coverage, units, score)
     per = {}
     if strata is not None:
         for s in dict.fromkeys(strata):
             mine = strata == s
             n = len(set(src[mine])) if unit == "source" else int(mine.sum())
             if n >= min_units(coverage):
-                per[s] = conformal_bounds(res[mine], coverage, None if units is None else units[mine])
+                per[s] = conformal_bounds(res[mine], coverage, None if units is None else units[mine], score)
     return pooled, per
 
 
@@ -276,11 +291,11 @@ def copied_check(check: LosoCheck) -> LosoCheck:
 
 
 def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAGE, strata=None,
-               nested: bool = True, unit: str = "source") -> LosoCheck:
+               nested: bool = True, unit: str = "source", score: str = "tails") -> LosoCheck:
     """Leave-one-source-out conformal intervals and their measured coverage (module docstring, steps 1-4).
     ``fit_predict(train, test)`` as in :func:`loso_residuals`; ``strata`` an optional label per row; ``unit``
-    what :func:`conformal_bounds` weighs alike (:data:`UNITS`). Nested (the default) refits ``S + S (S - 1)``
-    times and needs three sources or more."""
+    what :func:`conformal_bounds` weighs alike (:data:`UNITS`), ``score`` how it scores a residual
+    (:data:`SCORES`). Nested (the default) refits ``S + S (S - 1)`` times and needs three sources or more."""
     import numpy as np
 
     coverage = _check_coverage(coverage)
@@ -295,8 +310,10 @@ def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAG
     if len(keys) < (3 if nested else 2):
         raise ValueError(f"sources must name at least {3 if nested else 2} sources for a "
                          f"{'nested ' if nested else ''}leave-one-source-out check; got {len(keys)}")
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {', '.join(SCORES)}; got {score!r}")
     res = loso_residuals(y, src, fit_predict)
-    pooled, per = _bounds(res, src, st, coverage, unit)
+    pooled, per = _bounds(res, src, st, coverage, unit, score)
     lo_log, hi_log = np.empty(len(y)), np.empty(len(y))
     for k in keys:
         test, rest = src == k, src != k
@@ -308,7 +325,7 @@ def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAG
                     inner[mine] = y[mine] - _predictions(fit_predict, rest & ~mine, mine)
         else:
             inner = res
-        p, s = _bounds(inner[rest], src[rest], None if st is None else st[rest], coverage, unit)
+        p, s = _bounds(inner[rest], src[rest], None if st is None else st[rest], coverage, unit, score)
         for i in np.flatnonzero(test):
             lo_log[i], hi_log[i] = s.get(st[i], p) if st is not None else p
     inside = (res >= lo_log - 1e-12) & (res <= hi_log + 1e-12)

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Print what might narrow the end-to-end training range (issue 34; llmsizing.range_candidates): every
+candidate term known before a run, with both conformal scores, checked leaving whole sources out (nested),
+and the published layouts against the planner's own choice:
+
+    PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py            # the table (about 20 s)
+    PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --planner  # and the planner check (+30 s)
+    PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --select   # and the terms chosen inside
+                                                                                # each fold (about 5 min)
+
+It writes nothing: the production range stays tools/calibrate.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from llmsizing import range_candidates as R  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--planner", action="store_true", help="also price the runs at the planner's layout")
+    ap.add_argument("--select", action="store_true", help="also check the choice of terms, source by source")
+    args = ap.parse_args(argv)
+    t = R.candidate_table()
+    print(t.drop(columns="terms").to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if args.planner:
+        import numpy as np
+
+        check, df = R.planner_layout_check()
+        gap = df["gap"].dropna()
+        print(f"\nplanner's layout vs the published one, {len(gap)} runs: log gap median {gap.median():+.3f} "
+              f"(x{np.exp(gap.median()):.2f}), 10-90% {gap.quantile(.1):+.3f} to {gap.quantile(.9):+.3f}; "
+              f"a range on the planner's layout: coverage {check.measured_coverage:.3f}, median width "
+              f"{check.median_width:.3f}")
+    if args.select:
+        from collections import Counter
+
+        for score in ("tails", "absolute"):
+            cov, width, chosen, per_run = R.selection_check(score=score)
+            common = ", ".join(f"{'+'.join(s) or 'none'} ({n})"
+                               for s, n in Counter(chosen.values()).most_common(3))
+            print(f"\nterms chosen inside each fold, score {score}: coverage {cov:.3f}, median width "
+                  f"{width:.3f}; most chosen: {common}")
+            for by in ("generation", "stack_family", "dtype", "kind"):
+                g = per_run.groupby(by).agg(coverage=("inside", "mean"), width=("width", "median"),
+                                            runs=("inside", "size"), sources=("source_key", "nunique"))
+                print(g.to_string(float_format=lambda x: f"{x:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
