@@ -208,9 +208,11 @@ def _rows(model: Model, par: Parallel) -> tuple:
     layers)``, without a dict per stage (the memory's hot path reads one stage, or all of them, per call).
     :class:`EpLayouts`: an array ``(stage, column, layout)``."""
     if type(par) is EpLayouts:
-        if model not in par._kept:
-            par._kept[model] = np.array([_split(model, *k) for k in par.split_keys()],
-                                        dtype=float).transpose(1, 2, 0)
+        if model not in par._kept:              # (one array per distinct ep, then one entry per layout)
+            keys = par.split_keys()
+            distinct = list(dict.fromkeys(keys))
+            rows = np.array([_split(model, *k) for k in distinct], dtype=float).transpose(1, 2, 0)
+            par._kept[model] = rows[:, :, [distinct.index(k) for k in keys]]
         return par._kept[model]
     return _split(model, par.tp, par.pp, par.stage_layers, par.ep, par.expert_tp)
 
