@@ -19,7 +19,8 @@ from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
 from .moe import gpu_params as _moe_gpu_params
 from .moe import largest_tensor as _moe_largest_tensor
 from .moe import moe_model_states as _moe_model_states
-from .moe_arrays import EpLayouts, _most
+from .moe import _most
+from .moe_arrays import EpLayouts
 from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
                           stage_activations)
 from .catalog import resolve_model

@@ -74,7 +74,7 @@ from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa
 from .all_to_all import _all_to_all_bytes, _all_to_all_s
 from .catalog import resolve_model
 from .model import Model
-from .moe_arrays import EpLayouts, _most  # noqa: F401 (EpLayouts: issue 35's home before moe35n)
+from .moe_arrays import EpLayouts  # noqa: F401 (issue 35's home before moe35n)
 from .network import Collective
 from .parallel import Parallel, check_ep, layers_per_stage  # noqa: F401 (check_ep: issue 24's home)
 from .parallel import kept_parallel
@@ -98,6 +98,12 @@ def expert_data_parallel(par: Parallel) -> int:
     the GPUs that hold the same experts and over which their gradients are reduced and their optimizer states
     sharded (Megatron-Core's expert data-parallel group)."""
     return par.edp
+
+
+def _most(values, par):
+    """``max(values)``; elementwise for :class:`~llmsizing.moe_arrays.EpLayouts` (the same value: NumPy's
+    maximum is exact)."""
+    return np.maximum.reduce(list(values)) if type(par) is EpLayouts else max(values)
 
 
 @functools.lru_cache(maxsize=64)

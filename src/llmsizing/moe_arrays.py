@@ -118,8 +118,3 @@ class _ExpertLayouts:
     zero: int
     offload: str
     reshard_after_forward: bool
-
-
-def _most(values, par):
-    """``max(values)``; elementwise for :class:`EpLayouts` (the same value: NumPy's maximum is exact)."""
-    return np.maximum.reduce(list(values)) if type(par) is EpLayouts else max(values)
