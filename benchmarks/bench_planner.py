@@ -94,6 +94,16 @@ Qwen3-235B 197K -> 183K, DeepSeek-V3 187K -> 175K. CPU s of fitting_plans alone 
 processes alternating, load 15 to 20): DeepSeek-V2 0.29-0.34 -> 0.25-0.26, Qwen3-30B-A3B 0.19-0.23 ->
 0.15-0.16, Scout 0.21-0.22 -> 0.19-0.20, gpt-oss-120b 0.22-0.23 -> 0.19-0.20, Mixtral 0.13-0.14 -> 0.09-0.12,
 Qwen3-235B 0.10 -> 0.07-0.08. The load was too high to read whole-search targets; see notes/arrays35k.md.
+
+Issue 35, thirteenth round (branch moe35n, 2026-11-30, base 06d9b57): plan() runs with Python's cyclic garbage
+collector paused (_compat.paused_gc: a MoE search set off 12-22 young collections, 5-15 ms, and about one
+search in five a full one, 52-60 ms; the collection the pause defers runs once afterwards), and the memory
+fit's layouts over ep and dp are built from one checked layout (moe_arrays.EpLayouts.over, moved out of
+moe.py; _search_pieces resolves one layout per ep). Function calls per search, 06d9b57 -> branch: DeepSeek-V2
+283K -> 272K, gpt-oss-120b 243K -> 233K, Scout 211K -> 202K, Qwen3-30B-A3B 236K -> 226K. At a load of 15 to
+26 (CPU s, paired ratios branch / base): bench_ab.py 7 runs a side 0.83 to 0.94 over the seven MoE cases;
+timing blocks of three searches (so that a deferred collection is charged) 0.85 to 0.99 for the MoE cases,
+0.88 to 1.03 for the dense ones. The 0.3 s target could not be read at that load; see notes/moe35n.md.
 """
 
 from __future__ import annotations

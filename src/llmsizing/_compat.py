@@ -64,3 +64,27 @@ def keep_hash(cls):
     cls.__hash__ = __hash__
     cls.__getstate__ = __getstate__
     return cls
+
+
+def paused_gc(fn):
+    """Run ``fn`` with Python's cyclic garbage collector paused, restored as it was on return or on an error
+    (issue 35: a planner's search allocates some 100,000 short-lived tuples, dicts and arrays, which set off
+    12-22 young collections, 5-15 ms, and now and then a full one, ~60 ms with the catalogues and pandas
+    alive, a fifth of a search; the search makes no reference cycles it relies on the collector to free, and
+    reference counting frees the rest as before). Nothing computed changes: only when cycles, if any, are
+    collected (at the next collection after ``fn`` returns). Nested calls leave the outer one's pause alone.
+    The CPython docs (``gc`` module) describe the generations and :func:`gc.disable`."""
+    import functools
+    import gc
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kw):
+        if not gc.isenabled():
+            return fn(*args, **kw)
+        gc.disable()
+        try:
+            return fn(*args, **kw)
+        finally:
+            gc.enable()
+
+    return wrapper

@@ -19,7 +19,8 @@ from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
 from .moe import gpu_params as _moe_gpu_params
 from .moe import largest_tensor as _moe_largest_tensor
 from .moe import moe_model_states as _moe_model_states
-from .moe import EpLayouts, _most
+from .moe import _most
+from .moe_arrays import EpLayouts
 from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
                           stage_activations)
 from .catalog import resolve_model
@@ -314,8 +315,12 @@ def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accu
     if type(par) is EpLayouts:
         if RECIPES[precision].autocast or optimizer_impl == "for-loop":
             raise ValueError("EpLayouts: neither autocast nor the for-loop optimizer step")
-        pars = tuple(resolve_parallel(p, model, seq=seq) for p in par.pars)    # (their checks)
-        par, act_par = (par if pars == par.pars else EpLayouts(pars)), _act_layout(pars[0])
+        # (their checks: resolve_parallel's read no dp, so one layout per ep; one that resolves to another
+        # layout, its stage split written out, sends all of them through it)
+        firsts = par.firsts()
+        if any(resolve_parallel(p, model, seq=seq) is not p for p in firsts):
+            par = EpLayouts(resolve_parallel(p, model, seq=seq) for p in par.pars)
+        act_par = _act_layout(firsts[0])
     else:
         par = resolve_parallel(par, model, seq=seq)          # (kept: its checks, as training_memory's)
         act_par = _act_layout(par)

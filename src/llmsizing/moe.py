@@ -61,8 +61,7 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -75,6 +74,7 @@ from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa
 from .all_to_all import _all_to_all_bytes, _all_to_all_s
 from .catalog import resolve_model
 from .model import Model
+from .moe_arrays import EpLayouts  # noqa: F401 (issue 35's home before moe35n)
 from .network import Collective
 from .parallel import Parallel, check_ep, layers_per_stage  # noqa: F401 (check_ep: issue 24's home)
 from .parallel import kept_parallel
@@ -100,60 +100,9 @@ def expert_data_parallel(par: Parallel) -> int:
     return par.edp
 
 
-class EpLayouts:
-    """Layouts that differ only in ``ep`` and ``dp`` (``pars``, checked
-    :class:`~llmsizing.parallel.Parallel` objects), for the model states' side of many of them at once (issue
-    35: a planner's search weighs ZeRO-1 with a pipeline at every ``ep``, one call each): the fields they
-    share as they are, ``ep``, ``dp``, :attr:`dp_cp` and :attr:`edp` as arrays, one entry per layout. The same
-    functions take it (:func:`_rows`, :func:`moe_model_states`, :func:`foreach_temporary_bytes`,
-    :func:`llmsizing.states._states`) and give each layout's bytes as an entry of an array, worked out by the
-    same operations in the same order (NumPy's float64 arithmetic is Python's): bit for bit each layout's own.
-    Not for offloading (its branches read the bytes) nor the ``for-loop`` optimizer step (a max over
-    tensors)."""
-
-    __slots__ = ("pars", "etp", "ep", "dp", "dp_cp", "edp", "_kept",
-                 *(f.name for f in fields(Parallel) if f.name not in ("ep", "dp")))
-
-    def __init__(self, pars):
-        self.pars = tuple(pars)
-        first = self.pars[0]
-        if len({_BUT_EP_DP(p) for p in self.pars}) > 1:
-            raise ValueError("EpLayouts: layouts that differ in more than ep and dp")
-        for name in (*(f.name for f in fields(Parallel) if f.name not in ("ep", "dp")), "etp"):
-            setattr(self, name, getattr(first, name))         # (what they share, as it is)
-        if first.offload != "none":
-            raise ValueError("EpLayouts: not for offloading layouts")
-        for name in ("ep", "dp", "dp_cp", "edp"):
-            setattr(self, name, np.array([getattr(p, name) for p in self.pars]))
-        self._kept = {}
-
-    def __hash__(self) -> int:
-        return hash(self.pars)
-
-    def __eq__(self, other) -> bool:
-        return type(other) is EpLayouts and other.pars == self.pars
-
-    def experts(self) -> "_ExpertLayouts":
-        """What :func:`llmsizing.states._states` reads of the routed experts' layout: ZeRO over ``edp``."""
-        return _ExpertLayouts(self.edp, self.zero, self.offload, self.reshard_after_forward)
-
-
-#: A layout's fields but ``ep`` and ``dp``, as a tuple.
-_BUT_EP_DP = operator.attrgetter(*(f.name for f in fields(Parallel) if f.name not in ("ep", "dp")))
-
-
-@dataclass(frozen=True, eq=False)
-class _ExpertLayouts:
-    """The routed experts' layout of :class:`EpLayouts` as :func:`moe_model_states` builds one for a layout
-    (``Parallel(dp=edp, zero, offload, reshard_after_forward)``): ``dp_cp`` an array."""
-    dp_cp: np.ndarray
-    zero: int
-    offload: str
-    reshard_after_forward: bool
-
-
 def _most(values, par):
-    """``max(values)``; elementwise for :class:`EpLayouts` (the same value: NumPy's maximum is exact)."""
+    """``max(values)``; elementwise for :class:`~llmsizing.moe_arrays.EpLayouts` (the same value: NumPy's
+    maximum is exact)."""
     return np.maximum.reduce(list(values)) if type(par) is EpLayouts else max(values)
 
 
@@ -265,9 +214,11 @@ def _rows(model: Model, par: Parallel) -> tuple:
     layers)``, without a dict per stage (the memory's hot path reads one stage, or all of them, per call).
     :class:`EpLayouts`: an array ``(stage, column, layout)``."""
     if type(par) is EpLayouts:
-        if model not in par._kept:
-            par._kept[model] = np.array([_split(model, p.tp, p.pp, p.stage_layers, p.ep, p.expert_tp)
-                                         for p in par.pars], dtype=float).transpose(1, 2, 0)
+        if model not in par._kept:              # (one array per distinct ep, then one entry per layout)
+            keys = par.split_keys()
+            distinct = list(dict.fromkeys(keys))
+            rows = np.array([_split(model, *k) for k in distinct], dtype=float).transpose(1, 2, 0)
+            par._kept[model] = rows[:, :, [distinct.index(k) for k in keys]]
         return par._kept[model]
     return _split(model, par.tp, par.pp, par.stage_layers, par.ep, par.expert_tp)
 

@@ -161,9 +161,9 @@ class SearchMemory:
             if len(calls) < 2:
                 continue                                     # (one call either way)
             u = self.per_micro(tp, pp, rc, c, 1)
-            pars = EpLayouts(kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=1,
-                                           cp_comm=self.cp_comm, ep=ep, expert_tp=self.expert_tp)
-                             for ep, dp in calls)
+            (e0, d0), etp = calls[0], self.expert_tp      # (each (ep, dp) a layout the search checked)
+            pars = EpLayouts.over(kept_parallel(tp=tp, pp=pp, dp=d0, zero=zero, sp=tp > 1, cp=1,
+                                                cp_comm=self.cp_comm, ep=e0, expert_tp=etp), calls)
             got = _search_pieces(self.model, pars, _heavy_stages(self.model, pp), batch=1, grad_accum=c,
                                  **self._kw(rc))
             got = np.array(np.broadcast_arrays(*got), dtype=float)          # (piece, layout)

@@ -34,6 +34,7 @@ import functools
 
 import numpy as np
 
+from ._compat import paused_gc
 from ._compat import retire as _retire
 from ._validate import (check_bool, check_choice, check_fraction, check_int, check_number, check_sequence,
                         renamed)
@@ -309,6 +310,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
 
 
 @takes_job("plan")
+@paused_gc
 def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, global_batch: int,
          max_gpus: int | None = None, deadline_days: float | None = None, budget_usd: float | None = None,
          micro_batches=(1, 2, 4), recomputes=RECOMPUTE, zero_stages=(0, 1, 2, 3),
