@@ -113,7 +113,7 @@ import platform
 import time
 
 from llmsizing import (activations, catalog, flops, kernels, layouts, memory, moe, moe_time, parallel,
-                       planner, states)
+                       planner, states, time_cost)
 
 try:
     from llmsizing import plan_memory, plan_pricing
@@ -194,7 +194,8 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (memory, "_kept_state_side"), (memory, "_act_layout"),
                        (plan_pricing, "_heavy_stages"), (memory, "_kept_act_core"), (moe, "_stage_frame"),
                        (states, "_kept_state_elements"), (moe, "_moe_in_stage"),
-                       (states, "_edge_tensors"), (kernels, "_grouped_points"))
+                       (states, "_edge_tensors"), (kernels, "_grouped_points"),
+                      (kernels, "layer_gemm_efficiency"), (time_cost, "_kept_moe_layout"))
 
 
 def main() -> None:
