@@ -5,6 +5,8 @@ is kept for one release by a module ``__getattr__`` that finds the name in its n
 with a :class:`DeprecationWarning` naming it. The README lists every forward and when it goes.
 """
 
+import functools
+import gc
 import importlib
 import warnings
 
@@ -74,9 +76,6 @@ def paused_gc(fn):
     reference counting frees the rest as before). Nothing computed changes: only when cycles, if any, are
     collected (at the next collection after ``fn`` returns). Nested calls leave the outer one's pause alone.
     The CPython docs (``gc`` module) describe the generations and :func:`gc.disable`."""
-    import functools
-    import gc
-
     @functools.wraps(fn)
     def wrapper(*args, **kw):
         if not gc.isenabled():
