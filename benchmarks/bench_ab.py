@@ -35,7 +35,8 @@ KEPT = (("planner", "_search"), ("memory", "_stage_params"), ("flops", "_trainin
         ("moe_time", "_mean_max_vio"), ("memory", "_kept_act_side"), ("memory", "_kept_state_side"),
         ("memory", "_act_layout"), ("plan_pricing", "_heavy_stages"), ("time_cost", "_kept_moe_layout"),
         ("memory", "_kept_act_core"), ("moe", "_stage_frame"), ("states", "_kept_state_elements"),
-        ("moe", "_moe_in_stage"), ("states", "_edge_tensors"), ("kernels", "_grouped_points"))
+        ("moe", "_moe_in_stage"), ("states", "_edge_tensors"), ("kernels", "_grouped_points"),
+        ("memory", "_kept_search_acts"), ("memory", "_kept_in_flight"))
 
 
 def side(package: str):

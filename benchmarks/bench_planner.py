@@ -184,7 +184,8 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (memory, "_kept_state_side"), (memory, "_act_layout"),
                        (plan_pricing, "_heavy_stages"), (memory, "_kept_act_core"), (moe, "_stage_frame"),
                        (states, "_kept_state_elements"), (moe, "_moe_in_stage"),
-                       (states, "_edge_tensors"), (kernels, "_grouped_points"))
+                       (states, "_edge_tensors"), (kernels, "_grouped_points"),
+                       (memory, "_kept_search_acts"), (memory, "_kept_in_flight"))
 
 
 def main() -> None:
