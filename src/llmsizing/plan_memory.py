@@ -230,33 +230,43 @@ def kept_search_memory(model, kw_items: tuple, cps, cp_comm: str, eps=(1,), expe
     return SearchMemory(model, dict(kw_items), cps, cp_comm, eps, expert_tp, by_ep)
 
 
-def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch: int, max_gpus, moe: bool,
-                expert_tp: bool):
-    """The candidate plans of the layouts with ``(tp, pp, ep)`` (any ZeRO stage) as columns, in the search's
-    order (context-parallel degree, micro-batch, ``dp``), or None if there is none: ``block`` (the index of
-    the (cp, micro-batch) pair), ``cp``, ``micro``, ``dp``, ``m`` (micro-batches per step), ``group`` (an
-    index into ``pairs``, the distinct (cp, accumulation class) pairs). ``divisors`` holds the divisors of
-    ``global_batch // micro`` for each micro-batch, in order. ``global_batch = micro x m x dp`` with
-    ``m >= pp``, ``tp x cp x pp x dp`` at most ``max_gpus``, and for a mixture of experts ``ep`` divides
-    ``tp x cp x dp / etp`` (:class:`~llmsizing.parallel.Parallel`)."""
+def _pair_table(cps, divisors: dict, global_batch: int) -> dict:
+    """Every (context-parallel degree, micro-batch, ``dp``) a search's layouts may take, in the search's order
+    (``cp``, then micro-batch, then ``dp``), as columns: ``block`` (the index of the (cp, micro-batch) pair),
+    ``cp``, ``micro``, ``dp``, ``m`` (micro-batches per step). ``divisors`` holds the divisors of
+    ``global_batch // micro`` for each micro-batch, in order; a micro-batch that does not divide
+    ``global_batch`` has none. :func:`_candidates` keeps the rows a layout allows."""
     block, cp_, b_, dp_ = [], [], [], []
     for k, (cp, b) in enumerate((cp, b) for cp in cps for b in divisors):
         if global_batch % b:
             continue
-        dps = [d for d in divisors[b] if global_batch // (b * d) >= pp]
-        if max_gpus is not None:
-            dps = [d for d in dps if tp * cp * pp * d <= max_gpus]
-        if moe:
-            unit = dp_unit(tp, cp, ep, expert_tp)
-            dps = [d for d in dps if d % unit == 0]
-        block += [k] * len(dps)
-        cp_ += [cp] * len(dps)
-        b_ += [b] * len(dps)
-        dp_ += dps
-    if not dp_:
+        ds = divisors[b]
+        block += [k] * len(ds)
+        cp_ += [cp] * len(ds)
+        b_ += [b] * len(ds)
+        dp_ += ds
+    block, cp_, b_, dp_ = (np.array(x, dtype=np.int64) for x in (block, cp_, b_, dp_))
+    return dict(block=block, cp=cp_, micro=b_, dp=dp_, m=global_batch // (b_ * dp_))
+
+
+def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus):
+    """The candidate plans of the layouts with ``(tp, pp, ep)`` (any ZeRO stage) as columns, in the search's
+    order (context-parallel degree, micro-batch, ``dp``), or None if there is none: the rows of ``table``
+    (:func:`_pair_table`) with ``m >= pp`` micro-batches per step, ``tp x cp x pp x dp`` at most
+    ``max_gpus``, and for a mixture of experts ``dp`` a multiple of ``units`` (each row's
+    :func:`~llmsizing.moe_layouts.dp_unit`: ``ep`` divides ``tp x cp x dp / etp``,
+    :class:`~llmsizing.parallel.Parallel`); and ``group`` (an index into ``pairs``, the distinct (cp,
+    accumulation class) pairs)."""
+    cp_, dp_ = table["cp"], table["dp"]
+    keep = table["m"] >= pp
+    if max_gpus is not None:
+        keep &= tp * cp_ * pp * dp_ <= max_gpus
+    if units is not None:
+        keep &= dp_ % units == 0
+    rows = np.flatnonzero(keep)
+    if not len(rows):
         return None
-    cp_, b_, dp_ = np.array(cp_), np.array(b_), np.array(dp_)
-    m = global_batch // (b_ * dp_)
+    cp_, b_, dp_, m = cp_[rows], table["micro"][rows], dp_[rows], table["m"][rows]
     # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then alive in
     # the forward) and the micro-batches in flight, which saturate at pp: two classes at most
     cls = np.where(m > 1, max(2, pp), 1)
@@ -267,7 +277,7 @@ def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch:
     number[order] = np.arange(len(first))
     group = number[at.reshape(-1)]
     pairs = {(int(cp_[f]), int(cls[f])): None for f in first[order].tolist()}
-    return dict(block=np.array(block), cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
+    return dict(block=table["block"][rows], cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
                 pairs=tuple(pairs), dpf=dp_.astype(float))
 
 
@@ -289,6 +299,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     coefficients a row of one table per recomputation, pieces the other layouts lack padded with
     ``-inf``)."""
     divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
+    table = _pair_table(cps, divisors, global_batch)
+    cp_at = np.array([cps.index(c) for c in table["cp"].tolist()], dtype=np.int64)   # each row's cp index
     domain = np.array([domains[g.name] for g in gpu_list])
     cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
     for tp, pp, zero, ep in layouts:
@@ -303,8 +315,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             units[tp, ep] = tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None
         key = (pp, None if max_gpus is None else tp * pp, units[tp, ep])
         if key not in cands:
-            cands[key] = _candidates(tp, pp, ep, cps=cps, divisors=divisors, global_batch=global_batch,
-                                     max_gpus=max_gpus, moe=model.is_moe, expert_tp=expert_tp)
+            unit = None if units[tp, ep] is None else np.array(units[tp, ep])[cp_at]
+            cands[key] = _candidates(tp, pp, ep, table=table, units=unit, max_gpus=max_gpus)
         cand = cands[key]
         if cand is not None:
             parts.append(((tp, pp, zero, ep), on, cand))
