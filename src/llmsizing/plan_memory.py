@@ -393,26 +393,39 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
 def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
     """:func:`~llmsizing.plan_pricing._total_bytes` of the candidates ``rows`` (of any layouts) with
     recomputation ``rc``, from one table of their coefficients (:meth:`SearchMemory.coefficients`, a row per
-    (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes)."""
+    (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes). The entries
+    are asked for in :meth:`SearchMemory.coefficients`' order; the table is stacked from the distinct ones
+    (``fixed`` and ``sharded`` per layout, ``per_micro`` per pair), ``sharded / cp`` on the whole table (the
+    same quotient entry by entry, and ``x / 1 = x``)."""
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
     asked = [(parts[lay[row]][0], parts[lay[row]][2]["pairs"][pair_of[row]]) for row in rows[first].tolist()]
     memory.prefetch([(*key, cls) for key, (_, cls) in asked], rc)
-    got = [memory.coefficients(*key, rc, cls, cp) for key, (cp, cls) in asked]
-    width = max(len(x[0]) for x in got)
-    tables = []
-    for i in range(3):
-        if all(len(x[i]) == width for x in got):
-            tab = np.array([x[i] for x in got])
-        else:                                     # (rows of the same width placed together)
-            tab = np.full((len(got), width), -np.inf if i == 0 else 0.0)
-            by_width: dict = {}
-            for k, x in enumerate(got):
-                by_width.setdefault(len(x[i]), []).append(k)
-            for w, ks in by_width.items():
-                tab[ks, :w] = [got[k][i] for k in ks]
-        tables.append(tab[at.reshape(-1)])
+    states, micros, state_at, micro_at = {}, {}, [], []
+    for (tp, pp, zero, ep), (cp, c) in asked:               # (as coefficients(): the states, then per_micro)
+        st = memory.states(tp, pp, zero, ep, c, rc)
+        state_at.append(states.setdefault(id(st), (len(states), st))[0])
+        u = memory.per_micro(tp, pp, rc, c, cp)
+        micro_at.append(micros.setdefault(id(u), (len(micros), u))[0])
+    st_list = [st for _, st in states.values()]
+    fixed, sharded = (_padded([st[i] for st in st_list], -np.inf if i == 0 else 0.0) for i in (0, 1))
+    per_micro = _padded([u for _, u in micros.values()], 0.0)
+    at = at.reshape(-1)
+    rows_state = np.array(state_at)[at]
+    cp = np.array([cp for _, (cp, _) in asked], dtype=float)[at]
+    tables = [fixed[rows_state], per_micro[np.array(micro_at)[at]], sharded[rows_state] / cp[:, None]]
     return _total_bytes(tables, micro[rows], dpf[rows]), _total_bytes(tables, 0.0 * micro[rows], dpf[rows])
+
+
+def _padded(arrays: list, pad: float) -> np.ndarray:
+    """``arrays`` (1-D) as the rows of one table as wide as the widest, the others' missing pieces ``pad``."""
+    width = max(len(x) for x in arrays)
+    if all(len(x) == width for x in arrays):
+        return np.array(arrays)
+    tab = np.full((len(arrays), width), pad)
+    for k, x in enumerate(arrays):
+        tab[k, :len(x)] = x
+    return tab
 
 
 def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_layers, limits, on):
