@@ -457,8 +457,7 @@ def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_laye
         # the one-layer coefficients of the (layout, pair)s where every layer recomputed fits on some GPU
         some = np.zeros(len(full), dtype=bool)
         some[at[cols][can[w].any(axis=0)]] = True
-        for i in ids[some[ids]].tolist():
-            one[i] = memory.one_layer(*keys[i])
+        _one_layers(memory, keys, ids[some[ids]].tolist(), full, one)
     n, t = np.zeros((len(limits), len(rows)), dtype=np.int64), np.full((len(limits), len(rows)), np.inf)
     for w, (cols, tab) in every.items():
         if not can[w].any():                       # not even every layer recomputed fits
@@ -469,3 +468,27 @@ def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_laye
         n[:, cols], t[:, cols] = _least_recompute_layers(ones, tab, layers[cols], b[cols], dp[cols], limits,
                                                          can=can[w])
     return n, t
+
+
+def _one_layers(memory, keys, todo, full, one) -> None:
+    """:meth:`SearchMemory.one_layer` of ``keys[i]`` for each ``i`` of ``todo`` (of one width) into ``one``:
+    those read off the coefficients without recomputation and ``full[i]`` (its coefficients with every layer
+    recomputed) in one :func:`~llmsizing.plan_pricing._one_layer_coefficients` on rows, the others (no
+    coefficients without recomputation yet) off :meth:`SearchMemory.coefficients` one by one."""
+    known = []
+    for i in todo:
+        tp, pp, zero, ep, c, cp, _ = keys[i]
+        if (tp, pp, "none", c) in memory._micro:
+            known.append(i)
+        else:
+            one[i] = memory.coefficients(tp, pp, zero, ep, "full1", c, cp)
+    if not known:
+        return
+    none = [memory.coefficients(tp, pp, zero, ep, "none", c, cp)
+            for tp, pp, zero, ep, c, cp, _ in (keys[i] for i in known)]
+    rows = [np.stack([x[j] for x in none]) for j in range(3)], [np.stack([full[i][j] for i in known])
+                                                                 for j in range(3)]
+    layers = np.array([keys[i][6] for i in known])
+    per_micro = _one_layer_coefficients(*rows, layers)[1]
+    for k, i in enumerate(known):
+        one[i] = (full[i][0], per_micro[k], full[i][2])
