@@ -94,6 +94,15 @@ Qwen3-235B 197K -> 183K, DeepSeek-V3 187K -> 175K. CPU s of fitting_plans alone 
 processes alternating, load 15 to 20): DeepSeek-V2 0.29-0.34 -> 0.25-0.26, Qwen3-30B-A3B 0.19-0.23 ->
 0.15-0.16, Scout 0.21-0.22 -> 0.19-0.20, gpt-oss-120b 0.22-0.23 -> 0.19-0.20, Mixtral 0.13-0.14 -> 0.09-0.12,
 Qwen3-235B 0.10 -> 0.07-0.08. The load was too high to read whole-search targets; see notes/arrays35k.md.
+
+Issue 32/38, plan32i (2026-11-30, base 06d9b57): the dense memory fit's overhead around the pieces calls. The
+search's act side skips the FLOPs per token it never reads and keeps pipeline_in_flight
+(memory._kept_search_acts, _kept_in_flight); candidates are masked from one (cp, micro-batch, dp) table per
+search (plan_memory._pair_table); _table_totals stacks its table from the distinct states and per-micro
+entries; _least works out the one-layer coefficients of all known layouts of a width at once. Frames
+bit-identical. bench_ab.py (5 runs a side, load 10.7 to 14.8), paired ratios: 405B whole catalogue 1.05, at
+128K 0.94, 405B 1 type 0.90, 3 types 1.00, at 128K 1 type 0.90, 3 types 0.94, 70B on 4 types 0.88, 70B at
+128K (ch. 17 widget) 0.84, 8B at 32K (ch. 17 widget) 0.82, 8B over the catalogue 1.00 (Scout 1.06: noise).
 """
 
 from __future__ import annotations
