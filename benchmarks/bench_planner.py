@@ -104,6 +104,15 @@ moe.py; _search_pieces resolves one layout per ep). Function calls per search, 0
 26 (CPU s, paired ratios branch / base): bench_ab.py 7 runs a side 0.83 to 0.94 over the seven MoE cases;
 timing blocks of three searches (so that a deferred collection is charged) 0.85 to 0.99 for the MoE cases,
 0.88 to 1.03 for the dense ones. The 0.3 s target could not be read at that load; see notes/moe35n.md.
+
+Issue 32/38, plan32i (2026-11-30, base 06d9b57): the dense memory fit's overhead around the pieces calls. The
+search's act side skips the FLOPs per token it never reads and keeps pipeline_in_flight
+(memory._kept_search_acts, _kept_in_flight); candidates are masked from one (cp, micro-batch, dp) table per
+search (plan_memory._pair_table); _table_totals stacks its table from the distinct states and per-micro
+entries; _least works out the one-layer coefficients of all known layouts of a width at once. Frames
+bit-identical. bench_ab.py (5 runs a side, load 10.7 to 14.8), paired ratios: 405B whole catalogue 1.05, at
+128K 0.94, 405B 1 type 0.90, 3 types 1.00, at 128K 1 type 0.90, 3 types 0.94, 70B on 4 types 0.88, 70B at
+128K (ch. 17 widget) 0.84, 8B at 32K (ch. 17 widget) 0.82, 8B over the catalogue 1.00 (Scout 1.06: noise).
 """
 
 from __future__ import annotations
@@ -195,7 +204,8 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (plan_pricing, "_heavy_stages"), (memory, "_kept_act_core"), (moe, "_stage_frame"),
                        (states, "_kept_state_elements"), (moe, "_moe_in_stage"),
                        (states, "_edge_tensors"), (kernels, "_grouped_points"),
-                      (kernels, "layer_gemm_efficiency"), (time_cost, "_kept_moe_layout"))
+                       (kernels, "layer_gemm_efficiency"), (time_cost, "_kept_moe_layout"),
+                       (memory, "_kept_search_acts"), (memory, "_kept_in_flight"))
 
 
 def main() -> None:

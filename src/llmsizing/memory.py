@@ -325,8 +325,8 @@ def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accu
         par = resolve_parallel(par, model, seq=seq)          # (kept: its checks, as training_memory's)
         act_par = _act_layout(par)
     stages = tuple(sorted(set(stages)))
-    acts = _kept_act_side(model, batch, seq, precision, attention, dropout, recompute, recompute_layers,
-                          grad_accum, stack, attention_mask, act_par, stages)
+    acts = _kept_search_acts(model, batch, seq, precision, attention, dropout, recompute, recompute_layers,
+                             grad_accum, stack, attention_mask, act_par, stages)
     states = _kept_state_side(model, precision, optimizer, optimizer_impl, par, stages)
     return [sum(v.values()) for i in stages for v in _stage_phases(model, par, i, grad_accum, acts,
                                                                     states).values()]
@@ -342,12 +342,12 @@ def _stage_params_of(model: Model, par: Parallel) -> list[float]:
 
 def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
               recompute: str, recompute_layers, grad_accum: int, stack: str, attention_mask: bool,
-              par: Parallel, stages: tuple, core=None) -> tuple:
+              par: Parallel, stages: tuple, core=None, flops: bool = True) -> tuple:
     """:func:`training_memory`'s activations' side for checked arguments: the FLOPs per token, context
     parallelism's K and V buffers, the loss's temporaries, one layer's working set, each stage of ``stages``'
     activations (:func:`~llmsizing.activations.stage_activations`) and each stage's micro-batches in flight.
     None depends on the ZeRO stage, ``dp`` or ``ep`` (:func:`_act_layout`). ``core``: :func:`_act_core` or
-    the planner's kept one."""
+    the planner's kept one. ``flops=False``: None in place of the FLOPs, which the searches never read."""
     acts, cp_buffers, loss, working = (core or _act_core)(model, batch, seq, precision, attention, dropout,
                                                           recompute, stack, attention_mask, par.tp, par.sp,
                                                           par.cp, par.cp_comm, par.expert_tp)
@@ -356,10 +356,14 @@ def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     plain = None if n_rc is None else activation_memory(model, recompute="none", **act_kw)
     act_dtype, local = act_kw["dtype"], seq // par.cp            # this GPU's tokens of each sequence
-    flops = (training_flops_per_token(model, seq=seq, recompute=recompute) if n_rc is None else
+    flops = (None if not flops else training_flops_per_token(model, seq=seq, recompute=recompute)
+             if n_rc is None else
              _partial_flops_per_token(model, seq, sum(recomputed_layers(model.layers, par, n_rc)), False))
-    chunks = stage_chunks(model.layers, par) if par.virtual_stages > 1 else None
-    in_flight = pipeline_in_flight(par.pp, grad_accum, par.virtual_stages, chunks=chunks)
+    if par.virtual_stages > 1:
+        in_flight = pipeline_in_flight(par.pp, grad_accum, par.virtual_stages,
+                                       chunks=stage_chunks(model.layers, par))
+    else:                                          # (kept: a search asks for the same few again and again)
+        in_flight = _kept_in_flight(par.pp, grad_accum)
     # each stage's output, kept per model chunk and micro-batch in flight unless freed once sent
     # (Megatron-LM's deallocate_output_tensor; Llama 3, Sec. 3.3.2): 16-bit, the stage's share of the tokens
     out_bytes = (0.0 if par.deallocate_pipeline_outputs or par.pp == 1 else
@@ -435,6 +439,11 @@ def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Pa
 #: ``_stages``, whose callers read the pieces only and never change what they get).
 _kept_act_core = functools.lru_cache(maxsize=1024)(_act_core)
 _kept_act_side = functools.lru_cache(maxsize=4096)(functools.partial(_act_side, core=_kept_act_core))
+#: :func:`_search_pieces`' own: without the FLOPs per token, which no search reads.
+_kept_search_acts = functools.lru_cache(maxsize=4096)(functools.partial(_act_side, core=_kept_act_core,
+                                                                        flops=False))
+#: :func:`~llmsizing.parallel.pipeline_in_flight` without interleaving (its callers only read it).
+_kept_in_flight = functools.lru_cache(maxsize=1024)(pipeline_in_flight)
 _kept_state_side = functools.lru_cache(maxsize=4096)(_state_side)
 
 

@@ -230,33 +230,43 @@ def kept_search_memory(model, kw_items: tuple, cps, cp_comm: str, eps=(1,), expe
     return SearchMemory(model, dict(kw_items), cps, cp_comm, eps, expert_tp, by_ep)
 
 
-def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch: int, max_gpus, moe: bool,
-                expert_tp: bool):
-    """The candidate plans of the layouts with ``(tp, pp, ep)`` (any ZeRO stage) as columns, in the search's
-    order (context-parallel degree, micro-batch, ``dp``), or None if there is none: ``block`` (the index of
-    the (cp, micro-batch) pair), ``cp``, ``micro``, ``dp``, ``m`` (micro-batches per step), ``group`` (an
-    index into ``pairs``, the distinct (cp, accumulation class) pairs). ``divisors`` holds the divisors of
-    ``global_batch // micro`` for each micro-batch, in order. ``global_batch = micro x m x dp`` with
-    ``m >= pp``, ``tp x cp x pp x dp`` at most ``max_gpus``, and for a mixture of experts ``ep`` divides
-    ``tp x cp x dp / etp`` (:class:`~llmsizing.parallel.Parallel`)."""
+def _pair_table(cps, divisors: dict, global_batch: int) -> dict:
+    """Every (context-parallel degree, micro-batch, ``dp``) a search's layouts may take, in the search's order
+    (``cp``, then micro-batch, then ``dp``), as columns: ``block`` (the index of the (cp, micro-batch) pair),
+    ``cp``, ``micro``, ``dp``, ``m`` (micro-batches per step). ``divisors`` holds the divisors of
+    ``global_batch // micro`` for each micro-batch, in order; a micro-batch that does not divide
+    ``global_batch`` has none. :func:`_candidates` keeps the rows a layout allows."""
     block, cp_, b_, dp_ = [], [], [], []
     for k, (cp, b) in enumerate((cp, b) for cp in cps for b in divisors):
         if global_batch % b:
             continue
-        dps = [d for d in divisors[b] if global_batch // (b * d) >= pp]
-        if max_gpus is not None:
-            dps = [d for d in dps if tp * cp * pp * d <= max_gpus]
-        if moe:
-            unit = dp_unit(tp, cp, ep, expert_tp)
-            dps = [d for d in dps if d % unit == 0]
-        block += [k] * len(dps)
-        cp_ += [cp] * len(dps)
-        b_ += [b] * len(dps)
-        dp_ += dps
-    if not dp_:
+        ds = divisors[b]
+        block += [k] * len(ds)
+        cp_ += [cp] * len(ds)
+        b_ += [b] * len(ds)
+        dp_ += ds
+    block, cp_, b_, dp_ = (np.array(x, dtype=np.int64) for x in (block, cp_, b_, dp_))
+    return dict(block=block, cp=cp_, micro=b_, dp=dp_, m=global_batch // (b_ * dp_))
+
+
+def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus):
+    """The candidate plans of the layouts with ``(tp, pp, ep)`` (any ZeRO stage) as columns, in the search's
+    order (context-parallel degree, micro-batch, ``dp``), or None if there is none: the rows of ``table``
+    (:func:`_pair_table`) with ``m >= pp`` micro-batches per step, ``tp x cp x pp x dp`` at most
+    ``max_gpus``, and for a mixture of experts ``dp`` a multiple of ``units`` (each row's
+    :func:`~llmsizing.moe_layouts.dp_unit`: ``ep`` divides ``tp x cp x dp / etp``,
+    :class:`~llmsizing.parallel.Parallel`); and ``group`` (an index into ``pairs``, the distinct (cp,
+    accumulation class) pairs)."""
+    cp_, dp_ = table["cp"], table["dp"]
+    keep = table["m"] >= pp
+    if max_gpus is not None:
+        keep &= tp * cp_ * pp * dp_ <= max_gpus
+    if units is not None:
+        keep &= dp_ % units == 0
+    rows = np.flatnonzero(keep)
+    if not len(rows):
         return None
-    cp_, b_, dp_ = np.array(cp_), np.array(b_), np.array(dp_)
-    m = global_batch // (b_ * dp_)
+    cp_, b_, dp_, m = cp_[rows], table["micro"][rows], dp_[rows], table["m"][rows]
     # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then alive in
     # the forward) and the micro-batches in flight, which saturate at pp: two classes at most
     cls = np.where(m > 1, max(2, pp), 1)
@@ -267,7 +277,7 @@ def _candidates(tp: int, pp: int, ep: int, *, cps, divisors: dict, global_batch:
     number[order] = np.arange(len(first))
     group = number[at.reshape(-1)]
     pairs = {(int(cp_[f]), int(cls[f])): None for f in first[order].tolist()}
-    return dict(block=np.array(block), cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
+    return dict(block=table["block"][rows], cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
                 pairs=tuple(pairs), dpf=dp_.astype(float))
 
 
@@ -289,6 +299,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     coefficients a row of one table per recomputation, pieces the other layouts lack padded with
     ``-inf``)."""
     divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
+    table = _pair_table(cps, divisors, global_batch)
+    cp_at = np.array([cps.index(c) for c in table["cp"].tolist()], dtype=np.int64)   # each row's cp index
     domain = np.array([domains[g.name] for g in gpu_list])
     cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
     for tp, pp, zero, ep in layouts:
@@ -303,8 +315,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             units[tp, ep] = tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None
         key = (pp, None if max_gpus is None else tp * pp, units[tp, ep])
         if key not in cands:
-            cands[key] = _candidates(tp, pp, ep, cps=cps, divisors=divisors, global_batch=global_batch,
-                                     max_gpus=max_gpus, moe=model.is_moe, expert_tp=expert_tp)
+            unit = None if units[tp, ep] is None else np.array(units[tp, ep])[cp_at]
+            cands[key] = _candidates(tp, pp, ep, table=table, units=unit, max_gpus=max_gpus)
         cand = cands[key]
         if cand is not None:
             parts.append(((tp, pp, zero, ep), on, cand))
@@ -381,26 +393,39 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
 def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
     """:func:`~llmsizing.plan_pricing._total_bytes` of the candidates ``rows`` (of any layouts) with
     recomputation ``rc``, from one table of their coefficients (:meth:`SearchMemory.coefficients`, a row per
-    (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes)."""
+    (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes). The entries
+    are asked for in :meth:`SearchMemory.coefficients`' order; the table is stacked from the distinct ones
+    (``fixed`` and ``sharded`` per layout, ``per_micro`` per pair), ``sharded / cp`` on the whole table (the
+    same quotient entry by entry, and ``x / 1 = x``)."""
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
     asked = [(parts[lay[row]][0], parts[lay[row]][2]["pairs"][pair_of[row]]) for row in rows[first].tolist()]
     memory.prefetch([(*key, cls) for key, (_, cls) in asked], rc)
-    got = [memory.coefficients(*key, rc, cls, cp) for key, (cp, cls) in asked]
-    width = max(len(x[0]) for x in got)
-    tables = []
-    for i in range(3):
-        if all(len(x[i]) == width for x in got):
-            tab = np.array([x[i] for x in got])
-        else:                                     # (rows of the same width placed together)
-            tab = np.full((len(got), width), -np.inf if i == 0 else 0.0)
-            by_width: dict = {}
-            for k, x in enumerate(got):
-                by_width.setdefault(len(x[i]), []).append(k)
-            for w, ks in by_width.items():
-                tab[ks, :w] = [got[k][i] for k in ks]
-        tables.append(tab[at.reshape(-1)])
+    states, micros, state_at, micro_at = {}, {}, [], []
+    for (tp, pp, zero, ep), (cp, c) in asked:               # (as coefficients(): the states, then per_micro)
+        st = memory.states(tp, pp, zero, ep, c, rc)
+        state_at.append(states.setdefault(id(st), (len(states), st))[0])
+        u = memory.per_micro(tp, pp, rc, c, cp)
+        micro_at.append(micros.setdefault(id(u), (len(micros), u))[0])
+    st_list = [st for _, st in states.values()]
+    fixed, sharded = (_padded([st[i] for st in st_list], -np.inf if i == 0 else 0.0) for i in (0, 1))
+    per_micro = _padded([u for _, u in micros.values()], 0.0)
+    at = at.reshape(-1)
+    rows_state = np.array(state_at)[at]
+    cp = np.array([cp for _, (cp, _) in asked], dtype=float)[at]
+    tables = [fixed[rows_state], per_micro[np.array(micro_at)[at]], sharded[rows_state] / cp[:, None]]
     return _total_bytes(tables, micro[rows], dpf[rows]), _total_bytes(tables, 0.0 * micro[rows], dpf[rows])
+
+
+def _padded(arrays: list, pad: float) -> np.ndarray:
+    """``arrays`` (1-D) as the rows of one table as wide as the widest, the others' missing pieces ``pad``."""
+    width = max(len(x) for x in arrays)
+    if all(len(x) == width for x in arrays):
+        return np.array(arrays)
+    tab = np.full((len(arrays), width), pad)
+    for k, x in enumerate(arrays):
+        tab[k, :len(x)] = x
+    return tab
 
 
 def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_layers, limits, on):
@@ -432,8 +457,7 @@ def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_laye
         # the one-layer coefficients of the (layout, pair)s where every layer recomputed fits on some GPU
         some = np.zeros(len(full), dtype=bool)
         some[at[cols][can[w].any(axis=0)]] = True
-        for i in ids[some[ids]].tolist():
-            one[i] = memory.one_layer(*keys[i])
+        _one_layers(memory, keys, ids[some[ids]].tolist(), full, one)
     n, t = np.zeros((len(limits), len(rows)), dtype=np.int64), np.full((len(limits), len(rows)), np.inf)
     for w, (cols, tab) in every.items():
         if not can[w].any():                       # not even every layer recomputed fits
@@ -444,3 +468,27 @@ def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_laye
         n[:, cols], t[:, cols] = _least_recompute_layers(ones, tab, layers[cols], b[cols], dp[cols], limits,
                                                          can=can[w])
     return n, t
+
+
+def _one_layers(memory, keys, todo, full, one) -> None:
+    """:meth:`SearchMemory.one_layer` of ``keys[i]`` for each ``i`` of ``todo`` (of one width) into ``one``:
+    those read off the coefficients without recomputation and ``full[i]`` (its coefficients with every layer
+    recomputed) in one :func:`~llmsizing.plan_pricing._one_layer_coefficients` on rows, the others (no
+    coefficients without recomputation yet) off :meth:`SearchMemory.coefficients` one by one."""
+    known = []
+    for i in todo:
+        tp, pp, zero, ep, c, cp, _ = keys[i]
+        if (tp, pp, "none", c) in memory._micro:
+            known.append(i)
+        else:
+            one[i] = memory.coefficients(tp, pp, zero, ep, "full1", c, cp)
+    if not known:
+        return
+    none = [memory.coefficients(tp, pp, zero, ep, "none", c, cp)
+            for tp, pp, zero, ep, c, cp, _ in (keys[i] for i in known)]
+    rows = [np.stack([x[j] for x in none]) for j in range(3)], [np.stack([full[i][j] for i in known])
+                                                                 for j in range(3)]
+    layers = np.array([keys[i][6] for i in known])
+    per_micro = _one_layer_coefficients(*rows, layers)[1]
+    for k, i in enumerate(known):
+        one[i] = (full[i][0], per_micro[k], full[i][2])

@@ -143,13 +143,17 @@ def _one_layer_coefficients(none, full, layers: int):
     ``full`` changes in the forward piece), and the start of the backward also holds the rebuilt layer's
     working set from the first recomputed layer on (what ``full`` adds there beyond the forward's change). The
     pieces are :func:`~llmsizing.memory.step_phases`' five per stage, in its order.
-    ``tests/test_planner_speed.py`` checks plans built on them against direct calls."""
+    ``tests/test_planner_speed.py`` checks plans built on them against direct calls. On rows (2-D, a row
+    per layout, ``layers`` one per row): each row the same numbers as its own call."""
     fixed, per_micro, sharded = full
-    base = none[1].reshape(-1, 5)
-    change = per_micro.reshape(-1, 5) - base
+    shape = (*per_micro.shape[:-1], -1, 5)
+    base = none[1].reshape(shape)
+    change = per_micro.reshape(shape) - base
     rebuilt = np.zeros_like(change)
-    rebuilt[:, 2] = change[:, 2] - change[:, 0]            # backward (start): the rebuilt layer on top
-    return fixed, (base + (change - rebuilt) / layers + rebuilt).reshape(-1), sharded
+    rebuilt[..., 2] = change[..., 2] - change[..., 0]      # backward (start): the rebuilt layer on top
+    if np.ndim(layers):
+        layers = np.asarray(layers)[:, None, None]
+    return fixed, (base + (change - rebuilt) / layers + rebuilt).reshape(per_micro.shape), sharded
 
 
 def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: np.ndarray, can=None):
