@@ -178,6 +178,29 @@ alternately (375 no-search moves; median, max CPU ms; total CPU of 796 moves), b
     10:28-10:31, load 2.4-3.0 (first legend version): 58 -> 48, 57 -> 46; max 349, 295 -> 227, 204
     10:34-10:36, load 0.8-1.4 (final; tests beside them): 55 -> 51, 51 -> 48; total 33.0, 30.5 -> 32.2, 28.4 s
 Per widget in /work/notes/widget38i.md.
+
+Measured 2026-11-30 (branch widget38k; base = main 06d9b57, base and new alternating, 12:42-12:52 UTC, load
+12-21 on 2 cores with a widget-test run and other helpers' browser tests beside them), --moves 4 --only the
+seven widgets changed, after: kept answers (``Dashboard(keep=KEPT_ANSWERS)``) for seed audit, RL, MoE layout,
+finetune and training time; the seed audit keeping its legend (only the counts in its labels change) and its
+two log scales; and the capacity lines of the model-states and inference-memory bar charts added without
+``axvline``'s autoscale (4 lines: 6-9 -> 3.5 ms). CPU ms per move, base runs 1, 2 -> new runs 1, 2: the
+median of the moves back to a setting drawn before (``seen``) and of the moves to a new setting without a
+search (``no search``); every PNG pixel-identical to base's (decoded PNG hashes of every move):
+
+    widget                 seen                     no search
+    model_states            1   1 ->  1  1          55  61 ->  54  52
+    inference_memory        1   1 ->  0  1          59  62 ->  46  47
+    training_time          67  73 ->  1  1          71  77 ->  53  84
+    seed_audit            107 110 ->  1  1         127 129 ->  88  98
+    finetune               47  36 ->  1  1          48  43 ->  38  42
+    moe_layout             53  58 ->  1  1          60  60 ->  67  64
+    rl                     33  36 ->  1  1          47  47 ->  38  41
+    all 316 moves: total 17.5, 18.1 s CPU -> 10.2, 11.0 s; the 157 no-search moves: median 54, 58 -> 49, 51 ms
+
+Tried and dropped (no gain measurable in one process, the two ways interleaved, at load 24-26): plain Texts
+placed by offset transforms instead of the serving curve's 8 Annotations (median 102 vs 104 ms a move), and
+the cost heat map's 30-36 cell labels kept and moved instead of made anew (74 vs 76 ms).
 """
 
 from __future__ import annotations

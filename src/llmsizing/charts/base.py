@@ -338,24 +338,24 @@ def reset_axes(ax, keep_log: str = "") -> None:
     ax.ignore_existing_data_limits = True
 
 
-def _fixed_figure(width: float, height: float, *, into: Figure | None = None, **margins):
+def _fixed_figure(width: float, height: float, *, into: Figure | None = None, keep_log: str = "", **margins):
     """Like :func:`new_figure` but with fixed margins instead of constrained layout, which would cost a widget
-    redraw ~100 ms of text measuring on a 2-core machine. ``into``: see :func:`blank_figure`."""
+    redraw ~100 ms of text measuring on a 2-core machine. ``into``, ``keep_log``: :func:`figure_axes`."""
     def build(fig):
         fig.subplots_adjust(**margins)
         return fig.subplots()
 
     return figure_axes(width, height, into, ("one axes", tuple(sorted(margins.items()))), build,
-                       resize=(("one axes",), lambda fig: fig.subplots_adjust(**margins)))
+                       resize=(("one axes",), lambda fig: fig.subplots_adjust(**margins)),
+                       keep_log=[(0, xy) for xy in keep_log])
 
 
 def _inch_margins(width: float, height: float, *, left: float, bottom: float, top: float = 0.3,
-                  right: float = 0.15, into: Figure | None = None):
-    """A fixed-margin figure (see :func:`_fixed_figure`) with margins given in inches, so that figures of
-    variable height keep the same room for tick labels and the legend. Saved by ``FixedView`` without the
-    tight-bbox pass: about half the drawing time of a constrained layout."""
+                  right: float = 0.15, into: Figure | None = None, keep_log: str = ""):
+    """A fixed-margin figure (:func:`_fixed_figure`) with margins in inches: figures of variable height keep
+    the room for tick labels and legend (``FixedView`` saves it without the tight-bbox pass: half the time)"""
     return _fixed_figure(width, height, left=left / width, right=1 - right / width, bottom=bottom / height,
-                         top=1 - top / height, into=into)
+                         top=1 - top / height, into=into, keep_log=keep_log)
 
 
 # =========================================================================== bars

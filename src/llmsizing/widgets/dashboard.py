@@ -247,13 +247,15 @@ class Dashboard(W.HBox):
             self.image.layout.display = "none"
             return
         _, png, summary = shown
-        self.error.value = ""
-        self.error.layout.display = "none"
-        self.summary.value = summary
+        # the figure first: each change is a message of its own, which the page handles in order, so the new
+        # figure shows before the page lays out the new summary (issue 38: the summary's table came first)
         width, _ = png_size(png)
         self.image.layout.width = f"{width}px"      # its own size (height follows), never stretched
         self.image.layout.display = None
         self.image.value = png
+        self.error.value = ""
+        self.error.layout.display = "none"
+        self.summary.value = summary
 
 
 def _setting(values: dict) -> tuple:

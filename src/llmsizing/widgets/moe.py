@@ -12,7 +12,7 @@ import ipywidgets as W
 from .. import charts
 from ..catalog import get_model, list_gpus, list_models
 from .controls import _choice, _nearest, _reroute, _set_quietly, _style
-from .dashboard import Dashboard
+from .dashboard import KEPT_ANSWERS, Dashboard
 
 #: The expert-parallel degrees the widget can offer: powers of two up to 256 (DeepSeek-V3's routed experts).
 #: The slider shows those that divide the chosen model's routed experts (:func:`_eps_for`); one that does not
@@ -62,7 +62,7 @@ def moe_layout_widget(model: str = "mixtral-8x7b") -> Dashboard:
                                         recompute=recompute, batch=batch, seq=d["seq"], grad_accum=grad_accum,
                                         ep_overlap=ep_overlap, into=into)
 
-    box = Dashboard(render, controls)
+    box = Dashboard(render, controls, keep=KEPT_ANSWERS)     # (a function of the controls' values)
     slider, wanted = box.controls["ep"], {"value": box.controls["ep"].value}
 
     def on_ep(change):

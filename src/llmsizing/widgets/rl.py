@@ -12,7 +12,7 @@ import ipywidgets as W
 from .. import charts
 from ..catalog import list_gpus, list_models
 from .controls import _choice, _style
-from .dashboard import Dashboard
+from .dashboard import KEPT_ANSWERS, Dashboard
 
 #: The pool sizes the widget offers: 1 to 1,024 GPUs.
 RL_GPUS = tuple(2**k for k in range(11))
@@ -60,7 +60,7 @@ def rl_widget(model: str = "llama-3-8b") -> Dashboard:
                                      algorithm=algorithm, colocated=colocated,
                                      off_policy_steps=off_policy_steps, steps=steps, into=into)
 
-    return Dashboard(render, controls)
+    return Dashboard(render, controls, keep=KEPT_ANSWERS)    # (a function of the controls' values)
 
 
 def _mode(colocated: bool, off_policy_steps: int) -> str:

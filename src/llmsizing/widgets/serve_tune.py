@@ -134,7 +134,7 @@ def finetune_widget(model: str = "llama-3-8b") -> Dashboard:
         "optimizer": W.Dropdown(options=["adamw", "adamw-8bit"], value="adamw", description="optimizer",
                                 **_style()),
     }
-    box = Dashboard(render, controls, name="finetune_widget")
+    box = Dashboard(render, controls, name="finetune_widget", keep=KEPT_ANSWERS)
     _follow_max_seq(box, "seq", _FINETUNE_SEQS, int)
     return box
 

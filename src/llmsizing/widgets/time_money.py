@@ -43,7 +43,7 @@ def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
                                     **_style()),
         "mfu": W.Dropdown(options=TIME_MFUS, value=0.0, description="MFU", **_style()),
     }
-    return Dashboard(render, controls, name="training_time_widget")
+    return Dashboard(render, controls, name="training_time_widget", keep=KEPT_ANSWERS)
 
 
 # =========================================================================== chapter 11: cost
@@ -210,5 +210,5 @@ def seed_audit_widget(article: str = "all") -> Dashboard:
     }
     return Dashboard(lambda band, article, into=None:
                      charts.render_seed_audit(band=band, article=article, into=into),
-                     controls, name="seed_audit_widget")
+                     controls, name="seed_audit_widget", keep=KEPT_ANSWERS)
 
