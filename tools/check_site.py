@@ -329,14 +329,30 @@ QUIET_S = 0.5
 QUIET_TIMEOUT_S = 30.0
 
 
-def wait_network_quiet(page, pending: dict[str, int]) -> bool:
-    """Wait until ``pending`` (the page's open requests, URL -> count, kept by its request events) has been
-    empty for QUIET_S; False if it has not after QUIET_TIMEOUT_S. (Issue 38: Playwright's own "networkidle"
+def open_requests(page) -> dict[str, int]:
+    """The requests of ``page`` still open (URL -> count), kept up to date by its request events."""
+    pending: dict[str, int] = {}
+
+    def done(req) -> None:
+        if pending.get(req.url, 0) > 1:
+            pending[req.url] -= 1
+        else:
+            pending.pop(req.url, None)
+
+    page.on("request", lambda req: pending.__setitem__(req.url, pending.get(req.url, 0) + 1))
+    page.on("requestfinished", done)
+    page.on("requestfailed", done)
+    return pending
+
+
+def wait_network_quiet(page, pending: dict[str, int], timeout_s: float = QUIET_TIMEOUT_S) -> bool:
+    """Wait until ``pending`` (the page's open requests: :func:`open_requests`) has been empty for QUIET_S;
+    False if it has not after ``timeout_s``. (Issue 38: Playwright's own "networkidle"
     timed out under load with no request open that the page had seen, 30 s lost each time; this is the same
     rule on the requests the page makes, so a request still open names itself in the problem.)"""
     import time
 
-    deadline = time.monotonic() + QUIET_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     quiet_since = None
     while True:
         now = time.monotonic()
@@ -371,18 +387,7 @@ def check_page(browser, url: str, shot: Path | None = None, full_page: bool = Tr
             "requestfailed",
             lambda req: problems.append(f"request failed: {req.url} ({req.failure})") if is_local(req.url) else None,
         )
-        # the requests still open (URL -> count): the network is idle when there are none
-        pending: dict[str, int] = {}
-
-        def _done(req) -> None:
-            if pending.get(req.url, 0) > 1:
-                pending[req.url] -= 1
-            else:
-                pending.pop(req.url, None)
-
-        page.on("request", lambda req: pending.__setitem__(req.url, pending.get(req.url, 0) + 1))
-        page.on("requestfinished", _done)
-        page.on("requestfailed", _done)
+        pending = open_requests(page)
         page.goto(url, wait_until="load", timeout=60_000)
         info = page.evaluate(PAGE_PROBE)
         if info["mathSource"]:
