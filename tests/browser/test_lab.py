@@ -456,7 +456,7 @@ def notebook(request, lab_page, lab, lab_book):
         except Exception as exc:  # noqa: BLE001  (a page that cannot close its notebook: a fresh one next)
             warnings.warn(f"{name} could not be closed ({type(exc).__name__}): a fresh lab page next",
                           stacklevel=1)
-        shutdown_sessions(lab)
+        shutdown_sessions(lab, background=closed)      # its kernel goes while the next notebook opens
         if not closed:
             drop_page()
 
