@@ -35,13 +35,15 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import BOOK, POLL_MS, SHOTS, git_status, session_ids, shutdown_sessions, snapshot
+from conftest import BOOK, POLL_MS, SHOTS, git_status, shutdown_sessions, snapshot
 
 from refresh_outputs import toc_notebooks
 
@@ -77,6 +79,8 @@ LAB_RUN_ALL = ("12_how_many_gpus.ipynb", "13_case_studies.ipynb", "17_long_conte
                "18_mixture_of_experts.ipynb")
 RUN_NOTEBOOKS = [n for n in NOTEBOOKS if n in LAB_RUN_ALL]
 RUN_WIDGET_NOTEBOOKS = [n for n in RUN_NOTEBOOKS if n in WIDGET_NOTEBOOKS]
+#: The notebook a lab page loaded for test_lab_opens_with_the_file_browser_folded alone opens first.
+FIRST_VISIT = "02_bytes_per_parameter.ipynb"
 
 
 # ----------------------------------------------------------------------------- solutions in the source
@@ -236,12 +240,13 @@ def _click_menu(page, menu: str, item: str) -> None:
 
 
 def _save_notebook(page, path: Path) -> bool:
-    """File > Save Notebook, as a participant (or autosave) would; True once JupyterLab has written ``path``.
-    (Tried up to three times: a save asked for while the notebook is still settling after opening can be
-    dropped.)"""
+    """Ctrl+S, as a participant (or autosave) would; True once JupyterLab has written ``path``. (Tried up to
+    three times: a save asked for while the notebook is still settling after opening can be dropped. Issue 38:
+    the File menu drawn over a whole rendered notebook cost about 1 CPU-s of Chromium a save; the shortcut
+    runs the same command, docmanager:save.)"""
     before = path.stat().st_mtime_ns
     for _ in range(3):
-        _click_menu(page, "File", "Save Notebook")
+        page.keyboard.press("Control+s")
         deadline = time.time() + 10
         while path.stat().st_mtime_ns == before and time.time() < deadline:
             time.sleep(0.2)
@@ -309,11 +314,14 @@ class _Since(Sequence):
 class LabPage:
     """One JupyterLab page (1280x720) for every notebook a process checks (issue 38: `make check-live` under 8
     minutes; JupyterLab's load was paid once per notebook). A notebook is opened as a reader opens another
-    chapter (File > Open from Path...) and closed with File > Close and Shut Down Notebook... (its kernel
-    goes with it). Its blocked requests, page errors and console errors are recorded from the page's load
-    on."""
+    chapter (File > Open from Path...) and closed with its tab's × (its kernel shut down after it). Its
+    blocked requests, page errors and console errors are recorded from the page's load on."""
 
-    def __init__(self, chromium, guard_network, lab):
+    def __init__(self, chromium, guard_network, lab, first: str = FIRST_VISIT):
+        """Load JupyterLab as a reader's first `make lab` does (a workspace never saved, no ?reset), on the
+        URL of notebook ``first``, and record what the first screen shows once its kernel is ready
+        (``first_visit``, for test_lab_opens_with_the_file_browser_folded; issue 38: that test loaded a
+        JupyterLab page of its own, about 14 CPU-s). ``first`` stays open."""
         self.lab = lab
         self.context = chromium.new_context(viewport=VIEWPORT, service_workers="block")
         self.page = self.context.new_page()
@@ -321,11 +329,21 @@ class LabPage:
         self.page_errors: list[str] = []
         self.page.on("pageerror", lambda exc: self.page_errors.append(str(exc)))
         self.console_errors = collect_console_errors(self.page)
-        self.page.goto(f"{lab.base_url}/lab/workspaces/check-live?reset&token={lab.token}",
+        workspace = f"first-visit-{secrets.token_hex(4)}"            # a name no earlier page used
+        self.page.goto(f"{lab.base_url}/lab/workspaces/{workspace}/tree/{first}?token={lab.token}",
                        wait_until="domcontentloaded", timeout=120_000)
         self.page.wait_for_selector(".lm-MenuBar-itemLabel", timeout=120_000)
         self.page.wait_for_function("() => !document.querySelector('#jupyterlab-splash')",
                                     timeout=120_000, polling=POLL_MS)
+        self.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+        self.page.wait_for_function(JS_KERNEL_READY, timeout=120_000, polling=POLL_MS)
+        # the layout is restored before the notebook of the URL opens (and its kernel starts): once that is
+        # painted, what the reader sees is settled
+        self.page.evaluate(JS_FRAMES)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / "lab-first-visit.png"))
+        self.first_visit = {"notebook": first, "sidebar_open": self.page.evaluate(JS_LEFT_SIDEBAR_OPEN),
+                            "notebook_box": self.page.locator(".jp-NotebookPanel").first.bounding_box()}
         self.loaded = {k: len(getattr(self, k)) for k in ("blocked", "page_errors", "console_errors")}
 
     def since_now(self) -> tuple[_Since, _Since, _Since]:
@@ -344,23 +362,35 @@ class LabPage:
         page.locator(".jp-Dialog").wait_for(state="detached", timeout=30_000)
 
     def close(self, name: str) -> None:
-        """File > Close and Shut Down Notebook..., confirmed: the tab closes and its kernel shuts down."""
+        """The notebook's tab closed with its × (a notebook Run All changed: its changes discarded, as the
+        file must stay as it was); the caller then shuts its kernel down (:func:`shutdown_sessions`).
+        (Issue 38: File > Close and Shut Down Notebook... and its confirmation, three clicks, each repainting
+        the whole rendered notebook, cost 1.5-2 CPU-s of Chromium and 3.5-5.8 s a notebook; the × is one
+        click.)"""
         page = self.page
         page.keyboard.press("Escape")                 # (a menu or drop-down a test left open)
-        _click_menu(page, "File", "Close and Shut Down Notebook…")
-        page.locator(".jp-Dialog .jp-mod-accept").click()
+        page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabCloseIcon").click()
+        page.wait_for_function("() => !document.querySelector('.jp-NotebookPanel')"
+                               " || !!document.querySelector('.jp-Dialog')", timeout=30_000, polling=POLL_MS)
+        if page.locator(".jp-Dialog").count():       # "Save your work": discard
+            page.locator(".jp-Dialog button", has_text=re.compile("^Discard$")).click()
         page.wait_for_function("() => !document.querySelector('.jp-NotebookPanel')",
                                timeout=30_000, polling=POLL_MS)
 
 
 @pytest.fixture(scope="session")
 def lab_page(chromium, guard_network, lab):
-    """The session's :class:`LabPage` (one per process: each pytest-xdist worker has its own lab)."""
+    """The session's :class:`LabPage` (one per process: each pytest-xdist worker has its own lab).
+    ``get(name)`` loads it, if it is not loaded yet, on notebook ``name``'s URL (left open for the caller);
+    ``get()`` on FIRST_VISIT's, which is then closed and its kernel shut down."""
     holder = {"page": None}
 
-    def get() -> LabPage:
+    def get(name: str | None = None) -> LabPage:
         if holder["page"] is None:
-            holder["page"] = LabPage(chromium, guard_network, lab)
+            holder["page"] = LabPage(chromium, guard_network, lab, name or FIRST_VISIT)
+            if name is None:
+                holder["page"].close(FIRST_VISIT)
+                shutdown_sessions(lab)
         return holder["page"]
 
     def drop() -> None:                        # after a notebook could not be closed: a fresh page next
@@ -379,7 +409,7 @@ def notebook(request, lab_page, lab, lab_book):
     name = request.param
     ran = name in LAB_RUN_ALL
     get_page, drop_page = lab_page
-    shared = get_page()
+    shared = get_page(name)
     page = shared.page
     blocked, page_errors, console_errors = shared.since_now()
     cells = _cells(BOOK / name)
@@ -423,9 +453,10 @@ def notebook(request, lab_page, lab, lab_book):
         try:
             shared.close(name)
             closed = True
-        except Exception:  # noqa: BLE001  (a page that cannot close its notebook is replaced by a fresh one)
-            pass
-        shutdown_sessions(lab)
+        except Exception as exc:  # noqa: BLE001  (a page that cannot close its notebook: a fresh one next)
+            warnings.warn(f"{name} could not be closed ({type(exc).__name__}): a fresh lab page next",
+                          stacklevel=1)
+        shutdown_sessions(lab, background=closed)      # its kernel goes while the next notebook opens
         if not closed:
             drop_page()
 
@@ -715,36 +746,26 @@ def set_left_sidebar(page, open_: bool) -> None:
                                timeout=10_000, polling=POLL_MS)
 
 
-def test_lab_opens_with_the_file_browser_folded(chromium, guard_network, lab):
+def test_lab_opens_with_the_file_browser_folded(lab_page):
     """Issue 25: at 1280x720 the file browser took the notebook's width, so a widget's figure fell under its
     controls. `make lab` now opens a workspace the reader has not saved yet with the file browser folded
-    (tools/lab/default_workspace.json); the folder tab opens it. No console error on the way."""
-    context = chromium.new_context(viewport=VIEWPORT, service_workers="block")
-    page = context.new_page()
-    blocked = guard_network(page)
-    errors = collect_console_errors(page)
-    before = session_ids(lab)         # a notebook the process's shared page still has open keeps its kernel
+    (tools/lab/default_workspace.json); the folder tab opens it. No console error on the way. (What the
+    process's lab page showed when it first loaded, on a notebook's URL in a new workspace: LabPage.)"""
+    get_page, _ = lab_page
+    shared = get_page()
+    seen = shared.first_visit
+    assert seen["sidebar_open"] is False, f"the file browser is open on a first visit ({seen['notebook']})"
+    x = seen["notebook_box"]["x"]
+    assert x < 60, f"the notebook starts {x:.0f} px from the left"
+    on_load = {k: getattr(shared, k)[:n] for k, n in shared.loaded.items()}   # recorded while it loaded
+    assert not on_load["blocked"], on_load["blocked"]
+    assert not on_load["console_errors"], on_load["console_errors"]
+    assert not on_load["page_errors"], on_load["page_errors"]
+    set_left_sidebar(shared.page, True)                  # the reader can still open it
     try:
-        # a workspace name no other test uses, and no ?reset: what a reader's first `make lab` opens
-        page.goto(f"{lab.base_url}/lab/workspaces/first-visit/tree/02_bytes_per_parameter.ipynb?token={lab.token}",
-                  wait_until="domcontentloaded", timeout=120_000)
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-        page.wait_for_function(JS_KERNEL_READY, timeout=120_000, polling=POLL_MS)
-        # the layout is restored before the notebook of the URL opens (and its kernel starts): once that is
-        # painted, what the reader sees is settled (issue 38: instead of a fixed second)
-        page.evaluate(JS_FRAMES)
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / "lab-first-visit.png"))
-        assert page.evaluate(JS_LEFT_SIDEBAR_OPEN) is False, "the file browser is open on a first visit"
-        notebook_box = page.locator(".jp-NotebookPanel").first.bounding_box()
-        assert notebook_box["x"] < 60, f"the notebook starts {notebook_box['x']:.0f} px from the left"
-        set_left_sidebar(page, True)                  # the reader can still open it
-        assert page.locator(".jp-FileBrowser").first.is_visible()
-        assert not blocked, blocked
-        assert not errors, errors
+        assert shared.page.locator(".jp-FileBrowser").first.is_visible()
     finally:
-        shutdown_sessions(lab, keep=before)
-        context.close()
+        set_left_sidebar(shared.page, False)
 
 
 # A laptop at 1280x720 with the file browser folded (README, "Running a workshop": Ctrl+B or a click on the

@@ -39,7 +39,7 @@ SHOTS = ROOT / "_build" / "screenshots"
 sys.path.insert(0, str(ROOT / "tools"))
 
 import serve_live  # noqa: E402
-from conftest import POLL_MS, close_voila_page, rss_mib  # noqa: E402
+from conftest import LAB_START_TIMEOUT_S, POLL_MS, rss_mib  # noqa: E402
 from conftest import console_errors as _console_errors  # noqa: E402
 from refresh_outputs import toc_notebooks  # noqa: E402
 
@@ -132,7 +132,9 @@ def live_site():
     if not (HTML / "index.html").exists():
         pytest.skip("no _build/html: run `make book` first")
     site_url, httpd = serve_live.serve_site(HTML)
-    server_url, token, proc = serve_live.start_jupyter(site_url)
+    # a cold Jupyter server on a busy 2-core machine: the lab's allowance (serve_live's own 60 s ran out at a
+    # load of 15-25, in two runs, and both tests of this server errored)
+    server_url, token, proc = serve_live.start_jupyter(site_url, timeout_s=LAB_START_TIMEOUT_S)
     httpd.live_config = serve_live.live_config(server_url, token)
     yield site_url, server_url
     proc.terminate()
@@ -329,6 +331,12 @@ def test_lite_ui_loads_from_loopback_until_it_needs_pyodide_and_says_why_it_cann
         b, v = box.bounding_box(), page.viewport_size
         assert b["y"] >= 0 and b["y"] + b["height"] <= v["height"] and b["width"] > 300, b   # on screen
         page.wait_for_timeout(2000)
+        # the chapter's cells (under a load of 20 only 5 were drawn by then: wait for more, 60 s at most)
+        try:
+            page.wait_for_function("() => document.querySelectorAll('.jp-Notebook .jp-Cell').length > 5",
+                                   timeout=60_000, polling=POLL_MS)
+        except PlaywrightTimeout:
+            pass                                                     # the assertion below says how many
         _shot(page, "lite-cdn-blocked")
         assert page.locator(".jp-Notebook .jp-Cell").count() > 5
         assert any(u.startswith(PYODIDE_CDN) for u in blocked), "the CDN was never asked: what did the box test?"

@@ -58,6 +58,26 @@ def test_guard_blocks_and_records_off_machine_requests(chromium, guard_network, 
                                                         "ws://198.51.100.7/"))]
 
 
+def test_network_quiet_waits_while_a_request_is_open(chromium, built_site):
+    """check_page's wait for an idle network (check_site.wait_network_quiet, instead of Playwright's
+    networkidle): not idle while a request of the page is held open, idle once it is answered and nothing
+    else is open for QUIET_S."""
+    page = chromium.new_page()
+    held = []
+    try:
+        pending = check_site.open_requests(page)
+        page.route("**/held.txt", lambda route: held.append(route))  # never answered until released
+        page.goto(built_site.base_url + PAGES[0], wait_until="load")
+        page.evaluate("() => { fetch('held.txt').catch(() => {}); }")
+        assert not check_site.wait_network_quiet(page, pending, timeout_s=1.5)
+        assert any(u.endswith("/held.txt") for u in pending), pending
+        held[0].fulfill(status=200, body="ok")
+        assert check_site.wait_network_quiet(page, pending, timeout_s=10)
+        assert not pending
+    finally:
+        page.close()
+
+
 #: URLs the guard must tell apart (check_site.is_local decides): local servers, data and about pages, and
 #: outside hosts dressed up as local ones.
 URLS = ["http://127.0.0.1:8888/lab?token=x", "ws://127.0.0.1:4321/api/kernels/k/channels",
