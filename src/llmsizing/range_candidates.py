@@ -106,18 +106,14 @@ def candidate_check(name: str = "none", *, score: str = "tails", coverage: float
 
 
 @cache
-def _candidate_check(name, score, coverage):
+def _extra_predictor(cols, extra):
+    """``fit_predict(train, test)`` for :func:`~llmsizing.intervals.loso_check`: the end-to-end MFU model's
+    least squares on the ``train`` calibration rows with the ``extra`` columns as more terms, its log MFU for
+    the ``test`` rows."""
     import numpy as np
 
     from . import calibration as C
-    from .intervals import loso_check
 
-    df = C._prepared(None)
-    cols = C._FitColumns(df)
-    columns = _columns(df)
-    extra = np.column_stack([columns[t] for t in CANDIDATES[name][0]]) if CANDIDATES[name][0] else \
-        np.zeros((len(df), 0))
-    src = df["source_key"].to_numpy(object)
     n_extra = extra.shape[1]
 
     def fit_predict(train, test):
@@ -130,6 +126,22 @@ def _candidate_check(name, score, coverage):
         base = C._predict_log(cols.rows(rows), groups, beta[:len(beta) - n_extra])
         return base + extra[rows] @ beta[len(beta) - n_extra:]
 
+    return fit_predict
+
+
+def _candidate_check(name, score, coverage):
+    import numpy as np
+
+    from . import calibration as C
+    from .intervals import loso_check
+
+    df = C._prepared(None)
+    cols = C._FitColumns(df)
+    columns = _columns(df)
+    extra = np.column_stack([columns[t] for t in CANDIDATES[name][0]]) if CANDIDATES[name][0] else \
+        np.zeros((len(df), 0))
+    src = df["source_key"].to_numpy(object)
+    fit_predict = _extra_predictor(cols, extra)
     labels = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state")
     check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, fit_predict, coverage=coverage,
                        strata=labels, score=score)
@@ -212,18 +224,7 @@ def _fold_residuals(df, cols, extra, y, src, keys):
 
     from . import calibration as C
 
-    n_extra = extra.shape[1]
-
-    def predict(train, test):
-        fit = np.flatnonzero(train & cols.calibration)
-        cal = cols.rows(fit)
-        groups = sorted(set(cal.keys))
-        x = np.column_stack([C._design_of(cal, groups), extra[fit]])
-        beta = np.round(np.linalg.lstsq(x, np.log(cal.implied_mfu), rcond=None)[0], 4)
-        rows = np.flatnonzero(test)
-        return C._predict_log(cols.rows(rows), groups, beta[:len(beta) - n_extra]) + \
-            extra[rows] @ beta[len(beta) - n_extra:]
-
+    predict = _extra_predictor(cols, extra)
     outer, inner = np.full(len(y), np.nan), {}
     for k in keys:
         test = src == k
