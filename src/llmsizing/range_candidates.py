@@ -105,7 +105,6 @@ def candidate_check(name: str = "none", *, score: str = "tails", coverage: float
     return copied_check(check), df.copy()
 
 
-@cache
 def _extra_predictor(cols, extra):
     """``fit_predict(train, test)`` for :func:`~llmsizing.intervals.loso_check`: the end-to-end MFU model's
     least squares on the ``train`` calibration rows with the ``extra`` columns as more terms, its log MFU for
@@ -129,6 +128,7 @@ def _extra_predictor(cols, extra):
     return fit_predict
 
 
+@cache
 def _candidate_check(name, score, coverage):
     import numpy as np
 
