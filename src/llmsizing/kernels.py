@@ -207,9 +207,14 @@ def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
     docstring): ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))``, ``r`` its arithmetic intensity
     (inputs and output read or written once, 1 byte per element in FP8, 2 otherwise) over the ridge point."""
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
+    return _efficiency_at(ridge_point_flops_per_byte(gpu, dtype), m, n, k, dtype)
+
+
+def _efficiency_at(ridge: float, m: int, n: int, k: int, dtype: str) -> float:
+    """:func:`gemm_efficiency` at a checked ``dtype`` and the ridge point (a layer's GEMMs share both)."""
     intensity = matmul_intensity_flops_per_byte(m, k, n,
                                                 bytes_per_element={"fp8": 1, "fp4": 0.5}.get(dtype, 2))
-    r = intensity / ridge_point_flops_per_byte(gpu, dtype)
+    r = intensity / ridge
     return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
 
 
@@ -292,12 +297,14 @@ def layer_gemm_efficiency(model, gpu, *, tp: int, tokens: int, dtype: str = "bf1
     expert's rows (a plain GEMM when the GPU holds one expert)."""
     model = resolve_model(model, moe=True)
     local = max(1, model.experts // check_int("ep", ep)) if model.is_moe else 1
+    dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
+    ridge = ridge_point_flops_per_byte(gpu, dtype)
     flops = time = 0.0
     for i, (m, n, k) in enumerate(layer_gemms(model, tp=tp, tokens=tokens, ep=ep)):
         if i >= 2 and local > 1:            # the routed experts' up and down projections, grouped
-            f, e = m * n * k * local, gemm_efficiency(gpu, m * local, n, k, dtype) * grouped_gemm_share(m)
+            f, e = m * n * k * local, _efficiency_at(ridge, m * local, n, k, dtype) * grouped_gemm_share(m)
         else:
-            f, e = m * n * k, gemm_efficiency(gpu, m, n, k, dtype)
+            f, e = m * n * k, _efficiency_at(ridge, m, n, k, dtype)
         flops += f
         time += f / e
     return flops / time
