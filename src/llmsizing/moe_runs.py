@@ -76,7 +76,8 @@ def moe_published_runs():
     GPU, GPUs (``n_gpus_published`` says whether the count is the source's or assumed), sequence length,
     tokens, GPU-hours, precision recipe, the layout (``pp``, ``ep``, ``dp``, ``zero``, ``recompute``), the
     global batch in sequences, the share of the all-to-all the run hides (``ep_overlap``), DeepSeek's node
-    limit (``max_nodes``), ``role`` (``fit`` or ``held out``), source, as-of date and note."""
+    limit (``max_nodes``), ``role`` (``check``: every run checks the range, none is fitted), source, as-of
+    date and note."""
     import pandas as pd
 
     return pd.read_csv(MOE_PUBLISHED_RUNS_CSV, keep_default_na=False, na_values=[""])
