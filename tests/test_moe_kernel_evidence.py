@@ -30,8 +30,8 @@ def test_every_figure_names_its_source_place_and_date(ev):
 
 
 def test_megablocks_flops_convention_by_hand(ev):
-    # MegaBlocks Table 1: GFLOPs a 1,024-token sequence, 72 B s L h^2 (1 + s / 6h + V / 12 L h) (3 passes, full
-    # attention matrix, logits) with V = 51,200: XS (h 512, 6 layers) 316, XL (h 2,048, 24 layers) 8,684
+    # MegaBlocks Table 1: GFLOPs a 1,024-token sequence, 72 B s L h^2 (1 + s / 6h + V / 12 L h) (3 passes,
+    # full attention matrix, logits) with V = 51,200: XS (h 512, 6 layers) 316, XL (h 2,048, 24 layers) 8,684
     def gflops(h, layers):
         return 72 * 1024 * layers * h * h * (1 + 1024 / (6 * h) + 51200 / (12 * layers * h)) / 1e9
 
@@ -83,9 +83,9 @@ def test_grouped_gemm_figures_as_read(ev):
 @pytest.mark.xfail(strict=True, reason=(
     "issue 35, Nov 2026: the library prices a fine-grained grouped GEMM on H100 BF16 at 3.1-3.7x what "
     "tgale96/grouped_gemm reaches at Qwen3-30B-A3B's up_proj (PR #37: 129.5 TFLOP/s in its default cuBLAS "
-    "mode, 0.131 of the peak); no term is priced from it: one shape, its rows per expert unstated, and GRIN's "
-    "Table 3 (MoE at 0.866 of its dense twin at 6,400-wide experts) holds the current grouped pricing at "
-    "large shapes. Strict: it fails the suite once a term prices this shape within 30%"))
+    "mode, 0.131 of the peak); no term is priced from it: one shape, its rows per expert unstated, and "
+    "GRIN's Table 3 (MoE at 0.866 of its dense twin at 6,400-wide experts) holds the current grouped "
+    "pricing at large shapes. Strict: it fails the suite once a term prices this shape within 30%"))
 def test_the_library_prices_the_measured_grouped_gemm_within_30_percent(ev):
     from llmsizing import kernels
 
