@@ -80,18 +80,52 @@ def test_grouped_gemm_figures_as_read(ev):
         0.63, abs=0.005)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 35, Nov 2026: the library prices a fine-grained grouped GEMM on H100 BF16 at 3.1-3.7x what "
-    "tgale96/grouped_gemm reaches at Qwen3-30B-A3B's up_proj (PR #37: 129.5 TFLOP/s in its default cuBLAS "
-    "mode, 0.131 of the peak); no term is priced from it: one shape, its rows per expert unstated, and "
-    "GRIN's Table 3 (MoE at 0.866 of its dense twin at 6,400-wide experts) holds the current grouped "
-    "pricing at large shapes. Strict: it fails the suite once a term prices this shape within 30%"))
-def test_the_library_prices_the_measured_grouped_gemm_within_30_percent(ev):
+def _library_layer_tflops(tokens, hidden, ffn, experts, top_k, gpu="H100 SXM"):
+    """The library's price of one MoE layer's forward as SonicMoE's benchmark counts it (expert FLOPs
+    6 T n d K over the layer's time): the two grouped GEMMs at peak x kernel efficiency x
+    gemm_efficiency(all rows) x grouped_gemm_share(rows an expert), as kernels.layer_gemm_efficiency takes a
+    GPU's experts, plus the routing kernels' forward bytes (moe_time.routing_bytes_per_token: 3 k h b + 2 h b
+    + 8 E + 8 k a token) at HBM bandwidth. The backward runs at the same rate (2x the FLOPs, 2x the bytes)."""
     from llmsizing import kernels
+    from llmsizing.catalog import get_gpu
+    from llmsizing.hardware import kernel_efficiency_row
 
-    peak = dense_tflops("H100 SXM", "bf16")
-    measured = ev.loc["grouped_gemm_cublas_loop", "value"]
-    # 128 experts, N 1,536, K 2,048; "65,536 tokens" read both ways: 512 or 4,096 rows an expert
-    for rows in (512, 4096):
-        share = kernels.gemm_efficiency("H100 SXM", rows * 128, 1536, 2048) * kernels.grouped_gemm_share(rows)
-        assert share * peak / measured < 1.3
+    peak = dense_tflops(gpu, "bf16") * 1e12 * kernel_efficiency_row(gpu, "bf16").kernel_efficiency
+    rows = tokens * top_k
+    share = kernels.grouped_gemm_share(rows / experts)
+    up, down = 2 * rows * 2 * ffn * hidden, 2 * rows * ffn * hidden
+    gemm_s = (up / kernels.gemm_efficiency(gpu, rows, 2 * ffn, hidden)
+              + down / kernels.gemm_efficiency(gpu, rows, hidden, ffn)) / (share * peak)
+    route_s = tokens * (3 * top_k * hidden * 2 + 2 * hidden * 2 + 8 * experts + 8 * top_k) / (
+        get_gpu(gpu).memory_bandwidth_gbps * 1e9)
+    return (up + down) / (gemm_s + route_s) / 1e12
+
+
+def test_sonicmoe_fig14_read_off_as_stored():
+    t = pd.read_csv(DATA.parent / "moe_layer_kernels.csv")
+    assert len(t) >= 60 and t["source"].str.contains("arXiv:2512.14080").all()
+    # the 7B panel (d 1,536) at n 512, E 64, K 4, forward: SonicMoE 435, ScatterMoE 235, MegaBlocks 190
+    r = t[(t["hidden"] == 1536) & (t["expert_ffn"] == 512)].set_index("kernel")["fwd_tflops"]
+    assert (r["SonicMoE"], r["ScatterMoE"], r["MegaBlocks"]) == (435, 235, 190)
+    # every configuration keeps 6 T n d K FLOPs a layer at its model size: n K constant per panel
+    for _, g in t.groupby("model"):
+        assert g["expert_ffn"].mul(g["top_k"]).nunique() == 1
+
+
+def test_small_expert_layers_run_no_slower_than_the_library_prices_them():
+    """Issue 35's lead was that the library prices 512-1,024-wide experts too fast (DeepGEMM's grouped table
+    is measured at n, k of 4,096-7,168). SonicMoE's Fig. 14 measures whole MoE layers of the stacks the small
+    MoE runs used (ScatterMoE: Granite 3.0; MegaBlocks: JetMoE, OLMoE) on an H100 at hidden 768 and 1,536 and
+    experts 256-1,024 wide: they run at 0.88-1.8x the library's price of the same layer (never more than 15%
+    below it, the bars being read to +-10 TFLOP/s). So the ~1.5x the small MoE runs take over their
+    prediction is not in their expert kernels as these run today (Dec 2025 versions: ScatterMoE's Triton
+    kernels were rewritten in Oct 2024, after Granite 3.0's pre-training)."""
+    t = pd.read_csv(DATA.parent / "moe_layer_kernels.csv")
+    t = t[t["kernel"].isin(["ScatterMoE", "MegaBlocks"]) & (t["hidden"] <= 1536)]
+    assert len(t) == 12
+    ratios = []
+    for _, r in t.iterrows():
+        lib = _library_layer_tflops(r["tokens"], r["hidden"], r["expert_ffn"], r["experts"], r["top_k"])
+        ratios += [r["fwd_tflops"] / lib, r["bwd_tflops"] / lib]
+    assert min(ratios) > 0.85          # measured never well below the library's price ...
+    assert max(ratios) > 1.5           # ... and at 256-wide experts well above it (ScatterMoE 1.6-1.8x)
