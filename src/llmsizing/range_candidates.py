@@ -305,3 +305,69 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
                             "dtype": df["dtype"].to_numpy(object), "kind": st,
                             "stack_family": _columns_family(df), "inside": inside, "width": np.exp(hi - lo)})
     return float(inside.mean()), math.exp(float(np.median(hi - lo))), chosen, per_run
+
+
+#: Issue 34's pre-registered procedures (ranges34p, written before they were run): the extra terms, the
+#: conformal score and the strata the bounds are calibrated over. ``"registered"`` is the one checked first;
+#: ``"fallback"`` (Hopper's own size and sequence slopes added) the only fallback, declared with it.
+REGISTERED = {
+    "registered": (_STACK + _BATCH, "absolute", "generation"),
+    "fallback": (_STACK + _BATCH + ("hopper_size", "hopper_seq"), "absolute", "generation"),
+}
+#: The groups :func:`registered_check` reports coverage and width for (columns of its per-run table).
+REPORT_BY = ("generation", "stack_family", "dtype", "kind")
+
+
+def registered_check(name: str = "registered", *, coverage: float = 0.8):
+    """The nested leave-one-source-out check (:func:`~llmsizing.intervals.loso_check`, as
+    ``tools/calibrate.py`` checks the production range) of the pre-registered procedure ``name``
+    (:data:`REGISTERED`): the end-to-end fit with its extra terms, its score, and bounds of their own per GPU
+    generation with :func:`~llmsizing.intervals.min_units` sources (else pooled). Returns ``(check,
+    per_run)``: ``per_run`` has per run its source, :data:`REPORT_BY` groups, ``inside`` and ``width``."""
+    from .intervals import copied_check
+
+    if name not in REGISTERED:
+        raise ValueError(f"name must be one of {', '.join(REGISTERED)}; got {name!r}")
+    check, per_run = _registered_check(name, coverage)
+    return copied_check(check), per_run.copy()
+
+
+@cache
+def _registered_check(name, coverage):
+    import numpy as np
+    import pandas as pd
+
+    from . import calibration as C
+    from .intervals import loso_check
+
+    terms, score, strata = REGISTERED[name]
+    df = C._prepared(None)
+    columns = _columns(df)
+    extra = np.column_stack([columns[t] for t in terms])
+    src = df["source_key"].to_numpy(object)
+    labels = df[strata].astype(str).to_numpy(object)
+    check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, _extra_predictor(C._FitColumns(df), extra),
+                       coverage=coverage, strata=labels, score=score)
+    kind = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state")
+    per_run = pd.DataFrame({"source_key": src, "generation": df["generation"].to_numpy(object),
+                            "dtype": df["dtype"].to_numpy(object), "kind": kind,
+                            "stack_family": _columns_family(df), "inside": check.inside,
+                            "width": np.exp(check.high_log - check.low_log)})
+    return check, per_run
+
+
+def registered_table(name: str = "registered"):
+    """Coverage and median width of :func:`registered_check` ``name`` overall and per group of
+    :data:`REPORT_BY`: one row per (by, group) with ``runs`` and ``sources``, and ``meets`` (coverage at least
+    :data:`MIN_COVERAGE`; the overall row also median width at most :data:`MAX_WIDTH`)."""
+    import numpy as np
+    import pandas as pd
+
+    _, per_run = registered_check(name)
+    rows = [("all", "all", per_run)] + [(by, g, part) for by in REPORT_BY for g, part in per_run.groupby(by)]
+    out = [{"by": by, "group": g, "coverage": float(p["inside"].mean()),
+            "median_width": float(np.median(p["width"])), "runs": len(p), "sources": p["source_key"].nunique()}
+           for by, g, p in rows]
+    t = pd.DataFrame(out)
+    t["meets"] = (t["coverage"] >= MIN_COVERAGE) & ((t["by"] != "all") | (t["median_width"] <= MAX_WIDTH + 1e-12))
+    return t
