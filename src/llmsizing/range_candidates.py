@@ -346,8 +346,9 @@ def _registered_check(name, coverage):
     extra = np.column_stack([columns[t] for t in terms])
     src = df["source_key"].to_numpy(object)
     labels = df[strata].astype(str).to_numpy(object)
-    check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, _extra_predictor(C._FitColumns(df), extra),
-                       coverage=coverage, strata=labels, score=score)
+    predict = _extra_predictor(C._FitColumns(df), extra)
+    check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, predict, coverage=coverage,
+                       strata=labels, score=score)
     kind = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state")
     per_run = pd.DataFrame({"source_key": src, "generation": df["generation"].to_numpy(object),
                             "dtype": df["dtype"].to_numpy(object), "kind": kind,
@@ -366,8 +367,47 @@ def registered_table(name: str = "registered"):
     _, per_run = registered_check(name)
     rows = [("all", "all", per_run)] + [(by, g, part) for by in REPORT_BY for g, part in per_run.groupby(by)]
     out = [{"by": by, "group": g, "coverage": float(p["inside"].mean()),
-            "median_width": float(np.median(p["width"])), "runs": len(p), "sources": p["source_key"].nunique()}
+            "median_width": float(np.median(p["width"])), "runs": len(p),
+            "sources": p["source_key"].nunique()}
            for by, g, p in rows]
     t = pd.DataFrame(out)
-    t["meets"] = (t["coverage"] >= MIN_COVERAGE) & ((t["by"] != "all") | (t["median_width"] <= MAX_WIDTH + 1e-12))
+    narrow = (t["by"] != "all") | (t["median_width"] <= MAX_WIDTH + 1e-12)
+    t["meets"] = (t["coverage"] >= MIN_COVERAGE) & narrow
     return t
+
+
+def inputs_model_table(name: str = "registered"):
+    """The pre-registered procedure ``name`` (:data:`REGISTERED`) fitted on every source's calibration runs,
+    as ``data/mfu_inputs_model.csv`` stores it (``tools/calibrate.py``): one row per (generation, dtype) with
+    its intercept, the shared terms of :data:`~llmsizing.calibration.TERMS` and the extra terms (coefficients
+    rounded to 4 decimals, as the fit's), and the 80% range ``low``/``high`` of the row's generation (its own
+    bounds where it has :func:`~llmsizing.intervals.min_units` sources, else the pooled ones; widened to hold
+    1 and rounded outwards, as :func:`~llmsizing.calibration.fit_mfu_model`'s) with ``range_group``, the
+    stratum they come from."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from . import calibration as C
+
+    terms, _, _ = REGISTERED[name]
+    check, _ = registered_check(name)
+    df = C._prepared(None)
+    columns = _columns(df)
+    cols = C._FitColumns(df)
+    fit = np.flatnonzero(cols.calibration)
+    cal = cols.rows(fit)
+    groups = sorted(set(cal.keys))
+    x = np.column_stack([C._design_of(cal, groups), np.column_stack([columns[t][fit] for t in terms])])
+    beta = np.round(np.linalg.lstsq(x, np.log(cal.implied_mfu), rcond=None)[0], 4)
+    shared = dict(zip(C.TERMS + tuple(terms), beta[len(groups):]))
+    rows = []
+    for i, (gen, dtype) in enumerate(groups):
+        stratum = gen if gen in check.bounds else None
+        lo, hi = check.bounds[stratum]
+        rows.append({"generation": gen, "dtype": dtype, "intercept": beta[i], **shared,
+                     "low": math.floor(min(math.exp(lo), 1.0) * 1e4) / 1e4,
+                     "high": math.ceil(max(math.exp(hi), 1.0) * 1e4) / 1e4,
+                     "range_group": stratum or "all"})
+    return pd.DataFrame(rows)
