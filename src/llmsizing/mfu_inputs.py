@@ -69,3 +69,31 @@ def inputs_model_table():
     import pandas as pd
 
     return pd.DataFrame(list(_rows().values()))
+
+
+def inputs_of(framework, tokens_per_step, n_gpus, warnings: list):
+    """``(family, tokens_per_gpu)`` for the inputs model, or ``None`` (the production model and its pooled
+    range) when ``tokens_per_step`` (tokens per optimizer step: global batch x sequence length) is not given.
+    ``framework`` names the training software (:func:`~llmsizing.frameworks.stack_family`; ``None`` is the
+    fit's ``"unknown"`` stack); given without ``tokens_per_step`` it is not used and a warning in
+    ``warnings`` says so. ``tokens_per_step`` needs ``n_gpus``."""
+    import math
+    import numbers
+
+    from .frameworks import stack_family
+
+    family = stack_family(framework)             # TypeError/ValueError unless a known name or None
+    if tokens_per_step is None:
+        if framework is not None:
+            warnings.append(f"framework={framework!r} is used only with tokens_per_step= (the global batch "
+                            "in tokens) and n_gpus=: without them the range is the pooled one")
+        return None
+    if isinstance(tokens_per_step, bool) or not isinstance(tokens_per_step, numbers.Real):
+        raise TypeError(f"tokens_per_step must be a number (tokens per optimizer step, e.g. 4_194_304); got "
+                        f"{type(tokens_per_step).__name__}")
+    if not (math.isfinite(tokens_per_step) and tokens_per_step >= 1):
+        raise ValueError(f"tokens_per_step must be a finite number >= 1 (tokens per optimizer step, e.g. "
+                         f"4_194_304); got {tokens_per_step!r}")
+    if n_gpus is None:
+        raise ValueError("tokens_per_step= needs n_gpus= (the model reads tokens per GPU per step)")
+    return family, float(tokens_per_step) / n_gpus
