@@ -109,7 +109,8 @@ def test_the_stated_generation_bounds_by_hand(registered):
         assert float(stored[gen]["low"]) == pytest.approx(math.exp(-q), abs=1e-4)
         assert float(stored[gen]["high"]) == pytest.approx(math.exp(q), abs=1e-4)
         row = _inputs_row(gen)
-        assert row["low"] <= math.exp(-q) + 1e-12 and row["high"] >= math.exp(q) - 1e-12     # rounded outwards
+        # rounded outwards
+        assert row["low"] <= math.exp(-q) + 1e-12 and row["high"] >= math.exp(q) - 1e-12
         assert row["high"] - math.exp(q) < 1e-4 and math.exp(-q) - row["low"] < 1e-4
     # FP8 on Hopper takes Hopper's bounds (the strata are generations, not dtypes)
     assert _inputs_row("hopper", "fp8")["low"] == _inputs_row("hopper")["low"]
@@ -120,7 +121,8 @@ def test_the_stored_coverage_is_measured_and_meets_the_issue(registered):
     stored = _intervals("training-inputs")
     cases = {"all": np.ones(len(per_run), bool),
              **{g: (per_run["generation"] == g).to_numpy() for g in ("ampere", "hopper")},
-             **{f"stack:{f}": (per_run["stack_family"] == f).to_numpy() for f in set(per_run["stack_family"])},
+             **{f"stack:{f}": (per_run["stack_family"] == f).to_numpy()
+                for f in set(per_run["stack_family"])},
              **{d: (per_run["dtype"] == d).to_numpy() for d in ("bf16", "fp8")}}
     for group, mask in cases.items():
         # inside by hand from the residuals and the bounds each run's interval was made with
