@@ -3,8 +3,8 @@
 leave-one-source-out check of every calibrated range (issue 34), the range of an MFU predicted from a layout
 (llmsizing.step_intervals, area training-layout) included:
 
-    .venv/bin/python tools/calibrate.py            # write data/kernel_efficiency.csv, data/mfu_model.csv and
-                                                   # data/intervals.csv
+    .venv/bin/python tools/calibrate.py            # write data/kernel_efficiency.csv, data/mfu_model.csv,
+                                                   # data/mfu_inputs_model.csv and data/intervals.csv
     .venv/bin/python tools/calibrate.py --check    # exit 1 if the files differ from a fresh fit
 
 The fits themselves live in llmsizing.calibration (chapter 10 shows them); this script only writes their
@@ -155,7 +155,16 @@ METHOD = {
         "family:generation cell's) stated range is its location fitted on every source times those bounds; "
         "an unknown stack takes the plain pooled range (and is checked against it), and so does a family or "
         "cell whose out-of-source coverage is below 75% (no stated bounds); coverage measured "
-        "nested, each run against the interval computed without its source")}
+        "nested, each run against the interval computed without its source"),
+    "training-inputs": (
+        "as training, with two inputs a planner knows added to the fit (registered before it was checked, "
+        "llmsizing.range_candidates.REGISTERED): a stack family offset (megatron, deepspeed, pytorch; "
+        "unknown "
+        "the reference) and log tokens per GPU per optimizer step (with a flag where a source publishes no "
+        "batch); 80% conformal bounds of the absolute out-of-source residual (Lei et al. 2018), each source "
+        "weighing the same, per GPU generation with 9+ sources (else pooled); coverage measured nested; the "
+        "family, dtype and kind rows count the generation ranges' coverage of those runs (no range of their "
+        "own)")}
 
 
 def _interval_rows(area, check, groups, n_sources_of):
@@ -195,6 +204,37 @@ def _layout_interval_rows():
     return rows
 
 
+def _inputs_interval_rows():
+    """The range of the end-to-end model with the stack and tokens per GPU (llmsizing.mfu_inputs): per GPU
+    generation (its stated bounds), and its coverage of every run, per stack family, dtype and kind."""
+    import numpy as np
+
+    from llmsizing.mfu_inputs import AREA
+    from llmsizing.range_candidates import REPORT_BY, registered_check
+
+    check, per_run = registered_check()
+    rows = []
+    groups = [("all", per_run.index == per_run.index)]
+    for by in REPORT_BY:
+        prefix = "stack:" if by == "stack_family" else ""
+        groups += [(f"{prefix}{g}", (per_run[by] == g).to_numpy()) for g in sorted(set(per_run[by]))]
+    for group, mask in groups:
+        stated = [f"{x:.4f}" for x in check.stated(group)] if group in check.bounds else ["", ""]
+        width = float(np.exp(np.median(check.high_log[mask] - check.low_log[mask])))
+        rows.append([AREA, group, f"{check.coverage:g}", f"{check.inside[mask].mean():.4f}", f"{width:.4f}",
+                     *stated, int(mask.sum()), per_run["source_key"][mask].nunique(), INTERVALS_AS_OF,
+                     METHOD[AREA]])
+    return rows
+
+
+def inputs_csv() -> str:
+    from llmsizing.range_candidates import inputs_model_table
+
+    out = io.StringIO()
+    inputs_model_table().to_csv(out, index=False, lineterminator="\n")
+    return out.getvalue()
+
+
 def intervals_csv() -> str:
     from llmsizing.finetune_time import finetune_loso_check
 
@@ -203,6 +243,7 @@ def intervals_csv() -> str:
     total = (df["kind"] == "pretraining-total").to_numpy()
     groups = [("all", total | ~total), ("steady-state", ~total), ("pretraining-total", total)]
     rows = _interval_rows("training", check, groups, lambda m: len(set(src[m])))
+    rows += _inputs_interval_rows()
     rows += _layout_interval_rows()
     ft, ft_rows = finetune_loso_check()
     fsrc = ft_rows["source_key"].to_numpy(object)
@@ -227,6 +268,7 @@ def main(argv=None) -> int:
         print(f"wrote {kernel_path.relative_to(ROOT)}")
         return subprocess.call([sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])])
     files = {kernel_path: kernel, ROOT / "data" / "mfu_model.csv": mfu_csv(),
+             ROOT / "data" / "mfu_inputs_model.csv": inputs_csv(),
              ROOT / "data" / "intervals.csv": intervals_csv()}
     stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     if args.check:

@@ -7,6 +7,9 @@ and the published layouts against the planner's own choice:
     PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --planner  # and the planner check (+30 s)
     PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --select   # and the terms chosen inside
                                                                                 # each fold (about 5 min)
+    PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --registered  # only the pre-registered
+                                                                  # procedure, overall and per generation,
+                                                                  # stack family, dtype and kind
 
 It writes nothing: the production range stays tools/calibrate.py's.
 """
@@ -26,7 +29,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--planner", action="store_true", help="also price the runs at the planner's layout")
     ap.add_argument("--select", action="store_true", help="also check the choice of terms, source by source")
+    ap.add_argument("--registered", action="store_true",
+                    help="only the pre-registered procedure (range_candidates.REGISTERED), per group")
     args = ap.parse_args(argv)
+    if args.registered:
+        t = R.registered_table()
+        gate = t[t["by"].isin(("all", "generation"))]["meets"].all()    # the registered pass rule
+        for name in R.REGISTERED:
+            if name == "registered" or not gate:       # the fallback only if the registered one fails
+                print(f"{name}: {R.REGISTERED[name]}")
+                print(R.registered_table(name).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        return 0
     t = R.candidate_table()
     print(t.drop(columns="terms").to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if args.planner:

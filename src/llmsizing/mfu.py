@@ -263,7 +263,8 @@ class MfuEstimate:
 def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None, recompute: str = "none",
                  whole_run: bool = False, n_gpus: int | None = None,
                  precision: str = "bf16-mixed", recompute_layers: int | None = None,
-                 parallel: Parallel | None = None) -> MfuEstimate:
+                 parallel: Parallel | None = None, framework: str | None = None,
+                 tokens_per_step: float | None = None) -> MfuEstimate:
     """The calibrated end-to-end MFU of a run (``data/mfu_model.csv``, fitted by ``tools/calibrate.py`` with
     :func:`~llmsizing.calibration.fit_mfu_model` on ``data/published_runs.csv``): the GPU generation's and
     dtype's intercept, a term in model size and one in sequence length, what full recomputation costs
@@ -288,8 +289,14 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     (:func:`~llmsizing.flops.training_flops_per_token`), and the size term is taken at its active parameters
     ``N_active`` (the work per token; its attention is that of a dense model of its width). An extrapolation,
     said in a warning: the calibration's runs are dense, and an MoE's grouped GEMMs of small experts and its
-    all-to-all (:func:`~llmsizing.layouts.step_time` models the latter) are not in the fit. Chapter 18."""
+    all-to-all (:func:`~llmsizing.layouts.step_time` models the latter) are not in the fit. Chapter 18.
+
+    ``tokens_per_step`` (the global batch in tokens, with ``n_gpus``) and ``framework`` (the stack; ``None``:
+    unknown): the model with a stack offset and a term in tokens per GPU per step, and its range per GPU
+    generation (:mod:`llmsizing.mfu_inputs`, issue 34; chapter 10). Without ``tokens_per_step`` (the
+    default) the model above and its pooled range."""
     from .hardware import kernel_efficiency_row
+    from .mfu_inputs import inputs_log_mfu, inputs_of
 
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
@@ -304,6 +311,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     table = _mfu_model()
     generation = kernel_efficiency_row(g, dtype).generation
     warnings = []
+    inputs = inputs_of(framework, tokens_per_step, n_gpus, warnings)
     size = float(model.active_params) if model.is_moe else model.n_params
     if model.is_moe:
         warnings.append(f"{model.name} is a mixture of experts: the calibration's runs are dense; the size "
@@ -337,10 +345,14 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     log_mfu = (row["intercept"] + row["size_exponent"] * math.log(size / 1e10)
                + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * share
                + row["whole_run"] * whole_run)
-    central = min(math.exp(log_mfu), 1.0)
     lo, hi = _range_columns(whole_run)
-    return MfuEstimate(central, central * row[lo], min(1.0, central * row[hi]), generation,
-                       tuple(warnings))
+    low, high = row[lo], row[hi]
+    if inputs is not None:
+        log_mfu, low, high, _ = inputs_log_mfu(generation, key_dtype, size=size, seq=seq, share=share,
+                                               whole_run=whole_run, family=inputs[0],
+                                               tokens_per_gpu=inputs[1])
+    central = min(math.exp(log_mfu), 1.0)
+    return MfuEstimate(central, central * low, min(1.0, central * high), generation, tuple(warnings))
 
 
 def _rerun_layers(model: Model, recompute: str, recompute_layers, parallel) -> int:
@@ -503,8 +515,8 @@ def run_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: in
              seq: int | None = None, parallel: Parallel | None = None, mfu: float | None = None,
              mfu_range: tuple[float, float] | None = None, price_usd_per_gpu_hour: float | None = None,
              recompute: str = "none", dtype: str | None = None, causal: bool = False, whole_run: bool = False,
-             precision: str = "bf16-mixed", goodput: float = 1.0,
-             recompute_layers: int | None = None) -> TrainingTime:
+             precision: str = "bf16-mixed", goodput: float = 1.0, recompute_layers: int | None = None,
+             framework: str | None = None, tokens_per_step: float | None = None) -> TrainingTime:
     """One run (one stage) of :func:`llmsizing.time_cost.training_time`, whose docstring says what every
     argument does: the calibrated or given MFU and its range, then :func:`_time_at`. A stage of a staged run
     that is timed on the calibrated estimate or a given MFU is exactly this call (:mod:`llmsizing.stages`)."""
@@ -531,9 +543,13 @@ def run_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: in
     par = None if parallel is None else par
     rerun = None if recompute_layers is None else _rerun_layers(model, recompute, recompute_layers, par)
     warnings: tuple = ()
+    if mfu is not None and (framework is not None or tokens_per_step is not None):
+        raise ValueError("framework= and tokens_per_step= are inputs of the calibrated estimate: not with "
+                         "mfu=")
     if mfu is None:
         est = mfu_estimate(model, gpu=g, seq=seq, dtype=dtype, recompute=recompute, whole_run=whole_run,
-                           n_gpus=n_gpus, recompute_layers=recompute_layers, parallel=par)
+                           n_gpus=n_gpus, recompute_layers=recompute_layers, parallel=par,
+                           framework=framework, tokens_per_step=tokens_per_step)
         mfu, warnings = est.mfu, est.warnings
         default_range = (est.low, est.high)
         source = "calibrated estimate"

@@ -305,3 +305,109 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
                             "dtype": df["dtype"].to_numpy(object), "kind": st,
                             "stack_family": _columns_family(df), "inside": inside, "width": np.exp(hi - lo)})
     return float(inside.mean()), math.exp(float(np.median(hi - lo))), chosen, per_run
+
+
+#: Issue 34's pre-registered procedures (ranges34p, written before they were run): the extra terms, the
+#: conformal score and the strata the bounds are calibrated over. ``"registered"`` is the one checked first;
+#: ``"fallback"`` (Hopper's own size and sequence slopes added) the only fallback, declared with it.
+REGISTERED = {
+    "registered": (_STACK + _BATCH, "absolute", "generation"),
+    "fallback": (_STACK + _BATCH + ("hopper_size", "hopper_seq"), "absolute", "generation"),
+}
+#: The groups :func:`registered_check` reports coverage and width for (columns of its per-run table).
+REPORT_BY = ("generation", "stack_family", "dtype", "kind")
+
+
+def registered_check(name: str = "registered", *, coverage: float = 0.8):
+    """The nested leave-one-source-out check (:func:`~llmsizing.intervals.loso_check`, as
+    ``tools/calibrate.py`` checks the production range) of the pre-registered procedure ``name``
+    (:data:`REGISTERED`): the end-to-end fit with its extra terms, its score, and bounds of their own per GPU
+    generation with :func:`~llmsizing.intervals.min_units` sources (else pooled). Returns ``(check,
+    per_run)``: ``per_run`` has per run its source, :data:`REPORT_BY` groups, ``inside`` and ``width``."""
+    from .intervals import copied_check
+
+    if name not in REGISTERED:
+        raise ValueError(f"name must be one of {', '.join(REGISTERED)}; got {name!r}")
+    check, per_run = _registered_check(name, coverage)
+    return copied_check(check), per_run.copy()
+
+
+@cache
+def _registered_check(name, coverage):
+    import numpy as np
+    import pandas as pd
+
+    from . import calibration as C
+    from .intervals import loso_check
+
+    terms, score, strata = REGISTERED[name]
+    df = C._prepared(None)
+    columns = _columns(df)
+    extra = np.column_stack([columns[t] for t in terms])
+    src = df["source_key"].to_numpy(object)
+    labels = df[strata].astype(str).to_numpy(object)
+    predict = _extra_predictor(C._FitColumns(df), extra)
+    check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, predict, coverage=coverage,
+                       strata=labels, score=score)
+    kind = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state")
+    per_run = pd.DataFrame({"source_key": src, "generation": df["generation"].to_numpy(object),
+                            "dtype": df["dtype"].to_numpy(object), "kind": kind,
+                            "stack_family": _columns_family(df), "inside": check.inside,
+                            "width": np.exp(check.high_log - check.low_log)})
+    return check, per_run
+
+
+def registered_table(name: str = "registered"):
+    """Coverage and median width of :func:`registered_check` ``name`` overall and per group of
+    :data:`REPORT_BY`: one row per (by, group) with ``runs`` and ``sources``, and ``meets`` (coverage at least
+    :data:`MIN_COVERAGE`; the overall row also median width at most :data:`MAX_WIDTH`)."""
+    import numpy as np
+    import pandas as pd
+
+    _, per_run = registered_check(name)
+    rows = [("all", "all", per_run)] + [(by, g, part) for by in REPORT_BY for g, part in per_run.groupby(by)]
+    out = [{"by": by, "group": g, "coverage": float(p["inside"].mean()),
+            "median_width": float(np.median(p["width"])), "runs": len(p),
+            "sources": p["source_key"].nunique()}
+           for by, g, p in rows]
+    t = pd.DataFrame(out)
+    narrow = (t["by"] != "all") | (t["median_width"] <= MAX_WIDTH + 1e-12)
+    t["meets"] = (t["coverage"] >= MIN_COVERAGE) & narrow
+    return t
+
+
+def inputs_model_table(name: str = "registered"):
+    """The pre-registered procedure ``name`` (:data:`REGISTERED`) fitted on every source's calibration runs,
+    as ``data/mfu_inputs_model.csv`` stores it (``tools/calibrate.py``): one row per (generation, dtype) with
+    its intercept, the shared terms of :data:`~llmsizing.calibration.TERMS` and the extra terms (coefficients
+    rounded to 4 decimals, as the fit's), and the 80% range ``low``/``high`` of the row's generation (its own
+    bounds where it has :func:`~llmsizing.intervals.min_units` sources, else the pooled ones; widened to hold
+    1 and rounded outwards, as :func:`~llmsizing.calibration.fit_mfu_model`'s) with ``range_group``, the
+    stratum they come from."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from . import calibration as C
+
+    terms, _, _ = REGISTERED[name]
+    check, _ = registered_check(name)
+    df = C._prepared(None)
+    columns = _columns(df)
+    cols = C._FitColumns(df)
+    fit = np.flatnonzero(cols.calibration)
+    cal = cols.rows(fit)
+    groups = sorted(set(cal.keys))
+    x = np.column_stack([C._design_of(cal, groups), np.column_stack([columns[t][fit] for t in terms])])
+    beta = np.round(np.linalg.lstsq(x, np.log(cal.implied_mfu), rcond=None)[0], 4)
+    shared = dict(zip(C.TERMS + tuple(terms), beta[len(groups):]))
+    rows = []
+    for i, (gen, dtype) in enumerate(groups):
+        stratum = gen if gen in check.bounds else None
+        lo, hi = check.bounds[stratum]
+        rows.append({"generation": gen, "dtype": dtype, "intercept": beta[i], **shared,
+                     "low": math.floor(min(math.exp(lo), 1.0) * 1e4) / 1e4,
+                     "high": math.ceil(max(math.exp(hi), 1.0) * 1e4) / 1e4,
+                     "range_group": stratum or "all"})
+    return pd.DataFrame(rows)

@@ -40,7 +40,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   recompute: str = "none", dtype: str | None = None, causal: bool = False,
                   whole_run: bool = False, precision: str | None = None, stages=None,
                   plan_options: dict | None = None, goodput: float = 1.0, recompute_layers: int | None = None,
-                  global_batch: int | None = None, micro_batch: int = 1, moe_dense_mfu: bool = False):
+                  global_batch: int | None = None, micro_batch: int = 1, moe_dense_mfu: bool = False,
+                  framework: str | None = None, tokens_per_step: float | None = None):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
@@ -67,6 +68,13 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     the MFU is of) defaults to the ``precision`` recipe's (:func:`~llmsizing.precision.compute_dtype`):
     ``precision="fp8-mixed"`` times the run at the FP8 dense peak with the FP8 calibration and band, as
     ``dtype="fp8"`` does. Taught in the "FLOPs, MFU and training time" chapter.
+
+    **What the planner knows** (issue 34). ``tokens_per_step`` (the global batch in tokens per optimizer
+    step, e.g. 4,194,304) with ``n_gpus`` and, optionally, ``framework`` (the stack: e.g. ``"megatron-core"``,
+    ``"torchtitan"``, ``"deepspeed"``; ``None`` is unknown) time a dense model on the calibrated estimate with
+    a stack offset and a term in tokens per GPU per step, whose range is its GPU generation's
+    (:mod:`llmsizing.mfu_inputs`; measured coverage in ``data/intervals.csv``, area ``training-inputs``).
+    Without ``tokens_per_step`` (the default): the estimate above and its pooled range.
 
     **Stages.** ``stages=[(tokens, seq), ...]`` (or :class:`Stage` objects, each with its own layout, global
     batch, GPU count or MFU) instead of ``tokens``/``seq`` plans a run that changes its context on the way and
@@ -103,6 +111,11 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     if goodput < 1 and whole_run:
         raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run "
                          "MFU already includes them; give one of them")
+    if (framework is not None or tokens_per_step is not None) and (
+            global_batch is not None or stages is not None or model.is_moe):
+        raise ValueError("framework= and tokens_per_step= time a dense model on the calibrated estimate: not "
+                         "with global_batch=, stages= or a mixture of experts (plan() and Job take a "
+                         "framework)")
     g = get_gpu(gpu)
     if stages is None:
         dtype = compute_dtype("bf16-mixed" if precision is None else precision, dtype)
@@ -158,7 +171,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     return run_time(model, tokens=tokens, gpu=g, n_gpus=n_gpus, seq=seq, parallel=parallel, mfu=mfu,
                     mfu_range=mfu_range, price_usd_per_gpu_hour=price_usd_per_gpu_hour, recompute=recompute,
                     dtype=dtype, causal=causal, whole_run=whole_run, goodput=goodput,
-                    recompute_layers=recompute_layers,
+                    recompute_layers=recompute_layers, framework=framework, tokens_per_step=tokens_per_step,
                     precision="bf16-mixed" if precision is None else precision)
 
 

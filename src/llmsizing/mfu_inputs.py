@@ -1,0 +1,99 @@
+"""The end-to-end MFU model with two inputs a planner knows before a run (chapter 10; issue 34): the stack
+family (:func:`~llmsizing.frameworks.stack_family`) and the tokens each GPU processes per optimizer step
+(``global_batch x seq / n_gpus``). Fitted and checked by ``tools/calibrate.py``
+(:func:`~llmsizing.range_candidates.inputs_model_table`, the procedure registered in advance in
+:data:`~llmsizing.range_candidates.REGISTERED`): the production model's terms plus a stack offset and a slope
+in log tokens per GPU, with an 80% range per GPU generation (conformal bounds of the absolute out-of-source
+residual, Lei et al. 2018 Sec. 2.2, each source weighing the same); its coverage of sources the fit never saw
+is in ``data/intervals.csv`` (area :data:`AREA`). :func:`~llmsizing.mfu.mfu_estimate` uses it when it is
+given a global batch and a GPU count; without them it keeps the production model and its pooled range."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+#: The file ``tools/calibrate.py`` writes the model to.
+INPUTS_MODEL_CSV = Path(__file__).resolve().parents[2] / "data" / "mfu_inputs_model.csv"
+#: The area of ``data/intervals.csv`` that holds its measured coverage and width.
+AREA = "training-inputs"
+#: The reference of the tokens-per-GPU term (tokens per GPU per optimizer step).
+TOKENS_PER_GPU_REF = 4096
+_STACKS = ("megatron", "deepspeed", "pytorch")
+
+
+@cache
+def _rows() -> dict:
+    import csv
+
+    with open(INPUTS_MODEL_CSV, newline="") as fh:
+        keep = ("generation", "dtype", "range_group")
+        return {(r["generation"], r["dtype"]): {k: (v if k in keep else float(v)) for k, v in r.items()}
+                for r in csv.DictReader(fh)}
+
+
+def inputs_log_mfu(generation: str, key_dtype: str, *, size: float, seq: int, share: float, whole_run: bool,
+                   family: str, tokens_per_gpu: float) -> tuple[float, float, float, bool]:
+    """``(log_mfu, low, high, known)``: the log MFU of the inputs model for a run of ``size`` parameters
+    (active ones for an MoE), ``seq`` tokens, a ``share`` of its layers recomputed, a whole run or a steady
+    state, the stack ``family`` (``"unknown"`` is the fit's reference) and ``tokens_per_gpu`` per optimizer
+    step, and the range's factors. ``known`` is False for a (generation, dtype) without published runs: then
+    the lower median intercept of the dtype's rows and the widest range of any row are used, as the production
+    model does (:func:`~llmsizing.mfu.mfu_estimate`)."""
+    import math
+
+    if family not in _STACKS + ("unknown",):
+        raise ValueError(f"family must be one of {', '.join(_STACKS)} or unknown; got {family!r}")
+    if not (isinstance(tokens_per_gpu, (int, float)) and math.isfinite(tokens_per_gpu)
+            and tokens_per_gpu > 0):
+        raise ValueError(f"tokens_per_gpu must be a finite number > 0; got {tokens_per_gpu!r}")
+    table = _rows()
+    row = table.get((generation, key_dtype))
+    known = row is not None
+    if not known:
+        same = sorted((r for r in table.values() if r["dtype"] == key_dtype), key=lambda r: r["intercept"])
+        same = same or sorted(table.values(), key=lambda r: r["intercept"])
+        row = {**same[(len(same) - 1) // 2], "low": min(r["low"] for r in table.values()),
+               "high": max(r["high"] for r in table.values())}
+    log_mfu = (row["intercept"] + row["size_exponent"] * math.log(size / 1e10)
+               + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * share
+               + row["whole_run"] * bool(whole_run)
+               + (row[f"stack_{family}"] if family != "unknown" else 0.0)
+               + row["log_tokens_per_gpu"] * math.log(tokens_per_gpu / TOKENS_PER_GPU_REF))
+    return log_mfu, row["low"], row["high"], known
+
+
+def inputs_model_table():
+    """``data/mfu_inputs_model.csv`` as a DataFrame (chapter 10): per (generation, dtype) the coefficients
+    and the range ``low``/``high`` of the generation's stratum ``range_group``."""
+    import pandas as pd
+
+    return pd.DataFrame(list(_rows().values()))
+
+
+def inputs_of(framework, tokens_per_step, n_gpus, warnings: list):
+    """``(family, tokens_per_gpu)`` for the inputs model, or ``None`` (the production model and its pooled
+    range) when ``tokens_per_step`` (tokens per optimizer step: global batch x sequence length) is not given.
+    ``framework`` names the training software (:func:`~llmsizing.frameworks.stack_family`; ``None`` is the
+    fit's ``"unknown"`` stack); given without ``tokens_per_step`` it is not used and a warning in
+    ``warnings`` says so. ``tokens_per_step`` needs ``n_gpus``."""
+    import math
+    import numbers
+
+    from .frameworks import stack_family
+
+    family = stack_family(framework)             # TypeError/ValueError unless a known name or None
+    if tokens_per_step is None:
+        if framework is not None:
+            warnings.append(f"framework={framework!r} is used only with tokens_per_step= (the global batch "
+                            "in tokens) and n_gpus=: without them the range is the pooled one")
+        return None
+    if isinstance(tokens_per_step, bool) or not isinstance(tokens_per_step, numbers.Real):
+        raise TypeError(f"tokens_per_step must be a number (tokens per optimizer step, e.g. 4_194_304); got "
+                        f"{type(tokens_per_step).__name__}")
+    if not (math.isfinite(tokens_per_step) and tokens_per_step >= 1):
+        raise ValueError(f"tokens_per_step must be a finite number >= 1 (tokens per optimizer step, e.g. "
+                         f"4_194_304); got {tokens_per_step!r}")
+    if n_gpus is None:
+        raise ValueError("tokens_per_step= needs n_gpus= (the model reads tokens per GPU per step)")
+    return family, float(tokens_per_step) / n_gpus
