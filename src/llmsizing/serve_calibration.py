@@ -187,21 +187,30 @@ _FIELDS = ("prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "batch_pre
 _READS = {"ttft_s": ("prefill_compute_s", "prefill_memory_s", "prefill_comm_s"),
           "itl_s": ("decode_memory_s", "decode_compute_s", "decode_comm_s", "interleave_s"),
           "rate": ("decode_memory_s", "decode_compute_s", "decode_comm_s", "batch_prefill_s")}
+#: Efficiencies small enough that one side of a field's max (memory or compute) clearly wins: the probes of
+#: :meth:`_Row.maxed_prefill`, x = 1 / efficiency at 100 and 200.
+_PROBE = (0.01, 0.005)
 
 
 def _value(t, x1, x2, x3, t0):
     """A field at the reciprocal efficiencies ``x1, x2, x3`` and step overhead ``t0``: ``t`` is its constant
-    and four coefficients."""
-    c, a1, a2, a3, a4 = t
-    return c + sum((a1 * x1, a2 * x2, a3 * x3, a4 * t0))
+    and four coefficients, or (a batch prefill whose max switches sides, :meth:`_Row.maxed_prefill`) the
+    memory line's constant and two coefficients, the compute line's constant and coefficient, and the
+    overhead's coefficient."""
+    if len(t) == 5:
+        c, a1, a2, a3, a4 = t
+        return c + sum((a1 * x1, a2 * x2, a3 * x3, a4 * t0))
+    m0, m1, m2, c0, c3, a4 = t
+    return max(m0 + sum((m1 * x1, m2 * x2)), c0 + c3 * x3) + a4 * t0
 
 
 class _Row:
     """A row's speed as a function of the four constants, without calling serving() in the search. Each time
     field of :class:`~llmsizing.serve.Serving` is ``a / mbu + b / attention_bu + c / mfu + d t0 + e`` (the
     roofline terms over their efficiencies), read off five calls to serving(); the metric is then built as the
-    Serving properties build it. :func:`_fast_rows` checks it against :func:`predict_row` at random constants
-    and keeps the slow path for a row where it differs (a max inside a field switching sides)."""
+    Serving properties build it. :func:`_fast_rows` checks it against :func:`predict_row` at random constants;
+    where it differs, the batch's prefill is tried as a max of its memory and compute lines
+    (:meth:`maxed_prefill`), and the slow path is kept for a row where that differs too."""
 
     def __init__(self, r):
         base = dict(mbu=1.0, attention_bu=1.0, mfu=1.0, step_overhead_s=0.0)
@@ -224,6 +233,25 @@ class _Row:
     def _set_reads(self):
         metric = self.r.metric
         self.reads = tuple(self.terms[f] for f in _READS[metric if metric in ("ttft_s", "itl_s") else "rate"])
+
+    def maxed_prefill(self):
+        """Take ``batch_prefill_s`` as ``max(memory line, compute line) + chunks t0`` (serve_step: the batch's
+        prefill is ``max(compute, memory)`` plus its fixed communication and overheads), each line read off
+        serving() where its side clearly wins (:data:`_PROBE`)."""
+        f, (lo, hi), x_lo, x_hi = "batch_prefill_s", _PROBE, 1 / _PROBE[0], 1 / _PROBE[1]
+
+        def at(**kw):
+            return getattr(_serving_of(self.r, **{"mbu": 1.0, "attention_bu": 1.0, "mfu": 1.0,
+                                                  "step_overhead_s": 0.0, **kw}), f)
+
+        m = at(mbu=lo, attention_bu=lo)
+        m1 = (at(mbu=hi, attention_bu=lo) - m) / (x_hi - x_lo)
+        m2 = (at(mbu=lo, attention_bu=hi) - m) / (x_hi - x_lo)
+        c = at(mfu=lo)
+        c3 = (at(mfu=hi) - c) / (x_hi - x_lo)
+        line = (m - m1 * x_lo - m2 * x_lo, m1, m2, c - c3 * x_lo, c3, self.terms[f][4])
+        self.terms = {**self.terms, f: line}
+        self._set_reads()
 
     def __call__(self, mbu, attention_bu, mfu, step_overhead_s):
         return self.at(1 / mbu, 1 / attention_bu, 1 / mfu, step_overhead_s)
@@ -251,18 +279,30 @@ def _serving_of(r, **constants):
 
 def _fast_rows(rows) -> dict:
     """Row index -> a fast predictor (:class:`_Row`) for every row where it matches :func:`predict_row` to
-    1e-9 at three fixed points of the search box; other rows use :func:`predict_row`."""
+    1e-9 at three fixed points of the search box; a row where it does not is tried with its batch prefill as
+    a max (:meth:`_Row.maxed_prefill`), kept if that matches at those points, every corner of the search box
+    and 30 more random points; other rows use :func:`predict_row`."""
+    import itertools
     import random
 
     rng = random.Random(34)
     points = [dict(mbu=rng.uniform(0.3, 1), attention_bu=rng.uniform(0.1, 1), mfu=rng.uniform(0.2, 1),
                    step_overhead_s=rng.uniform(0, 0.02)) for _ in range(3)]
+    bounds = {("mbu" if n == "weights_bu" else "mfu" if n == "prefill_mfu" else n): (lo, hi)
+              for n, lo, hi in FITTED}
+    box = [(max(lo, 1e-3), hi) for lo, hi in bounds.values()]
+    more = [dict(zip(bounds, c)) for c in itertools.product(*box)]
+    more += [{n: rng.uniform(lo, hi) for n, (lo, hi) in zip(bounds, box)} for _ in range(30)]
     out = {}
     for r in rows:
         if r.metric in RATIO_METRICS:
             continue
         f = _Row(r)
         if all(math.isclose(f(**p), predict_row(r, **p), rel_tol=1e-9) for p in points):
+            out[r.Index] = f
+            continue
+        f.maxed_prefill()
+        if all(math.isclose(f(**p), predict_row(r, **p), rel_tol=1e-9) for p in points + more):
             out[r.Index] = f
     return out
 
