@@ -254,6 +254,17 @@ def pytest_configure(config):
     config.addinivalue_line("filterwarnings", "ignore:Skipping collection of '.hypothesis':UserWarning")
 
 
+def pytest_collection_finish(session):
+    """Once the tests are collected, the objects made so far (about 300,000: the imported modules, the
+    catalogues, the test items, the undrawn widgets of :func:`controls_of`) live to the end of the run anyway:
+    ``gc.freeze`` moves them out of the cyclic collector's sight, so that each full collection during the run
+    walks only what the tests made since (issue 32: measured on test_widget_layout, test_audit and
+    test_serving, 1.3 s less collector time in 50 s of CPU). What a test makes is collected as before."""
+    import gc
+
+    gc.freeze()
+
+
 # ----------------------------------------------------------------------------- shared strategies
 from hypothesis import strategies as st  # noqa: E402
 

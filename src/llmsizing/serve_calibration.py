@@ -183,24 +183,34 @@ _FIELDS = ("prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "batch_pre
            "decode_memory_s", "decode_comm_s", "interleave_s")
 
 
-class _Fields(dict):
-    """The time fields of :meth:`_Row.__call__`, each worked out when first read."""
+#: The fields each metric reads (:meth:`_Row.at`), in the order it reads them.
+_READS = {"ttft_s": ("prefill_compute_s", "prefill_memory_s", "prefill_comm_s"),
+          "itl_s": ("decode_memory_s", "decode_compute_s", "decode_comm_s", "interleave_s"),
+          "rate": ("decode_memory_s", "decode_compute_s", "decode_comm_s", "batch_prefill_s")}
+#: Efficiencies small enough that one side of a field's max (memory or compute) clearly wins: the probes of
+#: :meth:`_Row.maxed_prefill`, x = 1 / efficiency at 100 and 200.
+_PROBE = (0.01, 0.005)
 
-    def __init__(self, field):
-        super().__init__()
-        self.field = field
 
-    def __missing__(self, f):
-        self[f] = value = self.field(f)
-        return value
+def _value(t, x1, x2, x3, t0):
+    """A field at the reciprocal efficiencies ``x1, x2, x3`` and step overhead ``t0``: ``t`` is its constant
+    and four coefficients, or (a batch prefill whose max switches sides, :meth:`_Row.maxed_prefill`) the
+    memory line's constant and two coefficients, the compute line's constant and coefficient, and the
+    overhead's coefficient."""
+    if len(t) == 5:
+        c, a1, a2, a3, a4 = t
+        return c + sum((a1 * x1, a2 * x2, a3 * x3, a4 * t0))
+    m0, m1, m2, c0, c3, a4 = t
+    return max(m0 + sum((m1 * x1, m2 * x2)), c0 + c3 * x3) + a4 * t0
 
 
 class _Row:
     """A row's speed as a function of the four constants, without calling serving() in the search. Each time
     field of :class:`~llmsizing.serve.Serving` is ``a / mbu + b / attention_bu + c / mfu + d t0 + e`` (the
     roofline terms over their efficiencies), read off five calls to serving(); the metric is then built as the
-    Serving properties build it. :func:`_fast_rows` checks it against :func:`predict_row` at random constants
-    and keeps the slow path for a row where it differs (a max inside a field switching sides)."""
+    Serving properties build it. :func:`_fast_rows` checks it against :func:`predict_row` at random constants;
+    where it differs, the batch's prefill is tried as a max of its memory and compute lines
+    (:meth:`maxed_prefill`), and the slow path is kept for a row where that differs too."""
 
     def __init__(self, r):
         base = dict(mbu=1.0, attention_bu=1.0, mfu=1.0, step_overhead_s=0.0)
@@ -218,24 +228,46 @@ class _Row:
         # per field: its constant and its four coefficients, in the order of __call__'s terms
         self.terms = {f: (self.const[f], *(self.coef[n][f] for n in ("mbu", "attention_bu", "mfu",
                                                                       "step_overhead_s"))) for f in _FIELDS}
+        self._set_reads()
+
+    def _set_reads(self):
+        metric = self.r.metric
+        self.reads = tuple(self.terms[f] for f in _READS[metric if metric in ("ttft_s", "itl_s") else "rate"])
+
+    def maxed_prefill(self):
+        """Take ``batch_prefill_s`` as ``max(memory line, compute line) + chunks t0`` (serve_step: the batch's
+        prefill is ``max(compute, memory)`` plus its fixed communication and overheads), each line read off
+        serving() where its side clearly wins (:data:`_PROBE`)."""
+        f, (lo, hi), x_lo, x_hi = "batch_prefill_s", _PROBE, 1 / _PROBE[0], 1 / _PROBE[1]
+
+        def at(**kw):
+            return getattr(_serving_of(self.r, **{"mbu": 1.0, "attention_bu": 1.0, "mfu": 1.0,
+                                                  "step_overhead_s": 0.0, **kw}), f)
+
+        m = at(mbu=lo, attention_bu=lo)
+        m1 = (at(mbu=hi, attention_bu=lo) - m) / (x_hi - x_lo)
+        m2 = (at(mbu=lo, attention_bu=hi) - m) / (x_hi - x_lo)
+        c = at(mfu=lo)
+        c3 = (at(mfu=hi) - c) / (x_hi - x_lo)
+        line = (m - m1 * x_lo - m2 * x_lo, m1, m2, c - c3 * x_lo, c3, self.terms[f][4])
+        self.terms = {**self.terms, f: line}
+        self._set_reads()
 
     def __call__(self, mbu, attention_bu, mfu, step_overhead_s):
-        x1, x2, x3, x4 = 1 / mbu, 1 / attention_bu, 1 / mfu, step_overhead_s
-        terms = self.terms
+        return self.at(1 / mbu, 1 / attention_bu, 1 / mfu, step_overhead_s)
 
-        def field(f):       # only the fields the metric reads; the same sum, term by term, as a dict of all
-            c, a1, a2, a3, a4 = terms[f]
-            return c + sum((a1 * x1, a2 * x2, a3 * x3, a4 * x4))
-
-        v = _Fields(field)
-        t0, metric = step_overhead_s, self.r.metric
+    def at(self, x1, x2, x3, t0):
+        """The row's metric at the reciprocal efficiencies ``x1 = 1 / mbu``, ``x2 = 1 / attention_bu``,
+        ``x3 = 1 / mfu`` and step overhead ``t0``: each field it reads worked out once (:func:`_value`)."""
+        metric = self.r.metric
         if metric == "ttft_s":
-            return (max(v["prefill_compute_s"], v["prefill_memory_s"]) + v["prefill_comm_s"]
-                    + self.chunks * t0)
-        step = max(v["decode_memory_s"], v["decode_compute_s"]) + v["decode_comm_s"] + t0
+            pc, pm, pcomm = (_value(t, x1, x2, x3, t0) for t in self.reads)
+            return max(pc, pm) + pcomm + self.chunks * t0
+        dm, dc, dcomm, last = (_value(t, x1, x2, x3, t0) for t in self.reads)
+        step = max(dm, dc) + dcomm + t0
         if metric == "itl_s":
-            return step + (self.batch - 1) * v["interleave_s"] / self.output
-        rate = self.batch * self.output / (v["batch_prefill_s"] + self.output * step)
+            return step + (self.batch - 1) * last / self.output
+        rate = self.batch * self.output / (last + self.output * step)
         return rate / self.gpus if metric == "output_tokens_per_s_per_gpu" else rate
 
 
@@ -247,12 +279,20 @@ def _serving_of(r, **constants):
 
 def _fast_rows(rows) -> dict:
     """Row index -> a fast predictor (:class:`_Row`) for every row where it matches :func:`predict_row` to
-    1e-9 at three fixed points of the search box; other rows use :func:`predict_row`."""
+    1e-9 at three fixed points of the search box; a row where it does not is tried with its batch prefill as
+    a max (:meth:`_Row.maxed_prefill`), kept if that matches at those points, every corner of the search box
+    and 30 more random points; other rows use :func:`predict_row`."""
+    import itertools
     import random
 
     rng = random.Random(34)
     points = [dict(mbu=rng.uniform(0.3, 1), attention_bu=rng.uniform(0.1, 1), mfu=rng.uniform(0.2, 1),
                    step_overhead_s=rng.uniform(0, 0.02)) for _ in range(3)]
+    bounds = {("mbu" if n == "weights_bu" else "mfu" if n == "prefill_mfu" else n): (lo, hi)
+              for n, lo, hi in FITTED}
+    box = [(max(lo, 1e-3), hi) for lo, hi in bounds.values()]
+    more = [dict(zip(bounds, c)) for c in itertools.product(*box)]
+    more += [{n: rng.uniform(lo, hi) for n, (lo, hi) in zip(bounds, box)} for _ in range(30)]
     out = {}
     for r in rows:
         if r.metric in RATIO_METRICS:
@@ -260,17 +300,11 @@ def _fast_rows(rows) -> dict:
         f = _Row(r)
         if all(math.isclose(f(**p), predict_row(r, **p), rel_tol=1e-9) for p in points):
             out[r.Index] = f
+            continue
+        f.maxed_prefill()
+        if all(math.isclose(f(**p), predict_row(r, **p), rel_tol=1e-9) for p in points + more):
+            out[r.Index] = f
     return out
-
-
-def _predict(r, fast, **constants) -> float:
-    f = fast.get(r.Index)
-    return f(**constants) if f is not None else predict_row(r, **constants)
-
-
-def _to_constants(x, index):
-    """Constants for one row from the search vector ``[weights_bu, attention_bu, prefill_mfu, t0_key...]``."""
-    return dict(mbu=x[0], attention_bu=x[1], mfu=x[2], step_overhead_s=x[3 + index])
 
 
 def _in_bounds(x) -> bool:
@@ -280,12 +314,28 @@ def _in_bounds(x) -> bool:
             and all(t0[0] <= v <= t0[1] for v in x[3:]))
 
 
-def _loss(x, rows, keys, fast) -> float:
-    if not _in_bounds(x):
-        return math.inf
+def _loss_of(rows, keys, fast):
+    """The search's loss as a function of the vector ``[weights_bu, attention_bu, prefill_mfu, t0_key...]``
+    (``keys`` in order): the sum over ``rows`` of the squared log of published / predicted speed
+    (:func:`_ratio`), each row predicted by its fast predictor (``fast``, :func:`_fast_rows`) or else by
+    :func:`predict_row`; infinite outside the search box. What each row needs is worked out once, the three
+    reciprocal efficiencies once per point."""
     index = {k: i for i, k in enumerate(keys)}
-    return sum(math.log(_ratio(r, r.value, _predict(r, fast, **_to_constants(x, index[_key(r)])))) ** 2
-               for r in rows)
+    plan = [(fast.get(r.Index), r, r.value, r.metric in TIME_METRICS, 3 + index[_key(r)]) for r in rows]
+
+    def loss(x):
+        if not _in_bounds(x):
+            return math.inf
+        x1, x2, x3 = 1 / x[0], 1 / x[1], 1 / x[2]
+
+        def term(f, r, value, is_time, i):
+            predicted = f.at(x1, x2, x3, x[i]) if f is not None else predict_row(
+                r, mbu=x[0], attention_bu=x[1], mfu=x[2], step_overhead_s=x[i])
+            return math.log(predicted / value if is_time else value / predicted) ** 2
+
+        return sum(term(*p) for p in plan)
+
+    return loss
 
 
 def _nelder_mead(f, x0, steps, iters=300):
@@ -327,13 +377,14 @@ def fit_constants(rows) -> dict:
     fast = _fast_rows(rows)
     keys = sorted({_key(r) for r in rows})
     n = len(keys)
-    x, _ = _nelder_mead(lambda x: _loss(x, rows, keys, fast), [0.8, 0.6, 0.5] + [0.002] * n,
+    x, _ = _nelder_mead(_loss_of(rows, keys, fast), [0.8, 0.6, 0.5] + [0.002] * n,
                         [0.05, 0.1, 0.1] + [0.002] * n, iters=200 * (3 + n))
     x = [round(x[0], 3), round(x[1], 3), round(x[2], 3)] + [round(v, 5) for v in x[3:]]
 
     def pooled(sub):    # the shared constants fixed, one overhead for every row of `sub`
         anonymous = [r._replace(engine="*", batching="*") for r in sub]
-        t, _ = _nelder_mead(lambda t: _loss(x[:3] + t, anonymous, ["*/*"], fast), [0.002], [0.002])
+        loss = _loss_of(anonymous, ["*/*"], fast)
+        t, _ = _nelder_mead(lambda t: loss(x[:3] + t), [0.002], [0.002])
         return round(t[0], 5)
 
     eras = {b: pooled([r for r in rows if r.batching == b]) for b in sorted({r.batching for r in rows})}
