@@ -324,6 +324,7 @@ def layer_gemm_efficiencies(model, gpu, *, tp: int, tokens: int, dtype: str = "b
              for m, n, k in ((tokens, max(1, (model.heads + 2 * model.kv_heads) * d // tp), h),
                              (tokens, h, max(1, model.heads * d // tp)))]
     mlp = ((max(1, up // tp), h), (h, max(1, ffn // tp)))
+    xs, ys = zip(*_grouped_points()) if model.is_moe else ((), ())
     out, seen = [], {}
     for ep in eps:
         local = max(1, model.experts // ep) if model.is_moe else 1
@@ -333,9 +334,11 @@ def layer_gemm_efficiencies(model, gpu, *, tp: int, tokens: int, dtype: str = "b
             for f, t in dense:
                 flops += f
                 time += t
+            # grouped_gemm_share(rows), once for both projections
+            share = min(1.0, _interp(math.log2(float(rows)), xs, ys)) if local > 1 else 1.0
             for n, k in mlp:
                 if local > 1:            # the routed experts' up and down projections, grouped
-                    f, e = rows * n * k * local, eff(rows * local, n, k) * grouped_gemm_share(rows)
+                    f, e = rows * n * k * local, eff(rows * local, n, k) * share
                 else:
                     f, e = rows * n * k, eff(rows, n, k)
                 flops += f
