@@ -508,10 +508,11 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     ones = {k: _split(model, k[0], 1, None, k[1], expert_tp)[0] for k in {(t, e) for t, _, e in held_keys}}
     most = {p_: max(layers_per_stage(model.layers, kept_parallel(pp=p_))) for p_ in {k[1] for k in held_keys}}
     for k, (t_, p_, e_) in enumerate(held_keys):
-        rows, one = _split(model, t_, p_, None, e_, expert_tp), ones[t_, e_]
-        i = max(range(p_), key=lambda j: rows[j][0] + rows[j][1])
-        share[k] = (rows[i][0] / one[0], rows[i][1] / one[1])
-        held[k] = (rows[i][0], rows[i][1], most[p_])
+        # (the first stage of the most parameters; stages of equal rows share one row object: each once)
+        row = max(dict.fromkeys(_split(model, t_, p_, None, e_, expert_tp)), key=lambda r: r[0] + r[1])
+        one = ones[t_, e_]
+        share[k] = (row[0] / one[0], row[1] / one[1])
+        held[k] = (row[0], row[1], most[p_])
     share, held = share[held_idx], held[held_idx]
     dense, experts = (share[:, part, None] * traffic * per_byte
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency
