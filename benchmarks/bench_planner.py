@@ -113,6 +113,20 @@ entries; _least works out the one-layer coefficients of all known layouts of a w
 bit-identical. bench_ab.py (5 runs a side, load 10.7 to 14.8), paired ratios: 405B whole catalogue 1.05, at
 128K 0.94, 405B 1 type 0.90, 3 types 1.00, at 128K 1 type 0.90, 3 types 0.94, 70B on 4 types 0.88, 70B at
 128K (ch. 17 widget) 0.84, 8B at 32K (ch. 17 widget) 0.82, 8B over the catalogue 1.00 (Scout 1.06: noise).
+
+Issue 35, fourteenth round (branch moe35p, 2026-11-30, base 1dbe9a9; kernels.layer_gemm_efficiency is now in
+the clear lists, so a search from scratch pays for every layer's GEMM efficiency): a layer's GEMM efficiency
+at every ep of a (GPU, tp, micro-batch) is worked out in one call with its arguments checked once
+(kernels.layer_gemm_efficiencies: the same Python operations on the same ints, bit for bit; DeepSeek-V2 1,372
+checked calls, 5,488 intensity and 2,744 grouped-share calls -> 233 calls), moe_dp_collectives keeps each
+part's arrays instead of filling (plans, 2 x slots) tables, moe._split works out each distinct stage row once,
+and EpLayouts.firsts writes ep and dp into over()'s base instead of building and checking a layout per (tp,
+pp, ZeRO stage, ep) (593 -> 346 Parallel constructions for DeepSeek-V2). Function calls per search from
+scratch, 1dbe9a9 -> branch (deterministic): DeepSeek-V2 435K -> 277K, Llama 4 Scout 332K -> 210K, gpt-oss-120b
+436K -> 248K, Qwen3-30B-A3B 427K -> 242K, Mixtral 252K -> 153K, DeepSeek-V3 335K -> 165K, Qwen3-235B 341K ->
+168K. bench_ab.py (7 runs a side, load 20 to 23), paired ratios: DeepSeek-V3 0.67, Qwen3-235B 0.73, Mixtral
+0.84, gpt-oss-120b 0.84, DeepSeek-V2 0.85, Qwen3-30B-A3B 0.86, Scout 0.86; 405B over the catalogue 1.03 and
+70B on 4 types 1.01 (noise). The 0.3 s target could not be read at that load; see notes/moe35p.md.
 """
 
 from __future__ import annotations

@@ -203,3 +203,40 @@ def test_a_16_expert_moe_trains_near_its_dense_twin_as_grin_measured():
                            grad_accum=1024 // dp // mb, recompute="full")
             tput[name] = st.tokens / st.step_s
         assert tput["moe"] / tput["dense"] == pytest.approx(7077 / 8176, rel=0.10)
+
+
+def test_layer_gemm_efficiencies_are_the_per_gemm_functions_bit_for_bit():
+    # issue 35 (moe35p): the planner asks for every ep of a (GPU, tp, micro-batch) at once, on the GEMM curve
+    # written out; each value must be exactly what layer_gemms' shapes give through the public per-GEMM
+    # functions (gemm_efficiency, grouped_gemm_share), the time-weighted mean in the GEMMs' order
+    from llmsizing.catalog import get_model
+
+    def composed(model, gpu, tp, tokens, dtype, ep):
+        local = max(1, model.experts // ep) if model.is_moe else 1
+        flops = time = 0.0
+        for i, (m, n, k) in enumerate(K.layer_gemms(model, tp=tp, tokens=tokens, ep=ep)):
+            if i >= 2 and local > 1:
+                f = m * n * k * local
+                e = K.gemm_efficiency(gpu, m * local, n, k, dtype) * K.grouped_gemm_share(m)
+            else:
+                f, e = m * n * k, K.gemm_efficiency(gpu, m, n, k, dtype)
+            flops += f
+            time += f / e
+        return flops / time
+
+    checked = 0
+    for name, eps in (("deepseek-v2", (1, 2, 8, 32, 160)), ("qwen3-30b-a3b", (1, 4, 16, 128)),
+                      ("mixtral-8x7b", (1, 2, 8)), ("llama-3-8b", (1,))):
+        model = get_model(name)
+        for gpu, dtype in (("H100 SXM", "bf16"), ("H100 SXM", "fp8"), ("A100 80GB", "bf16"), ("B200", "fp4")):
+            for tp, tokens in ((1, 4096), (2, 8192), (8, 1), (4, 3 * 65536)):
+                got = K.layer_gemm_efficiencies(model, gpu, tp=tp, tokens=tokens, dtype=dtype, eps=eps)
+                want = tuple(composed(model, gpu, tp, tokens, dtype, e) for e in eps)
+                assert got == want, (name, gpu, dtype, tp, tokens)
+                assert got == tuple(K.layer_gemm_efficiency(model, gpu, tp=tp, tokens=tokens, dtype=dtype,
+                                                            ep=e) for e in eps)
+                checked += len(eps)
+    assert checked == 4 * 4 * (5 + 4 + 3 + 1)
+    # the distinct eps of a MoE differ (each its own rows per expert): the answer is not one value repeated
+    several = K.layer_gemm_efficiencies("deepseek-v2", "H100 SXM", tp=1, tokens=4096, eps=(1, 8, 160))
+    assert len(set(several)) == 3

@@ -35,7 +35,7 @@ def test_over_is_the_layouts_it_stands_for(name, lay, expert_tp, eps):
     # base: any of the layouts (here the last), as over reads only what they share of it
     fast, slow = EpLayouts.over(pars[-1], calls), EpLayouts(pars)
     for f in EpLayouts.__slots__:
-        if f in ("_kept", "_pars"):
+        if f in ("_kept", "_pars", "_base"):           # (caches, and over's base)
             continue
         a, b = getattr(fast, f), getattr(slow, f)
         if isinstance(b, np.ndarray):
@@ -43,6 +43,7 @@ def test_over_is_the_layouts_it_stands_for(name, lay, expert_tp, eps):
         else:
             assert a == b, f
     assert fast == slow and hash(fast) == hash(slow) and fast.pars == tuple(pars)
+    assert fast.firsts() == slow.firsts()
     assert [p.edp for p in pars] == fast.edp.tolist() and len(set(fast.edp.tolist())) > 1
     stages = heavy_stages(model, pars[0])
     kw = dict(batch=2, grad_accum=4, seq=4096, recompute="full", precision="bf16-mixed")
@@ -100,3 +101,27 @@ def test_plan_runs_without_the_collector():
     finally:
         gc.callbacks.pop()
         gc.set_threshold(*threshold)
+
+
+@pytest.mark.parametrize("lay, expert_tp, eps", [
+    (dict(tp=2, pp=4, zero=1, cp=1), False, (1, 2, 4, 8, 16)),
+    (dict(tp=4, pp=1, zero=2, cp=2), True, (1, 2, 4, 8)),
+])
+def test_firsts_of_over_are_the_checked_layouts(lay, expert_tp, eps):
+    """EpLayouts.over(...).firsts() (moe35p: base with each ep's first dp written in, without building and
+    checking a Parallel) gives, per distinct ep in first-entry order, a layout equal to kept_parallel's of
+    the same fields, hash-equal, with the same state (the kept hash left out) and the same derived degrees.
+    Fails if a first took base's ep or dp, or kept base's hash."""
+    def unit(ep):
+        return dp_unit(lay["tp"], lay["cp"], ep, expert_tp)
+
+    base = kept_parallel(**lay, sp=lay["tp"] > 1, ep=eps[0], dp=unit(eps[0]), expert_tp=expert_tp)
+    hash(base)                                   # (its kept hash set: a copy must not carry it)
+    pairs = [(ep, k * unit(ep)) for k in (2, 1) for ep in eps[::-1]]
+    got = EpLayouts.over(base, pairs).firsts()
+    want = [kept_parallel(**lay, sp=lay["tp"] > 1, ep=ep, dp=2 * unit(ep), expert_tp=expert_tp)
+            for ep in eps[::-1]]
+    assert [p.ep for p in got] == list(eps[::-1])
+    for g, w in zip(got, want):
+        assert g == w and hash(g) == hash(w) and g.__getstate__() == w.__getstate__()
+        assert (g.edp, g.dp_cp, g.etp, g.gpus) == (w.edp, w.dp_cp, w.etp, w.gpus)

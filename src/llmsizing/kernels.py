@@ -295,19 +295,57 @@ def layer_gemm_efficiency(model, gpu, *, tp: int, tokens: int, dtype: str = "bf1
     the FLOPs of all ``experts / ep`` experts a GPU holds (``tokens x k`` rows in all, not one expert's), and
     run as one grouped GEMM: :func:`gemm_efficiency` at all those rows times :func:`grouped_gemm_share` at one
     expert's rows (a plain GEMM when the GPU holds one expert)."""
+    return layer_gemm_efficiencies(model, gpu, tp=tp, tokens=tokens, dtype=dtype, eps=(ep,))[0]
+
+
+def layer_gemm_efficiencies(model, gpu, *, tp: int, tokens: int, dtype: str = "bf16",
+                            eps: tuple = (1,)) -> tuple[float, ...]:
+    """:func:`layer_gemm_efficiency` at each expert-parallel degree of ``eps``, checked once (the planner
+    asks for every ``ep`` of a (GPU, tp, micro-batch) at once; issue 35). The arithmetic is
+    :func:`layer_gemms`' and :func:`gemm_efficiency`'s, written out on checked integers (the same Python
+    operations in the same order, so each value is bit for bit theirs): intensity ``2 m k n / (b (m k + k n
+    + m n))`` over the ridge point, the GEMM curve, the grouped share per expert's rows."""
     model = resolve_model(model, moe=True)
-    local = max(1, model.experts // check_int("ep", ep)) if model.is_moe else 1
+    tp, tokens = check_int("tp", tp), check_int("tokens", tokens)
+    eps = tuple(check_int("ep", e) for e in eps)
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
     ridge = ridge_point_flops_per_byte(gpu, dtype)
-    flops = time = 0.0
-    for i, (m, n, k) in enumerate(layer_gemms(model, tp=tp, tokens=tokens, ep=ep)):
-        if i >= 2 and local > 1:            # the routed experts' up and down projections, grouped
-            f, e = m * n * k * local, _efficiency_at(ridge, m * local, n, k, dtype) * grouped_gemm_share(m)
-        else:
-            f, e = m * n * k, _efficiency_at(ridge, m, n, k, dtype)
-        flops += f
-        time += f / e
-    return flops / time
+    b = {"fp8": 1.0, "fp4": 0.5}.get(dtype, 2.0)    # (check_number made it a float)
+    h, d = model.hidden, model.head_dim
+    ffn = (model.expert_ffn_hidden or model.ffn_hidden) if model.is_moe else model.ffn_hidden
+    up = ffn * (2 if model.gated_mlp else 1)
+
+    def eff(m: int, n: int, k: int) -> float:       # _efficiency_at's, matmul_intensity_flops_per_byte's
+        r = 2 * m * k * n / (b * (m * k + k * n + m * n)) / ridge
+        return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
+
+    # the attention GEMMs do not depend on ep: their (FLOPs, FLOPs / efficiency), summed in layer_gemms' order
+    dense = [(m * n * k, m * n * k / eff(m, n, k))
+             for m, n, k in ((tokens, max(1, (model.heads + 2 * model.kv_heads) * d // tp), h),
+                             (tokens, h, max(1, model.heads * d // tp)))]
+    mlp = ((max(1, up // tp), h), (h, max(1, ffn // tp)))
+    xs, ys = zip(*_grouped_points()) if model.is_moe else ((), ())
+    out, seen = [], {}
+    for ep in eps:
+        local = max(1, model.experts // ep) if model.is_moe else 1
+        rows = max(1, tokens * model.experts_per_token * ep // model.experts) if model.is_moe else tokens
+        if (rows, local) not in seen:
+            flops = time = 0.0
+            for f, t in dense:
+                flops += f
+                time += t
+            # grouped_gemm_share(rows), once for both projections
+            share = min(1.0, _interp(math.log2(float(rows)), xs, ys)) if local > 1 else 1.0
+            for n, k in mlp:
+                if local > 1:            # the routed experts' up and down projections, grouped
+                    f, e = rows * n * k * local, eff(rows * local, n, k) * share
+                else:
+                    f, e = rows * n * k, eff(rows, n, k)
+                flops += f
+                time += f / e
+            seen[rows, local] = flops / time
+        out.append(seen[rows, local])
+    return tuple(out)
 
 
 def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, kernel_efficiency: float,
@@ -323,7 +361,8 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
     eff = check_number("kernel_efficiency", kernel_efficiency, maximum=1.0, allow_equal=False)
     tokens = max(1, batch * seq // cp)
     peak = dense_tflops(g, dtype) * 1e12 * eff
-    gemm = (tuple(peak * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens, dtype=dtype, ep=e) for e in ep)
+    gemm = (tuple(peak * e for e in layer_gemm_efficiencies(model, g, tp=tp, tokens=tokens, dtype=dtype,
+                                                            eps=ep))
             if isinstance(ep, tuple) else
             peak * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens, dtype=dtype, ep=ep))
     attn_dtype = "bf16" if dtype in ("fp8", "fp4") else dtype

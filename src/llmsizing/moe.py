@@ -143,12 +143,15 @@ def _moe_layer_counts(model: Model, sizes: tuple) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=2048)
 def _split(model: Model, tp: int, pp: int, stage_layers, ep: int, expert_tp: bool) -> tuple:
     common, lin_common, d_mlp, d_lin, m_dense, m_lin, ex, ex_lin = _layer_split(model, tp, ep, expert_tp)
-    out = []
-    for n, k, first, last in _stage_frame(model, tp, pp, stage_layers):
-        dense = n * common + (n - k) * d_mlp + k * m_dense
-        dense += first + last
-        lin = n * lin_common + (n - k) * d_lin + k * m_lin
-        out.append((dense, k * ex, lin, k * ex_lin, n))
+    out, seen = [], {}          # (stages of equal layers, MoE layers and edges: one row, worked out once)
+    for frame in _stage_frame(model, tp, pp, stage_layers):
+        if frame not in seen:
+            n, k, first, last = frame
+            dense = n * common + (n - k) * d_mlp + k * m_dense
+            dense += first + last
+            lin = n * lin_common + (n - k) * d_lin + k * m_lin
+            seen[frame] = (dense, k * ex, lin, k * ex_lin, n)
+        out.append(seen[frame])
     return tuple(out)
 
 
@@ -263,8 +266,8 @@ def foreach_temporary_bytes(model: Model, state_bytes: float, par: Parallel) -> 
     if type(par) is EpLayouts:                 # (stage, layout): each entry as below, the max exact
         rows = _rows(model, par)
         return state_bytes * (rows[:, 0] / dense_over + rows[:, 1] / experts_over).max(axis=0)
-    return state_bytes * _most((dense / dense_over + experts / experts_over
-                                for dense, experts, *_ in _rows(model, par)), par)
+    return state_bytes * _most((dense / dense_over + experts / experts_over     # (equal stages: one row)
+                                for dense, experts, *_ in dict.fromkeys(_rows(model, par))), par)
 
 
 def largest_tensor(model: Model, par: Parallel) -> float:

@@ -39,7 +39,7 @@ class EpLayouts:
     nor the ``for-loop`` optimizer step (a max over tensors). :meth:`over` builds one from a single layout
     and the degrees, without a checked layout per entry."""
 
-    __slots__ = ("_key", "_pars", "etp", "ep", "dp", "dp_cp", "edp", "_kept", *_SHARED)
+    __slots__ = ("_key", "_pars", "_base", "etp", "ep", "dp", "dp_cp", "edp", "_kept", *_SHARED)
 
     def __init__(self, pars):
         pars = tuple(pars)
@@ -47,7 +47,7 @@ class EpLayouts:
         if len({_BUT_EP_DP(p) for p in pars}) > 1:
             raise ValueError("EpLayouts: layouts that differ in more than ep and dp")
         self._set(first, [p.ep for p in pars], [p.dp for p in pars])
-        self._pars = pars
+        self._pars, self._base = pars, None
 
     @classmethod
     def over(cls, base: Parallel, ep_dp) -> "EpLayouts":
@@ -61,7 +61,7 @@ class EpLayouts:
         self = cls.__new__(cls)
         eps, dps = zip(*ep_dp)
         self._set(base, eps, dps)
-        self._pars = None
+        self._pars, self._base = None, base
         return self
 
     def _set(self, first: Parallel, eps, dps) -> None:
@@ -86,13 +86,18 @@ class EpLayouts:
         return self._pars
 
     def firsts(self) -> tuple:
-        """One layout per distinct ``ep`` (its first entry's): what a check that reads no ``dp`` needs."""
-        shared = {name: getattr(self, name) for name in _SHARED}
+        """One layout per distinct ``ep`` (its first entry's): what a check that reads no ``dp`` needs. Of
+        :meth:`over`'s layouts, ``base`` with that entry's ``ep`` and ``dp`` written in, without
+        :class:`~llmsizing.parallel.Parallel`'s own checks, which the search's checks imply (:meth:`over`;
+        issue 35, moe35p: ~300 layouts built and checked per DeepSeek-V2 search, one per (tp, pp, ZeRO
+        stage, ep) and used once); equal, field by field and in hash, to the checked layout."""
         eps, dps = self._key[1:]
         seen = {}
-        for e, d in zip(eps, dps):
-            seen.setdefault(e, d)
-        return tuple(kept_parallel(**shared, ep=e, dp=d) for e, d in seen.items())
+        for i, e in enumerate(eps):
+            seen.setdefault(e, i)
+        if self._pars is not None:
+            return tuple(self._pars[i] for i in seen.values())
+        return tuple(_with_ep_dp(self._base, eps[i], dps[i]) for i in seen.values())
 
     def __hash__(self) -> int:
         return hash(self._key)
@@ -108,6 +113,16 @@ class EpLayouts:
         """``(tp, pp, stage_layers, ep, expert_tp)`` of each entry: the key of
         :func:`llmsizing.moe._split`."""
         return [(self.tp, self.pp, self.stage_layers, e, self.expert_tp) for e in self._key[1]]
+
+
+def _with_ep_dp(base: Parallel, ep: int, dp: int) -> Parallel:
+    """``base`` (a checked layout) at ``ep`` and ``dp``, Python ints the caller vouches for
+    (:meth:`EpLayouts.firsts`): its fields copied, its kept hash left out (``_compat.keep_hash``)."""
+    if base.ep == ep and base.dp == dp:
+        return base
+    out = object.__new__(Parallel)
+    out.__dict__.update(base.__getstate__(), ep=ep, dp=dp)
+    return out
 
 
 @dataclass(frozen=True, eq=False)

@@ -493,16 +493,14 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     etp = tp if expert_tp else np.ones_like(tp)
     edp = tp * dpcp_k // (etp * ep)
     n_slots = len(_DP_SLOTS)
-    per_byte, traffic, latency = (np.zeros((len(gi), 2 * n_slots)) for _ in range(3))   # dense, experts
+    unit = []                 # each part's (traffic, latency, seconds per byte): the dense part, the experts
     for part, (n_col, e_col) in ((0, (dpcp_k, np.ones_like(ep))), (1, (edp, ep))):
         bw, alpha, across = _row_links(gpu_list, node_of, gi, n_col, tp if part == 0 else etp * ep)
         keys, idx = _groups(tp, zero, n_col, e_col, across)
         # bytes of a pass, latency steps per call
         rows = dp_unit_rows(model, keys, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots,
                             slot_of=_dp_slot, dp_calls=_dp_calls)
-        cut = slice(part * n_slots, (part + 1) * n_slots)
-        traffic[:, cut], latency[:, cut] = rows[idx, 0], rows[idx, 1] * alpha[:, None]
-        per_byte[:, cut] = (1 / (bw * 1e9))[:, None]
+        unit.append((rows[idx, 0], rows[idx, 1] * alpha[:, None], (1 / (bw * 1e9))[:, None]))
     # the most loaded stage's dense and expert parameters, relative to one stage's (the messages scale)
     held_keys, held_idx = _groups(tp, pp, ep)
     share = np.zeros((len(held_keys), 2))
@@ -510,15 +508,15 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     ones = {k: _split(model, k[0], 1, None, k[1], expert_tp)[0] for k in {(t, e) for t, _, e in held_keys}}
     most = {p_: max(layers_per_stage(model.layers, kept_parallel(pp=p_))) for p_ in {k[1] for k in held_keys}}
     for k, (t_, p_, e_) in enumerate(held_keys):
-        rows, one = _split(model, t_, p_, None, e_, expert_tp), ones[t_, e_]
-        i = max(range(p_), key=lambda j: rows[j][0] + rows[j][1])
-        share[k] = (rows[i][0] / one[0], rows[i][1] / one[1])
-        held[k] = (rows[i][0], rows[i][1], most[p_])
+        # (the first stage of the most parameters; stages of equal rows share one row object: each once)
+        row = max(dict.fromkeys(_split(model, t_, p_, None, e_, expert_tp)), key=lambda r: r[0] + r[1])
+        one = ones[t_, e_]
+        share[k] = (row[0] / one[0], row[1] / one[1])
+        held[k] = (row[0], row[1], most[p_])
     share, held = share[held_idx], held[held_idx]
-    dense, experts = (share[:, part, None] * traffic[:, cut] * per_byte[:, cut]
-                      + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency[:, cut]
-                      for part, cut, n_ in ((0, slice(0, n_slots), dpcp_k),
-                                            (1, slice(n_slots, 2 * n_slots), edp)))
+    dense, experts = (share[:, part, None] * traffic * per_byte
+                      + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency
+                      for part, (traffic, latency, per_byte), n_ in zip((0, 1), unit, (dpcp_k, edp)))
     dense, experts = dense[at], experts[at]
     # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
     # behind each backward (exposed_by_group): the two parts' slot 1 is one window
