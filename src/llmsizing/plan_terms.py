@@ -123,7 +123,8 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
         # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
         exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
         by = comm.by_group()
-        cols = [np.broadcast_to(x, len(members)).tolist() for x in
+        n = len(members)          # (a term that is one number for all: the same number n times)
+        cols = [np.broadcast_to(x, n).tolist() if np.ndim(x) else [x] * n for x in
                 (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))]
         for i, m in enumerate(members):
             for gpu in at[m]:
@@ -149,7 +150,7 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     per_byte, traffic, latency = ([[0.0] * n_slots for _ in keys] for _ in range(3))
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
-    on_rank: dict = {}          # tp -> the parameters of a GPU (one stage: the whole model's share)
+    by_tp: dict = {}            # tp -> (its layout without dp, a GPU's parameters, the stage's layers)
     sched: dict = {}            # (tp, zero, dp x cp) -> [(slot, kind, bytes of a pass, calls)]
     for k, (g_, t_, z_, d_) in enumerate(keys):
         if d_ <= 1:
@@ -157,19 +158,20 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
         g = gpu_list[g_]
         gl = group_link(g, node_of[g.name], size=d_, stride=t_)
         if (t_, z_, d_) not in sched:
-            par = kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1)
-            if t_ not in on_rank:
-                on_rank[t_] = max(stage_params(model, par))
+            if t_ not in by_tp:
+                # (what communication reads of the layout but zero and dp: neither moves these)
+                par = kept_parallel(tp=t_, pp=1, sp=t_ > 1)
+                by_tp[t_] = (par, max(stage_params(model, par)), layers_per_stage(model.layers, par)[0])
+            par, on_rank, layers = by_tp[t_]
             rows = []
             for name, kind, message, calls in dp_schedule(
-                    z_, on_rank[t_], w_b, g_b, 1, par.reshard_after_forward,
-                    layers=layers_per_stage(model.layers, par)[0], pipelined=False,
+                    z_, on_rank, w_b, g_b, 1, par.reshard_after_forward, layers=layers, pipelined=False,
                     grad_reduces=grad_reduces(par, 1), bucket_params=dp_bucket_params(d_)):
                 if calls == 0:
                     continue
                 if message * calls > MAX_MEANINGFUL:        # (communication's own error)
-                    communication(model, par, batch=1, seq=seq, gpu=g, precision=precision,
-                                  node=node_of[g.name], _groups=("dp",))
+                    communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1,
+                                  seq=seq, gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",))
                 rows.append((slot_of(name), kind, calls * ring_bytes(kind, message, d_), calls))
             sched[t_, z_, d_] = rows
         bw, alpha, across = gl.bandwidth_gbps, gl.alpha_s, gl.across
