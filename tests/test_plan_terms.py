@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from llmsizing import catalog
-from llmsizing.comm import dp_bucket_params, dp_schedule, ring_collective
+from llmsizing.comm import communication, dp_bucket_params, dp_schedule, ring_collective
 from llmsizing.kernels import rates
 from llmsizing.layouts import step_time
 from llmsizing.moe import _split
 from llmsizing.network import GroupLink, get_node
 from llmsizing.parallel import Parallel
 from llmsizing.plan_pricing import _dp_calls, _dp_slot
-from llmsizing.plan_terms import _group_columns, dp_unit_rows, layer_terms
+from llmsizing.plan_terms import _group_columns, dp_link_rows, dp_unit_rows, layer_terms
 from llmsizing.planner import _lex_orders, _pareto
 
 GPUS = ("H100 SXM", "B200", "A100 80GB", "MI300X")
@@ -86,6 +86,37 @@ def _front(days, cost, memory):
         first = min(ties, key=lambda j: (memory[j], j))
         out.append(not beaten and first == i)
     return np.array(out, dtype=bool)
+
+
+@pytest.mark.parametrize("model, precision", [("llama-3-8b", "bf16-mixed"), ("llama-3-70b", "fp8-mixed"),
+                                              ("gpt3-175b", "bf16-mixed-fp32-grads")])
+def test_dp_link_rows_are_communications_rows(model, precision):
+    """Issue 32: dp_link_rows prices a dense model's data-parallel collectives without calling
+    communication; each key's row is what that key's own communication (its dp collectives, on its own link)
+    gives, bit for bit: bytes of a pass summed per slot, seconds per byte, one call's latency summed."""
+    m = catalog.get_model(model)
+    gpus = [catalog.get_gpu(g) for g in GPUS]
+    node_of = {g.name: get_node(None, g) for g in gpus}
+    keys = [(g_, t, z, d) for g_ in range(len(gpus)) for t in (1, 2, 8) for z in (0, 1, 2, 3)
+            for d in (1, 2, 6, 16, 64, 512)]
+    per_byte, traffic, latency = dp_link_rows(m, gpus, keys, seq=8192, precision=precision, node_of=node_of,
+                                              slot_of=_dp_slot, n_slots=5)
+    for k, (g_, t, z, d) in enumerate(keys):
+        g = gpus[g_]
+        want = np.zeros((3, 5))
+        if d > 1:
+            comm = communication(m, Parallel(tp=t, dp=d, zero=z, sp=t > 1), batch=1, seq=8192, gpu=g,
+                                 precision=precision, node=node_of[g.name])
+            for c in comm.collectives:
+                if c.group == "dp":
+                    s = _dp_slot(c.collective)
+                    want[0, s] = 1 / (c.bandwidth_gbps * 1e9)
+                    want[1, s] += c.bytes_per_gpu
+                    want[2, s] += c.latency_s / c.calls
+            assert want[1].any()
+        assert per_byte[k].tolist() == want[0].tolist(), (k, keys[k])
+        assert traffic[k].tolist() == want[1].tolist(), (k, keys[k])
+        assert latency[k].tolist() == want[2].tolist(), (k, keys[k])
 
 
 def test_pareto_is_the_front():

@@ -194,6 +194,32 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
     micro-batch: the two ends of the backward are kept apart (``"backward (start)"``, ``"backward (end)"``),
     which is what lets :func:`max_micro_batch` stay exact.
     """
+    return {phase: dict(zip(keys, values)) for (phase, keys), values in zip(
+        PHASE_KEYS, phase_values(states, acts, grad_accum=grad_accum, autocast_bytes=autocast_bytes,
+                                 loss_bytes=loss_bytes, optimizer_bytes=optimizer_bytes,
+                                 layer_working_bytes=layer_working_bytes, head_grad_bytes=head_grad_bytes,
+                                 head_copy_bytes=head_copy_bytes, embedding_grad_bytes=embedding_grad_bytes,
+                                 gathered_bytes=gathered_bytes, cp_buffers_bytes=cp_buffers_bytes))}
+
+
+#: :func:`step_phases`' phases and, for each, what is alive in it, in order (:func:`phase_values`' order).
+PHASE_KEYS = (("forward", ("weights", "optimizer states", "gradients", "activations", "autocast copies",
+                           "temporaries")),
+              ("loss backward", ("weights", "optimizer states", "gradients", "activations", "autocast copies",
+                                 "temporaries")),
+              ("backward (start)", ("weights", "optimizer states", "gradients", "activations",
+                                    "autocast copies", "temporaries")),
+              ("backward (end)", ("weights", "optimizer states", "gradients", "activations", "temporaries")),
+              ("optimizer step", ("weights", "optimizer states", "gradients", "temporaries")))
+
+
+def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: float, loss_bytes: float,
+                 optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
+                 head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
+                 gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0)) -> tuple:
+    """:func:`step_phases` as tuples: each phase's live bytes in the order of :data:`PHASE_KEYS` (the one
+    place they are worked out; issue 32: the planner's searches sum them a few hundred times per search
+    and need no dicts)."""
     W, G, O = states.working_weights_bytes, states.gradients_bytes, states.optimizer_bytes
     # what the forward leaves alive; with recomputation, the layer rebuilt during the backward comes on top
     # only in the backward (activation_memory reports the backward peak, rebuilt layer included)
@@ -201,21 +227,13 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
     A, A_emb = kept, acts.embedding_bytes
     g_fwd = G if grad_accum > 1 else 0.0
     cp_fwd, cp_bwd = cp_buffers_bytes
-    forward = {"weights": W, "optimizer states": O, "gradients": g_fwd, "activations": A,
-               "autocast copies": autocast_bytes, "temporaries": gathered_bytes + cp_fwd}
-    return {
-        "forward": forward,
-        "loss backward": {**forward, "temporaries": loss_bytes + gathered_bytes},
-        "backward (start)": {**forward, "activations": A - acts.logits_bytes + acts.rebuilt_bytes,
-                             "autocast copies": autocast_bytes - head_copy_bytes,
-                             "gradients": G if grad_accum > 1 else head_grad_bytes,
-                             "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
-        "backward (end)": {"weights": W, "optimizer states": O, "gradients": G + embedding_grad_bytes,
-                           "activations": A_emb,
-                           "temporaries": layer_working_bytes + gathered_bytes + cp_bwd},
-        "optimizer step": {"weights": W, "optimizer states": O, "gradients": G,
-                           "temporaries": optimizer_bytes},
-    }
+    bwd_temps = layer_working_bytes + gathered_bytes + cp_bwd
+    return ((W, O, g_fwd, A, autocast_bytes, gathered_bytes + cp_fwd),
+            (W, O, g_fwd, A, autocast_bytes, loss_bytes + gathered_bytes),
+            (W, O, G if grad_accum > 1 else head_grad_bytes, A - acts.logits_bytes + acts.rebuilt_bytes,
+             autocast_bytes - head_copy_bytes, bwd_temps),
+            (W, O, G + embedding_grad_bytes, A_emb, bwd_temps),
+            (W, O, G, optimizer_bytes))
 
 
 #: What :func:`step_phases` reports as alive in each phase.

@@ -36,9 +36,7 @@ from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, Model
                      edge_params,
                      model_states_for_params, optimizer_state_elements)
 from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
-                        STEP_PARTS, TrainingMemory, step_phases)
-
-
+                        STEP_PARTS, TrainingMemory, phase_values, step_phases)
 
 
 # ----------------------------------------------------------------------------- model states
@@ -283,14 +281,16 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     return replace(max(results, key=lambda r: (r.total_bytes, -r.stage)), stages=rows)
 
 
-def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tuple, states: tuple) -> dict:
+def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tuple, states: tuple,
+                  phases=step_phases) -> dict:
     """:func:`step_phases` of stage ``i`` from :func:`_act_side`'s ``acts`` and :func:`_state_side`'s
-    ``states`` (shared by :func:`training_memory` and :func:`_search_pieces`)."""
+    ``states`` (shared by :func:`training_memory` and :func:`_search_pieces`, which reads them as tuples:
+    ``phases=phase_values``)."""
     _, cp_buffers, loss, working, stage_acts, _ = acts
     gathered, copies, head_copy, by_stage = states
     last = i == par.pp - 1
     st, head_grads, stage_opt = by_stage[i]
-    return step_phases(st, stage_acts[i], grad_accum=grad_accum, autocast_bytes=copies,
+    return phases(st, stage_acts[i], grad_accum=grad_accum, autocast_bytes=copies,
                        loss_bytes=loss if last else 0.0, optimizer_bytes=stage_opt,
                        layer_working_bytes=working, head_grad_bytes=head_grads,
                        head_copy_bytes=head_copy if last else 0.0,
@@ -328,8 +328,8 @@ def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accu
     acts = _kept_search_acts(model, batch, seq, precision, attention, dropout, recompute, recompute_layers,
                              grad_accum, stack, attention_mask, act_par, stages)
     states = _kept_state_side(model, precision, optimizer, optimizer_impl, par, stages)
-    return [sum(v.values()) for i in stages for v in _stage_phases(model, par, i, grad_accum, acts,
-                                                                    states).values()]
+    return [sum(v) for i in stages for v in _stage_phases(model, par, i, grad_accum, acts, states,
+                                                           phase_values)]
 
 
 def _stage_params_of(model: Model, par: Parallel) -> list[float]:

@@ -367,7 +367,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         # per (tp, cp, micro): the message depends on nothing else (the GPU and pp of its first plan)
         _, first, msg_idx = _group_columns(tp[on], cp[on], b[on])
         msg = np.array([[c.message_bytes for c in communication(
-            model, Parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
+            model, kept_parallel(tp=t_, pp=p_, sp=t_ > 1, cp=c_, cp_comm=cp_comm), batch=b_, seq=seq,
             gpu=gpu_list[g_], precision=precision,
             node=node_of[gpu_list[g_].name], _groups=("pp",)).collectives if c.group == "pp"][0]
             for g_, t_, c_, p_, b_ in zip(*(x[on[first]].tolist() for x in (gi, tp, cp, pp, b)))])
@@ -400,8 +400,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                                               node_of=node_of, slot_of=_dp_slot, n_slots=len(_DP_SLOTS))
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
-    held = np.array([(max(stage_params(model, Parallel(tp=t_, pp=p_))),
-                      max(stage_params(model, Parallel(tp=t_)))) for t_, p_ in held_keys])[held_idx]
+    held = np.array([(max(stage_params(model, kept_parallel(tp=t_, pp=p_))),
+                      max(stage_params(model, kept_parallel(tp=t_)))) for t_, p_ in held_keys])[held_idx]
     share = held[:, 0] / held[:, 1]
     calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp)      # per pass, with their latencies
     call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + calls * latency[dp_idx]

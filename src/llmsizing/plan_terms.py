@@ -16,15 +16,19 @@ from dataclasses import replace
 
 import numpy as np
 
-from .comm import communication, dp_schedule, group_network, ring_bytes
+from ._validate import MAX_MEANINGFUL
+from .comm import communication, dp_bucket_params, dp_schedule, group_network, ring_bytes
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import rates
 from .layouts import _cp_attention_s, exposed_by_group
+from .memory import stage_params
 from .moe import _split
 from .moe_layouts import route_max_nodes
 from .network import group_link, latency_steps
-from .parallel import kept_parallel
+from .parallel import kept_parallel, layers_per_stage
+from .pipeline_schedule import grad_reduces
+from .precision import DTYPE_BYTES, RECIPES
 
 
 def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: str, node_of: dict,
@@ -119,7 +123,8 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
         # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
         exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
         by = comm.by_group()
-        cols = [np.broadcast_to(x, len(members)).tolist() for x in
+        n = len(members)          # (a term that is one number for all: the same number n times)
+        cols = [np.broadcast_to(x, n).tolist() if np.ndim(x) else [x] * n for x in
                 (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))]
         for i, m in enumerate(members):
             for gpu in at[m]:
@@ -133,35 +138,50 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     (:func:`~llmsizing.plan_pricing._price`) per key ``(GPU index, tp, ZeRO stage, dp x cp)`` of ``keys``,
     without a pipeline: ``(seconds per byte of a call's traffic, bytes of a pass, latency of one call)``,
     each an array of a row per key and a column per slot (``slot_of``, the planner's
-    :func:`~llmsizing.plan_pricing._dp_slot`). One
-    :func:`~llmsizing.comm.communication` per (tp, ZeRO stage, dp x cp, whether the group leaves the scale-up
-    domain) for the distinct links of all GPUs at once, their bandwidths and latencies as arrays (issue 35):
-    each link's numbers are those of its own call, bit for bit. Keys with ``dp x cp = 1`` send nothing."""
-    per_byte, traffic, latency = (np.zeros((len(keys), n_slots)) for _ in range(3))
-    groups: dict = {}          # (tp, zero, dp x cp, leaving) -> {dp link: (a GPU, [keys])}
+    :func:`~llmsizing.plan_pricing._dp_slot`). Keys with ``dp x cp = 1`` send nothing.
+
+    :func:`~llmsizing.comm.communication`'s data-parallel rows without its call (issue 32: one per key was
+    ~15% of a long-context search's pricing): the collectives of :func:`~llmsizing.comm.dp_schedule` once
+    per (tp, ZeRO stage, dp x cp), each priced as :func:`~llmsizing.comm.ring_collective` prices it on the
+    key's own :func:`~llmsizing.network.group_link`, the same operations on the same floats in the same order
+    (``tests/test_planner_speed.py``, ``tests/test_plan_terms.py``). A message beyond
+    :data:`~llmsizing._validate.MAX_MEANINGFUL` goes through :func:`~llmsizing.comm.communication`, which
+    raises its own error."""
+    per_byte, traffic, latency = ([[0.0] * n_slots for _ in keys] for _ in range(3))
+    recipe = RECIPES[precision]
+    w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
+    by_tp: dict = {}            # tp -> (its layout without dp, a GPU's parameters, the stage's layers)
+    sched: dict = {}            # (tp, zero, dp x cp) -> [(slot, kind, bytes of a pass, calls)]
     for k, (g_, t_, z_, d_) in enumerate(keys):
-        if d_ > 1:
-            g = gpu_list[g_]
-            gl = group_link(g, node_of[g.name], size=d_, stride=t_)
-            groups.setdefault((t_, z_, d_, gl.across), {}).setdefault(gl, (g_, []))[1].append(k)
-    for (t_, z_, d_, _), at in groups.items():
-        links = list(at)
-        g = gpu_list[at[links[0]][0]]
-        dp_links = replace(links[0], bandwidth_gbps=np.array([x.bandwidth_gbps for x in links]),
-                           alpha_s=np.array([x.alpha_s for x in links]))
-        comm = communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1, seq=seq,
-                             gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",),
-                             _links={"dp": dp_links})
-        rows = [at[x][1] for x in links]
-        idx = np.concatenate(rows)
-        which = np.repeat(np.arange(len(links)), [len(r) for r in rows])
-        for c in comm.collectives:
-            if c.group == "dp":
-                s = slot_of(c.collective)
-                traffic[idx, s] += c.bytes_per_gpu
-                per_byte[idx, s] = (1 / (c.bandwidth_gbps * 1e9))[which]
-                latency[idx, s] += (c.latency_s / c.calls)[which]
-    return per_byte, traffic, latency
+        if d_ <= 1:
+            continue
+        g = gpu_list[g_]
+        gl = group_link(g, node_of[g.name], size=d_, stride=t_)
+        if (t_, z_, d_) not in sched:
+            if t_ not in by_tp:
+                # (what communication reads of the layout but zero and dp: neither moves these)
+                par = kept_parallel(tp=t_, pp=1, sp=t_ > 1)
+                by_tp[t_] = (par, max(stage_params(model, par)), layers_per_stage(model.layers, par)[0])
+            par, on_rank, layers = by_tp[t_]
+            rows = []
+            for name, kind, message, calls in dp_schedule(
+                    z_, on_rank, w_b, g_b, 1, par.reshard_after_forward, layers=layers, pipelined=False,
+                    grad_reduces=grad_reduces(par, 1), bucket_params=dp_bucket_params(d_)):
+                if calls == 0:
+                    continue
+                if message * calls > MAX_MEANINGFUL:        # (communication's own error)
+                    communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1,
+                                  seq=seq, gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",))
+                rows.append((slot_of(name), kind, calls * ring_bytes(kind, message, d_), calls))
+            sched[t_, z_, d_] = rows
+        bw, alpha, across = gl.bandwidth_gbps, gl.alpha_s, gl.across
+        tr, pb, lat = traffic[k], per_byte[k], latency[k]
+        for s, kind, n_bytes, calls in sched[t_, z_, d_]:
+            tr[s] += n_bytes
+            pb[s] = 1 / (bw * 1e9)
+            lat[s] += calls * latency_steps(kind, d_, across) * alpha / calls
+    return (np.array(per_byte).reshape(len(keys), n_slots), np.array(traffic).reshape(len(keys), n_slots),
+            np.array(latency).reshape(len(keys), n_slots))
 
 
 def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: bool, n_slots: int, slot_of,
