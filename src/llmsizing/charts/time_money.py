@@ -24,7 +24,8 @@ from .base import (DPI, GPU_COLORS, FixedView, View, _log_axis, _log_scale, _sho
 from .time_money_plan import PLAN_GPUS, PLAN_LEGEND_PT, plan_notes, render_plan  # noqa: F401
 from .time_money_plan import (_PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _number_dtype,  # noqa: F401
                               _plan_groups, _plan_label, _table_key, _values_bytes)
-from .time_money_checks import _AUDIT_STYLES, render_prediction_check, render_seed_audit  # noqa: F401
+from .time_money_checks import (_AUDIT_STYLES, _Same, _judged, render_prediction_check,  # noqa: F401
+                                render_seed_audit)
 
 
 # =========================================================================== chapter 10: FLOPs and time
