@@ -133,6 +133,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 import time
 
 from llmsizing import (activations, catalog, flops, kernels, layouts, memory, moe, moe_time, parallel,
@@ -208,7 +209,13 @@ def kept() -> tuple:
     return (planner._search, memory._stage_params, flops._training_flops_per_token, moe._split,
             activations._kept_moe_activations, activations._kept_moe_block_terms, moe.dense_twin,
             *KEPT_SINCE_ISSUE_33,
-            *(getattr(mod, name) for mod, name in KEPT_SINCE_ISSUE_35 if hasattr(mod, name)))
+            *(getattr(mod, name) for mod, name in KEPT_SINCE_ISSUE_35 if hasattr(mod, name)),
+            *(getattr(sys.modules[mod], name) for mod, name in KEPT_IN_CHARTS
+              if hasattr(sys.modules.get(mod), name)))
+
+# the charts' kept results (issue 38), where a widget run imported them: plan() itself does not use them
+KEPT_IN_CHARTS = (("llmsizing.charts.serve_tune", "_sweep_points"),
+                  ("llmsizing.charts.time_money_checks", "_judged"))
 
 # the kept results issue 35 (planfast35, planfast35c) added, by module and name (absent on older commits)
 KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"),

@@ -37,7 +37,7 @@ from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, Vie
                    capacity_line, figure_alt_text, figure_axes, new_figure, reset_axes, show, stacked_bars)
 from .base import (_SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns,  # noqa: F401
                    _fixed_figure, _flat, _grid, _inch_margins, _kept_figure_legend, _kept_legend,
-                   _legend_entries, _line, _log_axis, _log_kept, _png_kwargs, _short_number,
+                   _legend_entries, _line, _log_axis, _log_kept, _log_scale, _png_kwargs, _short_number,
                    _stage_memory_columns, _settle_grids, _step_time_bars, _suffixed, _tokens, _usd)
 
 # Part I, one GPU (ch 1-5): parameters, model states, inference memory, activations, measurements.
@@ -67,16 +67,16 @@ from .time_money import (CALIBRATION_COLORS, COST_GPUS, GOODPUT_GPUS, GOODPUT_ST
                          render_cost_sensitivity, render_cost_vs_gpus, render_goodput, render_mfu_calibration,
                          render_plan, render_prediction_check, render_seed_audit, render_training_time,
                          resolve_model_name)
-from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text,  # noqa: F401
-                         _log_norm, _mfu_kind, _number_dtype, _plan_groups, _plan_label, _rect, _table_key,
-                         _values_bytes)
+from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _Same, _cp_text,  # noqa: F401
+                         _judged, _log_norm, _mfu_kind, _number_dtype, _plan_groups, _plan_label, _rect,
+                         _table_key, _values_bytes)
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULATIVE_COLORS, SPECULATIVE_KS,
                          fleet_plans, render_fleet,
                          render_finetune_calibration, render_finetune_memory, render_serving_cost,
                          render_serving_curve, render_speculative_speedup)
-from .serve_tune import _POINT  # noqa: F401
+from .serve_tune import _POINT, _sweep_points, _vline  # noqa: F401
 
 # Part V, the models of 2026 (ch 17-18): long context; mixtures of experts.
 from .long_context import (CP_KINDS, CP_OVERLAP_SEQS, llama3_long_context_layout, render_cp_kinds,

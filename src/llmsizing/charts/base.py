@@ -72,9 +72,8 @@ class View:
         _settle_grids(self.figure)
 
     def png(self, *, compress_level: int | None = None) -> bytes:
-        """The figure as PNG bytes (what the widgets display). ``compress_level`` (0-9, zlib) trades file size
-        for encoding time: the widgets pass 1 (same pixels, a few ms faster); ``None`` is PIL's default
-        (6)."""
+        """The figure as PNG bytes. ``compress_level`` (0-9, zlib) trades file size for encoding time (same
+        pixels); ``None`` is PIL's default (6)."""
         buf = io.BytesIO()
         self.figure.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", **_png_kwargs(compress_level))
         return buf.getvalue()
@@ -96,12 +95,9 @@ class FixedView(View):
 
 def show(view: View, *, widget: str | None = None) -> None:
     """Print the summary and display the figure as PNG: used by the checked cell next to each widget.
-
-    ``widget`` (a widget factory's name, e.g. ``"planner_widget"``) says that this is the static copy of that
-    widget's default view: an empty marker element goes out first, by which the live widget, once rendered,
-    hides this cell's outputs (``llmsizing.widgets.dashboard.live_style``; issue 25: in the lab the static
-    copy sat right under the live one, easy to read instead). The static site, where no widget runs, keeps
-    it."""
+    ``widget`` (a factory's name, e.g. ``"planner_widget"``): this is the static copy of that widget's default
+    view; a marker goes out first, by which the live widget hides it (``widgets.dashboard.live_style``; issue
+    25). The static site, where no widget runs, keeps it."""
     from IPython.display import HTML, Image, display
 
     if widget is not None:
@@ -120,9 +116,8 @@ def figure_alt_text(view: View, *, limit: int = 400) -> str:
     then the first line of the view's summary unless it is a table header (the numbers are printed next to
     the figure anyway).
 
-    ``show`` attaches it to the PNG output (IPython's ``Image(alt=...)``, stored in the output's metadata);
-    the site's ``_ext/nb_image_alt.py`` copies it onto the ``<img>``. Formatting only, no formula.
-    """
+    ``show`` attaches it to the PNG output (``Image(alt=...)``); the site's ``_ext/nb_image_alt.py`` copies
+    it onto the ``<img>``."""
     import re
 
     def clean(text: str) -> str:
@@ -158,13 +153,9 @@ def new_figure(width: float = 7.0, height: float = 3.6, ncols: int = 1):
 
 
 def blank_figure(width: float, height: float, into: Figure | None = None) -> Figure:
-    """An empty ``width`` x ``height``-inch figure without a layout engine (its margins are set by the
-    caller).
-
-    ``into`` is an existing figure to clear and draw again instead of making a new one: each widget keeps one
-    figure for its whole life and passes it to its ``render_*`` function as ``into=``. The figure keeps its
-    canvas and renderer, so matplotlib's text-measuring caches (keyed on the renderer) stay warm between
-    redraws. The drawing is the same as on a new figure."""
+    """An empty ``width`` x ``height``-inch figure without a layout engine (the caller sets its margins).
+    ``into``: a widget's kept figure, cleared and drawn again (it keeps its canvas, renderer and text caches;
+    the drawing is the same as on a new figure)."""
     if into is None:
         return Figure(figsize=(width, height), dpi=DPI)
     into.clear()
@@ -181,15 +172,12 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
     :func:`blank_figure`. ``layout`` names that arrangement (with every argument that shapes it).
 
     When ``into`` (a widget's kept figure) already holds the axes of the same ``layout`` from the previous
-    redraw, they are emptied (:func:`reset_axes`) and returned instead: a redraw then keeps the axes, their
-    tick objects and the text-size caches, and only replaces what is plotted. The render function draws the
-    same way on both; ``tests/test_widget_layout.py`` checks that the result equals a render on a new
-    figure.
+    redraw, they are emptied (:func:`reset_axes`) and returned instead, with their ticks and text caches
+    (``tests/test_widget_layout.py`` checks the result equals a render on a new figure).
 
     ``keep_log``: ``(i, "x")``/``(i, "y")`` pairs naming the axes (``i``: position in the flattened axes)
-    that the render function makes a log axis with :func:`_log_axis` on every redraw: a log scale
-    :func:`_log_axis` left there is kept instead of going back to linear and to log again (two new scales, ~5
-    ms a planner redraw, issue 38).
+    that the render makes log with :func:`_log_axis` or :func:`_log_scale` on every redraw: such a scale
+    is kept instead of going back to linear and to log again (~5 ms a planner redraw, issue 38).
 
     ``resize``: ``(kind, adjust)``, where the axes of every layout of that ``kind`` are the same but for the
     figure's size and their place in it: a kept figure of the same kind but another size (the model-states
@@ -375,23 +363,28 @@ def stacked_bars(ax, labels: list[str], stacks: dict[str, list[float]], *, horiz
                  unit: float = GiB) -> None:
     """Draw one stacked bar per label; ``stacks`` maps component -> values in bytes (one per label).
 
-    Each component is one labelled :func:`_bar_collection` (the legend shows it as a patch of its colour),
-    placed and autoscaled as ``barh``/``bar`` place theirs (0.8 wide, no margin beyond any bar's start): one
-    Rectangle per bar cost the model-states widget's move ~15 ms, making and drawing them (issue 38)."""
+    The bars are one :func:`_bar_collection`, component after component (the pixels of one per component),
+    placed and autoscaled as ``barh``/``bar`` place theirs; each component's legend entry is an empty labelled
+    collection of its colour (issue 38: a collection with bars costs a move ~1 ms more to make and draw)."""
     import numpy as np
+    from matplotlib.collections import PolyCollection
 
-    left = np.zeros(len(labels))
-    pos = np.arange(len(labels))
+    left, pos, starts, colors, sticky = np.zeros(len(labels)), np.arange(len(labels)), [], [], set()
     for comp, vals in stacks.items():
-        vals = np.asarray(vals, dtype=float) / unit
         color = COLORS.get(comp)
         if color is None:                                     # as bar() does: the next colour of the cycle
             color = ax._get_patches_for_fill.get_next_color()
-        bars = _bar_collection(ax, pos, left, left + vals, thickness=0.8, colors=color, horizontal=horizontal,
-                               sticky=np.unique(left).tolist())
-        bars.set_label(comp)
-        bars.llmsizing_bars = True
-        left = left + vals
+        starts, colors = starts + [left], colors + [color]
+        sticky.update(np.unique(left).tolist())
+        left = left + np.asarray(vals, dtype=float) / unit
+    if stacks:                                  # (each component ends where the next starts)
+        _bar_collection(ax, np.tile(pos, len(stacks)), np.concatenate(starts),
+                        np.concatenate(starts[1:] + [left]), thickness=0.8, horizontal=horizontal,
+                        colors=[c for c in colors for _ in labels], sticky=sorted(sticky))
+    for comp, color in zip(stacks, colors):
+        entry = ax.add_collection(PolyCollection([], facecolors=color, edgecolors="none", label=comp),
+                                  autolim=False)
+        entry.llmsizing_bars = True
     ax.autoscale_view()
     if horizontal:
         ax.set_yticks(pos, labels)
@@ -556,9 +549,17 @@ def _short_number(v, _=None) -> str:
 
 
 def _log_kept(axis) -> bool:
-    """Whether ``axis`` still has the log scale :func:`_log_axis` set last (no other scale since)."""
+    """Whether ``axis`` still has the log scale :func:`_log_scale` set last (no other scale since)."""
     kept = getattr(axis, "llmsizing_log_transform", None)
     return axis.get_scale() == "log" and axis.get_transform() is kept
+
+
+def _log_scale(axis, base: float = 10) -> None:
+    """``set_xscale("log", base=base)`` (or y), unless ``axis`` still has that scale from the last redraw of
+    a widget's kept figure (``keep_log`` of :func:`figure_axes`): a new scale costs a redraw ~1 ms."""
+    if not (_log_kept(axis) and axis.get_transform().base == base):
+        (axis.axes.set_xscale if axis is axis.axes.xaxis else axis.axes.set_yscale)("log", base=base)
+        axis.llmsizing_log_transform = axis.get_transform()
 
 
 def _tokens(n: float) -> str:
@@ -591,9 +592,7 @@ def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
         def unit(x):
             return 10.0 ** (math.floor(math.log10(x)) - 2)
         ticks = [math.ceil(lo / unit(lo)) * unit(lo), math.floor(hi / unit(hi)) * unit(hi)]
-    if not _log_kept(axis):                  # (a log scale of ours kept by reset_axes: the same scale again)
-        (axis.axes.set_xscale if axis is axis.axes.xaxis else axis.axes.set_yscale)("log")
-        axis.llmsizing_log_transform = axis.get_transform()
+    _log_scale(axis)
     (axis.axes.set_xlim if axis is axis.axes.xaxis else axis.axes.set_ylim)(lo, hi)
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_minor_locator(NullLocator())

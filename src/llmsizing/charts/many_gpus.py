@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from ..units import GiB
 from .base import (DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _grid,
-                   _inch_margins, _kept_legend, _log_axis, _short_number, _stage_memory_columns,
+                   _inch_margins, _kept_legend, _log_axis, _log_scale, _short_number, _stage_memory_columns,
                    capacity_line, figure_axes, new_figure)
 from .pipeline import _KIND_COLORS, SCHEDULE_PANELS, render_pipeline_schedules  # noqa: F401  (chapter 8)
 
@@ -185,7 +185,7 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     rs = [decode_step_roofline(model, gpu, batch=b, context=context, weights=weights) for b in batches]
     flip = decode_compute_bound_batch(model, gpu, context=context, weights=weights)
     capacity = get_gpu(gpu).memory_bytes
-    fig, ax = _inch_margins(7.2, 3.5, left=0.75, bottom=0.55, top=0.3, right=0.2, into=into)
+    fig, ax = _inch_margins(7.2, 3.5, left=0.75, bottom=0.55, top=0.3, right=0.2, into=into, keep_log="xy")
     too_big = [b for b, r in zip(batches, rs) if r.bytes_read > capacity]
     if too_big:   # weights + KV cache alone exceed one GPU: the bound is moot there (chapter 3)
         ax.axvspan(too_big[0] / 2**0.5, batches[-1] * 2**0.5, color="0.9", zorder=0,
@@ -197,7 +197,7 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
             label="FLOPs at dense peak")
     ax.scatter([chosen.batch], [chosen.time_s * ms], color="k", s=30, zorder=3,
                label=f"batch {chosen.batch}: {chosen.bound}-bound")
-    ax.set_xscale("log", base=2)
+    _log_scale(ax.xaxis, 2)
     ax.set_xlim(batches[0] / 2**0.5, batches[-1] * 2**0.5)
     ax.set_xticks(batches, [f"{b:g}" for b in batches], fontsize=7)
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from ..units import GiB
 from .base import (FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins, _kept_figure_legend,
-                   _grid, _kept_legend, _legend_entries, capacity_line, new_figure, stacked_bars)
+                   _grid, _kept_legend, _legend_entries, _log_scale, capacity_line, new_figure, stacked_bars)
 # chapter 5's figures (the measurements) live in one_gpu_measure; every name of theirs is still here
 from .one_gpu_measure import (MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS,  # noqa: F401
                               render_prediction_vs_measurement, render_step_timeline)
@@ -508,14 +508,14 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     _MMB_KEPT[key] = curves
     while len(_MMB_KEPT) > _MMB_KEEP:
         del _MMB_KEPT[next(iter(_MMB_KEPT))]
-    fig, ax = _fixed_figure(7.6, 3.6, left=0.08, right=0.70, bottom=0.14, top=0.92, into=into)
+    fig, ax = _fixed_figure(7.6, 3.6, left=0.08, right=0.70, bottom=0.14, top=0.92, into=into, keep_log="xy")
     width = {"none": 3.2, "selective": 2.0, "full": 1.2}    # curves that coincide stay visible
     for (rc, att), b in curves.items():
         y = np.where(b > 0, b, np.nan).astype(float)
         ax.plot(seqs, y, color=RECOMPUTE_COLORS[rc], ls="-" if att == "flash" else "--", lw=width[rc],
                 drawstyle="steps-mid", label=f"{att}, recompute={rc}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
+    _log_scale(ax.xaxis, 2)
+    _log_scale(ax.yaxis, 2)
     ticks = [s for s in seqs if s & (s - 1) == 0]
     ax.set_xticks(ticks, [_seq_label(int(s)) for s in ticks])
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))

@@ -12,18 +12,41 @@ No formula lives here: render functions only call the library and draw.
 
 from __future__ import annotations
 
+import functools
+
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ..units import GiB
 from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _kept_legend,
-                   _grid, _log_axis, _short_number, figure_axes, new_figure)
+                   _grid, _log_axis, _log_scale, _short_number, figure_axes, new_figure)
 
 
 # =========================================================================== chapter 15: serving
 #: One highlighted point drawn as a Line2D marker that looks like ``scatter(..., s=40)``: the same area
 #: (6.3 pt across) and scatter's 1.5 pt edge in the face colour.
 _POINT = dict(ms=40**0.5, mew=1.5, zorder=3)
+
+
+@functools.lru_cache(maxsize=64)
+def _sweep_points(model, gpu, **kw) -> tuple:
+    """``(batch, output tokens/s per GPU, ITL s)`` of each point of :func:`llmsizing.serve.serving_sweep`,
+    kept per catalogue model and GPU objects and settings: the curve does not depend on the chosen batch, and
+    a batch move worked it out again (issue 38: ~5 ms a move)."""
+    from ..serve import serving_sweep
+
+    return tuple((s.batch, s.output_tokens_per_s_per_gpu, s.itl_s) for s in serving_sweep(model, gpu, **kw))
+
+
+def _vline(ax, x: float, **style):
+    """A vertical line across ``ax`` at data ``x``, as ``axvline`` makes it, for a render that sets the x
+    limits afterwards: ``axvline`` first works out the autoscaled limits (issue 38: ~1.5 ms a line)."""
+    import matplotlib as mpl
+    from matplotlib.lines import Line2D
+
+    line = ax.add_line(Line2D([x, x], [0, 1], transform=ax.get_xaxis_transform(which="grid"), **style))
+    line.get_path()._interpolation_steps = mpl.axis.GRIDLINE_INTERPOLATION_STEPS
+    return line
 
 
 def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, weights: str = "bf16",
@@ -36,9 +59,9 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     chosen ``batch`` is marked on both (a red cross if its KV cache does not fit)."""
     import numpy as np
 
-    from ..catalog import get_gpu
+    from ..catalog import get_gpu, resolve_model
     from ..hardware import dense_tflops
-    from ..serve import serving, serving_sweep
+    from ..serve import serving
     from ..serve_calibration import serving_range
 
     kw = dict(tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output)
@@ -49,21 +72,23 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
                          f"{chosen.overhead_bytes_per_gpu / GiB:.0f} GiB overhead + one sequence's KV cache "
                          f"> {chosen.capacity_bytes_per_gpu / GiB:,.1f} GiB); raise tp or quantise the "
                          "weights")
-    sweep = serving_sweep(model, gpu, **kw)
+    # (batch, tokens/s per GPU, ITL s) of each point
+    sweep = _sweep_points(resolve_model(model, moe=True), get_gpu(gpu), **kw)
+
     def build(fig):
         fig.subplots_adjust(left=0.075, right=0.985, bottom=0.14, top=0.91, wspace=0.3)
         return fig.subplots(1, 2)
 
-    fig, (ax, ax2) = figure_axes(7.9, 3.6, into, ("serving curve",), build)
-    x = [s.output_tokens_per_s_per_gpu for s in sweep]
-    y = [s.itl_s * 1e3 for s in sweep]
+    fig, (ax, ax2) = figure_axes(7.9, 3.6, into, ("serving curve",), build, keep_log=((0, "x"), (1, "xy")))
+    x = [s[1] for s in sweep]
+    y = [s[2] * 1e3 for s in sweep]
     ax.plot(x, y, color="#0072B2", marker="o", ms=3, lw=1.5)
-    for s in sweep[:: max(1, len(sweep) // 6)] + [sweep[-1]]:
-        ax.annotate(f"{s.batch}", (s.output_tokens_per_s_per_gpu, s.itl_s * 1e3), xytext=(3, -9),
+    for batch_s, tokens_s, itl_s in sweep[:: max(1, len(sweep) // 6)] + (sweep[-1],):
+        ax.annotate(f"{batch_s}", (tokens_s, itl_s * 1e3), xytext=(3, -9),
                     textcoords="offset points", fontsize=7, color="0.3")
-    cap = sweep[-1]
-    ax.axvline(cap.output_tokens_per_s_per_gpu, color="#D55E00", lw=0.9, ls="--")
-    ax.annotate(f"KV cache full\nat batch {cap.batch:,}", (cap.output_tokens_per_s_per_gpu, 0.97),
+    cap_batch, cap_tokens_s, _ = sweep[-1]
+    _vline(ax, cap_tokens_s, color="#D55E00", lw=0.9, ls="--")
+    ax.annotate(f"KV cache full\nat batch {cap_batch:,}", (cap_tokens_s, 0.97),
                 xycoords=("data", "axes fraction"), xytext=(-4, 0), textcoords="offset points", ha="right",
                 va="top", fontsize=7.5, color="#D55E00")
     marker = dict(marker="o", color="k") if chosen.fits else dict(marker="x", color="#D55E00")
@@ -90,8 +115,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
              label=f"decode, batch {chosen.batch}")
     ax2.plot([pre_i], [pre_rate], ls="none", marker="s", color="#E69F00", **_POINT,
              label=f"prefill, one {prompt:,}-token prompt")
-    ax2.axvline(peak / bw_tbps, color="0.5", lw=0.7, ls=":")
-    ax2.set_xscale("log", base=2)
+    _vline(ax2, peak / bw_tbps, color="0.5", lw=0.7, ls=":")
+    _log_scale(ax2.xaxis, 2)
     ax2.set_xlim(xs[0] / 1.4, xs[-1] * 1.4)
     ax2.set_xticks([2.0**k for k in range(-1, 15, 3)], [f"{2.0**k:g}" for k in range(-1, 15, 3)])
     ax2.xaxis.set_minor_locator(NullLocator())
@@ -99,8 +124,13 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     ax2.set_xlabel("arithmetic intensity (FLOP per byte read)")
     ax2.set_ylabel("TFLOP/s per GPU")
     _grid(ax2, lw=0.4, alpha=0.5)
-    _kept_legend(ax2, ("serving roofline", *ax2.get_legend_handles_labels()[1]),    # (labels fix the styles)
-                 lambda: ax2.legend(fontsize=7, frameon=False, loc="lower right"))
+    # the entries' styles are fixed: a legend is kept, and only its labels (GPU, batch, prompt) change
+    labels = ax2.get_legend_handles_labels()[1]
+    legend = _kept_legend(ax2, ("serving roofline", len(labels)),
+                          lambda: ax2.legend(fontsize=7, frameon=False, loc="lower right"))
+    for text, label in zip(legend.get_texts(), labels):
+        if text.get_text() != label:
+            text.set_text(label)
     ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
     fit = "fits" if chosen.fits else f"DOES NOT FIT (KV cache holds {chosen.max_batch:,})"
     rng = serving_range(model, gpu, batch=batch, **kw)

@@ -17,13 +17,15 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from .base import DPI, GPU_COLORS, FixedView, View, _log_axis, _short_number, _usd, figure_axes, new_figure
+from .base import (DPI, GPU_COLORS, FixedView, View, _log_axis, _log_scale, _short_number, _usd, figure_axes,
+                   new_figure)
 # chapter 12's figure (the planner's answer) lives in time_money_plan, chapters 13-14's (the library checked)
 # in time_money_checks; every name of theirs is still here
 from .time_money_plan import PLAN_GPUS, PLAN_LEGEND_PT, plan_notes, render_plan  # noqa: F401
 from .time_money_plan import (_PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _number_dtype,  # noqa: F401
                               _plan_groups, _plan_label, _table_key, _values_bytes)
-from .time_money_checks import _AUDIT_STYLES, render_prediction_check, render_seed_audit  # noqa: F401
+from .time_money_checks import (_AUDIT_STYLES, _Same, _judged, render_prediction_check,  # noqa: F401
+                                render_seed_audit)
 
 
 # =========================================================================== chapter 10: FLOPs and time
@@ -140,7 +142,7 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.91, wspace=0.32)
         return fig.subplots(1, 2)
 
-    fig, (ax, ax2) = figure_axes(7.6, 3.2, into, ("training time",), build)
+    fig, (ax, ax2) = figure_axes(7.6, 3.2, into, ("training time",), build, keep_log=((0, "xy"), (1, "xy")))
     x = np.array(counts, dtype=float)
     for a, key, label in ((ax, "days", "days of training"), (ax2, "cost_usd", "cost of the run (USD)")):
         mid = np.array([getattr(r, key) for r in runs])
@@ -321,7 +323,7 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     def build(fig):                      # the heat map and its colour scale, side by side
         return fig.add_axes((0.1, 0.15, 0.72, 0.75)), fig.add_axes((0.835, 0.15, 0.025, 0.75))
 
-    fig, (ax, cax) = figure_axes(7.6, 3.3, into, ("cost sensitivity",), build)
+    fig, (ax, cax) = figure_axes(7.6, 3.3, into, ("cost sensitivity",), build, keep_log=((1, "y"),))
     z = grid.to_numpy() / 1e6
     norm = _log_norm(z)
     # the cells as a mesh, as imshow(z, origin="lower", aspect="auto") places them: resampling an image to the
@@ -347,7 +349,7 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     # widget's kept axes: it keeps callbacks on them, and removing its axes fails on matplotlib 3.11)
     edges = np.geomspace(norm.vmin, norm.vmax, 129)
     cax.pcolormesh([0.0, 1.0], edges, np.sqrt(edges[:-1] * edges[1:])[:, None], cmap="YlOrRd", norm=norm)
-    cax.set_yscale("log")
+    _log_scale(cax.yaxis)
     cax.set_xlim(0, 1)
     cax.set_ylim(norm.vmin, norm.vmax)
     cax.set_xticks([])
