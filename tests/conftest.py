@@ -7,6 +7,7 @@ examples: a failure seen once is seen again).
 
 import contextlib
 import functools
+import itertools
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,24 @@ def _browser_scope(nodeid: str) -> str | None:
     return None
 
 
+_LAB_UNIT, _VOILA_UNIT = "tests/browser/test_lab.py[", "voila["
+
+
+def interleave_lab_and_voila(units: list) -> list:
+    """The browser tests' units (``(scope, tests)``, in queue order) with the lab's notebooks and the Voila
+    chapters taken in turn, each list in its own order, in the slots they held; every other unit keeps its
+    slot. Issue 38: the lab's units came first and Voila's after them, so both workers ran JupyterLab and
+    then both ran Voila, and a Voila chapter keeps fewer cores busy (mostly one chain: kernel, page,
+    harness; in a full run 1.2 cores of 2 against 1.9 for the lab). In turn, one worker's lab work fills
+    the other's gaps."""
+    lab = [u for u in units if u[0].startswith(_LAB_UNIT)]
+    voila = [u for u in units if u[0].startswith(_VOILA_UNIT)]
+    if not lab or not voila:
+        return units
+    turns = iter([u for pair in itertools.zip_longest(lab, voila) for u in pair if u is not None])
+    return [next(turns) if u[0].startswith((_LAB_UNIT, _VOILA_UNIT)) else u for u in units]
+
+
 #: The files whose tests share one widget instance per factory (:func:`widget`): under pytest-xdist the tests of
 #: one widget (the factory's name opens the test's parameters) are one unit of work, so that only one worker
 #: builds and draws that widget. Tests of these files named in :data:`WIDGET_TESTS` join that widget's unit.
@@ -190,7 +209,7 @@ def pytest_xdist_make_scheduler(config, log):
                                for nodeid in unit[1])
 
                 # (sorted is stable: within a rank, the largest unit first, as xdist queued them)
-                units = sorted(self.workqueue.items(), key=rank)
+                units = interleave_lab_and_voila(sorted(self.workqueue.items(), key=rank))
                 self.workqueue.clear()
                 self.workqueue.update(units)
             super()._assign_work_unit(node)

@@ -400,6 +400,12 @@ class VoilaPage(NamedTuple):
 
 #: The viewport a Voila chapter is opened at (a test that needs another resizes the page, then sets it back).
 VOILA_VIEWPORT = {"width": 1280, "height": 900}
+#: A Voila chapter is opened as by a reader whose system asks for reduced motion: the book's template then
+#: keeps Voila's loading spinner still (tools/voila/voila/templates/book). Spinning, it made headless Chromium
+#: draw 60 frames a second while the chapter ran, about 5 of the 7.5 CPU-s Chromium spent on loading chapter 8
+#: (issue 38: `make check-live` under 8 minutes). No check reads the spinner; the widgets' own busy marks do
+#: not depend on the setting. test_live_routes checks the rule works and that the spinner spins otherwise.
+VOILA_MOTION = "reduce"
 
 
 @pytest.fixture(scope="session")
@@ -408,7 +414,7 @@ def voila_page(request, chromium, guard_network, voila):
     session's Voila and shared by every Voila test of that chapter (issue 38: each chapter's cells run once,
     not once per test). pytest runs the tests of one chapter together; the page is left (its kernel freed)
     when the next chapter is asked for, or at the end."""
-    page = chromium.new_page(viewport=VOILA_VIEWPORT)
+    page = chromium.new_page(viewport=VOILA_VIEWPORT, reduced_motion=VOILA_MOTION)
     blocked = guard_network(page)
     errors = console_errors(page)
     try:

@@ -373,6 +373,29 @@ def test_voila_app_renders_a_chapter_widget(voila_page):
     _shot(page, "voila")
     assert not blocked, f"requests left the machine: {blocked}"
     assert not errors, errors
+    # Opened asking for reduced motion (conftest.VOILA_MOTION): the book's rule that keeps the loading spinner
+    # still applies to this page, and Voila's own rule still spins it for a reader who did not ask.
+    motion = page.evaluate(JS_SPINNER_RULES)
+    assert motion == {"reduce": True, "spins": "rotation", "still": "none"}, motion
+
+
+#: What the page's style sheets do with Voila's loading spinner (it is gone from the page once the chapter
+#: has run, so its rules are read): ``spins``, the animation of ``.spinner`` outside any media rule;
+#: ``still``, its animation under ``prefers-reduced-motion: reduce``; ``reduce``, whether the page asks
+#: for reduced motion.
+JS_SPINNER_RULES = """() => {
+  const out = {reduce: matchMedia('(prefers-reduced-motion: reduce)').matches, spins: null, still: null};
+  for (const sheet of document.styleSheets) {
+    let rules; try { rules = sheet.cssRules; } catch (e) { continue; }
+    for (const rule of rules) {
+      if (rule.selectorText === '.spinner') out.spins = rule.style.animationName;
+      if (rule.media && /prefers-reduced-motion:\\s*reduce/.test(rule.media.mediaText))
+        for (const inner of rule.cssRules)
+          if (/\\.spinner/.test(inner.selectorText || '')) out.still = inner.style.animationName;
+    }
+  }
+  return out;
+}"""
 
 
 def _eval_roles(name: str) -> int:
