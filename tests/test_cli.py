@@ -171,6 +171,31 @@ def test_time_json_is_the_library(capsys):
     assert [r["case"] for r in rows] == ["fast end", "central", "slow end"]
 
 
+def test_time_takes_the_batch_and_the_stack(capsys):
+    """--tokens-per-step and --framework reach training_time: 4M tokens (4 x 2**20) per step of Megatron-Core
+    on 64 H100s moves the estimate off the one made from model, GPU and sequence alone (chapter 10)."""
+    argv = ["time", "llama-3-8b", "--tokens", "1T", "--gpu", "H100 SXM", "--gpus", "64", "--seq", "8192"]
+    plain = {r["case"]: r for r in _json(capsys, argv + ["--json"])}["central"]
+    rows = _json(capsys, argv + ["--tokens-per-step", "4,194,304", "--framework", "megatron-core", "--json"])
+    t = training_time("llama-3-8b", tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=8192,
+                      tokens_per_step=4 * 2**20, framework="megatron-core")
+    central = {r["case"]: r for r in rows}["central"]
+    assert central["mfu"] == pytest.approx(t.mfu) and central["days"] == pytest.approx(t.days)
+    assert central["mfu"] != pytest.approx(plain["mfu"])
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--tokens-per-step", "4M", "--mfu", "0.4"], "mfu"),
+    (["--framework", "megatron-core", "--stage", "1T:8192"], "--stage"),
+])
+def test_time_batch_and_stack_refusals(extra, words, capsys):
+    argv = ["time", "llama-3-8b", "--gpu", "H100 SXM", "--gpus", "64"]
+    argv += extra if "--stage" in extra else ["--tokens", "1T", "--seq", "8192"] + extra
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
 def test_memory_json_and_layout(capsys):
     argv = ["memory", "llama-3-70b", "--batch", "1", "--seq", "4096", "--tp", "8", "--pp", "2", "--dp", "4",
             "--zero", "1", "--grad-accum", "8", "--json"]

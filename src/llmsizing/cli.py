@@ -191,23 +191,26 @@ def cmd_time(args) -> None:
     from .time_cost import mfu_estimate, training_time
 
     _check_single_or_stages(args, single=("--tokens", "--seq"))
+    if args.stage and (args.tokens_per_step is not None or args.framework is not None):
+        raise ValueError("--tokens-per-step and --framework price one run (--tokens, --seq), not --stage")
     if args.stage:
         _time_stages(args)
         return
     mfu, mfu_range = args.mfu, (tuple(args.mfu_range) if args.mfu_range else None)
+    inputs = dict(framework=args.framework, tokens_per_step=args.tokens_per_step)
     if mfu_range is not None and not mfu_range[0] <= mfu_range[1]:
         raise ValueError(f"--mfu-range LOW HIGH must have LOW <= HIGH, got {mfu_range[0]:g} {mfu_range[1]:g}")
     if mfu is not None and mfu_range is None:
         mfu_range = (mfu, mfu)                         # an MFU given alone is exact: one row, not three
     elif mfu is None and mfu_range is not None:
         central = mfu_estimate(_model(args.model, moe=True), gpu=args.gpu, seq=args.seq, dtype=args.dtype,
-                               whole_run=args.whole_run).mfu
+                               whole_run=args.whole_run, n_gpus=args.gpus, **inputs).mfu
         if not mfu_range[0] <= central <= mfu_range[1]:
             raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the calibrated "
                              f"MFU {central:.3g}: give --mfu too")
     t = training_time(_model(args.model, moe=True), tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus,
                       seq=args.seq, mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price,
-                      dtype=args.dtype, whole_run=args.whole_run, **_recompute(args))
+                      dtype=args.dtype, whole_run=args.whole_run, **inputs, **_recompute(args))
     df = t.to_frame()
     if t.mfu_low == t.mfu_high:                        # one MFU: the three cases are the same row
         df = df.loc[["central"]]
@@ -407,6 +410,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mfu", type=number(0, 1, inclusive=False),
                    help="model FLOPs utilisation, exact (default: calibrated on published runs by GPU "
                         "generation, model size and sequence length, with their range)")
+    p.add_argument("--tokens-per-step", type=count, metavar="TOKENS", help="tokens per optimizer step "
+                   "(batch x seq): with --framework, the MFU and its range from batch and stack (chapter 10)")
+    p.add_argument("--framework", default=None, help="the training software, e.g. megatron-core, torchtitan")
     p.add_argument("--whole-run", action="store_true",
                    help="a whole run's GPU-hours (restarts, evaluation) rather than a steady state")
     p.add_argument("--mfu-range", type=number(0, 1, inclusive=False), nargs=2, metavar=("LOW", "HIGH"),
