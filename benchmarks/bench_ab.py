@@ -36,7 +36,8 @@ KEPT = (("planner", "_search"), ("memory", "_stage_params"), ("flops", "_trainin
         ("memory", "_act_layout"), ("plan_pricing", "_heavy_stages"), ("time_cost", "_kept_moe_layout"),
         ("memory", "_kept_act_core"), ("moe", "_stage_frame"), ("states", "_kept_state_elements"),
         ("moe", "_moe_in_stage"), ("states", "_edge_tensors"), ("kernels", "_grouped_points"),
-        ("kernels", "layer_gemm_efficiency"), ("memory", "_kept_search_acts"), ("memory", "_kept_in_flight"),
+        ("kernels", "_grouped_xy"), ("kernels", "layer_gemm_efficiency"), ("memory", "_kept_search_acts"),
+        ("memory", "_kept_in_flight"),
         ("charts.serve_tune", "_sweep_points"), ("charts.time_money_checks", "_judged"))
 
 

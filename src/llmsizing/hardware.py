@@ -124,6 +124,11 @@ def matmul_intensity_flops_per_byte(m: int, k: int, n: int, bytes_per_element: f
     Taught in chapter 6."""
     m, k, n = check_int("m", m), check_int("k", k), check_int("n", n)
     b = check_number("bytes_per_element", bytes_per_element, minimum=0.125, maximum=64)  # one bit to 64 bytes
+    return _intensity(m, k, n, b)
+
+
+def _intensity(m: int, k: int, n: int, b: float) -> float:
+    """:func:`matmul_intensity_flops_per_byte` on checked ints and a checked float ``b`` (inner loops)."""
     return 2 * m * k * n / (b * (m * k + k * n + m * n))
 
 

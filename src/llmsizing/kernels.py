@@ -50,7 +50,7 @@ from pathlib import Path
 
 from ._validate import check_choice, check_int, check_number
 from .catalog import get_gpu, resolve_model
-from .hardware import dense_tflops, kernel_efficiency_row, matmul_intensity_flops_per_byte
+from .hardware import _intensity, dense_tflops, kernel_efficiency_row, matmul_intensity_flops_per_byte
 from .hardware import ridge_point_flops_per_byte
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -207,15 +207,19 @@ def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
     docstring): ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))``, ``r`` its arithmetic intensity
     (inputs and output read or written once, 1 byte per element in FP8, 2 otherwise) over the ridge point."""
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
+    m, n, k = check_int("m", m), check_int("n", n), check_int("k", k)
     return _efficiency_at(ridge_point_flops_per_byte(gpu, dtype), m, n, k, dtype)
 
 
 def _efficiency_at(ridge: float, m: int, n: int, k: int, dtype: str) -> float:
-    """:func:`gemm_efficiency` at a checked ``dtype`` and the ridge point (a layer's GEMMs share both)."""
-    intensity = matmul_intensity_flops_per_byte(m, k, n,
-                                                bytes_per_element={"fp8": 1, "fp4": 0.5}.get(dtype, 2))
-    r = intensity / ridge
+    """:func:`gemm_efficiency` at checked ``m``, ``n``, ``k``, ``dtype`` and the ridge point (a layer's GEMMs
+    share the last two)."""
+    r = _intensity(m, k, n, _ELEMENT_BYTES.get(dtype, 2.0)) / ridge
     return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
+
+
+#: Bytes per element of a GEMM's operands by dtype (floats, as ``check_number`` gives them).
+_ELEMENT_BYTES = {"fp8": 1.0, "fp4": 0.5}
 
 
 def best_gemm_share(gpus, dtype: str = "bf16") -> float | None:
@@ -243,15 +247,20 @@ def layer_gemms(model, *, tp: int = 1, tokens: int, ep: int = 1) -> tuple[tuple[
     model = resolve_model(model, moe=True)
     tp, tokens, ep = check_int("tp", tp), check_int("tokens", tokens), check_int("ep", ep)
     h, d = model.hidden, model.head_dim
-    ffn, rows = model.ffn_hidden, tokens
+    ffn, rows = model.ffn_hidden, _expert_rows(model, tokens, ep)
     if model.is_moe:
         ffn = model.expert_ffn_hidden or model.ffn_hidden
-        rows = max(1, tokens * model.experts_per_token * ep // model.experts)
     up = ffn * (2 if model.gated_mlp else 1)
     return ((tokens, max(1, (model.heads + 2 * model.kv_heads) * d // tp), h),
             (tokens, h, max(1, model.heads * d // tp)),
             (rows, max(1, up // tp), h),
             (rows, h, max(1, ffn // tp)))
+
+
+def _expert_rows(model, tokens: int, ep: int) -> int:
+    """The rows of one expert's GEMM (:func:`layer_gemms`): ``tokens x experts_per_token x ep / experts``, at
+    least 1; a dense model's MLP has ``tokens`` rows."""
+    return max(1, tokens * model.experts_per_token * ep // model.experts) if model.is_moe else tokens
 
 
 @lru_cache(maxsize=1)
@@ -284,8 +293,15 @@ def grouped_gemm_share(rows: float) -> float:
     H100 BF16, by that check: the step model gives the MoE 0.90-0.93 of its twin's speed against the measured
     0.866, 4-7% fast (tests/test_kernels.py, pipeline depths 4-16)."""
     rows = check_number("rows", rows, allow_equal=False)
+    xs, ys = _grouped_xy()
+    return min(1.0, _interp(math.log2(rows), xs, ys))
+
+
+@lru_cache(maxsize=1)
+def _grouped_xy() -> tuple[list, list]:
+    """:func:`_grouped_points` as its two columns."""
     pts = _grouped_points()
-    return min(1.0, _interp(math.log2(rows), [p[0] for p in pts], [p[1] for p in pts]))
+    return [p[0] for p in pts], [p[1] for p in pts]
 
 
 @lru_cache(maxsize=4096)
@@ -301,46 +317,30 @@ def layer_gemm_efficiency(model, gpu, *, tp: int, tokens: int, dtype: str = "bf1
 def layer_gemm_efficiencies(model, gpu, *, tp: int, tokens: int, dtype: str = "bf16",
                             eps: tuple = (1,)) -> tuple[float, ...]:
     """:func:`layer_gemm_efficiency` at each expert-parallel degree of ``eps``, checked once (the planner
-    asks for every ``ep`` of a (GPU, tp, micro-batch) at once; issue 35). The arithmetic is
-    :func:`layer_gemms`' and :func:`gemm_efficiency`'s, written out on checked integers (the same Python
-    operations in the same order, so each value is bit for bit theirs): intensity ``2 m k n / (b (m k + k n
-    + m n))`` over the ridge point, the GEMM curve, the grouped share per expert's rows."""
+    asks for every ``ep`` of a (GPU, tp, micro-batch) at once; issue 35): :func:`layer_gemms`' shapes, whose
+    attention GEMMs and MLP widths do not depend on ``ep``, and each distinct expert row count priced once
+    (the same operations in the same order as one ``ep`` at a time, so each value is bit for bit that)."""
     model = resolve_model(model, moe=True)
-    tp, tokens = check_int("tp", tp), check_int("tokens", tokens)
     eps = tuple(check_int("ep", e) for e in eps)
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
     ridge = ridge_point_flops_per_byte(gpu, dtype)
-    b = {"fp8": 1.0, "fp4": 0.5}.get(dtype, 2.0)    # (check_number made it a float)
-    h, d = model.hidden, model.head_dim
-    ffn = (model.expert_ffn_hidden or model.ffn_hidden) if model.is_moe else model.ffn_hidden
-    up = ffn * (2 if model.gated_mlp else 1)
-
-    def eff(m: int, n: int, k: int) -> float:       # _efficiency_at's, matmul_intensity_flops_per_byte's
-        r = 2 * m * k * n / (b * (m * k + k * n + m * n)) / ridge
-        return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
-
-    # the attention GEMMs do not depend on ep: their (FLOPs, FLOPs / efficiency), summed in layer_gemms' order
-    dense = [(m * n * k, m * n * k / eff(m, n, k))
-             for m, n, k in ((tokens, max(1, (model.heads + 2 * model.kv_heads) * d // tp), h),
-                             (tokens, h, max(1, model.heads * d // tp)))]
-    mlp = ((max(1, up // tp), h), (h, max(1, ffn // tp)))
-    xs, ys = zip(*_grouped_points()) if model.is_moe else ((), ())
+    qkv, proj, (_, n_up, k_up), (_, n_down, k_down) = layer_gemms(model, tp=tp, tokens=tokens)
+    dense = [(m * n * k, m * n * k / _efficiency_at(ridge, m, n, k, dtype)) for m, n, k in (qkv, proj)]
     out, seen = [], {}
     for ep in eps:
         local = max(1, model.experts // ep) if model.is_moe else 1
-        rows = max(1, tokens * model.experts_per_token * ep // model.experts) if model.is_moe else tokens
+        rows = _expert_rows(model, tokens, ep)
         if (rows, local) not in seen:
             flops = time = 0.0
             for f, t in dense:
                 flops += f
                 time += t
-            # grouped_gemm_share(rows), once for both projections
-            share = min(1.0, _interp(math.log2(float(rows)), xs, ys)) if local > 1 else 1.0
-            for n, k in mlp:
+            share = grouped_gemm_share(rows) if local > 1 else 1.0
+            for n, k in ((n_up, k_up), (n_down, k_down)):
                 if local > 1:            # the routed experts' up and down projections, grouped
-                    f, e = rows * n * k * local, eff(rows * local, n, k) * share
+                    f, e = rows * n * k * local, _efficiency_at(ridge, rows * local, n, k, dtype) * share
                 else:
-                    f, e = rows * n * k, eff(rows, n, k)
+                    f, e = rows * n * k, _efficiency_at(ridge, rows, n, k, dtype)
                 flops += f
                 time += f / e
             seen[rows, local] = flops / time
