@@ -85,9 +85,10 @@ def _library_layer_tflops(tokens, hidden, ffn, experts, top_k, gpu="H100 SXM"):
     """The library's price of one MoE layer's forward as SonicMoE's benchmark counts it (expert FLOPs
     6 T n d K over the layer's time): the two grouped GEMMs at peak x kernel efficiency x
     gemm_efficiency(all rows) x grouped_gemm_share(rows an expert), as kernels.layer_gemm_efficiency takes a
-    GPU's experts, plus the routing kernels' forward bytes (moe_time.routing_bytes_per_token: 3 k h b + 2 h b
-    + 8 E + 8 k a token) at HBM bandwidth. The backward runs at the same rate (2x the FLOPs, 2x the bytes)."""
+    GPU's experts, plus the routing kernels' forward bytes (moe_time.routing_bytes_per_token, a step's
+    third) at HBM bandwidth. The backward runs at the same rate (2x the FLOPs, 2x the bytes)."""
     from llmsizing import kernels
+    from llmsizing.moe_time import routing_bytes_per_token
     from llmsizing.catalog import get_gpu
     from llmsizing.hardware import kernel_efficiency_row
 
@@ -97,7 +98,11 @@ def _library_layer_tflops(tokens, hidden, ffn, experts, top_k, gpu="H100 SXM"):
     up, down = 2 * rows * 2 * ffn * hidden, 2 * rows * ffn * hidden
     gemm_s = (up / kernels.gemm_efficiency(gpu, rows, 2 * ffn, hidden)
               + down / kernels.gemm_efficiency(gpu, rows, hidden, ffn)) / (share * peak)
-    route_s = tokens * (3 * top_k * hidden * 2 + 2 * hidden * 2 + 8 * experts + 8 * top_k) / (
+    layer = Model(name=f"sonicmoe layer h{hidden} (test)", layers=1, hidden=hidden,
+                  heads=max(1, hidden // 128), head_dim=128, ffn_hidden=ffn, vocab=32000, gated_mlp=True,
+                  experts=experts, experts_per_token=top_k, expert_ffn_hidden=ffn)
+    # the step's routing bytes are 3 forwards' (no recomputation): one forward here
+    route_s = tokens * routing_bytes_per_token(layer, act_bytes=2) / 3 / (
         get_gpu(gpu).memory_bandwidth_gbps * 1e9)
     return (up + down) / (gemm_s + route_s) / 1e12
 
