@@ -22,7 +22,7 @@ the chapter's).
 from __future__ import annotations
 
 import pytest
-from conftest import POLL_MS, SHOTS, VOILA_VIEWPORT
+from conftest import JS_WIDGETS_DRAWN, POLL_MS, SHOTS, VOILA_VIEWPORT, voila_diagnosis
 from test_lab import (
     BOOK, CONTROLS, JS_FIGURE, JS_IMAGE_SETTLED, JS_LABELS, TOC, _cells, column_problems, move_every_control,
     widget_cells,
@@ -38,12 +38,6 @@ window.__cells = () => Array.from(document.querySelectorAll('#rendered_cells .jp
   .filter(o => o.querySelector('.llmsizing-dashboard'));
 window.__root = i => { const c = __cells()[i]; return c && c.querySelector('.jupyter-widgets'); };
 }"""
-#: Every widget of the page shows its figure (or its message), n of them.
-JS_ALL_DRAWN = """n => { const cells = __cells(); return cells.length >= n && cells.every(c => {
-  const img = c.querySelector('.llmsizing-dashboard img');
-  return (img && img.complete && img.naturalWidth > 0) || /⚠/.test(c.innerText); }); }"""
-
-
 #: The shared chapter pages (conftest.voila_page) whose widgets never showed: a chapter's four tests share one
 #: page, so after the first has waited 240 s for them the others fail at once (issue 38: a chapter-11 page
 #: that never showed its widgets, once under load, cost four waits of 240 s). The pages themselves are kept,
@@ -63,10 +57,11 @@ class Widgets:
             pytest.fail(f"{self.name}: its {self.count} widgets never showed in an earlier test's 240 s")
         self.page.evaluate(JS_VOILA_HELPERS)
         try:
-            self.page.wait_for_function(JS_ALL_DRAWN, arg=self.count, timeout=240_000, polling=POLL_MS)
+            self.page.wait_for_function(JS_WIDGETS_DRAWN, arg=self.count, timeout=240_000, polling=POLL_MS)
         except Exception:
             _NEVER_DRAWN.append(self.page)
-            raise
+            pytest.fail(f"{self.name}: its {self.count} widgets never showed in 240 s (after a reload). "
+                        + voila_diagnosis(self.page, voila_page.errors, voila_page.server))
         found = self.js("() => __cells().length")
         assert found == self.count, f"{self.name}: {found} widgets in the page for {self.count} widget cells"
         self.moved_left = False

@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import BOOK, POLL_MS, SHOTS, git_status, shutdown_sessions, snapshot
+from conftest import BOOK, POLL_MS, SHOTS, git_status, shutdown_sessions, snapshot, widget_cells
+from conftest import notebook_cells as _cells
 
 from refresh_outputs import toc_notebooks
 
@@ -51,18 +52,9 @@ VIEWPORT = {"width": 1280, "height": 720}
 RUN_ALL_TIMEOUT_MS = 300_000
 
 
-def _cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text(encoding="utf-8"))["cells"]
-
-
 def _src(cell: dict) -> str:
     s = cell.get("source", "")
     return s if isinstance(s, str) else "".join(s)
-
-
-def widget_cells(cells: list[dict]) -> list[int]:
-    """Indices of the widget cells: the house rule tags them (and only them) nbval-ignore-output."""
-    return [i for i, c in enumerate(cells) if "nbval-ignore-output" in c.get("metadata", {}).get("tags", [])]
 
 
 TOC = [p.name for p in toc_notebooks()]
