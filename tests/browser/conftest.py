@@ -354,6 +354,16 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def process_age_s(pid: int) -> float | None:
+    """Seconds since process ``pid`` started (from /proc; None if it is gone or there is no /proc)."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return uptime_s - ticks / os.sysconf("SC_CLK_TCK")
+
+
 class VoilaServer(NamedTuple):
     base_url: str        # http://127.0.0.1:PORT
     proc: subprocess.Popen
@@ -366,6 +376,18 @@ class VoilaServer(NamedTuple):
 
     def kernels(self) -> list[int]:
         return child_kernels(self.proc.pid)
+
+    def kernel_pids(self, kernel_id: str) -> set[int]:
+        """The server's kernel processes for ``kernel_id`` (its connection file, kernel-<id>.json, is on the
+        process's command line; a kernel jupyter_client restarted keeps its id, in a new process)."""
+        found = set()
+        for pid in self.kernels():
+            try:
+                if f"kernel-{kernel_id}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.add(pid)
+            except OSError:
+                pass
+        return found
 
 
 @pytest.fixture(scope="session")
@@ -433,28 +455,84 @@ JS_WIDGETS_DRAWN = """n => { const cells = Array.from(document.querySelectorAll(
 VOILA_DRAWN_S = 120
 #: The Voila server's log lines that tell what happened to a kernel
 _KERNEL_LOG = re.compile(r"Shutting down|Culling kernel |Culling '|[Rr]estart|died|dead|Traceback|ERROR|Kernel started")
+#: The lines of jupyter_client's restarter (they carry no kernel id) and of jupyter_server about a restart
+_RESTART_LOG = re.compile(r"KernelRestarter|restarted|died")
 
 
 class VoilaReloadWarning(UserWarning):
     """A chapter's Voila page did not show its widgets and was reloaded once (reported in the run's summary)."""
 
 
-def voila_diagnosis(page, errors: list[str], voila) -> str:
+#: What a Voila page's widget manager holds (``window.jupyterapp.widgetManager``; ``_models`` is its private
+#: table of models) and what its kernel holds: the number of widget comms the kernel reports (``comm_info``,
+#: 10 s at most).
+JS_WIDGET_STATE = """async () => {
+  const m = window.jupyterapp && window.jupyterapp.widgetManager;
+  if (!m) return {manager: false};
+  const k = m.kernel;
+  const out = {manager: true, restored: m.restoredStatus, models: Object.keys(m._models || {}).length,
+               kernel: k ? k.id : null, status: k ? k.status : null,
+               connection: k ? k.connectionStatus : null, kernel_widgets: null};
+  if (k && k.connectionStatus === 'connected') {
+    try {
+      const reply = await Promise.race([k.requestCommInfo({target_name: 'jupyter.widget'}),
+        new Promise((_, no) => setTimeout(() => no(new Error('no comm_info reply in 10 s')), 10000))]);
+      out.kernel_widgets = Object.keys(reply.content.comms || {}).length;
+    } catch (e) { out.kernel_widgets = String(e); }
+  }
+  return out;
+}"""
+
+
+def widget_verdict(state: dict) -> str:
+    """What :data:`JS_WIDGET_STATE`'s answer means. A manager that finished restoring with no model, from a
+    kernel that holds no widget either, talks to a kernel that never ran the chapter: one that died and that
+    jupyter_client's restarter replaced, empty, under the same id (voila38n reproduced the page's "Error
+    displaying widget: model not found" and its one console error exactly so). A kernel that holds more
+    widgets than the manager restored points at the page's restore instead."""
+    if not state.get("manager"):
+        return "no widget manager on the page"
+    kernel_widgets = state.get("kernel_widgets")
+    if not isinstance(kernel_widgets, int):
+        return f"the kernel was not asked ({kernel_widgets or state.get('connection')})"
+    if state.get("restored") and kernel_widgets == 0:
+        return ("the kernel holds no widget: it is not the kernel that ran the chapter (a kernel that died, "
+                "restarted empty under the same id)")
+    if kernel_widgets > state.get("models", 0):
+        return "the kernel holds widgets the page's manager did not restore (the page's restore)"
+    return "the manager holds the kernel's widgets"
+
+
+def voila_diagnosis(page, errors: list[str], voila, asked_at: float | None = None) -> str:
     """What a Voila page whose widgets did not show says about why: the text of its outputs that show no
-    widget ("Error displaying widget: model not found", "Loading widget..."), its last console errors, and
-    the last lines of the server's log about kernels (started, shut down, culled, restarted, died)."""
+    widget ("Error displaying widget: model not found", "Loading widget..."), its last console errors, what
+    its widget manager and its kernel hold (:func:`widget_verdict`), how long ago the page's kernel process
+    started (against ``asked_at``, the ``time.time()`` the page was asked for: a kernel restarted after it ran
+    the chapter started later than the page), and the server's log lines about kernels (every restart, then
+    the last lines about kernels started, shut down, culled or dead)."""
     try:
         shown = page.evaluate("""() => Array.from(document.querySelectorAll('#rendered_cells .jp-OutputArea-output'))
           .map(o => o.innerText).filter(t => /Error displaying|Loading widget/.test(t)).map(t => t.slice(0, 120))""")
     except Exception as exc:                       # (a page that crashed says so)
         shown = [f"page not readable: {exc}"]
     try:
+        state = page.evaluate(JS_WIDGET_STATE)
+        kernel = f"widget manager and kernel: {state}, so {widget_verdict(state)}"
+    except Exception as exc:
+        state, kernel = {}, f"widget manager not readable: {exc}"
+    if state.get("kernel"):
+        ages = sorted(a for a in map(process_age_s, voila.kernel_pids(state["kernel"])) if a is not None)
+        asked = f", the page asked for {time.time() - asked_at:.0f} s ago" if asked_at else ""
+        kernel += f"; its kernel process started {[round(a) for a in ages]} s ago{asked}"
+    try:
         lines = voila.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-        log = [line[:200] for line in lines if _KERNEL_LOG.search(line)][-8:]
+        restarts = [line[:200] for line in lines if _RESTART_LOG.search(line)][-4:]
+        log = restarts + [line[:200] for line in lines if _KERNEL_LOG.search(line)
+                          and line[:200] not in restarts][-8:]
     except OSError as exc:
         log = [str(exc)]
     return (f"outputs without their widget: {shown}; last console errors: {[e[:300] for e in errors[-4:]]}; "
-            f"Voila's log about kernels: {log}")
+            f"{kernel}; Voila's log about kernels: {log}")
 
 
 @pytest.fixture(scope="session")
@@ -477,6 +555,7 @@ def voila_page(request, chromium, guard_network, voila):
     count = len(widget_cells(notebook_cells(BOOK / request.param)))
     try:
         for attempt in (1, 2):
+            asked_at = time.time()
             page.goto(voila.url(request.param), wait_until="load", timeout=240_000)
             page.wait_for_selector("#rendered_cells", state="visible", timeout=240_000)
             if not count or attempt == 2:
@@ -488,7 +567,7 @@ def voila_page(request, chromium, guard_network, voila):
             except Exception:
                 warnings.warn(VoilaReloadWarning(
                     f"{request.param}: {count} widget(s) not shown {VOILA_DRAWN_S} s after the page loaded; "
-                    f"reloaded once. {voila_diagnosis(page, errors, voila)}"))
+                    f"reloaded once. {voila_diagnosis(page, errors, voila, asked_at)}"))
                 errors.clear()                     # (the reloaded page's own errors are what the tests read)
         yield VoilaPage(request.param, page, blocked, errors, voila)
     finally:

@@ -530,3 +530,19 @@ def test_voila_frees_the_kernel_of_a_page_that_goes(voila_page, voila):
     assert left == 0, f"{left} kernel(s) still running after the page was closed"
     assert not [e for e in errors if "403" in e], errors
     assert not blocked, blocked
+
+
+def test_widget_verdict_tells_a_replaced_kernel_from_a_lost_restore():
+    """voila38n: a Voila page that said "Error displaying widget: model not found" for every widget had a
+    widget manager that had restored nothing from a kernel holding no widget (a kernel restarted, empty, under
+    the same id); conftest.voila_diagnosis says which of the two sides lacks the widgets."""
+    from conftest import widget_verdict
+
+    replaced = {"manager": True, "restored": True, "models": 0, "kernel_widgets": 0,
+                "connection": "connected"}
+    assert "not the kernel that ran the chapter" in widget_verdict(replaced)
+    lost = dict(replaced, kernel_widgets=41)
+    assert "did not restore" in widget_verdict(lost)
+    assert "holds the kernel's widgets" in widget_verdict(dict(replaced, models=41, kernel_widgets=41))
+    assert "not asked" in widget_verdict(dict(replaced, kernel_widgets=None, connection="connecting"))
+    assert widget_verdict({"manager": False}) == "no widget manager on the page"
