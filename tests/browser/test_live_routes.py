@@ -472,19 +472,6 @@ VOILA_LOADS = 2
 KERNEL_GONE_S = 30
 
 
-def _kernel_pids(voila, kernel_id: str) -> set[int]:
-    """The server's kernel processes started for ``kernel_id`` (its connection file, kernel-<id>.json, is on the
-    process's command line)."""
-    found = set()
-    for pid in voila.kernels():
-        try:
-            if f"kernel-{kernel_id}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.add(pid)
-        except OSError:
-            pass
-    return found
-
-
 @_voila("04b_peak_of_a_step.ipynb")
 def test_voila_frees_the_kernel_of_a_page_that_goes(voila_page, voila):
     """Issue 38: each Voila page load, reload or followed link left a kernel of about 141 MiB (10 loads held
@@ -499,7 +486,7 @@ def test_voila_frees_the_kernel_of_a_page_that_goes(voila_page, voila):
     leaves the page, so it runs after the chapter's other tests."""
     page, blocked, errors = voila_page.page, voila_page.blocked, voila_page.errors
     kernel_id = json.loads(page.locator("#jupyter-config-data").text_content())["kernelId"]
-    own = _kernel_pids(voila, kernel_id)
+    own = voila.kernel_pids(kernel_id)
     assert own, f"no kernel process for the page's kernel {kernel_id}"
     before = set(voila.kernels()) - own               # kernels of earlier pages (still going, maybe)
     counts, rss = [], []
