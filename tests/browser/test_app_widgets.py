@@ -60,7 +60,8 @@ class Widgets:
             self.page.wait_for_function(JS_WIDGETS_DRAWN, arg=self.count, timeout=240_000, polling=POLL_MS)
         except Exception:
             _NEVER_DRAWN.append(self.page)
-            pytest.fail(f"{self.name}: its {self.count} widgets never showed in 240 s (after a reload). "
+            pytest.fail(f"{self.name}: its {self.count} widgets never showed in 240 s (conftest.voila_page "
+                        "reloads a page once if they do not show in its first VOILA_DRAWN_S). "
                         + voila_diagnosis(self.page, voila_page.errors, voila_page.server))
         found = self.js("() => __cells().length")
         assert found == self.count, f"{self.name}: {found} widgets in the page for {self.count} widget cells"
