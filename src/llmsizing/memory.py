@@ -33,8 +33,7 @@ from .parallel import (Parallel, check_recompute_layers, kept_parallel, layers_p
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
                      _kept_state_elements, _stage_params, _states, _tp_share, default_overhead_bytes,
-                     edge_params,
-                     model_states_for_params, optimizer_state_elements)
+                     edge_params, model_states_for_params, optimizer_state_elements)
 from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
                         STEP_PARTS, TrainingMemory, phase_values, step_phases)
 
@@ -320,14 +319,16 @@ def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accu
         firsts = par.firsts()
         if any(resolve_parallel(p, model, seq=seq) is not p for p in firsts):
             par = EpLayouts(resolve_parallel(p, model, seq=seq) for p in par.pars)
-        act_par = _act_layout(firsts[0])
+        act_par, state_par = _act_layout(firsts[0]), par
     else:
         par = resolve_parallel(par, model, seq=seq)          # (kept: its checks, as training_memory's)
-        act_par = _act_layout(par)
+        act_par, state_par = _act_layout(par), _state_layout(par)
     stages = tuple(sorted(set(stages)))
+    # (1F1B's in flight, min(pp - i, m), is the same for any m >= pp: the act side is keyed on min(m, pp))
     acts = _kept_search_acts(model, batch, seq, precision, attention, dropout, recompute, recompute_layers,
-                             grad_accum, stack, attention_mask, act_par, stages)
-    states = _kept_state_side(model, precision, optimizer, optimizer_impl, par, stages)
+                             grad_accum if act_par.virtual_stages > 1 else min(grad_accum, act_par.pp), stack,
+                             attention_mask, act_par, stages)
+    states = _kept_state_side(model, precision, optimizer, optimizer_impl, state_par, stages)
     return [sum(v) for i in stages for v in _stage_phases(model, par, i, grad_accum, acts, states,
                                                            phase_values)]
 
@@ -453,6 +454,14 @@ def _act_layout(par: Parallel) -> Parallel:
     settings), so that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
     return kept_parallel(**{f: getattr(par, f) for f in _LAYOUT_FIELDS}, dp=1, zero=0, ep=1, offload="none",
                          reshard_after_forward=True, grad_reduce="micro_batch")
+
+
+@functools.lru_cache(maxsize=4096)
+def _state_layout(par: Parallel) -> Parallel:
+    """``par`` as :func:`_state_side` reads it: without ZeRO, offloading or ``ep`` neither ``dp`` nor ``cp``
+    (only ZeRO's shards read them), so layouts differing in these alone share an entry (issue 32)."""
+    plain = par.zero or par.offload != "none" or par.ep > 1 or par.dp * par.cp == 1
+    return par if plain else replace(par, dp=1, cp=1, cp_comm="p2p")
 
 
 #: :class:`~llmsizing.parallel.Parallel`'s fields but those :func:`_act_layout` sets.
