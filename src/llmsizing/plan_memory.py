@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from .layouts import _divisors
-from .memory import _search_pieces
+from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces
 from .moe import EpLayouts
 from .moe_layouts import dp_unit
 from .parallel import kept_parallel
@@ -83,8 +83,8 @@ class SearchMemory:
                 coef = _memory_coefficients(model, kw, tp, pp, 0, c, 1, cp_comm, ref, expert_tp=etp)
             out = {1: coef[1]}
             if any(d > 1 for d in self.cps):
-                more = _cp_coefficients(model, kw, tp, pp, 0, c, self.cps, cp_comm, coef, expert_tp=etp)
-                out.update((d, v[1]) for d, v in more.items())
+                out.update(_cp_coefficients(model, kw, tp, pp, 0, c, self.cps, cp_comm, coef, expert_tp=etp,
+                                            micro_only=True))
             self._micro[key] = out
         return self._micro[key][cp]
 
@@ -413,8 +413,12 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
     at = at.reshape(-1)
     rows_state = np.array(state_at)[at]
     cp = np.array([cp for _, (cp, _) in asked], dtype=float)[at]
-    tables = [fixed[rows_state], per_micro[np.array(micro_at)[at]], sharded[rows_state] / cp[:, None]]
-    return _total_bytes(tables, micro[rows], dpf[rows]), _total_bytes(tables, 0.0 * micro[rows], dpf[rows])
+    fixed, sharded = fixed[rows_state], sharded[rows_state] / cp[:, None] / dpf[rows][:, None]
+    # _total_bytes' sum, ``sharded / dp`` shared with the floor (micro-batch 0: fixed + 0 + sharded / dp, the
+    # same values; pieces are finite, -inf the pads of fixed)
+    peak = (fixed + micro[rows][:, None] * per_micro[np.array(micro_at)[at]] + sharded).max(axis=1)
+    floor = (fixed + sharded).max(axis=1)
+    return tuple(FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * x for x in (peak, floor))
 
 
 def _padded(arrays: list, pad: float) -> np.ndarray:

@@ -90,23 +90,26 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
 
 
 def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str, base,
-                     ep: int = 1, expert_tp: bool = False) -> dict:
+                     ep: int = 1, expert_tp: bool = False, micro_only: bool = False) -> dict:
     """:func:`_memory_coefficients` for every context-parallel degree above 1 in ``cps``, from ``base`` (the
     layout at ``cp = 1``) and at most two evaluations: what one micro-batch adds is ``X / cp + Y`` in every
     piece, since the activations, the loss's temporaries and the ring's backward buffers are those of
     ``seq / cp`` tokens and the gathered (or all-received) K and V of the whole sequence do not depend on
     ``cp`` (:func:`~llmsizing.activations.cp_attention_buffers_bytes`). ``tests/test_context_parallel.py``
-    checks the result against direct evaluations."""
+    checks the result against direct evaluations. ``micro_only``: ``{cp: per_micro}`` alone (what
+    :class:`~llmsizing.plan_memory.SearchMemory` reads), every degree's in one division and one sum."""
     degrees = sorted(c for c in cps if c > 1)
     fixed, _, sharded = base
     if len(degrees) == 1:
-        return {degrees[0]: _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base, ep,
-                                                 expert_tp)}
+        got = _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base, ep, expert_tp)
+        return {degrees[0]: got[1] if micro_only else got}
     c1, c2 = degrees[:2]
     p1 = _memory_coefficients(model, kw, tp, pp, zero, m, c1, cp_comm, base, ep, expert_tp)[1]
     p2 = _memory_coefficients(model, kw, tp, pp, zero, m, c2, cp_comm, base, ep, expert_tp)[1]
     y = (c2 * p2 - c1 * p1) / (c2 - c1)
     x = (p1 - y) * c1
+    if micro_only:           # (x / c + y entry by entry: the same float operations on the same operands)
+        return dict(zip(degrees, x / np.array(degrees, dtype=float)[:, None] + y))
     return {c: (fixed, x / c + y, sharded / c) for c in degrees}
 
 

@@ -124,8 +124,9 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
         exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
         by = comm.by_group()
         n = len(members)          # (a term that is one number for all: the same number n times)
-        cols = [np.broadcast_to(x, n).tolist() if np.ndim(x) else [x] * n for x in
-                (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))]
+        terms = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))
+        cols = [(x.tolist() if np.shape(x) == (n,) else np.broadcast_to(x, n).tolist()) if np.ndim(x)
+                else [x] * n for x in terms]
         for i, m in enumerate(members):
             for gpu in at[m]:
                 out[gpu, t_, c_, b_, r_] = tuple(c[i] for c in cols)
