@@ -55,21 +55,24 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
                                 kernel_efficiency=peak_of[g_][1], ep=eps)
         rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
     max_nodes = route_max_nodes(model)
-    # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep
+    # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep, and tp's and cp's read the
+    # recomputation only as "full" or not (the forward run again: comm.communication, _cp_attention_s), so
+    # a recomputation shares the first of its class's terms (same_rc)
+    same_rc = [next(j for j, x in enumerate(rcs) if (x == "full") == (r == "full")) for r in rcs]
     comm_of = _link_terms(model, gpu_list, keys, seq=seq, precision=precision, dtype=dtype, node_of=node_of,
-                          cp_comm=cp_comm, rcs=rcs, max_nodes=max_nodes, rates_of=rates_of)
+                          cp_comm=cp_comm, rcs=rcs, max_nodes=max_nodes, rates_of=rates_of, same_rc=same_rc)
     shared: dict = {}          # the rest (no tp nor cp group; Ulysses' all-to-all): per (tp, cp, micro, rc)
     for g_, t_, c_, b_, e_, r_ in keys:
         g = gpu_list[g_]
         if (g_, t_, c_, b_, r_) not in comm_of:
-            key = (g_ if c_ > 1 else None, t_, c_, b_, r_)      # (without tp and cp nothing is sent)
+            key = (g_ if c_ > 1 else None, t_, c_, b_, same_rc[r_])      # (without tp and cp nothing is sent)
             if key not in shared:
                 par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
                 comm = communication(
                     model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
-                    recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes, _groups=("tp", "cp"))
+                    recompute=rcs[key[4]], node=node_of[g.name], max_nodes=max_nodes, _groups=("tp", "cp"))
                 cp_att = _cp_attention_s(model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1,
-                                         recompute=rcs[r_], dtype=dtype, eff=peak_of[g_][1],
+                                         recompute=rcs[key[4]], dtype=dtype, eff=peak_of[g_][1],
                                          rate=rates_of[g_, t_, c_, b_, e_][1])    # (its attention rate)
                 # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
                 exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
@@ -82,7 +85,7 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
 
 
 def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, node_of: dict, cp_comm: str,
-                rcs, max_nodes, rates_of: dict) -> dict:
+                rcs, max_nodes, rates_of: dict, same_rc) -> dict:
     """:func:`layer_terms`' communication terms ``(tp exposed, cp exposed, tp, cp)`` of its keys with a tp
     or cp group (Ulysses' all-to-all aside), by (GPU, tp, cp, micro-batch, recomputation): one
     :func:`~llmsizing.comm.communication`, :func:`~llmsizing.layouts._cp_attention_s` and
@@ -91,9 +94,9 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
     bandwidths and latencies, and with cp their attention rates (the ring hides behind the attention), as
     arrays (issue 35: 213 calls for Llama 4 Scout over the catalogue, 946 for Llama 3.1 405B at 128K). The
     step model's own arithmetic element by element: each GPU's numbers are those of its own call, bit for
-    bit (``tests/test_planner_speed.py``)."""
+    bit (``tests/test_planner_speed.py``). ``same_rc``: the recomputation whose terms each one's are."""
     same_of: dict = {}         # the tp and cp links of each (GPU, tp, cp)
-    groups: dict = {}          # (tp, cp, micro, rc, leaving) -> {(tp link, cp link, rate): [GPUs]}
+    groups: dict = {}          # (tp, cp, micro, rc, leaving) -> {(tp link, cp link, rate): [(GPU, rc)]}
     for g_, t_, c_, b_, e_, r_ in keys:
         if t_ == 1 and c_ == 1 or c_ > 1 and cp_comm == "a2a":
             continue
@@ -104,11 +107,12 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
             same_of[g_, t_, c_] = (links["tp"], links.get("cp"))
         tl, cl = same_of[g_, t_, c_]
         member = (tl, cl, rates_of[g_, t_, c_, b_, e_][1] if c_ > 1 else None)
-        at = groups.setdefault((t_, c_, b_, r_, tl.across, cl and cl.across), {}).setdefault(member, {})
-        at[g_] = None
+        group = (t_, c_, b_, same_rc[r_], tl.across, cl and cl.across)
+        at = groups.setdefault(group, {}).setdefault(member, {})
+        at[g_, r_] = None
     out = {}
     for (t_, c_, b_, r_, _, _), at in groups.items():
-        members, g_ = list(at), next(iter(next(iter(at.values()))))
+        members, g_ = list(at), next(iter(next(iter(at.values()))))[0]
         g = gpu_list[g_]
         links = {k: replace(members[0][i], bandwidth_gbps=np.array([m[i].bandwidth_gbps for m in members]),
                             alpha_s=np.array([m[i].alpha_s for m in members]))
@@ -128,8 +132,8 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
         cols = [(x.tolist() if np.shape(x) == (n,) else np.broadcast_to(x, n).tolist()) if np.ndim(x)
                 else [x] * n for x in terms]
         for i, m in enumerate(members):
-            for gpu in at[m]:
-                out[gpu, t_, c_, b_, r_] = tuple(c[i] for c in cols)
+            for gpu, r in at[m]:
+                out[gpu, t_, c_, b_, r] = tuple(c[i] for c in cols)
     return out
 
 
