@@ -44,7 +44,8 @@ class SearchMemory:
     * ``per_micro`` per ``(tp, pp, rc, c)``, read off the reference layout ``zero = 0, ep = 1, dp = 1``:
       micro-batches 1 and 2 at ``cp = 1`` (one call once the reference's states are known, as
       :func:`~llmsizing.plan_pricing._partial_coefficients` reads a recomputation), and every other ``cp``
-      from two degrees (``X / cp + Y``, :func:`~llmsizing.plan_pricing._cp_coefficients`);
+      from two degrees (``X / cp + Y``, :func:`~llmsizing.plan_pricing._cp_coefficients`) when one is first
+      asked for;
     * ``fixed`` and ``sharded`` per ``(tp, pp, zero, ep, c)`` (``sharded / cp`` at ``cp``): the reference's
       for ``zero = 0, ep = 1``; else one call at ``dp = a``, the smallest ``dp`` the layout allows
       (:func:`~llmsizing.moe_layouts.dp_unit`), and with ZeRO one at ``2 a``, less ``per_micro`` of the
@@ -62,6 +63,7 @@ class SearchMemory:
         self.model, self.kw, self.cps, self.cp_comm = model, kw, tuple(cps), cp_comm
         self.eps, self.expert_tp, self.by_ep = tuple(eps), expert_tp, by_ep
         self._micro: dict = {}         # (tp, pp, rc, c) -> {cp: per_micro}
+        self._cp_base: dict = {}       # (tp, pp, rc, c) -> its coefficients at cp = 1, until cp > 1 is asked
         self._reference: dict = {}     # (tp, pp, c) -> the reference layout's coefficients at cp = 1
         self._states: dict = {}        # (tp, pp, zero, ep, c) -> (fixed, sharded) at cp = 1
 
@@ -81,12 +83,14 @@ class SearchMemory:
                 self._reference[tp, pp, c] = coef
             else:                                        # the states are known: one call
                 coef = _memory_coefficients(model, kw, tp, pp, 0, c, 1, cp_comm, ref, expert_tp=etp)
-            out = {1: coef[1]}
+            self._micro[key] = {1: coef[1]}
             if any(d > 1 for d in self.cps):
-                out.update(_cp_coefficients(model, kw, tp, pp, 0, c, self.cps, cp_comm, coef, expert_tp=etp,
-                                            micro_only=True))
-            self._micro[key] = out
-        return self._micro[key][cp]
+                self._cp_base[key] = coef
+        out = self._micro[key]
+        if cp not in out:          # every cp above 1 at once, when one is first asked for (issue 32)
+            out.update(_cp_coefficients(self.model, self._kw(rc), tp, pp, 0, c, self.cps, self.cp_comm,
+                                        self._cp_base.pop(key), expert_tp=self.expert_tp, micro_only=True))
+        return out[cp]
 
     def states(self, tp: int, pp: int, zero: int, ep: int, c: int, rc: str) -> tuple:
         """``(fixed, sharded)`` of the layout at ``cp = 1``; ``rc``: a recomputation its calls may use."""
@@ -342,7 +346,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             plain = rows[~least]
             if len(plain):
                 total, floor = _table_totals(memory, parts, rc, coef_id, lay, pair_of, plain, cat["micro"],
-                                             cat["dpf"])
+                                             cat["dpf"], ~chosen[:, plain], limits)
                 t[:, plain] = total[None, :]
                 # a GPU whose limit the model states alone exceed fits no recomputation: weighed no further
                 chosen[:, plain] |= floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN)
@@ -390,7 +394,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     return {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}, np.stack(totals)[r_, g_, j_]
 
 
-def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
+def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, open_=None, limits=None):
     """:func:`~llmsizing.plan_pricing._total_bytes` of the candidates ``rows`` (of any layouts) with
     recomputation ``rc``, from one table of their coefficients (:meth:`SearchMemory.coefficients`, a row per
     (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes). The entries
@@ -405,19 +409,27 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf):
     for (tp, pp, zero, ep), (cp, c) in asked:               # (as coefficients(): the states, then per_micro)
         st = memory.states(tp, pp, zero, ep, c, rc)
         state_at.append(states.setdefault(id(st), (len(states), st))[0])
-        u = memory.per_micro(tp, pp, rc, c, cp)
-        micro_at.append(micros.setdefault(id(u), (len(micros), u))[0])
     st_list = [st for _, st in states.values()]
     fixed, sharded = (_padded([st[i] for st in st_list], -np.inf if i == 0 else 0.0) for i in (0, 1))
-    per_micro = _padded([u for _, u in micros.values()], 0.0)
     at = at.reshape(-1)
     rows_state = np.array(state_at)[at]
     cp = np.array([cp for _, (cp, _) in asked], dtype=float)[at]
     fixed, sharded = fixed[rows_state], sharded[rows_state] / cp[:, None] / dpf[rows][:, None]
-    # _total_bytes' sum, ``sharded / dp`` shared with the floor (micro-batch 0: fixed + 0 + sharded / dp, the
-    # same values; pieces are finite, -inf the pads of fixed)
-    peak = (fixed + micro[rows][:, None] * per_micro[np.array(micro_at)[at]] + sharded).max(axis=1)
+    # the floor (micro-batch 0: fixed + 0 + sharded / dp, the same values; pieces are finite, -inf the pads
+    # of fixed). fitting_plans drops a candidate from each GPU whose limit its floor exceeds (FLOOR_MARGIN)
+    # before it reads a total: an entry no candidate still open (open_, GPU x row) needs is read at cp = 1
+    # (the calls made before, SearchMemory.per_micro), its cp > 1 not asked for (two calls), its rows unread
     floor = (fixed + sharded).max(axis=1)
+    need = np.ones(len(asked), dtype=bool)
+    if open_ is not None:
+        need[:] = False
+        need[at[(open_ & ~(floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN))).any(axis=0)]] = True
+    for k, ((tp, pp, zero, ep), (cp, c)) in enumerate(asked):
+        u = memory.per_micro(tp, pp, rc, c, cp if need[k] else 1)
+        micro_at.append(micros.setdefault(id(u), (len(micros), u))[0])
+    per_micro = _padded([u for _, u in micros.values()], 0.0)
+    # _total_bytes' sum, ``sharded / dp`` shared with the floor
+    peak = (fixed + micro[rows][:, None] * per_micro[np.array(micro_at)[at]] + sharded).max(axis=1)
     return tuple(FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * x for x in (peak, floor))
 
 
