@@ -394,13 +394,14 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     return {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}, np.stack(totals)[r_, g_, j_]
 
 
-def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, open_=None, limits=None):
+def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, open_, limits):
     """:func:`~llmsizing.plan_pricing._total_bytes` of the candidates ``rows`` (of any layouts) with
     recomputation ``rc``, from one table of their coefficients (:meth:`SearchMemory.coefficients`, a row per
     (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes). The entries
     are asked for in :meth:`SearchMemory.coefficients`' order; the table is stacked from the distinct ones
     (``fixed`` and ``sharded`` per layout, ``per_micro`` per pair), ``sharded / cp`` on the whole table (the
-    same quotient entry by entry, and ``x / 1 = x``)."""
+    same quotient entry by entry, and ``x / 1 = x``). ``open_`` (GPU x row): the candidates no GPU dropped
+    yet; a row whose floor exceeds each open GPU's entry of ``limits`` keeps its floor as total (unread)."""
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
     asked = [(parts[lay[row]][0], parts[lay[row]][2]["pairs"][pair_of[row]]) for row in rows[first].tolist()]
@@ -420,16 +421,19 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, op
     # before it reads a total: an entry no candidate still open (open_, GPU x row) needs is read at cp = 1
     # (the calls made before, SearchMemory.per_micro), its cp > 1 not asked for (two calls), its rows unread
     floor = (fixed + sharded).max(axis=1)
-    need = np.ones(len(asked), dtype=bool)
-    if open_ is not None:
-        need[:] = False
-        need[at[(open_ & ~(floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN))).any(axis=0)]] = True
+    live = (open_ & ~(floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN))).any(axis=0)     # (rows)
+    need = np.zeros(len(asked), dtype=bool)
+    need[at[live]] = True
     for k, ((tp, pp, zero, ep), (cp, c)) in enumerate(asked):
         u = memory.per_micro(tp, pp, rc, c, cp if need[k] else 1)
         micro_at.append(micros.setdefault(id(u), (len(micros), u))[0])
     per_micro = _padded([u for _, u in micros.values()], 0.0)
-    # _total_bytes' sum, ``sharded / dp`` shared with the floor
-    peak = (fixed + micro[rows][:, None] * per_micro[np.array(micro_at)[at]] + sharded).max(axis=1)
+    # _total_bytes' sum on the rows read (``sharded / dp`` shared with the floor); the others keep their floor
+    peak, micro_at = floor.copy(), np.array(micro_at)[at]
+    if not live.all():
+        live = np.flatnonzero(live)
+        fixed, sharded, micro_at, rows = fixed[live], sharded[live], micro_at[live], rows[live]
+    peak[live] = (fixed + micro[rows][:, None] * per_micro[micro_at] + sharded).max(axis=1)
     return tuple(FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * x for x in (peak, floor))
 
 
