@@ -170,7 +170,8 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
 
 def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_flight: float, *,
                       plain: ActivationMemory | None = None,
-                      recompute_layers: int | None = None, output_bytes: float = 0.0) -> ActivationMemory:
+                      recompute_layers: int | None = None, output_bytes: float = 0.0,
+                      breakdown: bool = True) -> ActivationMemory:
     """One pipeline stage's activations: ``in_flight`` micro-batches
     (:func:`~llmsizing.parallel.pipeline_in_flight`) of its own layers (and of the embedding's tensors on the
     first stage), one layer rebuilt by recomputation, and the logits (one micro-batch) on the last stage. The
@@ -181,12 +182,14 @@ def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_
     (:func:`partial_recompute_activations`, with :func:`~llmsizing.parallel.recomputed_layers`).
     ``output_bytes``: the stage outputs kept when the pipeline does not free them once sent
     (``Parallel.deallocate_pipeline_outputs=False``), counted as kept tensors (``"residuals"``). Used by
-    :func:`~llmsizing.memory.training_memory`."""
+    :func:`~llmsizing.memory.training_memory`. ``breakdown=False``: no breakdown (empty; the planner's
+    searches read the totals only)."""
     n_layers = layers_per_stage(model.layers, par)[stage]
     if output_bytes:
         out = stage_activations(acts, model, par, stage, in_flight, plain=plain,
-                                recompute_layers=recompute_layers)
-        bd = {**out.breakdown, "residuals": out.breakdown.get("residuals", 0.0) + output_bytes}
+                                recompute_layers=recompute_layers, breakdown=breakdown)
+        bd = {**out.breakdown, "residuals": out.breakdown.get("residuals", 0.0) + output_bytes} if breakdown \
+            else {}
         kept = out.layer_count + (output_bytes / out.per_layer_bytes if out.per_layer_bytes else 0.0)
         return ActivationMemory(out.per_layer_bytes, out.layers_bytes + output_bytes, out.embedding_bytes,
                                 out.logits_bytes, bd, kept)
@@ -205,8 +208,9 @@ def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_
     scale = layers / acts.layers_bytes if acts.layers_bytes else 0.0
     emb = in_flight * acts.embedding_bytes if stage == 0 else 0.0
     logits = acts.logits_bytes if stage == par.pp - 1 else 0.0
-    bd = {k: v * scale for k, v in acts.breakdown.items()}
-    bd["embedding"], bd["logits"] = emb, logits
+    bd = {k: v * scale for k, v in acts.breakdown.items()} if breakdown else {}
+    if breakdown:
+        bd["embedding"], bd["logits"] = emb, logits
     return ActivationMemory(acts.per_layer_bytes, layers, emb, logits, bd, kept)
 
 

@@ -370,8 +370,8 @@ def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str
     out_bytes = (0.0 if par.deallocate_pipeline_outputs or par.pp == 1 else
                  DTYPE_BYTES[act_dtype] * batch * local * model.hidden / (par.tp if par.sp else 1))
     stage_acts = {i: stage_activations(acts, model, par, i, in_flight[i], plain=plain, recompute_layers=n_rc,
-                                       output_bytes=out_bytes * in_flight[i] * par.virtual_stages)
-                  for i in stages}
+                                       output_bytes=out_bytes * in_flight[i] * par.virtual_stages,
+                                       breakdown=flops is not None) for i in stages}   # (a search's: none)
     return flops, cp_buffers, loss, working, stage_acts, in_flight
 
 
