@@ -37,7 +37,7 @@ KEPT = (("planner", "_search"), ("memory", "_stage_params"), ("flops", "_trainin
         ("memory", "_kept_act_core"), ("moe", "_stage_frame"), ("states", "_kept_state_elements"),
         ("moe", "_moe_in_stage"), ("states", "_edge_tensors"), ("kernels", "_grouped_points"),
         ("kernels", "_grouped_xy"), ("kernels", "layer_gemm_efficiency"), ("memory", "_kept_search_acts"),
-        ("memory", "_kept_in_flight"), ("memory", "_state_layout"),
+        ("memory", "_kept_in_flight"), ("memory", "_search_layouts"),
         ("charts.serve_tune", "_sweep_points"), ("charts.time_money_checks", "_judged"))
 
 

@@ -226,7 +226,7 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (states, "_kept_state_elements"), (moe, "_moe_in_stage"),
                        (states, "_edge_tensors"), (kernels, "_grouped_points"), (kernels, "_grouped_xy"),
                        (kernels, "layer_gemm_efficiency"), (time_cost, "_kept_moe_layout"),
-                       (memory, "_kept_search_acts"), (memory, "_kept_in_flight"), (memory, "_state_layout"))
+                       (memory, "_kept_search_acts"), (memory, "_kept_in_flight"), (memory, "_search_layouts"))
 
 
 def main() -> None:

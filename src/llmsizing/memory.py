@@ -320,9 +320,8 @@ def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accu
         if any(resolve_parallel(p, model, seq=seq) is not p for p in firsts):
             par = EpLayouts(resolve_parallel(p, model, seq=seq) for p in par.pars)
         act_par, state_par = _act_layout(firsts[0]), par
-    else:
-        par = resolve_parallel(par, model, seq=seq)          # (kept: its checks, as training_memory's)
-        act_par, state_par = _act_layout(par), _state_layout(par)
+    else:                                  # (kept: resolve_parallel's checks, as training_memory's)
+        par, act_par, state_par = _search_layouts(par, model, seq)
     stages = tuple(sorted(set(stages)))
     # (1F1B's in flight, min(pp - i, m), is the same for any m >= pp: the act side is keyed on min(m, pp))
     acts = _kept_search_acts(model, batch, seq, precision, attention, dropout, recompute, recompute_layers,
@@ -457,11 +456,13 @@ def _act_layout(par: Parallel) -> Parallel:
 
 
 @functools.lru_cache(maxsize=4096)
-def _state_layout(par: Parallel) -> Parallel:
-    """``par`` as :func:`_state_side` reads it: without ZeRO, offloading or ``ep`` neither ``dp`` nor ``cp``
-    (only ZeRO's shards read them), so layouts differing in these alone share an entry (issue 32)."""
+def _search_layouts(par: Parallel, model: Model, seq: int) -> tuple:
+    """``resolve_parallel(par, model, seq)``, its :func:`_act_layout` and the layout :func:`_state_side`
+    reads: without ZeRO, offloading or ``ep`` neither ``dp`` nor ``cp`` (only ZeRO's shards read them), so
+    layouts differing in these alone share an entry (issue 32). One lookup per :func:`_search_pieces`."""
+    par = resolve_parallel(par, model, seq=seq)
     plain = par.zero or par.offload != "none" or par.ep > 1 or par.dp * par.cp == 1
-    return par if plain else replace(par, dp=1, cp=1, cp_comm="p2p")
+    return par, _act_layout(par), par if plain else replace(par, dp=1, cp=1, cp_comm="p2p")
 
 
 #: :class:`~llmsizing.parallel.Parallel`'s fields but those :func:`_act_layout` sets.
