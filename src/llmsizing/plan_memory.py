@@ -346,7 +346,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             plain = rows[~least]
             if len(plain):
                 total, floor = _table_totals(memory, parts, rc, coef_id, lay, pair_of, plain, cat["micro"],
-                                             cat["dpf"], ~chosen[:, plain], limits)
+                                             cat["dpf"], limits)
                 t[:, plain] = total[None, :]
                 # a GPU whose limit the model states alone exceed fits no recomputation: weighed no further
                 chosen[:, plain] |= floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN)
@@ -394,14 +394,14 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     return {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}, np.stack(totals)[r_, g_, j_]
 
 
-def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, open_, limits):
+def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, limits):
     """:func:`~llmsizing.plan_pricing._total_bytes` of the candidates ``rows`` (of any layouts) with
     recomputation ``rc``, from one table of their coefficients (:meth:`SearchMemory.coefficients`, a row per
     (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes). The entries
     are asked for in :meth:`SearchMemory.coefficients`' order; the table is stacked from the distinct ones
     (``fixed`` and ``sharded`` per layout, ``per_micro`` per pair), ``sharded / cp`` on the whole table (the
-    same quotient entry by entry, and ``x / 1 = x``). ``open_`` (GPU x row): the candidates no GPU dropped
-    yet; a row whose floor exceeds each open GPU's entry of ``limits`` keeps its floor as total (unread)."""
+    same quotient entry by entry, and ``x / 1 = x``). A row whose floor exceeds every GPU's entry of
+    ``limits`` keeps its floor as total (fitting_plans drops it unread)."""
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
     asked = [(parts[lay[row]][0], parts[lay[row]][2]["pairs"][pair_of[row]]) for row in rows[first].tolist()]
@@ -418,10 +418,10 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, op
     fixed, sharded = fixed[rows_state], sharded[rows_state] / cp[:, None] / dpf[rows][:, None]
     # the floor (micro-batch 0: fixed + 0 + sharded / dp, the same values; pieces are finite, -inf the pads
     # of fixed). fitting_plans drops a candidate from each GPU whose limit its floor exceeds (FLOOR_MARGIN)
-    # before it reads a total: an entry no candidate still open (open_, GPU x row) needs is read at cp = 1
-    # (the calls made before, SearchMemory.per_micro), its cp > 1 not asked for (two calls), its rows unread
+    # before it reads a total: an entry no candidate below some GPU's limit needs is read at cp = 1 (the
+    # calls made before, SearchMemory.per_micro), its cp > 1 not asked for (two calls), its rows unread
     floor = (fixed + sharded).max(axis=1)
-    live = (open_ & ~(floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN))).any(axis=0)     # (rows)
+    live = ~(floor > limits.max() * (1 + FLOOR_MARGIN))       # (beyond the largest limit: beyond every one)
     need = np.zeros(len(asked), dtype=bool)
     need[at[live]] = True
     for k, ((tp, pp, zero, ep), (cp, c)) in enumerate(asked):
