@@ -114,16 +114,21 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
     for (t_, c_, b_, r_, _, _), at in groups.items():
         members, g_ = list(at), next(iter(next(iter(at.values()))))[0]
         g = gpu_list[g_]
-        links = {k: replace(members[0][i], bandwidth_gbps=np.array([m[i].bandwidth_gbps for m in members]),
-                            alpha_s=np.array([m[i].alpha_s for m in members]))
-                 for i, k in enumerate(("tp", "cp")[:2 if c_ > 1 else 1])}
+        names = ("tp", "cp")[:2 if c_ > 1 else 1]
+        if len(members) == 1:     # (one GPU's links: its own call's floats, the same operations)
+            links, rate = {k: members[0][i] for i, k in enumerate(names)}, members[0][2]
+        else:
+            links = {k: replace(members[0][i], alpha_s=np.array([m[i].alpha_s for m in members]),
+                                bandwidth_gbps=np.array([m[i].bandwidth_gbps for m in members]))
+                     for i, k in enumerate(names)}
+            rate = np.array([m[2] for m in members])
         par = kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm)
         comm = communication(model, par, batch=b_, seq=seq, gpu=g, precision=precision, grad_accum=1,
                              recompute=rcs[r_], node=node_of[g.name], max_nodes=max_nodes,
                              _groups=("tp", "cp"), _links=links)
         cp_att = (0.0, 0.0) if c_ == 1 else _cp_attention_s(
             model, g, comm.parallel, batch=b_, seq=seq, grad_accum=1, recompute=rcs[r_], dtype=dtype,
-            eff=0.5, rate=np.array([m[2] for m in members]))       # (eff: only for a rate not given)
+            eff=0.5, rate=rate)                                    # (eff: only for a rate not given)
         # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
         exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
         by = comm.by_group()
