@@ -309,10 +309,10 @@ def pytest_collection_finish(session):
 def pytest_unconfigure(config):
     """When the process exits, after pytest's own last collection (its unraisable-exception check, at
     unconfigure, runs before this hook) and the other plugins' unconfigure: ``gc.freeze`` again, so that the
-    interpreter's shutdown does not walk and free, cycle by cycle, everything the tests kept (the widgets, their
-    figures and kept answers, the fresh renders, the plan caches). Issue 32: in `make test` each worker spent
-    about 3 s after its last test exiting, while the controller waited for it. The process ends as before; its
-    memory goes back to the system at once. Nothing is checked at that point."""
+    interpreter's shutdown does not walk and free, cycle by cycle, everything the tests kept (the widgets,
+    their figures and kept answers, the fresh renders, the plan caches). Issue 32: in `make test` each worker
+    spent about 3 s after its last test exiting, while the controller waited for it. The process ends as
+    before; its memory goes back to the system at once. Nothing is checked at that point."""
     import atexit
     import gc
 
