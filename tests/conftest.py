@@ -218,9 +218,9 @@ def pytest_xdist_make_scheduler(config, log):
             """xdist's, except that a unit whose tests have all completed leaves the node's assigned work.
             xdist counts a node's pending tests (``_pending_of``) over every unit the node was ever given,
             after each test: with one test a unit, that is quadratic (issue 32: 5.5 M steps over the 5,800
-            tests of `make test`; the controller's CPU fell by about 0.5% of the workers', 1.5-2 s). A finished
-            unit has no pending test, so every count, and so every scheduling decision, is the one xdist
-            makes; a crashed worker's unfinished units are still there to be handed out again."""
+            tests of `make test`; the controller's CPU fell by about 0.5% of the workers', 1.5-2 s). A
+            finished unit has no pending test, so every count, and so every scheduling decision, is the one
+            xdist makes; a crashed worker's unfinished units are still there to be handed out again."""
             nodeid = self.registered_collections[node][item_index]
             work, scope = self.assigned_work[node], self._split_scope(nodeid)
             work[scope][nodeid] = True
