@@ -147,12 +147,13 @@ load 3 to 4), median (range) main -> branch: DeepSeek-V3 0.13 (0.12-0.13) -> 0.1
 (0.22-0.24) -> 0.22 (0.21-0.24), Llama 4 Scout 0.22 (0.21-0.27) -> 0.21 (0.21-0.22): noise at that load; 0.3 s
 met by every median, not by every run.
 
-Issue 35, the lead (2026-12-01 00:40 UTC, main 74ba3df = plan35r + tests32n, the machine otherwise idle: load
-0.1 to 0.4, nothing else running), three runs of this script in a row, the seven MoE whole-catalogue cases (CPU
-s, best of 3): DeepSeek-V3 0.11 0.11 0.12, Qwen3-235B-A22B 0.10 0.10 0.10, Mixtral 0.12 0.13 0.13, Qwen3-30B-A3B
-0.17 0.17 0.18, Llama 4 Scout 0.17 0.18 0.18, gpt-oss-120b 0.18 0.19 0.19, DeepSeek-V2 0.21 0.21 0.22: under
-0.3 s in every run; the slowest case of all, the 405B at 128K over the catalogue, 0.16 s (every plan() <= 1 s).
-The figures above taken at load 3 to 4 are the same code run beside other jobs on the 2 cores.
+Issue 35, the lead (2026-12-01 00:40 UTC, main 74ba3df = plan35r + tests32n, the machine otherwise idle:
+load 0.1 to 0.4, nothing else running), three runs of this script in a row, the seven MoE whole-catalogue
+cases (CPU s, best of 3): DeepSeek-V3 0.11 0.11 0.12, Qwen3-235B-A22B 0.10 0.10 0.10, Mixtral 0.12 0.13
+0.13, Qwen3-30B-A3B 0.17 0.17 0.18, Llama 4 Scout 0.17 0.18 0.18, gpt-oss-120b 0.18 0.19 0.19, DeepSeek-V2
+0.21 0.21 0.22: under 0.3 s in every run; the slowest case of all, the 405B at 128K over the catalogue, 0.16
+s (every plan() <= 1 s). The figures above taken at load 3 to 4 are the same code run beside other jobs on
+the 2 cores.
 """
 
 from __future__ import annotations
