@@ -461,8 +461,8 @@ def _search_layouts(par: Parallel, model: Model, seq: int) -> tuple:
     reads: without ZeRO, offloading or ``ep`` neither ``dp`` nor ``cp`` (only ZeRO's shards read them), so
     layouts differing in these alone share an entry (issue 32). One lookup per :func:`_search_pieces`."""
     par = resolve_parallel(par, model, seq=seq)
-    plain = par.zero or par.offload != "none" or par.ep > 1 or par.dp * par.cp == 1
-    return par, _act_layout(par), par if plain else replace(par, dp=1, cp=1, cp_comm="p2p")
+    as_is = par.zero or par.offload != "none" or par.ep > 1 or par.dp * par.cp == 1
+    return par, _act_layout(par), par if as_is else replace(par, dp=1, cp=1, cp_comm="p2p")
 
 
 #: :class:`~llmsizing.parallel.Parallel`'s fields but those :func:`_act_layout` sets.
