@@ -408,11 +408,13 @@ def main() -> None:
     every = [m for r in rows for m in r["moves"]]
     fresh = [m for r in rows for m in r["new"]]
     quick = [m for r in rows for m in r["no_search"]]
+    def ms(values, pick):                    # a subset may be empty (--only a widget without searches)
+        return f"{pick(values) * 1e3:.0f} ms" if values else "-"
+
     print(f"{'all':28s} {sum(r['first'] for r in rows) * 1e3:9.0f} {len(every):6d} "
           f"{statistics.median(every) * 1e3:10.0f} {max(every) * 1e3:8.0f}   total moves "
-          f"{sum(every):.1f} s CPU; {len(fresh)} new settings, median "
-          f"{statistics.median(fresh) * 1e3:.0f} ms; {len(quick)} without a search, median "
-          f"{statistics.median(quick) * 1e3:.0f} ms, max {max(quick) * 1e3:.0f} ms")
+          f"{sum(every):.1f} s CPU; {len(fresh)} new settings, median {ms(fresh, statistics.median)}; "
+          f"{len(quick)} without a search, median {ms(quick, statistics.median)}, max {ms(quick, max)}")
 
 
 if __name__ == "__main__":
