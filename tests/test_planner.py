@@ -180,3 +180,32 @@ def test_a_kept_search_does_not_skip_the_input_checks():
     plan("llama-3-8b", inter_node_gbps=1, **kw)
     with pytest.raises(TypeError, match="inter_node_gbps"):
         plan("llama-3-8b", inter_node_gbps=True, **kw)
+
+
+@pytest.mark.parametrize("model, kw, limits", [
+    ("llama-3.1-405b", dict(seq=131072, global_batch=128, gpus=("H100 SXM",)), (64, 512, 1024, 2048, 4096)),
+    ("llama-3-70b", dict(seq=32768, global_batch=256, gpus=("H100 SXM", "B200"), cp_comm="all_gather"),
+     (16, 128, 256, 1024)),
+    ("mixtral-8x7b", dict(seq=32768, global_batch=64, gpus=("H100 SXM",)), (8, 64, 256)),
+])
+def test_plans_within_is_the_search_at_that_limit(model, kw, limits):
+    """planner.plans_within (chapter 17's widget lowers its GPU limit without a new search): the plans of a
+    search with a large limit that a lower one allows are, bit for bit and in order, the search at that lower
+    limit, with the front marked among them alone; none left: an empty table where the search refuses."""
+    import pandas as pd
+
+    from llmsizing.planner import plans_within
+
+    wide = plan(model, tokens=8e11, max_gpus=16384, **kw)
+    for limit in limits:
+        got = plans_within(wide, limit)
+        try:
+            direct = plan(model, tokens=8e11, max_gpus=limit, **kw)
+        except NoPlanError:
+            assert got.empty and list(got.columns) == list(wide.columns)
+            continue
+        assert len(direct) < len(wide)                # the limit drops plans (else this checks nothing)
+        pd.testing.assert_frame_equal(got, direct, check_exact=True)
+        assert got.attrs == direct.attrs
+    with pytest.raises(ValueError, match="max_gpus"):
+        plans_within(wide, 0)

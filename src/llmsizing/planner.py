@@ -551,6 +551,29 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     return out
 
 
+def plans_within(plans, max_gpus: int):
+    """:func:`plan`'s table ``plans`` cut to the plans on at most ``max_gpus`` GPUs, as :func:`plan` with
+    ``max_gpus`` gives it (issue 35: chapter 17's widget moves its GPU limit without a new search): the rows
+    with ``n_gpus <= max_gpus`` in their order (the search meets its candidates in the same order whatever the
+    limit, and :func:`plan` sorts them stably), their index renumbered and ``pareto`` marked again among them
+    alone, as :func:`plan` marks it. For a table searched with a larger limit (or none) and no deadline or
+    budget; ``tests/test_planner.py`` compares it with searches. An empty table when no plan is left."""
+    import copy
+
+    import pandas as pd
+
+    max_gpus = check_int("max_gpus", max_gpus)
+    rows = np.flatnonzero(plans["n_gpus"].to_numpy() <= max_gpus)
+    days_d, cost_d = _digits(plans["days"].to_numpy()[rows]), _digits(plans["cost_usd"].to_numpy()[rows])
+    memory_d = plans["memory_per_gpu_bytes"].to_numpy()[rows]
+    # (rows that tie on days, cost and memory are in the search's order here too: plan sorts stably)
+    pareto = _pareto(days_d, cost_d, memory_d, order=_lex_orders((memory_d, cost_d, days_d))[0])
+    out = pd.DataFrame({c: pareto if c == "pareto" else _taken(plans[c], rows) for c in plans.columns},
+                       copy=False)
+    out.attrs = copy.deepcopy(plans.attrs)
+    return out
+
+
 # Retired (issue 21, warned since issue 32): the planner's old fixed compute efficiency and single overlap
 # share.
 __getattr__ = _retire(__name__, {

@@ -26,6 +26,9 @@ LONG_CONTEXT_BATCH_TOKENS = (("4M", 2**22), ("8M", 2**23), ("16M", 2**24))
 #: tokens (Dubey et al. 2024, Sec. 3.4.2).
 LONG_CONTEXT_TOKENS = 8e11
 
+#: The GPU limits the widget offers: 8 to 16,384 GPUs.
+LONG_CONTEXT_MAX_GPUS = tuple(2**k for k in range(3, 15))
+
 #: Planner searches the chapter 17 widget keeps (one per setting; issue 38).
 LONG_CONTEXT_CACHED = 128
 #: Settings whose answers (PNG and summary) the chapter 17 widget keeps: a move back to one of them is shown
@@ -39,16 +42,34 @@ def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
     from 16K tokens on) and its fastest plan (:func:`~llmsizing.charts.render_plan`), for
     :data:`LONG_CONTEXT_TOKENS` tokens. The plans are cached per setting (the last
     :data:`LONG_CONTEXT_CACHED` settings: a reader going back to a setting gets it without a new search). A
-    setting where nothing fits shows the planner's message. The answers (PNG and summary) of the last
+    setting where nothing fits shows the planner's message. A lower GPU limit than the largest, for settings
+    already searched at the largest, is a cut of that search (:func:`~llmsizing.planner.plans_within`: the
+    same table as a search at that limit). The answers (PNG and summary) of the last
     :data:`LONG_CONTEXT_KEPT` settings drawn are kept too: going back to one is not drawn again."""
-    from ..planner import plan
+    from collections import OrderedDict
+
+    from ..planner import plan, plans_within
 
     get_model(model)
+    most = max(LONG_CONTEXT_MAX_GPUS)
+    widest: OrderedDict = OrderedDict()      # the searches at the largest GPU limit, by the other settings
 
     @functools.lru_cache(maxsize=LONG_CONTEXT_CACHED)
     def cached(model, seq, gpus, batch_tokens, max_gpus, cp_comm):
-        return plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=gpus, seq=seq,
-                    global_batch=max(batch_tokens // seq, 1), max_gpus=max_gpus, cp_comm=cp_comm)
+        key = (model, seq, gpus, batch_tokens, cp_comm)
+        if max_gpus < most and key in widest:
+            # a lower GPU limit: the plans of the widest search that it allows, no new search (issue 35;
+            # planner.plans_within); where none is left, the search says why
+            within = plans_within(widest[key], max_gpus)
+            if len(within):
+                return within
+        df = plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=gpus, seq=seq,
+                  global_batch=max(batch_tokens // seq, 1), max_gpus=max_gpus, cp_comm=cp_comm)
+        if max_gpus == most:
+            widest[key] = df
+            while len(widest) > LONG_CONTEXT_CACHED:
+                widest.popitem(last=False)
+        return df
 
     def render(model, seq, gpus, batch_tokens, max_gpus, cp_comm, into=None):
         gpus = tuple(gpus)
@@ -65,7 +86,7 @@ def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
         "gpus": _gpu_multiselect(("H100 SXM",), "GPU types"),
         "batch_tokens": W.Dropdown(options=LONG_CONTEXT_BATCH_TOKENS, value=2**24, description="tokens/batch",
                                    **_style()),
-        "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=16384,
+        "max_gpus": W.SelectionSlider(options=list(LONG_CONTEXT_MAX_GPUS), value=most,
                                       description="max GPUs", **_style()),
         "cp_comm": W.Dropdown(options=[("ring (p2p)", "p2p"), ("all-gather", "all_gather")], value="p2p",
                               description="CP exchange", **_style()),
