@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 import ipywidgets as W
+import numpy as np
 
 from .. import charts
 from ..catalog import get_model, list_models
@@ -74,7 +75,8 @@ def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
     def render(model, seq, gpus, batch_tokens, max_gpus, cp_comm, into=None):
         gpus = tuple(gpus)
         df = cached(model, seq, gpus, batch_tokens, max_gpus, cp_comm)
-        fastest = df[df["pareto"]]["days"].idxmin()
+        on = df["pareto"].to_numpy(dtype=bool)       # the fastest front plan, as idxmin finds it (the first)
+        fastest = df.index[np.flatnonzero(on)[np.argmin(df["days"].to_numpy()[on])]]
         return charts.render_plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=gpus, seq=seq,
                                   global_batch=max(batch_tokens // seq, 1), max_gpus=max_gpus, plans=df,
                                   highlight=fastest, into=into)
