@@ -242,7 +242,8 @@ def kept() -> tuple:
 
 # the charts' kept results (issue 38), where a widget run imported them: plan() itself does not use them
 KEPT_IN_CHARTS = (("llmsizing.charts.serve_tune", "_sweep_points"),
-                  ("llmsizing.charts.time_money_checks", "_judged"))
+                  ("llmsizing.charts.time_money_checks", "_judged"),
+                  ("llmsizing.charts.time_money_plan", "_row_type"))
 
 # the kept results issue 35 (planfast35, planfast35c) added, by module and name (absent on older commits)
 KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search_memory"),
