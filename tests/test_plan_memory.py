@@ -314,3 +314,40 @@ def test_the_prefetch_makes_the_entries_states_would():
             got = fast.coefficients(tp, pp, zero, ep, rc, c, 1)
             want = slow.coefficients(tp, pp, zero, ep, rc, c, 1)
             assert all((g == w).all() for g, w in zip(got, want)), (tp, pp, zero, ep, c, rc)
+
+
+@pytest.mark.parametrize("model, seq, cps", [("llama-3-70b", 65536, None), ("mixtral-8x7b", 32768, None),
+                                             ("llama-3-8b", 8192, (1,))])
+def test_a_search_at_the_other_kv_exchange_shares_cp1_and_changes_no_plan(monkeypatch, model, seq, cps):
+    """A search whose K/V exchange (cp_comm) differs from a kept one's alone starts with that one's entries
+    at cp = 1 (SearchMemory.share_cp1: nothing reads cp_comm there; issue 35, chapter 17's widget): it makes
+    fewer training_memory calls and gives the frame a search from scratch gives, bit for bit, either way
+    round; a SearchMemory of another setting is refused."""
+    import pandas as pd
+
+    kw = dict(model=model, tokens=1e12, seq=seq, global_batch=64, gpus=("H100 SXM",), cp_degrees=cps)
+    calls = []
+    real = plan_pricing._search_pieces
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plan_pricing, "_search_pieces", counted)
+    for first, second in (("p2p", "all_gather"), ("all_gather", "p2p")):
+        calls.clear()
+        fresh = _fresh_plan(cp_comm=second, **kw)
+        alone = len(calls)
+        planner._search.cache_clear()
+        plan_memory.kept_search_memory.cache_clear()
+        try:
+            planner.plan(cp_comm=first, **kw)                  # the kept sibling
+            calls.clear()
+            shared = planner.plan(cp_comm=second, **kw)
+        finally:
+            planner._search.cache_clear()
+        assert len(calls) < alone
+        pd.testing.assert_frame_equal(fresh, shared, check_exact=True)
+    memory = SearchMemory(L.get_model(model), _kw(seq), (1,), "p2p")
+    with pytest.raises(ValueError, match="same model"):
+        memory.share_cp1(SearchMemory(L.get_model(model), _kw(2 * seq), (1,), "all_gather"))

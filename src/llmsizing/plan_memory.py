@@ -13,6 +13,7 @@ against direct coefficients, key by key.
 from __future__ import annotations
 
 import functools
+import weakref
 
 import numpy as np
 
@@ -194,6 +195,29 @@ class SearchMemory:
         return (zero == 0 or pp == 1 and zero == 1
                 or pp == 1 and zero == 2 and c > 1 and not self.model.tied_embeddings)
 
+    def share_cp1(self, other: "SearchMemory") -> None:
+        """Take the entries at ``cp = 1`` that ``other`` holds and this one lacks: ``other`` weighs the same
+        model, recipe and degrees with context parallelism exchanging K and V another way (``cp_comm``), which
+        nothing at ``cp = 1`` reads (no exchange: :func:`~llmsizing.activations.cp_attention_buffers_bytes`
+        is 0, and no model state reads it), so they are the entries this one would make (issue 35: chapter
+        17's widget moving its K/V exchange). Each ``per_micro`` taken keeps its coefficients at ``cp = 1``
+        for the degrees above 1: the reference's ``fixed`` and ``sharded`` (which every one of them was read
+        with) and its own ``per_micro``."""
+        if (other.model, other.kw, other.cps, other.eps, other.expert_tp, other.by_ep) != (
+                self.model, self.kw, self.cps, self.eps, self.expert_tp, self.by_ep):
+            raise ValueError("share_cp1: other must weigh the same model, recipe and degrees")
+        for key, ref in other._reference.items():
+            self._reference.setdefault(key, ref)
+        for key, st in other._states.items():
+            self._states.setdefault(key, st)
+        multi = any(d > 1 for d in self.cps)
+        for key, out in other._micro.items():
+            if key not in self._micro:
+                self._micro[key] = {1: out[1]}
+                if multi:
+                    fixed, _, sharded = self._reference[key[0], key[1], key[3]]
+                    self._cp_base[key] = (fixed, out[1], sharded)
+
     def coefficients(self, tp: int, pp: int, zero: int, ep: int, rc: str, c: int, cp: int) -> tuple:
         """``(fixed, per_micro, sharded)`` of the layout with ``cp`` context parallelism (ZeRO over
         ``dp x cp``)."""
@@ -230,8 +254,24 @@ def kept_search_memory(model, kw_items: tuple, cps, cp_comm: str, eps=(1,), expe
     :func:`~llmsizing.time_cost.cost_by_gpu`'s search per GPU type and chapter 17's widget moving the GPUs,
     the tokens per batch or the GPU limit reuse what an earlier search read off
     :func:`~llmsizing.memory.training_memory`. Its entries are only ever added, each the same whoever asks
-    first."""
-    return SearchMemory(model, dict(kw_items), cps, cp_comm, eps, expert_tp, by_ep)
+    first. A new one starts with the entries at ``cp = 1`` of a kept one that differs in ``cp_comm`` alone
+    (:meth:`SearchMemory.share_cp1`)."""
+    memory = SearchMemory(model, dict(kw_items), cps, cp_comm, eps, expert_tp, by_ep)
+    setting = (model, kw_items, tuple(cps), tuple(eps), expert_tp, by_ep)
+    if cp_comm in _SHARED_COMMS:
+        for other in _SHARED_COMMS:
+            sibling = _SIBLINGS.get((setting, other)) if other != cp_comm else None
+            if sibling is not None:
+                memory.share_cp1(sibling)
+        _SIBLINGS[setting, cp_comm] = memory
+    return memory
+
+
+#: The K/V exchanges whose searches share their entries at ``cp = 1`` (:meth:`SearchMemory.share_cp1`): the
+#: two the planner searches.
+_SHARED_COMMS = ("p2p", "all_gather")
+#: The :class:`SearchMemory` objects by setting and exchange, while :func:`kept_search_memory` keeps them.
+_SIBLINGS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def _pair_table(cps, divisors: dict, global_batch: int) -> dict:
