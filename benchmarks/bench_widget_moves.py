@@ -224,6 +224,18 @@ PNG pixel-identical to base's (decoded PNG hashes of every move of 15 widgets, a
     all 162-163 such moves: median 93, 84 -> 71, 71 ms; all 328 moves 16.9, 14.2 -> 14.5, 14.1 s CPU
 
 Tick lines' share of a draw (one process, load 17): serving 12.1 -> 8.0 ms, decode roofline 10.1 -> 5.0 ms.
+
+Measured 2026-12-01 (branch lc35s; base = main 6e13dce, base and new alternating, 03:44-03:49 UTC, an idle
+machine: load 0.4-0.8), --moves 6 --only long_context_widget, after: a lower GPU limit cut from the search at
+the largest (planner.plans_within, no new search), a search at the other K/V exchange starting from the
+entries at cp = 1 of the kept one (SearchMemory.share_cp1), render_plan's front as row labels and its front
+lines from the columns' arrays, no minor ticks worked out for an axis without them, and the plans table's
+key hashed by SHA-1. New settings' median, base runs 1-3 -> new runs 1-3: 104, 105, 107 -> 93, 102, 93 ms;
+the four GPU-limit moves without a search 47-51 ms (base: all searched); all 42 moves 2.1, 2.1, 2.2 ->
+1.9, 2.1, 1.9 s CPU; every plan bit-identical, every PNG pixel-identical. Per control (the moves of
+/work/notes/lc35s.md, without the garbage collector's time): model 132-141 -> 119-133, seq 94-97 -> 91-94,
+max_gpus 63-67 -> 44-48, cp_comm 104-133 -> 86-91 ms; a full collection (~90-130 ms, every ~40 moves) lands
+on whichever move crosses its threshold.
 """
 
 from __future__ import annotations
