@@ -2,7 +2,7 @@
 
 Expected values are the papers' closed forms, written out here: 1F1B's bubble is (p - 1) / m of the ideal time
 (Narayanan et al. 2021, Sec. 2.2, Eq. 1), the interleaved schedule's (p - 1) / (v m) (Sec. 2.2.2), and ZB-H1's
-bubble time is (p - 1)(T_F + T_B - T_W) (Qi et al. 2024, Sec. 3), which with T_B = T_W = T_F (a backward of
+bubble time is (p - 1)(T_F + T_B - T_W) (Qi et al. 2024, Sec. 2.1), which with T_B = T_W = T_F (a backward of
 2 T_F split in halves) is (p - 1) T_F, that is (p - 1) / (3 m) of the ideal 3 m T_F."""
 
 import pytest
@@ -27,6 +27,22 @@ def test_interleaved_bubble_is_p_minus_1_over_v_m(p, m, v):
 def test_zero_bubble_h1(p, m):
     s = pipeline_schedule("zero-bubble", pp=p, micro_batches=m)
     assert s.bubble_fraction == pytest.approx((p - 1) / (3 * m))
+
+
+@pytest.mark.parametrize("p, m", [(4, 8), (4, 16), (8, 16), (8, 32)])
+def test_zero_bubble_h1_holds_no_more_than_1f1b(p, m):
+    """Qi et al. 2024, Sec. 2.1: ZB-H1 keeps the peak memory of 1F1B, whose first stage holds p micro-batches;
+    a micro-batch is held from its forward until its W has run. Deferring every W to the cool-down (an earlier
+    layout of this module) held all m on every stage."""
+    s = pipeline_schedule("zero-bubble", pp=p, micro_batches=m)
+    for i in range(p):
+        events = sorted([(o.start, 1) for o in s.ops if o.stage == i and o.kind == "F"]
+                        + [(o.end, -1) for o in s.ops if o.stage == i and o.kind == "W"])
+        held = peak = 0
+        for _, step in events:
+            held += step
+            peak = max(peak, held)
+        assert peak == p
 
 
 @pytest.mark.parametrize("kind", ["1f1b", "interleaved", "zero-bubble"])

@@ -14,10 +14,12 @@ next stage's backward. Times are in units of one forward of one stage (``forward
   ``megatron/core/pipeline_parallel/schedules.py``: warm-up ``2(p - i - 1) + (v - 1)p`` chunk forwards,
   micro-batches in groups of ``p``, chunk after chunk). Bubble ``(p - 1) / (v m)``; needs ``m`` a multiple
   of ``p``.
-* ``"zero-bubble"``: ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", ICLR, Sec. 3): the backward is
-  split into the input gradient ``B`` (half of it) and the weight gradient ``W``; ``B`` keeps 1F1B's place and
-  each ``W`` is deferred to fill the stage's idle slots (here: the first idle slot after its ``B``), which
-  removes most of the cool-down bubble at 1F1B's memory.
+* ``"zero-bubble"``: ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", ICLR, arXiv:2401.10241,
+  Sec. 2.1, Fig. 3 top): the backward is split into the input gradient ``B`` (half of it) and the weight
+  gradient ``W``; ``B`` keeps 1F1B's place, so the backward chain comes back sooner, and each ``W`` is
+  deferred to the stage's idle slots, but no stage holds more than ``p`` micro-batches whose ``W`` is still to
+  run (1F1B's first stage: the paper's memory bound), so a stage runs a pending ``W`` before a forward that
+  would exceed it. Bubble ``(p - 1)(F + B - W)``, ``(p - 1) / (3m)`` at the default times.
 
 * ``"dualpipe"``: DeepSeek's DualPipe (DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.2.1, Fig. 5; the
   ``deepseek-ai/DualPipe`` reference's ``step``, its eight phases). Half of the micro-batches enter at the
@@ -132,6 +134,7 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
     free = [0.0] * p
     pos = [0] * p
     pending_w: list[list[tuple[int, int]]] = [[] for _ in range(p)]
+    held = [0] * p
     ops: list[PipelineOp] = []
 
     def deps(i, op):
@@ -142,6 +145,7 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
         return [("B", vs + 1, mb)] if vs < p * v - 1 else [("F", vs, mb)]
 
     def run(i, what, mb, c, start, length):
+        held[i] += {"F": 1, "W": -1}.get(what, 0) if split else 0   # micro-batches whose W is still to run
         ops.append(PipelineOp(i, what, mb, c, start, start + length))
         done[(what, c * p + i, mb)] = start + length
         free[i] = start + length
@@ -154,7 +158,8 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
                 need = deps(i, op)
                 if all(d in done for d in need):
                     start = max([free[i]] + [done[d] for d in need])
-                    if split and pending_w[i] and start > free[i]:   # an idle slot: fill it with a W
+                    full = op[0] == "F" and held[i] >= p          # ZB-H1: no more in flight than 1F1B's p
+                    if split and pending_w[i] and (start > free[i] or full):   # an idle slot, or memory: a W
                         mb, c = pending_w[i].pop(0)
                         run(i, "W", mb, c, free[i], tb / 2)
                     else:

@@ -39,7 +39,7 @@ def render_pipeline_schedules(pp: int = 4, micro_batches: int = 8, virtual_stage
                 ax.text((o.start + o.end) / 2, o.stage, str(o.micro_batch + 1), ha="center", va="center",
                         fontsize=6, color="white")
         row = "rank" if s.name == "DualPipe" else "stage"          # a DualPipe rank holds two stages
-        ax.set_yticks(range(pp), [f"{row} {i + 1}" for i in range(pp)], fontsize=7)
+        ax.set_yticks(range(pp), [f"{row} {i}" for i in range(pp)], fontsize=7)   # i as in the prose
         ax.set_ylim(pp - 0.5, -0.5)
         ax.set_title(f"{s.name}: step {s.makespan:g}, bubble {s.bubble_fraction:.1%} of the ideal "
                      f"{s.ideal:g}", fontsize=8, loc="left")
