@@ -543,8 +543,8 @@ def test_one_rule_for_every_memory_ratio_and_every_ratio_of_runs(table):
     from llmsizing.time_cost import mfu_estimate
 
     def peak(batch, recompute, **kw):
-        return training_memory("mistral-7b", batch=batch, seq=4096, recompute=recompute, optimizer_impl="fused",
-                               **kw).total_bytes
+        return training_memory("mistral-7b", batch=batch, seq=4096, recompute=recompute,
+                               optimizer_impl="fused", **kw).total_bytes
 
     ga_full = peak(8, "full", grad_accum=32) / peak(32, "full")
     assert by_id(table, "000-grad-accum")["library_central"] == pytest.approx(ga_full)
@@ -552,8 +552,8 @@ def test_one_rule_for_every_memory_ratio_and_every_ratio_of_runs(table):
     mp_full = peak(32, "full", precision="fp32") / peak(32, "full")
     assert by_id(table, "000-mixed-precision-2x")["library_central"] == pytest.approx(mp_full)
     # "2x savings" is nearer without recomputation (activations, which halve, dominate): judged there
-    assert by_id(table, "000-mixed-precision-2x")["library"] == pytest.approx(peak(32, "none", precision="fp32")
-                                                                          / peak(32, "none"))
+    mp_none = peak(32, "none", precision="fp32") / peak(32, "none")
+    assert by_id(table, "000-mixed-precision-2x")["library"] == pytest.approx(mp_none)
     assert by_id(table, "000-mixed-precision-2x")["reading"].endswith("no recomputation")
     for cid in ("000-grad-accum", "000-grad-accum-savings", "000-mixed-precision-2x", "004-fp8-less-vram"):
         assert by_id(table, cid)["depends"] == ""                 # a setting, not a method
