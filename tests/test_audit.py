@@ -562,3 +562,21 @@ def test_one_rule_for_every_memory_ratio_and_every_ratio_of_runs(table):
     b, h = (mfu_estimate("llama-3-70b", gpu=g, seq=4096).mfu for g in ("B200", "H100 SXM"))
     assert b == pytest.approx(h)
     assert "RATIO_MFU" not in dir(audit)
+
+
+def test_checkpointing_memory_is_read_as_mixed_precision_is(table):
+    """Seed 000's "30-40% memory" for checkpointing, like its "2x" for mixed precision, names no model or
+    batch: both are read at Mistral 7B and batch 32, the batch of the seed's techniques section (issue 38,
+    round 3)."""
+    from llmsizing.memory import training_memory
+
+    def peak(seq, recompute):
+        return training_memory("mistral-7b", batch=32, seq=seq, recompute=recompute,
+                               optimizer_impl="fused").total_bytes
+
+    r = by_id(table, "000-checkpointing")
+    assert r["library_central"] == pytest.approx(100 * (1 - peak(4096, "full") / peak(4096, "none")))
+    # judged at 2,048 tokens, nearer the claim
+    assert r["library"] == pytest.approx(100 * (1 - peak(2048, "full") / peak(2048, "none")))
+    assert r["bound"] == "range" and r["kind"] == "memory ratio"
+    assert "000-checkpointing" not in set(not_computed_claims()["id"])

@@ -81,7 +81,8 @@ from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Find
     _b200_speedup, _bytes, _cost, _days, _finetune, _fp8_speedup,
     _fp8_tps, _fp8_vram, _gpu, _layer_activations_mb, _matrix, _memory_ratio,
     _min_gpus, _min_plan, _model, _one_gpu_gb, _one_way_gbps, _par,
-    _qlora, _qlora_fits, _recompute_flops_factor, _run, _same_gpu_days_cost_ratio, _serving,
+    _qlora, _qlora_fits, _recompute_flops_factor, _recompute_saving_pct, _run, _same_gpu_days_cost_ratio,
+    _serving,
     _serving_factor, _stage_params_billion, _states, _suffices, _ten_b, _tps,
     _train_gb, _weights_gb,
 )
@@ -245,6 +246,7 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "000-grad-accum-savings": lambda: _memory_ratio(_M7, batch=8, base_batch=32, grad_accum=32, scale=-100,
                                                     offset=100),
     "000-mixed-precision-2x": lambda: _memory_ratio(_M7, batch=32, base_batch=32, precision="fp32"),
+    "000-checkpointing": lambda: _recompute_saving_pct(_M7, 32),
     "000-checkpointing-slowdown": _recompute_flops_factor,
     # ---- seed 000: GPU counts and the FAQ
     "000-intro-13b-one-h100": lambda: _suffices(_L2_13, _H100, 1),
