@@ -534,3 +534,49 @@ def test_judged_and_offload_verdict_inputs():
     with pytest.raises(TypeError, match="offload"):
         verdict(3, 2.6, offload=1)
     assert set(audit.READINGS) == set(audit.YARDSTICKS)
+
+
+def test_one_rule_for_every_memory_ratio_and_every_ratio_of_runs(table):
+    """Issue 38, round 3: the recomputation setting is read both ways for EVERY memory ratio (full is the
+    central reading, the yardstick's), and every ratio of two runs at each side's central calibrated MFU."""
+    from llmsizing.memory import training_memory
+    from llmsizing.time_cost import mfu_estimate
+
+    def peak(batch, recompute, **kw):
+        return training_memory("mistral-7b", batch=batch, seq=4096, recompute=recompute,
+                               optimizer_impl="fused", **kw).total_bytes
+
+    ga_full = peak(8, "full", grad_accum=32) / peak(32, "full")
+    assert by_id(table, "000-grad-accum")["library_central"] == pytest.approx(ga_full)
+    assert by_id(table, "000-grad-accum-savings")["library_central"] == pytest.approx(100 * (1 - ga_full))
+    mp_full = peak(32, "full", precision="fp32") / peak(32, "full")
+    assert by_id(table, "000-mixed-precision-2x")["library_central"] == pytest.approx(mp_full)
+    # "2x savings" is nearer without recomputation (activations, which halve, dominate): judged there
+    mp_none = peak(32, "none", precision="fp32") / peak(32, "none")
+    assert by_id(table, "000-mixed-precision-2x")["library"] == pytest.approx(mp_none)
+    assert by_id(table, "000-mixed-precision-2x")["reading"].endswith("no recomputation")
+    for cid in ("000-grad-accum", "000-grad-accum-savings", "000-mixed-precision-2x", "004-fp8-less-vram"):
+        assert by_id(table, cid)["depends"] == ""                 # a setting, not a method
+    # the B200 over the H100: each at its calibrated MFU; the calibration has no B200 run, so both get the
+    # same MFU and the ratio is that of the dense BF16 peaks (2,250 and 989.4 TFLOP/s)
+    b, h = (mfu_estimate("llama-3-70b", gpu=g, seq=4096).mfu for g in ("B200", "H100 SXM"))
+    assert b == pytest.approx(h)
+    assert "RATIO_MFU" not in dir(audit)
+
+
+def test_checkpointing_memory_is_read_as_mixed_precision_is(table):
+    """Seed 000's "30-40% memory" for checkpointing, like its "2x" for mixed precision, names no model or
+    batch: both are read at Mistral 7B and batch 32, the batch of the seed's techniques section (issue 38,
+    round 3)."""
+    from llmsizing.memory import training_memory
+
+    def peak(seq, recompute):
+        return training_memory("mistral-7b", batch=32, seq=seq, recompute=recompute,
+                               optimizer_impl="fused").total_bytes
+
+    r = by_id(table, "000-checkpointing")
+    assert r["library_central"] == pytest.approx(100 * (1 - peak(4096, "full") / peak(4096, "none")))
+    # judged at 2,048 tokens, nearer the claim
+    assert r["library"] == pytest.approx(100 * (1 - peak(2048, "full") / peak(2048, "none")))
+    assert r["bound"] == "range" and r["kind"] == "memory ratio"
+    assert "000-checkpointing" not in set(not_computed_claims()["id"])

@@ -81,7 +81,8 @@ from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Find
     _b200_speedup, _bytes, _cost, _days, _finetune, _fp8_speedup,
     _fp8_tps, _fp8_vram, _gpu, _layer_activations_mb, _matrix, _memory_ratio,
     _min_gpus, _min_plan, _model, _one_gpu_gb, _one_way_gbps, _par,
-    _qlora, _qlora_fits, _recompute_flops_factor, _run, _same_gpu_days_cost_ratio, _serving,
+    _qlora, _qlora_fits, _recompute_flops_factor, _recompute_saving_pct, _run, _same_gpu_days_cost_ratio,
+    _serving,
     _serving_factor, _stage_params_billion, _states, _suffices, _ten_b, _tps,
     _train_gb, _weights_gb,
 )
@@ -103,7 +104,8 @@ YARDSTICKS = {
     "training memory": "the peak of a training step on the most loaded GPU plus the allowance "
                        "(training_memory: fused AdamW, full recomputation, flash attention, sequences of "
                        "4,096 tokens)",
-    "memory ratio": "the ratio of two such step peaks, at the setting the seed describes",
+    "memory ratio": "the ratio of two such step peaks, at the batch and dtype the seed describes, with full "
+                    "recomputation (central) and without",
     "model states": "weights, gradients and optimizer states only (model_states), for claims that name them",
     "weights": "the weights alone in the named dtype (weights_bytes)",
     "serving memory": "inference_memory: weights, KV cache, activations and allowance",
@@ -241,8 +243,10 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     # ---- seed 000: techniques
     "000-grad-accum-batch": lambda: float(8 * 32),  # sequences per optimizer step: micro-batch x accumulation
     "000-grad-accum": lambda: _memory_ratio(_M7, batch=8, base_batch=32, grad_accum=32),
-    "000-grad-accum-savings": lambda: 100 * (1 - _memory_ratio(_M7, batch=8, base_batch=32, grad_accum=32)),
+    "000-grad-accum-savings": lambda: _memory_ratio(_M7, batch=8, base_batch=32, grad_accum=32, scale=-100,
+                                                    offset=100),
     "000-mixed-precision-2x": lambda: _memory_ratio(_M7, batch=32, base_batch=32, precision="fp32"),
+    "000-checkpointing": lambda: _recompute_saving_pct(_M7, 32),
     "000-checkpointing-slowdown": _recompute_flops_factor,
     # ---- seed 000: GPU counts and the FAQ
     "000-intro-13b-one-h100": lambda: _suffices(_L2_13, _H100, 1),
@@ -484,7 +488,7 @@ def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str]:
 
 
 #: The tail of a reading that names an open setting's alternative value (:data:`OPEN_SETTINGS`), not a method.
-_SETTING = re.compile(r"(; [\d,]+ tokens|; micro-batch \d+, \w+ recomputation)+$")
+_SETTING = re.compile(r"(; [\d,]+ tokens|; (micro-batch \d+, )?\w+ recomputation)+$")
 
 
 def _central(c: Claim, f: Finding, reading: str) -> float:
