@@ -14,9 +14,10 @@ CP_OVERLAP_SEQS = tuple(2**k for k in range(12, 20))
 
 
 def llama3_long_context_layout():
-    """Llama 3 405B's 128K layout (Dubey et al. 2024, Table 4): TP8 CP16 PP16 DP8 with all-gathered K and V,
-    and the assumptions the book makes for its 8K rows (four interleaved chunks, the 7-8...8-7 split, ZeRO-1,
-    sequence parallelism). The figure's and the chapter's default."""
+    """Llama 3 405B's 128K degrees (Dubey et al. 2024, Table 4): TP8 CP16 PP16 DP8 with all-gathered K and V,
+    read as a Megatron-LM run (four interleaved chunks, the 7-8...8-7 split, ZeRO-1, sequence parallelism).
+    Not Meta's layout, which is :func:`~llmsizing.llama3_405b_layout` ``(8, cp=16)`` (FSDP, eight one-layer
+    chunks); the context-parallel traffic and compute are the same in both. The CP figure's default."""
     from ..parallel import Parallel, uneven_stages
 
     return Parallel(tp=8, cp=16, pp=16, dp=8, zero=1, sp=True, virtual_stages=4,
