@@ -109,7 +109,7 @@ def test_load_skew_from_the_published_violations():
 
 
 def test_the_backward_combine_is_fp8_in_deepseeks_recipe():
-    # Sec. 3.3.4: the activation gradient before the down-projection is quantised too; the combines stay BF16
+    # Sec. 3.3.3: the activation gradient before the down-projection is quantised too; the combines stay BF16
     m = get_model("deepseek-v3")
     rows = ep_all_to_all(m, V3, batch=1, seq=4096, gpu=__import__("llmsizing").catalog.get_gpu("H800"),
                          node=get_node(None, gpu="H800"), grad_accum=1, precision="fp8-deepseek", recompute="none")

@@ -82,7 +82,7 @@ from .precision import DTYPE_BYTES, RECIPES
 from .states import ModelStates, _states, _tp_share, edge_params
 
 #: The dtype of the forward dispatch all-to-all by recipe: DeepSeek-V3 quantises the activations to FP8 before
-#: the dispatch (1 byte per element plus one fp32 scale per 128 elements) and combines in BF16 (Sec. 3.3.4,
+#: the dispatch (1 byte per element plus one fp32 scale per 128 elements) and combines in BF16 (Sec. 3.3.3,
 #: "Low-Precision Communication"); every other recipe sends its working dtype both ways.
 FP8_DISPATCH_BYTES = 1.0 + 4 / 128
 
@@ -429,7 +429,7 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     dispatch (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the
     backward's two: the combine's backward (the gradients of the combine's output sent back along the
     dispatch's routes; FP8 too with ``fp8-deepseek``, which quantises the activation gradient before the
-    experts' down-projection, arXiv:2412.19437 Sec. 3.3.4) and the dispatch's backward (in the working dtype,
+    experts' down-projection, arXiv:2412.19437 Sec. 3.3.3) and the dispatch's backward (in the working dtype,
     as the forward combine); full recomputation repeats the forward's two. Each sends
     :func:`all_to_all_bytes` and takes :func:`llmsizing.all_to_all.all_to_all_s` of its
     ``tokens x k x hidden`` buffer, the model serving uses (within 0.90-0.99x of DeepEP's published H800

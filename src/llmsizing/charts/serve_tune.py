@@ -210,7 +210,7 @@ def render_speculative_speedup(model="llama-3-70b", draft="llama-3-8b", gpu: str
         rows[k] = dict(zip(np.round(rates, 3), ups))
         ax.plot(rates, ups, color=SPECULATIVE_COLORS.get(k, "0.4"), lw=1.8, label=f"k = {k}")
     ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
-    ax.set_xlabel("per-token acceptance rate a")
+    ax.set_xlabel("per-token acceptance rate ρ")
     ax.set_ylabel("speed-up over plain decoding")
     ax.set_xlim(0, 0.95)
     ax.set_ylim(0, None)
@@ -219,7 +219,7 @@ def render_speculative_speedup(model="llama-3-70b", draft="llama-3-8b", gpu: str
                  fontsize=9, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
     shown = (0.5, 0.7, 0.8, 0.9)
-    lines = ["k    " + " ".join(f"a={a:<5g}" for a in shown)]
+    lines = ["k    " + " ".join(f"ρ={a:<5g}" for a in shown)]
     for k in ks:
         lines.append(f"{k:<4d} " + " ".join(f"{rows[k][a]:>7.2f}" for a in shown))
     return View(fig, "\n".join(lines))

@@ -192,19 +192,24 @@ def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *,
 
     c = np.geomspace(flops_low, flops_high, 60)
     fig, ax = new_figure(7.2, 4.0)
-    labels = {"approach1": "Approach 1 (a = 0.50)", "approach2": "Approach 2 (a = 0.49)",
-              "approach3": "Approach 3 (a = 0.46)", "besiroglu": "Besiroglu et al. 2024 refit (a = 0.51)"}
+    names = {"approach1": "Approach 1", "approach2": "Approach 2", "approach3": "Approach 3",
+             "besiroglu": "Besiroglu et al. 2024 refit"}
     for fit, colour in SCALING_FIT_COLORS.items():
-        ax.plot(c, [compute_optimal(x, fit=fit).params for x in c], color=colour, lw=1.6, label=labels[fit],
-                ls="--" if fit == "approach3" else "-")
+        beta = compute_optimal(c[0], fit=fit).a             # the exponent of N_opt (the book's beta)
+        ax.plot(c, [compute_optimal(x, fit=fit).params for x in c], color=colour, lw=1.6,
+                label=rf"{names[fit]} ($\beta$ = {beta:.2f})", ls="--" if fit == "approach3" else "-")
     t3 = chinchilla_tables().query("table == 'Table 3'")
     ax.plot(t3["flops"], t3["params"], "o", color="#0072B2", ms=4, mfc="white",
             label="Hoffmann et al. Table 3")
     lines = [f"{'run':16s} {'params':>8s} {'tokens':>8s} {'C = 6ND':>9s} {'tok/param':>9s} {'optimal N':>9s}"]
+    at = [(FLOPS_PER_PARAM_TOKEN * n * d, n) for _, n, d in runs]
     for name, n, d in runs:
         flops = FLOPS_PER_PARAM_TOKEN * n * d
         ax.plot([flops], [n], marker="D", ms=5, color="#D55E00", ls="none")
-        ax.annotate(name, (flops, n), textcoords="offset points", xytext=(5, -9), fontsize=7)
+        # a label goes left of its marker when another run sits just to its right at a similar size
+        crowded = any(flops < f < 30 * flops and 0.5 < m / n < 2 for f, m in at)
+        ax.annotate(name, (flops, n), textcoords="offset points", xytext=(-6, -9) if crowded else (5, -9),
+                    ha="right" if crowded else "left", fontsize=7)
         lines.append(f"{name:16s} {n / 1e9:7,.1f}B {d / 1e12:7,.1f}T {flops:9.2e} {d / n:9,.0f} "
                      f"{compute_optimal(flops).params / 1e9:8,.0f}B")
     ax.set_xscale("log")
