@@ -10,8 +10,8 @@ One round, per sequence:
 
 * the draft runs ``k`` decode steps and proposes ``k`` tokens;
 * the target runs once over the ``k + 1`` positions (the ``k`` guesses and the token after the last one) and
-  accepts a prefix of the guesses. If each guess is accepted with probability ``a``, independently (the
-  papers' simplifying assumption), the round yields ``(1 - a^(k+1)) / (1 - a)`` tokens on average
+  accepts a prefix of the guesses. If each guess is accepted with probability ``ρ`` (the book's acceptance rate), independently (the
+  papers' simplifying assumption), the round yields ``(1 - ρ^(k+1)) / (1 - ρ)`` tokens on average
   (Leviathan et al., Eq. 1): between 1 (every guess rejected, the target still gives one token) and ``k + 1``.
 
 The cost of a round is the target's verify step plus ``k`` draft steps. Both are decode steps on the roofline
@@ -51,7 +51,7 @@ MAX_BREAKEVEN_BATCH = 65536
 def check_acceptance(acceptance) -> float:
     """Return the per-token acceptance rate as a float in [0, 1), or raise naming ``acceptance``. 1 is
     refused: a draft that is never wrong is the target itself, and the expected yield's formula divides by
-    ``1 - a``."""
+    ``1 - ρ``."""
     a = check_number("acceptance", acceptance, maximum=1.0)
     if a >= 1.0:
         raise ValueError(f"acceptance must be in [0, 1), got {a:g}: a draft accepted every time is the "
@@ -60,16 +60,16 @@ def check_acceptance(acceptance) -> float:
 
 
 def expected_tokens_per_step(acceptance: float, k: int) -> float:
-    """Tokens one verify step of the target yields on average: ``(1 - a^(k+1)) / (1 - a)`` with ``a`` the
-    per-token acceptance rate and ``k`` the draft length (Leviathan et al. 2023, Eq. 1). It is 1 at ``a = 0``
-    and tends to ``k + 1`` as ``a`` nears 1. Taught in chapter 15."""
+    """Tokens one verify step of the target yields on average: ``(1 - ρ^(k+1)) / (1 - ρ)`` with ``ρ`` the
+    per-token acceptance rate and ``k`` the draft length (Leviathan et al. 2023, Eq. 1). It is 1 at ``ρ = 0``
+    and tends to ``k + 1`` as ``ρ`` nears 1. Taught in chapter 15."""
     a = check_acceptance(acceptance)
     k = check_int("k", k, maximum=MAX_DRAFT_TOKENS)
     return (1 - a ** (k + 1)) / (1 - a)
 
 
 def speedup_from_cost_ratio(acceptance: float, k: int, cost_ratio: float) -> float:
-    """Leviathan et al.'s improvement factor (Theorem 3.8): ``(1 - a^(k+1)) / ((1 - a)(k c + 1))`` with ``c``
+    """Leviathan et al.'s improvement factor (Theorem 3.8): ``(1 - ρ^(k+1)) / ((1 - ρ)(k c + 1))`` with ``c``
     the cost of one draft step over one target step (``cost_ratio``, > 0), and the verify step priced as one
     target step. The memory-bound limit of :func:`speculative_decoding`. Taught in chapter 15."""
     c = check_number("cost_ratio", cost_ratio, allow_equal=False, maximum=1e6)
@@ -93,7 +93,7 @@ class Speculative:
     verify_step_s: float         # the target over k + 1 positions per sequence
     draft_step_s: float          # one decode step of the draft
     verify_bound: str            # "memory" or "compute": which bound sets the verify step
-    tokens_per_step: float       # expected tokens per round, (1 - a^(k+1)) / (1 - a)
+    tokens_per_step: float       # expected tokens per round, (1 - ρ^(k+1)) / (1 - ρ)
     step_overhead_s: float = 0.0  # the engine's fixed cost per step, paid by every draft and verify step
 
     @property
