@@ -11,8 +11,9 @@ One round, per sequence:
 * the draft runs ``k`` decode steps and proposes ``k`` tokens;
 * the target runs once over the ``k + 1`` positions (the ``k`` guesses and the token after the last one) and
   accepts a prefix of the guesses. If each guess is accepted with probability ``ρ`` (the acceptance rate),
-  independently (the papers' simplifying assumption), the round yields ``(1 - ρ^(k+1)) / (1 - ρ)`` tokens
-  on average (Leviathan et al., Eq. 1): between 1 (every guess rejected, the target still gives one token) and ``k + 1``.
+  independently (the papers' simplifying assumption), the round yields ``(1 - ρ^(k+1)) / (1 - ρ)`` tokens on
+  average (Leviathan et al., Eq. 1): between 1 (every guess rejected, the target still gives one token) and
+  ``k + 1``.
 
 The cost of a round is the target's verify step plus ``k`` draft steps. Both are decode steps on the roofline
 (:func:`llmsizing.hardware.decode_step_roofline`), each bound at an achieved fraction of the peak, as in
