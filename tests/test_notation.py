@@ -253,6 +253,10 @@ CLASHES = [
     (re.compile(r"C\^\{?a(?![A-Za-z_])"), re.compile(r"opt", re.I), "a as a scaling exponent: beta"),
     (re.compile(r"(?<![A-Za-z\\_{])L(?![A-Za-z_])"), re.compile(r"answer length|service time", re.I),
      "L as an answer length: L is layers (n_out)"),
+    # chapter 19 (read19): an RL step's prompts, engines and lengths took P, E, p and L
+    (re.compile(r"(?<![A-Za-z\\_{])P\s*G"), re.compile(r"prompts", re.I), "P as prompts: P is peak FLOP/s (n_prompt)"),
+    (re.compile(r"(?<![A-Za-z\\_{])L_□|\\bar\s*L"), re.compile(r"response", re.I),
+     "L as a response length: L is layers (s_max, bar s_resp)"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
@@ -289,6 +293,9 @@ CLASHED = [
     ("Erlang's C formula: $$C(c, a) = \\frac{P(c, a)}{1 - \\rho}$$", "Erlang's C(c, a)"),
     ("$N_\\text{opt} \\propto C^{a}$", "a as a scaling exponent"),
     ("its service time $S = \\text{TTFT} + L \\times \\text{ITL}$, and its answer length $L$", "L as an answer"),
+    ("samples $G$ responses to each of $P$ prompts: $P G$ rollouts", "P as prompts"),
+    ("the step waits for the longest response $L_\\text{max}$", "L as a response"),
+    ("$P G (p + \\bar L)$ tokens of the responses", "L as a response"),
 ]
 
 
