@@ -141,18 +141,25 @@ def test_long_context_moe_rows_are_the_scalar_functions(model, seq, kw):
         assert r.step_time_s == pytest.approx(st.step_s, rel=1e-9), r
 
 
+def _count_search_pieces(monkeypatch) -> list:
+    """A list that gains one item per call of the planner's memory evaluation (plan_pricing._search_pieces,
+    training_memory's bytes without its checks) for the rest of the test."""
+    calls = []
+    real = plan_pricing._search_pieces
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plan_pricing, "_search_pieces", counted)
+    return calls
+
+
 def test_the_issue_search_makes_few_training_memory_calls(monkeypatch):
     """Qwen3-30B-A3B at 64K on H100s weighs 676 layouts x 5 cp degrees x 3 recomputations: one set of
     coefficients per layout took 7,213 training_memory calls (issue 33); SearchMemory takes about 1,200
     (issue 35, arrays35i: each is now memory._search_pieces, training_memory's bytes without its checks)."""
-    calls = []
-    real = plan_pricing._search_pieces
-
-    def counted(*args, **kw):
-        calls.append(1)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(plan_pricing, "_search_pieces", counted)
+    calls = _count_search_pieces(monkeypatch)
     planner._search.cache_clear()
     plan_memory.kept_search_memory.cache_clear()       # (searches share their coefficients: issue 35)
     df = planner.plan("qwen3-30b-a3b", tokens=1e12, gpus=("H100 SXM",), seq=65536, global_batch=64)
@@ -326,14 +333,7 @@ def test_a_search_at_the_other_kv_exchange_shares_cp1_and_changes_no_plan(monkey
     import pandas as pd
 
     kw = dict(model=model, tokens=1e12, seq=seq, global_batch=64, gpus=("H100 SXM",), cp_degrees=cps)
-    calls = []
-    real = plan_pricing._search_pieces
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(plan_pricing, "_search_pieces", counted)
+    calls = _count_search_pieces(monkeypatch)
     for first, second in (("p2p", "all_gather"), ("all_gather", "p2p")):
         calls.clear()
         fresh = _fresh_plan(cp_comm=second, **kw)
