@@ -283,8 +283,9 @@ def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int
 
 
 def render_finetune_calibration(*, into: Figure | None = None) -> View:
-    """Chapter 16: published LoRA and Q-LoRA step times (``data/finetune_published.csv``, Qwen's table on one
-    A100 80GB) against the sequence length, with :func:`~llmsizing.finetune_time.finetune_time`'s prediction
+    """Chapter 16: published LoRA and Q-LoRA step times on one GPU (``data/finetune_published.csv``: Qwen's
+    table on one A100 80GB, and the other sources' one-GPU rows, labelled with their GPU) against the
+    sequence length, with :func:`~llmsizing.finetune_time.finetune_time`'s prediction
     at the constants fitted on every source's covered rows as lines (dots: the published rows). The figure
     shows the one-GPU LoRA and Q-LoRA rows; the text lists each series' published/predicted ratios, the
     multi-GPU ones included, and marks the ``known_out`` series (full fine-tuning), which the
@@ -297,14 +298,18 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     fig, ax = _fixed_figure(7.2, 3.4, left=0.1, right=0.72, bottom=0.14, top=0.9, into=into)
     styles = {"lora": "-", "qlora": "--"}
     colors = {"qwen-1.8b": "#009E73", "qwen-7b": "#0072B2", "qwen-14b": "#D55E00", "qwen-72b": "#CC79A7"}
+    spare = iter(["#E69F00", "#56B4E9", "0.2", "0.55"])         # the other models, in order of appearance
     lines = []
-    for (model, method), sub in df.groupby(["model", "method"], sort=False):
+    for (model, method, gpu), sub in df.groupby(["model", "method", "gpu"], sort=False):
         sub = sub.sort_values("seq")
-        c = colors.get(model, "0.3")
+        c = colors[model] if model in colors else colors.setdefault(model, next(spare, "0.3"))
         label = f"{model} {'Q-LoRA' if method == 'qlora' else 'LoRA'}"
-        ax.plot(sub["seq"], sub["predicted_s"], styles[method], color=c, lw=1.2, label=label + " (model)")
+        if gpu != "A100 80GB":                                    # not Qwen's GPU: say which
+            label += f", {gpu}"
+        ax.plot(sub["seq"], sub["predicted_s"], styles[method], color=c, lw=1.2, label=label,
+                marker="_" if len(sub) == 1 else None, ms=12)   # a one-row series: the model as a tick
         ax.plot(sub["seq"], sub["s_per_step"], "o", color=c, ms=5)
-        lines.append(f"{label:16s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}")
+        lines.append(f"{label:28s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}")
     from matplotlib.ticker import FixedLocator
 
     ax.set_xscale("log")
@@ -315,9 +320,9 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     ax.set_xticks(seqs, [f"{s:,}" for s in seqs])
     times = list(df["s_per_step"]) + list(df["predicted_s"])
     _log_axis(ax.yaxis, min(times), max(times), lambda t: f"{t:g}", pad=1.2)
-    ax.set_xlabel("tokens per sequence (batch 1, 8 micro-batches per step)")
+    ax.set_xlabel("tokens per sequence (each source's micro-batch and accumulation)")
     ax.set_ylabel("seconds per optimizer step")
-    ax.set_title("One A100 80GB: published step times (dots) and the model (lines)",
+    ax.set_title("One GPU: published step times (dots) and the model (lines)",
                  fontsize=8.5, loc="left")
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
