@@ -448,19 +448,19 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
 # =========================================================================== chapter 7: when DP stops scaling
 def busy_fraction(compute_s: float, comm_s: float, overlap: float = 1.0) -> float:
     """The fraction of a step the GPU spends computing: ``compute_s / step``, where the step is the compute
-    plus whatever communication is *not* hidden behind it.
-
-    ``overlap`` (0 <= overlap <= 1) is the share of the communication the framework manages to run while the
-    GPU computes: 1 is perfect overlap (PyTorch DDP's bucketed all-reduce during the backward, FSDP's and
-    DeepSpeed's prefetched all-gathers at their best), 0 none. Hidden communication cannot exceed the compute
-    it hides behind, so ``step = compute_s + comm_s - min(overlap x comm_s, compute_s)``: with ``overlap=1``
-    the step is ``max(compute_s, comm_s)`` (the lower bound of the scaling book's "where does the time go"),
-    with 0 it is ``compute_s + comm_s`` (the upper bound). It ignores the SMs communication kernels take.
-    Taught in chapter 7."""
+    plus whatever communication is *not* hidden behind it, one share ``overlap`` (0 to 1) hidden
+    (:func:`exposed_share_s`; 1: ``max(compute_s, comm_s)``, 0: ``compute_s + comm_s``), as ``step_time``'s
+    ``overlap=``. Without it, ``step_time``'s per-collective windows are the book's answer (DDP's all-reduce
+    hides only behind the last micro-batch's backward), and a share of 1 is an upper bound. Chapter 7."""
     c = check_number("compute_s", compute_s, allow_equal=False)
     t = check_number("comm_s", comm_s)
-    o = check_number("overlap", overlap, maximum=1.0)
-    return c / (c + t - min(o * t, c))
+    return c / (c + exposed_share_s(t, c, check_number("overlap", overlap, maximum=1.0)))
+
+
+def exposed_share_s(comm_s: float, busy_s: float, overlap: float) -> float:
+    """The communication a step waits for when a share ``overlap`` of ``comm_s`` hides behind ``busy_s``
+    (hidden time cannot exceed it); the one formula of :func:`busy_fraction` and ``step_time(overlap=)``."""
+    return max((1.0 - overlap) * comm_s, comm_s - busy_s)
 
 
 def gpu_with_link(gpu, link: str, one_way_gbps: float, link_class: str | None = None):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ._compat import forward as _forward
 from ._validate import check_bool, check_fraction, check_int, check_number, renamed
 from .catalog import get_gpu, resolve_model
-from .comm import communication, step_compute_time_s
+from .comm import communication, exposed_share_s, step_compute_time_s
 from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
@@ -482,7 +482,7 @@ class StepTime:
         (``comm_s - busy_s``)."""
         if self.exposed is not None:
             return sum(self.exposed.values())
-        return max((1.0 - self.overlap) * self.comm_s, self.comm_s - self.busy_s)
+        return exposed_share_s(self.comm_s, self.busy_s, self.overlap)
 
     @property
     def step_s(self) -> float:

@@ -287,28 +287,31 @@ def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-m
 DP_SCALING_PANELS = (("inside one node", "inside"), ("across nodes, group fills them", "fill"),
                      ("across nodes, one GPU per node", "one"))
 
-_ZERO_STYLES = {0: ("DDP / ZeRO-1", "#0072B2", "-"), 2: ("ZeRO-2", "#E69F00", "--"),
+# (ZeRO-1 has DDP's bytes, but its weight all-gather hides behind the next step's first forward)
+_ZERO_STYLES = {0: ("DDP", "#0072B2", "-"), 1: ("ZeRO-1", "#009E73", "-."), 2: ("ZeRO-2", "#E69F00", "--"),
                 3: ("ZeRO-3 / FSDP", "#D55E00", "-")}
 
 
 def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: int = 512, seq: int = 4096,
-                      batch: int = 1, kernel_efficiency: float | None = None, overlap: float = 1.0,
+                      batch: int = 1, kernel_efficiency: float | None = None, overlap: float | None = None,
                       max_dp: int = 512, node=None) -> View:
-    """When data parallelism stops scaling: the busy fraction (:func:`~llmsizing.comm.busy_fraction`) of each
-    GPU against ``dp`` at a fixed ``global_batch`` (sequences of ``seq`` tokens, micro-batch ``batch``, the
-    rest gradient accumulation), for DDP/ZeRO-1, ZeRO-2 and ZeRO-3, in three placements on ``node``'s network
-    (default: the GPU's node in ``data/nodes.csv``; :data:`DP_SCALING_PANELS`): the group inside one node (its
-    scale-up link, ``dp`` up to the node's GPUs), the group filling whole nodes (``k`` = all the node's GPUs
-    share its NICs: :func:`~llmsizing.network.group_link`), and one GPU per node (one NIC per GPU). Compute
-    from :func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` (default the calibrated one),
-    traffic from :func:`~llmsizing.comm.communication`; ``overlap`` is the share of the traffic hidden behind
-    compute. Chapter 7."""
+    """When data parallelism stops scaling: the busy fraction of each GPU, compute over step
+    (:attr:`~llmsizing.layouts.StepTime.efficiency` of :func:`~llmsizing.layouts.step_time`), against
+    ``dp`` at a fixed ``global_batch`` (sequences of ``seq`` tokens, micro-batch ``batch``, the rest gradient
+    accumulation), for DDP, ZeRO-1, ZeRO-2 and ZeRO-3, in three placements on ``node``'s network (default:
+    the GPU's node in ``data/nodes.csv``; :data:`DP_SCALING_PANELS`): the group inside one node (its scale-up
+    link, ``dp`` up to the node's GPUs), the group filling whole nodes (``k`` = all the node's GPUs share its
+    NICs: :func:`~llmsizing.network.group_link`), and one GPU per node (one NIC per GPU). The step is chapter
+    8's step model at ``kernel_efficiency`` (default the calibrated one): each collective hides only behind
+    its own window (:func:`~llmsizing.layouts.exposed_by_group`; DDP's all-reduce behind the last
+    micro-batch's backward). A number for ``overlap`` (0 to 1) draws :func:`~llmsizing.layouts.step_time`'s
+    single share instead (``1``: the whole step as the window, an upper bound). Chapter 7."""
     from dataclasses import replace
 
-    from .._validate import check_fraction, check_int
+    from .._validate import check_fraction, check_int, check_number
     from ..catalog import get_gpu, resolve_model
-    from ..comm import busy_fraction, communication, step_compute_time_s
     from ..hardware import kernel_efficiency as default_efficiency
+    from ..layouts import step_time
     from ..network import get_node, group_link
     from ..parallel import Parallel
 
@@ -323,7 +326,9 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     if b > gb:
         raise ValueError(f"batch={b} must be <= global_batch={gb}: the micro-batch is part of the global "
                          "batch")
-    busy_fraction(1.0, 0.0, overlap)                                  # validates overlap before any work
+    if overlap is not None:                                           # validated before any work
+        overlap = check_number("overlap", overlap, maximum=1.0)
+    how = "overlap per collective" if overlap is None else f"overlap {overlap:.0%}"
     nd = get_node(node, g)
     per_node = nd.scaleup_domain_gpus
     one = replace(nd, name=f"{nd.name}, one GPU per node", gpus_per_node=1, scaleup_domain_gpus=1,
@@ -345,7 +350,8 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     axes = fig.subplots(1, len(panels), sharey=True)
     fig.subplots_adjust(left=0.07, right=0.99, bottom=0.24, top=0.78, wspace=0.08)
     lines = [f"{m.name} on {g.name} ({nd.name}) at kernel efficiency {eff:.0%}, global batch {gb} x {seq:,} "
-             f"tokens, micro-batch {b}, overlap {overlap:.0%}: busy fraction by dp"]
+             f"tokens, micro-batch {b}, " + ("each collective hidden only behind its own window (step_time)"
+                                             if overlap is None else how) + ": busy fraction by dp"]
     for ax, (title, kind, dps, node_k) in zip(axes, panels):
         if not dps:
             ax.set_axis_off()
@@ -357,12 +363,8 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
         for z, (name, color, style) in _ZERO_STYLES.items():
             ys = []
             for d in dps:
-                acc = gb // (d * b)
-                par = Parallel(dp=d, zero=z)
-                comp = step_compute_time_s(m, par, batch=b, seq=seq, gpu=g, grad_accum=acc,
-                                           kernel_efficiency=eff)
-                comm = communication(m, par, batch=b, seq=seq, gpu=g, node=node_k, grad_accum=acc).time_s
-                ys.append(busy_fraction(comp, comm, overlap))
+                ys.append(step_time(m, g, Parallel(dp=d, zero=z), batch=b, seq=seq, grad_accum=gb // (d * b),
+                                    kernel_efficiency=eff, overlap=overlap, node=node_k).efficiency)
             ax.plot(dps, ys, style, color=color, marker="o", markersize=3, label=name)
             lines.append(f"    {name:<14s}" + "  ".join(f"dp={d}: {y:.0%}" for d, y in zip(dps, ys)))
         ax.set_xscale("log", base=2)
@@ -375,7 +377,7 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
     axes[0].set_ylabel("busy fraction (compute / step)", fontsize=8)
     next(ax for ax in axes if ax.axison).legend(fontsize=7, frameon=False, loc="lower left")
     fig.suptitle(f"{m.name} on {g.name}: global batch {gb} x {seq:,} tokens, micro-batch {b}, kernel "
-                 f"efficiency {eff:.0%}, overlap {overlap:.0%}", fontsize=9, x=0.07, y=0.99, ha="left")
+                 f"efficiency {eff:.0%}, {how}", fontsize=9, x=0.07, y=0.99, ha="left")
     return FixedView(fig, "\n".join(lines))
 
 
