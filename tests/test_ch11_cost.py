@@ -8,7 +8,7 @@ from llmsizing.flops import training_flops_per_token
 from llmsizing.time_cost import cost_by_gpu, training_time
 
 H100_PEAK, B200_PEAK = 989.4e12, 2250e12         # data/gpus.csv, dense BF16 (datasheets)
-H100_PRICE, B200_PRICE = 2.99, 4.99              # data/gpus.csv, on-demand list prices of 2025-06-01
+H100_PRICE, B200_PRICE = 3.99, 6.69              # data/gpu_prices.csv: Lambda's 8-GPU list prices of 2026-09-20
 
 
 # ----------------------------------------------------------------------------- reserved vs on-demand
@@ -31,25 +31,26 @@ def test_effective_price_refuses_bad_input(kw, word):
 # ----------------------------------------------------------------------------- GPU types: cost per job
 def test_b200_vs_h100_at_the_same_mfu():
     c = cost.compare_gpus("H100 SXM", "B200")
-    assert c.price_ratio == pytest.approx(4.99 / 2.99)
+    assert c.price_ratio == pytest.approx(6.69 / 3.99)
     assert c.speedup == pytest.approx(2250 / 989.4)
-    assert c.cost_ratio == pytest.approx((4.99 / 2.99) / (2250 / 989.4))           # 0.734: B200 ~27% cheaper
+    assert c.cost_ratio == pytest.approx((6.69 / 3.99) / (2250 / 989.4))           # 0.737: B200 ~26% cheaper
     assert 0.73 < c.cost_ratio < 0.74
-    assert c.breakeven_speedup == pytest.approx(1.6689, abs=1e-4)
-    # B200 at 29.4% MFU costs what an H100 at 40% does: 0.4 x (4.99 / 2250) / (2.99 / 989.4)
-    assert c.breakeven_mfu(0.4) == pytest.approx(0.4 * (4.99 / 2250) / (2.99 / 989.4))
+    assert c.breakeven_speedup == pytest.approx(1.6767, abs=1e-4)
+    # B200 at 29.5% MFU costs what an H100 at 40% does: 0.4 x (6.69 / 2250) / (3.99 / 989.4)
+    assert c.breakeven_mfu(0.4) == pytest.approx(0.4 * (6.69 / 2250) / (3.99 / 989.4))
+    assert (c.price_kind_a, c.price_kind_b) == ("list", "list")
 
 
 def test_seed_004_speedups():
-    # MLPerf's 2.2x per server: 1.6689 / 2.2 = 0.7586; "57% faster": 1.6689 / 1.57 = 1.0630 (B200 dearer)
-    assert cost.compare_gpus("H100 SXM", "B200", speedup=2.2).cost_ratio == pytest.approx(0.75859, abs=1e-4)
-    assert cost.compare_gpus("H100 SXM", "B200", speedup=1.57).cost_ratio == pytest.approx(1.06299, abs=1e-4)
-    # "half the time" (2x) at those prices: 0.834
-    assert cost.compare_gpus("H100 SXM", "B200", speedup=2.0).cost_ratio == pytest.approx(0.83445, abs=1e-4)
+    # MLPerf's 2.2x per server: 1.6767 / 2.2 = 0.7621; "57% faster": 1.6767 / 1.57 = 1.0680 (B200 dearer)
+    assert cost.compare_gpus("H100 SXM", "B200", speedup=2.2).cost_ratio == pytest.approx(0.76213, abs=1e-4)
+    assert cost.compare_gpus("H100 SXM", "B200", speedup=1.57).cost_ratio == pytest.approx(1.06796, abs=1e-4)
+    # "half the time" (2x) at those prices: 0.838
+    assert cost.compare_gpus("H100 SXM", "B200", speedup=2.0).cost_ratio == pytest.approx(0.83835, abs=1e-4)
 
 
 def test_compare_gpus_uses_given_prices():
-    c = cost.compare_gpus("H100 SXM", "B200", prices={"B200": 5.98})           # twice the H100's price
+    c = cost.compare_gpus("H100 SXM", "B200", prices={"B200": 7.98})           # twice the H100's price
     assert c.price_ratio == pytest.approx(2.0)
     with pytest.raises(ValueError, match="speedup"):
         cost.compare_gpus("H100 SXM", "B200", speedup=0)

@@ -75,7 +75,7 @@ def test_use_prices_sets_a_price_everywhere_and_goes_back():
     before = cost_by_gpu("llama-2-7b", tokens=1e9, seq=4096, gpus=["H100 SXM"]).iloc[0]
     use_prices({"h100-sxm": before["price_usd_per_gpu_hour"] / 2})
     g = get_gpu("H100 SXM")
-    assert g.price_kind == "reader" and g.price_usd_per_gpu_hour == pytest.approx(2.99 / 2)
+    assert g.price_kind == "reader" and g.price_usd_per_gpu_hour == pytest.approx(float(BY_NAME["H100 SXM"]["price_usd_per_gpu_hour"]) / 2)
     after = cost_by_gpu("llama-2-7b", tokens=1e9, seq=4096, gpus=["H100 SXM"]).iloc[0]
     assert after["cost_usd"] == pytest.approx(before["cost_usd"] / 2)
     assert get_gpu("A100 80GB").price_usd_per_gpu_hour == float(BY_NAME["A100 80GB"]["price_usd_per_gpu_hour"])

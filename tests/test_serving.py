@@ -107,8 +107,8 @@ def test_tp_all_reduces_by_hand():
 
 def test_cost_per_million_tokens_by_hand():
     s = S.serving("llama-3-8b", "H100 SXM", batch=16, prompt=1024, output=256)
-    assert s.usd_per_million_output_tokens == pytest.approx(2.99 / 3600 * s.decode_step_s / 16 * 1e6)
-    assert s.usd_per_million_input_tokens == pytest.approx(2.99 / 3600 * s.batch_prefill_s / (16 * 1024) * 1e6)
+    assert s.usd_per_million_output_tokens == pytest.approx(3.99 / 3600 * s.decode_step_s / 16 * 1e6)
+    assert s.usd_per_million_input_tokens == pytest.approx(3.99 / 3600 * s.batch_prefill_s / (16 * 1024) * 1e6)
     assert S.serving("llama-3-8b", "H100 SXM", price_usd_per_gpu_hour=1.0).usd_per_hour == 1.0
 
 
@@ -430,7 +430,7 @@ def test_pp_decode_step_by_hand():
     assert b1.decode_step_s > S.serving("llama-3-70b", "H100 SXM", tp=4, batch=1, **exact()).decode_step_s
     # rates are per replica of tp x pp GPUs
     assert s.output_tokens_per_s_per_gpu == pytest.approx(s.output_tokens_per_s / 8)
-    assert s.usd_per_hour == pytest.approx(8 * 2.99)
+    assert s.usd_per_hour == pytest.approx(8 * 3.99)
 
 
 def test_pp_prefill_chunks_flow_through_the_stages_by_hand():

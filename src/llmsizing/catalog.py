@@ -488,6 +488,22 @@ def gpu_price(gpu: GPU, price=None, *, name: str = "price_usd_per_gpu_hour") -> 
     return gpu.price_usd_per_gpu_hour
 
 
+def price_kind_of(gpu: GPU, price=None) -> str:
+    """What the price a result was computed with is (:data:`PRICE_KINDS`): ``gpu``'s own
+    :attr:`GPU.price_kind` when ``price`` is ``None`` or equals the catalogue's price, else ``"reader"`` (a
+    price the caller passed). Every result that carries a cost carries it, so an *estimated* price is never
+    read as a list price (issue 38)."""
+    if price is None or price == gpu.price_usd_per_gpu_hour:
+        return gpu.price_kind
+    return "reader"
+
+
+def price_note(kind: str) -> str:
+    """How text output marks a price of ``kind``: ``" (estimated price)"`` for an estimate, ``""`` otherwise
+    (a list price needs no mark; a reader's price is the reader's own)."""
+    return " (estimated price)" if check_choice("price_kind", kind, PRICE_KINDS) == "estimate" else ""
+
+
 def prices_as_of(gpus=None) -> str:
     """The date of the catalogue's prices for ``gpus`` (names or :class:`GPU`; default every catalogued GPU),
     as the chapters print it next to a cost: ``"2025-06-01"``, or ``"2025-06-01 to 2025-10-01"`` when the rows

@@ -13,7 +13,7 @@ import sys
 # cli_tune (issue 32); every name they had here still imports from here.
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
                        STAGE_FORM, _add_output, _emit, _finite, _fmt_frame, _is_dir, _model, _parse, _refuse,
-                       count, integer, memory_frame, number, stage)
+                       _estimate_mark, _price_text, count, integer, memory_frame, number, stage)
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
 EXAMPLES = """examples:
@@ -59,7 +59,8 @@ def cmd_gpus(args) -> None:
     from .catalog import gpu_table
 
     df = gpu_table()[["memory_gib", "memory_bandwidth_gbps", "bf16_dense_tflops", "fp8_dense_tflops", "link",
-                      "link_bandwidth_gbps", "link_direction", "price_usd_per_gpu_hour", "as_of"]]
+                      "link_bandwidth_gbps", "link_direction", "price_usd_per_gpu_hour", "price_kind",
+                      "price_as_of", "as_of"]]
     _emit(df if (args.json or args.csv) else df.round(2), args)
 
 
@@ -184,7 +185,7 @@ def _time_stages(args) -> None:
                       **_recompute(args))
     s0 = r.stages[0]
     _staged_output(r, args, f"{r.model}: {len(r.stages)} stages, {r.tokens:.3g} tokens on {r.gpu} at "
-                            f"${s0.price_usd_per_gpu_hour:.2f}/GPU-hour; {r.total_flops:.3g} model FLOPs")
+                            f"{_price_text(s0)}; {r.total_flops:.3g} model FLOPs")
 
 
 def cmd_time(args) -> None:
@@ -224,7 +225,7 @@ def cmd_time(args) -> None:
     out["gpu_hours"] = out["gpu_hours"].map("{:,.0f}".format)
     out["cost_usd"] = out["cost_usd"].map("${:,.0f}".format)
     title = (f"{t.model}: {t.tokens:.3g} tokens of {t.seq:,} on {t.n_gpus:,} x {t.gpu} "
-             f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour; {t.total_flops:.3g} model FLOPs")
+             f"at {_price_text(t)}; {t.total_flops:.3g} model FLOPs")
     _emit(out, args, title=title)
     for w in t.warnings:
         print(f"warning: {w}")
@@ -241,7 +242,7 @@ def cmd_cost(args) -> None:
         return
     ok = df[df["fits"]]
     out = ok[["gpu", "min_gpus", "layout"]].copy()
-    out["$/GPU-h"] = ok["price_usd_per_gpu_hour"].map("{:.2f}".format)
+    out["$/GPU-h"] = ok["price_usd_per_gpu_hour"].map("{:.2f}".format) + ok["price_kind"].map(_estimate_mark)
     out["GPU-hours"] = ok["gpu_hours"].map("{:,.0f}".format)
     out["days on min"] = ok["days_on_min_gpus"].map("{:,.0f}".format)
     out["cost"] = [f"${c:,.0f} (${lo:,.0f}-${hi:,.0f})" for c, lo, hi in
@@ -330,7 +331,7 @@ def cmd_plan(args) -> None:
     out["MFU"] = df["mfu"].map("{:.0%}".format)
     out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"],
                                                                           df["days_high"])]
-    out["cost"] = df["cost_usd"].map("${:,.0f}".format)
+    out["cost"] = df["cost_usd"].map("${:,.0f}".format) + df["price_kind"].map(_estimate_mark)
     which = "plans" if args.all else "plans on the time-vs-cost front"
     _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')}):")
 

@@ -196,6 +196,19 @@ def memory_frame(t):
     return _frame(rows, t.states.n_params)
 
 
+def _price_text(r) -> str:
+    """A result's price as the command line prints it: ``"$4.99/GPU-hour"``, marked when it is an estimate
+    (:func:`~llmsizing.catalog.price_note`; issue 38)."""
+    from .catalog import price_note
+
+    return f"${r.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(r.price_kind)}"
+
+
+def _estimate_mark(kind: str) -> str:
+    """What a table cell adds after a price or cost computed at an estimated price: ``" (estimate)"``."""
+    return " (estimate)" if kind == "estimate" else ""
+
+
 def _add_output(p) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON records (for scripts)")

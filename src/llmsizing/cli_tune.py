@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from .catalog import price_note
 from .cli_args import _emit, _model
 
 
@@ -112,7 +113,8 @@ def cmd_finetune(args) -> None:
             "" if t.hours_range is None else
             f"; stated range {t.hours_range[0]:,.1f}-{t.hours_range[1]:,.1f} hours (published runs, chapter "
             "16)"),
-        "cost": f"{t.gpu_hours:,.1f} GPU-hours x ${t.price_usd_per_gpu_hour:.2f} = ${t.cost_usd:,.2f}",
+        "cost": f"{t.gpu_hours:,.1f} GPU-hours x ${t.price_usd_per_gpu_hour:.2f}{price_note(t.price_kind)} = "
+                f"${t.cost_usd:,.2f}",
     }
     if args.method != "full":
         lines["adapter checkpoint"] = f"{adapter / 2**20:,.0f} MiB (fp32)"
@@ -151,7 +153,8 @@ def cmd_rl(args) -> None:
     _emit(pd.DataFrame(out).set_index("phase"), args,
           title=f"{r.model}, {r.algorithm.upper()} on {r.n_gpus} x {r.gpu} ({pools}; engines tp={r.gen_tp}): "
           f"{r.steps:,} steps = {r.days:,.1f} days, {r.gpu_hours:,.0f} GPU-hours "
-          f"({r.gpu_hours_low:,.0f}-{r.gpu_hours_high:,.0f}), ${r.cost_usd:,.0f}; memory "
+          f"({r.gpu_hours_low:,.0f}-{r.gpu_hours_high:,.0f}), ${r.cost_usd:,.0f}{price_note(r.price_kind)}; "
+          "memory "
           f"{'fits' if r.fits else 'does NOT fit'}")
 
 

@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 
 from ._validate import check_choice, check_fraction, check_int, check_number, check_sequence
-from .catalog import get_gpu, gpu_price, resolve_model, resolve_prices
+from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import dense_tflops
 from .model import Model
@@ -71,7 +71,8 @@ class GpuComparison:
 
     ``speedup`` is how many times faster B finishes the job per GPU (B's delivered FLOP/s over A's);
     ``cost_ratio`` is B's job cost over A's, ``price_ratio / speedup``; ``breakeven_speedup`` equals
-    ``price_ratio``: the speed-up B needs to cost the same per job."""
+    ``price_ratio``: the speed-up B needs to cost the same per job. ``price_kind_a``/``price_kind_b`` say what
+    each price is (:func:`~llmsizing.catalog.price_kind_of`: an ``"estimate"`` is not a list price)."""
 
     gpu_a: str
     gpu_b: str
@@ -82,6 +83,8 @@ class GpuComparison:
     price_ratio: float
     cost_ratio: float
     breakeven_speedup: float
+    price_kind_a: str = "list"
+    price_kind_b: str = "list"
 
     def breakeven_mfu(self, mfu_a: float) -> float:
         """The MFU B must reach for the job to cost the same as on A at ``mfu_a``:
@@ -112,7 +115,8 @@ def compare_gpus(gpu_a, gpu_b, *, speedup: float | None = None, prices: dict | N
     peak_ratio = dense_tflops(b, dtype) / dense_tflops(a, dtype)
     s = peak_ratio if speedup is None else check_number("speedup", speedup, minimum=MIN_RATIO_TERM)
     price_ratio = pb / pa
-    return GpuComparison(a.name, b.name, pa, pb, peak_ratio, s, price_ratio, price_ratio / s, price_ratio)
+    return GpuComparison(a.name, b.name, pa, pb, peak_ratio, s, price_ratio, price_ratio / s, price_ratio,
+                         price_kind_of(a, pa), price_kind_of(b, pb))
 
 
 # =========================================================================== price x MFU
@@ -151,7 +155,8 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     the MFU falls and the same job costs more. ``dp`` stops at ``global_batch / micro_batch``: the global
     batch caps data parallelism. ``dps`` defaults to the powers of two that divide it. Memory is not checked
     here (the planner does that). Days and cost carry the GPU generation's calibrated range
-    (:func:`~llmsizing.time_cost.mfu_range_factors`), as the planner's do. Chapter 11.
+    (:func:`~llmsizing.time_cost.mfu_range_factors`), as the planner's do; ``price_kind`` says what the price
+    is (an ``"estimate"`` is not a list price). Chapter 11.
 
     A mixture of experts may split its routed experts over ``ep`` GPUs (a divisor of its experts; default 1):
     each ``dp`` is then a multiple of what ``ep`` needs (:func:`llmsizing.moe_layouts.dp_unit`), the step
@@ -216,7 +221,8 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
                      "mfu": per_step_flops / (st.step_s * par.gpus * peak), "days": days,
                      "days_low": days / high, "days_high": days / low,
                      "gpu_hours": hours, "cost_usd": hours * price,
-                     "cost_usd_low": hours * price / high, "cost_usd_high": hours * price / low})
+                     "cost_usd_low": hours * price / high, "cost_usd_high": hours * price / low,
+                     "price_kind": price_kind_of(g, price)})
     return pd.DataFrame(rows)
 
 

@@ -85,7 +85,7 @@ import math
 from dataclasses import dataclass
 
 from ._validate import check_choice, check_fraction, check_int, check_number
-from .catalog import get_gpu, gpu_price, resolve_model
+from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .finetune import ALL_LINEAR, METHODS, block_matrices, lora_params
 from .finetune_sharded import (STRATEGIES, ShardedFinetuneMemory, _base_dtype, _largest,  # noqa: F401
                                finetune_memory_per_gpu, gathered_unit_bytes, max_batch_per_gpu, max_seq)
@@ -285,6 +285,7 @@ class FinetuneTime:
     exposed_comm_s: float
     price_usd_per_gpu_hour: float
     overhead_s: float = 0.0
+    price_kind: str = "list"     # "list", "estimate" or "reader" (catalog.price_kind_of)
 
     @property
     def tokens_per_step(self) -> int:
@@ -322,10 +323,9 @@ class FinetuneTime:
     @property
     def hours_range(self) -> tuple | None:
         """The 80% range of the run's hours: :data:`RESIDUAL_RANGE` (leave-one-source-out conformal bounds of
-        published / predicted step times, chapter 16) times :attr:`hours`. ``None`` for full
-        fine-tuning, which the published rows do not bound (their fixed per-step costs are ``known_out``)."""
-        return None if self.method == "full" else (self.hours * RESIDUAL_RANGE[0],
-                                                   self.hours * RESIDUAL_RANGE[1])
+        published / predicted step times, chapter 16) times :attr:`hours`. ``None`` for full fine-tuning,
+        which the published rows do not bound (their fixed per-step costs are ``known_out``)."""
+        return None if self.method == "full" else tuple(self.hours * f for f in RESIDUAL_RANGE)
 
     @property
     def cost_usd(self) -> float:
@@ -342,14 +342,12 @@ class FinetuneTime:
                 "strategy": self.strategy, "tokens": self.tokens, "seq": self.seq, "batch": self.batch,
                 "grad_accum": self.grad_accum, "flops_per_token": self.flops.model_flops,
                 "kernel_efficiency": self.kernel_efficiency, "step_s": self.step_s,
-                "compute_s": self.compute_s,
-                "dequant_s": self.dequant_s, "overhead_s": self.overhead_s,
+                "compute_s": self.compute_s, "dequant_s": self.dequant_s, "overhead_s": self.overhead_s,
                 "exposed_comm_s": self.exposed_comm_s, "steps": self.steps,
                 "tokens_per_s": self.tokens_per_s, "mfu": self.mfu, "hours": self.hours, "days": self.days,
                 "gpu_hours": self.gpu_hours, "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
-                "cost_usd": self.cost_usd,
-                "hours_low": None if self.hours_range is None else self.hours_range[0],
-                "hours_high": None if self.hours_range is None else self.hours_range[1]}
+                "cost_usd": self.cost_usd, "price_kind": self.price_kind,
+                **dict(zip(("hours_low", "hours_high"), self.hours_range or (None, None)))}
 
 
 def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: float, epochs: float = 1.0,
@@ -397,7 +395,8 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
         st = step_time(model, g, par, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff,
                        recompute=recompute)
         return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl,
-                            st.kernel_efficiency, st.compute_s, 0.0, st.comm_s, st.exposed_comm_s, price)
+                            st.kernel_efficiency, st.compute_s, 0.0, st.comm_s, st.exposed_comm_s, price,
+                            price_kind=price_kind_of(g, price))
     peak = dense_tflops(g, "bf16") * 1e12
     if flat:                                          # one rate for every FLOP (the caller's efficiency)
         micro_s = micro_tokens * fl.hardware_flops / (peak * eff)
@@ -419,7 +418,8 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
         total = comm.reduce_s
         exposed = max(0.0, comm.reduce_s - bwd_s)
     return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
-                        m * micro_s, m * dq, total, exposed, price, m * model.layers * per_layer)
+                        m * micro_s, m * dq, total, exposed, price, m * model.layers * per_layer,
+                        price_kind_of(g, price))
 
 
 def _kernel_seconds(model, g, fl, *, seq: int, batch: int, recompute: str) -> float:

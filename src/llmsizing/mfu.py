@@ -31,7 +31,7 @@ from functools import cache
 from pathlib import Path
 
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
-from .catalog import get_gpu, gpu_price, resolve_model
+from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import check_recipe_runs_on, dense_tflops
 from .model import Model
@@ -429,6 +429,10 @@ class TrainingTime:
     #: The useful share of wall time the days and GPU-hours include (:func:`~llmsizing.reliability.goodput`:
     #: interruptions and checkpoints); 1.0 (the default) for a steady state without them.
     goodput: float = 1.0
+    #: What :attr:`price_usd_per_gpu_hour` is (:data:`~llmsizing.catalog.PRICE_KINDS`): ``"list"``,
+    #: ``"estimate"`` (a placeholder, never to be read as a list price) or ``"reader"`` (a price the caller
+    #: gave); :func:`~llmsizing.catalog.price_kind_of`.
+    price_kind: str = "list"
 
     @property
     def total_flops(self) -> float:
@@ -488,7 +492,7 @@ def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dt
     return TrainingTime(model.name, g.name, n_gpus, tokens, seq, mfu, low, high, hfu, per_token,
                         peak * mfu / per_token, *days,
                         h, h_low, h_high, price, h * price, h_low * price, h_high * price, tuple(warnings),
-                        layout, source, goodput)
+                        layout, source, goodput, price_kind_of(g, price))
 
 
 def _causal_factor(model, seq: int, causal: bool) -> float:

@@ -39,7 +39,7 @@ from ._compat import retire as _retire
 from ._validate import (check_bool, check_choice, check_fraction, check_int, check_number, check_sequence,
                         renamed)
 from .activations import ATTENTION, STACKS
-from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
+from .catalog import gpu_price, price_kind_of, resolve_gpus, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
 from .frameworks import stack_family
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
@@ -62,7 +62,8 @@ from .mfu import LAYOUT_RANGE_AREA, layout_range_factors, layout_range_group
 PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
                 "recompute",
                 "recompute_layers", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days",
-                "days_low", "days_high", "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto")
+                "days_low", "days_high", "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto",
+                "price_kind")
 
 #: Columns of :func:`plan`'s DataFrame for a mixture of experts: :data:`PLAN_COLUMNS` with the expert-parallel
 #: degree ``ep`` after ``pp`` (a dense model's frame keeps :data:`PLAN_COLUMNS`, unchanged).
@@ -369,6 +370,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``precision`` runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and
     refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per
     tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond them.
+    ``price_kind`` says what each plan's price is (:func:`~llmsizing.catalog.price_kind_of`): a plan priced at
+    an ``"estimate"`` is ranked by it but marked, never passed off as a list price (issue 38).
 
     When no plan survives, raises :class:`NoPlanError` (a ``ValueError``) saying why (nothing fits, or the
     fastest/cheapest plan misses the deadline/budget, with its figures). ``explain=False`` returns the empty
@@ -497,7 +500,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     gpu_hours = days * 24 * df["n_gpus"].to_numpy()
     cost = gpu_hours * df["price"].to_numpy()
     added = {"days": days, "days_low": days / high, "days_high": days / low, "gpu_hours": gpu_hours,
-             "cost_usd": cost, "cost_usd_low": cost / high, "cost_usd_high": cost / low}
+             "cost_usd": cost, "cost_usd_low": cost / high, "cost_usd_high": cost / low,
+             "price_kind": np.array([price_kind_of(g, given.get(g.name)) for g in gpu_list])[at]}
     if not (np.isfinite(days).all() and np.isfinite(cost).all()):     # (bounded inputs keep them finite)
         raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check "
                          "tokens, kernel_efficiency and prices")

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._validate import check_bool, check_choice, check_int, check_number
-from .catalog import get_gpu, gpu_price, resolve_model
+from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .comm import HOST_LINK_GBPS
 from .flops import forward_flops_per_token, training_flops_per_token
 from .memory import training_memory
@@ -133,6 +133,8 @@ class RLRun:
     warnings: tuple = ()
     moves: dict | None = None
     train_layout: tuple | None = None
+    #: What the price is: ``"list"``, ``"estimate"`` or ``"reader"`` (:func:`.catalog.price_kind_of`).
+    price_kind: str = "list"
 
     @property
     def gpu_hours(self) -> float:
@@ -395,7 +397,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     return RLRun(m.name, g.name, n, a["algorithm"], colocated, off, a["rollouts"], a["prompt"], a["mean"],
                  a["top"], steps, gg, tg, tp_, eng[0], eng[1], eng[2], a["rebatch"], phases, low, high,
                  step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns), moves,
-                 eng[5])
+                 eng[5], price_kind_of(g, price))
 
 
 def _check_evaluation(evaluation):

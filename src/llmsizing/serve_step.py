@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ._compat import retire as _retire
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number
 from .all_to_all import all_to_all_s
-from .catalog import get_gpu, gpu_price, resolve_model
+from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .comm import ring_bytes
 from .flops import forward_flops_per_token, matmul_params, mla_decode_flops_per_token
 from .hardware import COMPUTE_DTYPES, dense_tflops
@@ -116,6 +116,7 @@ class Serving:
     experts_touched: float = 0.0
     all_to_all_s: float = 0.0
     engine: str = ""           # the engine whose step overhead this is ("vLLM/continuous"), or "given"
+    price_kind: str = "list"   # what the price is: "list", "estimate" or "reader" (catalog.price_kind_of)
 
     @property
     def gpus(self) -> int:
@@ -551,7 +552,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         attention_bu=attention_bu, step_overhead_s=t0, prefill_chunks=pre_chunks, chunk_extra_s=chunk_extra,
         interleave_s=interleave, kv_capacity=cap, pp=pp, microbatch=mb, pp_send_s=send(mb), ep=ep,
         experts_touched=experts_touched(m, mb),
-        all_to_all_s=a2a(seqs_gpu / tp) / (2 * m.n_moe_layers) if ep > 1 else 0.0, engine=used)
+        all_to_all_s=a2a(seqs_gpu / tp) / (2 * m.n_moe_layers) if ep > 1 else 0.0, engine=used,
+        price_kind=price_kind_of(g, price))
 
 
 __all__ = ["Serving", "serving", "WEIGHT_FORMATS", "KV_FORMATS", "MBU_DEFAULT",

@@ -139,6 +139,13 @@ class StagedTrainingTime:
     cost_usd_high = property(lambda self: self._sum("cost_usd_high"), doc="Dollars at the slow ends.")
 
     @property
+    def price_kind(self) -> str:
+        """What the stages' price is (one GPU, one price): ``"estimate"`` if any stage's is, else the
+        first's."""
+        kinds = [st.price_kind for st in self.stages]
+        return "estimate" if "estimate" in kinds else kinds[0]
+
+    @property
     def mfu(self) -> float:
         """The whole run's MFU: ``sum(FLOPs) / sum(FLOPs / MFU)`` over the stages (same GPU and dtype)."""
         return self.total_flops / sum(st.total_flops / st.mfu for st in self.stages)

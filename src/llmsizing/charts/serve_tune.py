@@ -17,6 +17,7 @@ import functools
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from ..catalog import price_note
 from ..units import GiB
 from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fixed_figure, _kept_legend,
                    _grid, _log_axis, _log_scale, _short_number, figure_axes, new_figure)
@@ -147,7 +148,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
              f"({rng.coverage:.0%} range, engine {rng.engine}: chapter 15)",
              f"  ${chosen.usd_per_million_output_tokens:,.3f} per million output tokens, "
              f"${chosen.usd_per_million_input_tokens:,.3f} per million input tokens "
-             f"at ${chosen.price_usd_per_gpu_hour:.2f}/GPU-hour (MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]
+             f"at ${chosen.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(chosen.price_kind)} "
+             f"(MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]
     return FixedView(fig, "\n".join(lines))
 
 
@@ -161,15 +163,21 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
                              weights=weights)
     df = df.sort_values("usd_per_million_output_tokens", na_position="first")
     fig, ax = new_figure(7.2, 0.35 * len(df) + 1.2)
-    names = list(df.index)
+    est = (df["price_kind"] == "estimate").tolist()     # an estimated price: hatched and named (issue 38)
+    names = [n + (" (est. price)" if e else "") for n, e in zip(df.index, est)]
     vals = df["usd_per_million_output_tokens"].fillna(0).tolist()
-    ax.barh(names, vals, color=[GPU_COLORS.get(n, "0.4") for n in names])
+    bars = ax.barh(names, vals, color=[GPU_COLORS.get(n, "0.4") for n in df.index])
+    for bar, e in zip(bars, est):
+        if e:
+            bar.set_hatch("///")
+            bar.set_edgecolor("white")
     for i, (n, r) in enumerate(df.iterrows()):
         text = ("no layout meets the target" if r["note"] else
                 f"${r['usd_per_million_output_tokens']:.3f}  (tp={int(r['tp'])}, batch {int(r['batch'])})")
         ax.annotate(text, (vals[i], i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7.5)
     ax.set_xlim(0, max(vals + [1e-9]) * 1.6)
-    ax.set_xlabel("USD per million output tokens (catalogue on-demand prices)")
+    ax.set_xlabel("USD per million output tokens (catalogue on-demand prices"
+                  + ("; hatched: an estimated price, not a list price)" if any(est) else ")"))
     ax.set_title(f"{model}, {weights} weights, {prompt:,} in / {output:,} out, ITL <= {itl_s * 1e3:g} ms, "
                  f"TTFT <= {ttft_s:g} s", fontsize=9, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
@@ -177,12 +185,12 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
              f"{'$/M out':>8s} {'$/M in':>7s}"]
     for n, r in df.iterrows():
         if r["note"]:
-            lines.append(f"{n:<10s} {r['note']}")
+            lines.append(f"{n:<10s} {r['note']}{price_note(r['price_kind'])}")
         else:
             lines.append(f"{n:<10s} {int(r['tp']):>3d} {int(r['batch']):>6d} {r['itl_s'] * 1e3:>7.1f} "
                          f"{r['output_tokens_per_s_per_gpu']:>10,.0f} {r['price_usd_per_gpu_hour']:>6.2f} "
                          f"{r['usd_per_million_output_tokens']:>8.3f} "
-                         f"{r['usd_per_million_input_tokens']:>7.3f}")
+                         f"{r['usd_per_million_input_tokens']:>7.3f}{price_note(r['price_kind'])}")
     return View(fig, "\n".join(lines))
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from ..catalog import price_note
 from .base import (DPI, GPU_COLORS, FixedView, View, _log_axis, _log_scale, _short_number, _usd, figure_axes,
                    new_figure)
 # chapter 12's figure (the planner's answer) lives in time_money_plan, chapters 13-14's (the library checked)
@@ -168,7 +169,7 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                f"{t.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, {t.days:,.1f} days "
                f"({t.days_low:,.1f}-{t.days_high:,.1f}), {t.gpu_hours:,.0f} GPU-hours, "
                f"${t.cost_usd:,.0f} (${t.cost_usd_low:,.0f}-${t.cost_usd_high:,.0f}) "
-               f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour"
+               f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(t.price_kind)}"
                + "".join(f"\nwarning: {w}" for w in t.warnings))
     return FixedView(fig, summary)
 
@@ -366,7 +367,8 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     cax.tick_params(labelsize=7)
     ax.set_title(f"{t.model}, {tokens:.3g} tokens on {g.name}: cost of the job (million USD)", fontsize=9,
                  loc="left")
-    summary = (f"{t.model}, {tokens:.3g} tokens of {seq:,} on {g.name} at ${p0:.2f}/GPU-hour and MFU "
+    summary = (f"{t.model}, {tokens:.3g} tokens of {seq:,} on {g.name} at ${p0:.2f}/GPU-hour"
+               f"{price_note(t.price_kind)} and MFU "
                f"{mfu:.0%}: "
                f"{t.gpu_hours:,.0f} GPU-hours, ${t.cost_usd:,.0f}; {t.days:,.1f} days on {n:,} GPUs\n"
                f"cost x price / MFU: halving the price or doubling the MFU halves the bill; "
