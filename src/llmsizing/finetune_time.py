@@ -292,7 +292,8 @@ class FinetuneTime:
 
     @property
     def step_s(self) -> float:
-        return self.compute_s + self.dequant_s + self.overhead_s + self.exposed_comm_s
+        # the launches overlap the GPU's work (module docstring): a step waits for the slower of the two
+        return max(self.compute_s + self.dequant_s, self.overhead_s) + self.exposed_comm_s
 
     @property
     def steps(self) -> int:
@@ -499,8 +500,8 @@ def _step_of(r):
     t, layers, m = _predict(r, whole=True), resolve_model(r.model).layers, int(r.grad_accum)
     moved = dequant_passes(r.recompute) * dequant_bytes(r.model) if r.method == "qlora" else 0.0
     hbm = get_gpu(r.gpu).memory_bandwidth_gbps * 1e9
-    return lambda overhead, frac: (t.compute_s + m * (moved / (hbm * frac) if moved else 0.0)
-                                   + m * layers * overhead + t.exposed_comm_s)
+    return lambda overhead, frac: (max(t.compute_s + m * (moved / (hbm * frac) if moved else 0.0),
+                                       m * layers * overhead) + t.exposed_comm_s)
 
 
 def _best_on_grid(loss, grid) -> float:
