@@ -495,7 +495,7 @@ def _predict(r, *, whole: bool = False, **constants):
 
 def _step_of(r):
     """:func:`_predict` of a LoRA/QLoRA row as ``step(layer_overhead_s, dequant_bandwidth_fraction)``: the
-    same sums as :func:`finetune_time`, the parts free of those constants priced once (for the fit's grid)."""
+    same terms as :func:`finetune_time`, the parts free of those constants priced once (for the grid)."""
     t, layers, m = _predict(r, whole=True), resolve_model(r.model).layers, int(r.grad_accum)
     moved = dequant_passes(r.recompute) * dequant_bytes(r.model) if r.method == "qlora" else 0.0
     hbm = get_gpu(r.gpu).memory_bandwidth_gbps * 1e9
