@@ -25,16 +25,18 @@ traffic, so it is modelled **as time at a share of the GPU's HBM bandwidth** (``
 added to the arithmetic, not as a lower kernel efficiency. The slowdown is largest for small micro-batches
 (the weights are dequantised per micro-batch, whatever its size).
 
-**The fixed cost of a PEFT step.** Hugging Face's Trainer with PEFT launches, per layer and micro-batch, the
-base matmuls plus each adapter's dropout, two small matmuls, scaling and sum, in the forward, the recomputed
-forward and the backward. At short sequences those launches, not the arithmetic, set the pace. The model adds
-``layer_overhead_s`` per transformer layer per micro-batch for LoRA and QLoRA (not for full fine-tuning, which
-:func:`~llmsizing.layouts.step_time` prices as pre-training).
+**The fixed cost of a PEFT step.** HF Trainer with PEFT launches, per layer and micro-batch, the base matmuls
+and each adapter's dropout, two small matmuls, scaling and sum (forward, recomputed forward, backward):
+``layer_overhead_s`` of CPU time (LoRA, QLoRA). Launches are asynchronous (PyTorch, "CUDA semantics"): the
+GPU runs earlier kernels meanwhile, so a micro-batch takes the **larger** of launches and GPU work
+(arithmetic plus dequantisation), not their sum (the rule until ft34); per micro-batch, as the Trainer reads
+each loss on the CPU (its NaN filter). Qwen-1.8B's LoRA steps (1.0, 1.0, 1.1 s at 256-1,024 tokens while the
+arithmetic doubles) show that floor; no sum gives it.
 
 **Calibration** (:func:`fit_finetune_constants`, ``tools/calibrate_finetune.py``,
-``data/finetune_model.csv``). Both constants are fitted on every covered LoRA and Q-LoRA row of
-``data/finetune_published.csv`` (not ``known_out``), the rows and rule each leave-one-source-out fold of
-:func:`finetune_loso_check` fits on the other sources: ``layer_overhead_s`` on the LoRA rows, then
+``data/finetune_model.csv``). Both constants are fitted on every covered row of
+``data/finetune_published.csv`` (not ``known_out``), as each leave-one-source-out fold of
+:func:`finetune_loso_check` fits the other sources: ``layer_overhead_s`` on the LoRA rows, then
 ``dequant_bandwidth_fraction`` on the Q-LoRA rows. A stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4
 model (auto-gptq, exllama kernels off) in fp16, not bitsandbytes' nf4, so the fitted share is that of GPTQ's
 dequantisation, far below the share a decode step reaches. The range (issue 34) is an 80% prediction interval
@@ -43,20 +45,17 @@ bounds of the out-of-source log residuals are :data:`RESIDUAL_RANGE`; ``data/int
 measured coverage and width. Four sources: Qwen README (one A100 to two nodes, Qwen-1.8B to 72B), Answer.AI's
 FSDP-QLoRA benchmarks (nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's README (Llama 3.1 8B on
 one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLaMA-Factory's wiki (LLaMA2-7B QLoRA on one A100 40GB,
-1K-32K tokens). They disagree by about 2x (torchtune's compiled steps are the fastest), so the range is wide.
-Known misses (each row's ``miss_reason``) are all faster than the model: Qwen-7B's and 14B's steps at
-256-1,024 tokens (the thin GEMMs' price and the per-layer cost together), torchtune's compiled steps on an RTX
-4090, LLaMA-Factory's QLoRA at 1K tokens, Answer.AI's 70B on two A100s at micro-batch 1. Full fine-tuning rows
-are ``known_out``: :func:`finetune_time` prices it as pre-training (:func:`~llmsizing.layouts.step_time`), and
-HF Trainer + DeepSpeed ZeRO-2 at micro-batch 1 adds a fixed 2-4 s per step it does not have.
+1K-32K tokens). They disagree by about 2x. Misses (``miss_reason``): faster, Qwen-14B at 256-512 tokens (thin
+GEMMs priced too slowly), Qwen-7B and 1.8B at 256-512 (the launch floor), torchtune, LLaMA-Factory at 1K,
+Answer.AI's 70B at batch 1; slower, Qwen-7B on two nodes. Only Qwen has launch-bound rows (without it a fold
+fits no launch cost). Full fine-tuning rows are ``known_out`` (priced as pre-training, no ZeRO-2 floor).
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
-the arithmetic, plus the dequantisation, plus the communication the step cannot hide. The arithmetic is priced
-as the step model prices a training step (issue 34, round 4; :mod:`llmsizing.kernels`): the Linear layers,
-the adapters' included, at the calibrated :func:`~llmsizing.hardware.kernel_efficiency` x the GEMM efficiency
-of the micro-batch's shape (a 256-token micro-batch is a thin GEMM), the attention core as causal kernels
-compute it (half the score matrix) at the attention kernels' rate; until round 4 every FLOP ran at one flat
-share of the peak, which a caller's ``kernel_efficiency`` still sets. ``tokens x epochs`` tokens take
+the larger of the launches and the arithmetic plus the dequantisation, plus the communication the step cannot
+hide. The arithmetic is priced as a training step is (issue 34, round 4; :mod:`llmsizing.kernels`): the
+Linear layers, adapters included, at the calibrated :func:`~llmsizing.hardware.kernel_efficiency` x the GEMM
+efficiency of the micro-batch's shape (256 tokens: a thin GEMM), the attention core as causal kernels compute
+it at the attention kernels' rate (a caller's ``kernel_efficiency``: one flat share). ``tokens x epochs`` take
 ``tokens x epochs / (tokens per step)`` steps; the GPU-hours and dollars follow
 (:func:`~llmsizing.catalog.gpu_price`, the catalogue's on-demand price by default).
 
@@ -113,7 +112,7 @@ def _fitted_constants() -> dict:
 _FITTED = _fitted_constants()
 #: The share of HBM bandwidth QLoRA's dequantisation reaches, fitted (module docstring: a GPTQ stand-in).
 DEQUANT_BANDWIDTH_FRACTION = _FITTED["dequant_bandwidth_fraction"]
-#: Fixed seconds per transformer layer and micro-batch of a PEFT step (LoRA, QLoRA), fitted.
+#: CPU seconds of a PEFT step's launches per layer and micro-batch (LoRA, QLoRA; overlap the GPU), fitted.
 LAYER_OVERHEAD_S = _FITTED["layer_overhead_s"]
 #: The 80% range of published/predicted step time: leave-one-source-out conformal bounds
 #: (:func:`finetune_loso_check`), rounded outwards; measured coverage in ``data/intervals.csv``.
@@ -264,9 +263,10 @@ def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: st
 @dataclass(frozen=True)
 class FinetuneTime:
     """Time and cost of a fine-tune (:func:`finetune_time`). Seconds are per optimizer step on one GPU:
-    ``compute_s`` the arithmetic, ``dequant_s`` QLoRA's dequantisation, ``overhead_s`` the fixed cost of a
+    ``compute_s`` the arithmetic, ``dequant_s`` QLoRA's dequantisation, ``overhead_s`` the CPU time of a
     PEFT step's launches (``layer_overhead_s`` per layer and micro-batch), ``exposed_comm_s`` the
-    communication the step waits for (``comm_s`` in full). ``tokens`` is the dataset times the epochs."""
+    communication the step waits for (``comm_s`` in full). ``step_s``: the larger of ``compute_s + dequant_s``
+    and ``overhead_s`` (they overlap), plus ``exposed_comm_s``. ``tokens``: the dataset times the epochs."""
 
     model: str
     method: str
@@ -293,7 +293,7 @@ class FinetuneTime:
 
     @property
     def step_s(self) -> float:
-        return self.compute_s + self.dequant_s + self.overhead_s + self.exposed_comm_s
+        return max(self.compute_s + self.dequant_s, self.overhead_s) + self.exposed_comm_s
 
     @property
     def steps(self) -> int:
@@ -361,12 +361,12 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
     (:func:`finetune_flops_per_token`'s hardware FLOPs as the step model prices them: GEMMs by shape, causal
     attention at the kernels' rate; or, given ``kernel_efficiency``, every FLOP at that share of the dense
     bf16 peak, and the result's ``kernel_efficiency`` is the one share that gives the time), QLoRA's
-    dequantisation at
-    ``dequant_bandwidth_fraction`` of the HBM bandwidth (default the fitted
-    :data:`DEQUANT_BANDWIDTH_FRACTION`), the fixed launches of a PEFT step (``layer_overhead_s`` per layer and
-    micro-batch, default the fitted :data:`LAYER_OVERHEAD_S`; LoRA and QLoRA only), and the communication the
-    step cannot hide (:func:`finetune_communication`; gathers behind the forward and backward of each
-    micro-batch, DDP's all-reduce behind the last backward). Full fine-tuning on several GPUs is
+    dequantisation at ``dequant_bandwidth_fraction`` of the HBM bandwidth (default the fitted
+    :data:`DEQUANT_BANDWIDTH_FRACTION`), the launches of a PEFT step (``layer_overhead_s`` per layer and
+    micro-batch, default the fitted :data:`LAYER_OVERHEAD_S`; LoRA, QLoRA; since ft34 a micro-batch takes the
+    larger of them and its GPU work, before, their sum), and the communication the step cannot hide
+    (:func:`finetune_communication`; gathers behind each micro-batch's forward and backward, DDP's all-reduce
+    behind the last backward). Full fine-tuning on several GPUs is
     :func:`~llmsizing.layouts.step_time` on ``Parallel(dp=n, zero=0 or 3)``. It does not check that the step
     fits: :func:`finetune_memory_per_gpu` does."""
     model = resolve_model(model)
@@ -495,12 +495,12 @@ def _predict(r, *, whole: bool = False, **constants):
 
 def _step_of(r):
     """:func:`_predict` of a LoRA/QLoRA row as ``step(layer_overhead_s, dequant_bandwidth_fraction)``: the
-    same sums as :func:`finetune_time`, the parts free of those constants priced once (for the fit's grid)."""
+    same terms as :func:`finetune_time`, the parts free of those constants priced once (for the grid)."""
     t, layers, m = _predict(r, whole=True), resolve_model(r.model).layers, int(r.grad_accum)
     moved = dequant_passes(r.recompute) * dequant_bytes(r.model) if r.method == "qlora" else 0.0
     hbm = get_gpu(r.gpu).memory_bandwidth_gbps * 1e9
-    return lambda overhead, frac: (t.compute_s + m * (moved / (hbm * frac) if moved else 0.0)
-                                   + m * layers * overhead + t.exposed_comm_s)
+    return lambda overhead, frac: (max(t.compute_s + m * (moved / (hbm * frac) if moved else 0.0),
+                                       m * layers * overhead) + t.exposed_comm_s)
 
 
 def _best_on_grid(loss, grid) -> float:
