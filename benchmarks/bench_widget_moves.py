@@ -6,6 +6,7 @@ dashboard's own redraw, timed in CPU seconds of this process (``time.process_tim
 the PNG (``dashboard._figure_png``: matplotlib's draw and the encoding) is timed separately.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_widget_moves.py [--moves N] [--only NAME ...] [--profile]
+        [--per-control]
 
 Prints one row per widget: first answer, number of moves, median and max CPU ms per move, and the median share
 of a move spent drawing the PNG. Does not assert (timings are not tests).
@@ -349,6 +350,7 @@ def bench(name: str, n: int) -> dict:
         w = getattr(widgets, name)()
         first = time.process_time() - c0
         moves, draws, errors, new, seen_moves, no_search, no_search_draws = [], [], 0, [], [], [], []
+        per_control: dict = {}                  # control -> [(CPU s, searched)] of its moves to new settings
         for board in dashboards(w):
             seen = {state(board)}
             for key, ctrl in board.controls.items():
@@ -368,6 +370,7 @@ def bench(name: str, n: int) -> dict:
                         if state(board) not in seen:        # a setting this board has not drawn before
                             seen.add(state(board))
                             new.append(moves[-1])
+                            per_control.setdefault(key, []).append((moves[-1], searches.calls > s0))
                             if searches.calls == s0:        # ... answered without a plan() search
                                 no_search.append(moves[-1])
                                 no_search_draws.append(draws[-1])
@@ -376,7 +379,7 @@ def bench(name: str, n: int) -> dict:
                         errors += bool(board.error.value)
     shares = [d / m for d, m in zip(draws, moves) if m > 0]
     return dict(name=name, first=first, moves=moves, errors=errors, new=new, seen=seen_moves,
-                no_search=no_search,
+                no_search=no_search, per_control=per_control,
                 seen_median=statistics.median(seen_moves) if seen_moves else float("nan"),
                 no_search_median=statistics.median(no_search) if no_search else float("nan"),
                 no_search_max=max(no_search) if no_search else float("nan"),
@@ -392,6 +395,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--moves", type=int, default=4, help="values tried per control (each one and back)")
     ap.add_argument("--only", nargs="*", help="widget factory names (default: all, in book order)")
+    ap.add_argument("--per-control", action="store_true",
+                    help="also print, per widget and control, its moves to new settings: median, p90, max")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile the moves, print the top 40 (cumulative)")
     args = ap.parse_args()
@@ -417,6 +422,8 @@ def main() -> None:
               f"{len(r['new']):5d} {r['new_median'] * 1e3:11.0f} {len(r['seen']):5d} "
               f"{r['seen_median'] * 1e3:12.0f} {len(r['no_search']):10d} {r['no_search_median'] * 1e3:7.0f} "
               f"{r['no_search_max'] * 1e3:7.0f} {r['no_search_draw'] * 1e3:8.0f}")
+    if args.per_control:
+        print_per_control(rows)
     every = [m for r in rows for m in r["moves"]]
     fresh = [m for r in rows for m in r["new"]]
     quick = [m for r in rows for m in r["no_search"]]
@@ -427,6 +434,20 @@ def main() -> None:
           f"{statistics.median(every) * 1e3:10.0f} {max(every) * 1e3:8.0f}   total moves "
           f"{sum(every):.1f} s CPU; {len(fresh)} new settings, median {ms(fresh, statistics.median)}; "
           f"{len(quick)} without a search, median {ms(quick, statistics.median)}, max {ms(quick, max)}")
+
+
+def print_per_control(rows: list[dict]) -> None:
+    """Per widget and control, its moves to a setting not drawn before (issue 38's bar is per move): how
+    many, how many of them searched (planner.plan or serve.replicas_for), and their median, p90 (nearest
+    rank) and max CPU ms."""
+    print(f"{'widget.control':40s} {'new':>4s} {'searched':>9s} {'median ms':>10s} {'p90 ms':>7s} "
+          f"{'max ms':>7s}")
+    for r in rows:
+        for key, got in r["per_control"].items():
+            t = sorted(m for m, _ in got)
+            p90 = t[min(len(t) - 1, round(0.9 * (len(t) - 1)))]
+            print(f"{r['name'] + '.' + key:40s} {len(t):4d} {sum(s for _, s in got):9d} "
+                  f"{statistics.median(t) * 1e3:10.0f} {p90 * 1e3:7.0f} {t[-1] * 1e3:7.0f}")
 
 
 if __name__ == "__main__":
