@@ -198,3 +198,14 @@ def test_edge_inputs_raise_value_or_type_errors():
         render_collectives_vs_prediction(8)
     with pytest.raises((ValueError, TypeError), match="world"):
         render_collectives_vs_prediction("2")
+
+
+def test_a_panel_without_runs_says_so_under_its_title():
+    """No TP/SP run was measured on 4 ranks: chapter 9's second figure leaves that panel empty, and it must
+    say why instead of showing a bare title (read09); the 2-rank figure has runs in both panels."""
+    from llmsizing.charts import render_collectives_vs_prediction
+
+    four = render_collectives_vs_prediction(4).figure.axes[1]
+    assert not four.axison and any("no run on 4 ranks" in t.get_text() for t in four.texts)
+    two = render_collectives_vs_prediction(2).figure.axes[1]
+    assert two.axison and not any("no run" in t.get_text() for t in two.texts)
