@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import ipywidgets as W
 
@@ -55,12 +56,15 @@ def cost_widget(model: str = "llama-3-70b") -> Dashboard:
 
     get_model(model)
     start = get_gpu("H100 SXM")
+    # the slider reaches every catalogued price (GB200 $10.50): a FloatSlider clamps a value past its max
+    top = max([10.0] + [g.price_usd_per_gpu_hour for g in map(get_gpu, list_gpus())
+                        if g.price_usd_per_gpu_hour])
     controls = {                              # every model (cost_sensitivity prices a mixture of experts too)
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value=start.name, description="GPU", **_style()),
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
-        "price": W.FloatSlider(value=start.price_usd_per_gpu_hour, min=0.10, max=10.0, step=0.01,
+        "price": W.FloatSlider(value=start.price_usd_per_gpu_hour, min=0.10, max=math.ceil(top), step=0.01,
                                description="USD/GPU-hour", readout_format=".2f", **_style()),
         "mfu": W.FloatSlider(value=0.40, min=0.05, max=0.70, step=0.05, description="MFU",
                              readout_format=".2f", **_style()),
