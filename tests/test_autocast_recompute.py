@@ -1,15 +1,16 @@
 """Autocast's bf16 weight copies under full recomputation (mem05, session 17).
 
-``torch.autocast`` caches one bf16 copy of each fp32 weight a matrix multiply reads and empties the cache when the
-outermost autocast region exits (``torch/amp/autocast_mode.py``: ``if torch.autocast_decrement_nesting() == 0:
-torch.clear_autocast_cache()``). Without recomputation each linear layer also saves its copy for the backward, so
-the copies outlive the forward; a checkpointed layer saves nothing, so its copies die with the cache, and the
-backward's recomputation (run under autocast again: ``torch/utils/checkpoint.py``'s ``recompute_fn``) makes one
-layer's copies while that layer's backward runs. The LM head is not checkpointed: its copy stays.
+``torch.autocast`` caches one bf16 copy of each fp32 weight a matrix multiply reads and empties the cache
+when the outermost autocast region exits (``torch/amp/autocast_mode.py``: ``if
+torch.autocast_decrement_nesting() == 0: torch.clear_autocast_cache()``). Without recomputation each linear
+layer also saves its copy for the backward, so the copies outlive the forward; a checkpointed layer saves
+nothing, so its copies die with the cache, and the backward's recomputation (run under autocast again:
+``torch/utils/checkpoint.py``'s ``recompute_fn``) makes one layer's copies while that layer's backward runs.
+The LM head is not checkpointed: its copy stays.
 
-Every expected byte count here is worked out by hand from the models' shapes and checked against the measured
-columns of ``data/step_measurements.csv`` (``weight_copy_forward_end_bytes``: the copies alive when the forward
-has left autocast; ``weight_copy_max_bytes``: all of them), never read off the library.
+Every expected byte count here is worked out by hand from the models' shapes and checked against the
+measured columns of ``data/step_measurements.csv`` (``weight_copy_forward_end_bytes``: the copies alive when
+the forward has left autocast; ``weight_copy_max_bytes``: all of them), never read off the library.
 """
 
 from __future__ import annotations
@@ -70,10 +71,11 @@ def test_without_recompute_every_copy_stays():
 
 
 def test_loss_backward_of_the_gpt2_sdpa_row_by_hand():
-    """GPT-2, HF, SDPA, 2 x 256, full recomputation: the library's loss backward is the measured one (201,769,176
-    B, its ``head_backward_max_bytes``) to 0.01%; the old one, 6.0 MiB of layer copies over, was +3.1%."""
-    row = _rows("full")[lambda d: (d["model"] == "step-gpt2") & (d["stack"] == "hf") & (d["attention"] == "sdpa")
-                        & (d["seq"] == 256)].iloc[0]
+    """GPT-2, HF, SDPA, 2 x 256, full recomputation: the library's loss backward is the measured one
+    (201,769,176 B, its ``head_backward_max_bytes``) to 0.01%; the old one, 6.0 MiB of layer copies over, was
+    +3.1%."""
+    row = _rows("full")[lambda d: (d["model"] == "step-gpt2") & (d["stack"] == "hf")
+                        & (d["attention"] == "sdpa") & (d["seq"] == 256)].iloc[0]
     measured = max(row["loss_backward_max_bytes"], row["head_backward_max_bytes"])
     assert measured == 201_769_176
     got = predict_step(row).phases_bytes["loss backward"]
@@ -86,9 +88,10 @@ def test_partial_recompute_frees_only_the_rerun_layers_copies():
     backward's start the two plain layers' and the rebuilt one's."""
     row = _rows("full")[lambda d: (d["model"] == "step-gpt2") & (d["stack"] == "hf")].iloc[0]
     tm = training_memory(step_model(row), batch=2, seq=256, precision=STEP_RECIPES["autocast-bf16"],
-                         attention="flash", recompute="full", recompute_layers=2, stack="hf", overhead_bytes=0.0)
-    assert tm.pieces["loss backward"]["autocast copies"] == pytest.approx(GPT2_HEAD_COPY + 2 * GPT2_LAYER_COPY,
-                                                                         rel=1e-12)
+                         attention="flash", recompute="full", recompute_layers=2, stack="hf",
+                         overhead_bytes=0.0)
+    assert tm.pieces["loss backward"]["autocast copies"] == pytest.approx(
+        GPT2_HEAD_COPY + 2 * GPT2_LAYER_COPY, rel=1e-12)
     assert tm.pieces["backward (start)"]["autocast copies"] == pytest.approx(3 * GPT2_LAYER_COPY, rel=1e-12)
 
 

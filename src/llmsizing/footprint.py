@@ -178,8 +178,8 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
       end, plus one layer's backward working set. With tied embeddings the embedding's backward writes a
       dense gradient of the shared matrix and adds it to the LM head's: two more copies at the end
       (``embedding_grad_bytes``, measured). The LM head's autocast copy (``head_copy_bytes``) is gone;
-    * autocast's copies of a layer that full recomputation reruns (``acts.recomputed``) live only in autocast's
-      cache, which empties when the forward leaves ``torch.autocast`` (its ``__exit__`` calls
+    * autocast's copies of a layer that full recomputation reruns (``acts.recomputed``) live only in
+      autocast's cache, which empties when the forward leaves ``torch.autocast`` (its ``__exit__`` calls
       ``torch.clear_autocast_cache()``; the checkpoint saved no tensor that holds them): from the loss
       backward on only the LM head's and the other layers' copies are left, and at the start of the backward
       the rebuilt layer's own (the recomputation runs under autocast again; measured, chapter 5);
