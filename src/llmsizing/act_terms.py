@@ -79,7 +79,10 @@ class ActivationMemory:
     ``per_layer_bytes`` is what one layer keeps until its backward (with full recomputation: only its
     input); ``layers_bytes`` is all layers plus, with recomputation, what one layer rebuilds during its
     backward (its whole working set for ``"full"``, its attention core for ``"selective"``): the peak.
-    ``breakdown`` splits :attr:`total_bytes` by component (keys :data:`ACT_COMPONENTS`).
+    ``breakdown`` splits :attr:`total_bytes` by component (keys :data:`ACT_COMPONENTS`). ``recomputed``:
+    ``(layers whose whole forward is rerun in the backward, of layers)`` on this GPU (full recomputation, or
+    partial; ``(0, 0)`` without), which tells :func:`~llmsizing.footprint.phase_values` which of autocast's
+    weight copies outlive the forward.
     """
 
     per_layer_bytes: float
@@ -88,6 +91,7 @@ class ActivationMemory:
     logits_bytes: float
     breakdown: dict = field(default_factory=dict)
     layer_count: int = 0
+    recomputed: tuple = (0, 0)
 
     @property
     def total_bytes(self) -> float:
@@ -420,7 +424,8 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
     comps["embedding"] = embedding
     comps["logits"] = logits
     comps = {k: comps[k] for k in ACT_COMPONENTS}
-    return ActivationMemory(per_layer, layers, embedding, logits, comps, L)
+    return ActivationMemory(per_layer, layers, embedding, logits, comps, L,
+                            (L, L) if recompute == "full" else (0, L))
 
 
 def partial_recompute_activations(none: ActivationMemory, full: ActivationMemory, *, layers: int,
@@ -464,7 +469,7 @@ def partial_recompute_activations(none: ActivationMemory, full: ActivationMemory
                 bd[k] += full.breakdown[k] - (full_layer if k == "residuals" else 0.0)
         bd["residuals"] += in_flight * r * full.per_layer_bytes
     bd["embedding"], bd["logits"] = emb, lg
-    return ActivationMemory(per_layer, units + rebuilt, emb, lg, bd, kept)
+    return ActivationMemory(per_layer, units + rebuilt, emb, lg, bd, kept, (r, layers))
 
 
 def korthikanti_bytes_per_layer(model: Model | str, *, batch: int, seq: int, tp: int = 1,

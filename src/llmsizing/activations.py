@@ -192,7 +192,7 @@ def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_
             else {}
         kept = out.layer_count + (output_bytes / out.per_layer_bytes if out.per_layer_bytes else 0.0)
         return ActivationMemory(out.per_layer_bytes, out.layers_bytes + output_bytes, out.embedding_bytes,
-                                out.logits_bytes, bd, kept)
+                                out.logits_bytes, bd, kept, out.recomputed)
     if recompute_layers is not None:
         return partial_recompute_activations(plain, acts, layers=n_layers,
                                              recomputed=recomputed_layers(model.layers, par,
@@ -211,7 +211,8 @@ def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_
     bd = {k: v * scale for k, v in acts.breakdown.items()} if breakdown else {}
     if breakdown:
         bd["embedding"], bd["logits"] = emb, logits
-    return ActivationMemory(acts.per_layer_bytes, layers, emb, logits, bd, kept)
+    recomputed = (n_layers if acts.recomputed[0] else 0, n_layers)   # (full: all of the stage's)
+    return ActivationMemory(acts.per_layer_bytes, layers, emb, logits, bd, kept, recomputed)
 
 
 def cp_attention_buffers_bytes(model: Model | str, *, batch: int, seq: int, tp: int = 1, cp: int = 1,

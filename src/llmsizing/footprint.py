@@ -178,6 +178,11 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
       end, plus one layer's backward working set. With tied embeddings the embedding's backward writes a
       dense gradient of the shared matrix and adds it to the LM head's: two more copies at the end
       (``embedding_grad_bytes``, measured). The LM head's autocast copy (``head_copy_bytes``) is gone;
+    * autocast's copies of a layer that full recomputation reruns (``acts.recomputed``) live only in
+      autocast's cache, which empties when the forward leaves ``torch.autocast`` (its ``__exit__`` calls
+      ``torch.clear_autocast_cache()``; the checkpoint saved no tensor that holds them): from the loss
+      backward on only the LM head's and the other layers' copies are left, and at the start of the backward
+      the rebuilt layer's own (the recomputation runs under autocast again; measured, chapter 5);
     * optimizer step: weights + gradients + optimizer states + the optimizer's temporaries (the activations
       and autocast copies are gone);
     * with ZeRO-3, the weights and gradient of the unit being computed are gathered in full
@@ -228,10 +233,17 @@ def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: 
     g_fwd = G if grad_accum > 1 else 0.0
     cp_fwd, cp_bwd = cp_buffers_bytes
     bwd_temps = layer_working_bytes + gathered_bytes + cp_bwd
+    # autocast's copies after the forward: a recomputed layer's are freed with autocast's cache, and the
+    # backward rebuilds one layer's at a time (r of n layers recomputed; footprint's docstring says why)
+    copies_after, copies_bwd = autocast_bytes, autocast_bytes - head_copy_bytes
+    r, n = acts.recomputed
+    if r and autocast_bytes:
+        copies_after = autocast_bytes - copies_bwd * r / n
+        copies_bwd = copies_bwd * (n - r + 1) / n
     return ((W, O, g_fwd, A, autocast_bytes, gathered_bytes + cp_fwd),
-            (W, O, g_fwd, A, autocast_bytes, loss_bytes + gathered_bytes),
+            (W, O, g_fwd, A, copies_after, loss_bytes + gathered_bytes),
             (W, O, G if grad_accum > 1 else head_grad_bytes, A - acts.logits_bytes + acts.rebuilt_bytes,
-             autocast_bytes - head_copy_bytes, bwd_temps),
+             copies_bwd, bwd_temps),
             (W, O, G + embedding_grad_bytes, A_emb, bwd_temps),
             (W, O, G, optimizer_bytes))
 

@@ -378,7 +378,7 @@ def moe_activation_memory(model: Model, *, capacity_factor: float | None = None,
         per_layer = base.per_layer_bytes + add / L
     bd["mlp"] = bd.get("mlp", 0.0) + add
     return MoEActivationMemory(per_layer, base.layers_bytes + add, base.embedding_bytes, base.logits_bytes,
-                               bd, base.layer_count,
+                               bd, base.layer_count, base.recomputed,
                                moe_delta_bytes=0.0 if kw.get("recompute") == "full" else delta,
                                moe_layers=tuple(sorted(_moe_indices(model))))
 

@@ -234,6 +234,39 @@ class SearchMemory:
         return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
 
 
+class _PerRecompute:
+    """:class:`SearchMemory` for an autocast recipe: one per recomputation. Full recomputation frees a
+    rerun layer's autocast weight copies once the forward leaves autocast
+    (:func:`~llmsizing.footprint.phase_values`), so the model states' pieces depend on what is recomputed and
+    :class:`SearchMemory` may not share them across recomputations; partial recomputation is read off calls
+    (``"full1"``), not off those of ``"none"`` and ``"full"``."""
+
+    def __init__(self, *args):
+        self._args, self._each, self._micro = args, {}, {}        # (_micro: none to read one layer off)
+
+    def _of(self, rc: str) -> SearchMemory:
+        return self._each.setdefault(rc, SearchMemory(*self._args))
+
+    def per_micro(self, tp, pp, rc, c, cp):
+        return self._of(rc).per_micro(tp, pp, rc, c, cp)
+
+    def states(self, tp, pp, zero, ep, c, rc):
+        return self._of(rc).states(tp, pp, zero, ep, c, rc)
+
+    def coefficients(self, tp, pp, zero, ep, rc, c, cp):
+        return self._of(rc).coefficients(tp, pp, zero, ep, rc, c, cp)
+
+    def one_layer(self, tp, pp, zero, ep, c, cp, layers):
+        return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
+
+    def prefetch(self, keys, rc) -> None:
+        """(:meth:`SearchMemory.prefetch` reads no autocast recipe.)"""
+
+    def share_cp1(self, other: "_PerRecompute") -> None:
+        for rc, sub in other._each.items():
+            self._of(rc).share_cp1(sub)
+
+
 #: The relative margin by which the model states alone (a candidate's total at a micro-batch of 0) must exceed
 #: a GPU's limit for :func:`fitting_plans` to weigh no heavier recomputation of it on that GPU: what a
 #: micro-batch adds is bytes of activations, never negative, so such a total is a floor under every
@@ -256,7 +289,8 @@ def kept_search_memory(model, kw_items: tuple, cps, cp_comm: str, eps=(1,), expe
     :func:`~llmsizing.memory.training_memory`. Its entries are only ever added, each the same whoever asks
     first. A new one starts with the entries at ``cp = 1`` of a kept one that differs in ``cp_comm`` alone
     (:meth:`SearchMemory.share_cp1`)."""
-    memory = SearchMemory(model, dict(kw_items), cps, cp_comm, eps, expert_tp, by_ep)
+    kind = _PerRecompute if RECIPES[dict(kw_items).get("precision", "bf16-mixed")].autocast else SearchMemory
+    memory = kind(model, dict(kw_items), cps, cp_comm, eps, expert_tp, by_ep)
     setting = (model, kw_items, tuple(cps), tuple(eps), expert_tp, by_ep)
     if cp_comm in _SHARED_COMMS:
         for other in _SHARED_COMMS:
