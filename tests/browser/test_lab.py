@@ -1214,8 +1214,9 @@ def move_every_control(page, i: int, wait_redrawn, label: str, path,
         "painted_ms_median": ms(painted), "painted_ms_max": round(waits[-1]) if waits else None,
         "painted_ms_bar": painted_ms, "goal_ms": GOAL_MS, "each": timings}, path)
     if feedback is not None and feedback > FEEDBACK_MS:
+        answered = sum(t["feedback"] is not None for t in timings)
         problems.append(f"{label}: a move is answered after {feedback:.0f} ms (median of "
-                        f"{len(timings)}; the busy mark or the redraw, whichever first)")
+                        f"{answered}; the busy mark or the redraw, whichever first)")
     if painted_ms is not None and painted is not None and painted > painted_ms:
         problems.append(f"{label}: a participant waits {painted:.0f} ms from a move to its new figure "
                         f"painted (median of {len(waits)} moves; the bar is {painted_ms:.0f} ms, the goal "
