@@ -340,6 +340,10 @@ def test_a_slow_move_shows_the_busy_sign_before_the_search_and_the_new_figure_af
     assert shown in _BUSY_CSS
     # the bar moves only once the delay is over (a quick redraw pays for no animation frames)
     assert f"animation: llmsizing-busy-bar 0.6s linear {BUSY_DELAY_MS}ms infinite" in _BUSY_CSS
+    # and it moves by a transform, which the browser's compositor animates without repainting the page at each
+    # frame (a background-position did, on the main thread, while the kernel worked: redraw38)
+    assert "@keyframes llmsizing-busy-bar {to {transform: translateX(48px)}}" in _BUSY_CSS
+    assert "background-position" not in _BUSY_CSS
     ctrl.value = default
 
 

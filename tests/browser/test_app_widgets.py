@@ -7,8 +7,9 @@ every chapter, with the lab's own scripts and thresholds (imported from test_lab
 
 * every control moved one step from the default view and back changes the figure or shows the library's
   message saying why the setting is refused, with no broken-image icon under the message; the median time
-  from the reader's action to the first answer (the busy mark or the redraw) is at most FEEDBACK_MS, and every
-  move's times go to _build/screenshots/voila-redraw-times.json;
+  from the reader's action to the first answer (the busy mark or the redraw) is at most FEEDBACK_MS; the
+  median participant's wait, from the action to the new figure painted, is at most PAINTED_MS (issue 38's
+  goal is test_lab.GOAL_MS); every move's times go to _build/screenshots/voila-redraw-times.json;
 * at 1280x720, with the widget scrolled to the top, the figure is beside its controls (not under them), at
   least 60 % of its own width, and the figure and every control are on screen together;
 * every control's label and toggle button is shown whole, no tooltip reads "null", and clicking a drop-down
@@ -30,6 +31,12 @@ from test_lab import (
 
 WIDGET_CHAPTERS = [n for n in TOC if widget_cells(_cells(BOOK / n))]
 REDRAW_TIMES = SHOTS / "voila-redraw-times.json"
+#: The longest median wait (ms), per widget, from a participant's move to its new figure painted (test_lab's
+#: JS_WATCH_REDRAW ``painted``: the new PNG decoded, the busy mark gone, a frame drawn). Issue 38's goal is
+#: test_lab.GOAL_MS (100 ms); this bar is what the shared 2-core machine holds, not the goal. redraw38, every
+#: widget alone (-n 0): at a load of 1-3 the medians were 92-254 ms (chapter 15's fleet, which searches, the
+#: slowest); at a load of 5-8, 164-536 ms. A widget twice as slow as the slowest at rest fails.
+PAINTED_MS = 600
 
 #: The lab's helpers (test_lab.JS_HELPERS) for a Voila page: ``__cells()[i]`` is the output holding the i-th
 #: widget of the page (a widget's cell), ``__root(i)`` that widget's outermost element.
@@ -104,13 +111,16 @@ def test_voila_every_control_changes_the_figure_or_says_why(voila_page):
     """Issue 25 ("moving max GPUs from 4096 to 16384 changes nothing in the figure") and issue 38 (no sign
     of work for up to 2.9 s; a refused setting left a broken-image icon), on every widget as an app: each
     control, moved one step from the default view and then back, changes the figure or shows the library's
-    message saying why; a refused setting shows no image under its message; and the median time from the
-    reader's action to the first answer (busy mark or redraw) is at most FEEDBACK_MS (the lab's)."""
+    message saying why; a refused setting shows no image under its message; the median time from the
+    reader's action to the first answer (busy mark or redraw) is at most FEEDBACK_MS (the lab's); and the
+    median time to the new figure painted, the participant's wait, is at most PAINTED_MS (the goal:
+    test_lab.GOAL_MS)."""
     w = Widgets(voila_page)
     problems = []
     for i in range(w.count):
         w.to_top(i)
-        problems += move_every_control(w, i, _wait_redrawn, f"{w.name} widget {i}", REDRAW_TIMES)
+        problems += move_every_control(w, i, _wait_redrawn, f"{w.name} widget {i}", REDRAW_TIMES,
+                                       painted_ms=PAINTED_MS)
     assert not problems, f"{w.name}: " + "; ".join(problems)
 
 

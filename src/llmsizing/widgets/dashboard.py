@@ -55,17 +55,21 @@ KEPT_ANSWERS = 32
 #: bar along the top of the figure (issue 38: a participant sees the move answered as soon as the class
 #: arrives, not 120 ms later), and after :data:`BUSY_DELAY_MS` as a faded figure with a "working" note over it
 #: and the bar moving (delayed so that a quick redraw does not flicker, and does not pay for an animation:
-#: an endless one on every redraw cost the browser about 60 CPU-s over ``make check-live``, live38f).
+#: an endless one on every redraw cost the browser about 60 CPU-s over ``make check-live``, live38f). The bar
+#: moves by ``transform``, on a layer of its own 48 px wider than the figure and clipped to it: the same
+#: stripes, moving as the ``background-position`` it used to animate did, but moved by the compositor, so a
+#: frame of its motion no longer repaints the page on the main thread while the kernel works (redraw38).
 BUSY_CLASS = "llmsizing-busy"
 BUSY_DELAY_MS = 120
 _BUSY_CSS = (
     "<style>.llmsizing-figure-side {position: relative}"
     " .%s {cursor: progress}"
-    " .%s .llmsizing-figure-side::before {content: ''; position: absolute; top: 0; left: 0; right: 0;"
-    " height: 3px; z-index: 3; pointer-events: none;"
+    " .%s .llmsizing-figure-side {overflow-x: clip}"
+    " .%s .llmsizing-figure-side::before {content: ''; position: absolute; top: 0; left: -48px; right: 0;"
+    " height: 3px; z-index: 3; pointer-events: none; will-change: transform;"
     " background: repeating-linear-gradient(90deg, #0072B2 0 24px, transparent 24px 48px);"
     " animation: llmsizing-busy-bar 0.6s linear %dms infinite}"
-    " @keyframes llmsizing-busy-bar {to {background-position: 48px 0}}"
+    " @keyframes llmsizing-busy-bar {to {transform: translateX(48px)}}"
     " .llmsizing-busy-note {position: absolute; top: 6px; left: 8px; z-index: 2; padding: 2px 8px;"
     " border-radius: 4px; background: rgba(255, 255, 255, 0.92); color: #333; font-size: 12px;"
     " box-shadow: 0 1px 3px rgba(0, 0, 0, 0.25); opacity: 0; pointer-events: none}"
@@ -73,7 +77,8 @@ _BUSY_CSS = (
     " @keyframes llmsizing-busy-fade {to {opacity: 0.45}}"
     " .%s .llmsizing-busy-note {animation: llmsizing-busy-show 0s linear %dms forwards}"
     " .%s .llmsizing-figure-side img {animation: llmsizing-busy-fade 0s linear %dms forwards}</style>"
-    % (BUSY_CLASS, BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS, BUSY_DELAY_MS))
+    % (BUSY_CLASS, BUSY_CLASS, BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS,
+       BUSY_DELAY_MS))
 
 
 def png_size(png: bytes) -> tuple[int, int]:
