@@ -105,7 +105,8 @@ def compare_gpus(gpu_a, gpu_b, *, speedup: float | None = None, prices: dict | N
     ``speedup`` (B's throughput per GPU over A's on the job) defaults to the ratio of their dense ``dtype``
     peaks, i.e. the same MFU on both; pass a measured or claimed speed-up instead (for example a benchmark's
     "2.2x"). ``prices`` maps GPU names to USD per GPU-hour (default: the catalogue's on-demand prices, dated
-    in ``data/gpu_prices.csv``). A job costs less on B exactly when ``speedup > price_b / price_a`` (chapter 11)."""
+    in ``data/gpu_prices.csv``). A job costs less on B exactly when ``speedup > price_b / price_a``
+    (chapter 11)."""
     a, b = get_gpu(gpu_a), get_gpu(gpu_b)
     prices = resolve_prices(prices, [a, b])
     pa = prices[a.name] if a.name in prices else gpu_price(a, name="prices")
