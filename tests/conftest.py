@@ -91,6 +91,17 @@ SHARED_UNITS = {**dict.fromkeys(_DEFAULT_FITS, _CALIBRATE),
                     f"{_SPEED}[70b at 32K, context parallelism by all-gather]"}
 
 
+@pytest.fixture
+def catalogue_prices():
+    """The catalogue's own prices around a test (``catalog.use_prices(None)`` before and after), for the tests
+    that read or set prices (tests/test_price_kind.py, tests/test_prices_as_of.py)."""
+    from llmsizing.catalog import use_prices
+
+    use_prices(None)
+    yield
+    use_prices(None)
+
+
 @functools.cache
 def run_tool(script: str, *argv: str) -> tuple[int, str]:
     """``tools/<script> <argv>`` run once per process, in this process (the library already imported): its

@@ -28,11 +28,7 @@ LIST = "H100 SXM"
 EST = "MI355X"        # an estimate with BF16, FP8 and the memory to hold the small runs below
 
 
-@pytest.fixture(autouse=True)
-def _catalogue_prices():
-    use_prices(None)
-    yield
-    use_prices(None)
+pytestmark = pytest.mark.usefixtures("catalogue_prices")      # (tests/conftest.py)
 
 
 def test_the_table_has_the_estimates_this_file_relies_on():
@@ -136,10 +132,7 @@ def test_the_mi250x_estimate_follows_the_list_price_it_is_derived_from():
     """The MI250X GCD has no on-demand price; its row derives one from the A100 80GB's list price scaled by
     the two BF16 peaks (191.5 / 312 TFLOP/s, AMD's and NVIDIA's datasheets). When the A100's price is
     re-checked the estimate must move with it (read11: it still used the A100's old $1.79)."""
-    path = Path(__file__).resolve().parents[1] / "data" / "gpu_prices.csv"
-    with path.open(encoding="utf-8") as fh:
-        rows = {r["name"]: r for r in csv.DictReader(fh)}
-    a100, gcd = rows["A100 80GB"], rows["MI250X GCD"]
+    a100, gcd = ROWS["A100 80GB"], ROWS["MI250X GCD"]
     assert gcd["price_kind"] == "estimate" and a100["price_kind"] == "list"
     assert float(gcd["price_usd_per_gpu_hour"]) == pytest.approx(float(a100["price_usd_per_gpu_hour"])
                                                                  * 191.5 / 312, abs=0.005)

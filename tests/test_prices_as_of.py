@@ -19,11 +19,7 @@ BY_NAME = {r["name"]: r for r in ROWS}
 AS_OF = {r["name"]: r["price_as_of"] for r in ROWS}
 
 
-@pytest.fixture(autouse=True)
-def _catalogue_prices():
-    use_prices(None)
-    yield
-    use_prices(None)
+pytestmark = pytest.mark.usefixtures("catalogue_prices")      # (tests/conftest.py)
 
 
 def test_every_catalogued_gpu_has_one_dated_sourced_price():
