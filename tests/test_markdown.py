@@ -223,3 +223,21 @@ def test_the_lone_dollar_check_can_fail(md, n):
 def test_no_lone_dollars_in_the_book():
     bad = [(f, i, p) for f, i, md in markdown_cells() for p in lone_dollar_problems(md)]
     assert not bad, bad
+
+
+def test_no_label_is_defined_twice_in_the_book():
+    """Sphinx warns on a duplicate label, and `make book` turns warnings into a failure (session 17: the
+    readers of chapters 4 and 4b each added an exercise labelled ``ch4-ex3``). Exercise and solution labels and
+    ``(name)=`` targets must be unique over every notebook."""
+    import json
+    from collections import Counter
+
+    seen = Counter()
+    for nb in sorted((Path(__file__).resolve().parents[1] / "book").glob("*.ipynb")):
+        for cell in json.loads(nb.read_text())["cells"]:
+            if cell["cell_type"] == "markdown":
+                text = "".join(cell["source"])
+                seen.update(re.findall(r"^:label:\s*(\S+)", text, re.M))
+                seen.update(re.findall(r"^\(([\w-]+)\)=\s*$", text, re.M))
+    assert seen, "the book defines labels"
+    assert not [k for k, n in seen.items() if n > 1], [k for k, n in seen.items() if n > 1]
