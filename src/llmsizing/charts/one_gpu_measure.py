@@ -168,7 +168,7 @@ def render_step_timeline() -> View:
     measured = {"forward": row["forward_end_bytes"],
                 "loss backward": max(row["loss_backward_max_bytes"], row["head_backward_max_bytes"]),
                 "backward": row["backward_max_bytes"], "optimizer step": row["optimizer_max_bytes"]}
-    notes = {"forward": "  its end: what it leaves for the backward, the loss's tensors included"}
+    notes = {"forward": "  <- its end, the loss's kept tensors included"}
     for ph in _PHASE_SHADES:
         if ph not in measured:
             lines.append(f"  {ph:<16s}{row['loss_forward_max_bytes'] / MiB:9.1f}{'-':>9s}"
