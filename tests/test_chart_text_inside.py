@@ -71,8 +71,14 @@ LONG_CAPTION = ("Per GPU at the peak of a step, stacked: weights and optimizer s
                 "component, what the peak adds on top of them and the overhead allowance. " * 3)
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(attention="eager", seq=32768)], ids=["default", "eager-32K"])
+#: Wide letters and digits only: lines are measured in the caption's font, not counted in characters.
+WIDE_CAPTION = " ".join(["WWWWWWWWWW MMMMMMMMMM", "0123456789 " * 6] * 4)
+
+
+@pytest.mark.parametrize("kw", [dict(caption=LONG_CAPTION), dict(caption=WIDE_CAPTION),
+                                dict(caption=LONG_CAPTION, attention="eager", seq=32768)],
+                         ids=["default", "wide-letters", "eager-32K"])
 def test_a_captioned_activation_figure_keeps_its_text_inside_the_png(kw):
-    outside, small = _texts_outside(charts.render_activation_memory(caption=LONG_CAPTION, **kw).figure)
+    outside, small = _texts_outside(charts.render_activation_memory(**kw).figure)
     assert not outside, "text cut at the figure's edge: " + "; ".join(outside)
     assert not small, "text too small to read: " + "; ".join(small)

@@ -33,6 +33,11 @@ def test_the_caption_is_drawn_under_the_axes_which_keep_their_size():
     grown = captioned.figure.get_figheight() - plain.figure.get_figheight()
     assert 2 * 8 * 1.25 / 72 < grown < 3 * 8 * 1.25 / 72 + 0.2, grown
     assert captioned.summary == plain.summary
+    # a screen reader hears it too: the alt text ends with the caption instead of the summary's first line
+    from llmsizing.charts import figure_alt_text
+
+    assert figure_alt_text(captioned).endswith(CAPTION)
+    assert not figure_alt_text(plain).endswith(CAPTION)
 
 
 def test_no_caption_draws_the_same_png():

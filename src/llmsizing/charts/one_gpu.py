@@ -348,22 +348,29 @@ _CAPTION_PT, _CAPTION_LINESPACING, _CAPTION_PAD_IN = 8.0, 1.25, 0.06
 
 
 def _caption_room(caption: str, width_in: float) -> tuple[str, float]:
-    """A render function's ``caption`` wrapped to ``width_in`` inches of text and the height (inches) it adds
-    under the axes (0.0 for ``""``), for the render function to grow its figure by: the words travel inside
-    the PNG, so the static site, Voila and the lab show the same caption (issue 38: chapter 4's figure had
-    no caption argument). A caption is a ``str``; anything else is a TypeError."""
-    import textwrap
+    """A render function's ``caption`` wrapped to ``width_in`` inches of text (each line measured in the
+    caption's font) and the height (inches) it adds under the axes (0.0 for ``""``), for the render function
+    to grow its figure by: the words travel inside the PNG, so the static site, Voila and the lab show the
+    same caption (issue 38: chapter 4's figure had no caption argument). A caption is a ``str``; anything
+    else is a TypeError."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
 
     if not isinstance(caption, str):
         raise TypeError(f"caption must be a str (the text under the figure; '' for none), got "
                         f"{type(caption).__name__}")
-    words = " ".join(caption.split())
-    if not words:
+    if not caption.split():
         return "", 0.0
-    # DejaVu Sans averages about 0.55 em a character; 0.6 leaves room for capitals and digits
-    text = textwrap.fill(words, width=int(width_in * 72 / (0.6 * _CAPTION_PT)))
-    lines = text.count("\n") + 1
-    return text, lines * _CAPTION_LINESPACING * _CAPTION_PT / 72 + 2 * _CAPTION_PAD_IN
+    font, measure = FontProperties(size=_CAPTION_PT), TextToPath().get_text_width_height_descent
+    lines, line = [], ""
+    for word in caption.split():
+        longer = f"{line} {word}" if line else word
+        if line and measure(longer, font, ismath=False)[0] > 0.98 * width_in * 72:   # (points)
+            lines, line = [*lines, line], word
+        else:
+            line = longer
+    lines.append(line)
+    return "\n".join(lines), len(lines) * _CAPTION_LINESPACING * _CAPTION_PT / 72 + 2 * _CAPTION_PAD_IN
 
 
 def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1, attention: str = "flash",
@@ -412,7 +419,7 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
         fig, ax = _fixed_figure(7.6, height, left=0.08, right=0.69, bottom=(0.13 * 3.9 + extra) / height,
                                 top=1 - 0.08 * 3.9 / height, into=into)
         fig.text(0.08, _CAPTION_PAD_IN / height, text, ha="left", va="bottom", fontsize=_CAPTION_PT,
-                 color="0.2", linespacing=_CAPTION_LINESPACING)
+                 color="0.2", linespacing=_CAPTION_LINESPACING, gid="caption")    # (the alt text's)
     else:
         fig, ax = _fixed_figure(7.6, 3.9, left=0.08, right=0.69, bottom=0.13, top=0.92, into=into)
     _fast_stacked_columns(ax, [_seq_label(s) for s in seqs], stacks)
