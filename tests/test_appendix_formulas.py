@@ -31,15 +31,16 @@ def cfg(name):
     m = get_model(name)
     return dict(V=m.vocab, h=m.hidden, L=m.layers, a=m.heads, g=m.kv_heads, d=m.head_dim, f=m.ffn_hidden,
                 tau=1 if m.tied_embeddings else 0, gated=m.gated_mlp, layernorm=m.norm == "layernorm",
-                bias=m.bias, qkv_bias=m.qkv_bias, positions=m.max_seq if m.learned_pos else 0, w=m.sliding_window,
-                window_layers=m.window_layers)
+                bias=m.bias, qkv_bias=m.qkv_bias, positions=m.max_seq if m.learned_pos else 0,
+                w=m.sliding_window, window_layers=m.window_layers)
 
 
 # ---------------------------------------------------------------- chapter 1
 def test_parameters(page):
     assert (r"$N = (2-\tau)Vh + \lambda\,s_\text{max} h + L\,[2hd(a+g) + m\,hf + 2\nu h + \beta] + \nu h$"
             in page)
-    assert r"$d(a+2g) + 2h + (m-1)f$ with biases on every linear layer, $d(a+2g)$ with biases on $q$, $k$, $v$" in page
+    assert (r"$d(a+2g) + 2h + (m-1)f$ with biases on every linear layer, $d(a+2g)$ with biases on $q$, $k$, $v$"
+            in page)
     for name in MODELS + ["qwen2-7b"]:          # qwen2-7b: biases on q, k and v only
         c = cfg(name)
         V, h, L, a, g, d, f = (c[k] for k in "VhLagdf")
