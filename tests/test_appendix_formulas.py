@@ -39,8 +39,8 @@ def cfg(name):
 def test_parameters(page):
     assert (r"$N = (2-\tau)Vh + \lambda\,s_\text{max} h + L\,[2hd(a+g) + m\,hf + 2\nu h + \beta] + \nu h$"
             in page)
-    assert (r"$d(a+2g) + 2h + (m-1)f$ with biases on every linear layer, $d(a+2g)$ with biases on $q$, $k$, $v$"
-            in page)
+    assert r"$d(a+2g) + 2h + (m-1)f$ with biases on every linear layer" in page
+    assert r"$d(a+2g)$ with biases on $q$, $k$, $v$ only, else 0" in page
     for name in MODELS + ["qwen2-7b"]:          # qwen2-7b: biases on q, k and v only
         c = cfg(name)
         V, h, L, a, g, d, f = (c[k] for k in "VhLagdf")
@@ -48,7 +48,8 @@ def test_parameters(page):
         nu = 2 if c["layernorm"] else 1
         beta = (a + 2 * g) * d + 2 * h + (m - 1) * f if c["bias"] else (a + 2 * g) * d if c["qkv_bias"] else 0
         lam_s = c["positions"]          # lambda * s_max: the learned position table, 0 without one
-        n = (2 - c["tau"]) * V * h + lam_s * h + L * (2 * h * d * (a + g) + m * h * f + 2 * nu * h + beta) + nu * h
+        block = 2 * h * d * (a + g) + m * h * f + 2 * nu * h + beta
+        n = (2 - c["tau"]) * V * h + lam_s * h + L * block + nu * h
         assert n == get_model(name).n_params, name
 
 
