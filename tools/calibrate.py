@@ -137,7 +137,7 @@ METHOD = {
                 "whole-run totals apart where a kind has 9+ sources (else pooled); coverage measured nested: "
                 "each source's runs against the interval computed without it",
     "fine-tuning": ("80% conformal bounds on log(published / predicted step time) of leave-one-source-out "
-                    "fits (every covered row of the other sources), rows weighing the same (5 sources are "
+                    "fits (every covered row of the other sources), rows weighing the same (6 sources are "
                     "too few to weigh sources: 9 needed at 80%); coverage measured nested: each source "
                     "against bounds from the other sources' residuals, each from a fit that saw neither"),
     "training-layout": (
