@@ -126,3 +126,21 @@ def test_masked_sdpa(page):
     extra = (activation_memory("llama-3-8b", attention_mask=True, **kw).total_bytes
              - activation_memory("llama-3-8b", **kw).total_bytes)
     assert extra == c["L"] * hand
+
+
+# ---------------------------------------------------------------- chapter 2: optimizer buffers (issue 38)
+def test_muon_and_8bit_adamw(page):
+    """Muon: one fp32 buffer on the blocks' matrices, AdamW's two on the rest; with bf16-mixed (2 + 2 + 4 bytes
+    besides the optimizer) that is 8 + 4 (2N - N_mat) / N. 8-bit AdamW: 2 (1 + 4/256) bytes for its moments."""
+    assert r"$8 + 4\,\frac{2N - N_\text{mat}}{N}$" in page and r"$N_\text{mat} = L\,[2hd(a+g) + m\,hf]$" in page
+    assert r"$2\,(1 + 4/256)$" in page
+    for name in MODELS:
+        c = cfg(name)
+        h, L, a, g, d, f = (c[k] for k in "hLagdf")
+        m = 3 if c["gated"] else 2
+        n = get_model(name).n_params
+        n_mat = L * (2 * h * d * (a + g) + m * h * f)
+        assert model_states(name, optimizer="muon").bytes_per_param == pytest.approx(8 + 4 * (2 * n - n_mat) / n,
+                                                                                     rel=1e-12), name
+        assert model_states(name, optimizer="adamw-8bit").bytes_per_param == pytest.approx(8 + 2 * (1 + 4 / 256),
+                                                                                           rel=1e-12), name

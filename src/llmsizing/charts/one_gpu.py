@@ -89,8 +89,8 @@ def render_parameter_shares(models=None) -> View:
 #: The recipe x optimizer pairs the chapter-2 figure compares (the selected pair is added if missing).
 MODEL_STATES_COMPARE = (
     ("fp32", "adamw"), ("bf16-mixed", "adamw"), ("bf16-mixed-fp32-grads", "adamw"),
-    ("bf16-mixed-dual-grads", "adamw"), ("bf16-mixed", "adamw-8bit"), ("bf16-mixed", "lion"),
-    ("bf16-mixed", "adafactor"), ("bf16-mixed", "sgd"), ("bf16", "adamw"),
+    ("bf16-mixed-dual-grads", "adamw"), ("bf16-mixed", "adamw-8bit"), ("bf16-mixed", "muon"),
+    ("bf16-mixed", "lion"), ("bf16-mixed", "adafactor"), ("bf16-mixed", "sgd"), ("bf16", "adamw"),
 )
 
 #: Line styles for GPU capacity lines (one per GPU type, in order).
