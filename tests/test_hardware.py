@@ -2,9 +2,10 @@
 
 Expected values are datasheet figures and hand arithmetic written out here, never the library's output:
 NVIDIA H100 datasheet (SXM5: 3.35 TB/s HBM3, 989 dense / 1,979 sparse BF16 TFLOP/s, NVLink 900 GB/s), A100
-datasheet (SXM4 80GB: 2,039 GB/s, 312 / 624 TFLOP/s, NVLink 600 GB/s), DGX B200 (7.7 TB/s computed in the
-catalogue, 4.5 PFLOP/s sparse bf16 = 2,250 dense, NVLink 1.8 TB/s), L40S datasheet (362.05 dense bf16, 733 dense
-FP8, PCIe Gen4 x16: 64 GB/s both ways), and the Llama 3 paper (Dubey et al. 2024, Table 4: 380-430 TFLOP/s per
+datasheet (SXM4 80GB: 2,039 GB/s, 312 / 624 TFLOP/s, NVLink 600 GB/s), B200 (7.7 TB/s: the 7,680-bit bus
+and 3,996 MHz DDR clock a shipping part reports, pytorch/ao PR 4002; DGX B200 sheet: 4.5 PFLOP/s sparse
+bf16 = 2,250 dense, NVLink 1.8 TB/s), L40S datasheet (362.05 dense bf16, 733 dense FP8, PCIe Gen4 x16:
+64 GB/s both ways), and the Llama 3 paper (Dubey et al. 2024, Table 4: 380-430 TFLOP/s per
 H100 = 38-43% BF16 MFU).
 """
 
