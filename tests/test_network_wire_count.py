@@ -139,3 +139,26 @@ def test_communication_counts_the_same_bytes(tp, factor):
     # ring_collective on a hand-made link of 8 GPUs per domain: the same count
     unit = GroupLink("unit", 1.0, 1.0, 0.0, 8, True)
     assert ring_collective("x", "dp", 64, "all-reduce", 100.0, 3, unit).bytes_per_gpu == 3 * 1.75 * 100.0
+
+
+def test_the_phase_inside_the_node_caps_the_bandwidth():
+    """The hierarchical all-reduce also moves 2 (k - 1) / k S per GPU over NVLink inside each node, pipelined
+    with the network's 2 (m - 1) / m S per node: the slower phase sets the time. DGX H100 (NVLink 450 GB/s one
+    way at links.csv's 0.77: 346.5 GB/s; 8 x 400 Gb/s NICs at 0.91: 364 GB/s per GPU's share of the node)."""
+    dgx = get_node("DGX H100")
+    two = group_link("H100 SXM", dgx, size=16)              # m = 2: NVLink's 1.75 S / 346.5 > the NICs' S / 364
+    assert two.bandwidth_gbps == pytest.approx(346.5 / 1.75)
+    t = collective_time_s("all-reduce", 2**30, 16, two)
+    assert t == pytest.approx(30 * 4.4e-6 + 1.75 * 2**30 / 346.5e9, rel=1e-9)
+    many = group_link("H100 SXM", dgx, size=128)            # m = 16: the NICs' 1.875 S / 364 > NVLink's 1.75 S
+    assert many.bandwidth_gbps == pytest.approx(364.0)
+    # on the log's nodes (8 x 200 Gb/s) the NICs bound it over two nodes: 8 GiB, S / 182 GB/s = 47.2 ms against
+    # NVLink's 1.75 S / 346.5 GB/s = 43.4 ms
+    a3 = replace(dgx, nics_per_node=8, nic_gbits=200.0)
+    assert group_link("H100 SXM", a3, size=16).bandwidth_gbps == pytest.approx(182.0)
+    # tp = 16 over two 8-GPU nodes costs a little less than a flat ring of 16 in one NVLink domain, not half
+    domain = group_link("H100 SXM", get_node("DGX H100", gpus_per_node=16), size=16)
+    assert not domain.across
+    inside = collective_time_s("all-reduce", 2**30, 16, domain)
+    assert inside == pytest.approx(30 * 2.3e-6 + 1.875 * 2**30 / 346.5e9, rel=1e-9)
+    assert 0.9 * inside < t < inside

@@ -13,7 +13,7 @@ step counts):
   (how many per node and their line rate).
 * **Node egress is shared.** NCCL spreads a collective over every NIC the group's GPUs own (one ring or tree
   per NIC, each leaving the node once), so a group with ``k`` of its GPUs in one scale-up domain gets ``k``
-  NICs' worth of bandwidth per GPU (capped by the intra-node link the rest of each ring rides on). Data
+  NICs' worth of bandwidth per GPU (capped by the collective's phase inside the node, below). Data
   parallelism under ``tp = 8`` has ``k = 1``: one NIC per GPU, 50 GB/s on a DGX H100. An FSDP group that fills
   whole nodes has ``k = 8``: all eight NICs, about 400 GB/s, the 370-470 GB/s "bus bandwidth" nccl-tests
   report across H100 nodes.
@@ -285,9 +285,12 @@ def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
 
     Inside one scale-up domain (``size x stride <= domain``): the GPU's own link (for a ``mesh``, ``k - 1``
     peer links for ``k`` GPUs, capped by the GPU's total). Across domains: ``k`` = the group's GPUs per domain
-    (``domain // stride``, at least 1), and each GPU gets ``k`` NICs' worth of the node's egress per GPU,
-    capped by its intra-node link; the latency is the network's. Both at the link class's achievable
-    fraction."""
+    (``domain // stride``, at least 1), and each GPU gets ``k`` NICs' worth of the node's egress per GPU; the
+    latency is the network's. Both at the link class's achievable fraction. With ``k > 1`` the collective is
+    hierarchical (:func:`wire_factor`): its phase inside the node moves :func:`bus_factor` over the ``k`` GPUs
+    on the scale-up link while the network moves it over the ``m`` nodes, pipelined, so the bandwidth is
+    capped at the scale-up link's x ``bus_factor(m) / bus_factor(k)`` (over two DGX H100s, 346.5 x 1 / 1.75 =
+    198 GB/s: NVLink, not the NICs, bounds the all-reduce; over 16 of them the NICs' 364 GB/s do)."""
     g = get_gpu(gpu)
     size, stride = check_int("size", size), check_int("stride", stride)
     if not isinstance(node, Node):
@@ -321,9 +324,13 @@ def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
     bw = out_bw * net.achievable_fraction
     small = None if net.small_fraction is None else out_bw * net.small_fraction
     if k > 1:
-        bw = min(bw, intra(k) * scale_up.achievable_fraction)
+        # the hierarchical collective's phase inside the node (bus_factor over the k GPUs on the scale-up
+        # link) runs pipelined with the network's (bus_factor over the m nodes: wire_factor): charged at the
+        # network's count, it caps the bandwidth at the scale-up link's x m-node / k-GPU bytes
+        phase = bus_factor("all-reduce", -(-size // k)) / bus_factor("all-reduce", k)
+        bw = min(bw, intra(k) * scale_up.achievable_fraction * phase)
         if small is not None and scale_up.small_fraction is not None:
-            small = min(small, intra(k) * scale_up.small_fraction)
+            small = min(small, intra(k) * scale_up.small_fraction * phase)
     return GroupLink("network", bw, out_bw, net.alpha_s, k, True, small, net.large_alpha_s)
 
 
@@ -374,9 +381,11 @@ def wire_factor(kind: str, n: int, per_domain: int = 1) -> float:
     The data: ``data/nccl_tests/h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt`` (16 H100s on 2 nodes of 8 x 200
     Gb/s NICs) reduced 8 GiB in 47.5 ms, 181 GB/s through 200 GB/s of NICs per node: one ``S`` per node, where
     a flat ring's 1.875 ``S`` would need 339 GB/s (chapter 9; ``tools/fit_nccl_logs.py`` fits the network's
-    achievable fraction with this same count). An approximation: NCCL picks ring or tree per message size and
-    node count, and the intra-node phases are left to :func:`group_link`'s cap of the bandwidth at the
-    scale-up link's. 0 when the whole group sits in one domain (``per_domain >= n``: nothing crosses)."""
+    achievable fraction with this same count). The phase inside the node (reduce-scatter and all-gather over
+    the scale-up link, ``2 (k - 1) / k x S`` per GPU) runs pipelined with it: :func:`group_link` caps the
+    bandwidth where it is the slower (there, 2 x 7 / 8 x 8 GiB / 346.5 GB/s = 43 ms < 47 ms: the NICs bound
+    it). An approximation: NCCL picks ring or tree per message size and node count, and NVLink SHARP is not
+    modelled. 0 when the whole group sits in one domain (``per_domain >= n``: nothing crosses)."""
     kind = check_choice("kind", kind, COLLECTIVES)
     n = check_int("n", n)
     per_domain = check_int("per_domain", per_domain, maximum=n)

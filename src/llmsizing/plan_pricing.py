@@ -238,12 +238,13 @@ def _row_links(gpu_list, node_of, gi, size, stride):
     arrays: bandwidth (GB/s), latency per step (s), whether the group leaves the scale-up domain, and the GPUs
     per domain that set its collectives' bytes (1 inside a domain: :func:`~llmsizing.network.wire_factor`).
     One call per
-    (GPU, the group's GPUs per domain, leaving or not), on the first row with them: group_link sees ``size``
-    and ``stride`` only through those two (``tests/test_planner_speed.py`` checks every row)."""
+    (GPU, the group's GPUs per domain, leaving or not, its domains), on the first row with them: group_link
+    sees ``size`` and ``stride`` only through those (``tests/test_planner_speed.py`` checks every row)."""
     domain = np.array([node_of[g.name].scaleup_domain_gpus for g in gpu_list])[gi]
     across = size * stride > domain
     per_domain = np.where(across, np.minimum(size, np.maximum(1, domain // stride)), size)
-    (g_of, _, _), first, idx = _group_columns(gi, per_domain, across)
+    nodes = np.where(across, -(-size // per_domain), 1)       # (a hierarchical group's bandwidth: its nodes)
+    (g_of, *_), first, idx = _group_columns(gi, per_domain, across, nodes)
     links = [group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=int(size[f]), stride=int(stride[f]))
              for g_, f in zip(g_of.tolist(), first.tolist())]
     return (np.array([gl.bandwidth_gbps for gl in links])[idx], np.array([gl.alpha_s for gl in links])[idx],
