@@ -2,8 +2,8 @@
 stored nccl-tests log and the published algorithms, not against the code's own output.
 
 The log, data/nccl_tests/h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt: 16 H100s on two GCP a3-megagpu-8g VMs, each
-with 8 x 200 Gb/s NICs (200 GB/s of egress per node). Its last row: an all-reduce of 8,589,934,592 bytes (8 GiB)
-in 47,535 us out of place, algbw 180.71 GB/s, busbw 338.82 GB/s (= 180.71 x 2 x 15 / 16).
+with 8 x 200 Gb/s NICs (200 GB/s of egress per node). Its last row: an all-reduce of 8,589,934,592 bytes
+(8 GiB) in 47,535 us out of place, algbw 180.71 GB/s, busbw 338.82 GB/s (= 180.71 x 2 x 15 / 16).
 
 By hand:
 * a flat 16-rank ring sends 2 x 15 / 16 = 1.875 S out of each node (one ring crossing per node and channel);
@@ -146,14 +146,14 @@ def test_the_phase_inside_the_node_caps_the_bandwidth():
     with the network's 2 (m - 1) / m S per node: the slower phase sets the time. DGX H100 (NVLink 450 GB/s one
     way at links.csv's 0.77: 346.5 GB/s; 8 x 400 Gb/s NICs at 0.91: 364 GB/s per GPU's share of the node)."""
     dgx = get_node("DGX H100")
-    two = group_link("H100 SXM", dgx, size=16)              # m = 2: NVLink's 1.75 S / 346.5 > the NICs' S / 364
+    two = group_link("H100 SXM", dgx, size=16)          # m = 2: NVLink's 1.75 S / 346.5 > the NICs' S / 364
     assert two.bandwidth_gbps == pytest.approx(346.5 / 1.75)
     t = collective_time_s("all-reduce", 2**30, 16, two)
     assert t == pytest.approx(30 * 4.4e-6 + 1.75 * 2**30 / 346.5e9, rel=1e-9)
-    many = group_link("H100 SXM", dgx, size=128)            # m = 16: the NICs' 1.875 S / 364 > NVLink's 1.75 S
+    many = group_link("H100 SXM", dgx, size=128)        # m = 16: the NICs' 1.875 S / 364 > NVLink's 1.75 S
     assert many.bandwidth_gbps == pytest.approx(364.0)
-    # on the log's nodes (8 x 200 Gb/s) the NICs bound it over two nodes: 8 GiB, S / 182 GB/s = 47.2 ms against
-    # NVLink's 1.75 S / 346.5 GB/s = 43.4 ms
+    # on the log's nodes (8 x 200 Gb/s) the NICs bound it over two nodes: 8 GiB, S / 182 GB/s = 47.2 ms
+    # against NVLink's 1.75 S / 346.5 GB/s = 43.4 ms
     a3 = replace(dgx, nics_per_node=8, nic_gbits=200.0)
     assert group_link("H100 SXM", a3, size=16).bandwidth_gbps == pytest.approx(182.0)
     # tp = 16 over two 8-GPU nodes costs a little less than a flat ring of 16 in one NVLink domain, not half

@@ -15,7 +15,8 @@ multi-node log the bus bandwidth is taken at node level, algbw x :func:`llmsizin
 log's ranks with its GPUs per node (2(N-1)/N over N nodes), and compared with the node's egress, NICs x line
 rate / 8 = the per-GPU NIC bandwidth x the GPUs per node: NCCL reduces inside the node first, so the network
 carries 2(N-1)/N x S per node (issue 34). The library's collective times use the same function, so the
-fraction is applied with the byte count it was fitted with. alpha_us = the small-message regime's alpha, per ring step over all the log's ranks.
+fraction is applied with the byte count it was fitted with. alpha_us = the small-message regime's alpha, per
+ring step over all the log's ranks.
 small_fraction = the small-message regime's bus bandwidth / the same nominal bandwidth (NCCL's LL protocol: low
 latency, a fraction of the bandwidth) and large_alpha_us = the large-message regime's alpha per ring step (its
 Simple/LL128 protocols: full bandwidth, more latency per step); :func:`llmsizing.network.collective_time_s` with

@@ -487,7 +487,9 @@ class Collective:
     """One kind of collective in a step, on one GPU. ``message_bytes`` is the full buffer of one call (before
     any sharding), ``bytes_per_gpu`` what this GPU sends in all ``calls`` of the step, ``bandwidth_gbps`` the
     one-way bandwidth the ``link`` reaches (nominal x achievable fraction), ``latency_s`` the algorithm steps
-    of all ``calls`` x the link's latency per step, ``time_s`` = bytes / bandwidth + latency."""
+    of all ``calls`` x the link's latency per step, ``time_s`` = bytes / bandwidth + latency. For a group with
+    several GPUs per node across nodes the bytes are :func:`wire_factor`'s (the node's network bytes, at the
+    bandwidth of the group's NICs there), not a flat ring's per GPU (issue 34)."""
 
     collective: str
     group: str
