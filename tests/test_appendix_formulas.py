@@ -31,29 +31,31 @@ def cfg(name):
     m = get_model(name)
     return dict(V=m.vocab, h=m.hidden, L=m.layers, a=m.heads, g=m.kv_heads, d=m.head_dim, f=m.ffn_hidden,
                 tau=1 if m.tied_embeddings else 0, gated=m.gated_mlp, layernorm=m.norm == "layernorm",
-                bias=m.bias, positions=m.max_seq if m.learned_pos else 0, w=m.sliding_window,
-                window_layers=m.window_layers)
+                bias=m.bias, qkv_bias=m.qkv_bias, positions=m.max_seq if m.learned_pos else 0,
+                w=m.sliding_window, window_layers=m.window_layers)
 
 
 # ---------------------------------------------------------------- chapter 1
 def test_parameters(page):
-    assert (r"$N = (2-\tau)Vh + L\,[2hd(a+g) + m\,hf + n_\text{norm}h] + \tfrac{1}{2}n_\text{norm}h$"
+    assert (r"$N = (2-\tau)Vh + \lambda\,s_\text{max} h + L\,[2hd(a+g) + m\,hf + 2\nu h + \beta] + \nu h$"
             in page)
-    for name in MODELS:
+    assert r"$d(a+2g) + 2h + (m-1)f$ with biases on every linear layer" in page
+    assert r"$d(a+2g)$ with biases on $q$, $k$, $v$ only, else 0" in page
+    for name in MODELS + ["qwen2-7b"]:          # qwen2-7b: biases on q, k and v only
         c = cfg(name)
         V, h, L, a, g, d, f = (c[k] for k in "VhLagdf")
         m = 3 if c["gated"] else 2
-        n_norm = 4 if c["layernorm"] else 2
-        n = (2 - c["tau"]) * V * h + L * (2 * h * d * (a + g) + m * h * f + n_norm * h) + n_norm * h / 2
-        if c["bias"]:     # "plus biases": q, k, v and the output projection; the MLP's up and down projections
-            n += L * ((a + 2 * g) * d + h + f + h)
-        n += c["positions"] * h     # "... and learned positions"
+        nu = 2 if c["layernorm"] else 1
+        beta = (a + 2 * g) * d + 2 * h + (m - 1) * f if c["bias"] else (a + 2 * g) * d if c["qkv_bias"] else 0
+        lam_s = c["positions"]          # lambda * s_max: the learned position table, 0 without one
+        block = 2 * h * d * (a + g) + m * h * f + 2 * nu * h + beta
+        n = (2 - c["tau"]) * V * h + lam_s * h + L * block + nu * h
         assert n == get_model(name).n_params, name
 
 
 def test_gpt2_final_norm_is_2h(page):
     """The issue's case: GPT-2's final LayerNorm is a gain and a bias, 2h, as chapter 1 counts it."""
-    assert "the final norm has half as many, $h$ or $2h$" in page
+    assert "so the final norm is $h$ or $2h$, as chapter 1 counts it" in page
     m = get_model("gpt2")
     assert m.param_breakdown()["norms"] == (4 * m.layers + 2) * m.hidden
 
@@ -124,3 +126,21 @@ def test_masked_sdpa(page):
     extra = (activation_memory("llama-3-8b", attention_mask=True, **kw).total_bytes
              - activation_memory("llama-3-8b", **kw).total_bytes)
     assert extra == c["L"] * hand
+
+
+# ---------------------------------------------------------------- chapter 2: optimizer buffers (issue 38)
+def test_muon_and_8bit_adamw(page):
+    """Muon: one fp32 buffer on the blocks' matrices, AdamW's two on the rest; with bf16-mixed (2 + 2 + 4 bytes
+    besides the optimizer) that is 8 + 4 (2N - N_mat) / N. 8-bit AdamW: 2 (1 + 4/256) bytes for its moments."""
+    assert r"$8 + 4\,\frac{2N - N_\text{mat}}{N}$" in page and r"$N_\text{mat} = L\,[2hd(a+g) + m\,hf]$" in page
+    assert r"$2\,(1 + 4/256)$" in page
+    for name in MODELS:
+        c = cfg(name)
+        h, L, a, g, d, f = (c[k] for k in "hLagdf")
+        m = 3 if c["gated"] else 2
+        n = get_model(name).n_params
+        n_mat = L * (2 * h * d * (a + g) + m * h * f)
+        assert model_states(name, optimizer="muon").bytes_per_param == pytest.approx(8 + 4 * (2 * n - n_mat) / n,
+                                                                                     rel=1e-12), name
+        assert model_states(name, optimizer="adamw-8bit").bytes_per_param == pytest.approx(8 + 2 * (1 + 4 / 256),
+                                                                                           rel=1e-12), name

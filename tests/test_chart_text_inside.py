@@ -63,3 +63,22 @@ def test_planner_figure_legends_are_at_least_8_pt(kw):
     small = [f"{t.get_text()!r} {t.get_fontsize() * fig.dpi / 72:.1f} px" for leg in legends
              for t in leg.get_texts() if t.get_fontsize() * fig.dpi / 72 < MIN_LEGEND_PX]
     assert not small, "legend text too small: " + "; ".join(small)
+
+
+#: Chapter 4's activation-memory figure with a caption four lines long (issue 38, read04): the caption sits
+#: inside the PNG (its figure has fixed margins and is saved without the tight-bbox pass).
+LONG_CAPTION = ("Per GPU at the peak of a step, stacked: weights and optimizer states, the activations by "
+                "component, what the peak adds on top of them and the overhead allowance. " * 3)
+
+
+#: Wide letters and digits only: lines are measured in the caption's font, not counted in characters.
+WIDE_CAPTION = " ".join(["WWWWWWWWWW MMMMMMMMMM", "0123456789 " * 6] * 4)
+
+
+@pytest.mark.parametrize("kw", [dict(caption=LONG_CAPTION), dict(caption=WIDE_CAPTION),
+                                dict(caption=LONG_CAPTION, attention="eager", seq=32768)],
+                         ids=["default", "wide-letters", "eager-32K"])
+def test_a_captioned_activation_figure_keeps_its_text_inside_the_png(kw):
+    outside, small = _texts_outside(charts.render_activation_memory(**kw).figure)
+    assert not outside, "text cut at the figure's edge: " + "; ".join(outside)
+    assert not small, "text too small to read: " + "; ".join(small)

@@ -10,7 +10,7 @@ from llmsizing.precision import OPTIMIZERS, RECIPES
 
 
 @pytest.mark.parametrize("precision", list(RECIPES))
-@pytest.mark.parametrize("optimizer", [o for o, v in OPTIMIZERS.items() if not v.factored])
+@pytest.mark.parametrize("optimizer", [o for o, v in OPTIMIZERS.items() if not v.shape_dependent])
 @pytest.mark.parametrize("parallel", [None, Parallel(tp=2), Parallel(dp=8, zero=1), Parallel(dp=8, zero=3)])
 def test_same_as_model_states(precision, optimizer, parallel):
     m = get_model("llama-2-13b")
@@ -30,6 +30,8 @@ def test_same_as_model_states(precision, optimizer, parallel):
 def test_bad_input():
     with pytest.raises(ValueError, match="factored"):
         model_states_for_params(10**10, optimizer="adafactor")
+    with pytest.raises(ValueError, match="hidden matrices"):     # Muon treats the hidden matrices apart
+        model_states_for_params(10**10, optimizer="muon")
     with pytest.raises(TypeError, match="n_params"):
         model_states_for_params(1e10)
     with pytest.raises(ValueError, match="n_params"):

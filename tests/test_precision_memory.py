@@ -19,7 +19,9 @@ from llmsizing.activations import activation_memory
 from llmsizing.memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, default_overhead_bytes
 from llmsizing.units import GiB
 
-Q8 = 2 * (1 + 4 / 2048)      # adamw-8bit: two int8 moments + one fp32 absmax per block of 2048 (Dettmers 2022)
+# adamw-8bit: two int8 moments + one fp32 absmax per block of 256 values each: bitsandbytes 0.44.0 (PR #1365,
+# 2024-09: "Change 8bit optimizer blocksize 2048->256"; the paper, Dettmers et al. 2022, had 2048)
+Q8 = 2 * (1 + 4 / 256)
 
 
 # ----------------------------------------------------------------------------- dtypes
@@ -74,7 +76,7 @@ def test_every_recipe_and_optimizer_is_tabulated():
     # the FP8 recipes add their weight copies per Linear parameter (model-dependent): tests/test_fp8.py
     # (and the block-scaled recipes of issue 36: tests/test_formats_2026.py)
     assert set(EXPECTED_BPP) | {"fp8-mixed", "fp8-deepseek", "mxfp8", "nvfp4"} == set(RECIPES)
-    assert set(OPT_COLUMNS) | {"adafactor"} == set(OPTIMIZERS)
+    assert set(OPT_COLUMNS) | {"adafactor", "muon"} == set(OPTIMIZERS)     # shape-dependent: tested below
 
 
 @pytest.mark.parametrize("recipe", sorted(EXPECTED_BPP))
@@ -136,6 +138,39 @@ def test_adafactor_factored_state_by_hand():
     assert ms.total_bytes == (2 + 2 + 4) * n + 4 * elements
     pure = model_states(TINY, precision="bf16", optimizer="adafactor")  # bf16 states
     assert pure.total_bytes == (2 + 2) * n + 2 * elements
+
+
+def test_8bit_adamw_with_bitsandbytes_blocks_of_256():
+    """bf16-mixed with bitsandbytes' AdamW8bit: 2 (weights) + 2 (grads) + 4 (master) + 2 x 1 (int8 moments)
+    + 2 x 4/256 (one fp32 absmax per 256 values of each moment) = 10.03125 bytes per parameter."""
+    bpp = model_states("llama-3-8b", optimizer="adamw-8bit").bytes_per_param
+    assert bpp == pytest.approx(10.03125, rel=1e-12)
+
+
+def test_muon_state_by_hand():
+    """Muon keeps one momentum buffer for each hidden matrix and AdamW's two moments for the rest (Jordan et
+    al. 2024). The tiny model, written out: hidden matrices per layer q 64, k 32, v 32, o 64, gate 128, up 128,
+    down 128 = 576, two layers 1,152; the rest: norms 2 x (8 + 8) = 32, embed 80, final norm 8, lm_head 80 =
+    200. States: 1 x 1,152 + 2 x 200 = 1,552 numbers, fp32 with bf16-mixed, bf16 with pure bf16."""
+    ms = model_states(TINY, optimizer="muon")
+    assert ms.optimizer_state_bytes == 4 * 1552
+    assert ms.total_bytes == (2 + 2 + 4) * 1352 + 4 * 1552
+    assert model_states(TINY, precision="bf16", optimizer="muon").optimizer_state_bytes == 2 * 1552
+
+
+def test_muon_on_llama_3_8b_from_its_config():
+    """Llama 3 8B (h 4096, 32 layers, 8 KV heads of 128, f 14336, vocabulary 128256, untied): hidden matrices
+    per layer 2 x 4096^2 + 2 x 1024 x 4096 + 3 x 14336 x 4096 = 218,103,808, x 32 = 6,979,321,856; the rest,
+    embedding and LM head 2 x 128256 x 4096 = 1,050,673,152 plus 65 norm vectors of 4096 (266,240), is
+    1,050,939,392. With bf16-mixed: 8 + (4 x 6,979,321,856 + 8 x 1,050,939,392) / 8,030,261,248 = 12.5235
+    bytes per parameter."""
+    hidden = 32 * (2 * 4096**2 + 2 * 1024 * 4096 + 3 * 14336 * 4096)
+    rest = 2 * 128256 * 4096 + 65 * 4096
+    assert hidden == 6_979_321_856 and rest == 1_050_939_392
+    n = hidden + rest
+    bpp = model_states("llama-3-8b", optimizer="muon").bytes_per_param
+    assert bpp == pytest.approx(8 + (4 * hidden + 8 * rest) / n, rel=1e-12)
+    assert round(bpp, 2) == 12.52
 
 
 def test_adafactor_is_tiny_for_a_big_model():

@@ -137,9 +137,10 @@ METHOD = {
                 "whole-run totals apart where a kind has 9+ sources (else pooled); coverage measured nested: "
                 "each source's runs against the interval computed without it",
     "fine-tuning": ("80% conformal bounds on log(published / predicted step time) of leave-one-source-out "
-                    "fits (every covered row of the other sources), rows weighing the same (4 sources are "
-                    "too few to weigh sources: 9 needed at 80%); coverage measured nested: each source "
-                    "against bounds from the other sources' residuals, each from a fit that saw neither"),
+                    "fits (every covered row of the other sources), rows weighing the same (weighing sources "
+                    "alike needs 9 sources at 80%; n_sources has the count); coverage measured nested: each "
+                    "source against bounds from the other sources' residuals, each from a fit that saw "
+                    "neither"),
     "training-layout": (
         "80% conformal bounds on log(published / step_time MFU) of every run with a published layout, at the "
         "kernel efficiency fitted without the run's source (median per generation and dtype of the other "

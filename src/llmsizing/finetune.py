@@ -478,7 +478,8 @@ def _adapter_state_elements(shapes: dict, rank: int, layers: int, optimizer: str
     Shazeer & Stern 2018, Alg. 4, as :func:`~llmsizing.memory.optimizer_state_elements` counts a model's)."""
     opt = OPTIMIZERS[optimizer]
     per_layer = sum(rank * (d_out + d_in) for d_out, d_in in shapes.values())
-    n = opt.states * per_layer
+    # the adapters are hidden matrices: Muon keeps its one buffer for them
+    n = (opt.states if opt.matrix_states is None else opt.matrix_states) * per_layer
     if opt.factored:
         n += sum((rank + d_in) + (d_out + rank) for d_out, d_in in shapes.values())
     return layers * n

@@ -42,13 +42,13 @@ model (auto-gptq, exllama kernels off) in fp16, not bitsandbytes' nf4, so the fi
 dequantisation, far below the share a decode step reaches. The range (issue 34) is an 80% prediction interval
 checked on sources the fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the conformal
 bounds of the out-of-source log residuals are :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their
-measured coverage and width. Four sources: Qwen README (one A100 to two nodes, Qwen-1.8B to 72B), Answer.AI's
-FSDP-QLoRA benchmarks (nf4 on RTX 4090, A100 40GB, H100, RTX 6000 Ada), torchtune's README (Llama 3.1 8B on
-one RTX 4090, 70B and 405B on 8 A100s, compiled) and LLaMA-Factory's wiki (LLaMA2-7B QLoRA on one A100 40GB,
-1K-32K tokens). They disagree by about 2x. Misses (``miss_reason``): faster, Qwen-14B at 256-512 tokens (thin
-GEMMs priced too slowly), Qwen-7B and 1.8B at 256-512 (the launch floor), torchtune, LLaMA-Factory at 1K,
-Answer.AI's 70B at batch 1; slower, Qwen-7B on two nodes. Only Qwen has launch-bound rows (without it a fold
-fits no launch cost). Full fine-tuning rows are ``known_out`` (priced as pre-training, no ZeRO-2 floor).
+measured coverage, width and source count. Sources: Qwen README (1.8B-72B, one A100 to two nodes), Answer.AI's
+FSDP-QLoRA benchmarks (nf4 on four GPU types), torchtune's README (8B to 405B on RTX 4090 and A100s,
+compiled), LLaMA-Factory's wiki (LLaMA2-7B QLoRA, 1K-32K tokens), MLPerf's reference log (Llama-2-70B, 8
+A100s, ZeRO-3, 8K); NVIDIA's NeMo / Megatron-Bridge tables are kept out on purpose (issue 35). Misses
+(``miss_reason``): faster, Qwen-14B at 256-512 tokens, Qwen-7B and 1.8B at 256-512 (the launch floor),
+torchtune, LLaMA-Factory at 1K, Answer.AI's 70B at batch 1; slower, Qwen-7B on two nodes. Only Qwen has
+launch-bound rows (a fold without it fits no launch cost). Full fine-tuning rows are ``known_out``.
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
 the larger of the launches and the arithmetic plus the dequantisation, plus the communication the step cannot
@@ -538,10 +538,10 @@ def finetune_loso_check(coverage: float = 0.8):
     source's LoRA/QLoRA rows (not ``known_out``) are predicted with the constants refitted on every covered
     row of the other sources; the stated range is the conformal bounds of those log residuals. With three
     sources or more (module docstring) the check is nested: a held-out source is judged by bounds from the
-    other sources' residuals, each of those from a fit that saw neither. Four sources are too few for bounds
-    that weigh sources alike (9 at 80%), so rows are weighed alike (``unit="row"``). With two sources it
-    cannot be nested (``nested=False``). ``(check, rows)``; the refits are memoised by their training rows, so
-    the nested check costs ``S (S - 1) / 2 + S`` fits."""
+    other sources' residuals, each of those from a fit that saw neither. Bounds that weigh sources alike need
+    9 sources at 80% (:func:`~llmsizing.intervals.min_units`); rows are weighed alike (``unit="row"``). With
+    two sources it cannot be nested (``nested=False``). ``(check, rows)``; the refits are memoised by their
+    training rows, so the nested check costs ``S (S - 1) / 2 + S`` fits."""
     import numpy as np
 
     from .intervals import loso_check, source_key

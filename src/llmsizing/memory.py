@@ -91,8 +91,8 @@ def bytes_per_param_table(model: Model | str, *, precisions=None, optimizers=Non
     recipes as rows, optimizers as columns), each computed by :func:`model_states` on one GPU.
 
     Most entries do not depend on the model (bf16-mixed + AdamW is 16 for every model). Two do a little:
-    Adafactor's factored moment depends on the tensor shapes, and 8-bit optimizers add one fp32 constant per
-    block of 2048 (Dettmers et al. 2022). Defaults: every recipe and optimizer. Taught in chapter 2.
+    Adafactor's and Muon's states depend on the tensor shapes, and 8-bit optimizers add one fp32 constant per
+    block of 256 (bitsandbytes >= 0.44). Defaults: every recipe and optimizer. Taught in chapter 2.
     """
     import pandas as pd
 

@@ -8,8 +8,9 @@ Sources:
   ``megatron/training/theoretical_memory_usage.py`` (6 bytes weights+grads, 12 optimizer, without the
   distributed optimizer).
 * nf4 with double quantisation: Dettmers et al. 2023, "QLoRA" (Sec. 3: 4 + 8/64 + 32/(64*256) bits).
-* 8-bit Adam: Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization" (blocks of 2048 with one
-  fp32 absmax each).
+* 8-bit Adam: Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization" (the paper's blocks of
+  2048 values, one fp32 absmax each); bitsandbytes uses blocks of 256 since 0.44.0 (2024-09, PR #1365,
+  "Change 8bit optimizer blocksize 2048->256"; ``optim/optimizer.py``, ``Optimizer2State.init_state``).
 * Weight formats as inference engines store them (:data:`STORED_FORMATS`): llama.cpp's GGUF blocks
   (``ggml/src/ggml-common.h``: ``block_q8_0``, ``block_q4_0``, ``block_q4_K``, ``block_q6_K``) and its
   per-tensor choices (``src/llama-quant.cpp``, ``llama_tensor_get_type``); AutoAWQ's and AutoGPTQ's packed
@@ -17,6 +18,10 @@ Sources:
   FP8 e4m3 with one scale per tensor (vLLM's and TensorRT-LLM's default FP8 checkpoints).
 * Adafactor: Shazeer & Stern 2018 (factored second moment: r + c numbers for an r x c matrix, no momentum by
   default). Lion: Chen et al. 2023 (one momentum buffer).
+* Muon: Jordan et al. 2024, "Muon: An optimizer for hidden layers in neural networks" (one momentum buffer per
+  hidden 2-D matrix, orthogonalised by Newton-Schulz; the embedding, the output layer and the vectors go to
+  AdamW); Liu et al. 2025, "Muon is Scalable for LLM Training" (arXiv:2502.16982, Moonlight), and Kimi K2
+  (arXiv:2507.20534) train with it; ``torch.optim.Muon`` takes 2-D parameters only.
 * FP8 training (:data:`FP8_SCHEMES`, recipes ``fp8-mixed`` and ``fp8-deepseek``): NVIDIA Transformer Engine
   2.20.0.dev0 (commit d0067d0d, 2026-08-22) as Megatron-LM's
   ``megatron/core/extensions/transformer_engine.py`` drives it, and the DeepSeek-V3 technical report
@@ -373,7 +378,10 @@ def compute_dtype(precision: str = "bf16-mixed", dtype: str | None = None) -> st
 class Optimizer:
     """An optimizer's per-parameter state. ``states`` is the number of full-size buffers; ``factored`` marks
     Adafactor's factored second moment (r + c numbers per r x c matrix); ``dtype`` forces the state dtype
-    (8-bit optimizers) and ``block`` is the quantisation block (one fp32 constant per block)."""
+    (8-bit optimizers) and ``block`` is the quantisation block (one fp32 constant per block).
+    ``matrix_states``: the buffers of the hidden matrices (the blocks' tensors of two or more dimensions) when
+    they differ from the rest, as with Muon, whose hidden matrices keep one momentum buffer while the
+    embedding, the output layer and the vectors keep AdamW's two (``states``)."""
 
     name: str
     states: int
@@ -381,6 +389,13 @@ class Optimizer:
     dtype: str | None = None
     block: int | None = None
     description: str = ""
+    matrix_states: int | None = None
+
+    @property
+    def shape_dependent(self) -> bool:
+        """Whether the state depends on the tensors' shapes (Adafactor, Muon): it needs a model, not a bare
+        parameter count."""
+        return self.factored or self.matrix_states is not None
 
 
 OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
@@ -388,11 +403,16 @@ OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
     Optimizer("sgd-momentum", 1, description="One momentum buffer."),
     Optimizer("adam", 2, description="First and second moments."),
     Optimizer("adamw", 2, description="Adam with decoupled weight decay: same state as Adam."),
-    Optimizer("adamw-8bit", 2, dtype="int8", block=2048,
-              description="Both moments block-wise quantised to 8 bits (bitsandbytes, block 2048)."),
+    # bitsandbytes keeps fp32 states for tensors under min_8bit_size = 4,096 elements (norms and biases of
+    # small models: under 0.1% of GPT-2's parameters, none of Llama 3 8B, whose norms have 4,096): not counted
+    Optimizer("adamw-8bit", 2, dtype="int8", block=256,
+              description="Both moments block-wise quantised to 8 bits (bitsandbytes >= 0.44, block 256)."),
     Optimizer("adafactor", 0, factored=True,
               description="Factored second moment, no momentum (Adafactor defaults)."),
     Optimizer("lion", 1, description="One momentum buffer (sign-based update)."),
+    Optimizer("muon", 2, matrix_states=1,
+              description="One momentum buffer per hidden matrix (Muon), AdamW's two moments for the "
+                          "embedding, the output layer and the vectors."),
 )}
 
 

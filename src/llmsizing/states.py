@@ -105,10 +105,16 @@ def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
 
     Adafactor's factored second moment keeps ``r + c`` numbers per ``r x c`` matrix and the full vector for
     1-D tensors (Shazeer & Stern 2018, Alg. 4), so it is computed tensor by tensor from :meth:`Model.tensors`.
+    Muon keeps one buffer for each hidden matrix (the blocks' tensors of two or more dimensions) and AdamW's
+    two for the embedding, the positions, the LM head and every vector (Jordan et al. 2024).
     """
     model = resolve_model(model, moe=True)
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
     n = opt.states * model.n_params
+    if opt.matrix_states is not None:   # Muon: the hidden matrices (experts' stacks too) keep fewer buffers
+        n -= (opt.states - opt.matrix_states) * sum(
+            math.prod(s) * k for kind, _, s, k in model.tensors()
+            if len(s) >= 2 and kind not in ("embedding", "position", "lm_head"))
     if opt.factored:
         n += sum((s[0] + s[1] if len(s) == 2 else math.prod(s)) * k for _, _, s, k in model.tensors())
     return n
@@ -127,7 +133,8 @@ def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", opt
     "a 10B model" in an article). Same recipes, same ZeRO rules.
 
     Only for optimizers whose state is elementwise (everything but Adafactor, whose factored moment depends on
-    the tensor shapes: build a :class:`~llmsizing.model.Model` for it). With an FP8 recipe every parameter is
+    the tensor shapes, and Muon, which treats the hidden matrices apart: build a
+    :class:`~llmsizing.model.Model` for them). With an FP8 recipe every parameter is
     counted as a Linear weight with an FP8 copy (an upper bound: the embeddings and norms have none; the
     blocks' matrices are 87% of Llama 3 8B) and the scaling state is left out (no layer count). Taught in
     chapter 2.
@@ -135,8 +142,9 @@ def model_states_for_params(n_params: int, *, precision: str = "bf16-mixed", opt
     n = check_int("n_params", n_params)
     check_recipe("precision", precision)
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
-    if opt.factored:
-        raise ValueError(f"optimizer={optimizer!r} has a factored state that depends on the tensor shapes: "
+    if opt.shape_dependent:
+        why = "factored" if opt.factored else "hidden matrices apart"
+        raise ValueError(f"optimizer={optimizer!r} has a state that depends on the tensor shapes ({why}): "
                          "use model_states with a Model")
     return _states(n, opt.states * n, precision, optimizer, resolve_parallel(parallel))
 

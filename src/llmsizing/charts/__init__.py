@@ -48,7 +48,7 @@ from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS
                       render_prediction_vs_measurement, render_step_phases, render_step_timeline)
 from .one_gpu import (_CAPACITY_COLORS, _CAPACITY_STYLES, _MMB_KEEP, _MMB_KEPT, _PHASE_SHADES,  # noqa: F401
                       _TIMELINE_PHASES, _drop_offscreen_capacity_lines, _gpu_lines, _mark_beyond_max_seq,
-                      _seq_label, _zero3)
+                      _seq_label, _zero3, _CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _caption_room)
 
 # Part II, many GPUs (ch 6-9): GPUs and the decode roofline, ZeRO and data parallelism, the pipeline bubble
 # and the parallelism explorer, measured collectives.

@@ -113,8 +113,8 @@ def show(view: View, *, widget: str | None = None) -> None:
 
 def figure_alt_text(view: View, *, limit: int = 400) -> str:
     """Alt text for a figure (issue 12): what each panel plots, from the figure's own titles and axis labels,
-    then the first line of the view's summary unless it is a table header (the numbers are printed next to
-    the figure anyway).
+    then its caption (a figure text with gid ``"caption"``), else the summary's first line unless it is a
+    table header (the numbers are printed next to the figure anyway).
 
     ``show`` attaches it to the PNG output (``Image(alt=...)``); the site's ``_ext/nb_image_alt.py`` copies
     it onto the ``<img>``."""
@@ -139,7 +139,8 @@ def figure_alt_text(view: View, *, limit: int = 400) -> str:
     sup = clean(fig.get_suptitle()) if hasattr(fig, "get_suptitle") else ""
     first = next((line for line in view.summary.splitlines() if line.strip()), "")
     first = "" if re.search(r"\S {2,}\S", first.strip()) else clean(first)  # columns: a table header/row
-    parts = [p for p in (sup, "; ".join(panels), first) if p]
+    caption = clean(" ".join(t.get_text() for t in fig.texts if t.get_gid() == "caption"))
+    parts = [p for p in (sup, "; ".join(panels), caption or first) if p]
     alt = ". ".join(parts) if parts else "Chart (its numbers are printed above it)"
     return alt if len(alt) <= limit else alt[: limit - 1].rstrip() + "…"
 

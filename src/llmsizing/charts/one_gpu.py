@@ -89,8 +89,8 @@ def render_parameter_shares(models=None) -> View:
 #: The recipe x optimizer pairs the chapter-2 figure compares (the selected pair is added if missing).
 MODEL_STATES_COMPARE = (
     ("fp32", "adamw"), ("bf16-mixed", "adamw"), ("bf16-mixed-fp32-grads", "adamw"),
-    ("bf16-mixed-dual-grads", "adamw"), ("bf16-mixed", "adamw-8bit"), ("bf16-mixed", "lion"),
-    ("bf16-mixed", "adafactor"), ("bf16-mixed", "sgd"), ("bf16", "adamw"),
+    ("bf16-mixed-dual-grads", "adamw"), ("bf16-mixed", "adamw-8bit"), ("bf16-mixed", "muon"),
+    ("bf16-mixed", "lion"), ("bf16-mixed", "adafactor"), ("bf16-mixed", "sgd"), ("bf16", "adamw"),
 )
 
 #: Line styles for GPU capacity lines (one per GPU type, in order).
@@ -343,14 +343,46 @@ def _zero3(zero3_gpus: int):
     return Parallel(dp=n, zero=3) if n > 1 else Parallel()
 
 
+#: A caption's font size (pt), line spacing (in font sizes) and the room left under it (inches).
+_CAPTION_PT, _CAPTION_LINESPACING, _CAPTION_PAD_IN = 8.0, 1.25, 0.06
+
+
+def _caption_room(caption: str, width_in: float) -> tuple[str, float]:
+    """A render function's ``caption`` wrapped to ``width_in`` inches of text (each line measured in the
+    caption's font) and the height (inches) it adds under the axes (0.0 for ``""``), for the render function
+    to grow its figure by: the words travel inside the PNG, so the static site, Voila and the lab show the
+    same caption (issue 38: chapter 4's figure had no caption argument). A caption is a ``str``; anything
+    else is a TypeError."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    if not isinstance(caption, str):
+        raise TypeError(f"caption must be a str (the text under the figure; '' for none), got "
+                        f"{type(caption).__name__}")
+    if not caption.split():
+        return "", 0.0
+    font, measure = FontProperties(size=_CAPTION_PT), TextToPath().get_text_width_height_descent
+    lines, line = [], ""
+    for word in caption.split():
+        longer = f"{line} {word}" if line else word
+        if line and measure(longer, font, ismath=False)[0] > 0.98 * width_in * 72:   # (points)
+            lines, line = [*lines, line], word
+        else:
+            line = longer
+    lines.append(line)
+    return "\n".join(lines), len(lines) * _CAPTION_LINESPACING * _CAPTION_PT / 72 + 2 * _CAPTION_PAD_IN
+
+
 def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1, attention: str = "flash",
                              recompute: str = "none", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
                              zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused", *,
-                             into: Figure | None = None) -> View:
+                             caption: str = "", into: Figure | None = None) -> View:
     """Per-GPU training memory at the peak of a step (weights, optimizer states, activations by component,
     what the peak adds on top of them, overhead) against ``gpu``'s capacity, for sequence lengths 1K ...
     max(32K, ``seq``) with ``seq`` itself highlighted. Model states are sharded over ``zero3_gpus`` GPUs
-    (ZeRO-3/FSDP; 1 = one GPU); ``stack`` is the software stack (``"fused"`` or ``"hf"``). Chapter 4."""
+    (ZeRO-3/FSDP; 1 = one GPU); ``stack`` is the software stack (``"fused"`` or ``"hf"``). ``caption``: text
+    drawn under the axes, inside the PNG (:func:`_caption_room`; ``""``, the widget's, draws none). Chapter
+    4."""
     import numpy as np
 
     from ..activations import ACT_COMPONENTS
@@ -381,7 +413,15 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     stacks["overhead"] = [r.overhead_bytes for r in runs]
     totals = np.array([r.total_bytes for r in runs]) / GiB
 
-    fig, ax = _fixed_figure(7.6, 3.9, left=0.08, right=0.69, bottom=0.13, top=0.92, into=into)
+    text, extra = _caption_room(caption, 7.6 - 0.08 * 7.6)
+    if text:                                    # the axes keep their size in inches; the figure grows
+        height = 3.9 + extra
+        fig, ax = _fixed_figure(7.6, height, left=0.08, right=0.69, bottom=(0.13 * 3.9 + extra) / height,
+                                top=1 - 0.08 * 3.9 / height, into=into)
+        fig.text(0.08, _CAPTION_PAD_IN / height, text, ha="left", va="bottom", fontsize=_CAPTION_PT,
+                 color="0.2", linespacing=_CAPTION_LINESPACING, gid="caption")    # (the alt text's)
+    else:
+        fig, ax = _fixed_figure(7.6, 3.9, left=0.08, right=0.69, bottom=0.13, top=0.92, into=into)
     _fast_stacked_columns(ax, [_seq_label(s) for s in seqs], stacks)
     capacity_line(ax, g.memory_gib, g.name)
     top = 1.12 * max(totals.max(), g.memory_gib)

@@ -92,21 +92,26 @@ def render_prediction_vs_measurement(sweep: str = "seq", style: str = "gpt", dro
     return View(fig, "\n".join([head] + ["  " + ln for ln in lines]))
 
 
-#: The measured phases of ``data/step_timeline_example.csv``, mapped onto the library's (memory.PHASES).
-_TIMELINE_PHASES = {"forward": "forward", "loss_forward": "forward", "loss_backward": "loss backward",
+#: The measured phases of ``data/step_timeline_example.csv``, in order, each drawn as its own stretch: the
+#: library's (memory.PHASES, footprint.PHASE_KEYS) and the loss's own forward, which the library has no phase
+#: for: what it keeps is in what the forward leaves, and its transient (the logits upcast to fp32, then
+#: ``log_softmax``) stays below what the loss backward adds, so it never holds the peak (chapter 4b).
+_TIMELINE_PHASES = {"forward": "forward", "loss_forward": "loss forward", "loss_backward": "loss backward",
                     "head_backward": "loss backward", "backward": "backward", "optimizer": "optimizer step"}
-_PHASE_SHADES = {"forward": "#E8EEF7", "loss backward": "#F9E3E3", "backward": "#F3EBD9",
-                 "optimizer step": "#E6F2E6"}
+_PHASE_SHADES = {"forward": "#E8EEF7", "loss forward": "#E6D8EE", "loss backward": "#F9E3E3",
+                 "backward": "#F3EBD9", "optimizer step": "#E6F2E6"}
 
 
 def render_step_timeline() -> View:
     """Live bytes over one measured training step (``data/step_timeline_example.csv``: a real Hugging Face
-    model on the CPU, op by op), with the library's phases (:func:`llmsizing.memory.training_memory`) drawn as
-    levels over the same stretches. Chapters 4 and 5."""
+    model on the CPU, op by op), with the library's phases (:func:`llmsizing.memory.training_memory`) over the
+    same stretches: the forward's value is what the forward, the loss's included, leaves for the backward (a
+    mark where the loss backward begins); each later phase's is the most it holds (a level). The loss's own
+    forward has no library value (see ``_TIMELINE_PHASES``). The step's peak is marked, measured and
+    predicted. Chapters 4 and 5."""
     import pandas as pd
 
     from ..measurements import STEP_TIMELINE_CSV, load_steps, predict_step
-    from ..memory import PHASES
 
     tl = pd.read_csv(STEP_TIMELINE_CSV)
     cfg = tl.iloc[0]
@@ -115,27 +120,41 @@ def render_step_timeline() -> View:
     row = steps[(steps[keys] == cfg[keys].values).all(axis=1)].iloc[0]
     pred = predict_step(row)
     MiB = 2**20
-    tl["library_phase"] = tl["phase"].map(_TIMELINE_PHASES)
-    tl = tl[tl["library_phase"].notna()]
+    tl["drawn_phase"] = tl["phase"].map(_TIMELINE_PHASES)
+    tl = tl[tl["drawn_phase"].notna()]
     fig, ax = new_figure(7.4, 3.4)
     spans = {}
-    width = tl["op_index"].max() - tl["op_index"].min()
-    for ph in PHASES:
-        sub = tl[tl["library_phase"] == ph]
+    for ph in _PHASE_SHADES:
+        sub = tl[tl["drawn_phase"] == ph]
         if len(sub):
             spans[ph] = (sub["op_index"].min(), sub["op_index"].max())
             ax.axvspan(*spans[ph], color=_PHASE_SHADES[ph], zorder=0, lw=0)
-            narrow = spans[ph][1] - spans[ph][0] < 0.1 * width     # the loss backward: a few dozen ops
-            ax.annotate(ph, (sum(spans[ph]) / 2, 0.04 if narrow else 1.0), xycoords=("data", "axes fraction"),
-                        ha="center", va="bottom" if narrow else "top", fontsize=7.5, color="0.3",
-                        rotation=90 if narrow else 0, xytext=(0, 0 if narrow else -2),
-                        textcoords="offset points")
+    width = tl["op_index"].max() - tl["op_index"].min()
+    for ph, (x0, x1) in spans.items():
+        if x1 - x0 >= 0.1 * width:
+            ax.annotate(ph, ((x0 + x1) / 2, 1.0), xycoords=("data", "axes fraction"), ha="center", va="top",
+                        fontsize=7.5, color="0.3", xytext=(0, -2), textcoords="offset points")
+        else:        # the loss's forward and backward, a few dozen ops: their names upright,
+            left = ph == "loss forward"     # on the outer side of each stripe so that they never overlap
+            ax.annotate(ph, (x0 if left else x1, 0.03), xycoords=("data", "axes fraction"), rotation=90,
+                        ha="right" if left else "left", va="bottom", fontsize=7.5, color="0.3")
     ax.plot(tl["op_index"], tl["live_bytes"] / MiB, color="#D55E00", lw=1.2, label="measured live bytes")
     ax.axhline(row["baseline_bytes"] / MiB, color="#0072B2", lw=1, ls=":",
                label="weights + optimizer states (measured)")
-    for i, (ph, (x0, x1)) in enumerate(spans.items()):
-        ax.hlines(pred.phases_bytes[ph] / MiB, x0, x1, colors="0.15", lw=1.6, linestyles="--",
-                  label="library: the phase's peak" if i == 0 else None)
+    levels = [ph for ph in spans if ph in pred.phases_bytes and ph != "forward"]
+    for i, ph in enumerate(levels):
+        ax.hlines(pred.phases_bytes[ph] / MiB, *spans[ph], colors="0.15", lw=1.6, linestyles="--",
+                  label="library: the most the phase holds" if i == 0 else None)
+    end_x = spans["loss backward"][0]                  # the forward (the loss's included) is over
+    ax.plot([end_x], [pred.phases_bytes["forward"] / MiB], ls="none", marker="D", ms=5, color="0.15",
+            label="library: what the forward leaves")
+    top = tl.loc[tl["live_bytes"].idxmax()]
+    where = top["drawn_phase"]
+    ax.annotate(f"peak of the step, in the {where}:\n{top['live_bytes'] / MiB:,.1f} MiB measured, "
+                f"{pred.peak_bytes / MiB:,.1f} MiB library"
+                + ("" if pred.peak_phase == where else f" (in its {pred.peak_phase})"),
+                (top["op_index"], top["live_bytes"] / MiB), xytext=(24, 0), textcoords="offset points",
+                ha="left", va="center", fontsize=7.5, arrowprops=dict(arrowstyle="-", color="0.3", lw=0.6))
     ax.set_xlabel("operation in the step (index)")
     ax.set_ylabel("MiB alive")
     ax.set_ylim(0, 1.18 * max(tl["live_bytes"].max(), pred.peak_bytes) / MiB)
@@ -144,12 +163,18 @@ def render_step_timeline() -> View:
                  f"{row['optimizer_impl']} (CPU)", fontsize=8.5, loc="left")
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     lines = [f"{row['model_class']}, {row['mode']}, {row['attention']}, "
-             f"{int(row['batch'])} x {int(row['seq'])} tokens: the peak of each phase, measured vs library "
-             "(MiB)"]
+             f"{int(row['batch'])} x {int(row['seq'])} tokens, each phase measured vs library (MiB):",
+             f"  {'':<16s}{'measured':>9s}{'library':>9s}"]
     measured = {"forward": row["forward_end_bytes"],
                 "loss backward": max(row["loss_backward_max_bytes"], row["head_backward_max_bytes"]),
                 "backward": row["backward_max_bytes"], "optimizer step": row["optimizer_max_bytes"]}
-    for ph in PHASES:
-        lines.append(f"  {ph:<15s}{measured[ph] / MiB:9.1f}{pred.phases_bytes[ph] / MiB:9.1f}"
-                     f"  ({pred.phases_bytes[ph] / measured[ph] - 1:+.1%})")
+    notes = {"forward": "  <- its end, the loss's kept tensors included"}
+    for ph in _PHASE_SHADES:
+        if ph not in measured:
+            lines.append(f"  {ph:<16s}{row['loss_forward_max_bytes'] / MiB:9.1f}{'-':>9s}"
+                         "            at most (no library phase: below the loss backward)")
+            continue
+        mark = "  <- peak of the step" if ph == pred.peak_phase else notes.get(ph, "")
+        lines.append(f"  {ph:<16s}{measured[ph] / MiB:9.1f}{pred.phases_bytes[ph] / MiB:9.1f}"
+                     f"  ({pred.phases_bytes[ph] / measured[ph] - 1:+.1%}){mark}")
     return View(fig, "\n".join(lines))
