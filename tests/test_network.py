@@ -93,11 +93,21 @@ def test_collective_time_is_latency_plus_bandwidth():
     s = 2**30
     t = network.collective_time_s("all-reduce", s, 16, link)
     assert link.alpha_s == pytest.approx(alpha)
-    assert t == pytest.approx(network.latency_steps("all-reduce", 16) * alpha
-                              + 2 * 15 / 16 * s / (link.bandwidth_gbps * 1e9))
-    # the bus bandwidth approaches the link's at large messages and falls at small ones
+    # 16 GPUs filling two nodes: hierarchical, each node sends its reduced share once, 2 (2 - 1) / 2 S = S
+    # through its eight NICs (issue 34; a flat 16-GPU ring would charge 2 x 15 / 16 S)
+    assert t == pytest.approx(network.latency_steps("all-reduce", 16) * alpha + s / (link.bandwidth_gbps * 1e9))
+    # one GPU per node (tp = 8 fills each node): a flat ring over the 16 nodes' NICs, 2 x 15 / 16 S per GPU
+    flat = group_network(Parallel(tp=8, dp=16), "H100 SXM")["dp"]
+    assert flat.per_domain == 1 and flat.across
+    assert network.collective_time_s("all-reduce", s, 16, flat) == pytest.approx(
+        network.latency_steps("all-reduce", 16) * alpha + 2 * 15 / 16 * s / (flat.bandwidth_gbps * 1e9))
+    # nccl-tests' bus bandwidth (2 x 15 / 16 S / t) falls at small messages and, at large ones, approaches
+    # 1.875 x the link's for the hierarchical group (it exceeds the NICs on two nodes, as the logs do), the
+    # link's itself for the flat ring
     bus = network.bus_bandwidth_gbps("all-reduce", [2**10, 2**20, 2**34], 16, link)
-    assert bus[0] < bus[1] < bus[2] < link.bandwidth_gbps and bus[2] > 0.99 * link.bandwidth_gbps
+    assert bus[0] < bus[1] < bus[2] < 1.875 * link.bandwidth_gbps and bus[2] > 0.99 * 1.875 * link.bandwidth_gbps
+    bus = network.bus_bandwidth_gbps("all-reduce", [2**10, 2**20, 2**34], 16, flat)
+    assert bus[0] < bus[1] < bus[2] < flat.bandwidth_gbps and bus[2] > 0.99 * flat.bandwidth_gbps
 
 
 def test_old_overrides_still_work():

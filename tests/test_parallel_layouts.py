@@ -124,11 +124,13 @@ def test_ddp_and_zero_volumes_by_hand():
     assert ddp.collectives[0].link == "NVLink 4"
     assert ddp.collectives[0].calls == 201
     assert ddp.time_s == pytest.approx(2 * (N - 1) / N * 2 * n / (0.77 * 450e9) + 201 * 2 * (N - 1) * 2.3e-6)
-    # 16 replicas fill two nodes: the ring leaves each node over all 8 NICs (8 x 50 GB/s at 0.91), capped by
-    # the NVLink share the rest of the ring rides on
+    # 16 replicas fill two nodes: hierarchical (issue 34), each node sends the gradients once over its 8 NICs
+    # (8 x 50 GB/s at 0.91; 2 (2 - 1) / 2 = 1 per byte) while each GPU moves 2 x 7 / 8 = 1.75 per byte over
+    # NVLink (450 GB/s at 0.77) inside the node, pipelined: the slower phase, NVLink's, caps the bandwidth
     net = communication(m, Parallel(dp=16), **kw).collectives[0]
     assert net.link == "network"
-    assert net.bandwidth_gbps == pytest.approx(min(8 * 50 * 0.91, 450 * 0.77))
+    assert net.bandwidth_gbps == pytest.approx(min(8 * 50 * 0.91, 450 * 0.77 / 1.75))
+    assert net.bytes_per_gpu == pytest.approx(1.0 * net.message_bytes * net.calls)
 
 
 def test_tp_all_reduces_by_hand():

@@ -55,21 +55,22 @@ def test_rates_for_several_ep_at_once():
 @pytest.mark.parametrize("part", [0, 1])
 def test_dp_unit_rows_are_the_schedules(part):
     m = catalog.get_model("deepseek-v3")
-    keys = [(t, z, n, e, x) for t in (1, 2, 8) for z in (0, 1, 2, 3) for n in (1, 2, 6, 16, 128)
-            for e in (1, 8) for x in (0, 1)]
+    # (the last column: the group's GPUs per domain, 1 inside it or one per node; 8 a hierarchical one)
+    keys = [(t, z, n, e, x, p) for t in (1, 2, 8) for z in (0, 1, 2, 3) for n in (1, 2, 6, 16, 128)
+            for e in (1, 8) for x in (0, 1) for p in ((1, 8) if x and n > 8 else (1,))]
     rows = dp_unit_rows(m, keys, part, w_b=2.0, g_b=4.0, expert_tp=False, n_slots=5, slot_of=_dp_slot,
                         dp_calls=_dp_calls)
-    unit = {x: GroupLink("unit", 1.0, 1.0, 1.0, 1, bool(x)) for x in (0, 1)}
-    for (t, z, n, e, x), got in zip(keys, rows):
+    unit = {(x, p): GroupLink("unit", 1.0, 1.0, 1.0, p, bool(x)) for x in (0, 1) for p in (1, 8)}
+    for (t, z, n, e, x, p), got in zip(keys, rows):
         want = np.zeros((2, 5))
         if n > 1:                        # the loop plan_pricing ran before issue 35's fifth round
             on_rank = _split(m, t, 1, None, e, False)[0][part]
             for name, kind, message, calls in dp_schedule(z, on_rank, 2.0, 4.0, 1, layers=m.layers,
                                                           bucket_params=dp_bucket_params(n)):
-                c = ring_collective(name, "dp", n, kind, message, calls, unit[x])
+                c = ring_collective(name, "dp", n, kind, message, calls, unit[x, p])
                 want[0, _dp_slot(c.collective)] += c.bytes_per_gpu
                 want[1, _dp_slot(c.collective)] += c.latency_s / c.calls
-        assert np.array_equal(got, want), (t, z, n, e, x)
+        assert np.array_equal(got, want), (t, z, n, e, x, p)
 
 
 def _front(days, cost, memory):

@@ -384,10 +384,11 @@ def test_row_links_are_group_link_row_by_row():
     grid = [(g, size, stride) for g in range(len(gpus)) for size in (1, 2, 3, 4, 8, 16, 64, 96)
             for stride in (1, 2, 3, 4, 8, 16, 72)]
     gi, size, stride = (np.array(c) for c in zip(*grid))
-    bw, alpha, across = _row_links(gpus, node_of, gi, size, stride)
+    bw, alpha, across, per = _row_links(gpus, node_of, gi, size, stride)
     for j, (g, n, s) in enumerate(grid):
         gl = group_link(gpus[g], node_of[gpus[g].name], size=n, stride=s)
-        assert (bw[j], alpha[j], across[j]) == (gl.bandwidth_gbps, gl.alpha_s, gl.across), (gpus[g].name, n, s)
+        want = (gl.bandwidth_gbps, gl.alpha_s, gl.across, gl.per_domain if gl.across else 1)
+        assert (bw[j], alpha[j], across[j], per[j]) == want, (gpus[g].name, n, s)
     assert across.any() and (~across).any() and len(set(bw)) > 8
 
 

@@ -119,8 +119,11 @@ def test_published_rows_use_their_layout_and_more_land_inside():
     sources34i's nine training sources and KempnerForge's rows (18 sources): the layout range narrowed
     from 2.11x (x0.617-1.316) to 1.57x (x0.799-1.241), so its top fell under Llama 3.1 8B on-policy and
     1-step off on 16 H100 (v0.4; 97.7 s over a top of 95.3 s, 74.6 s over 72.7 s) and Qwen3-30B-A3B
-    1-step off on 32 H100 (v0.7) while the predictions hardly moved (median ratio 1.337 -> 1.338). Their
-    median is below 1.40. Six sources are checked in all (NeMo RL v0.4-v0.7, Miles, and since issue 39's
+    1-step off on 32 H100 (v0.7) while the predictions hardly moved (median ratio 1.337 -> 1.338). 6 are
+    since the network's hierarchical wire count (issue 34, net18: a group with several GPUs per node sends
+    2 (m - 1) / m S per node, not a flat ring's 2 (n - 1) / n S per GPU): DeepSeek V3 on-policy on 256 H100
+    (v0.7) is predicted 75.1 s instead of 77.2 s (its generation's collectives across nodes), the parts'
+    range's top fell from 94.8 s to 92.2 s, under the published 93.0 s. Their median is below 1.40. Six sources are checked in all (NeMo RL v0.4-v0.7, Miles, and since issue 39's
     fourth pass verl's DeepSeek V3 page).
 
     A regression guard, not a coverage claim: the parts' range is the training and generation ranges put
@@ -137,6 +140,6 @@ def test_published_rows_use_their_layout_and_more_land_inside():
              "Qwen3-235B on-policy, 128 GB200 (v0.7)", "Qwen3-235B 1-step off, 128 GB200 (v0.7)"}
     first = c[c["source"].str.contains("v0.4|v0.7|Miles") & ~c["run"].isin(added)]
     assert len(first) == 22
-    assert first["inside"].sum() >= 7
+    assert first["inside"].sum() >= 6
     assert first["ratio"].median() < 1.40
     assert math.isfinite(c["predicted_step_s"].sum())

@@ -11,10 +11,12 @@ combined line and its worst relative error) and rewrites the rows of data/links.
 if either file differs from what the logs give.
 
 achievable_fraction = the large-message bus bandwidth / the link's nominal one-way bandwidth per GPU. For a
-multi-node log the bus bandwidth is taken at node level (:func:`llmsizing.alpha_beta.node_level_busbw`: algbw x
-2(N-1)/N over N nodes) and compared with the node's egress, NICs x line rate / 8 = the per-GPU NIC bandwidth x
-the GPUs per node: NCCL reduces inside the node first, so the hierarchical model's network step moves
-2(N-1)/N x S per node. alpha_us = the small-message regime's alpha, per ring step over all the log's ranks.
+multi-node log the bus bandwidth is taken at node level, algbw x :func:`llmsizing.network.wire_factor` of the
+log's ranks with its GPUs per node (2(N-1)/N over N nodes), and compared with the node's egress, NICs x line
+rate / 8 = the per-GPU NIC bandwidth x the GPUs per node: NCCL reduces inside the node first, so the network
+carries 2(N-1)/N x S per node (issue 34). The library's collective times use the same function, so the
+fraction is applied with the byte count it was fitted with. alpha_us = the small-message regime's alpha, per
+ring step over all the log's ranks.
 small_fraction = the small-message regime's bus bandwidth / the same nominal bandwidth (NCCL's LL protocol: low
 latency, a fraction of the bandwidth) and large_alpha_us = the large-message regime's alpha per ring step (its
 Simple/LL128 protocols: full bandwidth, more latency per step); :func:`llmsizing.network.collective_time_s` with
@@ -33,7 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from llmsizing.alpha_beta import from_nccl_tests, node_level_busbw  # noqa: E402
+from llmsizing.alpha_beta import bus_factor, from_nccl_tests  # noqa: E402
+from llmsizing.network import wire_factor  # noqa: E402
 
 LOGS = ROOT / "data" / "nccl_tests"
 LINKS_CSV = ROOT / "data" / "links.csv"
@@ -88,14 +91,11 @@ def link_rows(fit_rows, old_rows):
             continue
         log, nominal, nodes, what = LINKS[cls]
         f = by_log[log]
-        bus = f["large_busbw_gbps"]
-        if nodes > 1:
-            algbw = bus / (2 * (f["n_ranks"] - 1) / f["n_ranks"])
-            bus = node_level_busbw(algbw, nodes=nodes, collective=f["collective"])
-        small_bus = f["small_busbw_gbps"]
-        if nodes > 1:
-            small_bus = node_level_busbw(small_bus / (2 * (f["n_ranks"] - 1) / f["n_ranks"]), nodes=nodes,
-                                         collective=f["collective"])
+        bus, small_bus = f["large_busbw_gbps"], f["small_busbw_gbps"]
+        if nodes > 1:     # nccl-tests' busbw back to algbw (its own convention), then the network's bytes
+            ranks = f["n_ranks"]
+            wire = wire_factor(f["collective"].replace("_", "-"), ranks, ranks // nodes)
+            bus, small_bus = (b / bus_factor(f["collective"], ranks) * wire for b in (bus, small_bus))
         frac = bus / nominal
         note = (f"fitted: large-message busbw {bus:.1f} GB/s"
                 + (" (node level, algbw x 2(N-1)/N)" if nodes > 1 else "")

@@ -6,7 +6,8 @@ meant to make the search faster, not different, can be checked against the frame
 
 Run it on the commit whose frames are the reference (planfast35 froze them on main at ccad0f5, before the
 search was touched), never to make a failing comparison pass: a frame that moved on purpose (a model change)
-is re-frozen in its own commit that says why.
+is re-frozen in its own commit that says why. The frames are frozen at the test's FROZEN_PRICES, the prices
+the comparison runs at (catalog.use_prices), so a later price update moves neither the file nor the test.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from llmsizing import catalog  # noqa: E402
 from llmsizing.planner import plan  # noqa: E402
-from test_planner_speed import FROZEN, frozen_columns  # noqa: E402
+from test_planner_speed import FROZEN, FROZEN_PRICES, frozen_columns  # noqa: E402
 
 OUT = ROOT / "tests" / "reference" / "plans.npz"
 
 
 def main() -> None:
     arrays = {}
+    catalog.use_prices(FROZEN_PRICES)          # the prices test_search_equals_the_frozen_frames runs at
     for name, kw in FROZEN.items():
         df = plan(**kw)
         for col, a in frozen_columns(df, FROZEN[name]).items():

@@ -43,7 +43,8 @@ from .hardware import kernel_efficiency as default_efficiency
 from .kernels import compute_seconds, rates
 from .model import Model
 from .moe import expert_data_parallel, stage_split
-from .network import Collective, GroupLink, Node, get_node, group_link, latency_steps
+from .network import (Collective, GroupLink, Node, get_node, group_link, latency_steps, link_wire_factor,
+                      ring_bytes)  # noqa: F401  (ring_bytes: comm's since chapter 7, now network's)
 from .parallel import Parallel, check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
 from .pipeline_schedule import dualpipe_rank_mean, grad_reduces
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
@@ -82,16 +83,6 @@ class Communication:
 
         rows = [{k: getattr(c, k) for k in COMM_COLUMNS} for c in self.collectives]
         return pd.DataFrame(rows, columns=list(COMM_COLUMNS)).set_index("collective")
-
-
-def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
-    """Bytes each GPU sends in one ring ``kind`` (``"all-reduce"``, ``"reduce-scatter"``, ``"all-gather"``)
-    of a ``message_bytes`` buffer over ``n`` GPUs: ``2 (n-1)/n S`` for an all-reduce, ``(n-1)/n S`` for the
-    others (0 for one GPU)."""
-    kind = check_choice("kind", kind, ("all-reduce", "reduce-scatter", "all-gather"))
-    s = check_number("message_bytes", message_bytes)
-    n = check_int("n", n)
-    return (2.0 if kind == "all-reduce" else 1.0) * (n - 1) / n * s
 
 
 #: Layers per ZeRO-3 unit: one all-gather (forward, and again in the backward) and one gradient reduce-scatter
@@ -166,11 +157,13 @@ def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: floa
 
 
 def ring_collective(name: str, group: str, n: int, kind: str, message: float, calls: int, gl) -> "Collective":
-    """One ring collective of ``calls`` calls of a ``message``-byte buffer over ``n`` GPUs on the link ``gl``
-    (:class:`~llmsizing.network.GroupLink`): :func:`ring_bytes` per call at its bandwidth, and
+    """One collective of ``calls`` calls of a ``message``-byte buffer over ``n`` GPUs on the link ``gl``
+    (:class:`~llmsizing.network.GroupLink`): :func:`~llmsizing.network.link_wire_factor` bytes per call at its
+    bandwidth (a flat ring's, or hierarchical for a group with several GPUs per node: issue 34), and
     :func:`~llmsizing.network.latency_steps` latencies per call."""
-    return Collective(name, group, n, gl.link, calls, message, calls * ring_bytes(kind, message, n),
-                      gl.bandwidth_gbps, calls * latency_steps(kind, n, gl.across) * gl.alpha_s)
+    sent = calls * (link_wire_factor(kind, n, gl) * message)
+    return Collective(name, group, n, gl.link, calls, message, sent, gl.bandwidth_gbps,
+                      calls * latency_steps(kind, n, gl.across) * gl.alpha_s)
 
 
 GROUP_STRIDES = ("tp", "cp", "dp", "pp")

@@ -226,12 +226,10 @@ def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: st
     * ``"ddp"``: one all-reduce of the adapters' fp32 gradients per step (``4 P`` bytes);
     * ``"fsdp"``/``"zero3"``: per micro-batch, an all-gather of the base in its storage format plus the
       adapters (fp32) for the forward and again for the backward, and a reduce-scatter of the adapters'
-      gradients, each split into one call per unit (the blocks, the embedding and the LM head: each call pays
-      its latency).
-
-    Bytes sent per GPU are the ring's (:func:`~llmsizing.network.bus_factor`)."""
+      gradients, one call per unit (the blocks, the embedding and the LM head: each call pays its latency).
+    Bytes sent per GPU: those the times charge (:func:`~llmsizing.network.link_wire_factor`)."""
     from .inference import weights_bytes
-    from .network import bus_factor, collective_time_s, get_node, group_link
+    from .network import collective_time_s, get_node, group_link, link_wire_factor
 
     model = resolve_model(model)
     g = get_gpu(gpu)
@@ -249,13 +247,14 @@ def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: st
     link = group_link(g, get_node(node, g), size=n)
     if strategy == "ddp":
         t = collective_time_s("all-reduce", grads, n, link)
-        return FinetuneComm("ddp", n, 0.0, 0.0, t, False, bus_factor("all-reduce", n) * grads)
+        return FinetuneComm("ddp", n, 0.0, 0.0, t, False, link_wire_factor("all-reduce", n, link) * grads)
     units = model.layers + (1 if model.tied_embeddings else 2)
     # the adapters (fp32) with their unit
     gathered = weights_bytes(model, _base_dtype(method)) + grads
     gather = units * collective_time_s("all-gather", gathered / units, n, link)
     reduce = units * collective_time_s("reduce-scatter", grads / units, n, link)
-    sent = m * (2 * bus_factor("all-gather", n) * gathered + bus_factor("reduce-scatter", n) * grads)
+    sent = m * (2 * link_wire_factor("all-gather", n, link) * gathered + grads * link_wire_factor(
+        "reduce-scatter", n, link))
     return FinetuneComm(strategy, n, gather, gather, reduce, True, sent)
 
 

@@ -13,7 +13,7 @@ step counts):
   (how many per node and their line rate).
 * **Node egress is shared.** NCCL spreads a collective over every NIC the group's GPUs own (one ring or tree
   per NIC, each leaving the node once), so a group with ``k`` of its GPUs in one scale-up domain gets ``k``
-  NICs' worth of bandwidth per GPU (capped by the intra-node link the rest of each ring rides on). Data
+  NICs' worth of bandwidth per GPU (capped by the collective's phase inside the node, below). Data
   parallelism under ``tp = 8`` has ``k = 1``: one NIC per GPU, 50 GB/s on a DGX H100. An FSDP group that fills
   whole nodes has ``k = 8``: all eight NICs, about 400 GB/s, the 370-470 GB/s "bus bandwidth" nccl-tests
   report across H100 nodes.
@@ -29,8 +29,14 @@ step counts):
   the two, with the ring's bandwidth term (for large messages both reach about the same bus bandwidth). A
   point-to-point send is one step.
 
-So a collective of ``S`` bytes over ``n`` GPUs costs ``steps x alpha + bytes per GPU / (achievable fraction x
-bandwidth)``. What it leaves out: NCCL's protocol switches (LL, LL128, Simple) and in-network reduction
+* **Bytes on the wire** (:func:`wire_factor`, issue 34). Inside a scale-up domain, or across nodes with one
+  of the group's GPUs per node, a flat ring: ``2 (n - 1) / n x S`` per GPU for an all-reduce. A group with
+  ``k > 1`` GPUs per node is hierarchical: NCCL reduces inside the node first and each node sends its share
+  once over its NICs, ``2 (m - 1) / m x S`` per node over its ``m`` nodes (``S`` on two nodes, where a flat
+  ring of 16 GPUs would send 1.875 ``S``). The network's fraction is fitted with the same count.
+
+So a collective of ``S`` bytes over ``n`` GPUs costs ``steps x alpha + wire_factor x S / (achievable fraction
+x bandwidth)``. What it leaves out: NCCL's protocol switches (LL, LL128, Simple) and in-network reduction
 (NVLS, SHARP), which make the real curve bumpier and, at the largest messages, up to about 20% faster than the
 fitted line; and contention with other jobs. Every call pays its latency (issue 34): a framework's
 collectives are as many calls as it issues, one per layer for tensor and context parallelism and for FSDP's
@@ -279,9 +285,12 @@ def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
 
     Inside one scale-up domain (``size x stride <= domain``): the GPU's own link (for a ``mesh``, ``k - 1``
     peer links for ``k`` GPUs, capped by the GPU's total). Across domains: ``k`` = the group's GPUs per domain
-    (``domain // stride``, at least 1), and each GPU gets ``k`` NICs' worth of the node's egress per GPU,
-    capped by its intra-node link; the latency is the network's. Both at the link class's achievable
-    fraction."""
+    (``domain // stride``, at least 1), and each GPU gets ``k`` NICs' worth of the node's egress per GPU; the
+    latency is the network's. Both at the link class's achievable fraction. With ``k > 1`` the collective is
+    hierarchical (:func:`wire_factor`): its phase inside the node moves :func:`bus_factor` over the ``k`` GPUs
+    on the scale-up link while the network moves it over the ``m`` nodes, pipelined, so the bandwidth is
+    capped at the scale-up link's x ``bus_factor(m) / bus_factor(k)`` (over two DGX H100s, 346.5 x 1 / 1.75 =
+    198 GB/s: NVLink, not the NICs, bounds the all-reduce; over 16 of them the NICs' 364 GB/s do)."""
     g = get_gpu(gpu)
     size, stride = check_int("size", size), check_int("stride", stride)
     if not isinstance(node, Node):
@@ -315,9 +324,13 @@ def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
     bw = out_bw * net.achievable_fraction
     small = None if net.small_fraction is None else out_bw * net.small_fraction
     if k > 1:
-        bw = min(bw, intra(k) * scale_up.achievable_fraction)
+        # the hierarchical collective's phase inside the node (bus_factor over the k GPUs on the scale-up
+        # link) runs pipelined with the network's (bus_factor over the m nodes: wire_factor): charged at the
+        # network's count, it caps the bandwidth at the scale-up link's x m-node / k-GPU bytes
+        phase = bus_factor("all-reduce", -(-size // k)) / bus_factor("all-reduce", k)
+        bw = min(bw, intra(k) * scale_up.achievable_fraction * phase)
         if small is not None and scale_up.small_fraction is not None:
-            small = min(small, intra(k) * scale_up.small_fraction)
+            small = min(small, intra(k) * scale_up.small_fraction * phase)
     return GroupLink("network", bw, out_bw, net.alpha_s, k, True, small, net.large_alpha_s)
 
 
@@ -348,10 +361,59 @@ def bus_factor(kind: str, n: int) -> float:
     return (2.0 if kind == "all-reduce" else 1.0) * (n - 1) / n
 
 
+def wire_factor(kind: str, n: int, per_domain: int = 1) -> float:
+    """Bytes a collective of ``kind`` over ``n`` GPUs puts on its link, per byte of its buffer ``S``, at the
+    bandwidth :func:`group_link` gives each GPU of the group (``k`` NICs' worth for ``k`` of its GPUs per
+    scale-up domain): the one count of the library's collective times (chapters 6, 7 and 9).
+
+    * ``per_domain = 1`` (a group inside one domain, or one GPU per node across nodes): a flat ring,
+      :func:`bus_factor` over the ``n`` GPUs, ``2 (n - 1) / n`` for an all-reduce.
+    * ``per_domain = k > 1`` across ``m = ceil(n / k)`` domains: hierarchical. NCCL reduces inside the node
+      over NVLink and sends each node's share once over its NICs, so the network carries ``2 (m - 1) / m x S``
+      per node for an all-reduce (``(m - 1) / m x S`` for a reduce-scatter or an all-gather) through the
+      group's ``k`` NICs there: :func:`bus_factor` over the ``m`` nodes. On two nodes NCCL's tree (or
+      NVLS-tree) moves each byte once over the network where a flat 16-rank ring would move 1.875 of them:
+      nccl-tests' bus bandwidth then exceeds the NICs' line rate (NVIDIA/nccl-tests#196, NVIDIA/nccl#946:
+      "2x less traffic on the network than on the intra-node connections"; NVIDIA/nccl#919 on the tree's
+      chains inside a node and its tree across nodes); NCCL's tuner prices NVLS-tree's network bandwidth with
+      the same ``m / (2 (m - 1))`` (``src/graph/tuning.cc``). On many nodes both counts tend to ``2 S``.
+
+    The data: ``data/nccl_tests/h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt`` (16 H100s on 2 nodes of 8 x 200
+    Gb/s NICs) reduced 8 GiB in 47.5 ms, 181 GB/s through 200 GB/s of NICs per node: one ``S`` per node, where
+    a flat ring's 1.875 ``S`` would need 339 GB/s (chapter 9; ``tools/fit_nccl_logs.py`` fits the network's
+    achievable fraction with this same count). The phase inside the node (reduce-scatter and all-gather over
+    the scale-up link, ``2 (k - 1) / k x S`` per GPU) runs pipelined with it: :func:`group_link` caps the
+    bandwidth where it is the slower (there, 2 x 7 / 8 x 8 GiB / 346.5 GB/s = 43 ms < 47 ms: the NICs bound
+    it). An approximation: NCCL picks ring or tree per message size and node count, and NVLink SHARP is not
+    modelled. 0 when the whole group sits in one domain (``per_domain >= n``: nothing crosses)."""
+    kind = check_choice("kind", kind, COLLECTIVES)
+    n = check_int("n", n)
+    per_domain = check_int("per_domain", per_domain, maximum=n)
+    if per_domain == 1 or kind == "send/recv":
+        return bus_factor(kind, n)
+    return bus_factor(kind, math.ceil(n / per_domain))
+
+
+def link_wire_factor(kind: str, n: int, link: GroupLink) -> float:
+    """:func:`wire_factor` of a collective over ``n`` GPUs on the ``link`` of :func:`group_link`: its GPUs per
+    domain when it leaves the domain, else a flat ring over the scale-up link."""
+    return wire_factor(kind, n, link.per_domain if link.across else 1)
+
+
+def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
+    """Bytes each GPU sends in one flat ring ``kind`` (``"all-reduce"``, ``"reduce-scatter"``,
+    ``"all-gather"``) of a ``message_bytes`` buffer over ``n`` GPUs: :func:`wire_factor` with one GPU per
+    node, ``2 (n-1)/n S`` for an all-reduce, ``(n-1)/n S`` for the others (0 for one GPU). Chapter 7."""
+    kind = check_choice("kind", kind, ("all-reduce", "reduce-scatter", "all-gather"))
+    s = check_number("message_bytes", message_bytes)
+    return wire_factor(kind, n) * s
+
+
 def collective_time_s(kind: str, message_bytes: float, n: int, link: GroupLink, *,
                       protocols: bool = False) -> float:
-    """One collective's seconds: ``steps x alpha + bus_factor x S / bandwidth`` (:func:`latency_steps`,
-    :func:`bus_factor`, the ``link`` of :func:`group_link`).
+    """One collective's seconds: ``steps x alpha + wire_factor x S / bandwidth`` (:func:`latency_steps`,
+    :func:`wire_factor`, the ``link`` of :func:`group_link`: a flat ring inside a domain or with one GPU per
+    node, hierarchical for a group with several GPUs in each node, issue 34).
 
     ``protocols=True`` (issue 22; serving uses it) prices the mid-size messages the single line gets wrong: it
     charges the cheaper of two lines, ``steps x alpha + f S / small bandwidth`` (NCCL's LL protocol: little
@@ -376,7 +438,7 @@ def _collective_time_s(kind: str, s, n: int, link: GroupLink, protocols: bool):
     """:func:`collective_time_s` of checked arguments, ``s`` a number or a NumPy array of message bytes (the
     same arithmetic element by element: issue 35, a planner's search prices its all-to-alls of every token
     count at once, :func:`llmsizing.moe.ep_all_to_all`)."""
-    steps, f = latency_steps(kind, n, link.across), bus_factor(kind, n)
+    steps, f = latency_steps(kind, n, link.across), link_wire_factor(kind, n, link)
     t = steps * link.alpha_s + f * s / (link.bandwidth_gbps * 1e9)
     if not protocols or link.small_bandwidth_gbps is None or link.large_alpha_s is None:
         return t
@@ -385,18 +447,23 @@ def _collective_time_s(kind: str, s, n: int, link: GroupLink, protocols: bool):
     return np.minimum(ll, simple) if isinstance(ll, np.ndarray) else min(ll, simple)
 
 
-def bus_bandwidth_gbps(kind: str, message_bytes, n: int, link: GroupLink):
+def bus_bandwidth_gbps(kind: str, message_bytes, n: int, link: GroupLink, *, wire: bool = False):
     """The bus bandwidth nccl-tests would print for ``message_bytes`` (a number or a NumPy array) under the
-    model: ``bus_factor x S / t``. It rises with the message size towards ``link.bandwidth_gbps``, half of it
-    at ``S = steps x alpha x bandwidth / bus_factor``. Drawn in chapter 6."""
+    model: ``bus_factor x S / t``, ``t`` from :func:`wire_factor`. It rises with the message size towards
+    ``link.bandwidth_gbps x bus_factor / wire_factor`` (the bandwidth itself for a flat ring; more for a group
+    with several GPUs per node, as nccl-tests report across two nodes). ``wire=True``: the bytes on the wire
+    instead, ``wire_factor x S / t``, which tends to ``link.bandwidth_gbps`` for every group (the node-level
+    bus bandwidth ``data/links.csv``'s network fraction is fitted on). Drawn in chapter 6."""
     import numpy as np
 
     s = np.asarray(message_bytes, dtype=float)
     if not np.all(np.isfinite(s)) or np.any(s <= 0):
         raise ValueError("message_bytes must be positive finite numbers of bytes")
-    f = bus_factor(kind, n)
-    t = latency_steps(kind, n, link.across) * link.alpha_s + f * s / (link.bandwidth_gbps * 1e9)
-    return f * s / t / 1e9
+    if not isinstance(wire, bool):
+        raise TypeError(f"wire must be True or False, got {type(wire).__name__} {wire!r}")
+    w = link_wire_factor(kind, n, link)
+    t = latency_steps(kind, n, link.across) * link.alpha_s + w * s / (link.bandwidth_gbps * 1e9)
+    return (w if wire else bus_factor(kind, n)) * s / t / 1e9
 
 
 #: The network bandwidth per GPU between nodes, one way, in decimal GB/s: one 400 Gb/s InfiniBand NDR (or
@@ -420,7 +487,9 @@ class Collective:
     """One kind of collective in a step, on one GPU. ``message_bytes`` is the full buffer of one call (before
     any sharding), ``bytes_per_gpu`` what this GPU sends in all ``calls`` of the step, ``bandwidth_gbps`` the
     one-way bandwidth the ``link`` reaches (nominal x achievable fraction), ``latency_s`` the algorithm steps
-    of all ``calls`` x the link's latency per step, ``time_s`` = bytes / bandwidth + latency."""
+    of all ``calls`` x the link's latency per step, ``time_s`` = bytes / bandwidth + latency. For a group with
+    several GPUs per node across nodes the bytes are :func:`wire_factor`'s (the node's network bytes, at the
+    bandwidth of the group's NICs there), not a flat ring's per GPU (issue 34)."""
 
     collective: str
     group: str

@@ -26,7 +26,7 @@ from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
 from .network import group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
-from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
+from .plan_terms import _group_columns, _groups, _per, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
@@ -235,17 +235,20 @@ def _dp_slot(name: str) -> int:
 
 def _row_links(gpu_list, node_of, gi, size, stride):
     """Each row's :func:`~llmsizing.network.group_link` (its GPU, ``size`` GPUs ``stride`` apart) as
-    arrays: bandwidth (GB/s), latency per step (s), whether the group leaves the scale-up domain. One call per
-    (GPU, the group's GPUs per domain, leaving or not), on the first row with them: group_link sees ``size``
-    and ``stride`` only through those two (``tests/test_planner_speed.py`` checks every row)."""
+    arrays: bandwidth (GB/s), latency per step (s), whether the group leaves the scale-up domain, and the GPUs
+    per domain that set its collectives' bytes (1 inside a domain: :func:`~llmsizing.network.wire_factor`).
+    One call per
+    (GPU, the group's GPUs per domain, leaving or not, its domains), on the first row with them: group_link
+    sees ``size`` and ``stride`` only through those (``tests/test_planner_speed.py`` checks every row)."""
     domain = np.array([node_of[g.name].scaleup_domain_gpus for g in gpu_list])[gi]
     across = size * stride > domain
     per_domain = np.where(across, np.minimum(size, np.maximum(1, domain // stride)), size)
-    (g_of, _, _), first, idx = _group_columns(gi, per_domain, across)
+    nodes = np.where(across, -(-size // per_domain), 1)       # (a hierarchical group's bandwidth: its nodes)
+    (g_of, *_), first, idx = _group_columns(gi, per_domain, across, nodes)
     links = [group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=int(size[f]), stride=int(stride[f]))
              for g_, f in zip(g_of.tolist(), first.tolist())]
     return (np.array([gl.bandwidth_gbps for gl in links])[idx], np.array([gl.alpha_s for gl in links])[idx],
-            np.array([gl.across for gl in links])[idx])
+            np.array([gl.across for gl in links])[idx], np.array([_per(gl) for gl in links])[idx])
 
 
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
@@ -375,7 +378,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
             node=node_of[gpu_list[g_].name], _groups=("pp",)).collectives if c.group == "pp"][0]
             for g_, t_, c_, p_, b_ in zip(*(x[on[first]].tolist() for x in (gi, tp, cp, pp, b)))])
         msg_of = msg[msg_idx]
-        bw, alpha, _ = _row_links(gpu_list, node_of, gi[on], pp[on], (tp * cp * dp)[on])
+        bw, alpha, *_ = _row_links(gpu_list, node_of, gi[on], pp[on], (tp * cp * dp)[on])
         bw = bw * 1e9
         calls = 2 * mf[has_pp]
         pp_all[has_pp] = calls * msg_of / bw + calls * alpha
@@ -498,8 +501,8 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     n_slots = len(_DP_SLOTS)
     unit = []                 # each part's (traffic, latency, seconds per byte): the dense part, the experts
     for part, (n_col, e_col) in ((0, (dpcp_k, np.ones_like(ep))), (1, (edp, ep))):
-        bw, alpha, across = _row_links(gpu_list, node_of, gi, n_col, tp if part == 0 else etp * ep)
-        keys, idx = _groups(tp, zero, n_col, e_col, across)
+        bw, alpha, across, per = _row_links(gpu_list, node_of, gi, n_col, tp if part == 0 else etp * ep)
+        keys, idx = _groups(tp, zero, n_col, e_col, across, per)
         # bytes of a pass, latency steps per call
         rows = dp_unit_rows(model, keys, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots,
                             slot_of=_dp_slot, dp_calls=_dp_calls)

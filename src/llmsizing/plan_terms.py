@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from ._validate import MAX_MEANINGFUL
-from .comm import communication, dp_bucket_params, dp_schedule, group_network, ring_bytes
+from .comm import communication, dp_bucket_params, dp_schedule, group_network
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import rates
@@ -25,7 +25,7 @@ from .layouts import _cp_attention_s, exposed_by_group
 from .memory import stage_params
 from .moe import _split
 from .moe_layouts import route_max_nodes
-from .network import group_link, latency_steps
+from .network import group_link, latency_steps, wire_factor
 from .parallel import kept_parallel, layers_per_stage
 from .pipeline_schedule import grad_reduces
 from .precision import DTYPE_BYTES, RECIPES
@@ -107,11 +107,12 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
             same_of[g_, t_, c_] = (links["tp"], links.get("cp"))
         tl, cl = same_of[g_, t_, c_]
         member = (tl, cl, rates_of[g_, t_, c_, b_, e_][1] if c_ > 1 else None)
-        group = (t_, c_, b_, same_rc[r_], tl.across, cl and cl.across)
+        # (leaving, and the GPUs per domain that set a hierarchical collective's bytes: wire_factor)
+        group = (t_, c_, b_, same_rc[r_], tl.across, cl and cl.across, _per(tl), cl and _per(cl))
         at = groups.setdefault(group, {}).setdefault(member, {})
         at[g_, r_] = None
     out = {}
-    for (t_, c_, b_, r_, _, _), at in groups.items():
+    for (t_, c_, b_, r_, *_), at in groups.items():
         members, g_ = list(at), next(iter(next(iter(at.values()))))[0]
         g = gpu_list[g_]
         names = ("tp", "cp")[:2 if c_ > 1 else 1]
@@ -142,6 +143,12 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
     return out
 
 
+def _per(link) -> int:
+    """The GPUs per domain that set the bytes of a collective on ``link`` (a
+    :class:`~llmsizing.network.GroupLink`): :func:`~llmsizing.network.link_wire_factor`'s."""
+    return link.per_domain if link.across else 1
+
+
 def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: dict, slot_of,
                  n_slots: int) -> tuple:
     """A dense model's data-parallel collectives for the planner's pricing
@@ -161,13 +168,14 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     by_tp: dict = {}            # tp -> (its layout without dp, a GPU's parameters, the stage's layers)
-    sched: dict = {}            # (tp, zero, dp x cp) -> [(slot, kind, bytes of a pass, calls)]
+    sched: dict = {}            # (tp, zero, dp x cp, per domain) -> [(slot, kind, bytes of a pass, calls)]
     for k, (g_, t_, z_, d_) in enumerate(keys):
         if d_ <= 1:
             continue
         g = gpu_list[g_]
         gl = group_link(g, node_of[g.name], size=d_, stride=t_)
-        if (t_, z_, d_) not in sched:
+        p_ = _per(gl)
+        if (t_, z_, d_, p_) not in sched:
             if t_ not in by_tp:
                 # (what communication reads of the layout but zero and dp: neither moves these)
                 par = kept_parallel(tp=t_, pp=1, sp=t_ > 1)
@@ -182,11 +190,11 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
                 if message * calls > MAX_MEANINGFUL:        # (communication's own error)
                     communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1,
                                   seq=seq, gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",))
-                rows.append((slot_of(name), kind, calls * ring_bytes(kind, message, d_), calls))
-            sched[t_, z_, d_] = rows
+                rows.append((slot_of(name), kind, calls * (wire_factor(kind, d_, p_) * message), calls))
+            sched[t_, z_, d_, p_] = rows
         bw, alpha, across = gl.bandwidth_gbps, gl.alpha_s, gl.across
         tr, pb, lat = traffic[k], per_byte[k], latency[k]
-        for s, kind, n_bytes, calls in sched[t_, z_, d_]:
+        for s, kind, n_bytes, calls in sched[t_, z_, d_, p_]:
             tr[s] += n_bytes
             pb[s] = 1 / (bw * 1e9)
             lat[s] += calls * latency_steps(kind, d_, across) * alpha / calls
@@ -196,26 +204,28 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
 
 def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: bool, n_slots: int, slot_of,
                  dp_calls) -> np.ndarray:
-    """Each key ``(tp, ZeRO stage, group size n, ep, leaving the scale-up domain)``'s data-parallel
-    collectives of one stage without a pipeline, on a unit link (bandwidth 1, latency 1 per step), as
-    ``(bytes of a pass, latency steps of one call)`` per slot (``slot_of``, the planner's
-    :func:`~llmsizing.plan_pricing._dp_slot`): the dense parameters (``part`` 0) or the routed experts' (1)
-    of :func:`llmsizing.moe.stage_split`. What one :func:`~llmsizing.comm.dp_schedule` and one
-    :func:`~llmsizing.comm.ring_collective` per collective and key give, on arrays of keys: the schedule's
-    collectives are read once per ZeRO stage, :func:`~llmsizing.comm.ring_bytes` and
-    :func:`~llmsizing.network.latency_steps` once per (kind, n, leaving) (``ring_bytes`` is linear in the
-    message, so its value at 1 byte times the message is the same float), the calls per pass from
-    ``dp_calls`` (:func:`~llmsizing.plan_pricing._dp_calls`, :func:`~llmsizing.comm.dp_calls` on arrays).
-    Keys with ``n = 1`` send nothing. Issue 35 (DeepSeek-V3 over the catalogue: 1,700 keys)."""
+    """Each key ``(tp, ZeRO stage, group size n, ep, leaving the scale-up domain, the GPUs per domain that set
+    its bytes: 1 for a flat ring, :func:`_per`)``'s data-parallel collectives of one stage without a pipeline,
+    on a unit link (bandwidth 1, latency 1 per step), as ``(bytes of a pass, latency steps of one call)`` per
+    slot (``slot_of``, the planner's :func:`~llmsizing.plan_pricing._dp_slot`): the dense parameters (``part``
+    0) or the routed experts' (1) of :func:`llmsizing.moe.stage_split`. What one
+    :func:`~llmsizing.comm.dp_schedule` and one :func:`~llmsizing.comm.ring_collective` per collective and key
+    give, on arrays of keys: the schedule's collectives are read once per ZeRO stage,
+    :func:`~llmsizing.network.wire_factor` once per (kind, n, GPUs per domain) and
+    :func:`~llmsizing.network.latency_steps` once per (kind, n, leaving) (bytes are linear in the message, so
+    its value at 1 byte times the message is the same float), the calls per pass from ``dp_calls``
+    (:func:`~llmsizing.plan_pricing._dp_calls`, :func:`~llmsizing.comm.dp_calls` on arrays). Keys with ``n =
+    1`` send nothing. Issue 35 (DeepSeek-V3 over the catalogue: 1,700 keys)."""
     rows = np.zeros((len(keys), 2, n_slots))
     if not len(keys):
         return rows
-    t, z, n, e, x = (np.array(c, dtype=np.int64) for c in zip(*keys))
+    t, z, n, e, x, p = (np.array(c, dtype=np.int64) for c in zip(*keys))
     te = list(zip(t.tolist(), e.tolist()))
     on = {k: _split(model, k[0], 1, None, k[1], expert_tp)[0][part] for k in set(te)}
     on_rank = np.array([on[k] for k in te])
     calls = dp_calls(z, on_rank, np.full(len(keys), model.layers), n)[:, 0]      # k of dp_schedule
     w, g = on_rank * w_b / calls, on_rank * g_b / calls
+    base = int(p.max()) + 1
     for zero in set(z.tolist()):
         # the schedule's collectives (name, kind, message, calls): one call of weights (1) or gradients (2)
         for name, kind, probe, _ in dp_schedule(zero, 1.0, 1.0, 2.0, 1, layers=1):
@@ -223,8 +233,8 @@ def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: b
             if not len(live):
                 continue
             nz, xz = n[live], x[live]
-            ns, at = np.unique(nz, return_inverse=True)
-            f = np.array([ring_bytes(kind, 1.0, v) for v in ns.tolist()])[at.reshape(-1)]
+            ns, at = np.unique(nz * base + p[live], return_inverse=True)         # (n, GPUs per domain)
+            f = np.array([wire_factor(kind, v // base, v % base) for v in ns.tolist()])[at.reshape(-1)]
             nx, at = np.unique(2 * nz + xz, return_inverse=True)
             s = np.array([latency_steps(kind, v // 2, bool(v % 2)) for v in nx.tolist()],
                          dtype=float)[at.reshape(-1)]

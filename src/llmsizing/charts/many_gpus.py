@@ -101,7 +101,9 @@ def render_bus_bandwidth(node: str = "DGX H100", nodes: int = 16,
     data-parallel group under ``tp`` = GPUs per node (one NIC per GPU); the same FSDP-like group on nodes like
     the log's (``network_log_nic_gbps`` per GPU: GCP A3 Mega has 8 x 200 Gb/s for 8 GPUs); and
     ``network_log``'s rows at node level, :func:`~llmsizing.alpha_beta.node_level_busbw` (algbw x 2(N-1)/N
-    over ``network_log_nodes``), the figure ``data/links.csv`` fitted the network's achievable fraction on.
+    over ``network_log_nodes``), the figure ``data/links.csv`` fitted the network's achievable fraction on;
+    the model's curves there are at node level too (``wire=True``: :func:`~llmsizing.network.wire_factor`'s
+    bytes, hierarchical for the groups that fill the nodes, over the time).
     Summary: each curve at 1 MiB, 64 MiB and 1 GiB and its ceiling (the link's achievable bandwidth)."""
     import numpy as np
 
@@ -134,9 +136,10 @@ def render_bus_bandwidth(node: str = "DGX H100", nodes: int = 16,
     lines = ["all-reduce bus bandwidth (GB/s) at 1 MiB / 64 MiB / 1 GiB, and the ceiling:"]
     for panel, label, nd_c, size, stride, color, style in curves:
         link = group_link(nd_c.gpu, nd_c, size=size, stride=stride)
-        y = bus_bandwidth_gbps("all-reduce", sizes, size, link)
+        y = bus_bandwidth_gbps("all-reduce", sizes, size, link, wire=panel == 1)
         axes[panel].plot(sizes, y, style, color=color, lw=1.5, label=label)
-        at = bus_bandwidth_gbps("all-reduce", np.array([2.0**20, 2.0**26, 2.0**30]), size, link)
+        at = bus_bandwidth_gbps("all-reduce", np.array([2.0**20, 2.0**26, 2.0**30]), size, link,
+                                wire=panel == 1)
         lines.append(f"  {label}: {at[0]:,.1f} / {at[1]:,.1f} / {at[2]:,.1f}; ceiling "
                      f"{link.bandwidth_gbps:,.1f} ({link.link}, {size} GPUs)")
     nv = nv_log[nv_log["size_bytes"] > 0]
