@@ -172,7 +172,7 @@ def test_gpt2_small_by_hand():
     assert total == 124_439_808 == get_model("gpt2").n_params
 
 
-#: Qi et al. 2023 (arXiv:2401.10241) Table 3: (layers, hidden, the printed size). Heads do not change the count.
+#: Qi et al. 2023 (arXiv:2401.10241) Table 3: (layers, hidden, printed size); the heads do not change it.
 ZB_SHAPES = {"zb-gpt-1.5b": (22, 2304, 1_500_000_000), "zb-gpt-6.2b": (30, 4096, 6_200_000_000),
              "zb-gpt-14.6b": (46, 5120, 14_600_000_000), "zb-gpt-28.3b": (62, 6144, 28_300_000_000)}
 #: the same shapes written out by hand, tied 32,000-token vocabulary, 1,024 learned positions (see below)
