@@ -19,19 +19,24 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from llmsizing import catalog  # noqa: E402
 from llmsizing.planner import plan  # noqa: E402
-from test_planner_speed import FROZEN, frozen_columns  # noqa: E402
+from test_planner_speed import FROZEN, FROZEN_PRICES, frozen_columns  # noqa: E402
 
 OUT = ROOT / "tests" / "reference" / "plans.npz"
 
 
 def main() -> None:
     arrays = {}
-    for name, kw in FROZEN.items():
-        df = plan(**kw)
-        for col, a in frozen_columns(df, FROZEN[name]).items():
-            arrays[f"{name}|{col}"] = a
-        print(f"{name}: {len(df):,} plans")
+    catalog.use_prices(FROZEN_PRICES)   # the prices the test compares at (its frozen_prices fixture)
+    try:
+        for name, kw in FROZEN.items():
+            df = plan(**kw)
+            for col, a in frozen_columns(df, FROZEN[name]).items():
+                arrays[f"{name}|{col}"] = a
+            print(f"{name}: {len(df):,} plans")
+    finally:
+        catalog.use_prices(None)
     np.savez_compressed(OUT, **arrays)
     print(f"wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size / 1e6:.2f} MB)")
 
