@@ -172,6 +172,36 @@ def test_gpt2_small_by_hand():
     assert total == 124_439_808 == get_model("gpt2").n_params
 
 
+#: Qi et al. 2023 (arXiv:2401.10241) Table 3: (layers, hidden, printed size); the heads do not change it.
+ZB_SHAPES = {"zb-gpt-1.5b": (22, 2304, 1_500_000_000), "zb-gpt-6.2b": (30, 4096, 6_200_000_000),
+             "zb-gpt-14.6b": (46, 5120, 14_600_000_000), "zb-gpt-28.3b": (62, 6144, 28_300_000_000)}
+#: the same shapes written out by hand, tied 32,000-token vocabulary, 1,024 learned positions (see below)
+ZB_BY_HAND = {"zb-gpt-1.5b": 1_478_172_672, "zb-gpt-6.2b": 6_176_669_696,
+              "zb-gpt-14.6b": 14_642_503_680, "zb-gpt-28.3b": 28_292_923_392}
+
+
+@pytest.mark.parametrize("name", list(ZB_SHAPES))
+def test_zero_bubble_gpt_by_hand(name):
+    """Zero Bubble's GPT models (data/models.csv): Megatron-LM's GPT block with biases and LayerNorms, a tied
+    32,000-token SentencePiece vocabulary (the reference script ties the embeddings and reads a SentencePiece
+    model; 32,000 is a multiple of 128, so Megatron does not pad it) and 1,024 learned positions. The printed
+    sizes are checked to their 0.1B; GPT-2's padded 50,304 would miss three of the four."""
+    L, h, printed = ZB_SHAPES[name]
+    V, P = 32_000, 1_024
+    attn = h * 3 * h + 3 * h + h * h + h            # fused QKV + bias, output projection + bias
+    mlp = h * 4 * h + 4 * h + 4 * h * h + h         # h -> 4h -> h, both with biases
+    block = attn + mlp + 2 * (h + h)                # two LayerNorms (weight + bias)
+    assert block == 12 * h * h + 13 * h
+    total = L * block + V * h + P * h + (h + h)     # tied embedding, positions, final LayerNorm
+    assert total == ZB_BY_HAND[name]
+    assert round(total / 1e8) * 100_000_000 == printed
+    gpt2_vocab = total + (50_304 - V) * h
+    assert (round(gpt2_vocab / 1e8) * 100_000_000 == printed) == (name == "zb-gpt-1.5b")
+    row = next(r for r in csv_rows() if r["name"] == name)
+    assert (int(row["published_params"]), int(row["published_rounded_to"])) == (printed, 100_000_000)
+    assert get_model(name).n_params == total
+
+
 def test_llama2_7b_by_hand():
     h, f, V, L = 4096, 11008, 32000, 32
     block = 4 * h * h + 3 * h * f + 2 * h        # q, k, v, o; gate, up, down; two RMSNorm gains

@@ -6,8 +6,7 @@ meant to make the search faster, not different, can be checked against the frame
 
 Run it on the commit whose frames are the reference (planfast35 froze them on main at ccad0f5, before the
 search was touched), never to make a failing comparison pass: a frame that moved on purpose (a model change)
-is re-frozen in its own commit that says why. The frames are frozen at the test's FROZEN_PRICES, the prices
-the comparison runs at (catalog.use_prices), so a later price update moves neither the file nor the test.
+is re-frozen in its own commit that says why.
 """
 
 from __future__ import annotations
@@ -29,12 +28,15 @@ OUT = ROOT / "tests" / "reference" / "plans.npz"
 
 def main() -> None:
     arrays = {}
-    catalog.use_prices(FROZEN_PRICES)          # the prices test_search_equals_the_frozen_frames runs at
-    for name, kw in FROZEN.items():
-        df = plan(**kw)
-        for col, a in frozen_columns(df, FROZEN[name]).items():
-            arrays[f"{name}|{col}"] = a
-        print(f"{name}: {len(df):,} plans")
+    catalog.use_prices(FROZEN_PRICES)   # the prices the test compares at (its frozen_prices fixture)
+    try:
+        for name, kw in FROZEN.items():
+            df = plan(**kw)
+            for col, a in frozen_columns(df, FROZEN[name]).items():
+                arrays[f"{name}|{col}"] = a
+            print(f"{name}: {len(df):,} plans")
+    finally:
+        catalog.use_prices(None)
     np.savez_compressed(OUT, **arrays)
     print(f"wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size / 1e6:.2f} MB)")
 
