@@ -17,15 +17,16 @@ import functools
 import numpy as np
 
 from .all_to_all import _links as a2a_links
-from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication
+from .comm import communication
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .kernels import compute_seconds
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
-from .network import group_link
 from .parallel import Parallel, kept_parallel, layers_per_stage
+# the data-parallel slots and links live in plan_dp; their names stay importable from here
+from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _row_links  # noqa: F401
 from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
@@ -208,46 +209,6 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
     return n, total
 
 
-#: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
-#: them in, with whether each runs every micro-batch (ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers and
-#: reduce-scatter) or once per step, and the window it hides behind
-#: (:func:`~llmsizing.layouts.exposed_by_group`): ZeRO-3's forward gathers behind each forward; its backward
-#: gathers and reduce-scatters, together, behind each backward; the ZeRO-1/2 weight all-gather behind the next
-#: step's first forward; ZeRO-2's reduce-scatter behind each backward; DDP's and ZeRO-1's gradients behind the
-#: last backward.
-_DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter",
-             "gradients")
-
-
-def _dp_slot(name: str) -> int:
-    """The :data:`_DP_SLOTS` index of the data-parallel collective called ``name`` (the tests of
-    :func:`~llmsizing.layouts.exposed_by_group`, in its order)."""
-    if "all-gather (forward)" in name:
-        return 0
-    if name.startswith("ZeRO-3"):
-        return 1
-    if "weight all-gather" in name:
-        return 2
-    if name.startswith("ZeRO-2 gradient"):
-        return 3
-    return 4
-
-
-def _row_links(gpu_list, node_of, gi, size, stride):
-    """Each row's :func:`~llmsizing.network.group_link` (its GPU, ``size`` GPUs ``stride`` apart) as
-    arrays: bandwidth (GB/s), latency per step (s), whether the group leaves the scale-up domain. One call per
-    (GPU, the group's GPUs per domain, leaving or not), on the first row with them: group_link sees ``size``
-    and ``stride`` only through those two (``tests/test_planner_speed.py`` checks every row)."""
-    domain = np.array([node_of[g.name].scaleup_domain_gpus for g in gpu_list])[gi]
-    across = size * stride > domain
-    per_domain = np.where(across, np.minimum(size, np.maximum(1, domain // stride)), size)
-    (g_of, _, _), first, idx = _group_columns(gi, per_domain, across)
-    links = [group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=int(size[f]), stride=int(stride[f]))
-             for g_, f in zip(g_of.tolist(), first.tolist())]
-    return (np.array([gl.bandwidth_gbps for gl in links])[idx], np.array([gl.alpha_s for gl in links])[idx],
-            np.array([gl.across for gl in links])[idx])
-
-
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
            expert_tp=False, max_nodes=None, ep_overlap=0.0):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
@@ -417,27 +378,6 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
     peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
     return step, peaks[gi]
-
-
-def _dp_calls(zero, on_rank, layers, dpcp) -> np.ndarray:
-    """Calls per pass of each :data:`_DP_SLOTS` slot, one row per plan (:func:`~llmsizing.comm.dp_calls`):
-    ZeRO-3's slots one per FSDP unit of the stage's ``layers``, the others one per gradient bucket of the
-    ``on_rank`` parameters (:func:`~llmsizing.comm.dp_bucket_params` of ``dp x cp``)."""
-    units = np.ceil(np.round(layers) / FSDP_UNIT_LAYERS)
-    bucket = np.maximum(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dpcp)
-    buckets = np.maximum(1.0, np.ceil(on_rank / bucket))
-    out = np.repeat(buckets[:, None], len(_DP_SLOTS), axis=1)
-    z3 = zero == 3
-    out[z3, 0] = out[z3, 1] = units[z3]
-    return out
-
-
-def _dp_exposed(call, fwd, bwd, mf):
-    """The exposed seconds of the data-parallel collectives ``call`` (one call's seconds per :data:`_DP_SLOTS`
-    slot, one row per plan), by :func:`~llmsizing.layouts.exposed_by_group`'s rules."""
-    return (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
-            + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
-            + np.maximum(0.0, call[:, 4] - bwd))
 
 
 def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep: int, eps, expert_tp: bool,

@@ -51,6 +51,8 @@ from .model import Model
 from .moe_layouts import ep_candidates, route_max_nodes
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
+# the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
+from .plan_rank import _digits, _lex_orders, _pareto, _ranks, _taken  # noqa: F401
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups, moe_ep_coefficients,  # noqa: F401
                            _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
@@ -154,83 +156,6 @@ def recompute_label(row, long: bool = False) -> str:
 
 class NoPlanError(ValueError):
     """Nothing fits, or nothing meets the deadline or budget: the message says which and what came closest."""
-
-
-def _digits(values: np.ndarray) -> np.ndarray:
-    """``values`` rounded to 12 significant digits (non-finite ones kept)."""
-    out = np.asarray(values, dtype=float).copy()
-    ok = np.isfinite(out) & (out != 0)
-    scale = 10.0 ** (11 - np.floor(np.log10(np.abs(out[ok]))))
-    out[ok] = np.round(out[ok] * scale) / scale
-    return out
-
-
-def _taken(col, rows: np.ndarray):
-    """The values of the column ``col`` (a Series) at the positions ``rows``, keeping its dtype."""
-    from pandas.api.extensions import ExtensionDtype
-
-    return col.array[rows] if isinstance(col.dtype, ExtensionDtype) else col.to_numpy()[rows]
-
-
-def _ranks(x: np.ndarray) -> tuple[np.ndarray, int]:
-    """Each value's rank among the distinct values of ``x`` (equal values share one; ``x`` has >= 2 values and
-    no NaN), and how many distinct values there are."""
-    o = np.argsort(x)
-    s = x[o]
-    steps = np.cumsum(s[1:] != s[:-1])
-    r = np.empty(len(x), dtype=np.int64)
-    r[o[0]] = 0
-    r[o[1:]] = steps
-    return r, int(steps[-1]) + 1 if len(steps) else 1
-
-
-def _lex_orders(*keys: tuple[np.ndarray, ...]):
-    """``np.lexsort(k)`` for each tuple ``k`` of ``keys`` (the same order: the last key sorts first, ties keep
-    the rows' order), from one integer sort each: every key's values are ranked once and shared, and each
-    order packs (ranks, row) into one int64. Falls back to np.lexsort on a NaN, a non-numeric key, fewer than
-    two rows or a packed key that would not fit in 63 bits. (Issue 35: np.lexsort's indirect merge sort takes
-    ~10 ms for two float keys of Mixtral's 43k plans.)"""
-    arrays = {id(a): a for k in keys for a in k}
-    if any(len(a) < 2 or a.dtype.kind not in "fiub" or (a.dtype.kind == "f" and np.isnan(a).any())
-           for a in arrays.values()):
-        return [np.lexsort(k) for k in keys]
-    ranked = {i: _ranks(a) for i, a in arrays.items()}
-    out = []
-    for k in keys:
-        n = len(k[0])
-        packed, span = np.arange(n, dtype=np.int64), n
-        for a in k:
-            r, distinct = ranked[id(a)]
-            if span * distinct >= 2**63:
-                packed = None
-                break
-            packed += r * span
-            span *= distinct
-        out.append(np.lexsort(k) if packed is None else np.sort(packed) % n)
-    return out
-
-
-def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray,
-            order: np.ndarray | None = None) -> np.ndarray:
-    """True where no other row is at least as fast and as cheap and better in one. Of plans that tie on both
-    (say ZeRO-0 and ZeRO-1, which move the same bytes), only the one with the least memory per GPU is marked.
-    A row whose days or cost is not a finite number is never marked (and never stalls the sweep). ``order``:
-    np.lexsort((memory, cost, days)) when already known (every days and cost finite)."""
-    front = np.zeros(len(days), dtype=bool)
-    if not len(days):
-        return front
-    ok = np.isfinite(days) & np.isfinite(cost)
-    days, cost = np.where(ok, days, np.inf), np.where(ok, cost, np.inf)
-    if order is None:
-        order = np.lexsort((memory, cost, days))
-    d = days[order]
-    firsts = order[np.flatnonzero(np.concatenate(([True], d[1:] != d[:-1])))]   # each speed's cheapest
-    c = cost[firsts]
-    # the cheapest cost among strictly faster rows (inf before the fastest: an infinite cost never passes)
-    best = np.minimum.accumulate(np.concatenate(([np.inf], c[:-1])))
-    front[firsts[c < best]] = True
-    return front
-
 
 
 @functools.lru_cache(maxsize=32)
