@@ -73,13 +73,19 @@ class SearchMemory:
             return {**self.kw, "recompute": "full", "recompute_layers": 1}
         return {**self.kw, "recompute": rc}
 
-    def per_micro(self, tp: int, pp: int, rc: str, c: int, cp: int) -> np.ndarray:
-        """What one more sequence in the micro-batch adds to each piece (any ZeRO stage, ``ep``, ``dp``)."""
-        key = (tp, pp, rc, c)
+    def per_micro(self, tp: int, pp: int, rc: str, c: int, cp: int, v: int = 1) -> np.ndarray:
+        """What one more sequence in the micro-batch adds to each piece (any ZeRO stage, ``ep``, ``dp``), with
+        ``v`` interleaved model chunks per stage (issue 34: the states are those without interleaving, only
+        the micro-batches in flight move, so one call reads it once the reference is known)."""
+        key = (tp, pp, rc, c) if v == 1 else (tp, pp, rc, c, v)
         if key not in self._micro:
             model, kw, cp_comm, etp = self.model, self._kw(rc), self.cp_comm, self.expert_tp
+            if v > 1 and (tp, pp, c) not in self._reference:
+                self.per_micro(tp, pp, rc, c, 1)
             ref = self._reference.get((tp, pp, c))
-            if ref is None:                              # micro-batches 1 and 2: two calls
+            if v > 1:
+                coef = _memory_coefficients(model, kw, tp, pp, 0, c, 1, cp_comm, ref, expert_tp=etp, v=v)
+            elif ref is None:                            # micro-batches 1 and 2: two calls
                 coef = _memory_coefficients(model, kw, tp, pp, 0, c, 1, cp_comm, expert_tp=etp)
                 self._reference[tp, pp, c] = coef
             else:                                        # the states are known: one call
@@ -90,7 +96,8 @@ class SearchMemory:
         out = self._micro[key]
         if cp not in out:          # every cp above 1 at once, when one is first asked for (issue 32)
             out.update(_cp_coefficients(self.model, self._kw(rc), tp, pp, 0, c, self.cps, self.cp_comm,
-                                        self._cp_base.pop(key), expert_tp=self.expert_tp, micro_only=True))
+                                        self._cp_base.pop(key), expert_tp=self.expert_tp, micro_only=True,
+                                        v=v))
         return out[cp]
 
     def states(self, tp: int, pp: int, zero: int, ep: int, c: int, rc: str) -> tuple:
@@ -218,20 +225,24 @@ class SearchMemory:
                     fixed, _, sharded = self._reference[key[0], key[1], key[3]]
                     self._cp_base[key] = (fixed, out[1], sharded)
 
-    def coefficients(self, tp: int, pp: int, zero: int, ep: int, rc: str, c: int, cp: int) -> tuple:
+    def coefficients(self, tp: int, pp: int, zero: int, ep: int, rc: str, c: int, cp: int,
+                     v: int = 1) -> tuple:
         """``(fixed, per_micro, sharded)`` of the layout with ``cp`` context parallelism (ZeRO over
-        ``dp x cp``)."""
+        ``dp x cp``) and ``v`` interleaved model chunks per stage."""
         fixed, sharded = self.states(tp, pp, zero, ep, c, rc)
-        return fixed, self.per_micro(tp, pp, rc, c, cp), sharded if cp == 1 else sharded / cp   # (x / 1 = x)
+        # (x / 1 = x)
+        return fixed, self.per_micro(tp, pp, rc, c, cp, v), sharded if cp == 1 else sharded / cp
 
-    def one_layer(self, tp: int, pp: int, zero: int, ep: int, c: int, cp: int, layers: int) -> tuple:
+    def one_layer(self, tp: int, pp: int, zero: int, ep: int, c: int, cp: int, layers: int,
+                  v: int = 1) -> tuple:
         """The coefficients of partial recomputation with one layer of each stage (of ``layers`` layers)
         recomputed: from those without recomputation and with every layer recomputed when the first are known
-        (:func:`~llmsizing.plan_pricing._one_layer_coefficients`, no call), else read off calls."""
-        if (tp, pp, "none", c) in self._micro:
-            return _one_layer_coefficients(self.coefficients(tp, pp, zero, ep, "none", c, cp),
-                                           self.coefficients(tp, pp, zero, ep, "full", c, cp), layers)
-        return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
+        (:func:`~llmsizing.plan_pricing._one_layer_coefficients`, no call), else read off calls. With ``v``
+        interleaved chunks, one layer of each chunk (``layers``: a chunk's)."""
+        if (tp, pp, "none", c) + ((v,) if v > 1 else ()) in self._micro:
+            return _one_layer_coefficients(self.coefficients(tp, pp, zero, ep, "none", c, cp, v),
+                                           self.coefficients(tp, pp, zero, ep, "full", c, cp, v), layers)
+        return self.coefficients(tp, pp, zero, ep, "full1", c, cp, v)
 
 
 class _PerRecompute:
@@ -247,17 +258,17 @@ class _PerRecompute:
     def _of(self, rc: str) -> SearchMemory:
         return self._each.setdefault(rc, SearchMemory(*self._args))
 
-    def per_micro(self, tp, pp, rc, c, cp):
-        return self._of(rc).per_micro(tp, pp, rc, c, cp)
+    def per_micro(self, tp, pp, rc, c, cp, v=1):
+        return self._of(rc).per_micro(tp, pp, rc, c, cp, v)
 
     def states(self, tp, pp, zero, ep, c, rc):
         return self._of(rc).states(tp, pp, zero, ep, c, rc)
 
-    def coefficients(self, tp, pp, zero, ep, rc, c, cp):
-        return self._of(rc).coefficients(tp, pp, zero, ep, rc, c, cp)
+    def coefficients(self, tp, pp, zero, ep, rc, c, cp, v=1):
+        return self._of(rc).coefficients(tp, pp, zero, ep, rc, c, cp, v)
 
-    def one_layer(self, tp, pp, zero, ep, c, cp, layers):
-        return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
+    def one_layer(self, tp, pp, zero, ep, c, cp, layers, v=1):
+        return self.coefficients(tp, pp, zero, ep, "full1", c, cp, v)
 
     def prefetch(self, keys, rc) -> None:
         """(:meth:`SearchMemory.prefetch` reads no autocast recipe.)"""
@@ -327,16 +338,20 @@ def _pair_table(cps, divisors: dict, global_batch: int) -> dict:
     return dict(block=block, cp=cp_, micro=b_, dp=dp_, m=global_batch // (b_ * dp_))
 
 
-def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus):
+def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus, v: int = 1):
     """The candidate plans of the layouts with ``(tp, pp, ep)`` (any ZeRO stage) as columns, in the search's
     order (context-parallel degree, micro-batch, ``dp``), or None if there is none: the rows of ``table``
     (:func:`_pair_table`) with ``m >= pp`` micro-batches per step, ``tp x cp x pp x dp`` at most
     ``max_gpus``, and for a mixture of experts ``dp`` a multiple of ``units`` (each row's
     :func:`~llmsizing.moe_layouts.dp_unit`: ``ep`` divides ``tp x cp x dp / etp``,
     :class:`~llmsizing.parallel.Parallel`); and ``group`` (an index into ``pairs``, the distinct (cp,
-    accumulation class) pairs)."""
+    accumulation class) pairs). With ``v > 1`` interleaved chunks per stage (issue 34), ``m`` a multiple of
+    ``pp``, as Megatron-LM's interleaved schedule requires (its micro-batch groups of ``pp``,
+    ``microbatch_group_size_per_vp_stage``)."""
     cp_, dp_ = table["cp"], table["dp"]
     keep = table["m"] >= pp
+    if v > 1:
+        keep &= table["m"] % pp == 0
     if max_gpus is not None:
         keep &= tp * cp_ * pp * dp_ <= max_gpus
     if units is not None:
@@ -346,10 +361,11 @@ def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus):
         return None
     cp_, b_, dp_, m = cp_[rows], table["micro"][rows], dp_[rows], table["m"][rows]
     # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then alive in
-    # the forward) and the micro-batches in flight, which saturate at pp: two classes at most
-    cls = np.where(m > 1, max(2, pp), 1)
+    # the forward) and the micro-batches in flight, which saturate at pp: two classes at most (interleaved:
+    # the whole step in flight on the first stage at m = pp, and from 2 pp on the warm-up's own count)
+    cls = np.where(m > 1, max(2, pp), 1) if v == 1 else np.where(m > pp, 2 * pp, pp)
     # the distinct (cp, accumulation class) pairs, numbered in the order they first appear
-    _, first, at = np.unique(cp_ * (max(2, pp) + 1) + cls, return_index=True, return_inverse=True)
+    _, first, at = np.unique(cp_ * (2 * pp + 1) + cls, return_index=True, return_inverse=True)
     order = np.argsort(first)
     number = np.empty(len(first), dtype=np.int64)
     number[order] = np.arange(len(first))
@@ -381,7 +397,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     cp_at = np.array([cps.index(c) for c in table["cp"].tolist()], dtype=np.int64)   # each row's cp index
     domain = np.array([domains[g.name] for g in gpu_list])
     cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
-    for tp, pp, zero, ep in layouts:
+    for tp, pp, zero, ep, v in layouts:
         if tp not in on_of:
             on_of[tp] = on if (on := domain % tp == 0).any() else None    # tp inside the scale-up domain
         on = on_of[tp]
@@ -391,13 +407,13 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
         # share these share its (read-only) columns
         if (tp, ep) not in units:
             units[tp, ep] = tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None
-        key = (pp, None if max_gpus is None else tp * pp, units[tp, ep])
+        key = (pp, None if max_gpus is None else tp * pp, units[tp, ep], v > 1)
         if key not in cands:
             unit = None if units[tp, ep] is None else np.array(units[tp, ep])[cp_at]
-            cands[key] = _candidates(tp, pp, ep, table=table, units=unit, max_gpus=max_gpus)
+            cands[key] = _candidates(tp, pp, ep, table=table, units=unit, max_gpus=max_gpus, v=v)
         cand = cands[key]
         if cand is not None:
-            parts.append(((tp, pp, zero, ep), on, cand))
+            parts.append(((tp, pp, zero, ep, v), on, cand))
             n_lay.append(len(cand["dp"]))
     if not parts:
         return None, None
@@ -408,7 +424,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     first_pair = np.concatenate([[0], np.cumsum([len(c["pairs"]) for _, _, c in parts])[:-1]])
     coef_id = first_pair[lay] + pair_of
     on2d = np.stack([on for _, on, _ in parts], axis=1)[:, lay]      # (GPU, candidate)
-    stage_layers = np.array([model.layers // key[1] for key, _, _ in parts])[lay]
+    # (the layers partial recomputation counts in: a model chunk's, the stage's without interleaving)
+    stage_layers = np.array([model.layers // (key[1] * key[4]) for key, _, _ in parts])[lay]
     chosen = ~on2d                                                  # (a GPU off the layout: never a plan)
     fits, totals, layers = [], [], []
     for r, rc in enumerate(rcs):
@@ -463,7 +480,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     g_, r_, j_ = g_[order], r_[order], j_[order]
     keys = np.array([key for key, _, _ in parts], dtype=np.int64)[lay[j_]]
     cols = dict(gpu=g_, tp=keys[:, 0], cp=cat["cp"][j_], pp=keys[:, 1], zero=keys[:, 2],
-                micro=cat["micro"][j_], dp=cat["dp"][j_], m=cat["m"][j_], rc=r_, ep=keys[:, 3],
+                micro=cat["micro"][j_], dp=cat["dp"][j_], m=cat["m"][j_], rc=r_, ep=keys[:, 3], vp=keys[:, 4],
                 rl=np.stack(layers)[r_, g_, j_])
     return {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}, np.stack(totals)[r_, g_, j_]
 
@@ -479,9 +496,9 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
     asked = [(parts[lay[row]][0], parts[lay[row]][2]["pairs"][pair_of[row]]) for row in rows[first].tolist()]
-    memory.prefetch([(*key, cls) for key, (_, cls) in asked], rc)
+    memory.prefetch([(*key[:4], cls) for key, (_, cls) in asked], rc)
     states, micros, state_at, micro_at = {}, {}, [], []
-    for (tp, pp, zero, ep), (cp, c) in asked:               # (as coefficients(): the states, then per_micro)
+    for (tp, pp, zero, ep, _), (cp, c) in asked:            # (as coefficients(): the states, then per_micro)
         st = memory.states(tp, pp, zero, ep, c, rc)
         state_at.append(states.setdefault(id(st), (len(states), st))[0])
     st_list = [st for _, st in states.values()]
@@ -498,8 +515,8 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     live = ~(floor > limits.max() * (1 + FLOOR_MARGIN))       # (beyond the largest limit: beyond every one)
     need = np.zeros(len(asked), dtype=bool)
     need[at[live]] = True
-    for k, ((tp, pp, zero, ep), (cp, c)) in enumerate(asked):
-        u = memory.per_micro(tp, pp, rc, c, cp if need[k] else 1)
+    for k, ((tp, pp, zero, ep, v), (cp, c)) in enumerate(asked):
+        u = memory.per_micro(tp, pp, rc, c, cp if need[k] else 1, v)
         micro_at.append(micros.setdefault(id(u), (len(micros), u))[0])
     per_micro = _padded([u for _, u in micros.values()], 0.0)
     # _total_bytes' sum on the rows read (``sharded / dp`` shared with the floor); the others keep their floor
@@ -534,10 +551,10 @@ def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_laye
     at = at.reshape(-1)
     keys, full = [], []
     for row in rows[first].tolist():
-        (tp, pp, zero, ep), _, cand = parts[lay[row]]
+        (tp, pp, zero, ep, v), _, cand = parts[lay[row]]
         cp, c = cand["pairs"][pair_of[row]]
-        keys.append((tp, pp, zero, ep, c, cp, int(stage_layers[row])))
-        full.append(memory.coefficients(tp, pp, zero, ep, "full", c, cp))
+        keys.append((tp, pp, zero, ep, c, cp, int(stage_layers[row]), v))
+        full.append(memory.coefficients(tp, pp, zero, ep, "full", c, cp, v))
     b, dp, layers = micro[rows], dpf[rows], stage_layers[rows]
     width = np.array([len(x[0]) for x in full])
     every, can, one = {}, {}, {}
@@ -571,15 +588,15 @@ def _one_layers(memory, keys, todo, full, one) -> None:
     coefficients without recomputation yet) off :meth:`SearchMemory.coefficients` one by one."""
     known = []
     for i in todo:
-        tp, pp, zero, ep, c, cp, _ = keys[i]
-        if (tp, pp, "none", c) in memory._micro:
+        tp, pp, zero, ep, c, cp, _, v = keys[i]
+        if (tp, pp, "none", c) + ((v,) if v > 1 else ()) in memory._micro:
             known.append(i)
         else:
-            one[i] = memory.coefficients(tp, pp, zero, ep, "full1", c, cp)
+            one[i] = memory.coefficients(tp, pp, zero, ep, "full1", c, cp, v)
     if not known:
         return
-    none = [memory.coefficients(tp, pp, zero, ep, "none", c, cp)
-            for tp, pp, zero, ep, c, cp, _ in (keys[i] for i in known)]
+    none = [memory.coefficients(tp, pp, zero, ep, "none", c, cp, v)
+            for tp, pp, zero, ep, c, cp, _, v in (keys[i] for i in known)]
     rows = [np.stack([x[j] for x in none]) for j in range(3)], [np.stack([full[i][j] for i in known])
                                                                  for j in range(3)]
     layers = np.array([keys[i][6] for i in known])

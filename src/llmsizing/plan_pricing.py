@@ -31,18 +31,20 @@ from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, lay
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
-            expert_tp: bool, *, batch: int, dp: int) -> np.ndarray:
+            expert_tp: bool, *, batch: int, dp: int, v: int = 1) -> np.ndarray:
     """The bytes of every piece (:func:`~llmsizing.memory.step_phases`) of the stages a search weighs, stage
     by stage, as one :func:`~llmsizing.memory.training_memory` call gives them
     (:func:`~llmsizing.memory._search_pieces`): the first and the last stage, and for a
     mixture of experts :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout
-    comes from :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
+    comes from :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again);
+    ``v`` interleaved model chunks per stage (a dense model's only: ``virtual_stages``, issue 34)."""
     if model.is_moe:
         par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
                             expert_tp=expert_tp)
         stages = _heavy_stages(model, pp)
     else:
-        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
+        more = {} if v == 1 else {"virtual_stages": v}      # (v = 1: the same kept layouts as before)
+        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, **more)
         stages = (0, pp - 1)
     return np.array(_search_pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
 
@@ -55,7 +57,7 @@ def _heavy_stages(model, pp: int) -> tuple[int, ...]:
 
 
 def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1,
-                         cp_comm: str = "p2p", base=None, ep: int = 1, expert_tp: bool = False):
+                         cp_comm: str = "p2p", base=None, ep: int = 1, expert_tp: bool = False, v: int = 1):
     """``(fixed, per_micro, sharded)`` arrays, one entry per (stage, phase piece), such that a GPU's peak
     piece is ``fixed + micro x per_micro + sharded / dp`` (read off three evaluations).
 
@@ -71,11 +73,16 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
     ``dp = a`` and ``2 a``, ``a`` the smallest ``dp`` the layout allows
     (:func:`llmsizing.moe_layouts.dp_unit`; 1 for a dense model), and the stages weighed are
     :func:`llmsizing.moe_layouts.heavy_stages`. ``tests/test_planner_moe.py`` checks rows against direct
-    calls."""
+    calls.
+
+    With ``v`` interleaved model chunks per stage (issue 34) only the micro-batches in flight move (more of
+    them on the first stages: :func:`~llmsizing.parallel.pipeline_in_flight`), which scale the activations:
+    ``base`` may be the same layout's coefficients without interleaving, and one evaluation reads
+    ``per_micro`` (``tests/test_planner_vp.py`` checks this against three evaluations)."""
     a = dp_unit(tp, cp, ep, expert_tp) if model.is_moe else 1
 
     def pieces(batch, dp):
-        return _pieces(model, kw, tp, pp, zero, m, cp, cp_comm, ep, expert_tp, batch=batch, dp=dp)
+        return _pieces(model, kw, tp, pp, zero, m, cp, cp_comm, ep, expert_tp, batch=batch, dp=dp, v=v)
 
     # (at cp = 1: the same layout with another recomputation, _partial_coefficients)
     if base is not None:
@@ -91,7 +98,7 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
 
 
 def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str, base,
-                     ep: int = 1, expert_tp: bool = False, micro_only: bool = False) -> dict:
+                     ep: int = 1, expert_tp: bool = False, micro_only: bool = False, v: int = 1) -> dict:
     """:func:`_memory_coefficients` for every context-parallel degree above 1 in ``cps``, from ``base`` (the
     layout at ``cp = 1``) and at most two evaluations: what one micro-batch adds is ``X / cp + Y`` in every
     piece, since the activations, the loss's temporaries and the ring's backward buffers are those of
@@ -102,11 +109,11 @@ def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, 
     degrees = sorted(c for c in cps if c > 1)
     fixed, _, sharded = base
     if len(degrees) == 1:
-        got = _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base, ep, expert_tp)
+        got = _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base, ep, expert_tp, v)
         return {degrees[0]: got[1] if micro_only else got}
     c1, c2 = degrees[:2]
-    p1 = _memory_coefficients(model, kw, tp, pp, zero, m, c1, cp_comm, base, ep, expert_tp)[1]
-    p2 = _memory_coefficients(model, kw, tp, pp, zero, m, c2, cp_comm, base, ep, expert_tp)[1]
+    p1 = _memory_coefficients(model, kw, tp, pp, zero, m, c1, cp_comm, base, ep, expert_tp, v)[1]
+    p2 = _memory_coefficients(model, kw, tp, pp, zero, m, c2, cp_comm, base, ep, expert_tp, v)[1]
     y = (c2 * p2 - c1 * p1) / (c2 - c1)
     x = (p1 - y) * c1
     if micro_only:           # (x / c + y entry by entry: the same float operations on the same operands)
@@ -229,7 +236,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
       a stage's share of the layers (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
     * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp,
       micro-batch)) on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`),
-      ``2 m`` calls of which the time of ``2 (pp - 1)`` is exposed;
+      ``2 m v`` calls (``v`` interleaved chunks per stage, ``cols["vp"]``) of which the time of ``2 (pp - 1)``
+      is exposed; the bubble is ``(pp - 1) / (v m)`` of the compute
+      (:func:`~llmsizing.parallel.pipeline_bubble`);
     * the data-parallel collectives depend on (the group's link, tp, ZeRO stage, ``dp x cp``) and on the
       parameters a GPU holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each
       collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
@@ -255,6 +264,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     moe = model.is_moe
     gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp",
                                                             "m", "rc"))
+    vp = cols["vp"] if "vp" in cols else np.ones_like(pp)        # interleaved chunks per stage (issue 34)
     n = len(gi)
     mf = m.astype(float)
     # partial recomputation (cols["rl"] layers of each stage's, fewer than all, with "full"): every per-layer
@@ -263,10 +273,11 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     rl = cols.get("rl")
     part = np.zeros(n, dtype=bool)
     if rl is not None and "full" in rcs:
-        part = (ri == list(rcs).index("full")) & (rl > 0) & (rl < model.layers // pp)
+        part = (ri == list(rcs).index("full")) & (rl > 0) & (rl < model.layers // (pp * vp))
     pi = np.flatnonzero(part)
     rcs = tuple(rcs) + (() if "none" in rcs else ("none",))
-    x = (rl[pi] / (model.layers // pp[pi]))[:, None] if len(pi) else np.zeros((0, 1))
+    # (rl layers of each of the vp equal chunks: the share of the stage's layers)
+    x = (rl[pi] / (model.layers // (pp[pi] * vp[pi])))[:, None] if len(pi) else np.zeros((0, 1))
 
     def plus_none(*arrays):      # the arrays, then their partial rows again with the "none" recomputation
         return [np.concatenate([a, a[pi]]) for a in arrays[:-1]] + [
@@ -316,7 +327,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         skew = np.array([load_skew(model, e_) for e_ in e_of.tolist()])[e_at.reshape(-1)]
         compute = compute + moe_extra_seconds(S[:, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
                                               skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
-    busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
+    busy = compute + (pp - 1) / (vp * m) * compute               # + the bubble (pipeline_bubble)
     one = compute / mf                                            # one micro-batch's compute (_window_s)
     fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
     per_layer = S[:, 1] * mf                                      # the stage's layers, m micro-batches
@@ -338,9 +349,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         msg_of = msg[msg_idx]
         bw, alpha, _ = _row_links(gpu_list, node_of, gi[on], pp[on], (tp * cp * dp)[on])
         bw = bw * 1e9
-        calls = 2 * mf[has_pp]
+        calls = 2 * mf[has_pp] * vp[has_pp]                # (one activation out, one gradient back per chunk)
         pp_all[has_pp] = calls * msg_of / bw + calls * alpha
-    pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf)))
+    pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf * vp)))
 
     # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a
     # pipeline

@@ -60,8 +60,11 @@ from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors, layout_range_group
 
-#: Columns of :func:`plan`'s DataFrame, in order.
-PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
+#: Columns of :func:`plan`'s DataFrame, in order. ``virtual_stages``: the interleaved model chunks per
+#: pipeline stage (1: plain 1F1B; issue 34). With ``deadline_days`` a last column, ``meets_deadline``
+#: (:data:`DEADLINE_RULES`).
+PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "virtual_stages", "zero", "sp", "micro_batch",
+                "grad_accum",
                 "recompute",
                 "recompute_layers", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days",
                 "days_low", "days_high", "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto",
@@ -135,6 +138,54 @@ def default_cp_degrees(seq: int) -> tuple[int, ...]:
                  if c == 1 or (seq % (2 * c) == 0 and seq // c >= CP_MIN_TOKENS_PER_RANK))
 
 
+#: The interleaved model chunks per pipeline stage :func:`plan` tries by default (``virtual_stages=None``):
+#: besides 1 (plain 1F1B), the fewest and the most chunks that split a stage's layers evenly
+#: (:func:`stage_chunk_options`). In the step model the most chunks win on time and memory alike: the bubble
+#: is ``(pp - 1) / (v m)`` (Narayanan et al. 2021, Sec. 2.2), the first stage holds ``pp + (pp - 1) / v``
+#: micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`) and the sends exposed in the fill and
+#: drain are ``2 (pp - 1)`` whatever ``v`` (:func:`~llmsizing.layouts.exposed_by_group`; the ``2 m v`` sends
+#: themselves hide in the steady state). The fewest chunks win where memory is tight: partial recomputation
+#: reruns ``N`` layers of every chunk (Megatron-LM's ``--recompute-num-layers`` per virtual stage), so the
+#: fewer the chunks the finer its steps. A number in between is neither the fastest nor the finest.
+VIRTUAL_STAGES = None
+
+
+def stage_chunk_options(stage_layers: int, virtual_stages=None) -> tuple[int, ...]:
+    """The interleaved model chunks per stage :func:`plan` searches for a pipeline stage of ``stage_layers``
+    layers (Megatron-LM's even split; issue 34): ``1`` and, from ``virtual_stages`` (default
+    :data:`VIRTUAL_STAGES`: the smallest and the largest divisor above 1), those above 1 that divide the
+    stage's layers into equal chunks, as Megatron-LM's interleaved schedule builds them. A stage of 9 layers:
+    ``(1, 3, 9)``; of 7: ``(1, 7)``; of 1: ``(1,)``."""
+    n = check_int("stage_layers", stage_layers)
+    ds = [d for d in _divisors(n) if d > 1]
+    if virtual_stages is None:
+        return (1,) + tuple(sorted({ds[0], ds[-1]})) if ds else (1,)
+    return (1,) + tuple(v for v in sorted(set(virtual_stages)) if v > 1 and n % v == 0)
+
+
+#: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` (the default, as before)
+#: keeps a plan whose point estimate ``days`` meets the deadline; ``"slow_end"`` one whose slow end of the 80%
+#: range, ``days_high``, does. Either way the frame's ``meets_deadline`` column says, per plan, ``"yes"``
+#: (``days_high <= deadline``: met even at the slow end of the range) or ``"likely"`` (only the point
+#: estimate meets it: at the slow end the run overshoots), and ``attrs["deadline_rule"]`` names the rule.
+DEADLINE_RULES = ("estimate", "slow_end")
+
+
+def deadline_rule_text(rule: str, deadline: float) -> str:
+    """The rule ``rule`` (:data:`DEADLINE_RULES`) for ``deadline`` days in words, for messages and tables."""
+    if check_choice("deadline_rule", rule, DEADLINE_RULES) == "estimate":
+        return f"point estimate (days <= {deadline:g}; the slow end of the 80% range may overshoot)"
+    return f"slow end of the 80% range (days_high <= {deadline:g})"
+
+
+def meets_deadline(days, days_high, deadline: float) -> np.ndarray:
+    """Per plan, ``"yes"`` where ``days_high <= deadline`` (met at the slow end of the 80% range),
+    ``"likely"`` where only ``days <= deadline`` (the point estimate), ``"no"`` otherwise
+    (:data:`DEADLINE_RULES`)."""
+    days, days_high = np.asarray(days, dtype=float), np.asarray(days_high, dtype=float)
+    return np.where(days_high <= deadline, "yes", np.where(days <= deadline, "likely", "no")).astype(object)
+
+
 def recompute_kwargs(row) -> dict:
     """``recompute=`` and ``recompute_layers=`` of one row of a :func:`plan` frame (a ``Series`` or an
     ``itertuples()`` row), to give :func:`~llmsizing.memory.training_memory`,
@@ -149,9 +200,11 @@ def recompute_kwargs(row) -> dict:
 
 def recompute_label(row, long: bool = False) -> str:
     """A plan row's recomputation as tables print it: ``"none"``, ``"selective"``, ``"full"``, or with the
-    layers per stage full recomputation reruns ``"full (5)"`` (``long``: ``"full (5 layers per stage)"``)."""
+    layers per stage full recomputation reruns ``"full (5)"`` (``long``: ``"full (5 layers per stage)"``; with
+    interleaving, ``virtual_stages > 1``, the count is per model chunk: ``"full (1 layers per chunk)"``)."""
     n = recompute_kwargs(row)["recompute_layers"]
-    return row.recompute if n is None else f"full ({n}{' layers per stage' if long else ''})"
+    where = "chunk" if getattr(row, "virtual_stages", 1) > 1 else "stage"
+    return row.recompute if n is None else f"full ({n}{f' layers per {where}' if long else ''})"
 
 
 class NoPlanError(ValueError):
@@ -161,7 +214,8 @@ class NoPlanError(ValueError):
 @functools.lru_cache(maxsize=32)
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention,
             stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
-            cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False):
+            cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False,
+            vps=(1,)):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -176,7 +230,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     node_of = dict(nodes)
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
 
-    layouts = []                                          # (tp, pp, zero) the model and the engines allow
+    # (tp, pp, zero, ep, v) the model and the engines allow (v: interleaved chunks per stage, dense only)
+    layouts = []
     for tp in sorted({t for d in set(domains.values()) for t in _divisors(d)}):
         for pp in _divisors(model.layers, max_pp):
             try:
@@ -194,7 +249,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                         # zero=3 with ep > 1, an expert width tp does not divide
                         except ValueError:
                             continue
-                    layouts.append((tp, pp, zero, ep))
+                    for v in stage_chunk_options(model.layers // pp, vps) if pp > 1 else (1,):
+                        layouts.append((tp, pp, zero, ep, v))
 
     # (a mixture of experts' ep degrees multiply the layouts, and are bounded by the divisors of its experts)
     n_layouts = len({lay[:3] for lay in layouts})
@@ -223,7 +279,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
     df = pd.DataFrame({
         "gpu": names[gi], "n_gpus": tp * cp * pp * dp, "dp": dp, "tp": tp, "cp": cp, "pp": pp,
-        "zero": cols["zero"], "sp": tp > 1, "micro_batch": cols["micro"], "grad_accum": cols["m"],
+        "virtual_stages": cols["vp"], "zero": cols["zero"], "sp": tp > 1, "micro_batch": cols["micro"],
+        "grad_accum": cols["m"],
         "recompute": np.array(rcs, dtype=object)[cols["rc"]],
         "recompute_layers": pd.Series(cols["rl"]).where(cols["rl"] >= 0).astype("Int64"),
         "memory_per_gpu_bytes": total_bytes,
@@ -246,7 +303,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          gpus_per_node: int | None = None, inter_node_gbps: float | None = None, max_pp: int = 64,
          explain: bool = True, optimizer_impl: str = "foreach", compute_efficiency: float | None = None,
          cp_degrees=None, cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
-         ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None):
+         ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
+         virtual_stages=VIRTUAL_STAGES, deadline_rule: str = "estimate"):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest
     first.
@@ -336,7 +394,18 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         max_nodes = check_int("max_nodes", max_nodes)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
+    vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in
+                                                           check_sequence("virtual_stages", virtual_stages,
+                                                                          example="(1, 2, 4)")}))
+    if model.is_moe:
+        if vps is not None and vps != (1,):
+            raise ValueError(f"virtual_stages={vps}: interleaved pipelines of a mixture of experts are not "
+                             "searched (its stages' dense and MoE layers move with the chunks): give (1,) or "
+                             "None")
+        vps = (1,)
+    deadline_rule = check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
+    columns += () if deadline_days is None else ("meets_deadline",)
     gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
                                                                          example='("H100 SXM", "A100 80GB")')]
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
@@ -398,6 +467,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if model.is_moe:                            # (a dense model's search is called as before)
         args += (eps, expert_tp, max_nodes, ep_overlap)
     more = {"partial": True} if partial else {}      # (the search without it is called as before)
+    if vps != (1,):
+        more["vps"] = vps
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
@@ -432,7 +503,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                          "tokens, kernel_efficiency and prices")
     keep = np.ones(len(df), dtype=bool)
     if deadline is not None:
-        keep &= days <= deadline
+        added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
+        keep &= (days if deadline_rule == "estimate" else added["days_high"]) <= deadline
     if budget is not None:
         keep &= cost <= budget
     sel = np.flatnonzero(keep)
@@ -443,9 +515,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         n_gpus, gpu = df["n_gpus"].to_numpy(), df["gpu"].to_numpy()
         raise NoPlanError(
             f"{len(df):,} plans fit in memory, but none meets "
-            + " and ".join(x for x in (f"deadline_days={deadline:g}" if deadline else "",
+            + " and ".join(x for x in (f"deadline_days={deadline:g} (by the "
+                                       f"{deadline_rule_text(deadline_rule, deadline)})" if deadline else "",
                                        f"budget_usd={budget:,.0f}" if budget else "") if x)
-            + f": the fastest takes {days[f]:,.1f} days (${cost[f]:,.0f}, "
+            + f": the fastest takes {days[f]:,.1f} days"
+            + (f" ({days[f] / low[f]:,.1f} at the slow end)" if deadline else "")
+            + f" (${cost[f]:,.0f}, "
             f"{n_gpus[f]:,} x {gpu[f]}), the cheapest costs ${cost[c]:,.0f} "
             f"({days[c]:,.1f} days, {n_gpus[c]:,} x {gpu[c]})"
             + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed"))
@@ -474,6 +549,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                             + f", range of the {stack_fam} stack"
                             + (" where it states one, else the pooled range" if pooled else ""))
     out.attrs["cp_comm"] = cp_comm
+    if deadline is not None:
+        out.attrs["deadline_rule"] = deadline_rule_text(deadline_rule, deadline)
     out.attrs["range_area"] = LAYOUT_RANGE_AREA
     out.attrs["stack"] = stack_fam                      # the stack named (its range where it states one)
     out.attrs["range_rows"] = range_rows
