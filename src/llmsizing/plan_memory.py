@@ -23,7 +23,7 @@ from .moe import EpLayouts
 from .moe_layouts import dp_unit
 from .parallel import kept_parallel
 from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
-                           _one_layer_coefficients, _pieces, _total_bytes, ep_affine)
+                           _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)
 from .precision import RECIPES
 
 
@@ -378,15 +378,17 @@ def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus, v: i
 def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
                   global_batch: int, max_gpus, micros, cps, rcs, partial: bool, expert_tp: bool, most: int):
     """The plans of :func:`~llmsizing.planner.plan`'s search that fit, as ``(columns, total bytes)``, or
-    ``(None, None)``: for every layout ``(tp, pp, zero, ep)`` of ``layouts``, every GPU of ``gpu_list`` whose
-    scale-up domain (``domains``) ``tp`` divides and every candidate (:func:`_candidates`), the lightest
-    recomputation of ``rcs`` whose per-GPU total is at most the GPU's entry of ``limits``; with ``partial``,
-    partial recomputation in place of full (the fewest layers per stage,
-    :func:`~llmsizing.plan_pricing._least_recompute_layers`). ZeRO over one data-parallel rank
-    (``dp = cp = 1``) is no ZeRO and left out. A ``ValueError`` when more than ``most`` plans fit.
+    ``(None, None)``: for every layout ``(tp, pp, zero, ep, v)`` of ``layouts`` (``v`` interleaved chunks),
+    every GPU of ``gpu_list`` whose scale-up domain (``domains``) ``tp`` divides and every candidate
+    (:func:`_candidates`), the lightest recomputation of ``rcs`` whose per-GPU total is at most the GPU's
+    entry of ``limits``; with ``partial``, partial recomputation in place of full (the fewest layers per
+    stage, :func:`~llmsizing.plan_pricing._least_recompute_layers`). ZeRO over one data-parallel rank (``dp =
+    cp = 1``) is no ZeRO and left out. A ``ValueError`` when more than ``most`` plans without interleaving
+    fit, or more than ``2 most`` in all.
 
     The columns: ``gpu`` (an index into ``gpu_list``), ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``,
-    ``m``, ``rc`` (an index into ``rcs``), ``ep``, ``rl`` (layers recomputed per stage, -1: none), rows in the
+    ``m``, ``rc`` (an index into ``rcs``), ``ep``, ``vp`` (interleaved chunks per stage), ``rl`` (layers
+    recomputed per model chunk, a stage without interleaving, -1: none), rows in the
     order of the layouts, then (cp, micro-batch), GPU, recomputation and ``dp``. Each recomputation is weighed
     only on the candidates some GPU has none for yet (a heavier one is never kept), all layouts' candidates at
     once (issue 35: one :func:`~llmsizing.plan_pricing._total_bytes` per recomputation, each candidate's
@@ -424,8 +426,10 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     first_pair = np.concatenate([[0], np.cumsum([len(c["pairs"]) for _, _, c in parts])[:-1]])
     coef_id = first_pair[lay] + pair_of
     on2d = np.stack([on for _, on, _ in parts], axis=1)[:, lay]      # (GPU, candidate)
-    # (the layers partial recomputation counts in: a model chunk's, the stage's without interleaving)
-    stage_layers = np.array([model.layers // (key[1] * key[4]) for key, _, _ in parts])[lay]
+    # (the layers partial recomputation counts in: a model chunk's, the stage's without interleaving; it is
+    # searched on even splits only, where every chunk has them)
+    stage_layers = np.array([chunk_top(model, key[1], key[4]) for key, _, _ in parts])[lay]
+    even = np.array([model.layers % key[1] == 0 for key, _, _ in parts])[lay]
     chosen = ~on2d                                                  # (a GPU off the layout: never a plan)
     fits, totals, layers = [], [], []
     for r, rc in enumerate(rcs):
@@ -433,7 +437,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
         t = np.full(chosen.shape, np.inf)
         n = np.full(chosen.shape, -1, dtype=np.int64)
         if len(rows):
-            least = (rc == "full" and partial) & (stage_layers[rows] > 1)
+            least = (rc == "full" and partial) & (stage_layers[rows] > 1) & even[rows]
             plain = rows[~least]
             if len(plain):
                 total, floor = _table_totals(memory, parts, rc, coef_id, lay, pair_of, plain, cat["micro"],
@@ -465,7 +469,9 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     g_, r_, j_ = np.nonzero(fit)
     if not len(g_):
         return None, None
-    if len(g_) > most:
+    plain = np.array([key[4] == 1 for key, _, _ in parts])[lay[j_]]
+    # (at most ``most`` plans without interleaving, twice as many in all: MAX_PLANS)
+    if plain.sum() > most or len(g_) > 2 * most:
         raise ValueError(
             f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
             f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "

@@ -20,15 +20,56 @@ from .all_to_all import _links as a2a_links
 from .comm import communication
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .kernels import compute_seconds
+from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
-from .parallel import Parallel, kept_parallel, layers_per_stage
+from .parallel import Parallel, kept_parallel, layers_per_stage, stage_chunks
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
 from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _row_links  # noqa: F401
 from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
+
+#: The :class:`~llmsizing.parallel.Parallel` fields of a split that counts the embedding and the loss as one
+#: layer's place each (:func:`pipeline_split`).
+ACCOUNTED = {"account_for_embedding": True, "account_for_loss": True}
+
+
+def pipeline_split(model, pp: int) -> dict:
+    """The :class:`~llmsizing.parallel.Parallel` fields of the planner's split of ``model``'s layers over
+    ``pp`` stages (issue 34): none for Megatron-LM's even split (``pp`` divides the layers), else
+    :data:`ACCOUNTED`: ``--account-for-embedding-in-pipeline-split`` and
+    ``--account-for-loss-in-pipeline-split``, ``(layers + 2) / pp`` places per stage, the first and the last
+    stage one layer fewer (Llama 3 405B: 126 layers on 16 stages, 7, fourteen 8s, 7; Dubey et al. 2024,
+    Sec. 3.3.2). The search gives a dense model such a ``pp`` only where it divides ``layers + 2`` and not the
+    layers, so ``pp`` alone names the split."""
+    return {} if model.layers % pp == 0 else ACCOUNTED
+
+
+def pipeline_degrees(model, max_pp: int) -> list[int]:
+    """The pipeline degrees the planner searches (at most ``max_pp``): the divisors of the layers
+    (Megatron-LM's even split), and for a dense model those of ``layers + 2`` up to the layers
+    (:func:`pipeline_split`)."""
+    even = set(_divisors(model.layers, max_pp))
+    if not model.is_moe:
+        even |= {d for d in _divisors(model.layers + 2, max_pp) if 2 <= d <= model.layers}
+    return sorted(even)
+
+
+def search_stages(model, pp: int) -> tuple[int, ...]:
+    """The pipeline stages a dense search weighs: the first and the last, and with an accounted split
+    (:func:`pipeline_split`) the second, the first of the full middle stages, which holds the most
+    micro-batches in flight among them (:func:`~llmsizing.parallel.pipeline_in_flight`)."""
+    return (0, pp - 1) if not pipeline_split(model, pp) else tuple(sorted({0, min(1, pp - 1), pp - 1}))
+
+
+def chunk_top(model, pp: int, v: int = 1) -> int:
+    """The layers of the largest model chunk of the planner's split over ``pp`` stages of ``v`` chunks (the
+    most ``recompute_layers`` may take: :func:`~llmsizing.parallel.check_recompute_layers`)."""
+    par = kept_parallel(pp=pp, **({} if v == 1 else {"virtual_stages": v}), **pipeline_split(model, pp))
+    return max(max(c) for c in stage_chunks(model.layers, par))
+
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
             expert_tp: bool, *, batch: int, dp: int, v: int = 1) -> np.ndarray:
@@ -44,8 +85,9 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
         stages = _heavy_stages(model, pp)
     else:
         more = {} if v == 1 else {"virtual_stages": v}      # (v = 1: the same kept layouts as before)
-        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, **more)
-        stages = (0, pp - 1)
+        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, **more,
+                            **pipeline_split(model, pp))
+        stages = search_stages(model, pp)
     return np.array(_search_pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
 
 
@@ -273,7 +315,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     rl = cols.get("rl")
     part = np.zeros(n, dtype=bool)
     if rl is not None and "full" in rcs:
-        part = (ri == list(rcs).index("full")) & (rl > 0) & (rl < model.layers // (pp * vp))
+        # (partial recomputation is searched on even splits only, whose chunks are equal)
+        part = (ri == list(rcs).index("full")) & (rl > 0) & (rl < model.layers // (pp * vp)) & (
+            model.layers % pp == 0)
     pi = np.flatnonzero(part)
     rcs = tuple(rcs) + (() if "none" in rcs else ("none",))
     # (rl layers of each of the vp equal chunks: the share of the stage's layers)
@@ -300,7 +344,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
     stage = np.zeros((len(stage_keys), 6))
     for k, (p_, r_) in enumerate(stage_keys):
-        par, rc = kept_parallel(pp=p_), rcs[r_]
+        par, rc = kept_parallel(pp=p_, **pipeline_split(model, p_)), rcs[r_]
         flops = (moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
                  stage_flops_per_token(model, par, seq=seq, recompute=rc))
         slowest = max(range(len(flops)), key=flops.__getitem__)
@@ -375,7 +419,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                                               node_of=node_of, slot_of=_dp_slot, n_slots=len(_DP_SLOTS))
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
-    held = np.array([(max(stage_params(model, kept_parallel(tp=t_, pp=p_))),
+    held = np.array([(max(stage_params(model, kept_parallel(tp=t_, pp=p_, **pipeline_split(model, p_)))),
                       max(stage_params(model, kept_parallel(tp=t_)))) for t_, p_ in held_keys])[held_idx]
     share = held[:, 0] / held[:, 1]
     calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp)      # per pass, with their latencies

@@ -84,3 +84,30 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray,
     best = np.minimum.accumulate(np.concatenate(([np.inf], c[:-1])))
     front[firsts[c < best]] = True
     return front
+
+
+def interleaving_winners(df) -> np.ndarray:
+    """True for the rows of a planner table (:func:`~llmsizing.planner.plan`'s search) worth listing: every
+    plan without interleaving, and a plan with ``virtual_stages > 1`` unless another of the same layout,
+    GPU, micro-batch and ``dp`` (so the same GPUs and cost per second), differing only in its chunks and the
+    recomputation they need, is at least as fast and at most as heavy (both at 12 digits, :func:`_digits`; of
+    exact ties the first in the search's order stays). Issue 34: the interleaved options are added only where
+    they can win, on time or on memory; the plans the search listed before stay."""
+    v = df["virtual_stages"].to_numpy()
+    keep = np.ones(len(v), dtype=bool)
+    if not (v > 1).any():
+        return keep
+    cols = [df[c].to_numpy() for c in ("tp", "cp", "pp", "zero", "micro_batch", "dp")]
+    gpu = np.unique(df["gpu"].to_numpy(), return_inverse=True)[1].reshape(-1)
+    group = np.unique(np.stack([gpu, *cols], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    step, memory = (_digits(df[c].to_numpy()) for c in ("step_time_s", "memory_per_gpu_bytes"))
+    order = np.lexsort((memory, step, group))              # each group by speed, then memory, stably
+    mem_rank, distinct = _ranks(memory[order]) if len(v) > 1 else (np.zeros(1, dtype=np.int64), 1)
+    g = group[order]
+    # each row's memory rank, lifted by its group's place from the end: a running minimum then never reaches
+    # back into an earlier group (whose values all lie above), and a row is dominated if an earlier row of
+    # its own group is no heavier
+    lifted = mem_rank + (g.max() - g) * (distinct + 1)
+    before = np.concatenate(([np.iinfo(np.int64).max], np.minimum.accumulate(lifted)[:-1]))
+    keep[order[before <= lifted]] = False
+    return keep | (v == 1)

@@ -52,11 +52,11 @@ from .moe_layouts import ep_candidates, route_max_nodes
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
-from .plan_rank import _digits, _lex_orders, _pareto, _ranks, _taken  # noqa: F401
+from .plan_rank import _digits, _lex_orders, _pareto, _ranks, _taken, interleaving_winners  # noqa: F401
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups, moe_ep_coefficients,  # noqa: F401
                            _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
-                           _partial_coefficients, _price, _total_bytes)
+                           _partial_coefficients, _price, _total_bytes, pipeline_degrees, pipeline_split)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors, layout_range_group
 
@@ -96,13 +96,15 @@ def check_global_batch(global_batch) -> int:
 #: call, and the most plans that fit it prices: bounds that keep a call under about a second on the book's
 #: 2-core machine. The book's searches weigh at most about 300 layouts (Llama 3.1 405B). Pricing is vectorised
 #: (:func:`_price`, tens of microseconds a plan), so the plan bound is set by what the largest real search
-#: needs, not by the step-time model's speed: Llama 3.1 405B over the whole GPU catalogue prices about 8,400
-#: plans at 8K tokens and about 17,000 at 128K (context parallelism multiplies the layouts), under
-#: :data:`MAX_PLANS` with room. A model whose layer count has many divisors (pp), or a global batch with
-#: hundreds of divisors (dp: 55,440 has 120, and 30,000 plans of Llama 2 7B fit on two GPU types), is
-#: refused with what to narrow instead of searched for seconds.
+#: needs, not by the step-time model's speed. :data:`MAX_PLANS` counts the plans without interleaving, and
+#: twice as many are priced in all (issue 34: the interleaved ones, which :func:`plan` lists only where they
+#: can win): Llama 3.1 405B over the whole GPU catalogue prices about 21,300 plans at 8K tokens (13,200
+#: without interleaving) and about 41,600 at 128K (25,600; context parallelism multiplies the layouts). A
+#: model whose layer count has many divisors (pp), or a global batch with hundreds of divisors (dp: 55,440 has
+#: 120, and 33,000 plans of Llama 2 7B without interleaving fit on two GPU types), is refused with what to
+#: narrow instead of searched for seconds.
 MAX_LAYOUTS = 600
-MAX_PLANS = 25_000
+MAX_PLANS = 30_000
 
 #: :data:`MAX_PLANS` for a mixture of experts: the expert-parallel degrees multiply the plans that fit (four
 #: for Mixtral-8x7B's eight experts, nine for DeepSeek-V3's 256), and pricing stays vectorised: Mixtral-8x7B
@@ -233,7 +235,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     # (tp, pp, zero, ep, v) the model and the engines allow (v: interleaved chunks per stage, dense only)
     layouts = []
     for tp in sorted({t for d in set(domains.values()) for t in _divisors(d)}):
-        for pp in _divisors(model.layers, max_pp):
+        for pp in pipeline_degrees(model, max_pp):
             try:
                 check_layout(model, tp=tp, pp=pp)
             except ValueError:
@@ -249,7 +251,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                         # zero=3 with ep > 1, an expert width tp does not divide
                         except ValueError:
                             continue
-                    for v in stage_chunk_options(model.layers // pp, vps) if pp > 1 else (1,):
+                    places = (model.layers + 2 * bool(pipeline_split(model, pp))) // pp
+                    for v in stage_chunk_options(places, vps) if pp > 1 else (1,):
                         layouts.append((tp, pp, zero, ep, v))
 
     # (a mixture of experts' ep degrees multiply the layouts, and are bounded by the divisors of its experts)
@@ -501,7 +504,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if not (np.isfinite(days).all() and np.isfinite(cost).all()):     # (bounded inputs keep them finite)
         raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check "
                          "tokens, kernel_efficiency and prices")
-    keep = np.ones(len(df), dtype=bool)
+    keep = interleaving_winners(df)           # (an interleaved plan another one beats is not listed)
     if deadline is not None:
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
         keep &= (days if deadline_rule == "estimate" else added["days_high"]) <= deadline
