@@ -518,15 +518,16 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         n_gpus, gpu = df["n_gpus"].to_numpy(), df["gpu"].to_numpy()
         raise NoPlanError(
             f"{len(df):,} plans fit in memory, but none meets "
-            + " and ".join(x for x in (f"deadline_days={deadline:g} (by the "
-                                       f"{deadline_rule_text(deadline_rule, deadline)})" if deadline else "",
+            + " and ".join(x for x in (f"deadline_days={deadline:g}" if deadline else "",
                                        f"budget_usd={budget:,.0f}" if budget else "") if x)
             + f": the fastest takes {days[f]:,.1f} days"
-            + (f" ({days[f] / low[f]:,.1f} at the slow end)" if deadline else "")
+            + (f" ({days[f] / low[f]:,.1f} at the slow end of the 80% range)" if deadline else "")
             + f" (${cost[f]:,.0f}, "
             f"{n_gpus[f]:,} x {gpu[f]}), the cheapest costs ${cost[c]:,.0f} "
             f"({days[c]:,.1f} days, {n_gpus[c]:,} x {gpu[c]})"
-            + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed"))
+            + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed")
+            + ("" if deadline is None else f"; the deadline was checked by the "
+               f"{deadline_rule_text(deadline_rule, deadline)}"))
     # plans that split the same work differently tie to the last bits of a float: compare at 12 digits, so
     # ties keep the search's order whatever the rounding (the step's compute is a sum: llmsizing.kernels)
     days_d, cost_d = _digits(days[sel]), _digits(cost[sel])
