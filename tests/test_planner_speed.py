@@ -327,8 +327,8 @@ def frozen_prices():
 
 #: The columns kept (the others follow from them and the settings: n_gpus, grad_accum, sp, capacity, and days,
 #: MFU and cost from the step time); the GPU and the recomputation as their index in the setting's list.
-FROZEN_COLUMNS = ("gpu", "dp", "tp", "cp", "pp", "ep", "zero", "micro_batch", "recompute", "recompute_layers",
-                  "pareto", "step_time_s", "memory_per_gpu_bytes")
+FROZEN_COLUMNS = ("gpu", "dp", "tp", "cp", "pp", "ep", "virtual_stages", "zero", "micro_batch", "recompute",
+                  "recompute_layers", "pareto", "step_time_s", "memory_per_gpu_bytes")
 
 
 def frozen_columns(df, kw) -> dict:
@@ -339,7 +339,7 @@ def frozen_columns(df, kw) -> dict:
            "recompute": np.array([RECOMPUTE.index(r) for r in df["recompute"]], dtype=np.int8),
            "recompute_layers": df["recompute_layers"].fillna(-1).to_numpy(dtype=np.int16),
            "pareto": df["pareto"].to_numpy(dtype=bool)}
-    for col in ("dp", "tp", "cp", "pp", "ep", "zero", "micro_batch"):
+    for col in ("dp", "tp", "cp", "pp", "ep", "virtual_stages", "zero", "micro_batch"):
         out[col] = (df[col] if col in df else pd.Series(np.ones(len(df)))).to_numpy(dtype=np.int32)
     for col in ("step_time_s", "memory_per_gpu_bytes"):
         out[col] = df[col].to_numpy(dtype=float)

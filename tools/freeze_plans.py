@@ -19,14 +19,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from llmsizing import catalog  # noqa: E402
 from llmsizing.planner import plan  # noqa: E402
-from test_planner_speed import FROZEN, frozen_columns  # noqa: E402
+from test_planner_speed import FROZEN, FROZEN_PRICES, frozen_columns  # noqa: E402
 
 OUT = ROOT / "tests" / "reference" / "plans.npz"
 
 
 def main() -> None:
     arrays = {}
+    catalog.use_prices(FROZEN_PRICES)           # (the prices the comparisons run at: the order and the front)
     for name, kw in FROZEN.items():
         df = plan(**kw)
         for col, a in frozen_columns(df, FROZEN[name]).items():

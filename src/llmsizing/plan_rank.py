@@ -97,9 +97,10 @@ def interleaving_winners(df) -> np.ndarray:
     keep = np.ones(len(v), dtype=bool)
     if not (v > 1).any():
         return keep
-    cols = [df[c].to_numpy() for c in ("tp", "cp", "pp", "zero", "micro_batch", "dp")]
-    gpu = np.unique(df["gpu"].to_numpy(), return_inverse=True)[1].reshape(-1)
-    group = np.unique(np.stack([gpu, *cols], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    # each row's group: its codes in the columns that define it, packed into one integer
+    codes = [np.unique(df[c].to_numpy(), return_inverse=True)[1].reshape(-1)
+             for c in ("gpu", "tp", "cp", "pp", "zero", "micro_batch", "dp")]
+    group = np.ravel_multi_index(codes, [int(c.max()) + 1 for c in codes])
     step, memory = (_digits(df[c].to_numpy()) for c in ("step_time_s", "memory_per_gpu_bytes"))
     order = np.lexsort((memory, step, group))              # each group by speed, then memory, stably
     mem_rank, distinct = _ranks(memory[order]) if len(v) > 1 else (np.zeros(1, dtype=np.int64), 1)

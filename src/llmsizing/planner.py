@@ -151,18 +151,24 @@ def default_cp_degrees(seq: int) -> tuple[int, ...]:
 #: fewer the chunks the finer its steps. A number in between is neither the fastest nor the finest.
 VIRTUAL_STAGES = None
 
+#: The most interleaved chunks per stage :func:`plan` searches: 64 (Llama 3 405B ran 8; a chunk per layer of
+#: a 126-layer model on two stages is 63). It bounds the schedule's bookkeeping for a model of thousands of
+#: layers per stage.
+MAX_VIRTUAL_STAGES = 64
+
 
 def stage_chunk_options(stage_layers: int, virtual_stages=None) -> tuple[int, ...]:
     """The interleaved model chunks per stage :func:`plan` searches for a pipeline stage of ``stage_layers``
     layers (Megatron-LM's even split; issue 34): ``1`` and, from ``virtual_stages`` (default
-    :data:`VIRTUAL_STAGES`: the smallest and the largest divisor above 1), those above 1 that divide the
-    stage's layers into equal chunks, as Megatron-LM's interleaved schedule builds them. A stage of 9 layers:
-    ``(1, 3, 9)``; of 7: ``(1, 7)``; of 1: ``(1,)``."""
+    :data:`VIRTUAL_STAGES`: the smallest and the largest divisor above 1, at most
+    :data:`MAX_VIRTUAL_STAGES`), those above 1 that divide the stage's layers into equal chunks, as
+    Megatron-LM's interleaved schedule builds them. A stage of 9 layers: ``(1, 3, 9)``; of 7: ``(1, 7)``; of
+    1: ``(1,)``."""
     n = check_int("stage_layers", stage_layers)
-    ds = [d for d in _divisors(n) if d > 1]
+    ds = [d for d in _divisors(n, MAX_VIRTUAL_STAGES) if d > 1]
     if virtual_stages is None:
         return (1,) + tuple(sorted({ds[0], ds[-1]})) if ds else (1,)
-    return (1,) + tuple(v for v in sorted(set(virtual_stages)) if v > 1 and n % v == 0)
+    return (1,) + tuple(v for v in sorted(set(virtual_stages)) if 1 < v <= MAX_VIRTUAL_STAGES and n % v == 0)
 
 
 #: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` (the default, as before)
@@ -292,6 +298,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     if model.is_moe:
         df.insert(df.columns.get_loc("pp") + 1, "ep", cols["ep"])
     df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
+    df["listed"] = interleaving_winners(df)        # (kept with the search: plan() reads it on every call)
     return df
 
 
@@ -504,7 +511,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if not (np.isfinite(days).all() and np.isfinite(cost).all()):     # (bounded inputs keep them finite)
         raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check "
                          "tokens, kernel_efficiency and prices")
-    keep = interleaving_winners(df)           # (an interleaved plan another one beats is not listed)
+    # (an interleaved plan another one beats is not listed)
+    keep = df["listed"].to_numpy().copy() if "listed" in df else interleaving_winners(df)
     if deadline is not None:
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
         keep &= (days if deadline_rule == "estimate" else added["days_high"]) <= deadline
