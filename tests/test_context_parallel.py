@@ -67,7 +67,7 @@ def test_cp_one_is_the_old_layout():
     sa, sb = (L.step_time(L8, "H100 SXM", p, batch=2, seq=4096, grad_accum=4) for p in (old, new))
     assert sa.step_s == sb.step_s and "cp" not in sa.exposed and "cp" not in sa.comm_by_group_s
     assert _layout_label(new) == "TP4+SP PP2 DP4 ZeRO-1"
-    assert _layout_label(llama3_128k()) == "TP8+SP CP16 all-gather PP16 DP8 ZeRO-1"
+    assert _layout_label(llama3_128k()) == "TP8+SP CP16 all-gather PP16 VP4 DP8 ZeRO-1"     # (issue 34: VP)
 
 
 # ----------------------------------------------------------------------------- memory
