@@ -22,6 +22,7 @@ from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces
 from .moe import EpLayouts
 from .moe_layouts import dp_unit
 from .parallel import kept_parallel
+from .plan_candidates import _candidates, _pair_table  # noqa: F401
 from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)
 from .precision import RECIPES
@@ -317,62 +318,6 @@ def kept_search_memory(model, kw_items: tuple, cps, cp_comm: str, eps=(1,), expe
 _SHARED_COMMS = ("p2p", "all_gather")
 #: The :class:`SearchMemory` objects by setting and exchange, while :func:`kept_search_memory` keeps them.
 _SIBLINGS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-
-
-def _pair_table(cps, divisors: dict, global_batch: int) -> dict:
-    """Every (context-parallel degree, micro-batch, ``dp``) a search's layouts may take, in the search's order
-    (``cp``, then micro-batch, then ``dp``), as columns: ``block`` (the index of the (cp, micro-batch) pair),
-    ``cp``, ``micro``, ``dp``, ``m`` (micro-batches per step). ``divisors`` holds the divisors of
-    ``global_batch // micro`` for each micro-batch, in order; a micro-batch that does not divide
-    ``global_batch`` has none. :func:`_candidates` keeps the rows a layout allows."""
-    block, cp_, b_, dp_ = [], [], [], []
-    for k, (cp, b) in enumerate((cp, b) for cp in cps for b in divisors):
-        if global_batch % b:
-            continue
-        ds = divisors[b]
-        block += [k] * len(ds)
-        cp_ += [cp] * len(ds)
-        b_ += [b] * len(ds)
-        dp_ += ds
-    block, cp_, b_, dp_ = (np.array(x, dtype=np.int64) for x in (block, cp_, b_, dp_))
-    return dict(block=block, cp=cp_, micro=b_, dp=dp_, m=global_batch // (b_ * dp_))
-
-
-def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus, v: int = 1):
-    """The candidate plans of the layouts with ``(tp, pp, ep)`` (any ZeRO stage) as columns, in the search's
-    order (context-parallel degree, micro-batch, ``dp``), or None if there is none: the rows of ``table``
-    (:func:`_pair_table`) with ``m >= pp`` micro-batches per step, ``tp x cp x pp x dp`` at most
-    ``max_gpus``, and for a mixture of experts ``dp`` a multiple of ``units`` (each row's
-    :func:`~llmsizing.moe_layouts.dp_unit`: ``ep`` divides ``tp x cp x dp / etp``,
-    :class:`~llmsizing.parallel.Parallel`); and ``group`` (an index into ``pairs``, the distinct (cp,
-    accumulation class) pairs). With ``v > 1`` interleaved chunks per stage (issue 34), ``m`` a multiple of
-    ``pp``, as Megatron-LM's interleaved schedule requires (its micro-batch groups of ``pp``,
-    ``microbatch_group_size_per_vp_stage``)."""
-    cp_, dp_ = table["cp"], table["dp"]
-    keep = table["m"] >= pp
-    if v > 1:
-        keep &= table["m"] % pp == 0
-    if max_gpus is not None:
-        keep &= tp * cp_ * pp * dp_ <= max_gpus
-    if units is not None:
-        keep &= dp_ % units == 0
-    rows = np.flatnonzero(keep)
-    if not len(rows):
-        return None
-    cp_, b_, dp_, m = cp_[rows], table["micro"][rows], dp_[rows], table["m"][rows]
-    # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then alive in
-    # the forward) and the micro-batches in flight, which saturate at pp: two classes at most (interleaved:
-    # the whole step in flight on the first stage at m = pp, and from 2 pp on the warm-up's own count)
-    cls = np.where(m > 1, max(2, pp), 1) if v == 1 else np.where(m > pp, 2 * pp, pp)
-    # the distinct (cp, accumulation class) pairs, numbered in the order they first appear
-    _, first, at = np.unique(cp_ * (2 * pp + 1) + cls, return_index=True, return_inverse=True)
-    order = np.argsort(first)
-    number = np.empty(len(first), dtype=np.int64)
-    number[order] = np.arange(len(first))
-    group = number[at.reshape(-1)]
-    pairs = {(int(cp_[f]), int(cls[f])): None for f in first[order].tolist()}
-    return dict(block=table["block"][rows], cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
-                pairs=tuple(pairs), dpf=dp_.astype(float))
 
 
 def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
