@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validate import check_int
+from .layouts import _divisors
+
 
 def _pair_table(cps, divisors: dict, global_batch: int) -> dict:
     """Every (context-parallel degree, micro-batch, ``dp``) a search's layouts may take, in the search's order
@@ -65,3 +68,34 @@ def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus, v: i
     pairs = {(int(cp_[f]), int(cls[f])): None for f in first[order].tolist()}
     return dict(block=table["block"][rows], cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
                 pairs=tuple(pairs), dpf=dp_.astype(float))
+
+
+#: The interleaved model chunks per pipeline stage the planner tries by default (``virtual_stages=None``):
+#: besides 1 (plain 1F1B), the fewest and the most chunks that split a stage's layers evenly
+#: (:func:`stage_chunk_options`). In the step model the most chunks win on time and memory alike: the bubble
+#: is ``(pp - 1) / (v m)`` (Narayanan et al. 2021, Sec. 2.2), the first stage holds ``pp + (pp - 1) / v``
+#: micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`) and the sends exposed in the fill and
+#: drain are ``2 (pp - 1)`` whatever ``v`` (:func:`~llmsizing.layouts.exposed_by_group`; the ``2 m v`` sends
+#: themselves hide in the steady state). The fewest chunks win where memory is tight: partial recomputation
+#: reruns ``N`` layers of every chunk (Megatron-LM's ``--recompute-num-layers`` per virtual stage), so the
+#: fewer the chunks the finer its steps. A number in between is neither the fastest nor the finest.
+VIRTUAL_STAGES = None
+
+#: The most interleaved chunks per stage the planner searches: 64 (Llama 3 405B ran 8; a chunk per layer of
+#: a 126-layer model on two stages is 63). It bounds the schedule's bookkeeping for a model of thousands of
+#: layers per stage.
+MAX_VIRTUAL_STAGES = 64
+
+
+def stage_chunk_options(stage_layers: int, virtual_stages=None) -> tuple[int, ...]:
+    """The interleaved model chunks per stage the planner searches for a pipeline stage of ``stage_layers``
+    layers (Megatron-LM's even split; issue 34): ``1`` and, from ``virtual_stages`` (default
+    :data:`VIRTUAL_STAGES`: the smallest and the largest divisor above 1, at most
+    :data:`MAX_VIRTUAL_STAGES`), those above 1 that divide the stage's layers into equal chunks, as
+    Megatron-LM's interleaved schedule builds them. A stage of 9 layers: ``(1, 3, 9)``; of 7: ``(1, 7)``; of
+    1: ``(1,)``."""
+    n = check_int("stage_layers", stage_layers)
+    ds = [d for d in _divisors(n, MAX_VIRTUAL_STAGES) if d > 1]
+    if virtual_stages is None:
+        return (1,) + tuple(sorted({ds[0], ds[-1]})) if ds else (1,)
+    return (1,) + tuple(v for v in sorted(set(virtual_stages)) if 1 < v <= MAX_VIRTUAL_STAGES and n % v == 0)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validate import check_choice
+
 
 def _digits(values: np.ndarray) -> np.ndarray:
     """``values`` rounded to 12 significant digits (non-finite ones kept)."""
@@ -112,3 +114,26 @@ def interleaving_winners(df) -> np.ndarray:
     before = np.concatenate(([np.iinfo(np.int64).max], np.minimum.accumulate(lifted)[:-1]))
     keep[order[before <= lifted]] = False
     return keep | (v == 1)
+
+
+#: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` (the default, as before)
+#: keeps a plan whose point estimate ``days`` meets the deadline; ``"slow_end"`` one whose slow end of the 80%
+#: range, ``days_high``, does. Either way the frame's ``meets_deadline`` column says, per plan, ``"yes"``
+#: (``days_high <= deadline``: met even at the slow end of the range) or ``"likely"`` (only the point
+#: estimate meets it: at the slow end the run overshoots), and ``attrs["deadline_rule"]`` names the rule.
+DEADLINE_RULES = ("estimate", "slow_end")
+
+
+def deadline_rule_text(rule: str, deadline: float) -> str:
+    """The rule ``rule`` (:data:`DEADLINE_RULES`) for ``deadline`` days in words, for messages and tables."""
+    if check_choice("deadline_rule", rule, DEADLINE_RULES) == "estimate":
+        return f"point estimate (days <= {deadline:g}; the slow end of the 80% range may overshoot)"
+    return f"slow end of the 80% range (days_high <= {deadline:g})"
+
+
+def meets_deadline(days, days_high, deadline: float) -> np.ndarray:
+    """Per plan, ``"yes"`` where ``days_high <= deadline`` (met at the slow end of the 80% range),
+    ``"likely"`` where only ``days <= deadline`` (the point estimate), ``"no"`` otherwise
+    (:data:`DEADLINE_RULES`)."""
+    days, days_high = np.asarray(days, dtype=float), np.asarray(days_high, dtype=float)
+    return np.where(days_high <= deadline, "yes", np.where(days <= deadline, "likely", "no")).astype(object)

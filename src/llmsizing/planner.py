@@ -52,7 +52,10 @@ from .moe_layouts import ep_candidates, route_max_nodes
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
-from .plan_rank import _digits, _lex_orders, _pareto, _ranks, _taken, interleaving_winners  # noqa: F401
+from .plan_rank import (DEADLINE_RULES, _digits, _lex_orders, _pareto, _ranks, _taken,  # noqa: F401
+                        deadline_rule_text, interleaving_winners, meets_deadline)
+# the interleaved chunks a stage may take live with the candidates
+from .plan_candidates import MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, stage_chunk_options  # noqa: F401
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups, moe_ep_coefficients,  # noqa: F401
                            _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
@@ -138,60 +141,6 @@ def default_cp_degrees(seq: int) -> tuple[int, ...]:
         return (1,)
     return tuple(c for c in CP_DEGREES
                  if c == 1 or (seq % (2 * c) == 0 and seq // c >= CP_MIN_TOKENS_PER_RANK))
-
-
-#: The interleaved model chunks per pipeline stage :func:`plan` tries by default (``virtual_stages=None``):
-#: besides 1 (plain 1F1B), the fewest and the most chunks that split a stage's layers evenly
-#: (:func:`stage_chunk_options`). In the step model the most chunks win on time and memory alike: the bubble
-#: is ``(pp - 1) / (v m)`` (Narayanan et al. 2021, Sec. 2.2), the first stage holds ``pp + (pp - 1) / v``
-#: micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`) and the sends exposed in the fill and
-#: drain are ``2 (pp - 1)`` whatever ``v`` (:func:`~llmsizing.layouts.exposed_by_group`; the ``2 m v`` sends
-#: themselves hide in the steady state). The fewest chunks win where memory is tight: partial recomputation
-#: reruns ``N`` layers of every chunk (Megatron-LM's ``--recompute-num-layers`` per virtual stage), so the
-#: fewer the chunks the finer its steps. A number in between is neither the fastest nor the finest.
-VIRTUAL_STAGES = None
-
-#: The most interleaved chunks per stage :func:`plan` searches: 64 (Llama 3 405B ran 8; a chunk per layer of
-#: a 126-layer model on two stages is 63). It bounds the schedule's bookkeeping for a model of thousands of
-#: layers per stage.
-MAX_VIRTUAL_STAGES = 64
-
-
-def stage_chunk_options(stage_layers: int, virtual_stages=None) -> tuple[int, ...]:
-    """The interleaved model chunks per stage :func:`plan` searches for a pipeline stage of ``stage_layers``
-    layers (Megatron-LM's even split; issue 34): ``1`` and, from ``virtual_stages`` (default
-    :data:`VIRTUAL_STAGES`: the smallest and the largest divisor above 1, at most
-    :data:`MAX_VIRTUAL_STAGES`), those above 1 that divide the stage's layers into equal chunks, as
-    Megatron-LM's interleaved schedule builds them. A stage of 9 layers: ``(1, 3, 9)``; of 7: ``(1, 7)``; of
-    1: ``(1,)``."""
-    n = check_int("stage_layers", stage_layers)
-    ds = [d for d in _divisors(n, MAX_VIRTUAL_STAGES) if d > 1]
-    if virtual_stages is None:
-        return (1,) + tuple(sorted({ds[0], ds[-1]})) if ds else (1,)
-    return (1,) + tuple(v for v in sorted(set(virtual_stages)) if 1 < v <= MAX_VIRTUAL_STAGES and n % v == 0)
-
-
-#: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` (the default, as before)
-#: keeps a plan whose point estimate ``days`` meets the deadline; ``"slow_end"`` one whose slow end of the 80%
-#: range, ``days_high``, does. Either way the frame's ``meets_deadline`` column says, per plan, ``"yes"``
-#: (``days_high <= deadline``: met even at the slow end of the range) or ``"likely"`` (only the point
-#: estimate meets it: at the slow end the run overshoots), and ``attrs["deadline_rule"]`` names the rule.
-DEADLINE_RULES = ("estimate", "slow_end")
-
-
-def deadline_rule_text(rule: str, deadline: float) -> str:
-    """The rule ``rule`` (:data:`DEADLINE_RULES`) for ``deadline`` days in words, for messages and tables."""
-    if check_choice("deadline_rule", rule, DEADLINE_RULES) == "estimate":
-        return f"point estimate (days <= {deadline:g}; the slow end of the 80% range may overshoot)"
-    return f"slow end of the 80% range (days_high <= {deadline:g})"
-
-
-def meets_deadline(days, days_high, deadline: float) -> np.ndarray:
-    """Per plan, ``"yes"`` where ``days_high <= deadline`` (met at the slow end of the 80% range),
-    ``"likely"`` where only ``days <= deadline`` (the point estimate), ``"no"`` otherwise
-    (:data:`DEADLINE_RULES`)."""
-    days, days_high = np.asarray(days, dtype=float), np.asarray(days_high, dtype=float)
-    return np.where(days_high <= deadline, "yes", np.where(days <= deadline, "likely", "no")).astype(object)
 
 
 def recompute_kwargs(row) -> dict:
@@ -322,7 +271,17 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     Searched: ``tp`` among the divisors of each GPU's scale-up domain (its node's, or ``gpus_per_node``) that
     the model's heads allow (sequence parallelism on
     whenever ``tp > 1``), ``pp`` among the divisors of the layer count up to ``max_pp`` (Megatron-LM's even
-    split), ZeRO stages ``zero_stages`` (2 and 3 only without a pipeline), micro-batches ``micro_batches``
+    split) and, for a dense model, those of the layers plus two, the embedding and the loss each counted as a
+    layer's place (Megatron-LM's ``--account-for-embedding/loss-in-pipeline-split``, Llama 3 405B's 16 stages:
+    :func:`~llmsizing.plan_pricing.pipeline_split`), each with ``virtual_stages`` interleaved chunks per stage
+    (issue 34; :func:`~llmsizing.plan_candidates.stage_chunk_options`: 1 and, by default, the fewest and the
+    most equal chunks, with ``grad_accum`` a multiple of ``pp`` as Megatron-LM's interleaved schedule needs;
+    the bubble ``(pp - 1) / (v m)``, the micro-batches in flight and the ``2 m v`` sends are those of
+    :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory`; an interleaved plan is
+    listed only where no plan of the same layout, GPU, micro-batch and ``dp`` is as fast and as light:
+    :func:`~llmsizing.plan_rank.interleaving_winners`; partial recomputation counts layers per model chunk
+    and is searched on even splits; not for a mixture of experts), ZeRO stages ``zero_stages`` (2 and 3
+    only without a pipeline), micro-batches ``micro_batches``
     and, for each, ``dp`` such that ``global_batch = micro_batch x grad_accum x dp`` with whole numbers and
     ``grad_accum >= pp`` (fewer micro-batches than stages leave most of the pipeline idle), ``tp x pp x dp``
     at most ``max_gpus``; context parallelism ``cp`` among ``cp_degrees`` (default
@@ -362,7 +321,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     V100, runs the recipe in FP16 at its FP16 peak: :func:`~llmsizing.hardware.dense_tflops`; an FP8
     ``precision`` runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and
     refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per
-    tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond them.
+    tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond
+    them: a plan meets the deadline by its point
+    estimate ``days`` (``deadline_rule="estimate"``, the default) or by the slow end of its 80% range,
+    ``days_high`` (``"slow_end"``); the frame then has a ``meets_deadline`` column (``"yes"``: met at the slow
+    end; ``"likely"``: by the point estimate only; :data:`~llmsizing.plan_rank.DEADLINE_RULES`) and
+    ``attrs["deadline_rule"]`` names the rule, as :class:`NoPlanError`'s message does.
     ``price_kind`` says what each plan's price is (:func:`~llmsizing.catalog.price_kind_of`): a plan priced at
     an ``"estimate"`` is ranked by it but marked, never passed off as a list price (issue 38).
 
