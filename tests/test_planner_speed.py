@@ -16,6 +16,7 @@ from llmsizing.flops import RECOMPUTE, training_flops_per_token
 from llmsizing.layouts import _divisors, step_time
 from llmsizing.memory import training_memory
 from llmsizing.parallel import Parallel, check_layout
+from llmsizing.precision import RECIPES
 from llmsizing.planner import _cp_coefficients, _memory_coefficients, _total_bytes, plan
 
 
@@ -113,7 +114,10 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
                         if zero and dps[j] * cp == 1:   # ZeRO over one data-parallel rank is no ZeRO at all
                             continue
                         n_rc, t = (top if rc == "full" else None), float(total(rc)[j])
-                        if rc == "full" and partial and n_rc > 1 and not split:
+                        # (issue 34: partial recomputation on even splits; an autocast recipe's only without
+                        # interleaving, whose states depend on the layers rerun)
+                        if rc == "full" and partial and n_rc > 1 and not split and (
+                                v == 1 or not RECIPES[precision].autocast):
                             n_rc, t = _fewest_layers(model, g, Parallel(tp=tp, pp=pp, dp=int(dps[j]), zero=zero,
                                                                         sp=tp > 1, cp=cp, cp_comm=cp_comm,
                                                                         virtual_stages=v),

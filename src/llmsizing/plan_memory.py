@@ -375,6 +375,10 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     # searched on even splits only, where every chunk has them)
     stage_layers = np.array([chunk_top(model, key[1], key[4]) for key, _, _ in parts])[lay]
     even = np.array([model.layers % key[1] == 0 for key, _, _ in parts])[lay]
+    # (an autocast recipe's states depend on which layers are rerun, so on the chunks too: interleaved plans
+    # recompute all of a chunk's layers or none there, as their states are read at one chunk per stage)
+    if isinstance(memory, _PerRecompute):
+        even &= np.array([key[4] == 1 for key, _, _ in parts])[lay]
     chosen = ~on2d                                                  # (a GPU off the layout: never a plan)
     fits, totals, layers = [], [], []
     for r, rc in enumerate(rcs):

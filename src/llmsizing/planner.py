@@ -280,7 +280,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory`; an interleaved plan is
     listed only where no plan of the same layout, GPU, micro-batch and ``dp`` is as fast and as light:
     :func:`~llmsizing.plan_rank.interleaving_winners`; partial recomputation counts layers per model chunk
-    and is searched on even splits; not for a mixture of experts), ZeRO stages ``zero_stages`` (2 and 3
+    and is searched on even splits, for an autocast recipe without interleaving only; not for a mixture of
+    experts), ZeRO stages ``zero_stages`` (2 and 3
     only without a pipeline), micro-batches ``micro_batches``
     and, for each, ``dp`` such that ``global_batch = micro_batch x grad_accum x dp`` with whole numbers and
     ``grad_accum >= pp`` (fewer micro-batches than stages leave most of the pipeline idle), ``tp x pp x dp``
