@@ -154,6 +154,15 @@ cases (CPU s, best of 3): DeepSeek-V3 0.11 0.11 0.12, Qwen3-235B-A22B 0.10 0.10 
 0.21 0.21 0.22: under 0.3 s in every run; the slowest case of all, the 405B at 128K over the catalogue, 0.16
 s (every plan() <= 1 s). The figures above taken at load 3 to 4 are the same code run beside other jobs on
 the 2 cores.
+
+Issue 34 (branch vpp34, 2026-12-01, base 8d004fa): the search adds interleaved pipelines (virtual stages) and the
+pipeline split that counts the embedding and the loss as a layer each, so the dense searches price about twice
+the plans. CPU s, best of 3 from scratch, main -> branch, same machine and load (this script, PYTHONPATH to a
+main worktree): 405B over the catalogue 0.03 -> 0.08 (8,438 -> 18,299 plans), 405B at 128K over the catalogue
+0.08 -> 0.18 (17,120 -> 35,700), 405B on H100s <= 16,384 0.02 -> 0.04, 70B on 4 GPU types 0.02 -> 0.04, 8B over
+the catalogue 0.02 -> 0.04; another token budget 2.0 -> 4.1 ms (405B catalogue); the mixtures of experts (no
+interleaving searched) unchanged (DeepSeek-V3 0.05 -> 0.06, Mixtral 0.06 -> 0.08, noise). Every case stays under
+its target.
 """
 
 from __future__ import annotations

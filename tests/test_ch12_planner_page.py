@@ -9,6 +9,7 @@ import functools
 
 import pytest
 
+from llmsizing.job import Job
 from llmsizing.charts import render_plan
 from llmsizing.memory import training_memory
 from llmsizing.parallel import Parallel
@@ -24,7 +25,8 @@ def small_plans():
 
 
 def layout_text(r) -> str:
-    return f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp}, pp={r.pp}, dp={r.dp}, ZeRO-{r.zero}"
+    vp = int(r.virtual_stages)                      # (issue 34: the interleaved chunks, when above one)
+    return f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp}, pp={r.pp},{f' vp={vp},' if vp > 1 else ''} dp={r.dp}, ZeRO-{r.zero}"
 
 
 def test_summary_names_the_plan_plan_ranks_first_on_the_front():
@@ -49,7 +51,7 @@ def test_highlight_picks_that_row_and_the_memory_is_the_planners():
     s = render_plan("llama-3-8b", **SMALL, plans=df, highlight=last).summary
     assert layout_text(r) in s.splitlines()[1]
     # the memory the chart stacks is training_memory's total for that layout, which plan() also reports
-    par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp))
+    par = Job.from_plan_row(r, "llama-3-8b", seq=SMALL["seq"]).parallel     # (its interleaving: issue 34)
     tm = training_memory("llama-3-8b", batch=int(r.micro_batch), seq=SMALL["seq"], grad_accum=int(r.grad_accum),
                          recompute=r.recompute, parallel=par)
     assert tm.total_bytes == pytest.approx(r.memory_per_gpu_bytes, rel=1e-9)

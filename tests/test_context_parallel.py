@@ -12,6 +12,7 @@ from llmsizing import activations, layouts, planner
 from llmsizing.catalog import get_model
 from llmsizing.comm import communication, group_network, step_compute_time_s
 from llmsizing.network import get_node, group_link
+from llmsizing.job import Job
 from llmsizing.parallel import Parallel, uneven_stages
 from llmsizing.time_cost import _layout_label, published_runs
 
@@ -67,7 +68,7 @@ def test_cp_one_is_the_old_layout():
     sa, sb = (L.step_time(L8, "H100 SXM", p, batch=2, seq=4096, grad_accum=4) for p in (old, new))
     assert sa.step_s == sb.step_s and "cp" not in sa.exposed and "cp" not in sa.comm_by_group_s
     assert _layout_label(new) == "TP4+SP PP2 DP4 ZeRO-1"
-    assert _layout_label(llama3_128k()) == "TP8+SP CP16 all-gather PP16 DP8 ZeRO-1"
+    assert _layout_label(llama3_128k()) == "TP8+SP CP16 all-gather PP16 VP4 DP8 ZeRO-1"     # (issue 34: VP)
 
 
 # ----------------------------------------------------------------------------- memory
@@ -231,7 +232,7 @@ def test_the_planner_finds_cp_layouts_at_128k():
     assert (df["n_gpus"] == df["tp"] * df["cp"] * df["pp"] * df["dp"]).all()
     assert (df["micro_batch"] * df["grad_accum"] * df["dp"] == 128).all()
     for r in df.sort_values("days").head(3).itertuples():          # rows agree with direct calls
-        par = Parallel(tp=int(r.tp), cp=int(r.cp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp))
+        par = Job.from_plan_row(r, L405, seq=SEQ).parallel     # (its interleaving and pipeline split: issue 34)
         t = L.training_memory(L405, batch=int(r.micro_batch), seq=SEQ, grad_accum=int(r.grad_accum),
                               parallel=par, **planner.recompute_kwargs(r))
         assert t.total_bytes == pytest.approx(r.memory_per_gpu_bytes, rel=1e-6)

@@ -87,13 +87,14 @@ def test_per_layer_latency_lowers_a_wide_fsdp_mfu():
 def test_planner_prices_the_per_layer_calls_as_step_time():
     """The planner's vectorised pricing charges the same per-call latencies: a ZeRO-3 plan with a pipeline
     (the stage's 40 layers per call count) and a ZeRO-1 plan (buckets of the stage's parameters)."""
+    from llmsizing.job import Job
     from llmsizing.planner import plan, recompute_kwargs
 
     df = plan("llama-2-70b", tokens=1e12, seq=4096, global_batch=1024, max_gpus=1024)
     checked = 0
     for zero in (0, 1, 3):
         for r in df[(df["zero"] == zero) & (df["dp"] > 8)].head(3).itertuples():
-            par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=zero, sp=bool(r.sp), cp=int(r.cp))
+            par = Job.from_plan_row(r, "llama-2-70b", seq=4096).parallel    # (its interleaving: issue 34)
             st = step_time("llama-2-70b", "H100 SXM", par, batch=int(r.micro_batch), seq=4096,
                            grad_accum=int(r.grad_accum), **recompute_kwargs(r))
             assert r.step_time_s == pytest.approx(st.step_s, rel=1e-9)

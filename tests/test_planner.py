@@ -18,7 +18,10 @@ def p70():
 
 
 def _row_par(r):
-    return L.Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp))
+    """The row's layout, interleaving and the pipeline split included (issue 34: Job.from_plan_row)."""
+    from llmsizing.job import Job
+
+    return Job.from_plan_row(r, "llama-3-70b", seq=SEQ).parallel
 
 
 def test_columns_and_shape(p70):

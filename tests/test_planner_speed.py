@@ -16,17 +16,22 @@ from llmsizing.flops import RECOMPUTE, training_flops_per_token
 from llmsizing.layouts import _divisors, step_time
 from llmsizing.memory import training_memory
 from llmsizing.parallel import Parallel, check_layout
+from llmsizing.precision import RECIPES
 from llmsizing.planner import _cp_coefficients, _memory_coefficients, _total_bytes, plan
 
 
 def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer,
                       attention, stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
-                      cp_comm="p2p", partial=False):
+                      cp_comm="p2p", partial=False, vps=(1,)):
     """planner._search as it stood before it was vectorised (commit 0a2cc1e), its plan-count limit lifted: for
     each layout, micro-batch and GPU type the lightest recomputation that fits, then one step_time per plan.
     With ``partial`` (issue 23), a plan that needs full recomputation gets the fewest layers per stage for which
     a direct training_memory call fits (a bisection over 1 .. layers per stage: the memory falls with them), its
-    memory from that call and its step time from step_time with recompute_layers."""
+    memory from that call and its step time from step_time with recompute_layers. Issue 34: interleaved pipelines
+    (``vps``, each layout's chunks from planner.stage_chunk_options, micro-batches a multiple of pp) and the splits
+    that count the embedding and the loss as a layer's place (plan_pricing.pipeline_split), every plan priced by
+    step_time and weighed by training_memory on its own Parallel (recompute_layers per model chunk)."""
+    from llmsizing.plan_pricing import chunk_top, pipeline_degrees, pipeline_split
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
@@ -35,9 +40,9 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
     node_of = dict(nodes)
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
 
-    layouts = []                                          # (tp, pp, zero) the model and the engines allow
+    layouts = []                                          # (tp, pp, zero, v) the model and the engines allow
     for tp in sorted({t for d in set(domains.values()) for t in _divisors(d)}):
-        for pp in _divisors(model.layers, max_pp):
+        for pp in pipeline_degrees(model, max_pp):
             try:
                 check_layout(model, tp=tp, pp=pp)
             except ValueError:
@@ -45,9 +50,11 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
             for zero in zeros:
                 if zero >= 2 and pp > 1:
                     continue
-                layouts.append((tp, pp, zero))
+                places = (model.layers + 2 * bool(pipeline_split(model, pp))) // pp
+                for v in planner.stage_chunk_options(places, vps) if pp > 1 else (1,):
+                    layouts.append((tp, pp, zero, v))
 
-    if len(layouts) * len(rcs) > planner.MAX_LAYOUTS:
+    if len({lay[:3] for lay in layouts}) * len(rcs) > planner.MAX_LAYOUTS:
         raise ValueError(
             f"plan() would weigh {len(layouts):,} layouts x {len(rcs)} recomputations of {model.name}, more than "
             f"the {planner.MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
@@ -55,11 +62,13 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
 
     candidates = []                 # (gpu, tp, cp, pp, zero, micro, dp, grad_accum, recompute, total bytes, layers)
     coef_cache: dict = {}
-    for tp, pp, zero in layouts:
+    for tp, pp, zero, v in layouts:
+        split, top = pipeline_split(model, pp), chunk_top(model, pp, v)
         for cp, b in ((cp, b) for cp in cps for b in micros):
             if global_batch % b:
                 continue
-            dps = np.array([d for d in _divisors(global_batch // b) if global_batch // (b * d) >= pp], dtype=float)
+            dps = np.array([d for d in _divisors(global_batch // b) if global_batch // (b * d) >= pp
+                            and (v == 1 or global_batch // (b * d) % pp == 0)], dtype=float)
             if max_gpus is not None:
                 dps = dps[tp * cp * pp * dps <= max_gpus]
             if not len(dps):
@@ -67,23 +76,25 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
             m = global_batch // (b * dps.astype(int))
             # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then
             # alive in the forward) and the micro-batches in flight, which saturate at pp: two classes at most
-            accum_class = np.where(m > 1, max(2, pp), 1)
+            # (interleaved: the whole step in flight at m = pp, the warm-up's count from 2 pp on)
+            accum_class = np.where(m > 1, max(2, pp), 1) if v == 1 else np.where(m > pp, 2 * pp, pp)
             totals: dict = {}
 
-            def total(rc, b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, totals=totals, cp=cp):
+            def total(rc, b=b, dps=dps, accum_class=accum_class, tp=tp, pp=pp, zero=zero, totals=totals, cp=cp, v=v):
                 """Per-GPU totals for each dp with recomputation rc: worked out when a GPU first needs them."""
                 if rc not in totals:
                     t = np.empty(len(dps))
                     for c in np.unique(accum_class):
-                        key = (tp, pp, zero, rc, int(c), cp)
+                        key = (tp, pp, zero, v, rc, int(c), cp)
                         if key not in coef_cache:
                             one = key[:-1] + (1,)
                             if one not in coef_cache:
                                 coef_cache[one] = _memory_coefficients(model, {**kw, "recompute": rc}, tp, pp,
-                                                                       zero, int(c))
+                                                                       zero, int(c), v=v)
                             if cp > 1:           # every degree of cp at once, from cp = 1 and two degrees
                                 for d, coef in _cp_coefficients(model, {**kw, "recompute": rc}, tp, pp, zero,
-                                                                int(c), cps, cp_comm, coef_cache[one]).items():
+                                                                int(c), cps, cp_comm, coef_cache[one],
+                                                                v=v).items():
                                     coef_cache[key[:-1] + (d,)] = coef
                         sel = accum_class == c
                         t[sel] = _total_bytes(coef_cache[key], np.full(sel.sum(), float(b)), dps[sel])
@@ -102,25 +113,31 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
                     for j in np.flatnonzero(fits):
                         if zero and dps[j] * cp == 1:   # ZeRO over one data-parallel rank is no ZeRO at all
                             continue
-                        n_rc, t = (model.layers // pp if rc == "full" else None), float(total(rc)[j])
-                        if rc == "full" and partial and n_rc > 1:
+                        n_rc, t = (top if rc == "full" else None), float(total(rc)[j])
+                        # (issue 34: partial recomputation on even splits; an autocast recipe's only without
+                        # interleaving, whose states depend on the layers rerun)
+                        if rc == "full" and partial and n_rc > 1 and not split and (
+                                v == 1 or not RECIPES[precision].autocast):
                             n_rc, t = _fewest_layers(model, g, Parallel(tp=tp, pp=pp, dp=int(dps[j]), zero=zero,
-                                                                        sp=tp > 1, cp=cp, cp_comm=cp_comm),
+                                                                        sp=tp > 1, cp=cp, cp_comm=cp_comm,
+                                                                        virtual_stages=v),
                                                      b, int(m[j]), limit, kw)
-                        candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc, t, n_rc))
+                        candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc, t, n_rc, v))
                     chosen |= fits
     if not candidates:
         return None
 
     out, price_of = [], dict(prices)
-    for g, tp, cp, pp, zero, b, dp, m, rc, total, n_rc in candidates:
-        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
+    for g, tp, cp, pp, zero, b, dp, m, rc, total, n_rc, v in candidates:
+        par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, virtual_stages=v,
+                       **pipeline_split(model, pp))
         st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
                        recompute=rc, precision=precision, node=node_of[g.name],
-                       recompute_layers=n_rc if n_rc is not None and n_rc < model.layers // pp else None)
-        out.append((g.name, par.gpus, dp, tp, cp, pp, zero, tp > 1, b, m, rc, n_rc, total, float(g.memory_bytes),
+                       recompute_layers=n_rc if n_rc is not None and n_rc < chunk_top(model, pp, v) else None)
+        out.append((g.name, par.gpus, dp, tp, cp, pp, v, zero, tp > 1, b, m, rc, n_rc, total, float(g.memory_bytes),
                     st.step_s, price_of[g.name], st.peak_flops))
-    df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
+    df = pd.DataFrame(out, columns=["gpu", "n_gpus", "dp", "tp", "cp", "pp", "virtual_stages", "zero", "sp",
+                                    "micro_batch", "grad_accum",
                                     "recompute", "recompute_layers", "memory_per_gpu_bytes", "capacity_bytes",
                                     "step_time_s", "price", "peak"])
     df["recompute_layers"] = df["recompute_layers"].astype("Int64")
@@ -143,7 +160,8 @@ def _fewest_layers(model, gpu, par, batch, grad_accum, limit, kw):
     def total(n):
         return _partial_total(model, par, batch, grad_accum, n, tuple(sorted(kw.items())))
 
-    lo, hi = 1, model.layers // par.pp                  # total(hi) fits: the search found full recomputation fits
+    # total(hi) fits: the search found full recomputation fits (hi: a model chunk's layers, an even split's)
+    lo, hi = 1, model.layers // (par.pp * par.virtual_stages)
     while lo < hi:
         mid = (lo + hi) // 2
         if total(mid) <= limit:
@@ -313,8 +331,8 @@ def frozen_prices():
 
 #: The columns kept (the others follow from them and the settings: n_gpus, grad_accum, sp, capacity, and days,
 #: MFU and cost from the step time); the GPU and the recomputation as their index in the setting's list.
-FROZEN_COLUMNS = ("gpu", "dp", "tp", "cp", "pp", "ep", "zero", "micro_batch", "recompute", "recompute_layers",
-                  "pareto", "step_time_s", "memory_per_gpu_bytes")
+FROZEN_COLUMNS = ("gpu", "dp", "tp", "cp", "pp", "ep", "virtual_stages", "zero", "micro_batch", "recompute",
+                  "recompute_layers", "pareto", "step_time_s", "memory_per_gpu_bytes")
 
 
 def frozen_columns(df, kw) -> dict:
@@ -325,7 +343,7 @@ def frozen_columns(df, kw) -> dict:
            "recompute": np.array([RECOMPUTE.index(r) for r in df["recompute"]], dtype=np.int8),
            "recompute_layers": df["recompute_layers"].fillna(-1).to_numpy(dtype=np.int16),
            "pareto": df["pareto"].to_numpy(dtype=bool)}
-    for col in ("dp", "tp", "cp", "pp", "ep", "zero", "micro_batch"):
+    for col in ("dp", "tp", "cp", "pp", "ep", "virtual_stages", "zero", "micro_batch"):
         out[col] = (df[col] if col in df else pd.Series(np.ones(len(df)))).to_numpy(dtype=np.int32)
     for col in ("step_time_s", "memory_per_gpu_bytes"):
         out[col] = df[col].to_numpy(dtype=float)

@@ -13,7 +13,7 @@ import sys
 # cli_tune (issue 32); every name they had here still imports from here.
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
                        STAGE_FORM, _add_output, _emit, _finite, _fmt_frame, _is_dir, _model, _parse, _refuse,
-                       _estimate_mark, _price_text, count, integer, memory_frame, number, stage)
+                       _estimate_mark, _price_text, count, integer, memory_frame, number, plan_table, stage)
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
 EXAMPLES = """examples:
@@ -312,6 +312,7 @@ def cmd_plan(args) -> None:
     df = plan(_model(args.model, moe=True), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)),
               seq=args.seq, global_batch=args.global_batch, max_gpus=args.max_gpus,
               deadline_days=args.deadline_days, budget_usd=args.budget, overlap=args.overlap,
+              deadline_rule=args.deadline_rule,
               kernel_efficiency=args.kernel_efficiency, precision=args.precision,
               optimizer_impl=args.optimizer_impl, partial_recompute=not args.no_partial_recompute,
               **_plan_layout_options(args))
@@ -321,19 +322,11 @@ def cmd_plan(args) -> None:
     if args.json or args.csv:
         _emit(df, args)
         return
-    out = df[["gpu", "n_gpus", "tp", "cp", "pp"] + (["ep"] if "ep" in df else [])
-             + ["dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
-    part = df["recompute_layers"].notna() & (df["recompute_layers"] < _model(args.model,
-                                                                             moe=True).layers // df["pp"])
-    out.loc[part, "recompute"] = [f"full ({n} layers)" for n in df.loc[part, "recompute_layers"]]
-    out["GiB/GPU"] = (df["memory_per_gpu_bytes"] / 2**30).map("{:.1f}".format)
-    out["step s"] = df["step_time_s"].map("{:.2f}".format)
-    out["MFU"] = df["mfu"].map("{:.0%}".format)
-    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"],
-                                                                          df["days_high"])]
-    out["cost"] = df["cost_usd"].map("${:,.0f}".format) + df["price_kind"].map(_estimate_mark)
+    out = plan_table(df, _model(args.model, moe=True).layers)
     which = "plans" if args.all else "plans on the time-vs-cost front"
-    _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')}):")
+    rule = df.attrs.get("deadline_rule")
+    _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')})"
+          + ("" if rule is None else f"; deadline kept by the {rule}") + ":")
 
 
 def _command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
@@ -443,7 +436,11 @@ def parser() -> argparse.ArgumentParser:
                         "--max-gpus GPUs (the cheapest without --max-gpus), and the total is added up")
     p.add_argument("--gpu", action="append", help="a catalogue GPU; repeat for several (default: H100 SXM)")
     p.add_argument("--max-gpus", type=integer(), help="largest GPU count to consider")
-    p.add_argument("--deadline-days", type=number(0, inclusive=False), help="drop plans slower than this")
+    p.add_argument("--deadline-days", type=number(0, inclusive=False),
+                   help="drop plans slower than this (by --deadline-rule)")
+    p.add_argument("--deadline-rule", choices=("estimate", "slow_end"), default="estimate",
+                   help="keep a plan whose point estimate meets --deadline-days (default), or its 80%% "
+                        "range's slow end; the deadline column says yes (met at the slow end) or likely")
     p.add_argument("--budget", type=count, help="drop plans dearer than this many USD, e.g. 2M")
     p.add_argument("--overlap", type=number(0, 1), default=None,
                    help="one share of communication hidden behind compute (default: group by group)")

@@ -214,3 +214,28 @@ def _add_output(p) -> None:
     g.add_argument("--json", action="store_true", help="print JSON records (for scripts)")
     g.add_argument("--csv", action="store_true", help="print CSV (for scripts)")
 
+
+
+def plan_table(df, layers: int):
+    """The table ``llmsizing plan`` prints of a :func:`~llmsizing.planner.plan` frame ``df`` (a model of
+    ``layers`` layers): the layout (``vp``: interleaved chunks per pipeline stage, issue 34), the
+    recomputation (``full (N layers)`` where fewer than all are rerun, per model chunk with ``vp > 1``),
+    memory, step, MFU, days with their 80% range, cost, and with a deadline whether each plan meets it
+    (``yes`` at the slow end of the range, ``likely`` by its point estimate:
+    :data:`~llmsizing.planner.DEADLINE_RULES`)."""
+    out = df[["gpu", "n_gpus", "tp", "cp", "pp"] + (["ep"] if "ep" in df else [])
+             + ["virtual_stages", "dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
+    out = out.rename(columns={"virtual_stages": "vp"})
+    vp = df["virtual_stages"]
+    part = df["recompute_layers"].notna() & (df["recompute_layers"] < layers // (df["pp"] * vp))
+    out.loc[part, "recompute"] = [f"full ({n} layers{' per chunk' if v > 1 else ''})"
+                                  for n, v in zip(df.loc[part, "recompute_layers"], vp[part])]
+    out["GiB/GPU"] = (df["memory_per_gpu_bytes"] / 2**30).map("{:.1f}".format)
+    out["step s"] = df["step_time_s"].map("{:.2f}".format)
+    out["MFU"] = df["mfu"].map("{:.0%}".format)
+    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"],
+                                                                          df["days_high"])]
+    out["cost"] = df["cost_usd"].map("${:,.0f}".format) + df["price_kind"].map(_estimate_mark)
+    if "meets_deadline" in df:
+        out["deadline"] = df["meets_deadline"]
+    return out

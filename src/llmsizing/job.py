@@ -132,14 +132,21 @@ class Job:
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
         defaults). ``training_memory(job)``, ``step_time(job)`` and ``training_time(job, tokens=...)`` then
-        reproduce the row's memory, step and days (``tests/test_job.py``)."""
+        reproduce the row's memory, step and days (``tests/test_job.py``). The row's ``virtual_stages``
+        (interleaved chunks, 1 if absent) and its pipeline split (issue 34: a ``pp`` that does not divide the
+        layers counts the embedding and the loss as a layer's place each,
+        :func:`~llmsizing.plan_pricing.pipeline_split`) are the layout's."""
         import pandas as pd
 
         get = row.get if hasattr(row, "get") else functools.partial(getattr, row)
         n = get("recompute_layers", None)
-        par = Parallel(tp=int(get("tp")), cp=int(get("cp", 1)), pp=int(get("pp")), dp=int(get("dp")),
+        pp = int(get("pp"))
+        # (the planner's split: Megatron-LM's even one where pp divides the layers; plan_pricing)
+        accounted = resolve_model(model, moe=True).layers % pp != 0
+        par = Parallel(tp=int(get("tp")), cp=int(get("cp", 1)), pp=pp, dp=int(get("dp")),
                        zero=int(get("zero")), sp=bool(get("sp")), ep=int(get("ep", 1)), expert_tp=expert_tp,
-                       cp_comm=cp_comm)
+                       cp_comm=cp_comm, virtual_stages=int(get("virtual_stages", 1)),
+                       account_for_embedding=accounted, account_for_loss=accounted)
         return cls(model, get("gpu"), seq, par, micro_batch=int(get("micro_batch")),
                    grad_accum=int(get("grad_accum")), precision=precision, optimizer=optimizer,
                    recompute=get("recompute"), recompute_layers=None if n is None or pd.isna(n) else int(n),

@@ -522,11 +522,13 @@ def _causal_factor(model, seq: int, causal: bool) -> float:
 
 def _layout_label(par: Parallel) -> str:
     """``"TP8 PP2 DP4 ZeRO-1"``: how tables name a layout (``"TP8+SP CP16 PP16 DP8 ZeRO-1"`` with context
-    parallelism; ``"CP16 all-gather"`` when its K, V are all-gathered rather than sent around a ring)."""
+    parallelism; ``"CP16 all-gather"`` when its K, V are all-gathered rather than sent around a ring; ``"PP16
+    VP8"`` with eight interleaved chunks per stage)."""
     parts = [f"TP{par.tp}" + ("+SP" if par.sp else "")]
     if par.cp > 1:
         parts.append(f"CP{par.cp}" + (" all-gather" if par.cp_comm == "all_gather" else ""))
-    parts += [f"PP{par.pp}", f"DP{par.dp}"] + ([f"EP{par.ep}"] if par.ep > 1 else [])
+    parts += [f"PP{par.pp}"] + ([f"VP{par.virtual_stages}"] if par.virtual_stages > 1 else [])
+    parts += [f"DP{par.dp}"] + ([f"EP{par.ep}"] if par.ep > 1 else [])
     if par.zero:
         parts.append(f"ZeRO-{par.zero}")
     if par.offload != "none":

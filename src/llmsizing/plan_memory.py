@@ -22,8 +22,9 @@ from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces
 from .moe import EpLayouts
 from .moe_layouts import dp_unit
 from .parallel import kept_parallel
+from .plan_candidates import _candidates, _pair_table  # noqa: F401
 from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
-                           _one_layer_coefficients, _pieces, _total_bytes, ep_affine)
+                           _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)
 from .precision import RECIPES
 
 
@@ -73,13 +74,19 @@ class SearchMemory:
             return {**self.kw, "recompute": "full", "recompute_layers": 1}
         return {**self.kw, "recompute": rc}
 
-    def per_micro(self, tp: int, pp: int, rc: str, c: int, cp: int) -> np.ndarray:
-        """What one more sequence in the micro-batch adds to each piece (any ZeRO stage, ``ep``, ``dp``)."""
-        key = (tp, pp, rc, c)
+    def per_micro(self, tp: int, pp: int, rc: str, c: int, cp: int, v: int = 1) -> np.ndarray:
+        """What one more sequence in the micro-batch adds to each piece (any ZeRO stage, ``ep``, ``dp``), with
+        ``v`` interleaved model chunks per stage (issue 34: the states are those without interleaving, only
+        the micro-batches in flight move, so one call reads it once the reference is known)."""
+        key = (tp, pp, rc, c) if v == 1 else (tp, pp, rc, c, v)
         if key not in self._micro:
             model, kw, cp_comm, etp = self.model, self._kw(rc), self.cp_comm, self.expert_tp
+            if v > 1 and (tp, pp, c) not in self._reference:
+                self.per_micro(tp, pp, rc, c, 1)
             ref = self._reference.get((tp, pp, c))
-            if ref is None:                              # micro-batches 1 and 2: two calls
+            if v > 1:
+                coef = _memory_coefficients(model, kw, tp, pp, 0, c, 1, cp_comm, ref, expert_tp=etp, v=v)
+            elif ref is None:                            # micro-batches 1 and 2: two calls
                 coef = _memory_coefficients(model, kw, tp, pp, 0, c, 1, cp_comm, expert_tp=etp)
                 self._reference[tp, pp, c] = coef
             else:                                        # the states are known: one call
@@ -90,7 +97,8 @@ class SearchMemory:
         out = self._micro[key]
         if cp not in out:          # every cp above 1 at once, when one is first asked for (issue 32)
             out.update(_cp_coefficients(self.model, self._kw(rc), tp, pp, 0, c, self.cps, self.cp_comm,
-                                        self._cp_base.pop(key), expert_tp=self.expert_tp, micro_only=True))
+                                        self._cp_base.pop(key), expert_tp=self.expert_tp, micro_only=True,
+                                        v=v))
         return out[cp]
 
     def states(self, tp: int, pp: int, zero: int, ep: int, c: int, rc: str) -> tuple:
@@ -218,20 +226,24 @@ class SearchMemory:
                     fixed, _, sharded = self._reference[key[0], key[1], key[3]]
                     self._cp_base[key] = (fixed, out[1], sharded)
 
-    def coefficients(self, tp: int, pp: int, zero: int, ep: int, rc: str, c: int, cp: int) -> tuple:
+    def coefficients(self, tp: int, pp: int, zero: int, ep: int, rc: str, c: int, cp: int,
+                     v: int = 1) -> tuple:
         """``(fixed, per_micro, sharded)`` of the layout with ``cp`` context parallelism (ZeRO over
-        ``dp x cp``)."""
+        ``dp x cp``) and ``v`` interleaved model chunks per stage."""
         fixed, sharded = self.states(tp, pp, zero, ep, c, rc)
-        return fixed, self.per_micro(tp, pp, rc, c, cp), sharded if cp == 1 else sharded / cp   # (x / 1 = x)
+        # (x / 1 = x)
+        return fixed, self.per_micro(tp, pp, rc, c, cp, v), sharded if cp == 1 else sharded / cp
 
-    def one_layer(self, tp: int, pp: int, zero: int, ep: int, c: int, cp: int, layers: int) -> tuple:
+    def one_layer(self, tp: int, pp: int, zero: int, ep: int, c: int, cp: int, layers: int,
+                  v: int = 1) -> tuple:
         """The coefficients of partial recomputation with one layer of each stage (of ``layers`` layers)
         recomputed: from those without recomputation and with every layer recomputed when the first are known
-        (:func:`~llmsizing.plan_pricing._one_layer_coefficients`, no call), else read off calls."""
-        if (tp, pp, "none", c) in self._micro:
-            return _one_layer_coefficients(self.coefficients(tp, pp, zero, ep, "none", c, cp),
-                                           self.coefficients(tp, pp, zero, ep, "full", c, cp), layers)
-        return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
+        (:func:`~llmsizing.plan_pricing._one_layer_coefficients`, no call), else read off calls. With ``v``
+        interleaved chunks, one layer of each chunk (``layers``: a chunk's)."""
+        if (tp, pp, "none", c) + ((v,) if v > 1 else ()) in self._micro:
+            return _one_layer_coefficients(self.coefficients(tp, pp, zero, ep, "none", c, cp, v),
+                                           self.coefficients(tp, pp, zero, ep, "full", c, cp, v), layers)
+        return self.coefficients(tp, pp, zero, ep, "full1", c, cp, v)
 
 
 class _PerRecompute:
@@ -247,17 +259,17 @@ class _PerRecompute:
     def _of(self, rc: str) -> SearchMemory:
         return self._each.setdefault(rc, SearchMemory(*self._args))
 
-    def per_micro(self, tp, pp, rc, c, cp):
-        return self._of(rc).per_micro(tp, pp, rc, c, cp)
+    def per_micro(self, tp, pp, rc, c, cp, v=1):
+        return self._of(rc).per_micro(tp, pp, rc, c, cp, v)
 
     def states(self, tp, pp, zero, ep, c, rc):
         return self._of(rc).states(tp, pp, zero, ep, c, rc)
 
-    def coefficients(self, tp, pp, zero, ep, rc, c, cp):
-        return self._of(rc).coefficients(tp, pp, zero, ep, rc, c, cp)
+    def coefficients(self, tp, pp, zero, ep, rc, c, cp, v=1):
+        return self._of(rc).coefficients(tp, pp, zero, ep, rc, c, cp, v)
 
-    def one_layer(self, tp, pp, zero, ep, c, cp, layers):
-        return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
+    def one_layer(self, tp, pp, zero, ep, c, cp, layers, v=1):
+        return self.coefficients(tp, pp, zero, ep, "full1", c, cp, v)
 
     def prefetch(self, keys, rc) -> None:
         """(:meth:`SearchMemory.prefetch` reads no autocast recipe.)"""
@@ -308,69 +320,20 @@ _SHARED_COMMS = ("p2p", "all_gather")
 _SIBLINGS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
-def _pair_table(cps, divisors: dict, global_batch: int) -> dict:
-    """Every (context-parallel degree, micro-batch, ``dp``) a search's layouts may take, in the search's order
-    (``cp``, then micro-batch, then ``dp``), as columns: ``block`` (the index of the (cp, micro-batch) pair),
-    ``cp``, ``micro``, ``dp``, ``m`` (micro-batches per step). ``divisors`` holds the divisors of
-    ``global_batch // micro`` for each micro-batch, in order; a micro-batch that does not divide
-    ``global_batch`` has none. :func:`_candidates` keeps the rows a layout allows."""
-    block, cp_, b_, dp_ = [], [], [], []
-    for k, (cp, b) in enumerate((cp, b) for cp in cps for b in divisors):
-        if global_batch % b:
-            continue
-        ds = divisors[b]
-        block += [k] * len(ds)
-        cp_ += [cp] * len(ds)
-        b_ += [b] * len(ds)
-        dp_ += ds
-    block, cp_, b_, dp_ = (np.array(x, dtype=np.int64) for x in (block, cp_, b_, dp_))
-    return dict(block=block, cp=cp_, micro=b_, dp=dp_, m=global_batch // (b_ * dp_))
-
-
-def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus):
-    """The candidate plans of the layouts with ``(tp, pp, ep)`` (any ZeRO stage) as columns, in the search's
-    order (context-parallel degree, micro-batch, ``dp``), or None if there is none: the rows of ``table``
-    (:func:`_pair_table`) with ``m >= pp`` micro-batches per step, ``tp x cp x pp x dp`` at most
-    ``max_gpus``, and for a mixture of experts ``dp`` a multiple of ``units`` (each row's
-    :func:`~llmsizing.moe_layouts.dp_unit`: ``ep`` divides ``tp x cp x dp / etp``,
-    :class:`~llmsizing.parallel.Parallel`); and ``group`` (an index into ``pairs``, the distinct (cp,
-    accumulation class) pairs)."""
-    cp_, dp_ = table["cp"], table["dp"]
-    keep = table["m"] >= pp
-    if max_gpus is not None:
-        keep &= tp * cp_ * pp * dp_ <= max_gpus
-    if units is not None:
-        keep &= dp_ % units == 0
-    rows = np.flatnonzero(keep)
-    if not len(rows):
-        return None
-    cp_, b_, dp_, m = cp_[rows], table["micro"][rows], dp_[rows], table["m"][rows]
-    # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then alive in
-    # the forward) and the micro-batches in flight, which saturate at pp: two classes at most
-    cls = np.where(m > 1, max(2, pp), 1)
-    # the distinct (cp, accumulation class) pairs, numbered in the order they first appear
-    _, first, at = np.unique(cp_ * (max(2, pp) + 1) + cls, return_index=True, return_inverse=True)
-    order = np.argsort(first)
-    number = np.empty(len(first), dtype=np.int64)
-    number[order] = np.arange(len(first))
-    group = number[at.reshape(-1)]
-    pairs = {(int(cp_[f]), int(cls[f])): None for f in first[order].tolist()}
-    return dict(block=table["block"][rows], cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
-                pairs=tuple(pairs), dpf=dp_.astype(float))
-
-
 def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
                   global_batch: int, max_gpus, micros, cps, rcs, partial: bool, expert_tp: bool, most: int):
     """The plans of :func:`~llmsizing.planner.plan`'s search that fit, as ``(columns, total bytes)``, or
-    ``(None, None)``: for every layout ``(tp, pp, zero, ep)`` of ``layouts``, every GPU of ``gpu_list`` whose
-    scale-up domain (``domains``) ``tp`` divides and every candidate (:func:`_candidates`), the lightest
-    recomputation of ``rcs`` whose per-GPU total is at most the GPU's entry of ``limits``; with ``partial``,
-    partial recomputation in place of full (the fewest layers per stage,
-    :func:`~llmsizing.plan_pricing._least_recompute_layers`). ZeRO over one data-parallel rank
-    (``dp = cp = 1``) is no ZeRO and left out. A ``ValueError`` when more than ``most`` plans fit.
+    ``(None, None)``: for every layout ``(tp, pp, zero, ep, v)`` of ``layouts`` (``v`` interleaved chunks),
+    every GPU of ``gpu_list`` whose scale-up domain (``domains``) ``tp`` divides and every candidate
+    (:func:`_candidates`), the lightest recomputation of ``rcs`` whose per-GPU total is at most the GPU's
+    entry of ``limits``; with ``partial``, partial recomputation in place of full (the fewest layers per
+    stage, :func:`~llmsizing.plan_pricing._least_recompute_layers`). ZeRO over one data-parallel rank (``dp =
+    cp = 1``) is no ZeRO and left out. A ``ValueError`` when more than ``most`` plans without interleaving
+    fit, or more than ``2 most`` in all.
 
     The columns: ``gpu`` (an index into ``gpu_list``), ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``,
-    ``m``, ``rc`` (an index into ``rcs``), ``ep``, ``rl`` (layers recomputed per stage, -1: none), rows in the
+    ``m``, ``rc`` (an index into ``rcs``), ``ep``, ``vp`` (interleaved chunks per stage), ``rl`` (layers
+    recomputed per model chunk, a stage without interleaving, -1: none), rows in the
     order of the layouts, then (cp, micro-batch), GPU, recomputation and ``dp``. Each recomputation is weighed
     only on the candidates some GPU has none for yet (a heavier one is never kept), all layouts' candidates at
     once (issue 35: one :func:`~llmsizing.plan_pricing._total_bytes` per recomputation, each candidate's
@@ -381,7 +344,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     cp_at = np.array([cps.index(c) for c in table["cp"].tolist()], dtype=np.int64)   # each row's cp index
     domain = np.array([domains[g.name] for g in gpu_list])
     cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
-    for tp, pp, zero, ep in layouts:
+    for tp, pp, zero, ep, v in layouts:
         if tp not in on_of:
             on_of[tp] = on if (on := domain % tp == 0).any() else None    # tp inside the scale-up domain
         on = on_of[tp]
@@ -391,13 +354,13 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
         # share these share its (read-only) columns
         if (tp, ep) not in units:
             units[tp, ep] = tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None
-        key = (pp, None if max_gpus is None else tp * pp, units[tp, ep])
+        key = (pp, None if max_gpus is None else tp * pp, units[tp, ep], v > 1)
         if key not in cands:
             unit = None if units[tp, ep] is None else np.array(units[tp, ep])[cp_at]
-            cands[key] = _candidates(tp, pp, ep, table=table, units=unit, max_gpus=max_gpus)
+            cands[key] = _candidates(tp, pp, ep, table=table, units=unit, max_gpus=max_gpus, v=v)
         cand = cands[key]
         if cand is not None:
-            parts.append(((tp, pp, zero, ep), on, cand))
+            parts.append(((tp, pp, zero, ep, v), on, cand))
             n_lay.append(len(cand["dp"]))
     if not parts:
         return None, None
@@ -408,7 +371,14 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     first_pair = np.concatenate([[0], np.cumsum([len(c["pairs"]) for _, _, c in parts])[:-1]])
     coef_id = first_pair[lay] + pair_of
     on2d = np.stack([on for _, on, _ in parts], axis=1)[:, lay]      # (GPU, candidate)
-    stage_layers = np.array([model.layers // key[1] for key, _, _ in parts])[lay]
+    # (the layers partial recomputation counts in: a model chunk's, the stage's without interleaving; it is
+    # searched on even splits only, where every chunk has them)
+    stage_layers = np.array([chunk_top(model, key[1], key[4]) for key, _, _ in parts])[lay]
+    even = np.array([model.layers % key[1] == 0 for key, _, _ in parts])[lay]
+    # (an autocast recipe's states depend on which layers are rerun, so on the chunks too: interleaved plans
+    # recompute all of a chunk's layers or none there, as their states are read at one chunk per stage)
+    if isinstance(memory, _PerRecompute):
+        even &= np.array([key[4] == 1 for key, _, _ in parts])[lay]
     chosen = ~on2d                                                  # (a GPU off the layout: never a plan)
     fits, totals, layers = [], [], []
     for r, rc in enumerate(rcs):
@@ -416,7 +386,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
         t = np.full(chosen.shape, np.inf)
         n = np.full(chosen.shape, -1, dtype=np.int64)
         if len(rows):
-            least = (rc == "full" and partial) & (stage_layers[rows] > 1)
+            least = (rc == "full" and partial) & (stage_layers[rows] > 1) & even[rows]
             plain = rows[~least]
             if len(plain):
                 total, floor = _table_totals(memory, parts, rc, coef_id, lay, pair_of, plain, cat["micro"],
@@ -448,7 +418,9 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     g_, r_, j_ = np.nonzero(fit)
     if not len(g_):
         return None, None
-    if len(g_) > most:
+    plain = np.array([key[4] == 1 for key, _, _ in parts])[lay[j_]]
+    # (at most ``most`` plans without interleaving, twice as many in all: MAX_PLANS)
+    if plain.sum() > most or len(g_) > 2 * most:
         raise ValueError(
             f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
             f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
@@ -463,7 +435,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     g_, r_, j_ = g_[order], r_[order], j_[order]
     keys = np.array([key for key, _, _ in parts], dtype=np.int64)[lay[j_]]
     cols = dict(gpu=g_, tp=keys[:, 0], cp=cat["cp"][j_], pp=keys[:, 1], zero=keys[:, 2],
-                micro=cat["micro"][j_], dp=cat["dp"][j_], m=cat["m"][j_], rc=r_, ep=keys[:, 3],
+                micro=cat["micro"][j_], dp=cat["dp"][j_], m=cat["m"][j_], rc=r_, ep=keys[:, 3], vp=keys[:, 4],
                 rl=np.stack(layers)[r_, g_, j_])
     return {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}, np.stack(totals)[r_, g_, j_]
 
@@ -479,9 +451,9 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
     asked = [(parts[lay[row]][0], parts[lay[row]][2]["pairs"][pair_of[row]]) for row in rows[first].tolist()]
-    memory.prefetch([(*key, cls) for key, (_, cls) in asked], rc)
+    memory.prefetch([(*key[:4], cls) for key, (_, cls) in asked], rc)
     states, micros, state_at, micro_at = {}, {}, [], []
-    for (tp, pp, zero, ep), (cp, c) in asked:               # (as coefficients(): the states, then per_micro)
+    for (tp, pp, zero, ep, _), (cp, c) in asked:            # (as coefficients(): the states, then per_micro)
         st = memory.states(tp, pp, zero, ep, c, rc)
         state_at.append(states.setdefault(id(st), (len(states), st))[0])
     st_list = [st for _, st in states.values()]
@@ -498,8 +470,8 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     live = ~(floor > limits.max() * (1 + FLOOR_MARGIN))       # (beyond the largest limit: beyond every one)
     need = np.zeros(len(asked), dtype=bool)
     need[at[live]] = True
-    for k, ((tp, pp, zero, ep), (cp, c)) in enumerate(asked):
-        u = memory.per_micro(tp, pp, rc, c, cp if need[k] else 1)
+    for k, ((tp, pp, zero, ep, v), (cp, c)) in enumerate(asked):
+        u = memory.per_micro(tp, pp, rc, c, cp if need[k] else 1, v)
         micro_at.append(micros.setdefault(id(u), (len(micros), u))[0])
     per_micro = _padded([u for _, u in micros.values()], 0.0)
     # _total_bytes' sum on the rows read (``sharded / dp`` shared with the floor); the others keep their floor
@@ -534,10 +506,10 @@ def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_laye
     at = at.reshape(-1)
     keys, full = [], []
     for row in rows[first].tolist():
-        (tp, pp, zero, ep), _, cand = parts[lay[row]]
+        (tp, pp, zero, ep, v), _, cand = parts[lay[row]]
         cp, c = cand["pairs"][pair_of[row]]
-        keys.append((tp, pp, zero, ep, c, cp, int(stage_layers[row])))
-        full.append(memory.coefficients(tp, pp, zero, ep, "full", c, cp))
+        keys.append((tp, pp, zero, ep, c, cp, int(stage_layers[row]), v))
+        full.append(memory.coefficients(tp, pp, zero, ep, "full", c, cp, v))
     b, dp, layers = micro[rows], dpf[rows], stage_layers[rows]
     width = np.array([len(x[0]) for x in full])
     every, can, one = {}, {}, {}
@@ -571,15 +543,15 @@ def _one_layers(memory, keys, todo, full, one) -> None:
     coefficients without recomputation yet) off :meth:`SearchMemory.coefficients` one by one."""
     known = []
     for i in todo:
-        tp, pp, zero, ep, c, cp, _ = keys[i]
-        if (tp, pp, "none", c) in memory._micro:
+        tp, pp, zero, ep, c, cp, _, v = keys[i]
+        if (tp, pp, "none", c) + ((v,) if v > 1 else ()) in memory._micro:
             known.append(i)
         else:
-            one[i] = memory.coefficients(tp, pp, zero, ep, "full1", c, cp)
+            one[i] = memory.coefficients(tp, pp, zero, ep, "full1", c, cp, v)
     if not known:
         return
-    none = [memory.coefficients(tp, pp, zero, ep, "none", c, cp)
-            for tp, pp, zero, ep, c, cp, _ in (keys[i] for i in known)]
+    none = [memory.coefficients(tp, pp, zero, ep, "none", c, cp, v)
+            for tp, pp, zero, ep, c, cp, _, v in (keys[i] for i in known)]
     rows = [np.stack([x[j] for x in none]) for j in range(3)], [np.stack([full[i][j] for i in known])
                                                                  for j in range(3)]
     layers = np.array([keys[i][6] for i in known])

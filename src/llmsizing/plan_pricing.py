@@ -17,32 +17,77 @@ import functools
 import numpy as np
 
 from .all_to_all import _links as a2a_links
-from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, communication
+from .comm import communication
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .kernels import compute_seconds
+from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
-from .network import group_link
-from .parallel import Parallel, kept_parallel, layers_per_stage
-from .plan_terms import _group_columns, _groups, _per, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
+from .parallel import Parallel, kept_parallel, layers_per_stage, stage_chunks
+# the data-parallel slots and links live in plan_dp; their names stay importable from here
+from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _row_links  # noqa: F401
+from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
+#: The :class:`~llmsizing.parallel.Parallel` fields of a split that counts the embedding and the loss as one
+#: layer's place each (:func:`pipeline_split`).
+ACCOUNTED = {"account_for_embedding": True, "account_for_loss": True}
+
+
+def pipeline_split(model, pp: int) -> dict:
+    """The :class:`~llmsizing.parallel.Parallel` fields of the planner's split of ``model``'s layers over
+    ``pp`` stages (issue 34): none for Megatron-LM's even split (``pp`` divides the layers), else
+    :data:`ACCOUNTED`: ``--account-for-embedding-in-pipeline-split`` and
+    ``--account-for-loss-in-pipeline-split``, ``(layers + 2) / pp`` places per stage, the first and the last
+    stage one layer fewer (Llama 3 405B: 126 layers on 16 stages, 7, fourteen 8s, 7; Dubey et al. 2024,
+    Sec. 3.3.2). The search gives a dense model such a ``pp`` only where it divides ``layers + 2`` and not the
+    layers, so ``pp`` alone names the split."""
+    return {} if model.layers % pp == 0 else ACCOUNTED
+
+
+def pipeline_degrees(model, max_pp: int) -> list[int]:
+    """The pipeline degrees the planner searches (at most ``max_pp``): the divisors of the layers
+    (Megatron-LM's even split), and for a dense model those of ``layers + 2`` up to the layers
+    (:func:`pipeline_split`)."""
+    even = set(_divisors(model.layers, max_pp))
+    if not model.is_moe:
+        even |= {d for d in _divisors(model.layers + 2, max_pp) if 2 <= d <= model.layers}
+    return sorted(even)
+
+
+def search_stages(model, pp: int) -> tuple[int, ...]:
+    """The pipeline stages a dense search weighs: the first and the last, and with an accounted split
+    (:func:`pipeline_split`) the second, the first of the full middle stages, which holds the most
+    micro-batches in flight among them (:func:`~llmsizing.parallel.pipeline_in_flight`)."""
+    return (0, pp - 1) if not pipeline_split(model, pp) else tuple(sorted({0, min(1, pp - 1), pp - 1}))
+
+
+def chunk_top(model, pp: int, v: int = 1) -> int:
+    """The layers of the largest model chunk of the planner's split over ``pp`` stages of ``v`` chunks (the
+    most ``recompute_layers`` may take: :func:`~llmsizing.parallel.check_recompute_layers`)."""
+    par = kept_parallel(pp=pp, **({} if v == 1 else {"virtual_stages": v}), **pipeline_split(model, pp))
+    return max(max(c) for c in stage_chunks(model.layers, par))
+
+
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
-            expert_tp: bool, *, batch: int, dp: int) -> np.ndarray:
+            expert_tp: bool, *, batch: int, dp: int, v: int = 1) -> np.ndarray:
     """The bytes of every piece (:func:`~llmsizing.memory.step_phases`) of the stages a search weighs, stage
     by stage, as one :func:`~llmsizing.memory.training_memory` call gives them
     (:func:`~llmsizing.memory._search_pieces`): the first and the last stage, and for a
     mixture of experts :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout
-    comes from :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
+    comes from :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again);
+    ``v`` interleaved model chunks per stage (a dense model's only: ``virtual_stages``, issue 34)."""
     if model.is_moe:
         par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
                             expert_tp=expert_tp)
         stages = _heavy_stages(model, pp)
     else:
-        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
-        stages = (0, pp - 1)
+        more = {} if v == 1 else {"virtual_stages": v}      # (v = 1: the same kept layouts as before)
+        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, **more,
+                            **pipeline_split(model, pp))
+        stages = search_stages(model, pp)
     return np.array(_search_pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
 
 
@@ -54,7 +99,7 @@ def _heavy_stages(model, pp: int) -> tuple[int, ...]:
 
 
 def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1,
-                         cp_comm: str = "p2p", base=None, ep: int = 1, expert_tp: bool = False):
+                         cp_comm: str = "p2p", base=None, ep: int = 1, expert_tp: bool = False, v: int = 1):
     """``(fixed, per_micro, sharded)`` arrays, one entry per (stage, phase piece), such that a GPU's peak
     piece is ``fixed + micro x per_micro + sharded / dp`` (read off three evaluations).
 
@@ -70,11 +115,16 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
     ``dp = a`` and ``2 a``, ``a`` the smallest ``dp`` the layout allows
     (:func:`llmsizing.moe_layouts.dp_unit`; 1 for a dense model), and the stages weighed are
     :func:`llmsizing.moe_layouts.heavy_stages`. ``tests/test_planner_moe.py`` checks rows against direct
-    calls."""
+    calls.
+
+    With ``v`` interleaved model chunks per stage (issue 34) only the micro-batches in flight move (more of
+    them on the first stages: :func:`~llmsizing.parallel.pipeline_in_flight`), which scale the activations:
+    ``base`` may be the same layout's coefficients without interleaving, and one evaluation reads
+    ``per_micro`` (``tests/test_planner_vp.py`` checks this against three evaluations)."""
     a = dp_unit(tp, cp, ep, expert_tp) if model.is_moe else 1
 
     def pieces(batch, dp):
-        return _pieces(model, kw, tp, pp, zero, m, cp, cp_comm, ep, expert_tp, batch=batch, dp=dp)
+        return _pieces(model, kw, tp, pp, zero, m, cp, cp_comm, ep, expert_tp, batch=batch, dp=dp, v=v)
 
     # (at cp = 1: the same layout with another recomputation, _partial_coefficients)
     if base is not None:
@@ -90,7 +140,7 @@ def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, c
 
 
 def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str, base,
-                     ep: int = 1, expert_tp: bool = False, micro_only: bool = False) -> dict:
+                     ep: int = 1, expert_tp: bool = False, micro_only: bool = False, v: int = 1) -> dict:
     """:func:`_memory_coefficients` for every context-parallel degree above 1 in ``cps``, from ``base`` (the
     layout at ``cp = 1``) and at most two evaluations: what one micro-batch adds is ``X / cp + Y`` in every
     piece, since the activations, the loss's temporaries and the ring's backward buffers are those of
@@ -101,11 +151,11 @@ def _cp_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, 
     degrees = sorted(c for c in cps if c > 1)
     fixed, _, sharded = base
     if len(degrees) == 1:
-        got = _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base, ep, expert_tp)
+        got = _memory_coefficients(model, kw, tp, pp, zero, m, degrees[0], cp_comm, base, ep, expert_tp, v)
         return {degrees[0]: got[1] if micro_only else got}
     c1, c2 = degrees[:2]
-    p1 = _memory_coefficients(model, kw, tp, pp, zero, m, c1, cp_comm, base, ep, expert_tp)[1]
-    p2 = _memory_coefficients(model, kw, tp, pp, zero, m, c2, cp_comm, base, ep, expert_tp)[1]
+    p1 = _memory_coefficients(model, kw, tp, pp, zero, m, c1, cp_comm, base, ep, expert_tp, v)[1]
+    p2 = _memory_coefficients(model, kw, tp, pp, zero, m, c2, cp_comm, base, ep, expert_tp, v)[1]
     y = (c2 * p2 - c1 * p1) / (c2 - c1)
     x = (p1 - y) * c1
     if micro_only:           # (x / c + y entry by entry: the same float operations on the same operands)
@@ -208,49 +258,6 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
     return n, total
 
 
-#: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
-#: them in, with whether each runs every micro-batch (ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers and
-#: reduce-scatter) or once per step, and the window it hides behind
-#: (:func:`~llmsizing.layouts.exposed_by_group`): ZeRO-3's forward gathers behind each forward; its backward
-#: gathers and reduce-scatters, together, behind each backward; the ZeRO-1/2 weight all-gather behind the next
-#: step's first forward; ZeRO-2's reduce-scatter behind each backward; DDP's and ZeRO-1's gradients behind the
-#: last backward.
-_DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter",
-             "gradients")
-
-
-def _dp_slot(name: str) -> int:
-    """The :data:`_DP_SLOTS` index of the data-parallel collective called ``name`` (the tests of
-    :func:`~llmsizing.layouts.exposed_by_group`, in its order)."""
-    if "all-gather (forward)" in name:
-        return 0
-    if name.startswith("ZeRO-3"):
-        return 1
-    if "weight all-gather" in name:
-        return 2
-    if name.startswith("ZeRO-2 gradient"):
-        return 3
-    return 4
-
-
-def _row_links(gpu_list, node_of, gi, size, stride):
-    """Each row's :func:`~llmsizing.network.group_link` (its GPU, ``size`` GPUs ``stride`` apart) as
-    arrays: bandwidth (GB/s), latency per step (s), whether the group leaves the scale-up domain, and the GPUs
-    per domain that set its collectives' bytes (1 inside a domain: :func:`~llmsizing.network.wire_factor`).
-    One call per
-    (GPU, the group's GPUs per domain, leaving or not, its domains), on the first row with them: group_link
-    sees ``size`` and ``stride`` only through those (``tests/test_planner_speed.py`` checks every row)."""
-    domain = np.array([node_of[g.name].scaleup_domain_gpus for g in gpu_list])[gi]
-    across = size * stride > domain
-    per_domain = np.where(across, np.minimum(size, np.maximum(1, domain // stride)), size)
-    nodes = np.where(across, -(-size // per_domain), 1)       # (a hierarchical group's bandwidth: its nodes)
-    (g_of, *_), first, idx = _group_columns(gi, per_domain, across, nodes)
-    links = [group_link(gpu_list[g_], node_of[gpu_list[g_].name], size=int(size[f]), stride=int(stride[f]))
-             for g_, f in zip(g_of.tolist(), first.tolist())]
-    return (np.array([gl.bandwidth_gbps for gl in links])[idx], np.array([gl.alpha_s for gl in links])[idx],
-            np.array([gl.across for gl in links])[idx], np.array([_per(gl) for gl in links])[idx])
-
-
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
            expert_tp=False, max_nodes=None, ep_overlap=0.0):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
@@ -271,7 +278,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
       a stage's share of the layers (:func:`~llmsizing.parallel.layers_per_stage`) scales them;
     * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp,
       micro-batch)) on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`),
-      ``2 m`` calls of which the time of ``2 (pp - 1)`` is exposed;
+      ``2 m v`` calls (``v`` interleaved chunks per stage, ``cols["vp"]``) of which the time of ``2 (pp - 1)``
+      is exposed; the bubble is ``(pp - 1) / (v m)`` of the compute
+      (:func:`~llmsizing.parallel.pipeline_bubble`);
     * the data-parallel collectives depend on (the group's link, tp, ZeRO stage, ``dp x cp``) and on the
       parameters a GPU holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each
       collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
@@ -297,6 +306,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     moe = model.is_moe
     gi, tp, cp, pp, zero, b, dp, m, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "zero", "micro", "dp",
                                                             "m", "rc"))
+    vp = cols["vp"] if "vp" in cols else np.ones_like(pp)        # interleaved chunks per stage (issue 34)
     n = len(gi)
     mf = m.astype(float)
     # partial recomputation (cols["rl"] layers of each stage's, fewer than all, with "full"): every per-layer
@@ -305,10 +315,13 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     rl = cols.get("rl")
     part = np.zeros(n, dtype=bool)
     if rl is not None and "full" in rcs:
-        part = (ri == list(rcs).index("full")) & (rl > 0) & (rl < model.layers // pp)
+        # (partial recomputation is searched on even splits only, whose chunks are equal)
+        part = (ri == list(rcs).index("full")) & (rl > 0) & (rl < model.layers // (pp * vp)) & (
+            model.layers % pp == 0)
     pi = np.flatnonzero(part)
     rcs = tuple(rcs) + (() if "none" in rcs else ("none",))
-    x = (rl[pi] / (model.layers // pp[pi]))[:, None] if len(pi) else np.zeros((0, 1))
+    # (rl layers of each of the vp equal chunks: the share of the stage's layers)
+    x = (rl[pi] / (model.layers // (pp[pi] * vp[pi])))[:, None] if len(pi) else np.zeros((0, 1))
 
     def plus_none(*arrays):      # the arrays, then their partial rows again with the "none" recomputation
         return [np.concatenate([a, a[pi]]) for a in arrays[:-1]] + [
@@ -331,7 +344,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
     stage = np.zeros((len(stage_keys), 6))
     for k, (p_, r_) in enumerate(stage_keys):
-        par, rc = kept_parallel(pp=p_), rcs[r_]
+        par, rc = kept_parallel(pp=p_, **pipeline_split(model, p_)), rcs[r_]
         flops = (moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
                  stage_flops_per_token(model, par, seq=seq, recompute=rc))
         slowest = max(range(len(flops)), key=flops.__getitem__)
@@ -358,7 +371,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         skew = np.array([load_skew(model, e_) for e_ in e_of.tolist()])[e_at.reshape(-1)]
         compute = compute + moe_extra_seconds(S[:, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
                                               skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
-    busy = compute + (pp - 1) / m * compute                      # + the bubble (pipeline_bubble, v = 1)
+    busy = compute + (pp - 1) / (vp * m) * compute               # + the bubble (pipeline_bubble)
     one = compute / mf                                            # one micro-batch's compute (_window_s)
     fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
     per_layer = S[:, 1] * mf                                      # the stage's layers, m micro-batches
@@ -380,9 +393,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         msg_of = msg[msg_idx]
         bw, alpha, *_ = _row_links(gpu_list, node_of, gi[on], pp[on], (tp * cp * dp)[on])
         bw = bw * 1e9
-        calls = 2 * mf[has_pp]
+        calls = 2 * mf[has_pp] * vp[has_pp]                # (one activation out, one gradient back per chunk)
         pp_all[has_pp] = calls * msg_of / bw + calls * alpha
-    pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf)))
+    pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf * vp)))
 
     # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a
     # pipeline
@@ -406,7 +419,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                                               node_of=node_of, slot_of=_dp_slot, n_slots=len(_DP_SLOTS))
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
-    held = np.array([(max(stage_params(model, kept_parallel(tp=t_, pp=p_))),
+    held = np.array([(max(stage_params(model, kept_parallel(tp=t_, pp=p_, **pipeline_split(model, p_)))),
                       max(stage_params(model, kept_parallel(tp=t_)))) for t_, p_ in held_keys])[held_idx]
     share = held[:, 0] / held[:, 1]
     calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp)      # per pass, with their latencies
@@ -420,27 +433,6 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
     peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
     return step, peaks[gi]
-
-
-def _dp_calls(zero, on_rank, layers, dpcp) -> np.ndarray:
-    """Calls per pass of each :data:`_DP_SLOTS` slot, one row per plan (:func:`~llmsizing.comm.dp_calls`):
-    ZeRO-3's slots one per FSDP unit of the stage's ``layers``, the others one per gradient bucket of the
-    ``on_rank`` parameters (:func:`~llmsizing.comm.dp_bucket_params` of ``dp x cp``)."""
-    units = np.ceil(np.round(layers) / FSDP_UNIT_LAYERS)
-    bucket = np.maximum(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dpcp)
-    buckets = np.maximum(1.0, np.ceil(on_rank / bucket))
-    out = np.repeat(buckets[:, None], len(_DP_SLOTS), axis=1)
-    z3 = zero == 3
-    out[z3, 0] = out[z3, 1] = units[z3]
-    return out
-
-
-def _dp_exposed(call, fwd, bwd, mf):
-    """The exposed seconds of the data-parallel collectives ``call`` (one call's seconds per :data:`_DP_SLOTS`
-    slot, one row per plan), by :func:`~llmsizing.layouts.exposed_by_group`'s rules."""
-    return (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
-            + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
-            + np.maximum(0.0, call[:, 4] - bwd))
 
 
 def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep: int, eps, expert_tp: bool,

@@ -51,15 +51,23 @@ from .model import Model
 from .moe_layouts import ep_candidates, route_max_nodes
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
+# the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
+from .plan_rank import (DEADLINE_RULES, _digits, _lex_orders, _pareto, _ranks, _taken,  # noqa: F401
+                        deadline_rule_text, interleaving_winners, meets_deadline)
+# the interleaved chunks a stage may take live with the candidates
+from .plan_candidates import MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, stage_chunk_options  # noqa: F401
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups, moe_ep_coefficients,  # noqa: F401
                            _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
-                           _partial_coefficients, _price, _total_bytes)
+                           _partial_coefficients, _price, _total_bytes, pipeline_degrees, pipeline_split)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors, layout_range_group
 
-#: Columns of :func:`plan`'s DataFrame, in order.
-PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "zero", "sp", "micro_batch", "grad_accum",
+#: Columns of :func:`plan`'s DataFrame, in order. ``virtual_stages``: the interleaved model chunks per
+#: pipeline stage (1: plain 1F1B; issue 34). With ``deadline_days`` a last column, ``meets_deadline``
+#: (:data:`DEADLINE_RULES`).
+PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "virtual_stages", "zero", "sp", "micro_batch",
+                "grad_accum",
                 "recompute",
                 "recompute_layers", "memory_per_gpu_bytes", "capacity_bytes", "step_time_s", "mfu", "days",
                 "days_low", "days_high", "gpu_hours", "cost_usd", "cost_usd_low", "cost_usd_high", "pareto",
@@ -91,13 +99,15 @@ def check_global_batch(global_batch) -> int:
 #: call, and the most plans that fit it prices: bounds that keep a call under about a second on the book's
 #: 2-core machine. The book's searches weigh at most about 300 layouts (Llama 3.1 405B). Pricing is vectorised
 #: (:func:`_price`, tens of microseconds a plan), so the plan bound is set by what the largest real search
-#: needs, not by the step-time model's speed: Llama 3.1 405B over the whole GPU catalogue prices about 8,400
-#: plans at 8K tokens and about 17,000 at 128K (context parallelism multiplies the layouts), under
-#: :data:`MAX_PLANS` with room. A model whose layer count has many divisors (pp), or a global batch with
-#: hundreds of divisors (dp: 55,440 has 120, and 30,000 plans of Llama 2 7B fit on two GPU types), is
-#: refused with what to narrow instead of searched for seconds.
+#: needs, not by the step-time model's speed. :data:`MAX_PLANS` counts the plans without interleaving, and
+#: twice as many are priced in all (issue 34: the interleaved ones, which :func:`plan` lists only where they
+#: can win): Llama 3.1 405B over the whole GPU catalogue prices about 21,300 plans at 8K tokens (13,200
+#: without interleaving) and about 41,600 at 128K (25,600; context parallelism multiplies the layouts). A
+#: model whose layer count has many divisors (pp), or a global batch with hundreds of divisors (dp: 55,440 has
+#: 120, and 33,000 plans of Llama 2 7B without interleaving fit on two GPU types), is refused with what to
+#: narrow instead of searched for seconds.
 MAX_LAYOUTS = 600
-MAX_PLANS = 25_000
+MAX_PLANS = 30_000
 
 #: :data:`MAX_PLANS` for a mixture of experts: the expert-parallel degrees multiply the plans that fit (four
 #: for Mixtral-8x7B's eight experts, nine for DeepSeek-V3's 256), and pricing stays vectorised: Mixtral-8x7B
@@ -147,96 +157,22 @@ def recompute_kwargs(row) -> dict:
 
 def recompute_label(row, long: bool = False) -> str:
     """A plan row's recomputation as tables print it: ``"none"``, ``"selective"``, ``"full"``, or with the
-    layers per stage full recomputation reruns ``"full (5)"`` (``long``: ``"full (5 layers per stage)"``)."""
+    layers per stage full recomputation reruns ``"full (5)"`` (``long``: ``"full (5 layers per stage)"``; with
+    interleaving, ``virtual_stages > 1``, the count is per model chunk: ``"full (1 layers per chunk)"``)."""
     n = recompute_kwargs(row)["recompute_layers"]
-    return row.recompute if n is None else f"full ({n}{' layers per stage' if long else ''})"
+    where = "chunk" if getattr(row, "virtual_stages", 1) > 1 else "stage"
+    return row.recompute if n is None else f"full ({n}{f' layers per {where}' if long else ''})"
 
 
 class NoPlanError(ValueError):
     """Nothing fits, or nothing meets the deadline or budget: the message says which and what came closest."""
 
 
-def _digits(values: np.ndarray) -> np.ndarray:
-    """``values`` rounded to 12 significant digits (non-finite ones kept)."""
-    out = np.asarray(values, dtype=float).copy()
-    ok = np.isfinite(out) & (out != 0)
-    scale = 10.0 ** (11 - np.floor(np.log10(np.abs(out[ok]))))
-    out[ok] = np.round(out[ok] * scale) / scale
-    return out
-
-
-def _taken(col, rows: np.ndarray):
-    """The values of the column ``col`` (a Series) at the positions ``rows``, keeping its dtype."""
-    from pandas.api.extensions import ExtensionDtype
-
-    return col.array[rows] if isinstance(col.dtype, ExtensionDtype) else col.to_numpy()[rows]
-
-
-def _ranks(x: np.ndarray) -> tuple[np.ndarray, int]:
-    """Each value's rank among the distinct values of ``x`` (equal values share one; ``x`` has >= 2 values and
-    no NaN), and how many distinct values there are."""
-    o = np.argsort(x)
-    s = x[o]
-    steps = np.cumsum(s[1:] != s[:-1])
-    r = np.empty(len(x), dtype=np.int64)
-    r[o[0]] = 0
-    r[o[1:]] = steps
-    return r, int(steps[-1]) + 1 if len(steps) else 1
-
-
-def _lex_orders(*keys: tuple[np.ndarray, ...]):
-    """``np.lexsort(k)`` for each tuple ``k`` of ``keys`` (the same order: the last key sorts first, ties keep
-    the rows' order), from one integer sort each: every key's values are ranked once and shared, and each
-    order packs (ranks, row) into one int64. Falls back to np.lexsort on a NaN, a non-numeric key, fewer than
-    two rows or a packed key that would not fit in 63 bits. (Issue 35: np.lexsort's indirect merge sort takes
-    ~10 ms for two float keys of Mixtral's 43k plans.)"""
-    arrays = {id(a): a for k in keys for a in k}
-    if any(len(a) < 2 or a.dtype.kind not in "fiub" or (a.dtype.kind == "f" and np.isnan(a).any())
-           for a in arrays.values()):
-        return [np.lexsort(k) for k in keys]
-    ranked = {i: _ranks(a) for i, a in arrays.items()}
-    out = []
-    for k in keys:
-        n = len(k[0])
-        packed, span = np.arange(n, dtype=np.int64), n
-        for a in k:
-            r, distinct = ranked[id(a)]
-            if span * distinct >= 2**63:
-                packed = None
-                break
-            packed += r * span
-            span *= distinct
-        out.append(np.lexsort(k) if packed is None else np.sort(packed) % n)
-    return out
-
-
-def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray,
-            order: np.ndarray | None = None) -> np.ndarray:
-    """True where no other row is at least as fast and as cheap and better in one. Of plans that tie on both
-    (say ZeRO-0 and ZeRO-1, which move the same bytes), only the one with the least memory per GPU is marked.
-    A row whose days or cost is not a finite number is never marked (and never stalls the sweep). ``order``:
-    np.lexsort((memory, cost, days)) when already known (every days and cost finite)."""
-    front = np.zeros(len(days), dtype=bool)
-    if not len(days):
-        return front
-    ok = np.isfinite(days) & np.isfinite(cost)
-    days, cost = np.where(ok, days, np.inf), np.where(ok, cost, np.inf)
-    if order is None:
-        order = np.lexsort((memory, cost, days))
-    d = days[order]
-    firsts = order[np.flatnonzero(np.concatenate(([True], d[1:] != d[:-1])))]   # each speed's cheapest
-    c = cost[firsts]
-    # the cheapest cost among strictly faster rows (inf before the fastest: an infinite cost never passes)
-    best = np.minimum.accumulate(np.concatenate(([np.inf], c[:-1])))
-    front[firsts[c < best]] = True
-    return front
-
-
-
 @functools.lru_cache(maxsize=32)
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention,
             stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
-            cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False):
+            cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False,
+            vps=(1,)):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -251,9 +187,10 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     node_of = dict(nodes)
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
 
-    layouts = []                                          # (tp, pp, zero) the model and the engines allow
+    # (tp, pp, zero, ep, v) the model and the engines allow (v: interleaved chunks per stage, dense only)
+    layouts = []
     for tp in sorted({t for d in set(domains.values()) for t in _divisors(d)}):
-        for pp in _divisors(model.layers, max_pp):
+        for pp in pipeline_degrees(model, max_pp):
             try:
                 check_layout(model, tp=tp, pp=pp)
             except ValueError:
@@ -269,7 +206,9 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                         # zero=3 with ep > 1, an expert width tp does not divide
                         except ValueError:
                             continue
-                    layouts.append((tp, pp, zero, ep))
+                    places = (model.layers + 2 * bool(pipeline_split(model, pp))) // pp
+                    for v in stage_chunk_options(places, vps) if pp > 1 else (1,):
+                        layouts.append((tp, pp, zero, ep, v))
 
     # (a mixture of experts' ep degrees multiply the layouts, and are bounded by the divisors of its experts)
     n_layouts = len({lay[:3] for lay in layouts})
@@ -298,7 +237,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
     df = pd.DataFrame({
         "gpu": names[gi], "n_gpus": tp * cp * pp * dp, "dp": dp, "tp": tp, "cp": cp, "pp": pp,
-        "zero": cols["zero"], "sp": tp > 1, "micro_batch": cols["micro"], "grad_accum": cols["m"],
+        "virtual_stages": cols["vp"], "zero": cols["zero"], "sp": tp > 1, "micro_batch": cols["micro"],
+        "grad_accum": cols["m"],
         "recompute": np.array(rcs, dtype=object)[cols["rc"]],
         "recompute_layers": pd.Series(cols["rl"]).where(cols["rl"] >= 0).astype("Int64"),
         "memory_per_gpu_bytes": total_bytes,
@@ -307,6 +247,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     if model.is_moe:
         df.insert(df.columns.get_loc("pp") + 1, "ep", cols["ep"])
     df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
+    df["listed"] = interleaving_winners(df)        # (kept with the search: plan() reads it on every call)
     return df
 
 
@@ -321,7 +262,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          gpus_per_node: int | None = None, inter_node_gbps: float | None = None, max_pp: int = 64,
          explain: bool = True, optimizer_impl: str = "foreach", compute_efficiency: float | None = None,
          cp_degrees=None, cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
-         ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None):
+         ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
+         virtual_stages=VIRTUAL_STAGES, deadline_rule: str = "estimate"):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest
     first.
@@ -329,7 +271,18 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     Searched: ``tp`` among the divisors of each GPU's scale-up domain (its node's, or ``gpus_per_node``) that
     the model's heads allow (sequence parallelism on
     whenever ``tp > 1``), ``pp`` among the divisors of the layer count up to ``max_pp`` (Megatron-LM's even
-    split), ZeRO stages ``zero_stages`` (2 and 3 only without a pipeline), micro-batches ``micro_batches``
+    split) and, for a dense model, those of the layers plus two, the embedding and the loss each counted as a
+    layer's place (Megatron-LM's ``--account-for-embedding/loss-in-pipeline-split``, Llama 3 405B's 16 stages:
+    :func:`~llmsizing.plan_pricing.pipeline_split`), each with ``virtual_stages`` interleaved chunks per stage
+    (issue 34; :func:`~llmsizing.plan_candidates.stage_chunk_options`: 1 and, by default, the fewest and the
+    most equal chunks, with ``grad_accum`` a multiple of ``pp`` as Megatron-LM's interleaved schedule needs;
+    the bubble ``(pp - 1) / (v m)``, the micro-batches in flight and the ``2 m v`` sends are those of
+    :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory`; an interleaved plan is
+    listed only where no plan of the same layout, GPU, micro-batch and ``dp`` is as fast and as light:
+    :func:`~llmsizing.plan_rank.interleaving_winners`; partial recomputation counts layers per model chunk
+    and is searched on even splits, for an autocast recipe without interleaving only; not for a mixture of
+    experts), ZeRO stages ``zero_stages`` (2 and 3
+    only without a pipeline), micro-batches ``micro_batches``
     and, for each, ``dp`` such that ``global_batch = micro_batch x grad_accum x dp`` with whole numbers and
     ``grad_accum >= pp`` (fewer micro-batches than stages leave most of the pipeline idle), ``tp x pp x dp``
     at most ``max_gpus``; context parallelism ``cp`` among ``cp_degrees`` (default
@@ -369,7 +322,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     V100, runs the recipe in FP16 at its FP16 peak: :func:`~llmsizing.hardware.dense_tflops`; an FP8
     ``precision`` runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and
     refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per
-    tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond them.
+    tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond
+    them: a plan meets the deadline by its point
+    estimate ``days`` (``deadline_rule="estimate"``, the default) or by the slow end of its 80% range,
+    ``days_high`` (``"slow_end"``); the frame then has a ``meets_deadline`` column (``"yes"``: met at the slow
+    end; ``"likely"``: by the point estimate only; :data:`~llmsizing.plan_rank.DEADLINE_RULES`) and
+    ``attrs["deadline_rule"]`` names the rule, as :class:`NoPlanError`'s message does.
     ``price_kind`` says what each plan's price is (:func:`~llmsizing.catalog.price_kind_of`): a plan priced at
     an ``"estimate"`` is ranked by it but marked, never passed off as a list price (issue 38).
 
@@ -411,7 +369,18 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         max_nodes = check_int("max_nodes", max_nodes)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
+    vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in
+                                                           check_sequence("virtual_stages", virtual_stages,
+                                                                          example="(1, 2, 4)")}))
+    if model.is_moe:
+        if vps is not None and vps != (1,):
+            raise ValueError(f"virtual_stages={vps}: interleaved pipelines of a mixture of experts are not "
+                             "searched (its stages' dense and MoE layers move with the chunks): give (1,) or "
+                             "None")
+        vps = (1,)
+    deadline_rule = check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
+    columns += () if deadline_days is None else ("meets_deadline",)
     gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
                                                                          example='("H100 SXM", "A100 80GB")')]
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
@@ -473,6 +442,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if model.is_moe:                            # (a dense model's search is called as before)
         args += (eps, expert_tp, max_nodes, ep_overlap)
     more = {"partial": True} if partial else {}      # (the search without it is called as before)
+    if vps != (1,):
+        more["vps"] = vps
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
@@ -505,9 +476,11 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if not (np.isfinite(days).all() and np.isfinite(cost).all()):     # (bounded inputs keep them finite)
         raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check "
                          "tokens, kernel_efficiency and prices")
-    keep = np.ones(len(df), dtype=bool)
+    # (an interleaved plan another one beats is not listed)
+    keep = df["listed"].to_numpy().copy() if "listed" in df else interleaving_winners(df)
     if deadline is not None:
-        keep &= days <= deadline
+        added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
+        keep &= (days if deadline_rule == "estimate" else added["days_high"]) <= deadline
     if budget is not None:
         keep &= cost <= budget
     sel = np.flatnonzero(keep)
@@ -520,10 +493,14 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             f"{len(df):,} plans fit in memory, but none meets "
             + " and ".join(x for x in (f"deadline_days={deadline:g}" if deadline else "",
                                        f"budget_usd={budget:,.0f}" if budget else "") if x)
-            + f": the fastest takes {days[f]:,.1f} days (${cost[f]:,.0f}, "
+            + f": the fastest takes {days[f]:,.1f} days"
+            + (f" ({days[f] / low[f]:,.1f} at the slow end of the 80% range)" if deadline else "")
+            + f" (${cost[f]:,.0f}, "
             f"{n_gpus[f]:,} x {gpu[f]}), the cheapest costs ${cost[c]:,.0f} "
             f"({days[c]:,.1f} days, {n_gpus[c]:,} x {gpu[c]})"
-            + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed"))
+            + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed")
+            + ("" if deadline is None else f"; the deadline was checked by the "
+               f"{deadline_rule_text(deadline_rule, deadline)}"))
     # plans that split the same work differently tie to the last bits of a float: compare at 12 digits, so
     # ties keep the search's order whatever the rounding (the step's compute is a sum: llmsizing.kernels)
     days_d, cost_d = _digits(days[sel]), _digits(cost[sel])
@@ -549,6 +526,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                             + f", range of the {stack_fam} stack"
                             + (" where it states one, else the pooled range" if pooled else ""))
     out.attrs["cp_comm"] = cp_comm
+    if deadline is not None:
+        out.attrs["deadline_rule"] = deadline_rule_text(deadline_rule, deadline)
     out.attrs["range_area"] = LAYOUT_RANGE_AREA
     out.attrs["stack"] = stack_fam                      # the stack named (its range where it states one)
     out.attrs["range_rows"] = range_rows

@@ -28,11 +28,18 @@ def _cp_text(r, sep: str = " ") -> str:
     return f"{sep}cp={cp}" if cp > 1 else ""
 
 
+def _vp_text(r, sep: str = " ") -> str:
+    """``" vp=20"`` for a plan with interleaved chunks per pipeline stage (issue 34), ``""`` without."""
+    v = int(r.get("virtual_stages", 1)) if hasattr(r, "get") else int(getattr(r, "virtual_stages", 1))
+    return f"{sep}vp={v}" if v > 1 else ""
+
+
 def _plan_label(r) -> str:
     """A front plan in one line: GPUs, layout and recomputation."""
     from ..planner import recompute_label
     return (f"{int(r.n_gpus):,} x {r.gpu} (tp={r.tp},{_cp_text(r, ' ')}{',' if _cp_text(r) else ''} "
-            f"pp={r.pp}, dp={r.dp}{f', ep={r.ep}' if r.get('ep', 1) > 1 else ''}, ZeRO-{r.zero}"
+            f"pp={r.pp},{_vp_text(r, ' ')}{',' if _vp_text(r) else ''} dp={r.dp}"
+            f"{f', ep={r.ep}' if r.get('ep', 1) > 1 else ''}, ZeRO-{r.zero}"
             f"{', SP' if r.sp else ''}), micro-batch {r.micro_batch} x {r.grad_accum}, "
             f"recompute={recompute_label(r, True)}")
 
@@ -65,7 +72,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..layouts import USABLE_FRACTION, step_time
     from ..memory import training_memory
     from ..moe_layouts import route_max_nodes
-    from ..parallel import Parallel
+    from ..job import Job
     from ..planner import _pareto, plan, recompute_kwargs
 
     # a mixture of experts: chapter 18
@@ -83,8 +90,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                          f"got {highlight!r}")
     r = plans.loc[highlight]
     g = get_gpu(r.gpu)
-    par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp),
-                   ep=int(r.get("ep", 1)), cp=int(r.get("cp", 1)), cp_comm=plans.attrs.get("cp_comm", "p2p"))
+    # (the row's layout with its interleaved chunks and pipeline split: issue 34)
+    par = Job.from_plan_row(r, m, seq=seq, cp_comm=plans.attrs.get("cp_comm", "p2p")).parallel
     run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), **recompute_kwargs(r))
     tm = training_memory(m, parallel=par, **run)
     st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, max_nodes=route_max_nodes(m), **run)
@@ -150,10 +157,11 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                                      loc="upper center", bbox_to_anchor=(0.5, -0.58), handlelength=1.2,
                                      columnspacing=0.9, labelspacing=0.3))
     if _cp_text(r):                   # one more degree: the GPU's name is in the summary, not the title
-        ax_m.set_title(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp} dp={r.dp} "
-                       f"ZeRO-{r.zero}", fontsize=7.5, loc="left")
+        ax_m.set_title(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp}{_vp_text(r)} "
+                       f"dp={r.dp} ZeRO-{r.zero}", fontsize=7.5, loc="left")
     else:
-        ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp} ZeRO-{r.zero}",
+        ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp}{_vp_text(r)} dp={r.dp} "
+                       f"ZeRO-{r.zero}",
                        fontsize=8.5, loc="left")
 
     # ---- right, bottom: where the step's time goes
@@ -272,7 +280,8 @@ def _plan_groups(plans) -> dict:
     lines = []
     for i, f in enumerate(_front_rows(plans, np.flatnonzero(on_front)), 1):
         lines.append((f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp}{_cp_text(f)} "
-                     f"pp={f.pp:<2d} dp={f.dp:<4d} ZeRO-{f.zero} mb={f.micro_batch} x{f.grad_accum:<4d} "
+                     f"pp={f.pp:<2d}{_vp_text(f)} dp={f.dp:<4d} ZeRO-{f.zero} "
+                     f"mb={f.micro_batch} x{f.grad_accum:<4d} "
                      f"{recompute_label(f):<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
                      f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}"))
     out = {"own": own, "front": (days[fs], cost[fs]), "front_by_gpu": by_gpu, "front_lines": lines}

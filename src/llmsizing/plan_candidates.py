@@ -1,0 +1,101 @@
+"""The planner's candidate plans of a layout (Part III, "How many GPUs do you need?"), split out of
+:mod:`llmsizing.plan_memory` (issue 34: interleaved pipelines pushed it past 600 lines): every
+(context-parallel degree, micro-batch, ``dp``) a search's layouts may take (:func:`_pair_table`), and the rows
+one layout keeps, with the accumulation classes its memory depends on (:func:`_candidates`). NumPy only; no
+formula of the model.
+:mod:`llmsizing.plan_memory` re-exports these names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import check_int
+from .layouts import _divisors
+
+
+def _pair_table(cps, divisors: dict, global_batch: int) -> dict:
+    """Every (context-parallel degree, micro-batch, ``dp``) a search's layouts may take, in the search's order
+    (``cp``, then micro-batch, then ``dp``), as columns: ``block`` (the index of the (cp, micro-batch) pair),
+    ``cp``, ``micro``, ``dp``, ``m`` (micro-batches per step). ``divisors`` holds the divisors of
+    ``global_batch // micro`` for each micro-batch, in order; a micro-batch that does not divide
+    ``global_batch`` has none. :func:`_candidates` keeps the rows a layout allows."""
+    block, cp_, b_, dp_ = [], [], [], []
+    for k, (cp, b) in enumerate((cp, b) for cp in cps for b in divisors):
+        if global_batch % b:
+            continue
+        ds = divisors[b]
+        block += [k] * len(ds)
+        cp_ += [cp] * len(ds)
+        b_ += [b] * len(ds)
+        dp_ += ds
+    block, cp_, b_, dp_ = (np.array(x, dtype=np.int64) for x in (block, cp_, b_, dp_))
+    return dict(block=block, cp=cp_, micro=b_, dp=dp_, m=global_batch // (b_ * dp_))
+
+
+def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus, v: int = 1):
+    """The candidate plans of the layouts with ``(tp, pp, ep)`` (any ZeRO stage) as columns, in the search's
+    order (context-parallel degree, micro-batch, ``dp``), or None if there is none: the rows of ``table``
+    (:func:`_pair_table`) with ``m >= pp`` micro-batches per step, ``tp x cp x pp x dp`` at most
+    ``max_gpus``, and for a mixture of experts ``dp`` a multiple of ``units`` (each row's
+    :func:`~llmsizing.moe_layouts.dp_unit`: ``ep`` divides ``tp x cp x dp / etp``,
+    :class:`~llmsizing.parallel.Parallel`); and ``group`` (an index into ``pairs``, the distinct (cp,
+    accumulation class) pairs). With ``v > 1`` interleaved chunks per stage (issue 34), ``m`` a multiple of
+    ``pp``, as Megatron-LM's interleaved schedule requires (its micro-batch groups of ``pp``,
+    ``microbatch_group_size_per_vp_stage``)."""
+    cp_, dp_ = table["cp"], table["dp"]
+    keep = table["m"] >= pp
+    if v > 1:
+        keep &= table["m"] % pp == 0
+    if max_gpus is not None:
+        keep &= tp * cp_ * pp * dp_ <= max_gpus
+    if units is not None:
+        keep &= dp_ % units == 0
+    rows = np.flatnonzero(keep)
+    if not len(rows):
+        return None
+    cp_, b_, dp_, m = cp_[rows], table["micro"][rows], dp_[rows], table["m"][rows]
+    # memory depends on grad_accum only through "more than one micro-batch" (the gradients are then alive in
+    # the forward) and the micro-batches in flight, which saturate at pp: two classes at most (interleaved:
+    # the whole step in flight on the first stage at m = pp, and from 2 pp on the warm-up's own count)
+    cls = np.where(m > 1, max(2, pp), 1) if v == 1 else np.where(m > pp, 2 * pp, pp)
+    # the distinct (cp, accumulation class) pairs, numbered in the order they first appear
+    _, first, at = np.unique(cp_ * (2 * pp + 1) + cls, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    number = np.empty(len(first), dtype=np.int64)
+    number[order] = np.arange(len(first))
+    group = number[at.reshape(-1)]
+    pairs = {(int(cp_[f]), int(cls[f])): None for f in first[order].tolist()}
+    return dict(block=table["block"][rows], cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
+                pairs=tuple(pairs), dpf=dp_.astype(float))
+
+
+#: The interleaved model chunks per pipeline stage the planner tries by default (``virtual_stages=None``):
+#: besides 1 (plain 1F1B), the fewest and the most chunks that split a stage's layers evenly
+#: (:func:`stage_chunk_options`). In the step model the most chunks win on time and memory alike: the bubble
+#: is ``(pp - 1) / (v m)`` (Narayanan et al. 2021, Sec. 2.2), the first stage holds ``pp + (pp - 1) / v``
+#: micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`) and the sends exposed in the fill and
+#: drain are ``2 (pp - 1)`` whatever ``v`` (:func:`~llmsizing.layouts.exposed_by_group`; the ``2 m v`` sends
+#: themselves hide in the steady state). The fewest chunks win where memory is tight: partial recomputation
+#: reruns ``N`` layers of every chunk (Megatron-LM's ``--recompute-num-layers`` per virtual stage), so the
+#: fewer the chunks the finer its steps. A number in between is neither the fastest nor the finest.
+VIRTUAL_STAGES = None
+
+#: The most interleaved chunks per stage the planner searches: 64 (Llama 3 405B ran 8; a chunk per layer of
+#: a 126-layer model on two stages is 63). It bounds the schedule's bookkeeping for a model of thousands of
+#: layers per stage.
+MAX_VIRTUAL_STAGES = 64
+
+
+def stage_chunk_options(stage_layers: int, virtual_stages=None) -> tuple[int, ...]:
+    """The interleaved model chunks per stage the planner searches for a pipeline stage of ``stage_layers``
+    layers (Megatron-LM's even split; issue 34): ``1`` and, from ``virtual_stages`` (default
+    :data:`VIRTUAL_STAGES`: the smallest and the largest divisor above 1, at most
+    :data:`MAX_VIRTUAL_STAGES`), those above 1 that divide the stage's layers into equal chunks, as
+    Megatron-LM's interleaved schedule builds them. A stage of 9 layers: ``(1, 3, 9)``; of 7: ``(1, 7)``; of
+    1: ``(1,)``."""
+    n = check_int("stage_layers", stage_layers)
+    ds = [d for d in _divisors(n, MAX_VIRTUAL_STAGES) if d > 1]
+    if virtual_stages is None:
+        return (1,) + tuple(sorted({ds[0], ds[-1]})) if ds else (1,)
+    return (1,) + tuple(v for v in sorted(set(virtual_stages)) if 1 < v <= MAX_VIRTUAL_STAGES and n % v == 0)

@@ -1,0 +1,139 @@
+"""How the planner ranks its plans (Part III, "How many GPUs do you need?"), split out of
+:mod:`llmsizing.planner` (issue 34: interleaved pipelines and the deadline's rule pushed it past 600 lines):
+numbers compared at 12 significant digits (:func:`_digits`), sort orders shared between keys
+(:func:`_lex_orders`) and the time-vs-cost Pareto front (:func:`_pareto`). NumPy only; no formula of the
+model. :mod:`llmsizing.planner` re-exports these names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import check_choice
+
+
+def _digits(values: np.ndarray) -> np.ndarray:
+    """``values`` rounded to 12 significant digits (non-finite ones kept)."""
+    out = np.asarray(values, dtype=float).copy()
+    ok = np.isfinite(out) & (out != 0)
+    scale = 10.0 ** (11 - np.floor(np.log10(np.abs(out[ok]))))
+    out[ok] = np.round(out[ok] * scale) / scale
+    return out
+
+
+def _taken(col, rows: np.ndarray):
+    """The values of the column ``col`` (a Series) at the positions ``rows``, keeping its dtype."""
+    from pandas.api.extensions import ExtensionDtype
+
+    return col.array[rows] if isinstance(col.dtype, ExtensionDtype) else col.to_numpy()[rows]
+
+
+def _ranks(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each value's rank among the distinct values of ``x`` (equal values share one; ``x`` has >= 2 values and
+    no NaN), and how many distinct values there are."""
+    o = np.argsort(x)
+    s = x[o]
+    steps = np.cumsum(s[1:] != s[:-1])
+    r = np.empty(len(x), dtype=np.int64)
+    r[o[0]] = 0
+    r[o[1:]] = steps
+    return r, int(steps[-1]) + 1 if len(steps) else 1
+
+
+def _lex_orders(*keys: tuple[np.ndarray, ...]):
+    """``np.lexsort(k)`` for each tuple ``k`` of ``keys`` (the same order: the last key sorts first, ties keep
+    the rows' order), from one integer sort each: every key's values are ranked once and shared, and each
+    order packs (ranks, row) into one int64. Falls back to np.lexsort on a NaN, a non-numeric key, fewer than
+    two rows or a packed key that would not fit in 63 bits. (Issue 35: np.lexsort's indirect merge sort takes
+    ~10 ms for two float keys of Mixtral's 43k plans.)"""
+    arrays = {id(a): a for k in keys for a in k}
+    if any(len(a) < 2 or a.dtype.kind not in "fiub" or (a.dtype.kind == "f" and np.isnan(a).any())
+           for a in arrays.values()):
+        return [np.lexsort(k) for k in keys]
+    ranked = {i: _ranks(a) for i, a in arrays.items()}
+    out = []
+    for k in keys:
+        n = len(k[0])
+        packed, span = np.arange(n, dtype=np.int64), n
+        for a in k:
+            r, distinct = ranked[id(a)]
+            if span * distinct >= 2**63:
+                packed = None
+                break
+            packed += r * span
+            span *= distinct
+        out.append(np.lexsort(k) if packed is None else np.sort(packed) % n)
+    return out
+
+
+def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray,
+            order: np.ndarray | None = None) -> np.ndarray:
+    """True where no other row is at least as fast and as cheap and better in one. Of plans that tie on both
+    (say ZeRO-0 and ZeRO-1, which move the same bytes), only the one with the least memory per GPU is marked.
+    A row whose days or cost is not a finite number is never marked (and never stalls the sweep). ``order``:
+    np.lexsort((memory, cost, days)) when already known (every days and cost finite)."""
+    front = np.zeros(len(days), dtype=bool)
+    if not len(days):
+        return front
+    ok = np.isfinite(days) & np.isfinite(cost)
+    days, cost = np.where(ok, days, np.inf), np.where(ok, cost, np.inf)
+    if order is None:
+        order = np.lexsort((memory, cost, days))
+    d = days[order]
+    firsts = order[np.flatnonzero(np.concatenate(([True], d[1:] != d[:-1])))]   # each speed's cheapest
+    c = cost[firsts]
+    # the cheapest cost among strictly faster rows (inf before the fastest: an infinite cost never passes)
+    best = np.minimum.accumulate(np.concatenate(([np.inf], c[:-1])))
+    front[firsts[c < best]] = True
+    return front
+
+
+def interleaving_winners(df) -> np.ndarray:
+    """True for the rows of a planner table (:func:`~llmsizing.planner.plan`'s search) worth listing: every
+    plan without interleaving, and a plan with ``virtual_stages > 1`` unless another of the same layout,
+    GPU, micro-batch and ``dp`` (so the same GPUs and cost per second), differing only in its chunks and the
+    recomputation they need, is at least as fast and at most as heavy (both at 12 digits, :func:`_digits`; of
+    exact ties the first in the search's order stays). Issue 34: the interleaved options are added only where
+    they can win, on time or on memory; the plans the search listed before stay."""
+    v = df["virtual_stages"].to_numpy()
+    keep = np.ones(len(v), dtype=bool)
+    if not (v > 1).any():
+        return keep
+    # each row's group: its codes in the columns that define it, packed into one integer
+    codes = [np.unique(df[c].to_numpy(), return_inverse=True)[1].reshape(-1)
+             for c in ("gpu", "tp", "cp", "pp", "zero", "micro_batch", "dp")]
+    group = np.ravel_multi_index(codes, [int(c.max()) + 1 for c in codes])
+    step, memory = (_digits(df[c].to_numpy()) for c in ("step_time_s", "memory_per_gpu_bytes"))
+    order = np.lexsort((memory, step, group))              # each group by speed, then memory, stably
+    mem_rank, distinct = _ranks(memory[order]) if len(v) > 1 else (np.zeros(1, dtype=np.int64), 1)
+    g = group[order]
+    # each row's memory rank, lifted by its group's place from the end: a running minimum then never reaches
+    # back into an earlier group (whose values all lie above), and a row is dominated if an earlier row of
+    # its own group is no heavier
+    lifted = mem_rank + (g.max() - g) * (distinct + 1)
+    before = np.concatenate(([np.iinfo(np.int64).max], np.minimum.accumulate(lifted)[:-1]))
+    keep[order[before <= lifted]] = False
+    return keep | (v == 1)
+
+
+#: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` (the default, as before)
+#: keeps a plan whose point estimate ``days`` meets the deadline; ``"slow_end"`` one whose slow end of the 80%
+#: range, ``days_high``, does. Either way the frame's ``meets_deadline`` column says, per plan, ``"yes"``
+#: (``days_high <= deadline``: met even at the slow end of the range) or ``"likely"`` (only the point
+#: estimate meets it: at the slow end the run overshoots), and ``attrs["deadline_rule"]`` names the rule.
+DEADLINE_RULES = ("estimate", "slow_end")
+
+
+def deadline_rule_text(rule: str, deadline: float) -> str:
+    """The rule ``rule`` (:data:`DEADLINE_RULES`) for ``deadline`` days in words, for messages and tables."""
+    if check_choice("deadline_rule", rule, DEADLINE_RULES) == "estimate":
+        return f"point estimate (days <= {deadline:g}; the slow end of the 80% range may overshoot)"
+    return f"slow end of the 80% range (days_high <= {deadline:g})"
+
+
+def meets_deadline(days, days_high, deadline: float) -> np.ndarray:
+    """Per plan, ``"yes"`` where ``days_high <= deadline`` (met at the slow end of the 80% range),
+    ``"likely"`` where only ``days <= deadline`` (the point estimate), ``"no"`` otherwise
+    (:data:`DEADLINE_RULES`)."""
+    days, days_high = np.asarray(days, dtype=float), np.asarray(days_high, dtype=float)
+    return np.where(days_high <= deadline, "yes", np.where(days <= deadline, "likely", "no")).astype(object)

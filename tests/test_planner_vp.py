@@ -1,0 +1,164 @@
+"""Issue 34: the planner searches interleaved (virtual) pipeline stages and Megatron-LM's split that counts the
+embedding and the loss as a layer's place each (Llama 3 405B's 16 stages), and says which deadline rule it used.
+
+Expected values are worked out by hand: the chunk options from the divisors of a stage's layers, Megatron-LM's
+rule that an interleaved step's micro-batches come in groups of pp, Narayanan et al.'s bubble (pp - 1) / (v m),
+the days of a plan from its step time, and the deadline rule on hand-picked numbers. The planner's rows are also
+checked against direct step_time and training_memory calls on the layout built by hand."""
+
+import numpy as np
+import pytest
+
+import llmsizing as L
+from llmsizing.job import Job
+from llmsizing.planner import (DEADLINE_RULES, NoPlanError, PLAN_COLUMNS, meets_deadline, plan,
+                               recompute_kwargs, stage_chunk_options)
+
+L405, L70 = "llama-3.1-405b", "llama-3-70b"
+K405 = dict(tokens=15.6e12, seq=8192, global_batch=2048, gpus=("H100 SXM",), max_gpus=16384)
+
+
+@pytest.fixture(scope="module")
+def p405():
+    return plan(L405, **K405)
+
+
+@pytest.fixture(scope="module")
+def p70():
+    return plan(L70, tokens=1e12, gpus=("H100 SXM", "A100 80GB"), seq=8192, global_batch=1024, max_gpus=4096)
+
+
+def test_chunk_options_by_hand():
+    # the fewest and the most equal chunks above one, and one (plain 1F1B)
+    assert stage_chunk_options(9) == (1, 3, 9)          # 9 = 3 x 3
+    assert stage_chunk_options(7) == (1, 7)             # a prime: one layer per chunk only
+    assert stage_chunk_options(8) == (1, 2, 8)          # Llama 3 405B's 8 places per stage
+    assert stage_chunk_options(20) == (1, 2, 20)
+    assert stage_chunk_options(1) == (1,)
+    assert stage_chunk_options(8, (2, 4, 3)) == (1, 2, 4)     # given: those that divide the stage
+    assert stage_chunk_options(9, (2, 4)) == (1,)
+    with pytest.raises(ValueError, match="stage_layers"):
+        stage_chunk_options(0)
+
+
+def test_columns_and_megatrons_rules(p70):
+    assert tuple(p70.columns) == PLAN_COLUMNS and "virtual_stages" in PLAN_COLUMNS
+    vp = p70[p70["virtual_stages"] > 1]
+    assert len(vp) > 100 and set(vp["pp"]) >= {2, 4, 8}
+    assert (vp["grad_accum"] % vp["pp"] == 0).all()             # micro-batches in groups of pp
+    assert ((80 // vp["pp"]) % vp["virtual_stages"] == 0).all()  # equal chunks of the stage's layers
+    assert (p70.loc[p70["pp"] == 1, "virtual_stages"] == 1).all()
+
+
+def test_rows_are_step_time_and_training_memory_on_the_layout_built_by_hand(p405):
+    """Every interleaved plan of the 405B search on 16,384 H100s priced and weighed again from a Parallel written
+    out by hand (pp 16 does not divide the 126 layers: the embedding and the loss take a layer's place each)."""
+    vp = p405[p405["virtual_stages"] > 1]
+    assert set(vp["pp"]) >= {4, 8, 16, 32}
+    for r in vp.sample(40, random_state=1).itertuples():
+        even = 126 % r.pp == 0
+        par = L.Parallel(tp=r.tp, pp=r.pp, dp=r.dp, zero=r.zero, sp=r.tp > 1, virtual_stages=r.virtual_stages,
+                         account_for_embedding=not even, account_for_loss=not even)
+        job = Job.from_plan_row(r, L405, seq=8192).parallel             # (resolved: the split written out)
+        assert (job.virtual_stages, job.account_for_embedding, job.stage_layers) == (
+            r.virtual_stages, not even, L.parallel.layers_per_stage(126, par))
+        kw = dict(batch=r.micro_batch, seq=8192, grad_accum=r.grad_accum, **recompute_kwargs(r))
+        st = L.step_time(L405, r.gpu, par, **kw)
+        assert st.step_s == pytest.approx(r.step_time_s, rel=1e-9)
+        assert L.training_memory(L405, parallel=par, **kw).total_bytes == pytest.approx(
+            r.memory_per_gpu_bytes, rel=1e-9)
+        assert r.memory_per_gpu_bytes <= 0.9 * L.get_gpu("H100 SXM").memory_bytes
+
+
+def test_metas_shape_is_searched_and_priced_as_step_time(p405):
+    """tp 8, pp 16 with eight one-place chunks per stage, dp 128 (Dubey et al. 2024, Sec. 3.3.2, Table 4) is
+    among the plans, and its row is step_time's for that layout."""
+    rows = p405[(p405["tp"] == 8) & (p405["pp"] == 16) & (p405["virtual_stages"] == 8) & (p405["dp"] == 128)]
+    assert len(rows)
+    r = rows.iloc[0]
+    par = L.Parallel(tp=8, pp=16, dp=128, zero=int(r.zero), sp=True, virtual_stages=8, account_for_embedding=True,
+                     account_for_loss=True)
+    st = L.step_time(L405, "H100 SXM", par, batch=1, seq=8192, grad_accum=16, **recompute_kwargs(r))
+    assert st.step_s == pytest.approx(r.step_time_s, rel=1e-9)
+
+
+def test_the_interleaved_bubble_by_hand(p70):
+    """Two plans that differ only in their chunks and recompute nothing: their steps differ by the bubble,
+    compute x (pp - 1) / m x (1 - 1 / v) (Narayanan et al. 2021, Sec. 2.2): the sends the fill and drain wait for
+    are 2 (pp - 1) either way."""
+    none = p70[p70["recompute"] == "none"]
+    key = ["gpu", "tp", "cp", "pp", "zero", "micro_batch", "dp"]
+    both = none[none["virtual_stages"] == 1].merge(none[none["virtual_stages"] > 1], on=key, suffixes=("", "_v"))
+    assert len(both) > 5
+    for r in both.head(8).itertuples():
+        par = L.Parallel(tp=r.tp, pp=r.pp, dp=r.dp, zero=r.zero, sp=r.tp > 1)
+        compute = L.step_time(L70, r.gpu, par, batch=r.micro_batch, seq=8192, grad_accum=r.grad_accum).compute_s
+        want = compute * (r.pp - 1) / r.grad_accum * (1 - 1 / r.virtual_stages_v)
+        assert r.step_time_s - r.step_time_s_v == pytest.approx(want, rel=1e-6)
+
+
+def test_the_405b_plan_on_16384_gpus_gets_faster(p405):
+    """Before issue 34 the fastest plan on 16,384 GPUs was ZeRO-3 on dp 2,048 at 11.0 s a step (MFU 0.248). With
+    interleaving and the 16-stage split the planner finds a pipeline at least 20% faster."""
+    fastest = p405.loc[p405["step_time_s"].idxmin()]
+    assert fastest["n_gpus"] == 16384 and fastest["pp"] > 1 and fastest["virtual_stages"] > 1
+    assert fastest["step_time_s"] < 11.0 / 1.2 and fastest["mfu"] > 0.30
+    # days from the step by hand: 15.6e12 tokens / (2,048 x 8,192 tokens a step) steps
+    steps = 15.6e12 / (2048 * 8192)
+    assert fastest["days"] == pytest.approx(steps * fastest["step_time_s"] / 86400, rel=1e-12)
+
+
+def test_virtual_stages_one_searches_no_interleaving():
+    df = plan(L70, tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=1024, max_gpus=1024,
+              virtual_stages=(1,))
+    assert (df["virtual_stages"] == 1).all()
+    with pytest.raises(ValueError, match="virtual_stages"):
+        plan("mixtral-8x7b", tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=512, virtual_stages=(1, 2))
+    with pytest.raises(ValueError, match="virtual_stages"):
+        plan(L70, tokens=1e12, seq=8192, global_batch=1024, virtual_stages=(0,))
+
+
+# ---- the deadline's rule
+def test_meets_deadline_by_hand():
+    got = meets_deadline([10.0, 10.0, 8.0, 12.0], [12.0, 11.0, 9.0, 13.0], 11.0)
+    assert list(got) == ["likely", "yes", "yes", "no"]
+    assert DEADLINE_RULES == ("estimate", "slow_end")
+
+
+def test_the_deadline_rule_and_its_column(p70):
+    """A deadline between a plan's point estimate and the slow end of its range: kept as "likely" by the default
+    rule, dropped by the slow end's; a deadline beyond its slow end: "yes"."""
+    kw = dict(tokens=1e12, gpus=("H100 SXM", "A100 80GB"), seq=8192, global_batch=1024, max_gpus=4096)
+    r = p70.iloc[0]
+    # the days by hand from the step: 1e12 tokens / (1,024 x 8,192) steps
+    days = 1e12 / (1024 * 8192) * r.step_time_s / 86400
+    assert r.days == pytest.approx(days, rel=1e-12) and r.days_high > r.days
+    mid = (r.days + r.days_high) / 2
+    key = ["gpu", "tp", "cp", "pp", "virtual_stages", "zero", "micro_batch", "dp"]
+
+    def row(df):
+        return df[(df[key] == r[key]).all(axis=1)]
+
+    kept = plan(L70, deadline_days=mid, **kw)
+    assert list(kept.columns) == list(PLAN_COLUMNS) + ["meets_deadline"]
+    assert list(row(kept)["meets_deadline"]) == ["likely"]
+    assert set(kept["meets_deadline"]) <= {"yes", "likely"} and (kept["days"] <= mid).all()
+    assert "point estimate" in kept.attrs["deadline_rule"]
+    strict = plan(L70, deadline_days=mid, deadline_rule="slow_end", **kw)
+    assert not len(row(strict)) and (strict["days_high"] <= mid).all() and set(strict["meets_deadline"]) == {"yes"}
+    assert "slow end" in strict.attrs["deadline_rule"]
+    loose = plan(L70, deadline_days=r.days_high * 1.01, **kw)
+    assert list(row(loose)["meets_deadline"]) == ["yes"]
+    assert "meets_deadline" not in p70                       # no deadline, no column
+    with pytest.raises(ValueError, match="deadline_rule"):
+        plan(L70, deadline_days=30, deadline_rule="median", **kw)
+
+
+def test_no_plan_says_the_rule():
+    kw = dict(tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=1024, max_gpus=256, deadline_days=1)
+    with pytest.raises(NoPlanError, match=r"none meets deadline_days=1: the fastest takes .* days \(.* at the "
+                                          r"slow end of the 80% range\).*checked by the point estimate"):
+        plan(L70, **kw)
+    with pytest.raises(NoPlanError, match="checked by the slow end of the 80% range"):
+        plan(L70, deadline_rule="slow_end", **kw)
+    assert np.isfinite(plan(L70, **{**kw, "deadline_days": 1e4})["days"]).all()
