@@ -100,3 +100,22 @@ def test_context_parallel_runs_are_held_out_of_the_kernel_fit(fitted):
     assert (par.tp, par.cp, par.pp, par.dp, par.gpus, micro * accum * par.dp) == (8, 16, 16, 8, 16384, 128)
     assert par.cp_comm == "all_gather"                        # Llama 3, Sec. 3.3.2
     assert not np.isnan(l3["kernel_efficiency"])
+
+
+def test_run_mfu_at_reads_a_series_dtype_field_not_its_own_dtype():
+    """read17: a pandas Series has a ``dtype`` attribute of its own (``object`` for a run's row), which
+    shadowed the run's ``dtype`` column in ``run_mfu_at``, so an FP8 run given as a Series was priced in BF16.
+    A run is the same run whether it comes as a Series, a dict or a row of ``itertuples()``; torchtitan's
+    Llama 3.1 8B at 128K (cp=4) trained in Float8, so its price must differ from the same layout in BF16."""
+    from llmsizing.time_cost import published_runs
+
+    df = published_runs()
+    series = df[df["run"].str.contains("FSDP2 CP4, 128K context, Float8", regex=False)].iloc[0]
+    assert series["dtype"] == "fp8" and series.dtype == object       # the shadowing attribute
+    tuple_row = next(df.loc[[series.name]].itertuples(index=False))
+    e = 0.5
+    mfu = C.run_mfu_at(tuple_row, e)
+    assert C.run_mfu_at(series, e) == pytest.approx(mfu, rel=1e-12)
+    assert C.run_mfu_at(series.to_dict(), e) == pytest.approx(mfu, rel=1e-12)
+    as_bf16 = C.run_mfu_at(tuple_row._replace(dtype="bf16"), e)
+    assert abs(mfu / as_bf16 - 1) > 0.05                               # the dtype is read, not defaulted

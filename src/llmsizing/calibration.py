@@ -272,9 +272,15 @@ def run_mfu_at(row, efficiency: float) -> float:
     """The MFU :func:`~llmsizing.layouts.step_time` gives ``row``'s published layout (:func:`_layout_of`,
     which must not be ``None``) at kernel efficiency ``efficiency``, with the attention kernel of the row's
     framework (:func:`attention_kernel_of`) and its published TP overlap (:func:`tp_overlap_of`): the one
-    call :func:`run_kernel_efficiency` inverts and :mod:`llmsizing.step_intervals` predicts with."""
+    call :func:`run_kernel_efficiency` inverts and :mod:`llmsizing.step_intervals` predicts with. ``row`` may
+    be a row of ``itertuples()``, a ``Series`` or a dict (a ``Series``' own ``dtype`` attribute would
+    otherwise shadow the run's ``dtype`` field and price an FP8 run in BF16)."""
+    import pandas as pd
+
     from .layouts import step_time
 
+    if isinstance(row, (pd.Series, dict)):
+        row = _check_row(row)
     par, micro, accum, recompute = _layout_of(row)
     return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
                      kernel_efficiency=efficiency, recompute=recompute,
