@@ -17,6 +17,7 @@ import weakref
 
 import numpy as np
 
+from . import dense_arrays
 from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces
 from .moe import EpLayouts
@@ -144,8 +145,10 @@ class SearchMemory:
         (:class:`~llmsizing.moe.EpLayouts`; issue 35: ZeRO-1 with a pipeline took one or two calls per
         ``ep``), then :meth:`states`' own arithmetic on each layout's column, in its order: bit for bit the
         entries it would make."""
+        if not self.model.is_moe:                      # a dense model's: on arrays (issue 35, dense35)
+            return dense_arrays.prefetch(self, keys, rc)
         recipe = RECIPES[self.kw.get("precision", "bf16-mixed")]
-        if (not self.model.is_moe or recipe.autocast
+        if (recipe.autocast
                 or self.kw.get("optimizer_impl", "foreach") != "foreach"):
             return
         groups: dict = {}
@@ -176,6 +179,10 @@ class SearchMemory:
             for ep in sorted(eps, key=lambda e: eps[e] == "one"):            # the first two ep first
                 got = [column[ep, dp] for dp in self._dps(tp, zero, ep, eps[ep])]
                 self._states[tp, pp, zero, ep, c] = self._entry(tp, pp, zero, ep, c, rc, u, *got)
+
+    def prefetch_cp(self, keys, rc: str) -> None:
+        """A dense model's :meth:`per_micro` above ``cp = 1`` of ``keys`` (``(tp, pp, c)``) on arrays."""
+        dense_arrays.prefetch_cp(self, keys, rc)
 
     def _dps(self, tp: int, zero: int, ep: int, kind: str) -> tuple:
         """The ``dp`` of the calls :meth:`states` makes for a layout of ``kind`` (:meth:`_kind`)."""
@@ -260,7 +267,8 @@ class _PerRecompute:
         return self.coefficients(tp, pp, zero, ep, "full1", c, cp)
 
     def prefetch(self, keys, rc) -> None:
-        """(:meth:`SearchMemory.prefetch` reads no autocast recipe.)"""
+        """(:meth:`SearchMemory.prefetch` reads no autocast recipe, nor its ``prefetch_cp``.)"""
+    prefetch_cp = prefetch
 
     def share_cp1(self, other: "_PerRecompute") -> None:
         for rc, sub in other._each.items():
@@ -498,6 +506,7 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     live = ~(floor > limits.max() * (1 + FLOOR_MARGIN))       # (beyond the largest limit: beyond every one)
     need = np.zeros(len(asked), dtype=bool)
     need[at[live]] = True
+    memory.prefetch_cp([(k[0][0], k[0][1], k[1][1]) for k, n in zip(asked, need) if n and k[1][0] > 1], rc)
     for k, ((tp, pp, zero, ep), (cp, c)) in enumerate(asked):
         u = memory.per_micro(tp, pp, rc, c, cp if need[k] else 1)
         micro_at.append(micros.setdefault(id(u), (len(micros), u))[0])
@@ -532,12 +541,14 @@ def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_laye
     recomputed fits on some GPU), each entry the same numbers as one call per layout and pair gave."""
     _, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     at = at.reshape(-1)
-    keys, full = [], []
+    keys = []
     for row in rows[first].tolist():
         (tp, pp, zero, ep), _, cand = parts[lay[row]]
         cp, c = cand["pairs"][pair_of[row]]
         keys.append((tp, pp, zero, ep, c, cp, int(stage_layers[row])))
-        full.append(memory.coefficients(tp, pp, zero, ep, "full", c, cp))
+    memory.prefetch([k[:5] for k in keys], "full")              # (a dense model's calls on arrays)
+    memory.prefetch_cp([(k[0], k[1], k[4]) for k in keys if k[5] > 1], "full")
+    full = [memory.coefficients(tp, pp, zero, ep, "full", c, cp) for tp, pp, zero, ep, c, cp, _ in keys]
     b, dp, layers = micro[rows], dpf[rows], stage_layers[rows]
     width = np.array([len(x[0]) for x in full])
     every, can, one = {}, {}, {}

@@ -1,0 +1,207 @@
+"""A dense model's memory fit over many layouts at once, for the planner's search (Part III, "How many GPUs do
+you need?"; chapter 17's widget, issue 35): :func:`search_pieces` gives the pieces of many
+:func:`~llmsizing.memory._search_pieces` calls as arrays, and :func:`prefetch` and :func:`prefetch_cp` fill a
+:class:`~llmsizing.plan_memory.SearchMemory` with the entries its layouts would each read off calls of their
+own (what :mod:`llmsizing.moe_arrays` does for a mixture of experts' ``ep`` and ``dp``).
+
+No formula here. Each call's bytes come from the same kept parts as :func:`~llmsizing.memory._search_pieces`'s
+(:func:`~llmsizing.memory._act_core`, the model states' side :func:`~llmsizing.memory._state_side`, the
+micro-batches in flight): only :func:`~llmsizing.activations.stage_activations` (a stage's share of the
+layers and micro-batches in flight) and :func:`~llmsizing.footprint.phase_values` (the five pieces, summed)
+are worked out on arrays, one entry per (call, stage), by the same float operations in the same order
+(NumPy's float64 arithmetic is Python's): bit for bit each call's own. ``tests/test_dense_arrays.py`` checks
+it call by call and search by search. Not for autocast recipes (their copies depend on what is recomputed),
+partial recomputation (``recompute_layers``), interleaved pipelines, pipeline outputs kept after they are
+sent, offloading, or a mixture of experts: those go through :func:`~llmsizing.memory._search_pieces` as
+before (:func:`supports`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .memory import _kept_act_core, _kept_in_flight, _kept_state_side, _search_layouts
+from .parallel import kept_parallel, layers_per_stage
+from .precision import RECIPES
+
+#: :func:`~llmsizing.memory._search_pieces`' keywords and their defaults (``seq`` has none).
+_DEFAULTS = dict(precision="bf16-mixed", optimizer="adamw", attention="flash", recompute="none",
+                 dropout=False, stack="fused", optimizer_impl="foreach", recompute_layers=None,
+                 attention_mask=False)
+
+
+def supports(model, kw: dict) -> bool:
+    """Whether :func:`search_pieces` takes calls of ``model`` with the keywords ``kw``: a dense model, a
+    recipe without autocast, no partial recomputation (the layouts' own limits: :func:`search_pieces`)."""
+    return (not model.is_moe and not RECIPES[kw.get("precision", "bf16-mixed")].autocast
+            and kw.get("recompute_layers") is None)
+
+
+def search_pieces(model, kw: dict, calls) -> list:
+    """The pieces of each call of ``calls``, ``(tp, pp, zero, grad_accum, cp, cp_comm, batch, dp)``, as
+    :func:`~llmsizing.plan_pricing._pieces` gives them (``_search_pieces`` of the layout
+    ``kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)``, stages 0 and
+    ``pp - 1``, keywords ``kw``): a list of 1-D arrays, five pieces per stage, each entry bit for bit that
+    call's. ``model`` and ``kw`` as :func:`supports` accepts; a ``ValueError`` for a layout it does not take
+    (an interleaved pipeline, kept pipeline outputs)."""
+    if not supports(model, kw):
+        raise ValueError("dense_arrays.search_pieces: a dense model without autocast or recompute_layers")
+    o = {**_DEFAULTS, **kw}
+    seq = o["seq"]
+    core_args = (seq, o["precision"], o["attention"], o["dropout"], o["recompute"], o["stack"],
+                 o["attention_mask"])
+    layouts, states, cores, rows = {}, {}, {}, []
+    for tp, pp, zero, m, cp, comm, batch, dp in calls:
+        key = (tp, pp, zero, cp, comm, dp)
+        lay = layouts.get(key)
+        if lay is None:                                  # (as _search_pieces: resolved, kept layouts)
+            par, act, state = _search_layouts(kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp,
+                                                            cp_comm=comm), model, seq)
+            if act.virtual_stages > 1 or not (act.deallocate_pipeline_outputs or act.pp == 1):
+                raise ValueError("dense_arrays.search_pieces: no interleaved pipeline nor kept stage outputs")
+            stages = tuple(sorted({0, par.pp - 1}))
+            if state not in states:
+                states[state] = _state_rows(model, o, state, stages)
+            lay = layouts[key] = (par, act, states[state], stages, layers_per_stage(model.layers, act))
+        par, act, st, stages, n_layers = lay
+        core = cores.get((act, batch))
+        if core is None:
+            core = cores[act, batch] = _core_row(model, batch, core_args, act)
+        flight = _kept_in_flight(act.pp, min(m, act.pp))
+        for slot, i in enumerate(stages):
+            last = i == par.pp - 1
+            rows.append((*st[slot], *core, par.pp == 1, i == 0, last, flight[i] * n_layers[i], flight[i],
+                         m > 1, model.tied_embeddings and par.pp == 1))
+    pieces = _phase_sums(np.array(rows, dtype=float))
+    out, k = [], 0
+    for tp, pp, *_ in calls:
+        n = 1 if pp == 1 else 2
+        out.append(pieces[k:k + n].reshape(-1))
+        k += n
+    return out
+
+
+def _state_rows(model, o: dict, state, stages: tuple) -> list:
+    """Per stage of ``stages``: the working weights, gradients, optimizer states, LM head's gradient, the
+    optimizer's temporaries and ZeRO-3's gathered unit (:func:`~llmsizing.memory._state_side`, kept)."""
+    gathered, _, _, by_stage = _kept_state_side(model, o["precision"], o["optimizer"], o["optimizer_impl"],
+                                                state, stages)
+    return [(s.working_weights_bytes, s.gradients_bytes, s.optimizer_bytes, head, opt, gathered)
+            for s, head, opt in (by_stage[i] for i in stages)]
+
+
+def _core_row(model, batch: int, args: tuple, act) -> tuple:
+    """What every stage reads of :func:`~llmsizing.memory._act_core` (kept, the same call as
+    :func:`~llmsizing.memory._act_side`'s): the whole model's activations (per layer, layers, layer count,
+    embedding, logits, what recomputation rebuilds), the K/V buffers, the loss's temporaries, the working
+    set."""
+    seq, precision, attention, dropout, recompute, stack, mask = args
+    acts, (cp_fwd, cp_bwd), loss, working = _kept_act_core(model, batch, seq, precision, attention, dropout,
+                                                            recompute, stack, mask, act.tp, act.sp, act.cp,
+                                                            act.cp_comm, act.expert_tp)
+    return (acts.per_layer_bytes, acts.layers_bytes, acts.layer_count, acts.embedding_bytes,
+            acts.logits_bytes, acts.rebuilt_bytes, cp_fwd, cp_bwd, loss, working)
+
+
+def _phase_sums(t: np.ndarray) -> np.ndarray:
+    """The five pieces of each row (a stage of a call; columns as :func:`search_pieces` builds them), summed
+    as ``_search_pieces`` sums :func:`~llmsizing.footprint.phase_values`' tuples (from 0, in order), with
+    :func:`~llmsizing.activations.stage_activations`' share of the stage first (the whole model's as is
+    without a pipeline). No autocast: its copies are 0.0, and ``x + 0.0`` is ``x``."""
+    (W, G, O, head, opt, gathered, per_layer, layers, count, emb, logits, rebuilt, cp_fwd, cp_bwd, loss,
+     working, single, first, last, kept, flight, accum, tied) = t.T
+    single, first, last, accum, tied = (x.astype(bool) for x in (single, first, last, accum, tied))
+    # stage_activations: kept x per layer + rebuilt, the embedding's (first stage) and logits (last)
+    layers = np.where(single, layers, kept * per_layer + rebuilt)
+    count = np.where(single, count, kept)
+    emb = np.where(single, emb, np.where(first, flight * emb, 0.0))
+    logits = np.where(last, logits, 0.0)
+    # phase_values on that stage's activations
+    total = layers + emb + logits
+    rebuilt = np.maximum(layers - count * per_layer, 0.0)
+    A = total - rebuilt
+    g_fwd = np.where(accum, G, 0.0)
+    loss = np.where(last, loss, 0.0)
+    bwd_temps = working + gathered + cp_bwd
+    start_grads = np.where(accum, G, head)
+    emb_grads = np.where(tied, 2 * head, 0.0)
+    zero = 0.0
+    return np.stack([W + O + g_fwd + A + zero + (gathered + cp_fwd),
+                     W + O + g_fwd + A + zero + (loss + gathered),
+                     W + O + start_grads + (A - logits + rebuilt) + zero + bwd_temps,
+                     W + O + (G + emb_grads) + emb + bwd_temps,
+                     W + O + G + opt], axis=1)
+
+
+def prefetch(memory, keys, rc: str) -> None:
+    """Fill ``memory`` (a :class:`~llmsizing.plan_memory.SearchMemory` of a dense model) with the entries at
+    ``cp = 1`` that the layouts ``keys`` (``(tp, pp, zero, ep, c)``) asked for with recomputation ``rc`` would
+    read off calls of their own (:meth:`~llmsizing.plan_memory.SearchMemory.per_micro`, its reference layout
+    too, and :meth:`~llmsizing.plan_memory.SearchMemory.states` with ZeRO), all their calls in one
+    :func:`search_pieces`, then the same arithmetic as
+    :func:`~llmsizing.plan_pricing._memory_coefficients` and
+    :meth:`~llmsizing.plan_memory.SearchMemory._entry` on each entry's rows: bit for bit the entries the
+    layouts would make one by one, in their order (a reference layout is read with the recomputation that
+    asks for it first, as there)."""
+    kw = memory._kw(rc)
+    if not supports(memory.model, kw):
+        return
+    comm, micro, zeros = memory.cp_comm, {}, {}
+    for tp, pp, zero, ep, c in keys:
+        if (tp, pp, rc, c) not in memory._micro:
+            micro.setdefault((tp, pp, c), (1,) if (tp, pp, c) in memory._reference else (1, 2))
+        if zero and (tp, pp, zero, ep, c) not in memory._states:
+            zeros.setdefault((tp, pp, zero, c), None)
+    calls = [(tp, pp, 0, c, 1, comm, b, 1) for (tp, pp, c), bs in micro.items() for b in bs]
+    calls += [(tp, pp, zero, c, 1, comm, 1, dp) for tp, pp, zero, c in zeros for dp in (1, 2)]
+    if not calls:
+        return
+    got = iter(search_pieces(memory.model, kw, calls))
+    multi = any(d > 1 for d in memory.cps)
+    for (tp, pp, c), bs in micro.items():            # (_memory_coefficients at zero = 0, cp = 1, a = 1)
+        a = 1
+        if len(bs) == 2:
+            b1d1, b2d1 = next(got), next(got)
+            b1d2 = b1d1
+            per_micro = b2d1 - b1d1
+            sharded = 2 * a * (b1d1 - b1d2)
+            fixed = b1d1 - per_micro - sharded / a
+            coef = memory._reference[tp, pp, c] = (fixed, per_micro, sharded)
+        else:
+            fixed, _, sharded = memory._reference[tp, pp, c]
+            sharded = sharded / 1
+            coef = (fixed, next(got) - fixed - sharded / a, sharded)
+        memory._micro[tp, pp, rc, c] = {1: coef[1]}
+        if multi:
+            memory._cp_base[tp, pp, rc, c] = coef
+    for tp, pp, zero, c in zeros:
+        u = memory.per_micro(tp, pp, rc, c, 1)
+        memory._states[tp, pp, zero, 1, c] = memory._entry(tp, pp, zero, 1, c, rc, u, next(got), next(got))
+
+
+def prefetch_cp(memory, keys, rc: str) -> None:
+    """Fill ``memory`` with ``per_micro`` at every context-parallel degree above 1 for the keys ``(tp, pp,
+    c)`` with recomputation ``rc`` whose entry at ``cp = 1`` is known and the others not yet: the two
+    degrees' calls of all keys in one :func:`search_pieces`, then
+    :func:`~llmsizing.plan_pricing._cp_coefficients`' arithmetic (``micro_only``) on each key's rows."""
+    kw = memory._kw(rc)
+    degrees = sorted(d for d in memory.cps if d > 1)
+    if not degrees or not supports(memory.model, kw):
+        return
+    todo = [k for k in dict.fromkeys((tp, pp, rc, c) for tp, pp, c in keys) if k in memory._cp_base]
+    pair = degrees[:2]
+    calls = [(tp, pp, 0, c, d, memory.cp_comm, 1, 1) for tp, pp, _, c in todo for d in pair]
+    if not calls:
+        return
+    got = iter(search_pieces(memory.model, kw, calls))
+    a = 1
+    for key in todo:
+        fixed, _, sharded = memory._cp_base.pop(key)
+        p = [next(got) - fixed - (sharded / d) / a for d in pair]  # (_memory_coefficients with base, at d)
+        if len(degrees) == 1:
+            memory._micro[key][degrees[0]] = p[0]
+            continue
+        (c1, c2), (p1, p2) = pair, p
+        y = (c2 * p2 - c1 * p1) / (c2 - c1)
+        x = (p1 - y) * c1
+        memory._micro[key].update(zip(degrees, x / np.array(degrees, dtype=float)[:, None] + y))
