@@ -37,20 +37,23 @@ def supports(model, kw: dict) -> bool:
             and kw.get("recompute_layers") is None)
 
 
-def search_pieces(model, kw: dict, calls) -> list:
+def search_pieces(model, kw: dict, calls, kept: dict | None = None) -> list:
     """The pieces of each call of ``calls``, ``(tp, pp, zero, grad_accum, cp, cp_comm, batch, dp)``, as
     :func:`~llmsizing.plan_pricing._pieces` gives them (``_search_pieces`` of the layout
     ``kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)``, stages 0 and
     ``pp - 1``, keywords ``kw``): a list of 1-D arrays, five pieces per stage, each entry bit for bit that
     call's. ``model`` and ``kw`` as :func:`supports` accepts; a ``ValueError`` for a layout it does not take
-    (an interleaved pipeline, kept pipeline outputs)."""
+    (an interleaved pipeline, kept pipeline outputs). ``kept``: a dict where the layouts' parts are kept
+    between calls of the same model and ``kw`` but ``recompute`` (:func:`prefetch`: one per search)."""
     if not supports(model, kw):
         raise ValueError("dense_arrays.search_pieces: a dense model without autocast or recompute_layers")
     o = {**_DEFAULTS, **kw}
     seq = o["seq"]
     core_args = (seq, o["precision"], o["attention"], o["dropout"], o["recompute"], o["stack"],
                  o["attention_mask"])
-    layouts, states, cores, rows = {}, {}, {}, []
+    kept = {} if kept is None else kept
+    layouts, states = kept.setdefault("layouts", {}), kept.setdefault("states", {})
+    cores, rows = kept.setdefault("cores", {}), []
     for tp, pp, zero, m, cp, comm, batch, dp in calls:
         key = (tp, pp, zero, cp, comm, dp)
         lay = layouts.get(key)
@@ -62,16 +65,17 @@ def search_pieces(model, kw: dict, calls) -> list:
             stages = tuple(sorted({0, par.pp - 1}))
             if state not in states:
                 states[state] = _state_rows(model, o, state, stages)
-            lay = layouts[key] = (par, act, states[state], stages, layers_per_stage(model.layers, act))
-        par, act, st, stages, n_layers = lay
-        core = cores.get((act, batch))
+            lay = layouts[key] = (par.pp, act, states[state], stages, layers_per_stage(model.layers, act))
+        n_pp, act, st, stages, n_layers = lay
+        ckey = (act.tp, act.sp, act.cp, act.cp_comm, act.expert_tp, batch, core_args)   # (_act_core's own)
+        core = cores.get(ckey)
         if core is None:
-            core = cores[act, batch] = _core_row(model, batch, core_args, act)
+            core = cores[ckey] = _core_row(model, batch, core_args, act)
         flight = _kept_in_flight(act.pp, min(m, act.pp))
         for slot, i in enumerate(stages):
-            last = i == par.pp - 1
-            rows.append((*st[slot], *core, par.pp == 1, i == 0, last, flight[i] * n_layers[i], flight[i],
-                         m > 1, model.tied_embeddings and par.pp == 1))
+            rows.append((*st[slot], *core, n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
+                         flight[i],
+                         m > 1, model.tied_embeddings and n_pp == 1))
     pieces = _phase_sums(np.array(rows, dtype=float))
     out, k = [], 0
     for tp, pp, *_ in calls:
@@ -156,7 +160,7 @@ def prefetch(memory, keys, rc: str) -> None:
     calls += [(tp, pp, zero, c, 1, comm, 1, dp) for tp, pp, zero, c in zeros for dp in (1, 2)]
     if not calls:
         return
-    got = iter(search_pieces(memory.model, kw, calls))
+    got = iter(search_pieces(memory.model, kw, calls, _kept(memory)))
     multi = any(d > 1 for d in memory.cps)
     for (tp, pp, c), bs in micro.items():            # (_memory_coefficients at zero = 0, cp = 1, a = 1)
         a = 1
@@ -193,7 +197,7 @@ def prefetch_cp(memory, keys, rc: str) -> None:
     calls = [(tp, pp, 0, c, d, memory.cp_comm, 1, 1) for tp, pp, _, c in todo for d in pair]
     if not calls:
         return
-    got = iter(search_pieces(memory.model, kw, calls))
+    got = iter(search_pieces(memory.model, kw, calls, _kept(memory)))
     a = 1
     for key in todo:
         fixed, _, sharded = memory._cp_base.pop(key)
@@ -205,3 +209,9 @@ def prefetch_cp(memory, keys, rc: str) -> None:
         y = (c2 * p2 - c1 * p1) / (c2 - c1)
         x = (p1 - y) * c1
         memory._micro[key].update(zip(degrees, x / np.array(degrees, dtype=float)[:, None] + y))
+
+
+def _kept(memory) -> dict:
+    """What :func:`search_pieces` keeps for ``memory``'s search (its model and keywords but ``recompute``),
+    on the :class:`~llmsizing.plan_memory.SearchMemory` itself: it lives as long as that search's entries."""
+    return memory.__dict__.setdefault("_dense_arrays", {})
