@@ -152,9 +152,9 @@ def _count_search_pieces(monkeypatch) -> list:
         calls.append(1)
         return real(*args, **kwargs)
 
-    def counted_arrays(model, kw, layouts):
+    def counted_arrays(model, kw, layouts, *args):
         calls.extend([1] * len(layouts))
-        return real_arrays(model, kw, layouts)
+        return real_arrays(model, kw, layouts, *args)
 
     monkeypatch.setattr(plan_pricing, "_search_pieces", counted)
     monkeypatch.setattr(dense_arrays, "search_pieces", counted_arrays)
