@@ -1,0 +1,178 @@
+"""A dense model's planner memory fit on arrays (issue 35, dense35: llmsizing.dense_arrays) against the
+per-layout path it replaces: each call's pieces against plan_pricing._pieces (one _search_pieces call per
+layout), a SearchMemory filled on arrays against one filled call by call, and whole searches with the array
+path on and off. The expected values are the per-layout path's own: what is tested is that the arrays change
+nothing (the bytes themselves are checked against measurements in test_memory.py and the chapter tests)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import llmsizing as L
+from llmsizing import dense_arrays, plan_memory, planner
+from llmsizing.parallel import check_layout
+from llmsizing.plan_memory import SearchMemory
+from llmsizing.plan_pricing import _pieces
+
+#: Dense models with and without tied embeddings, grouped-query attention, and odd layer counts.
+MODELS = ("llama-3.1-405b", "gpt3-175b", "llama-3-8b", "gpt2", "granite-3.0-2b", "tinyllama-1.1b",
+          "mpt-bench-1b")
+#: The recipes without autocast (dense_arrays.supports), the recomputations the planner searches.
+PRECISIONS = ("bf16-mixed", "fp32", "fp16-mixed", "bf16-mixed-fp32-grads", "fp8-mixed", "bf16")
+RECOMPUTES = ("none", "selective", "full")
+
+
+def _kw(seq, rc="none", precision="bf16-mixed", impl="foreach", optimizer="adamw"):
+    return dict(seq=seq, precision=precision, optimizer=optimizer, attention="flash", stack="fused",
+                optimizer_impl=impl, recompute=rc)
+
+
+def _check(got, want):
+    """Bit for bit (the same float operations in the same order), hence within 1e-9 relative too."""
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=0)
+    assert np.array_equal(got, want)
+
+
+def _valid(model, call, seq) -> bool:
+    tp, pp, zero, _, cp, _, _, _ = call
+    try:
+        check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, cp=cp, seq=seq)
+    except ValueError:
+        return False
+    return True
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(MODELS), seq=st.sampled_from((2048, 8192, 65536)), rc=st.sampled_from(RECOMPUTES),
+       precision=st.sampled_from(PRECISIONS), impl=st.sampled_from(("foreach", "for-loop")),
+       calls=st.lists(st.tuples(st.sampled_from((1, 2, 4, 8)), st.sampled_from((1, 2, 3, 4, 6, 8, 16)),
+                                st.sampled_from((0, 1, 2, 3)), st.sampled_from((1, 2, 3, 8, 64)),
+                                st.sampled_from((1, 2, 4, 8)), st.sampled_from(("p2p", "all_gather", "a2a")),
+                                st.sampled_from((1, 2, 4)), st.sampled_from((1, 2, 3, 16))),
+                      min_size=1, max_size=40))
+def test_each_calls_pieces_are_the_per_layout_calls(name, seq, rc, precision, impl, calls):
+    """search_pieces gives each call's pieces as plan_pricing._pieces does (the per-layout path), over
+    models, sequence lengths, recomputations, recipes, optimizer steps and layouts (tp, pp, ZeRO stage,
+    micro-batches, cp and its exchange, micro-batch, dp), many calls at once in any order."""
+    model = L.get_model(name)
+    kw = _kw(seq, rc, precision, impl)
+    calls = [c for c in calls if _valid(model, c, seq)
+             and (c[5] != "a2a" or model.kv_heads % (c[0] * c[4]) == 0 and model.heads % (c[0] * c[4]) == 0)]
+    if not calls:
+        return
+    got = dense_arrays.search_pieces(model, kw, calls)
+    for call, g in zip(calls, got):
+        tp, pp, zero, m, cp, comm, batch, dp = call
+        _check(g, _pieces(model, kw, tp, pp, zero, m, cp, comm, 1, False, batch=batch, dp=dp))
+
+
+def test_a_grid_of_layouts_is_the_per_layout_calls():
+    """The same on a whole grid (every tp, pipeline depth dividing the layers, ZeRO stage, cp, micro-batch,
+    dp and accumulation) for three models and each recomputation, with one kept dict for all of them."""
+    n = 0
+    for name, seq in (("llama-3.1-405b", 131072), ("gpt2", 8192), ("granite-3.0-2b", 32768)):
+        model = L.get_model(name)
+        for rc in RECOMPUTES:
+            kw, kept = _kw(seq, rc), {}
+            calls = [(tp, pp, zero, m, cp, "p2p", b, dp) for tp in (1, 2, 4, 8) for pp in (1, 2, 3, 4, 7, 9)
+                     for zero in (0, 1, 2, 3) for cp in (1, 2, 8) for m in (1, 2, 16) for b in (1, 2)
+                     for dp in (1, 2)]
+            calls = [c for c in calls if _valid(model, c, seq)]
+            for call, g in zip(calls, dense_arrays.search_pieces(model, kw, calls, kept)):
+                tp, pp, zero, m, cp, comm, batch, dp = call
+                _check(g, _pieces(model, kw, tp, pp, zero, m, cp, comm, 1, False, batch=batch, dp=dp))
+                n += 1
+    assert n > 3000
+
+
+def _keys(model):
+    for tp in (1, 2, 4, 8):
+        for pp in (1, 2, 4, 8):
+            for zero in (0, 1, 2, 3):
+                if zero >= 2 and pp > 1:
+                    continue
+                try:
+                    check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1)
+                except ValueError:
+                    continue
+                for c in ((1, 2) if pp == 1 else (max(2, pp),)):
+                    yield tp, pp, zero, 1, c
+
+
+@pytest.mark.parametrize("name, seq, cps, comm", [("llama-3.1-405b", 131072, (1, 2, 4, 8, 16, 32), "p2p"),
+                                                  ("gpt3-175b", 32768, (1, 2, 4), "all_gather"),
+                                                  ("gpt2", 8192, (1, 2), "p2p"),
+                                                  ("llama-3-8b", 8192, (1,), "p2p")])
+def test_the_prefetch_makes_the_entries_the_layouts_would(name, seq, cps, comm):
+    """SearchMemory filled on arrays (dense_arrays.prefetch and prefetch_cp, recomputations asked in the
+    search's order) holds, key by key, the coefficients one filled call by call holds (the per-layout path,
+    with dense_arrays turned off): every ZeRO stage, pipeline, accumulation class, recomputation (with the
+    reference layout read by the first one, as there) and cp; and it did make them."""
+    model = L.get_model(name)
+    kw = {k: v for k, v in _kw(seq).items() if k != "recompute"}
+    keys = list(_keys(model))
+    fast, slow = SearchMemory(model, kw, cps, comm), SearchMemory(model, kw, cps, comm)
+    for rc in ("none", "selective", "full"):
+        fast.prefetch(keys, rc)
+        fast.prefetch_cp([(tp, pp, c) for tp, pp, _, _, c in keys], rc)
+        assert all((tp, pp, rc, c) in fast._micro for tp, pp, _, _, c in keys)
+        assert all(k in fast._states for k in keys if k[2])
+        for tp, pp, zero, ep, c in keys:
+            for cp in cps:
+                got = fast.coefficients(tp, pp, zero, ep, rc, c, cp)
+                want = slow.coefficients(tp, pp, zero, ep, rc, c, cp)
+                for g, w in zip(got, want):
+                    _check(np.asarray(g), np.asarray(w))
+
+
+def _plan(monkeypatch, arrays: bool, **kw):
+    """plan() from scratch, with the arrays or without (and how many layouts the arrays weighed)."""
+    if not arrays:
+        monkeypatch.setattr(dense_arrays, "supports", lambda model, kw: False)
+    weighed, real = [], dense_arrays.search_pieces
+    monkeypatch.setattr(dense_arrays, "search_pieces", lambda m, kw, calls, *a: (weighed.extend(calls),
+                                                                                 real(m, kw, calls, *a))[1])
+    planner._search.cache_clear()
+    plan_memory.kept_search_memory.cache_clear()
+    try:
+        return planner.plan(**kw), len(weighed)
+    finally:
+        planner._search.cache_clear()
+        plan_memory.kept_search_memory.cache_clear()
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("case", [
+    dict(model="llama-3.1-405b", seq=131072, global_batch=128, gpus=("H100 SXM",), max_gpus=16384),
+    dict(model="llama-3.1-405b", seq=8192, global_batch=2048, gpus=("H100 SXM", "A100 80GB", "B200"),
+         max_gpus=16384),
+    dict(model="llama-3-70b", seq=65536, global_batch=256, gpus=("H100 SXM",), cp_comm="all_gather"),
+    dict(model="gpt3-175b", seq=2048, global_batch=1536, gpus=("A100 80GB",), max_gpus=4096),
+    dict(model="gpt2", seq=8192, global_batch=64, gpus=("H100 SXM", "L4")),
+    dict(model="llama-3-8b", seq=32768, global_batch=512, gpus=("H100 SXM",), precision="fp8-mixed"),
+    dict(model="llama-3-8b", seq=4096, global_batch=256, gpus=("H100 SXM",), precision="bf16-amp"),
+])
+def test_a_search_gives_the_same_plans_with_and_without_arrays(monkeypatch, case):
+    """Whole searches (chapter 17's widget's and others, with partial recomputation, several GPU types, an
+    FP8 recipe; an autocast one, which the arrays leave to the per-layout path) give the same frame, bit for
+    bit, with the dense memory fit on arrays and without."""
+    kw = dict(tokens=8e11, **case)
+    (with_arrays, weighed), (without, none) = _plan(monkeypatch, True, **kw), _plan(monkeypatch, False, **kw)
+    assert len(with_arrays) > 0 and none == 0
+    assert (weighed > 0) == (case.get("precision") != "bf16-amp")
+    pd.testing.assert_frame_equal(with_arrays, without, check_exact=True)
+
+
+def test_what_the_arrays_do_not_take():
+    """A mixture of experts, an autocast recipe and partial recomputation are not for search_pieces (the
+    per-layout path weighs them); nor an interleaved pipeline's layout."""
+    dense, moe = L.get_model("llama-3-8b"), L.get_model("mixtral-8x7b")
+    assert dense_arrays.supports(dense, _kw(4096))
+    assert not dense_arrays.supports(moe, _kw(4096))
+    assert not dense_arrays.supports(dense, _kw(4096, precision="bf16-amp"))
+    assert not dense_arrays.supports(dense, {**_kw(4096, "full"), "recompute_layers": 1})
+    with pytest.raises(ValueError, match="dense model"):
+        dense_arrays.search_pieces(moe, _kw(4096), [(1, 1, 0, 1, 1, "p2p", 1, 1)])
