@@ -176,3 +176,29 @@ def test_what_the_arrays_do_not_take():
     assert not dense_arrays.supports(dense, {**_kw(4096, "full"), "recompute_layers": 1})
     with pytest.raises(ValueError, match="dense model"):
         dense_arrays.search_pieces(moe, _kw(4096), [(1, 1, 0, 1, 1, "p2p", 1, 1)])
+
+
+def test_any_layout_and_stages_the_caller_gives():
+    """search_pieces weighs the layout and stages its caller's layout function gives (the planner's:
+    plan_pricing._piece_layout, one place for both paths): here a split that counts the embedding and the
+    loss as a layer's place each (Megatron-LM's account-for flags, resolved to a written-out split) and three
+    stages, each call against memory._search_pieces at that layout."""
+    from llmsizing.memory import _search_pieces
+    from llmsizing.parallel import kept_parallel
+
+    def accounted(model, tp, pp, zero, cp, comm, ep, expert_tp, dp):
+        flags = dict(account_for_embedding=True, account_for_loss=True) if pp > 1 else {}
+        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=comm, **flags)
+        return par, tuple(sorted({0, min(1, pp - 1), pp - 1}))
+
+    model = L.get_model("llama-3.1-405b")                     # 126 layers: 16 stages of 7, 8 x 14, 7
+    for rc in RECOMPUTES:
+        kw = _kw(8192, rc)
+        calls = [(tp, pp, zero, m, cp, "p2p", b, dp) for tp in (1, 8) for pp in (1, 2, 16) for zero in (0, 1)
+                 for m in (1, 4, 32) for cp in (1, 2) for b in (1, 2) for dp in (1, 2)]
+        for call, g in zip(calls, dense_arrays.search_pieces(model, kw, calls, layout=accounted)):
+            tp, pp, zero, m, cp, comm, batch, dp = call
+            par, stages = accounted(model, tp, pp, zero, cp, comm, 1, False, dp)
+            want = np.array(_search_pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
+            assert len(want) == 5 * len(set(stages))
+            _check(g, want)

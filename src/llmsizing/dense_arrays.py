@@ -37,35 +37,38 @@ def supports(model, kw: dict) -> bool:
             and kw.get("recompute_layers") is None)
 
 
-def search_pieces(model, kw: dict, calls, kept: dict | None = None) -> list:
+def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None) -> list:
     """The pieces of each call of ``calls``, ``(tp, pp, zero, grad_accum, cp, cp_comm, batch, dp)``, as
-    :func:`~llmsizing.plan_pricing._pieces` gives them (``_search_pieces`` of the layout
-    ``kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)``, stages 0 and
-    ``pp - 1``, keywords ``kw``): a list of 1-D arrays, five pieces per stage, each entry bit for bit that
-    call's. ``model`` and ``kw`` as :func:`supports` accepts; a ``ValueError`` for a layout it does not take
-    (an interleaved pipeline, kept pipeline outputs). ``kept``: a dict where the layouts' parts are kept
-    between calls of the same model and ``kw`` but ``recompute`` (:func:`prefetch`: one per search)."""
+    :func:`~llmsizing.plan_pricing._pieces` gives them (``_search_pieces`` of the layout and stages
+    ``layout(model, tp, pp, zero, cp, cp_comm, 1, False, dp)`` gives, keywords ``kw``;
+    :func:`~llmsizing.plan_pricing._piece_layout`, which the caller passes: by default the layout
+    ``kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)`` and the first and
+    last stage): a list of 1-D arrays, five pieces per stage, each entry bit for bit that call's. ``model``
+    and ``kw`` as :func:`supports` accepts; a ``ValueError`` for a layout it does not take (an interleaved
+    pipeline, kept pipeline outputs). ``kept``: a dict where the layouts' parts are kept between calls of the
+    same model, ``kw`` but ``recompute``, and ``layout`` (:func:`prefetch`: one per search)."""
     if not supports(model, kw):
         raise ValueError("dense_arrays.search_pieces: a dense model without autocast or recompute_layers")
-    o = {**_DEFAULTS, **kw}
+    o, layout = {**_DEFAULTS, **kw}, layout or _plain_layout
     seq = o["seq"]
     core_args = (seq, o["precision"], o["attention"], o["dropout"], o["recompute"], o["stack"],
                  o["attention_mask"])
     kept = {} if kept is None else kept
     layouts, states = kept.setdefault("layouts", {}), kept.setdefault("states", {})
-    cores, rows = kept.setdefault("cores", {}), []
+    cores, rows, widths = kept.setdefault("cores", {}), [], []
     for tp, pp, zero, m, cp, comm, batch, dp in calls:
         key = (tp, pp, zero, cp, comm, dp)
         lay = layouts.get(key)
         if lay is None:                                  # (as _search_pieces: resolved, kept layouts)
-            par, act, state = _search_layouts(kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp,
-                                                            cp_comm=comm), model, seq)
+            par, stages = layout(model, tp, pp, zero, cp, comm, 1, False, dp)
+            par, act, state = _search_layouts(par, model, seq)
             if act.virtual_stages > 1 or not (act.deallocate_pipeline_outputs or act.pp == 1):
                 raise ValueError("dense_arrays.search_pieces: no interleaved pipeline nor kept stage outputs")
-            stages = tuple(sorted({0, par.pp - 1}))
-            if state not in states:
-                states[state] = _state_rows(model, o, state, stages)
-            lay = layouts[key] = (par.pp, act, states[state], stages, layers_per_stage(model.layers, act))
+            stages = tuple(sorted(set(stages)))
+            if (state, stages) not in states:
+                states[state, stages] = _state_rows(model, o, state, stages)
+            lay = layouts[key] = (par.pp, act, states[state, stages], stages,
+                                  layers_per_stage(model.layers, act))
         n_pp, act, st, stages, n_layers = lay
         ckey = (act.tp, act.sp, act.cp, act.cp_comm, act.expert_tp, batch, core_args)   # (_act_core's own)
         core = cores.get(ckey)
@@ -74,15 +77,21 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None) -> list:
         flight = _kept_in_flight(act.pp, min(m, act.pp))
         for slot, i in enumerate(stages):
             rows.append((*st[slot], *core, n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
-                         flight[i],
-                         m > 1, model.tied_embeddings and n_pp == 1))
+                         flight[i], m > 1, model.tied_embeddings and n_pp == 1))
+        widths.append(len(stages))
     pieces = _phase_sums(np.array(rows, dtype=float))
     out, k = [], 0
-    for tp, pp, *_ in calls:
-        n = 1 if pp == 1 else 2
+    for n in widths:
         out.append(pieces[k:k + n].reshape(-1))
         k += n
     return out
+
+
+def _plain_layout(model, tp: int, pp: int, zero: int, cp: int, cp_comm: str, ep: int, expert_tp: bool,
+                  dp: int) -> tuple:
+    """:func:`search_pieces`' layout and stages when its caller gives none: a dense model's
+    :func:`~llmsizing.plan_pricing._piece_layout` (``ep`` and ``expert_tp`` unread)."""
+    return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm), (0, pp - 1)
 
 
 def _state_rows(model, o: dict, state, stages: tuple) -> list:
@@ -137,7 +146,7 @@ def _phase_sums(t: np.ndarray) -> np.ndarray:
                      W + O + G + opt], axis=1)
 
 
-def prefetch(memory, keys, rc: str) -> None:
+def prefetch(memory, keys, rc: str, layout=None) -> None:
     """Fill ``memory`` (a :class:`~llmsizing.plan_memory.SearchMemory` of a dense model) with the entries at
     ``cp = 1`` that the layouts ``keys`` (``(tp, pp, zero, ep, c)``) asked for with recomputation ``rc`` would
     read off calls of their own (:meth:`~llmsizing.plan_memory.SearchMemory.per_micro`, its reference layout
@@ -146,7 +155,7 @@ def prefetch(memory, keys, rc: str) -> None:
     :func:`~llmsizing.plan_pricing._memory_coefficients` and
     :meth:`~llmsizing.plan_memory.SearchMemory._entry` on each entry's rows: bit for bit the entries the
     layouts would make one by one, in their order (a reference layout is read with the recomputation that
-    asks for it first, as there)."""
+    asks for it first, as there). ``layout``: :func:`search_pieces`'."""
     kw = memory._kw(rc)
     if not supports(memory.model, kw):
         return
@@ -160,7 +169,7 @@ def prefetch(memory, keys, rc: str) -> None:
     calls += [(tp, pp, zero, c, 1, comm, 1, dp) for tp, pp, zero, c in zeros for dp in (1, 2)]
     if not calls:
         return
-    got = iter(search_pieces(memory.model, kw, calls, _kept(memory)))
+    got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout))
     multi = any(d > 1 for d in memory.cps)
     for (tp, pp, c), bs in micro.items():            # (_memory_coefficients at zero = 0, cp = 1, a = 1)
         a = 1
@@ -183,11 +192,12 @@ def prefetch(memory, keys, rc: str) -> None:
         memory._states[tp, pp, zero, 1, c] = memory._entry(tp, pp, zero, 1, c, rc, u, next(got), next(got))
 
 
-def prefetch_cp(memory, keys, rc: str) -> None:
+def prefetch_cp(memory, keys, rc: str, layout=None) -> None:
     """Fill ``memory`` with ``per_micro`` at every context-parallel degree above 1 for the keys ``(tp, pp,
     c)`` with recomputation ``rc`` whose entry at ``cp = 1`` is known and the others not yet: the two
     degrees' calls of all keys in one :func:`search_pieces`, then
-    :func:`~llmsizing.plan_pricing._cp_coefficients`' arithmetic (``micro_only``) on each key's rows."""
+    :func:`~llmsizing.plan_pricing._cp_coefficients`' arithmetic (``micro_only``) on each key's rows.
+    ``layout``: :func:`search_pieces`'."""
     kw = memory._kw(rc)
     degrees = sorted(d for d in memory.cps if d > 1)
     if not degrees or not supports(memory.model, kw):
@@ -197,7 +207,7 @@ def prefetch_cp(memory, keys, rc: str) -> None:
     calls = [(tp, pp, 0, c, d, memory.cp_comm, 1, 1) for tp, pp, _, c in todo for d in pair]
     if not calls:
         return
-    got = iter(search_pieces(memory.model, kw, calls, _kept(memory)))
+    got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout))
     a = 1
     for key in todo:
         fixed, _, sharded = memory._cp_base.pop(key)

@@ -24,7 +24,7 @@ from .moe import EpLayouts
 from .moe_layouts import dp_unit
 from .parallel import kept_parallel
 from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
-                           _one_layer_coefficients, _pieces, _total_bytes, ep_affine)
+                           _one_layer_coefficients, _piece_layout, _pieces, _total_bytes, ep_affine)
 from .precision import RECIPES
 
 
@@ -146,7 +146,7 @@ class SearchMemory:
         ``ep``), then :meth:`states`' own arithmetic on each layout's column, in its order: bit for bit the
         entries it would make."""
         if not self.model.is_moe:                      # a dense model's: on arrays (issue 35, dense35)
-            return dense_arrays.prefetch(self, keys, rc)
+            return dense_arrays.prefetch(self, keys, rc, _piece_layout)
         recipe = RECIPES[self.kw.get("precision", "bf16-mixed")]
         if (recipe.autocast
                 or self.kw.get("optimizer_impl", "foreach") != "foreach"):
@@ -182,7 +182,7 @@ class SearchMemory:
 
     def prefetch_cp(self, keys, rc: str) -> None:
         """A dense model's :meth:`per_micro` above ``cp = 1`` of ``keys`` (``(tp, pp, c)``) on arrays."""
-        dense_arrays.prefetch_cp(self, keys, rc)
+        dense_arrays.prefetch_cp(self, keys, rc, _piece_layout)
 
     def _dps(self, tp: int, zero: int, ep: int, kind: str) -> tuple:
         """The ``dp`` of the calls :meth:`states` makes for a layout of ``kind`` (:meth:`_kind`)."""

@@ -33,17 +33,21 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
             expert_tp: bool, *, batch: int, dp: int) -> np.ndarray:
     """The bytes of every piece (:func:`~llmsizing.memory.step_phases`) of the stages a search weighs, stage
     by stage, as one :func:`~llmsizing.memory.training_memory` call gives them
-    (:func:`~llmsizing.memory._search_pieces`): the first and the last stage, and for a
-    mixture of experts :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout
-    comes from :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
-    if model.is_moe:
-        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
-                            expert_tp=expert_tp)
-        stages = _heavy_stages(model, pp)
-    else:
-        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)
-        stages = (0, pp - 1)
+    (:func:`~llmsizing.memory._search_pieces`), at the layout and stages of :func:`_piece_layout`."""
+    par, stages = _piece_layout(model, tp, pp, zero, cp, cp_comm, ep, expert_tp, dp)
     return np.array(_search_pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
+
+
+def _piece_layout(model, tp: int, pp: int, zero: int, cp: int, cp_comm: str, ep: int, expert_tp: bool,
+                  dp: int) -> tuple:
+    """The layout and the stages :func:`_pieces` weighs (and :mod:`llmsizing.dense_arrays`' calls on arrays:
+    one place): the first and the last stage, and for a mixture of experts
+    :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout comes from
+    :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
+    if model.is_moe:
+        return (kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
+                              expert_tp=expert_tp), _heavy_stages(model, pp))
+    return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm), (0, pp - 1)
 
 
 @functools.lru_cache(maxsize=256)
