@@ -3,11 +3,11 @@ of :mod:`llmsizing.planner` (issue 33: a mixture of experts at long context took
 
 No formula of its own: every byte is read off :func:`~llmsizing.memory.training_memory` (through
 :func:`~llmsizing.plan_pricing._pieces` and :func:`~llmsizing.plan_pricing._memory_coefficients`), with far
-fewer calls than one set of coefficients per layout (:class:`SearchMemory`; a mixture of experts' layouts
-that differ in ``ep`` and ``dp`` only in one call, :meth:`SearchMemory.prefetch`), and each recomputation
-weighed on all layouts' candidates at once (:func:`fitting_plans`). ``tests/test_planner_speed.py``
-compares whole searches with the direct one; ``tests/test_plan_memory.py`` checks :class:`SearchMemory`
-against direct coefficients, key by key.
+fewer calls than one set of coefficients per layout (:class:`SearchMemory`; :meth:`SearchMemory.prefetch`:
+a mixture of experts' layouts that differ in ``ep`` and ``dp`` only in one call, a dense model's layouts all
+on arrays, :mod:`llmsizing.dense_arrays`), each recomputation weighed on all layouts' candidates at once
+(:func:`fitting_plans`). ``tests/test_planner_speed.py`` compares whole searches with the direct one;
+``tests/test_plan_memory.py`` and ``tests/test_dense_arrays.py`` check them key by key.
 """
 
 from __future__ import annotations
