@@ -154,11 +154,15 @@ def _plan(monkeypatch, arrays: bool, **kw):
     dict(model="gpt2", seq=8192, global_batch=64, gpus=("H100 SXM", "L4")),
     dict(model="llama-3-8b", seq=32768, global_batch=512, gpus=("H100 SXM",), precision="fp8-mixed"),
     dict(model="llama-3-8b", seq=4096, global_batch=256, gpus=("H100 SXM",), precision="bf16-amp"),
+    dict(model="qwen3-30b-a3b", seq=65536, global_batch=256, gpus=("H100 SXM",), max_gpus=16384),
+    dict(model="deepseek-v2", seq=4096, global_batch=1024, gpus=("H100 SXM", "B200"), max_gpus=4096),
+    dict(model="mixtral-8x7b", seq=32768, global_batch=128, gpus=("H100 SXM",), expert_tp=True),
 ])
 def test_a_search_gives_the_same_plans_with_and_without_arrays(monkeypatch, case):
     """Whole searches (chapter 17's widget's and others, with partial recomputation, several GPU types, an
-    FP8 recipe; an autocast one, which the arrays leave to the per-layout path) give the same frame, bit for
-    bit, with the dense memory fit on arrays and without."""
+    FP8 recipe; an autocast one, which the arrays leave to the per-layout path; mixtures of experts, whose
+    reference layouts the arrays read) give the same frame, bit for bit, with the memory fit on arrays and
+    without."""
     kw = dict(tokens=8e11, **case)
     (with_arrays, weighed), (without, none) = _plan(monkeypatch, True, **kw), _plan(monkeypatch, False, **kw)
     assert len(with_arrays) > 0 and none == 0
@@ -167,15 +171,46 @@ def test_a_search_gives_the_same_plans_with_and_without_arrays(monkeypatch, case
 
 
 def test_what_the_arrays_do_not_take():
-    """A mixture of experts, an autocast recipe and partial recomputation are not for search_pieces (the
-    per-layout path weighs them); nor an interleaved pipeline's layout."""
+    """An autocast recipe and partial recomputation are not for search_pieces (the per-layout path weighs
+    them); nor an interleaved pipeline's layout."""
+    from llmsizing.parallel import kept_parallel
+
     dense, moe = L.get_model("llama-3-8b"), L.get_model("mixtral-8x7b")
-    assert dense_arrays.supports(dense, _kw(4096))
-    assert not dense_arrays.supports(moe, _kw(4096))
+    assert dense_arrays.supports(dense, _kw(4096)) and dense_arrays.supports(moe, _kw(4096))
     assert not dense_arrays.supports(dense, _kw(4096, precision="bf16-amp"))
     assert not dense_arrays.supports(dense, {**_kw(4096, "full"), "recompute_layers": 1})
-    with pytest.raises(ValueError, match="dense model"):
-        dense_arrays.search_pieces(moe, _kw(4096), [(1, 1, 0, 1, 1, "p2p", 1, 1)])
+    with pytest.raises(ValueError, match="autocast"):
+        dense_arrays.search_pieces(dense, _kw(4096, precision="bf16-amp"), [(1, 1, 0, 1, 1, "p2p", 1, 1)])
+
+    def interleaved(model, tp, pp, zero, cp, comm, ep, expert_tp, dp):
+        return kept_parallel(tp=tp, pp=pp, dp=dp, virtual_stages=2), (0, pp - 1)
+
+    with pytest.raises(ValueError, match="interleaved"):
+        dense_arrays.search_pieces(dense, _kw(4096), [(1, 4, 0, 8, 1, "p2p", 1, 1)], layout=interleaved)
+
+
+MOE_MODELS = ("mixtral-8x7b", "deepseek-v2", "deepseek-v3", "qwen3-30b-a3b", "gpt-oss-120b",
+              "granite-3.0-1b-a400m")
+
+
+@pytest.mark.parametrize("name", MOE_MODELS)
+@pytest.mark.parametrize("expert_tp", [False, True])
+def test_a_mixture_of_experts_reference_layouts(name, expert_tp):
+    """A mixture of experts' layouts at ep = 1 (the reference layouts SearchMemory reads per_micro off): each
+    call's pieces (the heavy stages, a MoE layer's share of each stage) as plan_pricing._pieces gives them,
+    every recomputation, pipeline depth, ZeRO stage and cp."""
+    from llmsizing.plan_pricing import _piece_layout
+
+    model = L.get_model(name)
+    for rc in RECOMPUTES:
+        kw = _kw(8192, rc)
+        calls = [(tp, pp, zero, m, cp, "p2p", b, dp) for tp in (1, 4) for pp in (1, 2, 4, 3)
+                 for zero in (0, 1, 3) for m in (1, 8) for cp in (1, 2) for b in (1, 2) for dp in (1, 2)]
+        calls = [c for c in calls if _valid(model, c, 8192)]
+        got = dense_arrays.search_pieces(model, kw, calls, None, _piece_layout, expert_tp)
+        for call, g in zip(calls, got):
+            tp, pp, zero, m, cp, comm, batch, dp = call
+            _check(g, _pieces(model, kw, tp, pp, zero, m, cp, comm, 1, expert_tp, batch=batch, dp=dp))
 
 
 def test_any_layout_and_stages_the_caller_gives():

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .memory import _kept_act_core, _kept_in_flight, _kept_state_side, _search_layouts
+from .moe import stage_offset_bytes
 from .parallel import kept_parallel, layers_per_stage
 from .precision import RECIPES
 
@@ -31,16 +32,18 @@ _DEFAULTS = dict(precision="bf16-mixed", optimizer="adamw", attention="flash", r
 
 
 def supports(model, kw: dict) -> bool:
-    """Whether :func:`search_pieces` takes calls of ``model`` with the keywords ``kw``: a dense model, a
-    recipe without autocast, no partial recomputation (the layouts' own limits: :func:`search_pieces`)."""
-    return (not model.is_moe and not RECIPES[kw.get("precision", "bf16-mixed")].autocast
-            and kw.get("recompute_layers") is None)
+    """Whether :func:`search_pieces` takes calls of ``model`` with the keywords ``kw``: a recipe without
+    autocast, no partial recomputation (the layouts' own limits: :func:`search_pieces`). A mixture of experts'
+    layouts are single layouts here (no :class:`~llmsizing.moe_arrays.EpLayouts`): :func:`prefetch` reads
+    only its reference layouts (``ep = 1``) so."""
+    return not RECIPES[kw.get("precision", "bf16-mixed")].autocast and kw.get("recompute_layers") is None
 
 
-def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None) -> list:
+def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
+                  expert_tp: bool = False) -> list:
     """The pieces of each call of ``calls``, ``(tp, pp, zero, grad_accum, cp, cp_comm, batch, dp)``, as
     :func:`~llmsizing.plan_pricing._pieces` gives them (``_search_pieces`` of the layout and stages
-    ``layout(model, tp, pp, zero, cp, cp_comm, 1, False, dp)`` gives, keywords ``kw``;
+    ``layout(model, tp, pp, zero, cp, cp_comm, 1, expert_tp, dp)`` gives, keywords ``kw``;
     :func:`~llmsizing.plan_pricing._piece_layout`, which the caller passes: by default the layout
     ``kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)`` and the first and
     last stage): a list of 1-D arrays, five pieces per stage, each entry bit for bit that call's. ``model``
@@ -48,7 +51,7 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None)
     pipeline, kept pipeline outputs). ``kept``: a dict where the layouts' parts are kept between calls of the
     same model, ``kw`` but ``recompute``, and ``layout`` (:func:`prefetch`: one per search)."""
     if not supports(model, kw):
-        raise ValueError("dense_arrays.search_pieces: a dense model without autocast or recompute_layers")
+        raise ValueError("dense_arrays.search_pieces: a recipe without autocast, no recompute_layers")
     o, layout = {**_DEFAULTS, **kw}, layout or _plain_layout
     seq = o["seq"]
     core_args = (seq, o["precision"], o["attention"], o["dropout"], o["recompute"], o["stack"],
@@ -60,7 +63,7 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None)
         key = (tp, pp, zero, cp, comm, dp)
         lay = layouts.get(key)
         if lay is None:                                  # (as _search_pieces: resolved, kept layouts)
-            par, stages = layout(model, tp, pp, zero, cp, comm, 1, False, dp)
+            par, stages = layout(model, tp, pp, zero, cp, comm, 1, expert_tp, dp)
             par, act, state = _search_layouts(par, model, seq)
             if act.virtual_stages > 1 or not (act.deallocate_pipeline_outputs or act.pp == 1):
                 raise ValueError("dense_arrays.search_pieces: no interleaved pipeline nor kept stage outputs")
@@ -75,9 +78,12 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None)
         if core is None:
             core = cores[ckey] = _core_row(model, batch, core_args, act)
         flight = _kept_in_flight(act.pp, min(m, act.pp))
+        acts = core[-1]
+        moe = n_pp > 1 and bool(getattr(acts, "moe_layers", None))      # (stage_activations' MoE term)
         for slot, i in enumerate(stages):
-            rows.append((*st[slot], *core, n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
-                         flight[i], m > 1, model.tied_embeddings and n_pp == 1))
+            rows.append((*st[slot], *core[:-1], n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
+                         flight[i], m > 1, model.tied_embeddings and n_pp == 1, moe,
+                         stage_offset_bytes(acts, act, i) if moe else 0.0))
         widths.append(len(stages))
     pieces = _phase_sums(np.array(rows, dtype=float))
     out, k = [], 0
@@ -107,13 +113,13 @@ def _core_row(model, batch: int, args: tuple, act) -> tuple:
     """What every stage reads of :func:`~llmsizing.memory._act_core` (kept, the same call as
     :func:`~llmsizing.memory._act_side`'s): the whole model's activations (per layer, layers, layer count,
     embedding, logits, what recomputation rebuilds), the K/V buffers, the loss's temporaries, the working
-    set."""
+    set; and the activations themselves (a mixture of experts' stage term)."""
     seq, precision, attention, dropout, recompute, stack, mask = args
     acts, (cp_fwd, cp_bwd), loss, working = _kept_act_core(model, batch, seq, precision, attention, dropout,
                                                             recompute, stack, mask, act.tp, act.sp, act.cp,
                                                             act.cp_comm, act.expert_tp)
     return (acts.per_layer_bytes, acts.layers_bytes, acts.layer_count, acts.embedding_bytes,
-            acts.logits_bytes, acts.rebuilt_bytes, cp_fwd, cp_bwd, loss, working)
+            acts.logits_bytes, acts.rebuilt_bytes, cp_fwd, cp_bwd, loss, working, acts)
 
 
 def _phase_sums(t: np.ndarray) -> np.ndarray:
@@ -122,10 +128,12 @@ def _phase_sums(t: np.ndarray) -> np.ndarray:
     :func:`~llmsizing.activations.stage_activations`' share of the stage first (the whole model's as is
     without a pipeline). No autocast: its copies are 0.0, and ``x + 0.0`` is ``x``."""
     (W, G, O, head, opt, gathered, per_layer, layers, count, emb, logits, rebuilt, cp_fwd, cp_bwd, loss,
-     working, single, first, last, kept, flight, accum, tied) = t.T
-    single, first, last, accum, tied = (x.astype(bool) for x in (single, first, last, accum, tied))
-    # stage_activations: kept x per layer + rebuilt, the embedding's (first stage) and logits (last)
-    layers = np.where(single, layers, kept * per_layer + rebuilt)
+     working, single, first, last, kept, flight, accum, tied, moe, offset) = t.T
+    single, first, last, accum, tied, moe = (x.astype(bool) for x in (single, first, last, accum, tied, moe))
+    # stage_activations: kept x per layer + rebuilt (+ a mixture of experts' stage term: its MoE layers'
+    # share), the embedding's (first stage) and logits (last)
+    stage = kept * per_layer + rebuilt
+    layers = np.where(single, layers, np.where(moe, stage + flight * offset, stage))
     count = np.where(single, count, kept)
     emb = np.where(single, emb, np.where(first, flight * emb, 0.0))
     logits = np.where(last, logits, 0.0)
@@ -146,7 +154,7 @@ def _phase_sums(t: np.ndarray) -> np.ndarray:
                      W + O + G + opt], axis=1)
 
 
-def prefetch(memory, keys, rc: str, layout=None) -> None:
+def prefetch(memory, keys, rc: str, layout=None) -> bool:
     """Fill ``memory`` (a :class:`~llmsizing.plan_memory.SearchMemory` of a dense model) with the entries at
     ``cp = 1`` that the layouts ``keys`` (``(tp, pp, zero, ep, c)``) asked for with recomputation ``rc`` would
     read off calls of their own (:meth:`~llmsizing.plan_memory.SearchMemory.per_micro`, its reference layout
@@ -155,21 +163,24 @@ def prefetch(memory, keys, rc: str, layout=None) -> None:
     :func:`~llmsizing.plan_pricing._memory_coefficients` and
     :meth:`~llmsizing.plan_memory.SearchMemory._entry` on each entry's rows: bit for bit the entries the
     layouts would make one by one, in their order (a reference layout is read with the recomputation that
-    asks for it first, as there). ``layout``: :func:`search_pieces`'."""
-    kw = memory._kw(rc)
+    asks for it first, as there). ``layout``: :func:`search_pieces`'. A mixture of experts: ``per_micro`` and
+    its reference layouts only (``ep = 1``, ``dp = 1``), the model states left to
+    :meth:`~llmsizing.plan_memory.SearchMemory.prefetch`'s own. Returns whether the model is dense (all
+    done)."""
+    kw, dense = memory._kw(rc), not memory.model.is_moe
     if not supports(memory.model, kw):
-        return
+        return dense
     comm, micro, zeros = memory.cp_comm, {}, {}
     for tp, pp, zero, ep, c in keys:
         if (tp, pp, rc, c) not in memory._micro:
             micro.setdefault((tp, pp, c), (1,) if (tp, pp, c) in memory._reference else (1, 2))
-        if zero and (tp, pp, zero, ep, c) not in memory._states:
+        if dense and zero and (tp, pp, zero, ep, c) not in memory._states:
             zeros.setdefault((tp, pp, zero, c), None)
     calls = [(tp, pp, 0, c, 1, comm, b, 1) for (tp, pp, c), bs in micro.items() for b in bs]
     calls += [(tp, pp, zero, c, 1, comm, 1, dp) for tp, pp, zero, c in zeros for dp in (1, 2)]
     if not calls:
-        return
-    got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout))
+        return dense
+    got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout, memory.expert_tp))
     multi = any(d > 1 for d in memory.cps)
     for (tp, pp, c), bs in micro.items():            # (_memory_coefficients at zero = 0, cp = 1, a = 1)
         a = 1
@@ -190,6 +201,7 @@ def prefetch(memory, keys, rc: str, layout=None) -> None:
     for tp, pp, zero, c in zeros:
         u = memory.per_micro(tp, pp, rc, c, 1)
         memory._states[tp, pp, zero, 1, c] = memory._entry(tp, pp, zero, 1, c, rc, u, next(got), next(got))
+    return dense
 
 
 def prefetch_cp(memory, keys, rc: str, layout=None) -> None:
@@ -207,8 +219,8 @@ def prefetch_cp(memory, keys, rc: str, layout=None) -> None:
     calls = [(tp, pp, 0, c, d, memory.cp_comm, 1, 1) for tp, pp, _, c in todo for d in pair]
     if not calls:
         return
-    got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout))
-    a = 1
+    got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout, memory.expert_tp))
+    a = 1                     # (dp_unit at ep = 1)
     for key in todo:
         fixed, _, sharded = memory._cp_base.pop(key)
         p = [next(got) - fixed - (sharded / d) / a for d in pair]  # (_memory_coefficients with base, at d)

@@ -145,8 +145,8 @@ class SearchMemory:
         (:class:`~llmsizing.moe.EpLayouts`; issue 35: ZeRO-1 with a pipeline took one or two calls per
         ``ep``), then :meth:`states`' own arithmetic on each layout's column, in its order: bit for bit the
         entries it would make."""
-        if not self.model.is_moe:                      # a dense model's: on arrays (issue 35, dense35)
-            return dense_arrays.prefetch(self, keys, rc, _piece_layout)
+        if dense_arrays.prefetch(self, keys, rc, _piece_layout):   # a dense model's all on arrays, a MoE's
+            return                                                  # per_micro (issue 35, dense35)
         recipe = RECIPES[self.kw.get("precision", "bf16-mixed")]
         if (recipe.autocast
                 or self.kw.get("optimizer_impl", "foreach") != "foreach"):
