@@ -486,13 +486,14 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     ``limits`` keeps its floor as total (fitting_plans drops it unread)."""
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
-    asked = [(parts[lay[row]][0], parts[lay[row]][2]["pairs"][pair_of[row]]) for row in rows[first].tolist()]
-    memory.prefetch([(*key, cls) for key, (_, cls) in asked], rc)
-    states, micros, state_at, micro_at = {}, {}, [], []
-    for (tp, pp, zero, ep), (cp, c) in asked:               # (as coefficients(): the states, then per_micro)
-        st = memory.states(tp, pp, zero, ep, c, rc)
-        state_at.append(states.setdefault(id(st), (len(states), st))[0])
-    st_list = [st for _, st in states.values()]
+    lays, pairs = (x[rows[first]].tolist() for x in (lay, pair_of))
+    asked = [(parts[j][0], parts[j][2]["pairs"][p]) for j, p in zip(lays, pairs)]
+    memory.prefetch([(*key[:4], cls) for key, (_, cls) in asked], rc)
+    # the distinct entries, each asked for once, first asked first (issue 35, dense35: thousands of asks)
+    state_of, micro_of, state_at, micro_at = {}, {}, [], []
+    for key, (_, c) in asked:
+        state_at.append(state_of.setdefault((key[:4], c), len(state_of)))
+    st_list = [memory.states(*key, c, rc) for key, c in state_of]
     fixed, sharded = (_padded([st[i] for st in st_list], -np.inf if i == 0 else 0.0) for i in (0, 1))
     at = at.reshape(-1)
     rows_state = np.array(state_at)[at]
@@ -507,10 +508,9 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     need = np.zeros(len(asked), dtype=bool)
     need[at[live]] = True
     memory.prefetch_cp([(k[0][0], k[0][1], k[1][1]) for k, n in zip(asked, need) if n and k[1][0] > 1], rc)
-    for k, ((tp, pp, zero, ep), (cp, c)) in enumerate(asked):
-        u = memory.per_micro(tp, pp, rc, c, cp if need[k] else 1)
-        micro_at.append(micros.setdefault(id(u), (len(micros), u))[0])
-    per_micro = _padded([u for _, u in micros.values()], 0.0)
+    for (key, (cp, c)), n in zip(asked, need.tolist()):
+        micro_at.append(micro_of.setdefault((*key[:2], c, cp if n else 1, *key[4:]), len(micro_of)))
+    per_micro = _padded([memory.per_micro(tp, pp, rc, c, cp, *v) for tp, pp, c, cp, *v in micro_of], 0.0)
     # _total_bytes' sum on the rows read (``sharded / dp`` shared with the floor); the others keep their floor
     peak, micro_at = floor.copy(), np.array(micro_at)[at]
     if not live.all():
