@@ -181,7 +181,7 @@ class SearchMemory:
                 self._states[tp, pp, zero, ep, c] = self._entry(tp, pp, zero, ep, c, rc, u, *got)
 
     def prefetch_cp(self, keys, rc: str) -> None:
-        """A dense model's :meth:`per_micro` above ``cp = 1`` of ``keys`` (``(tp, pp, c)``) on arrays."""
+        """:meth:`per_micro` above ``cp = 1`` of ``keys`` (``(tp, pp, c)``) on arrays (dense_arrays)."""
         dense_arrays.prefetch_cp(self, keys, rc, _piece_layout)
 
     def _dps(self, tp: int, zero: int, ep: int, kind: str) -> tuple:
