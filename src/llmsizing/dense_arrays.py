@@ -11,9 +11,11 @@ layers and micro-batches in flight) and :func:`~llmsizing.footprint.phase_values
 are worked out on arrays, one entry per (call, stage), by the same float operations in the same order
 (NumPy's float64 arithmetic is Python's): bit for bit each call's own. ``tests/test_dense_arrays.py`` checks
 it call by call and search by search. Not for autocast recipes (their copies depend on what is recomputed),
-partial recomputation (``recompute_layers``), interleaved pipelines, pipeline outputs kept after they are
-sent, offloading, or a mixture of experts: those go through :func:`~llmsizing.memory._search_pieces` as
-before (:func:`supports`).
+partial recomputation (``recompute_layers``), interleaved pipelines or pipeline outputs kept after they are
+sent: those go through :func:`~llmsizing.memory._search_pieces` as before (:func:`supports`). A mixture of
+experts' calls are single layouts here (a MoE stage's share of its MoE layers included): :func:`prefetch`
+reads its reference layouts (``ep = 1``) so and leaves its model states over ``ep`` to
+:class:`~llmsizing.moe_arrays.EpLayouts`.
 """
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
     """The pieces of each call of ``calls``, ``(tp, pp, zero, grad_accum, cp, cp_comm, batch, dp)``, as
     :func:`~llmsizing.plan_pricing._pieces` gives them (``_search_pieces`` of the layout and stages
     ``layout(model, tp, pp, zero, cp, cp_comm, 1, expert_tp, dp)`` gives, keywords ``kw``;
-    :func:`~llmsizing.plan_pricing._piece_layout`, which the caller passes: by default the layout
-    ``kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)`` and the first and
-    last stage): a list of 1-D arrays, five pieces per stage, each entry bit for bit that call's. ``model``
+    :func:`~llmsizing.plan_pricing._piece_layout`, which the caller passes: by default, a dense model's, the
+    layout ``kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)`` and the first
+    and last stage): a list of 1-D arrays, five pieces per stage, each entry bit for bit that call's. ``model``
     and ``kw`` as :func:`supports` accepts; a ``ValueError`` for a layout it does not take (an interleaved
     pipeline, kept pipeline outputs). ``kept``: a dict where the layouts' parts are kept between calls of the
     same model, ``kw`` but ``recompute``, and ``layout`` (:func:`prefetch`: one per search)."""
