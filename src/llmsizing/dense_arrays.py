@@ -50,8 +50,8 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
     layout ``kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm)`` and the first
     and last stage): a list of 1-D arrays, five pieces per stage, each entry bit for bit that call's.
     ``model`` and ``kw`` as :func:`supports` accepts; a ``ValueError`` for a layout it does not take (an
-    interleaved pipeline, kept pipeline outputs). ``kept``: a dict where the layouts' parts are kept between calls of the
-    same model, ``kw`` but ``recompute``, and ``layout`` (:func:`prefetch`: one per search)."""
+    interleaved pipeline, kept pipeline outputs). ``kept``: a dict where the layouts' parts are kept between
+    calls of the same model, ``kw`` but ``recompute``, and ``layout`` (:func:`prefetch`: one per search)."""
     if not supports(model, kw):
         raise ValueError("dense_arrays.search_pieces: a recipe without autocast, no recompute_layers")
     o, layout = {**_DEFAULTS, **kw}, layout or _plain_layout
