@@ -253,3 +253,27 @@ def test_sources_outside_each_bound_by_hand():
     assert I.sources_outside(39, 0.9) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="n_sources"):
         I.sources_outside(0)
+
+
+def test_coverage_note_says_the_row_in_words():
+    """The words an estimate states with its range are the row of data/intervals.csv, counted back to runs:
+    measured coverage x runs, and the sources; a row that is not there is refused, naming the tool."""
+    with open(Path(__file__).resolve().parents[1] / "data" / "intervals.csv", newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if (r["area"], r["group"]) == ("training", "steady-state"))
+    n = int(row["n_rows"])
+    held = round(float(row["measured_coverage"]) * n)
+    assert abs(held / n - float(row["measured_coverage"])) < 1e-4           # a whole count of runs
+    assert I.coverage_note("training", "steady-state", "steady states") == (
+        f"80% range; out of source it held {held} of {n} steady states ({row['n_sources']} sources)")
+    with pytest.raises(ValueError, match="tools/calibrate.py"):
+        I.coverage_note("training", "fp4", "FP4 runs")
+
+
+def test_only_a_calibrated_range_states_a_coverage():
+    from llmsizing.time_cost import training_time
+
+    kw = dict(tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=8192)
+    assert "steady states" in training_time("llama-3-70b", **kw).range_note
+    assert "whole-run totals" in training_time("llama-3-70b", whole_run=True, **kw).range_note
+    assert training_time("llama-3-70b", mfu=0.4, **kw).range_note == ""
+    assert training_time("llama-3-70b", mfu_range=(0.2, 0.6), **kw).range_note == ""   # the caller's range

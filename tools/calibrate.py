@@ -135,7 +135,8 @@ METHOD = {
     "training": "80% conformal bounds on log(implied / predicted MFU) of leave-one-source-out fits (the "
                 "calibration runs of the other sources), each source weighing the same; steady states and "
                 "whole-run totals apart where a kind has 9+ sources (else pooled); coverage measured nested: "
-                "each source's runs against the interval computed without it",
+                "each source's runs against the interval computed without it; the dtype rows count those "
+                "intervals' coverage of that dtype's runs (no range of their own)",
     "fine-tuning": ("80% conformal bounds on log(published / predicted step time) of leave-one-source-out "
                     "fits (every covered row of the other sources), rows weighing the same (weighing sources "
                     "alike needs 9 sources at 80%; n_sources has the count); coverage measured nested: each "
@@ -168,18 +169,28 @@ METHOD = {
         "own)")}
 
 
-def _interval_rows(area, check, groups, n_sources_of):
+def _interval_rows(area, check, groups, n_sources_of, ranged=None):
+    """One row per ``(group, mask)``: the measured (nested) coverage and median width of ``check`` over the
+    runs of ``mask``, and the bounds ``check`` states for the group (its stratum's, else the pooled ones) if
+    the group is in ``ranged`` (``None``: every group but "all" of a stratified check, which has no one
+    range). A group left out of ``ranged`` (a dtype, a stack family) only counts how the ranges its runs got
+    covered them."""
     import numpy as np
 
     rows = []
     for group, mask in groups:
         stated = ["", ""]
-        if group != "all" or len(check.bounds) == 1:           # "all" of a stratified check: no one range
+        if group in ranged if ranged is not None else group != "all" or len(check.bounds) == 1:
             stated = [f"{x:.4f}" for x in check.stated(None if group == "all" else group)]
         width = float(np.exp(np.median(check.high_log[mask] - check.low_log[mask])))
         rows.append([area, group, f"{check.coverage:g}", f"{check.inside[mask].mean():.4f}", f"{width:.4f}",
                      *stated, int(mask.sum()), n_sources_of(mask), INTERVALS_AS_OF, METHOD[area]])
     return rows
+
+
+def _dtype_groups(dtype):
+    """The dtype rows of an area (``dtype`` per run, bf16 or fp8): how its ranges cover each dtype's runs."""
+    return [(d, dtype == d) for d in ("bf16", "fp8")]
 
 
 def _layout_interval_rows():
@@ -190,7 +201,7 @@ def _layout_interval_rows():
     check, df = step_loso_check()
     src = df["source_key"].to_numpy(object)
     dtype = df["dtype"].to_numpy(object)
-    groups = [("all", dtype == dtype)] + [(d, dtype == d) for d in ("bf16", "fp8")]
+    groups = [("all", dtype == dtype)] + _dtype_groups(dtype)
     rows = _interval_rows(AREA, check, groups, lambda m: len(set(src[m])))
     from llmsizing.step_intervals import MIN_STACK_COVERAGE, stack_ranges
 
@@ -208,24 +219,15 @@ def _layout_interval_rows():
 def _inputs_interval_rows():
     """The range of the end-to-end model with the stack and tokens per GPU (llmsizing.mfu_inputs): per GPU
     generation (its stated bounds), and its coverage of every run, per stack family, dtype and kind."""
-    import numpy as np
-
     from llmsizing.mfu_inputs import AREA
     from llmsizing.range_candidates import REPORT_BY, registered_check
 
     check, per_run = registered_check()
-    rows = []
     groups = [("all", per_run.index == per_run.index)]
     for by in REPORT_BY:
         prefix = "stack:" if by == "stack_family" else ""
         groups += [(f"{prefix}{g}", (per_run[by] == g).to_numpy()) for g in sorted(set(per_run[by]))]
-    for group, mask in groups:
-        stated = [f"{x:.4f}" for x in check.stated(group)] if group in check.bounds else ["", ""]
-        width = float(np.exp(np.median(check.high_log[mask] - check.low_log[mask])))
-        rows.append([AREA, group, f"{check.coverage:g}", f"{check.inside[mask].mean():.4f}", f"{width:.4f}",
-                     *stated, int(mask.sum()), per_run["source_key"][mask].nunique(), INTERVALS_AS_OF,
-                     METHOD[AREA]])
-    return rows
+    return _interval_rows(AREA, check, groups, lambda m: per_run["source_key"][m].nunique(), check.bounds)
 
 
 def inputs_csv() -> str:
@@ -243,7 +245,11 @@ def intervals_csv() -> str:
     src = df["source_key"].to_numpy(object)
     total = (df["kind"] == "pretraining-total").to_numpy()
     groups = [("all", total | ~total), ("steady-state", ~total), ("pretraining-total", total)]
-    rows = _interval_rows("training", check, groups, lambda m: len(set(src[m])))
+    # the dtype rows: how the kinds' ranges cover each dtype's runs, the coverage an FP8 estimate states
+    # (llmsizing.mfu.mfu_estimate's range_note)
+    kinds = [g for g, _ in groups if g != "all" or len(check.bounds) == 1]
+    groups += _dtype_groups(df["dtype"].to_numpy(object))
+    rows = _interval_rows("training", check, groups, lambda m: len(set(src[m])), kinds)
     rows += _inputs_interval_rows()
     rows += _layout_interval_rows()
     ft, ft_rows = finetune_loso_check()

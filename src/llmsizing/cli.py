@@ -227,8 +227,8 @@ def cmd_time(args) -> None:
     title = (f"{t.model}: {t.tokens:.3g} tokens of {t.seq:,} on {t.n_gpus:,} x {t.gpu} "
              f"at {_price_text(t)}; {t.total_flops:.3g} model FLOPs")
     _emit(out, args, title=title)
-    for w in t.warnings:
-        print(f"warning: {w}")
+    for line in [t.range_note] * bool(t.range_note) + [f"warning: {w}" for w in t.warnings]:
+        print(line)                                    # the range's measured coverage, then the warnings
 
 
 def cmd_cost(args) -> None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 
 #: The nominal coverage every range of the book is stated at.
 NOMINAL_COVERAGE = 0.8
@@ -342,6 +343,29 @@ def intervals_table():
     import pandas as pd
 
     return pd.read_csv(Path(__file__).resolve().parents[2] / "data" / "intervals.csv")
+
+
+@cache
+def _measured_rows() -> dict:
+    import csv
+    from pathlib import Path
+
+    with open(Path(__file__).resolve().parents[2] / "data" / "intervals.csv", newline="") as fh:
+        return {(r["area"], r["group"]): r for r in csv.DictReader(fh)}
+
+
+def coverage_note(area: str, group: str, runs: str) -> str:
+    """What ``data/intervals.csv``'s row ``(area, group)`` measured out of source, in words, naming its runs
+    ``runs`` (e.g. ``"FP8 runs"``): ``"80% range; out of source it held 3 of 6 FP8 runs (3 sources)"`` (the
+    nominal coverage, then each run against the interval computed without its source). What
+    :func:`~llmsizing.mfu.mfu_estimate` states with its range (``MfuEstimate.range_note``); chapter 10."""
+    row = _measured_rows().get((area, group))
+    if row is None:
+        raise ValueError(f"data/intervals.csv has no row ({area!r}, {group!r}): run tools/calibrate.py")
+    n = int(row["n_rows"])
+    held = round(float(row["measured_coverage"]) * n)
+    return (f"{float(row['nominal_coverage']):.0%} range; out of source it held {held} of {n} {runs} "
+            f"({row['n_sources']} sources)")
 
 
 def median_factor_check(y, src, coverage: float, unit: str = "source") -> tuple:

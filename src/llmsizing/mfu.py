@@ -258,6 +258,9 @@ class MfuEstimate:
     high: float
     generation: str
     warnings: tuple
+    #: How the range measured out of source on runs like this one (``data/intervals.csv`` in words,
+    #: :func:`~llmsizing.intervals.coverage_note`): an FP8 recipe's names the FP8 runs' own coverage.
+    range_note: str = ""
 
 
 def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None, recompute: str = "none",
@@ -271,7 +274,9 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     (``recompute="full"``) and what a whole run's GPU-hours lose against a measured steady state
     (``whole_run=True``: restarts, evaluation, stragglers). The range is an 80% prediction interval: the
     conformal bounds of the residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose
-    coverage of sources the fit never saw is measured and stored in ``data/intervals.csv``.
+    coverage of sources the fit never saw is measured and stored in ``data/intervals.csv`` and stated with the
+    estimate (``range_note``): for an FP8 recipe the FP8 runs' own coverage, which falls short of the steady
+    states' (few runs, few sources; chapter 10).
 
     A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
     or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
@@ -296,7 +301,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     generation (:mod:`llmsizing.mfu_inputs`, issue 34; chapter 10). Without ``tokens_per_step`` (the
     default) the model above and its pooled range."""
     from .hardware import kernel_efficiency_row
-    from .mfu_inputs import inputs_log_mfu, inputs_of
+    from .intervals import coverage_note
+    from .mfu_inputs import AREA, inputs_log_mfu, inputs_of
 
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
@@ -348,11 +354,20 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     lo, hi = _range_columns(whole_run)
     low, high = row[lo], row[hi]
     if inputs is not None:
-        log_mfu, low, high, _ = inputs_log_mfu(generation, key_dtype, size=size, seq=seq, share=share,
-                                               whole_run=whole_run, family=inputs[0],
-                                               tokens_per_gpu=inputs[1])
+        log_mfu, low, high, known = inputs_log_mfu(generation, key_dtype, size=size, seq=seq, share=share,
+                                                   whole_run=whole_run, family=inputs[0],
+                                                   tokens_per_gpu=inputs[1])
     central = min(math.exp(log_mfu), 1.0)
-    return MfuEstimate(central, central * low, min(1.0, central * high), generation, tuple(warnings))
+    # the coverage stated with the range: the FP8 runs' own for an FP8 recipe, else the range's group's
+    if key_dtype == "fp8":
+        group, runs = "fp8", "FP8 runs"
+    elif inputs is None:
+        group, runs = (("pretraining-total", "whole-run totals") if whole_run
+                       else ("steady-state", "steady states"))
+    else:
+        group, runs = (generation, f"{generation} runs") if known else ("all", "published runs")
+    return MfuEstimate(central, central * low, min(1.0, central * high), generation, tuple(warnings),
+                       coverage_note("training" if inputs is None else AREA, group, runs))
 
 
 def _rerun_layers(model: Model, recompute: str, recompute_layers, parallel) -> int:
@@ -433,6 +448,9 @@ class TrainingTime:
     #: ``"estimate"`` (a placeholder, never to be read as a list price) or ``"reader"`` (a price the caller
     #: gave); :func:`~llmsizing.catalog.price_kind_of`.
     price_kind: str = "list"
+    #: How the calibrated estimate's range measured out of source (``MfuEstimate.range_note``; an FP8
+    #: recipe's names the FP8 runs' coverage); ``""`` for a given MFU or a layout's.
+    range_note: str = ""
 
     @property
     def total_flops(self) -> float:
@@ -465,7 +483,7 @@ def whole_run_factor(model, gpu, *, seq: int, dtype: str | None = None) -> float
 
 def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings, *,
              parallel=None, source="", layout=None, goodput: float = 1.0,
-             rerun_layers: int | None = None) -> TrainingTime:
+             rerun_layers: int | None = None, range_note: str = "") -> TrainingTime:
     """A :class:`TrainingTime` from a checked MFU and range: GPU-hours ``tokens x F / (peak x MFU) / 3600``,
     divided by the ``goodput`` (the useful share of wall time). ``rerun_layers``: the layers partial
     recomputation reruns (:func:`_rerun_layers`), for the HFU."""
@@ -492,7 +510,7 @@ def _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dt
     return TrainingTime(model.name, g.name, n_gpus, tokens, seq, mfu, low, high, hfu, per_token,
                         peak * mfu / per_token, *days,
                         h, h_low, h_high, price, h * price, h_low * price, h_high * price, tuple(warnings),
-                        layout, source, goodput, price_kind_of(g, price))
+                        layout, source, goodput, price_kind_of(g, price), range_note)
 
 
 def _causal_factor(model, seq: int, causal: bool) -> float:
@@ -556,16 +574,17 @@ def run_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: in
         est = mfu_estimate(model, gpu=g, seq=seq, dtype=dtype, recompute=recompute, whole_run=whole_run,
                            n_gpus=n_gpus, recompute_layers=recompute_layers, parallel=par,
                            framework=framework, tokens_per_step=tokens_per_step)
-        mfu, warnings = est.mfu, est.warnings
+        mfu, warnings, note = est.mfu, est.warnings, est.range_note
         default_range = (est.low, est.high)
         source = "calibrated estimate"
     else:
-        mfu = check_fraction("mfu", mfu)
+        mfu, note = check_fraction("mfu", mfu), ""
         default_range = (mfu, mfu)
         source = "given"
     if mfu_range is None:
         low, high = default_range
     else:
+        note = ""                                      # the caller's range: no measured coverage of ours
         bounds = check_sequence("mfu_range", mfu_range, example="(0.3, 0.5)")
         if len(bounds) != 2:
             raise ValueError(f"mfu_range must be two numbers (low, high), e.g. (0.3, 0.5); got {mfu_range!r}")
@@ -576,5 +595,5 @@ def run_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpus: in
         raise ValueError(f"mfu_range must contain mfu: got mfu={mfu:g} and mfu_range=({low:g}, {high:g})")
     price = gpu_price(g, price_usd_per_gpu_hour)
     return _time_at(model, g, tokens, seq, n_gpus, mfu, low, high, price, recompute, dtype, causal, warnings,
-                    parallel=par, source=source, goodput=goodput, rerun_layers=rerun)
+                    parallel=par, source=source, goodput=goodput, rerun_layers=rerun, range_note=note)
 
