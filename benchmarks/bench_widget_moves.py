@@ -251,6 +251,14 @@ process a side, three each): the 52 dense models' median 55-57 -> 48-51 ms, p90 
 (a full collection) -> 58-60, none over 100 ms; the 10 mixtures of experts' median 104-112 -> 96-98 ms, 5 of
 10 still over 100 ms (Qwen3-30B-A3B ~145, DeepSeek-V2 ~125, granite-3.0-1b-a400m ~128, gpt-oss-120b ~110,
 OLMoE ~103: their search, 45-50 ms of memory fit, is the next target).
+
+Measured 2026-12-01 (branch merge35: dense35 merged after vpp34, which searches interleaved pipelines and
+about twice the plans; base = main 3d6e033, base and new alternating, load 3.0-4.3 on 2 cores), same options,
+median CPU ms of the moves to new settings, base runs 1-3 -> new runs 1-3: model 103 106 100 -> 84 88 85,
+seq 90 91 89 -> 69 74 72, gpus 58 57 57 -> 46 50 48, tokens 43 44 41 -> 41 46 41, max_gpus 19 21 19 -> 20 20
+19, cp_comm 154 153 151 -> 67 69 71; all 42 moves 1.4 1.4 1.4 -> 1.1 1.2 1.1 s CPU, max 151-154 -> 102-109 ms.
+With the interleaved layouts' per_micro left to the per-layout path (only v = 1 on arrays; two runs a side):
+model 100 96, seq 91 88, cp_comm 90 76 against 84 87, 71 69, 65 66 with them on arrays.
 """
 
 from __future__ import annotations
