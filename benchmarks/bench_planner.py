@@ -163,6 +163,18 @@ main worktree): 405B over the catalogue 0.03 -> 0.08 (8,438 -> 18,299 plans), 40
 the catalogue 0.02 -> 0.04; another token budget 2.0 -> 4.1 ms (405B catalogue); the mixtures of experts (no
 interleaving searched) unchanged (DeepSeek-V3 0.05 -> 0.06, Mixtral 0.06 -> 0.08, noise). Every case stays under
 its target.
+
+Issue 35, dense35 (2026-12-01, base main 8d004fa; this session's machine is ~2.5x faster than the figures
+above: the same cases take 0.01-0.11 s CPU): a dense model's memory fit on arrays (llmsizing.dense_arrays:
+every SearchMemory entry of a search's layouts from one evaluation of the phases over (call, stage) rows, the
+scalar parts kept per distinct layout; a mixture of experts' reference layouts too), _table_totals asking for
+each distinct entry once. Frames bit-identical to 8d004fa's (204 searches: every catalogue model at the ch. 17
+widget's settings at 8K and 128K, two GPU types at 32K, and 18 other recipes and batches; 1.1M rows).
+bench_ab.py (5 runs a side, load 3.7), paired ratios: 405B 1 type 0.84, at 128K 1 type 0.82, 3 types 0.85,
+catalogue 0.92; 70B at 128K (ch. 17 widget) 0.83, 8B at 32K (ch. 17 widget) 0.86, 70B on 4 types 0.90;
+Qwen3-30B-A3B at 64K 0.90, Mixtral at 32K 0.90; the MoE whole-catalogue cases 0.94 to 1.02. The ch. 17
+widget's dense-model sweep (15 dense models at 128K and 32K, plan() with the widget's kept caches, medians of
+3 processes a side): plan() 25-27 -> 19-22 ms, fitting_plans 15.5-16.1 -> 11.7-12.3 ms CPU.
 """
 
 from __future__ import annotations

@@ -237,6 +237,28 @@ the four GPU-limit moves without a search 47-51 ms (base: all searched); all 42 
 /work/notes/lc35s.md, without the garbage collector's time): model 132-141 -> 119-133, seq 94-97 -> 91-94,
 max_gpus 63-67 -> 44-48, cp_comm 104-133 -> 86-91 ms; a full collection (~90-130 ms, every ~40 moves) lands
 on whichever move crosses its threshold.
+
+Measured 2026-12-01 (branch dense35; base = main 8d004fa, base and new alternating, load 3.7-4.4 on 2 cores;
+this session's machine is ~2.5x faster than the figures above), after the planner's dense memory fit on
+arrays (llmsizing.dense_arrays) and the first dashboard's gc.freeze (widgets.dashboard._freeze_once: a full
+collection of the kernel, 40-60 ms on whichever move crossed its threshold, is ~1 ms after). --moves 6 --only
+long_context_widget --per-control, median CPU ms of the moves to new settings, base runs 1-3 -> new runs 1-3:
+model 66 65 66 -> 61 57 61 (gpt2, gpt-39b, mpt-bench-30b, mixtral-8x7b, megascale-175b, granite-3.0-8b), seq
+47 46 47 -> 43 41 44, cp_comm 110 110 128 -> 37 41 42 (its one move took the full collection), max_gpus
+23 21 24 -> 22 23 24, gpus 44 40 39 -> 42 39 42, tokens 36 34 36 -> 35 36 38; all 42 moves 1.0 0.9 1.0 ->
+0.8 0.8 0.9 s CPU, max 110-128 -> 83-91 ms. The model control moved to every catalogue model in turn (one
+process a side, three each): the 52 dense models' median 55-57 -> 48-51 ms, p90 63-65 -> 55-56, max 110-127
+(a full collection) -> 58-60, none over 100 ms; the 10 mixtures of experts' median 104-112 -> 96-98 ms, 5 of
+10 still over 100 ms (Qwen3-30B-A3B ~145, DeepSeek-V2 ~125, granite-3.0-1b-a400m ~128, gpt-oss-120b ~110,
+OLMoE ~103: their search, 45-50 ms of memory fit, is the next target).
+
+Measured 2026-12-01 (branch merge35: dense35 merged after vpp34, which searches interleaved pipelines and
+about twice the plans; base = main 3d6e033, base and new alternating, load 3.0-4.3 on 2 cores), same options,
+median CPU ms of the moves to new settings, base runs 1-3 -> new runs 1-3: model 103 106 100 -> 84 88 85,
+seq 90 91 89 -> 69 74 72, gpus 58 57 57 -> 46 50 48, tokens 43 44 41 -> 41 46 41, max_gpus 19 21 19 -> 20 20
+19, cp_comm 154 153 151 -> 67 69 71; all 42 moves 1.4 1.4 1.4 -> 1.1 1.2 1.1 s CPU, max 151-154 -> 102-109 ms.
+With the interleaved layouts' per_micro left to the per-layout path (only v = 1 on arrays; two runs a side):
+model 100 96, seq 91 88, cp_comm 90 76 against 84 87, 71 69, 65 66 with them on arrays.
 """
 
 from __future__ import annotations

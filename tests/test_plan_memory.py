@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import llmsizing as L
-from llmsizing import plan_memory, plan_pricing, planner
+from llmsizing import dense_arrays, plan_memory, plan_pricing, planner
 from llmsizing.layouts import step_time
 from llmsizing.moe_layouts import ep_candidates
 from llmsizing.parallel import check_layout
@@ -143,15 +143,21 @@ def test_long_context_moe_rows_are_the_scalar_functions(model, seq, kw):
 
 def _count_search_pieces(monkeypatch) -> list:
     """A list that gains one item per call of the planner's memory evaluation (plan_pricing._search_pieces,
-    training_memory's bytes without its checks) for the rest of the test."""
+    training_memory's bytes without its checks) for the rest of the test, and one per layout a dense model's
+    evaluation on arrays weighs (dense_arrays.search_pieces: its calls, all at once)."""
     calls = []
-    real = plan_pricing._search_pieces
+    real, real_arrays = plan_pricing._search_pieces, dense_arrays.search_pieces
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
+    def counted_arrays(model, kw, layouts, *args):
+        calls.extend([1] * len(layouts))
+        return real_arrays(model, kw, layouts, *args)
+
     monkeypatch.setattr(plan_pricing, "_search_pieces", counted)
+    monkeypatch.setattr(dense_arrays, "search_pieces", counted_arrays)
     return calls
 
 

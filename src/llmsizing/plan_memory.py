@@ -3,11 +3,11 @@ of :mod:`llmsizing.planner` (issue 33: a mixture of experts at long context took
 
 No formula of its own: every byte is read off :func:`~llmsizing.memory.training_memory` (through
 :func:`~llmsizing.plan_pricing._pieces` and :func:`~llmsizing.plan_pricing._memory_coefficients`), with far
-fewer calls than one set of coefficients per layout (:class:`SearchMemory`; a mixture of experts' layouts
-that differ in ``ep`` and ``dp`` only in one call, :meth:`SearchMemory.prefetch`), and each recomputation
-weighed on all layouts' candidates at once (:func:`fitting_plans`). ``tests/test_planner_speed.py``
-compares whole searches with the direct one; ``tests/test_plan_memory.py`` checks :class:`SearchMemory`
-against direct coefficients, key by key.
+fewer calls than one set of coefficients per layout (:class:`SearchMemory`; :meth:`SearchMemory.prefetch`:
+a mixture of experts' layouts that differ in ``ep`` and ``dp`` only in one call, a dense model's layouts all
+on arrays, :mod:`llmsizing.dense_arrays`), each recomputation weighed on all layouts' candidates at once
+(:func:`fitting_plans`). ``tests/test_planner_speed.py`` compares whole searches with the direct one;
+``tests/test_plan_memory.py`` and ``tests/test_dense_arrays.py`` check them key by key.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import weakref
 
 import numpy as np
 
+from . import dense_arrays
 from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces
 from .moe import EpLayouts
@@ -147,17 +148,19 @@ class SearchMemory:
 
     def prefetch(self, keys, rc: str) -> None:
         """Work out at once the entries of :meth:`states` that the layouts ``keys`` (``(tp, pp, zero, ep,
-        c)``, asked for with recomputation ``rc``) would each read off calls of their own: one call per
+        c, v)``, asked for with recomputation ``rc``) would each read off calls of their own: one call per
         ``(tp, pp, zero, c)`` of a mixture of experts, all its ``ep`` and ``dp`` together
         (:class:`~llmsizing.moe.EpLayouts`; issue 35: ZeRO-1 with a pipeline took one or two calls per
         ``ep``), then :meth:`states`' own arithmetic on each layout's column, in its order: bit for bit the
         entries it would make."""
+        if dense_arrays.prefetch(self, keys, rc):       # a dense model's all on arrays (interleaved too), a
+            return                                      # MoE's per_micro (issue 35, dense35)
         recipe = RECIPES[self.kw.get("precision", "bf16-mixed")]
-        if (not self.model.is_moe or recipe.autocast
+        if (recipe.autocast
                 or self.kw.get("optimizer_impl", "foreach") != "foreach"):
             return
         groups: dict = {}
-        for tp, pp, zero, ep, c in keys:
+        for tp, pp, zero, ep, c, *_ in keys:                 # (a mixture of experts: no interleaving)
             if (tp, pp, zero, ep, c) in self._states:
                 continue
             kind = self._kind(tp, pp, zero, ep, c)
@@ -184,6 +187,10 @@ class SearchMemory:
             for ep in sorted(eps, key=lambda e: eps[e] == "one"):            # the first two ep first
                 got = [column[ep, dp] for dp in self._dps(tp, zero, ep, eps[ep])]
                 self._states[tp, pp, zero, ep, c] = self._entry(tp, pp, zero, ep, c, rc, u, *got)
+
+    def prefetch_cp(self, keys, rc: str) -> None:
+        """:meth:`per_micro` above ``cp = 1`` of ``keys`` (``(tp, pp, c, v)``) on arrays (dense_arrays)."""
+        dense_arrays.prefetch_cp(self, keys, rc)
 
     def _dps(self, tp: int, zero: int, ep: int, kind: str) -> tuple:
         """The ``dp`` of the calls :meth:`states` makes for a layout of ``kind`` (:meth:`_kind`)."""
@@ -272,7 +279,8 @@ class _PerRecompute:
         return self.coefficients(tp, pp, zero, ep, "full1", c, cp, v)
 
     def prefetch(self, keys, rc) -> None:
-        """(:meth:`SearchMemory.prefetch` reads no autocast recipe.)"""
+        """(:meth:`SearchMemory.prefetch` reads no autocast recipe, nor its ``prefetch_cp``.)"""
+    prefetch_cp = prefetch
 
     def share_cp1(self, other: "_PerRecompute") -> None:
         for rc, sub in other._each.items():
@@ -450,13 +458,14 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     ``limits`` keeps its floor as total (fitting_plans drops it unread)."""
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
-    asked = [(parts[lay[row]][0], parts[lay[row]][2]["pairs"][pair_of[row]]) for row in rows[first].tolist()]
-    memory.prefetch([(*key[:4], cls) for key, (_, cls) in asked], rc)
-    states, micros, state_at, micro_at = {}, {}, [], []
-    for (tp, pp, zero, ep, _), (cp, c) in asked:            # (as coefficients(): the states, then per_micro)
-        st = memory.states(tp, pp, zero, ep, c, rc)
-        state_at.append(states.setdefault(id(st), (len(states), st))[0])
-    st_list = [st for _, st in states.values()]
+    lays, pairs = (x[rows[first]].tolist() for x in (lay, pair_of))
+    asked = [(parts[j][0], parts[j][2]["pairs"][p]) for j, p in zip(lays, pairs)]
+    memory.prefetch([(*key[:4], cls, *key[4:]) for key, (_, cls) in asked], rc)
+    # the distinct entries, each asked for once, first asked first (issue 35, dense35: thousands of asks)
+    state_of, micro_of, state_at, micro_at = {}, {}, [], []
+    for key, (_, c) in asked:
+        state_at.append(state_of.setdefault((key[:4], c), len(state_of)))
+    st_list = [memory.states(*key, c, rc) for key, c in state_of]
     fixed, sharded = (_padded([st[i] for st in st_list], -np.inf if i == 0 else 0.0) for i in (0, 1))
     at = at.reshape(-1)
     rows_state = np.array(state_at)[at]
@@ -470,10 +479,11 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     live = ~(floor > limits.max() * (1 + FLOOR_MARGIN))       # (beyond the largest limit: beyond every one)
     need = np.zeros(len(asked), dtype=bool)
     need[at[live]] = True
-    for k, ((tp, pp, zero, ep, v), (cp, c)) in enumerate(asked):
-        u = memory.per_micro(tp, pp, rc, c, cp if need[k] else 1, v)
-        micro_at.append(micros.setdefault(id(u), (len(micros), u))[0])
-    per_micro = _padded([u for _, u in micros.values()], 0.0)
+    memory.prefetch_cp([(*k[0][:2], k[1][1], *k[0][4:]) for k, n in zip(asked, need) if n and k[1][0] > 1],
+                       rc)
+    for (key, (cp, c)), n in zip(asked, need.tolist()):
+        micro_at.append(micro_of.setdefault((*key[:2], c, cp if n else 1, *key[4:]), len(micro_of)))
+    per_micro = _padded([memory.per_micro(tp, pp, rc, c, cp, *v) for tp, pp, c, cp, *v in micro_of], 0.0)
     # _total_bytes' sum on the rows read (``sharded / dp`` shared with the floor); the others keep their floor
     peak, micro_at = floor.copy(), np.array(micro_at)[at]
     if not live.all():
@@ -504,12 +514,14 @@ def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_laye
     recomputed fits on some GPU), each entry the same numbers as one call per layout and pair gave."""
     _, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     at = at.reshape(-1)
-    keys, full = [], []
+    keys = []
     for row in rows[first].tolist():
         (tp, pp, zero, ep, v), _, cand = parts[lay[row]]
         cp, c = cand["pairs"][pair_of[row]]
         keys.append((tp, pp, zero, ep, c, cp, int(stage_layers[row]), v))
-        full.append(memory.coefficients(tp, pp, zero, ep, "full", c, cp, v))
+    memory.prefetch([(*k[:5], k[7]) for k in keys], "full")      # (a dense model's calls on arrays)
+    memory.prefetch_cp([(k[0], k[1], k[4], k[7]) for k in keys if k[5] > 1], "full")
+    full = [memory.coefficients(tp, pp, zero, ep, "full", c, cp, v) for tp, pp, zero, ep, c, cp, _, v in keys]
     b, dp, layers = micro[rows], dpf[rows], stage_layers[rows]
     width = np.array([len(x[0]) for x in full])
     every, can, one = {}, {}, {}

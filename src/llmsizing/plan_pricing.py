@@ -75,20 +75,25 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
             expert_tp: bool, *, batch: int, dp: int, v: int = 1) -> np.ndarray:
     """The bytes of every piece (:func:`~llmsizing.memory.step_phases`) of the stages a search weighs, stage
     by stage, as one :func:`~llmsizing.memory.training_memory` call gives them
-    (:func:`~llmsizing.memory._search_pieces`): the first and the last stage, and for a
-    mixture of experts :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout
-    comes from :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again);
-    ``v`` interleaved model chunks per stage (a dense model's only: ``virtual_stages``, issue 34)."""
-    if model.is_moe:
-        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
-                            expert_tp=expert_tp)
-        stages = _heavy_stages(model, pp)
-    else:
-        more = {} if v == 1 else {"virtual_stages": v}      # (v = 1: the same kept layouts as before)
-        par = kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, **more,
-                            **pipeline_split(model, pp))
-        stages = search_stages(model, pp)
+    (:func:`~llmsizing.memory._search_pieces`), at the layout and stages of :func:`_piece_layout`; ``v``
+    interleaved model chunks per stage (a dense model's only: ``virtual_stages``, issue 34)."""
+    par, stages = _piece_layout(model, tp, pp, zero, cp, cp_comm, ep, expert_tp, dp, v)
     return np.array(_search_pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
+
+
+def _piece_layout(model, tp: int, pp: int, zero: int, cp: int, cp_comm: str, ep: int, expert_tp: bool,
+                  dp: int, v: int = 1) -> tuple:
+    """The layout and the stages :func:`_pieces` weighs (and :mod:`llmsizing.dense_arrays`' calls on arrays:
+    one place): for a dense model :func:`search_stages` of the split :func:`pipeline_split` with ``v``
+    interleaved chunks per stage, for a mixture of experts the first and the last stage and
+    :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout comes from
+    :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
+    if model.is_moe:
+        return (kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
+                              expert_tp=expert_tp), _heavy_stages(model, pp))
+    more = {} if v == 1 else {"virtual_stages": v}      # (v = 1: the same kept layouts as before)
+    return (kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, **more,
+                          **pipeline_split(model, pp)), search_stages(model, pp))
 
 
 @functools.lru_cache(maxsize=256)

@@ -30,7 +30,7 @@ from .dashboard import (_BUSY_CSS, _CONTROL_ROOM_PX, BUSY_CLASS, BUSY_DELAY_MS, 
                         CONTROLS_WIDTH_PX, DEFAULT_MARKER, FIGURE_MAX_PX, FIGURE_MIN_PX, LIVE_MARKER,
                         SUMMARY_FONT_PX, SUMMARY_HEIGHT_PX, _GUTTER, _SUMMARY_CSS, Dashboard, _columns,
                         _line_html, _table_html, live_style, summary_html, _rc_snapshot, _setting,
-                        _figure_png, _hint, encode_png, png_size, KEPT_ANSWERS)
+                        _figure_png, _hint, encode_png, png_size, KEPT_ANSWERS, _freeze_once)
 from .many_gpus import decode_roofline_widget, parallel_explorer_widget, zero_stages_widget
 from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHARE, _cap_gpus_per_line,
                       _render_inference_memory, _render_model_states, _render_parameters,

@@ -1,0 +1,260 @@
+"""A dense model's memory fit over many layouts at once, for the planner's search (Part III, "How many GPUs do
+you need?"; chapter 17's widget, issue 35): :func:`search_pieces` gives the pieces of many
+:func:`~llmsizing.memory._search_pieces` calls as arrays, and :func:`prefetch` and :func:`prefetch_cp` fill a
+:class:`~llmsizing.plan_memory.SearchMemory` with the entries its layouts would each read off calls of their
+own (what :mod:`llmsizing.moe_arrays` does for a mixture of experts' ``ep`` and ``dp``).
+
+No formula here. Each call's bytes come from the same kept parts as :func:`~llmsizing.memory._search_pieces`'s
+(:func:`~llmsizing.memory._act_core`, the model states' side :func:`~llmsizing.memory._state_side`, the
+micro-batches in flight): only :func:`~llmsizing.activations.stage_activations` (a stage's share of the
+layers and micro-batches in flight) and :func:`~llmsizing.footprint.phase_values` (the five pieces, summed)
+are worked out on arrays, one entry per (call, stage), by the same float operations in the same order
+(NumPy's float64 arithmetic is Python's): bit for bit each call's own. ``tests/test_dense_arrays.py`` checks
+it call by call and search by search. Interleaved pipelines (``virtual_stages``, issue 34: the micro-batches
+each stage holds from :func:`~llmsizing.parallel.pipeline_in_flight` with the chunks, as
+:func:`~llmsizing.memory._act_side`) and the split counting the embedding and the loss as layers are taken as
+the layout gives them. Not for autocast recipes (their copies depend on what is recomputed), partial
+recomputation (``recompute_layers``) or pipeline outputs kept after they are sent: those go through
+:func:`~llmsizing.memory._search_pieces` as before (:func:`supports`). A mixture of
+experts' calls are single layouts here (a MoE stage's share of its MoE layers included): :func:`prefetch`
+reads its reference layouts (``ep = 1``) so and leaves its model states over ``ep`` to
+:class:`~llmsizing.moe_arrays.EpLayouts`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .memory import _kept_act_core, _kept_in_flight, _kept_state_side, _search_layouts
+from .moe import stage_offset_bytes
+from .parallel import layers_per_stage, pipeline_in_flight, stage_chunks
+from .plan_pricing import _piece_layout
+from .precision import RECIPES
+
+#: :func:`~llmsizing.memory._search_pieces`' keywords and their defaults (``seq`` has none).
+_DEFAULTS = dict(precision="bf16-mixed", optimizer="adamw", attention="flash", recompute="none",
+                 dropout=False, stack="fused", optimizer_impl="foreach", recompute_layers=None,
+                 attention_mask=False)
+
+
+def supports(model, kw: dict) -> bool:
+    """Whether :func:`search_pieces` takes calls of ``model`` with the keywords ``kw``: a recipe without
+    autocast, no partial recomputation (the layouts' own limits: :func:`search_pieces`). A mixture of experts'
+    layouts are single layouts here (no :class:`~llmsizing.moe_arrays.EpLayouts`): :func:`prefetch` reads
+    only its reference layouts (``ep = 1``) so."""
+    return not RECIPES[kw.get("precision", "bf16-mixed")].autocast and kw.get("recompute_layers") is None
+
+
+def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
+                  expert_tp: bool = False) -> list:
+    """The pieces of each call of ``calls``, ``(tp, pp, zero, grad_accum, cp, cp_comm, batch, dp)`` and
+    optionally ``v`` (interleaved model chunks per stage, 1 if left out), as
+    :func:`~llmsizing.plan_pricing._pieces` gives them (``_search_pieces`` of the layout and stages
+    ``layout(model, tp, pp, zero, cp, cp_comm, 1, expert_tp, dp, v)`` gives, keywords ``kw``; by default
+    :func:`~llmsizing.plan_pricing._piece_layout`, the planner's: one place for both paths): a list of 1-D
+    arrays, five pieces per stage, each entry bit for bit that call's. ``model`` and ``kw`` as
+    :func:`supports` accepts; a ``ValueError`` for a layout it does not take (kept pipeline outputs).
+    ``kept``: a dict where the layouts' parts are kept between calls of the same model, ``kw`` but
+    ``recompute``, and ``layout`` (:func:`prefetch`: one per search)."""
+    if not supports(model, kw):
+        raise ValueError("dense_arrays.search_pieces: a recipe without autocast, no recompute_layers")
+    o, layout = {**_DEFAULTS, **kw}, layout or _piece_layout
+    seq = o["seq"]
+    core_args = (seq, o["precision"], o["attention"], o["dropout"], o["recompute"], o["stack"],
+                 o["attention_mask"])
+    kept = {} if kept is None else kept
+    layouts, states = kept.setdefault("layouts", {}), kept.setdefault("states", {})
+    cores, flights, rows, widths = kept.setdefault("cores", {}), kept.setdefault("flights", {}), [], []
+    for tp, pp, zero, m, cp, comm, batch, dp, *v in calls:
+        key = (tp, pp, zero, cp, comm, dp, *v)
+        lay = layouts.get(key)
+        if lay is None:                                  # (as _search_pieces: resolved, kept layouts)
+            par, stages = layout(model, tp, pp, zero, cp, comm, 1, expert_tp, dp, *v)
+            par, act, state = _search_layouts(par, model, seq)
+            if not (act.deallocate_pipeline_outputs or act.pp == 1):
+                raise ValueError("dense_arrays.search_pieces: no kept stage outputs")
+            stages = tuple(sorted(set(stages)))
+            if (state, stages) not in states:
+                states[state, stages] = _state_rows(model, o, state, stages)
+            lay = layouts[key] = (par.pp, act, states[state, stages], stages,
+                                  layers_per_stage(model.layers, act))
+        n_pp, act, st, stages, n_layers = lay
+        ckey = (act.tp, act.sp, act.cp, act.cp_comm, act.expert_tp, batch, core_args)   # (_act_core's own)
+        core = cores.get(ckey)
+        if core is None:
+            core = cores[ckey] = _core_row(model, batch, core_args, act)
+        if act.virtual_stages == 1:
+            flight = _kept_in_flight(act.pp, min(m, act.pp))
+        elif (flight := flights.get((act, m))) is None:       # (as _act_side: all m, the chunks counted)
+            flight = flights[act, m] = pipeline_in_flight(act.pp, m, act.virtual_stages,
+                                                          chunks=stage_chunks(model.layers, act))
+        acts = core[-1]
+        moe = n_pp > 1 and bool(getattr(acts, "moe_layers", None))      # (stage_activations' MoE term)
+        for slot, i in enumerate(stages):
+            rows.append((*st[slot], *core[:-1], n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
+                         flight[i], m > 1, model.tied_embeddings and n_pp == 1, moe,
+                         stage_offset_bytes(acts, act, i) if moe else 0.0))
+        widths.append(len(stages))
+    pieces = _phase_sums(np.array(rows, dtype=float))
+    out, k = [], 0
+    for n in widths:
+        out.append(pieces[k:k + n].reshape(-1))
+        k += n
+    return out
+
+
+def _state_rows(model, o: dict, state, stages: tuple) -> list:
+    """Per stage of ``stages``: the working weights, gradients, optimizer states, LM head's gradient, the
+    optimizer's temporaries and ZeRO-3's gathered unit (:func:`~llmsizing.memory._state_side`, kept)."""
+    gathered, _, _, by_stage = _kept_state_side(model, o["precision"], o["optimizer"], o["optimizer_impl"],
+                                                state, stages)
+    return [(s.working_weights_bytes, s.gradients_bytes, s.optimizer_bytes, head, opt, gathered)
+            for s, head, opt in (by_stage[i] for i in stages)]
+
+
+def _core_row(model, batch: int, args: tuple, act) -> tuple:
+    """What every stage reads of :func:`~llmsizing.memory._act_core` (kept, the same call as
+    :func:`~llmsizing.memory._act_side`'s): the whole model's activations (per layer, layers, layer count,
+    embedding, logits, what recomputation rebuilds), the K/V buffers, the loss's temporaries, the working
+    set; and the activations themselves (a mixture of experts' stage term)."""
+    seq, precision, attention, dropout, recompute, stack, mask = args
+    acts, (cp_fwd, cp_bwd), loss, working = _kept_act_core(model, batch, seq, precision, attention, dropout,
+                                                            recompute, stack, mask, act.tp, act.sp, act.cp,
+                                                            act.cp_comm, act.expert_tp)
+    return (acts.per_layer_bytes, acts.layers_bytes, acts.layer_count, acts.embedding_bytes,
+            acts.logits_bytes, acts.rebuilt_bytes, cp_fwd, cp_bwd, loss, working, acts)
+
+
+def _phase_sums(t: np.ndarray) -> np.ndarray:
+    """The five pieces of each row (a stage of a call; columns as :func:`search_pieces` builds them), summed
+    as ``_search_pieces`` sums :func:`~llmsizing.footprint.phase_values`' tuples (from 0, in order), with
+    :func:`~llmsizing.activations.stage_activations`' share of the stage first (the whole model's as is
+    without a pipeline). No autocast: its copies are 0.0, and ``x + 0.0`` is ``x``."""
+    (W, G, O, head, opt, gathered, per_layer, layers, count, emb, logits, rebuilt, cp_fwd, cp_bwd, loss,
+     working, single, first, last, kept, flight, accum, tied, moe, offset) = t.T
+    single, first, last, accum, tied, moe = (x.astype(bool) for x in (single, first, last, accum, tied, moe))
+    # stage_activations: kept x per layer + rebuilt (+ a mixture of experts' stage term: its MoE layers'
+    # share), the embedding's (first stage) and logits (last)
+    stage = kept * per_layer + rebuilt
+    layers = np.where(single, layers, np.where(moe, stage + flight * offset, stage))
+    count = np.where(single, count, kept)
+    emb = np.where(single, emb, np.where(first, flight * emb, 0.0))
+    logits = np.where(last, logits, 0.0)
+    # phase_values on that stage's activations
+    total = layers + emb + logits
+    rebuilt = np.maximum(layers - count * per_layer, 0.0)
+    A = total - rebuilt
+    g_fwd = np.where(accum, G, 0.0)
+    loss = np.where(last, loss, 0.0)
+    bwd_temps = working + gathered + cp_bwd
+    start_grads = np.where(accum, G, head)
+    emb_grads = np.where(tied, 2 * head, 0.0)
+    zero = 0.0
+    return np.stack([W + O + g_fwd + A + zero + (gathered + cp_fwd),
+                     W + O + g_fwd + A + zero + (loss + gathered),
+                     W + O + start_grads + (A - logits + rebuilt) + zero + bwd_temps,
+                     W + O + (G + emb_grads) + emb + bwd_temps,
+                     W + O + G + opt], axis=1)
+
+
+def prefetch(memory, keys, rc: str, layout=None) -> bool:
+    """Fill ``memory`` (a :class:`~llmsizing.plan_memory.SearchMemory` of a dense model) with the entries at
+    ``cp = 1`` that the layouts ``keys`` (``(tp, pp, zero, ep, c)`` and optionally ``v``, interleaved chunks
+    per stage) asked for with recomputation ``rc`` would read off calls of their own
+    (:meth:`~llmsizing.plan_memory.SearchMemory.per_micro`, its reference layout too, with ``v`` too, and
+    :meth:`~llmsizing.plan_memory.SearchMemory.states` with ZeRO), all their calls in one
+    :func:`search_pieces`, then the same arithmetic as
+    :func:`~llmsizing.plan_pricing._memory_coefficients` and
+    :meth:`~llmsizing.plan_memory.SearchMemory._entry` on each entry's rows: bit for bit the entries the
+    layouts would make one by one, in their order (a reference layout is read with the recomputation that
+    asks for it first, as there), and no other (``per_micro`` without interleaving where the layouts' calls
+    would read it: the states or the reference not yet known). ``layout``: :func:`search_pieces`'. A mixture
+    of experts: ``per_micro`` and its reference layouts only (``ep = 1``, ``dp = 1``), the model states left
+    to :meth:`~llmsizing.plan_memory.SearchMemory.prefetch`'s own. Returns whether the model is dense (all
+    done)."""
+    kw, dense = memory._kw(rc), not memory.model.is_moe
+    if not supports(memory.model, kw):
+        return dense
+    comm, micro, zeros, chunked = memory.cp_comm, {}, {}, {}
+    for tp, pp, zero, ep, c, *v in keys:
+        v = v[0] if v else 1
+        if v > 1 and (tp, pp, rc, c, v) not in memory._micro:
+            chunked.setdefault((tp, pp, c, v), None)
+        if (tp, pp, rc, c) not in memory._micro and (v == 1 or (tp, pp, zero, ep, c) not in memory._states
+                                                     or (tp, pp, c) not in memory._reference):
+            micro.setdefault((tp, pp, c), (1,) if (tp, pp, c) in memory._reference else (1, 2))
+        if dense and zero and (tp, pp, zero, ep, c) not in memory._states:
+            zeros.setdefault((tp, pp, zero, c), None)
+    calls = [(tp, pp, 0, c, 1, comm, b, 1) for (tp, pp, c), bs in micro.items() for b in bs]
+    calls += [(tp, pp, 0, c, 1, comm, 1, 1, v) for tp, pp, c, v in chunked]
+    calls += [(tp, pp, zero, c, 1, comm, 1, dp) for tp, pp, zero, c in zeros for dp in (1, 2)]
+    if not calls:
+        return dense
+    got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout, memory.expert_tp))
+    multi = any(d > 1 for d in memory.cps)
+    for (tp, pp, c), bs in micro.items():            # (_memory_coefficients at zero = 0, cp = 1, a = 1)
+        a = 1
+        if len(bs) == 2:
+            b1d1, b2d1 = next(got), next(got)
+            b1d2 = b1d1
+            per_micro = b2d1 - b1d1
+            sharded = 2 * a * (b1d1 - b1d2)
+            fixed = b1d1 - per_micro - sharded / a
+            coef = memory._reference[tp, pp, c] = (fixed, per_micro, sharded)
+        else:
+            coef = _on_reference(memory._reference[tp, pp, c], next(got))
+        memory._micro[tp, pp, rc, c] = {1: coef[1]}
+        if multi:
+            memory._cp_base[tp, pp, rc, c] = coef
+    for tp, pp, c, v in chunked:                     # (per_micro with v > 1: one call on the reference)
+        coef = _on_reference(memory._reference[tp, pp, c], next(got))
+        memory._micro[tp, pp, rc, c, v] = {1: coef[1]}
+        if multi:
+            memory._cp_base[tp, pp, rc, c, v] = coef
+    for tp, pp, zero, c in zeros:
+        u = memory.per_micro(tp, pp, rc, c, 1)
+        memory._states[tp, pp, zero, 1, c] = memory._entry(tp, pp, zero, 1, c, rc, u, next(got), next(got))
+    return dense
+
+
+def _on_reference(reference, b1d1) -> tuple:
+    """:func:`~llmsizing.plan_pricing._memory_coefficients` with ``base`` the reference layout's
+    coefficients, at ``cp = 1``, ``a = 1``, from the call's pieces ``b1d1`` (micro-batch 1, ``dp = 1``)."""
+    fixed, _, sharded = reference
+    sharded = sharded / 1
+    return fixed, b1d1 - fixed - sharded / 1, sharded
+
+
+def prefetch_cp(memory, keys, rc: str, layout=None) -> None:
+    """Fill ``memory`` with ``per_micro`` at every context-parallel degree above 1 for the keys ``(tp, pp,
+    c)`` and optionally ``v`` (interleaved chunks per stage) with recomputation ``rc`` whose entry at
+    ``cp = 1`` is known and the others not yet: the two degrees' calls of all keys in one
+    :func:`search_pieces`, then :func:`~llmsizing.plan_pricing._cp_coefficients`' arithmetic
+    (``micro_only``) on each key's rows. ``layout``: :func:`search_pieces`'."""
+    kw = memory._kw(rc)
+    degrees = sorted(d for d in memory.cps if d > 1)
+    if not degrees or not supports(memory.model, kw):
+        return
+    todo = [k for k in dict.fromkeys((tp, pp, rc, c, *v) for tp, pp, c, *v in keys) if k in memory._cp_base]
+    pair = degrees[:2]
+    calls = [(tp, pp, 0, c, d, memory.cp_comm, 1, 1, *v) for tp, pp, _, c, *v in todo for d in pair]
+    if not calls:
+        return
+    got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout, memory.expert_tp))
+    a = 1                     # (dp_unit at ep = 1)
+    for key in todo:
+        fixed, _, sharded = memory._cp_base.pop(key)
+        p = [next(got) - fixed - (sharded / d) / a for d in pair]  # (_memory_coefficients with base, at d)
+        if len(degrees) == 1:
+            memory._micro[key][degrees[0]] = p[0]
+            continue
+        (c1, c2), (p1, p2) = pair, p
+        y = (c2 * p2 - c1 * p1) / (c2 - c1)
+        x = (p1 - y) * c1
+        memory._micro[key].update(zip(degrees, x / np.array(degrees, dtype=float)[:, None] + y))
+
+
+def _kept(memory) -> dict:
+    """What :func:`search_pieces` keeps for ``memory``'s search (its model and keywords but ``recompute``),
+    on the :class:`~llmsizing.plan_memory.SearchMemory` itself: it lives as long as that search's entries."""
+    return memory.__dict__.setdefault("_dense_arrays", {})
