@@ -16,6 +16,7 @@ from llmsizing.flops import RECOMPUTE, training_flops_per_token
 from llmsizing.layouts import _divisors, step_time
 from llmsizing.memory import training_memory
 from llmsizing.parallel import Parallel, check_layout
+from llmsizing.pipeline_schedule import pipelined_zero_fields
 from llmsizing.precision import RECIPES
 from llmsizing.planner import _cp_coefficients, _memory_coefficients, _total_bytes, plan
 
@@ -48,7 +49,7 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
             except ValueError:
                 continue
             for zero in zeros:
-                if zero >= 2 and pp > 1:
+                if zero >= 2 and pp > 1 and model.is_moe:   # (issue 34: a dense model's ZeRO-2/3 under a pipeline)
                     continue
                 places = (model.layers + 2 * bool(pipeline_split(model, pp))) // pp
                 for v in planner.stage_chunk_options(places, vps) if pp > 1 else (1,):
@@ -120,7 +121,8 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
                                 v == 1 or not RECIPES[precision].autocast):
                             n_rc, t = _fewest_layers(model, g, Parallel(tp=tp, pp=pp, dp=int(dps[j]), zero=zero,
                                                                         sp=tp > 1, cp=cp, cp_comm=cp_comm,
-                                                                        virtual_stages=v),
+                                                                        virtual_stages=v,
+                                                                        **pipelined_zero_fields(zero, pp)),
                                                      b, int(m[j]), limit, kw)
                         candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc, t, n_rc, v))
                     chosen |= fits
@@ -130,7 +132,7 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
     out, price_of = [], dict(prices)
     for g, tp, cp, pp, zero, b, dp, m, rc, total, n_rc, v in candidates:
         par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, virtual_stages=v,
-                       **pipeline_split(model, pp))
+                       **pipeline_split(model, pp), **pipelined_zero_fields(zero, pp))
         st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
                        recompute=rc, precision=precision, node=node_of[g.name],
                        recompute_layers=n_rc if n_rc is not None and n_rc < chunk_top(model, pp, v) else None)

@@ -9,6 +9,8 @@ and ``tests/test_planner_speed.py`` checks searches priced with them against one
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS
@@ -71,9 +73,96 @@ def _dp_calls(zero, on_rank, layers, dpcp) -> np.ndarray:
     return out
 
 
-def _dp_exposed(call, fwd, bwd, mf):
+def _dp_exposed(call, fwd, bwd, mf, slot1=None):
     """The exposed seconds of the data-parallel collectives ``call`` (one call's seconds per :data:`_DP_SLOTS`
-    slot, one row per plan), by :func:`~llmsizing.layouts.exposed_by_group`'s rules."""
-    return (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
+    slot, one row per plan), by :func:`~llmsizing.layouts.exposed_by_group`'s rules; ``slot1``, if given,
+    the exposed seconds of ZeRO-3's backward slot (under a pipeline: :func:`_run_exposed`)."""
+    if slot1 is None:
+        slot1 = mf * np.maximum(0.0, call[:, 1] - bwd)
+    return (mf * np.maximum(0.0, call[:, 0] - fwd) + slot1
             + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
             + np.maximum(0.0, call[:, 4] - bwd))
+
+
+@functools.lru_cache(maxsize=512)
+def _run_windows(pp: int, m: int, v: int, units: int) -> tuple:
+    """The windows of :func:`~llmsizing.pipeline_schedule.reduce_scatter_windows` with ``per_run`` (one
+    reduce-scatter per FSDP unit and run of a chunk's backwards: ZeRO-3 under a pipeline,
+    :data:`~llmsizing.parallel.PIPELINED_FSDP`) on every stage, on arrays: per stage ``(counts, whole, n_f,
+    n_b)``, each distinct window once with how many calls have it; a window is ``bwd + fwd x n_f + bwd x
+    n_b`` (one unit's forward ``fwd`` and backward ``bwd``) where ``whole``, else 0 (after the step's last
+    backward). The same schedule (:func:`~llmsizing.pipeline_schedule._order`) and run ends, counted with
+    prefix sums instead of a scan per call (``tests/test_planner_zero_pp.py`` checks them against it)."""
+    p, k = pp, units
+    per_chunk = np.array([k // v + (c < k % v) for c in range(v)])
+    total = m * v
+    out = []
+    for i in range(p):
+        n_b = np.arange(total)
+        if v > 1:
+            warm = min(2 * (p - i - 1) + (v - 1) * p, total)
+            f_chunk, b_chunk = (n_b // p) % v, v - 1 - (n_b // p) % v
+        else:
+            warm = min(p - i - 1, total)
+            f_chunk = b_chunk = np.zeros(total, dtype=np.int64)
+        steady = total - warm
+        kind = np.concatenate([np.zeros(warm), np.tile([0, 1], steady), np.ones(warm)]).astype(bool)
+        chunk = np.empty(2 * total, dtype=np.int64)
+        chunk[~kind], chunk[kind] = f_chunk, b_chunk           # (F in forward order, B in backward order)
+        bwd_at = np.flatnonzero(kind)
+        ends = np.zeros(2 * total, dtype=bool)                 # (_run_ends: the next backward's chunk moves)
+        ends[bwd_at] = np.append(chunk[bwd_at][1:] != chunk[bwd_at][:-1], True)
+        issue = np.flatnonzero(ends)
+        w = per_chunk[chunk]
+        c_f = np.concatenate([[0], np.cumsum(np.where(kind, 0, w))])
+        c_b = np.concatenate([[0], np.cumsum(np.where(kind, w, 0))])
+        nxt = np.append(issue[1:], -1)
+        last = nxt < 0
+        nf = np.where(last, 0, c_f[nxt] - c_f[issue + 1])
+        nb = np.where(last, 0, c_b[nxt] - c_b[issue + 1])
+        table = np.stack([~last, nf, nb], axis=1).astype(np.int64)
+        unit_calls = int((per_chunk[chunk[issue]] - 1).sum())
+        if unit_calls:
+            table = np.concatenate([table, np.repeat([[1, 0, 0]], unit_calls, axis=0)])
+        rows, counts = np.unique(table, axis=0, return_counts=True)
+        out.append((counts.astype(float), rows[:, 0].astype(bool), rows[:, 1].astype(float),
+                    rows[:, 2].astype(float)))
+    return tuple(out)
+
+
+def _run_exposed(pp, m, vp, units, fwd, bwd, traffic) -> np.ndarray:
+    """The seconds of ZeRO-3's gradient reduce-scatters under a pipeline
+    (:data:`~llmsizing.parallel.PIPELINED_FSDP`) the step waits for, one row per plan:
+    :func:`~llmsizing.pipeline_schedule.zero3_exposed_s` with ``per_run`` on arrays (``traffic`` the step's
+    reduce-scatter seconds; ``fwd`` and ``bwd`` one micro-batch's forward and backward on the stage,
+    ``units`` FSDP units on it): each call against its window (:func:`_run_windows`), on the stage that waits
+    longest."""
+    out = np.zeros(len(pp))
+    (p_of, m_of, v_of, u_of), _, idx = _group_columns(pp, m, vp, units)
+    for g, key in enumerate(zip(p_of.tolist(), m_of.tolist(), v_of.tolist(), u_of.tolist())):
+        at = np.flatnonzero(idx == g)
+        f_u, b_u = (fwd[at] / key[3])[:, None], (bwd[at] / key[3])[:, None]
+        best = np.full(len(at), -np.inf)
+        for counts, whole, nf, nb in _run_windows(*key):
+            x = np.where(whole, b_u + f_u * nf + b_u * nb, 0.0)
+            share = (traffic[at] / counts.sum())[:, None]
+            best = np.maximum(best, (counts * np.maximum(0.0, share - x)).sum(axis=1))
+        out[at] = best
+    return out
+
+
+def _kept_runs(kept, pp, m, vp, units, call, fwd, bwd) -> tuple:
+    """ZeRO-3's backward slot per plan: its passes per step (one per micro-batch; under a pipeline,
+    ``kept``, one per run of a chunk's backwards, :func:`~llmsizing.pipeline_schedule.grad_reduces`:
+    ``m / pp`` with interleaving, one without) and, if any plan is ``kept``, its exposed seconds
+    (:func:`_run_exposed` for those, ``m`` calls against each backward for the others; else None).
+    ``call``: one pass's seconds."""
+    mf = m.astype(float)
+    runs = np.where(kept, np.where(vp > 1, mf / np.maximum(pp, 1), 1.0), mf)
+    if not kept.any():
+        return runs, None
+    on = np.flatnonzero(kept)
+    slot1 = mf * np.maximum(0.0, call - bwd)
+    slot1[on] = _run_exposed(pp[on], m[on], vp[on], units[on].astype(np.int64), fwd[on], bwd[on],
+                             runs[on] * call[on])
+    return runs, slot1

@@ -53,7 +53,8 @@ from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
 from .plan_rank import (DEADLINE_RULES, _digits, _lex_orders, _pareto, _ranks, _taken,  # noqa: F401
-                        deadline_rule_text, interleaving_winners, meets_deadline)
+                        deadline_rule_text, interleaving_winners, meets_deadline,
+                        pipelined_zero_winners)
 # the interleaved chunks a stage may take live with the candidates
 from .plan_candidates import MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, stage_chunk_options  # noqa: F401
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
@@ -97,16 +98,18 @@ def check_global_batch(global_batch) -> int:
 
 #: The most layouts (tp x pp x ZeRO stage, times the recomputations) :func:`plan` weighs in memory in one
 #: call, and the most plans that fit it prices: bounds that keep a call under about a second on the book's
-#: 2-core machine. The book's searches weigh at most about 300 layouts (Llama 3.1 405B). Pricing is vectorised
+#: 2-core machine. The book's searches weigh at most about 600 layouts (Llama 3.1 405B, with ZeRO-2/3 under
+#: its pipelines since issue 34). Pricing is vectorised
 #: (:func:`_price`, tens of microseconds a plan), so the plan bound is set by what the largest real search
-#: needs, not by the step-time model's speed. :data:`MAX_PLANS` counts the plans without interleaving, and
-#: twice as many are priced in all (issue 34: the interleaved ones, which :func:`plan` lists only where they
-#: can win): Llama 3.1 405B over the whole GPU catalogue prices about 21,300 plans at 8K tokens (13,200
-#: without interleaving) and about 41,600 at 128K (25,600; context parallelism multiplies the layouts). A
+#: needs, not by the step-time model's speed. :data:`MAX_PLANS` counts the plans without interleaving or
+#: ZeRO-2/3 under a pipeline, and four times as many are priced in all (issue 34: those, which :func:`plan`
+#: lists only where they can win): Llama 3.1 405B over the whole GPU catalogue prices about 43,600 plans at
+#: 8K tokens (13,200 of them plain) and about 90,400 at 128K (25,600; context parallelism multiplies the
+#: layouts). A
 #: model whose layer count has many divisors (pp), or a global batch with hundreds of divisors (dp: 55,440 has
 #: 120, and 33,000 plans of Llama 2 7B without interleaving fit on two GPU types), is refused with what to
 #: narrow instead of searched for seconds.
-MAX_LAYOUTS = 600
+MAX_LAYOUTS = 1200
 MAX_PLANS = 30_000
 
 #: :data:`MAX_PLANS` for a mixture of experts: the expert-parallel degrees multiply the plans that fit (four
@@ -196,7 +199,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             except ValueError:
                 continue
             for zero in zeros:
-                if zero >= 2 and pp > 1:
+                if zero >= 2 and pp > 1 and model.is_moe:     # (dense: ZeRO-3 as PIPELINED_FSDP)
                     continue
                 for ep in eps:                            # (1,) for a dense model
                     if model.is_moe:
@@ -247,7 +250,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     if model.is_moe:
         df.insert(df.columns.get_loc("pp") + 1, "ep", cols["ep"])
     df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
-    df["listed"] = interleaving_winners(df)        # (kept with the search: plan() reads it on every call)
+    # (kept with the search: plan() reads it on every call)
+    df["listed"] = interleaving_winners(df) & pipelined_zero_winners(df)
     return df
 
 
@@ -281,8 +285,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     listed only where no plan of the same layout, GPU, micro-batch and ``dp`` is as fast and as light:
     :func:`~llmsizing.plan_rank.interleaving_winners`; partial recomputation counts layers per model chunk
     and is searched on even splits, for an autocast recipe without interleaving only; not for a mixture of
-    experts), ZeRO stages ``zero_stages`` (2 and 3
-    only without a pipeline), micro-batches ``micro_batches``
+    experts), ZeRO stages ``zero_stages`` (issue 34: 2 and 3 under a pipeline for a dense model, ZeRO-3 as
+    Meta ran Llama 3 405B, :data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`: the weights gathered once per
+    step and kept, a chunk's gradients reduce-scattered once per run of its backwards, priced and weighed as
+    :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` price that layout; such
+    a plan is listed only where no plan of the same GPUs, micro-batch and ``dp`` is as fast and as light:
+    :func:`~llmsizing.plan_rank.pipelined_zero_winners`), micro-batches ``micro_batches``
     and, for each, ``dp`` such that ``global_batch = micro_batch x grad_accum x dp`` with whole numbers and
     ``grad_accum >= pp`` (fewer micro-batches than stages leave most of the pipeline idle), ``tp x pp x dp``
     at most ``max_gpus``; context parallelism ``cp`` among ``cp_degrees`` (default
@@ -477,7 +485,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check "
                          "tokens, kernel_efficiency and prices")
     # (an interleaved plan another one beats is not listed)
-    keep = df["listed"].to_numpy().copy() if "listed" in df else interleaving_winners(df)
+    keep = (df["listed"].to_numpy().copy() if "listed" in df
+            else interleaving_winners(df) & pipelined_zero_winners(df))
     if deadline is not None:
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
         keep &= (days if deadline_rule == "estimate" else added["days_high"]) <= deadline
