@@ -275,6 +275,17 @@ def test_the_settings_hold_partial_recomputation():
             assert (part["cp"] > 1).any(), name
 
 
+def test_the_settings_hold_zero_2_and_3_under_pipelines():
+    """Issue 34: the comparisons above cover ZeRO-2 and ZeRO-3 under a pipeline (FSDP as Meta ran it), with and
+    without interleaving, listed where they can win."""
+    for name in ("70b, four GPU types, every ZeRO stage and pipeline",
+                 "405b over the whole catalogue at 8K, no GPU limit, full recomputation of every layer"):
+        df = plan(**SETTINGS[name])
+        new = df[(df["zero"] >= 2) & (df["pp"] > 1)]
+        assert set(new["zero"]) == {2, 3}, name
+        assert (new["virtual_stages"] > 1).any() and (new["virtual_stages"] == 1).any(), name
+
+
 def test_405b_at_128k_over_the_whole_catalogue_is_searched():
     """Issue 23: at 128K tokens the planner searches context parallelism over every GPU type of the catalogue
     instead of refusing because too many plans fit (17,000 or so, beyond the old limit of 10,000)."""
