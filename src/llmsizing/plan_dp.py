@@ -120,13 +120,13 @@ def _run_windows(pp: int, m: int, v: int, units: int) -> tuple:
         last = nxt < 0
         nf = np.where(last, 0, c_f[nxt] - c_f[issue + 1])
         nb = np.where(last, 0, c_b[nxt] - c_b[issue + 1])
-        table = np.stack([~last, nf, nb], axis=1).astype(np.int64)
-        rows, counts = np.unique(table, axis=0, return_counts=True)
+        base = 2 * int(w.sum()) + 1                   # (each window as one integer: whole, n_f, n_b)
+        code, counts = np.unique((~last * base + nf) * base + nb, return_counts=True)
         unit_calls = int((per_chunk[chunk[issue]] - 1).sum())   # (a unit's window: the next unit's backward)
         if unit_calls:
-            rows, counts = np.vstack([rows, [1, 0, 0]]), np.append(counts, unit_calls)
-        out.append((counts.astype(float), rows[:, 0].astype(bool), rows[:, 1].astype(float),
-                    rows[:, 2].astype(float)))
+            code, counts = np.append(code, base * base), np.append(counts, unit_calls)
+        out.append((counts.astype(float), code >= base * base, ((code // base) % base).astype(float),
+                    (code % base).astype(float)))
     return tuple(out)
 
 
