@@ -167,8 +167,8 @@ def test_widget_deadline_rule_filters_by_the_slow_end_and_says_so():
     import llmsizing.planner as planner
 
     w = widget()
-    set_controls(w, model="llama-3-8b", tokens=1e11, gpus=SMALL["gpus"], seq=4096, global_batch=256, max_gpus=512,
-                 budget=0.0, deadline_rule="estimate", choice=0)
+    set_controls(w, model="llama-3-8b", tokens=1e11, gpus=SMALL["gpus"], seq=4096, global_batch=256,
+                 max_gpus=512, budget=0.0, deadline_rule="estimate", choice=0)
     df = small_plans()
     days, high = df["days"].to_numpy(), df["days_high"].to_numpy()
     # by hand from the table: the cheapest plan within a day by its point estimate overshoots at its slow end
@@ -208,8 +208,8 @@ def test_widget_deadline_rule_filters_by_the_slow_end_and_says_so():
 
 def test_widget_deadline_rule_without_a_deadline_says_it_keeps_every_plan():
     w = widget()
-    set_controls(w, model="llama-3-8b", tokens=1e11, gpus=SMALL["gpus"], seq=4096, global_batch=256, max_gpus=512,
-                 budget=0.0, deadline=0.0, deadline_rule="estimate", choice=0)
+    set_controls(w, model="llama-3-8b", tokens=1e11, gpus=SMALL["gpus"], seq=4096, global_batch=256,
+                 max_gpus=512, budget=0.0, deadline=0.0, deadline_rule="estimate", choice=0)
     before = summary_text(w)
     w.controls["deadline_rule"].value = "slow_end"
     after = summary_text(w)
@@ -229,8 +229,8 @@ def test_widget_bad_deadline_rule_is_a_message_not_a_traceback():
 
 
 def test_front_within_marks_the_front_again_among_the_plans_left():
-    """Two GPUs whose ranges differ in width (by hand): plan A, 10 days (slow end 12) for 100, dominates plan B,
-    11 days (slow end 11.5) for 110. A deadline of 11.6 days at the slow end drops A and keeps B: B must then
+    """Two GPUs whose ranges differ in width (by hand): plan A, 10 days (slow end 12) for 100, dominates plan
+    B, 11 days (slow end 11.5) for 110. A deadline of 11.6 days at the slow end drops A and keeps B: B must then
     be on the front, though it was not on the front of the whole table."""
     import pandas as pd
 

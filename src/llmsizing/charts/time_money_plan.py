@@ -68,11 +68,11 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     table before the deadline and budget).
 
     ``deadline_rule`` (issue 34, :data:`~llmsizing.planner.DEADLINE_RULES`): how the plans met
-    ``deadline_days``, ``"estimate"`` (their point estimate) or ``"slow_end"`` (the slow end of their 80% range;
-    ``plans`` then filtered by it, as ``plan(deadline_rule=...)`` does). Given, the summary names the rule and
-    says whether the chosen plan meets the deadline at the slow end (``"yes"``/``"likely"``, as ``plan()``'s
-    ``meets_deadline``), and the slow end without a deadline is noted as keeping every plan. None (the
-    default): the point estimate, not stated (the summary as before the rule existed)."""
+    ``deadline_days``, ``"estimate"`` (their point estimate) or ``"slow_end"`` (the slow end of their 80%
+    range; ``plans`` then filtered by it, as ``plan(deadline_rule=...)`` does). Given, the summary names the
+    rule and says whether the chosen plan meets the deadline at the slow end (``"yes"``/``"likely"``, as
+    ``plan()``'s ``meets_deadline``), and the slow end without a deadline is noted as keeping every plan. None
+    (the default): the point estimate, not stated (the summary as before the rule existed)."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -233,13 +233,15 @@ def _deadline_lines(r, deadline_days: float | None, deadline_rule: str | None) -
     meets = meets_deadline([float(r.days)], [float(r.days_high)], float(deadline_days))[0]
     why = {"yes": "even its slow end does", "likely": "only its point estimate does",
            "no": "neither its point estimate nor its slow end does"}[meets]
-    return [f"deadline {deadline_days:g} days, kept by the {deadline_rule_text(deadline_rule, deadline_days)}",
+    rule = deadline_rule_text(deadline_rule, deadline_days)
+    return [f"deadline {deadline_days:g} days, kept by the {rule}",
             f"chosen plan meets the deadline at the slow end of its range: {meets} ({why}: "
             f"{r.days:,.1f} days, {r.days_high:,.1f} at the slow end)"]
 
 
 def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadline_days: float | None = None,
-               budget_usd: float | None = None, all_plans=None, deadline_rule: str | None = None) -> list[str]:
+               budget_usd: float | None = None, all_plans=None,
+               deadline_rule: str | None = None) -> list[str]:
     """Why a planner limit changes nothing in its figure (issue 25), from :func:`~llmsizing.planner.plan`'s
     table ``plans`` (and ``all_plans``, the same search before the deadline and budget, if known): a
     ``max_gpus`` above the front's largest GPU count (either no plan that fits uses more GPUs at this global
@@ -264,8 +266,9 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
     days = "days_high" if slow_end else "days"
     if (all_plans is not None and len(all_plans) and deadline_days
             and all_plans[days].max() <= deadline_days):
+        at = " at the slow end of its range" if slow_end else ""
         notes.append(f"deadline {deadline_days:g} days: every plan meets it (the slowest takes "
-                     f"{all_plans[days].max():,.1f} days{' at the slow end of its range' if slow_end else ''})")
+                     f"{all_plans[days].max():,.1f} days{at})")
     if all_plans is not None and len(all_plans) and budget_usd and all_plans["cost_usd"].max() <= budget_usd:
         notes.append(f"budget {_usd(budget_usd)}: every plan is within it (the dearest costs "
                      f"{_usd(all_plans['cost_usd'].max())})")

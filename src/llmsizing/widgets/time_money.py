@@ -109,11 +109,11 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     and summaries are kept: a move back to one of them is answered without a render or a draw (issue 38).
 
     The deadline's rule (issue 34, :data:`~llmsizing.planner.DEADLINE_RULES`, the ``deadline rule`` control):
-    the point estimate (the default, as ``plan()``'s) or the slow end of the 80% range, ``days_high``. The slow
-    end also only filters the cached plans (no new search); its front is marked again among the plans left
-    (:func:`_front_within`), since the range's width differs by GPU and a plan dominated by one beyond the
-    deadline's slow end need not be beyond it itself. The summary names the rule and says whether the chosen
-    plan meets the deadline at the slow end of its range (``plan()``'s ``meets_deadline``)."""
+    the point estimate (the default, as ``plan()``'s) or the slow end of the 80% range, ``days_high``. The
+    slow end also only filters the cached plans (no new search); its front is marked again among the plans
+    left (:func:`_front_within`), since the range's width differs by GPU and a plan dominated by one beyond
+    the deadline's slow end need not be beyond it itself. The summary names the rule and says whether the
+    chosen plan meets the deadline at the slow end of its range (``plan()``'s ``meets_deadline``)."""
     from ..planner import DEADLINE_RULES, plan
 
     get_model(model)
@@ -182,7 +182,8 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=4096,
                                       description="max GPUs", **_style()),
         "deadline": W.Dropdown(options=PLAN_DEADLINES, value=0.0, description="deadline", **_style()),
-        "deadline_rule": W.Dropdown(options=PLAN_DEADLINE_RULES, value="estimate", description="deadline rule",
+        "deadline_rule": W.Dropdown(options=PLAN_DEADLINE_RULES, value="estimate",
+                                    description="deadline rule",
                                     tooltip="deadline rule: a plan meets the deadline by its point estimate "
                                             "of days, or by the slow end of its 80% range", **_style()),
         "budget": W.Dropdown(options=PLAN_BUDGETS, value=0.0, description="budget", **_style()),
@@ -200,8 +201,8 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
 
 
 def _front_within(plans, keep):
-    """The rows of :func:`~llmsizing.planner.plan`'s table ``plans`` where the boolean array ``keep`` holds, in
-    their order, with ``pareto`` marked again among them alone as :func:`~llmsizing.planner.plan` marks it
+    """The rows of :func:`~llmsizing.planner.plan`'s table ``plans`` where the boolean array ``keep`` holds,
+    in their order, with ``pareto`` marked again among them alone as :func:`~llmsizing.planner.plan` marks it
     (times and costs at 12 digits, ties in the table's order: plan() sorts stably; the same as
     :func:`~llmsizing.planner.plans_within`). For a filter a dominated plan can pass while the plan that
     dominates it does not: the deadline at the slow end of the range, whose width differs by GPU (issue 34).
