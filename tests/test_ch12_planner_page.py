@@ -228,19 +228,19 @@ def test_widget_bad_deadline_rule_is_a_message_not_a_traceback():
         render_plan("llama-3-8b", **SMALL, deadline_days=7, deadline_rule="median")
 
 
-def test_front_within_marks_the_front_again_among_the_plans_left():
+def test_plans_where_marks_the_front_again_among_the_plans_left():
     """Two GPUs whose ranges differ in width (by hand): plan A, 10 days (slow end 12) for 100, dominates plan
     B, 11 days (slow end 11.5) for 110. A deadline of 11.6 days at the slow end drops A and keeps B: B must then
     be on the front, though it was not on the front of the whole table."""
     import pandas as pd
 
-    from llmsizing.widgets.time_money import _front_within
+    from llmsizing.planner import plans_where
 
     df = pd.DataFrame({"gpu": ["X", "Y", "Y"], "days": [10.0, 11.0, 13.0], "days_high": [12.0, 11.5, 14.0],
                        "cost_usd": [100.0, 110.0, 120.0], "memory_per_gpu_bytes": [1.0, 1.0, 1.0],
                        "pareto": [True, False, False]})
     df.attrs["stack"] = "unknown"
-    out = _front_within(df, (df["days_high"] <= 11.6).to_numpy())
+    out = plans_where(df, (df["days_high"] <= 11.6).to_numpy())
     assert list(out["gpu"]) == ["Y"] and list(out["pareto"]) == [True] and out.attrs == df.attrs
-    out = _front_within(df, (df["days_high"] <= 20).to_numpy())
+    out = plans_where(df, (df["days_high"] <= 20).to_numpy())
     assert list(out["pareto"]) == [True, False, False]

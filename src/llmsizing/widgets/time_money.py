@@ -111,10 +111,11 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     The deadline's rule (issue 34, :data:`~llmsizing.planner.DEADLINE_RULES`, the ``deadline rule`` control):
     the point estimate (the default, as ``plan()``'s) or the slow end of the 80% range, ``days_high``. The
     slow end also only filters the cached plans (no new search); its front is marked again among the plans
-    left (:func:`_front_within`), since the range's width differs by GPU and a plan dominated by one beyond
-    the deadline's slow end need not be beyond it itself. The summary names the rule and says whether the
-    chosen plan meets the deadline at the slow end of its range (``plan()``'s ``meets_deadline``)."""
-    from ..planner import DEADLINE_RULES, plan
+    left (:func:`~llmsizing.planner.plans_where`), since the range's width differs by GPU and a plan
+    dominated by one beyond the deadline's slow end need not be beyond it itself. The summary names the rule
+    and says whether the chosen plan meets the deadline at the slow end of its range (``plan()``'s
+    ``meets_deadline``)."""
+    from ..planner import DEADLINE_RULES, plan, plans_where
 
     get_model(model)
 
@@ -141,7 +142,7 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         slow_end = bool(deadline) and rule == "slow_end"
         keep = df["days_high" if slow_end else "days"] <= (deadline or float("inf"))
         keep &= df["cost_usd"] <= (budget or float("inf"))
-        df = _front_within(df, keep.to_numpy()) if slow_end else df[keep]
+        df = plans_where(df, keep.to_numpy()) if slow_end else df[keep]
         if df.empty:                                   # plan() explains why (raises NoPlanError)
             why = explain(model, deadline=deadline, budget=budget, rule=rule, **args)
             if why is not None:
@@ -198,30 +199,6 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     box.__init__(render, controls, above=("choice",), name="planner_widget", keep=PLANNER_KEPT,
                  prepare=prepare)
     return box
-
-
-def _front_within(plans, keep):
-    """The rows of :func:`~llmsizing.planner.plan`'s table ``plans`` where the boolean array ``keep`` holds,
-    in their order, with ``pareto`` marked again among them alone as :func:`~llmsizing.planner.plan` marks it
-    (times and costs at 12 digits, ties in the table's order: plan() sorts stably; the same as
-    :func:`~llmsizing.planner.plans_within`). For a filter a dominated plan can pass while the plan that
-    dominates it does not: the deadline at the slow end of the range, whose width differs by GPU (issue 34).
-    Arrays only, no new search."""
-    import copy
-
-    import numpy as np
-    import pandas as pd
-
-    from ..plan_rank import _digits, _lex_orders, _pareto, _taken
-
-    rows = np.flatnonzero(keep)
-    days_d, cost_d = _digits(plans["days"].to_numpy()[rows]), _digits(plans["cost_usd"].to_numpy()[rows])
-    memory_d = plans["memory_per_gpu_bytes"].to_numpy()[rows]
-    pareto = _pareto(days_d, cost_d, memory_d, order=_lex_orders((memory_d, cost_d, days_d))[0])
-    out = pd.DataFrame({c: pareto if c == "pareto" else _taken(plans[c], rows) for c in plans.columns},
-                       copy=False)
-    out.attrs = copy.deepcopy(plans.attrs)
-    return out
 
 
 def _front_options(front) -> list[tuple[str, int]]:
