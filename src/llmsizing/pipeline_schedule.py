@@ -270,6 +270,46 @@ def _dualpipe(p: int, m: int, tf: float, tb: float) -> PipelineSchedule:
     return PipelineSchedule("DualPipe", p, m, 1, tf, tb, tuple(sorted(ops, key=lambda o: o.start)))
 
 
+def published_bubble(kind: str, pp: int, *, virtual_stages: int = 1, forward: float = 1.0,
+                     backward: float = 2.0, weight: float | None = None,
+                     forward_backward: float | None = None) -> float:
+    """A schedule's idle time per stage as its paper prints it, in the units of ``forward`` (one stage's
+    forward), ``backward`` (its full backward), ``weight`` (the weight-gradient part of it, default half) and
+    ``forward_backward`` (a forward and a backward run together, default their sum: overlap hides
+    communication, not compute). The layouts of :func:`pipeline_schedule` are checked against these.
+
+    * ``"1f1b"``: ``(p - 1)(F + B)`` (Narayanan et al. 2021, Sec. 2.2; DeepSeek-V3 report, Table 2).
+    * ``"interleaved"``: ``(p - 1)(F + B) / v`` (Narayanan et al. 2021, Sec. 2.2.2).
+    * ``"zero-bubble"``: ``(p - 1)(F + B - 2W)`` (the report's Table 2, its ZB1P; Qi et al. 2024, Sec. 2.1,
+      write it ``(p - 1)(T_F + T_B - T_W)`` with their ``T_B`` the input-gradient part only).
+    * ``"dualpipe"``: ``(p/2 - 1)(F&B + B - 3W)`` (the report's Table 2; ``p`` even).
+
+    Chapter 8 quotes the DualPipe row."""
+    kind = check_choice("kind", kind, SCHEDULES)
+    p = check_int("pp", pp, maximum=64)
+    v = check_int("virtual_stages", virtual_stages, maximum=16)
+    f = check_number("forward", forward, allow_equal=False, maximum=1e6)
+    b = check_number("backward", backward, allow_equal=False, maximum=1e6)
+    w = b / 2 if weight is None else check_number("weight", weight, allow_equal=False, maximum=b)
+    fb = f + b if forward_backward is None else check_number("forward_backward", forward_backward,
+                                                             allow_equal=False, maximum=f + b)
+    if kind == "1f1b":
+        return (p - 1) * (f + b)
+    if kind == "interleaved":
+        return (p - 1) * (f + b) / v
+    if kind == "zero-bubble":
+        idle = (p - 1) * (f + b - 2 * w)
+    else:
+        if p % 2:
+            raise ValueError(f"pp must be even for the dualpipe schedule (each rank holds two stages), "
+                             f"got {p}")
+        idle = (p / 2 - 1) * (fb + b - 3 * w)
+    if idle < 0:
+        raise ValueError(f"weight={w:g} is too large a share of backward={b:g}: the {kind} formula "
+                         f"goes negative ({idle:g})")
+    return idle
+
+
 def dualpipe_rank_mean(per_stage) -> tuple:
     """DualPipe's per-rank mean of stages ``i`` and ``pp - 1 - i``: rank ``i`` holds both and runs half the
     micro-batches through each (:func:`~llmsizing.comm.step_compute_time_s`)."""
