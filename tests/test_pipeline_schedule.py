@@ -165,3 +165,17 @@ def test_published_bubble_refuses_what_its_formula_cannot_say(kw, match):
     from llmsizing.pipeline_schedule import published_bubble
     with pytest.raises(ValueError, match=match):
         published_bubble(**kw)
+
+
+# ------------------------------------------------------------------------------- activations held, per layout
+@pytest.mark.parametrize("kind, p, m, by_hand", [
+    ("1f1b", 4, 8, (4, 3, 2, 1)),                  # stage i: p - i - 1 warm-up forwards + 1 (Narayanan Sec. 2.2)
+    # Megatron-LM's warm-up 2(p - i - 1) + (v - 1)p chunk forwards + 1, in chunks of 1/v: (6 + 4 + 1)/2 = 5.5, ...
+    ("interleaved", 4, 8, (5.5, 4.5, 3.5, 2.5)),
+    ("zero-bubble", 4, 8, (4, 4, 4, 4)),           # ZB-H1: no stage above 1F1B's first stage, p (Qi Sec. 2.1)
+    ("dualpipe", 4, 8, (5, 5, 5, 5)),              # DeepSeek-V3 report, Table 2: PP + 1 on every rank
+    ("dualpipe", 8, 16, (9,) * 8),
+])
+def test_in_flight_is_the_papers_count(kind, p, m, by_hand):
+    s = pipeline_schedule(kind, pp=p, micro_batches=m, virtual_stages=2)
+    assert s.in_flight == pytest.approx(by_hand)

@@ -84,6 +84,28 @@ class PipelineSchedule:
         """Idle time over the ideal time, as :func:`~llmsizing.parallel.pipeline_bubble` counts it."""
         return (self.makespan - self.ideal) / self.ideal
 
+    @property
+    def in_flight(self) -> tuple:
+        """Per stage (a rank, for DualPipe), the most micro-batches whose activations it holds at once, in
+        units of one micro-batch through the stage's layers (an interleaved chunk counts ``1/v``): each is
+        held from its forward's start to the end of its weight gradient ``W``, or of its backward where the
+        backward is not split. A release at the same instant as a forward's start is counted first. The
+        papers' counts: 1F1B ``p - i`` on stage ``i`` (Narayanan et al. 2021), ZB-H1 at most ``p`` (Qi et al.
+        2024, Sec. 2.1), DualPipe ``p + 1`` (DeepSeek-V3 report, Table 2). Chapter 8."""
+        out = []
+        for i in range(self.pp):
+            ops = [o for o in self.ops if o.stage == i]
+            split = {(o.micro_batch, o.chunk) for o in ops if o.kind == "W"}
+            events = sorted([(o.start, 1) for o in ops if o.kind == "F"]
+                            + [(o.end, -1) for o in ops
+                               if o.kind == "W" or (o.kind == "B" and (o.micro_batch, o.chunk) not in split)])
+            held = peak = 0
+            for _, step in events:
+                held += step
+                peak = max(peak, held)
+            out.append(peak / self.virtual_stages)
+        return tuple(out)
+
 
 def _order(kind: str, p: int, m: int, v: int, i: int) -> list[tuple[str, int, int]]:
     """Stage ``i``'s operations in schedule order: (kind, micro-batch, chunk)."""
