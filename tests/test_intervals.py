@@ -277,3 +277,17 @@ def test_only_a_calibrated_range_states_a_coverage():
     assert "whole-run totals" in training_time("llama-3-70b", whole_run=True, **kw).range_note
     assert training_time("llama-3-70b", mfu=0.4, **kw).range_note == ""
     assert training_time("llama-3-70b", mfu_range=(0.2, 0.6), **kw).range_note == ""   # the caller's range
+
+
+def test_a_whole_run_with_the_inputs_states_the_whole_run_totals_count():
+    """A whole-run estimate with tokens_per_step states the inputs model's whole-run totals' coverage, not
+    its GPU generation's. By hand from data/intervals.csv (2026-11-30): training-inputs,pretraining-total
+    held 0.7333 x 15 = 11 of 15 runs from 6 sources, below the hopper row's 0.8627 x 51 = 44 of 51, which a
+    steady-state estimate on an H100 with the same inputs states."""
+    from llmsizing.time_cost import mfu_estimate
+
+    kw = dict(gpu="H100 SXM", seq=8192, n_gpus=1024, tokens_per_step=16 * 2**20, framework="megatron-core")
+    assert mfu_estimate("llama-3-70b", whole_run=True, **kw).range_note == (
+        "80% range; out of source it held 11 of 15 whole-run totals (6 sources)")
+    assert mfu_estimate("llama-3-70b", **kw).range_note == (
+        "80% range; out of source it held 44 of 51 hopper runs (13 sources)")

@@ -358,10 +358,10 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
                                                    whole_run=whole_run, family=inputs[0],
                                                    tokens_per_gpu=inputs[1])
     central = min(math.exp(log_mfu), 1.0)
-    # the coverage stated with the range: the FP8 runs' own for an FP8 recipe, else the range's group's
+    # the coverage stated: the FP8 runs' own, the whole-run totals' own (inputs or not), else the range's
     if key_dtype == "fp8":
         group, runs = "fp8", "FP8 runs"
-    elif inputs is None:
+    elif whole_run or inputs is None:
         group, runs = (("pretraining-total", "whole-run totals") if whole_run
                        else ("steady-state", "steady states"))
     else:
