@@ -292,3 +292,17 @@ def test_a_whole_run_with_the_inputs_states_the_whole_run_totals_count():
         "80% range; out of source it held 11 of 15 whole-run totals (6 sources), 1.57x wide at the median")
     assert mfu_estimate("llama-3-70b", **kw).range_note == (
         "80% range; out of source it held 44 of 51 hopper runs (13 sources), 2.12x wide at the median")
+
+
+def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
+    """data/mfu_model.csv calibrates three rows (ampere bf16, hopper bf16, hopper fp8). An MI300X (CDNA3) or
+    an L40S in FP8 (Ada) borrows a band whose coverage was measured on none of its runs: the note says so.
+    An H100 is calibrated, so its note ends at the width."""
+    from llmsizing.time_cost import mfu_estimate
+
+    assert mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192).range_note.endswith(
+        "steady states (21 sources), 2.00x wide at the median; no cdna3 run among them")
+    assert mfu_estimate("llama-3-8b", gpu="L40S", seq=8192, precision="fp8-mixed").range_note.endswith(
+        "3 of 6 FP8 runs (3 sources), 1.83x wide at the median; no ada run among them")
+    h100 = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=8192).range_note
+    assert h100.endswith("2.00x wide at the median")            # 2.0050 in intervals.csv
