@@ -259,6 +259,14 @@ seq 90 91 89 -> 69 74 72, gpus 58 57 57 -> 46 50 48, tokens 43 44 41 -> 41 46 41
 19, cp_comm 154 153 151 -> 67 69 71; all 42 moves 1.4 1.4 1.4 -> 1.1 1.2 1.1 s CPU, max 151-154 -> 102-109 ms.
 With the interleaved layouts' per_micro left to the per-layout path (only v = 1 on arrays; two runs a side):
 model 100 96, seq 91 88, cp_comm 90 76 against 84 87, 71 69, 65 66 with them on arrays.
+
+Measured 2026-12-01 (branch dlw12, issue 34: the planner widget's deadline-rule control; base = main 5cc3638,
+load 2-10 on 2 cores), --only planner_widget --per-control, median CPU ms of the moves to new settings, base
+-> new (two runs): deadline_rule (new control, from the default: no deadline, so a note) - -> 27 33; deadline
+25 -> 27 33, budget 26 -> 25 31, choice 20 -> 22 26, model 61 -> 67 67, tokens 27 -> 32 38, no search in
+either. The rule moved with a deadline set (point estimate -> slow end, 15 new settings over 1T/2T/15T tokens
+and 7-90 days; the slow end filters the kept plans and marks their front again, no search): median 27-29,
+max 31-37 ms CPU (2-3 ms where no plan is left and plan()'s message is shown from its kept search).
 """
 
 from __future__ import annotations

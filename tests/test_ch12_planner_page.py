@@ -129,3 +129,118 @@ def test_impossible_deadline_shows_the_no_plan_message():
 def test_bad_input_names_the_parameter(bad, exc, name):
     with pytest.raises(exc, match=name):
         render_plan("llama-3-8b", **{**SMALL, **bad})
+
+
+# ---- issue 34: the deadline's rule (point estimate or slow end of the 80% range) as a control of the widget
+def front_by_hand(days, cost, memory) -> list[int]:
+    """Positions of the time-vs-cost front, by its definition (no other plan at least as fast and as cheap and
+    better in one; of exact ties the least memory, then the first), one pair at a time: a reference written
+    apart from the planner's sweep (plan_rank._pareto)."""
+    out = []
+    for i in range(len(days)):
+        def beats(j):
+            if (days[j], cost[j]) == (days[i], cost[i]):
+                return (memory[j], j) < (memory[i], i)
+            return days[j] <= days[i] and cost[j] <= cost[i]
+        if not any(beats(j) for j in range(len(days)) if j != i):
+            out.append(i)
+    return out
+
+
+def summary_text(w) -> str:
+    import html
+    import re
+
+    body = re.sub(r"<style>.*?</style>", "", w.summary.value, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+def test_widget_deadline_rule_filters_by_the_slow_end_and_says_so():
+    """Llama-3-8B on 1e11 tokens (SMALL) with a one-day deadline. By the point estimate (the default rule) the
+    cheapest plan that makes it is the front's first among days <= 1; the table says that
+    plan's slow end, days_high, is above one day, so it meets the day only "likely". With the slow end's rule,
+    the plans left are exactly the rows with days_high <= 1 (counted from the column here), the front among
+    them is the one written out by hand above, and the chosen plan meets the day even at its slow end ("yes").
+    No move searches again: the rule filters the kept plans."""
+    from unittest import mock
+
+    import llmsizing.planner as planner
+
+    w = widget()
+    set_controls(w, model="llama-3-8b", tokens=1e11, gpus=SMALL["gpus"], seq=4096, global_batch=256,
+                 max_gpus=512, budget=0.0, deadline_rule="estimate", choice=0)
+    df = small_plans()
+    days, high = df["days"].to_numpy(), df["days_high"].to_numpy()
+    # by hand from the table: the cheapest plan within a day by its point estimate overshoots at its slow end
+    est = df[(days <= 1.0) & df["pareto"]].iloc[0]           # the widget's front #1 (cheapest first)
+    assert est["cost_usd"] == df.loc[days <= 1.0, "cost_usd"].min()
+    assert est["days"] <= 1.0 < est["days_high"]
+    w.controls["deadline"].value = 1.0
+    text = summary_text(w)
+    assert layout_text(est) in text and "kept by the point estimate (days <= 1;" in text
+    assert (f"meets the deadline at the slow end of its range: likely (only its point estimate does: "
+            f"{est['days']:,.1f} days, {est['days_high']:,.1f} at the slow end)") in text
+    with mock.patch.object(planner, "_search", wraps=planner._search) as searched:
+        w.controls["deadline_rule"].value = "slow_end"
+    assert searched.call_count == 0 and w.error.value == ""
+    kept = df[high <= 1.0]
+    assert 0 < len(kept) < int((days <= 1.0).sum())
+    text = summary_text(w)
+    assert f"deadline 1 days: {len(kept):,} plans fit" in text
+    assert "kept by the slow end of the 80% range (days_high <= 1)" in text
+    front = kept.iloc[front_by_hand(list(kept["days"].round(9)), list(kept["cost_usd"].round(6)),
+                                    list(kept["memory_per_gpu_bytes"]))]
+    labels = [o[0] for o in w.controls["choice"].options]
+    assert len(labels) == len(front)
+    for label, r in zip(labels, front.itertuples()):
+        assert f"{int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp} dp={r.dp}," in label and r.days_high <= 1.0
+    slow = front.iloc[0]                                 # the cheapest plan whose slow end makes the day
+    assert slow["cost_usd"] == kept["cost_usd"].min() and slow["cost_usd"] > est["cost_usd"]
+    assert layout_text(slow) in text and "slow end of its range: yes (even its slow end does" in text
+    # plan() with the same rule gives the same front
+    want = plan("llama-3-8b", **SMALL, deadline_days=1.0, deadline_rule="slow_end")
+    want = want[want["pareto"]]
+    assert [(r.gpu, r.n_gpus, r.tp, r.pp, r.dp, r.zero) for r in want.itertuples()] == \
+        [(r.gpu, r.n_gpus, r.tp, r.pp, r.dp, r.zero) for r in front.itertuples()]
+    set_controls(w, deadline_rule="estimate", deadline=0.0)
+    assert "deadline rule" not in summary_text(w) and w.error.value == ""
+
+
+def test_widget_deadline_rule_without_a_deadline_says_it_keeps_every_plan():
+    w = widget()
+    set_controls(w, model="llama-3-8b", tokens=1e11, gpus=SMALL["gpus"], seq=4096, global_batch=256,
+                 max_gpus=512, budget=0.0, deadline=0.0, deadline_rule="estimate", choice=0)
+    before = summary_text(w)
+    w.controls["deadline_rule"].value = "slow_end"
+    after = summary_text(w)
+    assert "deadline rule: slow end of the range, but no deadline is set: every plan is kept" in after
+    assert f"{len(small_plans()):,} plans fit" in after and f"{len(small_plans()):,} plans fit" in before
+    w.controls["deadline_rule"].value = "estimate"
+    assert summary_text(w) == before
+
+
+def test_widget_bad_deadline_rule_is_a_message_not_a_traceback():
+    w = widget()
+    shown = w._draw({**w.values(), "deadline_rule": "median"})
+    assert shown[0] == "error" and "deadline_rule" in shown[1] and "estimate, slow_end" in shown[1]
+    assert "Traceback" not in shown[1]
+    with pytest.raises(ValueError, match="deadline_rule"):
+        render_plan("llama-3-8b", **SMALL, deadline_days=7, deadline_rule="median")
+
+
+def test_plans_where_marks_the_front_again_among_the_plans_left():
+    """Two GPUs whose ranges differ in width (by hand): plan A, 10 days (slow end 12) for 100, dominates plan
+    B, 11 days (slow end 11.5) for 110. A deadline of 11.6 days at the slow end drops A and keeps B: B must then
+    be on the front, though it was not on the front of the whole table."""
+    import pandas as pd
+
+    from llmsizing.planner import plans_where
+
+    df = pd.DataFrame({"gpu": ["X", "Y", "Y"], "days": [10.0, 11.0, 13.0], "days_high": [12.0, 11.5, 14.0],
+                       "cost_usd": [100.0, 110.0, 120.0], "memory_per_gpu_bytes": [1.0, 1.0, 1.0],
+                       "pareto": [True, False, False]})
+    df.attrs["stack"] = "unknown"
+    out = plans_where(df, (df["days_high"] <= 11.6).to_numpy())
+    assert list(out["gpu"]) == ["Y"] and list(out["pareto"]) == [True] and out.attrs == df.attrs
+    out = plans_where(df, (df["days_high"] <= 20).to_numpy())
+    assert list(out["pareto"]) == [True, False, False]

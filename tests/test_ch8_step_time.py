@@ -59,6 +59,9 @@ def test_bubble_chart_reports_the_idle_share():
     assert "m=8: 27%" in text.splitlines()[2]
     # p = 8, v = 2, m = 16: bubble 7/32, share 7/39 = 18%
     assert "m=16: 18%" in text.splitlines()[4]
+    # the interleaved schedule needs m a multiple of p (groups of p micro-batches): no m=4 point at p = 8;
+    # m = 8: bubble 7/16, share 7/23 = 30%
+    assert "m=4:" not in text.splitlines()[4] and "m=8: 30%" in text.splitlines()[4]
     with pytest.raises(ValueError, match="pps"):
         render_pipeline_bubble(pps=())
     with pytest.raises(ValueError, match="max_microbatches"):

@@ -306,7 +306,8 @@ def test_fp8_runs_are_covered_out_of_source_as_stated():
 
     def stated(note):
         """The coverage the library states, read off its words: ("FP8 runs", held / of)."""
-        m = re.fullmatch(r"80% range; out of source it held (\d+) of (\d+) (.+) \((\d+) sources\)", note)
+        m = re.fullmatch(r"80% range; out of source it held (\d+) of (\d+) (.+) \((\d+) sources\), "
+                         r"\d+\.\d\dx wide at the median", note)
         assert m, note
         return m[3], int(m[1]) / int(m[2])
 

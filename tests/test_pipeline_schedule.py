@@ -127,3 +127,55 @@ def test_dualpipe_agrees_with_the_step_models_bubble():
     for p, m in [(4, 8), (8, 20), (16, 64)]:
         assert pipeline_schedule("dualpipe", pp=p, micro_batches=m).bubble_fraction == pytest.approx(
             schedule_bubble("dualpipe", p, m))
+
+
+# ------------------------------------------------------------------------------- the papers' closed forms
+@pytest.mark.parametrize("kind, pp, kw, by_hand", [
+    # DeepSeek-V3 report, Table 2, with F = 1, B = 2 (full backward), W = 1, F&B = 3, at p = 4:
+    ("1f1b", 4, {}, 9.0),                       # (4 - 1)(1 + 2) = 9
+    ("zero-bubble", 4, {}, 3.0),                # (4 - 1)(1 + 2 - 2) = 3: a third of 1F1B's
+    ("dualpipe", 4, {}, 2.0),                   # (4/2 - 1)(3 + 2 - 3) = 2
+    ("dualpipe", 8, {}, 6.0),                   # (8/2 - 1)(3 + 2 - 3) = 6
+    ("interleaved", 4, {"virtual_stages": 2}, 4.5),   # Narayanan Sec. 2.2.2: (4 - 1)(1 + 2) / 2 = 4.5
+    # B = 3F (the module docstring's other ratio), W = 1.5, F&B = 4: (8/2 - 1)(4 + 3 - 4.5) = 7.5
+    ("dualpipe", 8, {"backward": 3.0}, 7.5),
+    # DeepSeek's point: F&B overlapped below F + B, e.g. 2.5: (8/2 - 1)(2.5 + 2 - 3) = 4.5
+    ("dualpipe", 8, {"forward_backward": 2.5}, 4.5),
+])
+def test_published_bubble_is_the_papers_formula(kind, pp, kw, by_hand):
+    from llmsizing.pipeline_schedule import published_bubble
+    assert published_bubble(kind, pp, **kw) == pytest.approx(by_hand)
+
+
+@pytest.mark.parametrize("kind, pp, m", [("1f1b", 4, 8), ("zero-bubble", 4, 8), ("dualpipe", 4, 8),
+                                         ("interleaved", 4, 8), ("zero-bubble", 8, 16)])
+def test_layouts_idle_as_long_as_the_published_formula(kind, pp, m):
+    """Chapter 8's figure: each layout's idle time equals its paper's closed form at F = 1, B = 2."""
+    from llmsizing.pipeline_schedule import published_bubble
+    s = pipeline_schedule(kind, pp=pp, micro_batches=m, virtual_stages=2)
+    v = 2 if kind == "interleaved" else 1
+    assert s.makespan - s.ideal == pytest.approx(published_bubble(kind, pp, virtual_stages=v))
+
+
+@pytest.mark.parametrize("kw, match", [({"kind": "dualpipe", "pp": 5}, "pp"),
+                                       ({"kind": "zero-bubble", "pp": 4, "forward": 0.1, "weight": 2.0},
+                                        "weight"),
+                                       ({"kind": "gpipe", "pp": 4}, "kind")])
+def test_published_bubble_refuses_what_its_formula_cannot_say(kw, match):
+    from llmsizing.pipeline_schedule import published_bubble
+    with pytest.raises(ValueError, match=match):
+        published_bubble(**kw)
+
+
+# ------------------------------------------------------------------------------- activations held, per layout
+@pytest.mark.parametrize("kind, p, m, by_hand", [
+    ("1f1b", 4, 8, (4, 3, 2, 1)),                  # stage i: p - i - 1 warm-up forwards + 1 (Narayanan Sec. 2.2)
+    # Megatron-LM's warm-up 2(p - i - 1) + (v - 1)p chunk forwards + 1, in chunks of 1/v: (6 + 4 + 1)/2 = 5.5, ...
+    ("interleaved", 4, 8, (5.5, 4.5, 3.5, 2.5)),
+    ("zero-bubble", 4, 8, (4, 4, 4, 4)),           # ZB-H1: no stage above 1F1B's first stage, p (Qi Sec. 2.1)
+    ("dualpipe", 4, 8, (5, 5, 5, 5)),              # DeepSeek-V3 report, Table 2: PP + 1 on every rank
+    ("dualpipe", 8, 16, (9,) * 8),
+])
+def test_in_flight_is_the_papers_count(kind, p, m, by_hand):
+    s = pipeline_schedule(kind, pp=p, micro_batches=m, virtual_stages=2)
+    assert s.in_flight == pytest.approx(by_hand)

@@ -356,8 +356,9 @@ def _measured_rows() -> dict:
 
 def coverage_note(area: str, group: str, runs: str) -> str:
     """What ``data/intervals.csv``'s row ``(area, group)`` measured out of source, in words, naming its runs
-    ``runs`` (e.g. ``"FP8 runs"``): ``"80% range; out of source it held 3 of 6 FP8 runs (3 sources)"`` (the
-    nominal coverage, then each run against the interval computed without its source). What
+    ``runs`` (e.g. ``"FP8 runs"``): ``"80% range; out of source it held 3 of 6 FP8 runs (3 sources), 1.83x
+    wide at the median"`` (the nominal coverage, then each run against the interval computed without its
+    source, and the median end-to-end width of those intervals: issue 34 states both). What
     :func:`~llmsizing.mfu.mfu_estimate` states with its range (``MfuEstimate.range_note``); chapter 10."""
     row = _measured_rows().get((area, group))
     if row is None:
@@ -365,7 +366,7 @@ def coverage_note(area: str, group: str, runs: str) -> str:
     n = int(row["n_rows"])
     held = round(float(row["measured_coverage"]) * n)
     return (f"{float(row['nominal_coverage']):.0%} range; out of source it held {held} of {n} {runs} "
-            f"({row['n_sources']} sources)")
+            f"({row['n_sources']} sources), {float(row['median_width']):.2f}x wide at the median")
 
 
 def median_factor_check(y, src, coverage: float, unit: str = "source") -> tuple:

@@ -276,7 +276,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     conformal bounds of the residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose
     coverage of sources the fit never saw is measured and stored in ``data/intervals.csv`` and stated with the
     estimate (``range_note``): for an FP8 recipe the FP8 runs' own coverage, which falls short of the steady
-    states' (few runs, few sources; chapter 10).
+    states' (few runs, few sources; chapter 10); for a generation with no run, that none was among them.
 
     A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
     or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
@@ -328,10 +328,9 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
         same = sorted((r for r in table.values() if r["dtype"] == key_dtype), key=lambda r: r["intercept"])
         same = same or sorted(table.values(), key=lambda r: r["intercept"])
         row = {**same[(len(same) - 1) // 2], "min_params": float("nan")}
-        pooled = [r for r in table.values()]
         lo, hi = _range_columns(whole_run)
-        row[lo] = min(r[lo] for r in pooled)
-        row[hi] = max(r[hi] for r in pooled)
+        row[lo] = min(r[lo] for r in table.values())
+        row[hi] = max(r[hi] for r in table.values())
         warnings.append(f"no published {key_dtype} run on a {g.name} ({generation}): the median generation's "
                         "MFU and the widest range of any generation are used")
     else:
@@ -358,16 +357,17 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
                                                    whole_run=whole_run, family=inputs[0],
                                                    tokens_per_gpu=inputs[1])
     central = min(math.exp(log_mfu), 1.0)
-    # the coverage stated with the range: the FP8 runs' own for an FP8 recipe, else the range's group's
+    # the coverage stated: the FP8 runs' own, the whole-run totals' own (inputs or not), else the range's
     if key_dtype == "fp8":
         group, runs = "fp8", "FP8 runs"
-    elif inputs is None:
+    elif whole_run or inputs is None:
         group, runs = (("pretraining-total", "whole-run totals") if whole_run
                        else ("steady-state", "steady states"))
     else:
         group, runs = (generation, f"{generation} runs") if known else ("all", "published runs")
     return MfuEstimate(central, central * low, min(1.0, central * high), generation, tuple(warnings),
-                       coverage_note("training" if inputs is None else AREA, group, runs))
+                       coverage_note("training" if inputs is None else AREA, group, runs)
+                       + ("" if (generation, key_dtype) in table else f"; no {generation} run among them"))
 
 
 def _rerun_layers(model: Model, recompute: str, recompute_layers, parallel) -> int:

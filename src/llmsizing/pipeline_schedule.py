@@ -84,6 +84,28 @@ class PipelineSchedule:
         """Idle time over the ideal time, as :func:`~llmsizing.parallel.pipeline_bubble` counts it."""
         return (self.makespan - self.ideal) / self.ideal
 
+    @property
+    def in_flight(self) -> tuple:
+        """Per stage (a rank, for DualPipe), the most micro-batches whose activations it holds at once, in
+        units of one micro-batch through the stage's layers (an interleaved chunk counts ``1/v``): each is
+        held from its forward's start to the end of its weight gradient ``W``, or of its backward where the
+        backward is not split. A release at the same instant as a forward's start is counted first. The
+        papers' counts: 1F1B ``p - i`` on stage ``i`` (Narayanan et al. 2021), ZB-H1 at most ``p`` (Qi et al.
+        2024, Sec. 2.1), DualPipe ``p + 1`` (DeepSeek-V3 report, Table 2). Chapter 8."""
+        out = []
+        for i in range(self.pp):
+            ops = [o for o in self.ops if o.stage == i]
+            split = {(o.micro_batch, o.chunk) for o in ops if o.kind == "W"}
+            events = sorted([(o.start, 1) for o in ops if o.kind == "F"]
+                            + [(o.end, -1) for o in ops
+                               if o.kind == "W" or (o.kind == "B" and (o.micro_batch, o.chunk) not in split)])
+            held = peak = 0
+            for _, step in events:
+                held += step
+                peak = max(peak, held)
+            out.append(peak / self.virtual_stages)
+        return tuple(out)
+
 
 def _order(kind: str, p: int, m: int, v: int, i: int) -> list[tuple[str, int, int]]:
     """Stage ``i``'s operations in schedule order: (kind, micro-batch, chunk)."""
@@ -268,6 +290,46 @@ def _dualpipe(p: int, m: int, tf: float, tb: float) -> PipelineSchedule:
         if not progress:                                   # cannot happen for DualPipe's phases; a guard
             raise RuntimeError(f"the dualpipe schedule deadlocked (pp={p}, micro_batches={m})")
     return PipelineSchedule("DualPipe", p, m, 1, tf, tb, tuple(sorted(ops, key=lambda o: o.start)))
+
+
+def published_bubble(kind: str, pp: int, *, virtual_stages: int = 1, forward: float = 1.0,
+                     backward: float = 2.0, weight: float | None = None,
+                     forward_backward: float | None = None) -> float:
+    """A schedule's idle time per stage as its paper prints it, in the units of ``forward`` (one stage's
+    forward), ``backward`` (its full backward), ``weight`` (the weight-gradient part of it, default half) and
+    ``forward_backward`` (a forward and a backward run together, default their sum: overlap hides
+    communication, not compute). The layouts of :func:`pipeline_schedule` are checked against these.
+
+    * ``"1f1b"``: ``(p - 1)(F + B)`` (Narayanan et al. 2021, Sec. 2.2; DeepSeek-V3 report, Table 2).
+    * ``"interleaved"``: ``(p - 1)(F + B) / v`` (Narayanan et al. 2021, Sec. 2.2.2).
+    * ``"zero-bubble"``: ``(p - 1)(F + B - 2W)`` (the report's Table 2, its ZB1P; Qi et al. 2024, Sec. 2.1,
+      write it ``(p - 1)(T_F + T_B - T_W)`` with their ``T_B`` the input-gradient part only).
+    * ``"dualpipe"``: ``(p/2 - 1)(F&B + B - 3W)`` (the report's Table 2; ``p`` even).
+
+    Chapter 8 quotes the DualPipe row."""
+    kind = check_choice("kind", kind, SCHEDULES)
+    p = check_int("pp", pp, maximum=64)
+    v = check_int("virtual_stages", virtual_stages, maximum=16)
+    f = check_number("forward", forward, allow_equal=False, maximum=1e6)
+    b = check_number("backward", backward, allow_equal=False, maximum=1e6)
+    w = b / 2 if weight is None else check_number("weight", weight, allow_equal=False, maximum=b)
+    fb = f + b if forward_backward is None else check_number("forward_backward", forward_backward,
+                                                             allow_equal=False, maximum=f + b)
+    if kind == "1f1b":
+        return (p - 1) * (f + b)
+    if kind == "interleaved":
+        return (p - 1) * (f + b) / v
+    if kind == "zero-bubble":
+        idle = (p - 1) * (f + b - 2 * w)
+    else:
+        if p % 2:
+            raise ValueError(f"pp must be even for the dualpipe schedule (each rank holds two stages), "
+                             f"got {p}")
+        idle = (p / 2 - 1) * (fb + b - 3 * w)
+    if idle < 0:
+        raise ValueError(f"weight={w:g} is too large a share of backward={b:g}: the {kind} formula "
+                         f"goes negative ({idle:g})")
+    return idle
 
 
 def dualpipe_rank_mean(per_stage) -> tuple:

@@ -550,12 +550,22 @@ def plans_within(plans, max_gpus: int):
     limit, and :func:`plan` sorts them stably), their index renumbered and ``pareto`` marked again among them
     alone, as :func:`plan` marks it. For a table searched with a larger limit (or none) and no deadline or
     budget; ``tests/test_planner.py`` compares it with searches. An empty table when no plan is left."""
+    max_gpus = check_int("max_gpus", max_gpus)
+    return plans_where(plans, plans["n_gpus"].to_numpy() <= max_gpus)
+
+
+def plans_where(plans, keep):
+    """The rows of :func:`plan`'s table ``plans`` where the boolean array ``keep`` holds, in their order,
+    their index renumbered and ``pareto`` marked again among them alone as :func:`plan` marks it (times and
+    costs at 12 digits, ties in the table's order: plan sorts stably). For a filter that a dominated plan can
+    pass while the plan dominating it does not: a GPU limit (:func:`plans_within`), or a deadline at the slow
+    end of the range, whose width differs by GPU (chapter 12's widget, issue 34). Arrays only, no new
+    search."""
     import copy
 
     import pandas as pd
 
-    max_gpus = check_int("max_gpus", max_gpus)
-    rows = np.flatnonzero(plans["n_gpus"].to_numpy() <= max_gpus)
+    rows = np.flatnonzero(keep)
     days_d, cost_d = _digits(plans["days"].to_numpy()[rows]), _digits(plans["cost_usd"].to_numpy()[rows])
     memory_d = plans["memory_per_gpu_bytes"].to_numpy()[rows]
     # (rows that tie on days, cost and memory are in the search's order here too: plan sorts stably)

@@ -68,6 +68,7 @@ from .time_money import (CALIBRATION_COLORS, COST_GPUS, GOODPUT_GPUS, GOODPUT_ST
                          render_plan, render_prediction_check, render_seed_audit, render_training_time,
                          resolve_model_name)
 from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _Same, _cp_text,  # noqa: F401
+                         _deadline_lines,
                          _front_rows, _judged, _log_norm, _mfu_kind, _number_dtype, _plan_groups, _plan_label,
                          _rect, _row_type, _table_key, _values_bytes, _vp_text)
 

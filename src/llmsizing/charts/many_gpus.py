@@ -411,10 +411,16 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
         ax.plot(ms, 100 * b / (1 + b), color=colors[i % len(colors)], lw=1.8, label=f"1F1B, p = {p}")
         lines.append(f"  1F1B p={p:<3d} " + ", ".join(
             f"m={m}: {pipeline_bubble(p, m) / (1 + pipeline_bubble(p, m)):.0%}" for m in marks))
-    b = np.array([pipeline_bubble(p_i, int(m), v) for m in ms])
-    ax.plot(ms, 100 * b / (1 + b), color="0.2", lw=1.6, ls="--", label=f"interleaved, p = {p_i}, v = {v}")
-    lines.append(f"  interleaved p={p_i}, v={v}: " + ", ".join(
-        f"m={m}: {pipeline_bubble(p_i, m, v) / (1 + pipeline_bubble(p_i, m, v)):.0%}" for m in marks))
+    # the interleaved schedule runs micro-batches in groups of p (Megatron-LM; pipeline_schedule), so only
+    # multiples of p are drawn and listed
+    ms_i = np.arange(p_i, top + 1, p_i)
+    b = np.array([pipeline_bubble(p_i, int(m), v) for m in ms_i])
+    ax.plot(ms_i, 100 * b / (1 + b), color="0.2", lw=1.6, ls="--", marker="o", ms=2.5,
+            label=f"interleaved, p = {p_i}, v = {v} (m a multiple of p)")
+    marks_i = [m for m in marks if m % p_i == 0]
+    lines.append(f"  interleaved p={p_i}, v={v}: " + (", ".join(
+        f"m={m}: {pipeline_bubble(p_i, m, v) / (1 + pipeline_bubble(p_i, m, v)):.0%}" for m in marks_i)
+        or f"no multiple of {p_i} up to m={top}"))
     ax.set_xscale("log", base=2)
     ax.set_xlim(1, top)
     ticks = [2**k for k in range(int(np.log2(top)) + 1)]

@@ -53,7 +53,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                 global_batch: int = 512, max_gpus: int | None = 4096, deadline_days: float | None = None,
                 budget_usd: float | None = None, highlight=None, plans=None,
                 kernel_efficiency: float | None = None, overlap: float | None = None,
-                into: Figure | None = None, all_plans=None) -> View:
+                into: Figure | None = None, all_plans=None, deadline_rule: str | None = None) -> View:
     """The planner's answer (chapter 12, "How many GPUs do you need?"): left, days against cost (log axes) of
     every plan :func:`~llmsizing.planner.plan` finds (grey), each GPU type's own front (thin line) and the
     time-vs-cost front (dots coloured by GPU type); right, the chosen plan's most loaded GPU (what is alive at
@@ -65,7 +65,14 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     otherwise it is computed. No plan raises the planner's :class:`~llmsizing.planner.NoPlanError`.
 
     A limit that shapes nothing is said in the figure and the summary (:func:`plan_notes`; ``all_plans``: the
-    table before the deadline and budget)."""
+    table before the deadline and budget).
+
+    ``deadline_rule`` (issue 34, :data:`~llmsizing.planner.DEADLINE_RULES`): how the plans met
+    ``deadline_days``, ``"estimate"`` (their point estimate) or ``"slow_end"`` (the slow end of their 80%
+    range; ``plans`` then filtered by it, as ``plan(deadline_rule=...)`` does). Given, the summary names the
+    rule and says whether the chosen plan meets the deadline at the slow end (``"yes"``/``"likely"``, as
+    ``plan()``'s ``meets_deadline``), and the slow end without a deadline is noted as keeping every plan. None
+    (the default): the point estimate, not stated (the summary as before the rule existed)."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -73,13 +80,17 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..memory import training_memory
     from ..moe_layouts import route_max_nodes
     from ..job import Job
-    from ..planner import _pareto, plan, recompute_kwargs
+    from .._validate import check_choice
+    from ..planner import DEADLINE_RULES, _pareto, plan, recompute_kwargs
 
     # a mixture of experts: chapter 18
     eff, ovl, m = kernel_efficiency, overlap, resolve_model(model, moe=True)
+    if deadline_rule is not None:
+        deadline_rule = check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
     if plans is None:
         plans = plan(m, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
-                     deadline_days=deadline_days, budget_usd=budget_usd, kernel_efficiency=eff, overlap=ovl)
+                     deadline_days=deadline_days, budget_usd=budget_usd, kernel_efficiency=eff, overlap=ovl,
+                     deadline_rule=deadline_rule or "estimate")
     front = plans.index[plans["pareto"].to_numpy(dtype=bool)]     # the front's row labels (no sub-table)
     if front.empty:
         raise ValueError("plans must hold at least one plan on the front (planner.plan's result)")
@@ -176,7 +187,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                    fontsize=8.5, loc="left")
 
     notes = plan_notes(plans, global_batch=global_batch, max_gpus=max_gpus, deadline_days=deadline_days,
-                       budget_usd=budget_usd, all_plans=all_plans)
+                       budget_usd=budget_usd, all_plans=all_plans, deadline_rule=deadline_rule)
     if notes:                 # bottom right of the left panel: below the cloud of plans, away from the front
         import textwrap
         ax.text(0.985, 0.015, "\n".join(textwrap.fill(n, 40) for n in notes), transform=ax.transAxes,
@@ -191,6 +202,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
              + (f", deadline {deadline_days:g} days" if deadline_days else "")
              + (f", budget {_usd(budget_usd)}" if budget_usd else "")
              + f": {len(plans):,} plans fit, {len(front)} on the time-vs-cost front",
+             *_deadline_lines(r, deadline_days, deadline_rule),
              *(f"note: {n}" for n in notes),
              f"chosen ({f'front #{rank}' if rank else 'not on the front'}): {_plan_label(r)}",
              f"  {tm.total_bytes / GiB:.1f} GiB of {g.memory_gib:.1f} GiB on the most loaded GPU "
@@ -209,14 +221,34 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     return FixedView(fig, "\n".join(lines))
 
 
+def _deadline_lines(r, deadline_days: float | None, deadline_rule: str | None) -> list[str]:
+    """The summary's line on the deadline's rule (issue 34), for the chosen plan ``r`` (a row of
+    :func:`~llmsizing.planner.plan`'s table): the rule in words and whether the plan meets the deadline at the
+    slow end of its 80% range (:func:`~llmsizing.planner.meets_deadline`). None without a deadline or a rule
+    (the summary as before). Formatting only."""
+    from ..planner import deadline_rule_text, meets_deadline
+
+    if not deadline_days or deadline_rule is None:
+        return []
+    meets = meets_deadline([float(r.days)], [float(r.days_high)], float(deadline_days))[0]
+    why = {"yes": "even its slow end does", "likely": "only its point estimate does",
+           "no": "neither its point estimate nor its slow end does"}[meets]
+    rule = deadline_rule_text(deadline_rule, deadline_days)
+    return [f"deadline {deadline_days:g} days, kept by the {rule}",
+            f"chosen plan meets the deadline at the slow end of its range: {meets} ({why}: "
+            f"{r.days:,.1f} days, {r.days_high:,.1f} at the slow end)"]
+
+
 def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadline_days: float | None = None,
-               budget_usd: float | None = None, all_plans=None) -> list[str]:
+               budget_usd: float | None = None, all_plans=None,
+               deadline_rule: str | None = None) -> list[str]:
     """Why a planner limit changes nothing in its figure (issue 25), from :func:`~llmsizing.planner.plan`'s
     table ``plans`` (and ``all_plans``, the same search before the deadline and budget, if known): a
     ``max_gpus`` above the front's largest GPU count (either no plan that fits uses more GPUs at this global
     batch, since each has ``dp x pp <= global_batch / micro-batch`` and ``tp`` within a node, or those that do
     are all slower than the front's fastest), and a deadline or budget that drops no plan. One sentence per
-    limit. Formatting only."""
+    limit. ``deadline_rule`` (issue 34): ``"slow_end"`` judges the deadline by ``days_high`` and, without a
+    deadline, is noted as keeping every plan. Formatting only."""
     from ..planner import check_global_batch
 
     global_batch, notes = check_global_batch(global_batch), []
@@ -228,10 +260,15 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
                f"plans with up to {largest:,} GPUs fit, but none is faster")
         notes.append(f"the front ends at {end:,} GPUs (limit {max_gpus:,}): more does not help at this "
                      f"global batch ({global_batch:,} sequences): {why}")
+    slow_end = deadline_rule == "slow_end"
+    if slow_end and not deadline_days:
+        notes.append("deadline rule: slow end of the range, but no deadline is set: every plan is kept")
+    days = "days_high" if slow_end else "days"
     if (all_plans is not None and len(all_plans) and deadline_days
-            and all_plans["days"].max() <= deadline_days):
+            and all_plans[days].max() <= deadline_days):
+        at = " at the slow end of its range" if slow_end else ""
         notes.append(f"deadline {deadline_days:g} days: every plan meets it (the slowest takes "
-                     f"{all_plans['days'].max():,.1f} days)")
+                     f"{all_plans[days].max():,.1f} days{at})")
     if all_plans is not None and len(all_plans) and budget_usd and all_plans["cost_usd"].max() <= budget_usd:
         notes.append(f"budget {_usd(budget_usd)}: every plan is within it (the dearest costs "
                      f"{_usd(all_plans['cost_usd'].max())})")

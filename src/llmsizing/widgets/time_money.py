@@ -14,6 +14,7 @@ import math
 import ipywidgets as W
 
 from .. import charts
+from .._validate import check_choice
 from ..catalog import get_model, list_gpus, list_models
 from .controls import _gpu_multiselect, _reroute, _set_quietly, _style
 from .dashboard import FIGURE_MAX_PX, KEPT_ANSWERS, Dashboard
@@ -87,6 +88,9 @@ PLAN_DEADLINES = (("none", 0.0), ("7 days", 7.0), ("14 days", 14.0), ("30 days",
                   ("90 days", 90.0), ("1 day", 1.0))
 PLAN_BUDGETS = (("none", 0.0), ("$500k", 5e5), ("$750k", 7.5e5), ("$1M", 1e6), ("$2M", 2e6), ("$5M", 5e6),
                 ("$10M", 1e7))
+#: How the planner widget keeps plans against the deadline (issue 34: ``plan(deadline_rule=...)``): by the
+#: point estimate of their days (the default, as plan()'s) or by the slow end of their 80% range.
+PLAN_DEADLINE_RULES = (("point estimate", "estimate"), ("slow end of range", "slow_end"))
 #: Settings whose answers (PNG and summary) the planner widget keeps: a move back to one of them is shown
 #: without a new render and draw (issue 38).
 PLANNER_KEPT = 64
@@ -102,8 +106,16 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     Filtering the cached plans by deadline and budget keeps exactly ``plan()``'s front (a plan dominated by
     one beyond the deadline or budget is beyond it too); when nothing is left, ``plan()`` is called with them
     to show its :class:`~llmsizing.planner.NoPlanError` message. The last :data:`PLANNER_KEPT` settings' PNGs
-    and summaries are kept: a move back to one of them is answered without a render or a draw (issue 38)."""
-    from ..planner import plan
+    and summaries are kept: a move back to one of them is answered without a render or a draw (issue 38).
+
+    The deadline's rule (issue 34, :data:`~llmsizing.planner.DEADLINE_RULES`, the ``deadline rule`` control):
+    the point estimate (the default, as ``plan()``'s) or the slow end of the 80% range, ``days_high``. The
+    slow end also only filters the cached plans (no new search); its front is marked again among the plans
+    left (:func:`~llmsizing.planner.plans_where`), since the range's width differs by GPU and a plan
+    dominated by one beyond the deadline's slow end need not be beyond it itself. The summary names the rule
+    and says whether the chosen plan meets the deadline at the slow end of its range (``plan()``'s
+    ``meets_deadline``)."""
+    from ..planner import DEADLINE_RULES, plan, plans_where
 
     get_model(model)
 
@@ -112,47 +124,52 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         return plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
 
     @functools.lru_cache(maxsize=16)
-    def explain(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget):
+    def explain(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, rule):
         """plan()'s error for these limits (None if it finds plans), computed once per set of arguments."""
         try:
             plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
-                 deadline_days=deadline or None, budget_usd=budget or None)
+                 deadline_days=deadline or None, budget_usd=budget or None, deadline_rule=rule)
         except (ValueError, TypeError) as exc:
             return exc
         return None
 
     @functools.lru_cache(maxsize=16)
-    def filtered(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget):
-        """The cached plans within the deadline and budget (the same table object for the same arguments, so
-        that render_plan's summary of it is reused), with its front."""
+    def filtered(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, rule):
+        """The cached plans within the deadline (by the rule ``rule``) and budget (the same table object for
+        the same arguments, so that render_plan's summary of it is reused), with its front."""
         args = dict(tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
         df = cached(model, **args)
-        keep = df["days"] <= (deadline or float("inf"))
+        slow_end = bool(deadline) and rule == "slow_end"
+        keep = df["days_high" if slow_end else "days"] <= (deadline or float("inf"))
         keep &= df["cost_usd"] <= (budget or float("inf"))
-        df = df[keep]
+        df = plans_where(df, keep.to_numpy()) if slow_end else df[keep]
         if df.empty:                                   # plan() explains why (raises NoPlanError)
-            why = explain(model, deadline=deadline, budget=budget, **args)
+            why = explain(model, deadline=deadline, budget=budget, rule=rule, **args)
             if why is not None:
                 raise type(why)(*why.args)   # a new exception each time (the kept one's traceback would grow)
-            df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None)
+            df = plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None,
+                      deadline_rule=rule)
         front = df[df["pareto"]]
         return df, front, _front_options(front), cached(model, **args)
 
     holder: dict = {}
 
-    def prepare(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice):
+    def prepare(model, tokens, gpus, seq, global_batch, max_gpus, deadline, deadline_rule, budget, choice):
         """The plan selector's options for the setting (before the dashboard looks for a kept answer)."""
+        rule = check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
         args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus)
-        df, front, options, searched = filtered(model, deadline=deadline, budget=budget, **args)
+        df, front, options, searched = filtered(model, deadline=deadline, budget=budget, rule=rule, **args)
         _set_front_options(holder["box"], front, choice, options)
         return args, df, front, searched
 
-    def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, choice, into=None):
+    def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, deadline_rule, budget, choice,
+               into=None):
         args, df, front, searched = prepare(model, tokens, gpus, seq, global_batch, max_gpus, deadline,
-                                            budget, choice)
+                                            deadline_rule, budget, choice)
         k = holder["box"].controls["choice"].value
         return charts.render_plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None,
-                                  plans=df, highlight=front.index[k], into=into, all_plans=searched)
+                                  plans=df, highlight=front.index[k], into=into, all_plans=searched,
+                                  deadline_rule=deadline_rule)
 
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),   # MoE too
@@ -166,6 +183,10 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=4096,
                                       description="max GPUs", **_style()),
         "deadline": W.Dropdown(options=PLAN_DEADLINES, value=0.0, description="deadline", **_style()),
+        "deadline_rule": W.Dropdown(options=PLAN_DEADLINE_RULES, value="estimate",
+                                    description="deadline rule",
+                                    tooltip="deadline rule: a plan meets the deadline by its point estimate "
+                                            "of days, or by the slow end of its 80% range", **_style()),
         "budget": W.Dropdown(options=PLAN_BUDGETS, value=0.0, description="budget", **_style()),
         "choice": W.Dropdown(options=[("#1", 0)], value=0, description="front plan", **_style()),
     }
