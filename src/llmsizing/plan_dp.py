@@ -85,49 +85,65 @@ def _dp_exposed(call, fwd, bwd, mf, slot1=None):
 
 
 @functools.lru_cache(maxsize=512)
-def _run_windows(pp: int, m: int, v: int, units: int) -> tuple:
+def _run_window_table(pp: int, m: int, v: int, units: int) -> tuple:
     """The windows of :func:`~llmsizing.pipeline_schedule.reduce_scatter_windows` with ``per_run`` (one
     reduce-scatter per FSDP unit and run of a chunk's backwards: ZeRO-3 under a pipeline,
-    :data:`~llmsizing.parallel.PIPELINED_FSDP`) on every stage, on arrays: per stage ``(counts, whole, n_f,
-    n_b)``, each distinct window once with how many calls have it; a window is ``bwd + fwd x n_f + bwd x
-    n_b`` (one unit's forward ``fwd`` and backward ``bwd``) where ``whole``, else 0 (after the step's last
-    backward). The same schedule (:func:`~llmsizing.pipeline_schedule._order`) and run ends, counted with
-    prefix sums instead of a scan per call (``tests/test_planner_zero_pp.py`` checks them against it)."""
-    p, k = pp, units
-    per_chunk = np.array([k // v + (c < k % v) for c in range(v)])
-    total = m * v
-    out = []
-    for i in range(p):
-        n_b = np.arange(total)
-        if v > 1:
-            warm = min(2 * (p - i - 1) + (v - 1) * p, total)
-            f_chunk, b_chunk = (n_b // p) % v, v - 1 - (n_b // p) % v
-        else:
-            warm = min(p - i - 1, total)
-            f_chunk = b_chunk = np.zeros(total, dtype=np.int64)
-        steady = total - warm
-        kind = np.concatenate([np.zeros(warm), np.tile([0, 1], steady), np.ones(warm)]).astype(bool)
-        chunk = np.empty(2 * total, dtype=np.int64)
-        chunk[~kind], chunk[kind] = f_chunk, b_chunk           # (F in forward order, B in backward order)
-        bwd_at = np.flatnonzero(kind)
-        ends = np.zeros(2 * total, dtype=bool)                 # (_run_ends: the next backward's chunk moves)
-        ends[bwd_at] = np.append(chunk[bwd_at][1:] != chunk[bwd_at][:-1], True)
-        issue = np.flatnonzero(ends)
-        w = per_chunk[chunk]
-        c_f = np.concatenate([[0], np.cumsum(np.where(kind, 0, w))])
-        c_b = np.concatenate([[0], np.cumsum(np.where(kind, w, 0))])
-        nxt = np.append(issue[1:], -1)
-        last = nxt < 0
-        nf = np.where(last, 0, c_f[nxt] - c_f[issue + 1])
-        nb = np.where(last, 0, c_b[nxt] - c_b[issue + 1])
-        base = 2 * int(w.sum()) + 1                   # (each window as one integer: whole, n_f, n_b)
-        code, counts = np.unique((~last * base + nf) * base + nb, return_counts=True)
-        unit_calls = int((per_chunk[chunk[issue]] - 1).sum())   # (a unit's window: the next unit's backward)
-        if unit_calls:
-            code, counts = np.append(code, base * base), np.append(counts, unit_calls)
-        out.append((counts.astype(float), code >= base * base, ((code // base) % base).astype(float),
-                    (code % base).astype(float)))
-    return tuple(out)
+    :data:`~llmsizing.parallel.PIPELINED_FSDP`) on every stage, on arrays, all stages in one table
+    ``(counts, whole, n_f, n_b, calls, starts)``: each stage's distinct windows once (in order, stage
+    ``i``'s from ``starts[i]``) with how many calls have it and ``calls`` the stage's calls, per window; a
+    window is ``bwd + fwd x n_f + bwd x n_b`` (one unit's forward ``fwd`` and backward ``bwd``) where
+    ``whole``, else 0 (after the step's last backward). The same schedule
+    (:func:`~llmsizing.pipeline_schedule._order`) and run ends, counted with prefix sums over all stages at
+    once instead of a scan per call (``tests/test_planner_zero_pp.py`` checks them against it)."""
+    per_chunk = np.array([units // v + (c < units % v) for c in range(v)])
+    total, n = m * v, 2 * m * v
+    stage = np.arange(pp)[:, None]
+    n_b = np.arange(total)
+    if v > 1:
+        warm = np.minimum(2 * (pp - stage - 1) + (v - 1) * pp, total)
+        f_chunk, b_chunk = (n_b // pp) % v, v - 1 - (n_b // pp) % v
+    else:
+        warm = np.minimum(pp - stage - 1, total)
+        f_chunk = b_chunk = np.zeros(total, dtype=np.int64)
+    j = np.arange(n)[None, :]                                  # (warm-up forwards, 1F1B pairs, cool-down)
+    kind = (j >= warm) & ((j >= n - warm) | ((j - warm) % 2 == 1))
+    chunk = np.where(kind, b_chunk[np.cumsum(kind, axis=1) - 1], f_chunk[np.cumsum(~kind, axis=1) - 1])
+    bwd_at = np.nonzero(kind)[1].reshape(pp, total)           # (B in backward order on every stage)
+    ends = np.append(b_chunk[1:] != b_chunk[:-1], True)        # (_run_ends: the next backward's chunk moves)
+    issue = bwd_at[:, ends]
+    w = per_chunk[chunk]
+    zero = np.zeros((pp, 1), dtype=w.dtype)
+    c_f = np.concatenate([zero, np.cumsum(np.where(kind, 0, w), axis=1)], axis=1)
+    c_b = np.concatenate([zero, np.cumsum(np.where(kind, w, 0), axis=1)], axis=1)
+    rows = np.arange(pp)[:, None]
+    nf = np.zeros(issue.shape, dtype=np.int64)
+    nb = np.zeros(issue.shape, dtype=np.int64)
+    nf[:, :-1] = c_f[rows, issue[:, 1:]] - c_f[rows, issue[:, :-1] + 1]
+    nb[:, :-1] = c_b[rows, issue[:, 1:]] - c_b[rows, issue[:, :-1] + 1]
+    base = 2 * int(w.sum(axis=1).max()) + 1         # (each window as one integer: whole, n_f, n_b)
+    whole_col = np.ones(issue.shape, dtype=np.int64)
+    whole_col[:, -1] = 0
+    code = np.sort((whole_col * base + nf) * base + nb, axis=1)
+    new = np.ones(code.shape, dtype=bool)
+    new[:, 1:] = code[:, 1:] != code[:, :-1]
+    first = np.flatnonzero(new)
+    counts = np.diff(np.append(first, code.size))
+    code, per_stage = code[new], new.sum(axis=1)
+    unit_calls = int((per_chunk[b_chunk[ends]] - 1).sum())     # (a unit's window: the next unit's backward)
+    if unit_calls:                                 # (after each stage's own windows)
+        at = np.cumsum(per_stage)
+        code, counts = np.insert(code, at, base * base), np.insert(counts, at, unit_calls)
+        per_stage = per_stage + 1
+    starts = np.concatenate([[0], np.cumsum(per_stage)[:-1]])
+    calls = np.repeat(np.add.reduceat(counts, starts), per_stage).astype(float)
+    return (counts.astype(float), code >= base * base, ((code // base) % base).astype(float),
+            (code % base).astype(float), calls, starts)
+
+
+def _run_windows(pp: int, m: int, v: int, units: int) -> tuple:
+    """:func:`_run_window_table` per stage: ``(counts, whole, n_f, n_b)`` each."""
+    counts, whole, nf, nb, _, starts = _run_window_table(pp, m, v, units)
+    return tuple(zip(*(np.split(a, starts[1:]) for a in (counts, whole, nf, nb))))
 
 
 def _run_exposed(pp, m, vp, units, fwd, bwd, traffic) -> np.ndarray:
@@ -135,19 +151,19 @@ def _run_exposed(pp, m, vp, units, fwd, bwd, traffic) -> np.ndarray:
     (:data:`~llmsizing.parallel.PIPELINED_FSDP`) the step waits for, one row per plan:
     :func:`~llmsizing.pipeline_schedule.zero3_exposed_s` with ``per_run`` on arrays (``traffic`` the step's
     reduce-scatter seconds; ``fwd`` and ``bwd`` one micro-batch's forward and backward on the stage,
-    ``units`` FSDP units on it): each call against its window (:func:`_run_windows`), on the stage that waits
-    longest."""
+    ``units`` FSDP units on it): each call against its window (:func:`_run_window_table`, all stages at
+    once), on the stage that waits longest."""
     out = np.zeros(len(pp))
     (p_of, m_of, v_of, u_of), _, idx = _group_columns(pp, m, vp, units)
     for g, key in enumerate(zip(p_of.tolist(), m_of.tolist(), v_of.tolist(), u_of.tolist())):
         at = np.flatnonzero(idx == g)
+        counts, whole, nf, nb, calls, starts = _run_window_table(*key)
         f_u, b_u = (fwd[at] / key[3])[:, None], (bwd[at] / key[3])[:, None]
-        best = np.full(len(at), -np.inf)
-        for counts, whole, nf, nb in _run_windows(*key):
-            x = np.where(whole, b_u + f_u * nf + b_u * nb, 0.0)
-            share = (traffic[at] / counts.sum())[:, None]
-            best = np.maximum(best, (counts * np.maximum(0.0, share - x)).sum(axis=1))
-        out[at] = best
+        x = np.where(whole, b_u + f_u * nf + b_u * nb, 0.0)
+        wait = counts * np.maximum(0.0, traffic[at][:, None] / calls - x)
+        ends = np.append(starts[1:], len(counts)).tolist()
+        out[at] = np.max([np.ascontiguousarray(wait[:, a:b]).sum(axis=1)     # (each stage's own sum, as
+                          for a, b in zip(starts.tolist(), ends)], axis=0)   # alone: the same float)
     return out
 
 
