@@ -44,7 +44,8 @@ def test_windows_by_hand():
 
 
 @pytest.mark.parametrize("pp, m, v, units", [(4, 8, 2, 4), (4, 8, 2, 5), (16, 16, 8, 8), (4, 12, 3, 9),
-                                             (3, 6, 1, 7), (16, 32, 8, 8), (2, 4, 1, 3)])
+                                             (3, 6, 1, 7), (16, 32, 8, 8), (2, 4, 1, 3),
+                                             (2, 4, 1, 1)])
 def test_windows_equal_the_schedule(pp, m, v, units):
     """_run_windows (prefix sums) gives reduce_scatter_windows' windows, stage by stage."""
     fwd, bwd = 0.37, 1.13

@@ -95,6 +95,10 @@ def _run_window_table(pp: int, m: int, v: int, units: int) -> tuple:
     ``whole``, else 0 (after the step's last backward). The same schedule
     (:func:`~llmsizing.pipeline_schedule._order`) and run ends, counted with prefix sums over all stages at
     once instead of a scan per call (``tests/test_planner_zero_pp.py`` checks them against it)."""
+    if v == 1:     # (one run per stage, ended by the step's last backward: its window 0, then the units')
+        k = 1 + (units > 1)
+        win = (np.array([1.0, units - 1.0])[:k], np.array([False, True])[:k], np.zeros(k), np.zeros(k))
+        return (*(np.tile(x, pp) for x in win), np.full(pp * k, float(units)), np.arange(pp) * k)
     per_chunk = np.array([units // v + (c < units % v) for c in range(v)])
     total, n = m * v, 2 * m * v
     stage = np.arange(pp)[:, None]
@@ -162,8 +166,9 @@ def _run_exposed(pp, m, vp, units, fwd, bwd, traffic) -> np.ndarray:
         x = np.where(whole, b_u + f_u * nf + b_u * nb, 0.0)
         wait = counts * np.maximum(0.0, traffic[at][:, None] / calls - x)
         ends = np.append(starts[1:], len(counts)).tolist()
+        stages = 1 if key[2] == 1 else len(starts)                  # (without interleaving, all alike)
         out[at] = np.max([np.ascontiguousarray(wait[:, a:b]).sum(axis=1)     # (each stage's own sum, as
-                          for a, b in zip(starts.tolist(), ends)], axis=0)   # alone: the same float)
+                          for a, b in zip(starts.tolist()[:stages], ends)], axis=0)   # alone: the same float)
     return out
 
 
