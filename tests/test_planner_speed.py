@@ -23,7 +23,7 @@ from llmsizing.planner import _cp_coefficients, _memory_coefficients, _total_byt
 
 def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer,
                       attention, stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
-                      cp_comm="p2p", partial=False, vps=(1,)):
+                      cp_comm="p2p", partial=False, vps=(1,), shard_pp=False):
     """planner._search as it stood before it was vectorised (commit 0a2cc1e), its plan-count limit lifted: for
     each layout, micro-batch and GPU type the lightest recomputation that fits, then one step_time per plan.
     With ``partial`` (issue 23), a plan that needs full recomputation gets the fewest layers per stage for which
@@ -49,13 +49,14 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
             except ValueError:
                 continue
             for zero in zeros:
-                if zero >= 2 and pp > 1 and model.is_moe:   # (issue 34: a dense model's ZeRO-2/3 under a pipeline)
+                # (issue 34: a dense model's ZeRO-2/3 under a pipeline with plan(shard_under_pipeline=True))
+                if zero >= 2 and pp > 1 and (model.is_moe or not shard_pp):
                     continue
                 places = (model.layers + 2 * bool(pipeline_split(model, pp))) // pp
                 for v in planner.stage_chunk_options(places, vps) if pp > 1 else (1,):
                     layouts.append((tp, pp, zero, v))
 
-    if len({lay[:3] for lay in layouts}) * len(rcs) > planner.MAX_LAYOUTS:
+    if len({lay[:3] for lay in layouts}) * len(rcs) > planner.MAX_LAYOUTS * (1 + shard_pp):
         raise ValueError(
             f"plan() would weigh {len(layouts):,} layouts x {len(rcs)} recomputations of {model.name}, more than "
             f"the {planner.MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
@@ -202,7 +203,7 @@ def _assert_same(slow, fast):
 SETTINGS = {
     "70b, four GPU types, every ZeRO stage and pipeline": dict(
         model="llama-3-70b", tokens=1e12, gpus=("H100 SXM", "A100 80GB", "V100", "MI300X"), seq=4096,
-        global_batch=512, max_gpus=2048),
+        global_batch=512, max_gpus=2048, shard_under_pipeline=True),
     "8b, whole catalogue, one overlap share, own node": dict(
         model="llama-3-8b", tokens=1e11, gpus=("A10", "L40S", "RTX 4090", "A100 40GB", "H100 SXM", "MI250X GCD"),
         seq=2048, global_batch=96, max_gpus=256, overlap=0.5, gpus_per_node=4, inter_node_gbps=12.5,
@@ -277,13 +278,16 @@ def test_the_settings_hold_partial_recomputation():
 
 def test_the_settings_hold_zero_2_and_3_under_pipelines():
     """Issue 34: the comparisons above cover ZeRO-2 and ZeRO-3 under a pipeline (FSDP as Meta ran it), with and
-    without interleaving, listed where they can win."""
-    for name in ("70b, four GPU types, every ZeRO stage and pipeline",
-                 "405b over the whole catalogue at 8K, no GPU limit, full recomputation of every layer"):
-        df = plan(**SETTINGS[name])
+    without interleaving, listed where they can win: the setting with plan(shard_under_pipeline=True). The
+    others search as before (the option is off by default) and hold none."""
+    for name, kw in SETTINGS.items():
+        df = plan(**kw)
         new = df[(df["zero"] >= 2) & (df["pp"] > 1)]
-        assert set(new["zero"]) == {2, 3}, name
-        assert (new["virtual_stages"] > 1).any() and (new["virtual_stages"] == 1).any(), name
+        if kw.get("shard_under_pipeline"):
+            assert set(new["zero"]) == {2, 3}, name
+            assert (new["virtual_stages"] > 1).any() and (new["virtual_stages"] == 1).any(), name
+        else:
+            assert new.empty, name
 
 
 def test_405b_at_128k_over_the_whole_catalogue_is_searched():
@@ -323,7 +327,13 @@ FROZEN = {
         model="deepseek-v3", tokens=14.8e12, seq=4096, global_batch=1920, gpus=tuple(catalog.list_gpus())),
 }
 
+#: One setting frozen with plan(shard_under_pipeline=True) (issue 34, off by default), in its own file so that
+#: plans.npz stays the frames of the default search.
+FROZEN_SHARDED = {
+    "405b, catalogue, shard_under_pipeline": dict(FROZEN["405b, catalogue"], shard_under_pipeline=True)}
+
 REFERENCE = Path(__file__).resolve().parent / "reference" / "plans.npz"
+REFERENCE_SHARDED = REFERENCE.with_name("plans_sharded.npz")
 
 #: The catalogue's prices when the frames were frozen (data/gpu_prices.csv before issue 38's re-check of
 #: 2026-12-01): the frozen Pareto flags and row order rank plans by cost, so a price update is not a change
@@ -365,7 +375,7 @@ def frozen_columns(df, kw) -> dict:
 
 def _frozen_same(name, df, ref) -> None:
     """``df`` (a plan() frame of FROZEN[name]) against the frozen columns of ``name`` in ``ref``."""
-    got = frozen_columns(df, FROZEN[name])
+    got = frozen_columns(df, {**FROZEN, **FROZEN_SHARDED}[name])
     assert sorted(k.split("|", 1)[1] for k in ref.files if k.split("|", 1)[0] == name) == sorted(got), name
     n = (df["tp"] * df["cp"] * df["pp"] * df["dp"]).to_numpy()
     assert (df["n_gpus"].to_numpy() == n).all()
@@ -378,11 +388,11 @@ def _frozen_same(name, df, ref) -> None:
             assert (got[col] == want).all(), (name, col, int((got[col] != want).sum()))
 
 
-@pytest.mark.parametrize("name", list(FROZEN))
+@pytest.mark.parametrize("name", list(FROZEN) + list(FROZEN_SHARDED))
 def test_search_equals_the_frozen_frames(name, frozen_prices):
     """Same rows, same order, every number within 1e-9 relative of the frame frozen before issue 35."""
-    with np.load(REFERENCE) as ref:
-        _frozen_same(name, plan(**FROZEN[name]), ref)
+    with np.load(REFERENCE if name in FROZEN else REFERENCE_SHARDED) as ref:
+        _frozen_same(name, plan(**{**FROZEN, **FROZEN_SHARDED}[name]), ref)
 
 
 def test_the_frozen_comparison_can_fail(frozen_prices):

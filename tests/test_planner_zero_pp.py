@@ -16,7 +16,8 @@ from llmsizing.pipeline_schedule import PIPELINED_FSDP, pipelined_zero_fields, r
 from llmsizing.plan_dp import _run_exposed, _run_windows
 from llmsizing.plan_rank import pipelined_zero_winners
 
-KW = dict(tokens=15.6e12, seq=8192, global_batch=2048, gpus=("H100 SXM",), max_gpus=16384)
+KW = dict(tokens=15.6e12, seq=8192, global_batch=2048, gpus=("H100 SXM",), max_gpus=16384,
+          shard_under_pipeline=True)      # (issue 34: opt-in)
 
 
 @pytest.fixture(scope="module")
@@ -121,5 +122,29 @@ def test_listed_only_where_they_can_win(table):
 
 
 def test_a_mixture_of_experts_keeps_zero_1_under_pipelines():
-    df = plan("mixtral-8x7b", tokens=1e12, seq=4096, global_batch=256, gpus=("H100 SXM",), max_gpus=256)
+    df = plan("mixtral-8x7b", tokens=1e12, seq=4096, global_batch=256, gpus=("H100 SXM",), max_gpus=256,
+              shard_under_pipeline=True)
     assert not ((df["zero"] >= 2) & (df["pp"] > 1)).any()
+
+
+def test_the_default_search_has_no_zero_2_or_3_under_a_pipeline():
+    """The option is off by default (it doubles the layouts searched): the default search lists ZeRO-2/3
+    only without a pipeline, and its pipelined plans are ZeRO-0/1."""
+    df = plan("llama-3.1-405b", **{**KW, "shard_under_pipeline": False}, explain=False)
+    assert not ((df["zero"] >= 2) & (df["pp"] > 1)).any()
+    assert ((df["zero"] >= 2) & (df["pp"] == 1)).any() and (df["pp"] > 1).any()
+    with pytest.raises(TypeError, match="shard_under_pipeline"):
+        plan("llama-3.1-405b", **{**KW, "shard_under_pipeline": "yes"})
+
+
+def test_the_option_adds_them(table):
+    """shard_under_pipeline=True adds ZeRO-2 and ZeRO-3 rows under pipelines and keeps every plan the
+    default search lists, with the same numbers (its new rows are listed only where they win)."""
+    new = table[(table["zero"] >= 2) & (table["pp"] > 1)]
+    assert set(new["zero"]) == {2, 3}
+    default = plan("llama-3.1-405b", **{**KW, "shard_under_pipeline": False}, explain=False)
+    key = ["gpu", "tp", "cp", "pp", "virtual_stages", "dp", "zero", "micro_batch", "recompute"]
+    both = default.merge(table, on=key, suffixes=("", "_on"), how="left", validate="one_to_one")
+    assert both["step_time_s_on"].notna().all()
+    np.testing.assert_allclose(both["step_time_s_on"], both["step_time_s"], rtol=0, atol=0)
+    np.testing.assert_allclose(both["memory_per_gpu_bytes_on"], both["memory_per_gpu_bytes"], rtol=0, atol=0)

@@ -332,7 +332,8 @@ _SIBLINGS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
-                  global_batch: int, max_gpus, micros, cps, rcs, partial: bool, expert_tp: bool, most: int):
+                  global_batch: int, max_gpus, micros, cps, rcs, partial: bool, expert_tp: bool, most: int,
+                  in_all: int = 2):
     """The plans of :func:`~llmsizing.planner.plan`'s search that fit, as ``(columns, total bytes)``, or
     ``(None, None)``: for every layout ``(tp, pp, zero, ep, v)`` of ``layouts`` (``v`` interleaved chunks),
     every GPU of ``gpu_list`` whose scale-up domain (``domains``) ``tp`` divides and every candidate
@@ -340,7 +341,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     entry of ``limits``; with ``partial``, partial recomputation in place of full (the fewest layers per
     stage, :func:`~llmsizing.plan_pricing._least_recompute_layers`). ZeRO over one data-parallel rank (``dp =
     cp = 1``) is no ZeRO and left out. A ``ValueError`` when more than ``most`` plans without interleaving
-    or ZeRO-2/3 under a pipeline fit, or more than ``4 most`` in all.
+    or ZeRO-2/3 under a pipeline fit, or more than ``in_all x most`` in all (2; 4 with
+    ``plan(shard_under_pipeline=True)``, whose ZeRO-2/3 pipelines double the layouts).
 
     The columns: ``gpu`` (an index into ``gpu_list``), ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``,
     ``m``, ``rc`` (an index into ``rcs``), ``ep``, ``vp`` (interleaved chunks per stage), ``rl`` (layers
@@ -429,10 +431,10 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     g_, r_, j_ = np.nonzero(fit)
     if not len(g_):
         return None, None
-    # (at most ``most`` plans without interleaving or ZeRO-2/3 under a pipeline, four times as many in all:
-    # MAX_PLANS)
+    # (at most ``most`` plans without interleaving or ZeRO-2/3 under a pipeline, ``in_all`` times as many in
+    # all: MAX_PLANS)
     plain = np.array([key[4] == 1 and not (key[2] >= 2 and key[1] > 1) for key, _, _ in parts])[lay[j_]]
-    if plain.sum() > most or len(g_) > 4 * most:
+    if plain.sum() > most or len(g_) > in_all * most:
         raise ValueError(
             f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
             f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
