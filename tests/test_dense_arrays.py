@@ -175,7 +175,7 @@ def _plan(monkeypatch, arrays: bool, **kw):
 @pytest.mark.parametrize("case", [
     dict(model="llama-3.1-405b", seq=131072, global_batch=128, gpus=("H100 SXM",), max_gpus=16384),
     dict(model="llama-3.1-405b", seq=8192, global_batch=2048, gpus=("H100 SXM", "A100 80GB", "B200"),
-         max_gpus=16384),
+         max_gpus=16384, shard_under_pipeline=True),
     dict(model="llama-3-70b", seq=65536, global_batch=256, gpus=("H100 SXM",), cp_comm="all_gather"),
     dict(model="gpt3-175b", seq=2048, global_batch=1536, gpus=("A100 80GB",), max_gpus=4096),
     dict(model="gpt2", seq=8192, global_batch=64, gpus=("H100 SXM", "L4")),
@@ -197,9 +197,11 @@ def test_a_search_gives_the_same_plans_with_and_without_arrays(monkeypatch, case
     # (a dense model's interleaved layouts, issue 34, weighed on the arrays too where the search has them)
     interleaved = (with_arrays["virtual_stages"] > 1).any() and case.get("precision") != "bf16-amp"
     assert any(len(c) > 8 and c[8] > 1 for c in weighed) == bool(interleaved)
-    if case["model"] == "llama-3.1-405b":      # (issue 34: ZeRO-2/3 under its pipelines, weighed on the arrays)
-        assert ((with_arrays["zero"] >= 2) & (with_arrays["pp"] > 1)).any()
-        assert any(c[2] == 3 and c[1] > 1 for c in weighed)
+    sharded = (with_arrays["zero"] >= 2) & (with_arrays["pp"] > 1)
+    if case.get("shard_under_pipeline"):    # (issue 34, opt-in: ZeRO-2/3 under its pipelines, on the arrays)
+        assert sharded.any() and any(c[2] == 3 and c[1] > 1 for c in weighed)
+    else:
+        assert not sharded.any() and not any(c[2] >= 2 and c[1] > 1 for c in weighed)
     pd.testing.assert_frame_equal(with_arrays, without, check_exact=True)
 
 
