@@ -179,7 +179,8 @@ widget's dense-model sweep (15 dense models at 128K and 32K, plan() with the wid
 Issue 34 (branch zpp34, 2026-12-01, base main 5cc3638; since branch zppflag only with
 plan(shard_under_pipeline=True), the default search being main's again): a dense model's search adds ZeRO-2
 and ZeRO-3 under its pipelines (FSDP as Meta ran Llama 3 405B), priced and listed where they can win. CPU s,
-best of 3 from scratch, main -> branch, this script run one after the other on the same machine: 405B over the catalogue 0.07 -> 0.19
+best of 3 from scratch, main -> branch, this script run one after the other on the same machine: 405B over
+the catalogue 0.07 -> 0.19
 (18,300 -> 33,162 plans), 405B at 128K over the catalogue 0.16 -> 0.38 (35,699 -> 68,102), 405B on H100s
 <= 16,384 0.03 -> 0.08, 3 types 0.04 -> 0.10, at 128K 0.06 -> 0.12 and 0.08 -> 0.16, 70B on 4 types 0.03 ->
 0.07, 70B at 128K (ch. 17 widget) 0.06 -> 0.09, 8B at 32K (ch. 17 widget) 0.04 -> 0.08, 8B over the catalogue
