@@ -175,6 +175,18 @@ catalogue 0.92; 70B at 128K (ch. 17 widget) 0.83, 8B at 32K (ch. 17 widget) 0.86
 Qwen3-30B-A3B at 64K 0.90, Mixtral at 32K 0.90; the MoE whole-catalogue cases 0.94 to 1.02. The ch. 17
 widget's dense-model sweep (15 dense models at 128K and 32K, plan() with the widget's kept caches, medians of
 3 processes a side): plan() 25-27 -> 19-22 ms, fitting_plans 15.5-16.1 -> 11.7-12.3 ms CPU.
+
+Issue 34 (branch zpp34, 2026-12-01, base main 5cc3638; since branch zppflag only with
+plan(shard_under_pipeline=True), the default search being main's again): a dense model's search adds ZeRO-2
+and ZeRO-3 under its pipelines (FSDP as Meta ran Llama 3 405B), priced and listed where they can win. CPU s,
+best of 3 from scratch, main -> branch, this script run one after the other on the same machine: 405B over
+the catalogue 0.07 -> 0.19
+(18,300 -> 33,162 plans), 405B at 128K over the catalogue 0.16 -> 0.38 (35,699 -> 68,102), 405B on H100s
+<= 16,384 0.03 -> 0.08, 3 types 0.04 -> 0.10, at 128K 0.06 -> 0.12 and 0.08 -> 0.16, 70B on 4 types 0.03 ->
+0.07, 70B at 128K (ch. 17 widget) 0.06 -> 0.09, 8B at 32K (ch. 17 widget) 0.04 -> 0.08, 8B over the catalogue
+0.03 -> 0.08; another token budget 3.6 -> 7.8 ms (405B catalogue); the mixtures of experts (not searched so)
+unchanged within noise (DeepSeek-V3 0.06 -> 0.06, Mixtral 0.08 -> 0.07, DeepSeek-V2 0.12 -> 0.11). Every case
+stays under its target.
 """
 
 from __future__ import annotations

@@ -475,6 +475,21 @@ def test_plan_ep_is_the_planner(capsys):
     assert " ep " in out.splitlines()[1] and "expert parallelism ep in (8,)" in out
 
 
+def test_plan_shard_under_pipeline_is_the_planners_option(capsys):
+    """``--shard-under-pipeline`` is ``plan(shard_under_pipeline=True)`` (issue 34: ZeRO-2/3 under a pipeline,
+    off by default): without it no such row, with it the planner's rows, in its order."""
+    from llmsizing.planner import plan
+
+    argv = ["plan", "llama-3.1-405b", "--tokens", "15.6T", "--seq", "8192", "--global-batch", "2048",
+            "--max-gpus", "16384", "--all", "--top", "100000", "--json"]
+    off, on = _json(capsys, argv), _json(capsys, argv + ["--shard-under-pipeline"])
+    assert not any(r["zero"] >= 2 and r["pp"] > 1 for r in off)
+    df = plan("llama-3.1-405b", tokens=15.6e12, seq=8192, global_batch=2048, max_gpus=16384,
+              shard_under_pipeline=True)
+    assert [(r["n_gpus"], r["pp"], r["zero"]) for r in on] == list(zip(df["n_gpus"], df["pp"], df["zero"]))
+    assert any(r["zero"] >= 2 and r["pp"] > 1 for r in on)
+
+
 # ----------------------------------------------------------------------------- partial recomputation (issue 23)
 def test_recompute_layers_on_memory_time_and_plan(capsys):
     """``--recompute-layers N`` (with ``--recompute full``) is the library's ``recompute_layers``: memory between no

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import llmsizing as L
 from llmsizing import dense_arrays, plan_memory, planner
 from llmsizing.parallel import check_layout
+from llmsizing.plan_candidates import state_chunks, state_key
 from llmsizing.plan_memory import SearchMemory
 from llmsizing.plan_pricing import _piece_layout, _pieces
 
@@ -98,7 +99,7 @@ def test_a_grid_of_layouts_is_the_per_layout_calls():
         for rc in RECOMPUTES:
             kw, kept = _kw(seq, rc), {}
             calls = [(tp, pp, zero, m, cp, "p2p", b, dp, v) for tp in (1, 2, 8) for pp in pps
-                     for zero in (0, 1, 3) for cp in (1, 2) for m in (1, 2, 16) for b in (1, 2)
+                     for zero in (0, 1, 2, 3) for cp in (1, 2) for m in (1, 2, 16) for b in (1, 2)
                      for dp in (1, 2) for v in (1, 2, 4)]
             calls = [c for c in calls if _valid(model, c, seq)]
             for call, g in zip(calls, dense_arrays.search_pieces(model, kw, calls, kept)):
@@ -112,9 +113,7 @@ def _keys(model):
     (pp = 1) or max(2, pp); with v > 1 chunks pp and 2 pp (plan_candidates._candidates)."""
     for tp in (1, 2, 4, 8):
         for pp in (1, 2, 4, 8):
-            for zero in (0, 1, 2, 3):
-                if zero >= 2 and pp > 1:
-                    continue
+            for zero in (0, 1, 2, 3):                 # (issue 34: ZeRO-2/3 under a pipeline too)
                 for v in (1, 2, 4):
                     if not _valid(model, (tp, pp, zero, 1, 1, "p2p", 1, 1, v), 2048):
                         continue
@@ -146,7 +145,7 @@ def test_the_prefetch_makes_the_entries_the_layouts_would(name, seq, cps, comm):
         fast.prefetch(keys, rc)
         fast.prefetch_cp([(tp, pp, c, v) for tp, pp, _, _, c, v in keys], rc)
         assert all(_micro_key(tp, pp, rc, c, v) in fast._micro for tp, pp, _, _, c, v in keys)
-        assert all(k[:5] in fast._states for k in keys if k[2])
+        assert all(state_key(*k[:5], state_chunks(k[2], k[1], k[5])) in fast._states for k in keys if k[2])
         for tp, pp, zero, ep, c, v in keys:
             for cp in cps:
                 got = fast.coefficients(tp, pp, zero, ep, rc, c, cp, v)
@@ -176,7 +175,7 @@ def _plan(monkeypatch, arrays: bool, **kw):
 @pytest.mark.parametrize("case", [
     dict(model="llama-3.1-405b", seq=131072, global_batch=128, gpus=("H100 SXM",), max_gpus=16384),
     dict(model="llama-3.1-405b", seq=8192, global_batch=2048, gpus=("H100 SXM", "A100 80GB", "B200"),
-         max_gpus=16384),
+         max_gpus=16384, shard_under_pipeline=True),
     dict(model="llama-3-70b", seq=65536, global_batch=256, gpus=("H100 SXM",), cp_comm="all_gather"),
     dict(model="gpt3-175b", seq=2048, global_batch=1536, gpus=("A100 80GB",), max_gpus=4096),
     dict(model="gpt2", seq=8192, global_batch=64, gpus=("H100 SXM", "L4")),
@@ -198,6 +197,11 @@ def test_a_search_gives_the_same_plans_with_and_without_arrays(monkeypatch, case
     # (a dense model's interleaved layouts, issue 34, weighed on the arrays too where the search has them)
     interleaved = (with_arrays["virtual_stages"] > 1).any() and case.get("precision") != "bf16-amp"
     assert any(len(c) > 8 and c[8] > 1 for c in weighed) == bool(interleaved)
+    sharded = (with_arrays["zero"] >= 2) & (with_arrays["pp"] > 1)
+    if case.get("shard_under_pipeline"):    # (issue 34, opt-in: ZeRO-2/3 under its pipelines, on the arrays)
+        assert sharded.any() and any(c[2] == 3 and c[1] > 1 for c in weighed)
+    else:
+        assert not sharded.any() and not any(c[2] >= 2 and c[1] > 1 for c in weighed)
     pd.testing.assert_frame_equal(with_arrays, without, check_exact=True)
 
 

@@ -16,13 +16,14 @@ from llmsizing.flops import RECOMPUTE, training_flops_per_token
 from llmsizing.layouts import _divisors, step_time
 from llmsizing.memory import training_memory
 from llmsizing.parallel import Parallel, check_layout
+from llmsizing.pipeline_schedule import pipelined_zero_fields
 from llmsizing.precision import RECIPES
 from llmsizing.planner import _cp_coefficients, _memory_coefficients, _total_bytes, plan
 
 
 def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer,
                       attention, stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
-                      cp_comm="p2p", partial=False, vps=(1,)):
+                      cp_comm="p2p", partial=False, vps=(1,), shard_pp=False):
     """planner._search as it stood before it was vectorised (commit 0a2cc1e), its plan-count limit lifted: for
     each layout, micro-batch and GPU type the lightest recomputation that fits, then one step_time per plan.
     With ``partial`` (issue 23), a plan that needs full recomputation gets the fewest layers per stage for which
@@ -48,13 +49,14 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
             except ValueError:
                 continue
             for zero in zeros:
-                if zero >= 2 and pp > 1:
+                # (issue 34: a dense model's ZeRO-2/3 under a pipeline with plan(shard_under_pipeline=True))
+                if zero >= 2 and pp > 1 and (model.is_moe or not shard_pp):
                     continue
                 places = (model.layers + 2 * bool(pipeline_split(model, pp))) // pp
                 for v in planner.stage_chunk_options(places, vps) if pp > 1 else (1,):
                     layouts.append((tp, pp, zero, v))
 
-    if len({lay[:3] for lay in layouts}) * len(rcs) > planner.MAX_LAYOUTS:
+    if len({lay[:3] for lay in layouts}) * len(rcs) > planner.MAX_LAYOUTS * (1 + shard_pp):
         raise ValueError(
             f"plan() would weigh {len(layouts):,} layouts x {len(rcs)} recomputations of {model.name}, more than "
             f"the {planner.MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} layers "
@@ -120,7 +122,8 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
                                 v == 1 or not RECIPES[precision].autocast):
                             n_rc, t = _fewest_layers(model, g, Parallel(tp=tp, pp=pp, dp=int(dps[j]), zero=zero,
                                                                         sp=tp > 1, cp=cp, cp_comm=cp_comm,
-                                                                        virtual_stages=v),
+                                                                        virtual_stages=v,
+                                                                        **pipelined_zero_fields(zero, pp)),
                                                      b, int(m[j]), limit, kw)
                         candidates.append((g, tp, cp, pp, zero, b, int(dps[j]), int(m[j]), rc, t, n_rc, v))
                     chosen |= fits
@@ -130,7 +133,7 @@ def _reference_search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs,
     out, price_of = [], dict(prices)
     for g, tp, cp, pp, zero, b, dp, m, rc, total, n_rc, v in candidates:
         par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, virtual_stages=v,
-                       **pipeline_split(model, pp))
+                       **pipeline_split(model, pp), **pipelined_zero_fields(zero, pp))
         st = step_time(model, g, par, batch=b, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=overlap,
                        recompute=rc, precision=precision, node=node_of[g.name],
                        recompute_layers=n_rc if n_rc is not None and n_rc < chunk_top(model, pp, v) else None)
@@ -200,7 +203,7 @@ def _assert_same(slow, fast):
 SETTINGS = {
     "70b, four GPU types, every ZeRO stage and pipeline": dict(
         model="llama-3-70b", tokens=1e12, gpus=("H100 SXM", "A100 80GB", "V100", "MI300X"), seq=4096,
-        global_batch=512, max_gpus=2048),
+        global_batch=512, max_gpus=2048, shard_under_pipeline=True),
     "8b, whole catalogue, one overlap share, own node": dict(
         model="llama-3-8b", tokens=1e11, gpus=("A10", "L40S", "RTX 4090", "A100 40GB", "H100 SXM", "MI250X GCD"),
         seq=2048, global_batch=96, max_gpus=256, overlap=0.5, gpus_per_node=4, inter_node_gbps=12.5,
@@ -273,6 +276,20 @@ def test_the_settings_hold_partial_recomputation():
             assert (part["cp"] > 1).any(), name
 
 
+def test_the_settings_hold_zero_2_and_3_under_pipelines():
+    """Issue 34: the comparisons above cover ZeRO-2 and ZeRO-3 under a pipeline (FSDP as Meta ran it), with and
+    without interleaving, listed where they can win: the setting with plan(shard_under_pipeline=True). The
+    others search as before (the option is off by default) and hold none."""
+    for name, kw in SETTINGS.items():
+        df = plan(**kw)
+        new = df[(df["zero"] >= 2) & (df["pp"] > 1)]
+        if kw.get("shard_under_pipeline"):
+            assert set(new["zero"]) == {2, 3}, name
+            assert (new["virtual_stages"] > 1).any() and (new["virtual_stages"] == 1).any(), name
+        else:
+            assert new.empty, name
+
+
 def test_405b_at_128k_over_the_whole_catalogue_is_searched():
     """Issue 23: at 128K tokens the planner searches context parallelism over every GPU type of the catalogue
     instead of refusing because too many plans fit (17,000 or so, beyond the old limit of 10,000)."""
@@ -310,7 +327,13 @@ FROZEN = {
         model="deepseek-v3", tokens=14.8e12, seq=4096, global_batch=1920, gpus=tuple(catalog.list_gpus())),
 }
 
+#: One setting frozen with plan(shard_under_pipeline=True) (issue 34, off by default), in its own file so that
+#: plans.npz stays the frames of the default search.
+FROZEN_SHARDED = {
+    "405b, catalogue, shard_under_pipeline": dict(FROZEN["405b, catalogue"], shard_under_pipeline=True)}
+
 REFERENCE = Path(__file__).resolve().parent / "reference" / "plans.npz"
+REFERENCE_SHARDED = REFERENCE.with_name("plans_sharded.npz")
 
 #: The catalogue's prices when the frames were frozen (data/gpu_prices.csv before issue 38's re-check of
 #: 2026-12-01): the frozen Pareto flags and row order rank plans by cost, so a price update is not a change
@@ -352,7 +375,7 @@ def frozen_columns(df, kw) -> dict:
 
 def _frozen_same(name, df, ref) -> None:
     """``df`` (a plan() frame of FROZEN[name]) against the frozen columns of ``name`` in ``ref``."""
-    got = frozen_columns(df, FROZEN[name])
+    got = frozen_columns(df, {**FROZEN, **FROZEN_SHARDED}[name])
     assert sorted(k.split("|", 1)[1] for k in ref.files if k.split("|", 1)[0] == name) == sorted(got), name
     n = (df["tp"] * df["cp"] * df["pp"] * df["dp"]).to_numpy()
     assert (df["n_gpus"].to_numpy() == n).all()
@@ -365,11 +388,11 @@ def _frozen_same(name, df, ref) -> None:
             assert (got[col] == want).all(), (name, col, int((got[col] != want).sum()))
 
 
-@pytest.mark.parametrize("name", list(FROZEN))
+@pytest.mark.parametrize("name", list(FROZEN) + list(FROZEN_SHARDED))
 def test_search_equals_the_frozen_frames(name, frozen_prices):
     """Same rows, same order, every number within 1e-9 relative of the frame frozen before issue 35."""
-    with np.load(REFERENCE) as ref:
-        _frozen_same(name, plan(**FROZEN[name]), ref)
+    with np.load(REFERENCE if name in FROZEN else REFERENCE_SHARDED) as ref:
+        _frozen_same(name, plan(**{**FROZEN, **FROZEN_SHARDED}[name]), ref)
 
 
 def test_the_frozen_comparison_can_fail(frozen_prices):

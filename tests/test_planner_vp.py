@@ -11,6 +11,7 @@ import pytest
 
 import llmsizing as L
 from llmsizing.job import Job
+from llmsizing.pipeline_schedule import pipelined_zero_fields
 from llmsizing.planner import (DEADLINE_RULES, NoPlanError, PLAN_COLUMNS, meets_deadline, plan,
                                recompute_kwargs, stage_chunk_options)
 
@@ -57,11 +58,14 @@ def test_rows_are_step_time_and_training_memory_on_the_layout_built_by_hand(p405
     assert set(vp["pp"]) >= {4, 8, 16, 32}
     for r in vp.sample(40, random_state=1).itertuples():
         even = 126 % r.pp == 0
+        # (ZeRO-3 under a pipeline as Meta ran it: issue 34, pipeline_schedule.PIPELINED_FSDP)
         par = L.Parallel(tp=r.tp, pp=r.pp, dp=r.dp, zero=r.zero, sp=r.tp > 1, virtual_stages=r.virtual_stages,
-                         account_for_embedding=not even, account_for_loss=not even)
+                         account_for_embedding=not even, account_for_loss=not even,
+                         **pipelined_zero_fields(r.zero, r.pp))
         job = Job.from_plan_row(r, L405, seq=8192).parallel             # (resolved: the split written out)
         assert (job.virtual_stages, job.account_for_embedding, job.stage_layers) == (
-            r.virtual_stages, not even, L.parallel.layers_per_stage(126, par))
+            r.virtual_stages, not even, None if even else L.parallel.layers_per_stage(126, par))
+        assert (job.reshard_after_forward, job.grad_reduce) == (par.reshard_after_forward, par.grad_reduce)
         kw = dict(batch=r.micro_batch, seq=8192, grad_accum=r.grad_accum, **recompute_kwargs(r))
         st = L.step_time(L405, r.gpu, par, **kw)
         assert st.step_s == pytest.approx(r.step_time_s, rel=1e-9)
@@ -77,7 +81,7 @@ def test_metas_shape_is_searched_and_priced_as_step_time(p405):
     assert len(rows)
     r = rows.iloc[0]
     par = L.Parallel(tp=8, pp=16, dp=128, zero=int(r.zero), sp=True, virtual_stages=8, account_for_embedding=True,
-                     account_for_loss=True)
+                     account_for_loss=True, **pipelined_zero_fields(int(r.zero), 16))
     st = L.step_time(L405, "H100 SXM", par, batch=1, seq=8192, grad_accum=16, **recompute_kwargs(r))
     assert st.step_s == pytest.approx(r.step_time_s, rel=1e-9)
 

@@ -111,9 +111,9 @@ def _job_par(r):
 
 
 def _plain(frames):
-    """The plans without interleaving of both frames: each search lists all of them (an interleaved plan only
-    where it wins in its own frame, issue 34)."""
-    return tuple(f[f["virtual_stages"] == 1] for f in frames)
+    """The plans without interleaving or ZeRO-2/3 under a pipeline of both frames: each search lists all of them
+    (the others only where they win in their own frame, issue 34)."""
+    return tuple(f[(f["virtual_stages"] == 1) & ~((f["zero"] >= 2) & (f["pp"] > 1))] for f in frames)
 
 
 def _total(r, n):

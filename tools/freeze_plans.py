@@ -21,24 +21,27 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from llmsizing import catalog  # noqa: E402
 from llmsizing.planner import plan  # noqa: E402
-from test_planner_speed import FROZEN, FROZEN_PRICES, frozen_columns  # noqa: E402
+from test_planner_speed import FROZEN, FROZEN_PRICES, FROZEN_SHARDED, frozen_columns  # noqa: E402
 
 OUT = ROOT / "tests" / "reference" / "plans.npz"
+#: the setting frozen with plan(shard_under_pipeline=True) (issue 34), apart so plans.npz is the default's
+OUT_SHARDED = OUT.with_name("plans_sharded.npz")
 
 
 def main() -> None:
-    arrays = {}
     catalog.use_prices(FROZEN_PRICES)   # the prices the test compares at (its frozen_prices fixture)
     try:
-        for name, kw in FROZEN.items():
-            df = plan(**kw)
-            for col, a in frozen_columns(df, FROZEN[name]).items():
-                arrays[f"{name}|{col}"] = a
-            print(f"{name}: {len(df):,} plans")
+        for out, settings in ((OUT, FROZEN), (OUT_SHARDED, FROZEN_SHARDED)):
+            arrays = {}
+            for name, kw in settings.items():
+                df = plan(**kw)
+                for col, a in frozen_columns(df, kw).items():
+                    arrays[f"{name}|{col}"] = a
+                print(f"{name}: {len(df):,} plans")
+            np.savez_compressed(out, **arrays)
+            print(f"wrote {out.relative_to(ROOT)} ({out.stat().st_size / 1e6:.2f} MB)")
     finally:
         catalog.use_prices(None)
-    np.savez_compressed(OUT, **arrays)
-    print(f"wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size / 1e6:.2f} MB)")
 
 
 if __name__ == "__main__":

@@ -258,8 +258,8 @@ def cmd_cost(args) -> None:
 
 def _plan_layout_options(args) -> dict:
     """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``,
-    ``--ep``, ``--ep-overlap``. One place, so a single plan and every planned ``--stage`` take them alike
-    (issue 33: the stage path dropped them)."""
+    ``--ep``, ``--ep-overlap``, ``--shard-under-pipeline``. One place, so a single plan and every planned
+    ``--stage`` take them alike (issue 33: the stage path dropped them)."""
     out = {"cp_comm": args.cp_comm}
     if getattr(args, "framework", None) is not None:
         out["framework"] = args.framework
@@ -269,7 +269,7 @@ def _plan_layout_options(args) -> dict:
         out["ep_degrees"] = tuple(args.ep)
     if args.ep_overlap is not None:
         out["ep_overlap"] = args.ep_overlap
-    return out
+    return {**out, "shard_under_pipeline": True} if getattr(args, "shard_under_pipeline", False) else out
 
 
 def _plan_stages(args) -> None:
@@ -468,6 +468,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-partial-recompute", action="store_true",
                    help="recompute every layer where only full recomputation fits (default: the fewest "
                         "layers per pipeline stage that fit, shown as 'full (N layers)')")
+    p.add_argument("--shard-under-pipeline", action="store_true", help="also search ZeRO-2/3 under a "
+                   "pipeline (off by default: doubles the layouts searched; for memory-tight pipelines)")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)

@@ -28,6 +28,7 @@ import numpy as np
 from .memory import _kept_act_core, _kept_in_flight, _kept_state_side, _search_layouts
 from .moe import stage_offset_bytes
 from .parallel import layers_per_stage, pipeline_in_flight, stage_chunks
+from .plan_candidates import state_chunks, state_key
 from .plan_pricing import _piece_layout
 from .precision import RECIPES
 
@@ -180,14 +181,17 @@ def prefetch(memory, keys, rc: str, layout=None) -> bool:
         v = v[0] if v else 1
         if v > 1 and (tp, pp, rc, c, v) not in memory._micro:
             chunked.setdefault((tp, pp, c, v), None)
-        if (tp, pp, rc, c) not in memory._micro and (v == 1 or (tp, pp, zero, ep, c) not in memory._states
+        sv = state_chunks(zero, pp, v)             # (the chunks the states hang on: ZeRO-3 under a pipeline)
+        if (tp, pp, rc, c) not in memory._micro and (v == 1 or state_key(tp, pp, zero, ep, c, sv)
+                                                     not in memory._states
                                                      or (tp, pp, c) not in memory._reference):
             micro.setdefault((tp, pp, c), (1,) if (tp, pp, c) in memory._reference else (1, 2))
-        if dense and zero and (tp, pp, zero, ep, c) not in memory._states:
-            zeros.setdefault((tp, pp, zero, c), None)
+        if dense and zero and state_key(tp, pp, zero, ep, c, sv) not in memory._states:
+            zeros.setdefault((tp, pp, zero, c, sv), None)
     calls = [(tp, pp, 0, c, 1, comm, b, 1) for (tp, pp, c), bs in micro.items() for b in bs]
     calls += [(tp, pp, 0, c, 1, comm, 1, 1, v) for tp, pp, c, v in chunked]
-    calls += [(tp, pp, zero, c, 1, comm, 1, dp) for tp, pp, zero, c in zeros for dp in (1, 2)]
+    calls += [(tp, pp, zero, c, 1, comm, 1, dp, *((sv,) if sv > 1 else ())) for tp, pp, zero, c, sv in zeros
+              for dp in (1, 2)]
     if not calls:
         return dense
     got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout, memory.expert_tp))
@@ -211,9 +215,10 @@ def prefetch(memory, keys, rc: str, layout=None) -> bool:
         memory._micro[tp, pp, rc, c, v] = {1: coef[1]}
         if multi:
             memory._cp_base[tp, pp, rc, c, v] = coef
-    for tp, pp, zero, c in zeros:
-        u = memory.per_micro(tp, pp, rc, c, 1)
-        memory._states[tp, pp, zero, 1, c] = memory._entry(tp, pp, zero, 1, c, rc, u, next(got), next(got))
+    for tp, pp, zero, c, sv in zeros:
+        u = memory.per_micro(tp, pp, rc, c, 1, sv)
+        memory._states[state_key(tp, pp, zero, 1, c, sv)] = memory._entry(tp, pp, zero, 1, c, rc, u,
+                                                                          next(got), next(got))
     return dense
 
 

@@ -26,6 +26,7 @@ from .frameworks import stack_family
 from .hardware import check_recipe_runs_on
 from .model import Model
 from .parallel import RECOMPUTE, SINGLE_GPU, Parallel, check_recompute_layers, resolve_parallel
+from .pipeline_schedule import pipelined_zero_fields
 from .precision import OPTIMIZERS, check_recipe
 
 @dataclass(frozen=True)
@@ -146,7 +147,8 @@ class Job:
         par = Parallel(tp=int(get("tp")), cp=int(get("cp", 1)), pp=pp, dp=int(get("dp")),
                        zero=int(get("zero")), sp=bool(get("sp")), ep=int(get("ep", 1)), expert_tp=expert_tp,
                        cp_comm=cp_comm, virtual_stages=int(get("virtual_stages", 1)),
-                       account_for_embedding=accounted, account_for_loss=accounted)
+                       account_for_embedding=accounted, account_for_loss=accounted,
+                       **pipelined_zero_fields(int(get("zero")), pp))
         return cls(model, get("gpu"), seq, par, micro_batch=int(get("micro_batch")),
                    grad_accum=int(get("grad_accum")), precision=precision, optimizer=optimizer,
                    recompute=get("recompute"), recompute_layers=None if n is None or pd.isna(n) else int(n),

@@ -424,3 +424,19 @@ def zero3_exposed_s(parallel, micro_batches: int, units: int, forward_s: float, 
     ws = [reduce_scatter_windows(p, m, parallel.virtual_stages, i, units, forward_s, backward_s, run)
           for i in range(p)]
     return max(sum(max(0.0, traffic_s / len(w) - x) for x in w) for w in ws)
+
+
+#: The :class:`~llmsizing.parallel.Parallel` fields of ZeRO-3 under a pipeline as the planner searches it
+#: (issue 34), the form of :func:`~llmsizing.parallel.llama3_405b_layout` (Dubey et al. 2024, Sec. 3.3.2):
+#: FSDP that gathers a stage's weights once per step and keeps them (``reshard_after_forward=False``, what
+#: torchtitan's ``apply_fsdp`` does with PP; :class:`~llmsizing.parallel.Parallel` cites it) and
+#: reduce-scatters a chunk's gradients once per run of its backwards (``grad_reduce="chunk_run"``,
+#: :func:`grad_reduce_runs`).
+PIPELINED_FSDP = {"reshard_after_forward": False, "grad_reduce": "chunk_run"}
+
+
+def pipelined_zero_fields(zero: int, pp: int) -> dict:
+    """The :class:`~llmsizing.parallel.Parallel` fields beyond ``zero`` of the planner's ZeRO stage ``zero``
+    on ``pp`` stages: :data:`PIPELINED_FSDP` for ZeRO-3 under a pipeline, none otherwise (ZeRO-3 without one
+    reshards after the forward, FSDP's default)."""
+    return PIPELINED_FSDP if zero == 3 and pp > 1 else {}

@@ -99,3 +99,17 @@ def stage_chunk_options(stage_layers: int, virtual_stages=None) -> tuple[int, ..
     if virtual_stages is None:
         return (1,) + tuple(sorted({ds[0], ds[-1]})) if ds else (1,)
     return (1,) + tuple(v for v in sorted(set(virtual_stages)) if 1 < v <= MAX_VIRTUAL_STAGES and n % v == 0)
+
+
+def state_chunks(zero: int, pp: int, v: int) -> int:
+    """The interleaved chunks per stage a layout's model states depend on: ``v`` for ZeRO-3 under a pipeline
+    (:data:`~llmsizing.parallel.PIPELINED_FSDP`: the largest chunk's whole gradient is held until its run's
+    reduce-scatter, :func:`~llmsizing.memory.zero3_gathered_bytes`), else 1 (the states are those without
+    interleaving)."""
+    return v if zero == 3 and pp > 1 else 1
+
+
+def state_key(tp: int, pp: int, zero: int, ep: int, c: int, v: int = 1) -> tuple:
+    """The key of :meth:`~llmsizing.plan_memory.SearchMemory.states`' entry: ``(tp, pp, zero, ep, c)``, and
+    ``v`` (the chunks of :func:`state_chunks`) when it is above 1."""
+    return (tp, pp, zero, ep, c) if v == 1 else (tp, pp, zero, ep, c, v)

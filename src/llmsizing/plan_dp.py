@@ -9,6 +9,8 @@ and ``tests/test_planner_speed.py`` checks searches priced with them against one
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS
@@ -71,9 +73,117 @@ def _dp_calls(zero, on_rank, layers, dpcp) -> np.ndarray:
     return out
 
 
-def _dp_exposed(call, fwd, bwd, mf):
+def _dp_exposed(call, fwd, bwd, mf, slot1=None):
     """The exposed seconds of the data-parallel collectives ``call`` (one call's seconds per :data:`_DP_SLOTS`
-    slot, one row per plan), by :func:`~llmsizing.layouts.exposed_by_group`'s rules."""
-    return (mf * np.maximum(0.0, call[:, 0] - fwd) + mf * np.maximum(0.0, call[:, 1] - bwd)
+    slot, one row per plan), by :func:`~llmsizing.layouts.exposed_by_group`'s rules; ``slot1``, if given,
+    the exposed seconds of ZeRO-3's backward slot (under a pipeline: :func:`_run_exposed`)."""
+    if slot1 is None:
+        slot1 = mf * np.maximum(0.0, call[:, 1] - bwd)
+    return (mf * np.maximum(0.0, call[:, 0] - fwd) + slot1
             + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
             + np.maximum(0.0, call[:, 4] - bwd))
+
+
+@functools.lru_cache(maxsize=512)
+def _run_window_table(pp: int, m: int, v: int, units: int) -> tuple:
+    """The windows of :func:`~llmsizing.pipeline_schedule.reduce_scatter_windows` with ``per_run`` (one
+    reduce-scatter per FSDP unit and run of a chunk's backwards: ZeRO-3 under a pipeline,
+    :data:`~llmsizing.parallel.PIPELINED_FSDP`) on every stage, on arrays, all stages in one table
+    ``(counts, whole, n_f, n_b, calls, starts)``: each stage's distinct windows once (in order, stage
+    ``i``'s from ``starts[i]``) with how many calls have it and ``calls`` the stage's calls, per window; a
+    window is ``bwd + fwd x n_f + bwd x n_b`` (one unit's forward ``fwd`` and backward ``bwd``) where
+    ``whole``, else 0 (after the step's last backward). The same schedule
+    (:func:`~llmsizing.pipeline_schedule._order`) and run ends, counted with prefix sums over all stages at
+    once instead of a scan per call (``tests/test_planner_zero_pp.py`` checks them against it)."""
+    if v == 1:     # (one run per stage, ended by the step's last backward: its window 0, then the units')
+        k = 1 + (units > 1)
+        win = (np.array([1.0, units - 1.0])[:k], np.array([False, True])[:k], np.zeros(k), np.zeros(k))
+        return (*(np.tile(x, pp) for x in win), np.full(pp * k, float(units)), np.arange(pp) * k)
+    per_chunk = np.array([units // v + (c < units % v) for c in range(v)])
+    total, n = m * v, 2 * m * v
+    stage = np.arange(pp)[:, None]
+    n_b = np.arange(total)
+    if v > 1:
+        warm = np.minimum(2 * (pp - stage - 1) + (v - 1) * pp, total)
+        f_chunk, b_chunk = (n_b // pp) % v, v - 1 - (n_b // pp) % v
+    else:
+        warm = np.minimum(pp - stage - 1, total)
+        f_chunk = b_chunk = np.zeros(total, dtype=np.int64)
+    j = np.arange(n)[None, :]                                  # (warm-up forwards, 1F1B pairs, cool-down)
+    kind = (j >= warm) & ((j >= n - warm) | ((j - warm) % 2 == 1))
+    chunk = np.where(kind, b_chunk[np.cumsum(kind, axis=1) - 1], f_chunk[np.cumsum(~kind, axis=1) - 1])
+    bwd_at = np.nonzero(kind)[1].reshape(pp, total)           # (B in backward order on every stage)
+    ends = np.append(b_chunk[1:] != b_chunk[:-1], True)        # (_run_ends: the next backward's chunk moves)
+    issue = bwd_at[:, ends]
+    w = per_chunk[chunk]
+    zero = np.zeros((pp, 1), dtype=w.dtype)
+    c_f = np.concatenate([zero, np.cumsum(np.where(kind, 0, w), axis=1)], axis=1)
+    c_b = np.concatenate([zero, np.cumsum(np.where(kind, w, 0), axis=1)], axis=1)
+    rows = np.arange(pp)[:, None]
+    nf = np.zeros(issue.shape, dtype=np.int64)
+    nb = np.zeros(issue.shape, dtype=np.int64)
+    nf[:, :-1] = c_f[rows, issue[:, 1:]] - c_f[rows, issue[:, :-1] + 1]
+    nb[:, :-1] = c_b[rows, issue[:, 1:]] - c_b[rows, issue[:, :-1] + 1]
+    base = 2 * int(w.sum(axis=1).max()) + 1         # (each window as one integer: whole, n_f, n_b)
+    whole_col = np.ones(issue.shape, dtype=np.int64)
+    whole_col[:, -1] = 0
+    code = np.sort((whole_col * base + nf) * base + nb, axis=1)
+    new = np.ones(code.shape, dtype=bool)
+    new[:, 1:] = code[:, 1:] != code[:, :-1]
+    first = np.flatnonzero(new)
+    counts = np.diff(np.append(first, code.size))
+    code, per_stage = code[new], new.sum(axis=1)
+    unit_calls = int((per_chunk[b_chunk[ends]] - 1).sum())     # (a unit's window: the next unit's backward)
+    if unit_calls:                                 # (after each stage's own windows)
+        at = np.cumsum(per_stage)
+        code, counts = np.insert(code, at, base * base), np.insert(counts, at, unit_calls)
+        per_stage = per_stage + 1
+    starts = np.concatenate([[0], np.cumsum(per_stage)[:-1]])
+    calls = np.repeat(np.add.reduceat(counts, starts), per_stage).astype(float)
+    return (counts.astype(float), code >= base * base, ((code // base) % base).astype(float),
+            (code % base).astype(float), calls, starts)
+
+
+def _run_windows(pp: int, m: int, v: int, units: int) -> tuple:
+    """:func:`_run_window_table` per stage: ``(counts, whole, n_f, n_b)`` each."""
+    counts, whole, nf, nb, _, starts = _run_window_table(pp, m, v, units)
+    return tuple(zip(*(np.split(a, starts[1:]) for a in (counts, whole, nf, nb))))
+
+
+def _run_exposed(pp, m, vp, units, fwd, bwd, traffic) -> np.ndarray:
+    """The seconds of ZeRO-3's gradient reduce-scatters under a pipeline
+    (:data:`~llmsizing.parallel.PIPELINED_FSDP`) the step waits for, one row per plan:
+    :func:`~llmsizing.pipeline_schedule.zero3_exposed_s` with ``per_run`` on arrays (``traffic`` the step's
+    reduce-scatter seconds; ``fwd`` and ``bwd`` one micro-batch's forward and backward on the stage,
+    ``units`` FSDP units on it): each call against its window (:func:`_run_window_table`, all stages at
+    once), on the stage that waits longest."""
+    out = np.zeros(len(pp))
+    (p_of, m_of, v_of, u_of), _, idx = _group_columns(pp, m, vp, units)
+    for g, key in enumerate(zip(p_of.tolist(), m_of.tolist(), v_of.tolist(), u_of.tolist())):
+        at = np.flatnonzero(idx == g)
+        counts, whole, nf, nb, calls, starts = _run_window_table(*key)
+        f_u, b_u = (fwd[at] / key[3])[:, None], (bwd[at] / key[3])[:, None]
+        x = np.where(whole, b_u + f_u * nf + b_u * nb, 0.0)
+        wait = counts * np.maximum(0.0, traffic[at][:, None] / calls - x)
+        ends = np.append(starts[1:], len(counts)).tolist()
+        stages = 1 if key[2] == 1 else len(starts)                  # (without interleaving, all alike)
+        out[at] = np.max([np.ascontiguousarray(wait[:, a:b]).sum(axis=1)     # (each stage's own sum, as
+                          for a, b in zip(starts.tolist()[:stages], ends)], axis=0)   # alone: the same float)
+    return out
+
+
+def _kept_runs(kept, pp, m, vp, units, call, fwd, bwd) -> tuple:
+    """ZeRO-3's backward slot per plan: its passes per step (one per micro-batch; under a pipeline,
+    ``kept``, one per run of a chunk's backwards, :func:`~llmsizing.pipeline_schedule.grad_reduces`:
+    ``m / pp`` with interleaving, one without) and, if any plan is ``kept``, its exposed seconds
+    (:func:`_run_exposed` for those, ``m`` calls against each backward for the others; else None).
+    ``call``: one pass's seconds."""
+    mf = m.astype(float)
+    runs = np.where(kept, np.where(vp > 1, mf / np.maximum(pp, 1), 1.0), mf)
+    if not kept.any():
+        return runs, None
+    on = np.flatnonzero(kept)
+    slot1 = mf * np.maximum(0.0, call - bwd)
+    slot1[on] = _run_exposed(pp[on], m[on], vp[on], units[on].astype(np.int64), fwd[on], bwd[on],
+                             runs[on] * call[on])
+    return runs, slot1

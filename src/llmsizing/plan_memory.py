@@ -23,7 +23,7 @@ from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces
 from .moe import EpLayouts
 from .moe_layouts import dp_unit
 from .parallel import kept_parallel
-from .plan_candidates import _candidates, _pair_table  # noqa: F401
+from .plan_candidates import _candidates, _pair_table, state_chunks, state_key  # noqa: F401
 from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)
 from .precision import RECIPES
@@ -102,9 +102,12 @@ class SearchMemory:
                                         v=v))
         return out[cp]
 
-    def states(self, tp: int, pp: int, zero: int, ep: int, c: int, rc: str) -> tuple:
-        """``(fixed, sharded)`` of the layout at ``cp = 1``; ``rc``: a recomputation its calls may use."""
-        key = (tp, pp, zero, ep, c)
+    def states(self, tp: int, pp: int, zero: int, ep: int, c: int, rc: str, v: int = 1) -> tuple:
+        """``(fixed, sharded)`` of the layout at ``cp = 1``; ``rc``: a recomputation its calls may use; ``v``
+        interleaved chunks per stage, which only ZeRO-3 under a pipeline's states depend on
+        (:func:`state_chunks`)."""
+        v = state_chunks(zero, pp, v)
+        key = state_key(tp, pp, zero, ep, c, v)
         if key not in self._states:
             if zero == 0 and ep == 1:                      # the reference layout itself
                 self.per_micro(tp, pp, rc, c, 1)
@@ -114,10 +117,10 @@ class SearchMemory:
                 s1, s2 = (self.states(tp, pp, zero, e, c, rc) for e in (e1, e2))
                 fixed, sharded = (ep_affine(x1, x2, e1, e2, ep) for x1, x2 in zip(s1, s2))
             else:                                          # as _memory_coefficients, per_micro known
-                u = self.per_micro(tp, pp, rc, c, 1)
+                u = self.per_micro(tp, pp, rc, c, 1, v)
                 dps = self._dps(tp, zero, ep, self._kind(tp, pp, zero, ep, c))
                 got = [_pieces(self.model, self._kw(rc), tp, pp, zero, c, 1, self.cp_comm, ep, self.expert_tp,
-                               batch=1, dp=dp) for dp in dps]
+                               batch=1, dp=dp, v=v) for dp in dps]
                 fixed, sharded = self._entry(tp, pp, zero, ep, c, rc, u, *got)
             self._states[key] = (fixed, sharded)
         return self._states[key]
@@ -237,7 +240,7 @@ class SearchMemory:
                      v: int = 1) -> tuple:
         """``(fixed, per_micro, sharded)`` of the layout with ``cp`` context parallelism (ZeRO over
         ``dp x cp``) and ``v`` interleaved model chunks per stage."""
-        fixed, sharded = self.states(tp, pp, zero, ep, c, rc)
+        fixed, sharded = self.states(tp, pp, zero, ep, c, rc, v)
         # (x / 1 = x)
         return fixed, self.per_micro(tp, pp, rc, c, cp, v), sharded if cp == 1 else sharded / cp
 
@@ -269,8 +272,8 @@ class _PerRecompute:
     def per_micro(self, tp, pp, rc, c, cp, v=1):
         return self._of(rc).per_micro(tp, pp, rc, c, cp, v)
 
-    def states(self, tp, pp, zero, ep, c, rc):
-        return self._of(rc).states(tp, pp, zero, ep, c, rc)
+    def states(self, tp, pp, zero, ep, c, rc, v=1):
+        return self._of(rc).states(tp, pp, zero, ep, c, rc, v)
 
     def coefficients(self, tp, pp, zero, ep, rc, c, cp, v=1):
         return self._of(rc).coefficients(tp, pp, zero, ep, rc, c, cp, v)
@@ -329,7 +332,8 @@ _SIBLINGS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
-                  global_batch: int, max_gpus, micros, cps, rcs, partial: bool, expert_tp: bool, most: int):
+                  global_batch: int, max_gpus, micros, cps, rcs, partial: bool, expert_tp: bool, most: int,
+                  in_all: int = 2):
     """The plans of :func:`~llmsizing.planner.plan`'s search that fit, as ``(columns, total bytes)``, or
     ``(None, None)``: for every layout ``(tp, pp, zero, ep, v)`` of ``layouts`` (``v`` interleaved chunks),
     every GPU of ``gpu_list`` whose scale-up domain (``domains``) ``tp`` divides and every candidate
@@ -337,7 +341,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     entry of ``limits``; with ``partial``, partial recomputation in place of full (the fewest layers per
     stage, :func:`~llmsizing.plan_pricing._least_recompute_layers`). ZeRO over one data-parallel rank (``dp =
     cp = 1``) is no ZeRO and left out. A ``ValueError`` when more than ``most`` plans without interleaving
-    fit, or more than ``2 most`` in all.
+    or ZeRO-2/3 under a pipeline fit, or more than ``in_all x most`` in all (2; 4 with
+    ``plan(shard_under_pipeline=True)``, whose ZeRO-2/3 pipelines double the layouts).
 
     The columns: ``gpu`` (an index into ``gpu_list``), ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``,
     ``m``, ``rc`` (an index into ``rcs``), ``ep``, ``vp`` (interleaved chunks per stage), ``rl`` (layers
@@ -426,9 +431,10 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     g_, r_, j_ = np.nonzero(fit)
     if not len(g_):
         return None, None
-    plain = np.array([key[4] == 1 for key, _, _ in parts])[lay[j_]]
-    # (at most ``most`` plans without interleaving, twice as many in all: MAX_PLANS)
-    if plain.sum() > most or len(g_) > 2 * most:
+    # (at most ``most`` plans without interleaving or ZeRO-2/3 under a pipeline, ``in_all`` times as many in
+    # all: MAX_PLANS)
+    plain = np.array([key[4] == 1 and not (key[2] >= 2 and key[1] > 1) for key, _, _ in parts])[lay[j_]]
+    if plain.sum() > most or len(g_) > in_all * most:
         raise ValueError(
             f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
             f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
@@ -464,8 +470,9 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     # the distinct entries, each asked for once, first asked first (issue 35, dense35: thousands of asks)
     state_of, micro_of, state_at, micro_at = {}, {}, [], []
     for key, (_, c) in asked:
-        state_at.append(state_of.setdefault((key[:4], c), len(state_of)))
-    st_list = [memory.states(*key, c, rc) for key, c in state_of]
+        sv = state_chunks(key[2], key[1], key[4])
+        state_at.append(state_of.setdefault((key[:4], c, sv), len(state_of)))
+    st_list = [memory.states(*key, c, rc, sv) for key, c, sv in state_of]
     fixed, sharded = (_padded([st[i] for st in st_list], -np.inf if i == 0 else 0.0) for i in (0, 1))
     at = at.reshape(-1)
     rows_state = np.array(state_at)[at]

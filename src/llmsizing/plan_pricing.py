@@ -26,8 +26,9 @@ from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
 from .parallel import Parallel, kept_parallel, layers_per_stage, stage_chunks
+from .pipeline_schedule import pipelined_zero_fields
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
-from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _row_links  # noqa: F401
+from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _row_links  # noqa: F401
 from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
 from .precision import DTYPE_BYTES, RECIPES, compute_dtype
 
@@ -93,7 +94,8 @@ def _piece_layout(model, tp: int, pp: int, zero: int, cp: int, cp_comm: str, ep:
                               expert_tp=expert_tp), _heavy_stages(model, pp))
     more = {} if v == 1 else {"virtual_stages": v}      # (v = 1: the same kept layouts as before)
     return (kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, **more,
-                          **pipeline_split(model, pp)), search_stages(model, pp))
+                          **pipeline_split(model, pp), **pipelined_zero_fields(zero, pp)),
+            search_stages(model, pp))
 
 
 @functools.lru_cache(maxsize=256)
@@ -418,7 +420,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
             step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
         peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
         return step, peaks[gi]
-    dp_keys, dp_idx = _groups(gi, tp, zero, dpcp)
+    kept = (zero == 3) & has_pp             # ZeRO-3 under a pipeline: PIPELINED_FSDP, a pass is a chunk's run
+    dp_keys, dp_idx = _groups(gi, tp, zero, dpcp, kept)
     # seconds per byte of a call's traffic, bytes of a pass (all calls), the latency of one call, per slot
     per_byte, traffic, latency = dp_link_rows(model, gpu_list, dp_keys, seq=seq, precision=precision,
                                               node_of=node_of, slot_of=_dp_slot, n_slots=len(_DP_SLOTS))
@@ -428,12 +431,14 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                       max(stage_params(model, kept_parallel(tp=t_)))) for t_, p_ in held_keys])[held_idx]
     share = held[:, 0] / held[:, 1]
     calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp)      # per pass, with their latencies
+    calls[kept, 2] = calls[kept, 1]                   # (the kept weights' gather: one call per FSDP unit)
     call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + calls * latency[dp_idx]
-    dp_exposed = _dp_exposed(call, fwd, bwd, mf)
+    runs, slot1 = _kept_runs(kept, pp, m, vp, calls[:, 1], call[:, 1], fwd, bwd)
+    dp_exposed = _dp_exposed(call, fwd, bwd, mf, slot1)
     if overlap is None:
         step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed)
     else:
-        comm_s = (mf * (call[:, 0] + call[:, 1] + call[:, 3]) + call[:, 2] + call[:, 4]
+        comm_s = (mf * (call[:, 0] + call[:, 3]) + runs * call[:, 1] + call[:, 2] + call[:, 4]
                   + per_layer * (L[:, 3] + L[:, 4]) + pp_all)
         step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
     peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])

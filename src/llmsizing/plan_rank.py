@@ -116,6 +116,31 @@ def interleaving_winners(df) -> np.ndarray:
     return keep | (v == 1)
 
 
+def pipelined_zero_winners(df) -> np.ndarray:
+    """True for the rows of a planner table worth listing as far as ZeRO-2/3 under a pipeline goes (issue 34:
+    ZeRO-3 as :data:`~llmsizing.parallel.PIPELINED_FSDP`): every other plan, and one with ``zero >= 2`` and
+    ``pp > 1`` unless another plan of the same GPU, ``tp``, ``cp``, ``pp``, micro-batch and ``dp`` (the same
+    GPUs and cost per second), of any ZeRO stage and chunks, is at least as fast and at most as heavy (12
+    digits, :func:`_digits`; of exact ties a plan the search listed before stays, then the first in the
+    search's order). So these options are added only where they can win, on time or on memory, and the plans
+    listed before stay."""
+    new = (df["zero"].to_numpy() >= 2) & (df["pp"].to_numpy() > 1)
+    keep = np.ones(len(new), dtype=bool)
+    if not new.any() or len(new) < 2:
+        return keep
+    codes = [np.unique(df[c].to_numpy(), return_inverse=True)[1].reshape(-1)
+             for c in ("gpu", "tp", "cp", "pp", "micro_batch", "dp")]
+    group = np.ravel_multi_index(codes, [int(c.max()) + 1 for c in codes])
+    step, memory = (_digits(df[c].to_numpy()) for c in ("step_time_s", "memory_per_gpu_bytes"))
+    order = np.lexsort((new, memory, step, group))         # each group by speed, memory, the old plans first
+    mem_rank, distinct = _ranks(memory[order])
+    g = group[order]
+    lifted = mem_rank + (g.max() - g) * (distinct + 1)     # (as interleaving_winners)
+    before = np.concatenate(([np.iinfo(np.int64).max], np.minimum.accumulate(lifted)[:-1]))
+    keep[order[before <= lifted]] = False
+    return keep | ~new
+
+
 #: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` (the default, as before)
 #: keeps a plan whose point estimate ``days`` meets the deadline; ``"slow_end"`` one whose slow end of the 80%
 #: range, ``days_high``, does. Either way the frame's ``meets_deadline`` column says, per plan, ``"yes"``

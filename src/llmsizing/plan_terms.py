@@ -155,7 +155,9 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     (:func:`~llmsizing.plan_pricing._price`) per key ``(GPU index, tp, ZeRO stage, dp x cp)`` of ``keys``,
     without a pipeline: ``(seconds per byte of a call's traffic, bytes of a pass, latency of one call)``,
     each an array of a row per key and a column per slot (``slot_of``, the planner's
-    :func:`~llmsizing.plan_pricing._dp_slot`). Keys with ``dp x cp = 1`` send nothing.
+    :func:`~llmsizing.plan_pricing._dp_slot`). Keys with ``dp x cp = 1`` send nothing. A fifth entry, true,
+    is ZeRO-3 under a pipeline (:data:`~llmsizing.parallel.PIPELINED_FSDP`): the weights gathered once and
+    kept, the gradients reduce-scattered once per pass, a pass being one run of a chunk's backwards.
 
     :func:`~llmsizing.comm.communication`'s data-parallel rows without its call (issue 32: one per key was
     ~15% of a long-context search's pricing): the collectives of :func:`~llmsizing.comm.dp_schedule` once
@@ -169,13 +171,14 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     by_tp: dict = {}            # tp -> (its layout without dp, a GPU's parameters, the stage's layers)
     sched: dict = {}            # (tp, zero, dp x cp, per domain) -> [(slot, kind, bytes of a pass, calls)]
-    for k, (g_, t_, z_, d_) in enumerate(keys):
+    for k, (g_, t_, z_, d_, *kept) in enumerate(keys):
         if d_ <= 1:
             continue
+        kept = bool(kept and kept[0])           # ZeRO-3 under a pipeline (PIPELINED_FSDP): a pass is a run
         g = gpu_list[g_]
         gl = group_link(g, node_of[g.name], size=d_, stride=t_)
         p_ = _per(gl)
-        if (t_, z_, d_, p_) not in sched:
+        if (t_, z_, d_, p_, kept) not in sched:
             if t_ not in by_tp:
                 # (what communication reads of the layout but zero and dp: neither moves these)
                 par = kept_parallel(tp=t_, pp=1, sp=t_ > 1)
@@ -183,18 +186,18 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
             par, on_rank, layers = by_tp[t_]
             rows = []
             for name, kind, message, calls in dp_schedule(
-                    z_, on_rank, w_b, g_b, 1, par.reshard_after_forward, layers=layers, pipelined=False,
-                    grad_reduces=grad_reduces(par, 1), bucket_params=dp_bucket_params(d_)):
+                    z_, on_rank, w_b, g_b, 1, par.reshard_after_forward and not kept, layers=layers,
+                    pipelined=kept, grad_reduces=grad_reduces(par, 1), bucket_params=dp_bucket_params(d_)):
                 if calls == 0:
                     continue
                 if message * calls > MAX_MEANINGFUL:        # (communication's own error)
                     communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1,
                                   seq=seq, gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",))
                 rows.append((slot_of(name), kind, calls * (wire_factor(kind, d_, p_) * message), calls))
-            sched[t_, z_, d_, p_] = rows
+            sched[t_, z_, d_, p_, kept] = rows
         bw, alpha, across = gl.bandwidth_gbps, gl.alpha_s, gl.across
         tr, pb, lat = traffic[k], per_byte[k], latency[k]
-        for s, kind, n_bytes, calls in sched[t_, z_, d_, p_]:
+        for s, kind, n_bytes, calls in sched[t_, z_, d_, p_, kept]:
             tr[s] += n_bytes
             pb[s] = 1 / (bw * 1e9)
             lat[s] += calls * latency_steps(kind, d_, across) * alpha / calls

@@ -53,7 +53,8 @@ from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
 from .plan_rank import (DEADLINE_RULES, _digits, _lex_orders, _pareto, _ranks, _taken,  # noqa: F401
-                        deadline_rule_text, interleaving_winners, meets_deadline)
+                        deadline_rule_text, interleaving_winners, meets_deadline,
+                        pipelined_zero_winners)
 # the interleaved chunks a stage may take live with the candidates
 from .plan_candidates import MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, stage_chunk_options  # noqa: F401
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
@@ -99,10 +100,12 @@ def check_global_batch(global_batch) -> int:
 #: call, and the most plans that fit it prices: bounds that keep a call under about a second on the book's
 #: 2-core machine. The book's searches weigh at most about 300 layouts (Llama 3.1 405B). Pricing is vectorised
 #: (:func:`_price`, tens of microseconds a plan), so the plan bound is set by what the largest real search
-#: needs, not by the step-time model's speed. :data:`MAX_PLANS` counts the plans without interleaving, and
-#: twice as many are priced in all (issue 34: the interleaved ones, which :func:`plan` lists only where they
-#: can win): Llama 3.1 405B over the whole GPU catalogue prices about 21,300 plans at 8K tokens (13,200
-#: without interleaving) and about 41,600 at 128K (25,600; context parallelism multiplies the layouts). A
+#: needs, not by the step-time model's speed. :data:`MAX_PLANS` counts the plans without interleaving or
+#: ZeRO-2/3 under a pipeline, and twice as many are priced in all (issue 34: the interleaved ones, which
+#: :func:`plan` lists only where they can win): Llama 3.1 405B over the whole GPU catalogue prices about
+#: 21,300 plans at 8K tokens (13,200 plain) and about 41,600 at 128K (25,600; context parallelism multiplies
+#: the layouts). ``shard_under_pipeline=True`` doubles both bounds (its ZeRO-2/3 pipelines: 43,600 and 90,400
+#: plans). A
 #: model whose layer count has many divisors (pp), or a global batch with hundreds of divisors (dp: 55,440 has
 #: 120, and 33,000 plans of Llama 2 7B without interleaving fit on two GPU types), is refused with what to
 #: narrow instead of searched for seconds.
@@ -172,7 +175,7 @@ class NoPlanError(ValueError):
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention,
             stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
             cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False,
-            vps=(1,)):
+            vps=(1,), shard_pp=False):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -196,7 +199,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             except ValueError:
                 continue
             for zero in zeros:
-                if zero >= 2 and pp > 1:
+                if zero >= 2 and pp > 1 and (model.is_moe or not shard_pp):   # (PIPELINED_FSDP: opt-in)
                     continue
                 for ep in eps:                            # (1,) for a dense model
                     if model.is_moe:
@@ -211,11 +214,11 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                         layouts.append((tp, pp, zero, ep, v))
 
     # (a mixture of experts' ep degrees multiply the layouts, and are bounded by the divisors of its experts)
-    n_layouts = len({lay[:3] for lay in layouts})
-    if n_layouts * len(rcs) > MAX_LAYOUTS:
+    n_layouts, most_layouts = len({lay[:3] for lay in layouts}), MAX_LAYOUTS * (1 + shard_pp)
+    if n_layouts * len(rcs) > most_layouts:
         raise ValueError(
             f"plan() would weigh {n_layouts:,} layouts x {len(rcs)} recomputations of {model.name}, more "
-            f"than the {MAX_LAYOUTS:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} "
+            f"than the {most_layouts:,} it searches in one call: lower max_pp={max_pp} (its {model.layers:,} "
             "layers have many divisors), or give fewer zero_stages, recomputes or gpus_per_node")
 
     # a mixture of experts, ZeRO-0 or ZeRO-1 without a pipeline: A + B / ep in every piece
@@ -226,7 +229,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                                       limits=np.array([frac * g.memory_bytes for g in gpu_list]),
                                       global_batch=global_batch, max_gpus=max_gpus, micros=micros, cps=cps,
                                       rcs=rcs, partial=partial, expert_tp=expert_tp,
-                                      most=MAX_MOE_PLANS if model.is_moe else MAX_PLANS)
+                                      most=MAX_MOE_PLANS if model.is_moe else MAX_PLANS,
+                                      in_all=4 if shard_pp else 2)
     if cols is None:
         return None
     step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
@@ -247,7 +251,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     if model.is_moe:
         df.insert(df.columns.get_loc("pp") + 1, "ep", cols["ep"])
     df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
-    df["listed"] = interleaving_winners(df)        # (kept with the search: plan() reads it on every call)
+    # (kept with the search: plan() reads it on every call)
+    df["listed"] = interleaving_winners(df) & pipelined_zero_winners(df)
     return df
 
 
@@ -263,7 +268,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          explain: bool = True, optimizer_impl: str = "foreach", compute_efficiency: float | None = None,
          cp_degrees=None, cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
          ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
-         virtual_stages=VIRTUAL_STAGES, deadline_rule: str = "estimate"):
+         virtual_stages=VIRTUAL_STAGES, deadline_rule: str = "estimate",
+         shard_under_pipeline: bool = False):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest
     first.
@@ -281,8 +287,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     listed only where no plan of the same layout, GPU, micro-batch and ``dp`` is as fast and as light:
     :func:`~llmsizing.plan_rank.interleaving_winners`; partial recomputation counts layers per model chunk
     and is searched on even splits, for an autocast recipe without interleaving only; not for a mixture of
-    experts), ZeRO stages ``zero_stages`` (2 and 3
-    only without a pipeline), micro-batches ``micro_batches``
+    experts), ZeRO stages ``zero_stages`` (2 and 3 only without a pipeline, unless ``shard_under_pipeline``;
+    see below), micro-batches ``micro_batches``
     and, for each, ``dp`` such that ``global_batch = micro_batch x grad_accum x dp`` with whole numbers and
     ``grad_accum >= pp`` (fewer micro-batches than stages leave most of the pipeline idle), ``tp x pp x dp``
     at most ``max_gpus``; context parallelism ``cp`` among ``cp_degrees`` (default
@@ -349,6 +355,18 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     active parameters'. The frame then has an ``ep`` column (:data:`MOE_PLAN_COLUMNS`). A dense model refuses
     ``ep_degrees`` above 1 and ``expert_tp``.
 
+    ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a
+    pipeline for a dense model, ZeRO-3 as Meta ran Llama 3 405B
+    (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`: the weights gathered once per step and kept, a
+    chunk's gradients reduce-scattered once per run of its backwards), priced and weighed as
+    :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` price that layout,
+    and listed only where no plan of the same GPUs, micro-batch and ``dp`` is as fast and as light
+    (:func:`~llmsizing.plan_rank.pipelined_zero_winners`). It is off because it doubles the layouts searched
+    (and the search's time) for little: at the 90% memory line it gained 0.1 MFU point for Llama 3.1 405B on
+    16,384 H100s (0.314 to 0.315). Turn it on for memory-tight pipelines, where sharding the gradients or
+    weights is what lets a layout drop recomputation: with ``usable_fraction=0.99`` it finds Meta's 405B
+    layout (TP8 PP16 DP128, no recomputation). A mixture of experts is not searched this way.
+
     The search itself, everything but the token budget, the deadline and the budget, is kept for the last 32
     settings (:func:`_search`): asking again with another token budget costs milliseconds.
     """
@@ -369,6 +387,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         max_nodes = check_int("max_nodes", max_nodes)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
+    shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
     vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in
                                                            check_sequence("virtual_stages", virtual_stages,
                                                                           example="(1, 2, 4)")}))
@@ -444,6 +463,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     more = {"partial": True} if partial else {}      # (the search without it is called as before)
     if vps != (1,):
         more["vps"] = vps
+    if shard_pp:                                # (the default search is called as before: main's)
+        more["shard_pp"] = True
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
@@ -477,7 +498,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check "
                          "tokens, kernel_efficiency and prices")
     # (an interleaved plan another one beats is not listed)
-    keep = df["listed"].to_numpy().copy() if "listed" in df else interleaving_winners(df)
+    keep = (df["listed"].to_numpy().copy() if "listed" in df
+            else interleaving_winners(df) & pipelined_zero_winners(df))
     if deadline is not None:
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
         keep &= (days if deadline_rule == "estimate" else added["days_high"]) <= deadline
