@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from . import dense_arrays
+from .dense_arrays import prefetch as arrays_prefetch, prefetch_cp as arrays_prefetch_cp
 from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces
 from .moe import EpLayouts
@@ -156,8 +156,8 @@ class SearchMemory:
         (:class:`~llmsizing.moe.EpLayouts`; issue 35: ZeRO-1 with a pipeline took one or two calls per
         ``ep``), then :meth:`states`' own arithmetic on each layout's column, in its order: bit for bit the
         entries it would make."""
-        if dense_arrays.prefetch(self, keys, rc):       # a dense model's all on arrays (interleaved too), a
-            return                                      # MoE's per_micro (issue 35, dense35)
+        if arrays_prefetch(self, keys, rc):     # a dense model's all on arrays (interleaved too), a MoE's
+            return                              # per_micro (issue 35, dense35)
         recipe = RECIPES[self.kw.get("precision", "bf16-mixed")]
         if (recipe.autocast
                 or self.kw.get("optimizer_impl", "foreach") != "foreach"):
@@ -193,7 +193,7 @@ class SearchMemory:
 
     def prefetch_cp(self, keys, rc: str) -> None:
         """:meth:`per_micro` above ``cp = 1`` of ``keys`` (``(tp, pp, c, v)``) on arrays (dense_arrays)."""
-        dense_arrays.prefetch_cp(self, keys, rc)
+        arrays_prefetch_cp(self, keys, rc)
 
     def _dps(self, tp: int, zero: int, ep: int, kind: str) -> tuple:
         """The ``dp`` of the calls :meth:`states` makes for a layout of ``kind`` (:meth:`_kind`)."""
