@@ -58,9 +58,10 @@ from .plan_rank import (DEADLINE_RULES, _digits, _lex_orders, _pareto, _ranks, _
 # the interleaved chunks a stage may take live with the candidates
 from .plan_candidates import MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, stage_chunk_options  # noqa: F401
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
-from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups, moe_ep_coefficients,  # noqa: F401
-                           _least_recompute_layers, _memory_coefficients, _one_layer_coefficients,
-                           _partial_coefficients, _price, _total_bytes, pipeline_degrees, pipeline_split)
+from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups,  # noqa: F401
+                           moe_ep_coefficients, _least_recompute_layers, _memory_coefficients,
+                           _one_layer_coefficients, _partial_coefficients, _price,
+                           _total_bytes, pipeline_degrees, pipeline_split)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors, layout_range_group
 
