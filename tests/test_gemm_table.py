@@ -1,0 +1,96 @@
+"""The GEMM curve against a measured table (issue 34, "GEMM efficiency by shape"): XLA's default GEMM table
+for the H100 (OpenXLA ``matmul_interpolator_data.h``, key ``sm_90``, ``b = 1``, BF16), stored in
+data/gemm_efficiency.csv as ``kind == "grid"``. Every expected value below is worked out by hand from that
+table or from the other published figures named, not from the library's output.
+
+What the table says: a 256-row GEMM on the H100 is held back by having few output tiles for 132 SMs, not by
+HBM (at ``n = k = 4,096`` it moves about 228 FLOP/byte, near the ridge of 295, and reaches 0.42 of the peak),
+and the intensity curve prices it at 0.19: 2.3 times too slow, 1.7 times after the calibrated level (the
+curve's own 4,096^3 is 0.61 where the table says 0.79). Pricing every GEMM by the table instead was tried and
+lowered the out-of-source coverage (training with a layout 87.0% -> 84.8%, fine-tuning 80.0% -> 69.3%): small
+models' steps are slower than their GEMMs alone, so the curve's steep fall stands in for costs a layer pays
+besides its GEMMs. The test that the curve meets the table is therefore a strict xfail."""
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from llmsizing import kernels as K
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+H100_BF16_PEAK = 989.4            # TFLOP/s, dense (data/gpus.csv, NVIDIA's datasheet)
+SIZES = (256, 512, 1024, 2048, 4096)
+
+
+def _grid() -> dict:
+    with open(DATA / "gemm_efficiency.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["kind"] == "grid"]
+    return {(int(r["m"]), int(r["n"]), int(r["k"])): r for r in rows}
+
+
+def test_the_grid_holds_every_shape_once_with_its_source():
+    g = _grid()
+    assert len(g) == 125 and set(g) == {(m, n, k) for m in SIZES for n in SIZES for k in SIZES}
+    for r in g.values():
+        assert r["gpu"] == "H100 SXM" and r["dtype"] == "bf16" and r["source"].startswith("OpenXLA")
+        assert r["as_of"] and r["note"]
+    # no shape beats the best BF16 GEMM Bekman's search found on an H100 (794.5 TFLOP/s, a kind == "best" row)
+    assert max(float(r["tflops"]) for r in g.values()) == 780.2 < 794.5
+
+
+def test_the_grid_agrees_with_the_older_copy_of_the_table():
+    # the same table as vendored earlier in tensorflow/tensorflow (third_party/xla/xla/service/gpu/model/
+    # matmul_interpolator_data.h at 372d578b), measured again: TFLOP/s of b = 1 BF16 entries, copied by hand
+    older = {(2048, 2048, 2048): 632.0, (4096, 4096, 4096): 783.3, (1024, 2048, 2048): 524.3,
+             (256, 2048, 4096): 285.9, (256, 4096, 2048): 324.6, (512, 4096, 1024): 373.3,
+             (256, 1024, 4096): 172.3, (4096, 512, 1024): 370.8, (1024, 1024, 2048): 350.0,
+             (2048, 1024, 2048): 523.3, (512, 2048, 1024): 232.6, (1024, 512, 2048): 220.0,
+             (4096, 4096, 256): 392.2, (4096, 2048, 512): 447.0, (2048, 256, 1024): 135.8}
+    g = _grid()
+    for shape, tflops in older.items():
+        assert float(g[shape]["tflops"]) == pytest.approx(tflops, rel=0.08), shape
+
+
+def test_the_a100_squares_follow_the_h100_table_from_1024():
+    # NVIDIA's CUDA 11 figure for the A100 (kind == "curve" rows): 88, 195 and 258 of 312 TFLOP/s at 1024^3,
+    # 2048^3, 4096^3 = 0.282, 0.625, 0.827; the H100 table's diagonal: 252.8, 641.0, 780.2 of 989.4 = 0.256,
+    # 0.648, 0.789. Two GPUs three years apart lose about the same share to a square's size (within 12%)
+    a100 = {1024: 88 / 312, 2048: 195 / 312, 4096: 258 / 312}
+    g = _grid()
+    for s, share in a100.items():
+        assert share == pytest.approx(float(g[s, s, s]["tflops"]) / H100_BF16_PEAK, rel=0.12), s
+
+
+def test_the_curve_at_256_rows_by_hand():
+    # 256 x 4096 x 4096 in BF16: 2mnk / (2 (mk + kn + mn)) = 8,589,934,592 / 37,748,736 = 227.6 FLOP/byte over
+    # the H100's ridge 989.4 / 3.35 = 295.3: r = 0.7705, 1.10 r / (r + 3.75) = 0.1875. The table:
+    # 418.4 / 989.4 = 0.423. At 4096^3: 1,365.3 FLOP/byte, r = 4.623, 0.607; the table 780.2 / 989.4 = 0.789
+    assert K.gemm_efficiency("H100 SXM", 256, 4096, 4096) == pytest.approx(0.1875, abs=0.0005)
+    assert K.gemm_efficiency("H100 SXM", 4096, 4096, 4096) == pytest.approx(0.607, abs=0.001)
+    g = _grid()
+    small, big = (float(g[s]["tflops"]) / H100_BF16_PEAK for s in ((256, 4096, 4096), (4096, 4096, 4096)))
+    assert (small, big) == (pytest.approx(0.423, abs=0.001), pytest.approx(0.789, abs=0.001))
+    # what survives the calibrated level (kernel_efficiency scales every GEMM alike): the 256-row GEMM against
+    # the 4,096-row one, 0.536 measured, 0.309 on the curve
+    assert (small / big) / (0.1875 / 0.607) == pytest.approx(1.73, abs=0.02)
+
+
+def test_deepgemms_128_row_gemms_are_far_above_the_curve_too():
+    # the DeepGEMM rows already in data/ (H800 FP8): 128 x 7168 x 16384 at 645 of 1,979 TFLOP/s = 0.326. The
+    # curve: 1 byte an element, 2mnk / (mk + kn + mn) = 30,064,771,072 / 120,455,168 = 249.6 FLOP/byte over
+    # the FP8 ridge 1978.9 / 3.35 = 590.7: r = 0.4225, 1.10 r / (r + 3.75) = 0.111, a third of the measured
+    assert K.gemm_efficiency("H800", 128, 7168, 16384, "fp8") == pytest.approx(0.111, abs=0.001)
+    assert 645 / 1979 / 0.111 == pytest.approx(2.94, abs=0.02)
+
+
+@pytest.mark.xfail(strict=True, reason="the intensity curve prices 256-row and 512-row GEMMs 2.3x below "
+                                       "XLA's measured H100 table; pricing by the table lowered "
+                                       "out-of-source coverage (issue 34: training-layout 87.0% -> 84.8%, "
+                                       "fine-tuning 80.0% -> 69.3%), so the curve stays until a layer's "
+                                       "other costs are priced apart")
+def test_the_curve_meets_the_measured_table_at_few_rows():
+    g = _grid()
+    for shape in ((256, 4096, 4096), (512, 4096, 4096), (256, 2048, 4096)):
+        measured = float(g[shape]["tflops"]) / H100_BF16_PEAK
+        assert K.gemm_efficiency("H100 SXM", *shape) == pytest.approx(measured, rel=0.25), shape
