@@ -161,6 +161,24 @@ def test_published_rows_carry_source_and_as_of_and_the_r1_hours():
     assert r1["gpu_hours"] == 64 * 8 * 198          # 64 eight-GPU H800 nodes for about 198 hours
 
 
+
+def test_r1_zero_recipe_bounds_its_lengths():
+    """DeepSeek-R1 (Nature 2025), Methods: 16 responses to each of 32 questions per policy step; each rollout
+    writes 8,192 responses and trains on them in 16 mini-batches; 10,400 steps; responses capped at 32,768
+    tokens until step 8,200. By hand: 198 h x 3,600 / 10,400 = 68.5 s per policy step, x 16 = 1,096.6 s per
+    rollout. Chapter 19 says that at the cap the rollout's generation alone, even at the fast end of the serving
+    range, is longer than that; this fails when the serving model moves enough to make the sentence false."""
+    d = pd.read_csv(PUBLISHED_CSV)
+    r1 = d[d["run"].str.startswith("DeepSeek-R1-Zero")].iloc[0]
+    assert (r1["rollouts_per_step"], r1["response_max"], r1["checked"]) == (8192, 32768, "no")
+    per_rollout_s = 198 * 3600 / (10_400 / 16)
+    assert per_rollout_s == pytest.approx(1096.6, abs=0.05)
+    assert 198 * 3600 / 10_400 == pytest.approx(68.5, abs=0.05)
+    r = rl_run("deepseek-v3", gpu="H800", n_gpus=512, prompts_per_step=512, samples_per_prompt=16, prompt=512,
+               response=(4000, 32768), steps=1, gen_tp=32)
+    assert r.rollouts == 8192 and r.decode_steps == 32768          # the tail, not the mean, sets the steps
+    assert r.phases_low["generation"] > per_rollout_s
+
 def test_leave_one_source_out_factor_is_the_other_sources_median():
     d = rl_loso()
     for key, rows in d.groupby("source_key"):
