@@ -262,7 +262,8 @@ LOSS_BACKWARD_BYTES_PER_LOGIT = {"fused": 8.0, "hf": 8.0}
 
 
 #: One layer's backward working set, as a multiple of what that layer saved for backward (the gradients of
-#: its inputs and intermediate results coexist with the saved tensors they are computed from). Fitted to the
-#: start of the backward in ``data/step_measurements.csv``: 0.04 to 0.63 of a layer (more with eager
-#: attention and long sequences), so 0.5.
+#: its inputs and intermediate results coexist with the saved tensors they are computed from). Set from the
+#: start of the backward in ``data/step_measurements.csv``: single Hugging Face runs ask for 0.00 to 0.69 of a
+#: layer (median 0.05; more with eager attention and long sequences), the minimax over all of them is 0.395
+#: (:func:`~llmsizing.measurements.working_set_fit`), and 0.5 is kept as a cautious round-up (chapter 5).
 LAYER_WORKING_SET = 0.5

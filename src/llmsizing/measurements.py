@@ -267,6 +267,47 @@ def worst_step_errors(df=None, by=("stack", "mode", "attention", "recompute")):
 HELD_OUT_SPLITS = {"model": ("model_class", "Qwen2ForCausalLM"), "seq": ("seq", 512)}
 
 
+def _working_set_terms(df=None):
+    """The Hugging Face step rows with what the working-set fits need: one layer's saved bytes, the predicted
+    and measured backward phases, and the highest other predicted phase (shared by
+    :func:`held_out_step_errors` and :func:`working_set_fit`)."""
+    import numpy as np
+
+    from .activations import layer_terms
+    from .precision import RECIPES
+
+    df = compare_steps(df if df is not None else load_steps()[lambda d: d["stack"] == "hf"])
+    layer = []
+    for _, r in df.iterrows():
+        recipe = RECIPES[STEP_RECIPES[r["mode"]]]
+        layer.append(sum(layer_terms(step_model(r), batch=int(r["batch"]), seq=int(r["seq"]),
+                                     dtype="bf16" if recipe.autocast else recipe.weights,
+                                     attention=_ATTENTION[r["attention"]], stack="hf",
+                                     autocast=recipe.autocast).values()))
+    other = df[[f"predicted_{k.replace(' ', '_')}_bytes" for k in STEP_PHASE_COLUMNS
+                if k != "backward"]].max(axis=1)
+    return (df, np.array(layer), df["predicted_backward_bytes"].to_numpy(),
+            df["measured_backward_bytes"].to_numpy(), other.to_numpy())
+
+
+#: The working sets a refit tries: 0 to 1 layer in steps of 0.005.
+WORKING_SET_GRID_STEPS = 200
+
+
+def _minimax_working_set(layer, bwd_pred, bwd_meas):
+    """The grid value of the working set whose largest backward-phase error (in size) over the rows is
+    smallest, and that error. The prediction moves by ``(w - LAYER_WORKING_SET) x`` one layer's saved
+    bytes."""
+    import numpy as np
+
+    from .memory import LAYER_WORKING_SET
+
+    grid = np.linspace(0.0, 1.0, WORKING_SET_GRID_STEPS + 1)
+    errs = (bwd_pred[None, :] + (grid[:, None] - LAYER_WORKING_SET) * layer[None, :]) / bwd_meas[None, :] - 1
+    worst = np.abs(errs).max(axis=1)
+    return float(grid[worst.argmin()]), float(worst.min())
+
+
 def held_out_step_errors(split: str = "model", df=None):
     """The Hugging Face model's errors on configurations its fitted constant never saw (issue 26).
 
@@ -283,31 +324,16 @@ def held_out_step_errors(split: str = "model", df=None):
     import numpy as np
     import pandas as pd
 
-    from .activations import layer_terms
     from .memory import LAYER_WORKING_SET
-    from .precision import RECIPES
 
     if split not in HELD_OUT_SPLITS:
         raise ValueError(f"split must be one of {sorted(HELD_OUT_SPLITS)}, got {split!r}")
     col, value = HELD_OUT_SPLITS[split]
-    df = compare_steps(df if df is not None else load_steps()[lambda d: d["stack"] == "hf"])
-    layer = []
-    for _, r in df.iterrows():
-        recipe = RECIPES[STEP_RECIPES[r["mode"]]]
-        layer.append(sum(layer_terms(step_model(r), batch=int(r["batch"]), seq=int(r["seq"]),
-                                     dtype="bf16" if recipe.autocast else recipe.weights,
-                                     attention=_ATTENTION[r["attention"]], stack="hf",
-                                     autocast=recipe.autocast).values()))
-    layer = np.array(layer)
+    df, layer, bwd_pred, bwd_meas, other = _working_set_terms(df)
     held = (df[col] == value).to_numpy()
-    bwd_pred, bwd_meas = df["predicted_backward_bytes"].to_numpy(), df["measured_backward_bytes"].to_numpy()
-    other = df[[f"predicted_{k.replace(' ', '_')}_bytes" for k in STEP_PHASE_COLUMNS
-                if k != "backward"]].max(axis=1)
-    grid = np.linspace(0.0, 1.0, 201)
-    errs = (bwd_pred[None, :] + (grid[:, None] - LAYER_WORKING_SET) * layer[None, :]) / bwd_meas[None, :] - 1
-    w = float(grid[np.abs(errs[:, ~held]).max(axis=1).argmin()])
+    w, _ = _minimax_working_set(layer[~held], bwd_pred[~held], bwd_meas[~held])
     bwd = bwd_pred + (w - LAYER_WORKING_SET) * layer
-    peak_err = np.maximum(bwd, other.to_numpy()) / df["peak_bytes"].to_numpy() - 1
+    peak_err = np.maximum(bwd, other) / df["peak_bytes"].to_numpy() - 1
     bwd_err = bwd / bwd_meas - 1
     rows = []
     for part, mask in (("fit", ~held), ("held out", held)):
@@ -315,6 +341,30 @@ def held_out_step_errors(split: str = "model", df=None):
                      "worst_backward_error": bwd_err[mask][np.abs(bwd_err[mask]).argmax()],
                      "worst_peak_error": peak_err[mask][np.abs(peak_err[mask]).argmax()]})
     return pd.DataFrame(rows).set_index("part")
+
+
+def working_set_fit(df=None) -> dict:
+    """:data:`~llmsizing.memory.LAYER_WORKING_SET` against every Hugging Face row of
+    ``data/step_measurements.csv`` (issue 38, chapter 5): the library takes half a layer; this says what the
+    rows themselves ask for.
+
+    Returns a dict: ``configs``; ``working_set``, the minimax refit on all rows (the grid of
+    :func:`held_out_step_errors`) and ``worst_backward_error`` there (in size);
+    ``library_worst_backward_error``, the same at the library's value; and ``per_row_min``,
+    ``per_row_median``, ``per_row_max``: the working set that makes one row's backward phase exact,
+    ``LAYER_WORKING_SET + (measured - predicted) / layer``."""
+    import numpy as np
+
+    from .memory import LAYER_WORKING_SET
+
+    df, layer, bwd_pred, bwd_meas, _ = _working_set_terms(df)
+    w, worst = _minimax_working_set(layer, bwd_pred, bwd_meas)
+    per_row = LAYER_WORKING_SET + (bwd_meas - bwd_pred) / layer
+    return {"configs": len(df), "working_set": w, "worst_backward_error": worst,
+            "library_worst_backward_error": float(np.abs(bwd_pred / bwd_meas - 1).max()),
+            "per_row_min": float(per_row.min()), "per_row_median": float(np.median(per_row)),
+            "per_row_max": float(per_row.max())}
+
 
 # ============================================================================= context parallelism (issue 23)
 #: Written by ``tools/measure_memory.py cp``: a small HF ``LlamaForCausalLM`` (fp32; 4 layers, hidden 256, 8
