@@ -214,3 +214,25 @@ def test_finetune_step_takes_the_larger_of_work_and_launches(page):
         L = get_model("llama-3-8b").layers
         hand = max(r.compute_s + r.dequant_s, 8 * L * LAYER_OVERHEAD_S) + r.exposed_comm_s
         assert r.step_s == pytest.approx(hand, rel=1e-12), seq
+
+
+def test_speculative_itl_pays_the_step_overhead(page):
+    r"""ITL $= (k (t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens, tokens
+    $(1 - \rho^{k+1})/(1 - \rho)$; at $t_0 = 0$, memory-bound, Leviathan et al.'s Theorem 3.8 with kappa the draft step over the target's."""
+    from llmsizing.speculative import speculative_decoding
+
+    assert (r"ITL = $(k\,(t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens" in page
+            and r"$(1 - \rho^{k+1}) / ((1 - \rho)(k \kappa + 1))$" in page)
+    for k, rho in ((4, 0.8), (2, 0.6), (6, 0.9)):
+        tokens = (1 - rho ** (k + 1)) / (1 - rho)
+        s = speculative_decoding("llama-3-70b", "llama-3-8b", "H100 SXM", k=k, acceptance=rho)
+        assert s.step_overhead_s > 0                              # vLLM's fitted overhead by default
+        hand = (k * (s.draft_step_s + s.step_overhead_s) + s.verify_step_s + s.step_overhead_s) / tokens
+        assert s.itl_s == pytest.approx(hand, rel=1e-12)
+        assert s.speedup == pytest.approx((s.target_step_s + s.step_overhead_s) / hand, rel=1e-12)
+        z = speculative_decoding("llama-3-70b", "llama-3-8b", "H100 SXM", k=k, acceptance=rho,
+                                 step_overhead_s=0)
+        assert z.verify_bound == "memory"
+        kappa = z.draft_step_s / z.target_step_s
+        assert z.speedup == pytest.approx(tokens / (k * kappa + 1), rel=1e-12)
+        assert s.speedup < z.speedup                              # "t_0 ... lowers it"
