@@ -218,7 +218,8 @@ def test_finetune_step_takes_the_larger_of_work_and_launches(page):
 
 def test_speculative_itl_pays_the_step_overhead(page):
     r"""ITL $= (k (t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens, tokens
-    $(1 - \rho^{k+1})/(1 - \rho)$; at $t_0 = 0$, memory-bound, Leviathan et al.'s Theorem 3.8 with kappa the draft step over the target's."""
+    $(1 - \rho^{k+1})/(1 - \rho)$; at $t_0 = 0$, memory-bound, Leviathan et al.'s Theorem 3.8 with kappa the
+    draft step over the target's."""
     from llmsizing.speculative import speculative_decoding
 
     assert (r"ITL = $(k\,(t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens" in page
