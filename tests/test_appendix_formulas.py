@@ -237,3 +237,20 @@ def test_speculative_itl_pays_the_step_overhead(page):
         kappa = z.draft_step_s / z.target_step_s
         assert z.speedup == pytest.approx(tokens / (k * kappa + 1), rel=1e-12)
         assert s.speedup < z.speedup                              # "t_0 ... lowers it"
+
+
+def test_replicas_for_a_load(page):
+    r"""Little's law: $\lambda = U/(R + t_\text{think})$ and $\max(\lceil \lambda R / b \rceil, \lceil \lambda
+    t_\text{cycle} / b \rceil)$ replicas, R a request's TTFT plus output x ITL, t_cycle a batch's prefill and
+    decode steps back to back."""
+    from llmsizing.serve import replicas_for
+
+    assert r"$\max(\lceil \lambda R / b \rceil,\ \lceil \lambda\, t_\text{cycle} / b \rceil)$" in page
+    for users, think in ((200, 0.0), (1000, 10.0), (50, 5.0)):
+        p = replicas_for("llama-3-8b", "H100 SXM", users=users, think_s=think)
+        s = p.serving
+        r = s.ttft_s + 256 * s.itl_s                       # the default 256 output tokens
+        cycle = s.batch_prefill_s + 256 * s.decode_step_s
+        lam = users / (r + think)
+        in_flight, completed = lam * r / s.batch, lam * cycle / s.batch
+        assert p.replicas == max(1, math.ceil(in_flight - 1e-9), math.ceil(completed - 1e-9)), users
