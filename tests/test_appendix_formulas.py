@@ -254,3 +254,27 @@ def test_replicas_for_a_load(page):
         lam = users / (r + think)
         in_flight, completed = lam * r / s.batch, lam * cycle / s.batch
         assert p.replicas == max(1, math.ceil(in_flight - 1e-9), math.ceil(completed - 1e-9)), users
+
+
+def test_tensor_parallel_collectives(page):
+    """Per layer and micro-batch: 2 all-reduces of b s h forward and 2 backward; with SP 2 all-gathers and 2
+    reduce-scatters forward, 4 all-gathers (2 conjugates, 2 re-gathers) and 2 reduce-scatters backward; full
+    recomputation repeats the forward's."""
+    from llmsizing import Parallel
+    from llmsizing.comm import communication
+
+    assert "two more all-gathers per layer" in page
+    m = get_model("llama-3-8b")
+    b, s, mb = 2, 4096, 3
+    act = 2 * b * s * m.hidden
+    for sp, rc, want in ((False, "none", {"all-reduce": 4}), (False, "full", {"all-reduce": 6}),
+                         (True, "none", {"all-gather": 6, "reduce-scatter": 4}),
+                         (True, "full", {"all-gather": 8, "reduce-scatter": 6})):
+        c = communication(m, Parallel(tp=8, sp=sp), gpu="H100 SXM", batch=b, seq=s, grad_accum=mb,
+                          recompute=rc)
+        tp = [x for x in c.collectives if x.group == "tp"]
+        assert {x.collective.split(" (")[0].split()[-1] for x in tp} == set(want), [x.collective for x in tp]
+        for kind, per_layer in want.items():
+            rows = [x for x in tp if kind in x.collective]
+            assert sum(x.calls for x in rows) == per_layer * m.layers * mb, (sp, rc, kind)
+            assert all(x.message_bytes == act for x in rows)
