@@ -144,3 +144,137 @@ def test_muon_and_8bit_adamw(page):
                                                                                      rel=1e-12), name
         assert model_states(name, optimizer="adamw-8bit").bytes_per_param == pytest.approx(8 + 2 * (1 + 4 / 256),
                                                                                            rel=1e-12), name
+
+
+# ---------------------------------------------------------------- session 18's entries, read again (read90)
+def test_hierarchical_wire_count(page):
+    r"""Across $n_\text{node}$ nodes with $n_\text{local}$ GPUs in each, the network carries the ring count
+    over the nodes, $2(n_\text{node}-1)/n_\text{node}$ of $S$ per node for an all-reduce; a flat ring,
+    $2(n-1)/n$."""
+    from llmsizing.network import ring_bytes, wire_factor
+
+    assert r"each node sends $2\frac{n_\text{node}-1}{n_\text{node}}S$" in page
+    assert r"$2\frac{n_\text{local}-1}{n_\text{local}}S$" in page
+    for n, local in ((16, 8), (32, 8), (64, 8), (16, 4)):
+        nodes = n // local
+        assert wire_factor("all-reduce", n, local) == pytest.approx(2 * (nodes - 1) / nodes, rel=1e-12)
+        assert wire_factor("all-gather", n, local) == pytest.approx((nodes - 1) / nodes, rel=1e-12)
+        assert wire_factor("all-reduce", n) == pytest.approx(2 * (n - 1) / n, rel=1e-12)
+    assert wire_factor("all-reduce", 16, 8) == 1.0              # two nodes: each byte once over the network
+    assert ring_bytes("all-reduce", 1e9, 16) == pytest.approx(1.875e9, rel=1e-12)
+    assert wire_factor("all-reduce", 8, 8) == 0.0               # nothing leaves the node
+
+
+def test_interleaved_bubble_and_pipelined_zero3_reduces(page):
+    """(p-1)/(v m) for the interleaved schedule; ZeRO-3 under a pipeline reduce-scatters a chunk's gradients
+    once per run of its backwards: Megatron-LM's interleaved order runs each chunk's backward for p
+    micro-batches in a row, so m/p runs; plain 1F1B one run."""
+    from llmsizing.parallel import pipeline_bubble
+    from llmsizing.pipeline_schedule import PIPELINED_FSDP, grad_reduce_runs, pipelined_zero_fields
+
+    assert r"interleaved with $v$ virtual stages $(p-1)/(v\,m)$" in page
+    assert "so $m/p$ times per step under the interleaved schedule" in page
+    for p, m, v in ((4, 8, 2), (8, 16, 4), (16, 32, 2)):
+        assert pipeline_bubble(p, m, v) == pytest.approx((p - 1) / (v * m), rel=1e-12)
+        assert grad_reduce_runs(p, m, v) == m // p
+        assert grad_reduce_runs(p, m, 1) == 1
+    assert PIPELINED_FSDP["reshard_after_forward"] is False       # "gathers its weights once ... keeps them"
+    assert pipelined_zero_fields(3, 4) == PIPELINED_FSDP and pipelined_zero_fields(3, 1) == {}
+
+
+def test_qlora_dequantisation(page):
+    r"""$n_\text{deq} L N_\text{block} (B_\text{nf4} + 2) / (\phi_\text{deq} \text{BW}_\text{mem})$ per
+    micro-batch: Llama-2-7B's block matrices are 4 h^2 (attention) + 3 h f (gated MLP) per layer, nf4 with
+    double quantisation 4 + 8/64 + 32/(64*256) bits."""
+    from llmsizing.finetune_time import DEQUANT_BANDWIDTH_FRACTION, finetune_time
+
+    assert (r"$n_\text{deq}\,L\,N_\text{block}(B_\text{nf4} + 2) / (\phi_\text{deq}\,\text{BW}_\text{mem})$"
+            in page)
+    c = cfg("llama-2-7b")
+    h, f, L = c["h"], c["f"], c["L"]
+    n_block = L * (4 * h * h + 3 * h * f)
+    b_nf4 = (4 + 8 / 64 + 32 / (64 * 256)) / 8
+    gpu = get_gpu("A100 40GB")
+    for recompute, passes in (("none", 2), ("full", 3)):
+        hand = passes * n_block * (b_nf4 + 2) / (gpu.memory_bandwidth_gbps * 1e9 * DEQUANT_BANDWIDTH_FRACTION)
+        got = finetune_time("llama-2-7b", gpu=gpu, tokens=1e6, method="qlora", seq=512, batch=1, grad_accum=4,
+                            recompute=recompute)
+        assert got.dequant_s == pytest.approx(4 * hand, rel=1e-9), recompute
+    assert 4 * hand > 0.1                           # a few hundred ms a micro-batch: not a rounding error
+
+
+def test_finetune_step_takes_the_larger_of_work_and_launches(page):
+    r"""step $= m\,\max(t_\text{compute} + t_\text{deq},\ L\,t_\text{layer})$ + exposed communication."""
+    from llmsizing.finetune_time import LAYER_OVERHEAD_S, finetune_time
+
+    assert (r"step $=$ $m\,\max(t_\text{compute} + t_\text{deq},\ L\,t_\text{layer})$ + exposed communication"
+            in page)
+    for seq in (128, 4096):
+        r = finetune_time("llama-3-8b", gpu="H100 SXM", tokens=1e6, method="lora", seq=seq, grad_accum=8)
+        L = get_model("llama-3-8b").layers
+        hand = max(r.compute_s + r.dequant_s, 8 * L * LAYER_OVERHEAD_S) + r.exposed_comm_s
+        assert r.step_s == pytest.approx(hand, rel=1e-12), seq
+
+
+def test_speculative_itl_pays_the_step_overhead(page):
+    r"""ITL $= (k (t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens, tokens
+    $(1 - \rho^{k+1})/(1 - \rho)$; at $t_0 = 0$, memory-bound, Leviathan et al.'s Theorem 3.8 with kappa the
+    draft step over the target's."""
+    from llmsizing.speculative import speculative_decoding
+
+    assert (r"ITL = $(k\,(t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens" in page
+            and r"$(1 - \rho^{k+1}) / ((1 - \rho)(k \kappa + 1))$" in page)
+    for k, rho in ((4, 0.8), (2, 0.6), (6, 0.9)):
+        tokens = (1 - rho ** (k + 1)) / (1 - rho)
+        s = speculative_decoding("llama-3-70b", "llama-3-8b", "H100 SXM", k=k, acceptance=rho)
+        assert s.step_overhead_s > 0                              # vLLM's fitted overhead by default
+        hand = (k * (s.draft_step_s + s.step_overhead_s) + s.verify_step_s + s.step_overhead_s) / tokens
+        assert s.itl_s == pytest.approx(hand, rel=1e-12)
+        assert s.speedup == pytest.approx((s.target_step_s + s.step_overhead_s) / hand, rel=1e-12)
+        z = speculative_decoding("llama-3-70b", "llama-3-8b", "H100 SXM", k=k, acceptance=rho,
+                                 step_overhead_s=0)
+        assert z.verify_bound == "memory"
+        kappa = z.draft_step_s / z.target_step_s
+        assert z.speedup == pytest.approx(tokens / (k * kappa + 1), rel=1e-12)
+        assert s.speedup < z.speedup                              # "t_0 ... lowers it"
+
+
+def test_replicas_for_a_load(page):
+    r"""Little's law: $\lambda = U/(R + t_\text{think})$ and $\max(\lceil \lambda R / b \rceil, \lceil \lambda
+    t_\text{cycle} / b \rceil)$ replicas, R a request's TTFT plus output x ITL, t_cycle a batch's prefill and
+    decode steps back to back."""
+    from llmsizing.serve import replicas_for
+
+    assert r"$\max(\lceil \lambda R / b \rceil,\ \lceil \lambda\, t_\text{cycle} / b \rceil)$" in page
+    for users, think in ((200, 0.0), (1000, 10.0), (50, 5.0)):
+        p = replicas_for("llama-3-8b", "H100 SXM", users=users, think_s=think)
+        s = p.serving
+        r = s.ttft_s + 256 * s.itl_s                       # the default 256 output tokens
+        cycle = s.batch_prefill_s + 256 * s.decode_step_s
+        lam = users / (r + think)
+        in_flight, completed = lam * r / s.batch, lam * cycle / s.batch
+        assert p.replicas == max(1, math.ceil(in_flight - 1e-9), math.ceil(completed - 1e-9)), users
+
+
+def test_tensor_parallel_collectives(page):
+    """Per layer and micro-batch: 2 all-reduces of b s h forward and 2 backward; with SP 2 all-gathers and 2
+    reduce-scatters forward, 4 all-gathers (2 conjugates, 2 re-gathers) and 2 reduce-scatters backward; full
+    recomputation repeats the forward's."""
+    from llmsizing import Parallel
+    from llmsizing.comm import communication
+
+    assert "two more all-gathers per layer" in page
+    m = get_model("llama-3-8b")
+    b, s, mb = 2, 4096, 3
+    act = 2 * b * s * m.hidden
+    for sp, rc, want in ((False, "none", {"all-reduce": 4}), (False, "full", {"all-reduce": 6}),
+                         (True, "none", {"all-gather": 6, "reduce-scatter": 4}),
+                         (True, "full", {"all-gather": 8, "reduce-scatter": 6})):
+        c = communication(m, Parallel(tp=8, sp=sp), gpu="H100 SXM", batch=b, seq=s, grad_accum=mb,
+                          recompute=rc)
+        tp = [x for x in c.collectives if x.group == "tp"]
+        assert {x.collective.split(" (")[0].split()[-1] for x in tp} == set(want), [x.collective for x in tp]
+        for kind, per_layer in want.items():
+            rows = [x for x in tp if kind in x.collective]
+            assert sum(x.calls for x in rows) == per_layer * m.layers * mb, (sp, rc, kind)
+            assert all(x.message_bytes == act for x in rows)

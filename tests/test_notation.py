@@ -257,9 +257,31 @@ CLASHES = [
     (re.compile(r"(?<![A-Za-z\\_{])P\s*G"), re.compile(r"prompts", re.I), "P as prompts: P is peak FLOP/s (n_prompt)"),
     (re.compile(r"(?<![A-Za-z\\_{])L_□|\\bar\s*L"), re.compile(r"response", re.I),
      "L as a response length: L is layers (s_max, bar s_resp)"),
+    # round 4 (read90): a hierarchical collective's nodes and GPUs per node took m, k and n
+    (re.compile(r"(?<![A-Za-z\\_{])m(?![A-Za-z_])"), re.compile(r"\$m\$ nodes"),
+     "m as nodes: m is micro-batches per step (n_node)"),
+    (re.compile(r"(?<![A-Za-z\\_{])k(?![A-Za-z_])"),
+     re.compile(r"\$k\$ (?:of its )?GPUs (?:per|in a) node|\$k\$ GPUs per node|GPUs per node, \$"
+                r"|NICs' worth"),
+     "k as GPUs per node: k is experts per token (n_local)"),
+    (re.compile(r"(?<![A-Za-z\\_{])n(?![A-Za-z_])"), re.compile(r"\$n\$ nodes"),
+     "n as nodes: n is GPUs (n_node)"),
+    (re.compile(r"(?<![A-Za-z\\_{])M(?![A-Za-z_])"),
+     re.compile(r"at most \$M(?: = \d+)?\$ nodes|\(k, M, n\)"),
+     "M as a node limit: M is a memory in bytes"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
+#: Clashes found in round 4 (read90) in chapters that other helpers own this session: they wait for those
+#: chapters' authors (the appendix already writes n_node and n_local). Remove a chapter once it is fixed.
+CLASH_PENDING = {
+    "m as nodes: m is micro-batches per step (n_node)": {"06_hardware.ipynb", "07_data_parallelism.ipynb",
+                                                         "09_measure_the_split.ipynb"},
+    "k as GPUs per node: k is experts per token (n_local)": {"06_hardware.ipynb",
+                                                             "07_data_parallelism.ipynb"},
+    "n as nodes: n is GPUs (n_node)": {"18_mixture_of_experts.ipynb"},
+    "M as a node limit: M is a memory in bytes": {"18_mixture_of_experts.ipynb"},
+}
 #: Chapter 15 is being rewritten (issue 38's serving half); its speculative-decoding symbols ($a$ for the
 #: acceptance rate, $c$ for the time ratio) wait for that rewrite. Listed here so that the wait is visible.
 PENDING: set = set()
@@ -274,7 +296,8 @@ def clash_problems(md: str, chapter: str) -> list[str]:
         near = text[max(0, m.start() - 120):m.end() + 60]
         for shape, words, why in CLASHES:
             where = tex if why.startswith("b as bytes") else near      # bytes named in the formula itself
-            if shape.search(sym) and words.search(where) and chapter not in CLASH_LOCAL.get(why, ()):
+            waived = CLASH_LOCAL.get(why, set()) | CLASH_PENDING.get(why, set())
+            if shape.search(sym) and words.search(where) and chapter not in waived:
                 out.append(f"{why}: ${tex.strip()[:70]}$")
     return out
 
@@ -296,6 +319,11 @@ CLASHED = [
     ("samples $G$ responses to each of $P$ prompts: $P G$ rollouts", "P as prompts"),
     ("the step waits for the longest response $L_\\text{max}$", "L as a response"),
     ("$P G (p + \\bar L)$ tokens of the responses", "L as a response"),
+    ("each of its $m$ nodes sends $2\\frac{m-1}{m}$ times the gradients", "m as nodes"),
+    ("moves $2\\frac{k-1}{k}S$ per GPU over NVLink for $k$ GPUs per node", "k as GPUs per node"),
+    ("a group with $k$ of its GPUs in a node gets $k$ NICs' worth of bandwidth", "k as GPUs per node"),
+    ("With $n$ nodes the network then carries $(n-1)/n$ of it", "n as nodes"),
+    ("(DeepSeek-V3, $k = 8$, at most $M = 4$ nodes)", "M as a node limit"),
 ]
 
 
