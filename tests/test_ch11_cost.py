@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from llmsizing import charts, cost, get_model
 from llmsizing.flops import training_flops_per_token
+from llmsizing.planner import plan
 from llmsizing.time_cost import cost_by_gpu, training_time
 
 H100_PEAK, B200_PEAK = 989.4e12, 2250e12         # data/gpus.csv, dense BF16 (datasheets)
@@ -106,6 +107,20 @@ def test_cost_vs_gpus_arithmetic():
     assert df["days"].is_monotonic_decreasing and df["cost_usd"].is_monotonic_increasing
     assert df["mfu"].is_monotonic_decreasing
     assert df["mfu"].iloc[0] <= 0.5                                              # compute at 50% of the peak
+
+
+def test_cost_vs_gpus_carries_the_layout_range():
+    # each row is a step-model prediction from a layout, so its 80% range is the one data/intervals.csv states
+    # for an MFU predicted from a layout (area training-layout, bf16: 0.8164 to 1.2411 of the MFU, as the
+    # planner reports), not the range of an MFU predicted from a run's inputs (0.7178 to 1.4409 on Hopper).
+    # Days and dollars go the other way: a low MFU means more days, so low = days / 1.2411, high = days / 0.8164
+    df = cost.cost_vs_gpus("llama-3-70b", tokens=1e12, gpu="H100 SXM", seq=8192, global_batch=512, tp=8, pp=4)
+    assert (df["days_low"] / df["days"]).to_numpy() == pytest.approx(1 / 1.2411, rel=1e-4)
+    assert (df["days_high"] / df["days"]).to_numpy() == pytest.approx(1 / 0.8164, rel=1e-4)
+    assert (df["cost_usd_high"] / df["cost_usd"]).to_numpy() == pytest.approx(1 / 0.8164, rel=1e-4)
+    # the planner's range for the same job is the same multiple (chapter 11 quotes both side by side)
+    best = plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=512).iloc[0]
+    assert best["cost_usd_high"] / best["cost_usd"] == pytest.approx(1 / 0.8164, rel=1e-4)
 
 
 def test_cost_vs_gpus_refuses_a_dp_beyond_the_global_batch():

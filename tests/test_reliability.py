@@ -7,8 +7,8 @@ import math
 import pytest
 
 from llmsizing import training_time
-from llmsizing.reliability import (checkpoint_bytes, checkpoint_write_s, failure_rate_per_gpu_day, goodput,
-                                   interruption_causes, interruption_logs, interruptions,
+from llmsizing.reliability import (Goodput, checkpoint_bytes, checkpoint_write_s, failure_rate_per_gpu_day,
+                                   goodput, interruption_causes, interruption_logs, interruptions,
                                    optimal_checkpoint_interval_s)
 
 
@@ -80,6 +80,20 @@ def test_goodput_by_hand():
     for minutes in (best.interval_s / 60 * 0.5, best.interval_s / 60 * 2):
         assert goodput("llama-3-70b", n_gpus=1024, restart_min=10, write_s=60, interval_min=minutes).goodput \
             < best.goodput
+
+
+def test_goodput_exponential_by_hand():
+    # Daly (2006), complete model: goodput = tau / (M e^(R/M) (e^((tau + delta)/M) - 1)).
+    # M = 1,000 s, tau = 100 s, delta = 10 s: e^0.11 - 1 = 0.116278; no restart: 100 / 116.278 = 0.86001,
+    # against first order (1 - 55/1000) / 1.1 = 0.85909; a 100 s restart multiplies by e^0.1 = 1.105171:
+    # 100 / 128.507 = 0.77817, against first order (1 - 155/1000) / 1.1 = 0.76818
+    for restart_s, want, first in ((0.0, 0.86001, 0.85909), (100.0, 0.77817, 0.76818)):
+        g = Goodput(first, 1, 1000.0, 10.0, 100.0, restart_s, 1.0)
+        assert g.goodput_exponential == pytest.approx(want, abs=2e-5)
+        assert (1 - (restart_s + 55) / 1000) / 1.1 == pytest.approx(first, abs=2e-5)
+    # where M is long against R and tau the two agree: Llama 3's run at 2 TB/s differs in the 3rd decimal
+    g = goodput("llama-3.1-405b", n_gpus=16384, restart_min=10, storage_gb_per_s=2000)
+    assert g.goodput_exponential == pytest.approx(g.goodput, abs=0.01)
 
 
 def test_llama3_goodput_is_near_its_published_effective_training_time():

@@ -27,9 +27,10 @@ from ._validate import check_choice, check_fraction, check_int, check_number, ch
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import dense_tflops
+from .mfu import layout_range_factors
 from .model import Model
 from .parallel import Parallel
-from .time_cost import mfu_range_factors, training_time
+from .time_cost import training_time
 
 SEED_COST_TABLES_CSV = Path(__file__).resolve().parents[2] / "data" / "seed000_cost_tables.csv"
 
@@ -155,9 +156,10 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     step shrinks while the bubble (a fixed number of micro-batch slots) and the gradient all-reduce do not, so
     the MFU falls and the same job costs more. ``dp`` stops at ``global_batch / micro_batch``: the global
     batch caps data parallelism. ``dps`` defaults to the powers of two that divide it. Memory is not checked
-    here (the planner does that). Days and cost carry the GPU generation's calibrated range
-    (:func:`~llmsizing.time_cost.mfu_range_factors`), as the planner's do; ``price_kind`` says what the price
-    is (an ``"estimate"`` is not a list price). Chapter 11.
+    here (the planner does that). Days and cost carry the 80% range of an MFU predicted from a layout
+    (:func:`~llmsizing.mfu.layout_range_factors`), as the planner's do: each row is a step-model prediction,
+    not an MFU predicted from a run's inputs; ``price_kind`` says what the price is (an ``"estimate"`` is not
+    a list price). Chapter 11.
 
     A mixture of experts may split its routed experts over ``ep`` GPUs (a divisor of its experts; default 1):
     each ``dp`` is then a multiple of what ``ep`` needs (:func:`llmsizing.moe_layouts.dp_unit`), the step
@@ -207,7 +209,7 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     per_step_flops = training_flops_per_token(model, seq=seq) * gb * seq
     steps = tokens / (gb * seq)
     peak = dense_tflops(g) * 1e12
-    low, high = mfu_range_factors(g)
+    low, high = layout_range_factors(g)
     rows = []
     for d in dps:
         par = Parallel(tp=tp, pp=pp, dp=d, zero=zero if d > 1 else 0, sp=tp > 1,

@@ -24,7 +24,8 @@ section "Interruptions and goodput").
 
 **Where this is an approximation.** Interruptions are taken as a Poisson process at a constant rate per GPU
 (real failures cluster early in a cluster's life and around bad hosts); the restart time ``R`` has no
-published value for these runs and is yours to give; the model ignores interruptions during a restart. Llama 3
+published value for these runs and is yours to give; the first-order model ignores interruptions during a
+restart or a redo (:attr:`Goodput.goodput_exponential` counts them, Daly 2006's complete model). Llama 3
 reports "higher than 90% effective training time" for its snapshot, the one published goodput to compare with.
 """
 
@@ -176,6 +177,14 @@ class Goodput:
     def interruption_share(self) -> float:
         """The share of wall time lost to interruptions (restarts and work redone)."""
         return self.lost_per_interruption_s / self.mtbf_s
+
+    @property
+    def goodput_exponential(self) -> float:
+        """Daly's (2006) complete model at the same interval, where interruptions also strike during a restart
+        or a redo (exponential times between them): ``τ / (M e^(R/M) (e^((τ + δ)/M) - 1))``. It tends to
+        :attr:`goodput` while ``R + τ << M``; chapter 11 shows how far the two part as ``M`` shrinks."""
+        m, tau = self.mtbf_s, self.interval_s
+        return tau / (m * math.exp(self.restart_s / m) * math.expm1((tau + self.write_s) / m))
 
 
 def goodput(model: Model | str, *, n_gpus: int, restart_min: float, storage_gb_per_s: float | None = None,
