@@ -453,6 +453,81 @@ def test_unqualified_fine_tuning_is_read_both_ways(table):
     assert by_id(table, "000-faq-finetune-usd")["depends"]
 
 
+def test_unqualified_fine_tuning_shows_each_readings_factor(table):
+    """Issue 38: the LoRA reading's verdict carries its factor, not only its kind. Seed 000 claims 3 days for 1B
+    tokens of Mistral 7B on one H100; as LoRA the library's run (finetune_time, rank 16, 4,096-token sequences)
+    takes d days, so the claim is off by 3 / d, too high (the LoRA run is faster)."""
+    from llmsizing.finetune_time import finetune_time
+
+    lora_days = finetune_time("mistral-7b", gpu="H100 SXM", method="lora", tokens=1e9, seq=4096, batch=1).days
+    assert 3 / lora_days > BAND                                       # a miss the band does not cover
+    want = f"off by {3 / lora_days:.1f}x (too high)"
+    r = by_id(table, "000-faq-finetune-days")
+    lora = [x for x in r["depends_verdicts"].split(" | ") if x.startswith("LoRA")]
+    assert len(lora) == 1 and lora[0].endswith(f"MFU 45%: {want}")
+    full = r["depends_verdicts"].split(" | ")[0]
+    assert full.startswith("full fine-tuning") and full.endswith("needs CPU offload (the number: off by 1.5x "
+                                                                 "(too high))")
+    # the old column keeps its form (each reading's kind): old callers that parse it still work
+    assert [x.rsplit(": ", 1)[1] for x in r["depends"].split(" | ")] == ["needs CPU offload", "off"]
+    ways = audit.readings("000-faq-finetune-days").set_index("reading")
+    lora_row = ways[ways.index.str.startswith("LoRA")].iloc[0]
+    assert lora_row["library"] == pytest.approx(lora_days) and lora_row["verdict"] == want
+    assert ways.iloc[0]["verdict_kind"] == "needs CPU offload" and ways.iloc[0]["number"] == "off by 1.5x (too high)"
+    assert (table["depends_verdicts"] == "").equals(table["depends"] == "")
+    with pytest.raises(ValueError, match="claim_id"):
+        audit.readings("no-such-claim")
+
+
+@pytest.mark.parametrize("v, number, short", [
+    ("holds", "holds", "holds"),
+    ("off by 2.0x (too low)", "off by 2.0x (too low)", "off by 2.0x (too low)"),
+    ("needs CPU offload: ZeRO-1 with the optimizer on the CPU (the number: off by 1.5x (too high))",
+     "off by 1.5x (too high)", "needs CPU offload (the number: off by 1.5x (too high))"),
+    ("wrong: it does not fit (the number alone: holds)", "holds", "wrong in kind (the number: holds)"),
+])
+def test_verdict_number_and_short(v, number, short):
+    assert audit.verdict_number(v) == number and audit.verdict_short(v) == short
+
+
+def test_seed_arithmetic_by_hand():
+    """Chapter 14's two sums on seed 000's own numbers, from the library (no formula in the notebook)."""
+    from llmsizing.audit_readings import seed_days_at_throughput, seed_gpu_days_usd
+
+    # 100B tokens at 3,500 tokens/s: 28,571,428.6 s, / 86,400 s = 330.7 days (the table says 262)
+    assert seed_days_at_throughput(1e11, 3500) == pytest.approx(330.69, abs=0.01)
+    # 8 GPUs x 50 days = 400 GPU-days = 9,600 GPU-hours, x 2.69 USD = 25,824 USD; the same for 1 x 400
+    assert seed_gpu_days_usd(8, 50) == pytest.approx(25_824) == seed_gpu_days_usd(1, 400, "H100 SXM")
+    assert seed_gpu_days_usd(1, 1, "A100 80GB") == pytest.approx(24 * 1.39)
+    for call, word in ((lambda: seed_days_at_throughput(1e11, 0), "tokens_per_s"),
+                       (lambda: seed_days_at_throughput(-1, 3500), "tokens"),
+                       (lambda: seed_gpu_days_usd(0, 50), "n_gpus"), (lambda: seed_gpu_days_usd(8, -1), "days"),
+                       (lambda: seed_gpu_days_usd(8, 50, "V100"), "gpu")):
+        with pytest.raises((ValueError, TypeError), match=word):
+            call()
+
+
+def test_a100_band_for_llama2_70b_is_the_calibrated_range():
+    """Issue 38: the A100's band for Llama 2 70B reaches about 72% MFU. It is the central estimate times the
+    stored 80% factors (data/mfu_model.csv, ampere bf16: 0.7178 and 1.4409), nothing added; and MosaicML's MPT
+    70B on 64 A100s (llm-foundry benchmark table: 166 model TFLOP/s per GPU with activation checkpointing)
+    kept its GPUs about 166 x 4/3 / 312 = 71% busy counting the recomputed forward: the band's top is about
+    what the best A100 runs of that size reach in hardware FLOPs."""
+    from llmsizing.mfu import mfu_estimate, published_runs
+    from llmsizing.time_cost import training_time
+
+    est = mfu_estimate("llama-2-70b", gpu="A100 80GB", seq=2048)
+    assert est.low == pytest.approx(est.mfu * 0.7178) and est.high == pytest.approx(est.mfu * 1.4409)
+    assert 0.70 < est.high < 0.74
+    runs = published_runs().set_index("run")
+    mpt = runs.loc["MPT 70b (llm-foundry benchmark), 64 x A100 80GB, seq 2,048"]
+    assert mpt["implied_mfu"] == pytest.approx(166 / 312, rel=0.01)
+    hfu = training_time("mpt-bench-70b", tokens=1e9, gpu="A100 80GB", n_gpus=64, seq=2048, recompute="full",
+                        mfu=mpt["implied_mfu"]).hfu
+    assert hfu == pytest.approx(166 * 4 / 3 / 312, rel=0.02)
+    assert abs(hfu - est.high) < 0.03
+
+
 def test_paraphrases_fixed(table):
     # seed 000's "model size (GB)" is the fp32 size (its FP16 parameters are "model size / 2"): 4 x 4 = 16 bytes
     assert by_id(table, "000-rule-4x")["claimed"] == 16 and by_id(table, "000-rule-4x")["verdict"] == "holds"

@@ -76,6 +76,7 @@ GROUPS = {
     "audit verdicts": [c for c, _ in charts._AUDIT_STYLES.values()],
     "fine-tuning parts": list(charts.FINETUNE_COLORS.values()),
     "capacity lines": [c for c in charts._CAPACITY_COLORS if c.startswith("#")],
+    "attention patterns (ch17)": [style[0] for style in charts._KEYS_STYLES.values()],
 }
 
 OKABE_ITO = {"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"}

@@ -169,6 +169,29 @@ def test_gpu_count_at_both_ends_of_the_range():
     assert r.slow.serving.itl_s <= 0.05 and r.fast.serving.itl_s <= 0.05
 
 
+def test_the_mean_answer_carries_the_stated_range():
+    """Issue 38: replicas_for without a percentile gave no range (chapter 15 called replicas_range for its
+    counts). Now the mean answer carries gpus_low/gpus_high: replicas_range's, and the percentile path's at
+    p50 with no occupancy ceiling (the same mean answer). Each end is Little's law by hand on that end's
+    layout: ceil(rate x R / batch) replicas of tp GPUs, with R the end's request time."""
+    load = dict(requests_per_s=10, prompt=1024, output=256, itl_s=0.05, ttft_s=1.0)
+    plan = S.replicas_for("llama-3-70b", "H100 SXM", **load)
+    r = S.replicas_range("llama-3-70b", "H100 SXM", **load)
+    assert (plan.gpus_low, plan.gpus, plan.gpus_high) == (r.gpus_low, r.gpus, r.gpus_high)
+    assert plan.gpus_low <= plan.gpus < plan.gpus_high
+    p50 = S.replicas_for("llama-3-70b", "H100 SXM", **load, percentile=50, occupancy=1.0)
+    assert (p50.gpus_low, p50.gpus, p50.gpus_high) == (plan.gpus_low, plan.gpus, plan.gpus_high)
+    for end, gpus in ((r.fast, plan.gpus_low), (r.slow, plan.gpus_high)):
+        s = end.serving
+        by_hand = max(1, math.ceil(10 * s.request_s / s.batch - 1e-9), math.ceil(10 / s.requests_per_s - 1e-9))
+        assert gpus == by_hand * s.gpus
+    # old calls: the same plan otherwise, and with_range=False leaves the range out as before
+    bare = S.replicas_for("llama-3-70b", "H100 SXM", **load, with_range=False)
+    assert (bare.gpus_low, bare.gpus_high) == (None, None)
+    assert (bare.gpus, bare.tp, bare.batch, bare.replicas) == (plan.gpus, plan.tp, plan.batch, plan.replicas)
+    assert {"gpus_low", "gpus_high"} <= set(plan.to_frame().index)
+
+
 def _order_statistic_bounds(values, coverage=0.8):
     """The split-conformal pair written out (Lei et al. 2018, Sec. 2.2): with n residuals sorted and
     a = 1 - coverage, the floor((n + 1) a / 2)-th and the ceil((n + 1)(1 - a / 2))-th smallest (1-based)."""

@@ -20,7 +20,8 @@ the same method and layout at :data:`SEQ` tokens and the centre of the MFU band)
   layouts, :class:`~llmsizing.parallel.Parallel` with ``offload=``), as long as the host memory it needs fits
   :data:`HOST_BYTES_PER_NODE` per node: the verdict is then "needs CPU offload", not "wrong in kind";
 * where a seed says "fine-tuning" without saying which, both **full fine-tuning and LoRA** are computed; when
-  their verdicts differ, the ``depends`` column says so;
+  their verdicts differ, the ``depends`` column says so (each method's verdict kind) and ``depends_verdicts``
+  gives each method's verdict with its factor (:func:`readings` has them as a table);
 * times, throughputs and costs use the **calibrated MFU** of chapter 10 (by GPU generation, model size and
   sequence length, :func:`~llmsizing.time_cost.mfu_estimate`) and are judged at the point of its band (the
   published runs' spread) nearest the claim: a claim holds if some MFU that runs of that size reach makes it
@@ -82,7 +83,7 @@ from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Find
     _fp8_tps, _fp8_vram, _gpu, _layer_activations_mb, _matrix, _memory_ratio,
     _min_gpus, _min_plan, _model, _one_gpu_gb, _one_way_gbps, _par,
     _qlora, _qlora_fits, _recompute_flops_factor, _recompute_saving_pct, _run, _same_gpu_days_cost_ratio,
-    _serving,
+    _serving, seed_days_at_throughput, seed_gpu_days_usd,
     _serving_factor, _stage_params_billion, _states, _suffices, _ten_b, _tps,
     _train_gb, _weights_gb,
 )
@@ -422,6 +423,19 @@ def verdict_kind(v: str) -> str:
     return "holds" if v.startswith("holds") else "off"
 
 
+def verdict_number(v: str) -> str:
+    """What the number alone scores in a verdict: the bracket of an offload or wrong-in-kind verdict ("off by
+    1.5x (too high)"), else the verdict itself ("holds", "off by 2.0x (too low)")."""
+    return v.rsplit("(the number", 1)[1].split(": ", 1)[1][:-1] if "(the number" in v else v
+
+
+def verdict_short(v: str) -> str:
+    """A verdict's kind and factor without the layout or reason: "off by 2.0x (too high)", "needs CPU offload
+    (the number: off by 1.5x (too high))"."""
+    kind = verdict_kind(v)
+    return v if kind in ("holds", "off") else f"{kind} (the number: {verdict_number(v)})"
+
+
 def _value(result) -> Finding:
     if isinstance(result, Finding):
         return result
@@ -466,25 +480,53 @@ def _favourable(c: Claim, f: Finding) -> float:
     return min(max(c.claimed, lo), hi) if c.claimed >= lo else min(max(top, lo), hi)
 
 
-def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str]:
-    """(value judged, verdict, reading, depends) for one claim: the most favourable of the finding's readings
-    (the best :data:`KINDS`, then the smallest factor off); ``depends`` lists every reading's verdict when
-    they differ in kind."""
+def _judge_all(c: Claim, f: Finding, band: float) -> list[tuple]:
+    """Each reading judged (its own first): ``(kind rank, |log factor|, value, verdict, reading)``."""
     judged = []
     for g in (f, *f.others):
         x = _favourable(c, g)
         v = verdict(c.claimed, x, bound=c.bound, claimed_high=c.claimed_high, reason=g.reason, band=band,
                     offload=g.offload)
         judged.append((KINDS.index(verdict_kind(v)), abs(math.log(c.claimed_mid / x)), x, v, g.reading))
+    return judged
+
+
+def _methods(f: Finding, judged: list[tuple]) -> list[tuple]:
+    """The judged readings that change the method (LoRA for "fine-tuning"), the finding's own first, at the
+    central settings: not CPU offload (a layout, its verdict says so), nor an open setting's other value."""
+    return [judged[0]] + [j for g, j in zip(f.others, judged[1:])
+                          if g.reading != "CPU offload" and not _SETTING.search(g.reading)]
+
+
+def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str, str]:
+    """(value judged, verdict, reading, depends, depends_verdicts) for one claim at its most favourable
+    reading (the best :data:`KINDS`, then the smallest factor off). When the methods' verdicts differ in kind,
+    ``depends`` lists their kinds and ``depends_verdicts`` their :func:`verdict_short` (else both empty)."""
+    judged = _judge_all(c, f, band)
     best = min(judged, key=lambda j: j[:2])
-    # a reading that changes the method (LoRA for "fine-tuning") makes the verdict depend on it; CPU offload
-    # is a layout for the same method, and its verdict has its own label
-    methods = [judged[0]] + [j for g, j in zip(f.others, judged[1:])
-                             if g.reading != "CPU offload" and not _SETTING.search(g.reading)]
-    kinds = {verdict_kind(j[3]) for j in methods}
-    depends = (" | ".join(f"{j[4] or 'as stated'}: {verdict_kind(j[3])}" for j in methods)
-               if len(kinds) > 1 else "")
-    return best[2], best[3], best[4], depends
+    methods = _methods(f, judged)
+    if len({verdict_kind(j[3]) for j in methods}) < 2:
+        return best[2], best[3], best[4], "", ""
+    depends = " | ".join(f"{j[4] or 'as stated'}: {verdict_kind(j[3])}" for j in methods)
+    detail = " | ".join(f"{j[4] or 'as stated'}: {verdict_short(j[3])}" for j in methods)
+    return best[2], best[3], best[4], depends, detail
+
+
+def readings(claim_id: str, band: float = BAND):
+    """Each method of reading one claim at :data:`SEQ` tokens, judged on its own (a DataFrame, the claim's own
+    first): ``reading``, ``library`` (the value judged: its range's point nearest the claim),
+    ``library_central``, ``verdict``, ``verdict_kind``, ``number`` (:func:`verdict_number`): what ``depends``
+    in :func:`audit_table` sums up (seed 000's "fine-tuning": full or LoRA). Taught in chapter 14."""
+    import pandas as pd
+
+    found = {c.id: (c, f) for c, f in _findings()}
+    if not isinstance(claim_id, str) or claim_id not in found:
+        raise ValueError(f"claim_id must be an id of a recomputed claim in {SEED_CLAIMS_CSV.name} (e.g. "
+                         f"'000-faq-finetune-days'), got {claim_id!r}")
+    c, f = found[claim_id]
+    return pd.DataFrame([{"reading": j[4] or READINGS[c.kind], "library": j[2], "library_central":
+                          _central(c, f, j[4]), "verdict": j[3], "verdict_kind": verdict_kind(j[3]),
+                          "number": verdict_number(j[3])} for j in _methods(f, _judge_all(c, f, band))])
 
 
 #: The tail of a reading that names an open setting's alternative value (:data:`OPEN_SETTINGS`), not a method.
@@ -500,19 +542,19 @@ def _central(c: Claim, f: Finding, reading: str) -> float:
 
 def audit_table(band: float = BAND):
     """One row per recomputed claim: ``id, article, topic, claim, claimed, library, ratio, verdict`` (then
-    ``unit, bound, claimed_low, claimed_high, wrong_in_kind, kind, reading, depends, from_image, counted_with,
-    line, library_central, verdict_kind``). ``claimed`` is the middle of a claimed range; ``library`` is the
-    value judged, the point of the most favourable reading (:data:`OPEN_SETTINGS`) nearest the claim;
-    ``library_central`` is the central estimate of the same method and layout (:data:`SEQ` tokens, the
-    centre of the MFU band); ``ratio`` = claimed / library, and the verdict follows :func:`verdict` with
-    tolerance ``band`` (default :data:`BAND`). The library values are computed once per session; a new
-    ``band`` only re-judges them. Taught in chapter 14."""
+    ``unit, bound, claimed_low, claimed_high, wrong_in_kind, kind, reading, depends, depends_verdicts,
+    from_image, counted_with, line, library_central, verdict_kind``). ``claimed`` is the middle of a claimed
+    range; ``library`` is the value judged, the point of the most favourable reading (:data:`OPEN_SETTINGS`)
+    nearest the claim; ``library_central`` is the central estimate of the same method and layout (:data:`SEQ`
+    tokens, the centre of the MFU band); ``ratio`` = claimed / library, and the verdict follows
+    :func:`verdict` with tolerance ``band`` (default :data:`BAND`). The library values are computed once per
+    session; a new ``band`` only re-judges them. Taught in chapter 14."""
     import pandas as pd
 
     band = check_number("band", band, minimum=1.0)
     rows = []
     for c, f in _findings():
-        x, v, reading, depends = _judge(c, f, band)
+        x, v, reading, depends, detail = _judge(c, f, band)
         central = _central(c, f, reading)
         rows.append({"id": c.id, "article": c.article, "topic": c.topic, "claim": c.claim,
                      "claimed": c.claimed_mid, "library": x, "ratio": c.claimed_mid / x, "verdict": v,
@@ -520,8 +562,9 @@ def audit_table(band: float = BAND):
                      "claimed_high": math.nan if c.claimed_high is None else c.claimed_high,
                      "wrong_in_kind": v.startswith("wrong"), "kind": c.kind,
                      "reading": reading or READINGS[c.kind],
-                     "depends": depends, "from_image": c.from_image, "counted_with": c.counted_with,
-                     "line": c.line, "library_central": central, "verdict_kind": verdict_kind(v)})
+                     "depends": depends, "depends_verdicts": detail, "from_image": c.from_image,
+                     "counted_with": c.counted_with, "line": c.line, "library_central": central,
+                     "verdict_kind": verdict_kind(v)})
     return pd.DataFrame(rows)
 
 

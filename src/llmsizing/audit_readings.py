@@ -303,13 +303,41 @@ def _run_recompute():
     return training_time(_M7, tokens=1e9, gpu=_H100, n_gpus=1, seq=SEQ, recompute="full")
 
 
+SECONDS_PER_DAY = 86_400
+
+
+def seed_days_at_throughput(tokens: float, tokens_per_s: float) -> float:
+    """Days a run of ``tokens`` takes at a throughput of ``tokens_per_s`` (all its GPUs together): tokens /
+    throughput / 86,400 s. The arithmetic seed 000's cost tables skip: each row gives a throughput and a
+    number of days for the same run (Mistral 7B, 100B tokens on one H100: 3,500 tokens/s and 262 days), and
+    the one does not follow from the other (chapter 14)."""
+    from ._validate import check_number
+
+    tokens = check_number("tokens", tokens, minimum=0.0, allow_equal=False)
+    tokens_per_s = check_number("tokens_per_s", tokens_per_s, minimum=0.0, allow_equal=False)
+    return tokens / tokens_per_s / SECONDS_PER_DAY
+
+
+def seed_gpu_days_usd(n_gpus: int, days: float, gpu: str = _H100) -> float:
+    """USD of ``n_gpus`` GPUs rented for ``days`` days at the price per GPU-hour seed 000 states for ``gpu``
+    (:data:`SEED_PRICES_USD`): GPU-days x 24 hours x price. Seed 000's FAQ answer "8 GPUs for 50 days is
+    cheaper than 1 GPU for 400 days" compares two runs of 400 GPU-days each: at one price they cost the same
+    (chapter 14)."""
+    from ._validate import check_choice, check_int, check_number
+
+    n_gpus = check_int("n_gpus", n_gpus, minimum=1)
+    days = check_number("days", days, minimum=0.0)
+    check_choice("gpu", gpu, tuple(SEED_PRICES_USD))
+    return n_gpus * days * 24 * SEED_PRICES_USD[gpu]
+
+
 def _same_gpu_days_cost_ratio() -> Finding:
     """Seed 000's "8 GPUs for 50 days is cheaper than 1 GPU for 400 days": the cost of a run on 8 H100s over
     the same run on one, at the same price (Mistral 7B on 100B tokens, the seed's own example run)."""
     eight, one = _run(_M7, 1e11, _H100, 8), _run(_M7, 1e11, _H100, 1)
     ratio = eight.cost_usd / one.cost_usd
     return Finding(ratio, f"8 x 50 and 1 x 400 are both 400 GPU-days: at one price per GPU-hour they cost "
-                          f"the same (USD {8 * 50 * 24 * SEED_PRICES_USD[_H100]:,.0f} at the seed's USD "
+                          f"the same (USD {seed_gpu_days_usd(8, 50):,.0f} at the seed's USD "
                           f"{SEED_PRICES_USD[_H100]}), and more GPUs never raise the MFU",
                    f"calibrated MFU, same on 1 and 8 GPUs; cost ratio {ratio:.2f}")
 

@@ -63,7 +63,7 @@ chapter 15.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ._compat import retire as _retire
 from ._validate import check_bool, check_int, check_number, check_sequence
@@ -126,14 +126,18 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     closest. A mixture of experts is served with every expert resident (:func:`serving`); with ``ep=`` each
     replica is ``ep`` GPUs and only the ``tps`` that divide ``ep`` are tried.
 
+    The mean answer carries ``gpus_low``/``gpus_high`` (unless ``with_range=False``): the GPUs the same load
+    needs at the fast and slow ends of the stated 80% range of the engine's speed, exactly the ``gpus_low``
+    and ``gpus_high`` of :func:`replicas_range` (issue 38; before, only a percentile answer had them).
+
     Issue 37 (:mod:`llmsizing.serve_fleet`; old calls unchanged): ``percentile=95`` sizes for the 95th
     percentile TTFT and ITL under Poisson arrivals, with the slots filled to at most ``occupancy`` (default
     :data:`~llmsizing.serve_fleet.OCCUPANCY_CEILING`, 0.8; ``percentile=50`` with no ceiling is the mean
     answer above), output lengths of coefficient of variation ``output_cv``; the plan then carries
-    ``ttft_p_s``, ``itl_p_s``, ``wait_p_s``, ``occupancy`` and, unless ``with_range=False``,
-    ``gpus_low``/``gpus_high`` at both ends of the stated range. ``disaggregated=True`` sizes separate prefill
-    and decode pools (``prefill_gpus``, ``decode_gpus``, ``kv_transfer_s``). ``prefix_hit`` is the share of
-    each prompt found in a prefix cache (its prefill skipped: :func:`prefill_share`). Taught in chapter 15.
+    ``ttft_p_s``, ``itl_p_s``, ``wait_p_s``, ``occupancy`` and the range as above. ``disaggregated=True``
+    sizes separate prefill and decode pools (``prefill_gpus``, ``decode_gpus``, ``kv_transfer_s``).
+    ``prefix_hit`` is the share of each prompt found in a prefix cache (its prefill skipped:
+    :func:`prefill_share`). Taught in chapter 15.
     """
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
@@ -151,23 +155,35 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
                           valid, percentile=percentile, occupancy=occupancy, disaggregated=disaggregated,
                           output_cv=output_cv, prefix_hit=prefix_hit, with_range=with_range)
     kwargs = dict(kwargs, prompt=prompt, output=output)
-    best, firsts = None, []
-    for t in valid:
-        s, one = _largest_batch(m, g, t, ttft_s, itl_s, kwargs)
-        firsts.append(one)
-        if s is None:
-            continue
-        rate = rps if users is None else users / (s.request_s + think)
-        # Little's law: rate x R requests in flight, batch per replica; and no more than a replica completes.
-        # Any load, however small, needs one replica (it rounds up to 1, never 0).
-        replicas = max(1, math.ceil(_cut(rate * s.request_s / s.batch)),
-                       math.ceil(_cut(rate / s.requests_per_s)))
-        plan = ServingPlan(replicas * s.gpus, t, s.batch, replicas, s, rate, users)
-        if best is None or (plan.gpus, s.itl_s) < (best.gpus, best.serving.itl_s):
-            best = plan
+
+    def search(kw):
+        best, firsts = None, []
+        for t in valid:
+            s, one = _largest_batch(m, g, t, ttft_s, itl_s, kw)
+            firsts.append(one)
+            if s is None:
+                continue
+            rate = rps if users is None else users / (s.request_s + think)
+            # Little's law: rate x R requests in flight, batch per replica; and no more than a replica
+            # completes. Any load, however small, needs one replica (it rounds up to 1, never 0).
+            replicas = max(1, math.ceil(_cut(rate * s.request_s / s.batch)),
+                           math.ceil(_cut(rate / s.requests_per_s)))
+            plan = ServingPlan(replicas * s.gpus, t, s.batch, replicas, s, rate, users)
+            if best is None or (plan.gpus, s.itl_s) < (best.gpus, best.serving.itl_s):
+                best = plan
+        return best, firsts
+
+    best, firsts = search(kwargs)
     if best is None:
         raise ValueError(_explain(m, g, ttft_s, itl_s, firsts))
-    return best
+    if not with_range or "_speed" in kwargs:        # (an end of the range itself: no range of its own)
+        return best
+    # the stated 80% range of the engine's speed, as replicas_range and the percentile answer give it
+    from .serve_calibration import _range_of
+
+    ends = [search(dict(kwargs, _speed=speed))[0] for speed in _range_of(True, "itl_s")[::-1]]
+    return replace(best, gpus_low=None if ends[0] is None else ends[0].gpus,
+                   gpus_high=None if ends[1] is None else ends[1].gpus)
 
 
 @dataclass(frozen=True)
@@ -210,7 +226,7 @@ def replicas_range(model: Model | str, gpu, **kwargs) -> ServingPlanRange:
     ends = []
     for speed in (hi, lo):
         try:
-            ends.append(replicas_for(model, gpu, **kwargs, _speed=speed))
+            ends.append(replicas_for(model, gpu, **dict(kwargs, with_range=False, _speed=speed)))
         except ValueError:
             ends.append(None)
     return ServingPlanRange(central, ends[0], ends[1], lo, hi, central.serving.engine, COVERAGE)

@@ -29,8 +29,9 @@ class ServingPlan:
     requests_per_s: float | None
     users: int | None
     # issue 37 (None unless asked for): the percentile sized for, the slot occupancy reached and its ceiling,
-    # the predicted percentile latencies and wait for a slot, the GPU count at both ends of the stated range,
-    # and the two pools of a disaggregated plan with the KV transfer between them
+    # the predicted percentile latencies and wait for a slot, the GPU count at both ends of the stated range
+    # (set by default, for the mean answer too since issue 38; None with with_range=False or where an end
+    # meets no target), and the two pools of a disaggregated plan with the KV transfer between them
     percentile: float | None = None
     occupancy: float | None = None
     occupancy_ceiling: float | None = None

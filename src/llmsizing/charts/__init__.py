@@ -34,8 +34,9 @@ No formula lives here: render functions only call the library and draw.
 
 # What every figure shares: the palette, views, figure and axes reuse, bars, numbers and log axes.
 from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, blank_figure,
-                   capacity_line, figure_alt_text, figure_axes, new_figure, reset_axes, show, stacked_bars)
-from .base import (_SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns,  # noqa: F401
+                   capacity_line, figure_alt_text, figure_axes, new_figure, reset_axes, show)
+from .base import (_CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _caption_room,  # noqa: F401
+                   _SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns,  # noqa: F401
                    _fixed_figure, _flat, _grid, _inch_margins, _kept_figure_legend, _kept_legend,
                    _legend_entries, _line, _log_axis, _log_kept, _log_scale, _png_kwargs, _short_number,
                    _stage_memory_columns, _settle_grids, _step_time_bars, _suffixed, _tokens, _usd)
@@ -45,10 +46,11 @@ from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS
                       MODEL_STATES_COMPARE, RECOMPUTE_COLORS, render_activation_memory,
                       render_inference_memory, render_inference_vs_context, render_max_micro_batch,
                       render_model_states, render_parameter_counts, render_parameter_shares,
-                      render_prediction_vs_measurement, render_step_phases, render_step_timeline)
+                      render_prediction_vs_measurement, render_step_phases, render_step_timeline,
+                      stacked_bars)
 from .one_gpu import (_CAPACITY_COLORS, _CAPACITY_STYLES, _MMB_KEEP, _MMB_KEPT, _PHASE_SHADES,  # noqa: F401
                       _TIMELINE_PHASES, _drop_offscreen_capacity_lines, _gpu_lines, _mark_beyond_max_seq,
-                      _seq_label, _zero3, _CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _caption_room)
+                      _seq_label, _zero3)
 
 # Part II, many GPUs (ch 6-9): GPUs and the decode roofline, ZeRO and data parallelism, the pipeline bubble
 # and the parallelism explorer, measured collectives.
@@ -80,8 +82,9 @@ from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULAT
 from .serve_tune import _POINT, _sweep_points, _vline  # noqa: F401
 
 # Part V, the models of 2026 (ch 17-18): long context; mixtures of experts.
-from .long_context import (CP_KINDS, CP_OVERLAP_SEQS, llama3_long_context_layout, render_cp_kinds,
-                           render_cp_overlap)
+from .long_context import (CP_KINDS, CP_OVERLAP_SEQS, KEYS_MODELS, KEYS_SEQS, llama3_long_context_layout,
+                           render_attention_keys, render_cp_kinds, render_cp_overlap)
+from .long_context import _KEYS_STYLES, _attention_pattern  # noqa: F401
 from .moe import A2A_MACHINES, MOE_LAYOUT_DEFAULT, MOE_TIME_COLORS, render_a2a_domains, render_moe_layout
 
 # Part VI, after pre-training (ch 19): an RL step's phases.
@@ -112,6 +115,7 @@ __all__ = [
     "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans", "render_fleet",
     # Part V
     "CP_OVERLAP_SEQS", "CP_KINDS", "llama3_long_context_layout", "render_cp_overlap", "render_cp_kinds",
+    "KEYS_MODELS", "KEYS_SEQS", "render_attention_keys",
     "MOE_LAYOUT_DEFAULT", "MOE_TIME_COLORS", "render_moe_layout", "A2A_MACHINES", "render_a2a_domains",
     # Part VI
     "RL_DEFAULT", "RL_PHASE_COLORS", "render_rl_step",

@@ -2,9 +2,9 @@
 imports none of them): the palette, the :class:`View` a render function returns and :func:`show`, which prints
 its summary and displays its PNG with alt text (:func:`figure_alt_text`); figures and axes a widget redraws
 into (:func:`new_figure`, :func:`blank_figure`, :func:`figure_axes`, :func:`reset_axes`, :func:`_kept_legend`,
-:func:`_kept_figure_legend`, fixed margins with :class:`FixedView`); bars (:func:`stacked_bars`, the fast
-PolyCollection bars of :func:`_bar_collection`, :func:`capacity_line`); and plain-text numbers on log axes
-(:func:`_log_axis`, :func:`_short_number`, :func:`_tokens`, :func:`_usd`).
+:func:`_kept_figure_legend`, fixed margins with :class:`FixedView`); bars (the fast PolyCollection bars of
+:func:`_bar_collection`, :func:`capacity_line`); captions drawn inside a PNG (:func:`_caption_room`); and
+plain-text numbers on log axes (:func:`_log_axis`, :func:`_short_number`, :func:`_tokens`, :func:`_usd`).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -360,40 +360,6 @@ def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color:
                     ha="left", va="top", fontsize=8, color=color)
 
 
-def stacked_bars(ax, labels: list[str], stacks: dict[str, list[float]], *, horizontal: bool = True,
-                 unit: float = GiB) -> None:
-    """Draw one stacked bar per label; ``stacks`` maps component -> values in bytes (one per label).
-
-    The bars are one :func:`_bar_collection`, component after component (the pixels of one per component),
-    placed and autoscaled as ``barh``/``bar`` place theirs; each component's legend entry is an empty labelled
-    collection of its colour (issue 38: a collection with bars costs a move ~1 ms more to make and draw)."""
-    import numpy as np
-    from matplotlib.collections import PolyCollection
-
-    left, pos, starts, colors, sticky = np.zeros(len(labels)), np.arange(len(labels)), [], [], set()
-    for comp, vals in stacks.items():
-        color = COLORS.get(comp)
-        if color is None:                                     # as bar() does: the next colour of the cycle
-            color = ax._get_patches_for_fill.get_next_color()
-        starts, colors = starts + [left], colors + [color]
-        sticky.update(np.unique(left).tolist())
-        left = left + np.asarray(vals, dtype=float) / unit
-    if stacks:                                  # (each component ends where the next starts)
-        _bar_collection(ax, np.tile(pos, len(stacks)), np.concatenate(starts),
-                        np.concatenate(starts[1:] + [left]), thickness=0.8, horizontal=horizontal,
-                        colors=[c for c in colors for _ in labels], sticky=sorted(sticky))
-    for comp, color in zip(stacks, colors):
-        entry = ax.add_collection(PolyCollection([], facecolors=color, edgecolors="none", label=comp),
-                                  autolim=False)
-        entry.llmsizing_bars = True
-    ax.autoscale_view()
-    if horizontal:
-        ax.set_yticks(pos, labels)
-        ax.invert_yaxis()
-    else:
-        ax.set_xticks(pos, labels)
-
-
 def _legend_entries(ax) -> tuple[list, list]:
     """``ax.get_legend_handles_labels()`` in the order it gave when :func:`stacked_bars` drew bar containers
     (listed after every other artist, in the order drawn): the stacked bars' collections with the
@@ -530,6 +496,36 @@ def _step_time_bars(ax, st, *, fontsize: float) -> None:
 
 
 # =========================================================================== numbers and log axes
+#: A caption's font size (pt), line spacing (in font sizes) and the room left under it (inches).
+_CAPTION_PT, _CAPTION_LINESPACING, _CAPTION_PAD_IN = 8.0, 1.25, 0.06
+
+
+def _caption_room(caption: str, width_in: float) -> tuple[str, float]:
+    """A render function's ``caption`` wrapped to ``width_in`` inches of text (each line measured in the
+    caption's font) and the height (inches) it adds under the axes (0.0 for ``""``), for the render function
+    to grow its figure by: the words travel inside the PNG, so the static site, Voila and the lab show the
+    same caption (issue 38: chapter 4's figure had no caption argument). A caption is a ``str``; anything
+    else is a TypeError."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    if not isinstance(caption, str):
+        raise TypeError(f"caption must be a str (the text under the figure; '' for none), got "
+                        f"{type(caption).__name__}")
+    if not caption.split():
+        return "", 0.0
+    font, measure = FontProperties(size=_CAPTION_PT), TextToPath().get_text_width_height_descent
+    lines, line = [], ""
+    for word in caption.split():
+        longer = f"{line} {word}" if line else word
+        if line and measure(longer, font, ismath=False)[0] > 0.98 * width_in * 72:   # (points)
+            lines, line = [*lines, line], word
+        else:
+            line = longer
+    lines.append(line)
+    return "\n".join(lines), len(lines) * _CAPTION_LINESPACING * _CAPTION_PT / 72 + 2 * _CAPTION_PAD_IN
+
+
 #: The suffix ladder of every short number in the book's figures: trillion, billion, million, thousand.
 _SUFFIXES = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
 

@@ -1,13 +1,15 @@
 """Figures of Part V, the models of 2026 (chapter 17, "Long context"): context parallelism's communication
-against the attention it hides behind. No formula lives here: the numbers come from
-:func:`~llmsizing.cp_sweep.cp_overlap_sweep` (itself :func:`~llmsizing.layouts.step_time`)."""
+against the attention it hides behind, and the keys a query attends to under full, sliding-window and hybrid
+attention. No formula lives here: the numbers come from :func:`~llmsizing.cp_sweep.cp_overlap_sweep` (itself
+:func:`~llmsizing.layouts.step_time`), :func:`~llmsizing.comm.communication` and
+:func:`~llmsizing.flops.attention_keys_per_token`."""
 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from .base import (EXPLORER_TIME_COLORS, FixedView, View, _kept_legend, _log_axis, _short_number,
-                   blank_figure, figure_axes)
+from .base import (_CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, EXPLORER_TIME_COLORS, FixedView, View,
+                   _caption_room, _kept_legend, _log_axis, _short_number, blank_figure, figure_axes)
 
 #: The sequence lengths chapter 17's overlap figure sweeps: 4K to 512K tokens.
 CP_OVERLAP_SEQS = tuple(2**k for k in range(12, 20))
@@ -138,4 +140,83 @@ def render_cp_kinds(model="llama-3-8b", gpu: str = "H100 SXM", *, seq: int = 131
     for kind, label, _ in CP_KINDS:
         lines.append(f"  {label:22s}" + "".join(f"  cp={c}: {sent[kind, c] / 1e9:6.2f} GB "
                                                 f"{waited[kind, c] * 1e3:7.1f} ms" for c in cps))
+    return FixedView(fig, "\n".join(lines))
+
+
+#: The context lengths of chapter 17's attention-pattern figure: 1K to 512K tokens.
+KEYS_SEQS = tuple(2**k for k in range(10, 20))
+
+#: The models it compares by default: full causal attention, a sliding window in every layer, a hybrid.
+KEYS_MODELS = ("llama-3.1-405b", "mistral-7b", "gpt-oss-120b")
+
+#: Colour, marker, line style and width per attention pattern (Okabe-Ito), keyed by what the model's fields
+#: say it is; the full line is the widest, so that a window's line drawn over it below ``w`` leaves it seen.
+_KEYS_STYLES = {"full": ("#0072B2", "o", "-", 2.6), "window": ("#D55E00", "s", "-", 1.4),
+                "hybrid": ("#009E73", "^", "--", 1.4)}
+
+
+def _attention_pattern(m) -> tuple[str, str]:
+    """``(kind, label)`` of a model's attention pattern, from its fields (``sliding_window``,
+    ``window_layers``, ``n_attention_layers``), never from its name."""
+    if m.sliding_window is None:
+        return "full", f"{m.name}: full causal attention"
+    if m.window_layers is None:
+        return "window", f"{m.name}: sliding window w = {m.sliding_window:,} in every layer"
+    return "hybrid", (f"{m.name}: hybrid, {m.window_layers} of {m.n_attention_layers} layers windowed "
+                      f"at w = {m.sliding_window:,}")
+
+
+def render_attention_keys(models=KEYS_MODELS, *, seqs=KEYS_SEQS, caption: str = "",
+                          into: Figure | None = None) -> FixedView:
+    """Chapter 17: how many keys a query attends to, on average over a sequence and over the attention layers
+    (causal, :func:`~llmsizing.flops.attention_keys_per_token`), against the context length, for each of
+    ``models``: full causal attention grows as ``s / 2`` (the attention FLOPs per token with it), a sliding
+    window levels off at its width ``w``, and a hybrid that windows some layers keeps the full layers' growth
+    at a smaller constant. Log axes. ``caption``: text drawn under the axes, inside the PNG
+    (:func:`~llmsizing.charts.base._caption_room`; ``""`` draws none)."""
+    import numpy as np
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    from ..catalog import resolve_model
+    from ..flops import attention_keys_per_token
+
+    if isinstance(models, str) or not models:
+        raise ValueError(f"models must be a non-empty sequence of models or catalogue names, got {models!r}")
+    ms = [resolve_model(m, moe=True) for m in models]
+    x = np.array(sorted({int(s) for s in seqs}), dtype=float)
+    if len(x) < 2:
+        raise ValueError(f"seqs must hold at least two context lengths, got {seqs!r}")
+    keys = {m.name: np.array([attention_keys_per_token(m, seq=int(s), causal=True) for s in x]) for m in ms}
+    text, extra = _caption_room(caption, 7.6 - 0.09 * 7.6)
+    height = 3.3 + extra
+    fig = blank_figure(7.6, height, into)
+    fig.subplots_adjust(left=0.09, right=0.985, bottom=(0.15 * 3.3 + extra) / height,
+                        top=1 - 0.1 * 3.3 / height)
+    ax = fig.subplots()
+    if text:
+        fig.text(0.09, _CAPTION_PAD_IN / height, text, ha="left", va="bottom", fontsize=_CAPTION_PT,
+                 color="0.2", linespacing=_CAPTION_LINESPACING, gid="caption")     # (the alt text's)
+    lines = ["keys a query attends to, causal, averaged over the sequence and the attention layers",
+             f"{'tokens':>9s}" + "".join(f" {m.name:>16s}" for m in ms)]
+    for m in ms:
+        kind, label = _attention_pattern(m)
+        colour, marker, ls, lw = _KEYS_STYLES[kind]
+        ax.plot(x, keys[m.name], color=colour, marker=marker, ms=3.5, ls=ls, lw=lw, label=label)
+    for i, s in enumerate(x):
+        lines.append(f"{s:>9,.0f}" + "".join(f" {keys[m.name][i]:>16,.0f}" for m in ms))
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(x.min() / 1.3, x.max() * 1.3)
+    ax.xaxis.set_major_locator(FixedLocator(x))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks(x, [f"{v / 1024:g}K" for v in x], fontsize=8)
+    low = min(float(k.min()) for k in keys.values())
+    top = max(float(k.max()) for k in keys.values())
+    _log_axis(ax.yaxis, low, top, _short_number, pad=2.0)
+    ax.tick_params(labelsize=8)
+    ax.set_xlabel("context length (tokens)", fontsize=8.5)
+    ax.set_ylabel("keys attended per token", fontsize=8.5)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    ax.set_title("attention per token as the context grows (causal, mean over layers)", fontsize=8.5,
+                 loc="left")
     return FixedView(fig, "\n".join(lines))

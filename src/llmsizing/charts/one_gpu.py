@@ -16,12 +16,48 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from ..units import GiB
-from .base import (FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_margins, _kept_figure_legend,
-                   _grid, _kept_legend, _legend_entries, _log_scale, capacity_line, new_figure, stacked_bars)
+from .base import (COLORS, FixedView, View, _bar_collection, _fast_stacked_columns, _fixed_figure,
+                   _inch_margins, _kept_figure_legend, _grid, _kept_legend, _legend_entries, _log_scale,
+                   capacity_line, new_figure)
+from .base import _CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _caption_room  # noqa: F401
 # chapter 5's figures (the measurements) live in one_gpu_measure; every name of theirs is still here
 from .one_gpu_measure import (MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS,  # noqa: F401
                               render_prediction_vs_measurement, render_step_timeline)
 from .one_gpu_measure import _PHASE_SHADES, _TIMELINE_PHASES  # noqa: F401
+
+
+def stacked_bars(ax, labels: list[str], stacks: dict[str, list[float]], *, horizontal: bool = True,
+                 unit: float = GiB) -> None:
+    """Draw one stacked bar per label; ``stacks`` maps component -> values in bytes (one per label).
+
+    The bars are one :func:`_bar_collection`, component after component (the pixels of one per component),
+    placed and autoscaled as ``barh``/``bar`` place theirs; each component's legend entry is an empty labelled
+    collection of its colour (issue 38: a collection with bars costs a move ~1 ms more to make and draw)."""
+    import numpy as np
+    from matplotlib.collections import PolyCollection
+
+    left, pos, starts, colors, sticky = np.zeros(len(labels)), np.arange(len(labels)), [], [], set()
+    for comp, vals in stacks.items():
+        color = COLORS.get(comp)
+        if color is None:                                     # as bar() does: the next colour of the cycle
+            color = ax._get_patches_for_fill.get_next_color()
+        starts, colors = starts + [left], colors + [color]
+        sticky.update(np.unique(left).tolist())
+        left = left + np.asarray(vals, dtype=float) / unit
+    if stacks:                                  # (each component ends where the next starts)
+        _bar_collection(ax, np.tile(pos, len(stacks)), np.concatenate(starts),
+                        np.concatenate(starts[1:] + [left]), thickness=0.8, horizontal=horizontal,
+                        colors=[c for c in colors for _ in labels], sticky=sorted(sticky))
+    for comp, color in zip(stacks, colors):
+        entry = ax.add_collection(PolyCollection([], facecolors=color, edgecolors="none", label=comp),
+                                  autolim=False)
+        entry.llmsizing_bars = True
+    ax.autoscale_view()
+    if horizontal:
+        ax.set_yticks(pos, labels)
+        ax.invert_yaxis()
+    else:
+        ax.set_xticks(pos, labels)
 
 
 # =========================================================================== chapter 1: parameters
@@ -341,36 +377,6 @@ def _zero3(zero3_gpus: int):
 
     n = check_int("zero3_gpus", zero3_gpus)
     return Parallel(dp=n, zero=3) if n > 1 else Parallel()
-
-
-#: A caption's font size (pt), line spacing (in font sizes) and the room left under it (inches).
-_CAPTION_PT, _CAPTION_LINESPACING, _CAPTION_PAD_IN = 8.0, 1.25, 0.06
-
-
-def _caption_room(caption: str, width_in: float) -> tuple[str, float]:
-    """A render function's ``caption`` wrapped to ``width_in`` inches of text (each line measured in the
-    caption's font) and the height (inches) it adds under the axes (0.0 for ``""``), for the render function
-    to grow its figure by: the words travel inside the PNG, so the static site, Voila and the lab show the
-    same caption (issue 38: chapter 4's figure had no caption argument). A caption is a ``str``; anything
-    else is a TypeError."""
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.textpath import TextToPath
-
-    if not isinstance(caption, str):
-        raise TypeError(f"caption must be a str (the text under the figure; '' for none), got "
-                        f"{type(caption).__name__}")
-    if not caption.split():
-        return "", 0.0
-    font, measure = FontProperties(size=_CAPTION_PT), TextToPath().get_text_width_height_descent
-    lines, line = [], ""
-    for word in caption.split():
-        longer = f"{line} {word}" if line else word
-        if line and measure(longer, font, ismath=False)[0] > 0.98 * width_in * 72:   # (points)
-            lines, line = [*lines, line], word
-        else:
-            line = longer
-    lines.append(line)
-    return "\n".join(lines), len(lines) * _CAPTION_LINESPACING * _CAPTION_PT / 72 + 2 * _CAPTION_PAD_IN
 
 
 def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1, attention: str = "flash",
