@@ -11,6 +11,7 @@ module docstring states the conventions these functions follow.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cache
@@ -329,6 +330,36 @@ def seed_gpu_days_usd(n_gpus: int, days: float, gpu: str = _H100) -> float:
     days = check_number("days", days, minimum=0.0)
     check_choice("gpu", gpu, tuple(SEED_PRICES_USD))
     return n_gpus * days * 24 * SEED_PRICES_USD[gpu]
+
+
+def favourable_point(claimed: float, ranges) -> float:
+    """The point a claim with no stated bound is judged at: in each reading's ``(low, high)`` range the point
+    nearest ``claimed``, then of those the nearest to it on a log scale: chapter 14's most favourable reading
+    of a new claim, as its exercise 1 applies it (:func:`llmsizing.audit.audit_table` ranks the seeds'
+    readings by verdict kind first, which picks the same point unless a reading needs CPU offload)."""
+    from ._validate import check_number
+
+    claimed = check_number("claimed", claimed, minimum=0.0, allow_equal=False)
+    pairs = list(ranges)
+    if not pairs:
+        raise ValueError("ranges must hold at least one (low, high) pair")
+    points = []
+    for i, (lo, hi) in enumerate(pairs):
+        lo = check_number(f"ranges[{i}] low", lo, minimum=0.0, allow_equal=False)
+        hi = check_number(f"ranges[{i}] high", hi, minimum=0.0, allow_equal=False)
+        if lo > hi:
+            raise ValueError(f"ranges[{i}] must be (low, high) with low <= high, got ({lo}, {hi})")
+        points.append(min(max(claimed, lo), hi))
+    return min(points, key=lambda x: abs(math.log(claimed / x)))
+
+
+def offload_fit(model: str, gpu: str, n_gpus: int) -> str:
+    """How ``n_gpus`` x ``gpu`` hold a training step of ``model`` with CPU offload, in words ("" if no
+    ZeRO-Offload layout does): chapter 14's reading of a claim that fits only with the optimizer on the
+    CPU."""
+    from ._validate import check_int
+
+    return _offload_fit(str(model), str(gpu), check_int("n_gpus", n_gpus, minimum=1))
 
 
 def _same_gpu_days_cost_ratio() -> Finding:
