@@ -50,7 +50,7 @@ from .model import Model
 from .network import collective_time_s, get_node, group_link
 from .parallel import Parallel, check_layout
 from .rl_trainer import (SLIME_SYNC_BUCKET_S, colocated_moves_s, cpu_adam_s, default_layout,
-                         layout_parallel, layout_trainer, weight_backup_s)
+                         layout_parallel, layout_trainer, rollout_attention_seq, weight_backup_s)
 from .serve_calibration import serving_range
 from .serve_engine import weights_bytes_per_gpu
 from .time_cost import training_time
@@ -135,6 +135,8 @@ class RLRun:
     train_layout: tuple | None = None
     #: What the price is: ``"list"``, ``"estimate"`` or ``"reader"`` (:func:`.catalog.price_kind_of`).
     price_kind: str = "list"
+    #: The trainer's attention length: packed rollouts' (:func:`~llmsizing.rl_trainer.rollout_attention_seq`).
+    attention_seq: int = 0
 
     @property
     def gpu_hours(self) -> float:
@@ -228,19 +230,19 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
     gen, engines, b, steps, max_b, engine = _generation(
         m, g, gpus=gen_gpus, tp=gen_tp, rollouts=a["rollouts"], prompt=a["prompt"], mean=a["mean"],
         top=a["top"], rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node, util=a["util"])
-    seq = a["prompt"] + a["top"]
+    seq, att = a["prompt"] + a["top"], a["att"]         # the row; its attention (packed rollouts')
     tokens = a["rollouts"] * (a["prompt"] + a["mean"])
     layout = a["layout"] or default_layout(m, train_gpus, node.gpus_per_node)
     if layout is None:
-        upd, warns = _trainer(m, g, gpus=train_gpus, tokens=tokens * a["ppo_epochs"], seq=seq, price=price)
-        fwd_share = forward_flops_per_token(m, seq=seq) / training_flops_per_token(m, seq=seq)
+        upd, warns = _trainer(m, g, gpus=train_gpus, tokens=tokens * a["ppo_epochs"], seq=att, price=price)
+        fwd_share = forward_flops_per_token(m, seq=att) / training_flops_per_token(m, seq=att)
     backup = 0.0
     if layout is not None:
         par = layout_parallel(m, layout, train_gpus)
         if a["weight_backup"]:
             backup = weight_backup_s(m, par, reference=a["reference"])
         one, fwd_share = layout_trainer(m, g, node, par, tokens=tokens, rollouts=a["rollouts"], seq=seq,
-                                        packing=a["packing"])
+                                        packing=a["packing"], attention_seq=att)
         upd, warns = tuple(x * a["ppo_epochs"] for x in one), ()
         if a["cpu_optimizer"]:
             fwd_share *= upd[0] / (upd[0] + cpu_adam_s(m, par, train_gpus))
@@ -251,8 +253,8 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
     reward = zero
     if a["reward_model"] is not None:
         rm = a["reward_model"]
-        r_upd, _ = _trainer(rm, g, gpus=train_gpus, tokens=tokens, seq=seq, price=price)
-        share = forward_flops_per_token(rm, seq=seq) / training_flops_per_token(rm, seq=seq)
+        r_upd, _ = _trainer(rm, g, gpus=train_gpus, tokens=tokens, seq=att, price=price)
+        share = forward_flops_per_token(rm, seq=att) / training_flops_per_token(rm, seq=att)
         reward = tuple(x * share for x in r_upd)
     reward = tuple(x + a["reward_s"] for x in reward)
     p = {"generation": gen, "log_probs": one_fwd, "reference": one_fwd if a["reference"] else zero,
@@ -302,7 +304,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     ``train_layout`` the trainer's ``(tp, cp, ep, pp)`` (NeMo RL's notation; data parallelism takes the rest):
     the update and forward passes are timed on that layout's step (:mod:`llmsizing.rl_trainer`), as is a
     mixture of experts without one (:func:`~llmsizing.rl_trainer.default_layout`); a dense model without one
-    keeps the calibrated MFU. ``packing``: rollouts packed into ``seq``-token rows (else padded).
+    keeps the calibrated MFU. ``packing``: rollouts packed into ``seq``-token rows, each attending to itself
+    (:func:`~llmsizing.rl_trainer.rollout_attention_seq`); else padded, one rollout per row.
     ``sync_bucket_s`` the software seconds per 512 MiB bucket of a colocated weight update
     (:data:`~llmsizing.rl_trainer.SLIME_SYNC_BUCKET_S` for slime; 0: the gather's bandwidth only).
     ``evaluation = (rollouts, response, every)`` an evaluation generated on the engines every ``every`` steps
@@ -328,6 +331,9 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
          "weight_backup": check_bool("weight_backup", weight_backup)}
     bucket_s = check_number("sync_bucket_s", sync_bucket_s)
     a["mean"], a["top"] = response_lengths(response)
+    lengths = tuple(response) if isinstance(response, (list, tuple)) and len(response) > 2 else None
+    a["att"] = (rollout_attention_seq(a["prompt"], a["mean"], a["top"], lengths) if a["packing"]
+                else a["prompt"] + a["top"])
     colocated, offload = check_bool("colocated", colocated), check_bool("offload", offload)
     off = check_int("off_policy_steps", off_policy_steps, minimum=0)
     check_int("steps", steps)
@@ -397,7 +403,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     return RLRun(m.name, g.name, n, a["algorithm"], colocated, off, a["rollouts"], a["prompt"], a["mean"],
                  a["top"], steps, gg, tg, tp_, eng[0], eng[1], eng[2], a["rebatch"], phases, low, high,
                  step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns), moves,
-                 eng[5], price_kind_of(g, price))
+                 eng[5], price_kind_of(g, price), a["att"])
 
 
 def _check_evaluation(evaluation):
@@ -587,7 +593,6 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
 
     chk, lo, hi = median_factor_check(y, src, coverage)
     return RLInterval(lo, hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
-
 
 
 __all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval", "RLRun", "response_lengths",
