@@ -9,7 +9,8 @@ Schulman et al. 2017) is not one training step but a sequence of phases, as verl
    each engine of ``gen_tp`` GPUs gets its share ``n`` of the rollouts and keeps ``b`` of them in flight (its
    KV capacity, at most ``max_num_seqs``); the step waits for the longest response. With continuous batching
    (``rebatch=True``, what vLLM does) the engine decodes ``max(n x mean / b, longest)`` steps; without it
-   (``rebatch=False``: static waves) ``ceil(n / b) x longest``.
+   (``rebatch=False``: static waves) ``ceil(n / b) x longest`` (:mod:`llmsizing.rl_generation`, which
+   says at which batch a step is priced when the longest response sets the count).
 2. **log-probabilities**: forward passes of the trainer over every rollout's ``prompt + response`` tokens,
    for the old policy and (if ``reference``) the frozen reference model; PPO adds the critic's values.
 3. **reward**: a reward model's forward pass if ``reward_model`` is given, else a rule-based verifier whose
@@ -50,8 +51,9 @@ from .model import Model
 from .network import collective_time_s, get_node, group_link
 from .parallel import Parallel, check_layout
 from .rl_trainer import (SLIME_SYNC_BUCKET_S, colocated_moves_s, cpu_adam_s, default_layout,
-                         layout_parallel, layout_trainer, rollout_attention_seq, weight_backup_s)
-from .serve_calibration import serving_range
+                         layout_parallel, layout_trainer, response_second_moment, rollout_attention_seq,
+                         weight_backup_s)
+from .rl_generation import GEN_TP_CHOICES, default_gen_tp, generation_s
 from .serve_engine import weights_bytes_per_gpu
 from .time_cost import training_time
 
@@ -59,8 +61,6 @@ from .time_cost import training_time
 ALGORITHMS = ("grpo", "ppo")
 #: vLLM's default cap on the sequences an engine runs at once (``EngineArgs.max_num_seqs``).
 MAX_NUM_SEQS = 256
-#: The engine's tensor-parallel degrees tried when ``gen_tp`` is not given.
-GEN_TP_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 PHASES = ("generation", "log_probs", "reference", "values", "reward", "update", "weight_sync")
 PUBLISHED_CSV = Path(__file__).resolve().parents[2] / "data" / "rl_published.csv"
 
@@ -173,38 +173,6 @@ class RLRun:
                              "share": {k: v / total for k, v in self.phases.items()}})
 
 
-def _default_tp(m, g, prompt, mean, node, max_tp):
-    for tp in GEN_TP_CHOICES:
-        if tp > max_tp:
-            break
-        try:
-            s = serving_range(m, g, tp=tp, prompt=prompt, output=max(1, round(mean)), batch=1, node=node)
-        except ValueError:
-            continue
-        if s.central.max_batch >= 1:
-            return tp
-    raise ValueError(f"the engine does not fit: {m.name} at prompt + response = {prompt:,} + {mean:,.0f} "
-                     f"tokens on {g.name} needs more than {max_tp} GPUs per engine (give a larger pool, "
-                     "shorter sequences or gen_tp=)")
-
-
-def _generation(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_num_seqs, node, util):
-    """Seconds (central, fast, slow) to generate the rollouts on ``gpus`` GPUs in engines of ``tp``."""
-    engines = gpus // tp
-    n = math.ceil(rollouts / engines)
-    out = max(1, round(mean))
-    probe = serving_range(m, g, tp=tp, prompt=prompt, output=out, batch=1, node=node,
-                          gpu_memory_utilization=util).central
-    b = max(1, min(n, probe.max_batch, max_num_seqs))
-    r = serving_range(m, g, tp=tp, prompt=prompt, output=out, batch=b, node=node, gpu_memory_utilization=util)
-    s = r.central
-    steps = max(n * mean / b, top) if rebatch else math.ceil(n / b) * top
-    prefill = math.ceil(n / b) * s.batch_prefill_s
-    central = prefill + steps * s.decode_step_s
-    fast, slow = r.itl_s[0] / s.itl_s, r.itl_s[1] / s.itl_s
-    return (central, central * fast, central * slow), engines, b, steps, probe.max_batch, s.engine
-
-
 def _trainer(m, g, *, gpus, tokens, seq, price):
     """Seconds (central, fast, slow) of one training pass over ``tokens`` tokens on ``gpus`` GPUs."""
     t = training_time(m, tokens=tokens, gpu=g, n_gpus=gpus, seq=seq, price_usd_per_gpu_hour=price)
@@ -227,9 +195,10 @@ def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, train_bytes, bucket
 
 def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
     """Every phase's (central, fast, slow) seconds for one split of the pool."""
-    gen, engines, b, steps, max_b, engine = _generation(
+    gen, engines, b, steps, max_b, engine = generation_s(
         m, g, gpus=gen_gpus, tp=gen_tp, rollouts=a["rollouts"], prompt=a["prompt"], mean=a["mean"],
-        top=a["top"], rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node, util=a["util"])
+        top=a["top"], rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node, util=a["util"],
+        drain=a["drain"], second_moment=a["e2"])
     seq, att = a["prompt"] + a["top"], a["att"]         # the row; its attention (packed rollouts')
     tokens = a["rollouts"] * (a["prompt"] + a["mean"])
     layout = a["layout"] or default_layout(m, train_gpus, node.gpus_per_node)
@@ -262,9 +231,10 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
          "update": tuple(x * (2 if ppo else 1) for x in upd)}
     if a["evaluation"] is not None:
         n_eval, (e_mean, e_top), every = a["evaluation"]
-        ev = _generation(m, g, gpus=gen_gpus, tp=gen_tp, rollouts=n_eval, prompt=a["prompt"], mean=e_mean,
-                         top=e_top, rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node,
-                         util=a["util"])[0]
+        ev = generation_s(m, g, gpus=gen_gpus, tp=gen_tp, rollouts=n_eval, prompt=a["prompt"], mean=e_mean,
+                          top=e_top, rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node,
+                          util=a["util"], drain=a["drain"],
+                          second_moment=response_second_moment(e_mean, e_top))[0]
         p["evaluation"] = tuple(x / every for x in ev)
     return p, (engines, b, steps, max_b, engine, layout, backup), warns
 
@@ -289,7 +259,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
            off_policy_steps: int = 0, rebatch: bool = True, offload: bool = True,
            max_num_seqs: int = MAX_NUM_SEQS, price_usd_per_gpu_hour: float | None = None, node=None,
            train_layout=None, packing: bool = True, sync_bucket_s: float = 0.0,
-           evaluation=None, cpu_optimizer: bool = False, weight_backup: bool = False) -> RLRun:
+           evaluation=None, cpu_optimizer: bool = False, weight_backup: bool = False,
+           drain: bool = False) -> RLRun:
     """Time per step by phase, GPU-hours, cost and memory of an RL post-training run (module docstring).
 
     ``prompts_per_step`` prompts, ``samples_per_prompt`` responses each (GRPO's group), ``prompt`` tokens per
@@ -314,6 +285,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     ``--optimizer-cpu-offload``): :func:`~llmsizing.rl_trainer.cpu_adam_s` joins the update.
     ``weight_backup`` (with a layout) slime's host copies of the weights, and with ``reference`` the swaps
     to the reference model and back (:func:`~llmsizing.rl_trainer.weight_backup_s`), join the moves.
+    ``drain``: decode steps priced at the engine's draining batch (:mod:`llmsizing.rl_generation`: the
+    consistent model, not the default, which agrees better with the published generation times).
     Chapter 19."""
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
@@ -328,10 +301,12 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
          "packing": check_bool("packing", packing), "layout": _check_train_layout(train_layout),
          "evaluation": _check_evaluation(evaluation), "cpu_optimizer": check_bool("cpu_optimizer",
                                                                                      cpu_optimizer),
-         "weight_backup": check_bool("weight_backup", weight_backup)}
+         "weight_backup": check_bool("weight_backup", weight_backup), "drain": check_bool("drain", drain)}
     bucket_s = check_number("sync_bucket_s", sync_bucket_s)
     a["mean"], a["top"] = response_lengths(response)
     lengths = tuple(response) if isinstance(response, (list, tuple)) and len(response) > 2 else None
+    a["e2"] = (sum(v * v for v in lengths) / len(lengths) if lengths
+               else response_second_moment(a["mean"], a["top"]))
     a["att"] = (rollout_attention_seq(a["prompt"], a["mean"], a["top"], lengths) if a["packing"]
                 else a["prompt"] + a["top"])
     colocated, offload = check_bool("colocated", colocated), check_bool("offload", offload)
@@ -354,14 +329,14 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             raise ValueError(f"colocated without offload: the trainer's {train_bytes / 2**30:.1f} GiB per "
                              f"GPU leave no room for the engine on {g.name}; use offload=True or more GPUs")
         tp = (_check_tp(gen_tp, n, m) if gen_tp is not None
-              else _default_tp(m, g, a["prompt"], a["mean"], node_, n))
+              else default_gen_tp(m, g, a["prompt"], a["mean"], node_, n))
         splits = [(n, n, tp)]
     else:
         a["util"] = 0.9
         if n < 2:
             raise ValueError("split pools need n_gpus >= 2 (one for each pool)")
         tp = (_check_tp(gen_tp, n - 1, m) if gen_tp is not None
-              else _default_tp(m, g, a["prompt"], a["mean"], node_, n - 1))
+              else default_gen_tp(m, g, a["prompt"], a["mean"], node_, n - 1))
         if gen_gpus is not None:
             gg = check_int("gen_gpus", gen_gpus, maximum=n - 1)
             if gg % tp:
@@ -463,10 +438,10 @@ def _row_layout(r):
     return None if any(pd.isna(v) for v in vals) else tuple(int(v) for v in vals)
 
 
-def row_run(r) -> RLRun:
+def row_run(r, drain: bool = False) -> RLRun:
     """:func:`rl_run` of one checked row (an ``itertuples`` row) of ``data/rl_published.csv``, from the row's
     own setup (data, not the framework's name): slime's bucketed update, a CPU optimizer, slime's host copies
-    of the weights (their own column), an evaluation inside the loop."""
+    of the weights (their own column), an evaluation inside the loop. ``drain``: as :func:`rl_run`'s."""
     import pandas as pd
 
     ev = None if pd.isna(r.eval_every) else (int(r.eval_rollouts), (float(r.eval_response_mean),
@@ -479,7 +454,8 @@ def row_run(r) -> RLRun:
                   gen_tp=None if pd.isna(r.gen_tp) else int(r.gen_tp), reference=bool(r.reference == "yes"),
                   train_layout=_row_layout(r),
                   sync_bucket_s=SLIME_SYNC_BUCKET_S if r.weight_sync == "bucketed" else 0.0, evaluation=ev,
-                  cpu_optimizer=r.optimizer_offload == "cpu", weight_backup=r.weight_backup == "yes")
+                  cpu_optimizer=r.optimizer_offload == "cpu", weight_backup=r.weight_backup == "yes",
+                  drain=drain)
 
 
 def published_rl():

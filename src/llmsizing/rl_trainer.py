@@ -63,6 +63,7 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
 
 from __future__ import annotations
 
+import functools
 import math
 
 from ._validate import check_number
@@ -131,6 +132,7 @@ def packed_attention_seq(lengths) -> float:
     return sum(v * v for v in vals) / sum(vals)
 
 
+@functools.lru_cache(maxsize=256)
 def response_second_moment(mean: float, longest: int) -> float:
     """``E[s^2]`` of response lengths ``s`` on ``[0, longest]`` with mean ``mean`` when nothing else is
     known: the maximum-entropy distribution with that mean on that interval, ``p(s) ~ exp(-lam s)`` (Jaynes
