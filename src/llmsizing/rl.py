@@ -19,7 +19,8 @@ Schulman et al. 2017) is not one training step but a sequence of phases, as verl
    training model (:func:`llmsizing.time_cost.training_time` at the calibrated MFU, chapter 10), or, given the
    trainer's layout (``train_layout``) or for a mixture of experts, on that layout's own step
    (:mod:`llmsizing.rl_trainer`); the forward passes of phase 2 cost the forward's share of its FLOPs
-   (:mod:`llmsizing.flops`).
+   (:mod:`llmsizing.flops`). Packed rollouts attend each to itself, so attention is priced at their
+   token-weighted mean length, not the row's (:func:`~llmsizing.rl_trainer.rollout_attention_seq`).
 5. **weight sync**: the new weights reach the engines. ``colocated`` (verl's and NeMo RL's hybrid engine):
    every GPU rebuilds the full weights ``W`` (an all-gather on the pool's link,
    :func:`llmsizing.network.collective_time_s`), the engine sleeps and wakes (its ``W / gen_tp`` to the host
