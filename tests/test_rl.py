@@ -54,21 +54,28 @@ def test_generation_phase_is_waves_of_prefill_plus_decode_steps():
 
 
 def test_update_and_forward_passes_from_the_flops_by_hand():
-    """Update: tokens x 6 N-ish FLOPs at the calibrated MFU. Written out: 2,048 rollouts x (128 + 932)
-    tokens; the forward passes (old policy, reference) cost the forward's share, ~1/3 of the update."""
+    """Update: tokens x 6 N-ish FLOPs at the calibrated MFU. Written out for measured responses of 896, 1,920
+    and 3,968 tokens after a 128-token prompt: sequences of 1,024, 2,048 and 4,096, packed (each attends
+    to itself): per token the attention of one sequence of (1,024^2 + 2,048^2 + 4,096^2) / 7,168 = 3,072
+    tokens, not the row's 4,096. 2,048 rollouts, 7,168 / 3 tokens each; the forward passes (old policy,
+    reference) cost the forward's share, ~1/3 of the update."""
     from llmsizing.flops import training_flops_per_token
     from llmsizing.time_cost import training_time
 
     r = rl_run("llama-3-8b", gpu=H100, n_gpus=16, prompts_per_step=2048, samples_per_prompt=1, prompt=128,
-               response=(932, 3968), steps=1, gen_tp=1)
-    tokens = 2048 * (128 + 932)
-    t = training_time("llama-3-8b", tokens=tokens, gpu=H100, n_gpus=16, seq=128 + 3968)
-    flops = tokens * training_flops_per_token("llama-3-8b", seq=4096)
+               response=[896, 1920, 3968], steps=1, gen_tp=1)
+    assert r.attention_seq == 3072
+    tokens = 2048 * 7168 / 3
+    t = training_time("llama-3-8b", tokens=tokens, gpu=H100, n_gpus=16, seq=3072)
+    flops = tokens * training_flops_per_token("llama-3-8b", seq=3072)
     by_hand = flops / (16 * get_gpu(H100).bf16_dense_tflops * 1e12 * t.mfu)
     assert r.phases["update"] == pytest.approx(by_hand, rel=1e-6)
     assert 0.30 < r.phases["log_probs"] / r.phases["update"] < 0.36
     assert r.phases["reference"] == r.phases["log_probs"]
     assert r.phases["values"] == 0
+    padded = rl_run("llama-3-8b", gpu=H100, n_gpus=16, prompts_per_step=2048, samples_per_prompt=1,
+                    prompt=128, response=[896, 1920, 3968], steps=1, gen_tp=1, packing=False)
+    assert padded.attention_seq == 4096 and padded.phases["update"] > r.phases["update"]
 
 
 def test_ppo_adds_a_critic_and_a_reward_model_adds_its_forward():

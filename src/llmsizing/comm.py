@@ -359,7 +359,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
                         dtype: str = "bf16", mfu: float | None = None,
                         recompute_layers: int | None = None, attention_kernel: str | None = None,
                         mtp_depth: int = 0, comm_sms: int = 0, load_skew: float | None = None,
-                        schedule: str = "1f1b") -> float:
+                        schedule: str = "1f1b", attention_seq: int | None = None) -> float:
     """Seconds of computing per step on a GPU of the slowest pipeline stage: that stage's training FLOPs
     (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
     ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs, as kernels run them
@@ -386,7 +386,10 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     the routed work the load skew puts on the slowest rank (:mod:`llmsizing.moe_time`; ``load_skew`` default
     :func:`~llmsizing.moe_time.load_skew` of the model's routing and ``ep``). ``comm_sms`` SMs kept by
     communication kernels (DeepSeek-V3: 20 of 132) slow all of it by ``1 / (1 - share)``; with
-    ``schedule="dualpipe"`` a rank's work is the mean of the two stages it holds (issue 35)."""
+    ``schedule="dualpipe"`` a rank's work is the mean of the two stages it holds (issue 35).
+    ``attention_seq`` (default ``seq``): the length whose attention a token pays, when a ``seq``-token row
+    packs shorter sequences under a document mask (varlen FlashAttention's ``cu_seqlens``, RL trainers'
+    packing: :func:`llmsizing.rl_trainer.packed_attention_seq`); the GEMMs keep the row's tokens."""
     model = resolve_model(model, moe=True)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     par = resolve_parallel(parallel, model, seq=seq)
@@ -396,7 +399,8 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     # each of the tp x cp GPUs of a stage does 1 / (tp cp) of its work: with causal load balancing every
     # context-parallel rank gets the same share of the attention (two chunks, one early, one late)
-    kw = dict(seq=seq, recompute=recompute, recompute_layers=recompute_layers)
+    att = seq if attention_seq is None else check_int("attention_seq", attention_seq, maximum=seq)
+    kw = dict(seq=att, recompute=recompute, recompute_layers=recompute_layers)   # seq: attention only
     if model.is_moe:                         # ---- mixture of experts: active FLOPs per stage (llmsizing.moe)
         from .moe import moe_stage_flops
 
@@ -415,6 +419,9 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     # kernels run it (half the score matrix, at the attention kernels' efficiency, in BF16 under FP8 recipes)
     gemm_rate, attention_rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype,
                                       kernel_efficiency=eff, attention_kernel=attention_kernel, ep=par.ep)
+    if att != seq:                           # packed rows: the attention kernel at its sequences' length
+        attention_rate = rates(model, g, tp=par.tp, cp=par.cp, batch=1, seq=att, dtype=dtype,
+                               kernel_efficiency=eff, attention_kernel=attention_kernel, ep=par.ep)[1]
     out = compute_seconds(stages[slowest], full[slowest], causal[slowest], per_gpu, gemm_rate, attention_rate)
     if model.is_moe:                         # ---- the MoE layers' routing and imbalance (llmsizing.moe_time)
         from .moe import stage_moe_layers

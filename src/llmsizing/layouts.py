@@ -389,7 +389,7 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
 
 def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, recompute: str, dtype: str,
                     eff: float, recompute_layers: int | None = None, attention_kernel: str | None = None,
-                    rate: float | None = None) -> tuple[float, float]:
+                    rate: float | None = None, attention_seq: int | None = None) -> tuple[float, float]:
     """This GPU's attention-core seconds per step, ``(forward, backward)``, on the slowest stage: what the
     ring's hops of context parallelism can hide behind (:func:`exposed_by_group`). The forward's ``QK^T`` and
     ``attn @ V`` as causal kernels compute them (:func:`~llmsizing.flops.attention_flops_per_token` with
@@ -397,15 +397,16 @@ def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, rec
     the attention kernels' rate (:func:`llmsizing.kernels.rates`, as the step's compute); twice that in the
     backward, and the forward twice with full recomputation (which runs the ring again; with
     ``recompute_layers``, the recomputed layers of that stage only). ``(0, 0)`` without context
-    parallelism. ``rate``: that rate, if the caller has it (the planner's, issue 35: an array of them)."""
+    parallelism. ``rate``: that rate, if the caller has it (the planner's); ``attention_seq``: step_time's."""
     if par.cp == 1:
         return 0.0, 0.0
     stages = layers_per_stage(model.layers, par)
     layers = stages[most := max(range(par.pp), key=lambda i: stages[i])]
     # the attention core as causal kernels run it, at the attention kernels' rate (comm.step_compute_time_s)
-    rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype, kernel_efficiency=eff,
+    att = attention_seq or seq
+    rate = rates(model, g, tp=par.tp, cp=par.cp, batch=batch, seq=att, dtype=dtype, kernel_efficiency=eff,
                  attention_kernel=attention_kernel)[1] if rate is None else rate
-    one = (attention_flops_per_token(model, seq=seq, causal=True) / model.layers * layers * batch * seq
+    one = (attention_flops_per_token(model, seq=att, causal=True) / model.layers * layers * batch * seq
            * grad_accum / (par.tp * par.cp) / rate)
     if recompute_layers is not None:
         return one * (1 + recomputed_layers(model.layers, par, recompute_layers)[most] / layers), 2 * one
@@ -520,7 +521,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               node=None, mfu: float | None = None, recompute_layers: int | None = None,
               ep_overlap: float = 0.0, max_nodes: int | str | None = "model",
               attention_kernel: str | None = None, schedule: str = "1f1b", mtp_depth: int = 0,
-              comm_sms: int = 0, load_skew: float | None = None, framework: str | None = None) -> StepTime:
+              comm_sms: int = 0, load_skew: float | None = None, framework: str | None = None,
+              attention_seq: int | None = None) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -552,11 +554,12 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     ``"1f1b"`` (default), ``"zb1p"`` or ``"dualpipe"`` sets the bubble
     (:func:`~llmsizing.moe_time.schedule_bubble`); ``mtp_depth``, ``comm_sms`` and ``load_skew`` go to
     :func:`~llmsizing.comm.step_compute_time_s`. ``framework``: the software stack; its family sets the range.
-    """
+    ``attention_seq``: a packed row's attention length (:func:`~llmsizing.comm.step_compute_time_s`)."""
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
+    att = seq if attention_seq is None else check_int("attention_seq", attention_seq, maximum=seq)
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     overlap = None if overlap is None else check_number("overlap", overlap, maximum=1.0)
     async_tp = check_bool("async_tp", async_tp)
@@ -573,22 +576,19 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
                                   kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers,
-                                  attention_kernel=attention_kernel, mtp_depth=mtp_depth,
-                                  comm_sms=comm_sms, load_skew=load_skew, schedule=schedule)
+                                  attention_kernel=attention_kernel, mtp_depth=mtp_depth, comm_sms=comm_sms,
+                                  load_skew=load_skew, schedule=schedule, attention_seq=att)
     bubble = schedule_bubble(schedule, par.pp, m, par.virtual_stages)
-    model_per_token = training_flops_per_token(model, seq=seq)
+    model_per_token = training_flops_per_token(model, seq=att)
     if recompute_layers is None:
-        hardware_per_token = training_flops_per_token(model, seq=seq, recompute=recompute)
+        hardware_per_token = training_flops_per_token(model, seq=att, recompute=recompute)
     else:       # every stage's recomputed layers (the count is per model chunk)
-        hardware_per_token = _partial_flops_per_token(model, seq,
-                                                      sum(recomputed_layers(model.layers, par,
-                                                                            recompute_layers)),
-                                                      False)
-    # the forward's share; recomputation is backward
-    fwd_share = (model_per_token / 3) / hardware_per_token
+        rerun = sum(recomputed_layers(model.layers, par, recompute_layers))
+        hardware_per_token = _partial_flops_per_token(model, att, rerun, False)
+    fwd_share = (model_per_token / 3) / hardware_per_token     # the forward's share (recomputation: backward)
     cp_att = _cp_attention_s(model, g, par, batch=batch, seq=seq, grad_accum=m, recompute=recompute,
                              dtype=dtype, eff=eff, recompute_layers=recompute_layers,
-                             attention_kernel=attention_kernel)
+                             attention_kernel=attention_kernel, attention_seq=att)
     exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m,
                                                                 fwd_share=fwd_share, async_tp=async_tp,
                                                                 cp_attention_s=cp_att, ep_overlap=ep_overlap)

@@ -9,7 +9,8 @@ Schulman et al. 2017) is not one training step but a sequence of phases, as verl
    each engine of ``gen_tp`` GPUs gets its share ``n`` of the rollouts and keeps ``b`` of them in flight (its
    KV capacity, at most ``max_num_seqs``); the step waits for the longest response. With continuous batching
    (``rebatch=True``, what vLLM does) the engine decodes ``max(n x mean / b, longest)`` steps; without it
-   (``rebatch=False``: static waves) ``ceil(n / b) x longest``.
+   (``rebatch=False``: static waves) ``ceil(n / b) x longest`` (:mod:`llmsizing.rl_generation`, which
+   says at which batch a step is priced when the longest response sets the count).
 2. **log-probabilities**: forward passes of the trainer over every rollout's ``prompt + response`` tokens,
    for the old policy and (if ``reference``) the frozen reference model; PPO adds the critic's values.
 3. **reward**: a reward model's forward pass if ``reward_model`` is given, else a rule-based verifier whose
@@ -18,7 +19,8 @@ Schulman et al. 2017) is not one training step but a sequence of phases, as verl
    training model (:func:`llmsizing.time_cost.training_time` at the calibrated MFU, chapter 10), or, given the
    trainer's layout (``train_layout``) or for a mixture of experts, on that layout's own step
    (:mod:`llmsizing.rl_trainer`); the forward passes of phase 2 cost the forward's share of its FLOPs
-   (:mod:`llmsizing.flops`).
+   (:mod:`llmsizing.flops`). Packed rollouts attend each to itself, so attention is priced at their
+   token-weighted mean length, not the row's (:func:`~llmsizing.rl_trainer.rollout_attention_seq`).
 5. **weight sync**: the new weights reach the engines. ``colocated`` (verl's and NeMo RL's hybrid engine):
    every GPU rebuilds the full weights ``W`` (an all-gather on the pool's link,
    :func:`llmsizing.network.collective_time_s`), the engine sleeps and wakes (its ``W / gen_tp`` to the host
@@ -50,8 +52,9 @@ from .model import Model
 from .network import collective_time_s, get_node, group_link
 from .parallel import Parallel, check_layout
 from .rl_trainer import (SLIME_SYNC_BUCKET_S, colocated_moves_s, cpu_adam_s, default_layout,
-                         layout_parallel, layout_trainer, weight_backup_s)
-from .serve_calibration import serving_range
+                         layout_parallel, layout_trainer, response_second_moment, rollout_attention_seq,
+                         weight_backup_s)
+from .rl_generation import GEN_TP_CHOICES, default_gen_tp, generation_s
 from .serve_engine import weights_bytes_per_gpu
 from .time_cost import training_time
 
@@ -59,8 +62,6 @@ from .time_cost import training_time
 ALGORITHMS = ("grpo", "ppo")
 #: vLLM's default cap on the sequences an engine runs at once (``EngineArgs.max_num_seqs``).
 MAX_NUM_SEQS = 256
-#: The engine's tensor-parallel degrees tried when ``gen_tp`` is not given.
-GEN_TP_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 PHASES = ("generation", "log_probs", "reference", "values", "reward", "update", "weight_sync")
 PUBLISHED_CSV = Path(__file__).resolve().parents[2] / "data" / "rl_published.csv"
 
@@ -135,6 +136,8 @@ class RLRun:
     train_layout: tuple | None = None
     #: What the price is: ``"list"``, ``"estimate"`` or ``"reader"`` (:func:`.catalog.price_kind_of`).
     price_kind: str = "list"
+    #: The trainer's attention length: packed rollouts' (:func:`~llmsizing.rl_trainer.rollout_attention_seq`).
+    attention_seq: int = 0
 
     @property
     def gpu_hours(self) -> float:
@@ -171,38 +174,6 @@ class RLRun:
                              "share": {k: v / total for k, v in self.phases.items()}})
 
 
-def _default_tp(m, g, prompt, mean, node, max_tp):
-    for tp in GEN_TP_CHOICES:
-        if tp > max_tp:
-            break
-        try:
-            s = serving_range(m, g, tp=tp, prompt=prompt, output=max(1, round(mean)), batch=1, node=node)
-        except ValueError:
-            continue
-        if s.central.max_batch >= 1:
-            return tp
-    raise ValueError(f"the engine does not fit: {m.name} at prompt + response = {prompt:,} + {mean:,.0f} "
-                     f"tokens on {g.name} needs more than {max_tp} GPUs per engine (give a larger pool, "
-                     "shorter sequences or gen_tp=)")
-
-
-def _generation(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_num_seqs, node, util):
-    """Seconds (central, fast, slow) to generate the rollouts on ``gpus`` GPUs in engines of ``tp``."""
-    engines = gpus // tp
-    n = math.ceil(rollouts / engines)
-    out = max(1, round(mean))
-    probe = serving_range(m, g, tp=tp, prompt=prompt, output=out, batch=1, node=node,
-                          gpu_memory_utilization=util).central
-    b = max(1, min(n, probe.max_batch, max_num_seqs))
-    r = serving_range(m, g, tp=tp, prompt=prompt, output=out, batch=b, node=node, gpu_memory_utilization=util)
-    s = r.central
-    steps = max(n * mean / b, top) if rebatch else math.ceil(n / b) * top
-    prefill = math.ceil(n / b) * s.batch_prefill_s
-    central = prefill + steps * s.decode_step_s
-    fast, slow = r.itl_s[0] / s.itl_s, r.itl_s[1] / s.itl_s
-    return (central, central * fast, central * slow), engines, b, steps, probe.max_batch, s.engine
-
-
 def _trainer(m, g, *, gpus, tokens, seq, price):
     """Seconds (central, fast, slow) of one training pass over ``tokens`` tokens on ``gpus`` GPUs."""
     t = training_time(m, tokens=tokens, gpu=g, n_gpus=gpus, seq=seq, price_usd_per_gpu_hour=price)
@@ -225,22 +196,23 @@ def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, train_bytes, bucket
 
 def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
     """Every phase's (central, fast, slow) seconds for one split of the pool."""
-    gen, engines, b, steps, max_b, engine = _generation(
+    gen, engines, b, steps, max_b, engine = generation_s(
         m, g, gpus=gen_gpus, tp=gen_tp, rollouts=a["rollouts"], prompt=a["prompt"], mean=a["mean"],
-        top=a["top"], rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node, util=a["util"])
-    seq = a["prompt"] + a["top"]
+        top=a["top"], rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node, util=a["util"],
+        drain=a["drain"], second_moment=a["e2"])
+    seq, att = a["prompt"] + a["top"], a["att"]         # the row; its attention (packed rollouts')
     tokens = a["rollouts"] * (a["prompt"] + a["mean"])
     layout = a["layout"] or default_layout(m, train_gpus, node.gpus_per_node)
     if layout is None:
-        upd, warns = _trainer(m, g, gpus=train_gpus, tokens=tokens * a["ppo_epochs"], seq=seq, price=price)
-        fwd_share = forward_flops_per_token(m, seq=seq) / training_flops_per_token(m, seq=seq)
+        upd, warns = _trainer(m, g, gpus=train_gpus, tokens=tokens * a["ppo_epochs"], seq=att, price=price)
+        fwd_share = forward_flops_per_token(m, seq=att) / training_flops_per_token(m, seq=att)
     backup = 0.0
     if layout is not None:
         par = layout_parallel(m, layout, train_gpus)
         if a["weight_backup"]:
             backup = weight_backup_s(m, par, reference=a["reference"])
         one, fwd_share = layout_trainer(m, g, node, par, tokens=tokens, rollouts=a["rollouts"], seq=seq,
-                                        packing=a["packing"])
+                                        packing=a["packing"], attention_seq=att)
         upd, warns = tuple(x * a["ppo_epochs"] for x in one), ()
         if a["cpu_optimizer"]:
             fwd_share *= upd[0] / (upd[0] + cpu_adam_s(m, par, train_gpus))
@@ -251,8 +223,8 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
     reward = zero
     if a["reward_model"] is not None:
         rm = a["reward_model"]
-        r_upd, _ = _trainer(rm, g, gpus=train_gpus, tokens=tokens, seq=seq, price=price)
-        share = forward_flops_per_token(rm, seq=seq) / training_flops_per_token(rm, seq=seq)
+        r_upd, _ = _trainer(rm, g, gpus=train_gpus, tokens=tokens, seq=att, price=price)
+        share = forward_flops_per_token(rm, seq=att) / training_flops_per_token(rm, seq=att)
         reward = tuple(x * share for x in r_upd)
     reward = tuple(x + a["reward_s"] for x in reward)
     p = {"generation": gen, "log_probs": one_fwd, "reference": one_fwd if a["reference"] else zero,
@@ -260,9 +232,10 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
          "update": tuple(x * (2 if ppo else 1) for x in upd)}
     if a["evaluation"] is not None:
         n_eval, (e_mean, e_top), every = a["evaluation"]
-        ev = _generation(m, g, gpus=gen_gpus, tp=gen_tp, rollouts=n_eval, prompt=a["prompt"], mean=e_mean,
-                         top=e_top, rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node,
-                         util=a["util"])[0]
+        ev = generation_s(m, g, gpus=gen_gpus, tp=gen_tp, rollouts=n_eval, prompt=a["prompt"], mean=e_mean,
+                          top=e_top, rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node,
+                          util=a["util"], drain=a["drain"],
+                          second_moment=response_second_moment(e_mean, e_top))[0]
         p["evaluation"] = tuple(x / every for x in ev)
     return p, (engines, b, steps, max_b, engine, layout, backup), warns
 
@@ -287,7 +260,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
            off_policy_steps: int = 0, rebatch: bool = True, offload: bool = True,
            max_num_seqs: int = MAX_NUM_SEQS, price_usd_per_gpu_hour: float | None = None, node=None,
            train_layout=None, packing: bool = True, sync_bucket_s: float = 0.0,
-           evaluation=None, cpu_optimizer: bool = False, weight_backup: bool = False) -> RLRun:
+           evaluation=None, cpu_optimizer: bool = False, weight_backup: bool = False,
+           drain: bool = False) -> RLRun:
     """Time per step by phase, GPU-hours, cost and memory of an RL post-training run (module docstring).
 
     ``prompts_per_step`` prompts, ``samples_per_prompt`` responses each (GRPO's group), ``prompt`` tokens per
@@ -302,7 +276,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     ``train_layout`` the trainer's ``(tp, cp, ep, pp)`` (NeMo RL's notation; data parallelism takes the rest):
     the update and forward passes are timed on that layout's step (:mod:`llmsizing.rl_trainer`), as is a
     mixture of experts without one (:func:`~llmsizing.rl_trainer.default_layout`); a dense model without one
-    keeps the calibrated MFU. ``packing``: rollouts packed into ``seq``-token rows (else padded).
+    keeps the calibrated MFU. ``packing``: rollouts packed into ``seq``-token rows, each attending to itself
+    (:func:`~llmsizing.rl_trainer.rollout_attention_seq`); else padded, one rollout per row.
     ``sync_bucket_s`` the software seconds per 512 MiB bucket of a colocated weight update
     (:data:`~llmsizing.rl_trainer.SLIME_SYNC_BUCKET_S` for slime; 0: the gather's bandwidth only).
     ``evaluation = (rollouts, response, every)`` an evaluation generated on the engines every ``every`` steps
@@ -311,6 +286,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     ``--optimizer-cpu-offload``): :func:`~llmsizing.rl_trainer.cpu_adam_s` joins the update.
     ``weight_backup`` (with a layout) slime's host copies of the weights, and with ``reference`` the swaps
     to the reference model and back (:func:`~llmsizing.rl_trainer.weight_backup_s`), join the moves.
+    ``drain``: decode steps priced at the engine's draining batch (:mod:`llmsizing.rl_generation`: the
+    consistent model, not the default, which agrees better with the published generation times).
     Chapter 19."""
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
@@ -325,9 +302,14 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
          "packing": check_bool("packing", packing), "layout": _check_train_layout(train_layout),
          "evaluation": _check_evaluation(evaluation), "cpu_optimizer": check_bool("cpu_optimizer",
                                                                                      cpu_optimizer),
-         "weight_backup": check_bool("weight_backup", weight_backup)}
+         "weight_backup": check_bool("weight_backup", weight_backup), "drain": check_bool("drain", drain)}
     bucket_s = check_number("sync_bucket_s", sync_bucket_s)
     a["mean"], a["top"] = response_lengths(response)
+    lengths = tuple(response) if isinstance(response, (list, tuple)) and len(response) > 2 else None
+    a["e2"] = (sum(v * v for v in lengths) / len(lengths) if lengths
+               else response_second_moment(a["mean"], a["top"]))
+    a["att"] = (rollout_attention_seq(a["prompt"], a["mean"], a["top"], lengths) if a["packing"]
+                else a["prompt"] + a["top"])
     colocated, offload = check_bool("colocated", colocated), check_bool("offload", offload)
     off = check_int("off_policy_steps", off_policy_steps, minimum=0)
     check_int("steps", steps)
@@ -348,14 +330,14 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             raise ValueError(f"colocated without offload: the trainer's {train_bytes / 2**30:.1f} GiB per "
                              f"GPU leave no room for the engine on {g.name}; use offload=True or more GPUs")
         tp = (_check_tp(gen_tp, n, m) if gen_tp is not None
-              else _default_tp(m, g, a["prompt"], a["mean"], node_, n))
+              else default_gen_tp(m, g, a["prompt"], a["mean"], node_, n))
         splits = [(n, n, tp)]
     else:
         a["util"] = 0.9
         if n < 2:
             raise ValueError("split pools need n_gpus >= 2 (one for each pool)")
         tp = (_check_tp(gen_tp, n - 1, m) if gen_tp is not None
-              else _default_tp(m, g, a["prompt"], a["mean"], node_, n - 1))
+              else default_gen_tp(m, g, a["prompt"], a["mean"], node_, n - 1))
         if gen_gpus is not None:
             gg = check_int("gen_gpus", gen_gpus, maximum=n - 1)
             if gg % tp:
@@ -397,7 +379,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     return RLRun(m.name, g.name, n, a["algorithm"], colocated, off, a["rollouts"], a["prompt"], a["mean"],
                  a["top"], steps, gg, tg, tp_, eng[0], eng[1], eng[2], a["rebatch"], phases, low, high,
                  step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns), moves,
-                 eng[5], price_kind_of(g, price))
+                 eng[5], price_kind_of(g, price), a["att"])
 
 
 def _check_evaluation(evaluation):
@@ -457,10 +439,10 @@ def _row_layout(r):
     return None if any(pd.isna(v) for v in vals) else tuple(int(v) for v in vals)
 
 
-def row_run(r) -> RLRun:
+def row_run(r, drain: bool = False) -> RLRun:
     """:func:`rl_run` of one checked row (an ``itertuples`` row) of ``data/rl_published.csv``, from the row's
     own setup (data, not the framework's name): slime's bucketed update, a CPU optimizer, slime's host copies
-    of the weights (their own column), an evaluation inside the loop."""
+    of the weights (their own column), an evaluation inside the loop. ``drain``: as :func:`rl_run`'s."""
     import pandas as pd
 
     ev = None if pd.isna(r.eval_every) else (int(r.eval_rollouts), (float(r.eval_response_mean),
@@ -473,7 +455,8 @@ def row_run(r) -> RLRun:
                   gen_tp=None if pd.isna(r.gen_tp) else int(r.gen_tp), reference=bool(r.reference == "yes"),
                   train_layout=_row_layout(r),
                   sync_bucket_s=SLIME_SYNC_BUCKET_S if r.weight_sync == "bucketed" else 0.0, evaluation=ev,
-                  cpu_optimizer=r.optimizer_offload == "cpu", weight_backup=r.weight_backup == "yes")
+                  cpu_optimizer=r.optimizer_offload == "cpu", weight_backup=r.weight_backup == "yes",
+                  drain=drain)
 
 
 def published_rl():
@@ -587,7 +570,6 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
 
     chk, lo, hi = median_factor_check(y, src, coverage)
     return RLInterval(lo, hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
-
 
 
 __all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval", "RLRun", "response_lengths",

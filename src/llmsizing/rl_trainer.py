@@ -10,6 +10,16 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
   ``sequence_packing``, verl's ``use_remove_padding`` with ``use_dynamic_bsz``): a data-parallel rank runs
   ``ceil(tokens / (seq x dp))`` micro-batches. Padding each rollout to ``seq`` instead (``packing=False``)
   runs ``rollouts / dp`` rows of ``seq`` tokens, the padding included.
+* **Attention in a packed row** (:func:`packed_attention_seq`). The trainers pack without letting a rollout
+  attend to its neighbours: verl's ``use_remove_padding`` unpads the micro-batch into one row and hands the
+  rollouts' boundaries (``cu_seqlens``, from ``flash_attn.bert_padding.unpad_input``) to FlashAttention's
+  variable-length kernel (``verl/workers/actor/dp_actor.py``; its Megatron path passes them as
+  ``PackedSeqParams``), as OpenRLHF's ``packing_samples`` and NeMo RL's ``sequence_packing`` do. A row of
+  sequences ``s_i`` so computes ``sum s_i^2`` of the score matrix (causal: about half), not ``(sum s_i)^2``:
+  per token, the attention of one sequence of ``sum s_i^2 / sum s_i`` tokens, which the step is priced at
+  (``attention_seq`` of :func:`llmsizing.layouts.step_time`; the GEMMs, the collectives and the memory keep
+  the row's tokens). From ``(mean, longest)`` alone the lengths are the maximum-entropy ones with that mean
+  on ``[0, longest]`` (:func:`response_second_moment`); measured lengths replace that assumption.
 * **Forward passes** (old policy, reference, values): the same micro-batches, forward only
   (:func:`forward_pass_s`): the update's busy time x the forward's FLOP share of its hardware FLOPs (full
   recomputation, as Megatron recipes for long responses and verl's FSDP workers run:
@@ -53,8 +63,10 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
 
 from __future__ import annotations
 
+import functools
 import math
 
+from ._validate import check_number
 from .comm import CPU_ADAM_BYTES_PER_PARAM, HOST_LINK_GBPS, HOST_MEMORY_GBPS
 from .flops import forward_flops_per_token, training_flops_per_token
 from .layouts import step_time
@@ -108,6 +120,56 @@ def micro_batches(tokens: float, rollouts: int, seq: int, dp: int, packing: bool
     return math.ceil(tokens / (seq * dp)) if packing else math.ceil(rollouts / dp)
 
 
+def packed_attention_seq(lengths) -> float:
+    """The length of one sequence whose attention per token equals that of ``lengths`` packed in a row under
+    a document mask (module docstring): ``sum s_i^2 / sum s_i``, the token-weighted mean length. Two
+    sequences of 1,024 and 3,072 tokens: 2,560, against the row's 4,096. Exact in the full-matrix and the
+    causal convention alike (both are linear in the keys); a sliding window, which caps a long sequence's
+    keys, makes it an upper bound."""
+    vals = [check_number(f"lengths[{i}]", v, allow_equal=False) for i, v in enumerate(lengths)]
+    if not vals:
+        raise ValueError("lengths must hold at least one sequence length")
+    return sum(v * v for v in vals) / sum(vals)
+
+
+@functools.lru_cache(maxsize=256)
+def response_second_moment(mean: float, longest: int) -> float:
+    """``E[s^2]`` of response lengths ``s`` on ``[0, longest]`` with mean ``mean`` when nothing else is
+    known: the maximum-entropy distribution with that mean on that interval, ``p(s) ~ exp(-lam s)`` (Jaynes
+    1957; Cover and Thomas, "Elements of Information Theory", Sec. 12.1), decaying for a mean below
+    ``longest / 2`` (many short responses, a tail to the cap), uniform at it, piling up at the cap above it.
+    ``mean == longest``: every response at the cap. Solved for ``lam`` by bisection on a 4,096-point grid."""
+    import numpy as np
+
+    mean = check_number("mean", mean, allow_equal=False)
+    top = check_number("longest", longest, allow_equal=False)
+    if mean > top:
+        raise ValueError(f"mean={mean:g} is longer than longest={top:g}")
+    if mean == top:
+        return top * top
+    u = (np.arange(4096) + 0.5) / 4096                     # lengths over the cap, midpoints
+
+    def moments(lam):
+        w = np.exp(-lam * (u - (0.0 if lam >= 0 else 1.0)))   # shifted: no overflow either way
+        return (w @ u) / w.sum(), (w @ (u * u)) / w.sum()
+
+    lo, hi = -2000.0, 2000.0                                # the mean falls as lam grows
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if moments(mid)[0] > mean / top else (lo, mid)
+    return float(moments((lo + hi) / 2)[1]) * top * top
+
+
+def rollout_attention_seq(prompt: int, mean: float, longest: int, lengths=None) -> int:
+    """:func:`packed_attention_seq` of rollouts of ``prompt + response`` tokens, rounded: from measured
+    ``lengths`` of the responses when given, else from their ``mean`` and ``longest``
+    (:func:`response_second_moment`): ``(p^2 + 2 p mean + E[s^2]) / (p + mean)``."""
+    p = check_number("prompt", prompt)
+    if lengths is not None:
+        return round(packed_attention_seq([p + s for s in lengths]))
+    return round((p * p + 2 * p * mean + response_second_moment(mean, longest)) / (p + mean))
+
+
 def forward_comm_share(comm, group: str, recompute: str = TRAIN_RECOMPUTE) -> float:
     """The share of ``group``'s communication seconds in an update (:class:`~llmsizing.comm.Communication`)
     that one forward-only pass runs: the update's forward collectives (named "(forward)" by
@@ -136,19 +198,22 @@ def forward_pass_s(st, flop_share: float, recompute: str = TRAIN_RECOMPUTE) -> f
 
 
 def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, seq: int,
-                   packing: bool = True, recompute: str = TRAIN_RECOMPUTE):
+                   packing: bool = True, recompute: str = TRAIN_RECOMPUTE, attention_seq: int | None = None):
     """``((central, fast, slow) update seconds, forward share)`` of one pass over the rollouts on ``par``:
     :func:`~llmsizing.layouts.step_time` of the micro-batches (:func:`micro_batches`), its range from the
     layout's MFU range (``data/intervals.csv``), and a forward-only pass's seconds over the update's
     (:func:`forward_pass_s`: the FLOPs' share of the busy time, each group's forward share of its
     communication). ``recompute``: the update's activation recomputation (``"full"``, or ``"none"`` as
-    verl's Megatron engine runs by default)."""
+    verl's Megatron engine runs by default). ``attention_seq``: the packed rows' attention length
+    (:func:`rollout_attention_seq`; default ``seq``, as padded rows run)."""
     micro = micro_batches(tokens, rollouts, seq, par.dp, packing)
-    st = step_time(m, g, par, batch=1, seq=seq, grad_accum=micro, recompute=recompute, node=node)
+    att = seq if attention_seq is None else attention_seq
+    st = step_time(m, g, par, batch=1, seq=seq, grad_accum=micro, recompute=recompute, node=node,
+                   attention_seq=att)
     lo, hi = st.mfu_range
     t = st.step_s
-    full = training_flops_per_token(m, seq=seq, recompute=recompute)
-    share = forward_pass_s(st, forward_flops_per_token(m, seq=seq) / full, recompute) / t
+    full = training_flops_per_token(m, seq=att, recompute=recompute)
+    share = forward_pass_s(st, forward_flops_per_token(m, seq=att) / full, recompute) / t
     return (t, t * st.mfu / hi, t * st.mfu / lo), share
 
 
@@ -206,5 +271,6 @@ def bucketed_sync_s(weights_bytes: float, bucket_s: float,
 
 __all__ = ["TRAIN_RECOMPUTE", "SLIME_SYNC_BUCKET_BYTES", "SLIME_SYNC_QWEN3_30B_S",
            "SLIME_SYNC_QWEN3_30B_BYTES", "SLIME_SYNC_BUCKET_S", "default_layout", "layout_parallel",
-           "micro_batches", "layout_trainer", "forward_comm_share", "forward_pass_s", "colocated_moves_s",
+           "micro_batches", "packed_attention_seq", "response_second_moment", "rollout_attention_seq",
+           "layout_trainer", "forward_comm_share", "forward_pass_s", "colocated_moves_s",
            "cpu_adam_s", "bucketed_sync_s", "weight_backup_s"]
