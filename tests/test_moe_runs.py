@@ -108,6 +108,26 @@ def test_deepseek_v2_all_to_all_is_device_limited(runs, check):
     assert check.loc["DeepSeek-V2 pre-training", "predicted"] < hours_free
 
 
+def test_deepseek_v2_drops_tokens_at_capacity_one(runs):
+    """arXiv:2405.04434 Sec. 2.2.4: device-level token dropping with a capacity factor of 1.0 per device, so
+    the busiest of the 8 expert-parallel GPUs does its mean routed work: a load skew of 1 where dropless
+    aux-loss routing gives 1 + 0.62 x sqrt(8 / 160) = 1.139 (data/moe_load_skew.csv: mean MaxVio of 0.72 and
+    0.52). Every other row is dropless (empty)."""
+    from llmsizing.layouts import step_time
+    from llmsizing.moe_time import load_skew
+    from llmsizing.parallel import Parallel
+
+    r = runs.loc["DeepSeek-V2 pre-training"]
+    assert float(r["capacity_factor"]) == 1.0
+    assert runs.drop(index=r["run"])["capacity_factor"].isna().all()
+    v2 = get_model("deepseek-v2")
+    assert load_skew(v2, 8) == pytest.approx(1 + (0.72 + 0.52) / 2 * (8 / 160) ** 0.5, rel=1e-12)
+    assert load_skew(v2, 8, capacity_factor=1.0) == 1.0
+    by_hand = step_time(v2, "H800", Parallel(pp=16, dp=128, ep=8, zero=1), batch=1, seq=4096, grad_accum=72,
+                        precision="bf16-mixed", schedule="zb1p", max_nodes=None, load_skew=1.0)
+    assert moe_runs.run_step(r).step_s == pytest.approx(by_hand.step_s, rel=1e-12)
+
+
 def test_deepseek_v2_catalogue_row_matches_the_meta_device_count():
     m = get_model("deepseek-v2")
     assert m.n_params == 235_741_434_880                 # data/hf_meta_param_counts.csv, transformers 5.23
@@ -203,10 +223,10 @@ def test_inside_is_the_range_by_hand(check):
 
 
 def test_deepseek_v2_and_three_runs_of_other_teams_lie_inside(runs, check):
-    """Issue 35's done-when. Dec 2026: DeepSeek-V2 x1.18 (x1.09 before its device-limited routing was
-    priced; x1.23, just above the range, if its shared experts hid half its all-to-all); Llama 4 Scout x1.17,
-    Maverick x1.07 (both on an assumed layout) and OLMoE-1B-7B x0.86 (its micro-batch assumed; see its note) inside, of six runs from
-    other teams."""
+    """Issue 35's done-when. Dec 2026: DeepSeek-V2 x1.21 (x1.09 before its device-limited routing and token
+    dropping were priced; x1.27, above the range, if its shared experts hid half its all-to-all); Llama 4
+    Scout x1.17, Maverick x1.07 (both on an assumed layout) and OLMoE-1B-7B x0.89 (its micro-batch assumed;
+    see its note) inside, of six runs from other teams."""
     inside = _inside_by_hand(check)
     assert inside["DeepSeek-V2 pre-training"]
     other = [r for r, s in runs["source"].items() if not s.startswith("DeepSeek-AI")]
