@@ -200,3 +200,31 @@ def test_small_moe_gap_is_not_the_routing_kernels_on_hbm(ev):
     loop = ev.loc["grouped_gemm_cublas_loop"]
     assert loop["value"] == 129.5 and "112.3" in loop["note"]
     assert loop["value"] / 112.3 < 1.16
+
+
+def test_olmoe_dense_twin_pair_against_the_library(ev):
+    """OLMoE's controlled pair (arXiv:2409.02060 Fig. 4: the 64-expert MoE at 23,600 tokens/s a GPU against
+    its dense twin, the same 1.3B active model with one 8,192-wide SwiGLU MLP, at 37,500 on 128 H100s; FSDP):
+    the library's MoE / dense ratio, priced with FSDP (ZeRO-3) and 4,096-token sequences, matches the measured
+    0.63 at one sequence a micro-batch (0.62) but not at the 8 the OLMoE configurations ask for (0.77):
+    there the MoE runs 1.2x slower against its twin than the library says, the same direction as the
+    small-MoE gap, and the pair cannot tell which micro-batch Fig. 4 used. Recorded, not priced."""
+    from dataclasses import replace
+
+    from llmsizing.catalog import get_model
+
+    measured = ev.loc["olmoe_fig4_moe_tps", "value"] / ev.loc["olmoe_fig4_dense_tps", "value"]
+    assert measured == pytest.approx(0.629, abs=0.001)
+    moe = get_model("olmoe-1b-7b")
+    twin = replace(moe, name="olmoe dense twin (test)", experts=0, experts_per_token=0,
+                   expert_ffn_hidden=None, ffn_hidden=8192)
+    assert abs(twin.active_params / moe.active_params - 1) < 0.01       # "same config apart from the MoE"
+
+    def ratio(micro):
+        tps = [(lambda st: st.tokens / st.step_s)(step_time(m, "H100 SXM", Parallel(dp=128, zero=3),
+                                                            batch=micro, seq=4096, grad_accum=8 // micro,
+                                                            precision="bf16-mixed")) for m in (moe, twin)]
+        return tps[0] / tps[1]
+
+    assert ratio(1) == pytest.approx(measured, rel=0.05)
+    assert ratio(8) / measured > 1.15
