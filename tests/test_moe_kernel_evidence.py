@@ -1,7 +1,8 @@
 """Issue 35, the small MoEs trained without expert parallelism: the published kernel-level and controlled-pair
 figures gathered in data/moe_kernel_evidence.csv and data/moe_layer_kernels.csv, read by hand, and what they
 say about the library. No term is priced from them: the measured MoE layers of the stacks those runs used are
-no slower than the library prices them (SonicMoE, Fig. 14), so the runs' ~1.5x lies elsewhere."""
+no slower than the library prices them (SonicMoE, Fig. 14), so the runs' ~1.5x lies elsewhere; nor is it a
+cost per kernel launch, the routing kernels on HBM or load imbalance (the last two tests, session 19)."""
 
 from pathlib import Path
 
@@ -135,3 +136,95 @@ def test_small_expert_layers_run_no_slower_than_the_library_prices_them():
         ratios += [r["fwd_tflops"] / lib, r["bwd_tflops"] / lib]
     assert min(ratios) > 0.85          # measured never well below the library's price ...
     assert max(ratios) > 1.5           # ... and at 256-wide experts well above it (ScatterMoE 1.6-1.8x)
+
+
+def _granite_per_layer_call_s():
+    """Published and predicted seconds per MoE layer and micro-batch (4,096 tokens) of the two Granite 3.0 MoE
+    runs. Published, by hand from the report (Table 7's GPU-hours, Table 1's 10T tokens): 10e12 / (71,171 x
+    3,600) = 39,030 tokens/s a GPU for the 1B-A400M (24 layers), 10e12 / (133,308 x 3,600) = 20,838 for the
+    3B-A800M (32 layers), so 4,096 / 39,030 / 24 = 4.37 ms and 4,096 / 20,838 / 32 = 6.14 ms a layer call.
+    Predicted: the library's step on the row's layout (moe_runs.run_step) over its layers x micro-batches."""
+    from llmsizing.moe_runs import moe_published_runs, run_step
+
+    runs = moe_published_runs().set_index("run", drop=False)
+    out = {}
+    for name, hours, layers in (("Granite 3.0 1B-A400M pre-training", 71_171, 24),
+                                ("Granite 3.0 3B-A800M pre-training", 133_308, 32)):
+        r = runs.loc[name]
+        assert r["gpu_hours"] == hours and r["tokens"] == 10e12 and r["pp"] == 1 and r["ep"] == 1
+        published = 4096 / (10e12 / (hours * 3600)) / layers
+        calls = layers * int(r["global_batch"]) // int(r["dp"])
+        out[name] = (published, run_step(r).step_s / calls)
+    return out
+
+
+def test_small_moe_gap_grows_with_the_work_not_with_kernel_launches():
+    """Issue 35, the small-MoE gap (session 19): the Granite 3.0 MoE rows (same report, cluster, recipe and
+    kernels, ScatterMoE) miss by the same factor although a layer call of the 3B does 1.4x the work of the
+    1B's. A cost per kernel launch (router, top-k, index sort, the expert kernels: the same kernels in each
+    layer of both) would add the same seconds to each layer call; the gap instead grows as the work does.
+    So per-expert or per-kernel launch overheads do not explain it."""
+    t = _granite_per_layer_call_s()
+    pub1, pred1 = t["Granite 3.0 1B-A400M pre-training"]
+    pub3, pred3 = t["Granite 3.0 3B-A800M pre-training"]
+    assert pub1 == pytest.approx(4.37e-3, rel=0.01) and pub3 == pytest.approx(6.14e-3, rel=0.01)
+    gap1, gap3 = pub1 - pred1, pub3 - pred3                        # ~1.4 ms and ~2.0 ms a layer call
+    assert gap3 / gap1 > 1.25                                       # not one fixed cost a call ...
+    assert gap3 / gap1 == pytest.approx(pred3 / pred1, rel=0.1)     # ... but in proportion to the work
+    # a fixed cost fitted on the 1B would put the 3B at (pred3 + gap1) / pred3 = x1.34, against the x1.48 seen
+    assert (pred3 + gap1) / pred3 < 0.95 * pub3 / pred3
+    # 1.4 ms is 140 launches of 10 us each, per layer and micro-batch, beyond what the step already holds
+    assert gap1 / 10e-6 > 100
+
+
+def test_small_moe_gap_is_not_the_routing_kernels_on_hbm(ev):
+    """The routing kernels (router, top-k, Megatron-Core's permute / unpermute:
+    moe_time.routing_bytes_per_token, 3 forwards' bytes in a step, about 10 passes over a token's k x hidden
+    bf16 copies) priced on the H100's 3.35 TB/s: to fill the Granite 1B-A400M's gap of ~1.4 ms a layer call
+    (4,096 tokens) they would have to move 1.4e-3 x 3.35e12 / 4,096 = 1.16 MB a token and layer, 71 passes
+    over its 8 x 1,024 x 2 = 16 KB of copies: seven times what the kernels move. And with no expert
+    parallelism (ep 1) there is no slowest rank: the load skew is 1, and the skew inside one GPU's grouped
+    GEMM costs the grouped_gemm kernels of PR #37 at most 129.5 / 112.3 = 1.15x of their uniform rate
+    (data/moe_kernel_evidence.csv, 'extreme skew')."""
+    from llmsizing.catalog import get_model
+    from llmsizing.moe_time import load_skew, routing_bytes_per_token
+
+    m = get_model("granite-3.0-1b-a400m")
+    pub1, pred1 = _granite_per_layer_call_s()["Granite 3.0 1B-A400M pre-training"]
+    copies = m.experts_per_token * m.hidden * 2                     # 16,384 bytes
+    needed = (pub1 - pred1) * 3350e9 / 4096                         # bytes a token and layer
+    assert needed / copies > 60
+    assert needed / routing_bytes_per_token(m) > 6
+    assert routing_bytes_per_token(m) / copies == pytest.approx(3 * (3 + 2 / 8), rel=0.01)
+    assert load_skew(m, 1) == 1.0
+    loop = ev.loc["grouped_gemm_cublas_loop"]
+    assert loop["value"] == 129.5 and "112.3" in loop["note"]
+    assert loop["value"] / 112.3 < 1.16
+
+
+def test_olmoe_dense_twin_pair_against_the_library(ev):
+    """OLMoE's controlled pair (arXiv:2409.02060 Fig. 4: the 64-expert MoE at 23,600 tokens/s a GPU against
+    its dense twin, the same 1.3B active model with one 8,192-wide SwiGLU MLP, at 37,500 on 128 H100s; FSDP):
+    the library's MoE / dense ratio, priced with FSDP (ZeRO-3) and 4,096-token sequences, matches the measured
+    0.63 at one sequence a micro-batch (0.62) but not at the 8 the OLMoE configurations ask for (0.77):
+    there the MoE runs 1.2x slower against its twin than the library says, the same direction as the
+    small-MoE gap, and the pair cannot tell which micro-batch Fig. 4 used. Recorded, not priced."""
+    from dataclasses import replace
+
+    from llmsizing.catalog import get_model
+
+    measured = ev.loc["olmoe_fig4_moe_tps", "value"] / ev.loc["olmoe_fig4_dense_tps", "value"]
+    assert measured == pytest.approx(0.629, abs=0.001)
+    moe = get_model("olmoe-1b-7b")
+    twin = replace(moe, name="olmoe dense twin (test)", experts=0, experts_per_token=0,
+                   expert_ffn_hidden=None, ffn_hidden=8192)
+    assert abs(twin.active_params / moe.active_params - 1) < 0.01       # "same config apart from the MoE"
+
+    def ratio(micro):
+        tps = [(lambda st: st.tokens / st.step_s)(step_time(m, "H100 SXM", Parallel(dp=128, zero=3),
+                                                            batch=micro, seq=4096, grad_accum=8 // micro,
+                                                            precision="bf16-mixed")) for m in (moe, twin)]
+        return tps[0] / tps[1]
+
+    assert ratio(1) == pytest.approx(measured, rel=0.05)
+    assert ratio(8) / measured > 1.15

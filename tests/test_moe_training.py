@@ -153,6 +153,48 @@ def test_node_limited_routing_caps_the_network_share():
     assert moe.inter_node_share(8, 8, 8) == 0.0
 
 
+def test_group_limited_routing_bounds_the_gpus_a_token_reaches():
+    """DeepSeek-V2's config: 160 experts in n_group 8, topk_group 3 (arXiv:2405.04434, Sec. 2.2.2: a
+    token's experts on at most M = 3 devices); DeepSeek-V3's: 256 experts, 8 groups, 4 of them (a group a
+    node)."""
+    from dataclasses import replace
+
+    from llmsizing.all_to_all import route_max_ranks
+
+    v2, v3 = get_model("deepseek-v2"), get_model("deepseek-v3")
+    assert (v2.expert_groups, v2.expert_groups_per_token) == (8, 3)
+    assert route_max_ranks(v2, 8) == 3            # one group (20 experts) a GPU: 3 GPUs
+    assert route_max_ranks(v2, 16) == 6           # a group spans 2 GPUs: 3 groups, 6 GPUs
+    assert route_max_ranks(v2, 4) == 3            # two groups a GPU: still at most 3 GPUs
+    assert route_max_ranks(v2, 1) == 1
+    assert route_max_ranks(v3, 64) == 32          # a group is a node of 8: 4 x 8, above top-8 (no GPU limit)
+    assert route_max_ranks(v3, 8) == 4
+    assert route_max_ranks(get_model("mixtral-8x7b"), 8) is None
+    assert route_max_ranks(replace(v2, expert_groups_per_token=8), 8) is None   # every group: no limit
+
+
+def test_device_limited_routing_sends_a_token_once_per_gpu_it_reaches():
+    """DeepSeek-V2 on its 8-way expert parallelism inside one H800 node: a token's 6 experts on at most 3 of
+    the 8 GPUs, sent once to each, 7/8 of them leaving the GPU: 4,096 x 3 x 5,120 x 2 bytes x 7/8 per
+    all-to-all, half the 6 copies of routing without a group limit."""
+    from dataclasses import replace
+
+    v2 = get_model("deepseek-v2")
+    by_hand = 4096 * 3 * 5120 * 2 * 7 / 8                       # 110,100,480 bytes
+    kw = dict(batch=1, seq=4096, gpu="H800")
+    ep = [x for x in communication(v2, Parallel(dp=8, ep=8), **kw).collectives if x.group == "ep"]
+    assert len(ep) == 4 and all(x.message_bytes == pytest.approx(by_hand, rel=1e-12) for x in ep)
+    free = replace(v2, name="deepseek-v2 without group limit (test)", expert_groups=0,
+                   expert_groups_per_token=0)
+    ep_free = [x for x in communication(free, Parallel(dp=8, ep=8), **kw).collectives if x.group == "ep"]
+    assert all(x.message_bytes == pytest.approx(2 * by_hand, rel=1e-12) for x in ep_free)
+    # the same share node-limited routing gives, with one GPU a "node"
+    assert moe.inter_node_share(6, 8, 1, max_nodes=3) * 6 * 4096 * 5120 * 2 == pytest.approx(by_hand)
+    # across nodes (ep 16: 2 nodes) the node limit prices the network share, as before: 6 copies a token
+    ep16 = [x for x in communication(v2, Parallel(dp=16, ep=16), **kw).collectives if x.group == "ep"]
+    assert ep16[0].message_bytes == pytest.approx(4096 * 6 * 5120 * 2 * 15 / 16, rel=1e-12)
+
+
 def test_ep_collectives_of_a_step():
     c = communication("mixtral-8x7b", Parallel(dp=8, ep=8), batch=1, seq=4096, gpu="H100 SXM")
     ep = [x for x in c.collectives if x.group == "ep"]

@@ -52,6 +52,26 @@ def inter_node_share(top_k: int, ep: int, gpus_per_node: int, max_nodes: int | N
     return min(k, m, n) / k * (n - 1) / n
 
 
+def route_max_ranks(model, ep: int) -> int | None:
+    """The expert-parallel ranks one token's routed experts can sit on under group-limited routing, from
+    ``model``'s own fields (its config's ``n_group`` / ``topk_group``: ``expert_groups`` ``G``,
+    ``expert_groups_per_token`` ``T``), or ``None`` when its routing has no group limit (``T`` of ``G`` with
+    ``0 < T < G`` false). Each of ``ep`` ranks holds ``E / ep`` contiguous experts and a group ``E / G``, so a
+    group spans ``ep / G`` ranks when ``G`` divides ``ep``, shares one rank with others when ``ep`` divides
+    ``G``, and else straddles at most ``ceil(ep / G) + 1``; a token reaches at most ``T`` groups:
+    ``min(ep, T x ranks a group spans)``. DeepSeek-V2 (arXiv:2405.04434, Sec. 2.2.2, "device-limited
+    routing": ``G = 8``, ``T = 3`` on its 8-way expert parallelism) places one group per GPU: a token's 6
+    experts lie on at most 3 GPUs; DeepSeek-V3 (``T = 4`` of 8, EP 64) one group per node, 8 GPUs each
+    (:func:`~llmsizing.moe_layouts.route_max_nodes`): no limit below its top-8 at the level of GPUs."""
+    g = int(getattr(model, "expert_groups", 0) or 0)
+    t = int(getattr(model, "expert_groups_per_token", 0) or 0)
+    ep = check_int("ep", ep)
+    if not 0 < t < g:
+        return None
+    span = ep // g if ep % g == 0 else (1 if g % ep == 0 else -(-ep // g) + 1)
+    return min(ep, t * span)
+
+
 def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | None = None,
                  max_nodes: int | None = None, stride: int = 1) -> float:
     """One all-to-all (an MoE layer's dispatch, or its combine) over ``ep`` GPUs of ``message_bytes`` per GPU

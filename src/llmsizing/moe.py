@@ -71,7 +71,7 @@ from .act_terms import (ACTIVATION_DTYPES, _check_fp8, _fp8_saved, _int_or_array
                         dense_layer_terms)
 from .act_terms import ActivationMemory as _ActivationMemory
 from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa: F401 (issue 24's home)
-from .all_to_all import _all_to_all_bytes, _all_to_all_s
+from .all_to_all import _all_to_all_bytes, _all_to_all_s, route_max_ranks
 from .catalog import resolve_model
 from .model import Model
 from .moe_arrays import EpLayouts  # noqa: F401 (issue 35's home before moe35n)
@@ -439,7 +439,18 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     latency included), its ``latency_s`` 0. ``_tokens``: a NumPy array of the tokens a GPU routes in place of
     the layout's (``batch``, ``tp``, ``cp`` then unread), the rows' numbers arrays of them, element by element
     the same arithmetic (issue 35: :func:`llmsizing.plan_pricing.moe_all_to_all_s` prices every token count
-    of a group of links at once)."""
+    of a group of links at once).
+
+    Group-limited routing inside one scale-up domain (issue 35): when the model's own groups
+    (:func:`llmsizing.all_to_all.route_max_ranks`, its config's ``n_group`` / ``topk_group``) put a token's
+    ``k`` experts on at most ``M < k`` of the ``ep`` GPUs, the token is sent once to each GPU it reaches, not
+    once per expert: DeepSeek-V2's device-limited routing (arXiv:2405.04434, Sec. 2.2.2: a token's
+    communication grows with the devices its experts cover; top-6 on at most ``M = 3`` of its 8 GPUs), so a
+    GPU's buffer is ``tokens x M x hidden`` and ``(ep - 1) / ep`` of it leaves, the form
+    :func:`inter_node_share` gives node-limited routing with one GPU a node (``min(k, M, ep) / k x
+    (ep - 1) / ep`` of the ``k`` copies). An upper bound, as there: a token whose experts fall on fewer than
+    ``M`` GPUs sends fewer copies. Across domains the node limit (``max_nodes``) prices the network share as
+    before and the GPUs inside a node are not limited further."""
     if par.ep == 1 or not model.is_moe:
         return []
     max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
@@ -451,6 +462,9 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     calls = max(stage_moe_layers(model, par)) * grad_accum
     fwd = 2 if recompute == "full" else 1
     across = ep * par.etp > node.scaleup_domain_gpus
+    ranks = None if across else route_max_ranks(model, ep)
+    if ranks is not None and ranks < k:   # device-limited routing inside one domain: once per GPU reached
+        k = ranks
     out, seconds = [], {}     # (bytes and all_to_all_s per buffer: two kinds, one without FP8 dispatch)
     for name, b, n_calls in (("EP all-to-all dispatch (forward)", disp_b, calls * fwd),
                              ("EP all-to-all combine (forward)", act_b, calls * fwd),

@@ -76,8 +76,8 @@ def moe_published_runs():
     GPU, GPUs (``n_gpus_published`` says whether the count is the source's or assumed), sequence length,
     tokens, GPU-hours, precision recipe, the layout (``pp``, ``ep``, ``dp``, ``zero``, ``recompute``), the
     global batch in sequences, the share of the all-to-all the run hides (``ep_overlap``), DeepSeek's node
-    limit (``max_nodes``), ``role`` (``check``: every run checks the range, none is fitted), source, as-of
-    date and note."""
+    limit (``max_nodes``), the capacity factor of token dropping (``capacity_factor``, empty: dropless),
+    ``role`` (``check``: every run checks the range, none is fitted), source, as-of date and note."""
     import pandas as pd
 
     return pd.read_csv(MOE_PUBLISHED_RUNS_CSV, keep_default_na=False, na_values=[""])
@@ -93,29 +93,37 @@ def _int_or_none(value):
     return None if value != value or value in ("", None) else int(value)
 
 
-def run_step(row):
+def run_step(row, model: Model | None = None):
     """The :class:`~llmsizing.layouts.StepTime` of one row of :func:`moe_published_runs` on its layout,
     micro-batches of one sequence, with the row's recipe: ``precision``, ``schedule``, ``mtp_depth``,
-    ``comm_sms``, ``ep_overlap``, ``max_nodes``, ``recompute`` (``none``, ``selective`` or ``full``) and
-    ``stage_layers`` (``;``-separated, empty: Megatron's even split)."""
+    ``comm_sms``, ``ep_overlap``, ``max_nodes``, ``recompute`` (``none``, ``selective`` or ``full``),
+    ``capacity_factor`` (empty: dropless; a number: token dropping at that capacity, the load skew of
+    :func:`llmsizing.moe_time.load_skew`) and ``stage_layers`` (``;``-separated, empty: Megatron's even
+    split). ``model``: a variant of the row's model to price in its place (chapter 18 prices DeepSeek-V2
+    without its group limit so); default the row's."""
     from .layouts import step_time
+    from .moe_time import load_skew
     from .parallel import Parallel
 
     split = str(row["stage_layers"]) if row["stage_layers"] == row["stage_layers"] else ""
     par = Parallel(pp=int(row["pp"]), dp=int(row["dp"]), ep=int(row["ep"]), zero=int(row["zero"]),
                    stage_layers=tuple(int(x) for x in split.split(";")) if split else None)
-    return step_time(_model(row["model"]), row["gpu"], par, batch=1, seq=int(row["seq"]),
+    model = _model(row["model"]) if model is None else model
+    cap = row["capacity_factor"] if "capacity_factor" in row else None
+    skew = {} if cap is None or cap != cap or cap == "" else {
+        "load_skew": load_skew(model, par.ep, capacity_factor=float(cap))}
+    return step_time(model, row["gpu"], par, batch=1, seq=int(row["seq"]), **skew,
                      grad_accum=int(row["global_batch"]) // par.dp, precision=row["precision"],
                      ep_overlap=float(row["ep_overlap"]), max_nodes=_int_or_none(row["max_nodes"]),
                      schedule=row["schedule"], mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]),
                      recompute=row["recompute"])
 
 
-def predict_moe_run(row) -> dict:
-    """One row of :func:`moe_published_runs` priced by :func:`run_step`: ``gpu_hours`` (``tokens / tokens per
-    step x step x GPUs / 3600``), the step's ``mfu``, ``step_s``, and the shares of the step in the pipeline
-    bubble and the exposed all-to-all."""
-    st = run_step(row)
+def predict_moe_run(row, model: Model | None = None) -> dict:
+    """One row of :func:`moe_published_runs` priced by :func:`run_step` (``model`` as there): ``gpu_hours``
+    (``tokens / tokens per step x step x GPUs / 3600``), the step's ``mfu``, ``step_s``, and the shares of the
+    step in the pipeline bubble and the exposed all-to-all."""
+    st = run_step(row, model)
     gpus = st.communication.parallel.gpus
     hours = float(row["tokens"]) / st.tokens * st.step_s * gpus / 3600
     return {"gpu_hours": hours, "mfu": st.mfu, "step_s": st.step_s, "bubble_share": st.bubble_s / st.step_s,
