@@ -300,7 +300,7 @@ def test_collective_time_alpha_beta(page):
     GPU; an all-gather 7 steps and 0.875 S (nccl-tests' doc/PERFORMANCE.md)."""
     from llmsizing.alpha_beta import bus_factor, predict_time, steps
 
-    assert r"$\text{steps}(n)\,\alpha + \text{bus}(n)\,S/\text{BW}$" in page
+    assert r"$t_\text{coll} = \text{steps}(n)\,\alpha + \text{bus}(n)\,S/\text{BW}$" in page
     alpha, s, bw = 10e-6, 1e9, 100.0                       # 10 us, 1 GB, 100 GB/s
     assert (steps("all_reduce", 8), bus_factor("all_reduce", 8)) == (14, 1.75)
     assert (steps("all_gather", 8), bus_factor("all_gather", 8)) == (7, 0.875)

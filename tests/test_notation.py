@@ -270,8 +270,12 @@ CLASHES = [
      re.compile(r"at most \$M(?: = \d+)?\$ nodes|\(k, M, n\)"),
      "M as a node limit: M is a memory in bytes"),
     # round 5 (nota38): clashes the reviewers of session 19 found that no rule caught
-    (re.compile(r"(?<![A-Za-z\\_{])f\s*\(\s*n\s*\)"), re.compile(r"collective|bus|bytes|\\alpha", re.I),
+    (re.compile(r"(?<![A-Za-z\\_])(?<!_\{)f\s*(?:\(\s*n\s*\)|\\?,?\s*S\b)"),
+     re.compile(r"collective|bus|bytes|\\alpha", re.I),
      "f(n) as a collective's bytes per buffer byte: f is the MLP's width (bus(n))"),
+    (re.compile(r"(?<![A-Za-z\\_{])t\s*=\s*□\s*\(|S\s*/\s*t(?![A-Za-z_])"),
+     re.compile(r"\\text\{steps\}|bus bandwidth", re.I),
+     "t as a collective's time: a bare t is the tensor-parallel degree (t_coll)"),
     (re.compile(r"(?<![A-Za-z\\])[tT]_(?:□|\{)"),
      re.compile(r"\$[tT]_(?:\\text)?\{[^{}$]*\}\$,? (?:in )?(?:days|hours|minutes|weeks)\b"),
      "a time symbol counted in days or hours: t_x is in seconds, T is MoE tokens (t_run seconds, t_day)"),
@@ -335,7 +339,11 @@ CLASHED = [
     ("(DeepSeek-V3, $k = 8$, at most $M = 4$ nodes)", "M as a node limit"),
     # round 5 (nota38): chapters 1, 6, 9, 10, 11, 15 and the appendix before session 19's fixes
     ("and $f(n)$ the bytes each GPU sends per byte of the buffer", "f(n) as a collective"),
+    ("$$t = \\text{steps}(n)\\,\\alpha + \\frac{f(n)\\,S}{\\text{BW}}$$", "f(n) as a collective"),
     ("as $t = \\text{steps}(n)\\,\\alpha + f(n)\\,S / \\text{BW}$", "f(n) as a collective"),
+    ("For time, fit $t = \\text{steps}\\,\\alpha + f S / \\text{BW}$ on a sweep", "f(n) as a collective"),
+    ("as $t = \\text{steps}(n)\\,\\alpha + \\text{bus}(n)\\,S / \\text{BW}$", "t as a collective's time"),
+    ("as its **bus bandwidth**, $f(n)\\,S / t$, which can be compared", "t as a collective's time"),
     ("and a run of $t_\\text{run}$ days (the one time here counted in days", "a time symbol counted"),
     ("what is the largest model that $n$ GPUs train in $T_\\text{run}$ days?", "a time symbol counted"),
     ("A linear layer from $n$ inputs to $m$ outputs is an $m \\times n$ matrix", "m, n as a linear layer"),
@@ -344,7 +352,10 @@ CLASHED = [
 ]
 #: Uses the round-5 rules must let pass (each is in the book or the appendix now).
 ALLOWED_ROUND5 = [
-    "$t = \\text{steps}(n)\\,\\alpha + \\text{bus}(n)\\,S / \\text{BW}$",
+    "$t_\\text{coll} = \\text{steps}(n)\\,\\alpha + \\text{bus}(n)\\,S / \\text{BW}$",
+    "its **bus bandwidth**, $\\text{bus}(n)\\,S / t_\\text{coll}$",
+    "each of the $t$ GPUs holds $S/t$ of the message",
+    "the $f$-wide MLP tensors, $24sbh/t$",
     "the gradient of $x + f(x)$ just flows through",
     "a run of $t_\\text{run}$ seconds, with $t_\\text{day}$ = 86,400 s",
     "$t_\\text{layer} =$ 0.35 ms the CPU time of a launch",
