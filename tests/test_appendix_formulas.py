@@ -278,3 +278,54 @@ def test_tensor_parallel_collectives(page):
             rows = [x for x in tp if kind in x.collective]
             assert sum(x.calls for x in rows) == per_layer * m.layers * mb, (sp, rc, kind)
             assert all(x.message_bytes == act for x in rows)
+
+
+# ---------------------------------------------------------------- nota38 (issue 38): the page's own gaps
+def test_loss_backward_is_split_over_tensor_parallelism(page):
+    """The loss backward adds 8 bytes per logit (the fp32 gradient of the logits and its companions, measured in
+    chapter 5), b s V logits, split over the t GPUs of the vocabulary-parallel head; the page once wrote 8bsV."""
+    from llmsizing.memory import training_memory
+    from llmsizing.parallel import Parallel
+
+    assert "loss backward $+8bsV/t$" in page
+    m = get_model("llama-3-8b")
+    for tp in (1, 2, 8):
+        r = training_memory(m, batch=2, seq=2048, parallel=Parallel(tp=tp))
+        by_hand = 8 * 2 * 2048 * m.vocab / tp
+        assert r.phase_parts["loss backward"]["temporaries"] == pytest.approx(by_hand, rel=1e-12), tp
+
+
+def test_collective_time_alpha_beta(page):
+    """t = steps(n) alpha + bus(n) S / BW: a ring all-reduce over 8 GPUs takes 14 steps and sends 1.75 S per
+    GPU; an all-gather 7 steps and 0.875 S (nccl-tests' doc/PERFORMANCE.md)."""
+    from llmsizing.alpha_beta import bus_factor, predict_time, steps
+
+    assert r"$t_\text{coll} = \text{steps}(n)\,\alpha + \text{bus}(n)\,S/\text{BW}$" in page
+    alpha, s, bw = 10e-6, 1e9, 100.0                       # 10 us, 1 GB, 100 GB/s
+    assert (steps("all_reduce", 8), bus_factor("all_reduce", 8)) == (14, 1.75)
+    assert (steps("all_gather", 8), bus_factor("all_gather", 8)) == (7, 0.875)
+    t = predict_time(s, alpha_s=alpha, busbw_gbps=bw, collective="all_reduce", n=8)
+    assert t == pytest.approx(14 * 10e-6 + 1.75 * 1e9 / 100e9, rel=1e-12)
+
+
+def test_goodput_units_and_daly_complete_model(page):
+    r"""$t_\text{MTBI} = t_\text{day}/(\lambda n)$ in seconds: Llama 3's 419 unexpected interruptions in 54 days on
+    16,384 GPUs give one every 54 x 86,400 / 419 = 11,135 s on 16,384 GPUs. Daly's complete model by hand:
+    t_MTBI = 1000 s, t_c = 100 s, t_w = 10 s, no restart: 100 / (1000 (e^0.11 - 1)) = 0.86001."""
+    from llmsizing.reliability import Goodput, goodput
+
+    assert r"$t_\text{MTBI} = t_\text{day}/(\lambda n)$ on average ($t_\text{day}$ = 86,400 s)" in page
+    assert (r"$t_\text{c} / \big(t_\text{MTBI}\, e^{t_\text{r}/t_\text{MTBI}} "
+            r"(e^{(t_\text{c} + t_\text{w})/t_\text{MTBI}} - 1)\big)$") in page
+    g = goodput("llama-3.1-405b", n_gpus=16384, restart_min=10, storage_gb_per_s=2000)
+    assert g.mtbf_s == pytest.approx(54 * 86400 / 419, rel=1e-9)
+    assert goodput("llama-3.1-405b", n_gpus=131072, restart_min=10, storage_gb_per_s=2000).mtbf_s == \
+        pytest.approx(54 * 86400 / 419 / 8, rel=1e-9)
+    hand = Goodput(goodput=0.0, n_gpus=1, mtbf_s=1000.0, write_s=10.0, interval_s=100.0, restart_s=0.0,
+                   checkpoint_bytes=0.0)
+    assert hand.goodput_exponential == pytest.approx(100 / (1000 * (math.exp(0.11) - 1)), rel=1e-12)
+    assert hand.goodput_exponential == pytest.approx(0.86001, abs=1e-5)
+    restart = Goodput(goodput=0.0, n_gpus=1, mtbf_s=1000.0, write_s=10.0, interval_s=100.0, restart_s=100.0,
+                      checkpoint_bytes=0.0)
+    assert restart.goodput_exponential == pytest.approx(100 / (1000 * math.exp(0.1) * (math.exp(0.11) - 1)),
+                                                        rel=1e-12)
