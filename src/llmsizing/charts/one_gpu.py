@@ -20,6 +20,7 @@ from .base import (FixedView, View, _fast_stacked_columns, _fixed_figure, _inch_
                    _grid, _kept_legend, _legend_entries, _log_scale, capacity_line, new_figure, stacked_bars)
 # chapter 5's figures (the measurements) live in one_gpu_measure; every name of theirs is still here
 from .one_gpu_measure import (MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS,  # noqa: F401
+                              MEASURED_STEP_DEFAULT, render_measured_step,
                               render_prediction_vs_measurement, render_step_timeline)
 from .one_gpu_measure import _PHASE_SHADES, _TIMELINE_PHASES  # noqa: F401
 
