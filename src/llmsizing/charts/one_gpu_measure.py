@@ -228,7 +228,7 @@ def render_measured_step(stack: str = "hf", model: str = "step-llama", mode: str
     ax.set_yticks(ys, [f"{p}\n{e:+.2%}" for p, e in zip(PHASES, errors)], fontsize=7.5)
     ax.set_ylim(len(PHASES) - 0.5, -0.5)
     ax.set_xlabel("MiB alive at the phase's most (grey: measured, blue: library)", fontsize=7.5)
-    ax.set_title(f"{r['model_class'].split('.')[-1]} ({stack}), {mode}, {attention}, recompute {recompute}\n"
+    ax.set_title(f"{r['model_class'].split('.')[-1]} ({stack}), {mode}, {attention}, recompute {recompute},\n"
                  f"{batch} x {seq} tokens, AdamW {optimizer_impl}: peak {r['peak_error']:+.2%}", fontsize=7.5,
                  loc="left")
     grid, worst = working_set_curve()
