@@ -1,6 +1,7 @@
 """Part I, chapter 5 ("Measure it yourself"): the library's activation prediction against PyTorch's
-measurements (:func:`render_prediction_vs_measurement`), and the live bytes of one measured training step
-against the library's phases (:func:`render_step_timeline`, also in chapter 4).
+measurements (:func:`render_prediction_vs_measurement`), the live bytes of one measured training step
+against the library's phases (:func:`render_step_timeline`, also in chapter 4), and any measured step's
+phases against the library's at a chosen working set (:func:`render_measured_step`, the chapter's widget).
 :mod:`~llmsizing.charts.one_gpu` imports every name here and re-exports it.
 
 No formula lives here: render functions only call the library and draw.
