@@ -172,6 +172,7 @@ def control_cases():
 #: Controls that have no valid value beside their default until another control moves: sequence parallelism
 #: needs tp > 1, interleaved stages need a pipeline.
 NEEDS = {("parallel_explorer_widget", "sp"): {"tp": 2}, ("parallel_explorer_widget", "virtual_stages"): {"pp": 2}}
+NEEDS[("measured_step_widget", "optimizer_impl")] = {"seq": 256}     # for-loop and fused AdamW: 2 x 256 only
 
 
 # ----------------------------------------------------------------------------- the kept figure draws like a new one

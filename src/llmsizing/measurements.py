@@ -16,9 +16,10 @@ Conventions:
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
-from ._validate import check_choice
+from ._validate import check_choice, check_int, check_number
 from .activations import activation_memory
 from .memory import model_states
 from .model import Model
@@ -352,12 +353,13 @@ def working_set_fit(df=None) -> dict:
     :func:`held_out_step_errors`) and ``worst_backward_error`` there (in size);
     ``library_worst_backward_error``, the same at the library's value; and ``per_row_min``,
     ``per_row_median``, ``per_row_max``: the working set that makes one row's backward phase exact,
-    ``LAYER_WORKING_SET + (measured - predicted) / layer``."""
+    ``LAYER_WORKING_SET + (measured - predicted) / layer``. Without ``df`` the committed CSV's terms are
+    worked out once per process (chapter 5's widget asks at every move)."""
     import numpy as np
 
     from .memory import LAYER_WORKING_SET
 
-    df, layer, bwd_pred, bwd_meas, _ = _working_set_terms(df)
+    df, layer, bwd_pred, bwd_meas, _ = _kept_working_set_terms() if df is None else _working_set_terms(df)
     w, worst = _minimax_working_set(layer, bwd_pred, bwd_meas)
     per_row = LAYER_WORKING_SET + (bwd_meas - bwd_pred) / layer
     return {"configs": len(df), "working_set": w, "worst_backward_error": worst,
@@ -365,6 +367,117 @@ def working_set_fit(df=None) -> dict:
             "per_row_min": float(per_row.min()), "per_row_median": float(np.median(per_row)),
             "per_row_max": float(per_row.max())}
 
+
+
+# ========================================================================= one measured step at a working set
+#: What :func:`measured_step` matches, in the order it narrows ``data/step_measurements.csv`` down to one row
+#: (chapter 5's widget offers them as its controls).
+STEP_KEYS = ("stack", "model", "mode", "attention", "recompute", "optimizer_impl", "batch", "seq")
+
+
+@functools.cache
+def _kept_step_layers():
+    """:func:`compare_steps` on the committed CSV, with ``layer_bytes``: what one layer saves as
+    :func:`~llmsizing.memory.training_memory` counts its working set (the row's stack and recipe), kept for
+    the process: the CSV does not change while it runs (~1 s of predictions, then each
+    :func:`step_at_working_set` is arithmetic)."""
+    import numpy as np
+
+    from .activations import layer_terms
+    from .precision import RECIPES
+
+    df = compare_steps()
+    layer = []
+    for _, r in df.iterrows():
+        recipe = RECIPES[STEP_RECIPES[r["mode"]]]
+        layer.append(sum(layer_terms(step_model(r), batch=int(r["batch"]), seq=int(r["seq"]),
+                                     dtype="bf16" if recipe.autocast else recipe.weights,
+                                     attention=_ATTENTION[r["attention"]], stack=str(r["stack"]),
+                                     autocast=recipe.autocast).values()))
+    df["layer_bytes"] = np.array(layer)
+    return df
+
+
+def step_at_working_set(working_set: float | None = None):
+    """Every committed step (:func:`compare_steps`) with the backward's working set at ``working_set`` layers
+    instead of :data:`~llmsizing.memory.LAYER_WORKING_SET` (default: the library's). The predicted backward
+    moves by ``(working_set - LAYER_WORKING_SET) x layer_bytes``, as :func:`held_out_step_errors` moves it;
+    ``predicted_peak_bytes``, ``predicted_peak_phase``, ``backward_error`` and ``peak_error`` follow.
+    Chapter 5's widget: slide the working set and watch the backward phases, and the peaks they hold, move. A
+    copy: the caller may change it."""
+    import numpy as np
+
+    from .memory import LAYER_WORKING_SET, PHASES
+
+    w = LAYER_WORKING_SET if working_set is None else check_number("working_set", working_set, maximum=1.0)
+    df = _kept_step_layers().copy()
+    df["working_set"] = w
+    df["predicted_backward_bytes"] += (w - LAYER_WORKING_SET) * df["layer_bytes"]
+    df["backward_error"] = df["predicted_backward_bytes"] / df["measured_backward_bytes"] - 1
+    phases = np.column_stack([df[f"predicted_{p.replace(' ', '_')}_bytes"].to_numpy() for p in PHASES])
+    df["predicted_peak_bytes"] = phases.max(axis=1)
+    df["predicted_peak_phase"] = [PHASES[i] for i in phases.argmax(axis=1)]    # (the first of two equal)
+    df["peak_error"] = df["predicted_peak_bytes"] / df["peak_bytes"] - 1
+    return df
+
+
+def measured_step(working_set: float | None = None, **config):
+    """The one committed step matching ``config`` (every key of :data:`STEP_KEYS`: e.g. ``stack="hf",
+    model="step-llama", mode="autocast-bf16", attention="sdpa", recompute="none", optimizer_impl="foreach",
+    batch=2, seq=512``), as a row of :func:`step_at_working_set` (the library's phases, the measured ones and
+    their errors). A configuration the sweep did not measure raises ValueError naming the first key, in the
+    order of :data:`STEP_KEYS`, whose value was not measured with the keys before it, and the values that
+    were."""
+    missing = [k for k in STEP_KEYS if k not in config]
+    unknown = sorted(set(config) - set(STEP_KEYS))
+    if missing or unknown:
+        raise TypeError(f"measured_step needs exactly the keys {', '.join(STEP_KEYS)}; "
+                        + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(unknown)}"))
+    df = step_at_working_set(working_set)
+    sel, given = df, []
+    for key in STEP_KEYS:
+        value = config[key]
+        there = sel[sel[key] == value]
+        if there.empty:
+            offered = ", ".join(repr(getattr(v, "item", lambda v=v: v)()) for v in sorted(sel[key].unique()))
+            where = f" with {', '.join(given)}" if given else ""
+            raise ValueError(f"{key}={value!r} was not measured{where}: the sweep measured {key} = {offered} "
+                             "(data/step_measurements.csv)")
+        sel, given = there, given + [f"{key}={value!r}"]
+    return sel.iloc[0]
+
+
+def working_set_curve(points: int = WORKING_SET_GRID_STEPS):
+    """The worst backward-phase error (in size) over the Hugging Face rows of ``data/step_measurements.csv``
+    for working sets from 0 to 1 layer (``points`` + 1 values): the curve whose lowest point
+    :func:`working_set_fit` finds (on its grid). Returns ``(working_sets, worst_errors)``, two arrays."""
+    import numpy as np
+
+    points = check_int("points", points, minimum=1, maximum=10_000)
+    df, layer, bwd_pred, bwd_meas, _ = _kept_working_set_terms()
+    from .memory import LAYER_WORKING_SET
+
+    grid = np.linspace(0.0, 1.0, points + 1)
+    errs = (bwd_pred[None, :] + (grid[:, None] - LAYER_WORKING_SET) * layer[None, :]) / bwd_meas[None, :] - 1
+    return grid, np.abs(errs).max(axis=1)
+
+
+def step_backward_errors(row, working_sets):
+    """One step's backward-phase error (signed, ``predicted / measured - 1``) at each of ``working_sets``
+    (layers): ``row`` is a row of :func:`step_at_working_set` (or :func:`measured_step`), whose prediction
+    moves by one layer's saved bytes (``layer_bytes``) per layer of working set. The working set that makes
+    this row exact is where the error crosses zero (:func:`working_set_fit`'s ``per_row_*``)."""
+    import numpy as np
+
+    w = np.asarray(working_sets, dtype=float)
+    if w.size and (not np.isfinite(w).all() or w.min() < 0 or w.max() > 1):
+        raise ValueError(f"working_sets must lie in 0 to 1 layer, got {w.min():g} to {w.max():g}")
+    bwd = row["predicted_backward_bytes"] + (w - row["working_set"]) * row["layer_bytes"]
+    return bwd / row["measured_backward_bytes"] - 1
+
+
+#: :func:`_working_set_terms` of the committed CSV, kept for the process (chapter 5's widget reads it).
+_kept_working_set_terms = functools.cache(_working_set_terms)
 
 # ============================================================================= context parallelism (issue 23)
 #: Written by ``tools/measure_memory.py cp``: a small HF ``LlamaForCausalLM`` (fp32; 4 layers, hidden 256, 8

@@ -42,6 +42,7 @@ from .base import (_CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _caption_
                    _stage_memory_columns, _settle_grids, _step_time_bars, _suffixed, _tokens, _usd)
 
 # Part I, one GPU (ch 1-5): parameters, model states, inference memory, activations, measurements.
+from .one_gpu import MEASURED_STEP_DEFAULT, render_measured_step  # chapter 5's widget
 from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS, MMB_SEQS,
                       MODEL_STATES_COMPARE, RECOMPUTE_COLORS, render_activation_memory,
                       render_inference_memory, render_inference_vs_context, render_max_micro_batch,
@@ -99,6 +100,7 @@ __all__ = [
     "RECOMPUTE_COLORS", "render_activation_memory", "render_inference_memory", "render_inference_vs_context",
     "render_max_micro_batch", "render_model_states", "render_parameter_counts", "render_parameter_shares",
     "render_prediction_vs_measurement", "render_step_phases", "render_step_timeline",
+    "MEASURED_STEP_DEFAULT", "render_measured_step",
     # Part II
     "BUS_BANDWIDTH_SIZES", "DECODE_BATCHES", "DP_SCALING_PANELS", "render_bus_bandwidth",
     "SCHEDULE_PANELS", "render_pipeline_schedules",

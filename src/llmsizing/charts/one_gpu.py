@@ -22,6 +22,7 @@ from .base import (COLORS, FixedView, View, _bar_collection, _fast_stacked_colum
 from .base import _CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _caption_room  # noqa: F401
 # chapter 5's figures (the measurements) live in one_gpu_measure; every name of theirs is still here
 from .one_gpu_measure import (MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS,  # noqa: F401
+                              MEASURED_STEP_DEFAULT, render_measured_step,
                               render_prediction_vs_measurement, render_step_timeline)
 from .one_gpu_measure import _PHASE_SHADES, _TIMELINE_PHASES  # noqa: F401
 

@@ -1,6 +1,7 @@
 """Part I, chapter 5 ("Measure it yourself"): the library's activation prediction against PyTorch's
-measurements (:func:`render_prediction_vs_measurement`), and the live bytes of one measured training step
-against the library's phases (:func:`render_step_timeline`, also in chapter 4).
+measurements (:func:`render_prediction_vs_measurement`), the live bytes of one measured training step
+against the library's phases (:func:`render_step_timeline`, also in chapter 4), and any measured step's
+phases against the library's at a chosen working set (:func:`render_measured_step`, the chapter's widget).
 :mod:`~llmsizing.charts.one_gpu` imports every name here and re-exports it.
 
 No formula lives here: render functions only call the library and draw.
@@ -8,7 +9,9 @@ No formula lives here: render functions only call the library and draw.
 
 from __future__ import annotations
 
-from .base import View, new_figure
+from matplotlib.figure import Figure
+
+from .base import FixedView, View, _fast_hbars, _line, figure_axes, new_figure
 
 
 # =========================================================================== chapter 5: measure it yourself
@@ -178,3 +181,88 @@ def render_step_timeline() -> View:
         lines.append(f"  {ph:<16s}{measured[ph] / MiB:9.1f}{pred.phases_bytes[ph] / MiB:9.1f}"
                      f"  ({pred.phases_bytes[ph] / measured[ph] - 1:+.1%}){mark}")
     return View(fig, "\n".join(lines))
+
+
+# ======================================================================== chapter 5's widget: a measured step
+#: Chapter 5's widget starts here: the step of ``render_step_timeline`` (Hugging Face's Llama, autocast,
+#: SDPA, 2 x 512 tokens) at the library's working set (``None``:
+#: :data:`~llmsizing.memory.LAYER_WORKING_SET`).
+MEASURED_STEP_DEFAULT = dict(stack="hf", model="step-llama", mode="autocast-bf16", attention="sdpa",
+                             recompute="none", optimizer_impl="foreach", batch=2, seq=512, working_set=None)
+
+
+def render_measured_step(stack: str = "hf", model: str = "step-llama", mode: str = "autocast-bf16",
+                         attention: str = "sdpa", recompute: str = "none", optimizer_impl: str = "foreach",
+                         batch: int = 2, seq: int = 512, working_set: float | None = None, *,
+                         into: Figure | None = None) -> View:
+    """Chapter 5: one committed step of ``data/step_measurements.csv`` (the keys of
+    :data:`~llmsizing.measurements.STEP_KEYS`), each phase measured against the library's
+    (:func:`~llmsizing.measurements.measured_step`), with the backward's working set at ``working_set``
+    layers (default: the library's); beside it, the worst backward error over the Hugging Face runs as the
+    working set goes from 0 to 1 layer (:func:`~llmsizing.measurements.working_set_curve`) and this run's own
+    (:func:`~llmsizing.measurements.step_backward_errors`). A configuration the sweep did not measure raises
+    the library's ValueError, which names the key."""
+    import numpy as np
+
+    from ..measurements import (measured_step, step_at_working_set, step_backward_errors, working_set_curve,
+                                working_set_fit)
+    from ..memory import LAYER_WORKING_SET, PHASES
+
+    r = measured_step(working_set, stack=stack, model=model, mode=mode, attention=attention,
+                      recompute=recompute, optimizer_impl=optimizer_impl, batch=batch, seq=seq)
+    w = float(r["working_set"])
+    MiB = 2**20
+    keys = [p.replace(" ", "_") for p in PHASES]
+    measured = np.array([r[f"measured_{k}_bytes"] for k in keys]) / MiB
+    predicted = np.array([r[f"predicted_{k}_bytes"] for k in keys]) / MiB
+    errors = predicted / measured - 1
+
+    def build(fig):
+        fig.subplots_adjust(left=0.15, right=0.98, bottom=0.17, top=0.86, wspace=0.32)
+        return fig.subplots(1, 2, width_ratios=(3, 2))
+
+    fig, (ax, bx) = figure_axes(7.2, 3.0, into, ("measured step",), build)
+    ys = np.arange(len(PHASES))
+    _fast_hbars(ax, ys - 0.2, measured, height=0.38, colors="0.62")
+    _fast_hbars(ax, ys + 0.2, predicted, height=0.38, colors="#0072B2")
+    ax.set_xlim(0, 1.08 * max(measured.max(), predicted.max()))
+    ax.set_yticks(ys, [f"{p}\n{e:+.2%}" for p, e in zip(PHASES, errors)], fontsize=7.5)
+    ax.set_ylim(len(PHASES) - 0.5, -0.5)
+    ax.set_xlabel("MiB alive at the phase's most (grey: measured, blue: library)", fontsize=7.5)
+    ax.set_title(f"{r['model_class'].split('.')[-1]} ({stack}), {mode}, {attention}, recompute {recompute},\n"
+                 f"{batch} x {seq} tokens, AdamW {optimizer_impl}: peak {r['peak_error']:+.2%}", fontsize=7.5,
+                 loc="left")
+    grid, worst = working_set_curve()
+    fit = working_set_fit()
+    own = np.abs(step_backward_errors(r, grid))
+    _line(bx, grid, 100 * worst, color="#0072B2", lw=1.4)
+    _line(bx, grid, 100 * own, color="#D55E00", lw=1.0, ls="--")
+    top = 100 * max(worst.max(), own.max())
+    _line(bx, [w, w], [0, top * 1.05], color="0.2", lw=0.9)
+    _line(bx, [fit["working_set"]], [100 * fit["worst_backward_error"]], color="#0072B2", ls="none",
+          marker="o", ms=4)
+    bx.set_xlim(0, 1)
+    bx.set_ylim(0, top * 1.05)
+    bx.set_xlabel(f"working set (layers); library {LAYER_WORKING_SET:g}, here {w:.2f}", fontsize=7.5)
+    bx.set_ylabel("backward error, in size (%)", fontsize=7.5)
+    bx.set_title(f"solid: the worst of {fit['configs']} HF runs\ndashed: this run", fontsize=7.5, loc="left")
+    for a in (ax, bx):
+        a.tick_params(labelsize=7)
+    everyone = step_at_working_set(w)
+    hf = everyone[everyone["stack"] == "hf"]
+    stack_name = {"hf": "Hugging Face", "fused": "fused stand-ins"}[stack]
+    lines = [f"{r['model_class'].split('.')[-1]} ({stack_name}, {int(r['n_params']):,} parameters), {mode}, "
+             f"{attention} attention, recompute {recompute}, AdamW {optimizer_impl}, {batch} x {seq} tokens; "
+             f"working set {w:.2f} of a layer ({r['layer_bytes'] / MiB:,.2f} MiB a layer)",
+             f"  {'phase':<16s}{'measured MiB':>14s}{'library MiB':>14s}{'error':>9s}"]
+    for p, m, q, e in zip(PHASES, measured, predicted, errors):
+        lines.append(f"  {p:<16s}{m:14,.1f}{q:14,.1f}{e:+9.2%}")
+    lines.append(f"  {'peak':<16s}{r['peak_bytes'] / MiB:14,.1f}{r['predicted_peak_bytes'] / MiB:14,.1f}"
+                 f"{r['peak_error']:+9.2%}")
+    lines.append(f"the peak is in the {r['peak_phase'].replace('_', ' ')} (measured) and the "
+                 f"{r['predicted_peak_phase']} (library)")
+    lines.append(f"over the {len(hf)} Hugging Face runs at this working set: backward within "
+                 f"{hf['backward_error'].abs().max():.1%}, peak within {hf['peak_error'].abs().max():.1%}; "
+                 f"the working set with the smallest worst backward error is {fit['working_set']:.2f} "
+                 f"({fit['worst_backward_error']:.1%})")
+    return FixedView(fig, "\n".join(lines))

@@ -55,3 +55,4 @@ __all__ = ["parameter_counts_widget", "model_states_widget", "inference_memory_w
            "zero_stages_widget", "parallel_explorer_widget", "training_time_widget", "cost_widget",
            "planner_widget", "seed_audit_widget", "serving_widget", "fleet_widget", "finetune_widget",
            "long_context_widget", "moe_layout_widget", "rl_widget"]
+from .measure import measured_step_widget; __all__.insert(5, "measured_step_widget")  # noqa: E402 (ch5)
