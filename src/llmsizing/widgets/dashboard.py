@@ -2,9 +2,9 @@
 
 :class:`Dashboard` lays out a widget's controls, figure and summary, and redraws into the one figure it keeps;
 its canvas keeps the bitmap and the layout of every text it draws (:func:`.canvas._text_cache_canvas`) and
-:func:`encode_png` encodes the pixels. The chapters' widgets are in :mod:`.one_gpu` (chapters 1-5),
-:mod:`.many_gpus` (6-9), :mod:`.time_money` (10-14) and :mod:`.serve_tune` (15-16); the controls they share in
-:mod:`.controls`.
+:func:`encode_png` encodes the pixels. The chapters' widgets are in :mod:`.one_gpu` (chapters 1-4),
+:mod:`.measure` (5), :mod:`.many_gpus` (6-9), :mod:`.time_money` (10-14) and :mod:`.serve_tune` (15-16); the
+controls they share in :mod:`.controls`.
 
 Layout (issue 12): the controls in a column of :data:`CONTROLS_WIDTH_PX` on the left, the figure beside them
 at its own pixel size (at most :data:`FIGURE_MAX_PX`, never stretched): about 1100 x 620 px in all, so

@@ -1,4 +1,4 @@
-"""Part I, "One GPU": the widgets of chapters 1-4 (chapter 5 measures and has none).
+"""Part I, "One GPU": the widgets of chapters 1-4 (chapter 5's is in :mod:`.measure`).
 
 * chapter 1, :func:`parameter_counts_widget`: the parameter count by component, the architecture changeable;
 * chapter 2, :func:`model_states_widget`: the model states per recipe and optimizer against GPU memory;
