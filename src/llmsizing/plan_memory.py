@@ -26,7 +26,7 @@ from .parallel import kept_parallel
 from .plan_candidates import _candidates, _pair_table, state_chunks, state_key  # noqa: F401
 from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)
-from .plan_tables import pair_keys, table_totals
+from .plan_tables import kept_candidates, pair_keys, table_totals
 from .precision import RECIPES
 
 
@@ -353,9 +353,6 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     once (issue 35: one :func:`~llmsizing.plan_pricing._total_bytes` per recomputation, each candidate's
     coefficients a row of one table per recomputation, pieces the other layouts lack padded with
     ``-inf``)."""
-    divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
-    table = _pair_table(cps, divisors, global_batch)
-    cp_at = np.array([cps.index(c) for c in table["cp"].tolist()], dtype=np.int64)   # each row's cp index
     domain = np.array([domains[g.name] for g in gpu_list])
     cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
     for tp, pp, zero, ep, v in layouts:
@@ -369,9 +366,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
         if (tp, ep) not in units:
             units[tp, ep] = tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None
         key = (pp, None if max_gpus is None else tp * pp, units[tp, ep], v > 1)
-        if key not in cands:
-            unit = None if units[tp, ep] is None else np.array(units[tp, ep])[cp_at]
-            cands[key] = _candidates(tp, pp, ep, table=table, units=unit, max_gpus=max_gpus, v=v)
+        if key not in cands:                      # (kept between searches: plan_tables.kept_candidates)
+            cands[key] = kept_candidates(tuple(cps), tuple(micros), global_batch, max_gpus, *key)
         cand = cands[key]
         if cand is not None:
             parts.append(((tp, pp, zero, ep, v), on, cand))

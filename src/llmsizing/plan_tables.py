@@ -14,12 +14,55 @@ search.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
+from .plan_candidates import _candidates, _pair_table
 
 #: The columns of a pair's key: its layout's ``(tp, pp, zero, ep, v)``, then its ``(cp, c)``.
 TP, PP, ZERO, EP, V, CP, C = range(7)
+
+
+#: How many candidate tables :func:`kept_candidates` keeps.
+CANDIDATES_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=64)
+def kept_pair_table(cps: tuple, micros: tuple, global_batch: int) -> tuple:
+    """:func:`~llmsizing.plan_candidates._pair_table` of a search (its ``cps``, micro-batches and global
+    batch) and each row's index into ``cps``, kept (read-only arrays): it depends on nothing else."""
+    divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
+    table = _pair_table(cps, divisors, global_batch)
+    cp_at = np.array([cps.index(c) for c in table["cp"].tolist()], dtype=np.int64)
+    return _read_only(table), _read_only(cp_at)
+
+
+@functools.lru_cache(maxsize=CANDIDATES_KEPT)
+def kept_candidates(cps: tuple, micros: tuple, global_batch: int, max_gpus, pp: int, tp_pp, units,
+                    interleaved: bool):
+    """:func:`~llmsizing.plan_candidates._candidates` of the layouts with ``pp`` stages, ``tp x pp = tp_pp``
+    (None without ``max_gpus``), each ``cp``'s :func:`~llmsizing.moe_layouts.dp_unit` ``units`` (a tuple
+    over ``cps``, None for a dense model) and interleaving or not, in a search of ``cps``, ``micros``,
+    ``global_batch`` and ``max_gpus``: all it reads of a layout, so that every layout sharing these shares
+    the (read-only) columns. Kept between searches (issue 35, moe17): the candidates depend on neither the
+    model nor its memory, and chapter 17's widget moving its model searches the same ones again."""
+    table, cp_at = kept_pair_table(cps, micros, global_batch)
+    unit = None if units is None else np.array(units)[cp_at]
+    tp = 1 if tp_pp is None else tp_pp // pp
+    got = _candidates(tp, pp, 1, table=table, units=unit, max_gpus=max_gpus, v=2 if interleaved else 1)
+    return None if got is None else _read_only(got)
+
+
+def _read_only(x):
+    """``x`` (an array, or a dict of arrays and tuples) with its arrays made read-only (they are shared)."""
+    if isinstance(x, dict):
+        return {k: _read_only(v) for k, v in x.items()}
+    if isinstance(x, np.ndarray):
+        x.flags.writeable = False
+    return x
 
 
 def pair_keys(parts) -> np.ndarray:
