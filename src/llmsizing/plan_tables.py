@@ -58,10 +58,9 @@ def kept_candidates(cps: tuple, micros: tuple, global_batch: int, max_gpus, pp: 
 
 def _read_only(x):
     """``x`` (an array, or a dict of arrays and tuples) with its arrays made read-only (they are shared)."""
-    if isinstance(x, dict):
-        return {k: _read_only(v) for k, v in x.items()}
-    if isinstance(x, np.ndarray):
-        x.flags.writeable = False
+    for v in x.values() if isinstance(x, dict) else (x,):
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
     return x
 
 
