@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-AS_OF = "2026-11-29"
+AS_OF = "2026-12-01"
 SOURCE = ("constants fitted on every covered row (not known_out) of data/finetune_published.csv, as each "
           "leave-one-source-out fold fits the other sources; the range: 80% "
           "leave-one-source-out conformal bounds (finetune_loso_check; tools/calibrate_finetune.py)")
