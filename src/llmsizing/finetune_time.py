@@ -43,12 +43,12 @@ GPTQ's, far below a decode step's. The range (issue 34) is an 80% prediction int
 fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the conformal
 bounds of the out-of-source log residuals are :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their
 measured coverage, width and source count. Sources: Qwen README (1.8B-72B, one A100 to two nodes), Answer.AI's
-FSDP-QLoRA benchmarks (nf4, four GPU types), torchtune's README (8B-405B, compiled), LLaMA-Factory's wiki
-(LLaMA2-7B QLoRA, 1K-32K tokens), MLPerf's reference log (Llama-2-70B, ZeRO-3, 8K), HF optimum-benchmark
-(Llama-2 7B/13B, 256 tokens, batch 1-16), VectorLM (Llama-3-8B, FSDP on 1-4 A100s), universal-llm-trainer's
-README (8K tokens); NVIDIA's NeMo / Megatron-Bridge tables are kept out on purpose (issue 35). Misses
-(``miss_reason``): faster, torchtune and optimum-benchmark's one-sample and 4-bit steps; slower, Qwen-7B on
-two nodes and universal-llm-trainer (2.4-3.2x). Full fine-tuning rows are ``known_out``.
+FSDP-QLoRA (nf4, four GPU types), torchtune's README (8B-405B, compiled), LLaMA-Factory's wiki (LLaMA2-7B
+QLoRA, 1K-32K tokens), MLPerf's reference log (Llama-2-70B, ZeRO-3, 8K), HF optimum-benchmark (Llama-2 7B/13B,
+256 tokens, batch 1-16), VectorLM (Llama-3-8B, FSDP on 1-4 A100s), universal-llm-trainer's README (8K tokens),
+FlagPerf (Llama-2-7B, fp16, 512); NVIDIA's NeMo / Megatron-Bridge tables are kept out on purpose (issue 35).
+Misses (``miss_reason``): faster, torchtune and optimum-benchmark's one-sample and 4-bit steps; slower,
+Qwen-7B on two nodes and universal-llm-trainer (2.4-3.2x). Full fine-tuning rows are ``known_out``.
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
 the larger of the launches and the arithmetic plus the dequantisation, plus the communication the step cannot
