@@ -41,7 +41,6 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     from ..catalog import get_gpu, resolve_model
     from ..layouts import step_time
     from ..memory import training_memory
-    from ..moe_layouts import route_max_nodes
     from ..parallel import Parallel
     from ..units import GiB, fmt_gib
     from .base import _fast_hbars, _stage_memory_columns
@@ -49,10 +48,9 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, ep=ep)
-    nodes = route_max_nodes(m) if isinstance(max_nodes, str) and max_nodes == "model" else max_nodes
     kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, precision=precision)
     tm = training_memory(m, parallel=par, **kw)
-    st = step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=nodes, **kw)
+    st = step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=max_nodes, **kw)
     rows = list(tm.stages)
 
     def build(fig):
