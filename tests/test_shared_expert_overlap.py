@@ -53,7 +53,7 @@ def test_each_all_to_all_hides_behind_its_partner_gemms():
             by_hand += c.calls * max(0.0, c.time_s / c.calls - w)
     assert st.exposed_by_group_s["ep"] == pytest.approx(by_hand, rel=1e-12)
     assert 0 < st.exposed_by_group_s["ep"] < off.exposed_by_group_s["ep"]
-    assert st.compute_s == off.compute_s                  # the shared experts still compute; the network hides
+    assert st.compute_s == off.compute_s            # the shared experts still compute; the network hides
     # with DualPipe's share on top, what the shared experts leave is exposed less that share
     half = step_time(V2, "H800", par, ep_overlap=0.5, **KW)
     assert half.exposed_by_group_s["ep"] == pytest.approx(by_hand * 0.5, rel=1e-12)
