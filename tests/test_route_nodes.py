@@ -107,3 +107,11 @@ def test_every_caller_prices_the_layouts_own_count(ep, nodes):
     assert [c.time_s for c in comm.collectives if c.group == "ep"] == own
     assert st.comm_by_group_s["ep"] == pytest.approx(
         step_time(V3, "H800", par, max_nodes=nodes, **kw).comm_by_group_s["ep"], rel=1e-12)
+
+
+def test_the_reports_node_limit_is_what_the_config_gives_on_its_layout():
+    # DeepSeek-V3's report states M = 4 nodes on 64-way EP over 8-GPU nodes (Sec. 2.1.2, 3.2.2); its config
+    # states groups (n_group 8, topk_group 4): the two agree on that layout
+    from llmsizing.deepseek import DEEPSEEK_V3_MAX_NODES
+
+    assert route_max_nodes(V3, 64, 8) == DEEPSEEK_V3_MAX_NODES == 4
