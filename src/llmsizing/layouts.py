@@ -346,8 +346,7 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     * expert parallelism (an ``"ep"`` entry, only when ``ep > 1``): the all-to-alls sit between the router and
       the experts, so they are exposed, less what the shared experts beside them hide (``shared_expert_s``:
       :func:`~llmsizing.moe_time.shared_overlap_exposed_s`), less the share ``ep_overlap`` that DeepSeek-V3's
-      DualPipe hides by running one micro-batch's forward chunk against another's backward.
-    """
+      DualPipe hides by running one micro-batch's forward chunk against another's backward."""
     m = grad_accum
     fwd, bwd = _window_s(compute_s, m, fwd_share)
     out = {"dp": 0.0, "tp": 0.0, "pp": 0.0}
