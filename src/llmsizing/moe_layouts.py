@@ -75,8 +75,8 @@ __all__ = ["route_max_nodes", "ep_candidates", "dp_unit", "heavy_stages"]
 # The name-keyed table is retired (issue 32: behaviour comes from the config's fields); the planner's MoE
 # pricing moved to llmsizing.plan_pricing, beside the dense pricing it extends.
 __getattr__ = _retire(__name__, {"NODE_LIMITED_ROUTING": ({"deepseek-v3": 4},
-                                                          "route_max_nodes(model), read from "
-                                                          "Model.expert_groups_per_token (config's "
-                                                          "topk_group)")},
+                                                          "route_max_nodes(model, ep, gpus_per_node), "
+                                                          "read from the config's n_group and "
+                                                          "topk_group")},
                       moved={n: "llmsizing.plan_pricing"
                              for n in ("moe_ep_coefficients", "moe_dp_collectives", "moe_all_to_all_s")})
