@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dense_arrays import _DEFAULTS, _core_row, _kept, _phase_sums, supports
+from .dense_arrays import _DEFAULTS, _core_row, _kept, _offset, _phase_sums, supports
 from .memory import _act_layout, _kept_in_flight, _kept_state_side, _search_pieces
-from .moe import EpLayouts, stage_offset_bytes
+from .moe import EpLayouts
 from .moe_arrays import _BUT_EP_DP
 from .parallel import kept_parallel, layers_per_stage, resolve_parallel
 from .plan_pricing import _heavy_stages
@@ -86,6 +86,7 @@ def _columns(model, kw: dict, jobs: list, kept: dict) -> list:
     core_args = (seq, o["precision"], o["attention"], o["dropout"], o["recompute"], o["stack"],
                  o["attention_mask"])
     cores, resolved = kept.setdefault("cores", {}), kept.setdefault("moe_resolved", {})
+    offsets = kept.setdefault("offsets", {})
     blocks, shapes = [], []
     for (tp, pp, zero, c), _, calls, _, pars in jobs:
         firsts = pars.firsts()
@@ -113,7 +114,7 @@ def _columns(model, kw: dict, jobs: list, kept: dict) -> list:
                 block[:, j] = x                          # (an entry per layout, or one for all)
             block[:, 6:] = (*core[:-1], n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i], flight[i],
                             c > 1, model.tied_embeddings and n_pp == 1, moe,
-                            stage_offset_bytes(acts, act, i) if moe else 0.0)
+                            _offset(offsets, ckey, acts, act, i) if moe else 0.0)
             blocks.append(block)
         shapes.append((len(stages), n))
     pieces = _phase_sums(np.concatenate(blocks)) if blocks else None
@@ -139,3 +140,40 @@ def _as_is(par, model, seq: int, kept: dict) -> bool:
     if got is None:
         got = kept[key] = resolve_parallel(par, model, seq=seq) == par
     return got
+
+
+def stored_states(memory, keys, rc: str) -> list:
+    """``(fixed, sharded)`` of each of ``keys`` (:meth:`~llmsizing.plan_memory.SearchMemory.states`' ``(tp,
+    pp, zero, ep, c, v)``, distinct, asked for with recomputation ``rc``), in order: those kept read
+    directly; those read as ``A + B / ep`` from the first two ``ep`` (``"affine"``,
+    :meth:`~llmsizing.plan_memory.SearchMemory._kind`) whose two entries are kept, all at once per width of
+    the pieces (:func:`~llmsizing.plan_pricing.ep_affine`'s operations on rows: entry for entry the same
+    floats), after the others, which :meth:`~llmsizing.plan_memory.SearchMemory.states` makes one by one in
+    order (the affine ones make no call and read no entry but those two, so the order of the others' calls
+    is as before)."""
+    stored, out, later = getattr(memory, "_states", {}), [], []
+    e1, e2 = (tuple(memory.eps[:2]) + (None, None))[:2] if hasattr(memory, "eps") else (None, None)
+    for tp, pp, zero, ep, c, v in keys:
+        key = (tp, pp, zero, ep, c) if v == 1 else (tp, pp, zero, ep, c, v)
+        got = stored.get(key)
+        if got is None and v == 1 and getattr(memory, "by_ep", False) and ep not in (e1, e2) \
+                and not (zero == 0 and ep == 1) and memory._ep_affine(pp, zero, c):
+            s1, s2 = stored.get((tp, pp, zero, e1, c)), stored.get((tp, pp, zero, e2, c))
+            if s1 is not None and s2 is not None:
+                later.append((len(out), key, s1, s2))
+                out.append(None)
+                continue
+        out.append(got if got is not None else memory.states(tp, pp, zero, ep, c, rc, v))
+    by_width: dict = {}
+    for item in later:
+        by_width.setdefault(len(item[2][0]), []).append(item)
+    for items in by_width.values():
+        w = np.array([(1 / key[3] - 1 / e1) / (1 / e1 - 1 / e2) for _, key, _, _ in items])[:, None]
+        both = []
+        for j in (0, 1):                                      # fixed, sharded: at_e1 + (at_e1 - at_e2) x w
+            a1 = np.array([s1[j] for _, _, s1, _ in items])
+            a2 = np.array([s2[j] for _, _, _, s2 in items])
+            both.append(a1 + (a1 - a2) * w)
+        for k, (pos, key, _, _) in enumerate(items):
+            out[pos] = stored[key] = (both[0][k], both[1][k])
+    return out
