@@ -25,7 +25,6 @@ import numpy as np
 from .dense_arrays import _DEFAULTS, _core_row, _kept, _offset, _phase_sums, supports
 from .memory import _act_layout, _kept_in_flight, _kept_state_side, _search_pieces
 from .moe import EpLayouts
-from .moe_arrays import _BUT_EP_DP
 from .parallel import kept_parallel, layers_per_stage, resolve_parallel
 from .plan_pricing import _heavy_stages
 
@@ -91,7 +90,7 @@ def _columns(model, kw: dict, jobs: list, kept: dict) -> list:
     for (tp, pp, zero, c), _, calls, _, pars in jobs:
         firsts = pars.firsts()
         act = _act_layout(firsts[0])
-        if (not all(_as_is(p, model, seq, resolved) for p in firsts) or act.virtual_stages != 1
+        if (not all(_as_is(p, model, seq, resolved, pars._key[0]) for p in firsts) or act.virtual_stages != 1
                 or not (act.deallocate_pipeline_outputs or act.pp == 1) or act.pp != pars.pp):
             shapes.append(None)                          # (as _search_pieces: through it)
             continue
@@ -130,12 +129,13 @@ def _columns(model, kw: dict, jobs: list, kept: dict) -> list:
 
 
 
-def _as_is(par, model, seq: int, kept: dict) -> bool:
+def _as_is(par, model, seq: int, kept: dict, shared: tuple) -> bool:
     """Whether :func:`~llmsizing.parallel.resolve_parallel` gives ``par`` (a layout the search checked) back
     as it is, field for field (else its stage split written out: :func:`~llmsizing.memory._search_pieces` then
     weighs the resolved layouts), kept in ``kept`` per ``par`` but ``dp``, which neither its checks nor what
-    it writes out read (a refused layout raises each time, as there)."""
-    key = (_BUT_EP_DP(par), par.ep)
+    it writes out read (a refused layout raises each time, as there); ``shared``: its fields but ``ep`` and
+    ``dp`` (:class:`~llmsizing.moe_arrays.EpLayouts`' own key)."""
+    key = (shared, par.ep)
     got = kept.get(key)
     if got is None:
         got = kept[key] = resolve_parallel(par, model, seq=seq) == par
