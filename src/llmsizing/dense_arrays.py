@@ -66,7 +66,6 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
     kept = {} if kept is None else kept
     layouts, states = kept.setdefault("layouts", {}), kept.setdefault("states", {})
     cores, flights, rows, widths = kept.setdefault("cores", {}), kept.setdefault("flights", {}), [], []
-    offsets = kept.setdefault("offsets", {})
     for tp, pp, zero, m, cp, comm, batch, dp, *v in calls:
         key = (tp, pp, zero, cp, comm, dp, *v)
         lay = layouts.get(key)
@@ -95,7 +94,7 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
         for slot, i in enumerate(stages):
             rows.append((*st[slot], *core[:-1], n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
                          flight[i], m > 1, model.tied_embeddings and n_pp == 1, moe,
-                         _offset(offsets, ckey, acts, act, i) if moe else 0.0))
+                         stage_offset_bytes(acts, act, i) if moe else 0.0))
         widths.append(len(stages))
     pieces = _phase_sums(np.array(rows, dtype=float))
     out, k = [], 0
@@ -103,16 +102,6 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
         out.append(pieces[k:k + n].reshape(-1))
         k += n
     return out
-
-
-def _offset(offsets: dict, ckey: tuple, acts, act, i: int) -> float:
-    """:func:`~llmsizing.moe.stage_offset_bytes` of the activations of :func:`_core_row`'s key ``ckey``
-    (``acts``), layout ``act`` and stage ``i``, kept in ``offsets`` (one search asks again and again)."""
-    key = (ckey, act, i)
-    got = offsets.get(key)
-    if got is None:
-        got = offsets[key] = stage_offset_bytes(acts, act, i)
-    return got
 
 
 def _state_rows(model, o: dict, state, stages: tuple) -> list:

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dense_arrays import _DEFAULTS, _core_row, _kept, _offset, _phase_sums, supports
+from .dense_arrays import _DEFAULTS, _core_row, _kept, _phase_sums, supports
 from .memory import _act_layout, _kept_in_flight, _kept_state_side, _search_pieces
-from .moe import EpLayouts
+from .moe import EpLayouts, stage_offset_bytes
 from .parallel import kept_parallel, layers_per_stage, resolve_parallel
 from .plan_pricing import _heavy_stages
 
@@ -85,7 +85,6 @@ def _columns(model, kw: dict, jobs: list, kept: dict) -> list:
     core_args = (seq, o["precision"], o["attention"], o["dropout"], o["recompute"], o["stack"],
                  o["attention_mask"])
     cores, resolved = kept.setdefault("cores", {}), kept.setdefault("moe_resolved", {})
-    offsets = kept.setdefault("offsets", {})
     blocks, shapes = [], []
     for (tp, pp, zero, c), _, calls, _, pars in jobs:
         firsts = pars.firsts()
@@ -113,7 +112,7 @@ def _columns(model, kw: dict, jobs: list, kept: dict) -> list:
                 block[:, j] = x                          # (an entry per layout, or one for all)
             block[:, 6:] = (*core[:-1], n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i], flight[i],
                             c > 1, model.tied_embeddings and n_pp == 1, moe,
-                            _offset(offsets, ckey, acts, act, i) if moe else 0.0)
+                            stage_offset_bytes(acts, act, i) if moe else 0.0)
             blocks.append(block)
         shapes.append((len(stages), n))
     pieces = _phase_sums(np.concatenate(blocks)) if blocks else None
