@@ -4,7 +4,8 @@ III, "How many GPUs do you need?"; chapter 17's widget, issue 35): :func:`prefet
 for that would each read calls of their own, every ``(tp, pp, ZeRO stage, accumulation class)`` group's
 ``ep`` and ``dp`` as one :class:`~llmsizing.moe_arrays.EpLayouts`, and all the groups' pieces summed in one
 :func:`~llmsizing.dense_arrays._phase_sums` (moestates35: one :func:`~llmsizing.memory._search_pieces` per
-group, ~60 per Qwen3-30B-A3B search at 128K, were a fifth of its memory fit).
+group, ~48 per Qwen3-30B-A3B search at 128K; a model move ~2% faster), and :func:`stored_states` reads the
+entries the memory fit's table needs, a mixture of experts' ``A + B / ep`` ones on rows.
 
 No formula here. Each group's model states come from the same kept
 :func:`~llmsizing.memory._state_side` of its :class:`~llmsizing.moe_arrays.EpLayouts` (an entry per layout),
