@@ -364,3 +364,52 @@ def test_voila_config_frees_kernels():
     assert getattr(VoilaHandler.prepare, "book_xsrf", False)
     assert (module.CULL_IDLE_TIMEOUT_S, module.CULL_CONNECTED_IDLE_TIMEOUT_S) == (120, 3600)
     assert module.CULL_INTERVAL_S <= module.CULL_IDLE_TIMEOUT_S
+
+
+@pytest.mark.parametrize("code, said", [
+    (-9, "signal 9 (SIGKILL)"),     # killed: the out-of-memory killer, or someone's kill
+    (-11, "signal 11 (SIGSEGV)"),   # a crash in native code
+    (-6, "signal 6 (SIGABRT)"),     # an abort (a failed assertion in libzmq, say)
+    (1, "status 1"),                # Python exited with an error
+    (None, "an unknown status"),
+])
+def test_exit_reason_names_the_signal(code, said):
+    assert live_kernels.exit_reason(code) == said
+
+
+def test_a_kernel_process_that_exits_is_logged_with_its_status(tmp_path):
+    """Issue 38 (voila38): a Voila kernel whose process exited was restarted by jupyter_client, empty, under the
+    same id, and the log said only "restarting kernel (1/5)". Now it says which process exited and how, so the
+    next such exit in a test run or a workshop names its cause (a signal from outside, a crash, Python's own
+    exit). A real kernel, killed."""
+    import io
+    import logging
+    import os
+    import signal
+
+    from traitlets.config import Config
+
+    async def run():
+        config = Config()
+        config.KernelRestarter.time_to_dead = 0.5           # the restarter looks every 3 s otherwise
+        out = io.StringIO()
+        log = logging.getLogger("test_live_setup.kernel_exit")
+        log.addHandler(logging.StreamHandler(out))
+        log.setLevel(logging.INFO)
+        mkm = live_kernels.LiveKernelManager(config=config, log=log, root_dir=str(tmp_path))
+        kernel_id = await mkm.start_kernel(kernel_name="python3")
+        km = mkm.get_kernel(kernel_id)
+        pid = km.provisioner.pid
+        try:
+            os.kill(pid, signal.SIGKILL)
+            for _ in range(300):
+                await asyncio.sleep(0.1)
+                if "exited with" in out.getvalue() and km.ready.done() and km.provisioner.pid != pid:
+                    break
+            await km.ready
+        finally:
+            await mkm.shutdown_all()
+        return pid, out.getvalue()
+
+    pid, logged = asyncio.run(run())
+    assert f"its process {pid} exited with signal 9 (SIGKILL)" in logged, logged

@@ -455,8 +455,9 @@ JS_WIDGETS_DRAWN = """n => { const cells = Array.from(document.querySelectorAll(
 VOILA_DRAWN_S = 120
 #: The Voila server's log lines that tell what happened to a kernel
 _KERNEL_LOG = re.compile(r"Shutting down|Culling kernel |Culling '|[Rr]estart|died|dead|Traceback|ERROR|Kernel started")
-#: The lines of jupyter_client's restarter (they carry no kernel id) and of jupyter_server about a restart
-_RESTART_LOG = re.compile(r"KernelRestarter|restarted|died")
+#: The lines of jupyter_client's restarter (they carry no kernel id), of jupyter_server about a restart, and
+#: tools/live/live_kernels.py's line with the exit status of the kernel process that was replaced
+_RESTART_LOG = re.compile(r"KernelRestarter|restarted|died|exited with")
 
 
 class VoilaReloadWarning(UserWarning):

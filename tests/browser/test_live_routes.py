@@ -571,6 +571,64 @@ def test_voila_says_so_when_the_chapter_kernel_stopped_before_its_widgets(chromi
         close_voila_page(page)
 
 
+#: Seconds a Voila page gets to say that its kernel stopped after its widgets showed: jupyter_client's restarter
+#: looks every 3 s and the page then hears "restarting"; a kernel Voila shut down is looked for every 10 s (the
+#: book template's KERNEL_LOOK_S). The rest is margin for a loaded machine.
+KERNEL_NOTE_S = 60
+
+
+def test_voila_says_so_when_the_kernel_stops_after_its_widgets_showed(chromium, guard_network, voila):
+    """Issue 38 (voila38): once a chapter's widgets showed, a kernel that stopped left the page as it was: the
+    controls moved, nothing redrew, and nothing said why. Two ways, each on a fresh load of the chapter:
+
+    * the kernel process exits (here SIGKILL; a crash or the out-of-memory killer would do the same):
+      jupyter_client restarts it, empty, under the same id, and the page's connection comes back to a kernel
+      that holds none of its widgets;
+    * Voila shuts the kernel down, as its culler does after an hour without activity (or its orphan rule
+      after the page's connection was away 10 s): the page's WebSocket stays open to nothing.
+
+    Now the page says at its top that the kernel stopped, and to reload (tools/voila/voila/templates/book)."""
+    import os
+    import signal
+
+    from conftest import JS_WIDGETS_DRAWN, notebook_cells, widget_cells
+
+    name = "07_data_parallelism.ipynb"
+    count = len(widget_cells(notebook_cells(ROOT / "book" / name)))
+    page = chromium.new_page(viewport=VOILA_VIEWPORT, reduced_motion=VOILA_MOTION)
+    blocked = guard_network(page)
+    try:
+        for how, says in (("exits", "restarted"), ("is shut down", "shut it down")):
+            page.goto(voila.url(name), wait_until="load", timeout=240_000)
+            page.wait_for_function(JS_WIDGETS_DRAWN, arg=count, timeout=240_000, polling=POLL_MS)
+            assert page.locator("#book-kernel-lost").count() == 0, "the note shows on a page whose widgets work"
+            kernel_id = json.loads(page.locator("#jupyter-config-data").text_content())["kernelId"]
+            if how == "exits":
+                pids = voila.kernel_pids(kernel_id)
+                assert pids, f"no kernel process for the page's kernel {kernel_id}"
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+            else:                           # Voila's own shutdown, as its culler calls it
+                status = page.evaluate("""k => { const f = new FormData();
+                  f.append('_xsrf', (document.cookie.match(/\\b_xsrf=([^;]*)/) || [])[1] || '');
+                  return fetch('/voila/api/shutdown/' + k, {method: 'POST', body: f}).then(r => r.status); }""",
+                                       kernel_id)
+                assert status == 204, f"Voila did not shut the kernel down: HTTP {status}"
+            note = page.locator("#book-kernel-lost")
+            try:
+                note.wait_for(state="visible", timeout=KERNEL_NOTE_S * 1000)
+            except PlaywrightTimeout:
+                pytest.fail(f"the page's kernel {how} after its widgets showed, and {KERNEL_NOTE_S} s later the "
+                            "page still says nothing")
+            text = note.inner_text()
+            assert "kernel stopped" in text and says in text and "Reload the page" in text, text
+            box = note.bounding_box()
+            assert box and box["y"] >= 0 and box["y"] + box["height"] <= VOILA_VIEWPORT["height"], box
+        assert not blocked, blocked
+    finally:
+        close_voila_page(page)
+
+
 def test_widget_verdict_tells_a_replaced_kernel_from_a_lost_restore():
     """voila38n: a Voila page that said "Error displaying widget: model not found" for every widget had a
     widget manager that had restored nothing from a kernel holding no widget (a kernel restarted, empty, under

@@ -41,6 +41,20 @@ def should_cull(idle_s: float, connections: int, busy: bool, idle_timeout_s: flo
     return idle_s > (connected_idle_timeout_s if connections else idle_timeout_s)
 
 
+def exit_reason(code) -> str:
+    """A process's exit status as a reader can look it up: ``signal 9 (SIGKILL)``, ``status 1``."""
+    import signal
+
+    if code is None:
+        return "an unknown status"
+    if code < 0:
+        try:
+            return f"signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"signal {-code}"
+    return f"status {code}"
+
+
 class LiveKernelManager(AsyncMappingKernelManager):
     """jupyter_server's kernel manager with a longer idle timeout for kernels a page is still connected to."""
 
@@ -54,6 +68,24 @@ class LiveKernelManager(AsyncMappingKernelManager):
         help="Seconds after its last WebSocket closed that a kernel no page reconnected to is shut down "
              "(0: never; culling still applies).")
     _orphan_timers = Dict()      # kernel id -> the IOLoop timeout of its pending shutdown
+
+    async def start_kernel(self, *args, **kwargs):
+        """Start a kernel as jupyter_server does; when its process exits on its own (jupyter_client's restarter
+        then starts it again, empty, under the same id), the log says which process and with what status."""
+        kernel_id = await super().start_kernel(*args, **kwargs)
+        kernel = self._kernels.get(kernel_id)
+        if kernel is not None and not getattr(kernel, "book_exit_logged", False):
+            kernel.book_exit_logged = True
+
+            def exited():
+                provisioner = kernel.provisioner
+                process = getattr(provisioner, "process", None)
+                self.log.warning("Kernel %s: its process %s exited with %s.", kernel_id,
+                                 getattr(provisioner, "pid", None),
+                                 exit_reason(None if process is None else process.returncode))
+
+            kernel.add_restart_callback(exited, "restart")
+        return kernel_id
 
     def notify_connect(self, kernel_id):
         super().notify_connect(kernel_id)

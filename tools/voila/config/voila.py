@@ -23,6 +23,13 @@
     are culled with the kernel manager of ``make serve-live`` (tools/live/live_kernels.py): a kernel no page is
     connected to after :data:`CULL_IDLE_TIMEOUT_S` without activity, one whose page is still open after
     :data:`CULL_CONNECTED_IDLE_TIMEOUT_S`; a busy kernel (a cell still running) never.
+
+* So a page can outlive its kernel (culled, or shut down after its connection was away CLOSE_GRACE_S, e.g. a
+  laptop that slept), and a kernel process can exit on its own (jupyter_client then restarts it, empty, under
+  the same id: it holds none of the page's widgets). The page then says, at its top, that the kernel stopped
+  and to reload (templates/book/index.html.j2; issue 38, voila38: before, the controls moved and nothing
+  redrew, with no word why), and the log names the exit status of a process that exited
+  (``LiveKernelManager.start_kernel``).
 """
 
 import importlib.util
