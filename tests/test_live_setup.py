@@ -392,6 +392,7 @@ def test_a_kernel_process_that_exits_is_logged_with_its_status(tmp_path):
     async def run():
         config = Config()
         config.KernelRestarter.time_to_dead = 0.5           # the restarter looks every 3 s otherwise
+        config.MultiKernelManager.connection_dir = str(tmp_path)  # a killed kernel leaves its file
         out = io.StringIO()
         log = logging.getLogger("test_live_setup.kernel_exit")
         log.addHandler(logging.StreamHandler(out))
