@@ -1,0 +1,68 @@
+"""Paired CPU time of chapter 17's widget moving to each mixture of experts, with moefast35's kept GEMM
+efficiencies on (``new``: :func:`llmsizing.kernels.rates` reads ``_kept_gemm_efficiencies``) and toggled off
+in the same process (``base``: ``layer_gemm_efficiencies`` worked out on every ask), rounds alternating
+base-new and new-base (as bench_moe_states_ab). Each round: kept results cleared (bench_planner.kept), a new
+widget on a dense model, then each MoE model in turn at the widget's defaults (as bench_ch17_models).
+
+    PYTHONPATH=src:tests .venv/bin/python benchmarks/bench_gemm_rates_ab.py [--rounds N]
+
+Prints per model the median CPU ms per move of each side and the median of the paired ratios new / base.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_ch17_models  # noqa: E402
+import bench_planner  # noqa: E402
+
+from llmsizing import kernels  # noqa: E402
+from llmsizing.widgets import long_context_widget  # noqa: E402
+
+NEW = kernels._kept_gemm_efficiencies
+
+
+def _base(model, gpu, tp, tokens, dtype, eps):
+    return kernels.layer_gemm_efficiencies(model, gpu, tp=tp, tokens=tokens, dtype=dtype, eps=eps)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=20)
+    args = ap.parse_args()
+    models = bench_ch17_models.moe_models()
+    got = {(m, side): [] for m in models for side in ("base", "new")}
+    try:
+        for r in range(args.rounds):
+            for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
+                kernels._kept_gemm_efficiencies = NEW if side == "new" else _base
+                for kept in bench_planner.kept():
+                    kept.cache_clear()
+                w = long_context_widget("llama-3-8b")
+                for m in models:
+                    c0 = time.process_time()
+                    w.controls["model"].value = m
+                    got[m, side].append(time.process_time() - c0)
+    finally:
+        kernels._kept_gemm_efficiencies = NEW
+    print(f"{'model':24s} {'base ms':>8s} {'new ms':>7s} {'new/base':>9s}")
+    for m in models:
+        b, n = got[m, "base"], got[m, "new"]
+        ratio = statistics.median([y / x for x, y in zip(b, n)])
+        print(f"{m:24s} {statistics.median(b) * 1e3:8.0f} {statistics.median(n) * 1e3:7.0f} {ratio:9.3f}")
+    base, new = ([x for m in models for x in got[m, side]] for side in ("base", "new"))
+    print(f"{'all':24s} {statistics.median(base) * 1e3:8.0f} {statistics.median(new) * 1e3:7.0f}")
+
+
+if __name__ == "__main__":
+    main()
