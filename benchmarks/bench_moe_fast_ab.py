@@ -1,10 +1,12 @@
-"""Paired CPU time of chapter 17's widget moving to each mixture of experts, with moefast35's kept GEMM
-efficiencies on (``new``: :func:`llmsizing.kernels.rates` reads ``_kept_gemm_efficiencies``) and toggled off
-in the same process (``base``: ``layer_gemm_efficiencies`` worked out on every ask), rounds alternating
-base-new and new-base (as bench_moe_states_ab). Each round: kept results cleared (bench_planner.kept), a new
+"""Paired CPU time of chapter 17's widget moving to each mixture of experts, with moefast35's kept answers on
+(``new``: :func:`llmsizing.kernels.rates` reads ``_kept_gemm_efficiencies``, the search's MoE layout check
+``plan_candidates.moe_layout_passes`` is kept per (tp, ZeRO stage, ep)) and toggled off in the same process
+(``base``: ``layer_gemm_efficiencies`` worked out on every ask, ``check_layout`` at every (tp, pp, ZeRO
+stage, ep): the paths tests/test_moe_fast_checks.py compares with), rounds alternating base-new and new-base
+(as bench_moe_states_ab). Each round: kept results cleared (bench_planner.kept), a new
 widget on a dense model, then each MoE model in turn at the widget's defaults (as bench_ch17_models).
 
-    PYTHONPATH=src:tests .venv/bin/python benchmarks/bench_gemm_rates_ab.py [--rounds N]
+    PYTHONPATH=src:tests .venv/bin/python benchmarks/bench_moe_fast_ab.py [--rounds N]
 
 Prints per model the median CPU ms per move of each side and the median of the paired ratios new / base.
 """
@@ -22,18 +24,22 @@ import matplotlib
 matplotlib.use("Agg")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import bench_ch17_models  # noqa: E402
 import bench_planner  # noqa: E402
+from test_moe_fast_checks import _old_check, _old_rates  # noqa: E402
 
-from llmsizing import kernels  # noqa: E402
+from llmsizing import kernels, planner  # noqa: E402
 from llmsizing.widgets import long_context_widget  # noqa: E402
 
-NEW = kernels._kept_gemm_efficiencies
+NEW = dict(rates=kernels._kept_gemm_efficiencies, check=planner.moe_layout_passes)
+BASE = dict(rates=_old_rates, check=_old_check)
 
 
-def _base(model, gpu, tp, tokens, dtype, eps):
-    return kernels.layer_gemm_efficiencies(model, gpu, tp=tp, tokens=tokens, dtype=dtype, eps=eps)
+def _use(side: dict) -> None:
+    kernels._kept_gemm_efficiencies = side["rates"]
+    planner.moe_layout_passes = side["check"]
 
 
 def main() -> None:
@@ -45,7 +51,7 @@ def main() -> None:
     try:
         for r in range(args.rounds):
             for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
-                kernels._kept_gemm_efficiencies = NEW if side == "new" else _base
+                _use(NEW if side == "new" else BASE)
                 for kept in bench_planner.kept():
                     kept.cache_clear()
                 w = long_context_widget("llama-3-8b")
@@ -54,7 +60,7 @@ def main() -> None:
                     w.controls["model"].value = m
                     got[m, side].append(time.process_time() - c0)
     finally:
-        kernels._kept_gemm_efficiencies = NEW
+        _use(NEW)
     print(f"{'model':24s} {'base ms':>8s} {'new ms':>7s} {'new/base':>9s}")
     for m in models:
         b, n = got[m, "base"], got[m, "new"]
