@@ -1,10 +1,11 @@
-"""Paired CPU time of chapter 17's widget moving to each mixture of experts, with moefast35's kept answers on
-(``new``: :func:`llmsizing.kernels.rates` reads ``_kept_gemm_efficiencies``, the search's MoE layout check
-``plan_candidates.moe_layout_passes`` is kept per (tp, ZeRO stage, ep)) and toggled off in the same process
-(``base``: ``layer_gemm_efficiencies`` worked out on every ask, ``check_layout`` at every (tp, pp, ZeRO
-stage, ep): the paths tests/test_moe_fast_checks.py compares with), rounds alternating base-new and new-base
-(as bench_moe_states_ab). Each round: kept results cleared (bench_planner.kept), a new
-widget on a dense model, then each MoE model in turn at the widget's defaults (as bench_ch17_models).
+"""Paired CPU time of chapter 17's widget moving to each mixture of experts, with moefast35's changes on
+(``new``: :func:`llmsizing.kernels.rates` reads ``_kept_gemm_efficiencies``; the search's MoE layout check
+``plan_candidates.moe_layout_passes`` is kept per (tp, ZeRO stage, ep); the chart's per-GPU fronts,
+``plan_rank._pareto`` without an order, sort through ``_lex_orders``) and toggled off in the same process
+(``base``: ``layer_gemm_efficiencies`` on every ask, ``check_layout`` at every (tp, pp, ZeRO stage, ep),
+np.lexsort: the paths tests/test_moe_fast_checks.py compares with), rounds alternating base-new and
+new-base (as bench_moe_states_ab). Each round: kept results cleared (bench_planner.kept), a new widget on a
+dense model, then each MoE model in turn at the widget's defaults (as bench_ch17_models).
 
     PYTHONPATH=src:tests .venv/bin/python benchmarks/bench_moe_fast_ab.py [--rounds N]
 
@@ -28,18 +29,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import bench_ch17_models  # noqa: E402
 import bench_planner  # noqa: E402
-from test_moe_fast_checks import _old_check, _old_rates  # noqa: E402
+from test_moe_fast_checks import _old_check, _old_pareto, _old_rates  # noqa: E402
 
 from llmsizing import kernels, planner  # noqa: E402
 from llmsizing.widgets import long_context_widget  # noqa: E402
 
-NEW = dict(rates=kernels._kept_gemm_efficiencies, check=planner.moe_layout_passes)
-BASE = dict(rates=_old_rates, check=_old_check)
+NEW = dict(rates=kernels._kept_gemm_efficiencies, check=planner.moe_layout_passes, pareto=planner._pareto)
+BASE = dict(rates=_old_rates, check=_old_check, pareto=_old_pareto)
 
 
 def _use(side: dict) -> None:
     kernels._kept_gemm_efficiencies = side["rates"]
     planner.moe_layout_passes = side["check"]
+    planner._pareto = side["pareto"]           # (the chart's per-GPU fronts import it from there)
 
 
 def main() -> None:

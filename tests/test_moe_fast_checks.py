@@ -107,3 +107,34 @@ def test_kept_gemm_efficiencies_are_the_function_bit_for_bit():
         for _ in range(2):
             assert kernels._kept_gemm_efficiencies(m, g, tp, tokens, "bf16", eps) == want
         assert kernels._kept_gemm_efficiencies(m, g, tp, tokens, "bf16", list(eps)) == want
+
+
+def _old_pareto(days, cost, memory, order=None):
+    """plan_rank._pareto before moefast35: without ``order``, the order from np.lexsort."""
+    import numpy as np
+
+    from llmsizing.plan_rank import _pareto
+
+    if order is None and len(days):
+        ok = np.isfinite(days) & np.isfinite(cost)
+        d, c = np.where(ok, days, np.inf), np.where(ok, cost, np.inf)
+        order = np.lexsort((memory, c, d))
+    return _pareto(days, cost, memory, order=order)
+
+
+@pytest.mark.parametrize("model", MOE)
+def test_pareto_orders_as_lexsort_did_on_chapter_17_tables(model):
+    """The chart's per-GPU front (plan_rank._pareto without an order, now ordered by _lex_orders): the same
+    rows as with np.lexsort's order, on each ch17 MoE model's whole table and on its first 997 rows with days
+    and costs rounded to force ties, an infinite and a NaN cost."""
+    import numpy as np
+
+    from llmsizing.plan_rank import _pareto
+
+    df = planner.plan(model=model, tokens=8e11, seq=131072, global_batch=128, gpus=("H100 SXM",),
+                      max_gpus=16384)
+    days, cost, memory = (df[c].to_numpy() for c in ("days", "cost_usd", "memory_per_gpu_bytes"))
+    assert np.array_equal(_pareto(days, cost, memory), _old_pareto(days, cost, memory))
+    d, c, m = np.round(days[:997], 1), np.round(cost[:997], -4), memory[:997].copy()
+    c[3], c[5] = np.inf, np.nan
+    assert np.array_equal(_pareto(d, c, m), _old_pareto(d, c, m))
