@@ -293,7 +293,8 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (kernels, "layer_gemm_efficiency"), (time_cost, "_kept_moe_layout"),
                        (memory, "_kept_search_acts"), (memory, "_kept_in_flight"),
                        (memory, "_search_layouts"), (plan_tables, "kept_candidates"),
-                       (plan_tables, "kept_pair_table"), (plan_candidates, "_kept_chunk_options"))
+                       (plan_tables, "kept_pair_table"), (plan_candidates, "_kept_chunk_options"),
+                       (kernels, "_gemm_efficiencies_of"))
 
 
 def main() -> None:

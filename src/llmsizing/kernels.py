@@ -367,8 +367,7 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
     eff = check_number("kernel_efficiency", kernel_efficiency, maximum=1.0, allow_equal=False)
     tokens = max(1, batch * seq // cp)
     peak = dense_tflops(g, dtype) * 1e12 * eff
-    gemm = (tuple(peak * e for e in layer_gemm_efficiencies(model, g, tp=tp, tokens=tokens, dtype=dtype,
-                                                            eps=ep))
+    gemm = (tuple(peak * e for e in _kept_gemm_efficiencies(model, g, tp, tokens, dtype, ep))
             if isinstance(ep, tuple) else
             peak * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens, dtype=dtype, ep=ep))
     attn_dtype = "bf16" if dtype in ("fp8", "fp4") else dtype
@@ -376,6 +375,22 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
                                                                           seq=max(1, seq // cp),
                                                                           kernel=attention_kernel)
     return gemm, attention
+
+
+def _kept_gemm_efficiencies(model, gpu, tp: int, tokens: int, dtype: str, eps: tuple) -> tuple[float, ...]:
+    """:func:`layer_gemm_efficiencies` kept per (model, GPU, tp, tokens, dtype, eps) for :func:`rates`: the
+    planner's pricing asks once per (GPU, tp, cp, micro-batch), and ``batch x seq / cp`` tokens repeat over
+    them (issue 35, moefast35: a Qwen3-30B-A3B search asks 55 times for 24 distinct). Unhashable arguments
+    are worked out (and refused) as given."""
+    try:
+        return _gemm_efficiencies_of(model, gpu, tp, tokens, dtype, eps)
+    except TypeError:
+        return layer_gemm_efficiencies(model, gpu, tp=tp, tokens=tokens, dtype=dtype, eps=eps)
+
+
+@lru_cache(maxsize=1024)
+def _gemm_efficiencies_of(model, gpu, tp: int, tokens: int, dtype: str, eps: tuple) -> tuple[float, ...]:
+    return layer_gemm_efficiencies(model, gpu, tp=tp, tokens=tokens, dtype=dtype, eps=eps)
 
 
 def compute_seconds(stage_flops, attention_full, attention_causal, per_gpu_tokens, gemm_rate, attention_rate):

@@ -14,6 +14,7 @@ import numpy as np
 
 from ._validate import check_int
 from .layouts import _divisors
+from .parallel import check_layout
 
 
 def _pair_table(cps, divisors: dict, global_batch: int) -> dict:
@@ -127,3 +128,20 @@ def state_key(tp: int, pp: int, zero: int, ep: int, c: int, v: int = 1) -> tuple
     """The key of :meth:`~llmsizing.plan_memory.SearchMemory.states`' entry: ``(tp, pp, zero, ep, c)``, and
     ``v`` (the chunks of :func:`state_chunks`) when it is above 1."""
     return (tp, pp, zero, ep, c) if v == 1 else (tp, pp, zero, ep, c, v)
+
+
+def moe_layout_passes(kept: dict, model, *, tp: int, pp: int, zero: int, ep: int, expert_tp: bool) -> bool:
+    """Whether :func:`~llmsizing.parallel.check_layout` lets a search's MoE layout ``(tp, pp, zero, ep)``
+    (with ``sp = tp > 1``) run (False: refused), for a ``(tp, pp)`` that ``check_layout(model, tp=tp, pp=pp)``
+    let through. Kept in ``kept`` (one dict per search) per ``(tp, zero, ep, expert_tp)``: past that check no
+    rule of ``check_layout`` reads ``pp`` (``pp <= layers`` is that check's; ``virtual_stages``,
+    ``stage_layers``, ``account_for_*`` are at their defaults), so the first ``pp``'s verdict is every
+    ``pp``'s (issue 35, moefast35: ~520 calls per Qwen3-30B-A3B search, ~60 distinct)."""
+    key = (tp, zero, ep, expert_tp)
+    if key not in kept:
+        try:
+            check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
+            kept[key] = True
+        except ValueError:
+            kept[key] = False
+    return kept[key]

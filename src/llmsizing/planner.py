@@ -57,7 +57,8 @@ from .plan_rank import (DEADLINE_RULES, _digits, _lex_orders, _pareto, _ranks, _
                         deadline_rule_text, interleaving_winners, meets_deadline,
                         pipelined_zero_winners)
 # the interleaved chunks a stage may take live with the candidates
-from .plan_candidates import MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, stage_chunk_options  # noqa: F401
+from .plan_candidates import (MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, moe_layout_passes,  # noqa: F401
+                              stage_chunk_options)
 # the vectorised arithmetic lives in plan_pricing; its names stay importable from here
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups,  # noqa: F401
                            moe_ep_coefficients, _least_recompute_layers, _memory_coefficients,
@@ -193,7 +194,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
 
     # (tp, pp, zero, ep, v) the model and the engines allow (v: interleaved chunks per stage, dense only)
-    layouts = []
+    layouts, checked = [], {}
     for tp in sorted({t for d in set(domains.values()) for t in _divisors(d)}):
         for pp in pipeline_degrees(model, max_pp):
             try:
@@ -204,13 +205,10 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                 if zero >= 2 and pp > 1 and (model.is_moe or not shard_pp):   # (PIPELINED_FSDP: opt-in)
                     continue
                 for ep in eps:                            # (1,) for a dense model
-                    if model.is_moe:
-                        try:
-                            check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep,
-                                         expert_tp=expert_tp)
-                        # zero=3 with ep > 1, an expert width tp does not divide
-                        except ValueError:
-                            continue
+                    # (refused: zero=3 with ep > 1, an expert width tp does not divide)
+                    if model.is_moe and not moe_layout_passes(checked, model, tp=tp, pp=pp, zero=zero, ep=ep,
+                                                              expert_tp=expert_tp):
+                        continue
                     places = (model.layers + 2 * bool(pipeline_split(model, pp))) // pp
                     for v in stage_chunk_options(places, vps) if pp > 1 else (1,):
                         layouts.append((tp, pp, zero, ep, v))
