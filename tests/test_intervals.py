@@ -284,25 +284,33 @@ def test_a_whole_run_with_the_inputs_states_the_whole_run_totals_count():
     """A whole-run estimate with tokens_per_step states the inputs model's whole-run totals' coverage, not
     its GPU generation's. By hand from data/intervals.csv (2026-11-30): training-inputs,pretraining-total
     held 0.7333 x 15 = 11 of 15 runs from 6 sources (median width 1.5706), below the hopper row's
-    0.8627 x 51 = 44 of 51 (2.1227), which a steady-state estimate on an H100 with the same inputs states."""
+    0.8393 x 56 = 47 of 56 (2.0501; 44 of 51 before issue 34's FP8 sources of Dec 2026), which a steady-state
+    estimate on an H100 with the same inputs states."""
     from llmsizing.time_cost import mfu_estimate
 
     kw = dict(gpu="H100 SXM", seq=8192, n_gpus=1024, tokens_per_step=16 * 2**20, framework="megatron-core")
     assert mfu_estimate("llama-3-70b", whole_run=True, **kw).range_note == (
         "80% range; out of source it held 11 of 15 whole-run totals (6 sources), 1.57x wide at the median")
     assert mfu_estimate("llama-3-70b", **kw).range_note == (
-        "80% range; out of source it held 44 of 51 hopper runs (13 sources), 2.12x wide at the median")
+        "80% range; out of source it held 47 of 56 hopper runs (15 sources), 2.05x wide at the median")
 
 
 def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
     """data/mfu_model.csv calibrates three rows (ampere bf16, hopper bf16, hopper fp8). An MI300X (CDNA3) or
     an L40S in FP8 (Ada) borrows a band whose coverage was measured on none of its runs: the note says so.
-    An H100 is calibrated, so its note ends at the width."""
+    An H100 is calibrated, so its note ends at the width. A generation with held-out runs in the dtype but no
+    fitted row (MI300X and B200 in FP8, pytorch/ao's runs since issue 34) has them among the counted runs, so
+    its note ends at the width too; in 16-bit it has none (the steady states count both dtypes)."""
     from llmsizing.time_cost import mfu_estimate
 
+    mi300x_fp8 = mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192, precision="fp8-mixed").range_note
+    assert mi300x_fp8.endswith("9 of 15 FP8 runs (5 sources), 2.01x wide at the median")
+    assert mfu_estimate("llama-3-8b", gpu="B200", seq=8192).range_note.endswith(
+        "; no blackwell 16-bit run among them")
+
     assert mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192).range_note.endswith(
-        "steady states (21 sources), 2.00x wide at the median; no cdna3 run among them")
+        "steady states (23 sources), 2.11x wide at the median; no cdna3 16-bit run among them")
     assert mfu_estimate("llama-3-8b", gpu="L40S", seq=8192, precision="fp8-mixed").range_note.endswith(
-        "3 of 6 FP8 runs (3 sources), 1.83x wide at the median; no ada run among them")
+        "9 of 15 FP8 runs (5 sources), 2.01x wide at the median; no ada FP8 run among them")
     h100 = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=8192).range_note
-    assert h100.endswith("2.00x wide at the median")            # 2.0050 in intervals.csv
+    assert h100.endswith("2.11x wide at the median")            # 2.1080 in intervals.csv

@@ -276,7 +276,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     conformal bounds of the residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose
     coverage of sources the fit never saw is measured and stored in ``data/intervals.csv`` and stated with the
     estimate (``range_note``): for an FP8 recipe the FP8 runs' own coverage, which falls short of the steady
-    states' (few runs, few sources; chapter 10); for a generation with no run, that none was among them.
+    states' (few runs, few sources; chapter 10); for a generation and dtype with no run, that fact.
 
     A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
     or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
@@ -302,7 +302,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     default) the model above and its pooled range."""
     from .hardware import kernel_efficiency_row
     from .intervals import coverage_note
-    from .mfu_inputs import AREA, inputs_log_mfu, inputs_of
+    from .mfu_inputs import AREA, inputs_log_mfu, inputs_of, no_run_note
 
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
@@ -367,7 +367,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
         group, runs = (generation, f"{generation} runs") if known else ("all", "published runs")
     return MfuEstimate(central, central * low, min(1.0, central * high), generation, tuple(warnings),
                        coverage_note("training" if inputs is None else AREA, group, runs)
-                       + ("" if (generation, key_dtype) in table else f"; no {generation} run among them"))
+                       + no_run_note(generation, key_dtype))
 
 
 def _rerun_layers(model: Model, recompute: str, recompute_layers, parallel) -> int:

@@ -97,3 +97,22 @@ def inputs_of(framework, tokens_per_step, n_gpus, warnings: list):
     if n_gpus is None:
         raise ValueError("tokens_per_step= needs n_gpus= (the model reads tokens per GPU per step)")
     return family, float(tokens_per_step) / n_gpus
+
+
+@cache
+def no_run_note(generation: str, dtype: str) -> str:
+    """``"; no cdna3 16-bit run among them"`` when ``data/published_runs.csv`` has no run (calibration or held
+    out) of ``generation`` in ``dtype`` (``"fp8"``, else 16-bit: blank, bf16 and fp16 count alike, as the fits
+    read them), else ``""``: the end of :func:`~llmsizing.mfu.mfu_estimate`'s ``range_note``, which states a
+    coverage measured on other generations' runs. A generation can have runs and no fitted row of its own
+    (issue 34 added held-out FP8 runs on MI300X and B200), so the runs are read, not the fit."""
+    import csv
+
+    from .hardware import kernel_efficiency_row
+
+    key = "fp8" if dtype == "fp8" else "bf16"
+    with open(INPUTS_MODEL_CSV.parent / "published_runs.csv", newline="") as fh:
+        seen = {kernel_efficiency_row(r["gpu"], d).generation
+                for r in csv.DictReader(fh) if (d := "fp8" if r["dtype"] == "fp8" else "bf16") == key}
+    words = "FP8" if key == "fp8" else "16-bit"
+    return "" if generation in seen else f"; no {generation} {words} run among them"

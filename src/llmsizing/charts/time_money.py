@@ -36,6 +36,13 @@ CALIBRATION_COLORS = {("ampere", "bf16"): "#0072B2", ("hopper", "bf16"): "#D55E0
                       ("hopper", "fp8"): "#CC79A7", ("blackwell", "fp8"): "#009E73"}
 
 
+def _steady_range(ranges, key) -> tuple:
+    """A steady state's 80% range for the group ``key``: every generation's row states the same one, and a
+    generation with held-out runs but no row of its own (MI300X and B200 in FP8, issue 34) takes it too."""
+    row = ranges.loc[key] if key in ranges.index else ranges.iloc[0]
+    return row["low"], row["high"]
+
+
 def render_mfu_calibration() -> View:
     """Every published run against the calibrated end-to-end MFU model
     (:func:`~llmsizing.time_cost.mfu_residuals`): left, the MFU each run implies against the one the model
@@ -78,7 +85,7 @@ def render_mfu_calibration() -> View:
     for key in groups:
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])].sort_values("residual")
         c = CALIBRATION_COLORS.get(key, "0.4")
-        lo, hi = ranges.loc[key, "low"], ranges.loc[key, "high"]        # a steady state's 80% range
+        lo, hi = _steady_range(ranges, key)        # a steady state's 80% range
         ys = np.arange(y, y + len(sub))
         ax_r.fill_betweenx([y - 0.5, y + len(sub) - 0.5], lo, hi, color=c, alpha=0.12, lw=0)
         for yy, v, cal in zip(ys, sub["residual"], sub["calibration"]):
@@ -105,7 +112,7 @@ def render_mfu_calibration() -> View:
              f"({int(df['calibration'].sum())} calibration, {int((~df['calibration']).sum())} held out)"]
     for key in groups:
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])]
-        lo, hi = ranges.loc[key, "low"], ranges.loc[key, "high"]
+        lo, hi = _steady_range(ranges, key)
         lines.append(f"{key[0]} {key[1]}: {len(sub)} runs, residuals x{sub['residual'].min():.2f} to "
                      f"x{sub['residual'].max():.2f}, range x{lo:.2f} to x{hi:.2f} (width {hi / lo:.2f}x)")
     for r in df.itertuples():
