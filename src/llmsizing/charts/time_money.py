@@ -36,13 +36,6 @@ CALIBRATION_COLORS = {("ampere", "bf16"): "#0072B2", ("hopper", "bf16"): "#D55E0
                       ("hopper", "fp8"): "#CC79A7", ("blackwell", "fp8"): "#009E73"}
 
 
-def _steady_range(ranges, key) -> tuple:
-    """A steady state's 80% range for the group ``key``: every generation's row states the same one, and a
-    generation with held-out runs but no row of its own (MI300X and B200 in FP8, issue 34) takes it too."""
-    row = ranges.loc[key] if key in ranges.index else ranges.iloc[0]
-    return row["low"], row["high"]
-
-
 def render_mfu_calibration() -> View:
     """Every published run against the calibrated end-to-end MFU model
     (:func:`~llmsizing.time_cost.mfu_residuals`): left, the MFU each run implies against the one the model
@@ -55,6 +48,13 @@ def render_mfu_calibration() -> View:
 
     df = mfu_residuals()
     ranges = mfu_model_table().set_index(["generation", "dtype"])
+
+    def _steady_range(ranges, key) -> tuple:
+        """A steady state's 80% range for the group ``key``: every generation's row states the same one; a
+        generation with held-out runs and no row of its own (MI300X, B200 in FP8; issue 34) takes it too."""
+        row = ranges.loc[key] if key in ranges.index else ranges.iloc[0]
+        return row["low"], row["high"]
+
     groups = sorted(set(zip(df["generation"], df["dtype"])),
                     key=lambda k: (-len(df[(df["generation"] == k[0]) & (df["dtype"] == k[1])]), k))
     fig = Figure(figsize=(8.6, 9.2), dpi=DPI)
