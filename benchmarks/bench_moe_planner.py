@@ -347,7 +347,6 @@ def widgets_and_cost() -> None:
     from llmsizing import catalog
     from llmsizing.layouts import step_time
     from llmsizing.memory import training_memory
-    from llmsizing.moe_layouts import route_max_nodes
     from llmsizing.parallel import Parallel
     from llmsizing.planner import plan
     from llmsizing.time_cost import cost_by_gpu
@@ -384,7 +383,7 @@ def widgets_and_cost() -> None:
 
         def move():
             training_memory(m, parallel=par, **kw)
-            step_time(m, g, par, ep_overlap=0.0, max_nodes=route_max_nodes(m), **kw)
+            step_time(m, g, par, ep_overlap=0.0, max_nodes="model", **kw)
 
         print(f"{f'ch18 move: {model} {lay}':50s} {cpu(move) * 1e3:6.0f} ms CPU")
 

@@ -203,6 +203,10 @@ try:
     from llmsizing import plan_memory, plan_pricing
 except ImportError:                      # (a commit before issue 33)
     plan_memory = plan_pricing = None
+try:
+    from llmsizing import plan_tables
+except ImportError:                      # (a commit before issue 35's moe17)
+    plan_tables = None
 from llmsizing.planner import plan
 
 CASES = [
@@ -288,7 +292,8 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (states, "_edge_tensors"), (kernels, "_grouped_points"), (kernels, "_grouped_xy"),
                        (kernels, "layer_gemm_efficiency"), (time_cost, "_kept_moe_layout"),
                        (memory, "_kept_search_acts"), (memory, "_kept_in_flight"),
-                       (memory, "_search_layouts"))
+                       (memory, "_search_layouts"), (plan_tables, "kept_candidates"),
+                       (plan_tables, "kept_pair_table"))
 
 
 def main() -> None:

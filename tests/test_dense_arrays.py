@@ -145,6 +145,9 @@ def test_the_prefetch_makes_the_entries_the_layouts_would(name, seq, cps, comm):
         fast.prefetch(keys, rc)
         fast.prefetch_cp([(tp, pp, c, v) for tp, pp, _, _, c, v in keys], rc)
         assert all(_micro_key(tp, pp, rc, c, v) in fast._micro for tp, pp, _, _, c, v in keys)
+        # every cp on arrays, interleaved or not (issue 35, moe17: a key's v of 1 was missed, so per_micro
+        # read cp > 1 off calls of its own)
+        assert all(set(cps) <= set(fast._micro[_micro_key(tp, pp, rc, c, v)]) for tp, pp, _, _, c, v in keys)
         assert all(state_key(*k[:5], state_chunks(k[2], k[1], k[5])) in fast._states for k in keys if k[2])
         for tp, pp, zero, ep, c, v in keys:
             for cp in cps:

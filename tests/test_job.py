@@ -199,7 +199,7 @@ def test_deepseek_v3_from_its_config_json_or_renamed_plans_as_the_catalogue():
     catalogue = L.get_model("deepseek-v3")
     loaded = L.Model.from_hf_config(cfg, name="my-deepseek")
     renamed = replace(catalogue, name="renamed")
-    assert route_max_nodes(catalogue) == route_max_nodes(loaded) == route_max_nodes(renamed) == 4
+    assert {route_max_nodes(m, 64, 8) for m in (catalogue, loaded, renamed)} == {4}
     kw = dict(tokens=TOKENS, gpus=("H800",), seq=SEQ, global_batch=1920, max_gpus=2048, precision="fp8-deepseek",
               micro_batches=(1,), recomputes=("none",), zero_stages=(1,))
     base = L.plan(catalogue, **kw).reset_index(drop=True)
@@ -207,8 +207,8 @@ def test_deepseek_v3_from_its_config_json_or_renamed_plans_as_the_catalogue():
         other = L.plan(m, **kw).reset_index(drop=True)
         assert other.equals(base), m.name
     # a grouped router whose token may use every group has no limit; no groups, no limit
-    assert route_max_nodes(replace(catalogue, expert_groups_per_token=8)) is None
-    assert route_max_nodes(L.get_model("mixtral-8x7b")) is None
+    assert route_max_nodes(replace(catalogue, expert_groups_per_token=8), 64, 8) is None
+    assert route_max_nodes(L.get_model("mixtral-8x7b"), 64, 8) is None
 
 
 @pytest.mark.parametrize("groups, per_token", [(3, 1), (8, 9), (8, 0), (0, 4)])

@@ -291,10 +291,7 @@ CLASHES = [
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
 #: Clashes found in round 4 (read90) in chapters that other helpers own this session: they wait for those
 #: chapters' authors (the appendix already writes n_node and n_local). Remove a chapter once it is fixed.
-CLASH_PENDING = {
-    "n as nodes: n is GPUs (n_node)": {"18_mixture_of_experts.ipynb"},
-    "M as a node limit: M is a memory in bytes": {"18_mixture_of_experts.ipynb"},
-}
+CLASH_PENDING: dict = {}
 #: Chapter 15 is being rewritten (issue 38's serving half); its speculative-decoding symbols ($a$ for the
 #: acceptance rate, $c$ for the time ratio) wait for that rewrite. Listed here so that the wait is visible.
 PENDING: set = set()

@@ -177,7 +177,6 @@ def test_moe_all_to_all_shared_by_equal_links_is_one_call_per_plan(model, expert
     # moe_all_to_all_s calls ep_all_to_all once per (the links all_to_all_s reads, tokens, etp, ep) and gives
     # it to every GPU with equal links: here every plan gets its own call, on its own GPU, written out
     from llmsizing.moe import ep_all_to_all, stage_moe_layers
-    from llmsizing.moe_layouts import route_max_nodes
     from llmsizing.plan_pricing import moe_all_to_all_s
 
     m = catalog.get_model(model)
@@ -189,7 +188,7 @@ def test_moe_all_to_all_shared_by_equal_links_is_one_call_per_plan(model, expert
     cols = {k: np.array(v) for k, v in zip(("gpu", "tp", "cp", "pp", "micro", "ep", "rc"), zip(*rows))}
     mf = np.array([3.0 + i % 5 for i in range(len(rows))])
     got = moe_all_to_all_s(m, gpus, cols, mf, seq=seq, precision="bf16-mixed", node_of=node_of, cp_comm="p2p",
-                           rcs=rcs, expert_tp=expert_tp, max_nodes=route_max_nodes(m))
+                           rcs=rcs, expert_tp=expert_tp, max_nodes="model")
     for (g_, t, c, p, b, e, r), f, x in zip(rows, mf, got):
         if e == 1:
             assert x == 0.0
@@ -198,7 +197,7 @@ def test_moe_all_to_all_shared_by_equal_links_is_one_call_per_plan(model, expert
         par = Parallel(tp=t, sp=t > 1, cp=c, dp=e, ep=e, expert_tp=expert_tp)
         d_f, c_f, c_b, d_b = (k.time_s for k in ep_all_to_all(
             m, par, batch=b, seq=seq, gpu=g, node=node_of[g.name], grad_accum=1, precision="bf16-mixed",
-            recompute="none", max_nodes=route_max_nodes(m)))
+            recompute="none", max_nodes="model"))
         one = 2 * d_f + 2 * c_f + (c_b + d_b) if rcs[r] == "full" else d_f + c_f + (c_b + d_b)
         most = max(stage_moe_layers(m, Parallel(pp=p))) / m.n_moe_layers
         assert x == one * most * f

@@ -139,7 +139,8 @@ METHOD = {
                 "intervals' coverage of that dtype's runs (no range of their own)",
     "fine-tuning": ("80% conformal bounds on log(published / predicted step time) of leave-one-source-out "
                     "fits (every covered row of the other sources), rows weighing the same (weighing sources "
-                    "alike needs 9 sources at 80%; n_sources has the count); coverage measured nested: each "
+                    "alike needs 9 sources at 80%, and checking that by leaving one source out 10; n_sources "
+                    "has the count); coverage measured nested: each "
                     "source against bounds from the other sources' residuals, each from a fit that saw "
                     "neither"),
     "training-layout": (

@@ -52,24 +52,90 @@ def inter_node_share(top_k: int, ep: int, gpus_per_node: int, max_nodes: int | N
     return min(k, m, n) / k * (n - 1) / n
 
 
+def _group_spans(model, ep: int, per_unit: int) -> tuple[int, int] | None:
+    """``(T, the units the T widest groups span together)`` of ``model``'s group-limited routing over
+    ``ep`` ranks in units of ``per_unit`` consecutive ranks (a GPU: 1; a node: its ranks), or ``None`` without
+    a group limit (``0 < T < G`` false). Expert ``x`` of ``E`` sits on rank ``floor(x ep / E)``
+    (contiguous experts a rank, as Megatron-Core and DeepEP's ``topk_idx // (num_experts // num_ranks)``
+    place them), rank ``r`` in unit ``floor(r / per_unit)``; group ``i`` holds experts ``i E / G`` to
+    ``(i + 1) E / G - 1`` (DeepSeek's router views the scores as ``n_group`` contiguous blocks)."""
+    g = int(getattr(model, "expert_groups", 0) or 0)
+    t = int(getattr(model, "expert_groups_per_token", 0) or 0)
+    if not 0 < t < g:
+        return None
+    e = model.experts
+    spans = sorted((((i + 1) * e // g - 1) * ep // e) // per_unit - (i * e // g * ep // e) // per_unit + 1
+                   for i in range(g))
+    return t, sum(spans[-t:])
+
+
 def route_max_ranks(model, ep: int) -> int | None:
     """The expert-parallel ranks one token's routed experts can sit on under group-limited routing, from
     ``model``'s own fields (its config's ``n_group`` / ``topk_group``: ``expert_groups`` ``G``,
     ``expert_groups_per_token`` ``T``), or ``None`` when its routing has no group limit (``T`` of ``G`` with
     ``0 < T < G`` false). Each of ``ep`` ranks holds ``E / ep`` contiguous experts and a group ``E / G``, so a
     group spans ``ep / G`` ranks when ``G`` divides ``ep``, shares one rank with others when ``ep`` divides
-    ``G``, and else straddles at most ``ceil(ep / G) + 1``; a token reaches at most ``T`` groups:
-    ``min(ep, T x ranks a group spans)``. DeepSeek-V2 (arXiv:2405.04434, Sec. 2.2.2, "device-limited
-    routing": ``G = 8``, ``T = 3`` on its 8-way expert parallelism) places one group per GPU: a token's 6
-    experts lie on at most 3 GPUs; DeepSeek-V3 (``T = 4`` of 8, EP 64) one group per node, 8 GPUs each
-    (:func:`~llmsizing.moe_layouts.route_max_nodes`): no limit below its top-8 at the level of GPUs."""
-    g = int(getattr(model, "expert_groups", 0) or 0)
-    t = int(getattr(model, "expert_groups_per_token", 0) or 0)
+    ``G``, and else the ranks its experts straddle (:func:`_group_spans`); a token reaches at most ``T``
+    groups: ``min(ep, the ranks its T widest groups span)``. DeepSeek-V2 (arXiv:2405.04434, Sec. 2.2.2,
+    "device-limited routing": ``G = 8``, ``T = 3`` on its 8-way expert parallelism) places one group per GPU:
+    a token's 6 experts lie on at most 3 GPUs; DeepSeek-V3 (``T = 4`` of 8, EP 64) one group per node, 8 GPUs
+    each (:func:`route_max_nodes`): no limit below its top-8 at the level of GPUs."""
     ep = check_int("ep", ep)
-    if not 0 < t < g:
-        return None
-    span = ep // g if ep % g == 0 else (1 if g % ep == 0 else -(-ep // g) + 1)
-    return min(ep, t * span)
+    spans = _group_spans(model, ep, 1)
+    return None if spans is None else min(ep, spans[1])
+
+
+def route_max_nodes(model, ep: int | None = None, gpus_per_node: int | None = None) -> int | None:
+    """The most nodes one token's routed experts can sit on under group-limited routing with ``ep``
+    expert-parallel ranks, ``gpus_per_node`` of them a node (a node's GPUs over the experts' ``etp``), from
+    ``model``'s own fields (config's ``n_group`` ``G`` / ``topk_group`` ``T``); ``None`` without a group
+    limit. The one count every caller prices DeepSeek's node-limited routing with (``max_nodes="model"``:
+    :func:`llmsizing.moe.ep_all_to_all` works it out for the layout it prices).
+
+    A group's ``E / G`` experts span ``ep / (G x gpus_per_node)`` nodes when that divides, one node when a
+    node holds whole groups, else the nodes they straddle (:func:`_group_spans`); a token reaches at most
+    ``T`` groups, so at most ``min(nodes, the nodes its T widest groups span)`` nodes, and never more than its
+    ``k`` experts (:func:`inter_node_share` takes ``min(k, M, n)``). DeepSeek-V3 (arXiv:2412.19437,
+    Sec. 2.1.2: "each token will be sent to at most M nodes", M = 4; Sec. 3.2.2: 64-way EP over 8 nodes)
+    has ``G = 8`` groups of 32 experts, one a node at EP 64: 4 nodes. At EP 128 (16 nodes) a group spans 2
+    nodes and a token's 4 groups up to 8; at EP 256 (32 nodes) 4 nodes a group, 16 by the groups, 8 by
+    its top-8. DeepEP counts the same thing: a token is sent once to each node among its experts' ranks
+    (``rank // num_local_ranks``, deduplicated: ``num_tokens_per_rdma_rank``, ``tests/legacy/
+    test_internode.py``), over InfiniBand to the same-index GPU and then over NVLink.
+
+    Called with ``model`` alone (the form before issue 35) it returns ``T`` with a ``DeprecationWarning``:
+    right only where one group fills at most one node, up to 2x too few nodes past that."""
+    if ep is None:
+        import warnings
+
+        warnings.warn("route_max_nodes(model) is the node limit only where a group fits in one node; "
+                      "give route_max_nodes(model, ep, gpus_per_node) (issue 35)", DeprecationWarning,
+                      stacklevel=2)
+        g, t = model.expert_groups, model.expert_groups_per_token
+        return t if 0 < t < g else None
+    ep = check_int("ep", ep)
+    d = check_int("gpus_per_node", gpus_per_node)
+    spans = _group_spans(model, ep, d)
+    return None if spans is None else min(-(-ep // d), spans[1])
+
+
+def node_limit(max_nodes):
+    """A checked ``max_nodes`` argument: ``"model"`` (the model's own routing, :func:`route_max_nodes` of the
+    layout priced), ``None`` (no limit) or a positive int; a ``ValueError`` naming ``max_nodes`` else."""
+    if isinstance(max_nodes, str):
+        if max_nodes != "model":
+            raise ValueError(f"max_nodes={max_nodes!r}: give 'model' (the routing's own groups), None (no "
+                             "limit) or a positive int")
+        return max_nodes
+    return None if max_nodes is None else check_int("max_nodes", max_nodes)
+
+
+def routing_note(model, max_nodes) -> str:
+    """How a plan's all-to-all routes, in words, for a checked ``max_nodes`` (:func:`node_limit`)."""
+    if max_nodes == "model":
+        g, t = model.expert_groups, model.expert_groups_per_token
+        return f"to the nodes {t} of its {g} expert groups span" if 0 < t < g else "to any node"
+    return "to any node" if max_nodes is None else f"to at most {max_nodes} nodes"
 
 
 def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | None = None,

@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, renamed
-from .all_to_all import ulysses_collectives
+from .all_to_all import node_limit, ulysses_collectives
 from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
 from .flops import stage_attention_flops_per_token, stage_flops_per_token
 from .hardware import dense_tflops
@@ -203,7 +203,7 @@ def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
 def communication(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
                   gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
                   precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none",
-                  node=None, recompute_layers: int | None = None, max_nodes: int | None = None,
+                  node=None, recompute_layers: int | None = None, max_nodes: int | str | None = None,
                   _groups: tuple | None = None, _links: dict | None = None) -> Communication:
     """The collectives of one training step, per GPU, for the most loaded pipeline stage.
 
@@ -260,7 +260,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     recipe = RECIPES[check_recipe("precision", precision)]
     check_choice("recompute", recompute, ("none", "selective", "full"))
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
-    max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
+    max_nodes = node_limit(max_nodes)
     nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
     links = _links or group_network(par, gpu, node=nd, _groups=_groups)
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]

@@ -168,7 +168,7 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     import pandas as pd
 
     from .layouts import step_time
-    from .moe_layouts import dp_unit, route_max_nodes
+    from .moe_layouts import dp_unit
 
     model = resolve_model(model, moe=True)
     ep = check_int("ep", ep)
@@ -216,7 +216,7 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
                        **({"ep": ep} if ep > 1 else {}))
         st = step_time(model, g, par, batch=b, seq=seq, grad_accum=top // d, kernel_efficiency=eff,
                        overlap=overlap, recompute=recompute,
-                       **({"max_nodes": route_max_nodes(model)} if model.is_moe else {}))
+                       **({"max_nodes": "model"} if model.is_moe else {}))
         days = steps * st.step_s / SECONDS_PER_DAY
         hours = days * HOURS_PER_DAY * par.gpus
         rows.append({"dp": d, "n_gpus": par.gpus, "grad_accum": top // d, "compute_s": st.compute_s,

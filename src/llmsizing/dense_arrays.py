@@ -240,7 +240,9 @@ def prefetch_cp(memory, keys, rc: str, layout=None) -> None:
     degrees = sorted(d for d in memory.cps if d > 1)
     if not degrees or not supports(memory.model, kw):
         return
-    todo = [k for k in dict.fromkeys((tp, pp, rc, c, *v) for tp, pp, c, *v in keys) if k in memory._cp_base]
+    # (a key's v of 1 left out, as SearchMemory keys per_micro without interleaving)
+    todo = [k for k in dict.fromkeys((tp, pp, rc, c, *(x for x in v if x > 1)) for tp, pp, c, *v in keys)
+            if k in memory._cp_base]
     pair = degrees[:2]
     calls = [(tp, pp, 0, c, d, memory.cp_comm, 1, 1, *v) for tp, pp, _, c, *v in todo for d in pair]
     if not calls:

@@ -37,18 +37,18 @@ arithmetic doubles) show that floor; no sum gives it.
 ``data/finetune_model.csv``). Both constants are fitted on every covered row of
 ``data/finetune_published.csv`` (not ``known_out``), as each leave-one-source-out fold of
 :func:`finetune_loso_check` fits the other sources: ``layer_overhead_s`` on the LoRA rows, then
-``dequant_bandwidth_fraction`` on the Q-LoRA rows. A stand-in is disclosed: Qwen's Q-LoRA runs a GPTQ int4
-model (auto-gptq, exllama kernels off) in fp16, not bitsandbytes' nf4, so the fitted share is that of GPTQ's
-dequantisation, far below the share a decode step reaches. The range (issue 34) is an 80% prediction interval
-checked on sources the fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the conformal
+``dequant_bandwidth_fraction`` on the Q-LoRA rows. One share for all 4-bit kernels: most rows run GPTQ int4
+with exllama off (Qwen's, optimum-benchmark's), the rest bitsandbytes or torchao, so the share leans to
+GPTQ's, far below a decode step's. The range (issue 34) is an 80% prediction interval checked on sources the
+fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the conformal
 bounds of the out-of-source log residuals are :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their
 measured coverage, width and source count. Sources: Qwen README (1.8B-72B, one A100 to two nodes), Answer.AI's
-FSDP-QLoRA benchmarks (nf4 on four GPU types), torchtune's README (8B to 405B on RTX 4090 and A100s,
-compiled), LLaMA-Factory's wiki (LLaMA2-7B QLoRA, 1K-32K tokens), MLPerf's reference log (Llama-2-70B, 8
-A100s, ZeRO-3, 8K); NVIDIA's NeMo / Megatron-Bridge tables are kept out on purpose (issue 35). Misses
-(``miss_reason``): faster, Qwen-14B at 256-512 tokens, Qwen-7B and 1.8B at 256-512 (the launch floor),
-torchtune, LLaMA-Factory at 1K, Answer.AI's 70B at batch 1; slower, Qwen-7B on two nodes. Only Qwen has
-launch-bound rows (a fold without it fits no launch cost). Full fine-tuning rows are ``known_out``.
+FSDP-QLoRA (nf4, four GPU types), torchtune's README (8B-405B, compiled), LLaMA-Factory's wiki (LLaMA2-7B
+QLoRA, 1K-32K tokens), MLPerf's reference log (Llama-2-70B, ZeRO-3, 8K), HF optimum-benchmark (Llama-2 7B/13B,
+256 tokens, batch 1-16), VectorLM (Llama-3-8B, FSDP on 1-4 A100s), universal-llm-trainer's README (8K tokens),
+FlagPerf (Llama-2-7B, fp16, 512); NVIDIA's NeMo / Megatron-Bridge tables are kept out on purpose (issue 35).
+Misses (``miss_reason``): faster, torchtune and optimum-benchmark's one-sample and 4-bit steps; slower,
+Qwen-7B on two nodes and universal-llm-trainer (2.4-3.2x). Full fine-tuning rows are ``known_out``.
 
 **Time and money.** A step processes ``batch x seq x grad_accum`` tokens on each of ``n`` GPUs; its time is
 the larger of the launches and the arithmetic plus the dequantisation, plus the communication the step cannot

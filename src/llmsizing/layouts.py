@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ._compat import forward as _forward
 from ._validate import check_bool, check_fraction, check_int, check_number, renamed
+from .all_to_all import node_limit
 from .catalog import get_gpu, resolve_model
 from .comm import communication, exposed_share_s, step_compute_time_s
 from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
@@ -23,8 +24,8 @@ from .kernels import rates
 from .job import takes_job
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
 from .model import Model
-from .moe_layouts import dp_unit, ep_candidates, heavy_stages, route_max_nodes
-from .moe_time import schedule_bubble
+from .moe_layouts import dp_unit, ep_candidates, heavy_stages
+from .moe_time import schedule_bubble, shared_expert_window_s, shared_overlap_exposed_s
 from .network import get_node
 from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, recomputed_layers
 from .pipeline_schedule import grad_reduces, zero3_exposed_s
@@ -175,8 +176,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     ``tp x cp x dp / etp``: :class:`~llmsizing.parallel.Parallel`), no ZeRO-3 with ``ep > 1``, the routed
     experts split by tensor parallelism only with ``expert_tp`` (as :func:`~llmsizing.planner.plan` searches
     them); the step time that breaks ties includes the all-to-all with the model's node limit
-    (:func:`llmsizing.moe_layouts.route_max_nodes`). A dense model refuses ``ep_degrees`` above 1 and
-    ``expert_tp``.
+    (:func:`llmsizing.all_to_all.route_max_nodes` of each layout). A dense model refuses ``ep_degrees``
+    above 1 and ``expert_tp``.
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
@@ -187,7 +188,6 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     expert_tp = check_bool("expert_tp", expert_tp)
     if expert_tp and not model.is_moe:
         raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
-    max_nodes = route_max_nodes(model)
     g = check_recipe_runs_on(precision, gpu)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     frac = check_fraction("usable_fraction", usable_fraction)
@@ -266,7 +266,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
             continue
         st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=0.0,
                        recompute=recompute, precision=precision, node=nd,
-                       **({"max_nodes": max_nodes} if model.is_moe else {}))
+                       **({"max_nodes": "model"} if model.is_moe else {}))
         total = training_memory(model, parallel=c, **kw).total_bytes          # every stage, this time
         if total <= limit:
             plans.append(Plan(c, total, float(g.memory_bytes), st.comm_s, st.compute_s, st.bubble))
@@ -318,7 +318,7 @@ def _window_s(compute_s: float, micro: int, fwd_share: float) -> tuple[float, fl
 
 def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: float,
                      async_tp: bool = False, cp_attention_s: tuple = (0.0, 0.0),
-                     ep_overlap: float = 0.0) -> dict[str, float]:
+                     ep_overlap: float = 0.0, shared_expert_s: tuple = (0.0, 0.0)) -> dict[str, float]:
     """Seconds of each group's communication the step waits for, collective by collective (issue 21's "overlap
     per group"; taught in chapter 8):
 
@@ -344,9 +344,9 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
       accepts it because at 128K the gather is small next to the attention it feeds, Dubey et al. 2024, Sec.
       3.3.2). So are Ulysses' all-to-alls (``cp_comm="a2a"``): the attention waits for its heads.
     * expert parallelism (an ``"ep"`` entry, only when ``ep > 1``): the all-to-alls sit between the router and
-      the experts, so they are exposed, less the share ``ep_overlap`` that DeepSeek-V3's DualPipe hides by
-      running one micro-batch's forward chunk against another's backward (:mod:`llmsizing.moe`).
-    """
+      the experts, so they are exposed, less what the shared experts beside them hide (``shared_expert_s``:
+      :func:`~llmsizing.moe_time.shared_overlap_exposed_s`), less the share ``ep_overlap`` that DeepSeek-V3's
+      DualPipe hides by running one micro-batch's forward chunk against another's backward."""
     m = grad_accum
     fwd, bwd = _window_s(compute_s, m, fwd_share)
     out = {"dp": 0.0, "tp": 0.0, "pp": 0.0}
@@ -360,7 +360,7 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     for c in comm.collectives:
         t = c.time_s
         if c.group == "ep":                                    # ---- expert parallelism (llmsizing.moe)
-            out["ep"] += t * (1.0 - ep_overlap)
+            out["ep"] += shared_overlap_exposed_s(c, shared_expert_s) * (1.0 - ep_overlap)
         elif c.group == "cp":
             if "ring" in c.collective:            # hidden behind this direction's attention blocks
                 window = cp_attention_s[0 if "(forward)" in c.collective else 1] * cp_share
@@ -547,7 +547,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     computes its active FLOPs on each stage's dense and MoE layers and adds the expert-parallel all-to-all
     (:mod:`llmsizing.moe`; the routing's node limit ``max_nodes``: ``"model"``, the default, is the model's
     own from its config's ``n_group``/``topk_group``, as :func:`~llmsizing.planner.plan` takes it; ``None``
-    routes over every node), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap).
+    routes over every node), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap) and what
+    the shared experts hide with ``parallel.shared_expert_overlap``.
     ``step_time(job)`` takes a :class:`~llmsizing.job.Job`. ``attention_kernel``: the attention kernel whose
     published speed prices the attention core (:func:`~llmsizing.kernels.attention_kernels`; default the GPU
     generation's, as the planner uses). Issue 35's MoE terms (:mod:`llmsizing.moe_time`): ``schedule``
@@ -564,10 +565,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     overlap = None if overlap is None else check_number("overlap", overlap, maximum=1.0)
     async_tp = check_bool("async_tp", async_tp)
     dtype = compute_dtype(precision, dtype)
-    if isinstance(max_nodes, str) and max_nodes == "model":
-        max_nodes = route_max_nodes(model)
-    elif max_nodes is not None:
-        max_nodes = check_int("max_nodes", max_nodes)
+    max_nodes = node_limit(max_nodes)
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m,
                          recompute=recompute, node=node, recompute_layers=recompute_layers,
@@ -589,9 +587,10 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     cp_att = _cp_attention_s(model, g, par, batch=batch, seq=seq, grad_accum=m, recompute=recompute,
                              dtype=dtype, eff=eff, recompute_layers=recompute_layers,
                              attention_kernel=attention_kernel, attention_seq=att)
-    exposed = None if overlap is not None else exposed_by_group(comm, compute, grad_accum=m,
-                                                                fwd_share=fwd_share, async_tp=async_tp,
-                                                                cp_attention_s=cp_att, ep_overlap=ep_overlap)
+    sh = shared_expert_window_s(model, g, par, batch, seq, dtype, eff, comm_sms)   # ((0, 0) if off)
+    exposed = None if overlap is not None else exposed_by_group(
+        comm, compute, grad_accum=m, fwd_share=fwd_share, async_tp=async_tp, cp_attention_s=cp_att,
+        ep_overlap=ep_overlap, shared_expert_s=sh)
     tokens, rf = batch * seq * m * par.dp, layout_range_factors(g, dtype, framework)
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
                     dense_tflops(g, dtype) * 1e12, eff, rf, LAYOUT_RANGE_AREA)

@@ -71,7 +71,7 @@ from .act_terms import (ACTIVATION_DTYPES, _check_fp8, _fp8_saved, _int_or_array
                         dense_layer_terms)
 from .act_terms import ActivationMemory as _ActivationMemory
 from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa: F401 (issue 24's home)
-from .all_to_all import _all_to_all_bytes, _all_to_all_s, route_max_ranks
+from .all_to_all import _all_to_all_bytes, _all_to_all_s, node_limit, route_max_nodes, route_max_ranks
 from .catalog import resolve_model
 from .model import Model
 from .moe_arrays import EpLayouts  # noqa: F401 (issue 35's home before moe35n)
@@ -423,7 +423,7 @@ def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw)
 
 
 def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, node, grad_accum: int,
-                  precision: str, recompute: str, max_nodes: int | None = None, _tokens=None) -> list:
+                  precision: str, recompute: str, max_nodes: int | str | None = None, _tokens=None) -> list:
     """The expert-parallel all-to-alls of one step on the GPU of the stage with the most MoE layers, as
     :class:`~llmsizing.network.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward
     dispatch (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the
@@ -450,10 +450,14 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     :func:`inter_node_share` gives node-limited routing with one GPU a node (``min(k, M, ep) / k x
     (ep - 1) / ep`` of the ``k`` copies). An upper bound, as there: a token whose experts fall on fewer than
     ``M`` GPUs sends fewer copies. Across domains the node limit (``max_nodes``) prices the network share as
-    before and the GPUs inside a node are not limited further."""
+    before and the GPUs inside a node are not limited further. ``max_nodes="model"`` is the model's own
+    routing for this layout: :func:`llmsizing.all_to_all.route_max_nodes` of ``ep`` ranks,
+    ``domain / etp`` of them a node (issue 35: a group wider than a node reaches several)."""
     if par.ep == 1 or not model.is_moe:
         return []
-    max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes)
+    max_nodes = node_limit(max_nodes)
+    if max_nodes == "model":
+        max_nodes = route_max_nodes(model, par.ep, max(1, node.scaleup_domain_gpus // par.etp))
     recipe = RECIPES[precision]
     act_b = 2.0 if recipe.autocast else DTYPE_BYTES[recipe.weights]
     disp_b = FP8_DISPATCH_BYTES if precision == "fp8-deepseek" else act_b

@@ -10,20 +10,10 @@ import math
 
 from ._compat import retire as _retire
 from ._validate import check_int
+from .all_to_all import route_max_nodes  # (the one count; here for the callers before issue 35)
 from .model import Model
 from .moe import stage_moe_layers
 from .parallel import Parallel
-
-def route_max_nodes(model: Model) -> int | None:
-    """The node limit of ``model``'s routing, from its own fields: ``expert_groups_per_token`` when its
-    experts are routed by group (DeepSeek's ``n_group``/``topk_group``; DeepSeek-V3 places one group per node,
-    so a token reaches at most that many nodes: 4 of 8, arXiv:2412.19437 Sec. 2.1.2), else ``None`` (no
-    limit). What the planner and :func:`~llmsizing.layouts.step_time` use when not told
-    (``max_nodes="model"``). Until issue 32 it was keyed by the catalogue name, so the same architecture
-    loaded from its config planned 28% slower."""
-    g = model.expert_groups_per_token
-    return g if 0 < g < model.expert_groups else None
-
 
 def ep_candidates(model: Model, ep_degrees=None) -> tuple[int, ...]:
     """The expert-parallel degrees a search tries: ``(1,)`` for a dense model; for a mixture of experts every
@@ -85,8 +75,8 @@ __all__ = ["route_max_nodes", "ep_candidates", "dp_unit", "heavy_stages"]
 # The name-keyed table is retired (issue 32: behaviour comes from the config's fields); the planner's MoE
 # pricing moved to llmsizing.plan_pricing, beside the dense pricing it extends.
 __getattr__ = _retire(__name__, {"NODE_LIMITED_ROUTING": ({"deepseek-v3": 4},
-                                                          "route_max_nodes(model), read from "
-                                                          "Model.expert_groups_per_token (config's "
-                                                          "topk_group)")},
+                                                          "route_max_nodes(model, ep, gpus_per_node), "
+                                                          "read from the config's n_group and "
+                                                          "topk_group")},
                       moved={n: "llmsizing.plan_pricing"
                              for n in ("moe_ep_coefficients", "moe_dp_collectives", "moe_all_to_all_s")})

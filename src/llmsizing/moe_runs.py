@@ -75,7 +75,8 @@ def moe_published_runs():
     """``data/moe_published_runs.csv`` as a DataFrame: run, catalogue model (or ``"jetmoe-8b (stand-in)"``),
     GPU, GPUs (``n_gpus_published`` says whether the count is the source's or assumed), sequence length,
     tokens, GPU-hours, precision recipe, the layout (``pp``, ``ep``, ``dp``, ``zero``, ``recompute``), the
-    global batch in sequences, the share of the all-to-all the run hides (``ep_overlap``), DeepSeek's node
+    global batch in sequences, the share of the all-to-all the run hides (``ep_overlap``), whether its shared
+    experts run beside the all-to-all (``shared_expert_overlap``, ``yes``/``no``), DeepSeek's node
     limit (``max_nodes``), the capacity factor of token dropping (``capacity_factor``, empty: dropless),
     ``role`` (``check``: every run checks the range, none is fitted), source, as-of date and note."""
     import pandas as pd
@@ -96,7 +97,8 @@ def _int_or_none(value):
 def run_step(row, model: Model | None = None):
     """The :class:`~llmsizing.layouts.StepTime` of one row of :func:`moe_published_runs` on its layout,
     micro-batches of one sequence, with the row's recipe: ``precision``, ``schedule``, ``mtp_depth``,
-    ``comm_sms``, ``ep_overlap``, ``max_nodes``, ``recompute`` (``none``, ``selective`` or ``full``),
+    ``comm_sms``, ``ep_overlap``, ``shared_expert_overlap`` (``yes``: the layout's
+    :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap`), ``max_nodes``, ``recompute``,
     ``capacity_factor`` (empty: dropless; a number: token dropping at that capacity, the load skew of
     :func:`llmsizing.moe_time.load_skew`) and ``stage_layers`` (``;``-separated, empty: Megatron's even
     split). ``model``: a variant of the row's model to price in its place (chapter 18 prices DeepSeek-V2
@@ -107,7 +109,8 @@ def run_step(row, model: Model | None = None):
 
     split = str(row["stage_layers"]) if row["stage_layers"] == row["stage_layers"] else ""
     par = Parallel(pp=int(row["pp"]), dp=int(row["dp"]), ep=int(row["ep"]), zero=int(row["zero"]),
-                   stage_layers=tuple(int(x) for x in split.split(";")) if split else None)
+                   stage_layers=tuple(int(x) for x in split.split(";")) if split else None,
+                   shared_expert_overlap=row.get("shared_expert_overlap", "no") == "yes")
     model = _model(row["model"]) if model is None else model
     cap = row["capacity_factor"] if "capacity_factor" in row else None
     skew = {} if cap is None or cap != cap or cap == "" else {

@@ -184,3 +184,58 @@ __all__ = ["GPU_SMS", "DEEPSEEK_V3_COMM_SMS", "SCHEDULES", "ROUTINGS", "expert_r
            "routing_bytes_per_token",
            "load_skew_table", "routing_of", "load_skew", "routed_expert_flops_per_token", "comm_sm_share",
            "schedule_bubble", "mtp_flops_per_token", "moe_extra_seconds"]
+
+
+def shared_expert_window_s(model, gpu, par, batch: int, seq: int, dtype: str, eff: float,
+                           comm_sms: int = 0) -> tuple[float, float]:
+    """The all-to-all the shared experts can hide with ``par.shared_expert_overlap`` (Megatron-Core's
+    ``--moe-shared-expert-overlap``; DeepSeek-V2, arXiv:2405.04434 Sec. 3.1.3: "we overlap the computation
+    of shared experts with the expert parallel all-to-all communication"): the forward seconds, per MoE layer
+    and micro-batch on one GPU, of the shared experts' first GEMMs (gate and up projections, with the
+    activation) and of their last (the down projection), ``(0, 0)`` with the option off. Each is the
+    shared experts' FLOPs (``2 x`` their weights per token, over ``tp``) at the step's own GEMM rate
+    (:func:`llmsizing.kernels.rates`, less the SMs ``comm_sms`` keeps), as the compute prices them.
+
+    What overlaps what, from Megatron-Core (``transformer/moe/shared_experts.py``, ``token_dispatcher.py``'s
+    ``MoEAlltoAllTokenDispatcher``): the shared experts run on their own CUDA stream;
+    ``linear_fc1_forward_and_act`` is launched right after the dispatch all-to-all, ``linear_fc2_forward``
+    with the combine all-to-all, and the backward keeps the pairing (sequence numbers order each GEMM's
+    backward beside the matching all-to-all's). So each all-to-all hides at most its partner's seconds (the
+    backward's twice the forward's): :func:`shared_overlap_exposed_s`. The all-to-all's own SMs slowing the
+    GEMMs beside it is not priced."""
+    from .kernels import rates
+
+    if not getattr(par, "shared_expert_overlap", False):
+        return (0.0, 0.0)
+    if not model.is_moe or not model.shared_experts:
+        raise ValueError(f"shared_expert_overlap=True, but {model.name!r} has no shared experts to overlap "
+                         "the all-to-all with")
+    fc1 = fc2 = 0
+    for _, name, shape in model._moe_mlp_tensors():
+        if name.startswith("shared_experts.") and name.endswith(".weight"):
+            if "down_proj" in name:
+                fc2 += math.prod(shape)
+            else:
+                fc1 += math.prod(shape)
+    rate = rates(model, gpu, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype, kernel_efficiency=eff,
+                 ep=par.ep)[0] * (1.0 - comm_sm_share(gpu, comm_sms) if comm_sms else 1.0)
+    tokens = batch * seq / (par.tp * par.cp)
+    return 2 * fc1 * tokens / rate, 2 * fc2 * tokens / rate
+
+
+#: Which forward GEMMs of the shared experts each all-to-all of :func:`llmsizing.moe.ep_all_to_all` runs
+#: beside (0: gate and up, 1: down) and their pass (1: forward, 2: backward, twice the forward's FLOPs).
+_PARTNER = {"dispatch (forward)": (0, 1), "combine (forward)": (1, 1), "combine (backward)": (1, 2),
+            "dispatch (backward)": (0, 2)}
+
+
+def shared_overlap_exposed_s(collective, window_s):
+    """The seconds of one expert-parallel :class:`~llmsizing.network.Collective` row left after its calls
+    each hide behind the shared experts' GEMMs beside it (:func:`shared_expert_window_s`, ``window_s``):
+    ``calls x max(0, t / calls - window)``; the row's time unchanged when ``window_s`` is ``(0, 0)``."""
+    t = collective.time_s
+    if not any(window_s) or not collective.calls:
+        return t
+    part, passes = next(v for k, v in _PARTNER.items() if collective.collective.endswith(k))
+    hidden = collective.calls * passes * window_s[part]
+    return max(0.0, t - hidden) if not hasattr(t, "clip") else (t - hidden).clip(0.0)

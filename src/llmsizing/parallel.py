@@ -49,10 +49,8 @@ RECOMPUTE = ("none", "selective", "full")
 
 
 def _as_model(model):                  # a catalogue name's Model (a model as given)
-    if isinstance(model, str):
-        from .catalog import get_model
-        return get_model(model)
-    return model
+    from .catalog import get_model
+    return get_model(model) if isinstance(model, str) else model
 
 
 @keep_hash
@@ -96,7 +94,8 @@ class Parallel:
     ``--expert-tensor-parallel-size`` left unset), else 1 (``--expert-tensor-parallel-size 1``, as DeepSeek-V3
     ran: the default here); the experts' gradients and ZeRO shards go over the :attr:`edp`
     expert-data-parallel GPUs. With ``tp > 1``, ``ep > 1`` needs ``sp=True``, as Megatron-Core requires.
-    :mod:`llmsizing.moe` has the arithmetic.
+    ``shared_expert_overlap`` runs the shared experts beside the all-to-all (Megatron-Core's
+    ``--moe-shared-expert-overlap``: :func:`llmsizing.moe_time.shared_expert_window_s`; :mod:`llmsizing.moe`).
 
     The pipeline's edges: ``account_for_embedding`` (``account_for_loss``) counts the embedding (the output
     layer and loss) as one layer's place in the split, taken from the first model chunk of the first stage
@@ -128,6 +127,7 @@ class Parallel:
     # ---- expert parallelism (issue 24; the rules and the arithmetic live in llmsizing.moe)
     ep: int = 1
     expert_tp: bool = False
+    shared_expert_overlap: bool = False
     # ---- the pipeline's edges and what it frees (issue 34: Llama 3 405B as Meta ran it)
     account_for_embedding: bool = False
     account_for_loss: bool = False
@@ -144,7 +144,7 @@ class Parallel:
         check_choice("offload", self.offload, OFFLOADS)
         check_choice("cp_comm", self.cp_comm, CP_COMMS)
         for f in ("sp", "reshard_after_forward", "expert_tp", "account_for_embedding", "account_for_loss",
-                  "deallocate_pipeline_outputs"):
+                  "deallocate_pipeline_outputs", "shared_expert_overlap"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
         gr = check_choice("grad_reduce", self.grad_reduce, GRAD_REDUCES)
         if gr != "micro_batch" and (self.zero != 3 or self.reshard_after_forward):   # resharded: not modelled

@@ -19,13 +19,14 @@ import numpy as np
 
 from .dense_arrays import prefetch as arrays_prefetch, prefetch_cp as arrays_prefetch_cp
 from .layouts import _divisors
-from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces
+from .memory import _search_pieces
 from .moe import EpLayouts
 from .moe_layouts import dp_unit
 from .parallel import kept_parallel
 from .plan_candidates import _candidates, _pair_table, state_chunks, state_key  # noqa: F401
 from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)
+from .plan_tables import kept_candidates, pair_keys, table_totals
 from .precision import RECIPES
 
 
@@ -352,9 +353,6 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     once (issue 35: one :func:`~llmsizing.plan_pricing._total_bytes` per recomputation, each candidate's
     coefficients a row of one table per recomputation, pieces the other layouts lack padded with
     ``-inf``)."""
-    divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
-    table = _pair_table(cps, divisors, global_batch)
-    cp_at = np.array([cps.index(c) for c in table["cp"].tolist()], dtype=np.int64)   # each row's cp index
     domain = np.array([domains[g.name] for g in gpu_list])
     cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
     for tp, pp, zero, ep, v in layouts:
@@ -368,9 +366,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
         if (tp, ep) not in units:
             units[tp, ep] = tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None
         key = (pp, None if max_gpus is None else tp * pp, units[tp, ep], v > 1)
-        if key not in cands:
-            unit = None if units[tp, ep] is None else np.array(units[tp, ep])[cp_at]
-            cands[key] = _candidates(tp, pp, ep, table=table, units=unit, max_gpus=max_gpus, v=v)
+        if key not in cands:                      # (kept between searches: plan_tables.kept_candidates)
+            cands[key] = kept_candidates(tuple(cps), tuple(micros), global_batch, max_gpus, *key)
         cand = cands[key]
         if cand is not None:
             parts.append(((tp, pp, zero, ep, v), on, cand))
@@ -386,7 +383,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     on2d = np.stack([on for _, on, _ in parts], axis=1)[:, lay]      # (GPU, candidate)
     # (the layers partial recomputation counts in: a model chunk's, the stage's without interleaving; it is
     # searched on even splits only, where every chunk has them)
-    stage_layers = np.array([chunk_top(model, key[1], key[4]) for key, _, _ in parts])[lay]
+    top = {pv: chunk_top(model, *pv) for pv in dict.fromkeys((key[1], key[4]) for key, _, _ in parts)}
+    stage_layers = np.array([top[key[1], key[4]] for key, _, _ in parts])[lay]
     even = np.array([model.layers % key[1] == 0 for key, _, _ in parts])[lay]
     # (an autocast recipe's states depend on which layers are rerun, so on the chunks too: interleaved plans
     # recompute all of a chunk's layers or none there, as their states are read at one chunk per stage)
@@ -455,60 +453,11 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
 
 
 def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, limits):
-    """:func:`~llmsizing.plan_pricing._total_bytes` of the candidates ``rows`` (of any layouts) with
-    recomputation ``rc``, from one table of their coefficients (:meth:`SearchMemory.coefficients`, a row per
-    (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes). The entries
-    are asked for in :meth:`SearchMemory.coefficients`' order; the table is stacked from the distinct ones
-    (``fixed`` and ``sharded`` per layout, ``per_micro`` per pair), ``sharded / cp`` on the whole table (the
-    same quotient entry by entry, and ``x / 1 = x``). A row whose floor exceeds every GPU's entry of
-    ``limits`` keeps its floor as total (fitting_plans drops it unread)."""
-    ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
-    # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
-    lays, pairs = (x[rows[first]].tolist() for x in (lay, pair_of))
-    asked = [(parts[j][0], parts[j][2]["pairs"][p]) for j, p in zip(lays, pairs)]
-    memory.prefetch([(*key[:4], cls, *key[4:]) for key, (_, cls) in asked], rc)
-    # the distinct entries, each asked for once, first asked first (issue 35, dense35: thousands of asks)
-    state_of, micro_of, state_at, micro_at = {}, {}, [], []
-    for key, (_, c) in asked:
-        sv = state_chunks(key[2], key[1], key[4])
-        state_at.append(state_of.setdefault((key[:4], c, sv), len(state_of)))
-    st_list = [memory.states(*key, c, rc, sv) for key, c, sv in state_of]
-    fixed, sharded = (_padded([st[i] for st in st_list], -np.inf if i == 0 else 0.0) for i in (0, 1))
-    at = at.reshape(-1)
-    rows_state = np.array(state_at)[at]
-    cp = np.array([cp for _, (cp, _) in asked], dtype=float)[at]
-    fixed, sharded = fixed[rows_state], sharded[rows_state] / cp[:, None] / dpf[rows][:, None]
-    # the floor (micro-batch 0: fixed + 0 + sharded / dp, the same values; pieces are finite, -inf the pads
-    # of fixed). fitting_plans drops a candidate from each GPU whose limit its floor exceeds (FLOOR_MARGIN)
-    # before it reads a total: an entry no candidate below some GPU's limit needs is read at cp = 1 (the
-    # calls made before, SearchMemory.per_micro), its cp > 1 not asked for (two calls), its rows unread
-    floor = (fixed + sharded).max(axis=1)
-    live = ~(floor > limits.max() * (1 + FLOOR_MARGIN))       # (beyond the largest limit: beyond every one)
-    need = np.zeros(len(asked), dtype=bool)
-    need[at[live]] = True
-    memory.prefetch_cp([(*k[0][:2], k[1][1], *k[0][4:]) for k, n in zip(asked, need) if n and k[1][0] > 1],
-                       rc)
-    for (key, (cp, c)), n in zip(asked, need.tolist()):
-        micro_at.append(micro_of.setdefault((*key[:2], c, cp if n else 1, *key[4:]), len(micro_of)))
-    per_micro = _padded([memory.per_micro(tp, pp, rc, c, cp, *v) for tp, pp, c, cp, *v in micro_of], 0.0)
-    # _total_bytes' sum on the rows read (``sharded / dp`` shared with the floor); the others keep their floor
-    peak, micro_at = floor.copy(), np.array(micro_at)[at]
-    if not live.all():
-        live = np.flatnonzero(live)
-        fixed, sharded, micro_at, rows = fixed[live], sharded[live], micro_at[live], rows[live]
-    peak[live] = (fixed + micro[rows][:, None] * per_micro[micro_at] + sharded).max(axis=1)
-    return tuple(FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * x for x in (peak, floor))
-
-
-def _padded(arrays: list, pad: float) -> np.ndarray:
-    """``arrays`` (1-D) as the rows of one table as wide as the widest, the others' missing pieces ``pad``."""
-    width = max(len(x) for x in arrays)
-    if all(len(x) == width for x in arrays):
-        return np.array(arrays)
-    tab = np.full((len(arrays), width), pad)
-    for k, x in enumerate(arrays):
-        tab[k, :len(x)] = x
-    return tab
+    """:func:`~llmsizing.plan_tables.table_totals` of the candidates ``rows`` (of any layouts of ``parts``)
+    with recomputation ``rc``: their totals and floors, from one table of their coefficients, the floor
+    margin :data:`FLOOR_MARGIN` (``lay`` and ``pair_of``: each candidate's layout and pair, which
+    ``coef_id`` numbers)."""
+    return table_totals(memory, pair_keys(parts), rc, coef_id, rows, micro, dpf, limits, FLOOR_MARGIN)
 
 
 def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_layers, limits, on):

@@ -24,7 +24,6 @@ from .kernels import rates
 from .layouts import _cp_attention_s, exposed_by_group
 from .memory import stage_params
 from .moe import _split
-from .moe_layouts import route_max_nodes
 from .network import group_link, latency_steps, wire_factor
 from .parallel import kept_parallel, layers_per_stage
 from .pipeline_schedule import grad_reduces
@@ -54,7 +53,7 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
         gemm, attention = rates(model, g, tp=t_, cp=c_, batch=b_, seq=seq, dtype=dtype,
                                 kernel_efficiency=peak_of[g_][1], ep=eps)
         rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
-    max_nodes = route_max_nodes(model)
+    max_nodes = "model"
     # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep, and tp's and cp's read the
     # recomputation only as "full" or not (the forward run again: comm.communication, _cp_attention_s), so
     # a recomputation shares the first of its class's terms (same_rc)

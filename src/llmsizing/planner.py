@@ -48,7 +48,8 @@ from .network import get_node
 from .hardware import check_recipe_runs_on
 from .job import takes_job
 from .model import Model
-from .moe_layouts import ep_candidates, route_max_nodes
+from .all_to_all import node_limit, routing_note
+from .moe_layouts import ep_candidates
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
@@ -382,10 +383,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     expert_tp = check_bool("expert_tp", expert_tp)
     if expert_tp and not model.is_moe:
         raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
-    if isinstance(max_nodes, str) and max_nodes == "model":
-        max_nodes = route_max_nodes(model)
-    elif max_nodes is not None:
-        max_nodes = check_int("max_nodes", max_nodes)
+    max_nodes = node_limit(max_nodes)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
@@ -545,7 +543,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                             + ("" if not model.is_moe else
                                f", expert parallelism ep in {eps}{' with expert_tp' if expert_tp else ''}, "
                                f"all-to-all {ep_overlap:.0%} hidden, routing "
-                               + ("to any node" if max_nodes is None else f"to at most {max_nodes} nodes"))
+                               + routing_note(model, max_nodes))
                             + f", range of the {stack_fam} stack"
                             + (" where it states one, else the pooled range" if pooled else ""))
     out.attrs["cp_comm"] = cp_comm

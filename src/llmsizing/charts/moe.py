@@ -33,15 +33,15 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     (:func:`~llmsizing.layouts.step_time`): compute, the pipeline bubble and each group's communication in
     full (pale) with the part the step waits for drawn over it (the expert-parallel all-to-all exposed but for
     ``ep_overlap``, with the routing's node limit: ``max_nodes="model"`` is the model's own,
-    :func:`llmsizing.moe_layouts.route_max_nodes`). A layout the library refuses (``ep`` not dividing the
-    experts or ``tp x dp``, a dense model with ``ep > 1``...) raises its ``ValueError``, which the widget
-    shows."""
+    :func:`llmsizing.all_to_all.route_max_nodes` of the layout). A layout the library refuses (``ep`` not
+    dividing the experts or ``tp x dp``, a dense model with ``ep > 1``...) raises its ``ValueError``, which
+    the widget shows."""
     import numpy as np
 
+    from ..all_to_all import route_max_nodes
     from ..catalog import get_gpu, resolve_model
     from ..layouts import step_time
     from ..memory import training_memory
-    from ..moe_layouts import route_max_nodes
     from ..parallel import Parallel
     from ..units import GiB, fmt_gib
     from .base import _fast_hbars, _stage_memory_columns
@@ -49,11 +49,12 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, ep=ep)
-    nodes = route_max_nodes(m) if isinstance(max_nodes, str) and max_nodes == "model" else max_nodes
     kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, precision=precision)
     tm = training_memory(m, parallel=par, **kw)
-    st = step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=nodes, **kw)
+    st = step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=max_nodes, **kw)
     rows = list(tm.stages)
+    d = max(1, st.communication.node.scaleup_domain_gpus // par.etp)      # the EP ranks a node holds
+    nodes = None if ep <= d else route_max_nodes(m, ep, d) if max_nodes == "model" else max_nodes
 
     def build(fig):
         fig.subplots_adjust(left=0.08, right=0.98, bottom=0.25, top=0.9, wspace=0.5)

@@ -292,12 +292,12 @@ def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int
 
 def render_finetune_calibration(*, into: Figure | None = None) -> View:
     """Chapter 16: published LoRA and Q-LoRA step times on one GPU (``data/finetune_published.csv``: Qwen's
-    table on one A100 80GB, and the other sources' one-GPU rows, labelled with their GPU) against the
-    sequence length, with :func:`~llmsizing.finetune_time.finetune_time`'s prediction
-    at the constants fitted on every source's covered rows as lines (dots: the published rows). The figure
-    shows the one-GPU LoRA and Q-LoRA rows; the text lists each series' published/predicted ratios, the
-    multi-GPU ones included, and marks the ``known_out`` series (full fine-tuning), which the
-    stated range does not cover."""
+    table on one A100 80GB, and the other sources' one-GPU rows, labelled with their GPU) against the sequence
+    length, with :func:`~llmsizing.finetune_time.finetune_time`'s prediction at the constants fitted on every
+    source's covered rows as lines (dots: the published rows), one series per source (no line joins two
+    sources' rows; the legend names a model, method and GPU once). The text lists each series' published/
+    predicted ratios with its source, the multi-GPU ones included, and marks the ``known_out`` series (full
+    fine-tuning), which the stated range does not cover."""
     from ..finetune_time import RESIDUAL_RANGE, finetune_residuals
 
     everything = finetune_residuals()
@@ -307,17 +307,23 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     styles = {"lora": "-", "qlora": "--"}
     colors = {"qwen-1.8b": "#009E73", "qwen-7b": "#0072B2", "qwen-14b": "#D55E00", "qwen-72b": "#CC79A7"}
     spare = iter(["#E69F00", "#56B4E9", "0.2", "0.55"])         # the other models, in order of appearance
-    lines = []
-    for (model, method, gpu), sub in df.groupby(["model", "method", "gpu"], sort=False):
-        sub = sub.sort_values("seq")
+    lines, seen = [], set()
+    tag = df["source"].str.split().str[0].str.split("/").str[-1].str.strip(",")    # "QwenLM/Qwen ..." -> Qwen
+    for (model, method, gpu, source), sub in df.assign(tag=tag).groupby(["model", "method", "gpu", "tag"],
+                                                                          sort=False):
+        sub = sub.sort_values(["seq", "batch"])                   # one series per source: no line joins two
         c = colors[model] if model in colors else colors.setdefault(model, next(spare, "0.3"))
         label = f"{model} {'Q-LoRA' if method == 'qlora' else 'LoRA'}"
         if gpu != "A100 80GB":                                    # not Qwen's GPU: say which
             label += f", {gpu}"
-        ax.plot(sub["seq"], sub["predicted_s"], styles[method], color=c, lw=1.2, label=label,
+        shown = label if label not in seen else "_nolegend_"      # a second source's series: same entry
+        seen.add(label)
+        if source != "Qwen":                                      # not Qwen's table: the text says whose
+            label += f" ({source})"
+        ax.plot(sub["seq"], sub["predicted_s"], styles[method], color=c, lw=1.2, label=shown,
                 marker="_" if len(sub) == 1 else None, ms=12)   # a one-row series: the model as a tick
         ax.plot(sub["seq"], sub["s_per_step"], "o", color=c, ms=5)
-        lines.append(f"{label:28s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}")
+        lines.append(f"{label:44s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}")
     from matplotlib.ticker import FixedLocator
 
     ax.set_xscale("log")

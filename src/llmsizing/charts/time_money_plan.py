@@ -78,7 +78,6 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..catalog import get_gpu, resolve_model
     from ..layouts import USABLE_FRACTION, step_time
     from ..memory import training_memory
-    from ..moe_layouts import route_max_nodes
     from ..job import Job
     from .._validate import check_choice
     from ..planner import DEADLINE_RULES, _pareto, plan, recompute_kwargs
@@ -105,7 +104,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     par = Job.from_plan_row(r, m, seq=seq, cp_comm=plans.attrs.get("cp_comm", "p2p")).parallel
     run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), **recompute_kwargs(r))
     tm = training_memory(m, parallel=par, **run)
-    st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, max_nodes=route_max_nodes(m), **run)
+    st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, max_nodes="model", **run)
 
     def build(fig):
         gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1], height_ratios=[1, 1.3], left=0.1, right=0.94,

@@ -1,0 +1,164 @@
+"""The coefficient table of the planner's memory fit (Part III, "How many GPUs do you need?"; chapter 17's
+widget, issue 35): :func:`table_totals` gives the per-GPU totals of many candidate plans of a search at once,
+from the entries of a :class:`~llmsizing.plan_memory.SearchMemory` each (layout, (cp, accumulation class))
+pair asks for. Moved out of :mod:`llmsizing.plan_memory` (whose ``_table_totals`` calls it) when its
+bookkeeping went onto arrays (moe17): a mixture of experts' search at long context asks for ~10,000 such
+pairs per recomputation (Qwen3-30B-A3B at 128K: 674 layouts), and a Python loop over them, three times, was
+most of a move of chapter 17's widget.
+
+No formula here: which entries the pairs ask for, in which order (the first asked first, as the loop asked
+them, so every entry is made by the same calls in the same order), and ``_total_bytes``' sum on a table of
+them. ``tests/test_plan_tables.py`` compares it with the loop it replaces, entry by entry and search by
+search.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .layouts import _divisors
+from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
+from .plan_candidates import _candidates, _pair_table
+
+#: The columns of a pair's key: its layout's ``(tp, pp, zero, ep, v)``, then its ``(cp, c)``.
+TP, PP, ZERO, EP, V, CP, C = range(7)
+
+
+#: How many candidate tables :func:`kept_candidates` keeps.
+CANDIDATES_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=64)
+def kept_pair_table(cps: tuple, micros: tuple, global_batch: int) -> tuple:
+    """:func:`~llmsizing.plan_candidates._pair_table` of a search (its ``cps``, micro-batches and global
+    batch) and each row's index into ``cps``, kept (read-only arrays): it depends on nothing else."""
+    divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
+    table = _pair_table(cps, divisors, global_batch)
+    cp_at = np.array([cps.index(c) for c in table["cp"].tolist()], dtype=np.int64)
+    return _read_only(table), _read_only(cp_at)
+
+
+@functools.lru_cache(maxsize=CANDIDATES_KEPT)
+def kept_candidates(cps: tuple, micros: tuple, global_batch: int, max_gpus, pp: int, tp_pp, units,
+                    interleaved: bool):
+    """:func:`~llmsizing.plan_candidates._candidates` of the layouts with ``pp`` stages, ``tp x pp = tp_pp``
+    (None without ``max_gpus``), each ``cp``'s :func:`~llmsizing.moe_layouts.dp_unit` ``units`` (a tuple
+    over ``cps``, None for a dense model) and interleaving or not, in a search of ``cps``, ``micros``,
+    ``global_batch`` and ``max_gpus``: all it reads of a layout, so that every layout sharing these shares
+    the (read-only) columns. Kept between searches (issue 35, moe17): the candidates depend on neither the
+    model nor its memory, and chapter 17's widget moving its model searches the same ones again."""
+    table, cp_at = kept_pair_table(cps, micros, global_batch)
+    unit = None if units is None else np.array(units)[cp_at]
+    tp = 1 if tp_pp is None else tp_pp // pp
+    got = _candidates(tp, pp, 1, table=table, units=unit, max_gpus=max_gpus, v=2 if interleaved else 1)
+    return None if got is None else _read_only(got)
+
+
+def _read_only(x):
+    """``x`` (an array, or a dict of arrays and tuples) with its arrays made read-only (they are shared)."""
+    for v in x.values() if isinstance(x, dict) else (x,):
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+    return x
+
+
+def pair_keys(parts) -> np.ndarray:
+    """One row per (layout, pair) of ``parts`` (``fitting_plans``' ``(layout key, GPUs, candidates)``), in
+    the order of the coefficient ids (the layouts in order, each one's pairs in order): ``(tp, pp, zero, ep,
+    v, cp, c)``."""
+    n = [len(cand["pairs"]) for _, _, cand in parts]
+    lays = np.repeat(np.array([key for key, _, _ in parts], dtype=np.int64).reshape(len(parts), 5), n, axis=0)
+    pairs = np.array([p for _, _, cand in parts for p in cand["pairs"]], dtype=np.int64).reshape(-1, 2)
+    return np.concatenate([lays, pairs], axis=1)
+
+
+def first_seen(cols: np.ndarray):
+    """The distinct rows of the integer table ``cols`` (rows x columns) in the order they first appear:
+    ``(firsts, number)``, the row index where each first appears and each row's number among them (0 for
+    the first to appear), as a dict's ``setdefault(row, len(dict))`` over the rows numbers them."""
+    if not len(cols):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lo = cols.min(axis=0)
+    span = (cols.max(axis=0) - lo + 1).tolist()
+    if np.prod([float(s) for s in span]) < 2.0 ** 62:             # one int64 code per row
+        code = np.zeros(len(cols), dtype=np.int64)
+        for j, s in enumerate(span):
+            code = code * s + (cols[:, j] - lo[j])
+        _, first, at = np.unique(code, return_index=True, return_inverse=True)
+    else:
+        _, first, at = np.unique(cols, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    number = np.empty(len(first), dtype=np.int64)
+    number[order] = np.arange(len(first))
+    return first[order], number[at.reshape(-1)]
+
+
+def _tuples(cols: np.ndarray, rows) -> list:
+    """The rows ``rows`` of the integer table ``cols`` as tuples of Python ints."""
+    return list(map(tuple, cols[rows].tolist()))
+
+
+def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin):
+    """:func:`~llmsizing.plan_pricing._total_bytes` of the candidates ``rows`` (of any layouts) with
+    recomputation ``rc``, and their floors (micro-batch 0), from one table of their coefficients
+    (:meth:`~llmsizing.plan_memory.SearchMemory.coefficients`, a row per (layout, pair) asked for; pieces a
+    layout lacks padded with ``-inf``, which no peak takes). ``keys``: :func:`pair_keys` of the search's
+    layouts, ``coef_id`` each candidate's row there. The pairs are asked for in the order of their ids, and
+    the entries in the order they are first asked for: the layouts' model states that take one call each at
+    once (:meth:`~llmsizing.plan_memory.SearchMemory.prefetch`, each distinct layout once), ``fixed`` and
+    ``sharded`` per layout (:meth:`~llmsizing.plan_memory.SearchMemory.states`), ``per_micro`` per pair; the
+    table is stacked from the distinct ones, ``sharded / cp`` on the whole table (the same quotient entry by
+    entry, and ``x / 1 = x``). A row whose floor exceeds every GPU's entry of ``limits`` (by more than the
+    relative ``margin``) keeps its floor as total (fitting_plans drops it unread): its ``per_micro`` is read
+    at ``cp = 1`` (the calls made before, so its ``cp > 1`` is not asked for, two calls)."""
+    ids, at = np.unique(coef_id[rows], return_inverse=True)
+    at = at.reshape(-1)
+    k = keys[ids]                                                   # each pair asked: its key
+    sv = np.where((k[:, ZERO] == 3) & (k[:, PP] > 1), k[:, V], 1)  # plan_candidates.state_chunks
+    lay6 = k[:, [TP, PP, ZERO, EP, C, V]]
+    firsts, _ = first_seen(lay6)
+    memory.prefetch(_tuples(lay6, firsts), rc)
+    st = np.concatenate([k[:, [TP, PP, ZERO, EP, C]], sv[:, None]], axis=1)
+    firsts, state_at = first_seen(st)
+    stored = getattr(memory, "_states", {})                   # (an autocast recipe's: one per recomputation)
+    st_list = []
+    for tp, pp, zero, ep, c, v in _tuples(st, firsts):              # (SearchMemory.states' own key)
+        got = stored.get((tp, pp, zero, ep, c) if v == 1 else (tp, pp, zero, ep, c, v))
+        st_list.append(got if got is not None else memory.states(tp, pp, zero, ep, c, rc, v))
+    fixed, sharded = (padded([s[i] for s in st_list], -np.inf if i == 0 else 0.0) for i in (0, 1))
+    rows_state = state_at[at]
+    cp = k[:, CP].astype(float)[at]
+    fixed, sharded = fixed[rows_state], sharded[rows_state] / cp[:, None] / dpf[rows][:, None]
+    # the floor (micro-batch 0: fixed + 0 + sharded / dp, the same values; pieces are finite, -inf the pads
+    # of fixed)
+    floor = (fixed + sharded).max(axis=1)
+    live = ~(floor > limits.max() * (1 + margin))              # (beyond the largest limit: beyond every one)
+    need = np.zeros(len(ids), dtype=bool)
+    need[at[live]] = True
+    later = k[need & (k[:, CP] > 1)][:, [TP, PP, C, V]]            # (each distinct key once, in order)
+    memory.prefetch_cp(_tuples(later, first_seen(later)[0]), rc)
+    mk = k[:, [TP, PP, C, CP, V]].copy()
+    mk[~need, 3] = 1
+    firsts, micro_at = first_seen(mk)
+    per_micro = padded([memory.per_micro(tp, pp, rc, c, cp, v) for tp, pp, c, cp, v in _tuples(mk, firsts)],
+                       0.0)
+    # _total_bytes' sum on the rows read (``sharded / dp`` shared with the floor); the others keep their floor
+    peak, micro_at = floor.copy(), micro_at[at]
+    if not live.all():
+        live = np.flatnonzero(live)
+        fixed, sharded, micro_at, rows = fixed[live], sharded[live], micro_at[live], rows[live]
+    peak[live] = (fixed + micro[rows][:, None] * per_micro[micro_at] + sharded).max(axis=1)
+    return tuple(FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * x for x in (peak, floor))
+
+
+def padded(arrays: list, pad: float) -> np.ndarray:
+    """``arrays`` (1-D) as the rows of one table as wide as the widest, the others' missing pieces ``pad``."""
+    width = max(len(x) for x in arrays)
+    if all(len(x) == width for x in arrays):
+        return np.array(arrays)
+    tab = np.full((len(arrays), width), pad)
+    for k, x in enumerate(arrays):
+        tab[k, :len(x)] = x
+    return tab
