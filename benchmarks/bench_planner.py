@@ -200,9 +200,9 @@ from llmsizing import (activations, catalog, flops, kernels, layouts, memory, mo
                        planner, states, time_cost)
 
 try:
-    from llmsizing import plan_memory, plan_pricing
+    from llmsizing import plan_candidates, plan_memory, plan_pricing
 except ImportError:                      # (a commit before issue 33)
-    plan_memory = plan_pricing = None
+    plan_candidates = plan_memory = plan_pricing = None
 try:
     from llmsizing import plan_tables
 except ImportError:                      # (a commit before issue 35's moe17)
@@ -293,7 +293,7 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (kernels, "layer_gemm_efficiency"), (time_cost, "_kept_moe_layout"),
                        (memory, "_kept_search_acts"), (memory, "_kept_in_flight"),
                        (memory, "_search_layouts"), (plan_tables, "kept_candidates"),
-                       (plan_tables, "kept_pair_table"))
+                       (plan_tables, "kept_pair_table"), (plan_candidates, "_kept_chunk_options"))
 
 
 def main() -> None:

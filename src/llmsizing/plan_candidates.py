@@ -8,6 +8,8 @@ formula of the model.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ._validate import check_int
@@ -93,12 +95,24 @@ def stage_chunk_options(stage_layers: int, virtual_stages=None) -> tuple[int, ..
     :data:`VIRTUAL_STAGES`: the smallest and the largest divisor above 1, at most
     :data:`MAX_VIRTUAL_STAGES`), those above 1 that divide the stage's layers into equal chunks, as
     Megatron-LM's interleaved schedule builds them. A stage of 9 layers: ``(1, 3, 9)``; of 7: ``(1, 7)``; of
-    1: ``(1,)``."""
+    1: ``(1,)``. Kept per (``stage_layers``, ``virtual_stages``) where both hash (issue 35: a search asks once
+    per layout, ~600 times, of a few stage sizes; its answer depends on no model)."""
+    if type(stage_layers) is int and (virtual_stages is None or type(virtual_stages) is tuple
+                                      and all(type(v) is int for v in virtual_stages)):
+        return _kept_chunk_options(stage_layers, virtual_stages)
+    return _chunk_options(stage_layers, virtual_stages)           # (any other type: checked as given)
+
+
+def _chunk_options(stage_layers: int, virtual_stages=None) -> tuple[int, ...]:
     n = check_int("stage_layers", stage_layers)
     ds = [d for d in _divisors(n, MAX_VIRTUAL_STAGES) if d > 1]
     if virtual_stages is None:
         return (1,) + tuple(sorted({ds[0], ds[-1]})) if ds else (1,)
     return (1,) + tuple(v for v in sorted(set(virtual_stages)) if 1 < v <= MAX_VIRTUAL_STAGES and n % v == 0)
+
+
+#: :func:`stage_chunk_options`' answers (tuples) for Python ints, kept.
+_kept_chunk_options = functools.lru_cache(maxsize=1024)(_chunk_options)
 
 
 def state_chunks(zero: int, pp: int, v: int) -> int:

@@ -22,6 +22,7 @@ from .layouts import _divisors
 from .memory import _search_pieces
 from .moe import EpLayouts
 from .moe_layouts import dp_unit
+from .moe_prefetch import prefetch_states
 from .parallel import kept_parallel
 from .plan_candidates import _candidates, _pair_table, state_chunks, state_key  # noqa: F401
 from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
@@ -163,34 +164,7 @@ class SearchMemory:
         if (recipe.autocast
                 or self.kw.get("optimizer_impl", "foreach") != "foreach"):
             return
-        groups: dict = {}
-        for tp, pp, zero, ep, c, *_ in keys:                 # (a mixture of experts: no interleaving)
-            if (tp, pp, zero, ep, c) in self._states:
-                continue
-            kind = self._kind(tp, pp, zero, ep, c)
-            if kind in ("reference", "affine"):
-                continue
-            eps = groups.setdefault((tp, pp, zero, c), {})
-            eps[ep] = kind
-            if kind == "one":                          # its fixed: from the first two ep's entries
-                for e in self.eps[:2]:
-                    if (tp, pp, zero, e, c) not in self._states:
-                        eps.setdefault(e, "two")
-        for (tp, pp, zero, c), eps in groups.items():
-            calls = [(ep, a) for ep in eps for a in self._dps(tp, zero, ep, eps[ep])]
-            if len(calls) < 2:
-                continue                                     # (one call either way)
-            u = self.per_micro(tp, pp, rc, c, 1)
-            (e0, d0), etp = calls[0], self.expert_tp      # (each (ep, dp) a layout the search checked)
-            pars = EpLayouts.over(kept_parallel(tp=tp, pp=pp, dp=d0, zero=zero, sp=tp > 1, cp=1,
-                                                cp_comm=self.cp_comm, ep=e0, expert_tp=etp), calls)
-            got = _search_pieces(self.model, pars, _heavy_stages(self.model, pp), batch=1, grad_accum=c,
-                                 **self._kw(rc))
-            got = np.array(np.broadcast_arrays(*got), dtype=float)          # (piece, layout)
-            column = {call: got[:, j] for j, call in enumerate(calls)}
-            for ep in sorted(eps, key=lambda e: eps[e] == "one"):            # the first two ep first
-                got = [column[ep, dp] for dp in self._dps(tp, zero, ep, eps[ep])]
-                self._states[tp, pp, zero, ep, c] = self._entry(tp, pp, zero, ep, c, rc, u, *got)
+        prefetch_states(self, keys, rc)       # (one EpLayouts per (tp, pp, zero, c), summed on arrays)
 
     def prefetch_cp(self, keys, rc: str) -> None:
         """:meth:`per_micro` above ``cp = 1`` of ``keys`` (``(tp, pp, c, v)``) on arrays (dense_arrays)."""

@@ -20,6 +20,7 @@ import numpy as np
 
 from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
+from .moe_prefetch import stored_states
 from .plan_candidates import _candidates, _pair_table
 
 #: The columns of a pair's key: its layout's ``(tp, pp, zero, ep, v)``, then its ``(cp, c)``.
@@ -122,11 +123,9 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin):
     memory.prefetch(_tuples(lay6, firsts), rc)
     st = np.concatenate([k[:, [TP, PP, ZERO, EP, C]], sv[:, None]], axis=1)
     firsts, state_at = first_seen(st)
-    stored = getattr(memory, "_states", {})                   # (an autocast recipe's: one per recomputation)
-    st_list = []
-    for tp, pp, zero, ep, c, v in _tuples(st, firsts):              # (SearchMemory.states' own key)
-        got = stored.get((tp, pp, zero, ep, c) if v == 1 else (tp, pp, zero, ep, c, v))
-        st_list.append(got if got is not None else memory.states(tp, pp, zero, ep, c, rc, v))
+    # (the kept ones read directly, a mixture of experts' A + B / ep ones on rows; an autocast recipe's: one
+    # SearchMemory per recomputation, each made by states)
+    st_list = stored_states(memory, _tuples(st, firsts), rc)
     fixed, sharded = (padded([s[i] for s in st_list], -np.inf if i == 0 else 0.0) for i in (0, 1))
     rows_state = state_at[at]
     cp = k[:, CP].astype(float)[at]
