@@ -338,7 +338,7 @@ def _registered_check(name, coverage):
     import pandas as pd
 
     from . import calibration as C
-    from .intervals import loso_check
+    from .intervals import keyed_calibration, loso_check
 
     terms, score, strata = REGISTERED[name]
     df = C._prepared(None)
@@ -346,13 +346,16 @@ def _registered_check(name, coverage):
     extra = np.column_stack([columns[t] for t in terms])
     src = df["source_key"].to_numpy(object)
     labels = df[strata].astype(str).to_numpy(object)
-    predict = _extra_predictor(C._FitColumns(df), extra)
+    cols = C._FitColumns(df)
+    predict = _extra_predictor(cols, extra)
+    # a run whose generation and dtype no other source calibrates sets no bound (intervals, step 5)
     check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, predict, coverage=coverage,
-                       strata=labels, score=score)
+                       strata=labels, score=score, calibrated=keyed_calibration(cols.keys, cols.calibration))
     kind = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state")
     per_run = pd.DataFrame({"source_key": src, "generation": df["generation"].to_numpy(object),
                             "dtype": df["dtype"].to_numpy(object), "kind": kind,
                             "stack_family": _columns_family(df), "inside": check.inside,
+                            "calibrated": check.calibrated_rows,
                             "width": np.exp(check.high_log - check.low_log)})
     return check, per_run
 
