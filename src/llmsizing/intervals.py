@@ -277,15 +277,17 @@ class LosoCheck:
 
     @property
     def measured_coverage(self) -> float:
-        """The share of rows inside the interval computed without their source."""
-        return float(self.inside.mean())
+        """The share of rows inside the interval computed without their source (the calibrated rows: a row
+        priced on a stand-in is counted apart, module docstring step 5)."""
+        return float(self.inside[self.calibrated_rows].mean())
 
     @property
     def median_width(self) -> float:
-        """The median over rows of ``high / low`` of those intervals."""
+        """The median over the calibrated rows of ``high / low`` of those intervals."""
         import numpy as np
 
-        return float(np.exp(np.median(self.high_log - self.low_log)))
+        cal = self.calibrated_rows
+        return float(np.exp(np.median(self.high_log[cal] - self.low_log[cal])))
 
     def stated(self, stratum=None) -> tuple[float, float]:
         """The stated ``(low, high)`` factors for ``stratum`` (the pooled ones if it has none of its own)."""
