@@ -236,8 +236,9 @@ def test_deepseek_v2_lies_inside(check):
     """Issue 35's done-when, DeepSeek-V2's half. Dec 2026: x1.30 with the shared-expert overlap of its report,
     x1.21 without, x1.09 before its device-limited routing and token dropping were priced. The x1.30 lay above
     the range's top of x1.225 (a strict xfail from ep35) until issue 34 added FP8 sources to the layout range
-    (fp834, Dec 2026): re-measured with them, the top is x1.43 (1 / 0.6981), so V2 is inside. Nothing was
-    widened by hand, and the overlap stays priced."""
+    (fp834, Dec 2026): re-measured with them, the top was x1.43 (1 / 0.6981). strata34 (Dec 2026) took the
+    five MI300X and B200 FP8 runs, priced on stand-in efficiencies, out of the bounds: the top is x1.40
+    (1 / 0.7157), and V2 is still inside. Nothing was widened by hand, and the overlap stays priced."""
     assert _inside_by_hand(check)["DeepSeek-V2 pre-training"]
 
 
