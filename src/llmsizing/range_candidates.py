@@ -261,8 +261,8 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
     with it and checked against its bounds. Returns ``(coverage, median_width, chosen, per_run)``: the
     measured coverage and median width over the runs calibrated in their fold (as
     :class:`~llmsizing.intervals.LosoCheck` counts them), ``{source: chosen subset}`` and per run its source,
-    generation, dtype, kind, stack family, ``inside``, ``width`` and ``calibrated`` (where the coverage falls short: a group's
-    share inside can be far from the whole's). This is the honest figure for a
+    generation, dtype, kind, stack family, ``inside``, ``width`` and ``calibrated`` (where the coverage falls
+    short: a group's share inside can be far from the whole's). This is the honest figure for a
     range whose terms were picked by looking at these runs: :func:`candidate_table` checks each candidate as
     if it had been fixed in advance."""
     import itertools
