@@ -345,3 +345,37 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
     h100 = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=8192).range_note
     assert h100 == ("80% range; out of source it held 90 of 103 steady states (23 sources), 2.00x wide at "
                     "the median")                            # 0.8738 x 103, 1.9972 in intervals.csv
+
+
+def test_a_row_priced_on_a_stand_in_sets_no_bound():
+    """Issue 34 (strata34): a row whose key (GPU generation, dtype) no other source's fitting row has is
+    priced on a stand-in in its fold; it is checked against the calibrated interval but sets no bound. By
+    hand: ten sources of one key with residuals 0.00, 0.01, ..., 0.09 (a constant fit at 0: the residual is
+    the value), and an eleventh source of another key at -2.0, with no fitting row of its key anywhere. With
+    the rule the stated bounds are those of the ten alone: at 80% and S = 10 sources the upper bound is the
+    first value whose cumulative weight reaches 0.9 x 11 / 10 = 0.99, i.e. the largest, 0.09, and the lower
+    bound the smallest, 0.00. Without the rule the eleventh source pulls the lower bound down to -2.0."""
+    from llmsizing.intervals import keyed_calibration, loso_check
+
+    y = np.array([i / 100 for i in range(10)] + [-2.0])
+    src = np.array([f"s{i}" for i in range(11)], dtype=object)
+    keys = ["a"] * 10 + ["b"]
+    fits = np.array([True] * 10 + [False])
+
+    def fit_predict(train, test):
+        return np.zeros(int(np.sum(test)))
+
+    rule = keyed_calibration(keys, fits)
+    with_rule = loso_check(y, src, fit_predict, calibrated=rule)
+    assert with_rule.bounds[None] == pytest.approx((0.0, 0.09))
+    assert list(with_rule.calibrated) == [True] * 10 + [False]
+    assert not with_rule.inside[10]                          # checked against the calibrated range: a miss
+    assert with_rule.measured_coverage == with_rule.inside[:10].mean()
+    without = loso_check(y, src, fit_predict)
+    assert without.bounds[None][0] == pytest.approx(-2.0)
+    # per fold: a key with a fitting row only in the held-out source is a stand-in in that source's fold
+    one = keyed_calibration(["a", "b", "b"], [True, True, False])
+    assert list(one(np.array([False, True, True]), np.array([True, False, False]))) == [False]
+    assert list(one(np.array([True, True, False]), np.array([False, False, True]))) == [True]
+    with pytest.raises(ValueError, match="fits must be one True/False per key"):
+        keyed_calibration(["a"], [True, False])
