@@ -466,14 +466,15 @@ def test_unqualified_fine_tuning_shows_each_readings_factor(table):
     lora = [x for x in r["depends_verdicts"].split(" | ") if x.startswith("LoRA")]
     assert len(lora) == 1 and lora[0].endswith(f"MFU 45%: {want}")
     full = r["depends_verdicts"].split(" | ")[0]
-    assert full.startswith("full fine-tuning") and full.endswith("needs CPU offload (the number: off by 1.5x "
+    # (1.5x until strata34 took the stand-in MI300X/B200 FP8 runs out of the bounds: the band is 30%-59% now)
+    assert full.startswith("full fine-tuning") and full.endswith("needs CPU offload (the number: off by 1.6x "
                                                                  "(too high))")
     # the old column keeps its form (each reading's kind): old callers that parse it still work
     assert [x.rsplit(": ", 1)[1] for x in r["depends"].split(" | ")] == ["needs CPU offload", "off"]
     ways = audit.readings("000-faq-finetune-days").set_index("reading")
     lora_row = ways[ways.index.str.startswith("LoRA")].iloc[0]
     assert lora_row["library"] == pytest.approx(lora_days) and lora_row["verdict"] == want
-    assert ways.iloc[0]["verdict_kind"] == "needs CPU offload" and ways.iloc[0]["number"] == "off by 1.5x (too high)"
+    assert ways.iloc[0]["verdict_kind"] == "needs CPU offload" and ways.iloc[0]["number"] == "off by 1.6x (too high)"
     assert (table["depends_verdicts"] == "").equals(table["depends"] == "")
     with pytest.raises(ValueError, match="claim_id"):
         audit.readings("no-such-claim")
@@ -509,7 +510,9 @@ def test_seed_arithmetic_by_hand():
 
 def test_a100_band_for_llama2_70b_is_the_calibrated_range():
     """Issue 38: the A100's band for Llama 2 70B reaches about 72% MFU. It is the central estimate times the
-    stored 80% factors (data/mfu_model.csv, ampere bf16: 0.7178 and 1.4409), nothing added; and MosaicML's MPT
+    stored 80% factors (data/mfu_model.csv, ampere bf16: 0.7289 and 1.4409; 0.7178 before issue 34's FP8
+    sources of Dec 2026, 0.6852 with them until strata34 left the runs on stand-in efficiencies out of the
+    bounds), nothing added; and MosaicML's MPT
     70B on 64 A100s (llm-foundry benchmark table: 166 model TFLOP/s per GPU with activation checkpointing)
     kept its GPUs about 166 x 4/3 / 312 = 71% busy counting the recomputed forward: the band's top is about
     what the best A100 runs of that size reach in hardware FLOPs."""
@@ -517,7 +520,7 @@ def test_a100_band_for_llama2_70b_is_the_calibrated_range():
     from llmsizing.time_cost import training_time
 
     est = mfu_estimate("llama-2-70b", gpu="A100 80GB", seq=2048)
-    assert est.low == pytest.approx(est.mfu * 0.7178) and est.high == pytest.approx(est.mfu * 1.4409)
+    assert est.low == pytest.approx(est.mfu * 0.7289) and est.high == pytest.approx(est.mfu * 1.4409)
     assert 0.70 < est.high < 0.74
     runs = published_runs().set_index("run")
     mpt = runs.loc["MPT 70b (llm-foundry benchmark), 64 x A100 80GB, seq 2,048"]

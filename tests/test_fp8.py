@@ -257,13 +257,18 @@ def test_fp8_runs_are_covered_out_of_source_as_stated():
     coverage leaving each run's source out, recomputed here from the leave-one-source-out residuals and
     bounds, against what data/intervals.csv and the library state for FP8.
 
-    With a layout (step model) it is the FP8 row of the area training-layout and reaches the 75% bar. End to
-    end (no layout) 3 of the 6 FP8 runs (3 sources) lie inside since Dec 2026: torchtitan's Llama 3.1 405B
-    run fell to 0.729 of its prediction, just below the bound of 0.731 computed without its source, after
-    Zero Bubble's models got their 32,000-token vocabulary and the model was refitted (4 of 6 in Nov 2026).
-    3 of 6 is not plausible under the steady states' 85.7% (one-sided binomial 0.042 < 5%), so the library
-    no longer implies it for FP8: the area training's FP8 row holds the FP8 runs' own coverage, and an FP8
-    estimate states it (``range_note``). Checked: the row equals the recomputed count, and the coverage the
+    With a layout (step model) it is the FP8 row of the area training-layout. It reached the 75% bar (5 of 6)
+    until issue 34 added two FP8 sources (Dec 2026), and fell to 5 of 13: pytorch/ao's 8-GPU Llama 3 8B runs
+    come in at 0.70-0.80 of the step model on H100 and 0.34-0.40 on MI300X and B200 (750 W). Those five
+    MI300X and B200 runs are priced on stand-in FP8 efficiencies (no calibrated FP8 run on either GPU), so
+    since strata34 they are counted in the group stand-in (0 of 5 inside) and set no bound; the FP8 row holds
+    the calibrated FP8 runs, 5 of 8 (4 sources). This is measured and stated, not asserted to pass. End to
+    end (no layout) 9 of the 11 calibrated-cell FP8 runs (5 sources) lie inside (3 of 6 before the new
+    sources; 4 of 6 in Nov 2026): torchtitan's 128K context-parallel run and Trainy's H200 run are out. 3 of 6
+    was not plausible under the steady states' 85.7% (one-sided binomial 0.042 < 5%), so the library does not
+    imply it for FP8: the area training's FP8 row holds the FP8 runs' own coverage, and an FP8 estimate states
+    it (``range_note``; on MI300X or B200 after saying that no calibrated range applies).
+    Checked: the row equals the recomputed count, and the coverage the
     library states for FP8 is one the FP8 runs' count makes plausible (the same binomial, 5%), so this fails
     if the library ever claims more for FP8 than the runs support."""
     import re
@@ -282,32 +287,40 @@ def test_fp8_runs_are_covered_out_of_source_as_stated():
     with open(Path(__file__).resolve().parents[1] / "data" / "intervals.csv", newline="") as fh:
         rows = {(r["area"], r["group"]): r for r in csv.DictReader(fh)}
     # with a layout: each run against the bounds computed without its source
+    # (the FP8 rows count the calibrated runs; pytorch/ao's MI300X and B200 runs, priced on stand-in
+    # efficiencies, are counted in the group stand-in: none of the five is inside)
+    stand_in = (per_gpu := fp8["gpu"].isin(["MI300X", "B200"])).sum()
+    assert stand_in == 5
     check, per = step_loso_check()
-    mine = (per["dtype"] == "fp8").to_numpy()
+    mine = (per["dtype"] == "fp8").to_numpy() & check.calibrated
     inside = (check.residuals >= check.low_log - 1e-12) & (check.residuals <= check.high_log + 1e-12)
     row = rows["training-layout", "fp8"]
     assert int(row["n_rows"]) == mine.sum() >= 5
     assert float(row["measured_coverage"]) == pytest.approx(inside[mine].mean(), abs=1e-4)
-    assert inside[mine].mean() >= 0.75
+    assert rows["training-layout", "stand-in"]["measured_coverage"] == "0.0000"
+    assert int(rows["training-layout", "stand-in"]["n_rows"]) == stand_in
     # end to end: the same, with the whole-run model refitted without each source
     check, per = mfu_loso_check()
-    mine = (per["dtype"] == "fp8").to_numpy()
+    mine = (per["dtype"] == "fp8").to_numpy() & check.calibrated
     inside = (check.residuals >= check.low_log - 1e-12) & (check.residuals <= check.high_log + 1e-12)
     held, n = int(inside[mine].sum()), int(mine.sum())
-    assert n == len(fp8)
+    assert n == len(fp8) - stand_in
+    assert not inside[~check.calibrated].any()
     row = rows["training", "fp8"]
     assert (int(row["n_rows"]), int(row["n_sources"])) == (n, per["source_key"][mine].nunique())
     assert float(row["measured_coverage"]) == pytest.approx(held / n, abs=1e-4)
     # with the stack and the batch (training-inputs): its FP8 row is its own check's count
     _, per_run = registered_check()
-    inputs_fp8 = per_run[per_run["dtype"] == "fp8"]
+    inputs_fp8 = per_run[(per_run["dtype"] == "fp8") & per_run["calibrated"]]
     row = rows["training-inputs", "fp8"]
     assert float(row["measured_coverage"]) == pytest.approx(inputs_fp8["inside"].mean(), abs=1e-4)
 
     def stated(note):
         """The coverage the library states, read off its words: ("FP8 runs", held / of)."""
-        m = re.fullmatch(r"80% range; out of source it held (\d+) of (\d+) (.+) \((\d+) sources\), "
-                         r"\d+\.\d\dx wide at the median", note)
+        # (a stand-in cell's note first says no calibrated range applies, then the band's coverage)
+        m = re.fullmatch(r"(?:no calibrated range applies: .+ \(the band shown is the calibrated cells': )?"
+                         r"80% range; out of source it held (\d+) of (\d+) (.+) \((\d+) sources\), "
+                         r"\d+\.\d\dx wide at the median\)?", note)
         assert m, note
         return m[3], int(m[1]) / int(m[2])
 
@@ -319,6 +332,7 @@ def test_fp8_runs_are_covered_out_of_source_as_stated():
         assert est.low < est.mfu < est.high and np.isfinite(est.high), r.run
         runs_named, coverage = stated(est.range_note)
         assert runs_named == "FP8 runs"
+        assert est.range_note.startswith("no calibrated range applies") == per_gpu[r.Index]
         assert _binomial_at_most(held, n, coverage) >= 0.05, est.range_note
         assert training_time(r.model, tokens=1e12, n_gpus=8, **kw).range_note == est.range_note
         with_inputs = mfu_estimate(r.model, **kw, n_gpus=8, tokens_per_step=2**22).range_note

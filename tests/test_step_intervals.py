@@ -104,6 +104,19 @@ def _hand_efficiencies(df, keep):
     return out
 
 
+def _fitted_keys(df, keep):
+    """The (generation, dtype) keys with a kernel_fit run in keep: the rest are priced on a stand-in, and
+    their runs set no bound (issue 34, strata34)."""
+    return {(r.generation, r.dtype) for r in df[keep].itertuples()
+            if r.kernel_fit and not math.isnan(r.kernel_efficiency)}
+
+
+def _calibrated(df):
+    src = df["source_key"].to_numpy(object)
+    return np.array([(r.generation, r.dtype) in _fitted_keys(df, src != r.source_key)
+                     for r in df.itertuples()])
+
+
 def test_one_sources_interval_by_hand(check):
     c, df = check
     src = df["source_key"].to_numpy(object)
@@ -125,15 +138,18 @@ def test_one_sources_interval_by_hand(check):
         assert c.residuals[i] == pytest.approx(math.log(rows[i].implied_mfu / pred), abs=1e-12)
     # its interval: with llm-foundry out, S - 1 sources remain, each weighing 1/(S - 1) over its runs; the
     # upper bound is the first residual (ascending) where the weight reaches (1 - 0.1) S / (S - 1), the lower
-    # the same descending (_hand_bounds), each residual predicted by a fit without its source and llm-foundry
+    # the same descending (_hand_bounds), each residual predicted by a fit without its source and llm-foundry;
+    # a run whose (generation, dtype) that fit has no run of (a stand-in efficiency) sets no bound
     inner, inner_src = [], []
     for j in keys:
         if j != k:
             e2 = _hand_efficiencies(df, (src != k) & (src != j))
+            fitted = _fitted_keys(df, (src != k) & (src != j))
+            mine = [i for i in np.flatnonzero(src == j) if (rows[i].generation, rows[i].dtype) in fitted]
             inner += [math.log(rows[i].implied_mfu
                                / S._mfu_at(rows[i], e2[(rows[i].generation, rows[i].dtype)]))
-                      for i in np.flatnonzero(src == j)]
-            inner_src += [j] * int((src == j).sum())
+                      for i in mine]
+            inner_src += [j] * len(mine)
     lo, hi = _hand_bounds(inner, inner_src)
     # each bound leaves at most 1 - 0.9 S / (S - 1) of the weight outside it: inside the residuals' span
     assert min(inner) <= lo < hi <= max(inner)
@@ -165,15 +181,25 @@ def test_stored_coverage_width_and_range_are_a_recount(check):
     stored = _stored()
     dtype = df["dtype"].to_numpy(object)
     src = df["source_key"].to_numpy(object)
-    for group, mask in (("all", dtype == dtype), ("bf16", dtype == "bf16"), ("fp8", dtype == "fp8")):
+    cal = _calibrated(df)
+    assert (cal == c.calibrated).all()
+    # the stand-in runs today: pytorch/ao's MI300X and B200 FP8 runs (no calibrated FP8 run on either GPU)
+    assert sorted(df["gpu"][~cal]) == ["B200"] * 3 + ["MI300X"] * 2
+    assert stored["stand-in"]["low"] == "" and int(stored["stand-in"]["n_rows"]) == 5
+    for group, mask in (("all", cal), ("bf16", cal & (dtype == "bf16")), ("fp8", cal & (dtype == "fp8")),
+                        ("stand-in", ~cal)):
         row = stored[group]
         inside = [lo <= r <= hi for r, lo, hi in zip(c.residuals[mask], c.low_log[mask], c.high_log[mask])]
         assert float(row["measured_coverage"]) == pytest.approx(sum(inside) / len(inside), abs=1e-4)
-        widths = sorted(math.exp(h - lo) for lo, h in zip(c.low_log[mask], c.high_log[mask]))
-        assert float(row["median_width"]) == pytest.approx(statistics.median(widths), abs=1e-4)
+        # the median of the log widths, back in x (with an even count, the geometric middle of the two)
+        widths = sorted(h - lo for lo, h in zip(c.low_log[mask], c.high_log[mask]))
+        assert float(row["median_width"]) == pytest.approx(math.exp(statistics.median(widths)), abs=1e-4)
         assert (int(row["n_rows"]), int(row["n_sources"])) == (int(mask.sum()), len(set(src[mask])))
-        # the stated range: pooled (no stratum of its own), the source-weighted bounds of every residual
-        lo, hi = _hand_bounds(list(c.residuals), list(src))
+        if group == "stand-in":
+            continue
+        # the stated range: pooled (no stratum of its own), the source-weighted bounds of every calibrated
+        # run's residual
+        lo, hi = _hand_bounds(list(c.residuals[cal]), list(src[cal]))
         assert (float(row["low"]), float(row["high"])) == pytest.approx((math.exp(lo), math.exp(hi)),
                                                                           abs=5e-5)
     assert float(stored["all"]["nominal_coverage"]) == 0.8

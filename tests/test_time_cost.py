@@ -77,9 +77,12 @@ def test_runs_outside_the_stated_range_are_the_ones_the_library_says():
     assert len(runs) >= 50 and runs["calibration"].sum() >= 30 and (~runs["calibration"]).sum() >= 10
     outside = []
     for r in runs.itertuples():
-        key = ("hopper" if r.gpu in ("H100 SXM", "H200") else "ampere" if r.gpu.startswith("A100") else "blackwell",
-               "fp8" if r.dtype == "fp8" else "bf16")
-        row = rows[key]
+        gen = "hopper" if r.gpu in ("H100 SXM", "H200") else "ampere" if r.gpu.startswith("A100") else None
+        dtype = "fp8" if r.dtype == "fp8" else "bf16"
+        if gen is None:    # MI300X, B200: held-out FP8 runs (issue 34) of generations with no row; the library
+            assert dtype == "fp8"    # borrows the lower median intercept of the dtype's rows: here Hopper's, alone
+            gen = "hopper"
+        row = rows[gen, dtype]
         whole = r.kind == "pretraining-total"
         lo, hi = (row["low_whole_run"], row["high_whole_run"]) if whole else (row["low"], row["high"])
         ratio = r.implied_mfu / _by_hand(row, L.get_model(r.model).n_params, r.seq, r.recompute == "full", whole)

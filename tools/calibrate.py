@@ -4,7 +4,8 @@ leave-one-source-out check of every calibrated range (issue 34), the range of an
 (llmsizing.step_intervals, area training-layout) included:
 
     .venv/bin/python tools/calibrate.py            # write data/kernel_efficiency.csv, data/mfu_model.csv,
-                                                   # data/mfu_inputs_model.csv and data/intervals.csv
+                                                   # data/mfu_inputs_model.csv, data/intervals.csv and
+                                                   # data/stand_in_runs.csv
     .venv/bin/python tools/calibrate.py --check    # exit 1 if the files differ from a fresh fit
 
 The fits themselves live in llmsizing.calibration (chapter 10 shows them); this script only writes their
@@ -18,6 +19,7 @@ import csv
 import io
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,6 +131,15 @@ def mfu_csv() -> str:
     return out.getvalue()
 
 
+#: The group of ``data/intervals.csv`` that counts, per area, the runs priced on a stand-in in their fold (no
+#: calibration run of their GPU generation and dtype among the other sources: llmsizing.intervals, step 5).
+STAND_IN = "stand-in"
+#: What every training area's method adds (llmsizing.intervals, step 5).
+STAND_IN_WORDS = ("; a run whose GPU generation and dtype has no calibration run among the other sources (a "
+                  "stand-in efficiency or intercept, decided per fold) sets no bound in any fold and is "
+                  "counted in group stand-in only (its coverage by the calibrated range; no range of its own "
+                  "below 9 sources; per generation and dtype in data/stand_in_runs.csv); the other groups "
+                  "count the calibrated runs")
 INTERVAL_COLUMNS = ["area", "group", "nominal_coverage", "measured_coverage", "median_width", "low", "high",
                     "n_rows", "n_sources", "as_of", "method"]
 METHOD = {
@@ -136,7 +147,8 @@ METHOD = {
                 "calibration runs of the other sources), each source weighing the same; steady states and "
                 "whole-run totals apart where a kind has 9+ sources (else pooled); coverage measured nested: "
                 "each source's runs against the interval computed without it; the dtype rows count those "
-                "intervals' coverage of that dtype's runs (no range of their own)",
+                "intervals' coverage of that dtype's runs (no range of their own)"
+                + STAND_IN_WORDS,
     "fine-tuning": ("80% conformal bounds on log(published / predicted step time) of leave-one-source-out "
                     "fits (every covered row of the other sources), rows weighing the same (weighing sources "
                     "alike needs 9 sources at 80%, and checking that by leaving one source out 10; n_sources "
@@ -148,7 +160,7 @@ METHOD = {
         "kernel efficiency fitted without the run's source (median per generation and dtype of the other "
         "sources' per-run efficiencies), each source weighing the same, pooled (no dtype or generation has 9 "
         "sources); coverage measured nested; the dtype rows count the pooled range's coverage of that "
-        "dtype's runs"),
+        "dtype's runs" + STAND_IN_WORDS),
     "training-layout-stack": (
         "as training-layout, with a known stack family's location (llmsizing.frameworks.stack_family of the "
         "run's framework: megatron, deepspeed, pytorch) per GPU generation, falling back to the family's "
@@ -158,7 +170,7 @@ METHOD = {
         "family:generation cell's) stated range is its location fitted on every source times those bounds; "
         "an unknown stack takes the plain pooled range (and is checked against it), and so does a family or "
         "cell whose out-of-source coverage is below 75% (no stated bounds); coverage measured "
-        "nested, each run against the interval computed without its source"),
+        "nested, each run against the interval computed without its source" + STAND_IN_WORDS),
     "training-inputs": (
         "as training, with two inputs a planner knows added to the fit (registered before it was checked, "
         "llmsizing.range_candidates.REGISTERED): a stack family offset (megatron, deepspeed, pytorch; "
@@ -167,21 +179,48 @@ METHOD = {
         "batch); 80% conformal bounds of the absolute out-of-source residual (Lei et al. 2018), each source "
         "weighing the same, per GPU generation with 9+ sources (else pooled); coverage measured nested; the "
         "family, dtype and kind rows count the generation ranges' coverage of those runs (no range of their "
-        "own)")}
+        "own)" + STAND_IN_WORDS)}
 
 
-def _interval_rows(area, check, groups, n_sources_of, ranged=None):
+def _interval_rows(area, check, groups, sources, ranged=None):
     """One row per ``(group, mask)``: the measured (nested) coverage and median width of ``check`` over the
-    runs of ``mask``, and the bounds ``check`` states for the group (its stratum's, else the pooled ones) if
-    the group is in ``ranged`` (``None``: every group but "all" of a stratified check, which has no one
-    range). A group left out of ``ranged`` (a dtype, a stack family) only counts how the ranges its runs got
-    covered them."""
+    runs of ``mask`` calibrated in their fold (``check.calibrated``), and the bounds ``check`` states for the
+    group (its stratum's, else the pooled ones) if the group is in ``ranged`` (``None``: every group but "all"
+    of a stratified check, which has no one range). A group left out of ``ranged`` (a dtype, a stack family)
+    only counts how the ranges its runs got covered them. Then one row :data:`STAND_IN` for the runs priced on
+    a stand-in in their fold, if any: their coverage by the calibrated ranges. ``sources``: each run's
+    source."""
+    import math
+
     import numpy as np
 
+    from llmsizing.intervals import conformal_bounds, min_units
+
+    sources = np.asarray(sources, dtype=object)
+
+    def n_sources_of(mask):
+        return len(set(sources[mask]))
+
+    def sources_of(mask):
+        return sources[mask]
+
+    cal = check.calibrated_rows
+    # (a group left with no calibrated run, e.g. a generation only stand-ins ran on, has no row)
+    groups = [(g, m & cal) for g, m in groups if (m & cal).any()] + [(STAND_IN, ~cal)] * bool((~cal).any())
     rows = []
     for group, mask in groups:
         stated = ["", ""]
-        if group in ranged if ranged is not None else group != "all" or len(check.bounds) == 1:
+        if group == STAND_IN:
+            # priced on an uncalibrated efficiency or intercept: checked against the calibrated range, and no
+            # range of its own unless it has the sources a conformal range needs
+            if n_sources_of(mask) >= min_units(check.coverage):
+                stated = [f"{x:.4f}" for x in map(math.exp, conformal_bounds(
+                    check.residuals[mask], check.coverage, sources_of(mask)))]
+            ranged_here = False
+        else:
+            ranged_here = None
+        if ranged_here is None and (group in ranged if ranged is not None
+                                    else group != "all" or len(check.bounds) == 1):
             stated = [f"{x:.4f}" for x in check.stated(None if group == "all" else group)]
         width = float(np.exp(np.median(check.high_log[mask] - check.low_log[mask])))
         rows.append([area, group, f"{check.coverage:g}", f"{check.inside[mask].mean():.4f}", f"{width:.4f}",
@@ -194,7 +233,32 @@ def _dtype_groups(dtype):
     return [(d, dtype == d) for d in ("bf16", "fp8")]
 
 
-def _layout_interval_rows():
+STAND_IN_COLUMNS = ["area", "generation", "dtype", "n_rows", "n_sources", "inside", "min_ratio", "max_ratio",
+                    "as_of", "method"]
+STAND_IN_METHOD = ("runs of a GPU generation and dtype with no calibration run among the other sources "
+                   "(priced on a stand-in efficiency or intercept; llmsizing.intervals, step 5): published / "
+                   "predicted of each, predicted by the area's fit without the run's source, and how many "
+                   "the calibrated 80% range computed without their source holds; these runs set no bound")
+
+
+def _stand_in_cells(area, check, generation, dtype, sources):
+    """Rows of ``data/stand_in_runs.csv`` for ``area``: per (generation, dtype) of its runs priced on a
+    stand-in in their fold, their count, sources, how many the calibrated range held, and the least and
+    largest ratio published / predicted (what llmsizing.mfu_inputs.stand_in_note states)."""
+    import numpy as np
+
+    stand = ~check.calibrated_rows
+    gen, dt, src = (np.asarray(a, dtype=object) for a in (generation, dtype, sources))
+    ratio = np.exp(check.residuals)
+    out = []
+    for g, d in sorted(set(zip(gen[stand], dt[stand]))):
+        m = stand & (gen == g) & (dt == d)
+        out.append([area, g, d, int(m.sum()), len(set(src[m])), int(check.inside[m].sum()),
+                    f"{ratio[m].min():.4f}", f"{ratio[m].max():.4f}", INTERVALS_AS_OF, STAND_IN_METHOD])
+    return out
+
+
+def _layout_interval_rows(cells):
     """The range of an MFU predicted from a layout (llmsizing.step_intervals): pooled, and its coverage per
     dtype."""
     from llmsizing.step_intervals import AREA, step_loso_check
@@ -203,7 +267,8 @@ def _layout_interval_rows():
     src = df["source_key"].to_numpy(object)
     dtype = df["dtype"].to_numpy(object)
     groups = [("all", dtype == dtype)] + _dtype_groups(dtype)
-    rows = _interval_rows(AREA, check, groups, lambda m: len(set(src[m])))
+    rows = _interval_rows(AREA, check, groups, src)
+    cells += _stand_in_cells(AREA, check, df["generation"], dtype, src)
     from llmsizing.step_intervals import MIN_STACK_COVERAGE, stack_ranges
 
     table, _ = stack_ranges()
@@ -217,7 +282,7 @@ def _layout_interval_rows():
     return rows
 
 
-def _inputs_interval_rows():
+def _inputs_interval_rows(cells):
     """The range of the end-to-end model with the stack and tokens per GPU (llmsizing.mfu_inputs): per GPU
     generation (its stated bounds), and its coverage of every run, per stack family, dtype and kind."""
     from llmsizing.mfu_inputs import AREA
@@ -228,7 +293,8 @@ def _inputs_interval_rows():
     for by in REPORT_BY:
         prefix = "stack:" if by == "stack_family" else ""
         groups += [(f"{prefix}{g}", (per_run[by] == g).to_numpy()) for g in sorted(set(per_run[by]))]
-    return _interval_rows(AREA, check, groups, lambda m: per_run["source_key"][m].nunique(), check.bounds)
+    cells += _stand_in_cells(AREA, check, per_run["generation"], per_run["dtype"], per_run["source_key"])
+    return _interval_rows(AREA, check, groups, per_run["source_key"], check.bounds)
 
 
 def inputs_csv() -> str:
@@ -240,8 +306,20 @@ def inputs_csv() -> str:
 
 
 def intervals_csv() -> str:
+    return _interval_files()[0]
+
+
+def stand_in_csv() -> str:
+    return _interval_files()[1]
+
+
+@cache
+def _interval_files() -> tuple[str, str]:
+    """The text of ``data/intervals.csv`` and of ``data/stand_in_runs.csv`` (the runs each area prices on a
+    stand-in, per generation and dtype)."""
     from llmsizing.finetune_time import finetune_loso_check
 
+    cells = []
     check, df = C.mfu_loso_check()
     src = df["source_key"].to_numpy(object)
     total = (df["kind"] == "pretraining-total").to_numpy()
@@ -250,18 +328,23 @@ def intervals_csv() -> str:
     # (llmsizing.mfu.mfu_estimate's range_note)
     kinds = [g for g, _ in groups if g != "all" or len(check.bounds) == 1]
     groups += _dtype_groups(df["dtype"].to_numpy(object))
-    rows = _interval_rows("training", check, groups, lambda m: len(set(src[m])), kinds)
-    rows += _inputs_interval_rows()
-    rows += _layout_interval_rows()
+    rows = _interval_rows("training", check, groups, src, kinds)
+    cells += _stand_in_cells("training", check, df["generation"], df["dtype"], src)
+    rows += _inputs_interval_rows(cells)
+    rows += _layout_interval_rows(cells)
     ft, ft_rows = finetune_loso_check()
     fsrc = ft_rows["source_key"].to_numpy(object)
     method = ft_rows["method"].to_numpy(object)
-    rows += _interval_rows("fine-tuning", ft, [("all", method == method)], lambda m: len(set(fsrc[m])))
+    rows += _interval_rows("fine-tuning", ft, [("all", method == method)], fsrc)
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(INTERVAL_COLUMNS)
     w.writerows(rows)
-    return out.getvalue()
+    cells_out = io.StringIO()
+    w = csv.writer(cells_out, lineterminator="\n")
+    w.writerow(STAND_IN_COLUMNS)
+    w.writerows(cells)
+    return out.getvalue(), cells_out.getvalue()
 
 
 def main(argv=None) -> int:
@@ -277,7 +360,8 @@ def main(argv=None) -> int:
         return subprocess.call([sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])])
     files = {kernel_path: kernel, ROOT / "data" / "mfu_model.csv": mfu_csv(),
              ROOT / "data" / "mfu_inputs_model.csv": inputs_csv(),
-             ROOT / "data" / "intervals.csv": intervals_csv()}
+             ROOT / "data" / "intervals.csv": intervals_csv(),
+             ROOT / "data" / "stand_in_runs.csv": stand_in_csv()}
     stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     if args.check:
         for p in stale:

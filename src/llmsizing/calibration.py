@@ -521,7 +521,7 @@ def _default_mfu_loso_check(coverage, strata):
 def _mfu_loso_check(runs, coverage, strata):
     import numpy as np
 
-    from .intervals import loso_check
+    from .intervals import keyed_calibration, loso_check
 
     df = _prepared(runs)
     src = df["source_key"].to_numpy(object)
@@ -541,7 +541,7 @@ def _mfu_loso_check(runs, coverage, strata):
         elif strata is not None:
             labels = df[strata].astype(str).to_numpy(object)
         check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, fit_predict, coverage=coverage,
-                           strata=labels)
+                           strata=labels, calibrated=keyed_calibration(cols.keys, cols.calibration))
     except ValueError as e:
         msg = str(e)
         raise ValueError(msg if msg.startswith("runs") else f"runs: {msg}") from None

@@ -28,6 +28,11 @@ published rows predicts ``log y``; its range is stated at a nominal coverage (80
    ``j`` out (its fit saw ``k``), which is said in the method.
 4. **Width where the data differ** (``strata``): a stratum (e.g. BF16 against FP8) gets bounds of its own
    when it has enough units for finite ones (:func:`min_units`: 9 at 80%); otherwise the pooled bounds apply.
+5. **Calibrated rows only** (``calibrated``): a row whose fit has nothing of its own to go on (a GPU
+   generation and dtype with no calibration run among the other sources: a stand-in efficiency or intercept)
+   is not a draw of the calibrated model's error. Such a row, decided per fold, sets no bound (neither the
+   stated ones nor a nested fold's); it is still checked against the interval computed without its source,
+   and ``LosoCheck.calibrated`` marks it so that its coverage is reported apart (issue 34).
 
 Plain functions on arrays; the areas' fits live in :mod:`llmsizing.calibration`,
 :mod:`llmsizing.finetune_time` and the serving modules, and ``tools/calibrate.py`` writes the measured table
@@ -260,18 +265,29 @@ class LosoCheck:
     coverage: float
     nested: bool
     unit: str = "source"
+    #: Per row: whether the fit without the row's source calibrates it (step 5); ``None``: every row.
+    calibrated: object = None
+
+    @property
+    def calibrated_rows(self):
+        """``calibrated`` as a boolean array (all True when the check was given no rule)."""
+        import numpy as np
+
+        return np.ones(len(self.residuals), bool) if self.calibrated is None else self.calibrated
 
     @property
     def measured_coverage(self) -> float:
-        """The share of rows inside the interval computed without their source."""
-        return float(self.inside.mean())
+        """The share of rows inside the interval computed without their source (the calibrated rows: a row
+        priced on a stand-in is counted apart, module docstring step 5)."""
+        return float(self.inside[self.calibrated_rows].mean())
 
     @property
     def median_width(self) -> float:
-        """The median over rows of ``high / low`` of those intervals."""
+        """The median over the calibrated rows of ``high / low`` of those intervals."""
         import numpy as np
 
-        return float(np.exp(np.median(self.high_log - self.low_log)))
+        cal = self.calibrated_rows
+        return float(np.exp(np.median(self.high_log[cal] - self.low_log[cal])))
 
     def stated(self, stratum=None) -> tuple[float, float]:
         """The stated ``(low, high)`` factors for ``stratum`` (the pooled ones if it has none of its own)."""
@@ -286,17 +302,52 @@ def copied_check(check: LosoCheck) -> LosoCheck:
 
     import numpy as np
 
-    return dataclasses.replace(check, **{k: np.array(getattr(check, k), copy=True)
-                                         for k in ("residuals", "low_log", "high_log", "inside")},
+    keys = ("residuals", "low_log", "high_log", "inside") + (("calibrated",) * (check.calibrated is not None))
+    return dataclasses.replace(check, **{k: np.array(getattr(check, k), copy=True) for k in keys},
                                bounds=dict(check.bounds))
 
 
+def keyed_calibration(keys, fits):
+    """A ``calibrated(train, test)`` rule for :func:`loso_check` (module docstring, step 5): a test row is
+    calibrated when a row of ``train`` where ``fits`` is true has its key (``keys``: one per row, e.g. its
+    (GPU generation, dtype); ``fits``: the rows a fit learns its keys from, e.g. the calibration runs).
+    Returns one True/False per test row, in order."""
+    import numpy as np
+
+    keys = list(keys)
+    fits = np.asarray(fits, dtype=bool)
+    if fits.shape != (len(keys),):
+        raise ValueError(f"fits must be one True/False per key ({len(keys)}), got shape {fits.shape}")
+
+    def calibrated(train, test):
+        known = {keys[i] for i in np.flatnonzero(np.asarray(train, bool) & fits)}
+        return np.array([keys[i] in known for i in np.flatnonzero(test)], dtype=bool)
+
+    return calibrated
+
+
+def _calibrated_of(calibrated, train, test):
+    import numpy as np
+
+    n = int(np.sum(test))
+    if calibrated is None:
+        return np.ones(n, bool)
+    out = np.asarray(calibrated(train, test), dtype=bool).ravel()
+    if len(out) != n:
+        raise ValueError(f"calibrated returned {len(out)} flags for {n} test rows")
+    return out
+
+
 def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAGE, strata=None,
-               nested: bool = True, unit: str = "source", score: str = "tails") -> LosoCheck:
-    """Leave-one-source-out conformal intervals and their measured coverage (module docstring, steps 1-4).
+               nested: bool = True, unit: str = "source", score: str = "tails",
+               calibrated=None) -> LosoCheck:
+    """Leave-one-source-out conformal intervals and their measured coverage (module docstring, steps 1-5).
     ``fit_predict(train, test)`` as in :func:`loso_residuals`; ``strata`` an optional label per row; ``unit``
     what :func:`conformal_bounds` weighs alike (:data:`UNITS`), ``score`` how it scores a residual
-    (:data:`SCORES`). Nested (the default) refits ``S + S (S - 1)`` times and needs three sources or more."""
+    (:data:`SCORES`); ``calibrated(train, test)`` (e.g. :func:`keyed_calibration`; ``None``: every row) one
+    True/False per test row, False where the fit on ``train`` has no calibration of its own for the row: such
+    a row sets no bound (step 5). Nested (the default) refits ``S + S (S - 1)`` times and needs three sources
+    or more."""
     import numpy as np
 
     coverage = _check_coverage(coverage)
@@ -314,23 +365,30 @@ def loso_check(log_y, sources, fit_predict, *, coverage: float = NOMINAL_COVERAG
     if score not in SCORES:
         raise ValueError(f"score must be one of {', '.join(SCORES)}; got {score!r}")
     res = loso_residuals(y, src, fit_predict)
-    pooled, per = _bounds(res, src, st, coverage, unit, score)
+    cal = np.ones(len(y), bool)
+    for k in keys:
+        cal[src == k] = _calibrated_of(calibrated, src != k, src == k)
+    pooled, per = _bounds(res[cal], src[cal], None if st is None else st[cal], coverage, unit, score)
     lo_log, hi_log = np.empty(len(y)), np.empty(len(y))
     for k in keys:
         test, rest = src == k, src != k
+        inner_cal = cal.copy()
         if nested:
             inner = np.full(len(y), np.nan)
             for j in keys:
                 if j != k:
                     mine = src == j
                     inner[mine] = y[mine] - _predictions(fit_predict, rest & ~mine, mine)
+                    inner_cal[mine] = _calibrated_of(calibrated, rest & ~mine, mine)
         else:
             inner = res
-        p, s = _bounds(inner[rest], src[rest], None if st is None else st[rest], coverage, unit, score)
+        use = rest & inner_cal
+        p, s = _bounds(inner[use], src[use], None if st is None else st[use], coverage, unit, score)
         for i in np.flatnonzero(test):
             lo_log[i], hi_log[i] = s.get(st[i], p) if st is not None else p
     inside = (res >= lo_log - 1e-12) & (res <= hi_log + 1e-12)
-    return LosoCheck(res, lo_log, hi_log, inside, {None: pooled, **per}, coverage, nested, unit)
+    return LosoCheck(res, lo_log, hi_log, inside, {None: pooled, **per}, coverage, nested, unit,
+                     None if calibrated is None else cal)
 
 
 def intervals_table():

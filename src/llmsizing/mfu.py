@@ -275,8 +275,9 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     (``whole_run=True``: restarts, evaluation, stragglers). The range is an 80% prediction interval: the
     conformal bounds of the residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose
     coverage of sources the fit never saw is measured and stored in ``data/intervals.csv`` and stated with the
-    estimate (``range_note``): for an FP8 recipe the FP8 runs' own coverage, which falls short of the steady
-    states' (few runs, few sources; chapter 10); for a generation with no run, that none was among them.
+    estimate (``range_note``): for an FP8 recipe the FP8 runs' own coverage (chapter 10); for a generation
+    and dtype with no calibration run, that no calibrated range applies and where its published runs sit
+    (:func:`~llmsizing.mfu_inputs.estimate_note`).
 
     A GPU generation with no published run (the fit's median intercept is used), a model size, sequence length
     or GPU count outside those of the generation's runs each add a warning. ``dtype`` defaults to the
@@ -301,8 +302,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     generation (:mod:`llmsizing.mfu_inputs`, issue 34; chapter 10). Without ``tokens_per_step`` (the
     default) the model above and its pooled range."""
     from .hardware import kernel_efficiency_row
-    from .intervals import coverage_note
-    from .mfu_inputs import AREA, inputs_log_mfu, inputs_of
+    from .mfu_inputs import AREA, estimate_note, inputs_log_mfu, inputs_of
 
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
@@ -331,8 +331,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
         lo, hi = _range_columns(whole_run)
         row[lo] = min(r[lo] for r in table.values())
         row[hi] = max(r[hi] for r in table.values())
-        warnings.append(f"no published {key_dtype} run on a {g.name} ({generation}): the median generation's "
-                        "MFU and the widest range of any generation are used")
+        warnings.append(f"no published {key_dtype} run calibrates a {g.name} ({generation}): the median "
+                        "generation's MFU and the widest range of any generation are used")
     else:
         n = size
         if not row["min_params"] / 2 <= n <= row["max_params"] * 2:
@@ -366,8 +366,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     else:
         group, runs = (generation, f"{generation} runs") if known else ("all", "published runs")
     return MfuEstimate(central, central * low, min(1.0, central * high), generation, tuple(warnings),
-                       coverage_note("training" if inputs is None else AREA, group, runs)
-                       + ("" if (generation, key_dtype) in table else f"; no {generation} run among them"))
+                       estimate_note("training" if inputs is None else AREA, group, runs, generation,
+                                     key_dtype, (generation, key_dtype) in table))
 
 
 def _rerun_layers(model: Model, recompute: str, recompute_layers, parallel) -> int:

@@ -97,3 +97,63 @@ def inputs_of(framework, tokens_per_step, n_gpus, warnings: list):
     if n_gpus is None:
         raise ValueError("tokens_per_step= needs n_gpus= (the model reads tokens per GPU per step)")
     return family, float(tokens_per_step) / n_gpus
+
+
+@cache
+def no_run_note(generation: str, dtype: str) -> str:
+    """``"; no cdna3 16-bit run among them"`` when ``data/published_runs.csv`` has no run (calibration or held
+    out) of ``generation`` in ``dtype`` (``"fp8"``, else 16-bit: blank, bf16 and fp16 count alike, as the fits
+    read them), else ``""``: the end of :func:`~llmsizing.mfu.mfu_estimate`'s ``range_note``, which states a
+    coverage measured on other generations' runs. A generation can have runs and no fitted row of its own
+    (issue 34 added held-out FP8 runs on MI300X and B200), so the runs are read, not the fit."""
+    import csv
+
+    from .hardware import kernel_efficiency_row
+
+    key = "fp8" if dtype == "fp8" else "bf16"
+    with open(INPUTS_MODEL_CSV.parent / "published_runs.csv", newline="") as fh:
+        seen = {kernel_efficiency_row(r["gpu"], d).generation
+                for r in csv.DictReader(fh) if (d := "fp8" if r["dtype"] == "fp8" else "bf16") == key}
+    words = "FP8" if key == "fp8" else "16-bit"
+    return "" if generation in seen else f"; no {generation} {words} run among them"
+
+
+@cache
+def _stand_in_cells() -> dict:
+    import csv
+
+    with open(INPUTS_MODEL_CSV.parent / "stand_in_runs.csv", newline="") as fh:
+        return {(r["area"], r["generation"], r["dtype"]): r for r in csv.DictReader(fh)}
+
+
+def stand_in_note(area: str, generation: str, dtype: str) -> str:
+    """What an estimate of ``area`` (``"training"``, ``"training-inputs"``, ``"training-layout"``) on a GPU
+    ``generation`` and ``dtype`` with no calibration run (a stand-in efficiency or intercept) can say of its
+    range: that no calibrated range applies, and where the published runs of that cell sit against the area's
+    prediction (``data/stand_in_runs.csv``, out of source, written by ``tools/calibrate.py``): e.g. ``"no
+    calibrated range applies: no cdna3 FP8 run calibrates it; the 2 published cdna3 FP8 runs (1 source) sit
+    at 0.53-0.55 of this estimate, 0 of them inside the calibrated range"``, or that none is published."""
+    key = "fp8" if dtype in ("fp8", "fp4") else "bf16"
+    words = "FP8" if key == "fp8" else "16-bit"
+    note = f"no calibrated range applies: no {generation} {words} run calibrates it"
+    cell = _stand_in_cells().get((area, generation, key))
+    if cell is None:
+        return note + f"; no {generation} {words} run is published"
+    n = int(cell["n_rows"])
+    k = cell["n_sources"]
+    return (note + f"; the {n} published {generation} {words} run{'s' * (n != 1)} ({k} source"
+            f"{'s' * (k != '1')}) sit at {float(cell['min_ratio']):.2f}-{float(cell['max_ratio']):.2f} of "
+            f"this estimate, {cell['inside']} of them inside the calibrated range")
+
+
+def estimate_note(area: str, group: str, runs: str, generation: str, dtype: str, calibrated: bool) -> str:
+    """:func:`~llmsizing.mfu.mfu_estimate`'s ``range_note``: the measured coverage of ``data/intervals.csv``'s
+    row ``(area, group)`` (:func:`~llmsizing.intervals.coverage_note`, ``runs`` naming its runs) for a
+    ``calibrated`` generation and dtype; otherwise :func:`stand_in_note` first, then that coverage as the
+    calibrated cells' (the band the estimate borrows), issue 34."""
+    from .intervals import coverage_note
+
+    note = coverage_note(area, group, runs)
+    if calibrated:
+        return note + no_run_note(generation, dtype)
+    return f"{stand_in_note(area, generation, dtype)} (the band shown is the calibrated cells': {note})"

@@ -133,7 +133,7 @@ def _candidate_check(name, score, coverage):
     import numpy as np
 
     from . import calibration as C
-    from .intervals import loso_check
+    from .intervals import keyed_calibration, loso_check
 
     df = C._prepared(None)
     cols = C._FitColumns(df)
@@ -144,7 +144,7 @@ def _candidate_check(name, score, coverage):
     fit_predict = _extra_predictor(cols, extra)
     labels = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state")
     check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, fit_predict, coverage=coverage,
-                       strata=labels, score=score)
+                       strata=labels, score=score, calibrated=keyed_calibration(cols.keys, cols.calibration))
     return check, df
 
 
@@ -259,9 +259,10 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
     sources alone (the bounds of their out-of-source residuals, each fit also without ``k``; strata as the
     production range) and the subset with the narrowest median width is kept; ``k``'s runs are then predicted
     with it and checked against its bounds. Returns ``(coverage, median_width, chosen, per_run)``: the
-    measured coverage and median width over all runs, ``{source: chosen subset}`` and per run its source,
-    generation, dtype, kind, stack family, ``inside`` and ``width`` (where the coverage falls short: a group's
-    share inside can be far from the whole's). This is the honest figure for a
+    measured coverage and median width over the runs calibrated in their fold (as
+    :class:`~llmsizing.intervals.LosoCheck` counts them), ``{source: chosen subset}`` and per run its source,
+    generation, dtype, kind, stack family, ``inside``, ``width`` and ``calibrated`` (where the coverage falls
+    short: a group's share inside can be far from the whole's). This is the honest figure for a
     range whose terms were picked by looking at these runs: :func:`candidate_table` checks each candidate as
     if it had been fixed in advance."""
     import itertools
@@ -271,7 +272,7 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
     import pandas as pd
 
     from . import calibration as C
-    from .intervals import SCORES, _bounds, _check_coverage
+    from .intervals import SCORES, _bounds, _check_coverage, keyed_calibration
 
     names = list(TERM_GROUPS) if groups is None else list(groups)
     unknown = [g for g in names if g not in TERM_GROUPS]
@@ -287,8 +288,15 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
     subsets = [s for r in range(len(names) + 1) for s in itertools.combinations(names, r)]
     fits = {sub: _subset_residuals(sub) for sub in subsets}
     lo, hi, res, chosen = np.empty(len(src)), np.empty(len(src)), np.empty(len(src)), {}
+    # a run on a (generation, dtype) its fold has no calibration run of sets no bound (intervals, step 5)
+    cols = C._FitColumns(df)
+    calibrated, cal = keyed_calibration(cols.keys, cols.calibration), np.ones(len(src), bool)
     for k in keys:
-        test, rest = src == k, src != k
+        test, rest = src == k, src != k           # (rest: the rows that set k's bounds)
+        cal[test] = calibrated(rest, test)
+        for j in keys:
+            if j != k:
+                rest[src == j] &= calibrated((src != k) & (src != j), src == j)
         best = None
         for sub in subsets:
             pooled, per = _bounds(fits[sub][1][k][rest], src[rest], st[rest], coverage, "source", score)
@@ -303,8 +311,9 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
     inside = (res >= lo - 1e-12) & (res <= hi + 1e-12)
     per_run = pd.DataFrame({"source_key": src, "generation": df["generation"].to_numpy(object),
                             "dtype": df["dtype"].to_numpy(object), "kind": st,
-                            "stack_family": _columns_family(df), "inside": inside, "width": np.exp(hi - lo)})
-    return float(inside.mean()), math.exp(float(np.median(hi - lo))), chosen, per_run
+                            "stack_family": _columns_family(df), "inside": inside, "width": np.exp(hi - lo),
+                            "calibrated": cal})
+    return float(inside[cal].mean()), math.exp(float(np.median((hi - lo)[cal]))), chosen, per_run
 
 
 #: Issue 34's pre-registered procedures (ranges34p, written before they were run): the extra terms, the
@@ -338,7 +347,7 @@ def _registered_check(name, coverage):
     import pandas as pd
 
     from . import calibration as C
-    from .intervals import loso_check
+    from .intervals import keyed_calibration, loso_check
 
     terms, score, strata = REGISTERED[name]
     df = C._prepared(None)
@@ -346,25 +355,30 @@ def _registered_check(name, coverage):
     extra = np.column_stack([columns[t] for t in terms])
     src = df["source_key"].to_numpy(object)
     labels = df[strata].astype(str).to_numpy(object)
-    predict = _extra_predictor(C._FitColumns(df), extra)
+    cols = C._FitColumns(df)
+    predict = _extra_predictor(cols, extra)
+    # a run whose generation and dtype no other source calibrates sets no bound (intervals, step 5)
     check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, predict, coverage=coverage,
-                       strata=labels, score=score)
+                       strata=labels, score=score, calibrated=keyed_calibration(cols.keys, cols.calibration))
     kind = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state")
     per_run = pd.DataFrame({"source_key": src, "generation": df["generation"].to_numpy(object),
                             "dtype": df["dtype"].to_numpy(object), "kind": kind,
                             "stack_family": _columns_family(df), "inside": check.inside,
+                            "calibrated": check.calibrated_rows,
                             "width": np.exp(check.high_log - check.low_log)})
     return check, per_run
 
 
 def registered_table(name: str = "registered"):
     """Coverage and median width of :func:`registered_check` ``name`` overall and per group of
-    :data:`REPORT_BY`: one row per (by, group) with ``runs`` and ``sources``, and ``meets`` (coverage at least
+    :data:`REPORT_BY`, over the runs calibrated in their fold: one row per (by, group) with ``runs`` and
+    ``sources``, and ``meets`` (coverage at least
     :data:`MIN_COVERAGE`; the overall row also median width at most :data:`MAX_WIDTH`)."""
     import numpy as np
     import pandas as pd
 
     _, per_run = registered_check(name)
+    per_run = per_run[per_run["calibrated"]]        # (the stand-in runs are counted apart: intervals, step 5)
     rows = [("all", "all", per_run)] + [(by, g, part) for by in REPORT_BY for g, part in per_run.groupby(by)]
     out = [{"by": by, "group": g, "coverage": float(p["inside"].mean()),
             "median_width": float(np.median(p["width"])), "runs": len(p),

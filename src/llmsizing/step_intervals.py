@@ -15,6 +15,10 @@ reproduce each calibration run's published MFU (:func:`~llmsizing.calibration.ru
    (held-out and context-parallel runs included); ``log(published / predicted)`` is out of source.
 3. :func:`~llmsizing.intervals.loso_check` (nested, each source weighing the same) states the 80% bounds and
    measures their coverage: each source's runs against the interval computed without that source.
+4. A run whose (generation, dtype) takes a stand-in in its fold (step 1: no calibration run of that
+   generation and dtype among the other sources) is priced on an uncalibrated efficiency: it sets no bound,
+   in no fold, and its coverage by the calibrated range is reported apart (group ``stand-in`` of
+   ``data/intervals.csv``; :func:`~llmsizing.intervals.loso_check`, step 5). Decided per fold from the data.
 
 **The stack** (``by_stack=True``): the software stack that ran a run explains part of its residual (issue 34):
 Megatron's engine beats the step model, PyTorch FSDP stacks fall short of it. Each run's family is
@@ -207,7 +211,7 @@ def _step_loso_check(runs, coverage, strata, by_stack):
     import numpy as np
 
     from .frameworks import stack_family
-    from .intervals import loso_check
+    from .intervals import keyed_calibration, loso_check
 
     df = layout_runs(runs)
     df["stack_family"] = [stack_family(f, lenient=True) for f in df.get("framework", [None] * len(df))]
@@ -233,9 +237,12 @@ def _step_loso_check(runs, coverage, strata, by_stack):
         return [log_mfu(i, eff[keys[i]]) + stack_location(loc, fam[i], gen[i]) for i in np.flatnonzero(test)]
 
     labels = None if strata is None else df[strata].astype(str).to_numpy(object)
+    # a run whose (generation, dtype) has no fitted efficiency among the other sources is priced on a
+    # stand-in: it sets no bound (module docstring, step 4)
+    calibrated = keyed_calibration(cols.keys, cols.fits & cols.grouped)
     try:
         check = loso_check(np.log(df["implied_mfu"].to_numpy(float)), src, fit_predict, coverage=coverage,
-                           strata=labels)
+                           strata=labels, calibrated=calibrated)
     except ValueError as e:
         msg = str(e)
         raise ValueError(msg if msg.startswith("runs") else f"runs: {msg}") from None
@@ -267,9 +274,10 @@ def stack_ranges(runs=None, *, coverage: float = 0.8):
     pooled one), the stated
     ``low``/``high`` factors on the step model's MFU (the location of the family, or of the cell, fitted on
     every source times the pooled stack-centred bounds; ``"unknown"``: the plain pooled bounds; ``"all"``:
-    none), ``n_rows`` and ``n_sources``. ``per_run``: :func:`step_loso_check`'s runs with ``ratio``
-    (published / predicted, stack-centred for a known family), ``low``/``high`` (that row's held-out
-    bounds as ratios) and ``inside``."""
+    none), ``n_rows`` and ``n_sources``, over the runs calibrated in their fold (module docstring, step 4).
+    ``per_run``: :func:`step_loso_check`'s runs with ``ratio`` (published / predicted, stack-centred for a
+    known family), ``low``/``high`` (that row's held-out bounds as ratios), ``inside`` and
+    ``calibrated``."""
     import math
 
     import numpy as np
@@ -284,13 +292,15 @@ def stack_ranges(runs=None, *, coverage: float = 0.8):
     unk = (df["stack_family"] == "unknown").to_numpy()
     pick = {k: np.where(unk, getattr(plain, k), getattr(stacked, k))
             for k in ("residuals", "low_log", "high_log", "inside")}
+    cal = plain.calibrated_rows
     per = df.assign(ratio=np.exp(pick["residuals"]), low=np.exp(pick["low_log"]),
-                    high=np.exp(pick["high_log"]), inside=pick["inside"])
+                    high=np.exp(pick["high_log"]), inside=pick["inside"], calibrated=cal)
     fam, gen = df["stack_family"].to_numpy(object), df["generation"].to_numpy(object)
-    groups = [("all", np.ones(len(df), bool), None)]
+    # the groups count calibrated runs only (a run priced on a stand-in is reported apart: module docstring)
+    groups = [("all", cal, None)]
     for f in STACK_FAMILIES:
-        groups.append((f, fam == f, loc.get(f)))
-        groups += [(f"{f}:{k[1]}", (fam == f) & (gen == k[1]), v) for k, v in loc.items()
+        groups.append((f, cal & (fam == f), loc.get(f)))
+        groups += [(f"{f}:{k[1]}", cal & (fam == f) & (gen == k[1]), v) for k, v in loc.items()
                    if isinstance(k, tuple) and k[0] == f]
     lo, hi = stacked.bounds[None]
     out = []
