@@ -157,3 +157,19 @@ def estimate_note(area: str, group: str, runs: str, generation: str, dtype: str,
     if calibrated:
         return note + no_run_note(generation, dtype)
     return f"{stand_in_note(area, generation, dtype)} (the band shown is the calibrated cells': {note})"
+
+
+def layout_range_note(gpu, dtype: str = "bf16") -> str:
+    """What the range of an MFU from a layout (:func:`~llmsizing.mfu.layout_range_factors`) can claim on
+    ``gpu`` in ``dtype``: ``""`` where the step model's kernel efficiency of that GPU generation and dtype is
+    fitted on published runs (``data/kernel_efficiency.csv``, ``runs``), else :func:`stand_in_note` for the
+    area ``training-layout`` and that the band shown is the calibrated cells' (issue 34: e.g. the B200 and
+    MI300X in FP8, whose published runs sit well below the stand-in's prediction). :func:`~llmsizing.planner.
+    plan` puts it in its frame's ``attrs["range_notes"]``; chapters 10 and 12."""
+    from .hardware import kernel_efficiency_row
+
+    row = kernel_efficiency_row(gpu, dtype)
+    if row.runs:
+        return ""
+    note = stand_in_note("training-layout", row.generation, dtype)
+    return f"{note} (the band shown is the calibrated cells')"

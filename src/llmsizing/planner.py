@@ -25,7 +25,9 @@ days and cost. It adds no formula of its own:
 * days and cost follow from the step time as in :func:`~llmsizing.time_cost.training_time`, and carry the
   80% range of an MFU predicted from a layout, measured by leaving one source out
   (:func:`~llmsizing.mfu.layout_range_factors`; the frame's ``attrs["range_area"]`` names its area of
-  ``data/intervals.csv``, ``attrs["range_rows"]`` its row per GPU and ``attrs["stack"]`` the stack family).
+  ``data/intervals.csv``, ``attrs["range_rows"]`` its row per GPU and ``attrs["stack"]`` the stack family;
+  ``attrs["range_notes"]``, per GPU whose kernel efficiency is a stand-in, that no calibrated range applies,
+  :func:`~llmsizing.mfu_inputs.layout_range_note`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _
                            _total_bytes, pipeline_degrees, pipeline_split)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors, layout_range_group
+from .mfu_inputs import layout_range_note
 
 #: Columns of :func:`plan`'s DataFrame, in order. ``virtual_stages``: the interleaved model chunks per
 #: pipeline stage (1: plain 1F1B; issue 34). With ``deadline_days`` a last column, ``meets_deadline``
@@ -550,6 +553,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     out.attrs["range_area"] = LAYOUT_RANGE_AREA
     out.attrs["stack"] = stack_fam                      # the stack named (its range where it states one)
     out.attrs["range_rows"] = range_rows
+    notes = {g.name: layout_range_note(g, dtype) for g in gpu_list}   # a stand-in kernel efficiency: say so
+    out.attrs["range_notes"] = {name: note for name, note in notes.items() if note}
     return out
 
 
