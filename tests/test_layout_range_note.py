@@ -42,3 +42,16 @@ def test_plan_carries_the_note_per_gpu():
     plans = plan("llama-3-8b", tokens=1e10, gpus=("H100 SXM", "B200"), seq=4096, global_batch=256, max_gpus=16)
     assert set(plans.attrs["range_notes"]) == {"B200"}
     assert plans.attrs["range_notes"]["B200"] == layout_range_note("B200", "bf16")
+
+
+def test_the_cli_prints_the_note():
+    from llmsizing.cli import main
+
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        main(["plan", "llama-3-8b", "--gpu", "B200", "--max-gpus", "16", "--top", "1", "--tokens", "1e10",
+              "--seq", "4096", "--global-batch", "256"])
+    assert "on the B200: no calibrated range applies" in buf.getvalue()

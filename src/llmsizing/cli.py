@@ -325,8 +325,9 @@ def cmd_plan(args) -> None:
     out = plan_table(df, _model(args.model, moe=True).layers)
     which = "plans" if args.all else "plans on the time-vs-cost front"
     rule = df.attrs.get("deadline_rule")
+    notes = "".join(f"; on the {g}: {n}" for g, n in df.attrs.get("range_notes", {}).items())  # stand-ins
     _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')})"
-          + ("" if rule is None else f"; deadline kept by the {rule}") + ":")
+          + ("" if rule is None else f"; deadline kept by the {rule}") + notes + ":")
 
 
 def _command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
