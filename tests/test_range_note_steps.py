@@ -1,6 +1,6 @@
-"""Issue 34 (honest ranges), the step model and the widgets: a step (:func:`llmsizing.layouts.step_time`), a run
-priced from it (:func:`llmsizing.runs.run_from_step`) and the planner widgets of chapters 12 and 17 say, on a GPU
-whose step-model kernel efficiency is a stand-in (``runs`` blank in data/kernel_efficiency.csv), that no
+"""Issue 34 (honest ranges), the step model and the widgets: a step (:func:`llmsizing.layouts.step_time`), a
+run priced from it (:func:`llmsizing.runs.run_from_step`) and the planner widgets of chapters 12 and 17 say, on
+a GPU whose step-model kernel efficiency is a stand-in (``runs`` blank in data/kernel_efficiency.csv), that no
 calibrated range applies, and not on a calibrated cell. The expected words are built from the data files
 (kernel_efficiency.csv's cells and GPUs, stand_in_runs.csv's published ratios), not copied from the output."""
 
@@ -34,7 +34,8 @@ def _stand_in_words(gpu: str, dtype: str) -> list[str]:
     gen = _generation(gpu)
     assert not _cells()[gen, dtype][0], f"{gpu} {dtype} is calibrated in data/kernel_efficiency.csv"
     words = "FP8" if dtype == "fp8" else "16-bit"
-    out = ["no calibrated range applies", f"no {gen} {words} run calibrates it", "the band shown is the calibrated"]
+    out = ["no calibrated range applies", f"no {gen} {words} run calibrates it",
+           "the band shown is the calibrated"]
     with open(DATA / "stand_in_runs.csv", newline="") as fh:
         cell = [r for r in csv.DictReader(fh) if (r["area"], r["generation"], r["dtype"]) ==
                 ("training-layout", gen, dtype)]

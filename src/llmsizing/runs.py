@@ -56,8 +56,9 @@ class StepRun:
     (:attr:`~llmsizing.layouts.StepTime.step_s`), ``extra_s`` what is added per step (offload), ``steps`` the
     number of optimizer steps, and ``time`` the :class:`~llmsizing.time_cost.TrainingTime` at the MFU the step
     implies (``time.mfu``), with the range of an MFU predicted from a layout; ``range_area`` names that
-    range's area in ``data/intervals.csv``, and ``range_note`` is ``""`` where that range is calibrated, else
-    that no calibrated range applies on the GPU and dtype (:func:`~llmsizing.mfu_inputs.layout_range_note`)."""
+    range's area in ``data/intervals.csv``, and ``range_note`` is ``""`` where that range is calibrated,
+    else that no calibrated range applies on the GPU and dtype
+    (:func:`~llmsizing.mfu_inputs.layout_range_note`)."""
 
     step_s: float
     extra_s: float
