@@ -1,8 +1,9 @@
 """Issue 34 (honest ranges), the step model and the widgets: a step (:func:`llmsizing.layouts.step_time`),
 a run priced from it (:func:`llmsizing.runs.run_from_step`) and the planner widgets of chapters 12 and 17
-say, on a GPU whose step-model kernel efficiency is a stand-in (``runs`` blank in data/kernel_efficiency.csv),
-that no calibrated range applies, and not on a calibrated cell. The expected words are built from the data files
-(kernel_efficiency.csv's cells and GPUs, stand_in_runs.csv's published ratios), not copied from the output."""
+say, on a GPU whose step-model kernel efficiency is a stand-in (``runs`` blank in
+data/kernel_efficiency.csv), that no calibrated range applies, and not on a calibrated cell. The expected
+words are built from the data files (kernel_efficiency.csv's cells and GPUs, stand_in_runs.csv's published
+ratios), not copied from the output."""
 
 import csv
 import html
