@@ -439,6 +439,12 @@ class StepTime:
         return {"compute": self.compute_s, "pipeline bubble": self.bubble_s, **self.comm_by_group_s}
 
 
+@functools.lru_cache(maxsize=256)
+def _range_note(g, dtype: str) -> str:
+    """:func:`~llmsizing.mfu_inputs.layout_range_note` once per (GPU, dtype): :func:`step_time` runs in loops."""
+    return layout_range_note(g, dtype)
+
+
 @takes_job("step")
 def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batch: int, seq: int,
               grad_accum: int = 1, kernel_efficiency: float | None = None, overlap: float | None = None,
@@ -519,7 +525,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
         ep_overlap=ep_overlap, shared_expert_s=sh)
     tokens, rf = batch * seq * m * par.dp, layout_range_factors(g, dtype, framework)
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
-                    dense_tflops(g, dtype) * 1e12, eff, rf, LAYOUT_RANGE_AREA, layout_range_note(g, dtype))
+                    dense_tflops(g, dtype) * 1e12, eff, rf, LAYOUT_RANGE_AREA, _range_note(g, dtype))
 
 
 __getattr__ = _forward(__name__, {"cp_overlap_sweep": "llmsizing.cp_sweep"})
