@@ -441,7 +441,7 @@ class StepTime:
 
 @functools.lru_cache(maxsize=256)
 def _range_note(g, dtype: str) -> str:
-    """:func:`~llmsizing.mfu_inputs.layout_range_note` once per (GPU, dtype): :func:`step_time` runs in loops."""
+    """:func:`~llmsizing.mfu_inputs.layout_range_note` once per (GPU, dtype): step_time runs in loops."""
     return layout_range_note(g, dtype)
 
 
