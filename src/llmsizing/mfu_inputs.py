@@ -126,6 +126,7 @@ def _stand_in_cells() -> dict:
         return {(r["area"], r["generation"], r["dtype"]): r for r in csv.DictReader(fh)}
 
 
+@cache
 def stand_in_note(area: str, generation: str, dtype: str) -> str:
     """What an estimate of ``area`` (``"training"``, ``"training-inputs"``, ``"training-layout"``) on a GPU
     ``generation`` and ``dtype`` with no calibration run (a stand-in efficiency or intercept) can say of its

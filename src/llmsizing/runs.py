@@ -23,6 +23,7 @@ from .layouts import StepTime
 from .model import Model
 from .parallel import check_recompute_layers, recomputed_layers
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
+from .mfu_inputs import layout_range_note
 from .time_cost import TrainingTime, training_time
 
 
@@ -55,7 +56,9 @@ class StepRun:
     (:attr:`~llmsizing.layouts.StepTime.step_s`), ``extra_s`` what is added per step (offload), ``steps`` the
     number of optimizer steps, and ``time`` the :class:`~llmsizing.time_cost.TrainingTime` at the MFU the step
     implies (``time.mfu``), with the range of an MFU predicted from a layout; ``range_area`` names that
-    range's area in ``data/intervals.csv``."""
+    range's area in ``data/intervals.csv``, and ``range_note`` is ``""`` where that range is calibrated,
+    else that no calibrated range applies on the GPU and dtype
+    (:func:`~llmsizing.mfu_inputs.layout_range_note`)."""
 
     step_s: float
     extra_s: float
@@ -63,6 +66,7 @@ class StepRun:
     tokens_per_step: int
     time: TrainingTime
     range_area: str = LAYOUT_RANGE_AREA
+    range_note: str = ""
 
     @property
     def total_step_s(self) -> float:
@@ -120,4 +124,5 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     if n_rc is not None:        # the HFU counts the rerun forward of the recomputed layers only
         rerun = sum(recomputed_layers(model.layers, par, n_rc))
         t = replace(t, hfu=mfu * _partial_flops_per_token(model, seq, rerun, False) / per_token)
-    return StepRun(step.step_s, extra_s, tokens / step.tokens, step.tokens, t)
+    note = step.range_note if step.range_factors else layout_range_note(g, dtype)   # the range's, as above
+    return StepRun(step.step_s, extra_s, tokens / step.tokens, step.tokens, t, range_note=note)

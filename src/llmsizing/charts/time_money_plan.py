@@ -213,11 +213,23 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
              + f" before overlap); MFU {r.mfu:.0%}",
              f"  {r.days:,.1f} days ({r.days_low:,.1f}-{r.days_high:,.1f}), {r.gpu_hours:,.0f} GPU-hours, "
              f"{_usd(r.cost_usd)} ({_usd(r.cost_usd_low)}-{_usd(r.cost_usd_high)})",
+             *_range_note_lines(plans, r, st),
              *([f"assumes: {plans.attrs['assumes']}"] if plans.attrs.get("assumes") else []),
              "the front, cheapest first:"]
     for index, line in groups["front_lines"]:
         lines.append(f"{'>' if index == highlight else ' '}{line}")
     return FixedView(fig, "\n".join(lines))
+
+
+def _range_note_lines(plans, r, st) -> list[str]:
+    """The summary's lines saying, when the chosen plan ``r`` runs on a GPU whose kernel efficiency is a
+    stand-in (no published run of its generation and dtype calibrates it), that no calibrated range applies
+    and the range shown is borrowed (issue 34): the plans' ``attrs["range_notes"]``
+    (:func:`~llmsizing.planner.plan`), else the chosen step's ``range_note``
+    (:func:`~llmsizing.mfu_inputs.layout_range_note`). None on a calibrated cell. Formatting only."""
+    notes = plans.attrs.get("range_notes")
+    note = notes.get(r.gpu, "") if notes is not None else st.range_note
+    return [f"  range on the {r.gpu}: {note}"] if note else []
 
 
 def _deadline_lines(r, deadline_days: float | None, deadline_rule: str | None) -> list[str]:
