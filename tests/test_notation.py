@@ -266,6 +266,11 @@ CLASHES = [
      "k as GPUs per node: k is experts per token (n_local)"),
     (re.compile(r"(?<![A-Za-z\\_{])n(?![A-Za-z_])"), re.compile(r"\$n\$ nodes"),
      "n as nodes: n is GPUs (n_node)"),
+    # round 4 (lead): chapter 14's verdict rule took r (LoRA's rank) and beta (the scaling exponent)
+    (re.compile(r"(?<![A-Za-z\\_{])r(?![A-Za-z_])"), re.compile(r"claimed\W*/|\bratio\b", re.I),
+     "r as a claim's ratio: r is LoRA's rank (r_claim)"),
+    (re.compile(r"\\beta(?!_)"), re.compile(r"\bband\b", re.I),
+     "beta as the band factor: beta is the compute-optimal exponent (beta_band)"),
     (re.compile(r"(?<![A-Za-z\\_{])M(?![A-Za-z_])"),
      re.compile(r"at most \$M(?: = \d+)?\$ nodes|\(k, M, n\)"),
      "M as a node limit: M is a memory in bytes"),
@@ -334,6 +339,8 @@ CLASHED = [
     ("a group with $k$ of its GPUs in a node gets $k$ NICs' worth of bandwidth", "k as GPUs per node"),
     ("With $n$ nodes the network then carries $(n-1)/n$ of it", "n as nodes"),
     ("(DeepSeek-V3, $k = 8$, at most $M = 4$ nodes)", "M as a node limit"),
+    ("Let $r = \\text{claimed} / \\text{library}$, both in the claim's unit", "r as a claim's ratio"),
+    ("holds if $1/\\beta \\le r \\le \\beta$ with the band factor", "beta as the band factor"),
     # round 5 (nota38): chapters 1, 6, 9, 10, 11, 15 and the appendix before session 19's fixes
     ("and $f(n)$ the bytes each GPU sends per byte of the buffer", "f(n) as a collective"),
     ("$$t = \\text{steps}(n)\\,\\alpha + \\frac{f(n)\\,S}{\\text{BW}}$$", "f(n) as a collective"),
