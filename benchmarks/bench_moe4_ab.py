@@ -1,8 +1,10 @@
 """Paired CPU time of chapter 17's widget moving to each mixture of experts, with moe4's change on (``new``:
 ``plan_tables.kept_candidates`` shares one table among the units that keep the same rows,
-``plan_kept_candidates.kept_surviving``) and off in the same process (``base``: a table per (layout, units)
+``plan_kept_candidates.kept_surviving``; ``plan_terms.dp_unit_rows`` reads kept wire factors and
+latency steps) and off in the same process (``base``: a table per (layout, units)
 key, built from the units, kept as before: tests/test_plan_tables.py's ``_direct_candidates`` behind its own
-lru cache), rounds alternating base-new and new-base (as bench_moe_fast_ab). Each round: kept results
+lru cache; and dp_unit_rows' wire_factor and latency_steps asked each time, as
+network's own), rounds alternating base-new and new-base (as bench_moe_fast_ab). Each round: kept results
 cleared (bench_planner.kept), a new widget on a dense model, then each MoE model in turn at the widget's
 defaults (as bench_ch17_models).
 
@@ -31,12 +33,17 @@ import bench_ch17_models  # noqa: E402
 import bench_planner  # noqa: E402
 from test_plan_tables import _direct_candidates  # noqa: E402
 
-from llmsizing import plan_memory, plan_tables  # noqa: E402
+from llmsizing import network, plan_memory, plan_tables, plan_terms  # noqa: E402
 from llmsizing.widgets import long_context_widget  # noqa: E402
 
-NEW = plan_tables.kept_candidates
-BASE = functools.lru_cache(maxsize=plan_tables.CANDIDATES_KEPT)(
+OLD_CANDIDATES = functools.lru_cache(maxsize=plan_tables.CANDIDATES_KEPT)(
     lambda *key: plan_tables._read_only(got) if (got := _direct_candidates(*key)) is not None else None)
+NEW = (plan_tables.kept_candidates, plan_terms._kept_wire_factor, plan_terms._kept_latency_steps)
+BASE = (OLD_CANDIDATES, network.wire_factor, network.latency_steps)
+
+
+def _use(side: tuple) -> None:
+    plan_memory.kept_candidates, plan_terms._kept_wire_factor, plan_terms._kept_latency_steps = side
 
 
 def main() -> None:
@@ -48,16 +55,17 @@ def main() -> None:
     try:
         for r in range(args.rounds):
             for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
-                plan_memory.kept_candidates = NEW if side == "new" else BASE
-                for kept in (*bench_planner.kept(), BASE):
+                _use(NEW)                       # (bench_planner.kept reads the new side's caches)
+                for kept in (*bench_planner.kept(), OLD_CANDIDATES):
                     kept.cache_clear()
+                _use(NEW if side == "new" else BASE)
                 w = long_context_widget("llama-3-8b")
                 for m in models:
                     c0 = time.process_time()
                     w.controls["model"].value = m
                     got[m, side].append(time.process_time() - c0)
     finally:
-        plan_memory.kept_candidates = NEW
+        _use(NEW)
     print(f"{'model':24s} {'base ms':>8s} {'new ms':>7s} {'new/base':>9s}")
     for m in models:
         b, n = got[m, "base"], got[m, "new"]

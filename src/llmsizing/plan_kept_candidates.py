@@ -1,7 +1,7 @@
 """The candidate columns the planner keeps between searches (Part III, "How many GPUs do you need?"; chapter
 17's widget, issue 35), split out of :mod:`llmsizing.plan_tables`, which re-exports these names: a search's
 pair table (:func:`kept_pair_table`) and the candidate columns of the layouts that keep the same rows of it
-(:func:`kept_surviving`).
+(:func:`kept_surviving`, keyed by :class:`SameRows`).
 
 :func:`~llmsizing.plan_candidates._candidates` reads a mixture of experts' ``units`` (each ``cp``'s
 :func:`~llmsizing.moe_layouts.dp_unit`) only through ``dp % unit == 0`` on the pair table's rows of that
@@ -67,22 +67,31 @@ def unit_survivors(cps: tuple, micros: tuple, global_batch: int, units):
                  for ds, u in zip(_dp_values(cps, micros, global_batch), units))
 
 
+class SameRows:
+    """A layout's ``units`` (:func:`kept_surviving`' key), equal to any other units that let the same rows
+    through (their :func:`unit_survivors`, ``survivors``) and hashed as those."""
+
+    __slots__ = ("units", "survivors", "_hash")
+
+    def __init__(self, units: tuple, survivors: tuple):
+        self.units, self.survivors, self._hash = units, survivors, hash(survivors)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SameRows) and self.survivors == other.survivors
+
+
 @functools.lru_cache(maxsize=CANDIDATES_KEPT)
-def kept_surviving(cps: tuple, micros: tuple, global_batch: int, max_gpus, pp: int, tp_pp, survivors,
+def kept_surviving(cps: tuple, micros: tuple, global_batch: int, max_gpus, pp: int, tp_pp, rows,
                    interleaved: bool):
-    """:func:`~llmsizing.plan_tables.kept_candidates`' columns for the layouts whose units let
-    ``survivors`` (:func:`unit_survivors`) through, kept (read-only): :func:`_candidates` on a unit per row
-    that keeps exactly those rows (1 on a row whose ``dp`` survives, ``dp + 1`` on the others: ``dp % (dp +
-    1) = dp > 0``), the same rows as the units themselves keep, so the same columns."""
+    """:func:`~llmsizing.plan_tables.kept_candidates`' columns, kept (read-only) per ``rows``: a
+    :class:`SameRows` (or None for a dense model), so that units that let the same rows through share them.
+    Built from the units of the first to ask, which keep exactly those rows (the ``dp % unit == 0`` of each
+    row is what :func:`unit_survivors` lists), so the columns of any of them."""
     table, cp_at = kept_pair_table(cps, micros, global_batch)
-    unit = None
-    if survivors is not None:
-        dp = table["dp"]
-        ok = np.zeros(len(dp), dtype=bool)
-        for i, kept in enumerate(survivors):
-            if kept:
-                ok |= (cp_at == i) & np.isin(dp, kept)
-        unit = np.where(ok, 1, dp + 1)
+    unit = None if rows is None else np.array(rows.units)[cp_at]
     tp = 1 if tp_pp is None else tp_pp // pp
     got = _candidates(tp, pp, 1, table=table, units=unit, max_gpus=max_gpus, v=2 if interleaved else 1)
     return None if got is None else _read_only(got)

@@ -22,7 +22,7 @@ from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
 from .moe_prefetch import stored_states
 from .plan_candidates import _candidates
 from .plan_kept_candidates import (  # noqa: F401 (re-exported)
-    CANDIDATES_KEPT, _read_only, kept_pair_table, kept_surviving, unit_survivors)
+    CANDIDATES_KEPT, SameRows, _read_only, kept_pair_table, kept_surviving, unit_survivors)
 
 #: The columns of a pair's key: its layout's ``(tp, pp, zero, ep, v)``, then its ``(cp, c)``.
 TP, PP, ZERO, EP, V, CP, C = range(7)
@@ -40,7 +40,8 @@ def kept_candidates(cps: tuple, micros: tuple, global_batch: int, max_gpus, pp: 
     keep the same rows share one table (:func:`~llmsizing.plan_kept_candidates.kept_surviving`, moe4)."""
     survivors = unit_survivors(cps, micros, global_batch, units)
     if survivors is not False:
-        return kept_surviving(cps, micros, global_batch, max_gpus, pp, tp_pp, survivors, interleaved)
+        rows = None if survivors is None else SameRows(units, survivors)
+        return kept_surviving(cps, micros, global_batch, max_gpus, pp, tp_pp, rows, interleaved)
     table, cp_at = kept_pair_table(cps, micros, global_batch)
     unit = np.array(units)[cp_at]
     tp = 1 if tp_pp is None else tp_pp // pp
