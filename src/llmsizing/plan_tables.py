@@ -18,27 +18,14 @@ import functools
 
 import numpy as np
 
-from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
 from .moe_prefetch import stored_states
-from .plan_candidates import _candidates, _pair_table
+from .plan_candidates import _candidates
+from .plan_kept_candidates import (  # noqa: F401 (re-exported)
+    CANDIDATES_KEPT, SameRows, _read_only, kept_pair_table, kept_surviving, unit_survivors)
 
 #: The columns of a pair's key: its layout's ``(tp, pp, zero, ep, v)``, then its ``(cp, c)``.
 TP, PP, ZERO, EP, V, CP, C = range(7)
-
-
-#: How many candidate tables :func:`kept_candidates` keeps.
-CANDIDATES_KEPT = 4096
-
-
-@functools.lru_cache(maxsize=64)
-def kept_pair_table(cps: tuple, micros: tuple, global_batch: int) -> tuple:
-    """:func:`~llmsizing.plan_candidates._pair_table` of a search (its ``cps``, micro-batches and global
-    batch) and each row's index into ``cps``, kept (read-only arrays): it depends on nothing else."""
-    divisors = {b: _divisors(global_batch // b) if global_batch % b == 0 else [] for b in micros}
-    table = _pair_table(cps, divisors, global_batch)
-    cp_at = np.array([cps.index(c) for c in table["cp"].tolist()], dtype=np.int64)
-    return _read_only(table), _read_only(cp_at)
 
 
 @functools.lru_cache(maxsize=CANDIDATES_KEPT)
@@ -49,20 +36,17 @@ def kept_candidates(cps: tuple, micros: tuple, global_batch: int, max_gpus, pp: 
     over ``cps``, None for a dense model) and interleaving or not, in a search of ``cps``, ``micros``,
     ``global_batch`` and ``max_gpus``: all it reads of a layout, so that every layout sharing these shares
     the (read-only) columns. Kept between searches (issue 35, moe17): the candidates depend on neither the
-    model nor its memory, and chapter 17's widget moving its model searches the same ones again."""
+    model nor its memory, and chapter 17's widget moving its model searches the same ones again. Units that
+    keep the same rows share one table (:func:`~llmsizing.plan_kept_candidates.kept_surviving`, moe4)."""
+    survivors = unit_survivors(cps, micros, global_batch, units)
+    if survivors is not False:
+        rows = None if survivors is None else SameRows(units, survivors)
+        return kept_surviving(cps, micros, global_batch, max_gpus, pp, tp_pp, rows, interleaved)
     table, cp_at = kept_pair_table(cps, micros, global_batch)
-    unit = None if units is None else np.array(units)[cp_at]
+    unit = np.array(units)[cp_at]
     tp = 1 if tp_pp is None else tp_pp // pp
     got = _candidates(tp, pp, 1, table=table, units=unit, max_gpus=max_gpus, v=2 if interleaved else 1)
     return None if got is None else _read_only(got)
-
-
-def _read_only(x):
-    """``x`` (an array, or a dict of arrays and tuples) with its arrays made read-only (they are shared)."""
-    for v in x.values() if isinstance(x, dict) else (x,):
-        if isinstance(v, np.ndarray):
-            v.flags.writeable = False
-    return x
 
 
 def pair_keys(parts) -> np.ndarray:

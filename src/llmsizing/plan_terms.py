@@ -12,6 +12,7 @@ ring's hops hide behind the attention core only), so they are the same numbers, 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
@@ -229,23 +230,31 @@ def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: b
     w, g = on_rank * w_b / calls, on_rank * g_b / calls
     base = int(p.max()) + 1
     for zero in set(z.tolist()):
+        live = np.flatnonzero((z == zero) & (n > 1))
+        if not len(live):
+            continue
+        # (the distinct (n, GPUs per domain) and (n, leaving) of the stage's rows: for all its collectives)
+        nz, xz = n[live], x[live]
+        ns, at_n = np.unique(nz * base + p[live], return_inverse=True)
+        nx, at_x = np.unique(2 * nz + xz, return_inverse=True)
+        ns, nx, at_n, at_x = ns.tolist(), nx.tolist(), at_n.reshape(-1), at_x.reshape(-1)
         # the schedule's collectives (name, kind, message, calls): one call of weights (1) or gradients (2)
         for name, kind, probe, _ in dp_schedule(zero, 1.0, 1.0, 2.0, 1, layers=1):
-            live = np.flatnonzero((z == zero) & (n > 1))
-            if not len(live):
-                continue
-            nz, xz = n[live], x[live]
-            ns, at = np.unique(nz * base + p[live], return_inverse=True)         # (n, GPUs per domain)
-            f = np.array([wire_factor(kind, v // base, v % base) for v in ns.tolist()])[at.reshape(-1)]
-            nx, at = np.unique(2 * nz + xz, return_inverse=True)
-            s = np.array([latency_steps(kind, v // 2, bool(v % 2)) for v in nx.tolist()],
-                         dtype=float)[at.reshape(-1)]
+            f = np.array([_kept_wire_factor(kind, v // base, v % base) for v in ns])[at_n]
+            s = np.array([_kept_latency_steps(kind, v // 2, bool(v % 2)) for v in nx], dtype=float)[at_x]
             message = (w if probe == 1.0 else g)[live]
             c = calls[live]
             j = slot_of(name)
             rows[live, 0, j] += c * (f * message)
             rows[live, 1, j] += c * s * 1.0 / c
     return rows
+
+
+#: :func:`~llmsizing.network.wire_factor` and :func:`~llmsizing.network.latency_steps` (functions of their
+#: arguments alone), kept for :func:`dp_unit_rows`' Python ints, bools and kinds: a search asks the same few
+#: dozen (kind, n, GPUs per domain or leaving) once per ZeRO stage, part and collective (issue 35, moe4).
+_kept_wire_factor = functools.lru_cache(maxsize=1024)(wire_factor)
+_kept_latency_steps = functools.lru_cache(maxsize=1024)(latency_steps)
 
 
 def _groups(*columns):
