@@ -21,26 +21,17 @@ granite 3B 89 -> 90 (0.997), OLMoE 102 -> 103 (1.006); all 300 moves 103 -> 101.
 
 from __future__ import annotations
 
-import argparse
 import functools
-import statistics
 import sys
-import time
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import bench_ch17_models  # noqa: E402
-import bench_planner  # noqa: E402
+import ab_rounds  # noqa: E402
 from test_plan_tables import _direct_candidates  # noqa: E402
 
 from llmsizing import network, plan_memory, plan_tables, plan_terms  # noqa: E402
-from llmsizing.widgets import long_context_widget  # noqa: E402
 
 OLD_CANDIDATES = functools.lru_cache(maxsize=plan_tables.CANDIDATES_KEPT)(
     lambda *key: plan_tables._read_only(got) if (got := _direct_candidates(*key)) is not None else None)
@@ -53,32 +44,8 @@ def _use(side: tuple) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=20)
-    args = ap.parse_args()
-    models = bench_ch17_models.moe_models()
-    got = {(m, side): [] for m in models for side in ("base", "new")}
-    try:
-        for r in range(args.rounds):
-            for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
-                _use(NEW)                       # (bench_planner.kept reads the new side's caches)
-                for kept in (*bench_planner.kept(), OLD_CANDIDATES):
-                    kept.cache_clear()
-                _use(NEW if side == "new" else BASE)
-                w = long_context_widget("llama-3-8b")
-                for m in models:
-                    c0 = time.process_time()
-                    w.controls["model"].value = m
-                    got[m, side].append(time.process_time() - c0)
-    finally:
-        _use(NEW)
-    print(f"{'model':24s} {'base ms':>8s} {'new ms':>7s} {'new/base':>9s}")
-    for m in models:
-        b, n = got[m, "base"], got[m, "new"]
-        ratio = statistics.median([y / x for x, y in zip(b, n)])
-        print(f"{m:24s} {statistics.median(b) * 1e3:8.0f} {statistics.median(n) * 1e3:7.0f} {ratio:9.3f}")
-    base, new = ([x for m in models for x in got[m, side]] for side in ("base", "new"))
-    print(f"{'all':24s} {statistics.median(base) * 1e3:8.0f} {statistics.median(new) * 1e3:7.0f}")
+    ab_rounds.run(__doc__.split("\n\n")[0], _use, NEW, BASE, extra_caches=(OLD_CANDIDATES,),
+                  clear_on_new=True)
 
 
 if __name__ == "__main__":

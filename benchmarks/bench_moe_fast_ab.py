@@ -20,25 +20,16 @@ granite 3B 90 -> 84 (0.948), OLMoE 104 -> 98 (0.961); all 300 moves 105 -> 96.
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import bench_ch17_models  # noqa: E402
-import bench_planner  # noqa: E402
+import ab_rounds  # noqa: E402
 from test_moe_fast_checks import _old_check, _old_pareto, _old_rates  # noqa: E402
 
 from llmsizing import kernels, planner  # noqa: E402
-from llmsizing.widgets import long_context_widget  # noqa: E402
 
 NEW = dict(rates=kernels._kept_gemm_efficiencies, check=planner.moe_layout_passes, pareto=planner._pareto)
 BASE = dict(rates=_old_rates, check=_old_check, pareto=_old_pareto)
@@ -51,31 +42,7 @@ def _use(side: dict) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=20)
-    args = ap.parse_args()
-    models = bench_ch17_models.moe_models()
-    got = {(m, side): [] for m in models for side in ("base", "new")}
-    try:
-        for r in range(args.rounds):
-            for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
-                _use(NEW if side == "new" else BASE)
-                for kept in bench_planner.kept():
-                    kept.cache_clear()
-                w = long_context_widget("llama-3-8b")
-                for m in models:
-                    c0 = time.process_time()
-                    w.controls["model"].value = m
-                    got[m, side].append(time.process_time() - c0)
-    finally:
-        _use(NEW)
-    print(f"{'model':24s} {'base ms':>8s} {'new ms':>7s} {'new/base':>9s}")
-    for m in models:
-        b, n = got[m, "base"], got[m, "new"]
-        ratio = statistics.median([y / x for x, y in zip(b, n)])
-        print(f"{m:24s} {statistics.median(b) * 1e3:8.0f} {statistics.median(n) * 1e3:7.0f} {ratio:9.3f}")
-    base, new = ([x for m in models for x in got[m, side]] for side in ("base", "new"))
-    print(f"{'all':24s} {statistics.median(base) * 1e3:8.0f} {statistics.median(new) * 1e3:7.0f}")
+    ab_rounds.run(__doc__.split("\n\n")[0], _use, NEW, BASE)
 
 
 if __name__ == "__main__":

@@ -21,26 +21,17 @@ foreach_temporary_bytes through memory._state_side) are still worked out group b
 
 from __future__ import annotations
 
-import argparse
 import functools
-import statistics
 import sys
-import time
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import bench_ch17_models  # noqa: E402
-import bench_planner  # noqa: E402
+import ab_rounds  # noqa: E402
 from test_moe_prefetch import _reference_stored_states  # noqa: E402
 
 from llmsizing import moe_prefetch, plan_candidates, plan_memory, plan_tables, planner  # noqa: E402
-from llmsizing.widgets import long_context_widget  # noqa: E402
 
 NEW = dict(prefetch=moe_prefetch.prefetch_states, stored=plan_tables.stored_states,
            chunks=plan_candidates.stage_chunk_options)
@@ -55,31 +46,7 @@ def _use(side: dict) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=20)
-    args = ap.parse_args()
-    models = bench_ch17_models.moe_models()
-    got = {(m, side): [] for m in models for side in ("base", "new")}
-    try:
-        for r in range(args.rounds):
-            for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
-                _use(NEW if side == "new" else BASE)
-                for kept in bench_planner.kept():
-                    kept.cache_clear()
-                w = long_context_widget("llama-3-8b")
-                for m in models:
-                    c0 = time.process_time()
-                    w.controls["model"].value = m
-                    got[m, side].append(time.process_time() - c0)
-    finally:
-        _use(NEW)
-    print(f"{'model':24s} {'base ms':>8s} {'new ms':>7s} {'new/base':>9s}")
-    for m in models:
-        b, n = got[m, "base"], got[m, "new"]
-        ratio = statistics.median([y / x for x, y in zip(b, n)])
-        print(f"{m:24s} {statistics.median(b) * 1e3:8.0f} {statistics.median(n) * 1e3:7.0f} {ratio:9.3f}")
-    base, new = ([x for m in models for x in got[m, side]] for side in ("base", "new"))
-    print(f"{'all':24s} {statistics.median(base) * 1e3:8.0f} {statistics.median(new) * 1e3:7.0f}")
+    ab_rounds.run(__doc__.split("\n\n")[0], _use, NEW, BASE)
 
 
 if __name__ == "__main__":
