@@ -5,13 +5,12 @@ columns kept between searches (plan_tables.kept_candidates) or built per search 
 compared exactly. The numbering helper (plan_tables.first_seen) is checked against a dict's setdefault, the
 numbering the loop used, on random tables (the packed int64 key and the wide-table fallback)."""
 
-import re
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from _same_plans import same_plans
 from llmsizing import plan_memory, plan_tables, planner
 from llmsizing.memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
 from llmsizing.plan_candidates import _candidates, _pair_table, state_chunks
@@ -103,15 +102,7 @@ def _searched(reference: bool, **kw):
 
 
 def _same(**kw):
-    try:
-        fast = _searched(False, **kw)
-    except ValueError as exc:                          # (nothing fits, or too many plans: the same refusal)
-        with pytest.raises(ValueError, match=re.escape(str(exc))):
-            _searched(True, **kw)
-        return
-    slow = _searched(True, **kw)
-    pd.testing.assert_frame_equal(fast, slow, check_exact=True)
-    assert fast.attrs.keys() == slow.attrs.keys()
+    same_plans(_searched, **kw)
 
 
 MOE = ("mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v2", "deepseek-v3", "gpt-oss-120b",
