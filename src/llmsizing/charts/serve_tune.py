@@ -309,6 +309,7 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     spare = iter(["#E69F00", "#56B4E9", "0.2", "0.55"])         # the other models, in order of appearance
     lines, seen = [], set()
     tag = df["source"].str.split().str[0].str.split("/").str[-1].str.strip(",")    # "QwenLM/Qwen ..." -> Qwen
+    main = tag.value_counts().idxmax()                          # the source with the most rows (Qwen's)
     for (model, method, gpu, source), sub in df.assign(tag=tag).groupby(["model", "method", "gpu", "tag"],
                                                                           sort=False):
         sub = sub.sort_values(["seq", "batch"])                   # one series per source: no line joins two
@@ -318,7 +319,7 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
             label += f", {gpu}"
         shown = label if label not in seen else "_nolegend_"      # a second source's series: same entry
         seen.add(label)
-        if source != "Qwen":                                      # not Qwen's table: the text says whose
+        if source != main:                                        # not the largest table's: say whose
             label += f" ({source})"
         ax.plot(sub["seq"], sub["predicted_s"], styles[method], color=c, lw=1.2, label=shown,
                 marker="_" if len(sub) == 1 else None, ms=12)   # a one-row series: the model as a tick
