@@ -249,6 +249,28 @@ def test_finetuning_coverage_stored_is_measured():
                                  math.ceil(max(math.exp(hi), 1) * 100) / 100)
 
 
+def test_finetuning_by_source_check_needs_a_tenth_source():
+    """Bounds that weigh sources alike need 9 sources at 80% (the smallest S with 0.9 (S + 1) / S <= 1), and
+    the nested check bounds a held-out source with the others alone: S - 1 of them. With the table's 9
+    sources (counted here by hand) unit="source" refuses, naming the 8 a fold has; from 10 sources it runs,
+    and its coverage is a share of the rows. A unit other than row or source is refused by name."""
+    import pandas as pd
+
+    from llmsizing import finetune_time as ft
+
+    df = pd.read_csv(ROOT / "data" / "finetune_published.csv")
+    n_sources = df.loc[df["known_out"].isna(), "source"].map(lambda s: s.split(" (")[0]).nunique()
+    assert (0.9 * (8 + 1) / 8 <= 1, 0.9 * (9 + 1) / 9 <= 1) == (False, True)
+    if n_sources <= 9:
+        with pytest.raises(ValueError, match=f"come from {n_sources - 1} sources"):
+            ft.finetune_loso_check(unit="source")
+    else:
+        check, rows = ft.finetune_loso_check(unit="source")
+        assert len(check.inside) == len(rows) and 0 < check.inside.mean() <= 1
+    with pytest.raises(ValueError, match="unit must be one of"):
+        ft.finetune_loso_check(unit="sources")
+
+
 def test_the_old_group_minimum_is_retired_with_a_warning():
     from llmsizing import calibration as C
 

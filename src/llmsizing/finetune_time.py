@@ -533,15 +533,15 @@ def _fit_on(rows, refine: bool = False) -> tuple[float, float]:
     return overhead, frac
 
 
-def finetune_loso_check(coverage: float = 0.8):
+def finetune_loso_check(coverage: float = 0.8, unit: str = "row"):
     """The fine-tuning step model checked by leaving one source out (:mod:`llmsizing.intervals`): each
     source's LoRA/QLoRA rows (not ``known_out``) are predicted with the constants refitted on every covered
     row of the other sources; the stated range is the conformal bounds of those log residuals. With three
     sources or more (module docstring) the check is nested: a held-out source is judged by bounds from the
-    other sources' residuals, each of those from a fit that saw neither. Bounds that weigh sources alike need
-    9 sources at 80% (:func:`~llmsizing.intervals.min_units`); rows are weighed alike (``unit="row"``). With
-    two sources it cannot be nested (``nested=False``). ``(check, rows)``; the refits are memoised by their
-    training rows, so the nested check costs ``S (S - 1) / 2 + S`` fits."""
+    other sources' residuals, each of those from a fit that saw neither. Rows weigh alike (``unit="row"``:
+    data/intervals.csv); ``unit="source"`` weighs sources alike, which needs 9 sources in each fold at 80%
+    (:func:`~llmsizing.intervals.min_units`), so 10 in all (else ValueError). Two sources cannot be nested.
+    ``(check, rows)``; refits are memoised by their training rows: ``S (S - 1) / 2 + S`` fits."""
     import numpy as np
 
     from .intervals import loso_check, source_key
@@ -561,7 +561,7 @@ def finetune_loso_check(coverage: float = 0.8):
                 for r in rows[test].itertuples()]
 
     check = loso_check(np.log(rows["s_per_step"].to_numpy(float)), src, fit_predict, coverage=coverage,
-                       nested=len(set(src)) >= 3, unit="row")
+                       nested=len(set(src)) >= 3, unit=unit)
     return check, rows.assign(source_key=src)
 
 
