@@ -119,7 +119,7 @@ def render_collective_time(sweep: str = "gloo, this CPU", collective: str = "all
         what = "the cheaper line at this size"
     else:
         what = "alpha from the small messages, bandwidth from the large" if line == "model line" else \
-            "one line through every size"
+            "through every size"
     lines = [f"{sweep}: {collective} over {n_ranks} ranks, {r['rows']} sizes timed "
              f"({_bytes_text(r['min_size_bytes'])} to {_bytes_text(r['max_size_bytes'])}); {line} ({what}): "
              f"alpha {r['alpha_s'] * 1e6:,.2f} µs a step, bus bandwidth {r['busbw_gbps']:,.2f} GB/s",
