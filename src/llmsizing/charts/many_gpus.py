@@ -21,7 +21,7 @@ from .base import (DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fix
 from .pipeline import _KIND_COLORS, SCHEDULE_PANELS, render_pipeline_schedules  # noqa: F401  (chapter 8)
 from .many_gpus_measure import (COLLECTIVE_TIME_DEFAULT, COLLECTIVE_TIME_SIZES,  # noqa: F401  (chapter 9)
                                 render_collective_time)
-from .many_gpus_measure import _bytes_text, _time_text  # noqa: F401
+from .many_gpus_measure import _bytes_text, _size_axis, _time_text  # noqa: F401
 
 
 # =========================================================================== chapter 6: hardware
