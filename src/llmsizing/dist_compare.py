@@ -16,6 +16,12 @@ algorithms differ, so what is measured is the *calls and buffers* a framework is
 are what those calls would cost on a ring. A broadcast of ``S`` bytes is charged ``(n - 1) / n x S`` per GPU:
 a pipelined ring broadcast sends ``S`` over each of ``n - 1`` links, and ZeroRedundancyOptimizer's roots
 rotate over the ranks, so the average GPU sends that much.
+
+The time of one collective (the chapter's widget): :func:`collective_time_sweeps` gathers the gloo timings of
+``data/gloo_collective_times.csv`` and the published nccl-tests logs of ``data/nccl_tests/``;
+:func:`collective_time_fit` fits one sweep with :func:`~llmsizing.alpha_beta.fit_two_regimes`;
+:func:`collective_time_at` prices a size with one of its lines next to the nearest measured size, with the gap
+and its cause, and :func:`collective_time_line` gives a line's times at many sizes.
 """
 
 from __future__ import annotations
