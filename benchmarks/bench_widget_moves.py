@@ -274,6 +274,12 @@ compared with the library once per process); 32 moves, 16 to new settings: media
 the PNG draw ~10 ms of it; per control median 21-27 ms (stack, model, precision, attention, recompute, batch,
 sequence, working set); the AdamW moves 4-5 ms (a setting the sweep did not measure: the library's message, no
 draw); the 16 moves back 0 ms (kept answers). Under the ~50 ms asked for every move.
+
+Measured 2026-12-01 (branch w09, issue 38: chapter 9's new widget, collective_time_widget; load 10-13 on 2
+cores), --only collective_time_widget --per-control --moves 4: first answer 357 ms (the gloo CSV and the five
+nccl-tests logs parsed once per process); 30 moves, 15 to new settings: median 24 ms, max 33 ms CPU, the PNG
+draw ~13 ms of it; per control median 20-29 ms (sweep, collective, size, line); a rank count the sweep did not
+time 4 ms (the library's message, no draw); the 15 moves back 0 ms (kept answers).
 """
 
 from __future__ import annotations

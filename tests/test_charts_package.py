@@ -21,7 +21,7 @@ from llmsizing.charts import base
 PACKAGE = Path(charts.__file__).parent
 PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context", "moe", "rl")   # Parts I-VI (V: 17, 18; VI: 19)
 #: The chapter modules of a part (issue 32: modules under 600 lines), which the part imports and re-exports.
-CHAPTERS = {"one_gpu": ("one_gpu_measure",), "many_gpus": ("pipeline",),
+CHAPTERS = {"one_gpu": ("one_gpu_measure",), "many_gpus": ("pipeline", "many_gpus_measure"),
             "time_money": ("time_money_plan", "time_money_checks")}
 SUBS = tuple(sub for subs in CHAPTERS.values() for sub in subs)
 MAX_LINES = 800

@@ -16,7 +16,7 @@ widgets = pytest.importorskip("llmsizing.widgets")
 
 PACKAGE = Path(widgets.__file__).parent
 MACHINERY = ("pixels", "canvas", "dashboard", "controls")          # lowest first
-PARTS = ("one_gpu", "measure", "many_gpus", "time_money", "serve_tune", "long_context", "moe", "rl")  # V: 17, 18; VI: 19
+PARTS = ("one_gpu", "measure", "many_gpus", "measure_split", "time_money", "serve_tune", "long_context", "moe", "rl")  # V: 17, 18; VI: 19
 MAX_LINES = 800
 
 

@@ -16,10 +16,17 @@ algorithms differ, so what is measured is the *calls and buffers* a framework is
 are what those calls would cost on a ring. A broadcast of ``S`` bytes is charged ``(n - 1) / n x S`` per GPU:
 a pipelined ring broadcast sends ``S`` over each of ``n - 1`` links, and ZeroRedundancyOptimizer's roots
 rotate over the ranks, so the average GPU sends that much.
+
+The time of one collective (the chapter's widget): :func:`collective_time_sweeps` gathers the gloo timings of
+``data/gloo_collective_times.csv`` and the published nccl-tests logs of ``data/nccl_tests/``;
+:func:`collective_time_fit` fits one sweep with :func:`~llmsizing.alpha_beta.fit_two_regimes`;
+:func:`collective_time_at` prices a size with one of its lines next to the nearest measured size, with the gap
+and its cause, and :func:`collective_time_line` gives a line's times at many sizes.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 from ._validate import check_choice, check_int, check_number
@@ -280,3 +287,181 @@ def compare_all_to_all(df=None, *, phase: str = "forward", exchange: str = "disp
                      "ratio_busiest": max(int(sent.max()), int(recv.max())) / lib,
                      "sigma": math.sqrt(p * (1 - p) / (tokens * k)) / p})
     return pd.DataFrame(rows).set_index(keys)
+
+
+# =========================================================================== a collective's time (chapter 9)
+#: The name of the gloo sweep on this book's CPU (``data/gloo_collective_times.csv``) among
+#: :func:`collective_time_sweeps`; the saved nccl-tests logs are named by their file's stem.
+GLOO_SWEEP = "gloo, this CPU"
+#: The lines :func:`collective_time_at` can price a call with (:class:`~llmsizing.alpha_beta.TwoRegimes`):
+#: one line through every size, the model's line (the small messages' alpha, the large ones' bandwidth:
+#: training's ``links.csv``) and the cheaper of the two regimes' lines at each size (serving's
+#: ``protocols=True``).
+TIME_LINES = ("one line", "model line", "cheaper of two")
+
+
+@functools.cache
+def _time_sweeps():
+    import pandas as pd
+
+    from .alpha_beta import parse_nccl_tests, published_log, published_logs
+
+    gloo = pd.read_csv(DATA_DIR / "gloo_collective_times.csv")
+    parts = [pd.DataFrame({"sweep": GLOO_SWEEP, "collective": gloo["collective"], "n_ranks": gloo["n_ranks"],
+                           "size_bytes": gloo["size_bytes"], "time_s": gloo["time_s_median"],
+                           "fastest_s": gloo["time_s_min"], "repeats": gloo["repeats"]})]
+    for name in published_logs():
+        t = parse_nccl_tests(published_log(name))
+        t = t[t["size_bytes"] > 0]
+        parts.append(pd.DataFrame({"sweep": name.removesuffix(".txt"), "collective": t["collective"],
+                                   "n_ranks": t["n_ranks"], "size_bytes": t["size_bytes"],
+                                   "time_s": t["time_us"] * 1e-6, "fastest_s": float("nan"), "repeats": 0}))
+    return pd.concat(parts, ignore_index=True).astype({"n_ranks": int, "size_bytes": int, "repeats": int})
+
+
+def collective_time_sweeps():
+    """Every timed collective chapter 9 fits, one row per (sweep, collective, ranks, size): the gloo sweep on
+    this book's 2-CPU machine (:data:`GLOO_SWEEP`, ``data/gloo_collective_times.csv``: the median of its
+    repeats as ``time_s``, the fastest as ``fastest_s``) and each published nccl-tests log of
+    ``data/nccl_tests/`` (out-of-place times, sizes as nccl-tests counts them, rows of size 0 left out; no
+    repeats are recorded: ``fastest_s`` is NaN). A copy: the parsed logs are kept once per process."""
+    return _time_sweeps().copy()
+
+
+def _measured_with(sweep: str, collective: str | None = None) -> str:
+    df = _time_sweeps()
+    sub = df[df["sweep"] == sweep]
+    if collective is not None:
+        sub = sub[sub["collective"] == collective]
+    pairs = sub.groupby("collective", sort=True)["n_ranks"].unique()
+    return "; ".join(f"{c} on {', '.join(str(n) for n in sorted(ns))} ranks" for c, ns in pairs.items())
+
+
+def collective_time_fit(sweep: str, collective: str, n_ranks: int):
+    """The :class:`~llmsizing.alpha_beta.TwoRegimes` fit (:func:`~llmsizing.alpha_beta.fit_two_regimes`) of
+    one measured sweep of :func:`collective_time_sweeps`: ``sweep`` is :data:`GLOO_SWEEP` or a saved log's
+    stem. A collective or a rank count the sweep did not time raises a ValueError naming it and what was
+    timed. Kept once per process (the fit's lines are frozen)."""
+    df = _time_sweeps()
+    sweep = check_choice("sweep", sweep, tuple(df["sweep"].unique()))
+    if not isinstance(collective, str):
+        raise TypeError(f"collective must be a string, got {type(collective).__name__}")
+    n_ranks = check_int("n_ranks", n_ranks, minimum=2)
+    sub = df[(df["sweep"] == sweep) & (df["collective"] == collective)]
+    if sub.empty:
+        raise ValueError(f"collective={collective!r} was not timed in the sweep {sweep!r}: it timed "
+                         f"{_measured_with(sweep)}")
+    sub = sub[sub["n_ranks"] == n_ranks]
+    if sub.empty:
+        raise ValueError(f"n_ranks={n_ranks} was not timed in the sweep {sweep!r} for {collective}: it timed "
+                         f"{_measured_with(sweep, collective)}")
+    return _kept_fit(sweep, collective, n_ranks)
+
+
+@functools.cache
+def _kept_fit(sweep: str, collective: str, n_ranks: int):
+    from .alpha_beta import fit_two_regimes
+
+    df = _time_sweeps()
+    sub = df[(df["sweep"] == sweep) & (df["collective"] == collective) & (df["n_ranks"] == n_ranks)]
+    sub = sub.sort_values("size_bytes", kind="stable")
+    return fit_two_regimes(sub["size_bytes"].tolist(), sub["time_s"].tolist(), collective=collective,
+                           n=n_ranks)
+
+
+def _line_at(fit, line: str, size_bytes: float) -> float:
+    if line == "one line":
+        return fit.single.predict(size_bytes)
+    if line == "model line":
+        return fit.combined.predict(size_bytes)
+    return fit.predict_protocols(size_bytes)
+
+
+def collective_time_line(sweep: str, collective: str, n_ranks: int, sizes_bytes, line: str = "one line"):
+    """The time in seconds of one call at each of ``sizes_bytes`` (a list or array of sizes > 0), priced by
+    ``line`` (one of :data:`TIME_LINES`) fitted on ``sweep`` (:func:`collective_time_fit`), as a NumPy
+    array. Chapter 9's widget draws it."""
+    import numpy as np
+
+    line = check_choice("line", line, TIME_LINES)
+    fit = collective_time_fit(sweep, collective, n_ranks)
+    sizes = [check_number(f"sizes_bytes[{i}]", v, allow_equal=False) for i, v in enumerate(sizes_bytes)]
+    return np.array([_line_at(fit, line, v) for v in sizes], dtype=float)
+
+
+def collective_time_at(sweep: str, collective: str, n_ranks: int, size_bytes: float,
+                       line: str = "one line") -> dict:
+    """One collective of ``size_bytes`` (as nccl-tests counts it) over ``n_ranks``, priced by one of
+    :data:`TIME_LINES` fitted on ``sweep`` (:func:`collective_time_fit`), next to the sweep's nearest measured
+    size (nearest on a log scale; the smaller on a tie). Returns a dict:
+
+    * ``predicted_s``: the line at ``size_bytes``; ``inside``: whether ``size_bytes`` lies within the sizes
+      timed (outside, the line is extrapolated);
+    * the nearest row: ``row_size_bytes``, ``measured_s`` (``fastest_s`` and ``repeats`` for gloo), the
+      line there, ``row_predicted_s``, and ``gap`` = ``row_predicted_s / measured_s - 1``;
+    * ``errors``: every line's relative error at that row (the single line, the small- and large-message
+      lines, the model line, the cheaper of two), the fit's ``split_bytes`` and ``alpha_s`` / ``busbw_gbps``
+      of the chosen line (for the cheaper of two, those of the line that is cheaper at ``size_bytes``);
+    * ``cause``: the gap's cause in words, read from those numbers (which regime the row falls in and how far
+      that regime's own line is; for gloo, how far the fastest repeat was from the median).
+
+    Chapter 9's widget."""
+    line = check_choice("line", line, TIME_LINES)
+    fit = collective_time_fit(sweep, collective, n_ranks)
+    size_bytes = check_number("size_bytes", size_bytes, allow_equal=False)
+    df = _time_sweeps()
+    sub = df[(df["sweep"] == sweep) & (df["collective"] == collective) & (df["n_ranks"] == n_ranks)]
+    sizes = sub["size_bytes"].to_numpy(dtype=float)
+    far = [abs(math.log(s / size_bytes)) for s in sizes]
+    row = sub.iloc[min(range(len(sizes)), key=lambda i: (round(far[i], 9), sizes[i]))]
+    s_row, t_row = float(row["size_bytes"]), float(row["time_s"])
+    predicted = {"one line": fit.single.predict(s_row), "small-message line": fit.small.predict(s_row),
+                 "large-message line": fit.large.predict(s_row), "model line": fit.combined.predict(s_row),
+                 "cheaper of two": fit.predict_protocols(s_row)}
+    errors = {k: v / t_row - 1.0 for k, v in predicted.items()}
+    if line == "one line":
+        shown = fit.single
+    elif line == "model line":
+        shown = fit.combined
+    else:
+        shown = fit.small if fit.small.predict(size_bytes) <= fit.large.predict(size_bytes) else fit.large
+    side = "small" if s_row < fit.split_bytes else "large"
+    own = errors[f"{side}-message line"]
+    gap = errors[line]
+    split = _size_text(fit.split_bytes)
+    if line == "one line":
+        cause = (f"one straight line through all {len(sizes)} sizes; the sweep bends at {split} (the best "
+                 f"split into two lines), and on this row's side the {side}-message line alone is off by "
+                 f"{own:+.0%}")
+    elif line == "model line":
+        cause = (f"the model line takes alpha from the sizes below {split} and the bandwidth from those "
+                 f"above; this row is on the {side} side, where the {side}-message line alone is off by "
+                 f"{own:+.0%}")
+        if side == "small" and abs(gap) > abs(own):
+            cause += ": the rest is the large messages' bandwidth, which a call of this size does not reach"
+    else:
+        cause = (f"the cheaper of the small-message line ({errors['small-message line']:+.0%} here) and the "
+                 f"large-message line ({errors['large-message line']:+.0%}), split at {split}")
+    out = {"sweep": sweep, "collective": collective, "n_ranks": n_ranks, "size_bytes": size_bytes,
+           "line": line, "predicted_s": _line_at(fit, line, size_bytes),
+           "inside": bool(sizes.min() <= size_bytes <= sizes.max()),
+           "min_size_bytes": int(sizes.min()), "max_size_bytes": int(sizes.max()), "rows": len(sizes),
+           "row_size_bytes": int(s_row), "measured_s": t_row, "row_predicted_s": predicted[line], "gap": gap,
+           "errors": errors, "split_bytes": int(fit.split_bytes), "alpha_s": shown.alpha_s,
+           "busbw_gbps": shown.busbw_gbps, "fastest_s": float(row["fastest_s"]),
+           "repeats": int(row["repeats"])}
+    if out["repeats"]:
+        spread = out["fastest_s"] / t_row - 1.0
+        cause += (f"; the row is the median of {out['repeats']} repeats, and the fastest was {spread:+.0%} "
+                  f"from it" + (" (more than the gap: noise covers it)" if abs(spread) > abs(gap) else ""))
+    out["cause"] = cause
+    return out
+
+
+def _size_text(size_bytes: float) -> str:
+    """A size in B, KiB, MiB or GiB, whole where it is a power of two (``4 MiB``)."""
+    for unit, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if size_bytes >= unit:
+            v = size_bytes / unit
+            return f"{v:,.0f} {name}" if v == int(v) else f"{v:,.1f} {name}"
+    return f"{size_bytes:,.0f} B"

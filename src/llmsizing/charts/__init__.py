@@ -59,7 +59,9 @@ from .many_gpus import (BUS_BANDWIDTH_SIZES, DECODE_BATCHES, DP_SCALING_PANELS, 
                         render_collectives_vs_prediction, render_decode_roofline, render_dp_scaling,
                         render_gpu_landscape, render_parallel_explorer, render_pipeline_bubble,
                         render_zero_stages, SCHEDULE_PANELS, render_pipeline_schedules)
-from .many_gpus import _KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES  # noqa: F401
+from .many_gpus import COLLECTIVE_TIME_DEFAULT, COLLECTIVE_TIME_SIZES, render_collective_time  # ch9 widget
+from .many_gpus import (_KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES, _bytes_text,  # noqa: F401
+                        _size_axis, _time_text)
 
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case
 # studies' check, the seed audit.
@@ -106,6 +108,7 @@ __all__ = [
     "SCHEDULE_PANELS", "render_pipeline_schedules",
     "render_collectives_vs_prediction", "render_decode_roofline", "render_dp_scaling", "render_gpu_landscape",
     "render_parallel_explorer", "render_pipeline_bubble", "render_zero_stages",
+    "COLLECTIVE_TIME_DEFAULT", "COLLECTIVE_TIME_SIZES", "render_collective_time",
     # Part III
     "CALIBRATION_COLORS", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS",
     "TIME_GPU_COUNTS", "plan_notes", "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus",

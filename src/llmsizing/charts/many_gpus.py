@@ -4,7 +4,8 @@ chapter 15) and the bus bandwidth of a collective against its size (:func:`rende
 ZeRO's stages and when data parallelism stops scaling (:func:`render_zero_stages`, :func:`render_dp_scaling`);
 chapter 8, the pipeline bubble and the parallelism explorer (:func:`render_pipeline_bubble`,
 :func:`render_parallel_explorer`, also in chapter 13); chapter 9, measured collectives against the prediction
-(:func:`render_collectives_vs_prediction`).
+(:func:`render_collectives_vs_prediction`) and, in :mod:`~llmsizing.charts.many_gpus_measure`, a timed
+collective against its alpha-beta line (:func:`render_collective_time`, the chapter's widget).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -18,6 +19,9 @@ from .base import (DPI, GPU_COLORS, FixedView, View, _fast_stacked_columns, _fix
                    _inch_margins, _kept_legend, _log_axis, _log_scale, _short_number, _stage_memory_columns,
                    capacity_line, figure_axes, new_figure)
 from .pipeline import _KIND_COLORS, SCHEDULE_PANELS, render_pipeline_schedules  # noqa: F401  (chapter 8)
+from .many_gpus_measure import (COLLECTIVE_TIME_DEFAULT, COLLECTIVE_TIME_SIZES,  # noqa: F401  (chapter 9)
+                                render_collective_time)
+from .many_gpus_measure import _bytes_text, _size_axis, _time_text  # noqa: F401
 
 
 # =========================================================================== chapter 6: hardware

@@ -10,9 +10,9 @@ The package, by part of the book (each module imports only the machinery, never 
 * :mod:`.canvas`: the Agg canvas every dashboard draws on, which keeps texts' bitmaps and layouts between
   redraws; :mod:`.pixels`: the legends' and texts' pixels it keeps;
 * :mod:`.controls`: the controls the widgets share and how they are wired to the redraw;
-* :mod:`.one_gpu` (chapters 1-4), :mod:`.measure` (5), :mod:`.many_gpus` (6-8), :mod:`.time_money`
-  (10-14), :mod:`.serve_tune` (15-16), :mod:`.long_context` (17), :mod:`.moe` (18) and :mod:`.rl` (19): the
-  chapters' widgets.
+* :mod:`.one_gpu` (chapters 1-4), :mod:`.measure` (5), :mod:`.many_gpus` (6-8), :mod:`.measure_split` (9),
+  :mod:`.time_money` (10-14), :mod:`.serve_tune` (15-16), :mod:`.long_context` (17), :mod:`.moe` (18) and
+  :mod:`.rl` (19): the chapters' widgets.
 
 Every name is re-exported here, so ``from llmsizing.widgets import planner_widget`` works as before. A name is
 looked up in the module that defines it: to patch one (a test's ``monkeypatch``), patch it there.
@@ -57,3 +57,4 @@ __all__ = ["parameter_counts_widget", "model_states_widget", "inference_memory_w
            "planner_widget", "seed_audit_widget", "serving_widget", "fleet_widget", "finetune_widget",
            "long_context_widget", "moe_layout_widget", "rl_widget"]
 from .measure import measured_step_widget; __all__.insert(5, "measured_step_widget")  # noqa: E402 (ch5)
+from .measure_split import collective_time_widget; __all__.insert(9, "collective_time_widget")  # noqa: E402 (ch9)

@@ -1,4 +1,4 @@
-"""Part II, "Many GPUs": the widgets of chapters 6-8 (chapter 9 measures and has none).
+"""Part II, "Many GPUs": the widgets of chapters 6-8 (chapter 9's is in :mod:`.measure_split`).
 
 * chapter 6, :func:`decode_roofline_widget`: one decode step's memory and compute bounds against the batch;
 * chapter 7, :func:`zero_stages_widget`: the model states on each GPU for ZeRO stages 0-3;
