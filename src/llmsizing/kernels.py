@@ -56,6 +56,7 @@ from pathlib import Path
 
 from ._validate import check_choice, check_int, check_number
 from .catalog import get_gpu, resolve_model
+from .fp8_cast import cast_seconds, linear_cast_bytes
 from .hardware import _intensity, dense_tflops, kernel_efficiency_row, matmul_intensity_flops_per_byte
 from .hardware import ridge_point_flops_per_byte
 
@@ -370,11 +371,31 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
     gemm = (tuple(peak * e for e in _kept_gemm_efficiencies(model, g, tp, tokens, dtype, ep))
             if isinstance(ep, tuple) else
             peak * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens, dtype=dtype, ep=ep))
+    if dtype == "fp8":       # the FP8 cast kernels, priced on HBM bandwidth with the Linear layers' FLOPs
+        gemm = (tuple(_with_fp8_cast(model, g, tp, tokens, e, r) for e, r in zip(ep, gemm))
+                if isinstance(ep, tuple) else _with_fp8_cast(model, g, tp, tokens, ep, gemm))
     attn_dtype = "bf16" if dtype in ("fp8", "fp4") else dtype
     attention = dense_tflops(g, attn_dtype) * 1e12 * attention_efficiency(g, head_dim=model.head_dim,
                                                                           seq=max(1, seq // cp),
                                                                           kernel=attention_kernel)
     return gemm, attention
+
+
+def _with_fp8_cast(model, g, tp: int, tokens: int, ep: int, gemm_rate: float) -> float:
+    """``gemm_rate`` (FLOP/s of one layer's Linear GEMMs) lowered by the FP8 cast kernels of those Linear
+    layers (:mod:`llmsizing.fp8_cast`): one layer's forward and backward GEMM FLOPs of a micro-batch,
+    ``6 sum(m n k)`` over :func:`layer_gemms` (a GPU's ``experts / ep`` routed experts together, as
+    :func:`layer_gemm_efficiencies` counts them), over their time at ``gemm_rate`` plus the cast bytes
+    (:func:`~llmsizing.fp8_cast.linear_cast_bytes`) at the GPU's HBM bandwidth
+    (:func:`~llmsizing.fp8_cast.cast_seconds`). The rest of the step's GEMM FLOPs (the LM head, a recomputed
+    forward) pay the same share: the rate stands for all of them."""
+    qkv, proj, (_, n_up, k_up), (_, n_down, k_down) = layer_gemms(model, tp=tp, tokens=tokens)
+    local = max(1, model.experts // ep) if model.is_moe else 1
+    rows = _expert_rows(model, tokens, ep) * local
+    shapes = ((*qkv, 1), (*proj, 1), (rows, n_up, k_up, local), (rows, n_down, k_down, local))
+    flops = 6.0 * sum(m * n * k for m, n, k, _ in shapes)
+    moved = sum(linear_cast_bytes(*s) for s in shapes)
+    return flops / (flops / gemm_rate + cast_seconds(moved, g.memory_bandwidth_gbps * 1e9))
 
 
 def _kept_gemm_efficiencies(model, gpu, tp: int, tokens: int, dtype: str, eps: tuple) -> tuple[float, ...]:
