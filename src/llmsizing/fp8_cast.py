@@ -25,23 +25,24 @@ tensor-parallel slices, and the weight's term the most at few tokens per micro-b
 
 **Where it is an approximation** (the errors it leaves, not measured apart):
 
-* The count is torchao's tensorwise recipe, which 13 of the 16 FP8 runs in ``data/published_runs.csv`` ran
-  (torchtitan's Float8). Its rowwise recipe moves more (input and grad_output 8, weight 10 bytes: the same
-  file); Transformer Engine's delayed scaling takes the scale from the amax history and finds the new amax
-  inside its cast kernel, so it skips the amax pass (4 bytes instead of 6 for the input and the gradient);
-  DeepSeek-V3 casts per 1 x 128 tile, in a pass through HBM its authors ask hardware to remove
-  (arXiv:2412.19437, Sec. 3.5.2). One count for every FP8 recipe: rowwise moves about a third more, Transformer
-  Engine about a third less.
+* The count is torchao's tensorwise recipe (torchtitan's default Float8), which 11 of the 16 FP8 runs in
+  ``data/published_runs.csv`` ran (3 ran rowwise, 1 MXFP8, 1 Transformer Engine). Its rowwise recipe moves
+  more (input and grad_output 8, weight 10 bytes: the same file); Transformer Engine's delayed scaling takes
+  the scale from the amax history, which "reduces tensor reads per quantization from two to one" (its docs,
+  *FP8 Delayed Scaling*), so it skips the amax pass (4 bytes instead of 6 for the input and the gradient),
+  while its current scaling reads twice, as here; DeepSeek-V3 casts per 1 x 128 tile, in a pass through HBM
+  its authors ask hardware to remove (arXiv:2412.19437, Sec. 3.5.2). One count for every FP8 recipe: rowwise
+  moves about a third more, Transformer Engine's delayed scaling about a third less.
 * torch.compile can fuse the input's and the gradient's amax pass into the kernel before it (the roofline's
   ``fuse_with_prev``: 4 bytes instead of 6), and FSDP's float8 all-gather casts the weight shard before the
   gather; neither is counted.
 * The shapes are the per-GPU GEMMs (:func:`llmsizing.kernels.layer_gemms`): under tensor parallelism with a
   float8 all-gather the input is cast on its ``1 / tp`` shard, which this counts ``tp`` times.
 * A recomputed forward casts its input and weight again; the step model charges the cast with the Linear
-  FLOPs (:func:`llmsizing.kernels.rates`), so a recomputed forward pays a third of the cast, about the forward's
-  share of it (8 of 20 bytes per element for a square layer).
-* Kernel launches (the file's 2 us floor per kernel) are not counted: a training GEMM's operands take longer to
-  move than that.
+  FLOPs (:func:`llmsizing.kernels.rates`), so a recomputed forward pays a third of the cast where its own
+  casts move about half of it (11 of 20 bytes per element when ``m = k = n``).
+* Kernel launches (the file's 2 us floor per kernel) are not counted: a training GEMM's operands take longer
+  to move than that.
 * FP4 recipes are not priced (their casts also write block scales); neither are the norms and activations
   around the Linear layers, in any dtype (they sit in the calibrated ``kernel_efficiency``).
 

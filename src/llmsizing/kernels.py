@@ -43,7 +43,9 @@ The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's co
 at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
 ``data/kernel_efficiency.csv``, is what a step loses besides the GEMM shape: norms, activations, launches)
 and the attention core at :func:`attention_efficiency`: :func:`compute_seconds` is that sum, in one place
-for both.
+for both. Under an FP8 recipe the Linear layers' rate also pays the kernels that cast their operands to FP8,
+by the bytes they move at the HBM bandwidth (:mod:`llmsizing.fp8_cast`; :func:`rates`): about 8-10% of an
+H100's FP8 GEMM time for Llama 3 8B or MPT-3B, the most for narrow layers and few tokens per micro-batch.
 """
 
 from __future__ import annotations
@@ -361,8 +363,10 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
     :func:`layer_gemm_efficiency` (``batch x seq / cp`` tokens a micro-batch), the attention core at the BF16
     peak (FP8 recipes leave it in BF16; FP16 runs at its own peak) x :func:`attention_efficiency` at the
     ``seq / cp`` queries a context-parallel rank holds (``attention_kernel``: one of
-    :func:`attention_kernels`, default the generation's). ``ep`` a tuple of degrees: ``gemm`` is a tuple, one
-    rate per degree (the planner asks for every ``ep`` of a layout at once; issue 35)."""
+    :func:`attention_kernels`, default the generation's). In FP8 the Linear layers' rate also pays their cast
+    kernels on HBM bandwidth (:mod:`llmsizing.fp8_cast`, :func:`_with_fp8_cast`). ``ep`` a tuple of degrees:
+    ``gemm`` is a tuple, one rate per degree (the planner asks for every ``ep`` of a layout at once; issue
+    35)."""
     model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     eff = check_number("kernel_efficiency", kernel_efficiency, maximum=1.0, allow_equal=False)
