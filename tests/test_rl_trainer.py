@@ -69,13 +69,42 @@ def test_colocated_moves_by_hand():
     m = resolve_model("llama-3-8b")
     g = get_gpu(H100)
     w = 16.06e9
-    mv = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, train_bytes=20e9)
+    mv = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, state_bytes=20e9)
     assert mv["engine_sleep_wake"] == pytest.approx(2 * w / 32e9, rel=0.01)
     assert mv["trainer_offload"] == pytest.approx(2 * 20e9 / 32e9)
     peak = 7 / 8 * w / 450e9
     assert peak <= mv["sync"] <= peak / 0.7
-    off = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=2, offload=False, train_bytes=20e9)
+    off = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=2, offload=False, state_bytes=20e9)
     assert off["trainer_offload"] == 0 and off["engine_sleep_wake"] == pytest.approx(w / 32e9, rel=0.01)
+    with pytest.warns(DeprecationWarning, match="state_bytes"):
+        old = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, train_bytes=20e9)
+    assert old == mv
+    with pytest.raises(TypeError, match="state_bytes"):
+        colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True)
+    with pytest.raises(ValueError, match="state_bytes"):
+        colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, state_bytes=-1.0)
+
+
+def test_the_host_trip_carries_the_states_not_the_activations():
+    """What a colocated trainer offloads for generation is its model states, not its peak. verl's
+    ``offload_fsdp_model_to_cpu`` moves each FSDP unit's flat parameter and ``offload_fsdp_optimizer`` the
+    optimizer's tensors (verl/utils/fsdp_utils.py); OpenRLHF's ``offload_deepspeed_states`` moves ZeRO-3's
+    optimizer states, gradient buffer and fp32/16-bit parameters. Activations are freed at the end of the
+    step; no framework moves them. By hand for Llama 3 8B (8,030,261,248 parameters, its model card's 8.03B)
+    on 16 H100s under ZeRO-3: 2 (bf16 weights) + 2 (bf16 gradients) + 4 (fp32 master) + 8 (Adam's two fp32
+    moments) = 16 bytes per parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1), over 16 GPUs: 8.03 GB
+    per GPU; down and back up over PCIe Gen4 x16 at 32 GB/s each way: 2 x 8.03e9 / 32e9 = 0.502 s. The trip
+    is the same at a 4K and a 32K cap, where the peak (with the row's activations) grows."""
+    run = dict(gpu=H100, n_gpus=16, prompts_per_step=32, samples_per_prompt=4, prompt=128, steps=1)
+    short = rl_run("llama-3-8b", response=(900, 4096), **run)
+    long = rl_run("llama-3-8b", response=(900, 32768), **run)
+    states = 16 * 8_030_261_248 / 16
+    assert short.state_bytes_per_gpu == pytest.approx(states, rel=1e-6)
+    assert short.moves["trainer_offload"] == pytest.approx(2 * 8.03e9 / 32e9, rel=1e-3)
+    assert long.moves["trainer_offload"] == short.moves["trainer_offload"]
+    assert long.train_bytes_per_gpu > short.train_bytes_per_gpu > short.state_bytes_per_gpu
+    no = rl_run("llama-3-8b", response=(900, 4096), offload=False, **run)
+    assert no.moves["trainer_offload"] == 0
 
 
 def test_rl_run_sums_the_moves_into_weight_sync_and_takes_a_layout():

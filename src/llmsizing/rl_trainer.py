@@ -34,9 +34,13 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
   - the engine's sleep and wake: vLLM's sleep mode level 1 "offloads model weights and discards the KV
     cache" (vLLM docs, "Sleep Mode"); waking copies them back: ``2 x W / gen_tp`` per GPU over the host link
     (:data:`llmsizing.comm.HOST_LINK_GBPS`);
-  - with ``offload``, the trainer's states (weights, gradients, optimizer) to the host and back while the
-    engine runs (verl's ``param_offload``/``optimizer_offload``, slime's ``offload_train``): ``2 x`` the
-    trainer's bytes per GPU over the host link.
+  - with ``offload``, the trainer's model states (weights, gradients, optimizer) to the host and back while
+    the engine runs: ``2 x`` their bytes per GPU over the host link. The states, not the trainer's peak: the
+    activations are freed when the step ends and nothing moves them. verl's ``offload_fsdp_model_to_cpu``
+    moves each FSDP unit's flat parameter and ``offload_fsdp_optimizer`` the optimizer's tensors
+    (``verl/utils/fsdp_utils.py``); OpenRLHF's ``offload_deepspeed_states`` asks DeepSpeed ZeRO-3 for its
+    optimizer states, its gradient buffer and its fp32 and 16-bit parameters
+    (``openrlhf/utils/deepspeed/deepspeed_utils.py``).
 
 * **Sync as slime runs it** (:func:`bucketed_sync_s`). The bandwidth of the gather is not what sets slime's
   colocated update: every rank gathers the weights into 512 MiB buckets (``--update-weight-buffer-size``,
@@ -65,6 +69,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 
 from ._validate import check_number
 from .comm import CPU_ADAM_BYTES_PER_PARAM, HOST_LINK_GBPS, HOST_MEMORY_GBPS
@@ -217,19 +222,33 @@ def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, s
     return (t, t * st.mfu / hi, t * st.mfu / lo), share
 
 
-def colocated_moves_s(m, g, node, *, gpus: int, gen_tp: int, offload: bool, train_bytes: float,
-                      host_link_gbps: float = HOST_LINK_GBPS, sync_bucket_s: float = 0.0) -> dict[str, float]:
+def colocated_moves_s(m, g, node, *, gpus: int, gen_tp: int, offload: bool, state_bytes: float | None = None,
+                      host_link_gbps: float = HOST_LINK_GBPS, sync_bucket_s: float = 0.0,
+                      train_bytes: float | None = None) -> dict[str, float]:
     """Seconds of the colocated pool's moves per step (module docstring): ``sync`` (all-gather of the full
     16-bit weights over the pool, plus :func:`bucketed_sync_s` when ``sync_bucket_s`` is given),
     ``engine_sleep_wake`` (``2 x W / gen_tp`` over the host link) and ``trainer_offload`` (``2 x
-    train_bytes`` over the host link when ``offload``)."""
+    state_bytes``, the trainer's model states per GPU, over the host link when ``offload``).
+
+    ``train_bytes`` is the old name of ``state_bytes`` (deprecated: it invited the trainer's peak, which
+    counts activations that are never offloaded)."""
+    if train_bytes is not None:
+        if state_bytes is not None:
+            raise TypeError("give state_bytes only (train_bytes is its deprecated name)")
+        warnings.warn("colocated_moves_s(train_bytes=) is deprecated: pass state_bytes=, the trainer's model "
+                      "states per GPU (weights, gradients, optimizer), not its peak", DeprecationWarning,
+                      stacklevel=2)
+        state_bytes = train_bytes
+    if state_bytes is None:
+        raise TypeError("colocated_moves_s needs state_bytes=, the trainer's model states per GPU")
+    state_bytes = check_number("state_bytes", state_bytes)
     w = weights_bytes_per_gpu(m, "bf16", tp=1)
     link = group_link(g, node, size=gpus)
     host = host_link_gbps * 1e9
     gather = collective_time_s("all-gather", w, gpus, link) if gpus > 1 else 0.0
     return {"sync": gather + bucketed_sync_s(w, sync_bucket_s),
             "engine_sleep_wake": 2 * w / gen_tp / host,
-            "trainer_offload": 2 * train_bytes / host if offload else 0.0}
+            "trainer_offload": 2 * state_bytes / host if offload else 0.0}
 
 
 def cpu_adam_s(m, par: Parallel, gpus: int, host_link_gbps: float = HOST_LINK_GBPS,
