@@ -11,7 +11,8 @@ from llmsizing.layouts import step_time
 from llmsizing.network import get_node
 from llmsizing.rl import published_rl, rl_run
 from llmsizing.rl_trainer import (colocated_moves_s, default_layout, layout_parallel, layout_trainer,
-                                  micro_batches)
+                                  micro_batches, response_length_bounds, response_length_check,
+                                  response_second_moment)
 
 H100 = "H100 SXM"
 
@@ -173,3 +174,49 @@ def test_published_rows_use_their_layout_and_more_land_inside():
     assert first["inside"].sum() >= 6
     assert first["ratio"].median() < 1.40
     assert math.isfinite(c["predicted_step_s"].sum())
+
+
+def test_the_length_assumption_against_a_published_step():
+    """verl v0.7.1's step log on GSM8K (data/rl_response_lengths.csv): 8,192 rollouts, mean 424.549, shortest 26,
+    cap 1,024, 7.373% cut at the cap (604 responses), and the slowest rollout was one of them (1,024 tokens), as
+    the generation's max(n mean / b, longest) takes the longest to be. Bounds by hand: the uncut responses
+    average m' = (424.549 - 0.07373 x 1024) / 0.92627 = 376.83; all at m': E[s^2] = 0.07373 x 1024^2 +
+    0.92627 x 376.83^2 = 77,312 + 131,534 = 208,846, or 491.9 tokens token-weighted (/ 424.549); split
+    between 26 and 1024 (q = 350.83 / 998 = 0.35153 at the cap): 77,312 + 0.92627 x (0.35153 x 1024^2 +
+    0.64847 x 26^2) = 419,148, or 987.3. The maximum-entropy lengths (a truncated exponential, p(s) ~
+    exp(-lam s) on [0, 1024]) solved here in closed form, independently of the library's grid: mean
+    1/lam - L / (e^(lam L) - 1), E[s^2] = 2/lam^2 - (L^2 + 2L/lam) / (e^(lam L) - 1)."""
+    row = response_length_check().iloc[0]
+    assert row["rollouts"] == 8192 and row["at_cap"] == pytest.approx(604)
+    assert row["waits_for_cap"]
+    assert row["low_tokens"] == pytest.approx(208_846 / 424.549, rel=1e-3)
+    assert row["high_tokens"] == pytest.approx(419_148 / 424.549, rel=1e-3)
+    m, cap = 424.5494384765625, 1024.0
+
+    def mean_of(lam):
+        return 1 / lam - cap / math.expm1(lam * cap)
+
+    lo, hi = 1e-9, 1.0                       # the mean falls from cap/2 as lam grows: bisect
+    for _ in range(200):
+        lam = (lo + hi) / 2
+        lo, hi = (lam, hi) if mean_of(lam) > m else (lo, lam)
+    e2 = 2 / lam**2 - (cap**2 + 2 * cap / lam) / math.expm1(lam * cap)
+    assert row["maxent_tokens"] == pytest.approx(e2 / m, rel=2e-3)
+    assert row["low_tokens"] < row["maxent_tokens"] < row["high_tokens"] and row["inside"]
+    # the published 7.4% at the cap lengthens the token-weighted mean a little: by less than 10%
+    assert 1.0 < row["clipped_tokens"] / row["maxent_tokens"] < 1.10
+
+
+def test_response_length_bounds_by_hand_and_refused_input():
+    """Half the responses at a cap of 100 and a mean of 60: the other half average 20. Least: 0.5 x 100^2 +
+    0.5 x 20^2 = 5,200; with the shortest 0, most: 0.5 x 100^2 + 0.5 x (0.2 x 100^2) = 6,000."""
+    lo, hi = response_length_bounds(60, 0, 100, 0.5)
+    assert (lo, hi) == (pytest.approx(5200), pytest.approx(6000))
+    assert response_length_bounds(100, 100, 100, 1.0) == (10_000, 10_000)
+    assert response_second_moment(60, 100) > 60**2
+    with pytest.raises(ValueError, match="clip_ratio"):
+        response_length_bounds(60, 30, 100, 0.6)     # the rest would average 0, under the shortest
+    with pytest.raises(ValueError, match="clip_ratio"):
+        response_length_bounds(60, 0, 100, 1.5)
+    with pytest.raises(ValueError, match="cap"):
+        response_length_bounds(60, 0, 50, 0.1)

@@ -70,6 +70,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from pathlib import Path
 
 from ._validate import check_number
 from .comm import CPU_ADAM_BYTES_PER_PARAM, HOST_LINK_GBPS, HOST_MEMORY_GBPS
@@ -163,6 +164,62 @@ def response_second_moment(mean: float, longest: int) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if moments(mid)[0] > mean / top else (lo, mid)
     return float(moments((lo + hi) / 2)[1]) * top * top
+
+
+#: Published per-step response-length summaries (mean, shortest, longest, cap, share cut at the cap, the
+#: slowest rollout's length), each row with its source: what checks :func:`response_second_moment`.
+RESPONSE_LENGTHS_CSV = Path(__file__).resolve().parents[2] / "data" / "rl_response_lengths.csv"
+
+
+def response_length_bounds(mean: float, shortest: float, cap: float,
+                           clip_ratio: float) -> tuple[float, float]:
+    """The least and the most ``E[s^2]`` that response lengths can have, given their ``mean``, the
+    ``shortest``, the ``cap`` and the share ``clip_ratio`` cut at the cap (the four figures verl logs each
+    step). The cut share sits at the cap; the others have mean ``m' = (mean - clip_ratio x cap) /
+    (1 - clip_ratio)``: all at ``m'`` gives the least, split between ``shortest`` and the cap (a limit: just
+    under it) the most."""
+    mean = check_number("mean", mean, allow_equal=False)
+    cap = check_number("cap", cap, allow_equal=False)
+    shortest = check_number("shortest", shortest, maximum=mean)
+    c = check_number("clip_ratio", clip_ratio, maximum=1.0, allow_equal=True)
+    if mean > cap:
+        raise ValueError(f"mean={mean:g} is longer than cap={cap:g}")
+    if c == 1.0:
+        return cap * cap, cap * cap
+    rest = (mean - c * cap) / (1 - c)
+    if rest < shortest:
+        raise ValueError(f"clip_ratio={c:g} puts more than the mean at the cap: the other responses would "
+                         f"average {rest:g} tokens, under the shortest ({shortest:g})")
+    q = (rest - shortest) / (cap - shortest) if cap > shortest else 0.0
+    lo = c * cap * cap + (1 - c) * rest * rest
+    hi = c * cap * cap + (1 - c) * (q * cap * cap + (1 - q) * shortest * shortest)
+    return lo, hi
+
+
+def response_length_check():
+    """:func:`response_second_moment`'s assumption against each published step of
+    :data:`RESPONSE_LENGTHS_CSV` (chapter 19): the token-weighted mean response ``E[s^2] / mean`` (what the
+    packed attention and a draining engine see) from the maximum-entropy lengths on ``[0, cap]``
+    (``maxent_tokens``), the least and most the published figures allow (:func:`response_length_bounds`:
+    ``low_tokens``, ``high_tokens``, ``inside``), and the maximum-entropy lengths that keep the published
+    share at the cap (``clipped_tokens``: that share at the cap, the rest maximum-entropy with the rest's
+    mean). ``waits_for_cap``: the rollout that finished last was one at the cap, as the generation's
+    ``max(n x mean / b, longest)`` takes the longest to be."""
+    import pandas as pd
+
+    d = pd.read_csv(RESPONSE_LENGTHS_CSV)
+    rows = []
+    for r in d.itertuples():
+        m, cap, c = float(r.response_mean), float(r.response_cap), float(r.clip_ratio)
+        lo, hi = response_length_bounds(m, r.response_min, cap, c)
+        me = response_second_moment(m, cap)
+        rest = (m - c * cap) / (1 - c)
+        clipped = c * cap * cap + (1 - c) * response_second_moment(rest, cap)
+        rows.append({"maxent_tokens": me / m, "low_tokens": lo / m, "high_tokens": hi / m,
+                     "clipped_tokens": clipped / m, "inside": lo <= me <= hi,
+                     "at_cap": c * r.rollouts, "waits_for_cap": r.slowest_response == cap})
+    return pd.concat([d[["run", "rollouts", "response_mean", "response_min", "response_cap", "clip_ratio",
+                         "source"]], pd.DataFrame(rows, index=d.index)], axis=1)
 
 
 def rollout_attention_seq(prompt: int, mean: float, longest: int, lengths=None) -> int:
@@ -292,4 +349,5 @@ __all__ = ["TRAIN_RECOMPUTE", "SLIME_SYNC_BUCKET_BYTES", "SLIME_SYNC_QWEN3_30B_S
            "SLIME_SYNC_QWEN3_30B_BYTES", "SLIME_SYNC_BUCKET_S", "default_layout", "layout_parallel",
            "micro_batches", "packed_attention_seq", "response_second_moment", "rollout_attention_seq",
            "layout_trainer", "forward_comm_share", "forward_pass_s", "colocated_moves_s",
-           "cpu_adam_s", "bucketed_sync_s", "weight_backup_s"]
+           "cpu_adam_s", "bucketed_sync_s", "weight_backup_s", "RESPONSE_LENGTHS_CSV",
+           "response_length_bounds", "response_length_check"]
