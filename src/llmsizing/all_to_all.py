@@ -167,10 +167,10 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     puts them ``etp`` apart), so that ``domain / stride`` of them share a scale-up domain.
 
     **The NVLink forwarding leg** (issue 35). With ``max_nodes`` the all-to-all runs as DeepEP's normal
-    (training and prefill) kernels run it (DeepSeek-V3 Sec. 3.2.2; DeepEP V1 ``internode.cu``): a token goes
-    over RDMA once to the same-index GPU of each node it reaches, and that GPU forwards it over NVLink to every
-    GPU of its node that holds one of its experts, its own node's tokens too. So the NVLink leg carries each
-    of a token's ``k`` copies but the ``1 / domain`` that lands on the forwarding GPU itself,
+    (training and prefill) kernels run it (DeepSeek-V3 Sec. 3.2.2; DeepEP V1 ``internode.cu``): a token
+    goes over RDMA once to the same-index GPU of each node it reaches, and that GPU forwards it over NVLink
+    to every GPU of its node that holds one of its experts, its own node's tokens too. So the NVLink leg
+    carries each of a token's ``k`` copies but the ``1 / domain`` that lands on the forwarding GPU itself,
     ``(domain - 1) / domain`` of the buffer, not the ``(domain - 1) / ep`` sent straight to the own node's
     peers (an upper bound, like the network share: a GPU holding two of a token's experts receives it once).
     The kernel's RDMA senders, NVLink forwarders and receivers are separate warps working through chunked
@@ -181,7 +181,8 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     a node, top-``min(nodes, 4)`` groups) gives 43 GB/s at EP 16, counted over the tokens each node gets
     including its own (``tests/legacy/test_internode.py``'s ``num_rdma_token_sent``): 1.41 ms, where the
     NIC's share alone would take 0.67 ms (0.49x); the forwarding leg's 1.38 ms is 0.98x of it, and the
-    RDMA-bound EP 32 and 64 (0.95-0.99x) do not move (``tests/test_deepep_forwarding.py``)."""
+    RDMA-bound EP 32 and 64 (0.95-0.99x, counting 4 nodes a token) do not move
+    (``tests/test_deepep_forwarding.py``)."""
     s = check_number("message_bytes", message_bytes)
     ep = check_int("ep", ep, maximum=65536)
     stride = check_int("stride", stride, maximum=65536)
