@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import check_choice
+from ._validate import check_choice, check_int
 
 
 def _digits(values: np.ndarray) -> np.ndarray:
@@ -162,3 +162,37 @@ def meets_deadline(days, days_high, deadline: float) -> np.ndarray:
     (:data:`DEADLINE_RULES`)."""
     days, days_high = np.asarray(days, dtype=float), np.asarray(days_high, dtype=float)
     return np.where(days_high <= deadline, "yes", np.where(days <= deadline, "likely", "no")).astype(object)
+
+
+def plans_within(plans, max_gpus: int):
+    """:func:`~llmsizing.planner.plan`'s table ``plans`` cut to the plans on at most ``max_gpus`` GPUs, as
+    :func:`~llmsizing.planner.plan` with ``max_gpus`` gives it (issue 35: chapter 17's widget moves its GPU
+    limit without a new search): the rows with ``n_gpus <= max_gpus`` in their order (the search meets its
+    candidates in the same order whatever the limit, and :func:`plan` sorts them stably), their index
+    renumbered and ``pareto`` marked again among them alone, as :func:`plan` marks it. For a table searched
+    with a larger limit (or none) and no deadline or budget; ``tests/test_planner.py`` compares it with
+    searches. An empty table when no plan is left."""
+    max_gpus = check_int("max_gpus", max_gpus)
+    return plans_where(plans, plans["n_gpus"].to_numpy() <= max_gpus)
+
+
+def plans_where(plans, keep):
+    """The rows of :func:`~llmsizing.planner.plan`'s table ``plans`` where the boolean array ``keep`` holds,
+    in their order, their index renumbered and ``pareto`` marked again among them alone as :func:`plan` marks
+    it (times and costs at 12 digits, ties in the table's order: plan sorts stably). For a filter that a
+    dominated plan can pass while the plan dominating it does not: a GPU limit (:func:`plans_within`), or a
+    deadline at the slow end of the range, whose width differs by GPU (chapter 12's widget, issue 34). Arrays
+    only, no new search."""
+    import copy
+
+    import pandas as pd
+
+    rows = np.flatnonzero(keep)
+    days_d, cost_d = _digits(plans["days"].to_numpy()[rows]), _digits(plans["cost_usd"].to_numpy()[rows])
+    memory_d = plans["memory_per_gpu_bytes"].to_numpy()[rows]
+    # (rows that tie on days, cost and memory are in the search's order here too: plan sorts stably)
+    pareto = _pareto(days_d, cost_d, memory_d, order=_lex_orders((memory_d, cost_d, days_d))[0])
+    out = pd.DataFrame({c: pareto if c == "pareto" else _taken(plans[c], rows) for c in plans.columns},
+                       copy=False)
+    out.attrs = copy.deepcopy(plans.attrs)
+    return out
