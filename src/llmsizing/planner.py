@@ -55,9 +55,9 @@ from .moe_layouts import ep_candidates
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
-from .plan_rank import (DEADLINE_RULES, _digits, _lex_orders, _pareto, _ranks, _taken,  # noqa: F401
-                        deadline_rule_text, interleaving_winners, meets_deadline,
-                        pipelined_zero_winners)
+from .plan_rank import (DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _digits, _lex_orders, _pareto,  # noqa: F401
+                        _ranks, _taken, deadline_kept, deadline_rule_text, interleaving_winners,
+                        meets_deadline, pipelined_zero_winners)
 # the interleaved chunks a stage may take live with the candidates
 from .plan_candidates import (MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, moe_layout_passes,  # noqa: F401
                               stage_chunk_options)
@@ -271,7 +271,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          explain: bool = True, optimizer_impl: str = "foreach", compute_efficiency: float | None = None,
          cp_degrees=None, cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
          ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
-         virtual_stages=VIRTUAL_STAGES, deadline_rule: str = "estimate",
+         virtual_stages=VIRTUAL_STAGES, deadline_rule: str | None = None,
          shard_under_pipeline: bool = False):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest
@@ -332,10 +332,10 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``precision`` runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and
     refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per
     tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond
-    them: a plan meets the deadline by its point
-    estimate ``days`` (``deadline_rule="estimate"``, the default) or by the slow end of its 80% range,
-    ``days_high`` (``"slow_end"``); the frame then has a ``meets_deadline`` column (``"yes"``: met at the slow
-    end; ``"likely"``: by the point estimate only; :data:`~llmsizing.plan_rank.DEADLINE_RULES`) and
+    them: a plan meets the deadline by the slow end of its 80% range ``days_high`` (``"slow_end"``, the
+    default since issue 34: :data:`~llmsizing.plan_rank.DEFAULT_DEADLINE_RULE`) or by its point estimate
+    ``days`` (``deadline_rule="estimate"``, the old default); the frame then has a ``meets_deadline`` column
+    (``"yes"``: met at the slow end; ``"likely"``: by the point estimate only) and
     ``attrs["deadline_rule"]`` names the rule, as :class:`NoPlanError`'s message does.
     ``price_kind`` says what each plan's price is (:func:`~llmsizing.catalog.price_kind_of`): a plan priced at
     an ``"estimate"`` is ranked by it but marked, never passed off as a list price (issue 38).
@@ -397,7 +397,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                              "searched (its stages' dense and MoE layers move with the chunks): give (1,) or "
                              "None")
         vps = (1,)
-    deadline_rule = check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
+    rule = None if deadline_rule is None else check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
+    deadline_rule = DEFAULT_DEADLINE_RULE if rule is None else rule
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
     columns += () if deadline_days is None else ("meets_deadline",)
     gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
@@ -502,7 +503,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             else interleaving_winners(df) & pipelined_zero_winners(df))
     if deadline is not None:
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
-        keep &= (days if deadline_rule == "estimate" else added["days_high"]) <= deadline
+        keep &= deadline_kept(rule, days, added["days_high"], deadline, keep)
     if budget is not None:
         keep &= cost <= budget
     sel = np.flatnonzero(keep)
