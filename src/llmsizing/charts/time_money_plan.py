@@ -260,9 +260,9 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
     ``max_gpus`` above the front's largest GPU count (either no plan that fits uses more GPUs at this global
     batch, since each has ``dp x pp <= global_batch / micro-batch`` and ``tp`` within a node, or those that do
     are all slower than the front's fastest), and a deadline or budget that drops no plan. One sentence per
-    limit. ``deadline_rule`` (issue 34): ``"slow_end"`` judges the deadline by ``days_high`` and, without a
-    deadline, is noted as keeping every plan. Formatting only."""
-    from ..planner import check_global_batch
+    limit. ``deadline_rule`` (issue 34): ``"slow_end"`` judges the deadline by ``days_high``; a rule other
+    than plan()'s default is noted, without a deadline, as keeping every plan. Formatting only."""
+    from ..planner import DEFAULT_DEADLINE_RULE, check_global_batch
 
     global_batch, notes = check_global_batch(global_batch), []
     searched = plans if all_plans is None else all_plans
@@ -274,8 +274,9 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
         notes.append(f"the front ends at {end:,} GPUs (limit {max_gpus:,}): more does not help at this "
                      f"global batch ({global_batch:,} sequences): {why}")
     slow_end = deadline_rule == "slow_end"
-    if slow_end and not deadline_days:
-        notes.append("deadline rule: slow end of the range, but no deadline is set: every plan is kept")
+    if deadline_rule not in (None, DEFAULT_DEADLINE_RULE) and not deadline_days:
+        name = "slow end of the range" if slow_end else "point estimate"
+        notes.append(f"deadline rule: {name}, but no deadline is set: every plan is kept")
     days = "days_high" if slow_end else "days"
     if (all_plans is not None and len(all_plans) and deadline_days
             and all_plans[days].max() <= deadline_days):
