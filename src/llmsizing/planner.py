@@ -358,17 +358,17 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     active parameters'. The frame then has an ``ep`` column (:data:`MOE_PLAN_COLUMNS`). A dense model refuses
     ``ep_degrees`` above 1 and ``expert_tp``.
 
-    ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a
-    pipeline for a dense model, ZeRO-3 as Meta ran Llama 3 405B
-    (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`: the weights gathered once per step and kept, a
-    chunk's gradients reduce-scattered once per run of its backwards), priced and weighed as
-    :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` price that layout,
-    and listed only where no plan of the same GPUs, micro-batch and ``dp`` is as fast and as light
-    (:func:`~llmsizing.plan_rank.pipelined_zero_winners`). It is off because it doubles the layouts searched
-    (and the search's time) for little: at the 90% memory line it gained 0.1 MFU point for Llama 3.1 405B on
-    16,384 H100s (0.314 to 0.315). Turn it on for memory-tight pipelines, where sharding the gradients or
-    weights is what lets a layout drop recomputation: with ``usable_fraction=0.99`` it finds Meta's 405B
-    layout (TP8 PP16 DP128, no recomputation). A mixture of experts is not searched this way.
+    ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a pipeline
+    for a dense model, ZeRO-3 as Meta ran Llama 3 405B (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`),
+    priced as :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` price it,
+    listed where no plan of the same GPUs, micro-batch and ``dp`` is as fast and as light. Off because the
+    default follows Megatron-Core, whose pipelines shard the optimizer only (``--use-distributed-optimizer``;
+    ``--use-torch-fsdp2`` asserts ``pipeline_model_parallel_size == 1``), and because it doubles the search
+    for little: 0.1 MFU point for Llama 3.1 405B on 16,384 H100s at the 90% line; over the published-layout
+    runs it moves 19 of 97 planner picks (0.1-3.3 MFU points up) and the planner-layout check 86.6% -> 85.6%
+    inside. torchtitan shards under a pipeline by default (FSDP2, ``reshard_after_forward=False``): turn it on
+    for such stacks and memory-tight pipelines (``usable_fraction=0.99`` finds Meta's 405B layout, TP8 PP16
+    DP128, no recomputation). A mixture of experts is not searched this way.
 
     The search itself, everything but the token budget, the deadline and the budget, is kept for the last 32
     settings (:func:`_search`): asking again with another token budget costs milliseconds.
