@@ -39,6 +39,11 @@ from dataclasses import dataclass
 
 from ._validate import check_choice, check_int, check_number
 
+#: The most pipeline stages a layout may have: 1,024 (published runs use at most 64 or so; Megatron-LM's
+#: 1T-parameter run has 64). Every stage is a row of the per-stage memory, so the bound keeps every call fast.
+#: :mod:`llmsizing.parallel` re-exports it.
+MAX_PP = 1024
+
 #: The schedules :func:`pipeline_schedule` lays out.
 SCHEDULES = ("1f1b", "interleaved", "zero-bubble", "dualpipe")
 
@@ -146,7 +151,6 @@ def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1, *,
     (:func:`pipeline_schedule`) its bubble is still ``(pp - 1) / (v m)``; the group sizes Megatron-Core
     refuses leave stages waiting for their own earlier chunks (tests/test_pipeline_schedule.py). Lives here
     since issue 34; :mod:`llmsizing.parallel` re-exports it."""
-    from .parallel import MAX_PP                       # a sibling; parallel re-exports this function
     pp = check_int("pp", pp, maximum=MAX_PP)
     m, v = check_int("microbatches", microbatches), check_int("virtual_stages", virtual_stages)
     if v > 1 and pp > 1:                               # None: m itself (one group) is allowed for any m >= pp
