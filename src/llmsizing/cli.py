@@ -441,9 +441,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-gpus", type=integer(), help="largest GPU count to consider")
     p.add_argument("--deadline-days", type=number(0, inclusive=False),
                    help="drop plans slower than this (by --deadline-rule)")
-    p.add_argument("--deadline-rule", choices=("estimate", "slow_end"), default="estimate",
-                   help="keep a plan whose point estimate meets --deadline-days (default), or its 80%% "
-                        "range's slow end; the deadline column says yes (met at the slow end) or likely")
+    p.add_argument("--deadline-rule", choices=("estimate", "slow_end"), default=None,
+                   help="keep a plan whose 80%% range's slow end meets --deadline-days (the default), or its "
+                        "point estimate; the deadline column says yes (met at the slow end) or likely")
     p.add_argument("--budget", type=count, help="drop plans dearer than this many USD, e.g. 2M")
     p.add_argument("--overlap", type=number(0, 1), default=None,
                    help="one share of communication hidden behind compute (default: group by group)")

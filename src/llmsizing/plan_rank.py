@@ -7,6 +7,8 @@ model. :mod:`llmsizing.planner` re-exports these names.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ._validate import check_choice, check_int
@@ -141,12 +143,50 @@ def pipelined_zero_winners(df) -> np.ndarray:
     return keep | ~new
 
 
-#: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` (the default, as before)
-#: keeps a plan whose point estimate ``days`` meets the deadline; ``"slow_end"`` one whose slow end of the 80%
-#: range, ``days_high``, does. Either way the frame's ``meets_deadline`` column says, per plan, ``"yes"``
+#: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` keeps a plan whose point
+#: estimate ``days`` meets the deadline; ``"slow_end"`` (the default since issue 34) one whose slow end of the
+#: 80% range, ``days_high``, does. Either way the frame's ``meets_deadline`` column says, per plan, ``"yes"``
 #: (``days_high <= deadline``: met even at the slow end of the range) or ``"likely"`` (only the point
 #: estimate meets it: at the slow end the run overshoots), and ``attrs["deadline_rule"]`` names the rule.
 DEADLINE_RULES = ("estimate", "slow_end")
+
+#: The rule ``plan()`` applies when none is given. A deadline is a constraint: "finish by" is met at the slow
+#: end of the range (one run in ten slower, if the 80% range holds its coverage), not at a point estimate that
+#: about half of the runs like it overshoot. Until issue 34 the default was ``"estimate"``; a call that gives
+#: no rule and loses plans by the change is warned once (:func:`deadline_kept`).
+DEFAULT_DEADLINE_RULE = "slow_end"
+_WARNED: list = []                             # the change of default is warned once per process
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside the library, for a warning raised by this module's
+    caller (``plan()`` and its decorators sit between)."""
+    import os
+    import sys
+
+    here, frame, level = os.path.dirname(os.path.abspath(__file__)), sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def deadline_kept(rule: str | None, days, days_high, deadline: float, listed=None) -> np.ndarray:
+    """Which plans meet ``deadline`` by ``rule`` (:data:`DEADLINE_RULES`; ``None``:
+    :data:`DEFAULT_DEADLINE_RULE`). With ``None``, where a ``listed`` plan meets it by its point estimate
+    only, and so the default before issue 34 would have kept it, a :class:`FutureWarning` says so once per
+    process and names ``deadline_rule="estimate"`` for the old result."""
+    days, days_high = np.asarray(days, dtype=float), np.asarray(days_high, dtype=float)
+    if rule is None:
+        lost = (days <= deadline) & (days_high > deadline) & (True if listed is None else listed)
+        if lost.any() and not _WARNED:
+            _WARNED.append(True)
+            warnings.warn(f"plan(deadline_days={deadline:g}) keeps a plan only if the slow end of its 80% "
+                          f"range meets the deadline (deadline_rule='slow_end', the default since issue 34); "
+                          f"{int(lost.sum()):,} plans meeting it by their point estimate only were dropped. "
+                          "Pass deadline_rule='estimate' for the old result, or 'slow_end' to silence this.",
+                          FutureWarning, stacklevel=_caller_level())
+    rule = DEFAULT_DEADLINE_RULE if rule is None else check_choice("deadline_rule", rule, DEADLINE_RULES)
+    return (days if rule == "estimate" else days_high) <= deadline
 
 
 def deadline_rule_text(rule: str, deadline: float) -> str:

@@ -56,9 +56,9 @@ from .moe_time import shared_expert_params
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
-from .plan_rank import (DEADLINE_RULES, _digits, _lex_orders, _pareto, _ranks, _taken,  # noqa: F401
-                        deadline_rule_text, interleaving_winners, meets_deadline,
-                        pipelined_zero_winners, plans_where, plans_within)
+from .plan_rank import (DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _digits, _lex_orders, _pareto,  # noqa: F401
+                        _ranks, _taken, deadline_kept, deadline_rule_text, interleaving_winners,
+                        meets_deadline, pipelined_zero_winners, plans_where, plans_within)
 # the interleaved chunks a stage may take live with the candidates
 from .plan_candidates import (MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, moe_layout_passes,  # noqa: F401
                               stage_chunk_options)
@@ -272,7 +272,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          explain: bool = True, optimizer_impl: str = "foreach", compute_efficiency: float | None = None,
          cp_degrees=None, cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
          ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
-         virtual_stages=VIRTUAL_STAGES, deadline_rule: str = "estimate",
+         virtual_stages=VIRTUAL_STAGES, deadline_rule: str | None = None,
          shard_under_pipeline: bool = False, shared_expert_overlap: bool = False):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest
@@ -333,10 +333,10 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``precision`` runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and
     refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per
     tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond
-    them: a plan meets the deadline by its point
-    estimate ``days`` (``deadline_rule="estimate"``, the default) or by the slow end of its 80% range,
-    ``days_high`` (``"slow_end"``); the frame then has a ``meets_deadline`` column (``"yes"``: met at the slow
-    end; ``"likely"``: by the point estimate only; :data:`~llmsizing.plan_rank.DEADLINE_RULES`) and
+    them: a plan meets the deadline by the slow end of its 80% range ``days_high`` (``"slow_end"``, the
+    default since issue 34: :data:`~llmsizing.plan_rank.DEFAULT_DEADLINE_RULE`) or by its point estimate
+    ``days`` (``deadline_rule="estimate"``, the old default); the frame then has a ``meets_deadline`` column
+    (``"yes"``: met at the slow end; ``"likely"``: by the point estimate only) and
     ``attrs["deadline_rule"]`` names the rule, as :class:`NoPlanError`'s message does.
     ``price_kind`` says what each plan's price is (:func:`~llmsizing.catalog.price_kind_of`): a plan priced at
     an ``"estimate"`` is ranked by it but marked, never passed off as a list price (issue 38).
@@ -365,17 +365,17 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     must be told to, of the published MoE runs only DeepSeek-V2 states it, and the all-to-all's SMs slowing
     the GEMMs beside it are not priced, so the option errs fast.
 
-    ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a
-    pipeline for a dense model, ZeRO-3 as Meta ran Llama 3 405B
-    (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`: the weights gathered once per step and kept, a
-    chunk's gradients reduce-scattered once per run of its backwards), priced and weighed as
-    :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` price that layout,
-    and listed only where no plan of the same GPUs, micro-batch and ``dp`` is as fast and as light
-    (:func:`~llmsizing.plan_rank.pipelined_zero_winners`). It is off because it doubles the layouts searched
-    (and the search's time) for little: at the 90% memory line it gained 0.1 MFU point for Llama 3.1 405B on
-    16,384 H100s (0.314 to 0.315). Turn it on for memory-tight pipelines, where sharding the gradients or
-    weights is what lets a layout drop recomputation: with ``usable_fraction=0.99`` it finds Meta's 405B
-    layout (TP8 PP16 DP128, no recomputation). A mixture of experts is not searched this way.
+    ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a pipeline
+    for a dense model, ZeRO-3 as Meta ran Llama 3 405B (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`),
+    priced as :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` price it,
+    listed where no plan of the same GPUs, micro-batch and ``dp`` is as fast and as light. Off because the
+    default follows Megatron-Core, whose pipelines shard the optimizer only (``--use-distributed-optimizer``;
+    ``--use-torch-fsdp2`` asserts ``pipeline_model_parallel_size == 1``), and because it doubles the search
+    for little: 0.1 MFU point for Llama 3.1 405B on 16,384 H100s at the 90% line; over the published-layout
+    runs it moves 19 of 97 planner picks (0.1-3.3 MFU points up) and the planner-layout check 86.6% -> 85.6%
+    inside. torchtitan shards under a pipeline by default (FSDP2, ``reshard_after_forward=False``): turn it on
+    for such stacks and memory-tight pipelines (``usable_fraction=0.99`` finds Meta's 405B layout, TP8 PP16
+    DP128, no recomputation). A mixture of experts is not searched this way.
 
     The search itself, everything but the token budget, the deadline and the budget, is kept for the last 32
     settings (:func:`_search`): asking again with another token budget costs milliseconds.
@@ -406,7 +406,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                              "searched (its stages' dense and MoE layers move with the chunks): give (1,) or "
                              "None")
         vps = (1,)
-    deadline_rule = check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
+    rule = None if deadline_rule is None else check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
+    deadline_rule = DEFAULT_DEADLINE_RULE if rule is None else rule
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
     columns += () if deadline_days is None else ("meets_deadline",)
     gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
@@ -511,7 +512,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             else interleaving_winners(df) & pipelined_zero_winners(df))
     if deadline is not None:
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
-        keep &= (days if deadline_rule == "estimate" else added["days_high"]) <= deadline
+        keep &= deadline_kept(rule, days, added["days_high"], deadline, keep)
     if budget is not None:
         keep &= cost <= budget
     sel = np.flatnonzero(keep)
