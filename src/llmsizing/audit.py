@@ -82,9 +82,9 @@ from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Find
     _b200_speedup, _bytes, _cost, _days, _finetune, _fp8_speedup,
     _fp8_tps, _fp8_vram, _gpu, _layer_activations_mb, _matrix, _memory_ratio,
     _min_gpus, _min_plan, _model, _one_gpu_gb, _one_way_gbps, _par,
-    _qlora, _qlora_fits, _recompute_flops_factor, _recompute_saving_pct, _run, _same_gpu_days_cost_ratio,
+    _qlora, _qlora_fits, _recompute_flops_factor, recompute_saving_pct, _run, _same_gpu_days_cost_ratio,
     _serving, seed_days_at_throughput, seed_gpu_days_usd,
-    _serving_factor, _stage_params_billion, _states, _suffices, _ten_b, _tps,
+    _serving_factor, _stage_params_billion, _states, _suffices, ten_b_stand_in, _tps,
     _train_gb, _weights_gb,
 )
 
@@ -247,7 +247,7 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "000-grad-accum-savings": lambda: _memory_ratio(_M7, batch=8, base_batch=32, grad_accum=32, scale=-100,
                                                     offset=100),
     "000-mixed-precision-2x": lambda: _memory_ratio(_M7, batch=32, base_batch=32, precision="fp32"),
-    "000-checkpointing": lambda: _recompute_saving_pct(_M7, 32),
+    "000-checkpointing": lambda: recompute_saving_pct(_M7, 32),
     "000-checkpointing-slowdown": _recompute_flops_factor,
     # ---- seed 000: GPU counts and the FAQ
     "000-intro-13b-one-h100": lambda: _suffices(_L2_13, _H100, 1),
@@ -274,11 +274,11 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "002-10b-weights": lambda: _states(n_params=10_000_000_000).weights_bytes / GB,
     "002-10b-gradients": lambda: _states(n_params=10_000_000_000).gradients_bytes / GB,
     "002-10b-optimizer": lambda: _states(n_params=10_000_000_000).optimizer_bytes / GB,
-    "002-10b-activations": lambda: _activations_gb(_ten_b(), 32),
-    "002-10b-total": lambda: _train_gb(_ten_b(), 32),
+    "002-10b-activations": lambda: _activations_gb(ten_b_stand_in(), 32),
+    "002-10b-total": lambda: _train_gb(ten_b_stand_in(), 32),
     "002-10b-width": lambda: float(_model(_L2_13).hidden),
     "002-10b-layer-activations": _layer_activations_mb,
-    "002-10b-two-gpus": lambda: _train_gb(_ten_b(), 16, _par(dp=2, zero=3)),
+    "002-10b-two-gpus": lambda: _train_gb(ten_b_stand_in(), 16, _par(dp=2, zero=3)),
     # ---- seed 003
     "003-70b-fp16": lambda: _weights_gb(_L2_70, "bf16"),
     "003-nvlink4": lambda: 2 * _one_way_gbps(_H100),

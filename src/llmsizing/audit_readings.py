@@ -216,7 +216,7 @@ def _memory_ratio(model: str, *, batch: int, base_batch: int, grad_accum: int = 
     return Finding(found[0], others=(alt,))
 
 
-def _recompute_saving_pct(model: str, batch: int) -> float:
+def recompute_saving_pct(model: str, batch: int) -> float:
     """The share of a step's peak that full recomputation saves, in %: 100 x (1 - peak with full
     recomputation / peak without), at the seed's batch (the recomputation setting is what the claim
     compares)."""
@@ -506,7 +506,7 @@ def _fp8_vram(model: str) -> Finding:
 
 
 @cache
-def _ten_b():
+def ten_b_stand_in():
     """Seed 002's 10B model: Llama 2 13B's blocks (h = 5,120) cut to 31 layers, 10.16B parameters (the
     catalogue has no 10B model; the seed gives none)."""
     import dataclasses
