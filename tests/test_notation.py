@@ -291,6 +291,9 @@ CLASHES = [
      "c as Kendall's server count: a fleet's slots are n_slot (M/G/n_slot)"),
     (re.compile(r"8\s*\\?,?\s*b\s*\\?,?\s*s\s*\\?,?\s*V(?!\s*/\s*t)"), re.compile(r"loss", re.I),
      "the loss backward's 8bsV without /t: the vocabulary-parallel head splits it over t"),
+    # round 6 (read0810): chapter 10 and the appendix wrote Approach 3's loss L(N, D) next to 12 L a d s
+    (re.compile(r"(?<![A-Za-z\\_{])L\s*\(\s*N\s*,\s*D\s*\)"), re.compile(r"loss|Approach 3", re.I),
+     "L(N, D) as the loss: L is layers (the loss is script L)"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
@@ -353,6 +356,9 @@ CLASHED = [
     ("A linear layer from $n$ inputs to $m$ outputs is an $m \\times n$ matrix", "m, n as a linear layer"),
     ("The tests hold the two within 5% on M/M/$c$ cases.", "c as Kendall's"),
     ("max(forward, loss backward $+8bsV$, backward, optimizer step)", "the loss backward's 8bsV"),
+    # round 6 (read0810): chapter 10 and the appendix before this session
+    ("Approach 3 fits a loss surface $$L(N, D) = L_0 + \\frac{K_N}{N^{\\alpha_N}}$$", "L(N, D) as the loss"),
+    ("Approach 3's parametric loss $L(N, D) = L_0 + K_N/N^{\\alpha_N}$", "L(N, D) as the loss"),
 ]
 #: Uses the round-5 rules must let pass (each is in the book or the appendix now).
 ALLOWED_ROUND5 = [
@@ -368,6 +374,8 @@ ALLOWED_ROUND5 = [
     "the textbook M/G/$n_\\text{slot}$ queue",
     "max(forward, loss backward $+8bsV/t$, backward, optimizer step)",
     "with $c_s$ the service time's coefficient of variation",
+    "Approach 3's parametric loss $\\mathcal{L}(N, D) = L_0 + K_N/N^{\\alpha_N} + K_D/D^{\\alpha_D}$",
+    "PaLM's $6N + 12\\,L\\,a\\,d\\,s$ per token, with the loss's backward",
 ]
 
 
