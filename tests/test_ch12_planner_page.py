@@ -156,7 +156,7 @@ def summary_text(w) -> str:
 
 
 def test_widget_deadline_rule_filters_by_the_slow_end_and_says_so():
-    """Llama-3-8B on 1e11 tokens (SMALL) with a one-day deadline. By the point estimate (the default rule) the
+    """Llama-3-8B on 1e11 tokens (SMALL) with a one-day deadline. By the point estimate (the old default rule) the
     cheapest plan that makes it is the front's first among days <= 1; the table says that
     plan's slow end, days_high, is above one day, so it meets the day only "likely". With the slow end's rule,
     the plans left are exactly the rows with days_high <= 1 (counted from the column here), the front among
@@ -202,20 +202,24 @@ def test_widget_deadline_rule_filters_by_the_slow_end_and_says_so():
     want = want[want["pareto"]]
     assert [(r.gpu, r.n_gpus, r.tp, r.pp, r.dp, r.zero) for r in want.itertuples()] == \
         [(r.gpu, r.n_gpus, r.tp, r.pp, r.dp, r.zero) for r in front.itertuples()]
-    set_controls(w, deadline_rule="estimate", deadline=0.0)
+    set_controls(w, deadline_rule="slow_end", deadline=0.0)                 # the default rule, no deadline
     assert "deadline rule" not in summary_text(w) and w.error.value == ""
 
 
 def test_widget_deadline_rule_without_a_deadline_says_it_keeps_every_plan():
+    """The widget's rule is the slow end by default (plan()'s since issue 34); the other rule, without a deadline,
+    is said to keep every plan."""
     w = widget()
+    assert w.controls["deadline_rule"].value == "slow_end"
     set_controls(w, model="llama-3-8b", tokens=1e11, gpus=SMALL["gpus"], seq=4096, global_batch=256,
-                 max_gpus=512, budget=0.0, deadline=0.0, deadline_rule="estimate", choice=0)
+                 max_gpus=512, budget=0.0, deadline=0.0, deadline_rule="slow_end", choice=0)
     before = summary_text(w)
-    w.controls["deadline_rule"].value = "slow_end"
-    after = summary_text(w)
-    assert "deadline rule: slow end of the range, but no deadline is set: every plan is kept" in after
-    assert f"{len(small_plans()):,} plans fit" in after and f"{len(small_plans()):,} plans fit" in before
+    assert "deadline rule" not in before
     w.controls["deadline_rule"].value = "estimate"
+    after = summary_text(w)
+    assert "deadline rule: point estimate, but no deadline is set: every plan is kept" in after
+    assert f"{len(small_plans()):,} plans fit" in after and f"{len(small_plans()):,} plans fit" in before
+    w.controls["deadline_rule"].value = "slow_end"
     assert summary_text(w) == before
 
 

@@ -291,6 +291,9 @@ CLASHES = [
      "c as Kendall's server count: a fleet's slots are n_slot (M/G/n_slot)"),
     (re.compile(r"8\s*\\?,?\s*b\s*\\?,?\s*s\s*\\?,?\s*V(?!\s*/\s*t)"), re.compile(r"loss", re.I),
      "the loss backward's 8bsV without /t: the vocabulary-parallel head splits it over t"),
+    # round 6 (misc38b): chapter 4 wrote the residual as x + f(x), though f is the MLP's inner width
+    (re.compile(r"(?<![A-Za-z\\_])(?<!_\{)f\s*(?:\(|\\left\s*\()"), re.compile(r"[\s\S]"),
+     "f as a function: f is the MLP's inner width (name the function: \\text{sublayer}(x), \\sigma)"),
     # round 6 (read0810): chapter 10 and the appendix wrote Approach 3's loss L(N, D) next to 12 L a d s
     (re.compile(r"(?<![A-Za-z\\_{])L\s*\(\s*N\s*,\s*D\s*\)"), re.compile(r"loss|Approach 3", re.I),
      "L(N, D) as the loss: L is layers (the loss is script L)"),
@@ -356,6 +359,9 @@ CLASHED = [
     ("A linear layer from $n$ inputs to $m$ outputs is an $m \\times n$ matrix", "m, n as a linear layer"),
     ("The tests hold the two within 5% on M/M/$c$ cases.", "c as Kendall's"),
     ("max(forward, loss backward $+8bsV$, backward, optimizer step)", "the loss backward's 8bsV"),
+    # round 6 (misc38b): chapter 4 before this session's fix
+    ("The residual additions keep nothing: the gradient of $x + f(x)$ just flows through.", "f as a function"),
+    ("a block computes $y = x + f\\left(\\text{LN}(x)\\right)$", "f as a function"),
     # round 6 (read0810): chapter 10 and the appendix before this session
     ("Approach 3 fits a loss surface $$L(N, D) = L_0 + \\frac{K_N}{N^{\\alpha_N}}$$", "L(N, D) as the loss"),
     ("Approach 3's parametric loss $L(N, D) = L_0 + K_N/N^{\\alpha_N}$", "L(N, D) as the loss"),
@@ -366,7 +372,8 @@ ALLOWED_ROUND5 = [
     "its **bus bandwidth**, $\\text{bus}(n)\\,S / t_\\text{coll}$",
     "each of the $t$ GPUs holds $S/t$ of the message",
     "the $f$-wide MLP tensors, $24sbh/t$",
-    "the gradient of $x + f(x)$ just flows through",
+    "the sum $x + \\text{sublayer}(x)$ hands its incoming gradient unchanged to both of its terms",
+    "the inner widths $f_e$ and $f_\\text{sh}$ of a routed and a shared expert",
     "a run of $t_\\text{run}$ seconds, with $t_\\text{day}$ = 86,400 s",
     "$t_\\text{layer} =$ 0.35 ms the CPU time of a launch",
     "Across $n_\\text{node}$ nodes, each node sends $2\\frac{n_\\text{node}-1}{n_\\text{node}}S$",

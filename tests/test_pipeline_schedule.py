@@ -179,3 +179,63 @@ def test_published_bubble_refuses_what_its_formula_cannot_say(kw, match):
 def test_in_flight_is_the_papers_count(kind, p, m, by_hand):
     s = pipeline_schedule(kind, pp=p, micro_batches=m, virtual_stages=2)
     assert s.in_flight == pytest.approx(by_hand)
+
+
+# ------------------------------------------------ interleaved counts that are not a multiple of pp (issue 34)
+def test_megatron_core_runs_a_count_that_is_not_a_multiple_of_pp_at_the_same_bubble():
+    """Megatron-Core (schedules.py, forward_backward_pipelining_with_interleaving, since MR !2117) runs m = 3
+    micro-batches on pp = 2 stages with v = 2 in one group of N = 3 (microbatch_group_size_per_vp_stage).
+    By hand, chunks of 0.5 (forward) and 1.0 (backward); order from get_schedule_table, warm-up
+    2(p - i - 1) + (v - 1)N = 5 and 3 chunk forwards:
+    stage 0 forwards F0c0 F1c0 F2c0 end at 1.5, stage 1's at 2.0; stage 0 runs F0c1 F1c1 F2c1 by 3.0; stage 1
+    F0c1 [2, 2.5] B0c1 [2.5, 3.5] F1c1 [3.5, 4] B1c1 [4, 5] F2c1 [5, 5.5] B2c1 [5.5, 6.5]; stage 0 B0c1
+    [3.5, 4.5] B1c1 [5, 6] B2c1 [6.5, 7.5]; stage 1 B0c0 [6.5, 7.5] B1c0 [7.5, 8.5] B2c0 [8.5, 9.5]; stage 0
+    B0c0 [7.5, 8.5] B1c0 [8.5, 9.5] B2c0 [9.5, 10.5]. Makespan 10.5 against an ideal 3 x (1 + 2) = 9: a bubble
+    of 1.5 / 9 = 1/6, which is (p - 1) / (v m) = 1 / (2 x 3)."""
+    from llmsizing.parallel import pipeline_bubble
+
+    s = pipeline_schedule("interleaved", pp=2, micro_batches=3, virtual_stages=2, microbatch_group=3)
+    assert s.makespan == pytest.approx(10.5)
+    assert s.bubble_fraction == pytest.approx(1 / 6)
+    assert pipeline_bubble(2, 3, 2) == pytest.approx(1 / 6)                   # any group Megatron-Core runs
+    assert pipeline_bubble(2, 3, 2, microbatch_group=3) == pytest.approx(1 / 6)
+    by_stage = {i: [(o.kind, o.micro_batch, o.chunk, o.start) for o in s.ops if o.stage == i] for i in (0, 1)}
+    assert by_stage[0][3:6] == [("F", 0, 1, 1.5), ("F", 1, 1, 2.0), ("F", 2, 1, 2.5)]
+    assert by_stage[1][-3:] == [("B", 0, 0, 6.5), ("B", 1, 0, 7.5), ("B", 2, 0, 8.5)]
+
+
+@pytest.mark.parametrize("p, m, group, match", [
+    (2, 3, None, "microbatch_group"),            # Megatron-Core's default N = pp leaves a last group of 1
+    (2, 3, 2, "last group of 1, fewer than pp=2"),
+    (4, 10, 6, None),                            # 10 mod 6 = 4 >= 4: allowed
+    (4, 10, 7, "last group of 3"),
+    (4, 10, 11, "microbatch_group"),             # N > m
+    (4, 10, 3, "microbatch_group"),              # N < pp
+    (4, 3, None, "fewer than pp=4"),             # m < pp: no group can be in [pp, m]
+])
+def test_the_group_rule_is_megatron_cores(p, m, group, match):
+    """schedules.py: N in [pp, m] (ValueError there) and m mod N either 0 or >= pp (RuntimeError there)."""
+    from llmsizing.parallel import pipeline_bubble
+
+    if match is None:
+        assert pipeline_schedule("interleaved", pp=p, micro_batches=m, virtual_stages=2,
+                                 microbatch_group=group).bubble_fraction == pytest.approx((p - 1) / (2 * m))
+        assert pipeline_bubble(p, m, 2, microbatch_group=group) == pytest.approx((p - 1) / (2 * m))
+        return
+    with pytest.raises(ValueError, match=match):
+        pipeline_schedule("interleaved", pp=p, micro_batches=m, virtual_stages=2, microbatch_group=group)
+    if group is not None or m < p:
+        with pytest.raises(ValueError, match=match.replace("micro_batches", "microbatches")):
+            pipeline_bubble(p, m, 2, microbatch_group=group)
+
+
+@pytest.mark.parametrize("p", [2, 3, 4])
+@pytest.mark.parametrize("v", [2, 3])
+def test_every_group_megatron_core_allows_idles_p_minus_1_over_v_m(p, v):
+    """Every (m, N) the rule allows, laid out, idles (p - 1) / (v m); an allowed m below pp does not exist."""
+    for m in range(p, 3 * p + 3):
+        for n in range(p, m + 1):
+            if 0 < m % n < p:
+                continue
+            s = pipeline_schedule("interleaved", pp=p, micro_batches=m, virtual_stages=v, microbatch_group=n)
+            assert s.bubble_fraction == pytest.approx((p - 1) / (v * m), abs=1e-12), (m, n)

@@ -7,9 +7,11 @@ the days of a plan from its step time, and the deadline rule on hand-picked numb
 checked against direct step_time and training_memory calls on the layout built by hand."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import llmsizing as L
+from llmsizing import plan_rank
 from llmsizing.job import Job
 from llmsizing.pipeline_schedule import pipelined_zero_fields
 from llmsizing.planner import (DEADLINE_RULES, NoPlanError, PLAN_COLUMNS, meets_deadline, plan,
@@ -130,8 +132,8 @@ def test_meets_deadline_by_hand():
 
 
 def test_the_deadline_rule_and_its_column(p70):
-    """A deadline between a plan's point estimate and the slow end of its range: kept as "likely" by the default
-    rule, dropped by the slow end's; a deadline beyond its slow end: "yes"."""
+    """A deadline between a plan's point estimate and the slow end of its range: kept as "likely" by the point
+    estimate's rule, dropped by the slow end's (the default since issue 34); a deadline beyond its slow end: "yes"."""
     kw = dict(tokens=1e12, gpus=("H100 SXM", "A100 80GB"), seq=8192, global_batch=1024, max_gpus=4096)
     r = p70.iloc[0]
     # the days by hand from the step: 1e12 tokens / (1,024 x 8,192) steps
@@ -143,7 +145,7 @@ def test_the_deadline_rule_and_its_column(p70):
     def row(df):
         return df[(df[key] == r[key]).all(axis=1)]
 
-    kept = plan(L70, deadline_days=mid, **kw)
+    kept = plan(L70, deadline_days=mid, deadline_rule="estimate", **kw)
     assert list(kept.columns) == list(PLAN_COLUMNS) + ["meets_deadline"]
     assert list(row(kept)["meets_deadline"]) == ["likely"]
     assert set(kept["meets_deadline"]) <= {"yes", "likely"} and (kept["days"] <= mid).all()
@@ -151,6 +153,10 @@ def test_the_deadline_rule_and_its_column(p70):
     strict = plan(L70, deadline_days=mid, deadline_rule="slow_end", **kw)
     assert not len(row(strict)) and (strict["days_high"] <= mid).all() and set(strict["meets_deadline"]) == {"yes"}
     assert "slow end" in strict.attrs["deadline_rule"]
+    with pytest.warns(FutureWarning, match="deadline_rule='estimate' for the old result"):
+        plan_rank._WARNED.clear()
+        default = plan(L70, deadline_days=mid, **kw)
+    pd.testing.assert_frame_equal(default, strict)
     loose = plan(L70, deadline_days=r.days_high * 1.01, **kw)
     assert list(row(loose)["meets_deadline"]) == ["yes"]
     assert "meets_deadline" not in p70                       # no deadline, no column
@@ -162,7 +168,34 @@ def test_no_plan_says_the_rule():
     kw = dict(tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=1024, max_gpus=256, deadline_days=1)
     with pytest.raises(NoPlanError, match=r"none meets deadline_days=1: the fastest takes .* days \(.* at the "
                                           r"slow end of the 80% range\).*checked by the point estimate"):
-        plan(L70, **kw)
+        plan(L70, deadline_rule="estimate", **kw)
     with pytest.raises(NoPlanError, match="checked by the slow end of the 80% range"):
         plan(L70, deadline_rule="slow_end", **kw)
+    with pytest.raises(NoPlanError, match="checked by the slow end of the 80% range"):
+        plan(L70, **kw)                                      # the default since issue 34
     assert np.isfinite(plan(L70, **{**kw, "deadline_days": 1e4})["days"]).all()
+
+
+def test_the_default_deadline_rule_is_the_slow_end_and_warns_once(monkeypatch):
+    """By hand: point estimates 10, 10, 8, 12 days, slow ends 12, 11, 9, 13, a deadline of 11 days. The slow end
+    keeps plans 2 and 3 (11 <= 11, 9 <= 11); the point estimate also keeps plan 1 (10 <= 11 < 12). Given no rule
+    the slow end applies, and since plan 1 is lost a FutureWarning says so, once per process."""
+    import warnings
+
+    from llmsizing.plan_rank import DEFAULT_DEADLINE_RULE, deadline_kept
+
+    assert DEFAULT_DEADLINE_RULE == "slow_end"
+    days, high = [10, 10, 8, 12], [12, 11, 9, 13]
+    assert list(deadline_kept("estimate", days, high, 11)) == [True, True, True, False]
+    assert list(deadline_kept("slow_end", days, high, 11)) == [False, True, True, False]
+    monkeypatch.setattr(plan_rank, "_WARNED", [])
+    with pytest.warns(FutureWarning, match="1 plans meeting it by their point estimate only"):
+        assert list(deadline_kept(None, days, high, 11)) == [False, True, True, False]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert list(deadline_kept(None, days, high, 11)) == [False, True, True, False]   # once
+    monkeypatch.setattr(plan_rank, "_WARNED", [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                      # nothing lost (plan 1 not listed): no warning
+        deadline_kept(None, days, high, 11, listed=np.array([False, True, True, True]))
+        deadline_kept("slow_end", days, high, 11)

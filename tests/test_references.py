@@ -462,8 +462,9 @@ def test_parallel_gpus_is_the_product(tp, pp, dp, zero):
 def test_pipeline_bubble_bounds_and_monotone(pp, m, v):
     """Narayanan et al. 2021: bubble (p - 1) / (v m) of the IDEAL step time. It is >= 0 and below 1 once
     v m >= p; with fewer micro-batches it can exceed 1 (p = 8, m = 1: 7 ideal steps of idling), which is why
-    the share of the ACTUAL step, b / (1 + b), is the quantity that always lies in [0, 1)."""
-    assume(v == 1 or pp > 1)
+    the share of the ACTUAL step, b / (1 + b), is the quantity that always lies in [0, 1). Interleaved, Megatron-Core
+    runs no fewer than pp micro-batches (check_microbatch_group)."""
+    assume(v == 1 or 1 < pp <= m)
     b = pipeline_bubble(pp, m, v)
     assert b >= 0
     assert 0 <= b / (1 + b) < 1

@@ -11,7 +11,8 @@ from llmsizing.layouts import step_time
 from llmsizing.network import get_node
 from llmsizing.rl import published_rl, rl_run
 from llmsizing.rl_trainer import (colocated_moves_s, default_layout, layout_parallel, layout_trainer,
-                                  micro_batches)
+                                  micro_batches, response_length_bounds, response_length_check,
+                                  response_second_moment)
 
 H100 = "H100 SXM"
 
@@ -69,13 +70,42 @@ def test_colocated_moves_by_hand():
     m = resolve_model("llama-3-8b")
     g = get_gpu(H100)
     w = 16.06e9
-    mv = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, train_bytes=20e9)
+    mv = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, state_bytes=20e9)
     assert mv["engine_sleep_wake"] == pytest.approx(2 * w / 32e9, rel=0.01)
     assert mv["trainer_offload"] == pytest.approx(2 * 20e9 / 32e9)
     peak = 7 / 8 * w / 450e9
     assert peak <= mv["sync"] <= peak / 0.7
-    off = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=2, offload=False, train_bytes=20e9)
+    off = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=2, offload=False, state_bytes=20e9)
     assert off["trainer_offload"] == 0 and off["engine_sleep_wake"] == pytest.approx(w / 32e9, rel=0.01)
+    with pytest.warns(DeprecationWarning, match="state_bytes"):
+        old = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, train_bytes=20e9)
+    assert old == mv
+    with pytest.raises(TypeError, match="state_bytes"):
+        colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True)
+    with pytest.raises(ValueError, match="state_bytes"):
+        colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, state_bytes=-1.0)
+
+
+def test_the_host_trip_carries_the_states_not_the_activations():
+    """What a colocated trainer offloads for generation is its model states, not its peak. verl's
+    ``offload_fsdp_model_to_cpu`` moves each FSDP unit's flat parameter and ``offload_fsdp_optimizer`` the
+    optimizer's tensors (verl/utils/fsdp_utils.py); OpenRLHF's ``offload_deepspeed_states`` moves ZeRO-3's
+    optimizer states, gradient buffer and fp32/16-bit parameters. Activations are freed at the end of the
+    step; no framework moves them. By hand for Llama 3 8B (8,030,261,248 parameters, its model card's 8.03B)
+    on 16 H100s under ZeRO-3: 2 (bf16 weights) + 2 (bf16 gradients) + 4 (fp32 master) + 8 (Adam's two fp32
+    moments) = 16 bytes per parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1), over 16 GPUs: 8.03 GB
+    per GPU; down and back up over PCIe Gen4 x16 at 32 GB/s each way: 2 x 8.03e9 / 32e9 = 0.502 s. The trip
+    is the same at a 4K and a 32K cap, where the peak (with the row's activations) grows."""
+    run = dict(gpu=H100, n_gpus=16, prompts_per_step=32, samples_per_prompt=4, prompt=128, steps=1)
+    short = rl_run("llama-3-8b", response=(900, 4096), **run)
+    long = rl_run("llama-3-8b", response=(900, 32768), **run)
+    states = 16 * 8_030_261_248 / 16
+    assert short.state_bytes_per_gpu == pytest.approx(states, rel=1e-6)
+    assert short.moves["trainer_offload"] == pytest.approx(2 * 8.03e9 / 32e9, rel=1e-3)
+    assert long.moves["trainer_offload"] == short.moves["trainer_offload"]
+    assert long.train_bytes_per_gpu > short.train_bytes_per_gpu > short.state_bytes_per_gpu
+    no = rl_run("llama-3-8b", response=(900, 4096), offload=False, **run)
+    assert no.moves["trainer_offload"] == 0
 
 
 def test_rl_run_sums_the_moves_into_weight_sync_and_takes_a_layout():
@@ -144,3 +174,49 @@ def test_published_rows_use_their_layout_and_more_land_inside():
     assert first["inside"].sum() >= 6
     assert first["ratio"].median() < 1.40
     assert math.isfinite(c["predicted_step_s"].sum())
+
+
+def test_the_length_assumption_against_a_published_step():
+    """verl v0.7.1's step log on GSM8K (data/rl_response_lengths.csv): 8,192 rollouts, mean 424.549, shortest 26,
+    cap 1,024, 7.373% cut at the cap (604 responses), and the slowest rollout was one of them (1,024 tokens), as
+    the generation's max(n mean / b, longest) takes the longest to be. Bounds by hand: the uncut responses
+    average m' = (424.549 - 0.07373 x 1024) / 0.92627 = 376.83; all at m': E[s^2] = 0.07373 x 1024^2 +
+    0.92627 x 376.83^2 = 77,312 + 131,534 = 208,846, or 491.9 tokens token-weighted (/ 424.549); split
+    between 26 and 1024 (q = 350.83 / 998 = 0.35153 at the cap): 77,312 + 0.92627 x (0.35153 x 1024^2 +
+    0.64847 x 26^2) = 419,148, or 987.3. The maximum-entropy lengths (a truncated exponential, p(s) ~
+    exp(-lam s) on [0, 1024]) solved here in closed form, independently of the library's grid: mean
+    1/lam - L / (e^(lam L) - 1), E[s^2] = 2/lam^2 - (L^2 + 2L/lam) / (e^(lam L) - 1)."""
+    row = response_length_check().iloc[0]
+    assert row["rollouts"] == 8192 and row["at_cap"] == pytest.approx(604)
+    assert row["waits_for_cap"]
+    assert row["low_tokens"] == pytest.approx(208_846 / 424.549, rel=1e-3)
+    assert row["high_tokens"] == pytest.approx(419_148 / 424.549, rel=1e-3)
+    m, cap = 424.5494384765625, 1024.0
+
+    def mean_of(lam):
+        return 1 / lam - cap / math.expm1(lam * cap)
+
+    lo, hi = 1e-9, 1.0                       # the mean falls from cap/2 as lam grows: bisect
+    for _ in range(200):
+        lam = (lo + hi) / 2
+        lo, hi = (lam, hi) if mean_of(lam) > m else (lo, lam)
+    e2 = 2 / lam**2 - (cap**2 + 2 * cap / lam) / math.expm1(lam * cap)
+    assert row["maxent_tokens"] == pytest.approx(e2 / m, rel=2e-3)
+    assert row["low_tokens"] < row["maxent_tokens"] < row["high_tokens"] and row["inside"]
+    # the published 7.4% at the cap lengthens the token-weighted mean a little: by less than 10%
+    assert 1.0 < row["clipped_tokens"] / row["maxent_tokens"] < 1.10
+
+
+def test_response_length_bounds_by_hand_and_refused_input():
+    """Half the responses at a cap of 100 and a mean of 60: the other half average 20. Least: 0.5 x 100^2 +
+    0.5 x 20^2 = 5,200; with the shortest 0, most: 0.5 x 100^2 + 0.5 x (0.2 x 100^2) = 6,000."""
+    lo, hi = response_length_bounds(60, 0, 100, 0.5)
+    assert (lo, hi) == (pytest.approx(5200), pytest.approx(6000))
+    assert response_length_bounds(100, 100, 100, 1.0) == (10_000, 10_000)
+    assert response_second_moment(60, 100) > 60**2
+    with pytest.raises(ValueError, match="clip_ratio"):
+        response_length_bounds(60, 30, 100, 0.6)     # the rest would average 0, under the shortest
+    with pytest.raises(ValueError, match="clip_ratio"):
+        response_length_bounds(60, 0, 100, 1.5)
+    with pytest.raises(ValueError, match="cap"):
+        response_length_bounds(60, 0, 50, 0.1)

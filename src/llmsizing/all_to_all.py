@@ -164,7 +164,25 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     ``max_nodes`` (with ``top_k``) is DeepSeek-V3's node-limited routing, each token sent to at most that many
     nodes, once per node (the cross-node share becomes :func:`llmsizing.moe.inter_node_share` instead of
     ``(ep - domain) / ep``); ``stride`` places the ``ep`` ranks that far apart (Megatron-Core's expert grid
-    puts them ``etp`` apart), so that ``domain / stride`` of them share a scale-up domain."""
+    puts them ``etp`` apart), so that ``domain / stride`` of them share a scale-up domain.
+
+    **The NVLink forwarding leg** (issue 35). With ``max_nodes`` the all-to-all runs as DeepEP's normal
+    (training and prefill) kernels run it (DeepSeek-V3 Sec. 3.2.2; DeepEP V1 ``internode.cu``): a token
+    goes over RDMA once to the same-index GPU of each node it reaches, and that GPU forwards it over NVLink
+    to every GPU of its node that holds one of its experts, its own node's tokens too. So the NVLink leg
+    carries each of a token's ``k`` copies but the ``1 / domain`` that lands on the forwarding GPU itself,
+    ``(domain - 1) / domain`` of the buffer, not the ``(domain - 1) / ep`` sent straight to the own node's
+    peers (an upper bound, like the network share: a GPU holding two of a token's experts receives it once).
+    The kernel's RDMA senders, NVLink forwarders and receivers are separate warps working through chunked
+    buffers at once, so the two legs overlap and the slower sets the time, as above. With an 8-GPU H800 node
+    (NVLink 154 GB/s, a 45.5 GB/s NIC) and top-8 the NVLink leg is the slower when a token crosses the
+    network fewer than ``7 x 45.5 / 154 = 2.07`` times: two or three nodes, or a node limit of 1 or 2.
+    DeepEP's README (legacy V1 table, H800 with CX7, 4,096 tokens, hidden 7,168, top-8, FP8 dispatch, a group
+    a node, top-``min(nodes, 4)`` groups) gives 43 GB/s at EP 16, counted over the tokens each node gets
+    including its own (``tests/legacy/test_internode.py``'s ``num_rdma_token_sent``): 1.41 ms, where the
+    NIC's share alone would take 0.67 ms (0.49x); the forwarding leg's 1.38 ms is 0.98x of it, and the
+    RDMA-bound EP 32 and 64 (0.95-0.99x, counting 4 nodes a token) do not move
+    (``tests/test_deepep_forwarding.py``)."""
     s = check_number("message_bytes", message_bytes)
     ep = check_int("ep", ep, maximum=65536)
     stride = check_int("stride", stride, maximum=65536)
@@ -184,12 +202,12 @@ def _all_to_all_s(s, ep: int, g, n: Node, top_k, max_nodes, stride: int):
     d, inside, cross_link, intra_link = _links(ep, g, n, stride)
     if ep <= d:
         return _collective_time_s("send/recv", s * (ep - 1) / ep, 2, inside, True)
-    if max_nodes is None:
-        share = (ep - d) / ep
-    else:                                                 # ---- node-limited routing (llmsizing.moe)
-        share = inter_node_share(top_k, ep, d, max_nodes)
+    if max_nodes is None:                  # every copy straight to its GPU: the own node's peers over NVLink
+        share, near = (ep - d) / ep, (d - 1) / ep
+    else:          # ---- node-limited routing (llmsizing.moe): DeepEP's NVLink leg forwards every copy
+        share, near = inter_node_share(top_k, ep, d, max_nodes), (d - 1) / d
     cross = _collective_time_s("send/recv", s * share, 2, cross_link, True)
-    intra = _collective_time_s("send/recv", s * (d - 1) / ep, 2, intra_link, True) if d > 1 else 0.0
+    intra = _collective_time_s("send/recv", s * near, 2, intra_link, True) if d > 1 else 0.0
     return np.maximum(cross, intra) if isinstance(cross, np.ndarray) else max(cross, intra)
 
 

@@ -13,7 +13,8 @@ import sys
 # cli_tune (issue 32); every name they had here still imports from here.
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
                        STAGE_FORM, _add_output, _emit, _finite, _fmt_frame, _is_dir, _model, _parse, _refuse,
-                       _estimate_mark, _price_text, count, integer, memory_frame, number, plan_table, stage)
+                       _estimate_mark, _price_text, add_plan_moe_flags, count, integer, memory_frame, number,
+                       plan_table, stage)
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
 EXAMPLES = """examples:
@@ -258,8 +259,8 @@ def cmd_cost(args) -> None:
 
 def _plan_layout_options(args) -> dict:
     """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``,
-    ``--ep``, ``--ep-overlap``, ``--shard-under-pipeline``. One place, so a single plan and every planned
-    ``--stage`` take them alike (issue 33: the stage path dropped them)."""
+    ``--ep``, ``--ep-overlap``, ``--shared-expert-overlap``, ``--shard-under-pipeline``. One place, so a
+    single plan and every planned ``--stage`` take them alike (issue 33: the stage path dropped them)."""
     out = {"cp_comm": args.cp_comm}
     if getattr(args, "framework", None) is not None:
         out["framework"] = args.framework
@@ -269,7 +270,8 @@ def _plan_layout_options(args) -> dict:
         out["ep_degrees"] = tuple(args.ep)
     if args.ep_overlap is not None:
         out["ep_overlap"] = args.ep_overlap
-    return {**out, "shard_under_pipeline": True} if getattr(args, "shard_under_pipeline", False) else out
+    flags = ("shard_under_pipeline", "shared_expert_overlap")          # (store_true: only when given)
+    return {**out, **{k: True for k in flags if getattr(args, k, False)}}
 
 
 def _plan_stages(args) -> None:
@@ -439,9 +441,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-gpus", type=integer(), help="largest GPU count to consider")
     p.add_argument("--deadline-days", type=number(0, inclusive=False),
                    help="drop plans slower than this (by --deadline-rule)")
-    p.add_argument("--deadline-rule", choices=("estimate", "slow_end"), default="estimate",
-                   help="keep a plan whose point estimate meets --deadline-days (default), or its 80%% "
-                        "range's slow end; the deadline column says yes (met at the slow end) or likely")
+    p.add_argument("--deadline-rule", choices=("estimate", "slow_end"), default=None,
+                   help="keep a plan whose 80%% range's slow end meets --deadline-days (the default), or its "
+                        "point estimate; the deadline column says yes (met at the slow end) or likely")
     p.add_argument("--budget", type=count, help="drop plans dearer than this many USD, e.g. 2M")
     p.add_argument("--overlap", type=number(0, 1), default=None,
                    help="one share of communication hidden behind compute (default: group by group)")
@@ -458,11 +460,7 @@ def parser() -> argparse.ArgumentParser:
                         "tokens, powers of two up to 32 from 16K)")
     p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
                    help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
-    p.add_argument("--ep", type=integer(), action="append",
-                   help="an expert-parallel degree to search for a mixture of experts; repeat for several "
-                        "(default: every divisor of its routed experts)")
-    p.add_argument("--ep-overlap", type=number(0, 1), default=None,
-                   help="share of the all-to-all hidden behind compute (DualPipe's; default 0)")
+    add_plan_moe_flags(p)
     p.add_argument("--framework", default=None,
                    help="the training software (e.g. megatron-core, nemo, torchtitan, llm-foundry): its "
                         "stack family sets the days' range (default: unknown, the pooled range)")

@@ -215,6 +215,20 @@ def _add_output(p) -> None:
     g.add_argument("--csv", action="store_true", help="print CSV (for scripts)")
 
 
+def add_plan_moe_flags(p) -> None:
+    """``llmsizing plan``'s mixture-of-experts flags: ``--ep``, ``--ep-overlap`` and
+    ``--shared-expert-overlap`` (:func:`~llmsizing.planner.plan`'s ``ep_degrees``, ``ep_overlap`` and
+    ``shared_expert_overlap``)."""
+    p.add_argument("--ep", type=integer(), action="append",
+                   help="an expert-parallel degree to search for a mixture of experts; repeat for several "
+                        "(default: every divisor of its routed experts)")
+    p.add_argument("--ep-overlap", type=number(0, 1), default=None,
+                   help="share of the all-to-all hidden behind compute (DualPipe's; default 0)")
+    p.add_argument("--shared-expert-overlap", action="store_true",
+                   help="run the shared experts' GEMMs beside each all-to-all, as DeepSeek-V2 and "
+                        "Megatron-Core's --moe-shared-expert-overlap do (default: after the routed experts)")
+
+
 
 def plan_table(df, layers: int):
     """The table ``llmsizing plan`` prints of a :func:`~llmsizing.planner.plan` frame ``df`` (a model of

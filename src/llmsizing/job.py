@@ -129,11 +129,12 @@ class Job:
                       attention: str = "flash", stack: str = "fused", cp_comm: str = "p2p",
                       expert_tp: bool = False, max_nodes="model", ep_overlap: float = 0.0,
                       kernel_efficiency: float | None = None, overlap: float | None = None,
-                      framework: str | None = None) -> "Job":
+                      framework: str | None = None, shared_expert_overlap: bool = False) -> "Job":
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
-        defaults). ``training_memory(job)``, ``step_time(job)`` and ``training_time(job, tokens=...)`` then
-        reproduce the row's memory, step and days (``tests/test_job.py``). The row's ``virtual_stages``
+        defaults; ``shared_expert_overlap`` goes to the layout). ``training_memory(job)``, ``step_time(job)``
+        and ``training_time(job, tokens=...)`` then reproduce the row's memory, step and days
+        (``tests/test_job.py``). The row's ``virtual_stages``
         (interleaved chunks, 1 if absent) and its pipeline split (issue 34: a ``pp`` that does not divide the
         layers counts the embedding and the loss as a layer's place each,
         :func:`~llmsizing.plan_pricing.pipeline_split`) are the layout's."""
@@ -148,7 +149,8 @@ class Job:
                        zero=int(get("zero")), sp=bool(get("sp")), ep=int(get("ep", 1)), expert_tp=expert_tp,
                        cp_comm=cp_comm, virtual_stages=int(get("virtual_stages", 1)),
                        account_for_embedding=accounted, account_for_loss=accounted,
-                       **pipelined_zero_fields(int(get("zero")), pp))
+                       **pipelined_zero_fields(int(get("zero")), pp),
+                       **({"shared_expert_overlap": True} if shared_expert_overlap else {}))
         return cls(model, get("gpu"), seq, par, micro_batch=int(get("micro_batch")),
                    grad_accum=int(get("grad_accum")), precision=precision, optimizer=optimizer,
                    recompute=get("recompute"), recompute_layers=None if n is None or pd.isna(n) else int(n),

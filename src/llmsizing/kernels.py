@@ -43,7 +43,9 @@ The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's co
 at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
 ``data/kernel_efficiency.csv``, is what a step loses besides the GEMM shape: norms, activations, launches)
 and the attention core at :func:`attention_efficiency`: :func:`compute_seconds` is that sum, in one place
-for both.
+for both. Under an FP8 recipe the Linear layers' rate also pays the kernels that cast their operands to FP8,
+by the bytes they move at the HBM bandwidth (:mod:`llmsizing.fp8_cast`; :func:`rates`): about 8-10% of an
+H100's FP8 GEMM time for Llama 3 8B or MPT-3B, the most for narrow layers and few tokens per micro-batch.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from pathlib import Path
 
 from ._validate import check_choice, check_int, check_number
 from .catalog import get_gpu, resolve_model
+from .fp8_cast import cast_seconds, linear_cast_bytes
 from .hardware import _intensity, dense_tflops, kernel_efficiency_row, matmul_intensity_flops_per_byte
 from .hardware import ridge_point_flops_per_byte
 
@@ -360,8 +363,10 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
     :func:`layer_gemm_efficiency` (``batch x seq / cp`` tokens a micro-batch), the attention core at the BF16
     peak (FP8 recipes leave it in BF16; FP16 runs at its own peak) x :func:`attention_efficiency` at the
     ``seq / cp`` queries a context-parallel rank holds (``attention_kernel``: one of
-    :func:`attention_kernels`, default the generation's). ``ep`` a tuple of degrees: ``gemm`` is a tuple, one
-    rate per degree (the planner asks for every ``ep`` of a layout at once; issue 35)."""
+    :func:`attention_kernels`, default the generation's). In FP8 the Linear layers' rate also pays their cast
+    kernels on HBM bandwidth (:mod:`llmsizing.fp8_cast`, :func:`_with_fp8_cast`). ``ep`` a tuple of degrees:
+    ``gemm`` is a tuple, one rate per degree (the planner asks for every ``ep`` of a layout at once; issue
+    35)."""
     model = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     eff = check_number("kernel_efficiency", kernel_efficiency, maximum=1.0, allow_equal=False)
@@ -370,11 +375,31 @@ def rates(model, gpu, *, tp: int, cp: int, batch: int, seq: int, dtype: str, ker
     gemm = (tuple(peak * e for e in _kept_gemm_efficiencies(model, g, tp, tokens, dtype, ep))
             if isinstance(ep, tuple) else
             peak * layer_gemm_efficiency(model, g, tp=tp, tokens=tokens, dtype=dtype, ep=ep))
+    if dtype == "fp8":       # the FP8 cast kernels, priced on HBM bandwidth with the Linear layers' FLOPs
+        gemm = (tuple(_with_fp8_cast(model, g, tp, tokens, e, r) for e, r in zip(ep, gemm))
+                if isinstance(ep, tuple) else _with_fp8_cast(model, g, tp, tokens, ep, gemm))
     attn_dtype = "bf16" if dtype in ("fp8", "fp4") else dtype
     attention = dense_tflops(g, attn_dtype) * 1e12 * attention_efficiency(g, head_dim=model.head_dim,
                                                                           seq=max(1, seq // cp),
                                                                           kernel=attention_kernel)
     return gemm, attention
+
+
+def _with_fp8_cast(model, g, tp: int, tokens: int, ep: int, gemm_rate: float) -> float:
+    """``gemm_rate`` (FLOP/s of one layer's Linear GEMMs) lowered by the FP8 cast kernels of those Linear
+    layers (:mod:`llmsizing.fp8_cast`): one layer's forward and backward GEMM FLOPs of a micro-batch,
+    ``6 sum(m n k)`` over :func:`layer_gemms` (a GPU's ``experts / ep`` routed experts together, as
+    :func:`layer_gemm_efficiencies` counts them), over their time at ``gemm_rate`` plus the cast bytes
+    (:func:`~llmsizing.fp8_cast.linear_cast_bytes`) at the GPU's HBM bandwidth
+    (:func:`~llmsizing.fp8_cast.cast_seconds`). The rest of the step's GEMM FLOPs (the LM head, a recomputed
+    forward) pay the same share: the rate stands for all of them."""
+    qkv, proj, (_, n_up, k_up), (_, n_down, k_down) = layer_gemms(model, tp=tp, tokens=tokens)
+    local = max(1, model.experts // ep) if model.is_moe else 1
+    rows = _expert_rows(model, tokens, ep) * local
+    shapes = ((*qkv, 1), (*proj, 1), (rows, n_up, k_up, local), (rows, n_down, k_down, local))
+    flops = 6.0 * sum(m * n * k for m, n, k, _ in shapes)
+    moved = sum(linear_cast_bytes(*s) for s in shapes)
+    return flops / (flops / gemm_rate + cast_seconds(moved, g.memory_bandwidth_gbps * 1e9))
 
 
 def _kept_gemm_efficiencies(model, gpu, tp: int, tokens: int, dtype: str, eps: tuple) -> tuple[float, ...]:

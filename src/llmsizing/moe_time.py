@@ -186,6 +186,24 @@ __all__ = ["GPU_SMS", "DEEPSEEK_V3_COMM_SMS", "SCHEDULES", "ROUTINGS", "expert_r
            "schedule_bubble", "mtp_flops_per_token", "moe_extra_seconds"]
 
 
+def shared_expert_params(model) -> tuple[int, int]:
+    """The weights of a MoE layer's shared experts in their first GEMMs (gate and up projections) and in their
+    last (the down projection), the two halves :func:`shared_expert_window_s` pairs with the all-to-alls (the
+    planner's copy, :func:`llmsizing.plan_pricing.moe_all_to_all_s`, reads them too). A model with no shared
+    experts is refused: ValueError naming ``shared_expert_overlap``."""
+    if not model.is_moe or not model.shared_experts:
+        raise ValueError(f"shared_expert_overlap=True, but {model.name!r} has no shared experts to overlap "
+                         "the all-to-all with")
+    fc1 = fc2 = 0
+    for _, name, shape in model._moe_mlp_tensors():
+        if name.startswith("shared_experts.") and name.endswith(".weight"):
+            if "down_proj" in name:
+                fc2 += math.prod(shape)
+            else:
+                fc1 += math.prod(shape)
+    return fc1, fc2
+
+
 def shared_expert_window_s(model, gpu, par, batch: int, seq: int, dtype: str, eff: float,
                            comm_sms: int = 0) -> tuple[float, float]:
     """The all-to-all the shared experts can hide with ``par.shared_expert_overlap`` (Megatron-Core's
@@ -207,16 +225,7 @@ def shared_expert_window_s(model, gpu, par, batch: int, seq: int, dtype: str, ef
 
     if not getattr(par, "shared_expert_overlap", False):
         return (0.0, 0.0)
-    if not model.is_moe or not model.shared_experts:
-        raise ValueError(f"shared_expert_overlap=True, but {model.name!r} has no shared experts to overlap "
-                         "the all-to-all with")
-    fc1 = fc2 = 0
-    for _, name, shape in model._moe_mlp_tensors():
-        if name.startswith("shared_experts.") and name.endswith(".weight"):
-            if "down_proj" in name:
-                fc2 += math.prod(shape)
-            else:
-                fc1 += math.prod(shape)
+    fc1, fc2 = shared_expert_params(model)
     rate = rates(model, gpu, tp=par.tp, cp=par.cp, batch=batch, seq=seq, dtype=dtype, kernel_efficiency=eff,
                  ep=par.ep)[0] * (1.0 - comm_sm_share(gpu, comm_sms) if comm_sms else 1.0)
     tokens = batch * seq / (par.tp * par.cp)
@@ -239,3 +248,16 @@ def shared_overlap_exposed_s(collective, window_s):
     part, passes = next(v for k, v in _PARTNER.items() if collective.collective.endswith(k))
     hidden = collective.calls * passes * window_s[part]
     return max(0.0, t - hidden) if not hasattr(t, "clip") else (t - hidden).clip(0.0)
+
+
+def shared_overlap_rows_s(rows, window_s, calls):
+    """:func:`shared_overlap_exposed_s` on arrays, for the planner (:func:`llmsizing.plan_pricing._price`):
+    ``rows`` (plans x 4) the seconds of :func:`llmsizing.moe.ep_all_to_all`'s four rows in its order (the
+    forward dispatch and combine, the backward combine and dispatch), each of ``calls`` calls, and
+    ``window_s`` (plans x 2) each plan's :func:`shared_expert_window_s`: the seconds left of each row,
+    ``max(0, t - calls x passes x window)`` with :data:`_PARTNER`'s pairs (in that same order)."""
+    import numpy as np
+
+    w = np.asarray(window_s, dtype=float)
+    hidden = np.stack([calls * passes * w[:, part] for part, passes in _PARTNER.values()], axis=1)
+    return (np.asarray(rows, dtype=float) - hidden).clip(0.0)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 
 from ._compat import keep_hash
 from ._validate import check_bool, check_choice, check_int
+from .pipeline_schedule import MAX_PP, pipeline_bubble  # noqa: F401 (issue 34: they live with the schedules)
 
 #: What ZeRO-Offload / ZeRO-Infinity can move to the host's memory (Ren et al. 2021; Rajbhandari et al. 2021):
 #: nothing, the optimizer's bytes (fp32 master copy, moments, fp32 gradient copy: DeepSpeed's
@@ -23,9 +24,7 @@ from ._validate import check_bool, check_choice, check_int
 #: too), or those and the 16-bit weights too (``offload_param``, ZeRO stage 3 only). Taught in chapter 7.
 OFFLOADS = ("none", "optimizer", "optimizer+params")
 
-#: The most pipeline stages a layout may have: 1,024 (published runs use at most 64 or so; Megatron-LM's
-#: 1T-parameter run has 64). Every stage is a row of the per-stage memory, so the bound keeps every call fast.
-MAX_PP = 1024
+# MAX_PP, the most pipeline stages a layout may have, lives with the schedules (issue 34) and is re-exported
 
 #: How context-parallel attention exchanges K and V (Transformer Engine's ``cp_comm_type``, which
 #: Megatron-LM's ``--cp-comm-type`` passes on): ``"p2p"``, a ring of point-to-point sends overlapped with each
@@ -483,17 +482,6 @@ def check_ulysses(model, *, tp: int, cp: int) -> None:
 
 def _fields(par: Parallel) -> dict:
     return {f.name: getattr(par, f.name) for f in fields(par)}
-
-
-def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1) -> float:
-    """The pipeline bubble of a 1F1B schedule, as a fraction of the ideal step time: ``(pp - 1) / m`` with
-    ``m`` micro-batches, or ``(pp - 1) / (v * m)`` with ``v`` interleaved model chunks per stage (Narayanan et
-    al. 2021, Sec. 2.2, Eq. 1 and the interleaved schedule). To report the bubble as a share of the actual
-    step, use ``b / (1 + b)``."""
-    pp = check_int("pp", pp, maximum=MAX_PP)
-    m = check_int("microbatches", microbatches)
-    v = check_int("virtual_stages", virtual_stages)
-    return (pp - 1) / (v * m)
 
 
 def pipeline_in_flight(pp: int, microbatches: int, virtual_stages: int = 1, *,

@@ -11,9 +11,9 @@ next stage's backward. Times are in units of one forward of one stage (``forward
   Clusters Using Megatron-LM", Sec. 2.2): stage ``i`` runs ``p - i - 1`` warm-up forwards, then one forward
   and one backward in turn, then the remaining backwards. Bubble ``(p - 1) / m``.
 * ``"interleaved"``: Megatron-LM's interleaved 1F1B with ``v`` model chunks per stage (same paper, Sec. 2.2.2;
-  ``megatron/core/pipeline_parallel/schedules.py``: warm-up ``2(p - i - 1) + (v - 1)p`` chunk forwards,
-  micro-batches in groups of ``p``, chunk after chunk). Bubble ``(p - 1) / (v m)``; needs ``m`` a multiple
-  of ``p``.
+  ``megatron/core/pipeline_parallel/schedules.py``: warm-up ``2(p - i - 1) + (v - 1)N`` chunk forwards,
+  micro-batches in groups of ``N``, chunk after chunk; ``N = p`` unless ``microbatch_group`` says otherwise:
+  :func:`check_microbatch_group`). Bubble ``(p - 1) / (v m)`` for every group size Megatron-Core accepts.
 * ``"zero-bubble"``: ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", ICLR, arXiv:2401.10241,
   Sec. 2.1, Fig. 3 top): the backward is split into the input gradient ``B`` (half of it) and the weight
   gradient ``W``; ``B`` keeps 1F1B's place, so the backward chain comes back sooner, and each ``W`` is
@@ -38,6 +38,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._validate import check_choice, check_int, check_number
+
+#: The most pipeline stages a layout may have: 1,024 (published runs use at most 64 or so; Megatron-LM's
+#: 1T-parameter run has 64). Every stage is a row of the per-stage memory, so the bound keeps every call fast.
+#: :mod:`llmsizing.parallel` re-exports it.
+MAX_PP = 1024
 
 #: The schedules :func:`pipeline_schedule` lays out.
 SCHEDULES = ("1f1b", "interleaved", "zero-bubble", "dualpipe")
@@ -107,17 +112,76 @@ class PipelineSchedule:
         return tuple(out)
 
 
-def _order(kind: str, p: int, m: int, v: int, i: int) -> list[tuple[str, int, int]]:
+def check_microbatch_group(pp: int, micro_batches: int, group: int | None = None, *,
+                           name: str = "micro_batches") -> int:
+    """The micro-batch group of the interleaved schedule, checked as Megatron-Core checks it, or a
+    :class:`ValueError` naming the parameter and the rule. Megatron-Core runs the micro-batches in groups of
+    ``N`` (``microbatch_group_size_per_vp_stage``, ``--microbatch-group-size-per-virtual-pipeline-stage``;
+    ``None``: its default ``N = pp``) and refuses ``N`` outside ``[pp, m]`` or a last group ``m mod N`` of
+    1 to ``pp - 1`` micro-batches ("dependency bubbles in the pipeline"). So ``m >= pp`` always, and at the
+    default ``m`` must be a multiple of ``pp``, as Megatron-LM required of every run before November 2024
+    (MR !2117, commit 4295be1a, lifted it). Source: ``megatron/core/pipeline_parallel/schedules.py``,
+    ``forward_backward_pipelining_with_interleaving``; ``model_parallel_config.py`` (the default);
+    commit d98e8a6 (2026-08). Chapter 8."""
+    p, m = check_int("pp", pp), check_int(name, micro_batches)
+    if m < p:
+        raise ValueError(f"{name}={m} is fewer than pp={p}: the interleaved schedule needs at least pp "
+                         "micro-batches per step (Megatron-Core: microbatch_group_size_per_vp_stage in "
+                         "[pp, m])")
+    n = p if group is None else check_int("microbatch_group", group, minimum=p, maximum=m)
+    if 0 < m % n < p:
+        raise ValueError(f"{name}={m} in groups of microbatch_group={n} leaves a last group of {m % n}, "
+                         f"fewer than pp={p}: Megatron-Core refuses it (m mod N must be 0 or at least pp)"
+                         + ("; set microbatch_group (N, pp <= N <= m) to run a count that is not a multiple "
+                            "of pp" if group is None else ""))
+    return n
+
+
+def pipeline_bubble(pp: int, microbatches: int, virtual_stages: int = 1, *,
+                    microbatch_group: int | None = None) -> float:
+    """The pipeline bubble of a 1F1B schedule, as a fraction of the ideal step time: ``(pp - 1) / m`` with
+    ``m`` micro-batches, or ``(pp - 1) / (v * m)`` with ``v`` interleaved model chunks per stage (Narayanan et
+    al. 2021, Sec. 2.2, Eq. 1 and the interleaved schedule). To report the bubble as a share of the actual
+    step, use ``b / (1 + b)``.
+
+    Interleaved (``v > 1``), ``m`` must be a count Megatron-Core runs (:func:`check_microbatch_group`):
+    ``m >= pp``, and with ``microbatch_group`` given, the groups it allows (``None``: any it allows). A count
+    that is not a multiple of ``pp`` runs with a group size set (e.g. ``m = 6``, ``pp = 4``: one group of 6,
+    ``microbatch_group=6``; Megatron-Core's default ``N = pp`` refuses it), and laid out
+    (:func:`pipeline_schedule`) its bubble is still ``(pp - 1) / (v m)``; the group sizes Megatron-Core
+    refuses leave stages waiting for their own earlier chunks (tests/test_pipeline_schedule.py). Lives here
+    since issue 34; :mod:`llmsizing.parallel` re-exports it."""
+    pp = check_int("pp", pp, maximum=MAX_PP)
+    m, v = check_int("microbatches", microbatches), check_int("virtual_stages", virtual_stages)
+    if v > 1 and pp > 1:                               # None: m itself (one group) is allowed for any m >= pp
+        check_microbatch_group(pp, m, m if microbatch_group is None and m % pp else microbatch_group,
+                               name="microbatches")
+    return (pp - 1) / (v * m)
+
+
+def schedule_table(m: int, v: int, group: int) -> list[tuple[int, int]]:
+    """Megatron-Core's ``get_schedule_table``: the interleaved schedule's forwards in order, as (micro-batch,
+    chunk): micro-batches in groups of ``group`` (``microbatch_group_size_per_vp_stage``), each group through
+    chunk 0, then chunk 1, ...; the last group holds ``m mod group`` micro-batches (``group`` if none are
+    left over)."""
+    out = []
+    for lo in range(0, m, group):
+        hi = m if lo + group >= m else lo + group
+        out += [(mb, c) for c in range(v) for mb in range(lo, hi)]
+    return out
+
+
+def _order(kind: str, p: int, m: int, v: int, i: int, group: int) -> list[tuple[str, int, int]]:
     """Stage ``i``'s operations in schedule order: (kind, micro-batch, chunk)."""
     if kind == "interleaved":
-        total = m * v
+        total, table = m * v, schedule_table(m, v, group)
 
         def fwd(k):
-            return ("F", (k // (p * v)) * p + k % p, (k // p) % v)
+            return ("F", *table[k])
 
-        def bwd(k):
-            return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
-        warm = min(2 * (p - i - 1) + (v - 1) * p, total)
+        def bwd(k):                      # Megatron-Core's get_model_chunk_id(forward=False): chunks reversed
+            return ("B", table[k][0], v - 1 - table[k][1])
+        warm = min(2 * (p - i - 1) + (v - 1) * group, total)
     else:
         total = m
 
@@ -134,10 +198,12 @@ def _order(kind: str, p: int, m: int, v: int, i: int) -> list[tuple[str, int, in
 
 
 def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8, virtual_stages: int = 2,
-                      forward: float = 1.0, backward: float = 2.0) -> PipelineSchedule:
+                      forward: float = 1.0, backward: float = 2.0,
+                      microbatch_group: int | None = None) -> PipelineSchedule:
     """Lay out one schedule (:data:`SCHEDULES`) of ``pp`` stages and ``micro_batches`` micro-batches in time
     (``virtual_stages`` model chunks per stage for ``"interleaved"``, whose chunks take ``1/v`` of a stage's
-    times; ignored otherwise). Chapter 8."""
+    times; ignored otherwise; their micro-batches in groups of ``microbatch_group``, ``pp`` by default,
+    checked by :func:`check_microbatch_group`). Chapter 8."""
     kind = check_choice("kind", kind, SCHEDULES)
     p = check_int("pp", pp, maximum=64)
     m = check_int("micro_batches", micro_batches, maximum=512)
@@ -145,13 +211,11 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
         return _dualpipe(p, m, check_number("forward", forward, allow_equal=False, maximum=1e6),
                          check_number("backward", backward, allow_equal=False, maximum=1e6))
     v = check_int("virtual_stages", virtual_stages, maximum=16) if kind == "interleaved" else 1
-    if kind == "interleaved" and m % p:
-        raise ValueError(f"micro_batches must be a multiple of pp ({p}) for the interleaved schedule, "
-                         f"got {m}")
+    group = check_microbatch_group(p, m, microbatch_group) if kind == "interleaved" else 0
     tf = check_number("forward", forward, allow_equal=False, maximum=1e6) / v
     tb = check_number("backward", backward, allow_equal=False, maximum=1e6) / v
     split = kind == "zero-bubble"
-    orders = [_order(kind, p, m, v, i) for i in range(p)]
+    orders = [_order(kind, p, m, v, i, group) for i in range(p)]
     done: dict[tuple[str, int, int], float] = {}          # (kind, virtual stage, micro-batch) -> end
     free = [0.0] * p
     pos = [0] * p
@@ -356,7 +420,7 @@ def grad_reduce_runs(pp: int, micro_batches: int, virtual_stages: int) -> int:
     ``pp`` micro-batches in a row, so ``micro_batches / pp`` runs; plain 1F1B (one chunk) one run."""
     p, m = check_int("pp", pp), check_int("micro_batches", micro_batches)
     v = check_int("virtual_stages", virtual_stages)
-    order = _order("interleaved" if v > 1 else "1f1b", p, m, v, 0)
+    order = _order("interleaved" if v > 1 else "1f1b", p, m, v, 0, p)
     return sum(_run_ends(order)) // v
 
 
@@ -392,7 +456,7 @@ def reduce_scatter_windows(pp: int, micro_batches: int, virtual_stages: int, sta
     fwd = check_number("forward", forward) / k
     bwd = check_number("backward", backward) / k
     per_chunk = [k // v + (c < k % v) for c in range(v)]
-    order = _order("interleaved" if v > 1 else "1f1b", p, m, v, i)
+    order = _order("interleaved" if v > 1 else "1f1b", p, m, v, i, p)
     issues = _run_ends(order) if per_run else [op[0] == "B" for op in order]
     out = []
     for n, (what, _, c) in enumerate(order):

@@ -24,7 +24,8 @@ from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, stage_params, training_memory
 from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
 from .moe_layouts import dp_unit, heavy_stages
-from .moe_time import load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
+from .moe_time import (load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token,
+                       shared_expert_params, shared_overlap_rows_s)
 from .parallel import Parallel, kept_parallel, layers_per_stage, stage_chunks
 from .pipeline_schedule import pipelined_zero_fields
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
@@ -266,7 +267,7 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
 
 
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
-           expert_tp=False, max_nodes=None, ep_overlap=0.0):
+           expert_tp=False, max_nodes=None, ep_overlap=0.0, shared=False):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
     an index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index
     into ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called
@@ -304,7 +305,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
       :func:`llmsizing.moe.stage_split`);
     * the expert-parallel all-to-all (:func:`llmsizing.moe.ep_all_to_all`): one call per (GPU, tp, cp,
       micro-batch, ep, recomputation) without a pipeline gives all the MoE layers' for one micro-batch, scaled
-      by the most loaded stage's MoE layers and ``m``; exposed but for ``ep_overlap``.
+      by the most loaded stage's MoE layers and ``m``; exposed but for what the shared experts beside each
+      call hide with ``shared`` (:func:`llmsizing.moe_time.shared_overlap_rows_s`), then for ``ep_overlap``.
 
     Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
     compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
@@ -404,17 +406,20 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         pp_all[has_pp] = calls * msg_of / bw + calls * alpha
     pp_exposed = np.minimum(pp_all, 2 * (pp - 1) * (pp_all / (2 * mf * vp)))
 
-    # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, without a
-    # pipeline
+    # the data-parallel collectives: bytes over bandwidth and latency of one call, per slot, no pipeline
     dpcp = dp * cp
     if moe:
         dp_exposed, dp_all = moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, seq=seq,
-                                                precision=precision,
-                                     node_of=node_of, expert_tp=expert_tp)
+                                                precision=precision, node_of=node_of, expert_tp=expert_tp)
+        # (shared: the shared experts' forward GEMMs beside each all-to-all, moe_time.shared_expert_window_s)
+        win = None if not shared else np.stack([2 * f * (b * seq / (tp * cp)) / L[:, 0]
+                                                for f in shared_expert_params(model)], axis=1)
         ep_all = moe_all_to_all_s(model, gpu_list, cols, mf, seq=seq, precision=precision, node_of=node_of,
-                                 cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes)
+                                  cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
+                                  window=win)
+        ep_all, ep_left = ep_all if shared else (ep_all, ep_all)
         if overlap is None:
-            step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed + ep_all * (1.0 - ep_overlap))
+            step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed + ep_left * (1.0 - ep_overlap))
         else:
             comm_s = dp_all + per_layer * (L[:, 3] + L[:, 4]) + pp_all + ep_all
             step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
@@ -538,17 +543,17 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
 
 
 def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_comm, rcs, expert_tp,
-                     max_nodes):
+                     max_nodes, window=None):
     """Seconds per plan of a mixture of experts' expert-parallel all-to-alls
     (:func:`llmsizing.moe.ep_all_to_all`) for :func:`~llmsizing.planner._price`: all the MoE layers' of one
     micro-batch without a pipeline, scaled by the most loaded stage's MoE layers over all of them, times the
-    micro-batches."""
-
+    micro-batches. With ``window`` (plans x 2, the shared experts' windows), ``(all, left)``: ``left`` what
+    the shared experts do not hide (:func:`llmsizing.moe_time.shared_overlap_rows_s`)."""
     gi, tp, cp, pp, b, ep, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "micro", "ep", "rc"))
     out = np.zeros(len(gi))
     on = np.flatnonzero(ep > 1)
     if not len(on):
-        return out
+        return out if window is None else (out, out.copy())
     # ep_all_to_all sees (tp, cp, micro) only as the tokens a GPU routes, micro x (seq // cp) / tp (SP when
     # tp > 1), and the ranks' stride etp: one call per (GPU, tokens, etp, ep), on the first plan with them
     t_on, c_on, b_on = tp[on], cp[on], b[on]
@@ -557,7 +562,6 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     key = np.ravel_multi_index((gi[on], tok.reshape(-1), etp, ep[on]),
                                (len(gpu_list), int(tok.max()) + 1, int(etp.max()) + 1, int(ep[on].max()) + 1))
     _, first, idx = np.unique(key, return_index=True, return_inverse=True)
-    idx = idx.reshape(-1)
     # the forward's two all-to-alls and the backward's, without recomputation; full recomputation repeats the
     # forward's (ep_all_to_all); one call per (the links all_to_all_s reads, tokens, etp, ep), shared by the
     # GPUs whose all-to-all rides equal links (all_to_all._links; the node's domain sets what crosses)
@@ -580,13 +584,17 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
             max_nodes=max_nodes, _tokens=np.array([seen[k] for k in keys], dtype=float))]
         for j, k in enumerate(keys):
             seen[k] = [float(x[j]) for x in times]
-    fwd_bwd = np.array([seen[k] for k in order])
+    # (each row: n_moe_layers calls, the full recomputation's forward twice that)
+    rows = np.array([seen[k] for k in order])[idx.reshape(-1)]
     full = np.array([r == "full" for r in rcs])[ri[on]]
-    rows = fwd_bwd[idx]
-    back = rows[:, 2] + rows[:, 3]                       # the backward's combine and dispatch
-    one = np.where(full, 2 * rows[:, 0] + 2 * rows[:, 1] + back, rows[:, 0] + rows[:, 1] + back)
     pp_keys, pp_idx = _groups(pp[on])
     most = np.array([max(stage_moe_layers(model, kept_parallel(pp=p_)))
                      for (p_,) in pp_keys]) / model.n_moe_layers
-    out[on] = one * most[pp_idx] * mf[on]
-    return out
+
+    def per_plan(rows):                     # (the backward's combine and dispatch, rows 2 and 3)
+        back, got = rows[:, 2] + rows[:, 3], np.zeros(len(gi))
+        got[on] = np.where(full, 2 * rows[:, 0] + 2 * rows[:, 1] + back, rows[:, 0] + rows[:, 1] + back
+                           ) * most[pp_idx] * mf[on]
+        return got
+    return per_plan(rows) if window is None else (
+        per_plan(rows), per_plan(shared_overlap_rows_s(rows, window[on], model.n_moe_layers)))

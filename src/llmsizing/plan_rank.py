@@ -7,9 +7,11 @@ model. :mod:`llmsizing.planner` re-exports these names.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from ._validate import check_choice
+from ._validate import check_choice, check_int
 
 
 def _digits(values: np.ndarray) -> np.ndarray:
@@ -141,12 +143,50 @@ def pipelined_zero_winners(df) -> np.ndarray:
     return keep | ~new
 
 
-#: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` (the default, as before)
-#: keeps a plan whose point estimate ``days`` meets the deadline; ``"slow_end"`` one whose slow end of the 80%
-#: range, ``days_high``, does. Either way the frame's ``meets_deadline`` column says, per plan, ``"yes"``
+#: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` keeps a plan whose point
+#: estimate ``days`` meets the deadline; ``"slow_end"`` (the default since issue 34) one whose slow end of the
+#: 80% range, ``days_high``, does. Either way the frame's ``meets_deadline`` column says, per plan, ``"yes"``
 #: (``days_high <= deadline``: met even at the slow end of the range) or ``"likely"`` (only the point
 #: estimate meets it: at the slow end the run overshoots), and ``attrs["deadline_rule"]`` names the rule.
 DEADLINE_RULES = ("estimate", "slow_end")
+
+#: The rule ``plan()`` applies when none is given. A deadline is a constraint: "finish by" is met at the slow
+#: end of the range (one run in ten slower, if the 80% range holds its coverage), not at a point estimate that
+#: about half of the runs like it overshoot. Until issue 34 the default was ``"estimate"``; a call that gives
+#: no rule and loses plans by the change is warned once (:func:`deadline_kept`).
+DEFAULT_DEADLINE_RULE = "slow_end"
+_WARNED: list = []                             # the change of default is warned once per process
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside the library, for a warning raised by this module's
+    caller (``plan()`` and its decorators sit between)."""
+    import os
+    import sys
+
+    here, frame, level = os.path.dirname(os.path.abspath(__file__)), sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def deadline_kept(rule: str | None, days, days_high, deadline: float, listed=None) -> np.ndarray:
+    """Which plans meet ``deadline`` by ``rule`` (:data:`DEADLINE_RULES`; ``None``:
+    :data:`DEFAULT_DEADLINE_RULE`). With ``None``, where a ``listed`` plan meets it by its point estimate
+    only, and so the default before issue 34 would have kept it, a :class:`FutureWarning` says so once per
+    process and names ``deadline_rule="estimate"`` for the old result."""
+    days, days_high = np.asarray(days, dtype=float), np.asarray(days_high, dtype=float)
+    if rule is None:
+        lost = (days <= deadline) & (days_high > deadline) & (True if listed is None else listed)
+        if lost.any() and not _WARNED:
+            _WARNED.append(True)
+            warnings.warn(f"plan(deadline_days={deadline:g}) keeps a plan only if the slow end of its 80% "
+                          f"range meets the deadline (deadline_rule='slow_end', the default since issue 34); "
+                          f"{int(lost.sum()):,} plans meeting it by their point estimate only were dropped. "
+                          "Pass deadline_rule='estimate' for the old result, or 'slow_end' to silence this.",
+                          FutureWarning, stacklevel=_caller_level())
+    rule = DEFAULT_DEADLINE_RULE if rule is None else check_choice("deadline_rule", rule, DEADLINE_RULES)
+    return (days if rule == "estimate" else days_high) <= deadline
 
 
 def deadline_rule_text(rule: str, deadline: float) -> str:
@@ -162,3 +202,37 @@ def meets_deadline(days, days_high, deadline: float) -> np.ndarray:
     (:data:`DEADLINE_RULES`)."""
     days, days_high = np.asarray(days, dtype=float), np.asarray(days_high, dtype=float)
     return np.where(days_high <= deadline, "yes", np.where(days <= deadline, "likely", "no")).astype(object)
+
+
+def plans_within(plans, max_gpus: int):
+    """:func:`~llmsizing.planner.plan`'s table ``plans`` cut to the plans on at most ``max_gpus`` GPUs, as
+    :func:`~llmsizing.planner.plan` with ``max_gpus`` gives it (issue 35: chapter 17's widget moves its GPU
+    limit without a new search): the rows with ``n_gpus <= max_gpus`` in their order (the search meets its
+    candidates in the same order whatever the limit, and :func:`plan` sorts them stably), their index
+    renumbered and ``pareto`` marked again among them alone, as :func:`plan` marks it. For a table searched
+    with a larger limit (or none) and no deadline or budget; ``tests/test_planner.py`` compares it with
+    searches. An empty table when no plan is left."""
+    max_gpus = check_int("max_gpus", max_gpus)
+    return plans_where(plans, plans["n_gpus"].to_numpy() <= max_gpus)
+
+
+def plans_where(plans, keep):
+    """The rows of :func:`~llmsizing.planner.plan`'s table ``plans`` where the boolean array ``keep`` holds,
+    in their order, their index renumbered and ``pareto`` marked again among them alone as :func:`plan` marks
+    it (times and costs at 12 digits, ties in the table's order: plan sorts stably). For a filter that a
+    dominated plan can pass while the plan dominating it does not: a GPU limit (:func:`plans_within`), or a
+    deadline at the slow end of the range, whose width differs by GPU (chapter 12's widget, issue 34). Arrays
+    only, no new search."""
+    import copy
+
+    import pandas as pd
+
+    rows = np.flatnonzero(keep)
+    days_d, cost_d = _digits(plans["days"].to_numpy()[rows]), _digits(plans["cost_usd"].to_numpy()[rows])
+    memory_d = plans["memory_per_gpu_bytes"].to_numpy()[rows]
+    # (rows that tie on days, cost and memory are in the search's order here too: plan sorts stably)
+    pareto = _pareto(days_d, cost_d, memory_d, order=_lex_orders((memory_d, cost_d, days_d))[0])
+    out = pd.DataFrame({c: pareto if c == "pareto" else _taken(plans[c], rows) for c in plans.columns},
+                       copy=False)
+    out.attrs = copy.deepcopy(plans.attrs)
+    return out

@@ -52,12 +52,13 @@ from .job import takes_job
 from .model import Model
 from .all_to_all import node_limit, routing_note
 from .moe_layouts import ep_candidates
+from .moe_time import shared_expert_params
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
-from .plan_rank import (DEADLINE_RULES, _digits, _lex_orders, _pareto, _ranks, _taken,  # noqa: F401
-                        deadline_rule_text, interleaving_winners, meets_deadline,
-                        pipelined_zero_winners)
+from .plan_rank import (DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _digits, _lex_orders, _pareto,  # noqa: F401
+                        _ranks, _taken, deadline_kept, deadline_rule_text, interleaving_winners,
+                        meets_deadline, pipelined_zero_winners, plans_where, plans_within)
 # the interleaved chunks a stage may take live with the candidates
 from .plan_candidates import (MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, moe_layout_passes,  # noqa: F401
                               stage_chunk_options)
@@ -181,7 +182,7 @@ class NoPlanError(ValueError):
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention,
             stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
             cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False,
-            vps=(1,), shard_pp=False):
+            vps=(1,), shard_pp=False, shared=False):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -238,7 +239,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
         return None
     step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
                           node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
-                          ep_overlap=ep_overlap)
+                          ep_overlap=ep_overlap, shared=shared)
     price_of = dict(prices)
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
@@ -271,8 +272,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          explain: bool = True, optimizer_impl: str = "foreach", compute_efficiency: float | None = None,
          cp_degrees=None, cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
          ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
-         virtual_stages=VIRTUAL_STAGES, deadline_rule: str = "estimate",
-         shard_under_pipeline: bool = False):
+         virtual_stages=VIRTUAL_STAGES, deadline_rule: str | None = None,
+         shard_under_pipeline: bool = False, shared_expert_overlap: bool = False):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest
     first.
@@ -332,10 +333,10 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``precision`` runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and
     refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per
     tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond
-    them: a plan meets the deadline by its point
-    estimate ``days`` (``deadline_rule="estimate"``, the default) or by the slow end of its 80% range,
-    ``days_high`` (``"slow_end"``); the frame then has a ``meets_deadline`` column (``"yes"``: met at the slow
-    end; ``"likely"``: by the point estimate only; :data:`~llmsizing.plan_rank.DEADLINE_RULES`) and
+    them: a plan meets the deadline by the slow end of its 80% range ``days_high`` (``"slow_end"``, the
+    default since issue 34: :data:`~llmsizing.plan_rank.DEFAULT_DEADLINE_RULE`) or by its point estimate
+    ``days`` (``deadline_rule="estimate"``, the old default); the frame then has a ``meets_deadline`` column
+    (``"yes"``: met at the slow end; ``"likely"``: by the point estimate only) and
     ``attrs["deadline_rule"]`` names the rule, as :class:`NoPlanError`'s message does.
     ``price_kind`` says what each plan's price is (:func:`~llmsizing.catalog.price_kind_of`): a plan priced at
     an ``"estimate"`` is ranked by it but marked, never passed off as a list price (issue 38).
@@ -356,19 +357,25 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     model's own, :func:`llmsizing.moe_layouts.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit),
     exposed but for the share ``ep_overlap`` (0 to 1: DualPipe's overlap); the FLOPs and the MFU are the
     active parameters'. The frame then has an ``ep`` column (:data:`MOE_PLAN_COLUMNS`). A dense model refuses
-    ``ep_degrees`` above 1 and ``expert_tp``.
+    ``ep_degrees`` above 1 and ``expert_tp``. ``shared_expert_overlap=True`` builds every layout with
+    :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap` (the shared experts' GEMMs beside each
+    all-to-all, :func:`llmsizing.moe_time.shared_overlap_exposed_s`; a model without shared experts is
+    refused), so a row is ``step_time`` of that layout. Off by default, as in Megatron-Core
+    (``moe_shared_expert_overlap=False``: the shared experts run after the routed ones): a training stack
+    must be told to, of the published MoE runs only DeepSeek-V2 states it, and the all-to-all's SMs slowing
+    the GEMMs beside it are not priced, so the option errs fast.
 
-    ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a
-    pipeline for a dense model, ZeRO-3 as Meta ran Llama 3 405B
-    (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`: the weights gathered once per step and kept, a
-    chunk's gradients reduce-scattered once per run of its backwards), priced and weighed as
-    :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` price that layout,
-    and listed only where no plan of the same GPUs, micro-batch and ``dp`` is as fast and as light
-    (:func:`~llmsizing.plan_rank.pipelined_zero_winners`). It is off because it doubles the layouts searched
-    (and the search's time) for little: at the 90% memory line it gained 0.1 MFU point for Llama 3.1 405B on
-    16,384 H100s (0.314 to 0.315). Turn it on for memory-tight pipelines, where sharding the gradients or
-    weights is what lets a layout drop recomputation: with ``usable_fraction=0.99`` it finds Meta's 405B
-    layout (TP8 PP16 DP128, no recomputation). A mixture of experts is not searched this way.
+    ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a pipeline
+    for a dense model, ZeRO-3 as Meta ran Llama 3 405B (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`),
+    priced as :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` price it,
+    listed where no plan of the same GPUs, micro-batch and ``dp`` is as fast and as light. Off because the
+    default follows Megatron-Core, whose pipelines shard the optimizer only (``--use-distributed-optimizer``;
+    ``--use-torch-fsdp2`` asserts ``pipeline_model_parallel_size == 1``), and because it doubles the search
+    for little: 0.1 MFU point for Llama 3.1 405B on 16,384 H100s at the 90% line; over the published-layout
+    runs it moves 19 of 97 planner picks (0.1-3.3 MFU points up) and the planner-layout check 86.6% -> 85.6%
+    inside. torchtitan shards under a pipeline by default (FSDP2, ``reshard_after_forward=False``): turn it on
+    for such stacks and memory-tight pipelines (``usable_fraction=0.99`` finds Meta's 405B layout, TP8 PP16
+    DP128, no recomputation). A mixture of experts is not searched this way.
 
     The search itself, everything but the token budget, the deadline and the budget, is kept for the last 32
     settings (:func:`_search`): asking again with another token budget costs milliseconds.
@@ -386,6 +393,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
     max_nodes = node_limit(max_nodes)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
+    if check_bool("shared_expert_overlap", shared_expert_overlap):
+        shared_expert_params(model)                   # (refused without shared experts)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
     vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in
@@ -397,7 +406,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                              "searched (its stages' dense and MoE layers move with the chunks): give (1,) or "
                              "None")
         vps = (1,)
-    deadline_rule = check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
+    rule = None if deadline_rule is None else check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
+    deadline_rule = DEFAULT_DEADLINE_RULE if rule is None else rule
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
     columns += () if deadline_days is None else ("meets_deadline",)
     gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
@@ -460,11 +470,11 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             optimizer_impl, cps, cp_comm)
     if model.is_moe:                            # (a dense model's search is called as before)
         args += (eps, expert_tp, max_nodes, ep_overlap)
-    more = {"partial": True} if partial else {}      # (the search without it is called as before)
+    # (the default search is called as before: main's, without the keywords left off)
+    more = {k: True for k, on in (("partial", partial), ("shard_pp", shard_pp),
+                                  ("shared", shared_expert_overlap)) if on}
     if vps != (1,):
         more["vps"] = vps
-    if shard_pp:                                # (the default search is called as before: main's)
-        more["shard_pp"] = True
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
@@ -502,7 +512,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             else interleaving_winners(df) & pipelined_zero_winners(df))
     if deadline is not None:
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
-        keep &= (days if deadline_rule == "estimate" else added["days_high"]) <= deadline
+        keep &= deadline_kept(rule, days, added["days_high"], deadline, keep)
     if budget is not None:
         keep &= cost <= budget
     sel = np.flatnonzero(keep)
@@ -543,7 +553,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                             + ("" if cps == (1,) else f", context parallelism {cp_comm}")
                             + ("" if not model.is_moe else
                                f", expert parallelism ep in {eps}{' with expert_tp' if expert_tp else ''}, "
-                               f"all-to-all {ep_overlap:.0%} hidden, routing "
+                               f"all-to-all {ep_overlap:.0%} hidden"
+                               + (" after the shared experts'" if shared_expert_overlap else "")
+                               + ", routing "
                                + routing_note(model, max_nodes))
                             + f", range of the {stack_fam} stack"
                             + (" where it states one, else the pooled range" if pooled else ""))
@@ -555,39 +567,6 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     out.attrs["range_rows"] = range_rows
     notes = {g.name: layout_range_note(g, dtype) for g in gpu_list}   # a stand-in kernel efficiency: say so
     out.attrs["range_notes"] = {name: note for name, note in notes.items() if note}
-    return out
-
-
-def plans_within(plans, max_gpus: int):
-    """:func:`plan`'s table ``plans`` cut to the plans on at most ``max_gpus`` GPUs, as :func:`plan` with
-    ``max_gpus`` gives it (issue 35: chapter 17's widget moves its GPU limit without a new search): the rows
-    with ``n_gpus <= max_gpus`` in their order (the search meets its candidates in the same order whatever the
-    limit, and :func:`plan` sorts them stably), their index renumbered and ``pareto`` marked again among them
-    alone, as :func:`plan` marks it. For a table searched with a larger limit (or none) and no deadline or
-    budget; ``tests/test_planner.py`` compares it with searches. An empty table when no plan is left."""
-    max_gpus = check_int("max_gpus", max_gpus)
-    return plans_where(plans, plans["n_gpus"].to_numpy() <= max_gpus)
-
-
-def plans_where(plans, keep):
-    """The rows of :func:`plan`'s table ``plans`` where the boolean array ``keep`` holds, in their order,
-    their index renumbered and ``pareto`` marked again among them alone as :func:`plan` marks it (times and
-    costs at 12 digits, ties in the table's order: plan sorts stably). For a filter that a dominated plan can
-    pass while the plan dominating it does not: a GPU limit (:func:`plans_within`), or a deadline at the slow
-    end of the range, whose width differs by GPU (chapter 12's widget, issue 34). Arrays only, no new
-    search."""
-    import copy
-
-    import pandas as pd
-
-    rows = np.flatnonzero(keep)
-    days_d, cost_d = _digits(plans["days"].to_numpy()[rows]), _digits(plans["cost_usd"].to_numpy()[rows])
-    memory_d = plans["memory_per_gpu_bytes"].to_numpy()[rows]
-    # (rows that tie on days, cost and memory are in the search's order here too: plan sorts stably)
-    pareto = _pareto(days_d, cost_d, memory_d, order=_lex_orders((memory_d, cost_d, days_d))[0])
-    out = pd.DataFrame({c: pareto if c == "pareto" else _taken(plans[c], rows) for c in plans.columns},
-                       copy=False)
-    out.attrs = copy.deepcopy(plans.attrs)
     return out
 
 

@@ -24,7 +24,8 @@ Schulman et al. 2017) is not one training step but a sequence of phases, as verl
 5. **weight sync**: the new weights reach the engines. ``colocated`` (verl's and NeMo RL's hybrid engine):
    every GPU rebuilds the full weights ``W`` (an all-gather on the pool's link,
    :func:`llmsizing.network.collective_time_s`), the engine sleeps and wakes (its ``W / gen_tp`` to the host
-   and back) and, with ``offload``, the trainer's states go to the host and back (at
+   and back) and, with ``offload``, the trainer's model states (weights, gradients, optimizer: not its
+   activations, which are freed, not moved) go to the host and back (at
    :data:`llmsizing.comm.HOST_LINK_GBPS`): :func:`llmsizing.rl_trainer.colocated_moves_s`. Split pools
    (OpenRLHF, Tülu 3's NCCL broadcast): the full 16-bit weights ``W`` cross the network to the engines.
 
@@ -47,7 +48,7 @@ from ._validate import check_bool, check_choice, check_int, check_number
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .comm import HOST_LINK_GBPS
 from .flops import forward_flops_per_token, training_flops_per_token
-from .memory import training_memory
+from .memory import model_states, training_memory
 from .model import Model
 from .network import collective_time_s, get_node, group_link
 from .parallel import Parallel, check_layout
@@ -138,6 +139,9 @@ class RLRun:
     price_kind: str = "list"
     #: The trainer's attention length: packed rollouts' (:func:`~llmsizing.rl_trainer.rollout_attention_seq`).
     attention_seq: int = 0
+    #: The trainer's model states per GPU (weights, gradients, optimizer; :func:`_state_bytes`): what a
+    #: colocated ``offload`` moves to the host and back, less than ``train_bytes_per_gpu`` by the activations.
+    state_bytes_per_gpu: float = 0.0
 
     @property
     def gpu_hours(self) -> float:
@@ -180,12 +184,12 @@ def _trainer(m, g, *, gpus, tokens, seq, price):
     return (t.days * 86400, t.days_low * 86400, t.days_high * 86400), t.warnings
 
 
-def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, train_bytes, bucket_s=0.0):
+def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, state_bytes, bucket_s=0.0):
     """``(seconds, moves)``: colocated, the pool's moves of :func:`~llmsizing.rl_trainer.colocated_moves_s`
     summed; split, the 16-bit weights sent over the inter-node link (Tulu 3's NCCL broadcast)."""
     if colocated:
         moves = colocated_moves_s(m, g, node, gpus=gpus, gen_tp=gen_tp, offload=offload,
-                                  train_bytes=train_bytes, host_link_gbps=HOST_LINK_GBPS,
+                                  state_bytes=state_bytes, host_link_gbps=HOST_LINK_GBPS,
                                   sync_bucket_s=bucket_s)
         return sum(moves.values()), moves
     w = weights_bytes_per_gpu(m, "bf16", tp=1)
@@ -360,7 +364,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
                 continue    # this split's trainer pool does not take the (given or default) layout
             raise
         sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload,
-                              train_bytes=tb, bucket_s=bucket_s)
+                              state_bytes=_state_bytes(m, n), bucket_s=bucket_s)
         if eng[6]:
             moves = {**moves, "weight_backup": eng[6]}
             sync += eng[6]
@@ -379,7 +383,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     return RLRun(m.name, g.name, n, a["algorithm"], colocated, off, a["rollouts"], a["prompt"], a["mean"],
                  a["top"], steps, gg, tg, tp_, eng[0], eng[1], eng[2], a["rebatch"], phases, low, high,
                  step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns), moves,
-                 eng[5], price_kind_of(g, price), a["att"])
+                 eng[5], price_kind_of(g, price), a["att"], _state_bytes(m, n))
 
 
 def _check_evaluation(evaluation):
@@ -420,6 +424,16 @@ def _check_tp(tp, limit, m):
     except ValueError as e:
         raise ValueError(f"gen_tp={tp}: {e}") from None
     return tp
+
+
+@functools.lru_cache(maxsize=256)
+def _state_bytes(m, gpus):
+    """The trainer's model states per GPU under FSDP (ZeRO-3) over ``gpus`` GPUs, as :func:`_train_bytes`
+    shards them: 16-bit weights and gradients, fp32 master weights and Adam's two moments (16 bytes per
+    parameter over ``gpus``, :func:`~llmsizing.states.model_states`). What a colocated offload moves: verl's
+    ``param_offload``/``optimizer_offload`` and OpenRLHF's ``offload_deepspeed_states`` move these, and no
+    framework moves activations (:mod:`llmsizing.rl_trainer`)."""
+    return model_states(m, parallel=Parallel(dp=gpus, zero=3)).total_bytes
 
 
 @functools.lru_cache(maxsize=256)

@@ -34,9 +34,13 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
   - the engine's sleep and wake: vLLM's sleep mode level 1 "offloads model weights and discards the KV
     cache" (vLLM docs, "Sleep Mode"); waking copies them back: ``2 x W / gen_tp`` per GPU over the host link
     (:data:`llmsizing.comm.HOST_LINK_GBPS`);
-  - with ``offload``, the trainer's states (weights, gradients, optimizer) to the host and back while the
-    engine runs (verl's ``param_offload``/``optimizer_offload``, slime's ``offload_train``): ``2 x`` the
-    trainer's bytes per GPU over the host link.
+  - with ``offload``, the trainer's model states (weights, gradients, optimizer) to the host and back while
+    the engine runs: ``2 x`` their bytes per GPU over the host link. The states, not the trainer's peak: the
+    activations are freed when the step ends and nothing moves them. verl's ``offload_fsdp_model_to_cpu``
+    moves each FSDP unit's flat parameter and ``offload_fsdp_optimizer`` the optimizer's tensors
+    (``verl/utils/fsdp_utils.py``); OpenRLHF's ``offload_deepspeed_states`` asks DeepSpeed ZeRO-3 for its
+    optimizer states, its gradient buffer and its fp32 and 16-bit parameters
+    (``openrlhf/utils/deepspeed/deepspeed_utils.py``).
 
 * **Sync as slime runs it** (:func:`bucketed_sync_s`). The bandwidth of the gather is not what sets slime's
   colocated update: every rank gathers the weights into 512 MiB buckets (``--update-weight-buffer-size``,
@@ -65,6 +69,8 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
+from pathlib import Path
 
 from ._validate import check_number
 from .comm import CPU_ADAM_BYTES_PER_PARAM, HOST_LINK_GBPS, HOST_MEMORY_GBPS
@@ -160,6 +166,62 @@ def response_second_moment(mean: float, longest: int) -> float:
     return float(moments((lo + hi) / 2)[1]) * top * top
 
 
+#: Published per-step response-length summaries (mean, shortest, longest, cap, share cut at the cap, the
+#: slowest rollout's length), each row with its source: what checks :func:`response_second_moment`.
+RESPONSE_LENGTHS_CSV = Path(__file__).resolve().parents[2] / "data" / "rl_response_lengths.csv"
+
+
+def response_length_bounds(mean: float, shortest: float, cap: float,
+                           clip_ratio: float) -> tuple[float, float]:
+    """The least and the most ``E[s^2]`` that response lengths can have, given their ``mean``, the
+    ``shortest``, the ``cap`` and the share ``clip_ratio`` cut at the cap (the four figures verl logs each
+    step). The cut share sits at the cap; the others have mean ``m' = (mean - clip_ratio x cap) /
+    (1 - clip_ratio)``: all at ``m'`` gives the least, split between ``shortest`` and the cap (a limit: just
+    under it) the most."""
+    mean = check_number("mean", mean, allow_equal=False)
+    cap = check_number("cap", cap, allow_equal=False)
+    shortest = check_number("shortest", shortest, maximum=mean)
+    c = check_number("clip_ratio", clip_ratio, maximum=1.0, allow_equal=True)
+    if mean > cap:
+        raise ValueError(f"mean={mean:g} is longer than cap={cap:g}")
+    if c == 1.0:
+        return cap * cap, cap * cap
+    rest = (mean - c * cap) / (1 - c)
+    if rest < shortest:
+        raise ValueError(f"clip_ratio={c:g} puts more than the mean at the cap: the other responses would "
+                         f"average {rest:g} tokens, under the shortest ({shortest:g})")
+    q = (rest - shortest) / (cap - shortest) if cap > shortest else 0.0
+    lo = c * cap * cap + (1 - c) * rest * rest
+    hi = c * cap * cap + (1 - c) * (q * cap * cap + (1 - q) * shortest * shortest)
+    return lo, hi
+
+
+def response_length_check():
+    """:func:`response_second_moment`'s assumption against each published step of
+    :data:`RESPONSE_LENGTHS_CSV` (chapter 19): the token-weighted mean response ``E[s^2] / mean`` (what the
+    packed attention and a draining engine see) from the maximum-entropy lengths on ``[0, cap]``
+    (``maxent_tokens``), the least and most the published figures allow (:func:`response_length_bounds`:
+    ``low_tokens``, ``high_tokens``, ``inside``), and the maximum-entropy lengths that keep the published
+    share at the cap (``clipped_tokens``: that share at the cap, the rest maximum-entropy with the rest's
+    mean). ``waits_for_cap``: the rollout that finished last was one at the cap, as the generation's
+    ``max(n x mean / b, longest)`` takes the longest to be."""
+    import pandas as pd
+
+    d = pd.read_csv(RESPONSE_LENGTHS_CSV)
+    rows = []
+    for r in d.itertuples():
+        m, cap, c = float(r.response_mean), float(r.response_cap), float(r.clip_ratio)
+        lo, hi = response_length_bounds(m, r.response_min, cap, c)
+        me = response_second_moment(m, cap)
+        rest = (m - c * cap) / (1 - c)
+        clipped = c * cap * cap + (1 - c) * response_second_moment(rest, cap)
+        rows.append({"maxent_tokens": me / m, "low_tokens": lo / m, "high_tokens": hi / m,
+                     "clipped_tokens": clipped / m, "inside": lo <= me <= hi,
+                     "at_cap": c * r.rollouts, "waits_for_cap": r.slowest_response == cap})
+    return pd.concat([d[["run", "rollouts", "response_mean", "response_min", "response_cap", "clip_ratio",
+                         "source"]], pd.DataFrame(rows, index=d.index)], axis=1)
+
+
 def rollout_attention_seq(prompt: int, mean: float, longest: int, lengths=None) -> int:
     """:func:`packed_attention_seq` of rollouts of ``prompt + response`` tokens, rounded: from measured
     ``lengths`` of the responses when given, else from their ``mean`` and ``longest``
@@ -217,19 +279,33 @@ def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, s
     return (t, t * st.mfu / hi, t * st.mfu / lo), share
 
 
-def colocated_moves_s(m, g, node, *, gpus: int, gen_tp: int, offload: bool, train_bytes: float,
-                      host_link_gbps: float = HOST_LINK_GBPS, sync_bucket_s: float = 0.0) -> dict[str, float]:
+def colocated_moves_s(m, g, node, *, gpus: int, gen_tp: int, offload: bool, state_bytes: float | None = None,
+                      host_link_gbps: float = HOST_LINK_GBPS, sync_bucket_s: float = 0.0,
+                      train_bytes: float | None = None) -> dict[str, float]:
     """Seconds of the colocated pool's moves per step (module docstring): ``sync`` (all-gather of the full
     16-bit weights over the pool, plus :func:`bucketed_sync_s` when ``sync_bucket_s`` is given),
     ``engine_sleep_wake`` (``2 x W / gen_tp`` over the host link) and ``trainer_offload`` (``2 x
-    train_bytes`` over the host link when ``offload``)."""
+    state_bytes``, the trainer's model states per GPU, over the host link when ``offload``).
+
+    ``train_bytes`` is the old name of ``state_bytes`` (deprecated: it invited the trainer's peak, which
+    counts activations that are never offloaded)."""
+    if train_bytes is not None:
+        if state_bytes is not None:
+            raise TypeError("give state_bytes only (train_bytes is its deprecated name)")
+        warnings.warn("colocated_moves_s(train_bytes=) is deprecated: pass state_bytes=, the trainer's model "
+                      "states per GPU (weights, gradients, optimizer), not its peak", DeprecationWarning,
+                      stacklevel=2)
+        state_bytes = train_bytes
+    if state_bytes is None:
+        raise TypeError("colocated_moves_s needs state_bytes=, the trainer's model states per GPU")
+    state_bytes = check_number("state_bytes", state_bytes)
     w = weights_bytes_per_gpu(m, "bf16", tp=1)
     link = group_link(g, node, size=gpus)
     host = host_link_gbps * 1e9
     gather = collective_time_s("all-gather", w, gpus, link) if gpus > 1 else 0.0
     return {"sync": gather + bucketed_sync_s(w, sync_bucket_s),
             "engine_sleep_wake": 2 * w / gen_tp / host,
-            "trainer_offload": 2 * train_bytes / host if offload else 0.0}
+            "trainer_offload": 2 * state_bytes / host if offload else 0.0}
 
 
 def cpu_adam_s(m, par: Parallel, gpus: int, host_link_gbps: float = HOST_LINK_GBPS,
@@ -273,4 +349,5 @@ __all__ = ["TRAIN_RECOMPUTE", "SLIME_SYNC_BUCKET_BYTES", "SLIME_SYNC_QWEN3_30B_S
            "SLIME_SYNC_QWEN3_30B_BYTES", "SLIME_SYNC_BUCKET_S", "default_layout", "layout_parallel",
            "micro_batches", "packed_attention_seq", "response_second_moment", "rollout_attention_seq",
            "layout_trainer", "forward_comm_share", "forward_pass_s", "colocated_moves_s",
-           "cpu_adam_s", "bucketed_sync_s", "weight_backup_s"]
+           "cpu_adam_s", "bucketed_sync_s", "weight_backup_s", "RESPONSE_LENGTHS_CSV",
+           "response_length_bounds", "response_length_check"]

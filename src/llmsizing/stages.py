@@ -312,7 +312,8 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
         why = "plan(): the cheapest plan"
     m = check_fraction("the plan's MFU", float(row["mfu"]) * _causal_factor(model, st.seq, causal))
     chosen = Job.from_plan_row(row, model, seq=st.seq, cp_comm=kw.get("cp_comm", "p2p"),
-                               expert_tp=kw.get("expert_tp", False)).parallel     # (EP included: issue 33)
+                               expert_tp=kw.get("expert_tp", False),           # (EP included: issue 33)
+                               shared_expert_overlap=kw.get("shared_expert_overlap", False)).parallel
     n_rc = recompute_kwargs(row)["recompute_layers"]          # (the plan's own partial recomputation)
     t = _time_at(model, g, st.tokens, st.seq, int(row["n_gpus"]), m, m * low_f, min(1.0, m * high_f),
                  price_value, row["recompute"], dtype, causal, (), parallel=chosen, source=why,

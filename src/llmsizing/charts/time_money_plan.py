@@ -72,7 +72,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     range; ``plans`` then filtered by it, as ``plan(deadline_rule=...)`` does). Given, the summary names the
     rule and says whether the chosen plan meets the deadline at the slow end (``"yes"``/``"likely"``, as
     ``plan()``'s ``meets_deadline``), and the slow end without a deadline is noted as keeping every plan. None
-    (the default): the point estimate, not stated (the summary as before the rule existed)."""
+    (the default): ``plan()``'s default, the slow end since issue 34, stated where a deadline is set."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -80,16 +80,18 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..memory import training_memory
     from ..job import Job
     from .._validate import check_choice
-    from ..planner import DEADLINE_RULES, _pareto, plan, recompute_kwargs
+    from ..planner import DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _pareto, plan, recompute_kwargs
 
     # a mixture of experts: chapter 18
     eff, ovl, m = kernel_efficiency, overlap, resolve_model(model, moe=True)
     if deadline_rule is not None:
         deadline_rule = check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
-    if plans is None:
+    if plans is None:                  # no rule given: plan()'s default (the slow end since issue 34)
         plans = plan(m, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
                      deadline_days=deadline_days, budget_usd=budget_usd, kernel_efficiency=eff, overlap=ovl,
-                     deadline_rule=deadline_rule or "estimate")
+                     deadline_rule=deadline_rule)
+    if deadline_rule is None and deadline_days:
+        deadline_rule = DEFAULT_DEADLINE_RULE               # stated in the summary, as plan() applied it
     front = plans.index[plans["pareto"].to_numpy(dtype=bool)]     # the front's row labels (no sub-table)
     if front.empty:
         raise ValueError("plans must hold at least one plan on the front (planner.plan's result)")
@@ -258,9 +260,9 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
     ``max_gpus`` above the front's largest GPU count (either no plan that fits uses more GPUs at this global
     batch, since each has ``dp x pp <= global_batch / micro-batch`` and ``tp`` within a node, or those that do
     are all slower than the front's fastest), and a deadline or budget that drops no plan. One sentence per
-    limit. ``deadline_rule`` (issue 34): ``"slow_end"`` judges the deadline by ``days_high`` and, without a
-    deadline, is noted as keeping every plan. Formatting only."""
-    from ..planner import check_global_batch
+    limit. ``deadline_rule`` (issue 34): ``"slow_end"`` judges the deadline by ``days_high``; a rule other
+    than plan()'s default is noted, without a deadline, as keeping every plan. Formatting only."""
+    from ..planner import DEFAULT_DEADLINE_RULE, check_global_batch
 
     global_batch, notes = check_global_batch(global_batch), []
     searched = plans if all_plans is None else all_plans
@@ -272,8 +274,9 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
         notes.append(f"the front ends at {end:,} GPUs (limit {max_gpus:,}): more does not help at this "
                      f"global batch ({global_batch:,} sequences): {why}")
     slow_end = deadline_rule == "slow_end"
-    if slow_end and not deadline_days:
-        notes.append("deadline rule: slow end of the range, but no deadline is set: every plan is kept")
+    if deadline_rule not in (None, DEFAULT_DEADLINE_RULE) and not deadline_days:
+        name = "slow end of the range" if slow_end else "point estimate"
+        notes.append(f"deadline rule: {name}, but no deadline is set: every plan is kept")
     days = "days_high" if slow_end else "days"
     if (all_plans is not None and len(all_plans) and deadline_days
             and all_plans[days].max() <= deadline_days):

@@ -89,8 +89,8 @@ PLAN_DEADLINES = (("none", 0.0), ("7 days", 7.0), ("14 days", 14.0), ("30 days",
 PLAN_BUDGETS = (("none", 0.0), ("$500k", 5e5), ("$750k", 7.5e5), ("$1M", 1e6), ("$2M", 2e6), ("$5M", 5e6),
                 ("$10M", 1e7))
 #: How the planner widget keeps plans against the deadline (issue 34: ``plan(deadline_rule=...)``): by the
-#: point estimate of their days (the default, as plan()'s) or by the slow end of their 80% range.
-PLAN_DEADLINE_RULES = (("point estimate", "estimate"), ("slow end of range", "slow_end"))
+#: slow end of their 80% range (the default, plan()'s since issue 34) or by the point estimate of their days.
+PLAN_DEADLINE_RULES = (("slow end of range", "slow_end"), ("point estimate", "estimate"))
 #: Settings whose answers (PNG and summary) the planner widget keeps: a move back to one of them is shown
 #: without a new render and draw (issue 38).
 PLANNER_KEPT = 64
@@ -109,9 +109,9 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     and summaries are kept: a move back to one of them is answered without a render or a draw (issue 38).
 
     The deadline's rule (issue 34, :data:`~llmsizing.planner.DEADLINE_RULES`, the ``deadline rule`` control):
-    the point estimate (the default, as ``plan()``'s) or the slow end of the 80% range, ``days_high``. The
-    slow end also only filters the cached plans (no new search); its front is marked again among the plans
-    left (:func:`~llmsizing.planner.plans_where`), since the range's width differs by GPU and a plan
+    the slow end of the 80% range, ``days_high`` (the default, ``plan()``'s since issue 34) or the point
+    estimate. The slow end also only filters the cached plans (no new search); its front is marked again among
+    the plans left (:func:`~llmsizing.planner.plans_where`), since the range's width differs by GPU and a plan
     dominated by one beyond the deadline's slow end need not be beyond it itself. The summary names the rule
     and says whether the chosen plan meets the deadline at the slow end of its range (``plan()``'s
     ``meets_deadline``)."""
@@ -183,7 +183,7 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=4096,
                                       description="max GPUs", **_style()),
         "deadline": W.Dropdown(options=PLAN_DEADLINES, value=0.0, description="deadline", **_style()),
-        "deadline_rule": W.Dropdown(options=PLAN_DEADLINE_RULES, value="estimate",
+        "deadline_rule": W.Dropdown(options=PLAN_DEADLINE_RULES, value="slow_end",
                                     description="deadline rule",
                                     tooltip="deadline rule: a plan meets the deadline by its point estimate "
                                             "of days, or by the slow end of its 80% range", **_style()),
