@@ -294,6 +294,9 @@ CLASHES = [
     # round 6 (misc38b): chapter 4 wrote the residual as x + f(x), though f is the MLP's inner width
     (re.compile(r"(?<![A-Za-z\\_])(?<!_\{)f\s*(?:\(|\\left\s*\()"), re.compile(r"[\s\S]"),
      "f as a function: f is the MLP's inner width (name the function: \\text{sublayer}(x), \\sigma)"),
+    # round 6 (read0810): chapter 10 and the appendix wrote Approach 3's loss L(N, D) next to 12 L a d s
+    (re.compile(r"(?<![A-Za-z\\_{])L\s*\(\s*N\s*,\s*D\s*\)"), re.compile(r"loss|Approach 3", re.I),
+     "L(N, D) as the loss: L is layers (the loss is script L)"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
@@ -359,6 +362,9 @@ CLASHED = [
     # round 6 (misc38b): chapter 4 before this session's fix
     ("The residual additions keep nothing: the gradient of $x + f(x)$ just flows through.", "f as a function"),
     ("a block computes $y = x + f\\left(\\text{LN}(x)\\right)$", "f as a function"),
+    # round 6 (read0810): chapter 10 and the appendix before this session
+    ("Approach 3 fits a loss surface $$L(N, D) = L_0 + \\frac{K_N}{N^{\\alpha_N}}$$", "L(N, D) as the loss"),
+    ("Approach 3's parametric loss $L(N, D) = L_0 + K_N/N^{\\alpha_N}$", "L(N, D) as the loss"),
 ]
 #: Uses the round-5 rules must let pass (each is in the book or the appendix now).
 ALLOWED_ROUND5 = [
@@ -375,6 +381,8 @@ ALLOWED_ROUND5 = [
     "the textbook M/G/$n_\\text{slot}$ queue",
     "max(forward, loss backward $+8bsV/t$, backward, optimizer step)",
     "with $c_s$ the service time's coefficient of variation",
+    "Approach 3's parametric loss $\\mathcal{L}(N, D) = L_0 + K_N/N^{\\alpha_N} + K_D/D^{\\alpha_D}$",
+    "PaLM's $6N + 12\\,L\\,a\\,d\\,s$ per token, with the loss's backward",
 ]
 
 

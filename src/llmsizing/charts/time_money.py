@@ -58,9 +58,12 @@ def render_mfu_calibration() -> View:
 
     groups = sorted(set(zip(df["generation"], df["dtype"])),
                     key=lambda k: (-len(df[(df["generation"] == k[0]) & (df["dtype"] == k[1])]), k))
-    fig = Figure(figsize=(8.6, 9.2), dpi=DPI)
-    gs = fig.add_gridspec(2, 1, height_ratios=[1, 3.1], left=0.43, right=0.975, bottom=0.05, top=0.975,
-                          hspace=0.17)
+    # one 0.1-inch row per run and per gap, so that the 6-point run names do not overlap
+    rows_in, top_in = 0.1 * (len(df) + len(groups)), 2.4
+    fig = Figure(figsize=(8.6, top_in + rows_in + 1.2), dpi=DPI)
+    gs = fig.add_gridspec(2, 1, height_ratios=[top_in, rows_in], left=0.43, right=0.975,
+                          bottom=0.5 / (top_in + rows_in + 1.2), top=1 - 0.2 / (top_in + rows_in + 1.2),
+                          hspace=0.5 / (top_in + rows_in) * 2)
     ax, ax_r = fig.add_subplot(gs[0]), fig.add_subplot(gs[1])
 
     # ---- top: implied against predicted
@@ -71,9 +74,11 @@ def render_mfu_calibration() -> View:
             part = sub[sub["calibration"] == cal]
             ax.plot(part["predicted_mfu"] * 100, part["implied_mfu"] * 100, ls="none", marker="o", ms=5,
                     mec=c, mfc=face, label=f"{key[0]} {key[1].upper()}" if cal else None)
-    ax.plot([10, 65], [10, 65], color="0.3", lw=0.8, ls="--")
-    ax.set_xlim(10, 65)
-    ax.set_ylim(10, 65)
+    most = df[["implied_mfu", "predicted_mfu"]].to_numpy().max()
+    top = max(65, 5 * np.ceil(most * 20 + 0.2))        # the axes hold every dot (A100 runs reach 72%)
+    ax.plot([10, top], [10, top], color="0.3", lw=0.8, ls="--")
+    ax.set_xlim(10, top)
+    ax.set_ylim(10, top)
     ax.set_xlabel("predicted MFU (%)", fontsize=8)
     ax.set_ylabel("implied MFU (%)", fontsize=8)
     ax.tick_params(labelsize=7.5)
@@ -91,8 +96,9 @@ def render_mfu_calibration() -> View:
         ax_r.fill_betweenx([y - 0.5, y + len(sub) - 0.5], lo, hi, color=c, alpha=0.12, lw=0)
         for yy, v, cal in zip(ys, sub["residual"], sub["calibration"]):
             ax_r.plot([v], [yy], ls="none", marker="o", ms=4.5, mec=c, mfc=c if cal else "white")
-        ax_r.text(hi, y + len(sub) - 0.9, f" {key[0]} {key[1].upper()}: x{lo:.2f} to x{hi:.2f}", fontsize=7,
-                  color=c, va="top")
+        say = (f"x{lo:.2f} to x{hi:.2f}" if key in ranges.index
+               else f"stand-in, no calibrated range (x{lo:.2f} to x{hi:.2f} shaded)")
+        ax_r.text(hi, y + len(sub) - 0.9, f" {key[0]} {key[1].upper()}: {say}", fontsize=7, color=c, va="top")
         labels += [r if len(r) <= 62 else r[:60] + "..." for r in sub["run"]]
         y += len(sub) + 1
         labels.append("")
