@@ -377,7 +377,8 @@ def _gpu_specs() -> dict[str, dict[str, str]]:
 
 def _variant_specs() -> dict[str, dict[str, str]]:
     """``data/gpu_variants.csv``: GPUs a published run used that no one sells (Meta's 96 GB HBM2e, 500 W
-    H100, issue 34), in ``gpus.csv``'s columns: :func:`get_gpu` finds them, :func:`list_gpus` leaves them out."""
+    H100, issue 34), in ``gpus.csv``'s columns: :func:`get_gpu` finds them, :func:`list_gpus` leaves them
+    out."""
     if not (DATA_DIR / "gpu_variants.csv").exists():
         return {}
     return {r["name"]: r for r in _read("gpu_variants.csv")}
