@@ -83,13 +83,13 @@ def test_held_out_runs_are_predicted_within_the_generations_spread(fitted):
         row = fit.loc[(r.generation, r.dtype)] if (r.generation, r.dtype) in fit.index else None
         if row is None:
             continue
-        par, micro, accum, recompute = C._layout_of(r)
-        st = L.step_time(r.model, r.gpu, par, batch=micro, seq=int(r.seq), grad_accum=accum, recompute=recompute,
-                         dtype=r.dtype)
+        # the run's published layout as the fit prices it (its async TP and attention kernel included: the
+        # 70B Float8 run names AsyncTP, and on its own GPU, H100 HBM2e (Meta), it is within 3% of the median)
+        mfu = C.run_mfu_at(r, row["median"])
         spread_low, spread_high = row["min"] / row["median"], row["max"] / row["median"]
         # MFU moves no faster than the kernel efficiency (communication does not speed up with it)
-        inside = spread_low * 0.75 <= r.implied_mfu / st.mfu <= spread_high / 0.75
-        assert inside != (r.run in known_out), (r.run, r.implied_mfu, st.mfu)
+        inside = spread_low * 0.75 <= r.implied_mfu / mfu <= spread_high / 0.75
+        assert inside != (r.run in known_out), (r.run, r.implied_mfu, mfu)
 
 
 def test_a_generation_without_runs_says_so():

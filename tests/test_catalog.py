@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from llmsizing import get_gpu, get_model, gpu_table, list_gpus, list_models, model_entry, model_table
-from llmsizing.catalog import GPU, resolve_model
+from llmsizing.catalog import GPU, list_gpu_variants, resolve_model
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REQUIRED_GPUS = ["A10", "L40S", "RTX 4090", "A100 40GB", "A100 80GB", "H100 SXM", "H200", "B200", "MI300X"]
@@ -40,7 +40,7 @@ def test_required_gpus_present():
     assert len(set(names)) == len(names), "duplicate GPU names"
 
 
-@pytest.mark.parametrize("row", rows("gpus.csv"), ids=lambda r: r["name"])
+@pytest.mark.parametrize("row", rows("gpus.csv") + rows("gpu_variants.csv"), ids=lambda r: r["name"])
 def test_gpu_row_complete(row):
     assert row["spec_source"].strip(), "spec_source missing"
     assert "price_source" not in row, "prices live in data/gpu_prices.csv only (issue 38), not here"
@@ -63,6 +63,24 @@ def test_gpu_row_complete(row):
         assert peaks["fp16_acc16_dense_tflops"] > half
     if "fp16_dense_tflops" in peaks and "bf16_dense_tflops" in peaks:
         assert peaks["fp16_dense_tflops"] != peaks["bf16_dense_tflops"], "leave fp16 empty where it equals bf16"
+
+
+def test_meta_h100_variant_is_priced_from_its_source_and_kept_out_of_the_lists():
+    """data/gpu_variants.csv: torchtitan's benchmark files (benchmarks/llama3_h100_202412_torchtitan.md,
+    'Hardware') state 96GB HBM2e at 2.4 TB/sec and a 500W limit; no peak is published for the part, so it keeps
+    the H100 SXM's (989.4 / 1,978.9 dense, NVIDIA datasheet). It is found by name, listed nowhere, and is
+    Hopper at the H100 SXM's calibrated efficiencies (not a stand-in)."""
+    from llmsizing.hardware import kernel_efficiency_row
+
+    v, sxm = get_gpu("H100 HBM2e (Meta)"), get_gpu("H100 SXM")
+    assert v.memory_bandwidth_gbps == 2400 and v.memory_marketed_gb == 96
+    assert (v.bf16_dense_tflops, v.fp8_dense_tflops) == (sxm.bf16_dense_tflops, sxm.fp8_dense_tflops)
+    assert list_gpu_variants() == ["H100 HBM2e (Meta)"]
+    assert "H100 HBM2e (Meta)" not in list_gpus() and "H100 HBM2e (Meta)" not in gpu_table().index
+    assert v.price_usd_per_gpu_hour is None
+    for dtype in ("bf16", "fp8"):
+        row, ref = kernel_efficiency_row(v, dtype), kernel_efficiency_row(sxm, dtype)
+        assert row.generation == "hopper" and row.runs and row.kernel_efficiency == ref.kernel_efficiency
 
 
 @pytest.mark.parametrize("name", REQUIRED_GPUS)
@@ -234,7 +252,7 @@ def test_resolve_model_accepts_model_and_name():
 def test_every_gpu_has_one_default_node_sourced_and_dated():
     nodes = rows("nodes.csv")
     defaults = [r["gpu"] for r in nodes if r["default_for_gpu"] == "yes"]
-    assert sorted(defaults) == sorted(list_gpus()), "one default node per catalogued GPU"
+    assert sorted(defaults) == sorted(list_gpus() + list_gpu_variants()), "one default node per catalogued GPU"
     for r in nodes:
         assert r["source"].strip() and is_iso_date(r["as_of"]), r["name"]
         assert r["intra_topology"] in {"switch", "mesh", "pcie"}, r["name"]

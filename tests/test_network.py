@@ -9,6 +9,7 @@ import pytest
 
 import llmsizing as L
 from llmsizing import network
+from llmsizing.catalog import list_gpu_variants
 from llmsizing.comm import communication, group_network
 from llmsizing.parallel import Parallel
 
@@ -30,7 +31,7 @@ def test_every_node_row_is_sourced_and_every_gpu_has_one_default_node():
     for r in rows.values():
         assert r["source"].strip() and r["as_of"].strip(), r["name"]
     defaults = [r["gpu"] for r in rows.values() if r["default_for_gpu"] == "yes"]
-    assert sorted(defaults) == sorted(L.list_gpus())
+    assert sorted(defaults) == sorted(L.list_gpus() + list_gpu_variants())
 
 
 def test_dgx_h100_egress_by_hand():

@@ -77,7 +77,9 @@ def test_runs_outside_the_stated_range_are_the_ones_the_library_says():
     assert len(runs) >= 50 and runs["calibration"].sum() >= 30 and (~runs["calibration"]).sum() >= 10
     outside = []
     for r in runs.itertuples():
-        gen = "hopper" if r.gpu in ("H100 SXM", "H200") else "ampere" if r.gpu.startswith("A100") else None
+        # (H100 HBM2e (Meta): torchtitan's Grand Teton H100s, data/gpu_variants.csv, a Hopper part)
+        gen = ("hopper" if r.gpu in ("H100 SXM", "H200", "H100 HBM2e (Meta)")
+               else "ampere" if r.gpu.startswith("A100") else None)
         dtype = "fp8" if r.dtype == "fp8" else "bf16"
         if gen is None:    # MI300X, B200: held-out FP8 runs (issue 34) of generations with no row; the library
             assert dtype == "fp8"    # borrows the lower median intercept of the dtype's rows: here Hopper's, alone

@@ -375,13 +375,22 @@ def _gpu_specs() -> dict[str, dict[str, str]]:
     return {r["name"]: r for r in _read("gpus.csv")}
 
 
+def _variant_specs() -> dict[str, dict[str, str]]:
+    """``data/gpu_variants.csv``: GPUs a published run used that no one sells (Meta's 96 GB HBM2e, 500 W
+    H100, issue 34), in ``gpus.csv``'s columns: :func:`get_gpu` finds them, :func:`list_gpus` leaves them
+    out."""
+    if not (DATA_DIR / "gpu_variants.csv").exists():
+        return {}
+    return {r["name"]: r for r in _read("gpu_variants.csv")}
+
+
 @cache
 def _gpus() -> dict[str, GPU]:
     out = {}
     fp4 = {r["name"]: float(r["fp4_dense_tflops"]) for r in _read("gpus_fp4.csv")} \
         if (DATA_DIR / "gpus_fp4.csv").exists() else {}    # (a catalogue copied without it: no FP4 peaks)
     prices = _prices()                             # read with the specs, so one cache_clear reloads both
-    for r in _gpu_specs().values():
+    for r in [*_gpu_specs().values(), *_variant_specs().values()]:
         p = prices.get(r["name"], {})
         r = {**r, "price_usd_per_gpu_hour": p.get("price_usd_per_gpu_hour", ""),
              "price_source": p.get("price_source", ""), "price_as_of": p.get("price_as_of", ""),
@@ -404,8 +413,14 @@ def _gpus() -> dict[str, GPU]:
 
 
 def list_gpus() -> list[str]:
-    """Names of the catalogued GPUs, in catalogue order."""
-    return list(_gpus())
+    """Names of the catalogued GPUs, in catalogue order (not the variants of :func:`list_gpu_variants`)."""
+    return [n for n in _gpus() if n in _gpu_specs()]
+
+
+def list_gpu_variants() -> list[str]:
+    """Names of the GPU variants (``data/gpu_variants.csv``): parts a published run used that no one sells,
+    priced for those runs and left out of every list of GPUs to choose from."""
+    return [n for n in _gpus() if n not in _gpu_specs()]
 
 
 def _norm_gpu(name: str) -> str:
@@ -511,7 +526,7 @@ def prices_as_of(gpus=None) -> str:
     (issues 26 and 38: a visible "prices as of" wherever a price is used; a hand-made GPU's ``as_of`` stands
     in). A GPU made by hand with no ``as_of`` is refused, naming
     it."""
-    chosen = list(_gpus().values()) if gpus is None else resolve_gpus(gpus)
+    chosen = resolve_gpus(list_gpus()) if gpus is None else resolve_gpus(gpus)
     missing = [g.name for g in chosen if not (g.price_as_of or g.as_of)]
     if missing:
         raise ValueError(f"gpus: no as_of date for {', '.join(missing)} (only catalogued prices are dated)")
@@ -520,12 +535,13 @@ def prices_as_of(gpus=None) -> str:
 
 
 def gpu_table():
-    """The GPU catalogue as a pandas DataFrame (for the book's tables)."""
+    """The GPU catalogue as a pandas DataFrame (for the book's tables; not the variants of
+    :func:`list_gpu_variants`)."""
     import pandas as pd
 
     # (the fields, not __dict__: a GPU keeps its hash there once hashed, _compat.keep_hash)
     rows = [{**{f.name: getattr(g, f.name) for f in fields(g)}, "memory_gib": g.memory_gib}
-            for g in _gpus().values()]
+            for g in map(get_gpu, list_gpus())]
     return pd.DataFrame(rows).set_index("name")
 
 
