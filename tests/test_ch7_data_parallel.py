@@ -165,7 +165,8 @@ def test_host_cpu_adam_rate_against_published_measurements():
     = 255.936 GB/s peak. Rate: 10e9 / 2.57 = 3.891e9 parameters/s.
     A DGX H100 host (NVIDIA DGX BasePOD reference: two Xeon Platinum 8480C, DDR5; 8 channels each at
     DDR5-4800, 2 x 8 x 4.8 x 8 = 614.4 GB/s) shared by 8 GPUs: 3.891e9 x 614.4 / 255.936 / 8 = 1.1676e9
-    per GPU, so the library's 1.3333e9 is 1.142x faster. At DDR5-4400 (two DIMMs per channel, 563.2 GB/s) it is 1.246x.
+    per GPU, so the library's 1.3333e9 is 1.142x faster. At DDR5-4400 (two DIMMs per channel, 563.2 GB/s)
+    it is 1.246x.
     Cross-check of the scaling on another host, DeepSpeed's SuperOffload blog (2025), Figure 5: CPU-Adam, 8B
     parameters in 0.769 s on a GH200's Grace (~500 GB/s LPDDR5X). Scaled: 8e9 / (3.891e9 x 500 / 255.936) =
     1.0524 s, 1.369x the measurement.
