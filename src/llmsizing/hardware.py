@@ -367,7 +367,7 @@ def flat_kernel_efficiency(gpu, dtype: str = "bf16") -> float:
 #: DeepSpeed's CPU-Adam, measured: Ren et al. 2021 (ZeRO-Offload, arXiv:2101.06840, Table 4) step 10B fp32
 #: parameters in 2.57 s on one DGX-2 host (their Table 2: two Xeon Platinum 8168, 24 cores each, DDR4-2666;
 #: 2 sockets x 6 channels x 2.666 GT/s x 8 bytes = 255.9 GB/s peak). The row is (parameters, seconds, the
-#: host's DRAM peak in decimal GB/s). Their 1B-8B rows run 3.3-4.5B parameters per second, within 15% of it.
+#: host's DRAM peak in decimal GB/s). Their 1B-8B rows run 3.3-4.5B parameters per second, within 17% of it.
 CPU_ADAM_MEASURED = (10e9, 2.57, 2 * 6 * 2.666 * 8)
 #: The cross-check, same layout: DeepSpeed's SuperOffload blog (2025, Figure 5), CPU-Adam on a GH200's 72-core
 #: Grace, 8B parameters in 0.769 s; NVIDIA quotes ~500 GB/s for its LPDDR5X.
