@@ -156,6 +156,45 @@ def test_gpu_with_link():
 
 
 # ----------------------------------------------------------------------------- ZeRO-Offload time
+def test_host_cpu_adam_rate_against_published_measurements():
+    """HOST_MEMORY_GBPS (40 GB/s per GPU at 30 bytes per parameter: 1.333B parameters/s per GPU) against the
+    published CPU-Adam step times, scaled by DRAM peak because the kernel streams its fp32 states.
+
+    Ren et al. 2021 (ZeRO-Offload, arXiv:2101.06840), Table 4: DeepSpeed's CPU-Adam steps 10B parameters in
+    2.57 s; Table 2: one DGX-2 host, two Xeon Platinum 8168 with DDR4-2666, 2 x 6 channels x 2.666 GT/s x 8 B
+    = 255.936 GB/s peak. Rate: 10e9 / 2.57 = 3.891e9 parameters/s.
+    A DGX H100 host (NVIDIA DGX BasePOD reference: two Xeon Platinum 8480C, DDR5; 8 channels each at
+    DDR5-4800, 2 x 8 x 4.8 x 8 = 614.4 GB/s) shared by 8 GPUs: 3.891e9 x 614.4 / 255.936 / 8 = 1.1676e9
+    per GPU, so the library's 1.3333e9 is 1.142x faster. At DDR5-4400 (two DIMMs per channel, 563.2 GB/s)
+    it is 1.246x.
+    Cross-check of the scaling on another host, DeepSpeed's SuperOffload blog (2025), Figure 5: CPU-Adam, 8B
+    parameters in 0.769 s on a GH200's Grace (~500 GB/s LPDDR5X). Scaled: 8e9 / (3.891e9 x 500 / 255.936) =
+    1.0524 s, 1.369x the measurement.
+    Bytes per parameter against DeepSpeed's kernel (csrc/includes/cpu_adam.h, Step_AVX): it reads the fp32
+    parameter, gradient and both moments (16 B) and writes the parameter and moments back (12 B); the
+    2021 kernel also wrote an fp32 copy for the GPU (32 B in all), today's ZeRO casts the fp32 partition to a
+    16-bit buffer in a second pass (4 + 2: 34 B). The library's 30 B sits between 28 and 34."""
+    from llmsizing.hardware import (CPU_ADAM_GRACE, CPU_ADAM_MEASURED, DGX_H100_DRAM_GBPS,
+                                    cpu_adam_params_per_s)
+
+    assert CPU_ADAM_MEASURED == pytest.approx((10e9, 2.57, 255.936))
+    assert CPU_ADAM_GRACE == pytest.approx((8e9, 0.769, 500.0))
+    assert DGX_H100_DRAM_GBPS == pytest.approx(614.4)
+    assert cpu_adam_params_per_s(255.936) == pytest.approx(3.891e9, rel=1e-3)
+    per_gpu = cpu_adam_params_per_s(614.4, gpus_per_host=8)
+    assert per_gpu == pytest.approx(1.1676e9, rel=1e-3)
+    library = HOST_MEMORY_GBPS * 1e9 / CPU_ADAM_BYTES_PER_PARAM
+    assert library == pytest.approx(1.3333e9, rel=1e-3)
+    assert library / per_gpu == pytest.approx(1.142, abs=0.002)
+    assert library / cpu_adam_params_per_s(563.2, gpus_per_host=8) == pytest.approx(1.246, abs=0.002)
+    assert 8e9 / cpu_adam_params_per_s(500.0) / 0.769 == pytest.approx(1.369, abs=0.002)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="host_dram_gbps"):
+            cpu_adam_params_per_s(bad)
+    with pytest.raises(ValueError, match="gpus_per_host"):
+        cpu_adam_params_per_s(614.4, gpus_per_host=0)
+
+
 def test_offload_time_by_hand():
     """Llama-3-70B, ZeRO-3 over 8 GPUs, optimizer offloaded: each GPU owns N/8 parameters; per step their
     bf16 gradients go down (2 bytes each, once per micro-batch), bf16 weights come up once, and CPU Adam streams

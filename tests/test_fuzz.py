@@ -603,6 +603,8 @@ CH6_FUNCTIONS = {
                                        aliases={"compute": ("compute", "dtype")}),
     "gpu_comparison": Spec(hardware.gpu_comparison, dict(gpus=lists_of(gpus(), optional=True)),
                            aliases={"gpus": ("gpu",)}),
+    "cpu_adam_params_per_s": Spec(hardware.cpu_adam_params_per_s,
+                                  dict(host_dram_gbps=nums(0, 2000), gpus_per_host=ints(1, 16))),
 }
 CH6_CHARTS = {
     "render_gpu_landscape": Spec(charts.render_gpu_landscape, dict(gpus=lists_of(gpus(), optional=True)),

@@ -528,10 +528,10 @@ def dp_breakeven_tokens(model: Model | str, gpu, *, dp: int, zero: int, seq: int
 #: share a PCIe switch with a NIC, so 32 is a cautious default for both. A parameter of :func:`offload_time`.
 HOST_LINK_GBPS = 32.0
 
-#: How fast the host's CPU Adam streams one GPU's optimizer partition, decimal GB/s of memory traffic. An
-#: *estimate, good to within 2x*: a two-socket server has ~300-600 GB/s of DRAM bandwidth in theory, shared by
-#: the eight GPUs' optimizer processes, and DeepSpeed's vectorised CPU-Adam (Ren et al. 2021) runs at
-#: a fraction of it. Measure it on your own host (DeepSpeed's ``DeepSpeedCPUAdam`` on a large tensor).
+#: How fast the host's CPU Adam streams one GPU's optimizer partition, decimal GB/s of memory traffic: one
+#: eighth of an 8-GPU host. Checked (:func:`~llmsizing.hardware.cpu_adam_params_per_s`, chapter 7): Ren et al.
+#: 2021's measured CPU-Adam, scaled to a DGX H100's DRAM (2 x 8 channels of DDR5-4800, 614 GB/s), gives each
+#: of 8 GPUs 1.17B parameters/s; 40 GB/s / 30 bytes is 1.33B, 14% faster. A CPU serving one GPU is faster.
 HOST_MEMORY_GBPS = 40.0
 
 #: Bytes of host memory traffic per parameter in one CPU Adam step: read the fp32 gradient (4), read and

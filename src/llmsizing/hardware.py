@@ -1,6 +1,7 @@
 """Hardware arithmetic (chapter 6, "Hardware"): peaks, ridge points, the decode roofline, the GPU comparison
-and the calibrated kernel efficiency. The links themselves (one-way bandwidths, nodes, collectives) are
-:mod:`llmsizing.network`'s; ``link_bandwidth_one_way_gbps`` is still importable from here.
+and the calibrated kernel efficiency; and the host's CPU Adam rate (chapter 7). The links themselves (one-way
+bandwidths, nodes, collectives) are :mod:`llmsizing.network`'s; ``link_bandwidth_one_way_gbps`` is still
+importable from here.
 
 Units follow :mod:`llmsizing.units`: decimal GB/s, and every bandwidth says its direction.
 """
@@ -359,3 +360,31 @@ def flat_kernel_efficiency(gpu, dtype: str = "bf16") -> float:
     step with the kernel terms too. :func:`kernel_efficiency` is the step model's scale."""
     row = kernel_efficiency_row(gpu, dtype)
     return row.flat_efficiency if row.flat_efficiency is not None else row.kernel_efficiency
+
+
+# ================================================================== chapter 7: the host's CPU Adam
+
+#: DeepSpeed's CPU-Adam, measured: Ren et al. 2021 (ZeRO-Offload, arXiv:2101.06840, Table 4) step 10B fp32
+#: parameters in 2.57 s on one DGX-2 host (their Table 2: two Xeon Platinum 8168, 24 cores each, DDR4-2666;
+#: 2 sockets x 6 channels x 2.666 GT/s x 8 bytes = 255.9 GB/s peak). The row is (parameters, seconds, the
+#: host's DRAM peak in decimal GB/s). Their 1B-8B rows run 3.3-4.5B parameters per second, within 17% of it.
+CPU_ADAM_MEASURED = (10e9, 2.57, 2 * 6 * 2.666 * 8)
+#: The cross-check, same layout: DeepSpeed's SuperOffload blog (2025, Figure 5), CPU-Adam on a GH200's 72-core
+#: Grace, 8B parameters in 0.769 s; NVIDIA quotes ~500 GB/s for its LPDDR5X.
+CPU_ADAM_GRACE = (8e9, 0.769, 500.0)
+#: A DGX H100 host's DRAM peak, decimal GB/s: two Xeon Platinum 8480C (NVIDIA DGX BasePOD reference), each
+#: with 8 channels of DDR5-4800 (Intel's rating): 2 x 8 x 4.8 GT/s x 8 bytes. Eight GPUs share it.
+DGX_H100_DRAM_GBPS = 2 * 8 * 4.8 * 8
+
+
+def cpu_adam_params_per_s(host_dram_gbps: float, gpus_per_host: int = 1) -> float:
+    """Parameters per second that one GPU's share of a host's CPU Adam updates: the measured rate of
+    :data:`CPU_ADAM_MEASURED`, scaled by the host's DRAM peak ``host_dram_gbps`` (decimal GB/s; CPU Adam
+    streams the fp32 states through DRAM, so it is memory-bound) and split evenly over the ``gpus_per_host``
+    GPUs whose optimizer processes share the host. The check of :data:`llmsizing.comm.HOST_MEMORY_GBPS`
+    (chapter 7); the same scaling predicts the measured step on a GH200's Grace (:data:`CPU_ADAM_GRACE`)
+    1.37x too slow, so it is good to about 1.4x across hosts."""
+    dram = check_number("host_dram_gbps", host_dram_gbps, allow_equal=False)
+    n = check_int("gpus_per_host", gpus_per_host)
+    params, seconds, measured_dram = CPU_ADAM_MEASURED
+    return params / seconds * dram / measured_dram / n
