@@ -391,11 +391,15 @@ class VoilaServer(NamedTuple):
 
 
 @pytest.fixture(scope="session")
-def voila(tmp_path_factory):
+def voila():
     """``make app``'s Voila (tools/serve_live.start_voila) on book/, for the whole session."""
     import serve_live
 
-    log_path = tmp_path_factory.mktemp("voila") / "voila.log"
+    # in _build/screenshots (one log per xdist worker), not under pytest's temporary folder: on a machine
+    # where other pytest runs go on, they remove older runs' temporary folders, and the log with them (live38:
+    # a run's Voila logs were gone minutes after it ended)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    log_path = SHOTS / f"voila-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log"
     log = open(log_path, "wb")
     url, proc = serve_live.start_voila(serve_live.chapter_notebook("00"), log=log, timeout_s=120)
     try:
@@ -462,6 +466,11 @@ _RESTART_LOG = re.compile(r"KernelRestarter|restarted|died|exited with")
 
 class VoilaReloadWarning(UserWarning):
     """A chapter's Voila page did not show its widgets and was reloaded once (reported in the run's summary)."""
+
+
+class VoilaMendWarning(UserWarning):
+    """A chapter's Voila page showed a widget whose output had given up on its model ("model not found") from
+    the model its widget manager held (the book template's mend; reported in the run's summary)."""
 
 
 #: What a Voila page's widget manager holds (``window.jupyterapp.widgetManager``; ``_models`` is its private
@@ -564,6 +573,11 @@ def voila_page(request, chromium, guard_network, voila):
             try:
                 page.wait_for_function(JS_WIDGETS_DRAWN, arg=count, timeout=VOILA_DRAWN_S * 1000,
                                        polling=POLL_MS)
+                mended = page.evaluate("() => document.body.dataset.bookWidgetsMended")
+                if mended:
+                    warnings.warn(VoilaMendWarning(
+                        f"{request.param}: {mended} widget(s) had given up on their model and were shown from "
+                        f"the page's widget manager. {voila_diagnosis(page, errors, voila, asked_at)}"))
                 break
             except Exception:
                 warnings.warn(VoilaReloadWarning(
