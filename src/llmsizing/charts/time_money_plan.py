@@ -67,9 +67,10 @@ class _PointCloud(Line2D):
         xy = affine.transform(tpath.vertices)
         if len(xy) < 2:
             return super().draw(renderer)
-        at = np.floor(xy + 0.5)
-        sure = (np.isfinite(xy) & (np.abs(xy - np.floor(xy) - 0.5) > 1e-6)
-                & (np.abs(at) < 2.0 ** 30)).all(axis=1)
+        with np.errstate(invalid="ignore"):                 # (inf - inf: NaN, not sure)
+            at = np.floor(xy + 0.5)
+            sure = (np.isfinite(xy) & (np.abs(xy - np.floor(xy) - 0.5) > 1e-6)
+                    & (np.abs(at) < 2.0 ** 30)).all(axis=1)
         rows = np.flatnonzero(sure)
         code = (at[rows, 0].astype(np.int64) << 31) + at[rows, 1].astype(np.int64)
         keep = ~sure

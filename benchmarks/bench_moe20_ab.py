@@ -1,0 +1,60 @@
+"""Paired CPU time of chapter 17's widget moving to each mixture of experts, with moe20's drawing changes on
+(``new``: the planner figure's cloud of plans stamps each pixel's marker once, ``charts._PointCloud``;
+``charts._plan_groups`` keyed on the columns it reads, ``charts._groups_key``; the widget canvas's renderer
+keeps a new string's bitmap from the layout it measured, ``widgets.canvas``) and off in the same process
+(``base``: matplotlib's own ``Line2D.draw`` and ``RendererAgg.get_text_width_height_descent``, and the
+groups keyed on the whole table, ``charts._table_key``), rounds alternating base-new and new-base
+(benchmarks/ab_rounds.py). Each round: kept results cleared (bench_planner.kept, and the kept plan groups),
+a new widget (a new canvas: no kept texts) on a dense model, then each MoE model in turn at the widget's
+defaults (as bench_ch17_models).
+
+    PYTHONPATH=src:tests .venv/bin/python benchmarks/bench_moe20_ab.py [--rounds N]
+
+Prints per model the median CPU ms per move of each side and the median of the paired ratios new / base.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ab_rounds  # noqa: E402
+
+
+class _GroupsKept:
+    """The kept plan groups, cleared as the other kept results are (``cache_clear``)."""
+
+    @staticmethod
+    def cache_clear() -> None:
+        from llmsizing.charts import time_money_plan
+
+        time_money_plan._PLAN_GROUPS_KEPT.clear()
+
+
+def main() -> None:
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    from llmsizing.charts import time_money_plan as tmp
+    from llmsizing.widgets import canvas
+
+    fig = Figure()
+    canvas._text_cache_canvas()(fig)
+    renderer = type(fig.canvas.get_renderer())
+    new = dict(draw=tmp._PointCloud.draw, key=tmp._groups_key,
+               measure=renderer.get_text_width_height_descent)
+    base = dict(draw=Line2D.draw, key=tmp._table_key, measure=RendererAgg.get_text_width_height_descent)
+
+    def use(side: dict) -> None:
+        tmp._PointCloud.draw = side["draw"]
+        tmp._groups_key = side["key"]
+        renderer.get_text_width_height_descent = side["measure"]
+
+    ab_rounds.run(__doc__.split("\n\n")[0], use, new, base, extra_caches=(_GroupsKept,))
+
+
+if __name__ == "__main__":
+    main()
