@@ -49,7 +49,8 @@ def _same(got, want):
 
 @settings(max_examples=150, deadline=None)
 @given(cps=st.lists(st.sampled_from([1, 2, 4, 8, 16, 32, 64]), min_size=1, max_size=6, unique=True),
-       gb=st.sampled_from([1, 6, 32, 96, 128, 512, 1536]), micros=st.sampled_from([(1,), (1, 2, 4), (1, 2, 3, 8)]),
+       gb=st.sampled_from([1, 6, 32, 96, 128, 512, 1536]),
+       micros=st.sampled_from([(1,), (1, 2, 4), (1, 2, 3, 8)]),
        tp=st.sampled_from([1, 2, 4, 8]), pp=st.integers(1, 16), v=st.sampled_from([1, 2]),
        unit=st.sampled_from([None, 1, 2, 5, 16]), max_gpus=st.sampled_from([None, 64, 4096, 16384]))
 def test_dict_numbering_is_uniques(cps, gb, micros, tp, pp, v, unit, max_gpus):
@@ -155,7 +156,8 @@ def test_cloud_draws_fewer_markers_on_the_ch17_plans():
 
 @pytest.fixture(scope="module")
 def table():
-    return planner.plan("llama-3-70b", tokens=1e12, gpus=tmp.PLAN_GPUS, seq=8192, global_batch=512, max_gpus=4096)
+    return planner.plan("llama-3-70b", tokens=1e12, gpus=tmp.PLAN_GPUS, seq=8192, global_batch=512,
+                        max_gpus=4096)
 
 
 def test_groups_key_follows_what_the_groups_read(table):
